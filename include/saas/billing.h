@@ -1,0 +1,106 @@
+/*
+ * libsaas: sizes, prices, balance and usage.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_BILLING_H
+#define SAAS_BILLING_H
+
+#include "common.h"
+
+SAAS_BEGIN_DECLS
+
+/** A size class and its price. */
+typedef struct {
+	const char *name;            /**< "small", "medium", "large" ... */
+	unsigned int vcpus;
+	unsigned int memory_mb;
+	unsigned int disk_gb;
+	int64_t usd_micro_per_hour;  /**< Price per hour of running, in micro-dollars. */
+} saas_size;
+
+/** Limits as an account sees them. */
+typedef struct {
+	unsigned int max_sandboxes;
+	int64_t default_timeout_s;
+	int64_t max_timeout_s;
+	int64_t min_balance_s;
+} saas_account_limits;
+
+/** What saas_client_account() returns; library-allocated, fields may be appended. */
+typedef struct {
+	char id[SAAS_ID_MAX + 1];
+	char *name;
+	int64_t credit_usd_micro;     /**< Everything credited, ever. */
+	int64_t spent_usd_micro;      /**< Charged plus accrued by running sandboxes. */
+	int64_t balance_usd_micro;    /**< credit - spent. */
+	unsigned int active_sandboxes;/**< Not yet destroyed. */
+	saas_account_limits limits;
+	size_t nsizes;
+	saas_size *sizes;             /**< Every size class with its price. */
+} saas_account_info;
+
+/**
+ * The account the client is bound to: balance, limits and pricing.
+ *
+ * @param out [out] free with saas_account_info_free().
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_EAUTH, SAAS_ESTORE, SAAS_ENETWORK, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *client);
+
+/** Free account info; NULL is ignored. */
+SAAS_EXTERN(void) saas_account_info_free(saas_account_info *info);
+
+/** One sandbox's share of a usage period. */
+typedef struct {
+	char sandbox_id[SAAS_ID_MAX + 1];
+	char size[32];
+	int64_t seconds;              /**< Whole seconds run inside the period. */
+	int64_t cost_usd_micro;       /**< rate x seconds / 3600, rounded down. */
+	int running;                  /**< Non-zero if it still runs (cost accrued so far). */
+} saas_usage_line;
+
+/** Usage over a period; library-allocated, fields may be appended. */
+typedef struct {
+	int64_t from_ms;
+	int64_t to_ms;
+	size_t count;
+	saas_usage_line *lines;       /**< Newest sandbox first. */
+	int64_t total_seconds;
+	int64_t total_usd_micro;      /**< Sum of the lines' costs. */
+} saas_usage;
+
+/**
+ * Usage of the client's account over [from_ms, to_ms).
+ *
+ * @param from_ms start of the period (ms since epoch); 0 means 30 days before `to_ms`.
+ * @param to_ms   end of the period; 0 means now. Must be after from_ms.
+ * @param flags   0.
+ * @param out     [out] free with saas_usage_free().
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_EAUTH, SAAS_ESTORE, SAAS_ENETWORK, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *client, int64_t from_ms, int64_t to_ms, unsigned int flags);
+
+/** Free usage; NULL is ignored. */
+SAAS_EXTERN(void) saas_usage_free(saas_usage *usage);
+
+/**
+ * The cost of running a size for a number of seconds: rate x seconds / 3600,
+ * rounded down once. This is the only rounding billing ever does.
+ *
+ * @return micro-dollars; 0 for seconds <= 0 or a negative rate.
+ */
+SAAS_EXTERN(int64_t) saas_cost(int64_t usd_micro_per_hour, int64_t seconds);
+
+/**
+ * Format micro-dollars as a decimal string with six places: 5000000 -> "5.000000",
+ * -25 -> "-0.000025". Exact; no floating point.
+ *
+ * @param buf  [out] at least 32 bytes.
+ * @return buf.
+ */
+SAAS_EXTERN(char *) saas_usd_format(char *buf, size_t bufsize, int64_t usd_micro);
+
+SAAS_END_DECLS
+
+#endif

@@ -1,0 +1,233 @@
+/*
+ * libsaas: the local engine and its administrative calls.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_ENGINE_H
+#define SAAS_ENGINE_H
+
+#include "common.h"
+#include "billing.h"
+
+SAAS_BEGIN_DECLS
+
+struct saas_driver;
+
+/** Log levels passed to a saas_log_fn. */
+typedef enum {
+	SAAS_LOG_ERROR = 0,
+	SAAS_LOG_WARN = 1,
+	SAAS_LOG_INFO = 2,
+	SAAS_LOG_DEBUG = 3
+} saas_log_level;
+
+/**
+ * Where the engine's log lines go. The library never prints on its own.
+ * Called from any engine thread; must be thread-safe. `msg` has no trailing newline
+ * and is valid only during the call.
+ */
+typedef void (*saas_log_fn)(void *userdata, int level, const char *msg);
+
+/**
+ * A clock: milliseconds since the Unix epoch. Tests pass one they can move;
+ * NULL means the real clock. Called from any engine thread.
+ */
+typedef int64_t (*saas_clock_fn)(void *userdata);
+
+/** Limits applied to every account. Zero in any field means "the default". */
+typedef struct {
+	unsigned int max_sandboxes;     /**< Sandboxes not yet destroyed, per account. Default 10. */
+	int64_t default_timeout_s;      /**< Lifetime when create names none. Default 900 (15 min). */
+	int64_t max_timeout_s;          /**< Longest lifetime from now, at create or extend. Default 86400. */
+	int64_t min_balance_s;          /**< Create needs credit for this many seconds of the size. Default 60. */
+} saas_limits;
+
+/** Do not start the reaper thread (tests drive saas_engine_sweep() themselves). */
+#define SAAS_ENGINE_NO_REAPER (1u << 0)
+/**
+ * Open only the store: accounts, credit and keys can be administered beside a
+ * running server, but no VM can be created or destroyed and nothing is reconciled.
+ */
+#define SAAS_ENGINE_STORE_ONLY (1u << 1)
+
+/** Version of saas_engine_options this header describes. */
+#define SAAS_ENGINE_OPTIONS_VERSION 1
+
+/** Options for saas_engine_open(). Initialise with SAAS_ENGINE_OPTIONS_INIT. */
+typedef struct {
+	unsigned int version;           /**< SAAS_ENGINE_OPTIONS_VERSION. */
+	/** State directory; created 0700 if missing. NULL: $XDG_STATE_HOME/aas, ~/.local/state/aas, or /var/lib/aas as root. */
+	const char *state_dir;
+	/** Store URL: "sqlite:PATH", a plain PATH, or "postgresql://...". NULL: sqlite file aas.db in the state directory. */
+	const char *store_url;
+	/** VM driver. NULL: the built-in libvirt driver when compiled in. */
+	const struct saas_driver *driver;
+	/** Driver configuration string (for libvirt: a connection URI). NULL: the driver's default. */
+	const char *driver_config;
+	/** Image used when create names none. NULL: "default". */
+	const char *default_image;
+	/**
+	 * Preview URL template for exposed ports; "{port}" and "{id}" are replaced.
+	 * NULL: "http://{port}-{id}.localhost:8080/".
+	 */
+	const char *preview_url;
+	saas_limits limits;             /**< Zero fields take the defaults. */
+	/** Size classes and prices; NULL takes the built-in table (small, medium, large). */
+	const saas_size *sizes;
+	size_t nsizes;                  /**< Entries in `sizes`. */
+	int64_t new_account_credit;     /**< Micro-dollars for new accounts when create passes SAAS_CREDIT_DEFAULT. 0: $5. */
+	unsigned int reaper_interval_ms;/**< How often the reaper sweeps. 0: 1000. */
+	saas_clock_fn clock;            /**< NULL: the real clock. */
+	void *clock_userdata;
+	saas_log_fn log;                /**< NULL: no logging. */
+	void *log_userdata;
+	int log_level;                  /**< Highest saas_log_level passed to `log`. */
+	unsigned int flags;             /**< SAAS_ENGINE_* bits. */
+} saas_engine_options;
+
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0 }
+
+/**
+ * Open an engine on a state directory.
+ *
+ * Opens (and migrates) the store, opens the driver, reconciles what the driver
+ * runs against what the store says (VMs nobody owns are destroyed; sandboxes
+ * whose VM is gone are closed and billed up to the last moment known), then
+ * starts the reaper.
+ *
+ * @param out     [out] the engine; free with saas_engine_free().
+ * @param options options, or NULL for all defaults.
+ * @return SAAS_OK, SAAS_EINVAL (bad option, unknown version or flag),
+ *         SAAS_ESTORE, SAAS_EBACKEND, SAAS_EBUSY (state directory held by another engine),
+ *         SAAS_EIO, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options) SAAS_WARN_UNUSED;
+
+/**
+ * Stop the reaper and release the engine. Sandboxes keep running and keep their
+ * expiry; the next engine opened on the same state reconciles them. Clients opened
+ * on this engine must be freed first. NULL is ignored.
+ */
+SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
+
+/**
+ * Run one reaper sweep now: destroy every sandbox whose lifetime has ended or
+ * whose account has no credit left, and bill it.
+ *
+ * @param engine the engine.
+ * @param destroyed [out, optional] how many sandboxes were destroyed.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_EBACKEND.
+ */
+SAAS_EXTERN(int) saas_engine_sweep(saas_engine *engine, unsigned int *destroyed);
+
+/** Pass as `credit` to saas_account_create() for the engine's new-account credit ($5 unless configured). */
+#define SAAS_CREDIT_DEFAULT INT64_MIN
+
+/** An account, as the engine's admin calls return it. Library-allocated: fields may be appended. */
+typedef struct {
+	char id[SAAS_ID_MAX + 1];       /**< "acc-..." */
+	char *name;                     /**< As given at creation. */
+	int64_t created_at_ms;
+	int64_t credit_usd_micro;       /**< Everything credited, ever. */
+	int64_t spent_usd_micro;        /**< Charged for closed sandboxes plus accrued by running ones. */
+	int64_t balance_usd_micro;      /**< credit - spent; may dip below zero by at most a sweep's worth. */
+} saas_account;
+
+/**
+ * Create an account.
+ *
+ * @param out    [out, optional] the account; free with saas_account_free().
+ * @param engine the engine.
+ * @param name   a display name: 1 to 200 bytes of UTF-8, no control characters.
+ * @param credit initial credit in micro-dollars (>= 0), or SAAS_CREDIT_DEFAULT.
+ * @param flags  0.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_account_create(saas_account **out, saas_engine *engine, const char *name, int64_t credit, unsigned int flags);
+
+/**
+ * Look an account up by id.
+ *
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_account_get(saas_account **out, saas_engine *engine, const char *account_id);
+
+/** A list of accounts; library-allocated. */
+typedef struct {
+	size_t count;
+	saas_account **items;
+} saas_account_list;
+
+/**
+ * Every account, oldest first.
+ *
+ * @param out [out] free with saas_account_list_free().
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *engine);
+
+/**
+ * Add credit to an account (an entry in its ledger).
+ *
+ * @param amount micro-dollars, > 0 and at most SAAS_USD(1000000).
+ * @param note   optional free text kept in the ledger (at most 200 bytes), or NULL.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE.
+ */
+SAAS_EXTERN(int) saas_account_add_credit(saas_engine *engine, const char *account_id, int64_t amount, const char *note);
+
+/** Free an account; NULL is ignored. */
+SAAS_EXTERN(void) saas_account_free(saas_account *account);
+
+/** Free an account list and its accounts; NULL is ignored. */
+SAAS_EXTERN(void) saas_account_list_free(saas_account_list *list);
+
+/** An API key's public record (never the key itself). */
+typedef struct {
+	char id[SAAS_ID_MAX + 1];          /**< "key-..." */
+	char account_id[SAAS_ID_MAX + 1];
+	char *name;                        /**< As given, or "". */
+	char prefix[16];                   /**< The first characters of the key, for recognising it: "aas_sk_ab12". */
+	int64_t created_at_ms;
+	int64_t revoked_at_ms;             /**< 0 while the key is valid. */
+} saas_key;
+
+/** A list of keys; library-allocated. */
+typedef struct {
+	size_t count;
+	saas_key **items;
+} saas_key_list;
+
+/**
+ * Issue an API key for an account. The plaintext key ("aas_sk_" and 43
+ * characters) is returned exactly once; only its SHA-256 is stored.
+ *
+ * @param key_out [out] the plaintext key; free with saas_free().
+ * @param info    [out, optional] its record; free with saas_key_free().
+ * @param name    optional label (at most 200 bytes) or NULL.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (no such account), SAAS_ESTORE, SAAS_EIO (no randomness).
+ */
+SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *engine, const char *account_id, const char *name);
+
+/**
+ * Revoke a key by its id. Revoking a revoked key succeeds.
+ *
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE.
+ */
+SAAS_EXTERN(int) saas_key_revoke(saas_engine *engine, const char *key_id);
+
+/**
+ * An account's keys, oldest first, revoked ones included.
+ *
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *engine, const char *account_id);
+
+/** Free a key record; NULL is ignored. */
+SAAS_EXTERN(void) saas_key_free(saas_key *key);
+
+/** Free a key list; NULL is ignored. */
+SAAS_EXTERN(void) saas_key_list_free(saas_key_list *list);
+
+SAAS_END_DECLS
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * libsaas: status codes and per-thread error detail.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_ERRORS_H
+#define SAAS_ERRORS_H
+
+#include "common.h"
+
+SAAS_BEGIN_DECLS
+
+/**
+ * Status codes. Every function that can fail returns an int: SAAS_OK (0) on
+ * success, one of these negative values otherwise. Codes are append-only: a
+ * value is never renumbered or reused.
+ */
+typedef enum {
+	SAAS_OK = 0,          /**< Success. */
+	SAAS_ERROR = -1,      /**< Generic failure; see saas_error_last(). */
+	SAAS_EINVAL = -2,     /**< An argument is invalid (NULL, empty, too long, out of range, unknown flag). */
+	SAAS_ENOMEM = -3,     /**< Out of memory. */
+	SAAS_ENOTFOUND = -4,  /**< No such object, or it belongs to another account. */
+	SAAS_EEXISTS = -5,    /**< The object already exists. */
+	SAAS_EAUTH = -6,      /**< The API key is missing, unknown or revoked. */
+	SAAS_ECREDIT = -7,    /**< The account's balance cannot pay for this. */
+	SAAS_ELIMIT = -8,     /**< An account limit would be exceeded (sandboxes at once, timeout). */
+	SAAS_ESTATE = -9,     /**< The object is in the wrong state for this call (e.g. destroyed). */
+	SAAS_ETIMEOUT = -10,  /**< The operation did not finish in time. */
+	SAAS_EBACKEND = -11,  /**< The VM driver or the guest failed. */
+	SAAS_ESTORE = -12,    /**< The state store failed. */
+	SAAS_EIO = -13,       /**< An I/O error, local or in the guest. */
+	SAAS_ENOTSUP = -14,   /**< Not supported by this backend or build. */
+	SAAS_ETOOBIG = -15,   /**< A payload is over its documented size limit. */
+	SAAS_EISDIR = -16,    /**< A file operation named a directory. */
+	SAAS_ENETWORK = -17,  /**< A network failure talking to a remote server. */
+	SAAS_EPROTOCOL = -18, /**< A peer answered something that makes no sense. */
+	SAAS_EBUSY = -19      /**< A resource is held by someone else (e.g. a state directory). */
+} saas_status;
+
+/** The part of the system an error came from. */
+typedef enum {
+	SAAS_ERRCLASS_NONE = 0,
+	SAAS_ERRCLASS_ARGS,      /**< The caller's arguments. */
+	SAAS_ERRCLASS_OS,        /**< The operating system; backend_code is errno. */
+	SAAS_ERRCLASS_STORE,     /**< The store; backend_code is SQLite's result or 0. */
+	SAAS_ERRCLASS_DRIVER,    /**< The VM driver; backend_code is the driver's code. */
+	SAAS_ERRCLASS_GUEST,     /**< The guest transport (SSH, SFTP). */
+	SAAS_ERRCLASS_HTTP,      /**< A remote server; backend_code is the HTTP status. */
+	SAAS_ERRCLASS_BILLING,   /**< Credit and limits. */
+	SAAS_ERRCLASS_AUTH       /**< Authentication. */
+} saas_error_class;
+
+/** Detail about the last failure on the calling thread. */
+typedef struct {
+	int code;              /**< The saas_status returned. */
+	int klass;             /**< A saas_error_class. */
+	long backend_code;     /**< errno, SQLite code, HTTP status ...; 0 when none. */
+	const char *message;   /**< Human-readable; never NULL. */
+	const char *sqlstate;  /**< PostgreSQL SQLSTATE when the store said one, else "". */
+} saas_error;
+
+/**
+ * Fixed text for a status code, e.g. "not found".
+ *
+ * @param code a saas_status value.
+ * @return a static string; never NULL ("unknown error" for an unknown code). Thread-safe.
+ */
+SAAS_EXTERN(const char *) saas_strerror(int code);
+
+/**
+ * Short machine name for a status code, e.g. "not_found"; this is the "code" of
+ * the REST API's error bodies.
+ *
+ * @param code a saas_status value.
+ * @return a static string; never NULL. Thread-safe.
+ */
+SAAS_EXTERN(const char *) saas_error_name(int code);
+
+/**
+ * The detail of the last failure on this thread.
+ *
+ * Every public entry point clears it first, so after a successful call its code
+ * is SAAS_OK and its message "".
+ *
+ * @return a pointer to thread-local storage, valid until this thread's next
+ *         libsaas call; never NULL.
+ */
+SAAS_EXTERN(const saas_error *) saas_error_last(void);
+
+SAAS_END_DECLS
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * libsaas: files in a sandbox.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_FILES_H
+#define SAAS_FILES_H
+
+#include "common.h"
+
+SAAS_BEGIN_DECLS
+
+/** Largest file written or read, in bytes. */
+#define SAAS_FILE_MAX ((int64_t)1 << 30)
+/** Longest path, in bytes. */
+#define SAAS_PATH_MAX 4096
+/** Default and largest entry count of a listing. */
+#define SAAS_LIST_ENTRIES_DEFAULT 1000
+#define SAAS_LIST_ENTRIES_MAX 10000
+/** Default and largest depth of a listing. */
+#define SAAS_LIST_DEPTH_DEFAULT 3
+#define SAAS_LIST_DEPTH_MAX 16
+
+/**
+ * Supplies the bytes of a file being written. Copy up to `size` bytes into
+ * `buf` and return how many; 0 at the end; a negative value aborts the write
+ * (the call then fails with SAAS_EIO and the partial file is removed).
+ */
+typedef long (*saas_read_fn)(void *userdata, void *buf, size_t size);
+
+/**
+ * Receives the bytes of a file being read, in order. Return 0 to go on, non-zero
+ * to stop (the call then fails with SAAS_EIO).
+ */
+typedef int (*saas_write_fn)(void *userdata, const void *data, size_t size);
+
+/** Version of saas_file_write_options this header describes. */
+#define SAAS_FILE_WRITE_OPTIONS_VERSION 1
+
+/** Options for writing files. Initialise with SAAS_FILE_WRITE_OPTIONS_INIT. */
+typedef struct {
+	unsigned int version;    /**< SAAS_FILE_WRITE_OPTIONS_VERSION */
+	unsigned int mode;       /**< Permission bits; 0: 0644. At most 07777. */
+} saas_file_write_options;
+
+#define SAAS_FILE_WRITE_OPTIONS_INIT { SAAS_FILE_WRITE_OPTIONS_VERSION, 0 }
+
+/**
+ * Write a file in a sandbox, binary-safe, as its unprivileged user. Missing
+ * parent directories are created. A relative path is relative to /workspace.
+ *
+ * @param path   1 to SAAS_PATH_MAX bytes, no NUL.
+ * @param data   the bytes (may be NULL when len is 0).
+ * @param len    at most SAAS_FILE_MAX.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ETOOBIG, SAAS_ENOTFOUND (sandbox), SAAS_ESTATE,
+ *         SAAS_EISDIR, SAAS_EIO (e.g. permission denied in the guest), SAAS_EBACKEND.
+ */
+SAAS_EXTERN(int) saas_file_write(saas_client *client, const char *sandbox_id, const char *path,
+                                 const void *data, size_t len, const saas_file_write_options *options);
+
+/**
+ * Write a file from a stream: like saas_file_write(), reading the bytes from
+ * `reader` so that no whole copy is held in memory.
+ *
+ * @param size the exact byte count the reader will supply, or -1 if unknown.
+ */
+SAAS_EXTERN(int) saas_file_write_stream(saas_client *client, const char *sandbox_id, const char *path,
+                                        saas_read_fn reader, void *userdata, int64_t size,
+                                        const saas_file_write_options *options);
+
+/**
+ * Read a whole file from a sandbox, binary-safe.
+ *
+ * @param data [out] the bytes, NUL-terminated for convenience; free with saas_free().
+ * @param len  [out] the byte count.
+ * @param max  refuse files larger than this (SAAS_ETOOBIG); 0: SAAS_FILE_MAX.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or file), SAAS_EISDIR,
+ *         SAAS_ETOOBIG, SAAS_ESTATE, SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *client, const char *sandbox_id,
+                                const char *path, int64_t max);
+
+/**
+ * Read a file into a stream, without holding it whole in memory.
+ *
+ * @param size [out, optional] the file's size, known before the first byte is delivered.
+ */
+SAAS_EXTERN(int) saas_file_read_stream(saas_client *client, const char *sandbox_id, const char *path,
+                                       saas_write_fn writer, void *userdata, int64_t *size);
+
+/** Type of a listed entry. */
+typedef enum {
+	SAAS_FILE_REGULAR = 1,
+	SAAS_FILE_DIRECTORY = 2,
+	SAAS_FILE_SYMLINK = 3,
+	SAAS_FILE_OTHER = 4
+} saas_file_type;
+
+/** One entry of a listing. */
+typedef struct {
+	char *path;           /**< Absolute path. */
+	int type;             /**< saas_file_type */
+	int64_t size;
+	unsigned int mode;    /**< Permission bits (07777). */
+	int64_t mtime_ms;
+} saas_file_entry;
+
+/** A listing; library-allocated. */
+typedef struct {
+	char *root;                   /**< The absolute path listed. */
+	size_t count;
+	saas_file_entry *entries;     /**< Depth first, each directory's entries sorted by name. */
+	int truncated;                /**< Non-zero if max_entries cut it short. */
+} saas_file_list;
+
+/**
+ * List a directory tree in a sandbox.
+ *
+ * @param path        NULL or "": /workspace. A file lists as itself.
+ * @param max_depth   1 lists only the directory's own entries; 0: SAAS_LIST_DEPTH_DEFAULT.
+ * @param max_entries 0: SAAS_LIST_ENTRIES_DEFAULT.
+ * @param out         [out] free with saas_file_list_free().
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or path), SAAS_ESTATE, SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *client, const char *sandbox_id,
+                                    const char *path, unsigned int max_depth, unsigned int max_entries);
+
+/** Free a listing; NULL is ignored. */
+SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list);
+
+SAAS_END_DECLS
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * libsaas: sandbox lifecycle.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_SANDBOX_H
+#define SAAS_SANDBOX_H
+
+#include "common.h"
+
+SAAS_BEGIN_DECLS
+
+/**
+ * A sandbox's place in its life: creating -> ready -> destroyed. A create that
+ * fails goes straight from creating to destroyed. Values are append-only.
+ */
+typedef enum {
+	SAAS_SANDBOX_CREATING = 1,
+	SAAS_SANDBOX_READY = 2,
+	SAAS_SANDBOX_DESTROYED = 3
+} saas_sandbox_status;
+
+/** Why a sandbox was destroyed. Values are append-only. */
+typedef enum {
+	SAAS_END_NONE = 0,       /**< Not destroyed. */
+	SAAS_END_USER = 1,       /**< Destroy was called. */
+	SAAS_END_EXPIRED = 2,    /**< Its lifetime ran out. */
+	SAAS_END_CREDIT = 3,     /**< The account ran out of credit. */
+	SAAS_END_FAILED = 4,     /**< Create failed, or the VM died. */
+	SAAS_END_LOST = 5        /**< The VM was gone when the engine reconciled. */
+} saas_end_reason;
+
+/** An exposed port. */
+typedef struct {
+	unsigned int port;
+	char *url;               /**< The preview URL. */
+} saas_port_info;
+
+/** A sandbox as the service sees it. Library-allocated; fields may be appended. */
+typedef struct {
+	char id[SAAS_ID_MAX + 1];       /**< "sbx-...": lowercase letters, digits and '-'. */
+	int status;                     /**< saas_sandbox_status */
+	int end_reason;                 /**< saas_end_reason */
+	char size[32];
+	unsigned int vcpus;
+	unsigned int memory_mb;
+	unsigned int disk_gb;
+	char *image;
+	int64_t created_at_ms;
+	int64_t ready_at_ms;            /**< 0 until ready. */
+	int64_t expires_at_ms;
+	int64_t destroyed_at_ms;        /**< 0 until destroyed. */
+	int64_t cost_usd_micro;         /**< Charged (destroyed) or accrued so far (ready). */
+	size_t nports;
+	saas_port_info *ports;
+} saas_sandbox;
+
+/** A list of sandboxes; library-allocated. */
+typedef struct {
+	size_t count;
+	saas_sandbox **items;
+	char *next_cursor;              /**< Pass to the next list call for more; NULL at the end. */
+} saas_sandbox_list;
+
+/** Version of saas_create_options this header describes. */
+#define SAAS_CREATE_OPTIONS_VERSION 1
+
+/** Options for saas_sandbox_create(). Initialise with SAAS_CREATE_OPTIONS_INIT. */
+typedef struct {
+	unsigned int version;      /**< SAAS_CREATE_OPTIONS_VERSION */
+	const char *size;          /**< Size class name; NULL: "small". */
+	const char *image;         /**< Image name; NULL: the engine's default. */
+	int64_t timeout_s;         /**< Lifetime in seconds; 0: the account default. At most the maximum. */
+} saas_create_options;
+
+#define SAAS_CREATE_OPTIONS_INIT { SAAS_CREATE_OPTIONS_VERSION, NULL, NULL, 0 }
+
+/**
+ * Create a sandbox: a fresh VM with its own kernel, never used by anyone before.
+ * Returns once commands can run in it. Billing starts when it is ready.
+ *
+ * @param out     [out, optional] the sandbox; free with saas_sandbox_free().
+ * @param client  the client.
+ * @param options options, or NULL for the defaults.
+ * @param flags   0.
+ * @return SAAS_OK; SAAS_EINVAL (unknown size or image, timeout out of range, bad
+ *         version or flag); SAAS_ECREDIT (the balance cannot pay for the minimum);
+ *         SAAS_ELIMIT (too many sandboxes); SAAS_EBACKEND (the VM did not come up;
+ *         nothing is left behind and nothing is billed); SAAS_ESTORE; SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *client, const saas_create_options *options, unsigned int flags);
+
+/**
+ * Look a sandbox up.
+ *
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (unknown, or another account's), SAAS_ESTORE, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *client, const char *sandbox_id);
+
+/** List filters for saas_sandbox_list_get(). */
+#define SAAS_LIST_ACTIVE (1u << 0)     /**< Only sandboxes not destroyed. */
+#define SAAS_LIST_DESTROYED (1u << 1)  /**< Only destroyed sandboxes. */
+
+/**
+ * The account's sandboxes, newest first.
+ *
+ * @param cursor a next_cursor from a previous page, or NULL for the first.
+ * @param limit  page size, 1..1000; 0 means 100.
+ * @param flags  SAAS_LIST_* (at most one).
+ * @param out    [out] free with saas_sandbox_list_free().
+ * @return SAAS_OK, SAAS_EINVAL (bad cursor, limit or flags), SAAS_ESTORE, SAAS_ENOMEM.
+ */
+SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *client, const char *cursor, unsigned int limit, unsigned int flags);
+
+/**
+ * Push a sandbox's expiry out by `seconds` (from its current expiry). The new
+ * lifetime, counted from now, may not pass the account's maximum timeout.
+ *
+ * @return SAAS_OK, SAAS_EINVAL (seconds <= 0), SAAS_ENOTFOUND, SAAS_ESTATE
+ *         (destroyed or still creating), SAAS_ELIMIT (past the maximum), SAAS_ESTORE.
+ */
+SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, const char *sandbox_id, int64_t seconds);
+
+/**
+ * Destroy a sandbox: its VM, disk and sessions go, billing stops. Destroying a
+ * destroyed sandbox succeeds and changes nothing.
+ *
+ * @param out [out, optional] the sandbox as destroyed, with its final cost.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_EBACKEND.
+ */
+SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, const char *sandbox_id);
+
+/** Name of a status ("creating", "ready", "destroyed"); "unknown" otherwise. Static. */
+SAAS_EXTERN(const char *) saas_sandbox_status_name(int status);
+
+/** Name of an end reason ("", "destroyed", "expired", "credit", "failed", "lost"). Static. */
+SAAS_EXTERN(const char *) saas_end_reason_name(int reason);
+
+/** Free a sandbox; NULL is ignored. */
+SAAS_EXTERN(void) saas_sandbox_free(saas_sandbox *sandbox);
+
+/** Free a sandbox list and its sandboxes; NULL is ignored. */
+SAAS_EXTERN(void) saas_sandbox_list_free(saas_sandbox_list *list);
+
+SAAS_END_DECLS
+
+#endif

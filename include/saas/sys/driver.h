@@ -1,0 +1,136 @@
+/*
+ * libsaas: the VM driver table, for backend authors.
+ *
+ * A driver makes and unmakes virtual machines and reaches into them (commands,
+ * files, ports). It stays thin: the core validates every argument, enforces
+ * tenancy, runs the lifecycle state machine, caps output and bills. A slot a
+ * driver does not implement is NULL and the core answers SAAS_ENOTSUP.
+ *
+ * Stable within a minor release only.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_SYS_DRIVER_H
+#define SAAS_SYS_DRIVER_H
+
+#include "../common.h"
+#include "../engine.h"
+#include "../files.h"
+
+SAAS_BEGIN_DECLS
+
+/** Version of struct saas_driver this header describes. */
+#define SAAS_DRIVER_VERSION 1
+
+/** What the engine hands a driver when opening it. Valid until close. */
+typedef struct {
+	const char *state_dir;     /**< The engine's state directory; a driver keeps its files under STATE/<driver name>/. */
+	const char *config;        /**< The engine's driver_config, or NULL. */
+	saas_log_fn log;           /**< Never NULL (a no-op when the caller set none). */
+	void *log_userdata;
+	saas_clock_fn clock;       /**< Never NULL. */
+	void *clock_userdata;
+} saas_driver_env;
+
+/** A VM to make. */
+typedef struct {
+	const char *name;          /**< The sandbox id; also the hostname. The driver names its VM after it. */
+	const char *image;         /**< Image name. */
+	unsigned int vcpus;
+	unsigned int memory_mb;
+	unsigned int disk_gb;
+} saas_vm_spec;
+
+/** The state of a VM as the driver sees it. */
+typedef enum {
+	SAAS_VM_ABSENT = 0,        /**< No such VM. */
+	SAAS_VM_RUNNING = 1,
+	SAAS_VM_STOPPED = 2        /**< Exists but does not run (crashed, shut off). */
+} saas_vm_state;
+
+/** Output streams of an execution. */
+enum { SAAS_STREAM_STDOUT = 1, SAAS_STREAM_STDERR = 2 };
+
+/**
+ * Receives a command's output as it arrives. The core caps and stores it; the
+ * driver keeps reading (so the command never blocks on a full pipe) and keeps
+ * calling. Return 0.
+ */
+typedef int (*saas_output_fn)(void *userdata, int stream, const void *data, size_t len);
+
+/** A command to run; every field is validated by the core. */
+typedef struct {
+	const char *command;       /**< Run as `/bin/sh -c command` by the unprivileged user. */
+	const char *cwd;           /**< Absolute; never NULL. */
+	const char *const *env;    /**< NULL-terminated NAME=VALUE list, or NULL. */
+	const void *stdin_data;    /**< May be NULL. */
+	size_t stdin_len;
+	int64_t timeout_ms;        /**< > 0: kill the command (and its process group) when it passes. */
+	saas_output_fn output;     /**< Never NULL. */
+	void *output_userdata;
+	/**
+	 * Read with __atomic_load_n; once non-zero the engine is shutting down:
+	 * kill the command and return SAAS_EIO. Never NULL.
+	 */
+	const int *cancel;
+} saas_driver_exec;
+
+/** Receives a listing's entries, depth first, each directory's entries sorted by name. Return non-zero to stop. */
+typedef int (*saas_entry_fn)(void *userdata, const saas_file_entry *entry);
+
+/** Receives a VM name from vm_list. Return non-zero to stop. */
+typedef int (*saas_name_fn)(void *userdata, const char *name);
+
+/** A VM driver. Every function returns SAAS_OK or a negative SAAS_E* code and may be called from any thread. */
+typedef struct saas_driver {
+	unsigned int version;      /**< SAAS_DRIVER_VERSION */
+	const char *name;          /**< "libvirt", "fake" ... */
+
+	/** Open the driver; *ctx is passed to every other slot. */
+	int (*open)(void **ctx, const saas_driver_env *env);
+	/** Release the driver. VMs keep running. */
+	void (*close)(void *ctx);
+
+	/**
+	 * Make and boot a VM and return once commands can run in it. On failure
+	 * nothing may be left behind.
+	 */
+	int (*vm_create)(void *ctx, const saas_vm_spec *spec);
+	/** Destroy a VM and everything of it (disk, sockets, sessions). A missing VM is success. */
+	int (*vm_destroy)(void *ctx, const char *name);
+	/** The state of one VM. */
+	int (*vm_state)(void *ctx, const char *name, int *state);
+	/** Every VM this driver runs for this state directory (for reconcile). */
+	int (*vm_list)(void *ctx, saas_name_fn fn, void *userdata);
+
+	/**
+	 * Run a command. Returns SAAS_OK with *exit_code set (128+N for a signal),
+	 * or SAAS_ETIMEOUT when the command was killed at its timeout, or an error.
+	 */
+	int (*exec)(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code);
+	/**
+	 * Write a file as the unprivileged user, creating parent directories.
+	 * `size` is the byte count the reader supplies, or -1. On failure no partial
+	 * file is left. SAAS_EISDIR if path is a directory.
+	 */
+	int (*file_write)(void *ctx, const char *name, const char *path, unsigned int mode,
+	                  saas_read_fn reader, void *userdata, int64_t size);
+	/**
+	 * Read a file. `*size` is set before the first byte is delivered.
+	 * SAAS_ENOTFOUND, SAAS_EISDIR, SAAS_ETOOBIG (larger than max) as the case is.
+	 */
+	int (*file_read)(void *ctx, const char *name, const char *path, int64_t max,
+	                 saas_write_fn writer, void *userdata, int64_t *size);
+	/** List a tree to max_depth levels. SAAS_ENOTFOUND if path does not exist. */
+	int (*file_list)(void *ctx, const char *name, const char *path, unsigned int max_depth,
+	                 saas_entry_fn fn, void *userdata);
+	/**
+	 * Open a TCP connection to a port inside the VM; *fd is a connected stream
+	 * socket the caller owns and closes. May be NULL (no preview URLs).
+	 */
+	int (*port_connect)(void *ctx, const char *name, unsigned int port, int *fd);
+} saas_driver;
+
+SAAS_END_DECLS
+
+#endif

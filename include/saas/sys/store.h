@@ -1,0 +1,179 @@
+/*
+ * libsaas: the state store table, for backend authors.
+ *
+ * A store keeps accounts, API keys, sandboxes, executions, exposed ports and
+ * an append-only ledger. The core decides; the store persists, and makes the
+ * few steps that two engines could race on atomic (see each slot). Records
+ * use fixed-size fields so that no memory crosses the table except execution
+ * output, which the store allocates with malloc() and the core frees with free().
+ *
+ * Stable within a minor release only.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_SYS_STORE_H
+#define SAAS_SYS_STORE_H
+
+#include "../common.h"
+#include "../engine.h"
+
+SAAS_BEGIN_DECLS
+
+/** Version of struct saas_store this header describes. */
+#define SAAS_STORE_VERSION 1
+
+/** Current schema version; stores migrate older schemas up to it on open. */
+#define SAAS_STORE_SCHEMA 1
+
+#define SAAS_STORE_NAME_MAX 255
+#define SAAS_STORE_IMAGE_MAX 63
+#define SAAS_STORE_HASH_HEX 64
+
+/** What the engine hands a store when opening it. Valid until close. */
+typedef struct {
+	const char *url;           /**< "sqlite:PATH", a plain path, or "postgresql://..." */
+	const char *state_dir;
+	saas_log_fn log;           /**< Never NULL. */
+	void *log_userdata;
+} saas_store_env;
+
+typedef struct {
+	char id[SAAS_ID_MAX + 1];
+	char name[SAAS_STORE_NAME_MAX + 1];
+	int64_t created_at_ms;
+	int64_t credit_usd_micro;      /**< Sum of the ledger's credit entries (filled by get/list). */
+	int64_t charged_usd_micro;     /**< Sum of the ledger's charges, positive (filled by get/list). */
+} saas_store_account;
+
+typedef struct {
+	char id[SAAS_ID_MAX + 1];
+	char account_id[SAAS_ID_MAX + 1];
+	char name[SAAS_STORE_NAME_MAX + 1];
+	char prefix[16];
+	char hash[SAAS_STORE_HASH_HEX + 1]; /**< SHA-256 of the key, lowercase hex. */
+	int64_t created_at_ms;
+	int64_t revoked_at_ms;
+} saas_store_key;
+
+typedef struct {
+	char id[SAAS_ID_MAX + 1];
+	char account_id[SAAS_ID_MAX + 1];
+	int status;                    /**< saas_sandbox_status */
+	int end_reason;                /**< saas_end_reason */
+	char size[32];
+	unsigned int vcpus;
+	unsigned int memory_mb;
+	unsigned int disk_gb;
+	char image[SAAS_STORE_IMAGE_MAX + 1];
+	int64_t usd_micro_per_hour;    /**< The price when it was created; kept for its whole life. */
+	int64_t created_at_ms;
+	int64_t ready_at_ms;
+	int64_t expires_at_ms;
+	int64_t destroyed_at_ms;
+	int64_t cost_usd_micro;        /**< Set when closed. */
+} saas_store_sandbox;
+
+/** Which sandboxes a list returns; every field is a further condition. */
+typedef struct {
+	const char *account_id;        /**< NULL: every account. */
+	int live;                      /**< 1: only not destroyed; -1: only destroyed; 0: both. */
+	int64_t ran_from_ms;           /**< With ran_to_ms: only those that ran (ready, and not ended) during [from, to). */
+	int64_t ran_to_ms;
+	int64_t before_created_ms;     /**< Cursor: only those created before this ... */
+	const char *before_id;         /**< ... or at the same time with a smaller id. NULL: no cursor. */
+	unsigned int limit;            /**< 0: no limit. */
+} saas_store_filter;
+
+typedef struct {
+	char id[SAAS_ID_MAX + 1];
+	char sandbox_id[SAAS_ID_MAX + 1];
+	char account_id[SAAS_ID_MAX + 1];
+	int status;                    /**< saas_exec_status */
+	int exit_code;
+	char *stdout_data;             /**< malloc()ed by the store on get; may be NULL when empty. */
+	size_t stdout_len;
+	char *stderr_data;
+	size_t stderr_len;
+	int stdout_truncated;
+	int stderr_truncated;
+	char *command;                 /**< malloc()ed by the store on get. */
+	char *error;                   /**< malloc()ed by the store on get; may be NULL. */
+	int64_t started_at_ms;
+	int64_t finished_at_ms;
+} saas_store_execution;
+
+typedef int (*saas_store_account_fn)(void *userdata, const saas_store_account *account);
+typedef int (*saas_store_key_fn)(void *userdata, const saas_store_key *key);
+typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *sandbox);
+typedef int (*saas_store_port_fn)(void *userdata, unsigned int port, int64_t created_at_ms);
+
+/**
+ * A store. Every slot returns SAAS_OK or a negative SAAS_E* code, sets error
+ * detail through the core's helpers, and may be called from any thread. A
+ * callback returning non-zero stops the iteration (the call still succeeds).
+ */
+typedef struct saas_store {
+	unsigned int version;          /**< SAAS_STORE_VERSION */
+	const char *name;              /**< "sqlite", "postgresql" ... */
+
+	/** Open (creating and migrating the schema to SAAS_STORE_SCHEMA). */
+	int (*open)(void **ctx, const saas_store_env *env);
+	void (*close)(void *ctx);
+	/** The schema version found (after migration). */
+	int (*schema_version)(void *ctx, int *version);
+
+	/** Insert an account and, atomically with it, a ledger credit of `credit` (if > 0). SAAS_EEXISTS on a duplicate id. */
+	int (*account_insert)(void *ctx, const saas_store_account *account, int64_t credit);
+	int (*account_get)(void *ctx, const char *id, saas_store_account *out);
+	int (*account_list)(void *ctx, saas_store_account_fn fn, void *userdata);
+
+	/** Append a credit (amount > 0) to an account's ledger. SAAS_ENOTFOUND if no such account. */
+	int (*credit_add)(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms);
+
+	/** SAAS_EEXISTS on a duplicate id or hash. */
+	int (*key_insert)(void *ctx, const saas_store_key *key);
+	/** Find a key by hash, revoked or not. SAAS_ENOTFOUND if none. */
+	int (*key_find)(void *ctx, const char *hash, saas_store_key *out);
+	/** Mark revoked at `at_ms` unless already revoked. SAAS_ENOTFOUND if no such key. */
+	int (*key_revoke)(void *ctx, const char *key_id, int64_t at_ms);
+	int (*key_list)(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata);
+
+	/**
+	 * Insert a sandbox, atomically refusing with SAAS_ELIMIT when its account
+	 * already has `max_live` or more sandboxes not destroyed (two engines on one
+	 * database must not both get the last place).
+	 */
+	int (*sandbox_insert)(void *ctx, const saas_store_sandbox *sandbox, unsigned int max_live);
+	int (*sandbox_get)(void *ctx, const char *id, saas_store_sandbox *out);
+	/** Newest first (created_at descending, then id descending). */
+	int (*sandbox_list)(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata);
+	/** creating -> ready, setting ready_at and expires_at. SAAS_ESTATE if it is not creating. */
+	int (*sandbox_set_ready)(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms);
+	/** Set expires_at of a ready sandbox. SAAS_ESTATE if it is not ready. */
+	int (*sandbox_set_expiry)(void *ctx, const char *id, int64_t expires_at_ms);
+	/**
+	 * Close a sandbox: status destroyed, end reason, destroyed_at, cost, and a
+	 * ledger charge of `cost` (if > 0), all in one transaction and only if it was
+	 * not already destroyed. *closed is 1 if this call closed it, 0 if it was
+	 * closed already (then nothing changes: no second charge, ever).
+	 */
+	int (*sandbox_close)(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms,
+	                     int64_t cost, int *closed);
+
+	int (*execution_insert)(void *ctx, const saas_store_execution *execution);
+	/** Record how a running execution ended (status, exit code, output, error, finished_at). */
+	int (*execution_finish)(void *ctx, const saas_store_execution *execution);
+	/** Fills *out; the caller frees its malloc()ed fields. */
+	int (*execution_get)(void *ctx, const char *id, saas_store_execution *out);
+	/** Mark every execution still running in this sandbox failed with `error`. */
+	int (*execution_fail_running)(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms);
+
+	/** Record an exposed port; exposing it twice is success. */
+	int (*port_insert)(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms);
+	/** A sandbox's exposed ports, ascending. */
+	int (*port_list)(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata);
+} saas_store;
+
+SAAS_END_DECLS
+
+#endif

@@ -1,0 +1,328 @@
+/*
+ * Administrative calls on the engine: accounts, credit, API keys.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+#define NAME_MAX_BYTES 200
+#define KEY_PREFIX "aas_sk_"
+#define KEY_RANDOM_CHARS 43 /* base62-ish over 256 random bits: ~256 bits of entropy */
+
+static bool valid_id(const char *id)
+{
+	return saas__valid_text(id, SAAS_ID_MAX);
+}
+
+static int fill_account(saas_engine *e, const saas_store_account *row, saas_account **out)
+{
+	saas_account *a;
+	int64_t balance, spent, credit;
+	unsigned int live;
+	int rc;
+
+	rc = saas__account_live_balance(e, row->id, saas__engine_now(e), &balance, &spent, &credit, &live);
+	if (rc < 0)
+		return rc;
+	if (!(a = calloc(1, sizeof(*a))))
+		return saas__oom();
+	saas__strlcpy(a->id, row->id, sizeof(a->id));
+	if (!(a->name = saas__strdup(row->name))) {
+		free(a);
+		return SAAS_ENOMEM;
+	}
+	a->created_at_ms = row->created_at_ms;
+	a->credit_usd_micro = credit;
+	a->spent_usd_micro = spent;
+	a->balance_usd_micro = balance;
+	*out = a;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_account_create(saas_account **out, saas_engine *e, const char *name, int64_t credit,
+                                     unsigned int flags)
+{
+	saas_store_account row;
+	int rc;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!saas__valid_text(name, NAME_MAX_BYTES))
+		return saas__inval("account name must be 1 to %d bytes with no control characters", NAME_MAX_BYTES);
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (credit == SAAS_CREDIT_DEFAULT)
+		credit = e->new_account_credit;
+	if (credit < 0 || credit > SAAS_USD(1000000))
+		return saas__inval("initial credit must be between 0 and 1000000 USD");
+
+	memset(&row, 0, sizeof(row));
+	if ((rc = saas__id_new(row.id, "acc-", 20)) < 0)
+		return rc;
+	saas__strlcpy(row.name, name, sizeof(row.name));
+	row.created_at_ms = saas__engine_now(e);
+	if ((rc = e->store->account_insert(e->store_ctx, &row, credit)) < 0)
+		return rc;
+	saas__log(e, SAAS_LOG_INFO, "account %s created with %lld micro-USD", row.id, (long long)credit);
+	if (!out)
+		return SAAS_OK;
+	if ((rc = e->store->account_get(e->store_ctx, row.id, &row)) < 0)
+		return rc;
+	return fill_account(e, &row, out);
+}
+
+SAAS_EXTERN(int) saas_account_get(saas_account **out, saas_engine *e, const char *account_id)
+{
+	saas_store_account row;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!valid_id(account_id))
+		return saas__inval("account id is empty, too long or not printable");
+	if ((rc = e->store->account_get(e->store_ctx, account_id, &row)) < 0)
+		return rc;
+	return fill_account(e, &row, out);
+}
+
+struct collect_accounts {
+	saas_engine *e;
+	saas_account_list *list;
+	size_t cap;
+	int rc;
+};
+
+static int collect_account(void *ud, const saas_store_account *row)
+{
+	struct collect_accounts *c = ud;
+	saas_account *a;
+
+	if (c->list->count == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		saas_account **items = realloc(c->list->items, cap * sizeof(*items));
+		if (!items) {
+			c->rc = saas__oom();
+			return 1;
+		}
+		c->list->items = items;
+		c->cap = cap;
+	}
+	if ((c->rc = fill_account(c->e, row, &a)) < 0)
+		return 1;
+	c->list->items[c->list->count++] = a;
+	return 0;
+}
+
+SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *e)
+{
+	struct collect_accounts c = { e, NULL, 0, SAAS_OK };
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!(c.list = calloc(1, sizeof(*c.list))))
+		return saas__oom();
+	rc = e->store->account_list(e->store_ctx, collect_account, &c);
+	if (rc == SAAS_OK)
+		rc = c.rc;
+	if (rc < 0) {
+		saas_account_list_free(c.list);
+		return rc;
+	}
+	*out = c.list;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_account_add_credit(saas_engine *e, const char *account_id, int64_t amount, const char *note)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!valid_id(account_id))
+		return saas__inval("account id is empty, too long or not printable");
+	if (amount <= 0 || amount > SAAS_USD(1000000))
+		return saas__inval("credit must be more than 0 and at most 1000000 USD");
+	if (note && *note && !saas__valid_text(note, NAME_MAX_BYTES))
+		return saas__inval("note must be at most %d bytes with no control characters", NAME_MAX_BYTES);
+	rc = e->store->credit_add(e->store_ctx, account_id, amount, note && *note ? note : NULL,
+	                          saas__engine_now(e));
+	if (rc == SAAS_OK)
+		saas__log(e, SAAS_LOG_INFO, "account %s credited %lld micro-USD", account_id, (long long)amount);
+	return rc;
+}
+
+static int key_public(const saas_store_key *row, saas_key **out)
+{
+	saas_key *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		return saas__oom();
+	saas__strlcpy(k->id, row->id, sizeof(k->id));
+	saas__strlcpy(k->account_id, row->account_id, sizeof(k->account_id));
+	saas__strlcpy(k->prefix, row->prefix, sizeof(k->prefix));
+	k->created_at_ms = row->created_at_ms;
+	k->revoked_at_ms = row->revoked_at_ms;
+	if (!(k->name = saas__strdup(row->name))) {
+		free(k);
+		return SAAS_ENOMEM;
+	}
+	*out = k;
+	return SAAS_OK;
+}
+
+/* A key: "aas_sk_" and 43 characters from [A-Za-z0-9], each from one random byte (rejection sampled). */
+static int new_key_text(char *key, size_t size)
+{
+	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	size_t n = strlen(KEY_PREFIX), filled = 0;
+	unsigned char rnd[64];
+	int rc;
+
+	if (size < n + KEY_RANDOM_CHARS + 1)
+		return saas__inval("key buffer too small");
+	memcpy(key, KEY_PREFIX, n);
+	while (filled < KEY_RANDOM_CHARS) {
+		if ((rc = saas__random(rnd, sizeof(rnd))) < 0)
+			return rc;
+		for (size_t i = 0; i < sizeof(rnd) && filled < KEY_RANDOM_CHARS; i++) {
+			if (rnd[i] >= 248) /* 248 = 4 * 62: keep the draw uniform */
+				continue;
+			key[n + filled++] = alphabet[rnd[i] % 62];
+		}
+	}
+	key[n + filled] = '\0';
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *e, const char *account_id,
+                                 const char *name)
+{
+	char key[128];
+	saas_store_key row;
+	saas_store_account acc;
+	int rc;
+
+	saas__error_clear();
+	if (info)
+		*info = NULL;
+	if (!key_out)
+		return saas__inval("key_out is NULL");
+	*key_out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!valid_id(account_id))
+		return saas__inval("account id is empty, too long or not printable");
+	if (name && *name && !saas__valid_text(name, NAME_MAX_BYTES))
+		return saas__inval("key name must be at most %d bytes with no control characters", NAME_MAX_BYTES);
+	if ((rc = e->store->account_get(e->store_ctx, account_id, &acc)) < 0)
+		return rc;
+
+	memset(&row, 0, sizeof(row));
+	if ((rc = saas__id_new(row.id, "key-", 20)) < 0 || (rc = new_key_text(key, sizeof(key))) < 0)
+		goto out;
+	saas__strlcpy(row.account_id, account_id, sizeof(row.account_id));
+	saas__strlcpy(row.name, name ? name : "", sizeof(row.name));
+	saas__strlcpy(row.prefix, key, strlen(KEY_PREFIX) + 5);
+	saas__sha256_hex(row.hash, key, strlen(key));
+	row.created_at_ms = saas__engine_now(e);
+	if ((rc = e->store->key_insert(e->store_ctx, &row)) < 0)
+		goto out;
+	if (info && (rc = key_public(&row, info)) < 0)
+		goto out;
+	if (!(*key_out = saas__strdup(key))) {
+		rc = SAAS_ENOMEM;
+		if (info) {
+			saas_key_free(*info);
+			*info = NULL;
+		}
+		goto out;
+	}
+	saas__log(e, SAAS_LOG_INFO, "key %s (%s...) issued for account %s", row.id, row.prefix, account_id);
+out:
+	memset(key, 0, sizeof(key));
+	return rc;
+}
+
+SAAS_EXTERN(int) saas_key_revoke(saas_engine *e, const char *key_id)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!valid_id(key_id))
+		return saas__inval("key id is empty, too long or not printable");
+	rc = e->store->key_revoke(e->store_ctx, key_id, saas__engine_now(e));
+	if (rc == SAAS_OK)
+		saas__log(e, SAAS_LOG_INFO, "key %s revoked", key_id);
+	return rc;
+}
+
+struct collect_keys {
+	saas_key_list *list;
+	size_t cap;
+	int rc;
+};
+
+static int collect_key(void *ud, const saas_store_key *row)
+{
+	struct collect_keys *c = ud;
+
+	if (c->list->count == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 8;
+		saas_key **items = realloc(c->list->items, cap * sizeof(*items));
+		if (!items) {
+			c->rc = saas__oom();
+			return 1;
+		}
+		c->list->items = items;
+		c->cap = cap;
+	}
+	if ((c->rc = key_public(row, &c->list->items[c->list->count])) < 0)
+		return 1;
+	c->list->count++;
+	return 0;
+}
+
+SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *e, const char *account_id)
+{
+	struct collect_keys c = { NULL, 0, SAAS_OK };
+	saas_store_account acc;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!valid_id(account_id))
+		return saas__inval("account id is empty, too long or not printable");
+	if ((rc = e->store->account_get(e->store_ctx, account_id, &acc)) < 0)
+		return rc;
+	if (!(c.list = calloc(1, sizeof(*c.list))))
+		return saas__oom();
+	rc = e->store->key_list(e->store_ctx, account_id, collect_key, &c);
+	if (rc == SAAS_OK)
+		rc = c.rc;
+	if (rc < 0) {
+		saas_key_list_free(c.list);
+		return rc;
+	}
+	*out = c.list;
+	return SAAS_OK;
+}

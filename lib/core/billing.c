@@ -1,0 +1,250 @@
+/*
+ * Money. Integer micro-dollars throughout; a sandbox's cost is its rate times
+ * the whole seconds it ran, divided by 3600 and rounded down once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+SAAS_EXTERN(int64_t) saas_cost(int64_t usd_micro_per_hour, int64_t seconds)
+{
+	if (seconds <= 0 || usd_micro_per_hour <= 0)
+		return 0;
+	/* Prices are capped at $1M/h (1e12) and lifetimes at centuries, so this cannot overflow
+	 * for any sandbox the engine accepts; guard the public function anyway. */
+	if (seconds > INT64_MAX / usd_micro_per_hour)
+		return (usd_micro_per_hour / 3600) * seconds + (usd_micro_per_hour % 3600) * seconds / 3600;
+	return usd_micro_per_hour * seconds / 3600;
+}
+
+SAAS_EXTERN(char *) saas_usd_format(char *buf, size_t bufsize, int64_t usd_micro)
+{
+	uint64_t mag;
+
+	if (!buf || bufsize == 0)
+		return buf;
+	/* Negate in unsigned arithmetic so INT64_MIN formats too. */
+	mag = usd_micro < 0 ? (uint64_t)0 - (uint64_t)usd_micro : (uint64_t)usd_micro;
+	snprintf(buf, bufsize, "%s%llu.%06llu", usd_micro < 0 ? "-" : "", (unsigned long long)(mag / 1000000),
+	         (unsigned long long)(mag % 1000000));
+	return buf;
+}
+
+/* When billing stops (or stands now): destroyed or now, but never past expiry. */
+int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms)
+{
+	int64_t end = sb->status == SAAS_SANDBOX_DESTROYED ? sb->destroyed_at_ms : now_ms;
+
+	return end < sb->expires_at_ms ? end : sb->expires_at_ms;
+}
+
+int64_t saas__billed_seconds(const saas_store_sandbox *sb, int64_t now_ms)
+{
+	int64_t end;
+
+	if (sb->ready_at_ms <= 0)
+		return 0;
+	end = saas__billing_end(sb, now_ms);
+	return end > sb->ready_at_ms ? (end - sb->ready_at_ms) / 1000 : 0;
+}
+
+int64_t saas__accrued(const saas_store_sandbox *sb, int64_t now_ms)
+{
+	if (sb->status == SAAS_SANDBOX_DESTROYED)
+		return sb->cost_usd_micro;
+	return saas_cost(sb->usd_micro_per_hour, saas__billed_seconds(sb, now_ms));
+}
+
+struct sum_live {
+	int64_t now;
+	int64_t accrued;
+	unsigned int live;
+};
+
+static int add_live(void *ud, const saas_store_sandbox *sb)
+{
+	struct sum_live *s = ud;
+
+	s->accrued += saas__accrued(sb, s->now);
+	s->live++;
+	return 0;
+}
+
+int saas__account_live_balance(saas_engine *e, const char *account_id, int64_t now_ms, int64_t *balance,
+                               int64_t *spent, int64_t *credit, unsigned int *live)
+{
+	saas_store_account acc;
+	saas_store_filter f;
+	struct sum_live s = { now_ms, 0, 0 };
+	int rc;
+
+	if ((rc = e->store->account_get(e->store_ctx, account_id, &acc)) < 0)
+		return rc;
+	memset(&f, 0, sizeof(f));
+	f.account_id = account_id;
+	f.live = 1;
+	if ((rc = e->store->sandbox_list(e->store_ctx, &f, add_live, &s)) < 0)
+		return rc;
+	*credit = acc.credit_usd_micro;
+	*spent = acc.charged_usd_micro + s.accrued;
+	*balance = *credit - *spent;
+	*live = s.live;
+	return SAAS_OK;
+}
+
+static int64_t accrued_at(const saas_store_sandbox *live, size_t n, int64_t t_ms)
+{
+	int64_t sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += saas__accrued(&live[i], t_ms);
+	return sum;
+}
+
+int64_t saas__exhausted_at(int64_t balance, const saas_store_sandbox *live, size_t n, int64_t now_ms)
+{
+	int64_t lo = INT64_MAX, hi = now_ms;
+
+	if (accrued_at(live, n, now_ms) < balance || n == 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (live[i].ready_at_ms > 0 && live[i].ready_at_ms < lo)
+			lo = live[i].ready_at_ms;
+	if (lo == INT64_MAX || lo > hi)
+		return now_ms;
+	if (balance <= 0)
+		return lo;
+	/* What has accrued only grows with time: find the first millisecond it reaches the balance. */
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+		if (accrued_at(live, n, mid) >= balance)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+int saas__local_account(saas_client *c, saas_account_info **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_account acc;
+	saas_account_info *info;
+	int64_t balance, spent, credit;
+	unsigned int live;
+	int rc;
+
+	if ((rc = e->store->account_get(e->store_ctx, c->account_id, &acc)) < 0)
+		return rc == SAAS_ENOTFOUND ? saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "account no longer exists")
+		                            : rc;
+	rc = saas__account_live_balance(e, c->account_id, saas__engine_now(e), &balance, &spent, &credit, &live);
+	if (rc < 0)
+		return rc;
+	if (!(info = calloc(1, sizeof(*info))))
+		return saas__oom();
+	saas__strlcpy(info->id, acc.id, sizeof(info->id));
+	info->credit_usd_micro = credit;
+	info->spent_usd_micro = spent;
+	info->balance_usd_micro = balance;
+	info->active_sandboxes = live;
+	info->limits.max_sandboxes = e->limits.max_sandboxes;
+	info->limits.default_timeout_s = e->limits.default_timeout_s;
+	info->limits.max_timeout_s = e->limits.max_timeout_s;
+	info->limits.min_balance_s = e->limits.min_balance_s;
+	if (!(info->name = saas__strdup(acc.name)) || !(info->sizes = calloc(e->nsizes, sizeof(*info->sizes))))
+		goto oom;
+	for (size_t i = 0; i < e->nsizes; i++) {
+		info->sizes[i] = e->sizes[i];
+		if (!(info->sizes[i].name = saas__strdup(e->sizes[i].name)))
+			goto oom;
+		info->nsizes++;
+	}
+	*out = info;
+	return SAAS_OK;
+oom:
+	saas_account_info_free(info);
+	return saas__oom();
+}
+
+struct usage_acc {
+	saas_usage *u;
+	size_t cap;
+	int64_t now;
+	int rc;
+};
+
+/* Whole seconds and cost of a sandbox's run up to t: the two functions of time
+ * that usage differences, so consecutive periods add up to exactly the charge. */
+static int64_t seconds_until(const saas_store_sandbox *sb, int64_t t)
+{
+	return t > sb->ready_at_ms ? (t - sb->ready_at_ms) / 1000 : 0;
+}
+
+static int add_usage(void *ud, const saas_store_sandbox *sb)
+{
+	struct usage_acc *a = ud;
+	saas_usage_line *line;
+	int64_t start, end, s0, s1;
+
+	start = sb->ready_at_ms > a->u->from_ms ? sb->ready_at_ms : a->u->from_ms;
+	end = saas__billing_end(sb, a->now);
+	if (end > a->u->to_ms)
+		end = a->u->to_ms;
+	if (end <= start)
+		return 0;
+	if (a->u->count == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		saas_usage_line *lines = realloc(a->u->lines, cap * sizeof(*lines));
+		if (!lines) {
+			a->rc = saas__oom();
+			return 1;
+		}
+		a->u->lines = lines;
+		a->cap = cap;
+	}
+	s0 = seconds_until(sb, start);
+	s1 = seconds_until(sb, end);
+	line = &a->u->lines[a->u->count++];
+	memset(line, 0, sizeof(*line));
+	saas__strlcpy(line->sandbox_id, sb->id, sizeof(line->sandbox_id));
+	saas__strlcpy(line->size, sb->size, sizeof(line->size));
+	line->seconds = s1 - s0;
+	line->cost_usd_micro = saas_cost(sb->usd_micro_per_hour, s1) - saas_cost(sb->usd_micro_per_hour, s0);
+	line->running = sb->status != SAAS_SANDBOX_DESTROYED;
+	a->u->total_seconds += line->seconds;
+	a->u->total_usd_micro += line->cost_usd_micro;
+	return 0;
+}
+
+int saas__local_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out)
+{
+	saas_engine *e = c->engine;
+	struct usage_acc a = { NULL, 0, saas__engine_now(e), SAAS_OK };
+	saas_store_filter f;
+	int rc;
+
+	if (!(a.u = calloc(1, sizeof(*a.u))))
+		return saas__oom();
+	a.u->to_ms = to_ms ? to_ms : a.now;
+	a.u->from_ms = from_ms ? from_ms : a.u->to_ms - 30LL * 86400 * 1000;
+	if (a.u->from_ms >= a.u->to_ms) {
+		saas_usage_free(a.u);
+		return saas__inval("usage period is empty: 'from' must be before 'to'");
+	}
+	memset(&f, 0, sizeof(f));
+	f.account_id = c->account_id;
+	f.ran_from_ms = a.u->from_ms;
+	f.ran_to_ms = a.u->to_ms;
+	rc = e->store->sandbox_list(e->store_ctx, &f, add_usage, &a);
+	if (rc == SAAS_OK)
+		rc = a.rc;
+	if (rc < 0) {
+		saas_usage_free(a.u);
+		return rc;
+	}
+	*out = a.u;
+	return SAAS_OK;
+}
+

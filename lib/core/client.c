@@ -1,0 +1,467 @@
+/*
+ * The public client calls. Arguments are checked here, once, for every
+ * provider, so that local and remote clients refuse the same things the same
+ * way; then the provider does the work.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+const struct saas_client_ops saas__local_ops = {
+	saas__local_account,
+	saas__local_usage,
+	saas__local_sandbox_create,
+	saas__local_sandbox_get,
+	saas__local_sandbox_list,
+	saas__local_sandbox_extend,
+	saas__local_sandbox_destroy,
+	saas__local_exec,
+	saas__local_execution_get,
+	saas__local_file_write,
+	saas__local_file_read,
+	saas__local_file_list,
+	saas__local_port_expose,
+	NULL,
+};
+
+#define CHECK_CLIENT(c)                                      \
+	do {                                                     \
+		if (!(c))                                            \
+			return saas__inval("client is NULL");            \
+	} while (0)
+
+static int check_id(const char *id, const char *what)
+{
+	if (!id || !*id)
+		return saas__inval("%s id is missing", what);
+	if (!saas__valid_text(id, SAAS_ID_MAX))
+		return saas__inval("%s id is too long or not printable", what);
+	return SAAS_OK;
+}
+
+static int check_path(const char *path, bool required)
+{
+	if (!path || !*path)
+		return required ? saas__inval("path is missing") : SAAS_OK;
+	if (strlen(path) > SAAS_PATH_MAX)
+		return saas__inval("path is longer than %d bytes", SAAS_PATH_MAX);
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return saas__inval("path contains a control character");
+	return SAAS_OK;
+}
+
+/* Image names become file names on the host: keep them to a safe alphabet. */
+static bool valid_image(const char *s)
+{
+	if (!s || !*s || strlen(s) > SAAS_STORE_IMAGE_MAX || s[0] == '.' || s[0] == '-')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, const char *api_key,
+                                        unsigned int flags)
+{
+	saas_store_key key;
+	saas_client *c;
+	char hash[65];
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!engine)
+		return saas__inval("engine is NULL");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!api_key || !*api_key)
+		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "no API key given");
+	if (strlen(api_key) > 256)
+		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "invalid API key");
+	saas__sha256_hex(hash, api_key, strlen(api_key));
+	rc = engine->store->key_find(engine->store_ctx, hash, &key);
+	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && key.revoked_at_ms != 0))
+		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0,
+		                   rc == SAAS_OK ? "this API key was revoked" : "invalid API key");
+	if (rc < 0)
+		return rc;
+	if (!(c = calloc(1, sizeof(*c))))
+		return saas__oom();
+	c->ops = &saas__local_ops;
+	c->engine = engine;
+	saas__strlcpy(c->account_id, key.account_id, sizeof(c->account_id));
+	*out = c;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(const char *) saas_client_account_id(const saas_client *c)
+{
+	return c ? c->account_id : NULL;
+}
+
+SAAS_EXTERN(void) saas_client_free(saas_client *c)
+{
+	if (!c)
+		return;
+	if (c->ops->free)
+		c->ops->free(c);
+	free(c);
+}
+
+SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *c)
+{
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	return c->ops->account(c, out);
+}
+
+SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *c, int64_t from_ms, int64_t to_ms,
+                                   unsigned int flags)
+{
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (from_ms < 0 || to_ms < 0)
+		return saas__inval("usage period may not start or end before 1970");
+	if (from_ms && to_ms && from_ms >= to_ms)
+		return saas__inval("usage period is empty: 'from' must be before 'to'");
+	return c->ops->usage(c, from_ms, to_ms, out);
+}
+
+SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const saas_create_options *options,
+                                     unsigned int flags)
+{
+	saas_create_options defaults = SAAS_CREATE_OPTIONS_INIT;
+	const saas_create_options *o = options ? options : &defaults;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	if (o->version != SAAS_CREATE_OPTIONS_VERSION)
+		return saas__inval("create options version %u is not %u", o->version, SAAS_CREATE_OPTIONS_VERSION);
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (o->size && !saas__valid_text(o->size, 31))
+		return saas__inval("size must be a size class name such as small, medium or large");
+	if (o->image && !valid_image(o->image))
+		return saas__inval("image name must be 1 to 63 characters of a-z, 0-9, '-', '_' and '.'");
+	if (o->timeout_s < 0)
+		return saas__inval("timeout may not be negative");
+	return c->ops->sandbox_create(c, o, out);
+}
+
+SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *c, const char *id)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	return c->ops->sandbox_get(c, id, out);
+}
+
+SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *c, const char *cursor,
+                                   unsigned int limit, unsigned int flags)
+{
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if (flags & ~(SAAS_LIST_ACTIVE | SAAS_LIST_DESTROYED))
+		return saas__inval("unknown flags 0x%x", flags);
+	if ((flags & SAAS_LIST_ACTIVE) && (flags & SAAS_LIST_DESTROYED))
+		return saas__inval("list either active or destroyed sandboxes, not both filters at once");
+	if (limit > 1000)
+		return saas__inval("list limit %u is over 1000", limit);
+	if (cursor && (!*cursor || strlen(cursor) > 128))
+		return saas__inval("invalid list cursor");
+	return c->ops->sandbox_list(c, cursor, limit ? limit : 100, flags, out);
+}
+
+SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const char *id, int64_t seconds)
+{
+	int rc;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if (seconds <= 0)
+		return saas__inval("extend by a positive number of seconds");
+	return c->ops->sandbox_extend(c, id, seconds, out);
+}
+
+SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const char *id)
+{
+	int rc;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	return c->ops->sandbox_destroy(c, id, out);
+}
+
+static int check_env(const char *const *env)
+{
+	size_t n = 0;
+
+	if (!env)
+		return SAAS_OK;
+	for (; env[n]; n++) {
+		const char *eq = strchr(env[n], '=');
+		if (n >= 256)
+			return saas__inval("at most 256 environment variables");
+		if (!eq || eq == env[n])
+			return saas__inval("environment entry %zu is not NAME=VALUE", n);
+		for (const char *p = env[n]; p < eq; p++)
+			if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+			      (p > env[n] && *p >= '0' && *p <= '9')))
+				return saas__inval("environment name in entry %zu is not a valid shell name", n);
+		if (strlen(env[n]) > 65536)
+			return saas__inval("environment entry %zu is longer than 64 KiB", n);
+	}
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id, const char *command,
+                           const saas_exec_options *options, unsigned int flags)
+{
+	saas_exec_options defaults = SAAS_EXEC_OPTIONS_INIT;
+	const saas_exec_options *o = options ? options : &defaults;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if (o->version != SAAS_EXEC_OPTIONS_VERSION)
+		return saas__inval("exec options version %u is not %u", o->version, SAAS_EXEC_OPTIONS_VERSION);
+	if (flags & ~SAAS_EXEC_BACKGROUND)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!command || !*command)
+		return saas__inval("command is missing");
+	if (strlen(command) > SAAS_EXEC_COMMAND_MAX)
+		return saas__inval("command is longer than %u bytes", SAAS_EXEC_COMMAND_MAX);
+	if (o->cwd && ((rc = check_path(o->cwd, true)) < 0))
+		return rc;
+	if ((rc = check_env(o->env)) < 0)
+		return rc;
+	if (o->stdin_len && !o->stdin_data)
+		return saas__inval("stdin_len is set but stdin_data is NULL");
+	if (o->stdin_len > SAAS_EXEC_STDIN_MAX)
+		return saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, 0, "stdin is over %u bytes", SAAS_EXEC_STDIN_MAX);
+	if (o->timeout_s < 0 || o->timeout_s > SAAS_EXEC_TIMEOUT_MAX)
+		return saas__inval("command timeout must be between 1 and %d seconds", SAAS_EXEC_TIMEOUT_MAX);
+	if (o->max_output > SAAS_EXEC_OUTPUT_MAX)
+		return saas__inval("max_output is over %u bytes", SAAS_EXEC_OUTPUT_MAX);
+	return c->ops->exec(c, id, command, o, flags, out);
+}
+
+SAAS_EXTERN(int) saas_execution_get(saas_execution **out, saas_client *c, const char *id)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "execution")) < 0)
+		return rc;
+	return c->ops->execution_get(c, id, out);
+}
+
+static int check_write(saas_client *c, const char *id, const char *path, int64_t size,
+                       const saas_file_write_options *o)
+{
+	int rc;
+
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+		return rc;
+	if (o && o->version != SAAS_FILE_WRITE_OPTIONS_VERSION)
+		return saas__inval("file write options version %u is not %u", o->version,
+		                   SAAS_FILE_WRITE_OPTIONS_VERSION);
+	if (o && o->mode > 07777)
+		return saas__inval("mode 0%o is not a permission mode", o->mode);
+	if (size > SAAS_FILE_MAX)
+		return saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, 0, "file is over the %lld byte limit",
+		                   (long long)SAAS_FILE_MAX);
+	return SAAS_OK;
+}
+
+struct mem_reader {
+	const unsigned char *data;
+	size_t left;
+};
+
+static long read_mem(void *ud, void *buf, size_t size)
+{
+	struct mem_reader *r = ud;
+	size_t n = size < r->left ? size : r->left;
+
+	if (n > LONG_MAX)
+		n = LONG_MAX;
+	memcpy(buf, r->data, n);
+	r->data += n;
+	r->left -= n;
+	return (long)n;
+}
+
+SAAS_EXTERN(int) saas_file_write(saas_client *c, const char *id, const char *path, const void *data, size_t len,
+                                 const saas_file_write_options *options)
+{
+	struct mem_reader r = { data, len };
+	int rc;
+
+	saas__error_clear();
+	if ((rc = check_write(c, id, path, (int64_t)len, options)) < 0)
+		return rc;
+	if (len && !data)
+		return saas__inval("data is NULL");
+	return c->ops->file_write(c, id, path, read_mem, &r, (int64_t)len, options ? options->mode : 0);
+}
+
+SAAS_EXTERN(int) saas_file_write_stream(saas_client *c, const char *id, const char *path, saas_read_fn reader,
+                                        void *userdata, int64_t size, const saas_file_write_options *options)
+{
+	int rc;
+
+	saas__error_clear();
+	if ((rc = check_write(c, id, path, size, options)) < 0)
+		return rc;
+	if (!reader)
+		return saas__inval("reader is NULL");
+	if (size < -1)
+		return saas__inval("size must be -1 (unknown) or a byte count");
+	return c->ops->file_write(c, id, path, reader, userdata, size, options ? options->mode : 0);
+}
+
+struct mem_writer {
+	saas_buf buf;
+	int64_t max;
+};
+
+static int write_mem(void *ud, const void *data, size_t size)
+{
+	struct mem_writer *w = ud;
+
+	if ((int64_t)(w->buf.len + size) > w->max)
+		return 1;
+	return saas__buf_put(&w->buf, data, size) < 0;
+}
+
+static int check_read(saas_client *c, const char *id, const char *path)
+{
+	int rc;
+
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+		return rc;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *c, const char *id, const char *path,
+                                int64_t max)
+{
+	struct mem_writer w = { SAAS_BUF_INIT, 0 };
+	int64_t size = 0;
+	int rc;
+
+	saas__error_clear();
+	if (!data || !len)
+		return saas__inval("data and len must not be NULL");
+	*data = NULL;
+	*len = 0;
+	if ((rc = check_read(c, id, path)) < 0)
+		return rc;
+	if (max < 0 || max > SAAS_FILE_MAX)
+		return saas__inval("max must be between 0 and %lld", (long long)SAAS_FILE_MAX);
+	w.max = max ? max : SAAS_FILE_MAX;
+	if ((rc = c->ops->file_read(c, id, path, w.max, write_mem, &w, &size)) < 0) {
+		saas__buf_free(&w.buf);
+		return rc;
+	}
+	if (!(*data = saas__buf_detach(&w.buf, len)))
+		return saas__oom();
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_file_read_stream(saas_client *c, const char *id, const char *path, saas_write_fn writer,
+                                       void *userdata, int64_t *size)
+{
+	int64_t ignored;
+	int rc;
+
+	saas__error_clear();
+	if ((rc = check_read(c, id, path)) < 0)
+		return rc;
+	if (!writer)
+		return saas__inval("writer is NULL");
+	return c->ops->file_read(c, id, path, SAAS_FILE_MAX, writer, userdata, size ? size : &ignored);
+}
+
+SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const char *id, const char *path,
+                                    unsigned int max_depth, unsigned int max_entries)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, false)) < 0)
+		return rc;
+	if (max_depth > SAAS_LIST_DEPTH_MAX)
+		return saas__inval("depth %u is over %d", max_depth, SAAS_LIST_DEPTH_MAX);
+	if (max_entries > SAAS_LIST_ENTRIES_MAX)
+		return saas__inval("max_entries %u is over %d", max_entries, SAAS_LIST_ENTRIES_MAX);
+	return c->ops->file_list(c, id, path, max_depth ? max_depth : SAAS_LIST_DEPTH_DEFAULT,
+	                         max_entries ? max_entries : SAAS_LIST_ENTRIES_DEFAULT, out);
+}
+
+SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, unsigned int port)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!url)
+		return saas__inval("url is NULL");
+	*url = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if (port == 0 || port > 65535)
+		return saas__inval("port must be between 1 and 65535");
+	if (port == 22)
+		return saas__inval("port 22 is the sandbox's control channel and cannot be exposed");
+	return c->ops->port_expose(c, id, port, url);
+}

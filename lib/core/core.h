@@ -1,0 +1,143 @@
+/*
+ * Internal: the engine and the client.
+ */
+#ifndef SAAS_CORE_H
+#define SAAS_CORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "saas.h"
+#include "saas/sys/driver.h"
+#include "saas/sys/store.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#define SAAS_WORKSPACE "/workspace"
+
+struct saas_engine {
+	char *state_dir;
+	char *default_image;
+	char *preview_url;
+	saas_limits limits;
+	saas_size *sizes;
+	size_t nsizes;
+	int64_t new_account_credit;
+	unsigned int flags;
+
+	const saas_store *store;
+	void *store_ctx;
+	const saas_driver *driver;     /* NULL when opened store-only */
+	void *driver_ctx;
+
+	saas_clock_fn clock;
+	void *clock_userdata;
+	saas_log_fn log;
+	void *log_userdata;
+	int log_level;
+
+	int lock_fd;                   /* flock on STATE/engine.lock; -1 store-only */
+
+	/* The reaper. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	pthread_t reaper;
+	bool reaper_running;
+	bool stopping;
+	unsigned int reaper_interval_ms;
+	unsigned int sweeps;
+
+	/* Background executions still running; engine_free waits for them. */
+	unsigned int background;
+	int cancel;                    /* set atomically when the engine shuts down */
+};
+
+/* What a client is: the same calls, served locally or (later) remotely. */
+struct saas_client_ops {
+	int (*account)(saas_client *c, saas_account_info **out);
+	int (*usage)(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out);
+	int (*sandbox_create)(saas_client *c, const saas_create_options *opts, saas_sandbox **out);
+	int (*sandbox_get)(saas_client *c, const char *id, saas_sandbox **out);
+	int (*sandbox_list)(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
+	                    saas_sandbox_list **out);
+	int (*sandbox_extend)(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out);
+	int (*sandbox_destroy)(saas_client *c, const char *id, saas_sandbox **out);
+	int (*exec)(saas_client *c, const char *id, const char *command, const saas_exec_options *opts,
+	            unsigned int flags, saas_execution **out);
+	int (*execution_get)(saas_client *c, const char *id, saas_execution **out);
+	int (*file_write)(saas_client *c, const char *id, const char *path, saas_read_fn reader, void *ud,
+	                  int64_t size, unsigned int mode);
+	int (*file_read)(saas_client *c, const char *id, const char *path, int64_t max, saas_write_fn writer,
+	                 void *ud, int64_t *size);
+	int (*file_list)(saas_client *c, const char *id, const char *path, unsigned int depth,
+	                 unsigned int max_entries, saas_file_list **out);
+	int (*port_expose)(saas_client *c, const char *id, unsigned int port, char **url);
+	void (*free)(saas_client *c);
+};
+
+struct saas_client {
+	const struct saas_client_ops *ops;
+	char account_id[SAAS_ID_MAX + 1];
+	saas_engine *engine;           /* local provider */
+	void *provider;                /* provider-private state */
+};
+
+extern const struct saas_client_ops saas__local_ops;
+
+/* engine.c */
+int64_t saas__engine_now(saas_engine *e);
+void saas__log(saas_engine *e, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
+const saas_size *saas__engine_size(saas_engine *e, const char *name);
+int saas__engine_need_driver(saas_engine *e);
+
+/* billing.c */
+int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms);
+int64_t saas__billed_seconds(const saas_store_sandbox *sb, int64_t now_ms);
+int64_t saas__accrued(const saas_store_sandbox *sb, int64_t now_ms);
+int saas__account_live_balance(saas_engine *e, const char *account_id, int64_t now_ms, int64_t *balance,
+                               int64_t *spent, int64_t *credit, unsigned int *live);
+/*
+ * Given a balance and an account's live sandboxes, the first second at which
+ * what they accrued reaches the balance, or -1 if it has not by now_ms.
+ */
+int64_t saas__exhausted_at(int64_t balance, const saas_store_sandbox *live, size_t n, int64_t now_ms);
+
+int saas__local_account(saas_client *c, saas_account_info **out);
+int saas__local_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out);
+
+/* sandbox.c */
+int saas__sandbox_get_owned(saas_client *c, const char *id, saas_store_sandbox *out);
+int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
+                        int64_t bill_until_ms);
+int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
+int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out);
+
+/* The local provider's operations (client.c holds the table). */
+int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saas_sandbox **out);
+int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out);
+int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
+                             saas_sandbox_list **out);
+int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out);
+int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **out);
+int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
+                     unsigned int flags, saas_execution **out);
+int saas__local_execution_get(saas_client *c, const char *id, saas_execution **out);
+int saas__local_file_write(saas_client *c, const char *id, const char *path, saas_read_fn reader, void *ud,
+                           int64_t size, unsigned int mode);
+int saas__local_file_read(saas_client *c, const char *id, const char *path, int64_t max, saas_write_fn writer,
+                          void *ud, int64_t *size);
+int saas__local_file_list(saas_client *c, const char *id, const char *path, unsigned int depth,
+                          unsigned int max_entries, saas_file_list **out);
+int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, char **url);
+char *saas__preview_url(saas_engine *e, const char *id, unsigned int port);
+
+/* reaper.c */
+int saas__reconcile(saas_engine *e);
+int saas__reaper_start(saas_engine *e);
+void saas__reaper_stop(saas_engine *e);
+int saas__sweep(saas_engine *e, unsigned int *destroyed);
+
+/* free.c */
+void saas__store_execution_clear(saas_store_execution *x);
+
+#endif

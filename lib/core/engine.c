@@ -1,0 +1,371 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "saas/version.h"
+#include "store/store.h"
+
+#ifdef SAAS_WITH_LIBVIRT
+extern const saas_driver saas__driver_libvirt;
+#endif
+
+/* The seeds' price list: per hour, in micro-dollars. */
+static const saas_size default_sizes[] = {
+	{ "small", 2, 4096, 40, 90000 },
+	{ "medium", 4, 8192, 80, 280000 },
+	{ "large", 8, 16384, 160, 550000 },
+};
+
+#define DEFAULT_MAX_SANDBOXES 10
+#define DEFAULT_TIMEOUT_S 900
+#define DEFAULT_MAX_TIMEOUT_S 86400
+#define DEFAULT_MIN_BALANCE_S 60
+#define DEFAULT_REAPER_MS 1000
+#define DEFAULT_PREVIEW "http://{port}-{id}.localhost:8080/"
+
+SAAS_EXTERN(const char *) saas_version(void)
+{
+	return SAAS_VERSION_STRING;
+}
+
+SAAS_EXTERN(void) saas_free(void *str)
+{
+	free(str);
+}
+
+static int64_t real_clock(void *userdata)
+{
+	(void)userdata;
+	return saas__now_ms();
+}
+
+static void null_log(void *userdata, int level, const char *msg)
+{
+	(void)userdata;
+	(void)level;
+	(void)msg;
+}
+
+int64_t saas__engine_now(saas_engine *e)
+{
+	return e->clock(e->clock_userdata);
+}
+
+void saas__log(saas_engine *e, int level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (!e || level > e->log_level || e->log == null_log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	e->log(e->log_userdata, level, msg);
+}
+
+const saas_size *saas__engine_size(saas_engine *e, const char *name)
+{
+	for (size_t i = 0; i < e->nsizes; i++)
+		if (strcmp(e->sizes[i].name, name) == 0)
+			return &e->sizes[i];
+	return NULL;
+}
+
+int saas__engine_need_driver(saas_engine *e)
+{
+	if (!e->driver)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0,
+		                   "this engine was opened store-only; sandboxes need a full engine");
+	return SAAS_OK;
+}
+
+static char *default_state_dir(void)
+{
+	const char *xdg = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	char *dir = NULL;
+
+	if (xdg && *xdg) {
+		if (asprintf(&dir, "%s/aas", xdg) < 0)
+			dir = NULL;
+	} else if (geteuid() == 0) {
+		dir = strdup("/var/lib/aas");
+	} else if (home && *home) {
+		if (asprintf(&dir, "%s/.local/state/aas", home) < 0)
+			dir = NULL;
+	} else {
+		saas__inval("no state directory given and neither XDG_STATE_HOME nor HOME is set");
+		return NULL;
+	}
+	if (!dir)
+		saas__oom();
+	return dir;
+}
+
+static int check_sizes(const saas_size *sizes, size_t n)
+{
+	if (n == 0 || n > 64)
+		return saas__inval("sizes: between 1 and 64 size classes");
+	for (size_t i = 0; i < n; i++) {
+		const saas_size *s = &sizes[i];
+		if (!saas__valid_text(s->name, 31))
+			return saas__inval("sizes[%zu]: name must be 1 to 31 printable bytes", i);
+		if (s->vcpus == 0 || s->memory_mb == 0 || s->disk_gb == 0)
+			return saas__inval("size '%s': vcpus, memory and disk must be positive", s->name);
+		if (s->usd_micro_per_hour < 0 || s->usd_micro_per_hour > SAAS_USD(1000000))
+			return saas__inval("size '%s': price out of range", s->name);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(sizes[j].name, s->name) == 0)
+				return saas__inval("size '%s' named twice", s->name);
+	}
+	return SAAS_OK;
+}
+
+static int check_limits(const saas_limits *l)
+{
+	if (l->default_timeout_s < 0 || l->max_timeout_s < 0 || l->min_balance_s < 0)
+		return saas__inval("limits may not be negative");
+	if (l->max_sandboxes > 100000)
+		return saas__inval("limits.max_sandboxes is over 100000");
+	return SAAS_OK;
+}
+
+static int copy_sizes(saas_engine *e, const saas_size *sizes, size_t n)
+{
+	if (!(e->sizes = calloc(n, sizeof(*e->sizes))))
+		return saas__oom();
+	e->nsizes = n;
+	for (size_t i = 0; i < n; i++) {
+		e->sizes[i] = sizes[i];
+		if (!(e->sizes[i].name = saas__strdup(sizes[i].name)))
+			return SAAS_ENOMEM;
+	}
+	return SAAS_OK;
+}
+
+/* One engine owns a state directory: its VMs and (for libvirt) the embedded root. */
+static int lock_state_dir(saas_engine *e)
+{
+	char *path = NULL;
+	int fd;
+
+	if (asprintf(&path, "%s/engine.lock", e->state_dir) < 0)
+		return saas__oom();
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int err = errno;
+		saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "cannot open %s: %s", path, strerror(err));
+		free(path);
+		return SAAS_EIO;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+		close(fd);
+		saas__error(SAAS_EBUSY, SAAS_ERRCLASS_OS, err,
+		            "state directory %s is in use by another engine (%s)", e->state_dir, strerror(err));
+		free(path);
+		return SAAS_EBUSY;
+	}
+	free(path);
+	e->lock_fd = fd;
+	return SAAS_OK;
+}
+
+static int open_store(saas_engine *e, const char *url_opt)
+{
+	char *url = NULL;
+	saas_store_env env;
+	int rc;
+
+	if (url_opt) {
+		url = saas__strdup(url_opt);
+	} else if (asprintf(&url, "sqlite:%s/aas.db", e->state_dir) < 0) {
+		url = NULL;
+		saas__oom();
+	}
+	if (!url)
+		return SAAS_ENOMEM;
+	if ((rc = saas__store_for_url(&e->store, url)) < 0)
+		goto out;
+	env.url = url;
+	env.state_dir = e->state_dir;
+	env.log = e->log;
+	env.log_userdata = e->log_userdata;
+	rc = e->store->open(&e->store_ctx, &env);
+	if (rc < 0) {
+		e->store = NULL;
+		e->store_ctx = NULL;
+	}
+out:
+	free(url);
+	return rc;
+}
+
+static int open_driver(saas_engine *e, const saas_engine_options *o)
+{
+	saas_driver_env env;
+	int rc;
+
+	e->driver = o->driver;
+#ifdef SAAS_WITH_LIBVIRT
+	if (!e->driver)
+		e->driver = &saas__driver_libvirt;
+#endif
+	if (!e->driver)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0,
+		                   "no VM driver given and this libsaas was built without libvirt");
+	if (e->driver->version != SAAS_DRIVER_VERSION || !e->driver->name || !e->driver->open ||
+	    !e->driver->vm_create || !e->driver->vm_destroy || !e->driver->vm_state || !e->driver->vm_list)
+		return saas__inval("driver table is incomplete or of version %u (want %u)", e->driver->version,
+		                   SAAS_DRIVER_VERSION);
+	env.state_dir = e->state_dir;
+	env.config = o->driver_config;
+	env.log = e->log;
+	env.log_userdata = e->log_userdata;
+	env.clock = e->clock;
+	env.clock_userdata = e->clock_userdata;
+	if ((rc = e->driver->open(&e->driver_ctx, &env)) < 0) {
+		e->driver = NULL;
+		return saas__error_wrap(rc, "cannot open the VM driver");
+	}
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options)
+{
+	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
+	const saas_engine_options *o = options ? options : &defaults;
+	saas_engine *e = NULL;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (o->version != SAAS_ENGINE_OPTIONS_VERSION)
+		return saas__inval("engine options version %u is not %u", o->version, SAAS_ENGINE_OPTIONS_VERSION);
+	if (o->flags & ~(SAAS_ENGINE_NO_REAPER | SAAS_ENGINE_STORE_ONLY))
+		return saas__inval("unknown engine flags 0x%x", o->flags);
+	if (o->state_dir && (!*o->state_dir || strlen(o->state_dir) > 3000))
+		return saas__inval("state_dir is empty or too long");
+	if (o->default_image && !saas__valid_text(o->default_image, SAAS_STORE_IMAGE_MAX))
+		return saas__inval("default_image must be 1 to 63 printable bytes");
+	if (o->preview_url && (!saas__valid_text(o->preview_url, 512) || !strstr(o->preview_url, "{id}")))
+		return saas__inval("preview_url must be printable, at most 512 bytes, and contain {id}");
+	if (o->sizes && (rc = check_sizes(o->sizes, o->nsizes)) < 0)
+		return rc;
+	if ((rc = check_limits(&o->limits)) < 0)
+		return rc;
+	if (o->new_account_credit < 0)
+		return saas__inval("new_account_credit may not be negative");
+
+	if (!(e = calloc(1, sizeof(*e))))
+		return saas__oom();
+	e->lock_fd = -1;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cond, NULL);
+	e->flags = o->flags;
+	e->clock = o->clock ? o->clock : real_clock;
+	e->clock_userdata = o->clock_userdata;
+	e->log = o->log ? o->log : null_log;
+	e->log_userdata = o->log_userdata;
+	e->log_level = o->log_level;
+	e->limits.max_sandboxes = o->limits.max_sandboxes ? o->limits.max_sandboxes : DEFAULT_MAX_SANDBOXES;
+	e->limits.default_timeout_s = o->limits.default_timeout_s ? o->limits.default_timeout_s : DEFAULT_TIMEOUT_S;
+	e->limits.max_timeout_s = o->limits.max_timeout_s ? o->limits.max_timeout_s : DEFAULT_MAX_TIMEOUT_S;
+	e->limits.min_balance_s = o->limits.min_balance_s ? o->limits.min_balance_s : DEFAULT_MIN_BALANCE_S;
+	if (e->limits.default_timeout_s > e->limits.max_timeout_s) {
+		rc = saas__inval("default timeout %lld s is over the maximum %lld s",
+		                 (long long)e->limits.default_timeout_s, (long long)e->limits.max_timeout_s);
+		goto fail;
+	}
+	e->new_account_credit = o->new_account_credit ? o->new_account_credit : SAAS_USD(5);
+	e->reaper_interval_ms = o->reaper_interval_ms ? o->reaper_interval_ms : DEFAULT_REAPER_MS;
+	if (o->sizes)
+		rc = copy_sizes(e, o->sizes, o->nsizes);
+	else
+		rc = copy_sizes(e, default_sizes, SAAS_ARRAY_SIZE(default_sizes));
+	if (rc < 0)
+		goto fail;
+	e->state_dir = o->state_dir ? saas__strdup(o->state_dir) : default_state_dir();
+	e->default_image = saas__strdup(o->default_image ? o->default_image : "default");
+	e->preview_url = saas__strdup(o->preview_url ? o->preview_url : DEFAULT_PREVIEW);
+	if (!e->state_dir || !e->default_image || !e->preview_url) {
+		rc = SAAS_ENOMEM;
+		goto fail;
+	}
+	if ((rc = saas__mkdir_p(e->state_dir, 0700)) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, -rc, "cannot create state directory %s: %s",
+		                 e->state_dir, strerror(-rc));
+		goto fail;
+	}
+	if (!(e->flags & SAAS_ENGINE_STORE_ONLY) && (rc = lock_state_dir(e)) < 0)
+		goto fail;
+	if ((rc = open_store(e, o->store_url)) < 0)
+		goto fail;
+	if (!(e->flags & SAAS_ENGINE_STORE_ONLY)) {
+		if ((rc = open_driver(e, o)) < 0)
+			goto fail;
+		if ((rc = saas__reconcile(e)) < 0)
+			goto fail;
+		if (!(e->flags & SAAS_ENGINE_NO_REAPER) && (rc = saas__reaper_start(e)) < 0)
+			goto fail;
+	}
+	saas__log(e, SAAS_LOG_INFO, "engine open on %s (store %s, driver %s)", e->state_dir, e->store->name,
+	          e->driver ? e->driver->name : "none");
+	*out = e;
+	return SAAS_OK;
+fail:
+	saas_engine_free(e);
+	return rc;
+}
+
+SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
+{
+	if (!e)
+		return;
+	saas__reaper_stop(e);
+	/* Background executions hold the engine; tell them to stop and wait. */
+	pthread_mutex_lock(&e->mu);
+	__atomic_store_n(&e->cancel, 1, __ATOMIC_SEQ_CST);
+	while (e->background > 0)
+		pthread_cond_wait(&e->cond, &e->mu);
+	pthread_mutex_unlock(&e->mu);
+	if (e->driver && e->driver->close)
+		e->driver->close(e->driver_ctx);
+	if (e->store)
+		e->store->close(e->store_ctx);
+	if (e->lock_fd >= 0)
+		close(e->lock_fd);
+	for (size_t i = 0; i < e->nsizes; i++)
+		free((char *)e->sizes[i].name);
+	free(e->sizes);
+	free(e->state_dir);
+	free(e->default_image);
+	free(e->preview_url);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->mu);
+	free(e);
+}
+
+SAAS_EXTERN(int) saas_engine_sweep(saas_engine *e, unsigned int *destroyed)
+{
+	int rc;
+
+	saas__error_clear();
+	if (destroyed)
+		*destroyed = 0;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if ((rc = saas__engine_need_driver(e)) < 0)
+		return rc;
+	return saas__sweep(e, destroyed);
+}

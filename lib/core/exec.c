@@ -1,0 +1,300 @@
+/*
+ * Executions: a command run in a sandbox, recorded in the store whether it ran
+ * in the foreground or the background.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+struct capture {
+	saas_buf out, err;
+	size_t max;
+	int out_truncated, err_truncated;
+};
+
+/* Keep what fits under the cap, count the rest away: the driver never blocks on us. */
+static int capture_output(void *ud, int stream, const void *data, size_t len)
+{
+	struct capture *c = ud;
+	saas_buf *b = stream == SAAS_STREAM_STDERR ? &c->err : &c->out;
+	int *trunc = stream == SAAS_STREAM_STDERR ? &c->err_truncated : &c->out_truncated;
+	size_t room = c->max > b->len ? c->max - b->len : 0;
+
+	if (len > room) {
+		*trunc = 1;
+		len = room;
+	}
+	if (len && saas__buf_put(b, data, len) < 0)
+		*trunc = 1; /* out of memory: keep what we have, say it was cut */
+	return 0;
+}
+
+/* Everything one run needs, owned, so a background thread can outlive the caller's buffers. */
+struct job {
+	saas_engine *engine;
+	char sandbox_id[SAAS_ID_MAX + 1];
+	saas_store_execution rec;
+	char *command;
+	char *cwd;
+	char **env;
+	void *stdin_data;
+	size_t stdin_len;
+	int64_t timeout_ms;
+	size_t max_output;
+};
+
+static void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	free(j->command);
+	free(j->cwd);
+	if (j->env)
+		for (char **p = j->env; *p; p++)
+			free(*p);
+	free(j->env);
+	free(j->stdin_data);
+	free(j);
+}
+
+static int execution_public(const saas_store_execution *x, saas_execution **out)
+{
+	saas_execution *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return saas__oom();
+	saas__strlcpy(p->id, x->id, sizeof(p->id));
+	saas__strlcpy(p->sandbox_id, x->sandbox_id, sizeof(p->sandbox_id));
+	p->status = x->status;
+	p->exit_code = x->exit_code;
+	p->stdout_truncated = x->stdout_truncated;
+	p->stderr_truncated = x->stderr_truncated;
+	p->started_at_ms = x->started_at_ms;
+	p->finished_at_ms = x->finished_at_ms;
+	p->duration_ms = x->finished_at_ms ? x->finished_at_ms - x->started_at_ms : 0;
+	p->stdout_len = x->stdout_len;
+	p->stderr_len = x->stderr_len;
+	if (!(p->stdout_data = malloc(x->stdout_len + 1)) || !(p->stderr_data = malloc(x->stderr_len + 1)) ||
+	    !(p->error = saas__strdup(x->error ? x->error : ""))) {
+		saas_execution_free(p);
+		return saas__oom();
+	}
+	if (x->stdout_len)
+		memcpy(p->stdout_data, x->stdout_data, x->stdout_len);
+	p->stdout_data[x->stdout_len] = '\0';
+	if (x->stderr_len)
+		memcpy(p->stderr_data, x->stderr_data, x->stderr_len);
+	p->stderr_data[x->stderr_len] = '\0';
+	*out = p;
+	return SAAS_OK;
+}
+
+/* Run the job to its end and record the outcome. Returns the store's verdict. */
+static int job_run(struct job *j)
+{
+	saas_engine *e = j->engine;
+	struct capture cap;
+	saas_driver_exec req;
+	int exit_code = -1, rc;
+
+	memset(&cap, 0, sizeof(cap));
+	cap.max = j->max_output;
+	memset(&req, 0, sizeof(req));
+	req.command = j->command;
+	req.cwd = j->cwd;
+	req.env = (const char *const *)j->env;
+	req.stdin_data = j->stdin_data;
+	req.stdin_len = j->stdin_len;
+	req.timeout_ms = j->timeout_ms;
+	req.output = capture_output;
+	req.output_userdata = &cap;
+	req.cancel = &e->cancel;
+
+	if (!e->driver->exec)
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot run commands",
+		                 e->driver->name);
+	else
+		rc = e->driver->exec(e->driver_ctx, j->sandbox_id, &req, &exit_code);
+
+	j->rec.finished_at_ms = saas__engine_now(e);
+	j->rec.stdout_data = cap.out.data;
+	j->rec.stdout_len = cap.out.len;
+	j->rec.stderr_data = cap.err.data;
+	j->rec.stderr_len = cap.err.len;
+	j->rec.stdout_truncated = cap.out_truncated;
+	j->rec.stderr_truncated = cap.err_truncated;
+	if (rc == SAAS_OK) {
+		j->rec.status = SAAS_EXEC_EXITED;
+		j->rec.exit_code = exit_code;
+	} else if (rc == SAAS_ETIMEOUT) {
+		j->rec.status = SAAS_EXEC_TIMEDOUT;
+		j->rec.exit_code = -1;
+		j->rec.error = saas__strdup("the command ran past its timeout and was killed");
+	} else {
+		j->rec.status = SAAS_EXEC_FAILED;
+		j->rec.exit_code = -1;
+		j->rec.error = saas__strdup(saas_error_last()->message);
+	}
+	rc = e->store->execution_finish(e->store_ctx, &j->rec);
+	saas__log(e, SAAS_LOG_DEBUG, "execution %s in %s: %s, exit %d, %lld ms", j->rec.id, j->sandbox_id,
+	          saas_exec_status_name(j->rec.status), j->rec.exit_code,
+	          (long long)(j->rec.finished_at_ms - j->rec.started_at_ms));
+	return rc;
+}
+
+static void *background_main(void *arg)
+{
+	struct job *j = arg;
+	saas_engine *e = j->engine;
+
+	saas__error_clear();
+	if (job_run(j) < 0)
+		saas__log(e, SAAS_LOG_ERROR, "recording execution %s failed: %s", j->rec.id, saas_error_last()->message);
+	free(j->rec.stdout_data);
+	free(j->rec.stderr_data);
+	free(j->rec.error);
+	job_free(j);
+	pthread_mutex_lock(&e->mu);
+	e->background--;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+static int job_new(struct job **out, saas_engine *e, const char *sandbox_id, const char *command,
+                   const saas_exec_options *o)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	size_t nenv = 0;
+
+	if (!j)
+		return saas__oom();
+	j->engine = e;
+	saas__strlcpy(j->sandbox_id, sandbox_id, sizeof(j->sandbox_id));
+	j->timeout_ms = (o->timeout_s ? o->timeout_s : SAAS_EXEC_TIMEOUT_DEFAULT) * 1000;
+	j->max_output = o->max_output ? o->max_output : SAAS_EXEC_OUTPUT_DEFAULT;
+	if (!(j->command = saas__strdup(command)) || !(j->cwd = saas__strdup(o->cwd ? o->cwd : SAAS_WORKSPACE)))
+		goto oom;
+	if (o->env) {
+		while (o->env[nenv])
+			nenv++;
+		if (!(j->env = calloc(nenv + 1, sizeof(*j->env))))
+			goto oom;
+		for (size_t i = 0; i < nenv; i++)
+			if (!(j->env[i] = saas__strdup(o->env[i])))
+				goto oom;
+	}
+	if (o->stdin_len) {
+		if (!(j->stdin_data = malloc(o->stdin_len)))
+			goto oom;
+		memcpy(j->stdin_data, o->stdin_data, o->stdin_len);
+		j->stdin_len = o->stdin_len;
+	}
+	*out = j;
+	return SAAS_OK;
+oom:
+	job_free(j);
+	return saas__oom();
+}
+
+int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
+                     unsigned int flags, saas_execution **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox sb;
+	struct job *j = NULL;
+	pthread_t tid;
+	pthread_attr_t attr;
+	int rc;
+
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
+		return rc;
+	if ((rc = job_new(&j, e, id, command, o)) < 0)
+		return rc;
+	if ((rc = saas__id_new(j->rec.id, "exe-", 20)) < 0)
+		goto out;
+	saas__strlcpy(j->rec.sandbox_id, id, sizeof(j->rec.sandbox_id));
+	saas__strlcpy(j->rec.account_id, c->account_id, sizeof(j->rec.account_id));
+	j->rec.status = SAAS_EXEC_RUNNING;
+	j->rec.exit_code = -1;
+	j->rec.command = j->command;
+	j->rec.started_at_ms = saas__engine_now(e);
+	if ((rc = e->store->execution_insert(e->store_ctx, &j->rec)) < 0)
+		goto out;
+
+	if (flags & SAAS_EXEC_BACKGROUND) {
+		saas_execution *p = NULL;
+		if ((rc = execution_public(&j->rec, &p)) < 0)
+			goto fail_record;
+		pthread_mutex_lock(&e->mu);
+		if (__atomic_load_n(&e->cancel, __ATOMIC_SEQ_CST)) {
+			pthread_mutex_unlock(&e->mu);
+			saas_execution_free(p);
+			rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "the engine is shutting down");
+			goto fail_record;
+		}
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&tid, &attr, background_main, j);
+		pthread_attr_destroy(&attr);
+		if (rc != 0) {
+			pthread_mutex_unlock(&e->mu);
+			saas_execution_free(p);
+			rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start a thread for the execution");
+			goto fail_record;
+		}
+		e->background++;
+		pthread_mutex_unlock(&e->mu);
+		*out = p;
+		return SAAS_OK;
+	}
+
+	if ((rc = job_run(j)) == SAAS_OK)
+		rc = execution_public(&j->rec, out);
+	free(j->rec.stdout_data);
+	free(j->rec.stderr_data);
+	free(j->rec.error);
+	goto out;
+
+fail_record:
+	/* Nothing half-done: the execution we recorded says it never ran. */
+	j->rec.status = SAAS_EXEC_FAILED;
+	j->rec.finished_at_ms = saas__engine_now(e);
+	j->rec.error = (char *)"could not be started";
+	e->store->execution_finish(e->store_ctx, &j->rec);
+	j->rec.error = NULL;
+out:
+	job_free(j);
+	return rc;
+}
+
+int saas__local_execution_get(saas_client *c, const char *id, saas_execution **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_execution x;
+	int rc;
+
+	memset(&x, 0, sizeof(x));
+	rc = e->store->execution_get(e->store_ctx, id, &x);
+	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && strcmp(x.account_id, c->account_id) != 0)) {
+		saas__store_execution_clear(&x);
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "no execution '%s'", id);
+	}
+	if (rc == SAAS_OK)
+		rc = execution_public(&x, out);
+	saas__store_execution_clear(&x);
+	return rc;
+}
+
+SAAS_EXTERN(const char *) saas_exec_status_name(int status)
+{
+	switch (status) {
+	case SAAS_EXEC_RUNNING: return "running";
+	case SAAS_EXEC_EXITED: return "exited";
+	case SAAS_EXEC_TIMEDOUT: return "timeout";
+	case SAAS_EXEC_FAILED: return "failed";
+	}
+	return "unknown";
+}

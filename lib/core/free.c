@@ -1,0 +1,113 @@
+/*
+ * Freeing what the library hands out. Every function takes NULL.
+ */
+#include <stdlib.h>
+
+#include "core/core.h"
+
+void saas__store_execution_clear(saas_store_execution *x)
+{
+	free(x->stdout_data);
+	free(x->stderr_data);
+	free(x->command);
+	free(x->error);
+	x->stdout_data = x->stderr_data = x->command = x->error = NULL;
+}
+
+SAAS_EXTERN(void) saas_account_free(saas_account *a)
+{
+	if (!a)
+		return;
+	free(a->name);
+	free(a);
+}
+
+SAAS_EXTERN(void) saas_account_list_free(saas_account_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->count; i++)
+		saas_account_free(list->items[i]);
+	free(list->items);
+	free(list);
+}
+
+SAAS_EXTERN(void) saas_key_free(saas_key *key)
+{
+	if (!key)
+		return;
+	free(key->name);
+	free(key);
+}
+
+SAAS_EXTERN(void) saas_key_list_free(saas_key_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->count; i++)
+		saas_key_free(list->items[i]);
+	free(list->items);
+	free(list);
+}
+
+SAAS_EXTERN(void) saas_account_info_free(saas_account_info *info)
+{
+	if (!info)
+		return;
+	for (size_t i = 0; i < info->nsizes; i++)
+		free((char *)info->sizes[i].name);
+	free(info->sizes);
+	free(info->name);
+	free(info);
+}
+
+SAAS_EXTERN(void) saas_usage_free(saas_usage *usage)
+{
+	if (!usage)
+		return;
+	free(usage->lines);
+	free(usage);
+}
+
+SAAS_EXTERN(void) saas_sandbox_free(saas_sandbox *sb)
+{
+	if (!sb)
+		return;
+	for (size_t i = 0; i < sb->nports; i++)
+		free(sb->ports[i].url);
+	free(sb->ports);
+	free(sb->image);
+	free(sb);
+}
+
+SAAS_EXTERN(void) saas_sandbox_list_free(saas_sandbox_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->count; i++)
+		saas_sandbox_free(list->items[i]);
+	free(list->items);
+	free(list->next_cursor);
+	free(list);
+}
+
+SAAS_EXTERN(void) saas_execution_free(saas_execution *x)
+{
+	if (!x)
+		return;
+	free(x->stdout_data);
+	free(x->stderr_data);
+	free(x->error);
+	free(x);
+}
+
+SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->count; i++)
+		free(list->entries[i].path);
+	free(list->entries);
+	free(list->root);
+	free(list);
+}

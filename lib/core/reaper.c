@@ -1,0 +1,343 @@
+/*
+ * The reaper and reconcile. Lifetimes live in the store, not in timers, so a
+ * sandbox expires on time even if every engine was down when it should have:
+ * the next sweep bills it up to its expiry and destroys it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+/* Look for VMs that no live sandbox owns once every this many sweeps. */
+#define ORPHAN_SWEEP_EVERY 60
+
+struct rows {
+	saas_store_sandbox *items;
+	size_t count, cap;
+	int rc;
+};
+
+static int collect_row(void *ud, const saas_store_sandbox *sb)
+{
+	struct rows *r = ud;
+
+	if (r->count == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 32;
+		saas_store_sandbox *items = realloc(r->items, cap * sizeof(*items));
+		if (!items) {
+			r->rc = saas__oom();
+			return 1;
+		}
+		r->items = items;
+		r->cap = cap;
+	}
+	r->items[r->count++] = *sb;
+	return 0;
+}
+
+static int live_rows(saas_engine *e, struct rows *r)
+{
+	saas_store_filter f;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	rc = e->store->sandbox_list(e->store_ctx, &f, collect_row, r);
+	if (rc == SAAS_OK)
+		rc = r->rc;
+	if (rc < 0)
+		free(r->items);
+	return rc;
+}
+
+static char *heartbeat_path(saas_engine *e)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/heartbeat", e->state_dir) < 0)
+		return NULL;
+	return p;
+}
+
+/*
+ * The heartbeat file's content is the engine clock at the last sweep: after a
+ * crash it is the last moment the engine knew its VMs were running.
+ */
+static void heartbeat_write(saas_engine *e, int64_t now)
+{
+	char *path = heartbeat_path(e), *tmp = NULL, buf[32];
+	int fd, n;
+
+	if (!path || asprintf(&tmp, "%s.tmp", path) < 0)
+		goto out;
+	n = snprintf(buf, sizeof(buf), "%lld\n", (long long)now);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto out;
+	if (write(fd, buf, (size_t)n) == n && close(fd) == 0)
+		rename(tmp, path);
+	else
+		unlink(tmp);
+out:
+	free(tmp);
+	free(path);
+}
+
+static int64_t heartbeat_read(saas_engine *e)
+{
+	char *path = heartbeat_path(e), buf[32] = "";
+	FILE *f = path ? fopen(path, "re") : NULL;
+	int64_t v = 0;
+
+	if (f) {
+		if (fgets(buf, sizeof(buf), f))
+			v = strtoll(buf, NULL, 10);
+		fclose(f);
+	}
+	free(path);
+	return v;
+}
+
+struct name_set {
+	const struct rows *live;
+	saas_engine *e;
+	unsigned int destroyed;
+};
+
+static int destroy_if_orphan(void *ud, const char *name)
+{
+	struct name_set *s = ud;
+
+	for (size_t i = 0; i < s->live->count; i++)
+		if (strcmp(s->live->items[i].id, name) == 0)
+			return 0;
+	saas__log(s->e, SAAS_LOG_WARN, "VM %s belongs to no live sandbox; destroying it", name);
+	if (s->e->driver->vm_destroy(s->e->driver_ctx, name) == SAAS_OK)
+		s->destroyed++;
+	return 0;
+}
+
+/* Destroy what the driver runs that no live sandbox owns. */
+static int sweep_orphans(saas_engine *e, const struct rows *live)
+{
+	struct name_set s = { live, e, 0 };
+
+	return e->driver->vm_list(e->driver_ctx, destroy_if_orphan, &s);
+}
+
+int saas__reconcile(saas_engine *e)
+{
+	struct rows live;
+	int64_t now = saas__engine_now(e), last_known = heartbeat_read(e);
+	int rc;
+
+	if ((rc = live_rows(e, &live)) < 0)
+		return saas__error_wrap(rc, "reconcile");
+	if (last_known <= 0 || last_known > now)
+		last_known = now;
+	for (size_t i = 0; i < live.count; i++) {
+		saas_store_sandbox *sb = &live.items[i];
+		int state = SAAS_VM_ABSENT;
+
+		/* Executions that were running belonged to the engine that died. */
+		e->store->execution_fail_running(e->store_ctx, sb->id, "the engine restarted while it ran", now);
+		if (sb->status == SAAS_SANDBOX_CREATING) {
+			/* A create that never finished: nothing was billed, nothing may remain. */
+			e->driver->vm_destroy(e->driver_ctx, sb->id);
+			saas__sandbox_close(e, sb, SAAS_END_FAILED, now, 0);
+			continue;
+		}
+		if (e->driver->vm_state(e->driver_ctx, sb->id, &state) < 0)
+			state = SAAS_VM_ABSENT;
+		if (state != SAAS_VM_RUNNING) {
+			/* The VM died while no engine watched: bill to the last moment we knew it ran. */
+			int64_t until = last_known > sb->ready_at_ms ? last_known : sb->ready_at_ms;
+			saas__log(e, SAAS_LOG_WARN, "sandbox %s has no running VM; closing it", sb->id);
+			e->driver->vm_destroy(e->driver_ctx, sb->id);
+			saas__sandbox_close(e, sb, SAAS_END_LOST, until, until);
+			sb->status = SAAS_SANDBOX_DESTROYED;
+		}
+	}
+	/* Only the still-live rows protect their VMs. */
+	{
+		struct rows keep = live;
+		size_t k = 0;
+		for (size_t i = 0; i < live.count; i++)
+			if (live.items[i].status != SAAS_SANDBOX_DESTROYED && live.items[i].status != SAAS_SANDBOX_CREATING)
+				keep.items[k++] = live.items[i];
+		keep.count = k;
+		rc = sweep_orphans(e, &keep);
+	}
+	free(live.items);
+	heartbeat_write(e, now);
+	return rc < 0 ? saas__error_wrap(rc, "reconcile: listing VMs") : SAAS_OK;
+}
+
+static int close_and_destroy(saas_engine *e, saas_store_sandbox *sb, int reason, int64_t now, int64_t bill_until)
+{
+	int rc = saas__sandbox_close(e, sb, reason, bill_until < now ? bill_until : now, bill_until);
+
+	if (rc < 0)
+		return rc;
+	if (e->driver->vm_destroy(e->driver_ctx, sb->id) < 0)
+		saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed: %s", sb->id, saas_error_last()->message);
+	sb->status = SAAS_SANDBOX_DESTROYED;
+	return SAAS_OK;
+}
+
+static int by_account(const void *a, const void *b)
+{
+	return strcmp(((const saas_store_sandbox *)a)->account_id, ((const saas_store_sandbox *)b)->account_id);
+}
+
+/*
+ * Accounts whose credit is gone: every ready sandbox of theirs stops at the
+ * moment the balance reached zero, even if that moment passed while no engine
+ * ran. `ready` holds only ready sandboxes; it is reordered by account.
+ */
+static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int64_t now, unsigned int *destroyed)
+{
+	qsort(ready, n, sizeof(*ready), by_account);
+	for (size_t i = 0, j; i < n; i = j) {
+		saas_store_account acc;
+		int64_t at;
+		int rc;
+
+		for (j = i + 1; j < n && strcmp(ready[j].account_id, ready[i].account_id) == 0; j++)
+			;
+		if ((rc = e->store->account_get(e->store_ctx, ready[i].account_id, &acc)) < 0)
+			return rc;
+		at = saas__exhausted_at(acc.credit_usd_micro - acc.charged_usd_micro, &ready[i], j - i, now);
+		if (at < 0)
+			continue;
+		for (size_t k = i; k < j; k++) {
+			saas__log(e, SAAS_LOG_WARN, "account %s is out of credit; destroying %s", acc.id, ready[k].id);
+			if (close_and_destroy(e, &ready[k], SAAS_END_CREDIT, now, at) == SAAS_OK)
+				(*destroyed)++;
+		}
+	}
+	return SAAS_OK;
+}
+
+int saas__sweep(saas_engine *e, unsigned int *destroyed)
+{
+	struct rows live;
+	int64_t now = saas__engine_now(e);
+	unsigned int count = 0;
+	int rc;
+
+	if ((rc = live_rows(e, &live)) < 0)
+		return rc;
+	/*
+	 * Credit first: a sandbox whose account ran dry before it expired is billed
+	 * to the moment the credit ended, not to its expiry. Ready ones go first in
+	 * the array, creating ones after (sweep_credit reorders only the ready part).
+	 */
+	{
+		saas_store_sandbox *sorted = calloc(live.count ? live.count : 1, sizeof(*sorted));
+		size_t k = 0, nready;
+		if (!sorted) {
+			rc = saas__oom();
+			goto out;
+		}
+		for (size_t i = 0; i < live.count; i++)
+			if (live.items[i].status == SAAS_SANDBOX_READY)
+				sorted[k++] = live.items[i];
+		nready = k;
+		for (size_t i = 0; i < live.count; i++)
+			if (live.items[i].status == SAAS_SANDBOX_CREATING)
+				sorted[k++] = live.items[i];
+		free(live.items);
+		live.items = sorted;
+		live.count = k;
+		if ((rc = sweep_credit(e, live.items, nready, now, &count)) < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < live.count; i++) {
+		saas_store_sandbox *sb = &live.items[i];
+		if (sb->status == SAAS_SANDBOX_DESTROYED || sb->expires_at_ms > now)
+			continue;
+		if (sb->status == SAAS_SANDBOX_CREATING) {
+			/* Still being made by a create call: it will find the row closed and clean up. */
+			rc = saas__sandbox_close(e, sb, SAAS_END_EXPIRED, now, now);
+			sb->status = SAAS_SANDBOX_DESTROYED;
+			count++;
+		} else if ((rc = close_and_destroy(e, sb, SAAS_END_EXPIRED, now, sb->expires_at_ms)) == SAAS_OK) {
+			count++;
+		}
+		if (rc < 0)
+			goto out;
+	}
+	if (++e->sweeps % ORPHAN_SWEEP_EVERY == 0) {
+		size_t k = 0;
+		for (size_t i = 0; i < live.count; i++)
+			if (live.items[i].status != SAAS_SANDBOX_DESTROYED)
+				live.items[k++] = live.items[i];
+		live.count = k;
+		/* Creating sandboxes are live rows too, so their half-made VMs are safe here. */
+		if ((rc = sweep_orphans(e, &live)) < 0)
+			goto out;
+	}
+	heartbeat_write(e, now);
+out:
+	free(live.items);
+	if (destroyed)
+		*destroyed = count;
+	return rc;
+}
+
+static void *reaper_main(void *arg)
+{
+	saas_engine *e = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&e->mu);
+	while (!e->stopping) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += e->reaper_interval_ms / 1000;
+		ts.tv_nsec += (long)(e->reaper_interval_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&e->cond, &e->mu, &ts);
+		if (e->stopping)
+			break;
+		pthread_mutex_unlock(&e->mu);
+		saas__error_clear();
+		if (saas__sweep(e, NULL) < 0)
+			saas__log(e, SAAS_LOG_ERROR, "reaper sweep failed: %s", saas_error_last()->message);
+		pthread_mutex_lock(&e->mu);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+int saas__reaper_start(saas_engine *e)
+{
+	int rc = pthread_create(&e->reaper, NULL, reaper_main, e);
+
+	if (rc != 0)
+		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the reaper thread");
+	e->reaper_running = true;
+	return SAAS_OK;
+}
+
+void saas__reaper_stop(saas_engine *e)
+{
+	if (!e->reaper_running)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stopping = true;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->reaper, NULL);
+	e->reaper_running = false;
+}

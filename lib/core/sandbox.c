@@ -1,0 +1,440 @@
+/*
+ * The sandbox lifecycle: creating -> ready -> destroyed, with tenancy and
+ * billing. Every transition is a store operation that either happens whole or
+ * not at all, so a crash at any point leaves something reconcile can finish.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+int saas__sandbox_get_owned(saas_client *c, const char *id, saas_store_sandbox *out)
+{
+	saas_engine *e = c->engine;
+	int rc = e->store->sandbox_get(e->store_ctx, id, out);
+
+	/* Another account's sandbox does not exist, as far as this client can tell. */
+	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && strcmp(out->account_id, c->account_id) != 0))
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "no sandbox '%s'", id);
+	return rc;
+}
+
+/* A sandbox commands can run in right now. */
+int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out)
+{
+	int rc;
+
+	if ((rc = saas__engine_need_driver(c->engine)) < 0)
+		return rc;
+	if ((rc = saas__sandbox_get_owned(c, id, out)) < 0)
+		return rc;
+	switch (out->status) {
+	case SAAS_SANDBOX_READY:
+		if (out->expires_at_ms <= saas__engine_now(c->engine))
+			return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
+			                   "sandbox '%s' has expired; create a new one", id);
+		return SAAS_OK;
+	case SAAS_SANDBOX_CREATING:
+		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' is still being created", id);
+	default:
+		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' was destroyed (%s)", id,
+		                   saas_end_reason_name(out->end_reason));
+	}
+}
+
+struct collect_ports {
+	saas_engine *e;
+	const char *id;
+	saas_sandbox *sb;
+	size_t cap;
+	int rc;
+};
+
+char *saas__preview_url(saas_engine *e, const char *id, unsigned int port)
+{
+	saas_buf b = SAAS_BUF_INIT;
+	const char *p = e->preview_url;
+	char portstr[16];
+
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	while (*p) {
+		if (strncmp(p, "{port}", 6) == 0) {
+			if (saas__buf_puts(&b, portstr) < 0)
+				goto oom;
+			p += 6;
+		} else if (strncmp(p, "{id}", 4) == 0) {
+			if (saas__buf_puts(&b, id) < 0)
+				goto oom;
+			p += 4;
+		} else {
+			if (saas__buf_put(&b, p, 1) < 0)
+				goto oom;
+			p++;
+		}
+	}
+	return saas__buf_detach(&b, NULL);
+oom:
+	saas__buf_free(&b);
+	return NULL;
+}
+
+static int collect_port(void *ud, unsigned int port, int64_t created_at_ms)
+{
+	struct collect_ports *c = ud;
+	saas_port_info *pi;
+
+	(void)created_at_ms;
+	if (c->sb->nports == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 4;
+		saas_port_info *ports = realloc(c->sb->ports, cap * sizeof(*ports));
+		if (!ports) {
+			c->rc = saas__oom();
+			return 1;
+		}
+		c->sb->ports = ports;
+		c->cap = cap;
+	}
+	pi = &c->sb->ports[c->sb->nports];
+	pi->port = port;
+	if (!(pi->url = saas__preview_url(c->e, c->id, port))) {
+		c->rc = saas__oom();
+		return 1;
+	}
+	c->sb->nports++;
+	return 0;
+}
+
+int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_sandbox **out)
+{
+	struct collect_ports cp;
+	saas_sandbox *sb;
+	int rc;
+
+	if (!(sb = calloc(1, sizeof(*sb))))
+		return saas__oom();
+	saas__strlcpy(sb->id, row->id, sizeof(sb->id));
+	sb->status = row->status;
+	sb->end_reason = row->end_reason;
+	saas__strlcpy(sb->size, row->size, sizeof(sb->size));
+	sb->vcpus = row->vcpus;
+	sb->memory_mb = row->memory_mb;
+	sb->disk_gb = row->disk_gb;
+	sb->created_at_ms = row->created_at_ms;
+	sb->ready_at_ms = row->ready_at_ms;
+	sb->expires_at_ms = row->expires_at_ms;
+	sb->destroyed_at_ms = row->destroyed_at_ms;
+	sb->cost_usd_micro = saas__accrued(row, saas__engine_now(e));
+	if (!(sb->image = saas__strdup(row->image))) {
+		saas_sandbox_free(sb);
+		return SAAS_ENOMEM;
+	}
+	/* A destroyed sandbox exposes nothing any more. */
+	if (row->status != SAAS_SANDBOX_DESTROYED) {
+		cp.e = e;
+		cp.id = row->id;
+		cp.sb = sb;
+		cp.cap = 0;
+		cp.rc = SAAS_OK;
+		rc = e->store->port_list(e->store_ctx, row->id, collect_port, &cp);
+		if (rc == SAAS_OK)
+			rc = cp.rc;
+		if (rc < 0) {
+			saas_sandbox_free(sb);
+			return rc;
+		}
+	}
+	*out = sb;
+	return SAAS_OK;
+}
+
+/*
+ * Close a sandbox's row: destroyed, billed up to bill_until_ms (never past its
+ * expiry), executions still running marked failed. The store makes this
+ * idempotent, so two sweeps or a sweep and a user racing bill it once.
+ */
+int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
+                        int64_t bill_until_ms)
+{
+	saas_store_sandbox billed = *sb;
+	int64_t cost;
+	int closed = 0, rc;
+
+	billed.status = SAAS_SANDBOX_DESTROYED;
+	billed.destroyed_at_ms = bill_until_ms;
+	cost = saas_cost(sb->usd_micro_per_hour, saas__billed_seconds(&billed, bill_until_ms));
+	rc = e->store->sandbox_close(e->store_ctx, sb->id, reason, destroyed_at_ms, cost, &closed);
+	if (rc < 0)
+		return rc;
+	if (closed) {
+		char usd[32];
+		saas__log(e, SAAS_LOG_INFO, "sandbox %s destroyed (%s), charged %s USD", sb->id,
+		          saas_end_reason_name(reason), saas_usd_format(usd, sizeof(usd), cost));
+		e->store->execution_fail_running(e->store_ctx, sb->id, "the sandbox was destroyed", destroyed_at_ms);
+	}
+	return SAAS_OK;
+}
+
+static int destroy_vm(saas_engine *e, const char *id)
+{
+	int rc = e->driver->vm_destroy(e->driver_ctx, id);
+
+	/* The row is closed regardless: billing must stop, and a VM that outlived
+	 * its row is found and destroyed by the reaper's orphan sweep. */
+	if (rc < 0)
+		saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the reaper will retry",
+		          id, saas_error_last()->message);
+	return rc;
+}
+
+int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saas_sandbox **out)
+{
+	saas_engine *e = c->engine;
+	const saas_size *size;
+	saas_store_sandbox row;
+	saas_vm_spec spec;
+	int64_t timeout, balance, spent, credit, need, now;
+	unsigned int live;
+	int rc;
+
+	if ((rc = saas__engine_need_driver(e)) < 0)
+		return rc;
+	if (!(size = saas__engine_size(e, o->size ? o->size : "small"))) {
+		saas_buf names = SAAS_BUF_INIT;
+		for (size_t i = 0; i < e->nsizes; i++)
+			saas__buf_printf(&names, "%s%s", i ? ", " : "", e->sizes[i].name);
+		rc = saas__inval("unknown size '%s' (sizes: %s)", o->size, names.data ? names.data : "");
+		saas__buf_free(&names);
+		return rc;
+	}
+	timeout = o->timeout_s ? o->timeout_s : e->limits.default_timeout_s;
+	if (timeout > e->limits.max_timeout_s)
+		return saas__inval("timeout %lld s is over the maximum of %lld s", (long long)timeout,
+		                   (long long)e->limits.max_timeout_s);
+
+	now = saas__engine_now(e);
+	if ((rc = saas__account_live_balance(e, c->account_id, now, &balance, &spent, &credit, &live)) < 0)
+		return rc;
+	need = saas_cost(size->usd_micro_per_hour, e->limits.min_balance_s);
+	if (balance <= 0 || balance < need) {
+		char have[32], want[32];
+		return saas__error(SAAS_ECREDIT, SAAS_ERRCLASS_BILLING, 0,
+		                   "balance %s USD cannot pay for %lld s of a %s sandbox (%s USD); add credit",
+		                   saas_usd_format(have, sizeof(have), balance), (long long)e->limits.min_balance_s,
+		                   size->name, saas_usd_format(want, sizeof(want), need));
+	}
+
+	memset(&row, 0, sizeof(row));
+	if ((rc = saas__id_new(row.id, "sbx-", 20)) < 0)
+		return rc;
+	saas__strlcpy(row.account_id, c->account_id, sizeof(row.account_id));
+	row.status = SAAS_SANDBOX_CREATING;
+	saas__strlcpy(row.size, size->name, sizeof(row.size));
+	row.vcpus = size->vcpus;
+	row.memory_mb = size->memory_mb;
+	row.disk_gb = size->disk_gb;
+	saas__strlcpy(row.image, o->image ? o->image : e->default_image, sizeof(row.image));
+	row.usd_micro_per_hour = size->usd_micro_per_hour;
+	row.created_at_ms = now;
+	/* Until ready the lifetime counts from creation, so a stuck create still expires. */
+	row.expires_at_ms = now + timeout * 1000;
+	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, e->limits.max_sandboxes)) < 0)
+		return rc;
+
+	spec.name = row.id;
+	spec.image = row.image;
+	spec.vcpus = row.vcpus;
+	spec.memory_mb = row.memory_mb;
+	spec.disk_gb = row.disk_gb;
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s) for %s", row.id, row.size, row.image,
+	          row.account_id);
+	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
+		saas_error saved = *saas_error_last();
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", saved.message);
+		e->driver->vm_destroy(e->driver_ctx, row.id);
+		saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0);
+		return saas__error(rc == SAAS_EINVAL || rc == SAAS_ENOTFOUND ? SAAS_EINVAL : SAAS_EBACKEND,
+		                   saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
+		                   "sandbox could not be created: %s", msg);
+	}
+	now = saas__engine_now(e);
+	row.ready_at_ms = now;
+	row.expires_at_ms = now + timeout * 1000;
+	if ((rc = e->store->sandbox_set_ready(e->store_ctx, row.id, row.ready_at_ms, row.expires_at_ms)) < 0) {
+		/* Destroyed while it was being made (or the store failed): nothing may run on. */
+		saas_error saved = *saas_error_last();
+		e->driver->vm_destroy(e->driver_ctx, row.id);
+		if (rc != SAAS_ESTATE)
+			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0);
+		return saas__error(rc, saved.klass, saved.backend_code, "%s",
+		                   rc == SAAS_ESTATE ? "the sandbox was destroyed while it was being created"
+		                                     : saved.message);
+	}
+	row.status = SAAS_SANDBOX_READY;
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms", row.id, (long long)(now - row.created_at_ms));
+	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+}
+
+int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out)
+{
+	saas_store_sandbox row;
+	int rc;
+
+	if ((rc = saas__sandbox_get_owned(c, id, &row)) < 0)
+		return rc;
+	return saas__sandbox_public(c->engine, &row, out);
+}
+
+/* Cursors are "<created_at_ms>.<id>" of the last item of the previous page. */
+static int parse_cursor(const char *cursor, int64_t *created, char *id, size_t idsize)
+{
+	char *end;
+	long long v;
+
+	v = strtoll(cursor, &end, 10);
+	if (end == cursor || *end != '.' || v < 0 || !saas__valid_text(end + 1, SAAS_ID_MAX))
+		return saas__inval("invalid list cursor");
+	*created = v;
+	saas__strlcpy(id, end + 1, idsize);
+	return SAAS_OK;
+}
+
+struct collect_sandboxes {
+	saas_engine *e;
+	saas_sandbox_list *list;
+	size_t cap;
+	int rc;
+};
+
+static int collect_sandbox(void *ud, const saas_store_sandbox *row)
+{
+	struct collect_sandboxes *c = ud;
+
+	if (c->list->count == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		saas_sandbox **items = realloc(c->list->items, cap * sizeof(*items));
+		if (!items) {
+			c->rc = saas__oom();
+			return 1;
+		}
+		c->list->items = items;
+		c->cap = cap;
+	}
+	if ((c->rc = saas__sandbox_public(c->e, row, &c->list->items[c->list->count])) < 0)
+		return 1;
+	c->list->count++;
+	return 0;
+}
+
+int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
+                      saas_sandbox_list **out)
+{
+	struct collect_sandboxes cs = { c->engine, NULL, 0, SAAS_OK };
+	saas_store_filter f;
+	char cursor_id[SAAS_ID_MAX + 1];
+	int rc;
+
+	memset(&f, 0, sizeof(f));
+	f.account_id = c->account_id;
+	f.live = (flags & SAAS_LIST_ACTIVE) ? 1 : (flags & SAAS_LIST_DESTROYED) ? -1 : 0;
+	f.limit = limit + 1; /* one more tells whether another page exists */
+	if (cursor) {
+		if ((rc = parse_cursor(cursor, &f.before_created_ms, cursor_id, sizeof(cursor_id))) < 0)
+			return rc;
+		f.before_id = cursor_id;
+	}
+	if (!(cs.list = calloc(1, sizeof(*cs.list))))
+		return saas__oom();
+	rc = c->engine->store->sandbox_list(c->engine->store_ctx, &f, collect_sandbox, &cs);
+	if (rc == SAAS_OK)
+		rc = cs.rc;
+	if (rc == SAAS_OK && cs.list->count > limit) {
+		saas_sandbox *last = cs.list->items[limit - 1];
+		saas_sandbox_free(cs.list->items[limit]);
+		cs.list->count = limit;
+		if (asprintf(&cs.list->next_cursor, "%lld.%s", (long long)last->created_at_ms, last->id) < 0) {
+			cs.list->next_cursor = NULL;
+			rc = saas__oom();
+		}
+	}
+	if (rc < 0) {
+		saas_sandbox_list_free(cs.list);
+		return rc;
+	}
+	*out = cs.list;
+	return SAAS_OK;
+}
+
+int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox row;
+	int64_t now, expires;
+	int rc;
+
+	if ((rc = saas__sandbox_ready(c, id, &row)) < 0)
+		return rc;
+	now = saas__engine_now(e);
+	if (seconds > e->limits.max_timeout_s)
+		return saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
+		                   "cannot extend by %lld s: a sandbox may live at most %lld s from now",
+		                   (long long)seconds, (long long)e->limits.max_timeout_s);
+	expires = row.expires_at_ms + seconds * 1000;
+	if (expires - now > e->limits.max_timeout_s * 1000)
+		return saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
+		                   "cannot extend by %lld s: a sandbox may live at most %lld s from now",
+		                   (long long)seconds, (long long)e->limits.max_timeout_s);
+	if ((rc = e->store->sandbox_set_expiry(e->store_ctx, id, expires)) < 0)
+		return rc == SAAS_ESTATE ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
+		                                       "sandbox '%s' was destroyed", id) : rc;
+	row.expires_at_ms = expires;
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s extended by %lld s", id, (long long)seconds);
+	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+}
+
+int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox row;
+	int64_t now;
+	int rc;
+
+	if ((rc = saas__engine_need_driver(e)) < 0)
+		return rc;
+	if ((rc = saas__sandbox_get_owned(c, id, &row)) < 0)
+		return rc;
+	if (row.status != SAAS_SANDBOX_DESTROYED) {
+		now = saas__engine_now(e);
+		/* Close first so billing stops at this moment, however long the VM takes to go. */
+		if ((rc = saas__sandbox_close(e, &row, SAAS_END_USER, now, now)) < 0)
+			return rc;
+		destroy_vm(e, id);
+		if ((rc = e->store->sandbox_get(e->store_ctx, id, &row)) < 0)
+			return rc;
+	}
+	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+}
+
+SAAS_EXTERN(const char *) saas_sandbox_status_name(int status)
+{
+	switch (status) {
+	case SAAS_SANDBOX_CREATING: return "creating";
+	case SAAS_SANDBOX_READY: return "ready";
+	case SAAS_SANDBOX_DESTROYED: return "destroyed";
+	}
+	return "unknown";
+}
+
+SAAS_EXTERN(const char *) saas_end_reason_name(int reason)
+{
+	switch (reason) {
+	case SAAS_END_NONE: return "";
+	case SAAS_END_USER: return "destroyed";
+	case SAAS_END_EXPIRED: return "expired";
+	case SAAS_END_CREDIT: return "credit";
+	case SAAS_END_FAILED: return "failed";
+	case SAAS_END_LOST: return "lost";
+	}
+	return "unknown";
+}

@@ -1,0 +1,1406 @@
+/*
+ * The PostgreSQL state store.
+ *
+ * Several servers may share one database, so every step that two engines
+ * could race on is made atomic by PostgreSQL itself: a row lock on the
+ * account serialises sandbox inserts (the live-sandbox limit), the UPDATE of
+ * a sandbox's status serialises closes (one charge, ever), and a partial
+ * unique index on the ledger backs that up. Migrations take an advisory lock
+ * so that servers starting together migrate once.
+ *
+ * One connection per store, guarded by a mutex: simple, and enough while the
+ * store is a small part of each request. Every value travels as a query
+ * parameter, never formatted into SQL; execution output travels as binary
+ * bytea so NUL bytes survive.
+ *
+ * List callbacks run after the lock is released, on a result already read
+ * whole, so that a callback may call the store again (the reaper closes the
+ * sandboxes it lists).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <endian.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "saas/exec.h"
+#include "saas/sandbox.h"
+#include "store/store.h"
+#include "util/error.h"
+#include "util/util.h"
+
+/* The advisory lock key that serialises migrations: "saas" in ASCII. */
+#define MIGRATE_LOCK_KEY "1935765875"
+
+/* Longest store error message kept from the server. */
+#define PG_MESSAGE_MAX 512
+
+struct pg {
+	pthread_mutex_t lock;
+	PGconn *conn;
+	saas_log_fn log;
+	void *log_userdata;
+};
+
+/*
+ * Schema steps: steps[n] takes a database from version n to n + 1. Columns
+ * are the same as SQLite's (lib/store/schema.md). Ids are COLLATE "C" so that
+ * they sort bytewise, as in SQLite, whatever the database's locale.
+ */
+static const char *const steps[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE accounts ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  name TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL);"
+	"CREATE TABLE api_keys ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  account_id TEXT COLLATE \"C\" NOT NULL REFERENCES accounts(id),"
+	"  name TEXT NOT NULL,"
+	"  prefix TEXT NOT NULL,"
+	"  hash TEXT NOT NULL UNIQUE,"
+	"  created_at BIGINT NOT NULL,"
+	"  revoked_at BIGINT NOT NULL DEFAULT 0);"
+	"CREATE INDEX api_keys_account ON api_keys (account_id, created_at, id);"
+	"CREATE TABLE sandboxes ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  account_id TEXT COLLATE \"C\" NOT NULL REFERENCES accounts(id),"
+	"  status INT NOT NULL,"
+	"  end_reason INT NOT NULL DEFAULT 0,"
+	"  size TEXT NOT NULL,"
+	"  vcpus INT,"
+	"  memory_mb INT,"
+	"  disk_gb INT,"
+	"  image TEXT NOT NULL,"
+	"  usd_micro_per_hour BIGINT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  ready_at BIGINT NOT NULL DEFAULT 0,"
+	"  expires_at BIGINT NOT NULL,"
+	"  destroyed_at BIGINT NOT NULL DEFAULT 0,"
+	"  cost BIGINT NOT NULL DEFAULT 0);"
+	"CREATE INDEX sandboxes_account_created ON sandboxes (account_id, created_at DESC, id DESC);"
+	"CREATE INDEX sandboxes_status_expires ON sandboxes (status, expires_at);"
+	"CREATE TABLE executions ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  sandbox_id TEXT COLLATE \"C\" NOT NULL REFERENCES sandboxes(id),"
+	"  account_id TEXT COLLATE \"C\" NOT NULL,"
+	"  status INT NOT NULL,"
+	"  exit_code INT NOT NULL DEFAULT -1,"
+	"  command TEXT NOT NULL,"
+	"  stdout BYTEA,"
+	"  stderr BYTEA,"
+	"  stdout_truncated INT NOT NULL DEFAULT 0,"
+	"  stderr_truncated INT NOT NULL DEFAULT 0,"
+	"  error TEXT,"
+	"  started_at BIGINT NOT NULL,"
+	"  finished_at BIGINT NOT NULL DEFAULT 0);"
+	"CREATE INDEX executions_sandbox_status ON executions (sandbox_id, status);"
+	"CREATE TABLE ports ("
+	"  sandbox_id TEXT COLLATE \"C\" NOT NULL REFERENCES sandboxes(id),"
+	"  port INT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  PRIMARY KEY (sandbox_id, port));"
+	"CREATE TABLE ledger ("
+	"  id BIGSERIAL PRIMARY KEY,"
+	"  account_id TEXT COLLATE \"C\" NOT NULL REFERENCES accounts(id),"
+	"  kind TEXT NOT NULL CHECK (kind IN ('credit', 'charge')),"
+	"  amount BIGINT NOT NULL CHECK (amount > 0),"
+	"  sandbox_id TEXT COLLATE \"C\","
+	"  note TEXT,"
+	"  at BIGINT NOT NULL);"
+	/* The database itself guarantees that no sandbox is ever charged twice. */
+	"CREATE UNIQUE INDEX ledger_one_charge ON ledger (sandbox_id) WHERE kind = 'charge';"
+	"CREATE INDEX ledger_account ON ledger (account_id, kind);"
+	/* Money history is append-only; refuse edits from any client, not just ours. */
+	"CREATE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS"
+	"  $$BEGIN RAISE EXCEPTION 'the ledger is append-only'; END$$;"
+	"CREATE TRIGGER ledger_no_update BEFORE UPDATE OR DELETE ON ledger"
+	"  FOR EACH ROW EXECUTE FUNCTION ledger_append_only();"
+	"CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON ledger"
+	"  FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only();",
+};
+
+_Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
+/* The SQL below spells these values out. */
+_Static_assert(SAAS_SANDBOX_CREATING == 1 && SAAS_SANDBOX_READY == 2 && SAAS_SANDBOX_DESTROYED == 3,
+               "sandbox status values used in SQL");
+_Static_assert(SAAS_EXEC_RUNNING == 1, "execution status value used in SQL");
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static void pg_log(struct pg *pg, int level, const char *msg)
+{
+	if (pg->log)
+		pg->log(pg->log_userdata, level, msg);
+}
+
+/* libpq prints notices on stderr by default; the library never prints. */
+static void on_notice(void *arg, const char *message)
+{
+	struct pg *pg = arg;
+	char buf[PG_MESSAGE_MAX];
+	size_t n;
+
+	snprintf(buf, sizeof(buf), "postgresql: %s", message);
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	pg_log(pg, SAAS_LOG_DEBUG, buf);
+}
+
+/* libpq's multi-line message as one line, for saas_error_last(). */
+static void one_line(char *out, size_t size, const char *msg)
+{
+	size_t i, n = 0;
+
+	for (i = 0; msg[i] && n + 1 < size; i++) {
+		char c = (msg[i] == '\n' || msg[i] == '\t') ? ' ' : msg[i];
+
+		if (c == ' ' && (n == 0 || out[n - 1] == ' '))
+			continue;
+		out[n++] = c;
+	}
+	while (n > 0 && out[n - 1] == ' ')
+		n--;
+	out[n] = '\0';
+}
+
+/*
+ * Record a failed statement. A unique violation is the caller's duplicate
+ * and a foreign key violation names a parent that does not exist; anything
+ * else is the store's failure.
+ */
+static int pg_fail(struct pg *pg, const PGresult *res, const char *what)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	char msg[PG_MESSAGE_MAX];
+	int code = SAAS_ESTORE;
+
+	one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
+	if (state && strcmp(state, "23505") == 0)
+		code = SAAS_EEXISTS;
+	else if (state && strcmp(state, "23503") == 0)
+		code = SAAS_ENOTFOUND;
+	return saas__error_sqlstate(code, state, "%s: %s", what, msg);
+}
+
+/* Run one statement; on failure record it, clear the result and return the code. */
+static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *sql, int n,
+                  const char *const *values, const int *lengths, const int *formats, int binary_result,
+                  int retry)
+{
+	PGresult *res;
+	ExecStatusType st;
+	int rc;
+
+	res = PQexecParams(pg->conn, sql, n, NULL, values, lengths, formats, binary_result);
+	st = PQresultStatus(res);
+	/*
+	 * pg_enter() catches a connection that died while idle; this catches one
+	 * that dies under a statement. Statements that are safe to repeat (reads,
+	 * BEGIN) get one more try on a new connection; a write is not repeated,
+	 * since it may have committed before the connection died, but the next
+	 * call starts on a new connection.
+	 */
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && retry && PQstatus(pg->conn) == CONNECTION_BAD) {
+		PQclear(res);
+		pg_log(pg, SAAS_LOG_WARN, "postgresql: connection lost; reconnecting");
+		PQreset(pg->conn);
+		res = PQexecParams(pg->conn, sql, n, NULL, values, lengths, formats, binary_result);
+		st = PQresultStatus(res);
+	}
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		rc = pg_fail(pg, res, what);
+		PQclear(res);
+		if (out)
+			*out = NULL;
+		return rc;
+	}
+	if (out)
+		*out = res;
+	else
+		PQclear(res);
+	return SAAS_OK;
+}
+
+/* A write with text parameters. */
+static int run(struct pg *pg, PGresult **out, const char *what, const char *sql, int n, const char *const *values)
+{
+	return run_ex(pg, out, what, sql, n, values, NULL, NULL, 0, 0);
+}
+
+/* A read with text parameters: repeated once on a new connection if the old one broke. */
+static int run_read(struct pg *pg, PGresult **out, const char *what, const char *sql, int n,
+                    const char *const *values)
+{
+	return run_ex(pg, out, what, sql, n, values, NULL, NULL, 0, 1);
+}
+
+static int tx_begin(struct pg *pg)
+{
+	return run_ex(pg, NULL, "BEGIN", "BEGIN", 0, NULL, NULL, NULL, 0, 1);
+}
+
+static int tx_commit(struct pg *pg)
+{
+	return run(pg, NULL, "COMMIT", "COMMIT", 0, NULL);
+}
+
+/* Abandon a transaction; the error already recorded is the one that matters. */
+static void tx_rollback(struct pg *pg)
+{
+	PQclear(PQexec(pg->conn, "ROLLBACK"));
+}
+
+/*
+ * A server that restarted, or ended our session, while we were idle has sent
+ * its farewell and closed the socket. An idle connection has nothing else to
+ * read, so reading whatever is there (without blocking) until the socket is
+ * quiet notices the hangup now: this call, even a write, then runs on a new
+ * connection instead of failing.
+ */
+static void notice_hangup(struct pg *pg)
+{
+	struct pollfd p;
+	int i;
+
+	p.fd = PQsocket(pg->conn);
+	p.events = POLLIN;
+	/* Bounded: a server that keeps sending notices is not worth spinning on. */
+	for (i = 0; i < 4 && p.fd >= 0; i++) {
+		p.revents = 0;
+		if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+			return;
+		if (!PQconsumeInput(pg->conn))
+			return; /* PQstatus() now says CONNECTION_BAD. */
+	}
+}
+
+/*
+ * Take the connection for one store call. A connection found broken is
+ * re-opened once before giving up.
+ */
+static int pg_enter(struct pg *pg)
+{
+	char msg[PG_MESSAGE_MAX];
+
+	pthread_mutex_lock(&pg->lock);
+	if (PQstatus(pg->conn) == CONNECTION_OK)
+		notice_hangup(pg);
+	if (PQstatus(pg->conn) != CONNECTION_OK) {
+		pg_log(pg, SAAS_LOG_WARN, "postgresql: connection broken; reconnecting");
+		PQreset(pg->conn);
+		if (PQstatus(pg->conn) != CONNECTION_OK) {
+			one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
+			pthread_mutex_unlock(&pg->lock);
+			return saas__error_sqlstate(SAAS_ESTORE, NULL, "reconnecting to PostgreSQL: %s", msg);
+		}
+	}
+	/* Every path ends its transactions; this only guards against a bug. */
+	if (PQtransactionStatus(pg->conn) != PQTRANS_IDLE)
+		tx_rollback(pg);
+	return SAAS_OK;
+}
+
+static void pg_leave(struct pg *pg)
+{
+	pthread_mutex_unlock(&pg->lock);
+}
+
+static const char *i64(char buf[24], int64_t v)
+{
+	snprintf(buf, 24, "%" PRId64, v);
+	return buf;
+}
+
+/* Rows changed by an INSERT/UPDATE. */
+static long changed(PGresult *res)
+{
+	return strtol(PQcmdTuples(res), NULL, 10);
+}
+
+static int64_t get_i64(const PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		return 0;
+	return strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* Copy a text column into a fixed-size record field. */
+static int get_text(char *dst, size_t size, const PGresult *res, int row, int col)
+{
+	if (!saas__strlcpy(dst, PQgetisnull(res, row, col) ? "" : PQgetvalue(res, row, col), size))
+		return saas__error_sqlstate(SAAS_ESTORE, NULL, "column %s holds a value too long for its record field",
+		                            PQfname(res, col));
+	return SAAS_OK;
+}
+
+/* A string argument the store keeps: it must fit the record it comes back in. */
+static int check_arg(const char *s, size_t max, const char *what)
+{
+	if (!s)
+		return saas__inval("%s is NULL", what);
+	if (strnlen(s, max + 1) > max)
+		return saas__inval("%s is too long (at most %zu bytes)", what, max);
+	return SAAS_OK;
+}
+
+/* A fixed-size field of a record must be NUL-terminated inside its array. */
+static int check_field(const char *field, size_t size, const char *what)
+{
+	if (!memchr(field, '\0', size))
+		return saas__inval("%s is too long (at most %zu bytes)", what, size - 1);
+	return SAAS_OK;
+}
+
+static int not_found(const char *what, const char *id)
+{
+	return saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no %s '%.64s'", what, id);
+}
+
+/* After an UPDATE of a sandbox that changed nothing: the wrong state, or no such sandbox? */
+static int state_or_missing(struct pg *pg, const char *id, const char *state_msg)
+{
+	const char *v[] = { id };
+	PGresult *res = NULL;
+	int rc;
+
+	rc = run_read(pg, &res, "reading a sandbox", "SELECT 1 FROM sandboxes WHERE id = $1", 1, v);
+	if (rc)
+		goto out;
+	rc = PQntuples(res) > 0 ? saas__error_sqlstate(SAAS_ESTATE, NULL, "sandbox '%.64s' %s", id, state_msg)
+	                        : not_found("sandbox", id);
+out:
+	PQclear(res);
+	return rc;
+}
+
+/* ---- open, migrate, close ---------------------------------------------- */
+
+static int read_version(struct pg *pg, int *version)
+{
+	PGresult *res = NULL;
+	int rc;
+	char *end;
+	long v;
+
+	*version = 0;
+	rc = run_read(pg, &res, "reading the schema version",
+	              "SELECT value FROM meta WHERE key = 'schema_version'", 0, NULL);
+	if (rc || PQntuples(res) == 0)
+		goto out;
+	v = strtol(PQgetvalue(res, 0, 0), &end, 10);
+	if (*end || v < 0 || v > INT_MAX) {
+		rc = saas__error_sqlstate(SAAS_ESTORE, NULL, "meta.schema_version is not a version: '%.32s'",
+		                          PQgetvalue(res, 0, 0));
+		goto out;
+	}
+	*version = (int)v;
+out:
+	PQclear(res);
+	return rc;
+}
+
+/*
+ * One step per transaction, each under the advisory lock, so a server that
+ * finds the schema being migrated waits and then sees it done.
+ */
+static int migrate(struct pg *pg)
+{
+	PGresult *res = NULL;
+	char buf[24], msg[64];
+	const char *v[1];
+	int rc, version, in_tx = 0;
+
+	for (;;) {
+		rc = tx_begin(pg);
+		if (rc)
+			goto out;
+		in_tx = 1;
+		rc = run(pg, NULL, "taking the migration lock", "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", 0, NULL);
+		if (rc)
+			goto out;
+		/* Only CREATE when missing: CREATE ... IF NOT EXISTS would still need the CREATE privilege. */
+		rc = run(pg, &res, "looking for the meta table", "SELECT to_regclass('meta') IS NULL", 0, NULL);
+		if (rc)
+			goto out;
+		if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+			rc = run(pg, NULL, "creating the meta table",
+			         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)", 0, NULL);
+			if (rc)
+				goto out;
+		}
+		PQclear(res);
+		res = NULL;
+		rc = read_version(pg, &version);
+		if (rc)
+			goto out;
+		if (version > SAAS_STORE_SCHEMA) {
+			rc = saas__error_sqlstate(SAAS_ESTORE, NULL,
+			                          "the database has schema version %d, newer than the %d this libsaas knows; "
+			                          "upgrade libsaas", version, SAAS_STORE_SCHEMA);
+			goto out;
+		}
+		if (version == SAAS_STORE_SCHEMA)
+			break;
+		res = PQexec(pg->conn, steps[version]);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			snprintf(msg, sizeof(msg), "migrating the schema to version %d", version + 1);
+			rc = pg_fail(pg, res, msg);
+			goto out;
+		}
+		PQclear(res);
+		res = NULL;
+		v[0] = i64(buf, version + 1);
+		rc = run(pg, NULL, "recording the schema version",
+		         "INSERT INTO meta (key, value) VALUES ('schema_version', $1) "
+		         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", 1, v);
+		if (rc)
+			goto out;
+		rc = tx_commit(pg);
+		in_tx = 0;
+		if (rc)
+			goto out;
+		snprintf(msg, sizeof(msg), "postgresql: migrated the schema to version %d", version + 1);
+		pg_log(pg, SAAS_LOG_INFO, msg);
+	}
+	rc = tx_commit(pg);
+	in_tx = 0;
+out:
+	PQclear(res);
+	if (rc && in_tx)
+		tx_rollback(pg);
+	return rc;
+}
+
+static void pg_close(void *ctx)
+{
+	struct pg *pg = ctx;
+
+	if (!pg)
+		return;
+	PQfinish(pg->conn);
+	pthread_mutex_destroy(&pg->lock);
+	free(pg);
+}
+
+static int pg_open(void **ctx, const saas_store_env *env)
+{
+	struct pg *pg;
+	char msg[PG_MESSAGE_MAX];
+	int rc;
+
+	*ctx = NULL;
+	if (!env || !env->url || !*env->url)
+		return saas__inval("empty PostgreSQL URL");
+	pg = calloc(1, sizeof(*pg));
+	if (!pg)
+		return saas__oom();
+	rc = pthread_mutex_init(&pg->lock, NULL);
+	if (rc) {
+		free(pg);
+		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_OS, rc, "pthread_mutex_init: %s", strerror(rc));
+	}
+	pg->log = env->log;
+	pg->log_userdata = env->log_userdata;
+
+	pg->conn = PQconnectdb(env->url);
+	if (!pg->conn) {
+		rc = saas__oom();
+		goto out;
+	}
+	if (PQstatus(pg->conn) != CONNECTION_OK) {
+		/* The message names host and database, never the password. */
+		one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
+		rc = saas__error_sqlstate(SAAS_ESTORE, NULL, "connecting to PostgreSQL: %s", msg);
+		goto out;
+	}
+	PQsetNoticeProcessor(pg->conn, on_notice, pg);
+	rc = migrate(pg);
+out:
+	if (rc) {
+		pg_close(pg);
+		return rc;
+	}
+	*ctx = pg;
+	return SAAS_OK;
+}
+
+static int pg_schema_version(void *ctx, int *version)
+{
+	struct pg *pg = ctx;
+	int rc;
+
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = read_version(pg, version);
+	pg_leave(pg);
+	return rc;
+}
+
+/* ---- accounts and the ledger ------------------------------------------- */
+
+#define ACCOUNT_SELECT \
+	"SELECT a.id, a.name, a.created_at," \
+	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'credit')," \
+	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'charge')" \
+	" FROM accounts a"
+
+static int account_row(saas_store_account *out, const PGresult *res, int row)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
+	    (rc = get_text(out->name, sizeof(out->name), res, row, 1)))
+		return rc;
+	out->created_at_ms = get_i64(res, row, 2);
+	out->credit_usd_micro = get_i64(res, row, 3);
+	out->charged_usd_micro = get_i64(res, row, 4);
+	return SAAS_OK;
+}
+
+static int pg_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
+{
+	struct pg *pg = ctx;
+	char b1[24], b2[24];
+	const char *v[4];
+	int rc;
+
+	if (!account)
+		return saas__inval("account is NULL");
+	if ((rc = check_field(account->id, sizeof(account->id), "account id")) ||
+	    (rc = check_field(account->name, sizeof(account->name), "account name")))
+		return rc;
+	if (credit < 0)
+		return saas__inval("initial credit is negative");
+	v[0] = account->id;
+	v[1] = account->name;
+	v[2] = i64(b1, account->created_at_ms);
+	v[3] = i64(b2, credit);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	/* One statement, so the account and its first credit commit together. */
+	rc = run(pg, NULL, "inserting an account",
+	         "WITH a AS (INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3) RETURNING id) "
+	         "INSERT INTO ledger (account_id, kind, amount, note, at) "
+	         "SELECT id, 'credit', $4::bigint, 'initial credit', $3::bigint FROM a WHERE $4::bigint > 0",
+	         4, v);
+	pg_leave(pg);
+	return rc;
+}
+
+static int pg_account_get(void *ctx, const char *id, saas_store_account *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { id };
+	int rc;
+
+	if (!id || !out)
+		return saas__inval("account id or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "reading an account", ACCOUNT_SELECT " WHERE a.id = $1", 1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("account", id);
+		goto out;
+	}
+	rc = account_row(out, res, 0);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	saas_store_account account;
+	int rc, i;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "listing accounts", ACCOUNT_SELECT " ORDER BY a.created_at, a.id COLLATE \"C\"", 0, NULL);
+	/* Callbacks run without the lock, so they may call the store again. */
+	pg_leave(pg);
+	for (i = 0; !rc && i < PQntuples(res); i++) {
+		rc = account_row(&account, res, i);
+		if (!rc && fn(userdata, &account))
+			break;
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int pg_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b1[24], b2[24];
+	const char *v[4];
+	int rc;
+
+	if (!account_id)
+		return saas__inval("account id is NULL");
+	if (amount <= 0)
+		return saas__inval("a credit must be positive");
+	v[0] = account_id;
+	v[1] = i64(b1, amount);
+	v[2] = note;
+	v[3] = i64(b2, at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, &res, "adding credit",
+	         "INSERT INTO ledger (account_id, kind, amount, note, at) "
+	         "SELECT id, 'credit', $2::bigint, $3::text, $4::bigint FROM accounts WHERE id = $1", 4, v);
+	pg_leave(pg);
+	if (!rc && changed(res) == 0)
+		rc = not_found("account", account_id);
+	PQclear(res);
+	return rc;
+}
+
+/* ---- API keys ----------------------------------------------------------- */
+
+#define KEY_SELECT "SELECT id, account_id, name, prefix, hash, created_at, revoked_at FROM api_keys"
+
+static int key_row(saas_store_key *out, const PGresult *res, int row)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
+	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, 1)) ||
+	    (rc = get_text(out->name, sizeof(out->name), res, row, 2)) ||
+	    (rc = get_text(out->prefix, sizeof(out->prefix), res, row, 3)) ||
+	    (rc = get_text(out->hash, sizeof(out->hash), res, row, 4)))
+		return rc;
+	out->created_at_ms = get_i64(res, row, 5);
+	out->revoked_at_ms = get_i64(res, row, 6);
+	return SAAS_OK;
+}
+
+static int pg_key_insert(void *ctx, const saas_store_key *key)
+{
+	struct pg *pg = ctx;
+	char b1[24], b2[24];
+	const char *v[7];
+	int rc;
+
+	if (!key)
+		return saas__inval("key is NULL");
+	if ((rc = check_field(key->id, sizeof(key->id), "key id")) ||
+	    (rc = check_field(key->account_id, sizeof(key->account_id), "key account id")) ||
+	    (rc = check_field(key->name, sizeof(key->name), "key name")) ||
+	    (rc = check_field(key->prefix, sizeof(key->prefix), "key prefix")) ||
+	    (rc = check_field(key->hash, sizeof(key->hash), "key hash")))
+		return rc;
+	v[0] = key->id;
+	v[1] = key->account_id;
+	v[2] = key->name;
+	v[3] = key->prefix;
+	v[4] = key->hash;
+	v[5] = i64(b1, key->created_at_ms);
+	v[6] = i64(b2, key->revoked_at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, NULL, "inserting a key",
+	         "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at) "
+	         "VALUES ($1, $2, $3, $4, $5, $6, $7)", 7, v);
+	pg_leave(pg);
+	return rc;
+}
+
+static int pg_key_find(void *ctx, const char *hash, saas_store_key *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { hash };
+	int rc;
+
+	if (!hash || !out)
+		return saas__inval("key hash or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "finding a key", KEY_SELECT " WHERE hash = $1", 1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no key with that hash");
+		goto out;
+	}
+	rc = key_row(out, res, 0);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL, *found = NULL;
+	char buf[24];
+	const char *v[2];
+	int rc;
+
+	if (!key_id)
+		return saas__inval("key id is NULL");
+	if (at_ms <= 0)
+		return saas__inval("revocation time must be positive (0 means not revoked)");
+	v[0] = key_id;
+	v[1] = i64(buf, at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	/* revoked_at = 0 in the condition keeps the first revocation's time. */
+	rc = run(pg, &res, "revoking a key", "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0", 2, v);
+	if (rc || changed(res) > 0)
+		goto out;
+	rc = run_read(pg, &found, "revoking a key", "SELECT 1 FROM api_keys WHERE id = $1", 1, v);
+	if (!rc && PQntuples(found) == 0)
+		rc = not_found("key", key_id);
+out:
+	pg_leave(pg);
+	PQclear(found);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { account_id };
+	saas_store_key key;
+	int rc, i;
+
+	if (!account_id || !fn)
+		return saas__inval("account id or callback is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "listing keys", KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id COLLATE \"C\"", 1, v);
+	pg_leave(pg);
+	for (i = 0; !rc && i < PQntuples(res); i++) {
+		rc = key_row(&key, res, i);
+		if (!rc && fn(userdata, &key))
+			break;
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* ---- sandboxes ---------------------------------------------------------- */
+
+#define SANDBOX_SELECT \
+	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image, usd_micro_per_hour," \
+	" created_at, ready_at, expires_at, destroyed_at, cost FROM sandboxes"
+
+static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
+	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, 1)) ||
+	    (rc = get_text(out->size, sizeof(out->size), res, row, 4)) ||
+	    (rc = get_text(out->image, sizeof(out->image), res, row, 8)))
+		return rc;
+	out->status = (int)get_i64(res, row, 2);
+	out->end_reason = (int)get_i64(res, row, 3);
+	out->vcpus = (unsigned int)get_i64(res, row, 5);
+	out->memory_mb = (unsigned int)get_i64(res, row, 6);
+	out->disk_gb = (unsigned int)get_i64(res, row, 7);
+	out->usd_micro_per_hour = get_i64(res, row, 9);
+	out->created_at_ms = get_i64(res, row, 10);
+	out->ready_at_ms = get_i64(res, row, 11);
+	out->expires_at_ms = get_i64(res, row, 12);
+	out->destroyed_at_ms = get_i64(res, row, 13);
+	out->cost_usd_micro = get_i64(res, row, 14);
+	return SAAS_OK;
+}
+
+static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned int max_live)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b[12][24];
+	const char *v[15];
+	int rc, in_tx = 0;
+	long long live;
+
+	if (!s)
+		return saas__inval("sandbox is NULL");
+	if ((rc = check_field(s->id, sizeof(s->id), "sandbox id")) ||
+	    (rc = check_field(s->account_id, sizeof(s->account_id), "sandbox account id")) ||
+	    (rc = check_field(s->size, sizeof(s->size), "sandbox size")) ||
+	    (rc = check_field(s->image, sizeof(s->image), "sandbox image")))
+		return rc;
+	if (s->vcpus > INT_MAX || s->memory_mb > INT_MAX || s->disk_gb > INT_MAX)
+		return saas__inval("sandbox resources out of range");
+	v[0] = s->id;
+	v[1] = s->account_id;
+	v[2] = i64(b[0], s->status);
+	v[3] = i64(b[1], s->end_reason);
+	v[4] = s->size;
+	v[5] = i64(b[2], s->vcpus);
+	v[6] = i64(b[3], s->memory_mb);
+	v[7] = i64(b[4], s->disk_gb);
+	v[8] = s->image;
+	v[9] = i64(b[5], s->usd_micro_per_hour);
+	v[10] = i64(b[6], s->created_at_ms);
+	v[11] = i64(b[7], s->ready_at_ms);
+	v[12] = i64(b[8], s->expires_at_ms);
+	v[13] = i64(b[9], s->destroyed_at_ms);
+	v[14] = i64(b[10], s->cost_usd_micro);
+
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = tx_begin(pg);
+	if (rc)
+		goto out;
+	in_tx = 1;
+	/*
+	 * The account's row lock makes count-then-insert atomic against other
+	 * servers: a second insert for the account waits here, then counts
+	 * (in a new snapshot, READ COMMITTED) the sandbox the first one added.
+	 * NO KEY UPDATE, because it still lets ledger and key inserts that only
+	 * reference the account proceed.
+	 */
+	rc = run(pg, &res, "locking the account", "SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE", 1, &v[1]);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("account", s->account_id);
+		goto out;
+	}
+	PQclear(res);
+	res = NULL;
+	rc = run(pg, &res, "counting live sandboxes",
+	         "SELECT count(*) FROM sandboxes WHERE account_id = $1 AND status <> 3", 1, &v[1]);
+	if (rc)
+		goto out;
+	live = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	res = NULL;
+	if (live >= (long long)max_live) {
+		rc = saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
+		                 "account %s already has %lld sandboxes (at most %u at once)", s->account_id, live, max_live);
+		goto out;
+	}
+	rc = run(pg, NULL, "inserting a sandbox",
+	         "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image,"
+	         " usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost)"
+	         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)", 15, v);
+	if (rc)
+		goto out;
+	rc = tx_commit(pg);
+	in_tx = 0;
+out:
+	if (rc && in_tx)
+		tx_rollback(pg);
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { id };
+	int rc;
+
+	if (!id || !out)
+		return saas__inval("sandbox id or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "reading a sandbox", SANDBOX_SELECT " WHERE id = $1", 1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("sandbox", id);
+		goto out;
+	}
+	rc = sandbox_row(out, res, 0);
+out:
+	PQclear(res);
+	return rc;
+}
+
+/* Bind the next parameter to `value` and append its placeholder ($n) to the query. */
+static int add_param(saas_buf *sql, const char **values, int *n, const char *value)
+{
+	values[*n] = value;
+	(*n)++;
+	return saas__buf_printf(sql, "$%d", *n);
+}
+
+static int pg_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
+{
+	struct pg *pg = ctx;
+	static const saas_store_filter all = { 0 };
+	saas_buf sql = SAAS_BUF_INIT;
+	PGresult *res = NULL;
+	saas_store_sandbox sandbox;
+	char b[5][24];
+	const char *v[8];
+	int rc, n = 0, i;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	if (!filter)
+		filter = &all;
+
+	rc = saas__buf_puts(&sql, SANDBOX_SELECT " WHERE TRUE");
+	if (!rc && filter->account_id) {
+		rc = saas__buf_puts(&sql, " AND account_id = ");
+		if (!rc)
+			rc = add_param(&sql, v, &n, filter->account_id);
+	}
+	if (!rc && filter->live > 0)
+		rc = saas__buf_puts(&sql, " AND status <> 3");
+	else if (!rc && filter->live < 0)
+		rc = saas__buf_puts(&sql, " AND status = 3");
+	if (!rc && (filter->ran_from_ms || filter->ran_to_ms)) {
+		/* Ran during [from, to): became ready before `to`, and had not ended by `from`. */
+		rc = saas__buf_puts(&sql, " AND ready_at > 0 AND ready_at < ");
+		if (!rc)
+			rc = add_param(&sql, v, &n, i64(b[0], filter->ran_to_ms));
+		if (!rc)
+			rc = saas__buf_puts(&sql, "::bigint AND (status <> 3 OR LEAST(destroyed_at, expires_at) > ");
+		if (!rc)
+			rc = add_param(&sql, v, &n, i64(b[1], filter->ran_from_ms));
+		if (!rc)
+			rc = saas__buf_puts(&sql, "::bigint)");
+	}
+	if (!rc && filter->before_id) {
+		int at;
+
+		rc = saas__buf_puts(&sql, " AND (created_at < ");
+		if (!rc)
+			rc = add_param(&sql, v, &n, i64(b[2], filter->before_created_ms));
+		at = n;
+		if (!rc)
+			rc = saas__buf_printf(&sql, "::bigint OR (created_at = $%d::bigint AND id COLLATE \"C\" < ", at);
+		if (!rc)
+			rc = add_param(&sql, v, &n, filter->before_id);
+		if (!rc)
+			rc = saas__buf_puts(&sql, "))");
+	}
+	if (!rc)
+		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id COLLATE \"C\" DESC");
+	if (!rc && filter->limit) {
+		rc = saas__buf_puts(&sql, " LIMIT ");
+		if (!rc)
+			rc = add_param(&sql, v, &n, i64(b[3], filter->limit));
+	}
+	if (rc)
+		goto out;
+
+	rc = pg_enter(pg);
+	if (rc)
+		goto out;
+	rc = run_read(pg, &res, "listing sandboxes", sql.data, n, v);
+	pg_leave(pg);
+	for (i = 0; !rc && i < PQntuples(res); i++) {
+		rc = sandbox_row(&sandbox, res, i);
+		if (!rc && fn(userdata, &sandbox))
+			break;
+	}
+out:
+	PQclear(res);
+	saas__buf_free(&sql);
+	return rc;
+}
+
+static int pg_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b1[24], b2[24];
+	const char *v[3];
+	int rc;
+
+	if (!id)
+		return saas__inval("sandbox id is NULL");
+	v[0] = id;
+	v[1] = i64(b1, ready_at_ms);
+	v[2] = i64(b2, expires_at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, &res, "marking a sandbox ready",
+	         "UPDATE sandboxes SET status = 2, ready_at = $2, expires_at = $3 WHERE id = $1 AND status = 1", 3, v);
+	if (!rc && changed(res) == 0)
+		rc = state_or_missing(pg, id, "is not being created");
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char buf[24];
+	const char *v[2];
+	int rc;
+
+	if (!id)
+		return saas__inval("sandbox id is NULL");
+	v[0] = id;
+	v[1] = i64(buf, expires_at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, &res, "setting a sandbox's expiry",
+	         "UPDATE sandboxes SET expires_at = $2 WHERE id = $1 AND status = 2", 2, v);
+	if (!rc && changed(res) == 0)
+		rc = state_or_missing(pg, id, "is not ready");
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
+                            int *closed)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL, *found = NULL;
+	char b1[24], b2[24], b3[24];
+	const char *v[4];
+	int rc;
+
+	if (!id || !closed)
+		return saas__inval("sandbox id or output is NULL");
+	if (cost < 0)
+		return saas__inval("cost is negative");
+	*closed = 0;
+	v[0] = id;
+	v[1] = i64(b1, end_reason);
+	v[2] = i64(b2, destroyed_at_ms);
+	v[3] = i64(b3, cost);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	/*
+	 * One statement, so one transaction. A second close running at the same
+	 * time waits on the row lock the UPDATE takes, then re-checks
+	 * status <> 3 against the committed row and changes nothing: only the
+	 * first close writes a charge.
+	 */
+	rc = run(pg, &res, "closing a sandbox",
+	         "WITH c AS (UPDATE sandboxes SET status = 3, end_reason = $2, destroyed_at = $3, cost = $4"
+	         "  WHERE id = $1 AND status <> 3 RETURNING account_id),"
+	         " l AS (INSERT INTO ledger (account_id, kind, amount, sandbox_id, note, at)"
+	         "  SELECT account_id, 'charge', $4::bigint, $1, 'sandbox usage', $3::bigint FROM c WHERE $4::bigint > 0)"
+	         " SELECT account_id FROM c", 4, v);
+	if (rc)
+		goto out;
+	if (PQntuples(res) > 0) {
+		*closed = 1;
+		goto out;
+	}
+	rc = run_read(pg, &found, "closing a sandbox", "SELECT 1 FROM sandboxes WHERE id = $1", 1, v);
+	if (!rc && PQntuples(found) == 0)
+		rc = not_found("sandbox", id);
+out:
+	pg_leave(pg);
+	PQclear(found);
+	PQclear(res);
+	return rc;
+}
+
+/* ---- executions ---------------------------------------------------------- */
+
+static int pg_execution_insert(void *ctx, const saas_store_execution *e)
+{
+	struct pg *pg = ctx;
+	char b1[24], b2[24];
+	const char *v[6];
+	int rc;
+
+	if (!e || !e->command)
+		return saas__inval("execution or its command is NULL");
+	if ((rc = check_field(e->id, sizeof(e->id), "execution id")) ||
+	    (rc = check_field(e->sandbox_id, sizeof(e->sandbox_id), "execution sandbox id")) ||
+	    (rc = check_field(e->account_id, sizeof(e->account_id), "execution account id")))
+		return rc;
+	v[0] = e->id;
+	v[1] = e->sandbox_id;
+	v[2] = e->account_id;
+	v[3] = i64(b1, SAAS_EXEC_RUNNING);
+	v[4] = e->command;
+	v[5] = i64(b2, e->started_at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, NULL, "inserting an execution",
+	         "INSERT INTO executions (id, sandbox_id, account_id, status, command, started_at)"
+	         " VALUES ($1, $2, $3, $4, $5, $6)", 6, v);
+	pg_leave(pg);
+	return rc;
+}
+
+static int pg_execution_finish(void *ctx, const saas_store_execution *e)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b[6][24];
+	const char *v[9];
+	int len[9] = { 0 }, fmt[9] = { 0 };
+	int rc;
+
+	if (!e)
+		return saas__inval("execution is NULL");
+	if ((rc = check_field(e->id, sizeof(e->id), "execution id")))
+		return rc;
+	if (e->stdout_len > INT_MAX || e->stderr_len > INT_MAX ||
+	    (e->stdout_len && !e->stdout_data) || (e->stderr_len && !e->stderr_data))
+		return saas__inval("execution output is invalid");
+	v[0] = e->id;
+	v[1] = i64(b[0], e->status);
+	v[2] = i64(b[1], e->exit_code);
+	/*
+	 * Output as binary bytea: it is whatever the command wrote, NULs
+	 * included. An empty one is stored as NULL, as SQLite does.
+	 */
+	v[3] = e->stdout_len ? e->stdout_data : NULL;
+	len[3] = (int)e->stdout_len;
+	fmt[3] = 1;
+	v[4] = e->stderr_len ? e->stderr_data : NULL;
+	len[4] = (int)e->stderr_len;
+	fmt[4] = 1;
+	v[5] = i64(b[2], e->stdout_truncated ? 1 : 0);
+	v[6] = i64(b[3], e->stderr_truncated ? 1 : 0);
+	v[7] = e->error;
+	v[8] = i64(b[4], e->finished_at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_ex(pg, &res, "finishing an execution",
+	            "UPDATE executions SET status = $2, exit_code = $3, stdout = $4, stderr = $5,"
+	            " stdout_truncated = $6, stderr_truncated = $7, error = $8, finished_at = $9 WHERE id = $1",
+	            9, v, len, fmt, 0, 0);
+	pg_leave(pg);
+	if (!rc && changed(res) == 0)
+		rc = not_found("execution", e->id);
+	PQclear(res);
+	return rc;
+}
+
+/* Binary-format result columns (execution_get asks for binary to get bytea raw). */
+static int64_t bin_int(const PGresult *res, int row, int col)
+{
+	const char *p = PQgetvalue(res, row, col);
+	uint32_t u32;
+	uint64_t u64;
+
+	if (PQgetisnull(res, row, col))
+		return 0;
+	switch (PQgetlength(res, row, col)) {
+	case 4:
+		memcpy(&u32, p, 4);
+		return (int32_t)be32toh(u32);
+	case 8:
+		memcpy(&u64, p, 8);
+		return (int64_t)be64toh(u64);
+	}
+	return 0;
+}
+
+/* A malloc()ed copy of a binary column with a NUL after it; SQL NULL gives NULL if `keep_null`, else "". */
+static int bin_dup(char **out, size_t *len, int keep_null, const PGresult *res, int row, int col)
+{
+	size_t n;
+
+	*out = NULL;
+	if (len)
+		*len = 0;
+	if (PQgetisnull(res, row, col) && keep_null)
+		return SAAS_OK;
+	n = (size_t)PQgetlength(res, row, col);
+	*out = malloc(n + 1);
+	if (!*out)
+		return saas__oom();
+	memcpy(*out, PQgetvalue(res, row, col), n);
+	(*out)[n] = '\0';
+	if (len)
+		*len = n;
+	return SAAS_OK;
+}
+
+static int pg_execution_get(void *ctx, const char *id, saas_store_execution *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { id };
+	saas_store_execution e;
+	int rc;
+
+	memset(&e, 0, sizeof(e));
+	if (!id || !out)
+		return saas__inval("execution id or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_ex(pg, &res, "reading an execution",
+	            "SELECT id, sandbox_id, account_id, status, exit_code, stdout, stderr, stdout_truncated,"
+	            " stderr_truncated, command, error, started_at, finished_at FROM executions WHERE id = $1",
+	            1, v, NULL, NULL, 1, 1);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("execution", id);
+		goto out;
+	}
+	/* In binary format a text column is its bytes, NUL-terminated by libpq. */
+	if ((rc = get_text(e.id, sizeof(e.id), res, 0, 0)) ||
+	    (rc = get_text(e.sandbox_id, sizeof(e.sandbox_id), res, 0, 1)) ||
+	    (rc = get_text(e.account_id, sizeof(e.account_id), res, 0, 2)))
+		goto out;
+	e.status = (int)bin_int(res, 0, 3);
+	e.exit_code = (int)bin_int(res, 0, 4);
+	e.stdout_truncated = (int)bin_int(res, 0, 7);
+	e.stderr_truncated = (int)bin_int(res, 0, 8);
+	e.started_at_ms = bin_int(res, 0, 11);
+	e.finished_at_ms = bin_int(res, 0, 12);
+	if ((rc = bin_dup(&e.stdout_data, &e.stdout_len, 0, res, 0, 5)) ||
+	    (rc = bin_dup(&e.stderr_data, &e.stderr_len, 0, res, 0, 6)) ||
+	    (rc = bin_dup(&e.command, NULL, 0, res, 0, 9)) ||
+	    (rc = bin_dup(&e.error, NULL, 1, res, 0, 10)))
+		goto out;
+	*out = e;
+	memset(&e, 0, sizeof(e));
+out:
+	free(e.stdout_data);
+	free(e.stderr_data);
+	free(e.command);
+	free(e.error);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
+{
+	struct pg *pg = ctx;
+	char b1[24], b2[24];
+	const char *v[4];
+	int rc;
+
+	if (!sandbox_id)
+		return saas__inval("sandbox id is NULL");
+	v[0] = sandbox_id;
+	v[1] = i64(b1, SAAS_EXEC_FAILED);
+	v[2] = error;
+	v[3] = i64(b2, at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, NULL, "failing running executions",
+	         "UPDATE executions SET status = $2, error = $3, finished_at = $4 WHERE sandbox_id = $1 AND status = 1",
+	         4, v);
+	pg_leave(pg);
+	return rc;
+}
+
+/* ---- ports ----------------------------------------------------------------- */
+
+static int pg_port_insert(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms)
+{
+	struct pg *pg = ctx;
+	char b1[24], b2[24];
+	const char *v[3];
+	int rc;
+
+	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")))
+		return rc;
+	if (port == 0 || port > 65535)
+		return saas__inval("port %u is not in 1-65535", port);
+	v[0] = sandbox_id;
+	v[1] = i64(b1, port);
+	v[2] = i64(b2, at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, NULL, "exposing a port",
+	         "INSERT INTO ports (sandbox_id, port, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", 3, v);
+	pg_leave(pg);
+	return rc;
+}
+
+static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { sandbox_id };
+	int rc, i;
+
+	if (!sandbox_id || !fn)
+		return saas__inval("sandbox id or callback is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "listing ports", "SELECT port, created_at FROM ports WHERE sandbox_id = $1 ORDER BY port", 1, v);
+	pg_leave(pg);
+	for (i = 0; !rc && i < PQntuples(res); i++) {
+		if (fn(userdata, (unsigned int)get_i64(res, i, 0), get_i64(res, i, 1)))
+			break;
+	}
+	PQclear(res);
+	return rc;
+}
+
+const saas_store saas__store_postgres = {
+	.version = SAAS_STORE_VERSION,
+	.name = "postgresql",
+	.open = pg_open,
+	.close = pg_close,
+	.schema_version = pg_schema_version,
+	.account_insert = pg_account_insert,
+	.account_get = pg_account_get,
+	.account_list = pg_account_list,
+	.credit_add = pg_credit_add,
+	.key_insert = pg_key_insert,
+	.key_find = pg_key_find,
+	.key_revoke = pg_key_revoke,
+	.key_list = pg_key_list,
+	.sandbox_insert = pg_sandbox_insert,
+	.sandbox_get = pg_sandbox_get,
+	.sandbox_list = pg_sandbox_list,
+	.sandbox_set_ready = pg_sandbox_set_ready,
+	.sandbox_set_expiry = pg_sandbox_set_expiry,
+	.sandbox_close = pg_sandbox_close,
+	.execution_insert = pg_execution_insert,
+	.execution_finish = pg_execution_finish,
+	.execution_get = pg_execution_get,
+	.execution_fail_running = pg_execution_fail_running,
+	.port_insert = pg_port_insert,
+	.port_list = pg_port_list,
+};

@@ -1,0 +1,1469 @@
+/*
+ * The SQLite store.
+ *
+ * One connection per store handle, used under a mutex: SQLite serialises a
+ * connection anyway, and a transaction spans several calls that must not
+ * interleave with another thread's. Other processes (an admin CLI beside a
+ * server) may hold their own connection to the same file, so every write
+ * transaction starts with BEGIN IMMEDIATE: it takes the write lock up front,
+ * waiting in the busy handler, instead of failing with SQLITE_BUSY halfway
+ * through when a read lock cannot be upgraded. Reads are single statements in
+ * autocommit mode; in WAL mode each sees one consistent snapshot.
+ *
+ * List callbacks run after the lock is released, on rows copied out first, so
+ * that a callback may call the store again (the reaper closes the sandboxes it
+ * lists) without deadlocking.
+ *
+ * The schema is documented in lib/store/schema.md and shared with PostgreSQL.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "saas/exec.h"
+#include "saas/sandbox.h"
+#include "store/store.h"
+#include "util/error.h"
+#include "util/util.h"
+
+/* How long one attempt waits for another connection's lock. */
+#define BUSY_TIMEOUT_MS 5000
+/*
+ * How many times a write transaction is attempted when the lock stays taken
+ * for a whole BUSY_TIMEOUT_MS: a long checkpoint or a slow admin command can
+ * hold it that long without anything being wrong.
+ */
+#define BUSY_ATTEMPTS 3
+
+struct sq {
+	sqlite3 *db;
+	pthread_mutex_t lock;
+	saas_log_fn log;
+	void *log_userdata;
+};
+
+/*
+ * Schema migrations: step i takes the schema from version i to i + 1, each in
+ * its own transaction together with the new schema_version. Append only; a
+ * released step is never edited.
+ */
+static const char *const migrations[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE accounts ("
+	"  id TEXT PRIMARY KEY,"
+	"  name TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL"
+	");"
+	"CREATE TABLE api_keys ("
+	"  id TEXT PRIMARY KEY,"
+	"  account_id TEXT NOT NULL REFERENCES accounts(id),"
+	"  name TEXT NOT NULL,"
+	"  prefix TEXT NOT NULL,"
+	"  hash TEXT NOT NULL UNIQUE,"
+	"  created_at BIGINT NOT NULL,"
+	"  revoked_at BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE INDEX api_keys_account ON api_keys(account_id, created_at, id);"
+	"CREATE TABLE sandboxes ("
+	"  id TEXT PRIMARY KEY,"
+	"  account_id TEXT NOT NULL REFERENCES accounts(id),"
+	"  status INT NOT NULL,"
+	"  end_reason INT NOT NULL DEFAULT 0,"
+	"  size TEXT NOT NULL,"
+	"  vcpus INT,"
+	"  memory_mb INT,"
+	"  disk_gb INT,"
+	"  image TEXT NOT NULL,"
+	"  usd_micro_per_hour BIGINT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  ready_at BIGINT NOT NULL DEFAULT 0,"
+	"  expires_at BIGINT NOT NULL,"
+	"  destroyed_at BIGINT NOT NULL DEFAULT 0,"
+	"  cost BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE INDEX sandboxes_account_created ON sandboxes(account_id, created_at DESC, id DESC);"
+	"CREATE INDEX sandboxes_status_expires ON sandboxes(status, expires_at);"
+	"CREATE TABLE executions ("
+	"  id TEXT PRIMARY KEY,"
+	"  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  account_id TEXT NOT NULL,"
+	"  status INT NOT NULL,"
+	"  exit_code INT NOT NULL DEFAULT -1,"
+	"  command TEXT NOT NULL,"
+	"  stdout BLOB,"
+	"  stderr BLOB,"
+	"  stdout_truncated INT NOT NULL DEFAULT 0,"
+	"  stderr_truncated INT NOT NULL DEFAULT 0,"
+	"  error TEXT,"
+	"  started_at BIGINT NOT NULL,"
+	"  finished_at BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE INDEX executions_sandbox_status ON executions(sandbox_id, status);"
+	"CREATE TABLE ports ("
+	"  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  port INT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  PRIMARY KEY (sandbox_id, port)"
+	");"
+	"CREATE TABLE ledger ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  account_id TEXT NOT NULL REFERENCES accounts(id),"
+	"  kind TEXT NOT NULL CHECK (kind IN ('credit', 'charge')),"
+	"  amount BIGINT NOT NULL CHECK (amount > 0),"
+	"  sandbox_id TEXT,"
+	"  note TEXT,"
+	"  at BIGINT NOT NULL"
+	");"
+	/* The database itself guarantees that no sandbox is ever charged twice. */
+	"CREATE UNIQUE INDEX ledger_one_charge ON ledger(sandbox_id) WHERE kind = 'charge';"
+	"CREATE INDEX ledger_account ON ledger(account_id, kind);"
+	/* Money history is append-only; refuse edits from any client, not just ours. */
+	"CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger"
+	"  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;"
+	"CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger"
+	"  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;",
+};
+
+_Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
+               "one migration step per schema version");
+
+/* ---- errors and small helpers ---- */
+
+static int db_error(struct sq *s, int rc, const char *what)
+{
+	return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, rc, "sqlite: %s: %s", what,
+	                   sqlite3_errmsg(s->db));
+}
+
+static int not_found(const char *what, const char *id)
+{
+	return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no %s '%.64s'", what, id);
+}
+
+static void say(struct sq *s, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
+static void say(struct sq *s, int level, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->log(s->log_userdata, level, msg);
+}
+
+/* A fixed-size field of a record must be NUL-terminated inside its array. */
+static int check_field(const char *field, size_t size, const char *what)
+{
+	if (strnlen(field, size) >= size)
+		return saas__inval("%s is too long (at most %zu bytes)", what, size - 1);
+	return SAAS_OK;
+}
+
+/* A string argument that the store keeps; it must fit the record it comes back in. */
+static int check_arg(const char *arg, size_t max, const char *what)
+{
+	if (!arg)
+		return saas__inval("%s is NULL", what);
+	if (strlen(arg) > max)
+		return saas__inval("%s is too long (at most %zu bytes)", what, max);
+	return SAAS_OK;
+}
+
+static int prep(struct sq *s, sqlite3_stmt **st, const char *sql)
+{
+	int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
+
+	if (rc != SQLITE_OK) {
+		*st = NULL;
+		return db_error(s, rc, "prepare");
+	}
+	return SAAS_OK;
+}
+
+/* Binding with SQLITE_STATIC only fails on a programming error, but say so if it does. */
+static int bind_check(struct sq *s, int brc)
+{
+	return brc == SQLITE_OK ? SAAS_OK : db_error(s, brc, "bind");
+}
+
+static int bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+	return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+/* Copy a text column into a record field; writes are checked, so it fits unless someone else wrote it. */
+static int col_text(sqlite3_stmt *st, int i, char *dst, size_t size)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	size_t n = (size_t)sqlite3_column_bytes(st, i);
+
+	if (!t) {
+		if (sqlite3_column_type(st, i) != SQLITE_NULL)
+			return saas__oom();
+		dst[0] = '\0';
+		return SAAS_OK;
+	}
+	if (n >= size)
+		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
+		                   "stored %s is %zu bytes, more than the %zu it may have",
+		                   sqlite3_column_name(st, i), n, size - 1);
+	memcpy(dst, t, n + 1);
+	return SAAS_OK;
+}
+
+/* A malloc()ed copy of a text or blob column with a NUL after it; NULL stays NULL if `keep_null`. */
+static int col_dup(sqlite3_stmt *st, int i, int keep_null, char **out, size_t *len)
+{
+	const void *p = sqlite3_column_blob(st, i);
+	size_t n = (size_t)sqlite3_column_bytes(st, i);
+	char *copy;
+
+	*out = NULL;
+	if (len)
+		*len = 0;
+	if (!p && sqlite3_column_type(st, i) == SQLITE_NULL && keep_null)
+		return SAAS_OK;
+	if (!p && n > 0)
+		return saas__oom();
+	if (!(copy = malloc(n + 1)))
+		return saas__oom();
+	if (n)
+		memcpy(copy, p, n);
+	copy[n] = '\0';
+	*out = copy;
+	if (len)
+		*len = n;
+	return SAAS_OK;
+}
+
+static int tx_begin(struct sq *s)
+{
+	for (int attempt = 1;; attempt++) {
+		int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+		if (rc == SQLITE_OK)
+			return SAAS_OK;
+		if ((rc & 0xff) != SQLITE_BUSY || attempt >= BUSY_ATTEMPTS)
+			return db_error(s, rc, "begin");
+		say(s, SAAS_LOG_WARN, "sqlite: database locked for %d ms; waiting again (%d/%d)",
+		      BUSY_TIMEOUT_MS, attempt, BUSY_ATTEMPTS);
+	}
+}
+
+/* Undo an open transaction, if any; the thread's error detail is left as it is. */
+static void tx_rollback(struct sq *s)
+{
+	if (!sqlite3_get_autocommit(s->db))
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static int tx_commit(struct sq *s)
+{
+	int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+
+	if (rc != SQLITE_OK) {
+		rc = db_error(s, rc, "commit");
+		tx_rollback(s);
+		return rc;
+	}
+	return SAAS_OK;
+}
+
+/* Does the row `sql` selects (one ?1 parameter) exist? */
+static int exists(struct sq *s, const char *sql, const char *id, int *found)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = prep(s, &st, sql)) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		*found = 1;
+	else if (src == SQLITE_DONE)
+		*found = 0;
+	else
+		rc = db_error(s, src, "select");
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Map a failed write: duplicate -> EEXISTS, missing parent -> ENOTFOUND, else ESTORE. */
+static int write_error(struct sq *s, int src, const char *what, const char *id, const char *parent_what,
+                       const char *parent_id)
+{
+	if (src == SQLITE_CONSTRAINT_PRIMARYKEY || src == SQLITE_CONSTRAINT_UNIQUE)
+		return saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_STORE, src, "%s '%.64s' already exists (%s)",
+		                   what, id, sqlite3_errmsg(s->db));
+	if (src == SQLITE_CONSTRAINT_FOREIGNKEY && parent_what)
+		return not_found(parent_what, parent_id);
+	return db_error(s, src, what);
+}
+
+/* A growable array of records, so that callbacks run without the lock. */
+struct rows {
+	char *data;
+	size_t n, cap, elem;
+};
+
+static void *rows_add(struct rows *r)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		char *p = realloc(r->data, cap * r->elem);
+
+		if (!p) {
+			saas__oom();
+			return NULL;
+		}
+		r->data = p;
+		r->cap = cap;
+	}
+	memset(r->data + r->n * r->elem, 0, r->elem);
+	return r->data + r->n++ * r->elem;
+}
+
+/* ---- open, migrate, close ---- */
+
+static int schema_read(struct sq *s, int *version)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	*version = 0;
+	if ((rc = prep(s, &st, "SELECT value FROM meta WHERE key = 'schema_version'")) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		const char *v = (const char *)sqlite3_column_text(st, 0);
+		char *end;
+		long n;
+
+		errno = 0;
+		n = v ? strtol(v, &end, 10) : -1;
+		if (!v || errno || *end || end == v || n < 0 || n > 1000000) {
+			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
+			                 "sqlite: meta.schema_version is '%.32s', not a version number",
+			                 v ? v : "NULL");
+			goto out;
+		}
+		*version = (int)n;
+	} else if (src != SQLITE_DONE) {
+		rc = db_error(s, src, "reading the schema version");
+	}
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int migrate(struct sq *s, const char *path)
+{
+	for (;;) {
+		sqlite3_stmt *st = NULL;
+		char text[16];
+		int version = -1, rc, src;
+
+		if ((rc = tx_begin(s)) < 0)
+			return rc;
+		/* Inside the transaction, so that two processes opening a new file do not both migrate it. */
+		if ((src = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+		                        NULL, NULL, NULL)) != SQLITE_OK) {
+			rc = db_error(s, src, "creating the meta table");
+			goto out;
+		}
+		if ((rc = schema_read(s, &version)) < 0)
+			goto out;
+		if (version > SAAS_STORE_SCHEMA) {
+			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
+			                 "sqlite: %s has schema version %d, newer than the %d this libsaas knows; "
+			                 "use a newer libsaas", path, version, SAAS_STORE_SCHEMA);
+			goto out;
+		}
+		if (version == SAAS_STORE_SCHEMA) {
+			rc = tx_commit(s);
+			goto out;
+		}
+		if ((src = sqlite3_exec(s->db, migrations[version], NULL, NULL, NULL)) != SQLITE_OK) {
+			rc = db_error(s, src, "migrating the schema");
+			goto out;
+		}
+		snprintf(text, sizeof(text), "%d", version + 1);
+		if ((rc = prep(s, &st, "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)")) < 0)
+			goto out;
+		if ((rc = bind_check(s, sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC))) < 0)
+			goto out;
+		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+			rc = db_error(s, src, "recording the schema version");
+			goto out;
+		}
+		if ((rc = tx_commit(s)) < 0)
+			goto out;
+		say(s, SAAS_LOG_INFO, "sqlite: %s: schema migrated from version %d to %d", path, version,
+		      version + 1);
+out:
+		sqlite3_finalize(st);
+		if (rc < 0) {
+			tx_rollback(s);
+			return rc;
+		}
+		if (version == SAAS_STORE_SCHEMA)
+			return SAAS_OK;
+	}
+}
+
+/* Run a statement that needs no parameters, such as a PRAGMA; `want` is the first column expected, or NULL. */
+static int pragma(struct sq *s, const char *sql, const char *want)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = prep(s, &st, sql)) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src != SQLITE_ROW && src != SQLITE_DONE) {
+		rc = db_error(s, src, sql);
+		goto out;
+	}
+	if (want) {
+		const char *got = src == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+
+		if (!got || strcmp(got, want) != 0)
+			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0, "sqlite: %s gave '%s', not '%s'", sql,
+			                 got ? got : "nothing", want);
+	}
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static void sq_close(void *ctx)
+{
+	struct sq *s = ctx;
+
+	if (!s)
+		return;
+	if (s->db) {
+		/* Cheap, and keeps the query planner's statistics useful for the next process. */
+		sqlite3_exec(s->db, "PRAGMA optimize", NULL, NULL, NULL);
+		sqlite3_close_v2(s->db);
+	}
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static int sq_open(void **ctx, const saas_store_env *env)
+{
+	const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+	struct sq *s = NULL;
+	const char *path;
+	int rc, src, fd;
+
+	*ctx = NULL;
+	if (!env || !env->url || !env->log)
+		return saas__inval("store environment incomplete");
+	path = saas__sqlite_path(env->url);
+	if (!*path)
+		return saas__inval("empty SQLite path");
+	if (!(s = calloc(1, sizeof(*s))))
+		return saas__oom();
+	s->log = env->log;
+	s->log_userdata = env->log_userdata;
+	if ((rc = pthread_mutex_init(&s->lock, NULL)) != 0) {
+		free(s);
+		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_OS, rc, "pthread_mutex_init: %s", strerror(rc));
+	}
+
+	/*
+	 * Create the file ourselves so that it is private from the first byte:
+	 * it holds key hashes and money. SQLite takes the -wal and -shm files'
+	 * mode from it.
+	 */
+	if (strcmp(path, ":memory:") != 0) {
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0) {
+			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_OS, errno, "sqlite: cannot open %s: %s", path,
+			                 strerror(errno));
+			goto out;
+		}
+		close(fd);
+	}
+
+	if ((src = sqlite3_open_v2(path, &s->db, flags, NULL)) != SQLITE_OK) {
+		if (!s->db) {
+			rc = saas__oom();
+			goto out;
+		}
+		rc = db_error(s, src, "open");
+		goto out;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+	if ((rc = pragma(s, "PRAGMA foreign_keys = ON", NULL)) < 0 ||
+	    (rc = pragma(s, "PRAGMA foreign_keys", "1")) < 0)
+		goto out;
+	if (strcmp(path, ":memory:") != 0) {
+		/* WAL lets readers go on while one connection writes, which the server and the admin CLI need. */
+		for (int attempt = 1;; attempt++) {
+			rc = pragma(s, "PRAGMA journal_mode = WAL", "wal");
+			if (rc == SAAS_OK || attempt >= BUSY_ATTEMPTS ||
+			    (saas_error_last()->backend_code & 0xff) != SQLITE_BUSY)
+				break;
+		}
+		if (rc < 0)
+			goto out;
+	}
+	/* In WAL mode NORMAL loses at most the last transactions on power loss, never consistency. */
+	if ((rc = pragma(s, "PRAGMA synchronous = NORMAL", NULL)) < 0)
+		goto out;
+	if ((rc = migrate(s, path)) < 0)
+		goto out;
+	*ctx = s;
+	s = NULL;
+out:
+	sq_close(s);
+	return rc;
+}
+
+static int sq_schema_version(void *ctx, int *version)
+{
+	struct sq *s = ctx;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = schema_read(s, version);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- accounts and credit ---- */
+
+#define ACCOUNT_SELECT \
+	"SELECT a.id, a.name, a.created_at," \
+	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'credit'), 0)," \
+	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'charge'), 0)" \
+	" FROM accounts a"
+
+static int account_row(sqlite3_stmt *st, saas_store_account *a)
+{
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	if ((rc = col_text(st, 0, a->id, sizeof(a->id))) < 0 ||
+	    (rc = col_text(st, 1, a->name, sizeof(a->name))) < 0)
+		return rc;
+	a->created_at_ms = sqlite3_column_int64(st, 2);
+	a->credit_usd_micro = sqlite3_column_int64(st, 3);
+	a->charged_usd_micro = sqlite3_column_int64(st, 4);
+	return SAAS_OK;
+}
+
+static int ledger_credit(struct sq *s, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = prep(s, &st, "INSERT INTO ledger (account_id, kind, amount, note, at)"
+	                       " VALUES (?1, 'credit', ?2, ?3, ?4)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, account_id) | sqlite3_bind_int64(st, 2, amount) |
+	                            bind_text(st, 3, note) | sqlite3_bind_int64(st, 4, at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE)
+		rc = write_error(s, src, "ledger entry", account_id, "account", account_id);
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int sq_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!account)
+		return saas__inval("account is NULL");
+	if ((rc = check_field(account->id, sizeof(account->id), "account id")) < 0 ||
+	    (rc = check_field(account->name, sizeof(account->name), "account name")) < 0)
+		return rc;
+	if (credit < 0)
+		return saas__inval("initial credit is negative");
+
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "INSERT INTO accounts (id, name, created_at) VALUES (?1, ?2, ?3)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, account->id) | bind_text(st, 2, account->name) |
+	                            sqlite3_bind_int64(st, 3, account->created_at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = write_error(s, src, "account", account->id, NULL, NULL);
+		goto out;
+	}
+	if (credit > 0 && (rc = ledger_credit(s, account->id, credit, "initial credit", account->created_at_ms)) < 0)
+		goto out;
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_account_get(void *ctx, const char *id, saas_store_account *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!id || !out)
+		return saas__inval("account id or output is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, ACCOUNT_SELECT " WHERE a.id = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		rc = account_row(st, out);
+	else if (src == SQLITE_DONE)
+		rc = not_found("account", id);
+	else
+		rc = db_error(s, src, "reading an account");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
+{
+	struct sq *s = ctx;
+	struct rows rows = { NULL, 0, 0, sizeof(saas_store_account) };
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, ACCOUNT_SELECT " ORDER BY a.created_at, a.id")) < 0)
+		goto out_locked;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		saas_store_account *a = rows_add(&rows);
+
+		if (!a) {
+			rc = SAAS_ENOMEM;
+			goto out_locked;
+		}
+		if ((rc = account_row(st, a)) < 0)
+			goto out_locked;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_error(s, src, "listing accounts");
+out_locked:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
+		if (fn(userdata, (saas_store_account *)(rows.data + i * rows.elem)) != 0)
+			break;
+	free(rows.data);
+	return rc;
+}
+
+static int sq_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	int rc, found = 0;
+
+	if (!account_id)
+		return saas__inval("account id is NULL");
+	if (amount <= 0)
+		return saas__inval("a credit must be positive");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	/* Checked first for a clear message; the foreign key would refuse it anyway. */
+	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", account_id, &found)) < 0)
+		goto out;
+	if (!found) {
+		rc = not_found("account", account_id);
+		goto out;
+	}
+	if ((rc = ledger_credit(s, account_id, amount, note, at_ms)) < 0)
+		goto out;
+	rc = tx_commit(s);
+out:
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- API keys ---- */
+
+#define KEY_SELECT "SELECT id, account_id, name, prefix, hash, created_at, revoked_at FROM api_keys"
+
+static int key_row(sqlite3_stmt *st, saas_store_key *k)
+{
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	if ((rc = col_text(st, 0, k->id, sizeof(k->id))) < 0 ||
+	    (rc = col_text(st, 1, k->account_id, sizeof(k->account_id))) < 0 ||
+	    (rc = col_text(st, 2, k->name, sizeof(k->name))) < 0 ||
+	    (rc = col_text(st, 3, k->prefix, sizeof(k->prefix))) < 0 ||
+	    (rc = col_text(st, 4, k->hash, sizeof(k->hash))) < 0)
+		return rc;
+	k->created_at_ms = sqlite3_column_int64(st, 5);
+	k->revoked_at_ms = sqlite3_column_int64(st, 6);
+	return SAAS_OK;
+}
+
+static int sq_key_insert(void *ctx, const saas_store_key *key)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!key)
+		return saas__inval("key is NULL");
+	if ((rc = check_field(key->id, sizeof(key->id), "key id")) < 0 ||
+	    (rc = check_field(key->account_id, sizeof(key->account_id), "account id")) < 0 ||
+	    (rc = check_field(key->name, sizeof(key->name), "key name")) < 0 ||
+	    (rc = check_field(key->prefix, sizeof(key->prefix), "key prefix")) < 0 ||
+	    (rc = check_field(key->hash, sizeof(key->hash), "key hash")) < 0)
+		return rc;
+
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, key->id) | bind_text(st, 2, key->account_id) |
+	                            bind_text(st, 3, key->name) | bind_text(st, 4, key->prefix) |
+	                            bind_text(st, 5, key->hash) | sqlite3_bind_int64(st, 6, key->created_at_ms) |
+	                            sqlite3_bind_int64(st, 7, key->revoked_at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = write_error(s, src, "key", key->id, "account", key->account_id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_key_find(void *ctx, const char *hash, saas_store_key *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!hash || !out)
+		return saas__inval("key hash or output is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, KEY_SELECT " WHERE hash = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, hash))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		rc = key_row(st, out);
+	else if (src == SQLITE_DONE)
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no key with that hash");
+	else
+		rc = db_error(s, src, "finding a key");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src, found = 0;
+
+	if (!key_id)
+		return saas__inval("key id is NULL");
+	if (at_ms <= 0)
+		return saas__inval("revocation time must be positive (0 means not revoked)");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	/* The first revocation time stands: it is when the key stopped working. */
+	if ((rc = prep(s, &st, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at = 0")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, key_id) | sqlite3_bind_int64(st, 2, at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "revoking a key");
+		goto out;
+	}
+	if (sqlite3_changes(s->db) == 0) {
+		if ((rc = exists(s, "SELECT 1 FROM api_keys WHERE id = ?1", key_id, &found)) < 0)
+			goto out;
+		if (!found) {
+			rc = not_found("key", key_id);
+			goto out;
+		}
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
+{
+	struct sq *s = ctx;
+	struct rows rows = { NULL, 0, 0, sizeof(saas_store_key) };
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!account_id || !fn)
+		return saas__inval("account id or callback is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, KEY_SELECT " WHERE account_id = ?1 ORDER BY created_at, id")) < 0)
+		goto out_locked;
+	if ((rc = bind_check(s, bind_text(st, 1, account_id))) < 0)
+		goto out_locked;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		saas_store_key *k = rows_add(&rows);
+
+		if (!k) {
+			rc = SAAS_ENOMEM;
+			goto out_locked;
+		}
+		if ((rc = key_row(st, k)) < 0)
+			goto out_locked;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_error(s, src, "listing keys");
+out_locked:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
+		if (fn(userdata, (saas_store_key *)(rows.data + i * rows.elem)) != 0)
+			break;
+	free(rows.data);
+	return rc;
+}
+
+/* ---- sandboxes ---- */
+
+#define SANDBOX_SELECT \
+	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
+	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost FROM sandboxes"
+
+static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
+{
+	int rc;
+
+	memset(b, 0, sizeof(*b));
+	if ((rc = col_text(st, 0, b->id, sizeof(b->id))) < 0 ||
+	    (rc = col_text(st, 1, b->account_id, sizeof(b->account_id))) < 0 ||
+	    (rc = col_text(st, 4, b->size, sizeof(b->size))) < 0 ||
+	    (rc = col_text(st, 8, b->image, sizeof(b->image))) < 0)
+		return rc;
+	b->status = sqlite3_column_int(st, 2);
+	b->end_reason = sqlite3_column_int(st, 3);
+	/* NULL (not recorded) reads as 0. */
+	b->vcpus = (unsigned int)sqlite3_column_int64(st, 5);
+	b->memory_mb = (unsigned int)sqlite3_column_int64(st, 6);
+	b->disk_gb = (unsigned int)sqlite3_column_int64(st, 7);
+	b->usd_micro_per_hour = sqlite3_column_int64(st, 9);
+	b->created_at_ms = sqlite3_column_int64(st, 10);
+	b->ready_at_ms = sqlite3_column_int64(st, 11);
+	b->expires_at_ms = sqlite3_column_int64(st, 12);
+	b->destroyed_at_ms = sqlite3_column_int64(st, 13);
+	b->cost_usd_micro = sqlite3_column_int64(st, 14);
+	return SAAS_OK;
+}
+
+static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned int max_live)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src, found = 0;
+	int64_t live;
+
+	if (!b)
+		return saas__inval("sandbox is NULL");
+	if ((rc = check_field(b->id, sizeof(b->id), "sandbox id")) < 0 ||
+	    (rc = check_field(b->account_id, sizeof(b->account_id), "account id")) < 0 ||
+	    (rc = check_field(b->size, sizeof(b->size), "sandbox size")) < 0 ||
+	    (rc = check_field(b->image, sizeof(b->image), "sandbox image")) < 0)
+		return rc;
+
+	pthread_mutex_lock(&s->lock);
+	/* Count and insert under one write lock, so two engines cannot both take the last place. */
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", b->account_id, &found)) < 0)
+		goto out;
+	if (!found) {
+		rc = not_found("account", b->account_id);
+		goto out;
+	}
+	if ((rc = prep(s, &st, "SELECT COUNT(*) FROM sandboxes WHERE account_id = ?1 AND status != 3")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, b->account_id))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_ROW) {
+		rc = db_error(s, src, "counting live sandboxes");
+		goto out;
+	}
+	live = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	st = NULL;
+	if (live >= (int64_t)max_live) {
+		rc = saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
+		                 "account '%s' already has %lld live sandboxes; the limit is %u", b->account_id,
+		                 (long long)live, max_live);
+		goto out;
+	}
+	if ((rc = prep(s, &st, "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb,"
+	                       " disk_gb, image, usd_micro_per_hour, created_at, ready_at, expires_at,"
+	                       " destroyed_at, cost)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, b->id) | bind_text(st, 2, b->account_id) |
+	                            sqlite3_bind_int(st, 3, b->status) | sqlite3_bind_int(st, 4, b->end_reason) |
+	                            bind_text(st, 5, b->size) | sqlite3_bind_int64(st, 6, b->vcpus) |
+	                            sqlite3_bind_int64(st, 7, b->memory_mb) | sqlite3_bind_int64(st, 8, b->disk_gb) |
+	                            bind_text(st, 9, b->image) | sqlite3_bind_int64(st, 10, b->usd_micro_per_hour) |
+	                            sqlite3_bind_int64(st, 11, b->created_at_ms) |
+	                            sqlite3_bind_int64(st, 12, b->ready_at_ms) |
+	                            sqlite3_bind_int64(st, 13, b->expires_at_ms) |
+	                            sqlite3_bind_int64(st, 14, b->destroyed_at_ms) |
+	                            sqlite3_bind_int64(st, 15, b->cost_usd_micro))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = write_error(s, src, "sandbox", b->id, "account", b->account_id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!id || !out)
+		return saas__inval("sandbox id or output is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, SANDBOX_SELECT " WHERE id = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		rc = sandbox_row(st, out);
+	else if (src == SQLITE_DONE)
+		rc = not_found("sandbox", id);
+	else
+		rc = db_error(s, src, "reading a sandbox");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
+{
+	static const saas_store_filter none = { NULL, 0, 0, 0, 0, NULL, 0 };
+	struct sq *s = ctx;
+	struct rows rows = { NULL, 0, 0, sizeof(saas_store_sandbox) };
+	saas_buf sql = SAAS_BUF_INIT;
+	sqlite3_stmt *st = NULL;
+	int rc, src, brc = SQLITE_OK;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	if (!filter)
+		filter = &none;
+
+	/* The text holds only fixed fragments; every value is a numbered parameter bound below. */
+	rc = saas__buf_puts(&sql, SANDBOX_SELECT " WHERE 1");
+	if (rc == SAAS_OK && filter->account_id)
+		rc = saas__buf_puts(&sql, " AND account_id = ?1");
+	if (rc == SAAS_OK && filter->live > 0)
+		rc = saas__buf_puts(&sql, " AND status != 3");
+	if (rc == SAAS_OK && filter->live < 0)
+		rc = saas__buf_puts(&sql, " AND status = 3");
+	/* Billing's view: it ran from ready_at until it was destroyed or expired, whichever came first. */
+	if (rc == SAAS_OK && (filter->ran_from_ms || filter->ran_to_ms))
+		rc = saas__buf_puts(&sql, " AND ready_at > 0 AND ready_at < ?3"
+		                          " AND (status != 3 OR MIN(destroyed_at, expires_at) > ?2)");
+	if (rc == SAAS_OK && filter->before_id)
+		rc = saas__buf_puts(&sql, " AND (created_at < ?4 OR (created_at = ?4 AND id < ?5))");
+	if (rc == SAAS_OK)
+		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id DESC");
+	if (rc == SAAS_OK && filter->limit)
+		rc = saas__buf_puts(&sql, " LIMIT ?6");
+	if (rc < 0)
+		goto out_unlocked;
+
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, sql.data)) < 0)
+		goto out_locked;
+	if (filter->account_id)
+		brc |= bind_text(st, 1, filter->account_id);
+	if (filter->ran_from_ms || filter->ran_to_ms)
+		brc |= sqlite3_bind_int64(st, 2, filter->ran_from_ms) | sqlite3_bind_int64(st, 3, filter->ran_to_ms);
+	if (filter->before_id)
+		brc |= sqlite3_bind_int64(st, 4, filter->before_created_ms) | bind_text(st, 5, filter->before_id);
+	if (filter->limit)
+		brc |= sqlite3_bind_int64(st, 6, filter->limit);
+	if ((rc = bind_check(s, brc)) < 0)
+		goto out_locked;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		saas_store_sandbox *b = rows_add(&rows);
+
+		if (!b) {
+			rc = SAAS_ENOMEM;
+			goto out_locked;
+		}
+		if ((rc = sandbox_row(st, b)) < 0)
+			goto out_locked;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_error(s, src, "listing sandboxes");
+out_locked:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
+		if (fn(userdata, (saas_store_sandbox *)(rows.data + i * rows.elem)) != 0)
+			break;
+out_unlocked:
+	free(rows.data);
+	saas__buf_free(&sql);
+	return rc;
+}
+
+/*
+ * Run an UPDATE of one sandbox (parameters: ?1 id, then ?2 and ?3 if used) whose
+ * WHERE clause includes the state it requires; if no row changed, tell "not
+ * found" from "wrong state".
+ */
+static int sandbox_transition(struct sq *s, const char *sql, const char *id, int64_t a, int64_t b,
+                              const char *state_msg)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src, found = 0;
+
+	if (!id)
+		return saas__inval("sandbox id is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, sql)) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, a) |
+	                            (sqlite3_bind_parameter_count(st) >= 3 ? sqlite3_bind_int64(st, 3, b) : 0))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "updating a sandbox");
+		goto out;
+	}
+	if (sqlite3_changes(s->db) == 0) {
+		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
+			goto out;
+		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' %s", id, state_msg)
+		           : not_found("sandbox", id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
+{
+	return sandbox_transition(ctx, "UPDATE sandboxes SET status = 2, ready_at = ?2, expires_at = ?3"
+	                               " WHERE id = ?1 AND status = 1",
+	                          id, ready_at_ms, expires_at_ms, "is not being created");
+}
+
+static int sq_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
+{
+	return sandbox_transition(ctx, "UPDATE sandboxes SET expires_at = ?2 WHERE id = ?1 AND status = 2",
+	                          id, expires_at_ms, 0, "is not ready");
+}
+
+static int sq_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
+                            int *closed)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src, found = 0;
+
+	if (!id || !closed)
+		return saas__inval("sandbox id or output is NULL");
+	if (cost < 0)
+		return saas__inval("cost is negative");
+	*closed = 0;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	/* The status condition is what makes a second close (from any engine) a no-op. */
+	if ((rc = prep(s, &st, "UPDATE sandboxes SET status = 3, end_reason = ?2, destroyed_at = ?3, cost = ?4"
+	                       " WHERE id = ?1 AND status != 3")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, end_reason) |
+	                            sqlite3_bind_int64(st, 3, destroyed_at_ms) | sqlite3_bind_int64(st, 4, cost))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "closing a sandbox");
+		goto out;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sqlite3_changes(s->db) == 0) {
+		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
+			goto out;
+		if (!found)
+			rc = not_found("sandbox", id);
+		/* Closed already: leave everything as it was. */
+		goto out;
+	}
+	if (cost > 0) {
+		if ((rc = prep(s, &st, "INSERT INTO ledger (account_id, kind, amount, sandbox_id, note, at)"
+		                       " SELECT account_id, 'charge', ?2, id, 'sandbox usage', ?3"
+		                       " FROM sandboxes WHERE id = ?1")) < 0)
+			goto out;
+		if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, cost) |
+		                            sqlite3_bind_int64(st, 3, destroyed_at_ms))) < 0)
+			goto out;
+		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+			rc = db_error(s, src, "charging a sandbox");
+			goto out;
+		}
+	}
+	if ((rc = tx_commit(s)) < 0)
+		goto out;
+	*closed = 1;
+out:
+	sqlite3_finalize(st);
+	/* Also when it was closed already: that transaction changed nothing. */
+	if (rc < 0 || !*closed)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- executions ---- */
+
+static int sq_execution_insert(void *ctx, const saas_store_execution *e)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!e || !e->command)
+		return saas__inval("execution or its command is NULL");
+	if ((rc = check_field(e->id, sizeof(e->id), "execution id")) < 0 ||
+	    (rc = check_field(e->sandbox_id, sizeof(e->sandbox_id), "sandbox id")) < 0 ||
+	    (rc = check_field(e->account_id, sizeof(e->account_id), "account id")) < 0)
+		return rc;
+
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	/* An execution is recorded when it starts; execution_finish records the rest. */
+	if ((rc = prep(s, &st, "INSERT INTO executions (id, sandbox_id, account_id, status, exit_code, command,"
+	                       " started_at) VALUES (?1, ?2, ?3, 1, -1, ?4, ?5)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, e->id) | bind_text(st, 2, e->sandbox_id) |
+	                            bind_text(st, 3, e->account_id) | bind_text(st, 4, e->command) |
+	                            sqlite3_bind_int64(st, 5, e->started_at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = write_error(s, src, "execution", e->id, "sandbox", e->sandbox_id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* Output is binary; an empty one is stored as NULL. */
+static int bind_output(sqlite3_stmt *st, int i, const char *data, size_t len)
+{
+	return len ? sqlite3_bind_blob64(st, i, data, (sqlite3_uint64)len, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+static int sq_execution_finish(void *ctx, const saas_store_execution *e)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!e)
+		return saas__inval("execution is NULL");
+	if ((e->stdout_len && !e->stdout_data) || (e->stderr_len && !e->stderr_data))
+		return saas__inval("execution output has a length but no data");
+	if ((rc = check_field(e->id, sizeof(e->id), "execution id")) < 0)
+		return rc;
+
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "UPDATE executions SET status = ?2, exit_code = ?3, stdout = ?4, stderr = ?5,"
+	                       " stdout_truncated = ?6, stderr_truncated = ?7, error = ?8, finished_at = ?9"
+	                       " WHERE id = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, e->id) | sqlite3_bind_int(st, 2, e->status) |
+	                            sqlite3_bind_int(st, 3, e->exit_code) |
+	                            bind_output(st, 4, e->stdout_data, e->stdout_len) |
+	                            bind_output(st, 5, e->stderr_data, e->stderr_len) |
+	                            sqlite3_bind_int(st, 6, e->stdout_truncated ? 1 : 0) |
+	                            sqlite3_bind_int(st, 7, e->stderr_truncated ? 1 : 0) |
+	                            bind_text(st, 8, e->error) | sqlite3_bind_int64(st, 9, e->finished_at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "finishing an execution");
+		goto out;
+	}
+	if (sqlite3_changes(s->db) == 0) {
+		rc = not_found("execution", e->id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_execution_get(void *ctx, const char *id, saas_store_execution *out)
+{
+	struct sq *s = ctx;
+	saas_store_execution e;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!id || !out)
+		return saas__inval("execution id or output is NULL");
+	memset(&e, 0, sizeof(e));
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout, stderr,"
+	                       " stdout_truncated, stderr_truncated, error, started_at, finished_at"
+	                       " FROM executions WHERE id = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE) {
+		rc = not_found("execution", id);
+		goto out;
+	}
+	if (src != SQLITE_ROW) {
+		rc = db_error(s, src, "reading an execution");
+		goto out;
+	}
+	if ((rc = col_text(st, 0, e.id, sizeof(e.id))) < 0 ||
+	    (rc = col_text(st, 1, e.sandbox_id, sizeof(e.sandbox_id))) < 0 ||
+	    (rc = col_text(st, 2, e.account_id, sizeof(e.account_id))) < 0 ||
+	    (rc = col_dup(st, 5, 0, &e.command, NULL)) < 0 ||
+	    (rc = col_dup(st, 6, 0, &e.stdout_data, &e.stdout_len)) < 0 ||
+	    (rc = col_dup(st, 7, 0, &e.stderr_data, &e.stderr_len)) < 0 ||
+	    (rc = col_dup(st, 10, 1, &e.error, NULL)) < 0)
+		goto out;
+	e.status = sqlite3_column_int(st, 3);
+	e.exit_code = sqlite3_column_int(st, 4);
+	e.stdout_truncated = sqlite3_column_int(st, 8);
+	e.stderr_truncated = sqlite3_column_int(st, 9);
+	e.started_at_ms = sqlite3_column_int64(st, 11);
+	e.finished_at_ms = sqlite3_column_int64(st, 12);
+	*out = e;
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	if (rc < 0) {
+		free(e.command);
+		free(e.stdout_data);
+		free(e.stderr_data);
+		free(e.error);
+	}
+	return rc;
+}
+
+static int sq_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!sandbox_id)
+		return saas__inval("sandbox id is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "UPDATE executions SET status = 4, error = ?2, finished_at = ?3"
+	                       " WHERE sandbox_id = ?1 AND status = 1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | bind_text(st, 2, error) |
+	                            sqlite3_bind_int64(st, 3, at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "failing running executions");
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- ports ---- */
+
+static int sq_port_insert(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")) < 0)
+		return rc;
+	if (port < 1 || port > 65535)
+		return saas__inval("port %u is not in 1-65535", port);
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	/* Exposing a port twice is success; the first time is the one kept. */
+	if ((rc = prep(s, &st, "INSERT OR IGNORE INTO ports (sandbox_id, port, created_at) VALUES (?1, ?2, ?3)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | sqlite3_bind_int(st, 2, (int)port) |
+	                            sqlite3_bind_int64(st, 3, at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = write_error(s, src, "port", sandbox_id, "sandbox", sandbox_id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+struct port_row {
+	unsigned int port;
+	int64_t created_at_ms;
+};
+
+static int sq_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
+{
+	struct sq *s = ctx;
+	struct rows rows = { NULL, 0, 0, sizeof(struct port_row) };
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!sandbox_id || !fn)
+		return saas__inval("sandbox id or callback is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "SELECT port, created_at FROM ports WHERE sandbox_id = ?1 ORDER BY port")) < 0)
+		goto out_locked;
+	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id))) < 0)
+		goto out_locked;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct port_row *p = rows_add(&rows);
+
+		if (!p) {
+			rc = SAAS_ENOMEM;
+			goto out_locked;
+		}
+		p->port = (unsigned int)sqlite3_column_int(st, 0);
+		p->created_at_ms = sqlite3_column_int64(st, 1);
+	}
+	if (src != SQLITE_DONE)
+		rc = db_error(s, src, "listing ports");
+out_locked:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++) {
+		struct port_row *p = (struct port_row *)(rows.data + i * rows.elem);
+
+		if (fn(userdata, p->port, p->created_at_ms) != 0)
+			break;
+	}
+	free(rows.data);
+	return rc;
+}
+
+const saas_store saas__store_sqlite = {
+	.version = SAAS_STORE_VERSION,
+	.name = "sqlite",
+	.open = sq_open,
+	.close = sq_close,
+	.schema_version = sq_schema_version,
+	.account_insert = sq_account_insert,
+	.account_get = sq_account_get,
+	.account_list = sq_account_list,
+	.credit_add = sq_credit_add,
+	.key_insert = sq_key_insert,
+	.key_find = sq_key_find,
+	.key_revoke = sq_key_revoke,
+	.key_list = sq_key_list,
+	.sandbox_insert = sq_sandbox_insert,
+	.sandbox_get = sq_sandbox_get,
+	.sandbox_list = sq_sandbox_list,
+	.sandbox_set_ready = sq_sandbox_set_ready,
+	.sandbox_set_expiry = sq_sandbox_set_expiry,
+	.sandbox_close = sq_sandbox_close,
+	.execution_insert = sq_execution_insert,
+	.execution_finish = sq_execution_finish,
+	.execution_get = sq_execution_get,
+	.execution_fail_running = sq_execution_fail_running,
+	.port_insert = sq_port_insert,
+	.port_list = sq_port_list,
+};

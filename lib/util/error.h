@@ -1,0 +1,34 @@
+/*
+ * Internal: setting the per-thread error detail.
+ */
+#ifndef SAAS_UTIL_ERROR_H
+#define SAAS_UTIL_ERROR_H
+
+#include "saas/errors.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SAAS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define SAAS_PRINTF(a, b)
+#endif
+
+/* Clear the calling thread's error; every public entry point does this first. */
+void saas__error_clear(void);
+
+/*
+ * Record an error for the calling thread and return `code`, so that failures
+ * read `return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0, "...");`.
+ */
+int saas__error(int code, int klass, long backend_code, const char *fmt, ...) SAAS_PRINTF(4, 5);
+
+/* The same with a PostgreSQL SQLSTATE attached. */
+int saas__error_sqlstate(int code, const char *sqlstate, const char *fmt, ...) SAAS_PRINTF(3, 4);
+
+/* Shorthands for the commonest cases. */
+#define saas__inval(...) saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0, __VA_ARGS__)
+#define saas__oom() saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, 12, "out of memory")
+
+/* Keep an error already recorded but prefix its message with context. */
+int saas__error_wrap(int code, const char *fmt, ...) SAAS_PRINTF(2, 3);
+
+#endif

@@ -1,0 +1,189 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "util/error.h"
+#include "util/util.h"
+
+int64_t saas__now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int saas__random(void *buf, size_t len)
+{
+	unsigned char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = getrandom(p, len, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "getrandom: %s", strerror(errno));
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return SAAS_OK;
+}
+
+int saas__id_new(char *out, const char *prefix, size_t nchars)
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+	unsigned char rnd[SAAS_ID_MAX];
+	size_t plen = strlen(prefix);
+	int rc;
+
+	if (plen + nchars > SAAS_ID_MAX)
+		return saas__inval("id too long");
+	if ((rc = saas__random(rnd, nchars)) < 0)
+		return rc;
+	memcpy(out, prefix, plen);
+	for (size_t i = 0; i < nchars; i++)
+		out[plen + i] = alphabet[rnd[i] & 31];
+	out[plen + nchars] = '\0';
+	return SAAS_OK;
+}
+
+bool saas__strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t n = strlen(src);
+
+	if (size == 0)
+		return false;
+	if (n >= size) {
+		memcpy(dst, src, size - 1);
+		dst[size - 1] = '\0';
+		return false;
+	}
+	memcpy(dst, src, n + 1);
+	return true;
+}
+
+char *saas__strdup(const char *s)
+{
+	char *p = strdup(s ? s : "");
+
+	if (!p)
+		saas__oom();
+	return p;
+}
+
+bool saas__valid_text(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	if (!s || !*s)
+		return false;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++, n++) {
+		if (n >= max || *p < 0x20 || *p == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+int saas__buf_grow(saas_buf *buf, size_t extra)
+{
+	size_t need, cap;
+	char *p;
+
+	if (extra > SIZE_MAX - buf->len - 1)
+		return saas__oom();
+	need = buf->len + extra + 1;
+	if (need <= buf->cap)
+		return SAAS_OK;
+	cap = buf->cap ? buf->cap : 64;
+	while (cap < need)
+		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+	if (!(p = realloc(buf->data, cap)))
+		return saas__oom();
+	buf->data = p;
+	buf->cap = cap;
+	return SAAS_OK;
+}
+
+int saas__buf_put(saas_buf *buf, const void *data, size_t len)
+{
+	int rc;
+
+	if ((rc = saas__buf_grow(buf, len)) < 0)
+		return rc;
+	if (len)
+		memcpy(buf->data + buf->len, data, len);
+	buf->len += len;
+	buf->data[buf->len] = '\0';
+	return SAAS_OK;
+}
+
+int saas__buf_puts(saas_buf *buf, const char *s)
+{
+	return saas__buf_put(buf, s, strlen(s));
+}
+
+int saas__buf_printf(saas_buf *buf, const char *fmt, ...)
+{
+	va_list ap;
+	int n, rc;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return saas__inval("bad format");
+	if ((rc = saas__buf_grow(buf, (size_t)n)) < 0)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(buf->data + buf->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	buf->len += (size_t)n;
+	return SAAS_OK;
+}
+
+char *saas__buf_detach(saas_buf *buf, size_t *len)
+{
+	char *p = buf->data;
+
+	if (!p)
+		p = calloc(1, 1);
+	if (len)
+		*len = buf->len;
+	buf->data = NULL;
+	buf->len = buf->cap = 0;
+	return p;
+}
+
+void saas__buf_free(saas_buf *buf)
+{
+	free(buf->data);
+	buf->data = NULL;
+	buf->len = buf->cap = 0;
+}
+
+int saas__mkdir_p(const char *path, unsigned int mode)
+{
+	char tmp[4096];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,64 @@
+/*
+ * Internal: small helpers shared by the whole library.
+ */
+#ifndef SAAS_UTIL_H
+#define SAAS_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "saas/common.h"
+
+#define SAAS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Milliseconds since the epoch, from the real clock. */
+int64_t saas__now_ms(void);
+
+/* Fill `buf` with `len` bytes from the kernel's CSPRNG. 0 or SAAS_EIO. */
+int saas__random(void *buf, size_t len);
+
+/*
+ * A new id: `prefix` followed by `nchars` characters of lowercase base32
+ * (a-z, 2-7), each carrying 5 random bits. `out` holds SAAS_ID_MAX + 1.
+ */
+int saas__id_new(char *out, const char *prefix, size_t nchars);
+
+/* SHA-256 of `len` bytes as 64 lowercase hex characters and a NUL. */
+void saas__sha256_hex(char out[65], const void *data, size_t len);
+void saas__sha256(uint8_t out[32], const void *data, size_t len);
+
+/* Copy at most size-1 bytes and NUL-terminate; true if it all fit. */
+bool saas__strlcpy(char *dst, const char *src, size_t size);
+
+/* strdup that records SAAS_ENOMEM; NULL in gives "" out. */
+char *saas__strdup(const char *s);
+
+/* Is `s` non-NULL, non-empty, at most `max` bytes and free of control characters? */
+bool saas__valid_text(const char *s, size_t max);
+
+/* A growable byte buffer, always NUL-terminated. */
+typedef struct {
+	char *data;
+	size_t len;
+	size_t cap;
+} saas_buf;
+
+#define SAAS_BUF_INIT { NULL, 0, 0 }
+
+int saas__buf_grow(saas_buf *buf, size_t extra);
+int saas__buf_put(saas_buf *buf, const void *data, size_t len);
+int saas__buf_puts(saas_buf *buf, const char *s);
+int saas__buf_printf(saas_buf *buf, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+/* Hand the data over (caller frees); the buffer is left empty. */
+char *saas__buf_detach(saas_buf *buf, size_t *len);
+void saas__buf_free(saas_buf *buf);
+
+/* Create a directory and its parents with `mode`; existing is fine. 0 or -errno. */
+int saas__mkdir_p(const char *path, unsigned int mode);
+
+#endif

@@ -1,0 +1,407 @@
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fake/fake_driver.h"
+#include "saas/errors.h"
+#include "util/error.h"
+
+#define MAX_VMS 256
+#define MAX_FILES 256
+
+struct file {
+	char vm[SAAS_ID_MAX + 1];
+	char *path;
+	unsigned char *data;
+	size_t len;
+	unsigned int mode;
+};
+
+struct vm {
+	char name[SAAS_ID_MAX + 1];
+	int state;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct vm vms[MAX_VMS];
+static struct file files[MAX_FILES];
+static unsigned int fail_creates, create_calls;
+
+static struct vm *find_vm(const char *name)
+{
+	for (int i = 0; i < MAX_VMS; i++)
+		if (vms[i].state != SAAS_VM_ABSENT && strcmp(vms[i].name, name) == 0)
+			return &vms[i];
+	return NULL;
+}
+
+static struct file *find_file(const char *vm, const char *path)
+{
+	for (int i = 0; i < MAX_FILES; i++)
+		if (files[i].path && strcmp(files[i].vm, vm) == 0 && strcmp(files[i].path, path) == 0)
+			return &files[i];
+	return NULL;
+}
+
+static void drop_files(const char *vm)
+{
+	for (int i = 0; i < MAX_FILES; i++)
+		if (files[i].path && strcmp(files[i].vm, vm) == 0) {
+			free(files[i].path);
+			free(files[i].data);
+			memset(&files[i], 0, sizeof(files[i]));
+		}
+}
+
+void saas_fake_reset(void)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_FILES; i++) {
+		free(files[i].path);
+		free(files[i].data);
+	}
+	memset(files, 0, sizeof(files));
+	memset(vms, 0, sizeof(vms));
+	fail_creates = create_calls = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int saas_fake_vm_count(void)
+{
+	unsigned int n = 0;
+
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_VMS; i++)
+		n += vms[i].state != SAAS_VM_ABSENT;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+int saas_fake_vm_exists(const char *name)
+{
+	int found;
+
+	pthread_mutex_lock(&mu);
+	found = find_vm(name) != NULL;
+	pthread_mutex_unlock(&mu);
+	return found;
+}
+
+void saas_fake_fail_creates(unsigned int n)
+{
+	pthread_mutex_lock(&mu);
+	fail_creates = n;
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int saas_fake_create_calls(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mu);
+	n = create_calls;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+void saas_fake_vm_stop(const char *name)
+{
+	struct vm *v;
+
+	pthread_mutex_lock(&mu);
+	if ((v = find_vm(name)))
+		v->state = SAAS_VM_STOPPED;
+	pthread_mutex_unlock(&mu);
+}
+
+static int add_vm_locked(const char *name)
+{
+	for (int i = 0; i < MAX_VMS; i++)
+		if (vms[i].state == SAAS_VM_ABSENT) {
+			snprintf(vms[i].name, sizeof(vms[i].name), "%s", name);
+			vms[i].state = SAAS_VM_RUNNING;
+			return SAAS_OK;
+		}
+	return SAAS_EBACKEND;
+}
+
+void saas_fake_vm_add(const char *name)
+{
+	pthread_mutex_lock(&mu);
+	add_vm_locked(name);
+	pthread_mutex_unlock(&mu);
+}
+
+static int fake_open(void **ctx, const saas_driver_env *env)
+{
+	(void)env;
+	*ctx = NULL;
+	return SAAS_OK;
+}
+
+static void fake_close(void *ctx)
+{
+	(void)ctx;
+}
+
+static int fake_create(void *ctx, const saas_vm_spec *spec)
+{
+	int rc;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	create_calls++;
+	if (fail_creates > 0) {
+		fail_creates--;
+		pthread_mutex_unlock(&mu);
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this create fails as the test asked");
+	}
+	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static int fake_destroy(void *ctx, const char *name)
+{
+	struct vm *v;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	if ((v = find_vm(name))) {
+		v->state = SAAS_VM_ABSENT;
+		drop_files(name);
+	}
+	pthread_mutex_unlock(&mu);
+	return SAAS_OK;
+}
+
+static int fake_state(void *ctx, const char *name, int *state)
+{
+	struct vm *v;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	v = find_vm(name);
+	*state = v ? v->state : SAAS_VM_ABSENT;
+	pthread_mutex_unlock(&mu);
+	return SAAS_OK;
+}
+
+static int fake_list(void *ctx, saas_name_fn fn, void *ud)
+{
+	char names[MAX_VMS][SAAS_ID_MAX + 1];
+	int n = 0;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_VMS; i++)
+		if (vms[i].state != SAAS_VM_ABSENT)
+			memcpy(names[n++], vms[i].name, sizeof(names[0]));
+	pthread_mutex_unlock(&mu);
+	for (int i = 0; i < n; i++)
+		if (fn(ud, names[i]))
+			break;
+	return SAAS_OK;
+}
+
+static int running(const char *name)
+{
+	struct vm *v;
+	int ok;
+
+	pthread_mutex_lock(&mu);
+	v = find_vm(name);
+	ok = v && v->state == SAAS_VM_RUNNING;
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
+
+static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
+{
+	const char *cmd = req->command;
+
+	(void)ctx;
+	if (!running(name))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	*exit_code = 0;
+	if (strncmp(cmd, "echo ", 5) == 0) {
+		req->output(req->output_userdata, SAAS_STREAM_STDOUT, cmd + 5, strlen(cmd + 5));
+		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "\n", 1);
+	} else if (strncmp(cmd, "exit ", 5) == 0) {
+		*exit_code = atoi(cmd + 5);
+	} else if (strncmp(cmd, "sleep ", 6) == 0) {
+		if (atoll(cmd + 6) * 1000 > req->timeout_ms)
+			return SAAS_ETIMEOUT;
+	} else if (strcmp(cmd, "cat") == 0) {
+		if (req->stdin_len)
+			req->output(req->output_userdata, SAAS_STREAM_STDOUT, req->stdin_data, req->stdin_len);
+	} else if (strcmp(cmd, "pwd") == 0) {
+		req->output(req->output_userdata, SAAS_STREAM_STDOUT, req->cwd, strlen(req->cwd));
+		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "\n", 1);
+	} else if (strcmp(cmd, "env") == 0) {
+		for (const char *const *e = req->env; e && *e; e++) {
+			req->output(req->output_userdata, SAAS_STREAM_STDOUT, *e, strlen(*e));
+			req->output(req->output_userdata, SAAS_STREAM_STDOUT, "\n", 1);
+		}
+	} else if (strncmp(cmd, "spew ", 5) == 0) {
+		char chunk[4096];
+		long long n = atoll(cmd + 5);
+		for (int s = SAAS_STREAM_STDOUT; s <= SAAS_STREAM_STDERR; s++) {
+			memset(chunk, s == SAAS_STREAM_STDOUT ? 'x' : 'y', sizeof(chunk));
+			for (long long left = n; left > 0; left -= (long long)sizeof(chunk))
+				req->output(req->output_userdata, s, chunk,
+				            left < (long long)sizeof(chunk) ? (size_t)left : sizeof(chunk));
+		}
+	} else if (strcmp(cmd, "block") == 0) {
+		while (!__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) && running(name))
+			usleep(1000);
+		return SAAS_EIO;
+	} else {
+		static const char msg[] = "sh: command not found\n";
+		req->output(req->output_userdata, SAAS_STREAM_STDERR, msg, sizeof(msg) - 1);
+		*exit_code = 127;
+	}
+	return SAAS_OK;
+}
+
+static int fake_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
+                      void *ud, int64_t size)
+{
+	unsigned char *data = NULL, buf[8192];
+	size_t len = 0;
+	struct file *f;
+	long n;
+
+	(void)ctx;
+	(void)size;
+	if (!running(name))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	while ((n = reader(ud, buf, sizeof(buf))) > 0) {
+		unsigned char *p = realloc(data, len + (size_t)n);
+		if (!p) {
+			free(data);
+			return SAAS_ENOMEM;
+		}
+		data = p;
+		memcpy(data + len, buf, (size_t)n);
+		len += (size_t)n;
+	}
+	if (n < 0) {
+		free(data);
+		return SAAS_EIO;
+	}
+	pthread_mutex_lock(&mu);
+	if (!(f = find_file(name, path))) {
+		for (int i = 0; i < MAX_FILES && !f; i++)
+			if (!files[i].path)
+				f = &files[i];
+		if (f) {
+			snprintf(f->vm, sizeof(f->vm), "%s", name);
+			f->path = strdup(path);
+		}
+	}
+	if (!f || !f->path) {
+		pthread_mutex_unlock(&mu);
+		free(data);
+		return SAAS_ENOMEM;
+	}
+	free(f->data);
+	f->data = data;
+	f->len = len;
+	f->mode = mode;
+	pthread_mutex_unlock(&mu);
+	return SAAS_OK;
+}
+
+static int fake_read(void *ctx, const char *name, const char *path, int64_t max, saas_write_fn writer, void *ud,
+                     int64_t *size)
+{
+	struct file *f;
+	unsigned char *copy;
+	size_t len;
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	if (!running(name))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	pthread_mutex_lock(&mu);
+	if (!(f = find_file(name, path))) {
+		pthread_mutex_unlock(&mu);
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "%s: no such file", path);
+	}
+	len = f->len;
+	copy = malloc(len ? len : 1);
+	if (copy)
+		memcpy(copy, f->data, len);
+	pthread_mutex_unlock(&mu);
+	if (!copy)
+		return SAAS_ENOMEM;
+	*size = (int64_t)len;
+	if ((int64_t)len > max)
+		rc = SAAS_ETOOBIG;
+	else if (len && writer(ud, copy, len))
+		rc = SAAS_EIO;
+	free(copy);
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int fake_list_files(void *ctx, const char *name, const char *path, unsigned int depth, saas_entry_fn fn,
+                           void *ud)
+{
+	char *paths[MAX_FILES];
+	size_t plen = strlen(path), n = 0;
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	(void)depth;
+	if (!running(name))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_FILES; i++)
+		if (files[i].path && strcmp(files[i].vm, name) == 0 && strncmp(files[i].path, path, plen) == 0 &&
+		    files[i].path[plen] == '/')
+			paths[n++] = strdup(files[i].path);
+	pthread_mutex_unlock(&mu);
+	qsort(paths, n, sizeof(*paths), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		saas_file_entry e;
+		struct file *f;
+		memset(&e, 0, sizeof(e));
+		e.path = paths[i];
+		e.type = SAAS_FILE_REGULAR;
+		pthread_mutex_lock(&mu);
+		if ((f = find_file(name, paths[i]))) {
+			e.size = (int64_t)f->len;
+			e.mode = f->mode;
+		}
+		pthread_mutex_unlock(&mu);
+		if (rc == SAAS_OK && fn(ud, &e))
+			rc = 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(paths[i]);
+	return SAAS_OK;
+}
+
+const saas_driver saas_fake_driver = {
+	SAAS_DRIVER_VERSION,
+	"fake",
+	fake_open,
+	fake_close,
+	fake_create,
+	fake_destroy,
+	fake_state,
+	fake_list,
+	fake_exec,
+	fake_write,
+	fake_read,
+	fake_list_files,
+	NULL,
+};

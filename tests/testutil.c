@@ -1,0 +1,65 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+char *saas_test_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char *path;
+
+	if (!base || !*base)
+		base = "/tmp";
+	if (asprintf(&path, "%s/saas-test-XXXXXX", base) < 0)
+		return NULL;
+	if (!mkdtemp(path)) {
+		perror("mkdtemp");
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st; (void)flag; (void)ftw;
+	return remove(path);
+}
+
+void saas_test_rmdir(char *dir)
+{
+	if (!dir)
+		return;
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
+int saas_test_store_is_postgres(void)
+{
+	const char *kind = getenv("SAAS_TEST_STORE");
+
+	return kind && strcmp(kind, "postgres") == 0;
+}
+
+char *saas_test_store_url(const char *dir)
+{
+	char *url;
+
+	if (saas_test_store_is_postgres()) {
+		const char *pgdir = getenv("SAAS_TEST_PGDIR");
+		if (!pgdir) {
+			fprintf(stderr, "SAAS_TEST_STORE=postgres needs SAAS_TEST_PGDIR\n");
+			return NULL;
+		}
+		return saas_test_pg_fresh_url(pgdir);
+	}
+	if (asprintf(&url, "sqlite:%s/test.db", dir) < 0)
+		return NULL;
+	return url;
+}

@@ -1,0 +1,1159 @@
+/*
+ * The engine core against the fake driver and a real store (SQLite, or
+ * PostgreSQL with SAAS_TEST_STORE=postgres): lifecycle, tenancy, limits,
+ * billing to the micro-dollar, the reaper on a fake clock, reconcile, and bad
+ * input to every call.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "fake/fake_driver.h"
+#include "testutil.h"
+
+/* The engine's clock in these tests: it moves only when a test moves it. */
+static int64_t fake_now;
+
+static int64_t test_clock(void *ud)
+{
+	(void)ud;
+	return __atomic_load_n(&fake_now, __ATOMIC_SEQ_CST);
+}
+
+static void advance(int64_t ms)
+{
+	__atomic_add_fetch(&fake_now, ms, __ATOMIC_SEQ_CST);
+}
+
+struct fixture {
+	char *dir;
+	char *url;
+	saas_engine *engine;
+	char *key_a, *key_b;
+	char account_a[SAAS_ID_MAX + 1], account_b[SAAS_ID_MAX + 1];
+	saas_client *a, *b;
+	saas_engine_options opts;
+};
+
+static void open_engine(struct fixture *f)
+{
+	int rc = saas_engine_open(&f->engine, &f->opts);
+	if (rc != SAAS_OK)
+		fail_msg("engine open: %s", saas_error_last()->message);
+}
+
+static int setup_with(void **state, unsigned int max_sandboxes, int64_t credit_b)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
+	saas_account *acc;
+
+	assert_non_null(f);
+	saas_fake_reset();
+	fake_now = 1700000000000LL;
+	f->dir = saas_test_tmpdir();
+	assert_non_null(f->dir);
+	f->url = saas_test_store_url(f->dir);
+	assert_non_null(f->url);
+	f->opts = defaults;
+	f->opts.state_dir = f->dir;
+	f->opts.store_url = f->url;
+	f->opts.driver = &saas_fake_driver;
+	f->opts.clock = test_clock;
+	f->opts.flags = SAAS_ENGINE_NO_REAPER;
+	f->opts.limits.max_sandboxes = max_sandboxes;
+	open_engine(f);
+
+	assert_int_equal(saas_account_create(&acc, f->engine, "alice", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
+	strcpy(f->account_a, acc->id);
+	saas_account_free(acc);
+	assert_int_equal(saas_account_create(&acc, f->engine, "bob", credit_b, 0), SAAS_OK);
+	strcpy(f->account_b, acc->id);
+	saas_account_free(acc);
+	assert_int_equal(saas_key_create(&f->key_a, NULL, f->engine, f->account_a, "a"), SAAS_OK);
+	assert_int_equal(saas_key_create(&f->key_b, NULL, f->engine, f->account_b, "b"), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	*state = f;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, 0, SAAS_CREDIT_DEFAULT);
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	saas_engine_free(f->engine);
+	saas_free(f->key_a);
+	saas_free(f->key_b);
+	free(f->url);
+	saas_test_rmdir(f->dir);
+	free(f);
+	saas_fake_reset();
+	return 0;
+}
+
+static saas_sandbox *create(saas_client *c, const char *size, int64_t timeout_s)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+	int rc;
+
+	o.size = size;
+	o.timeout_s = timeout_s;
+	rc = saas_sandbox_create(&sb, c, &o, 0);
+	if (rc != SAAS_OK)
+		fail_msg("create: %s (%s)", saas_strerror(rc), saas_error_last()->message);
+	return sb;
+}
+
+static int64_t balance(saas_client *c)
+{
+	saas_account_info *info;
+	int64_t b;
+
+	assert_int_equal(saas_client_account(&info, c), SAAS_OK);
+	b = info->balance_usd_micro;
+	saas_account_info_free(info);
+	return b;
+}
+
+static void test_engine_bad_options(void **state)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_size sizes[2] = { { "x", 1, 1, 1, 1 }, { "x", 1, 1, 1, 1 } };
+	saas_engine *e = (saas_engine *)1;
+	char *dir = saas_test_tmpdir();
+
+	(void)state;
+	o.state_dir = dir;
+	o.driver = &saas_fake_driver;
+	assert_int_equal(saas_engine_open(NULL, &o), SAAS_EINVAL);
+	o.version = 99;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_null(e);
+	assert_non_null(strstr(saas_error_last()->message, "version"));
+	o.version = SAAS_ENGINE_OPTIONS_VERSION;
+	o.flags = 1u << 20;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.flags = 0;
+	o.sizes = sizes;
+	o.nsizes = 2;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "twice"));
+	o.sizes = NULL;
+	o.nsizes = 0;
+	o.preview_url = "http://nothing-to-route/";
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.preview_url = NULL;
+	o.new_account_credit = -1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.new_account_credit = 0;
+	o.limits.max_timeout_s = 10;
+	o.limits.default_timeout_s = 20;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.limits.max_timeout_s = 0;
+	o.limits.default_timeout_s = 0;
+	o.store_url = "mysql://nope";
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.store_url = NULL;
+	o.state_dir = "";
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	saas_test_rmdir(dir);
+}
+
+static void test_state_dir_is_exclusive(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine *second = NULL, *admin = NULL;
+	saas_engine_options o = f->opts;
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_client *c;
+	saas_account_list *list;
+
+	assert_int_equal(saas_engine_open(&second, &o), SAAS_EBUSY);
+	assert_null(second);
+	/* A store-only engine (the admin commands) opens beside a running one. */
+	o.flags = SAAS_ENGINE_STORE_ONLY;
+	o.driver = NULL;
+	assert_int_equal(saas_engine_open(&admin, &o), SAAS_OK);
+	assert_int_equal(saas_account_list_all(&list, admin), SAAS_OK);
+	assert_int_equal(list->count, 2);
+	assert_true(strcmp(list->items[0]->name, "alice") == 0 || strcmp(list->items[1]->name, "alice") == 0);
+	saas_account_list_free(list);
+	assert_int_equal(saas_client_open_local(&c, admin, f->key_a, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(NULL, c, &co, 0), SAAS_ENOTSUP);
+	saas_client_free(c);
+	saas_engine_free(admin);
+}
+
+static void test_accounts(void **state)
+{
+	struct fixture *f = *state;
+	saas_account *acc = NULL;
+	char longname[300];
+
+	assert_int_equal(saas_account_get(&acc, f->engine, f->account_a), SAAS_OK);
+	assert_string_equal(acc->name, "alice");
+	assert_int_equal(acc->credit_usd_micro, 5000000);
+	assert_int_equal(acc->balance_usd_micro, 5000000);
+	assert_int_equal(acc->spent_usd_micro, 0);
+	saas_account_free(acc);
+
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, 2500000, "top-up"), SAAS_OK);
+	assert_int_equal(saas_account_get(&acc, f->engine, f->account_a), SAAS_OK);
+	assert_int_equal(acc->balance_usd_micro, 7500000);
+	saas_account_free(acc);
+
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(saas_account_create(&acc, f->engine, NULL, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_create(&acc, f->engine, "", 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_create(&acc, f->engine, longname, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_create(&acc, f->engine, "tab\there", 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_create(&acc, f->engine, "x", -5, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_create(&acc, f->engine, "x", 0, 1), SAAS_EINVAL);
+	assert_int_equal(saas_account_create(&acc, NULL, "x", 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_get(&acc, f->engine, "acc-nope"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_account_get(&acc, f->engine, ""), SAAS_EINVAL);
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, 0, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, -1, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_account_add_credit(f->engine, "acc-nope", 1, NULL), SAAS_ENOTFOUND);
+	/* A failure leaves a message; the next success clears it. */
+	assert_int_not_equal(saas_error_last()->message[0], '\0');
+	assert_int_equal(saas_error_last()->code, SAAS_ENOTFOUND);
+	assert_int_equal(saas_account_get(&acc, f->engine, f->account_b), SAAS_OK);
+	assert_int_equal(saas_error_last()->code, SAAS_OK);
+	assert_string_equal(saas_error_last()->message, "");
+	saas_account_free(acc);
+}
+
+static void test_keys(void **state)
+{
+	struct fixture *f = *state;
+	saas_key_list *keys;
+	saas_key *info;
+	saas_client *c = NULL;
+	char *key, *key2;
+
+	assert_int_equal(strlen(f->key_a), 7 + 43);
+	assert_memory_equal(f->key_a, "aas_sk_", 7);
+	assert_string_not_equal(f->key_a, f->key_b);
+	assert_string_equal(saas_client_account_id(f->a), f->account_a);
+
+	advance(1); /* keys list oldest first */
+	assert_int_equal(saas_key_create(&key, &info, f->engine, f->account_a, "second"), SAAS_OK);
+	assert_memory_equal(info->prefix, key, strlen(info->prefix));
+	assert_int_equal(strlen(info->prefix), 11);
+	assert_int_equal(saas_client_open_local(&c, f->engine, key, 0), SAAS_OK);
+	saas_client_free(c);
+	assert_int_equal(saas_key_revoke(f->engine, info->id), SAAS_OK);
+	assert_int_equal(saas_key_revoke(f->engine, info->id), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&c, f->engine, key, 0), SAAS_EAUTH);
+	assert_non_null(strstr(saas_error_last()->message, "revoked"));
+	assert_null(c);
+	assert_int_equal(saas_key_list_get(&keys, f->engine, f->account_a), SAAS_OK);
+	assert_int_equal(keys->count, 2);
+	assert_int_equal(keys->items[0]->revoked_at_ms, 0);
+	assert_int_not_equal(keys->items[1]->revoked_at_ms, 0);
+	/* The store holds no plaintext: nothing listed reveals more than the prefix. */
+	assert_null(strstr(keys->items[1]->name, key + 11));
+	saas_key_list_free(keys);
+	saas_key_free(info);
+
+	/* A key differing in one character is not the key. */
+	key2 = strdup(f->key_a);
+	key2[20] = key2[20] == 'A' ? 'B' : 'A';
+	assert_int_equal(saas_client_open_local(&c, f->engine, key2, 0), SAAS_EAUTH);
+	assert_int_equal(saas_client_open_local(&c, f->engine, "", 0), SAAS_EAUTH);
+	assert_int_equal(saas_client_open_local(&c, f->engine, NULL, 0), SAAS_EAUTH);
+	assert_int_equal(saas_client_open_local(&c, f->engine, f->key_a, 4), SAAS_EINVAL);
+	assert_int_equal(saas_key_create(&key2 /* not overwritten on failure? it is set NULL */, NULL, f->engine,
+	                                 "acc-nope", NULL), SAAS_ENOTFOUND);
+	assert_null(key2);
+	assert_int_equal(saas_key_revoke(f->engine, "key-nope"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_key_list_get(&keys, f->engine, "acc-nope"), SAAS_ENOTFOUND);
+	saas_free(key);
+}
+
+static void test_create_defaults(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+
+	assert_memory_equal(sb->id, "sbx-", 4);
+	assert_int_equal(strlen(sb->id), 24);
+	assert_int_equal(sb->status, SAAS_SANDBOX_READY);
+	assert_string_equal(sb->size, "small");
+	assert_int_equal(sb->vcpus, 2);
+	assert_int_equal(sb->memory_mb, 4096);
+	assert_int_equal(sb->disk_gb, 40);
+	assert_string_equal(sb->image, "default");
+	assert_int_equal(sb->expires_at_ms - sb->ready_at_ms, 900 * 1000);
+	assert_int_equal(sb->cost_usd_micro, 0);
+	assert_true(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(sb);
+
+	sb = create(f->a, "large", 120);
+	assert_int_equal(sb->vcpus, 8);
+	assert_int_equal(sb->memory_mb, 16384);
+	assert_int_equal(sb->disk_gb, 160);
+	assert_int_equal(sb->expires_at_ms - sb->ready_at_ms, 120 * 1000);
+	saas_sandbox_free(sb);
+}
+
+static void test_create_bad_input(void **state)
+{
+	struct fixture *f = *state;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+
+	o.size = "huge";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "small, medium, large"));
+	o.size = "";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.size = NULL;
+	o.timeout_s = -1;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.timeout_s = 86401;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "maximum"));
+	o.timeout_s = 0;
+	o.image = "../etc";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.image = "UPPER";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.image = NULL;
+	o.version = 0;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.version = SAAS_CREATE_OPTIONS_VERSION;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 8), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_create(&sb, NULL, &o, 0), SAAS_EINVAL);
+	assert_null(sb);
+	/* Nothing was made by any of that. */
+	assert_int_equal(saas_fake_create_calls(), 0);
+	assert_int_equal(saas_fake_vm_count(), 0);
+}
+
+static void test_create_failure_leaves_nothing(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox_list *list;
+	saas_sandbox *sb = NULL;
+
+	saas_fake_fail_creates(1);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "could not be created"));
+	assert_null(sb);
+	assert_int_equal(saas_fake_vm_count(), 0);
+	assert_int_equal(saas_sandbox_list_get(&list, f->a, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(list->count, 1);
+	assert_int_equal(list->items[0]->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(list->items[0]->end_reason, SAAS_END_FAILED);
+	assert_int_equal(list->items[0]->cost_usd_micro, 0);
+	saas_sandbox_list_free(list);
+	assert_int_equal(balance(f->a), 5000000);
+}
+
+static void test_tenancy(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0), *other = NULL;
+	saas_execution *x = NULL, *y = NULL;
+	saas_sandbox_list *list;
+	saas_file_list *files = NULL;
+	void *data = NULL;
+	size_t len;
+	char *url = NULL;
+
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo mine", NULL, 0), SAAS_OK);
+	/* To another account it does not exist: NOT FOUND, never FORBIDDEN. */
+	assert_int_equal(saas_sandbox_get(&other, f->b, sb->id), SAAS_ENOTFOUND);
+	assert_int_equal(saas_exec(&y, f->b, sb->id, "echo theirs", NULL, 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_extend(&other, f->b, sb->id, 60), SAAS_ENOTFOUND);
+	assert_int_equal(saas_file_write(f->b, sb->id, "x", "1", 1, NULL), SAAS_ENOTFOUND);
+	assert_int_equal(saas_file_read(&data, &len, f->b, sb->id, "x", 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_file_list_get(&files, f->b, sb->id, NULL, 0, 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_port_expose(&url, f->b, sb->id, 8000), SAAS_ENOTFOUND);
+	assert_int_equal(saas_execution_get(&y, f->b, x->id), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_destroy(&other, f->b, sb->id), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_list_get(&list, f->b, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(list->count, 0);
+	saas_sandbox_list_free(list);
+	/* And it is still there for its owner, untouched. */
+	assert_int_equal(saas_sandbox_get(&other, f->a, sb->id), SAAS_OK);
+	assert_int_equal(other->status, SAAS_SANDBOX_READY);
+	assert_true(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(other);
+	saas_execution_free(x);
+	saas_sandbox_free(sb);
+}
+
+static void test_limits(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *s1 = create(f->a, NULL, 0), *s2 = create(f->a, NULL, 0), *s3 = NULL;
+
+	assert_int_equal(saas_sandbox_create(&s3, f->a, NULL, 0), SAAS_ELIMIT);
+	assert_null(s3);
+	/* The limit is per account. */
+	s3 = create(f->b, NULL, 0);
+	saas_sandbox_free(s3);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id), SAAS_OK);
+	s3 = create(f->a, NULL, 0);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+	saas_sandbox_free(s3);
+}
+
+static int setup_limit2(void **state)
+{
+	return setup_with(state, 2, SAAS_CREDIT_DEFAULT);
+}
+
+static void test_no_credit(void **state)
+{
+	struct fixture *f = *state;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+
+	/* bob has exactly one minute of small (60 * 25 = 1500 micro-dollars). */
+	o.size = "medium";
+	assert_int_equal(saas_sandbox_create(&sb, f->b, &o, 0), SAAS_ECREDIT);
+	assert_non_null(strstr(saas_error_last()->message, "add credit"));
+	assert_int_equal(saas_fake_create_calls(), 0);
+	sb = create(f->b, "small", 0);
+	assert_non_null(sb);
+	saas_sandbox_free(sb);
+}
+
+static int setup_poor(void **state)
+{
+	return setup_with(state, 0, 1500);
+}
+
+static void test_billing_exact(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 7200), *done = NULL;
+	saas_sandbox *md;
+	saas_account *acc;
+
+	advance(3600 * 1000);
+	assert_int_equal(saas_sandbox_get(&done, f->a, sb->id), SAAS_OK);
+	assert_int_equal(done->cost_usd_micro, 90000); /* an hour of small accrued */
+	saas_sandbox_free(done);
+	assert_int_equal(balance(f->a), 5000000 - 90000);
+	advance(999); /* part of a second is not billed */
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id), SAAS_OK);
+	assert_int_equal(done->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(done->end_reason, SAAS_END_USER);
+	assert_int_equal(done->cost_usd_micro, 90000);
+	assert_false(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(done);
+	/* Destroy is idempotent and never charges twice. */
+	advance(5000);
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id), SAAS_OK);
+	assert_int_equal(done->cost_usd_micro, 90000);
+	saas_sandbox_free(done);
+	assert_int_equal(balance(f->a), 5000000 - 90000);
+
+	/* medium: 280000/h; 1 s = 77.7 -> 77, 100 s = 7777.7 -> 7777, rounded once, not per second. */
+	md = create(f->a, "medium", 0);
+	advance(100 * 1000);
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id), SAAS_OK);
+	assert_int_equal(done->cost_usd_micro, 7777);
+	saas_sandbox_free(done);
+	saas_sandbox_free(md);
+	md = create(f->a, "medium", 0);
+	advance(1000);
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id), SAAS_OK);
+	assert_int_equal(done->cost_usd_micro, 77);
+	saas_sandbox_free(done);
+	saas_sandbox_free(md);
+	assert_int_equal(saas_account_get(&acc, f->engine, f->account_a), SAAS_OK);
+	assert_int_equal(acc->spent_usd_micro, 90000 + 7777 + 77);
+	assert_int_equal(acc->balance_usd_micro, 5000000 - 90000 - 7777 - 77);
+	saas_account_free(acc);
+	saas_sandbox_free(sb);
+}
+
+static void test_reaper_expiry(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 60), *got = NULL;
+	saas_execution *x = NULL;
+	unsigned int n = 99;
+
+	advance(59 * 1000);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 0);
+	assert_true(saas_fake_vm_exists(sb->id));
+	advance(1000);
+	/* At its expiry it can no longer be used, even before the reaper comes. */
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo late", NULL, 0), SAAS_ESTATE);
+	assert_non_null(strstr(saas_error_last()->message, "expired"));
+	advance(30 * 1000);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 1);
+	assert_false(saas_fake_vm_exists(sb->id));
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
+	/* Billed to its expiry (60 s), not to when the reaper came (90 s). */
+	assert_int_equal(got->cost_usd_micro, 60 * 25);
+	saas_sandbox_free(got);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 0);
+	saas_sandbox_free(sb);
+}
+
+static void test_expiry_while_engine_down(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 60), *got = NULL;
+	unsigned int n = 0;
+
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	/* The VM outlives the engine, as a real one does; an hour passes. */
+	assert_true(saas_fake_vm_exists(sb->id));
+	advance(3600 * 1000);
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
+	assert_int_equal(got->cost_usd_micro, 60 * 25);
+	assert_false(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
+static void test_credit_runs_out(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *s1, *s2, *got = NULL;
+	saas_account *acc;
+	unsigned int n = 0;
+
+	/* bob: 1500 micro-dollars. Two small sandboxes burn 50/s: gone after 30 s. */
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_b, 1500, NULL), SAAS_OK);
+	s1 = create(f->b, NULL, 0);
+	s2 = create(f->b, NULL, 0);
+	advance(10 * 1000);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 0);
+	advance(1000 * 1000); /* long past it: as if the engine had not looked in a while */
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(saas_sandbox_get(&got, f->b, s1->id), SAAS_OK);
+	assert_int_equal(got->end_reason, SAAS_END_CREDIT);
+	assert_int_equal(got->cost_usd_micro, 60 * 25);
+	saas_sandbox_free(got);
+	assert_false(saas_fake_vm_exists(s1->id));
+	assert_false(saas_fake_vm_exists(s2->id));
+	assert_int_equal(saas_account_get(&acc, f->engine, f->account_b), SAAS_OK);
+	/* Stopped when the balance reached zero, not a thousand seconds later. */
+	assert_int_equal(acc->balance_usd_micro, 0);
+	saas_account_free(acc);
+	/* And no new sandbox without credit. */
+	assert_int_equal(saas_sandbox_create(&got, f->b, NULL, 0), SAAS_ECREDIT);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+}
+
+static void test_reconcile(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *alive = create(f->a, NULL, 0), *dead = create(f->a, NULL, 0), *got = NULL;
+	saas_store_sandbox stuck;
+
+	/* A sandbox caught mid-create by a crash. */
+	memset(&stuck, 0, sizeof(stuck));
+	strcpy(stuck.id, "sbx-stuckstuckstuckstuc");
+	strcpy(stuck.account_id, f->account_a);
+	stuck.status = SAAS_SANDBOX_CREATING;
+	strcpy(stuck.size, "small");
+	stuck.vcpus = 2;
+	stuck.memory_mb = 4096;
+	stuck.disk_gb = 40;
+	strcpy(stuck.image, "default");
+	stuck.usd_micro_per_hour = 90000;
+	stuck.created_at_ms = fake_now;
+	stuck.expires_at_ms = fake_now + 900000;
+	assert_int_equal(f->engine->store->sandbox_insert(f->engine->store_ctx, &stuck, 100), SAAS_OK);
+	saas_fake_vm_add(stuck.id);
+
+	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK); /* heartbeat at t0 */
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	saas_fake_vm_stop(dead->id);
+	saas_fake_vm_add("sbx-orphanorphanorphanor");
+	advance(600 * 1000);
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+
+	assert_false(saas_fake_vm_exists("sbx-orphanorphanorphanor"));
+	assert_false(saas_fake_vm_exists(stuck.id));
+	assert_false(saas_fake_vm_exists(dead->id));
+	assert_true(saas_fake_vm_exists(alive->id));
+	assert_int_equal(saas_sandbox_get(&got, f->a, dead->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_LOST);
+	assert_int_equal(got->cost_usd_micro, 0); /* last known alive at its first heartbeat */
+	saas_sandbox_free(got);
+	assert_int_equal(saas_sandbox_get(&got, f->a, stuck.id), SAAS_OK);
+	assert_int_equal(got->end_reason, SAAS_END_FAILED);
+	saas_sandbox_free(got);
+	assert_int_equal(saas_sandbox_get(&got, f->a, alive->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	assert_int_equal(got->cost_usd_micro, 600 * 25);
+	saas_sandbox_free(got);
+	saas_sandbox_free(alive);
+	saas_sandbox_free(dead);
+}
+
+static void test_exec(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	const char *env[] = { "GREETING=hi", "_X1=2", NULL };
+	saas_execution *x = NULL, *y = NULL;
+
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo hello", NULL, 0), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 0);
+	assert_int_equal(x->stdout_len, 6);
+	assert_string_equal(x->stdout_data, "hello\n");
+	assert_int_equal(x->stderr_len, 0);
+	assert_memory_equal(x->id, "exe-", 4);
+	/* Recorded: the same execution reads back. */
+	assert_int_equal(saas_execution_get(&y, f->a, x->id), SAAS_OK);
+	assert_string_equal(y->stdout_data, "hello\n");
+	assert_int_equal(y->status, SAAS_EXEC_EXITED);
+	assert_string_equal(y->sandbox_id, sb->id);
+	saas_execution_free(y);
+	saas_execution_free(x);
+
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "exit 7", NULL, 0), SAAS_OK);
+	assert_int_equal(x->exit_code, 7);
+	saas_execution_free(x);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "frobnicate", NULL, 0), SAAS_OK);
+	assert_int_equal(x->exit_code, 127);
+	assert_non_null(strstr(x->stderr_data, "not found"));
+	saas_execution_free(x);
+
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "pwd", NULL, 0), SAAS_OK);
+	assert_string_equal(x->stdout_data, "/workspace\n");
+	saas_execution_free(x);
+	o.cwd = "/tmp";
+	o.env = env;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "pwd", &o, 0), SAAS_OK);
+	assert_string_equal(x->stdout_data, "/tmp\n");
+	saas_execution_free(x);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "env", &o, 0), SAAS_OK);
+	assert_string_equal(x->stdout_data, "GREETING=hi\n_X1=2\n");
+	saas_execution_free(x);
+
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	o.stdin_data = "a\0b";
+	o.stdin_len = 3;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "cat", &o, 0), SAAS_OK);
+	assert_int_equal(x->stdout_len, 3);
+	assert_memory_equal(x->stdout_data, "a\0b", 3);
+	saas_execution_free(x);
+
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	o.timeout_s = 1;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "sleep 5", &o, 0), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_TIMEDOUT);
+	assert_int_equal(x->exit_code, -1);
+	assert_non_null(strstr(x->error, "timeout"));
+	saas_execution_free(x);
+
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	o.max_output = 1000;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "spew 100000", &o, 0), SAAS_OK);
+	assert_int_equal(x->stdout_len, 1000);
+	assert_int_equal(x->stderr_len, 1000);
+	assert_true(x->stdout_truncated);
+	assert_true(x->stderr_truncated);
+	assert_int_equal(x->stdout_data[999], 'x');
+	saas_execution_free(x);
+	/* The default cap is 1 MiB. */
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "spew 2000000", NULL, 0), SAAS_OK);
+	assert_int_equal(x->stdout_len, SAAS_EXEC_OUTPUT_DEFAULT);
+	assert_true(x->stdout_truncated);
+	saas_execution_free(x);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "spew 100", NULL, 0), SAAS_OK);
+	assert_false(x->stdout_truncated);
+	saas_execution_free(x);
+	saas_sandbox_free(sb);
+}
+
+static void test_exec_bad_input(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	const char *bad_env1[] = { "1X=2", NULL }, *bad_env2[] = { "NOEQUALS", NULL }, *bad_env3[] = { "=v", NULL };
+	saas_execution *x = NULL;
+	char *huge = malloc(SAAS_EXEC_COMMAND_MAX + 2);
+
+	memset(huge, 'e', SAAS_EXEC_COMMAND_MAX + 1);
+	huge[SAAS_EXEC_COMMAND_MAX + 1] = '\0';
+	assert_int_equal(saas_exec(NULL, f->a, sb->id, "echo", NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, NULL, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "", NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, huge, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_exec(&x, f->a, NULL, "echo", NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_exec(&x, f->a, "", "echo", NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_exec(&x, f->a, "sbx-nope", "echo", NULL, 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", NULL, 2), SAAS_EINVAL);
+	o.env = bad_env1;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "env", &o, 0), SAAS_EINVAL);
+	o.env = bad_env2;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "env", &o, 0), SAAS_EINVAL);
+	o.env = bad_env3;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "env", &o, 0), SAAS_EINVAL);
+	o.env = NULL;
+	o.timeout_s = -1;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.timeout_s = SAAS_EXEC_TIMEOUT_MAX + 1;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.timeout_s = 0;
+	o.max_output = SAAS_EXEC_OUTPUT_MAX + 1;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.max_output = 0;
+	o.stdin_len = 10;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "cat", &o, 0), SAAS_EINVAL);
+	o.stdin_data = huge;
+	o.stdin_len = SAAS_EXEC_STDIN_MAX + 1;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "cat", &o, 0), SAAS_ETOOBIG);
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	o.cwd = "/bad\npath";
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "pwd", &o, 0), SAAS_EINVAL);
+	o.cwd = NULL;
+	o.version = 3;
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "pwd", &o, 0), SAAS_EINVAL);
+	assert_null(x);
+	assert_int_equal(saas_execution_get(&x, f->a, "exe-nope"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_execution_get(&x, f->a, ""), SAAS_EINVAL);
+	/* On a destroyed sandbox: the wrong state, said plainly. */
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", NULL, 0), SAAS_ESTATE);
+	assert_non_null(strstr(saas_error_last()->message, "destroyed"));
+	free(huge);
+	saas_sandbox_free(sb);
+}
+
+static void test_exec_background(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_execution *x = NULL, *y = NULL;
+	int tries = 0;
+
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo bg", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_RUNNING);
+	do {
+		saas_execution_free(y);
+		assert_int_equal(saas_execution_get(&y, f->a, x->id), SAAS_OK);
+		if (y->status == SAAS_EXEC_RUNNING)
+			usleep(2000);
+	} while (y->status == SAAS_EXEC_RUNNING && ++tries < 5000);
+	assert_int_equal(y->status, SAAS_EXEC_EXITED);
+	assert_string_equal(y->stdout_data, "bg\n");
+	saas_execution_free(x);
+	saas_execution_free(y);
+	y = NULL;
+
+	/* A background command that never ends: destroying its sandbox ends it, recorded as failed. */
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	tries = 0;
+	do {
+		saas_execution_free(y);
+		assert_int_equal(saas_execution_get(&y, f->a, x->id), SAAS_OK);
+		if (y->status == SAAS_EXEC_RUNNING)
+			usleep(2000);
+	} while (y->status == SAAS_EXEC_RUNNING && ++tries < 5000);
+	assert_int_equal(y->status, SAAS_EXEC_FAILED);
+	saas_execution_free(x);
+	saas_execution_free(y);
+
+	/* One still running when the engine closes is stopped, and the close does not hang. */
+	saas_sandbox_free(sb);
+	sb = create(f->a, NULL, 0);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	f->engine = NULL;
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	assert_int_equal(saas_execution_get(&y, f->a, x->id), SAAS_OK);
+	assert_int_equal(y->status, SAAS_EXEC_FAILED);
+	saas_execution_free(x);
+	saas_execution_free(y);
+	saas_sandbox_free(sb);
+}
+
+static void test_files(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_file_write_options wo = SAAS_FILE_WRITE_OPTIONS_INIT;
+	unsigned char bin[4096];
+	saas_file_list *list = NULL;
+	void *data = NULL;
+	size_t len = 0;
+	char longpath[SAAS_PATH_MAX + 2];
+
+	for (size_t i = 0; i < sizeof(bin); i++)
+		bin[i] = (unsigned char)(i * 7);
+	assert_int_equal(saas_file_write(f->a, sb->id, "out/bin.dat", bin, sizeof(bin), NULL), SAAS_OK);
+	assert_int_equal(saas_file_read(&data, &len, f->a, sb->id, "/workspace/out/bin.dat", 0), SAAS_OK);
+	assert_int_equal(len, sizeof(bin));
+	assert_memory_equal(data, bin, sizeof(bin));
+	saas_free(data);
+	assert_int_equal(saas_file_read(&data, &len, f->a, sb->id, "out/bin.dat", 100), SAAS_ETOOBIG);
+	assert_null(data);
+	assert_int_equal(saas_file_read(&data, &len, f->a, sb->id, "missing", 0), SAAS_ENOTFOUND);
+	wo.mode = 0755;
+	assert_int_equal(saas_file_write(f->a, sb->id, "/workspace/run.sh", "#!/bin/sh\n", 10, &wo), SAAS_OK);
+	assert_int_equal(saas_file_write(f->a, sb->id, "empty", NULL, 0, NULL), SAAS_OK);
+	assert_int_equal(saas_file_read(&data, &len, f->a, sb->id, "empty", 0), SAAS_OK);
+	assert_int_equal(len, 0);
+	saas_free(data);
+
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, 0), SAAS_OK);
+	assert_string_equal(list->root, "/workspace");
+	assert_int_equal(list->count, 3);
+	assert_string_equal(list->entries[0].path, "/workspace/empty");
+	assert_string_equal(list->entries[1].path, "/workspace/out/bin.dat");
+	assert_int_equal(list->entries[1].size, 4096);
+	assert_int_equal(list->entries[2].mode, 0755);
+	assert_false(list->truncated);
+	saas_file_list_free(list);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, "/workspace", 1, 2), SAAS_OK);
+	assert_int_equal(list->count, 2);
+	assert_true(list->truncated);
+	saas_file_list_free(list);
+
+	memset(longpath, 'p', sizeof(longpath) - 1);
+	longpath[sizeof(longpath) - 1] = '\0';
+	wo.mode = 010000;
+	assert_int_equal(saas_file_write(f->a, sb->id, "x", "1", 1, &wo), SAAS_EINVAL);
+	wo.mode = 0;
+	wo.version = 0;
+	assert_int_equal(saas_file_write(f->a, sb->id, "x", "1", 1, &wo), SAAS_EINVAL);
+	assert_int_equal(saas_file_write(f->a, sb->id, "", "1", 1, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_file_write(f->a, sb->id, NULL, "1", 1, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_file_write(f->a, sb->id, longpath, "1", 1, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_file_write(f->a, sb->id, "a\nb", "1", 1, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_file_write(f->a, sb->id, "x", NULL, 5, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_file_read(&data, &len, f->a, sb->id, "x", -1), SAAS_EINVAL);
+	assert_int_equal(saas_file_read(NULL, &len, f->a, sb->id, "x", 0), SAAS_EINVAL);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, SAAS_LIST_DEPTH_MAX + 1, 0), SAAS_EINVAL);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, SAAS_LIST_ENTRIES_MAX + 1), SAAS_EINVAL);
+	assert_int_equal(saas_file_write_stream(f->a, sb->id, "x", NULL, NULL, 1, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_file_write_stream(f->a, sb->id, "x", (saas_read_fn)1, NULL, SAAS_FILE_MAX + 1, NULL),
+	                 SAAS_ETOOBIG);
+	saas_sandbox_free(sb);
+}
+
+static void test_ports(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
+	char *url = NULL, *again = NULL, want[128];
+
+	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 3000), SAAS_OK);
+	snprintf(want, sizeof(want), "http://3000-%s.localhost:8080/", sb->id);
+	assert_string_equal(url, want);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000), SAAS_OK);
+	assert_string_equal(again, url);
+	saas_free(again);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 80), SAAS_OK);
+	saas_free(again);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->nports, 2);
+	assert_int_equal(got->ports[0].port, 80);
+	assert_int_equal(got->ports[1].port, 3000);
+	assert_string_equal(got->ports[1].url, url);
+	saas_sandbox_free(got);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 0), SAAS_EINVAL);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 65536), SAAS_EINVAL);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 22), SAAS_EINVAL);
+	assert_int_equal(saas_port_expose(NULL, f->a, sb->id, 80), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->nports, 0);
+	saas_sandbox_free(got);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 80), SAAS_ESTATE);
+	saas_free(url);
+	saas_sandbox_free(sb);
+}
+
+static void test_list_and_extend(void **state)
+{
+	struct fixture *f = *state;
+	char ids[5][SAAS_ID_MAX + 1];
+	saas_sandbox_list *page = NULL, *page2 = NULL;
+	saas_sandbox *sb, *ext = NULL;
+
+	for (int i = 0; i < 5; i++) {
+		sb = create(f->a, NULL, 0);
+		strcpy(ids[i], sb->id);
+		saas_sandbox_free(sb);
+		if (i != 2)
+			advance(1000); /* two share a creation time: the id breaks the tie */
+	}
+	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 3, 0), SAAS_OK);
+	assert_int_equal(page->count, 3);
+	assert_string_equal(page->items[0]->id, ids[4]);
+	assert_non_null(page->next_cursor);
+	assert_int_equal(saas_sandbox_list_get(&page2, f->a, page->next_cursor, 3, 0), SAAS_OK);
+	assert_int_equal(page2->count, 2);
+	assert_null(page2->next_cursor);
+	assert_string_equal(page2->items[1]->id, ids[0]);
+	/* Every sandbox once, none twice, across the pages. */
+	for (int i = 0; i < 5; i++) {
+		int seen = 0;
+		for (size_t j = 0; j < page->count; j++)
+			seen += strcmp(page->items[j]->id, ids[i]) == 0;
+		for (size_t j = 0; j < page2->count; j++)
+			seen += strcmp(page2->items[j]->id, ids[i]) == 0;
+		assert_int_equal(seen, 1);
+	}
+	saas_sandbox_list_free(page);
+	saas_sandbox_list_free(page2);
+
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, ids[1]), SAAS_OK);
+	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+	assert_int_equal(page->count, 4);
+	saas_sandbox_list_free(page);
+	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 0, SAAS_LIST_DESTROYED), SAAS_OK);
+	assert_int_equal(page->count, 1);
+	assert_string_equal(page->items[0]->id, ids[1]);
+	saas_sandbox_list_free(page);
+	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 0, SAAS_LIST_ACTIVE | SAAS_LIST_DESTROYED),
+	                 SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 1001, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_list_get(&page, f->a, "garbage", 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 0, 64), SAAS_EINVAL);
+
+	assert_int_equal(saas_sandbox_get(&sb, f->a, ids[0]), SAAS_OK);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 600), SAAS_OK);
+	assert_int_equal(ext->expires_at_ms, sb->expires_at_ms + 600000);
+	saas_sandbox_free(ext);
+	saas_sandbox_free(sb);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], -5), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 86400), SAAS_ELIMIT);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[1], 60), SAAS_ESTATE);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, "sbx-none", 60), SAAS_ENOTFOUND);
+	assert_null(ext);
+}
+
+static void test_usage(void **state)
+{
+	struct fixture *f = *state;
+	int64_t t0 = fake_now;
+	saas_sandbox *s1 = create(f->a, "small", 0), *s2;
+	saas_usage *u = NULL, *u1 = NULL, *u2 = NULL;
+
+	advance(100 * 1000);
+	s2 = create(f->a, "medium", 0);
+	advance(200 * 1000);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id), SAAS_OK);
+	advance(50 * 1000);
+	/* s1 ran 300 s (7500), s2 has run 250 s so far (19444). */
+	assert_int_equal(saas_client_usage(&u, f->a, t0 - 1000, 0, 0), SAAS_OK);
+	assert_int_equal(u->count, 2);
+	assert_string_equal(u->lines[0].sandbox_id, s2->id);
+	assert_int_equal(u->lines[0].seconds, 250);
+	assert_int_equal(u->lines[0].cost_usd_micro, 19444);
+	assert_true(u->lines[0].running);
+	assert_int_equal(u->lines[1].seconds, 300);
+	assert_int_equal(u->lines[1].cost_usd_micro, 7500);
+	assert_false(u->lines[1].running);
+	assert_int_equal(u->total_usd_micro, 7500 + 19444);
+	assert_int_equal(u->total_seconds, 550);
+	/* Split into two periods, the parts add up to the whole exactly. */
+	assert_int_equal(saas_client_usage(&u1, f->a, t0 - 1000, t0 + 123456, 0), SAAS_OK);
+	assert_int_equal(saas_client_usage(&u2, f->a, t0 + 123456, fake_now, 0), SAAS_OK);
+	assert_int_equal(u1->total_usd_micro + u2->total_usd_micro, u->total_usd_micro);
+	assert_int_equal(u1->total_seconds + u2->total_seconds, u->total_seconds);
+	saas_usage_free(u);
+	saas_usage_free(u1);
+	saas_usage_free(u2);
+	/* The balance agrees with usage. */
+	assert_int_equal(balance(f->a), 5000000 - 7500 - 19444);
+	assert_int_equal(saas_client_usage(&u, f->a, 10, 5, 0), SAAS_EINVAL);
+	assert_int_equal(saas_client_usage(&u, f->a, -1, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_client_usage(&u, f->a, 0, 0, 1), SAAS_EINVAL);
+	/* Other accounts see nothing of it. */
+	assert_int_equal(saas_client_usage(&u, f->b, 0, 0, 0), SAAS_OK);
+	assert_int_equal(u->count, 0);
+	saas_usage_free(u);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+}
+
+static void test_account_info(void **state)
+{
+	struct fixture *f = *state;
+	saas_account_info *info = NULL;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_string_equal(info->id, f->account_a);
+	assert_string_equal(info->name, "alice");
+	assert_int_equal(info->balance_usd_micro, 5000000);
+	assert_int_equal(info->active_sandboxes, 1);
+	assert_int_equal(info->limits.max_sandboxes, 10);
+	assert_int_equal(info->limits.default_timeout_s, 900);
+	assert_int_equal(info->limits.max_timeout_s, 86400);
+	assert_int_equal(info->nsizes, 3);
+	assert_string_equal(info->sizes[0].name, "small");
+	assert_int_equal(info->sizes[0].usd_micro_per_hour, 90000);
+	assert_string_equal(info->sizes[1].name, "medium");
+	assert_int_equal(info->sizes[1].usd_micro_per_hour, 280000);
+	assert_int_equal(info->sizes[1].vcpus, 4);
+	assert_string_equal(info->sizes[2].name, "large");
+	assert_int_equal(info->sizes[2].usd_micro_per_hour, 550000);
+	assert_int_equal(info->sizes[2].disk_gb, 160);
+	saas_account_info_free(info);
+	assert_int_equal(saas_client_account(NULL, f->a), SAAS_EINVAL);
+	assert_int_equal(saas_client_account(&info, NULL), SAAS_EINVAL);
+	saas_sandbox_free(sb);
+}
+
+struct race {
+	saas_client *c;
+	int ok, limited;
+};
+
+static void *race_main(void *arg)
+{
+	struct race *r = arg;
+
+	for (int i = 0; i < 5; i++) {
+		int rc = saas_sandbox_create(NULL, r->c, NULL, 0);
+		if (rc == SAAS_OK)
+			r->ok++;
+		else if (rc == SAAS_ELIMIT)
+			r->limited++;
+	}
+	return NULL;
+}
+
+static void test_concurrent_creates(void **state)
+{
+	struct fixture *f = *state;
+	struct race r[4];
+	pthread_t t[4];
+	int ok = 0, limited = 0;
+
+	for (int i = 0; i < 4; i++) {
+		r[i] = (struct race){ f->a, 0, 0 };
+		assert_int_equal(pthread_create(&t[i], NULL, race_main, &r[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ok += r[i].ok;
+		limited += r[i].limited;
+	}
+	assert_int_equal(ok, 10);
+	assert_int_equal(limited, 10);
+	assert_int_equal(saas_fake_vm_count(), 10);
+}
+
+static void test_reaper_thread(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb, *got = NULL;
+	int tries = 0;
+
+	/* The real thread, on a short interval: it destroys without being asked. */
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	f->opts.flags = 0;
+	f->opts.reaper_interval_ms = 10;
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	sb = create(f->a, NULL, 5);
+	advance(6000);
+	do {
+		saas_sandbox_free(got);
+		assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+		if (got->status != SAAS_SANDBOX_DESTROYED)
+			usleep(5000);
+	} while (got->status != SAAS_SANDBOX_DESTROYED && ++tries < 2000);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
+	assert_int_equal(got->cost_usd_micro, 5 * 25);
+	assert_false(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_engine_bad_options),
+		cmocka_unit_test_setup_teardown(test_state_dir_is_exclusive, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_accounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_failure_leaves_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits, setup_limit2, teardown),
+		cmocka_unit_test_setup_teardown(test_no_credit, setup_poor, teardown),
+		cmocka_unit_test_setup_teardown(test_billing_exact, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reaper_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expiry_while_engine_down, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_credit_runs_out, setup_poor, teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_background, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_and_extend, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_account_info, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_creates, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reaper_thread, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

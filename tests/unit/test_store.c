@@ -1,0 +1,1317 @@
+/*
+ * The store contract: every store (SQLite, PostgreSQL) must pass this suite
+ * unchanged. It calls the store table directly, against the store that
+ * SAAS_TEST_STORE selects (see tests/testutil.h). Each test opens a fresh,
+ * empty store and closes it.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "saas/exec.h"
+#include "saas/sandbox.h"
+#include "store/store.h"
+#include "testutil.h"
+#include "util/error.h"
+
+/* ---- fixture ---- */
+
+struct fx {
+	char *dir;
+	char *url;
+	const saas_store *st;
+	void *ctx;
+	saas_store_env env;
+};
+
+static void test_log(void *userdata, int level, const char *msg)
+{
+	(void)userdata;
+	if (getenv("SAAS_TEST_VERBOSE"))
+		fprintf(stderr, "[store log %d] %s\n", level, msg);
+}
+
+static int open_store(struct fx *f, void **ctx)
+{
+	int rc = f->st->open(ctx, &f->env);
+
+	if (rc != SAAS_OK)
+		print_error("open %s: %s: %s\n", f->url, saas_strerror(rc), saas_error_last()->message);
+	return rc;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f || !(f->dir = saas_test_tmpdir()) || !(f->url = saas_test_store_url(f->dir)))
+		goto fail;
+	if (saas__store_for_url(&f->st, f->url) != SAAS_OK) {
+		print_error("no store for %s: %s\n", f->url, saas_error_last()->message);
+		goto fail;
+	}
+	f->env.url = f->url;
+	f->env.state_dir = f->dir;
+	f->env.log = test_log;
+	if (open_store(f, &f->ctx) != SAAS_OK)
+		goto fail;
+	*state = f;
+	return 0;
+fail:
+	if (f) {
+		free(f->url);
+		saas_test_rmdir(f->dir);
+		free(f);
+	}
+	return -1;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	if (f->ctx)
+		f->st->close(f->ctx);
+	free(f->url);
+	saas_test_rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* ---- helpers ---- */
+
+static void add_account(struct fx *f, const char *id, int64_t created, int64_t credit)
+{
+	saas_store_account a;
+
+	memset(&a, 0, sizeof(a));
+	snprintf(a.id, sizeof(a.id), "%s", id);
+	snprintf(a.name, sizeof(a.name), "name of %s", id);
+	a.created_at_ms = created;
+	assert_int_equal(f->st->account_insert(f->ctx, &a, credit), SAAS_OK);
+}
+
+static saas_store_sandbox sandbox_rec(const char *id, const char *account, int64_t created)
+{
+	saas_store_sandbox b;
+
+	memset(&b, 0, sizeof(b));
+	snprintf(b.id, sizeof(b.id), "%s", id);
+	snprintf(b.account_id, sizeof(b.account_id), "%s", account);
+	b.status = SAAS_SANDBOX_CREATING;
+	snprintf(b.size, sizeof(b.size), "small");
+	b.vcpus = 2;
+	b.memory_mb = 2048;
+	b.disk_gb = 10;
+	snprintf(b.image, sizeof(b.image), "debian-12");
+	b.usd_micro_per_hour = 50000;
+	b.created_at_ms = created;
+	b.expires_at_ms = created + 3600000;
+	return b;
+}
+
+static int add_sandbox(struct fx *f, const char *id, const char *account, int64_t created, unsigned int max_live)
+{
+	saas_store_sandbox b = sandbox_rec(id, account, created);
+
+	return f->st->sandbox_insert(f->ctx, &b, max_live);
+}
+
+static void close_sandbox(struct fx *f, const char *id, int64_t at, int64_t cost)
+{
+	int closed = -1;
+
+	assert_int_equal(f->st->sandbox_close(f->ctx, id, SAAS_END_USER, at, cost, &closed), SAAS_OK);
+	assert_int_equal(closed, 1);
+}
+
+static int64_t charged(struct fx *f, const char *account)
+{
+	saas_store_account a;
+
+	assert_int_equal(f->st->account_get(f->ctx, account, &a), SAAS_OK);
+	return a.charged_usd_micro;
+}
+
+/* Error detail must come with every failure. */
+static void assert_fails(int rc, int want)
+{
+	assert_int_equal(rc, want);
+	assert_int_equal(saas_error_last()->code, want);
+	assert_true(saas_error_last()->message[0] != '\0');
+}
+
+/* Collecting lists. */
+#define MAXROWS 64
+
+struct sandboxes {
+	saas_store_sandbox row[MAXROWS];
+	size_t n;
+	size_t stop_after; /* 0: never */
+};
+
+static int collect_sandbox(void *userdata, const saas_store_sandbox *b)
+{
+	struct sandboxes *c = userdata;
+
+	assert_true(c->n < MAXROWS);
+	c->row[c->n++] = *b;
+	return c->stop_after && c->n >= c->stop_after;
+}
+
+static size_t list_sandboxes(struct fx *f, const saas_store_filter *flt, struct sandboxes *c)
+{
+	memset(c, 0, sizeof(*c));
+	assert_int_equal(f->st->sandbox_list(f->ctx, flt, collect_sandbox, c), SAAS_OK);
+	return c->n;
+}
+
+/* Whether the sandbox ids listed equal `want` (a NULL-terminated list, in order). */
+static void assert_ids(const struct sandboxes *c, const char *const *want)
+{
+	size_t n = 0;
+
+	while (want[n])
+		n++;
+	for (size_t i = 0; i < c->n && i < n; i++)
+		assert_string_equal(c->row[i].id, want[i]);
+	assert_int_equal(c->n, n);
+}
+
+/* ---- store selection by URL ---- */
+
+static void test_url_selection(void **state)
+{
+	const saas_store *st = NULL;
+	int rc;
+
+	(void)state;
+	rc = saas__store_for_url(&st, "postgresql://x");
+#ifdef SAAS_WITH_POSTGRES
+	assert_int_equal(rc, SAAS_OK);
+	assert_ptr_equal(st, &saas__store_postgres);
+	st = NULL;
+	assert_int_equal(saas__store_for_url(&st, "postgres://x"), SAAS_OK);
+	assert_ptr_equal(st, &saas__store_postgres);
+#else
+	assert_fails(rc, SAAS_ENOTSUP);
+#endif
+	st = NULL;
+	assert_int_equal(saas__store_for_url(&st, "sqlite:/p"), SAAS_OK);
+	assert_ptr_equal(st, &saas__store_sqlite);
+	st = NULL;
+	assert_int_equal(saas__store_for_url(&st, "/p"), SAAS_OK);
+	assert_ptr_equal(st, &saas__store_sqlite);
+	assert_string_equal(saas__sqlite_path("sqlite:/p"), "/p");
+	assert_string_equal(saas__sqlite_path("/p"), "/p");
+	assert_fails(saas__store_for_url(&st, "mysql://x"), SAAS_EINVAL);
+	assert_fails(saas__store_for_url(&st, ""), SAAS_EINVAL);
+	assert_fails(saas__store_for_url(&st, NULL), SAAS_EINVAL);
+	assert_fails(saas__store_for_url(&st, "sqlite:"), SAAS_EINVAL);
+	assert_int_equal(saas__store_sqlite.version, SAAS_STORE_VERSION);
+	assert_string_equal(saas__store_sqlite.name, "sqlite");
+}
+
+/* ---- schema ---- */
+
+static void test_schema_version(void **state)
+{
+	struct fx *f = *state;
+	int v = -1;
+
+	assert_int_equal(f->st->schema_version(f->ctx, &v), SAAS_OK);
+	assert_int_equal(v, SAAS_STORE_SCHEMA);
+	assert_int_equal(f->st->version, SAAS_STORE_VERSION);
+}
+
+static void test_reopen_keeps_data(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account a;
+	saas_store_sandbox b;
+	int v = -1;
+
+	add_account(f, "acc-keep", 1000, 5000000);
+	assert_int_equal(add_sandbox(f, "sbx-keep", "acc-keep", 2000, 5), SAAS_OK);
+	close_sandbox(f, "sbx-keep", 3000, 1234);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->schema_version(f->ctx, &v), SAAS_OK);
+	assert_int_equal(v, SAAS_STORE_SCHEMA);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-keep", &a), SAAS_OK);
+	assert_string_equal(a.name, "name of acc-keep");
+	assert_int_equal(a.credit_usd_micro, 5000000);
+	assert_int_equal(a.charged_usd_micro, 1234);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-keep", &b), SAAS_OK);
+	assert_int_equal(b.status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(b.cost_usd_micro, 1234);
+}
+
+static void test_sqlite_newer_schema_refused(void **state)
+{
+	struct fx *f = *state;
+	sqlite3 *db = NULL;
+	void *ctx = NULL;
+	int v = -1;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: editing the schema version by hand is SQLite-specific\n");
+		skip();
+	}
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE meta SET value = '999' WHERE key = 'schema_version'", NULL, NULL,
+	                              NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_changes(db), 1);
+	sqlite3_close(db);
+
+	assert_fails(f->st->open(&ctx, &f->env), SAAS_ESTORE);
+	assert_null(ctx);
+	assert_non_null(strstr(saas_error_last()->message, "999"));
+
+	/* Nothing was changed by the refusal. */
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	{
+		sqlite3_stmt *st = NULL;
+
+		assert_int_equal(sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st,
+		                                    NULL), SQLITE_OK);
+		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+		v = atoi((const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(db);
+	assert_int_equal(v, 999);
+}
+
+static void test_sqlite_file_private(void **state)
+{
+	struct fx *f = *state;
+	struct stat sb;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: the database file's mode is SQLite-specific\n");
+		skip();
+	}
+	assert_int_equal(stat(saas__sqlite_path(f->url), &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+}
+
+/* ---- accounts and credit ---- */
+
+static void test_account_insert_get(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account a, got;
+
+	memset(&a, 0, sizeof(a));
+	strcpy(a.id, "acc-one");
+	strcpy(a.name, "One");
+	a.created_at_ms = 1700000000000;
+	a.credit_usd_micro = 777;   /* ignored: only the ledger counts */
+	a.charged_usd_micro = 888;
+	assert_int_equal(f->st->account_insert(f->ctx, &a, 0), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-one", &got), SAAS_OK);
+	assert_string_equal(got.id, "acc-one");
+	assert_string_equal(got.name, "One");
+	assert_int_equal(got.created_at_ms, 1700000000000);
+	assert_int_equal(got.credit_usd_micro, 0);
+	assert_int_equal(got.charged_usd_micro, 0);
+
+	/* With an initial credit, written atomically with it. */
+	strcpy(a.id, "acc-two");
+	strcpy(a.name, "Two");
+	assert_int_equal(f->st->account_insert(f->ctx, &a, SAAS_USD(10)), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-two", &got), SAAS_OK);
+	assert_int_equal(got.credit_usd_micro, SAAS_USD(10));
+	assert_int_equal(got.charged_usd_micro, 0);
+
+	/* A duplicate id, and its credit is not added either. */
+	assert_fails(f->st->account_insert(f->ctx, &a, SAAS_USD(5)), SAAS_EEXISTS);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-two", &got), SAAS_OK);
+	assert_int_equal(got.credit_usd_micro, SAAS_USD(10));
+
+	assert_fails(f->st->account_get(f->ctx, "acc-none", &got), SAAS_ENOTFOUND);
+}
+
+static void test_account_name_too_long(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account a, got;
+
+	memset(&a, 'x', sizeof(a));
+	strcpy(a.id, "acc-long");
+	/* name has no NUL inside its array */
+	a.created_at_ms = 1;
+	assert_fails(f->st->account_insert(f->ctx, &a, 0), SAAS_EINVAL);
+	assert_fails(f->st->account_get(f->ctx, "acc-long", &got), SAAS_ENOTFOUND);
+
+	/* Exactly the maximum fits and reads back whole. */
+	memset(a.name, 'n', SAAS_STORE_NAME_MAX);
+	a.name[SAAS_STORE_NAME_MAX] = '\0';
+	memset(a.id, 'i', SAAS_ID_MAX);
+	a.id[SAAS_ID_MAX] = '\0';
+	assert_int_equal(f->st->account_insert(f->ctx, &a, 0), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, a.id, &got), SAAS_OK);
+	assert_string_equal(got.name, a.name);
+	assert_string_equal(got.id, a.id);
+}
+
+static void test_credit_add(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account got;
+
+	add_account(f, "acc-c", 1, SAAS_USD(1));
+	assert_int_equal(f->st->credit_add(f->ctx, "acc-c", 250000, "top up", 10), SAAS_OK);
+	assert_int_equal(f->st->credit_add(f->ctx, "acc-c", 1, NULL, 11), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-c", &got), SAAS_OK);
+	assert_int_equal(got.credit_usd_micro, SAAS_USD(1) + 250000 + 1);
+
+	assert_fails(f->st->credit_add(f->ctx, "acc-none", 5, "x", 12), SAAS_ENOTFOUND);
+	assert_fails(f->st->credit_add(f->ctx, "acc-c", 0, "x", 12), SAAS_EINVAL);
+	assert_fails(f->st->credit_add(f->ctx, "acc-c", -5, "x", 12), SAAS_EINVAL);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-c", &got), SAAS_OK);
+	assert_int_equal(got.credit_usd_micro, SAAS_USD(1) + 250000 + 1);
+}
+
+struct accounts {
+	saas_store_account row[MAXROWS];
+	size_t n;
+	size_t stop_after;
+};
+
+static int collect_account(void *userdata, const saas_store_account *a)
+{
+	struct accounts *c = userdata;
+
+	assert_true(c->n < MAXROWS);
+	c->row[c->n++] = *a;
+	return c->stop_after && c->n >= c->stop_after;
+}
+
+static void test_account_list_sums_and_order(void **state)
+{
+	struct fx *f = *state;
+	struct accounts c;
+
+	/* Inserted out of order; ties on created_at go by id. */
+	add_account(f, "acc-c", 300, 0);
+	add_account(f, "acc-b", 100, SAAS_USD(2));
+	add_account(f, "acc-a", 300, SAAS_USD(3));
+	add_account(f, "acc-d", 50, 0);
+	assert_int_equal(f->st->credit_add(f->ctx, "acc-a", 500, "more", 400), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-a1", "acc-a", 500, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-a2", "acc-a", 501, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-c1", "acc-c", 502, 10), SAAS_OK);
+	close_sandbox(f, "sbx-a1", 600, 1000);
+	close_sandbox(f, "sbx-a2", 601, 2500);
+	close_sandbox(f, "sbx-c1", 602, 7);
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->account_list(f->ctx, collect_account, &c), SAAS_OK);
+	assert_int_equal(c.n, 4);
+	assert_string_equal(c.row[0].id, "acc-d");
+	assert_string_equal(c.row[1].id, "acc-b");
+	assert_string_equal(c.row[2].id, "acc-a");
+	assert_string_equal(c.row[3].id, "acc-c");
+	assert_int_equal(c.row[0].credit_usd_micro, 0);
+	assert_int_equal(c.row[0].charged_usd_micro, 0);
+	assert_int_equal(c.row[1].credit_usd_micro, SAAS_USD(2));
+	assert_int_equal(c.row[1].charged_usd_micro, 0);
+	assert_int_equal(c.row[2].credit_usd_micro, SAAS_USD(3) + 500);
+	assert_int_equal(c.row[2].charged_usd_micro, 3500);
+	assert_int_equal(c.row[3].credit_usd_micro, 0);
+	assert_int_equal(c.row[3].charged_usd_micro, 7);
+	assert_string_equal(c.row[2].name, "name of acc-a");
+	assert_int_equal(c.row[2].created_at_ms, 300);
+
+	/* account_get agrees with the list. */
+	assert_int_equal(charged(f, "acc-a"), 3500);
+
+	/* A callback returning non-zero stops the iteration; the call still succeeds. */
+	memset(&c, 0, sizeof(c));
+	c.stop_after = 2;
+	assert_int_equal(f->st->account_list(f->ctx, collect_account, &c), SAAS_OK);
+	assert_int_equal(c.n, 2);
+}
+
+/* ---- API keys ---- */
+
+static saas_store_key key_rec(const char *id, const char *account, char hash_char, int64_t created)
+{
+	saas_store_key k;
+
+	memset(&k, 0, sizeof(k));
+	snprintf(k.id, sizeof(k.id), "%s", id);
+	snprintf(k.account_id, sizeof(k.account_id), "%s", account);
+	snprintf(k.name, sizeof(k.name), "key %s", id);
+	snprintf(k.prefix, sizeof(k.prefix), "sk-%c%c%c%c", hash_char, hash_char, hash_char, hash_char);
+	memset(k.hash, hash_char, SAAS_STORE_HASH_HEX);
+	k.hash[SAAS_STORE_HASH_HEX] = '\0';
+	k.created_at_ms = created;
+	return k;
+}
+
+struct keys {
+	saas_store_key row[MAXROWS];
+	size_t n;
+};
+
+static int collect_key(void *userdata, const saas_store_key *k)
+{
+	struct keys *c = userdata;
+
+	assert_true(c->n < MAXROWS);
+	c->row[c->n++] = *k;
+	return 0;
+}
+
+static void test_keys(void **state)
+{
+	struct fx *f = *state;
+	saas_store_key k, got;
+	struct keys c;
+
+	add_account(f, "acc-k", 1, 0);
+	add_account(f, "acc-other", 1, 0);
+	k = key_rec("key-b", "acc-k", 'b', 200);
+	assert_int_equal(f->st->key_insert(f->ctx, &k), SAAS_OK);
+	k = key_rec("key-a", "acc-k", 'a', 200); /* same time: ordered by id */
+	assert_int_equal(f->st->key_insert(f->ctx, &k), SAAS_OK);
+	k = key_rec("key-c", "acc-k", 'c', 100);
+	assert_int_equal(f->st->key_insert(f->ctx, &k), SAAS_OK);
+	k = key_rec("key-o", "acc-other", 'd', 50);
+	assert_int_equal(f->st->key_insert(f->ctx, &k), SAAS_OK);
+
+	/* Duplicate id, duplicate hash, unknown account. */
+	k = key_rec("key-a", "acc-k", 'e', 300);
+	assert_fails(f->st->key_insert(f->ctx, &k), SAAS_EEXISTS);
+	k = key_rec("key-new", "acc-k", 'a', 300);
+	assert_fails(f->st->key_insert(f->ctx, &k), SAAS_EEXISTS);
+	k = key_rec("key-x", "acc-none", 'f', 300);
+	assert_fails(f->st->key_insert(f->ctx, &k), SAAS_ENOTFOUND);
+
+	/* Find by hash. */
+	k = key_rec("key-a", "acc-k", 'a', 200);
+	assert_int_equal(f->st->key_find(f->ctx, k.hash, &got), SAAS_OK);
+	assert_string_equal(got.id, "key-a");
+	assert_string_equal(got.account_id, "acc-k");
+	assert_string_equal(got.name, "key key-a");
+	assert_string_equal(got.prefix, "sk-aaaa");
+	assert_string_equal(got.hash, k.hash);
+	assert_int_equal(got.created_at_ms, 200);
+	assert_int_equal(got.revoked_at_ms, 0);
+	k = key_rec("key-z", "acc-k", 'z', 0);
+	assert_fails(f->st->key_find(f->ctx, k.hash, &got), SAAS_ENOTFOUND);
+
+	/* Revoke twice: the first time is kept; find still returns it. */
+	assert_int_equal(f->st->key_revoke(f->ctx, "key-a", 5000), SAAS_OK);
+	assert_int_equal(f->st->key_revoke(f->ctx, "key-a", 9000), SAAS_OK);
+	k = key_rec("key-a", "acc-k", 'a', 200);
+	assert_int_equal(f->st->key_find(f->ctx, k.hash, &got), SAAS_OK);
+	assert_int_equal(got.revoked_at_ms, 5000);
+	assert_fails(f->st->key_revoke(f->ctx, "key-none", 5000), SAAS_ENOTFOUND);
+
+	/* List: this account's only, oldest first, ties by id; revoked included. */
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->key_list(f->ctx, "acc-k", collect_key, &c), SAAS_OK);
+	assert_int_equal(c.n, 3);
+	assert_string_equal(c.row[0].id, "key-c");
+	assert_string_equal(c.row[1].id, "key-a");
+	assert_string_equal(c.row[2].id, "key-b");
+	assert_int_equal(c.row[1].revoked_at_ms, 5000);
+	assert_int_equal(c.row[2].revoked_at_ms, 0);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->key_list(f->ctx, "acc-none", collect_key, &c), SAAS_OK);
+	assert_int_equal(c.n, 0);
+}
+
+/* ---- sandboxes ---- */
+
+static void test_sandbox_roundtrip(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox b, got;
+
+	add_account(f, "acc-s", 1, 0);
+	b = sandbox_rec("sbx-round", "acc-s", 1700000000123);
+	b.vcpus = 4;
+	b.memory_mb = 8192;
+	b.disk_gb = 40;
+	strcpy(b.size, "large");
+	memset(b.image, 'i', SAAS_STORE_IMAGE_MAX); /* the longest image name */
+	b.image[SAAS_STORE_IMAGE_MAX] = '\0';
+	b.usd_micro_per_hour = 123456;
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-round", &got), SAAS_OK);
+	assert_string_equal(got.id, "sbx-round");
+	assert_string_equal(got.account_id, "acc-s");
+	assert_int_equal(got.status, SAAS_SANDBOX_CREATING);
+	assert_int_equal(got.end_reason, SAAS_END_NONE);
+	assert_string_equal(got.size, "large");
+	assert_int_equal(got.vcpus, 4);
+	assert_int_equal(got.memory_mb, 8192);
+	assert_int_equal(got.disk_gb, 40);
+	assert_string_equal(got.image, b.image);
+	assert_int_equal(got.usd_micro_per_hour, 123456);
+	assert_int_equal(got.created_at_ms, 1700000000123);
+	assert_int_equal(got.ready_at_ms, 0);
+	assert_int_equal(got.expires_at_ms, 1700000000123 + 3600000);
+	assert_int_equal(got.destroyed_at_ms, 0);
+	assert_int_equal(got.cost_usd_micro, 0);
+
+	assert_fails(f->st->sandbox_get(f->ctx, "sbx-none", &got), SAAS_ENOTFOUND);
+
+	/* Strings that do not fit are refused, never cut. */
+	b = sandbox_rec("sbx-long", "acc-s", 1);
+	memset(b.image, 'i', sizeof(b.image));
+	assert_fails(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_EINVAL);
+	b = sandbox_rec("sbx-long", "acc-s", 1);
+	memset(b.size, 's', sizeof(b.size));
+	assert_fails(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_EINVAL);
+	assert_fails(f->st->sandbox_get(f->ctx, "sbx-long", &got), SAAS_ENOTFOUND);
+}
+
+static void test_sandbox_insert_limit(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+
+	add_account(f, "acc-l", 1, 0);
+	add_account(f, "acc-m", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-1", "acc-l", 10, 3), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-2", "acc-l", 11, 3), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-3", "acc-l", 12, 3), SAAS_OK);
+	assert_fails(add_sandbox(f, "sbx-4", "acc-l", 13, 3), SAAS_ELIMIT);
+	assert_non_null(strstr(saas_error_last()->message, "3"));
+	assert_fails(f->st->sandbox_get(f->ctx, "sbx-4", &got), SAAS_ENOTFOUND);
+
+	/* Other accounts' sandboxes do not count. */
+	assert_int_equal(add_sandbox(f, "sbx-m1", "acc-m", 14, 1), SAAS_OK);
+	assert_fails(add_sandbox(f, "sbx-m2", "acc-m", 15, 1), SAAS_ELIMIT);
+
+	/* A ready one counts; a destroyed one does not. */
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-1", 20, 1000), SAAS_OK);
+	assert_fails(add_sandbox(f, "sbx-4", "acc-l", 21, 3), SAAS_ELIMIT);
+	close_sandbox(f, "sbx-2", 22, 0);
+	assert_int_equal(add_sandbox(f, "sbx-4", "acc-l", 23, 3), SAAS_OK);
+	assert_fails(add_sandbox(f, "sbx-5", "acc-l", 24, 3), SAAS_ELIMIT);
+
+	/* A limit of 0 admits none. */
+	add_account(f, "acc-zero", 1, 0);
+	assert_fails(add_sandbox(f, "sbx-z", "acc-zero", 1, 0), SAAS_ELIMIT);
+
+	/* Duplicate id; unknown account. */
+	assert_fails(add_sandbox(f, "sbx-4", "acc-l", 25, 100), SAAS_EEXISTS);
+	assert_fails(add_sandbox(f, "sbx-9", "acc-none", 26, 100), SAAS_ENOTFOUND);
+}
+
+static void test_sandbox_list_order_and_live(void **state)
+{
+	struct fx *f = *state;
+	saas_store_filter flt;
+	struct sandboxes c;
+
+	add_account(f, "acc-x", 1, 0);
+	add_account(f, "acc-y", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-b", "acc-x", 100, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-a", "acc-x", 100, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-c", "acc-x", 300, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-d", "acc-y", 200, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-e", "acc-x", 50, 10), SAAS_OK);
+	close_sandbox(f, "sbx-a", 400, 0);
+	close_sandbox(f, "sbx-d", 400, 10);
+
+	memset(&flt, 0, sizeof(flt));
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-c", "sbx-d", "sbx-b", "sbx-a", "sbx-e", NULL });
+	list_sandboxes(f, NULL, &c); /* no filter at all: the same */
+	assert_ids(&c, (const char *const[]){ "sbx-c", "sbx-d", "sbx-b", "sbx-a", "sbx-e", NULL });
+
+	flt.account_id = "acc-x";
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-c", "sbx-b", "sbx-a", "sbx-e", NULL });
+	assert_string_equal(c.row[0].account_id, "acc-x");
+	assert_int_equal(c.row[0].vcpus, 2);
+
+	flt.live = 1;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-c", "sbx-b", "sbx-e", NULL });
+	flt.live = -1;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-a", NULL });
+	assert_int_equal(c.row[0].status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(c.row[0].end_reason, SAAS_END_USER);
+	assert_int_equal(c.row[0].destroyed_at_ms, 400);
+
+	flt.account_id = NULL;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-d", "sbx-a", NULL });
+	flt.account_id = "acc-none";
+	flt.live = 0;
+	list_sandboxes(f, &flt, &c);
+	assert_int_equal(c.n, 0);
+
+	/* Limit; and a callback returning non-zero stops early. */
+	memset(&flt, 0, sizeof(flt));
+	flt.limit = 2;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-c", "sbx-d", NULL });
+	flt.limit = 0;
+	memset(&c, 0, sizeof(c));
+	c.stop_after = 3;
+	assert_int_equal(f->st->sandbox_list(f->ctx, &flt, collect_sandbox, &c), SAAS_OK);
+	assert_int_equal(c.n, 3);
+}
+
+/* A sandbox that was ready from `ready` and, if `destroyed`, closed then, with expiry `expires`. */
+static void ran(struct fx *f, const char *id, int64_t ready, int64_t expires, int64_t destroyed)
+{
+	static int64_t created = 1;
+
+	assert_int_equal(add_sandbox(f, id, "acc-r", created++, 100), SAAS_OK);
+	if (ready)
+		assert_int_equal(f->st->sandbox_set_ready(f->ctx, id, ready, expires), SAAS_OK);
+	if (destroyed)
+		close_sandbox(f, id, destroyed, 0);
+}
+
+static void test_sandbox_list_ran_during(void **state)
+{
+	struct fx *f = *state;
+	saas_store_filter flt;
+	struct sandboxes c;
+
+	add_account(f, "acc-r", 1, 0);
+	/* window [1000, 2000) */
+	ran(f, "sbx-ended-at-from", 500, 5000, 1000);      /* out: ended exactly at from */
+	ran(f, "sbx-ended-after-from", 500, 5000, 1001);   /* in */
+	ran(f, "sbx-ready-at-to", 2000, 5000, 0);          /* out: became ready exactly at to */
+	ran(f, "sbx-ready-before-to", 1999, 5000, 0);      /* in */
+	ran(f, "sbx-expired-before", 500, 900, 3000);      /* out: billing ended at min(3000, 900) */
+	ran(f, "sbx-expired-inside", 500, 1200, 1500);     /* in: billed until 1200 */
+	ran(f, "sbx-expired-at-from", 500, 1000, 1800);    /* out: billed until exactly from */
+	ran(f, "sbx-never-ready", 0, 0, 1500);             /* out: create failed */
+	ran(f, "sbx-creating", 0, 0, 0);                   /* out: not ready yet */
+	ran(f, "sbx-live-overdue", 100, 500, 0);           /* in: live, not reaped yet */
+	ran(f, "sbx-whole", 100, 9000, 8000);              /* in: spans the window */
+	ran(f, "sbx-after", 2500, 9000, 3000);             /* out: entirely after */
+
+	memset(&flt, 0, sizeof(flt));
+	flt.ran_from_ms = 1000;
+	flt.ran_to_ms = 2000;
+	list_sandboxes(f, &flt, &c);
+	/* Newest first = reverse insertion order here (created 1, 2, ...). */
+	assert_ids(&c, (const char *const[]){ "sbx-whole", "sbx-live-overdue", "sbx-expired-inside",
+	                                      "sbx-ready-before-to", "sbx-ended-after-from", NULL });
+
+	/* Combined with the live filter. */
+	flt.live = -1;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-whole", "sbx-expired-inside", "sbx-ended-after-from", NULL });
+	flt.live = 1;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, (const char *const[]){ "sbx-live-overdue", "sbx-ready-before-to", NULL });
+}
+
+static int cmp_newest_first(const void *a, const void *b)
+{
+	const saas_store_sandbox *x = a, *y = b;
+
+	if (x->created_at_ms != y->created_at_ms)
+		return x->created_at_ms > y->created_at_ms ? -1 : 1;
+	return -strcmp(x->id, y->id);
+}
+
+static void test_sandbox_list_cursor(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox want[25];
+	saas_store_filter flt;
+	struct sandboxes c;
+	char last_id[SAAS_ID_MAX + 1];
+	size_t got = 0, pages = 0;
+
+	add_account(f, "acc-p", 1, 0);
+	add_account(f, "acc-q", 1, 0);
+	for (int i = 0; i < 25; i++) {
+		char id[32];
+
+		/* Ids out of step with times; created_at has ties (groups of 4). */
+		snprintf(id, sizeof(id), "sbx-%02d", (i * 7) % 25);
+		want[i] = sandbox_rec(id, "acc-p", 1000 + i / 4);
+		assert_int_equal(f->st->sandbox_insert(f->ctx, &want[i], 1000), SAAS_OK);
+	}
+	assert_int_equal(add_sandbox(f, "sbx-other", "acc-q", 1003, 10), SAAS_OK);
+	qsort(want, 25, sizeof(want[0]), cmp_newest_first);
+
+	memset(&flt, 0, sizeof(flt));
+	flt.account_id = "acc-p";
+	flt.limit = 10;
+	for (;;) {
+		size_t n = list_sandboxes(f, &flt, &c);
+
+		if (n == 0)
+			break;
+		pages++;
+		assert_true(n <= 10);
+		for (size_t i = 0; i < n; i++, got++) {
+			assert_true(got < 25);
+			assert_string_equal(c.row[i].id, want[got].id);
+			assert_int_equal(c.row[i].created_at_ms, want[got].created_at_ms);
+		}
+		strcpy(last_id, c.row[n - 1].id);
+		flt.before_id = last_id;
+		flt.before_created_ms = c.row[n - 1].created_at_ms;
+	}
+	assert_int_equal(got, 25);
+	assert_int_equal(pages, 3);
+
+	/* A cursor inside a tie: created at 1003 with a smaller id, or earlier. */
+	memset(&flt, 0, sizeof(flt));
+	flt.before_created_ms = 1003;
+	flt.before_id = "sbx-10";
+	list_sandboxes(f, &flt, &c);
+	for (size_t i = 0; i < c.n; i++) {
+		assert_true(c.row[i].created_at_ms < 1003 ||
+		            (c.row[i].created_at_ms == 1003 && strcmp(c.row[i].id, "sbx-10") < 0));
+	}
+	{
+		size_t expect = 0;
+
+		for (int i = 0; i < 25; i++)
+			if (want[i].created_at_ms < 1003 || (want[i].created_at_ms == 1003 && strcmp(want[i].id, "sbx-10") < 0))
+				expect++;
+		/* sbx-other (1003, "sbx-o..." > "sbx-10") is after the cursor, so not in. */
+		assert_int_equal(c.n, expect);
+	}
+}
+
+static void test_sandbox_set_ready(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+
+	add_account(f, "acc-r", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-r", "acc-r", 10, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-r", 20, 5000), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-r", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_READY);
+	assert_int_equal(got.ready_at_ms, 20);
+	assert_int_equal(got.expires_at_ms, 5000);
+
+	/* Only from creating: not again, not after destroy. */
+	assert_fails(f->st->sandbox_set_ready(f->ctx, "sbx-r", 30, 6000), SAAS_ESTATE);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-r", &got), SAAS_OK);
+	assert_int_equal(got.ready_at_ms, 20);
+	assert_int_equal(got.expires_at_ms, 5000);
+	assert_int_equal(add_sandbox(f, "sbx-failed", "acc-r", 11, 5), SAAS_OK);
+	close_sandbox(f, "sbx-failed", 12, 0);
+	assert_fails(f->st->sandbox_set_ready(f->ctx, "sbx-failed", 30, 6000), SAAS_ESTATE);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-failed", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got.ready_at_ms, 0);
+
+	assert_fails(f->st->sandbox_set_ready(f->ctx, "sbx-none", 30, 6000), SAAS_ENOTFOUND);
+}
+
+static void test_sandbox_set_expiry(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+
+	add_account(f, "acc-e", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-e", "acc-e", 10, 5), SAAS_OK);
+	assert_fails(f->st->sandbox_set_expiry(f->ctx, "sbx-e", 9999), SAAS_ESTATE); /* creating */
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-e", 20, 5000), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_expiry(f->ctx, "sbx-e", 7000), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-e", &got), SAAS_OK);
+	assert_int_equal(got.expires_at_ms, 7000);
+	assert_int_equal(f->st->sandbox_set_expiry(f->ctx, "sbx-e", 6000), SAAS_OK); /* shorter is fine too */
+	close_sandbox(f, "sbx-e", 100, 0);
+	assert_fails(f->st->sandbox_set_expiry(f->ctx, "sbx-e", 9000), SAAS_ESTATE); /* destroyed */
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-e", &got), SAAS_OK);
+	assert_int_equal(got.expires_at_ms, 6000);
+	assert_fails(f->st->sandbox_set_expiry(f->ctx, "sbx-none", 9000), SAAS_ENOTFOUND);
+}
+
+static void test_sandbox_close_charges_once(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+	int closed = -1;
+
+	add_account(f, "acc-c", 1, SAAS_USD(10));
+	assert_int_equal(add_sandbox(f, "sbx-c", "acc-c", 10, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-c", 20, 5000), SAAS_OK);
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-c", SAAS_END_EXPIRED, 5000, 4321, &closed), SAAS_OK);
+	assert_int_equal(closed, 1);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-c", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got.end_reason, SAAS_END_EXPIRED);
+	assert_int_equal(got.destroyed_at_ms, 5000);
+	assert_int_equal(got.cost_usd_micro, 4321);
+	assert_int_equal(charged(f, "acc-c"), 4321);
+
+	/* Again: nothing changes, no second charge. */
+	closed = -1;
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-c", SAAS_END_USER, 6000, 9999, &closed), SAAS_OK);
+	assert_int_equal(closed, 0);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-c", &got), SAAS_OK);
+	assert_int_equal(got.end_reason, SAAS_END_EXPIRED);
+	assert_int_equal(got.destroyed_at_ms, 5000);
+	assert_int_equal(got.cost_usd_micro, 4321);
+	assert_int_equal(charged(f, "acc-c"), 4321);
+
+	/* The live count dropped: the account can create again at limit 1. */
+	assert_int_equal(add_sandbox(f, "sbx-c2", "acc-c", 11, 1), SAAS_OK);
+
+	closed = -1;
+	assert_fails(f->st->sandbox_close(f->ctx, "sbx-none", SAAS_END_USER, 1, 1, &closed), SAAS_ENOTFOUND);
+	assert_int_not_equal(closed, 1);
+	assert_int_equal(charged(f, "acc-c"), 4321);
+}
+
+static void test_sandbox_close_zero_cost(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+	int closed = -1;
+
+	add_account(f, "acc-z", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-z", "acc-z", 10, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-z", SAAS_END_FAILED, 15, 0, &closed), SAAS_OK);
+	assert_int_equal(closed, 1);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-z", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got.end_reason, SAAS_END_FAILED);
+	assert_int_equal(got.destroyed_at_ms, 15);
+	assert_int_equal(got.cost_usd_micro, 0);
+	assert_int_equal(charged(f, "acc-z"), 0);
+	closed = -1;
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-z", SAAS_END_USER, 20, 50, &closed), SAAS_OK);
+	assert_int_equal(closed, 0);
+	assert_int_equal(charged(f, "acc-z"), 0);
+}
+
+/* ---- executions ---- */
+
+static saas_store_execution exec_rec(const char *id, const char *sandbox, const char *account)
+{
+	saas_store_execution e;
+
+	memset(&e, 0, sizeof(e));
+	snprintf(e.id, sizeof(e.id), "%s", id);
+	snprintf(e.sandbox_id, sizeof(e.sandbox_id), "%s", sandbox);
+	snprintf(e.account_id, sizeof(e.account_id), "%s", account);
+	e.status = SAAS_EXEC_RUNNING;
+	e.exit_code = -1;
+	e.command = (char *)"echo 'hi' && printf '\\0'";
+	e.started_at_ms = 1000;
+	return e;
+}
+
+static void exec_free(saas_store_execution *e)
+{
+	free(e->stdout_data);
+	free(e->stderr_data);
+	free(e->command);
+	free(e->error);
+}
+
+static void test_execution_roundtrip(void **state)
+{
+	struct fx *f = *state;
+	saas_store_execution e, got;
+	const size_t big = 1024 * 1024;
+	char *out = malloc(big);
+	static const char err[] = { 'e', 'r', '\0', 'r', '\n', '\0' };
+
+	assert_non_null(out);
+	for (size_t i = 0; i < big; i++)
+		out[i] = (char)(i * 7 % 256); /* many NUL bytes */
+	add_account(f, "acc-x", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-x", "acc-x", 10, 5), SAAS_OK);
+
+	e = exec_rec("exe-1", "sbx-x", "acc-x");
+	assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+	assert_fails(f->st->execution_insert(f->ctx, &e), SAAS_EEXISTS);
+
+	/* Running: no output yet. */
+	assert_int_equal(f->st->execution_get(f->ctx, "exe-1", &got), SAAS_OK);
+	assert_string_equal(got.id, "exe-1");
+	assert_string_equal(got.sandbox_id, "sbx-x");
+	assert_string_equal(got.account_id, "acc-x");
+	assert_int_equal(got.status, SAAS_EXEC_RUNNING);
+	assert_int_equal(got.exit_code, -1);
+	assert_string_equal(got.command, e.command);
+	assert_int_equal(got.stdout_len, 0);
+	assert_int_equal(got.stderr_len, 0);
+	assert_true(!got.stdout_data || got.stdout_data[0] == '\0');
+	assert_true(!got.error || got.error[0] == '\0');
+	assert_int_equal(got.started_at_ms, 1000);
+	assert_int_equal(got.finished_at_ms, 0);
+	exec_free(&got);
+
+	e.status = SAAS_EXEC_EXITED;
+	e.exit_code = 3;
+	e.stdout_data = out;
+	e.stdout_len = big;
+	e.stderr_data = (char *)err;
+	e.stderr_len = sizeof(err);
+	e.stdout_truncated = 1;
+	e.stderr_truncated = 0;
+	e.error = (char *)"something \xc3\xa9 odd";
+	e.finished_at_ms = 2500;
+	assert_int_equal(f->st->execution_finish(f->ctx, &e), SAAS_OK);
+
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(f->st->execution_get(f->ctx, "exe-1", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_EXEC_EXITED);
+	assert_int_equal(got.exit_code, 3);
+	assert_int_equal(got.stdout_len, big);
+	assert_non_null(got.stdout_data);
+	assert_memory_equal(got.stdout_data, out, big);
+	assert_int_equal(got.stdout_data[big], '\0');
+	assert_int_equal(got.stderr_len, sizeof(err));
+	assert_memory_equal(got.stderr_data, err, sizeof(err));
+	assert_int_equal(got.stderr_data[sizeof(err)], '\0');
+	assert_int_equal(got.stdout_truncated, 1);
+	assert_int_equal(got.stderr_truncated, 0);
+	assert_string_equal(got.error, "something \xc3\xa9 odd");
+	assert_string_equal(got.command, e.command);
+	assert_int_equal(got.started_at_ms, 1000);
+	assert_int_equal(got.finished_at_ms, 2500);
+	exec_free(&got);
+
+	/* Unknown ids; an execution in an unknown sandbox. */
+	assert_fails(f->st->execution_get(f->ctx, "exe-none", &got), SAAS_ENOTFOUND);
+	e = exec_rec("exe-none", "sbx-x", "acc-x");
+	assert_fails(f->st->execution_finish(f->ctx, &e), SAAS_ENOTFOUND);
+	e = exec_rec("exe-2", "sbx-none", "acc-x");
+	assert_fails(f->st->execution_insert(f->ctx, &e), SAAS_ENOTFOUND);
+	free(out);
+}
+
+static void test_execution_fail_running(void **state)
+{
+	struct fx *f = *state;
+	saas_store_execution e, got;
+
+	add_account(f, "acc-x", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-x", "acc-x", 10, 5), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-y", "acc-x", 11, 5), SAAS_OK);
+	e = exec_rec("exe-run1", "sbx-x", "acc-x");
+	assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+	e = exec_rec("exe-run2", "sbx-x", "acc-x");
+	assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+	e = exec_rec("exe-done", "sbx-x", "acc-x");
+	assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+	e.status = SAAS_EXEC_EXITED;
+	e.exit_code = 0;
+	e.finished_at_ms = 1500;
+	assert_int_equal(f->st->execution_finish(f->ctx, &e), SAAS_OK);
+	e = exec_rec("exe-other", "sbx-y", "acc-x");
+	assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+
+	assert_int_equal(f->st->execution_fail_running(f->ctx, "sbx-x", "sandbox destroyed", 3000), SAAS_OK);
+
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(f->st->execution_get(f->ctx, i ? "exe-run2" : "exe-run1", &got), SAAS_OK);
+		assert_int_equal(got.status, SAAS_EXEC_FAILED);
+		assert_string_equal(got.error, "sandbox destroyed");
+		assert_int_equal(got.finished_at_ms, 3000);
+		exec_free(&got);
+	}
+	assert_int_equal(f->st->execution_get(f->ctx, "exe-done", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_EXEC_EXITED);
+	assert_int_equal(got.exit_code, 0);
+	assert_int_equal(got.finished_at_ms, 1500);
+	assert_true(!got.error || got.error[0] == '\0');
+	exec_free(&got);
+	assert_int_equal(f->st->execution_get(f->ctx, "exe-other", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_EXEC_RUNNING);
+	assert_int_equal(got.finished_at_ms, 0);
+	exec_free(&got);
+
+	/* Nothing left running: a second call changes nothing and succeeds. */
+	assert_int_equal(f->st->execution_fail_running(f->ctx, "sbx-x", "again", 4000), SAAS_OK);
+	assert_int_equal(f->st->execution_get(f->ctx, "exe-run1", &got), SAAS_OK);
+	assert_string_equal(got.error, "sandbox destroyed");
+	assert_int_equal(got.finished_at_ms, 3000);
+	exec_free(&got);
+}
+
+/* ---- ports ---- */
+
+struct ports {
+	unsigned int port[MAXROWS];
+	int64_t at[MAXROWS];
+	size_t n;
+};
+
+static int collect_port(void *userdata, unsigned int port, int64_t at)
+{
+	struct ports *c = userdata;
+
+	assert_true(c->n < MAXROWS);
+	c->port[c->n] = port;
+	c->at[c->n++] = at;
+	return 0;
+}
+
+static void test_ports(void **state)
+{
+	struct fx *f = *state;
+	struct ports c;
+
+	add_account(f, "acc-p", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-p", "acc-p", 10, 5), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-q", "acc-p", 11, 5), SAAS_OK);
+	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 8080, 100), SAAS_OK);
+	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 22, 200), SAAS_OK);
+	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 65535, 300), SAAS_OK);
+	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 8080, 400), SAAS_OK); /* again: fine */
+	assert_int_equal(f->st->port_insert(f->ctx, "sbx-q", 3000, 500), SAAS_OK);
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->port_list(f->ctx, "sbx-p", collect_port, &c), SAAS_OK);
+	assert_int_equal(c.n, 3);
+	assert_int_equal(c.port[0], 22);
+	assert_int_equal(c.port[1], 8080);
+	assert_int_equal(c.port[2], 65535);
+	assert_int_equal(c.at[0], 200);
+	assert_int_equal(c.at[1], 100); /* the first exposure is kept */
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->port_list(f->ctx, "sbx-none", collect_port, &c), SAAS_OK);
+	assert_int_equal(c.n, 0);
+}
+
+/* ---- callbacks may call the store (the reaper closes what it lists) ---- */
+
+struct reenter {
+	struct fx *f;
+	int calls;
+	int rc;
+};
+
+static int close_each(void *userdata, const saas_store_sandbox *b)
+{
+	struct reenter *r = userdata;
+	saas_store_account a;
+	int closed = 0;
+
+	r->calls++;
+	if (r->rc == SAAS_OK)
+		r->rc = r->f->st->sandbox_close(r->f->ctx, b->id, SAAS_END_EXPIRED, 9000, 100, &closed);
+	if (r->rc == SAAS_OK)
+		r->rc = r->f->st->account_get(r->f->ctx, b->account_id, &a);
+	return 0;
+}
+
+static void test_callback_may_call_store(void **state)
+{
+	struct fx *f = *state;
+	struct reenter r = { f, 0, SAAS_OK };
+	saas_store_filter flt;
+
+	add_account(f, "acc-re", 1, 0);
+	for (int i = 0; i < 5; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "sbx-re%d", i);
+		assert_int_equal(add_sandbox(f, id, "acc-re", 10 + i, 10), SAAS_OK);
+	}
+	memset(&flt, 0, sizeof(flt));
+	flt.live = 1;
+	assert_int_equal(f->st->sandbox_list(f->ctx, &flt, close_each, &r), SAAS_OK);
+	assert_int_equal(r.rc, SAAS_OK);
+	assert_int_equal(r.calls, 5);
+	assert_int_equal(charged(f, "acc-re"), 500);
+}
+
+/* ---- concurrency ---- */
+
+#define THREADS 4
+#define PER_THREAD 10
+#define ROUNDS 5
+
+struct racer {
+	struct fx *f;
+	void *ctx;
+	pthread_barrier_t *start;
+	const char *account;
+	int index;
+	int ok, limit, other;
+	int closed;
+};
+
+static void *insert_many(void *arg)
+{
+	struct racer *r = arg;
+
+	pthread_barrier_wait(r->start);
+	for (int i = 0; i < PER_THREAD; i++) {
+		saas_store_sandbox b;
+		char id[48];
+		int rc;
+
+		snprintf(id, sizeof(id), "sbx-%s-t%d-%d", r->account, r->index, i);
+		b = sandbox_rec(id, r->account, 1000 + i);
+		rc = r->f->st->sandbox_insert(r->ctx, &b, PER_THREAD);
+		if (rc == SAAS_OK)
+			r->ok++;
+		else if (rc == SAAS_ELIMIT)
+			r->limit++;
+		else {
+			fprintf(stderr, "racer %d: %s: %s\n", r->index, saas_strerror(rc), saas_error_last()->message);
+			r->other++;
+		}
+	}
+	return NULL;
+}
+
+static void *close_once(void *arg)
+{
+	struct racer *r = arg;
+	int closed = 0;
+	int rc;
+
+	pthread_barrier_wait(r->start);
+	rc = r->f->st->sandbox_close(r->ctx, r->account, SAAS_END_USER, 5000 + r->index, 1000, &closed);
+	if (rc == SAAS_OK)
+		r->closed = closed;
+	else {
+		fprintf(stderr, "closer %d: %s: %s\n", r->index, saas_strerror(rc), saas_error_last()->message);
+		r->other++;
+	}
+	return NULL;
+}
+
+/*
+ * Threads released together against one account; with ctx2, every other
+ * thread goes through the second handle. Several rounds, so that the race
+ * really happens rather than by luck.
+ */
+static void race(struct fx *f, void *ctx2)
+{
+	struct racer r[2 * THREADS];
+	pthread_t t[2 * THREADS];
+	pthread_barrier_t start;
+	struct sandboxes c;
+	saas_store_filter flt;
+
+	for (int round = 0; round < ROUNDS; round++) {
+		char account[32], sandbox[32];
+		int ok = 0, limit = 0, closed = 0;
+
+		snprintf(account, sizeof(account), "acc-race%d", round);
+		add_account(f, account, 1, 0);
+		assert_int_equal(pthread_barrier_init(&start, NULL, THREADS), 0);
+		memset(r, 0, sizeof(r));
+		for (int i = 0; i < THREADS; i++) {
+			r[i] = (struct racer){ f, (i % 2 && ctx2) ? ctx2 : f->ctx, &start, account, i, 0, 0, 0, 0 };
+			assert_int_equal(pthread_create(&t[i], NULL, insert_many, &r[i]), 0);
+		}
+		/* Join them all before any assertion can jump out of this function. */
+		for (int i = 0; i < THREADS; i++)
+			pthread_join(t[i], NULL);
+		for (int i = 0; i < THREADS; i++) {
+			ok += r[i].ok;
+			limit += r[i].limit;
+			assert_int_equal(r[i].other, 0);
+		}
+		pthread_barrier_destroy(&start);
+		assert_int_equal(ok, PER_THREAD);
+		assert_int_equal(limit, THREADS * PER_THREAD - PER_THREAD);
+		memset(&flt, 0, sizeof(flt));
+		flt.account_id = account;
+		assert_int_equal(list_sandboxes(f, &flt, &c), PER_THREAD);
+
+		/* Many closers of one sandbox: exactly one closes it and it is charged once. */
+		snprintf(account, sizeof(account), "acc-close%d", round);
+		snprintf(sandbox, sizeof(sandbox), "sbx-shared%d", round);
+		add_account(f, account, 1, 0);
+		assert_int_equal(add_sandbox(f, sandbox, account, 1, 1), SAAS_OK);
+		assert_int_equal(pthread_barrier_init(&start, NULL, 2 * THREADS), 0);
+		memset(r, 0, sizeof(r));
+		for (int i = 0; i < 2 * THREADS; i++) {
+			r[i] = (struct racer){ f, (i % 2 && ctx2) ? ctx2 : f->ctx, &start, sandbox, i, 0, 0, 0, 0 };
+			assert_int_equal(pthread_create(&t[i], NULL, close_once, &r[i]), 0);
+		}
+		for (int i = 0; i < 2 * THREADS; i++)
+			pthread_join(t[i], NULL);
+		for (int i = 0; i < 2 * THREADS; i++) {
+			closed += r[i].closed;
+			assert_int_equal(r[i].other, 0);
+		}
+		pthread_barrier_destroy(&start);
+		assert_int_equal(closed, 1);
+		assert_int_equal(charged(f, account), 1000);
+	}
+}
+
+static void test_concurrent_shared_handle(void **state)
+{
+	race(*state, NULL);
+}
+
+static void test_concurrent_two_handles(void **state)
+{
+	struct fx *f = *state;
+	void *ctx2 = NULL;
+
+	/* A second open of the same URL: what a second process does. */
+	assert_int_equal(open_store(f, &ctx2), SAAS_OK);
+	race(f, ctx2);
+	f->st->close(ctx2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_url_selection),
+		cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_newer_schema_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_file_private, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_account_insert_get, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_account_name_too_long, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_credit_add, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_account_list_sums_and_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_insert_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_list_order_and_live, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_list_ran_during, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_list_cursor, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_set_ready, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_set_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_close_charges_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_close_zero_cost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_execution_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_execution_fail_running, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_callback_may_call_store, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_shared_handle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_two_handles, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name(saas_test_store_is_postgres() ? "store (postgres)" : "store (sqlite)",
+	                                   tests, NULL, NULL);
+}

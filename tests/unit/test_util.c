@@ -1,0 +1,179 @@
+/*
+ * Small helpers: SHA-256 against the FIPS test vectors, ids, buffers, error
+ * texts for every code, money formatting.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "saas.h"
+#include "util/error.h"
+#include "util/util.h"
+
+static void test_sha256_vectors(void **state)
+{
+	char hex[65];
+	static char million_a[1000000];
+
+	(void)state;
+	saas__sha256_hex(hex, "", 0);
+	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	saas__sha256_hex(hex, "abc", 3);
+	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	saas__sha256_hex(hex, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56);
+	assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+	saas__sha256_hex(hex, "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu", 112);
+	assert_string_equal(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+	memset(million_a, 'a', sizeof(million_a));
+	saas__sha256_hex(hex, million_a, sizeof(million_a));
+	assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	/* 55, 56 and 64 bytes straddle the padding boundary. */
+	saas__sha256_hex(hex, million_a, 55);
+	assert_string_equal(hex, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+	saas__sha256_hex(hex, million_a, 64);
+	assert_string_equal(hex, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+}
+
+static void test_ids(void **state)
+{
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
+
+	(void)state;
+	assert_int_equal(saas__id_new(a, "sbx-", 20), SAAS_OK);
+	assert_int_equal(saas__id_new(b, "sbx-", 20), SAAS_OK);
+	assert_int_equal(strlen(a), 24);
+	assert_string_not_equal(a, b);
+	for (const char *p = a + 4; *p; p++)
+		assert_true((*p >= 'a' && *p <= 'z') || (*p >= '2' && *p <= '7'));
+	assert_int_equal(saas__id_new(a, "prefix-", 60), SAAS_EINVAL);
+}
+
+static void test_buf(void **state)
+{
+	saas_buf b = SAAS_BUF_INIT;
+	size_t len;
+	char *s;
+
+	(void)state;
+	assert_int_equal(saas__buf_puts(&b, "hello"), SAAS_OK);
+	assert_int_equal(saas__buf_put(&b, "\0x", 2), SAAS_OK);
+	assert_int_equal(saas__buf_printf(&b, "%d-%s", 42, "end"), SAAS_OK);
+	assert_int_equal(b.len, 13);
+	assert_memory_equal(b.data, "hello\0x42-end", 14);
+	for (int i = 0; i < 10000; i++)
+		assert_int_equal(saas__buf_put(&b, "0123456789", 10), SAAS_OK);
+	assert_int_equal(b.len, 100013);
+	s = saas__buf_detach(&b, &len);
+	assert_int_equal(len, 100013);
+	assert_null(b.data);
+	assert_int_equal(s[len], '\0');
+	saas_free(s);
+	s = saas__buf_detach(&b, &len);
+	assert_int_equal(len, 0);
+	assert_string_equal(s, "");
+	saas_free(s);
+}
+
+static void test_text(void **state)
+{
+	char small[4];
+
+	(void)state;
+	assert_true(saas__valid_text("ok name", 10));
+	assert_false(saas__valid_text("", 10));
+	assert_false(saas__valid_text(NULL, 10));
+	assert_false(saas__valid_text("01234567890", 10));
+	assert_true(saas__valid_text("0123456789", 10));
+	assert_false(saas__valid_text("a\tb", 10));
+	assert_false(saas__valid_text("a\x7f", 10));
+	assert_true(saas__valid_text("caf\xc3\xa9", 10));
+	assert_true(saas__strlcpy(small, "abc", sizeof(small)));
+	assert_false(saas__strlcpy(small, "abcd", sizeof(small)));
+	assert_string_equal(small, "abc");
+}
+
+static void test_error_texts(void **state)
+{
+	(void)state;
+	/* Every code has its own text and name; unknown codes say so. */
+	for (int code = SAAS_OK; code >= SAAS_EBUSY; code--) {
+		assert_string_not_equal(saas_strerror(code), "unknown error");
+		assert_string_not_equal(saas_error_name(code), "unknown");
+		for (int other = code - 1; other >= SAAS_EBUSY; other--) {
+			assert_string_not_equal(saas_strerror(code), saas_strerror(other));
+			assert_string_not_equal(saas_error_name(code), saas_error_name(other));
+		}
+	}
+	assert_string_equal(saas_strerror(-1000), "unknown error");
+	assert_string_equal(saas_strerror(5), "unknown error");
+	assert_string_equal(saas_error_name(SAAS_ENOTFOUND), "not_found");
+}
+
+static void test_error_state(void **state)
+{
+	const saas_error *e;
+
+	(void)state;
+	assert_int_equal(saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, 5, "disk %s", "gone"), SAAS_EIO);
+	e = saas_error_last();
+	assert_int_equal(e->code, SAAS_EIO);
+	assert_int_equal(e->klass, SAAS_ERRCLASS_OS);
+	assert_int_equal(e->backend_code, 5);
+	assert_string_equal(e->message, "disk gone");
+	assert_int_equal(saas__error_wrap(SAAS_EIO, "writing %s", "x"), SAAS_EIO);
+	assert_string_equal(saas_error_last()->message, "writing x: disk gone");
+	assert_int_equal(saas__error_sqlstate(SAAS_ESTORE, "23505", "dup"), SAAS_ESTORE);
+	assert_string_equal(saas_error_last()->sqlstate, "23505");
+	saas__error_clear();
+	assert_int_equal(saas_error_last()->code, SAAS_OK);
+	assert_string_equal(saas_error_last()->message, "");
+	assert_string_equal(saas_error_last()->sqlstate, "");
+}
+
+static void *other_thread(void *arg)
+{
+	(void)arg;
+	/* A fresh thread starts with no error, whatever the others did. */
+	return (void *)(intptr_t)(saas_error_last()->code == SAAS_OK && saas_error_last()->message[0] == '\0');
+}
+
+static void test_error_per_thread(void **state)
+{
+	pthread_t t;
+	void *ok;
+
+	(void)state;
+	saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0, "mine");
+	assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
+	pthread_join(t, &ok);
+	assert_true(ok != NULL);
+	assert_string_equal(saas_error_last()->message, "mine");
+}
+
+static void test_version(void **state)
+{
+	(void)state;
+	assert_string_equal(saas_version(), SAAS_VERSION_STRING);
+	assert_true(SAAS_VERSION_NUMBER > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sha256_vectors),
+		cmocka_unit_test(test_ids),
+		cmocka_unit_test(test_buf),
+		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_error_texts),
+		cmocka_unit_test(test_error_state),
+		cmocka_unit_test(test_error_per_thread),
+		cmocka_unit_test(test_version),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
