@@ -12,10 +12,12 @@ SAAS_EXTERN(int64_t) saas_cost(int64_t usd_micro_per_hour, int64_t seconds)
 {
 	if (seconds <= 0 || usd_micro_per_hour <= 0)
 		return 0;
-	/* Prices are capped at $1M/h (1e12) and lifetimes at centuries, so this cannot overflow
-	 * for any sandbox the engine accepts; guard the public function anyway. */
-	if (seconds > INT64_MAX / usd_micro_per_hour)
-		return (usd_micro_per_hour / 3600) * seconds + (usd_micro_per_hour % 3600) * seconds / 3600;
+	/* Engine-accepted prices and lifetimes never come near overflow; the public
+	 * function is exact for any input all the same, saturating at INT64_MAX. */
+	if (seconds > INT64_MAX / usd_micro_per_hour) {
+		__extension__ __int128 wide = (__int128)usd_micro_per_hour * seconds / 3600;
+		return wide > INT64_MAX ? INT64_MAX : (int64_t)wide;
+	}
 	return usd_micro_per_hour * seconds / 3600;
 }
 

@@ -269,6 +269,8 @@ SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id,
 		return saas__inval("command is missing");
 	if (strlen(command) > SAAS_EXEC_COMMAND_MAX)
 		return saas__inval("command is longer than %u bytes", SAAS_EXEC_COMMAND_MAX);
+	if (!saas__valid_utf8(command, strlen(command)))
+		return saas__inval("command is not valid UTF-8");
 	if (o->cwd && ((rc = check_path(o->cwd, true)) < 0))
 		return rc;
 	if ((rc = check_env(o->env)) < 0)
@@ -329,6 +331,8 @@ static long read_mem(void *ud, void *buf, size_t size)
 
 	if (n > LONG_MAX)
 		n = LONG_MAX;
+	if (n == 0)
+		return 0;
 	memcpy(buf, r->data, n);
 	r->data += n;
 	r->left -= n;

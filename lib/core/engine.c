@@ -120,6 +120,8 @@ static int check_sizes(const saas_size *sizes, size_t n)
 			return saas__inval("sizes[%zu]: name must be 1 to 31 printable bytes", i);
 		if (s->vcpus == 0 || s->memory_mb == 0 || s->disk_gb == 0)
 			return saas__inval("size '%s': vcpus, memory and disk must be positive", s->name);
+		if (s->vcpus > 1024 || s->memory_mb > (16u << 20) || s->disk_gb > (1u << 20))
+			return saas__inval("size '%s': at most 1024 vCPUs, 16 TiB of memory and 1 PiB of disk", s->name);
 		if (s->usd_micro_per_hour < 0 || s->usd_micro_per_hour > SAAS_USD(1000000))
 			return saas__inval("size '%s': price out of range", s->name);
 		for (size_t j = 0; j < i; j++)

@@ -37,6 +37,9 @@ char *saas__strdup(const char *s);
 /* Is `s` non-NULL, non-empty, at most `max` bytes and free of control characters? */
 bool saas__valid_text(const char *s, size_t max);
 
+/* Is `s` (len bytes) well-formed UTF-8 (no overlongs, no surrogates)? */
+bool saas__valid_utf8(const char *s, size_t len);
+
 /* A growable byte buffer, always NUL-terminated. */
 typedef struct {
 	char *data;

@@ -333,7 +333,7 @@ static int fake_read(void *ctx, const char *name, const char *path, int64_t max,
 	}
 	len = f->len;
 	copy = malloc(len ? len : 1);
-	if (copy)
+	if (copy && len)
 		memcpy(copy, f->data, len);
 	pthread_mutex_unlock(&mu);
 	if (!copy)

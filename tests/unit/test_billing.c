@@ -34,7 +34,8 @@ static void test_cost(void **state)
 		assert_true((c + 1) * 3600 > 280000 * s);
 	}
 	/* Absurd inputs do not overflow. */
-	assert_true(saas_cost(SAAS_USD(1000000), INT64_MAX / 2) > 0);
+	assert_int_equal(saas_cost(SAAS_USD(1000000), INT64_MAX / 2), INT64_MAX);
+	assert_int_equal(saas_cost(3600, INT64_MAX / 2), INT64_MAX / 2);
 }
 
 static void test_usd_format(void **state)

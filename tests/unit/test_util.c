@@ -92,6 +92,15 @@ static void test_text(void **state)
 	assert_false(saas__valid_text("a\tb", 10));
 	assert_false(saas__valid_text("a\x7f", 10));
 	assert_true(saas__valid_text("caf\xc3\xa9", 10));
+	assert_true(saas__valid_utf8("plain", 5));
+	assert_true(saas__valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14));
+	assert_true(saas__valid_utf8("a\0b", 3));
+	assert_false(saas__valid_utf8("\xff", 1));
+	assert_false(saas__valid_utf8("\xc3", 1));          /* cut short */
+	assert_false(saas__valid_utf8("\xc0\xaf", 2));      /* overlong */
+	assert_false(saas__valid_utf8("\xe0\x80\xaf", 3));  /* overlong */
+	assert_false(saas__valid_utf8("\xed\xa0\x80", 3));  /* surrogate */
+	assert_false(saas__valid_utf8("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
 	assert_true(saas__strlcpy(small, "abc", sizeof(small)));
 	assert_false(saas__strlcpy(small, "abcd", sizeof(small)));
 	assert_string_equal(small, "abc");

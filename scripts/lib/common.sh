@@ -1,0 +1,29 @@
+# Shared by the scripts: package installation and build helpers.
+# shellcheck shell=bash
+
+# Packages the build, the tests and the quick start need, by Debian name.
+SAAS_BUILD_PACKAGES=(
+	build-essential cmake pkg-config clang python3
+	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
+	libmicrohttpd-dev libssh2-1-dev libvirt-dev
+)
+SAAS_TEST_PACKAGES=(postgresql valgrind curl)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Install whatever of the given Debian packages is missing (apt, as root or via sudo).
+ensure_packages() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	say "installing: ${missing[*]}"
+	local sudo=()
+	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -q >/dev/null
+	"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+jobs() { nproc 2>/dev/null || echo 2; }
