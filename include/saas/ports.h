@@ -20,6 +20,19 @@ SAAS_BEGIN_DECLS
  */
 SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *client, const char *sandbox_id, unsigned int port);
 
+/**
+ * Open a TCP connection to a port inside a sandbox, through its control
+ * channel: what a preview URL's proxy does for each request. The port must
+ * have been exposed first.
+ *
+ * @param fd   [out] a connected stream socket; the caller reads, writes and close()s it.
+ * @param port an exposed port.
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (sandbox, or the port is not exposed);
+ *         SAAS_ESTATE (not ready); SAAS_EBACKEND (nothing listens there, or the guest is unreachable);
+ *         SAAS_ENOTSUP (the client or driver cannot tunnel).
+ */
+SAAS_EXTERN(int) saas_port_connect(int *fd, saas_client *client, const char *sandbox_id, unsigned int port);
+
 SAAS_END_DECLS
 
 #endif

@@ -23,6 +23,7 @@ const struct saas_client_ops saas__local_ops = {
 	saas__local_file_read,
 	saas__local_file_list,
 	saas__local_port_expose,
+	saas__local_port_connect,
 	NULL,
 };
 
@@ -468,4 +469,22 @@ SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, un
 	if (port == 22)
 		return saas__inval("port 22 is the sandbox's control channel and cannot be exposed");
 	return c->ops->port_expose(c, id, port, url);
+}
+
+SAAS_EXTERN(int) saas_port_connect(int *fd, saas_client *c, const char *id, unsigned int port)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!fd)
+		return saas__inval("fd is NULL");
+	*fd = -1;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if (port == 0 || port > 65535)
+		return saas__inval("port must be between 1 and 65535");
+	if (!c->ops->port_connect)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot open tunnels");
+	return c->ops->port_connect(c, id, port, fd);
 }

@@ -72,6 +72,7 @@ struct saas_client_ops {
 	int (*file_list)(saas_client *c, const char *id, const char *path, unsigned int depth,
 	                 unsigned int max_entries, saas_file_list **out);
 	int (*port_expose)(saas_client *c, const char *id, unsigned int port, char **url);
+	int (*port_connect)(saas_client *c, const char *id, unsigned int port, int *fd);
 	void (*free)(saas_client *c);
 };
 
@@ -129,6 +130,7 @@ int saas__local_file_read(saas_client *c, const char *id, const char *path, int6
 int saas__local_file_list(saas_client *c, const char *id, const char *path, unsigned int depth,
                           unsigned int max_entries, saas_file_list **out);
 int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, char **url);
+int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd);
 char *saas__preview_url(saas_engine *e, const char *id, unsigned int port);
 
 /* reaper.c */

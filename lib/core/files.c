@@ -145,3 +145,37 @@ int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, c
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s exposes port %u", id, port);
 	return SAAS_OK;
 }
+
+struct find_port {
+	unsigned int port;
+	int found;
+};
+
+static int match_port(void *ud, unsigned int port, int64_t created_at_ms)
+{
+	struct find_port *f = ud;
+
+	(void)created_at_ms;
+	if (port == f->port)
+		f->found = 1;
+	return f->found;
+}
+
+int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox sb;
+	struct find_port fp = { port, 0 };
+	int rc;
+
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
+		return rc;
+	if ((rc = e->store->port_list(e->store_ctx, id, match_port, &fp)) < 0)
+		return rc;
+	if (!fp.found)
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "port %u of sandbox '%s' is not exposed", port, id);
+	if (!e->driver->port_connect)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot open tunnels",
+		                   e->driver->name);
+	return e->driver->port_connect(e->driver_ctx, id, port, fd);
+}

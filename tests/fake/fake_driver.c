@@ -1,4 +1,6 @@
+#include <errno.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +392,30 @@ static int fake_list_files(void *ctx, const char *name, const char *path, unsign
 	return SAAS_OK;
 }
 
+/* The "guest" answers every connection with one line naming the port, then hangs up. */
+static int fake_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
+{
+	char line[64];
+	int sv[2], n;
+
+	(void)ctx;
+	if (!running(name))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	if (port == 9)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "nothing listens on port 9 in the sandbox");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socketpair");
+	n = snprintf(line, sizeof(line), "port %u of %s\n", port, name);
+	if (write(sv[1], line, (size_t)n) != n) {
+		close(sv[0]);
+		close(sv[1]);
+		return SAAS_EIO;
+	}
+	close(sv[1]);
+	*fd = sv[0];
+	return SAAS_OK;
+}
+
 const saas_driver saas_fake_driver = {
 	SAAS_DRIVER_VERSION,
 	"fake",
@@ -403,5 +429,5 @@ const saas_driver saas_fake_driver = {
 	fake_write,
 	fake_read,
 	fake_list_files,
-	NULL,
+	fake_port_connect,
 };

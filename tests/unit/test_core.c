@@ -913,6 +913,22 @@ static void test_ports(void **state)
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 65536), SAAS_EINVAL);
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 22), SAAS_EINVAL);
 	assert_int_equal(saas_port_expose(NULL, f->a, sb->id, 80), SAAS_EINVAL);
+	{
+		int fd = -1;
+		char buf[128] = "";
+		ssize_t n;
+		/* Only exposed ports tunnel; the other account's client finds nothing. */
+		assert_int_equal(saas_port_connect(&fd, f->a, sb->id, 4000), SAAS_ENOTFOUND);
+		assert_int_equal(fd, -1);
+		assert_int_equal(saas_port_connect(&fd, f->b, sb->id, 3000), SAAS_ENOTFOUND);
+		assert_int_equal(saas_port_connect(&fd, f->a, sb->id, 0), SAAS_EINVAL);
+		assert_int_equal(saas_port_connect(NULL, f->a, sb->id, 3000), SAAS_EINVAL);
+		assert_int_equal(saas_port_connect(&fd, f->a, sb->id, 3000), SAAS_OK);
+		n = read(fd, buf, sizeof(buf) - 1);
+		assert_true(n > 0);
+		assert_non_null(strstr(buf, "port 3000 of "));
+		close(fd);
+	}
 	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 0);
 	saas_sandbox_free(got);
