@@ -15,6 +15,9 @@
 
 #define SAAS_WORKSPACE "/workspace"
 
+/* How long a create may take before its sandbox counts as expired on top of its lifetime. */
+#define SAAS_CREATE_GRACE_S 900
+
 struct saas_engine {
 	char *state_dir;
 	char *default_image;

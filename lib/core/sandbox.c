@@ -236,8 +236,12 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	saas__strlcpy(row.image, o->image ? o->image : e->default_image, sizeof(row.image));
 	row.usd_micro_per_hour = size->usd_micro_per_hour;
 	row.created_at_ms = now;
-	/* Until ready the lifetime counts from creation, so a stuck create still expires. */
-	row.expires_at_ms = now + timeout * 1000;
+	/*
+	 * The lifetime counts from ready. Until then the row expires a boot's
+	 * allowance past its lifetime, so that a create stuck for good (its engine
+	 * died) is still swept, while a slow boot is not cut short.
+	 */
+	row.expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
 	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, e->limits.max_sandboxes)) < 0)
 		return rc;
 

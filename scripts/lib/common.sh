@@ -7,7 +7,13 @@ SAAS_BUILD_PACKAGES=(
 	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
 	libmicrohttpd-dev libssh2-1-dev libvirt-dev
 )
-SAAS_TEST_PACKAGES=(postgresql valgrind curl)
+SAAS_TEST_PACKAGES=(postgresql valgrind curl openssh-server openssh-client)
+# Running sandboxes and building guest images.
+SAAS_VM_PACKAGES=(
+	qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
+	openssh-client openssh-server openssh-sftp-server busybox-static cpio linux-image-amd64
+	mmdebstrap e2fsprogs util-linux
+)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

@@ -1,0 +1,1124 @@
+/*
+ * The libvirt VM driver: every sandbox is a transient QEMU domain named after
+ * its id, booted straight from the image's kernel and initramfs (and, for
+ * disk images, a thin qcow2 overlay sized by the size class), with user-mode
+ * networking whose only way in is an SSH forward bound to host loopback.
+ *
+ * The default connection is libvirt's embedded QEMU driver rooted in the
+ * state directory: no daemon, and the engine is the one process that owns
+ * the root (two processes opening one root fight over it and kill VMs).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/kvm.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "transport/ssh.h"
+#include "util/error.h"
+#include "util/spawn.h"
+#include "util/util.h"
+
+#define VM_PREFIX "sbx-"
+#define META_NS "https://libsaas.org/xmlns/vm/1"
+#define META_PREFIX "aas"
+#define DEFAULT_BOOT_TIMEOUT_MS 180000
+#define SSH_USER "sandbox"
+
+struct image {
+	char name[64];
+	char *dir;
+	char *kernel, *initrd, *disk;    /* absolute paths; disk NULL for initramfs images */
+	char *boot_args;
+	char *host_key;                  /* "ssh-ed25519 AAAA..." */
+	unsigned int min_memory_mib;
+	struct timespec mtime;           /* of the manifest, to notice rebuilds */
+	struct image *next;
+};
+
+struct vm {
+	char name[SAAS_ID_MAX + 1];
+	unsigned int port;
+	char *host_key;
+	saas_ssh *ssh;
+	pthread_mutex_t mu;              /* serialises (re)connecting */
+	unsigned int refs;
+	struct vm *next;
+};
+
+enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
+
+struct drv {
+	char *dir;                       /* STATE/libvirt */
+	char *uri;
+	char *images;
+	char *key, *pub, *authkey_b64;   /* the engine's key pair */
+	char *owner;                     /* written into each domain: which engine owns it */
+	int accel;
+	bool kvm;
+	bool internet;
+	int boot_timeout_ms;
+	virConnectPtr conn;
+	pthread_mutex_t mu;
+	struct vm *vms;
+	struct image *imgs;
+	saas_log_fn log;
+	void *log_userdata;
+};
+
+/* libvirt wants one event loop per process, run by a thread of its own. */
+static pthread_once_t event_once = PTHREAD_ONCE_INIT;
+static int event_rc;
+
+static void *event_main(void *arg)
+{
+	(void)arg;
+	for (;;)
+		virEventRunDefaultImpl();
+	return NULL;
+}
+
+static void quiet_errors(void *ud, virErrorPtr err)
+{
+	(void)ud;
+	(void)err;
+}
+
+static char *libvirt_log_env;
+
+static void event_init(void)
+{
+	pthread_t t;
+
+	/*
+	 * A library never prints: libvirt's errors are read back through
+	 * virGetLastError, and the embedded driver's own log (which goes to stderr
+	 * unless told otherwise) is sent to a file in the state directory. This
+	 * runs once, before libvirt reads its environment.
+	 */
+	virSetErrorFunc(NULL, quiet_errors);
+	if (libvirt_log_env && !getenv("LIBVIRT_LOG_OUTPUTS"))
+		setenv("LIBVIRT_LOG_OUTPUTS", libvirt_log_env, 0);
+	if (virInitialize() < 0 || virEventRegisterDefaultImpl() < 0 ||
+	    pthread_create(&t, NULL, event_main, NULL) != 0) {
+		event_rc = -1;
+		return;
+	}
+	pthread_detach(t);
+}
+
+static void dlog(struct drv *d, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
+static void dlog(struct drv *d, int level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	d->log(d->log_userdata, level, msg);
+}
+
+static int virt_error(const char *what)
+{
+	virErrorPtr err = virGetLastError();
+
+	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, err ? err->code : 0, "%s: %s", what,
+	                   err && err->message ? err->message : "unknown libvirt error");
+}
+
+static char *path_join(const char *a, const char *b)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", a, b) < 0) {
+		saas__oom();
+		return NULL;
+	}
+	return p;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void rm_tree(const char *path)
+{
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static char *read_file(const char *path, size_t max)
+{
+	FILE *f = fopen(path, "re");
+	saas_buf b = SAAS_BUF_INIT;
+	char chunk[4096];
+	size_t n;
+
+	if (!f)
+		return NULL;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && b.len < max)
+		saas__buf_put(&b, chunk, n);
+	fclose(f);
+	return saas__buf_detach(&b, NULL);
+}
+
+/* The last line or two of a VM's console: what a failed boot says about itself. */
+static char *console_tail(const char *vmdir)
+{
+	char *path = path_join(vmdir, "console.log"), *text, *tail;
+	size_t len;
+
+	if (!path)
+		return NULL;
+	text = read_file(path, 1 << 20);
+	free(path);
+	if (!text)
+		return NULL;
+	len = strlen(text);
+	tail = text + (len > 400 ? len - 400 : 0);
+	for (char *p = tail; *p; p++)
+		if ((unsigned char)*p < 0x20)
+			*p = ' ';
+	tail = strdup(tail);
+	free(text);
+	return tail;
+}
+
+static bool kvm_usable(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC), vm;
+
+	if (fd < 0)
+		return false;
+	vm = ioctl(fd, KVM_CREATE_VM, 0);
+	if (vm >= 0)
+		close(vm);
+	close(fd);
+	return vm >= 0;
+}
+
+/* ---- configuration -------------------------------------------------------- */
+
+static char *default_images_dir(void)
+{
+	const char *env = getenv("AAS_IMAGE_DIR"), *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char *p = NULL;
+
+	if (env && *env)
+		return saas__strdup(env);
+	if (cache && *cache) {
+		if (asprintf(&p, "%s/aas/images", cache) < 0)
+			p = NULL;
+	} else if (home && *home) {
+		if (asprintf(&p, "%s/.cache/aas/images", home) < 0)
+			p = NULL;
+	} else {
+		p = strdup("/var/cache/aas/images");
+	}
+	if (!p)
+		saas__oom();
+	return p;
+}
+
+/*
+ * driver_config: a libvirt URI, or space- or comma-separated key=value pairs:
+ * uri=URI images=DIR accel=auto|kvm|tcg network=isolated|internet boot_timeout=SECONDS
+ */
+static int parse_config(struct drv *d, const char *config)
+{
+	char *copy, *save = NULL, *tok;
+	int rc = SAAS_OK;
+
+	d->accel = ACCEL_AUTO;
+	d->boot_timeout_ms = DEFAULT_BOOT_TIMEOUT_MS;
+	if (!config || !*config)
+		return SAAS_OK;
+	if (!strchr(config, '='))
+		return (d->uri = saas__strdup(config)) ? SAAS_OK : SAAS_ENOMEM;
+	if (!(copy = saas__strdup(config)))
+		return SAAS_ENOMEM;
+	for (tok = strtok_r(copy, " ,", &save); tok && rc == SAAS_OK; tok = strtok_r(NULL, " ,", &save)) {
+		char *eq = strchr(tok, '='), *val;
+		if (!eq) {
+			rc = saas__inval("libvirt driver option '%s' is not key=value", tok);
+			break;
+		}
+		*eq = '\0';
+		val = eq + 1;
+		if (strcmp(tok, "uri") == 0) {
+			free(d->uri);
+			rc = (d->uri = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
+		} else if (strcmp(tok, "images") == 0) {
+			free(d->images);
+			rc = (d->images = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
+		} else if (strcmp(tok, "accel") == 0) {
+			if (strcmp(val, "auto") == 0)
+				d->accel = ACCEL_AUTO;
+			else if (strcmp(val, "kvm") == 0)
+				d->accel = ACCEL_KVM;
+			else if (strcmp(val, "tcg") == 0)
+				d->accel = ACCEL_TCG;
+			else
+				rc = saas__inval("accel must be auto, kvm or tcg, not '%s'", val);
+		} else if (strcmp(tok, "network") == 0) {
+			if (strcmp(val, "isolated") == 0)
+				d->internet = false;
+			else if (strcmp(val, "internet") == 0)
+				rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0,
+				                 "network=internet is not available yet; guests are isolated");
+			else
+				rc = saas__inval("network must be isolated or internet, not '%s'", val);
+		} else if (strcmp(tok, "boot_timeout") == 0) {
+			char *end;
+			long v = strtol(val, &end, 10);
+			if (*end || v <= 0 || v > 3600)
+				rc = saas__inval("boot_timeout must be 1 to 3600 seconds");
+			else
+				d->boot_timeout_ms = (int)v * 1000;
+		} else {
+			rc = saas__inval("unknown libvirt driver option '%s'", tok);
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+/* The engine's SSH key pair: made once per state directory, private part 0600. */
+static int ensure_key(struct drv *d)
+{
+	struct stat st;
+	char *pubtext = NULL;
+	size_t len;
+	int rc;
+
+	if (!(d->key = path_join(d->dir, "id_ed25519")) || !(d->pub = path_join(d->dir, "id_ed25519.pub")))
+		return SAAS_ENOMEM;
+	if (stat(d->key, &st) < 0 || stat(d->pub, &st) < 0) {
+		const char *argv[] = { "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aas-engine", "-f", d->key, NULL };
+		unlink(d->key);
+		unlink(d->pub);
+		if ((rc = saas__run(argv, NULL)) < 0)
+			return saas__error_wrap(SAAS_EBACKEND, "making the engine's SSH key");
+		chmod(d->key, 0600);
+	}
+	if (!(pubtext = read_file(d->pub, 4096)))
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read %s", d->pub);
+	len = strlen(pubtext);
+	while (len && (pubtext[len - 1] == '\n' || pubtext[len - 1] == '\r'))
+		pubtext[--len] = '\0';
+	/* The guest reads its authorized key from the kernel command line, base64-encoded. */
+	{
+		static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+		const unsigned char *s = (const unsigned char *)pubtext;
+		saas_buf out = SAAS_BUF_INIT;
+		for (size_t i = 0; i < len; i += 3) {
+			uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < len ? (uint32_t)s[i + 1] << 8 : 0) |
+			             (i + 2 < len ? s[i + 2] : 0);
+			char q[4] = { b64[v >> 18 & 63], b64[v >> 12 & 63], i + 1 < len ? b64[v >> 6 & 63] : '=',
+			              i + 2 < len ? b64[v & 63] : '=' };
+			saas__buf_put(&out, q, 4);
+		}
+		d->authkey_b64 = saas__buf_detach(&out, NULL);
+	}
+	free(pubtext);
+	return d->authkey_b64 ? SAAS_OK : saas__oom();
+}
+
+static int write_qemu_conf(struct drv *d, const char *root)
+{
+	/* The embedded driver reads ROOT/etc/qemu.conf (its domain configs live in ROOT/etc/qemu/). */
+	char *dir = path_join(root, "etc"), *path = NULL;
+	FILE *f;
+	int rc = SAAS_OK;
+
+	if (!dir)
+		return SAAS_ENOMEM;
+	if (saas__mkdir_p(dir, 0700) < 0 || !(path = path_join(dir, "qemu.conf"))) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s", dir);
+		goto out;
+	}
+	if (!(f = fopen(path, "we"))) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	/*
+	 * The embedded driver has no virtlogd: QEMU writes its own logs. QEMU runs
+	 * as the engine's user (our files live in a 0700 state directory).
+	 */
+	fputs("# Written by libsaas for its embedded libvirt driver.\n"
+	      "stdio_handler = \"file\"\n",
+	      f);
+	if (geteuid() == 0)
+		fputs("user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\nremember_owner = 0\n", f);
+	fclose(f);
+	(void)d;
+out:
+	free(dir);
+	free(path);
+	return rc;
+}
+
+/* ---- images --------------------------------------------------------------- */
+
+static void image_free(struct image *im)
+{
+	if (!im)
+		return;
+	free(im->dir);
+	free(im->kernel);
+	free(im->initrd);
+	free(im->disk);
+	free(im->boot_args);
+	free(im->host_key);
+	free(im);
+}
+
+static int image_load(struct drv *d, const char *name, struct image **out)
+{
+	struct image *im = NULL;
+	json_t *root = NULL;
+	json_error_t jerr;
+	struct stat st;
+	char *manifest = NULL;
+	const char *s;
+	int rc = SAAS_OK;
+
+	if (!(im = calloc(1, sizeof(*im))))
+		return saas__oom();
+	saas__strlcpy(im->name, name, sizeof(im->name));
+	if (!(im->dir = path_join(d->images, name)) || !(manifest = path_join(im->dir, "manifest.json"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if (stat(manifest, &st) < 0) {
+		rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, errno,
+		                 "image '%s' is not built (no %s); build it with: images/build %s", name, manifest, name);
+		goto out;
+	}
+	im->mtime = st.st_mtim;
+	if (!(root = json_load_file(manifest, 0, &jerr))) {
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "%s: %s (line %d)", manifest, jerr.text,
+		                 jerr.line);
+		goto out;
+	}
+	if (!(s = json_string_value(json_object_get(root, "kernel"))) || !(im->kernel = path_join(im->dir, s)) ||
+	    !(s = json_string_value(json_object_get(root, "initrd"))) || !(im->initrd = path_join(im->dir, s)) ||
+	    !(s = json_string_value(json_object_get(root, "ssh_host_key"))) || !(im->host_key = saas__strdup(s)) ||
+	    !(s = json_string_value(json_object_get(root, "boot_args"))) || !(im->boot_args = saas__strdup(s))) {
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0,
+		                 "%s lacks kernel, initrd, ssh_host_key or boot_args", manifest);
+		goto out;
+	}
+	{
+		json_t *disk = json_object_get(root, "disk");
+		if (json_is_object(disk) && (s = json_string_value(json_object_get(disk, "file"))) &&
+		    !(im->disk = path_join(im->dir, s))) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+	}
+	im->min_memory_mib = (unsigned int)json_integer_value(json_object_get(root, "min_memory_mib"));
+	*out = im;
+	im = NULL;
+out:
+	json_decref(root);
+	free(manifest);
+	image_free(im);
+	return rc;
+}
+
+/* An image by name, reloaded when its manifest changes (a rebuild). Caller holds d->mu. */
+static int image_get(struct drv *d, const char *name, struct image **out)
+{
+	struct image **pp, *im;
+	struct stat st;
+	char *manifest;
+	int rc;
+
+	for (pp = &d->imgs; *pp; pp = &(*pp)->next) {
+		if (strcmp((*pp)->name, name) != 0)
+			continue;
+		if (!(manifest = path_join((*pp)->dir, "manifest.json")))
+			return SAAS_ENOMEM;
+		rc = stat(manifest, &st);
+		free(manifest);
+		if (rc == 0 && st.st_mtim.tv_sec == (*pp)->mtime.tv_sec && st.st_mtim.tv_nsec == (*pp)->mtime.tv_nsec) {
+			*out = *pp;
+			return SAAS_OK;
+		}
+		im = *pp;
+		*pp = im->next;
+		image_free(im);
+		break;
+	}
+	if ((rc = image_load(d, name, &im)) < 0)
+		return rc;
+	im->next = d->imgs;
+	d->imgs = im;
+	*out = im;
+	return SAAS_OK;
+}
+
+/* ---- VMs ------------------------------------------------------------------ */
+
+static void vm_put(struct drv *d, struct vm *v)
+{
+	bool last;
+
+	pthread_mutex_lock(&d->mu);
+	last = --v->refs == 0;
+	pthread_mutex_unlock(&d->mu);
+	if (!last)
+		return;
+	saas__ssh_close(v->ssh);
+	free(v->host_key);
+	pthread_mutex_destroy(&v->mu);
+	free(v);
+}
+
+/* Caller holds d->mu. */
+static struct vm *vm_find_locked(struct drv *d, const char *name)
+{
+	for (struct vm *v = d->vms; v; v = v->next)
+		if (strcmp(v->name, name) == 0)
+			return v;
+	return NULL;
+}
+
+static struct vm *vm_get(struct drv *d, const char *name)
+{
+	struct vm *v;
+
+	pthread_mutex_lock(&d->mu);
+	if ((v = vm_find_locked(d, name)))
+		v->refs++;
+	pthread_mutex_unlock(&d->mu);
+	return v;
+}
+
+/* Take a VM out of the table; the table's reference is dropped by the caller. */
+static struct vm *vm_unlink(struct drv *d, const char *name)
+{
+	struct vm **pp, *v = NULL;
+
+	pthread_mutex_lock(&d->mu);
+	for (pp = &d->vms; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->name, name) == 0) {
+			v = *pp;
+			*pp = v->next;
+			break;
+		}
+	pthread_mutex_unlock(&d->mu);
+	return v;
+}
+
+static int vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas_ssh *ssh)
+{
+	struct vm *v = calloc(1, sizeof(*v));
+
+	if (!v || !(v->host_key = saas__strdup(host_key))) {
+		free(v);
+		return saas__oom();
+	}
+	saas__strlcpy(v->name, name, sizeof(v->name));
+	v->port = port;
+	v->ssh = ssh;
+	v->refs = 1;
+	pthread_mutex_init(&v->mu, NULL);
+	pthread_mutex_lock(&d->mu);
+	v->next = d->vms;
+	d->vms = v;
+	pthread_mutex_unlock(&d->mu);
+	return SAAS_OK;
+}
+
+static int ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas_ssh **out)
+{
+	saas_ssh_config cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.host = "127.0.0.1";
+	cfg.port = port;
+	cfg.user = SSH_USER;
+	cfg.private_key = d->key;
+	cfg.public_key = d->pub;
+	cfg.host_key = host_key;
+	cfg.connect_timeout_ms = timeout_ms;
+	return saas__ssh_open(out, &cfg);
+}
+
+/* The VM's SSH connection, reopened if it died. Returns with a reference the caller puts. */
+static int vm_session(struct drv *d, const char *name, struct vm **out)
+{
+	struct vm *v = vm_get(d, name);
+	int rc = SAAS_OK;
+
+	if (!v)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
+	pthread_mutex_lock(&v->mu);
+	if (!v->ssh || !saas__ssh_alive(v->ssh)) {
+		saas_ssh *old = v->ssh;
+		v->ssh = NULL;
+		saas__ssh_close(old);
+		if ((rc = ssh_connect(d, v->port, v->host_key, 15000, &v->ssh)) < 0)
+			saas__error_wrap(rc, "reconnecting to %s", name);
+	}
+	pthread_mutex_unlock(&v->mu);
+	if (rc < 0) {
+		vm_put(d, v);
+		return rc;
+	}
+	*out = v;
+	return SAAS_OK;
+}
+
+static int free_port(unsigned int *port)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socket: %s", strerror(errno));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+		int err = errno;
+		close(fd);
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "no free loopback port: %s", strerror(err));
+	}
+	*port = ntohs(sa.sin_port);
+	close(fd);
+	return SAAS_OK;
+}
+
+static void xml_escape(saas_buf *b, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '&': saas__buf_puts(b, "&amp;"); break;
+		case '<': saas__buf_puts(b, "&lt;"); break;
+		case '>': saas__buf_puts(b, "&gt;"); break;
+		case '\'': saas__buf_puts(b, "&apos;"); break;
+		case '"': saas__buf_puts(b, "&quot;"); break;
+		default: saas__buf_put(b, s, 1);
+		}
+	}
+}
+
+static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct image *im, const char *vmdir,
+                        const char *overlay, unsigned int port)
+{
+	saas_buf b = SAAS_BUF_INIT;
+	unsigned int mem = spec->memory_mb;
+
+	if (im->min_memory_mib && mem < im->min_memory_mib)
+		mem = im->min_memory_mib;
+	saas__buf_printf(&b, "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n",
+	                 d->kvm ? "kvm" : "qemu");
+	saas__buf_puts(&b, "  <name>");
+	xml_escape(&b, spec->name);
+	saas__buf_puts(&b, "</name>\n  <metadata>\n    <" META_PREFIX ":vm xmlns:" META_PREFIX "='" META_NS "'>\n");
+	saas__buf_printf(&b, "      <" META_PREFIX ":ssh-port>%u</" META_PREFIX ":ssh-port>\n", port);
+	saas__buf_puts(&b, "      <" META_PREFIX ":image>");
+	xml_escape(&b, im->name);
+	saas__buf_puts(&b, "</" META_PREFIX ":image>\n      <" META_PREFIX ":host-key>");
+	xml_escape(&b, im->host_key);
+	saas__buf_puts(&b, "</" META_PREFIX ":host-key>\n      <" META_PREFIX ":owner>");
+	xml_escape(&b, d->owner);
+	saas__buf_puts(&b, "</" META_PREFIX ":owner>\n    </" META_PREFIX ":vm>\n  </metadata>\n");
+	saas__buf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, spec->vcpus);
+	saas__buf_puts(&b, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n    <kernel>");
+	xml_escape(&b, im->kernel);
+	saas__buf_puts(&b, "</kernel>\n    <initrd>");
+	xml_escape(&b, im->initrd);
+	saas__buf_puts(&b, "</initrd>\n    <cmdline>");
+	xml_escape(&b, im->boot_args);
+	saas__buf_puts(&b, " aas.hostname=");
+	xml_escape(&b, spec->name);
+	saas__buf_puts(&b, " aas.authkey=");
+	xml_escape(&b, d->authkey_b64);
+	saas__buf_puts(&b, "</cmdline>\n  </os>\n  <features><acpi/></features>\n");
+	/* Under TCG, 'maximum' gives the guest RDRAND (no entropy stalls); with KVM, the host's CPU. */
+	saas__buf_puts(&b, d->kvm ? "  <cpu mode='host-passthrough'/>\n" : "  <cpu mode='maximum'/>\n");
+	saas__buf_puts(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"
+	                   "  <on_reboot>destroy</on_reboot>\n  <on_crash>destroy</on_crash>\n  <devices>\n");
+	if (overlay) {
+		saas__buf_puts(&b, "    <disk type='file' device='disk'>\n      <driver name='qemu' type='qcow2' "
+		                   "discard='unmap'/>\n      <source file='");
+		xml_escape(&b, overlay);
+		saas__buf_puts(&b, "'/>\n      <target dev='vda' bus='virtio'/>\n    </disk>\n");
+	}
+	saas__buf_puts(&b, "    <serial type='file'>\n      <source path='");
+	xml_escape(&b, vmdir);
+	saas__buf_puts(&b, "/console.log'/>\n      <target port='0'/>\n    </serial>\n"
+	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
+	                   "    <memballoon model='none'/>\n  </devices>\n");
+	/*
+	 * User-mode networking with the one way in an SSH forward on host loopback.
+	 * The NIC gets a fixed slot: libvirt hands out pcie.0 slots from 1 upwards.
+	 * restrict=on: the guest may open no connection at all, so it can never
+	 * reach the host's own services (10.0.2.2 is the host's loopback under slirp).
+	 */
+	saas__buf_printf(&b,
+	                 "  <qemu:commandline>\n"
+	                 "    <qemu:arg value='-netdev'/>\n"
+	                 "    <qemu:arg value='user,id=aasnet,restrict=on,hostfwd=tcp:127.0.0.1:%u-:22'/>\n"
+	                 "    <qemu:arg value='-device'/>\n"
+	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
+	                 "  </qemu:commandline>\n</domain>\n",
+	                 port);
+	return saas__buf_detach(&b, NULL);
+}
+
+static char *vm_dir(struct drv *d, const char *name)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/vms/%s", d->dir, name) < 0) {
+		saas__oom();
+		return NULL;
+	}
+	return p;
+}
+
+static int lv_open(void **ctx, const saas_driver_env *env)
+{
+	struct drv *d = calloc(1, sizeof(*d));
+	char *root = NULL, *vms = NULL;
+	int rc;
+
+	if (!d)
+		return saas__oom();
+	pthread_mutex_init(&d->mu, NULL);
+	d->log = env->log;
+	d->log_userdata = env->log_userdata;
+	if ((rc = parse_config(d, env->config)) < 0)
+		goto fail;
+	if (!d->images && !(d->images = default_images_dir())) {
+		rc = SAAS_ENOMEM;
+		goto fail;
+	}
+	if (!(d->dir = path_join(env->state_dir, "libvirt")) || !(d->owner = saas__strdup(env->state_dir)) ||
+	    !(vms = path_join(d->dir, "vms"))) {
+		rc = SAAS_ENOMEM;
+		goto fail;
+	}
+	if (saas__mkdir_p(vms, 0700) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s", vms);
+		goto fail;
+	}
+	if ((rc = ensure_key(d)) < 0 || (rc = saas__ssh_global_init()) < 0)
+		goto fail;
+	d->kvm = d->accel == ACCEL_KVM || (d->accel == ACCEL_AUTO && kvm_usable());
+	if (d->accel == ACCEL_KVM && !kvm_usable()) {
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "accel=kvm, but /dev/kvm is not usable");
+		goto fail;
+	}
+	if (!d->uri) {
+		if (!(root = path_join(d->dir, "root"))) {
+			rc = SAAS_ENOMEM;
+			goto fail;
+		}
+		if ((rc = write_qemu_conf(d, root)) < 0)
+			goto fail;
+		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
+			d->uri = NULL;
+			rc = saas__oom();
+			goto fail;
+		}
+	}
+	if (asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
+		libvirt_log_env = NULL;
+	pthread_once(&event_once, event_init);
+	if (event_rc < 0) {
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot start libvirt's event loop");
+		goto fail;
+	}
+	if (!(d->conn = virConnectOpen(d->uri))) {
+		rc = virt_error("cannot connect to libvirt");
+		saas__error_wrap(rc, "%s", d->uri);
+		goto fail;
+	}
+	dlog(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s", d->uri, d->kvm ? "KVM" : "TCG", d->images);
+	*ctx = d;
+	free(root);
+	free(vms);
+	return SAAS_OK;
+fail:
+	free(root);
+	free(vms);
+	if (d->conn)
+		virConnectClose(d->conn);
+	free(d->dir);
+	free(d->uri);
+	free(d->images);
+	free(d->key);
+	free(d->pub);
+	free(d->authkey_b64);
+	free(d->owner);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+	return rc;
+}
+
+static void lv_close(void *ctx)
+{
+	struct drv *d = ctx;
+
+	while (d->vms) {
+		struct vm *v = d->vms;
+		d->vms = v->next;
+		vm_put(d, v);
+	}
+	while (d->imgs) {
+		struct image *im = d->imgs;
+		d->imgs = im->next;
+		image_free(im);
+	}
+	virConnectClose(d->conn);
+	free(d->dir);
+	free(d->uri);
+	free(d->images);
+	free(d->key);
+	free(d->pub);
+	free(d->authkey_b64);
+	free(d->owner);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+}
+
+/* Read our metadata back from a running domain: the SSH port, host key and owner. */
+static int domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner)
+{
+	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);
+	const char *p, *q;
+	int rc = SAAS_ENOTFOUND;
+
+	if (!xml)
+		return rc;
+	*host_key = *owner = NULL;
+	if ((p = strstr(xml, "ssh-port>")))
+		*port = (unsigned int)strtoul(p + 9, NULL, 10);
+	if ((p = strstr(xml, "host-key>")) && (q = strchr(p + 9, '<')))
+		*host_key = strndup(p + 9, (size_t)(q - p - 9));
+	if ((p = strstr(xml, "owner>")) && (q = strchr(p + 6, '<')))
+		*owner = strndup(p + 6, (size_t)(q - p - 6));
+	if (*port && *host_key && *owner)
+		rc = SAAS_OK;
+	free(xml);
+	return rc;
+}
+
+static int lv_destroy(void *ctx, const char *name)
+{
+	struct drv *d = ctx;
+	virDomainPtr dom = virDomainLookupByName(d->conn, name);
+	struct vm *v;
+	char *dir;
+	int rc = SAAS_OK;
+
+	if (dom) {
+		if (virDomainDestroy(dom) < 0) {
+			int state = 0;
+			/* Already gone between lookup and destroy is success. */
+			if (virDomainGetState(dom, &state, NULL, 0) == 0 && state != VIR_DOMAIN_SHUTOFF)
+				rc = virt_error("destroying the VM");
+		}
+		virDomainFree(dom);
+	}
+	if (rc < 0)
+		return rc;
+	if ((v = vm_unlink(d, name)))
+		vm_put(d, v);
+	if ((dir = vm_dir(d, name))) {
+		rm_tree(dir);
+		free(dir);
+	}
+	return SAAS_OK;
+}
+
+static int lv_create(void *ctx, const saas_vm_spec *spec)
+{
+	struct drv *d = ctx;
+	struct image *im;
+	char *dir = NULL, *overlay = NULL, *xml = NULL, *host_key = NULL, *tail;
+	virDomainPtr dom = NULL;
+	saas_ssh *ssh = NULL;
+	unsigned int port = 0;
+	struct timespec t0, t1;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_mutex_lock(&d->mu);
+	rc = image_get(d, spec->image, &im);
+	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
+		rc = SAAS_ENOMEM;
+	pthread_mutex_unlock(&d->mu);
+	if (rc < 0)
+		return rc;
+	if (!(dir = vm_dir(d, spec->name))) {
+		rc = SAAS_ENOMEM;
+		goto fail;
+	}
+	if (saas__mkdir_p(dir, 0700) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", dir, strerror(errno));
+		goto fail;
+	}
+	if (im->disk) {
+		char size[32];
+		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", im->disk, NULL, size, NULL };
+		snprintf(size, sizeof(size), "%uG", spec->disk_gb);
+		if (!(overlay = path_join(dir, "disk.qcow2"))) {
+			rc = SAAS_ENOMEM;
+			goto fail;
+		}
+		argv[9] = overlay;
+		if ((rc = saas__run(argv, NULL)) < 0) {
+			saas__error_wrap(SAAS_EBACKEND, "creating the disk overlay");
+			rc = SAAS_EBACKEND;
+			goto fail;
+		}
+	}
+	/* A port found free can be taken before QEMU binds it: try a few. */
+	for (int attempt = 0; attempt < 5; attempt++) {
+		if ((rc = free_port(&port)) < 0)
+			goto fail;
+		free(xml);
+		pthread_mutex_lock(&d->mu);
+		xml = domain_xml(d, spec, im, dir, overlay, port);
+		pthread_mutex_unlock(&d->mu);
+		if (!xml) {
+			rc = saas__oom();
+			goto fail;
+		}
+		if ((dom = virDomainCreateXML(d->conn, xml, 0)))
+			break;
+		rc = virt_error("starting the VM");
+		/*
+		 * /dev/kvm can open and still not run a guest (nested virtualisation
+		 * that lacks pieces): fall back to TCG for good, and say so once.
+		 */
+		if (d->kvm && d->accel == ACCEL_AUTO && strcasestr(saas_error_last()->message, "kvm")) {
+			dlog(d, SAAS_LOG_WARN, "KVM does not work here (%s); using TCG", saas_error_last()->message);
+			pthread_mutex_lock(&d->mu);
+			d->kvm = false;
+			pthread_mutex_unlock(&d->mu);
+			attempt--;
+			continue;
+		}
+		if (!strstr(saas_error_last()->message, "hostfwd") && !strstr(saas_error_last()->message, "address"))
+			goto fail;
+	}
+	if (!dom)
+		goto fail;
+	/* Booting: SSH answers when the guest is ready; a VM that dies meanwhile fails fast. */
+	for (;;) {
+		int state = 0, elapsed;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		elapsed = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		if (elapsed > d->boot_timeout_ms) {
+			rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM did not become reachable in %d s",
+			                 d->boot_timeout_ms / 1000);
+			goto fail;
+		}
+		if (virDomainGetState(dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING) {
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, state, "the VM stopped while booting");
+			goto fail;
+		}
+		if (ssh_connect(d, port, host_key, 2000, &ssh) == SAAS_OK)
+			break;
+		if (strstr(saas_error_last()->message, "host key")) {
+			rc = SAAS_EBACKEND;
+			goto fail;
+		}
+	}
+	if ((rc = vm_add(d, spec->name, port, host_key, ssh)) < 0)
+		goto fail;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	dlog(d, SAAS_LOG_INFO, "VM %s up in %ld ms (%s, %u vCPU, %u MiB, ssh 127.0.0.1:%u)", spec->name,
+	     (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000), spec->image, spec->vcpus,
+	     spec->memory_mb, port);
+	virDomainFree(dom);
+	free(dir);
+	free(overlay);
+	free(xml);
+	free(host_key);
+	return SAAS_OK;
+fail:
+	saas__ssh_close(ssh);
+	if (dir && (tail = console_tail(dir))) {
+		if (*tail)
+			saas__error_wrap(rc, "%s (console: ...%s)", saas_error_last()->message, tail);
+		free(tail);
+	}
+	if (dom) {
+		virDomainDestroy(dom);
+		virDomainFree(dom);
+	}
+	if (dir)
+		rm_tree(dir);
+	free(dir);
+	free(overlay);
+	free(xml);
+	free(host_key);
+	return rc < 0 ? rc : SAAS_EBACKEND;
+}
+
+static int lv_state(void *ctx, const char *name, int *state)
+{
+	struct drv *d = ctx;
+	virDomainPtr dom = virDomainLookupByName(d->conn, name);
+	int s = 0;
+
+	*state = SAAS_VM_ABSENT;
+	if (!dom)
+		return SAAS_OK;
+	if (virDomainGetState(dom, &s, NULL, 0) == 0)
+		*state = s == VIR_DOMAIN_RUNNING || s == VIR_DOMAIN_PAUSED || s == VIR_DOMAIN_BLOCKED
+		                 ? SAAS_VM_RUNNING
+		                 : SAAS_VM_STOPPED;
+	/* A running VM this driver has not seen yet (the engine restarted): adopt it. */
+	if (*state == SAAS_VM_RUNNING) {
+		unsigned int port = 0;
+		char *host_key = NULL, *owner = NULL;
+		struct vm *v = vm_get(d, name);
+		if (v) {
+			vm_put(d, v);
+		} else if (domain_meta(dom, &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
+			vm_add(d, name, port, host_key, NULL);
+		}
+		free(host_key);
+		free(owner);
+	}
+	virDomainFree(dom);
+	return SAAS_OK;
+}
+
+static int lv_list(void *ctx, saas_name_fn fn, void *ud)
+{
+	struct drv *d = ctx;
+	virDomainPtr *doms = NULL;
+	int n = virConnectListAllDomains(d->conn, &doms, 0), stop = 0;
+
+	if (n < 0)
+		return virt_error("listing VMs");
+	for (int i = 0; i < n; i++) {
+		const char *name = virDomainGetName(doms[i]);
+		unsigned int port = 0;
+		char *host_key = NULL, *owner = NULL;
+		/* Only ours: named like a sandbox and owned by this state directory. */
+		if (!stop && name && strncmp(name, VM_PREFIX, strlen(VM_PREFIX)) == 0 &&
+		    domain_meta(doms[i], &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0)
+			stop = fn(ud, name);
+		free(host_key);
+		free(owner);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	return SAAS_OK;
+}
+
+static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
+{
+	struct drv *d = ctx;
+	struct vm *v;
+	int rc;
+
+	if ((rc = vm_session(d, name, &v)) < 0)
+		return rc;
+	rc = saas__ssh_exec(v->ssh, req, exit_code);
+	vm_put(d, v);
+	return rc;
+}
+
+static int lv_file_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
+                         void *ud, int64_t size)
+{
+	struct drv *d = ctx;
+	struct vm *v;
+	int rc;
+
+	if ((rc = vm_session(d, name, &v)) < 0)
+		return rc;
+	rc = saas__ssh_file_write(v->ssh, path, mode, reader, ud, size);
+	vm_put(d, v);
+	return rc;
+}
+
+static int lv_file_read(void *ctx, const char *name, const char *path, int64_t max, saas_write_fn writer,
+                        void *ud, int64_t *size)
+{
+	struct drv *d = ctx;
+	struct vm *v;
+	int rc;
+
+	if ((rc = vm_session(d, name, &v)) < 0)
+		return rc;
+	rc = saas__ssh_file_read(v->ssh, path, max, writer, ud, size);
+	vm_put(d, v);
+	return rc;
+}
+
+static int lv_file_list(void *ctx, const char *name, const char *path, unsigned int depth, saas_entry_fn fn,
+                        void *ud)
+{
+	struct drv *d = ctx;
+	struct vm *v;
+	int rc;
+
+	if ((rc = vm_session(d, name, &v)) < 0)
+		return rc;
+	rc = saas__ssh_file_list(v->ssh, path, depth, fn, ud);
+	vm_put(d, v);
+	return rc;
+}
+
+static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
+{
+	struct drv *d = ctx;
+	struct vm *v;
+	int rc;
+
+	if ((rc = vm_session(d, name, &v)) < 0)
+		return rc;
+	rc = saas__ssh_port_connect(v->ssh, port, fd);
+	vm_put(d, v);
+	return rc;
+}
+
+const saas_driver saas__driver_libvirt = {
+	SAAS_DRIVER_VERSION,
+	"libvirt",
+	lv_open,
+	lv_close,
+	lv_create,
+	lv_destroy,
+	lv_state,
+	lv_list,
+	lv_exec,
+	lv_file_write,
+	lv_file_read,
+	lv_file_list,
+	lv_port_connect,
+};

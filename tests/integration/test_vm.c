@@ -1,0 +1,562 @@
+/*
+ * Real sandboxes: the libvirt driver, real QEMU VMs (KVM or TCG), real SSH,
+ * the `tiny` image. Every VM started here is destroyed at the end, pass or fail;
+ * tests/integration/vm-cleanup catches what a crashed run leaves.
+ *
+ * Environment: SAAS_TEST_IMAGES (directory holding the built `tiny` image),
+ * SAAS_TEST_STATE (a state directory for this run; created).
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "saas.h"
+
+static char state_dir[4096], config[4096];
+static saas_engine *engine;
+static char *key_a, *key_b;
+static saas_client *ca, *cb;
+static saas_sandbox *shared;
+
+static void check(int rc, const char *what)
+{
+	if (rc != SAAS_OK)
+		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
+}
+
+static void log_to_stderr(void *ud, int level, const char *msg)
+{
+	(void)ud;
+	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
+		fprintf(stderr, "  [engine] %s\n", msg);
+}
+
+static void open_engine(unsigned int flags)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+
+	o.state_dir = state_dir;
+	o.driver_config = config;
+	o.default_image = "tiny";
+	o.log = log_to_stderr;
+	o.log_level = SAAS_LOG_INFO;
+	o.reaper_interval_ms = 200;
+	o.flags = flags;
+	check(saas_engine_open(&engine, &o), "engine open");
+}
+
+static void open_clients(void)
+{
+	check(saas_client_open_local(&ca, engine, key_a, 0), "client a");
+	check(saas_client_open_local(&cb, engine, key_b, 0), "client b");
+}
+
+static void close_all(void)
+{
+	saas_client_free(ca);
+	saas_client_free(cb);
+	ca = cb = NULL;
+	saas_engine_free(engine);
+	engine = NULL;
+}
+
+static int group_setup(void **state)
+{
+	const char *images = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE");
+	saas_account *a, *b;
+
+	(void)state;
+	if (!images || !dir) {
+		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set (ctest sets them)\n");
+		return -1;
+	}
+	snprintf(state_dir, sizeof(state_dir), "%s", dir);
+	snprintf(config, sizeof(config), "images=%s boot_timeout=300", images);
+	open_engine(0);
+	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account a");
+	check(saas_account_create(&b, engine, "bob", SAAS_CREDIT_DEFAULT, 0), "account b");
+	check(saas_key_create(&key_a, NULL, engine, a->id, NULL), "key a");
+	check(saas_key_create(&key_b, NULL, engine, b->id, NULL), "key b");
+	saas_account_free(a);
+	saas_account_free(b);
+	open_clients();
+	check(saas_sandbox_create(&shared, ca, NULL, 0), "create the shared sandbox");
+	return 0;
+}
+
+/* Destroy everything either account still has, whatever happened. */
+static int group_teardown(void **state)
+{
+	saas_client *clients[2] = { ca, cb };
+
+	(void)state;
+	for (int i = 0; i < 2 && engine; i++) {
+		saas_sandbox_list *list = NULL;
+		if (!clients[i] || saas_sandbox_list_get(&list, clients[i], NULL, 1000, SAAS_LIST_ACTIVE) != SAAS_OK)
+			continue;
+		for (size_t j = 0; j < list->count; j++)
+			saas_sandbox_destroy(NULL, clients[i], list->items[j]->id);
+		saas_sandbox_list_free(list);
+	}
+	saas_sandbox_free(shared);
+	close_all();
+	saas_free(key_a);
+	saas_free(key_b);
+	return 0;
+}
+
+static saas_execution *run(const char *cmd)
+{
+	saas_execution *x = NULL;
+
+	check(saas_exec(&x, ca, shared->id, cmd, NULL, 0), cmd);
+	return x;
+}
+
+static void test_own_kernel(void **state)
+{
+	struct utsname host;
+	saas_execution *x = run("uname -r; hostname; pwd");
+	char want[512];
+
+	(void)state;
+	uname(&host);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 0);
+	/* Its own kernel: booted, not shared. The host's release string may match
+	 * (the tiny image boots the host's kernel package), so prove it by boot id. */
+	snprintf(want, sizeof(want), "\n%s\n/workspace\n", shared->id);
+	assert_non_null(strstr(x->stdout_data, want));
+	saas_execution_free(x);
+	x = run("cat /proc/sys/kernel/random/boot_id");
+	{
+		char host_boot[64] = "";
+		FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+		assert_non_null(f);
+		assert_non_null(fgets(host_boot, sizeof(host_boot), f));
+		fclose(f);
+		assert_int_equal(x->stdout_len, strlen(host_boot));
+		assert_string_not_equal(x->stdout_data, host_boot);
+	}
+	saas_execution_free(x);
+	/* And it runs its own init as PID 1, which is no process of ours. */
+	x = run("cat /proc/1/comm; cat /proc/uptime");
+	assert_int_equal(x->exit_code, 0);
+	saas_execution_free(x);
+}
+
+static void test_unprivileged(void **state)
+{
+	saas_execution *x = run("id -u; id -un");
+
+	(void)state;
+	assert_string_equal(x->stdout_data, "1000\nsandbox\n");
+	saas_execution_free(x);
+	x = run("sudo true");
+	assert_int_not_equal(x->exit_code, 0);
+	saas_execution_free(x);
+	x = run("touch /etc/owned");
+	assert_int_not_equal(x->exit_code, 0);
+	saas_execution_free(x);
+	x = run("touch /workspace/mine && ls -l /workspace/mine");
+	assert_int_equal(x->exit_code, 0);
+	saas_execution_free(x);
+}
+
+static void test_exec_details(void **state)
+{
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	const char *env[] = { "GREETING=it's a \"test\" $HOME", NULL };
+	saas_execution *x = NULL;
+
+	(void)state;
+	x = run("echo out; echo err >&2; exit 7");
+	assert_string_equal(x->stdout_data, "out\n");
+	assert_string_equal(x->stderr_data, "err\n");
+	assert_int_equal(x->exit_code, 7);
+	saas_execution_free(x);
+	o.env = env;
+	o.cwd = "/tmp";
+	o.stdin_data = "line one\nline two\n";
+	o.stdin_len = strlen(o.stdin_data);
+	check(saas_exec(&x, ca, shared->id, "pwd; printf '%s\\n' \"$GREETING\"; wc -l", &o, 0), "exec with options");
+	assert_string_equal(x->stdout_data, "/tmp\nit's a \"test\" $HOME\n2\n");
+	saas_execution_free(x);
+	/* A server started with & does not hold the call open. */
+	x = run("sleep 300 & echo started");
+	assert_int_equal(x->exit_code, 0);
+	assert_string_equal(x->stdout_data, "started\n");
+	assert_true(x->duration_ms < 60000);
+	saas_execution_free(x);
+}
+
+static void test_timeout_kills(void **state)
+{
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+
+	(void)state;
+	o.timeout_s = 2;
+	check(saas_exec(&x, ca, shared->id, "sleep 77.5; echo never", &o, 0), "exec with timeout");
+	assert_int_equal(x->status, SAAS_EXEC_TIMEDOUT);
+	assert_null(strstr(x->stdout_data, "never"));
+	saas_execution_free(x);
+	/* Killed, not left behind. */
+	x = run("ps -o args 2>/dev/null | grep -c '[s]leep 77.5' || true");
+	assert_string_equal(x->stdout_data, "0\n");
+	saas_execution_free(x);
+}
+
+static void test_output_cap(void **state)
+{
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+
+	(void)state;
+	o.max_output = 100000;
+	check(saas_exec(&x, ca, shared->id, "head -c 300000 /dev/zero | tr '\\0' a; echo done >&2", &o, 0), "spew");
+	assert_int_equal(x->exit_code, 0);
+	assert_int_equal(x->stdout_len, 100000);
+	assert_true(x->stdout_truncated);
+	assert_string_equal(x->stderr_data, "done\n");
+	assert_false(x->stderr_truncated);
+	saas_execution_free(x);
+}
+
+static void test_files_binary(void **state)
+{
+	unsigned char *data = malloc(1 << 20);
+	void *back = NULL;
+	size_t len = 0;
+	saas_file_list *list = NULL;
+	saas_execution *x;
+	int found = 0;
+
+	(void)state;
+	for (size_t i = 0; i < (1 << 20); i++)
+		data[i] = (unsigned char)(rand() & 0xff);
+	check(saas_file_write(ca, shared->id, "deep/dir/random.bin", data, 1 << 20, NULL), "write 1 MiB");
+	check(saas_file_read(&back, &len, ca, shared->id, "/workspace/deep/dir/random.bin", 0), "read it back");
+	assert_int_equal(len, 1 << 20);
+	assert_memory_equal(back, data, 1 << 20);
+	saas_free(back);
+	check(saas_file_list_get(&list, ca, shared->id, NULL, 0, 0), "list");
+	for (size_t i = 0; i < list->count; i++)
+		if (strcmp(list->entries[i].path, "/workspace/deep/dir/random.bin") == 0) {
+			found = 1;
+			assert_int_equal(list->entries[i].size, 1 << 20);
+			assert_int_equal(list->entries[i].type, SAAS_FILE_REGULAR);
+		}
+	assert_true(found);
+	saas_file_list_free(list);
+	/* Owned by the sandbox user, as if it had written it. */
+	x = run("stat -c '%U %s' deep/dir/random.bin");
+	assert_string_equal(x->stdout_data, "sandbox 1048576\n");
+	saas_execution_free(x);
+	assert_int_equal(saas_file_read(&back, &len, ca, shared->id, "nope.txt", 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_file_read(&back, &len, ca, shared->id, "/workspace", 0), SAAS_EISDIR);
+	assert_int_not_equal(saas_file_write(ca, shared->id, "/etc/passwd", "x", 1, NULL), SAAS_OK);
+	free(data);
+}
+
+/* A listener on the host that counts connections: the guest must never reach it. */
+struct listener {
+	int fds[8];
+	int nfds;
+	unsigned int port;
+	volatile int accepted;
+	volatile int stop;
+};
+
+static void *listener_main(void *arg)
+{
+	struct listener *l = arg;
+	struct pollfd p[8];
+
+	while (!l->stop) {
+		for (int i = 0; i < l->nfds; i++) {
+			p[i].fd = l->fds[i];
+			p[i].events = POLLIN;
+		}
+		if (poll(p, (nfds_t)l->nfds, 100) > 0)
+			for (int i = 0; i < l->nfds; i++)
+				if (p[i].revents & POLLIN) {
+					int c = accept(l->fds[i], NULL, NULL);
+					if (c >= 0) {
+						l->accepted++;
+						close(c);
+					}
+				}
+	}
+	return NULL;
+}
+
+static void listen_any(struct listener *l)
+{
+	struct sockaddr_in6 a6;
+	socklen_t len = sizeof(a6);
+	int fd = socket(AF_INET6, SOCK_STREAM, 0), off = 0, on = 1;
+
+	/* One dual-stack socket on every address: loopback, ::1, and every host address. */
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	memset(&a6, 0, sizeof(a6));
+	a6.sin6_family = AF_INET6;
+	a6.sin6_addr = in6addr_any;
+	assert_int_equal(bind(fd, (struct sockaddr *)&a6, sizeof(a6)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	getsockname(fd, (struct sockaddr *)&a6, &len);
+	l->port = ntohs(a6.sin6_port);
+	l->fds[l->nfds++] = fd;
+}
+
+static void test_host_isolation(void **state)
+{
+	struct listener l;
+	pthread_t t;
+	char cmd[2048];
+	saas_execution *x;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	listen_any(&l);
+	assert_int_equal(pthread_create(&t, NULL, listener_main, &l), 0);
+	/*
+	 * Every route a guest could take to the host: the user-mode gateway (the
+	 * host's loopback), its DNS address, the IPv6 host alias, and the host's
+	 * own addresses as the guest could learn them.
+	 */
+	snprintf(cmd, sizeof(cmd),
+	         "for a in 10.0.2.2 10.0.2.3 10.0.2.4 fec0::2 $(cat /tmp/host-addrs 2>/dev/null); do "
+	         "if timeout 3 nc -w 2 $a %u </dev/null >/dev/null 2>&1; then echo reached $a; fi; done; echo checked",
+	         l.port);
+	/* Tell the guest every address this host has. */
+	{
+		FILE *p = popen("hostname -I 2>/dev/null", "r");
+		char addrs[1024] = "";
+		if (p) {
+			if (!fgets(addrs, sizeof(addrs), p))
+				addrs[0] = '\0';
+			pclose(p);
+		}
+		check(saas_file_write(ca, shared->id, "/tmp/host-addrs", addrs, strlen(addrs), NULL), "write addrs");
+	}
+	x = run(cmd);
+	assert_non_null(strstr(x->stdout_data, "checked"));
+	assert_null(strstr(x->stdout_data, "reached"));
+	saas_execution_free(x);
+	l.stop = 1;
+	pthread_join(t, NULL);
+	assert_int_equal(l.accepted, 0);
+	close(l.fds[0]);
+}
+
+static void test_tenancy(void **state)
+{
+	saas_sandbox *sb = NULL;
+	saas_execution *x = NULL;
+	saas_sandbox_list *list = NULL;
+
+	(void)state;
+	assert_int_equal(saas_sandbox_get(&sb, cb, shared->id), SAAS_ENOTFOUND);
+	assert_int_equal(saas_exec(&x, cb, shared->id, "id", NULL, 0), SAAS_ENOTFOUND);
+	check(saas_sandbox_list_get(&list, cb, NULL, 0, 0), "list b");
+	assert_int_equal(list->count, 0);
+	saas_sandbox_list_free(list);
+}
+
+/* Is a QEMU process for this sandbox running? (Scans /proc; touches nothing.) */
+static int qemu_running(const char *id)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+
+	while (d && (e = readdir(d)) && !found) {
+		char path[300], buf[8192];
+		ssize_t n;
+		int fd;
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if ((fd = open(path, O_RDONLY)) < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+		if (strstr(buf, "qemu-system") && strstr(buf, id))
+			found = 1;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static void test_reaper_destroys(void **state)
+{
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL, *got = NULL;
+	int tries = 0;
+
+	(void)state;
+	co.timeout_s = 5;
+	check(saas_sandbox_create(&sb, ca, &co, 0), "create short-lived");
+	assert_true(qemu_running(sb->id));
+	do {
+		saas_sandbox_free(got);
+		got = NULL;
+		check(saas_sandbox_get(&got, ca, sb->id), "get");
+		if (got->status != SAAS_SANDBOX_DESTROYED || qemu_running(sb->id))
+			usleep(200000);
+	} while ((got->status != SAAS_SANDBOX_DESTROYED || qemu_running(sb->id)) && ++tries < 300);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
+	assert_false(qemu_running(sb->id));
+	/* Billed exactly to its expiry: 5 s of small. */
+	assert_int_equal(got->cost_usd_micro, 5 * 25);
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
+/*
+ * The engine's process killed with SIGKILL while its sandboxes run: a fresh
+ * process on the same state directory finds them, still running and billed,
+ * and nothing strays. Each engine runs in a process of its own (this program
+ * re-executed), as a server and its restart would.
+ */
+static int child_main(int argc, char **argv)
+{
+	saas_sandbox *s1 = NULL, *s2 = NULL, *got = NULL;
+	saas_account *a = NULL;
+	char *key = NULL;
+
+	if (argc < 4)
+		return 2;
+	snprintf(state_dir, sizeof(state_dir), "%s", argv[2]);
+	snprintf(config, sizeof(config), "%s", argv[3]);
+	open_engine(0);
+	if (strcmp(argv[1], "--create") == 0) {
+		/* Make two sandboxes, say their ids and the key, then wait to be killed. */
+		if (saas_account_create(&a, engine, "victim", SAAS_CREDIT_DEFAULT, 0) != SAAS_OK ||
+		    saas_key_create(&key, NULL, engine, a->id, NULL) != SAAS_OK ||
+		    saas_client_open_local(&ca, engine, key, 0) != SAAS_OK ||
+		    saas_sandbox_create(&s1, ca, NULL, 0) != SAAS_OK || saas_sandbox_create(&s2, ca, NULL, 0) != SAAS_OK) {
+			fprintf(stderr, "child: %s\n", saas_error_last()->message);
+			return 1;
+		}
+		printf("%s %s %s\n", key, s1->id, s2->id);
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	/* --check KEY ID...: each is still there and works; destroy it and print its cost. */
+	if (argc < 6 || saas_client_open_local(&ca, engine, argv[4], 0) != SAAS_OK)
+		return 1;
+	for (int i = 5; i < argc; i++) {
+		saas_execution *x = NULL;
+		if (saas_sandbox_get(&got, ca, argv[i]) != SAAS_OK || got->status != SAAS_SANDBOX_READY ||
+		    saas_exec(&x, ca, argv[i], "echo alive", NULL, 0) != SAAS_OK || strcmp(x->stdout_data, "alive\n") != 0) {
+			fprintf(stderr, "child: %s not alive after restart: %s\n", argv[i], saas_error_last()->message);
+			return 1;
+		}
+		saas_execution_free(x);
+		saas_sandbox_free(got);
+		if (saas_sandbox_destroy(&got, ca, argv[i]) != SAAS_OK || got->cost_usd_micro <= 0)
+			return 1;
+		printf("%s %lld\n", argv[i], (long long)got->cost_usd_micro);
+		saas_sandbox_free(got);
+	}
+	close_all();
+	return 0;
+}
+
+static void test_engine_killed(void **state)
+{
+	char dir[4200], cmd[16384], line[512], key[128], id1[SAAS_ID_MAX + 1], id2[SAAS_ID_MAX + 1], self[4096];
+	FILE *p;
+	pid_t pid;
+	int out[2], status;
+	ssize_t n;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s-killed", state_dir);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	assert_int_equal(pipe(out), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(out[1], 1);
+		close(out[0]);
+		close(out[1]);
+		execl(self, self, "--create", dir, config, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	p = fdopen(out[0], "r");
+	assert_non_null(fgets(line, sizeof(line), p));
+	fclose(p);
+	assert_int_equal(sscanf(line, "%127s %63s %63s", key, id1, id2), 3);
+	assert_true(qemu_running(id1) && qemu_running(id2));
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	assert_true(WIFSIGNALED(status));
+	/* The VMs outlive their engine. */
+	assert_true(qemu_running(id1) && qemu_running(id2));
+	snprintf(cmd, sizeof(cmd), "'%s' --check '%s' '%s' '%s' %s %s", self, dir, config, key, id1, id2);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	for (int i = 0; i < 2; i++) {
+		char id[SAAS_ID_MAX + 1];
+		long long cost = 0;
+		assert_non_null(fgets(line, sizeof(line), p));
+		assert_int_equal(sscanf(line, "%63s %lld", id, &cost), 2);
+		assert_true(cost > 0);
+	}
+	assert_int_equal(pclose(p), 0);
+	assert_false(qemu_running(id1));
+	assert_false(qemu_running(id2));
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_own_kernel),
+		cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_exec_details),
+		cmocka_unit_test(test_timeout_kills),
+		cmocka_unit_test(test_output_cap),
+		cmocka_unit_test(test_files_binary),
+		cmocka_unit_test(test_host_isolation),
+		cmocka_unit_test(test_tenancy),
+		cmocka_unit_test(test_reaper_destroys),
+		cmocka_unit_test(test_engine_killed),
+	};
+
+	if (argc > 1)
+		return child_main(argc, argv);
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
