@@ -449,7 +449,7 @@ out:
 /* An image by name, reloaded when its manifest changes (a rebuild). Caller holds d->mu. */
 static int image_get(struct drv *d, const char *name, struct image **out)
 {
-	struct image **pp, *im;
+	struct image **pp, *im = NULL;
 	struct stat st;
 	char *manifest;
 	int rc;
@@ -861,7 +861,7 @@ static int lv_destroy(void *ctx, const char *name)
 static int lv_create(void *ctx, const saas_vm_spec *spec)
 {
 	struct drv *d = ctx;
-	struct image *im;
+	struct image *im = NULL;
 	char *dir = NULL, *overlay = NULL, *xml = NULL, *host_key = NULL, *tail;
 	virDomainPtr dom = NULL;
 	saas_ssh *ssh = NULL;
