@@ -103,7 +103,7 @@ struct collect_accounts {
 static int collect_account(void *ud, const saas_store_account *row)
 {
 	struct collect_accounts *c = ud;
-	saas_account *a;
+	saas_account *a = NULL;
 
 	if (c->list->count == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 16;
