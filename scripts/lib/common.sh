@@ -33,3 +33,15 @@ ensure_packages() {
 }
 
 jobs() { nproc 2>/dev/null || echo 2; }
+
+# libvirt's QEMU driver looks up the libvirt-qemu user and group when it
+# starts, even when its qemu.conf names another; Debian creates them only with
+# libvirt-daemon-system (which would also start a daemon we do not use).
+ensure_libvirt_user() {
+	local sudo=()
+	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+	getent group libvirt-qemu >/dev/null || "${sudo[@]}" groupadd --system libvirt-qemu
+	getent passwd libvirt-qemu >/dev/null ||
+		"${sudo[@]}" useradd --system --no-create-home --home-dir /var/lib/libvirt -g libvirt-qemu \
+			-s /usr/sbin/nologin libvirt-qemu
+}

@@ -368,7 +368,9 @@ static int write_qemu_conf(struct drv *d, const char *root)
 	      "stdio_handler = \"file\"\n",
 	      f);
 	if (geteuid() == 0)
-		fputs("user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\nremember_owner = 0\n", f);
+		fputs("user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\nremember_owner = 0\n"
+		      "security_driver = \"none\"\n",
+		      f);
 	fclose(f);
 	(void)d;
 out:
@@ -647,6 +649,8 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 	saas__buf_puts(&b, "</" META_PREFIX ":host-key>\n      <" META_PREFIX ":owner>");
 	xml_escape(&b, d->owner);
 	saas__buf_puts(&b, "</" META_PREFIX ":owner>\n    </" META_PREFIX ":vm>\n  </metadata>\n");
+	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
+	saas__buf_puts(&b, "  <genid/>\n");
 	saas__buf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, spec->vcpus);
 	saas__buf_puts(&b, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n    <kernel>");
 	xml_escape(&b, im->kernel);
@@ -669,7 +673,7 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 		xml_escape(&b, overlay);
 		saas__buf_puts(&b, "'/>\n      <target dev='vda' bus='virtio'/>\n    </disk>\n");
 	}
-	saas__buf_puts(&b, "    <serial type='file'>\n      <source path='");
+	saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='file'>\n      <source path='");
 	xml_escape(&b, vmdir);
 	saas__buf_puts(&b, "/console.log'/>\n      <target port='0'/>\n    </serial>\n"
 	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"

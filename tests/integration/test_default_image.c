@@ -1,0 +1,121 @@
+/*
+ * The `default` image, booted for real: what the product promises is there and
+ * works as the unprivileged user. Slow (the image takes minutes to build the
+ * first time), so it has a label of its own.
+ *
+ * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "saas.h"
+
+static saas_engine *engine;
+static saas_client *client;
+static saas_sandbox *sb;
+static char *key;
+
+static void check(int rc, const char *what)
+{
+	if (rc != SAAS_OK)
+		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
+}
+
+static int setup(void **state)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_account *acc = NULL;
+	char config[4200];
+
+	(void)state;
+	if (!getenv("SAAS_TEST_IMAGES") || !getenv("SAAS_TEST_STATE"))
+		return -1;
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600", getenv("SAAS_TEST_IMAGES"));
+	o.state_dir = getenv("SAAS_TEST_STATE");
+	o.driver_config = config;
+	check(saas_engine_open(&engine, &o), "engine");
+	check(saas_account_create(&acc, engine, "default-image", SAAS_CREDIT_DEFAULT, 0), "account");
+	check(saas_key_create(&key, NULL, engine, acc->id, NULL), "key");
+	saas_account_free(acc);
+	check(saas_client_open_local(&client, engine, key, 0), "client");
+	co.image = "default";
+	check(saas_sandbox_create(&sb, client, &co, 0), "create from the default image");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (sb)
+		saas_sandbox_destroy(NULL, client, sb->id);
+	saas_sandbox_free(sb);
+	saas_client_free(client);
+	saas_engine_free(engine);
+	saas_free(key);
+	return 0;
+}
+
+static void expect(const char *cmd, const char *want_stdout)
+{
+	saas_execution *x = NULL;
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+
+	o.timeout_s = 300;
+	check(saas_exec(&x, client, sb->id, cmd, &o, 0), cmd);
+	if (x->exit_code != 0)
+		fail_msg("'%s' exited %d: %s", cmd, x->exit_code, x->stderr_data);
+	if (want_stdout && !strstr(x->stdout_data, want_stdout))
+		fail_msg("'%s' printed '%s', wanted '%s'", cmd, x->stdout_data, want_stdout);
+	saas_execution_free(x);
+}
+
+static void test_python_stack(void **state)
+{
+	(void)state;
+	expect("python3 -c 'import numpy, pandas, requests; print(numpy.arange(4).sum(), len(pandas.DataFrame({\"a\": [1, 2]})))'",
+	       "6 2");
+}
+
+static void test_node(void **state)
+{
+	(void)state;
+	expect("node -e 'console.log(6 * 7)'", "42");
+	expect("npm --version", ".");
+}
+
+static void test_tools(void **state)
+{
+	(void)state;
+	expect("for t in git curl wget jq unzip gpg gcc make; do command -v $t >/dev/null || echo missing $t; done; echo ok",
+	       "ok");
+	expect("printf 'int main(void){return 0;}' > t.c && cc t.c -o t && ./t && echo built", "built");
+}
+
+static void test_user_installs(void **state)
+{
+	(void)state;
+	/* Unprivileged, no sudo; user installs land in the home directory. */
+	expect("id -u; ls -ld /workspace | cut -d' ' -f3", "1000\nsandbox");
+	expect("sudo true 2>/dev/null || echo no-sudo", "no-sudo");
+	expect("python3 -m pip --version && python3 -m site --user-site", ".local/lib/python3");
+	expect("mkdir -p proj && cd proj && npm init -y >/dev/null && test -w . && echo npm-ok", "npm-ok");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_python_stack),
+		cmocka_unit_test(test_node),
+		cmocka_unit_test(test_tools),
+		cmocka_unit_test(test_user_installs),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
