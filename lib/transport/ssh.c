@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -503,17 +505,42 @@ static int check_host_key(saas_ssh *ssh, const char *pinned)
 	return rc;
 }
 
+/* Repeat a teardown call while it says EAGAIN, a bounded number of times (mu held). */
+#define SSH_TEARDOWN(ssh, rc, expr)                                              \
+	for (int tries_ = 0; tries_ < 100; tries_++) {                               \
+		struct pollfd pf_ = { (ssh)->fd, POLLIN, 0 };                            \
+		if (((rc) = (expr)) != LIBSSH2_ERROR_EAGAIN)                             \
+			break;                                                               \
+		poll(&pf_, 1, 10);                                                       \
+	}
+
 static void ssh_free(saas_ssh *ssh)
 {
+	int rc;
+
 	if (!ssh)
 		return;
-	if (ssh->sftp)
-		libssh2_sftp_shutdown(ssh->sftp);
 	if (ssh->session) {
-		/* Best effort, never waiting: a polite goodbye if the socket takes it at once. */
-		if (!ssh->dead && !ssh->pending)
-			libssh2_session_disconnect(ssh->session, "bye");
-		libssh2_session_free(ssh->session);
+		struct ssh_op op = { ssh, saas__now_ms() + 1000 };
+
+		pthread_mutex_lock(&ssh->mu);
+		/* A polite goodbye while the connection works (a second at most)... */
+		if (ssh->sftp) {
+			SSH_LOOP(&op, rc, libssh2_sftp_shutdown(ssh->sftp));
+			if (rc != LIBSSH2_ERROR_EAGAIN && rc != LIBSSH2_ERROR_TIMEOUT && rc != LIBSSH2_ERROR_SOCKET_DISCONNECT)
+				ssh->sftp = NULL;
+		}
+		SSH_LOOP(&op, rc, libssh2_session_disconnect(ssh->session, "bye"));
+		/*
+		 * ...then the socket goes, so that whatever still waits for the
+		 * guest (a channel's close) fails at once and libssh2 frees it all
+		 * (it answers EAGAIN until then, non-blocking as the session is).
+		 */
+		shutdown(ssh->fd, SHUT_RDWR);
+		if (ssh->sftp)
+			SSH_TEARDOWN(ssh, rc, libssh2_sftp_shutdown(ssh->sftp));
+		SSH_TEARDOWN(ssh, rc, libssh2_session_free(ssh->session));
+		pthread_mutex_unlock(&ssh->mu);
 	}
 	if (ssh->fd >= 0)
 		close(ssh->fd);
@@ -592,8 +619,16 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 	SSH_LOOP(&op, lrc, libssh2_session_handshake(ssh->session, ssh->fd));
 	pthread_mutex_unlock(&ssh->mu);
 	if (lrc < 0) {
-		/* A forwarded port accepts before the guest's sshd runs; the banner exchange then fails. */
-		rc = lrc == LIBSSH2_ERROR_TIMEOUT ? ssh_err(lrc, "SSH handshake") : 1;
+		/*
+		 * A forwarded port accepts before the guest's sshd runs; the banner
+		 * exchange then fails, worth another try. A failed key exchange is
+		 * an answer (e.g. no host key of the pinned type): no retry.
+		 */
+		if (lrc == LIBSSH2_ERROR_KEX_FAILURE && cfg->host_key)
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, lrc,
+			                 "host key mismatch: the guest offers no host key of the pinned type");
+		else
+			rc = lrc == LIBSSH2_ERROR_TIMEOUT || lrc == LIBSSH2_ERROR_KEX_FAILURE ? ssh_err(lrc, "SSH handshake") : 1;
 		goto out;
 	}
 	if (cfg->host_key && (rc = check_host_key(ssh, cfg->host_key)) < 0)
@@ -647,7 +682,7 @@ int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg)
 int saas__ssh_alive(saas_ssh *ssh)
 {
 	struct pollfd p;
-	int alive;
+	int alive, queued = -1;
 
 	if (!ssh)
 		return 0;
@@ -667,10 +702,10 @@ int saas__ssh_alive(saas_ssh *ssh)
 	}
 	/*
 	 * A keepalive (when its interval has passed), only if no packet is
-	 * half-sent: libssh2 builds it on the stack, so it must go out whole or
-	 * it could never be finished.
+	 * half-sent and the socket's send queue is empty: libssh2 builds it on
+	 * the stack, so it must go out whole or it could never be finished.
 	 */
-	if (alive && !ssh->pending) {
+	if (alive && !ssh->pending && ioctl(ssh->fd, SIOCOUTQ, &queued) == 0 && queued == 0) {
 		struct ssh_op op = { ssh, 0 };
 		struct call_snap sn = call_enter(&op);
 		int next = 0, rc = libssh2_keepalive_send(ssh->session, &next);

@@ -1,0 +1,1105 @@
+/*
+ * The SSH transport against a real OpenSSH server on loopback (started by
+ * tests/sshd-server; its directory is $SAAS_TEST_SSHDIR). The server runs on
+ * this machine, so the tests check the guest's side (files, processes)
+ * directly. Every process a test starts is killed by its recorded PID.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "saas.h"
+#include "testutil.h"
+#include "transport/ssh.h"
+#include "util/error.h"
+#include "util/util.h"
+
+static char sshdir[1024];
+static char key_priv[1100], key_pub[1100], host_key[1024], user[256];
+static unsigned int port;
+static char *tmpdir; /* a scratch directory "in the guest" (this machine) */
+
+static void read_line(const char *name, char *out, size_t size)
+{
+	char path[1200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", sshdir, name);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(out, (int)size, f));
+	fclose(f);
+	out[strcspn(out, "\r\n")] = '\0';
+}
+
+static saas_ssh_config config(void)
+{
+	saas_ssh_config c;
+
+	memset(&c, 0, sizeof(c));
+	c.host = "127.0.0.1";
+	c.port = port;
+	c.user = user;
+	c.private_key = key_priv;
+	c.public_key = key_pub;
+	c.host_key = host_key;
+	c.connect_timeout_ms = 10000;
+	return c;
+}
+
+static saas_ssh *connect_ok(void)
+{
+	saas_ssh_config c = config();
+	saas_ssh *ssh = NULL;
+	int rc = saas__ssh_open(&ssh, &c);
+
+	if (rc != SAAS_OK)
+		fprintf(stderr, "open: %s\n", saas_error_last()->message);
+	assert_int_equal(rc, SAAS_OK);
+	assert_non_null(ssh);
+	return ssh;
+}
+
+struct out {
+	saas_buf o, e;
+	int calls;
+};
+
+static int collect(void *ud, int stream, const void *data, size_t len)
+{
+	struct out *x = ud;
+
+	x->calls++;
+	saas__buf_put(stream == SAAS_STREAM_STDERR ? &x->e : &x->o, data, len);
+	return 0;
+}
+
+static void out_free(struct out *x)
+{
+	saas__buf_free(&x->o);
+	saas__buf_free(&x->e);
+	memset(x, 0, sizeof(*x));
+}
+
+static int zero_cancel;
+
+static int run_full(saas_ssh *ssh, const char *cmd, const char *cwd, const char *const *env, const void *in,
+                    size_t in_len, int64_t timeout_ms, const int *cancel, struct out *x, int *code)
+{
+	saas_driver_exec req;
+
+	memset(&req, 0, sizeof(req));
+	req.command = cmd;
+	req.cwd = cwd ? cwd : "/";
+	req.env = env;
+	req.stdin_data = in;
+	req.stdin_len = in_len;
+	req.timeout_ms = timeout_ms;
+	req.output = collect;
+	req.output_userdata = x;
+	req.cancel = cancel ? cancel : &zero_cancel;
+	*code = -1;
+	return saas__ssh_exec(ssh, &req, code);
+}
+
+static int run(saas_ssh *ssh, const char *cmd, struct out *x, int *code)
+{
+	return run_full(ssh, cmd, NULL, NULL, NULL, 0, 60000, NULL, x, code);
+}
+
+/* Is a process whose command line contains `needle` running here? */
+static int process_running(const char *needle)
+{
+	char cmd[512];
+	FILE *p;
+	char line[64];
+	int found = 0;
+
+	/* "[s]leep ..." so that the shell running pgrep does not match itself. */
+	snprintf(cmd, sizeof(cmd), "pgrep -f -- '[%c]%s'", needle[0], needle + 1);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p))
+		found = 1;
+	pclose(p);
+	return found;
+}
+
+static int eventually_gone(const char *needle)
+{
+	for (int i = 0; i < 100; i++) {
+		if (!process_running(needle))
+			return 1;
+		usleep(50 * 1000);
+	}
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	return saas__now_ms();
+}
+
+/* ---- setup ------------------------------------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+	const char *d = getenv("SAAS_TEST_SSHDIR");
+	char p[64];
+
+	(void)state;
+	if (!d || !*d) {
+		fprintf(stderr, "SAAS_TEST_SSHDIR is not set: start tests/sshd-server and point it at its directory\n");
+		return -1;
+	}
+	snprintf(sshdir, sizeof(sshdir), "%s", d);
+	snprintf(key_priv, sizeof(key_priv), "%s/client_key", sshdir);
+	snprintf(key_pub, sizeof(key_pub), "%s/client_key.pub", sshdir);
+	read_line("host_key.pub", host_key, sizeof(host_key));
+	read_line("user", user, sizeof(user));
+	read_line("port", p, sizeof(p));
+	port = (unsigned int)atoi(p);
+	if (saas__ssh_global_init() != SAAS_OK)
+		return -1;
+	tmpdir = saas_test_tmpdir();
+	return tmpdir ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (tmpdir)
+		saas_test_rmdir(tmpdir);
+	return 0;
+}
+
+/* ---- connecting ------------------------------------------------------------------------------- */
+
+static void test_connect(void **state)
+{
+	saas_ssh_config c = config();
+	saas_ssh *ssh = NULL;
+	char wrong[1024];
+	char *b64;
+
+	(void)state;
+	ssh = connect_ok();
+	assert_true(saas__ssh_alive(ssh));
+	saas__ssh_close(ssh);
+
+	/* A different key of the right type: refused, and quickly (not retried). */
+	snprintf(wrong, sizeof(wrong), "%s", host_key);
+	b64 = strchr(wrong, ' ') + 1;
+	b64[30] = b64[30] == 'A' ? 'B' : 'A';
+	c.host_key = wrong;
+	ssh = NULL;
+	assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
+	assert_null(ssh);
+	assert_non_null(strstr(saas_error_last()->message, "host key mismatch"));
+
+	/* A key of a type the guest does not have: refused at once, not retried until the timeout. */
+	c.host_key = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBA==";
+	{
+		int64_t t0 = now_ms();
+		assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
+		assert_true(now_ms() - t0 < 5000);
+	}
+	assert_null(ssh);
+	assert_non_null(strstr(saas_error_last()->message, "host key mismatch"));
+
+	/* No pin (tests only): accepted. */
+	c.host_key = NULL;
+	assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_OK);
+	saas__ssh_close(ssh);
+
+	/* Wrong client key: refused. */
+	c = config();
+	c.private_key = "/nonexistent/key";
+	c.public_key = "/nonexistent/key.pub";
+	assert_true(saas__ssh_open(&ssh, &c) < 0);
+	assert_null(ssh);
+}
+
+/* A loopback port that was free a moment ago and nobody listens on. */
+static unsigned int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static void test_connect_dead_port(void **state)
+{
+	saas_ssh_config c = config();
+	saas_ssh *ssh = NULL;
+	int64_t t0;
+
+	(void)state;
+	c.port = free_port();
+	c.connect_timeout_ms = 1000;
+	t0 = now_ms();
+	assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
+	assert_null(ssh);
+	assert_true(now_ms() - t0 >= 900);
+	assert_true(now_ms() - t0 < 10000);
+}
+
+/* ---- exec ------------------------------------------------------------------------------------- */
+
+static void test_exec_basic(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	int code;
+
+	(void)state;
+	assert_int_equal(run(ssh, "echo hello", &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	assert_int_equal(x.o.len, 6);
+	assert_memory_equal(x.o.data, "hello\n", 6);
+	assert_int_equal(x.e.len, 0);
+	out_free(&x);
+
+	assert_int_equal(run(ssh, "exit 3", &x, &code), SAAS_OK);
+	assert_int_equal(code, 3);
+	out_free(&x);
+	assert_int_equal(run(ssh, "exit 255", &x, &code), SAAS_OK);
+	assert_int_equal(code, 255);
+	out_free(&x);
+
+	assert_int_equal(run(ssh, "kill -TERM $$", &x, &code), SAAS_OK);
+	assert_int_equal(code, 143);
+	out_free(&x);
+	assert_int_equal(run(ssh, "kill -KILL $$", &x, &code), SAAS_OK);
+	assert_int_equal(code, 137);
+	out_free(&x);
+
+	/* stdout and stderr apart. */
+	assert_int_equal(run(ssh, "echo out1; echo err1 >&2; echo out2; echo err2 >&2; exit 7", &x, &code), SAAS_OK);
+	assert_int_equal(code, 7);
+	assert_int_equal(x.o.len, 10);
+	assert_memory_equal(x.o.data, "out1\nout2\n", 10);
+	assert_int_equal(x.e.len, 10);
+	assert_memory_equal(x.e.data, "err1\nerr2\n", 10);
+	out_free(&x);
+
+	/* A command that is not found: the shell's 127 and its message. */
+	assert_int_equal(run(ssh, "no-such-command-xyz", &x, &code), SAAS_OK);
+	assert_int_equal(code, 127);
+	assert_true(x.e.len > 0);
+	out_free(&x);
+
+	/* A missing cwd: 126. */
+	assert_int_equal(run_full(ssh, "pwd", "/nonexistent/dir", NULL, NULL, 0, 60000, NULL, &x, &code), SAAS_OK);
+	assert_int_equal(code, 126);
+	assert_int_equal(x.o.len, 0);
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
+static void test_exec_binary(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	int code;
+	static const char want[] = { 0, 1, 2, '\377', 'a', 0, '\n', 0x1e, 'z' };
+	/* stderr with the wrapper's framing byte and a fake marker: passed through untouched */
+	static const char want_err[] = "x\036aas-0000:exit=5\036y\036\036aas-";
+
+	(void)state;
+	assert_int_equal(run(ssh, "printf '\\000\\001\\002\\377a\\000\\n\\036z'; "
+	                          "printf 'x\\036aas-0000:exit=5\\036y\\036\\036aas-' >&2; exit 4",
+	                     &x, &code),
+	                 SAAS_OK);
+	assert_int_equal(code, 4);
+	assert_int_equal(x.o.len, sizeof(want));
+	assert_memory_equal(x.o.data, want, sizeof(want));
+	assert_int_equal(x.e.len, sizeof(want_err) - 1);
+	assert_memory_equal(x.e.data, want_err, sizeof(want_err) - 1);
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
+static void test_exec_env_cwd(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	int code;
+	char dir[2048], expect[4096];
+	const char *value = "it's \"quoted\" $HOME `id` \\ back\nsecond line  ";
+	char envA[256];
+	const char *env[4];
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/dir with 'quote' and $x", tmpdir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(envA, sizeof(envA), "A=%s", value);
+	env[0] = envA;
+	env[1] = "B=";
+	env[2] = "C_1=x=y";
+	env[3] = NULL;
+	assert_int_equal(run_full(ssh, "printf '%s|%s|%s|' \"$A\" \"$B\" \"$C_1\"; pwd", dir, env, NULL, 0, 60000,
+	                          NULL, &x, &code),
+	                 SAAS_OK);
+	assert_int_equal(code, 0);
+	snprintf(expect, sizeof(expect), "%s||x=y|%s\n", value, dir);
+	saas__buf_put(&x.o, "", 1);
+	assert_string_equal(x.o.data, expect);
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
+static void test_exec_stdin(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	size_t n = 1 << 20;
+	char *in = malloc(n);
+	int code;
+	int64_t t0;
+
+	(void)state;
+	assert_non_null(in);
+	assert_int_equal(saas__random(in, n), 0);
+	assert_int_equal(run_full(ssh, "cat", NULL, NULL, in, n, 60000, NULL, &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	assert_int_equal(x.o.len, n);
+	assert_memory_equal(x.o.data, in, n);
+	out_free(&x);
+
+	/* A command that never reads its stdin must not hang on it. */
+	t0 = now_ms();
+	assert_int_equal(run_full(ssh, "echo done", NULL, NULL, in, n, 60000, NULL, &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	assert_memory_equal(x.o.data, "done\n", 5);
+	assert_true(now_ms() - t0 < 10000);
+	out_free(&x);
+
+	/* Partial reader, then exit. */
+	assert_int_equal(run_full(ssh, "head -c 10 >/dev/null; echo ok", NULL, NULL, in, n, 60000, NULL, &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	assert_memory_equal(x.o.data, "ok\n", 3);
+	out_free(&x);
+
+	/* Empty stdin is EOF at once. */
+	assert_int_equal(run(ssh, "wc -c", &x, &code), SAAS_OK);
+	saas__buf_put(&x.o, "", 1);
+	assert_int_equal(atoi(x.o.data), 0);
+	out_free(&x);
+
+	/* The connection is still healthy after all that. */
+	assert_int_equal(run(ssh, "echo still", &x, &code), SAAS_OK);
+	assert_memory_equal(x.o.data, "still\n", 6);
+	out_free(&x);
+	free(in);
+	saas__ssh_close(ssh);
+}
+
+static void test_exec_big_output(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	size_t n = 10u << 20;
+	int code;
+
+	(void)state;
+	assert_int_equal(run(ssh, "yes abcdefghi | head -c 10485760; yes ERR | head -c 1000000 >&2", &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	assert_int_equal(x.o.len, n);
+	for (size_t i = 0; i < n; i += 10)
+		if (memcmp(x.o.data + i, "abcdefghi\n", 10) != 0)
+			fail_msg("stdout differs at %zu", i);
+	assert_int_equal(x.e.len, 1000000);
+	assert_true(x.calls > 10); /* streamed, not delivered at the end */
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
+static void test_exec_timeout(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	int code;
+	int64_t t0;
+
+	(void)state;
+	t0 = now_ms();
+	/* A child in a pipeline and a subshell: the whole group must go. */
+	assert_int_equal(run_full(ssh, "echo before; (sleep 31.4159; echo never) | cat", NULL, NULL, NULL, 0, 1000, NULL, &x,
+	                          &code),
+	                 SAAS_ETIMEOUT);
+	assert_true(now_ms() - t0 < 10000);
+	assert_true(now_ms() - t0 >= 900);
+	assert_memory_equal(x.o.data, "before\n", 7);
+	assert_true(eventually_gone("sleep 31.4159"));
+	out_free(&x);
+
+	/* The connection goes on working. */
+	assert_int_equal(run(ssh, "echo after", &x, &code), SAAS_OK);
+	assert_memory_equal(x.o.data, "after\n", 6);
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
+static void kill_pid_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long pid = 0;
+
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%ld", &pid), 1);
+	fclose(f);
+	assert_true(pid > 1);
+	kill((pid_t)pid, SIGKILL);
+	unlink(path);
+}
+
+static void test_exec_background(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	int code;
+	int64_t t0;
+	char cmd[2048], pidfile[1200];
+
+	(void)state;
+	/* Background child with its output redirected. */
+	snprintf(pidfile, sizeof(pidfile), "%s/bg1.pid", tmpdir);
+	snprintf(cmd, sizeof(cmd), "sleep 600.2718 >/dev/null 2>&1 & echo $! > '%s'; echo started", pidfile);
+	t0 = now_ms();
+	assert_int_equal(run(ssh, cmd, &x, &code), SAAS_OK);
+	assert_true(now_ms() - t0 < 10000);
+	assert_int_equal(code, 0);
+	assert_int_equal(x.o.len, 8);
+	assert_memory_equal(x.o.data, "started\n", 8);
+	assert_true(process_running("sleep 600.2718"));
+	kill_pid_file(pidfile);
+	out_free(&x);
+
+	/* Background child still holding stdout and stderr. */
+	snprintf(pidfile, sizeof(pidfile), "%s/bg2.pid", tmpdir);
+	snprintf(cmd, sizeof(cmd), "sleep 600.3141 & echo $! > '%s'; echo started", pidfile);
+	t0 = now_ms();
+	assert_int_equal(run(ssh, cmd, &x, &code), SAAS_OK);
+	assert_true(now_ms() - t0 < 10000);
+	assert_int_equal(code, 0);
+	assert_int_equal(x.o.len, 8);
+	assert_memory_equal(x.o.data, "started\n", 8);
+	assert_true(process_running("sleep 600.3141"));
+	kill_pid_file(pidfile);
+	out_free(&x);
+
+	/* Same, exiting non-zero. */
+	snprintf(pidfile, sizeof(pidfile), "%s/bg3.pid", tmpdir);
+	snprintf(cmd, sizeof(cmd), "sleep 600.1414 & echo $! > '%s'; exit 9", pidfile);
+	assert_int_equal(run(ssh, cmd, &x, &code), SAAS_OK);
+	assert_int_equal(code, 9);
+	kill_pid_file(pidfile);
+	out_free(&x);
+
+	assert_int_equal(run(ssh, "echo next", &x, &code), SAAS_OK);
+	assert_memory_equal(x.o.data, "next\n", 5);
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
+struct canceller {
+	int flag;
+	int delay_ms;
+};
+
+static void *cancel_later(void *arg)
+{
+	struct canceller *c = arg;
+
+	usleep((useconds_t)c->delay_ms * 1000);
+	__atomic_store_n(&c->flag, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void test_exec_cancel(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	struct canceller c = { 0, 300 };
+	pthread_t t;
+	int code;
+	int64_t t0;
+
+	(void)state;
+	pthread_create(&t, NULL, cancel_later, &c);
+	t0 = now_ms();
+	assert_int_equal(run_full(ssh, "sleep 32.7182", NULL, NULL, NULL, 0, 60000, &c.flag, &x, &code), SAAS_EIO);
+	assert_true(now_ms() - t0 < 10000);
+	pthread_join(t, NULL);
+	assert_true(eventually_gone("sleep 32.7182"));
+	out_free(&x);
+
+	/* Already cancelled: nothing runs. */
+	assert_int_equal(run_full(ssh, "echo no", NULL, NULL, NULL, 0, 60000, &c.flag, &x, &code), SAAS_EIO);
+	assert_int_equal(x.o.len, 0);
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
+struct worker {
+	saas_ssh *ssh;
+	int id;
+	int failures;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	char cmd[256], want_out[128], want_err[128];
+	char in[5000];
+
+	for (int i = 0; i < 25; i++) {
+		struct out x = { 0 };
+		int code, rc;
+		size_t n = (size_t)(w->id * 997 + i * 131) % sizeof(in);
+
+		memset(in, 'a' + w->id, n);
+		snprintf(cmd, sizeof(cmd), "echo out-%d-%d; printf err-%d-%d >&2; wc -c; exit %d", w->id, i, w->id, i,
+		         (w->id + i) % 7);
+		snprintf(want_out, sizeof(want_out), "out-%d-%d\n%zu\n", w->id, i, n);
+		snprintf(want_err, sizeof(want_err), "err-%d-%d", w->id, i);
+		rc = run_full(w->ssh, cmd, NULL, NULL, in, n, 60000, NULL, &x, &code);
+		saas__buf_put(&x.o, "", 1);
+		saas__buf_put(&x.e, "", 1);
+		if (rc != SAAS_OK || code != (w->id + i) % 7 || strcmp(x.o.data, want_out) || strcmp(x.e.data, want_err)) {
+			fprintf(stderr, "worker %d run %d: rc %d code %d out '%s' err '%s'\n", w->id, i, rc, code, x.o.data,
+			        x.e.data);
+			w->failures++;
+		}
+		out_free(&x);
+	}
+	return NULL;
+}
+
+static void test_exec_threads(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct worker w[8];
+	pthread_t t[8];
+
+	(void)state;
+	for (int i = 0; i < 8; i++) {
+		w[i].ssh = ssh;
+		w[i].id = i;
+		w[i].failures = 0;
+		assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(w[i].failures, 0);
+	}
+	saas__ssh_close(ssh);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median_us(int64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_i64);
+	return (double)v[n / 2];
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Not a pass/fail test: prints what a command costs on a warm and a fresh connection. */
+static void test_exec_latency(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	int64_t warm[200], fresh[20];
+	struct out x = { 0 };
+	int code;
+
+	(void)state;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(warm); i++) {
+		int64_t t0 = now_us();
+		assert_int_equal(run(ssh, "true", &x, &code), SAAS_OK);
+		warm[i] = now_us() - t0;
+		out_free(&x);
+	}
+	saas__ssh_close(ssh);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(fresh); i++) {
+		int64_t t0 = now_us();
+		ssh = connect_ok();
+		assert_int_equal(run(ssh, "true", &x, &code), SAAS_OK);
+		saas__ssh_close(ssh);
+		fresh[i] = now_us() - t0;
+		out_free(&x);
+	}
+	fprintf(stderr, "# exec `true`: warm connection median %.2f ms (200 runs), fresh connection median %.2f ms (20 runs)\n",
+	        median_us(warm, SAAS_ARRAY_SIZE(warm)) / 1000.0, median_us(fresh, SAAS_ARRAY_SIZE(fresh)) / 1000.0);
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
+struct src {
+	const char *data;
+	size_t len, off;
+	size_t fail_at; /* 0: never */
+};
+
+static long src_read(void *ud, void *buf, size_t size)
+{
+	struct src *s = ud;
+	size_t n = s->len - s->off;
+
+	if (s->fail_at && s->off >= s->fail_at)
+		return -1;
+	/* Odd chunk sizes, to exercise the buffering. */
+	if (n > size)
+		n = size;
+	if (n > 77777)
+		n = 77777;
+	memcpy(buf, s->data + s->off, n);
+	s->off += n;
+	return (long)n;
+}
+
+struct sink {
+	saas_buf b;
+	size_t stop_after; /* 0: never */
+};
+
+static int sink_write(void *ud, const void *data, size_t size)
+{
+	struct sink *s = ud;
+
+	saas__buf_put(&s->b, data, size);
+	return s->stop_after && s->b.len >= s->stop_after;
+}
+
+static char *tpath(const char *rel)
+{
+	static char buf[4][2048];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", tmpdir, rel);
+	return buf[i];
+}
+
+static int dir_has_tmp(const char *dir)
+{
+	char cmd[2200];
+	FILE *p;
+	char line[512];
+	int found = 0;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s'", dir);
+	p = popen(cmd, "r");
+	while (p && fgets(line, sizeof(line), p))
+		if (strstr(line, ".aas-tmp-"))
+			found = 1;
+	if (p)
+		pclose(p);
+	return found;
+}
+
+static void test_files_rw(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	size_t n = 5u << 20;
+	char *data = malloc(n);
+	struct src s = { 0 };
+	struct sink k = { SAAS_BUF_INIT, 0 };
+	struct stat st;
+	int64_t size = -1;
+
+	(void)state;
+	assert_non_null(data);
+	assert_int_equal(saas__random(data, n), 0);
+	s.data = data;
+	s.len = n;
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/a/b/c/file.bin"), 0640, src_read, &s, (int64_t)n), SAAS_OK);
+	assert_int_equal(stat(tpath("rw/a/b/c/file.bin"), &st), 0);
+	assert_int_equal(st.st_size, (off_t)n);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(stat(tpath("rw/a/b"), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0755);
+
+	assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/a/b/c/file.bin"), 0, sink_write, &k, &size), SAAS_OK);
+	assert_int_equal(size, (int64_t)n);
+	assert_int_equal(k.b.len, n);
+	assert_memory_equal(k.b.data, data, n);
+	saas__buf_free(&k.b);
+
+	/* Overwrite with something shorter, another mode. */
+	s.len = 10;
+	s.off = 0;
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/a/b/c/file.bin"), 0755, src_read, &s, 10), SAAS_OK);
+	assert_int_equal(stat(tpath("rw/a/b/c/file.bin"), &st), 0);
+	assert_int_equal(st.st_size, 10);
+	assert_int_equal(st.st_mode & 07777, 0755);
+
+	/* Empty file. */
+	s.len = 0;
+	s.off = 0;
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/empty"), 0600, src_read, &s, 0), SAAS_OK);
+	size = -1;
+	assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/empty"), 0, sink_write, &k, &size), SAAS_OK);
+	assert_int_equal(size, 0);
+	assert_int_equal(k.b.len, 0);
+
+	/* Reading: missing, a directory, too big, a receiver that stops. */
+	assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/missing"), 0, sink_write, &k, &size), SAAS_ENOTFOUND);
+	assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/a"), 0, sink_write, &k, &size), SAAS_EISDIR);
+	assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/a/b/c/file.bin"), 9, sink_write, &k, &size), SAAS_ETOOBIG);
+	assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/a/b/c/file.bin"), 10, sink_write, &k, &size), SAAS_OK);
+	saas__buf_free(&k.b);
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/big"), 0644, src_read,
+	                                      &(struct src){ data, n, 0, 0 }, (int64_t)n),
+	                 SAAS_OK);
+	k.stop_after = 100000;
+	assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/big"), 0, sink_write, &k, &size), SAAS_EIO);
+	saas__buf_free(&k.b);
+	k.stop_after = 0;
+
+	/* Writing over a directory. */
+	s.len = 10;
+	s.off = 0;
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/a"), 0644, src_read, &s, 10), SAAS_EISDIR);
+
+	/* A parent that is a file. */
+	s.off = 0;
+	assert_true(saas__ssh_file_write(ssh, tpath("rw/empty/sub"), 0644, src_read, &s, 10) < 0);
+
+	/* A reader failing mid-way: no partial file, no temporary left, the old content intact. */
+	s.len = n;
+	s.off = 0;
+	s.fail_at = 1u << 20;
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/partial"), 0644, src_read, &s, (int64_t)n), SAAS_EIO);
+	assert_int_equal(stat(tpath("rw/partial"), &st), -1);
+	assert_false(dir_has_tmp(tpath("rw")));
+	s.off = 0;
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/big"), 0644, src_read, &s, (int64_t)n), SAAS_EIO);
+	assert_int_equal(stat(tpath("rw/big"), &st), 0);
+	assert_int_equal(st.st_size, (off_t)n);
+	assert_false(dir_has_tmp(tpath("rw")));
+
+	/* Permission denied (only meaningful when not root). */
+	if (geteuid() != 0) {
+		assert_int_equal(mkdir(tpath("rw/ro"), 0555), 0);
+		s.off = 0;
+		s.fail_at = 0;
+		s.len = 5;
+		assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/ro/x"), 0644, src_read, &s, 5), SAAS_EIO);
+	}
+	free(data);
+	saas__ssh_close(ssh);
+}
+
+struct listing {
+	char paths[64][512];
+	int types[64];
+	int64_t sizes[64];
+	unsigned int modes[64];
+	int n;
+	int stop_after;
+};
+
+static int list_cb(void *ud, const saas_file_entry *e)
+{
+	struct listing *l = ud;
+
+	assert_true(l->n < 64);
+	snprintf(l->paths[l->n], sizeof(l->paths[0]), "%s", e->path + strlen(tmpdir));
+	l->types[l->n] = e->type;
+	l->sizes[l->n] = e->size;
+	l->modes[l->n] = e->mode;
+	assert_true(e->mtime_ms > 0);
+	l->n++;
+	return l->stop_after && l->n >= l->stop_after;
+}
+
+static void test_files_list(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct listing l;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mkdir(tpath("ls"), 0755), 0);
+	assert_int_equal(mkdir(tpath("ls/b"), 0750), 0);
+	assert_int_equal(mkdir(tpath("ls/b/d"), 0755), 0);
+	assert_non_null(f = fopen(tpath("ls/z.txt"), "w"));
+	fputs("12345", f);
+	fclose(f);
+	assert_non_null(f = fopen(tpath("ls/a.txt"), "w"));
+	fclose(f);
+	assert_non_null(f = fopen(tpath("ls/b/c.txt"), "w"));
+	fclose(f);
+	assert_non_null(f = fopen(tpath("ls/b/d/e.txt"), "w"));
+	fclose(f);
+	assert_int_equal(symlink("b", tpath("ls/link")), 0);
+	assert_int_equal(mkfifo(tpath("ls/fifo"), 0600), 0);
+	assert_int_equal(chmod(tpath("ls/z.txt"), 0604), 0);
+
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 1, list_cb, &l), SAAS_OK);
+	assert_int_equal(l.n, 5);
+	assert_string_equal(l.paths[0], "/ls/a.txt");
+	assert_string_equal(l.paths[1], "/ls/b");
+	assert_int_equal(l.types[1], SAAS_FILE_DIRECTORY);
+	assert_int_equal(l.modes[1], 0750);
+	assert_string_equal(l.paths[2], "/ls/fifo");
+	assert_int_equal(l.types[2], SAAS_FILE_OTHER);
+	assert_string_equal(l.paths[3], "/ls/link");
+	assert_int_equal(l.types[3], SAAS_FILE_SYMLINK);
+	assert_string_equal(l.paths[4], "/ls/z.txt");
+	assert_int_equal(l.types[4], SAAS_FILE_REGULAR);
+	assert_int_equal(l.sizes[4], 5);
+	assert_int_equal(l.modes[4], 0604);
+
+	/* Depth first, the symlink not followed. */
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(l.n, 8);
+	assert_string_equal(l.paths[0], "/ls/a.txt");
+	assert_string_equal(l.paths[1], "/ls/b");
+	assert_string_equal(l.paths[2], "/ls/b/c.txt");
+	assert_string_equal(l.paths[3], "/ls/b/d");
+	assert_string_equal(l.paths[4], "/ls/b/d/e.txt");
+	assert_string_equal(l.paths[5], "/ls/fifo");
+	assert_string_equal(l.paths[6], "/ls/link");
+	assert_string_equal(l.paths[7], "/ls/z.txt");
+
+	/* Depth 2 stops above e.txt. */
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 2, list_cb, &l), SAAS_OK);
+	assert_int_equal(l.n, 7);
+	assert_string_equal(l.paths[4], "/ls/fifo");
+
+	/* The callback stops the walk. */
+	memset(&l, 0, sizeof(l));
+	l.stop_after = 3;
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(l.n, 3);
+
+	/* A file lists as itself. */
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/z.txt"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.paths[0], "/ls/z.txt");
+	assert_int_equal(l.sizes[0], 5);
+
+	/* Missing. */
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/nope"), 3, list_cb, &l), SAAS_ENOTFOUND);
+	assert_int_equal(l.n, 0);
+
+	/* Unreadable subdirectories are skipped (only meaningful when not root). */
+	if (geteuid() != 0) {
+		assert_int_equal(chmod(tpath("ls/b/d"), 0), 0);
+		memset(&l, 0, sizeof(l));
+		assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, list_cb, &l), SAAS_OK);
+		assert_int_equal(l.n, 7);
+		chmod(tpath("ls/b/d"), 0755);
+	}
+	saas__ssh_close(ssh);
+}
+
+/* ---- tunnels ---------------------------------------------------------------------------------- */
+
+struct echo_server {
+	int lfd;
+	unsigned int port;
+	pthread_t tid;
+};
+
+static void *echo_main(void *arg)
+{
+	struct echo_server *e = arg;
+
+	for (;;) {
+		int c = accept(e->lfd, NULL, NULL);
+		char buf[65536];
+		ssize_t n;
+
+		if (c < 0)
+			return NULL; /* the listener was shut down */
+		while ((n = read(c, buf, sizeof(buf))) > 0)
+			if (write(c, buf, (size_t)n) != n)
+				break;
+		close(c);
+	}
+}
+
+static void echo_start(struct echo_server *e)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	e->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(e->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(e->lfd, 8), 0);
+	assert_int_equal(getsockname(e->lfd, (struct sockaddr *)&sa, &len), 0);
+	e->port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&e->tid, NULL, echo_main, e), 0);
+}
+
+static void echo_stop(struct echo_server *e)
+{
+	shutdown(e->lfd, SHUT_RDWR);
+	pthread_join(e->tid, NULL);
+	close(e->lfd);
+}
+
+struct sender {
+	int fd;
+	const char *data;
+	size_t len;
+};
+
+static void *send_all(void *arg)
+{
+	struct sender *s = arg;
+	size_t off = 0;
+
+	while (off < s->len) {
+		ssize_t n = write(s->fd, s->data + off, s->len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	shutdown(s->fd, SHUT_WR);
+	return NULL;
+}
+
+static void test_port_connect(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	struct echo_server e;
+	size_t n = 3u << 20;
+	char *data = malloc(n), *got = malloc(n + 1);
+	struct sender s;
+	pthread_t t;
+	size_t have = 0;
+	int fd = -1, fd2 = -1;
+	ssize_t r;
+
+	(void)state;
+	echo_start(&e);
+	assert_int_equal(saas__ssh_port_connect(ssh, e.port, &fd), SAAS_OK);
+	assert_true(fd >= 0);
+
+	/* A small exchange, then a big one with both directions at once. */
+	assert_int_equal(write(fd, "ping", 4), 4);
+	while (have < 4 && (r = read(fd, got + have, 4 - have)) > 0)
+		have += (size_t)r;
+	assert_memory_equal(got, "ping", 4);
+
+	assert_int_equal(saas__random(data, n), 0);
+	s.fd = fd;
+	s.data = data;
+	s.len = n;
+	pthread_create(&t, NULL, send_all, &s);
+	have = 0;
+	while ((r = read(fd, got + have, n + 1 - have)) > 0)
+		have += (size_t)r;
+	pthread_join(t, NULL);
+	assert_int_equal(have, n);
+	assert_memory_equal(got, data, n);
+	close(fd);
+
+	/* A second tunnel, and exec on the same connection meanwhile; closed while open. */
+	assert_int_equal(saas__ssh_port_connect(ssh, e.port, &fd2), SAAS_OK);
+	{
+		struct out x = { 0 };
+		int code;
+		assert_int_equal(run(ssh, "echo side", &x, &code), SAAS_OK);
+		assert_memory_equal(x.o.data, "side\n", 5);
+		out_free(&x);
+	}
+	assert_int_equal(write(fd2, "x", 1), 1);
+	assert_int_equal(read(fd2, got, 1), 1);
+
+	/* Nothing listens: a clean failure, not a dead descriptor. */
+	fd = -1;
+	assert_int_equal(saas__ssh_port_connect(ssh, free_port(), &fd), SAAS_EBACKEND);
+	assert_int_equal(fd, -1);
+	assert_non_null(strstr(saas_error_last()->message, "nothing listens"));
+
+	saas__ssh_close(ssh); /* with fd2's tunnel still open */
+	assert_int_equal(read(fd2, got, 1), 0);
+	close(fd2);
+	echo_stop(&e); /* its connection ended with the tunnel */
+	free(data);
+	free(got);
+}
+
+static void test_close_idle(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+
+	(void)state;
+	assert_true(saas__ssh_alive(ssh));
+	saas__ssh_close(ssh);
+	saas__ssh_close(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_connect_dead_port),
+		cmocka_unit_test(test_exec_basic),
+		cmocka_unit_test(test_exec_binary),
+		cmocka_unit_test(test_exec_env_cwd),
+		cmocka_unit_test(test_exec_stdin),
+		cmocka_unit_test(test_exec_big_output),
+		cmocka_unit_test(test_exec_timeout),
+		cmocka_unit_test(test_exec_background),
+		cmocka_unit_test(test_exec_cancel),
+		cmocka_unit_test(test_exec_threads),
+		cmocka_unit_test(test_exec_latency),
+		cmocka_unit_test(test_files_rw),
+		cmocka_unit_test(test_files_list),
+		cmocka_unit_test(test_port_connect),
+		cmocka_unit_test(test_close_idle),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	/* SAAS_TEST_FILTER=test_exec_* runs a subset. */
+	if (getenv("SAAS_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("SAAS_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
