@@ -120,6 +120,58 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
  */
 SAAS_EXTERN(int) saas_engine_sweep(saas_engine *engine, unsigned int *destroyed);
 
+/** What an engine offers, for anyone to see (a service card). Library-allocated; fields may be appended. */
+typedef struct {
+	size_t nsizes;
+	saas_size *sizes;                 /**< Every size class with its price. */
+	saas_account_limits limits;       /**< The limits every account has. */
+	char *default_image;
+	char *preview_url;                /**< The preview URL template ("{port}", "{id}"). */
+	int64_t new_account_credit_usd_micro;
+	char *driver;                     /**< The VM driver's name, or "" for a store-only engine. */
+} saas_engine_info;
+
+/**
+ * The engine's sizes, prices, limits and defaults. Needs no account.
+ *
+ * @param out [out] free with saas_engine_info_free().
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOMEM. Thread-safe.
+ */
+SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *engine);
+
+/** Free engine info; NULL is ignored. */
+SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info);
+
+/** Sandboxes across every account, by state, at one moment. Library-allocated; fields may be appended. */
+typedef struct {
+	unsigned int creating;
+	unsigned int ready;
+	unsigned int accounts_with_sandboxes;  /**< Accounts with at least one live sandbox. */
+} saas_engine_stats;
+
+/**
+ * Count live sandboxes by state, across every account (for metrics).
+ *
+ * @param out [out] free with saas_engine_stats_free().
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM. Thread-safe.
+ */
+SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *engine);
+
+/** Free engine stats; NULL is ignored. */
+SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats);
+
+/**
+ * Open a TCP connection to an exposed port of any account's sandbox: what a
+ * preview URL's proxy does. A preview URL is a capability — whoever has it
+ * reaches the port — so this needs the sandbox id and an exposed port, not a
+ * key. Unexposed ports and sandboxes that are not ready are not found.
+ *
+ * @param fd   [out] a connected stream socket the caller reads, writes and close()s.
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (no such sandbox, not ready, or the port is not
+ *         exposed); SAAS_EBACKEND (nothing listens there); SAAS_ENOTSUP (store-only engine).
+ */
+SAAS_EXTERN(int) saas_engine_port_connect(int *fd, saas_engine *engine, const char *sandbox_id, unsigned int port);
+
 /** Pass as `credit` to saas_account_create() for the engine's new-account credit ($5 unless configured). */
 #define SAAS_CREDIT_DEFAULT INT64_MIN
 
@@ -221,6 +273,16 @@ SAAS_EXTERN(int) saas_key_revoke(saas_engine *engine, const char *key_id);
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_ENOMEM.
  */
 SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *engine, const char *account_id);
+
+/**
+ * The fingerprint of an API key: its SHA-256 as 64 lowercase hex digits, the
+ * form the store keeps. A server can key a cache by it without holding keys.
+ *
+ * @param out     [out] 65 bytes: 64 hex digits and a NUL.
+ * @param api_key any string (NULL is taken as "").
+ * Thread-safe; cannot fail.
+ */
+SAAS_EXTERN(void) saas_key_fingerprint(char out[65], const char *api_key);
 
 /** Free a key record; NULL is ignored. */
 SAAS_EXTERN(void) saas_key_free(saas_key *key);

@@ -71,9 +71,18 @@ typedef struct {
 	const char *size;          /**< Size class name; NULL: "small". */
 	const char *image;         /**< Image name; NULL: the engine's default. */
 	int64_t timeout_s;         /**< Lifetime in seconds; 0: the account default. At most the maximum. */
+	/**
+	 * Network policy: "isolated" (the guest can open no connection at all),
+	 * "internet" (outbound connections to the internet; the host's own
+	 * services and private networks stay unreachable), or NULL: the engine's
+	 * default (the driver's; the libvirt driver gives internet where its guard
+	 * is installed and the host has a default route, else isolated). Copied
+	 * during the call. See docs/sandboxes.md, "Network policy".
+	 */
+	const char *network;
 } saas_create_options;
 
-#define SAAS_CREATE_OPTIONS_INIT { SAAS_CREATE_OPTIONS_VERSION, NULL, NULL, 0 }
+#define SAAS_CREATE_OPTIONS_INIT { SAAS_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL }
 
 /**
  * Create a sandbox: a fresh VM with its own kernel, never used by anyone before.
@@ -83,10 +92,13 @@ typedef struct {
  * @param client  the client.
  * @param options options, or NULL for the defaults.
  * @param flags   0.
- * @return SAAS_OK; SAAS_EINVAL (unknown size or image, timeout out of range, bad
- *         version or flag); SAAS_ECREDIT (the balance cannot pay for the minimum);
- *         SAAS_ELIMIT (too many sandboxes); SAAS_EBACKEND (the VM did not come up;
- *         nothing is left behind and nothing is billed); SAAS_ESTORE; SAAS_ENOMEM.
+ * @return SAAS_OK; SAAS_EINVAL (unknown size, image or network policy, timeout
+ *         out of range, bad version or flag); SAAS_ECREDIT (the balance cannot pay
+ *         for the minimum); SAAS_ELIMIT (too many sandboxes); SAAS_ENOTSUP (the
+ *         driver cannot give the network policy asked for, e.g. "internet" where
+ *         its host guard is not installed; nothing is billed); SAAS_EBACKEND (the
+ *         VM did not come up; nothing is left behind and nothing is billed);
+ *         SAAS_ESTORE; SAAS_ENOMEM.
  */
 SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *client, const saas_create_options *options, unsigned int flags);
 

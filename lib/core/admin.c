@@ -237,7 +237,7 @@ SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *e
 	saas__strlcpy(row.account_id, account_id, sizeof(row.account_id));
 	saas__strlcpy(row.name, name ? name : "", sizeof(row.name));
 	saas__strlcpy(row.prefix, key, strlen(KEY_PREFIX) + 5);
-	saas__sha256_hex(row.hash, key, strlen(key));
+	saas_key_fingerprint(row.hash, key);
 	row.created_at_ms = saas__engine_now(e);
 	if ((rc = e->store->key_insert(e->store_ctx, &row)) < 0)
 		goto out;
@@ -325,4 +325,13 @@ SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *e, const ch
 	}
 	*out = c.list;
 	return SAAS_OK;
+}
+
+SAAS_EXTERN(void) saas_key_fingerprint(char out[65], const char *api_key)
+{
+	if (!out)
+		return;
+	if (!api_key)
+		api_key = "";
+	saas__sha256_hex(out, api_key, strlen(api_key));
 }

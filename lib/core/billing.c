@@ -155,14 +155,9 @@ int saas__local_account(saas_client *c, saas_account_info **out)
 	info->limits.default_timeout_s = e->limits.default_timeout_s;
 	info->limits.max_timeout_s = e->limits.max_timeout_s;
 	info->limits.min_balance_s = e->limits.min_balance_s;
-	if (!(info->name = saas__strdup(acc.name)) || !(info->sizes = calloc(e->nsizes, sizeof(*info->sizes))))
+	if (!(info->name = saas__strdup(acc.name)) ||
+	    saas__sizes_copy(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
 		goto oom;
-	for (size_t i = 0; i < e->nsizes; i++) {
-		info->sizes[i] = e->sizes[i];
-		if (!(info->sizes[i].name = saas__strdup(e->sizes[i].name)))
-			goto oom;
-		info->nsizes++;
-	}
 	*out = info;
 	return SAAS_OK;
 oom:

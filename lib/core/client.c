@@ -85,7 +85,7 @@ SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, 
 		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "no API key given");
 	if (strlen(api_key) > 256)
 		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "invalid API key");
-	saas__sha256_hex(hash, api_key, strlen(api_key));
+	saas_key_fingerprint(hash, api_key);
 	rc = engine->store->key_find(engine->store_ctx, hash, &key);
 	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && key.revoked_at_ms != 0))
 		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0,
@@ -162,6 +162,8 @@ SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const s
 		return saas__inval("image name must be 1 to 63 characters of a-z, 0-9, '-', '_' and '.'");
 	if (o->timeout_s < 0)
 		return saas__inval("timeout may not be negative");
+	if (o->network && strcmp(o->network, "isolated") != 0 && strcmp(o->network, "internet") != 0)
+		return saas__inval("network must be isolated or internet (or unset for the default)");
 	return c->ops->sandbox_create(c, o, out);
 }
 

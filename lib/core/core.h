@@ -93,6 +93,9 @@ int64_t saas__engine_now(saas_engine *e);
 void saas__log(saas_engine *e, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
 const saas_size *saas__engine_size(saas_engine *e, const char *name);
 int saas__engine_need_driver(saas_engine *e);
+/* Deep copies of size tables (the names are owned). */
+int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size_t n);
+void saas__sizes_free(saas_size *sizes, size_t n);
 
 /* billing.c */
 int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms);

@@ -140,17 +140,31 @@ static int check_limits(const saas_limits *l)
 	return SAAS_OK;
 }
 
-static int copy_sizes(saas_engine *e, const saas_size *sizes, size_t n)
+int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size_t n)
 {
-	if (!(e->sizes = calloc(n, sizeof(*e->sizes))))
+	saas_size *copy = calloc(n ? n : 1, sizeof(*copy));
+
+	*out = NULL;
+	*nout = 0;
+	if (!copy)
 		return saas__oom();
-	e->nsizes = n;
 	for (size_t i = 0; i < n; i++) {
-		e->sizes[i] = sizes[i];
-		if (!(e->sizes[i].name = saas__strdup(sizes[i].name)))
+		copy[i] = sizes[i];
+		if (!(copy[i].name = saas__strdup(sizes[i].name))) {
+			saas__sizes_free(copy, i);
 			return SAAS_ENOMEM;
+		}
 	}
+	*out = copy;
+	*nout = n;
 	return SAAS_OK;
+}
+
+void saas__sizes_free(saas_size *sizes, size_t n)
+{
+	for (size_t i = 0; sizes && i < n; i++)
+		free((char *)sizes[i].name);
+	free(sizes);
 }
 
 /* One engine owns a state directory: its VMs and (for libvirt) the embedded root. */
@@ -292,9 +306,9 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	e->new_account_credit = o->new_account_credit ? o->new_account_credit : SAAS_USD(5);
 	e->reaper_interval_ms = o->reaper_interval_ms ? o->reaper_interval_ms : DEFAULT_REAPER_MS;
 	if (o->sizes)
-		rc = copy_sizes(e, o->sizes, o->nsizes);
+		rc = saas__sizes_copy(&e->sizes, &e->nsizes, o->sizes, o->nsizes);
 	else
-		rc = copy_sizes(e, default_sizes, SAAS_ARRAY_SIZE(default_sizes));
+		rc = saas__sizes_copy(&e->sizes, &e->nsizes, default_sizes, SAAS_ARRAY_SIZE(default_sizes));
 	if (rc < 0)
 		goto fail;
 	e->state_dir = o->state_dir ? saas__strdup(o->state_dir) : default_state_dir();
@@ -347,9 +361,7 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 		e->store->close(e->store_ctx);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
-	for (size_t i = 0; i < e->nsizes; i++)
-		free((char *)e->sizes[i].name);
-	free(e->sizes);
+	saas__sizes_free(e->sizes, e->nsizes);
 	free(e->state_dir);
 	free(e->default_image);
 	free(e->preview_url);
@@ -370,4 +382,110 @@ SAAS_EXTERN(int) saas_engine_sweep(saas_engine *e, unsigned int *destroyed)
 	if ((rc = saas__engine_need_driver(e)) < 0)
 		return rc;
 	return saas__sweep(e, destroyed);
+}
+
+SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *e)
+{
+	saas_engine_info *info;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!(info = calloc(1, sizeof(*info))))
+		return saas__oom();
+	info->limits.max_sandboxes = e->limits.max_sandboxes;
+	info->limits.default_timeout_s = e->limits.default_timeout_s;
+	info->limits.max_timeout_s = e->limits.max_timeout_s;
+	info->limits.min_balance_s = e->limits.min_balance_s;
+	info->new_account_credit_usd_micro = e->new_account_credit;
+	if (!(info->default_image = saas__strdup(e->default_image)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
+	    !(info->driver = saas__strdup(e->driver ? e->driver->name : "")) ||
+	    saas__sizes_copy(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
+		goto oom;
+	*out = info;
+	return SAAS_OK;
+oom:
+	saas_engine_info_free(info);
+	return saas__oom();
+}
+
+SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info)
+{
+	if (!info)
+		return;
+	saas__sizes_free(info->sizes, info->nsizes);
+	free(info->default_image);
+	free(info->preview_url);
+	free(info->driver);
+	free(info);
+}
+
+struct count_live {
+	saas_engine_stats *stats;
+	char (*accounts)[SAAS_ID_MAX + 1];
+	size_t naccounts, cap;
+	int rc;
+};
+
+static int count_live(void *ud, const saas_store_sandbox *sb)
+{
+	struct count_live *c = ud;
+	size_t i;
+
+	if (sb->status == SAAS_SANDBOX_CREATING)
+		c->stats->creating++;
+	else if (sb->status == SAAS_SANDBOX_READY)
+		c->stats->ready++;
+	for (i = 0; i < c->naccounts; i++)
+		if (strcmp(c->accounts[i], sb->account_id) == 0)
+			return 0;
+	if (c->naccounts == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		void *p = realloc(c->accounts, cap * sizeof(*c->accounts));
+		if (!p) {
+			c->rc = saas__oom();
+			return 1;
+		}
+		c->accounts = p;
+		c->cap = cap;
+	}
+	saas__strlcpy(c->accounts[c->naccounts++], sb->account_id, SAAS_ID_MAX + 1);
+	return 0;
+}
+
+SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
+{
+	struct count_live c = { NULL, NULL, 0, 0, SAAS_OK };
+	saas_store_filter f;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!(c.stats = calloc(1, sizeof(*c.stats))))
+		return saas__oom();
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	rc = e->store->sandbox_list(e->store_ctx, &f, count_live, &c);
+	if (rc == SAAS_OK)
+		rc = c.rc;
+	c.stats->accounts_with_sandboxes = (unsigned int)c.naccounts;
+	free(c.accounts);
+	if (rc < 0) {
+		free(c.stats);
+		return rc;
+	}
+	*out = c.stats;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats)
+{
+	free(stats);
 }

@@ -161,21 +161,56 @@ static int match_port(void *ud, unsigned int port, int64_t created_at_ms)
 	return f->found;
 }
 
+/* A tunnel to an exposed port of a ready sandbox; `sb` is its row (owner checked or not by the caller). */
+static int port_connect_row(saas_engine *e, const saas_store_sandbox *sb, unsigned int port, int *fd)
+{
+	struct find_port fp = { port, 0 };
+	int rc;
+
+	if ((rc = e->store->port_list(e->store_ctx, sb->id, match_port, &fp)) < 0)
+		return rc;
+	if (!fp.found)
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "port %u of sandbox '%s' is not exposed", port,
+		                   sb->id);
+	if (!e->driver->port_connect)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot open tunnels",
+		                   e->driver->name);
+	return e->driver->port_connect(e->driver_ctx, sb->id, port, fd);
+}
+
 int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd)
 {
-	saas_engine *e = c->engine;
 	saas_store_sandbox sb;
-	struct find_port fp = { port, 0 };
 	int rc;
 
 	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
 		return rc;
-	if ((rc = e->store->port_list(e->store_ctx, id, match_port, &fp)) < 0)
+	return port_connect_row(c->engine, &sb, port, fd);
+}
+
+SAAS_EXTERN(int) saas_engine_port_connect(int *fd, saas_engine *e, const char *id, unsigned int port)
+{
+	saas_store_sandbox sb;
+	int rc;
+
+	saas__error_clear();
+	if (!fd)
+		return saas__inval("fd is NULL");
+	*fd = -1;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!saas__valid_text(id, SAAS_ID_MAX))
+		return saas__inval("sandbox id is missing, too long or not printable");
+	if (port == 0 || port > 65535)
+		return saas__inval("port must be between 1 and 65535");
+	if ((rc = saas__engine_need_driver(e)) < 0)
 		return rc;
-	if (!fp.found)
-		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "port %u of sandbox '%s' is not exposed", port, id);
-	if (!e->driver->port_connect)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot open tunnels",
-		                   e->driver->name);
-	return e->driver->port_connect(e->driver_ctx, id, port, fd);
+	rc = e->store->sandbox_get(e->store_ctx, id, &sb);
+	/* Without a key, every way of not being reachable looks the same. */
+	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && (sb.status != SAAS_SANDBOX_READY ||
+	                                               sb.expires_at_ms <= saas__engine_now(e))))
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "no ready sandbox '%s'", id);
+	if (rc < 0)
+		return rc;
+	return port_connect_row(e, &sb, port, fd);
 }

@@ -54,9 +54,7 @@ SAAS_EXTERN(void) saas_account_info_free(saas_account_info *info)
 {
 	if (!info)
 		return;
-	for (size_t i = 0; i < info->nsizes; i++)
-		free((char *)info->sizes[i].name);
-	free(info->sizes);
+	saas__sizes_free(info->sizes, info->nsizes);
 	free(info->name);
 	free(info);
 }

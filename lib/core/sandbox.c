@@ -250,15 +250,20 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	spec.vcpus = row.vcpus;
 	spec.memory_mb = row.memory_mb;
 	spec.disk_gb = row.disk_gb;
-	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s) for %s", row.id, row.size, row.image,
-	          row.account_id);
+	/* Validated by saas_sandbox_create: NULL, "isolated" or "internet". */
+	spec.internet = !o->network ? -1 : strcmp(o->network, "internet") == 0;
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s, network %s) for %s", row.id, row.size,
+	          row.image, o->network ? o->network : "default", row.account_id);
 	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
 		saas_error saved = *saas_error_last();
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", saved.message);
 		e->driver->vm_destroy(e->driver_ctx, row.id);
 		saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0);
-		return saas__error(rc == SAAS_EINVAL || rc == SAAS_ENOTFOUND ? SAAS_EINVAL : SAAS_EBACKEND,
+		/* ENOTSUP: the driver cannot give what was asked (a network policy); say so as such. */
+		return saas__error(rc == SAAS_EINVAL || rc == SAAS_ENOTFOUND ? SAAS_EINVAL
+		                   : rc == SAAS_ENOTSUP                      ? SAAS_ENOTSUP
+		                                                             : SAAS_EBACKEND,
 		                   saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
 		                   "sandbox could not be created: %s", msg);
 	}

@@ -12,7 +12,7 @@ SAAS_TEST_PACKAGES=(postgresql valgrind curl openssh-server openssh-client)
 SAAS_VM_PACKAGES=(
 	qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 	openssh-client openssh-server openssh-sftp-server busybox-static cpio linux-image-amd64
-	mmdebstrap e2fsprogs util-linux
+	mmdebstrap e2fsprogs util-linux nftables iproute2
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -34,14 +34,17 @@ ensure_packages() {
 
 jobs() { nproc 2>/dev/null || echo 2; }
 
-# libvirt's QEMU driver looks up the libvirt-qemu user and group when it
-# starts, even when its qemu.conf names another; Debian creates them only with
-# libvirt-daemon-system (which would also start a daemon we do not use).
-ensure_libvirt_user() {
+# The accounts sandboxes need. libvirt's QEMU driver looks up the libvirt-qemu
+# user and group when it starts, even when its qemu.conf names another; Debian
+# creates them only with libvirt-daemon-system (which would also start a daemon
+# we do not use). QEMU runs under the aas-guest group, which the driver's
+# nftables guard keeps away from the host's own services (docs/sandboxes.md).
+ensure_vm_accounts() {
 	local sudo=()
 	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
 	getent group libvirt-qemu >/dev/null || "${sudo[@]}" groupadd --system libvirt-qemu
 	getent passwd libvirt-qemu >/dev/null ||
 		"${sudo[@]}" useradd --system --no-create-home --home-dir /var/lib/libvirt -g libvirt-qemu \
 			-s /usr/sbin/nologin libvirt-qemu
+	getent group aas-guest >/dev/null || "${sudo[@]}" groupadd --system aas-guest
 }

@@ -271,8 +271,8 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 static int fake_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
                       void *ud, int64_t size)
 {
-	unsigned char *data = NULL, buf[8192];
-	size_t len = 0;
+	unsigned char *data = NULL, buf[65536];
+	size_t len = 0, cap = 0;
 	struct file *f;
 	long n;
 
@@ -281,12 +281,18 @@ static int fake_write(void *ctx, const char *name, const char *path, unsigned in
 	if (!running(name))
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	while ((n = reader(ud, buf, sizeof(buf))) > 0) {
-		unsigned char *p = realloc(data, len + (size_t)n);
-		if (!p) {
-			free(data);
-			return SAAS_ENOMEM;
+		if (len + (size_t)n > cap) {
+			size_t ncap = cap ? cap * 2 : sizeof(buf);
+			unsigned char *p;
+			while (ncap < len + (size_t)n)
+				ncap *= 2;
+			if (!(p = realloc(data, ncap))) {
+				free(data);
+				return SAAS_ENOMEM;
+			}
+			data = p;
+			cap = ncap;
 		}
-		data = p;
 		memcpy(data + len, buf, (size_t)n);
 		len += (size_t)n;
 	}

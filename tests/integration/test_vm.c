@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -327,14 +329,14 @@ static void listen_any(struct listener *l)
 	l->fds[l->nfds++] = fd;
 }
 
-static void test_host_isolation(void **state)
+/* From inside sandbox `id`, try every route to a listener on all the host's addresses: none may connect. */
+static void check_host_unreachable(const char *id)
 {
 	struct listener l;
 	pthread_t t;
 	char cmd[2048];
-	saas_execution *x;
+	saas_execution *x = NULL;
 
-	(void)state;
 	memset(&l, 0, sizeof(l));
 	listen_any(&l);
 	assert_int_equal(pthread_create(&t, NULL, listener_main, &l), 0);
@@ -347,7 +349,7 @@ static void test_host_isolation(void **state)
 	         "for a in 10.0.2.2 10.0.2.3 10.0.2.4 fec0::2; do "
 	         "if timeout 3 nc -w 2 $a %u </dev/null >/dev/null 2>&1; then echo reached $a; fi; done; echo checked",
 	         l.port);
-	x = run(cmd);
+	check(saas_exec(&x, ca, id, cmd, NULL, 0), cmd);
 	assert_non_null(strstr(x->stdout_data, "checked"));
 	assert_null(strstr(x->stdout_data, "reached"));
 	saas_execution_free(x);
@@ -355,6 +357,214 @@ static void test_host_isolation(void **state)
 	pthread_join(t, NULL);
 	assert_int_equal(l.accepted, 0);
 	close(l.fds[0]);
+}
+
+/* The shared sandbox has the engine's default policy (isolated, or internet behind the guard). */
+static void test_host_isolation(void **state)
+{
+	(void)state;
+	check_host_unreachable(shared->id);
+}
+
+/*
+ * "The internet": a network namespace of this test's own, joined to the host
+ * by a veth pair, 198.51.100.1/24 on the host's side and 198.51.100.2/24 in
+ * the namespace (TEST-NET-2: neither local nor private, routed by nothing
+ * else). Traffic goes to that address only. Made by net_setup and removed by
+ * net_teardown whether the test passes or not.
+ */
+#define NET_ADDR "198.51.100.2"
+static char net_ns[32], net_veth[16], net_skip[256];
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static int net_teardown(void **state)
+{
+	(void)state;
+	/* Deleting one end of a veth pair deletes both. */
+	if (net_veth[0])
+		sh("ip link del %s 2>/dev/null", net_veth);
+	if (net_ns[0])
+		sh("ip netns del %s 2>/dev/null", net_ns);
+	net_ns[0] = net_veth[0] = '\0';
+	return 0;
+}
+
+static int net_setup(void **state)
+{
+	(void)state;
+	net_skip[0] = '\0';
+	if (geteuid() != 0) {
+		snprintf(net_skip, sizeof(net_skip), "not root: cannot make a network namespace");
+		return 0;
+	}
+	snprintf(net_ns, sizeof(net_ns), "aas-test-%d", (int)getpid());
+	snprintf(net_veth, sizeof(net_veth), "aast%d", (int)getpid() % 1000000);
+	if (sh("ip netns add %s", net_ns) != 0) {
+		net_ns[0] = '\0';
+		snprintf(net_skip, sizeof(net_skip), "ip netns add failed: cannot make a network namespace here");
+		return 0;
+	}
+	if (sh("ip link add %s type veth peer name aasi0 netns %s && ip addr add 198.51.100.1/24 dev %s && "
+	       "ip link set %s up && ip -n %s addr add " NET_ADDR "/24 dev aasi0 && ip -n %s link set aasi0 up && "
+	       "ip -n %s link set lo up",
+	       net_veth, net_ns, net_veth, net_veth, net_ns, net_ns, net_ns) != 0) {
+		snprintf(net_skip, sizeof(net_skip), "cannot make a veth pair into %s", net_ns);
+		net_teardown(state);
+	}
+	return 0;
+}
+
+/* A listener on NET_ADDR inside the namespace (the socket lives there; this thread comes back). */
+static void listen_in_namespace(struct listener *l)
+{
+	char path[64];
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), ns, fd, on = 1;
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	snprintf(path, sizeof(path), "/run/netns/%s", net_ns);
+	ns = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(self >= 0 && ns >= 0);
+	assert_int_equal(setns(ns, CLONE_NEWNET), 0);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(setns(self, CLONE_NEWNET), 0);
+	close(ns);
+	close(self);
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	inet_pton(AF_INET, NET_ADDR, &a.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	l->port = ntohs(a.sin_port);
+	l->fds[l->nfds++] = fd;
+}
+
+/* Can sandbox `id` open a TCP connection to "the internet"? Counted on the listener's side too. */
+static int reaches_internet(const char *id)
+{
+	struct listener l;
+	pthread_t t;
+	char cmd[512];
+	saas_execution *x = NULL;
+	int said;
+
+	memset(&l, 0, sizeof(l));
+	listen_in_namespace(&l);
+	assert_int_equal(pthread_create(&t, NULL, listener_main, &l), 0);
+	snprintf(cmd, sizeof(cmd),
+	         "if timeout 10 nc -w 5 " NET_ADDR " %u </dev/null >/dev/null 2>&1; then echo reached; fi; echo checked",
+	         l.port);
+	check(saas_exec(&x, ca, id, cmd, NULL, 0), cmd);
+	assert_non_null(strstr(x->stdout_data, "checked"));
+	said = strstr(x->stdout_data, "reached") != NULL;
+	saas_execution_free(x);
+	/* The guest saying so and the listener counting it must agree. */
+	for (int i = 0; i < 20 && said && !l.accepted; i++)
+		usleep(100000);
+	l.stop = 1;
+	pthread_join(t, NULL);
+	close(l.fds[0]);
+	assert_int_equal(said, l.accepted > 0);
+	return said;
+}
+
+static saas_sandbox *create_with_network(const char *network)
+{
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+
+	co.network = network;
+	check(saas_sandbox_create(&sb, ca, &co, 0), network);
+	return sb;
+}
+
+/*
+ * The internet policy: out to the internet, never to the host. Where the
+ * guard cannot be installed, asking for it is refused, never given unguarded.
+ */
+static void test_network_internet(void **state)
+{
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+	saas_execution *x = NULL;
+	int rc;
+
+	(void)state;
+	co.network = "internet";
+	rc = saas_sandbox_create(&sb, ca, &co, 0);
+	if (rc == SAAS_ENOTSUP) {
+		/* Refused, with the reason; nothing was made or billed. */
+		fprintf(stderr, "  internet refused here: %s\n", saas_error_last()->message);
+		assert_non_null(strstr(saas_error_last()->message, "internet"));
+		skip();
+	}
+	check(rc, "create with network internet");
+	/* The SSH forward (its replies leave QEMU's sockets) works under the guard. */
+	check(saas_exec(&x, ca, sb->id, "echo up", NULL, 0), "exec");
+	assert_string_equal(x->stdout_data, "up\n");
+	saas_execution_free(x);
+	check_host_unreachable(sb->id);
+	if (net_skip[0]) {
+		fprintf(stderr, "  outbound check skipped: %s\n", net_skip);
+	} else {
+		assert_true(reaches_internet(sb->id));
+	}
+	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	saas_sandbox_free(sb);
+	if (net_skip[0])
+		skip();
+}
+
+/* The isolated policy: neither the host nor the internet. */
+static void test_network_isolated(void **state)
+{
+	saas_sandbox *sb = create_with_network("isolated");
+
+	(void)state;
+	check_host_unreachable(sb->id);
+	if (net_skip[0])
+		fprintf(stderr, "  outbound check skipped: %s\n", net_skip);
+	else
+		assert_false(reaches_internet(sb->id));
+	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	saas_sandbox_free(sb);
+}
+
+/* Asked for internet where the guard cannot hold (a custom libvirt URI), the driver refuses to open. */
+static void test_network_internet_refused(void **state)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine *e = NULL;
+	char dir[4200], cfg[4300];
+	int rc;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s-refused", state_dir);
+	snprintf(cfg, sizeof(cfg), "uri=qemu:///embed?root=%s/root network=internet", dir);
+	o.state_dir = dir;
+	o.driver_config = cfg;
+	o.default_image = "tiny";
+	rc = saas_engine_open(&e, &o);
+	saas_engine_free(e);
+	sh("rm -rf '%s'", dir);
+	assert_int_equal(rc, SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "network=internet"));
 }
 
 static void test_tenancy(void **state)
@@ -540,6 +750,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_files_binary),
 		cmocka_unit_test(test_host_isolation),
+		cmocka_unit_test_setup_teardown(test_network_internet, net_setup, net_teardown),
+		cmocka_unit_test_setup_teardown(test_network_isolated, net_setup, net_teardown),
+		cmocka_unit_test(test_network_internet_refused),
 		cmocka_unit_test(test_tenancy),
 		cmocka_unit_test(test_reaper_destroys),
 		cmocka_unit_test(test_engine_killed),

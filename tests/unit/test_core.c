@@ -340,6 +340,14 @@ static void test_create_bad_input(void **state)
 	o.image = "UPPER";
 	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
 	o.image = NULL;
+	o.network = "open";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "network"));
+	o.network = "";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.network = "Internet";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.network = NULL;
 	o.version = 0;
 	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
 	o.version = SAAS_CREATE_OPTIONS_VERSION;
@@ -349,6 +357,24 @@ static void test_create_bad_input(void **state)
 	/* Nothing was made by any of that. */
 	assert_int_equal(saas_fake_create_calls(), 0);
 	assert_int_equal(saas_fake_vm_count(), 0);
+}
+
+/* The network policies the API knows reach the driver (the fake gives any). */
+static void test_create_network(void **state)
+{
+	struct fixture *f = *state;
+	const char *policies[] = { "isolated", "internet", NULL };
+
+	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+		saas_sandbox *sb = NULL;
+		o.network = policies[i];
+		assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
+		assert_int_equal(sb->status, SAAS_SANDBOX_READY);
+		assert_true(saas_fake_vm_exists(sb->id));
+		saas_sandbox_free(sb);
+	}
+	assert_int_equal(saas_fake_create_calls(), 3);
 }
 
 static void test_create_failure_leaves_nothing(void **state)
@@ -1072,6 +1098,53 @@ static void test_account_info(void **state)
 	saas_sandbox_free(sb);
 }
 
+static void test_engine_views(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_info *info = NULL;
+	saas_engine_stats *stats = NULL;
+	saas_sandbox *s1 = create(f->a, NULL, 0), *s2 = create(f->b, NULL, 0);
+	char *url = NULL, buf[128] = "";
+	int fd = -1;
+
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_int_equal(info->nsizes, 3);
+	assert_string_equal(info->sizes[2].name, "large");
+	assert_int_equal(info->sizes[2].usd_micro_per_hour, 550000);
+	assert_int_equal(info->limits.max_timeout_s, 86400);
+	assert_int_equal(info->new_account_credit_usd_micro, 5000000);
+	assert_string_equal(info->default_image, "default");
+	assert_string_equal(info->preview_url, "http://{port}-{id}.localhost:8080/");
+	assert_string_equal(info->driver, "fake");
+	saas_engine_info_free(info);
+	assert_int_equal(saas_engine_info_get(NULL, f->engine), SAAS_EINVAL);
+
+	assert_int_equal(saas_engine_stats_get(&stats, f->engine), SAAS_OK);
+	assert_int_equal(stats->ready, 2);
+	assert_int_equal(stats->creating, 0);
+	assert_int_equal(stats->accounts_with_sandboxes, 2);
+	saas_engine_stats_free(stats);
+
+	/* A preview needs no key: the sandbox id and an exposed port are the capability. */
+	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 3000), SAAS_ENOTFOUND);
+	assert_int_equal(saas_port_expose(&url, f->a, s1->id, 3000), SAAS_OK);
+	saas_free(url);
+	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 3000), SAAS_OK);
+	assert_true(read(fd, buf, sizeof(buf) - 1) > 0);
+	assert_non_null(strstr(buf, "port 3000 of "));
+	close(fd);
+	assert_int_equal(saas_engine_port_connect(&fd, f->engine, "sbx-nope", 3000), SAAS_ENOTFOUND);
+	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id), SAAS_OK);
+	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 3000), SAAS_ENOTFOUND);
+	assert_int_equal(fd, -1);
+	assert_int_equal(saas_engine_stats_get(&stats, f->engine), SAAS_OK);
+	assert_int_equal(stats->ready, 1);
+	saas_engine_stats_free(stats);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+}
+
 struct race {
 	saas_client *c;
 	int ok, limited;
@@ -1153,6 +1226,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_network, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_failure_leaves_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits, setup_limit2, teardown),
@@ -1171,6 +1245,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_account_info, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_creates, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_engine_views, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reaper_thread, setup, teardown),
 	};
 

@@ -37,6 +37,11 @@ static void test_sha256_vectors(void **state)
 	assert_string_equal(hex, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
 	saas__sha256_hex(hex, million_a, 64);
 	assert_string_equal(hex, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+	/* The public key fingerprint is the same digest. */
+	saas_key_fingerprint(hex, "abc");
+	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	saas_key_fingerprint(hex, NULL);
+	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 static void test_ids(void **state)

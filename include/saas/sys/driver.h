@@ -39,6 +39,12 @@ typedef struct {
 	unsigned int vcpus;
 	unsigned int memory_mb;
 	unsigned int disk_gb;
+	/**
+	 * Network policy: -1 the driver's default, 0 isolated (no connection out),
+	 * 1 internet (outbound allowed, the host's own services never). A driver
+	 * that cannot give 1 safely answers SAAS_ENOTSUP, never something weaker.
+	 */
+	int internet;
 } saas_vm_spec;
 
 /** The state of a VM as the driver sees it. */

@@ -3,15 +3,20 @@
  * its id, booted straight from the image's kernel and initramfs (and, for
  * disk images, a thin qcow2 overlay sized by the size class), with user-mode
  * networking whose only way in is an SSH forward bound to host loopback.
+ * Guests with the internet policy reach out through QEMU's sockets on the
+ * host, so those run under a group of their own that one nftables table (the
+ * guard) keeps away from the host's services and private networks.
  *
  * The default connection is libvirt's embedded QEMU driver rooted in the
  * state directory: no daemon, and the engine is the one process that owns
  * the root (two processes opening one root fight over it and kill VMs).
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
 #include <linux/kvm.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -40,6 +45,40 @@
 #define DEFAULT_BOOT_TIMEOUT_MS 180000
 #define SSH_USER "sandbox"
 
+/*
+ * The guard. Slirp's connections are QEMU's own sockets on the host, so an
+ * internet guest can reach whatever the host can: its loopback services (the
+ * API, the database, libvirt), every host address, and the networks behind
+ * it. QEMU therefore runs under GUEST_GROUP, and the nftables table
+ * GUARD_TABLE rejects that group's new connections to host-local addresses
+ * and to the ranges below; replies on connections made to QEMU (the SSH
+ * forward) pass as established, and DNS passes to the host's resolvers only
+ * (slirp forwards the guest's queries there).
+ */
+#define GUEST_GROUP "aas-guest"
+#define GUARD_TABLE "aas_guard"
+
+/* Never the internet: loopback, private, shared, link-local, multicast and reserved. */
+static const char *const guard_blocked_v4[] = {
+	"0.0.0.0/8",      /* "this network": a connect to 0.0.0.0 lands on the host */
+	"10.0.0.0/8",     /* private (RFC 1918) */
+	"100.64.0.0/10",  /* carrier-grade NAT (RFC 6598): the provider's side of the host */
+	"127.0.0.0/8",    /* loopback */
+	"169.254.0.0/16", /* link-local, and cloud metadata services (169.254.169.254) */
+	"172.16.0.0/12",  /* private (RFC 1918) */
+	"192.168.0.0/16", /* private (RFC 1918) */
+	"224.0.0.0/4",    /* multicast: looped back to the host's own listeners */
+	"240.0.0.0/4",    /* reserved, and the limited broadcast */
+};
+static const char *const guard_blocked_v6[] = {
+	"::/128",         /* unspecified: a connect to :: lands on the host */
+	"::1/128",        /* loopback */
+	"fc00::/7",       /* unique local (private) */
+	"fe80::/10",      /* link-local */
+	"fec0::/10",      /* site-local (deprecated, still routed by some) */
+	"ff00::/8",       /* multicast */
+};
+
 struct image {
 	char name[64];
 	char *dir;
@@ -62,6 +101,7 @@ struct vm {
 };
 
 enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
+enum netcfg { NET_AUTO, NET_ISOLATED, NET_INTERNET };
 
 struct drv {
 	char *dir;                       /* STATE/libvirt */
@@ -71,7 +111,10 @@ struct drv {
 	char *owner;                     /* written into each domain: which engine owns it */
 	int accel;
 	bool kvm;
-	bool internet;
+	int network;                     /* enum netcfg, from driver_config */
+	bool guard;                      /* the guard is installed and QEMU runs under GUEST_GROUP */
+	char guard_why[512];             /* why not, when !guard */
+	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
 	virConnectPtr conn;
 	pthread_mutex_t mu;
@@ -241,7 +284,7 @@ static char *default_images_dir(void)
 
 /*
  * driver_config: a libvirt URI, or space- or comma-separated key=value pairs:
- * uri=URI images=DIR accel=auto|kvm|tcg network=isolated|internet boot_timeout=SECONDS
+ * uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet boot_timeout=SECONDS
  */
 static int parse_config(struct drv *d, const char *config)
 {
@@ -280,13 +323,14 @@ static int parse_config(struct drv *d, const char *config)
 			else
 				rc = saas__inval("accel must be auto, kvm or tcg, not '%s'", val);
 		} else if (strcmp(tok, "network") == 0) {
-			if (strcmp(val, "isolated") == 0)
-				d->internet = false;
+			if (strcmp(val, "auto") == 0)
+				d->network = NET_AUTO;
+			else if (strcmp(val, "isolated") == 0)
+				d->network = NET_ISOLATED;
 			else if (strcmp(val, "internet") == 0)
-				rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0,
-				                 "network=internet is not available yet; guests are isolated");
+				d->network = NET_INTERNET;
 			else
-				rc = saas__inval("network must be isolated or internet, not '%s'", val);
+				rc = saas__inval("network must be auto, isolated or internet, not '%s'", val);
 		} else if (strcmp(tok, "boot_timeout") == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);
@@ -343,6 +387,178 @@ static int ensure_key(struct drv *d)
 	return d->authkey_b64 ? SAAS_OK : saas__oom();
 }
 
+/* ---- the guard ------------------------------------------------------------ */
+
+/* Does GUEST_GROUP exist? Its id in *gid. */
+static bool guest_gid(gid_t *gid)
+{
+	struct group gr, *res = NULL;
+	char buf[4096];
+
+	if (getgrnam_r(GUEST_GROUP, &gr, buf, sizeof(buf), &res) != 0 || !res)
+		return false;
+	if (gid)
+		*gid = res->gr_gid;
+	return true;
+}
+
+/* The resolvers slirp forwards guest DNS to (it reads /etc/resolv.conf), as nft set elements. */
+static void resolvers(saas_buf *v4, saas_buf *v6)
+{
+	FILE *f = fopen("/etc/resolv.conf", "re");
+	char line[512], addr[64];
+	unsigned char bin[sizeof(struct in6_addr)];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *pct;
+		if (sscanf(line, " nameserver %63s", addr) != 1)
+			continue;
+		if ((pct = strchr(addr, '%')))
+			*pct = '\0';
+		/* Only well-formed addresses reach the ruleset. */
+		if (inet_pton(AF_INET, addr, bin) == 1)
+			saas__buf_printf(v4, "%s%s", v4->len ? ", " : "", addr);
+		else if (inet_pton(AF_INET6, addr, bin) == 1)
+			saas__buf_printf(v6, "%s%s", v6->len ? ", " : "", addr);
+	}
+	fclose(f);
+}
+
+static char *guard_ruleset(gid_t gid)
+{
+	saas_buf b = SAAS_BUF_INIT, r4 = SAAS_BUF_INIT, r6 = SAAS_BUF_INIT;
+
+	resolvers(&r4, &r6);
+	/* Created, deleted and made again in one transaction: an atomic replace, whether it existed or not. */
+	saas__buf_puts(&b, "# Written by libsaas (the libvirt driver's guard); see docs/sandboxes.md.\n"
+	                   "table inet " GUARD_TABLE " {}\ndelete table inet " GUARD_TABLE "\n"
+	                   "table inet " GUARD_TABLE " {\n"
+	                   "\tset blocked4 {\n\t\ttype ipv4_addr; flags interval;\n\t\telements = { ");
+	for (size_t i = 0; i < sizeof(guard_blocked_v4) / sizeof(guard_blocked_v4[0]); i++)
+		saas__buf_printf(&b, "%s%s", i ? ", " : "", guard_blocked_v4[i]);
+	saas__buf_puts(&b, " }\n\t}\n\tset blocked6 {\n\t\ttype ipv6_addr; flags interval;\n\t\telements = { ");
+	for (size_t i = 0; i < sizeof(guard_blocked_v6) / sizeof(guard_blocked_v6[0]); i++)
+		saas__buf_printf(&b, "%s%s", i ? ", " : "", guard_blocked_v6[i]);
+	saas__buf_puts(&b, " }\n\t}\n\tset resolvers4 {\n\t\ttype ipv4_addr;\n");
+	if (r4.len)
+		saas__buf_printf(&b, "\t\telements = { %s }\n", r4.data);
+	saas__buf_puts(&b, "\t}\n\tset resolvers6 {\n\t\ttype ipv6_addr;\n");
+	if (r6.len)
+		saas__buf_printf(&b, "\t\telements = { %s }\n", r6.data);
+	/*
+	 * Only packets of QEMU's sockets go to the guest chain: the host's own
+	 * traffic, and packets of no socket (kernel replies), are never touched.
+	 */
+	saas__buf_printf(&b,
+	                 "\t}\n"
+	                 "\tchain output {\n"
+	                 "\t\ttype filter hook output priority filter; policy accept;\n"
+	                 "\t\tmeta skgid %u jump guest\n"
+	                 "\t}\n"
+	                 "\tchain guest {\n"
+	                 "\t\tct state established,related accept\n"
+	                 "\t\tip daddr @resolvers4 meta l4proto { tcp, udp } th dport 53 accept\n"
+	                 "\t\tip6 daddr @resolvers6 meta l4proto { tcp, udp } th dport 53 accept\n"
+	                 "\t\tfib daddr type { local, broadcast, anycast, multicast } counter reject with icmpx "
+	                 "type admin-prohibited\n"
+	                 "\t\tip daddr @blocked4 counter reject with icmpx type admin-prohibited\n"
+	                 "\t\tip6 daddr @blocked6 counter reject with icmpx type admin-prohibited\n"
+	                 "\t}\n"
+	                 "}\n",
+	                 (unsigned int)gid);
+	saas__buf_free(&r4);
+	saas__buf_free(&r6);
+	return saas__buf_detach(&b, NULL);
+}
+
+/*
+ * Install the guard, replacing any older one (every engine on the host writes
+ * the same table). Sets d->guard, or d->guard_why. Never fails the open: an
+ * engine without a guard still runs isolated guests.
+ */
+static int guard_install(struct drv *d, bool embedded)
+{
+	char *path = NULL, *rules = NULL, *out = NULL;
+	const char *argv[] = { "nft", "-f", NULL, NULL };
+	gid_t gid = 0;
+	FILE *f;
+	bool written = false;
+	int rc = SAAS_OK;
+
+	d->guard = false;
+	if (geteuid() != 0) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "the engine does not run as root, so it cannot "
+		         "install the nftables guard nor run QEMU under the group " GUEST_GROUP);
+		goto out;
+	}
+	if (!embedded) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "a custom libvirt URI is set: its qemu.conf, not the "
+		         "engine, decides QEMU's group, so the guard cannot be relied on");
+		goto out;
+	}
+	if (!guest_gid(&gid)) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "the group " GUEST_GROUP " does not exist "
+		         "(create it: groupadd --system " GUEST_GROUP ")");
+		goto out;
+	}
+	if (!(path = path_join(d->dir, "guard.nft")) || !(rules = guard_ruleset(gid))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((f = fopen(path, "we"))) {
+		written = fputs(rules, f) >= 0;
+		written = fclose(f) == 0 && written;
+	}
+	if (!written) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	argv[2] = path;
+	if (saas__run(argv, &out) < 0) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "installing the nftables guard failed: %s",
+		         saas_error_last()->message);
+		saas__error_clear();
+		goto out;
+	}
+	d->guard = true;
+out:
+	free(path);
+	free(rules);
+	free(out);
+	return rc;
+}
+
+/* Does the host have a default route (IPv4 or IPv6)? */
+static bool default_route(void)
+{
+	char line[512];
+	bool found = false;
+	FILE *f;
+
+	if ((f = fopen("/proc/net/route", "re"))) {
+		unsigned long dst, flags, mask;
+		char iface[64];
+		/* Iface Destination Gateway Flags RefCnt Use Metric Mask ... */
+		while (!found && fgets(line, sizeof(line), f))
+			if (sscanf(line, "%63s %lx %*x %lx %*d %*d %*d %lx", iface, &dst, &flags, &mask) == 4)
+				found = dst == 0 && mask == 0 && (flags & 0x1) && !(flags & 0x200);
+		fclose(f);
+	}
+	if (!found && (f = fopen("/proc/net/ipv6_route", "re"))) {
+		char dst[64];
+		unsigned int plen;
+		unsigned long flags;
+		/* dst plen src src_plen nexthop metric refcnt use flags iface; RTF_UP 0x1, RTF_REJECT 0x200 */
+		while (!found && fgets(line, sizeof(line), f))
+			if (sscanf(line, "%63s %x %*s %*x %*s %*x %*x %*x %lx", dst, &plen, &flags) == 3)
+				found = plen == 0 && strspn(dst, "0") == 32 && (flags & 0x1) && !(flags & 0x200);
+		fclose(f);
+	}
+	return found;
+}
+
 static int write_qemu_conf(struct drv *d, const char *root)
 {
 	/* The embedded driver reads ROOT/etc/qemu.conf (its domain configs live in ROOT/etc/qemu/). */
@@ -362,16 +578,20 @@ static int write_qemu_conf(struct drv *d, const char *root)
 	}
 	/*
 	 * The embedded driver has no virtlogd: QEMU writes its own logs. QEMU runs
-	 * as the engine's user (our files live in a 0700 state directory).
+	 * as the engine's user (our files live in a 0700 state directory). As
+	 * root, its group is GUEST_GROUP when that exists: the guard matches
+	 * QEMU's sockets by it (the user stays root, which still opens our files).
 	 */
 	fputs("# Written by libsaas for its embedded libvirt driver.\n"
 	      "stdio_handler = \"file\"\n",
 	      f);
 	if (geteuid() == 0)
-		fputs("user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\nremember_owner = 0\n"
-		      "security_driver = \"none\"\n",
-		      f);
-	fclose(f);
+		fprintf(f,
+		        "user = \"root\"\ngroup = \"%s\"\ndynamic_ownership = 0\nremember_owner = 0\n"
+		        "security_driver = \"none\"\n",
+		        guest_gid(NULL) ? GUEST_GROUP : "root");
+	if (fclose(f) != 0)
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", path, strerror(errno));
 	(void)d;
 out:
 	free(dir);
@@ -629,7 +849,7 @@ static void xml_escape(saas_buf *b, const char *s)
 }
 
 static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct image *im, const char *vmdir,
-                        const char *overlay, unsigned int port)
+                        const char *overlay, unsigned int port, bool internet)
 {
 	saas_buf b = SAAS_BUF_INIT;
 	unsigned int mem = spec->memory_mb;
@@ -648,7 +868,9 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 	xml_escape(&b, im->host_key);
 	saas__buf_puts(&b, "</" META_PREFIX ":host-key>\n      <" META_PREFIX ":owner>");
 	xml_escape(&b, d->owner);
-	saas__buf_puts(&b, "</" META_PREFIX ":owner>\n    </" META_PREFIX ":vm>\n  </metadata>\n");
+	saas__buf_printf(&b, "</" META_PREFIX ":owner>\n      <" META_PREFIX ":network>%s</" META_PREFIX ":network>\n",
+	                 internet ? "internet" : "isolated");
+	saas__buf_puts(&b, "    </" META_PREFIX ":vm>\n  </metadata>\n");
 	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
 	saas__buf_puts(&b, "  <genid/>\n");
 	saas__buf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, spec->vcpus);
@@ -681,17 +903,19 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 	/*
 	 * User-mode networking with the one way in an SSH forward on host loopback.
 	 * The NIC gets a fixed slot: libvirt hands out pcie.0 slots from 1 upwards.
-	 * restrict=on: the guest may open no connection at all, so it can never
-	 * reach the host's own services (10.0.2.2 is the host's loopback under slirp).
+	 * Isolated, restrict=on: the guest may open no connection at all, so it can
+	 * never reach the host's own services (10.0.2.2 is the host's loopback
+	 * under slirp). Internet: slirp opens what the guest asks for, and the
+	 * guard (lv_create checked it is installed) keeps it off the host.
 	 */
 	saas__buf_printf(&b,
 	                 "  <qemu:commandline>\n"
 	                 "    <qemu:arg value='-netdev'/>\n"
-	                 "    <qemu:arg value='user,id=aasnet,restrict=on,hostfwd=tcp:127.0.0.1:%u-:22'/>\n"
+	                 "    <qemu:arg value='user,id=aasnet,%shostfwd=tcp:127.0.0.1:%u-:22'/>\n"
 	                 "    <qemu:arg value='-device'/>\n"
 	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
 	                 "  </qemu:commandline>\n</domain>\n",
-	                 port);
+	                 internet ? "" : "restrict=on,", port);
 	return saas__buf_detach(&b, NULL);
 }
 
@@ -704,6 +928,39 @@ static char *vm_dir(struct drv *d, const char *name)
 		return NULL;
 	}
 	return p;
+}
+
+/*
+ * The embedded driver's root. libvirt puts each VM's monitor socket under it,
+ * and a UNIX socket path has at most 107 bytes, so the root cannot live in a
+ * state directory of any length: it goes to a short runtime path named after
+ * the state directory's hash (so two engines never share one), which lasts as
+ * long as the VMs do (until reboot).
+ */
+static int embed_root(const char *state_dir, char **out)
+{
+	const char *runtime = getenv("XDG_RUNTIME_DIR");
+	char hash[65], *base = NULL;
+	int rc = SAAS_OK;
+
+	saas__sha256_hex(hash, state_dir, strlen(state_dir));
+	hash[16] = '\0';
+	if (geteuid() == 0)
+		base = saas__strdup("/run/aas-libvirt");
+	else if (runtime && *runtime && strlen(runtime) < 40)
+		rc = asprintf(&base, "%s/aas-libvirt", runtime) < 0 ? saas__oom() : SAAS_OK;
+	else
+		rc = asprintf(&base, "/tmp/aas-libvirt-%u", (unsigned int)geteuid()) < 0 ? saas__oom() : SAAS_OK;
+	if (rc < 0 || !base)
+		return rc < 0 ? rc : SAAS_ENOMEM;
+	if (saas__mkdir_p(base, 0700) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", base, strerror(errno));
+	} else if (asprintf(out, "%s/%s", base, hash) < 0) {
+		*out = NULL;
+		rc = saas__oom();
+	}
+	free(base);
+	return rc;
 }
 
 static int lv_open(void **ctx, const saas_driver_env *env)
@@ -740,17 +997,39 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	if (!d->uri) {
-		if (!(root = path_join(d->dir, "root"))) {
-			rc = SAAS_ENOMEM;
+		if ((rc = embed_root(env->state_dir, &root)) < 0)
 			goto fail;
-		}
 		if ((rc = write_qemu_conf(d, root)) < 0)
+			goto fail;
+		if ((rc = guard_install(d, true)) < 0)
 			goto fail;
 		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
 			d->uri = NULL;
 			rc = saas__oom();
 			goto fail;
 		}
+	} else if ((rc = guard_install(d, false)) < 0) {
+		goto fail;
+	}
+	/* Asked for by name, internet without the guard is refused, never given unguarded. */
+	if (d->network == NET_INTERNET && !d->guard) {
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network=internet, but %s", d->guard_why);
+		goto fail;
+	}
+	if (d->network == NET_INTERNET) {
+		d->internet = true;
+		dlog(d, SAAS_LOG_INFO, "network: guests get the internet by default (network=internet; guard "
+		     "table inet " GUARD_TABLE ")");
+	} else if (d->network == NET_ISOLATED) {
+		dlog(d, SAAS_LOG_INFO, "network: guests are isolated by default (network=isolated)%s%s",
+		     d->guard ? "" : "; internet is refused: ", d->guard ? "" : d->guard_why);
+	} else if (!d->guard) {
+		dlog(d, SAAS_LOG_INFO, "network: guests are isolated; internet is refused: %s", d->guard_why);
+	} else if (!default_route()) {
+		dlog(d, SAAS_LOG_INFO, "network: guests are isolated by default: the host has no default route");
+	} else {
+		d->internet = true;
+		dlog(d, SAAS_LOG_INFO, "network: guests get the internet by default (guard table inet " GUARD_TABLE ")");
 	}
 	if (asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
 		libvirt_log_env = NULL;
@@ -790,6 +1069,10 @@ static void lv_close(void *ctx)
 {
 	struct drv *d = ctx;
 
+	/*
+	 * The guard table stays: other engines on this host may share it, and it
+	 * touches nothing but QEMU's sockets (the next open replaces it).
+	 */
 	while (d->vms) {
 		struct vm *v = d->vms;
 		d->vms = v->next;
@@ -871,8 +1154,13 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	saas_ssh *ssh = NULL;
 	unsigned int port = 0;
 	struct timespec t0, t1;
+	bool internet = spec->internet < 0 ? d->internet : spec->internet > 0;
 	int rc;
 
+	/* Never an internet guest without the guard. */
+	if (internet && !d->guard)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policy internet is refused: %s",
+		                   d->guard_why);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_mutex_lock(&d->mu);
 	rc = image_get(d, spec->image, &im);
@@ -910,7 +1198,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 			goto fail;
 		free(xml);
 		pthread_mutex_lock(&d->mu);
-		xml = domain_xml(d, spec, im, dir, overlay, port);
+		xml = domain_xml(d, spec, im, dir, overlay, port, internet);
 		pthread_mutex_unlock(&d->mu);
 		if (!xml) {
 			rc = saas__oom();
@@ -960,9 +1248,9 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	if ((rc = vm_add(d, spec->name, port, host_key, ssh)) < 0)
 		goto fail;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	dlog(d, SAAS_LOG_INFO, "VM %s up in %ld ms (%s, %u vCPU, %u MiB, ssh 127.0.0.1:%u)", spec->name,
+	dlog(d, SAAS_LOG_INFO, "VM %s up in %ld ms (%s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
 	     (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000), spec->image, spec->vcpus,
-	     spec->memory_mb, port);
+	     spec->memory_mb, internet ? "internet" : "isolated", port);
 	virDomainFree(dom);
 	free(dir);
 	free(overlay);
