@@ -1,0 +1,255 @@
+/*
+ * Admin commands, run beside a live server: the engine is opened store-only
+ * (SAAS_ENGINE_STORE_ONLY), so no VM is touched and nothing is reconciled.
+ *
+ *   aas-server account create --name NAME [--credit USD]   prints the new API key, alone
+ *   aas-server account list
+ *   aas-server account credit --id ID --usd N [--note TEXT]
+ *   aas-server key create --account ID [--name N]           prints the new API key, alone
+ *   aas-server key list --account ID
+ *   aas-server key revoke --id KEY_ID
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+struct args {
+	const char *state_dir, *store, *name, *id, *account, *usd, *credit, *note;
+	bool help;
+};
+
+static const char usage[] =
+	"usage: aas-server account create --name NAME [--credit USD]   create an account and print its first API key\n"
+	"       aas-server account list                                 list accounts with their balances\n"
+	"       aas-server account credit --id ACCOUNT_ID --usd N [--note TEXT]   add credit\n"
+	"       aas-server key create --account ACCOUNT_ID [--name N]   issue an API key and print it\n"
+	"       aas-server key list --account ACCOUNT_ID                list an account's keys\n"
+	"       aas-server key revoke --id KEY_ID                       revoke a key\n"
+	"common options: --state-dir DIR [AAS_STATE_DIR], --store URL [AAS_STORE_URL], --help\n"
+	"Money is in dollars with up to six decimals (\"5\", \"0.25\"). Works beside a running server.\n";
+
+static int fail(const char *what, int rc)
+{
+	const saas_error *e = saas_error_last();
+	fprintf(stderr, "aas-server: %s: %s\n", what, e->code == rc && *e->message ? e->message : saas_strerror(rc));
+	return 1;
+}
+
+static int parse(struct args *a, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "state-dir", required_argument, NULL, 's' }, { "store", required_argument, NULL, 'S' },
+		{ "name", required_argument, NULL, 'n' },      { "id", required_argument, NULL, 'i' },
+		{ "account", required_argument, NULL, 'a' },   { "usd", required_argument, NULL, 'u' },
+		{ "credit", required_argument, NULL, 'c' },    { "note", required_argument, NULL, 'N' },
+		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	a->state_dir = getenv("AAS_STATE_DIR");
+	a->store = getenv("AAS_STORE_URL");
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': a->state_dir = optarg; break;
+		case 'S': a->store = optarg; break;
+		case 'n': a->name = optarg; break;
+		case 'i': a->id = optarg; break;
+		case 'a': a->account = optarg; break;
+		case 'u': a->usd = optarg; break;
+		case 'c': a->credit = optarg; break;
+		case 'N': a->note = optarg; break;
+		case 'h': a->help = true; break;
+		default:
+			fprintf(stderr, "aas-server: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "aas-server: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+static int need(const char *val, const char *opt)
+{
+	if (val && *val)
+		return 0;
+	fprintf(stderr, "aas-server: %s is required (see --help)\n", opt);
+	return -1;
+}
+
+static int open_store(saas_engine **e, const struct args *a, const saas_driver *driver)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	int rc;
+
+	o.state_dir = a->state_dir && *a->state_dir ? a->state_dir : NULL;
+	o.store_url = a->store && *a->store ? a->store : NULL;
+	o.driver = driver;
+	o.flags = SAAS_ENGINE_STORE_ONLY;
+	if ((rc = saas_engine_open(e, &o)) < 0)
+		return fail("cannot open the store", rc);
+	return 0;
+}
+
+static int account_create(saas_engine *e, const struct args *a)
+{
+	saas_account *acc = NULL;
+	int64_t credit = SAAS_CREDIT_DEFAULT;
+	char *key = NULL;
+	int rc;
+
+	if (need(a->name, "--name") < 0)
+		return 2;
+	if (a->credit && aas_parse_usd(&credit, a->credit) < 0) {
+		fprintf(stderr, "aas-server: --credit: expected dollars like 5 or 0.25, got \"%s\"\n", a->credit);
+		return 2;
+	}
+	if ((rc = saas_account_create(&acc, e, a->name, credit, 0)) < 0)
+		return fail("cannot create the account", rc);
+	if ((rc = saas_key_create(&key, NULL, e, acc->id, "default")) < 0) {
+		saas_account_free(acc);
+		return fail("cannot create a key", rc);
+	}
+	printf("%s\n", key);
+	fprintf(stderr, "account %s (\"%s\") created; the key above is shown once\n", acc->id, acc->name);
+	saas_free(key);
+	saas_account_free(acc);
+	return 0;
+}
+
+static int account_list(saas_engine *e)
+{
+	saas_account_list *l = NULL;
+	char when[40], bal[40], cred[40];
+	int rc;
+
+	if ((rc = saas_account_list_all(&l, e)) < 0)
+		return fail("cannot list accounts", rc);
+	printf("%-28s %-24s %-16s %-16s %s\n", "ID", "NAME", "BALANCE_USD", "CREDIT_USD", "CREATED");
+	for (size_t i = 0; i < l->count; i++) {
+		const saas_account *acc = l->items[i];
+		printf("%-28s %-24s %-16s %-16s %s\n", acc->id, acc->name, saas_usd_format(bal, sizeof(bal), acc->balance_usd_micro),
+		       saas_usd_format(cred, sizeof(cred), acc->credit_usd_micro),
+		       aas_time_format(when, sizeof(when), acc->created_at_ms));
+	}
+	saas_account_list_free(l);
+	return 0;
+}
+
+static int account_credit(saas_engine *e, const struct args *a)
+{
+	saas_account *acc = NULL;
+	char bal[40];
+	int64_t micro;
+	int rc;
+
+	if (need(a->id, "--id") < 0 || need(a->usd, "--usd") < 0)
+		return 2;
+	if (aas_parse_usd(&micro, a->usd) < 0 || micro <= 0) {
+		fprintf(stderr, "aas-server: --usd: expected a positive amount like 20 or 0.5, got \"%s\"\n", a->usd);
+		return 2;
+	}
+	if ((rc = saas_account_add_credit(e, a->id, micro, a->note)) < 0)
+		return fail("cannot add credit", rc);
+	if (saas_account_get(&acc, e, a->id) == SAAS_OK)
+		printf("%s balance %s\n", acc->id, saas_usd_format(bal, sizeof(bal), acc->balance_usd_micro));
+	saas_account_free(acc);
+	return 0;
+}
+
+static int key_create(saas_engine *e, const struct args *a)
+{
+	saas_key *info = NULL;
+	char *key = NULL;
+	int rc;
+
+	if (need(a->account, "--account") < 0)
+		return 2;
+	if ((rc = saas_key_create(&key, &info, e, a->account, a->name)) < 0)
+		return fail("cannot create the key", rc);
+	printf("%s\n", key);
+	fprintf(stderr, "key %s for %s created; it is shown once\n", info->id, info->account_id);
+	saas_free(key);
+	saas_key_free(info);
+	return 0;
+}
+
+static int key_list(saas_engine *e, const struct args *a)
+{
+	saas_key_list *l = NULL;
+	char made[40], revoked[40];
+	int rc;
+
+	if (need(a->account, "--account") < 0)
+		return 2;
+	if ((rc = saas_key_list_get(&l, e, a->account)) < 0)
+		return fail("cannot list keys", rc);
+	printf("%-28s %-16s %-20s %-26s %s\n", "ID", "PREFIX", "NAME", "CREATED", "REVOKED");
+	for (size_t i = 0; i < l->count; i++) {
+		const saas_key *k = l->items[i];
+		printf("%-28s %-16s %-20s %-26s %s\n", k->id, k->prefix, k->name ? k->name : "",
+		       aas_time_format(made, sizeof(made), k->created_at_ms),
+		       k->revoked_at_ms ? aas_time_format(revoked, sizeof(revoked), k->revoked_at_ms) : "-");
+	}
+	saas_key_list_free(l);
+	return 0;
+}
+
+static int key_revoke(saas_engine *e, const struct args *a)
+{
+	int rc;
+
+	if (need(a->id, "--id") < 0)
+		return 2;
+	if ((rc = saas_key_revoke(e, a->id)) < 0)
+		return fail("cannot revoke the key", rc);
+	fprintf(stderr, "key %s revoked\n", a->id);
+	return 0;
+}
+
+int aas_admin_main(int argc, char **argv, const saas_driver *driver)
+{
+	const char *noun = argv[1], *verb = argc > 2 ? argv[2] : NULL;
+	saas_engine *e = NULL;
+	struct args a;
+	int rc;
+
+	if (!verb || strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0) {
+		fputs(usage, verb ? stdout : stderr);
+		return verb ? 0 : 2;
+	}
+	if (parse(&a, argc - 2, argv + 2) < 0)
+		return 2;
+	if (a.help) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	bool known = (strcmp(noun, "account") == 0 &&
+	              (strcmp(verb, "create") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "credit") == 0)) ||
+	             (strcmp(noun, "key") == 0 &&
+	              (strcmp(verb, "create") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "revoke") == 0));
+	if (!known) {
+		fprintf(stderr, "aas-server: unknown command \"%s %s\" (see aas-server %s --help)\n", noun, verb, noun);
+		return 2;
+	}
+	if (open_store(&e, &a, driver) != 0)
+		return 1;
+	if (strcmp(noun, "account") == 0)
+		rc = strcmp(verb, "create") == 0 ? account_create(e, &a)
+		     : strcmp(verb, "list") == 0 ? account_list(e) : account_credit(e, &a);
+	else
+		rc = strcmp(verb, "create") == 0 ? key_create(e, &a)
+		     : strcmp(verb, "list") == 0 ? key_list(e, &a) : key_revoke(e, &a);
+	saas_engine_free(e);
+	return rc;
+}

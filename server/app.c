@@ -1,0 +1,154 @@
+/*
+ * Serving: open the engine, listen, wait for SIGINT/SIGTERM, then stop
+ * accepting, let requests in flight finish (briefly) and free the engine.
+ * Sandboxes keep running; the next start reconciles them.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+
+static void write_port_file(const char *path, unsigned int port)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (!(f = fopen(tmp, "w"))) {
+		aas_log(SAAS_LOG_WARN, "cannot write %s", tmp);
+		return;
+	}
+	fprintf(f, "%u\n", port);
+	fclose(f);
+	rename(tmp, path);
+}
+
+static int open_engine(saas_engine **engine, const struct aas_config *cfg, const saas_driver *driver,
+                       unsigned int port)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	char *driver_config = aas_config_driver_string(cfg), *preview = NULL;
+	int rc;
+
+	if (cfg->preview_url)
+		preview = strdup(cfg->preview_url);
+	else if (port == 80)
+		rc = asprintf(&preview, "http://{port}-{id}.%s/", cfg->preview_domain);
+	else
+		rc = asprintf(&preview, "http://{port}-{id}.%s:%u/", cfg->preview_domain, port);
+	(void)rc;
+	o.state_dir = cfg->state_dir;
+	o.store_url = cfg->store_url;
+	o.driver = driver;
+	o.driver_config = driver_config;
+	o.default_image = cfg->image;
+	o.preview_url = preview;
+	/* Sizes, prices, limits and credit are the library's defaults; /v1/service reads them back. */
+	o.log = aas_engine_log;
+	o.log_level = cfg->log_level;
+	rc = saas_engine_open(engine, &o);
+	if (rc < 0)
+		aas_log(SAAS_LOG_ERROR, "cannot open the engine: %s (%s)", saas_error_last()->message, saas_strerror(rc));
+	free(driver_config);
+	free(preview);
+	return rc;
+}
+
+static void wait_for_signal(const sigset_t *set)
+{
+	int sig = 0;
+
+	while (sigwait(set, &sig) != 0)
+		;
+	aas_log(SAAS_LOG_INFO, "%s: stopping (no new connections; requests in flight may finish)",
+	        sig == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+static bool drain(unsigned int grace_s)
+{
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	int64_t until = aas_now_ms() + (int64_t)grace_s * 1000;
+
+	while (aas_http_inflight() > 0 && aas_now_ms() < until)
+		nanosleep(&ts, NULL);
+	return aas_http_inflight() == 0;
+}
+
+static void print_routes(void)
+{
+	for (size_t i = 0; i < aas_nroutes; i++)
+		printf("%s %s\n", aas_routes[i].method, aas_routes[i].pattern);
+}
+
+int aas_main(int argc, char **argv, const saas_driver *driver)
+{
+	struct aas_config cfg;
+	saas_engine *engine = NULL;
+	unsigned int port = 0;
+	sigset_t set;
+	int listen_fd = -1, rc, status = 1;
+
+	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0))
+		return aas_admin_main(argc, argv, driver);
+	if (argc > 1 && strcmp(argv[1], "routes") == 0) {
+		print_routes();
+		return 0;
+	}
+	if ((rc = aas_config_parse(&cfg, argc, argv)) != 0) {
+		aas_config_free(&cfg);
+		return rc > 0 ? 0 : 2;
+	}
+	aas_log_set_level(cfg.log_level);
+	/* Signals go to sigwait() here, never to the connection threads. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	if ((listen_fd = aas_http_bind(&cfg, &port)) < 0)
+		goto out;
+	if (open_engine(&engine, &cfg, driver, port) < 0)
+		goto out;
+	aas_auth_init(engine, cfg.key_ttl_s);
+	aas_preview_init(engine);
+	aas_metrics_init(engine);
+	if (aas_service_set(&cfg, port, engine) < 0)
+		goto out;
+	if (aas_http_start(&cfg, listen_fd) < 0)
+		goto out;
+	listen_fd = -1;
+	aas_log(SAAS_LOG_INFO, "aas-server %s listening on %s%s%s:%u (previews: *.%s)", saas_version(),
+	        strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host, strchr(cfg.listen_host, ':') ? "]" : "",
+	        port, cfg.preview_domain);
+	if (cfg.port_file)
+		write_port_file(cfg.port_file, port);
+	wait_for_signal(&set);
+	aas_http_quiesce();
+	if (!drain(cfg.grace_s)) {
+		/* A long exec is still running: leave it; the sandbox stays, its execution is marked failed at the next start. */
+		aas_log(SAAS_LOG_WARN, "%u requests still in flight after %us; exiting without them", aas_http_inflight(),
+		        cfg.grace_s);
+		fflush(stderr);
+		_exit(0);
+	}
+	aas_http_stop();
+	status = 0;
+out:
+	if (listen_fd >= 0)
+		close(listen_fd);
+	aas_http_stop();
+	aas_auth_shutdown();
+	aas_service_free();
+	saas_engine_free(engine);
+	if (status == 0)
+		aas_log(SAAS_LOG_INFO, "stopped");
+	aas_config_free(&cfg);
+	return status;
+}

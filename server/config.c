@@ -1,0 +1,229 @@
+/*
+ * Configuration: environment first, then the command line.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server.h"
+
+const char *aas_config_usage(void)
+{
+	return "usage: aas-server [options]                 serve the REST API\n"
+	       "       aas-server account|key ... --help      administer accounts and keys (beside a running server)\n"
+	       "       aas-server routes                      print the routes served\n"
+	       "\n"
+	       "options (environment variable in brackets):\n"
+	       "  --listen ADDR:PORT      address to listen on; default 127.0.0.1:8080 [AAS_LISTEN]\n"
+	       "  --state-dir DIR         engine state directory [AAS_STATE_DIR]\n"
+	       "  --store URL             sqlite:PATH or postgresql://...; default aas.db in the state dir [AAS_STORE_URL]\n"
+	       "  --image NAME            image used when create names none; default \"default\" [AAS_IMAGE]\n"
+	       "  --libvirt-uri URI       libvirt connection URI [AAS_LIBVIRT_URI]\n"
+	       "  --images DIR            guest image directory [AAS_IMAGE_DIR]\n"
+	       "  --preview-domain D      preview URLs are http://PORT-ID.D:PORT/; default localhost [AAS_PREVIEW_DOMAIN]\n"
+	       "  --preview-url TEMPLATE  full preview URL template with {port} and {id} (behind a TLS proxy) [AAS_PREVIEW_URL]\n"
+	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
+	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
+	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
+	       "  --max-connections N     connections at once (one thread each); default 512\n"
+	       "  --port-file FILE        write the port listened on to FILE once listening\n"
+	       "  --help, --version\n";
+}
+
+static int set(char **dst, const char *val)
+{
+	free(*dst);
+	*dst = val ? strdup(val) : NULL;
+	return val && !*dst ? -1 : 0;
+}
+
+static int parse_listen(struct aas_config *cfg, const char *s)
+{
+	const char *colon;
+	char *end;
+	unsigned long port;
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (!close || close[1] != ':')
+			return -1;
+		free(cfg->listen_host);
+		cfg->listen_host = strndup(s + 1, (size_t)(close - s - 1));
+		colon = close + 1;
+	} else if ((colon = strrchr(s, ':'))) {
+		free(cfg->listen_host);
+		cfg->listen_host = strndup(s, (size_t)(colon - s));
+	} else {
+		colon = s - 1; /* a bare port */
+	}
+	port = strtoul(colon + 1, &end, 10);
+	if (!cfg->listen_host || !colon[1] || *end || port > 65535)
+		return -1;
+	cfg->listen_port = (unsigned int)port;
+	return 0;
+}
+
+static int parse_level(const char *s)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	for (int i = 0; i < 4; i++)
+		if (strcasecmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+static int parse_uint(const char *s, unsigned int *out, unsigned int max)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || v > max)
+		return -1;
+	*out = (unsigned int)v;
+	return 0;
+}
+
+static int from_env(struct aas_config *cfg)
+{
+	const char *v;
+
+	if ((v = getenv("AAS_LISTEN")) && *v && parse_listen(cfg, v) < 0) {
+		fprintf(stderr, "aas-server: AAS_LISTEN: expected ADDRESS:PORT, got \"%s\"\n", v);
+		return -1;
+	}
+	if ((v = getenv("AAS_LOG_LEVEL")) && *v && (cfg->log_level = parse_level(v)) < 0) {
+		fprintf(stderr, "aas-server: AAS_LOG_LEVEL: expected error, warn, info or debug\n");
+		return -1;
+	}
+	if ((v = getenv("AAS_KEY_CACHE_TTL")) && *v && parse_uint(v, &cfg->key_ttl_s, 3600) < 0) {
+		fprintf(stderr, "aas-server: AAS_KEY_CACHE_TTL: expected seconds (0 to 3600)\n");
+		return -1;
+	}
+	if (((v = getenv("AAS_STATE_DIR")) && *v && set(&cfg->state_dir, v) < 0) ||
+	    ((v = getenv("AAS_STORE_URL")) && *v && set(&cfg->store_url, v) < 0) ||
+	    ((v = getenv("AAS_IMAGE")) && *v && set(&cfg->image, v) < 0) ||
+	    ((v = getenv("AAS_IMAGE_DIR")) && *v && set(&cfg->image_dir, v) < 0) ||
+	    ((v = getenv("AAS_LIBVIRT_URI")) && *v && set(&cfg->libvirt_uri, v) < 0) ||
+	    ((v = getenv("AAS_PREVIEW_DOMAIN")) && *v && set(&cfg->preview_domain, v) < 0) ||
+	    ((v = getenv("AAS_PREVIEW_URL")) && *v && set(&cfg->preview_url, v) < 0))
+		return -1;
+	return 0;
+}
+
+int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
+{
+	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_HELP, O_VERSION };
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, O_LISTEN },
+		{ "state-dir", required_argument, NULL, O_STATE },
+		{ "store", required_argument, NULL, O_STORE },
+		{ "image", required_argument, NULL, O_IMAGE },
+		{ "libvirt-uri", required_argument, NULL, O_URI },
+		{ "images", required_argument, NULL, O_IMAGES },
+		{ "preview-domain", required_argument, NULL, O_DOMAIN },
+		{ "preview-url", required_argument, NULL, O_PURL },
+		{ "log-level", required_argument, NULL, O_LEVEL },
+		{ "key-cache-ttl", required_argument, NULL, O_TTL },
+		{ "shutdown-grace", required_argument, NULL, O_GRACE },
+		{ "max-connections", required_argument, NULL, O_MAXCONN },
+		{ "port-file", required_argument, NULL, O_PORTFILE },
+		{ "help", no_argument, NULL, O_HELP },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, rc = 0;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->listen_host = strdup("127.0.0.1");
+	cfg->listen_port = 8080;
+	cfg->preview_domain = strdup("localhost");
+	cfg->log_level = SAAS_LOG_INFO;
+	cfg->key_ttl_s = 5;
+	cfg->grace_s = 10;
+	cfg->max_connections = 512;
+	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
+		return -1;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1 && rc == 0) {
+		switch (c) {
+		case O_LISTEN:
+			if ((rc = parse_listen(cfg, optarg)) < 0)
+				fprintf(stderr, "aas-server: --listen: expected ADDRESS:PORT, got \"%s\"\n", optarg);
+			break;
+		case O_STATE: rc = set(&cfg->state_dir, optarg); break;
+		case O_STORE: rc = set(&cfg->store_url, optarg); break;
+		case O_IMAGE: rc = set(&cfg->image, optarg); break;
+		case O_URI: rc = set(&cfg->libvirt_uri, optarg); break;
+		case O_IMAGES: rc = set(&cfg->image_dir, optarg); break;
+		case O_DOMAIN: rc = set(&cfg->preview_domain, optarg); break;
+		case O_PURL: rc = set(&cfg->preview_url, optarg); break;
+		case O_PORTFILE: rc = set(&cfg->port_file, optarg); break;
+		case O_LEVEL:
+			if ((cfg->log_level = parse_level(optarg)) < 0) {
+				fprintf(stderr, "aas-server: --log-level: expected error, warn, info or debug\n");
+				rc = -1;
+			}
+			break;
+		case O_TTL:
+			if ((rc = parse_uint(optarg, &cfg->key_ttl_s, 3600)) < 0)
+				fprintf(stderr, "aas-server: --key-cache-ttl: expected seconds (0 to 3600)\n");
+			break;
+		case O_GRACE:
+			if ((rc = parse_uint(optarg, &cfg->grace_s, 3600)) < 0)
+				fprintf(stderr, "aas-server: --shutdown-grace: expected seconds (0 to 3600)\n");
+			break;
+		case O_MAXCONN:
+			if ((rc = parse_uint(optarg, &cfg->max_connections, 100000)) < 0 || cfg->max_connections == 0) {
+				fprintf(stderr, "aas-server: --max-connections: expected 1 to 100000\n");
+				rc = -1;
+			}
+			break;
+		case O_HELP:
+			fputs(aas_config_usage(), stdout);
+			return 1;
+		case O_VERSION:
+			printf("aas-server %s\n", saas_version());
+			return 1;
+		default:
+			fprintf(stderr, "aas-server: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
+			rc = -1;
+		}
+	}
+	if (rc == 0 && optind < argc) {
+		fprintf(stderr, "aas-server: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+		rc = -1;
+	}
+	return rc < 0 ? -1 : 0;
+}
+
+void aas_config_free(struct aas_config *cfg)
+{
+	free(cfg->listen_host);
+	free(cfg->state_dir);
+	free(cfg->store_url);
+	free(cfg->image);
+	free(cfg->libvirt_uri);
+	free(cfg->image_dir);
+	free(cfg->preview_domain);
+	free(cfg->preview_url);
+	free(cfg->port_file);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+char *aas_config_driver_string(const struct aas_config *cfg)
+{
+	char *s = NULL;
+
+	if (!cfg->libvirt_uri && !cfg->image_dir)
+		return NULL;
+	if (asprintf(&s, "%s%s%s%s%s", cfg->libvirt_uri ? "uri=" : "", cfg->libvirt_uri ? cfg->libvirt_uri : "",
+	             cfg->libvirt_uri && cfg->image_dir ? " " : "", cfg->image_dir ? "images=" : "",
+	             cfg->image_dir ? cfg->image_dir : "") < 0)
+		return NULL;
+	return s;
+}

@@ -1,0 +1,607 @@
+/*
+ * The HTTP layer: libmicrohttpd with one thread per connection, the router,
+ * authentication, request bodies, replies, the access log.
+ *
+ * A request's life: uri_log() allocates its state (and keeps the raw URI for
+ * the preview proxy); access() is called once with the headers, once per
+ * piece of body, and once more at the end, where the handler runs; done()
+ * logs one line, counts it in the metrics and frees the state.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+
+static struct MHD_Daemon *daemon_;
+static const struct aas_config *config;
+static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int inflight;
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+unsigned int aas_http_inflight(void)
+{
+	unsigned int n;
+	pthread_mutex_lock(&inflight_mu);
+	n = inflight;
+	pthread_mutex_unlock(&inflight_mu);
+	return n;
+}
+
+/* ---- replies ---- */
+
+static void common_headers(struct MHD_Response *resp)
+{
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
+void aas_reply_json(struct aas_reply *out, unsigned int status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	size_t len;
+
+	json_decref(body);
+	if (!text) {
+		static const char oom[] = "{\"error\":{\"code\":\"out_of_memory\",\"message\":\"out of memory\"}}";
+		out->status = 500;
+		out->response = MHD_create_response_from_buffer(sizeof(oom) - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+	} else {
+		len = strlen(text);
+		text[len] = '\0';
+		out->status = status;
+		out->response = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	}
+	if (out->response) {
+		MHD_add_response_header(out->response, "Content-Type", "application/json");
+		common_headers(out->response);
+	}
+}
+
+void aas_reply_error(struct aas_reply *out, unsigned int status, const char *code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	aas_reply_json(out, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+	if (out->response && status == 401)
+		MHD_add_response_header(out->response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"aas\"");
+}
+
+unsigned int aas_status_for(int rc)
+{
+	switch (rc) {
+	case SAAS_EINVAL:
+		return 400;
+	case SAAS_EAUTH:
+		return 401;
+	case SAAS_ECREDIT:
+		return 402;
+	case SAAS_ENOTFOUND:
+		return 404;
+	case SAAS_EEXISTS:
+	case SAAS_ESTATE:
+	case SAAS_EISDIR:
+		return 409;
+	case SAAS_ETOOBIG:
+		return 413;
+	case SAAS_ELIMIT:
+		return 429;
+	case SAAS_ENOTSUP:
+		return 501;
+	case SAAS_EBACKEND:
+	case SAAS_ENETWORK:
+	case SAAS_EPROTOCOL:
+		return 502;
+	case SAAS_EBUSY:
+	case SAAS_ESTORE:
+		return 503;
+	case SAAS_ETIMEOUT:
+		return 504;
+	default:
+		return 500;
+	}
+}
+
+void aas_reply_saas(struct aas_reply *out, int rc)
+{
+	const saas_error *e = saas_error_last();
+	const char *msg = e && e->code == rc && e->message && *e->message ? e->message : saas_strerror(rc);
+
+	aas_reply_error(out, aas_status_for(rc), saas_error_name(rc), "%s", msg);
+}
+
+/* ---- request bodies ---- */
+
+bool aas_body_object(struct aas_req *r, struct aas_reply *out, json_t **obj)
+{
+	json_error_t err;
+
+	*obj = NULL;
+	if (!r->body_len) {
+		*obj = json_object();
+		return true;
+	}
+	*obj = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &err);
+	if (!*obj) {
+		aas_reply_error(out, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", err.text,
+		                err.line, err.column);
+		return false;
+	}
+	if (!json_is_object(*obj)) {
+		json_decref(*obj);
+		*obj = NULL;
+		aas_reply_error(out, 400, "invalid_json", "the body must be a JSON object");
+		return false;
+	}
+	return true;
+}
+
+bool aas_field_string(json_t *obj, const char *name, const char **val, struct aas_reply *out)
+{
+	json_t *v = json_object_get(obj, name);
+
+	*val = NULL;
+	if (!v || json_is_null(v))
+		return true;
+	if (!json_is_string(v)) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"%s\" must be a string", name);
+		return false;
+	}
+	if (strlen(json_string_value(v)) != json_string_length(v)) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"%s\" may not contain NUL", name);
+		return false;
+	}
+	*val = json_string_value(v);
+	return true;
+}
+
+bool aas_field_int(json_t *obj, const char *name, int64_t *val, bool *present, struct aas_reply *out)
+{
+	json_t *v = json_object_get(obj, name);
+
+	*present = false;
+	if (!v || json_is_null(v))
+		return true;
+	if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v) &&
+	    json_real_value(v) < 9.2e18 && json_real_value(v) > -9.2e18) {
+		*val = (int64_t)json_real_value(v);
+		*present = true;
+		return true;
+	}
+	if (!json_is_integer(v)) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"%s\" must be an integer", name);
+		return false;
+	}
+	*val = json_integer_value(v);
+	*present = true;
+	return true;
+}
+
+bool aas_field_bool(json_t *obj, const char *name, bool *val, struct aas_reply *out)
+{
+	json_t *v = json_object_get(obj, name);
+
+	if (!v || json_is_null(v))
+		return true;
+	if (!json_is_boolean(v)) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"%s\" must be true or false", name);
+		return false;
+	}
+	*val = json_is_true(v);
+	return true;
+}
+
+const char *aas_query(struct aas_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- routing ---- */
+
+/* Does `path` match `pattern`? Fills id from "{id}". Returns 1, 0, or -1 when the id is too long. */
+static int match(const char *pattern, const char *path, char *id, size_t idsize)
+{
+	while (*pattern && *path) {
+		if (strncmp(pattern, "{id}", 4) == 0) {
+			size_t n = strcspn(path, "/");
+			if (n == 0)
+				return 0;
+			pattern += 4;
+			if (*pattern != '\0' && *pattern != '/')
+				return 0;
+			if (path[n] != *pattern && !(path[n] == '/' && *pattern == '/'))
+				return 0;
+			if (n >= idsize)
+				return -1;
+			memcpy(id, path, n);
+			id[n] = '\0';
+			path += n;
+			continue;
+		}
+		if (*pattern++ != *path++)
+			return 0;
+	}
+	return *pattern == '\0' && *path == '\0';
+}
+
+static const struct aas_route *route_find(struct aas_req *r, const char *path, const char *method,
+                                          char *allow, size_t allowsize, bool *too_long)
+{
+	const struct aas_route *found = NULL;
+	char id[SAAS_ID_MAX + 1];
+	const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
+
+	allow[0] = '\0';
+	*too_long = false;
+	for (size_t i = 0; i < aas_nroutes; i++) {
+		int rc = match(aas_routes[i].pattern, path, id, sizeof(id));
+		if (rc == 0)
+			continue;
+		if (rc < 0) {
+			*too_long = true;
+			continue;
+		}
+		size_t used = strlen(allow);
+		snprintf(allow + used, allowsize - used, "%s%s%s", used ? ", " : "", aas_routes[i].method,
+		         strcmp(aas_routes[i].method, "GET") == 0 ? ", HEAD" : "");
+		if (!found && strcmp(aas_routes[i].method, m) == 0) {
+			found = &aas_routes[i];
+			snprintf(r->route_id, sizeof(r->route_id), "%s", strstr(aas_routes[i].pattern, "{id}") ? id : "");
+		}
+	}
+	return found;
+}
+
+/* An API key named in the URL is refused (and, like every query, never logged). */
+static bool key_in_query(struct aas_req *r)
+{
+	static const char *const names[] = { "api_key", "apikey", "key", "token", "access_token", "x-api-key" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, names[i]))
+			return true;
+	return false;
+}
+
+static const char *bearer(struct aas_req *r)
+{
+	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+
+	if (h) {
+		while (*h == ' ')
+			h++;
+		if (strncasecmp(h, "Bearer ", 7) == 0) {
+			h += 7;
+			while (*h == ' ')
+				h++;
+			return *h ? h : NULL;
+		}
+		return NULL;
+	}
+	h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-api-key");
+	return h && *h ? h : NULL;
+}
+
+static bool authenticate(struct aas_req *r, struct aas_reply *out)
+{
+	const char *key = bearer(r);
+	int rc;
+
+	if (!key) {
+		aas_reply_error(out, 401, "unauthorized",
+		                "an API key is required: send \"Authorization: Bearer aas_sk_...\" or \"x-api-key\"");
+		return false;
+	}
+	rc = aas_auth_get(&r->auth, &r->client, key);
+	if (rc == SAAS_EAUTH) {
+		aas_reply_error(out, 401, "unauthorized", "the API key is unknown or revoked");
+		return false;
+	}
+	if (rc < 0) {
+		aas_reply_saas(out, rc);
+		return false;
+	}
+	snprintf(r->account_id, sizeof(r->account_id), "%s", saas_client_account_id(r->client));
+	return true;
+}
+
+static uint64_t content_length(struct aas_req *r, bool *known)
+{
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+	*known = cl != NULL;
+	return cl ? strtoull(cl, NULL, 10) : 0;
+}
+
+enum MHD_Result aas_queue(struct aas_req *r, struct aas_reply *rep)
+{
+	enum MHD_Result ret;
+
+	r->done = true;
+	r->status = rep->status;
+	if (!rep->response)
+		return MHD_NO;
+	ret = MHD_queue_response(r->conn, rep->status, rep->response);
+	MHD_destroy_response(rep->response);
+	rep->response = NULL;
+	return ret;
+}
+
+/* Route, authenticate and check the body's size: the first call of a request. */
+static bool begin(struct aas_req *r, struct aas_reply *rep)
+{
+	char allow[256];
+	bool too_long, known;
+	uint64_t len;
+
+	if (key_in_query(r)) {
+		aas_reply_error(rep, 400, "invalid_argument",
+		                "API keys are not accepted in the URL; send \"Authorization: Bearer ...\" or \"x-api-key\"");
+		return false;
+	}
+	r->route = route_find(r, r->path, r->method, allow, sizeof(allow), &too_long);
+	if (!r->route) {
+		if (strcmp(r->method, "OPTIONS") == 0 && allow[0]) {
+			rep->status = 204;
+			rep->response = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+			MHD_add_response_header(rep->response, "Allow", allow);
+			r->route_label = "options";
+		} else if (allow[0]) {
+			aas_reply_error(rep, 405, "method_not_allowed", "%s is not allowed on %s; allowed: %s", r->method,
+			                r->path, allow);
+			MHD_add_response_header(rep->response, "Allow", allow);
+		} else if (too_long) {
+			aas_reply_error(rep, 404, "not_found", "no such object (the id is too long)");
+		} else {
+			aas_reply_error(rep, 404, "not_found", "no route %s %s", r->method, r->path);
+		}
+		return false;
+	}
+	r->route_label = r->route->pattern;
+	if ((r->route->flags & AAS_R_AUTH) && !authenticate(r, rep))
+		return false;
+	len = content_length(r, &known);
+	if ((r->route->flags & AAS_R_JSON) && known && len > AAS_JSON_BODY_MAX) {
+		aas_reply_error(rep, 413, "too_large", "the JSON body is over %zu bytes", AAS_JSON_BODY_MAX);
+		return false;
+	}
+	if ((r->route->flags & AAS_R_STREAM) && known && len > (uint64_t)SAAS_FILE_MAX) {
+		aas_reply_error(rep, 413, "too_large", "files are at most %lld bytes", (long long)SAAS_FILE_MAX);
+		return false;
+	}
+	if ((r->route->flags & AAS_R_STREAM) && r->route->stream_start(r, rep) < 0)
+		return false;
+	return true;
+}
+
+static void take_body(struct aas_req *r, const char *data, size_t len)
+{
+	if (r->route->flags & AAS_R_STREAM) {
+		if (!r->too_big && r->route->stream_data(r, data, len))
+			r->too_big = true; /* the sink stopped: drop the rest */
+		return;
+	}
+	if (!(r->route->flags & AAS_R_JSON) || r->too_big)
+		return;
+	if (r->body_len + len > AAS_JSON_BODY_MAX) {
+		r->too_big = true;
+		return;
+	}
+	if (r->body_len + len + 1 > r->body_cap) {
+		size_t cap = r->body_cap ? r->body_cap : 4096;
+		while (cap < r->body_len + len + 1)
+			cap *= 2;
+		char *p = realloc(r->body, cap);
+		if (!p) {
+			r->too_big = true;
+			return;
+		}
+		r->body = p;
+		r->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, data, len);
+	r->body_len += len;
+	r->body[r->body_len] = '\0';
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+	struct aas_req *r = *con_cls;
+	struct aas_reply rep = { 0, NULL };
+	unsigned int pport = 0;
+	char pid[SAAS_ID_MAX + 1] = "";
+
+	(void)cls;
+	(void)version;
+	if (!r)
+		return MHD_NO;
+	if (r->proxy || (!r->started && aas_preview_match(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"),
+	                                                  config->preview_domain, &pport, pid, sizeof(pid)))) {
+		if (!r->started) {
+			r->started = true;
+			r->conn = conn;
+			r->method = method;
+			r->path = strdup(url);
+			r->route_label = "preview";
+		}
+		return aas_preview_handle(r, pport, pid, upload_data, upload_data_size);
+	}
+	if (!r->started) {
+		r->started = true;
+		r->conn = conn;
+		r->method = method;
+		if (!(r->path = strdup(url)))
+			return MHD_NO;
+		/* "/v1/sandboxes/" is "/v1/sandboxes". */
+		size_t n = strlen(r->path);
+		if (n > 1 && r->path[n - 1] == '/')
+			((char *)r->path)[n - 1] = '\0';
+		if (!begin(r, &rep))
+			return aas_queue(r, &rep);
+		return MHD_YES;
+	}
+	if (r->done) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		take_body(r, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_big && (r->route->flags & AAS_R_JSON))
+		aas_reply_error(&rep, 413, "too_large", "the JSON body is over %zu bytes", AAS_JSON_BODY_MAX);
+	else
+		r->route->handler(r, &rep);
+	return aas_queue(r, &rep);
+}
+
+static void *uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct aas_req *r = calloc(1, sizeof(*r));
+
+	(void)cls;
+	(void)conn;
+	if (!r)
+		return NULL;
+	r->raw_uri = strdup(uri ? uri : "/");
+	r->start_us = now_us();
+	r->route_label = "unknown";
+	pthread_mutex_lock(&inflight_mu);
+	inflight++;
+	pthread_mutex_unlock(&inflight_mu);
+	return r;
+}
+
+static void done_cb(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct aas_req *r = *con_cls;
+	double secs;
+
+	(void)cls;
+	(void)conn;
+	if (!r)
+		return;
+	*con_cls = NULL;
+	secs = (double)(now_us() - r->start_us) / 1e6;
+	if (r->started) {
+		unsigned int status = r->status ? r->status : 499;
+		aas_log(SAAS_LOG_INFO, "%s %s%s %u %.1fms account=%s%s", r->method, strcmp(r->route_label, "preview") == 0 ? "preview " : "",
+		        r->path ? r->path : "?", status,
+		        secs * 1000.0, r->account_id[0] ? r->account_id : "-",
+		        toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+		aas_metrics_request(r->route_label, r->method, status, secs);
+	}
+	if (r->proxy)
+		aas_preview_free(r);
+	if (r->stream_free)
+		r->stream_free(r->stream);
+	aas_auth_release(r->auth);
+	free(r->body);
+	free((char *)r->path);
+	free(r->raw_uri);
+	free(r);
+	pthread_mutex_lock(&inflight_mu);
+	inflight--;
+	pthread_mutex_unlock(&inflight_mu);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[1024];
+
+	(void)cls;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	buf[strcspn(buf, "\n")] = '\0';
+	aas_log(SAAS_LOG_DEBUG, "http: %s", buf);
+}
+
+int aas_http_bind(const struct aas_config *cfg, unsigned int *bound_port)
+{
+	struct addrinfo hints, *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char port[16];
+	int fd = -1, one = 1, rc;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+	snprintf(port, sizeof(port), "%u", cfg->listen_port);
+	if ((rc = getaddrinfo(cfg->listen_host, port, &hints, &ai)) != 0) {
+		aas_log(SAAS_LOG_ERROR, "cannot listen on %s: %s (give a numeric address)", cfg->listen_host,
+		        gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 1024) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		aas_log(SAAS_LOG_ERROR, "cannot listen on %s:%u: %s", cfg->listen_host, cfg->listen_port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	freeaddrinfo(ai);
+	*bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+	                                             : ((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
+int aas_http_start(const struct aas_config *cfg, int listen_fd)
+{
+	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+	                     MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+
+	config = cfg;
+	daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, NULL,
+	                           MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
+	                           MHD_OPTION_URI_LOG_CALLBACK, uri_log, NULL,
+	                           MHD_OPTION_NOTIFY_COMPLETED, done_cb, NULL,
+	                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	                           MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)300,
+	                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024,
+	                           MHD_OPTION_END);
+	if (!daemon_) {
+		aas_log(SAAS_LOG_ERROR, "cannot start the HTTP daemon");
+		return -1;
+	}
+	return 0;
+}
+
+void aas_http_quiesce(void)
+{
+	MHD_socket s;
+
+	if (daemon_ && (s = MHD_quiesce_daemon(daemon_)) != MHD_INVALID_SOCKET)
+		close(s);
+}
+
+void aas_http_stop(void)
+{
+	if (daemon_)
+		MHD_stop_daemon(daemon_);
+	daemon_ = NULL;
+}

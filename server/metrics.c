@@ -1,0 +1,228 @@
+/*
+ * Prometheus text exposition: requests by route, method and status; request
+ * latency per route; sandbox creates and their durations; destroys; and, read
+ * from the engine at each scrape, live sandboxes by state across all accounts.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static const double lat_bounds[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300 };
+#define NLAT (sizeof(lat_bounds) / sizeof(lat_bounds[0]))
+static const double create_bounds[] = { 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300 };
+#define NCREATE (sizeof(create_bounds) / sizeof(create_bounds[0]))
+
+struct counter {
+	const char *route; /* static strings: route patterns and labels */
+	char method[12];
+	unsigned int status;
+	uint64_t count;
+};
+
+struct histo {
+	const char *route;
+	uint64_t buckets[NLAT];
+	uint64_t count;
+	double sum;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static saas_engine *engine;
+static struct counter *counters;
+static size_t ncounters, capcounters;
+static struct histo *histos;
+static size_t nhistos, caphistos;
+static uint64_t creates_ok, creates_failed, destroys;
+static uint64_t create_buckets[NCREATE];
+static double create_sum;
+
+static struct histo *histo_locked(const char *route)
+{
+	for (size_t i = 0; i < nhistos; i++)
+		if (histos[i].route == route)
+			return &histos[i];
+	if (nhistos == caphistos) {
+		size_t cap = caphistos ? caphistos * 2 : 32;
+		struct histo *h = realloc(histos, cap * sizeof(*h));
+		if (!h)
+			return NULL;
+		histos = h;
+		caphistos = cap;
+	}
+	memset(&histos[nhistos], 0, sizeof(histos[nhistos]));
+	histos[nhistos].route = route;
+	return &histos[nhistos++];
+}
+
+void aas_metrics_init(saas_engine *e)
+{
+	engine = e;
+}
+
+void aas_metrics_request(const char *route, const char *method, unsigned int status, double seconds)
+{
+	struct counter *c = NULL;
+	struct histo *h;
+
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < ncounters && !c; i++)
+		if (counters[i].route == route && counters[i].status == status && strcmp(counters[i].method, method) == 0)
+			c = &counters[i];
+	if (!c && ncounters < 10000) {
+		if (ncounters == capcounters) {
+			size_t cap = capcounters ? capcounters * 2 : 64;
+			struct counter *p = realloc(counters, cap * sizeof(*p));
+			if (p) {
+				counters = p;
+				capcounters = cap;
+			}
+		}
+		if (ncounters < capcounters) {
+			c = &counters[ncounters++];
+			c->route = route;
+			/* Unknown methods are folded so a client cannot grow the table. */
+			const char *known[] = { "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH" };
+			const char *m = "OTHER";
+			for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+				if (strcmp(method, known[i]) == 0)
+					m = known[i];
+			snprintf(c->method, sizeof(c->method), "%s", m);
+			c->status = status;
+			c->count = 0;
+		}
+	}
+	if (c)
+		c->count++;
+	if ((h = histo_locked(route))) {
+		for (size_t i = 0; i < NLAT; i++)
+			if (seconds <= lat_bounds[i])
+				h->buckets[i]++;
+		h->count++;
+		h->sum += seconds;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void aas_metrics_create(bool ok, double seconds)
+{
+	pthread_mutex_lock(&mu);
+	if (ok) {
+		creates_ok++;
+		for (size_t i = 0; i < NCREATE; i++)
+			if (seconds <= create_bounds[i])
+				create_buckets[i]++;
+		create_sum += seconds;
+	} else {
+		creates_failed++;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void aas_metrics_destroy(void)
+{
+	pthread_mutex_lock(&mu);
+	destroys++;
+	pthread_mutex_unlock(&mu);
+}
+
+struct out {
+	char *buf;
+	size_t len, cap;
+	bool oom;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+		va_end(ap);
+		if (n >= 0 && (size_t)n < o->cap - o->len) {
+			o->len += (size_t)n;
+			return;
+		}
+		size_t cap = o->cap * 2 + (size_t)(n > 0 ? n : 0);
+		char *p = realloc(o->buf, cap);
+		if (!p) {
+			o->oom = true;
+			return;
+		}
+		o->buf = p;
+		o->cap = cap;
+	}
+}
+
+char *aas_metrics_render(size_t *len)
+{
+	struct out o = { malloc(8192), 0, 8192, false };
+
+	if (!o.buf)
+		return NULL;
+	pthread_mutex_lock(&mu);
+	put(&o, "# HELP aas_http_requests_total HTTP requests answered, by route, method and status.\n"
+	        "# TYPE aas_http_requests_total counter\n");
+	for (size_t i = 0; i < ncounters; i++)
+		put(&o, "aas_http_requests_total{route=\"%s\",method=\"%s\",status=\"%u\"} %llu\n", counters[i].route,
+		    counters[i].method, counters[i].status, (unsigned long long)counters[i].count);
+	put(&o, "# HELP aas_http_request_duration_seconds Time to answer a request, by route.\n"
+	        "# TYPE aas_http_request_duration_seconds histogram\n");
+	for (size_t i = 0; i < nhistos; i++) {
+		for (size_t b = 0; b < NLAT; b++)
+			put(&o, "aas_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", histos[i].route,
+			    lat_bounds[b], (unsigned long long)histos[i].buckets[b]);
+		put(&o, "aas_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n", histos[i].route,
+		    (unsigned long long)histos[i].count);
+		put(&o, "aas_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n", histos[i].route, histos[i].sum);
+		put(&o, "aas_http_request_duration_seconds_count{route=\"%s\"} %llu\n", histos[i].route,
+		    (unsigned long long)histos[i].count);
+	}
+	put(&o, "# HELP aas_sandbox_creates_total Sandbox creates through this server, by result.\n"
+	        "# TYPE aas_sandbox_creates_total counter\n"
+	        "aas_sandbox_creates_total{result=\"ok\"} %llu\naas_sandbox_creates_total{result=\"error\"} %llu\n",
+	    (unsigned long long)creates_ok, (unsigned long long)creates_failed);
+	put(&o, "# HELP aas_sandbox_create_duration_seconds Time from create request to a ready sandbox.\n"
+	        "# TYPE aas_sandbox_create_duration_seconds histogram\n");
+	for (size_t b = 0; b < NCREATE; b++)
+		put(&o, "aas_sandbox_create_duration_seconds_bucket{le=\"%g\"} %llu\n", create_bounds[b],
+		    (unsigned long long)create_buckets[b]);
+	put(&o, "aas_sandbox_create_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+	        "aas_sandbox_create_duration_seconds_sum %.6f\naas_sandbox_create_duration_seconds_count %llu\n",
+	    (unsigned long long)creates_ok, create_sum, (unsigned long long)creates_ok);
+	put(&o, "# HELP aas_sandbox_destroys_total Sandboxes destroyed by DELETE through this server.\n"
+	        "# TYPE aas_sandbox_destroys_total counter\naas_sandbox_destroys_total %llu\n",
+	    (unsigned long long)destroys);
+	pthread_mutex_unlock(&mu);
+	put(&o, "# HELP aas_http_requests_in_flight Requests being answered now.\n"
+	        "# TYPE aas_http_requests_in_flight gauge\naas_http_requests_in_flight %u\n", aas_http_inflight());
+	saas_engine_stats *st = NULL;
+	int rc = saas_engine_stats_get(&st, engine);
+	if (rc == SAAS_OK) {
+		put(&o, "# HELP aas_sandboxes Live sandboxes by state, across all accounts.\n"
+		        "# TYPE aas_sandboxes gauge\naas_sandboxes{state=\"creating\"} %u\naas_sandboxes{state=\"ready\"} %u\n"
+		        "# HELP aas_accounts_with_sandboxes Accounts with at least one live sandbox.\n"
+		        "# TYPE aas_accounts_with_sandboxes gauge\naas_accounts_with_sandboxes %u\n",
+		    st->creating, st->ready, st->accounts_with_sandboxes);
+	} else {
+		/* Leave the gauges out rather than report a zero that is not true. */
+		aas_log(SAAS_LOG_WARN, "metrics: cannot count sandboxes: %s (%s)", saas_error_last()->message,
+		        saas_strerror(rc));
+	}
+	saas_engine_stats_free(st);
+	if (o.oom) {
+		free(o.buf);
+		return NULL;
+	}
+	*len = o.len;
+	return o.buf;
+}

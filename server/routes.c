@@ -1,0 +1,29 @@
+/*
+ * The route table: the one list of what the server answers. The OpenAPI
+ * document is checked against it (`aas-server routes` prints it).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include "server.h"
+
+const struct aas_route aas_routes[] = {
+	{ "GET", "/healthz", 0, aas_h_healthz, NULL, NULL },
+	{ "GET", "/metrics", 0, aas_h_metrics, NULL, NULL },
+	{ "GET", "/openapi.json", 0, aas_h_openapi, NULL, NULL },
+	{ "GET", "/v1/service", 0, aas_h_service, NULL, NULL },
+	{ "GET", "/v1/account", AAS_R_AUTH, aas_h_account, NULL, NULL },
+	{ "GET", "/v1/usage", AAS_R_AUTH, aas_h_usage, NULL, NULL },
+	{ "POST", "/v1/sandboxes", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_create, NULL, NULL },
+	{ "GET", "/v1/sandboxes", AAS_R_AUTH, aas_h_sandbox_list, NULL, NULL },
+	{ "GET", "/v1/sandboxes/{id}", AAS_R_AUTH, aas_h_sandbox_get, NULL, NULL },
+	{ "DELETE", "/v1/sandboxes/{id}", AAS_R_AUTH, aas_h_sandbox_destroy, NULL, NULL },
+	{ "POST", "/v1/sandboxes/{id}/exec", AAS_R_AUTH | AAS_R_JSON, aas_h_exec, NULL, NULL },
+	{ "POST", "/v1/sandboxes/{id}/extend", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_extend, NULL, NULL },
+	{ "PUT", "/v1/sandboxes/{id}/files", AAS_R_AUTH | AAS_R_STREAM, aas_h_file_put, aas_file_put_start,
+	  aas_file_put_data },
+	{ "GET", "/v1/sandboxes/{id}/files", AAS_R_AUTH, aas_h_file_get, NULL, NULL },
+	{ "POST", "/v1/sandboxes/{id}/ports", AAS_R_AUTH | AAS_R_JSON, aas_h_port_expose, NULL, NULL },
+	{ "GET", "/v1/executions/{id}", AAS_R_AUTH, aas_h_execution_get, NULL, NULL },
+};
+
+const size_t aas_nroutes = sizeof(aas_routes) / sizeof(aas_routes[0]);

@@ -1,0 +1,303 @@
+/*
+ * /v1/sandboxes, exec, executions, extend, ports.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void reply_sandbox(struct aas_reply *out, unsigned int status, const saas_sandbox *sb)
+{
+	aas_reply_json(out, status, aas_json_sandbox(sb));
+}
+
+void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+	json_t *body = NULL;
+	bool present;
+	double t0;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_string(body, "size", &o.size, out) ||
+	    !aas_field_string(body, "image", &o.image, out) ||
+	    !aas_field_string(body, "network", &o.network, out) ||
+	    !aas_field_int(body, "timeout", &o.timeout_s, &present, out))
+		goto out;
+	if (present && o.timeout_s <= 0) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"timeout\" must be a positive number of seconds");
+		goto out;
+	}
+	t0 = mono_s();
+	rc = saas_sandbox_create(&sb, r->client, &o, 0);
+	aas_metrics_create(rc == SAAS_OK, mono_s() - t0);
+	if (rc < 0) {
+		aas_reply_saas(out, rc);
+		goto out;
+	}
+	reply_sandbox(out, 201, sb);
+out:
+	saas_sandbox_free(sb);
+	json_decref(body);
+}
+
+void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
+{
+	const char *status = aas_query(r, "status"), *limit_s = aas_query(r, "limit");
+	const char *cursor = aas_query(r, "cursor");
+	saas_sandbox_list *list = NULL;
+	unsigned int flags = 0, limit = 0;
+	json_t *items, *o;
+	char *end;
+	int rc;
+
+	if (status && strcmp(status, "active") == 0) {
+		flags = SAAS_LIST_ACTIVE;
+	} else if (status && strcmp(status, "destroyed") == 0) {
+		flags = SAAS_LIST_DESTROYED;
+	} else if (status && strcmp(status, "ready") != 0 && strcmp(status, "all") != 0 && *status) {
+		aas_reply_error(out, 400, "invalid_argument",
+		                "status must be one of active, ready, destroyed, all");
+		return;
+	} else if (status && strcmp(status, "ready") == 0) {
+		flags = SAAS_LIST_ACTIVE;
+	}
+	if (limit_s) {
+		unsigned long v = strtoul(limit_s, &end, 10);
+		if (!*limit_s || *end || v < 1 || v > 1000) {
+			aas_reply_error(out, 400, "invalid_argument", "limit must be an integer from 1 to 1000");
+			return;
+		}
+		limit = (unsigned int)v;
+	}
+	if (cursor && !*cursor)
+		cursor = NULL;
+	if ((rc = saas_sandbox_list_get(&list, r->client, cursor, limit, flags)) < 0) {
+		aas_reply_saas(out, rc);
+		return;
+	}
+	items = json_array();
+	for (size_t i = 0; i < list->count; i++) {
+		/* ready: the active ones that are ready (not creating). */
+		if (status && strcmp(status, "ready") == 0 && list->items[i]->status != SAAS_SANDBOX_READY)
+			continue;
+		json_array_append_new(items, aas_json_sandbox(list->items[i]));
+	}
+	o = json_pack("{s:o,s:o}", "sandboxes", items, "next_cursor",
+	              list->next_cursor ? json_string(list->next_cursor) : json_null());
+	saas_sandbox_list_free(list);
+	aas_reply_json(out, 200, o);
+}
+
+void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_get(&sb, r->client, r->route_id);
+
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+	saas_sandbox_free(sb);
+}
+
+void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_destroy(&sb, r->client, r->route_id);
+
+	if (rc < 0) {
+		aas_reply_saas(out, rc);
+	} else {
+		aas_metrics_destroy();
+		aas_reply_json(out, 200, aas_json_sandbox(sb));
+	}
+	saas_sandbox_free(sb);
+}
+
+void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	json_t *body = NULL;
+	int64_t seconds = 0;
+	bool present;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "seconds", &seconds, &present, out))
+		goto out;
+	if (!present) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"seconds\" is required");
+		goto out;
+	}
+	if ((rc = saas_sandbox_extend(&sb, r->client, r->route_id, seconds)) < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+out:
+	saas_sandbox_free(sb);
+	json_decref(body);
+}
+
+/* {"K":"V"} into a NULL-terminated "K=V" list; false after replying 400. */
+static bool parse_env(json_t *body, char ***envp, struct aas_reply *out)
+{
+	json_t *env = json_object_get(body, "env"), *v;
+	const char *k;
+	char **list;
+	size_t n = 0;
+
+	*envp = NULL;
+	if (!env || json_is_null(env))
+		return true;
+	if (!json_is_object(env)) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"env\" must be an object of strings");
+		return false;
+	}
+	if (!(list = calloc(json_object_size(env) + 1, sizeof(*list)))) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return false;
+	}
+	*envp = list;
+	json_object_foreach(env, k, v) {
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+			aas_reply_error(out, 400, "invalid_argument", "field \"env.%s\" must be a string without NUL", k);
+			return false;
+		}
+		if (!*k || strchr(k, '=')) {
+			aas_reply_error(out, 400, "invalid_argument", "env names may not be empty or contain '='");
+			return false;
+		}
+		size_t len = strlen(k) + json_string_length(v) + 2;
+		if (!(list[n] = malloc(len))) {
+			aas_reply_error(out, 500, "out_of_memory", "out of memory");
+			return false;
+		}
+		snprintf(list[n++], len, "%s=%s", k, json_string_value(v));
+	}
+	return true;
+}
+
+static void free_env(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* "stdin" is UTF-8 text; "stdin_base64" carries bytes. */
+static bool parse_stdin(json_t *body, saas_exec_options *o, unsigned char **bytes, struct aas_reply *out)
+{
+	json_t *s = json_object_get(body, "stdin"), *b = json_object_get(body, "stdin_base64");
+
+	*bytes = NULL;
+	if (s && !json_is_null(s)) {
+		if (!json_is_string(s)) {
+			aas_reply_error(out, 400, "invalid_argument", "field \"stdin\" must be a string");
+			return false;
+		}
+		o->stdin_data = json_string_value(s);
+		o->stdin_len = json_string_length(s);
+	}
+	if (b && !json_is_null(b)) {
+		size_t len;
+		if (o->stdin_data) {
+			aas_reply_error(out, 400, "invalid_argument", "give \"stdin\" or \"stdin_base64\", not both");
+			return false;
+		}
+		if (!json_is_string(b) || aas_unbase64(bytes, &len, json_string_value(b), json_string_length(b)) < 0) {
+			aas_reply_error(out, 400, "invalid_argument", "field \"stdin_base64\" must be a base64 string");
+			return false;
+		}
+		o->stdin_data = *bytes;
+		o->stdin_len = len;
+	}
+	return true;
+}
+
+void aas_h_exec(struct aas_req *r, struct aas_reply *out)
+{
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+	const char *command = NULL;
+	unsigned char *stdin_bytes = NULL;
+	char **env = NULL;
+	json_t *body = NULL;
+	bool background = false, present;
+	int64_t max_output = 0;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_string(body, "command", &command, out) ||
+	    !aas_field_string(body, "cwd", &o.cwd, out) ||
+	    !aas_field_int(body, "timeout", &o.timeout_s, &present, out) ||
+	    !aas_field_int(body, "max_output", &max_output, &present, out) ||
+	    !aas_field_bool(body, "background", &background, out) || !parse_env(body, &env, out) ||
+	    !parse_stdin(body, &o, &stdin_bytes, out))
+		goto out;
+	if (!command || !*command) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"command\" is required");
+		goto out;
+	}
+	if (o.timeout_s < 0 || max_output < 0 || max_output > (int64_t)SAAS_EXEC_OUTPUT_MAX) {
+		aas_reply_error(out, 400, "invalid_argument", "\"timeout\" and \"max_output\" may not be negative or too large");
+		goto out;
+	}
+	o.max_output = (size_t)max_output;
+	o.env = (const char *const *)env;
+	rc = saas_exec(&x, r->client, r->route_id, command, &o, background ? SAAS_EXEC_BACKGROUND : 0);
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		aas_reply_json(out, background ? 202 : 200, aas_json_execution(x));
+out:
+	saas_execution_free(x);
+	free_env(env);
+	free(stdin_bytes);
+	json_decref(body);
+}
+
+void aas_h_execution_get(struct aas_req *r, struct aas_reply *out)
+{
+	saas_execution *x = NULL;
+	int rc = saas_execution_get(&x, r->client, r->route_id);
+
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		aas_reply_json(out, 200, aas_json_execution(x));
+	saas_execution_free(x);
+}
+
+void aas_h_port_expose(struct aas_req *r, struct aas_reply *out)
+{
+	json_t *body = NULL;
+	int64_t port = 0;
+	bool present;
+	char *url = NULL;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "port", &port, &present, out))
+		goto out;
+	if (!present || port < 1 || port > 65535) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"port\" must be a port number from 1 to 65535");
+		goto out;
+	}
+	if ((rc = saas_port_expose(&url, r->client, r->route_id, (unsigned int)port)) < 0) {
+		aas_reply_saas(out, rc);
+		goto out;
+	}
+	aas_reply_json(out, 200, json_pack("{s:s,s:I,s:s}", "sandbox_id", r->route_id, "port", (json_int_t)port, "url", url));
+out:
+	saas_free(url);
+	json_decref(body);
+}

@@ -1,0 +1,234 @@
+/*
+ * aas-server: the REST API v1 over libsaas's public API.
+ *
+ * One thread per connection (libmicrohttpd's MHD_USE_THREAD_PER_CONNECTION):
+ * a create that takes seconds or an exec that takes minutes blocks only its
+ * own connection. Every handler is synchronous on that thread.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_SERVER_H
+#define AAS_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <saas.h>
+#include <saas/sys/driver.h>
+
+/* ---- configuration (config.c) ---- */
+
+struct aas_config {
+	char *listen_host;         /* "127.0.0.1" */
+	unsigned int listen_port;  /* 8080; 0 picks a free port (tests read it from the log) */
+	char *state_dir;
+	char *store_url;
+	char *image;
+	char *libvirt_uri;
+	char *image_dir;
+	char *preview_domain;      /* "localhost" */
+	char *preview_url;         /* engine template; NULL: derived from domain and port */
+	int log_level;             /* SAAS_LOG_* */
+	unsigned int key_ttl_s;    /* how long a cached client is trusted (revocation delay) */
+	unsigned int grace_s;      /* how long shutdown waits for in-flight requests */
+	unsigned int max_connections;
+	char *port_file;           /* write the bound port here once listening (tests) */
+};
+
+/* Fill from the environment, then argv; 0, or -1 after printing a one-line error. */
+int aas_config_parse(struct aas_config *cfg, int argc, char **argv);
+void aas_config_free(struct aas_config *cfg);
+/* "uri=... images=..." for the libvirt driver, or NULL; free(). */
+char *aas_config_driver_string(const struct aas_config *cfg);
+const char *aas_config_usage(void);
+
+/* ---- logging (main.c) ---- */
+
+void aas_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void aas_log_set_level(int level);
+void aas_engine_log(void *ud, int level, const char *msg);
+int64_t aas_now_ms(void);
+
+/* ---- the program (app.c) ---- */
+
+/* Everything main() does; `driver` replaces the built-in VM driver (tests). */
+int aas_main(int argc, char **argv, const saas_driver *driver);
+int aas_admin_main(int argc, char **argv, const saas_driver *driver);
+
+/* ---- clients per key (auth.c) ---- */
+
+struct aas_cached_client;
+
+void aas_auth_init(saas_engine *engine, unsigned int ttl_s);
+void aas_auth_shutdown(void);
+/*
+ * A client for the key, opened or cached. On success *client is usable until
+ * aas_auth_release(*handle). Returns SAAS_OK or a saas_status (EAUTH ...).
+ */
+int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const char *api_key);
+void aas_auth_release(struct aas_cached_client *handle);
+void aas_auth_ref(struct aas_cached_client *handle);
+
+/* ---- JSON helpers (json.c) ---- */
+
+char *aas_time_format(char *buf, size_t size, int64_t ms); /* RFC 3339 UTC, ms; "" for 0 */
+json_t *aas_json_time(int64_t ms);                         /* string, or null for 0 */
+void aas_json_money(json_t *obj, const char *base, int64_t micro); /* base: "cost_usd" */
+json_t *aas_json_sandbox(const saas_sandbox *sb);
+json_t *aas_json_execution(const saas_execution *x);
+json_t *aas_json_account(const saas_account_info *ai);
+json_t *aas_json_usage(const saas_usage *u);
+json_t *aas_json_file_list(const saas_file_list *list);
+json_t *aas_json_size(const saas_size *s);
+json_t *aas_json_limits(const saas_account_limits *l);
+char *aas_base64(const void *data, size_t len);
+int aas_unbase64(unsigned char **out, size_t *outlen, const char *in, size_t inlen);
+/* Parse RFC 3339 or unix seconds into ms; 0 on success, -1 otherwise. */
+int aas_parse_time(int64_t *ms, const char *s);
+/* Parse a decimal dollar amount ("12.5") into micro-dollars exactly; 0 or -1. */
+int aas_parse_usd(int64_t *micro, const char *s);
+
+/* ---- HTTP (http.c) ---- */
+
+#define AAS_JSON_BODY_MAX ((size_t)24 << 20) /* 16 MiB of stdin as base64, and room */
+
+struct aas_req;
+
+/* What a handler returns: a ready response and its status. */
+struct aas_reply {
+	unsigned int status;
+	struct MHD_Response *response;
+};
+
+typedef void (*aas_handler)(struct aas_req *r, struct aas_reply *out);
+
+/* Route flags. */
+#define AAS_R_AUTH (1u << 0)     /* needs an API key */
+#define AAS_R_JSON (1u << 1)     /* takes a JSON body */
+#define AAS_R_STREAM (1u << 2)   /* takes a raw body, streamed to the handler's sink */
+
+struct aas_route {
+	const char *method;
+	const char *pattern;     /* "/v1/sandboxes/{id}/exec" */
+	unsigned int flags;
+	aas_handler handler;
+	/* For AAS_R_STREAM: called at the first call to start the sink; returns a reply on refusal. */
+	int (*stream_start)(struct aas_req *r, struct aas_reply *out);
+	/* For AAS_R_STREAM: called with each piece of the body; nonzero stops. */
+	int (*stream_data)(struct aas_req *r, const char *data, size_t len);
+};
+
+struct aas_req {
+	struct MHD_Connection *conn;
+	const char *method;
+	const char *path;
+	char *raw_uri;                  /* as the client sent it, with query */
+	const struct aas_route *route;
+	char route_id[SAAS_ID_MAX + 1]; /* {id} of the path, if any */
+	saas_client *client;
+	struct aas_cached_client *auth;
+	char account_id[SAAS_ID_MAX + 1];
+	int64_t start_us;
+	bool started;
+	bool done;                      /* a reply was queued */
+	bool too_big;
+	/* JSON body */
+	char *body;
+	size_t body_len, body_cap;
+	/* streaming handlers keep their state here */
+	void *stream;
+	void (*stream_free)(void *stream);
+	/* the preview proxy keeps its state here */
+	void *proxy;
+	unsigned int status;            /* for the log and metrics */
+	const char *route_label;        /* for metrics: the pattern, "preview", "unknown" */
+};
+
+/* Bind and listen (port 0 picks one); the socket, or -1 after logging. */
+int aas_http_bind(const struct aas_config *cfg, unsigned int *bound_port);
+int aas_http_start(const struct aas_config *cfg, int listen_fd);
+void aas_http_quiesce(void);
+/* Requests in flight now. */
+unsigned int aas_http_inflight(void);
+void aas_http_stop(void);
+
+/* Replies. */
+enum MHD_Result aas_queue(struct aas_req *r, struct aas_reply *rep);
+void aas_reply_json(struct aas_reply *out, unsigned int status, json_t *body); /* steals body */
+void aas_reply_error(struct aas_reply *out, unsigned int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* From a saas_status and the thread's saas_error_last(). */
+void aas_reply_saas(struct aas_reply *out, int rc);
+unsigned int aas_status_for(int rc);
+
+/* Parse the JSON body as an object (empty body: {}); false after replying 400. */
+bool aas_body_object(struct aas_req *r, struct aas_reply *out, json_t **obj);
+/* Typed field getters: false after replying 400 naming the field. Missing: *present=false. */
+bool aas_field_string(json_t *obj, const char *name, const char **val, struct aas_reply *out);
+bool aas_field_int(json_t *obj, const char *name, int64_t *val, bool *present, struct aas_reply *out);
+bool aas_field_bool(json_t *obj, const char *name, bool *val, struct aas_reply *out);
+const char *aas_query(struct aas_req *r, const char *name);
+
+/* ---- route handlers ---- */
+
+void aas_h_healthz(struct aas_req *r, struct aas_reply *out);
+void aas_h_metrics(struct aas_req *r, struct aas_reply *out);
+void aas_h_openapi(struct aas_req *r, struct aas_reply *out);
+void aas_h_service(struct aas_req *r, struct aas_reply *out);
+void aas_h_account(struct aas_req *r, struct aas_reply *out);
+void aas_h_usage(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out);
+void aas_h_exec(struct aas_req *r, struct aas_reply *out);
+void aas_h_execution_get(struct aas_req *r, struct aas_reply *out);
+void aas_h_port_expose(struct aas_req *r, struct aas_reply *out);
+void aas_h_file_get(struct aas_req *r, struct aas_reply *out);
+void aas_h_file_put(struct aas_req *r, struct aas_reply *out);
+int aas_file_put_start(struct aas_req *r, struct aas_reply *out);
+int aas_file_put_data(struct aas_req *r, const char *data, size_t len);
+
+/* The route table, for the router and for `aas-server routes`. */
+extern const struct aas_route aas_routes[];
+extern const size_t aas_nroutes;
+
+/* The embedded OpenAPI document (openapi_data.c, generated). */
+extern const char aas_openapi_json[];
+
+/* ---- service information (routes_account.c) ---- */
+
+/*
+ * Fetch the engine's service card (sizes, prices, limits, default image) once,
+ * after the engine opens: it does not change while the engine runs. 0, or -1
+ * after logging. aas_service_free() releases it at shutdown.
+ */
+int aas_service_set(const struct aas_config *cfg, unsigned int port, saas_engine *engine);
+void aas_service_free(void);
+
+/* ---- preview proxy (preview.c) ---- */
+
+/* The engine previews connect through (saas_engine_port_connect: no key, the URL is the capability). */
+void aas_preview_init(saas_engine *engine);
+/* Does Host name a preview? Then *port and id are filled. */
+bool aas_preview_match(const char *host, const char *domain, unsigned int *port, char *id, size_t idsize);
+/* Called for every call of the access handler on a preview request. */
+enum MHD_Result aas_preview_handle(struct aas_req *r, unsigned int port, const char *id, const char *upload,
+                                   size_t *upload_size);
+void aas_preview_free(struct aas_req *r);
+
+/* ---- metrics (metrics.c) ---- */
+
+/* The engine whose live sandboxes /metrics counts at each scrape. */
+void aas_metrics_init(saas_engine *engine);
+void aas_metrics_request(const char *route, const char *method, unsigned int status, double seconds);
+void aas_metrics_create(bool ok, double seconds);
+void aas_metrics_destroy(void);
+char *aas_metrics_render(size_t *len);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * aas-server with the fake VM driver, for fast HTTP tests without VMs: the
+ * same server objects, but "VMs" are records in memory (tests/fake) and a
+ * sandbox's port N is the host's 127.0.0.1:N, so the preview proxy can be
+ * tested against servers the test starts on the host.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fake/fake_driver.h"
+#include "server.h"
+
+static int loopback_connect(void *ctx, const char *name, unsigned int port, int *fd)
+{
+	struct sockaddr_in sa;
+	int s;
+
+	(void)ctx;
+	(void)name;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return SAAS_EIO;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(s);
+		return SAAS_EBACKEND;
+	}
+	*fd = s;
+	return SAAS_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static saas_driver driver;
+
+	driver = saas_fake_driver;
+	driver.port_connect = loopback_connect;
+	return aas_main(argc, argv, &driver);
+}

@@ -1,0 +1,49 @@
+#!/bin/bash
+# The admin commands of the real aas-server binary, on a store of their own
+# (store-only engine: no VM driver needed).
+#
+# usage: test_admin.sh AAS_SERVER
+. "$(dirname "$0")/common.sh"
+SERVER=$1
+S=(--state-dir "${WORK}/state")
+
+KEY=$("$SERVER" account create --name alice --credit 12.5 "${S[@]}" 2>/dev/null)
+check "account create exits 0" test $? = 0
+check "account create prints only the key" grep -Eq '^aas_sk_[A-Za-z0-9_-]+$' <<<"$KEY"
+LIST=$("$SERVER" account list "${S[@]}")
+check "account list shows alice" grep -q ' alice ' <<<"$LIST"
+check "account list shows the exact credit" grep -q '12.500000' <<<"$LIST"
+ACC=$(awk '$2 == "alice" {print $1}' <<<"$LIST")
+OUT=$("$SERVER" account credit --id "$ACC" --usd 0.000001 "${S[@]}")
+check "credit adds exactly one micro-dollar" grep -q 'balance 12.500001' <<<"$OUT"
+K2=$("$SERVER" key create --account "$ACC" --name ci "${S[@]}" 2>"${WORK}/err")
+check "key create prints the key" grep -Eq '^aas_sk_' <<<"$K2"
+KID=$(grep -o 'key-[a-z0-9]*' "${WORK}/err" | head -1)
+check "key list shows it" grep -q "$KID" <<<"$("$SERVER" key list --account "$ACC" "${S[@]}")"
+check "key revoke" "$SERVER" key revoke --id "$KID" "${S[@]}"
+check "revoked in list" bash -c "'$SERVER' key list --account '$ACC' --state-dir '${WORK}/state' | grep '$KID' | grep -vq ' -\$'"
+
+for cmd in "account create" "account list" "account credit" "key create" "key revoke" "key list" "account" "key"; do
+	# shellcheck disable=SC2086
+	check "$cmd --help" bash -c "'$SERVER' $cmd --help | grep -q usage"
+done
+check "--help" bash -c "'$SERVER' --help | grep -q 'usage: aas-server'"
+
+errs() { # errs DESCRIPTION ARGS...: non-zero exit, one line on stderr, nothing on stdout
+	local what=$1; shift
+	local out err rc
+	out=$("$SERVER" "$@" 2>"${WORK}/stderr"); rc=$?
+	err=$(cat "${WORK}/stderr")
+	if [ $rc -ne 0 ] && [ -z "$out" ] && [ "$(wc -l <<<"$err")" = 1 ] && [ -n "$err" ]; then pass; else
+		fail "$what: rc=$rc stdout='$out' stderr='$err'"; fi
+}
+errs "create without name" account create "${S[@]}"
+errs "bad credit" account create --name x --credit -3 "${S[@]}"
+errs "credit with float junk" account credit --id "$ACC" --usd 1e3 "${S[@]}"
+errs "credit unknown account" account credit --id acc-nope --usd 1 "${S[@]}"
+errs "key for unknown account" key create --account acc-nope "${S[@]}"
+errs "revoke unknown key" key revoke --id key-nope "${S[@]}"
+errs "unknown verb" account frobnicate "${S[@]}"
+errs "unknown option" account list --bogus "${S[@]}"
+errs "server bad option" --listen nowhere
+finish

@@ -1,0 +1,246 @@
+#!/bin/bash
+# The REST API end to end over real HTTP, with the server's fake VM driver
+# (fast; no VMs): every route, the seeds' flow, every error status, a 50 MiB
+# file both ways, preview URLs (HTTP and WebSocket), concurrent clients, key
+# revocation, logs without keys, and a clean SIGTERM.
+#
+# usage: test_api.sh AAS_SERVER_FAKE WSTOOL
+. "$(dirname "$0")/common.sh"
+SERVER=$1
+WSTOOL=$2
+admin() { "$SERVER" "$@" --state-dir "${WORK}/state"; }
+
+start_server "$SERVER" --key-cache-ttl 1
+KEY=$(admin account create --name alice 2>"${WORK}/admin.err")
+check "account create prints only the key" test "$(printf '%s\n' "$KEY" | wc -l)" = 1
+check "account create prints an aas_sk_ key" grep -q '^aas_sk_' <<<"$KEY"
+
+# ---- keyless routes ----
+req GET /healthz; expect_status 200 healthz; expect_json .status ok healthz
+req GET /v1/service; expect_status 200 service
+expect_json '.sizes[0].name' small "service sizes"
+expect_json '.sizes[0].usd_per_hour' 0.090000 "service price string"
+expect_json '.sizes[0].usd_per_hour_micro' 90000 "service price micro"
+expect_json '.limits.max_sandboxes' 10 "service limits"
+expect_json '.links.openapi' "${BASE}/openapi.json" "service links"
+req GET /openapi.json; expect_status 200 openapi; expect_json .openapi 3.0.3 "openapi version"
+
+# ---- authentication ----
+req GET /v1/account; expect_status 401 "no key"
+expect_json .error.code unauthorized "no key code"
+check "401 carries WWW-Authenticate" grep -qi '^WWW-Authenticate: Bearer' <<<"$HEADERS"
+req GET /v1/account -H "Authorization: Bearer aas_sk_nope"; expect_status 401 "wrong key"
+req GET /v1/account -H "x-api-key: ${KEY}"; expect_status 200 "x-api-key"
+req GET "/v1/account?api_key=${KEY}"; expect_status 400 "key in the URL"
+req GET "/v1/sandboxes?token=${KEY}" -H "Authorization: Bearer ${KEY}"; expect_status 400 "token in the URL"
+
+# ---- the seeds' flow ----
+auth GET /v1/account; expect_status 200 account
+ACC=$(jqr .id)
+expect_json .balance_usd 5.000000 "new account balance"
+expect_json .balance_usd_micro 5000000 "new account balance micro"
+auth POST /v1/sandboxes -d '{"size":"small","timeout":600,"unknown_field":1}'
+expect_status 201 create; SB=$(jqr .id)
+expect_json .status ready "created ready"
+expect_json .size small "created size"
+expect_json .cost_usd 0.000000 "created cost"
+auth GET "/v1/sandboxes/${SB}"; expect_status 200 get; expect_json .id "$SB" "get id"
+check "times are RFC 3339 with ms" grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$' <<<"$(jqr .created_at)"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"echo hello","timeout":30}'
+expect_status 200 exec; expect_json .stdout "hello" "exec stdout"; expect_json .exit_code 0 "exec exit code"
+expect_json .status exited "exec status"; expect_json .stdout_encoding utf-8 "exec encoding"
+expect_json .truncated false "exec truncated"
+EXE=$(jqr .execution_id)
+auth GET "/v1/executions/${EXE}"; expect_status 200 "execution get"; expect_json .stdout hello "execution get stdout"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"env","env":{"GREETING":"hi there"}}'
+expect_json .stdout "GREETING=hi there" "exec env"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"pwd","cwd":"/tmp"}'; expect_json .stdout "/tmp" "exec cwd"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"cat","stdin":"from stdin"}'; expect_json .stdout "from stdin" "exec stdin"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"exit 3"}'; expect_json .exit_code 3 "exec exit 3"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"cat","stdin_base64":"/wBh"}'
+expect_json .stdout null "non-UTF-8 stdout is null"; expect_json .stdout_base64 /wBh "non-UTF-8 stdout base64"
+expect_json .stdout_encoding base64 "non-UTF-8 encoding"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"spew 2000","max_output":1000}'
+expect_json .truncated true "output truncated"; expect_json .stdout_truncated true "stdout truncated"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"sleep 100","timeout":1}'
+expect_status 200 "timeout exec"; expect_json .status timeout "timeout status"; expect_json .exit_code null "timeout exit code"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"echo bg","background":true}'
+expect_status 202 "background exec"; BG=$(jqr .execution_id)
+for _ in $(seq 1 100); do auth GET "/v1/executions/${BG}"; [ "$(jqr .status)" != running ] && break; sleep 0.1; done
+expect_json .stdout bg "background result"
+
+printf 'print("hi")\n' >"${WORK}/main.py"
+auth PUT "/v1/sandboxes/${SB}/files?path=app/main.py" --data-binary @"${WORK}/main.py"
+expect_status 200 "write file"; expect_json .size 12 "write size"
+auth GET "/v1/sandboxes/${SB}/files?path=app/main.py"
+expect_status 200 "read file"; check "read back equal" test "$BODY" = 'print("hi")'
+check "read is octet-stream" grep -qi '^Content-Type: application/octet-stream' <<<"$HEADERS"
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=true"
+expect_status 200 "list files"; expect_json '.entries[0].path' /workspace/app/main.py "list entry"
+expect_json '.entries[0].type' file "list entry type"
+auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":3000}'
+expect_status 200 expose; expect_json .url "http://3000-${SB}.localhost:${PORT}/" "preview URL"
+auth POST "/v1/sandboxes/${SB}/extend" -d '{"seconds":300}'; expect_status 200 extend
+auth GET /v1/usage; expect_status 200 usage; expect_json '.sandboxes[0].sandbox_id' "$SB" "usage line"
+auth GET "/v1/usage?from=2020-01-01T00:00:00Z&to=$(date +%s)"; expect_status 200 "usage with times"
+expect_json .from 2020-01-01T00:00:00.000Z "usage from"
+
+# ---- listing ----
+auth POST /v1/sandboxes -d '{}'; SB2=$(jqr .id)
+auth GET "/v1/sandboxes?limit=1"; expect_status 200 list; expect_json '.sandboxes[0].id' "$SB2" "newest first"
+CUR=$(jqr .next_cursor)
+auth GET "/v1/sandboxes?limit=1&cursor=${CUR}"; expect_json '.sandboxes[0].id' "$SB" "second page"
+
+# ---- destroy: idempotent, returns the final object ----
+auth DELETE "/v1/sandboxes/${SB2}"; expect_status 200 destroy; expect_json .status destroyed "destroyed"
+expect_json .end_reason destroyed "end reason"
+auth DELETE "/v1/sandboxes/${SB2}"; expect_status 200 "destroy again"; expect_json .status destroyed "still destroyed"
+auth GET "/v1/sandboxes?status=destroyed"; expect_json '.sandboxes[0].id' "$SB2" "filter destroyed"
+auth GET "/v1/sandboxes?status=active"; expect_json '[.sandboxes[].id] | index("'"$SB2"'")' null "filter active"
+auth GET "/v1/sandboxes?status=ready"; expect_json '.sandboxes[0].id' "$SB" "filter ready"
+
+# ---- errors ----
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":'; expect_status 400 "malformed JSON"; expect_json .error.code invalid_json "invalid_json"
+auth POST "/v1/sandboxes/${SB}/exec" -d '[1]'; expect_status 400 "JSON not an object"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":5}'; expect_status 400 "wrong type"
+check "wrong type names the field" grep -q command <<<"$(jqr .error.message)"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"echo","timeout":"x"}'; expect_status 400 "timeout wrong type"
+check "names timeout" grep -q timeout <<<"$(jqr .error.message)"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{}'; expect_status 400 "command missing"
+auth POST /v1/sandboxes -d '{"size":"galactic"}'; expect_status 400 "unknown size"; expect_json .error.code invalid_argument "EINVAL code"
+auth GET "/v1/sandboxes?limit=0"; expect_status 400 "bad limit"
+auth GET "/v1/sandboxes?cursor=garbage"; expect_status 400 "bad cursor"
+auth GET "/v1/usage?from=yesterday"; expect_status 400 "bad from"
+auth GET /v1/sandboxes/sbx-doesnotexist; expect_status 404 "unknown sandbox"; expect_json .error.code not_found "not_found"
+auth GET /v1/executions/exe-doesnotexist; expect_status 404 "unknown execution"
+auth GET "/v1/sandboxes/${SB}/files?path=missing.txt"; expect_status 404 "missing file"
+auth GET "/v1/sandboxes/${SB}/files"; expect_status 400 "file path missing"
+auth GET /v1/nothing; expect_status 404 "unknown route"
+auth PATCH "/v1/sandboxes/${SB}"; expect_status 405 "wrong method"
+check "405 carries Allow" grep -qi '^Allow: GET, HEAD, DELETE' <<<"$HEADERS"
+auth POST "/v1/sandboxes/${SB2}/exec" -d '{"command":"echo"}'; expect_status 409 "exec on destroyed"; expect_json .error.code conflict "conflict"
+auth PUT "/v1/sandboxes/${SB2}/files?path=x" --data-binary x; expect_status 409 "write on destroyed"
+auth POST "/v1/sandboxes/${SB}/extend" -d '{"seconds":999999}'; expect_status 429 "extend past max"; expect_json .error.code limit_exceeded "limit code"
+auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":22}'; expect_status 400 "port 22"
+head -c $((25 * 1024 * 1024)) /dev/zero >"${WORK}/big.json"
+auth POST "/v1/sandboxes/${SB}/exec" --data-binary @"${WORK}/big.json"; expect_status 413 "JSON body too large"
+auth POST /v1/sandboxes -H 'Transfer-Encoding: chunked' --data-binary @"${WORK}/big.json"; expect_status 413 "chunked JSON body too large"
+rm -f "${WORK}/big.json"
+POOR=$(admin account create --name poor --credit 0 2>/dev/null)
+req POST /v1/sandboxes -H "Authorization: Bearer ${POOR}" -d '{}'; expect_status 402 "no credit"; expect_json .error.code insufficient_credit "credit code"
+MANY=$(admin account create --name many --credit 100 2>/dev/null)
+for _ in $(seq 1 10); do req POST /v1/sandboxes -H "Authorization: Bearer ${MANY}" -d '{}'; done
+expect_status 201 "tenth sandbox"
+req POST /v1/sandboxes -H "Authorization: Bearer ${MANY}" -d '{}'; expect_status 429 "too many sandboxes"
+# tenancy: another account's sandbox is not found
+req GET "/v1/sandboxes/${SB}" -H "Authorization: Bearer ${MANY}"; expect_status 404 "other account's sandbox"
+
+# ---- 50 MiB both ways, byte-equal (AAS_TEST_BIG_MIB: the fake driver's in-memory
+# files grow by realloc per 8 KiB, which is quadratic under ASan) ----
+BIG=$(( ${AAS_TEST_BIG_MIB:-50} * 1024 * 1024 ))
+head -c "$BIG" /dev/urandom >"${WORK}/big.bin"
+auth PUT "/v1/sandboxes/${SB}/files?path=big.bin" -H 'Content-Type: application/octet-stream' --data-binary @"${WORK}/big.bin"
+expect_status 200 "50 MiB upload"; expect_json .size "$BIG" "50 MiB size"
+curl -sS -H "Authorization: Bearer ${KEY}" -o "${WORK}/big.out" "${BASE}/v1/sandboxes/${SB}/files?path=big.bin"
+check "50 MiB download byte-equal" cmp -s "${WORK}/big.bin" "${WORK}/big.out"
+curl -sS -H "Authorization: Bearer ${KEY}" -T "${WORK}/big.bin" -H 'Transfer-Encoding: chunked' -o /dev/null \
+	"${BASE}/v1/sandboxes/${SB}/files?path=big2.bin"
+curl -sS -H "Authorization: Bearer ${KEY}" -o "${WORK}/big.out" "${BASE}/v1/sandboxes/${SB}/files?path=big2.bin"
+check "chunked upload byte-equal" cmp -s "${WORK}/big.bin" "${WORK}/big.out"
+rm -f "${WORK}/big.bin" "${WORK}/big.out"
+
+# ---- preview URLs (the fake driver's port N is the host's 127.0.0.1:N) ----
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+HP=$(free_port); WP=$(free_port); NP=$(free_port)
+mkdir -p "${WORK}/www"; echo "hello from the preview" >"${WORK}/www/index.html"
+(cd "${WORK}/www" && exec python3 -m http.server "$HP" --bind 127.0.0.1 >/dev/null 2>&1) & PIDS+=($!)
+"$WSTOOL" serve "$WP" & PIDS+=($!)
+for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:${HP}/" && break; sleep 0.1; done
+auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${HP}}"
+auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${WP}}"
+auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${NP}}"
+PREVIEW="http://${HP}-${SB}.localhost:${PORT}"
+req GET /index.html -H "Host: ${HP}-${SB}.localhost:${PORT}"
+expect_status 200 "preview GET (no key)"; check "preview body" test "$BODY" = "hello from the preview"
+req GET /absent -H "Host: ${HP}-${SB}.localhost:${PORT}"; expect_status 404 "preview passes the inner 404"
+req GET / -H "Host: ${NP}-${SB}.localhost:${PORT}"; expect_status 502 "nothing listens inside"
+check "502 explains" grep -q "nothing answers" <<<"$BODY"
+req GET / -H "Host: ${NP}-${SB}.localhost:${PORT}" -H 'Accept: text/html'; expect_status 502 "502 as HTML"
+check "502 HTML" grep -q "<html>" <<<"$BODY"
+req GET / -H "Host: 4444-${SB}.localhost:${PORT}"; expect_status 404 "port not exposed"
+req GET / -H "Host: ${HP}-${SB2}.localhost:${PORT}"; expect_status 404 "destroyed sandbox"
+req GET / -H "Host: ${HP}-sbx-nobody.localhost:${PORT}"; expect_status 404 "unknown sandbox"
+if command -v getent >/dev/null && getent hosts "${HP}-${SB}.localhost" >/dev/null; then
+	check "preview by name" test "$(curl -s "${PREVIEW}/index.html")" = "hello from the preview"
+fi
+OUT=$("$WSTOOL" client 127.0.0.1 "$PORT" "${WP}-${SB}.localhost:${PORT}" "echo me" 2>&1)
+check "WebSocket echo through the preview: $OUT" test "$OUT" = "echo me"
+
+# ---- concurrent clients ----
+conc() {
+	local i=$1 ok=0
+	for _ in $(seq 1 10); do
+		c1=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${SB}")
+		c2=$(curl -s -o "${WORK}/c$i" -w '%{http_code}' -H "Authorization: Bearer ${KEY}" \
+			-d "{\"command\":\"echo t$i\"}" "${BASE}/v1/sandboxes/${SB}/exec")
+		[ "$c1$c2" = 200200 ] && [ "$(jq -r .stdout "${WORK}/c$i")" = "t$i" ] && ok=$((ok + 1))
+	done
+	echo "$ok" >"${WORK}/conc$i"
+}
+for i in $(seq 1 8); do conc "$i" & done
+wait_conc() { for i in $(seq 1 8); do while [ ! -s "${WORK}/conc$i" ]; do sleep 0.1; done; done; }
+wait_conc
+TOTAL=0; for i in $(seq 1 8); do TOTAL=$((TOTAL + $(cat "${WORK}/conc$i"))); done
+check "8 concurrent clients x 10 rounds all answered ($TOTAL/80)" test "$TOTAL" = 80
+
+# ---- metrics ----
+req GET /metrics; expect_status 200 metrics
+check "metrics: requests" grep -q 'aas_http_requests_total{route="/v1/sandboxes/{id}",method="GET",status="200"}' <<<"$BODY"
+check "metrics: latency" grep -q 'aas_http_request_duration_seconds_bucket{route="/healthz",le="+Inf"}' <<<"$BODY"
+check "metrics: creates" grep -Eq '^aas_sandbox_creates_total\{result="ok"\} [1-9]' <<<"$BODY"
+check "metrics: create durations" grep -q '^aas_sandbox_create_duration_seconds_count' <<<"$BODY"
+check "metrics: sandboxes by state" grep -Eq '^aas_sandboxes\{state="ready"\} [1-9]' <<<"$BODY"
+# The gauges count every account's sandboxes (the engine's), not only those of accounts this server
+# holds a client for: bob creates one, then his only key is revoked (so the server drops his
+# client), and the gauges do not change.
+gauges() { req GET /metrics; grep -E '^aas_(sandboxes\{state="ready"\}|accounts_with_sandboxes) ' <<<"$BODY"; }
+BOBKEY=$(admin account create --name bob 2>"${WORK}/bob.err")
+BOBACC=$(grep -o 'acc-[a-z0-9]*' "${WORK}/bob.err" | head -1)
+BOBKID=$(admin key list --account "$BOBACC" 2>/dev/null | grep -o 'key-[a-z0-9]*' | head -1)
+BEFORE=$(gauges)
+req POST /v1/sandboxes -H "Authorization: Bearer ${BOBKEY}" -d '{"timeout":600}'; expect_status 201 "bob creates"
+WITH_BOB=$(gauges)
+check "metrics: bob's sandbox counted ($BEFORE -> $WITH_BOB)" test "$BEFORE" != "$WITH_BOB"
+admin key revoke --id "$BOBKID" 2>/dev/null
+for _ in $(seq 1 100); do
+	req GET /v1/account -H "Authorization: Bearer ${BOBKEY}"; [ "$STATUS" = 401 ] && break; sleep 0.1
+done
+expect_status 401 "bob's key revoked"
+AFTER=$(gauges)
+check "metrics: every account's sandboxes, not just known clients' ($WITH_BOB -> $AFTER)" test "$WITH_BOB" = "$AFTER"
+
+# ---- revocation is honoured (cache TTL 1 s here) ----
+KEY2=$(admin key create --account "$ACC" --name ci 2>"${WORK}/keyinfo")
+KID=$(grep -o 'key-[a-z0-9]*' "${WORK}/keyinfo" | head -1)
+req GET /v1/account -H "Authorization: Bearer ${KEY2}"; expect_status 200 "second key works"
+admin key revoke --id "$KID" 2>/dev/null
+for _ in $(seq 1 100); do
+	req GET /v1/account -H "Authorization: Bearer ${KEY2}"; [ "$STATUS" = 401 ] && break; sleep 0.1
+done
+expect_status 401 "revoked key refused"
+
+# ---- the network policy is a create field ----
+auth POST /v1/sandboxes -d '{"network":"everywhere"}'; expect_status 400 "unknown network policy"
+auth POST /v1/sandboxes -d '{"network":7}'; expect_status 400 "network of the wrong type"
+auth POST /v1/sandboxes -d '{"network":"isolated","timeout":60}'; expect_status 201 "isolated network"
+auth DELETE "/v1/sandboxes/$(jqr .id)"; expect_status 200 "destroy the isolated one"
+
+# ---- logs: one line per request, never a key ----
+check "no key in the log" bash -c "! grep -q aas_sk_ '${WORK}/server.log'"
+check "access log line" grep -Eq "GET /v1/sandboxes/${SB} 200 [0-9.]+ms account=${ACC}" "${WORK}/server.log"
+check "query never logged" bash -c "! grep -q 'api_key=' '${WORK}/server.log'"
+
+# ---- SIGTERM: a clean stop ----
+check "SIGTERM exits 0" stop_server
+check "stopped logged" grep -q ' stopped$' "${WORK}/server.log"
+finish

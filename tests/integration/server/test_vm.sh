@@ -1,0 +1,97 @@
+#!/bin/bash
+# aas-server with real VMs (the libvirt driver, the tiny image): the seeds'
+# flow verbatim with curl, a 50 MiB file both ways, a preview URL served by
+# an HTTP server started inside the guest with '&', and a WebSocket echo
+# from a static binary uploaded into the guest; then a restart, after which the
+# preview answers and /metrics counts the sandbox before anyone calls the API.
+# Every sandbox is destroyed and every QEMU of this run killed afterwards, pass
+# or fail.
+#
+# usage: test_vm.sh AAS_SERVER WSTOOL IMAGE_DIR
+. "$(dirname "$0")/common.sh"
+SERVER=$1
+WSTOOL_SRC=$(dirname "$0")/wstool.c
+IMAGES=$3
+admin() { "$SERVER" "$@" --state-dir "${WORK}/state"; }
+
+before_stop() { # destroy whatever this run created, through the API
+	local ids
+	ids=$(curl -s -H "Authorization: Bearer ${KEY:-}" "${BASE}/v1/sandboxes?status=active" | jq -r '.sandboxes[]?.id')
+	for id in $ids; do curl -s -o /dev/null -X DELETE -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${id}"; done
+}
+after_stop() { "$(dirname "$0")/../vm-cleanup" "${WORK}/state" >/dev/null 2>&1; mkdir -p "${WORK}"; }
+
+[ -d "${IMAGES}/tiny" ] || { echo "no tiny image in ${IMAGES} (run the vmimage fixture)"; exit 1; }
+start_server "$SERVER" --images "$IMAGES" --image tiny
+KEY=$(admin account create --name seeds 2>/dev/null)
+H="Authorization: Bearer ${KEY}"
+
+# The seeds' flow, verbatim in spirit: curl against the base URL.
+auth POST /v1/sandboxes -H 'Content-Type: application/json' -d '{"size":"small","timeout":900}'
+expect_status 201 create; SB=$(jqr .id); expect_json .status ready "ready"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"uname -s && id -un && pwd"}'
+expect_status 200 exec; expect_json .exit_code 0 "exec exit"
+check "runs as the unprivileged user in /workspace: $(jqr .stdout)" grep -q "^Linux$" <<<"$(jqr .stdout)"
+check "cwd /workspace" grep -q "^/workspace$" <<<"$(jqr .stdout)"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"printf \"\\377\\376\""}'
+expect_json .stdout_encoding base64 "binary output encoded"; expect_json .stdout_base64 "//4=" "binary output bytes"
+auth PUT "/v1/sandboxes/${SB}/files?path=hello.txt" --data-binary 'hello, sandbox'
+expect_status 200 write
+auth GET "/v1/sandboxes/${SB}/files?path=out.txt"; expect_status 404 "missing file"
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"tr a-z A-Z < hello.txt > out.txt"}'
+auth GET "/v1/sandboxes/${SB}/files?path=out.txt"; expect_status 200 read
+check "read back" test "$BODY" = "HELLO, SANDBOX"
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=true"; expect_status 200 list
+check "listing has out.txt" grep -q /workspace/out.txt <<<"$(jqr '.entries[].path')"
+auth POST "/v1/sandboxes/${SB}/extend" -d '{"seconds":600}'; expect_status 200 extend
+auth GET /v1/account; expect_status 200 account
+auth GET /v1/usage; expect_status 200 usage
+
+# 50 MiB both ways.
+head -c $((50 * 1024 * 1024)) /dev/urandom >"${WORK}/big.bin"
+auth PUT "/v1/sandboxes/${SB}/files?path=big.bin" --data-binary @"${WORK}/big.bin"; expect_status 200 "50 MiB up"
+curl -sS -H "$H" -o "${WORK}/big.out" "${BASE}/v1/sandboxes/${SB}/files?path=big.bin"
+check "50 MiB byte-equal" cmp -s "${WORK}/big.bin" "${WORK}/big.out"
+rm -f "${WORK}/big.bin" "${WORK}/big.out"
+
+# A preview: an HTTP server started inside with '&'.
+auth PUT "/v1/sandboxes/${SB}/files?path=site/index.html" --data-binary 'hello from inside'
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"busybox httpd -p 8000 -h /workspace/site &"}'
+expect_status 200 "start httpd"
+auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":8000}'; expect_status 200 expose
+for _ in $(seq 1 50); do
+	req GET /index.html -H "Host: 8000-${SB}.localhost:${PORT}"; [ "$STATUS" = 200 ] && break; sleep 0.2
+done
+expect_status 200 "preview from inside"; check "preview body" test "$BODY" = "hello from inside"
+auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":8002}'
+req GET / -H "Host: 8002-${SB}.localhost:${PORT}"; expect_status 502 "nothing listens inside"
+
+# A WebSocket echo from a static binary built here.
+if cc -static -O2 -o "${WORK}/wstool" "$WSTOOL_SRC" 2>"${WORK}/cc.err"; then
+	auth PUT "/v1/sandboxes/${SB}/files?path=wstool&mode=0755" --data-binary @"${WORK}/wstool"
+	auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"./wstool serve 8001 >/dev/null 2>&1 &"}'
+	auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":8001}'
+	OUT=
+	for _ in $(seq 1 25); do
+		OUT=$("${WORK}/wstool" client 127.0.0.1 "$PORT" "8001-${SB}.localhost:${PORT}" "ws in a vm" 2>&1) && break
+		sleep 0.2
+	done
+	check "WebSocket echo from the guest: $OUT" test "$OUT" = "ws in a vm"
+else
+	fail "cannot build a static wstool: $(cat "${WORK}/cc.err")"
+fi
+
+# Restart the server on the same state directory. With no API call first (no key, nobody
+# touching the sandbox), /metrics counts the sandbox and its preview answers.
+check "SIGTERM exits 0" stop_server
+start_server "$SERVER" --images "$IMAGES" --image tiny
+req GET /metrics; expect_status 200 "metrics after restart"
+check "metrics after restart: the sandbox is counted" grep -Eq '^aas_sandboxes\{state="ready"\} [1-9]' <<<"$BODY"
+req GET /index.html -H "Host: 8000-${SB}.localhost:${PORT}"
+expect_status 200 "preview right after a restart"; check "preview body after restart" test "$BODY" = "hello from inside"
+req GET / -H "Host: 8003-${SB}.localhost:${PORT}"; expect_status 404 "unexposed port after restart"
+
+auth DELETE "/v1/sandboxes/${SB}"; expect_status 200 destroy; expect_json .status destroyed destroyed
+check "final cost is exact" grep -Eq '^[0-9]+\.[0-9]{6}$' <<<"$(jqr .cost_usd)"
+req GET / -H "Host: 8000-${SB}.localhost:${PORT}"; expect_status 404 "preview gone with the sandbox"
+finish

@@ -1,0 +1,318 @@
+/*
+ * A tiny WebSocket echo server and client for the preview proxy tests. No
+ * dependencies beyond libc, so it builds static (`cc -static`) and runs
+ * inside a guest too.
+ *
+ *   wstool serve PORT                 echo every text/binary frame back; one process per connection
+ *   wstool client ADDR PORT HOST MSG  handshake with Host: HOST, send MSG, print the echo; exit 0 if equal
+ */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void sha1(const unsigned char *msg, size_t len, unsigned char out[20])
+{
+	uint32_t h[5] = { 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0 };
+	size_t total = ((len + 8) / 64 + 1) * 64;
+	unsigned char *m = calloc(1, total);
+	uint64_t bits = (uint64_t)len * 8;
+
+	memcpy(m, msg, len);
+	m[len] = 0x80;
+	for (int i = 0; i < 8; i++)
+		m[total - 1 - i] = (unsigned char)(bits >> (8 * i));
+	for (size_t off = 0; off < total; off += 64) {
+		uint32_t w[80], a, b, c, d, e;
+		for (int i = 0; i < 16; i++)
+			w[i] = (uint32_t)m[off + 4 * i] << 24 | (uint32_t)m[off + 4 * i + 1] << 16 |
+			       (uint32_t)m[off + 4 * i + 2] << 8 | m[off + 4 * i + 3];
+		for (int i = 16; i < 80; i++) {
+			uint32_t x = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16];
+			w[i] = x << 1 | x >> 31;
+		}
+		a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+		for (int i = 0; i < 80; i++) {
+			uint32_t f, k;
+			if (i < 20)
+				f = (b & c) | (~b & d), k = 0x5A827999;
+			else if (i < 40)
+				f = b ^ c ^ d, k = 0x6ED9EBA1;
+			else if (i < 60)
+				f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
+			else
+				f = b ^ c ^ d, k = 0xCA62C1D6;
+			uint32_t t = (a << 5 | a >> 27) + f + e + k + w[i];
+			e = d, d = c, c = b << 30 | b >> 2, b = a, a = t;
+		}
+		h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
+	}
+	free(m);
+	for (int i = 0; i < 5; i++)
+		for (int j = 0; j < 4; j++)
+			out[4 * i + j] = (unsigned char)(h[i] >> (24 - 8 * j));
+}
+
+static void b64(const unsigned char *in, size_t len, char *out)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0) | (i + 2 < len ? in[i + 2] : 0);
+		*out++ = t[v >> 18 & 63];
+		*out++ = t[v >> 12 & 63];
+		*out++ = i + 1 < len ? t[v >> 6 & 63] : '=';
+		*out++ = i + 2 < len ? t[v & 63] : '=';
+	}
+	*out = '\0';
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Read an HTTP head into buf (NUL-terminated). */
+static int read_head(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+	while (n + 1 < cap) {
+		if (read(fd, buf + n, 1) != 1)
+			return -1;
+		buf[++n] = '\0';
+		if (n >= 4 && memcmp(buf + n - 4, "\r\n\r\n", 4) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static const char *header(const char *head, const char *name, char *val, size_t cap)
+{
+	size_t nl = strlen(name);
+	for (const char *p = strstr(head, "\r\n"); p && p[2]; p = strstr(p + 2, "\r\n")) {
+		if (strncasecmp(p + 2, name, nl) == 0 && p[2 + nl] == ':') {
+			const char *v = p + 3 + nl, *e;
+			while (*v == ' ')
+				v++;
+			e = strstr(v, "\r\n");
+			snprintf(val, cap, "%.*s", (int)(e - v), v);
+			return val;
+		}
+	}
+	return NULL;
+}
+
+/* One frame: returns opcode, payload in *out (malloc), or -1. */
+static int read_frame(int fd, unsigned char **out, size_t *len)
+{
+	unsigned char h[2], mask[4] = { 0 }, ext[8];
+	uint64_t n;
+
+	if (read_full(fd, h, 2))
+		return -1;
+	n = h[1] & 0x7f;
+	if (n == 126) {
+		if (read_full(fd, ext, 2))
+			return -1;
+		n = (uint64_t)ext[0] << 8 | ext[1];
+	} else if (n == 127) {
+		if (read_full(fd, ext, 8))
+			return -1;
+		n = 0;
+		for (int i = 0; i < 8; i++)
+			n = n << 8 | ext[i];
+	}
+	if (n > (1u << 24) || ((h[1] & 0x80) && read_full(fd, mask, 4)))
+		return -1;
+	*out = malloc(n + 1);
+	if (!*out || read_full(fd, *out, n))
+		return -1;
+	for (uint64_t i = 0; i < n; i++)
+		(*out)[i] ^= mask[i % 4];
+	(*out)[n] = 0;
+	*len = n;
+	return h[0] & 0x0f;
+}
+
+static int write_frame(int fd, int opcode, const unsigned char *data, size_t len, int masked)
+{
+	unsigned char h[14], mask[4] = { 0x12, 0x34, 0x56, 0x78 };
+	size_t hl = 2;
+	unsigned char *copy = malloc(len + 1);
+	int rc;
+
+	h[0] = (unsigned char)(0x80 | opcode);
+	if (len < 126) {
+		h[1] = (unsigned char)len;
+	} else if (len < 65536) {
+		h[1] = 126, h[2] = (unsigned char)(len >> 8), h[3] = (unsigned char)len, hl = 4;
+	} else {
+		h[1] = 127;
+		for (int i = 0; i < 8; i++)
+			h[2 + i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
+		hl = 10;
+	}
+	if (masked) {
+		h[1] |= 0x80;
+		memcpy(h + hl, mask, 4);
+		hl += 4;
+	}
+	for (size_t i = 0; i < len; i++)
+		copy[i] = masked ? data[i] ^ mask[i % 4] : data[i];
+	rc = write_full(fd, h, hl) || write_full(fd, copy, len) ? -1 : 0;
+	free(copy);
+	return rc;
+}
+
+static void serve_one(int fd)
+{
+	char head[8192], key[256], accept_src[512], accept[64], resp[512];
+	unsigned char digest[20], *data;
+	size_t len;
+	int op;
+
+	if (read_head(fd, head, sizeof(head)))
+		return;
+	if (!header(head, "Sec-WebSocket-Key", key, sizeof(key))) {
+		static const char body[] = "wstool: plain HTTP works\n";
+		snprintf(resp, sizeof(resp), "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n\r\n%s",
+		         sizeof(body) - 1, body);
+		write_full(fd, resp, strlen(resp));
+		return;
+	}
+	snprintf(accept_src, sizeof(accept_src), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key);
+	sha1((unsigned char *)accept_src, strlen(accept_src), digest);
+	b64(digest, 20, accept);
+	snprintf(resp, sizeof(resp),
+	         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+	         "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
+	if (write_full(fd, resp, strlen(resp)))
+		return;
+	while ((op = read_frame(fd, &data, &len)) >= 0) {
+		if (op == 8) { /* close: answer it */
+			write_frame(fd, 8, data, len, 0);
+			free(data);
+			return;
+		}
+		if (op == 9)
+			write_frame(fd, 10, data, len, 0);
+		else if (op == 1 || op == 2)
+			write_frame(fd, op, data, len, 0);
+		free(data);
+	}
+}
+
+static int serve(int port)
+{
+	struct sockaddr_in sa;
+	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+	signal(SIGCHLD, SIG_IGN);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 64)) {
+		perror("wstool: bind");
+		return 1;
+	}
+	for (;;) {
+		int c = accept(s, NULL, NULL);
+		if (c < 0)
+			continue;
+		if (fork() == 0) {
+			close(s);
+			serve_one(c);
+			close(c);
+			_exit(0);
+		}
+		close(c);
+	}
+}
+
+static int client(const char *addr, const char *port, const char *host, const char *msg)
+{
+	struct addrinfo hints, *ai;
+	char req[1024], head[8192], val[256];
+	unsigned char *data;
+	size_t len;
+	int s, op;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(addr, port, &hints, &ai) != 0)
+		return 2;
+	s = socket(ai->ai_family, SOCK_STREAM, 0);
+	if (connect(s, ai->ai_addr, ai->ai_addrlen) != 0) {
+		perror("wstool: connect");
+		return 2;
+	}
+	freeaddrinfo(ai);
+	snprintf(req, sizeof(req),
+	         "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+	         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", host);
+	if (write_full(s, req, strlen(req)) || read_head(s, head, sizeof(head))) {
+		fprintf(stderr, "wstool: no handshake answer\n");
+		return 1;
+	}
+	if (strncmp(head, "HTTP/1.1 101", 12) != 0 ||
+	    !header(head, "Sec-WebSocket-Accept", val, sizeof(val)) || strcmp(val, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=") != 0) {
+		fprintf(stderr, "wstool: bad handshake answer:\n%s", head);
+		return 1;
+	}
+	for (int round = 0; round < 2; round++) {
+		if (write_frame(s, 1, (const unsigned char *)msg, strlen(msg), 1) ||
+		    (op = read_frame(s, &data, &len)) != 1) {
+			fprintf(stderr, "wstool: no echo\n");
+			return 1;
+		}
+		if (len != strlen(msg) || memcmp(data, msg, len) != 0) {
+			fprintf(stderr, "wstool: echo differs: %s\n", data);
+			return 1;
+		}
+		if (round == 1)
+			printf("%s\n", data);
+		free(data);
+	}
+	write_frame(s, 8, (const unsigned char *)"", 0, 1);
+	close(s);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "serve") == 0)
+		return serve(atoi(argv[2]));
+	if (argc == 6 && strcmp(argv[1], "client") == 0)
+		return client(argv[2], argv[3], argv[4], argv[5]);
+	fprintf(stderr, "usage: wstool serve PORT | wstool client ADDR PORT HOST MESSAGE\n");
+	return 2;
+}
