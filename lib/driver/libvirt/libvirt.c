@@ -246,11 +246,33 @@ static char *console_tail(const char *vmdir)
 	return tail;
 }
 
+/*
+ * KVM is worth trying when /dev/kvm can make a VM and the CPU says it has
+ * hardware virtualisation. Some nested setups pass the first test with no
+ * vmx/svm flag and then fail every guest start (refused MSR writes), which
+ * cost each engine a failed start before it fell back to TCG.
+ */
+static bool cpu_has_virt(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[4096];
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		if (strncmp(line, "flags", 5) == 0 && (strstr(line, " vmx") || strstr(line, " svm")))
+			found = true;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 static bool kvm_usable(void)
 {
-	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC), vm;
+	int fd, vm;
 
-	if (fd < 0)
+	if (!cpu_has_virt())
+		return false;
+	if ((fd = open("/dev/kvm", O_RDWR | O_CLOEXEC)) < 0)
 		return false;
 	vm = ioctl(fd, KVM_CREATE_VM, 0);
 	if (vm >= 0)
