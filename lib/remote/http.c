@@ -1,0 +1,374 @@
+/*
+ * The remote provider's HTTP layer: one request over a pooled libcurl easy
+ * handle, with the REST API's error bodies turned back into saas_status codes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "remote/http.h"
+
+int saas__error_from_name(const char *name)
+{
+	if (!name)
+		return 0;
+	for (int code = SAAS_ERROR; code >= SAAS_EBUSY; code--)
+		if (strcmp(saas_error_name(code), name) == 0)
+			return code;
+	/* The server's own codes (docs/rest.md). */
+	if (strcmp(name, "invalid_json") == 0)
+		return SAAS_EINVAL;
+	if (strcmp(name, "method_not_allowed") == 0 || strcmp(name, "length_required") == 0)
+		return SAAS_EPROTOCOL;
+	return 0;
+}
+
+/* What an HTTP status means when the body does not say. */
+static int error_from_status(long status)
+{
+	switch (status) {
+	case 400: return SAAS_EINVAL;
+	case 401: return SAAS_EAUTH;
+	case 402: return SAAS_ECREDIT;
+	case 404: return SAAS_ENOTFOUND;
+	case 409: return SAAS_ESTATE;
+	case 413: return SAAS_ETOOBIG;
+	case 429: return SAAS_ELIMIT;
+	case 501: return SAAS_ENOTSUP;
+	case 502: return SAAS_EBACKEND;
+	case 503: return SAAS_ESTORE;
+	case 504: return SAAS_ETIMEOUT;
+	default: return status >= 500 ? SAAS_ERROR : SAAS_EPROTOCOL;
+	}
+}
+
+char *saas__url_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(s);
+	char *out = malloc(n * 3 + 1), *q = out;
+
+	if (!out) {
+		saas__oom();
+		return NULL;
+	}
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+		    *p == '_' || *p == '.' || *p == '~') {
+			*q++ = (char)*p;
+		} else {
+			*q++ = '%';
+			*q++ = hex[*p >> 4];
+			*q++ = hex[*p & 15];
+		}
+	}
+	*q = '\0';
+	return out;
+}
+
+static CURL *handle_take(struct saas_remote *r)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->npool)
+		h = r->pool[--r->npool];
+	pthread_mutex_unlock(&r->mu);
+	if (h)
+		curl_easy_reset(h); /* options go; the connection cache stays */
+	else
+		h = curl_easy_init();
+	return h;
+}
+
+static void handle_give(struct saas_remote *r, CURL *h)
+{
+	pthread_mutex_lock(&r->mu);
+	if (r->npool < SAAS_REMOTE_POOL) {
+		r->pool[r->npool++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+struct xfer {
+	CURL *h;
+	const struct saas_http_req *req;
+	saas_buf in;             /* the JSON body to send */
+	size_t in_off;
+	saas_buf out;            /* the answer, unless streamed */
+	bool streaming;          /* the writer takes this answer's body */
+	bool decided;
+	int64_t delivered;       /* bytes given to the writer */
+	int64_t uploaded;        /* bytes taken from the reader */
+	int fail;                /* why a callback stopped the transfer (a saas_status), or 0 */
+};
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb;
+
+	if (!x->decided) {
+		long status = 0;
+		curl_off_t cl = -1;
+		x->decided = true;
+		curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+		x->streaming = x->req->writer && status >= 200 && status < 300;
+		if (x->streaming) {
+			curl_easy_getinfo(x->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+			if (x->req->size)
+				*x->req->size = cl;
+			if (cl > x->req->max) {
+				x->fail = saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, 0,
+				                      "the file is %lld bytes, over the %lld asked for", (long long)cl,
+				                      (long long)x->req->max);
+				return 0;
+			}
+		}
+	}
+	if (x->streaming) {
+		if (x->delivered + (int64_t)n > x->req->max) {
+			x->fail = saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, 0, "the file is over the %lld bytes asked for",
+			                      (long long)x->req->max);
+			return 0;
+		}
+		x->delivered += (int64_t)n;
+		if (n && x->req->writer(x->req->writer_ud, data, n)) {
+			x->fail = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "the writer stopped the read");
+			return 0;
+		}
+		return n;
+	}
+	/* Error bodies and JSON answers are small; anything huge is not the API talking. */
+	if (x->out.len + n > ((size_t)64 << 20)) {
+		x->fail = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 0, "the server's answer is over 64 MiB");
+		return 0;
+	}
+	if (saas__buf_put(&x->out, data, n) < 0) {
+		x->fail = SAAS_ENOMEM;
+		return 0;
+	}
+	return n;
+}
+
+static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb;
+	long got;
+
+	if (!x->req->reader) {
+		if (n > x->in.len - x->in_off)
+			n = x->in.len - x->in_off;
+		memcpy(buf, x->in.data + x->in_off, n);
+		x->in_off += n;
+		return n;
+	}
+	got = x->req->reader(x->req->reader_ud, buf, n);
+	if (got < 0 || (size_t)got > n) {
+		x->fail = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "the reader failed; the write was abandoned");
+		return CURL_READFUNC_ABORT;
+	}
+	x->uploaded += got;
+	return (size_t)got;
+}
+
+static int set_error_from_body(long status, const saas_buf *body)
+{
+	json_t *j = body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
+	json_t *e = j ? json_object_get(j, "error") : NULL;
+	const char *name = json_string_value(json_object_get(e, "code"));
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	int code = saas__error_from_name(name);
+	int rc;
+
+	if (!code || code == SAAS_OK)
+		code = error_from_status(status);
+	if (msg && *msg)
+		rc = saas__error(code, SAAS_ERRCLASS_HTTP, status, "%s", msg);
+	else
+		rc = saas__error(code, SAAS_ERRCLASS_HTTP, status, "the server answered HTTP %ld%s", status,
+		                 e ? "" : " without an error body");
+	json_decref(j);
+	return rc;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Network-level failures where nothing reached the server's handler, or may be repeated safely. */
+static bool retryable(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_OPERATION_TIMEDOUT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int configure(struct saas_remote *r, struct xfer *x, struct curl_slist **headers, char *errbuf)
+{
+	const struct saas_http_req *req = x->req;
+	CURL *h = x->h;
+	char *url = NULL;
+	long timeout = req->timeout_ms ? req->timeout_ms : r->timeout_ms;
+	bool upload = req->reader || req->body;
+
+	if (asprintf(&url, "%s%s", r->base, req->path) < 0)
+		return saas__oom();
+	*headers = curl_slist_append(*headers, r->auth_header);
+	*headers = curl_slist_append(*headers, "Accept: application/json");
+	if (req->body)
+		*headers = curl_slist_append(*headers, "Content-Type: application/json");
+	else if (req->reader)
+		*headers = curl_slist_append(*headers, "Content-Type: application/octet-stream");
+	if (!*headers) {
+		free(url);
+		return saas__oom();
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	free(url); /* curl copies it */
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, r->user_agent);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L); /* never carry the key elsewhere */
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
+	if (req->transfer) {
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout / 1000 > 0 ? timeout / 1000 : 1L);
+	} else {
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
+	}
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, r->verify_tls ? 1L : 0L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, r->verify_tls ? 2L : 0L);
+	if (r->ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, r->ca_file);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	if (upload) {
+		curl_off_t size = req->reader ? req->upload_size : (curl_off_t)x->in.len;
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, x);
+		if (size >= 0)
+			curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, size);
+	}
+	/* UPLOAD means PUT; other verbs with a body (POST) and without one (GET, DELETE) are named. */
+	if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "PUT") != 0)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+	return SAAS_OK;
+}
+
+int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **json)
+{
+	struct xfer x;
+	char *dumped = NULL;
+	unsigned int attempt = 0;
+	int rc;
+
+	if (json)
+		*json = NULL;
+	memset(&x, 0, sizeof(x));
+	x.req = req;
+	x.in = (saas_buf)SAAS_BUF_INIT;
+	x.out = (saas_buf)SAAS_BUF_INIT;
+	if (req->body) {
+		if (!(dumped = json_dumps(req->body, JSON_COMPACT)))
+			return saas__oom();
+		x.in.data = dumped;
+		x.in.len = strlen(dumped);
+	}
+	if (!(x.h = handle_take(r))) {
+		free(dumped);
+		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_HTTP, 0, "cannot make a curl handle");
+	}
+	for (;;) {
+		struct curl_slist *headers = NULL;
+		char errbuf[CURL_ERROR_SIZE] = "";
+		long status = 0;
+		CURLcode cc;
+
+		x.in_off = 0;
+		x.out.len = 0;
+		x.decided = x.streaming = false;
+		x.fail = 0;
+		if ((rc = configure(r, &x, &headers, errbuf)) < 0) {
+			curl_slist_free_all(headers);
+			goto out;
+		}
+		cc = curl_easy_perform(x.h);
+		curl_slist_free_all(headers);
+		curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &status);
+		if (x.fail) {
+			rc = x.fail;
+			goto out;
+		}
+		bool can_retry = req->idempotent && attempt < r->retries && x.delivered == 0 && x.uploaded == 0;
+		if (cc != CURLE_OK) {
+			if (can_retry && retryable(cc))
+				goto again;
+			rc = saas__error(cc == CURLE_OPERATION_TIMEDOUT ? SAAS_ETIMEOUT : SAAS_ENETWORK, SAAS_ERRCLASS_HTTP,
+			                 status, "%s %s%s: %s", req->method, r->base, req->path,
+			                 *errbuf ? errbuf : curl_easy_strerror(cc));
+			goto out;
+		}
+		if (status == 503 && can_retry)
+			goto again;
+		if (status < 200 || status >= 300) {
+			rc = set_error_from_body(status, &x.out);
+			goto out;
+		}
+		if (req->writer) {
+			/* An empty body never reached on_write. */
+			if (!x.decided && req->size) {
+				curl_off_t cl = -1;
+				curl_easy_getinfo(x.h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+				*req->size = cl >= 0 ? cl : 0;
+			}
+			rc = SAAS_OK;
+			goto out;
+		}
+		if (json) {
+			json_error_t jerr;
+			if (!(*json = json_loadb(x.out.data ? x.out.data : "", x.out.len, JSON_ALLOW_NUL, &jerr)) || !json_is_object(*json)) {
+				json_decref(*json);
+				*json = NULL;
+				rc = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, status,
+				                 "%s %s: the server's answer is not a JSON object", req->method, req->path);
+				goto out;
+			}
+		}
+		rc = SAAS_OK;
+		goto out;
+	again:
+		sleep_ms(100L << (attempt < 10 ? attempt : 10));
+		attempt++;
+	}
+out:
+	handle_give(r, x.h);
+	saas__buf_free(&x.out);
+	free(dumped);
+	return rc;
+}

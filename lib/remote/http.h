@@ -1,0 +1,63 @@
+/*
+ * Internal: the remote provider's HTTP layer (libcurl) and JSON helpers.
+ */
+#ifndef SAAS_REMOTE_HTTP_H
+#define SAAS_REMOTE_HTTP_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "core/core.h"
+
+#define SAAS_REMOTE_POOL 8
+
+struct saas_remote {
+	char *base;            /* "http://host:port", no trailing slash */
+	char *auth_header;     /* "Authorization: Bearer ..." */
+	char *user_agent;
+	char *ca_file;
+	long connect_timeout_ms;
+	long timeout_ms;
+	int verify_tls;
+	unsigned int retries;
+
+	/* Idle easy handles; each keeps its own connection cache, so reusing them keeps connections alive. */
+	pthread_mutex_t mu;
+	CURL *pool[SAAS_REMOTE_POOL];
+	size_t npool;
+};
+
+/* One request. Exactly one of body / reader may be set; writer streams a 2xx body instead of buffering it. */
+struct saas_http_req {
+	const char *method;
+	const char *path;        /* "/v1/...", already escaped */
+	json_t *body;            /* sent as application/json, or NULL */
+	saas_read_fn reader;     /* streamed PUT body */
+	void *reader_ud;
+	int64_t upload_size;     /* -1: unknown (chunked) */
+	saas_write_fn writer;    /* streamed 200 body */
+	void *writer_ud;
+	int64_t max;             /* largest body the writer accepts */
+	int64_t *size;           /* [out] the body's length, before the first byte */
+	bool idempotent;
+	bool transfer;           /* bounded by stalls, not by total time */
+	long timeout_ms;         /* 0: the client's */
+};
+
+/*
+ * Perform a request. On a 2xx answer returns SAAS_OK and, unless a writer took
+ * the body, *json is the parsed object (the caller's); otherwise returns the
+ * mapped error with saas_error_last() set.
+ */
+int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **json);
+
+/* Percent-encode everything but RFC 3986 unreserved characters; NULL on OOM. */
+char *saas__url_escape(const char *s);
+
+/* The status code whose saas_error_name() is `name`, or 0. */
+int saas__error_from_name(const char *name);
+
+#endif

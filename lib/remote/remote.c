@@ -1,0 +1,909 @@
+/*
+ * The remote provider: the client calls over aas-server's REST API (v1), as
+ * libvirt's remote driver serves the same API over its wire protocol.
+ * client.c has already checked every argument, so each operation here only
+ * builds a request and turns the answer back into the library's structs.
+ * Money comes from the integer *_micro fields, never the decimal strings.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "remote/http.h"
+
+#define EXEC_MARGIN_MS 60000L
+
+static struct saas_remote *R(saas_client *c)
+{
+	return c->provider;
+}
+
+/* ---- JSON to structs ---- */
+
+static int bad_answer(const char *what)
+{
+	return saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 200, "the server's answer has no valid %s", what);
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static int64_t jint(json_t *o, const char *key)
+{
+	return (int64_t)json_integer_value(json_object_get(o, key));
+}
+
+/* "2025-01-02T03:04:05.678Z" (what the server writes) or null (0). -1 if malformed. */
+static int64_t parse_time(const char *s)
+{
+	int y, mo, d, h, mi, sec, ms = 0, n = 0;
+	struct tm tm;
+
+	if (!s)
+		return 0;
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n == 0)
+		return -1;
+	s += n;
+	if (*s == '.') {
+		int scale = 100;
+		for (s++; *s >= '0' && *s <= '9'; s++, scale /= 10)
+			ms += (*s - '0') * scale;
+	}
+	if (*s != 'Z' || s[1])
+		return -1;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	return (int64_t)timegm(&tm) * 1000 + ms;
+}
+
+static int64_t jtime(json_t *o, const char *key)
+{
+	int64_t t = parse_time(jstr(o, key));
+	return t < 0 ? 0 : t;
+}
+
+static int copy_id(char *dst, size_t size, json_t *o, const char *key)
+{
+	const char *s = jstr(o, key);
+
+	if (!s || !*s || !saas__strlcpy(dst, s, size))
+		return bad_answer(key);
+	return SAAS_OK;
+}
+
+static int enum_of(const char *s, const char *(*name)(int), int lo, int hi)
+{
+	if (!s)
+		return -1;
+	for (int v = lo; v <= hi; v++)
+		if (strcmp(name(v), s) == 0)
+			return v;
+	return -1;
+}
+
+static int parse_sandbox(json_t *o, saas_sandbox **out)
+{
+	saas_sandbox *sb = calloc(1, sizeof(*sb));
+	json_t *ports = json_object_get(o, "ports"), *p;
+	const char *end = jstr(o, "end_reason");
+	size_t i;
+	int rc;
+
+	if (!sb)
+		return saas__oom();
+	if ((rc = copy_id(sb->id, sizeof(sb->id), o, "id")) < 0)
+		goto fail;
+	if ((sb->status = enum_of(jstr(o, "status"), saas_sandbox_status_name, SAAS_SANDBOX_CREATING,
+	                          SAAS_SANDBOX_DESTROYED)) < 0) {
+		rc = bad_answer("sandbox status");
+		goto fail;
+	}
+	sb->end_reason = end ? enum_of(end, saas_end_reason_name, SAAS_END_USER, SAAS_END_LOST) : SAAS_END_NONE;
+	if (sb->end_reason < 0)
+		sb->end_reason = SAAS_END_NONE;
+	saas__strlcpy(sb->size, jstr(o, "size") ? jstr(o, "size") : "", sizeof(sb->size));
+	sb->vcpus = (unsigned int)jint(o, "vcpus");
+	sb->memory_mb = (unsigned int)jint(o, "memory_mb");
+	sb->disk_gb = (unsigned int)jint(o, "disk_gb");
+	if (!(sb->image = saas__strdup(jstr(o, "image") ? jstr(o, "image") : ""))) {
+		rc = SAAS_ENOMEM;
+		goto fail;
+	}
+	sb->created_at_ms = jtime(o, "created_at");
+	sb->ready_at_ms = jtime(o, "ready_at");
+	sb->expires_at_ms = jtime(o, "expires_at");
+	sb->destroyed_at_ms = jtime(o, "destroyed_at");
+	sb->cost_usd_micro = jint(o, "cost_usd_micro");
+	if (json_array_size(ports)) {
+		if (!(sb->ports = calloc(json_array_size(ports), sizeof(*sb->ports)))) {
+			rc = saas__oom();
+			goto fail;
+		}
+		json_array_foreach(ports, i, p) {
+			sb->ports[i].port = (unsigned int)jint(p, "port");
+			sb->nports = i + 1;
+			if (!(sb->ports[i].url = saas__strdup(jstr(p, "url") ? jstr(p, "url") : ""))) {
+				rc = SAAS_ENOMEM;
+				goto fail;
+			}
+		}
+	}
+	*out = sb;
+	return SAAS_OK;
+fail:
+	saas_sandbox_free(sb);
+	return rc;
+}
+
+static const unsigned char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *base64(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	char *out = malloc((len + 2) / 3 * 4 + 1), *q = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0) |
+		             (i + 2 < len ? p[i + 2] : 0);
+		*q++ = (char)b64[v >> 18 & 63];
+		*q++ = (char)b64[v >> 12 & 63];
+		*q++ = i + 1 < len ? (char)b64[v >> 6 & 63] : '=';
+		*q++ = i + 2 < len ? (char)b64[v & 63] : '=';
+	}
+	*q = '\0';
+	return out;
+}
+
+/* Decode into a NUL-terminated buffer; -1 if malformed. */
+static int unbase64(char **out, size_t *outlen, const char *in)
+{
+	size_t inlen = strlen(in), n = 0;
+	char *buf = malloc(inlen / 4 * 3 + 4);
+	uint32_t acc = 0;
+	int bits = 0;
+
+	if (!buf)
+		return -1;
+	for (size_t i = 0; i < inlen && in[i] != '='; i++) {
+		const char *c = strchr((const char *)b64, in[i]);
+		if (!c || !in[i]) {
+			free(buf);
+			return -1;
+		}
+		acc = acc << 6 | (uint32_t)(c - (const char *)b64);
+		if ((bits += 6) >= 8) {
+			bits -= 8;
+			buf[n++] = (char)(acc >> bits & 0xff);
+		}
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*outlen = n;
+	return 0;
+}
+
+/* "stdout" (a UTF-8 string, NULs included) or "stdout_base64". */
+static int parse_output(json_t *o, const char *name, char **data, size_t *len)
+{
+	char key[32];
+	json_t *s = json_object_get(o, name);
+
+	if (json_is_string(s)) {
+		*len = json_string_length(s);
+		if (!(*data = malloc(*len + 1)))
+			return saas__oom();
+		memcpy(*data, json_string_value(s), *len);
+		(*data)[*len] = '\0';
+		return SAAS_OK;
+	}
+	snprintf(key, sizeof(key), "%s_base64", name);
+	if (jstr(o, key)) {
+		if (unbase64(data, len, jstr(o, key)) < 0)
+			return bad_answer(key);
+		return SAAS_OK;
+	}
+	*len = 0;
+	if (!(*data = calloc(1, 1)))
+		return saas__oom();
+	return SAAS_OK;
+}
+
+static int parse_execution(json_t *o, saas_execution **out)
+{
+	saas_execution *x = calloc(1, sizeof(*x));
+	json_t *code = json_object_get(o, "exit_code");
+	int rc;
+
+	if (!x)
+		return saas__oom();
+	if ((rc = copy_id(x->id, sizeof(x->id), o, "execution_id")) < 0 ||
+	    (rc = copy_id(x->sandbox_id, sizeof(x->sandbox_id), o, "sandbox_id")) < 0)
+		goto fail;
+	if ((x->status = enum_of(jstr(o, "status"), saas_exec_status_name, SAAS_EXEC_RUNNING, SAAS_EXEC_FAILED)) < 0) {
+		rc = bad_answer("execution status");
+		goto fail;
+	}
+	x->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+	if ((rc = parse_output(o, "stdout", &x->stdout_data, &x->stdout_len)) < 0 ||
+	    (rc = parse_output(o, "stderr", &x->stderr_data, &x->stderr_len)) < 0)
+		goto fail;
+	x->stdout_truncated = json_is_true(json_object_get(o, "stdout_truncated"));
+	x->stderr_truncated = json_is_true(json_object_get(o, "stderr_truncated"));
+	x->started_at_ms = jtime(o, "started_at");
+	x->finished_at_ms = jtime(o, "finished_at");
+	x->duration_ms = jint(o, "duration_ms");
+	if (!(x->error = saas__strdup(jstr(o, "error") ? jstr(o, "error") : ""))) {
+		rc = SAAS_ENOMEM;
+		goto fail;
+	}
+	*out = x;
+	return SAAS_OK;
+fail:
+	saas_execution_free(x);
+	return rc;
+}
+
+/* ---- requests ---- */
+
+/* "/v1/sandboxes/ID" + suffix, the id escaped. */
+static char *sandbox_path(const char *collection, const char *id, const char *suffix)
+{
+	char *eid = saas__url_escape(id), *path = NULL;
+
+	if (!eid)
+		return NULL;
+	if (asprintf(&path, "/v1/%s/%s%s", collection, eid, suffix ? suffix : "") < 0) {
+		saas__oom();
+		path = NULL;
+	}
+	free(eid);
+	return path;
+}
+
+/* A request whose answer, if wanted, is a sandbox. */
+static int sandbox_call(saas_client *c, const char *method, char *path, json_t *body, bool idempotent,
+                        saas_sandbox **out)
+{
+	struct saas_http_req req = { 0 };
+	json_t *ans = NULL;
+	int rc;
+
+	if (!path) {
+		json_decref(body);
+		return SAAS_ENOMEM;
+	}
+	req.method = method;
+	req.path = path;
+	req.body = body;
+	req.idempotent = idempotent;
+	rc = saas__http(R(c), &req, &ans);
+	if (rc == SAAS_OK && out)
+		rc = parse_sandbox(ans, out);
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+static int get_json(saas_client *c, const char *path, json_t **ans)
+{
+	struct saas_http_req req = { 0 };
+
+	req.method = "GET";
+	req.path = path;
+	req.idempotent = true;
+	return saas__http(R(c), &req, ans);
+}
+
+static int remote_account(saas_client *c, saas_account_info **out)
+{
+	saas_account_info *ai = NULL;
+	json_t *ans = NULL, *limits, *sizes, *s;
+	size_t i;
+	int rc;
+
+	if ((rc = get_json(c, "/v1/account", &ans)) < 0)
+		return rc;
+	if (!(ai = calloc(1, sizeof(*ai)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	if ((rc = copy_id(ai->id, sizeof(ai->id), ans, "id")) < 0)
+		goto out;
+	if (!(ai->name = saas__strdup(jstr(ans, "name") ? jstr(ans, "name") : ""))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	ai->credit_usd_micro = jint(ans, "credit_usd_micro");
+	ai->spent_usd_micro = jint(ans, "spent_usd_micro");
+	ai->balance_usd_micro = jint(ans, "balance_usd_micro");
+	ai->active_sandboxes = (unsigned int)jint(ans, "active_sandboxes");
+	limits = json_object_get(ans, "limits");
+	ai->limits.max_sandboxes = (unsigned int)jint(limits, "max_sandboxes");
+	ai->limits.default_timeout_s = jint(limits, "default_timeout");
+	ai->limits.max_timeout_s = jint(limits, "max_timeout");
+	ai->limits.min_balance_s = jint(limits, "min_balance_seconds");
+	sizes = json_object_get(ans, "sizes");
+	if (json_array_size(sizes)) {
+		if (!(ai->sizes = calloc(json_array_size(sizes), sizeof(*ai->sizes)))) {
+			rc = saas__oom();
+			goto out;
+		}
+		json_array_foreach(sizes, i, s) {
+			saas_size *z = &ai->sizes[i];
+			ai->nsizes = i + 1;
+			if (!(z->name = saas__strdup(jstr(s, "name") ? jstr(s, "name") : ""))) {
+				rc = SAAS_ENOMEM;
+				goto out;
+			}
+			z->vcpus = (unsigned int)jint(s, "vcpus");
+			z->memory_mb = (unsigned int)jint(s, "memory_mb");
+			z->disk_gb = (unsigned int)jint(s, "disk_gb");
+			z->usd_micro_per_hour = jint(s, "usd_per_hour_micro");
+		}
+	}
+	*out = ai;
+	ai = NULL;
+out:
+	saas_account_info_free(ai);
+	json_decref(ans);
+	return rc;
+}
+
+static void format_time(char *buf, size_t size, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	if (strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+		buf[0] = '\0';
+	else
+		snprintf(buf + strlen(buf), size - strlen(buf), ".%03dZ", (int)(ms % 1000));
+}
+
+static int remote_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out)
+{
+	char from[40] = "", to[40] = "", path[160];
+	saas_usage *u = NULL;
+	json_t *ans = NULL, *lines, *l;
+	size_t i;
+	int rc;
+
+	if (from_ms)
+		format_time(from, sizeof(from), from_ms);
+	if (to_ms)
+		format_time(to, sizeof(to), to_ms);
+	/* RFC 3339 needs no escaping but ':', which a query value may hold as is. */
+	snprintf(path, sizeof(path), "/v1/usage?from=%s&to=%s", from, to);
+	if ((rc = get_json(c, path, &ans)) < 0)
+		return rc;
+	if (!(u = calloc(1, sizeof(*u)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	u->from_ms = jtime(ans, "from");
+	u->to_ms = jtime(ans, "to");
+	u->total_seconds = jint(ans, "total_seconds");
+	u->total_usd_micro = jint(ans, "total_usd_micro");
+	lines = json_object_get(ans, "sandboxes");
+	if (json_array_size(lines)) {
+		if (!(u->lines = calloc(json_array_size(lines), sizeof(*u->lines)))) {
+			rc = saas__oom();
+			goto out;
+		}
+		json_array_foreach(lines, i, l) {
+			saas_usage_line *x = &u->lines[i];
+			if ((rc = copy_id(x->sandbox_id, sizeof(x->sandbox_id), l, "sandbox_id")) < 0)
+				goto out;
+			saas__strlcpy(x->size, jstr(l, "size") ? jstr(l, "size") : "", sizeof(x->size));
+			x->seconds = jint(l, "seconds");
+			x->cost_usd_micro = jint(l, "cost_usd_micro");
+			x->running = json_is_true(json_object_get(l, "running"));
+			u->count = i + 1;
+		}
+	}
+	*out = u;
+	u = NULL;
+out:
+	saas_usage_free(u);
+	json_decref(ans);
+	return rc;
+}
+
+static int remote_sandbox_create(saas_client *c, const saas_create_options *o, saas_sandbox **out)
+{
+	json_t *body = json_object();
+	char *path = saas__strdup("/v1/sandboxes");
+
+	if (!body || !path) {
+		json_decref(body);
+		free(path);
+		return saas__oom();
+	}
+	if (o->size)
+		json_object_set_new(body, "size", json_string(o->size));
+	if (o->image)
+		json_object_set_new(body, "image", json_string(o->image));
+	if (o->network)
+		json_object_set_new(body, "network", json_string(o->network));
+	if (o->timeout_s)
+		json_object_set_new(body, "timeout", json_integer((json_int_t)o->timeout_s));
+	return sandbox_call(c, "POST", path, body, false, out);
+}
+
+static int remote_sandbox_get(saas_client *c, const char *id, saas_sandbox **out)
+{
+	return sandbox_call(c, "GET", sandbox_path("sandboxes", id, NULL), NULL, true, out);
+}
+
+static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
+                               saas_sandbox_list **out)
+{
+	saas_sandbox_list *list = NULL;
+	char *ecur = cursor ? saas__url_escape(cursor) : NULL, *path = NULL;
+	json_t *ans = NULL, *items, *it, *next;
+	const char *status = flags & SAAS_LIST_ACTIVE ? "active" : flags & SAAS_LIST_DESTROYED ? "destroyed" : "all";
+	size_t i;
+	int rc;
+
+	if (cursor && !ecur)
+		return SAAS_ENOMEM;
+	if (asprintf(&path, "/v1/sandboxes?status=%s&limit=%u%s%s", status, limit, ecur ? "&cursor=" : "",
+	             ecur ? ecur : "") < 0) {
+		free(ecur);
+		return saas__oom();
+	}
+	free(ecur);
+	if ((rc = get_json(c, path, &ans)) < 0)
+		goto out;
+	items = json_object_get(ans, "sandboxes");
+	if (!json_is_array(items)) {
+		rc = bad_answer("sandboxes");
+		goto out;
+	}
+	if (!(list = calloc(1, sizeof(*list))) ||
+	    (json_array_size(items) && !(list->items = calloc(json_array_size(items), sizeof(*list->items))))) {
+		rc = saas__oom();
+		goto out;
+	}
+	json_array_foreach(items, i, it) {
+		if ((rc = parse_sandbox(it, &list->items[i])) < 0)
+			goto out;
+		list->count = i + 1;
+	}
+	next = json_object_get(ans, "next_cursor");
+	if (json_is_string(next) && !(list->next_cursor = saas__strdup(json_string_value(next)))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	*out = list;
+	list = NULL;
+out:
+	saas_sandbox_list_free(list);
+	json_decref(ans);
+	free(path);
+	return rc;
+}
+
+static int remote_sandbox_extend(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out)
+{
+	json_t *body = json_pack("{s:I}", "seconds", (json_int_t)seconds);
+
+	if (!body)
+		return saas__oom();
+	return sandbox_call(c, "POST", sandbox_path("sandboxes", id, "/extend"), body, false, out);
+}
+
+static int remote_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **out)
+{
+	return sandbox_call(c, "DELETE", sandbox_path("sandboxes", id, NULL), NULL, true, out);
+}
+
+static int exec_body(const char *command, const saas_exec_options *o, unsigned int flags, json_t **out)
+{
+	json_t *body = json_object(), *env = NULL;
+
+	if (!body || json_object_set_new(body, "command", json_string(command)) < 0)
+		goto oom;
+	if (o->cwd && json_object_set_new(body, "cwd", json_string(o->cwd)) < 0)
+		goto oom;
+	if (o->env) {
+		if (!(env = json_object()) || json_object_set_new(body, "env", env) < 0)
+			goto oom;
+		for (const char *const *e = o->env; *e; e++) {
+			const char *eq = strchr(*e, '=');
+			char *name = strndup(*e, (size_t)(eq - *e));
+			int bad = !name || json_object_set_new(env, name, json_string(eq + 1)) < 0;
+			free(name);
+			if (bad)
+				goto oom;
+		}
+	}
+	if (o->stdin_len) {
+		/* Always base64: stdin is bytes. */
+		char *b = base64(o->stdin_data, o->stdin_len);
+		int bad = !b || json_object_set_new(body, "stdin_base64", json_string(b)) < 0;
+		free(b);
+		if (bad)
+			goto oom;
+	}
+	if (o->timeout_s && json_object_set_new(body, "timeout", json_integer((json_int_t)o->timeout_s)) < 0)
+		goto oom;
+	if (o->max_output && json_object_set_new(body, "max_output", json_integer((json_int_t)o->max_output)) < 0)
+		goto oom;
+	if ((flags & SAAS_EXEC_BACKGROUND) && json_object_set_new(body, "background", json_true()) < 0)
+		goto oom;
+	*out = body;
+	return SAAS_OK;
+oom:
+	json_decref(body);
+	return saas__oom();
+}
+
+static int remote_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
+                       unsigned int flags, saas_execution **out)
+{
+	struct saas_http_req req = { 0 };
+	char *path = sandbox_path("sandboxes", id, "/exec");
+	json_t *body = NULL, *ans = NULL;
+	int64_t t = o->timeout_s ? o->timeout_s : SAAS_EXEC_TIMEOUT_DEFAULT;
+	int rc;
+
+	if (!path)
+		return SAAS_ENOMEM;
+	if ((rc = exec_body(command, o, flags, &body)) < 0)
+		goto out;
+	req.method = "POST";
+	req.path = path;
+	req.body = body;
+	if (!(flags & SAAS_EXEC_BACKGROUND) && t * 1000 + EXEC_MARGIN_MS > R(c)->timeout_ms)
+		req.timeout_ms = (long)(t * 1000 + EXEC_MARGIN_MS);
+	if ((rc = saas__http(R(c), &req, &ans)) < 0)
+		goto out;
+	rc = parse_execution(ans, out);
+out:
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+static int remote_execution_get(saas_client *c, const char *id, saas_execution **out)
+{
+	char *path = sandbox_path("executions", id, NULL);
+	json_t *ans = NULL;
+	int rc;
+
+	if (!path)
+		return SAAS_ENOMEM;
+	if ((rc = get_json(c, path, &ans)) == SAAS_OK)
+		rc = parse_execution(ans, out);
+	json_decref(ans);
+	free(path);
+	return rc;
+}
+
+/* "/v1/sandboxes/ID/files?path=P" + extra. */
+static char *files_path(const char *id, const char *path, const char *extra)
+{
+	char *eid = saas__url_escape(id), *epath = path ? saas__url_escape(path) : saas__strdup(""), *out = NULL;
+
+	if (eid && epath && asprintf(&out, "/v1/sandboxes/%s/files?path=%s%s", eid, epath, extra ? extra : "") < 0) {
+		saas__oom();
+		out = NULL;
+	}
+	free(eid);
+	free(epath);
+	return out;
+}
+
+static int remote_file_write(saas_client *c, const char *id, const char *path, saas_read_fn reader, void *ud,
+                             int64_t size, unsigned int mode)
+{
+	struct saas_http_req req = { 0 };
+	char extra[32] = "", *p;
+	json_t *ans = NULL;
+	int rc;
+
+	if (mode)
+		snprintf(extra, sizeof(extra), "&mode=%04o", mode);
+	if (!(p = files_path(id, path, extra)))
+		return SAAS_ENOMEM;
+	req.method = "PUT";
+	req.path = p;
+	req.reader = reader;
+	req.reader_ud = ud;
+	req.upload_size = size;
+	req.idempotent = true;
+	req.transfer = true;
+	rc = saas__http(R(c), &req, &ans);
+	json_decref(ans);
+	free(p);
+	return rc;
+}
+
+static int remote_file_read(saas_client *c, const char *id, const char *path, int64_t max, saas_write_fn writer,
+                            void *ud, int64_t *size)
+{
+	struct saas_http_req req = { 0 };
+	char *p = files_path(id, path, NULL);
+	int rc;
+
+	if (!p)
+		return SAAS_ENOMEM;
+	req.method = "GET";
+	req.path = p;
+	req.writer = writer;
+	req.writer_ud = ud;
+	req.max = max;
+	req.size = size;
+	req.idempotent = true;
+	req.transfer = true;
+	rc = saas__http(R(c), &req, NULL);
+	free(p);
+	return rc;
+}
+
+static int file_type(const char *s)
+{
+	if (!s)
+		return SAAS_FILE_OTHER;
+	if (strcmp(s, "file") == 0)
+		return SAAS_FILE_REGULAR;
+	if (strcmp(s, "directory") == 0)
+		return SAAS_FILE_DIRECTORY;
+	if (strcmp(s, "symlink") == 0)
+		return SAAS_FILE_SYMLINK;
+	return SAAS_FILE_OTHER;
+}
+
+static int remote_file_list(saas_client *c, const char *id, const char *path, unsigned int depth,
+                            unsigned int max_entries, saas_file_list **out)
+{
+	saas_file_list *list = NULL;
+	char extra[80], *p;
+	json_t *ans = NULL, *entries, *e;
+	size_t i;
+	int rc;
+
+	snprintf(extra, sizeof(extra), "&list=true&depth=%u&max_entries=%u", depth, max_entries);
+	if (!(p = files_path(id, path, extra)))
+		return SAAS_ENOMEM;
+	if ((rc = get_json(c, p, &ans)) < 0)
+		goto out;
+	entries = json_object_get(ans, "entries");
+	if (!json_is_array(entries) || !jstr(ans, "root")) {
+		rc = bad_answer("file listing");
+		goto out;
+	}
+	if (!(list = calloc(1, sizeof(*list))) || !(list->root = saas__strdup(jstr(ans, "root"))) ||
+	    (json_array_size(entries) && !(list->entries = calloc(json_array_size(entries), sizeof(*list->entries))))) {
+		rc = saas__oom();
+		goto out;
+	}
+	list->truncated = json_is_true(json_object_get(ans, "truncated"));
+	json_array_foreach(entries, i, e) {
+		saas_file_entry *fe = &list->entries[i];
+		const char *mode = jstr(e, "mode");
+		list->count = i + 1;
+		if (!(fe->path = saas__strdup(jstr(e, "path") ? jstr(e, "path") : ""))) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		fe->type = file_type(jstr(e, "type"));
+		fe->size = jint(e, "size");
+		fe->mode = mode ? (unsigned int)strtoul(mode, NULL, 8) & 07777 : 0;
+		fe->mtime_ms = jtime(e, "modified_at");
+	}
+	*out = list;
+	list = NULL;
+out:
+	saas_file_list_free(list);
+	json_decref(ans);
+	free(p);
+	return rc;
+}
+
+static int remote_port_expose(saas_client *c, const char *id, unsigned int port, char **url)
+{
+	struct saas_http_req req = { 0 };
+	char *path = sandbox_path("sandboxes", id, "/ports");
+	json_t *body = json_pack("{s:i}", "port", (int)port), *ans = NULL;
+	int rc;
+
+	if (!path || !body) {
+		rc = saas__oom();
+		goto out;
+	}
+	req.method = "POST";
+	req.path = path;
+	req.body = body;
+	req.idempotent = false;
+	if ((rc = saas__http(R(c), &req, &ans)) < 0)
+		goto out;
+	if (!jstr(ans, "url")) {
+		rc = bad_answer("url");
+		goto out;
+	}
+	if (!(*url = saas__strdup(jstr(ans, "url"))))
+		rc = SAAS_ENOMEM;
+out:
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+static int remote_port_connect(saas_client *c, const char *id, unsigned int port, int *fd)
+{
+	(void)c;
+	(void)fd;
+	return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0,
+	                   "a remote client cannot open tunnels: expose port %u of %s with saas_port_expose() "
+	                   "and connect to its preview URL",
+	                   port, id);
+}
+
+static void remote_free(saas_client *c)
+{
+	struct saas_remote *r = R(c);
+
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->npool; i++)
+		curl_easy_cleanup(r->pool[i]);
+	pthread_mutex_destroy(&r->mu);
+	free(r->base);
+	if (r->auth_header) {
+		/* The key should not linger in freed memory. */
+		memset(r->auth_header, 0, strlen(r->auth_header));
+		free(r->auth_header);
+	}
+	free(r->user_agent);
+	free(r->ca_file);
+	free(r);
+	c->provider = NULL;
+}
+
+static const struct saas_client_ops remote_ops = {
+	remote_account,
+	remote_usage,
+	remote_sandbox_create,
+	remote_sandbox_get,
+	remote_sandbox_list,
+	remote_sandbox_extend,
+	remote_sandbox_destroy,
+	remote_exec,
+	remote_execution_get,
+	remote_file_write,
+	remote_file_read,
+	remote_file_list,
+	remote_port_expose,
+	remote_port_connect,
+	remote_free,
+};
+
+/* ---- open ---- */
+
+static char *str_printf(const char *fmt, ...) SAAS_PRINTF(1, 2);
+static char *str_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return n < 0 ? NULL : s;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* The origin only: "http[s]://host[:port]" with at most a trailing '/'. */
+static int check_base_url(const char *url, size_t *len)
+{
+	const char *host, *rest;
+
+	if (!url || !*url)
+		return saas__inval("base_url is missing; give the server's origin, e.g. http://127.0.0.1:8080");
+	for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+		if (*p <= 0x20 || *p >= 0x7f)
+			return saas__inval("base_url contains a space or a control character");
+	if (strncmp(url, "http://", 7) == 0)
+		host = url + 7;
+	else if (strncmp(url, "https://", 8) == 0)
+		host = url + 8;
+	else
+		return saas__inval("base_url must start with http:// or https://");
+	rest = host + strcspn(host, "/?#");
+	if (rest == host || *host == ':' || strchr(host, '@') != NULL)
+		return saas__inval("base_url has no host (or holds credentials); give scheme://host[:port]");
+	if (*rest && strcmp(rest, "/") != 0)
+		return saas__inval("base_url must be the server's origin only (scheme://host[:port], e.g. "
+		                   "http://127.0.0.1:8080), without \"%s\": the client adds /v1 itself",
+		                   rest);
+	*len = (size_t)(rest - url);
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url, const char *api_key,
+                                         const saas_remote_options *options, unsigned int flags)
+{
+	saas_remote_options defaults = SAAS_REMOTE_OPTIONS_INIT;
+	const saas_remote_options *o = options ? options : &defaults;
+	struct saas_remote *r = NULL;
+	saas_client *c = NULL;
+	saas_account_info *ai = NULL;
+	size_t len = 0;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if ((rc = check_base_url(base_url, &len)) < 0)
+		return rc;
+	if (o->version != SAAS_REMOTE_OPTIONS_VERSION)
+		return saas__inval("remote options version %u is not %u", o->version, SAAS_REMOTE_OPTIONS_VERSION);
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (o->retries > 10)
+		return saas__inval("retries %u is over 10", o->retries);
+	if (o->user_agent && !saas__valid_text(o->user_agent, 256))
+		return saas__inval("user_agent is too long or not printable");
+	if (!api_key || !*api_key)
+		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "no API key given");
+	if (strlen(api_key) > 256 || !saas__valid_text(api_key, 256) || strchr(api_key, ' '))
+		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "invalid API key");
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return saas__error(SAAS_ENETWORK, SAAS_ERRCLASS_HTTP, 0, "curl_global_init failed: %s",
+		                   curl_easy_strerror(curl_init_rc));
+
+	if (!(c = calloc(1, sizeof(*c))) || !(r = calloc(1, sizeof(*r)))) {
+		free(c);
+		return saas__oom();
+	}
+	c->ops = &remote_ops;
+	c->provider = r;
+	pthread_mutex_init(&r->mu, NULL);
+	r->connect_timeout_ms = o->connect_timeout_ms ? (long)o->connect_timeout_ms : 10000L;
+	r->timeout_ms = o->timeout_ms ? (long)o->timeout_ms : 300000L;
+	r->verify_tls = o->verify_tls;
+	r->retries = o->retries;
+	if (!(r->base = strndup(base_url, len)) || !(r->auth_header = str_printf("Authorization: Bearer %s", api_key)) ||
+	    (o->ca_file && !(r->ca_file = strdup(o->ca_file))) ||
+	    !(r->user_agent = o->user_agent ? strdup(o->user_agent) : str_printf("libsaas/%s", saas_version()))) {
+		rc = saas__oom();
+		goto fail;
+	}
+	/* Authenticate now, so that a wrong key fails here as it does locally. */
+	if ((rc = remote_account(c, &ai)) < 0)
+		goto fail;
+	saas__strlcpy(c->account_id, ai->id, sizeof(c->account_id));
+	saas_account_info_free(ai);
+	*out = c;
+	return SAAS_OK;
+fail:
+	saas_client_free(c);
+	return rc;
+}

@@ -1,0 +1,1028 @@
+/*
+ * The client contract: one suite of client-level tests, written once against
+ * a saas_client, run against both providers. They must pass identically.
+ *
+ *   SAAS_TEST_PROVIDER=local   an engine with the fake driver, in process
+ *   SAAS_TEST_PROVIDER=remote  aas-server-fake (path in $SAAS_TEST_SERVER) on a
+ *                              free loopback port, reached with
+ *                              saas_client_open_remote(); killed at the end
+ *
+ * Where they differ, one of them has a bug.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "fake/fake_driver.h"
+#include "testutil.h"
+
+/* ---- the providers ---- */
+
+static struct {
+	int remote;
+	char *dir;              /* the suite's temp directory */
+	const char *server_bin;
+	pid_t server;           /* the aas-server-fake we started, or 0 */
+	char base[64];          /* its origin */
+	char state[512];
+	unsigned int accounts;
+} P;
+
+struct fixture {
+	char *dir;              /* local: the engine's state */
+	char *url;
+	saas_engine *engine;    /* local */
+	char *key_a, *key_b;
+	saas_client *a, *b;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void stop_server(void)
+{
+	if (P.server > 0) {
+		kill(P.server, SIGTERM);
+		waitpid(P.server, NULL, 0);
+		P.server = 0;
+	}
+}
+
+static int start_server(void)
+{
+	char portfile[600], log[600], buf[32] = "";
+	int fd;
+
+	snprintf(portfile, sizeof(portfile), "%s/port", P.dir);
+	snprintf(log, sizeof(log), "%s/server.log", P.dir);
+	snprintf(P.state, sizeof(P.state), "%s/state", P.dir);
+	P.server = fork();
+	if (P.server < 0)
+		return -1;
+	if (P.server == 0) {
+		/* If the test process dies, so does its server. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if ((fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600)) >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execl(P.server_bin, P.server_bin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--state-dir",
+		      P.state, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 300; i++) {
+		FILE *f = fopen(portfile, "r");
+		if (f) {
+			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+			fclose(f);
+			buf[n] = '\0';
+			if (n && buf[n - 1] == '\n') {
+				buf[n - 1] = '\0';
+			}
+			if (atoi(buf) > 0) {
+				snprintf(P.base, sizeof(P.base), "http://127.0.0.1:%d", atoi(buf));
+				return 0;
+			}
+		}
+		if (waitpid(P.server, NULL, WNOHANG) == P.server) {
+			P.server = 0;
+			fprintf(stderr, "aas-server-fake exited early; see %s\n", log);
+			return -1;
+		}
+		usleep(50000);
+	}
+	stop_server();
+	return -1;
+}
+
+/* `aas-server-fake account create`: a new account, its key printed alone. */
+static char *admin_account(const char *name, const char *credit)
+{
+	char key[256];
+	size_t n = 0;
+	int pfd[2], status;
+	ssize_t got;
+	pid_t pid;
+
+	if (pipe(pfd) < 0)
+		return NULL;
+	if ((pid = fork()) == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(pfd[1], 1);
+		if (null >= 0)
+			dup2(null, 2);
+		close(pfd[0]);
+		if (credit)
+			execl(P.server_bin, P.server_bin, "account", "create", "--name", name, "--credit", credit,
+			      "--state-dir", P.state, (char *)NULL);
+		else
+			execl(P.server_bin, P.server_bin, "account", "create", "--name", name, "--state-dir", P.state,
+			      (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (n < sizeof(key) - 1 && (got = read(pfd[0], key + n, sizeof(key) - 1 - n)) != 0) {
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			break;
+		n += (size_t)got;
+	}
+	close(pfd[0]);
+	key[n] = '\0';
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return NULL;
+	key[strcspn(key, "\n")] = '\0';
+	return strdup(key);
+}
+
+static int group_setup(void **state)
+{
+	const char *p = getenv("SAAS_TEST_PROVIDER");
+
+	(void)state;
+	P.remote = p && strcmp(p, "remote") == 0;
+	if (p && !P.remote && strcmp(p, "local") != 0) {
+		fprintf(stderr, "SAAS_TEST_PROVIDER must be local or remote\n");
+		return -1;
+	}
+	if (!(P.dir = saas_test_tmpdir()))
+		return -1;
+	if (!P.remote)
+		return 0;
+	if (!(P.server_bin = getenv("SAAS_TEST_SERVER"))) {
+		fprintf(stderr, "SAAS_TEST_SERVER must name the aas-server-fake binary\n");
+		return -1;
+	}
+	return start_server();
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	stop_server();
+	if (P.dir && !getenv("SAAS_TEST_KEEP"))
+		saas_test_rmdir(P.dir);
+	P.dir = NULL;
+	return 0;
+}
+
+/* A new account with `credit` micro-dollars; its key (malloc()ed). */
+static char *new_account(struct fixture *f, const char *name, int64_t credit)
+{
+	char buf[40], nm[64];
+
+	snprintf(nm, sizeof(nm), "%s-%u", name, ++P.accounts);
+	if (P.remote)
+		return admin_account(nm, credit == SAAS_CREDIT_DEFAULT ? NULL : saas_usd_format(buf, sizeof(buf), credit));
+	saas_account *acc = NULL;
+	char *key = NULL;
+	if (saas_account_create(&acc, f->engine, nm, credit, 0) != SAAS_OK)
+		return NULL;
+	if (saas_key_create(&key, NULL, f->engine, acc->id, "k") != SAAS_OK)
+		key = NULL;
+	saas_account_free(acc);
+	return key;
+}
+
+static int open_client(saas_client **c, struct fixture *f, const char *key)
+{
+	if (P.remote)
+		return saas_client_open_remote(c, P.base, key, NULL, 0);
+	return saas_client_open_local(c, f->engine, key, 0);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+
+	if (!f)
+		return -1;
+	if (!P.remote) {
+		saas_fake_reset();
+		f->dir = saas_test_tmpdir();
+		f->url = saas_test_store_url(f->dir);
+		o.state_dir = f->dir;
+		o.store_url = f->url;
+		o.driver = &saas_fake_driver;
+		if (saas_engine_open(&f->engine, &o) != SAAS_OK) {
+			fprintf(stderr, "engine open: %s\n", saas_error_last()->message);
+			return -1;
+		}
+	}
+	f->key_a = new_account(f, "alice", SAAS_CREDIT_DEFAULT);
+	f->key_b = new_account(f, "bob", SAAS_CREDIT_DEFAULT);
+	if (!f->key_a || !f->key_b || open_client(&f->a, f, f->key_a) != SAAS_OK ||
+	    open_client(&f->b, f, f->key_b) != SAAS_OK) {
+		fprintf(stderr, "setup: %s\n", saas_error_last()->message);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	if (!f)
+		return 0;
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	saas_engine_free(f->engine);
+	saas_free(f->key_a);
+	saas_free(f->key_b);
+	free(f->url);
+	if (f->dir)
+		saas_test_rmdir(f->dir);
+	free(f);
+	if (!P.remote)
+		saas_fake_reset();
+	return 0;
+}
+
+/* ---- helpers ---- */
+
+#define EXPECT(call, code)                                                                              \
+	do {                                                                                                \
+		int rc_ = (call);                                                                               \
+		if (rc_ != (code))                                                                              \
+			fail_msg("%s: got %s (%s), want %s", #call, saas_error_name(rc_), saas_error_last()->message, \
+			         saas_error_name(code));                                                            \
+	} while (0)
+
+static saas_sandbox *create(saas_client *c, const char *size, int64_t timeout_s)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+
+	o.size = size;
+	o.timeout_s = timeout_s;
+	EXPECT(saas_sandbox_create(&sb, c, &o, 0), SAAS_OK);
+	return sb;
+}
+
+static saas_execution *run(saas_client *c, const char *id, const char *cmd, const saas_exec_options *o)
+{
+	saas_execution *x = NULL;
+
+	EXPECT(saas_exec(&x, c, id, cmd, o, 0), SAAS_OK);
+	return x;
+}
+
+/* ---- the tests ---- */
+
+static void test_open(void **state)
+{
+	struct fixture *f = *state;
+	saas_client *c = (saas_client *)1;
+
+	EXPECT(open_client(&c, f, "aas_sk_nope"), SAAS_EAUTH);
+	assert_null(c);
+	EXPECT(open_client(&c, f, ""), SAAS_EAUTH);
+	EXPECT(open_client(&c, f, NULL), SAAS_EAUTH);
+	assert_non_null(saas_client_account_id(f->a));
+	assert_true(strncmp(saas_client_account_id(f->a), "acc", 3) == 0);
+	assert_string_not_equal(saas_client_account_id(f->a), saas_client_account_id(f->b));
+}
+
+/* What only a remote client has: its URL and options. */
+static void test_open_remote(void **state)
+{
+	struct fixture *f = *state;
+	saas_remote_options o = SAAS_REMOTE_OPTIONS_INIT;
+	saas_client *c = (saas_client *)1;
+	char url[128];
+
+	if (!P.remote)
+		skip();
+	snprintf(url, sizeof(url), "%s/v1", P.base);
+	EXPECT(saas_client_open_remote(&c, url, f->key_a, NULL, 0), SAAS_EINVAL);
+	assert_null(c);
+	assert_non_null(strstr(saas_error_last()->message, "origin"));
+	EXPECT(saas_client_open_remote(&c, "ftp://127.0.0.1", f->key_a, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_client_open_remote(&c, "http://", f->key_a, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_client_open_remote(&c, NULL, f->key_a, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, NULL, 1), SAAS_EINVAL);
+	o.version = 7;
+	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, &o, 0), SAAS_EINVAL);
+	o = (saas_remote_options)SAAS_REMOTE_OPTIONS_INIT;
+	/* A wrong key says who refused it. */
+	EXPECT(saas_client_open_remote(&c, P.base, "aas_sk_nope", &o, 0), SAAS_EAUTH);
+	assert_int_equal(saas_error_last()->klass, SAAS_ERRCLASS_HTTP);
+	assert_int_equal(saas_error_last()->backend_code, 401);
+	/* A trailing slash is still the origin. */
+	snprintf(url, sizeof(url), "%s/", P.base);
+	o.user_agent = "contract-test/1";
+	EXPECT(saas_client_open_remote(&c, url, f->key_a, &o, 0), SAAS_OK);
+	assert_string_equal(saas_client_account_id(c), saas_client_account_id(f->a));
+	saas_client_free(c);
+	/* Nobody listens on port 1: a network failure, with curl's words. */
+	o.retries = 0;
+	o.connect_timeout_ms = 2000;
+	EXPECT(saas_client_open_remote(&c, "http://127.0.0.1:1", f->key_a, &o, 0), SAAS_ENETWORK);
+	assert_null(c);
+	/* Server errors keep the server's message, class and status. */
+	saas_sandbox *sb = (saas_sandbox *)1;
+	EXPECT(saas_sandbox_get(&sb, f->a, "sbx-nosuch"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_error_last()->klass, SAAS_ERRCLASS_HTTP);
+	assert_int_equal(saas_error_last()->backend_code, 404);
+	assert_non_null(strstr(saas_error_last()->message, "sbx-nosuch"));
+}
+
+static void test_create_defaults(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = NULL, *got = NULL;
+	int64_t before = now_ms();
+
+	EXPECT(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
+	assert_true(strncmp(sb->id, "sbx-", 4) == 0);
+	assert_int_equal(sb->status, SAAS_SANDBOX_READY);
+	assert_int_equal(sb->end_reason, SAAS_END_NONE);
+	assert_string_equal(sb->size, "small");
+	assert_int_equal(sb->vcpus, 2);
+	assert_int_equal(sb->memory_mb, 4096);
+	assert_int_equal(sb->disk_gb, 40);
+	assert_non_null(sb->image);
+	assert_true(sb->created_at_ms >= before - 1000 && sb->created_at_ms <= now_ms() + 1000);
+	assert_true(sb->ready_at_ms >= sb->created_at_ms);
+	assert_true(sb->expires_at_ms - sb->ready_at_ms >= 899000 && sb->expires_at_ms - sb->created_at_ms <= 905000);
+	assert_int_equal(sb->destroyed_at_ms, 0);
+	assert_int_equal(sb->cost_usd_micro, 0);
+	assert_int_equal(sb->nports, 0);
+
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_string_equal(got->id, sb->id);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	assert_int_equal(got->created_at_ms, sb->created_at_ms);
+	assert_int_equal(got->expires_at_ms, sb->expires_at_ms);
+	assert_string_equal(got->image, sb->image);
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+
+	sb = create(f->a, "medium", 600);
+	assert_string_equal(sb->size, "medium");
+	assert_int_equal(sb->vcpus, 4);
+	assert_int_equal(sb->expires_at_ms - sb->created_at_ms >= 599000, 1);
+	saas_sandbox_free(sb);
+	/* out is optional */
+	EXPECT(saas_sandbox_create(NULL, f->a, NULL, 0), SAAS_OK);
+}
+
+static void test_create_bad_input(void **state)
+{
+	struct fixture *f = *state;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = (saas_sandbox *)1;
+
+	o.size = "huge";
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	assert_null(sb);
+	assert_non_null(strstr(saas_error_last()->message, "huge"));
+	o.size = NULL;
+	o.image = "Bad/Name";
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.image = NULL;
+	o.network = "everywhere";
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.network = NULL;
+	o.timeout_s = -1;
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.timeout_s = 86400 + 1;
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.timeout_s = 0;
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 1), SAAS_EINVAL);
+	o.version = 99;
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_create(&sb, NULL, NULL, 0), SAAS_EINVAL);
+}
+
+static void test_limits_and_credit(void **state)
+{
+	struct fixture *f = *state;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_client *poor = NULL;
+	char *key;
+
+	for (int i = 0; i < 10; i++)
+		EXPECT(saas_sandbox_create(NULL, f->a, NULL, 0), SAAS_OK);
+	EXPECT(saas_sandbox_create(NULL, f->a, NULL, 0), SAAS_ELIMIT);
+	/* Another account is not counted against it. */
+	EXPECT(saas_sandbox_create(NULL, f->b, NULL, 0), SAAS_OK);
+
+	/* A micro-dollar cannot pay for a minute. */
+	key = new_account(f, "poor", 1);
+	assert_non_null(key);
+	EXPECT(open_client(&poor, f, key), SAAS_OK);
+	o.size = "large";
+	EXPECT(saas_sandbox_create(NULL, poor, &o, 0), SAAS_ECREDIT);
+	saas_client_free(poor);
+	saas_free(key);
+}
+
+static void test_tenancy(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0), *got = (saas_sandbox *)1;
+	saas_execution *x = NULL;
+	saas_file_list *fl = NULL;
+	void *data = NULL;
+	size_t len;
+	char *url = NULL;
+
+	EXPECT(saas_sandbox_get(&got, f->b, sb->id), SAAS_ENOTFOUND);
+	assert_null(got);
+	EXPECT(saas_exec(&x, f->b, sb->id, "echo hi", NULL, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_extend(NULL, f->b, sb->id, 60), SAAS_ENOTFOUND);
+	EXPECT(saas_file_write(f->b, sb->id, "x", "x", 1, NULL), SAAS_ENOTFOUND);
+	EXPECT(saas_file_read(&data, &len, f->b, sb->id, "x", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_list_get(&fl, f->b, sb->id, NULL, 0, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_port_expose(&url, f->b, sb->id, 8000), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->b, sb->id), SAAS_ENOTFOUND);
+	/* An execution is its account's too. */
+	x = run(f->a, sb->id, "echo mine", NULL);
+	saas_execution *other = (saas_execution *)1;
+	EXPECT(saas_execution_get(&other, f->b, x->id), SAAS_ENOTFOUND);
+	assert_null(other);
+	saas_execution_free(x);
+	/* Still there for its owner. */
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	saas_sandbox_free(got);
+	EXPECT(saas_sandbox_get(&got, f->a, "sbx-nosuchsandbox0000"), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_get(&got, f->a, "sbx no/such?thing"), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_get(&got, f->a, ""), SAAS_EINVAL);
+	EXPECT(saas_sandbox_get(&got, f->a, NULL), SAAS_EINVAL);
+	EXPECT(saas_execution_get(&other, f->a, "exe-nosuch"), SAAS_ENOTFOUND);
+	saas_sandbox_free(sb);
+}
+
+static void test_list(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *s[3];
+	saas_sandbox_list *l = NULL, *l2 = NULL;
+
+	for (int i = 0; i < 3; i++) {
+		s[i] = create(f->a, NULL, 0);
+		usleep(5000); /* newest first means a later creation time */
+	}
+	EXPECT(saas_sandbox_destroy(NULL, f->a, s[1]->id), SAAS_OK);
+
+	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(l->count, 3);
+	assert_null(l->next_cursor);
+	/* newest first */
+	assert_string_equal(l->items[0]->id, s[2]->id);
+	assert_string_equal(l->items[2]->id, s[0]->id);
+	saas_sandbox_list_free(l);
+
+	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 2, 0), SAAS_OK);
+	assert_int_equal(l->count, 2);
+	assert_non_null(l->next_cursor);
+	EXPECT(saas_sandbox_list_get(&l2, f->a, l->next_cursor, 2, 0), SAAS_OK);
+	assert_int_equal(l2->count, 1);
+	assert_null(l2->next_cursor);
+	assert_string_equal(l2->items[0]->id, s[0]->id);
+	saas_sandbox_list_free(l);
+	saas_sandbox_list_free(l2);
+
+	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+	assert_int_equal(l->count, 2);
+	saas_sandbox_list_free(l);
+	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 0, SAAS_LIST_DESTROYED), SAAS_OK);
+	assert_int_equal(l->count, 1);
+	assert_string_equal(l->items[0]->id, s[1]->id);
+	assert_int_equal(l->items[0]->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(l->items[0]->end_reason, SAAS_END_USER);
+	saas_sandbox_list_free(l);
+	/* The other account sees none of them. */
+	EXPECT(saas_sandbox_list_get(&l, f->b, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(l->count, 0);
+	assert_null(l->next_cursor);
+	saas_sandbox_list_free(l);
+
+	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 0, SAAS_LIST_ACTIVE | SAAS_LIST_DESTROYED), SAAS_EINVAL);
+	assert_null(l);
+	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 1001, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 0, 1u << 7), SAAS_EINVAL);
+	EXPECT(saas_sandbox_list_get(&l, f->a, "", 0, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_list_get(&l, f->a, "garbage!", 0, 0), SAAS_EINVAL);
+	for (int i = 0; i < 3; i++)
+		saas_sandbox_free(s[i]);
+}
+
+static void test_exec(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	static const char *const env[] = { "GREETING=hi there", "EMPTY=", NULL };
+	static const unsigned char bin[] = { 0xff, 0x00, 'a', 0x00, 0xfe, '\n' };
+	saas_execution *x, *again = NULL;
+
+	x = run(f->a, sb->id, "echo hello", NULL);
+	assert_true(strncmp(x->id, "exe-", 4) == 0);
+	assert_string_equal(x->sandbox_id, sb->id);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 0);
+	assert_int_equal(x->stdout_len, 6);
+	assert_memory_equal(x->stdout_data, "hello\n", 7); /* NUL-terminated */
+	assert_int_equal(x->stderr_len, 0);
+	assert_string_equal(x->stderr_data, "");
+	assert_false(x->stdout_truncated);
+	assert_string_equal(x->error, "");
+	assert_true(x->started_at_ms > 0 && x->finished_at_ms >= x->started_at_ms);
+	assert_int_equal(x->duration_ms, x->finished_at_ms - x->started_at_ms);
+
+	EXPECT(saas_execution_get(&again, f->a, x->id), SAAS_OK);
+	assert_string_equal(again->id, x->id);
+	assert_int_equal(again->status, SAAS_EXEC_EXITED);
+	assert_int_equal(again->stdout_len, 6);
+	assert_memory_equal(again->stdout_data, "hello\n", 6);
+	assert_int_equal(again->started_at_ms, x->started_at_ms);
+	assert_int_equal(again->finished_at_ms, x->finished_at_ms);
+	saas_execution_free(again);
+	saas_execution_free(x);
+
+	x = run(f->a, sb->id, "exit 3", NULL);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 3);
+	saas_execution_free(x);
+
+	x = run(f->a, sb->id, "no-such-command", NULL);
+	assert_int_equal(x->exit_code, 127);
+	assert_non_null(strstr(x->stderr_data, "not found"));
+	saas_execution_free(x);
+
+	o.timeout_s = 1;
+	x = run(f->a, sb->id, "sleep 100", &o);
+	assert_int_equal(x->status, SAAS_EXEC_TIMEDOUT);
+	assert_int_equal(x->exit_code, -1);
+	saas_execution_free(x);
+
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	o.max_output = 1000;
+	x = run(f->a, sb->id, "spew 2000", &o);
+	assert_int_equal(x->stdout_len, 1000);
+	assert_int_equal(x->stderr_len, 1000);
+	assert_true(x->stdout_truncated);
+	assert_true(x->stderr_truncated);
+	assert_int_equal(x->stdout_data[0], 'x');
+	assert_int_equal(x->stderr_data[999], 'y');
+	saas_execution_free(x);
+
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	o.env = env;
+	x = run(f->a, sb->id, "env", &o);
+	assert_string_equal(x->stdout_data, "GREETING=hi there\nEMPTY=\n");
+	saas_execution_free(x);
+
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	x = run(f->a, sb->id, "pwd", &o);
+	assert_string_equal(x->stdout_data, "/workspace\n");
+	saas_execution_free(x);
+	o.cwd = "/tmp";
+	x = run(f->a, sb->id, "pwd", &o);
+	assert_string_equal(x->stdout_data, "/tmp\n");
+	saas_execution_free(x);
+
+	/* stdin and stdout are bytes: NULs and invalid UTF-8 go through. */
+	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
+	o.stdin_data = bin;
+	o.stdin_len = sizeof(bin);
+	x = run(f->a, sb->id, "cat", &o);
+	assert_int_equal(x->stdout_len, sizeof(bin));
+	assert_memory_equal(x->stdout_data, bin, sizeof(bin));
+	assert_int_equal(x->stdout_data[sizeof(bin)], '\0');
+	saas_execution_free(x);
+	/* valid UTF-8 with a NUL */
+	o.stdin_data = "a\0b\xc3\xa9";
+	o.stdin_len = 5;
+	x = run(f->a, sb->id, "cat", &o);
+	assert_int_equal(x->stdout_len, 5);
+	assert_memory_equal(x->stdout_data, "a\0b\xc3\xa9", 5);
+	saas_execution_free(x);
+	saas_sandbox_free(sb);
+}
+
+static void test_exec_bad_input(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	static const char *const bad_env[] = { "1BAD=x", NULL };
+	static const char *const no_eq[] = { "NOEQUALS", NULL };
+	saas_execution *x = (saas_execution *)1;
+
+	EXPECT(saas_exec(&x, f->a, sb->id, "", NULL, 0), SAAS_EINVAL);
+	assert_null(x);
+	EXPECT(saas_exec(&x, f->a, sb->id, NULL, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo \xff", NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", NULL, 1u << 9), SAAS_EINVAL);
+	EXPECT(saas_exec(NULL, f->a, sb->id, "echo", NULL, 0), SAAS_EINVAL);
+	o.timeout_s = SAAS_EXEC_TIMEOUT_MAX + 1;
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.timeout_s = 0;
+	o.max_output = SAAS_EXEC_OUTPUT_MAX + 1;
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.max_output = 0;
+	o.env = bad_env;
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.env = no_eq;
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.env = NULL;
+	o.stdin_data = "x";
+	o.stdin_len = SAAS_EXEC_STDIN_MAX + 1;
+	EXPECT(saas_exec(&x, f->a, sb->id, "cat", &o, 0), SAAS_ETOOBIG);
+	o.stdin_data = NULL;
+	o.stdin_len = 1;
+	EXPECT(saas_exec(&x, f->a, sb->id, "cat", &o, 0), SAAS_EINVAL);
+	o.stdin_len = 0;
+	o.cwd = "bad\npath";
+	EXPECT(saas_exec(&x, f->a, sb->id, "pwd", &o, 0), SAAS_EINVAL);
+	o.cwd = NULL;
+	o.version = 2;
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	EXPECT(saas_exec(&x, f->a, "sbx-nosuch", "echo hi", NULL, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo hi", NULL, 0), SAAS_ESTATE);
+	EXPECT(saas_execution_get(&x, f->a, ""), SAAS_EINVAL);
+	saas_sandbox_free(sb);
+}
+
+static void test_background(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_execution *x = NULL, *y = NULL;
+
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo bg", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	assert_true(strncmp(x->id, "exe-", 4) == 0);
+	assert_true(x->status == SAAS_EXEC_RUNNING || x->status == SAAS_EXEC_EXITED);
+	for (int i = 0; i < 200; i++) {
+		saas_execution_free(y);
+		y = NULL;
+		EXPECT(saas_execution_get(&y, f->a, x->id), SAAS_OK);
+		if (y->status != SAAS_EXEC_RUNNING)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(y->status, SAAS_EXEC_EXITED);
+	assert_int_equal(y->exit_code, 0);
+	assert_string_equal(y->stdout_data, "bg\n");
+	assert_true(y->finished_at_ms >= y->started_at_ms);
+	saas_execution_free(y);
+	saas_execution_free(x);
+	saas_sandbox_free(sb);
+}
+
+struct chunks {
+	const unsigned char *data;
+	size_t len, off, chunk;
+	int fail_at;   /* fail when off reaches this (or -1) */
+};
+
+static long read_chunks(void *ud, void *buf, size_t size)
+{
+	struct chunks *c = ud;
+	size_t n = c->len - c->off;
+
+	if (c->fail_at >= 0 && c->off >= (size_t)c->fail_at)
+		return -1;
+	if (n > size)
+		n = size;
+	if (n > c->chunk)
+		n = c->chunk;
+	memcpy(buf, c->data + c->off, n);
+	c->off += n;
+	return (long)n;
+}
+
+struct sink {
+	unsigned char *data;
+	size_t len;
+	int calls, stop;
+};
+
+static int write_sink(void *ud, const void *data, size_t size)
+{
+	struct sink *s = ud;
+	unsigned char *p;
+
+	s->calls++;
+	if (s->stop)
+		return 1;
+	if (!(p = realloc(s->data, s->len + size + 1)))
+		return 1;
+	s->data = p;
+	memcpy(s->data + s->len, data, size);
+	s->len += size;
+	return 0;
+}
+
+static void test_files(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_file_write_options wo = SAAS_FILE_WRITE_OPTIONS_INIT;
+	size_t n = 300000, len;
+	unsigned char *blob = malloc(n);
+	struct chunks rc = { 0 };
+	struct sink sk = { 0 };
+	saas_file_list *fl = NULL;
+	int64_t size = -2;
+	void *data = NULL;
+
+	assert_non_null(blob);
+	for (size_t i = 0; i < n; i++)
+		blob[i] = (unsigned char)(i % 7 == 0 ? 0 : i * 31);
+
+	/* Whole, then read back. */
+	EXPECT(saas_file_write(f->a, sb->id, "data/blob.bin", blob, n, NULL), SAAS_OK);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "/workspace/data/blob.bin", 0), SAAS_OK);
+	assert_int_equal(len, n);
+	assert_memory_equal(data, blob, n);
+	assert_int_equal(((char *)data)[n], '\0');
+	saas_free(data);
+
+	/* Streamed in small chunks, size unknown; read streamed. */
+	rc = (struct chunks){ blob, n, 0, 4093, -1 };
+	EXPECT(saas_file_write_stream(f->a, sb->id, "s.bin", read_chunks, &rc, -1, NULL), SAAS_OK);
+	EXPECT(saas_file_read_stream(f->a, sb->id, "s.bin", write_sink, &sk, &size), SAAS_OK);
+	assert_int_equal(size, (int64_t)n);
+	assert_int_equal(sk.len, n);
+	assert_memory_equal(sk.data, blob, n);
+	free(sk.data);
+	sk = (struct sink){ 0 };
+
+	/* Known size, and a mode. */
+	rc = (struct chunks){ blob, 10, 0, 3, -1 };
+	wo.mode = 0755;
+	EXPECT(saas_file_write_stream(f->a, sb->id, "bin/run", read_chunks, &rc, 10, &wo), SAAS_OK);
+	/* An empty file. */
+	EXPECT(saas_file_write(f->a, sb->id, "empty", NULL, 0, NULL), SAAS_OK);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "empty", 0), SAAS_OK);
+	assert_int_equal(len, 0);
+	saas_free(data);
+	size = -2;
+	EXPECT(saas_file_read_stream(f->a, sb->id, "empty", write_sink, &sk, &size), SAAS_OK);
+	assert_int_equal(size, 0);
+	assert_int_equal(sk.len, 0);
+
+	/* Listing. */
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, 0, 0), SAAS_OK);
+	assert_string_equal(fl->root, "/workspace");
+	assert_int_equal(fl->count, 4);
+	assert_false(fl->truncated);
+	assert_string_equal(fl->entries[0].path, "/workspace/bin/run");
+	assert_int_equal(fl->entries[0].type, SAAS_FILE_REGULAR);
+	assert_int_equal(fl->entries[0].size, 10);
+	assert_int_equal(fl->entries[0].mode, 0755);
+	assert_string_equal(fl->entries[1].path, "/workspace/data/blob.bin");
+	assert_int_equal(fl->entries[1].size, (int64_t)n);
+	assert_int_equal(fl->entries[1].mode, 0644);
+	saas_file_list_free(fl);
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, "/workspace", 1, 2), SAAS_OK);
+	assert_int_equal(fl->count, 2);
+	assert_true(fl->truncated);
+	saas_file_list_free(fl);
+
+	/* Errors. */
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "missing.txt", 0), SAAS_ENOTFOUND);
+	assert_null(data);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "data/blob.bin", 1000), SAAS_ETOOBIG);
+	sk.stop = 1;
+	EXPECT(saas_file_read_stream(f->a, sb->id, "s.bin", write_sink, &sk, NULL), SAAS_EIO);
+	rc = (struct chunks){ blob, n, 0, 1000, 5000 };
+	EXPECT(saas_file_write_stream(f->a, sb->id, "broken", read_chunks, &rc, -1, NULL), SAAS_EIO);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "broken", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_write(f->a, sb->id, "", "x", 1, NULL), SAAS_EINVAL);
+	EXPECT(saas_file_write(f->a, sb->id, "a\tb", "x", 1, NULL), SAAS_EINVAL);
+	EXPECT(saas_file_write(f->a, sb->id, "x", NULL, 1, NULL), SAAS_EINVAL);
+	wo.mode = 010000;
+	EXPECT(saas_file_write(f->a, sb->id, "x", "x", 1, &wo), SAAS_EINVAL);
+	EXPECT(saas_file_write_stream(f->a, sb->id, "x", read_chunks, &rc, SAAS_FILE_MAX + 1, NULL), SAAS_ETOOBIG);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "x", -1), SAAS_EINVAL);
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, SAAS_LIST_DEPTH_MAX + 1, 0), SAAS_EINVAL);
+	EXPECT(saas_file_read(&data, &len, f->a, "sbx-nosuch", "x", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_file_write(f->a, sb->id, "x", "x", 1, NULL), SAAS_ESTATE);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "s.bin", 0), SAAS_ESTATE);
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, 0, 0), SAAS_ESTATE);
+	free(sk.data);
+	free(blob);
+	saas_sandbox_free(sb);
+}
+
+static void test_ports(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
+	char *url = NULL, *again = NULL, want[128];
+	int fd = 0;
+
+	EXPECT(saas_port_expose(&url, f->a, sb->id, 8000), SAAS_OK);
+	snprintf(want, sizeof(want), "8000-%s.", sb->id);
+	assert_non_null(strstr(url, want));
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 8000), SAAS_OK);
+	assert_string_equal(url, again);
+	saas_free(again);
+	again = NULL;
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->nports, 1);
+	assert_int_equal(got->ports[0].port, 8000);
+	assert_string_equal(got->ports[0].url, url);
+	saas_sandbox_free(got);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 22), SAAS_EINVAL);
+	assert_null(again);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 0), SAAS_EINVAL);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 65536), SAAS_EINVAL);
+	EXPECT(saas_port_expose(NULL, f->a, sb->id, 80), SAAS_EINVAL);
+	/* The one documented difference: a remote client reaches ports through the preview URL. */
+	if (P.remote) {
+		EXPECT(saas_port_connect(&fd, f->a, sb->id, 8000), SAAS_ENOTSUP);
+		assert_int_equal(fd, -1);
+		assert_non_null(strstr(saas_error_last()->message, "preview URL"));
+	} else {
+		EXPECT(saas_port_connect(&fd, f->a, sb->id, 8000), SAAS_OK);
+		close(fd);
+	}
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 8001), SAAS_ESTATE);
+	saas_free(url);
+	saas_free(again);
+	saas_sandbox_free(sb);
+}
+
+static void test_extend(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 600), *ext = NULL;
+
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 300), SAAS_OK);
+	assert_int_equal(ext->expires_at_ms, sb->expires_at_ms + 300000);
+	saas_sandbox_free(ext);
+	EXPECT(saas_sandbox_extend(NULL, f->a, sb->id, 60), SAAS_OK);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 0), SAAS_EINVAL);
+	assert_null(ext);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, -5), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 86400), SAAS_ELIMIT);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 10LL * 86400), SAAS_ELIMIT);
+	EXPECT(saas_sandbox_extend(&ext, f->a, "sbx-nosuch", 60), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 60), SAAS_ESTATE);
+	saas_sandbox_free(sb);
+}
+
+static void test_destroy_idempotent(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0), *d1 = NULL, *d2 = NULL, *got = NULL;
+
+	EXPECT(saas_sandbox_destroy(&d1, f->a, sb->id), SAAS_OK);
+	assert_int_equal(d1->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(d1->end_reason, SAAS_END_USER);
+	assert_true(d1->destroyed_at_ms >= sb->ready_at_ms);
+	assert_true(d1->cost_usd_micro >= 0);
+	EXPECT(saas_sandbox_destroy(&d2, f->a, sb->id), SAAS_OK);
+	assert_int_equal(d2->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(d2->destroyed_at_ms, d1->destroyed_at_ms);
+	assert_int_equal(d2->cost_usd_micro, d1->cost_usd_micro);
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_USER);
+	saas_sandbox_free(got);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, "sbx-nosuch"), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, ""), SAAS_EINVAL);
+	saas_sandbox_free(d1);
+	saas_sandbox_free(d2);
+	saas_sandbox_free(sb);
+}
+
+static void test_account(void **state)
+{
+	struct fixture *f = *state;
+	saas_account_info *ai = NULL;
+	static const struct { const char *name; unsigned int vcpus, mem, disk; int64_t price; } sizes[] = {
+		{ "small", 2, 4096, 40, 90000 },
+		{ "medium", 4, 8192, 80, 280000 },
+		{ "large", 8, 16384, 160, 550000 },
+	};
+
+	EXPECT(saas_client_account(&ai, f->a), SAAS_OK);
+	assert_string_equal(ai->id, saas_client_account_id(f->a));
+	assert_non_null(strstr(ai->name, "alice"));
+	assert_int_equal(ai->credit_usd_micro, SAAS_USD(5));
+	assert_int_equal(ai->spent_usd_micro, 0);
+	assert_int_equal(ai->balance_usd_micro, SAAS_USD(5));
+	assert_int_equal(ai->active_sandboxes, 0);
+	assert_int_equal(ai->limits.max_sandboxes, 10);
+	assert_int_equal(ai->limits.default_timeout_s, 900);
+	assert_int_equal(ai->limits.max_timeout_s, 86400);
+	assert_int_equal(ai->limits.min_balance_s, 60);
+	assert_int_equal(ai->nsizes, 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_string_equal(ai->sizes[i].name, sizes[i].name);
+		assert_int_equal(ai->sizes[i].vcpus, sizes[i].vcpus);
+		assert_int_equal(ai->sizes[i].memory_mb, sizes[i].mem);
+		assert_int_equal(ai->sizes[i].disk_gb, sizes[i].disk);
+		assert_int_equal(ai->sizes[i].usd_micro_per_hour, sizes[i].price);
+	}
+	saas_account_info_free(ai);
+
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	EXPECT(saas_client_account(&ai, f->a), SAAS_OK);
+	assert_int_equal(ai->active_sandboxes, 1);
+	assert_int_equal(ai->balance_usd_micro, ai->credit_usd_micro - ai->spent_usd_micro);
+	saas_account_info_free(ai);
+	EXPECT(saas_client_account(&ai, f->b), SAAS_OK);
+	assert_int_equal(ai->active_sandboxes, 0);
+	saas_account_info_free(ai);
+	EXPECT(saas_client_account(NULL, f->a), SAAS_EINVAL);
+	EXPECT(saas_client_account(&ai, NULL), SAAS_EINVAL);
+	saas_sandbox_free(sb);
+}
+
+static void test_usage(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, "medium", 0);
+	saas_usage *u = NULL;
+	int64_t t0 = now_ms();
+
+	usleep(20000); /* a sandbox that ran for no time at all is in no period */
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_client_usage(&u, f->a, 0, 0, 0), SAAS_OK);
+	assert_int_equal(u->count, 1);
+	assert_string_equal(u->lines[0].sandbox_id, sb->id);
+	assert_string_equal(u->lines[0].size, "medium");
+	assert_false(u->lines[0].running);
+	assert_int_equal(u->total_usd_micro, u->lines[0].cost_usd_micro);
+	assert_int_equal(u->total_seconds, u->lines[0].seconds);
+	assert_true(u->to_ms >= t0 - 1000 && u->to_ms <= now_ms() + 1000);
+	assert_int_equal(u->to_ms - u->from_ms, 30LL * 86400 * 1000);
+	saas_usage_free(u);
+
+	/* An explicit period, to the millisecond. */
+	EXPECT(saas_client_usage(&u, f->a, 1700000000123LL, 1700000100456LL, 0), SAAS_OK);
+	assert_int_equal(u->from_ms, 1700000000123LL);
+	assert_int_equal(u->to_ms, 1700000100456LL);
+	assert_int_equal(u->count, 0);
+	assert_int_equal(u->total_usd_micro, 0);
+	saas_usage_free(u);
+
+	EXPECT(saas_client_usage(&u, f->b, 0, 0, 0), SAAS_OK);
+	assert_int_equal(u->count, 0);
+	saas_usage_free(u);
+	EXPECT(saas_client_usage(&u, f->a, 2000, 1000, 0), SAAS_EINVAL);
+	assert_null(u);
+	EXPECT(saas_client_usage(&u, f->a, -1, 0, 0), SAAS_EINVAL);
+	EXPECT(saas_client_usage(&u, f->a, 0, 0, 1), SAAS_EINVAL);
+	saas_sandbox_free(sb);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_remote, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits_and_credit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_background, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extend, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_destroy_idempotent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_account, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
