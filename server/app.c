@@ -121,6 +121,7 @@ int aas_main(int argc, char **argv, const saas_driver *driver)
 	aas_metrics_init(engine);
 	if (aas_service_set(&cfg, port, engine) < 0)
 		goto out;
+	aas_mcp_http_init(engine, &cfg, port);
 	if (aas_http_start(&cfg, listen_fd) < 0)
 		goto out;
 	listen_fd = -1;
@@ -146,6 +147,7 @@ out:
 	aas_http_stop();
 	aas_auth_shutdown();
 	aas_service_free();
+	aas_mcp_http_free();
 	saas_engine_free(engine);
 	if (status == 0)
 		aas_log(SAAS_LOG_INFO, "stopped");

@@ -31,6 +31,8 @@ const char *aas_config_usage(void)
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
 	       "  --max-connections N     connections at once (one thread each); default 512\n"
 	       "  --port-file FILE        write the port listened on to FILE once listening\n"
+	       "  --mcp-allowed-origins L browser Origins allowed on /v1/mcp besides this server's loopback ones,\n"
+	       "                          comma-separated, \"*\" for any; default none [AAS_MCP_ALLOWED_ORIGINS]\n"
 	       "  --help, --version\n";
 }
 
@@ -108,7 +110,8 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_IMAGE_DIR")) && *v && set(&cfg->image_dir, v) < 0) ||
 	    ((v = getenv("AAS_LIBVIRT_URI")) && *v && set(&cfg->libvirt_uri, v) < 0) ||
 	    ((v = getenv("AAS_PREVIEW_DOMAIN")) && *v && set(&cfg->preview_domain, v) < 0) ||
-	    ((v = getenv("AAS_PREVIEW_URL")) && *v && set(&cfg->preview_url, v) < 0))
+	    ((v = getenv("AAS_PREVIEW_URL")) && *v && set(&cfg->preview_url, v) < 0) ||
+	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0))
 		return -1;
 	return 0;
 }
@@ -116,7 +119,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -131,6 +134,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "shutdown-grace", required_argument, NULL, O_GRACE },
 		{ "max-connections", required_argument, NULL, O_MAXCONN },
 		{ "port-file", required_argument, NULL, O_PORTFILE },
+		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -163,6 +167,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_DOMAIN: rc = set(&cfg->preview_domain, optarg); break;
 		case O_PURL: rc = set(&cfg->preview_url, optarg); break;
 		case O_PORTFILE: rc = set(&cfg->port_file, optarg); break;
+		case O_ORIGINS: rc = set(&cfg->mcp_origins, optarg); break;
 		case O_LEVEL:
 			if ((cfg->log_level = parse_level(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --log-level: expected error, warn, info or debug\n");
@@ -212,6 +217,7 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->preview_domain);
 	free(cfg->preview_url);
 	free(cfg->port_file);
+	free(cfg->mcp_origins);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

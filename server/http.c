@@ -282,7 +282,7 @@ static bool key_in_query(struct aas_req *r)
 	return false;
 }
 
-static const char *bearer(struct aas_req *r)
+const char *aas_request_key(struct aas_req *r)
 {
 	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
 
@@ -303,7 +303,7 @@ static const char *bearer(struct aas_req *r)
 
 static bool authenticate(struct aas_req *r, struct aas_reply *out)
 {
-	const char *key = bearer(r);
+	const char *key = aas_request_key(r);
 	int rc;
 
 	if (!key) {

@@ -37,6 +37,7 @@ struct aas_config {
 	unsigned int grace_s;      /* how long shutdown waits for in-flight requests */
 	unsigned int max_connections;
 	char *port_file;           /* write the bound port here once listening (tests) */
+	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
 };
 
 /* Fill from the environment, then argv; 0, or -1 after printing a one-line error. */
@@ -165,6 +166,9 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
 void aas_reply_saas(struct aas_reply *out, int rc);
 unsigned int aas_status_for(int rc);
 
+/* The API key of the request (Authorization: Bearer, or x-api-key), or NULL. Never log it. */
+const char *aas_request_key(struct aas_req *r);
+
 /* Parse the JSON body as an object (empty body: {}); false after replying 400. */
 bool aas_body_object(struct aas_req *r, struct aas_reply *out, json_t **obj);
 /* Typed field getters: false after replying 400 naming the field. Missing: *present=false. */
@@ -194,6 +198,9 @@ void aas_h_file_put(struct aas_req *r, struct aas_reply *out);
 int aas_file_put_start(struct aas_req *r, struct aas_reply *out);
 int aas_file_put_data(struct aas_req *r, const char *data, size_t len);
 
+void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out);
+void aas_h_mcp_delete(struct aas_req *r, struct aas_reply *out);
+
 /* The route table, for the router and for `aas-server routes`. */
 extern const struct aas_route aas_routes[];
 extern const size_t aas_nroutes;
@@ -210,6 +217,12 @@ extern const char aas_openapi_json[];
  */
 int aas_service_set(const struct aas_config *cfg, unsigned int port, saas_engine *engine);
 void aas_service_free(void);
+
+/* ---- MCP over Streamable HTTP (mcp_http.c) ---- */
+
+/* The engine get_service_info reads, and the bound port (the loopback Origins allowed). */
+void aas_mcp_http_init(saas_engine *engine, const struct aas_config *cfg, unsigned int port);
+void aas_mcp_http_free(void);
 
 /* ---- preview proxy (preview.c) ---- */
 

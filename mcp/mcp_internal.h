@@ -1,0 +1,19 @@
+/*
+ * Between the protocol (protocol.c) and the tools (tools.c).
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_MCP_INTERNAL_H
+#define AAS_MCP_INTERNAL_H
+
+#include "aas_mcp.h"
+
+/* Tools in the table, offered or not. */
+size_t aas_mcp_ntools(void);
+/* Is tool i offered under ctx's flags? */
+bool aas_mcp_tool_offered(const aas_mcp_ctx *ctx, size_t i);
+/* The tools/list entry of tool i, or NULL when it is not offered. */
+json_t *aas_mcp_tool_json(const aas_mcp_ctx *ctx, size_t i);
+/* A CallToolResult (new reference); NULL only when out of memory. */
+json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t *args);
+
+#endif

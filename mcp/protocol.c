@@ -1,0 +1,225 @@
+/*
+ * JSON-RPC 2.0 and the MCP lifecycle: initialize, ping, tools/list,
+ * tools/call. The tools themselves are in tools.c.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aas_mcp.h"
+#include "mcp_internal.h"
+
+static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26" };
+
+static const char instructions[] =
+	"libsaas gives you disposable Linux sandboxes: each is a dedicated virtual machine with its own kernel. "
+	"Typical flow: create_sandbox, then run_command / write_file / read_file / list_files with its id, "
+	"expose_port to share a server, destroy_sandbox when done (it returns the minutes you were not going to use). "
+	"Commands run as an unprivileged user without sudo: apt-get will not work; use "
+	"`pip install --user --break-system-packages <pkg>` or `npm install <pkg>`. run_command waits for the "
+	"command to finish, so start servers in the background with `&` (e.g. `python3 -m http.server 8000 "
+	">/tmp/log 2>&1 &`). A sandbox is destroyed when its timeout expires; extend_sandbox pushes it out. "
+	"Account tools need an API key sent with each request.";
+
+bool aas_mcp_version_supported(const char *version)
+{
+	for (size_t i = 0; version && i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (strcmp(version, versions[i]) == 0)
+			return true;
+	return false;
+}
+
+json_t *aas_mcp_error(const json_t *id, int code, const char *message)
+{
+	return json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? (json_t *)id : json_null(), "error",
+	                 "code", code, "message", message);
+}
+
+static json_t *result(const json_t *id, json_t *res)
+{
+	return json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", (json_t *)id, "result", res);
+}
+
+json_t *aas_mcp_parse(const char *text, size_t len, json_t **error)
+{
+	json_error_t err;
+	json_t *msg;
+	char buf[300];
+
+	*error = NULL;
+	msg = json_loadb(text ? text : "", text ? len : 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+	if (!msg) {
+		snprintf(buf, sizeof(buf), "Parse error: %s (line %d, column %d)", err.text, err.line, err.column);
+		*error = aas_mcp_error(NULL, AAS_MCP_PARSE_ERROR, buf);
+	}
+	return msg;
+}
+
+static bool valid_id(const json_t *id)
+{
+	return id && (json_is_string(id) || json_is_integer(id));
+}
+
+static enum aas_mcp_kind kind_one(const json_t *m)
+{
+	const json_t *v = json_object_get(m, "jsonrpc"), *method = json_object_get(m, "method"),
+		     *id = json_object_get(m, "id");
+
+	if (!json_is_object(m) || !json_is_string(v) || strcmp(json_string_value(v), "2.0") != 0)
+		return AAS_MCP_INVALID;
+	if (method) {
+		if (!json_is_string(method))
+			return AAS_MCP_INVALID;
+		if (!id)
+			return AAS_MCP_NOTIFICATION;
+		if (!valid_id(id))
+			return AAS_MCP_INVALID;
+		return strcmp(json_string_value(method), "initialize") == 0 ? AAS_MCP_INITIALIZE : AAS_MCP_REQUEST;
+	}
+	if (id && (json_object_get(m, "result") || json_object_get(m, "error")))
+		return AAS_MCP_RESPONSE;
+	return AAS_MCP_INVALID;
+}
+
+enum aas_mcp_kind aas_mcp_kind(const json_t *msg)
+{
+	enum aas_mcp_kind k = AAS_MCP_NOTIFICATION;
+	size_t i;
+	json_t *m;
+
+	if (!json_is_array(msg))
+		return kind_one(msg);
+	if (json_array_size(msg) == 0)
+		return AAS_MCP_INVALID;
+	json_array_foreach(msg, i, m) {
+		enum aas_mcp_kind one = kind_one(m);
+		if (one == AAS_MCP_INITIALIZE)
+			return AAS_MCP_INITIALIZE;
+		if (one == AAS_MCP_REQUEST || one == AAS_MCP_INVALID)
+			k = AAS_MCP_REQUEST; /* an invalid member gets an error response */
+		else if (one == AAS_MCP_RESPONSE && k == AAS_MCP_NOTIFICATION)
+			k = AAS_MCP_RESPONSE;
+	}
+	return k;
+}
+
+static json_t *do_initialize(const json_t *id, const json_t *params)
+{
+	const json_t *pv = json_object_get(params, "protocolVersion");
+	const char *want;
+
+	if (!json_is_string(pv))
+		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "initialize needs params.protocolVersion (a string)");
+	want = json_string_value(pv);
+	/* Echo the client's version when spoken; otherwise offer the newest and let the client decide. */
+	if (!aas_mcp_version_supported(want))
+		want = AAS_MCP_VERSION_LATEST;
+	return result(id, json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", want, "capabilities",
+	                            "tools", "listChanged", 0, "serverInfo", "name", "libsaas", "title",
+	                            "libsaas sandboxes", "version", saas_version(), "instructions", instructions));
+}
+
+static json_t *do_tools_list(const aas_mcp_ctx *ctx, const json_t *id, const json_t *params)
+{
+	const json_t *cursor = json_object_get(params, "cursor");
+	size_t start = 0, n = aas_mcp_ntools(), page = ctx->page_size ? ctx->page_size : n;
+	json_t *tools = json_array(), *res;
+	size_t listed = 0, i;
+	char next[32];
+
+	if (cursor && !json_is_null(cursor)) {
+		const char *s = json_is_string(cursor) ? json_string_value(cursor) : "";
+		char *end = NULL;
+		unsigned long v = 0;
+		if (s[0] == 't')
+			v = strtoul(s + 1, &end, 10);
+		if (s[0] != 't' || end == s + 1 || *end || v > n) {
+			json_decref(tools);
+			return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "invalid cursor: pass a nextCursor from tools/list");
+		}
+		start = v;
+	}
+	for (i = start; i < n && listed < page; i++) {
+		json_t *t = aas_mcp_tool_json(ctx, i);
+		if (t) {
+			json_array_append_new(tools, t);
+			listed++;
+		}
+	}
+	while (i < n && !aas_mcp_tool_offered(ctx, i))
+		i++;
+	res = json_pack("{s:o}", "tools", tools);
+	if (i < n) {
+		snprintf(next, sizeof(next), "t%zu", i);
+		json_object_set_new(res, "nextCursor", json_string(next));
+	}
+	return result(id, res);
+}
+
+static json_t *do_tools_call(const aas_mcp_ctx *ctx, const json_t *id, const json_t *params)
+{
+	const json_t *name = json_object_get(params, "name"), *args = json_object_get(params, "arguments");
+	json_t *res;
+
+	if (!json_is_string(name))
+		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "tools/call needs params.name (a string)");
+	if (args && !json_is_null(args) && !json_is_object(args))
+		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "tools/call params.arguments must be an object");
+	res = aas_mcp_tool_call(ctx, json_string_value(name), json_is_object(args) ? args : NULL);
+	if (!res)
+		return aas_mcp_error(id, AAS_MCP_INTERNAL_ERROR, "out of memory");
+	return result(id, res);
+}
+
+static json_t *handle_one(const aas_mcp_ctx *ctx, const json_t *m)
+{
+	enum aas_mcp_kind k = kind_one(m);
+	const json_t *id = json_object_get(m, "id"), *params = json_object_get(m, "params");
+	const char *method;
+
+	if (k == AAS_MCP_INVALID)
+		return aas_mcp_error(json_is_object(m) && valid_id(id) ? id : NULL, AAS_MCP_INVALID_REQUEST,
+		                     "Invalid Request: expected a JSON-RPC 2.0 request, notification or response");
+	if (k == AAS_MCP_RESPONSE || k == AAS_MCP_NOTIFICATION)
+		return NULL; /* notifications/initialized, notifications/cancelled, ...: nothing to answer */
+	method = json_string_value(json_object_get(m, "method"));
+	if (params && !json_is_object(params))
+		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "params must be an object");
+	if (strcmp(method, "initialize") == 0)
+		return do_initialize(id, params);
+	if (strcmp(method, "ping") == 0)
+		return result(id, json_object());
+	if (strcmp(method, "tools/list") == 0)
+		return do_tools_list(ctx, id, params);
+	if (strcmp(method, "tools/call") == 0)
+		return do_tools_call(ctx, id, params);
+	{
+		char buf[200];
+		snprintf(buf, sizeof(buf), "Method not found: %.120s", method);
+		return aas_mcp_error(id, AAS_MCP_METHOD_NOT_FOUND, buf);
+	}
+}
+
+json_t *aas_mcp_handle(const aas_mcp_ctx *ctx, const json_t *msg)
+{
+	json_t *out, *m;
+	size_t i;
+
+	if (!json_is_array(msg))
+		return handle_one(ctx, msg);
+	if (json_array_size(msg) == 0)
+		return aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST, "Invalid Request: empty batch");
+	out = json_array();
+	json_array_foreach(msg, i, m) {
+		json_t *r = handle_one(ctx, m);
+		if (r)
+			json_array_append_new(out, r);
+	}
+	if (json_array_size(out) == 0) {
+		json_decref(out);
+		return NULL;
+	}
+	return out;
+}

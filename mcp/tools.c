@@ -1,0 +1,946 @@
+/*
+ * The MCP tools: one table entry each (name, description, input and output
+ * schema, annotations) and a function over the public libsaas API.
+ *
+ * Mistakes an agent can fix (an unknown or destroyed sandbox, a bad path, no
+ * credit, a command that timed out, no key) come back as a tool result with
+ * isError set and text that says what to do next, never as a protocol error:
+ * the model reads results, not JSON-RPC errors.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcp_internal.h"
+
+/* read_file returns at most this much unless asked for more (a whole file is context an agent pays for). */
+#define READ_DEFAULT ((int64_t)1 << 20)
+#define READ_MAX ((int64_t)16 << 20)
+
+struct call {
+	const aas_mcp_ctx *ctx;
+	const json_t *args;
+	const char *tool;
+	char err[1024];
+};
+
+/* ---- small helpers: time, base64 ---- */
+
+static json_t *time_json(int64_t ms)
+{
+	struct tm tm;
+	time_t t = (time_t)(ms / 1000);
+	char buf[64];
+
+	if (ms <= 0 || !gmtime_r(&t, &tm))
+		return json_null();
+	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	return json_string(buf);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void money(json_t *o, const char *base, int64_t micro)
+{
+	char name[64], buf[40];
+
+	json_object_set_new(o, base, json_string(saas_usd_format(buf, sizeof(buf), micro)));
+	snprintf(name, sizeof(name), "%s_micro", base);
+	json_object_set_new(o, name, json_integer(micro));
+}
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *base64(const unsigned char *in, size_t len)
+{
+	char *out = malloc(4 * ((len + 2) / 3) + 1), *p = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (i + 1 < len ? (unsigned)in[i + 1] << 8 : 0) |
+		             (i + 2 < len ? in[i + 2] : 0);
+		*p++ = b64chars[v >> 18 & 63];
+		*p++ = b64chars[v >> 12 & 63];
+		*p++ = i + 1 < len ? b64chars[v >> 6 & 63] : '=';
+		*p++ = i + 2 < len ? b64chars[v & 63] : '=';
+	}
+	*p = '\0';
+	return out;
+}
+
+/* Standard or URL-safe alphabet, padding optional, whitespace ignored. 0 or -1. */
+static int unbase64(unsigned char **out, size_t *outlen, const char *in, size_t len)
+{
+	unsigned char *o = malloc(len / 4 * 3 + 3);
+	unsigned acc = 0;
+	int bits = 0;
+	size_t n = 0, pad = 0;
+
+	if (!o)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		char c = in[i];
+		int v;
+		if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+			continue;
+		if (c == '=') {
+			pad++;
+			continue;
+		}
+		if (pad)
+			goto bad;
+		if (c >= 'A' && c <= 'Z')
+			v = c - 'A';
+		else if (c >= 'a' && c <= 'z')
+			v = c - 'a' + 26;
+		else if (c >= '0' && c <= '9')
+			v = c - '0' + 52;
+		else if (c == '+' || c == '-')
+			v = 62;
+		else if (c == '/' || c == '_')
+			v = 63;
+		else
+			goto bad;
+		acc = (acc << 6 | (unsigned)v) & 0xffffff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			o[n++] = (unsigned char)(acc >> bits);
+		}
+	}
+	if (bits >= 6 || pad > 2)
+		goto bad;
+	*out = o;
+	*outlen = n;
+	return 0;
+bad:
+	free(o);
+	return -1;
+}
+
+/* ---- results ---- */
+
+static json_t *text_item(const char *text)
+{
+	return json_pack("{s:s,s:s}", "type", "text", "text", text);
+}
+
+/* Success: structuredContent and the same JSON as text. Steals `data`. */
+static json_t *ok(json_t *data)
+{
+	char *text = json_dumps(data, JSON_COMPACT);
+	json_t *res;
+
+	if (!text) {
+		json_decref(data);
+		return NULL;
+	}
+	res = json_pack("{s:[o],s:o,s:b}", "content", text_item(text), "structuredContent", data, "isError", 0);
+	free(text);
+	return res;
+}
+
+static json_t *fail(const char *text)
+{
+	return json_pack("{s:[o],s:b}", "content", text_item(text), "isError", 1);
+}
+
+static json_t *failf(struct call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static json_t *failf(struct call *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+	return fail(c->err);
+}
+
+/* The failure of a libsaas call, with what the agent can do about it. Call right after the failing call. */
+static json_t *fail_saas(struct call *c, int rc)
+{
+	const saas_error *e = saas_error_last();
+	char msg[512];
+	const char *next;
+
+	snprintf(msg, sizeof(msg), "%s", e->code == rc && e->message[0] ? e->message : saas_strerror(rc));
+	switch (rc) {
+	case SAAS_EAUTH:
+		return failf(c, "%s: the API key is unknown or revoked. Send a valid key with %s.", c->tool,
+		             c->ctx->key_hint ? c->ctx->key_hint : "the request");
+	case SAAS_ENOTFOUND:
+		next = "Check the sandbox_id (list_sandboxes shows this account's sandboxes) and the path (list_files "
+		       "shows what exists; relative paths are under /workspace).";
+		break;
+	case SAAS_ESTATE:
+		next = "The sandbox cannot be used now: it was destroyed (by destroy_sandbox, by expiring, or for lack "
+		       "of credit) or is still starting. get_sandbox shows its status; create_sandbox makes a new one.";
+		break;
+	case SAAS_EINVAL:
+		next = "Fix the arguments and call again.";
+		break;
+	case SAAS_ECREDIT:
+		next = "The account's credit cannot pay for this. Destroy sandboxes you no longer need (list_sandboxes, "
+		       "destroy_sandbox), choose a smaller size, or ask the operator for credit; get_usage shows the "
+		       "balance.";
+		break;
+	case SAAS_ELIMIT:
+		next = "An account limit would be passed (sandboxes at once, or the longest lifetime). Destroy sandboxes "
+		       "you no longer need (list_sandboxes shows them) or ask for less time; get_service_info shows the "
+		       "limits.";
+		break;
+	case SAAS_EISDIR:
+		next = "The path is a directory; list_files shows what is inside it.";
+		break;
+	case SAAS_ETOOBIG:
+		next = "It is too large for one call. Split it, or work on it inside the sandbox with run_command "
+		       "(head, tail, split, gzip).";
+		break;
+	case SAAS_ETIMEOUT:
+		next = "It did not finish in time. Retry, or give a longer timeout.";
+		break;
+	case SAAS_ENOTSUP:
+		next = "This service does not support that; try without the option.";
+		break;
+	case SAAS_EIO:
+		next = "The guest refused or failed the operation (e.g. permission denied: code runs as an "
+		       "unprivileged user; write under /workspace or your home directory).";
+		break;
+	default:
+		next = "The service failed. Retry; if it keeps failing, destroy the sandbox and create a new one.";
+		break;
+	}
+	return failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), next);
+}
+
+/* ---- arguments ---- */
+
+static bool bad_arg(struct call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool bad_arg(struct call *c, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(c->err, sizeof(c->err), "Invalid arguments to %s: ", c->tool);
+
+	va_start(ap, fmt);
+	vsnprintf(c->err + n, sizeof(c->err) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+static bool arg_str(struct call *c, const char *name, bool required, const char **out)
+{
+	const json_t *v = json_object_get(c->args, name);
+
+	*out = NULL;
+	if (!v || json_is_null(v)) {
+		if (required)
+			return bad_arg(c, "\"%s\" is required.", name);
+		return true;
+	}
+	if (!json_is_string(v))
+		return bad_arg(c, "\"%s\" must be a string.", name);
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return bad_arg(c, "\"%s\" may not contain NUL characters.", name);
+	*out = json_string_value(v);
+	return true;
+}
+
+static bool arg_int(struct call *c, const char *name, int64_t min, int64_t max, int64_t *out)
+{
+	const json_t *v = json_object_get(c->args, name);
+	int64_t x;
+
+	if (!v || json_is_null(v))
+		return true;
+	if (json_is_integer(v))
+		x = json_integer_value(v);
+	else if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v) &&
+	         json_real_value(v) > -9e18 && json_real_value(v) < 9e18)
+		x = (int64_t)json_real_value(v);
+	else
+		return bad_arg(c, "\"%s\" must be an integer.", name);
+	if (x < min || x > max)
+		return bad_arg(c, "\"%s\" must be between %lld and %lld.", name, (long long)min, (long long)max);
+	*out = x;
+	return true;
+}
+
+static json_t *arg_fail(struct call *c)
+{
+	return fail(c->err);
+}
+
+/* ---- shapes ---- */
+
+static json_t *sandbox_json(const saas_sandbox *sb)
+{
+	json_t *o = json_object(), *ports = json_array();
+	int64_t left = sb->status == SAAS_SANDBOX_DESTROYED ? 0 : (sb->expires_at_ms - now_ms()) / 1000;
+
+	json_object_set_new(o, "id", json_string(sb->id));
+	json_object_set_new(o, "status", json_string(saas_sandbox_status_name(sb->status)));
+	json_object_set_new(o, "end_reason",
+	                    sb->end_reason ? json_string(saas_end_reason_name(sb->end_reason)) : json_null());
+	json_object_set_new(o, "size", json_string(sb->size));
+	json_object_set_new(o, "vcpus", json_integer(sb->vcpus));
+	json_object_set_new(o, "memory_mb", json_integer(sb->memory_mb));
+	json_object_set_new(o, "disk_gb", json_integer(sb->disk_gb));
+	json_object_set_new(o, "image", json_string(sb->image ? sb->image : ""));
+	json_object_set_new(o, "created_at", time_json(sb->created_at_ms));
+	json_object_set_new(o, "ready_at", time_json(sb->ready_at_ms));
+	json_object_set_new(o, "expires_at", time_json(sb->expires_at_ms));
+	json_object_set_new(o, "expires_in_seconds", json_integer(left > 0 ? left : 0));
+	json_object_set_new(o, "destroyed_at", time_json(sb->destroyed_at_ms));
+	money(o, "cost_usd", sb->cost_usd_micro);
+	for (size_t i = 0; i < sb->nports; i++)
+		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i].port, "url",
+		                                       sb->ports[i].url ? sb->ports[i].url : ""));
+	json_object_set_new(o, "ports", ports);
+	return o;
+}
+
+/* Bytes as text when they are valid UTF-8, else base64; `enc_key` says which. */
+static void set_bytes(json_t *o, const char *key, const char *enc_key, const void *data, size_t len)
+{
+	json_t *s = json_stringn(data ? data : "", data ? len : 0);
+
+	if (s) {
+		json_object_set_new(o, key, s);
+		json_object_set_new(o, enc_key, json_string("utf-8"));
+		return;
+	}
+	char *b = base64(data, len);
+	json_object_set_new(o, key, json_string(b ? b : ""));
+	json_object_set_new(o, enc_key, json_string("base64"));
+	free(b);
+}
+
+static json_t *size_json(const saas_size *s)
+{
+	json_t *o = json_pack("{s:s,s:i,s:i,s:i}", "name", s->name, "vcpus", (json_int_t)s->vcpus, "memory_mb",
+	                      (json_int_t)s->memory_mb, "disk_gb", (json_int_t)s->disk_gb);
+	money(o, "usd_per_hour", s->usd_micro_per_hour);
+	return o;
+}
+
+static json_t *limits_json(const saas_account_limits *l)
+{
+	return json_pack("{s:i,s:I,s:I,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
+	                 "default_timeout_seconds", (json_int_t)l->default_timeout_s, "max_timeout_seconds",
+	                 (json_int_t)l->max_timeout_s, "min_balance_seconds", (json_int_t)l->min_balance_s);
+}
+
+/* ---- the tools ---- */
+
+static json_t *t_create(struct call *c)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+	json_t *res;
+	int64_t timeout = 0;
+	int rc;
+
+	if (!arg_str(c, "size", false, &o.size) || !arg_str(c, "image", false, &o.image) ||
+	    !arg_str(c, "network", false, &o.network) || !arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout))
+		return arg_fail(c);
+	o.timeout_s = timeout;
+	if ((rc = saas_sandbox_create(&sb, c->ctx->client, &o, 0)) < 0)
+		return fail_saas(c, rc);
+	res = ok(sandbox_json(sb));
+	saas_sandbox_free(sb);
+	return res;
+}
+
+static json_t *t_run(struct call *c)
+{
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	const char *id, *cmd, *in = NULL;
+	const json_t *env = json_object_get(c->args, "env");
+	const char **envv = NULL;
+	saas_execution *x = NULL;
+	json_t *res = NULL, *data;
+	int64_t timeout = 0;
+	int rc;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_str(c, "command", true, &cmd) ||
+	    !arg_str(c, "cwd", false, &o.cwd) || !arg_str(c, "stdin", false, &in) ||
+	    !arg_int(c, "timeout_seconds", 1, SAAS_EXEC_TIMEOUT_MAX, &timeout))
+		return arg_fail(c);
+	if (env && !json_is_null(env)) {
+		const char *k;
+		json_t *v;
+		size_t n = 0;
+		if (!json_is_object(env) || !(envv = calloc(json_object_size(env) + 1, sizeof(*envv))))
+			return bad_arg(c, "\"env\" must be an object of NAME: \"value\" strings."), arg_fail(c);
+		json_object_foreach((json_t *)env, k, v) {
+			char *kv;
+			if (!json_is_string(v) || asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
+				bad_arg(c, "\"env\" values must be strings (\"%s\" is not).", k);
+				res = arg_fail(c);
+				goto out;
+			}
+			envv[n++] = kv;
+		}
+		o.env = envv;
+	}
+	o.timeout_s = timeout;
+	if (in) {
+		o.stdin_data = in;
+		o.stdin_len = strlen(in);
+	}
+	if ((rc = saas_exec(&x, c->ctx->client, id, cmd, &o, 0)) < 0) {
+		res = fail_saas(c, rc);
+		goto out;
+	}
+	data = json_object();
+	json_object_set_new(data, "execution_id", json_string(x->id));
+	json_object_set_new(data, "sandbox_id", json_string(x->sandbox_id));
+	json_object_set_new(data, "status", json_string(saas_exec_status_name(x->status)));
+	json_object_set_new(data, "exit_code",
+	                    x->status == SAAS_EXEC_EXITED && x->exit_code >= 0 ? json_integer(x->exit_code) : json_null());
+	set_bytes(data, "stdout", "stdout_encoding", x->stdout_data, x->stdout_len);
+	set_bytes(data, "stderr", "stderr_encoding", x->stderr_data, x->stderr_len);
+	json_object_set_new(data, "stdout_truncated", json_boolean(x->stdout_truncated));
+	json_object_set_new(data, "stderr_truncated", json_boolean(x->stderr_truncated));
+	json_object_set_new(data, "duration_ms", json_integer(x->duration_ms));
+	if (x->status == SAAS_EXEC_TIMEDOUT || x->status == SAAS_EXEC_FAILED) {
+		char *text = json_dumps(data, JSON_COMPACT);
+		if (x->status == SAAS_EXEC_TIMEDOUT)
+			res = failf(c, "The command timed out after %lld s and was killed. run_command waits for the command to "
+			         "finish: start servers and other long-running processes in the background with `&` "
+			         "(e.g. `nohup cmd >/tmp/out.log 2>&1 &`), or pass a larger timeout_seconds (at most %d). "
+			         "What it printed: %s",
+			      (long long)(timeout ? timeout : SAAS_EXEC_TIMEOUT_DEFAULT), SAAS_EXEC_TIMEOUT_MAX,
+			      text ? text : "");
+		else
+			res = failf(c, "The command could not run: %s. get_sandbox shows whether the sandbox is still ready; "
+			         "create_sandbox makes a new one.", x->error && *x->error ? x->error : "unknown error");
+		free(text);
+		json_decref(data);
+		goto out;
+	}
+	res = ok(data);
+out:
+	for (size_t i = 0; envv && envv[i]; i++)
+		free((char *)envv[i]);
+	free(envv);
+	saas_execution_free(x);
+	return res;
+}
+
+static json_t *t_write(struct call *c)
+{
+	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
+	const char *id, *path, *content, *enc, *mode;
+	const json_t *cv = json_object_get(c->args, "content");
+	unsigned char *bytes = NULL;
+	size_t len;
+	json_t *res;
+	int rc;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_str(c, "path", true, &path) ||
+	    !arg_str(c, "encoding", false, &enc) || !arg_str(c, "mode", false, &mode))
+		return arg_fail(c);
+	if (!json_is_string(cv))
+		return bad_arg(c, "\"content\" is required and must be a string (use encoding \"base64\" for binary)."),
+		       arg_fail(c);
+	content = json_string_value(cv);
+	len = json_string_length(cv);
+	if (mode) {
+		char *end;
+		unsigned long m = strtoul(mode, &end, 8);
+		if (!*mode || *end || m > 07777)
+			return bad_arg(c, "\"mode\" must be octal permission bits such as \"0644\" or \"755\"."), arg_fail(c);
+		o.mode = (unsigned int)m;
+	}
+	if (enc && strcmp(enc, "base64") == 0) {
+		if (unbase64(&bytes, &len, content, len) < 0)
+			return bad_arg(c, "\"content\" is not valid base64."), arg_fail(c);
+		rc = saas_file_write(c->ctx->client, id, path, bytes, len, &o);
+	} else if (!enc || strcmp(enc, "utf-8") == 0 || strcmp(enc, "utf8") == 0) {
+		rc = saas_file_write(c->ctx->client, id, path, content, len, &o);
+	} else {
+		return bad_arg(c, "\"encoding\" must be \"utf-8\" or \"base64\"."), arg_fail(c);
+	}
+	if (rc < 0)
+		res = fail_saas(c, rc);
+	else
+		res = ok(json_pack("{s:s,s:s,s:I}", "sandbox_id", id, "path", path, "bytes", (json_int_t)len));
+	free(bytes);
+	return res;
+}
+
+static json_t *t_read(struct call *c)
+{
+	const char *id, *path;
+	int64_t max = READ_DEFAULT;
+	void *data = NULL;
+	size_t len = 0;
+	json_t *o;
+	int rc;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_str(c, "path", true, &path) ||
+	    !arg_int(c, "max_bytes", 1, READ_MAX, &max))
+		return arg_fail(c);
+	if ((rc = saas_file_read(&data, &len, c->ctx->client, id, path, max)) < 0) {
+		if (rc == SAAS_ETOOBIG)
+			return failf(c, "read_file: %s is larger than max_bytes (%lld). Pass a larger max_bytes (at most "
+			                "%lld), or read part of it with run_command (head -c, tail, split).",
+			             path, (long long)max, (long long)READ_MAX);
+		return fail_saas(c, rc);
+	}
+	o = json_pack("{s:s,s:s,s:I}", "sandbox_id", id, "path", path, "bytes", (json_int_t)len);
+	set_bytes(o, "content", "encoding", data, len);
+	saas_free(data);
+	return ok(o);
+}
+
+static const char *type_name(int t)
+{
+	switch (t) {
+	case SAAS_FILE_REGULAR: return "file";
+	case SAAS_FILE_DIRECTORY: return "directory";
+	case SAAS_FILE_SYMLINK: return "symlink";
+	default: return "other";
+	}
+}
+
+static json_t *t_list_files(struct call *c)
+{
+	const char *id, *path;
+	int64_t depth = 0, max = 0;
+	saas_file_list *l = NULL;
+	json_t *entries, *res;
+	int rc;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_str(c, "path", false, &path) ||
+	    !arg_int(c, "max_depth", 1, SAAS_LIST_DEPTH_MAX, &depth) ||
+	    !arg_int(c, "max_entries", 1, SAAS_LIST_ENTRIES_MAX, &max))
+		return arg_fail(c);
+	if ((rc = saas_file_list_get(&l, c->ctx->client, id, path, (unsigned)depth, (unsigned)max)) < 0)
+		return fail_saas(c, rc);
+	entries = json_array();
+	for (size_t i = 0; i < l->count; i++) {
+		const saas_file_entry *e = &l->entries[i];
+		char mode[8];
+		snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
+		json_array_append_new(entries, json_pack("{s:s,s:s,s:I,s:s,s:o}", "path", e->path, "type",
+		                                         type_name(e->type), "size", (json_int_t)e->size, "mode", mode,
+		                                         "modified_at", time_json(e->mtime_ms)));
+	}
+	res = ok(json_pack("{s:s,s:s,s:o,s:b}", "sandbox_id", id, "root", l->root, "entries", entries, "truncated",
+	                   l->truncated));
+	saas_file_list_free(l);
+	return res;
+}
+
+static json_t *t_expose(struct call *c)
+{
+	const char *id;
+	int64_t port = 0;
+	char *url = NULL;
+	json_t *res;
+	int rc;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_int(c, "port", 1, 65535, &port))
+		return arg_fail(c);
+	if (!port)
+		return bad_arg(c, "\"port\" is required."), arg_fail(c);
+	if ((rc = saas_port_expose(&url, c->ctx->client, id, (unsigned)port)) < 0)
+		return fail_saas(c, rc);
+	res = ok(json_pack("{s:s,s:I,s:s}", "sandbox_id", id, "port", (json_int_t)port, "url", url));
+	saas_free(url);
+	return res;
+}
+
+static json_t *sandbox_result(struct call *c, int rc, saas_sandbox *sb)
+{
+	json_t *res = rc < 0 ? fail_saas(c, rc) : ok(sandbox_json(sb));
+	saas_sandbox_free(sb);
+	return res;
+}
+
+static json_t *t_get(struct call *c)
+{
+	saas_sandbox *sb = NULL;
+	const char *id;
+
+	if (!arg_str(c, "sandbox_id", true, &id))
+		return arg_fail(c);
+	int rc = saas_sandbox_get(&sb, c->ctx->client, id);
+	return sandbox_result(c, rc, sb);
+}
+
+static json_t *t_extend(struct call *c)
+{
+	saas_sandbox *sb = NULL;
+	const char *id;
+	int64_t secs = 0;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_int(c, "seconds", 1, 86400 * 365, &secs))
+		return arg_fail(c);
+	if (!secs)
+		return bad_arg(c, "\"seconds\" is required."), arg_fail(c);
+	int rc = saas_sandbox_extend(&sb, c->ctx->client, id, secs);
+	return sandbox_result(c, rc, sb);
+}
+
+static json_t *t_destroy(struct call *c)
+{
+	saas_sandbox *sb = NULL;
+	const char *id;
+
+	if (!arg_str(c, "sandbox_id", true, &id))
+		return arg_fail(c);
+	int rc = saas_sandbox_destroy(&sb, c->ctx->client, id);
+	return sandbox_result(c, rc, sb);
+}
+
+static json_t *t_list(struct call *c)
+{
+	const char *status, *cursor;
+	int64_t limit = 0;
+	unsigned int flags = 0;
+	saas_sandbox_list *l = NULL;
+	json_t *items, *res;
+	int rc;
+
+	if (!arg_str(c, "status", false, &status) || !arg_str(c, "cursor", false, &cursor) ||
+	    !arg_int(c, "limit", 1, 1000, &limit))
+		return arg_fail(c);
+	if (status && strcmp(status, "active") == 0)
+		flags = SAAS_LIST_ACTIVE;
+	else if (status && strcmp(status, "destroyed") == 0)
+		flags = SAAS_LIST_DESTROYED;
+	else if (status && strcmp(status, "all") != 0)
+		return bad_arg(c, "\"status\" must be \"all\", \"active\" or \"destroyed\"."), arg_fail(c);
+	if ((rc = saas_sandbox_list_get(&l, c->ctx->client, cursor && *cursor ? cursor : NULL, (unsigned)limit,
+	                                flags)) < 0)
+		return fail_saas(c, rc);
+	items = json_array();
+	for (size_t i = 0; i < l->count; i++)
+		json_array_append_new(items, sandbox_json(l->items[i]));
+	res = ok(json_pack("{s:o,s:o}", "sandboxes", items, "next_cursor",
+	                   l->next_cursor ? json_string(l->next_cursor) : json_null()));
+	saas_sandbox_list_free(l);
+	return res;
+}
+
+static json_t *t_usage(struct call *c)
+{
+	saas_account_info *ai = NULL;
+	saas_usage *u = NULL;
+	int64_t days = 30, now = now_ms();
+	json_t *o, *usage, *lines;
+	int rc;
+
+	if (!arg_int(c, "days", 1, 366, &days))
+		return arg_fail(c);
+	if ((rc = saas_client_account(&ai, c->ctx->client)) < 0)
+		return fail_saas(c, rc);
+	if ((rc = saas_client_usage(&u, c->ctx->client, now - days * 86400000, now, 0)) < 0) {
+		saas_account_info_free(ai);
+		return fail_saas(c, rc);
+	}
+	o = json_pack("{s:s,s:i}", "account_id", ai->id, "active_sandboxes", (json_int_t)ai->active_sandboxes);
+	money(o, "balance_usd", ai->balance_usd_micro);
+	money(o, "credit_usd", ai->credit_usd_micro);
+	money(o, "spent_usd", ai->spent_usd_micro);
+	json_object_set_new(o, "limits", limits_json(&ai->limits));
+	lines = json_array();
+	for (size_t i = 0; i < u->count; i++) {
+		json_t *l = json_pack("{s:s,s:s,s:I,s:b}", "sandbox_id", u->lines[i].sandbox_id, "size",
+		                      u->lines[i].size, "seconds", (json_int_t)u->lines[i].seconds, "running",
+		                      u->lines[i].running);
+		money(l, "cost_usd", u->lines[i].cost_usd_micro);
+		json_array_append_new(lines, l);
+	}
+	usage = json_pack("{s:o,s:o,s:I,s:o}", "from", time_json(u->from_ms), "to", time_json(u->to_ms),
+	                  "total_seconds", (json_int_t)u->total_seconds, "sandboxes", lines);
+	money(usage, "total_usd", u->total_usd_micro);
+	json_object_set_new(o, "usage", usage);
+	saas_account_info_free(ai);
+	saas_usage_free(u);
+	return ok(o);
+}
+
+static json_t *t_service(struct call *c)
+{
+	saas_engine_info *info = NULL;
+	json_t *o, *sizes;
+	int rc;
+
+	if (!c->ctx->engine)
+		return failf(c, "get_service_info is not available on this connection.");
+	if ((rc = saas_engine_info_get(&info, c->ctx->engine)) < 0)
+		return fail_saas(c, rc);
+	sizes = json_array();
+	for (size_t i = 0; i < info->nsizes; i++)
+		json_array_append_new(sizes, size_json(&info->sizes[i]));
+	o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:s,s:s}", "name", "libsaas", "version", saas_version(),
+	              "description",
+	              "Disposable Linux sandboxes for agents: each sandbox is a dedicated virtual machine with its "
+	              "own kernel, billed by the second while it runs.",
+	              "sizes", sizes, "default_size", "small", "default_image", info->default_image ? info->default_image : "",
+	              "limits", limits_json(&info->limits), "authentication",
+	              "Send your API key on each request: \"Authorization: Bearer aas_sk_...\" or \"x-api-key: "
+	              "aas_sk_...\". Never in the URL.",
+	              "notes",
+	              "Code runs as an unprivileged user without sudo: use `pip install --user "
+	              "--break-system-packages` or `npm install`. Start servers with `&`. Sandboxes are destroyed "
+	              "when they expire; destroy_sandbox returns the unused minutes.");
+	money(o, "new_account_credit_usd", info->new_account_credit_usd_micro);
+	saas_engine_info_free(info);
+	return ok(o);
+}
+
+/* ---- the table ---- */
+
+#define SID "\"sandbox_id\":{\"type\":\"string\",\"description\":\"The sandbox's id (sbx-...), from create_sandbox or list_sandboxes.\"}"
+#define TS "{\"type\":[\"string\",\"null\"],\"description\":\"RFC 3339 UTC, or null\"}"
+#define MONEY(b) "\"" b "\":{\"type\":\"string\",\"description\":\"US dollars, exact decimal\"},\"" b "_micro\":{\"type\":\"integer\",\"description\":\"micro-dollars\"}"
+#define SANDBOX_PROPS                                                                                              \
+	"\"id\":{\"type\":\"string\"},"                                                                            \
+	"\"status\":{\"type\":\"string\",\"enum\":[\"creating\",\"ready\",\"destroyed\"]},"                        \
+	"\"end_reason\":{\"type\":[\"string\",\"null\"],\"description\":\"why it was destroyed: destroyed, expired, credit, failed, lost\"}," \
+	"\"size\":{\"type\":\"string\"},\"vcpus\":{\"type\":\"integer\"},\"memory_mb\":{\"type\":\"integer\"},"   \
+	"\"disk_gb\":{\"type\":\"integer\"},\"image\":{\"type\":\"string\"},"                                      \
+	"\"created_at\":" TS ",\"ready_at\":" TS ",\"expires_at\":" TS ","                                         \
+	"\"expires_in_seconds\":{\"type\":\"integer\"},\"destroyed_at\":" TS "," MONEY("cost_usd") ","            \
+	"\"ports\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"}},\"required\":[\"port\",\"url\"]}}"
+#define SANDBOX_SCHEMA                                                                                             \
+	"{\"type\":\"object\",\"properties\":{" SANDBOX_PROPS "},"                                                 \
+	"\"required\":[\"id\",\"status\",\"end_reason\",\"size\",\"expires_at\",\"expires_in_seconds\",\"cost_usd\",\"cost_usd_micro\",\"ports\"]}"
+#define ONLY_SID "{\"type\":\"object\",\"properties\":{" SID "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}"
+#define LIMITS_SCHEMA                                                                                              \
+	"{\"type\":\"object\",\"properties\":{\"max_sandboxes\":{\"type\":\"integer\"},\"default_timeout_seconds\":{\"type\":\"integer\"}," \
+	"\"max_timeout_seconds\":{\"type\":\"integer\"},\"min_balance_seconds\":{\"type\":\"integer\"}},"          \
+	"\"required\":[\"max_sandboxes\",\"default_timeout_seconds\",\"max_timeout_seconds\"]}"
+
+struct tool {
+	const char *name, *title, *description, *input, *output;
+	bool read_only, destructive, idempotent, open_world;
+	bool needs_client;
+	unsigned int flag; /* offered only with this ctx flag */
+	json_t *(*fn)(struct call *c);
+};
+
+static const struct tool tools[] = {
+	{ "create_sandbox", "Create a sandbox",
+	  "Create a fresh Linux sandbox: a dedicated virtual machine with its own kernel, never used by anyone "
+	  "before. Returns its id once commands can run in it (usually seconds); pass that sandbox_id to the other "
+	  "tools. Billing is by the second while it runs. It is destroyed automatically when timeout_seconds run "
+	  "out (extend_sandbox pushes that out); call destroy_sandbox when done to stop paying for the rest. Code "
+	  "runs as an unprivileged user with no sudo: apt-get does not work; install with `pip install --user "
+	  "--break-system-packages <pkg>` or `npm install <pkg>`.",
+	  "{\"type\":\"object\",\"properties\":{"
+	  "\"size\":{\"type\":\"string\",\"description\":\"Size class: small (default), medium or large; get_service_info lists them with prices.\"},"
+	  "\"image\":{\"type\":\"string\",\"description\":\"Image name; omit for the default image.\"},"
+	  "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"Lifetime in seconds before it is destroyed automatically; omit for the account default (usually 900).\"},"
+	  "\"network\":{\"type\":\"string\",\"enum\":[\"internet\",\"isolated\"],\"description\":\"internet: outbound connections allowed; isolated: none. Omit for the service default.\"}"
+	  "},\"additionalProperties\":false}",
+	  SANDBOX_SCHEMA, false, false, false, true, true, 0, t_create },
+	{ "run_command", "Run a shell command",
+	  "Run a shell command (/bin/sh -c) in a sandbox as an unprivileged user, in /workspace unless cwd says "
+	  "otherwise, and wait for it to finish. Returns stdout, stderr and exit_code; a non-zero exit_code is a "
+	  "normal result, read stderr. There is no sudo: use `pip install --user --break-system-packages <pkg>` or "
+	  "`npm install <pkg>`, not apt-get. The call holds until the command exits: start servers in the "
+	  "background with `&` (e.g. `nohup python3 -m http.server 8000 >/tmp/http.log 2>&1 &`) or the call waits "
+	  "until timeout_seconds and the command is killed. Output that is not valid UTF-8 comes back base64 "
+	  "(stdout_encoding/stderr_encoding say which).",
+	  "{\"type\":\"object\",\"properties\":{" SID ","
+	  "\"command\":{\"type\":\"string\",\"description\":\"The shell command line.\"},"
+	  "\"cwd\":{\"type\":\"string\",\"description\":\"Working directory; default /workspace.\"},"
+	  "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},\"description\":\"Extra environment variables, NAME: value.\"},"
+	  "\"stdin\":{\"type\":\"string\",\"description\":\"Text fed to the command's standard input.\"},"
+	  "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3600,\"description\":\"Kill the command after this long; default 300.\"}"
+	  "},\"required\":[\"sandbox_id\",\"command\"],\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"execution_id\":{\"type\":\"string\"},\"sandbox_id\":{\"type\":\"string\"},"
+	  "\"status\":{\"type\":\"string\",\"enum\":[\"exited\",\"timeout\",\"failed\",\"running\"]},"
+	  "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
+	  "\"stdout\":{\"type\":\"string\"},\"stdout_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
+	  "\"stderr\":{\"type\":\"string\"},\"stderr_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
+	  "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},\"duration_ms\":{\"type\":\"integer\"}},"
+	  "\"required\":[\"execution_id\",\"sandbox_id\",\"status\",\"exit_code\",\"stdout\",\"stdout_encoding\",\"stderr\",\"stderr_encoding\"]}",
+	  false, true, false, true, true, 0, t_run },
+	{ "write_file", "Write a file",
+	  "Write a file in a sandbox, creating missing parent directories; an existing file is replaced. The content "
+	  "travels as data, not through a shell, so quotes and newlines survive. For binary data pass it base64 "
+	  "with encoding \"base64\". Relative paths are under /workspace; the sandbox user can write under "
+	  "/workspace, its home and /tmp.",
+	  "{\"type\":\"object\",\"properties\":{" SID ","
+	  "\"path\":{\"type\":\"string\",\"description\":\"Where to write; relative paths are under /workspace.\"},"
+	  "\"content\":{\"type\":\"string\",\"description\":\"The file's content: text, or base64 when encoding is base64.\"},"
+	  "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"],\"default\":\"utf-8\"},"
+	  "\"mode\":{\"type\":\"string\",\"pattern\":\"^[0-7]{1,4}$\",\"description\":\"Octal permissions, e.g. \\\"0755\\\" for a script; default 0644.\"}"
+	  "},\"required\":[\"sandbox_id\",\"path\",\"content\"],\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},\"bytes\":{\"type\":\"integer\"}},"
+	  "\"required\":[\"sandbox_id\",\"path\",\"bytes\"]}",
+	  false, true, true, false, true, 0, t_write },
+	{ "read_file", "Read a file",
+	  "Read a file from a sandbox: how you get at what your code produced. Returns the content as text when it "
+	  "is valid UTF-8 (encoding \"utf-8\"), otherwise base64 (encoding \"base64\"). Files over max_bytes "
+	  "(default 1 MiB) are refused; read parts of big files with run_command (head, tail).",
+	  "{\"type\":\"object\",\"properties\":{" SID ","
+	  "\"path\":{\"type\":\"string\",\"description\":\"The file; relative paths are under /workspace.\"},"
+	  "\"max_bytes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Refuse files larger than this; default 1048576.\"}"
+	  "},\"required\":[\"sandbox_id\",\"path\"],\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},"
+	  "\"content\":{\"type\":\"string\"},\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},\"bytes\":{\"type\":\"integer\"}},"
+	  "\"required\":[\"sandbox_id\",\"path\",\"content\",\"encoding\",\"bytes\"]}",
+	  true, false, true, false, true, 0, t_read },
+	{ "list_files", "List files",
+	  "List a directory tree in a sandbox (default /workspace, 3 levels deep), depth first, so you can find what "
+	  "a run produced. Each entry has its absolute path, type, size, octal mode and modification time.",
+	  "{\"type\":\"object\",\"properties\":{" SID ","
+	  "\"path\":{\"type\":\"string\",\"description\":\"Directory to list; default /workspace.\"},"
+	  "\"max_depth\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16,\"description\":\"1 lists only the directory's own entries; default 3.\"},"
+	  "\"max_entries\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10000,\"description\":\"Default 1000.\"}"
+	  "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"root\":{\"type\":\"string\"},"
+	  "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+	  "\"type\":{\"type\":\"string\",\"enum\":[\"file\",\"directory\",\"symlink\",\"other\"]},\"size\":{\"type\":\"integer\"},"
+	  "\"mode\":{\"type\":\"string\"},\"modified_at\":" TS "},\"required\":[\"path\",\"type\",\"size\"]}},"
+	  "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"sandbox_id\",\"root\",\"entries\",\"truncated\"]}",
+	  true, false, true, false, true, 0, t_list_files },
+	{ "expose_port", "Expose a port",
+	  "Give a TCP port of a sandbox a public preview URL, to share a web server or API running in it. Nothing "
+	  "needs to listen yet; start the server in the background with run_command (`... &`) and bind it to "
+	  "0.0.0.0 or 127.0.0.1. Exposing a port again returns the same URL. Anyone with the URL reaches the port "
+	  "while the sandbox lives.",
+	  "{\"type\":\"object\",\"properties\":{" SID ","
+	  "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"The port the server listens on (not 22).\"}"
+	  "},\"required\":[\"sandbox_id\",\"port\"],\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"port\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"}},"
+	  "\"required\":[\"sandbox_id\",\"port\",\"url\"]}",
+	  false, false, true, true, true, 0, t_expose },
+	{ "get_sandbox", "Get a sandbox",
+	  "A sandbox's status (creating, ready, destroyed and why), size, exposed ports, expiry and cost so far.",
+	  ONLY_SID, SANDBOX_SCHEMA, true, false, true, false, true, 0, t_get },
+	{ "list_sandboxes", "List sandboxes",
+	  "Every sandbox on the account, newest first, with status, expiry and cost: useful for finding strays to "
+	  "destroy. Pass next_cursor back as cursor for the next page.",
+	  "{\"type\":\"object\",\"properties\":{"
+	  "\"status\":{\"type\":\"string\",\"enum\":[\"all\",\"active\",\"destroyed\"],\"default\":\"all\"},"
+	  "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000,\"description\":\"Page size; default 100.\"},"
+	  "\"cursor\":{\"type\":\"string\",\"description\":\"next_cursor from a previous call.\"}"
+	  "},\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":" SANDBOX_SCHEMA "},"
+	  "\"next_cursor\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"sandboxes\",\"next_cursor\"]}",
+	  true, false, true, false, true, 0, t_list },
+	{ "extend_sandbox", "Extend a sandbox",
+	  "Push a sandbox's expiry out by `seconds` from its current expiry, when a job outgrows its timeout. The "
+	  "new lifetime may not pass the account's maximum (get_service_info shows it).",
+	  "{\"type\":\"object\",\"properties\":{" SID ","
+	  "\"seconds\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"How much longer it may live.\"}"
+	  "},\"required\":[\"sandbox_id\",\"seconds\"],\"additionalProperties\":false}",
+	  SANDBOX_SCHEMA, false, false, false, false, true, 0, t_extend },
+	{ "destroy_sandbox", "Destroy a sandbox",
+	  "Destroy a sandbox: its VM, files and running processes are gone and billing stops; the result shows the "
+	  "final cost. A sandbox is destroyed anyway when it expires, but destroying it when done returns the "
+	  "minutes you were not going to use. Destroying a destroyed sandbox changes nothing.",
+	  ONLY_SID, SANDBOX_SCHEMA, false, true, true, false, true, 0, t_destroy },
+	{ "get_usage", "Get balance and usage",
+	  "The account's remaining credit, limits, and what each sandbox cost over the last `days` days (default 30).",
+	  "{\"type\":\"object\",\"properties\":{"
+	  "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":366,\"description\":\"Period of usage to report; default 30.\"}"
+	  "},\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"account_id\":{\"type\":\"string\"},\"active_sandboxes\":{\"type\":\"integer\"},"
+	  MONEY("balance_usd") "," MONEY("credit_usd") "," MONEY("spent_usd") ",\"limits\":" LIMITS_SCHEMA ","
+	  "\"usage\":{\"type\":\"object\",\"properties\":{\"from\":" TS ",\"to\":" TS ",\"total_seconds\":{\"type\":\"integer\"}," MONEY("total_usd") ","
+	  "\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},"
+	  "\"size\":{\"type\":\"string\"},\"seconds\":{\"type\":\"integer\"},\"running\":{\"type\":\"boolean\"}," MONEY("cost_usd") "},"
+	  "\"required\":[\"sandbox_id\",\"seconds\",\"cost_usd\"]}}},\"required\":[\"total_seconds\",\"total_usd\",\"sandboxes\"]}},"
+	  "\"required\":[\"account_id\",\"balance_usd\",\"balance_usd_micro\",\"usage\"]}",
+	  true, false, true, false, true, 0, t_usage },
+	{ "get_service_info", "Service information",
+	  "What this service offers, without an API key: sizes and their prices, limits, the default image, the "
+	  "credit new accounts get, and how to authenticate.",
+	  "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"version\":{\"type\":\"string\"},"
+	  "\"description\":{\"type\":\"string\"},\"sizes\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+	  "\"name\":{\"type\":\"string\"},\"vcpus\":{\"type\":\"integer\"},\"memory_mb\":{\"type\":\"integer\"},\"disk_gb\":{\"type\":\"integer\"},"
+	  MONEY("usd_per_hour") "},\"required\":[\"name\",\"vcpus\",\"memory_mb\",\"disk_gb\",\"usd_per_hour\"]}},"
+	  "\"default_size\":{\"type\":\"string\"},\"default_image\":{\"type\":\"string\"},\"limits\":" LIMITS_SCHEMA ","
+	  MONEY("new_account_credit_usd") ",\"authentication\":{\"type\":\"string\"},\"notes\":{\"type\":\"string\"}},"
+	  "\"required\":[\"name\",\"version\",\"sizes\",\"limits\",\"authentication\"]}",
+	  true, false, true, false, false, AAS_MCP_SERVICE_INFO, t_service },
+};
+
+size_t aas_mcp_ntools(void)
+{
+	return sizeof(tools) / sizeof(tools[0]);
+}
+
+bool aas_mcp_tool_offered(const aas_mcp_ctx *ctx, size_t i)
+{
+	return i < aas_mcp_ntools() && (!tools[i].flag || (ctx->flags & tools[i].flag));
+}
+
+json_t *aas_mcp_tool_json(const aas_mcp_ctx *ctx, size_t i)
+{
+	const struct tool *t = &tools[i];
+	json_t *in, *out;
+
+	if (!aas_mcp_tool_offered(ctx, i))
+		return NULL;
+	in = json_loads(t->input, 0, NULL);
+	out = json_loads(t->output, 0, NULL);
+	if (!in || !out) { /* a typo in the table; the tests list every tool */
+		json_decref(in);
+		json_decref(out);
+		return NULL;
+	}
+	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:{s:s,s:b,s:b,s:b,s:b}}", "name", t->name, "title", t->title,
+	                 "description", t->description, "inputSchema", in, "outputSchema", out, "annotations",
+	                 "title", t->title, "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
+	                 "idempotentHint", t->idempotent, "openWorldHint", t->open_world);
+}
+
+json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t *args)
+{
+	struct call c;
+	json_t *none = NULL, *res;
+
+	for (size_t i = 0; i < aas_mcp_ntools(); i++) {
+		const struct tool *t = &tools[i];
+		if (strcmp(t->name, name) != 0 || !aas_mcp_tool_offered(ctx, i))
+			continue;
+		memset(&c, 0, sizeof(c));
+		c.ctx = ctx;
+		c.tool = t->name;
+		if (!args)
+			args = none = json_object();
+		c.args = args;
+		if (t->needs_client && !ctx->client) {
+			if (ctx->client_status == SAAS_EAUTH)
+				res = failf(&c, "%s needs a valid API key, and the key sent is unknown or revoked. Send a valid "
+				                "key with %s; get one from the service's operator.", t->name,
+				            ctx->key_hint ? ctx->key_hint : "the request");
+			else if (ctx->client_status < 0)
+				res = failf(&c, "%s could not check the API key: %s. Retry shortly.", t->name,
+				            saas_strerror(ctx->client_status));
+			else
+				res = failf(&c, "%s needs an API key, and none was sent. Configure your MCP client to send "
+				                "%s with every request; initialize, tools/list and get_service_info work "
+				                "without one.", t->name, ctx->key_hint ? ctx->key_hint : "a key");
+		} else {
+			res = t->fn(&c);
+		}
+		json_decref(none);
+		return res;
+	}
+	memset(&c, 0, sizeof(c));
+	return failf(&c, "Unknown tool \"%.100s\". Call tools/list to see the tools this server offers.", name);
+}

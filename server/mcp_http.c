@@ -1,0 +1,335 @@
+/*
+ * MCP over Streamable HTTP at /v1/mcp: the transport only. The protocol and
+ * the tools are mcp/ (aas_mcp), shared with the stdio server.
+ *
+ * POST carries one JSON-RPC message (or a batch). A request gets its response
+ * as application/json (or as one SSE event when the client accepts only
+ * text/event-stream); notifications and responses get 202 and no body.
+ * initialize issues an Mcp-Session-Id; every later POST must carry it (400
+ * without, 404 when unknown or expired, so clients initialize again). DELETE
+ * ends a session. GET is 405: the server never starts a stream of its own.
+ *
+ * Keys travel per request, as with the REST API. initialize, tools/list and
+ * get_service_info need none; a keyless call of another tool is a tool result
+ * with isError (never a 401, which would send clients into OAuth).
+ *
+ * A browser page must not drive a local server: a request with an Origin that
+ * is neither this server's own loopback origin nor configured is refused (403).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "aas_mcp.h"
+#include "server.h"
+
+#define SESSIONS_MAX 4096
+#define SESSION_IDLE_MS ((int64_t)24 * 3600 * 1000)
+
+struct session {
+	char id[33];             /* 32 hex digits; "" when free */
+	char version[16];
+	int64_t last_used_ms;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct session sessions[SESSIONS_MAX];
+static saas_engine *engine_;
+static unsigned int port_;
+static char *origins_;       /* configured extra origins, comma-separated; NULL: none */
+
+static const char key_hint[] =
+	"an \"Authorization: Bearer aas_sk_...\" (or \"x-api-key: aas_sk_...\") HTTP header";
+
+void aas_mcp_http_init(saas_engine *engine, const struct aas_config *cfg, unsigned int port)
+{
+	engine_ = engine;
+	port_ = port;
+	free(origins_);
+	origins_ = cfg->mcp_origins ? strdup(cfg->mcp_origins) : NULL;
+}
+
+void aas_mcp_http_free(void)
+{
+	free(origins_);
+	origins_ = NULL;
+	pthread_mutex_lock(&mu);
+	memset(sessions, 0, sizeof(sessions));
+	pthread_mutex_unlock(&mu);
+}
+
+/* ---- sessions ---- */
+
+static int session_new(char id[33], const char *version)
+{
+	unsigned char rnd[16];
+	struct session *slot = NULL;
+	int64_t now = aas_now_ms();
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -1;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(id + 2 * i, 3, "%02x", rnd[i]);
+	pthread_mutex_lock(&mu);
+	/* A free or expired slot, else the least recently used one. */
+	for (size_t i = 0; i < SESSIONS_MAX; i++) {
+		struct session *s = &sessions[i];
+		if (!s->id[0] || now - s->last_used_ms > SESSION_IDLE_MS) {
+			slot = s;
+			break;
+		}
+		if (!slot || s->last_used_ms < slot->last_used_ms)
+			slot = s;
+	}
+	snprintf(slot->id, sizeof(slot->id), "%s", id);
+	snprintf(slot->version, sizeof(slot->version), "%s", version);
+	slot->last_used_ms = now;
+	pthread_mutex_unlock(&mu);
+	return 0;
+}
+
+static struct session *find_locked(const char *id)
+{
+	if (!id || strlen(id) != 32)
+		return NULL;
+	for (size_t i = 0; i < SESSIONS_MAX; i++)
+		if (sessions[i].id[0] && strcmp(sessions[i].id, id) == 0) {
+			if (aas_now_ms() - sessions[i].last_used_ms > SESSION_IDLE_MS) {
+				memset(&sessions[i], 0, sizeof(sessions[i]));
+				return NULL;
+			}
+			return &sessions[i];
+		}
+	return NULL;
+}
+
+/* Touch a session; false when unknown or expired. */
+static bool session_use(const char *id)
+{
+	struct session *s;
+
+	pthread_mutex_lock(&mu);
+	if ((s = find_locked(id)))
+		s->last_used_ms = aas_now_ms();
+	pthread_mutex_unlock(&mu);
+	return s != NULL;
+}
+
+static bool session_end(const char *id)
+{
+	struct session *s;
+
+	pthread_mutex_lock(&mu);
+	if ((s = find_locked(id)))
+		memset(s, 0, sizeof(*s));
+	pthread_mutex_unlock(&mu);
+	return s != NULL;
+}
+
+/* ---- checks ---- */
+
+static bool origin_allowed(const char *origin)
+{
+	static const char *const hosts[] = { "127.0.0.1", "localhost", "[::1]" };
+	char own[64];
+
+	if (!origin)
+		return true; /* not a browser */
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+		snprintf(own, sizeof(own), "http://%s:%u", hosts[i], port_);
+		if (strcasecmp(origin, own) == 0)
+			return true;
+	}
+	if (origins_) {
+		size_t n = strlen(origin);
+		for (const char *p = origins_; *p;) {
+			size_t len = strcspn(p, ",");
+			while (len && p[0] == ' ') {
+				p++;
+				len--;
+			}
+			if ((len == 1 && *p == '*') || (len == n && strncasecmp(p, origin, n) == 0))
+				return true;
+			p += len;
+			if (*p == ',')
+				p++;
+		}
+	}
+	return false;
+}
+
+static const char *header(struct aas_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+/* A JSON-RPC error with an HTTP status (transport-level refusals). */
+static void reply_rpc_error(struct aas_reply *out, unsigned int status, int code, const char *msg)
+{
+	aas_reply_json(out, status, aas_mcp_error(NULL, code, msg));
+}
+
+/* Answer as JSON unless the client takes only an event stream. */
+static bool wants_sse(struct aas_req *r)
+{
+	const char *a = header(r, "Accept");
+
+	if (!a || !*a || strstr(a, "application/json") || strstr(a, "*/*") || strstr(a, "application/*"))
+		return false;
+	return strstr(a, "text/event-stream") != NULL;
+}
+
+static void reply_message(struct aas_req *r, struct aas_reply *out, json_t *msg)
+{
+	char *text, *sse;
+
+	if (!wants_sse(r)) {
+		aas_reply_json(out, 200, msg);
+		return;
+	}
+	text = json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(msg);
+	if (!text || asprintf(&sse, "event: message\ndata: %s\n\n", text) < 0) {
+		free(text);
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return;
+	}
+	free(text);
+	out->status = 200;
+	out->response = MHD_create_response_from_buffer(strlen(sse), sse, MHD_RESPMEM_MUST_FREE);
+	if (out->response) {
+		MHD_add_response_header(out->response, "Content-Type", "text/event-stream");
+		MHD_add_response_header(out->response, "Cache-Control", "no-cache");
+		MHD_add_response_header(out->response, "X-Accel-Buffering", "no");
+	}
+}
+
+static void reply_empty(struct aas_reply *out, unsigned int status)
+{
+	out->status = status;
+	out->response = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	if (out->response)
+		MHD_add_response_header(out->response, "Cache-Control", "no-store");
+}
+
+/* Origin and MCP-Protocol-Version, common to POST and DELETE; false after replying. */
+static bool precheck(struct aas_req *r, struct aas_reply *out)
+{
+	const char *v = header(r, "MCP-Protocol-Version");
+	char msg[160];
+
+	if (!origin_allowed(header(r, "Origin"))) {
+		reply_rpc_error(out, 403, AAS_MCP_INVALID_REQUEST,
+		                "Forbidden: this Origin may not use the MCP endpoint (see --mcp-allowed-origins)");
+		return false;
+	}
+	if (v && !aas_mcp_version_supported(v)) {
+		snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version \"%.32s\" (supported: "
+		         "2025-11-25, 2025-06-18, 2025-03-26)", v);
+		reply_rpc_error(out, 400, AAS_MCP_INVALID_REQUEST, msg);
+		return false;
+	}
+	return true;
+}
+
+/* Mcp-Session-Id present and known; false after replying 400 or 404. */
+static bool check_session(struct aas_req *r, struct aas_reply *out)
+{
+	const char *sid = header(r, "Mcp-Session-Id");
+
+	if (!sid || !*sid) {
+		reply_rpc_error(out, 400, AAS_MCP_INVALID_REQUEST,
+		                "Bad Request: Mcp-Session-Id header is required (send initialize first)");
+		return false;
+	}
+	if (!session_use(sid)) {
+		reply_rpc_error(out, 404, AAS_MCP_INVALID_REQUEST,
+		                "Session not found: it ended or expired; send initialize again");
+		return false;
+	}
+	return true;
+}
+
+void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
+{
+	aas_mcp_ctx ctx = { NULL, 0, engine_, AAS_MCP_SERVICE_INFO, key_hint, 0 };
+	json_t *msg, *err = NULL, *resp;
+	enum aas_mcp_kind kind;
+	const char *key;
+	char sid[33];
+
+	if (!precheck(r, out))
+		return;
+	if (!(msg = aas_mcp_parse(r->body, r->body_len, &err))) {
+		aas_reply_json(out, 400, err);
+		return;
+	}
+	kind = aas_mcp_kind(msg);
+	if (kind == AAS_MCP_INVALID) {
+		aas_reply_json(out, 400, aas_mcp_handle(&ctx, msg));
+		json_decref(msg);
+		return;
+	}
+	if (kind != AAS_MCP_INITIALIZE && !check_session(r, out)) {
+		json_decref(msg);
+		return;
+	}
+	if (kind == AAS_MCP_NOTIFICATION || kind == AAS_MCP_RESPONSE) {
+		json_decref(msg);
+		reply_empty(out, 202);
+		return;
+	}
+	/* The key of this request, if any: unknown keys become isError results, not 401s. */
+	if ((key = aas_request_key(r))) {
+		ctx.client_status = aas_auth_get(&r->auth, &ctx.client, key);
+		if (ctx.client_status < 0) {
+			ctx.client = NULL;
+			r->auth = NULL;
+		} else {
+			snprintf(r->account_id, sizeof(r->account_id), "%s", saas_client_account_id(ctx.client));
+		}
+	}
+	resp = aas_mcp_handle(&ctx, msg);
+	json_decref(msg);
+	if (!resp) {
+		reply_empty(out, 202);
+		return;
+	}
+	if (kind == AAS_MCP_INITIALIZE && json_is_object(resp)) {
+		const char *v = json_string_value(json_object_get(json_object_get(resp, "result"), "protocolVersion"));
+		if (v) {
+			if (session_new(sid, v) < 0) {
+				json_decref(resp);
+				reply_rpc_error(out, 500, AAS_MCP_INTERNAL_ERROR, "cannot make a session id (no randomness)");
+				return;
+			}
+			reply_message(r, out, resp);
+			if (out->response)
+				MHD_add_response_header(out->response, "Mcp-Session-Id", sid);
+			return;
+		}
+	}
+	reply_message(r, out, resp);
+}
+
+void aas_h_mcp_delete(struct aas_req *r, struct aas_reply *out)
+{
+	const char *sid;
+
+	if (!precheck(r, out))
+		return;
+	sid = header(r, "Mcp-Session-Id");
+	if (!sid || !*sid) {
+		reply_rpc_error(out, 400, AAS_MCP_INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required");
+		return;
+	}
+	if (!session_end(sid)) {
+		reply_rpc_error(out, 404, AAS_MCP_INVALID_REQUEST, "Session not found");
+		return;
+	}
+	reply_empty(out, 204);
+}

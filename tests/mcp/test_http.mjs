@@ -1,0 +1,285 @@
+// aas-server's MCP endpoint (POST /v1/mcp) driven by the official MCP
+// TypeScript SDK client over Streamable HTTP, against aas-server-fake (the
+// server's code with the fake VM driver), plus raw fetches for the transport
+// rules the SDK hides (sessions, Origin, malformed JSON).
+//
+// usage: node test_http.mjs AAS_SERVER_FAKE   (run by tests/mcp/run)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import Ajv from 'ajv';
+
+const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
+assert.ok(SERVER, 'usage: test_http.mjs AAS_SERVER_FAKE');
+const work = mkdtempSync(join(tmpdir(), 'aas-mcp-test.'));
+const state = join(work, 'state');
+let server, base, endpoint, key;
+
+before(async () => {
+  const log = openSync(join(work, 'server.log'), 'a');
+  server = spawn(SERVER, ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state],
+                 { stdio: ['ignore', log, log] });
+  for (let i = 0; i < 300 && !existsSync(join(work, 'port')); i++) await new Promise(r => setTimeout(r, 100));
+  const port = readFileSync(join(work, 'port'), 'utf8').trim();
+  base = `http://127.0.0.1:${port}`;
+  endpoint = new URL(`${base}/v1/mcp`);
+  key = execFileSync(SERVER, ['account', 'create', '--name', 'mcp-agent', '--state-dir', state],
+                     { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  assert.match(key, /^aas_sk_/);
+});
+
+after(async () => {
+  if (server) {
+    const exited = new Promise(r => server.once('exit', (code, signal) => r({ code, signal })));
+    server.kill('SIGTERM');
+    const { code, signal } = await exited;
+    assert.equal(code, 0, `aas-server exits cleanly (signal ${signal}; sanitizers report non-zero)`);
+  }
+  const logText = existsSync(join(work, 'server.log')) ? readFileSync(join(work, 'server.log'), 'utf8') : '';
+  assert.ok(!logText.includes(key), 'the API key never appears in the log');
+  if (!process.env.KEEP_WORK) rmSync(work, { recursive: true, force: true });
+});
+
+async function connect(headers = {}) {
+  const client = new Client({ name: 'libsaas-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(endpoint, { requestInit: { headers } });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+const authed = () => connect({ Authorization: `Bearer ${key}` });
+
+// Raw JSON-RPC over fetch.
+async function rpc(body, headers = {}) {
+  const res = await fetch(endpoint, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { /* SSE or empty */ }
+  return { res, text, json };
+}
+
+async function rawSession(extra = {}) {
+  const { res } = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } }, extra);
+  assert.equal(res.status, 200);
+  const sid = res.headers.get('mcp-session-id');
+  assert.match(sid, /^[0-9a-f]{32}$/);
+  return sid;
+}
+
+const textOf = r => r.content.filter(c => c.type === 'text').map(c => c.text).join('\n');
+
+test('initialize, 12 tools, annotations and schemas', async () => {
+  const { client, transport } = await connect();
+  assert.equal(client.getServerVersion().name, 'libsaas');
+  assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
+  assert.ok(transport.sessionId);
+  const { tools, nextCursor } = await client.listTools();
+  assert.equal(nextCursor, undefined);
+  const names = tools.map(t => t.name).sort();
+  assert.deepEqual(names, ['create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_sandbox',
+    'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command', 'write_file']);
+  const ajv = new Ajv({ strict: false });
+  for (const t of tools) {
+    assert.ok(t.description.length > 40, `${t.name} has a description`);
+    assert.equal(t.inputSchema.type, 'object');
+    assert.equal(t.outputSchema.type, 'object');
+    ajv.compile(t.inputSchema);
+    ajv.compile(t.outputSchema);
+    for (const h of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'])
+      assert.equal(typeof t.annotations[h], 'boolean', `${t.name}.${h}`);
+  }
+  const byName = Object.fromEntries(tools.map(t => [t.name, t]));
+  assert.equal(byName.read_file.annotations.readOnlyHint, true);
+  assert.equal(byName.destroy_sandbox.annotations.destructiveHint, true);
+  assert.match(byName.run_command.description, /&/);
+  assert.match(byName.create_sandbox.description, /break-system-packages/);
+  // Keyless discovery works.
+  const info = await client.callTool({ name: 'get_service_info', arguments: {} });
+  assert.ok(!info.isError, textOf(info));
+  assert.ok(info.structuredContent.sizes.length >= 1);
+  assert.deepEqual(JSON.parse(textOf(info)), info.structuredContent);
+  await transport.terminateSession();
+  await client.close();
+});
+
+test('a whole agent session; every structuredContent validates against its outputSchema', async () => {
+  const { client } = await authed();
+  const { tools } = await client.listTools(); // primes the SDK's outputSchema validators
+  const ajv = new Ajv({ strict: false });
+  const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
+  const seen = new Set();
+  const call = async (name, args) => {
+    const r = await client.callTool({ name, arguments: args });
+    assert.ok(!r.isError, `${name}: ${textOf(r)}`);
+    assert.ok(validators[name](r.structuredContent), `${name}: ${JSON.stringify(validators[name].errors)}`);
+    assert.deepEqual(JSON.parse(textOf(r)), r.structuredContent, `${name}: text is the same JSON`);
+    seen.add(name);
+    return r.structuredContent;
+  };
+
+  const sb = await call('create_sandbox', { size: 'small', timeout_seconds: 600 });
+  assert.match(sb.id, /^sbx-/);
+  assert.equal(sb.status, 'ready');
+  const id = sb.id;
+
+  let x = await call('run_command', { sandbox_id: id, command: 'echo hello' });
+  assert.equal(x.exit_code, 0);
+  assert.equal(x.stdout, 'hello\n');
+  x = await call('run_command', { sandbox_id: id, command: 'exit 3' });
+  assert.equal(x.exit_code, 3);
+  x = await call('run_command', { sandbox_id: id, command: 'no-such-program' });
+  assert.equal(x.exit_code, 127);
+  assert.match(x.stderr, /not found/);
+  x = await call('run_command', { sandbox_id: id, command: 'cat', stdin: 'in "quotes"\n' });
+  assert.equal(x.stdout, 'in "quotes"\n');
+
+  const bin = Buffer.from([0, 1, 2, 0xff, 0xfe, 0x80, 10, 0x41]);
+  const w = await call('write_file', { sandbox_id: id, path: 'out/data.bin', content: bin.toString('base64'),
+                                       encoding: 'base64' });
+  assert.equal(w.bytes, bin.length);
+  let rf = await call('read_file', { sandbox_id: id, path: 'out/data.bin' });
+  assert.equal(rf.encoding, 'base64');
+  assert.deepEqual(Buffer.from(rf.content, 'base64'), bin);
+  await call('write_file', { sandbox_id: id, path: 'hello.txt', content: 'héllo "world"\n' });
+  rf = await call('read_file', { sandbox_id: id, path: 'hello.txt' });
+  assert.equal(rf.encoding, 'utf-8');
+  assert.equal(rf.content, 'héllo "world"\n');
+
+  const lf = await call('list_files', { sandbox_id: id });
+  assert.ok(lf.entries.some(e => e.path.endsWith('/out/data.bin') && e.size === bin.length), JSON.stringify(lf));
+
+  const ep = await call('expose_port', { sandbox_id: id, port: 8000 });
+  assert.match(ep.url, /^https?:\/\//);
+  const g = await call('get_sandbox', { sandbox_id: id });
+  assert.equal(g.ports[0].port, 8000);
+  const ext = await call('extend_sandbox', { sandbox_id: id, seconds: 300 });
+  assert.ok(Date.parse(ext.expires_at) > Date.parse(sb.expires_at));
+  const ls = await call('list_sandboxes', {});
+  assert.ok(ls.sandboxes.some(s => s.id === id));
+  const u = await call('get_usage', {});
+  assert.equal(u.active_sandboxes, 1);
+  await call('get_service_info', {});
+  const d = await call('destroy_sandbox', { sandbox_id: id });
+  assert.equal(d.status, 'destroyed');
+  await call('list_sandboxes', { status: 'destroyed', limit: 5 });
+  assert.equal(seen.size, 12, `every tool was called: ${[...seen]}`);
+
+  // Mistakes an agent can fix are tool results with isError and a next step.
+  let r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: id, command: 'echo hi' } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /create_sandbox/);
+  r = await client.callTool({ name: 'get_sandbox', arguments: { sandbox_id: 'sbx-nope' } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /list_sandboxes/);
+  r = await client.callTool({ name: 'run_command', arguments: { command: 'echo hi' } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /sandbox_id/);
+  r = await client.callTool({ name: 'no_such_tool', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /tools\/list/);
+  await client.close();
+});
+
+test('a command that times out is an isError result that says to use &', async () => {
+  const { client } = await authed();
+  const sb = (await client.callTool({ name: 'create_sandbox', arguments: {} })).structuredContent;
+  const r = await client.callTool({ name: 'run_command',
+                                    arguments: { sandbox_id: sb.id, command: 'sleep 10', timeout_seconds: 1 } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /timed out/);
+  assert.match(textOf(r), /&/);
+  await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: sb.id } });
+  await client.close();
+});
+
+test('keyless and wrong-key tool calls are isError results with guidance, not 401', async () => {
+  const { client } = await connect();
+  let r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: 'sbx-x', command: 'ls' } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /Authorization: Bearer/);
+  await client.close();
+  const wrong = await connect({ 'x-api-key': 'aas_sk_wrongwrongwrong' });
+  r = await wrong.client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /unknown or revoked/);
+  await wrong.client.close();
+});
+
+test('transport rules: sessions, Origin, Accept, versions, methods', async () => {
+  const list = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+  // No session id: 400; unknown: 404.
+  assert.equal((await rpc(list)).res.status, 400);
+  const unknown = await rpc(list, { 'Mcp-Session-Id': '0123456789abcdef0123456789abcdef' });
+  assert.equal(unknown.res.status, 404);
+  // Bad Origin: 403; own loopback origin: fine.
+  const bad = await rpc(list, { Origin: 'https://evil.example' });
+  assert.equal(bad.res.status, 403);
+  const sid = await rawSession({ Origin: base });
+  // Malformed JSON: -32700.
+  const parse = await rpc('{"jsonrpc": "2.0", "id": 1, "method": ', { 'Mcp-Session-Id': sid });
+  assert.equal(parse.res.status, 400);
+  assert.equal(parse.json.error.code, -32700);
+  // Invalid request: -32600.
+  const inval = await rpc({ jsonrpc: '1.0', id: 1, method: 'ping' }, { 'Mcp-Session-Id': sid });
+  assert.equal(inval.json.error.code, -32600);
+  // Unknown methods (server/discover too): -32601.
+  for (const method of ['no/such', 'server/discover']) {
+    const um = await rpc({ jsonrpc: '2.0', id: 3, method }, { 'Mcp-Session-Id': sid });
+    assert.equal(um.res.status, 200);
+    assert.equal(um.json.error.code, -32601);
+    assert.equal(um.json.id, 3);
+  }
+  // Invalid params: -32602.
+  const ip = await rpc({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { arguments: {} } },
+                       { 'Mcp-Session-Id': sid });
+  assert.equal(ip.json.error.code, -32602);
+  const cur = await rpc({ jsonrpc: '2.0', id: 5, method: 'tools/list', params: { cursor: 'bogus' } },
+                        { 'Mcp-Session-Id': sid });
+  assert.equal(cur.json.error.code, -32602);
+  // ping; notifications -> 202 with no body.
+  const ping = await rpc({ jsonrpc: '2.0', id: 6, method: 'ping' }, { 'Mcp-Session-Id': sid });
+  assert.deepEqual(ping.json.result, {});
+  for (const n of [{ jsonrpc: '2.0', method: 'notifications/initialized' },
+                   { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 6 } }]) {
+    const nr = await rpc(n, { 'Mcp-Session-Id': sid });
+    assert.equal(nr.res.status, 202);
+    assert.equal(nr.text, '');
+  }
+  // Unsupported MCP-Protocol-Version: 400.
+  const v = await rpc(list, { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '1999-01-01' });
+  assert.equal(v.res.status, 400);
+  // Only SSE accepted: one event, with the SSE headers.
+  const sse = await rpc(list, { 'Mcp-Session-Id': sid, Accept: 'text/event-stream' });
+  assert.equal(sse.res.status, 200);
+  assert.match(sse.res.headers.get('content-type'), /text\/event-stream/);
+  assert.equal(sse.res.headers.get('cache-control'), 'no-cache');
+  const data = JSON.parse(sse.text.split('\n').find(l => l.startsWith('data: ')).slice(6));
+  assert.equal(data.result.tools.length, 12);
+  // GET: 405 with Allow.
+  const get = await fetch(endpoint, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
+  await get.text();
+  assert.equal(get.status, 405);
+  assert.match(get.headers.get('allow'), /POST/);
+  // Version negotiation: an unknown version gets the newest.
+  const init = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: { protocolVersion: '2099-01-01', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
+  assert.equal(init.json.result.protocolVersion, '2025-11-25');
+  // DELETE ends the session; it is unknown afterwards.
+  const del = await fetch(endpoint, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
+  assert.ok(del.status === 204 || del.status === 200);
+  assert.equal((await rpc(list, { 'Mcp-Session-Id': sid })).res.status, 404);
+  // A key in the URL is refused.
+  const inUrl = await fetch(`${endpoint}?api_key=${key}`, { method: 'POST', body: '{}' });
+  await inUrl.text();
+  assert.equal(inUrl.status, 400);
+});
