@@ -7,7 +7,7 @@ SAAS_BUILD_PACKAGES=(
 	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
 	libmicrohttpd-dev libssh2-1-dev libvirt-dev
 )
-SAAS_TEST_PACKAGES=(postgresql valgrind curl openssh-server openssh-client nodejs npm)
+SAAS_TEST_PACKAGES=(postgresql valgrind curl jq openssh-server openssh-client nodejs npm)
 # Running sandboxes and building guest images.
 SAAS_VM_PACKAGES=(
 	qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
