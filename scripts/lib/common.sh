@@ -7,7 +7,7 @@ SAAS_BUILD_PACKAGES=(
 	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
 	libmicrohttpd-dev libssh2-1-dev libvirt-dev
 )
-SAAS_TEST_PACKAGES=(postgresql valgrind curl jq openssh-server openssh-client nodejs npm)
+SAAS_TEST_PACKAGES=(postgresql valgrind curl jq openssh-server openssh-client)
 # Running sandboxes and building guest images.
 SAAS_VM_PACKAGES=(
 	qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
@@ -47,4 +47,12 @@ ensure_vm_accounts() {
 		"${sudo[@]}" useradd --system --no-create-home --home-dir /var/lib/libvirt -g libvirt-qemu \
 			-s /usr/sbin/nologin libvirt-qemu
 	getent group aas-guest >/dev/null || "${sudo[@]}" groupadd --system aas-guest
+}
+
+# Node.js and npm for the MCP client tests. A machine may carry its own Node.js
+# (not Debian's, whose npm package would then conflict): any working node and
+# npm will do; only without them are Debian's installed.
+ensure_node() {
+	command -v node >/dev/null && command -v npm >/dev/null && return 0
+	ensure_packages nodejs npm
 }
