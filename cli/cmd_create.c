@@ -1,0 +1,113 @@
+/*
+ * aas create: create a sandbox and print its id.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static const char help[] =
+	"usage: aas create [--size NAME] [--timeout DURATION] [--image NAME] [--network isolated|internet] [--json]\n"
+	"\n"
+	"Create a sandbox and print its id once it is ready. DURATION is 90, 90s, 15m or 2h.\n"
+	"On a terminal, a spinner on stderr shows the seconds waited.\n";
+
+/* A spinner on stderr while create waits, when stderr is a terminal. */
+struct spinner {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+};
+
+static void *spin(void *arg)
+{
+	static const char frames[] = "|/-\\";
+	struct spinner *sp = arg;
+	struct timespec start, now, until;
+	unsigned int n = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	pthread_mutex_lock(&sp->lock);
+	while (!sp->done) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		fprintf(stderr, "\r%c creating sandbox... %lds ", frames[n++ % 4], (long)(now.tv_sec - start.tv_sec));
+		fflush(stderr);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 100000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&sp->cond, &sp->lock, &until);
+	}
+	pthread_mutex_unlock(&sp->lock);
+	fputs("\r\033[K", stderr);
+	fflush(stderr);
+	return NULL;
+}
+
+int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
+{
+	saas_create_options opts = SAAS_CREATE_OPTIONS_INIT;
+	struct spinner sp = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	saas_client *client = NULL;
+	saas_sandbox *sb = NULL;
+	pthread_t th;
+	int i, r, rc, code, spinning = 0;
+	const char *v;
+
+	for (i = 1; i < argc; i++) {
+		if ((r = aas_common_opt(ctx, "create", argc, argv, &i)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+		} else if ((r = aas_opt("create", argc, argv, &i, "--size", NULL, &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			opts.size = v;
+		} else if ((r = aas_opt("create", argc, argv, &i, "--image", NULL, &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			opts.image = v;
+		} else if ((r = aas_opt("create", argc, argv, &i, "--network", NULL, &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			if (strcmp(v, "isolated") != 0 && strcmp(v, "internet") != 0)
+				return aas_usage_error("create", "--network must be isolated or internet, not '%s'", v);
+			opts.network = v;
+		} else if ((r = aas_opt("create", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			if (aas_parse_duration(v, &opts.timeout_s) < 0)
+				return aas_usage_error("create", "bad duration '%s' (use 90, 90s, 15m or 2h)", v);
+		} else {
+			return aas_usage_error("create", "unexpected argument '%s'", argv[i]);
+		}
+	}
+	if (aas_help(ctx, help))
+		return AAS_EXIT_OK;
+	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
+		return code;
+	if (!ctx->json && isatty(STDERR_FILENO))
+		spinning = pthread_create(&th, NULL, spin, &sp) == 0;
+	rc = saas_sandbox_create(&sb, client, &opts, 0);
+	if (spinning) {
+		pthread_mutex_lock(&sp.lock);
+		sp.done = 1;
+		pthread_cond_signal(&sp.cond);
+		pthread_mutex_unlock(&sp.lock);
+		pthread_join(th, NULL);
+	}
+	if (rc != SAAS_OK)
+		code = aas_fail(rc, "create");
+	else if (ctx->json)
+		code = aas_json_print(aas_json_sandbox(sb));
+	else
+		printf("%s\n", sb->id);
+	saas_sandbox_free(sb);
+	saas_client_free(client);
+	return code;
+}

@@ -1,0 +1,243 @@
+/*
+ * aas exec: run a command in a sandbox; exit with its exit code.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static const char help[] =
+	"usage: aas exec ID [--timeout DURATION] [--cwd DIR] [-e NAME=VALUE]... [-n] [--json] -- CMD [ARG...]\n"
+	"\n"
+	"Run a command in a sandbox. The words are quoted for the shell and joined into one\n"
+	"command line (use `-- sh -c '...'` for pipes and redirections). Its stdout and stderr\n"
+	"go to yours; aas exits with its exit code (124 if it timed out). Stdin is passed\n"
+	"through when it is not a terminal (up to 16 MiB); -n gives the command no stdin.\n";
+
+/* Append `w` to `s`, quoted for /bin/sh unless it needs none. */
+static int append_word(char **s, size_t *len, size_t *cap, const char *w)
+{
+	size_t need = strlen(w) * 4 + 4, k;
+	int plain = *w != '\0';
+	char *p;
+
+	for (k = 0; w[k]; k++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-", w[k]))
+			plain = 0;
+	if (*len + need + 1 > *cap) {
+		size_t ncap = (*len + need + 1) * 2;
+
+		if (!(p = realloc(*s, ncap)))
+			return -1;
+		*s = p;
+		*cap = ncap;
+	}
+	p = *s + *len;
+	if (*len)
+		*p++ = ' ';
+	if (plain) {
+		memcpy(p, w, strlen(w));
+		p += strlen(w);
+	} else {
+		*p++ = '\'';
+		for (k = 0; w[k]; k++) {
+			if (w[k] == '\'') {
+				memcpy(p, "'\\''", 4);
+				p += 4;
+			} else {
+				*p++ = w[k];
+			}
+		}
+		*p++ = '\'';
+	}
+	*p = '\0';
+	*len = (size_t)(p - *s);
+	return 0;
+}
+
+static char *read_stdin(size_t *len)
+{
+	size_t cap = 65536;
+	char *buf = malloc(cap), *p;
+	ssize_t n;
+
+	*len = 0;
+	if (!buf)
+		return NULL;
+	while ((n = read(STDIN_FILENO, buf + *len, cap - *len)) != 0) {
+		if (n < 0) {
+			free(buf);
+			return NULL;
+		}
+		*len += (size_t)n;
+		if (*len > SAAS_EXEC_STDIN_MAX)
+			break;
+		if (*len == cap) {
+			if (!(p = realloc(buf, cap * 2))) {
+				free(buf);
+				return NULL;
+			}
+			buf = p;
+			cap *= 2;
+		}
+	}
+	return buf;
+}
+
+static json_t *json_bytes(const char *data, size_t len, const char **encoding)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	json_t *s = json_stringn(data ? data : "", data ? len : 0);
+	char *out;
+	size_t i, o = 0;
+
+	*encoding = "utf-8";
+	if (s)
+		return s;
+	*encoding = "base64";
+	if (!(out = malloc((len + 2) / 3 * 4 + 1)))
+		return NULL;
+	for (i = 0; i < len; i += 3) {
+		unsigned int v = (unsigned char)data[i] << 16;
+
+		if (i + 1 < len)
+			v |= (unsigned char)data[i + 1] << 8;
+		if (i + 2 < len)
+			v |= (unsigned char)data[i + 2];
+		out[o++] = b64[(v >> 18) & 63];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < len ? b64[v & 63] : '=';
+	}
+	out[o] = '\0';
+	s = json_string(out);
+	free(out);
+	return s;
+}
+
+int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
+{
+	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
+	saas_client *client = NULL;
+	saas_execution *ex = NULL;
+	const char *id = NULL, *v, **env = NULL;
+	char *cmd = NULL, *in = NULL;
+	size_t len = 0, cap = 0, nenv = 0, inlen = 0;
+	int i, r, rc, code = AAS_EXIT_OK, no_stdin = 0, dashdash = 0;
+
+	if (!(env = calloc((size_t)argc + 1, sizeof(*env))))
+		return aas_error(AAS_EXIT_ERROR, "out of memory");
+	for (i = 1; i < argc; i++) {
+		if (dashdash || (id && argv[i][0] != '-')) {
+			if (append_word(&cmd, &len, &cap, argv[i]) < 0) {
+				code = aas_error(AAS_EXIT_ERROR, "out of memory");
+				goto out;
+			}
+		} else if (strcmp(argv[i], "--") == 0) {
+			dashdash = 1;
+		} else if ((r = aas_common_opt(ctx, "exec", argc, argv, &i)) != 0) {
+			if (r < 0)
+				goto usage;
+		} else if (strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--no-stdin") == 0) {
+			no_stdin = 1;
+		} else if ((r = aas_opt("exec", argc, argv, &i, "--cwd", NULL, &v)) != 0) {
+			if (r < 0)
+				goto usage;
+			opts.cwd = v;
+		} else if ((r = aas_opt("exec", argc, argv, &i, "--env", "-e", &v)) != 0) {
+			if (r < 0)
+				goto usage;
+			if (!strchr(v, '=') || v[0] == '=') {
+				code = aas_usage_error("exec", "-e needs NAME=VALUE, not '%s'", v);
+				goto out;
+			}
+			env[nenv++] = v;
+		} else if ((r = aas_opt("exec", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
+			if (r < 0)
+				goto usage;
+			if (aas_parse_duration(v, &opts.timeout_s) < 0) {
+				code = aas_usage_error("exec", "bad duration '%s' (use 90, 90s, 15m or 2h)", v);
+				goto out;
+			}
+		} else if (argv[i][0] == '-') {
+			code = aas_usage_error("exec", "unknown option '%s'", argv[i]);
+			goto out;
+		} else {
+			id = argv[i];
+		}
+	}
+	if (aas_help(ctx, help))
+		goto out;
+	if (!id || !cmd) {
+		code = aas_usage_error("exec", "need a sandbox ID and a command after --");
+		goto out;
+	}
+	if (nenv)
+		opts.env = env;
+	if (!no_stdin && !isatty(STDIN_FILENO)) {
+		if (!(in = read_stdin(&inlen))) {
+			code = aas_error(AAS_EXIT_ERROR, "cannot read stdin");
+			goto out;
+		}
+		if (inlen > SAAS_EXEC_STDIN_MAX) {
+			code = aas_error(AAS_EXIT_USAGE, "stdin is over 16 MiB: copy the data in with `aas cp` instead");
+			goto out;
+		}
+		if (inlen) {
+			opts.stdin_data = in;
+			opts.stdin_len = inlen;
+		}
+	}
+	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
+		goto out;
+	if ((rc = saas_exec(&ex, client, id, cmd, &opts, 0)) != SAAS_OK) {
+		code = aas_fail(rc, id);
+		goto out;
+	}
+	if (ctx->json) {
+		const char *eo, *ee;
+		json_t *so = json_bytes(ex->stdout_data, ex->stdout_len, &eo);
+		json_t *se = json_bytes(ex->stderr_data, ex->stderr_len, &ee);
+
+		aas_json_print(json_pack("{s:s,s:s,s:s,s:i,s:o,s:s,s:o,s:s,s:b,s:b,s:I,s:s}", "execution_id", ex->id,
+		                         "sandbox_id", ex->sandbox_id, "status", saas_exec_status_name(ex->status),
+		                         "exit_code", ex->exit_code, "stdout", so ? so : json_null(), "stdout_encoding", eo,
+		                         "stderr", se ? se : json_null(), "stderr_encoding", ee, "stdout_truncated",
+		                         ex->stdout_truncated, "stderr_truncated", ex->stderr_truncated, "duration_ms",
+		                         (json_int_t)ex->duration_ms, "error", ex->error ? ex->error : ""));
+	} else {
+		if (ex->stdout_len)
+			fwrite(ex->stdout_data, 1, ex->stdout_len, stdout);
+		fflush(stdout);
+		if (ex->stderr_len)
+			fwrite(ex->stderr_data, 1, ex->stderr_len, stderr);
+		if (ex->stdout_truncated || ex->stderr_truncated)
+			fprintf(stderr, "aas: warning: output was cut at 1 MiB per stream: write it to a file and `aas cp` it out\n");
+	}
+	switch (ex->status) {
+	case SAAS_EXEC_EXITED:
+		code = ex->exit_code & 255;
+		break;
+	case SAAS_EXEC_TIMEDOUT:
+		code = 124;
+		if (!ctx->json)
+			aas_error(code, "the command timed out: raise --timeout (at most 1h)");
+		break;
+	default:
+		code = aas_error(AAS_EXIT_SERVER, "the command could not run: %s", ex->error && *ex->error ? ex->error : "unknown error");
+		break;
+	}
+	goto out;
+usage:
+	code = AAS_EXIT_USAGE;
+out:
+	saas_execution_free(ex);
+	saas_client_free(client);
+	free(cmd);
+	free(in);
+	free(env);
+	return code;
+}

@@ -1,0 +1,133 @@
+/*
+ * aas files: show a directory tree of a sandbox.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static const char help[] =
+	"usage: aas files ID [PATH] [--depth N] [--json]\n"
+	"\n"
+	"Show a directory tree in a sandbox (PATH defaults to /workspace; depth 3, at most 16).\n";
+
+static const char *type_name(int t)
+{
+	switch (t) {
+	case SAAS_FILE_REGULAR:
+		return "file";
+	case SAAS_FILE_DIRECTORY:
+		return "directory";
+	case SAAS_FILE_SYMLINK:
+		return "symlink";
+	default:
+		return "other";
+	}
+}
+
+static int depth_of(const char *root, const char *path)
+{
+	size_t rl = strlen(root);
+	int d = 0;
+
+	if (strncmp(path, root, rl) == 0)
+		path += rl;
+	for (; *path; path++)
+		if (*path == '/')
+			d++;
+	if (rl && root[rl - 1] != '/')
+		d--;
+	return d < 0 ? 0 : d;
+}
+
+int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
+{
+	saas_client *client = NULL;
+	saas_file_list *l = NULL;
+	const char *pos[2] = { NULL, NULL }, *v;
+	int i, r, rc, code, n = 0;
+	long depth = 0;
+	char *end;
+
+	for (i = 1; i < argc; i++) {
+		if ((r = aas_common_opt(ctx, "files", argc, argv, &i)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+		} else if ((r = aas_opt("files", argc, argv, &i, "--depth", NULL, &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			depth = strtol(v, &end, 10);
+			if (*end || end == v || depth < 1 || depth > SAAS_LIST_DEPTH_MAX)
+				return aas_usage_error("files", "bad depth '%s' (1-%d)", v, SAAS_LIST_DEPTH_MAX);
+		} else if (argv[i][0] == '-' || n >= 2) {
+			return aas_usage_error("files", "unexpected argument '%s'", argv[i]);
+		} else {
+			pos[n++] = argv[i];
+		}
+	}
+	if (aas_help(ctx, help))
+		return AAS_EXIT_OK;
+	if (n < 1)
+		return aas_usage_error("files", "missing sandbox ID");
+	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
+		return code;
+	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0)) != SAAS_OK) {
+		code = aas_fail(rc, pos[1] ? pos[1] : pos[0]);
+	} else if (ctx->json) {
+		json_t *arr = json_array();
+		size_t k;
+
+		for (k = 0; k < l->count; k++) {
+			const saas_file_entry *e = &l->entries[k];
+
+			json_array_append_new(arr, json_pack("{s:s,s:s,s:I,s:i,s:o}", "path", e->path, "type", type_name(e->type),
+			                                     "size", (json_int_t)e->size, "mode", (int)e->mode, "mtime",
+			                                     aas_json_time(e->mtime_ms)));
+		}
+		code = aas_json_print(json_pack("{s:s,s:b,s:o}", "root", l->root, "truncated", l->truncated, "entries", arr));
+	} else {
+		int last[SAAS_LIST_DEPTH_MAX + 2];
+		size_t k, j;
+
+		memset(last, 0, sizeof(last));
+		printf("%s\n", l->root);
+		for (k = 0; k < l->count; k++) {
+			const saas_file_entry *e = &l->entries[k];
+			int d = depth_of(l->root, e->path), x;
+
+			if (d > SAAS_LIST_DEPTH_MAX)
+				d = SAAS_LIST_DEPTH_MAX;
+			if (strcmp(e->path, l->root) == 0)
+				continue;
+			/* Last among its siblings: no later entry at this depth before one shallower. */
+			last[d] = 1;
+			for (j = k + 1; j < l->count; j++) {
+				int dj = depth_of(l->root, l->entries[j].path);
+
+				if (dj < d)
+					break;
+				if (dj == d) {
+					last[d] = 0;
+					break;
+				}
+			}
+			for (x = 0; x < d; x++)
+				fputs(last[x] ? "    " : "\xe2\x94\x82   ", stdout);
+			fputs(last[d] ? "\xe2\x94\x94\xe2\x94\x80\xe2\x94\x80 " : "\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80 ", stdout);
+			if (e->type == SAAS_FILE_DIRECTORY)
+				printf("%s/\n", strrchr(e->path, '/') ? strrchr(e->path, '/') + 1 : e->path);
+			else if (e->type == SAAS_FILE_SYMLINK)
+				printf("%s@\n", strrchr(e->path, '/') ? strrchr(e->path, '/') + 1 : e->path);
+			else
+				printf("%s  (%lld bytes)\n", strrchr(e->path, '/') ? strrchr(e->path, '/') + 1 : e->path,
+				       (long long)e->size);
+		}
+		if (l->truncated)
+			fprintf(stderr, "aas: warning: listing cut short: list a subdirectory or lower --depth\n");
+	}
+	saas_file_list_free(l);
+	saas_client_free(client);
+	return code;
+}

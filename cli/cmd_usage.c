@@ -1,0 +1,75 @@
+/*
+ * aas usage: usage and cost over a period.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include "common.h"
+
+static const char help[] =
+	"usage: aas usage [--from TIME] [--to TIME] [--json]\n"
+	"\n"
+	"Usage and cost of your account over [from, to); TIME is YYYY-MM-DD[THH:MM[:SS]]Z (UTC)\n"
+	"or milliseconds since the epoch. Defaults: the last 30 days up to now.\n";
+
+int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
+{
+	saas_client *client = NULL;
+	saas_usage *u = NULL;
+	int64_t from = 0, to = 0;
+	int i, r, rc, code;
+	const char *v;
+	size_t k;
+	char a[32], b[40];
+
+	for (i = 1; i < argc; i++) {
+		if ((r = aas_common_opt(ctx, "usage", argc, argv, &i)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+		} else if ((r = aas_opt("usage", argc, argv, &i, "--from", NULL, &v)) != 0) {
+			if (r < 0 || aas_parse_time(v, &from) < 0)
+				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "bad time '%s'", v);
+		} else if ((r = aas_opt("usage", argc, argv, &i, "--to", NULL, &v)) != 0) {
+			if (r < 0 || aas_parse_time(v, &to) < 0)
+				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "bad time '%s'", v);
+		} else {
+			return aas_usage_error("usage", "unexpected argument '%s'", argv[i]);
+		}
+	}
+	if (aas_help(ctx, help))
+		return AAS_EXIT_OK;
+	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
+		return code;
+	if ((rc = saas_client_usage(&u, client, from, to, 0)) != SAAS_OK) {
+		code = aas_fail(rc, "usage");
+	} else if (ctx->json) {
+		json_t *lines = json_array();
+
+		for (k = 0; k < u->count; k++) {
+			const saas_usage_line *l = &u->lines[k];
+
+			json_array_append_new(lines, json_pack("{s:s,s:s,s:I,s:o,s:I,s:b}", "sandbox_id", l->sandbox_id, "size",
+			                                       l->size, "seconds", (json_int_t)l->seconds, "cost_usd",
+			                                       aas_json_usd(l->cost_usd_micro), "cost_usd_micro",
+			                                       (json_int_t)l->cost_usd_micro, "running", l->running));
+		}
+		code = aas_json_print(json_pack("{s:o,s:o,s:o,s:I,s:o,s:I}", "from", aas_json_time(u->from_ms), "to",
+		                                aas_json_time(u->to_ms), "lines", lines, "total_seconds",
+		                                (json_int_t)u->total_seconds, "total_usd", aas_json_usd(u->total_usd_micro),
+		                                "total_usd_micro", (json_int_t)u->total_usd_micro));
+	} else {
+		printf("period %s", aas_fmt_time(a, sizeof(a), u->from_ms));
+		printf(" to %s\n", aas_fmt_time(a, sizeof(a), u->to_ms));
+		printf("%-28s %-8s %10s %14s\n", "SANDBOX", "SIZE", "SECONDS", "COST");
+		for (k = 0; k < u->count; k++) {
+			const saas_usage_line *l = &u->lines[k];
+
+			printf("%-28s %-8s %10lld %14s%s\n", l->sandbox_id, l->size, (long long)l->seconds,
+			       aas_fmt_usd(b, sizeof(b), l->cost_usd_micro), l->running ? "  (running)" : "");
+		}
+		printf("%-28s %-8s %10lld %14s\n", "TOTAL", "", (long long)u->total_seconds,
+		       aas_fmt_usd(b, sizeof(b), u->total_usd_micro));
+	}
+	saas_usage_free(u);
+	saas_client_free(client);
+	return code;
+}

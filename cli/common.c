@@ -1,0 +1,421 @@
+/*
+ * aas: shared helpers (configuration, options, errors, formatting).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include "common.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int aas_help(const aas_ctx *ctx, const char *text)
+{
+	if (!ctx->help)
+		return 0;
+	fputs(text, stdout);
+	return 1;
+}
+
+int aas_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "aas%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "; see `aas%s%s --help`\n", cmd ? " " : "", cmd ? cmd : "");
+	return AAS_EXIT_USAGE;
+}
+
+int aas_error(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("aas: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+int aas_opt(const char *cmd, int argc, char **argv, int *i, const char *lng, const char *shrt, const char **val)
+{
+	const char *a = argv[*i];
+	size_t n = strlen(lng);
+
+	if (strncmp(a, lng, n) == 0 && a[n] == '=') {
+		*val = a + n + 1;
+		return 1;
+	}
+	if (strcmp(a, lng) != 0 && !(shrt && strcmp(a, shrt) == 0))
+		return 0;
+	if (*i + 1 >= argc) {
+		aas_usage_error(cmd, "%s needs a value", a);
+		return -1;
+	}
+	*val = argv[++*i];
+	return 1;
+}
+
+int aas_common_opt(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i)
+{
+	const char *v;
+	int r;
+
+	if (strcmp(argv[*i], "--json") == 0) {
+		ctx->json = 1;
+		return 1;
+	}
+	if (strcmp(argv[*i], "--help") == 0 || strcmp(argv[*i], "-h") == 0) {
+		ctx->help = 1;
+		return 1;
+	}
+	if ((r = aas_opt(cmd, argc, argv, i, "--url", NULL, &v)) != 0) {
+		if (r > 0)
+			ctx->url_flag = v;
+		return r;
+	}
+	if ((r = aas_opt(cmd, argc, argv, i, "--key", NULL, &v)) != 0) {
+		if (r > 0)
+			ctx->key_flag = v;
+		return r;
+	}
+	return 0;
+}
+
+int aas_exit_code(int rc)
+{
+	const saas_error *e = saas_error_last();
+
+	switch (rc) {
+	case SAAS_OK:
+		return AAS_EXIT_OK;
+	case SAAS_EAUTH:
+		return AAS_EXIT_AUTH;
+	case SAAS_ENOTFOUND:
+		return AAS_EXIT_NOTFOUND;
+	case SAAS_EINVAL:
+		return AAS_EXIT_USAGE;
+	case SAAS_ECREDIT:
+	case SAAS_ELIMIT:
+		return AAS_EXIT_CREDIT;
+	case SAAS_ENETWORK:
+	case SAAS_EPROTOCOL:
+	case SAAS_EBACKEND:
+	case SAAS_ESTORE:
+	case SAAS_ETIMEOUT:
+	case SAAS_EBUSY:
+		return AAS_EXIT_SERVER;
+	default:
+		if (e->code == rc && e->klass == SAAS_ERRCLASS_HTTP && e->backend_code >= 500)
+			return AAS_EXIT_SERVER;
+		return AAS_EXIT_ERROR;
+	}
+}
+
+static const char *hint_for(int rc)
+{
+	switch (rc) {
+	case SAAS_EAUTH:
+		return "run `aas login` or set AAS_API_KEY";
+	case SAAS_ENOTFOUND:
+		return "check the id with `aas ls --all`";
+	case SAAS_ECREDIT:
+		return "add credit to the account (see `aas account`)";
+	case SAAS_ELIMIT:
+		return "destroy sandboxes with `aas rm` or ask for a shorter time (see `aas account`)";
+	case SAAS_ENETWORK:
+		return "check that the server runs and --url / AAS_BASE_URL points at it";
+	case SAAS_EINVAL:
+		return "check the arguments (see `aas COMMAND --help`)";
+	case SAAS_ESTATE:
+		return "check the sandbox's status with `aas get`";
+	case SAAS_EBACKEND:
+	case SAAS_ESTORE:
+	case SAAS_EPROTOCOL:
+	case SAAS_ETIMEOUT:
+		return "the server failed; try again later or ask its operator";
+	default:
+		return NULL;
+	}
+}
+
+int aas_fail(int rc, const char *what)
+{
+	const saas_error *e = saas_error_last();
+	const char *msg = (e->code == rc && e->message && e->message[0]) ? e->message : saas_strerror(rc);
+	const char *hint = hint_for(rc);
+	char line[1024];
+	size_t k;
+
+	/* One line, whatever the message holds. */
+	snprintf(line, sizeof(line), "%s", msg);
+	for (k = 0; line[k]; k++)
+		if (line[k] == '\n' || line[k] == '\r')
+			line[k] = ' ';
+	if (rc == SAAS_EAUTH)
+		return aas_error(AAS_EXIT_AUTH, "%s: invalid API key (%s): %s", what, line, hint);
+	if (hint)
+		return aas_error(aas_exit_code(rc), "%s: %s: %s", what, line, hint);
+	return aas_error(aas_exit_code(rc), "%s: %s", what, line);
+}
+
+/* ---- configuration ---- */
+
+char *aas_config_path(void)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	const char *home = getenv("HOME");
+	char *p;
+	size_t n;
+
+	if (xdg && xdg[0] == '/') {
+		n = strlen(xdg) + sizeof("/aas/config");
+		if ((p = malloc(n)))
+			snprintf(p, n, "%s/aas/config", xdg);
+		return p;
+	}
+	if (!home || !home[0])
+		return NULL;
+	n = strlen(home) + sizeof("/.config/aas/config");
+	if ((p = malloc(n)))
+		snprintf(p, n, "%s/.config/aas/config", home);
+	return p;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+char *aas_config_get(const char *name)
+{
+	char *path = aas_config_path(), *res = NULL;
+	char line[4096];
+	FILE *f;
+
+	if (!path)
+		return NULL;
+	f = fopen(path, "r");
+	free(path);
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		char *s = trim(line), *eq;
+
+		if (!*s || *s == '#' || !(eq = strchr(s, '=')))
+			continue;
+		*eq = '\0';
+		if (strcmp(trim(s), name) == 0) {
+			free(res);
+			res = strdup(trim(eq + 1));
+		}
+	}
+	fclose(f);
+	return res;
+}
+
+int aas_open(aas_ctx *ctx, saas_client **out)
+{
+	saas_remote_options opts = SAAS_REMOTE_OPTIONS_INIT;
+	char *cfg_url = NULL, *cfg_key = NULL;
+	const char *url = ctx->url_flag, *key = ctx->key_flag;
+	int rc, code = AAS_EXIT_OK;
+
+	if (!url || !*url)
+		url = getenv("AAS_BASE_URL");
+	if (!key || !*key)
+		key = getenv("AAS_API_KEY");
+	if (!url || !*url)
+		url = cfg_url = aas_config_get("url");
+	if (!key || !*key)
+		key = cfg_key = aas_config_get("key");
+	if (!url || !*url)
+		url = AAS_DEFAULT_URL;
+	if (!key || !*key) {
+		code = aas_error(AAS_EXIT_AUTH, "no API key: run `aas login` or set AAS_API_KEY");
+		goto out;
+	}
+	opts.user_agent = "aas-cli";
+	rc = saas_client_open_remote(out, url, key, &opts, 0);
+	if (rc == SAAS_EAUTH)
+		code = aas_error(AAS_EXIT_AUTH, "invalid API key for %s: run `aas login` or set AAS_API_KEY", url);
+	else if (rc == SAAS_ENETWORK)
+		code = aas_error(AAS_EXIT_SERVER, "cannot reach the server at %s (%s): check that it runs and --url / AAS_BASE_URL",
+		                 url, saas_error_last()->message);
+	else if (rc == SAAS_EINVAL)
+		code = aas_error(AAS_EXIT_USAGE, "bad server URL '%s': give an origin such as http://127.0.0.1:8080 (--url or AAS_BASE_URL)", url);
+	else if (rc != SAAS_OK)
+		code = aas_fail(rc, url);
+out:
+	free(cfg_url);
+	free(cfg_key);
+	return code;
+}
+
+/* ---- parsing and formatting ---- */
+
+int aas_parse_duration(const char *s, int64_t *out)
+{
+	char *end;
+	long long v, mul = 1;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || v <= 0)
+		return -1;
+	if (*end == '\0' || strcmp(end, "s") == 0)
+		mul = 1;
+	else if (strcmp(end, "m") == 0)
+		mul = 60;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600;
+	else if (strcmp(end, "d") == 0)
+		mul = 86400;
+	else
+		return -1;
+	if (v > INT64_MAX / mul / 1000)
+		return -1;
+	*out = (int64_t)v * mul;
+	return 0;
+}
+
+int aas_parse_time(const char *s, int64_t *out_ms)
+{
+	struct tm tm;
+	int n = 0, len = (int)strlen(s);
+	char *end;
+	long long ms;
+
+	if (len > 0 && strspn(s, "0123456789") == (size_t)len) {
+		errno = 0;
+		ms = strtoll(s, &end, 10);
+		if (errno)
+			return -1;
+		*out_ms = ms;
+		return 0;
+	}
+	memset(&tm, 0, sizeof(tm));
+	if (sscanf(s, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n) != 3 || n != 10)
+		return -1;
+	s += n;
+	if (*s == 'T' || *s == ' ') {
+		n = 0;
+		if (sscanf(s + 1, "%2d:%2d%n", &tm.tm_hour, &tm.tm_min, &n) != 2 || n != 5)
+			return -1;
+		s += 1 + n;
+		if (*s == ':') {
+			n = 0;
+			if (sscanf(s + 1, "%2d%n", &tm.tm_sec, &n) != 1 || n != 2)
+				return -1;
+			s += 1 + n;
+		}
+	}
+	if (*s == 'Z')
+		s++;
+	if (*s || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+	    tm.tm_min > 59 || tm.tm_sec > 60)
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	*out_ms = (int64_t)timegm(&tm) * 1000;
+	return 0;
+}
+
+const char *aas_fmt_time(char *buf, size_t size, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms <= 0 || !gmtime_r(&t, &tm)) {
+		snprintf(buf, size, "-");
+		return buf;
+	}
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}
+
+const char *aas_fmt_usd(char *buf, size_t size, int64_t micro)
+{
+	char tmp[40];
+
+	saas_usd_format(tmp, sizeof(tmp), micro);
+	if (tmp[0] == '-')
+		snprintf(buf, size, "-$%s", tmp + 1);
+	else
+		snprintf(buf, size, "$%s", tmp);
+	return buf;
+}
+
+json_t *aas_json_time(int64_t ms)
+{
+	char buf[64];
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms <= 0 || !gmtime_r(&t, &tm))
+		return json_null();
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03dZ", (int)(ms % 1000));
+	return json_string(buf);
+}
+
+json_t *aas_json_usd(int64_t micro)
+{
+	char buf[40];
+
+	return json_string(saas_usd_format(buf, sizeof(buf), micro));
+}
+
+json_t *aas_json_sandbox(const saas_sandbox *sb)
+{
+	json_t *o = json_object(), *ports = json_array();
+	size_t k;
+
+	for (k = 0; k < sb->nports; k++)
+		json_array_append_new(ports, json_pack("{s:I,s:s}", "port", (json_int_t)sb->ports[k].port, "url",
+		                                       sb->ports[k].url ? sb->ports[k].url : ""));
+	json_object_set_new(o, "id", json_string(sb->id));
+	json_object_set_new(o, "status", json_string(saas_sandbox_status_name(sb->status)));
+	json_object_set_new(o, "end_reason", sb->end_reason ? json_string(saas_end_reason_name(sb->end_reason)) : json_null());
+	json_object_set_new(o, "size", json_string(sb->size));
+	json_object_set_new(o, "vcpus", json_integer(sb->vcpus));
+	json_object_set_new(o, "memory_mb", json_integer(sb->memory_mb));
+	json_object_set_new(o, "disk_gb", json_integer(sb->disk_gb));
+	json_object_set_new(o, "image", sb->image ? json_string(sb->image) : json_null());
+	json_object_set_new(o, "created_at", aas_json_time(sb->created_at_ms));
+	json_object_set_new(o, "ready_at", aas_json_time(sb->ready_at_ms));
+	json_object_set_new(o, "expires_at", aas_json_time(sb->expires_at_ms));
+	json_object_set_new(o, "destroyed_at", aas_json_time(sb->destroyed_at_ms));
+	json_object_set_new(o, "cost_usd", aas_json_usd(sb->cost_usd_micro));
+	json_object_set_new(o, "cost_usd_micro", json_integer(sb->cost_usd_micro));
+	json_object_set_new(o, "ports", ports);
+	return o;
+}
+
+int aas_json_print(json_t *v)
+{
+	int rc;
+
+	if (!v)
+		return aas_error(AAS_EXIT_ERROR, "out of memory building JSON");
+	rc = json_dumpf(v, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(v);
+	fputc('\n', stdout);
+	return rc == 0 ? AAS_EXIT_OK : AAS_EXIT_ERROR;
+}

@@ -1,0 +1,94 @@
+/*
+ * aas: the command-line tool. Shared helpers: configuration, option parsing,
+ * error reporting and exit codes, formatting. Over <saas.h> only.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_CLI_COMMON_H
+#define AAS_CLI_COMMON_H
+
+#include <jansson.h>
+#include <saas.h>
+#include <stdio.h>
+
+/* Exit codes (documented in `aas --help`, aas(1) and docs/cli.md). */
+enum {
+	AAS_EXIT_OK = 0,
+	AAS_EXIT_ERROR = 1,     /* anything else */
+	AAS_EXIT_USAGE = 2,     /* bad command line (or arguments the server rejects) */
+	AAS_EXIT_AUTH = 3,      /* missing or wrong API key */
+	AAS_EXIT_NOTFOUND = 4,  /* no such sandbox, execution or file */
+	AAS_EXIT_SERVER = 5,    /* the server or the network failed */
+	AAS_EXIT_CREDIT = 6     /* insufficient credit, or an account limit */
+};
+
+/* What every command gets: the global options and the resolved configuration. */
+typedef struct {
+	const char *url_flag;   /* --url, or NULL */
+	const char *key_flag;   /* --key, or NULL */
+	int json;               /* --json */
+	int help;               /* --help seen */
+} aas_ctx;
+
+typedef int (*aas_cmd_fn)(aas_ctx *ctx, int argc, char **argv);
+
+int aas_cmd_create(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_ls(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_get(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_cp(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_files(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_expose(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_extend(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_rm(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_account(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_login(aas_ctx *ctx, int argc, char **argv);
+
+#define AAS_DEFAULT_URL "http://127.0.0.1:8080"
+
+/*
+ * Option parsing. aas_common_opt() consumes --url/--key/--json/--help at argv[*i]
+ * (1 consumed, 0 not ours, -1 usage error already reported). aas_opt() matches
+ * "--name VALUE", "--name=VALUE" or "-s VALUE" and sets *val (1 matched, 0 not,
+ * -1 missing value, reported).
+ */
+int aas_common_opt(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i);
+int aas_opt(const char *cmd, int argc, char **argv, int *i, const char *lng, const char *shrt, const char **val);
+
+/* Report a usage error ("aas CMD: ...; see `aas CMD --help`") and return AAS_EXIT_USAGE. */
+int aas_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print a one-line error "aas: ..." and return `code`. */
+int aas_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Report a failed libsaas call from saas_error_last() and return the exit code for `rc`. */
+int aas_fail(int rc, const char *what);
+/* The exit code for a libsaas status. */
+int aas_exit_code(int rc);
+
+/* Open the client from flags > environment > config file. On failure reports and returns an exit code. */
+int aas_open(aas_ctx *ctx, saas_client **out);
+/* The config file's path (malloc'd) or NULL. */
+char *aas_config_path(void);
+/* Read `name` ("url" or "key") from the config file; malloc'd or NULL. */
+char *aas_config_get(const char *name);
+
+/* "90", "90s", "15m", "2h", "1d" -> seconds. 0 ok, -1 invalid. */
+int aas_parse_duration(const char *s, int64_t *out);
+/* "YYYY-MM-DD[THH:MM[:SS]][Z]" (UTC) or milliseconds since the epoch -> ms. */
+int aas_parse_time(const char *s, int64_t *out_ms);
+/* ms -> "2024-05-01T12:00:00Z" (UTC); "-" for 0. */
+const char *aas_fmt_time(char *buf, size_t size, int64_t ms);
+/* micro-dollars -> "$1.234567", exact. */
+const char *aas_fmt_usd(char *buf, size_t size, int64_t micro);
+
+/* JSON helpers. */
+json_t *aas_json_time(int64_t ms);
+json_t *aas_json_usd(int64_t micro);
+json_t *aas_json_sandbox(const saas_sandbox *sb);
+/* Print `v` (stolen) to stdout, indented; returns AAS_EXIT_OK (or AAS_EXIT_ERROR on failure). */
+int aas_json_print(json_t *v);
+
+/* Print a usage text when --help was seen; returns 1 if printed. */
+int aas_help(const aas_ctx *ctx, const char *text);
+
+#endif

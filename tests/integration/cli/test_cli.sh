@@ -1,0 +1,178 @@
+#!/bin/bash
+# The aas command-line tool end to end against aas-server-fake (the server's
+# code with the fake VM driver) on a free loopback port: every subcommand,
+# text and --json output, exit codes, cp both ways on binary data, login.
+#
+# usage: test_cli.sh AAS AAS_SERVER_FAKE
+. "$(dirname "$0")/../server/common.sh"
+AAS=$1
+SERVER=$2
+admin() { "$SERVER" "$@" --state-dir "${WORK}/state"; }
+
+# Keep the user's own configuration and environment out of it.
+export XDG_CONFIG_HOME="${WORK}/config" HOME="${WORK}/home"
+unset AAS_API_KEY AAS_BASE_URL
+mkdir -p "${HOME}"
+
+start_server "$SERVER"
+KEY=$(admin account create --name cli 2>"${WORK}/admin.err")
+check "account create gave a key" grep -q '^aas_sk_' <<<"$KEY"
+
+# run ARGS...: runs aas with stdin from /dev/null; sets OUT, ERR, RC.
+run() {
+	"$AAS" "$@" </dev/null >"${WORK}/out" 2>"${WORK}/err"
+	RC=$?
+	OUT=$(cat "${WORK}/out")
+	ERR=$(cat "${WORK}/err")
+}
+expect_rc() { # expect_rc WANT DESCRIPTION
+	if [ "$RC" = "$1" ]; then pass; else fail "$2: exit $RC, want $1 (stderr: ${ERR:0:300})"; fi
+}
+expect_out() { # expect_out WANT DESCRIPTION
+	if [ "$OUT" = "$1" ]; then pass; else fail "$2: stdout '${OUT:0:300}', want '$1'"; fi
+}
+jout() { printf '%s' "$OUT" | jq -r "$1"; }
+expect_jq() { # expect_jq EXPR WANT DESCRIPTION
+	local got; got=$(jout "$1")
+	if [ "$got" = "$2" ]; then pass; else fail "$3: $1 = '$got', want '$2' (out: ${OUT:0:300})"; fi
+}
+one_line_err() { # the error is one line starting with "aas"
+	if [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] && grep -q '^aas' <<<"$ERR"; then pass; else fail "$1: stderr not one line: $ERR"; fi
+}
+
+# ---- help and usage errors (no server needed) ----
+run --help; expect_rc 0 "aas --help"
+check "help documents exit codes" grep -q 'Exit status' <<<"$OUT"
+for c in create ls get exec cp files expose extend rm usage account login; do
+	run "$c" --help; expect_rc 0 "aas $c --help"
+	check "aas $c --help prints usage" grep -q "^usage: aas $c" <<<"$OUT"
+done
+run; expect_rc 2 "no command"
+run frobnicate; expect_rc 2 "unknown command"; one_line_err "unknown command"
+run ls --bogus; expect_rc 2 "unknown option"; one_line_err "unknown option"
+run create --timeout 5x; expect_rc 2 "bad duration"
+run get; expect_rc 2 "get without id"
+run exec sbx-x; expect_rc 2 "exec without command"
+run cp a b; expect_rc 2 "cp local to local"
+run expose sbx-x 70000; expect_rc 2 "bad port"
+
+# ---- no key, wrong key, server down ----
+run --url "$BASE" ls; expect_rc 3 "no key"; one_line_err "no key"
+check "no key says what to do" grep -q 'aas login' <<<"$ERR"
+run --url "$BASE" --key aas_sk_wrong ls; expect_rc 3 "wrong key"; one_line_err "wrong key"
+check "wrong key says what to do" grep -q 'AAS_API_KEY' <<<"$ERR"
+# A port nothing listens on: bind one and let it go.
+DEAD=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+run --url "http://127.0.0.1:${DEAD}" --key "$KEY" ls; expect_rc 5 "server down"; one_line_err "server down"
+
+# ---- flags > environment ----
+export AAS_API_KEY="$KEY" AAS_BASE_URL="$BASE"
+run --key aas_sk_wrong ls; expect_rc 3 "--key beats AAS_API_KEY"
+run --url "http://127.0.0.1:${DEAD}" ls; expect_rc 5 "--url beats AAS_BASE_URL"
+
+# ---- create, ls, get ----
+run create --size small --timeout 15m; expect_rc 0 create
+SB=$OUT
+check "create prints only an id" grep -Eq '^sbx-[a-z0-9-]+$' <<<"$SB"
+run create --json --timeout 90; expect_rc 0 "create --json"
+SB2=$(jout .id); expect_jq .status ready "create --json status"
+expect_jq .size small "create --json size"
+run create --size enormous; expect_rc 2 "unknown size is rejected"; one_line_err "unknown size"
+run ls; expect_rc 0 ls
+check "ls has a header" grep -q '^ID *STATUS *SIZE *CREATED *EXPIRES *COST' <<<"$OUT"
+check "ls lists newest first" test "$(sed -n 2p <<<"$OUT" | awk '{print $1}')" = "$SB2"
+check "ls prints money" grep -q '\$0\.000000' <<<"$OUT"
+run ls --json; expect_rc 0 "ls --json"; expect_jq 'length' 2 "ls --json count"; expect_jq '.[0].id' "$SB2" "ls --json order"
+run get "$SB"; expect_rc 0 get
+check "get shows the id" grep -q "^id: *$SB" <<<"$OUT"
+run get "$SB" --json; expect_jq .id "$SB" "get --json id"; expect_jq .cost_usd 0.000000 "get --json cost"
+expect_jq .cost_usd_micro 0 "get --json cost micro"
+run get sbx-doesnotexist; expect_rc 4 "unknown id"; one_line_err "unknown id"
+
+# ---- exec ----
+run exec "$SB" -- echo hello; expect_rc 0 exec; expect_out hello "exec stdout"
+run exec "$SB" -- exit 7; expect_rc 7 "exec exits with the command's code"
+run exec "$SB" -- no-such-command; expect_rc 127 "exec 127"
+check "exec stderr goes to stderr" grep -q 'command not found' <<<"$ERR"
+run exec "$SB" --cwd /tmp -- pwd; expect_out /tmp "exec --cwd"
+run exec "$SB" -e GREETING=hi -e 'X=a b' -- env; expect_rc 0 "exec -e"
+check "exec -e passes env" grep -qx 'X=a b' <<<"$OUT"
+printf 'from stdin' | "$AAS" exec "$SB" -- cat >"${WORK}/out" 2>"${WORK}/err"; RC=$?
+expect_rc 0 "exec stdin"; check "exec stdin passed" test "$(cat "${WORK}/out")" = "from stdin"
+run exec "$SB" --json -- exit 7; expect_rc 7 "exec --json exit code"; expect_jq .exit_code 7 "exec --json"
+expect_jq .status exited "exec --json status"
+run exec sbx-doesnotexist -- echo hi; expect_rc 4 "exec unknown id"
+run exec "$SB" --timeout 2 -- sleep 10; expect_rc 124 "exec timeout"
+
+# ---- cp both ways, binary ----
+head -c 300000 /dev/urandom >"${WORK}/bin"; printf '\0\0\377\0end' >>"${WORK}/bin"
+run cp "${WORK}/bin" "${SB}:/workspace/data/blob.bin"; expect_rc 0 "cp up"
+run cp "${SB}:/workspace/data/blob.bin" "${WORK}/back.bin"; expect_rc 0 "cp down"
+check "cp round trip is byte-equal" cmp -s "${WORK}/bin" "${WORK}/back.bin"
+"$AAS" cp - "${SB}:/workspace/data/stdin.bin" <"${WORK}/bin" 2>"${WORK}/err"; RC=$?; expect_rc 0 "cp from stdin"
+"$AAS" cp "${SB}:/workspace/data/stdin.bin" - >"${WORK}/stdout.bin" 2>"${WORK}/err" </dev/null; RC=$?; expect_rc 0 "cp to stdout"
+check "cp via stdin/stdout is byte-equal" cmp -s "${WORK}/bin" "${WORK}/stdout.bin"
+mkdir -p "${WORK}/dir"
+run cp "${WORK}/bin" "${SB}:/workspace/data/"; expect_rc 0 "cp into a directory"
+run cp "${SB}:/workspace/data/bin" "${WORK}/dir"; expect_rc 0 "cp down into a directory"
+check "cp into a local directory keeps the name" cmp -s "${WORK}/bin" "${WORK}/dir/bin"
+run cp "${SB}:/workspace/nope" "${WORK}/nope"; expect_rc 4 "cp missing remote file"
+check "failed cp leaves nothing" test ! -e "${WORK}/nope"
+run cp "${WORK}/missing" "${SB}:/workspace/x"; expect_rc 4 "cp missing local file"
+
+# ---- files ----
+run files "$SB"; expect_rc 0 files
+check "files shows the root" grep -q '^/workspace' <<<"$OUT"
+check "files shows a file" grep -q 'blob.bin' <<<"$OUT"
+run files "$SB" /workspace --json; expect_rc 0 "files --json"; expect_jq .root /workspace "files --json root"
+check "files --json has the file" test "$(jout '[.entries[] | select(.path == "/workspace/data/blob.bin")] | length')" = 1
+
+# ---- expose, extend ----
+run expose "$SB" 8000; expect_rc 0 expose
+check "expose prints a URL" grep -Eq '^https?://.*8000' <<<"$OUT"
+run expose "$SB" 8000 --json; expect_jq .port 8000 "expose --json port"
+run get "$SB" --json; expect_jq '.ports[0].port' 8000 "get shows the exposed port"
+EXP=$(jout .expires_at)
+run extend "$SB" 10m; expect_rc 0 extend
+check "extend prints the expiry" grep -q "^$SB expires at" <<<"$OUT"
+run extend "$SB" 1m --json; expect_rc 0 "extend --json"
+check "extend moved the expiry" test "$(jout .expires_at)" != "$EXP"
+run extend "$SB" 400h; expect_rc 6 "extend past the limit"; one_line_err "extend limit"
+run extend "$SB" soon; expect_rc 2 "extend bad duration"
+
+# ---- account, usage ----
+run account; expect_rc 0 account
+check "account shows money exactly" grep -q '^credit: *\$5\.000000$' <<<"$OUT"
+check "account shows the balance" grep -Eq '^balance: *\$[0-9]+\.[0-9]{6}$' <<<"$OUT"
+run account --json; expect_jq .credit_usd_micro 5000000 "account --json credit"; expect_jq .credit_usd 5.000000 "account --json usd"
+expect_jq '.balance_usd_micro + .spent_usd_micro == .credit_usd_micro' true "account --json balance = credit - spent"
+expect_jq '.sizes[0].name' small "account --json sizes"
+run usage; expect_rc 0 usage; check "usage has a total" grep -q '^TOTAL' <<<"$OUT"
+run usage --json --from 2020-01-01 --to 2100-01-01T00:00:00Z; expect_rc 0 "usage --json"
+expect_jq '.lines | length' 2 "usage --json lines"; expect_jq '([.lines[].cost_usd_micro] | add) == .total_usd_micro' true "usage --json total is the sum"
+run usage --from yesterday; expect_rc 2 "usage bad time"
+
+# ---- credit: a poor account cannot create ----
+POOR=$(admin account create --name poor --credit 0 2>/dev/null)
+run --key "$POOR" create; expect_rc 6 "no credit"; one_line_err "no credit"
+
+# ---- rm ----
+run rm "$SB" "$SB2"; expect_rc 0 rm
+check "rm prints both" test "$(grep -c destroyed <<<"$OUT")" = 2
+run ls; expect_rc 0 "ls after rm"; check "ls hides destroyed" test -z "$OUT"
+run ls --all --json; expect_jq '[.[] | select(.status == "destroyed")] | length' 2 "ls --all shows destroyed"
+run rm sbx-doesnotexist; expect_rc 4 "rm unknown id"
+
+# ---- login: writes a 0600 config that later commands use ----
+unset AAS_API_KEY AAS_BASE_URL
+run login --key aas_sk_wrong --url "$BASE"; expect_rc 3 "login with a wrong key"
+check "failed login writes nothing" test ! -e "${XDG_CONFIG_HOME}/aas/config"
+printf '%s\n' "$KEY" | "$AAS" login --url "$BASE" >"${WORK}/out" 2>"${WORK}/err"; RC=$?
+expect_rc 0 "login reading the key from stdin"
+check "config written" test -f "${XDG_CONFIG_HOME}/aas/config"
+check "config is 0600" test "$(stat -c %a "${XDG_CONFIG_HOME}/aas/config")" = 600
+run account --json; expect_rc 0 "commands use the saved config"; expect_jq .name cli "saved config's account"
+run login --key "$KEY" --url "$BASE" --json; expect_rc 0 "login --json"; expect_jq .url "$BASE" "login --json url"
+AAS_API_KEY=aas_sk_wrong "$AAS" ls </dev/null >/dev/null 2>&1; RC=$?; expect_rc 3 "environment beats the config file"
+
+finish
