@@ -2,7 +2,7 @@
  * aas_mcp: the Model Context Protocol, once, for every transport.
  *
  * JSON-RPC 2.0 in, JSON-RPC 2.0 out, over libsaas's public API and jansson.
- * A transport (aas-server's POST /v1/mcp, later the stdio aas-mcp) reads a
+ * A transport (aas-server's POST /v1/mcp, the stdio aas-mcp) reads a
  * message, hands it here with the client of that request, and writes back
  * what comes out. Sessions, headers and framing are the transport's business.
  *

@@ -931,10 +931,13 @@ json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t
 			else if (ctx->client_status < 0)
 				res = failf(&c, "%s could not check the API key: %s. Retry shortly.", t->name,
 				            saas_strerror(ctx->client_status));
-			else
+			else if (ctx->flags & AAS_MCP_SERVICE_INFO)
 				res = failf(&c, "%s needs an API key, and none was sent. Configure your MCP client to send "
 				                "%s with every request; initialize, tools/list and get_service_info work "
 				                "without one.", t->name, ctx->key_hint ? ctx->key_hint : "a key");
+			else
+				res = failf(&c, "%s needs an API key, and none was set. Set one in %s; initialize and "
+				                "tools/list work without one.", t->name, ctx->key_hint ? ctx->key_hint : "a key");
 		} else {
 			res = t->fn(&c);
 		}

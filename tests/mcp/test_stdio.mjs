@@ -1,0 +1,175 @@
+// aas-mcp, the stdio MCP server, driven by the official MCP TypeScript SDK
+// client (StdioClientTransport) against aas-server-fake (the server's code
+// with the fake VM driver), plus a raw child process for the line framing the
+// SDK hides (malformed lines, notifications, batches, EOF).
+//
+// usage: node test_stdio.mjs AAS_SERVER_FAKE AAS_MCP   (run by tests/mcp/run)
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import Ajv from 'ajv';
+
+const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
+const AAS_MCP = process.argv[3] || process.env.AAS_MCP;
+assert.ok(SERVER && AAS_MCP, 'usage: test_stdio.mjs AAS_SERVER_FAKE AAS_MCP');
+const work = mkdtempSync(join(tmpdir(), 'aas-mcp-stdio-test.'));
+const state = join(work, 'state');
+let server, base, key;
+
+before(async () => {
+  const log = openSync(join(work, 'server.log'), 'a');
+  server = spawn(SERVER, ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state],
+                 { stdio: ['ignore', log, log] });
+  for (let i = 0; i < 300 && !existsSync(join(work, 'port')); i++) await new Promise(r => setTimeout(r, 100));
+  const port = readFileSync(join(work, 'port'), 'utf8').trim();
+  base = `http://127.0.0.1:${port}`;
+  key = execFileSync(SERVER, ['account', 'create', '--name', 'mcp-stdio-agent', '--state-dir', state],
+                     { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  assert.match(key, /^aas_sk_/);
+});
+
+after(async () => {
+  if (server) {
+    const exited = new Promise(r => server.once('exit', (code, signal) => r({ code, signal })));
+    server.kill('SIGTERM');
+    const { code, signal } = await exited;
+    assert.equal(code, 0, `aas-server exits cleanly (signal ${signal}; sanitizers report non-zero)`);
+  }
+  if (!process.env.KEEP_WORK) rmSync(work, { recursive: true, force: true });
+});
+
+// The environment aas-mcp gets: the SDK adds only a few safe variables (PATH, HOME, ...).
+const envWith = (extra) => ({ AAS_BASE_URL: base, ...extra });
+
+async function connect(env) {
+  const client = new Client({ name: 'libsaas-stdio-test', version: '1.0.0' });
+  const transport = new StdioClientTransport({ command: AAS_MCP, args: [], env, stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr.on('data', d => { stderr += d; });
+  await client.connect(transport);
+  return { client, transport, stderr: () => stderr };
+}
+
+const textOf = r => r.content.filter(c => c.type === 'text').map(c => c.text).join('\n');
+
+test('--version and --help', () => {
+  assert.match(execFileSync(AAS_MCP, ['--version']).toString(), /^aas-mcp \d+\.\d+/);
+  const help = execFileSync(AAS_MCP, ['--help']).toString();
+  assert.match(help, /AAS_API_KEY/);
+  assert.match(help, /AAS_BASE_URL/);
+});
+
+test('initialize, 11 tools (no get_service_info), a whole agent session with valid structuredContent', async () => {
+  const { client, stderr } = await connect(envWith({ AAS_API_KEY: key }));
+  assert.equal(client.getServerVersion().name, 'libsaas');
+  assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
+  const { tools, nextCursor } = await client.listTools();
+  assert.equal(nextCursor, undefined);
+  assert.deepEqual(tools.map(t => t.name).sort(), ['create_sandbox', 'destroy_sandbox', 'expose_port',
+    'extend_sandbox', 'get_sandbox', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command',
+    'write_file']);
+  const ajv = new Ajv({ strict: false });
+  const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
+  const seen = new Set();
+  const call = async (name, args) => {
+    const r = await client.callTool({ name, arguments: args });
+    assert.ok(!r.isError, `${name}: ${textOf(r)}`);
+    assert.ok(validators[name](r.structuredContent), `${name}: ${JSON.stringify(validators[name].errors)}`);
+    assert.deepEqual(JSON.parse(textOf(r)), r.structuredContent, `${name}: text is the same JSON`);
+    seen.add(name);
+    return r.structuredContent;
+  };
+
+  const sb = await call('create_sandbox', { size: 'small', timeout_seconds: 600 });
+  assert.match(sb.id, /^sbx-/);
+  assert.equal(sb.status, 'ready');
+  const id = sb.id;
+  let x = await call('run_command', { sandbox_id: id, command: 'echo hello' });
+  assert.equal(x.exit_code, 0);
+  assert.equal(x.stdout, 'hello\n');
+  x = await call('run_command', { sandbox_id: id, command: 'exit 3' });
+  assert.equal(x.exit_code, 3);
+
+  const bin = Buffer.from([0, 1, 2, 0xff, 0xfe, 0x80, 10, 0x41, 13, 10]);
+  const w = await call('write_file', { sandbox_id: id, path: 'out/data.bin', content: bin.toString('base64'),
+                                       encoding: 'base64' });
+  assert.equal(w.bytes, bin.length);
+  const rf = await call('read_file', { sandbox_id: id, path: 'out/data.bin' });
+  assert.equal(rf.encoding, 'base64');
+  assert.deepEqual(Buffer.from(rf.content, 'base64'), bin);
+  await call('write_file', { sandbox_id: id, path: 'lines.txt', content: 'one\ntwo\n"three"\n' });
+  assert.equal((await call('read_file', { sandbox_id: id, path: 'lines.txt' })).content, 'one\ntwo\n"three"\n');
+
+  const lf = await call('list_files', { sandbox_id: id });
+  assert.ok(lf.entries.some(e => e.path.endsWith('/out/data.bin') && e.size === bin.length), JSON.stringify(lf));
+  const ep = await call('expose_port', { sandbox_id: id, port: 8000 });
+  assert.match(ep.url, /^https?:\/\//);
+  assert.equal((await call('get_sandbox', { sandbox_id: id })).ports[0].port, 8000);
+  const ext = await call('extend_sandbox', { sandbox_id: id, seconds: 300 });
+  assert.ok(Date.parse(ext.expires_at) > Date.parse(sb.expires_at));
+  assert.ok((await call('list_sandboxes', {})).sandboxes.some(s => s.id === id));
+  assert.equal((await call('get_usage', {})).active_sandboxes, 1);
+  assert.equal((await call('destroy_sandbox', { sandbox_id: id })).status, 'destroyed');
+  assert.equal(seen.size, 11, `every tool was called: ${[...seen]}`);
+
+  const r = await client.callTool({ name: 'get_service_info', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /tools\/list/);
+  await client.close();
+  assert.ok(!stderr().includes(key), 'the API key never appears in the log');
+});
+
+test('no AAS_API_KEY: tools/list works, a tool call is isError saying how to set AAS_API_KEY', async () => {
+  const { client, stderr } = await connect(envWith({}));
+  const { tools } = await client.listTools();
+  assert.equal(tools.length, 11);
+  const r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /AAS_API_KEY/);
+  await client.close();
+  assert.match(stderr(), /AAS_API_KEY/);
+});
+
+test('a wrong AAS_API_KEY: a tool call is isError saying the key is unknown', async () => {
+  const { client } = await connect(envWith({ AAS_API_KEY: 'aas_sk_wrongwrongwrong' }));
+  const r = await client.callTool({ name: 'get_usage', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /unknown or revoked/);
+  assert.match(textOf(r), /AAS_API_KEY/);
+  await client.close();
+});
+
+test('raw lines: malformed -> -32700 with id null, notifications silent, batches, EOF exits 0', async () => {
+  const child = spawn(AAS_MCP, [], { env: { PATH: process.env.PATH, AAS_BASE_URL: base },
+                                     stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  child.stdout.on('data', d => { out += d; });
+  child.stderr.on('data', d => { err += d; });
+  const exited = new Promise(r => child.once('exit', (code, signal) => r({ code, signal })));
+  child.stdin.write('{"jsonrpc": "2.0", "id": 1, "method": \n');
+  child.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
+  child.stdin.write('\n');
+  child.stdin.write('[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},' +
+                    '{"jsonrpc":"2.0","id":3,"method":"no/such"}]\n');
+  child.stdin.write('{"jsonrpc":"1.0","id":4,"method":"ping"}\n');
+  child.stdin.end('{"jsonrpc":"2.0","id":5,"method":"tools/list"}\n');
+  const { code } = await exited;
+  assert.equal(code, 0, `exit 0 at EOF; stderr: ${err}`);
+  const lines = out.split('\n');
+  assert.equal(lines.pop(), '', 'every response ends with a newline');
+  assert.equal(lines.length, 4, out);
+  const [parse, batch, inval, list] = lines.map(l => JSON.parse(l));
+  assert.equal(parse.id, null);
+  assert.equal(parse.error.code, -32700);
+  assert.deepEqual(batch.map(m => m.id), [2, 3]);
+  assert.deepEqual(batch[0].result, {});
+  assert.equal(batch[1].error.code, -32601);
+  assert.equal(inval.error.code, -32600);
+  assert.equal(list.id, 5);
+  assert.equal(list.result.tools.length, 11);
+});
