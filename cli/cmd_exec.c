@@ -89,32 +89,17 @@ static char *read_stdin(size_t *len)
 
 static json_t *json_bytes(const char *data, size_t len, const char **encoding)
 {
-	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	json_t *s = json_stringn(data ? data : "", data ? len : 0);
-	char *out;
-	size_t i, o = 0;
+	char *b64;
 
 	*encoding = "utf-8";
 	if (s)
 		return s;
 	*encoding = "base64";
-	if (!(out = malloc((len + 2) / 3 * 4 + 1)))
+	if (!(b64 = saas_base64_encode(data, len)))
 		return NULL;
-	for (i = 0; i < len; i += 3) {
-		unsigned int v = (unsigned char)data[i] << 16;
-
-		if (i + 1 < len)
-			v |= (unsigned char)data[i + 1] << 8;
-		if (i + 2 < len)
-			v |= (unsigned char)data[i + 2];
-		out[o++] = b64[(v >> 18) & 63];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < len ? b64[v & 63] : '=';
-	}
-	out[o] = '\0';
-	s = json_string(out);
-	free(out);
+	s = json_string(b64);
+	saas_free(b64);
 	return s;
 }
 

@@ -59,75 +59,6 @@ static void money(json_t *o, const char *base, int64_t micro)
 	json_object_set_new(o, name, json_integer(micro));
 }
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *base64(const unsigned char *in, size_t len)
-{
-	char *out = malloc(4 * ((len + 2) / 3) + 1), *p = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < len; i += 3) {
-		unsigned v = (unsigned)in[i] << 16 | (i + 1 < len ? (unsigned)in[i + 1] << 8 : 0) |
-		             (i + 2 < len ? in[i + 2] : 0);
-		*p++ = b64chars[v >> 18 & 63];
-		*p++ = b64chars[v >> 12 & 63];
-		*p++ = i + 1 < len ? b64chars[v >> 6 & 63] : '=';
-		*p++ = i + 2 < len ? b64chars[v & 63] : '=';
-	}
-	*p = '\0';
-	return out;
-}
-
-/* Standard or URL-safe alphabet, padding optional, whitespace ignored. 0 or -1. */
-static int unbase64(unsigned char **out, size_t *outlen, const char *in, size_t len)
-{
-	unsigned char *o = malloc(len / 4 * 3 + 3);
-	unsigned acc = 0;
-	int bits = 0;
-	size_t n = 0, pad = 0;
-
-	if (!o)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		char c = in[i];
-		int v;
-		if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-			continue;
-		if (c == '=') {
-			pad++;
-			continue;
-		}
-		if (pad)
-			goto bad;
-		if (c >= 'A' && c <= 'Z')
-			v = c - 'A';
-		else if (c >= 'a' && c <= 'z')
-			v = c - 'a' + 26;
-		else if (c >= '0' && c <= '9')
-			v = c - '0' + 52;
-		else if (c == '+' || c == '-')
-			v = 62;
-		else if (c == '/' || c == '_')
-			v = 63;
-		else
-			goto bad;
-		acc = (acc << 6 | (unsigned)v) & 0xffffff;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[n++] = (unsigned char)(acc >> bits);
-		}
-	}
-	if (bits >= 6 || pad > 2)
-		goto bad;
-	*out = o;
-	*outlen = n;
-	return 0;
-bad:
-	free(o);
-	return -1;
-}
 
 /* ---- results ---- */
 
@@ -320,10 +251,10 @@ static void set_bytes(json_t *o, const char *key, const char *enc_key, const voi
 		json_object_set_new(o, enc_key, json_string("utf-8"));
 		return;
 	}
-	char *b = base64(data, len);
+	char *b = saas_base64_encode(data, len);
 	json_object_set_new(o, key, json_string(b ? b : ""));
 	json_object_set_new(o, enc_key, json_string("base64"));
-	free(b);
+	saas_free(b);
 }
 
 static json_t *size_json(const saas_size *s)
@@ -465,7 +396,7 @@ static json_t *t_write(struct call *c)
 		o.mode = (unsigned int)m;
 	}
 	if (enc && strcmp(enc, "base64") == 0) {
-		if (unbase64(&bytes, &len, content, len) < 0)
+		if (saas_base64_decode((void **)&bytes, &len, content, len) < 0)
 			return bad_arg(c, "\"content\" is not valid base64."), arg_fail(c);
 		rc = saas_file_write(c->ctx->client, id, path, bytes, len, &o);
 	} else if (!enc || strcmp(enc, "utf-8") == 0 || strcmp(enc, "utf8") == 0) {
@@ -477,7 +408,7 @@ static json_t *t_write(struct call *c)
 		res = fail_saas(c, rc);
 	else
 		res = ok(json_pack("{s:s,s:s,s:I}", "sandbox_id", id, "path", path, "bytes", (json_int_t)len));
-	free(bytes);
+	saas_free(bytes);
 	return res;
 }
 

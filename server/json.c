@@ -95,13 +95,13 @@ static void set_output(json_t *o, const char *name, const char *data, size_t len
 		json_object_set_new(o, key, json_string("utf-8"));
 		return;
 	}
-	char *b64 = aas_base64(data, len);
+	char *b64 = saas_base64_encode(data, len);
 	json_object_set_new(o, name, json_null());
 	snprintf(key, sizeof(key), "%s_base64", name);
 	json_object_set_new(o, key, b64 ? json_string(b64) : json_null());
 	snprintf(key, sizeof(key), "%s_encoding", name);
 	json_object_set_new(o, key, json_string("base64"));
-	free(b64);
+	saas_free(b64);
 }
 
 json_t *aas_json_execution(const saas_execution *x)
@@ -213,60 +213,6 @@ json_t *aas_json_file_list(const saas_file_list *list)
 	json_object_set_new(o, "count", json_integer((json_int_t)list->count));
 	json_object_set_new(o, "truncated", json_boolean(list->truncated));
 	return o;
-}
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *aas_base64(const void *data, size_t len)
-{
-	const unsigned char *p = data;
-	char *out = malloc((len + 2) / 3 * 4 + 1), *q = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0) |
-		             (i + 2 < len ? p[i + 2] : 0);
-		*q++ = b64chars[v >> 18 & 63];
-		*q++ = b64chars[v >> 12 & 63];
-		*q++ = i + 1 < len ? b64chars[v >> 6 & 63] : '=';
-		*q++ = i + 2 < len ? b64chars[v & 63] : '=';
-	}
-	*q = '\0';
-	return out;
-}
-
-int aas_unbase64(unsigned char **out, size_t *outlen, const char *in, size_t inlen)
-{
-	unsigned char *buf = malloc(inlen / 4 * 3 + 3);
-	uint32_t acc = 0;
-	size_t n = 0;
-	int bits = 0, pad = 0;
-
-	if (!buf)
-		return -1;
-	for (size_t i = 0; i < inlen; i++) {
-		const char *c;
-		if (in[i] == '=') {
-			pad++;
-			continue;
-		}
-		if (pad || !in[i] || !(c = strchr(b64chars, in[i])))
-			goto bad;
-		acc = acc << 6 | (uint32_t)(c - b64chars);
-		if ((bits += 6) >= 8) {
-			bits -= 8;
-			buf[n++] = (unsigned char)(acc >> bits);
-		}
-	}
-	if (pad > 2 || (inlen % 4 && pad))
-		goto bad;
-	*out = buf;
-	*outlen = n;
-	return 0;
-bad:
-	free(buf);
-	return -1;
 }
 
 static int digits(const char **p, int n, int *val)

@@ -215,7 +215,7 @@ static bool parse_stdin(json_t *body, saas_exec_options *o, unsigned char **byte
 			aas_reply_error(out, 400, "invalid_argument", "give \"stdin\" or \"stdin_base64\", not both");
 			return false;
 		}
-		if (!json_is_string(b) || aas_unbase64(bytes, &len, json_string_value(b), json_string_length(b)) < 0) {
+		if (!json_is_string(b) || saas_base64_decode((void **)bytes, &len, json_string_value(b), json_string_length(b)) < 0) {
 			aas_reply_error(out, 400, "invalid_argument", "field \"stdin_base64\" must be a base64 string");
 			return false;
 		}
@@ -262,7 +262,7 @@ void aas_h_exec(struct aas_req *r, struct aas_reply *out)
 out:
 	saas_execution_free(x);
 	free_env(env);
-	free(stdin_bytes);
+	saas_free(stdin_bytes);
 	json_decref(body);
 }
 

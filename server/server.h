@@ -86,8 +86,6 @@ json_t *aas_json_usage(const saas_usage *u);
 json_t *aas_json_file_list(const saas_file_list *list);
 json_t *aas_json_size(const saas_size *s);
 json_t *aas_json_limits(const saas_account_limits *l);
-char *aas_base64(const void *data, size_t len);
-int aas_unbase64(unsigned char **out, size_t *outlen, const char *in, size_t inlen);
 /* Parse RFC 3339 or unix seconds into ms; 0 on success, -1 otherwise. */
 int aas_parse_time(int64_t *ms, const char *s);
 /* Parse a decimal dollar amount ("12.5") into micro-dollars exactly; 0 or -1. */

@@ -66,6 +66,30 @@ SAAS_EXTERN(const char *) saas_version(void);
  */
 SAAS_EXTERN(void) saas_free(void *str);
 
+/**
+ * Base64 (RFC 4648, standard alphabet, padded): how the REST API, MCP and the
+ * CLI carry bytes inside JSON. Offered so that frontends and bindings share
+ * one codec.
+ *
+ * @param data bytes (may be NULL when len is 0).
+ * @return a NUL-terminated string to free with saas_free(), or NULL when out of memory.
+ * Thread-safe.
+ */
+SAAS_EXTERN(char *) saas_base64_encode(const void *data, size_t len);
+
+/**
+ * Decode base64 (RFC 4648). Lenient where it costs nothing: whitespace is
+ * skipped, the URL-safe alphabet ("-_") is accepted and the padding may be
+ * left out; '=' may only end the text.
+ *
+ * @param out      [out] the bytes, NUL-terminated for convenience; free with saas_free().
+ * @param out_len  [out] how many bytes.
+ * @param text     the base64 text.
+ * @param text_len its length in bytes.
+ * @return SAAS_OK, SAAS_EINVAL (not base64: a bad character or length), SAAS_ENOMEM. Thread-safe.
+ */
+SAAS_EXTERN(int) saas_base64_decode(void **out, size_t *out_len, const char *text, size_t text_len);
+
 SAAS_END_DECLS
 
 #endif

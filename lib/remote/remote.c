@@ -144,55 +144,6 @@ fail:
 	return rc;
 }
 
-static const unsigned char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *base64(const void *data, size_t len)
-{
-	const unsigned char *p = data;
-	char *out = malloc((len + 2) / 3 * 4 + 1), *q = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0) |
-		             (i + 2 < len ? p[i + 2] : 0);
-		*q++ = (char)b64[v >> 18 & 63];
-		*q++ = (char)b64[v >> 12 & 63];
-		*q++ = i + 1 < len ? (char)b64[v >> 6 & 63] : '=';
-		*q++ = i + 2 < len ? (char)b64[v & 63] : '=';
-	}
-	*q = '\0';
-	return out;
-}
-
-/* Decode into a NUL-terminated buffer; -1 if malformed. */
-static int unbase64(char **out, size_t *outlen, const char *in)
-{
-	size_t inlen = strlen(in), n = 0;
-	char *buf = malloc(inlen / 4 * 3 + 4);
-	uint32_t acc = 0;
-	int bits = 0;
-
-	if (!buf)
-		return -1;
-	for (size_t i = 0; i < inlen && in[i] != '='; i++) {
-		const char *c = strchr((const char *)b64, in[i]);
-		if (!c || !in[i]) {
-			free(buf);
-			return -1;
-		}
-		acc = acc << 6 | (uint32_t)(c - (const char *)b64);
-		if ((bits += 6) >= 8) {
-			bits -= 8;
-			buf[n++] = (char)(acc >> bits & 0xff);
-		}
-	}
-	buf[n] = '\0';
-	*out = buf;
-	*outlen = n;
-	return 0;
-}
-
 /* "stdout" (a UTF-8 string, NULs included) or "stdout_base64". */
 static int parse_output(json_t *o, const char *name, char **data, size_t *len)
 {
@@ -209,7 +160,8 @@ static int parse_output(json_t *o, const char *name, char **data, size_t *len)
 	}
 	snprintf(key, sizeof(key), "%s_base64", name);
 	if (jstr(o, key)) {
-		if (unbase64(data, len, jstr(o, key)) < 0)
+		const char *text = jstr(o, key);
+		if (saas_base64_decode((void **)data, len, text, strlen(text)) < 0)
 			return bad_answer(key);
 		return SAAS_OK;
 	}
@@ -533,7 +485,7 @@ static int exec_body(const char *command, const saas_exec_options *o, unsigned i
 	}
 	if (o->stdin_len) {
 		/* Always base64: stdin is bytes. */
-		char *b = base64(o->stdin_data, o->stdin_len);
+		char *b = saas_base64_encode(o->stdin_data, o->stdin_len);
 		int bad = !b || json_object_set_new(body, "stdin_base64", json_string(b)) < 0;
 		free(b);
 		if (bad)

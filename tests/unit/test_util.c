@@ -44,6 +44,53 @@ static void test_sha256_vectors(void **state)
 	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
+static void test_base64(void **state)
+{
+	/* RFC 4648, section 10. */
+	static const char *const plain[] = { "", "f", "fo", "foo", "foob", "fooba", "foobar" };
+	static const char *const coded[] = { "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy" };
+	unsigned char all[256];
+	void *back = NULL;
+	size_t len = 0;
+	char *text;
+
+	(void)state;
+	for (size_t i = 0; i < 7; i++) {
+		text = saas_base64_encode(plain[i], strlen(plain[i]));
+		assert_string_equal(text, coded[i]);
+		saas_free(text);
+		assert_int_equal(saas_base64_decode(&back, &len, coded[i], strlen(coded[i])), SAAS_OK);
+		assert_int_equal(len, strlen(plain[i]));
+		assert_memory_equal(back, plain[i], len);
+		saas_free(back);
+	}
+	/* Every byte value round-trips. */
+	for (int i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	text = saas_base64_encode(all, sizeof(all));
+	assert_int_equal(saas_base64_decode(&back, &len, text, strlen(text)), SAAS_OK);
+	assert_int_equal(len, 256);
+	assert_memory_equal(back, all, 256);
+	saas_free(back);
+	saas_free(text);
+	/* Lenient: no padding, line breaks, the URL-safe alphabet. */
+	assert_int_equal(saas_base64_decode(&back, &len, "Zm9v\nYg", 7), SAAS_OK);
+	assert_int_equal(len, 4);
+	assert_memory_equal(back, "foob", 4);
+	saas_free(back);
+	assert_int_equal(saas_base64_decode(&back, &len, "-_8=", 4), SAAS_OK);
+	assert_int_equal(len, 2);
+	assert_memory_equal(back, "\xfb\xff", 2);
+	saas_free(back);
+	/* Not base64. */
+	assert_int_equal(saas_base64_decode(&back, &len, "Zm9v!", 5), SAAS_EINVAL);
+	assert_null(back);
+	assert_int_equal(saas_base64_decode(&back, &len, "Z", 1), SAAS_EINVAL);
+	assert_int_equal(saas_base64_decode(&back, &len, "Zg=v", 4), SAAS_EINVAL);
+	assert_int_equal(saas_base64_decode(&back, &len, "Zg===", 5), SAAS_EINVAL);
+	assert_int_equal(saas_base64_decode(NULL, &len, "Zg==", 4), SAAS_EINVAL);
+}
+
 static void test_ids(void **state)
 {
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
@@ -180,6 +227,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha256_vectors),
+		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_text),

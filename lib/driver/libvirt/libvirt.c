@@ -392,19 +392,7 @@ static int ensure_key(struct drv *d)
 	while (len && (pubtext[len - 1] == '\n' || pubtext[len - 1] == '\r'))
 		pubtext[--len] = '\0';
 	/* The guest reads its authorized key from the kernel command line, base64-encoded. */
-	{
-		static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-		const unsigned char *s = (const unsigned char *)pubtext;
-		saas_buf out = SAAS_BUF_INIT;
-		for (size_t i = 0; i < len; i += 3) {
-			uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < len ? (uint32_t)s[i + 1] << 8 : 0) |
-			             (i + 2 < len ? s[i + 2] : 0);
-			char q[4] = { b64[v >> 18 & 63], b64[v >> 12 & 63], i + 1 < len ? b64[v >> 6 & 63] : '=',
-			              i + 2 < len ? b64[v & 63] : '=' };
-			saas__buf_put(&out, q, 4);
-		}
-		d->authkey_b64 = saas__buf_detach(&out, NULL);
-	}
+	d->authkey_b64 = saas_base64_encode(pubtext, len);
 	free(pubtext);
 	return d->authkey_b64 ? SAAS_OK : saas__oom();
 }
