@@ -4,12 +4,21 @@
 // rules the SDK hides (sessions, Origin, malformed JSON).
 //
 // usage: node test_http.mjs AAS_SERVER_FAKE   (run by tests/mcp/run)
+//
+// Real-VM mode: with AAS_TEST_IMAGES set (a directory holding the tiny image),
+// the given binary is the REAL aas-server, started with --images DIR --image
+// tiny, and the agent session also serves a preview page from inside the
+// guest and fetches it through the server's preview Host header. Every
+// sandbox is destroyed and tests/integration/vm-cleanup runs on the state
+// directory afterwards, pass or fail.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import http from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Ajv from 'ajv';
@@ -18,14 +27,19 @@ const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 assert.ok(SERVER, 'usage: test_http.mjs AAS_SERVER_FAKE');
 const work = mkdtempSync(join(tmpdir(), 'aas-mcp-test.'));
 const state = join(work, 'state');
-let server, base, endpoint, key;
+const IMAGES = process.env.AAS_TEST_IMAGES || '';
+// tests/integration/vm-cleanup: from the source tree (run copies this file into the build tree).
+const VM_CLEANUP = process.env.AAS_VM_CLEANUP ||
+  join(dirname(fileURLToPath(import.meta.url)), '..', 'integration', 'vm-cleanup');
+let server, base, endpoint, key, port;
 
 before(async () => {
   const log = openSync(join(work, 'server.log'), 'a');
-  server = spawn(SERVER, ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state],
-                 { stdio: ['ignore', log, log] });
+  const args = ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state];
+  if (IMAGES) args.push('--images', IMAGES, '--image', 'tiny');
+  server = spawn(SERVER, args, { stdio: ['ignore', log, log] });
   for (let i = 0; i < 300 && !existsSync(join(work, 'port')); i++) await new Promise(r => setTimeout(r, 100));
-  const port = readFileSync(join(work, 'port'), 'utf8').trim();
+  port = readFileSync(join(work, 'port'), 'utf8').trim();
   base = `http://127.0.0.1:${port}`;
   endpoint = new URL(`${base}/v1/mcp`);
   key = execFileSync(SERVER, ['account', 'create', '--name', 'mcp-agent', '--state-dir', state],
@@ -33,7 +47,36 @@ before(async () => {
   assert.match(key, /^aas_sk_/);
 });
 
+// Destroy every active sandbox of the account through the REST API.
+async function destroyAll() {
+  if (!base || !key) return;
+  const h = { Authorization: `Bearer ${key}` };
+  const res = await fetch(`${base}/v1/sandboxes?status=active`, { headers: h });
+  const body = await res.json().catch(() => ({}));
+  for (const s of body.sandboxes || [])
+    await (await fetch(`${base}/v1/sandboxes/${s.id}`, { method: 'DELETE', headers: h })).text();
+}
+
 after(async () => {
+  try {
+    await destroyAll();
+  } catch (e) {
+    console.error('destroying the sandboxes:', e);
+  }
+  try {
+    await stopServer();
+  } finally {
+    if (IMAGES) {
+      try {
+        execFileSync(VM_CLEANUP, [state], { stdio: 'inherit' });
+      } catch (e) {
+        console.error('vm-cleanup:', e);
+      }
+    }
+  }
+});
+
+async function stopServer() {
   if (server) {
     const exited = new Promise(r => server.once('exit', (code, signal) => r({ code, signal })));
     server.kill('SIGTERM');
@@ -43,7 +86,23 @@ after(async () => {
   const logText = existsSync(join(work, 'server.log')) ? readFileSync(join(work, 'server.log'), 'utf8') : '';
   assert.ok(!logText.includes(key), 'the API key never appears in the log');
   if (!process.env.KEEP_WORK) rmSync(work, { recursive: true, force: true });
-});
+}
+
+// GET through the server with a preview Host header (fetch() does not let us set Host).
+function previewGet(host, path = '/') {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: Number(port), path, method: 'GET', headers: { Host: host } },
+      res => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', d => { body += d; });
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      });
+    req.on('error', reject);
+    req.setTimeout(30000, () => req.destroy(new Error('preview request timed out')));
+    req.end();
+  });
+}
 
 async function connect(headers = {}) {
   const client = new Client({ name: 'libsaas-test', version: '1.0.0' });
@@ -162,6 +221,22 @@ test('a whole agent session; every structuredContent validates against its outpu
   assert.match(ep.url, /^https?:\/\//);
   const g = await call('get_sandbox', { sandbox_id: id });
   assert.equal(g.ports[0].port, 8000);
+  if (IMAGES) {
+    // Real VM: a page served from inside the guest, fetched through the preview Host header.
+    const page = 'hello from the guest via MCP\n';
+    await call('write_file', { sandbox_id: id, path: '/workspace/index.html', content: page });
+    x = await call('run_command', { sandbox_id: id, command: 'busybox httpd -p 8000 -h /workspace &' });
+    assert.equal(x.exit_code, 0, JSON.stringify(x));
+    const host = `8000-${id}.localhost:${port}`;
+    let pr = null;
+    for (let i = 0; i < 50; i++) {
+      pr = await previewGet(host, '/index.html');
+      if (pr.status === 200) break;
+      await new Promise(r => setTimeout(r, 200));
+    }
+    assert.equal(pr.status, 200, `preview through ${host}: ${pr.body}`);
+    assert.equal(pr.body, page);
+  }
   const ext = await call('extend_sandbox', { sandbox_id: id, seconds: 300 });
   assert.ok(Date.parse(ext.expires_at) > Date.parse(sb.expires_at));
   const ls = await call('list_sandboxes', {});
