@@ -308,6 +308,17 @@ static char *default_images_dir(void)
  * driver_config: a libvirt URI, or space- or comma-separated key=value pairs:
  * uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet boot_timeout=SECONDS
  */
+/* One of three words, as the index of an enum listed in the same order. */
+static int parse_choice(const char *key, const char *val, const char *const names[3], int *out)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(val, names[i]) == 0) {
+			*out = i;
+			return SAAS_OK;
+		}
+	return saas__inval("%s must be %s, %s or %s, not '%s'", key, names[0], names[1], names[2], val);
+}
+
 static int parse_config(struct drv *d, const char *config)
 {
 	char *copy, *save = NULL, *tok;
@@ -336,23 +347,11 @@ static int parse_config(struct drv *d, const char *config)
 			free(d->images);
 			rc = (d->images = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
 		} else if (strcmp(tok, "accel") == 0) {
-			if (strcmp(val, "auto") == 0)
-				d->accel = ACCEL_AUTO;
-			else if (strcmp(val, "kvm") == 0)
-				d->accel = ACCEL_KVM;
-			else if (strcmp(val, "tcg") == 0)
-				d->accel = ACCEL_TCG;
-			else
-				rc = saas__inval("accel must be auto, kvm or tcg, not '%s'", val);
+			static const char *const accels[] = { "auto", "kvm", "tcg" }; /* enum accel order */
+			rc = parse_choice("accel", val, accels, &d->accel);
 		} else if (strcmp(tok, "network") == 0) {
-			if (strcmp(val, "auto") == 0)
-				d->network = NET_AUTO;
-			else if (strcmp(val, "isolated") == 0)
-				d->network = NET_ISOLATED;
-			else if (strcmp(val, "internet") == 0)
-				d->network = NET_INTERNET;
-			else
-				rc = saas__inval("network must be auto, isolated or internet, not '%s'", val);
+			static const char *const networks[] = { "auto", "isolated", "internet" }; /* enum netcfg order */
+			rc = parse_choice("network", val, networks, &d->network);
 		} else if (strcmp(tok, "boot_timeout") == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);
