@@ -13,80 +13,24 @@
 // directory afterwards, pass or fail.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import http from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Ajv from 'ajv';
+import { IMAGES, testServer, textOf } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 assert.ok(SERVER, 'usage: test_http.mjs AAS_SERVER_FAKE');
-const work = mkdtempSync(join(tmpdir(), 'aas-mcp-test.'));
-const state = join(work, 'state');
-const IMAGES = process.env.AAS_TEST_IMAGES || '';
-// tests/integration/vm-cleanup: from the source tree (run copies this file into the build tree).
-const VM_CLEANUP = process.env.AAS_VM_CLEANUP ||
-  join(dirname(fileURLToPath(import.meta.url)), '..', 'integration', 'vm-cleanup');
-let server, base, endpoint, key, port;
+const srv = testServer(SERVER, { name: 'mcp-agent', prefix: 'aas-mcp-test.' });
+let base, endpoint, key, port;
 
 before(async () => {
-  const log = openSync(join(work, 'server.log'), 'a');
-  const args = ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state];
-  if (IMAGES) args.push('--images', IMAGES, '--image', 'tiny');
-  server = spawn(SERVER, args, { stdio: ['ignore', log, log] });
-  for (let i = 0; i < 300 && !existsSync(join(work, 'port')); i++) await new Promise(r => setTimeout(r, 100));
-  port = readFileSync(join(work, 'port'), 'utf8').trim();
-  base = `http://127.0.0.1:${port}`;
+  await srv.start();
+  ({ base, key, port } = srv);
   endpoint = new URL(`${base}/v1/mcp`);
-  key = execFileSync(SERVER, ['account', 'create', '--name', 'mcp-agent', '--state-dir', state],
-                     { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
-  assert.match(key, /^aas_sk_/);
 });
 
-// Destroy every active sandbox of the account through the REST API.
-async function destroyAll() {
-  if (!base || !key) return;
-  const h = { Authorization: `Bearer ${key}` };
-  const res = await fetch(`${base}/v1/sandboxes?status=active`, { headers: h });
-  const body = await res.json().catch(() => ({}));
-  for (const s of body.sandboxes || [])
-    await (await fetch(`${base}/v1/sandboxes/${s.id}`, { method: 'DELETE', headers: h })).text();
-}
-
-after(async () => {
-  try {
-    await destroyAll();
-  } catch (e) {
-    console.error('destroying the sandboxes:', e);
-  }
-  try {
-    await stopServer();
-  } finally {
-    if (IMAGES) {
-      try {
-        execFileSync(VM_CLEANUP, [state], { stdio: 'inherit' });
-      } catch (e) {
-        console.error('vm-cleanup:', e);
-      }
-    }
-  }
-});
-
-async function stopServer() {
-  if (server) {
-    const exited = new Promise(r => server.once('exit', (code, signal) => r({ code, signal })));
-    server.kill('SIGTERM');
-    const { code, signal } = await exited;
-    assert.equal(code, 0, `aas-server exits cleanly (signal ${signal}; sanitizers report non-zero)`);
-  }
-  const logText = existsSync(join(work, 'server.log')) ? readFileSync(join(work, 'server.log'), 'utf8') : '';
-  assert.ok(!logText.includes(key), 'the API key never appears in the log');
-  if (!process.env.KEEP_WORK) rmSync(work, { recursive: true, force: true });
-}
+after(() => srv.stop());
 
 // GET through the server with a preview Host header (fetch() does not let us set Host).
 function previewGet(host, path = '/') {
@@ -134,8 +78,6 @@ async function rawSession(extra = {}) {
   assert.match(sid, /^[0-9a-f]{32}$/);
   return sid;
 }
-
-const textOf = r => r.content.filter(c => c.type === 'text').map(c => c.text).join('\n');
 
 test('initialize, 12 tools, annotations and schemas', async () => {
   const { client, transport } = await connect();

@@ -4,44 +4,32 @@
 // SDK hides (malformed lines, notifications, batches, EOF).
 //
 // usage: node test_stdio.mjs AAS_SERVER_FAKE AAS_MCP   (run by tests/mcp/run)
+//
+// Real-VM mode: with AAS_TEST_IMAGES set (a directory holding the tiny image),
+// the given server binary is the REAL aas-server, started with --images DIR
+// --image tiny, and the agent session also checks the guest's user and
+// working directory. Every sandbox is destroyed and tests/integration/vm-cleanup
+// runs on the state directory afterwards, pass or fail (harness.mjs).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import Ajv from 'ajv';
+import { IMAGES, testServer, textOf } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 const AAS_MCP = process.argv[3] || process.env.AAS_MCP;
 assert.ok(SERVER && AAS_MCP, 'usage: test_stdio.mjs AAS_SERVER_FAKE AAS_MCP');
-const work = mkdtempSync(join(tmpdir(), 'aas-mcp-stdio-test.'));
-const state = join(work, 'state');
-let server, base, key;
+const srv = testServer(SERVER, { name: 'mcp-stdio-agent', prefix: 'aas-mcp-stdio-test.' });
+let base, key;
 
 before(async () => {
-  const log = openSync(join(work, 'server.log'), 'a');
-  server = spawn(SERVER, ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state],
-                 { stdio: ['ignore', log, log] });
-  for (let i = 0; i < 300 && !existsSync(join(work, 'port')); i++) await new Promise(r => setTimeout(r, 100));
-  const port = readFileSync(join(work, 'port'), 'utf8').trim();
-  base = `http://127.0.0.1:${port}`;
-  key = execFileSync(SERVER, ['account', 'create', '--name', 'mcp-stdio-agent', '--state-dir', state],
-                     { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
-  assert.match(key, /^aas_sk_/);
+  await srv.start();
+  ({ base, key } = srv);
 });
 
-after(async () => {
-  if (server) {
-    const exited = new Promise(r => server.once('exit', (code, signal) => r({ code, signal })));
-    server.kill('SIGTERM');
-    const { code, signal } = await exited;
-    assert.equal(code, 0, `aas-server exits cleanly (signal ${signal}; sanitizers report non-zero)`);
-  }
-  if (!process.env.KEEP_WORK) rmSync(work, { recursive: true, force: true });
-});
+after(() => srv.stop());
 
 // The environment aas-mcp gets: the SDK adds only a few safe variables (PATH, HOME, ...).
 const envWith = (extra) => ({ AAS_BASE_URL: base, ...extra });
@@ -54,8 +42,6 @@ async function connect(env) {
   await client.connect(transport);
   return { client, transport, stderr: () => stderr };
 }
-
-const textOf = r => r.content.filter(c => c.type === 'text').map(c => c.text).join('\n');
 
 test('--version and --help', () => {
   assert.match(execFileSync(AAS_MCP, ['--version']).toString(), /^aas-mcp \d+\.\d+/);
@@ -94,6 +80,12 @@ test('initialize, 11 tools (no get_service_info), a whole agent session with val
   assert.equal(x.stdout, 'hello\n');
   x = await call('run_command', { sandbox_id: id, command: 'exit 3' });
   assert.equal(x.exit_code, 3);
+  if (IMAGES) {
+    // Real VM: the unprivileged user, in /workspace, and a file written by a command read back by the tool.
+    x = await call('run_command', { sandbox_id: id, command: 'id -un; pwd; echo made-inside > inside.txt' });
+    assert.equal(x.stdout, 'sandbox\n/workspace\n', JSON.stringify(x));
+    assert.equal((await call('read_file', { sandbox_id: id, path: '/workspace/inside.txt' })).content, 'made-inside\n');
+  }
 
   const bin = Buffer.from([0, 1, 2, 0xff, 0xfe, 0x80, 10, 0x41, 13, 10]);
   const w = await call('write_file', { sandbox_id: id, path: 'out/data.bin', content: bin.toString('base64'),

@@ -1,0 +1,111 @@
+// What test_http.mjs and test_stdio.mjs share: an aas-server started for the
+// run on a free loopback port with a fresh state directory and one account,
+// and its teardown (every sandbox destroyed, the server stopped and checked,
+// and in real-VM mode tests/integration/vm-cleanup run on the state
+// directory), pass or fail.
+//
+// Real-VM mode: with AAS_TEST_IMAGES set (a directory holding the tiny image)
+// the server binary is the REAL aas-server, started with --images DIR --image
+// tiny. Otherwise it is aas-server-fake (the server's code with the fake VM
+// driver).
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const IMAGES = process.env.AAS_TEST_IMAGES || '';
+// tests/integration/vm-cleanup: from the source tree (run copies these files into the build tree).
+const VM_CLEANUP = process.env.AAS_VM_CLEANUP ||
+  join(dirname(fileURLToPath(import.meta.url)), '..', 'integration', 'vm-cleanup');
+
+export const textOf = r => r.content.filter(c => c.type === 'text').map(c => c.text).join('\n');
+export const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+// An aas-server for the run: `bin` is aas-server or aas-server-fake; `env` is
+// added to its environment. Call start() in before() and stop() in after():
+// stop() cleans up whatever start() got to, even when it failed halfway.
+// Once started: base (origin), port, key (the account's API key), state.
+export function testServer(bin, { name = 'mcp-agent', prefix = 'aas-mcp-test.', env = {} } = {}) {
+  const work = mkdtempSync(join(tmpdir(), prefix));
+  const srv = { work, state: join(work, 'state'), base: null, port: null, key: null, proc: null };
+  srv.start = () => startServer(srv, bin, name, env);
+  srv.stop = () => stopServer(srv);
+  return srv;
+}
+
+async function startServer(srv, bin, name, env) {
+  const { work, state } = srv;
+  const log = openSync(join(work, 'server.log'), 'a');
+  const args = ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state];
+  if (IMAGES) args.push('--images', IMAGES, '--image', 'tiny');
+  srv.proc = spawn(bin, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
+  let exited = false;
+  srv.proc.once('exit', () => { exited = true; });
+  for (let i = 0; i < 300 && !existsSync(join(work, 'port')) && !exited; i++) await sleep(100);
+  assert.ok(existsSync(join(work, 'port')), `the server is listening: ${readFileSync(join(work, 'server.log'), 'utf8')}`);
+  srv.port = readFileSync(join(work, 'port'), 'utf8').trim();
+  srv.base = `http://127.0.0.1:${srv.port}`;
+  srv.key = execFileSync(bin, ['account', 'create', '--name', name, '--state-dir', state],
+                         { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  assert.match(srv.key, /^aas_sk_/);
+}
+
+// The account's sandboxes that are not destroyed, through the REST API.
+export async function activeSandboxes(srv) {
+  const res = await fetch(`${srv.base}/v1/sandboxes?status=active`, { headers: { Authorization: `Bearer ${srv.key}` } });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body.sandboxes;
+}
+
+// Wait until the account has no sandbox left that is not destroyed (a
+// cancelled create_sandbox destroys its sandbox once the create returns).
+export async function waitNoneActive(srv, ms = 120000) {
+  let left = [];
+  for (const until = Date.now() + ms; Date.now() < until;) {
+    left = await activeSandboxes(srv);
+    if (left.length === 0) return;
+    await sleep(250);
+  }
+  assert.fail(`sandboxes still active after ${ms} ms: ${JSON.stringify(left.map(s => [s.id, s.status]))}`);
+}
+
+async function destroyAll(srv) {
+  if (!srv.base || !srv.key) return;
+  const h = { Authorization: `Bearer ${srv.key}` };
+  for (const s of await activeSandboxes(srv))
+    await (await fetch(`${srv.base}/v1/sandboxes/${s.id}`, { method: 'DELETE', headers: h })).text();
+}
+
+// Destroy every sandbox, stop the server (it must exit 0: sanitizers report
+// non-zero), check the key never reached its log, run vm-cleanup in real-VM
+// mode and remove the work directory. Safe to call on a half-started server.
+async function stopServer(srv) {
+  try {
+    await destroyAll(srv);
+  } catch (e) {
+    console.error('destroying the sandboxes:', e);
+  }
+  try {
+    if (srv.proc && srv.proc.exitCode === null && srv.proc.signalCode === null) {
+      const exited = new Promise(r => srv.proc.once('exit', (code, signal) => r({ code, signal })));
+      srv.proc.kill('SIGTERM');
+      const { code, signal } = await exited;
+      assert.equal(code, 0, `aas-server exits cleanly (signal ${signal}; sanitizers report non-zero)`);
+    }
+    const log = join(srv.work, 'server.log');
+    const logText = existsSync(log) ? readFileSync(log, 'utf8') : '';
+    if (srv.key) assert.ok(!logText.includes(srv.key), 'the API key never appears in the log');
+  } finally {
+    if (IMAGES) {
+      try {
+        execFileSync(VM_CLEANUP, [srv.state], { stdio: 'inherit' });
+      } catch (e) {
+        console.error('vm-cleanup:', e);
+      }
+    }
+    if (!process.env.KEEP_WORK) rmSync(srv.work, { recursive: true, force: true });
+  }
+}
