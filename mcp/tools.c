@@ -568,19 +568,115 @@ static json_t *t_list(struct call *c)
 	return res;
 }
 
+/* n decimal digits at *p, advancing past them; -1 when they are not there. */
+static int digits(const char **p, int n)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (**p < '0' || **p > '9')
+			return -1;
+		v = v * 10 + (**p - '0');
+	}
+	return v;
+}
+
+/*
+ * An instant: RFC 3339 ("2025-06-01T12:00:00Z", "...+02:00", fractions of a
+ * second) or a bare UTC date ("2025-06-01"), which means the start of that day,
+ * or with `day_end` its end (the start of the next), so that a range of dates
+ * includes its last day. false when it is neither.
+ */
+static bool parse_when(const char *s, bool day_end, int64_t *ms)
+{
+	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	const char *p = s;
+	int y, mo, d, h = 0, mi = 0, sec = 0, off = 0, frac = 0;
+	struct tm tm;
+	time_t t;
+
+	if ((y = digits(&p, 4)) < 0 || *p++ != '-' || (mo = digits(&p, 2)) < 0 || *p++ != '-' ||
+	    (d = digits(&p, 2)) < 0 || mo < 1 || mo > 12 || d < 1)
+		return false;
+	if (d > mdays[mo - 1] + (mo == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
+		return false;
+	if (*p) {
+		if (*p != 'T' && *p != 't')
+			return false;
+		p++;
+		if ((h = digits(&p, 2)) < 0 || *p++ != ':' || (mi = digits(&p, 2)) < 0 || *p++ != ':' ||
+		    (sec = digits(&p, 2)) < 0)
+			return false;
+		if (*p == '.') {
+			int scale = 100;
+			if (p[1] < '0' || p[1] > '9')
+				return false;
+			for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+				frac += (*p - '0') * scale;
+		}
+		if (*p == 'Z' || *p == 'z') {
+			p++;
+		} else if (*p == '+' || *p == '-') {
+			int sign = *p++ == '-' ? -1 : 1, oh, om;
+			if ((oh = digits(&p, 2)) < 0 || *p++ != ':' || (om = digits(&p, 2)) < 0 || oh > 23 || om > 59)
+				return false;
+			off = sign * (oh * 60 + om);
+		} else {
+			return false; /* RFC 3339 wants the offset */
+		}
+		if (*p || h > 23 || mi > 59 || sec > 60)
+			return false;
+	} else if (day_end) {
+		d++; /* timegm() carries it into the next month or year */
+	}
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	if ((t = timegm(&tm)) == (time_t)-1)
+		return false;
+	*ms = ((int64_t)t - (int64_t)off * 60) * 1000 + frac;
+	return true;
+}
+
 static json_t *t_usage(struct call *c)
 {
 	saas_account_info *ai = NULL;
 	saas_usage *u = NULL;
-	int64_t days = 30, now = now_ms();
+	const char *from_s, *to_s;
+	int64_t days = 0, from = 0, to = 0;
 	json_t *o, *usage, *lines;
 	int rc;
 
-	if (!arg_int(c, "days", 1, 366, &days))
+	if (!arg_int(c, "days", 1, 366, &days) || !arg_str(c, "from", false, &from_s) || !arg_str(c, "to", false, &to_s))
 		return arg_fail(c);
+	if (from_s && !parse_when(from_s, false, &from))
+		return bad_arg(c, "\"from\" must be an RFC 3339 time (2025-06-01T00:00:00Z) or a date (2025-06-01)."),
+		       arg_fail(c);
+	if (to_s && !parse_when(to_s, true, &to))
+		return bad_arg(c, "\"to\" must be an RFC 3339 time (2025-06-30T23:59:59Z) or a date (2025-06-30, "
+		                  "which includes that day)."), arg_fail(c);
+	if (from_s && days)
+		return bad_arg(c, "give \"days\" or \"from\", not both (\"days\" counts back from \"to\", or from now)."),
+		       arg_fail(c);
+	if (from_s && from <= 0)
+		return bad_arg(c, "\"from\" must be after 1970-01-01."), arg_fail(c);
+	if (to_s && to <= 0)
+		return bad_arg(c, "\"to\" must be after 1970-01-01."), arg_fail(c);
+	if (!to)
+		to = now_ms();
+	if (!from)
+		from = to - (days ? days : 30) * 86400000;
+	if (from >= to)
+		return bad_arg(c, "the period is empty: \"from\" must be before \"to\"."), arg_fail(c);
+	if (from <= 0)
+		from = 1; /* 0 would ask the library for its default period */
 	if ((rc = saas_client_account(&ai, c->ctx->client)) < 0)
 		return fail_saas(c, rc);
-	if ((rc = saas_client_usage(&u, c->ctx->client, now - days * 86400000, now, 0)) < 0) {
+	if ((rc = saas_client_usage(&u, c->ctx->client, from, to, 0)) < 0) {
 		saas_account_info_free(ai);
 		return fail_saas(c, rc);
 	}
@@ -783,9 +879,13 @@ static const struct tool tools[] = {
 	  "minutes you were not going to use. Destroying a destroyed sandbox changes nothing.",
 	  ONLY_SID, SANDBOX_SCHEMA, false, true, true, false, true, 0, t_destroy },
 	{ "get_usage", "Get balance and usage",
-	  "The account's remaining credit, limits, and what each sandbox cost over the last `days` days (default 30).",
+	  "The account's remaining credit, limits, and what each sandbox cost over a period: the last 30 days "
+	  "unless `from`/`to` (RFC 3339 times or YYYY-MM-DD dates, UTC; a date `to` includes that day) or `days` "
+	  "say otherwise. `days` counts back from `to` (or now) and cannot be combined with `from`.",
 	  "{\"type\":\"object\",\"properties\":{"
-	  "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":366,\"description\":\"Period of usage to report; default 30.\"}"
+	  "\"from\":{\"type\":\"string\",\"description\":\"Start of the period: an RFC 3339 time (2025-06-01T00:00:00Z) or a date (2025-06-01, its start, UTC). Default: 30 days (or `days`) before `to`.\"},"
+	  "\"to\":{\"type\":\"string\",\"description\":\"End of the period: an RFC 3339 time or a date (2025-06-30 includes that whole day, UTC). Default: now.\"},"
+	  "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":366,\"description\":\"Length of the period in days, counted back from `to` (or now); default 30. Not with `from`.\"}"
 	  "},\"additionalProperties\":false}",
 	  "{\"type\":\"object\",\"properties\":{\"account_id\":{\"type\":\"string\"},\"active_sandboxes\":{\"type\":\"integer\"},"
 	  MONEY("balance_usd") "," MONEY("credit_usd") "," MONEY("spent_usd") ",\"limits\":" LIMITS_SCHEMA ","

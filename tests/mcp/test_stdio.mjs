@@ -106,6 +106,24 @@ test('initialize, 11 tools (no get_service_info), a whole agent session with val
   assert.ok(Date.parse(ext.expires_at) > Date.parse(sb.expires_at));
   assert.ok((await call('list_sandboxes', {})).sandboxes.some(s => s.id === id));
   assert.equal((await call('get_usage', {})).active_sandboxes, 1);
+  // A period by dates (a date `to` includes its day) and by RFC 3339 times.
+  const today = new Date().toISOString().slice(0, 10);
+  const tomorrow = new Date(Date.parse(today) + 86400000).toISOString().slice(0, 10);
+  let ud = await call('get_usage', { from: today, to: today });
+  assert.equal(ud.usage.from, `${today}T00:00:00.000Z`);
+  assert.equal(ud.usage.to, `${tomorrow}T00:00:00.000Z`);
+  assert.ok(ud.usage.sandboxes.some(l => l.sandbox_id === id), JSON.stringify(ud.usage));
+  ud = await call('get_usage', { from: '2020-01-01T00:00:00Z', to: '2020-01-02T12:00:00+02:00' });
+  assert.equal(ud.usage.to, '2020-01-02T10:00:00.000Z');
+  assert.deepEqual(ud.usage.sandboxes, []);
+  ud = await call('get_usage', { days: 2, to: '2020-01-03' });
+  assert.equal(ud.usage.from, '2020-01-02T00:00:00.000Z');
+  for (const [args, re] of [[{ from: 'yesterday' }, /RFC 3339/], [{ to: '2025-02-30' }, /RFC 3339/],
+                            [{ from: today, days: 3 }, /not both/], [{ from: tomorrow, to: today }, /before/]]) {
+    const bad = await client.callTool({ name: 'get_usage', arguments: args });
+    assert.equal(bad.isError, true, JSON.stringify(args));
+    assert.match(textOf(bad), re);
+  }
   assert.equal((await call('destroy_sandbox', { sandbox_id: id })).status, 'destroyed');
   assert.equal(seen.size, 11, `every tool was called: ${[...seen]}`);
 
