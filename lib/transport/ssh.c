@@ -805,14 +805,23 @@ static void shell_quote(saas_buf *b, const char *s)
 	saas__buf_puts(b, "'");
 }
 
-/* Run a short housekeeping command (mu held), ignoring its output. */
-static int run_quick(saas_ssh *ssh, const char *command)
+/*
+ * Run a short housekeeping command (mu held) as is, with no wrapper. Its
+ * stdout goes to out (when not NULL; cut at outsize - 1 bytes, NUL-ended),
+ * stderr is dropped, and *exit_code gets its exit status (-1 if none came).
+ */
+static int run_quick(saas_ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code)
 {
-	struct ssh_op op = { ssh, saas__now_ms() + 10000 };
+	struct ssh_op op = { ssh, saas__now_ms() + timeout_ms };
 	LIBSSH2_CHANNEL *ch = NULL;
+	size_t used = 0;
 	char buf[256];
 	int rc, lrc;
 
+	if (out && outsize)
+		out[0] = '\0';
+	if (exit_code)
+		*exit_code = -1;
 	if ((rc = channel_open_session(&op, &ch, 1, NULL)) < 0)
 		return rc;
 	SSH_LOOP(&op, lrc, libssh2_channel_process_startup(ch, "exec", 4, command, (unsigned int)strlen(command)));
@@ -824,17 +833,43 @@ static int run_quick(saas_ssh *ssh, const char *command)
 	for (;;) {
 		ssize_t n;
 		SSH_LOOP(&op, n, libssh2_channel_read_ex(ch, 0, buf, sizeof(buf)));
-		if (n > 0)
+		if (n > 0) {
+			if (out && outsize) {
+				size_t take = (size_t)n < outsize - 1 - used ? (size_t)n : outsize - 1 - used;
+				memcpy(out + used, buf, take);
+				used += take;
+				out[used] = '\0';
+			}
 			continue;
+		}
 		SSH_LOOP(&op, n, libssh2_channel_read_ex(ch, SSH_EXTENDED_DATA_STDERR, buf, sizeof(buf)));
 		if (n > 0)
 			continue;
-		if (n < 0 || libssh2_channel_eof(ch))
+		if (n < 0) {
+			rc = ssh_err((int)n, "reading a command's output");
+			goto out;
+		}
+		if (libssh2_channel_eof(ch))
 			break;
 	}
 	rc = SAAS_OK;
 out:
+	if (rc == SAAS_OK && exit_code) {
+		/* The exit status may trail the EOF: wait for the close that carries it. */
+		SSH_LOOP(&op, lrc, libssh2_channel_wait_closed(ch));
+		*exit_code = libssh2_channel_get_exit_status(ch);
+	}
 	channel_release(&op, ch, 1);
+	return rc;
+}
+
+int saas__ssh_run(saas_ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code)
+{
+	int rc;
+
+	pthread_mutex_lock(&ssh->mu);
+	rc = run_quick(ssh, command, timeout_ms, out, outsize, exit_code);
+	pthread_mutex_unlock(&ssh->mu);
 	return rc;
 }
 
@@ -1100,7 +1135,7 @@ static void exec_kill(saas_ssh *ssh, long pid)
 	char cmd[128];
 
 	snprintf(cmd, sizeof(cmd), "kill -KILL -- -%ld 2>/dev/null || kill -KILL %ld 2>/dev/null; exit 0", pid, pid);
-	run_quick(ssh, cmd);
+	run_quick(ssh, cmd, 10000, NULL, 0, NULL);
 }
 
 int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code)

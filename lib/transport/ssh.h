@@ -45,6 +45,14 @@ int saas__ssh_alive(saas_ssh *ssh);
  */
 int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code);
 
+/*
+ * Run a short command exactly as given (no wrapper, no cwd, no env, no stdin)
+ * and wait for it at most timeout_ms: housekeeping, such as a guest's forced
+ * command. Its stdout lands in out (cut at outsize - 1 bytes, NUL-ended; out
+ * may be NULL), stderr is dropped, *exit_code (may be NULL) is its exit status.
+ */
+int saas__ssh_run(saas_ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code);
+
 /* SFTP, with the semantics of the driver table's file_write/file_read/file_list. */
 int saas__ssh_file_write(saas_ssh *ssh, const char *path, unsigned int mode, saas_read_fn reader, void *ud,
                          int64_t size);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
@@ -44,6 +45,20 @@
 #define META_PREFIX "aas"
 #define DEFAULT_BOOT_TIMEOUT_MS 180000
 #define SSH_USER "sandbox"
+/* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-restored). */
+#define FIXUP_USER "root"
+
+/*
+ * Templates (see "Templates and clones" below). A template VM is named
+ * TPL_PREFIX + its key, so it is never taken for a sandbox. TEMPLATE_FORMAT
+ * goes into every template's key: bump it when what a template holds changes.
+ */
+#define TPL_PREFIX "aas-tpl-"
+#define TEMPLATE_FORMAT 1
+#define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
+#define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
+#define TEMPLATE_SAVE_TIMEOUT_MS 120000
+#define CLONE_TIMEOUT_MS 60000             /* restore, resume and first SSH session of a clone */
 
 /*
  * The guard. Slirp's connections are QEMU's own sockets on the host, so an
@@ -85,6 +100,7 @@ struct image {
 	char *kernel, *initrd, *disk;    /* absolute paths; disk NULL for initramfs images */
 	char *boot_args;
 	char *host_key;                  /* "ssh-ed25519 AAAA..." */
+	char *recipe;                    /* what the image was built from (its recipe hash), for template keys */
 	unsigned int min_memory_mib;
 	struct timespec mtime;           /* of the manifest, to notice rebuilds */
 	struct image *next;
@@ -98,6 +114,24 @@ struct vm {
 	pthread_mutex_t mu;              /* serialises (re)connecting */
 	unsigned int refs;
 	struct vm *next;
+};
+
+/* A template's state, by key: one per image build, size and accelerator. */
+enum tmpl_state { TMPL_NONE, TMPL_BUILDING, TMPL_READY, TMPL_BROKEN };
+
+struct tmpl {
+	char key[33];
+	int state;                       /* enum tmpl_state */
+	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
+	struct tmpl *next;
+};
+
+/* What the template builder makes: a template VM of this shape. */
+struct tmpl_job {
+	struct drv *d;
+	char key[33];
+	char image[64];
+	unsigned int vcpus, memory_mb, disk_gb;
 };
 
 enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
@@ -116,10 +150,16 @@ struct drv {
 	char guard_why[512];             /* why not, when !guard */
 	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
+	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
 	virConnectPtr conn;
 	pthread_mutex_t mu;
 	struct vm *vms;
 	struct image *imgs;
+	struct tmpl *tmpls;              /* under mu */
+	pthread_t builder;               /* the template builder thread, one at a time */
+	bool builder_started;            /* under mu: builder must be joined */
+	bool builder_busy;               /* under mu: builder runs */
+	int closing;                     /* atomic: the driver is closing; long waits give up */
 	saas_log_fn log;
 	void *log_userdata;
 };
@@ -326,6 +366,7 @@ static int parse_config(struct drv *d, const char *config)
 
 	d->accel = ACCEL_AUTO;
 	d->boot_timeout_ms = DEFAULT_BOOT_TIMEOUT_MS;
+	d->templates = true;
 	if (!config || !*config)
 		return SAAS_OK;
 	if (!strchr(config, '='))
@@ -352,6 +393,10 @@ static int parse_config(struct drv *d, const char *config)
 		} else if (strcmp(tok, "network") == 0) {
 			static const char *const networks[] = { "auto", "isolated", "internet" }; /* enum netcfg order */
 			rc = parse_choice("network", val, networks, &d->network);
+		} else if (strcmp(tok, "templates") == 0) {
+			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
+				rc = saas__inval("templates must be on or off, not '%s'", val);
+			d->templates = strcmp(val, "on") == 0;
 		} else if (strcmp(tok, "boot_timeout") == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);
@@ -620,6 +665,7 @@ static void image_free(struct image *im)
 	free(im->disk);
 	free(im->boot_args);
 	free(im->host_key);
+	free(im->recipe);
 	free(im);
 }
 
@@ -668,6 +714,16 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 		}
 	}
 	im->min_memory_mib = (unsigned int)json_integer_value(json_object_get(root, "min_memory_mib"));
+	/* A rebuilt image must never restore an old template: key them by the recipe (or, lacking one, the build). */
+	if ((s = json_string_value(json_object_get(root, "recipe_hash"))) ||
+	    (s = json_string_value(json_object_get(root, "built_at"))))
+		im->recipe = saas__strdup(s);
+	else if (asprintf(&im->recipe, "mtime-%lld.%09ld", (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) < 0)
+		im->recipe = NULL;
+	if (!im->recipe) {
+		rc = saas__oom();
+		goto out;
+	}
 	*out = im;
 	im = NULL;
 out:
@@ -857,8 +913,14 @@ static void xml_escape(saas_buf *b, const char *s)
 	}
 }
 
+/*
+ * The domain of a VM. A clone's domain must equal its template's in every
+ * device (QEMU's migration stream carries device state, not configuration):
+ * only the name, genid, paths, SSH port and network restriction may differ,
+ * and `incoming` adds -incoming defer (the state is fed in through QMP).
+ */
 static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct image *im, const char *vmdir,
-                        const char *overlay, unsigned int port, bool internet)
+                        const char *overlay, unsigned int port, bool internet, bool incoming)
 {
 	saas_buf b = SAAS_BUF_INIT;
 	unsigned int mem = spec->memory_mb;
@@ -923,8 +985,10 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 	                 "    <qemu:arg value='user,id=aasnet,%shostfwd=tcp:127.0.0.1:%u-:22'/>\n"
 	                 "    <qemu:arg value='-device'/>\n"
 	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
+	                 "%s"
 	                 "  </qemu:commandline>\n</domain>\n",
-	                 internet ? "" : "restrict=on,", port);
+	                 internet ? "" : "restrict=on,", port,
+	                 incoming ? "    <qemu:arg value='-incoming'/>\n    <qemu:arg value='defer'/>\n" : "");
 	return saas__buf_detach(&b, NULL);
 }
 
@@ -970,6 +1034,51 @@ static int embed_root(const char *state_dir, char **out)
 	}
 	free(base);
 	return rc;
+}
+
+/*
+ * What a previous engine on this state directory left of template builds:
+ * a template VM still running, half-written template directories.
+ */
+static int domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner);
+
+static void templates_cleanup(struct drv *d)
+{
+	virDomainPtr *doms = NULL;
+	int n = virConnectListAllDomains(d->conn, &doms, 0);
+	char *root = path_join(d->dir, "templates");
+	DIR *dir;
+	struct dirent *e;
+
+	for (int i = 0; i < n; i++) {
+		const char *name = virDomainGetName(doms[i]);
+		unsigned int port = 0;
+		char *host_key = NULL, *owner = NULL, *vmdir;
+		if (name && strncmp(name, TPL_PREFIX, strlen(TPL_PREFIX)) == 0 &&
+		    domain_meta(doms[i], &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
+			dlog(d, SAAS_LOG_INFO, "destroying template VM %s, left over from an interrupted build", name);
+			virDomainDestroy(doms[i]);
+			if ((vmdir = vm_dir(d, name)))
+				rm_tree(vmdir);
+			free(vmdir);
+		}
+		free(host_key);
+		free(owner);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
+		while ((e = readdir(dir))) {
+			size_t len = strlen(e->d_name);
+			char *sub;
+			if (len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0 && (sub = path_join(root, e->d_name))) {
+				rm_tree(sub);
+				free(sub);
+			}
+		}
+		closedir(dir);
+	}
+	free(root);
 }
 
 static int lv_open(void **ctx, const saas_driver_env *env)
@@ -1052,7 +1161,9 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__error_wrap(rc, "%s", d->uri);
 		goto fail;
 	}
-	dlog(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s", d->uri, d->kvm ? "KVM" : "TCG", d->images);
+	templates_cleanup(d);
+	dlog(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s, templates %s", d->uri, d->kvm ? "KVM" : "TCG",
+	     d->images, d->templates ? "on" : "off");
 	*ctx = d;
 	free(root);
 	free(vms);
@@ -1077,6 +1188,21 @@ fail:
 static void lv_close(void *ctx)
 {
 	struct drv *d = ctx;
+	bool join;
+
+	/* A template build in progress gives up (its VM is destroyed) and is joined. */
+	__atomic_store_n(&d->closing, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&d->mu);
+	join = d->builder_started;
+	d->builder_started = false;
+	pthread_mutex_unlock(&d->mu);
+	if (join)
+		pthread_join(d->builder, NULL);
+	while (d->tmpls) {
+		struct tmpl *t = d->tmpls;
+		d->tmpls = t->next;
+		free(t);
+	}
 
 	/*
 	 * The guard table stays: other engines on this host may share it, and it
@@ -1154,16 +1280,725 @@ static int lv_destroy(void *ctx, const char *name)
 	return SAAS_OK;
 }
 
+/* ---- making VMs: cold boots, templates and clones --------------------------------------------- */
+
+/*
+ * One VM being made. A cold boot starts its domain from the image's kernel; a
+ * clone starts its domain paused with -incoming defer and restores a template's
+ * saved state into it. Either way the VM is ready once the engine's SSH session
+ * is up. launch_undo() leaves nothing behind.
+ */
+struct launch {
+	struct drv *d;
+	const saas_vm_spec *spec;
+	const struct image *im;
+	const char *host_key;
+	bool internet;
+	const char *tdir;                /* clone: the template's directory */
+	char *dir, *overlay;
+	virDomainPtr dom;
+	unsigned int port;
+	saas_ssh *ssh;
+};
+
+static bool closing(struct drv *d)
+{
+	return __atomic_load_n(&d->closing, __ATOMIC_ACQUIRE) != 0;
+}
+
+static int64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void launch_undo(struct launch *l)
+{
+	saas__ssh_close(l->ssh);
+	l->ssh = NULL;
+	if (l->dom) {
+		virDomainDestroy(l->dom);
+		virDomainFree(l->dom);
+		l->dom = NULL;
+	}
+	if (l->dir)
+		rm_tree(l->dir);
+	free(l->dir);
+	free(l->overlay);
+	l->dir = l->overlay = NULL;
+}
+
+/* The VM's directory and, for disk images, its overlay: on the image's disk, or on the template's frozen one. */
+static int launch_prepare(struct launch *l)
+{
+	const char *base = l->im->disk;
+	char *tbase = NULL;
+	int rc = SAAS_OK;
+
+	if (!(l->dir = vm_dir(l->d, l->spec->name)))
+		return SAAS_ENOMEM;
+	rm_tree(l->dir); /* a leftover of a failed attempt */
+	if (saas__mkdir_p(l->dir, 0700) < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
+	if (!base)
+		return SAAS_OK;
+	if (l->tdir && !(base = tbase = path_join(l->tdir, "disk.qcow2")))
+		return SAAS_ENOMEM;
+	if (!(l->overlay = path_join(l->dir, "disk.qcow2"))) {
+		rc = SAAS_ENOMEM;
+	} else {
+		char size[32];
+		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base,
+			               l->overlay, size, NULL };
+		snprintf(size, sizeof(size), "%uG", l->spec->disk_gb);
+		if ((rc = saas__run(argv, NULL)) < 0)
+			rc = saas__error_wrap(SAAS_EBACKEND, "creating the disk overlay");
+	}
+	free(tbase);
+	return rc;
+}
+
+/* Define and start the domain (paused for a clone), on a free loopback port for its SSH forward. */
+static int launch_start(struct launch *l)
+{
+	struct drv *d = l->d;
+	bool incoming = l->tdir != NULL;
+	int rc = SAAS_EBACKEND;
+
+	/* A port found free can be taken before QEMU binds it: try a few. */
+	for (int attempt = 0; attempt < 5; attempt++) {
+		char *xml;
+		if ((rc = free_port(&l->port)) < 0)
+			return rc;
+		pthread_mutex_lock(&d->mu);
+		xml = domain_xml(d, l->spec, l->im, l->dir, l->overlay, l->port, l->internet, incoming);
+		pthread_mutex_unlock(&d->mu);
+		if (!xml)
+			return saas__oom();
+		l->dom = virDomainCreateXML(d->conn, xml, incoming ? VIR_DOMAIN_START_PAUSED : 0);
+		free(xml);
+		if (l->dom)
+			return SAAS_OK;
+		rc = virt_error("starting the VM");
+		/*
+		 * /dev/kvm can open and still not run a guest (nested virtualisation
+		 * that lacks pieces): fall back to TCG for good, and say so once. A
+		 * clone cannot: its template was saved under KVM.
+		 */
+		if (!incoming && d->kvm && d->accel == ACCEL_AUTO && strcasestr(saas_error_last()->message, "kvm")) {
+			dlog(d, SAAS_LOG_WARN, "KVM does not work here (%s); using TCG", saas_error_last()->message);
+			pthread_mutex_lock(&d->mu);
+			d->kvm = false;
+			pthread_mutex_unlock(&d->mu);
+			attempt--;
+			continue;
+		}
+		if (!strstr(saas_error_last()->message, "hostfwd") && !strstr(saas_error_last()->message, "address"))
+			return rc;
+	}
+	return rc;
+}
+
+/* Wait until the engine's SSH session is up; a VM that dies meanwhile fails fast. */
+static int launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t budget_ms)
+{
+	for (;;) {
+		int state = 0;
+		if (ms_since(t0) > budget_ms)
+			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM did not become reachable in %lld s",
+			                   (long long)(budget_ms / 1000));
+		if (closing(l->d))
+			return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is shutting down");
+		if (virDomainGetState(l->dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING)
+			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, state, "the VM stopped while booting");
+		if (ssh_connect(l->d, l->port, l->host_key, 2000, &l->ssh) == SAAS_OK)
+			return SAAS_OK;
+		if (strstr(saas_error_last()->message, "host key"))
+			return SAAS_EBACKEND;
+	}
+}
+
+/* What a VM's console said last, added to the error of a failed launch. */
+static void launch_blame_console(struct launch *l, int rc)
+{
+	char *tail;
+
+	if (!l->dir || !(tail = console_tail(l->dir)))
+		return;
+	saas__error_wrap(rc, "%s (console: %s%s)", saas_error_last()->message, *tail ? "..." : "nothing",
+	                 tail);
+	free(tail);
+}
+
+/* One cold boot, given budget_ms to come up. */
+static int boot_cold_once(struct launch *l, int64_t budget_ms)
+{
+	struct timespec t0;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if ((rc = launch_prepare(l)) < 0 || (rc = launch_start(l)) < 0 || (rc = launch_wait_ssh(l, &t0, budget_ms)) < 0) {
+		launch_blame_console(l, rc);
+		launch_undo(l);
+		return rc < 0 ? rc : SAAS_EBACKEND;
+	}
+	return SAAS_OK;
+}
+
+/*
+ * A cold boot. A guest that stalls in boot (seen rarely under TCG on a loaded
+ * host: nothing on the console for minutes) gets one fresh VM more; each try
+ * has half the boot timeout.
+ */
+static int boot_cold(struct launch *l)
+{
+	struct drv *d = l->d;
+	int rc = SAAS_OK;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if ((rc = boot_cold_once(l, d->boot_timeout_ms / 2)) != SAAS_ETIMEOUT || closing(d))
+			break;
+		if (attempt == 0)
+			dlog(d, SAAS_LOG_WARN, "VM %s: %s; trying a fresh VM once more", l->spec->name,
+			     saas_error_last()->message);
+	}
+	return rc;
+}
+
+/*
+ * A QMP command on a domain, with an optional file descriptor passed along
+ * (for getfd). *ret (may be NULL) gets the "return" member; a QEMU error
+ * becomes SAAS_EBACKEND with its description.
+ */
+static int qmp(virDomainPtr dom, const char *cmd, int fd, json_t **ret)
+{
+	char *out = NULL;
+	json_t *root, *err;
+	json_error_t jerr;
+	int fds[1] = { fd };
+	int rc = SAAS_OK;
+
+	if (ret)
+		*ret = NULL;
+	if (virDomainQemuMonitorCommandWithFiles(dom, cmd, fd >= 0 ? 1 : 0, fd >= 0 ? fds : NULL, NULL, NULL, &out,
+	                                         0) < 0)
+		return virt_error("QEMU monitor");
+	root = json_loads(out, 0, &jerr);
+	free(out);
+	if (!root)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "QEMU monitor: unreadable answer (%s)", jerr.text);
+	if ((err = json_object_get(root, "error"))) {
+		const char *desc = json_string_value(json_object_get(err, "desc"));
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "QEMU: %s", desc ? desc : "error");
+	} else if (ret) {
+		*ret = json_incref(json_object_get(root, "return"));
+	}
+	json_decref(root);
+	return rc;
+}
+
+/* Hand QEMU a file descriptor under a name (for an fd: migration URI). Ours stays ours. */
+static int qmp_getfd(virDomainPtr dom, const char *fdname, int fd)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"%s\"}}", fdname);
+	return qmp(dom, cmd, fd, NULL);
+}
+
+/* Poll query-migrate until the migration completed (SAAS_OK) or failed. */
+static int qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout_ms, int64_t *bytes)
+{
+	int64_t deadline = saas__now_ms() + timeout_ms;
+
+	for (;;) {
+		json_t *r = NULL;
+		const char *status;
+		int rc = qmp(dom, "{\"execute\":\"query-migrate\"}", -1, &r);
+		if (rc < 0)
+			return rc;
+		status = json_string_value(json_object_get(r, "status"));
+		if (status && strcmp(status, "completed") == 0) {
+			if (bytes)
+				*bytes = json_integer_value(json_object_get(json_object_get(r, "ram"), "transferred"));
+			json_decref(r);
+			return SAAS_OK;
+		}
+		if (status && (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0)) {
+			const char *why = json_string_value(json_object_get(r, "error-desc"));
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "migration %s: %s", status,
+			                 why ? why : "no reason given");
+			json_decref(r);
+			return rc;
+		}
+		json_decref(r);
+		if (saas__now_ms() > deadline || closing(d))
+			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "migration did not finish in time");
+		sleep_ms(5);
+	}
+}
+
+/* Restore a template's saved state into a clone's paused domain, then let it run. */
+static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0)
+{
+	int fd = open(state_path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
+	rc = qmp_getfd(l->dom, "aas-restore", fd);
+	close(fd);
+	if (rc < 0 ||
+	    (rc = qmp(l->dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:aas-restore\"}}", -1,
+	              NULL)) < 0)
+		return saas__error_wrap(rc, "restoring the template");
+	/* The incoming side leaves "inmigrate" when the whole state is in; QEMU exits if it cannot load it. */
+	for (;;) {
+		json_t *r = NULL;
+		const char *status;
+		bool in;
+		if ((rc = qmp(l->dom, "{\"execute\":\"query-status\"}", -1, &r)) < 0)
+			return saas__error_wrap(rc, "restoring the template");
+		status = json_string_value(json_object_get(r, "status"));
+		in = status && strcmp(status, "inmigrate") == 0;
+		json_decref(r);
+		if (!in)
+			break;
+		if (ms_since(t0) > CLONE_TIMEOUT_MS || closing(l->d))
+			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "restoring the template took too long");
+		sleep_ms(2);
+	}
+	if ((rc = qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
+		return saas__error_wrap(rc, "restoring the template");
+	if (virDomainResume(l->dom) < 0)
+		return virt_error("resuming the restored VM");
+	return SAAS_OK;
+}
+
+/*
+ * Make a restored clone its own machine: the guest's root runs aas-restored
+ * (the one command the engine's key may run as root) with the clone's
+ * hostname, the time now and fresh random bytes. The guest kernel reseeded
+ * its RNG already, from the new VM generation id.
+ */
+static int clone_fixup(struct launch *l)
+{
+	struct drv *d = l->d;
+	saas_ssh_config cfg;
+	saas_ssh *root = NULL;
+	unsigned char seed[32];
+	char cmd[256], out[64], hex[65];
+	struct timespec now;
+	int status = -1, rc;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.host = "127.0.0.1";
+	cfg.port = l->port;
+	cfg.user = FIXUP_USER;
+	cfg.private_key = d->key;
+	cfg.public_key = d->pub;
+	cfg.host_key = l->host_key;
+	cfg.connect_timeout_ms = 10000;
+	if ((rc = saas__random(seed, sizeof(seed))) < 0)
+		return rc;
+	for (size_t i = 0; i < sizeof(seed); i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	if ((rc = saas__ssh_open(&root, &cfg)) < 0)
+		return saas__error_wrap(rc, "fix-ups of the clone");
+	clock_gettime(CLOCK_REALTIME, &now);
+	/* date -s takes whole seconds: round to the nearest. */
+	snprintf(cmd, sizeof(cmd), "%s %lld %s", l->spec->name, (long long)now.tv_sec + (now.tv_nsec >= 500000000L),
+	         hex);
+	rc = saas__ssh_run(root, cmd, 10000, out, sizeof(out), &status);
+	saas__ssh_close(root);
+	if (rc < 0)
+		return saas__error_wrap(rc, "fix-ups of the clone");
+	if (status != 0 || strncmp(out, "ok", 2) != 0)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status,
+		                   "fix-ups of the clone failed (exit %d): the image lacks aas-restored? rebuild it", status);
+	return SAAS_OK;
+}
+
+struct fixup_run {
+	struct launch *l;
+	int rc;
+	int klass;
+	long code;
+	char message[512];            /* copied: the thread's own error lives in its thread-local storage */
+};
+
+static void *fixup_main(void *arg)
+{
+	struct fixup_run *f = arg;
+
+	if ((f->rc = clone_fixup(f->l)) < 0) {
+		const saas_error *e = saas_error_last();
+		f->klass = e->klass;
+		f->code = e->backend_code;
+		snprintf(f->message, sizeof(f->message), "%s", e->message);
+	}
+	return NULL;
+}
+
+/*
+ * A clone of the template in tdir. Once it runs, the engine's session and
+ * the root fix-ups connect at the same time (each is an SSH handshake, which
+ * the guest's CPUs do side by side). Failures leave nothing behind; the
+ * caller boots cold instead.
+ */
+static int boot_clone(struct launch *l)
+{
+	struct fixup_run fix = { l, SAAS_OK, 0, 0, "" };
+	struct timespec t0;
+	pthread_t thread;
+	bool joined = true;
+	char *state = NULL;
+	int64_t at[4] = { 0 };
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!(state = path_join(l->tdir, "state"))) {
+		rc = SAAS_ENOMEM;
+	} else if ((rc = launch_prepare(l)) == SAAS_OK && (at[0] = ms_since(&t0), rc = launch_start(l)) == SAAS_OK &&
+	           (at[1] = ms_since(&t0), rc = clone_restore(l, state, &t0)) == SAAS_OK) {
+		at[2] = ms_since(&t0);
+		joined = pthread_create(&thread, NULL, fixup_main, &fix) != 0;
+		if (joined)
+			fixup_main(&fix);
+		rc = launch_wait_ssh(l, &t0, CLONE_TIMEOUT_MS);
+		if (!joined)
+			pthread_join(thread, NULL);
+		if (rc == SAAS_OK && fix.rc < 0) {
+			rc = fix.rc;
+			saas__error(rc, fix.klass, fix.code, "%s", fix.message);
+		}
+		at[3] = ms_since(&t0);
+		/* Where a clone's time goes, for whoever tunes it. */
+		if (rc == SAAS_OK)
+			dlog(l->d, SAAS_LOG_DEBUG, "VM %s cloned: disk %lld ms, domain %lld ms, restore %lld ms, "
+			     "SSH and fix-ups %lld ms", l->spec->name, (long long)at[0], (long long)(at[1] - at[0]),
+			     (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
+	}
+	free(state);
+	if (rc < 0) {
+		launch_blame_console(l, rc);
+		launch_undo(l);
+	}
+	return rc;
+}
+
+/* ---- templates ------------------------------------------------------------------------------ */
+
+/*
+ * A template is keyed by everything its saved state depends on: the format,
+ * the accelerator, the image build, the VM's shape and the engine's key (the
+ * guest holds it). A rebuilt image or a new size gets a new key, so a new
+ * template; the old one is deleted once the new one is ready.
+ */
+static void template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33])
+{
+	char *text = NULL, hash[65];
+	unsigned int mem = spec->memory_mb;
+
+	if (im->min_memory_mib && mem < im->min_memory_mib)
+		mem = im->min_memory_mib;
+	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name, im->recipe,
+	             im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub) < 0) {
+		key[0] = '\0';
+		return;
+	}
+	saas__sha256_hex(hash, text, strlen(text));
+	free(text);
+	memcpy(key, hash, 32);
+	key[32] = '\0';
+}
+
+static char *template_dir(struct drv *d, const char *key)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/templates/%s", d->dir, key) < 0) {
+		saas__oom();
+		return NULL;
+	}
+	return p;
+}
+
+/* The template entry of a key, made on first sight (ready if its directory is complete). Caller holds d->mu. */
+static struct tmpl *template_get_locked(struct drv *d, const char *key)
+{
+	struct tmpl *t;
+	char *dir, *meta;
+	struct stat st;
+
+	for (t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0)
+			return t;
+	if (!(t = calloc(1, sizeof(*t))))
+		return NULL;
+	saas__strlcpy(t->key, key, sizeof(t->key));
+	if ((dir = template_dir(d, key)) && (meta = path_join(dir, "template.json"))) {
+		if (stat(meta, &st) == 0)
+			t->state = TMPL_READY;
+		free(meta);
+	}
+	free(dir);
+	t->next = d->tmpls;
+	d->tmpls = t;
+	return t;
+}
+
+/* Delete the other templates of the same image and shape: a newer build of it replaced them. */
+static void template_prune(struct drv *d, const struct tmpl_job *job)
+{
+	char *root = path_join(d->dir, "templates");
+	DIR *dir = root ? opendir(root) : NULL;
+	struct dirent *e;
+
+	while (dir && (e = readdir(dir))) {
+		char *sub, *meta;
+		json_t *j;
+		if (e->d_name[0] == '.' || strcmp(e->d_name, job->key) == 0)
+			continue;
+		if (!(sub = path_join(root, e->d_name)))
+			break;
+		if ((meta = path_join(sub, "template.json")) && (j = json_load_file(meta, 0, NULL))) {
+			const char *image = json_string_value(json_object_get(j, "image"));
+			if (image && strcmp(image, job->image) == 0 &&
+			    json_integer_value(json_object_get(j, "vcpus")) == job->vcpus &&
+			    json_integer_value(json_object_get(j, "memory_mb")) == job->memory_mb &&
+			    json_integer_value(json_object_get(j, "disk_gb")) == job->disk_gb) {
+				dlog(d, SAAS_LOG_INFO, "template %s replaced by %s; deleting it", e->d_name, job->key);
+				rm_tree(sub);
+			}
+			json_decref(j);
+		}
+		free(meta);
+		free(sub);
+	}
+	if (dir)
+		closedir(dir);
+	free(root);
+}
+
+/* Save a paused template VM's memory and device state to path (QMP migrate to an fd). */
+static int template_save(struct drv *d, virDomainPtr dom, const char *path, int64_t *bytes)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
+
+	if (fd < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
+	/* QEMU caps migration bandwidth by default (128 MiB/s); a file takes what it gets. */
+	rc = qmp(dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":1099511627776}}", -1,
+	         NULL);
+	if (rc == SAAS_OK)
+		rc = qmp_getfd(dom, "aas-save", fd);
+	close(fd);
+	if (rc == SAAS_OK)
+		rc = qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL);
+	if (rc == SAAS_OK)
+		rc = qmp_migration_wait(d, dom, TEMPLATE_SAVE_TIMEOUT_MS, bytes);
+	return rc < 0 ? saas__error_wrap(rc, "saving the template") : SAAS_OK;
+}
+
+/*
+ * Build one template: boot a VM of the job's shape to ready (isolated: it
+ * makes no connection), let it settle, pause it, save its state, and freeze
+ * its disk overlay as the base of every clone's. Written under KEY.tmp and
+ * renamed into place when complete, so a half-built template is never used.
+ */
+static int template_build(struct tmpl_job *job)
+{
+	struct drv *d = job->d;
+	struct image *im;
+	saas_vm_spec spec;
+	struct launch l;
+	char name[64], *tdir = NULL, *tmp = NULL, *path = NULL, *host_key = NULL;
+	struct timespec t0;
+	int64_t bytes = 0;
+	json_t *meta = NULL;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	snprintf(name, sizeof(name), TPL_PREFIX "%.16s", job->key);
+	memset(&spec, 0, sizeof(spec));
+	spec.name = name;
+	spec.image = job->image;
+	spec.vcpus = job->vcpus;
+	spec.memory_mb = job->memory_mb;
+	spec.disk_gb = job->disk_gb;
+	spec.internet = 0;
+	pthread_mutex_lock(&d->mu);
+	rc = image_get(d, job->image, &im);
+	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
+		rc = SAAS_ENOMEM;
+	pthread_mutex_unlock(&d->mu);
+	if (rc < 0)
+		return rc;
+	memset(&l, 0, sizeof(l));
+	l.d = d;
+	l.spec = &spec;
+	l.im = im;
+	l.host_key = host_key;
+	if (!(tdir = template_dir(d, job->key)) || asprintf(&tmp, "%s.tmp", tdir) < 0) {
+		tmp = NULL;
+		rc = saas__oom();
+		goto out;
+	}
+	if ((rc = boot_cold_once(&l, d->boot_timeout_ms)) < 0)
+		goto out;
+	/* The engine's session must not live on in every clone, half open. */
+	saas__ssh_close(l.ssh);
+	l.ssh = NULL;
+	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !closing(d); waited += 50)
+		sleep_ms(50);
+	rm_tree(tmp);
+	if (saas__mkdir_p(tmp, 0700) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (virDomainSuspend(l.dom) < 0) {
+		rc = virt_error("pausing the template VM");
+		goto out;
+	}
+	if (!(path = path_join(tmp, "state"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((rc = template_save(d, l.dom, path, &bytes)) < 0)
+		goto out;
+	virDomainDestroy(l.dom);
+	virDomainFree(l.dom);
+	l.dom = NULL;
+	free(path);
+	path = NULL;
+	if (l.overlay) {
+		if (!(path = path_join(tmp, "disk.qcow2"))) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		if (rename(l.overlay, path) < 0) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "freezing the template's disk: %s", strerror(errno));
+			goto out;
+		}
+		free(path);
+		path = NULL;
+	}
+	meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I}", "format", TEMPLATE_FORMAT, "image", im->name,
+	                 "recipe", im->recipe, "vcpus", (json_int_t)job->vcpus, "memory_mb", (json_int_t)job->memory_mb,
+	                 "disk_gb", (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg", "state_bytes",
+	                 (json_int_t)bytes, "build_ms", (json_int_t)ms_since(&t0));
+	if (!meta || !(path = path_join(tmp, "template.json")) || json_dump_file(meta, path, JSON_INDENT(2)) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "writing the template's description");
+		goto out;
+	}
+	rm_tree(tdir);
+	if (rename(tmp, tdir) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", tdir, strerror(errno));
+		goto out;
+	}
+	dlog(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %lld MiB of state)", job->key,
+	     (long long)ms_since(&t0), im->name, job->vcpus, job->memory_mb, (long long)(bytes >> 20));
+	template_prune(d, job);
+out:
+	launch_undo(&l);
+	if (rc < 0 && tmp)
+		rm_tree(tmp);
+	json_decref(meta);
+	free(path);
+	free(tmp);
+	free(tdir);
+	free(host_key);
+	return rc;
+}
+
+static void *builder_main(void *arg)
+{
+	struct tmpl_job *job = arg;
+	struct drv *d = job->d;
+	int rc = template_build(job);
+	struct tmpl *t;
+
+	if (rc < 0 && !closing(d))
+		dlog(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
+		     job->key, job->image, job->vcpus, job->memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+	pthread_mutex_lock(&d->mu);
+	for (t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, job->key) == 0) {
+			t->state = rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN;
+			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
+		}
+	d->builder_busy = false;
+	pthread_mutex_unlock(&d->mu);
+	free(job);
+	return NULL;
+}
+
+/* Start building the template of key (if no build runs and it is due). Caller holds d->mu. */
+static void template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec, const struct image *im)
+{
+	struct tmpl_job *job;
+
+	if (d->builder_busy || closing(d) || t->state == TMPL_BUILDING || t->state == TMPL_READY ||
+	    (t->state == TMPL_BROKEN && saas__now_ms() < t->retry_at_ms))
+		return;
+	if (d->builder_started) {
+		pthread_join(d->builder, NULL); /* finished: builder_busy is false */
+		d->builder_started = false;
+	}
+	if (!(job = calloc(1, sizeof(*job))))
+		return;
+	job->d = d;
+	saas__strlcpy(job->key, t->key, sizeof(job->key));
+	saas__strlcpy(job->image, im->name, sizeof(job->image));
+	job->vcpus = spec->vcpus;
+	job->memory_mb = spec->memory_mb;
+	job->disk_gb = spec->disk_gb;
+	if (pthread_create(&d->builder, NULL, builder_main, job) != 0) {
+		free(job);
+		return;
+	}
+	d->builder_started = d->builder_busy = true;
+	t->state = TMPL_BUILDING;
+	dlog(d, SAAS_LOG_INFO, "building template %s (%s, %u vCPU, %u MiB) in the background", t->key, im->name,
+	     spec->vcpus, spec->memory_mb);
+}
+
+/* A template that failed to clone: delete it and build it again later. */
+static void template_break(struct drv *d, const char *key)
+{
+	char *dir = template_dir(d, key);
+	struct tmpl *t;
+
+	pthread_mutex_lock(&d->mu);
+	for (t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0) {
+			t->state = TMPL_BROKEN;
+			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
+		}
+	pthread_mutex_unlock(&d->mu);
+	if (dir)
+		rm_tree(dir);
+	free(dir);
+}
+
 static int lv_create(void *ctx, const saas_vm_spec *spec)
 {
 	struct drv *d = ctx;
 	struct image *im = NULL;
-	char *dir = NULL, *overlay = NULL, *xml = NULL, *host_key = NULL, *tail;
-	virDomainPtr dom = NULL;
-	saas_ssh *ssh = NULL;
-	unsigned int port = 0;
-	struct timespec t0, t1;
-	bool internet = spec->internet < 0 ? d->internet : spec->internet > 0;
+	struct launch l;
+	struct timespec t0;
+	char key[33] = "", *tdir = NULL, *host_key = NULL;
+	bool internet = spec->internet < 0 ? d->internet : spec->internet > 0, cloned = false;
 	int rc;
 
 	/* Never an internet guest without the guard. */
@@ -1175,115 +2010,52 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	rc = image_get(d, spec->image, &im);
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
+	if (rc == SAAS_OK && d->templates) {
+		struct tmpl *t;
+		template_key(d, spec, im, key);
+		if (key[0] && (t = template_get_locked(d, key))) {
+			if (t->state == TMPL_READY)
+				tdir = template_dir(d, key);
+			else
+				template_request_locked(d, t, spec, im);
+		}
+	}
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)
 		return rc;
-	if (!(dir = vm_dir(d, spec->name))) {
-		rc = SAAS_ENOMEM;
-		goto fail;
+	memset(&l, 0, sizeof(l));
+	l.d = d;
+	l.spec = spec;
+	l.im = im;
+	l.host_key = host_key;
+	l.internet = internet;
+	if (tdir) {
+		l.tdir = tdir;
+		if ((rc = boot_clone(&l)) == SAAS_OK) {
+			cloned = true;
+		} else if (!closing(d)) {
+			dlog(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold, and the template "
+			     "will be built again", spec->name, key, saas_error_last()->message);
+			template_break(d, key);
+		}
+		l.tdir = NULL;
 	}
-	if (saas__mkdir_p(dir, 0700) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", dir, strerror(errno));
-		goto fail;
+	if (!cloned && (rc = boot_cold(&l)) < 0)
+		goto out;
+	if ((rc = vm_add(d, spec->name, l.port, host_key, l.ssh)) < 0) {
+		launch_undo(&l);
+		goto out;
 	}
-	if (im->disk) {
-		char size[32];
-		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", im->disk, NULL, size, NULL };
-		snprintf(size, sizeof(size), "%uG", spec->disk_gb);
-		if (!(overlay = path_join(dir, "disk.qcow2"))) {
-			rc = SAAS_ENOMEM;
-			goto fail;
-		}
-		argv[9] = overlay;
-		if ((rc = saas__run(argv, NULL)) < 0) {
-			saas__error_wrap(SAAS_EBACKEND, "creating the disk overlay");
-			rc = SAAS_EBACKEND;
-			goto fail;
-		}
-	}
-	/* A port found free can be taken before QEMU binds it: try a few. */
-	for (int attempt = 0; attempt < 5; attempt++) {
-		if ((rc = free_port(&port)) < 0)
-			goto fail;
-		free(xml);
-		pthread_mutex_lock(&d->mu);
-		xml = domain_xml(d, spec, im, dir, overlay, port, internet);
-		pthread_mutex_unlock(&d->mu);
-		if (!xml) {
-			rc = saas__oom();
-			goto fail;
-		}
-		if ((dom = virDomainCreateXML(d->conn, xml, 0)))
-			break;
-		rc = virt_error("starting the VM");
-		/*
-		 * /dev/kvm can open and still not run a guest (nested virtualisation
-		 * that lacks pieces): fall back to TCG for good, and say so once.
-		 */
-		if (d->kvm && d->accel == ACCEL_AUTO && strcasestr(saas_error_last()->message, "kvm")) {
-			dlog(d, SAAS_LOG_WARN, "KVM does not work here (%s); using TCG", saas_error_last()->message);
-			pthread_mutex_lock(&d->mu);
-			d->kvm = false;
-			pthread_mutex_unlock(&d->mu);
-			attempt--;
-			continue;
-		}
-		if (!strstr(saas_error_last()->message, "hostfwd") && !strstr(saas_error_last()->message, "address"))
-			goto fail;
-	}
-	if (!dom)
-		goto fail;
-	/* Booting: SSH answers when the guest is ready; a VM that dies meanwhile fails fast. */
-	for (;;) {
-		int state = 0, elapsed;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		elapsed = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
-		if (elapsed > d->boot_timeout_ms) {
-			rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM did not become reachable in %d s",
-			                 d->boot_timeout_ms / 1000);
-			goto fail;
-		}
-		if (virDomainGetState(dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING) {
-			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, state, "the VM stopped while booting");
-			goto fail;
-		}
-		if (ssh_connect(d, port, host_key, 2000, &ssh) == SAAS_OK)
-			break;
-		if (strstr(saas_error_last()->message, "host key")) {
-			rc = SAAS_EBACKEND;
-			goto fail;
-		}
-	}
-	if ((rc = vm_add(d, spec->name, port, host_key, ssh)) < 0)
-		goto fail;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	dlog(d, SAAS_LOG_INFO, "VM %s up in %ld ms (%s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
-	     (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000), spec->image, spec->vcpus,
-	     spec->memory_mb, internet ? "internet" : "isolated", port);
-	virDomainFree(dom);
-	free(dir);
-	free(overlay);
-	free(xml);
+	dlog(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s, %s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
+	     (long long)ms_since(&t0), cloned ? "clone" : "cold boot", spec->image, spec->vcpus, spec->memory_mb,
+	     internet ? "internet" : "isolated", l.port);
+	virDomainFree(l.dom);
+	free(l.dir);
+	free(l.overlay);
+out:
+	free(tdir);
 	free(host_key);
-	return SAAS_OK;
-fail:
-	saas__ssh_close(ssh);
-	if (dir && (tail = console_tail(dir))) {
-		if (*tail)
-			saas__error_wrap(rc, "%s (console: ...%s)", saas_error_last()->message, tail);
-		free(tail);
-	}
-	if (dom) {
-		virDomainDestroy(dom);
-		virDomainFree(dom);
-	}
-	if (dir)
-		rm_tree(dir);
-	free(dir);
-	free(overlay);
-	free(xml);
-	free(host_key);
-	return rc < 0 ? rc : SAAS_EBACKEND;
+	return rc;
 }
 
 static int lv_state(void *ctx, const char *name, int *state)
