@@ -114,10 +114,20 @@ struct name_set {
 static int destroy_if_orphan(void *ud, const char *name)
 {
 	struct name_set *s = ud;
+	saas_store_sandbox row;
+	int rc;
 
 	for (size_t i = 0; i < s->live->count; i++)
 		if (strcmp(s->live->items[i].id, name) == 0)
 			return 0;
+	/*
+	 * The live rows were read before the VMs were listed, so a create may have
+	 * inserted its row (and started its VM) since. Ask the store again before
+	 * destroying. When the store cannot say, keep the VM; a later sweep decides.
+	 */
+	rc = s->e->store->sandbox_get(s->e->store_ctx, name, &row);
+	if ((rc == SAAS_OK && row.status != SAAS_SANDBOX_DESTROYED) || (rc < 0 && rc != SAAS_ENOTFOUND))
+		return 0;
 	saas__log(s->e, SAAS_LOG_WARN, "VM %s belongs to no live sandbox; destroying it", name);
 	if (s->e->driver->vm_destroy(s->e->driver_ctx, name) == SAAS_OK)
 		s->destroyed++;
