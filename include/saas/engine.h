@@ -42,7 +42,11 @@ typedef struct {
 	int64_t min_balance_s;          /**< Create needs credit for this many seconds of the size. Default 60. */
 } saas_limits;
 
-/** Do not start the reaper thread (tests drive saas_engine_sweep() themselves). */
+/**
+ * Start no background thread: neither the reaper nor the warm pools' refill.
+ * The caller drives saas_engine_sweep() itself (tests do), and each sweep then
+ * also makes at most one pooled VM.
+ */
 #define SAAS_ENGINE_NO_REAPER (1u << 0)
 /**
  * Open only the store: accounts, credit and keys can be administered beside a
@@ -50,8 +54,15 @@ typedef struct {
  */
 #define SAAS_ENGINE_STORE_ONLY (1u << 1)
 
-/** Version of saas_engine_options this header describes. */
-#define SAAS_ENGINE_OPTIONS_VERSION 1
+/**
+ * Version of saas_engine_options this header describes. Version 2 appended
+ * `pool`; callers built against version 1 are still accepted (their struct is
+ * read only as far as version 1 reached).
+ */
+#define SAAS_ENGINE_OPTIONS_VERSION 2
+
+/** The most VMs one warm pool may hold (the N of "SIZE=N"). */
+#define SAAS_ENGINE_POOL_MAX 64
 
 /** Options for saas_engine_open(). Initialise with SAAS_ENGINE_OPTIONS_INIT. */
 typedef struct {
@@ -83,9 +94,21 @@ typedef struct {
 	void *log_userdata;
 	int log_level;                  /**< Highest saas_log_level passed to `log`. */
 	unsigned int flags;             /**< SAAS_ENGINE_* bits. */
+	/**
+	 * Warm pools (since version 2): "SIZE=N[,SIZE=N...]" keeps N VMs of that size
+	 * ready to be claimed by creates that ask for that size and image and no
+	 * particular network; "SIZE:IMAGE=N" names the image (default: default_image).
+	 * N is 0 to SAAS_ENGINE_POOL_MAX; spaces around entries are ignored. A background
+	 * thread makes the VMs through the driver's vm_create, one at a time. A pooled
+	 * VM belongs to no account and is billed to nobody until a create claims it;
+	 * billing starts at the claim, and it is destroyed with its sandbox, never
+	 * returned. NULL or "": no pools. Copied at open; ignored by store-only engines
+	 * (but still checked).
+	 */
+	const char *pool;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL }
 
 /**
  * Open an engine on a state directory.
@@ -93,26 +116,31 @@ typedef struct {
  * Opens (and migrates) the store, opens the driver, reconciles what the driver
  * runs against what the store says (VMs nobody owns are destroyed; sandboxes
  * whose VM is gone are closed and billed up to the last moment known), then
- * starts the reaper.
+ * starts the reaper and, if `pool` asks for any, the warm pools' refill.
  *
  * @param out     [out] the engine; free with saas_engine_free().
  * @param options options, or NULL for all defaults.
- * @return SAAS_OK, SAAS_EINVAL (bad option, unknown version or flag),
+ * @return SAAS_OK, SAAS_EINVAL (bad option, unknown version or flag, a bad pool spec:
+ *         the message names the bad entry),
  *         SAAS_ESTORE, SAAS_EBACKEND, SAAS_EBUSY (state directory held by another engine),
  *         SAAS_EIO, SAAS_ENOMEM.
  */
 SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options) SAAS_WARN_UNUSED;
 
 /**
- * Stop the reaper and release the engine. Sandboxes keep running and keep their
- * expiry; the next engine opened on the same state reconciles them. Clients opened
- * on this engine must be freed first. NULL is ignored.
+ * Stop the reaper and the pools' refill and release the engine. Sandboxes keep
+ * running and keep their expiry; the next engine opened on the same state
+ * reconciles them. Pooled VMs nobody claimed are destroyed (after the one the
+ * refill may be making has finished). Clients opened on this engine must be
+ * freed first. NULL is ignored.
  */
 SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
 
 /**
  * Run one reaper sweep now: destroy every sandbox whose lifetime has ended or
- * whose account has no credit left, and bill it.
+ * whose account has no credit left, and bill it. On an engine opened with
+ * SAAS_ENGINE_NO_REAPER it also makes one pooled VM if a pool is short (a
+ * failure there is logged and retried later, not returned).
  *
  * @param engine the engine.
  * @param destroyed [out, optional] how many sandboxes were destroyed.
@@ -142,15 +170,32 @@ SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *engin
 /** Free engine info; NULL is ignored. */
 SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info);
 
+/** One warm pool, as saas_engine_stats reports it. Library-allocated; fields may be appended. */
+typedef struct {
+	char *size;                     /**< The size class. */
+	char *image;                    /**< The image its VMs run. */
+	unsigned int target;            /**< How many VMs it holds when full. */
+	unsigned int ready;             /**< VMs ready to be claimed now. */
+	unsigned int creating;          /**< 1 while the refill is making one for this pool, else 0. */
+	uint64_t claims;                /**< Creates served from it since the engine opened. */
+	uint64_t failures;              /**< Refill creates that failed since the engine opened. */
+} saas_engine_pool;
+
 /** Sandboxes across every account, by state, at one moment. Library-allocated; fields may be appended. */
 typedef struct {
 	unsigned int creating;
 	unsigned int ready;
 	unsigned int accounts_with_sandboxes;  /**< Accounts with at least one live sandbox. */
+	/* Warm pools: pooled VMs are not sandboxes and are counted only here. */
+	unsigned int pool_ready;        /**< Pooled VMs ready to be claimed, every pool together. */
+	unsigned int pool_target;       /**< What every pool together holds when full. */
+	uint64_t pool_claims;           /**< Creates served from a pool since the engine opened. */
+	size_t npools;                  /**< Entries in `pools`; 0 when none is configured. */
+	saas_engine_pool **pools;       /**< Each pool, in the order the spec named them. */
 } saas_engine_stats;
 
 /**
- * Count live sandboxes by state, across every account (for metrics).
+ * Count live sandboxes by state, across every account, and the warm pools (for metrics).
  *
  * @param out [out] free with saas_engine_stats_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM. Thread-safe.

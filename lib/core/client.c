@@ -55,7 +55,7 @@ static int check_path(const char *path, bool required)
 }
 
 /* Image names become file names on the host: keep them to a safe alphabet. */
-static bool valid_image(const char *s)
+bool saas__valid_image(const char *s)
 {
 	if (!s || !*s || strlen(s) > SAAS_STORE_IMAGE_MAX || s[0] == '.' || s[0] == '-')
 		return false;
@@ -158,7 +158,7 @@ SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const s
 		return saas__inval("unknown flags 0x%x", flags);
 	if (o->size && !saas__valid_text(o->size, 31))
 		return saas__inval("size must be a size class name such as small, medium or large");
-	if (o->image && !valid_image(o->image))
+	if (o->image && !saas__valid_image(o->image))
 		return saas__inval("image name must be 1 to 63 characters of a-z, 0-9, '-', '_' and '.'");
 	if (o->timeout_s < 0)
 		return saas__inval("timeout may not be negative");

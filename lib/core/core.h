@@ -50,6 +50,9 @@ struct saas_engine {
 	unsigned int reaper_interval_ms;
 	unsigned int sweeps;
 
+	/* Warm pools (pool.c); NULL when none is configured. */
+	struct saas__pools *pools;
+
 	/* Background executions still running; engine_free waits for them. */
 	unsigned int background;
 	int cancel;                    /* set atomically when the engine shuts down */
@@ -96,6 +99,9 @@ int saas__engine_need_driver(saas_engine *e);
 /* Deep copies of size tables (the names are owned). */
 int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size_t n);
 void saas__sizes_free(saas_size *sizes, size_t n);
+
+/* client.c: image names become file names on the host; a safe alphabet only. */
+bool saas__valid_image(const char *s);
 
 /* billing.c */
 int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms);
@@ -144,6 +150,33 @@ int saas__reconcile(saas_engine *e);
 int saas__reaper_start(saas_engine *e);
 void saas__reaper_stop(saas_engine *e);
 int saas__sweep(saas_engine *e, unsigned int *destroyed);
+
+int saas__orphan_sweep(saas_engine *e);
+
+/* pool.c: warm pools */
+/* Check a pool spec against the engine's sizes and default image; keep it unless store-only. */
+int saas__pool_setup(saas_engine *e, const char *spec);
+/* Start the refill thread (when there are pools). */
+int saas__pool_start(saas_engine *e);
+/* Stop and join the refill thread, destroy the VMs nobody claimed, free everything. */
+void saas__pool_free(saas_engine *e);
+/* Make one pooled VM if a pool is short and no failure asks to wait: 1 made, 0 nothing to do, or an error. */
+int saas__pool_refill(saas_engine *e);
+/* Is this VM pooled, or being made for a pool, right now? */
+bool saas__pool_owns(saas_engine *e, const char *name);
+/*
+ * Take a ready VM of (size, image) for a create: 1 and its name, or 0 if the
+ * pool has none. The VM stays protected from the orphan sweep until released.
+ */
+int saas__pool_claim(saas_engine *e, const char *size, const char *image, char name[SAAS_ID_MAX + 1]);
+enum {
+	SAAS_POOL_CLAIMED,             /* its row is in the store: it is a sandbox now */
+	SAAS_POOL_RETURN,              /* the create was refused before handing it out: ready again */
+	SAAS_POOL_DROP                 /* it was dead or could not be handed out; the caller destroyed it */
+};
+void saas__pool_release(saas_engine *e, const char *name, int outcome);
+/* Fill the pool fields of stats. */
+int saas__pool_stats(saas_engine *e, saas_engine_stats *stats);
 
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);

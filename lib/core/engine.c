@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,9 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_MIN_BALANCE_S 60
 #define DEFAULT_REAPER_MS 1000
 #define DEFAULT_PREVIEW "http://{port}-{id}.localhost:8080/"
+
+/* How much of saas_engine_options a version-1 caller has: everything before `pool`. */
+#define OPTIONS_V1_SIZE offsetof(saas_engine_options, pool)
 
 SAAS_EXTERN(const char *) saas_version(void)
 {
@@ -257,17 +261,28 @@ static int open_driver(saas_engine *e, const saas_engine_options *o)
 
 SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options)
 {
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT, upgraded = SAAS_ENGINE_OPTIONS_INIT;
 	const saas_engine_options *o = options ? options : &defaults;
 	saas_engine *e = NULL;
+	unsigned int version;
 	int rc;
 
 	saas__error_clear();
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
-	if (o->version != SAAS_ENGINE_OPTIONS_VERSION)
-		return saas__inval("engine options version %u is not %u", o->version, SAAS_ENGINE_OPTIONS_VERSION);
+	/*
+	 * A caller built against version 1 has a struct that ends before `pool`:
+	 * read its version and then its bytes, never a member past them.
+	 */
+	memcpy(&version, o, sizeof(version));
+	if (version != 1 && version != SAAS_ENGINE_OPTIONS_VERSION)
+		return saas__inval("engine options version %u is not %u (or 1)", version, SAAS_ENGINE_OPTIONS_VERSION);
+	if (version == 1) {
+		memcpy(&upgraded, o, OPTIONS_V1_SIZE);
+		upgraded.version = SAAS_ENGINE_OPTIONS_VERSION;
+		o = &upgraded;
+	}
 	if (o->flags & ~(SAAS_ENGINE_NO_REAPER | SAAS_ENGINE_STORE_ONLY))
 		return saas__inval("unknown engine flags 0x%x", o->flags);
 	if (o->state_dir && (!*o->state_dir || strlen(o->state_dir) > 3000))
@@ -318,6 +333,9 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
+	/* Checked before anything is opened: a bad spec must not cost a reconcile. */
+	if ((rc = saas__pool_setup(e, o->pool)) < 0)
+		goto fail;
 	if ((rc = saas__mkdir_p(e->state_dir, 0700)) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, -rc, "cannot create state directory %s: %s",
 		                 e->state_dir, strerror(-rc));
@@ -330,9 +348,11 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY)) {
 		if ((rc = open_driver(e, o)) < 0)
 			goto fail;
+		/* Reconcile first: it destroys a previous run's pooled VMs, which have no row. */
 		if ((rc = saas__reconcile(e)) < 0)
 			goto fail;
-		if (!(e->flags & SAAS_ENGINE_NO_REAPER) && (rc = saas__reaper_start(e)) < 0)
+		if (!(e->flags & SAAS_ENGINE_NO_REAPER) &&
+		    ((rc = saas__pool_start(e)) < 0 || (rc = saas__reaper_start(e)) < 0))
 			goto fail;
 	}
 	saas__log(e, SAAS_LOG_INFO, "engine open on %s (store %s, driver %s)", e->state_dir, e->store->name,
@@ -355,6 +375,8 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	while (e->background > 0)
 		pthread_cond_wait(&e->cond, &e->mu);
 	pthread_mutex_unlock(&e->mu);
+	/* After the reaper (which asks the pool what it owns), before the driver goes. */
+	saas__pool_free(e);
 	if (e->driver && e->driver->close)
 		e->driver->close(e->driver_ctx);
 	if (e->store)
@@ -477,8 +499,10 @@ SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
 		rc = c.rc;
 	c.stats->accounts_with_sandboxes = (unsigned int)c.naccounts;
 	free(c.accounts);
+	if (rc == SAAS_OK)
+		rc = saas__pool_stats(e, c.stats);
 	if (rc < 0) {
-		free(c.stats);
+		saas_engine_stats_free(c.stats);
 		return rc;
 	}
 	*out = c.stats;
@@ -487,5 +511,13 @@ SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
 
 SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats)
 {
+	if (!stats)
+		return;
+	for (size_t i = 0; i < stats->npools; i++) {
+		free(stats->pools[i]->size);
+		free(stats->pools[i]->image);
+		free(stats->pools[i]);
+	}
+	free(stats->pools);
 	free(stats);
 }

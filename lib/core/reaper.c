@@ -120,10 +120,15 @@ static int destroy_if_orphan(void *ud, const char *name)
 	for (size_t i = 0; i < s->live->count; i++)
 		if (strcmp(s->live->items[i].id, name) == 0)
 			return 0;
+	/* Pooled VMs, and the one being made for a pool, have no row until claimed. */
+	if (saas__pool_owns(s->e, name))
+		return 0;
 	/*
-	 * The live rows were read before the VMs were listed, so a create may have
-	 * inserted its row (and started its VM) since. Ask the store again before
-	 * destroying. When the store cannot say, keep the VM; a later sweep decides.
+	 * The live rows were read before the VMs were listed, so a create or a pool
+	 * claim may have inserted its row since. Ask the store again, after the pool:
+	 * a claim inserts the row before it leaves the pool, so a VM claimed in
+	 * between is seen in one or the other. When the store cannot say, keep the
+	 * VM; a later sweep decides.
 	 */
 	rc = s->e->store->sandbox_get(s->e->store_ctx, name, &row);
 	if ((rc == SAAS_OK && row.status != SAAS_SANDBOX_DESTROYED) || (rc < 0 && rc != SAAS_ENOTFOUND))
@@ -296,10 +301,32 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 			goto out;
 	}
 	heartbeat_write(e, now);
+	/* Without background threads the sweep is the pools' refill too (a failure is logged and backs off). */
+	if (e->flags & SAAS_ENGINE_NO_REAPER)
+		saas__pool_refill(e);
+	rc = SAAS_OK;
 out:
 	free(live.items);
 	if (destroyed)
 		*destroyed = count;
+	return rc;
+}
+
+/* Destroy what the driver runs that no live sandbox owns, now. */
+int saas__orphan_sweep(saas_engine *e)
+{
+	struct rows live;
+	size_t k = 0;
+	int rc;
+
+	if ((rc = live_rows(e, &live)) < 0)
+		return rc;
+	for (size_t i = 0; i < live.count; i++)
+		if (live.items[i].status != SAAS_SANDBOX_DESTROYED)
+			live.items[k++] = live.items[i];
+	live.count = k;
+	rc = sweep_orphans(e, &live);
+	free(live.items);
 	return rc;
 }
 

@@ -187,6 +187,67 @@ static int destroy_vm(saas_engine *e, const char *id)
 	return rc;
 }
 
+/*
+ * Serve a create from the warm pool of (size, image). The pooled VM was made
+ * under a sandbox id and never handed to anyone; the row inserted here takes
+ * its name, so it is billed from this moment. Returns SAAS_OK, an error, or 1
+ * when the pool has no live VM (make one the ordinary way).
+ */
+static int create_from_pool(saas_client *c, const saas_size *size, const char *image, int64_t timeout,
+                            int64_t started, saas_sandbox **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox row;
+	char name[SAAS_ID_MAX + 1];
+	int64_t now;
+	int rc, state;
+
+	while (saas__pool_claim(e, size->name, image, name)) {
+		state = SAAS_VM_ABSENT;
+		if (e->driver->vm_state(e->driver_ctx, name, &state) < 0 || state != SAAS_VM_RUNNING) {
+			saas__log(e, SAAS_LOG_WARN, "pooled VM %s is not running; destroying it", name);
+			e->driver->vm_destroy(e->driver_ctx, name);
+			saas__pool_release(e, name, SAAS_POOL_DROP);
+			continue;
+		}
+		now = saas__engine_now(e);
+		memset(&row, 0, sizeof(row));
+		saas__strlcpy(row.id, name, sizeof(row.id));
+		saas__strlcpy(row.account_id, c->account_id, sizeof(row.account_id));
+		row.status = SAAS_SANDBOX_READY;
+		saas__strlcpy(row.size, size->name, sizeof(row.size));
+		row.vcpus = size->vcpus;
+		row.memory_mb = size->memory_mb;
+		row.disk_gb = size->disk_gb;
+		saas__strlcpy(row.image, image, sizeof(row.image));
+		row.usd_micro_per_hour = size->usd_micro_per_hour;
+		row.created_at_ms = started;
+		row.ready_at_ms = now;
+		row.expires_at_ms = now + timeout * 1000;
+		/* Ready at insert: the VM already runs, and the store still counts the account's limit atomically. */
+		if ((rc = e->store->sandbox_insert(e->store_ctx, &row, e->limits.max_sandboxes)) < 0) {
+			if (rc == SAAS_ELIMIT || rc == SAAS_ENOTFOUND) {
+				/* Refused before anyone had it: it goes back, still never handed out. */
+				saas__pool_release(e, name, SAAS_POOL_RETURN);
+				return rc;
+			}
+			/* The store failed and might have kept the row: close it unbilled and let the VM go. */
+			saas_error saved = *saas_error_last();
+			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0);
+			e->driver->vm_destroy(e->driver_ctx, name);
+			saas__pool_release(e, name, SAAS_POOL_DROP);
+			return saas__error(rc, saved.klass, saved.backend_code, "%s", saved.message);
+		}
+		saas__pool_release(e, name, SAAS_POOL_CLAIMED);
+		saas__log(e, SAAS_LOG_INFO, "sandbox %s claimed from the pool (%s, image %s) for %s", row.id, row.size,
+		          row.image, row.account_id);
+		saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms (from the pool)", row.id,
+		          (long long)(saas__engine_now(e) - started));
+		return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+	}
+	return 1;
+}
+
 int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saas_sandbox **out)
 {
 	saas_engine *e = c->engine;
@@ -223,6 +284,11 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 		                   saas_usd_format(have, sizeof(have), balance), (long long)e->limits.min_balance_s,
 		                   size->name, saas_usd_format(want, sizeof(want), need));
 	}
+
+	/* Pooled VMs have the default network policy; a create that names one is made for it. */
+	if (!o->network &&
+	    (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now, out)) <= 0)
+		return rc;
 
 	memset(&row, 0, sizeof(row));
 	if ((rc = saas__id_new(row.id, "sbx-", 20)) < 0)

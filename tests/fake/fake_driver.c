@@ -30,6 +30,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vm vms[MAX_VMS];
 static struct file files[MAX_FILES];
 static unsigned int fail_creates, create_calls;
+static saas_fake_create_fn on_create;
+static void *on_create_ud;
 
 static struct vm *find_vm(const char *name)
 {
@@ -67,6 +69,8 @@ void saas_fake_reset(void)
 	memset(files, 0, sizeof(files));
 	memset(vms, 0, sizeof(vms));
 	fail_creates = create_calls = 0;
+	on_create = NULL;
+	on_create_ud = NULL;
 	pthread_mutex_unlock(&mu);
 }
 
@@ -95,6 +99,14 @@ void saas_fake_fail_creates(unsigned int n)
 {
 	pthread_mutex_lock(&mu);
 	fail_creates = n;
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_on_create(saas_fake_create_fn fn, void *userdata)
+{
+	pthread_mutex_lock(&mu);
+	on_create = fn;
+	on_create_ud = userdata;
 	pthread_mutex_unlock(&mu);
 }
 
@@ -150,6 +162,8 @@ static void fake_close(void *ctx)
 
 static int fake_create(void *ctx, const saas_vm_spec *spec)
 {
+	saas_fake_create_fn fn;
+	void *ud;
 	int rc;
 
 	(void)ctx;
@@ -161,7 +175,11 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this create fails as the test asked");
 	}
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name);
+	fn = on_create;
+	ud = on_create_ud;
 	pthread_mutex_unlock(&mu);
+	if (rc == SAAS_OK && fn)
+		fn(ud, spec);
 	return rc;
 }
 

@@ -34,5 +34,12 @@ void saas_fake_vm_stop(const char *name);
 void saas_fake_vm_add(const char *name);
 /* How many times vm_create was called. */
 unsigned int saas_fake_create_calls(void);
+/*
+ * Call fn after every vm_create that made its VM (which then exists and is
+ * listed), on the creating thread and outside the driver's lock; NULL: none.
+ * Reset clears it.
+ */
+typedef void (*saas_fake_create_fn)(void *userdata, const saas_vm_spec *spec);
+void saas_fake_on_create(saas_fake_create_fn fn, void *userdata);
 
 #endif

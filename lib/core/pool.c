@@ -1,0 +1,474 @@
+/*
+ * Warm pools: VMs made ahead, per (size, image), so that a create is served
+ * by claiming one instead of waiting for the driver to make it.
+ *
+ * A pooled VM is made through the driver's ordinary vm_create under a fresh
+ * sandbox id and has no store row: it belongs to no account, is billed to
+ * nobody and appears in no list. A create claims it by inserting the row that
+ * takes its name, so the VM's name (and hostname) is the sandbox id; billing
+ * starts then. From there on it is a sandbox like any other and is destroyed
+ * with it, never returned. VMs nobody claimed are destroyed when the engine
+ * is freed, and after a crash reconcile finds them without a row and destroys
+ * them too: either way none was ever handed out.
+ *
+ * The refill is bounded: one create in flight at a time, engine-wide, so a
+ * burst of claims is replaced as fast as the driver makes one VM after
+ * another and never by a stampede of boots; a failing driver is retried after
+ * a delay that doubles from 1 s up to a minute.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define SPEC_MAX 4096
+#define ENTRIES_MAX 64
+
+enum { SLOT_READY, SLOT_CLAIMING };
+
+struct slot {
+	char name[SAAS_ID_MAX + 1];
+	int state;
+};
+
+struct pool {
+	char size[32];
+	char image[SAAS_STORE_IMAGE_MAX + 1];
+	unsigned int target;
+	struct slot *slots;            /* oldest first; never more than target */
+	unsigned int nslots;
+	bool creating;
+	uint64_t claims, failures;
+};
+
+struct saas__pools {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;           /* wakes the refill thread: a slot freed, or stop */
+	struct pool *items;
+	size_t n;
+	char creating[SAAS_ID_MAX + 1];/* the VM being made now, "" if none */
+	unsigned int backoff_ms;
+	int64_t retry_at_ms;           /* engine clock: after a failure, no create before this */
+	pthread_t thread;
+	bool running, stopping;
+};
+
+static char *trim(char *s)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	end = s + strlen(s);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	return s;
+}
+
+static int unknown_size(saas_engine *e, const char *name)
+{
+	saas_buf names = SAAS_BUF_INIT;
+	int rc;
+
+	for (size_t i = 0; i < e->nsizes; i++)
+		saas__buf_printf(&names, "%s%s", i ? ", " : "", e->sizes[i].name);
+	rc = saas__inval("pool: unknown size '%s' (sizes: %s)", name, names.data ? names.data : "");
+	saas__buf_free(&names);
+	return rc;
+}
+
+/* One "SIZE[:IMAGE]=N" entry, trimmed and non-empty; modified in place. */
+static int parse_entry(saas_engine *e, struct saas__pools *p, char *entry)
+{
+	char *eq = strchr(entry, '='), *colon, *name, *image, *count, *end;
+	struct pool *pl;
+	unsigned long n;
+
+	if (!eq)
+		return saas__inval("pool: '%s' has no '=N'", entry);
+	*eq = '\0';
+	name = trim(entry);
+	count = trim(eq + 1);
+	image = e->default_image;
+	if ((colon = strchr(name, ':'))) {
+		*colon = '\0';
+		image = trim(colon + 1);
+		name = trim(name);
+		if (!saas__valid_image(image))
+			return saas__inval("pool: '%s:%s': image names are 1 to 63 characters of a-z, 0-9, '-', '_' and '.'",
+			                   name, image);
+	}
+	if (!saas__engine_size(e, name))
+		return unknown_size(e, name);
+	errno = 0;
+	n = strtoul(count, &end, 10);
+	if (!*count || *end || count[0] < '0' || count[0] > '9' || errno)
+		return saas__inval("pool: '%s=%s': '%s' is not a number", name, count, count);
+	if (n > SAAS_ENGINE_POOL_MAX)
+		return saas__inval("pool: '%s=%s': at most %d VMs per pool", name, count, SAAS_ENGINE_POOL_MAX);
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->items[i].size, name) == 0 && strcmp(p->items[i].image, image) == 0)
+			return saas__inval("pool: size '%s' with image '%s' is named twice", name, image);
+	if (p->n == ENTRIES_MAX)
+		return saas__inval("pool: more than %d entries", ENTRIES_MAX);
+	pl = &p->items[p->n];
+	memset(pl, 0, sizeof(*pl));
+	saas__strlcpy(pl->size, name, sizeof(pl->size));
+	saas__strlcpy(pl->image, image, sizeof(pl->image));
+	pl->target = (unsigned int)n;
+	if (n && !(pl->slots = calloc(n, sizeof(*pl->slots))))
+		return saas__oom();
+	p->n++;
+	return SAAS_OK;
+}
+
+static void pools_free(struct saas__pools *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n; i++)
+		free(p->items[i].slots);
+	free(p->items);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+static struct saas__pools *pools_new(void)
+{
+	struct saas__pools *p = calloc(1, sizeof(*p));
+	pthread_condattr_t attr;
+
+	if (!p || !(p->items = calloc(ENTRIES_MAX, sizeof(*p->items)))) {
+		free(p);
+		saas__oom();
+		return NULL;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	/* The refill waits out its backoff on the monotonic clock: a clock step must not stall it. */
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	return p;
+}
+
+int saas__pool_setup(saas_engine *e, const char *spec)
+{
+	struct saas__pools *p;
+	char *copy, *entry, *next;
+	int rc = SAAS_OK;
+
+	if (!spec)
+		return SAAS_OK;
+	if (strlen(spec) > SPEC_MAX)
+		return saas__inval("pool: the spec is longer than %d bytes", SPEC_MAX);
+	if (!(copy = saas__strdup(spec)))
+		return SAAS_ENOMEM;
+	if (!*trim(copy)) {
+		free(copy);
+		return SAAS_OK;
+	}
+	if (!(p = pools_new())) {
+		free(copy);
+		return SAAS_ENOMEM;
+	}
+	/* By hand rather than strtok: an empty entry ("small=1,,x") is a mistake to report, not skip. */
+	for (entry = copy; entry && rc == SAAS_OK; entry = next) {
+		if ((next = strchr(entry, ',')))
+			*next++ = '\0';
+		entry = trim(entry);
+		if (!*entry)
+			rc = saas__inval("pool: empty entry in '%s'", spec);
+		else
+			rc = parse_entry(e, p, entry);
+	}
+	free(copy);
+	/* A store-only engine makes no VM: the spec is checked, so a typo shows, and dropped. */
+	if (rc < 0 || (e->flags & SAAS_ENGINE_STORE_ONLY)) {
+		pools_free(p);
+		return rc;
+	}
+	e->pools = p;
+	return SAAS_OK;
+}
+
+static bool short_locked(const struct saas__pools *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->items[i].nslots < p->items[i].target)
+			return true;
+	return false;
+}
+
+int saas__pool_refill(saas_engine *e)
+{
+	struct saas__pools *p = e->pools;
+	struct pool *pl = NULL;
+	const saas_size *size;
+	saas_vm_spec spec;
+	char name[SAAS_ID_MAX + 1], msg[512] = "";
+	int64_t started, now;
+	unsigned int have, backoff = 0;
+	int rc;
+
+	if (!p || !e->driver)
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	now = saas__engine_now(e);
+	if (p->stopping || p->creating[0] || now < p->retry_at_ms) {
+		pthread_mutex_unlock(&p->mu);
+		return 0;
+	}
+	/* The emptiest pool first, so that after a start every pool soon has one. */
+	for (size_t i = 0; i < p->n; i++)
+		if (p->items[i].nslots < p->items[i].target && (!pl || p->items[i].nslots < pl->nslots))
+			pl = &p->items[i];
+	if (!pl) {
+		pthread_mutex_unlock(&p->mu);
+		return 0;
+	}
+	if ((rc = saas__id_new(name, "sbx-", 20)) < 0) {
+		pthread_mutex_unlock(&p->mu);
+		return rc;
+	}
+	/* Named before it exists, so the orphan sweep leaves it alone while it is made. */
+	saas__strlcpy(p->creating, name, sizeof(p->creating));
+	pl->creating = true;
+	pthread_mutex_unlock(&p->mu);
+
+	size = saas__engine_size(e, pl->size);
+	spec.name = name;
+	spec.image = pl->image;
+	spec.vcpus = size->vcpus;
+	spec.memory_mb = size->memory_mb;
+	spec.disk_gb = size->disk_gb;
+	spec.internet = -1; /* the default policy: only creates that ask for none are served from a pool */
+	started = saas__engine_now(e);
+	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
+		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
+		/* The driver promises to leave nothing; make sure while the name is still protected. */
+		e->driver->vm_destroy(e->driver_ctx, name);
+	}
+
+	pthread_mutex_lock(&p->mu);
+	now = saas__engine_now(e);
+	p->creating[0] = '\0';
+	pl->creating = false;
+	if (rc == SAAS_OK) {
+		saas__strlcpy(pl->slots[pl->nslots].name, name, sizeof(pl->slots[0].name));
+		pl->slots[pl->nslots].state = SLOT_READY;
+		pl->nslots++;
+		p->backoff_ms = 0;
+		p->retry_at_ms = 0;
+	} else {
+		pl->failures++;
+		p->backoff_ms = !p->backoff_ms ? BACKOFF_FIRST_MS
+		                : p->backoff_ms >= BACKOFF_MAX_MS / 2 ? BACKOFF_MAX_MS : p->backoff_ms * 2;
+		p->retry_at_ms = now + p->backoff_ms;
+		backoff = p->backoff_ms;
+	}
+	have = pl->nslots;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->mu);
+
+	if (rc < 0) {
+		saas__log(e, SAAS_LOG_WARN, "pool %s (image %s): making a VM failed (%s); next try in %u s", pl->size,
+		          pl->image, msg, backoff / 1000);
+		return rc;
+	}
+	saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): VM %s ready in %lld ms (%u of %u)", pl->size, pl->image, name,
+	          (long long)(now - started), have, pl->target);
+	return 1;
+}
+
+static void *refill_main(void *arg)
+{
+	saas_engine *e = arg;
+	struct saas__pools *p = e->pools;
+	struct timespec ts;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->stopping) {
+		int64_t wait_ms = -1;
+		if (short_locked(p)) {
+			wait_ms = p->retry_at_ms - saas__engine_now(e);
+			if (wait_ms <= 0) {
+				pthread_mutex_unlock(&p->mu);
+				saas__error_clear();
+				saas__pool_refill(e); /* logs its own failure and sets the backoff */
+				pthread_mutex_lock(&p->mu);
+				continue;
+			}
+			if (wait_ms > BACKOFF_MAX_MS)
+				wait_ms = BACKOFF_MAX_MS;
+		}
+		if (wait_ms < 0) {
+			pthread_cond_wait(&p->cond, &p->mu);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += wait_ms / 1000;
+		ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int saas__pool_start(saas_engine *e)
+{
+	struct saas__pools *p = e->pools;
+	int rc;
+
+	if (!p || p->running)
+		return SAAS_OK;
+	if ((rc = pthread_create(&p->thread, NULL, refill_main, e)) != 0)
+		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the pool refill thread");
+	p->running = true;
+	return SAAS_OK;
+}
+
+void saas__pool_free(saas_engine *e)
+{
+	struct saas__pools *p = e->pools;
+
+	if (!p)
+		return;
+	if (p->running) {
+		pthread_mutex_lock(&p->mu);
+		p->stopping = true;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->mu);
+		/* Waits for the create in flight, if any: the driver cannot be interrupted mid-create. */
+		pthread_join(p->thread, NULL);
+		p->running = false;
+	}
+	/* No client is left to claim: what is still pooled was never handed out. */
+	for (size_t i = 0; e->driver && i < p->n; i++)
+		for (unsigned int j = 0; j < p->items[i].nslots; j++) {
+			const char *name = p->items[i].slots[j].name;
+			saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): destroying unclaimed VM %s", p->items[i].size,
+			          p->items[i].image, name);
+			if (e->driver->vm_destroy(e->driver_ctx, name) < 0)
+				saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the next start destroys it",
+				          name, saas_error_last()->message);
+		}
+	pools_free(p);
+	e->pools = NULL;
+}
+
+bool saas__pool_owns(saas_engine *e, const char *name)
+{
+	struct saas__pools *p = e->pools;
+	bool found = false;
+
+	if (!p)
+		return false;
+	pthread_mutex_lock(&p->mu);
+	found = strcmp(p->creating, name) == 0;
+	for (size_t i = 0; i < p->n && !found; i++)
+		for (unsigned int j = 0; j < p->items[i].nslots && !found; j++)
+			found = strcmp(p->items[i].slots[j].name, name) == 0;
+	pthread_mutex_unlock(&p->mu);
+	return found;
+}
+
+int saas__pool_claim(saas_engine *e, const char *size, const char *image, char name[SAAS_ID_MAX + 1])
+{
+	struct saas__pools *p = e->pools;
+	int got = 0;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	for (size_t i = 0; i < p->n && !got; i++) {
+		struct pool *pl = &p->items[i];
+		if (strcmp(pl->size, size) != 0 || strcmp(pl->image, image) != 0)
+			continue;
+		/* The oldest first: they are all alike, and it keeps the order simple to reason about. */
+		for (unsigned int j = 0; j < pl->nslots && !got; j++)
+			if (pl->slots[j].state == SLOT_READY) {
+				pl->slots[j].state = SLOT_CLAIMING;
+				saas__strlcpy(name, pl->slots[j].name, SAAS_ID_MAX + 1);
+				got = 1;
+			}
+	}
+	pthread_mutex_unlock(&p->mu);
+	return got;
+}
+
+void saas__pool_release(saas_engine *e, const char *name, int outcome)
+{
+	struct saas__pools *p = e->pools;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	for (size_t i = 0; i < p->n; i++) {
+		struct pool *pl = &p->items[i];
+		for (unsigned int j = 0; j < pl->nslots; j++) {
+			if (strcmp(pl->slots[j].name, name) != 0)
+				continue;
+			if (outcome == SAAS_POOL_RETURN) {
+				pl->slots[j].state = SLOT_READY;
+			} else {
+				if (outcome == SAAS_POOL_CLAIMED)
+					pl->claims++;
+				memmove(&pl->slots[j], &pl->slots[j + 1], (pl->nslots - j - 1) * sizeof(pl->slots[0]));
+				pl->nslots--;
+				pthread_cond_broadcast(&p->cond);
+			}
+			goto out;
+		}
+	}
+out:
+	pthread_mutex_unlock(&p->mu);
+}
+
+int saas__pool_stats(saas_engine *e, saas_engine_stats *st)
+{
+	struct saas__pools *p = e->pools;
+	int rc = SAAS_OK;
+
+	if (!p)
+		return SAAS_OK;
+	pthread_mutex_lock(&p->mu);
+	if (!(st->pools = calloc(p->n ? p->n : 1, sizeof(*st->pools)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		const struct pool *pl = &p->items[i];
+		saas_engine_pool *sp = calloc(1, sizeof(*sp));
+		if (!sp || !(sp->size = saas__strdup(pl->size)) || !(sp->image = saas__strdup(pl->image))) {
+			if (sp)
+				free(sp->size);
+			free(sp);
+			rc = saas__oom();
+			goto out;
+		}
+		sp->target = pl->target;
+		for (unsigned int j = 0; j < pl->nslots; j++)
+			sp->ready += pl->slots[j].state == SLOT_READY;
+		sp->creating = pl->creating;
+		sp->claims = pl->claims;
+		sp->failures = pl->failures;
+		st->pools[st->npools++] = sp;
+		st->pool_ready += sp->ready;
+		st->pool_target += sp->target;
+		st->pool_claims += sp->claims;
+	}
+out:
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
