@@ -16,6 +16,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -43,11 +45,46 @@ static void check(int rc, const char *what)
 		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
 }
 
+/* The engine's log, kept for tests that check what the driver did (clone or cold boot). */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *log_text;
+static size_t log_len;
+
 static void log_to_stderr(void *ud, int level, const char *msg)
 {
+	size_t n = strlen(msg);
+	char *grown;
+
 	(void)ud;
 	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
 		fprintf(stderr, "  [engine] %s\n", msg);
+	pthread_mutex_lock(&log_mu);
+	if ((grown = realloc(log_text, log_len + n + 2))) {
+		log_text = grown;
+		memcpy(log_text + log_len, msg, n);
+		log_text[log_len + n] = '\n';
+		log_len += n + 1;
+		log_text[log_len] = '\0';
+	}
+	pthread_mutex_unlock(&log_mu);
+}
+
+/* Did the engine log a line holding both a and b (b may be NULL)? */
+static bool logged(const char *a, const char *b)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&log_mu);
+	for (char *line = log_text; line && *line && !found;) {
+		char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		char *copy = strndup(line, len);
+		found = copy && strstr(copy, a) && (!b || strstr(copy, b));
+		free(copy);
+		line = end ? end + 1 : NULL;
+	}
+	pthread_mutex_unlock(&log_mu);
+	return found;
 }
 
 static void open_engine(unsigned int flags)
@@ -121,6 +158,8 @@ static int group_teardown(void **state)
 	close_all();
 	saas_free(key_a);
 	saas_free(key_b);
+	free(log_text);
+	log_text = NULL;
 	return 0;
 }
 
@@ -613,6 +652,105 @@ static int qemu_running(const char *id)
 	return found;
 }
 
+static char *run_in(saas_client *c, const char *id, const char *cmd)
+{
+	saas_execution *x = NULL;
+	char *out;
+
+	check(saas_exec(&x, c, id, cmd, NULL, 0), cmd);
+	assert_int_equal(x->exit_code, 0);
+	out = strndup(x->stdout_data ? x->stdout_data : "", x->stdout_len);
+	saas_execution_free(x);
+	assert_non_null(out);
+	out[strcspn(out, "\n")] = '\0';
+	return out;
+}
+
+/*
+ * Clones: the setup's first create started the small template in the
+ * background; once it is ready, creates restore it. Two clones must be two
+ * machines: their own hostname, random bytes, clock and files.
+ */
+static void test_clones(void **state)
+{
+	saas_sandbox *sb[2] = { NULL, NULL };
+	char line[256], *rand[2], *out;
+
+	(void)state;
+	for (int i = 0; i < 600 && !logged("template ", " ready in"); i++) {
+		assert_false(logged("template ", " failed"));
+		usleep(500 * 1000);
+	}
+	assert_true(logged("template ", " ready in"));
+	for (int i = 0; i < 2; i++) {
+		check(saas_sandbox_create(&sb[i], ca, NULL, 0), "create a clone");
+		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
+		assert_true(logged(line, "(clone,"));
+	}
+	for (int i = 0; i < 2; i++) {
+		time_t host;
+		long long guest;
+		out = run_in(ca, sb[i]->id, "hostname");
+		assert_string_equal(out, sb[i]->id);
+		free(out);
+		out = run_in(ca, sb[i]->id, "date -u +%s");
+		host = time(NULL);
+		guest = atoll(out);
+		free(out);
+		assert_true(guest > host - 5 && guest <= host + 1);
+		rand[i] = run_in(ca, sb[i]->id, "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'");
+		assert_int_equal(strlen(rand[i]), 64);
+		/* Root's forced-command key file is not the sandbox user's to read. */
+		out = run_in(ca, sb[i]->id, "cat /etc/ssh/authorized_keys/root >/dev/null 2>&1 && echo readable || echo refused");
+		assert_string_equal(out, "refused");
+		free(out);
+	}
+	assert_string_not_equal(rand[0], rand[1]);
+	free(rand[0]);
+	free(rand[1]);
+	out = run_in(ca, sb[0]->id, "echo mine > /workspace/only-in-first && echo ok");
+	free(out);
+	out = run_in(ca, sb[1]->id, "test -e /workspace/only-in-first && echo shared || echo own");
+	assert_string_equal(out, "own");
+	free(out);
+	for (int i = 0; i < 2; i++) {
+		check(saas_sandbox_destroy(NULL, ca, sb[i]->id), "destroy a clone");
+		saas_sandbox_free(sb[i]);
+	}
+}
+
+/* A template whose saved state is damaged: the create still succeeds, by a cold boot, and says so. */
+static void test_broken_template_falls_back(void **state)
+{
+	char root[4200], path[4600], line[256];
+	saas_sandbox *sb = NULL;
+	struct dirent *e;
+	DIR *d;
+	int broken = 0;
+
+	(void)state;
+	snprintf(root, sizeof(root), "%s/libvirt/templates", state_dir);
+	d = opendir(root);
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/state", root, e->d_name);
+		if (truncate(path, 4096) == 0)
+			broken++;
+	}
+	closedir(d);
+	assert_true(broken > 0);
+	check(saas_sandbox_create(&sb, ca, NULL, 0), "create over a broken template");
+	snprintf(line, sizeof(line), "VM %s: cloning template", sb->id);
+	assert_true(logged(line, "booting it cold"));
+	snprintf(line, sizeof(line), "VM %s up in", sb->id);
+	assert_true(logged(line, "(cold boot,"));
+	free(run_in(ca, sb->id, "true"));
+	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	saas_sandbox_free(sb);
+}
+
 static void test_reaper_destroys(void **state)
 {
 	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
@@ -754,6 +892,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_network_isolated, net_setup, net_teardown),
 		cmocka_unit_test(test_network_internet_refused),
 		cmocka_unit_test(test_tenancy),
+		cmocka_unit_test(test_clones),
+		cmocka_unit_test(test_broken_template_falls_back),
 		cmocka_unit_test(test_reaper_destroys),
 		cmocka_unit_test(test_engine_killed),
 	};
