@@ -49,6 +49,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, const
 	o.driver_config = driver_config;
 	o.default_image = cfg->image;
 	o.preview_url = preview;
+	o.pool = cfg->pool;
 	/* Sizes, prices, limits and credit are the library's defaults; /v1/service reads them back. */
 	o.log = aas_engine_log;
 	o.log_level = cfg->log_level;

@@ -26,6 +26,8 @@ const char *aas_config_usage(void)
 	       "  --images DIR            guest image directory [AAS_IMAGE_DIR]\n"
 	       "  --preview-domain D      preview URLs are http://PORT-ID.D:PORT/; default localhost [AAS_PREVIEW_DOMAIN]\n"
 	       "  --preview-url TEMPLATE  full preview URL template with {port} and {id} (behind a TLS proxy) [AAS_PREVIEW_URL]\n"
+	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
+	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -111,7 +113,8 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_LIBVIRT_URI")) && *v && set(&cfg->libvirt_uri, v) < 0) ||
 	    ((v = getenv("AAS_PREVIEW_DOMAIN")) && *v && set(&cfg->preview_domain, v) < 0) ||
 	    ((v = getenv("AAS_PREVIEW_URL")) && *v && set(&cfg->preview_url, v) < 0) ||
-	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0))
+	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
+	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
 		return -1;
 	return 0;
 }
@@ -119,7 +122,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -135,6 +138,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "max-connections", required_argument, NULL, O_MAXCONN },
 		{ "port-file", required_argument, NULL, O_PORTFILE },
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
+		{ "pool", required_argument, NULL, O_POOL },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -168,6 +172,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_PURL: rc = set(&cfg->preview_url, optarg); break;
 		case O_PORTFILE: rc = set(&cfg->port_file, optarg); break;
 		case O_ORIGINS: rc = set(&cfg->mcp_origins, optarg); break;
+		case O_POOL: rc = set(&cfg->pool, optarg); break;
 		case O_LEVEL:
 			if ((cfg->log_level = parse_level(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --log-level: expected error, warn, info or debug\n");
@@ -218,6 +223,7 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->preview_url);
 	free(cfg->port_file);
 	free(cfg->mcp_origins);
+	free(cfg->pool);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

@@ -1,7 +1,8 @@
 /*
  * Prometheus text exposition: requests by route, method and status; request
  * latency per route; sandbox creates and their durations; destroys; and, read
- * from the engine at each scrape, live sandboxes by state across all accounts.
+ * from the engine at each scrape, live sandboxes by state across all accounts
+ * and the warm pools.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -163,6 +164,48 @@ static void put(struct out *o, const char *fmt, ...)
 	}
 }
 
+/* A label value, escaped as the text format wants (size names are any printable text). */
+static const char *label(char *buf, size_t size, const char *v)
+{
+	size_t n = 0;
+
+	for (; *v && n + 2 < size; v++) {
+		if (*v == '"' || *v == '\\')
+			buf[n++] = '\\';
+		buf[n++] = *v;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* One series per pool; pooled VMs are not sandboxes, so they are counted here only. */
+static void put_pools(struct out *o, const saas_engine_stats *st)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} series[] = {
+		{ "aas_pool_ready", "gauge", "Pooled VMs ready to be claimed, by size and image." },
+		{ "aas_pool_target", "gauge", "Pooled VMs each pool holds when full." },
+		{ "aas_pool_creating", "gauge", "1 while the refill is making a VM for the pool." },
+		{ "aas_pool_claims_total", "counter", "Creates served from the pool since the engine opened." },
+		{ "aas_pool_create_failures_total", "counter", "Pool refill creates that failed since the engine opened." },
+	};
+	char size[128], image[128];
+
+	if (st->npools == 0)
+		return;
+	for (size_t k = 0; k < sizeof(series) / sizeof(series[0]); k++) {
+		put(o, "# HELP %s %s\n# TYPE %s %s\n", series[k].name, series[k].help, series[k].name, series[k].type);
+		for (size_t i = 0; i < st->npools; i++) {
+			const saas_engine_pool *p = st->pools[i];
+			unsigned long long v = k == 0 ? p->ready : k == 1 ? p->target : k == 2 ? p->creating
+			                     : k == 3 ? p->claims : p->failures;
+			put(o, "%s{size=\"%s\",image=\"%s\"} %llu\n", series[k].name, label(size, sizeof(size), p->size),
+			    label(image, sizeof(image), p->image), v);
+		}
+	}
+}
+
 char *aas_metrics_render(size_t *len)
 {
 	struct out o = { malloc(8192), 0, 8192, false };
@@ -213,6 +256,7 @@ char *aas_metrics_render(size_t *len)
 		        "# HELP aas_accounts_with_sandboxes Accounts with at least one live sandbox.\n"
 		        "# TYPE aas_accounts_with_sandboxes gauge\naas_accounts_with_sandboxes %u\n",
 		    st->creating, st->ready, st->accounts_with_sandboxes);
+		put_pools(&o, st);
 	} else {
 		/* Leave the gauges out rather than report a zero that is not true. */
 		aas_log(SAAS_LOG_WARN, "metrics: cannot count sandboxes: %s (%s)", saas_error_last()->message,

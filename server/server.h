@@ -38,6 +38,7 @@ struct aas_config {
 	unsigned int max_connections;
 	char *port_file;           /* write the bound port here once listening (tests) */
 	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
+	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
 };
 
 /* Fill from the environment, then argv; 0, or -1 after printing a one-line error. */

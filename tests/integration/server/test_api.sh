@@ -243,4 +243,27 @@ check "query never logged" bash -c "! grep -q 'api_key=' '${WORK}/server.log'"
 # ---- SIGTERM: a clean stop ----
 check "SIGTERM exits 0" stop_server
 check "stopped logged" grep -q ' stopped$' "${WORK}/server.log"
+
+# ---- warm pools: a bad spec stops the start; AAS_POOL fills a pool, /metrics shows it, a create claims it ----
+check "a bad pool spec refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/state' \
+	--pool huge=1 >'${WORK}/badpool.log' 2>&1"
+check "the bad pool entry is named" grep -q "unknown size 'huge'" "${WORK}/badpool.log"
+check "--help lists --pool" bash -c "'$SERVER' --help | grep -q -- '--pool SPEC'"
+export AAS_POOL="small=1"
+start_server "$SERVER"
+unset AAS_POOL
+pool_metric() { req GET /metrics; sed -n "s/^aas_pool_$1{size=\"small\",image=\"default\"} //p" <<<"$BODY"; }
+for _ in $(seq 1 100); do [ "$(pool_metric ready)" = 1 ] && break; sleep 0.1; done
+check "metrics: aas_pool_ready 1" test "$(pool_metric ready)" = 1
+check "metrics: aas_pool_target 1" test "$(pool_metric target)" = 1
+req GET /metrics; check "metrics: aas_pool_ready is a gauge" grep -q '^# TYPE aas_pool_ready gauge' <<<"$BODY"
+auth POST /v1/sandboxes -d '{"size":"small","timeout":60}'; expect_status 201 "create from the pool"
+PSB=$(jqr .id)
+check "the create was served from the pool" grep -q "sandbox ${PSB} ready in [0-9]* ms (from the pool)" "${WORK}/server.log"
+check "metrics: aas_pool_claims_total 1" test "$(pool_metric claims_total)" = 1
+auth GET "/v1/sandboxes?status=active"
+check "the account lists its claimed sandbox and no pooled VM" test "$(jqr '[.sandboxes[].id] | join(" ")')" = "$PSB"
+auth DELETE "/v1/sandboxes/${PSB}"; expect_status 200 "destroy the pooled one"
+check "SIGTERM with a pool exits 0" stop_server
+check "the unclaimed pooled VM is destroyed at stop" grep -q "destroying unclaimed VM" "${WORK}/server.log"
 finish
