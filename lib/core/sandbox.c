@@ -233,10 +233,13 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 			}
 			/* The store failed and might have kept the row: close it unbilled and let the VM go. */
 			saas_error saved = *saas_error_last();
+			char msg[1024];
+			/* The message lives in this thread's error slot, which the calls below overwrite. */
+			snprintf(msg, sizeof(msg), "%s", saved.message);
 			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0);
 			e->driver->vm_destroy(e->driver_ctx, name);
 			saas__pool_release(e, name, SAAS_POOL_DROP);
-			return saas__error(rc, saved.klass, saved.backend_code, "%s", saved.message);
+			return saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
 		}
 		saas__pool_release(e, name, SAAS_POOL_CLAIMED);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s claimed from the pool (%s, image %s) for %s", row.id, row.size,
@@ -339,12 +342,13 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	if ((rc = e->store->sandbox_set_ready(e->store_ctx, row.id, row.ready_at_ms, row.expires_at_ms)) < 0) {
 		/* Destroyed while it was being made (or the store failed): nothing may run on. */
 		saas_error saved = *saas_error_last();
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", saved.message); /* the calls below overwrite this thread's error */
 		e->driver->vm_destroy(e->driver_ctx, row.id);
 		if (rc != SAAS_ESTATE)
 			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0);
 		return saas__error(rc, saved.klass, saved.backend_code, "%s",
-		                   rc == SAAS_ESTATE ? "the sandbox was destroyed while it was being created"
-		                                     : saved.message);
+		                   rc == SAAS_ESTATE ? "the sandbox was destroyed while it was being created" : msg);
 	}
 	row.status = SAAS_SANDBOX_READY;
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms", row.id, (long long)(now - row.created_at_ms));
