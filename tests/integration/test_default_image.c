@@ -5,12 +5,15 @@
  *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -20,6 +23,29 @@ static saas_engine *engine;
 static saas_client *client;
 static saas_sandbox *sb;
 static char *key;
+
+/* Template lines of the engine's log: the clone test waits for the template. */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static int templates_ready, templates_failed;
+static char clone_lines[4096];
+
+static void on_log(void *ud, int level, const char *msg)
+{
+	(void)ud;
+	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
+		fprintf(stderr, "  [engine] %s\n", msg);
+	pthread_mutex_lock(&log_mu);
+	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " ready in "))
+		templates_ready++;
+	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
+		templates_failed++;
+	if (strstr(msg, " up in ") && strstr(msg, "(clone,") &&
+	    strlen(clone_lines) + strlen(msg) + 2 < sizeof(clone_lines)) {
+		strcat(clone_lines, msg);
+		strcat(clone_lines, "\n");
+	}
+	pthread_mutex_unlock(&log_mu);
+}
 
 static void check(int rc, const char *what)
 {
@@ -40,6 +66,8 @@ static int setup(void **state)
 	snprintf(config, sizeof(config), "images=%s boot_timeout=600", getenv("SAAS_TEST_IMAGES"));
 	o.state_dir = getenv("SAAS_TEST_STATE");
 	o.driver_config = config;
+	o.log = on_log;
+	o.log_level = SAAS_LOG_INFO;
 	check(saas_engine_open(&engine, &o), "engine");
 	check(saas_account_create(&acc, engine, "default-image", SAAS_CREDIT_DEFAULT, 0), "account");
 	check(saas_key_create(&key, NULL, engine, acc->id, NULL), "key");
@@ -62,18 +90,23 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void expect(const char *cmd, const char *want_stdout)
+static void expect_in(const char *id, const char *cmd, const char *want_stdout)
 {
 	saas_execution *x = NULL;
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 
 	o.timeout_s = 300;
-	check(saas_exec(&x, client, sb->id, cmd, &o, 0), cmd);
+	check(saas_exec(&x, client, id, cmd, &o, 0), cmd);
 	if (x->exit_code != 0)
 		fail_msg("'%s' exited %d: %s", cmd, x->exit_code, x->stderr_data);
 	if (want_stdout && !strstr(x->stdout_data, want_stdout))
 		fail_msg("'%s' printed '%s', wanted '%s'", cmd, x->stdout_data, want_stdout);
 	saas_execution_free(x);
+}
+
+static void expect(const char *cmd, const char *want_stdout)
+{
+	expect_in(sb->id, cmd, want_stdout);
 }
 
 static void test_python_stack(void **state)
@@ -108,6 +141,49 @@ static void test_user_installs(void **state)
 	expect("mkdir -p proj && cd proj && npm init -y >/dev/null && test -w . && echo npm-ok", "npm-ok");
 }
 
+/*
+ * Clones of the default image (a disk image): the template's frozen disk is
+ * each clone's base, so what one clone writes must never show in another,
+ * and the installed stack must work in a restored guest.
+ */
+static void test_clones(void **state)
+{
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *c[2] = { NULL, NULL };
+	char line[256];
+	bool ready = false;
+
+	(void)state;
+	co.image = "default";
+	for (int i = 0; i < 1200 && !ready; i++) {
+		pthread_mutex_lock(&log_mu);
+		ready = templates_ready > 0;
+		assert_int_equal(templates_failed, 0);
+		pthread_mutex_unlock(&log_mu);
+		if (!ready)
+			usleep(500 * 1000);
+	}
+	assert_true(ready);
+	for (int i = 0; i < 2; i++) {
+		check(saas_sandbox_create(&c[i], client, &co, 0), "create a clone of the default image");
+		snprintf(line, sizeof(line), "VM %s up in", c[i]->id);
+		pthread_mutex_lock(&log_mu);
+		assert_non_null(strstr(clone_lines, line));
+		pthread_mutex_unlock(&log_mu);
+		expect_in(c[i]->id, "hostname", c[i]->id);
+	}
+	expect_in(c[0]->id, "echo first > /workspace/mine && sync && cat /workspace/mine", "first");
+	expect_in(c[1]->id, "test -e /workspace/mine && echo shared || echo own", "own");
+	expect_in(c[1]->id, "echo second > /workspace/mine && cat /workspace/mine", "second");
+	expect_in(c[0]->id, "cat /workspace/mine", "first");
+	expect_in(c[1]->id, "python3 -c 'import numpy, pandas; print(\"stack-ok\")'", "stack-ok");
+	expect_in(c[1]->id, "df -BG --output=size / | tail -1 | tr -d ' G'", NULL);
+	for (int i = 0; i < 2; i++) {
+		check(saas_sandbox_destroy(NULL, client, c[i]->id), "destroy a clone");
+		saas_sandbox_free(c[i]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -115,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_node),
 		cmocka_unit_test(test_tools),
 		cmocka_unit_test(test_user_installs),
+		cmocka_unit_test(test_clones),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
