@@ -3,7 +3,8 @@
 # flow verbatim with curl, a 50 MiB file both ways, a preview URL served by
 # an HTTP server started inside the guest with '&', and a WebSocket echo
 # from a static binary uploaded into the guest; then a restart, after which the
-# preview answers and /metrics counts the sandbox before anyone calls the API.
+# preview answers and /metrics counts the sandbox before anyone calls the API;
+# the restarted server keeps a warm pool of one, and a create is served from it.
 # Every sandbox is destroyed and every QEMU of this run killed afterwards, pass
 # or fail.
 #
@@ -84,12 +85,30 @@ fi
 # Restart the server on the same state directory. With no API call first (no key, nobody
 # touching the sandbox), /metrics counts the sandbox and its preview answers.
 check "SIGTERM exits 0" stop_server
-start_server "$SERVER" --images "$IMAGES" --image tiny
+start_server "$SERVER" --images "$IMAGES" --image tiny --pool small:tiny=1
 req GET /metrics; expect_status 200 "metrics after restart"
 check "metrics after restart: the sandbox is counted" grep -Eq '^aas_sandboxes\{state="ready"\} [1-9]' <<<"$BODY"
 req GET /index.html -H "Host: 8000-${SB}.localhost:${PORT}"
 expect_status 200 "preview right after a restart"; check "preview body after restart" test "$BODY" = "hello from inside"
 req GET / -H "Host: 8003-${SB}.localhost:${PORT}"; expect_status 404 "unexposed port after restart"
+
+# The warm pool: one ready VM, in nobody's list, then claimed by a create.
+POOLED=
+for _ in $(seq 1 600); do
+	req GET /metrics
+	grep -Eq '^aas_pool_ready\{size="small",image="tiny"\} 1' <<<"$BODY" && POOLED=1 && break
+	sleep 0.5
+done
+check "the pool filled: $(grep '^aas_pool' <<<"$BODY" | tr '\n' ' ')" test -n "$POOLED"
+auth GET "/v1/sandboxes?status=active"
+check "a pooled VM is in no account's list" test "$(jqr '.sandboxes | length')" = 1
+auth POST /v1/sandboxes -d '{"size":"small"}'; expect_status 201 "create from the pool"; P=$(jqr .id)
+check "served from the pool" grep -q "sandbox ${P} ready in [0-9]* ms (from the pool)" "${WORK}/server.log"
+auth POST "/v1/sandboxes/${P}/exec" -d '{"command":"hostname"}'; expect_status 200 "exec in the claimed VM"
+check "the claimed VM is named after its sandbox" test "$(jqr .stdout)" = "${P}"
+req GET /metrics
+check "a claim is counted" grep -Eq '^aas_pool_claims_total\{size="small",image="tiny"\} 1' <<<"$BODY"
+auth DELETE "/v1/sandboxes/${P}"; expect_status 200 "destroy the claimed sandbox"
 
 auth DELETE "/v1/sandboxes/${SB}"; expect_status 200 destroy; expect_json .status destroyed destroyed
 check "final cost is exact" grep -Eq '^[0-9]+\.[0-9]{6}$' <<<"$(jqr .cost_usd)"
