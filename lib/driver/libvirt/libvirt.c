@@ -945,17 +945,25 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
 	saas__buf_puts(&b, "  <genid/>\n");
 	saas__buf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, spec->vcpus);
-	saas__buf_puts(&b, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n    <kernel>");
-	xml_escape(&b, im->kernel);
-	saas__buf_puts(&b, "</kernel>\n    <initrd>");
-	xml_escape(&b, im->initrd);
-	saas__buf_puts(&b, "</initrd>\n    <cmdline>");
-	xml_escape(&b, im->boot_args);
-	saas__buf_puts(&b, " aas.hostname=");
-	xml_escape(&b, spec->name);
-	saas__buf_puts(&b, " aas.authkey=");
-	xml_escape(&b, d->authkey_b64);
-	saas__buf_puts(&b, "</cmdline>\n  </os>\n  <features><acpi/></features>\n");
+	saas__buf_puts(&b, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n");
+	/*
+	 * A clone's kernel is already in the memory it restores: loading the
+	 * image's kernel and initramfs again (tens of MiB) would be thrown away.
+	 */
+	if (!incoming) {
+		saas__buf_puts(&b, "    <kernel>");
+		xml_escape(&b, im->kernel);
+		saas__buf_puts(&b, "</kernel>\n    <initrd>");
+		xml_escape(&b, im->initrd);
+		saas__buf_puts(&b, "</initrd>\n    <cmdline>");
+		xml_escape(&b, im->boot_args);
+		saas__buf_puts(&b, " aas.hostname=");
+		xml_escape(&b, spec->name);
+		saas__buf_puts(&b, " aas.authkey=");
+		xml_escape(&b, d->authkey_b64);
+		saas__buf_puts(&b, "</cmdline>\n");
+	}
+	saas__buf_puts(&b, "  </os>\n  <features><acpi/></features>\n");
 	/* Under TCG, 'maximum' gives the guest RDRAND (no entropy stalls); with KVM, the host's CPU. */
 	saas__buf_puts(&b, d->kvm ? "  <cpu mode='host-passthrough'/>\n" : "  <cpu mode='maximum'/>\n");
 	saas__buf_puts(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"
