@@ -155,6 +155,7 @@ struct drv {
 	pthread_mutex_t mu;
 	struct vm *vms;
 	struct image *imgs;
+	struct image *old_imgs;          /* replaced by a rebuild; kept until close, as creates may still use them */
 	struct tmpl *tmpls;              /* under mu */
 	pthread_t builder;               /* the template builder thread, one at a time */
 	bool builder_started;            /* under mu: builder must be joined */
@@ -733,7 +734,11 @@ out:
 	return rc;
 }
 
-/* An image by name, reloaded when its manifest changes (a rebuild). Caller holds d->mu. */
+/*
+ * An image by name, reloaded when its manifest changes (a rebuild). Caller
+ * holds d->mu; the image stays valid until close (a replaced one is retired,
+ * not freed: creates and template builds use it without the lock).
+ */
 static int image_get(struct drv *d, const char *name, struct image **out)
 {
 	struct image **pp, *im = NULL;
@@ -754,7 +759,8 @@ static int image_get(struct drv *d, const char *name, struct image **out)
 		}
 		im = *pp;
 		*pp = im->next;
-		image_free(im);
+		im->next = d->old_imgs;
+		d->old_imgs = im;
 		break;
 	}
 	if ((rc = image_load(d, name, &im)) < 0)
@@ -1220,6 +1226,11 @@ static void lv_close(void *ctx)
 		struct vm *v = d->vms;
 		d->vms = v->next;
 		vm_put(d, v);
+	}
+	while (d->old_imgs) {
+		struct image *im = d->old_imgs;
+		d->old_imgs = im->next;
+		image_free(im);
 	}
 	while (d->imgs) {
 		struct image *im = d->imgs;
