@@ -6,7 +6,16 @@
  * message, hands it here with the client of that request, and writes back
  * what comes out. Sessions, headers and framing are the transport's business.
  *
- * Thread-safe: nothing here keeps state between calls.
+ * Thread-safe: nothing here keeps state between calls. A transport may handle
+ * several messages at once on several threads (each with its own ctx).
+ *
+ * Progress and cancellation need the transport's help, through ctx: `notify`
+ * sends a notification while a request is being handled (create_sandbox sends
+ * notifications/progress when the request carries params._meta.progressToken),
+ * and `cancelled` says whether the client has cancelled a request
+ * (notifications/cancelled names it; the transport keeps the flags, see
+ * aas_mcp_cancelled_request()). A cancelled request gets no response, and a
+ * sandbox its create_sandbox made is destroyed once the create returns.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -48,6 +57,20 @@ typedef struct {
 	const char *key_hint;
 	/* Page size of tools/list; 0: every tool in one page. */
 	unsigned int page_size;
+	/*
+	 * Send `msg`, a notification, to the client now; takes the reference. Called
+	 * on the thread of aas_mcp_handle(), before it returns, any number of times.
+	 * NULL: this transport cannot send them, and no progress is reported.
+	 */
+	void (*notify)(void *userdata, json_t *msg);
+	/*
+	 * Has the client cancelled the request with this id? Called on the thread
+	 * of aas_mcp_handle(). NULL: requests are never cancelled.
+	 */
+	bool (*cancelled)(void *userdata, const json_t *id);
+	void *userdata;             /* for notify and cancelled */
+	/* Time between create_sandbox's progress notifications in ms; 0: 1000. */
+	unsigned int progress_interval_ms;
 } aas_mcp_ctx;
 
 /* What kind of message a parsed JSON value is. */
@@ -73,6 +96,22 @@ enum aas_mcp_kind aas_mcp_kind(const json_t *msg);
  * reference), or NULL when nothing is to be sent (notifications, responses).
  */
 json_t *aas_mcp_handle(const aas_mcp_ctx *ctx, const json_t *msg);
+
+/*
+ * Will handling `msg` (or a member of the batch) send notifications through
+ * ctx->notify? True for a tools/call of a tool that reports progress
+ * (create_sandbox) with params._meta.progressToken. Streamable HTTP answers
+ * such a request with an event stream, others with plain JSON.
+ */
+bool aas_mcp_reports_progress(const json_t *msg);
+
+/*
+ * The request id a notifications/cancelled message names (borrowed from msg),
+ * or NULL when `msg` is not one (batches: ask for each member). The transport
+ * flags that request, if it is still in flight, for ctx->cancelled; an unknown
+ * or finished id is ignored, as the specification asks.
+ */
+const json_t *aas_mcp_cancelled_request(const json_t *msg);
 
 /* Is `version` a protocol version this library speaks? */
 bool aas_mcp_version_supported(const char *version);

@@ -13,7 +13,14 @@ size_t aas_mcp_ntools(void);
 bool aas_mcp_tool_offered(const aas_mcp_ctx *ctx, size_t i);
 /* The tools/list entry of tool i, or NULL when it is not offered. */
 json_t *aas_mcp_tool_json(const aas_mcp_ctx *ctx, size_t i);
-/* A CallToolResult (new reference); NULL only when out of memory. */
-json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t *args);
+/*
+ * A CallToolResult (new reference); NULL only when out of memory. `id` is the
+ * request's (for ctx->cancelled); `progress_token` its params._meta.progressToken,
+ * or NULL.
+ */
+json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t *args, const json_t *id,
+                          const json_t *progress_token);
+/* Does this tool report progress when asked? */
+bool aas_mcp_tool_reports_progress(const char *name);
 
 #endif

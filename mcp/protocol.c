@@ -1,6 +1,7 @@
 /*
  * JSON-RPC 2.0 and the MCP lifecycle: initialize, ping, tools/list,
- * tools/call. The tools themselves are in tools.c.
+ * tools/call, and the answers withheld from cancelled requests. The tools
+ * themselves (and create_sandbox's progress) are in tools.c.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -158,6 +159,14 @@ static json_t *do_tools_list(const aas_mcp_ctx *ctx, const json_t *id, const jso
 	return result(id, res);
 }
 
+/* params._meta.progressToken (a string or an integer), or NULL; the message is checked already. */
+static const json_t *progress_token(const json_t *params)
+{
+	const json_t *t = json_object_get(json_object_get(params, "_meta"), "progressToken");
+
+	return json_is_string(t) || json_is_integer(t) ? t : NULL;
+}
+
 static json_t *do_tools_call(const aas_mcp_ctx *ctx, const json_t *id, const json_t *params)
 {
 	const json_t *name = json_object_get(params, "name"), *args = json_object_get(params, "arguments");
@@ -167,17 +176,32 @@ static json_t *do_tools_call(const aas_mcp_ctx *ctx, const json_t *id, const jso
 		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "tools/call needs params.name (a string)");
 	if (args && !json_is_null(args) && !json_is_object(args))
 		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "tools/call params.arguments must be an object");
-	res = aas_mcp_tool_call(ctx, json_string_value(name), json_is_object(args) ? args : NULL);
+	res = aas_mcp_tool_call(ctx, json_string_value(name), json_is_object(args) ? args : NULL, id,
+	                        progress_token(params));
 	if (!res)
 		return aas_mcp_error(id, AAS_MCP_INTERNAL_ERROR, "out of memory");
 	return result(id, res);
 }
 
-static json_t *handle_one(const aas_mcp_ctx *ctx, const json_t *m)
+/* _meta, when present, is an object, and its progressToken a string or an integer. */
+static json_t *check_meta(const json_t *id, const json_t *params)
+{
+	const json_t *meta = json_object_get(params, "_meta"), *t = json_object_get(meta, "progressToken");
+
+	if (meta && !json_is_object(meta))
+		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "params._meta must be an object");
+	if (t && !json_is_string(t) && !json_is_integer(t))
+		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS,
+		                     "params._meta.progressToken must be a string or an integer");
+	return NULL;
+}
+
+static json_t *dispatch(const aas_mcp_ctx *ctx, const json_t *m)
 {
 	enum aas_mcp_kind k = kind_one(m);
 	const json_t *id = json_object_get(m, "id"), *params = json_object_get(m, "params");
 	const char *method;
+	json_t *bad;
 
 	if (k == AAS_MCP_INVALID)
 		return aas_mcp_error(json_is_object(m) && valid_id(id) ? id : NULL, AAS_MCP_INVALID_REQUEST,
@@ -187,6 +211,8 @@ static json_t *handle_one(const aas_mcp_ctx *ctx, const json_t *m)
 	method = json_string_value(json_object_get(m, "method"));
 	if (params && !json_is_object(params))
 		return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "params must be an object");
+	if ((bad = check_meta(id, params)))
+		return bad;
 	if (strcmp(method, "initialize") == 0)
 		return do_initialize(id, params);
 	if (strcmp(method, "ping") == 0)
@@ -200,6 +226,19 @@ static json_t *handle_one(const aas_mcp_ctx *ctx, const json_t *m)
 		snprintf(buf, sizeof(buf), "Method not found: %.120s", method);
 		return aas_mcp_error(id, AAS_MCP_METHOD_NOT_FOUND, buf);
 	}
+}
+
+static json_t *handle_one(const aas_mcp_ctx *ctx, const json_t *m)
+{
+	json_t *res = dispatch(ctx, m);
+	const json_t *id = json_object_get(m, "id");
+
+	/* The client gave up on it: per the specification, no response at all. */
+	if (res && ctx->cancelled && kind_one(m) == AAS_MCP_REQUEST && ctx->cancelled(ctx->userdata, id)) {
+		json_decref(res);
+		return NULL;
+	}
+	return res;
 }
 
 json_t *aas_mcp_handle(const aas_mcp_ctx *ctx, const json_t *msg)
@@ -222,4 +261,34 @@ json_t *aas_mcp_handle(const aas_mcp_ctx *ctx, const json_t *msg)
 		return NULL;
 	}
 	return out;
+}
+
+bool aas_mcp_reports_progress(const json_t *msg)
+{
+	const json_t *m, *params;
+	size_t i;
+
+	if (json_is_array(msg)) {
+		json_array_foreach(msg, i, m)
+			if (aas_mcp_reports_progress(m))
+				return true;
+		return false;
+	}
+	params = json_object_get(msg, "params");
+	return kind_one(msg) == AAS_MCP_REQUEST && json_is_object(params) &&
+	       strcmp(json_string_value(json_object_get(msg, "method")), "tools/call") == 0 &&
+	       json_is_string(json_object_get(params, "name")) &&
+	       aas_mcp_tool_reports_progress(json_string_value(json_object_get(params, "name"))) &&
+	       progress_token(params) != NULL;
+}
+
+const json_t *aas_mcp_cancelled_request(const json_t *msg)
+{
+	const json_t *id;
+
+	if (kind_one(msg) != AAS_MCP_NOTIFICATION ||
+	    strcmp(json_string_value(json_object_get(msg, "method")), "notifications/cancelled") != 0)
+		return NULL;
+	id = json_object_get(json_object_get(msg, "params"), "requestId");
+	return valid_id(id) ? id : NULL;
 }

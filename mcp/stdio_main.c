@@ -3,11 +3,19 @@
  * mcp/ (aas_mcp), shared with aas-server's Streamable HTTP endpoint.
  *
  * One JSON-RPC message (or batch) per line on stdin, one response per line on
- * stdout, flushed after each; logs go to stderr only. Nothing but this loop
- * writes to stdout: the real stdout is kept on a private stream and fd 1 is
- * pointed at stderr, so a stray printf anywhere cannot corrupt the framing.
- * Messages are handled one at a time, in order (one client; a long
- * create_sandbox holds the loop, which stdio allows).
+ * stdout, flushed after each; logs go to stderr only. Nothing but send_line()
+ * writes to stdout, one whole line at a time under a lock: the real stdout is
+ * kept on a private stream and fd 1 is pointed at stderr, so a stray printf
+ * anywhere cannot corrupt the framing.
+ *
+ * The main thread reads stdin all the time. A message that calls a tool runs
+ * on a thread of its own (at most CALLS_MAX at once; the reader waits for a
+ * free one), so that a notifications/cancelled for it can be read while it
+ * runs, and a long create_sandbox holds nothing else up; its progress
+ * notifications and then its response are written from that thread. Anything
+ * else (initialize, ping, tools/list, notifications) is answered at once, in
+ * order. At EOF the calls still running finish and are answered, then aas-mcp
+ * exits 0.
  *
  * The account's client is the remote one: saas_client_open_remote(AAS_BASE_URL,
  * AAS_API_KEY), opened at the first tools/call, so initialize and tools/list
@@ -18,6 +26,7 @@
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +36,7 @@
 #include "aas_mcp.h"
 
 #define DEFAULT_BASE_URL "http://127.0.0.1:8080"
+#define CALLS_MAX 16
 
 static const char key_hint[] =
 	"the AAS_API_KEY environment variable of aas-mcp (\"env\": {\"AAS_API_KEY\": \"aas_sk_...\"} in this "
@@ -49,9 +59,35 @@ static const char usage[] =
 struct state {
 	const char *base_url;
 	const char *api_key;     /* NULL when unset or empty */
-	saas_client *client;
+	saas_client *client;     /* set on the main thread only, before the calls that use it start */
 	int client_status;       /* 0 or the saas_status of the last open */
 };
+
+/* stdout: one writer at a time. */
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+static FILE *out;
+static bool out_broken;      /* a write failed: the client is gone */
+
+/* A tool call running on its own thread. */
+struct call {
+	bool used, done;
+	pthread_t thread;
+	json_t *msg;
+	aas_mcp_ctx ctx;         /* userdata: this call */
+};
+
+/* A request id of a running call, and whether the client cancelled it. */
+struct inflight {
+	json_t *id;
+	struct call *call;
+	bool cancelled;
+	struct inflight *next;
+};
+
+static pthread_mutex_t calls_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t calls_cv = PTHREAD_COND_INITIALIZER; /* a call finished */
+static struct call calls[CALLS_MAX];
+static struct inflight *inflight;
 
 /* Does the message (or a member of the batch) call a tool? */
 static bool calls_tool(const json_t *msg)
@@ -91,8 +127,8 @@ static void ensure_client(struct state *st)
 	        e->code == rc && e->message[0] ? e->message : saas_strerror(rc));
 }
 
-/* Write one message as one line and flush; false when stdout is gone. */
-static bool send_line(FILE *out, json_t *msg)
+/* Write one message as one line and flush; takes msg. false when stdout is gone. */
+static bool send_line(json_t *msg)
 {
 	char *text = json_dumps(msg, JSON_COMPACT);
 	bool ok;
@@ -102,11 +138,164 @@ static bool send_line(FILE *out, json_t *msg)
 		fprintf(stderr, "aas-mcp: out of memory\n");
 		return true;
 	}
-	ok = fputs(text, out) >= 0 && fputc('\n', out) != EOF && fflush(out) == 0;
-	free(text);
-	if (!ok)
+	pthread_mutex_lock(&out_mu);
+	ok = !out_broken && fputs(text, out) >= 0 && fputc('\n', out) != EOF && fflush(out) == 0;
+	if (!ok && !out_broken) {
 		fprintf(stderr, "aas-mcp: cannot write to stdout: %s\n", strerror(errno));
+		out_broken = true;
+	}
+	pthread_mutex_unlock(&out_mu);
+	free(text);
 	return ok;
+}
+
+static void notify(void *userdata, json_t *msg)
+{
+	(void)userdata;
+	send_line(msg);
+}
+
+static bool cancelled(void *userdata, const json_t *id)
+{
+	bool yes = false;
+
+	pthread_mutex_lock(&calls_mu);
+	for (struct inflight *f = inflight; f; f = f->next)
+		if (f->call == userdata && f->cancelled && json_equal(f->id, (json_t *)id))
+			yes = true;
+	pthread_mutex_unlock(&calls_mu);
+	return yes;
+}
+
+/* Flag the requests a notifications/cancelled (or the batch's) names; unknown or finished ids are ignored. */
+static void note_cancels(const json_t *msg)
+{
+	const json_t *m, *id;
+	size_t i;
+
+	if (json_is_array(msg)) {
+		json_array_foreach(msg, i, m)
+			note_cancels(m);
+		return;
+	}
+	if (!(id = aas_mcp_cancelled_request(msg)))
+		return;
+	pthread_mutex_lock(&calls_mu);
+	for (struct inflight *f = inflight; f; f = f->next)
+		if (json_equal(f->id, (json_t *)id))
+			f->cancelled = true;
+	pthread_mutex_unlock(&calls_mu);
+}
+
+/* Record the ids of the requests in msg as running in `call`. Under calls_mu. */
+static void track_locked(struct call *call, json_t *msg)
+{
+	json_t *m, *id;
+	size_t i;
+
+	if (json_is_array(msg)) {
+		json_array_foreach(msg, i, m)
+			track_locked(call, m);
+		return;
+	}
+	if (!json_object_get(msg, "method") || !(id = json_object_get(msg, "id")))
+		return;
+	struct inflight *f = calloc(1, sizeof(*f));
+	if (!f)
+		return; /* it just cannot be cancelled */
+	f->id = json_incref(id);
+	f->call = call;
+	f->next = inflight;
+	inflight = f;
+}
+
+static void untrack_locked(struct call *call)
+{
+	for (struct inflight **pf = &inflight; *pf;) {
+		struct inflight *f = *pf;
+		if (f->call == call) {
+			*pf = f->next;
+			json_decref(f->id);
+			free(f);
+		} else {
+			pf = &f->next;
+		}
+	}
+}
+
+static void *call_main(void *arg)
+{
+	struct call *call = arg;
+	json_t *resp = aas_mcp_handle(&call->ctx, call->msg);
+
+	if (resp)
+		send_line(resp);
+	pthread_mutex_lock(&calls_mu);
+	untrack_locked(call);
+	json_decref(call->msg);
+	call->msg = NULL;
+	call->done = true;
+	pthread_cond_broadcast(&calls_cv);
+	pthread_mutex_unlock(&calls_mu);
+	return NULL;
+}
+
+/* Join the calls that finished; with `all`, wait for every call. */
+static void reap(bool all)
+{
+	pthread_mutex_lock(&calls_mu);
+	for (;;) {
+		bool running = false;
+		for (size_t i = 0; i < CALLS_MAX; i++) {
+			if (calls[i].used && calls[i].done) {
+				pthread_join(calls[i].thread, NULL);
+				memset(&calls[i], 0, sizeof(calls[i]));
+			}
+			running |= calls[i].used;
+		}
+		if (!all || !running)
+			break;
+		pthread_cond_wait(&calls_cv, &calls_mu);
+	}
+	pthread_mutex_unlock(&calls_mu);
+}
+
+/* Run a tool-calling message on a thread of its own, once one of the CALLS_MAX is free; takes msg. */
+static void start_call(const aas_mcp_ctx *ctx, json_t *msg)
+{
+	struct call *call = NULL;
+	json_t *resp;
+
+	pthread_mutex_lock(&calls_mu);
+	for (;;) {
+		for (size_t i = 0; i < CALLS_MAX && !call; i++) {
+			if (calls[i].used && calls[i].done) {
+				pthread_join(calls[i].thread, NULL);
+				memset(&calls[i], 0, sizeof(calls[i]));
+			}
+			if (!calls[i].used)
+				call = &calls[i];
+		}
+		if (call)
+			break;
+		pthread_cond_wait(&calls_cv, &calls_mu);
+	}
+	call->used = true;
+	call->msg = msg;
+	call->ctx = *ctx;
+	call->ctx.userdata = call;
+	track_locked(call, msg);
+	if (pthread_create(&call->thread, NULL, call_main, call) == 0) {
+		pthread_mutex_unlock(&calls_mu);
+		return;
+	}
+	/* No thread to spare: answer it here, in order. */
+	untrack_locked(call);
+	memset(call, 0, sizeof(*call));
+	pthread_mutex_unlock(&calls_mu);
+	if ((resp = aas_mcp_handle(ctx, msg)))
+		send_line(resp);
+	json_decref(msg);
 }
 
 static bool blank(const char *s, size_t n)
@@ -120,11 +309,10 @@ static bool blank(const char *s, size_t n)
 int main(int argc, char **argv)
 {
 	struct state st = { 0 };
-	aas_mcp_ctx ctx = { NULL, 0, NULL, 0, key_hint, 0 };
+	aas_mcp_ctx ctx = { .key_hint = key_hint, .notify = notify, .cancelled = cancelled };
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	FILE *out;
 	int fd, rc = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -162,23 +350,30 @@ int main(int argc, char **argv)
 		if (blank(line, (size_t)n))
 			continue;
 		if (!(msg = aas_mcp_parse(line, (size_t)n, &resp))) {
-			if (resp && !send_line(out, resp)) {
-				rc = 1;
-				break;
-			}
+			if (resp)
+				send_line(resp);
 			continue;
 		}
-		if (calls_tool(msg))
+		note_cancels(msg);
+		if (calls_tool(msg)) {
 			ensure_client(&st);
-		ctx.client = st.client;
-		ctx.client_status = st.client_status;
-		resp = aas_mcp_handle(&ctx, msg);
-		json_decref(msg);
-		if (resp && !send_line(out, resp)) {
-			rc = 1;
-			break;
+			ctx.client = st.client;
+			ctx.client_status = st.client_status;
+			start_call(&ctx, msg);
+		} else {
+			if ((resp = aas_mcp_handle(&ctx, msg)))
+				send_line(resp);
+			json_decref(msg);
 		}
+		reap(false);
+		pthread_mutex_lock(&out_mu);
+		rc = out_broken;
+		pthread_mutex_unlock(&out_mu);
+		if (rc)
+			break;
 	}
+	/* EOF (or stdout gone): let the calls still running finish and answer. */
+	reap(true);
 	free(line);
 	saas_client_free(st.client);
 	fclose(out);

@@ -9,6 +9,7 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,9 @@ struct call {
 	const aas_mcp_ctx *ctx;
 	const json_t *args;
 	const char *tool;
+	const json_t *id;        /* the request's, for ctx->cancelled */
+	const json_t *progress;  /* params._meta.progressToken, or NULL */
+	json_int_t progress_n;   /* the last progress sent */
 	char err[1024];
 };
 
@@ -98,14 +102,19 @@ static json_t *failf(struct call *c, const char *fmt, ...)
 	return fail(c->err);
 }
 
-/* The failure of a libsaas call, with what the agent can do about it. Call right after the failing call. */
-static json_t *fail_saas(struct call *c, int rc)
+/* The detail of the failure rc of the last libsaas call on this thread, or its fixed text. */
+static void saas_detail(char *buf, size_t size, int rc)
 {
 	const saas_error *e = saas_error_last();
-	char msg[512];
+
+	snprintf(buf, size, "%s", e->code == rc && e->message[0] ? e->message : saas_strerror(rc));
+}
+
+/* The failure of a libsaas call, with what the agent can do about it; `msg` is its detail. */
+static json_t *fail_saas_msg(struct call *c, int rc, const char *msg)
+{
 	const char *next;
 
-	snprintf(msg, sizeof(msg), "%s", e->code == rc && e->message[0] ? e->message : saas_strerror(rc));
 	switch (rc) {
 	case SAAS_EAUTH:
 		return failf(c, "%s: the API key is unknown or revoked. Send a valid key with %s.", c->tool,
@@ -153,6 +162,41 @@ static json_t *fail_saas(struct call *c, int rc)
 		break;
 	}
 	return failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), next);
+}
+
+/* The same, right after the failing call on this thread. */
+static json_t *fail_saas(struct call *c, int rc)
+{
+	char msg[512];
+
+	saas_detail(msg, sizeof(msg), rc);
+	return fail_saas_msg(c, rc, msg);
+}
+
+/* ---- progress and cancellation ---- */
+
+static bool cancelled(struct call *c)
+{
+	return c->ctx->cancelled && c->id && c->ctx->cancelled(c->ctx->userdata, c->id);
+}
+
+/* Send notifications/progress with the next progress value, if the caller asked for progress. */
+static void progress(struct call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(struct call *c, const char *fmt, ...)
+{
+	char text[200];
+	va_list ap;
+	json_t *n;
+
+	if (!c->progress || !c->ctx->notify || cancelled(c))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	n = json_pack("{s:s,s:s,s:{s:O,s:I,s:s}}", "jsonrpc", "2.0", "method", "notifications/progress", "params",
+	              "progressToken", (json_t *)c->progress, "progress", ++c->progress_n, "message", text);
+	if (n)
+		c->ctx->notify(c->ctx->userdata, n);
 }
 
 /* ---- arguments ---- */
@@ -274,20 +318,124 @@ static json_t *limits_json(const saas_account_limits *l)
 
 /* ---- the tools ---- */
 
+/*
+ * saas_sandbox_create() on a thread of its own, so that the caller's thread can
+ * send a heartbeat while it runs: the call itself says nothing until it returns.
+ */
+struct create_job {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* on CLOCK_MONOTONIC */
+	bool done;
+	saas_client *client;
+	const saas_create_options *options;
+	saas_sandbox *sb;
+	int rc;
+	char msg[512];           /* the error detail, taken on the worker's thread (it is per thread) */
+};
+
+static void *create_main(void *arg)
+{
+	struct create_job *j = arg;
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_create(&sb, j->client, j->options, 0);
+
+	pthread_mutex_lock(&j->mu);
+	j->sb = sb;
+	j->rc = rc;
+	if (rc < 0)
+		saas_detail(j->msg, sizeof(j->msg), rc);
+	j->done = true;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Create with a progress notification every interval until it returns; 0 or the create's saas_status. */
+static int create_reporting(struct call *c, const saas_create_options *o, saas_sandbox **sb, char *msg, size_t size)
+{
+	int64_t interval = c->ctx->progress_interval_ms ? c->ctx->progress_interval_ms : 1000, start = mono_ms(), next;
+	struct create_job j;
+	pthread_condattr_t ca;
+	pthread_t thread;
+	int rc;
+
+	memset(&j, 0, sizeof(j));
+	j.client = c->ctx->client;
+	j.options = o;
+	pthread_mutex_init(&j.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&j.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&thread, NULL, create_main, &j) != 0) {
+		/* No thread to spare: create here, without the heartbeat. */
+		create_main(&j);
+	} else {
+		pthread_mutex_lock(&j.mu);
+		for (next = start + interval; !j.done;) {
+			struct timespec ts = { (time_t)(next / 1000), (long)(next % 1000) * 1000000 };
+			pthread_cond_timedwait(&j.cv, &j.mu, &ts);
+			if (j.done || mono_ms() < next)
+				continue;
+			next += interval;
+			pthread_mutex_unlock(&j.mu);
+			progress(c, "booting the VM (%lld s)", (long long)((mono_ms() - start + 500) / 1000));
+			pthread_mutex_lock(&j.mu);
+		}
+		pthread_mutex_unlock(&j.mu);
+		pthread_join(thread, NULL);
+	}
+	pthread_cond_destroy(&j.cv);
+	pthread_mutex_destroy(&j.mu);
+	*sb = j.sb;
+	rc = j.rc;
+	snprintf(msg, size, "%s", j.msg);
+	return rc;
+}
+
 static json_t *t_create(struct call *c)
 {
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = NULL;
 	json_t *res;
 	int64_t timeout = 0;
+	char msg[512] = "";
 	int rc;
 
 	if (!arg_str(c, "size", false, &o.size) || !arg_str(c, "image", false, &o.image) ||
 	    !arg_str(c, "network", false, &o.network) || !arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout))
 		return arg_fail(c);
 	o.timeout_s = timeout;
-	if ((rc = saas_sandbox_create(&sb, c->ctx->client, &o, 0)) < 0)
-		return fail_saas(c, rc);
+	if (cancelled(c)) /* before anything was made: nothing to undo */
+		return failf(c, "create_sandbox was cancelled before it started; nothing was created.");
+	if (c->progress && c->ctx->notify) {
+		progress(c, "creating sandbox");
+		rc = create_reporting(c, &o, &sb, msg, sizeof(msg));
+	} else if ((rc = saas_sandbox_create(&sb, c->ctx->client, &o, 0)) < 0) {
+		saas_detail(msg, sizeof(msg), rc);
+	}
+	if (rc < 0)
+		return fail_saas_msg(c, rc, msg);
+	/*
+	 * Cancelled while it was being made: the public API cannot stop a create
+	 * halfway, so the sandbox is destroyed as soon as it exists, before it runs
+	 * (and bills) for nobody. The response is withheld (protocol.c).
+	 */
+	if (cancelled(c)) {
+		rc = saas_sandbox_destroy(NULL, c->ctx->client, sb->id);
+		res = rc < 0 ? fail_saas(c, rc)
+		             : failf(c, "create_sandbox was cancelled; sandbox %s was destroyed.", sb->id);
+		saas_sandbox_free(sb);
+		return res;
+	}
+	progress(c, "ready");
 	res = ok(sandbox_json(sb));
 	saas_sandbox_free(sb);
 	return res;
@@ -939,7 +1087,13 @@ json_t *aas_mcp_tool_json(const aas_mcp_ctx *ctx, size_t i)
 	                 "idempotentHint", t->idempotent, "openWorldHint", t->open_world);
 }
 
-json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t *args)
+bool aas_mcp_tool_reports_progress(const char *name)
+{
+	return name && strcmp(name, "create_sandbox") == 0;
+}
+
+json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t *args, const json_t *id,
+                          const json_t *progress_token)
 {
 	struct call c;
 	json_t *none = NULL, *res;
@@ -951,6 +1105,8 @@ json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t
 		memset(&c, 0, sizeof(c));
 		c.ctx = ctx;
 		c.tool = t->name;
+		c.id = id;
+		c.progress = progress_token;
 		if (!args)
 			args = none = json_object();
 		c.args = args;

@@ -256,7 +256,7 @@ static bool check_session(struct aas_req *r, struct aas_reply *out)
 
 void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 {
-	aas_mcp_ctx ctx = { NULL, 0, engine_, AAS_MCP_SERVICE_INFO, key_hint, 0 };
+	aas_mcp_ctx ctx = { .engine = engine_, .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint };
 	json_t *msg, *err = NULL, *resp;
 	enum aas_mcp_kind kind;
 	const char *key;

@@ -24,21 +24,21 @@ export const textOf = r => r.content.filter(c => c.type === 'text').map(c => c.t
 export const sleep = ms => new Promise(r => setTimeout(r, ms));
 
 // An aas-server for the run: `bin` is aas-server or aas-server-fake; `env` is
-// added to its environment. Call start() in before() and stop() in after():
+// added to its environment, `args` to its command line. Call start() in before() and stop() in after():
 // stop() cleans up whatever start() got to, even when it failed halfway.
 // Once started: base (origin), port, key (the account's API key), state.
-export function testServer(bin, { name = 'mcp-agent', prefix = 'aas-mcp-test.', env = {} } = {}) {
+export function testServer(bin, { name = 'mcp-agent', prefix = 'aas-mcp-test.', env = {}, args = [] } = {}) {
   const work = mkdtempSync(join(tmpdir(), prefix));
   const srv = { work, state: join(work, 'state'), base: null, port: null, key: null, proc: null };
-  srv.start = () => startServer(srv, bin, name, env);
+  srv.start = () => startServer(srv, bin, name, env, args);
   srv.stop = () => stopServer(srv);
   return srv;
 }
 
-async function startServer(srv, bin, name, env) {
+async function startServer(srv, bin, name, env, extra) {
   const { work, state } = srv;
   const log = openSync(join(work, 'server.log'), 'a');
-  const args = ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state];
+  const args = ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state, ...extra];
   if (IMAGES) args.push('--images', IMAGES, '--image', 'tiny');
   srv.proc = spawn(bin, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
   let exited = false;
@@ -52,12 +52,24 @@ async function startServer(srv, bin, name, env) {
   assert.match(srv.key, /^aas_sk_/);
 }
 
-// The account's sandboxes that are not destroyed, through the REST API.
-export async function activeSandboxes(srv) {
-  const res = await fetch(`${srv.base}/v1/sandboxes?status=active`, { headers: { Authorization: `Bearer ${srv.key}` } });
+// The account's sandboxes (newest first; `status` active or destroyed filters), through the REST API.
+export async function sandboxes(srv, status = '') {
+  const res = await fetch(`${srv.base}/v1/sandboxes?limit=1000${status ? `&status=${status}` : ''}`,
+                          { headers: { Authorization: `Bearer ${srv.key}` } });
   const body = await res.json();
   assert.equal(res.status, 200, JSON.stringify(body));
   return body.sandboxes;
+}
+
+export const activeSandboxes = srv => sandboxes(srv, 'active');
+
+// Poll fn until it returns something truthy; fail after ms.
+export async function waitFor(what, fn, ms = 120000) {
+  for (const until = Date.now() + ms; Date.now() < until; await sleep(200)) {
+    const v = await fn();
+    if (v) return v;
+  }
+  assert.fail(`timed out after ${ms} ms waiting for ${what}`);
 }
 
 // Wait until the account has no sandbox left that is not destroyed (a
@@ -108,4 +120,44 @@ async function stopServer(srv) {
     }
     if (!process.env.KEEP_WORK) rmSync(srv.work, { recursive: true, force: true });
   }
+}
+
+// Record a call's progress notifications: pass `onprogress` to callTool, then
+// call done() after the result came. The SDK pinned here (1.32.2) retires a
+// request's progress handler when its response arrives, while it runs
+// notification handlers a microtask later; a notification written just before
+// the response (our final "ready") can then miss its handler and go to
+// onerror instead ("Received a progress notification for an unknown token",
+// typescript-sdk#2580). done() takes such a notification back from the error
+// and fails on any other error; it returns the notifications' params in order.
+export function progressRecorder(client) {
+  const seen = [], errors = [];
+  const prior = client.onerror;
+  client.onerror = e => errors.push(e);
+  return {
+    onprogress: p => seen.push(p),
+    done() {
+      client.onerror = prior;
+      for (const e of errors) {
+        const m = /^Received a progress notification for an unknown token: (.*)$/s.exec(e.message);
+        assert.ok(m, `no other client error: ${e}`);
+        const { progressToken, ...params } = JSON.parse(m[1]).params;
+        assert.ok(progressToken !== undefined);
+        seen.push(params);
+      }
+      assert.ok(errors.length <= 1, `at most the last notification came with the response: ${errors}`);
+      return seen;
+    },
+  };
+}
+
+// create_sandbox's progress: several notifications, progress only increasing,
+// the stages named ("creating sandbox", "booting the VM (N s)", ..., "ready").
+export function checkProgress(seen) {
+  assert.ok(seen.length >= 3, `several notifications: ${JSON.stringify(seen)}`);
+  for (let i = 1; i < seen.length; i++)
+    assert.ok(seen[i].progress > seen[i - 1].progress, `progress increases: ${JSON.stringify(seen)}`);
+  assert.equal(seen[0].message, 'creating sandbox');
+  assert.match(seen[1].message, /^booting the VM \(\d+ s\)$/);
+  assert.equal(seen.at(-1).message, 'ready');
 }

@@ -16,12 +16,16 @@ import { spawn, execFileSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import Ajv from 'ajv';
-import { IMAGES, testServer, textOf } from './harness.mjs';
+import { IMAGES, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
+         progressRecorder, checkProgress } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 const AAS_MCP = process.argv[3] || process.env.AAS_MCP;
 assert.ok(SERVER && AAS_MCP, 'usage: test_stdio.mjs AAS_SERVER_FAKE AAS_MCP');
-const srv = testServer(SERVER, { name: 'mcp-stdio-agent', prefix: 'aas-mcp-stdio-test.' });
+// The fake driver's VMs take 2.5 s to create, as a real boot takes seconds, so
+// that progress and cancellation have a create in flight to report on.
+const srv = testServer(SERVER, { name: 'mcp-stdio-agent', prefix: 'aas-mcp-stdio-test.',
+                                 env: IMAGES ? {} : { AAS_FAKE_CREATE_DELAY_MS: '2500' } });
 let base, key;
 
 before(async () => {
@@ -182,4 +186,106 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   assert.equal(inval.error.code, -32600);
   assert.equal(list.id, 5);
   assert.equal(list.result.tools.length, 11);
+});
+
+
+test('create_sandbox with a progress token: notifications/progress lines, then the result', async () => {
+  const { client } = await connect(envWith({ AAS_API_KEY: key }));
+  const rec = progressRecorder(client);
+  const r = await client.callTool({ name: 'create_sandbox', arguments: {} }, undefined, { onprogress: rec.onprogress });
+  try {
+    assert.ok(!r.isError, textOf(r));
+    assert.equal(r.structuredContent.status, 'ready');
+    await sleep(100); // a notification the SDK dropped reaches onerror a tick after the result
+    checkProgress(rec.done());
+  } finally {
+    if (r.structuredContent?.id)
+      await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: r.structuredContent.id } });
+    await client.close();
+  }
+});
+
+test('a cancelled create_sandbox gets no response and its sandbox is destroyed', async () => {
+  const { client } = await connect(envWith({ AAS_API_KEY: key }));
+  const errors = [];
+  client.onerror = e => errors.push(e);
+  const before = new Set((await sandboxes(srv)).map(s => s.id));
+  const ac = new AbortController();
+  const seen = [];
+  const call = client.callTool({ name: 'create_sandbox', arguments: {} }, undefined, {
+    signal: ac.signal,
+    // Cancel once the create is under way (its first heartbeat).
+    onprogress: p => { seen.push(p); if (seen.length === 2) ac.abort('the test cancels'); },
+  });
+  await assert.rejects(call, /the test cancels/);
+  // The connection is not held up meanwhile.
+  await client.ping();
+  const made = await waitFor('the cancelled create\'s sandbox to be destroyed', async () =>
+    (await sandboxes(srv)).find(s => !before.has(s.id) && s.status === 'destroyed'));
+  await waitNoneActive(srv);
+  const act = await client.callTool({ name: 'list_sandboxes', arguments: { status: 'active' } });
+  assert.deepEqual(act.structuredContent.sandboxes, []);
+  const all = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.equal(all.structuredContent.sandboxes.find(s => s.id === made.id).status, 'destroyed');
+  await sleep(300);
+  assert.deepEqual(errors.map(String), [], 'no response came for the cancelled request');
+  await client.close();
+});
+
+test('raw lines: calls run while stdin is read; a cancelled call is never answered; EOF waits for calls', async () => {
+  const child = spawn(AAS_MCP, [], { env: { PATH: process.env.PATH, AAS_BASE_URL: base, AAS_API_KEY: key },
+                                     stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines = [];
+  let buf = '', err = '';
+  const waiters = [];
+  child.stdout.on('data', d => {
+    buf += d;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      lines.push(JSON.parse(buf.slice(0, i)));
+      buf = buf.slice(i + 1);
+    }
+    for (const w of waiters.splice(0)) w();
+  });
+  child.stderr.on('data', d => { err += d; });
+  const exited = new Promise(r => child.once('exit', (code, signal) => r({ code, signal })));
+  const until = async pred => {
+    for (const t = Date.now() + 120000; !lines.some(pred);) {
+      assert.ok(Date.now() < t, `timed out; lines so far: ${JSON.stringify(lines)}`);
+      await new Promise(r => { waiters.push(r); setTimeout(r, 500); });
+    }
+    return lines.find(pred);
+  };
+  const before = new Set((await sandboxes(srv)).map(s => s.id));
+  const send = m => child.stdin.write(JSON.stringify(m) + '\n');
+  // Two creates at once: 7 to be cancelled, 8 to finish.
+  send({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'create_sandbox', arguments: {}, _meta: { progressToken: 'seven' } } });
+  send({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'create_sandbox', arguments: {}, _meta: { progressToken: 'eight' } } });
+  // Answered while both run.
+  send({ jsonrpc: '2.0', id: 1, method: 'ping' });
+  await until(l => l.id === 1);
+  assert.ok(!lines.some(l => l.id === 7 || l.id === 8), 'ping answered before the creates finished');
+  await until(l => l.method === 'notifications/progress' && l.params.progressToken === 'seven' &&
+                   /booting/.test(l.params.message));
+  send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7, reason: 'test' } });
+  send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'nobody' } });
+  send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }); // finished
+  const done8 = await until(l => l.id === 8);
+  assert.equal(done8.result.structuredContent.status, 'ready');
+  await waitFor('the cancelled create\'s sandbox to be destroyed', async () =>
+    (await sandboxes(srv)).some(s => !before.has(s.id) && s.status === 'destroyed'));
+  // EOF: aas-mcp answers what still runs, then exits 0.
+  send({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'destroy_sandbox', arguments: { sandbox_id: done8.result.structuredContent.id } } });
+  child.stdin.end();
+  const { code } = await exited;
+  assert.equal(code, 0, `exit 0 at EOF; stderr: ${err}`);
+  assert.equal(lines.find(l => l.id === 9).result.structuredContent.status, 'destroyed');
+  assert.ok(!lines.some(l => l.id === 7), `no response to the cancelled request: ${JSON.stringify(lines.filter(l => l.id === 7))}`);
+  const prog7 = lines.filter(l => l.params?.progressToken === 'seven');
+  assert.ok(!prog7.some(l => l.params.message === 'ready'), 'no progress after the cancellation');
+  const prog8 = lines.filter(l => l.params?.progressToken === 'eight').map(l => l.params);
+  checkProgress(prog8);
+  assert.ok(lines.indexOf(done8) > lines.findIndex(l => l.params?.message === 'ready' && l.params.progressToken === 'eight'),
+            'the progress comes before the response');
+  await waitNoneActive(srv);
 });

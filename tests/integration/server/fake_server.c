@@ -3,9 +3,15 @@
  * same server objects, but "VMs" are records in memory (tests/fake) and a
  * sandbox's port N is the host's 127.0.0.1:N, so the preview proxy can be
  * tested against servers the test starts on the host.
+ *
+ * AAS_FAKE_CREATE_DELAY_MS=N makes every VM take N ms to create, as a real
+ * boot does, for tests of what happens while a create runs (MCP progress and
+ * cancellation).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdlib.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,11 +41,25 @@ static int loopback_connect(void *ctx, const char *name, unsigned int port, int 
 	return SAAS_OK;
 }
 
+static long create_delay_ms;
+
+static int slow_vm_create(void *ctx, const saas_vm_spec *spec)
+{
+	struct timespec ts = { create_delay_ms / 1000, (create_delay_ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	return saas_fake_driver.vm_create(ctx, spec);
+}
+
 int main(int argc, char **argv)
 {
 	static saas_driver driver;
+	const char *delay = getenv("AAS_FAKE_CREATE_DELAY_MS");
 
 	driver = saas_fake_driver;
 	driver.port_connect = loopback_connect;
+	if (delay && (create_delay_ms = strtol(delay, NULL, 10)) > 0)
+		driver.vm_create = slow_vm_create;
 	return aas_main(argc, argv, &driver);
 }
