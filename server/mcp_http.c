@@ -5,6 +5,16 @@
  * POST carries one JSON-RPC message (or a batch). A request gets its response
  * as application/json (or as one SSE event when the client accepts only
  * text/event-stream); notifications and responses get 202 and no body.
+ * A request whose handling sends notifications (a create_sandbox with a
+ * progressToken) is answered with an event stream instead: the call runs on a
+ * thread of its own, and its notifications/progress and then its response are
+ * written as events as they happen (never buffered: Cache-Control: no-cache,
+ * X-Accel-Buffering: no).
+ *
+ * notifications/cancelled (POSTed on the same session) flags the request it
+ * names if it is still running; a cancelled request gets no response (the
+ * event stream ends without it; a plain request gets an empty event stream),
+ * and a sandbox its create_sandbox made is destroyed (mcp/).
  * initialize issues an Mcp-Session-Id; every later POST must carry it (400
  * without, 404 when unknown or expired, so clients initialize again). DELETE
  * ends a session. GET is 405: the server never starts a stream of its own.
@@ -36,8 +46,23 @@ struct session {
 	int64_t last_used_ms;
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* A request running on a session: what ctx.userdata points at. */
+struct running {
+	char session[33];
+	struct stream *stream;   /* when it is answered as an event stream */
+};
+
+/* A request id in flight, and whether the client cancelled it. */
+struct inflight {
+	const struct running *run;
+	json_t *id;
+	bool cancelled;
+	struct inflight *next;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* sessions and inflight */
 static struct session sessions[SESSIONS_MAX];
+static struct inflight *inflight;
 static saas_engine *engine_;
 static unsigned int port_;
 static char *origins_;       /* configured extra origins, comma-separated; NULL: none */
@@ -130,6 +155,77 @@ static bool session_end(const char *id)
 	return s != NULL;
 }
 
+/* ---- requests in flight, and their cancellation ---- */
+
+/* Record the ids of the requests in msg as running in `run`. */
+static void track(const struct running *run, const json_t *msg)
+{
+	const json_t *m, *id;
+	struct inflight *f;
+	size_t i;
+
+	if (json_is_array(msg)) {
+		json_array_foreach(msg, i, m)
+			track(run, m);
+		return;
+	}
+	if (!json_object_get(msg, "method") || !(id = json_object_get(msg, "id")) || !(f = calloc(1, sizeof(*f))))
+		return; /* not a request (or no memory: it just cannot be cancelled) */
+	f->run = run;
+	f->id = json_incref((json_t *)id);
+	pthread_mutex_lock(&mu);
+	f->next = inflight;
+	inflight = f;
+	pthread_mutex_unlock(&mu);
+}
+
+static void untrack(const struct running *run)
+{
+	pthread_mutex_lock(&mu);
+	for (struct inflight **pf = &inflight; *pf;) {
+		struct inflight *f = *pf;
+		if (f->run == run) {
+			*pf = f->next;
+			json_decref(f->id);
+			free(f);
+		} else {
+			pf = &f->next;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+static bool is_cancelled(void *userdata, const json_t *id)
+{
+	bool yes = false;
+
+	pthread_mutex_lock(&mu);
+	for (struct inflight *f = inflight; f && !yes; f = f->next)
+		yes = f->run == userdata && f->cancelled && json_equal(f->id, (json_t *)id);
+	pthread_mutex_unlock(&mu);
+	return yes;
+}
+
+/* Flag what the notifications/cancelled in msg name on this session; unknown or finished ids are ignored. */
+static void note_cancels(const char *session, const json_t *msg)
+{
+	const json_t *m, *id;
+	size_t i;
+
+	if (json_is_array(msg)) {
+		json_array_foreach(msg, i, m)
+			note_cancels(session, m);
+		return;
+	}
+	if (!session || !(id = aas_mcp_cancelled_request(msg)))
+		return;
+	pthread_mutex_lock(&mu);
+	for (struct inflight *f = inflight; f; f = f->next)
+		if (strcmp(f->run->session, session) == 0 && json_equal(f->id, (json_t *)id))
+			f->cancelled = true;
+	pthread_mutex_unlock(&mu);
+}
+
 /* ---- checks ---- */
 
 static bool origin_allowed(const char *origin)
@@ -173,6 +269,21 @@ static void reply_rpc_error(struct aas_reply *out, unsigned int status, int code
 	aas_reply_json(out, status, aas_mcp_error(NULL, code, msg));
 }
 
+static void sse_headers(struct MHD_Response *resp)
+{
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+}
+
+/* May the answer be an event stream? (A client that sends no Accept takes anything.) */
+static bool accepts_sse(struct aas_req *r)
+{
+	const char *a = header(r, "Accept");
+
+	return !a || !*a || strstr(a, "text/event-stream") || strstr(a, "*/*") || strstr(a, "text/*");
+}
+
 /* Answer as JSON unless the client takes only an event stream. */
 static bool wants_sse(struct aas_req *r)
 {
@@ -201,11 +312,161 @@ static void reply_message(struct aas_req *r, struct aas_reply *out, json_t *msg)
 	free(text);
 	out->status = 200;
 	out->response = MHD_create_response_from_buffer(strlen(sse), sse, MHD_RESPMEM_MUST_FREE);
-	if (out->response) {
-		MHD_add_response_header(out->response, "Content-Type", "text/event-stream");
-		MHD_add_response_header(out->response, "Cache-Control", "no-cache");
-		MHD_add_response_header(out->response, "X-Accel-Buffering", "no");
+	if (out->response)
+		sse_headers(out->response);
+}
+
+/* An event stream with no events: the answer to a request that was cancelled. */
+static void reply_no_events(struct aas_reply *out)
+{
+	out->status = 200;
+	out->response = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	if (out->response)
+		sse_headers(out->response);
+}
+
+/*
+ * A call answered as an event stream: `thread` handles the message and
+ * appends each notification, then the response, to `buf` as SSE events; the
+ * connection's thread takes them out in stream_read() as they come. The
+ * response's free callback joins the thread, so nothing outlives the request.
+ */
+struct stream {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* more in buf, or eof */
+	char *buf;
+	size_t off, len, cap;    /* unsent: buf[off, len) */
+	bool eof;                /* the call is over: nothing more comes */
+	bool started;            /* the thread runs (and must be joined) */
+	pthread_t thread;
+	json_t *msg;
+	aas_mcp_ctx ctx;
+	struct aas_cached_client *auth; /* keeps ctx.client alive */
+	struct running run;
+};
+
+/* Append one message as an event; takes msg. */
+static void stream_push(struct stream *s, json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII);
+	size_t need;
+
+	json_decref(msg);
+	if (!text)
+		return;
+	need = strlen(text) + sizeof("event: message\ndata: \n\n");
+	pthread_mutex_lock(&s->mu);
+	if (s->off == s->len)
+		s->off = s->len = 0;
+	if (s->len + need > s->cap) {
+		size_t cap = s->cap ? s->cap : 4096;
+		char *p;
+		while (cap < s->len + need)
+			cap *= 2;
+		if (!(p = realloc(s->buf, cap))) {
+			pthread_mutex_unlock(&s->mu);
+			free(text);
+			return;
+		}
+		s->buf = p;
+		s->cap = cap;
 	}
+	s->len += (size_t)snprintf(s->buf + s->len, s->cap - s->len, "event: message\ndata: %s\n\n", text);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	free(text);
+}
+
+static void stream_notify(void *userdata, json_t *msg)
+{
+	stream_push(((struct running *)userdata)->stream, msg);
+}
+
+static void *stream_main(void *arg)
+{
+	struct stream *s = arg;
+	json_t *resp = aas_mcp_handle(&s->ctx, s->msg);
+
+	if (resp)
+		stream_push(s, resp);
+	untrack(&s->run);
+	pthread_mutex_lock(&s->mu);
+	s->eof = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* MHD's content reader: block until an event or the end (one thread per connection allows it). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream *s = cls;
+	size_t n;
+
+	(void)pos;
+	pthread_mutex_lock(&s->mu);
+	while (s->off == s->len && !s->eof)
+		pthread_cond_wait(&s->cv, &s->mu);
+	if (s->off == s->len) {
+		pthread_mutex_unlock(&s->mu);
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
+	n = s->len - s->off < max ? s->len - s->off : max;
+	memcpy(buf, s->buf + s->off, n);
+	s->off += n;
+	pthread_mutex_unlock(&s->mu);
+	return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *s = cls;
+
+	/* The client may be gone; the call still runs to its end (a disconnect is not a cancellation). */
+	if (s->started)
+		pthread_join(s->thread, NULL);
+	untrack(&s->run);
+	aas_auth_release(s->auth);
+	json_decref(s->msg);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s->buf);
+	free(s);
+}
+
+/* Answer msg as an event stream of its notifications and its response; false (nothing replied) when it cannot. */
+static bool reply_stream(struct aas_req *r, struct aas_reply *out, const aas_mcp_ctx *ctx, const char *session,
+                         json_t *msg)
+{
+	struct stream *s = calloc(1, sizeof(*s));
+	struct MHD_Response *resp;
+
+	if (!s)
+		return false;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	snprintf(s->run.session, sizeof(s->run.session), "%s", session);
+	s->run.stream = s;
+	s->msg = json_incref(msg);
+	s->ctx = *ctx;
+	s->ctx.notify = stream_notify;
+	s->ctx.userdata = &s->run;
+	s->auth = r->auth;
+	aas_auth_ref(s->auth);
+	if (!(resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s, stream_free))) {
+		stream_free(s);
+		return false;
+	}
+	track(&s->run, msg);
+	if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+		MHD_destroy_response(resp); /* stream_free */
+		return false;
+	}
+	s->started = true;
+	sse_headers(resp);
+	out->status = 200;
+	out->response = resp;
+	return true;
 }
 
 static void reply_empty(struct aas_reply *out, unsigned int status)
@@ -256,9 +517,11 @@ static bool check_session(struct aas_req *r, struct aas_reply *out)
 
 void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 {
-	aas_mcp_ctx ctx = { .engine = engine_, .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint };
+	aas_mcp_ctx ctx = { .engine = engine_, .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint,
+	                    .cancelled = is_cancelled };
 	json_t *msg, *err = NULL, *resp;
 	enum aas_mcp_kind kind;
+	struct running run = { "", NULL };
 	const char *key;
 	char sid[33];
 
@@ -278,6 +541,8 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 		json_decref(msg);
 		return;
 	}
+	snprintf(run.session, sizeof(run.session), "%s", kind == AAS_MCP_INITIALIZE ? "" : header(r, "Mcp-Session-Id"));
+	note_cancels(run.session, msg);
 	if (kind == AAS_MCP_NOTIFICATION || kind == AAS_MCP_RESPONSE) {
 		json_decref(msg);
 		reply_empty(out, 202);
@@ -293,10 +558,19 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 			snprintf(r->account_id, sizeof(r->account_id), "%s", saas_client_account_id(ctx.client));
 		}
 	}
+	if (kind == AAS_MCP_REQUEST && aas_mcp_reports_progress(msg) && accepts_sse(r) &&
+	    reply_stream(r, out, &ctx, run.session, msg)) {
+		json_decref(msg);
+		return;
+	}
+	ctx.userdata = &run;
+	track(&run, msg);
 	resp = aas_mcp_handle(&ctx, msg);
+	untrack(&run);
 	json_decref(msg);
 	if (!resp) {
-		reply_empty(out, 202);
+		/* Every request in it was cancelled: no response, but an HTTP request needs an answer. */
+		reply_no_events(out);
 		return;
 	}
 	if (kind == AAS_MCP_INITIALIZE && json_is_object(resp)) {

@@ -17,11 +17,15 @@ import http from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Ajv from 'ajv';
-import { IMAGES, testServer, textOf } from './harness.mjs';
+import { IMAGES, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
+         progressRecorder, checkProgress } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 assert.ok(SERVER, 'usage: test_http.mjs AAS_SERVER_FAKE');
-const srv = testServer(SERVER, { name: 'mcp-agent', prefix: 'aas-mcp-test.' });
+// The fake driver's VMs take 2.5 s to create, as a real boot takes seconds, so
+// that progress and cancellation have a create in flight to report on.
+const srv = testServer(SERVER, { name: 'mcp-agent', prefix: 'aas-mcp-test.',
+                                 env: IMAGES ? {} : { AAS_FAKE_CREATE_DELAY_MS: '2500' } });
 let base, endpoint, key, port;
 
 before(async () => {
@@ -317,4 +321,120 @@ test('transport rules: sessions, Origin, Accept, versions, methods', async () =>
   const inUrl = await fetch(`${endpoint}?api_key=${key}`, { method: 'POST', body: '{}' });
   await inUrl.text();
   assert.equal(inUrl.status, 400);
+});
+
+// A raw POST answered as an event stream: each SSE message with the time it arrived.
+async function rawEvents(body, headers) {
+  const t0 = Date.now();
+  const res = await fetch(endpoint, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify(body),
+  });
+  const events = [];
+  let buf = '';
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body) {
+    buf += decoder.decode(chunk, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const data = buf.slice(0, i).split('\n').filter(l => l.startsWith('data: ')).map(l => l.slice(6)).join('\n');
+      buf = buf.slice(i + 2);
+      if (data) events.push({ at: Date.now() - t0, msg: JSON.parse(data) });
+    }
+  }
+  return { res, events };
+}
+
+test('create_sandbox with a progress token: notifications/progress, streamed as they happen, then the result', async () => {
+  const { client } = await authed();
+  const rec = progressRecorder(client);
+  const r = await client.callTool({ name: 'create_sandbox', arguments: {} }, undefined, { onprogress: rec.onprogress });
+  try {
+    assert.ok(!r.isError, textOf(r));
+    assert.equal(r.structuredContent.status, 'ready');
+    await sleep(100); // a notification the SDK dropped reaches onerror a tick after the result
+    checkProgress(rec.done());
+  } finally {
+    if (r.structuredContent?.id)
+      await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: r.structuredContent.id } });
+    await client.close();
+  }
+
+  // On the wire: an unbuffered event stream whose first event comes long before the response.
+  const sid = await rawSession();
+  const h = { 'Mcp-Session-Id': sid, Authorization: `Bearer ${key}` };
+  const { res, events } = await rawEvents({ jsonrpc: '2.0', id: 9, method: 'tools/call',
+    params: { name: 'create_sandbox', arguments: {}, _meta: { progressToken: 'tok-9' } } }, h);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+  assert.equal(res.headers.get('cache-control'), 'no-cache');
+  assert.equal(res.headers.get('x-accel-buffering'), 'no');
+  const last = events.at(-1);
+  assert.equal(last.msg.id, 9, JSON.stringify(events));
+  assert.equal(last.msg.result.structuredContent.status, 'ready');
+  const notes = events.slice(0, -1);
+  assert.ok(notes.every(e => e.msg.method === 'notifications/progress' && e.msg.params.progressToken === 'tok-9'));
+  checkProgress(notes.map(e => e.msg.params));
+  assert.ok(last.at - notes[0].at >= 1000, `the first event was not held back: ${events.map(e => e.at)}`);
+  // Without a token the same call is plain JSON.
+  const plain = await rpc({ jsonrpc: '2.0', id: 10, method: 'tools/call',
+    params: { name: 'destroy_sandbox', arguments: { sandbox_id: last.msg.result.structuredContent.id } } }, h);
+  assert.match(plain.res.headers.get('content-type'), /^application\/json/);
+  assert.equal(plain.json.result.structuredContent.status, 'destroyed');
+  // A progressToken that is neither a string nor an integer is refused.
+  const bad = await rpc({ jsonrpc: '2.0', id: 11, method: 'tools/call',
+    params: { name: 'get_usage', arguments: {}, _meta: { progressToken: { x: 1 } } } }, h);
+  assert.equal(bad.json.error.code, -32602);
+  assert.match(bad.json.error.message, /progressToken/);
+});
+
+test('a cancelled create_sandbox gets no response and its sandbox is destroyed', async () => {
+  const { client } = await authed();
+  const errors = [];
+  client.onerror = e => errors.push(e);
+  const before = new Set((await sandboxes(srv)).map(s => s.id));
+  const ac = new AbortController();
+  const seen = [];
+  const call = client.callTool({ name: 'create_sandbox', arguments: {} }, undefined, {
+    signal: ac.signal,
+    // Cancel once the create is under way (its first heartbeat).
+    onprogress: p => { seen.push(p); if (seen.length === 2) ac.abort('the test cancels'); },
+  });
+  await assert.rejects(call, /the test cancels/);
+  // The sandbox the create made is destroyed once it exists; nothing is left running.
+  const made = await waitFor('the cancelled create\'s sandbox to be destroyed', async () =>
+    (await sandboxes(srv)).find(s => !before.has(s.id) && s.status === 'destroyed'));
+  await waitNoneActive(srv);
+  const act = await client.callTool({ name: 'list_sandboxes', arguments: { status: 'active' } });
+  assert.deepEqual(act.structuredContent.sandboxes, []);
+  const all = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.equal(all.structuredContent.sandboxes.find(s => s.id === made.id).status, 'destroyed');
+  await sleep(300);
+  assert.deepEqual(errors.map(String), [], 'no response came for the cancelled request');
+  await client.close();
+
+  // On the wire: the event stream of a cancelled call ends without a response; a cancelled
+  // plain call (no progress token) is answered with an empty event stream.
+  const sid = await rawSession();
+  const h = { 'Mcp-Session-Id': sid, Authorization: `Bearer ${key}` };
+  const streamed = rawEvents({ jsonrpc: '2.0', id: 21, method: 'tools/call',
+    params: { name: 'create_sandbox', arguments: {}, _meta: { progressToken: 21 } } }, h);
+  const plain = rpc({ jsonrpc: '2.0', id: 22, method: 'tools/call', params: { name: 'create_sandbox', arguments: {} } }, h);
+  await sleep(1200);
+  for (const requestId of [21, 22, 'no-such-request']) {
+    const c = await rpc({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'test' } }, h);
+    assert.equal(c.res.status, 202);
+  }
+  const { events } = await streamed;
+  assert.ok(events.length >= 1 && events.every(e => e.msg.method === 'notifications/progress'), JSON.stringify(events));
+  const p = await plain;
+  assert.equal(p.res.status, 200);
+  assert.match(p.res.headers.get('content-type'), /^text\/event-stream/);
+  assert.equal(p.text, '');
+  await waitNoneActive(srv);
+  // Cancelling a request that already finished changes nothing; the session goes on.
+  const c = await rpc({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 10 } }, h);
+  assert.equal(c.res.status, 202);
+  assert.deepEqual((await rpc({ jsonrpc: '2.0', id: 23, method: 'ping' }, h)).json.result, {});
 });
