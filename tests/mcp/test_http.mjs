@@ -22,10 +22,13 @@ import { IMAGES, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 assert.ok(SERVER, 'usage: test_http.mjs AAS_SERVER_FAKE');
+// Browser pages from ALLOWED may use the endpoint (--mcp-allowed-origins).
+const ALLOWED = 'https://agent.example';
 // The fake driver's VMs take 2.5 s to create, as a real boot takes seconds, so
 // that progress and cancellation have a create in flight to report on.
 const srv = testServer(SERVER, { name: 'mcp-agent', prefix: 'aas-mcp-test.',
-                                 env: IMAGES ? {} : { AAS_FAKE_CREATE_DELAY_MS: '2500' } });
+                                 env: IMAGES ? {} : { AAS_FAKE_CREATE_DELAY_MS: '2500' },
+                                 args: ['--mcp-allowed-origins', `${ALLOWED}, https://other-allowed.example`] });
 let base, endpoint, key, port;
 
 before(async () => {
@@ -260,10 +263,25 @@ test('transport rules: sessions, Origin, Accept, versions, methods', async () =>
   assert.equal((await rpc(list)).res.status, 400);
   const unknown = await rpc(list, { 'Mcp-Session-Id': '0123456789abcdef0123456789abcdef' });
   assert.equal(unknown.res.status, 404);
-  // Bad Origin: 403; own loopback origin: fine.
-  const bad = await rpc(list, { Origin: 'https://evil.example' });
-  assert.equal(bad.res.status, 403);
+  // Bad Origin: 403 (before anything else); own loopback origin and the configured ones: fine; none: fine.
+  for (const origin of ['https://evil.example', 'https://agent.example.evil.example', 'http://agent.example',
+                        `http://127.0.0.1:${Number(port) + 1}`, 'null']) {
+    const bad = await rpc(list, { Origin: origin });
+    assert.equal(bad.res.status, 403, origin);
+    assert.match(bad.json.error.message, /Origin/);
+  }
+  for (const origin of [ALLOWED, 'https://other-allowed.example', `http://localhost:${port}`])
+    await rawSession({ Origin: origin });
+  const evilInit = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } },
+    { Origin: 'https://evil.example' });
+  assert.equal(evilInit.res.status, 403);
+  assert.equal(evilInit.res.headers.get('mcp-session-id'), null);
+  await rawSession();
   const sid = await rawSession({ Origin: base });
+  // A session may be used from an allowed Origin, not from another.
+  assert.equal((await rpc(list, { 'Mcp-Session-Id': sid, Origin: ALLOWED })).res.status, 200);
+  assert.equal((await rpc(list, { 'Mcp-Session-Id': sid, Origin: 'https://evil.example' })).res.status, 403);
   // Malformed JSON: -32700.
   const parse = await rpc('{"jsonrpc": "2.0", "id": 1, "method": ', { 'Mcp-Session-Id': sid });
   assert.equal(parse.res.status, 400);

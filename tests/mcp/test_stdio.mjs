@@ -188,7 +188,6 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   assert.equal(list.result.tools.length, 11);
 });
 
-
 test('create_sandbox with a progress token: notifications/progress lines, then the result', async () => {
   const { client } = await connect(envWith({ AAS_API_KEY: key }));
   const rec = progressRecorder(client);

@@ -1,0 +1,753 @@
+/*
+ * aas_mcp, the MCP protocol core (mcp/), without a transport: JSON-RPC parse
+ * errors and invalid requests, unknown methods, version negotiation,
+ * tools/list pages, tool errors as isError results, get_usage's period, and
+ * create_sandbox's progress and cancellation, over a local engine with the
+ * fake driver (whose VMs here take a moment to create, as real ones do).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "aas_mcp.h"
+#include "fake/fake_driver.h"
+#include "mcp_internal.h"
+#include "testutil.h"
+
+/* ---- a local engine whose fake VMs take CREATE_MS to create ---- */
+
+#define CREATE_MS 400
+
+static saas_driver slow_driver;
+
+static int slow_create(void *ctx, const saas_vm_spec *spec)
+{
+	struct timespec ts = { 0, CREATE_MS * 1000000L };
+
+	nanosleep(&ts, NULL);
+	return saas_fake_driver.vm_create(ctx, spec);
+}
+
+struct fixture {
+	char *dir, *url, *key;
+	saas_engine *engine;
+	saas_client *client;
+	aas_mcp_ctx ctx;
+	/* what the transport callbacks saw */
+	pthread_mutex_t mu;
+	json_t *notes;              /* notifications sent, in order */
+	json_t *cancel_id;          /* the request id to report cancelled, or NULL */
+	bool cancel_at_boot;        /* cancel cancel_id at the first "booting" notification */
+	bool cancel_now;
+};
+
+static void notify(void *userdata, json_t *msg)
+{
+	struct fixture *f = userdata;
+	const char *text = json_string_value(json_object_get(json_object_get(msg, "params"), "message"));
+
+	pthread_mutex_lock(&f->mu);
+	json_array_append_new(f->notes, msg);
+	if (f->cancel_at_boot && text && strncmp(text, "booting", 7) == 0)
+		f->cancel_now = true;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static bool cancelled(void *userdata, const json_t *id)
+{
+	struct fixture *f = userdata;
+	bool yes;
+
+	pthread_mutex_lock(&f->mu);
+	yes = f->cancel_now && f->cancel_id && json_equal(f->cancel_id, (json_t *)id);
+	pthread_mutex_unlock(&f->mu);
+	return yes;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_account *acc = NULL;
+
+	assert_non_null(f);
+	saas_fake_reset();
+	slow_driver = saas_fake_driver;
+	slow_driver.vm_create = slow_create;
+	f->dir = saas_test_tmpdir();
+	f->url = saas_test_store_url(f->dir);
+	o.state_dir = f->dir;
+	o.store_url = f->url;
+	o.driver = &slow_driver;
+	if (saas_engine_open(&f->engine, &o) != SAAS_OK)
+		fail_msg("engine open: %s", saas_error_last()->message);
+	assert_int_equal(saas_account_create(&acc, f->engine, "mcp", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
+	assert_int_equal(saas_key_create(&f->key, NULL, f->engine, acc->id, "k"), SAAS_OK);
+	saas_account_free(acc);
+	assert_int_equal(saas_client_open_local(&f->client, f->engine, f->key, 0), SAAS_OK);
+	pthread_mutex_init(&f->mu, NULL);
+	f->notes = json_array();
+	f->ctx.client = f->client;
+	f->ctx.engine = f->engine;
+	f->ctx.key_hint = "the TEST_KEY setting";
+	f->ctx.userdata = f;
+	f->ctx.progress_interval_ms = 100;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	saas_client_free(f->client);
+	saas_engine_free(f->engine);
+	saas_free(f->key);
+	json_decref(f->notes);
+	json_decref(f->cancel_id);
+	pthread_mutex_destroy(&f->mu);
+	saas_test_rmdir(f->dir);
+	free(f->url);
+	free(f);
+	return 0;
+}
+
+/* ---- helpers ---- */
+
+/* Handle the message text; the response (NULL: none). */
+static json_t *handle(const aas_mcp_ctx *ctx, const char *text)
+{
+	json_t *err = NULL, *msg = aas_mcp_parse(text, strlen(text), &err), *resp;
+
+	if (!msg)
+		return err;
+	assert_null(err);
+	resp = aas_mcp_handle(ctx, msg);
+	json_decref(msg);
+	return resp;
+}
+
+static void assert_error(json_t *resp, int code, const json_t *id)
+{
+	assert_non_null(resp);
+	assert_string_equal(json_string_value(json_object_get(resp, "jsonrpc")), "2.0");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(resp, "error"), "code")), code);
+	assert_true(json_string_length(json_object_get(json_object_get(resp, "error"), "message")) > 0);
+	assert_true(json_equal(json_object_get(resp, "id"), id ? (json_t *)id : json_null()));
+	assert_null(json_object_get(resp, "result"));
+}
+
+static const char *error_message(json_t *resp)
+{
+	return json_string_value(json_object_get(json_object_get(resp, "error"), "message"));
+}
+
+static json_t *result_of(json_t *resp)
+{
+	json_t *r = json_object_get(resp, "result");
+
+	if (!r)
+		fail_msg("no result: %s", json_dumps(resp, JSON_COMPACT));
+	return r;
+}
+
+/* The text of a CallToolResult. */
+static const char *text_of(json_t *res)
+{
+	return json_string_value(json_object_get(json_array_get(json_object_get(res, "content"), 0), "text"));
+}
+
+static json_t *call_tool(const aas_mcp_ctx *ctx, const char *name, const char *args)
+{
+	char buf[2048];
+	json_t *resp, *res;
+
+	snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+	         "\"arguments\":%s}}", name, args);
+	resp = handle(ctx, buf);
+	res = json_incref(result_of(resp));
+	json_decref(resp);
+	return res;
+}
+
+/* An isError result whose text contains each of the NULL-terminated words. */
+static void assert_tool_error(json_t *res, ...)
+{
+	const char *text = text_of(res), *want;
+	va_list ap;
+
+	assert_true(json_is_true(json_object_get(res, "isError")));
+	assert_non_null(text);
+	va_start(ap, res);
+	while ((want = va_arg(ap, const char *)))
+		if (!strstr(text, want))
+			fail_msg("\"%s\" is not in the error text: %s", want, text);
+	va_end(ap);
+}
+
+/* ---- JSON-RPC ---- */
+
+static void test_parse_errors(void **state)
+{
+	static const char *const bad[] = { "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ", "", "   ", "{", "nul",
+		                           "{\"a\":1,\"a\":2}", "[1,2" };
+	json_t *err, *msg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err = NULL;
+		msg = aas_mcp_parse(bad[i], strlen(bad[i]), &err);
+		assert_null(msg);
+		assert_error(err, AAS_MCP_PARSE_ERROR, NULL);
+		assert_non_null(strstr(error_message(err), "Parse error"));
+		json_decref(err);
+	}
+	/* NULL text is an empty message, not a crash. */
+	err = NULL;
+	assert_null(aas_mcp_parse(NULL, 5, &err));
+	assert_error(err, AAS_MCP_PARSE_ERROR, NULL);
+	json_decref(err);
+}
+
+static void test_invalid_requests(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *msg;
+		bool id1; /* the error echoes id 1 (a valid id in an object), else null */
+	} bad[] = {
+		{ "42", false }, { "\"ping\"", false }, { "null", false }, { "{}", false }, { "[]", false },
+		{ "{\"id\":1,\"method\":\"ping\"}", true },
+		{ "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}", true },
+		{ "{\"jsonrpc\":2.0,\"id\":1,\"method\":\"ping\"}", true },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}", true },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1}", true },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", false },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}", false },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", false },
+	};
+	json_t *resp, *one = json_integer(1);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *msg = json_loads(bad[i].msg, JSON_DECODE_ANY, NULL);
+		assert_non_null(msg);
+		assert_int_equal(aas_mcp_kind(msg), AAS_MCP_INVALID);
+		resp = aas_mcp_handle(&f->ctx, msg);
+		assert_error(resp, AAS_MCP_INVALID_REQUEST, bad[i].id1 ? one : NULL);
+		json_decref(resp);
+		json_decref(msg);
+	}
+	/* A batch: each invalid member gets its error, notifications nothing, requests their answer. */
+	resp = handle(&f->ctx, "[{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"ping\"},{\"bad\":1},"
+	                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]");
+	assert_true(json_is_array(resp));
+	assert_int_equal(json_array_size(resp), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(resp, 0), "id")), "a");
+	assert_true(json_is_object(json_object_get(json_array_get(resp, 0), "result")));
+	assert_error(json_array_get(resp, 1), AAS_MCP_INVALID_REQUEST, NULL);
+	json_decref(resp);
+	/* params that are not an object, _meta that is not one, a progressToken of the wrong type: -32602. */
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[1]}");
+	assert_error(resp, AAS_MCP_INVALID_PARAMS, one);
+	json_decref(resp);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"_meta\":3}}");
+	assert_error(resp, AAS_MCP_INVALID_PARAMS, one);
+	json_decref(resp);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":"
+	                       "{\"progressToken\":1.5}}}");
+	assert_error(resp, AAS_MCP_INVALID_PARAMS, one);
+	assert_non_null(strstr(error_message(resp), "progressToken"));
+	json_decref(resp);
+	/* tools/call without a name, or with arguments that are not an object. */
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{}}");
+	assert_error(resp, AAS_MCP_INVALID_PARAMS, one);
+	json_decref(resp);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"get_usage\","
+	                       "\"arguments\":[]}}");
+	assert_error(resp, AAS_MCP_INVALID_PARAMS, one);
+	json_decref(resp);
+	/* Notifications and responses get nothing back. */
+	assert_null(handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"));
+	assert_null(handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"method\":\"no/such/notification\"}"));
+	assert_null(handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}"));
+	json_decref(one);
+}
+
+static void test_unknown_methods(void **state)
+{
+	struct fixture *f = *state;
+	json_t *resp, *id = json_string("x-7");
+
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"x-7\",\"method\":\"no/such\"}");
+	assert_error(resp, AAS_MCP_METHOD_NOT_FOUND, id);
+	assert_non_null(strstr(error_message(resp), "no/such"));
+	json_decref(resp);
+	/* Newer clients probe server/discover first and fall back to initialize on -32601. */
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"x-7\",\"method\":\"server/discover\",\"params\":{}}");
+	assert_error(resp, AAS_MCP_METHOD_NOT_FOUND, id);
+	json_decref(resp);
+	/* Methods this server does not offer are unknown too. */
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"x-7\",\"method\":\"resources/list\"}");
+	assert_error(resp, AAS_MCP_METHOD_NOT_FOUND, id);
+	json_decref(resp);
+	json_decref(id);
+}
+
+static void test_version_negotiation(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *asked, *answered;
+	} cases[] = {
+		{ "2025-11-25", "2025-11-25" }, { "2025-06-18", "2025-06-18" }, { "2025-03-26", "2025-03-26" },
+		{ "2024-11-05", AAS_MCP_VERSION_LATEST }, { "2099-01-01", AAS_MCP_VERSION_LATEST }, { "", AAS_MCP_VERSION_LATEST },
+	};
+	char buf[512];
+	json_t *resp, *res;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+		         "\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}",
+		         cases[i].asked);
+		resp = handle(&f->ctx, buf);
+		res = result_of(resp);
+		assert_string_equal(json_string_value(json_object_get(res, "protocolVersion")), cases[i].answered);
+		assert_string_equal(json_string_value(json_object_get(json_object_get(res, "serverInfo"), "name")), "libsaas");
+		assert_true(json_is_false(json_object_get(json_object_get(json_object_get(res, "capabilities"), "tools"),
+		                                          "listChanged")));
+		assert_non_null(strstr(json_string_value(json_object_get(res, "instructions")), "break-system-packages"));
+		json_decref(resp);
+	}
+	assert_true(aas_mcp_version_supported("2025-11-25"));
+	assert_true(aas_mcp_version_supported("2025-06-18"));
+	assert_true(aas_mcp_version_supported("2025-03-26"));
+	assert_false(aas_mcp_version_supported("2024-11-05"));
+	assert_false(aas_mcp_version_supported(NULL));
+	/* No version, or not a string: -32602. */
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(resp, "error"), "code")), AAS_MCP_INVALID_PARAMS);
+	json_decref(resp);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":20250618}}");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(resp, "error"), "code")), AAS_MCP_INVALID_PARAMS);
+	json_decref(resp);
+}
+
+/* ---- tools/list ---- */
+
+/* Page through tools/list; returns how many pages, fills names (sorted by the table). */
+static size_t list_all(const aas_mcp_ctx *ctx, json_t *names)
+{
+	char buf[256], cursor[64] = "";
+	size_t pages = 0;
+
+	for (;;) {
+		json_t *resp, *res, *t;
+		size_t i;
+		if (cursor[0])
+			snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":\"%s\"}}",
+			         cursor);
+		else
+			snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+		resp = handle(ctx, buf);
+		res = result_of(resp);
+		pages++;
+		assert_true(json_array_size(json_object_get(res, "tools")) >= 1);
+		if (ctx->page_size)
+			assert_true(json_array_size(json_object_get(res, "tools")) <= ctx->page_size);
+		json_array_foreach(json_object_get(res, "tools"), i, t) {
+			assert_true(json_is_object(json_object_get(t, "inputSchema")));
+			assert_true(json_is_object(json_object_get(t, "outputSchema")));
+			json_array_append(names, json_object_get(t, "name"));
+		}
+		if (!json_object_get(res, "nextCursor")) {
+			json_decref(resp);
+			return pages;
+		}
+		snprintf(cursor, sizeof(cursor), "%s", json_string_value(json_object_get(res, "nextCursor")));
+		json_decref(resp);
+		assert_true(pages < 20);
+	}
+}
+
+static void test_tools_list_pages(void **state)
+{
+	struct fixture *f = *state;
+	aas_mcp_ctx ctx = f->ctx;
+	json_t *all = json_array(), *paged = json_array(), *resp;
+	static const char *const bad[] = { "\"bogus\"", "\"t\"", "\"t99\"", "\"t-1\"", "\"t3x\"", "\"\"", "42", "{}" };
+	char buf[256];
+
+	/* One page with everything: 11 tools on stdio, 12 with get_service_info. */
+	ctx.page_size = 0;
+	assert_int_equal(list_all(&ctx, all), 1);
+	assert_int_equal(json_array_size(all), 11);
+	ctx.flags = AAS_MCP_SERVICE_INFO;
+	json_array_clear(all);
+	assert_int_equal(list_all(&ctx, all), 1);
+	assert_int_equal(json_array_size(all), 12);
+	/* Pages of 5: 5 + 5 + 2, the same tools in the same order, none twice. */
+	ctx.page_size = 5;
+	assert_int_equal(list_all(&ctx, paged), 3);
+	assert_true(json_equal(all, paged));
+	/* Without get_service_info (the last tool), pages of 5 end after 11. */
+	ctx.flags = 0;
+	json_array_clear(paged);
+	assert_int_equal(list_all(&ctx, paged), 3);
+	assert_int_equal(json_array_size(paged), 11);
+	ctx.page_size = 11;
+	json_array_clear(paged);
+	assert_int_equal(list_all(&ctx, paged), 1);
+	/* A null cursor is the first page; a cursor not from nextCursor is -32602. */
+	resp = handle(&ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":null}}");
+	assert_int_equal(json_array_size(json_object_get(result_of(resp), "tools")), 11);
+	json_decref(resp);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":%s}}",
+		         bad[i]);
+		resp = handle(&ctx, buf);
+		assert_int_equal(json_integer_value(json_object_get(json_object_get(resp, "error"), "code")),
+		                 AAS_MCP_INVALID_PARAMS);
+		assert_non_null(strstr(error_message(resp), "cursor"));
+		json_decref(resp);
+	}
+	json_decref(all);
+	json_decref(paged);
+}
+
+/* ---- tool errors ---- */
+
+static void test_tool_errors(void **state)
+{
+	struct fixture *f = *state;
+	aas_mcp_ctx ctx = f->ctx;
+	json_t *res, *sb;
+
+	res = call_tool(&ctx, "no_such_tool", "{}");
+	assert_tool_error(res, "Unknown tool", "tools/list", NULL);
+	json_decref(res);
+	/* get_service_info is offered on HTTP only. */
+	res = call_tool(&ctx, "get_service_info", "{}");
+	assert_tool_error(res, "Unknown tool", NULL);
+	json_decref(res);
+	res = call_tool(&ctx, "get_sandbox", "{\"sandbox_id\":\"sbx-nosuchsandbox\"}");
+	assert_tool_error(res, "get_sandbox failed", "not_found", "list_sandboxes", NULL);
+	json_decref(res);
+	res = call_tool(&ctx, "run_command", "{\"command\":\"echo hi\"}");
+	assert_tool_error(res, "Invalid arguments to run_command", "\"sandbox_id\" is required", NULL);
+	json_decref(res);
+	res = call_tool(&ctx, "run_command", "{\"sandbox_id\":7,\"command\":\"echo hi\"}");
+	assert_tool_error(res, "\"sandbox_id\" must be a string", NULL);
+	json_decref(res);
+	res = call_tool(&ctx, "extend_sandbox", "{\"sandbox_id\":\"sbx-x\",\"seconds\":-5}");
+	assert_tool_error(res, "\"seconds\" must be between 1 and", NULL);
+	json_decref(res);
+	res = call_tool(&ctx, "write_file", "{\"sandbox_id\":\"sbx-x\",\"path\":\"a\",\"content\":\"%%%\",\"encoding\":\"base64\"}");
+	assert_tool_error(res, "not valid base64", NULL);
+	json_decref(res);
+	/* A destroyed sandbox: what to do next. */
+	res = call_tool(&ctx, "create_sandbox", "{}");
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	sb = json_incref(json_object_get(json_object_get(res, "structuredContent"), "id"));
+	json_decref(res);
+	char args[256];
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", json_string_value(sb));
+	json_decref(call_tool(&ctx, "destroy_sandbox", args));
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo hi\"}", json_string_value(sb));
+	res = call_tool(&ctx, "run_command", args);
+	assert_tool_error(res, "run_command failed", "create_sandbox", NULL);
+	json_decref(res);
+	json_decref(sb);
+	/* No key, or a bad one: isError results that say how to send one, never a protocol error. */
+	ctx.client = NULL;
+	ctx.client_status = 0;
+	res = call_tool(&ctx, "list_sandboxes", "{}");
+	assert_tool_error(res, "needs an API key", "the TEST_KEY setting", NULL);
+	json_decref(res);
+	ctx.client_status = SAAS_EAUTH;
+	res = call_tool(&ctx, "list_sandboxes", "{}");
+	assert_tool_error(res, "unknown or revoked", "the TEST_KEY setting", NULL);
+	json_decref(res);
+	/* tools/list needs no key. */
+	json_t *names = json_array();
+	list_all(&ctx, names);
+	assert_int_equal(json_array_size(names), 11);
+	json_decref(names);
+}
+
+/* ---- get_usage's period ---- */
+
+static void usage_ok(const aas_mcp_ctx *ctx, const char *args, const char *from, const char *to)
+{
+	json_t *res = call_tool(ctx, "get_usage", args), *u;
+
+	if (json_is_true(json_object_get(res, "isError")))
+		fail_msg("get_usage %s: %s", args, text_of(res));
+	u = json_object_get(json_object_get(res, "structuredContent"), "usage");
+	if (from)
+		assert_string_equal(json_string_value(json_object_get(u, "from")), from);
+	if (to)
+		assert_string_equal(json_string_value(json_object_get(u, "to")), to);
+	json_decref(res);
+}
+
+static void test_usage_period(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *args, *error;
+	} bad[] = {
+		{ "{\"from\":\"yesterday\"}", "\"from\" must be an RFC 3339 time" },
+		{ "{\"from\":\"2025-02-29\"}", "\"from\" must be" },           /* not a leap year */
+		{ "{\"from\":\"2025-13-01\"}", "\"from\" must be" },
+		{ "{\"from\":\"2025-06-00\"}", "\"from\" must be" },
+		{ "{\"from\":\"2025-06-01T25:00:00Z\"}", "\"from\" must be" },
+		{ "{\"from\":\"2025-06-01T12:00:00\"}", "\"from\" must be" }, /* no offset */
+		{ "{\"from\":\"2025-06-01 12:00:00Z\"}", "\"from\" must be" },
+		{ "{\"from\":\"2025-06-01T12:00:00.Z\"}", "\"from\" must be" },
+		{ "{\"to\":\"2025-6-1\"}", "\"to\" must be an RFC 3339 time" },
+		{ "{\"to\":\"2025-06-01T00:00:00+2:00\"}", "\"to\" must be" },
+		{ "{\"to\":17}", "\"to\" must be a string" },
+		{ "{\"from\":\"2025-06-01\",\"days\":3}", "not both" },
+		{ "{\"from\":\"2025-06-02\",\"to\":\"2025-06-01\"}", "\"from\" must be before \"to\"" },
+		{ "{\"from\":\"2025-06-01T10:00:00Z\",\"to\":\"2025-06-01T12:00:00+02:00\"}", "before" },
+		{ "{\"days\":0}", "\"days\" must be between 1 and 366" },
+		{ "{\"days\":400}", "\"days\" must be between 1 and 366" },
+		{ "{\"since\":\"2025-06-01\"}", NULL }, /* unknown arguments are ignored, as before */
+	};
+	json_t *res;
+
+	usage_ok(&f->ctx, "{\"from\":\"2025-06-01\",\"to\":\"2025-06-30\"}", "2025-06-01T00:00:00.000Z",
+	         "2025-07-01T00:00:00.000Z");
+	usage_ok(&f->ctx, "{\"from\":\"2024-02-29\",\"to\":\"2024-12-31\"}", "2024-02-29T00:00:00.000Z",
+	         "2025-01-01T00:00:00.000Z");
+	usage_ok(&f->ctx, "{\"from\":\"2025-06-01T12:30:00.250+02:00\",\"to\":\"2025-06-01T23:59:59z\"}",
+	         "2025-06-01T10:30:00.250Z", "2025-06-01T23:59:59.000Z");
+	usage_ok(&f->ctx, "{\"days\":7,\"to\":\"2025-06-10T00:00:00Z\"}", "2025-06-03T00:00:00.000Z",
+	         "2025-06-10T00:00:00.000Z");
+	usage_ok(&f->ctx, "{\"to\":\"2025-06-30\"}", "2025-06-01T00:00:00.000Z", "2025-07-01T00:00:00.000Z");
+	usage_ok(&f->ctx, "{}", NULL, NULL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		res = call_tool(&f->ctx, "get_usage", bad[i].args);
+		if (bad[i].error)
+			assert_tool_error(res, bad[i].error, NULL);
+		else
+			assert_false(json_is_true(json_object_get(res, "isError")));
+		json_decref(res);
+	}
+}
+
+/* ---- progress and cancellation ---- */
+
+static const char create_with_token[] =
+	"{\"jsonrpc\":\"2.0\",\"id\":\"req-1\",\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\","
+	"\"arguments\":{},\"_meta\":{\"progressToken\":\"tok\"}}}";
+
+static unsigned int active_sandboxes(struct fixture *f)
+{
+	saas_sandbox_list *l = NULL;
+	unsigned int n;
+
+	assert_int_equal(saas_sandbox_list_get(&l, f->client, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+	n = (unsigned int)l->count;
+	saas_sandbox_list_free(l);
+	return n;
+}
+
+static void test_progress(void **state)
+{
+	struct fixture *f = *state;
+	json_t *resp, *n, *msg;
+	json_int_t last = 0;
+	size_t i;
+
+	f->ctx.notify = notify;
+	f->ctx.cancelled = cancelled;
+	resp = handle(&f->ctx, create_with_token);
+	assert_false(json_is_true(json_object_get(result_of(resp), "isError")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(result_of(resp), "structuredContent"),
+	                                                      "status")), "ready");
+	/* CREATE_MS at one heartbeat per 100 ms: "creating sandbox", some "booting the VM", "ready". */
+	assert_true(json_array_size(f->notes) >= 4);
+	json_array_foreach(f->notes, i, n) {
+		json_t *p = json_object_get(n, "params");
+		assert_string_equal(json_string_value(json_object_get(n, "method")), "notifications/progress");
+		assert_null(json_object_get(n, "id"));
+		assert_string_equal(json_string_value(json_object_get(p, "progressToken")), "tok");
+		assert_true(json_integer_value(json_object_get(p, "progress")) > last);
+		last = json_integer_value(json_object_get(p, "progress"));
+		msg = json_object_get(p, "message");
+		if (i == 0)
+			assert_string_equal(json_string_value(msg), "creating sandbox");
+		else if (i == json_array_size(f->notes) - 1)
+			assert_string_equal(json_string_value(msg), "ready");
+		else
+			assert_non_null(strstr(json_string_value(msg), "booting the VM ("));
+	}
+	json_decref(resp);
+	assert_int_equal(active_sandboxes(f), 1);
+	/* An integer token is echoed as one. */
+	json_array_clear(f->notes);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+	                       "\"create_sandbox\",\"arguments\":{},\"_meta\":{\"progressToken\":77}}}");
+	assert_false(json_is_true(json_object_get(result_of(resp), "isError")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_array_get(f->notes, 0), "params"),
+	                                                    "progressToken")), 77);
+	json_decref(resp);
+	/* No token, or a tool that does not report progress: no notifications. */
+	json_array_clear(f->notes);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+	                       "\"create_sandbox\",\"arguments\":{}}}");
+	assert_false(json_is_true(json_object_get(result_of(resp), "isError")));
+	json_decref(resp);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":"
+	                       "\"list_sandboxes\",\"arguments\":{},\"_meta\":{\"progressToken\":\"t\"}}}");
+	assert_false(json_is_true(json_object_get(result_of(resp), "isError")));
+	json_decref(resp);
+	assert_int_equal(json_array_size(f->notes), 0);
+	/* A transport that cannot notify: the same result, without notifications. */
+	f->ctx.notify = NULL;
+	resp = handle(&f->ctx, create_with_token);
+	assert_false(json_is_true(json_object_get(result_of(resp), "isError")));
+	json_decref(resp);
+	assert_int_equal(json_array_size(f->notes), 0);
+	assert_int_equal(active_sandboxes(f), 4);
+	/* A failed create reports no "ready" and says why. */
+	f->ctx.notify = notify;
+	saas_fake_fail_creates(1);
+	resp = handle(&f->ctx, create_with_token);
+	assert_tool_error(result_of(resp), "create_sandbox failed", NULL);
+	json_decref(resp);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(f->notes, 0), "params"),
+	                                                      "message")), "creating sandbox");
+	json_array_foreach(f->notes, i, n)
+		assert_string_not_equal(json_string_value(json_object_get(json_object_get(n, "params"), "message")), "ready");
+}
+
+static void test_reports_progress(void **state)
+{
+	static const struct {
+		const char *msg;
+		bool yes;
+	} cases[] = {
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":1}}}", true },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":\"a\"}}}", true },
+		{ "[{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":1}}}]", true },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\"}}", false },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":[]}}}", false },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"run_command\",\"_meta\":{\"progressToken\":1}}}", false },
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":1}}}", false },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"progressToken\":1}}}", false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *m = json_loads(cases[i].msg, 0, NULL);
+		assert_non_null(m);
+		if (aas_mcp_reports_progress(m) != cases[i].yes)
+			fail_msg("aas_mcp_reports_progress(%s) should be %d", cases[i].msg, cases[i].yes);
+		json_decref(m);
+	}
+}
+
+static void test_cancelled_request(void **state)
+{
+	static const struct {
+		const char *msg, *id; /* id: its JSON, or NULL when none is named */
+	} cases[] = {
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7,\"reason\":\"x\"}}", "7" },
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"r-1\"}}", "\"r-1\"" },
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{}}", NULL },
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\"}", NULL },
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":{}}}", NULL },
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1.5}}", NULL },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}", NULL },
+		{ "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"requestId\":7}}", NULL },
+		{ "{\"jsonrpc\":\"1.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}", NULL },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *m = json_loads(cases[i].msg, 0, NULL), *want = cases[i].id ? json_loads(cases[i].id, JSON_DECODE_ANY, NULL) : NULL;
+		const json_t *got = aas_mcp_cancelled_request(m);
+		if (want ? !got || !json_equal((json_t *)got, want) : got != NULL)
+			fail_msg("aas_mcp_cancelled_request(%s)", cases[i].msg);
+		json_decref(want);
+		json_decref(m);
+	}
+}
+
+static void test_cancel(void **state)
+{
+	struct fixture *f = *state;
+	unsigned int calls = saas_fake_create_calls();
+	json_t *resp, *n;
+	size_t i;
+
+	f->ctx.notify = notify;
+	f->ctx.cancelled = cancelled;
+	/* Cancelled while the VM boots: no response, and the sandbox is destroyed once it exists. */
+	f->cancel_id = json_string("req-1");
+	f->cancel_at_boot = true;
+	assert_null(handle(&f->ctx, create_with_token));
+	assert_int_equal(saas_fake_create_calls(), calls + 1);
+	assert_int_equal(active_sandboxes(f), 0);
+	assert_int_equal(saas_fake_vm_count(), 0);
+	/* No progress after the cancellation, and never "ready". */
+	json_array_foreach(f->notes, i, n)
+		assert_string_not_equal(json_string_value(json_object_get(json_object_get(n, "params"), "message")), "ready");
+	/* Cancelled before it started: nothing is made. */
+	f->cancel_at_boot = false;
+	f->cancel_now = true;
+	assert_null(handle(&f->ctx, create_with_token));
+	assert_int_equal(saas_fake_create_calls(), calls + 1);
+	/* The same without a progress token. */
+	assert_null(handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"req-1\",\"method\":\"tools/call\",\"params\":{\"name\":"
+	                            "\"create_sandbox\",\"arguments\":{}}}"));
+	assert_int_equal(active_sandboxes(f), 0);
+	/* Any cancelled request goes unanswered, but initialize cannot be cancelled. */
+	assert_null(handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"req-1\",\"method\":\"ping\"}"));
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"req-1\",\"method\":\"initialize\",\"params\":{"
+	                       "\"protocolVersion\":\"2025-06-18\"}}");
+	assert_non_null(result_of(resp));
+	json_decref(resp);
+	/* Another request (another id; the same number is not the same id as a string) is answered. */
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	assert_non_null(result_of(resp));
+	json_decref(resp);
+	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"req-2\",\"method\":\"tools/call\",\"params\":{\"name\":"
+	                       "\"create_sandbox\",\"arguments\":{}}}");
+	assert_false(json_is_true(json_object_get(result_of(resp), "isError")));
+	json_decref(resp);
+	assert_int_equal(active_sandboxes(f), 1);
+	/* In a batch, only the cancelled member goes unanswered. */
+	resp = handle(&f->ctx, "[{\"jsonrpc\":\"2.0\",\"id\":\"req-1\",\"method\":\"ping\"},"
+	                       "{\"jsonrpc\":\"2.0\",\"id\":\"req-3\",\"method\":\"ping\"}]");
+	assert_int_equal(json_array_size(resp), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(resp, 0), "id")), "req-3");
+	json_decref(resp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_errors),
+		cmocka_unit_test_setup_teardown(test_invalid_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_methods, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_version_negotiation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tools_list_pages, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tool_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_usage_period, setup, teardown),
+		cmocka_unit_test(test_reports_progress),
+		cmocka_unit_test(test_cancelled_request),
+		cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
