@@ -1440,7 +1440,12 @@ static int launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t 
 			return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is shutting down");
 		if (virDomainGetState(l->dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING)
 			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, state, "the VM stopped while booting");
-		if (ssh_connect(l->d, l->port, l->host_key, 2000, &l->ssh) == SAAS_OK)
+		/*
+		 * A booting guest is knocked at every 2 s; a restored clone already
+		 * runs sshd, and a handshake cut short (under load one takes over a
+		 * second) is work thrown away and leaks in libssh2: give it the time.
+		 */
+		if (ssh_connect(l->d, l->port, l->host_key, l->tdir ? 15000 : 2000, &l->ssh) == SAAS_OK)
 			return SAAS_OK;
 		if (strstr(saas_error_last()->message, "host key"))
 			return SAAS_EBACKEND;
