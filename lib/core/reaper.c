@@ -105,6 +105,9 @@ static int64_t heartbeat_read(saas_engine *e)
 	return v;
 }
 
+/* How long a VM whose sandbox was just closed is left to the destroy that closed it. */
+#define ORPHAN_GRACE_MS 30000
+
 struct name_set {
 	const struct rows *live;
 	saas_engine *e;
@@ -132,6 +135,13 @@ static int destroy_if_orphan(void *ud, const char *name)
 	 */
 	rc = s->e->store->sandbox_get(s->e->store_ctx, name, &row);
 	if ((rc == SAAS_OK && row.status != SAAS_SANDBOX_DESTROYED) || (rc < 0 && rc != SAAS_ENOTFOUND))
+		return 0;
+	/*
+	 * Closed a moment ago: the destroy that closed it (row first, so billing
+	 * stops at once) is most likely still taking the VM down. Leave it to that
+	 * destroy; if it failed, a sweep after the grace period finishes the job.
+	 */
+	if (rc == SAAS_OK && saas__engine_now(s->e) - row.destroyed_at_ms < ORPHAN_GRACE_MS)
 		return 0;
 	saas__log(s->e, SAAS_LOG_WARN, "VM %s belongs to no live sandbox; destroying it", name);
 	if (s->e->driver->vm_destroy(s->e->driver_ctx, name) == SAAS_OK)

@@ -1185,6 +1185,30 @@ static void test_concurrent_creates(void **state)
 	assert_int_equal(saas_fake_vm_count(), 10);
 }
 
+/*
+ * A VM that outlives its sandbox's row (its destroy failed, or is still
+ * running) is left alone for a grace period, then swept.
+ */
+static void test_orphan_grace(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = NULL;
+
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	assert_false(saas_fake_vm_exists(sb->id));
+	saas_fake_vm_add(sb->id); /* as if its destroy had failed */
+	/* The orphan sweep runs every 60th sweep: 120 make sure it ran. */
+	for (int i = 0; i < 120; i++)
+		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_true(saas_fake_vm_exists(sb->id));
+	advance(31 * 1000);
+	for (int i = 0; i < 120; i++)
+		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_false(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(sb);
+}
+
 static void test_reaper_thread(void **state)
 {
 	struct fixture *f = *state;
@@ -1246,6 +1270,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_account_info, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_creates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_engine_views, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_orphan_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reaper_thread, setup, teardown),
 	};
 
