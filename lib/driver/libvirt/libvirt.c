@@ -58,7 +58,6 @@
 #define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
 #define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
 #define TEMPLATE_SAVE_TIMEOUT_MS 120000
-#define CLONE_TIMEOUT_MS 60000             /* restore, resume and first SSH session of a clone */
 
 /*
  * The guard. Slirp's connections are QEMU's own sockets on the host, so an
@@ -1314,6 +1313,7 @@ struct launch {
 	const char *host_key;
 	bool internet;
 	const char *tdir;                /* clone: the template's directory */
+	bool template_bad;               /* clone: failed in a way that says the template is broken */
 	char *dir, *overlay;
 	virDomainPtr dom;
 	unsigned int port;
@@ -1445,7 +1445,8 @@ static int launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t 
 		 * runs sshd, and a handshake cut short (under load one takes over a
 		 * second) is work thrown away and leaks in libssh2: give it the time.
 		 */
-		if (ssh_connect(l->d, l->port, l->host_key, l->tdir ? 15000 : 2000, &l->ssh) == SAAS_OK)
+		if (ssh_connect(l->d, l->port, l->host_key, l->tdir ? (int)(budget_ms - ms_since(t0)) + 1 : 2000,
+		                &l->ssh) == SAAS_OK)
 			return SAAS_OK;
 		if (strstr(saas_error_last()->message, "host key"))
 			return SAAS_EBACKEND;
@@ -1573,7 +1574,7 @@ static int qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout_m
 }
 
 /* Restore a template's saved state into a clone's paused domain, then let it run. */
-static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0)
+static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
 {
 	int fd = open(state_path, O_RDONLY | O_CLOEXEC), rc;
 
@@ -1597,7 +1598,7 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 		json_decref(r);
 		if (!in)
 			break;
-		if (ms_since(t0) > CLONE_TIMEOUT_MS || closing(l->d))
+		if (ms_since(t0) > budget_ms || closing(l->d))
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "restoring the template took too long");
 		sleep_ms(2);
 	}
@@ -1614,7 +1615,7 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
  * hostname, the time now and fresh random bytes. The guest kernel reseeded
  * its RNG already, from the new VM generation id.
  */
-static int clone_fixup(struct launch *l)
+static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
 {
 	struct drv *d = l->d;
 	saas_ssh_config cfg;
@@ -1631,29 +1632,37 @@ static int clone_fixup(struct launch *l)
 	cfg.private_key = d->key;
 	cfg.public_key = d->pub;
 	cfg.host_key = l->host_key;
-	cfg.connect_timeout_ms = 10000;
+	cfg.connect_timeout_ms = (int)time_ms;
 	if ((rc = saas__random(seed, sizeof(seed))) < 0)
 		return rc;
 	for (size_t i = 0; i < sizeof(seed); i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
-	if ((rc = saas__ssh_open(&root, &cfg)) < 0)
+	if ((rc = saas__ssh_open(&root, &cfg)) < 0) {
+		/* A guest that refuses root's key, or shows another host key, was not made from this image's build. */
+		*bad = strstr(saas_error_last()->message, "refused the engine's key") ||
+		       strstr(saas_error_last()->message, "host key");
 		return saas__error_wrap(rc, "fix-ups of the clone");
+	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	/* date -s takes whole seconds: round to the nearest. */
 	snprintf(cmd, sizeof(cmd), "%s %lld %s", l->spec->name, (long long)now.tv_sec + (now.tv_nsec >= 500000000L),
 	         hex);
-	rc = saas__ssh_run(root, cmd, 10000, out, sizeof(out), &status);
+	rc = saas__ssh_run(root, cmd, 30000, out, sizeof(out), &status);
 	saas__ssh_close(root);
 	if (rc < 0)
 		return saas__error_wrap(rc, "fix-ups of the clone");
-	if (status != 0 || strncmp(out, "ok", 2) != 0)
+	if (status != 0 || strncmp(out, "ok", 2) != 0) {
+		*bad = true;
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status,
 		                   "fix-ups of the clone failed (exit %d): the image lacks aas-restored? rebuild it", status);
+	}
 	return SAAS_OK;
 }
 
 struct fixup_run {
 	struct launch *l;
+	int64_t time_ms;
+	bool bad;
 	int rc;
 	int klass;
 	long code;
@@ -1664,7 +1673,7 @@ static void *fixup_main(void *arg)
 {
 	struct fixup_run *f = arg;
 
-	if ((f->rc = clone_fixup(f->l)) < 0) {
+	if ((f->rc = clone_fixup(f->l, f->time_ms, &f->bad)) < 0) {
 		const saas_error *e = saas_error_last();
 		f->klass = e->klass;
 		f->code = e->backend_code;
@@ -1677,41 +1686,53 @@ static void *fixup_main(void *arg)
  * A clone of the template in tdir. Once it runs, the engine's session and
  * the root fix-ups connect at the same time (each is an SSH handshake, which
  * the guest's CPUs do side by side). Failures leave nothing behind; the
- * caller boots cold instead.
+ * caller boots cold instead, and rebuilds the template when the failure
+ * says it is broken (l->template_bad), not merely slow.
  */
 static int boot_clone(struct launch *l)
 {
-	struct fixup_run fix = { l, SAAS_OK, 0, 0, "" };
+	struct fixup_run fix = { l, l->d->boot_timeout_ms, false, SAAS_OK, 0, 0, "" };
+	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
+	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
 	struct timespec t0;
 	pthread_t thread;
-	bool joined = true;
+	bool threaded;
 	char *state = NULL;
-	int64_t at[4] = { 0 };
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!(state = path_join(l->tdir, "state"))) {
 		rc = SAAS_ENOMEM;
-	} else if ((rc = launch_prepare(l)) == SAAS_OK && (at[0] = ms_since(&t0), rc = launch_start(l)) == SAAS_OK &&
-	           (at[1] = ms_since(&t0), rc = clone_restore(l, state, &t0)) == SAAS_OK) {
-		at[2] = ms_since(&t0);
-		joined = pthread_create(&thread, NULL, fixup_main, &fix) != 0;
-		if (joined)
-			fixup_main(&fix);
-		rc = launch_wait_ssh(l, &t0, CLONE_TIMEOUT_MS);
-		if (!joined)
-			pthread_join(thread, NULL);
-		if (rc == SAAS_OK && fix.rc < 0) {
-			rc = fix.rc;
-			saas__error(rc, fix.klass, fix.code, "%s", fix.message);
-		}
-		at[3] = ms_since(&t0);
-		/* Where a clone's time goes, for whoever tunes it. */
-		if (rc == SAAS_OK)
-			dlog(l->d, SAAS_LOG_DEBUG, "VM %s cloned: disk %lld ms, domain %lld ms, restore %lld ms, "
-			     "SSH and fix-ups %lld ms", l->spec->name, (long long)at[0], (long long)(at[1] - at[0]),
-			     (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
+		goto out;
 	}
+	if ((rc = launch_prepare(l)) < 0)
+		goto out;
+	at[0] = ms_since(&t0);
+	if ((rc = launch_start(l)) < 0)
+		goto out;
+	at[1] = ms_since(&t0);
+	if ((rc = clone_restore(l, state, &t0, budget)) < 0) {
+		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
+		goto out;
+	}
+	at[2] = ms_since(&t0);
+	if (!(threaded = pthread_create(&thread, NULL, fixup_main, &fix) == 0))
+		fixup_main(&fix);
+	rc = launch_wait_ssh(l, &t0, budget);
+	if (threaded)
+		pthread_join(thread, NULL);
+	if (rc == SAAS_OK && fix.rc < 0) {
+		rc = fix.rc;
+		l->template_bad = fix.bad;
+		saas__error(rc, fix.klass, fix.code, "%s", fix.message);
+	}
+	at[3] = ms_since(&t0);
+	/* Where a clone's time goes, for whoever tunes it. */
+	if (rc == SAAS_OK)
+		dlog(l->d, SAAS_LOG_DEBUG, "VM %s cloned: disk %lld ms, domain %lld ms, restore %lld ms, "
+		     "SSH and fix-ups %lld ms", l->spec->name, (long long)at[0], (long long)(at[1] - at[0]),
+		     (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
+out:
 	free(state);
 	if (rc < 0) {
 		launch_blame_console(l, rc);
@@ -2057,10 +2078,13 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 		l.tdir = tdir;
 		if ((rc = boot_clone(&l)) == SAAS_OK) {
 			cloned = true;
-		} else if (!closing(d)) {
+		} else if (!closing(d) && l.template_bad) {
 			dlog(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold, and the template "
 			     "will be built again", spec->name, key, saas_error_last()->message);
 			template_break(d, key);
+		} else if (!closing(d)) {
+			dlog(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold", spec->name, key,
+			     saas_error_last()->message);
 		}
 		l.tdir = NULL;
 	}
