@@ -172,6 +172,9 @@ static void test_clones(void **state)
 		pthread_mutex_unlock(&log_mu);
 		expect_in(c[i]->id, "hostname", c[i]->id);
 	}
+	/* Written at the template's boot, before its snapshot: on the frozen disk every clone starts from. */
+	expect_in(c[0]->id, "cat /etc/resolv.conf", "nameserver 10.0.2.3");
+	expect_in(c[1]->id, "cat /etc/resolv.conf", "nameserver 10.0.2.3");
 	expect_in(c[0]->id, "echo first > /workspace/mine && sync && cat /workspace/mine", "first");
 	expect_in(c[1]->id, "test -e /workspace/mine && echo shared || echo own", "own");
 	expect_in(c[1]->id, "echo second > /workspace/mine && cat /workspace/mine", "second");

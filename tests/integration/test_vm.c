@@ -127,7 +127,16 @@ static int group_setup(void **state)
 		return -1;
 	}
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
-	snprintf(config, sizeof(config), "images=%s boot_timeout=300", images);
+	/* A private copy of the image: one test rebuilds it (in name) under the engine's feet. */
+	{
+		char cmd[16384];
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s/images' && cp -r '%s/tiny' '%s/images/'", dir, images, dir);
+		if (system(cmd) != 0) {
+			fprintf(stderr, "cannot copy the tiny image: %s\n", cmd);
+			return -1;
+		}
+	}
+	snprintf(config, sizeof(config), "images=%s/images boot_timeout=300", dir);
 	open_engine(0);
 	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account a");
 	check(saas_account_create(&b, engine, "bob", SAAS_CREDIT_DEFAULT, 0), "account b");
@@ -719,6 +728,84 @@ static void test_clones(void **state)
 	}
 }
 
+/* The names in STATE/libvirt/templates, space-separated (each followed by a space). */
+static void template_names(char *out, size_t size)
+{
+	char root[4200];
+	struct dirent *e;
+	DIR *d;
+
+	out[0] = '\0';
+	snprintf(root, sizeof(root), "%s/libvirt/templates", state_dir);
+	if (!(d = opendir(root)))
+		return;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && strlen(out) + strlen(e->d_name) + 2 < size) {
+			strcat(out, e->d_name);
+			strcat(out, " ");
+		}
+	closedir(d);
+}
+
+/*
+ * A rebuilt image (here: its manifest's recipe hash changes) must never be
+ * restored from the old template: the next create boots cold and builds a
+ * new template, which then replaces the old one on disk.
+ */
+static void test_template_follows_image(void **state)
+{
+	char manifest[4200], before[1024], after[1024], line[256], *text, *p;
+	saas_sandbox *sb = NULL;
+	FILE *f;
+	long len;
+
+	(void)state;
+	template_names(before, sizeof(before));
+	assert_true(strlen(before) > 0);
+	snprintf(manifest, sizeof(manifest), "%s/images/tiny/manifest.json", state_dir);
+	f = fopen(manifest, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)len + 2);
+	assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	p = strstr(text, "\"recipe_hash\": \"");
+	assert_non_null(p);
+	p += strlen("\"recipe_hash\": \"");
+	memmove(p + 1, p, strlen(p) + 1);
+	*p = 'f'; /* a different recipe, as a rebuild would have */
+	f = fopen(manifest, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	free(text);
+
+	check(saas_sandbox_create(&sb, ca, NULL, 0), "create after the image changed");
+	snprintf(line, sizeof(line), "VM %s up in", sb->id);
+	assert_true(logged(line, "(cold boot,"));
+	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	saas_sandbox_free(sb);
+	for (int i = 0; i < 600; i++) {
+		template_names(after, sizeof(after));
+		/* Done when one template is left (the new one is in place and the old one pruned). */
+		if (strlen(after) > 0 && strchr(after, ' ') == after + strlen(after) - 1 && !strstr(before, after))
+			break;
+		usleep(500 * 1000);
+	}
+	/* Exactly one template now, and not the old one. */
+	template_names(after, sizeof(after));
+	assert_int_equal(strchr(after, ' ') - after + 1, (long)strlen(after));
+	assert_null(strstr(before, after));
+	sb = NULL;
+	check(saas_sandbox_create(&sb, ca, NULL, 0), "create from the new template");
+	snprintf(line, sizeof(line), "VM %s up in", sb->id);
+	assert_true(logged(line, "(clone,"));
+	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	saas_sandbox_free(sb);
+}
+
 /* A template whose saved state is damaged: the create still succeeds, by a cold boot, and says so. */
 static void test_broken_template_falls_back(void **state)
 {
@@ -893,6 +980,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_network_internet_refused),
 		cmocka_unit_test(test_tenancy),
 		cmocka_unit_test(test_clones),
+		cmocka_unit_test(test_template_follows_image),
 		cmocka_unit_test(test_broken_template_falls_back),
 		cmocka_unit_test(test_reaper_destroys),
 		cmocka_unit_test(test_engine_killed),

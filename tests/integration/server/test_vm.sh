@@ -100,15 +100,33 @@ for _ in $(seq 1 600); do
 	sleep 0.5
 done
 check "the pool filled: $(grep '^aas_pool' <<<"$BODY" | tr '\n' ' ')" test -n "$POOLED"
+FILLED=$(date +%s)
 auth GET "/v1/sandboxes?status=active"
 check "a pooled VM is in no account's list" test "$(jqr '.sandboxes | length')" = 1
+sleep 3 # the pooled VM idles; nobody may pay for that
 auth POST /v1/sandboxes -d '{"size":"small"}'; expect_status 201 "create from the pool"; P=$(jqr .id)
+READY=$(date -d "$(jqr .ready_at)" +%s)
+check "billing (from ready_at) starts at the claim, not when the pooled VM was made ($READY vs $FILLED)" test "$READY" -ge $((FILLED + 2))
 check "served from the pool" grep -q "sandbox ${P} ready in [0-9]* ms (from the pool)" "${WORK}/server.log"
 auth POST "/v1/sandboxes/${P}/exec" -d '{"command":"hostname"}'; expect_status 200 "exec in the claimed VM"
 check "the claimed VM is named after its sandbox" test "$(jqr .stdout)" = "${P}"
 req GET /metrics
 check "a claim is counted" grep -Eq '^aas_pool_claims_total\{size="small",image="tiny"\} 1' <<<"$BODY"
 auth DELETE "/v1/sandboxes/${P}"; expect_status 200 "destroy the claimed sandbox"
+# Never reused: the pool refills with a new VM, and the next claim is another machine.
+POOLED=
+for _ in $(seq 1 600); do
+	req GET /metrics
+	grep -Eq '^aas_pool_ready\{size="small",image="tiny"\} 1' <<<"$BODY" && POOLED=1 && break
+	sleep 0.5
+done
+check "the pool refilled" test -n "$POOLED"
+auth POST /v1/sandboxes -d '{"size":"small"}'; expect_status 201 "second create from the pool"; P2=$(jqr .id)
+check "the second claim is a new sandbox" test "$P2" != "$P"
+check "served from the pool again" grep -q "sandbox ${P2} ready in [0-9]* ms (from the pool)" "${WORK}/server.log"
+auth POST "/v1/sandboxes/${P2}/exec" -d '{"command":"hostname; ls /workspace"}'
+check "a fresh machine: its own name, an empty workspace" test "$(jqr .stdout)" = "${P2}"
+auth DELETE "/v1/sandboxes/${P2}"; expect_status 200 "destroy the second claimed sandbox"
 
 auth DELETE "/v1/sandboxes/${SB}"; expect_status 200 destroy; expect_json .status destroyed destroyed
 check "final cost is exact" grep -Eq '^[0-9]+\.[0-9]{6}$' <<<"$(jqr .cost_usd)"
