@@ -63,7 +63,7 @@ static const char *state_dir;      /* the clone engine's */
 static int runs = 20, at_once = 20;
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static int templates_ready, templates_failed;
+static int templates_ready, templates_failed, clones_made, cold_boots;
 
 static double now_ms(void)
 {
@@ -88,6 +88,10 @@ static void on_log(void *ud, int level, const char *msg)
 		templates_ready++;
 	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
 		templates_failed++;
+	if (strstr(msg, " up in ") && strstr(msg, "(clone,"))
+		clones_made++;
+	if (strstr(msg, " up in ") && strstr(msg, "(cold boot,"))
+		cold_boots++;
 	pthread_mutex_unlock(&log_mu);
 	if (level <= SAAS_LOG_WARN)
 		fprintf(stderr, "vm_bench: [engine] %s\n", msg);
@@ -427,10 +431,22 @@ static long mem_total_kib(void)
 	return kib;
 }
 
-/* A fresh sandbox, having run one command, then left alone: its QEMU's RSS and CPU. */
-static void idle_fresh(struct bench_engine *b, long *rss, double *cpu)
+/* A fresh sandbox (a clone, or a cold boot, as asked), having run one command, then left alone: its QEMU's RSS and CPU. */
+static void idle_fresh(struct bench_engine *b, bool want_clone, long *rss, double *cpu)
 {
-	saas_sandbox *sb = create_on(b->client, "tiny");
+	int before;
+	saas_sandbox *sb;
+
+	pthread_mutex_lock(&log_mu);
+	before = want_clone ? clones_made : cold_boots;
+	pthread_mutex_unlock(&log_mu);
+	sb = create_on(b->client, "tiny");
+	pthread_mutex_lock(&log_mu);
+	if ((want_clone ? clones_made : cold_boots) != before + 1) {
+		fprintf(stderr, "vm_bench: the idle %s sandbox was not made that way\n", want_clone ? "cloned" : "cold");
+		exit(1);
+	}
+	pthread_mutex_unlock(&log_mu);
 
 	exec_on(b->client, sb->id, "true");
 	idle_of(sb->id, rss, cpu);
@@ -490,7 +506,7 @@ static void phase_cold(char **images, int nimages, const char *dir)
 	for (int i = 0; i < nimages; i++)
 		time_creates(&cold, images[i], false, res->cold[i]);
 	res->at_once_cold = at_once_ms(&cold, "tiny", at_once);
-	idle_fresh(&cold, &res->rss_cold, &res->cpu_cold);
+	idle_fresh(&cold, false, &res->rss_cold, &res->cpu_cold);
 	engine_close(&cold);
 }
 
@@ -507,7 +523,7 @@ static void phase_clone(char **images, int nimages, const char *dir)
 		time_creates(&cloned, images[i], false, res->clone[i]);
 	}
 	res->at_once_clone = at_once_ms(&cloned, "tiny", at_once);
-	idle_fresh(&cloned, &res->rss_clone, &res->cpu_clone);
+	idle_fresh(&cloned, true, &res->rss_clone, &res->cpu_clone);
 	/* The transport figures, on a clone. */
 	state_dir = cloned.dir;
 	snprintf(key, sizeof(key), "%s/libvirt/id_ed25519", cloned.dir);
