@@ -26,6 +26,7 @@ const char *aas_config_usage(void)
 	       "  --images DIR            guest image directory [AAS_IMAGE_DIR]\n"
 	       "  --preview-domain D      preview URLs are http://PORT-ID.D:PORT/; default localhost [AAS_PREVIEW_DOMAIN]\n"
 	       "  --preview-url TEMPLATE  full preview URL template with {port} and {id} (behind a TLS proxy) [AAS_PREVIEW_URL]\n"
+	       "  --templates on|off      make sandboxes as clones of snapshot templates; default on [AAS_TEMPLATES]\n"
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
@@ -80,6 +81,12 @@ static int parse_level(const char *s)
 	return -1;
 }
 
+/* 1 for "on", 0 for "off", -1 for anything else. */
+static int parse_on_off(const char *s)
+{
+	return strcasecmp(s, "on") == 0 ? 1 : strcasecmp(s, "off") == 0 ? 0 : -1;
+}
+
 static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 {
 	char *end;
@@ -116,13 +123,17 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
 		return -1;
+	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
+		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
+		return -1;
+	}
 	return 0;
 }
 
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -139,6 +150,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "port-file", required_argument, NULL, O_PORTFILE },
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "pool", required_argument, NULL, O_POOL },
+		{ "templates", required_argument, NULL, O_TEMPLATES },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -153,6 +165,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->key_ttl_s = 5;
 	cfg->grace_s = 10;
 	cfg->max_connections = 512;
+	cfg->templates = -1;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
 	optind = 1;
@@ -173,6 +186,12 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_PORTFILE: rc = set(&cfg->port_file, optarg); break;
 		case O_ORIGINS: rc = set(&cfg->mcp_origins, optarg); break;
 		case O_POOL: rc = set(&cfg->pool, optarg); break;
+		case O_TEMPLATES:
+			if ((cfg->templates = parse_on_off(optarg)) < 0) {
+				fprintf(stderr, "aas-server: --templates: expected on or off, got \"%s\"\n", optarg);
+				rc = -1;
+			}
+			break;
 		case O_LEVEL:
 			if ((cfg->log_level = parse_level(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --log-level: expected error, warn, info or debug\n");
@@ -231,11 +250,11 @@ char *aas_config_driver_string(const struct aas_config *cfg)
 {
 	char *s = NULL;
 
-	if (!cfg->libvirt_uri && !cfg->image_dir)
+	if (!cfg->libvirt_uri && !cfg->image_dir && cfg->templates < 0)
 		return NULL;
-	if (asprintf(&s, "%s%s%s%s%s", cfg->libvirt_uri ? "uri=" : "", cfg->libvirt_uri ? cfg->libvirt_uri : "",
-	             cfg->libvirt_uri && cfg->image_dir ? " " : "", cfg->image_dir ? "images=" : "",
-	             cfg->image_dir ? cfg->image_dir : "") < 0)
+	if (asprintf(&s, "%s%s %s%s %s", cfg->libvirt_uri ? "uri=" : "", cfg->libvirt_uri ? cfg->libvirt_uri : "",
+	             cfg->image_dir ? "images=" : "", cfg->image_dir ? cfg->image_dir : "",
+	             cfg->templates < 0 ? "" : cfg->templates ? "templates=on" : "templates=off") < 0)
 		return NULL;
 	return s;
 }

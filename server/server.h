@@ -30,6 +30,7 @@ struct aas_config {
 	char *image;
 	char *libvirt_uri;
 	char *image_dir;
+	int templates;             /* clones of snapshot templates: -1 the driver's default (on), 0 off, 1 on */
 	char *preview_domain;      /* "localhost" */
 	char *preview_url;         /* engine template; NULL: derived from domain and port */
 	int log_level;             /* SAAS_LOG_* */

@@ -249,6 +249,11 @@ check "a bad pool spec refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1
 	--pool huge=1 >'${WORK}/badpool.log' 2>&1"
 check "the bad pool entry is named" grep -q "unknown size 'huge'" "${WORK}/badpool.log"
 check "--help lists --pool" bash -c "'$SERVER' --help | grep -q -- '--pool SPEC'"
+check "a bad --templates refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/state' \
+	--templates maybe >'${WORK}/badtpl.log' 2>&1"
+check "the bad --templates value is named" grep -q 'expected on or off, got "maybe"' "${WORK}/badtpl.log"
+check "a bad AAS_TEMPLATES refuses to start" bash -c "! AAS_TEMPLATES=yes '$SERVER' --listen 127.0.0.1:0 \
+	--state-dir '${WORK}/state' >'${WORK}/badtpl.log' 2>&1"
 export AAS_POOL="small=1"
 start_server "$SERVER"
 unset AAS_POOL
