@@ -187,6 +187,23 @@ static int destroy_vm(saas_engine *e, const char *id)
 	return rc;
 }
 
+/* A new row for an account's sandbox of this size and image; the caller sets times and status. */
+static void row_init(saas_store_sandbox *row, const char *id, const char *account_id, const saas_size *size,
+                     const char *image, int status, int64_t created_at_ms)
+{
+	memset(row, 0, sizeof(*row));
+	saas__strlcpy(row->id, id, sizeof(row->id));
+	saas__strlcpy(row->account_id, account_id, sizeof(row->account_id));
+	row->status = status;
+	saas__strlcpy(row->size, size->name, sizeof(row->size));
+	row->vcpus = size->vcpus;
+	row->memory_mb = size->memory_mb;
+	row->disk_gb = size->disk_gb;
+	saas__strlcpy(row->image, image, sizeof(row->image));
+	row->usd_micro_per_hour = size->usd_micro_per_hour;
+	row->created_at_ms = created_at_ms;
+}
+
 /*
  * Serve a create from the warm pool of (size, image). The pooled VM was made
  * under a sandbox id and never handed to anyone; the row inserted here takes
@@ -211,17 +228,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 			continue;
 		}
 		now = saas__engine_now(e);
-		memset(&row, 0, sizeof(row));
-		saas__strlcpy(row.id, name, sizeof(row.id));
-		saas__strlcpy(row.account_id, c->account_id, sizeof(row.account_id));
-		row.status = SAAS_SANDBOX_READY;
-		saas__strlcpy(row.size, size->name, sizeof(row.size));
-		row.vcpus = size->vcpus;
-		row.memory_mb = size->memory_mb;
-		row.disk_gb = size->disk_gb;
-		saas__strlcpy(row.image, image, sizeof(row.image));
-		row.usd_micro_per_hour = size->usd_micro_per_hour;
-		row.created_at_ms = started;
+		row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started);
 		row.ready_at_ms = now;
 		row.expires_at_ms = now + timeout * 1000;
 		/* Ready at insert: the VM already runs, and the store still counts the account's limit atomically. */
@@ -293,18 +300,13 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	    (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now, out)) <= 0)
 		return rc;
 
-	memset(&row, 0, sizeof(row));
-	if ((rc = saas__id_new(row.id, "sbx-", 20)) < 0)
-		return rc;
-	saas__strlcpy(row.account_id, c->account_id, sizeof(row.account_id));
-	row.status = SAAS_SANDBOX_CREATING;
-	saas__strlcpy(row.size, size->name, sizeof(row.size));
-	row.vcpus = size->vcpus;
-	row.memory_mb = size->memory_mb;
-	row.disk_gb = size->disk_gb;
-	saas__strlcpy(row.image, o->image ? o->image : e->default_image, sizeof(row.image));
-	row.usd_micro_per_hour = size->usd_micro_per_hour;
-	row.created_at_ms = now;
+	{
+		char id[SAAS_ID_MAX + 1];
+		if ((rc = saas__id_new(id, "sbx-", 20)) < 0)
+			return rc;
+		row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
+		         now);
+	}
 	/*
 	 * The lifetime counts from ready. Until then the row expires a boot's
 	 * allowance past its lifetime, so that a create stuck for good (its engine

@@ -93,12 +93,15 @@ expect_status 200 "preview right after a restart"; check "preview body after res
 req GET / -H "Host: 8003-${SB}.localhost:${PORT}"; expect_status 404 "unexposed port after restart"
 
 # The warm pool: one ready VM, in nobody's list, then claimed by a create.
-POOLED=
-for _ in $(seq 1 600); do
-	req GET /metrics
-	grep -Eq '^aas_pool_ready\{size="small",image="tiny"\} 1' <<<"$BODY" && POOLED=1 && break
-	sleep 0.5
-done
+pool_wait() { # sets POOLED once /metrics shows the small tiny pool holding its VM (at most 5 minutes)
+	POOLED=
+	for _ in $(seq 1 600); do
+		req GET /metrics
+		grep -Eq '^aas_pool_ready\{size="small",image="tiny"\} 1' <<<"$BODY" && POOLED=1 && return
+		sleep 0.5
+	done
+}
+pool_wait
 check "the pool filled: $(grep '^aas_pool' <<<"$BODY" | tr '\n' ' ')" test -n "$POOLED"
 FILLED=$(date +%s)
 auth GET "/v1/sandboxes?status=active"
@@ -114,12 +117,7 @@ req GET /metrics
 check "a claim is counted" grep -Eq '^aas_pool_claims_total\{size="small",image="tiny"\} 1' <<<"$BODY"
 auth DELETE "/v1/sandboxes/${P}"; expect_status 200 "destroy the claimed sandbox"
 # Never reused: the pool refills with a new VM, and the next claim is another machine.
-POOLED=
-for _ in $(seq 1 600); do
-	req GET /metrics
-	grep -Eq '^aas_pool_ready\{size="small",image="tiny"\} 1' <<<"$BODY" && POOLED=1 && break
-	sleep 0.5
-done
+pool_wait
 check "the pool refilled" test -n "$POOLED"
 auth POST /v1/sandboxes -d '{"size":"small"}'; expect_status 201 "second create from the pool"; P2=$(jqr .id)
 check "the second claim is a new sandbox" test "$P2" != "$P"
