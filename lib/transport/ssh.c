@@ -616,7 +616,19 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 	}
 
 	pthread_mutex_lock(&ssh->mu);
-	SSH_LOOP(&op, lrc, libssh2_session_handshake(ssh->session, ssh->fd));
+	for (int extended = 0;; extended = 1) {
+		const char *banner;
+		SSH_LOOP(&op, lrc, libssh2_session_handshake(ssh->session, ssh->fd));
+		/*
+		 * The caller's deadline is for reaching an sshd. Once its banner came,
+		 * the key exchange may finish (a loaded guest is slow, not gone): a
+		 * session freed in the middle of one leaks libssh2's exchange state.
+		 */
+		banner = libssh2_session_banner_get(ssh->session);
+		if (lrc != LIBSSH2_ERROR_TIMEOUT || extended || !banner || !*banner)
+			break;
+		op.deadline = saas__now_ms() + SSH_CALL_TIMEOUT_MS;
+	}
 	pthread_mutex_unlock(&ssh->mu);
 	if (lrc < 0) {
 		/*
@@ -634,6 +646,9 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 	if (cfg->host_key && (rc = check_host_key(ssh, cfg->host_key)) < 0)
 		goto out;
 
+	/* Likewise, authentication started is left to finish. */
+	if (op.deadline < saas__now_ms() + SSH_CALL_TIMEOUT_MS)
+		op.deadline = saas__now_ms() + SSH_CALL_TIMEOUT_MS;
 	pthread_mutex_lock(&ssh->mu);
 	SSH_LOOP(&op, lrc,
 	         libssh2_userauth_publickey_fromfile(ssh->session, cfg->user, cfg->public_key, cfg->private_key, NULL));
