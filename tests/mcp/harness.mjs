@@ -84,7 +84,9 @@ export async function waitNoneActive(srv, ms = 120000) {
   assert.fail(`sandboxes still active after ${ms} ms: ${JSON.stringify(left.map(s => [s.id, s.status]))}`);
 }
 
-async function destroyAll(srv) {
+// Destroy every active sandbox of the server's account (tests call it between tests, so one
+// test's leftovers never fail the next).
+export async function destroyAll(srv) {
   if (!srv.base || !srv.key) return;
   const h = { Authorization: `Bearer ${srv.key}` };
   for (const s of await activeSandboxes(srv))

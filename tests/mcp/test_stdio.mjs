@@ -10,13 +10,13 @@
 // --image tiny, and the agent session also checks the guest's user and
 // working directory. Every sandbox is destroyed and tests/integration/vm-cleanup
 // runs on the state directory afterwards, pass or fail (harness.mjs).
-import { test, before, after } from 'node:test';
+import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import Ajv from 'ajv';
-import { IMAGES, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
+import { IMAGES, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep, destroyAll,
          progressRecorder, checkProgress } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
@@ -35,6 +35,20 @@ before(async () => {
 
 after(() => srv.stop());
 
+// What a test opened is closed after it, pass or fail: a failed test must not leave aas-mcp
+// children running (node would wait for them) or sandboxes that fail the next test's checks.
+const opened = new Set();
+afterEach(async () => {
+  for (const o of opened) {
+    try {
+      if (o.close) await o.close();
+      else if (o.exitCode === null && o.signalCode === null) o.kill('SIGTERM');
+    } catch { /* already closed */ }
+  }
+  opened.clear();
+  await destroyAll(srv);
+});
+
 // The environment aas-mcp gets: the SDK adds only a few safe variables (PATH, HOME, ...).
 const envWith = (extra) => ({ AAS_BASE_URL: base, ...extra });
 
@@ -44,6 +58,7 @@ async function connect(env) {
   let stderr = '';
   transport.stderr.on('data', d => { stderr += d; });
   await client.connect(transport);
+  opened.add(client);
   return { client, transport, stderr: () => stderr };
 }
 
@@ -161,6 +176,7 @@ test('a wrong AAS_API_KEY: a tool call is isError saying the key is unknown', as
 test('raw lines: malformed -> -32700 with id null, notifications silent, batches, EOF exits 0', async () => {
   const child = spawn(AAS_MCP, [], { env: { PATH: process.env.PATH, AAS_BASE_URL: base },
                                      stdio: ['pipe', 'pipe', 'pipe'] });
+  opened.add(child);
   let out = '', err = '';
   child.stdout.on('data', d => { out += d; });
   child.stderr.on('data', d => { err += d; });
@@ -234,6 +250,7 @@ test('a cancelled create_sandbox gets no response and its sandbox is destroyed',
 test('raw lines: calls run while stdin is read; a cancelled call is never answered; EOF waits for calls', async () => {
   const child = spawn(AAS_MCP, [], { env: { PATH: process.env.PATH, AAS_BASE_URL: base, AAS_API_KEY: key },
                                      stdio: ['pipe', 'pipe', 'pipe'] });
+  opened.add(child);
   const lines = [];
   let buf = '', err = '';
   const waiters = [];
