@@ -1314,6 +1314,7 @@ struct launch {
 	bool internet;
 	const char *tdir;                /* clone: the template's directory */
 	bool template_bad;               /* clone: failed in a way that says the template is broken */
+	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */
 	char *dir, *overlay;
 	virDomainPtr dom;
 	unsigned int port;
@@ -1438,8 +1439,10 @@ static int launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t 
 			                   (long long)(budget_ms / 1000));
 		if (closing(l->d))
 			return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is shutting down");
-		if (virDomainGetState(l->dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING)
+		if (virDomainGetState(l->dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING) {
+			l->died = true;
 			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, state, "the VM stopped while booting");
+		}
 		/*
 		 * A booting guest is knocked at every 2 s; a restored clone already
 		 * runs sshd, and a handshake cut short (under load one takes over a
@@ -1481,9 +1484,9 @@ static int boot_cold_once(struct launch *l, int64_t budget_ms)
 }
 
 /*
- * A cold boot. A guest that stalls in boot (seen rarely under TCG on a loaded
- * host: nothing on the console for minutes) gets one fresh VM more; each try
- * has half the boot timeout.
+ * A cold boot. A guest that stalls in boot, or dies in it (both seen rarely
+ * under TCG on a loaded host, with nothing on the console), gets one fresh VM
+ * more; each try has half the boot timeout.
  */
 static int boot_cold(struct launch *l)
 {
@@ -1491,7 +1494,9 @@ static int boot_cold(struct launch *l)
 	int rc = SAAS_OK;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if ((rc = boot_cold_once(l, d->boot_timeout_ms / 2)) != SAAS_ETIMEOUT || closing(d))
+		l->died = false;
+		if ((rc = boot_cold_once(l, d->boot_timeout_ms / 2)) == SAAS_OK || closing(d) ||
+		    (rc != SAAS_ETIMEOUT && !l->died))
 			break;
 		if (attempt == 0)
 			dlog(d, SAAS_LOG_WARN, "VM %s: %s; trying a fresh VM once more", l->spec->name,
@@ -1899,7 +1904,7 @@ static int template_build(struct tmpl_job *job)
 		rc = saas__oom();
 		goto out;
 	}
-	if ((rc = boot_cold_once(&l, d->boot_timeout_ms)) < 0)
+	if ((rc = boot_cold(&l)) < 0)
 		goto out;
 	/* The engine's session must not live on in every clone, half open. */
 	saas__ssh_close(l.ssh);
