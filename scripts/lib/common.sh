@@ -7,7 +7,11 @@ SAAS_BUILD_PACKAGES=(
 	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
 	libmicrohttpd-dev libssh2-1-dev libvirt-dev
 )
-SAAS_TEST_PACKAGES=(postgresql valgrind curl jq openssh-server openssh-client)
+# The sanitizer build uses clang 19: its AddressSanitizer locks its allocator
+# around fork(), and libvirt's embedded driver forks (to start QEMU) from our
+# threaded process. Under clang 14's, a child forked while another thread was
+# in malloc could hang forever in its own malloc, and the create with it.
+SAAS_TEST_PACKAGES=(postgresql valgrind curl jq openssh-server openssh-client clang-19 libclang-rt-19-dev)
 # Running sandboxes and building guest images.
 SAAS_VM_PACKAGES=(
 	qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
