@@ -1005,11 +1005,12 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 	return saas__buf_detach(&b, NULL);
 }
 
-static char *vm_dir(struct drv *d, const char *name)
+/* A directory of the driver's: DIR/kind/name (kind "vms" or "templates"); NULL when out of memory. */
+static char *drv_path(struct drv *d, const char *kind, const char *name)
 {
 	char *p;
 
-	if (asprintf(&p, "%s/vms/%s", d->dir, name) < 0) {
+	if (asprintf(&p, "%s/%s/%s", d->dir, kind, name) < 0) {
 		saas__oom();
 		return NULL;
 	}
@@ -1055,31 +1056,55 @@ static int embed_root(const char *state_dir, char **out)
  */
 static int domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner);
 
-static void templates_cleanup(struct drv *d)
+typedef int (*own_domain_fn)(struct drv *d, virDomainPtr dom, const char *name, void *ud);
+
+/*
+ * Call fn on every domain named prefix... that this state directory owns (its
+ * metadata says so: other engines on the host have their own), until fn
+ * returns non-zero.
+ */
+static int own_domains(struct drv *d, const char *prefix, own_domain_fn fn, void *ud)
 {
 	virDomainPtr *doms = NULL;
-	int n = virConnectListAllDomains(d->conn, &doms, 0);
-	char *root = path_join(d->dir, "templates");
-	DIR *dir;
-	struct dirent *e;
+	int n = virConnectListAllDomains(d->conn, &doms, 0), stop = 0;
 
+	if (n < 0)
+		return virt_error("listing VMs");
 	for (int i = 0; i < n; i++) {
 		const char *name = virDomainGetName(doms[i]);
 		unsigned int port = 0;
-		char *host_key = NULL, *owner = NULL, *vmdir;
-		if (name && strncmp(name, TPL_PREFIX, strlen(TPL_PREFIX)) == 0 &&
-		    domain_meta(doms[i], &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
-			dlog(d, SAAS_LOG_INFO, "destroying template VM %s, left over from an interrupted build", name);
-			virDomainDestroy(doms[i]);
-			if ((vmdir = vm_dir(d, name)))
-				rm_tree(vmdir);
-			free(vmdir);
-		}
+		char *host_key = NULL, *owner = NULL;
+		if (!stop && name && strncmp(name, prefix, strlen(prefix)) == 0 &&
+		    domain_meta(doms[i], &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0)
+			stop = fn(d, doms[i], name, ud);
 		free(host_key);
 		free(owner);
 		virDomainFree(doms[i]);
 	}
 	free(doms);
+	return SAAS_OK;
+}
+
+static int destroy_template_vm(struct drv *d, virDomainPtr dom, const char *name, void *ud)
+{
+	char *vmdir;
+
+	(void)ud;
+	dlog(d, SAAS_LOG_INFO, "destroying template VM %s, left over from an interrupted build", name);
+	virDomainDestroy(dom);
+	if ((vmdir = drv_path(d, "vms", name)))
+		rm_tree(vmdir);
+	free(vmdir);
+	return 0;
+}
+
+static void templates_cleanup(struct drv *d)
+{
+	char *root = path_join(d->dir, "templates");
+	DIR *dir;
+	struct dirent *e;
+
+	own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
 	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
 		while ((e = readdir(dir))) {
 			size_t len = strlen(e->d_name);
@@ -1291,7 +1316,7 @@ static int lv_destroy(void *ctx, const char *name)
 		return rc;
 	if ((v = vm_unlink(d, name)))
 		vm_put(d, v);
-	if ((dir = vm_dir(d, name))) {
+	if ((dir = drv_path(d, "vms", name))) {
 		rm_tree(dir);
 		free(dir);
 	}
@@ -1365,7 +1390,7 @@ static int launch_prepare(struct launch *l)
 	char *tbase = NULL;
 	int rc = SAAS_OK;
 
-	if (!(l->dir = vm_dir(l->d, l->spec->name)))
+	if (!(l->dir = drv_path(l->d, "vms", l->spec->name)))
 		return SAAS_ENOMEM;
 	rm_tree(l->dir); /* a leftover of a failed attempt */
 	if (saas__mkdir_p(l->dir, 0700) < 0)
@@ -1772,17 +1797,6 @@ static void template_key(struct drv *d, const saas_vm_spec *spec, const struct i
 	key[32] = '\0';
 }
 
-static char *template_dir(struct drv *d, const char *key)
-{
-	char *p;
-
-	if (asprintf(&p, "%s/templates/%s", d->dir, key) < 0) {
-		saas__oom();
-		return NULL;
-	}
-	return p;
-}
-
 /* The template entry of a key, made on first sight (ready if its directory is complete). Caller holds d->mu. */
 static struct tmpl *template_get_locked(struct drv *d, const char *key)
 {
@@ -1796,7 +1810,7 @@ static struct tmpl *template_get_locked(struct drv *d, const char *key)
 	if (!(t = calloc(1, sizeof(*t))))
 		return NULL;
 	saas__strlcpy(t->key, key, sizeof(t->key));
-	if ((dir = template_dir(d, key)) && (meta = path_join(dir, "template.json"))) {
+	if ((dir = drv_path(d, "templates", key)) && (meta = path_join(dir, "template.json"))) {
 		if (stat(meta, &st) == 0)
 			t->state = TMPL_READY;
 		free(meta);
@@ -1899,7 +1913,7 @@ static int template_build(struct tmpl_job *job)
 	l.spec = &spec;
 	l.im = im;
 	l.host_key = host_key;
-	if (!(tdir = template_dir(d, job->key)) || asprintf(&tmp, "%s.tmp", tdir) < 0) {
+	if (!(tdir = drv_path(d, "templates", job->key)) || asprintf(&tmp, "%s.tmp", tdir) < 0) {
 		tmp = NULL;
 		rc = saas__oom();
 		goto out;
@@ -2026,7 +2040,7 @@ static void template_request_locked(struct drv *d, struct tmpl *t, const saas_vm
 /* A template that failed to clone: delete it and build it again later. */
 static void template_break(struct drv *d, const char *key)
 {
-	char *dir = template_dir(d, key);
+	char *dir = drv_path(d, "templates", key);
 	struct tmpl *t;
 
 	pthread_mutex_lock(&d->mu);
@@ -2065,7 +2079,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 		template_key(d, spec, im, key);
 		if (key[0] && (t = template_get_locked(d, key))) {
 			if (t->state == TMPL_READY)
-				tdir = template_dir(d, key);
+				tdir = drv_path(d, "templates", key);
 			else
 				template_request_locked(d, t, spec, im);
 		}
@@ -2141,28 +2155,26 @@ static int lv_state(void *ctx, const char *name, int *state)
 	return SAAS_OK;
 }
 
+struct list_call {
+	saas_name_fn fn;
+	void *ud;
+};
+
+static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
+{
+	struct list_call *lc = ud;
+
+	(void)d;
+	(void)dom;
+	return lc->fn(lc->ud, name);
+}
+
+/* Only ours: named like a sandbox and owned by this state directory. */
 static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 {
-	struct drv *d = ctx;
-	virDomainPtr *doms = NULL;
-	int n = virConnectListAllDomains(d->conn, &doms, 0), stop = 0;
+	struct list_call lc = { fn, ud };
 
-	if (n < 0)
-		return virt_error("listing VMs");
-	for (int i = 0; i < n; i++) {
-		const char *name = virDomainGetName(doms[i]);
-		unsigned int port = 0;
-		char *host_key = NULL, *owner = NULL;
-		/* Only ours: named like a sandbox and owned by this state directory. */
-		if (!stop && name && strncmp(name, VM_PREFIX, strlen(VM_PREFIX)) == 0 &&
-		    domain_meta(doms[i], &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0)
-			stop = fn(ud, name);
-		free(host_key);
-		free(owner);
-		virDomainFree(doms[i]);
-	}
-	free(doms);
-	return SAAS_OK;
+	return own_domains(ctx, VM_PREFIX, list_one, &lc);
 }
 
 static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)

@@ -15,7 +15,7 @@ cleanup() {
 	[ -n "${SERVER_PID}" ] && kill -TERM "${SERVER_PID}" 2>/dev/null && wait "${SERVER_PID}" 2>/dev/null
 	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
 	if [ "${FAILS}" -ne 0 ] || [ "$rc" -ne 0 ]; then
-		echo "---- server log (tail) ----"; tail -n 60 "${WORK}/server.log" 2>/dev/null
+		echo "---- server log (tail) ----"; tail -n 150 "${WORK}/server.log" 2>/dev/null
 	fi
 	if declare -F after_stop >/dev/null; then after_stop; fi
 	[ -n "${KEEP_WORK:-}" ] || rm -rf "${WORK}"
