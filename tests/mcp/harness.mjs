@@ -6,7 +6,7 @@
 //
 // Real-VM mode: with AAS_TEST_IMAGES set (a directory holding the tiny image)
 // the server binary is the REAL aas-server, started with --images DIR --image
-// tiny. Otherwise it is aas-server-fake (the server's code with the fake VM
+// tiny --templates off. Otherwise it is aas-server-fake (the server's code with the fake VM
 // driver).
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -39,7 +39,9 @@ async function startServer(srv, bin, name, env, extra) {
   const { work, state } = srv;
   const log = openSync(join(work, 'server.log'), 'a');
   const args = ['--listen', '127.0.0.1:0', '--port-file', join(work, 'port'), '--state-dir', state, ...extra];
-  if (IMAGES) args.push('--images', IMAGES, '--image', 'tiny');
+  // Cold boots, not clones: the progress and cancellation tests need a create that outlasts
+  // a progress heartbeat (1 s), and a clone can be done in less (always, with KVM).
+  if (IMAGES) args.push('--images', IMAGES, '--image', 'tiny', '--templates', 'off');
   srv.proc = spawn(bin, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
   let exited = false;
   srv.proc.once('exit', () => { exited = true; });

@@ -7,9 +7,9 @@
 //
 // Real-VM mode: with AAS_TEST_IMAGES set (a directory holding the tiny image),
 // the given binary is the REAL aas-server, started with --images DIR --image
-// tiny, and the agent session also serves a preview page from inside the
-// guest and fetches it through the server's preview Host header. Every
-// sandbox is destroyed and tests/integration/vm-cleanup runs on the state
+// tiny --templates off (cold boots: see harness.mjs), and the agent session
+// also serves a preview page from inside the guest and fetches it through the
+// server's preview Host header. Every sandbox is destroyed and tests/integration/vm-cleanup runs on the state
 // directory afterwards, pass or fail.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -7,8 +7,8 @@
 //
 // Real-VM mode: with AAS_TEST_IMAGES set (a directory holding the tiny image),
 // the given server binary is the REAL aas-server, started with --images DIR
-// --image tiny, and the agent session also checks the guest's user and
-// working directory. Every sandbox is destroyed and tests/integration/vm-cleanup
+// --image tiny --templates off (cold boots: see harness.mjs), and the agent
+// session also checks the guest's user and working directory. Every sandbox is destroyed and tests/integration/vm-cleanup
 // runs on the state directory afterwards, pass or fail (harness.mjs).
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
