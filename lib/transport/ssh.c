@@ -52,8 +52,17 @@
 #define SSH_CALL_TIMEOUT_MS 60000
 /* Closing a channel waits this long for the guest's close before leaving it to the session's teardown. */
 #define SSH_CLOSE_TIMEOUT_MS 3000
-/* After the command's exit marker: finish at EOF, or once output has been quiet this long, or at most this late. */
-#define SSH_EXIT_QUIET_MS 50
+/*
+ * After the command's exit marker: finish at EOF, or once output has been
+ * quiet this long, or at most this late. A command that leaves nothing holding
+ * its output ends at EOF, a moment after the marker. The quiet spell is for
+ * one that started a background process on it, and must be long enough to
+ * outwait a loaded guest: sshd may forward the marker (stderr) before output
+ * the command wrote earlier (stdout), when it polled the two pipes in between,
+ * and the stdout data then trails the marker by however long sshd is kept off
+ * the vCPU.
+ */
+#define SSH_EXIT_QUIET_MS 250
 #define SSH_EXIT_MAX_MS 2000
 /*
  * Session channels per connection. OpenSSH refuses more than MaxSessions (10 by
