@@ -64,6 +64,8 @@
  */
 #define SSH_EXIT_QUIET_MS 250
 #define SSH_EXIT_MAX_MS 2000
+/* The backend_code of a host key that cannot match the pinned one (libssh2's own codes are above -100). */
+#define SSH_EHOSTKEY (-1000L)
 /*
  * Session channels per connection. OpenSSH refuses more than MaxSessions (10 by
  * default); the guest image raises it to 64. Commands and the SFTP subsystem
@@ -495,17 +497,17 @@ static int check_host_key(saas_ssh *ssh, const char *pinned)
 	saas_buf got = SAAS_BUF_INIT;
 
 	if (split_host_key(pinned, &type, &type_len, &b64, &b64_len) < 0)
-		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0, "the pinned host key is not \"TYPE BASE64\"");
+		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, SSH_EHOSTKEY, "the pinned host key is not \"TYPE BASE64\"");
 	key = libssh2_session_hostkey(ssh->session, &key_len, &key_type);
 	if (!key)
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest sent no host key");
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, SSH_EHOSTKEY, "the guest sent no host key");
 	b64_encode(&got, (const unsigned char *)key, key_len);
 	if (!got.data)
 		return saas__oom();
 	if (strlen(host_key_type_name(key_type)) != type_len ||
 	    memcmp(host_key_type_name(key_type), type, type_len) != 0 || got.len != b64_len ||
 	    memcmp(got.data, b64, b64_len) != 0)
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0,
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, SSH_EHOSTKEY,
 		                 "host key mismatch: the guest presented %s %s, expected %.*s %.*s",
 		                 host_key_type_name(key_type), got.data, (int)type_len, type, (int)b64_len, b64);
 	else
@@ -616,7 +618,8 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 		size_t type_len, b64_len;
 		char pref[64];
 		if (split_host_key(cfg->host_key, &type, &type_len, &b64, &b64_len) < 0 || type_len >= sizeof(pref)) {
-			rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0, "the pinned host key is not \"TYPE BASE64\"");
+			rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, SSH_EHOSTKEY,
+			                 "the pinned host key is not \"TYPE BASE64\"");
 			goto out;
 		}
 		memcpy(pref, type, type_len);
@@ -646,7 +649,7 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 		 * an answer (e.g. no host key of the pinned type): no retry.
 		 */
 		if (lrc == LIBSSH2_ERROR_KEX_FAILURE && cfg->host_key)
-			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, lrc,
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, SSH_EHOSTKEY,
 			                 "host key mismatch: the guest offers no host key of the pinned type");
 		else
 			rc = lrc == LIBSSH2_ERROR_TIMEOUT || lrc == LIBSSH2_ERROR_KEX_FAILURE ? ssh_err(lrc, "SSH handshake") : 1;
@@ -677,6 +680,18 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 out:
 	ssh_free(ssh);
 	return rc;
+}
+
+bool saas__ssh_host_key_mismatch(const saas_error *err)
+{
+	return err && err->backend_code == SSH_EHOSTKEY;
+}
+
+bool saas__ssh_key_refused(const saas_error *err)
+{
+	return err && err->klass == SAAS_ERRCLASS_GUEST &&
+	       (err->backend_code == LIBSSH2_ERROR_AUTHENTICATION_FAILED ||
+	        err->backend_code == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED);
 }
 
 int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg)

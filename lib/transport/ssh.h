@@ -6,6 +6,9 @@
 #ifndef SAAS_TRANSPORT_SSH_H
 #define SAAS_TRANSPORT_SSH_H
 
+#include <stdbool.h>
+
+#include "saas/errors.h"
 #include "saas/sys/driver.h"
 
 typedef struct saas_ssh saas_ssh;
@@ -29,6 +32,16 @@ int saas__ssh_global_init(void);
  * until connect_timeout_ms passes (a booting guest's sshd may not listen yet).
  */
 int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg);
+
+/*
+ * What a failed saas__ssh_open says of the guest, read from its error
+ * (saas_error_last() on the same thread; a wrapped message keeps it): the
+ * guest's host key is not the pinned one (or it sent none), or the guest
+ * refused the engine's key. Either means the guest is not the machine that
+ * was expected; nobody answering, a cut connection or a timeout mean neither.
+ */
+bool saas__ssh_host_key_mismatch(const saas_error *err);
+bool saas__ssh_key_refused(const saas_error *err);
 void saas__ssh_close(saas_ssh *ssh);
 
 /* Is the connection still usable? (A dead one is reopened by the caller.) */

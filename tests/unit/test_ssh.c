@@ -30,6 +30,8 @@
 
 static char sshdir[1024];
 static char key_priv[1100], key_pub[1100], host_key[1024], user[256];
+/* A key pair the server does not authorize: its own host key's. */
+static char other_priv[1100], other_pub[1100];
 static unsigned int port;
 static char *tmpdir; /* a scratch directory "in the guest" (this machine) */
 
@@ -169,6 +171,8 @@ static int group_setup(void **state)
 	snprintf(sshdir, sizeof(sshdir), "%s", d);
 	snprintf(key_priv, sizeof(key_priv), "%s/client_key", sshdir);
 	snprintf(key_pub, sizeof(key_pub), "%s/client_key.pub", sshdir);
+	snprintf(other_priv, sizeof(other_priv), "%s/host_key", sshdir);
+	snprintf(other_pub, sizeof(other_pub), "%s/host_key.pub", sshdir);
 	read_line("host_key.pub", host_key, sizeof(host_key));
 	read_line("user", user, sizeof(user));
 	read_line("port", p, sizeof(p));
@@ -210,28 +214,47 @@ static void test_connect(void **state)
 	assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
 	assert_null(ssh);
 	assert_non_null(strstr(saas_error_last()->message, "host key mismatch"));
+	assert_true(saas__ssh_host_key_mismatch(saas_error_last()));
+	assert_false(saas__ssh_key_refused(saas_error_last()));
 
-	/* A key of a type the guest does not have: refused at once, not retried until the timeout. */
+	/*
+	 * A key of a type the guest does not have: refused at once, not retried
+	 * until the (here very long) connect timeout.
+	 */
 	c.host_key = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBA==";
+	c.connect_timeout_ms = 600000;
 	{
 		int64_t t0 = now_ms();
 		assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
-		assert_true(now_ms() - t0 < 5000);
+		assert_true(now_ms() - t0 < c.connect_timeout_ms / 2);
 	}
 	assert_null(ssh);
 	assert_non_null(strstr(saas_error_last()->message, "host key mismatch"));
+	assert_true(saas__ssh_host_key_mismatch(saas_error_last()));
+	c.connect_timeout_ms = 10000;
 
 	/* No pin (tests only): accepted. */
 	c.host_key = NULL;
 	assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_OK);
 	saas__ssh_close(ssh);
 
-	/* Wrong client key: refused. */
+	/* A client key the guest does not know: refused, and said so. */
+	c = config();
+	c.private_key = other_priv;
+	c.public_key = other_pub;
+	assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
+	assert_null(ssh);
+	assert_true(saas__ssh_key_refused(saas_error_last()));
+	assert_false(saas__ssh_host_key_mismatch(saas_error_last()));
+
+	/* No client key file at all: fails, but that is no refusal by the guest. */
 	c = config();
 	c.private_key = "/nonexistent/key";
 	c.public_key = "/nonexistent/key.pub";
 	assert_true(saas__ssh_open(&ssh, &c) < 0);
 	assert_null(ssh);
+	assert_false(saas__ssh_key_refused(saas_error_last()));
+	assert_false(saas__ssh_host_key_mismatch(saas_error_last()));
 }
 
 /* A loopback port that was free a moment ago and nobody listens on. */

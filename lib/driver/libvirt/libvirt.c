@@ -1476,7 +1476,7 @@ static int launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t 
 		if (ssh_connect(l->d, l->port, l->host_key, l->tdir ? (int)(budget_ms - ms_since(t0)) + 1 : 2000,
 		                &l->ssh) == SAAS_OK)
 			return SAAS_OK;
-		if (strstr(saas_error_last()->message, "host key"))
+		if (saas__ssh_host_key_mismatch(saas_error_last()))
 			return SAAS_EBACKEND;
 	}
 }
@@ -1669,8 +1669,7 @@ static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	if ((rc = saas__ssh_open(&root, &cfg)) < 0) {
 		/* A guest that refuses root's key, or shows another host key, was not made from this image's build. */
-		*bad = strstr(saas_error_last()->message, "refused the engine's key") ||
-		       strstr(saas_error_last()->message, "host key");
+		*bad = saas__ssh_key_refused(saas_error_last()) || saas__ssh_host_key_mismatch(saas_error_last());
 		return saas__error_wrap(rc, "fix-ups of the clone");
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
