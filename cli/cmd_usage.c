@@ -8,8 +8,9 @@
 static const char help[] =
 	"usage: aas usage [--from TIME] [--to TIME] [--json]\n"
 	"\n"
-	"Usage and cost of your account over [from, to); TIME is YYYY-MM-DD[THH:MM[:SS]]Z (UTC)\n"
-	"or milliseconds since the epoch. Defaults: the last 30 days up to now.\n";
+	"Usage and cost of your account over [from, to). TIME is RFC 3339 (2025-06-01T12:00:00Z;\n"
+	"UTC when it has no offset), a date (2025-06-01; as --to it includes that day) or unix\n"
+	"seconds. Defaults: the last 30 days up to now.\n";
 
 int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
 {
@@ -26,11 +27,11 @@ int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 		} else if ((r = aas_opt("usage", argc, argv, &i, "--from", NULL, &v)) != 0) {
-			if (r < 0 || aas_parse_time(v, &from) < 0)
-				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "bad time '%s'", v);
+			if (r < 0 || saas_time_parse(&from, v, 0) < 0)
+				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "%s", saas_error_last()->message);
 		} else if ((r = aas_opt("usage", argc, argv, &i, "--to", NULL, &v)) != 0) {
-			if (r < 0 || aas_parse_time(v, &to) < 0)
-				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "bad time '%s'", v);
+			if (r < 0 || saas_time_parse(&to, v, SAAS_TIME_DAY_END) < 0)
+				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "%s", saas_error_last()->message);
 		} else {
 			return aas_usage_error("usage", "unexpected argument '%s'", argv[i]);
 		}

@@ -295,48 +295,6 @@ int aas_parse_duration(const char *s, int64_t *out)
 	return 0;
 }
 
-int aas_parse_time(const char *s, int64_t *out_ms)
-{
-	struct tm tm;
-	int n = 0, len = (int)strlen(s);
-	char *end;
-	long long ms;
-
-	if (len > 0 && strspn(s, "0123456789") == (size_t)len) {
-		errno = 0;
-		ms = strtoll(s, &end, 10);
-		if (errno)
-			return -1;
-		*out_ms = ms;
-		return 0;
-	}
-	memset(&tm, 0, sizeof(tm));
-	if (sscanf(s, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n) != 3 || n != 10)
-		return -1;
-	s += n;
-	if (*s == 'T' || *s == ' ') {
-		n = 0;
-		if (sscanf(s + 1, "%2d:%2d%n", &tm.tm_hour, &tm.tm_min, &n) != 2 || n != 5)
-			return -1;
-		s += 1 + n;
-		if (*s == ':') {
-			n = 0;
-			if (sscanf(s + 1, "%2d%n", &tm.tm_sec, &n) != 1 || n != 2)
-				return -1;
-			s += 1 + n;
-		}
-	}
-	if (*s == 'Z')
-		s++;
-	if (*s || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-	    tm.tm_min > 59 || tm.tm_sec > 60)
-		return -1;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	*out_ms = (int64_t)timegm(&tm) * 1000;
-	return 0;
-}
-
 const char *aas_fmt_time(char *buf, size_t size, int64_t ms)
 {
 	time_t t = (time_t)(ms / 1000);

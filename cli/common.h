@@ -74,8 +74,6 @@ char *aas_config_get(const char *name);
 
 /* "90", "90s", "15m", "2h", "1d" -> seconds. 0 ok, -1 invalid. */
 int aas_parse_duration(const char *s, int64_t *out);
-/* "YYYY-MM-DD[THH:MM[:SS]][Z]" (UTC) or milliseconds since the epoch -> ms. */
-int aas_parse_time(const char *s, int64_t *out_ms);
 /* ms -> "2024-05-01T12:00:00Z" (UTC); "-" for 0. */
 const char *aas_fmt_time(char *buf, size_t size, int64_t ms);
 /* micro-dollars -> "$1.234567", exact. */

@@ -36,15 +36,9 @@ struct call {
 
 static json_t *time_json(int64_t ms)
 {
-	struct tm tm;
-	time_t t = (time_t)(ms / 1000);
-	char buf[64];
+	char buf[32];
 
-	if (ms <= 0 || !gmtime_r(&t, &tm))
-		return json_null();
-	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-	return json_string(buf);
+	return ms > 0 ? json_string(saas_time_format(buf, sizeof(buf), ms)) : json_null();
 }
 
 static int64_t now_ms(void)
@@ -716,80 +710,6 @@ static json_t *t_list(struct call *c)
 	return res;
 }
 
-/* n decimal digits at *p, advancing past them; -1 when they are not there. */
-static int digits(const char **p, int n)
-{
-	int v = 0;
-
-	for (int i = 0; i < n; i++, (*p)++) {
-		if (**p < '0' || **p > '9')
-			return -1;
-		v = v * 10 + (**p - '0');
-	}
-	return v;
-}
-
-/*
- * An instant: RFC 3339 ("2025-06-01T12:00:00Z", "...+02:00", fractions of a
- * second) or a bare UTC date ("2025-06-01"), which means the start of that day,
- * or with `day_end` its end (the start of the next), so that a range of dates
- * includes its last day. false when it is neither.
- */
-static bool parse_when(const char *s, bool day_end, int64_t *ms)
-{
-	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	const char *p = s;
-	int y, mo, d, h = 0, mi = 0, sec = 0, off = 0, frac = 0;
-	struct tm tm;
-	time_t t;
-
-	if ((y = digits(&p, 4)) < 0 || *p++ != '-' || (mo = digits(&p, 2)) < 0 || *p++ != '-' ||
-	    (d = digits(&p, 2)) < 0 || mo < 1 || mo > 12 || d < 1)
-		return false;
-	if (d > mdays[mo - 1] + (mo == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)))
-		return false;
-	if (*p) {
-		if (*p != 'T' && *p != 't')
-			return false;
-		p++;
-		if ((h = digits(&p, 2)) < 0 || *p++ != ':' || (mi = digits(&p, 2)) < 0 || *p++ != ':' ||
-		    (sec = digits(&p, 2)) < 0)
-			return false;
-		if (*p == '.') {
-			int scale = 100;
-			if (p[1] < '0' || p[1] > '9')
-				return false;
-			for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
-				frac += (*p - '0') * scale;
-		}
-		if (*p == 'Z' || *p == 'z') {
-			p++;
-		} else if (*p == '+' || *p == '-') {
-			int sign = *p++ == '-' ? -1 : 1, oh, om;
-			if ((oh = digits(&p, 2)) < 0 || *p++ != ':' || (om = digits(&p, 2)) < 0 || oh > 23 || om > 59)
-				return false;
-			off = sign * (oh * 60 + om);
-		} else {
-			return false; /* RFC 3339 wants the offset */
-		}
-		if (*p || h > 23 || mi > 59 || sec > 60)
-			return false;
-	} else if (day_end) {
-		d++; /* timegm() carries it into the next month or year */
-	}
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	if ((t = timegm(&tm)) == (time_t)-1)
-		return false;
-	*ms = ((int64_t)t - (int64_t)off * 60) * 1000 + frac;
-	return true;
-}
-
 static json_t *t_usage(struct call *c)
 {
 	saas_account_info *ai = NULL;
@@ -801,10 +721,10 @@ static json_t *t_usage(struct call *c)
 
 	if (!arg_int(c, "days", 1, 366, &days) || !arg_str(c, "from", false, &from_s) || !arg_str(c, "to", false, &to_s))
 		return arg_fail(c);
-	if (from_s && !parse_when(from_s, false, &from))
+	if (from_s && saas_time_parse(&from, from_s, 0) < 0)
 		return bad_arg(c, "\"from\" must be an RFC 3339 time (2025-06-01T00:00:00Z) or a date (2025-06-01)."),
 		       arg_fail(c);
-	if (to_s && !parse_when(to_s, true, &to))
+	if (to_s && saas_time_parse(&to, to_s, SAAS_TIME_DAY_END) < 0)
 		return bad_arg(c, "\"to\" must be an RFC 3339 time (2025-06-30T23:59:59Z) or a date (2025-06-30, "
 		                  "which includes that day)."), arg_fail(c);
 	if (from_s && days)

@@ -140,7 +140,7 @@ static int account_list(saas_engine *e)
 		const saas_account *acc = l->items[i];
 		printf("%-28s %-24s %-16s %-16s %s\n", acc->id, acc->name, saas_usd_format(bal, sizeof(bal), acc->balance_usd_micro),
 		       saas_usd_format(cred, sizeof(cred), acc->credit_usd_micro),
-		       aas_time_format(when, sizeof(when), acc->created_at_ms));
+		       saas_time_format(when, sizeof(when), acc->created_at_ms));
 	}
 	saas_account_list_free(l);
 	return 0;
@@ -198,8 +198,8 @@ static int key_list(saas_engine *e, const struct args *a)
 	for (size_t i = 0; i < l->count; i++) {
 		const saas_key *k = l->items[i];
 		printf("%-28s %-16s %-20s %-26s %s\n", k->id, k->prefix, k->name ? k->name : "",
-		       aas_time_format(made, sizeof(made), k->created_at_ms),
-		       k->revoked_at_ms ? aas_time_format(revoked, sizeof(revoked), k->revoked_at_ms) : "-");
+		       saas_time_format(made, sizeof(made), k->created_at_ms),
+		       k->revoked_at_ms ? saas_time_format(revoked, sizeof(revoked), k->revoked_at_ms) : "-");
 	}
 	saas_key_list_free(l);
 	return 0;

@@ -1,6 +1,7 @@
 /*
- * JSON shapes of the REST API, and the small parsers it needs (times, money,
- * base64). Times are RFC 3339 UTC with milliseconds; money is both an exact
+ * JSON shapes of the REST API, and the money parser it needs (times are
+ * the library's saas_time_parse/saas_time_format). Times are RFC 3339 UTC
+ * with milliseconds; money is both an exact
  * decimal string ("cost_usd": "0.000125") and integer micro-dollars
  * ("cost_usd_micro": 125). Never a binary float.
  *
@@ -15,34 +16,13 @@
 
 #include "server.h"
 
-char *aas_time_format(char *buf, size_t size, int64_t ms)
-{
-	struct tm tm;
-	time_t t;
-	int64_t sec = ms / 1000, frac = ms % 1000;
-
-	if (frac < 0) {
-		frac += 1000;
-		sec--;
-	}
-	t = (time_t)sec;
-	if (!ms || !gmtime_r(&t, &tm)) {
-		if (size)
-			buf[0] = '\0';
-		return buf;
-	}
-	snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-	         tm.tm_hour, tm.tm_min, tm.tm_sec, (int)frac);
-	return buf;
-}
-
 json_t *aas_json_time(int64_t ms)
 {
 	char buf[64];
 
 	if (!ms)
 		return json_null();
-	return json_string(aas_time_format(buf, sizeof(buf), ms));
+	return json_string(saas_time_format(buf, sizeof(buf), ms));
 }
 
 void aas_json_money(json_t *obj, const char *base, int64_t micro)
@@ -213,67 +193,6 @@ json_t *aas_json_file_list(const saas_file_list *list)
 	json_object_set_new(o, "count", json_integer((json_int_t)list->count));
 	json_object_set_new(o, "truncated", json_boolean(list->truncated));
 	return o;
-}
-
-static int digits(const char **p, int n, int *val)
-{
-	*val = 0;
-	for (int i = 0; i < n; i++, (*p)++) {
-		if (!isdigit((unsigned char)**p))
-			return -1;
-		*val = *val * 10 + (**p - '0');
-	}
-	return 0;
-}
-
-/* "2024-01-02T03:04:05[.123][Z|+01:00]" or unix seconds ("1700000000"). */
-int aas_parse_time(int64_t *ms, const char *s)
-{
-	int y, mo, d, h, mi, sec, frac = 0, off = 0;
-	const char *p = s;
-	struct tm tm;
-	char *end;
-
-	if (!s || !*s)
-		return -1;
-	if (strspn(s, "0123456789") == strlen(s)) {
-		errno = 0;
-		long long v = strtoll(s, &end, 10);
-		if (errno || v > 253402300799LL)
-			return -1;
-		*ms = v * 1000;
-		return 0;
-	}
-	if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d) ||
-	    (*p != 'T' && *p != 't' && *p != ' ') || !*p++ || digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) ||
-	    *p++ != ':' || digits(&p, 2, &sec))
-		return -1;
-	if (*p == '.') {
-		int scale = 100;
-		for (p++; isdigit((unsigned char)*p); p++, scale /= 10)
-			frac += (*p - '0') * scale;
-	}
-	if (*p == 'Z' || *p == 'z') {
-		p++;
-	} else if (*p == '+' || *p == '-') {
-		int oh, om, sign = *p++ == '-' ? -1 : 1;
-		if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
-			return -1;
-		off = sign * (oh * 60 + om);
-	} else {
-		return -1;
-	}
-	if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-		return -1;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	*ms = ((int64_t)timegm(&tm) - (int64_t)off * 60) * 1000 + frac;
-	return 0;
 }
 
 /* "12", "12.5", "0.000001": at most six decimals, no sign, no exponent. */

@@ -38,7 +38,7 @@ void aas_log(int level, const char *fmt, ...)
 	for (char *p = msg; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
-	aas_time_format(when, sizeof(when), aas_now_ms());
+	saas_time_format(when, sizeof(when), aas_now_ms());
 	fprintf(stderr, "%s %s %s\n", when, names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
 }
 

@@ -126,12 +126,15 @@ void aas_h_usage(struct aas_req *r, struct aas_reply *out)
 	saas_usage *u = NULL;
 	int rc;
 
-	if (from && *from && aas_parse_time(&from_ms, from) < 0) {
-		aas_reply_error(out, 400, "invalid_argument", "from must be an RFC 3339 time or unix seconds");
+	/* A bare date as `to` includes that day, as in MCP's get_usage and the CLI. */
+	if (from && *from && saas_time_parse(&from_ms, from, 0) < 0) {
+		aas_reply_error(out, 400, "invalid_argument",
+		                "from must be an RFC 3339 time (2025-06-01T00:00:00Z), a date (2025-06-01) or unix seconds");
 		return;
 	}
-	if (to && *to && aas_parse_time(&to_ms, to) < 0) {
-		aas_reply_error(out, 400, "invalid_argument", "to must be an RFC 3339 time or unix seconds");
+	if (to && *to && saas_time_parse(&to_ms, to, SAAS_TIME_DAY_END) < 0) {
+		aas_reply_error(out, 400, "invalid_argument",
+		                "to must be an RFC 3339 time (2025-06-01T00:00:00Z), a date (2025-06-01) or unix seconds");
 		return;
 	}
 	if (from_ms < 0 || to_ms < 0) {

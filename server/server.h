@@ -78,7 +78,6 @@ void aas_auth_ref(struct aas_cached_client *handle);
 
 /* ---- JSON helpers (json.c) ---- */
 
-char *aas_time_format(char *buf, size_t size, int64_t ms); /* RFC 3339 UTC, ms; "" for 0 */
 json_t *aas_json_time(int64_t ms);                         /* string, or null for 0 */
 void aas_json_money(json_t *obj, const char *base, int64_t micro); /* base: "cost_usd" */
 json_t *aas_json_sandbox(const saas_sandbox *sb);
@@ -88,8 +87,6 @@ json_t *aas_json_usage(const saas_usage *u);
 json_t *aas_json_file_list(const saas_file_list *list);
 json_t *aas_json_size(const saas_size *s);
 json_t *aas_json_limits(const saas_account_limits *l);
-/* Parse RFC 3339 or unix seconds into ms; 0 on success, -1 otherwise. */
-int aas_parse_time(int64_t *ms, const char *s);
 /* Parse a decimal dollar amount ("12.5") into micro-dollars exactly; 0 or -1. */
 int aas_parse_usd(int64_t *micro, const char *s);
 

@@ -90,6 +90,36 @@ SAAS_EXTERN(char *) saas_base64_encode(const void *data, size_t len);
  */
 SAAS_EXTERN(int) saas_base64_decode(void **out, size_t *out_len, const char *text, size_t text_len);
 
+/** Flags of saas_time_parse(). */
+#define SAAS_TIME_DAY_END 1u /**< A bare date means the end of that day (the start of the next): the end of a range. */
+
+/**
+ * Read a point in time the way the REST API, MCP and the CLI take one:
+ * - RFC 3339: "2025-06-01T12:00:00Z", "2025-06-01T14:00:00.250+02:00"; leniently
+ *   also with 't' or ' ' for 'T', without the seconds, and without an offset
+ *   (then UTC);
+ * - a bare date, "2025-06-01": the start of that day in UTC, or with
+ *   SAAS_TIME_DAY_END its end, so that a range of dates includes its last day;
+ * - unix seconds, "1748779200".
+ *
+ * @param ms    [out] milliseconds since the epoch (UTC); untouched on failure.
+ * @param text  the text, whole (nothing may follow the time).
+ * @param flags 0 or SAAS_TIME_DAY_END.
+ * @return SAAS_OK, or SAAS_EINVAL with saas_error_last() saying which forms are accepted. Thread-safe.
+ */
+SAAS_EXTERN(int) saas_time_parse(int64_t *ms, const char *text, unsigned int flags);
+
+/**
+ * Write a point in time as RFC 3339 UTC with milliseconds,
+ * "2025-06-01T12:00:00.000Z": how the REST API and MCP give times.
+ *
+ * @param buf     where to write; 32 bytes always suffice.
+ * @param bufsize its size.
+ * @param ms      milliseconds since the epoch (may be negative: before 1970).
+ * @return buf; empty when ms is beyond year 9999. Thread-safe.
+ */
+SAAS_EXTERN(char *) saas_time_format(char *buf, size_t bufsize, int64_t ms);
+
 SAAS_END_DECLS
 
 #endif

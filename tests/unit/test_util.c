@@ -91,6 +91,64 @@ static void test_base64(void **state)
 	assert_int_equal(saas_base64_decode(NULL, &len, "Zg==", 4), SAAS_EINVAL);
 }
 
+static void test_time(void **state)
+{
+	/* 2025-06-01T12:00:00Z */
+	static const int64_t noon = 1748779200000LL, day = 86400000LL;
+	static const struct {
+		const char *text;
+		unsigned int flags;
+		int64_t ms;
+	} good[] = {
+		{ "2025-06-01T12:00:00Z", 0, noon },
+		{ "2025-06-01t12:00:00z", 0, noon },
+		{ "2025-06-01 12:00:00Z", 0, noon },
+		{ "2025-06-01T12:00Z", 0, noon },
+		{ "2025-06-01T12:00", 0, noon },
+		{ "2025-06-01T14:00:00+02:00", 0, noon },
+		{ "2025-06-01T06:30:00-05:30", 0, noon },
+		{ "2025-06-01T12:00:00.25Z", 0, noon + 250 },
+		{ "2025-06-01T12:00:00.123456Z", 0, noon + 123 },
+		{ "2025-06-01", 0, noon - day / 2 },
+		{ "2025-06-01", SAAS_TIME_DAY_END, noon + day / 2 },
+		{ "2025-06-01T12:00:00Z", SAAS_TIME_DAY_END, noon }, /* the flag is for bare dates only */
+		{ "2024-12-31", SAAS_TIME_DAY_END, 1735689600000LL }, /* into the next year */
+		{ "2024-02-29", 0, 1709164800000LL },                  /* a leap day */
+		{ "1748779200", 0, noon },                             /* unix seconds */
+		{ "0", 0, 0 },
+	};
+	static const char *const bad[] = { "", "yesterday", "2025-06-01T", "2025-6-1", "2025-13-01", "2025-06-31",
+		                           "2023-02-29", "2025-06-01T24:00:00Z", "2025-06-01T12:60Z",
+		                           "2025-06-01T12:00:00+0200", "2025-06-01T12:00:00Zjunk", "2025-06-01T12:00:00.Z",
+		                           "-1", "1748779200.5", "99999999999999999999" };
+	int64_t ms;
+	char buf[32];
+
+	(void)state;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(good); i++) {
+		ms = -1;
+		if (saas_time_parse(&ms, good[i].text, good[i].flags) != SAAS_OK || ms != good[i].ms)
+			fail_msg("%s (flags %u): got %lld, want %lld", good[i].text, good[i].flags, (long long)ms,
+			         (long long)good[i].ms);
+	}
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(bad); i++) {
+		ms = 42;
+		if (saas_time_parse(&ms, bad[i], 0) != SAAS_EINVAL || ms != 42)
+			fail_msg("'%s' was taken as a time", bad[i]);
+		assert_non_null(strstr(saas_error_last()->message, "RFC 3339"));
+	}
+	assert_int_equal(saas_time_parse(NULL, "0", 0), SAAS_EINVAL);
+	assert_int_equal(saas_time_parse(&ms, NULL, 0), SAAS_EINVAL);
+
+	assert_string_equal(saas_time_format(buf, sizeof(buf), noon + 7), "2025-06-01T12:00:00.007Z");
+	assert_string_equal(saas_time_format(buf, sizeof(buf), 0), "1970-01-01T00:00:00.000Z");
+	assert_string_equal(saas_time_format(buf, sizeof(buf), -1), "1969-12-31T23:59:59.999Z");
+	assert_string_equal(saas_time_format(buf, sizeof(buf), 253402300800000LL), "");
+	/* What it writes, it reads back. */
+	assert_int_equal(saas_time_parse(&ms, saas_time_format(buf, sizeof(buf), noon + 999), 0), SAAS_OK);
+	assert_int_equal(ms, noon + 999);
+}
+
 static void test_ids(void **state)
 {
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
@@ -228,6 +286,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha256_vectors),
 		cmocka_unit_test(test_base64),
+		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_text),

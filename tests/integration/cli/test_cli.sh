@@ -172,6 +172,12 @@ run usage; expect_rc 0 usage; check "usage has a total" grep -q '^TOTAL' <<<"$OU
 run usage --json --from 2020-01-01 --to 2100-01-01T00:00:00Z; expect_rc 0 "usage --json"
 expect_jq '.lines | length' 2 "usage --json lines"; expect_jq '([.lines[].cost_usd_micro] | add) == .total_usd_micro' true "usage --json total is the sum"
 run usage --from yesterday; expect_rc 2 "usage bad time"
+check "usage bad time says what a time is" grep -q "RFC 3339" <<<"$ERR"
+run usage --json --from 2020-01-01 --to 2020-01-31; expect_rc 0 "usage with dates"
+expect_jq .to 2020-02-01T00:00:00.000Z "usage --to DATE includes that day"
+run usage --json --from 1577836800 --to 2020-01-01T01:00; expect_rc 0 "usage with seconds"
+expect_jq .from 2020-01-01T00:00:00.000Z "usage --from unix seconds"
+expect_jq .to 2020-01-01T01:00:00.000Z "usage --to without seconds or offset is UTC"
 
 # ---- credit: a poor account cannot create ----
 POOR=$(admin account create --name poor --credit 0 2>/dev/null)

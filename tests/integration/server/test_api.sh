@@ -84,6 +84,12 @@ auth POST "/v1/sandboxes/${SB}/extend" -d '{"seconds":300}'; expect_status 200 e
 auth GET /v1/usage; expect_status 200 usage; expect_json '.sandboxes[0].sandbox_id' "$SB" "usage line"
 auth GET "/v1/usage?from=2020-01-01T00:00:00Z&to=$(date +%s)"; expect_status 200 "usage with times"
 expect_json .from 2020-01-01T00:00:00.000Z "usage from"
+auth GET "/v1/usage?from=2020-01-01&to=2020-01-31"; expect_status 200 "usage with dates"
+expect_json .from 2020-01-01T00:00:00.000Z "a date from is its day's start"
+expect_json .to 2020-02-01T00:00:00.000Z "a date to is its day's end"
+auth GET "/v1/usage?from=2020-01-01T02:00:00%2B02:00&to=1580515200"; expect_status 200 "usage with an offset and seconds"
+expect_json .from 2020-01-01T00:00:00.000Z "an offset is applied"
+expect_json .to 2020-02-01T00:00:00.000Z "unix seconds"
 
 # ---- listing ----
 auth POST /v1/sandboxes -d '{}'; SB2=$(jqr .id)
@@ -111,6 +117,7 @@ auth POST /v1/sandboxes -d '{"size":"galactic"}'; expect_status 400 "unknown siz
 auth GET "/v1/sandboxes?limit=0"; expect_status 400 "bad limit"
 auth GET "/v1/sandboxes?cursor=garbage"; expect_status 400 "bad cursor"
 auth GET "/v1/usage?from=yesterday"; expect_status 400 "bad from"
+auth GET "/v1/usage?to=2020-02-30"; expect_status 400 "bad to"; expect_json .error.code invalid_argument "bad to code"
 auth GET /v1/sandboxes/sbx-doesnotexist; expect_status 404 "unknown sandbox"; expect_json .error.code not_found "not_found"
 auth GET /v1/executions/exe-doesnotexist; expect_status 404 "unknown execution"
 auth GET "/v1/sandboxes/${SB}/files?path=missing.txt"; expect_status 404 "missing file"
