@@ -37,38 +37,13 @@ static int64_t jint(json_t *o, const char *key)
 	return (int64_t)json_integer_value(json_object_get(o, key));
 }
 
-/* "2025-01-02T03:04:05.678Z" (what the server writes) or null (0). -1 if malformed. */
-static int64_t parse_time(const char *s)
-{
-	int y, mo, d, h, mi, sec, ms = 0, n = 0;
-	struct tm tm;
-
-	if (!s)
-		return 0;
-	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n == 0)
-		return -1;
-	s += n;
-	if (*s == '.') {
-		int scale = 100;
-		for (s++; *s >= '0' && *s <= '9'; s++, scale /= 10)
-			ms += (*s - '0') * scale;
-	}
-	if (*s != 'Z' || s[1])
-		return -1;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	return (int64_t)timegm(&tm) * 1000 + ms;
-}
-
+/* A time the server wrote ("2025-01-02T03:04:05.678Z"); 0 when null or malformed. */
 static int64_t jtime(json_t *o, const char *key)
 {
-	int64_t t = parse_time(jstr(o, key));
-	return t < 0 ? 0 : t;
+	const char *s = jstr(o, key);
+	int64_t t = 0;
+
+	return s && saas__time_parse(&t, s, 0) == 0 && t > 0 ? t : 0;
 }
 
 static int copy_id(char *dst, size_t size, json_t *o, const char *key)

@@ -38,48 +38,40 @@ static int days_in_month(int y, int mo)
 	return mdays[mo - 1] + (mo == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0));
 }
 
-static int bad_time(const char *text)
-{
-	return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0,
-	                   "'%.64s' is not a time: give RFC 3339 (2025-06-01T12:00:00Z), a date (2025-06-01) "
-	                   "or unix seconds", text);
-}
-
-SAAS_EXTERN(int) saas_time_parse(int64_t *ms, const char *text, unsigned int flags)
+int saas__time_parse(int64_t *ms, const char *text, unsigned int flags)
 {
 	const char *p = text;
 	int y, mo, d, h = 0, mi = 0, sec = 0, off = 0, frac = 0;
 	struct tm tm;
 	time_t t;
 
-	saas__error_clear();
 	if (!ms || !text)
-		return saas__inval("saas_time_parse: ms and text may not be NULL");
+		return -1;
 	if (*text && strspn(text, "0123456789") == strlen(text)) {
 		char *end;
 		long long v;
 		errno = 0;
 		v = strtoll(text, &end, 10);
 		if (errno || v > TIME_MAX_S)
-			return bad_time(text);
+			return -1;
 		*ms = (int64_t)v * 1000;
-		return SAAS_OK;
+		return 0;
 	}
 	if ((y = digits(&p, 4)) < 0 || *p++ != '-' || (mo = digits(&p, 2)) < 0 || *p++ != '-' ||
 	    (d = digits(&p, 2)) < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo))
-		return bad_time(text);
+		return -1;
 	if (*p) {
 		if (*p != 'T' && *p != 't' && *p != ' ')
-			return bad_time(text);
+			return -1;
 		p++;
 		if ((h = digits(&p, 2)) < 0 || *p++ != ':' || (mi = digits(&p, 2)) < 0)
-			return bad_time(text);
+			return -1;
 		if (*p == ':' && (p++, (sec = digits(&p, 2)) < 0))
-			return bad_time(text);
+			return -1;
 		if (*p == '.') {
 			int scale = 100;
 			if (p[1] < '0' || p[1] > '9')
-				return bad_time(text);
+				return -1;
 			for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
 				frac += (*p - '0') * scale;
 		}
@@ -88,11 +80,11 @@ SAAS_EXTERN(int) saas_time_parse(int64_t *ms, const char *text, unsigned int fla
 		} else if (*p == '+' || *p == '-') {
 			int sign = *p++ == '-' ? -1 : 1, oh, om;
 			if ((oh = digits(&p, 2)) < 0 || *p++ != ':' || (om = digits(&p, 2)) < 0 || oh > 23 || om > 59)
-				return bad_time(text);
+				return -1;
 			off = sign * (oh * 60 + om);
 		} /* no offset: UTC */
 		if (*p || h > 23 || mi > 59 || sec > 60)
-			return bad_time(text);
+			return -1;
 	} else if (flags & SAAS_TIME_DAY_END) {
 		d++; /* timegm() carries it into the next month or year */
 	}
@@ -104,8 +96,20 @@ SAAS_EXTERN(int) saas_time_parse(int64_t *ms, const char *text, unsigned int fla
 	tm.tm_min = mi;
 	tm.tm_sec = sec;
 	if ((t = timegm(&tm)) == (time_t)-1)
-		return bad_time(text);
+		return -1;
 	*ms = ((int64_t)t - (int64_t)off * 60) * 1000 + frac;
+	return 0;
+}
+
+SAAS_EXTERN(int) saas_time_parse(int64_t *ms, const char *text, unsigned int flags)
+{
+	saas__error_clear();
+	if (!ms || !text)
+		return saas__inval("saas_time_parse: ms and text may not be NULL");
+	if (saas__time_parse(ms, text, flags) < 0)
+		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0,
+		                   "'%.64s' is not a time: give RFC 3339 (2025-06-01T12:00:00Z), a date (2025-06-01) "
+		                   "or unix seconds", text);
 	return SAAS_OK;
 }
 

@@ -14,6 +14,8 @@
 
 /* Milliseconds since the epoch, from the real clock. */
 int64_t saas__now_ms(void);
+/* saas_time_parse() without touching the thread's error: 0, or -1 when text is not a time. */
+int saas__time_parse(int64_t *ms, const char *text, unsigned int flags);
 
 /* Fill `buf` with `len` bytes from the kernel's CSPRNG. 0 or SAAS_EIO. */
 int saas__random(void *buf, size_t len);
