@@ -722,11 +722,11 @@ static json_t *t_usage(struct call *c)
 	if (!arg_int(c, "days", 1, 366, &days) || !arg_str(c, "from", false, &from_s) || !arg_str(c, "to", false, &to_s))
 		return arg_fail(c);
 	if (from_s && saas_time_parse(&from, from_s, 0) < 0)
-		return bad_arg(c, "\"from\" must be an RFC 3339 time (2025-06-01T00:00:00Z) or a date (2025-06-01)."),
+		return bad_arg(c, "\"from\" must be an RFC 3339 time (2025-06-01T00:00:00Z), a date (2025-06-01) or unix seconds."),
 		       arg_fail(c);
 	if (to_s && saas_time_parse(&to, to_s, SAAS_TIME_DAY_END) < 0)
-		return bad_arg(c, "\"to\" must be an RFC 3339 time (2025-06-30T23:59:59Z) or a date (2025-06-30, "
-		                  "which includes that day)."), arg_fail(c);
+		return bad_arg(c, "\"to\" must be an RFC 3339 time (2025-06-30T23:59:59Z), a date (2025-06-30, "
+		                  "which includes that day) or unix seconds."), arg_fail(c);
 	if (from_s && days)
 		return bad_arg(c, "give \"days\" or \"from\", not both (\"days\" counts back from \"to\", or from now)."),
 		       arg_fail(c);
@@ -948,11 +948,11 @@ static const struct tool tools[] = {
 	  ONLY_SID, SANDBOX_SCHEMA, false, true, true, false, true, 0, t_destroy },
 	{ "get_usage", "Get balance and usage",
 	  "The account's remaining credit, limits, and what each sandbox cost over a period: the last 30 days "
-	  "unless `from`/`to` (RFC 3339 times or YYYY-MM-DD dates, UTC; a date `to` includes that day) or `days` "
+	  "unless `from`/`to` (RFC 3339 times, YYYY-MM-DD dates or unix seconds, UTC; a date `to` includes that day) or `days` "
 	  "say otherwise. `days` counts back from `to` (or now) and cannot be combined with `from`.",
 	  "{\"type\":\"object\",\"properties\":{"
-	  "\"from\":{\"type\":\"string\",\"description\":\"Start of the period: an RFC 3339 time (2025-06-01T00:00:00Z) or a date (2025-06-01, its start, UTC). Default: 30 days (or `days`) before `to`.\"},"
-	  "\"to\":{\"type\":\"string\",\"description\":\"End of the period: an RFC 3339 time or a date (2025-06-30 includes that whole day, UTC). Default: now.\"},"
+	  "\"from\":{\"type\":\"string\",\"description\":\"Start of the period: an RFC 3339 time (2025-06-01T00:00:00Z), a date (2025-06-01, its start, UTC) or unix seconds. Default: 30 days (or `days`) before `to`.\"},"
+	  "\"to\":{\"type\":\"string\",\"description\":\"End of the period: an RFC 3339 time, a date (2025-06-30 includes that whole day, UTC) or unix seconds. Default: now.\"},"
 	  "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":366,\"description\":\"Length of the period in days, counted back from `to` (or now); default 30. Not with `from`.\"}"
 	  "},\"additionalProperties\":false}",
 	  "{\"type\":\"object\",\"properties\":{\"account_id\":{\"type\":\"string\"},\"active_sandboxes\":{\"type\":\"integer\"},"
