@@ -32,6 +32,7 @@ int saas__ssh_global_init(void);
  * until connect_timeout_ms passes (a booting guest's sshd may not listen yet).
  */
 int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg);
+void saas__ssh_close(saas_ssh *ssh);
 
 /*
  * What a failed saas__ssh_open says of the guest, read from its error
@@ -42,7 +43,6 @@ int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg);
  */
 bool saas__ssh_host_key_mismatch(const saas_error *err);
 bool saas__ssh_key_refused(const saas_error *err);
-void saas__ssh_close(saas_ssh *ssh);
 
 /* Is the connection still usable? (A dead one is reopened by the caller.) */
 int saas__ssh_alive(saas_ssh *ssh);

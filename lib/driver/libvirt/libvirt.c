@@ -1720,9 +1720,9 @@ static void *fixup_main(void *arg)
  */
 static int boot_clone(struct launch *l)
 {
-	struct fixup_run fix = { l, l->d->boot_timeout_ms, false, SAAS_OK, 0, 0, "" };
 	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
 	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
+	struct fixup_run fix = { l, budget, false, SAAS_OK, 0, 0, "" };
 	struct timespec t0;
 	pthread_t thread;
 	bool threaded;
@@ -2096,13 +2096,11 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 		l.tdir = tdir;
 		if ((rc = boot_clone(&l)) == SAAS_OK) {
 			cloned = true;
-		} else if (!closing(d) && l.template_bad) {
-			dlog(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold, and the template "
-			     "will be built again", spec->name, key, saas_error_last()->message);
-			template_break(d, key);
 		} else if (!closing(d)) {
-			dlog(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold", spec->name, key,
-			     saas_error_last()->message);
+			dlog(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold%s", spec->name, key,
+			     saas_error_last()->message, l.template_bad ? ", and the template will be built again" : "");
+			if (l.template_bad)
+				template_break(d, key);
 		}
 		l.tdir = NULL;
 	}
