@@ -31,6 +31,25 @@
 /* Protocol versions spoken, newest first. */
 #define AAS_MCP_VERSION_LATEST "2025-11-25"
 
+/*
+ * Bounds on what one message can make a transport read, do and send back.
+ *
+ * AAS_MCP_MESSAGE_MAX: the longest message (or batch) a transport reads, in
+ * bytes: room for a write_file of a 16 MiB file as base64, as the REST API
+ * allows. (aas-server reads at most 64 KiB from a request without a valid
+ * API key: initialize, ping, tools/list and get_service_info fit many times.)
+ * AAS_MCP_BATCH_MAX: the most messages in one JSON-RPC batch (batches exist
+ * in protocol version 2025-03-26 only).
+ * AAS_MCP_RESPONSE_MAX: the longest response to one message or batch, as sent
+ * (compact, ASCII-only JSON): read_file's 16 MiB as base64, twice (text and
+ * structuredContent), fits. A response that would be longer is replaced by a
+ * -32603 error saying so; in a batch, so is each member that no longer fits,
+ * and the members after it are not run.
+ */
+#define AAS_MCP_MESSAGE_MAX ((size_t)24 << 20)
+#define AAS_MCP_BATCH_MAX 32
+#define AAS_MCP_RESPONSE_MAX ((size_t)64 << 20)
+
 /* JSON-RPC error codes. */
 #define AAS_MCP_PARSE_ERROR (-32700)
 #define AAS_MCP_INVALID_REQUEST (-32600)
@@ -71,6 +90,14 @@ typedef struct {
 	void *userdata;             /* for notify and cancelled */
 	/* Time between create_sandbox's progress notifications in ms; 0: 1000. */
 	unsigned int progress_interval_ms;
+	/*
+	 * Does the protocol version negotiated on this connection or session have
+	 * JSON-RPC batches (aas_mcp_version_batches())? False (the default, and
+	 * before initialize): a batch is refused whole.
+	 */
+	bool batches;
+	/* The longest response in bytes; 0: AAS_MCP_RESPONSE_MAX. */
+	size_t response_max;
 } aas_mcp_ctx;
 
 /* What kind of message a parsed JSON value is. */
@@ -88,14 +115,28 @@ enum aas_mcp_kind {
  */
 json_t *aas_mcp_parse(const char *text, size_t len, json_t **error);
 
-/* Classify a parsed message (a batch: INITIALIZE if it holds one, else REQUEST if any needs a response). */
+/*
+ * Classify a parsed message. A batch is REQUEST if a member needs a response,
+ * and INVALID if it holds an initialize (which must come alone; see
+ * aas_mcp_batch_error()).
+ */
 enum aas_mcp_kind aas_mcp_kind(const json_t *msg);
 
 /*
  * Handle a message (or a batch). Returns the response to send (a new
  * reference), or NULL when nothing is to be sent (notifications, responses).
+ * A batch aas_mcp_batch_error() refuses is not run: its error is the response.
  */
 json_t *aas_mcp_handle(const aas_mcp_ctx *ctx, const json_t *msg);
+
+/*
+ * Is `msg` a batch that may not be run under ctx? Then the -32600 error to
+ * send instead of running any of it (a new reference; over HTTP, with 400):
+ * an empty batch, one that holds an initialize, any batch when ctx->batches
+ * is false, one of more than AAS_MCP_BATCH_MAX messages. NULL otherwise (and
+ * for a message that is not a batch).
+ */
+json_t *aas_mcp_batch_error(const aas_mcp_ctx *ctx, const json_t *msg);
 
 /*
  * Will handling `msg` (or a member of the batch) send notifications through
@@ -115,6 +156,9 @@ const json_t *aas_mcp_cancelled_request(const json_t *msg);
 
 /* Is `version` a protocol version this library speaks? */
 bool aas_mcp_version_supported(const char *version);
+
+/* Does protocol version `version` have JSON-RPC batches? (2025-03-26 added them, 2025-06-18 removed them.) */
+bool aas_mcp_version_batches(const char *version);
 
 /* A JSON-RPC error response (new reference); id may be NULL (then null). */
 json_t *aas_mcp_error(const json_t *id, int code, const char *message);

@@ -32,6 +32,11 @@ bool aas_mcp_version_supported(const char *version)
 	return false;
 }
 
+bool aas_mcp_version_batches(const char *version)
+{
+	return version && strcmp(version, "2025-03-26") == 0;
+}
+
 json_t *aas_mcp_error(const json_t *id, int code, const char *message)
 {
 	return json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? (json_t *)id : json_null(), "error",
@@ -97,7 +102,7 @@ enum aas_mcp_kind aas_mcp_kind(const json_t *msg)
 	json_array_foreach(msg, i, m) {
 		enum aas_mcp_kind one = kind_one(m);
 		if (one == AAS_MCP_INITIALIZE)
-			return AAS_MCP_INITIALIZE;
+			return AAS_MCP_INVALID; /* never in a batch: aas_mcp_batch_error() says so */
 		if (one == AAS_MCP_REQUEST || one == AAS_MCP_INVALID)
 			k = AAS_MCP_REQUEST; /* an invalid member gets an error response */
 		else if (one == AAS_MCP_RESPONSE && k == AAS_MCP_NOTIFICATION)
@@ -241,18 +246,90 @@ static json_t *handle_one(const aas_mcp_ctx *ctx, const json_t *m)
 	return res;
 }
 
+json_t *aas_mcp_batch_error(const aas_mcp_ctx *ctx, const json_t *msg)
+{
+	size_t n = json_array_size(msg), i;
+	const json_t *m;
+	char buf[200];
+
+	if (!json_is_array(msg))
+		return NULL;
+	if (n == 0)
+		return aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST, "Invalid Request: empty batch");
+	json_array_foreach(msg, i, m)
+		if (kind_one(m) == AAS_MCP_INITIALIZE)
+			return aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST,
+			                     "Invalid Request: initialize must be sent on its own, never in a batch");
+	if (!ctx->batches)
+		return aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST,
+		                     "Invalid Request: JSON-RPC batches are not part of the protocol version in use "
+		                     "(only 2025-03-26 has them, once initialized); send one message at a time");
+	if (n > AAS_MCP_BATCH_MAX) {
+		snprintf(buf, sizeof(buf), "Invalid Request: a batch of %zu messages is over the limit of %d; "
+		         "send at most %d at a time", n, AAS_MCP_BATCH_MAX, AAS_MCP_BATCH_MAX);
+		return aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST, buf);
+	}
+	return NULL;
+}
+
+/* Bytes `msg` takes as sent: compact, and ASCII only, the longer of the transports' encodings. */
+static size_t wire_size(const json_t *msg)
+{
+	return json_dumpb(msg, NULL, 0, JSON_COMPACT | JSON_ENSURE_ASCII);
+}
+
+/*
+ * Handle m within `*left` bytes of response and take what its answer uses,
+ * `extra` bytes more (a batch's comma), from *left. An answer that does not
+ * fit is replaced by an error saying so; once nothing is left, m is not run.
+ */
+static json_t *handle_within(const aas_mcp_ctx *ctx, const json_t *m, size_t max, size_t *left, size_t extra)
+{
+	enum aas_mcp_kind k = kind_one(m);
+	const json_t *id = json_object_get(m, "id");
+	json_t *res;
+	size_t size;
+	char buf[300];
+
+	if (*left > extra) {
+		if (!(res = handle_one(ctx, m)))
+			return NULL;
+		if ((size = wire_size(res) + extra) <= *left) {
+			*left -= size;
+			return res;
+		}
+		json_decref(res);
+		snprintf(buf, sizeof(buf), "Response too large: the answer is %zu bytes, over the limit of %zu per "
+		         "response; ask for less (read_file max_bytes, list_files max_entries, a command that prints "
+		         "less) or split the work", size - extra, max);
+	} else if (k == AAS_MCP_NOTIFICATION || k == AAS_MCP_RESPONSE) {
+		return NULL; /* nothing to run or to answer */
+	} else {
+		snprintf(buf, sizeof(buf), "Not run: the batch's response reached the limit of %zu bytes; send this "
+		         "request again on its own", max);
+	}
+	/* The short error goes out anyway: past the limit by its own size at most. */
+	res = aas_mcp_error(json_is_object(m) && valid_id(id) ? id : NULL, AAS_MCP_INTERNAL_ERROR, buf);
+	size = res ? wire_size(res) + extra : 0;
+	*left = size < *left ? *left - size : 0;
+	return res;
+}
+
 json_t *aas_mcp_handle(const aas_mcp_ctx *ctx, const json_t *msg)
 {
+	size_t max = ctx->response_max ? ctx->response_max : AAS_MCP_RESPONSE_MAX, left = max;
 	json_t *out, *m;
 	size_t i;
 
 	if (!json_is_array(msg))
-		return handle_one(ctx, msg);
-	if (json_array_size(msg) == 0)
-		return aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST, "Invalid Request: empty batch");
+		return handle_within(ctx, msg, max, &left, 0);
+	if ((out = aas_mcp_batch_error(ctx, msg)))
+		return out;
+	/* "[" and "]" and a comma before every answer but the first: one byte per answer and one more. */
+	left = max > 0 ? max - 1 : 0;
 	out = json_array();
 	json_array_foreach(msg, i, m) {
-		json_t *r = handle_one(ctx, m);
+		json_t *r = handle_within(ctx, m, max, &left, 1);
 		if (r)
 			json_array_append_new(out, r);
 	}

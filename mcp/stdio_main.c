@@ -2,8 +2,10 @@
  * aas-mcp: MCP over stdio, the transport only. The protocol and the tools are
  * mcp/ (aas_mcp), shared with aas-server's Streamable HTTP endpoint.
  *
- * One JSON-RPC message (or batch) per line on stdin, one response per line on
- * stdout, flushed after each; logs go to stderr only. Nothing but send_line()
+ * One JSON-RPC message (or, in 2025-03-26, a batch) per line on stdin, one
+ * response per line on stdout, flushed after each; logs go to stderr only.
+ * A line is at most AAS_MCP_MESSAGE_MAX bytes (a longer one is skipped and
+ * answered with an error), and batches are bounded as over HTTP (aas_mcp.h). Nothing but send_line()
  * writes to stdout, one whole line at a time under a lock: the real stdout is
  * kept on a private stream and fd 1 is pointed at stderr, so a stray printf
  * anywhere cannot corrupt the framing.
@@ -298,6 +300,52 @@ static void start_call(const aas_mcp_ctx *ctx, json_t *msg)
 	json_decref(msg);
 }
 
+/* What read_line() gives instead of a length. */
+enum { LINE_EOF = -1, LINE_TOO_LONG = -2, LINE_NOMEM = -3 };
+
+/*
+ * Read one line of stdin into *buf, without its newline and NUL-terminated,
+ * growing *buf up to AAS_MCP_MESSAGE_MAX bytes. A longer line is read to its
+ * end and dropped, so a client cannot make aas-mcp hold more. Returns the
+ * line's length (the last line may lack its newline), or a LINE_* value.
+ */
+static ssize_t read_line(char **buf, size_t *cap)
+{
+	ssize_t rc = 0;
+	size_t len = 0;
+	int c;
+
+	flockfile(stdin); /* only this thread reads stdin: take the lock once, not per byte */
+	while ((c = getc_unlocked(stdin)) != EOF && c != '\n') {
+		if (rc < 0)
+			continue; /* skipping the rest of a line refused */
+		if (len == AAS_MCP_MESSAGE_MAX) {
+			rc = LINE_TOO_LONG;
+			continue;
+		}
+		if (len + 1 >= *cap) {
+			size_t want = *cap ? *cap * 2 : 4096;
+			char *p;
+			if (want > AAS_MCP_MESSAGE_MAX + 1)
+				want = AAS_MCP_MESSAGE_MAX + 1;
+			if (!(p = realloc(*buf, want))) {
+				rc = LINE_NOMEM;
+				continue;
+			}
+			*buf = p;
+			*cap = want;
+		}
+		(*buf)[len++] = (char)c;
+	}
+	funlockfile(stdin);
+	if (rc < 0)
+		return rc;
+	if (c == EOF && len == 0)
+		return LINE_EOF;
+	(*buf)[len] = '\0';
+	return (ssize_t)len;
+}
+
 static bool blank(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -344,14 +392,29 @@ int main(int argc, char **argv)
 	if (!st.api_key)
 		fprintf(stderr, "aas-mcp: AAS_API_KEY is not set; tool calls will say how to set it\n");
 
-	while ((n = getline(&line, &cap, stdin)) >= 0) {
+	while ((n = read_line(&line, &cap)) != LINE_EOF) {
 		json_t *msg, *resp = NULL;
+		char text[160];
 
+		if (n == LINE_TOO_LONG || n == LINE_NOMEM) {
+			if (n == LINE_TOO_LONG)
+				snprintf(text, sizeof(text), "Invalid Request: a message is at most %zu bytes; this line was "
+				         "longer and was skipped", AAS_MCP_MESSAGE_MAX);
+			send_line(aas_mcp_error(NULL, n == LINE_TOO_LONG ? AAS_MCP_INVALID_REQUEST : AAS_MCP_INTERNAL_ERROR,
+			                        n == LINE_TOO_LONG ? text : "out of memory: the line was skipped"));
+			continue;
+		}
 		if (blank(line, (size_t)n))
 			continue;
 		if (!(msg = aas_mcp_parse(line, (size_t)n, &resp))) {
 			if (resp)
 				send_line(resp);
+			continue;
+		}
+		/* A batch this connection's version does not have, or too long a one: refused whole, before any of it counts. */
+		if ((resp = aas_mcp_batch_error(&ctx, msg))) {
+			send_line(resp);
+			json_decref(msg);
 			continue;
 		}
 		note_cancels(msg);
@@ -361,7 +424,12 @@ int main(int argc, char **argv)
 			ctx.client_status = st.client_status;
 			start_call(&ctx, msg);
 		} else {
-			if ((resp = aas_mcp_handle(&ctx, msg)))
+			resp = aas_mcp_handle(&ctx, msg);
+			/* Batches are allowed from an initialize that settled on a version that has them. */
+			if (aas_mcp_kind(msg) == AAS_MCP_INITIALIZE)
+				ctx.batches = aas_mcp_version_batches(
+					json_string_value(json_object_get(json_object_get(resp, "result"), "protocolVersion")));
+			if (resp)
 				send_line(resp);
 			json_decref(msg);
 		}

@@ -182,6 +182,8 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   child.stderr.on('data', d => { err += d; });
   const exited = new Promise(r => child.once('exit', (code, signal) => r({ code, signal })));
   child.stdin.write('{"jsonrpc": "2.0", "id": 1, "method": \n');
+  // Batches exist in protocol version 2025-03-26 only.
+  child.stdin.write('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}\n');
   child.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
   child.stdin.write('\n');
   child.stdin.write('[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"},' +
@@ -192,8 +194,9 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   assert.equal(code, 0, `exit 0 at EOF; stderr: ${err}`);
   const lines = out.split('\n');
   assert.equal(lines.pop(), '', 'every response ends with a newline');
-  assert.equal(lines.length, 4, out);
-  const [parse, batch, inval, list] = lines.map(l => JSON.parse(l));
+  assert.equal(lines.length, 5, out);
+  const [parse, init, batch, inval, list] = lines.map(l => JSON.parse(l));
+  assert.equal(init.result.protocolVersion, '2025-03-26');
   assert.equal(parse.id, null);
   assert.equal(parse.error.code, -32700);
   assert.deepEqual(batch.map(m => m.id), [2, 3]);
@@ -202,6 +205,55 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   assert.equal(inval.error.code, -32600);
   assert.equal(list.id, 5);
   assert.equal(list.result.tools.length, 11);
+});
+
+// Spawn aas-mcp, write `input` to it and close stdin; its exit code and its output lines, parsed.
+async function rawSession(input) {
+  const child = spawn(AAS_MCP, [], { env: { PATH: process.env.PATH, AAS_BASE_URL: base },
+                                     stdio: ['pipe', 'pipe', 'pipe'] });
+  opened.add(child);
+  const out = [], err = [];
+  child.stdout.on('data', d => out.push(d));
+  child.stderr.on('data', d => err.push(d));
+  const exited = new Promise(r => child.once('exit', code => r(code)));
+  child.stdin.on('error', () => {}); // it may close stdin before reading it all; the answers say what it did
+  child.stdin.end(input);
+  const code = await exited;
+  const text = Buffer.concat(out).toString();
+  assert.equal(code, 0, `exit 0 at EOF; stderr: ${Buffer.concat(err)}`);
+  assert.ok(text.endsWith('\n'), 'every response ends with a newline');
+  return text.slice(0, -1).split('\n').map(l => JSON.parse(l));
+}
+
+test('bounds: batches only in 2025-03-26 and at most 32, never initialize in one, lines at most 24 MiB', async () => {
+  const MESSAGE_MAX = 24 << 20, BATCH_MAX = 32;   // AAS_MCP_MESSAGE_MAX, AAS_MCP_BATCH_MAX
+  const init = v => JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: v } });
+  const pings = n => JSON.stringify(Array.from({ length: n }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: 'ping' })));
+  // Before initialize and in 2025-06-18: a batch is refused whole, with one error.
+  let [early, , late] = await rawSession(`${pings(2)}\n${init('2025-06-18')}\n${pings(2)}\n`);
+  for (const m of [early, late]) {
+    assert.equal(m.error.code, -32600, JSON.stringify(m));
+    assert.equal(m.id, null);
+    assert.match(m.error.message, /2025-03-26/);
+  }
+  // 2025-03-26: 32 messages are answered, 33 refused; initialize never comes in a batch.
+  const batchInit = JSON.stringify([JSON.parse(init('2025-03-26')), { jsonrpc: '2.0', id: 9, method: 'ping' }]);
+  const [, full, over, withInit] = await rawSession(
+    `${init('2025-03-26')}\n${pings(BATCH_MAX)}\n${pings(BATCH_MAX + 1)}\n${batchInit}\n`);
+  assert.equal(full.length, BATCH_MAX);
+  assert.equal(over.error.code, -32600);
+  assert.match(over.error.message, new RegExp(`limit of ${BATCH_MAX}`));
+  assert.equal(withInit.error.code, -32600);
+  assert.match(withInit.error.message, /initialize/);
+  // A line of exactly AAS_MCP_MESSAGE_MAX bytes is read; one byte more is skipped with an error, and the next line is read.
+  const padded = (n) => { const m = '{"jsonrpc":"2.0","id":7,"method":"ping"}'; return m + ' '.repeat(n - m.length); };
+  const [at, tooLong, after] = await rawSession(`${padded(MESSAGE_MAX)}\n${padded(MESSAGE_MAX + 1)}\n` +
+                                                 '{"jsonrpc":"2.0","id":8,"method":"ping"}\n');
+  assert.deepEqual(at, { jsonrpc: '2.0', id: 7, result: {} });
+  assert.equal(tooLong.error.code, -32600);
+  assert.equal(tooLong.id, null);
+  assert.match(tooLong.error.message, new RegExp(`at most ${MESSAGE_MAX} bytes`));
+  assert.equal(after.id, 8);
 });
 
 test('create_sandbox with a progress token: notifications/progress lines, then the result', async () => {

@@ -1,9 +1,10 @@
 /*
  * aas_mcp, the MCP protocol core (mcp/), without a transport: JSON-RPC parse
  * errors and invalid requests, unknown methods, version negotiation,
- * tools/list pages, tool errors as isError results, get_usage's period, and
- * create_sandbox's progress and cancellation, over a local engine with the
- * fake driver (whose VMs here take a moment to create, as real ones do).
+ * tools/list pages, tool errors as isError results, get_usage's period,
+ * create_sandbox's progress and cancellation, and the bounds on batches and
+ * responses, over a local engine with the fake driver (whose VMs here take a
+ * moment to create, as real ones do).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -245,6 +246,7 @@ static void test_invalid_requests(void **state)
 		json_decref(msg);
 	}
 	/* A batch: each invalid member gets its error, notifications nothing, requests their answer. */
+	f->ctx.batches = true;
 	resp = handle(&f->ctx, "[{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"ping\"},{\"bad\":1},"
 	                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]");
 	assert_true(json_is_array(resp));
@@ -730,11 +732,168 @@ static void test_cancel(void **state)
 	json_decref(resp);
 	assert_int_equal(active_sandboxes(f), 1);
 	/* In a batch, only the cancelled member goes unanswered. */
+	f->ctx.batches = true;
 	resp = handle(&f->ctx, "[{\"jsonrpc\":\"2.0\",\"id\":\"req-1\",\"method\":\"ping\"},"
 	                       "{\"jsonrpc\":\"2.0\",\"id\":\"req-3\",\"method\":\"ping\"}]");
 	assert_int_equal(json_array_size(resp), 1);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(resp, 0), "id")), "req-3");
 	json_decref(resp);
+}
+
+/* ---- bounds: batches and response sizes ---- */
+
+/* "[m,m,...]" of n copies of the JSON text m, each with its own id; free(). */
+static char *batch_of(const char *fmt, size_t n)
+{
+	size_t cap = n * (strlen(fmt) + 24) + 3, len = 0;
+	char *buf = malloc(cap);
+
+	assert_non_null(buf);
+	buf[len++] = '[';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf[len++] = ',';
+		len += (size_t)snprintf(buf + len, cap - len, fmt, (int)i + 1);
+	}
+	buf[len++] = ']';
+	buf[len] = '\0';
+	return buf;
+}
+
+static void test_batches(void **state)
+{
+	static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}";
+	static const char list[] = "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/list\"}";
+	static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+	                           "\"protocolVersion\":\"2025-03-26\"}}";
+	struct fixture *f = *state;
+	unsigned int calls = saas_fake_create_calls();
+	json_t *resp, *msg;
+	char *text, *rest, buf[1024];
+
+	/* Only 2025-03-26 has batches. */
+	assert_true(aas_mcp_version_batches("2025-03-26"));
+	assert_false(aas_mcp_version_batches("2025-06-18"));
+	assert_false(aas_mcp_version_batches("2025-11-25"));
+	assert_false(aas_mcp_version_batches(NULL));
+	/* Without them (the default, and before initialize): refused whole, nothing in it run. */
+	assert_false(f->ctx.batches);
+	resp = handle(&f->ctx, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"id\":2,"
+	                       "\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"arguments\":{}}}]");
+	assert_error(resp, AAS_MCP_INVALID_REQUEST, NULL);
+	assert_non_null(strstr(error_message(resp), "2025-03-26"));
+	json_decref(resp);
+	assert_int_equal(saas_fake_create_calls(), calls);
+	/* A message that is not a batch is never refused as one. */
+	msg = json_loads("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", 0, NULL);
+	assert_null(aas_mcp_batch_error(&f->ctx, msg));
+	json_decref(msg);
+
+	/* initialize never comes in a batch, whatever the version; the rest of the batch is not answered either. */
+	f->ctx.batches = true;
+	rest = batch_of(list, 20);
+	assert_true(asprintf(&text, "[%s,%s", init, rest + 1) > 0); /* rest + 1: its members and "]" */
+	free(rest);
+	msg = json_loads(text, 0, NULL);
+	assert_non_null(msg);
+	assert_int_equal(aas_mcp_kind(msg), AAS_MCP_INVALID);
+	json_decref(msg);
+	resp = handle(&f->ctx, text);
+	assert_error(resp, AAS_MCP_INVALID_REQUEST, NULL);
+	assert_non_null(strstr(error_message(resp), "initialize"));
+	json_decref(resp);
+	free(text);
+	snprintf(buf, sizeof(buf), "[%s]", init);
+	resp = handle(&f->ctx, buf);
+	assert_error(resp, AAS_MCP_INVALID_REQUEST, NULL);
+	json_decref(resp);
+
+	/* At the bound: AAS_MCP_BATCH_MAX messages are answered, one more is refused whole. */
+	text = batch_of(ping, AAS_MCP_BATCH_MAX);
+	resp = handle(&f->ctx, text);
+	assert_true(json_is_array(resp));
+	assert_int_equal(json_array_size(resp), AAS_MCP_BATCH_MAX);
+	json_decref(resp);
+	free(text);
+	text = batch_of(ping, AAS_MCP_BATCH_MAX + 1);
+	resp = handle(&f->ctx, text);
+	assert_error(resp, AAS_MCP_INVALID_REQUEST, NULL);
+	snprintf(buf, sizeof(buf), "limit of %d", AAS_MCP_BATCH_MAX);
+	assert_non_null(strstr(error_message(resp), buf));
+	json_decref(resp);
+	free(text);
+	/* An empty batch is invalid, as JSON-RPC says. */
+	resp = handle(&f->ctx, "[]");
+	assert_error(resp, AAS_MCP_INVALID_REQUEST, NULL);
+	json_decref(resp);
+}
+
+/* Bytes a response takes as sent (compact, ASCII only): what AAS_MCP_RESPONSE_MAX counts. */
+static size_t wire(const json_t *resp)
+{
+	return json_dumpb(resp, NULL, 0, JSON_COMPACT | JSON_ENSURE_ASCII);
+}
+
+static void test_response_max(void **state)
+{
+	static const char list1[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}";
+	static const char ping2[] = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
+	static const char batch[] = "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"},"
+	                            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"},"
+	                            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},"
+	                            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+	                            "\"create_sandbox\",\"arguments\":{}}}]";
+	struct fixture *f = *state;
+	unsigned int calls = saas_fake_create_calls();
+	json_t *resp, *one = json_integer(1), *three = json_integer(3);
+	size_t list_size, ping_size;
+
+	/* The default bound lets every answer of this size through. */
+	resp = handle(&f->ctx, list1);
+	list_size = wire(resp);
+	assert_true(list_size < AAS_MCP_RESPONSE_MAX);
+	json_decref(resp);
+	resp = handle(&f->ctx, ping2);
+	ping_size = wire(resp);
+	json_decref(resp);
+
+	/* One message: an answer of exactly the bound goes out; one byte over, an error that says so instead. */
+	f->ctx.response_max = list_size;
+	resp = handle(&f->ctx, list1);
+	assert_non_null(result_of(resp));
+	assert_int_equal(wire(resp), list_size);
+	json_decref(resp);
+	f->ctx.response_max = list_size - 1;
+	resp = handle(&f->ctx, list1);
+	assert_error(resp, AAS_MCP_INTERNAL_ERROR, one);
+	assert_non_null(strstr(error_message(resp), "Response too large"));
+	json_decref(resp);
+
+	/*
+	 * A batch counts its brackets and commas: "[" list "," ping "]" fits exactly; what comes after is not
+	 * run (the create is never called) and answered with an error.
+	 */
+	f->ctx.batches = true;
+	f->ctx.response_max = 1 + (list_size + 1) + (ping_size + 1);
+	resp = handle(&f->ctx, batch);
+	assert_true(json_is_array(resp));
+	assert_int_equal(json_array_size(resp), 3);
+	assert_non_null(result_of(json_array_get(resp, 0)));
+	assert_non_null(result_of(json_array_get(resp, 1)));
+	assert_error(json_array_get(resp, 2), AAS_MCP_INTERNAL_ERROR, three);
+	assert_non_null(strstr(error_message(json_array_get(resp, 2)), "Not run"));
+	json_decref(resp);
+	assert_int_equal(saas_fake_create_calls(), calls);
+	/* One byte less: the ping no longer fits, and gets the error instead of its answer. */
+	f->ctx.response_max--;
+	resp = handle(&f->ctx, batch);
+	assert_non_null(result_of(json_array_get(resp, 0)));
+	assert_non_null(strstr(error_message(json_array_get(resp, 1)), "Response too large"));
+	assert_null(json_object_get(json_array_get(resp, 2), "result"));
+	json_decref(resp);
+	assert_int_equal(saas_fake_create_calls(), calls);
+	json_decref(one);
+	json_decref(three);
 }
 
 int main(void)
@@ -751,6 +910,8 @@ int main(void)
 		cmocka_unit_test(test_cancelled_request),
 		cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_response_max, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
