@@ -324,6 +324,31 @@ static bool authenticate(struct aas_req *r, struct aas_reply *out)
 	return true;
 }
 
+/* AAS_R_KEY: look up the key if one was sent; an unusable one leaves no client and says why in key_status. */
+static void optional_key(struct aas_req *r)
+{
+	const char *key = aas_request_key(r);
+
+	if (!key)
+		return;
+	r->key_status = aas_auth_get(&r->auth, &r->client, key);
+	if (r->key_status < 0) {
+		r->auth = NULL;
+		r->client = NULL;
+		return;
+	}
+	snprintf(r->account_id, sizeof(r->account_id), "%s", saas_client_account_id(r->client));
+}
+
+static void reply_too_large(struct aas_req *r, struct aas_reply *rep)
+{
+	if ((r->route->flags & AAS_R_KEY) && !r->client)
+		aas_reply_error(rep, 413, "too_large", "the JSON body is over %zu bytes, the most a request without a "
+		                "valid API key may send", r->body_max);
+	else
+		aas_reply_error(rep, 413, "too_large", "the JSON body is over %zu bytes", r->body_max);
+}
+
 static uint64_t content_length(struct aas_req *r, bool *known)
 {
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
@@ -378,9 +403,12 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 	r->route_label = r->route->pattern;
 	if ((r->route->flags & AAS_R_AUTH) && !authenticate(r, rep))
 		return false;
+	if (r->route->flags & AAS_R_KEY)
+		optional_key(r);
+	r->body_max = (r->route->flags & AAS_R_KEY) && !r->client ? AAS_ANON_BODY_MAX : AAS_JSON_BODY_MAX;
 	len = content_length(r, &known);
-	if ((r->route->flags & AAS_R_JSON) && known && len > AAS_JSON_BODY_MAX) {
-		aas_reply_error(rep, 413, "too_large", "the JSON body is over %zu bytes", AAS_JSON_BODY_MAX);
+	if ((r->route->flags & AAS_R_JSON) && known && len > r->body_max) {
+		reply_too_large(r, rep);
 		return false;
 	}
 	if ((r->route->flags & AAS_R_STREAM) && known && len > (uint64_t)SAAS_FILE_MAX) {
@@ -401,7 +429,7 @@ static void take_body(struct aas_req *r, const char *data, size_t len)
 	}
 	if (!(r->route->flags & AAS_R_JSON) || r->too_big)
 		return;
-	if (r->body_len + len > AAS_JSON_BODY_MAX) {
+	if (r->body_len + len > r->body_max) {
 		r->too_big = true;
 		return;
 	}
@@ -470,7 +498,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 		return MHD_YES;
 	}
 	if (r->too_big && (r->route->flags & AAS_R_JSON))
-		aas_reply_error(&rep, 413, "too_large", "the JSON body is over %zu bytes", AAS_JSON_BODY_MAX);
+		reply_too_large(r, &rep);
 	else
 		r->route->handler(r, &rep);
 	return aas_queue(r, &rep);

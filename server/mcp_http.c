@@ -2,7 +2,7 @@
  * MCP over Streamable HTTP at /v1/mcp: the transport only. The protocol and
  * the tools are mcp/ (aas_mcp), shared with the stdio server.
  *
- * POST carries one JSON-RPC message (or a batch). A request gets its response
+ * POST carries one JSON-RPC message (or, in 2025-03-26, a batch). A request gets its response
  * as application/json (or as one SSE event when the client accepts only
  * text/event-stream); notifications and responses get 202 and no body.
  * A request whose handling sends notifications (a create_sandbox with a
@@ -21,7 +21,12 @@
  *
  * Keys travel per request, as with the REST API. initialize, tools/list and
  * get_service_info need none; a keyless call of another tool is a tool result
- * with isError (never a 401, which would send clients into OAuth).
+ * with isError (never a 401, which would send clients into OAuth). So that an
+ * anonymous client cannot make the server parse and answer much, the HTTP
+ * layer looks the key up before it reads the body (AAS_R_KEY): without a valid
+ * one, a body is at most AAS_ANON_BODY_MAX bytes. A batch is refused whole
+ * unless the session's protocol version has batches (2025-03-26), and holds
+ * at most AAS_MCP_BATCH_MAX messages; initialize never comes in one.
  *
  * A browser page must not drive a local server: a request with an Origin that
  * is neither this server's own loopback origin nor configured is refused (403).
@@ -132,14 +137,16 @@ static struct session *find_locked(const char *id)
 	return NULL;
 }
 
-/* Touch a session; false when unknown or expired. */
-static bool session_use(const char *id)
+/* Touch a session and say whether its protocol version has batches; false when unknown or expired. */
+static bool session_use(const char *id, bool *batches)
 {
 	struct session *s;
 
 	pthread_mutex_lock(&mu);
-	if ((s = find_locked(id)))
+	if ((s = find_locked(id))) {
 		s->last_used_ms = aas_now_ms();
+		*batches = aas_mcp_version_batches(s->version);
+	}
 	pthread_mutex_unlock(&mu);
 	return s != NULL;
 }
@@ -497,8 +504,8 @@ static bool precheck(struct aas_req *r, struct aas_reply *out)
 	return true;
 }
 
-/* Mcp-Session-Id present and known; false after replying 400 or 404. */
-static bool check_session(struct aas_req *r, struct aas_reply *out)
+/* Mcp-Session-Id present and known (and whether its version has batches); false after replying 400 or 404. */
+static bool check_session(struct aas_req *r, struct aas_reply *out, bool *batches)
 {
 	const char *sid = header(r, "Mcp-Session-Id");
 
@@ -507,7 +514,7 @@ static bool check_session(struct aas_req *r, struct aas_reply *out)
 		                "Bad Request: Mcp-Session-Id header is required (send initialize first)");
 		return false;
 	}
-	if (!session_use(sid)) {
+	if (!session_use(sid, batches)) {
 		reply_rpc_error(out, 404, AAS_MCP_INVALID_REQUEST,
 		                "Session not found: it ended or expired; send initialize again");
 		return false;
@@ -517,12 +524,12 @@ static bool check_session(struct aas_req *r, struct aas_reply *out)
 
 void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 {
-	aas_mcp_ctx ctx = { .engine = engine_, .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint,
-	                    .cancelled = is_cancelled };
+	/* The key, if one came, was looked up before the body (AAS_R_KEY); an unknown one makes isError results, not 401s. */
+	aas_mcp_ctx ctx = { .client = r->client, .client_status = r->key_status, .engine = engine_,
+	                    .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint, .cancelled = is_cancelled };
 	json_t *msg, *err = NULL, *resp;
 	enum aas_mcp_kind kind;
 	struct running run = { "", NULL };
-	const char *key;
 	char sid[33];
 
 	if (!precheck(r, out))
@@ -537,7 +544,13 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 		json_decref(msg);
 		return;
 	}
-	if (kind != AAS_MCP_INITIALIZE && !check_session(r, out)) {
+	if (kind != AAS_MCP_INITIALIZE && !check_session(r, out, &ctx.batches)) {
+		json_decref(msg);
+		return;
+	}
+	/* A batch the session's version does not have, or too long a one: refused whole, before any of it counts. */
+	if ((err = aas_mcp_batch_error(&ctx, msg))) {
+		aas_reply_json(out, 400, err);
 		json_decref(msg);
 		return;
 	}
@@ -547,16 +560,6 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 		json_decref(msg);
 		reply_empty(out, 202);
 		return;
-	}
-	/* The key of this request, if any: unknown keys become isError results, not 401s. */
-	if ((key = aas_request_key(r))) {
-		ctx.client_status = aas_auth_get(&r->auth, &ctx.client, key);
-		if (ctx.client_status < 0) {
-			ctx.client = NULL;
-			r->auth = NULL;
-		} else {
-			snprintf(r->account_id, sizeof(r->account_id), "%s", saas_client_account_id(ctx.client));
-		}
 	}
 	if (kind == AAS_MCP_REQUEST && aas_mcp_reports_progress(msg) && accepts_sse(r) &&
 	    reply_stream(r, out, &ctx, run.session, msg)) {

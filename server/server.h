@@ -93,6 +93,8 @@ int aas_parse_usd(int64_t *micro, const char *s);
 /* ---- HTTP (http.c) ---- */
 
 #define AAS_JSON_BODY_MAX ((size_t)24 << 20) /* 16 MiB of stdin as base64, and room */
+/* The largest body of a request without a valid key on an AAS_R_KEY route (what MCP discovery needs, many times). */
+#define AAS_ANON_BODY_MAX ((size_t)64 << 10)
 
 struct aas_req;
 
@@ -108,6 +110,12 @@ typedef void (*aas_handler)(struct aas_req *r, struct aas_reply *out);
 #define AAS_R_AUTH (1u << 0)     /* needs an API key */
 #define AAS_R_JSON (1u << 1)     /* takes a JSON body */
 #define AAS_R_STREAM (1u << 2)   /* takes a raw body, streamed to the handler's sink */
+/*
+ * Takes a key but needs none (MCP): a key sent is looked up before the body
+ * is read (r->client, r->key_status), and without a valid one the body is at
+ * most AAS_ANON_BODY_MAX bytes.
+ */
+#define AAS_R_KEY (1u << 3)
 
 struct aas_route {
 	const char *method;
@@ -129,6 +137,7 @@ struct aas_req {
 	char route_id[SAAS_ID_MAX + 1]; /* {id} of the path, if any */
 	saas_client *client;
 	struct aas_cached_client *auth;
+	int key_status;                 /* AAS_R_KEY: 0 (no key, or a valid one), or why the key sent is not usable */
 	char account_id[SAAS_ID_MAX + 1];
 	int64_t start_us;
 	bool started;
@@ -137,6 +146,7 @@ struct aas_req {
 	/* JSON body */
 	char *body;
 	size_t body_len, body_cap;
+	size_t body_max;                /* the largest this request may send */
 	/* streaming handlers keep their state here */
 	void *stream;
 	void (*stream_free)(void *stream);
