@@ -349,6 +349,23 @@ static void reply_too_large(struct aas_req *r, struct aas_reply *rep)
 		aas_reply_error(rep, 413, "too_large", "the JSON body is over %zu bytes", r->body_max);
 }
 
+bool aas_client_gone(struct aas_req *r)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	ssize_t n;
+	char c;
+
+	if (!ci)
+		return false;
+	/*
+	 * Nothing reads the socket while a handler runs (one thread per
+	 * connection), so a FIN or a reset waits there: a peek sees EOF or an
+	 * error. A pipelined request is data, and means the client is there.
+	 */
+	n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static uint64_t content_length(struct aas_req *r, bool *known)
 {
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");

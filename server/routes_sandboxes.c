@@ -46,6 +46,18 @@ void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 		aas_reply_saas(out, rc);
 		goto out;
 	}
+	/*
+	 * The client left while the VM was made (a killed aas-mcp or CLI, a
+	 * client's timeout): nobody learns the id, and the sandbox would run and
+	 * bill until it expires. Destroy it now; the answer goes nowhere.
+	 */
+	if (aas_client_gone(r)) {
+		rc = saas_sandbox_destroy(NULL, r->client, sb->id);
+		aas_log(rc < 0 ? SAAS_LOG_WARN : SAAS_LOG_INFO, "sandbox %s: the client left before it was ready; %s",
+		        sb->id, rc < 0 ? "cannot destroy it, it runs until it expires" : "destroyed");
+		aas_reply_error(out, 499, "client_closed", "the client closed the connection; the sandbox was destroyed");
+		goto out;
+	}
 	reply_sandbox(out, 201, sb);
 out:
 	saas_sandbox_free(sb);

@@ -173,6 +173,13 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
 void aas_reply_saas(struct aas_reply *out, int rc);
 unsigned int aas_status_for(int rc);
 
+/*
+ * Has the client closed its connection (or its sending half, or reset it)?
+ * For a handler that made something only its answer would tell of: a create
+ * whose client left is destroyed rather than left running for nobody.
+ */
+bool aas_client_gone(struct aas_req *r);
+
 /* The API key of the request (Authorization: Bearer, or x-api-key), or NULL. Never log it. */
 const char *aas_request_key(struct aas_req *r);
 
