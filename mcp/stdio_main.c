@@ -17,7 +17,10 @@
  * notifications and then its response are written from that thread. Anything
  * else (initialize, ping, tools/list, notifications) is answered at once, in
  * order. At EOF the calls still running finish and are answered, then aas-mcp
- * exits 0.
+ * exits 0; but once nobody reads stdout (the client is gone), they count as
+ * cancelled, so a create_sandbox then destroys what it made. If aas-mcp itself
+ * is killed, its connection to aas-server closes, and the server destroys a
+ * sandbox it was making for it (server/routes_sandboxes.c).
  *
  * The account's client is the remote one: saas_client_open_remote(AAS_BASE_URL,
  * AAS_API_KEY), opened at the first tools/call, so initialize and tools/list
@@ -28,6 +31,7 @@
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -157,10 +161,32 @@ static void notify(void *userdata, json_t *msg)
 	send_line(msg);
 }
 
+/*
+ * Is nobody left to read stdout (its pipe or socket closed at the client's
+ * end, or a write failed)? The client died or went away without waiting.
+ */
+static bool client_gone(void)
+{
+	struct pollfd p = { .fd = fileno(out), .events = POLLOUT };
+	bool broken;
+
+	pthread_mutex_lock(&out_mu);
+	broken = out_broken;
+	pthread_mutex_unlock(&out_mu);
+	return broken || (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)));
+}
+
+/*
+ * Cancelled by a notifications/cancelled, or by the client's going away: an
+ * answer nobody can read is a request nobody wants, and a create_sandbox it
+ * made is destroyed instead of running until it expires (tools.c).
+ */
 static bool cancelled(void *userdata, const json_t *id)
 {
 	bool yes = false;
 
+	if (client_gone())
+		return true;
 	pthread_mutex_lock(&calls_mu);
 	for (struct inflight *f = inflight; f; f = f->next)
 		if (f->call == userdata && f->cancelled && json_equal(f->id, (json_t *)id))
