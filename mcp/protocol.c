@@ -326,7 +326,7 @@ json_t *aas_mcp_handle(const aas_mcp_ctx *ctx, const json_t *msg)
 	if ((out = aas_mcp_batch_error(ctx, msg)))
 		return out;
 	/* "[" and "]" and a comma before every answer but the first: one byte per answer and one more. */
-	left = max > 0 ? max - 1 : 0;
+	left = max - 1;
 	out = json_array();
 	json_array_foreach(msg, i, m) {
 		json_t *r = handle_within(ctx, m, max, &left, 1);

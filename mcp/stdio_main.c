@@ -422,12 +422,14 @@ int main(int argc, char **argv)
 		json_t *msg, *resp = NULL;
 		char text[160];
 
-		if (n == LINE_TOO_LONG || n == LINE_NOMEM) {
-			if (n == LINE_TOO_LONG)
-				snprintf(text, sizeof(text), "Invalid Request: a message is at most %zu bytes; this line was "
-				         "longer and was skipped", AAS_MCP_MESSAGE_MAX);
-			send_line(aas_mcp_error(NULL, n == LINE_TOO_LONG ? AAS_MCP_INVALID_REQUEST : AAS_MCP_INTERNAL_ERROR,
-			                        n == LINE_TOO_LONG ? text : "out of memory: the line was skipped"));
+		if (n == LINE_NOMEM) {
+			send_line(aas_mcp_error(NULL, AAS_MCP_INTERNAL_ERROR, "out of memory: the line was skipped"));
+			continue;
+		}
+		if (n == LINE_TOO_LONG) {
+			snprintf(text, sizeof(text), "Invalid Request: a message is at most %zu bytes; this line was longer "
+			         "and was skipped", AAS_MCP_MESSAGE_MAX);
+			send_line(aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST, text));
 			continue;
 		}
 		if (blank(line, (size_t)n))
@@ -437,7 +439,7 @@ int main(int argc, char **argv)
 				send_line(resp);
 			continue;
 		}
-		/* A batch this connection's version does not have, or too long a one: refused whole, before any of it counts. */
+		/* A batch the negotiated version does not have, or too long a one: refused whole, unread. */
 		if ((resp = aas_mcp_batch_error(&ctx, msg))) {
 			send_line(resp);
 			json_decref(msg);
@@ -466,7 +468,7 @@ int main(int argc, char **argv)
 		if (rc)
 			break;
 	}
-	/* EOF (or stdout gone): let the calls still running finish and answer. */
+	/* EOF (or stdout gone): let the calls still running finish, and answer if anyone still reads. */
 	reap(true);
 	free(line);
 	saas_client_free(st.client);
