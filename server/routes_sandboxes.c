@@ -52,9 +52,11 @@ void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 	 * bill until it expires. Destroy it now; the answer goes nowhere.
 	 */
 	if (aas_client_gone(r)) {
-		rc = saas_sandbox_destroy(NULL, r->client, sb->id);
-		aas_log(rc < 0 ? SAAS_LOG_WARN : SAAS_LOG_INFO, "sandbox %s: the client left before it was ready; %s",
-		        sb->id, rc < 0 ? "cannot destroy it, it runs until it expires" : "destroyed");
+		if ((rc = saas_sandbox_destroy(NULL, r->client, sb->id)) < 0)
+			aas_log(SAAS_LOG_WARN, "sandbox %s: the client left before it was ready; cannot destroy it (%s), it "
+			        "runs until it expires", sb->id, saas_error_last()->message);
+		else
+			aas_log(SAAS_LOG_INFO, "sandbox %s: the client left before it was ready; destroyed", sb->id);
 		aas_reply_error(out, 499, "client_closed", "the client closed the connection; the sandbox was destroyed");
 		goto out;
 	}
