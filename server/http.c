@@ -46,7 +46,7 @@ unsigned int aas_http_inflight(void)
 
 /* ---- replies ---- */
 
-static void common_headers(struct MHD_Response *resp)
+void aas_reply_common_headers(struct MHD_Response *resp)
 {
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
@@ -70,7 +70,7 @@ void aas_reply_json(struct aas_reply *out, unsigned int status, json_t *body)
 	}
 	if (out->response) {
 		MHD_add_response_header(out->response, "Content-Type", "application/json");
-		common_headers(out->response);
+		aas_reply_common_headers(out->response);
 	}
 }
 

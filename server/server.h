@@ -165,6 +165,13 @@ void aas_http_stop(void);
 /* Replies. */
 enum MHD_Result aas_queue(struct aas_req *r, struct aas_reply *rep);
 void aas_reply_json(struct aas_reply *out, unsigned int status, json_t *body); /* steals body */
+/*
+ * Like aas_reply_json for an object with long strings (an execution's output):
+ * written as it is sent, never whole in memory (json_stream.c). Steals body.
+ */
+void aas_reply_json_stream(struct aas_reply *out, unsigned int status, json_t *body);
+/* The headers every reply carries. */
+void aas_reply_common_headers(struct MHD_Response *resp);
 void aas_reply_error(struct aas_reply *out, unsigned int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* From a saas_status and the thread's saas_error_last(). */
