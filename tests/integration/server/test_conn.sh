@@ -23,6 +23,24 @@ healthz_from() {
 	curl -s -o /dev/null -w '%{http_code}' --max-time 20 --interface "$1" "${BASE}/healthz"
 }
 
+# ---- the options' bounds ----
+bad_option() { # bad_option DESCRIPTION ARGS...: the server refuses to start, saying why
+	local what=$1; shift
+	if timeout 20 "$SERVER" --listen 127.0.0.1:0 --state-dir "${WORK}/state" "$@" >"${WORK}/bad.out" 2>&1; then
+		fail "$what: the server started"
+	elif ! grep -q "aas-server: --" "${WORK}/bad.out"; then
+		fail "$what: no message: $(cat "${WORK}/bad.out")"
+	else
+		pass
+	fi
+}
+bad_option "previews may not take every connection" --max-connections 40 --preview-connections 40
+bad_option "a header timeout of 0" --header-timeout 0
+bad_option "a body timeout past an hour" --body-timeout 3601
+bad_option "a per-address cap of 0" --per-ip-connections 0
+check "AAS_HEADER_TIMEOUT is checked too" bash -c "AAS_HEADER_TIMEOUT=x timeout 20 '$SERVER' --listen 127.0.0.1:0 \
+	--state-dir '${WORK}/state' 2>&1 | grep -q 'AAS_HEADER_TIMEOUT: expected 1 to 3600 seconds'"
+
 # ---- one address fills what would be every connection; another still gets in ----
 # Long timeouts here, so that what is held stays held while it is checked.
 AAS_HEADER_TIMEOUT=600 start_server "$SERVER" --max-connections 40
