@@ -4,6 +4,7 @@
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,14 @@ const char *aas_config_usage(void)
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
 	       "  --max-connections N     connections at once (one thread each); default 512\n"
+	       "  --per-ip-connections N  connections one client address (IPv6: one /64) may hold; more are\n"
+	       "                          refused at accept; default 32 [AAS_PER_IP_CONNECTIONS]\n"
+	       "  --preview-connections N preview requests at once, the rest of --max-connections kept for the\n"
+	       "                          API; more get 503; default a quarter of --max-connections [AAS_PREVIEW_CONNECTIONS]\n"
+	       "  --header-timeout SECS   a request's headers must arrive within SECS of the connection (or of\n"
+	       "                          the previous request on it), or it is closed; default 30 [AAS_HEADER_TIMEOUT]\n"
+	       "  --body-timeout SECS     a request's body must arrive within SECS, plus 1 s per 64 KiB received,\n"
+	       "                          or the connection is closed; default 60 [AAS_BODY_TIMEOUT]\n"
 	       "  --port-file FILE        write the port listened on to FILE once listening\n"
 	       "  --mcp-allowed-origins L browser Origins allowed on /v1/mcp besides this server's loopback ones,\n"
 	       "                          comma-separated, \"*\" for any; default none [AAS_MCP_ALLOWED_ORIGINS]\n"
@@ -97,6 +106,49 @@ static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 	return 0;
 }
 
+/* The connection policy's numbers: one table for their options, variables and bounds. */
+struct conn_limit {
+	const char *option, *env;
+	size_t offset; /* of the unsigned int in struct aas_config */
+	unsigned int min, max;
+	const char *unit;
+};
+
+static const struct conn_limit conn_env[] = {
+	{ "--per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
+	  "connections" },
+	{ "--preview-connections", "AAS_PREVIEW_CONNECTIONS", offsetof(struct aas_config, preview_connections), 1,
+	  100000, "connections" },
+	{ "--header-timeout", "AAS_HEADER_TIMEOUT", offsetof(struct aas_config, header_timeout_s), 1, 3600, "seconds" },
+	{ "--body-timeout", "AAS_BODY_TIMEOUT", offsetof(struct aas_config, body_timeout_s), 1, 3600, "seconds" },
+};
+
+static int parse_conn_limit(struct aas_config *cfg, const struct conn_limit *l, const char *what, const char *s)
+{
+	unsigned int *dst = (unsigned int *)((char *)cfg + l->offset);
+
+	if (parse_uint(s, dst, l->max) < 0 || *dst < l->min) {
+		fprintf(stderr, "aas-server: %s: expected %u to %u %s, got \"%s\"\n", what, l->min, l->max, l->unit, s);
+		return -1;
+	}
+	return 0;
+}
+
+/* Defaults that follow --max-connections, and the one rule between them. */
+static int conn_defaults(struct aas_config *cfg)
+{
+	if (!cfg->per_ip_connections)
+		cfg->per_ip_connections = AAS_PER_IP_CONNECTIONS_DEFAULT;
+	if (!cfg->preview_connections)
+		cfg->preview_connections = cfg->max_connections / 4 ? cfg->max_connections / 4 : 1;
+	if (cfg->preview_connections >= cfg->max_connections) {
+		fprintf(stderr, "aas-server: --preview-connections (%u) must be below --max-connections (%u): the rest "
+		                "is kept for the API\n", cfg->preview_connections, cfg->max_connections);
+		return -1;
+	}
+	return 0;
+}
+
 static int from_env(struct aas_config *cfg)
 {
 	const char *v;
@@ -123,6 +175,10 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
 		return -1;
+	for (size_t i = 0; i < sizeof(conn_env) / sizeof(conn_env[0]); i++) {
+		if ((v = getenv(conn_env[i].env)) && *v && parse_conn_limit(cfg, &conn_env[i], conn_env[i].env, v) < 0)
+			return -1;
+	}
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
 		return -1;
@@ -133,7 +189,8 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION,
+	       O_CONN /* O_CONN + i: conn_env[i] */ };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -151,6 +208,10 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
+		{ "per-ip-connections", required_argument, NULL, O_CONN + 0 },
+		{ "preview-connections", required_argument, NULL, O_CONN + 1 },
+		{ "header-timeout", required_argument, NULL, O_CONN + 2 },
+		{ "body-timeout", required_argument, NULL, O_CONN + 3 },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -165,6 +226,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->key_ttl_s = 5;
 	cfg->grace_s = 10;
 	cfg->max_connections = 512;
+	cfg->header_timeout_s = AAS_HEADER_TIMEOUT_DEFAULT;
+	cfg->body_timeout_s = AAS_BODY_TIMEOUT_DEFAULT;
 	cfg->templates = -1;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
@@ -218,6 +281,12 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_VERSION:
 			printf("aas-server %s\n", saas_version());
 			return 1;
+		case O_CONN + 0:
+		case O_CONN + 1:
+		case O_CONN + 2:
+		case O_CONN + 3:
+			rc = parse_conn_limit(cfg, &conn_env[c - O_CONN], conn_env[c - O_CONN].option, optarg);
+			break;
 		default:
 			fprintf(stderr, "aas-server: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
 			rc = -1;
@@ -227,6 +296,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		fprintf(stderr, "aas-server: unexpected argument \"%s\" (see --help)\n", argv[optind]);
 		rc = -1;
 	}
+	if (rc == 0)
+		rc = conn_defaults(cfg);
 	return rc < 0 ? -1 : 0;
 }
 

@@ -46,7 +46,7 @@ unsigned int aas_http_inflight(void)
 
 /* ---- replies ---- */
 
-static void common_headers(struct MHD_Response *resp)
+void aas_reply_common_headers(struct MHD_Response *resp)
 {
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
@@ -70,7 +70,7 @@ void aas_reply_json(struct aas_reply *out, unsigned int status, json_t *body)
 	}
 	if (out->response) {
 		MHD_add_response_header(out->response, "Content-Type", "application/json");
-		common_headers(out->response);
+		aas_reply_common_headers(out->response);
 	}
 }
 
@@ -467,6 +467,20 @@ static void take_body(struct aas_req *r, const char *data, size_t len)
 	r->body[r->body_len] = '\0';
 }
 
+/* Every preview slot is taken: the rest of the connections are kept for the API. */
+static enum MHD_Result preview_busy(struct aas_req *r)
+{
+	struct aas_reply rep = { 0, NULL };
+
+	aas_reply_error(&rep, 503, "busy", "too many preview requests at once (--preview-connections %u); try again",
+	                config->preview_connections);
+	if (rep.response) {
+		MHD_add_response_header(rep.response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+		MHD_add_response_header(rep.response, MHD_HTTP_HEADER_CONNECTION, "close");
+	}
+	return aas_queue(r, &rep);
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls)
@@ -480,6 +494,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 	(void)version;
 	if (!r)
 		return MHD_NO;
+	aas_conn_progress(conn, !r->started, *upload_data_size);
 	if (r->proxy || (!r->started && aas_preview_match(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"),
 	                                                  config->preview_domain, &pport, pid, sizeof(pid)))) {
 		if (!r->started) {
@@ -488,6 +503,8 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 			r->method = method;
 			r->path = strdup(url);
 			r->route_label = "preview";
+			if (!aas_conn_preview_enter(conn))
+				return preview_busy(r);
 		}
 		return aas_preview_handle(r, pport, pid, upload_data, upload_data_size);
 	}
@@ -544,7 +561,7 @@ static void done_cb(void *cls, struct MHD_Connection *conn, void **con_cls, enum
 	double secs;
 
 	(void)cls;
-	(void)conn;
+	aas_conn_request_done(conn, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	if (!r)
 		return;
 	*con_cls = NULL;
@@ -620,10 +637,13 @@ int aas_http_start(const struct aas_config *cfg, int listen_fd)
 	                     MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_ITC;
 
 	config = cfg;
-	daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, NULL,
+	if (aas_conn_start(cfg) < 0)
+		return -1;
+	daemon_ = MHD_start_daemon(flags, 0, aas_conn_accept, NULL, access_cb, NULL,
 	                           MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
 	                           MHD_OPTION_URI_LOG_CALLBACK, uri_log, NULL,
 	                           MHD_OPTION_NOTIFY_COMPLETED, done_cb, NULL,
+	                           MHD_OPTION_NOTIFY_CONNECTION, aas_conn_notify, NULL,
 	                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 	                           MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)300,
@@ -631,6 +651,7 @@ int aas_http_start(const struct aas_config *cfg, int listen_fd)
 	                           MHD_OPTION_END);
 	if (!daemon_) {
 		aas_log(SAAS_LOG_ERROR, "cannot start the HTTP daemon");
+		aas_conn_stop();
 		return -1;
 	}
 	return 0;
@@ -649,4 +670,5 @@ void aas_http_stop(void)
 	if (daemon_)
 		MHD_stop_daemon(daemon_);
 	daemon_ = NULL;
+	aas_conn_stop();
 }

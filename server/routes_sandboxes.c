@@ -272,7 +272,7 @@ void aas_h_exec(struct aas_req *r, struct aas_reply *out)
 	if (rc < 0)
 		aas_reply_saas(out, rc);
 	else
-		aas_reply_json(out, background ? 202 : 200, aas_json_execution(x));
+		aas_reply_json_stream(out, background ? 202 : 200, aas_json_execution(x));
 out:
 	saas_execution_free(x);
 	free_env(env);
@@ -288,7 +288,7 @@ void aas_h_execution_get(struct aas_req *r, struct aas_reply *out)
 	if (rc < 0)
 		aas_reply_saas(out, rc);
 	else
-		aas_reply_json(out, 200, aas_json_execution(x));
+		aas_reply_json_stream(out, 200, aas_json_execution(x));
 	saas_execution_free(x);
 }
 

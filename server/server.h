@@ -37,10 +37,18 @@ struct aas_config {
 	unsigned int key_ttl_s;    /* how long a cached client is trusted (revocation delay) */
 	unsigned int grace_s;      /* how long shutdown waits for in-flight requests */
 	unsigned int max_connections;
+	unsigned int header_timeout_s;    /* a request's headers must arrive within this (conn.c) */
+	unsigned int body_timeout_s;      /* and its body within this, plus 1 s per AAS_BODY_MIN_RATE bytes */
+	unsigned int per_ip_connections;  /* connections one address (IPv6: one /64) may hold at once */
+	unsigned int preview_connections; /* preview requests at once; the rest of max_connections is the API's */
 	char *port_file;           /* write the bound port here once listening (tests) */
 	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
 	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
 };
+
+#define AAS_HEADER_TIMEOUT_DEFAULT 30     /* seconds */
+#define AAS_BODY_TIMEOUT_DEFAULT 60       /* seconds, plus 1 per AAS_BODY_MIN_RATE bytes */
+#define AAS_PER_IP_CONNECTIONS_DEFAULT 32
 
 /* Fill from the environment, then argv; 0, or -1 after printing a one-line error. */
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv);
@@ -167,6 +175,13 @@ void aas_http_stop(void);
 /* Replies. */
 enum MHD_Result aas_queue(struct aas_req *r, struct aas_reply *rep);
 void aas_reply_json(struct aas_reply *out, unsigned int status, json_t *body); /* steals body */
+/*
+ * Like aas_reply_json for an object with long strings (an execution's output):
+ * written as it is sent, never whole in memory (json_stream.c). Steals body.
+ */
+void aas_reply_json_stream(struct aas_reply *out, unsigned int status, json_t *body);
+/* The headers every reply carries. */
+void aas_reply_common_headers(struct MHD_Response *resp);
 void aas_reply_error(struct aas_reply *out, unsigned int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* From a saas_status and the thread's saas_error_last(). */
@@ -237,6 +252,23 @@ void aas_service_free(void);
 /* The engine get_service_info reads, and the bound port (the loopback Origins allowed). */
 void aas_mcp_http_init(saas_engine *engine, const struct aas_config *cfg, unsigned int port);
 void aas_mcp_http_free(void);
+
+/* ---- connection policy (conn.c) ---- */
+
+/* Start and stop the watchdog that cuts connections past their header or body deadline. */
+int aas_conn_start(const struct aas_config *cfg);
+void aas_conn_stop(void);
+/* For MHD_OPTION_ACCEPT_POLICY: refuses an address that holds per_ip_connections already. */
+enum MHD_Result aas_conn_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+/* For MHD_OPTION_NOTIFY_CONNECTION: tracks each connection from accept to close. */
+void aas_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                     enum MHD_ConnectionNotificationCode code);
+/* Every call of the access handler: `first` with the headers, then each piece of body, then the end. */
+void aas_conn_progress(struct MHD_Connection *c, bool first, size_t upload_size);
+/* A request ended (completed: normally, so the connection may be kept alive for another). */
+void aas_conn_request_done(struct MHD_Connection *c, bool completed);
+/* Take a preview slot for this connection's request; false when all preview_connections are taken. */
+bool aas_conn_preview_enter(struct MHD_Connection *c);
 
 /* ---- preview proxy (preview.c) ---- */
 

@@ -12,6 +12,8 @@ SAAS_BUILD_PACKAGES=(
 # threaded process. Under clang 14's, a child forked while another thread was
 # in malloc could hang forever in its own malloc, and the create with it.
 SAAS_TEST_PACKAGES=(postgresql valgrind curl jq openssh-server openssh-client clang-19 libclang-rt-19-dev)
+# The benchmarks' load generator and helpers (bench/server-bench, bench/soak).
+SAAS_BENCH_PACKAGES=(wrk jq curl iproute2)
 # Running sandboxes and building guest images.
 SAAS_VM_PACKAGES=(
 	qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients

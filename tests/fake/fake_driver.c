@@ -265,11 +265,13 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 			req->output(req->output_userdata, SAAS_STREAM_STDOUT, *e, strlen(*e));
 			req->output(req->output_userdata, SAAS_STREAM_STDOUT, "\n", 1);
 		}
-	} else if (strncmp(cmd, "spew ", 5) == 0) {
+	} else if (strncmp(cmd, "spew ", 5) == 0 || strncmp(cmd, "spewctl ", 8) == 0) {
+		/* N bytes on each stream: letters, or (spewctl) control bytes, JSON's most expensive to escape. */
 		char chunk[4096];
-		long long n = atoll(cmd + 5);
+		int ctl = cmd[4] == 'c';
+		long long n = atoll(cmd + (ctl ? 8 : 5));
 		for (int s = SAAS_STREAM_STDOUT; s <= SAAS_STREAM_STDERR; s++) {
-			memset(chunk, s == SAAS_STREAM_STDOUT ? 'x' : 'y', sizeof(chunk));
+			memset(chunk, ctl ? '\x01' : s == SAAS_STREAM_STDOUT ? 'x' : 'y', sizeof(chunk));
 			for (long long left = n; left > 0; left -= (long long)sizeof(chunk))
 				req->output(req->output_userdata, s, chunk,
 				            left < (long long)sizeof(chunk) ? (size_t)left : sizeof(chunk));
