@@ -88,6 +88,13 @@ enum aas_mcp_kind {
  */
 json_t *aas_mcp_parse(const char *text, size_t len, json_t **error);
 
+/*
+ * Why jansson refused a text, in plain words for whoever sent it: "\u0000" is
+ * valid JSON that these APIs refuse, and jansson's own text for it names a
+ * flag of its API. Returns buf.
+ */
+const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err);
+
 /* Classify a parsed message (a batch: INITIALIZE if it holds one, else REQUEST if any needs a response). */
 enum aas_mcp_kind aas_mcp_kind(const json_t *msg);
 
