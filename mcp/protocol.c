@@ -69,6 +69,12 @@ const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err)
 	return buf;
 }
 
+bool aas_error_is_internal(int rc, int klass)
+{
+	return saas_error_http_status(rc) >= 500 && rc != SAAS_ENOTSUP &&
+	       !(rc == SAAS_EIO && klass == SAAS_ERRCLASS_GUEST);
+}
+
 static bool valid_id(const json_t *id)
 {
 	return id && (json_is_string(id) || json_is_integer(id));

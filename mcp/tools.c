@@ -160,9 +160,21 @@ const char *aas_mcp_error_hint(int rc)
 /* The failure of a libsaas call, with what the agent can do about it; `msg` is its detail. */
 static json_t *fail_saas_msg(struct call *c, int rc, const char *msg)
 {
+	const saas_error *e = saas_error_last();
+
 	if (rc == SAAS_EAUTH)
 		return failf(c, "%s: the API key is unknown or revoked. Send a valid key with %s.", c->tool,
 		             c->ctx->key_hint ? c->ctx->key_hint : "the request");
+	/* A create's detail was taken on its own thread: this one's class is not its. */
+	if ((c->ctx->flags & AAS_MCP_TENANT) &&
+	    aas_error_is_internal(rc, e->code == rc ? e->klass : SAAS_ERRCLASS_NONE)) {
+		if (c->ctx->log) {
+			char line[700];
+			snprintf(line, sizeof(line), "MCP %s answered %s for: %s", c->tool, saas_error_name(rc), msg);
+			c->ctx->log(line);
+		}
+		msg = "the server failed; its log has the detail";
+	}
 	return failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), aas_mcp_error_hint(rc));
 }
 

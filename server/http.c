@@ -99,13 +99,8 @@ void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg
 
 	if (!msg || !*msg)
 		msg = saas_strerror(rc);
-	/*
-	 * A 4xx message is written for the caller (what to fix). A server-side
-	 * failure's may hold the host's paths or what libvirt, libssh2 or the
-	 * database said: the operator's log gets it, the tenant the fixed text.
-	 * A failure inside the tenant's own guest (its disk is full) is theirs to see.
-	 */
-	if (status >= 500 && rc != SAAS_ENOTSUP && !(rc == SAAS_EIO && klass == SAAS_ERRCLASS_GUEST)) {
+	/* The operator's log gets a server-side failure's detail, the tenant its fixed text. */
+	if (aas_error_is_internal(rc, klass)) {
 		aas_log(SAAS_LOG_WARN, "answering %u %s for: %s", status, saas_error_name(rc), msg);
 		aas_reply_error(out, status, saas_error_name(rc), "%s: the server failed; its log has the detail",
 		                saas_strerror(rc));

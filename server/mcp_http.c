@@ -515,10 +515,15 @@ static bool check_session(struct aas_req *r, struct aas_reply *out)
 	return true;
 }
 
+static void log_detail(const char *msg)
+{
+	aas_log(SAAS_LOG_WARN, "%s", msg);
+}
+
 void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 {
-	aas_mcp_ctx ctx = { .engine = engine_, .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint,
-	                    .cancelled = is_cancelled };
+	aas_mcp_ctx ctx = { .engine = engine_, .flags = AAS_MCP_SERVICE_INFO | AAS_MCP_TENANT, .key_hint = key_hint,
+	                    .cancelled = is_cancelled, .log = log_detail };
 	json_t *msg, *err = NULL, *resp;
 	enum aas_mcp_kind kind;
 	struct running run = { "", NULL };

@@ -430,6 +430,13 @@ static void test_tools_list_pages(void **state)
 
 /* ---- tool errors ---- */
 
+static char logged[1024];
+
+static void log_capture(const char *msg)
+{
+	snprintf(logged, sizeof(logged), "%s", msg);
+}
+
 static void test_tool_errors(void **state)
 {
 	struct fixture *f = *state;
@@ -500,6 +507,29 @@ static void test_tool_errors(void **state)
 	res = call_tool(&ctx, "run_command", args);
 	assert_tool_error(res, "Invalid arguments to run_command", "may not be empty or contain '='", NULL);
 	json_decref(res);
+	/*
+	 * A server-side failure (here the driver's, whose messages name host things):
+	 * a tenant of a shared server reads the fixed text, the operator's log the
+	 * detail; aas-mcp's user, the operator, reads the detail.
+	 */
+	saas_fake_vm_stop(json_string_value(sb));
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"path\":\"x\",\"content\":\"x\"}", json_string_value(sb));
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "backend_error", "fake: VM", NULL);
+	json_decref(res);
+	ctx.flags |= AAS_MCP_TENANT;
+	ctx.log = log_capture;
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "write_file failed", "backend_error", "its log has the detail", NULL);
+	assert_null(strstr(text_of(res), "fake: VM"));
+	assert_non_null(strstr(logged, "fake: VM"));
+	json_decref(res);
+	/* A 4xx is the caller's to read, tenant or not. */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"path\":\"%s\",\"content\":\"x\"}", json_string_value(sb), name);
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "at most 255", NULL);
+	json_decref(res);
+	ctx.flags &= ~AAS_MCP_TENANT;
 	/* Past the maximum lifetime: a bad argument, which no retry fixes. */
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"seconds\":31536000}", json_string_value(sb));
 	res = call_tool(&ctx, "extend_sandbox", args);
