@@ -152,7 +152,7 @@ static void *upload_main(void *arg)
 	o.mode = u->mode;
 	u->rc = saas_file_write_stream(u->client, u->id, u->path, upload_reader, u, u->size, &o);
 	e = saas_error_last();
-	u->klass = e->klass;
+	u->klass = e->code == u->rc ? e->klass : SAAS_ERRCLASS_NONE;
 	snprintf(u->message, sizeof(u->message), "%s",
 	         u->rc < 0 && e->code == u->rc && *e->message ? e->message : saas_strerror(u->rc));
 	/* Whatever happened, the connection's thread must not wait on us any more. */
@@ -301,7 +301,7 @@ static void *download_main(void *arg)
 	e = saas_error_last();
 	pthread_mutex_lock(&d->pipe.mu);
 	d->rc = rc;
-	d->klass = e->klass;
+	d->klass = e->code == rc ? e->klass : SAAS_ERRCLASS_NONE;
 	snprintf(d->message, sizeof(d->message), "%s",
 	         rc < 0 && e->code == rc && *e->message ? e->message : saas_strerror(rc));
 	d->finished = true;
