@@ -296,6 +296,14 @@ check "query never logged" bash -c "! grep -q 'api_key=' '${WORK}/server.log'"
 check "SIGTERM exits 0" stop_server
 check "stopped logged" grep -q ' stopped$' "${WORK}/server.log"
 
+# ---- a server-side failure: the tenant reads the code's fixed text, the operator's log the detail ----
+AAS_FAKE_FAIL_CREATES=1 start_server "$SERVER"
+auth POST /v1/sandboxes -d '{}'; expect_status 502 "a create the driver fails"
+expect_json .error.code backend_error "a create the driver fails: code"
+check "the driver's words are not the tenant's" bash -c "! grep -q 'fake:' <<<'$(jqr .error.message)'"
+check "the driver's words are in the operator's log" grep -q "answering 502 backend_error for: .*fake: this create fails" "${WORK}/server.log"
+check "SIGTERM after a failed create exits 0" stop_server
+
 # ---- warm pools: a bad spec stops the start; AAS_POOL fills a pool, /metrics shows it, a create claims it ----
 check "a bad pool spec refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/state' \
 	--pool huge=1 >'${WORK}/badpool.log' 2>&1"
