@@ -180,6 +180,9 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 		goto out;
 	if ((rc = saas_exec(&ex, client, id, cmd, &opts, 0)) != SAAS_OK) {
 		code = aas_fail(rc, id);
+		/* The command could not run at all (docs/cli.md): 5, which a command's own 1 cannot be taken for. */
+		if (code == AAS_EXIT_ERROR)
+			code = AAS_EXIT_SERVER;
 		goto out;
 	}
 	if (ctx->json) {

@@ -89,11 +89,16 @@ int aas_common_opt(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i)
 	return 0;
 }
 
+/*
+ * The exit code (docs/cli.md) and the hint of each status code: switches over
+ * the enum with no default, so that a new code fails the build (-Wswitch)
+ * until it has both.
+ */
 int aas_exit_code(int rc)
 {
 	const saas_error *e = saas_error_last();
 
-	switch (rc) {
+	switch ((saas_status)rc) {
 	case SAAS_OK:
 		return AAS_EXIT_OK;
 	case SAAS_EAUTH:
@@ -112,16 +117,27 @@ int aas_exit_code(int rc)
 	case SAAS_ETIMEOUT:
 	case SAAS_EBUSY:
 		return AAS_EXIT_SERVER;
-	default:
+	case SAAS_ERROR:
+	case SAAS_ENOMEM:
+	case SAAS_EIO:
+		/* The server's own failures (HTTP 5xx) are the server's; a local one is not. */
 		if (e->code == rc && e->klass == SAAS_ERRCLASS_HTTP && e->backend_code >= 500)
 			return AAS_EXIT_SERVER;
 		return AAS_EXIT_ERROR;
+	case SAAS_EEXISTS:
+	case SAAS_ESTATE:
+	case SAAS_ENOTSUP:
+	case SAAS_ETOOBIG:
+	case SAAS_EISDIR:
+	case SAAS_EPERM:
+		return AAS_EXIT_ERROR;
 	}
+	return AAS_EXIT_ERROR;
 }
 
-static const char *hint_for(int rc)
+const char *aas_hint(int rc)
 {
-	switch (rc) {
+	switch ((saas_status)rc) {
 	case SAAS_EAUTH:
 		return "run `aas login` or set AAS_API_KEY";
 	case SAAS_ENOTFOUND:
@@ -129,28 +145,41 @@ static const char *hint_for(int rc)
 	case SAAS_ECREDIT:
 		return "add credit to the account (see `aas account`)";
 	case SAAS_ELIMIT:
-		return "destroy sandboxes with `aas rm` or ask for a shorter time (see `aas account`)";
+		return "destroy sandboxes with `aas rm` (see `aas account`)";
 	case SAAS_ENETWORK:
 		return "check that the server runs and --url / AAS_BASE_URL points at it";
 	case SAAS_EINVAL:
 		return "check the arguments (see `aas COMMAND --help`)";
 	case SAAS_ESTATE:
 		return "check the sandbox's status with `aas get`";
+	case SAAS_EPERM:
+		return "commands run as an unprivileged user: use paths under /workspace, its home or /tmp";
+	case SAAS_EISDIR:
+		return "name a file, not a directory (`aas files` lists what is there)";
+	case SAAS_ETOOBIG:
+		return "send less (see the limits in `aas account`)";
 	case SAAS_EBACKEND:
 	case SAAS_ESTORE:
 	case SAAS_EPROTOCOL:
 	case SAAS_ETIMEOUT:
+	case SAAS_EBUSY:
 		return "the server failed; try again later or ask its operator";
-	default:
+	case SAAS_OK:
+	case SAAS_ERROR:
+	case SAAS_ENOMEM:
+	case SAAS_EIO: /* local or remote: the message says which */
+	case SAAS_EEXISTS:
+	case SAAS_ENOTSUP:
 		return NULL;
 	}
+	return NULL;
 }
 
 int aas_fail(int rc, const char *what)
 {
 	const saas_error *e = saas_error_last();
 	const char *msg = (e->code == rc && e->message && e->message[0]) ? e->message : saas_strerror(rc);
-	const char *hint = hint_for(rc);
+	const char *hint = aas_hint(rc);
 	char line[1024];
 	size_t k;
 

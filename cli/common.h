@@ -64,6 +64,8 @@ int aas_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int aas_fail(int rc, const char *what);
 /* The exit code for a libsaas status. */
 int aas_exit_code(int rc);
+/* What to do about a failure with status rc, or NULL. */
+const char *aas_hint(int rc);
 
 /* Open the client from flags > environment > config file. On failure reports and returns an exit code. */
 int aas_open(aas_ctx *ctx, saas_client **out);

@@ -42,7 +42,8 @@ static const char usage_text[] =
 	"  1  any other failure            5  server or network failure\n"
 	"  2  usage error                  6  insufficient credit or account limit\n"
 	"  3  missing or invalid API key\n"
-	"  `aas exec` exits with the command's own exit code (124 if it timed out).\n";
+	"  `aas exec` exits with the command's own exit code (124 if it timed out);\n"
+	"  when the command could not run at all, 2, 3, 4 or 6 as above and 5 otherwise.\n";
 
 static const struct {
 	const char *name;

@@ -59,6 +59,12 @@
 
 /* Offer get_service_info (needs `engine`): the HTTP transport does. */
 #define AAS_MCP_SERVICE_INFO (1u << 0)
+/*
+ * The caller is a tenant of a shared server: the detail of a server-side
+ * failure (aas_error_is_internal()) goes to ctx->log, the result says only
+ * its fixed text. The HTTP transport sets it; aas-mcp's user is its operator.
+ */
+#define AAS_MCP_TENANT (1u << 1)
 
 /* What one message is handled with. */
 typedef struct {
@@ -98,6 +104,8 @@ typedef struct {
 	bool batches;
 	/* The longest response in bytes; 0: AAS_MCP_RESPONSE_MAX. */
 	size_t response_max;
+	/* With AAS_MCP_TENANT: where the detail a tenant is not shown goes (the operator's log); may be NULL. */
+	void (*log)(const char *msg);
 } aas_mcp_ctx;
 
 /* What kind of message a parsed JSON value is. */
@@ -114,6 +122,22 @@ enum aas_mcp_kind {
  * JSON-RPC error response to send (-32700); free it with json_decref().
  */
 json_t *aas_mcp_parse(const char *text, size_t len, json_t **error);
+
+/*
+ * Why jansson refused a text, in plain words for whoever sent it: "\u0000" is
+ * valid JSON that these APIs refuse, and jansson's own text for it names a
+ * flag of its API. Returns buf.
+ */
+const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err);
+
+/*
+ * Is the detail of a failure (status rc, error class klass) the operator's
+ * only? A server-side failure's message may hold host paths or what libvirt,
+ * libssh2 or the database said; a 4xx message is written for the caller, and
+ * a failure inside the tenant's own guest (SAAS_EIO of class GUEST: its disk
+ * is full) is the tenant's to see. REST and MCP answer tenants by this rule.
+ */
+bool aas_error_is_internal(int rc, int klass);
 
 /*
  * Classify a parsed message. A batch is REQUEST if a member needs a response,

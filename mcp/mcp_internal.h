@@ -22,5 +22,7 @@ json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t
                           const json_t *progress_token);
 /* Does this tool report progress when asked? */
 bool aas_mcp_tool_reports_progress(const char *name);
+/* What an agent can do about a failure with this saas_status (text for a tool result); never NULL. */
+const char *aas_mcp_error_hint(int rc);
 
 #endif

@@ -57,10 +57,27 @@ json_t *aas_mcp_parse(const char *text, size_t len, json_t **error)
 	*error = NULL;
 	msg = json_loadb(text ? text : "", text ? len : 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
 	if (!msg) {
-		snprintf(buf, sizeof(buf), "Parse error: %s (line %d, column %d)", err.text, err.line, err.column);
+		char why[200];
+		snprintf(buf, sizeof(buf), "Parse error: %s", aas_json_error_text(why, sizeof(why), &err));
 		*error = aas_mcp_error(NULL, AAS_MCP_PARSE_ERROR, buf);
 	}
 	return msg;
+}
+
+const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err)
+{
+	if (json_error_code(err) == json_error_null_character)
+		snprintf(buf, size, "a string holds \\u0000 (NUL), which is not accepted here; send bytes base64 "
+		                    "(line %d, column %d)", err->line, err->column);
+	else
+		snprintf(buf, size, "%s (line %d, column %d)", err->text, err->line, err->column);
+	return buf;
+}
+
+bool aas_error_is_internal(int rc, int klass)
+{
+	return saas_error_http_status(rc) >= 500 && rc != SAAS_ENOTSUP &&
+	       !(rc == SAAS_EIO && klass == SAAS_ERRCLASS_GUEST);
 }
 
 static bool valid_id(const json_t *id)

@@ -104,58 +104,78 @@ static void saas_detail(char *buf, size_t size, int rc)
 	snprintf(buf, size, "%s", e->code == rc && e->message[0] ? e->message : saas_strerror(rc));
 }
 
+/*
+ * What an agent can do about a failure with status rc. A switch over the enum
+ * with no default: a new code fails the build (-Wswitch) until it has a hint.
+ */
+const char *aas_mcp_error_hint(int rc)
+{
+	switch ((saas_status)rc) {
+	case SAAS_EAUTH:
+		return "Send a valid API key.";
+	case SAAS_ENOTFOUND:
+		return "Check the sandbox_id (list_sandboxes shows this account's sandboxes) and the path (list_files "
+		       "shows what exists; relative paths are under /workspace).";
+	case SAAS_ESTATE:
+		return "The sandbox cannot be used now: it was destroyed (by destroy_sandbox, by expiring, or for lack "
+		       "of credit) or is still starting. get_sandbox shows its status; create_sandbox makes a new one.";
+	case SAAS_EINVAL:
+		return "Fix the arguments and call again.";
+	case SAAS_ECREDIT:
+		return "The account's credit cannot pay for this. Destroy sandboxes you no longer need (list_sandboxes, "
+		       "destroy_sandbox), choose a smaller size, or ask the operator for credit; get_usage shows the "
+		       "balance.";
+	case SAAS_ELIMIT:
+		return "An account limit would be passed (sandboxes at once). Destroy sandboxes you no longer need "
+		       "(list_sandboxes shows them); get_service_info shows the limits.";
+	case SAAS_EPERM:
+		return "Permission denied: code runs as an unprivileged user without sudo. Write under /workspace, the "
+		       "home directory or /tmp, and read files that user may read.";
+	case SAAS_EISDIR:
+		return "The path is a directory; list_files shows what is inside it.";
+	case SAAS_ETOOBIG:
+		return "It is too large for one call. Split it, or work on it inside the sandbox with run_command "
+		       "(head, tail, split, gzip).";
+	case SAAS_ETIMEOUT:
+		return "It did not finish in time. Retry, or give a longer timeout.";
+	case SAAS_ENOTSUP:
+		return "This service does not support that; try without the option.";
+	case SAAS_EIO:
+		return "The guest failed the operation (e.g. its disk is full). Check with run_command (df -h), free "
+		       "space or retry.";
+	case SAAS_EEXISTS:
+	case SAAS_ERROR:
+	case SAAS_ENOMEM:
+	case SAAS_EBACKEND:
+	case SAAS_ESTORE:
+	case SAAS_ENETWORK:
+	case SAAS_EPROTOCOL:
+	case SAAS_EBUSY:
+	case SAAS_OK:
+		break;
+	}
+	return "The service failed. Retry; if it keeps failing, destroy the sandbox and create a new one.";
+}
+
 /* The failure of a libsaas call, with what the agent can do about it; `msg` is its detail. */
 static json_t *fail_saas_msg(struct call *c, int rc, const char *msg)
 {
-	const char *next;
+	const saas_error *e = saas_error_last();
 
-	switch (rc) {
-	case SAAS_EAUTH:
+	if (rc == SAAS_EAUTH)
 		return failf(c, "%s: the API key is unknown or revoked. Send a valid key with %s.", c->tool,
 		             c->ctx->key_hint ? c->ctx->key_hint : "the request");
-	case SAAS_ENOTFOUND:
-		next = "Check the sandbox_id (list_sandboxes shows this account's sandboxes) and the path (list_files "
-		       "shows what exists; relative paths are under /workspace).";
-		break;
-	case SAAS_ESTATE:
-		next = "The sandbox cannot be used now: it was destroyed (by destroy_sandbox, by expiring, or for lack "
-		       "of credit) or is still starting. get_sandbox shows its status; create_sandbox makes a new one.";
-		break;
-	case SAAS_EINVAL:
-		next = "Fix the arguments and call again.";
-		break;
-	case SAAS_ECREDIT:
-		next = "The account's credit cannot pay for this. Destroy sandboxes you no longer need (list_sandboxes, "
-		       "destroy_sandbox), choose a smaller size, or ask the operator for credit; get_usage shows the "
-		       "balance.";
-		break;
-	case SAAS_ELIMIT:
-		next = "An account limit would be passed (sandboxes at once, or the longest lifetime). Destroy sandboxes "
-		       "you no longer need (list_sandboxes shows them) or ask for less time; get_service_info shows the "
-		       "limits.";
-		break;
-	case SAAS_EISDIR:
-		next = "The path is a directory; list_files shows what is inside it.";
-		break;
-	case SAAS_ETOOBIG:
-		next = "It is too large for one call. Split it, or work on it inside the sandbox with run_command "
-		       "(head, tail, split, gzip).";
-		break;
-	case SAAS_ETIMEOUT:
-		next = "It did not finish in time. Retry, or give a longer timeout.";
-		break;
-	case SAAS_ENOTSUP:
-		next = "This service does not support that; try without the option.";
-		break;
-	case SAAS_EIO:
-		next = "The guest refused or failed the operation (e.g. permission denied: code runs as an "
-		       "unprivileged user; write under /workspace or your home directory).";
-		break;
-	default:
-		next = "The service failed. Retry; if it keeps failing, destroy the sandbox and create a new one.";
-		break;
+	/* A create's detail was taken on its own thread: this one's class is not its. */
+	if ((c->ctx->flags & AAS_MCP_TENANT) &&
+	    aas_error_is_internal(rc, e->code == rc ? e->klass : SAAS_ERRCLASS_NONE)) {
+		if (c->ctx->log) {
+			char line[700];
+			snprintf(line, sizeof(line), "MCP %s answered %s for: %s", c->tool, saas_error_name(rc), msg);
+			c->ctx->log(line);
+		}
+		msg = "the server failed; its log has the detail";
 	}
-	return failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), next);
+	return failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), aas_mcp_error_hint(rc));
 }
 
 /* The same, right after the failing call on this thread. */
@@ -458,8 +478,15 @@ static json_t *t_run(struct call *c)
 			return bad_arg(c, "\"env\" must be an object of NAME: \"value\" strings."), arg_fail(c);
 		json_object_foreach((json_t *)env, k, v) {
 			char *kv;
-			if (!json_is_string(v) || asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
-				bad_arg(c, "\"env\" values must be strings (\"%s\" is not).", k);
+			if (!*k || strchr(k, '=')) {
+				bad_arg(c, "\"env\" names may not be empty or contain '='.");
+				res = arg_fail(c);
+				goto out;
+			}
+			/* A NUL would cut the value short without a word. */
+			if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v) ||
+			    asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
+				bad_arg(c, "\"env\" values must be strings without NUL (\"%s\" is not).", k);
 				res = arg_fail(c);
 				goto out;
 			}
@@ -531,11 +558,11 @@ static json_t *t_write(struct call *c)
 	content = json_string_value(cv);
 	len = json_string_length(cv);
 	if (mode) {
-		char *end;
-		unsigned long m = strtoul(mode, &end, 8);
-		if (!*mode || *end || m > 07777)
+		/* The schema's ^[0-7]{1,4}$: strtoul() alone would take " 755", "+755" and "-0". */
+		size_t n = strlen(mode);
+		if (n < 1 || n > 4 || strspn(mode, "01234567") != n)
 			return bad_arg(c, "\"mode\" must be octal permission bits such as \"0644\" or \"755\"."), arg_fail(c);
-		o.mode = (unsigned int)m;
+		o.mode = (unsigned int)strtoul(mode, NULL, 8);
 	}
 	if (enc && strcmp(enc, "base64") == 0) {
 		if (saas_base64_decode((void **)&bytes, &len, content, len) < 0)

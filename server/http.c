@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aas_mcp.h"
 #include "server.h"
 
 static struct MHD_Daemon *daemon_;
@@ -89,45 +90,33 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
 
 unsigned int aas_status_for(int rc)
 {
-	switch (rc) {
-	case SAAS_EINVAL:
-		return 400;
-	case SAAS_EAUTH:
-		return 401;
-	case SAAS_ECREDIT:
-		return 402;
-	case SAAS_ENOTFOUND:
-		return 404;
-	case SAAS_EEXISTS:
-	case SAAS_ESTATE:
-	case SAAS_EISDIR:
-		return 409;
-	case SAAS_ETOOBIG:
-		return 413;
-	case SAAS_ELIMIT:
-		return 429;
-	case SAAS_ENOTSUP:
-		return 501;
-	case SAAS_EBACKEND:
-	case SAAS_ENETWORK:
-	case SAAS_EPROTOCOL:
-		return 502;
-	case SAAS_EBUSY:
-	case SAAS_ESTORE:
-		return 503;
-	case SAAS_ETIMEOUT:
-		return 504;
-	default:
-		return 500;
+	return (unsigned int)saas_error_http_status(rc);
+}
+
+void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg)
+{
+	unsigned int status = aas_status_for(rc);
+
+	if (!msg || !*msg)
+		msg = saas_strerror(rc);
+	/* The operator's log gets a server-side failure's detail, the tenant its fixed text. */
+	if (aas_error_is_internal(rc, klass)) {
+		aas_log(SAAS_LOG_WARN, "answering %u %s for: %s", status, saas_error_name(rc), msg);
+		aas_reply_error(out, status, saas_error_name(rc), "%s: the server failed; its log has the detail",
+		                saas_strerror(rc));
+		return;
 	}
+	aas_reply_error(out, status, saas_error_name(rc), "%s", msg);
 }
 
 void aas_reply_saas(struct aas_reply *out, int rc)
 {
 	const saas_error *e = saas_error_last();
-	const char *msg = e && e->code == rc && e->message && *e->message ? e->message : saas_strerror(rc);
 
-	aas_reply_error(out, aas_status_for(rc), saas_error_name(rc), "%s", msg);
+	if (e->code == rc)
+		aas_reply_failure(out, rc, e->klass, e->message);
+	else
+		aas_reply_failure(out, rc, SAAS_ERRCLASS_NONE, NULL);
 }
 
 /* ---- request bodies ---- */
@@ -143,8 +132,12 @@ bool aas_body_object(struct aas_req *r, struct aas_reply *out, json_t **obj)
 	}
 	*obj = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &err);
 	if (!*obj) {
-		aas_reply_error(out, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", err.text,
-		                err.line, err.column);
+		char why[200];
+		aas_json_error_text(why, sizeof(why), &err);
+		if (json_error_code(&err) == json_error_null_character)
+			aas_reply_error(out, 400, "invalid_argument", "the body is refused: %s", why);
+		else
+			aas_reply_error(out, 400, "invalid_json", "the body is not valid JSON: %s", why);
 		return false;
 	}
 	if (!json_is_object(*obj)) {
@@ -211,9 +204,94 @@ bool aas_field_bool(json_t *obj, const char *name, bool *val, struct aas_reply *
 	return true;
 }
 
-const char *aas_query(struct aas_req *r, const char *name)
+/* ---- query parameters ---- */
+
+struct query_find {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+	unsigned int count;
+};
+
+static enum MHD_Result query_find_cb(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                     const char *value, size_t value_size)
 {
-	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+	struct query_find *f = cls;
+
+	(void)kind;
+	if (key_size == f->name_len && memcmp(key, f->name, key_size) == 0 && f->count++ == 0) {
+		f->value = value ? value : "";
+		f->value_len = value ? value_size : 0;
+	}
+	return MHD_YES;
+}
+
+/*
+ * libmicrohttpd decodes "%00" into the value and hands out C strings, and
+ * answers a repeated name with its first value: either would have a handler
+ * act on something else than what was sent, so both are refused.
+ */
+bool aas_query(struct aas_req *r, const char *name, const char **val, struct aas_reply *out)
+{
+	struct query_find f = { name, strlen(name), NULL, 0, 0 };
+
+	*val = NULL;
+	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_find_cb, &f);
+	if (f.count > 1) {
+		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"%s\" is given %u times; give it once",
+		                name, f.count);
+		return false;
+	}
+	if (f.value && strlen(f.value) != f.value_len) {
+		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"%s\" contains a NUL byte (%%00)",
+		                name);
+		return false;
+	}
+	*val = f.value;
+	return true;
+}
+
+bool aas_query_bool(struct aas_req *r, const char *name, bool *val, struct aas_reply *out)
+{
+	const char *v;
+
+	if (!aas_query(r, name, &v, out))
+		return false;
+	if (!v)
+		return true;
+	if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+		*val = true;
+	} else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
+		*val = false;
+	} else {
+		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"%s\" must be true or false (or 1 or 0)",
+		                name);
+		return false;
+	}
+	return true;
+}
+
+bool aas_query_uint(struct aas_req *r, const char *name, unsigned int min, unsigned int max, unsigned int *val,
+                    struct aas_reply *out)
+{
+	unsigned long long n = 0;
+	const char *v, *p;
+
+	if (!aas_query(r, name, &v, out))
+		return false;
+	if (!v)
+		return true;
+	/* Digits only: strtoul() would take "+5", " 5" and "-1" (as a huge number). */
+	for (p = v; *p >= '0' && *p <= '9' && n <= max; p++)
+		n = n * 10 + (unsigned long long)(*p - '0');
+	if (!*v || *p || n < min || n > max) {
+		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"%s\" must be an integer from %u to %u",
+		                name, min, max);
+		return false;
+	}
+	*val = (unsigned int)n;
+	return true;
 }
 
 /* ---- routing ---- */

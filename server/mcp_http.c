@@ -522,11 +522,17 @@ static bool check_session(struct aas_req *r, struct aas_reply *out, bool *batche
 	return true;
 }
 
+static void log_detail(const char *msg)
+{
+	aas_log(SAAS_LOG_WARN, "%s", msg);
+}
+
 void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 {
 	/* The key, if one came, was looked up before the body (AAS_R_KEY); an unknown one makes isError results, not 401s. */
 	aas_mcp_ctx ctx = { .client = r->client, .client_status = r->key_status, .engine = engine_,
-	                    .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint, .cancelled = is_cancelled };
+	                    .flags = AAS_MCP_SERVICE_INFO | AAS_MCP_TENANT, .key_hint = key_hint,
+	                    .cancelled = is_cancelled, .log = log_detail };
 	json_t *msg, *err = NULL, *resp;
 	enum aas_mcp_kind kind;
 	struct running run = { "", NULL };

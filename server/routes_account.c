@@ -121,11 +121,13 @@ void aas_h_account(struct aas_req *r, struct aas_reply *out)
 
 void aas_h_usage(struct aas_req *r, struct aas_reply *out)
 {
-	const char *from = aas_query(r, "from"), *to = aas_query(r, "to");
+	const char *from, *to;
 	int64_t from_ms = 0, to_ms = 0;
 	saas_usage *u = NULL;
 	int rc;
 
+	if (!aas_query(r, "from", &from, out) || !aas_query(r, "to", &to, out))
+		return;
 	/* A bare date as `to` includes that day, as in MCP's get_usage and the CLI. */
 	if (from && *from && saas_time_parse(&from_ms, from, 0) < 0) {
 		aas_reply_error(out, 400, "invalid_argument",

@@ -108,8 +108,10 @@ static void bpipe_set(struct bpipe *p, bool eof, bool aborted)
 
 static const char *file_path(struct aas_req *r, struct aas_reply *out)
 {
-	const char *path = aas_query(r, "path");
+	const char *path;
 
+	if (!aas_query(r, "path", &path, out))
+		return NULL;
 	if (!path || !*path) {
 		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"path\" is required");
 		return NULL;
@@ -130,6 +132,7 @@ struct upload {
 	int64_t size;
 	int64_t received;
 	int rc;
+	int klass;
 	char message[512];
 	bool done;
 };
@@ -149,6 +152,7 @@ static void *upload_main(void *arg)
 	o.mode = u->mode;
 	u->rc = saas_file_write_stream(u->client, u->id, u->path, upload_reader, u, u->size, &o);
 	e = saas_error_last();
+	u->klass = e->code == u->rc ? e->klass : SAAS_ERRCLASS_NONE;
 	snprintf(u->message, sizeof(u->message), "%s",
 	         u->rc < 0 && e->code == u->rc && *e->message ? e->message : saas_strerror(u->rc));
 	/* Whatever happened, the connection's thread must not wait on us any more. */
@@ -174,24 +178,34 @@ static void upload_free(void *stream)
 	free(u);
 }
 
+/* Octal permission bits, digits only (strtoul() would take " 755" and "+755"). */
+static bool parse_mode(const char *s, unsigned int *mode)
+{
+	unsigned int m = 0;
+	const char *p;
+
+	for (p = s; *p >= '0' && *p <= '7' && m <= 07777; p++)
+		m = m * 8 + (unsigned int)(*p - '0');
+	if (!*s || *p || m > 07777)
+		return false;
+	*mode = m;
+	return true;
+}
+
 int aas_file_put_start(struct aas_req *r, struct aas_reply *out)
 {
-	const char *path = file_path(r, out), *mode = aas_query(r, "mode");
+	const char *path, *mode;
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
 	saas_sandbox *sb = NULL;
 	struct upload *u;
-	unsigned long m = 0;
-	char *end;
+	unsigned int m = 0;
 	int rc;
 
-	if (!path)
+	if (!(path = file_path(r, out)) || !aas_query(r, "mode", &mode, out))
 		return -1;
-	if (mode) {
-		m = strtoul(mode, &end, 8);
-		if (!*mode || *end || m > 07777) {
-			aas_reply_error(out, 400, "invalid_argument", "mode must be octal permission bits, e.g. 0755");
-			return -1;
-		}
+	if (mode && !parse_mode(mode, &m)) {
+		aas_reply_error(out, 400, "invalid_argument", "mode must be octal permission bits, e.g. 0755");
+		return -1;
 	}
 	/* Refuse at once what cannot be written, before the body is read. */
 	if ((rc = saas_sandbox_get(&sb, r->client, r->route_id)) < 0) {
@@ -213,7 +227,7 @@ int aas_file_put_start(struct aas_req *r, struct aas_reply *out)
 		return -1;
 	}
 	u->client = r->client;
-	u->mode = (unsigned int)m;
+	u->mode = m;
 	u->size = cl ? (int64_t)strtoll(cl, NULL, 10) : -1;
 	snprintf(u->id, sizeof(u->id), "%s", r->route_id);
 	r->stream = u;
@@ -242,7 +256,7 @@ void aas_h_file_put(struct aas_req *r, struct aas_reply *out)
 	pthread_join(u->thread, NULL);
 	u->running = false;
 	if (u->rc < 0) {
-		aas_reply_error(out, aas_status_for(u->rc), saas_error_name(u->rc), "%s", u->message);
+		aas_reply_failure(out, u->rc, u->klass, u->message);
 		return;
 	}
 	aas_reply_json(out, 200, json_pack("{s:s,s:s,s:I}", "sandbox_id", u->id, "path", u->path, "size",
@@ -262,6 +276,7 @@ struct download {
 	bool started;   /* the first byte is on its way: the status is 200 */
 	bool finished;
 	int rc;
+	int klass;
 	char message[512];
 };
 
@@ -286,6 +301,7 @@ static void *download_main(void *arg)
 	e = saas_error_last();
 	pthread_mutex_lock(&d->pipe.mu);
 	d->rc = rc;
+	d->klass = e->code == rc ? e->klass : SAAS_ERRCLASS_NONE;
 	snprintf(d->message, sizeof(d->message), "%s",
 	         rc < 0 && e->code == rc && *e->message ? e->message : saas_strerror(rc));
 	d->finished = true;
@@ -322,23 +338,17 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
-static void file_list(struct aas_req *r, struct aas_reply *out, const char *path)
+static void file_list(struct aas_req *r, struct aas_reply *out)
 {
-	const char *depth_s = aas_query(r, "depth"), *max_s = aas_query(r, "max_entries");
-	unsigned long depth = 0, max = 0;
+	unsigned int depth = 0, max = 0; /* 0: the library's defaults */
 	saas_file_list *list = NULL;
-	char *end;
+	const char *path;
 	int rc;
 
-	if (depth_s && ((depth = strtoul(depth_s, &end, 10)) > SAAS_LIST_DEPTH_MAX || *end || !*depth_s)) {
-		aas_reply_error(out, 400, "invalid_argument", "depth must be 1 to %d", SAAS_LIST_DEPTH_MAX);
+	if (!aas_query(r, "path", &path, out) || !aas_query_uint(r, "depth", 1, SAAS_LIST_DEPTH_MAX, &depth, out) ||
+	    !aas_query_uint(r, "max_entries", 1, SAAS_LIST_ENTRIES_MAX, &max, out))
 		return;
-	}
-	if (max_s && ((max = strtoul(max_s, &end, 10)) > SAAS_LIST_ENTRIES_MAX || *end || !*max_s)) {
-		aas_reply_error(out, 400, "invalid_argument", "max_entries must be 1 to %d", SAAS_LIST_ENTRIES_MAX);
-		return;
-	}
-	if ((rc = saas_file_list_get(&list, r->client, r->route_id, path, (unsigned int)depth, (unsigned int)max)) < 0)
+	if ((rc = saas_file_list_get(&list, r->client, r->route_id, path, depth, max)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		aas_reply_json(out, 200, aas_json_file_list(list));
@@ -347,11 +357,14 @@ static void file_list(struct aas_req *r, struct aas_reply *out, const char *path
 
 void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 {
-	const char *list = aas_query(r, "list"), *path;
+	const char *path;
 	struct download *d;
+	bool list = false;
 
-	if (list && (strcmp(list, "true") == 0 || strcmp(list, "1") == 0)) {
-		file_list(r, out, aas_query(r, "path"));
+	if (!aas_query_bool(r, "list", &list, out))
+		return;
+	if (list) {
+		file_list(r, out);
 		return;
 	}
 	if (!(path = file_path(r, out)))
@@ -384,7 +397,7 @@ void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 	bool failed = !d->started && d->rc < 0;
 	pthread_mutex_unlock(&d->pipe.mu);
 	if (failed) {
-		aas_reply_error(out, aas_status_for(d->rc), saas_error_name(d->rc), "%s", d->message);
+		aas_reply_failure(out, d->rc, d->klass, d->message);
 		download_free(d);
 		return;
 	}

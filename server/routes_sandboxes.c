@@ -68,14 +68,15 @@ out:
 
 void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 {
-	const char *status = aas_query(r, "status"), *limit_s = aas_query(r, "limit");
-	const char *cursor = aas_query(r, "cursor");
+	const char *status, *cursor;
 	saas_sandbox_list *list = NULL;
 	unsigned int flags = 0, limit = 0;
 	json_t *items, *o;
-	char *end;
 	int rc;
 
+	if (!aas_query(r, "status", &status, out) || !aas_query(r, "cursor", &cursor, out) ||
+	    !aas_query_uint(r, "limit", 1, 1000, &limit, out))
+		return;
 	if (status && strcmp(status, "active") == 0) {
 		flags = SAAS_LIST_ACTIVE;
 	} else if (status && strcmp(status, "destroyed") == 0) {
@@ -86,14 +87,6 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 		return;
 	} else if (status && strcmp(status, "ready") == 0) {
 		flags = SAAS_LIST_ACTIVE;
-	}
-	if (limit_s) {
-		unsigned long v = strtoul(limit_s, &end, 10);
-		if (!*limit_s || *end || v < 1 || v > 1000) {
-			aas_reply_error(out, 400, "invalid_argument", "limit must be an integer from 1 to 1000");
-			return;
-		}
-		limit = (unsigned int)v;
 	}
 	if (cursor && !*cursor)
 		cursor = NULL;

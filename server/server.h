@@ -186,6 +186,8 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
 	__attribute__((format(printf, 4, 5)));
 /* From a saas_status and the thread's saas_error_last(). */
 void aas_reply_saas(struct aas_reply *out, int rc);
+/* The same from a status, its error class and message taken earlier (on another thread). */
+void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg);
 unsigned int aas_status_for(int rc);
 
 /*
@@ -204,7 +206,16 @@ bool aas_body_object(struct aas_req *r, struct aas_reply *out, json_t **obj);
 bool aas_field_string(json_t *obj, const char *name, const char **val, struct aas_reply *out);
 bool aas_field_int(json_t *obj, const char *name, int64_t *val, bool *present, struct aas_reply *out);
 bool aas_field_bool(json_t *obj, const char *name, bool *val, struct aas_reply *out);
-const char *aas_query(struct aas_req *r, const char *name);
+/*
+ * A query parameter, or NULL when absent ("" when named without a value).
+ * False after replying 400 when it is given twice or holds a NUL (%00).
+ */
+bool aas_query(struct aas_req *r, const char *name, const char **val, struct aas_reply *out);
+/* A boolean query parameter: true/false or 1/0, else 400; absent leaves *val. */
+bool aas_query_bool(struct aas_req *r, const char *name, bool *val, struct aas_reply *out);
+/* A decimal integer from min to max (digits only), else 400; absent leaves *val. */
+bool aas_query_uint(struct aas_req *r, const char *name, unsigned int min, unsigned int max, unsigned int *val,
+                    struct aas_reply *out);
 
 /* ---- route handlers ---- */
 

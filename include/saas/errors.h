@@ -24,7 +24,7 @@ typedef enum {
 	SAAS_EEXISTS = -5,    /**< The object already exists. */
 	SAAS_EAUTH = -6,      /**< The API key is missing, unknown or revoked. */
 	SAAS_ECREDIT = -7,    /**< The account's balance cannot pay for this. */
-	SAAS_ELIMIT = -8,     /**< An account limit would be exceeded (sandboxes at once, timeout). */
+	SAAS_ELIMIT = -8,     /**< An account limit would be exceeded (sandboxes at once). */
 	SAAS_ESTATE = -9,     /**< The object is in the wrong state for this call (e.g. destroyed). */
 	SAAS_ETIMEOUT = -10,  /**< The operation did not finish in time. */
 	SAAS_EBACKEND = -11,  /**< The VM driver or the guest failed. */
@@ -35,7 +35,8 @@ typedef enum {
 	SAAS_EISDIR = -16,    /**< A file operation named a directory. */
 	SAAS_ENETWORK = -17,  /**< A network failure talking to a remote server. */
 	SAAS_EPROTOCOL = -18, /**< A peer answered something that makes no sense. */
-	SAAS_EBUSY = -19      /**< A resource is held by someone else (e.g. a state directory). */
+	SAAS_EBUSY = -19,     /**< A resource is held by someone else (e.g. a state directory). */
+	SAAS_EPERM = -20      /**< Permission denied (in the guest: a path the sandbox user may not touch). */
 } saas_status;
 
 /** The part of the system an error came from. */
@@ -76,6 +77,16 @@ SAAS_EXTERN(const char *) saas_strerror(int code);
  * @return a static string; never NULL. Thread-safe.
  */
 SAAS_EXTERN(const char *) saas_error_name(int code);
+
+/**
+ * The HTTP status the REST API answers with for a status code, e.g. 404 for
+ * SAAS_ENOTFOUND (the table is in docs/rest.md).
+ *
+ * @param code a saas_status value.
+ * @return 200 for SAAS_OK, a 4xx or 5xx status otherwise; 500 for SAAS_ERROR
+ *         and for an unknown code. Thread-safe.
+ */
+SAAS_EXTERN(int) saas_error_http_status(int code);
 
 /**
  * The detail of the last failure on this thread.

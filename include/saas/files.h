@@ -12,8 +12,14 @@ SAAS_BEGIN_DECLS
 
 /** Largest file written or read, in bytes. */
 #define SAAS_FILE_MAX ((int64_t)1 << 30)
-/** Longest path, in bytes. */
+/**
+ * Longest path, in bytes: the guest's PATH_MAX, which counts the final NUL. A
+ * path is at most SAAS_PATH_MAX - 1 bytes once made absolute (a relative path
+ * is under /workspace/).
+ */
 #define SAAS_PATH_MAX 4096
+/** Longest name of one path component (file or directory), in bytes: the guest's NAME_MAX. */
+#define SAAS_NAME_MAX 255
 /** Default and largest entry count of a listing. */
 #define SAAS_LIST_ENTRIES_DEFAULT 1000
 #define SAAS_LIST_ENTRIES_MAX 10000
@@ -49,11 +55,13 @@ typedef struct {
  * Write a file in a sandbox, binary-safe, as its unprivileged user. Missing
  * parent directories are created. A relative path is relative to /workspace.
  *
- * @param path   1 to SAAS_PATH_MAX bytes, no NUL.
+ * @param path   less than SAAS_PATH_MAX bytes once absolute, each component at most
+ *               SAAS_NAME_MAX bytes, no control character.
  * @param data   the bytes (may be NULL when len is 0).
  * @param len    at most SAAS_FILE_MAX.
- * @return SAAS_OK, SAAS_EINVAL, SAAS_ETOOBIG, SAAS_ENOTFOUND (sandbox), SAAS_ESTATE,
- *         SAAS_EISDIR, SAAS_EIO (e.g. permission denied in the guest), SAAS_EBACKEND.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ETOOBIG, SAAS_ENOTFOUND (sandbox, or a parent that is
+ *         a file), SAAS_ESTATE, SAAS_EISDIR, SAAS_EPERM (the sandbox user may not write
+ *         there), SAAS_EIO (e.g. the guest's disk is full), SAAS_EBACKEND.
  */
 SAAS_EXTERN(int) saas_file_write(saas_client *client, const char *sandbox_id, const char *path,
                                  const void *data, size_t len, const saas_file_write_options *options);
@@ -75,7 +83,8 @@ SAAS_EXTERN(int) saas_file_write_stream(saas_client *client, const char *sandbox
  * @param len  [out] the byte count.
  * @param max  refuse files larger than this (SAAS_ETOOBIG); 0: SAAS_FILE_MAX.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or file), SAAS_EISDIR,
- *         SAAS_ETOOBIG, SAAS_ESTATE, SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
+ *         SAAS_ETOOBIG, SAAS_ESTATE, SAAS_EPERM (the sandbox user may not read it),
+ *         SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
  */
 SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *client, const char *sandbox_id,
                                 const char *path, int64_t max);
@@ -120,7 +129,8 @@ typedef struct {
  * @param max_depth   1 lists only the directory's own entries; 0: SAAS_LIST_DEPTH_DEFAULT.
  * @param max_entries 0: SAAS_LIST_ENTRIES_DEFAULT.
  * @param out         [out] free with saas_file_list_free().
- * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or path), SAAS_ESTATE, SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or path), SAAS_ESTATE, SAAS_EPERM,
+ *         SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
  */
 SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *client, const char *sandbox_id,
                                     const char *path, unsigned int max_depth, unsigned int max_entries);

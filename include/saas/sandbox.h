@@ -128,8 +128,9 @@ SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *cli
  * Push a sandbox's expiry out by `seconds` (from its current expiry). The new
  * lifetime, counted from now, may not pass the account's maximum timeout.
  *
- * @return SAAS_OK, SAAS_EINVAL (seconds <= 0), SAAS_ENOTFOUND, SAAS_ESTATE
- *         (destroyed or still creating), SAAS_ELIMIT (past the maximum), SAAS_ESTORE.
+ * @return SAAS_OK, SAAS_EINVAL (seconds <= 0, or past the maximum: as a create's
+ *         timeout, no retry can succeed), SAAS_ENOTFOUND, SAAS_ESTATE (destroyed or
+ *         still creating), SAAS_ESTORE.
  */
 SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, const char *sandbox_id, int64_t seconds);
 

@@ -42,15 +42,32 @@ static int check_id(const char *id, const char *what)
 	return SAAS_OK;
 }
 
+/*
+ * A path the guest can take: checked here, before any guest call, so that a
+ * name the guest's kernel would refuse (ENAMETOOLONG) is the caller's mistake
+ * with a clear message, on every provider alike.
+ */
 static int check_path(const char *path, bool required)
 {
+	size_t len, abs_len, part;
+
 	if (!path || !*path)
 		return required ? saas__inval("path is missing") : SAAS_OK;
-	if (strlen(path) > SAAS_PATH_MAX)
-		return saas__inval("path is longer than %d bytes", SAAS_PATH_MAX);
+	len = strlen(path);
+	/* A relative path is made absolute under the workspace; the guest's PATH_MAX counts the NUL. */
+	abs_len = path[0] == '/' ? len : sizeof(SAAS_WORKSPACE "/") - 1 + len;
+	if (abs_len >= SAAS_PATH_MAX)
+		return saas__inval("path is too long: at most %d bytes once absolute (relative paths are under %s/)",
+		                   SAAS_PATH_MAX - 1, SAAS_WORKSPACE);
 	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
 			return saas__inval("path contains a control character");
+	for (const char *p = path; *p; p += part) {
+		p += strspn(p, "/");
+		if ((part = strcspn(p, "/")) > SAAS_NAME_MAX)
+			return saas__inval("a file or directory name in the path is %zu bytes; at most %d", part,
+			                   SAAS_NAME_MAX);
+	}
 	return SAAS_OK;
 }
 

@@ -457,14 +457,10 @@ int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, 
 	if ((rc = saas__sandbox_ready(c, id, &row)) < 0)
 		return rc;
 	now = saas__engine_now(e);
-	if (seconds > e->limits.max_timeout_s)
-		return saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
-		                   "cannot extend by %lld s: a sandbox may live at most %lld s from now",
-		                   (long long)seconds, (long long)e->limits.max_timeout_s);
-	expires = row.expires_at_ms + seconds * 1000;
+	/* An argument no retry can make right (as a create's timeout over the maximum): EINVAL, not ELIMIT. */
+	expires = seconds > e->limits.max_timeout_s ? INT64_MAX : row.expires_at_ms + seconds * 1000;
 	if (expires - now > e->limits.max_timeout_s * 1000)
-		return saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
-		                   "cannot extend by %lld s: a sandbox may live at most %lld s from now",
+		return saas__inval("cannot extend by %lld s: a sandbox may live at most %lld s from now",
 		                   (long long)seconds, (long long)e->limits.max_timeout_s);
 	if ((rc = e->store->sandbox_set_expiry(e->store_ctx, id, expires)) < 0)
 		return rc == SAAS_ESTATE ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,

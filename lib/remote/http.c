@@ -14,7 +14,7 @@ int saas__error_from_name(const char *name)
 {
 	if (!name)
 		return 0;
-	for (int code = SAAS_ERROR; code >= SAAS_EBUSY; code--)
+	for (int code = SAAS_ERROR, last = saas__error_code_last(); code >= last; code--)
 		if (strcmp(saas_error_name(code), name) == 0)
 			return code;
 	/* The server's own codes (docs/rest.md). */
@@ -25,13 +25,17 @@ int saas__error_from_name(const char *name)
 	return 0;
 }
 
-/* What an HTTP status means when the body does not say. */
+/*
+ * What an HTTP status means when the body does not say: saas_error_http_status()
+ * read backwards, choosing one code where several share a status.
+ */
 static int error_from_status(long status)
 {
 	switch (status) {
 	case 400: return SAAS_EINVAL;
 	case 401: return SAAS_EAUTH;
 	case 402: return SAAS_ECREDIT;
+	case 403: return SAAS_EPERM;
 	case 404: return SAAS_ENOTFOUND;
 	case 409: return SAAS_ESTATE;
 	case 413: return SAAS_ETOOBIG;

@@ -1374,7 +1374,12 @@ static int sftp_get(struct ssh_op *op, LIBSSH2_SFTP **out)
 	return SAAS_OK;
 }
 
-/* An SFTP failure as a saas error (mu held, right after the call). */
+/*
+ * An SFTP failure as a saas error (mu held, right after the call). The guest's
+ * sftp-server (OpenSSH's) sends ENOENT and ENOTDIR as NO_SUCH_FILE, EACCES and
+ * EPERM as PERMISSION_DENIED, ENAMETOOLONG and EINVAL as BAD_MESSAGE: each is
+ * the caller's mistake and says so, never a server failure.
+ */
 static int sftp_fail(struct ssh_op *op, int rc, const char *what, const char *path)
 {
 	unsigned long fx;
@@ -1387,14 +1392,20 @@ static int sftp_fail(struct ssh_op *op, int rc, const char *what, const char *pa
 	case LIBSSH2_FX_NO_SUCH_PATH:
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: no such file or directory", what, path);
 	case LIBSSH2_FX_PERMISSION_DENIED:
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: permission denied", what, path);
+	case LIBSSH2_FX_WRITE_PROTECT:
+		return saas__error(SAAS_EPERM, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: permission denied", what, path);
+	case LIBSSH2_FX_BAD_MESSAGE:
+		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_GUEST, (long)fx,
+		                   "%s %s: the guest refused the path (a name too long, or invalid)", what, path);
 	case LIBSSH2_FX_NO_SPACE_ON_FILESYSTEM:
 	case LIBSSH2_FX_QUOTA_EXCEEDED:
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: no space left", what, path);
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: no space left on the sandbox's disk",
+		                   what, path);
 	case 24: /* SSH_FX_FILE_IS_A_DIRECTORY (v6), which libssh2 1.10 does not name */
 		return saas__error(SAAS_EISDIR, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: is a directory", what, path);
 	case LIBSSH2_FX_NOT_A_DIRECTORY:
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: not a directory", what, path);
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: a parent is not a directory",
+		                   what, path);
 	default:
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s failed (SFTP status %lu)", what, path, fx);
 	}
@@ -1428,7 +1439,7 @@ static int sftp_mkdir_p(struct ssh_op *op, char *dir)
 	if ((rc = sftp_stat(op, dir, 1, &a)) == 0) {
 		if (attrs_is_dir(&a))
 			return SAAS_OK;
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "creating %s: a parent is not a directory", dir);
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 0, "creating %s: it is a file, not a directory", dir);
 	}
 	if (rc != LIBSSH2_ERROR_SFTP_PROTOCOL || libssh2_sftp_last_error(op->ssh->sftp) != LIBSSH2_FX_NO_SUCH_FILE)
 		return sftp_fail(op, rc, "looking at", dir);

@@ -88,56 +88,94 @@ SAAS_EXTERN(const saas_error *) saas_error_last(void)
 	return &last.pub;
 }
 
+/*
+ * The one table of what a status code means: its text, its name (the REST
+ * API's error "code") and its HTTP status. A switch over the enum, with no
+ * default, so that a code added to saas_status and forgotten here fails the
+ * build (-Wswitch); the frontends' maps (CLI exit codes, MCP hints) are
+ * switches of the same kind.
+ */
+struct code_info {
+	const char *text;
+	const char *name;
+	int http;
+};
+
+static const struct code_info *code_info(int code)
+{
+	static const struct code_info
+		ok = { "success", "ok", 200 },
+		error = { "error", "error", 500 },
+		inval = { "invalid argument", "invalid_argument", 400 },
+		nomem = { "out of memory", "out_of_memory", 500 },
+		notfound = { "not found", "not_found", 404 },
+		exists = { "already exists", "already_exists", 409 },
+		auth = { "authentication failed", "unauthorized", 401 },
+		credit = { "insufficient credit", "insufficient_credit", 402 },
+		limit = { "limit exceeded", "limit_exceeded", 429 },
+		state = { "wrong state", "conflict", 409 },
+		timeout = { "timed out", "timeout", 504 },
+		backend = { "VM backend failure", "backend_error", 502 },
+		store = { "state store failure", "store_error", 503 },
+		io = { "input/output error", "io_error", 500 },
+		notsup = { "not supported", "not_supported", 501 },
+		toobig = { "too large", "too_large", 413 },
+		isdir = { "is a directory", "is_a_directory", 409 },
+		network = { "network failure", "network_error", 502 },
+		protocol = { "protocol error", "protocol_error", 502 },
+		busy = { "resource busy", "busy", 503 },
+		perm = { "permission denied", "permission_denied", 403 };
+
+	switch ((saas_status)code) {
+	case SAAS_OK: return &ok;
+	case SAAS_ERROR: return &error;
+	case SAAS_EINVAL: return &inval;
+	case SAAS_ENOMEM: return &nomem;
+	case SAAS_ENOTFOUND: return &notfound;
+	case SAAS_EEXISTS: return &exists;
+	case SAAS_EAUTH: return &auth;
+	case SAAS_ECREDIT: return &credit;
+	case SAAS_ELIMIT: return &limit;
+	case SAAS_ESTATE: return &state;
+	case SAAS_ETIMEOUT: return &timeout;
+	case SAAS_EBACKEND: return &backend;
+	case SAAS_ESTORE: return &store;
+	case SAAS_EIO: return &io;
+	case SAAS_ENOTSUP: return &notsup;
+	case SAAS_ETOOBIG: return &toobig;
+	case SAAS_EISDIR: return &isdir;
+	case SAAS_ENETWORK: return &network;
+	case SAAS_EPROTOCOL: return &protocol;
+	case SAAS_EBUSY: return &busy;
+	case SAAS_EPERM: return &perm;
+	}
+	return NULL;
+}
+
 SAAS_EXTERN(const char *) saas_strerror(int code)
 {
-	switch (code) {
-	case SAAS_OK: return "success";
-	case SAAS_ERROR: return "error";
-	case SAAS_EINVAL: return "invalid argument";
-	case SAAS_ENOMEM: return "out of memory";
-	case SAAS_ENOTFOUND: return "not found";
-	case SAAS_EEXISTS: return "already exists";
-	case SAAS_EAUTH: return "authentication failed";
-	case SAAS_ECREDIT: return "insufficient credit";
-	case SAAS_ELIMIT: return "limit exceeded";
-	case SAAS_ESTATE: return "wrong state";
-	case SAAS_ETIMEOUT: return "timed out";
-	case SAAS_EBACKEND: return "VM backend failure";
-	case SAAS_ESTORE: return "state store failure";
-	case SAAS_EIO: return "input/output error";
-	case SAAS_ENOTSUP: return "not supported";
-	case SAAS_ETOOBIG: return "too large";
-	case SAAS_EISDIR: return "is a directory";
-	case SAAS_ENETWORK: return "network failure";
-	case SAAS_EPROTOCOL: return "protocol error";
-	case SAAS_EBUSY: return "resource busy";
-	}
-	return "unknown error";
+	const struct code_info *i = code_info(code);
+	return i ? i->text : "unknown error";
 }
 
 SAAS_EXTERN(const char *) saas_error_name(int code)
 {
-	switch (code) {
-	case SAAS_OK: return "ok";
-	case SAAS_ERROR: return "error";
-	case SAAS_EINVAL: return "invalid_argument";
-	case SAAS_ENOMEM: return "out_of_memory";
-	case SAAS_ENOTFOUND: return "not_found";
-	case SAAS_EEXISTS: return "already_exists";
-	case SAAS_EAUTH: return "unauthorized";
-	case SAAS_ECREDIT: return "insufficient_credit";
-	case SAAS_ELIMIT: return "limit_exceeded";
-	case SAAS_ESTATE: return "conflict";
-	case SAAS_ETIMEOUT: return "timeout";
-	case SAAS_EBACKEND: return "backend_error";
-	case SAAS_ESTORE: return "store_error";
-	case SAAS_EIO: return "io_error";
-	case SAAS_ENOTSUP: return "not_supported";
-	case SAAS_ETOOBIG: return "too_large";
-	case SAAS_EISDIR: return "is_a_directory";
-	case SAAS_ENETWORK: return "network_error";
-	case SAAS_EPROTOCOL: return "protocol_error";
-	case SAAS_EBUSY: return "busy";
-	}
-	return "unknown";
+	const struct code_info *i = code_info(code);
+	return i ? i->name : "unknown";
+}
+
+SAAS_EXTERN(int) saas_error_http_status(int code)
+{
+	const struct code_info *i = code_info(code);
+	return i ? i->http : 500;
+}
+
+int saas__error_code_last(void)
+{
+	int code = SAAS_OK;
+
+	/* Codes are dense and append-only: the last is the one before the first gap. */
+	while (code_info(code - 1))
+		code--;
+	return code;
 }

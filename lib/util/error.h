@@ -10,6 +10,9 @@
 #define SAAS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define SAAS_PRINTF(a, b)
+/* The last (most negative) status code: every code from SAAS_OK down to it has a name. */
+int saas__error_code_last(void);
+
 #endif
 
 /* Clear the calling thread's error; every public entry point does this first. */
@@ -30,5 +33,8 @@ int saas__error_sqlstate(int code, const char *sqlstate, const char *fmt, ...) S
 
 /* Keep an error already recorded but prefix its message with context. */
 int saas__error_wrap(int code, const char *fmt, ...) SAAS_PRINTF(2, 3);
+
+/* The last (most negative) status code: every code from SAAS_OK down to it has a name. */
+int saas__error_code_last(void);
 
 #endif

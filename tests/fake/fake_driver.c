@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +289,26 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 	return SAAS_OK;
 }
 
+/*
+ * The guest's permissions, as its unprivileged sandbox user meets them: it may
+ * write only under the workspace, its home and the temporary directories, and
+ * may not read root's secrets. The messages are the SSH transport's.
+ */
+static bool guest_may_write(const char *path)
+{
+	static const char *const dirs[] = { "/workspace/", "/home/sandbox/", "/tmp/", "/var/tmp/", "/dev/shm/" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (strncmp(path, dirs[i], strlen(dirs[i])) == 0)
+			return true;
+	return false;
+}
+
+static bool guest_may_read(const char *path)
+{
+	return strcmp(path, "/etc/shadow") != 0 && strcmp(path, "/etc/gshadow") != 0 && strncmp(path, "/root/", 6) != 0;
+}
+
 static int fake_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
                       void *ud, int64_t size)
 {
@@ -300,6 +321,8 @@ static int fake_write(void *ctx, const char *name, const char *path, unsigned in
 	(void)size;
 	if (!running(name))
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	if (!guest_may_write(path))
+		return saas__error(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "writing %s: permission denied", path);
 	while ((n = reader(ud, buf, sizeof(buf))) > 0) {
 		if (len + (size_t)n > cap) {
 			size_t ncap = cap ? cap * 2 : sizeof(buf);
@@ -354,6 +377,8 @@ static int fake_read(void *ctx, const char *name, const char *path, int64_t max,
 	(void)ctx;
 	if (!running(name))
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	if (!guest_may_read(path))
+		return saas__error(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "reading %s: permission denied", path);
 	pthread_mutex_lock(&mu);
 	if (!(f = find_file(name, path))) {
 		pthread_mutex_unlock(&mu);

@@ -742,6 +742,56 @@ static int write_sink(void *ud, const void *data, size_t size)
 	return 0;
 }
 
+/*
+ * The guest's unprivileged user and its kernel's limits: permission denied is
+ * SAAS_EPERM (not an I/O failure), and a name or path the guest would refuse
+ * is SAAS_EINVAL before the guest is asked.
+ */
+static void check_guest_paths(struct fixture *f, const char *id)
+{
+	char name[SAAS_NAME_MAX + 2], path[SAAS_PATH_MAX + 1];
+	saas_file_list *fl = NULL;
+	void *data = NULL;
+	size_t len, n;
+
+	EXPECT(saas_file_write(f->a, id, "/etc/x", "x", 1, NULL), SAAS_EPERM);
+	assert_non_null(strstr(saas_error_last()->message, "permission denied"));
+	EXPECT(saas_file_read(&data, &len, f->a, id, "/etc/shadow", 0), SAAS_EPERM);
+	assert_null(data);
+
+	memset(name, 'n', sizeof(name));
+	name[SAAS_NAME_MAX] = '\0';
+	EXPECT(saas_file_write(f->a, id, name, "x", 1, NULL), SAAS_OK);
+	name[SAAS_NAME_MAX] = 'n';
+	name[SAAS_NAME_MAX + 1] = '\0';
+	EXPECT(saas_file_write(f->a, id, name, "x", 1, NULL), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "at most 255"));
+	EXPECT(saas_file_read(&data, &len, f->a, id, name, 0), SAAS_EINVAL);
+	EXPECT(saas_file_list_get(&fl, f->a, id, name, 0, 0), SAAS_EINVAL);
+	assert_null(fl);
+	snprintf(path, sizeof(path), "/tmp/%s/x", name);
+	EXPECT(saas_file_write(f->a, id, path, "x", 1, NULL), SAAS_EINVAL);
+
+	/* A path of SAAS_PATH_MAX - 1 bytes once absolute is the longest the guest takes. */
+	for (n = 0; n < SAAS_PATH_MAX - 1; n++)
+		path[n] = n % 200 == 0 ? '/' : 'p';
+	path[n] = '\0';
+	EXPECT(saas_file_write(f->a, id, path, "x", 1, NULL), SAAS_EPERM); /* / is root's */
+	memcpy(path, "/tmp/", 5);
+	EXPECT(saas_file_write(f->a, id, path, "x", 1, NULL), SAAS_OK);
+	path[n] = 'p';
+	path[n + 1] = '\0';
+	EXPECT(saas_file_write(f->a, id, path, "x", 1, NULL), SAAS_EINVAL);
+	/* Relative: under /workspace/, 11 bytes more. */
+	path[SAAS_PATH_MAX - (sizeof("/workspace/") - 1)] = '\0'; /* path + 1: 4084 bytes, 4095 under /workspace/ */
+	EXPECT(saas_file_write(f->a, id, path + 1, "x", 1, NULL), SAAS_OK);
+	n = strlen(path);
+	path[n] = 'p';
+	path[n + 1] = '\0';
+	EXPECT(saas_file_write(f->a, id, path + 1, "x", 1, NULL), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "too long"));
+}
+
 static void test_files(void **state)
 {
 	struct fixture *f = *state;
@@ -827,6 +877,7 @@ static void test_files(void **state)
 	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "x", -1), SAAS_EINVAL);
 	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, SAAS_LIST_DEPTH_MAX + 1, 0), SAAS_EINVAL);
 	EXPECT(saas_file_read(&data, &len, f->a, "sbx-nosuch", "x", 0), SAAS_ENOTFOUND);
+	check_guest_paths(f, sb->id);
 	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
 	EXPECT(saas_file_write(f->a, sb->id, "x", "x", 1, NULL), SAAS_ESTATE);
 	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "s.bin", 0), SAAS_ESTATE);
@@ -888,8 +939,10 @@ static void test_extend(void **state)
 	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 0), SAAS_EINVAL);
 	assert_null(ext);
 	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, -5), SAAS_EINVAL);
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 86400), SAAS_ELIMIT);
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 10LL * 86400), SAAS_ELIMIT);
+	/* Past the maximum lifetime no retry can succeed: a bad argument, as a create's timeout is. */
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 86400), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 10LL * 86400), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, INT64_MAX), SAAS_EINVAL);
 	EXPECT(saas_sandbox_extend(&ext, f->a, "sbx-nosuch", 60), SAAS_ENOTFOUND);
 	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
 	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 60), SAAS_ESTATE);

@@ -1018,7 +1018,7 @@ static void test_list_and_extend(void **state)
 	saas_sandbox_free(sb);
 	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 0), SAAS_EINVAL);
 	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], -5), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 86400), SAAS_ELIMIT);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 86400), SAAS_EINVAL);
 	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[1], 60), SAAS_ESTATE);
 	assert_int_equal(saas_sandbox_extend(&ext, f->a, "sbx-none", 60), SAAS_ENOTFOUND);
 	assert_null(ext);

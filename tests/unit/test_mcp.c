@@ -210,6 +210,13 @@ static void test_parse_errors(void **state)
 		assert_non_null(strstr(error_message(err), "Parse error"));
 		json_decref(err);
 	}
+	/* "\u0000" is valid JSON that is refused: said in plain words, never with jansson's flag names. */
+	static const char nul[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\\u0000\"}";
+	err = NULL;
+	assert_null(aas_mcp_parse(nul, strlen(nul), &err));
+	assert_non_null(strstr(error_message(err), "NUL"));
+	assert_null(strstr(error_message(err), "JSON_"));
+	json_decref(err);
 	/* NULL text is an empty message, not a crash. */
 	err = NULL;
 	assert_null(aas_mcp_parse(NULL, 5, &err));
@@ -425,6 +432,13 @@ static void test_tools_list_pages(void **state)
 
 /* ---- tool errors ---- */
 
+static char logged[1024];
+
+static void log_capture(const char *msg)
+{
+	snprintf(logged, sizeof(logged), "%s", msg);
+}
+
 static void test_tool_errors(void **state)
 {
 	struct fixture *f = *state;
@@ -453,12 +467,76 @@ static void test_tool_errors(void **state)
 	res = call_tool(&ctx, "write_file", "{\"sandbox_id\":\"sbx-x\",\"path\":\"a\",\"content\":\"%%%\",\"encoding\":\"base64\"}");
 	assert_tool_error(res, "not valid base64", NULL);
 	json_decref(res);
+	res = call_tool(&ctx, "write_file", "{\"sandbox_id\":\"sbx-x\",\"path\":\"a\",\"content\":\"x\",\"mode\":\"+755\"}");
+	assert_tool_error(res, "\"mode\" must be octal", NULL);
+	json_decref(res);
+	/* Every status code has a hint: a code without one does not build; this checks the text. */
+	for (int code = SAAS_ERROR; strcmp(saas_error_name(code), "unknown") != 0; code--)
+		assert_true(aas_mcp_error_hint(code)[0] != '\0');
+	assert_non_null(strstr(aas_mcp_error_hint(SAAS_EPERM), "unprivileged user"));
 	/* A destroyed sandbox: what to do next. */
 	res = call_tool(&ctx, "create_sandbox", "{}");
 	assert_false(json_is_true(json_object_get(res, "isError")));
 	sb = json_incref(json_object_get(json_object_get(res, "structuredContent"), "id"));
 	json_decref(res);
-	char args[256];
+	char args[1024], name[301];
+	/* The guest's unprivileged user: permission denied says so (and what to do), not "io_error". */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"path\":\"/etc/x\",\"content\":\"x\"}", json_string_value(sb));
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "write_file failed", "permission denied", "permission_denied", "/workspace", NULL);
+	json_decref(res);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"path\":\"/etc/shadow\"}", json_string_value(sb));
+	res = call_tool(&ctx, "read_file", args);
+	assert_tool_error(res, "read_file failed", "permission_denied", NULL);
+	json_decref(res);
+	/* A 300-byte name: the guest's NAME_MAX, refused before the guest is asked. */
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"path\":\"%s\",\"content\":\"x\"}", json_string_value(sb), name);
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "write_file failed", "invalid_argument", "at most 255", NULL);
+	json_decref(res);
+	/* An env value with a NUL (the tools take parsed JSON) is refused, not cut short. */
+	json_t *targs = json_pack("{s:O,s:s,s:{s:s%}}", "sandbox_id", sb, "command", "env", "env", "A", "x\0y", (size_t)3);
+	json_t *id = json_integer(1);
+	res = aas_mcp_tool_call(&ctx, "run_command", targs, id, NULL);
+	assert_tool_error(res, "Invalid arguments to run_command", "without NUL", NULL);
+	json_decref(res);
+	json_decref(targs);
+	json_decref(id);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"env\",\"env\":{\"A=B\":\"x\"}}",
+	         json_string_value(sb));
+	res = call_tool(&ctx, "run_command", args);
+	assert_tool_error(res, "Invalid arguments to run_command", "may not be empty or contain '='", NULL);
+	json_decref(res);
+	/*
+	 * A server-side failure (here the driver's, whose messages name host things):
+	 * a tenant of a shared server reads the fixed text, the operator's log the
+	 * detail; aas-mcp's user, the operator, reads the detail.
+	 */
+	saas_fake_vm_stop(json_string_value(sb));
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"path\":\"x\",\"content\":\"x\"}", json_string_value(sb));
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "backend_error", "fake: VM", NULL);
+	json_decref(res);
+	ctx.flags |= AAS_MCP_TENANT;
+	ctx.log = log_capture;
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "write_file failed", "backend_error", "its log has the detail", NULL);
+	assert_null(strstr(text_of(res), "fake: VM"));
+	assert_non_null(strstr(logged, "fake: VM"));
+	json_decref(res);
+	/* A 4xx is the caller's to read, tenant or not. */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"path\":\"%s\",\"content\":\"x\"}", json_string_value(sb), name);
+	res = call_tool(&ctx, "write_file", args);
+	assert_tool_error(res, "at most 255", NULL);
+	json_decref(res);
+	ctx.flags &= ~AAS_MCP_TENANT;
+	/* Past the maximum lifetime: a bad argument, which no retry fixes. */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"seconds\":31536000}", json_string_value(sb));
+	res = call_tool(&ctx, "extend_sandbox", args);
+	assert_tool_error(res, "extend_sandbox failed", "invalid_argument", NULL);
+	json_decref(res);
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", json_string_value(sb));
 	json_decref(call_tool(&ctx, "destroy_sandbox", args));
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo hi\"}", json_string_value(sb));

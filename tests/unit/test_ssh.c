@@ -818,9 +818,18 @@ static void test_files_rw(void **state)
 	s.off = 0;
 	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/a"), 0644, src_read, &s, 10), SAAS_EISDIR);
 
-	/* A parent that is a file. */
+	/* A parent that is a file: the caller's mistake (sftp-server says ENOTDIR as NO_SUCH_FILE). */
 	s.off = 0;
-	assert_true(saas__ssh_file_write(ssh, tpath("rw/empty/sub"), 0644, src_read, &s, 10) < 0);
+	assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/empty/sub"), 0644, src_read, &s, 10), SAAS_ENOTFOUND);
+
+	/* A name over NAME_MAX: sftp-server says ENAMETOOLONG as BAD_MESSAGE, the caller's mistake too. */
+	{
+		char longname[300];
+		memset(longname, 'n', sizeof(longname) - 1);
+		longname[sizeof(longname) - 1] = '\0';
+		s.off = 0;
+		assert_int_equal(saas__ssh_file_read(ssh, tpath(longname), 0, sink_write, &k, &size), SAAS_EINVAL);
+	}
 
 	/* A reader failing mid-way: no partial file, no temporary left, the old content intact. */
 	s.len = n;
@@ -841,7 +850,13 @@ static void test_files_rw(void **state)
 		s.off = 0;
 		s.fail_at = 0;
 		s.len = 5;
-		assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/ro/x"), 0644, src_read, &s, 5), SAAS_EIO);
+		assert_int_equal(saas__ssh_file_write(ssh, tpath("rw/ro/x"), 0644, src_read, &s, 5), SAAS_EPERM);
+		assert_non_null(strstr(saas_error_last()->message, "permission denied"));
+		FILE *secret = fopen(tpath("rw/secret"), "w");
+		assert_non_null(secret);
+		fclose(secret);
+		assert_int_equal(chmod(tpath("rw/secret"), 0), 0);
+		assert_int_equal(saas__ssh_file_read(ssh, tpath("rw/secret"), 0, sink_write, &k, &size), SAAS_EPERM);
 	}
 	free(data);
 	saas__ssh_close(ssh);

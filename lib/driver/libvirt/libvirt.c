@@ -687,8 +687,10 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 		goto out;
 	}
 	if (stat(manifest, &st) < 0) {
-		rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, errno,
-		                 "image '%s' is not built (no %s); build it with: images/build %s", name, manifest, name);
+		/* The caller may be a tenant: the host's paths go to the operator's log only. */
+		dlog(d, SAAS_LOG_WARN, "image '%s' is not built (no %s); build it with: images/build %s", name, manifest,
+		     name);
+		rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, errno, "unknown image '%s'", name);
 		goto out;
 	}
 	im->mtime = st.st_mtim;

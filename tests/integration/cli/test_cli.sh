@@ -140,6 +140,13 @@ check "cp into a local directory keeps the name" cmp -s "${WORK}/bin" "${WORK}/d
 run cp "${SB}:/workspace/nope" "${WORK}/nope"; expect_rc 4 "cp missing remote file"
 check "failed cp leaves nothing" test ! -e "${WORK}/nope"
 run cp "${WORK}/missing" "${SB}:/workspace/x"; expect_rc 4 "cp missing local file"
+# The guest's unprivileged user: permission denied is exit 1 with what to do, not a server failure (5).
+run cp "${WORK}/bin" "${SB}:/etc/x"; expect_rc 1 "cp into /etc"; one_line_err "cp into /etc"
+check "cp into /etc says permission denied" grep -q "permission denied" <<<"$ERR"
+run cp "${SB}:/etc/shadow" "${WORK}/shadow"; expect_rc 1 "cp from /etc/shadow"
+check "cp from /etc/shadow says permission denied" grep -q "permission denied" <<<"$ERR"
+run cp "${WORK}/bin" "${SB}:/workspace/$(printf 'n%.0s' $(seq 1 300))"; expect_rc 2 "cp to a 300-byte name"
+check "a 300-byte name is named too long" grep -q "at most 255" <<<"$ERR"
 
 # ---- files ----
 run files "$SB"; expect_rc 0 files
@@ -158,7 +165,7 @@ run extend "$SB" 10m; expect_rc 0 extend
 check "extend prints the expiry" grep -q "^$SB expires at" <<<"$OUT"
 run extend "$SB" 1m --json; expect_rc 0 "extend --json"
 check "extend moved the expiry" test "$(jout .expires_at)" != "$EXP"
-run extend "$SB" 400h; expect_rc 6 "extend past the limit"; one_line_err "extend limit"
+run extend "$SB" 400h; expect_rc 2 "extend past the limit is a bad argument"; one_line_err "extend limit"
 run extend "$SB" soon; expect_rc 2 "extend bad duration"
 
 # ---- account, usage ----
@@ -189,6 +196,8 @@ check "rm prints both" test "$(grep -c destroyed <<<"$OUT")" = 2
 run ls; expect_rc 0 "ls after rm"; check "ls hides destroyed" test -z "$OUT"
 run ls --all --json; expect_jq '[.[] | select(.status == "destroyed")] | length' 2 "ls --all shows destroyed"
 run rm sbx-doesnotexist; expect_rc 4 "rm unknown id"
+# A command that cannot run at all exits 5 (docs/cli.md), never the 1 a command returns for itself.
+run exec "$SB" -- true; expect_rc 5 "exec on a destroyed sandbox"; one_line_err "exec on a destroyed sandbox"
 
 # ---- login: writes a 0600 config that later commands use ----
 unset AAS_API_KEY AAS_BASE_URL

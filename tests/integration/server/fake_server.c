@@ -55,11 +55,14 @@ static int slow_vm_create(void *ctx, const saas_vm_spec *spec)
 int main(int argc, char **argv)
 {
 	static saas_driver driver;
-	const char *delay = getenv("AAS_FAKE_CREATE_DELAY_MS");
+	const char *delay = getenv("AAS_FAKE_CREATE_DELAY_MS"), *fail = getenv("AAS_FAKE_FAIL_CREATES");
 
 	driver = saas_fake_driver;
 	driver.port_connect = loopback_connect;
 	if (delay && (create_delay_ms = strtol(delay, NULL, 10)) > 0)
 		driver.vm_create = slow_vm_create;
+	/* The first N creates fail in the driver, whose message stands for what a real one says of the host. */
+	if (fail)
+		saas_fake_fail_creates((unsigned int)strtoul(fail, NULL, 10));
 	return aas_main(argc, argv, &driver);
 }

@@ -127,7 +127,52 @@ auth PATCH "/v1/sandboxes/${SB}"; expect_status 405 "wrong method"
 check "405 carries Allow" grep -qi '^Allow: GET, HEAD, DELETE' <<<"$HEADERS"
 auth POST "/v1/sandboxes/${SB2}/exec" -d '{"command":"echo"}'; expect_status 409 "exec on destroyed"; expect_json .error.code conflict "conflict"
 auth PUT "/v1/sandboxes/${SB2}/files?path=x" --data-binary x; expect_status 409 "write on destroyed"
-auth POST "/v1/sandboxes/${SB}/extend" -d '{"seconds":999999}'; expect_status 429 "extend past max"; expect_json .error.code limit_exceeded "limit code"
+auth POST "/v1/sandboxes/${SB}/extend" -d '{"seconds":999999}'; expect_status 400 "extend past max (no retry helps)"
+expect_json .error.code invalid_argument "extend past max code"
+auth POST /v1/sandboxes -d '{"timeout":999999}'; expect_status 400 "create past max, the same answer"
+
+# ---- bad input: the right status, never a 500, never an internal detail ----
+# The guest's unprivileged user may not write /etc or read /etc/shadow: 403, not 500.
+auth PUT "/v1/sandboxes/${SB}/files?path=/etc/x" --data-binary x; expect_status 403 "write /etc/x"
+expect_json .error.code permission_denied "write /etc/x code"
+check "write /etc/x says permission denied" grep -q "permission denied" <<<"$(jqr .error.message)"
+auth GET "/v1/sandboxes/${SB}/files?path=/etc/shadow"; expect_status 403 "read /etc/shadow"
+expect_json .error.code permission_denied "read /etc/shadow code"
+# The guest's NAME_MAX (255) and PATH_MAX (4096 with its NUL), checked before the guest is asked.
+N255=$(printf 'n%.0s' $(seq 1 255)); N256="${N255}n"
+auth PUT "/v1/sandboxes/${SB}/files?path=${N255}" --data-binary x; expect_status 200 "a 255-byte name"
+auth PUT "/v1/sandboxes/${SB}/files?path=${N256}" --data-binary x; expect_status 400 "a 256-byte name"
+check "a 256-byte name is named" grep -q "256 bytes; at most 255" <<<"$(jqr .error.message)"
+auth PUT "/v1/sandboxes/${SB}/files?path=/workspace/${N255}n${N255}n${N255}n" --data-binary x; expect_status 400 "a 300-byte file name (and more)"
+LONG=/workspace; while [ ${#LONG} -lt 3840 ]; do LONG="${LONG}/${N255}"; done
+LONG="${LONG}/$(printf 'p%.0s' $(seq 1 $((4095 - ${#LONG} - 1))))"
+auth PUT "/v1/sandboxes/${SB}/files?path=${LONG}" --data-binary x; expect_status 200 "a 4095-byte path"
+auth PUT "/v1/sandboxes/${SB}/files?path=${LONG}p" --data-binary x; expect_status 400 "a 4096-byte path"
+auth PUT "/v1/sandboxes/${SB}/files?path=${LONG#/workspace/}" --data-binary x; expect_status 200 "relative: 4095 bytes once absolute"
+auth PUT "/v1/sandboxes/${SB}/files?path=${LONG#/workspace/}p" --data-binary x; expect_status 400 "relative: 4096 bytes once absolute"
+auth POST "/v1/sandboxes/${SB}/exec" -d "{\"command\":\"pwd\",\"cwd\":\"/${N256}\"}"; expect_status 400 "a cwd with a 256-byte name"
+# A NUL in a query parameter is refused, never cut short (it wrote /workspace/nul), and so is a repeat.
+auth PUT "/v1/sandboxes/${SB}/files?path=nul%00evil" --data-binary x; expect_status 400 "path with %00"
+check "path with %00 says NUL" grep -q "NUL" <<<"$(jqr .error.message)"
+auth GET "/v1/sandboxes/${SB}/files?path=nul"; expect_status 404 "nothing was written for path with %00"
+auth GET "/v1/sandboxes/${SB}/files?path=app/main.py&path=/etc/shadow"; expect_status 400 "path given twice"
+auth GET "/v1/sandboxes?status=active%00x"; expect_status 400 "status with %00"
+# "\u0000" is valid JSON: said in plain words, without jansson's flag names.
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"echo \u0000"}'; expect_status 400 "\\u0000 in a string"
+check "\\u0000 is explained" grep -q 'NUL' <<<"$(jqr .error.message)"
+check "no jansson flag in the message" bash -c "! grep -q JSON_ <<<'$(jqr .error.message)'"
+# Query booleans and integers: true/false/1/0 and digits only, anything else 400.
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=yes"; expect_status 400 "list=yes"
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=1"; expect_status 200 "list=1"
+expect_json '.entries | length > 0' true "list=1 lists"
+auth GET "/v1/sandboxes/${SB}/files?path=app/main.py&list=false"; expect_status 200 "list=false reads"
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=true&depth=0"; expect_status 400 "depth=0"
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=true&depth=%2B2"; expect_status 400 "depth=+2"
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=true&depth=16"; expect_status 200 "depth=16"
+auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=true&depth=17"; expect_status 400 "depth=17"
+auth GET "/v1/sandboxes?limit=%201"; expect_status 400 "limit with a space"
+auth GET "/v1/sandboxes?limit=1000"; expect_status 200 "limit=1000"
+auth PUT "/v1/sandboxes/${SB}/files?path=m&mode=%2B755" --data-binary x; expect_status 400 "mode=+755"
 auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":22}'; expect_status 400 "port 22"
 head -c $((25 * 1024 * 1024)) /dev/zero >"${WORK}/big.json"
 auth POST "/v1/sandboxes/${SB}/exec" --data-binary @"${WORK}/big.json"; expect_status 413 "JSON body too large"
@@ -250,6 +295,14 @@ check "query never logged" bash -c "! grep -q 'api_key=' '${WORK}/server.log'"
 # ---- SIGTERM: a clean stop ----
 check "SIGTERM exits 0" stop_server
 check "stopped logged" grep -q ' stopped$' "${WORK}/server.log"
+
+# ---- a server-side failure: the tenant reads the code's fixed text, the operator's log the detail ----
+AAS_FAKE_FAIL_CREATES=1 start_server "$SERVER"
+auth POST /v1/sandboxes -d '{}'; expect_status 502 "a create the driver fails"
+expect_json .error.code backend_error "a create the driver fails: code"
+check "the driver's words are not the tenant's" bash -c "! grep -q 'fake:' <<<'$(jqr .error.message)'"
+check "the driver's words are in the operator's log" grep -q "answering 502 backend_error for: .*fake: this create fails" "${WORK}/server.log"
+check "SIGTERM after a failed create exits 0" stop_server
 
 # ---- warm pools: a bad spec stops the start; AAS_POOL fills a pool, /metrics shows it, a create claims it ----
 check "a bad pool spec refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/state' \

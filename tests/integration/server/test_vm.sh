@@ -39,6 +39,14 @@ expect_json .stdout_encoding base64 "binary output encoded"; expect_json .stdout
 auth PUT "/v1/sandboxes/${SB}/files?path=hello.txt" --data-binary 'hello, sandbox'
 expect_status 200 write
 auth GET "/v1/sandboxes/${SB}/files?path=out.txt"; expect_status 404 "missing file"
+# The real guest's permissions and name limits, as the fake driver mimics them.
+auth PUT "/v1/sandboxes/${SB}/files?path=/etc/x" --data-binary x; expect_status 403 "write /etc/x in the guest"
+auth GET "/v1/sandboxes/${SB}/files?path=/etc/shadow"; expect_status 403 "read /etc/shadow in the guest"
+auth PUT "/v1/sandboxes/${SB}/files?path=$(printf 'n%.0s' $(seq 1 255))" --data-binary x; expect_status 200 "a 255-byte name in the guest"
+# An unknown image: 400 naming it, never the server's image directory.
+auth POST /v1/sandboxes -d '{"image":"nosuchimage"}'; expect_status 400 "unknown image"
+check "unknown image named" grep -q "nosuchimage" <<<"$(jqr .error.message)"
+check "unknown image hides the host's paths" bash -c "! grep -q '/' <<<'$(jqr .error.message)'"
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"tr a-z A-Z < hello.txt > out.txt"}'
 auth GET "/v1/sandboxes/${SB}/files?path=out.txt"; expect_status 200 read
 check "read back" test "$BODY" = "HELLO, SANDBOX"
