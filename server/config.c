@@ -4,6 +4,7 @@
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,19 @@ const char *aas_config_usage(void)
 	       "  --port-file FILE        write the port listened on to FILE once listening\n"
 	       "  --mcp-allowed-origins L browser Origins allowed on /v1/mcp besides this server's loopback ones,\n"
 	       "                          comma-separated, \"*\" for any; default none [AAS_MCP_ALLOWED_ORIGINS]\n"
+	       "tenant limits, every account's default (`aas-server limits` sets one account's):\n"
+	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
+	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
+	       "  --creates-per-minute N  sandbox creates per account per minute; default 20 [AAS_CREATES_PER_MINUTE]\n"
+	       "  --requests-per-second N API requests per second per key (bursts of 2 s); default 20\n"
+	       "                          [AAS_REQUESTS_PER_SECOND]\n"
+	       "  --address-requests-per-second N\n"
+	       "                          requests per second per client address without a valid key (MCP\n"
+	       "                          discovery, previews, bad keys; IPv6 by /64); default 20\n"
+	       "                          [AAS_ADDRESS_REQUESTS_PER_SECOND]\n"
+	       "  --execution-retention SECS\n"
+	       "                          finished executions and their output are deleted after this long;\n"
+	       "                          default 86400 (24 h) [AAS_EXECUTION_RETENTION]\n"
 	       "  --help, --version\n";
 }
 
@@ -97,9 +111,44 @@ static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 	return 0;
 }
 
+/* The tenant limits: numbers with a flag, a variable and a range each. */
+static const struct limit_option {
+	const char *flag;
+	const char *env;
+	size_t offset;       /* of an unsigned int in struct aas_config */
+	unsigned int max;
+} limit_options[] = {
+	{ "max-sandboxes", "AAS_MAX_SANDBOXES", offsetof(struct aas_config, max_sandboxes), SAAS_LIMIT_MAX },
+	{ "max-executions", "AAS_MAX_EXECUTIONS", offsetof(struct aas_config, max_executions), SAAS_LIMIT_MAX },
+	{ "creates-per-minute", "AAS_CREATES_PER_MINUTE", offsetof(struct aas_config, creates_per_minute), SAAS_LIMIT_MAX },
+	{ "requests-per-second", "AAS_REQUESTS_PER_SECOND", offsetof(struct aas_config, requests_per_second),
+	  SAAS_LIMIT_MAX },
+	{ "address-requests-per-second", "AAS_ADDRESS_REQUESTS_PER_SECOND", offsetof(struct aas_config, address_rate),
+	  SAAS_LIMIT_MAX },
+	{ "execution-retention", "AAS_EXECUTION_RETENTION", offsetof(struct aas_config, retention_s),
+	  10u * 366 * 86400 },
+};
+
+/* Set limit option i from `val` (named `from` in the error); 0, or -1 after printing it. */
+static int set_limit(struct aas_config *cfg, size_t i, const char *val, const char *from)
+{
+	const struct limit_option *l = &limit_options[i];
+
+	if (parse_uint(val, (unsigned int *)(void *)((char *)cfg + l->offset), l->max) < 0 ||
+	    *(unsigned int *)(void *)((char *)cfg + l->offset) == 0) {
+		fprintf(stderr, "aas-server: %s: expected 1 to %u, got \"%s\"\n", from, l->max, val);
+		return -1;
+	}
+	return 0;
+}
+
 static int from_env(struct aas_config *cfg)
 {
 	const char *v;
+
+	for (size_t i = 0; i < sizeof(limit_options) / sizeof(limit_options[0]); i++)
+		if ((v = getenv(limit_options[i].env)) && *v && set_limit(cfg, i, v, limit_options[i].env) < 0)
+			return -1;
 
 	if ((v = getenv("AAS_LISTEN")) && *v && parse_listen(cfg, v) < 0) {
 		fprintf(stderr, "aas-server: AAS_LISTEN: expected ADDRESS:PORT, got \"%s\"\n", v);
@@ -155,8 +204,16 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
+	/* The fixed options, then one per limit_options entry (its index + O_LIMIT). */
+	enum { NFIXED = sizeof(opts) / sizeof(opts[0]) - 1, NLIMITS = sizeof(limit_options) / sizeof(limit_options[0]),
+	       O_LIMIT = 1024 };
+	struct option all[NFIXED + NLIMITS + 1];
 	int c, rc = 0;
 
+	memcpy(all, opts, NFIXED * sizeof(opts[0]));
+	for (size_t i = 0; i < NLIMITS; i++)
+		all[NFIXED + i] = (struct option){ limit_options[i].flag, required_argument, NULL, O_LIMIT + (int)i };
+	all[NFIXED + NLIMITS] = (struct option){ NULL, 0, NULL, 0 };
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->listen_host = strdup("127.0.0.1");
 	cfg->listen_port = 8080;
@@ -166,11 +223,18 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->grace_s = 10;
 	cfg->max_connections = 512;
 	cfg->templates = -1;
+	cfg->address_rate = AAS_ADDRESS_RATE_DEFAULT;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1 && rc == 0) {
+	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1 && rc == 0) {
+		if (c >= O_LIMIT && c < O_LIMIT + NLIMITS) {
+			char from[64];
+			snprintf(from, sizeof(from), "--%s", limit_options[c - O_LIMIT].flag);
+			rc = set_limit(cfg, (size_t)(c - O_LIMIT), optarg, from);
+			continue;
+		}
 		switch (c) {
 		case O_LISTEN:
 			if ((rc = parse_listen(cfg, optarg)) < 0)
