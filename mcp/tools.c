@@ -129,11 +129,27 @@ static json_t *fail_saas_msg(struct call *c, int rc, const char *msg)
 		       "destroy_sandbox), choose a smaller size, or ask the operator for credit; get_usage shows the "
 		       "balance.";
 		break;
-	case SAAS_ELIMIT:
-		next = "An account limit would be passed (sandboxes at once, or the longest lifetime). Destroy sandboxes "
-		       "you no longer need (list_sandboxes shows them) or ask for less time; get_service_info shows the "
-		       "limits.";
+	case SAAS_ELIMIT: {
+		const saas_error *e = saas_error_last();
+		const char *limit = e->code == rc ? e->limit : "";
+
+		if (!strcmp(limit, "max_executions"))
+			next = "Too many commands are running in this account at once (max_executions). Wait for one to "
+			       "finish (get_execution shows a background one) and call again.";
+		else if (!strcmp(limit, "creates_per_minute"))
+			next = "This account created sandboxes too quickly (creates_per_minute). Wait a little, or reuse a "
+			       "sandbox you have (list_sandboxes).";
+		else if (!strcmp(limit, "requests_per_second") || !strcmp(limit, "requests_per_address"))
+			next = "Too many requests too quickly. Wait a second and call again.";
+		else
+			next = "An account limit would be passed (max_sandboxes: sandboxes at once, or the longest "
+			       "lifetime). Destroy sandboxes you no longer need (list_sandboxes shows them) or ask for less "
+			       "time; get_usage shows the limits.";
+		if (limit[0])
+			return failf(c, "%s failed: %s (%s, limit %s; retry after %lld s). %s", c->tool, msg,
+			             saas_error_name(rc), limit, (long long)((e->retry_after_ms + 999) / 1000), next);
 		break;
+	}
 	case SAAS_EISDIR:
 		next = "The path is a directory; list_files shows what is inside it.";
 		break;
@@ -305,9 +321,12 @@ static json_t *size_json(const saas_size *s)
 
 static json_t *limits_json(const saas_account_limits *l)
 {
-	return json_pack("{s:i,s:I,s:I,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
+	return json_pack("{s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
 	                 "default_timeout_seconds", (json_int_t)l->default_timeout_s, "max_timeout_seconds",
-	                 (json_int_t)l->max_timeout_s, "min_balance_seconds", (json_int_t)l->min_balance_s);
+	                 (json_int_t)l->max_timeout_s, "min_balance_seconds", (json_int_t)l->min_balance_s,
+	                 "max_executions", (json_int_t)l->max_executions, "creates_per_minute",
+	                 (json_int_t)l->creates_per_minute, "requests_per_second", (json_int_t)l->requests_per_second,
+	                 "execution_retention_seconds", (json_int_t)l->execution_retention_s);
 }
 
 /* ---- the tools ---- */
@@ -820,7 +839,9 @@ static json_t *t_service(struct call *c)
 #define ONLY_SID "{\"type\":\"object\",\"properties\":{" SID "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}"
 #define LIMITS_SCHEMA                                                                                              \
 	"{\"type\":\"object\",\"properties\":{\"max_sandboxes\":{\"type\":\"integer\"},\"default_timeout_seconds\":{\"type\":\"integer\"}," \
-	"\"max_timeout_seconds\":{\"type\":\"integer\"},\"min_balance_seconds\":{\"type\":\"integer\"}},"          \
+	"\"max_timeout_seconds\":{\"type\":\"integer\"},\"min_balance_seconds\":{\"type\":\"integer\"},"          \
+	"\"max_executions\":{\"type\":\"integer\"},\"creates_per_minute\":{\"type\":\"integer\"},"                 \
+	"\"requests_per_second\":{\"type\":\"integer\"},\"execution_retention_seconds\":{\"type\":\"integer\"}},"  \
 	"\"required\":[\"max_sandboxes\",\"default_timeout_seconds\",\"max_timeout_seconds\"]}"
 
 struct tool {
