@@ -126,8 +126,8 @@ const char *aas_mcp_error_hint(int rc)
 		       "destroy_sandbox), choose a smaller size, or ask the operator for credit; get_usage shows the "
 		       "balance.";
 	case SAAS_ELIMIT:
-		return "An account limit would be passed (sandboxes at once). Destroy sandboxes you no longer need "
-		       "(list_sandboxes shows them); get_service_info shows the limits.";
+		return "An account limit would be passed (max_sandboxes: sandboxes at once). Destroy sandboxes you no "
+		       "longer need (list_sandboxes shows them); get_usage shows the limits.";
 	case SAAS_EPERM:
 		return "Permission denied: code runs as an unprivileged user without sudo. Write under /workspace, the "
 		       "home directory or /tmp, and read files that user may read.";
@@ -157,6 +157,20 @@ const char *aas_mcp_error_hint(int rc)
 	return "The service failed. Retry; if it keeps failing, destroy the sandbox and create a new one.";
 }
 
+/* What to do about a limit saas_error.limit names. */
+static const char *limit_hint(const char *limit)
+{
+	if (!strcmp(limit, "max_executions"))
+		return "Too many commands are running in this account at once (max_executions). Wait for one to "
+		       "finish (get_execution shows a background one) and call again.";
+	if (!strcmp(limit, "creates_per_minute"))
+		return "This account created sandboxes too quickly (creates_per_minute). Wait a little, or reuse a "
+		       "sandbox you have (list_sandboxes).";
+	if (!strcmp(limit, "requests_per_second") || !strcmp(limit, "requests_per_address"))
+		return "Too many requests too quickly. Wait a second and call again.";
+	return aas_mcp_error_hint(SAAS_ELIMIT);
+}
+
 /* The failure of a libsaas call, with what the agent can do about it; `msg` is its detail. */
 static json_t *fail_saas_msg(struct call *c, int rc, const char *msg)
 {
@@ -175,6 +189,11 @@ static json_t *fail_saas_msg(struct call *c, int rc, const char *msg)
 		}
 		msg = "the server failed; its log has the detail";
 	}
+	/* A limit that names itself: which one, when to retry, and what to do meanwhile. */
+	if (rc == SAAS_ELIMIT && e->code == rc && e->limit[0])
+		return failf(c, "%s failed: %s (%s, limit %s; retry after %lld s). %s", c->tool, msg,
+		             saas_error_name(rc), e->limit, (long long)((e->retry_after_ms + 999) / 1000),
+		             limit_hint(e->limit));
 	return failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), aas_mcp_error_hint(rc));
 }
 
@@ -325,9 +344,12 @@ static json_t *size_json(const saas_size *s)
 
 static json_t *limits_json(const saas_account_limits *l)
 {
-	return json_pack("{s:i,s:I,s:I,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
+	return json_pack("{s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
 	                 "default_timeout_seconds", (json_int_t)l->default_timeout_s, "max_timeout_seconds",
-	                 (json_int_t)l->max_timeout_s, "min_balance_seconds", (json_int_t)l->min_balance_s);
+	                 (json_int_t)l->max_timeout_s, "min_balance_seconds", (json_int_t)l->min_balance_s,
+	                 "max_executions", (json_int_t)l->max_executions, "creates_per_minute",
+	                 (json_int_t)l->creates_per_minute, "requests_per_second", (json_int_t)l->requests_per_second,
+	                 "execution_retention_seconds", (json_int_t)l->execution_retention_s);
 }
 
 /* ---- the tools ---- */
@@ -847,7 +869,9 @@ static json_t *t_service(struct call *c)
 #define ONLY_SID "{\"type\":\"object\",\"properties\":{" SID "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}"
 #define LIMITS_SCHEMA                                                                                              \
 	"{\"type\":\"object\",\"properties\":{\"max_sandboxes\":{\"type\":\"integer\"},\"default_timeout_seconds\":{\"type\":\"integer\"}," \
-	"\"max_timeout_seconds\":{\"type\":\"integer\"},\"min_balance_seconds\":{\"type\":\"integer\"}},"          \
+	"\"max_timeout_seconds\":{\"type\":\"integer\"},\"min_balance_seconds\":{\"type\":\"integer\"},"          \
+	"\"max_executions\":{\"type\":\"integer\"},\"creates_per_minute\":{\"type\":\"integer\"},"                 \
+	"\"requests_per_second\":{\"type\":\"integer\"},\"execution_retention_seconds\":{\"type\":\"integer\"}},"  \
 	"\"required\":[\"max_sandboxes\",\"default_timeout_seconds\",\"max_timeout_seconds\"]}"
 
 struct tool {

@@ -5,6 +5,8 @@
  *   aas-server account create --name NAME [--credit USD]   prints the new API key, alone
  *   aas-server account list
  *   aas-server account credit --id ID --usd N [--note TEXT]
+ *   aas-server account limits --id ID [--max-sandboxes N] [--max-executions N]
+ *                             [--creates-per-minute N] [--requests-per-second N]
  *   aas-server key create --account ID [--name N]           prints the new API key, alone
  *   aas-server key list --account ID
  *   aas-server key revoke --id KEY_ID
@@ -18,8 +20,14 @@
 
 #include "server.h"
 
+/* The limits `account limits` sets, in saas_limit_overrides order. */
+enum { L_SANDBOXES, L_EXECUTIONS, L_CREATES, L_REQUESTS, NLIMITS };
+static const char *const limit_names[NLIMITS] = { "max_sandboxes", "max_executions", "creates_per_minute",
+	                                          "requests_per_second" };
+
 struct args {
 	const char *state_dir, *store, *name, *id, *account, *usd, *credit, *note;
+	const char *limits[NLIMITS];     /* as given, or NULL */
 	bool help;
 };
 
@@ -27,6 +35,9 @@ static const char usage[] =
 	"usage: aas-server account create --name NAME [--credit USD]   create an account and print its first API key\n"
 	"       aas-server account list                                 list accounts with their balances\n"
 	"       aas-server account credit --id ACCOUNT_ID --usd N [--note TEXT]   add credit\n"
+	"       aas-server account limits --id ACCOUNT_ID [--max-sandboxes N] [--max-executions N]\n"
+	"                                 [--creates-per-minute N] [--requests-per-second N]\n"
+	"                                 show an account's own limits, or set those given (0: the server's default)\n"
 	"       aas-server key create --account ACCOUNT_ID [--name N]   issue an API key and print it\n"
 	"       aas-server key list --account ACCOUNT_ID                list an account's keys\n"
 	"       aas-server key revoke --id KEY_ID                       revoke a key\n"
@@ -47,6 +58,10 @@ static int parse(struct args *a, int argc, char **argv)
 		{ "name", required_argument, NULL, 'n' },      { "id", required_argument, NULL, 'i' },
 		{ "account", required_argument, NULL, 'a' },   { "usd", required_argument, NULL, 'u' },
 		{ "credit", required_argument, NULL, 'c' },    { "note", required_argument, NULL, 'N' },
+		{ "max-sandboxes", required_argument, NULL, 1000 + L_SANDBOXES },
+		{ "max-executions", required_argument, NULL, 1000 + L_EXECUTIONS },
+		{ "creates-per-minute", required_argument, NULL, 1000 + L_CREATES },
+		{ "requests-per-second", required_argument, NULL, 1000 + L_REQUESTS },
 		{ "help", no_argument, NULL, 'h' },            { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -67,6 +82,10 @@ static int parse(struct args *a, int argc, char **argv)
 		case 'c': a->credit = optarg; break;
 		case 'N': a->note = optarg; break;
 		case 'h': a->help = true; break;
+		case 1000 + L_SANDBOXES:
+		case 1000 + L_EXECUTIONS:
+		case 1000 + L_CREATES:
+		case 1000 + L_REQUESTS: a->limits[c - 1000] = optarg; break;
 		default:
 			fprintf(stderr, "aas-server: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
 			return -1;
@@ -167,6 +186,55 @@ static int account_credit(saas_engine *e, const struct args *a)
 	return 0;
 }
 
+static void limits_print(const char *account_id, const saas_limit_overrides *l)
+{
+	const unsigned int v[NLIMITS] = { l->max_sandboxes, l->max_executions, l->creates_per_minute,
+		                          l->requests_per_second };
+
+	printf("%s", account_id);
+	for (int i = 0; i < NLIMITS; i++) {
+		if (v[i])
+			printf(" %s=%u", limit_names[i], v[i]);
+		else
+			printf(" %s=default", limit_names[i]);
+	}
+	printf("\n");
+}
+
+/* Show an account's own limits, or change those named and keep the others. */
+static int account_limits(saas_engine *e, const struct args *a)
+{
+	saas_limit_overrides l = SAAS_LIMIT_OVERRIDES_INIT;
+	unsigned int *field[NLIMITS] = { &l.max_sandboxes, &l.max_executions, &l.creates_per_minute,
+		                         &l.requests_per_second };
+	bool change = false;
+	int rc;
+
+	if (need(a->id, "--id") < 0)
+		return 2;
+	if ((rc = saas_account_limits_get(&l, e, a->id)) < 0)
+		return fail("cannot read the account's limits", rc);
+	for (int i = 0; i < NLIMITS; i++) {
+		char *end;
+		unsigned long v;
+
+		if (!a->limits[i])
+			continue;
+		v = strtoul(a->limits[i], &end, 10);
+		if (!*a->limits[i] || *end || a->limits[i][0] == '-' || v > SAAS_LIMIT_MAX) {
+			fprintf(stderr, "aas-server: --%s: expected 0 (the default) to %u, got \"%s\"\n", limit_names[i],
+			        SAAS_LIMIT_MAX, a->limits[i]);
+			return 2;
+		}
+		*field[i] = (unsigned int)v;
+		change = true;
+	}
+	if (change && (rc = saas_account_limits_set(e, a->id, &l)) < 0)
+		return fail("cannot set the account's limits", rc);
+	limits_print(a->id, &l);
+	return 0;
+}
+
 static int key_create(saas_engine *e, const struct args *a)
 {
 	saas_key *info = NULL;
@@ -235,7 +303,8 @@ int aas_admin_main(int argc, char **argv, const saas_driver *driver)
 		return 0;
 	}
 	bool known = (strcmp(noun, "account") == 0 &&
-	              (strcmp(verb, "create") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "credit") == 0)) ||
+	              (strcmp(verb, "create") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "credit") == 0 ||
+	               strcmp(verb, "limits") == 0)) ||
 	             (strcmp(noun, "key") == 0 &&
 	              (strcmp(verb, "create") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "revoke") == 0));
 	if (!known) {
@@ -245,8 +314,10 @@ int aas_admin_main(int argc, char **argv, const saas_driver *driver)
 	if (open_store(&e, &a, driver) != 0)
 		return 1;
 	if (strcmp(noun, "account") == 0)
-		rc = strcmp(verb, "create") == 0 ? account_create(e, &a)
-		     : strcmp(verb, "list") == 0 ? account_list(e) : account_credit(e, &a);
+		rc = strcmp(verb, "create") == 0   ? account_create(e, &a)
+		     : strcmp(verb, "list") == 0   ? account_list(e)
+		     : strcmp(verb, "limits") == 0 ? account_limits(e, &a)
+		                                   : account_credit(e, &a);
 	else
 		rc = strcmp(verb, "create") == 0 ? key_create(e, &a)
 		     : strcmp(verb, "list") == 0 ? key_list(e, &a) : key_revoke(e, &a);

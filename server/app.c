@@ -50,7 +50,12 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, const
 	o.default_image = cfg->image;
 	o.preview_url = preview;
 	o.pool = cfg->pool;
-	/* Sizes, prices, limits and credit are the library's defaults; /v1/service reads them back. */
+	o.limits.max_sandboxes = cfg->max_sandboxes;
+	o.max_executions = cfg->max_executions;
+	o.creates_per_minute = cfg->creates_per_minute;
+	o.requests_per_second = cfg->requests_per_second;
+	o.execution_retention_s = cfg->retention_s;
+	/* Sizes, prices and credit are the library's defaults; /v1/service reads them back. */
 	o.log = aas_engine_log;
 	o.log_level = cfg->log_level;
 	rc = saas_engine_open(engine, &o);

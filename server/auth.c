@@ -7,6 +7,12 @@
  * within `ttl` seconds. Entries are reference counted; a replaced entry is
  * freed when its last request lets go of it.
  *
+ * Unknown keys are remembered too, for the same `ttl`, in a fixed table (the
+ * negative cache): a client repeating a bad key costs a hash, not a store
+ * lookup. Many different bad keys are bounded by the client address's request
+ * rate instead (http.c), since every failed key takes from it. A key issued
+ * just after it was tried works once its negative entry expires.
+ *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <stdlib.h>
@@ -14,9 +20,13 @@
 
 #include "server.h"
 
+/* Unknown keys remembered at once; direct-mapped, so a new one may push out an old one. */
+#define NEGATIVE_SLOTS 4096
+
 struct aas_cached_client {
 	char hash[65];
 	saas_client *client;
+	unsigned int rate;     /* the account's requests_per_second when opened */
 	int64_t opened_ms;
 	unsigned int refs;     /* the table's own reference counts one while listed */
 	bool listed;
@@ -27,6 +37,29 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct aas_cached_client *clients;
 static saas_engine *engine;
 static int64_t ttl_ms;
+
+static struct negative {
+	char hash[65];
+	int64_t until_ms;
+} negative[NEGATIVE_SLOTS];
+static uint64_t lookups, negative_hits;
+
+/* Where a fingerprint lives in the negative cache: its first hex digits (lowercase) are already uniform. */
+static struct negative *negative_slot(const char hash[65])
+{
+	unsigned int v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v = v * 16 + (unsigned int)(hash[i] <= '9' ? hash[i] - '0' : hash[i] - 'a' + 10);
+	return &negative[v % NEGATIVE_SLOTS];
+}
+
+static bool negative_find_locked(const char hash[65], int64_t now)
+{
+	struct negative *n = negative_slot(hash);
+
+	return n->until_ms > now && memcmp(n->hash, hash, 64) == 0;
+}
 
 void aas_auth_init(saas_engine *e, unsigned int ttl_s)
 {
@@ -67,7 +100,21 @@ void aas_auth_shutdown(void)
 	pthread_mutex_lock(&mu);
 	while (clients)
 		unlist_locked(clients);
+	memset(negative, 0, sizeof(negative));
 	pthread_mutex_unlock(&mu);
+}
+
+/* The account's request rate, read once per open (the cache's ttl): one more store query. */
+static int key_rate(saas_client *sc, unsigned int *rate)
+{
+	saas_account_info *ai = NULL;
+	int rc;
+
+	if ((rc = saas_client_account(&ai, sc)) < 0)
+		return rc;
+	*rate = ai->limits.requests_per_second;
+	saas_account_info_free(ai);
+	return SAAS_OK;
 }
 
 int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const char *api_key)
@@ -75,27 +122,45 @@ int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const 
 	struct aas_cached_client *c, *fresh = NULL;
 	char hash[65];
 	saas_client *sc = NULL;
+	unsigned int rate = 0;
+	int64_t now;
 	int rc;
 
 	*handle = NULL;
 	*client = NULL;
 	saas_key_fingerprint(hash, api_key);
 	pthread_mutex_lock(&mu);
+	now = aas_now_ms();
 	c = find_locked(hash);
-	if (c && aas_now_ms() - c->opened_ms < ttl_ms) {
+	if (c && now - c->opened_ms < ttl_ms) {
 		c->refs++;
 		pthread_mutex_unlock(&mu);
 		*handle = c;
 		*client = c->client;
 		return SAAS_OK;
 	}
+	if (negative_find_locked(hash, now)) {
+		negative_hits++;
+		pthread_mutex_unlock(&mu);
+		return SAAS_EAUTH;
+	}
+	lookups++;
 	pthread_mutex_unlock(&mu);
 
 	/* Open outside the lock: it is a store lookup. */
 	rc = saas_client_open_local(&sc, engine, api_key, 0);
+	if (rc == SAAS_OK && (rc = key_rate(sc, &rate)) < 0) {
+		saas_client_free(sc);
+		sc = NULL;
+	}
 	pthread_mutex_lock(&mu);
 	if ((c = find_locked(hash)) && (rc < 0 || c->opened_ms < aas_now_ms() - ttl_ms))
 		unlist_locked(c);
+	if (rc == SAAS_EAUTH && ttl_ms > 0) {
+		struct negative *n = negative_slot(hash);
+		memcpy(n->hash, hash, 65);
+		n->until_ms = aas_now_ms() + ttl_ms;
+	}
 	if (rc < 0)
 		goto out;
 	if ((c = find_locked(hash))) {
@@ -112,6 +177,7 @@ int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const 
 	}
 	memcpy(fresh->hash, hash, 65);
 	fresh->client = sc;
+	fresh->rate = rate;
 	fresh->opened_ms = aas_now_ms();
 	fresh->refs = 2;
 	fresh->listed = true;
@@ -141,5 +207,36 @@ void aas_auth_ref(struct aas_cached_client *handle)
 		return;
 	pthread_mutex_lock(&mu);
 	handle->refs++;
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int aas_auth_rate(const struct aas_cached_client *handle)
+{
+	return handle ? handle->rate : 0;
+}
+
+const char *aas_auth_hash(const struct aas_cached_client *handle)
+{
+	return handle ? handle->hash : "";
+}
+
+bool aas_auth_known(const char *api_key)
+{
+	struct aas_cached_client *c;
+	char hash[65];
+	bool known;
+
+	saas_key_fingerprint(hash, api_key);
+	pthread_mutex_lock(&mu);
+	known = (c = find_locked(hash)) && aas_now_ms() - c->opened_ms < ttl_ms;
+	pthread_mutex_unlock(&mu);
+	return known;
+}
+
+void aas_auth_counts(uint64_t *lookups_out, uint64_t *negative_hits_out)
+{
+	pthread_mutex_lock(&mu);
+	*lookups_out = lookups;
+	*negative_hits_out = negative_hits;
 	pthread_mutex_unlock(&mu);
 }

@@ -45,6 +45,22 @@ const char *aas_config_usage(void)
 	       "  --port-file FILE        write the port listened on to FILE once listening\n"
 	       "  --mcp-allowed-origins L browser Origins allowed on /v1/mcp besides this server's loopback ones,\n"
 	       "                          comma-separated, \"*\" for any; default none [AAS_MCP_ALLOWED_ORIGINS]\n"
+	       "tenant limits, every account's default (`aas-server account limits` sets one account's):\n"
+	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
+	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
+	       "  --creates-per-minute N  sandbox creates per account per minute; default 20 [AAS_CREATES_PER_MINUTE]\n"
+	       "  --requests-per-second N API requests per second per key (bursts of 2 s); default 20\n"
+	       "                          [AAS_REQUESTS_PER_SECOND]\n"
+	       "  --address-requests-per-second N\n"
+	       "                          requests per second per client address without a valid key (MCP\n"
+	       "                          discovery, bad keys; IPv6 by /64); default 20\n"
+	       "                          [AAS_ADDRESS_REQUESTS_PER_SECOND]\n"
+	       "  --preview-requests-per-second N\n"
+	       "                          preview requests per second per client address (IPv6 by /64), a\n"
+	       "                          budget apart from the API's; default 100 [AAS_PREVIEW_REQUESTS_PER_SECOND]\n"
+	       "  --execution-retention SECS\n"
+	       "                          finished executions and their output are deleted after this long;\n"
+	       "                          default 86400 (24 h) [AAS_EXECUTION_RETENTION]\n"
 	       "  --help, --version\n";
 }
 
@@ -106,29 +122,51 @@ static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 	return 0;
 }
 
-/* The connection policy's numbers: one table for their options, variables and bounds. */
-struct conn_limit {
-	const char *option, *env;
-	size_t offset; /* of the unsigned int in struct aas_config */
+/*
+ * The numeric options: one table for their flags, variables and bounds. Each
+ * sets an unsigned int of struct aas_config; 0 there means "not given".
+ */
+static const struct num_option {
+	const char *flag;    /* without "--" */
+	const char *env;
+	size_t offset;       /* of an unsigned int in struct aas_config */
 	unsigned int min, max;
 	const char *unit;
-};
-
-static const struct conn_limit conn_env[] = {
-	{ "--per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
+} num_options[] = {
+	/* The tenant limits (the engine's defaults for every account). */
+	{ "max-sandboxes", "AAS_MAX_SANDBOXES", offsetof(struct aas_config, max_sandboxes), 1, SAAS_LIMIT_MAX,
+	  "sandboxes" },
+	{ "max-executions", "AAS_MAX_EXECUTIONS", offsetof(struct aas_config, max_executions), 1, SAAS_LIMIT_MAX,
+	  "executions" },
+	{ "creates-per-minute", "AAS_CREATES_PER_MINUTE", offsetof(struct aas_config, creates_per_minute), 1,
+	  SAAS_LIMIT_MAX, "creates" },
+	{ "requests-per-second", "AAS_REQUESTS_PER_SECOND", offsetof(struct aas_config, requests_per_second), 1,
+	  SAAS_LIMIT_MAX, "requests" },
+	{ "address-requests-per-second", "AAS_ADDRESS_REQUESTS_PER_SECOND", offsetof(struct aas_config, address_rate),
+	  1, SAAS_LIMIT_MAX, "requests" },
+	{ "preview-requests-per-second", "AAS_PREVIEW_REQUESTS_PER_SECOND", offsetof(struct aas_config, preview_rate),
+	  1, SAAS_LIMIT_MAX, "requests" },
+	{ "execution-retention", "AAS_EXECUTION_RETENTION", offsetof(struct aas_config, retention_s), 1,
+	  10u * 366 * 86400, "seconds" },
+	/* The connection policy. */
+	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
 	  "connections" },
-	{ "--preview-connections", "AAS_PREVIEW_CONNECTIONS", offsetof(struct aas_config, preview_connections), 1,
+	{ "preview-connections", "AAS_PREVIEW_CONNECTIONS", offsetof(struct aas_config, preview_connections), 1,
 	  100000, "connections" },
-	{ "--header-timeout", "AAS_HEADER_TIMEOUT", offsetof(struct aas_config, header_timeout_s), 1, 3600, "seconds" },
-	{ "--body-timeout", "AAS_BODY_TIMEOUT", offsetof(struct aas_config, body_timeout_s), 1, 3600, "seconds" },
+	{ "header-timeout", "AAS_HEADER_TIMEOUT", offsetof(struct aas_config, header_timeout_s), 1, 3600, "seconds" },
+	{ "body-timeout", "AAS_BODY_TIMEOUT", offsetof(struct aas_config, body_timeout_s), 1, 3600, "seconds" },
 };
 
-static int parse_conn_limit(struct aas_config *cfg, const struct conn_limit *l, const char *what, const char *s)
-{
-	unsigned int *dst = (unsigned int *)((char *)cfg + l->offset);
+#define NUM_OPTIONS (sizeof(num_options) / sizeof(num_options[0]))
 
-	if (parse_uint(s, dst, l->max) < 0 || *dst < l->min) {
-		fprintf(stderr, "aas-server: %s: expected %u to %u %s, got \"%s\"\n", what, l->min, l->max, l->unit, s);
+/* Set numeric option i from `val` (named `from` in the error); 0, or -1 after printing it. */
+static int set_num(struct aas_config *cfg, size_t i, const char *val, const char *from)
+{
+	const struct num_option *o = &num_options[i];
+	unsigned int *dst = (unsigned int *)(void *)((char *)cfg + o->offset);
+
+	if (parse_uint(val, dst, o->max) < 0 || *dst < o->min) {
+		fprintf(stderr, "aas-server: %s: expected %u to %u %s, got \"%s\"\n", from, o->min, o->max, o->unit, val);
 		return -1;
 	}
 	return 0;
@@ -153,6 +191,10 @@ static int from_env(struct aas_config *cfg)
 {
 	const char *v;
 
+	for (size_t i = 0; i < NUM_OPTIONS; i++)
+		if ((v = getenv(num_options[i].env)) && *v && set_num(cfg, i, v, num_options[i].env) < 0)
+			return -1;
+
 	if ((v = getenv("AAS_LISTEN")) && *v && parse_listen(cfg, v) < 0) {
 		fprintf(stderr, "aas-server: AAS_LISTEN: expected ADDRESS:PORT, got \"%s\"\n", v);
 		return -1;
@@ -175,10 +217,6 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
 		return -1;
-	for (size_t i = 0; i < sizeof(conn_env) / sizeof(conn_env[0]); i++) {
-		if ((v = getenv(conn_env[i].env)) && *v && parse_conn_limit(cfg, &conn_env[i], conn_env[i].env, v) < 0)
-			return -1;
-	}
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
 		return -1;
@@ -189,8 +227,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION,
-	       O_CONN /* O_CONN + i: conn_env[i] */ };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -208,16 +245,19 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
-		{ "per-ip-connections", required_argument, NULL, O_CONN + 0 },
-		{ "preview-connections", required_argument, NULL, O_CONN + 1 },
-		{ "header-timeout", required_argument, NULL, O_CONN + 2 },
-		{ "body-timeout", required_argument, NULL, O_CONN + 3 },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
+	/* The fixed options, then one per num_options entry (its index + O_NUM). */
+	enum { NFIXED = sizeof(opts) / sizeof(opts[0]) - 1, NNUM = NUM_OPTIONS, O_NUM = 1024 };
+	struct option all[NFIXED + NNUM + 1];
 	int c, rc = 0;
 
+	memcpy(all, opts, NFIXED * sizeof(opts[0]));
+	for (size_t i = 0; i < NNUM; i++)
+		all[NFIXED + i] = (struct option){ num_options[i].flag, required_argument, NULL, O_NUM + (int)i };
+	all[NFIXED + NNUM] = (struct option){ NULL, 0, NULL, 0 };
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->listen_host = strdup("127.0.0.1");
 	cfg->listen_port = 8080;
@@ -229,11 +269,19 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->header_timeout_s = AAS_HEADER_TIMEOUT_DEFAULT;
 	cfg->body_timeout_s = AAS_BODY_TIMEOUT_DEFAULT;
 	cfg->templates = -1;
+	cfg->address_rate = AAS_ADDRESS_RATE_DEFAULT;
+	cfg->preview_rate = AAS_PREVIEW_RATE_DEFAULT;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1 && rc == 0) {
+	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1 && rc == 0) {
+		if (c >= O_NUM && c < O_NUM + NNUM) {
+			char from[64];
+			snprintf(from, sizeof(from), "--%s", num_options[c - O_NUM].flag);
+			rc = set_num(cfg, (size_t)(c - O_NUM), optarg, from);
+			continue;
+		}
 		switch (c) {
 		case O_LISTEN:
 			if ((rc = parse_listen(cfg, optarg)) < 0)
@@ -281,12 +329,6 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_VERSION:
 			printf("aas-server %s\n", saas_version());
 			return 1;
-		case O_CONN + 0:
-		case O_CONN + 1:
-		case O_CONN + 2:
-		case O_CONN + 3:
-			rc = parse_conn_limit(cfg, &conn_env[c - O_CONN], conn_env[c - O_CONN].option, optarg);
-			break;
 		default:
 			fprintf(stderr, "aas-server: unknown or incomplete option \"%s\" (see --help)\n", argv[optind - 1]);
 			rc = -1;

@@ -109,10 +109,31 @@ void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg
 	aas_reply_error(out, status, saas_error_name(rc), "%s", msg);
 }
 
+void aas_reply_limit(struct aas_reply *out, const char *limit, int64_t retry_after_ms, const char *fmt, ...)
+{
+	/* Whole seconds, rounded up, and never 0: "retry at once" would be a busy loop. */
+	long long secs = retry_after_ms > 0 ? (retry_after_ms + 999) / 1000 : 1;
+	char msg[1024], value[24];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	aas_reply_json(out, 429, json_pack("{s:{s:s,s:s,s:s,s:I}}", "error", "code", saas_error_name(SAAS_ELIMIT),
+	                                   "message", msg, "limit", limit, "retry_after", (json_int_t)secs));
+	snprintf(value, sizeof(value), "%lld", secs);
+	if (out->response)
+		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+}
+
 void aas_reply_saas(struct aas_reply *out, int rc)
 {
 	const saas_error *e = saas_error_last();
 
+	if (rc == SAAS_ELIMIT && e->code == rc && e->limit[0]) {
+		aas_reply_limit(out, e->limit, e->retry_after_ms, "%s", e->message);
+		return;
+	}
 	if (e->code == rc)
 		aas_reply_failure(out, rc, e->klass, e->message);
 	else
@@ -496,6 +517,8 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 		return false;
 	}
 	r->route_label = r->route->pattern;
+	if (!aas_ratelimit_request(r, rep, config->address_rate))
+		return false;
 	if ((r->route->flags & AAS_R_AUTH) && !authenticate(r, rep))
 		return false;
 	if (r->route->flags & AAS_R_KEY)
@@ -581,6 +604,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 			r->method = method;
 			r->path = strdup(url);
 			r->route_label = "preview";
+			/* A preview URL is a capability, not a key: its visitors count by address. */
+			if (!aas_ratelimit_preview(r, &rep, config->preview_rate))
+				return aas_queue(r, &rep);
 			if (!aas_conn_preview_enter(conn))
 				return preview_busy(r);
 		}

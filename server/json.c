@@ -116,12 +116,15 @@ json_t *aas_json_size(const saas_size *s)
 
 json_t *aas_json_limits(const saas_account_limits *l)
 {
-	return json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
-	                 "default_timeout", (json_int_t)l->default_timeout_s, "max_timeout",
-	                 (json_int_t)l->max_timeout_s, "min_balance_seconds", (json_int_t)l->min_balance_s,
-	                 "max_file_bytes", (json_int_t)SAAS_FILE_MAX, "max_exec_timeout",
+	return json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "max_sandboxes",
+	                 (json_int_t)l->max_sandboxes, "default_timeout", (json_int_t)l->default_timeout_s,
+	                 "max_timeout", (json_int_t)l->max_timeout_s, "min_balance_seconds",
+	                 (json_int_t)l->min_balance_s, "max_file_bytes", (json_int_t)SAAS_FILE_MAX, "max_exec_timeout",
 	                 (json_int_t)SAAS_EXEC_TIMEOUT_MAX, "max_output_bytes", (json_int_t)SAAS_EXEC_OUTPUT_MAX,
-	                 "max_stdin_bytes", (json_int_t)SAAS_EXEC_STDIN_MAX);
+	                 "max_stdin_bytes", (json_int_t)SAAS_EXEC_STDIN_MAX, "max_executions",
+	                 (json_int_t)l->max_executions, "creates_per_minute", (json_int_t)l->creates_per_minute,
+	                 "requests_per_second", (json_int_t)l->requests_per_second, "execution_retention",
+	                 (json_int_t)l->execution_retention_s);
 }
 
 json_t *aas_json_account(const saas_account_info *ai)
@@ -134,6 +137,7 @@ json_t *aas_json_account(const saas_account_info *ai)
 	aas_json_money(o, "spent_usd", ai->spent_usd_micro);
 	aas_json_money(o, "balance_usd", ai->balance_usd_micro);
 	json_object_set_new(o, "active_sandboxes", json_integer(ai->active_sandboxes));
+	json_object_set_new(o, "running_executions", json_integer(ai->running_executions));
 	json_object_set_new(o, "limits", aas_json_limits(&ai->limits));
 	for (size_t i = 0; i < ai->nsizes; i++)
 		json_array_append_new(sizes, aas_json_size(&ai->sizes[i]));

@@ -246,6 +246,16 @@ char *aas_metrics_render(size_t *len)
 	        "# TYPE aas_sandbox_destroys_total counter\naas_sandbox_destroys_total %llu\n",
 	    (unsigned long long)destroys);
 	pthread_mutex_unlock(&mu);
+	{
+		uint64_t lookups, negative;
+
+		aas_auth_counts(&lookups, &negative);
+		put(&o, "# HELP aas_auth_key_lookups_total API keys looked up in the store (not cached either way).\n"
+		        "# TYPE aas_auth_key_lookups_total counter\naas_auth_key_lookups_total %llu\n"
+		        "# HELP aas_auth_negative_hits_total Unknown keys refused from the negative cache, without a lookup.\n"
+		        "# TYPE aas_auth_negative_hits_total counter\naas_auth_negative_hits_total %llu\n",
+		    (unsigned long long)lookups, (unsigned long long)negative);
+	}
 	put(&o, "# HELP aas_http_requests_in_flight Requests being answered now.\n"
 	        "# TYPE aas_http_requests_in_flight gauge\naas_http_requests_in_flight %u\n", aas_http_inflight());
 	saas_engine_stats *st = NULL;

@@ -44,11 +44,24 @@ struct aas_config {
 	char *port_file;           /* write the bound port here once listening (tests) */
 	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
 	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
+	/* Tenant limits: every account's defaults (0: the library's); `aas-server limits` sets one account's. */
+	unsigned int max_sandboxes;
+	unsigned int max_executions;
+	unsigned int creates_per_minute;
+	unsigned int requests_per_second;  /* per API key */
+	unsigned int retention_s;          /* finished executions are kept this long */
+	/* Requests per second per client address without a valid key (MCP discovery, previews, bad keys). */
+	unsigned int address_rate;
+	unsigned int preview_rate;     /* requests per second per client address to previews */
 };
 
 #define AAS_HEADER_TIMEOUT_DEFAULT 30     /* seconds */
 #define AAS_BODY_TIMEOUT_DEFAULT 60       /* seconds, plus 1 per AAS_BODY_MIN_RATE bytes */
 #define AAS_PER_IP_CONNECTIONS_DEFAULT 32
+/* Default of --address-requests-per-second. */
+#define AAS_ADDRESS_RATE_DEFAULT 20
+/* Default of --preview-requests-per-second. */
+#define AAS_PREVIEW_RATE_DEFAULT 100
 
 /* Fill from the environment, then argv; 0, or -1 after printing a one-line error. */
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv);
@@ -83,6 +96,41 @@ void aas_auth_shutdown(void);
 int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const char *api_key);
 void aas_auth_release(struct aas_cached_client *handle);
 void aas_auth_ref(struct aas_cached_client *handle);
+/* The key's request rate (its account's requests_per_second) and fingerprint, for the rate limiter. */
+unsigned int aas_auth_rate(const struct aas_cached_client *handle);
+const char *aas_auth_hash(const struct aas_cached_client *handle);
+/* Is this key known good right now (cached, not expired)? No store lookup. */
+bool aas_auth_known(const char *api_key);
+/* Store lookups made, and unknown keys answered from the negative cache, since start (for /metrics). */
+void aas_auth_counts(uint64_t *lookups, uint64_t *negative_hits);
+
+/* ---- request rates (ratelimit.c) ---- */
+
+/* A bucket holds this many seconds of its rate: the burst a client may send at once. */
+#define AAS_RATE_BURST 2
+
+/*
+ * Take one request from the bucket `name` (len bytes) at `rate` per second:
+ * 0 if there was one, else how many ms until there is. rate 0: no limit.
+ */
+int64_t aas_ratelimit_take(const char *name, size_t len, unsigned int rate, int64_t now_ms);
+/* How many ms until the bucket `name` holds a request (0: now). Takes nothing; one never seen is full. */
+int64_t aas_ratelimit_peek(const char *name, size_t len, unsigned int rate, int64_t now_ms);
+struct aas_req;
+struct aas_reply;
+/*
+ * Admit a request under the rates: a valid key's requests_per_second, else
+ * the client address's `address_rate` (no key, a bad key). false after
+ * replying 429 with Retry-After. Looks the key up (cached), but leaves
+ * authenticating to the route.
+ */
+bool aas_ratelimit_request(struct aas_req *r, struct aas_reply *out, unsigned int address_rate);
+/*
+ * Admit a preview request under its client address's `rate`, a bucket of its
+ * own: a page in a preview loads many assets at once, which the API's
+ * address rate would refuse. false after replying 429 with Retry-After.
+ */
+bool aas_ratelimit_preview(struct aas_req *r, struct aas_reply *out, unsigned int rate);
 
 /* ---- JSON helpers (json.c) ---- */
 
@@ -184,7 +232,13 @@ void aas_reply_json_stream(struct aas_reply *out, unsigned int status, json_t *b
 void aas_reply_common_headers(struct MHD_Response *resp);
 void aas_reply_error(struct aas_reply *out, unsigned int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* From a saas_status and the thread's saas_error_last(). */
+/*
+ * 429 for a limit: Retry-After (whole seconds, at least 1) and a JSON error
+ * body whose "limit" names it and "retry_after" repeats the seconds.
+ */
+void aas_reply_limit(struct aas_reply *out, const char *limit, int64_t retry_after_ms, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* From a saas_status and the thread's saas_error_last() (SAAS_ELIMIT: aas_reply_limit). */
 void aas_reply_saas(struct aas_reply *out, int rc);
 /* The same from a status, its error class and message taken earlier (on another thread). */
 void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg);

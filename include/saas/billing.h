@@ -19,12 +19,20 @@ typedef struct {
 	int64_t usd_micro_per_hour;  /**< Price per hour of running, in micro-dollars. */
 } saas_size;
 
-/** Limits as an account sees them. */
+/**
+ * Limits as an account sees them: the engine's defaults, or what an operator
+ * set for this account (saas_account_limits_set()). Embedded last in the
+ * structs that hold it, so that it can grow.
+ */
 typedef struct {
-	unsigned int max_sandboxes;
-	int64_t default_timeout_s;
-	int64_t max_timeout_s;
-	int64_t min_balance_s;
+	unsigned int max_sandboxes;       /**< Sandboxes not yet destroyed. */
+	int64_t default_timeout_s;        /**< Lifetime when create names none. */
+	int64_t max_timeout_s;            /**< Longest lifetime from now. */
+	int64_t min_balance_s;            /**< Create needs credit for this many seconds of the size. */
+	unsigned int max_executions;      /**< Executions running at once, background ones included. */
+	unsigned int creates_per_minute;  /**< Sandbox creates per rolling minute. */
+	unsigned int requests_per_second; /**< API requests per second per key (aas-server enforces it). */
+	int64_t execution_retention_s;    /**< Finished executions and their output are deleted this long after. */
 } saas_account_limits;
 
 /** What saas_client_account() returns; library-allocated, fields may be appended. */
@@ -35,9 +43,10 @@ typedef struct {
 	int64_t spent_usd_micro;      /**< Charged plus accrued by running sandboxes. */
 	int64_t balance_usd_micro;    /**< credit - spent. */
 	unsigned int active_sandboxes;/**< Not yet destroyed. */
-	saas_account_limits limits;
 	size_t nsizes;
 	saas_size *sizes;             /**< Every size class with its price. */
+	unsigned int running_executions; /**< Executions running now (this engine's count). */
+	saas_account_limits limits;   /**< Last, so that it can grow (it was before nsizes until SOVERSION 1). */
 } saas_account_info;
 
 /**

@@ -56,10 +56,23 @@ typedef struct {
 
 /**
  * Version of saas_engine_options this header describes. Version 2 appended
- * `pool`; callers built against version 1 are still accepted (their struct is
- * read only as far as version 1 reached).
+ * `pool`, version 3 the tenant limits (`max_executions` to
+ * `execution_retention_s`); callers built against an older version are still
+ * accepted (their struct is read only as far as their version reached, and
+ * what it lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 2
+#define SAAS_ENGINE_OPTIONS_VERSION 3
+
+/** Default of saas_engine_options.max_executions. */
+#define SAAS_MAX_EXECUTIONS_DEFAULT 8
+/** Default of saas_engine_options.creates_per_minute. */
+#define SAAS_CREATES_PER_MINUTE_DEFAULT 20
+/** Default of saas_engine_options.requests_per_second. */
+#define SAAS_REQUESTS_PER_SECOND_DEFAULT 20
+/** Default of saas_engine_options.execution_retention_s: 24 hours. */
+#define SAAS_EXECUTION_RETENTION_DEFAULT 86400
+/** The most any per-account count or rate limit may be set to. */
+#define SAAS_LIMIT_MAX 100000
 
 /** The most VMs one warm pool may hold (the N of "SIZE=N"). */
 #define SAAS_ENGINE_POOL_MAX 64
@@ -106,9 +119,29 @@ typedef struct {
 	 * (but still checked).
 	 */
 	const char *pool;
+	/*
+	 * Tenant limits (since version 3). Each is every account's default; an
+	 * operator may set another value for one account (saas_account_limits_set()).
+	 * Zero takes the default; counts and rates are at most SAAS_LIMIT_MAX.
+	 */
+	/** Executions running at once per account, background ones included. 0: SAAS_MAX_EXECUTIONS_DEFAULT. */
+	unsigned int max_executions;
+	/** Sandbox creates per account per rolling minute. 0: SAAS_CREATES_PER_MINUTE_DEFAULT. */
+	unsigned int creates_per_minute;
+	/**
+	 * API requests per second per key. The engine only reports it (in the
+	 * account's limits); aas-server enforces it. 0: SAAS_REQUESTS_PER_SECOND_DEFAULT.
+	 */
+	unsigned int requests_per_second;
+	/**
+	 * Seconds a finished execution and its output are kept; the reaper deletes
+	 * older ones, after which they are not found. 0: SAAS_EXECUTION_RETENTION_DEFAULT
+	 * (24 hours); at most ten years.
+	 */
+	int64_t execution_retention_s;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0 }
 
 /**
  * Open an engine on a state directory.
@@ -152,11 +185,11 @@ SAAS_EXTERN(int) saas_engine_sweep(saas_engine *engine, unsigned int *destroyed)
 typedef struct {
 	size_t nsizes;
 	saas_size *sizes;                 /**< Every size class with its price. */
-	saas_account_limits limits;       /**< The limits every account has. */
 	char *default_image;
 	char *preview_url;                /**< The preview URL template ("{port}", "{id}"). */
 	int64_t new_account_credit_usd_micro;
 	char *driver;                     /**< The VM driver's name, or "" for a store-only engine. */
+	saas_account_limits limits;       /**< The limits every account has unless set for it; last, so it can grow. */
 } saas_engine_info;
 
 /**
@@ -274,6 +307,53 @@ SAAS_EXTERN(int) saas_account_add_credit(saas_engine *engine, const char *accoun
 
 /** Free an account; NULL is ignored. */
 SAAS_EXTERN(void) saas_account_free(saas_account *account);
+
+/** Version of saas_limit_overrides this header describes. */
+#define SAAS_LIMIT_OVERRIDES_VERSION 1
+
+/**
+ * One account's own limits, set by an operator in place of the engine's
+ * defaults. A zero field means "the engine's default" (so an override can be
+ * taken back by setting it to 0). Initialise with SAAS_LIMIT_OVERRIDES_INIT.
+ */
+typedef struct {
+	unsigned int version;             /**< SAAS_LIMIT_OVERRIDES_VERSION */
+	unsigned int max_sandboxes;       /**< Sandboxes not yet destroyed; 0: the engine's. */
+	unsigned int max_executions;      /**< Executions running at once; 0: the engine's. */
+	unsigned int creates_per_minute;  /**< Creates per rolling minute; 0: the engine's. */
+	unsigned int requests_per_second; /**< API requests per second per key; 0: the engine's. */
+} saas_limit_overrides;
+
+#define SAAS_LIMIT_OVERRIDES_INIT { SAAS_LIMIT_OVERRIDES_VERSION, 0, 0, 0, 0 }
+
+/**
+ * Set an account's own limits, replacing any set before. They apply to the
+ * next create or exec; a running sandbox or execution is never stopped
+ * because a limit went down. A server that caches keys (aas-server) applies a
+ * new request rate when it next re-checks the key.
+ *
+ * @param engine     the engine (store-only engines may be used).
+ * @param account_id the account.
+ * @param limits     the overrides; every field 0 to SAAS_LIMIT_MAX.
+ * @return SAAS_OK, SAAS_EINVAL (bad version or value), SAAS_ENOTFOUND (no such
+ *         account), SAAS_ESTORE.
+ * Thread-safe.
+ */
+SAAS_EXTERN(int) saas_account_limits_set(saas_engine *engine, const char *account_id,
+                                         const saas_limit_overrides *limits);
+
+/**
+ * An account's own limits, as set by saas_account_limits_set(); all zero when
+ * none were set. The account's effective limits are in saas_client_account().
+ *
+ * @param out        [in/out] its `version` says how much to fill (1 ..
+ *                   SAAS_LIMIT_OVERRIDES_VERSION); initialise with SAAS_LIMIT_OVERRIDES_INIT.
+ * @param engine     the engine (store-only engines may be used).
+ * @param account_id the account.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (no such account), SAAS_ESTORE.
+ * Thread-safe.
+ */
+SAAS_EXTERN(int) saas_account_limits_get(saas_limit_overrides *out, saas_engine *engine, const char *account_id);
 
 /** Free an account list and its accounts; NULL is ignored. */
 SAAS_EXTERN(void) saas_account_list_free(saas_account_list *list);

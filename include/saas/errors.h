@@ -24,7 +24,7 @@ typedef enum {
 	SAAS_EEXISTS = -5,    /**< The object already exists. */
 	SAAS_EAUTH = -6,      /**< The API key is missing, unknown or revoked. */
 	SAAS_ECREDIT = -7,    /**< The account's balance cannot pay for this. */
-	SAAS_ELIMIT = -8,     /**< An account limit would be exceeded (sandboxes at once). */
+	SAAS_ELIMIT = -8,     /**< An account limit would be exceeded (sandboxes or executions at once, a rate); saas_error.limit names it. */
 	SAAS_ESTATE = -9,     /**< The object is in the wrong state for this call (e.g. destroyed). */
 	SAAS_ETIMEOUT = -10,  /**< The operation did not finish in time. */
 	SAAS_EBACKEND = -11,  /**< The VM driver or the guest failed. */
@@ -59,6 +59,17 @@ typedef struct {
 	long backend_code;     /**< errno, SQLite code, HTTP status ...; 0 when none. */
 	const char *message;   /**< Human-readable; never NULL. */
 	const char *sqlstate;  /**< PostgreSQL SQLSTATE when the store said one, else "". */
+	/**
+	 * For SAAS_ELIMIT: the name of the limit that was hit, as saas_account_limits
+	 * and the REST API spell it ("max_sandboxes", "max_executions",
+	 * "creates_per_minute", "requests_per_second"); "" otherwise.
+	 */
+	const char *limit;
+	/**
+	 * For SAAS_ELIMIT: how long to wait before a retry can succeed, in
+	 * milliseconds (the REST API's Retry-After); 0 when unknown.
+	 */
+	int64_t retry_after_ms;
 } saas_error;
 
 /**

@@ -151,10 +151,11 @@ int saas__local_account(saas_client *c, saas_account_info **out)
 	info->spent_usd_micro = spent;
 	info->balance_usd_micro = balance;
 	info->active_sandboxes = live;
-	info->limits.max_sandboxes = e->limits.max_sandboxes;
-	info->limits.default_timeout_s = e->limits.default_timeout_s;
-	info->limits.max_timeout_s = e->limits.max_timeout_s;
-	info->limits.min_balance_s = e->limits.min_balance_s;
+	info->running_executions = saas__exec_running(e, c->account_id);
+	if ((rc = saas__account_limits(e, c->account_id, &info->limits)) < 0) {
+		saas_account_info_free(info);
+		return rc;
+	}
 	if (!(info->name = saas__strdup(acc.name)) ||
 	    saas__sizes_copy(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
 		goto oom;

@@ -53,6 +53,14 @@ struct saas_engine {
 	/* Warm pools (pool.c); NULL when none is configured. */
 	struct saas__pools *pools;
 
+	/* Tenant limits beside e->limits (limits.c): the engine's defaults. */
+	unsigned int max_executions;
+	unsigned int creates_per_minute;
+	unsigned int requests_per_second;
+	int64_t execution_retention_s;
+	pthread_mutex_t tenants_mu;
+	struct saas__tenant *tenants;  /* per-account counters, under tenants_mu */
+
 	/* Background executions still running; engine_free waits for them. */
 	unsigned int background;
 	int cancel;                    /* set atomically when the engine shuts down */
@@ -177,6 +185,17 @@ enum {
 void saas__pool_release(saas_engine *e, const char *name, int outcome);
 /* Fill the pool fields of stats. */
 int saas__pool_stats(saas_engine *e, saas_engine_stats *stats);
+
+/* limits.c */
+/* The account's effective limits: the engine's defaults and what an operator set for it. */
+int saas__account_limits(saas_engine *e, const char *account_id, saas_account_limits *out);
+/* Count one more running execution, or SAAS_ELIMIT ("max_executions") at `max`. */
+int saas__exec_slot_take(saas_engine *e, const char *account_id, unsigned int max);
+void saas__exec_slot_release(saas_engine *e, const char *account_id);
+unsigned int saas__exec_running(saas_engine *e, const char *account_id);
+/* Take one create from the account's bucket, or SAAS_ELIMIT ("creates_per_minute") with the wait. */
+int saas__create_token_take(saas_engine *e, const char *account_id, unsigned int per_minute);
+void saas__tenants_free(saas_engine *e);
 
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);

@@ -31,8 +31,12 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_REAPER_MS 1000
 #define DEFAULT_PREVIEW "http://{port}-{id}.localhost:8080/"
 
-/* How much of saas_engine_options a version-1 caller has: everything before `pool`. */
+/* How much of saas_engine_options older callers have: version 1 ends before `pool`, 2 before the tenant limits. */
 #define OPTIONS_V1_SIZE offsetof(saas_engine_options, pool)
+#define OPTIONS_V2_SIZE offsetof(saas_engine_options, max_executions)
+
+/* Ten years: longer is a typo, and the retention's milliseconds must not overflow. */
+#define RETENTION_MAX_S ((int64_t)10 * 366 * 86400)
 
 SAAS_EXTERN(const char *) saas_version(void)
 {
@@ -139,8 +143,21 @@ static int check_limits(const saas_limits *l)
 {
 	if (l->default_timeout_s < 0 || l->max_timeout_s < 0 || l->min_balance_s < 0)
 		return saas__inval("limits may not be negative");
-	if (l->max_sandboxes > 100000)
-		return saas__inval("limits.max_sandboxes is over 100000");
+	if (l->max_sandboxes > SAAS_LIMIT_MAX)
+		return saas__inval("limits.max_sandboxes is over %u", SAAS_LIMIT_MAX);
+	return SAAS_OK;
+}
+
+static int check_tenant_limits(const saas_engine_options *o)
+{
+	if (o->max_executions > SAAS_LIMIT_MAX)
+		return saas__inval("max_executions is over %u", SAAS_LIMIT_MAX);
+	if (o->creates_per_minute > SAAS_LIMIT_MAX)
+		return saas__inval("creates_per_minute is over %u", SAAS_LIMIT_MAX);
+	if (o->requests_per_second > SAAS_LIMIT_MAX)
+		return saas__inval("requests_per_second is over %u", SAAS_LIMIT_MAX);
+	if (o->execution_retention_s < 0 || o->execution_retention_s > RETENTION_MAX_S)
+		return saas__inval("execution_retention_s must be 0 to %lld (ten years)", (long long)RETENTION_MAX_S);
 	return SAAS_OK;
 }
 
@@ -272,14 +289,15 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return saas__inval("out is NULL");
 	*out = NULL;
 	/*
-	 * A caller built against version 1 has a struct that ends before `pool`:
-	 * read its version and then its bytes, never a member past them.
+	 * A caller built against an older version has a struct that ends earlier:
+	 * read its version and then its bytes, never a member past them; what it
+	 * lacks stays zero, which takes the defaults.
 	 */
 	memcpy(&version, o, sizeof(version));
-	if (version != 1 && version != SAAS_ENGINE_OPTIONS_VERSION)
-		return saas__inval("engine options version %u is not %u (or 1)", version, SAAS_ENGINE_OPTIONS_VERSION);
-	if (version == 1) {
-		memcpy(&upgraded, o, OPTIONS_V1_SIZE);
+	if (version < 1 || version > SAAS_ENGINE_OPTIONS_VERSION)
+		return saas__inval("engine options version %u is not 1 to %u", version, SAAS_ENGINE_OPTIONS_VERSION);
+	if (version < SAAS_ENGINE_OPTIONS_VERSION) {
+		memcpy(&upgraded, o, version == 1 ? OPTIONS_V1_SIZE : OPTIONS_V2_SIZE);
 		upgraded.version = SAAS_ENGINE_OPTIONS_VERSION;
 		o = &upgraded;
 	}
@@ -293,7 +311,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return saas__inval("preview_url must be printable, at most 512 bytes, and contain {id}");
 	if (o->sizes && (rc = check_sizes(o->sizes, o->nsizes)) < 0)
 		return rc;
-	if ((rc = check_limits(&o->limits)) < 0)
+	if ((rc = check_limits(&o->limits)) < 0 || (rc = check_tenant_limits(o)) < 0)
 		return rc;
 	if (o->new_account_credit < 0)
 		return saas__inval("new_account_credit may not be negative");
@@ -303,6 +321,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	e->lock_fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cond, NULL);
+	pthread_mutex_init(&e->tenants_mu, NULL);
 	e->flags = o->flags;
 	e->clock = o->clock ? o->clock : real_clock;
 	e->clock_userdata = o->clock_userdata;
@@ -313,6 +332,10 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	e->limits.default_timeout_s = o->limits.default_timeout_s ? o->limits.default_timeout_s : DEFAULT_TIMEOUT_S;
 	e->limits.max_timeout_s = o->limits.max_timeout_s ? o->limits.max_timeout_s : DEFAULT_MAX_TIMEOUT_S;
 	e->limits.min_balance_s = o->limits.min_balance_s ? o->limits.min_balance_s : DEFAULT_MIN_BALANCE_S;
+	e->max_executions = o->max_executions ? o->max_executions : SAAS_MAX_EXECUTIONS_DEFAULT;
+	e->creates_per_minute = o->creates_per_minute ? o->creates_per_minute : SAAS_CREATES_PER_MINUTE_DEFAULT;
+	e->requests_per_second = o->requests_per_second ? o->requests_per_second : SAAS_REQUESTS_PER_SECOND_DEFAULT;
+	e->execution_retention_s = o->execution_retention_s ? o->execution_retention_s : SAAS_EXECUTION_RETENTION_DEFAULT;
 	if (e->limits.default_timeout_s > e->limits.max_timeout_s) {
 		rc = saas__inval("default timeout %lld s is over the maximum %lld s",
 		                 (long long)e->limits.default_timeout_s, (long long)e->limits.max_timeout_s);
@@ -387,6 +410,8 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	free(e->state_dir);
 	free(e->default_image);
 	free(e->preview_url);
+	saas__tenants_free(e);
+	pthread_mutex_destroy(&e->tenants_mu);
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
@@ -422,6 +447,10 @@ SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *e)
 	info->limits.default_timeout_s = e->limits.default_timeout_s;
 	info->limits.max_timeout_s = e->limits.max_timeout_s;
 	info->limits.min_balance_s = e->limits.min_balance_s;
+	info->limits.max_executions = e->max_executions;
+	info->limits.creates_per_minute = e->creates_per_minute;
+	info->limits.requests_per_second = e->requests_per_second;
+	info->limits.execution_retention_s = e->execution_retention_s;
 	info->new_account_credit_usd_micro = e->new_account_credit;
 	if (!(info->default_image = saas__strdup(e->default_image)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
 	    !(info->driver = saas__strdup(e->driver ? e->driver->name : "")) ||

@@ -43,12 +43,15 @@ struct job {
 	size_t stdin_len;
 	int64_t timeout_ms;
 	size_t max_output;
+	bool slot;             /* holds one of the account's max_executions */
 };
 
 static void job_free(struct job *j)
 {
 	if (!j)
 		return;
+	if (j->slot)
+		saas__exec_slot_release(j->engine, j->rec.account_id);
 	free(j->command);
 	free(j->cwd);
 	if (j->env)
@@ -204,6 +207,7 @@ int saas__local_exec(saas_client *c, const char *id, const char *command, const 
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox sb;
+	saas_account_limits lim;
 	struct job *j = NULL;
 	pthread_t tid;
 	pthread_attr_t attr;
@@ -211,12 +215,24 @@ int saas__local_exec(saas_client *c, const char *id, const char *command, const 
 
 	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
 		return rc;
-	if ((rc = job_new(&j, e, id, command, o)) < 0)
+	if ((rc = saas__account_limits(e, c->account_id, &lim)) < 0)
 		return rc;
+	/*
+	 * The slot is taken before the job copies its stdin (up to 16 MiB) and
+	 * held until the job is freed, so an account's running executions, and
+	 * the memory and threads they hold, are bounded by its max_executions.
+	 */
+	if ((rc = saas__exec_slot_take(e, c->account_id, lim.max_executions)) < 0)
+		return rc;
+	if ((rc = job_new(&j, e, id, command, o)) < 0) {
+		saas__exec_slot_release(e, c->account_id);
+		return rc;
+	}
+	saas__strlcpy(j->rec.account_id, c->account_id, sizeof(j->rec.account_id));
+	j->slot = true;
 	if ((rc = saas__id_new(j->rec.id, "exe-", 20)) < 0)
 		goto out;
 	saas__strlcpy(j->rec.sandbox_id, id, sizeof(j->rec.sandbox_id));
-	saas__strlcpy(j->rec.account_id, c->account_id, sizeof(j->rec.account_id));
 	j->rec.status = SAAS_EXEC_RUNNING;
 	j->rec.exit_code = -1;
 	j->rec.command = j->command;

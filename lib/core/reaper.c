@@ -251,6 +251,25 @@ static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int
 	return SAAS_OK;
 }
 
+/*
+ * Executions that finished more than the retention ago go, output and all.
+ * A bounded batch per sweep keeps each store transaction short; a backlog is
+ * worked off over the following sweeps. A failure is logged, never fatal:
+ * expiring sandboxes matters more than pruning.
+ */
+#define PRUNE_BATCH 500
+
+static void prune_executions(saas_engine *e, int64_t now)
+{
+	unsigned int pruned = 0;
+
+	if (e->store->execution_prune(e->store_ctx, now - e->execution_retention_s * 1000, PRUNE_BATCH, &pruned) < 0)
+		saas__log(e, SAAS_LOG_WARN, "pruning old executions failed: %s", saas_error_last()->message);
+	else if (pruned)
+		saas__log(e, SAAS_LOG_DEBUG, "pruned %u executions finished over %lld s ago", pruned,
+		          (long long)e->execution_retention_s);
+}
+
 int saas__sweep(saas_engine *e, unsigned int *destroyed)
 {
 	struct rows live;
@@ -311,6 +330,7 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 			goto out;
 	}
 	heartbeat_write(e, now);
+	prune_executions(e, now);
 	/* Without background threads the sweep is the pools' refill too (a failure is logged and backs off). */
 	if (e->flags & SAAS_ENGINE_NO_REAPER)
 		saas__pool_refill(e);

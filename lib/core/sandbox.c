@@ -210,8 +210,18 @@ static void row_init(saas_store_sandbox *row, const char *id, const char *accoun
  * its name, so it is billed from this moment. Returns SAAS_OK, an error, or 1
  * when the pool has no live VM (make one the ordinary way).
  */
+/* The store refuses the account's last place with a bare SAAS_ELIMIT; name the limit for the caller. */
+static int live_limit(int rc, unsigned int max)
+{
+	if (rc != SAAS_ELIMIT)
+		return rc;
+	return saas__error_limit("max_sandboxes", 0,
+	                         "this account already has %u sandboxes, its limit (max_sandboxes); "
+	                         "destroy one first", max);
+}
+
 static int create_from_pool(saas_client *c, const saas_size *size, const char *image, int64_t timeout,
-                            int64_t started, saas_sandbox **out)
+                            int64_t started, unsigned int max_live, saas_sandbox **out)
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox row;
@@ -232,11 +242,11 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 		row.ready_at_ms = now;
 		row.expires_at_ms = now + timeout * 1000;
 		/* Ready at insert: the VM already runs, and the store still counts the account's limit atomically. */
-		if ((rc = e->store->sandbox_insert(e->store_ctx, &row, e->limits.max_sandboxes)) < 0) {
+		if ((rc = e->store->sandbox_insert(e->store_ctx, &row, max_live)) < 0) {
 			if (rc == SAAS_ELIMIT || rc == SAAS_ENOTFOUND) {
 				/* Refused before anyone had it: it goes back, still never handed out. */
 				saas__pool_release(e, name, SAAS_POOL_RETURN);
-				return rc;
+				return live_limit(rc, max_live);
 			}
 			/* The store failed and might have kept the row: close it unbilled and let the VM go. */
 			saas_error saved = *saas_error_last();
@@ -264,6 +274,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	const saas_size *size;
 	saas_store_sandbox row;
 	saas_vm_spec spec;
+	saas_account_limits lim;
 	int64_t timeout, balance, spent, credit, need, now;
 	unsigned int live;
 	int rc;
@@ -295,9 +306,17 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 		                   size->name, saas_usd_format(want, sizeof(want), need));
 	}
 
+	/*
+	 * Every create that got this far counts against the rate, made or not: a
+	 * refused one still costs the store and, from here on, maybe a VM boot.
+	 */
+	if ((rc = saas__account_limits(e, c->account_id, &lim)) < 0 ||
+	    (rc = saas__create_token_take(e, c->account_id, lim.creates_per_minute)) < 0)
+		return rc;
+
 	/* Pooled VMs have the default network policy; a create that names one is made for it. */
-	if (!o->network &&
-	    (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now, out)) <= 0)
+	if (!o->network && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
+	                                          lim.max_sandboxes, out)) <= 0)
 		return rc;
 
 	{
@@ -313,8 +332,8 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	 * died) is still swept, while a slow boot is not cut short.
 	 */
 	row.expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
-	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, e->limits.max_sandboxes)) < 0)
-		return rc;
+	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, lim.max_sandboxes)) < 0)
+		return live_limit(rc, lim.max_sandboxes);
 
 	spec.name = row.id;
 	spec.image = row.image;

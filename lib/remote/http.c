@@ -198,6 +198,15 @@ static int set_error_from_body(long status, const saas_buf *body)
 	else
 		rc = saas__error(code, SAAS_ERRCLASS_HTTP, status, "the server answered HTTP %ld%s", status,
 		                 e ? "" : " without an error body");
+	/* A limit names itself and says when to retry (the body repeats Retry-After, in seconds). */
+	if (code == SAAS_ELIMIT) {
+		json_t *after = json_object_get(e, "retry_after");
+		const char *limit = json_string_value(json_object_get(e, "limit"));
+		json_int_t secs = json_is_integer(after) ? json_integer_value(after) : 0;
+
+		saas__error_set_limit(limit && strlen(limit) < 32 ? limit : "",
+		                      secs > 0 && secs < 86400 ? (int64_t)secs * 1000 : 0);
+	}
 	json_decref(j);
 	return rc;
 }

@@ -261,6 +261,11 @@ static int remote_account(saas_client *c, saas_account_info **out)
 	ai->limits.default_timeout_s = jint(limits, "default_timeout");
 	ai->limits.max_timeout_s = jint(limits, "max_timeout");
 	ai->limits.min_balance_s = jint(limits, "min_balance_seconds");
+	ai->limits.max_executions = (unsigned int)jint(limits, "max_executions");
+	ai->limits.creates_per_minute = (unsigned int)jint(limits, "creates_per_minute");
+	ai->limits.requests_per_second = (unsigned int)jint(limits, "requests_per_second");
+	ai->limits.execution_retention_s = jint(limits, "execution_retention");
+	ai->running_executions = (unsigned int)jint(ans, "running_executions");
 	sizes = json_object_get(ans, "sizes");
 	if (json_array_size(sizes)) {
 		if (!(ai->sizes = calloc(json_array_size(sizes), sizeof(*ai->sizes)))) {

@@ -11,14 +11,16 @@ struct thread_error {
 	saas_error pub;
 	char message[MESSAGE_MAX];
 	char sqlstate[8];
+	char limit[32];
 };
 
-static _Thread_local struct thread_error last = { { 0, 0, 0, "", "" }, "", "" };
+static _Thread_local struct thread_error last = { { 0, 0, 0, "", "", "", 0 }, "", "", "" };
 
 static void set_pointers(void)
 {
 	last.pub.message = last.message;
 	last.pub.sqlstate = last.sqlstate;
+	last.pub.limit = last.limit;
 }
 
 void saas__error_clear(void)
@@ -26,8 +28,10 @@ void saas__error_clear(void)
 	last.pub.code = SAAS_OK;
 	last.pub.klass = SAAS_ERRCLASS_NONE;
 	last.pub.backend_code = 0;
+	last.pub.retry_after_ms = 0;
 	last.message[0] = '\0';
 	last.sqlstate[0] = '\0';
+	last.limit[0] = '\0';
 	set_pointers();
 }
 
@@ -38,6 +42,8 @@ static int set_v(int code, int klass, long backend_code, const char *sqlstate, c
 	last.pub.backend_code = backend_code;
 	vsnprintf(last.message, sizeof(last.message), fmt, ap);
 	snprintf(last.sqlstate, sizeof(last.sqlstate), "%s", sqlstate ? sqlstate : "");
+	last.limit[0] = '\0';
+	last.pub.retry_after_ms = 0;
 	set_pointers();
 	return code;
 }
@@ -58,6 +64,23 @@ int saas__error_sqlstate(int code, const char *sqlstate, const char *fmt, ...)
 	set_v(code, SAAS_ERRCLASS_STORE, 0, sqlstate, fmt, ap);
 	va_end(ap);
 	return code;
+}
+
+int saas__error_limit(const char *limit, int64_t retry_after_ms, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	set_v(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0, NULL, fmt, ap);
+	va_end(ap);
+	saas__error_set_limit(limit, retry_after_ms);
+	return SAAS_ELIMIT;
+}
+
+void saas__error_set_limit(const char *limit, int64_t retry_after_ms)
+{
+	saas__strlcpy(last.limit, limit ? limit : "", sizeof(last.limit));
+	last.pub.retry_after_ms = retry_after_ms > 0 ? retry_after_ms : 0;
+	set_pointers();
 }
 
 int saas__error_wrap(int code, const char *fmt, ...)

@@ -27,6 +27,15 @@ int saas__error(int code, int klass, long backend_code, const char *fmt, ...) SA
 /* The same with a PostgreSQL SQLSTATE attached. */
 int saas__error_sqlstate(int code, const char *sqlstate, const char *fmt, ...) SAAS_PRINTF(3, 4);
 
+/*
+ * SAAS_ELIMIT naming the limit that was hit (as saas_account_limits spells it)
+ * and how long a retry should wait (0: unknown); returns SAAS_ELIMIT.
+ */
+int saas__error_limit(const char *limit, int64_t retry_after_ms, const char *fmt, ...) SAAS_PRINTF(3, 4);
+
+/* Attach a limit's name and retry time to the error just recorded (a remote server's 429). */
+void saas__error_set_limit(const char *limit, int64_t retry_after_ms);
+
 /* Shorthands for the commonest cases. */
 #define saas__inval(...) saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, 0, __VA_ARGS__)
 #define saas__oom() saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, 12, "out of memory")

@@ -1056,12 +1056,55 @@ static void test_usage(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* Tenant limits: shown alike, and a refusal names its limit and a retry time on both providers. */
+static void test_limits_contract(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_execution *x[SAAS_MAX_EXECUTIONS_DEFAULT + 1] = { NULL };
+	saas_account_info *info = NULL;
+	int tries = 0;
+
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(info->limits.max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
+	assert_int_equal(info->limits.creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
+	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(info->limits.execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
+	assert_int_equal(info->running_executions, 0);
+	saas_account_info_free(info);
+	for (int i = 0; i < SAAS_MAX_EXECUTIONS_DEFAULT; i++)
+		assert_int_equal(saas_exec(&x[i], f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	assert_int_equal(saas_exec(&x[SAAS_MAX_EXECUTIONS_DEFAULT], f->a, sb->id, "echo one more", NULL, 0),
+	                 SAAS_ELIMIT);
+	assert_string_equal(saas_error_last()->limit, "max_executions");
+	assert_true(saas_error_last()->retry_after_ms >= 1000);
+	assert_non_null(strstr(saas_error_last()->message, "max_executions"));
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(info->running_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
+	saas_account_info_free(info);
+	/* Destroying the sandbox ends them and gives the places back. */
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	for (;;) {
+		assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+		unsigned int running = info->running_executions;
+		saas_account_info_free(info);
+		if (!running)
+			break;
+		assert_true(++tries < 2500);
+		usleep(2000);
+	}
+	for (int i = 0; i <= SAAS_MAX_EXECUTIONS_DEFAULT; i++)
+		saas_execution_free(x[i]);
+	saas_sandbox_free(sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_remote, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits_contract, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits_and_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),

@@ -168,6 +168,21 @@ static void test_engine_bad_options(void **state)
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	o.limits.max_timeout_s = 0;
 	o.limits.default_timeout_s = 0;
+	/* Tenant limits: counts and rates up to SAAS_LIMIT_MAX, a retention of 0 to ten years. */
+	o.max_executions = SAAS_LIMIT_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "max_executions"));
+	o.max_executions = 0;
+	o.creates_per_minute = SAAS_LIMIT_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.creates_per_minute = 0;
+	o.requests_per_second = SAAS_LIMIT_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.requests_per_second = 0;
+	o.execution_retention_s = -1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "execution_retention_s"));
+	o.execution_retention_s = 0;
 	o.store_url = "mysql://nope";
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	o.store_url = NULL;
@@ -1241,6 +1256,242 @@ static void test_reaper_thread(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* ---- tenant limits ---- */
+
+/* Wait (on the real clock) until no execution of the account runs: background threads finish on their own time. */
+static void wait_idle(saas_client *c)
+{
+	saas_account_info *info = NULL;
+	int tries = 0;
+
+	for (;;) {
+		assert_int_equal(saas_client_account(&info, c), SAAS_OK);
+		unsigned int running = info->running_executions;
+		saas_account_info_free(info);
+		if (running == 0)
+			return;
+		assert_true(++tries < 5000);
+		usleep(2000);
+	}
+}
+
+static int setup_tenant(void **state)
+{
+	int rc = setup_with(state, 10, SAAS_CREDIT_DEFAULT);
+	struct fixture *f = *state;
+
+	/* Reopen with small tenant limits: two executions at once, three creates a minute, a minute's retention. */
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	saas_engine_free(f->engine);
+	f->opts.max_executions = 2;
+	f->opts.creates_per_minute = 3;
+	f->opts.execution_retention_s = 60;
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	return rc;
+}
+
+static void assert_limit(int rc, const char *limit)
+{
+	assert_int_equal(rc, SAAS_ELIMIT);
+	assert_int_equal(saas_error_last()->code, SAAS_ELIMIT);
+	assert_string_equal(saas_error_last()->limit, limit);
+	assert_non_null(strstr(saas_error_last()->message, limit));
+}
+
+/* Executions running at once, background ones included, per account; an operator's override wins. */
+static void test_max_executions(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sa = create(f->a, NULL, 0), *sb = create(f->b, NULL, 0);
+	saas_limit_overrides own = SAAS_LIMIT_OVERRIDES_INIT;
+	saas_execution *x1 = NULL, *x2 = NULL, *x3 = NULL;
+	saas_account_info *info = NULL;
+
+	assert_int_equal(saas_exec(&x1, f->a, sa->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	assert_int_equal(saas_exec(&x2, f->a, sa->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	/* At the bound: a third is refused, in the background or not, and nothing is recorded for it. */
+	assert_limit(saas_exec(&x3, f->a, sa->id, "block", NULL, SAAS_EXEC_BACKGROUND), "max_executions");
+	assert_true(saas_error_last()->retry_after_ms > 0);
+	assert_null(x3);
+	assert_limit(saas_exec(&x3, f->a, sa->id, "echo hi", NULL, 0), "max_executions");
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(info->running_executions, 2);
+	assert_int_equal(info->limits.max_executions, 2);
+	saas_account_info_free(info);
+	/* Another account has its own. */
+	assert_int_equal(saas_exec(&x3, f->b, sb->id, "echo hi", NULL, 0), SAAS_OK);
+	saas_execution_free(x3);
+	x3 = NULL;
+
+	/* An override lower than what runs refuses more, and stops nothing. */
+	own.max_executions = 1;
+	assert_int_equal(saas_account_limits_set(f->engine, f->account_a, &own), SAAS_OK);
+	assert_limit(saas_exec(&x3, f->a, sa->id, "echo hi", NULL, 0), "max_executions");
+
+	/* Ending them frees their places. */
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sa->id), SAAS_OK);
+	wait_idle(f->a);
+	saas_sandbox_free(sa);
+	sa = create(f->a, NULL, 0);
+	assert_int_equal(saas_exec(&x3, f->a, sa->id, "echo again", NULL, 0), SAAS_OK);
+	assert_int_equal(x3->status, SAAS_EXEC_EXITED);
+	saas_execution_free(x3);
+	x3 = NULL;
+	/* A foreground one holds its place only while it runs: the next still fits under a limit of one. */
+	assert_int_equal(saas_exec(&x3, f->a, sa->id, "echo and again", NULL, 0), SAAS_OK);
+
+	saas_execution_free(x1);
+	saas_execution_free(x2);
+	saas_execution_free(x3);
+	saas_sandbox_free(sa);
+	saas_sandbox_free(sb);
+}
+
+/* Creates per rolling minute: a minute's worth at once, then one per 60/N seconds. */
+static void test_creates_per_minute(void **state)
+{
+	struct fixture *f = *state;
+	saas_limit_overrides own = SAAS_LIMIT_OVERRIDES_INIT;
+	saas_sandbox *sb[4] = { NULL }, *x = NULL;
+
+	for (int i = 0; i < 3; i++)
+		sb[i] = create(f->a, NULL, 0);
+	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "creates_per_minute");
+	assert_int_equal(saas_error_last()->retry_after_ms, 20000);
+	assert_null(x);
+	/* Nothing was made for the refused one. */
+	assert_int_equal(saas_fake_create_calls(), 3);
+	/* Per account. */
+	x = create(f->b, NULL, 0);
+	saas_sandbox_free(x);
+	x = NULL;
+	/* One create comes back 20 s later, not a millisecond before; polling does not lose time. */
+	advance(10000);
+	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "creates_per_minute");
+	assert_int_equal(saas_error_last()->retry_after_ms, 10000);
+	advance(9999);
+	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "creates_per_minute");
+	assert_int_equal(saas_error_last()->retry_after_ms, 1);
+	advance(1);
+	sb[3] = create(f->a, NULL, 0);
+	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "creates_per_minute");
+
+	/* An operator may allow more. */
+	own.creates_per_minute = 60;
+	assert_int_equal(saas_account_limits_set(f->engine, f->account_a, &own), SAAS_OK);
+	advance(1000);
+	x = create(f->a, NULL, 0);
+	saas_sandbox_free(x);
+	for (int i = 0; i < 4; i++)
+		saas_sandbox_free(sb[i]);
+}
+
+/* An account's own max_sandboxes replaces the engine's, and the refusal names it. */
+static void test_max_sandboxes_override(void **state)
+{
+	struct fixture *f = *state;
+	saas_limit_overrides own = SAAS_LIMIT_OVERRIDES_INIT, got = SAAS_LIMIT_OVERRIDES_INIT;
+	saas_account_info *info = NULL;
+	saas_sandbox *s1, *x = NULL;
+
+	own.max_sandboxes = 1;
+	own.requests_per_second = 7;
+	assert_int_equal(saas_account_limits_set(f->engine, f->account_a, &own), SAAS_OK);
+	assert_int_equal(saas_account_limits_get(&got, f->engine, f->account_a), SAAS_OK);
+	assert_int_equal(got.max_sandboxes, 1);
+	assert_int_equal(got.max_executions, 0);
+	assert_int_equal(got.requests_per_second, 7);
+	s1 = create(f->a, NULL, 0);
+	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "max_sandboxes");
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(info->limits.max_sandboxes, 1);
+	assert_int_equal(info->limits.requests_per_second, 7);
+	assert_int_equal(info->limits.creates_per_minute, 3);
+	assert_int_equal(info->limits.execution_retention_s, 60);
+	saas_account_info_free(info);
+	/* bob keeps the engine's. */
+	assert_int_equal(saas_client_account(&info, f->b), SAAS_OK);
+	assert_int_equal(info->limits.max_sandboxes, 10);
+	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	saas_account_info_free(info);
+
+	/* Bad input. */
+	own.max_sandboxes = SAAS_LIMIT_MAX + 1;
+	assert_int_equal(saas_account_limits_set(f->engine, f->account_a, &own), SAAS_EINVAL);
+	own.max_sandboxes = 0;
+	own.version = 0;
+	assert_int_equal(saas_account_limits_set(f->engine, f->account_a, &own), SAAS_EINVAL);
+	own.version = SAAS_LIMIT_OVERRIDES_VERSION;
+	assert_int_equal(saas_account_limits_set(f->engine, "acc-nobody", &own), SAAS_ENOTFOUND);
+	assert_int_equal(saas_account_limits_get(&got, f->engine, "acc-nobody"), SAAS_ENOTFOUND);
+	/* 0 puts the default back. */
+	assert_int_equal(saas_account_limits_set(f->engine, f->account_a, &own), SAAS_OK);
+	x = create(f->a, NULL, 0);
+	saas_sandbox_free(x);
+	saas_sandbox_free(s1);
+}
+
+/* Finished executions go with their output once the retention has passed; running ones stay. */
+static void test_execution_retention(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, "small", 3600);
+	saas_execution *done = NULL, *bg = NULL, *got = NULL;
+
+	assert_int_equal(saas_exec(&done, f->a, sb->id, "echo kept a minute", NULL, 0), SAAS_OK);
+	assert_int_equal(saas_exec(&bg, f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	advance(60000);
+	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	/* Exactly the retention: still there. */
+	assert_int_equal(saas_execution_get(&got, f->a, done->id), SAAS_OK);
+	assert_string_equal(got->stdout_data, "kept a minute\n");
+	saas_execution_free(got);
+	got = NULL;
+	advance(1);
+	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_int_equal(saas_execution_get(&got, f->a, done->id), SAAS_ENOTFOUND);
+	assert_null(got);
+	/* Running for longer than the retention: kept. */
+	assert_int_equal(saas_execution_get(&got, f->a, bg->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_EXEC_RUNNING);
+	saas_execution_free(got);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	wait_idle(f->a);
+	saas_execution_free(done);
+	saas_execution_free(bg);
+	saas_sandbox_free(sb);
+}
+
+/* A caller built against version 2 (before the tenant limits) opens with their defaults. */
+static void test_options_v2(void **state)
+{
+	struct fixture *f = *state;
+	size_t v2 = offsetof(saas_engine_options, max_executions);
+	unsigned char *old = malloc(v2); /* exactly a version-2 struct: ASan and valgrind see any read past it */
+	unsigned int two = 2;
+	saas_engine_info *info = NULL;
+	saas_engine_options o = f->opts;
+
+	assert_non_null(old);
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	memcpy(old, &o, v2);
+	memcpy(old, &two, sizeof(two));
+	assert_int_equal(saas_engine_open(&f->engine, (const saas_engine_options *)(void *)old), SAAS_OK);
+	free(old);
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_int_equal(info->limits.max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
+	assert_int_equal(info->limits.creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
+	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(info->limits.execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
+	saas_engine_info_free(info);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1272,6 +1523,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_engine_views, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_orphan_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reaper_thread, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_max_executions, setup_tenant, teardown),
+		cmocka_unit_test_setup_teardown(test_creates_per_minute, setup_tenant, teardown),
+		cmocka_unit_test_setup_teardown(test_max_sandboxes_override, setup_tenant, teardown),
+		cmocka_unit_test_setup_teardown(test_execution_retention, setup_tenant, teardown),
+		cmocka_unit_test_setup_teardown(test_options_v2, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -561,6 +561,34 @@ static void test_tool_errors(void **state)
 	json_decref(names);
 }
 
+/* A tool call over a tenant limit is an isError result naming the limit and when to retry. */
+static void test_tool_limit(void **state)
+{
+	struct fixture *f = *state;
+	saas_limit_overrides own = SAAS_LIMIT_OVERRIDES_INIT;
+	saas_execution *x = NULL;
+	json_t *res, *sb;
+	char args[256];
+
+	res = call_tool(&f->ctx, "create_sandbox", "{}");
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	sb = json_incref(json_object_get(json_object_get(res, "structuredContent"), "id"));
+	json_decref(res);
+	own.max_executions = 1;
+	assert_int_equal(saas_account_limits_set(f->engine, saas_client_account_id(f->client), &own), SAAS_OK);
+	assert_int_equal(saas_exec(&x, f->client, json_string_value(sb), "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo hi\"}", json_string_value(sb));
+	res = call_tool(&f->ctx, "run_command", args);
+	assert_tool_error(res, "run_command failed", "limit_exceeded", "limit max_executions", "retry after 1 s",
+	                  "Wait for one to finish", NULL);
+	json_decref(res);
+	/* Destroying the sandbox ends the blocked command (the engine waits for it at close). */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", json_string_value(sb));
+	json_decref(call_tool(&f->ctx, "destroy_sandbox", args));
+	saas_execution_free(x);
+	json_decref(sb);
+}
+
 /* ---- get_usage's period ---- */
 
 static void usage_ok(const aas_mcp_ctx *ctx, const char *args, const char *from, const char *to)
@@ -983,6 +1011,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_version_negotiation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tools_list_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tool_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tool_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage_period, setup, teardown),
 		cmocka_unit_test(test_reports_progress),
 		cmocka_unit_test(test_cancelled_request),

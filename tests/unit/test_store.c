@@ -298,6 +298,41 @@ static void test_sqlite_newer_schema_refused(void **state)
 	assert_int_equal(v, 999);
 }
 
+/*
+ * A database made by schema version 1 (the step-2 objects dropped and the
+ * version put back) migrates on open, keeping its rows, and gains the
+ * account_limits table.
+ */
+static void test_sqlite_migrates_v1(void **state)
+{
+	struct fx *f = *state;
+	saas_store_limits l = { 1, 2, 3, 4 }, got;
+	sqlite3 *db = NULL;
+	int v = -1;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-old", 1, 0);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+	                              "DROP TABLE account_limits; DROP INDEX executions_finished;"
+	                              "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
+	sqlite3_close(db);
+
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->schema_version(f->ctx, &v), SAAS_OK);
+	assert_int_equal(v, SAAS_STORE_SCHEMA);
+	assert_int_equal(f->st->limits_set(f->ctx, "acc-old", &l, 5), SAAS_OK);
+	assert_int_equal(f->st->limits_get(f->ctx, "acc-old", &got), SAAS_OK);
+	assert_memory_equal(&got, &l, sizeof(l));
+}
+
 static void test_sqlite_file_private(void **state)
 {
 	struct fx *f = *state;
@@ -1057,6 +1092,85 @@ static void test_execution_fail_running(void **state)
 	exec_free(&got);
 }
 
+/* Retention: only executions that finished before the cut go, oldest batches first, up to `max`. */
+static void test_execution_prune(void **state)
+{
+	struct fx *f = *state;
+	saas_store_execution e, got;
+	unsigned int pruned = 99;
+	static const struct {
+		const char *id;
+		int64_t finished;   /* 0: still running */
+	} rows[] = { { "exe-old1", 1000 }, { "exe-old2", 1999 }, { "exe-edge", 2000 }, { "exe-new", 5000 },
+		     { "exe-running", 0 } };
+
+	add_account(f, "acc-p", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-p", "acc-p", 10, 5), SAAS_OK);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		e = exec_rec(rows[i].id, "sbx-p", "acc-p");
+		e.started_at_ms = 500;
+		assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+		if (!rows[i].finished)
+			continue;
+		e.status = SAAS_EXEC_EXITED;
+		e.exit_code = 0;
+		e.stdout_data = (char *)"out";
+		e.stdout_len = 3;
+		e.finished_at_ms = rows[i].finished;
+		assert_int_equal(f->st->execution_finish(f->ctx, &e), SAAS_OK);
+	}
+
+	/* At most `max` at a time: one of the two old ones. */
+	assert_int_equal(f->st->execution_prune(f->ctx, 2000, 1, &pruned), SAAS_OK);
+	assert_int_equal(pruned, 1);
+	assert_int_equal(f->st->execution_prune(f->ctx, 2000, 100, &pruned), SAAS_OK);
+	assert_int_equal(pruned, 1);
+	assert_int_equal(f->st->execution_prune(f->ctx, 2000, 100, &pruned), SAAS_OK);
+	assert_int_equal(pruned, 0);
+	assert_fails(f->st->execution_get(f->ctx, "exe-old1", &got), SAAS_ENOTFOUND);
+	assert_fails(f->st->execution_get(f->ctx, "exe-old2", &got), SAAS_ENOTFOUND);
+	/* Finished exactly at the cut: kept (strictly before goes). */
+	assert_int_equal(f->st->execution_get(f->ctx, "exe-edge", &got), SAAS_OK);
+	exec_free(&got);
+
+	/* A running execution is never pruned, however old its start. */
+	assert_int_equal(f->st->execution_prune(f->ctx, INT64_MAX, 100, &pruned), SAAS_OK);
+	assert_int_equal(pruned, 2);
+	assert_int_equal(f->st->execution_get(f->ctx, "exe-running", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_EXEC_RUNNING);
+	exec_free(&got);
+	assert_fails(f->st->execution_get(f->ctx, "exe-new", &got), SAAS_ENOTFOUND);
+}
+
+static void test_account_limits(void **state)
+{
+	struct fx *f = *state;
+	saas_store_limits l = { 7, 7, 7, 7 }, got;
+
+	add_account(f, "acc-l", 1, 0);
+	/* Nothing set: all zero (the engine's defaults). */
+	memset(&got, 0xff, sizeof(got));
+	assert_int_equal(f->st->limits_get(f->ctx, "acc-l", &got), SAAS_OK);
+	assert_int_equal(got.max_sandboxes, 0);
+	assert_int_equal(got.max_executions, 0);
+	assert_int_equal(got.creates_per_minute, 0);
+	assert_int_equal(got.requests_per_second, 0);
+
+	l = (saas_store_limits){ 3, 2, 5, SAAS_LIMIT_MAX };
+	assert_int_equal(f->st->limits_set(f->ctx, "acc-l", &l, 100), SAAS_OK);
+	assert_int_equal(f->st->limits_get(f->ctx, "acc-l", &got), SAAS_OK);
+	assert_memory_equal(&got, &l, sizeof(l));
+	/* Setting again replaces every field. */
+	l = (saas_store_limits){ 0, 4, 0, 1 };
+	assert_int_equal(f->st->limits_set(f->ctx, "acc-l", &l, 200), SAAS_OK);
+	assert_int_equal(f->st->limits_get(f->ctx, "acc-l", &got), SAAS_OK);
+	assert_memory_equal(&got, &l, sizeof(l));
+
+	assert_fails(f->st->limits_get(f->ctx, "acc-none", &got), SAAS_ENOTFOUND);
+	assert_fails(f->st->limits_set(f->ctx, "acc-none", &l, 300), SAAS_ENOTFOUND);
+	assert_fails(f->st->limits_set(f->ctx, NULL, &l, 300), SAAS_EINVAL);
+}
+
 /* ---- ports ---- */
 
 struct ports {
@@ -1306,6 +1420,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sandbox_close_zero_cost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_fail_running, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_execution_prune, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_account_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_v1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_callback_may_call_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_shared_handle, setup, teardown),

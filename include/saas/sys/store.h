@@ -23,7 +23,7 @@ SAAS_BEGIN_DECLS
 #define SAAS_STORE_VERSION 1
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 1
+#define SAAS_STORE_SCHEMA 2
 
 #define SAAS_STORE_NAME_MAX 255
 #define SAAS_STORE_IMAGE_MAX 63
@@ -102,6 +102,14 @@ typedef struct {
 	int64_t finished_at_ms;
 } saas_store_execution;
 
+/** An account's own limits (table account_limits); 0 in a field: the engine's default. */
+typedef struct {
+	unsigned int max_sandboxes;
+	unsigned int max_executions;
+	unsigned int creates_per_minute;
+	unsigned int requests_per_second;
+} saas_store_limits;
+
 typedef int (*saas_store_account_fn)(void *userdata, const saas_store_account *account);
 typedef int (*saas_store_key_fn)(void *userdata, const saas_store_key *key);
 typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *sandbox);
@@ -172,6 +180,16 @@ typedef struct saas_store {
 	int (*port_insert)(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms);
 	/** A sandbox's exposed ports, ascending. */
 	int (*port_list)(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata);
+
+	/**
+	 * Delete up to `max` executions (and their output) that finished before
+	 * `finished_before_ms`; running ones are never deleted. *pruned: how many went.
+	 */
+	int (*execution_prune)(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned);
+	/** An account's own limits; all zero when none were set. SAAS_ENOTFOUND if no such account. */
+	int (*limits_get)(void *ctx, const char *account_id, saas_store_limits *out);
+	/** Replace an account's own limits. SAAS_ENOTFOUND if no such account. */
+	int (*limits_set)(void *ctx, const char *account_id, const saas_store_limits *limits, int64_t at_ms);
 } saas_store;
 
 SAAS_END_DECLS

@@ -125,6 +125,15 @@ static const char *const steps[] = {
 	"  FOR EACH ROW EXECUTE FUNCTION ledger_append_only();"
 	"CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON ledger"
 	"  FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only();",
+	/* 1 -> 2: per-account limits set by an operator; finding executions past their retention */
+	"CREATE TABLE account_limits ("
+	"  account_id TEXT COLLATE \"C\" PRIMARY KEY REFERENCES accounts(id),"
+	"  max_sandboxes INT NOT NULL DEFAULT 0,"
+	"  max_executions INT NOT NULL DEFAULT 0,"
+	"  creates_per_minute INT NOT NULL DEFAULT 0,"
+	"  requests_per_second INT NOT NULL DEFAULT 0,"
+	"  updated_at BIGINT NOT NULL);"
+	"CREATE INDEX executions_finished ON executions (finished_at);",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
@@ -1330,6 +1339,103 @@ static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const ch
 	return rc;
 }
 
+static int pg_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b1[24], b2[24];
+	const char *v[2];
+	int rc;
+
+	if (!pruned)
+		return saas__inval("pruned is NULL");
+	*pruned = 0;
+	v[0] = i64(b1, finished_before_ms);
+	v[1] = i64(b2, max);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	/* finished_at > 0: a running execution (0) is never old enough. */
+	rc = run(pg, &res, "pruning executions",
+	         "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
+	         " WHERE finished_at > 0 AND finished_at < $1 AND status != 1 LIMIT $2)",
+	         2, v);
+	pg_leave(pg);
+	if (!rc)
+		*pruned = (unsigned int)changed(res);
+	PQclear(res);
+	return rc;
+}
+
+/* ---- account limits -------------------------------------------------------- */
+
+static int pg_limits_get(void *ctx, const char *account_id, saas_store_limits *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { account_id };
+	int rc;
+
+	if (!account_id || !out)
+		return saas__inval("account id or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	/* Through accounts, so that "no such account" and "nothing set" differ. NULLs read as 0. */
+	rc = run_read(pg, &res, "reading account limits",
+	              "SELECT l.max_sandboxes, l.max_executions, l.creates_per_minute, l.requests_per_second"
+	              " FROM accounts a LEFT JOIN account_limits l ON l.account_id = a.id WHERE a.id = $1",
+	              1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("account", account_id);
+		goto out;
+	}
+	out->max_sandboxes = (unsigned int)get_i64(res, 0, 0);
+	out->max_executions = (unsigned int)get_i64(res, 0, 1);
+	out->creates_per_minute = (unsigned int)get_i64(res, 0, 2);
+	out->requests_per_second = (unsigned int)get_i64(res, 0, 3);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
+{
+	struct pg *pg = ctx;
+	char b[5][24];
+	const char *v[6];
+	int rc;
+
+	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")))
+		return rc;
+	if (!l)
+		return saas__inval("limits are NULL");
+	v[0] = account_id;
+	v[1] = i64(b[0], l->max_sandboxes);
+	v[2] = i64(b[1], l->max_executions);
+	v[3] = i64(b[2], l->creates_per_minute);
+	v[4] = i64(b[3], l->requests_per_second);
+	v[5] = i64(b[4], at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, NULL, "setting account limits",
+	         "INSERT INTO account_limits (account_id, max_sandboxes, max_executions, creates_per_minute,"
+	         " requests_per_second, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"
+	         " ON CONFLICT (account_id) DO UPDATE SET max_sandboxes = EXCLUDED.max_sandboxes,"
+	         " max_executions = EXCLUDED.max_executions, creates_per_minute = EXCLUDED.creates_per_minute,"
+	         " requests_per_second = EXCLUDED.requests_per_second, updated_at = EXCLUDED.updated_at",
+	         6, v);
+	pg_leave(pg);
+	/* The only foreign key is the account. */
+	if (rc == SAAS_ENOTFOUND)
+		rc = not_found("account", account_id);
+	return rc;
+}
+
 /* ---- ports ----------------------------------------------------------------- */
 
 static int pg_port_insert(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms)
@@ -1403,4 +1509,7 @@ const saas_store saas__store_postgres = {
 	.execution_fail_running = pg_execution_fail_running,
 	.port_insert = pg_port_insert,
 	.port_list = pg_port_list,
+	.execution_prune = pg_execution_prune,
+	.limits_get = pg_limits_get,
+	.limits_set = pg_limits_set,
 };

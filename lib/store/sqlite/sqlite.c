@@ -131,6 +131,16 @@ static const char *const migrations[] = {
 	"  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;"
 	"CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger"
 	"  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;",
+	/* 1 -> 2: per-account limits set by an operator; finding executions past their retention */
+	"CREATE TABLE account_limits ("
+	"  account_id TEXT PRIMARY KEY REFERENCES accounts(id),"
+	"  max_sandboxes INT NOT NULL DEFAULT 0,"
+	"  max_executions INT NOT NULL DEFAULT 0,"
+	"  creates_per_minute INT NOT NULL DEFAULT 0,"
+	"  requests_per_second INT NOT NULL DEFAULT 0,"
+	"  updated_at BIGINT NOT NULL"
+	");"
+	"CREATE INDEX executions_finished ON executions(finished_at);",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
@@ -1362,6 +1372,116 @@ out:
 	return rc;
 }
 
+static int sq_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!pruned)
+		return saas__inval("pruned is NULL");
+	*pruned = 0;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	/* finished_at > 0: a running execution (0) is never old enough. */
+	if ((rc = prep(s, &st, "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
+	                       " WHERE finished_at > 0 AND finished_at < ?1 AND status != 1 LIMIT ?2)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, finished_before_ms) |
+	                            sqlite3_bind_int64(st, 2, (sqlite3_int64)max))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "pruning executions");
+		goto out;
+	}
+	*pruned = (unsigned int)sqlite3_changes(s->db);
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0) {
+		*pruned = 0;
+		tx_rollback(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- account limits ---- */
+
+static int sq_limits_get(void *ctx, const char *account_id, saas_store_limits *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!account_id || !out)
+		return saas__inval("account id or output is NULL");
+	pthread_mutex_lock(&s->lock);
+	/* Through accounts, so that "no such account" and "nothing set" differ. NULLs read as 0. */
+	if ((rc = prep(s, &st, "SELECT l.max_sandboxes, l.max_executions, l.creates_per_minute, l.requests_per_second"
+	                       " FROM accounts a LEFT JOIN account_limits l ON l.account_id = a.id"
+	                       " WHERE a.id = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, account_id))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		out->max_sandboxes = (unsigned int)sqlite3_column_int64(st, 0);
+		out->max_executions = (unsigned int)sqlite3_column_int64(st, 1);
+		out->creates_per_minute = (unsigned int)sqlite3_column_int64(st, 2);
+		out->requests_per_second = (unsigned int)sqlite3_column_int64(st, 3);
+	} else if (src == SQLITE_DONE) {
+		rc = not_found("account", account_id);
+	} else {
+		rc = db_error(s, src, "reading account limits");
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")) < 0)
+		return rc;
+	if (!l)
+		return saas__inval("limits are NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "INSERT INTO account_limits (account_id, max_sandboxes, max_executions,"
+	                       " creates_per_minute, requests_per_second, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+	                       " ON CONFLICT (account_id) DO UPDATE SET max_sandboxes = excluded.max_sandboxes,"
+	                       " max_executions = excluded.max_executions,"
+	                       " creates_per_minute = excluded.creates_per_minute,"
+	                       " requests_per_second = excluded.requests_per_second,"
+	                       " updated_at = excluded.updated_at")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, account_id) | sqlite3_bind_int64(st, 2, l->max_sandboxes) |
+	                            sqlite3_bind_int64(st, 3, l->max_executions) |
+	                            sqlite3_bind_int64(st, 4, l->creates_per_minute) |
+	                            sqlite3_bind_int64(st, 5, l->requests_per_second) |
+	                            sqlite3_bind_int64(st, 6, at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = write_error(s, src, "account limits", account_id, "account", account_id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 /* ---- ports ---- */
 
 static int sq_port_insert(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms)
@@ -1466,4 +1586,7 @@ const saas_store saas__store_sqlite = {
 	.execution_fail_running = sq_execution_fail_running,
 	.port_insert = sq_port_insert,
 	.port_list = sq_port_list,
+	.execution_prune = sq_execution_prune,
+	.limits_get = sq_limits_get,
+	.limits_set = sq_limits_set,
 };
