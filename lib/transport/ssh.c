@@ -82,6 +82,13 @@ struct ssh_op;
 struct pump;
 
 struct saas_ssh {
+	/*
+	 * Who holds the connection: its opener, and every thread in the middle
+	 * of an operation on it (saas__ssh_ref). A dead connection is replaced
+	 * for new users while old ones still hold it: only the last reference
+	 * frees it, so an upload blocked on its client can never find it gone.
+	 */
+	unsigned int refs;        /* __atomic */
 	pthread_mutex_t mu;       /* guards the session, the SFTP handle and every field below */
 	pthread_cond_t cond;      /* broadcast when input arrived, a pending packet left, or the poller woke */
 	pthread_mutex_t open_mu;  /* channel opens (libssh2 keeps their state in the session) */
@@ -571,6 +578,7 @@ static saas_ssh *ssh_new(void)
 	if (!ssh)
 		return NULL;
 	ssh->fd = -1;
+	ssh->refs = 1;
 	pthread_mutex_init(&ssh->mu, NULL);
 	pthread_mutex_init(&ssh->open_mu, NULL);
 	pthread_mutex_init(&ssh->sftp_mu, NULL);
@@ -2059,11 +2067,19 @@ fail:
 	return rc;
 }
 
+saas_ssh *saas__ssh_ref(saas_ssh *ssh)
+{
+	if (ssh)
+		__atomic_add_fetch(&ssh->refs, 1, __ATOMIC_RELAXED);
+	return ssh;
+}
+
 void saas__ssh_close(saas_ssh *ssh)
 {
 	struct pump *all;
 
-	if (!ssh)
+	/* Acquire-release: every use made through another reference happens before the free. */
+	if (!ssh || __atomic_sub_fetch(&ssh->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
 	pthread_mutex_lock(&ssh->mu);
 	ssh->closing = 1;

@@ -30,8 +30,20 @@ int saas__ssh_global_init(void);
 /*
  * Connect, check the host key, authenticate. Retries refused connections
  * until connect_timeout_ms passes (a booting guest's sshd may not listen yet).
+ * *out holds one reference, the caller's.
  */
 int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg);
+
+/*
+ * A connection is reference-counted: whoever hands it to another thread (the
+ * driver, to each operation) takes a reference for that thread while it still
+ * holds its own, and every reference is let go with saas__ssh_close. The last
+ * one closes the connection, ending its tunnels. Operations on a connection
+ * that died fail with SAAS_EBACKEND; the connection stays valid memory until
+ * its last holder lets go, however long that holder blocks (on a slow
+ * client, say) after the death. Returns ssh.
+ */
+saas_ssh *saas__ssh_ref(saas_ssh *ssh);
 void saas__ssh_close(saas_ssh *ssh);
 
 /*

@@ -957,6 +957,126 @@ static void test_files_list(void **state)
 	saas__ssh_close(ssh);
 }
 
+/* ---- a connection that dies in use ------------------------------------------------------------ */
+
+/* An upload's data source that gives one chunk, then waits at a gate the test opens. */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int calls;
+	int waiting;       /* the upload is blocked in its reader */
+	int open;
+};
+
+static long gate_read(void *ud, void *buf, size_t size)
+{
+	struct gate *g = ud;
+	long n = size < 4096 ? (long)size : 4096;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->calls++ == 1) {
+		g->waiting = 1;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->open)
+			pthread_cond_wait(&g->cond, &g->mu);
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (g->calls > 2)
+		return 0;
+	memset(buf, 'x', (size_t)n);
+	return n;
+}
+
+struct upload {
+	saas_ssh *ssh;     /* the upload's own reference */
+	struct gate *gate;
+	const char *path;
+	int rc;
+	char message[512];
+};
+
+static void *upload_main(void *arg)
+{
+	struct upload *u = arg;
+
+	u->rc = saas__ssh_file_write(u->ssh, u->path, 0644, gate_read, u->gate, -1);
+	snprintf(u->message, sizeof(u->message), "%s", saas_error_last()->message);
+	saas__ssh_close(u->ssh);
+	return NULL;
+}
+
+/* The PID of the sshd process serving this connection: the nearest sshd above a command's shell. */
+static long session_sshd_pid(saas_ssh *ssh)
+{
+	struct out x = { SAAS_BUF_INIT, SAAS_BUF_INIT, 0 };
+	long pid;
+	int code;
+
+	assert_int_equal(run(ssh,
+	                     "p=$$; while [ \"$p\" -gt 1 ]; do case $(cat /proc/$p/comm) in sshd*) echo $p; exit 0;; esac; "
+	                     "p=$(cut -d' ' -f4 /proc/$p/stat); done; exit 1",
+	                     &x, &code),
+	                 SAAS_OK);
+	assert_int_equal(code, 0);
+	saas__buf_put(&x.o, "", 1);
+	pid = strtol(x.o.data, NULL, 10);
+	assert_true(pid > 1);
+	out_free(&x);
+	return pid;
+}
+
+/*
+ * The guest kills the session (as a tenant's `kill -9 -1` does) while an
+ * upload waits for its client. Whoever notices drops the dead connection and
+ * opens another, as the driver does; the upload still holds the old one, so
+ * it must fail cleanly when its client comes back, not touch freed memory.
+ */
+static void test_session_dies_mid_upload(void **state)
+{
+	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+	struct upload u;
+	saas_ssh *ssh = connect_ok();
+	struct out x = { SAAS_BUF_INIT, SAAS_BUF_INIT, 0 };
+	pthread_t tid;
+	long sshd;
+	int code, alive = 1;
+
+	(void)state;
+	sshd = session_sshd_pid(ssh);
+	memset(&u, 0, sizeof(u));
+	u.ssh = saas__ssh_ref(ssh);
+	u.gate = &g;
+	u.path = tpath("dies/upload.bin");
+	assert_int_equal(pthread_create(&tid, NULL, upload_main, &u), 0);
+	pthread_mutex_lock(&g.mu);
+	while (!g.waiting)
+		pthread_cond_wait(&g.cond, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+
+	assert_int_equal(kill((pid_t)sshd, SIGKILL), 0);
+	for (int i = 0; i < 500 && (alive = saas__ssh_alive(ssh)); i++)
+		usleep(20 * 1000);
+	assert_false(alive);
+	/* Replace it, as the driver does: the opener lets go while the upload still holds it. */
+	saas__ssh_close(ssh);
+	ssh = connect_ok();
+	assert_int_equal(run(ssh, "echo fresh", &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	saas__buf_put(&x.o, "", 1);
+	assert_string_equal(x.o.data, "fresh\n");
+	out_free(&x);
+
+	pthread_mutex_lock(&g.mu);
+	g.open = 1;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.mu);
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	assert_int_equal(u.rc, SAAS_EBACKEND);
+	assert_non_null(strstr(u.message, "connection"));
+	assert_int_equal(access(u.path, F_OK), -1);
+	saas__ssh_close(ssh);
+}
+
 /* ---- tunnels ---------------------------------------------------------------------------------- */
 
 struct echo_server {
@@ -1118,6 +1238,7 @@ int main(void)
 		cmocka_unit_test(test_files_list),
 		cmocka_unit_test(test_port_connect),
 		cmocka_unit_test(test_close_idle),
+		cmocka_unit_test(test_session_dies_mid_upload),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -858,8 +858,13 @@ static int ssh_connect(struct drv *d, unsigned int port, const char *host_key, i
 	return saas__ssh_open(out, &cfg);
 }
 
-/* The VM's SSH connection, reopened if it died. Returns with a reference the caller puts. */
-static int vm_session(struct drv *d, const char *name, struct vm **out)
+/*
+ * The VM's SSH connection, reopened if it died, with a reference the caller
+ * lets go with saas__ssh_close. A dead connection is only replaced here:
+ * threads still in an operation on it hold their own references, and it is
+ * freed when the last of them returns (its operations fail meanwhile).
+ */
+static int vm_session(struct drv *d, const char *name, saas_ssh **out)
 {
 	struct vm *v = vm_get(d, name);
 	int rc = SAAS_OK;
@@ -868,19 +873,16 @@ static int vm_session(struct drv *d, const char *name, struct vm **out)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
 	pthread_mutex_lock(&v->mu);
 	if (!v->ssh || !saas__ssh_alive(v->ssh)) {
-		saas_ssh *old = v->ssh;
+		saas__ssh_close(v->ssh);
 		v->ssh = NULL;
-		saas__ssh_close(old);
 		if ((rc = ssh_connect(d, v->port, v->host_key, 15000, &v->ssh)) < 0)
 			saas__error_wrap(rc, "reconnecting to %s", name);
 	}
+	if (rc == SAAS_OK)
+		*out = saas__ssh_ref(v->ssh);
 	pthread_mutex_unlock(&v->mu);
-	if (rc < 0) {
-		vm_put(d, v);
-		return rc;
-	}
-	*out = v;
-	return SAAS_OK;
+	vm_put(d, v);
+	return rc;
 }
 
 static int free_port(unsigned int *port)
@@ -2177,13 +2179,13 @@ static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_exec(v->ssh, req, exit_code);
-	vm_put(d, v);
+	rc = saas__ssh_exec(ssh, req, exit_code);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
@@ -2191,13 +2193,13 @@ static int lv_file_write(void *ctx, const char *name, const char *path, unsigned
                          void *ud, int64_t size)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_write(v->ssh, path, mode, reader, ud, size);
-	vm_put(d, v);
+	rc = saas__ssh_file_write(ssh, path, mode, reader, ud, size);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
@@ -2205,13 +2207,13 @@ static int lv_file_read(void *ctx, const char *name, const char *path, int64_t m
                         void *ud, int64_t *size)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_read(v->ssh, path, max, writer, ud, size);
-	vm_put(d, v);
+	rc = saas__ssh_file_read(ssh, path, max, writer, ud, size);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
@@ -2219,26 +2221,26 @@ static int lv_file_list(void *ctx, const char *name, const char *path, unsigned 
                         void *ud)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_list(v->ssh, path, depth, fn, ud);
-	vm_put(d, v);
+	rc = saas__ssh_file_list(ssh, path, depth, fn, ud);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
 static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_port_connect(v->ssh, port, fd);
-	vm_put(d, v);
+	rc = saas__ssh_port_connect(ssh, port, fd);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
