@@ -1710,14 +1710,26 @@ static int emit_entry(struct ssh_op *op, saas_entry_fn fn, void *ud, const char 
 	return stop;
 }
 
+/* One listing's walk: where entries go, how deep, and how many more may be read. */
+struct list_walk {
+	struct ssh_op *op;
+	unsigned int max_depth;
+	saas_entry_fn fn;
+	void *ud;
+	size_t left;              /* entries still allowed into host memory; 0: the walk reads no more */
+};
+
 /*
  * One directory, depth first (sftp_mu and mu held). Returns SAAS_OK, 1 when
  * the callback stopped the walk, or an error. Unreadable directories below
- * the top are skipped.
+ * the top are skipped. A directory is read whole before any of it is emitted
+ * (entries come sorted), so the walk's budget is what bounds the memory a
+ * guest with a huge directory can make the host spend: once it is spent,
+ * reading stops and what was read is still emitted, in order.
  */
-static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsigned int max_depth,
-                    saas_entry_fn fn, void *ud)
+static int list_dir(struct list_walk *w, const char *dir, unsigned int level)
 {
+	struct ssh_op *op = w->op;
 	LIBSSH2_SFTP_HANDLE *h = NULL;
 	struct dirent_rec *ents = NULL;
 	size_t n = 0, cap = 0;
@@ -1725,6 +1737,8 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 	saas_buf child = SAAS_BUF_INIT;
 	int rc, lrc;
 
+	if (!w->left)
+		return SAAS_OK;
 	SFTP_LOOP_PTR(op, h, lrc,
 	              libssh2_sftp_open_ex(op->ssh->sftp, dir, (unsigned int)strlen(dir), 0, 0, LIBSSH2_SFTP_OPENDIR));
 	if (!h) {
@@ -1732,7 +1746,7 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 			return SAAS_OK;
 		return sftp_fail(op, lrc, "listing", dir);
 	}
-	for (;;) {
+	while (w->left) {
 		LIBSSH2_SFTP_ATTRIBUTES a;
 		ssize_t len;
 
@@ -1762,6 +1776,7 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 			goto out;
 		}
 		ents[n++].attrs = a;
+		w->left--;
 	}
 	/* Close before descending: a deep tree must not pile up open handles. */
 	sftp_close_handle(op, h);
@@ -1776,13 +1791,13 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 			rc = saas__oom();
 			goto out;
 		}
-		if (emit_entry(op, fn, ud, child.data, &ents[i].attrs)) {
+		if (emit_entry(op, w->fn, w->ud, child.data, &ents[i].attrs)) {
 			rc = 1;
 			goto out;
 		}
-		if (level < max_depth && (ents[i].attrs.flags & LIBSSH2_SFTP_ATTR_PERMISSIONS) &&
+		if (level < w->max_depth && (ents[i].attrs.flags & LIBSSH2_SFTP_ATTR_PERMISSIONS) &&
 		    LIBSSH2_SFTP_S_ISDIR(ents[i].attrs.permissions)) {
-			if ((rc = list_dir(op, child.data, level + 1, max_depth, fn, ud)) != SAAS_OK)
+			if ((rc = list_dir(w, child.data, level + 1)) != SAAS_OK)
 				goto out;
 		}
 	}
@@ -1796,9 +1811,11 @@ out:
 	return rc;
 }
 
-int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, saas_entry_fn fn, void *ud)
+int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
+                        saas_entry_fn fn, void *ud)
 {
 	struct ssh_op op = { ssh, 0 };
+	struct list_walk w = { &op, max_depth ? max_depth : 1, fn, ud, max_entries };
 	LIBSSH2_SFTP *sftp;
 	LIBSSH2_SFTP_ATTRIBUTES a;
 	char *root = NULL;
@@ -1807,13 +1824,13 @@ int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth,
 
 	if (!path || path[0] != '/')
 		return saas__inval("the path must be absolute");
+	if (!max_entries)
+		return saas__inval("a listing needs room for one entry at least");
 	if (!(root = saas__strdup(path)))
 		return SAAS_ENOMEM;
 	/* "/workspace/" lists as "/workspace": children get exactly one slash. */
 	for (len = strlen(root); len > 1 && root[len - 1] == '/'; len--)
 		root[len - 1] = '\0';
-	if (max_depth == 0)
-		max_depth = 1;
 	pthread_mutex_lock(&ssh->sftp_mu);
 	pthread_mutex_lock(&ssh->mu);
 	if ((rc = sftp_get(&op, &sftp)) < 0)
@@ -1823,7 +1840,7 @@ int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth,
 		goto out;
 	}
 	if (attrs_is_dir(&a)) {
-		rc = list_dir(&op, root, 1, max_depth, fn, ud);
+		rc = list_dir(&w, root, 1);
 	} else {
 		/* A file lists as itself; a symlink as the link. */
 		if ((lrc = sftp_stat(&op, root, 0, &a)) < 0) {

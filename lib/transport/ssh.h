@@ -83,7 +83,14 @@ int saas__ssh_file_write(saas_ssh *ssh, const char *path, unsigned int mode, saa
                          int64_t size);
 int saas__ssh_file_read(saas_ssh *ssh, const char *path, int64_t max, saas_write_fn writer, void *ud,
                         int64_t *size);
-int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, saas_entry_fn fn, void *ud);
+/*
+ * The listing reads at most max_entries entries from the guest in all (at
+ * least 1), then stops reading and still emits, in order, everything it read.
+ * A directory cut short this way gives the entries the guest sent first,
+ * sorted by name, not necessarily the first by name.
+ */
+int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
+                        saas_entry_fn fn, void *ud);
 
 /*
  * A direct-tcpip channel to 127.0.0.1:port inside the guest, bridged to a

@@ -894,7 +894,7 @@ static void test_files_list(void **state)
 	assert_int_equal(chmod(tpath("ls/z.txt"), 0604), 0);
 
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 1, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 1, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 5);
 	assert_string_equal(l.paths[0], "/ls/a.txt");
 	assert_string_equal(l.paths[1], "/ls/b");
@@ -911,7 +911,7 @@ static void test_files_list(void **state)
 
 	/* Depth first, the symlink not followed. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/"), 3, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 8);
 	assert_string_equal(l.paths[0], "/ls/a.txt");
 	assert_string_equal(l.paths[1], "/ls/b");
@@ -924,36 +924,103 @@ static void test_files_list(void **state)
 
 	/* Depth 2 stops above e.txt. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 2, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 2, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 7);
 	assert_string_equal(l.paths[4], "/ls/fifo");
 
 	/* The callback stops the walk. */
 	memset(&l, 0, sizeof(l));
 	l.stop_after = 3;
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 3);
 
 	/* A file lists as itself. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/z.txt"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/z.txt"), 3, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 1);
 	assert_string_equal(l.paths[0], "/ls/z.txt");
 	assert_int_equal(l.sizes[0], 5);
 
 	/* Missing. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/nope"), 3, list_cb, &l), SAAS_ENOTFOUND);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/nope"), 3, 64, list_cb, &l), SAAS_ENOTFOUND);
 	assert_int_equal(l.n, 0);
 
 	/* Unreadable subdirectories are skipped (only meaningful when not root). */
 	if (geteuid() != 0) {
 		assert_int_equal(chmod(tpath("ls/b/d"), 0), 0);
 		memset(&l, 0, sizeof(l));
-		assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, list_cb, &l), SAAS_OK);
+		assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, 64, list_cb, &l), SAAS_OK);
 		assert_int_equal(l.n, 7);
 		chmod(tpath("ls/b/d"), 0755);
 	}
+	saas__ssh_close(ssh);
+}
+
+struct count {
+	unsigned int n;
+	char last[512];
+	int sorted;        /* every path came after the one before */
+};
+
+static int count_cb(void *ud, const saas_file_entry *e)
+{
+	struct count *c = ud;
+
+	if (c->n && strcmp(e->path, c->last) <= 0)
+		c->sorted = 0;
+	snprintf(c->last, sizeof(c->last), "%s", e->path);
+	c->n++;
+	return 0;
+}
+
+static unsigned int list_count(saas_ssh *ssh, const char *path, unsigned int depth, unsigned int max_entries,
+                               int *sorted)
+{
+	struct count c = { 0, "", 1 };
+
+	assert_int_equal(saas__ssh_file_list(ssh, path, depth, max_entries, count_cb, &c), SAAS_OK);
+	if (sorted)
+		*sorted = c.sorted;
+	return c.n;
+}
+
+/* A directory larger than the walk's budget: reading stops there, and what was read still comes, sorted. */
+static void test_files_list_cap(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	char name[64];
+	int sorted = 0;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mkdir(tpath("cap"), 0755), 0);
+	assert_int_equal(mkdir(tpath("cap/sub"), 0755), 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "cap/f%03d", i);
+		assert_non_null(f = fopen(tpath(name), "w"));
+		fclose(f);
+	}
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "cap/sub/g%d", i);
+		assert_non_null(f = fopen(tpath(name), "w"));
+		fclose(f);
+	}
+
+	/* 301 entries at the top: a budget of 100 reads 100 of them and no more. */
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 100, &sorted), 100);
+	assert_true(sorted);
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 1, NULL), 1);
+	/* At the bound and above it: everything. */
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 301, &sorted), 301);
+	assert_true(sorted);
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 302, NULL), 301);
+	/* The budget is the whole walk's: 301 at the top leave 4 for sub/. */
+	assert_int_equal(list_count(ssh, tpath("cap"), 2, 305, NULL), 305);
+	assert_int_equal(list_count(ssh, tpath("cap"), 2, 311, NULL), 311);
+	assert_int_equal(list_count(ssh, tpath("cap"), 2, 1000, NULL), 311);
+	/* No room at all is a caller's mistake. */
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("cap"), 1, 0, count_cb, &(struct count){ 0, "", 1 }), SAAS_EINVAL);
 	saas__ssh_close(ssh);
 }
 
@@ -1236,6 +1303,7 @@ int main(void)
 		cmocka_unit_test(test_exec_latency),
 		cmocka_unit_test(test_files_rw),
 		cmocka_unit_test(test_files_list),
+		cmocka_unit_test(test_files_list_cap),
 		cmocka_unit_test(test_port_connect),
 		cmocka_unit_test(test_close_idle),
 		cmocka_unit_test(test_session_dies_mid_upload),

@@ -2226,7 +2226,12 @@ static int lv_file_list(void *ctx, const char *name, const char *path, unsigned 
 
 	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_list(ssh, path, depth, fn, ud);
+	/*
+	 * The engine keeps at most SAAS_LIST_ENTRIES_MAX entries and flags the
+	 * list truncated when one more comes: reading one more than that bounds
+	 * what a guest's huge directory costs the host and still tells it so.
+	 */
+	rc = saas__ssh_file_list(ssh, path, depth, SAAS_LIST_ENTRIES_MAX + 1, fn, ud);
 	saas__ssh_close(ssh);
 	return rc;
 }
