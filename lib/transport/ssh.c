@@ -1472,6 +1472,17 @@ static void sftp_close_handle(struct ssh_op *op, LIBSSH2_SFTP_HANDLE *h)
 {
 	int rc;
 
+	if (op->ssh->dead) {
+		/*
+		 * Nothing reaches the guest any more, but libssh2 frees a handle only
+		 * in its close call (not in the SFTP shutdown), which on a dead
+		 * connection fails at once and frees it all the same.
+		 */
+		struct call_snap sn = call_enter(op);
+		rc = libssh2_sftp_close_handle(h);
+		call_leave(op, sn, rc);
+		return;
+	}
 	SFTP_LOOP(op, rc, libssh2_sftp_close_handle(h));
 	(void)rc;
 }
