@@ -495,16 +495,14 @@ static void b64_encode(saas_buf *out, const unsigned char *in, size_t len)
 	}
 }
 
-/* Compare the server's host key with the pinned one. SAAS_OK or an error recorded. */
-static int check_host_key(saas_ssh *ssh, const char *pinned)
+/* Compare the server's host key with the pinned one (split_host_key's parts). SAAS_OK or an error recorded. */
+static int check_host_key(saas_ssh *ssh, const char *type, size_t type_len, const char *b64, size_t b64_len)
 {
-	const char *type, *b64, *key;
-	size_t type_len, b64_len, key_len = 0;
+	const char *key;
+	size_t key_len = 0;
 	int key_type = 0, rc;
 	saas_buf got = SAAS_BUF_INIT;
 
-	if (split_host_key(pinned, &type, &type_len, &b64, &b64_len) < 0)
-		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, SSH_EHOSTKEY, "the pinned host key is not \"TYPE BASE64\"");
 	key = libssh2_session_hostkey(ssh->session, &key_len, &key_type);
 	if (!key)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, SSH_EHOSTKEY, "the guest sent no host key");
@@ -599,6 +597,8 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 {
 	saas_ssh *ssh = ssh_new();
 	struct ssh_op op;
+	const char *type = NULL, *b64 = NULL;
+	size_t type_len = 0, b64_len = 0;
 	int rc, lrc;
 
 	if (!ssh)
@@ -622,8 +622,6 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 	libssh2_session_set_blocking(ssh->session, 0);
 	if (cfg->host_key) {
 		/* Ask for the pinned key's type, or a guest with several host keys may show another. */
-		const char *type, *b64;
-		size_t type_len, b64_len;
 		char pref[64];
 		if (split_host_key(cfg->host_key, &type, &type_len, &b64, &b64_len) < 0 || type_len >= sizeof(pref)) {
 			rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, SSH_EHOSTKEY,
@@ -663,7 +661,7 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 			rc = lrc == LIBSSH2_ERROR_TIMEOUT || lrc == LIBSSH2_ERROR_KEX_FAILURE ? ssh_err(lrc, "SSH handshake") : 1;
 		goto out;
 	}
-	if (cfg->host_key && (rc = check_host_key(ssh, cfg->host_key)) < 0)
+	if (cfg->host_key && (rc = check_host_key(ssh, type, type_len, b64, b64_len)) < 0)
 		goto out;
 
 	/* Likewise, authentication started is left to finish. */
