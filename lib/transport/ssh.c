@@ -82,6 +82,13 @@ struct ssh_op;
 struct pump;
 
 struct saas_ssh {
+	/*
+	 * Who holds the connection: its opener, and every thread in the middle
+	 * of an operation on it (saas__ssh_ref). A dead connection is replaced
+	 * for new users while old ones still hold it: only the last reference
+	 * frees it, so an upload blocked on its client can never find it gone.
+	 */
+	unsigned int refs;        /* __atomic */
 	pthread_mutex_t mu;       /* guards the session, the SFTP handle and every field below */
 	pthread_cond_t cond;      /* broadcast when input arrived, a pending packet left, or the poller woke */
 	pthread_mutex_t open_mu;  /* channel opens (libssh2 keeps their state in the session) */
@@ -488,16 +495,14 @@ static void b64_encode(saas_buf *out, const unsigned char *in, size_t len)
 	}
 }
 
-/* Compare the server's host key with the pinned one. SAAS_OK or an error recorded. */
-static int check_host_key(saas_ssh *ssh, const char *pinned)
+/* Compare the server's host key with the pinned one (split_host_key's parts). SAAS_OK or an error recorded. */
+static int check_host_key(saas_ssh *ssh, const char *type, size_t type_len, const char *b64, size_t b64_len)
 {
-	const char *type, *b64, *key;
-	size_t type_len, b64_len, key_len = 0;
+	const char *key;
+	size_t key_len = 0;
 	int key_type = 0, rc;
 	saas_buf got = SAAS_BUF_INIT;
 
-	if (split_host_key(pinned, &type, &type_len, &b64, &b64_len) < 0)
-		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, SSH_EHOSTKEY, "the pinned host key is not \"TYPE BASE64\"");
 	key = libssh2_session_hostkey(ssh->session, &key_len, &key_type);
 	if (!key)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, SSH_EHOSTKEY, "the guest sent no host key");
@@ -571,6 +576,7 @@ static saas_ssh *ssh_new(void)
 	if (!ssh)
 		return NULL;
 	ssh->fd = -1;
+	ssh->refs = 1;
 	pthread_mutex_init(&ssh->mu, NULL);
 	pthread_mutex_init(&ssh->open_mu, NULL);
 	pthread_mutex_init(&ssh->sftp_mu, NULL);
@@ -591,6 +597,8 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 {
 	saas_ssh *ssh = ssh_new();
 	struct ssh_op op;
+	const char *type = NULL, *b64 = NULL;
+	size_t type_len = 0, b64_len = 0;
 	int rc, lrc;
 
 	if (!ssh)
@@ -614,8 +622,6 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 	libssh2_session_set_blocking(ssh->session, 0);
 	if (cfg->host_key) {
 		/* Ask for the pinned key's type, or a guest with several host keys may show another. */
-		const char *type, *b64;
-		size_t type_len, b64_len;
 		char pref[64];
 		if (split_host_key(cfg->host_key, &type, &type_len, &b64, &b64_len) < 0 || type_len >= sizeof(pref)) {
 			rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, SSH_EHOSTKEY,
@@ -655,7 +661,7 @@ static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadlin
 			rc = lrc == LIBSSH2_ERROR_TIMEOUT || lrc == LIBSSH2_ERROR_KEX_FAILURE ? ssh_err(lrc, "SSH handshake") : 1;
 		goto out;
 	}
-	if (cfg->host_key && (rc = check_host_key(ssh, cfg->host_key)) < 0)
+	if (cfg->host_key && (rc = check_host_key(ssh, type, type_len, b64, b64_len)) < 0)
 		goto out;
 
 	/* Likewise, authentication started is left to finish. */
@@ -1475,6 +1481,17 @@ static void sftp_close_handle(struct ssh_op *op, LIBSSH2_SFTP_HANDLE *h)
 {
 	int rc;
 
+	if (op->ssh->dead) {
+		/*
+		 * Nothing reaches the guest any more, but libssh2 frees a handle only
+		 * in its close call (not in the SFTP shutdown), which on a dead
+		 * connection fails at once and frees it all the same.
+		 */
+		struct call_snap sn = call_enter(op);
+		rc = libssh2_sftp_close_handle(h);
+		call_leave(op, sn, rc);
+		return;
+	}
 	SFTP_LOOP(op, rc, libssh2_sftp_close_handle(h));
 	(void)rc;
 }
@@ -1713,14 +1730,26 @@ static int emit_entry(struct ssh_op *op, saas_entry_fn fn, void *ud, const char 
 	return stop;
 }
 
+/* One listing's walk: where entries go, how deep, and how many more may be read. */
+struct list_walk {
+	struct ssh_op *op;
+	unsigned int max_depth;
+	saas_entry_fn fn;
+	void *ud;
+	size_t left;              /* entries still allowed into host memory; 0: the walk reads no more */
+};
+
 /*
  * One directory, depth first (sftp_mu and mu held). Returns SAAS_OK, 1 when
  * the callback stopped the walk, or an error. Unreadable directories below
- * the top are skipped.
+ * the top are skipped. A directory is read whole before any of it is emitted
+ * (entries come sorted), so the walk's budget is what bounds the memory a
+ * guest with a huge directory can make the host spend: once it is spent,
+ * reading stops and what was read is still emitted, in order.
  */
-static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsigned int max_depth,
-                    saas_entry_fn fn, void *ud)
+static int list_dir(struct list_walk *w, const char *dir, unsigned int level)
 {
+	struct ssh_op *op = w->op;
 	LIBSSH2_SFTP_HANDLE *h = NULL;
 	struct dirent_rec *ents = NULL;
 	size_t n = 0, cap = 0;
@@ -1728,6 +1757,8 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 	saas_buf child = SAAS_BUF_INIT;
 	int rc, lrc;
 
+	if (!w->left)
+		return SAAS_OK;
 	SFTP_LOOP_PTR(op, h, lrc,
 	              libssh2_sftp_open_ex(op->ssh->sftp, dir, (unsigned int)strlen(dir), 0, 0, LIBSSH2_SFTP_OPENDIR));
 	if (!h) {
@@ -1735,7 +1766,7 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 			return SAAS_OK;
 		return sftp_fail(op, lrc, "listing", dir);
 	}
-	for (;;) {
+	while (w->left) {
 		LIBSSH2_SFTP_ATTRIBUTES a;
 		ssize_t len;
 
@@ -1765,6 +1796,7 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 			goto out;
 		}
 		ents[n++].attrs = a;
+		w->left--;
 	}
 	/* Close before descending: a deep tree must not pile up open handles. */
 	sftp_close_handle(op, h);
@@ -1779,13 +1811,13 @@ static int list_dir(struct ssh_op *op, const char *dir, unsigned int level, unsi
 			rc = saas__oom();
 			goto out;
 		}
-		if (emit_entry(op, fn, ud, child.data, &ents[i].attrs)) {
+		if (emit_entry(op, w->fn, w->ud, child.data, &ents[i].attrs)) {
 			rc = 1;
 			goto out;
 		}
-		if (level < max_depth && (ents[i].attrs.flags & LIBSSH2_SFTP_ATTR_PERMISSIONS) &&
+		if (level < w->max_depth && (ents[i].attrs.flags & LIBSSH2_SFTP_ATTR_PERMISSIONS) &&
 		    LIBSSH2_SFTP_S_ISDIR(ents[i].attrs.permissions)) {
-			if ((rc = list_dir(op, child.data, level + 1, max_depth, fn, ud)) != SAAS_OK)
+			if ((rc = list_dir(w, child.data, level + 1)) != SAAS_OK)
 				goto out;
 		}
 	}
@@ -1799,9 +1831,11 @@ out:
 	return rc;
 }
 
-int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, saas_entry_fn fn, void *ud)
+int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
+                        saas_entry_fn fn, void *ud)
 {
 	struct ssh_op op = { ssh, 0 };
+	struct list_walk w = { &op, max_depth ? max_depth : 1, fn, ud, max_entries };
 	LIBSSH2_SFTP *sftp;
 	LIBSSH2_SFTP_ATTRIBUTES a;
 	char *root = NULL;
@@ -1810,13 +1844,13 @@ int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth,
 
 	if (!path || path[0] != '/')
 		return saas__inval("the path must be absolute");
+	if (!max_entries)
+		return saas__inval("a listing needs room for one entry at least");
 	if (!(root = saas__strdup(path)))
 		return SAAS_ENOMEM;
 	/* "/workspace/" lists as "/workspace": children get exactly one slash. */
 	for (len = strlen(root); len > 1 && root[len - 1] == '/'; len--)
 		root[len - 1] = '\0';
-	if (max_depth == 0)
-		max_depth = 1;
 	pthread_mutex_lock(&ssh->sftp_mu);
 	pthread_mutex_lock(&ssh->mu);
 	if ((rc = sftp_get(&op, &sftp)) < 0)
@@ -1826,7 +1860,7 @@ int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth,
 		goto out;
 	}
 	if (attrs_is_dir(&a)) {
-		rc = list_dir(&op, root, 1, max_depth, fn, ud);
+		rc = list_dir(&w, root, 1);
 	} else {
 		/* A file lists as itself; a symlink as the link. */
 		if ((lrc = sftp_stat(&op, root, 0, &a)) < 0) {
@@ -2070,11 +2104,19 @@ fail:
 	return rc;
 }
 
+saas_ssh *saas__ssh_ref(saas_ssh *ssh)
+{
+	if (ssh)
+		__atomic_add_fetch(&ssh->refs, 1, __ATOMIC_RELAXED);
+	return ssh;
+}
+
 void saas__ssh_close(saas_ssh *ssh)
 {
 	struct pump *all;
 
-	if (!ssh)
+	/* Acquire-release: every use made through another reference happens before the free. */
+	if (!ssh || __atomic_sub_fetch(&ssh->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
 	pthread_mutex_lock(&ssh->mu);
 	ssh->closing = 1;

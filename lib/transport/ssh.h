@@ -30,8 +30,20 @@ int saas__ssh_global_init(void);
 /*
  * Connect, check the host key, authenticate. Retries refused connections
  * until connect_timeout_ms passes (a booting guest's sshd may not listen yet).
+ * *out holds one reference, the caller's.
  */
 int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg);
+
+/*
+ * A connection is reference-counted: whoever hands it to another thread (the
+ * driver, to each operation) takes a reference for that thread while it still
+ * holds its own, and every reference is let go with saas__ssh_close. The last
+ * one closes the connection, ending its tunnels. Operations on a connection
+ * that died fail with SAAS_EBACKEND; the connection stays valid memory until
+ * its last holder lets go, however long that holder blocks (on a slow
+ * client, say) after the death. Returns ssh.
+ */
+saas_ssh *saas__ssh_ref(saas_ssh *ssh);
 void saas__ssh_close(saas_ssh *ssh);
 
 /*
@@ -71,7 +83,14 @@ int saas__ssh_file_write(saas_ssh *ssh, const char *path, unsigned int mode, saa
                          int64_t size);
 int saas__ssh_file_read(saas_ssh *ssh, const char *path, int64_t max, saas_write_fn writer, void *ud,
                         int64_t *size);
-int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, saas_entry_fn fn, void *ud);
+/*
+ * The listing reads at most max_entries entries from the guest in all (at
+ * least 1), then stops reading and still emits, in order, everything it read.
+ * A directory cut short this way gives the entries the guest sent first,
+ * sorted by name, not necessarily the first by name.
+ */
+int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
+                        saas_entry_fn fn, void *ud);
 
 /*
  * A direct-tcpip channel to 127.0.0.1:port inside the guest, bridged to a

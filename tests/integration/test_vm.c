@@ -408,6 +408,89 @@ static void check_host_unreachable(const char *id)
 }
 
 /* The shared sandbox has the engine's default policy (isolated, or internet behind the guard). */
+/* An upload's data source that gives one chunk, then waits at a gate the test opens. */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int calls, waiting, open;
+};
+
+static long gate_read(void *ud, void *buf, size_t size)
+{
+	struct gate *g = ud;
+	long n = size < 4096 ? (long)size : 4096;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->calls++ == 1) {
+		g->waiting = 1;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->open)
+			pthread_cond_wait(&g->cond, &g->mu);
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (g->calls > 2)
+		return 0;
+	memset(buf, 'x', (size_t)n);
+	return n;
+}
+
+struct slow_upload {
+	struct gate gate;
+	int rc;
+	char message[512];
+};
+
+static void *slow_upload_main(void *arg)
+{
+	struct slow_upload *u = arg;
+
+	u->rc = saas_file_write_stream(ca, shared->id, "/workspace/slow.bin", gate_read, &u->gate, -1, NULL);
+	snprintf(u->message, sizeof(u->message), "%s", saas_error_last()->message);
+	return NULL;
+}
+
+/*
+ * The tenant kills its own SSH session (`kill -9 -1` as the sandbox user)
+ * while an upload waits for its slow client. The next operation replaces the
+ * dead session; the upload, which still holds the old one, fails cleanly.
+ */
+static void test_session_killed_mid_upload(void **state)
+{
+	struct slow_upload u = { { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 }, 0, "" };
+	saas_execution *x = NULL;
+	pthread_t tid;
+	int rc = SAAS_EBACKEND;
+
+	(void)state;
+	assert_int_equal(pthread_create(&tid, NULL, slow_upload_main, &u), 0);
+	pthread_mutex_lock(&u.gate.mu);
+	while (!u.gate.waiting)
+		pthread_cond_wait(&u.gate.cond, &u.gate.mu);
+	pthread_mutex_unlock(&u.gate.mu);
+
+	/* Kills the session carrying it too: whatever this call says, the session is gone. */
+	if (saas_exec(&x, ca, shared->id, "kill -9 -1", NULL, 0) == SAAS_OK)
+		saas_execution_free(x);
+	x = NULL;
+	/* The guest's sshd may take a moment to drop the connection; until then a call can still fail on it. */
+	for (int i = 0; i < 100 && (rc = saas_exec(&x, ca, shared->id, "echo fresh", NULL, 0)) != SAAS_OK; i++)
+		usleep(100 * 1000);
+	check(rc, "exec on a fresh session");
+	assert_string_equal(x->stdout_data, "fresh\n");
+	saas_execution_free(x);
+
+	pthread_mutex_lock(&u.gate.mu);
+	u.gate.open = 1;
+	pthread_cond_broadcast(&u.gate.cond);
+	pthread_mutex_unlock(&u.gate.mu);
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	assert_int_equal(u.rc, SAAS_EBACKEND);
+	assert_non_null(strstr(u.message, "connection"));
+	x = run("test -e /workspace/slow.bin && echo there || echo absent");
+	assert_string_equal(x->stdout_data, "absent\n");
+	saas_execution_free(x);
+}
+
 static void test_host_isolation(void **state)
 {
 	(void)state;
@@ -974,6 +1057,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timeout_kills),
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_files_binary),
+		cmocka_unit_test(test_session_killed_mid_upload),
 		cmocka_unit_test(test_host_isolation),
 		cmocka_unit_test_setup_teardown(test_network_internet, net_setup, net_teardown),
 		cmocka_unit_test_setup_teardown(test_network_isolated, net_setup, net_teardown),
@@ -988,5 +1072,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1)
 		return child_main(argc, argv);
+	/* SAAS_TEST_FILTER=test_files_* runs a subset. */
+	if (getenv("SAAS_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("SAAS_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -909,7 +909,7 @@ static void test_files_list(void **state)
 	assert_int_equal(chmod(tpath("ls/z.txt"), 0604), 0);
 
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 1, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 1, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 5);
 	assert_string_equal(l.paths[0], "/ls/a.txt");
 	assert_string_equal(l.paths[1], "/ls/b");
@@ -926,7 +926,7 @@ static void test_files_list(void **state)
 
 	/* Depth first, the symlink not followed. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/"), 3, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 8);
 	assert_string_equal(l.paths[0], "/ls/a.txt");
 	assert_string_equal(l.paths[1], "/ls/b");
@@ -939,36 +939,223 @@ static void test_files_list(void **state)
 
 	/* Depth 2 stops above e.txt. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 2, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 2, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 7);
 	assert_string_equal(l.paths[4], "/ls/fifo");
 
 	/* The callback stops the walk. */
 	memset(&l, 0, sizeof(l));
 	l.stop_after = 3;
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 3);
 
 	/* A file lists as itself. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/z.txt"), 3, list_cb, &l), SAAS_OK);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/z.txt"), 3, 64, list_cb, &l), SAAS_OK);
 	assert_int_equal(l.n, 1);
 	assert_string_equal(l.paths[0], "/ls/z.txt");
 	assert_int_equal(l.sizes[0], 5);
 
 	/* Missing. */
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/nope"), 3, list_cb, &l), SAAS_ENOTFOUND);
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("ls/nope"), 3, 64, list_cb, &l), SAAS_ENOTFOUND);
 	assert_int_equal(l.n, 0);
 
 	/* Unreadable subdirectories are skipped (only meaningful when not root). */
 	if (geteuid() != 0) {
 		assert_int_equal(chmod(tpath("ls/b/d"), 0), 0);
 		memset(&l, 0, sizeof(l));
-		assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, list_cb, &l), SAAS_OK);
+		assert_int_equal(saas__ssh_file_list(ssh, tpath("ls"), 3, 64, list_cb, &l), SAAS_OK);
 		assert_int_equal(l.n, 7);
 		chmod(tpath("ls/b/d"), 0755);
 	}
+	saas__ssh_close(ssh);
+}
+
+struct count {
+	unsigned int n;
+	char last[512];
+	int sorted;        /* every path came after the one before */
+};
+
+static int count_cb(void *ud, const saas_file_entry *e)
+{
+	struct count *c = ud;
+
+	if (c->n && strcmp(e->path, c->last) <= 0)
+		c->sorted = 0;
+	snprintf(c->last, sizeof(c->last), "%s", e->path);
+	c->n++;
+	return 0;
+}
+
+static unsigned int list_count(saas_ssh *ssh, const char *path, unsigned int depth, unsigned int max_entries,
+                               int *sorted)
+{
+	struct count c = { 0, "", 1 };
+
+	assert_int_equal(saas__ssh_file_list(ssh, path, depth, max_entries, count_cb, &c), SAAS_OK);
+	if (sorted)
+		*sorted = c.sorted;
+	return c.n;
+}
+
+/* A directory larger than the walk's budget: reading stops there, and what was read still comes, sorted. */
+static void test_files_list_cap(void **state)
+{
+	saas_ssh *ssh = connect_ok();
+	char name[64];
+	int sorted = 0;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mkdir(tpath("cap"), 0755), 0);
+	assert_int_equal(mkdir(tpath("cap/sub"), 0755), 0);
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "cap/f%03d", i);
+		assert_non_null(f = fopen(tpath(name), "w"));
+		fclose(f);
+	}
+	for (int i = 0; i < 10; i++) {
+		snprintf(name, sizeof(name), "cap/sub/g%d", i);
+		assert_non_null(f = fopen(tpath(name), "w"));
+		fclose(f);
+	}
+
+	/* 301 entries at the top: a budget of 100 reads 100 of them and no more. */
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 100, &sorted), 100);
+	assert_true(sorted);
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 1, NULL), 1);
+	/* At the bound and above it: everything. */
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 301, &sorted), 301);
+	assert_true(sorted);
+	assert_int_equal(list_count(ssh, tpath("cap"), 1, 302, NULL), 301);
+	/* The budget is the whole walk's: 301 at the top leave 4 for sub/. */
+	assert_int_equal(list_count(ssh, tpath("cap"), 2, 305, NULL), 305);
+	assert_int_equal(list_count(ssh, tpath("cap"), 2, 311, NULL), 311);
+	assert_int_equal(list_count(ssh, tpath("cap"), 2, 1000, NULL), 311);
+	/* No room at all is a caller's mistake. */
+	assert_int_equal(saas__ssh_file_list(ssh, tpath("cap"), 1, 0, count_cb, &(struct count){ 0, "", 1 }), SAAS_EINVAL);
+	saas__ssh_close(ssh);
+}
+
+/* ---- a connection that dies in use ------------------------------------------------------------ */
+
+/* An upload's data source that gives one chunk, then waits at a gate the test opens. */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int calls;
+	int waiting;       /* the upload is blocked in its reader */
+	int open;
+};
+
+static long gate_read(void *ud, void *buf, size_t size)
+{
+	struct gate *g = ud;
+	long n = size < 4096 ? (long)size : 4096;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->calls++ == 1) {
+		g->waiting = 1;
+		pthread_cond_broadcast(&g->cond);
+		while (!g->open)
+			pthread_cond_wait(&g->cond, &g->mu);
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (g->calls > 2)
+		return 0;
+	memset(buf, 'x', (size_t)n);
+	return n;
+}
+
+struct upload {
+	saas_ssh *ssh;     /* the upload's own reference */
+	struct gate *gate;
+	const char *path;
+	int rc;
+	char message[512];
+};
+
+static void *upload_main(void *arg)
+{
+	struct upload *u = arg;
+
+	u->rc = saas__ssh_file_write(u->ssh, u->path, 0644, gate_read, u->gate, -1);
+	snprintf(u->message, sizeof(u->message), "%s", saas_error_last()->message);
+	saas__ssh_close(u->ssh);
+	return NULL;
+}
+
+/* The PID of the sshd process serving this connection: the nearest sshd above a command's shell. */
+static long session_sshd_pid(saas_ssh *ssh)
+{
+	struct out x = { SAAS_BUF_INIT, SAAS_BUF_INIT, 0 };
+	long pid;
+	int code;
+
+	assert_int_equal(run(ssh,
+	                     "p=$$; while [ \"$p\" -gt 1 ]; do case $(cat /proc/$p/comm) in sshd*) echo $p; exit 0;; esac; "
+	                     "p=$(cut -d' ' -f4 /proc/$p/stat); done; exit 1",
+	                     &x, &code),
+	                 SAAS_OK);
+	assert_int_equal(code, 0);
+	saas__buf_put(&x.o, "", 1);
+	pid = strtol(x.o.data, NULL, 10);
+	assert_true(pid > 1);
+	out_free(&x);
+	return pid;
+}
+
+/*
+ * The guest kills the session (as a tenant's `kill -9 -1` does) while an
+ * upload waits for its client. Whoever notices drops the dead connection and
+ * opens another, as the driver does; the upload still holds the old one, so
+ * it must fail cleanly when its client comes back, not touch freed memory.
+ */
+static void test_session_dies_mid_upload(void **state)
+{
+	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+	struct upload u;
+	saas_ssh *ssh = connect_ok();
+	struct out x = { SAAS_BUF_INIT, SAAS_BUF_INIT, 0 };
+	pthread_t tid;
+	long sshd;
+	int code, alive = 1;
+
+	(void)state;
+	sshd = session_sshd_pid(ssh);
+	memset(&u, 0, sizeof(u));
+	u.ssh = saas__ssh_ref(ssh);
+	u.gate = &g;
+	u.path = tpath("dies/upload.bin");
+	assert_int_equal(pthread_create(&tid, NULL, upload_main, &u), 0);
+	pthread_mutex_lock(&g.mu);
+	while (!g.waiting)
+		pthread_cond_wait(&g.cond, &g.mu);
+	pthread_mutex_unlock(&g.mu);
+
+	assert_int_equal(kill((pid_t)sshd, SIGKILL), 0);
+	for (int i = 0; i < 500 && (alive = saas__ssh_alive(ssh)); i++)
+		usleep(20 * 1000);
+	assert_false(alive);
+	/* Replace it, as the driver does: the opener lets go while the upload still holds it. */
+	saas__ssh_close(ssh);
+	ssh = connect_ok();
+	assert_int_equal(run(ssh, "echo fresh", &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	saas__buf_put(&x.o, "", 1);
+	assert_string_equal(x.o.data, "fresh\n");
+	out_free(&x);
+
+	pthread_mutex_lock(&g.mu);
+	g.open = 1;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.mu);
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	assert_int_equal(u.rc, SAAS_EBACKEND);
+	assert_non_null(strstr(u.message, "connection"));
+	assert_int_equal(access(u.path, F_OK), -1);
 	saas__ssh_close(ssh);
 }
 
@@ -1131,8 +1318,10 @@ int main(void)
 		cmocka_unit_test(test_exec_latency),
 		cmocka_unit_test(test_files_rw),
 		cmocka_unit_test(test_files_list),
+		cmocka_unit_test(test_files_list_cap),
 		cmocka_unit_test(test_port_connect),
 		cmocka_unit_test(test_close_idle),
+		cmocka_unit_test(test_session_dies_mid_upload),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

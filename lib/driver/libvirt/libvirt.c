@@ -35,6 +35,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/console.h"
 #include "transport/ssh.h"
 #include "util/error.h"
 #include "util/spawn.h"
@@ -160,6 +161,9 @@ struct drv {
 	bool builder_started;            /* under mu: builder must be joined */
 	bool builder_busy;               /* under mu: builder runs */
 	int closing;                     /* atomic: the driver is closing; long waits give up */
+	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
+	bool keeper_started;
+	pthread_cond_t keeper_cond;      /* with mu: signalled at close */
 	saas_log_fn log;
 	void *log_userdata;
 };
@@ -264,25 +268,15 @@ static char *read_file(const char *path, size_t max)
 	return saas__buf_detach(&b, NULL);
 }
 
-/* The last line or two of a VM's console: what a failed boot says about itself. */
+/* The end of a VM's console: what a failed boot says about itself. */
 static char *console_tail(const char *vmdir)
 {
-	char *path = path_join(vmdir, "console.log"), *text, *tail;
-	size_t len;
+	char *path = path_join(vmdir, "console.log"), *tail;
 
 	if (!path)
 		return NULL;
-	text = read_file(path, 1 << 20);
+	tail = saas__console_tail(path, CONSOLE_TAIL);
 	free(path);
-	if (!text)
-		return NULL;
-	len = strlen(text);
-	tail = text + (len > 400 ? len - 400 : 0);
-	for (char *p = tail; *p; p++)
-		if ((unsigned char)*p < 0x20)
-			*p = ' ';
-	tail = strdup(tail);
-	free(text);
 	return tail;
 }
 
@@ -860,8 +854,13 @@ static int ssh_connect(struct drv *d, unsigned int port, const char *host_key, i
 	return saas__ssh_open(out, &cfg);
 }
 
-/* The VM's SSH connection, reopened if it died. Returns with a reference the caller puts. */
-static int vm_session(struct drv *d, const char *name, struct vm **out)
+/*
+ * The VM's SSH connection, reopened if it died, with a reference the caller
+ * lets go with saas__ssh_close. A dead connection is only replaced here:
+ * threads still in an operation on it hold their own references, and it is
+ * freed when the last of them returns (its operations fail meanwhile).
+ */
+static int vm_session(struct drv *d, const char *name, saas_ssh **out)
 {
 	struct vm *v = vm_get(d, name);
 	int rc = SAAS_OK;
@@ -870,19 +869,16 @@ static int vm_session(struct drv *d, const char *name, struct vm **out)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
 	pthread_mutex_lock(&v->mu);
 	if (!v->ssh || !saas__ssh_alive(v->ssh)) {
-		saas_ssh *old = v->ssh;
+		saas__ssh_close(v->ssh);
 		v->ssh = NULL;
-		saas__ssh_close(old);
 		if ((rc = ssh_connect(d, v->port, v->host_key, 15000, &v->ssh)) < 0)
 			saas__error_wrap(rc, "reconnecting to %s", name);
 	}
+	if (rc == SAAS_OK)
+		*out = saas__ssh_ref(v->ssh);
 	pthread_mutex_unlock(&v->mu);
-	if (rc < 0) {
-		vm_put(d, v);
-		return rc;
-	}
-	*out = v;
-	return SAAS_OK;
+	vm_put(d, v);
+	return rc;
 }
 
 static int free_port(unsigned int *port)
@@ -983,7 +979,7 @@ static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct im
 	}
 	saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='file'>\n      <source path='");
 	xml_escape(&b, vmdir);
-	saas__buf_puts(&b, "/console.log'/>\n      <target port='0'/>\n    </serial>\n"
+	saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n"
 	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
 	                   "    <memballoon model='none'/>\n  </devices>\n");
 	/*
@@ -1121,6 +1117,57 @@ static void templates_cleanup(struct drv *d)
 	free(root);
 }
 
+/* ---- console logs ---------------------------------------------------------------------------- */
+
+/* One pass: cut every VM's console log that grew past CONSOLE_LOG_MAX. */
+static void consoles_trim(struct drv *d)
+{
+	char *vms = path_join(d->dir, "vms");
+	DIR *dir = vms ? opendir(vms) : NULL;
+	struct dirent *de;
+
+	while (dir && (de = readdir(dir))) {
+		char *path;
+		if (de->d_name[0] == '.')
+			continue;
+		if (asprintf(&path, "%s/%s/console.log", vms, de->d_name) < 0)
+			break;
+		if (saas__console_trim(path, CONSOLE_LOG_MAX, CONSOLE_LOG_KEEP) > 0)
+			dlog(d, SAAS_LOG_DEBUG, "VM %s wrote over %d bytes to its console: kept the last %d", de->d_name,
+			     CONSOLE_LOG_MAX, CONSOLE_LOG_KEEP);
+		free(path);
+	}
+	if (dir)
+		closedir(dir);
+	free(vms);
+}
+
+/* The keeper: a guest writes to its serial console as fast as it likes, and QEMU keeps it all. */
+static void *keeper_main(void *arg)
+{
+	struct drv *d = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&d->mu);
+	while (!__atomic_load_n(&d->closing, __ATOMIC_ACQUIRE)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += CONSOLE_TRIM_MS / 1000;
+		ts.tv_nsec += (long)(CONSOLE_TRIM_MS % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&d->keeper_cond, &d->mu, &ts);
+		if (__atomic_load_n(&d->closing, __ATOMIC_ACQUIRE))
+			break;
+		pthread_mutex_unlock(&d->mu);
+		consoles_trim(d);
+		pthread_mutex_lock(&d->mu);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
 static int lv_open(void **ctx, const saas_driver_env *env)
 {
 	struct drv *d = calloc(1, sizeof(*d));
@@ -1130,6 +1177,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	if (!d)
 		return saas__oom();
 	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->keeper_cond, NULL);
 	d->log = env->log;
 	d->log_userdata = env->log_userdata;
 	if ((rc = parse_config(d, env->config)) < 0)
@@ -1202,6 +1250,11 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	templates_cleanup(d);
+	if ((rc = pthread_create(&d->keeper, NULL, keeper_main, d)) != 0) {
+		rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the console keeper thread");
+		goto fail;
+	}
+	d->keeper_started = true;
 	dlog(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s, templates %s", d->uri, d->kvm ? "KVM" : "TCG",
 	     d->images, d->templates ? "on" : "off");
 	*ctx = d;
@@ -1220,6 +1273,7 @@ fail:
 	free(d->pub);
 	free(d->authkey_b64);
 	free(d->owner);
+	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
 	return rc;
@@ -1235,9 +1289,12 @@ static void lv_close(void *ctx)
 	pthread_mutex_lock(&d->mu);
 	join = d->builder_started;
 	d->builder_started = false;
+	pthread_cond_broadcast(&d->keeper_cond);
 	pthread_mutex_unlock(&d->mu);
 	if (join)
 		pthread_join(d->builder, NULL);
+	if (d->keeper_started)
+		pthread_join(d->keeper, NULL);
 	while (d->tmpls) {
 		struct tmpl *t = d->tmpls;
 		d->tmpls = t->next;
@@ -1271,6 +1328,7 @@ static void lv_close(void *ctx)
 	free(d->pub);
 	free(d->authkey_b64);
 	free(d->owner);
+	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
 }
@@ -2179,13 +2237,13 @@ static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_exec(v->ssh, req, exit_code);
-	vm_put(d, v);
+	rc = saas__ssh_exec(ssh, req, exit_code);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
@@ -2193,13 +2251,13 @@ static int lv_file_write(void *ctx, const char *name, const char *path, unsigned
                          void *ud, int64_t size)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_write(v->ssh, path, mode, reader, ud, size);
-	vm_put(d, v);
+	rc = saas__ssh_file_write(ssh, path, mode, reader, ud, size);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
@@ -2207,13 +2265,13 @@ static int lv_file_read(void *ctx, const char *name, const char *path, int64_t m
                         void *ud, int64_t *size)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_read(v->ssh, path, max, writer, ud, size);
-	vm_put(d, v);
+	rc = saas__ssh_file_read(ssh, path, max, writer, ud, size);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
@@ -2221,26 +2279,31 @@ static int lv_file_list(void *ctx, const char *name, const char *path, unsigned 
                         void *ud)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_list(v->ssh, path, depth, fn, ud);
-	vm_put(d, v);
+	/*
+	 * The engine keeps at most SAAS_LIST_ENTRIES_MAX entries and flags the
+	 * list truncated when one more comes: reading one more than that bounds
+	 * what a guest's huge directory costs the host and still tells it so.
+	 */
+	rc = saas__ssh_file_list(ssh, path, depth, SAAS_LIST_ENTRIES_MAX + 1, fn, ud);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
 static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
 {
 	struct drv *d = ctx;
-	struct vm *v;
+	saas_ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &v)) < 0)
+	if ((rc = vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_port_connect(v->ssh, port, fd);
-	vm_put(d, v);
+	rc = saas__ssh_port_connect(ssh, port, fd);
+	saas__ssh_close(ssh);
 	return rc;
 }
 
