@@ -41,7 +41,7 @@ def hold(src, port, n, mode, state, seconds):
                 s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             elif mode == "body":
                 s.sendall(b"POST /v1/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: 100000\r\n\r\n{")
+                          b"Content-Length: 60000\r\n\r\n{")
         except OSError:
             s.close()
             continue
