@@ -116,6 +116,10 @@ static void test_time(void **state)
 		{ "2024-02-29", 0, 1709164800000LL },                  /* a leap day */
 		{ "1748779200", 0, noon },                             /* unix seconds */
 		{ "0", 0, 0 },
+		/* timegm()'s answer for this second is its error value too (found by fuzz.time) */
+		{ "1969-12-31T23:59:59Z", 0, -1000 },
+		{ "1969-12-31T23:59:59.999Z", 0, -1 },
+		{ "1970-01-01T00:59:59+01:00", 0, -1000 },
 	};
 	static const char *const bad[] = { "", "yesterday", "2025-06-01T", "2025-6-1", "2025-13-01", "2025-06-31",
 		                           "2023-02-29", "2025-06-01T24:00:00Z", "2025-06-01T12:60Z",
