@@ -5,7 +5,6 @@
  */
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "transport/marker.h"
@@ -27,23 +26,29 @@ int saas__marker_init(saas_marker_filter *f, const char *token)
 	return SAAS_OK;
 }
 
+/* n decimal digits (at least one) of at most `max`; false for anything else. */
+static bool decimal(const char *s, size_t n, long max, long *v)
+{
+	*v = 0;
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9' || *v > (max - (s[i] - '0')) / 10)
+			return false;
+		*v = *v * 10 + (s[i] - '0');
+	}
+	return true;
+}
+
 static void marker_payload(saas_marker_filter *f, const char *p, size_t n)
 {
-	char tmp[32];
 	long v;
-	char *end;
 
-	if (n >= sizeof(tmp))
-		return;
-	memcpy(tmp, p, n);
-	tmp[n] = '\0';
-	if (!strncmp(tmp, "pid=", 4)) {
-		v = strtol(tmp + 4, &end, 10);
-		if (*end == '\0' && v > 1)
+	if (n > 4 && !memcmp(p, "pid=", 4)) {
+		if (decimal(p + 4, n - 4, 0x7fffffffL, &v) && v > 1)
 			f->pid = v;
-	} else if (!strncmp(tmp, "exit=", 5)) {
-		v = strtol(tmp + 5, &end, 10);
-		if (*end == '\0' && v >= 0 && v <= 255) {
+	} else if (n > 5 && !memcmp(p, "exit=", 5)) {
+		if (decimal(p + 5, n - 5, 255, &v)) {
 			f->exit_seen = 1;
 			f->exit_code = (int)v;
 		}
