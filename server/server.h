@@ -96,7 +96,9 @@ json_t *aas_json_usage(const saas_usage *u);
 json_t *aas_json_file_list(const saas_file_list *list);
 json_t *aas_json_size(const saas_size *s);
 json_t *aas_json_limits(const saas_account_limits *l);
-/* Parse a decimal dollar amount ("12.5") into micro-dollars exactly; 0 or -1. */
+/* The largest dollar amount aas_parse_usd takes: a billion dollars. */
+#define AAS_USD_MAX 1000000000LL
+/* Parse a decimal dollar amount ("12.5", at most AAS_USD_MAX) into micro-dollars exactly; 0 or -1. */
 int aas_parse_usd(int64_t *micro, const char *s);
 
 /* ---- HTTP (http.c) ---- */
