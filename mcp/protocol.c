@@ -131,12 +131,11 @@ static json_t *do_tools_list(const aas_mcp_ctx *ctx, const json_t *id, const jso
 	char next[32];
 
 	if (cursor && !json_is_null(cursor)) {
+		/* "t<index>" as nextCursor writes it: digits only (strtoul alone takes " 1", "+1", "-0"); too many is ULONG_MAX. */
 		const char *s = json_is_string(cursor) ? json_string_value(cursor) : "";
-		char *end = NULL;
-		unsigned long v = 0;
-		if (s[0] == 't')
-			v = strtoul(s + 1, &end, 10);
-		if (s[0] != 't' || end == s + 1 || *end || v > n) {
+		size_t digits = s[0] == 't' ? strspn(s + 1, "0123456789") : 0;
+		unsigned long v = digits ? strtoul(s + 1, NULL, 10) : 0;
+		if (!digits || s[1 + digits] || v > n) {
 			json_decref(tools);
 			return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "invalid cursor: pass a nextCursor from tools/list");
 		}

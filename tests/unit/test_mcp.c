@@ -381,7 +381,9 @@ static void test_tools_list_pages(void **state)
 	struct fixture *f = *state;
 	aas_mcp_ctx ctx = f->ctx;
 	json_t *all = json_array(), *paged = json_array(), *resp;
-	static const char *const bad[] = { "\"bogus\"", "\"t\"", "\"t99\"", "\"t-1\"", "\"t3x\"", "\"\"", "42", "{}" };
+	static const char *const bad[] = { "\"bogus\"", "\"t\"", "\"t99\"", "\"t-1\"", "\"t3x\"", "\"\"", "42", "{}",
+		                           /* strtoul's leniency (found by fuzz.cursor) */
+		                           "\"t+1\"", "\"t 1\"", "\"t-0\"", "\"t\\n2\"" };
 	char buf[256];
 
 	/* One page with everything: 11 tools on stdio, 12 with get_service_info. */
