@@ -32,10 +32,26 @@ bool aas_mcp_version_supported(const char *version)
 	return false;
 }
 
-json_t *aas_mcp_error(const json_t *id, int code, const char *message)
+static json_t *error_response(const json_t *id, int code, const char *message)
 {
 	return json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? (json_t *)id : json_null(), "error",
 	                 "code", code, "message", message);
+}
+
+json_t *aas_mcp_error(const json_t *id, int code, const char *message)
+{
+	json_t *e = error_response(id, code, message);
+	char *ascii;
+
+	if (e || !message || !(ascii = strdup(message)))
+		return e;
+	/* A client's text in the message (cut mid-character by a %.Ns, or a header not UTF-8) JSON cannot carry. */
+	for (char *p = ascii; *p; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
+	e = error_response(id, code, ascii);
+	free(ascii);
+	return e;
 }
 
 static json_t *result(const json_t *id, json_t *res)

@@ -297,6 +297,14 @@ static void test_unknown_methods(void **state)
 	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"x-7\",\"method\":\"resources/list\"}");
 	assert_error(resp, AAS_MCP_METHOD_NOT_FOUND, id);
 	json_decref(resp);
+	/* A long name is cut in the message, never in the middle of a character (then no answer came). */
+	{
+		char text[400];
+		snprintf(text, sizeof(text), "{\"jsonrpc\":\"2.0\",\"id\":\"x-7\",\"method\":\"%0119d\u00e9\u00e9\"}", 0);
+		resp = handle(&f->ctx, text);
+		assert_error(resp, AAS_MCP_METHOD_NOT_FOUND, id);
+		json_decref(resp);
+	}
 	json_decref(id);
 }
 
