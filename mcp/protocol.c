@@ -37,10 +37,26 @@ bool aas_mcp_version_batches(const char *version)
 	return version && strcmp(version, "2025-03-26") == 0;
 }
 
-json_t *aas_mcp_error(const json_t *id, int code, const char *message)
+static json_t *error_response(const json_t *id, int code, const char *message)
 {
 	return json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? (json_t *)id : json_null(), "error",
 	                 "code", code, "message", message);
+}
+
+json_t *aas_mcp_error(const json_t *id, int code, const char *message)
+{
+	json_t *e = error_response(id, code, message);
+	char *ascii;
+
+	if (e || !message || !(ascii = strdup(message)))
+		return e;
+	/* A client's text in the message (cut mid-character by a %.Ns, or a header not UTF-8) JSON cannot carry. */
+	for (char *p = ascii; *p; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
+	e = error_response(id, code, ascii);
+	free(ascii);
+	return e;
 }
 
 static json_t *result(const json_t *id, json_t *res)
@@ -153,12 +169,11 @@ static json_t *do_tools_list(const aas_mcp_ctx *ctx, const json_t *id, const jso
 	char next[32];
 
 	if (cursor && !json_is_null(cursor)) {
+		/* "t<index>" as nextCursor writes it: digits only (strtoul alone takes " 1", "+1", "-0"); too many is ULONG_MAX. */
 		const char *s = json_is_string(cursor) ? json_string_value(cursor) : "";
-		char *end = NULL;
-		unsigned long v = 0;
-		if (s[0] == 't')
-			v = strtoul(s + 1, &end, 10);
-		if (s[0] != 't' || end == s + 1 || *end || v > n) {
+		size_t digits = s[0] == 't' ? strspn(s + 1, "0123456789") : 0;
+		unsigned long v = digits ? strtoul(s + 1, NULL, 10) : 0;
+		if (!digits || s[1 + digits] || v > n) {
 			json_decref(tools);
 			return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "invalid cursor: pass a nextCursor from tools/list");
 		}

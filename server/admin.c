@@ -130,7 +130,8 @@ static int account_create(saas_engine *e, const struct args *a)
 	if (need(a->name, "--name") < 0)
 		return 2;
 	if (a->credit && aas_parse_usd(&credit, a->credit) < 0) {
-		fprintf(stderr, "aas-server: --credit: expected dollars like 5 or 0.25, got \"%s\"\n", a->credit);
+		fprintf(stderr, "aas-server: --credit: expected dollars like 5 or 0.25 (at most %lld), got \"%s\"\n",
+		        AAS_USD_MAX, a->credit);
 		return 2;
 	}
 	if ((rc = saas_account_create(&acc, e, a->name, credit, 0)) < 0)
@@ -175,7 +176,8 @@ static int account_credit(saas_engine *e, const struct args *a)
 	if (need(a->id, "--id") < 0 || need(a->usd, "--usd") < 0)
 		return 2;
 	if (aas_parse_usd(&micro, a->usd) < 0 || micro <= 0) {
-		fprintf(stderr, "aas-server: --usd: expected a positive amount like 20 or 0.5, got \"%s\"\n", a->usd);
+		fprintf(stderr, "aas-server: --usd: expected a positive amount like 20 or 0.5 (at most %lld), got \"%s\"\n",
+		        AAS_USD_MAX, a->usd);
 		return 2;
 	}
 	if ((rc = saas_account_add_credit(e, a->id, micro, a->note)) < 0)

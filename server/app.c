@@ -92,13 +92,45 @@ static void print_routes(void)
 		printf("%s %s\n", aas_routes[i].method, aas_routes[i].pattern);
 }
 
+int aas_start(const struct aas_config *cfg, const saas_driver *driver, saas_engine **engine, unsigned int *port)
+{
+	int listen_fd;
+
+	*engine = NULL;
+	if ((listen_fd = aas_http_bind(cfg, port)) < 0)
+		return -1;
+	if (open_engine(engine, cfg, driver, *port) < 0)
+		goto fail;
+	aas_auth_init(*engine, cfg->key_ttl_s);
+	aas_preview_init(*engine);
+	aas_metrics_init(*engine);
+	if (aas_service_set(cfg, *port, *engine) < 0)
+		goto fail;
+	aas_mcp_http_init(*engine, cfg, *port);
+	if (aas_http_start(cfg, listen_fd) < 0)
+		goto fail;
+	return 0;
+fail:
+	close(listen_fd);
+	return -1;
+}
+
+void aas_stop(saas_engine *engine)
+{
+	aas_http_stop();
+	aas_auth_shutdown();
+	aas_service_free();
+	aas_mcp_http_free();
+	saas_engine_free(engine);
+}
+
 int aas_main(int argc, char **argv, const saas_driver *driver)
 {
 	struct aas_config cfg;
 	saas_engine *engine = NULL;
 	unsigned int port = 0;
 	sigset_t set;
-	int listen_fd = -1, rc, status = 1;
+	int rc, status = 1;
 
 	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0))
 		return aas_admin_main(argc, argv, driver);
@@ -118,19 +150,8 @@ int aas_main(int argc, char **argv, const saas_driver *driver)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	if ((listen_fd = aas_http_bind(&cfg, &port)) < 0)
+	if (aas_start(&cfg, driver, &engine, &port) < 0)
 		goto out;
-	if (open_engine(&engine, &cfg, driver, port) < 0)
-		goto out;
-	aas_auth_init(engine, cfg.key_ttl_s);
-	aas_preview_init(engine);
-	aas_metrics_init(engine);
-	if (aas_service_set(&cfg, port, engine) < 0)
-		goto out;
-	aas_mcp_http_init(engine, &cfg, port);
-	if (aas_http_start(&cfg, listen_fd) < 0)
-		goto out;
-	listen_fd = -1;
 	aas_log(SAAS_LOG_INFO, "aas-server %s listening on %s%s%s:%u (previews: *.%s)", saas_version(),
 	        strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host, strchr(cfg.listen_host, ':') ? "]" : "",
 	        port, cfg.preview_domain);
@@ -145,16 +166,9 @@ int aas_main(int argc, char **argv, const saas_driver *driver)
 		fflush(stderr);
 		_exit(0);
 	}
-	aas_http_stop();
 	status = 0;
 out:
-	if (listen_fd >= 0)
-		close(listen_fd);
-	aas_http_stop();
-	aas_auth_shutdown();
-	aas_service_free();
-	aas_mcp_http_free();
-	saas_engine_free(engine);
+	aas_stop(engine);
 	if (status == 0)
 		aas_log(SAAS_LOG_INFO, "stopped");
 	aas_config_free(&cfg);

@@ -79,11 +79,19 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
 {
 	char msg[1024];
 	va_list ap;
+	json_t *body;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	aas_reply_json(out, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+	if (!(body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg))) {
+		/* A client's bytes echoed in msg (a path, a header) that are not UTF-8, which JSON cannot carry. */
+		for (char *p = msg; *p; p++)
+			if ((unsigned char)*p >= 0x80)
+				*p = '?';
+		body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+	}
+	aas_reply_json(out, status, body);
 	if (out->response && status == 401)
 		MHD_add_response_header(out->response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"aas\"");
 }

@@ -199,7 +199,7 @@ json_t *aas_json_file_list(const saas_file_list *list)
 	return o;
 }
 
-/* "12", "12.5", "0.000001": at most six decimals, no sign, no exponent. */
+/* "12", "12.5", "0.000001": at most six decimals, no sign, no exponent, at most AAS_USD_MAX. */
 int aas_parse_usd(int64_t *micro, const char *s)
 {
 	int64_t whole = 0, frac = 0;
@@ -209,9 +209,9 @@ int aas_parse_usd(int64_t *micro, const char *s)
 	if (!s || !isdigit((unsigned char)*p))
 		return -1;
 	for (; isdigit((unsigned char)*p); p++) {
-		if (whole > 1000000000LL)
-			return -1;
 		whole = whole * 10 + (*p - '0');
+		if (whole > AAS_USD_MAX)
+			return -1;
 	}
 	if (*p == '.') {
 		for (p++; isdigit((unsigned char)*p); p++) {
@@ -224,6 +224,8 @@ int aas_parse_usd(int64_t *micro, const char *s)
 		return -1;
 	for (; nfrac < 6; nfrac++)
 		frac *= 10;
+	if (whole * 1000000 + frac > AAS_USD_MAX * 1000000)
+		return -1;
 	*micro = whole * 1000000 + frac;
 	return 0;
 }

@@ -82,6 +82,15 @@ int64_t aas_now_ms(void);
 /* Everything main() does; `driver` replaces the built-in VM driver (tests). */
 int aas_main(int argc, char **argv, const saas_driver *driver);
 int aas_admin_main(int argc, char **argv, const saas_driver *driver);
+/*
+ * What aas_main does before it waits for a signal, for in-process tests (the
+ * fuzzers): bind, open the engine on `driver` (NULL: the built-in one) and
+ * serve in the background. cfg must outlive the server. 0 with *engine and
+ * *port set, or -1 after logging; call aas_stop() either way.
+ */
+int aas_start(const struct aas_config *cfg, const saas_driver *driver, saas_engine **engine, unsigned int *port);
+/* Stop serving (requests in flight end) and free what aas_start made, the engine included. */
+void aas_stop(saas_engine *engine);
 
 /* ---- clients per key (auth.c) ---- */
 
@@ -143,7 +152,9 @@ json_t *aas_json_usage(const saas_usage *u);
 json_t *aas_json_file_list(const saas_file_list *list);
 json_t *aas_json_size(const saas_size *s);
 json_t *aas_json_limits(const saas_account_limits *l);
-/* Parse a decimal dollar amount ("12.5") into micro-dollars exactly; 0 or -1. */
+/* The largest dollar amount aas_parse_usd takes: a billion dollars. */
+#define AAS_USD_MAX 1000000000LL
+/* Parse a decimal dollar amount ("12.5", at most AAS_USD_MAX) into micro-dollars exactly; 0 or -1. */
 int aas_parse_usd(int64_t *micro, const char *s);
 
 /* ---- HTTP (http.c) ---- */

@@ -386,17 +386,21 @@ int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out)
 	return saas__sandbox_public(c->engine, &row, out);
 }
 
-/* Cursors are "<created_at_ms>.<id>" of the last item of the previous page. */
+/* Digits of a cursor's time: 18 cannot overflow an int64_t (a time in ms has 13). */
+#define CURSOR_DIGITS_MAX 18
+
+/* Cursors are "<created_at_ms>.<id>" of the last item of the previous page, as written: digits only. */
 static int parse_cursor(const char *cursor, int64_t *created, char *id, size_t idsize)
 {
-	char *end;
-	long long v;
+	size_t n = strspn(cursor, "0123456789");
+	int64_t v = 0;
 
-	v = strtoll(cursor, &end, 10);
-	if (end == cursor || *end != '.' || v < 0 || !saas__valid_text(end + 1, SAAS_ID_MAX))
+	if (n == 0 || n > CURSOR_DIGITS_MAX || cursor[n] != '.' || !saas__valid_text(cursor + n + 1, SAAS_ID_MAX))
 		return saas__inval("invalid list cursor");
+	for (size_t i = 0; i < n; i++)
+		v = v * 10 + (cursor[i] - '0');
 	*created = v;
-	saas__strlcpy(id, end + 1, idsize);
+	saas__strlcpy(id, cursor + n + 1, idsize);
 	return SAAS_OK;
 }
 

@@ -42,6 +42,7 @@
 #include <libssh2.h>
 #include <libssh2_sftp.h>
 
+#include "transport/marker.h"
 #include "transport/ssh.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -920,93 +921,6 @@ int saas__ssh_run(saas_ssh *ssh, const char *command, int timeout_ms, char *out,
 
 /* ---- exec ------------------------------------------------------------------------------------ */
 
-/*
- * The wrapper reports the command's PID and exit status on stderr, framed as
- * "\036aas-TOKEN:pid=N\036" and "\036aas-TOKEN:exit=N\036" with a random
- * token; this filter takes them out so the user's stderr stays byte-exact.
- */
-struct marker_filter {
-	char prefix[32];
-	size_t plen;
-	char hold[64];
-	size_t hlen;
-	long pid;
-	int exit_seen;
-	int exit_code;
-};
-
-static void marker_payload(struct marker_filter *f, const char *p, size_t n)
-{
-	char tmp[32];
-	long v;
-	char *end;
-
-	if (n >= sizeof(tmp))
-		return;
-	memcpy(tmp, p, n);
-	tmp[n] = '\0';
-	if (!strncmp(tmp, "pid=", 4)) {
-		v = strtol(tmp + 4, &end, 10);
-		if (*end == '\0' && v > 1)
-			f->pid = v;
-	} else if (!strncmp(tmp, "exit=", 5)) {
-		v = strtol(tmp + 5, &end, 10);
-		if (*end == '\0' && v >= 0 && v <= 255) {
-			f->exit_seen = 1;
-			f->exit_code = (int)v;
-		}
-	}
-}
-
-static void marker_feed(struct marker_filter *f, const char *d, size_t n, saas_buf *out)
-{
-	while (n) {
-		if (f->hlen == 0) {
-			const char *p = memchr(d, '\036', n);
-			size_t k = p ? (size_t)(p - d) : n;
-			saas__buf_put(out, d, k);
-			d += k;
-			n -= k;
-			if (p) {
-				f->hold[f->hlen++] = '\036';
-				d++;
-				n--;
-			}
-			continue;
-		}
-		if (f->hlen < f->plen) {
-			if (*d == f->prefix[f->hlen]) {
-				f->hold[f->hlen++] = *d++;
-				n--;
-			} else {
-				/* Not ours; the held bytes hold no other '\036' to restart from. */
-				saas__buf_put(out, f->hold, f->hlen);
-				f->hlen = 0;
-			}
-			continue;
-		}
-		if (*d == '\036') {
-			marker_payload(f, f->hold + f->plen, f->hlen - f->plen);
-			f->hlen = 0;
-			d++;
-			n--;
-		} else if (f->hlen + 1 < sizeof(f->hold) &&
-		           ((*d >= 'a' && *d <= 'z') || (*d >= '0' && *d <= '9') || *d == '=')) {
-			f->hold[f->hlen++] = *d++;
-			n--;
-		} else {
-			saas__buf_put(out, f->hold, f->hlen);
-			f->hlen = 0;
-		}
-	}
-}
-
-static void marker_flush(struct marker_filter *f, saas_buf *out)
-{
-	saas__buf_put(out, f->hold, f->hlen);
-	f->hlen = 0;
-}
-
 static int signal_number(const char *name)
 {
 	static const struct { const char *name; int num; } sigs[] = {
@@ -1186,7 +1100,7 @@ static void exec_kill(saas_ssh *ssh, long pid)
 int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code)
 {
 	struct exec_run *x = NULL;
-	struct marker_filter mf;
+	saas_marker_filter mf;
 	saas_buf cmd = SAAS_BUF_INIT, errbuf = SAAS_BUF_INIT;
 	unsigned char rnd[8];
 	char token[17];
@@ -1202,8 +1116,8 @@ int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code)
 		return rc;
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(token + 2 * i, 3, "%02x", rnd[i]);
-	memset(&mf, 0, sizeof(mf));
-	mf.plen = (size_t)snprintf(mf.prefix, sizeof(mf.prefix), "\036aas-%s:", token);
+	if ((rc = saas__marker_init(&mf, token)) < 0)
+		return rc;
 	if ((rc = build_command(&cmd, req, token)) < 0)
 		return rc;
 	if (!(x = calloc(1, sizeof(*x)))) {
@@ -1251,7 +1165,7 @@ int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code)
 				req->output(req->output_userdata, SAAS_STREAM_STDOUT, x->out, (size_t)nout);
 			if (nerr) {
 				errbuf.len = 0;
-				marker_feed(&mf, x->err, (size_t)nerr, &errbuf);
+				saas__marker_feed(&mf, x->err, (size_t)nerr, &errbuf);
 				if (errbuf.len)
 					req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
 			}
@@ -1310,7 +1224,7 @@ int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code)
 		goto out;
 	}
 	errbuf.len = 0;
-	marker_flush(&mf, &errbuf);
+	saas__marker_flush(&mf, &errbuf);
 	if (errbuf.len) {
 		pthread_mutex_unlock(&ssh->mu);
 		req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);

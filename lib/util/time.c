@@ -95,7 +95,9 @@ int saas__time_parse(int64_t *ms, const char *text, unsigned int flags)
 	tm.tm_hour = h;
 	tm.tm_min = mi;
 	tm.tm_sec = sec;
-	if ((t = timegm(&tm)) == (time_t)-1)
+	/* -1 is also 1969-12-31T23:59:59Z: only errno tells the error apart. */
+	errno = 0;
+	if ((t = timegm(&tm)) == (time_t)-1 && errno)
 		return -1;
 	*ms = ((int64_t)t - (int64_t)off * 60) * 1000 + frac;
 	return 0;

@@ -982,6 +982,9 @@ static void test_list_and_extend(void **state)
 {
 	struct fixture *f = *state;
 	char ids[5][SAAS_ID_MAX + 1];
+	static const char *const bad_cursors[] = { "", "1", "1.", ".sbx-a", "x1.sbx-a", " 1.sbx-a", "\n1.sbx-a",
+		                                   "+1.sbx-a", "-0.sbx-a", "1 .sbx-a", "1234567890123456789.sbx-a",
+		                                   "99999999999999999999.sbx-a", "1.sbx\001" };
 	saas_sandbox_list *page = NULL, *page2 = NULL;
 	saas_sandbox *sb, *ext = NULL;
 
@@ -1011,6 +1014,10 @@ static void test_list_and_extend(void **state)
 	}
 	saas_sandbox_list_free(page);
 	saas_sandbox_list_free(page2);
+	/* A cursor is digits, a dot and an id: nothing strtoll would also take (found by fuzz.cursor). */
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(bad_cursors); i++)
+		if (saas_sandbox_list_get(&page, f->a, bad_cursors[i], 3, 0) != SAAS_EINVAL)
+			fail_msg("cursor '%s' was taken", bad_cursors[i]);
 
 	assert_int_equal(saas_sandbox_destroy(NULL, f->a, ids[1]), SAAS_OK);
 	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);

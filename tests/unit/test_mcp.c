@@ -306,6 +306,14 @@ static void test_unknown_methods(void **state)
 	resp = handle(&f->ctx, "{\"jsonrpc\":\"2.0\",\"id\":\"x-7\",\"method\":\"resources/list\"}");
 	assert_error(resp, AAS_MCP_METHOD_NOT_FOUND, id);
 	json_decref(resp);
+	/* A long name is cut in the message, never in the middle of a character (then no answer came). */
+	{
+		char text[400];
+		snprintf(text, sizeof(text), "{\"jsonrpc\":\"2.0\",\"id\":\"x-7\",\"method\":\"%0119d\u00e9\u00e9\"}", 0);
+		resp = handle(&f->ctx, text);
+		assert_error(resp, AAS_MCP_METHOD_NOT_FOUND, id);
+		json_decref(resp);
+	}
 	json_decref(id);
 }
 
@@ -390,7 +398,9 @@ static void test_tools_list_pages(void **state)
 	struct fixture *f = *state;
 	aas_mcp_ctx ctx = f->ctx;
 	json_t *all = json_array(), *paged = json_array(), *resp;
-	static const char *const bad[] = { "\"bogus\"", "\"t\"", "\"t99\"", "\"t-1\"", "\"t3x\"", "\"\"", "42", "{}" };
+	static const char *const bad[] = { "\"bogus\"", "\"t\"", "\"t99\"", "\"t-1\"", "\"t3x\"", "\"\"", "42", "{}",
+		                           /* strtoul's leniency (found by fuzz.cursor) */
+		                           "\"t+1\"", "\"t 1\"", "\"t-0\"", "\"t\\n2\"" };
 	char buf[256];
 
 	/* One page with everything: 11 tools on stdio, 12 with get_service_info. */

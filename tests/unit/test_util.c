@@ -7,11 +7,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "saas.h"
+#ifdef SAAS_WITH_LIBVIRT
+#include "transport/marker.h"
+#endif
 #include "util/error.h"
 #ifdef SAAS_WITH_REMOTE
 #include "remote/http.h"
@@ -119,6 +123,10 @@ static void test_time(void **state)
 		{ "2024-02-29", 0, 1709164800000LL },                  /* a leap day */
 		{ "1748779200", 0, noon },                             /* unix seconds */
 		{ "0", 0, 0 },
+		/* timegm()'s answer for this second is its error value too (found by fuzz.time) */
+		{ "1969-12-31T23:59:59Z", 0, -1000 },
+		{ "1969-12-31T23:59:59.999Z", 0, -1 },
+		{ "1970-01-01T00:59:59+01:00", 0, -1000 },
 	};
 	static const char *const bad[] = { "", "yesterday", "2025-06-01T", "2025-6-1", "2025-13-01", "2025-06-31",
 		                           "2023-02-29", "2025-06-01T24:00:00Z", "2025-06-01T12:60Z",
@@ -151,6 +159,49 @@ static void test_time(void **state)
 	assert_int_equal(saas_time_parse(&ms, saas_time_format(buf, sizeof(buf), noon + 999), 0), SAAS_OK);
 	assert_int_equal(ms, noon + 999);
 }
+
+#ifdef SAAS_WITH_LIBVIRT
+/* Feed s one byte at a time, as the worst split SSH could make; the filtered output. */
+static char *marker_run(saas_marker_filter *f, const char *s)
+{
+	saas_buf out = SAAS_BUF_INIT;
+
+	assert_int_equal(saas__marker_init(f, "00ff"), SAAS_OK);
+	for (const char *p = s; *p; p++)
+		saas__marker_feed(f, p, 1, &out);
+	saas__marker_flush(f, &out);
+	saas__buf_puts(&out, "");
+	return saas__buf_detach(&out, NULL);
+}
+
+static void test_marker(void **state)
+{
+	saas_marker_filter f;
+	char *out;
+
+	(void)state;
+	out = marker_run(&f, "a\036aas-00ff:pid=42\036b\036aas-00ff:exit=7\036c\036aas-0000:exit=1\036");
+	assert_string_equal(out, "abc\036aas-0000:exit=1\036");
+	assert_int_equal(f.pid, 42);
+	assert_true(f.exit_seen);
+	assert_int_equal(f.exit_code, 7);
+	free(out);
+	/* Frames that are well-formed but say nothing usable go, and are not taken (found by fuzz.marker). */
+	out = marker_run(&f, "\036aas-00ff:exit=\036\036aas-00ff:exit=256\036\036aas-00ff:pid=2147483648\036"
+	                     "\036aas-00ff:pid=66123456778\036\036aas-00ff:pid=1\036");
+	assert_string_equal(out, "");
+	assert_false(f.exit_seen);
+	assert_int_equal(f.pid, 0);
+	free(out);
+	out = marker_run(&f, "\036aas-00ff:exit=255\036\036aas-00ff:pid=2147483647\036");
+	assert_true(f.exit_seen);
+	assert_int_equal(f.exit_code, 255);
+	assert_int_equal(f.pid, 2147483647L);
+	free(out);
+	assert_int_equal(saas__marker_init(&f, "UPPER"), SAAS_EINVAL);
+	assert_int_equal(saas__marker_init(&f, "0123456789012345678901234"), SAAS_EINVAL);
+}
+#endif
 
 static void test_ids(void **state)
 {
@@ -304,6 +355,9 @@ int main(void)
 		cmocka_unit_test(test_sha256_vectors),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_time),
+#ifdef SAAS_WITH_LIBVIRT
+		cmocka_unit_test(test_marker),
+#endif
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_text),

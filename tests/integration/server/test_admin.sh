@@ -40,6 +40,15 @@ errs() { # errs DESCRIPTION ARGS...: non-zero exit, one line on stderr, nothing 
 errs "create without name" account create "${S[@]}"
 errs "bad credit" account create --name x --credit -3 "${S[@]}"
 errs "credit with float junk" account credit --id "$ACC" --usd 1e3 "${S[@]}"
+# The largest amount the parser reads (AAS_USD_MAX) reaches the library, which has its own limit; a
+# micro-dollar more is the parser's to refuse.
+check "the parser reads the largest amount" bash -c "'$SERVER' account credit --id '$ACC' --usd 1000000000 \
+	--state-dir '${WORK}/state' 2>&1 | grep -q 'cannot add credit'"
+for usd in 1000000000.000001 8000808002; do
+	errs "credit of $usd" account credit --id "$ACC" --usd "$usd" "${S[@]}"
+	check "$usd is over what the parser reads" bash -c "'$SERVER' account credit --id '$ACC' --usd $usd \
+		--state-dir '${WORK}/state' 2>&1 | grep -q 'at most 1000000000'"
+done
 errs "credit unknown account" account credit --id acc-nope --usd 1 "${S[@]}"
 errs "key for unknown account" key create --account acc-nope "${S[@]}"
 errs "revoke unknown key" key revoke --id key-nope "${S[@]}"

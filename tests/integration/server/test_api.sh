@@ -33,6 +33,11 @@ req GET /v1/account -H "Authorization: Bearer aas_sk_nope"; expect_status 401 "w
 req GET /v1/account -H "x-api-key: ${KEY}"; expect_status 200 "x-api-key"
 req GET "/v1/account?api_key=${KEY}"; expect_status 400 "key in the URL"
 req GET "/v1/sandboxes?token=${KEY}" -H "Authorization: Bearer ${KEY}"; expect_status 400 "token in the URL"
+# Bytes that are not UTF-8, echoed in an error message, are '?' there: never a 500 (found by fuzz.http).
+req GET "/%F7nope"; expect_status 404 "non-UTF-8 path"; expect_json .error.message "no route GET /?nope" "non-UTF-8 path echoed"
+req PUT "/%C0%AF"; expect_status 404 "overlong UTF-8 path"
+req DELETE /v1/mcp -H $'MCP-Protocol-Version: 2025\xe1\xe1-06-18'; expect_status 400 "MCP version not UTF-8"
+expect_json .error.code -32600 "MCP version not UTF-8: a JSON-RPC error"
 
 # ---- the seeds' flow ----
 auth GET /v1/account; expect_status 200 account
