@@ -56,10 +56,21 @@ typedef struct {
 
 /**
  * Version of saas_engine_options this header describes. Version 2 appended
- * `pool`; callers built against version 1 are still accepted (their struct is
- * read only as far as version 1 reached).
+ * `pool`, version 3 `min_free_mb`; callers built against an older version are
+ * still accepted (their struct is read only as far as their version reached).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 2
+#define SAAS_ENGINE_OPTIONS_VERSION 3
+
+/** Default of saas_engine_options.min_free_mb: 1 GiB. */
+#define SAAS_ENGINE_MIN_FREE_MB 1024
+
+/**
+ * How long saas_engine_free() waits for a pooled VM being made (ms). Past it,
+ * the free returns; the refill thread destroys that VM when its create
+ * returns, and if the process exits first, the next start's reconcile does
+ * (the VM has no row).
+ */
+#define SAAS_ENGINE_STOP_WAIT_MS 10000
 
 /** The most VMs one warm pool may hold (the N of "SIZE=N"). */
 #define SAAS_ENGINE_POOL_MAX 64
@@ -106,9 +117,17 @@ typedef struct {
 	 * (but still checked).
 	 */
 	const char *pool;
+	/**
+	 * Free space (MiB) the state directory's filesystem keeps (since version 3),
+	 * and for the libvirt driver the one holding the VMs' overlays: below it,
+	 * creates are refused with SAAS_EBUSY, so that the disk keeps room to
+	 * record the ends of the sandboxes running. 0: SAAS_ENGINE_MIN_FREE_MB.
+	 * At most 16777216 (16 TiB).
+	 */
+	unsigned int min_free_mb;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0 }
 
 /**
  * Open an engine on a state directory.
@@ -130,9 +149,12 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 /**
  * Stop the reaper and the pools' refill and release the engine. Sandboxes keep
  * running and keep their expiry; the next engine opened on the same state
- * reconciles them. Pooled VMs nobody claimed are destroyed (after the one the
- * refill may be making has finished). Clients opened on this engine must be
- * freed first. NULL is ignored.
+ * reconciles them. Pooled VMs nobody claimed are destroyed. A pooled VM being
+ * made is waited for at most SAAS_ENGINE_STOP_WAIT_MS; past that the free
+ * returns and the refill thread, when the driver's create returns, destroys
+ * that VM and finishes the release (until then the state directory stays
+ * locked, and the log and clock callbacks may still be called). Clients opened
+ * on this engine must be freed first. NULL is ignored.
  */
 SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
 

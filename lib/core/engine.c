@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -31,8 +32,15 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_REAPER_MS 1000
 #define DEFAULT_PREVIEW "http://{port}-{id}.localhost:8080/"
 
-/* How much of saas_engine_options a version-1 caller has: everything before `pool`. */
-#define OPTIONS_V1_SIZE offsetof(saas_engine_options, pool)
+#define MIN_FREE_MB_MAX (16u << 20)
+
+/* How much of saas_engine_options a caller of each version has: version 1 ends before `pool`. */
+static const size_t options_size[] = {
+	0,
+	offsetof(saas_engine_options, pool),
+	offsetof(saas_engine_options, min_free_mb),
+	sizeof(saas_engine_options),
+};
 
 SAAS_EXTERN(const char *) saas_version(void)
 {
@@ -81,6 +89,47 @@ const saas_size *saas__engine_size(saas_engine *e, const char *name)
 		if (strcmp(e->sizes[i].name, name) == 0)
 			return &e->sizes[i];
 	return NULL;
+}
+
+/* Free bytes for an unprivileged writer on path's filesystem, or -1 if it cannot be read. */
+static int64_t free_bytes(const char *path)
+{
+	struct statvfs st;
+
+	if (statvfs(path, &st) < 0)
+		return -1;
+	return (int64_t)((uint64_t)st.f_bavail * st.f_frsize);
+}
+
+int saas__engine_room(saas_engine *e)
+{
+	char *overlays = NULL;
+	const char *paths[2];
+	size_t n = 0;
+	int rc = SAAS_OK;
+
+	paths[n++] = e->state_dir;
+	/* The libvirt driver keeps each VM's overlay under STATE/libvirt/vms, which may be a mount of its own. */
+	if (e->driver && strcmp(e->driver->name, "libvirt") == 0) {
+		if (asprintf(&overlays, "%s/libvirt/vms", e->state_dir) < 0)
+			return saas__oom();
+		paths[n++] = overlays;
+	}
+	for (size_t i = 0; i < n && rc == SAAS_OK; i++) {
+		int64_t have = free_bytes(paths[i]);
+		/* A check that cannot run refuses nothing (the overlay directory appears with the first VM). */
+		if (have < 0 || (uint64_t)have >= e->min_free_bytes)
+			continue;
+		saas__log(e, SAAS_LOG_WARN, "%s has %lld MiB free, under the %llu MiB kept free: refusing creates",
+		          paths[i], (long long)(have >> 20), (unsigned long long)(e->min_free_bytes >> 20));
+		/* The tenant learns that the server is short of space, not where its files are. */
+		rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_OS, ENOSPC,
+		                 "the server is short of disk space (%lld MiB free, %llu MiB kept free); "
+		                 "no new sandbox until an operator frees some; try again later",
+		                 (long long)(have >> 20), (unsigned long long)(e->min_free_bytes >> 20));
+	}
+	free(overlays);
+	return rc;
 }
 
 int saas__engine_need_driver(saas_engine *e)
@@ -276,10 +325,10 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	 * read its version and then its bytes, never a member past them.
 	 */
 	memcpy(&version, o, sizeof(version));
-	if (version != 1 && version != SAAS_ENGINE_OPTIONS_VERSION)
-		return saas__inval("engine options version %u is not %u (or 1)", version, SAAS_ENGINE_OPTIONS_VERSION);
-	if (version == 1) {
-		memcpy(&upgraded, o, OPTIONS_V1_SIZE);
+	if (version < 1 || version > SAAS_ENGINE_OPTIONS_VERSION)
+		return saas__inval("engine options version %u is not 1 to %u", version, SAAS_ENGINE_OPTIONS_VERSION);
+	if (version < SAAS_ENGINE_OPTIONS_VERSION) {
+		memcpy(&upgraded, o, options_size[version]);
 		upgraded.version = SAAS_ENGINE_OPTIONS_VERSION;
 		o = &upgraded;
 	}
@@ -297,12 +346,18 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return rc;
 	if (o->new_account_credit < 0)
 		return saas__inval("new_account_credit may not be negative");
+	if (o->min_free_mb > MIN_FREE_MB_MAX)
+		return saas__inval("min_free_mb %u is over %u (16 TiB)", o->min_free_mb, MIN_FREE_MB_MAX);
 
 	if (!(e = calloc(1, sizeof(*e))))
 		return saas__oom();
 	e->lock_fd = -1;
+	e->closes.fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cond, NULL);
+	pthread_mutex_init(&e->closes.mu, NULL);
+	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
+	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
 	e->flags = o->flags;
 	e->clock = o->clock ? o->clock : real_clock;
 	e->clock_userdata = o->clock_userdata;
@@ -346,7 +401,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	if ((rc = open_store(e, o->store_url)) < 0)
 		goto fail;
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY)) {
-		if ((rc = open_driver(e, o)) < 0)
+		if ((rc = saas__closes_open(e)) < 0 || (rc = open_driver(e, o)) < 0)
 			goto fail;
 		/* Reconcile first: it destroys a previous run's pooled VMs, which have no row. */
 		if ((rc = saas__reconcile(e)) < 0)
@@ -375,12 +430,35 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	while (e->background > 0)
 		pthread_cond_wait(&e->cond, &e->mu);
 	pthread_mutex_unlock(&e->mu);
-	/* After the reaper (which asks the pool what it owns), before the driver goes. */
+	/* A last try for ends the store refused; what is left waits in STATE for the next start. */
+	if (e->store && e->driver)
+		saas__closes_retry(e);
+	/*
+	 * After the reaper (which asks the pool what it owns), before the driver
+	 * goes. A pooled VM still being made past the bound is left to the refill
+	 * thread, which needs the driver until its create returns: it releases the
+	 * rest. The store it never uses is closed now.
+	 */
+	if (saas__pool_stop(e)) {
+		saas__log(e, SAAS_LOG_WARN, "a pooled VM is still being made after %u ms; not waiting for it "
+		          "(it is destroyed when made, or by the next start)", e->stop_wait_ms);
+		if (e->store)
+			e->store->close(e->store_ctx);
+		e->store = NULL;
+		return;
+	}
+	saas__engine_release(e);
+}
+
+void saas__engine_release(saas_engine *e)
+{
 	saas__pool_free(e);
 	if (e->driver && e->driver->close)
 		e->driver->close(e->driver_ctx);
 	if (e->store)
 		e->store->close(e->store_ctx);
+	saas__closes_free(e);
+	pthread_mutex_destroy(&e->closes.mu);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
 	saas__sizes_free(e->sizes, e->nsizes);

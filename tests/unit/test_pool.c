@@ -703,10 +703,10 @@ static void test_pool_v1_options(void **state)
 	saas_engine_stats_free(st);
 	saas_engine_free(e);
 	free(old);
-	o.version = 3;
+	o.version = SAAS_ENGINE_OPTIONS_VERSION + 1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "version"));
-	assert_int_equal(SAAS_ENGINE_OPTIONS_VERSION, 2);
+	assert_int_equal(SAAS_ENGINE_OPTIONS_VERSION, 3);
 	saas_test_rmdir(dir);
 }
 
