@@ -50,6 +50,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, const
 	o.default_image = cfg->image;
 	o.preview_url = preview;
 	o.pool = cfg->pool;
+	o.min_free_mb = cfg->min_free_mb;
 	/* Sizes, prices, limits and credit are the library's defaults; /v1/service reads them back. */
 	o.log = aas_engine_log;
 	o.log_level = cfg->log_level;

@@ -29,6 +29,8 @@ const char *aas_config_usage(void)
 	       "  --templates on|off      make sandboxes as clones of snapshot templates; default on [AAS_TEMPLATES]\n"
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
+	       "  --min-free-mb N         refuse creates (503) while the state filesystem has less than N MiB free;\n"
+	       "                          default 1024 [AAS_MIN_FREE_MB]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -97,6 +99,16 @@ static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 	return 0;
 }
 
+/* The engine's own bound on min_free_mb (16 TiB); 0 would mean "the default", so it is refused here. */
+#define MIN_FREE_MB_MAX (16u << 20)
+
+static int parse_min_free(const char *s, unsigned int *out)
+{
+	if (parse_uint(s, out, MIN_FREE_MB_MAX) < 0 || *out == 0)
+		return -1;
+	return 0;
+}
+
 static int from_env(struct aas_config *cfg)
 {
 	const char *v;
@@ -123,6 +135,10 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
 		return -1;
+	if ((v = getenv("AAS_MIN_FREE_MB")) && *v && parse_min_free(v, &cfg->min_free_mb) < 0) {
+		fprintf(stderr, "aas-server: AAS_MIN_FREE_MB: expected MiB, 1 to %u\n", MIN_FREE_MB_MAX);
+		return -1;
+	}
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
 		return -1;
@@ -133,7 +149,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_MINFREE, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -151,6 +167,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
+		{ "min-free-mb", required_argument, NULL, O_MINFREE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -191,6 +208,10 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 				fprintf(stderr, "aas-server: --templates: expected on or off, got \"%s\"\n", optarg);
 				rc = -1;
 			}
+			break;
+		case O_MINFREE:
+			if ((rc = parse_min_free(optarg, &cfg->min_free_mb)) < 0)
+				fprintf(stderr, "aas-server: --min-free-mb: expected MiB, 1 to %u\n", MIN_FREE_MB_MAX);
 			break;
 		case O_LEVEL:
 			if ((cfg->log_level = parse_level(optarg)) < 0) {

@@ -40,6 +40,7 @@ struct aas_config {
 	char *port_file;           /* write the bound port here once listening (tests) */
 	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
 	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
+	unsigned int min_free_mb;  /* creates refused below this free on the state filesystem; 0: the engine's default */
 };
 
 /* Fill from the environment, then argv; 0, or -1 after printing a one-line error. */
