@@ -184,7 +184,8 @@ size_t saas__closes_retry(saas_engine *e)
 	struct saas__closes *c = &e->closes;
 	size_t left;
 
-	for (size_t i = 0;; i++) {
+	/* The lock is not held across the store: a drop moves the last entry into slot i, so i stays. */
+	for (size_t i = 0;;) {
 		struct saas__pending_close p;
 		saas_store_sandbox row;
 		int rc;
@@ -205,7 +206,8 @@ size_t saas__closes_retry(saas_engine *e)
 		if (rc == SAAS_OK || rc == SAAS_ENOTFOUND) {
 			saas__log(e, SAAS_LOG_INFO, "sandbox %s: its end is recorded now", p.id);
 			closes_drop(e, p.id);
-			i--; /* the last entry took its place */
+		} else {
+			i++;
 		}
 	}
 	pthread_mutex_lock(&c->mu);
@@ -215,6 +217,7 @@ size_t saas__closes_retry(saas_engine *e)
 }
 
 /* One "ID REASON DESTROYED_AT BILL_UNTIL" line of the file, or false. */
+_Static_assert(SAAS_ID_MAX == 63, "the %63s below reads at most SAAS_ID_MAX bytes of id");
 static bool parse_line(const char *line, struct saas__pending_close *p)
 {
 	char id[SAAS_ID_MAX + 1];

@@ -339,7 +339,8 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 		 * count show nothing. A create that failed keeps its failed row. If the
 		 * row cannot go, it is closed failed, unbilled, as a failure's is.
 		 */
-		if (code == SAAS_EBACKEND || e->store->sandbox_delete(e->store_ctx, row.id) < 0)
+		if (code == SAAS_EBACKEND || !e->store->sandbox_delete ||
+		    e->store->sandbox_delete(e->store_ctx, row.id) < 0)
 			saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
 		return saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
 		                   "sandbox could not be created: %s", msg);
