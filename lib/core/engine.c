@@ -524,6 +524,7 @@ SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info)
 }
 
 struct count_live {
+	saas_engine *e;
 	saas_engine_stats *stats;
 	char (*accounts)[SAAS_ID_MAX + 1];
 	size_t naccounts, cap;
@@ -533,8 +534,12 @@ struct count_live {
 static int count_live(void *ud, const saas_store_sandbox *sb)
 {
 	struct count_live *c = ud;
+	saas_store_sandbox shown = *sb;
 	size_t i;
 
+	/* Ended already, its close waiting for the store: not live. */
+	if (saas__closes_view(c->e, &shown))
+		return 0;
 	if (sb->status == SAAS_SANDBOX_CREATING)
 		c->stats->creating++;
 	else if (sb->status == SAAS_SANDBOX_READY)
@@ -558,7 +563,7 @@ static int count_live(void *ud, const saas_store_sandbox *sb)
 
 SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
 {
-	struct count_live c = { NULL, NULL, 0, 0, SAAS_OK };
+	struct count_live c = { e, NULL, NULL, 0, 0, SAAS_OK };
 	saas_store_filter f;
 	int rc;
 

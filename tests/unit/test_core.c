@@ -1500,6 +1500,8 @@ static void test_full_disk(void **state)
 {
 	struct fixture *f = *state;
 	saas_sandbox *s1, *s2, *s3 = NULL, *got = NULL;
+	saas_account_info *info;
+	saas_engine_stats *stats;
 	saas_store_sandbox row;
 	unsigned int n = 0, calls;
 	int64_t have;
@@ -1555,6 +1557,13 @@ static void test_full_disk(void **state)
 	assert_int_equal(saas_fake_vm_count(), 1);
 	get_row(f, s2->id, &row);
 	assert_int_equal(row.status, SAAS_SANDBOX_READY); /* not recorded yet */
+	/* ... but nowhere counted live: not in the account, not in the engine's figures. */
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(info->active_sandboxes, 1);
+	saas_account_info_free(info);
+	assert_int_equal(saas_engine_stats_get(&stats, f->engine), SAAS_OK);
+	assert_int_equal(stats->ready, 1);
+	saas_engine_stats_free(stats);
 
 	/* Space is back: the next sweep records it, once. */
 	store_down = 0;
