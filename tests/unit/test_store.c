@@ -909,6 +909,53 @@ static void test_sandbox_close_zero_cost(void **state)
 	assert_int_equal(charged(f, "acc-z"), 0);
 }
 
+/* A close conditional on the expiry it was decided on: an extend in between wins. */
+static void test_sandbox_close_if_expiry(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+	int closed = -1;
+
+	add_account(f, "acc-x", 1, SAAS_USD(10));
+	assert_int_equal(add_sandbox(f, "sbx-x", "acc-x", 10, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-x", 20, 5000), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_expiry(f->ctx, "sbx-x", 9000), SAAS_OK);
+	assert_fails(f->st->sandbox_close(f->ctx, "sbx-x", SAAS_END_EXPIRED, 5000, 100, 5000, &closed), SAAS_ESTATE);
+	assert_int_not_equal(closed, 1);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-x", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_READY);
+	assert_int_equal(got.expires_at_ms, 9000);
+	assert_int_equal(charged(f, "acc-x"), 0);
+	/* At the expiry it now has, it closes, once. */
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-x", SAAS_END_EXPIRED, 9000, 200, 9000, &closed), SAAS_OK);
+	assert_int_equal(closed, 1);
+	assert_int_equal(charged(f, "acc-x"), 200);
+	closed = -1;
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-x", SAAS_END_EXPIRED, 9000, 200, 9000, &closed), SAAS_OK);
+	assert_int_equal(closed, 0);
+	assert_int_equal(charged(f, "acc-x"), 200);
+	assert_fails(f->st->sandbox_close(f->ctx, "sbx-none", SAAS_END_USER, 1, 1, 1, &closed), SAAS_ENOTFOUND);
+}
+
+/* Only a row still creating can be deleted: the one of a create the driver refused. */
+static void test_sandbox_delete(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+
+	add_account(f, "acc-d", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-d1", "acc-d", 10, 1), SAAS_OK);
+	assert_int_equal(f->st->sandbox_delete(f->ctx, "sbx-d1"), SAAS_OK);
+	assert_fails(f->st->sandbox_get(f->ctx, "sbx-d1", &got), SAAS_ENOTFOUND);
+	/* It counted no more: the account's one place is free. */
+	assert_int_equal(add_sandbox(f, "sbx-d2", "acc-d", 11, 1), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-d2", 20, 5000), SAAS_OK);
+	assert_fails(f->st->sandbox_delete(f->ctx, "sbx-d2"), SAAS_ESTATE);
+	close_sandbox(f, "sbx-d2", 30, 0);
+	assert_fails(f->st->sandbox_delete(f->ctx, "sbx-d2"), SAAS_ESTATE);
+	assert_fails(f->st->sandbox_delete(f->ctx, "sbx-none"), SAAS_ENOTFOUND);
+}
+
 /* ---- executions ---- */
 
 static saas_store_execution exec_rec(const char *id, const char *sandbox, const char *account)
@@ -1304,6 +1351,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sandbox_set_expiry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_close_charges_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_close_zero_cost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_close_if_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_delete, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_fail_running, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
