@@ -99,12 +99,10 @@ static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 	return 0;
 }
 
-/* The engine's own bound on min_free_mb (16 TiB); 0 would mean "the default", so it is refused here. */
-#define MIN_FREE_MB_MAX (16u << 20)
-
+/* 1 to the engine's bound: 0 would mean "the default" to the engine, so it is refused here. */
 static int parse_min_free(const char *s, unsigned int *out)
 {
-	if (parse_uint(s, out, MIN_FREE_MB_MAX) < 0 || *out == 0)
+	if (parse_uint(s, out, SAAS_ENGINE_MIN_FREE_MB_MAX) < 0 || *out == 0)
 		return -1;
 	return 0;
 }
@@ -136,7 +134,7 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
 		return -1;
 	if ((v = getenv("AAS_MIN_FREE_MB")) && *v && parse_min_free(v, &cfg->min_free_mb) < 0) {
-		fprintf(stderr, "aas-server: AAS_MIN_FREE_MB: expected MiB, 1 to %u\n", MIN_FREE_MB_MAX);
+		fprintf(stderr, "aas-server: AAS_MIN_FREE_MB: expected MiB, 1 to %u\n", SAAS_ENGINE_MIN_FREE_MB_MAX);
 		return -1;
 	}
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
@@ -211,7 +209,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 			break;
 		case O_MINFREE:
 			if ((rc = parse_min_free(optarg, &cfg->min_free_mb)) < 0)
-				fprintf(stderr, "aas-server: --min-free-mb: expected MiB, 1 to %u\n", MIN_FREE_MB_MAX);
+				fprintf(stderr, "aas-server: --min-free-mb: expected MiB, 1 to %u\n",
+				        SAAS_ENGINE_MIN_FREE_MB_MAX);
 			break;
 		case O_LEVEL:
 			if ((cfg->log_level = parse_level(optarg)) < 0) {

@@ -63,6 +63,8 @@ typedef struct {
 
 /** Default of saas_engine_options.min_free_mb: 1 GiB. */
 #define SAAS_ENGINE_MIN_FREE_MB 1024
+/** The largest saas_engine_options.min_free_mb: 16 TiB. */
+#define SAAS_ENGINE_MIN_FREE_MB_MAX (16u << 20)
 
 /**
  * How long saas_engine_free() waits for a pooled VM being made (ms). Past it,
@@ -122,7 +124,7 @@ typedef struct {
 	 * and for the libvirt driver the one holding the VMs' overlays: below it,
 	 * creates are refused with SAAS_EBUSY, so that the disk keeps room to
 	 * record the ends of the sandboxes running. 0: SAAS_ENGINE_MIN_FREE_MB.
-	 * At most 16777216 (16 TiB).
+	 * At most SAAS_ENGINE_MIN_FREE_MB_MAX (16 TiB).
 	 */
 	unsigned int min_free_mb;
 } saas_engine_options;

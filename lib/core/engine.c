@@ -32,8 +32,6 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_REAPER_MS 1000
 #define DEFAULT_PREVIEW "http://{port}-{id}.localhost:8080/"
 
-#define MIN_FREE_MB_MAX (16u << 20)
-
 /* How much of saas_engine_options a caller of each version has: version 1 ends before `pool`. */
 static const size_t options_size[] = {
 	0,
@@ -346,8 +344,8 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return rc;
 	if (o->new_account_credit < 0)
 		return saas__inval("new_account_credit may not be negative");
-	if (o->min_free_mb > MIN_FREE_MB_MAX)
-		return saas__inval("min_free_mb %u is over %u (16 TiB)", o->min_free_mb, MIN_FREE_MB_MAX);
+	if (o->min_free_mb > SAAS_ENGINE_MIN_FREE_MB_MAX)
+		return saas__inval("min_free_mb %u is over %u (16 TiB)", o->min_free_mb, SAAS_ENGINE_MIN_FREE_MB_MAX);
 
 	if (!(e = calloc(1, sizeof(*e))))
 		return saas__oom();

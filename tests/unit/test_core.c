@@ -168,6 +168,10 @@ static void test_engine_bad_options(void **state)
 	o.new_account_credit = -1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	o.new_account_credit = 0;
+	o.min_free_mb = SAAS_ENGINE_MIN_FREE_MB_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "min_free_mb"));
+	o.min_free_mb = 0;
 	o.limits.max_timeout_s = 10;
 	o.limits.default_timeout_s = 20;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
