@@ -1407,7 +1407,7 @@ static void test_create_refused_leaves_no_row(void **state)
  * A full disk. The state directory is a filesystem of its own, 8 MiB, made
  * for the test (root only) and unmounted whatever happens.
  */
-#define SMALL_FS_MB 8
+#define SMALL_FS_OPTIONS "size=8m,mode=0700"
 #define SMALL_FREE_MB 2
 
 static char small_mnt[4096];
@@ -1516,7 +1516,7 @@ static void test_full_disk(void **state)
 	}
 	snprintf(small_mnt, sizeof(small_mnt), "%s/small", f->dir);
 	assert_int_equal(mkdir(small_mnt, 0700), 0);
-	if (mount("tmpfs", small_mnt, "tmpfs", 0, "size=" "8" "m,mode=0700") < 0) {
+	if (mount("tmpfs", small_mnt, "tmpfs", 0, SMALL_FS_OPTIONS) < 0) {
 		print_message("test_full_disk skipped: cannot mount a tmpfs (%s)\n", strerror(errno));
 		skip();
 	}
