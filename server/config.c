@@ -30,6 +30,8 @@ const char *aas_config_usage(void)
 	       "  --templates on|off      make sandboxes as clones of snapshot templates; default on [AAS_TEMPLATES]\n"
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
+	       "  --min-free-mb N         refuse creates (503) while the state filesystem has less than N MiB free;\n"
+	       "                          default 1024 [AAS_MIN_FREE_MB]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -148,6 +150,8 @@ static const struct num_option {
 	  1, SAAS_LIMIT_MAX, "requests" },
 	{ "execution-retention", "AAS_EXECUTION_RETENTION", offsetof(struct aas_config, retention_s), 1,
 	  10u * 366 * 86400, "seconds" },
+	{ "min-free-mb", "AAS_MIN_FREE_MB", offsetof(struct aas_config, min_free_mb), 1, SAAS_ENGINE_MIN_FREE_MB_MAX,
+	  "MiB" },
 	/* The connection policy. */
 	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
 	  "connections" },

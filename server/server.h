@@ -53,6 +53,7 @@ struct aas_config {
 	/* Requests per second per client address without a valid key (MCP discovery, previews, bad keys). */
 	unsigned int address_rate;
 	unsigned int preview_rate;     /* requests per second per client address to previews */
+	unsigned int min_free_mb;  /* creates refused below this free on the state filesystem; 0: the engine's default */
 };
 
 #define AAS_HEADER_TIMEOUT_DEFAULT 30     /* seconds */

@@ -57,9 +57,9 @@ typedef struct {
 /**
  * Version of saas_engine_options this header describes. Version 2 appended
  * `pool`, version 3 the tenant limits (`max_executions` to
- * `execution_retention_s`); callers built against an older version are still
- * accepted (their struct is read only as far as their version reached, and
- * what it lacks takes the defaults).
+ * `execution_retention_s`) and `min_free_mb`; callers built against an older
+ * version are still accepted (their struct is read only as far as their
+ * version reached, and what it lacks takes the defaults).
  */
 #define SAAS_ENGINE_OPTIONS_VERSION 3
 
@@ -73,6 +73,19 @@ typedef struct {
 #define SAAS_EXECUTION_RETENTION_DEFAULT 86400
 /** The most any per-account count or rate limit may be set to. */
 #define SAAS_LIMIT_MAX 100000
+
+/** Default of saas_engine_options.min_free_mb: 1 GiB. */
+#define SAAS_ENGINE_MIN_FREE_MB 1024
+/** The largest saas_engine_options.min_free_mb: 16 TiB. */
+#define SAAS_ENGINE_MIN_FREE_MB_MAX (16u << 20)
+
+/**
+ * How long saas_engine_free() waits for a pooled VM being made (ms). Past it,
+ * the free returns; the refill thread destroys that VM when its create
+ * returns, and if the process exits first, the next start's reconcile does
+ * (the VM has no row).
+ */
+#define SAAS_ENGINE_STOP_WAIT_MS 10000
 
 /** The most VMs one warm pool may hold (the N of "SIZE=N"). */
 #define SAAS_ENGINE_POOL_MAX 64
@@ -139,9 +152,17 @@ typedef struct {
 	 * (24 hours); at most ten years.
 	 */
 	int64_t execution_retention_s;
+	/**
+	 * Free space (MiB) the state directory's filesystem keeps (since version 3),
+	 * and for the libvirt driver the one holding the VMs' overlays: below it,
+	 * creates are refused with SAAS_EBUSY, so that the disk keeps room to
+	 * record the ends of the sandboxes running. 0: SAAS_ENGINE_MIN_FREE_MB.
+	 * At most SAAS_ENGINE_MIN_FREE_MB_MAX (16 TiB).
+	 */
+	unsigned int min_free_mb;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0 }
 
 /**
  * Open an engine on a state directory.
@@ -163,9 +184,12 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 /**
  * Stop the reaper and the pools' refill and release the engine. Sandboxes keep
  * running and keep their expiry; the next engine opened on the same state
- * reconciles them. Pooled VMs nobody claimed are destroyed (after the one the
- * refill may be making has finished). Clients opened on this engine must be
- * freed first. NULL is ignored.
+ * reconciles them. Pooled VMs nobody claimed are destroyed. A pooled VM being
+ * made is waited for at most SAAS_ENGINE_STOP_WAIT_MS; past that the free
+ * returns and the refill thread, when the driver's create returns, destroys
+ * that VM and finishes the release (until then the state directory stays
+ * locked, and the log and clock callbacks may still be called). Clients opened
+ * on this engine must be freed first. NULL is ignored.
  */
 SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
 

@@ -96,9 +96,11 @@ typedef struct {
  *         out of range, bad version or flag); SAAS_ECREDIT (the balance cannot pay
  *         for the minimum); SAAS_ELIMIT (too many sandboxes); SAAS_ENOTSUP (the
  *         driver cannot give the network policy asked for, e.g. "internet" where
- *         its host guard is not installed; nothing is billed); SAAS_EBACKEND (the
- *         VM did not come up; nothing is left behind and nothing is billed);
- *         SAAS_ESTORE; SAAS_ENOMEM.
+ *         its host guard is not installed; nothing is billed, and no sandbox is
+ *         listed: a request the driver refuses leaves no row); SAAS_EBACKEND (the
+ *         VM did not come up; nothing is left behind and nothing is billed; the
+ *         list shows it "failed"); SAAS_EBUSY (the server's state filesystem is
+ *         under its free-space threshold: try again later); SAAS_ESTORE; SAAS_ENOMEM.
  */
 SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *client, const saas_create_options *options, unsigned int flags);
 
@@ -136,7 +138,10 @@ SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, co
 
 /**
  * Destroy a sandbox: its VM, disk and sessions go, billing stops. Destroying a
- * destroyed sandbox succeeds and changes nothing.
+ * destroyed sandbox succeeds and changes nothing. The VM goes even when the
+ * store cannot record the end right now: the call then succeeds, the sandbox
+ * reads as destroyed, and the end is recorded (billed to this moment) when
+ * the store can.
  *
  * @param out [out, optional] the sandbox as destroyed, with its final cost.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_EBACKEND.

@@ -60,6 +60,7 @@ int64_t saas__accrued(const saas_store_sandbox *sb, int64_t now_ms)
 }
 
 struct sum_live {
+	saas_engine *e;
 	int64_t now;
 	int64_t accrued;
 	unsigned int live;
@@ -68,7 +69,13 @@ struct sum_live {
 static int add_live(void *ud, const saas_store_sandbox *sb)
 {
 	struct sum_live *s = ud;
+	saas_store_sandbox shown = *sb;
 
+	/* Ended, but not recorded yet: it costs what its close will charge, and is not live. */
+	if (saas__closes_view(s->e, &shown)) {
+		s->accrued += shown.cost_usd_micro;
+		return 0;
+	}
 	s->accrued += saas__accrued(sb, s->now);
 	s->live++;
 	return 0;
@@ -79,7 +86,7 @@ int saas__account_live_balance(saas_engine *e, const char *account_id, int64_t n
 {
 	saas_store_account acc;
 	saas_store_filter f;
-	struct sum_live s = { now_ms, 0, 0 };
+	struct sum_live s = { e, now_ms, 0, 0 };
 	int rc;
 
 	if ((rc = e->store->account_get(e->store_ctx, account_id, &acc)) < 0)

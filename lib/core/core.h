@@ -18,6 +18,24 @@
 /* How long a create may take before its sandbox counts as expired on top of its lifetime. */
 #define SAAS_CREATE_GRACE_S 900
 
+/*
+ * A sandbox whose VM is gone but whose close the store could not record yet
+ * (closes.c): recorded by a later sweep, or by the next start's reconcile.
+ */
+struct saas__pending_close {
+	char id[SAAS_ID_MAX + 1];
+	int reason;
+	int64_t destroyed_at_ms;
+	int64_t bill_until_ms;
+};
+
+struct saas__closes {
+	pthread_mutex_t mu;
+	struct saas__pending_close *items;
+	size_t count, cap;
+	int fd;                        /* STATE/closes.pending, allocated ahead; -1 if it could not be */
+};
+
 struct saas_engine {
 	char *state_dir;
 	char *default_image;
@@ -40,6 +58,10 @@ struct saas_engine {
 	int log_level;
 
 	int lock_fd;                   /* flock on STATE/engine.lock; -1 store-only */
+	uint64_t min_free_bytes;       /* creates are refused with less free on the state filesystem */
+	unsigned int stop_wait_ms;     /* how long saas_engine_free waits for a pool create in flight */
+
+	struct saas__closes closes;
 
 	/* The reaper. */
 	pthread_mutex_t mu;
@@ -104,6 +126,10 @@ int64_t saas__engine_now(saas_engine *e);
 void saas__log(saas_engine *e, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
 const saas_size *saas__engine_size(saas_engine *e, const char *name);
 int saas__engine_need_driver(saas_engine *e);
+/* Is the state filesystem (and the driver's overlay directory) above the free-space threshold? */
+int saas__engine_room(saas_engine *e);
+/* The end of saas_engine_free: driver, store, lock, memory. Also run by an abandoned pool refill. */
+void saas__engine_release(saas_engine *e);
 /* Deep copies of size tables (the names are owned). */
 int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size_t n);
 void saas__sizes_free(saas_size *sizes, size_t n);
@@ -128,8 +154,14 @@ int saas__local_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage
 
 /* sandbox.c */
 int saas__sandbox_get_owned(saas_client *c, const char *id, saas_store_sandbox *out);
+/* What closing sb billed up to bill_until_ms costs (never past its expiry). */
+int64_t saas__close_cost(const saas_store_sandbox *sb, int64_t bill_until_ms);
+/*
+ * Close sb's row. if_expires_at_ms > 0: only if its expiry is still that
+ * (SAAS_ESTATE otherwise: it was extended or made ready since it was read).
+ */
 int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
-                        int64_t bill_until_ms);
+                        int64_t bill_until_ms, int64_t if_expires_at_ms);
 int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
 int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out);
 
@@ -166,8 +198,16 @@ int saas__orphan_sweep(saas_engine *e);
 int saas__pool_setup(saas_engine *e, const char *spec);
 /* Start the refill thread (when there are pools). */
 int saas__pool_start(saas_engine *e);
-/* Stop and join the refill thread, destroy the VMs nobody claimed, free everything. */
+/* Destroy the VMs nobody claimed and free the pools (after saas__pool_stop). */
 void saas__pool_free(saas_engine *e);
+/*
+ * Stop the refill thread, waiting at most e->stop_wait_ms for the create it
+ * may be making. true: it is still making one, and now owns the rest of the
+ * teardown (it destroys that VM, then calls saas__engine_release).
+ */
+bool saas__pool_stop(saas_engine *e);
+/* Engines whose teardown an abandoned refill thread still owns (tests wait for 0). */
+extern unsigned int saas__engines_draining;
 /* Make one pooled VM if a pool is short and no failure asks to wait: 1 made, 0 nothing to do, or an error. */
 int saas__pool_refill(saas_engine *e);
 /* Is this VM pooled, or being made for a pool, right now? */
@@ -196,6 +236,25 @@ unsigned int saas__exec_running(saas_engine *e, const char *account_id);
 /* Take one create from the account's bucket, or SAAS_ELIMIT ("creates_per_minute") with the wait. */
 int saas__create_token_take(saas_engine *e, const char *account_id, unsigned int per_minute);
 void saas__tenants_free(saas_engine *e);
+
+/* closes.c: ending a sandbox whatever the store says */
+/* End only if the row's expiry is still sb->expires_at_ms (the reaper's re-check). */
+#define SAAS__END_IF_EXPIRY 1u
+/*
+ * Close sb's row (billed to bill_until_ms) and destroy its VM. When the store
+ * cannot record the close, the VM is destroyed all the same and the close is
+ * kept for a later sweep: SAAS_OK. SAAS_ESTATE (VM left alone) when
+ * SAAS__END_IF_EXPIRY finds a new expiry.
+ */
+int saas__sandbox_end(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
+                      int64_t bill_until_ms, unsigned int flags);
+int saas__closes_open(saas_engine *e);
+void saas__closes_free(saas_engine *e);
+/* Try again to record every pending close; returns how many are still pending. */
+size_t saas__closes_retry(saas_engine *e);
+bool saas__closes_pending(saas_engine *e, const char *id);
+/* Show a live row whose close is pending as it will be recorded; true if it was. */
+bool saas__closes_view(saas_engine *e, saas_store_sandbox *row);
 
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -31,9 +32,13 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_REAPER_MS 1000
 #define DEFAULT_PREVIEW "http://{port}-{id}.localhost:8080/"
 
-/* How much of saas_engine_options older callers have: version 1 ends before `pool`, 2 before the tenant limits. */
-#define OPTIONS_V1_SIZE offsetof(saas_engine_options, pool)
-#define OPTIONS_V2_SIZE offsetof(saas_engine_options, max_executions)
+/* How much of saas_engine_options a caller of each version has: version 1 ends before `pool`, 2 before the tenant limits. */
+static const size_t options_size[] = {
+	0,
+	offsetof(saas_engine_options, pool),
+	offsetof(saas_engine_options, max_executions),
+	sizeof(saas_engine_options),
+};
 
 /* Ten years: longer is a typo, and the retention's milliseconds must not overflow. */
 #define RETENTION_MAX_S ((int64_t)10 * 366 * 86400)
@@ -85,6 +90,47 @@ const saas_size *saas__engine_size(saas_engine *e, const char *name)
 		if (strcmp(e->sizes[i].name, name) == 0)
 			return &e->sizes[i];
 	return NULL;
+}
+
+/* Free bytes for an unprivileged writer on path's filesystem, or -1 if it cannot be read. */
+static int64_t free_bytes(const char *path)
+{
+	struct statvfs st;
+
+	if (statvfs(path, &st) < 0)
+		return -1;
+	return (int64_t)((uint64_t)st.f_bavail * st.f_frsize);
+}
+
+int saas__engine_room(saas_engine *e)
+{
+	char *overlays = NULL;
+	const char *paths[2];
+	size_t n = 0;
+	int rc = SAAS_OK;
+
+	paths[n++] = e->state_dir;
+	/* The libvirt driver keeps each VM's overlay under STATE/libvirt/vms, which may be a mount of its own. */
+	if (e->driver && strcmp(e->driver->name, "libvirt") == 0) {
+		if (asprintf(&overlays, "%s/libvirt/vms", e->state_dir) < 0)
+			return saas__oom();
+		paths[n++] = overlays;
+	}
+	for (size_t i = 0; i < n && rc == SAAS_OK; i++) {
+		int64_t have = free_bytes(paths[i]);
+		/* A check that cannot run refuses nothing (the overlay directory appears with the first VM). */
+		if (have < 0 || (uint64_t)have >= e->min_free_bytes)
+			continue;
+		saas__log(e, SAAS_LOG_WARN, "%s has %lld MiB free, under the %llu MiB kept free: refusing creates",
+		          paths[i], (long long)(have >> 20), (unsigned long long)(e->min_free_bytes >> 20));
+		/* The tenant learns that the server is short of space, not where its files are. */
+		rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_OS, ENOSPC,
+		                 "the server is short of disk space (%lld MiB free, %llu MiB kept free); "
+		                 "no new sandbox until an operator frees some; try again later",
+		                 (long long)(have >> 20), (unsigned long long)(e->min_free_bytes >> 20));
+	}
+	free(overlays);
+	return rc;
 }
 
 int saas__engine_need_driver(saas_engine *e)
@@ -297,7 +343,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	if (version < 1 || version > SAAS_ENGINE_OPTIONS_VERSION)
 		return saas__inval("engine options version %u is not 1 to %u", version, SAAS_ENGINE_OPTIONS_VERSION);
 	if (version < SAAS_ENGINE_OPTIONS_VERSION) {
-		memcpy(&upgraded, o, version == 1 ? OPTIONS_V1_SIZE : OPTIONS_V2_SIZE);
+		memcpy(&upgraded, o, options_size[version]);
 		upgraded.version = SAAS_ENGINE_OPTIONS_VERSION;
 		o = &upgraded;
 	}
@@ -315,13 +361,19 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return rc;
 	if (o->new_account_credit < 0)
 		return saas__inval("new_account_credit may not be negative");
+	if (o->min_free_mb > SAAS_ENGINE_MIN_FREE_MB_MAX)
+		return saas__inval("min_free_mb %u is over %u (16 TiB)", o->min_free_mb, SAAS_ENGINE_MIN_FREE_MB_MAX);
 
 	if (!(e = calloc(1, sizeof(*e))))
 		return saas__oom();
 	e->lock_fd = -1;
+	e->closes.fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cond, NULL);
 	pthread_mutex_init(&e->tenants_mu, NULL);
+	pthread_mutex_init(&e->closes.mu, NULL);
+	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
+	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
 	e->flags = o->flags;
 	e->clock = o->clock ? o->clock : real_clock;
 	e->clock_userdata = o->clock_userdata;
@@ -369,7 +421,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	if ((rc = open_store(e, o->store_url)) < 0)
 		goto fail;
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY)) {
-		if ((rc = open_driver(e, o)) < 0)
+		if ((rc = saas__closes_open(e)) < 0 || (rc = open_driver(e, o)) < 0)
 			goto fail;
 		/* Reconcile first: it destroys a previous run's pooled VMs, which have no row. */
 		if ((rc = saas__reconcile(e)) < 0)
@@ -398,12 +450,35 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	while (e->background > 0)
 		pthread_cond_wait(&e->cond, &e->mu);
 	pthread_mutex_unlock(&e->mu);
-	/* After the reaper (which asks the pool what it owns), before the driver goes. */
+	/* A last try for ends the store refused; what is left waits in STATE for the next start. */
+	if (e->store && e->driver)
+		saas__closes_retry(e);
+	/*
+	 * After the reaper (which asks the pool what it owns), before the driver
+	 * goes. A pooled VM still being made past the bound is left to the refill
+	 * thread, which needs the driver until its create returns: it releases the
+	 * rest. The store it never uses is closed now.
+	 */
+	if (saas__pool_stop(e)) {
+		saas__log(e, SAAS_LOG_WARN, "a pooled VM is still being made after %u ms; not waiting for it "
+		          "(it is destroyed when made, or by the next start)", e->stop_wait_ms);
+		if (e->store)
+			e->store->close(e->store_ctx);
+		e->store = NULL;
+		return;
+	}
+	saas__engine_release(e);
+}
+
+void saas__engine_release(saas_engine *e)
+{
 	saas__pool_free(e);
 	if (e->driver && e->driver->close)
 		e->driver->close(e->driver_ctx);
 	if (e->store)
 		e->store->close(e->store_ctx);
+	saas__closes_free(e);
+	pthread_mutex_destroy(&e->closes.mu);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
 	saas__sizes_free(e->sizes, e->nsizes);
@@ -475,6 +550,7 @@ SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info)
 }
 
 struct count_live {
+	saas_engine *e;
 	saas_engine_stats *stats;
 	char (*accounts)[SAAS_ID_MAX + 1];
 	size_t naccounts, cap;
@@ -484,8 +560,12 @@ struct count_live {
 static int count_live(void *ud, const saas_store_sandbox *sb)
 {
 	struct count_live *c = ud;
+	saas_store_sandbox shown = *sb;
 	size_t i;
 
+	/* Ended already, its close waiting for the store: not live. */
+	if (saas__closes_view(c->e, &shown))
+		return 0;
 	if (sb->status == SAAS_SANDBOX_CREATING)
 		c->stats->creating++;
 	else if (sb->status == SAAS_SANDBOX_READY)
@@ -509,7 +589,7 @@ static int count_live(void *ud, const saas_store_sandbox *sb)
 
 SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
 {
-	struct count_live c = { NULL, NULL, 0, 0, SAAS_OK };
+	struct count_live c = { e, NULL, NULL, 0, 0, SAAS_OK };
 	saas_store_filter f;
 	int rc;
 

@@ -14,7 +14,14 @@
  * The refill is bounded: one create in flight at a time, engine-wide, so a
  * burst of claims is replaced as fast as the driver makes one VM after
  * another and never by a stampede of boots; a failing driver is retried after
- * a delay that doubles from 1 s up to a minute.
+ * a delay that doubles from 1 s up to a minute. It makes nothing while the
+ * state filesystem is short of space (saas__engine_room).
+ *
+ * Stopping waits for the create in flight for a bounded time only (a cold
+ * boot can outlast a service manager's stop timeout). Past it, the thread is
+ * left to finish: when the driver returns it destroys what it made and
+ * releases the engine itself; if the process ends first, the VM has no row
+ * and the next start's reconcile destroys it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -56,7 +63,11 @@ struct saas__pools {
 	int64_t retry_at_ms;           /* engine clock: after a failure, no create before this */
 	pthread_t thread;
 	bool running, stopping;
+	bool exited;                   /* the refill thread has left its loop and touches nothing more */
+	bool abandoned;                /* engine_free stopped waiting: the thread finishes the release */
 };
+
+unsigned int saas__engines_draining;
 
 static char *trim(char *s)
 {
@@ -233,6 +244,13 @@ int saas__pool_refill(saas_engine *e)
 		pthread_mutex_unlock(&p->mu);
 		return 0;
 	}
+	/* A pooled VM's overlay takes room a running sandbox's end may need: back off as on a failure. */
+	if (saas__engine_room(e) < 0) {
+		p->backoff_ms = BACKOFF_MAX_MS;
+		p->retry_at_ms = now + p->backoff_ms;
+		pthread_mutex_unlock(&p->mu);
+		return 0;
+	}
 	if ((rc = saas__id_new(name, "sbx-", 20)) < 0) {
 		pthread_mutex_unlock(&p->mu);
 		return rc;
@@ -292,6 +310,7 @@ static void *refill_main(void *arg)
 	saas_engine *e = arg;
 	struct saas__pools *p = e->pools;
 	struct timespec ts;
+	bool abandoned;
 
 	pthread_mutex_lock(&p->mu);
 	while (!p->stopping) {
@@ -321,7 +340,15 @@ static void *refill_main(void *arg)
 		}
 		pthread_cond_timedwait(&p->cond, &p->mu, &ts);
 	}
+	abandoned = p->abandoned;
+	p->exited = true;
+	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->mu);
+	if (abandoned) {
+		/* Nobody waits for this thread: what it made is destroyed with the rest. */
+		saas__engine_release(e);
+		__atomic_sub_fetch(&saas__engines_draining, 1, __ATOMIC_SEQ_CST);
+	}
 	return NULL;
 }
 
@@ -338,31 +365,78 @@ int saas__pool_start(saas_engine *e)
 	return SAAS_OK;
 }
 
+/*
+ * No client is left to claim: what is still pooled was never handed out.
+ * Each is taken out under the lock and destroyed outside it, as an abandoned
+ * refill thread may still add the one it was making.
+ */
+static void destroy_unclaimed(saas_engine *e, struct saas__pools *p)
+{
+	for (size_t i = 0; e->driver && i < p->n; i++) {
+		struct pool *pl = &p->items[i];
+		char name[SAAS_ID_MAX + 1];
+
+		for (;;) {
+			pthread_mutex_lock(&p->mu);
+			if (pl->nslots == 0) {
+				pthread_mutex_unlock(&p->mu);
+				break;
+			}
+			saas__strlcpy(name, pl->slots[--pl->nslots].name, sizeof(name));
+			pthread_mutex_unlock(&p->mu);
+			saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): destroying unclaimed VM %s", pl->size, pl->image,
+			          name);
+			if (e->driver->vm_destroy(e->driver_ctx, name) < 0)
+				saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the next start destroys it",
+				          name, saas_error_last()->message);
+		}
+	}
+}
+
+bool saas__pool_stop(saas_engine *e)
+{
+	struct saas__pools *p = e->pools;
+	struct timespec deadline;
+	bool abandoned = false;
+
+	if (!p || !p->running)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += e->stop_wait_ms / 1000;
+	deadline.tv_nsec += (long)(e->stop_wait_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&p->mu);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->cond);
+	/* The driver cannot be interrupted mid-create: wait for it, but only so long. */
+	while (!p->exited)
+		if (pthread_cond_timedwait(&p->cond, &p->mu, &deadline) == ETIMEDOUT && !p->exited) {
+			p->abandoned = abandoned = true;
+			__atomic_add_fetch(&saas__engines_draining, 1, __ATOMIC_SEQ_CST);
+			break;
+		}
+	pthread_mutex_unlock(&p->mu);
+	if (abandoned) {
+		pthread_detach(p->thread);
+		/* The ready ones need not wait for the thread. */
+		destroy_unclaimed(e, p);
+	} else {
+		pthread_join(p->thread, NULL);
+		p->running = false;
+	}
+	return abandoned;
+}
+
 void saas__pool_free(saas_engine *e)
 {
 	struct saas__pools *p = e->pools;
 
 	if (!p)
 		return;
-	if (p->running) {
-		pthread_mutex_lock(&p->mu);
-		p->stopping = true;
-		pthread_cond_broadcast(&p->cond);
-		pthread_mutex_unlock(&p->mu);
-		/* Waits for the create in flight, if any: the driver cannot be interrupted mid-create. */
-		pthread_join(p->thread, NULL);
-		p->running = false;
-	}
-	/* No client is left to claim: what is still pooled was never handed out. */
-	for (size_t i = 0; e->driver && i < p->n; i++)
-		for (unsigned int j = 0; j < p->items[i].nslots; j++) {
-			const char *name = p->items[i].slots[j].name;
-			saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): destroying unclaimed VM %s", p->items[i].size,
-			          p->items[i].image, name);
-			if (e->driver->vm_destroy(e->driver_ctx, name) < 0)
-				saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the next start destroys it",
-				          name, saas_error_last()->message);
-		}
+	destroy_unclaimed(e, p);
 	pools_free(p);
 	e->pools = NULL;
 }

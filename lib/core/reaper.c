@@ -68,25 +68,24 @@ static char *heartbeat_path(saas_engine *e)
 
 /*
  * The heartbeat file's content is the engine clock at the last sweep: after a
- * crash it is the last moment the engine knew its VMs were running.
+ * crash it is the last moment the engine knew its VMs were running. One
+ * fixed-width record, overwritten in place: a write within the first sector
+ * is whole or absent, and needs no new block, so it goes on on a full disk.
  */
 static void heartbeat_write(saas_engine *e, int64_t now)
 {
-	char *path = heartbeat_path(e), *tmp = NULL, buf[32];
+	char *path = heartbeat_path(e), buf[32];
 	int fd, n;
 
-	if (!path || asprintf(&tmp, "%s.tmp", path) < 0)
-		goto out;
-	n = snprintf(buf, sizeof(buf), "%lld\n", (long long)now);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		goto out;
-	if (write(fd, buf, (size_t)n) == n && close(fd) == 0)
-		rename(tmp, path);
-	else
-		unlink(tmp);
-out:
-	free(tmp);
+	if (!path)
+		return;
+	n = snprintf(buf, sizeof(buf), "%020lld\n", (long long)now);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		if (pwrite(fd, buf, (size_t)n, 0) != n)
+			saas__log(e, SAAS_LOG_WARN, "cannot write %s: %s", path, strerror(errno));
+		close(fd);
+	}
 	free(path);
 }
 
@@ -163,6 +162,8 @@ int saas__reconcile(saas_engine *e)
 	int64_t now = saas__engine_now(e), last_known = heartbeat_read(e);
 	int rc;
 
+	/* Ends a previous engine could not record (closes.c read them at open), at the moments they happened. */
+	saas__closes_retry(e);
 	if ((rc = live_rows(e, &live)) < 0)
 		return saas__error_wrap(rc, "reconcile");
 	if (last_known <= 0 || last_known > now)
@@ -171,12 +172,16 @@ int saas__reconcile(saas_engine *e)
 		saas_store_sandbox *sb = &live.items[i];
 		int state = SAAS_VM_ABSENT;
 
+		/* Ended already, the store still refusing to record it: the sweeps keep trying. */
+		if (saas__closes_pending(e, sb->id)) {
+			sb->status = SAAS_SANDBOX_DESTROYED;
+			continue;
+		}
 		/* Executions that were running belonged to the engine that died. */
 		e->store->execution_fail_running(e->store_ctx, sb->id, "the engine restarted while it ran", now);
 		if (sb->status == SAAS_SANDBOX_CREATING) {
 			/* A create that never finished: nothing was billed, nothing may remain. */
-			e->driver->vm_destroy(e->driver_ctx, sb->id);
-			saas__sandbox_close(e, sb, SAAS_END_FAILED, now, 0);
+			saas__sandbox_end(e, sb, SAAS_END_FAILED, now, 0, 0);
 			continue;
 		}
 		if (e->driver->vm_state(e->driver_ctx, sb->id, &state) < 0)
@@ -185,8 +190,7 @@ int saas__reconcile(saas_engine *e)
 			/* The VM died while no engine watched: bill to the last moment we knew it ran. */
 			int64_t until = last_known > sb->ready_at_ms ? last_known : sb->ready_at_ms;
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s has no running VM; closing it", sb->id);
-			e->driver->vm_destroy(e->driver_ctx, sb->id);
-			saas__sandbox_close(e, sb, SAAS_END_LOST, until, until);
+			saas__sandbox_end(e, sb, SAAS_END_LOST, until, until, 0);
 			sb->status = SAAS_SANDBOX_DESTROYED;
 		}
 	}
@@ -205,14 +209,24 @@ int saas__reconcile(saas_engine *e)
 	return rc < 0 ? saas__error_wrap(rc, "reconcile: listing VMs") : SAAS_OK;
 }
 
-static int close_and_destroy(saas_engine *e, saas_store_sandbox *sb, int reason, int64_t now, int64_t bill_until)
+/*
+ * End a sandbox the sweep read as over. The close re-checks, in the store,
+ * that its expiry is still the one read: an extend that landed since keeps it
+ * (and its VM) alive, and the next sweep looks again.
+ */
+static int sweep_end(saas_engine *e, saas_store_sandbox *sb, int reason, int64_t now, int64_t bill_until)
 {
-	int rc = saas__sandbox_close(e, sb, reason, bill_until < now ? bill_until : now, bill_until);
+	int rc = saas__sandbox_end(e, sb, reason, bill_until < now ? bill_until : now, bill_until,
+	                           SAAS__END_IF_EXPIRY);
 
-	if (rc < 0)
+	if (rc == SAAS_ESTATE) {
+		saas__log(e, SAAS_LOG_INFO, "sandbox %s was extended meanwhile; it runs on", sb->id);
 		return rc;
-	if (e->driver->vm_destroy(e->driver_ctx, sb->id) < 0)
-		saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed: %s", sb->id, saas_error_last()->message);
+	}
+	if (rc < 0) {
+		saas__log(e, SAAS_LOG_ERROR, "ending sandbox %s failed: %s", sb->id, saas_error_last()->message);
+		return rc;
+	}
 	sb->status = SAAS_SANDBOX_DESTROYED;
 	return SAAS_OK;
 }
@@ -244,7 +258,7 @@ static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int
 			continue;
 		for (size_t k = i; k < j; k++) {
 			saas__log(e, SAAS_LOG_WARN, "account %s is out of credit; destroying %s", acc.id, ready[k].id);
-			if (close_and_destroy(e, &ready[k], SAAS_END_CREDIT, now, at) == SAAS_OK)
+			if (sweep_end(e, &ready[k], SAAS_END_CREDIT, now, at) == SAAS_OK)
 				(*destroyed)++;
 		}
 	}
@@ -277,6 +291,8 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 	unsigned int count = 0;
 	int rc;
 
+	/* Ends the store could not record before: their VMs are gone already. */
+	saas__closes_retry(e);
 	if ((rc = live_rows(e, &live)) < 0)
 		return rc;
 	/*
@@ -291,33 +307,35 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 			rc = saas__oom();
 			goto out;
 		}
+		/* Those whose end waits to be recorded are over: nothing more to decide about them. */
 		for (size_t i = 0; i < live.count; i++)
-			if (live.items[i].status == SAAS_SANDBOX_READY)
+			if (live.items[i].status == SAAS_SANDBOX_READY && !saas__closes_pending(e, live.items[i].id))
 				sorted[k++] = live.items[i];
 		nready = k;
 		for (size_t i = 0; i < live.count; i++)
-			if (live.items[i].status == SAAS_SANDBOX_CREATING)
+			if (live.items[i].status == SAAS_SANDBOX_CREATING && !saas__closes_pending(e, live.items[i].id))
 				sorted[k++] = live.items[i];
 		free(live.items);
 		live.items = sorted;
 		live.count = k;
-		if ((rc = sweep_credit(e, live.items, nready, now, &count)) < 0)
-			goto out;
+		/* A failure here must not spare the expired ones below. */
+		if (sweep_credit(e, live.items, nready, now, &count) < 0)
+			saas__log(e, SAAS_LOG_ERROR, "reaper: checking credit failed: %s", saas_error_last()->message);
 	}
+	/* One sandbox the store fails on must not spare the others: each is ended on its own. */
 	for (size_t i = 0; i < live.count; i++) {
 		saas_store_sandbox *sb = &live.items[i];
 		if (sb->status == SAAS_SANDBOX_DESTROYED || sb->expires_at_ms > now)
 			continue;
 		if (sb->status == SAAS_SANDBOX_CREATING) {
 			/* Still being made by a create call: it will find the row closed and clean up. */
-			rc = saas__sandbox_close(e, sb, SAAS_END_EXPIRED, now, now);
-			sb->status = SAAS_SANDBOX_DESTROYED;
-			count++;
-		} else if ((rc = close_and_destroy(e, sb, SAAS_END_EXPIRED, now, sb->expires_at_ms)) == SAAS_OK) {
+			if (saas__sandbox_close(e, sb, SAAS_END_EXPIRED, now, now, sb->expires_at_ms) == SAAS_OK) {
+				sb->status = SAAS_SANDBOX_DESTROYED;
+				count++;
+			}
+		} else if (sweep_end(e, sb, SAAS_END_EXPIRED, now, sb->expires_at_ms) == SAAS_OK) {
 			count++;
 		}
-		if (rc < 0)
-			goto out;
 	}
 	if (++e->sweeps % ORPHAN_SWEEP_EVERY == 0) {
 		size_t k = 0;

@@ -17,6 +17,8 @@ int saas__sandbox_get_owned(saas_client *c, const char *id, saas_store_sandbox *
 	/* Another account's sandbox does not exist, as far as this client can tell. */
 	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && strcmp(out->account_id, c->account_id) != 0))
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "no sandbox '%s'", id);
+	if (rc == SAAS_OK)
+		saas__closes_view(e, out);
 	return rc;
 }
 
@@ -148,22 +150,27 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 	return SAAS_OK;
 }
 
+int64_t saas__close_cost(const saas_store_sandbox *sb, int64_t bill_until_ms)
+{
+	saas_store_sandbox billed = *sb;
+
+	billed.status = SAAS_SANDBOX_DESTROYED;
+	billed.destroyed_at_ms = bill_until_ms;
+	return saas_cost(sb->usd_micro_per_hour, saas__billed_seconds(&billed, bill_until_ms));
+}
+
 /*
  * Close a sandbox's row: destroyed, billed up to bill_until_ms (never past its
  * expiry), executions still running marked failed. The store makes this
  * idempotent, so two sweeps or a sweep and a user racing bill it once.
  */
 int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
-                        int64_t bill_until_ms)
+                        int64_t bill_until_ms, int64_t if_expires_at_ms)
 {
-	saas_store_sandbox billed = *sb;
-	int64_t cost;
+	int64_t cost = saas__close_cost(sb, bill_until_ms);
 	int closed = 0, rc;
 
-	billed.status = SAAS_SANDBOX_DESTROYED;
-	billed.destroyed_at_ms = bill_until_ms;
-	cost = saas_cost(sb->usd_micro_per_hour, saas__billed_seconds(&billed, bill_until_ms));
-	rc = e->store->sandbox_close(e->store_ctx, sb->id, reason, destroyed_at_ms, cost, &closed);
+	rc = e->store->sandbox_close(e->store_ctx, sb->id, reason, destroyed_at_ms, cost, if_expires_at_ms, &closed);
 	if (rc < 0)
 		return rc;
 	if (closed) {
@@ -173,18 +180,6 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
 		e->store->execution_fail_running(e->store_ctx, sb->id, "the sandbox was destroyed", destroyed_at_ms);
 	}
 	return SAAS_OK;
-}
-
-static int destroy_vm(saas_engine *e, const char *id)
-{
-	int rc = e->driver->vm_destroy(e->driver_ctx, id);
-
-	/* The row is closed regardless: billing must stop, and a VM that outlived
-	 * its row is found and destroyed by the reaper's orphan sweep. */
-	if (rc < 0)
-		saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the reaper will retry",
-		          id, saas_error_last()->message);
-	return rc;
 }
 
 /* A new row for an account's sandbox of this size and image; the caller sets times and status. */
@@ -253,7 +248,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 			char msg[1024];
 			/* The message lives in this thread's error slot, which the calls below overwrite. */
 			snprintf(msg, sizeof(msg), "%s", saved.message);
-			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0);
+			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0, 0);
 			e->driver->vm_destroy(e->driver_ctx, name);
 			saas__pool_release(e, name, SAAS_POOL_DROP);
 			return saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
@@ -306,6 +301,10 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 		                   size->name, saas_usd_format(want, sizeof(want), need));
 	}
 
+	/* A full disk would leave no room to record the sandbox's end, nor for its overlay to grow. */
+	if ((rc = saas__engine_room(e)) < 0)
+		return rc;
+
 	/*
 	 * Every create that got this far counts against the rate, made or not: a
 	 * refused one still costs the store and, from here on, maybe a VM boot.
@@ -347,14 +346,22 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
 		saas_error saved = *saas_error_last();
 		char msg[1024];
+		/* ENOTSUP: the driver cannot give what was asked (a network policy); say so as such. */
+		int code = rc == SAAS_EINVAL || rc == SAAS_ENOTFOUND ? SAAS_EINVAL
+		           : rc == SAAS_ENOTSUP                      ? SAAS_ENOTSUP
+		                                                     : SAAS_EBACKEND;
 		snprintf(msg, sizeof(msg), "%s", saved.message);
 		e->driver->vm_destroy(e->driver_ctx, row.id);
-		saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0);
-		/* ENOTSUP: the driver cannot give what was asked (a network policy); say so as such. */
-		return saas__error(rc == SAAS_EINVAL || rc == SAAS_ENOTFOUND ? SAAS_EINVAL
-		                   : rc == SAAS_ENOTSUP                      ? SAAS_ENOTSUP
-		                                                             : SAAS_EBACKEND,
-		                   saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
+		/*
+		 * A request the driver refuses (an image it lacks, a network it cannot
+		 * guard) never made a sandbox: its row goes, and the account's list and
+		 * count show nothing. A create that failed keeps its failed row. If the
+		 * row cannot go, it is closed failed, unbilled, as a failure's is.
+		 */
+		if (code == SAAS_EBACKEND || !e->store->sandbox_delete ||
+		    e->store->sandbox_delete(e->store_ctx, row.id) < 0)
+			saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
+		return saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
 		                   "sandbox could not be created: %s", msg);
 	}
 	now = saas__engine_now(e);
@@ -367,7 +374,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 		snprintf(msg, sizeof(msg), "%s", saved.message); /* the calls below overwrite this thread's error */
 		e->driver->vm_destroy(e->driver_ctx, row.id);
 		if (rc != SAAS_ESTATE)
-			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0);
+			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0, 0);
 		return saas__error(rc, saved.klass, saved.backend_code, "%s",
 		                   rc == SAAS_ESTATE ? "the sandbox was destroyed while it was being created" : msg);
 	}
@@ -406,6 +413,7 @@ static int parse_cursor(const char *cursor, int64_t *created, char *id, size_t i
 
 struct collect_sandboxes {
 	saas_engine *e;
+	bool active_only;
 	saas_sandbox_list *list;
 	size_t cap;
 	int rc;
@@ -425,7 +433,12 @@ static int collect_sandbox(void *ud, const saas_store_sandbox *row)
 		c->list->items = items;
 		c->cap = cap;
 	}
-	if ((c->rc = saas__sandbox_public(c->e, row, &c->list->items[c->list->count])) < 0)
+	saas_store_sandbox shown = *row;
+
+	/* Ended, but the store could not record it yet: shown as it will be. */
+	if (saas__closes_view(c->e, &shown) && c->active_only)
+		return 0;
+	if ((c->rc = saas__sandbox_public(c->e, &shown, &c->list->items[c->list->count])) < 0)
 		return 1;
 	c->list->count++;
 	return 0;
@@ -434,7 +447,7 @@ static int collect_sandbox(void *ud, const saas_store_sandbox *row)
 int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
                       saas_sandbox_list **out)
 {
-	struct collect_sandboxes cs = { c->engine, NULL, 0, SAAS_OK };
+	struct collect_sandboxes cs = { c->engine, (flags & SAAS_LIST_ACTIVE) != 0, NULL, 0, SAAS_OK };
 	saas_store_filter f;
 	char cursor_id[SAAS_ID_MAX + 1];
 	int rc;
@@ -506,11 +519,13 @@ int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **o
 		return rc;
 	if (row.status != SAAS_SANDBOX_DESTROYED) {
 		now = saas__engine_now(e);
-		/* Close first so billing stops at this moment, however long the VM takes to go. */
-		if ((rc = saas__sandbox_close(e, &row, SAAS_END_USER, now, now)) < 0)
+		/*
+		 * Billing stops at this moment, however long the VM takes to go; the VM
+		 * goes even if the store cannot record that now (then a later sweep does).
+		 */
+		if ((rc = saas__sandbox_end(e, &row, SAAS_END_USER, now, now, 0)) < 0)
 			return rc;
-		destroy_vm(e, id);
-		if ((rc = e->store->sandbox_get(e->store_ctx, id, &row)) < 0)
+		if ((rc = saas__sandbox_get_owned(c, id, &row)) < 0)
 			return rc;
 	}
 	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;

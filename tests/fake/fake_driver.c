@@ -31,6 +31,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vm vms[MAX_VMS];
 static struct file files[MAX_FILES];
 static unsigned int fail_creates, create_calls;
+static int refuse_internet;
 static saas_fake_create_fn on_create;
 static void *on_create_ud;
 
@@ -70,6 +71,7 @@ void saas_fake_reset(void)
 	memset(files, 0, sizeof(files));
 	memset(vms, 0, sizeof(vms));
 	fail_creates = create_calls = 0;
+	refuse_internet = 0;
 	on_create = NULL;
 	on_create_ud = NULL;
 	pthread_mutex_unlock(&mu);
@@ -100,6 +102,13 @@ void saas_fake_fail_creates(unsigned int n)
 {
 	pthread_mutex_lock(&mu);
 	fail_creates = n;
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_refuse_internet(int on)
+{
+	pthread_mutex_lock(&mu);
+	refuse_internet = on;
 	pthread_mutex_unlock(&mu);
 }
 
@@ -174,6 +183,10 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		fail_creates--;
 		pthread_mutex_unlock(&mu);
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this create fails as the test asked");
+	}
+	if (refuse_internet && spec->internet == 1) {
+		pthread_mutex_unlock(&mu);
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
 	}
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name);
 	fn = on_create;

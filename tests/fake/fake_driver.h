@@ -32,6 +32,8 @@ void saas_fake_fail_creates(unsigned int n);
 void saas_fake_vm_stop(const char *name);
 /* Add a VM nobody asked for (what a crashed engine might leave). */
 void saas_fake_vm_add(const char *name);
+/* Refuse (SAAS_ENOTSUP) every create that asks for the internet, as a host that cannot guard it does. */
+void saas_fake_refuse_internet(int on);
 /* How many times vm_create was called. */
 unsigned int saas_fake_create_calls(void);
 /*

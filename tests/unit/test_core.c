@@ -4,6 +4,8 @@
  * billing to the micro-dollar, the reaper on a fake clock, reconcile, and bad
  * input to every call.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -163,6 +168,10 @@ static void test_engine_bad_options(void **state)
 	o.new_account_credit = -1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	o.new_account_credit = 0;
+	o.min_free_mb = SAAS_ENGINE_MIN_FREE_MB_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "min_free_mb"));
+	o.min_free_mb = 0;
 	o.limits.max_timeout_s = 10;
 	o.limits.default_timeout_s = 20;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
@@ -1499,6 +1508,370 @@ static void test_options_v2(void **state)
 	saas_engine_info_free(info);
 }
 
+/*
+ * A store around the engine's real one, for races and outages no real store
+ * gives on demand: while `store_down` is set every sandbox write fails as a
+ * full disk or a lost database makes it fail; `after_list` runs once after
+ * the next listing of live sandboxes (the reaper's snapshot).
+ */
+static saas_store wrapped;
+static const saas_store *real_store;
+static int store_down;
+static void (*after_list)(void);
+
+static int refuse_write(void)
+{
+	return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 13, "test: the store cannot write");
+}
+
+static int w_insert(void *ctx, const saas_store_sandbox *sb, unsigned int max_live)
+{
+	return store_down ? refuse_write() : real_store->sandbox_insert(ctx, sb, max_live);
+}
+
+static int w_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
+{
+	return store_down ? refuse_write() : real_store->sandbox_set_ready(ctx, id, ready_at_ms, expires_at_ms);
+}
+
+static int w_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
+{
+	return store_down ? refuse_write() : real_store->sandbox_set_expiry(ctx, id, expires_at_ms);
+}
+
+static int w_close(void *ctx, const char *id, int reason, int64_t at, int64_t cost, int64_t if_expires, int *closed)
+{
+	return store_down ? refuse_write() : real_store->sandbox_close(ctx, id, reason, at, cost, if_expires, closed);
+}
+
+static int w_fail_running(void *ctx, const char *id, const char *error, int64_t at_ms)
+{
+	return store_down ? refuse_write() : real_store->execution_fail_running(ctx, id, error, at_ms);
+}
+
+static int w_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *ud)
+{
+	int rc = real_store->sandbox_list(ctx, filter, fn, ud);
+	void (*hook)(void) = after_list;
+
+	if (hook && filter && filter->live > 0 && !filter->account_id) {
+		after_list = NULL;
+		hook();
+	}
+	return rc;
+}
+
+static void wrap_store(struct fixture *f)
+{
+	real_store = f->engine->store;
+	wrapped = *real_store;
+	wrapped.sandbox_insert = w_insert;
+	wrapped.sandbox_set_ready = w_set_ready;
+	wrapped.sandbox_set_expiry = w_set_expiry;
+	wrapped.sandbox_close = w_close;
+	wrapped.execution_fail_running = w_fail_running;
+	wrapped.sandbox_list = w_list;
+	f->engine->store = &wrapped;
+	store_down = 0;
+	after_list = NULL;
+}
+
+/* What the ledger has charged account a: closes recorded, not what live sandboxes accrue. */
+static int64_t charged(struct fixture *f)
+{
+	saas_store_account acc;
+
+	assert_int_equal(f->engine->store->account_get(f->engine->store_ctx, f->account_a, &acc), SAAS_OK);
+	return acc.charged_usd_micro;
+}
+
+static void get_row(struct fixture *f, const char *id, saas_store_sandbox *row)
+{
+	assert_int_equal(f->engine->store->sandbox_get(f->engine->store_ctx, id, row), SAAS_OK);
+}
+
+/* The extend the user made lands after the reaper read the sandbox as expired. */
+static struct fixture *racing;
+static char racing_id[SAAS_ID_MAX + 1];
+
+static void extend_now(void)
+{
+	assert_int_equal(real_store->sandbox_set_expiry(racing->engine->store_ctx, racing_id, fake_now + 600 * 1000),
+	                 SAAS_OK);
+}
+
+static void test_extend_after_snapshot(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 60), *got = NULL;
+	unsigned int n = 99;
+	int64_t extended;
+
+	wrap_store(f);
+	racing = f;
+	strcpy(racing_id, sb->id);
+	advance(61 * 1000);
+	extended = fake_now + 600 * 1000;
+	after_list = extend_now;
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_null(after_list); /* the hook ran between the snapshot and the close */
+	assert_int_equal(n, 0);
+	assert_true(saas_fake_vm_exists(sb->id));
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	assert_int_equal(got->expires_at_ms, extended);
+	saas_sandbox_free(got);
+	/* Its new expiry ends it, billed to that expiry. */
+	advance(600 * 1000);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 1);
+	assert_false(saas_fake_vm_exists(sb->id));
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
+	assert_int_equal(got->cost_usd_micro, 661 * 25);
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
+/* A network the driver cannot give refuses the create and leaves nothing: no VM, no row, no count. */
+static void test_create_refused_leaves_no_row(void **state)
+{
+	struct fixture *f = *state;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox_list *list;
+	saas_account_info *info;
+	saas_sandbox *sb = NULL;
+
+	saas_fake_refuse_internet(1);
+	o.network = "internet";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "cannot be guarded"));
+	assert_null(sb);
+	assert_int_equal(saas_fake_vm_count(), 0);
+	assert_int_equal(saas_sandbox_list_get(&list, f->a, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(list->count, 0);
+	saas_sandbox_list_free(list);
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(info->active_sandboxes, 0);
+	assert_int_equal(info->spent_usd_micro, 0);
+	saas_account_info_free(info);
+	/* The same account's next create, with a network the host can give, is a sandbox like any. */
+	o.network = "isolated";
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
+	saas_sandbox_free(sb);
+}
+
+/*
+ * A full disk. The state directory is a filesystem of its own, 8 MiB, made
+ * for the test (root only) and unmounted whatever happens.
+ */
+#define SMALL_FS_OPTIONS "size=8m,mode=0700"
+#define SMALL_FREE_MB 2
+
+static char small_mnt[4096];
+static int small_mounted;
+
+static int teardown_small(void **state)
+{
+	struct fixture *f = *state;
+
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	f->engine = NULL;
+	if (small_mounted && umount2(small_mnt, MNT_DETACH) < 0)
+		print_error("umount %s: %s\n", small_mnt, strerror(errno));
+	small_mounted = 0;
+	return teardown(state);
+}
+
+static int64_t small_free(void)
+{
+	struct statvfs st;
+
+	assert_int_equal(statvfs(small_mnt, &st), 0);
+	return (int64_t)st.f_bavail * (int64_t)st.f_frsize;
+}
+
+/* Append `bytes` to the filler file; returns how many were written before the disk was full. */
+static int64_t fill(int64_t bytes)
+{
+	static char block[4096];
+	char path[4200];
+	int64_t done = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/filler", small_mnt);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	while (bytes < 0 || done < bytes) {
+		size_t n = bytes < 0 || bytes - done > (int64_t)sizeof(block) ? sizeof(block) : (size_t)(bytes - done);
+		ssize_t w = write(fd, block, n);
+		if (w <= 0)
+			break;
+		done += w;
+	}
+	close(fd);
+	return done;
+}
+
+static void unfill(void)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/filler", small_mnt);
+	assert_int_equal(unlink(path), 0);
+}
+
+/* The fixture's engine, accounts and keys again, on the small filesystem. */
+static void open_on_small(struct fixture *f)
+{
+	saas_account *acc;
+
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	saas_engine_free(f->engine);
+	saas_free(f->key_a);
+	free(f->url);
+	f->opts.state_dir = small_mnt;
+	f->opts.min_free_mb = SMALL_FREE_MB;
+	/* The SQLite file lives on the small filesystem too; PostgreSQL keeps its own disk. */
+	f->url = saas_test_store_url(small_mnt);
+	assert_non_null(f->url);
+	f->opts.store_url = f->url;
+	open_engine(f);
+	assert_int_equal(saas_account_create(&acc, f->engine, "alice", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
+	strcpy(f->account_a, acc->id);
+	saas_account_free(acc);
+	assert_int_equal(saas_key_create(&f->key_a, NULL, f->engine, f->account_a, "a"), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	f->b = NULL;
+}
+
+static void reopen_on_small(struct fixture *f)
+{
+	saas_client_free(f->a);
+	f->a = NULL;
+	saas_engine_free(f->engine);
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+}
+
+static void test_full_disk(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *s1, *s2, *s3 = NULL, *got = NULL;
+	saas_account_info *info;
+	saas_engine_stats *stats;
+	saas_store_sandbox row;
+	unsigned int n = 0, calls;
+	int64_t have;
+
+	if (geteuid() != 0) {
+		print_message("test_full_disk skipped: mounting a small filesystem needs root\n");
+		skip();
+	}
+	snprintf(small_mnt, sizeof(small_mnt), "%s/small", f->dir);
+	assert_int_equal(mkdir(small_mnt, 0700), 0);
+	if (mount("tmpfs", small_mnt, "tmpfs", 0, SMALL_FS_OPTIONS) < 0) {
+		print_message("test_full_disk skipped: cannot mount a tmpfs (%s)\n", strerror(errno));
+		skip();
+	}
+	small_mounted = 1;
+	open_on_small(f);
+
+	/* The threshold, at its bound: exactly SMALL_FREE_MB free is enough, a page less is not. */
+	have = small_free();
+	assert_true(have > (int64_t)SMALL_FREE_MB << 20);
+	assert_int_equal(fill(have - ((int64_t)SMALL_FREE_MB << 20)), have - ((int64_t)SMALL_FREE_MB << 20));
+	assert_int_equal(small_free(), (int64_t)SMALL_FREE_MB << 20);
+	assert_int_equal(saas__engine_room(f->engine), SAAS_OK);
+	fill(4096);
+	assert_int_equal(saas__engine_room(f->engine), SAAS_EBUSY);
+	unfill();
+
+	s1 = create(f->a, NULL, 60);
+	s2 = create(f->a, NULL, 600);
+	assert_int_equal(saas_fake_vm_count(), 2);
+
+	/*
+	 * The tenant fills the disk. Whether a given SQLite write then fails
+	 * depends on the room its WAL happens to have, and PostgreSQL is not on
+	 * this disk at all: the store is made to fail its writes, as it would.
+	 */
+	wrap_store(f);
+	fill(-1);
+	store_down = 1;
+	calls = saas_fake_create_calls();
+	assert_int_equal(saas_sandbox_create(&s3, f->a, NULL, 0), SAAS_EBUSY);
+	assert_non_null(strstr(saas_error_last()->message, "short of disk space"));
+	assert_null(strstr(saas_error_last()->message, small_mnt)); /* no server path to the tenant */
+	assert_int_equal(saas_fake_create_calls(), calls);
+
+	/* Destroy: the VM goes at once, and its owner sees it ended, billed to this moment. */
+	advance(10 * 1000);
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, s2->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->cost_usd_micro, 10 * 25);
+	saas_sandbox_free(got);
+	assert_false(saas_fake_vm_exists(s2->id));
+	assert_int_equal(saas_fake_vm_count(), 1);
+	get_row(f, s2->id, &row);
+	assert_int_equal(row.status, SAAS_SANDBOX_READY); /* not recorded yet */
+	/* ... but nowhere counted live: not in the account, not in the engine's figures. */
+	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(info->active_sandboxes, 1);
+	saas_account_info_free(info);
+	assert_int_equal(saas_engine_stats_get(&stats, f->engine), SAAS_OK);
+	assert_int_equal(stats->ready, 1);
+	saas_engine_stats_free(stats);
+
+	/* Space is back: the next sweep records it, once. */
+	store_down = 0;
+	unfill();
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	get_row(f, s2->id, &row);
+	assert_int_equal(row.status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(row.end_reason, SAAS_END_USER);
+	assert_int_equal(row.cost_usd_micro, 10 * 25);
+	assert_int_equal(charged(f), 10 * 25);
+
+	/* Full again as s1 expires: the reaper destroys its VM all the same. */
+	fill(-1);
+	store_down = 1;
+	advance(100 * 1000);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(n, 1);
+	assert_false(saas_fake_vm_exists(s1->id));
+	assert_int_equal(saas_fake_vm_count(), 0);
+	get_row(f, s1->id, &row);
+	assert_int_equal(row.status, SAAS_SANDBOX_READY);
+
+	/* The engine stops before the store recovers; the next start records the end, as it happened. */
+	saas_client_free(f->a);
+	f->a = NULL;
+	saas_engine_free(f->engine);
+	f->engine = NULL;
+	store_down = 0;
+	unfill();
+	advance(3600 * 1000);
+	reopen_on_small(f);
+	get_row(f, s1->id, &row);
+	assert_int_equal(row.status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(row.end_reason, SAAS_END_EXPIRED);
+	assert_int_equal(row.cost_usd_micro, 60 * 25); /* to its expiry: not to the restart, and not lost */
+	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
+	assert_int_equal(balance(f->a), 5000000 - 10 * 25 - 60 * 25);
+	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
+	/* And creates are served again. */
+	s3 = create(f->a, NULL, 0);
+	saas_sandbox_free(s3);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1530,6 +1903,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_engine_views, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_orphan_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reaper_thread, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extend_after_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_refused_leaves_no_row, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown_small),
 		cmocka_unit_test_setup_teardown(test_max_executions, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_creates_per_minute, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_max_sandboxes_override, setup_tenant, teardown),

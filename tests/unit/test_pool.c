@@ -5,6 +5,7 @@
  * orphan sweep, engine free, backoff on a fake clock, bad specs, version-1
  * options, and the real refill thread.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -774,6 +775,69 @@ static void test_pool_thread(void **state)
 	open_clients(f);
 }
 
+/* A pooled VM's create that takes as long as the test says: the driver returns when released. */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static int held, released, hold_timed_out;
+
+static void hold_create(void *ud, const saas_vm_spec *spec)
+{
+	struct timespec deadline;
+
+	record_create(ud, spec);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 30; /* a bound on a broken test, not a timing */
+	pthread_mutex_lock(&hold_mu);
+	held = 1;
+	pthread_cond_broadcast(&hold_cond);
+	while (!released && !hold_timed_out)
+		if (pthread_cond_timedwait(&hold_cond, &hold_mu, &deadline) == ETIMEDOUT)
+			hold_timed_out = 1;
+	pthread_mutex_unlock(&hold_mu);
+}
+
+/*
+ * Stopping does not wait on a pooled VM's create past its bound: the free
+ * returns while the driver still makes it, and that VM is destroyed when the
+ * create returns, by the thread that made it.
+ */
+static void test_pool_stop_bounded(void **state)
+{
+	struct fixture *f = *state;
+	int tries = 0;
+
+	close_engine(f);
+	held = released = hold_timed_out = 0;
+	saas_fake_on_create(hold_create, NULL);
+	f->opts.flags = 0;
+	f->opts.reaper_interval_ms = 10;
+	f->opts.pool = "small=1";
+	open_engine(f);
+	pthread_mutex_lock(&hold_mu);
+	while (!held)
+		pthread_cond_wait(&hold_cond, &hold_mu);
+	pthread_mutex_unlock(&hold_mu);
+	f->engine->stop_wait_ms = 50;
+	saas_engine_free(f->engine);
+	f->engine = NULL;
+	pthread_mutex_lock(&hold_mu);
+	assert_false(hold_timed_out);
+	/* Freed while its create is still in the driver: that VM exists, and nobody waited for it. */
+	assert_int_equal(saas_fake_vm_count(), 1);
+	released = 1;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_mu);
+	while (__atomic_load_n(&saas__engines_draining, __ATOMIC_SEQ_CST) != 0 && ++tries < 10000)
+		usleep(1000);
+	assert_int_equal(__atomic_load_n(&saas__engines_draining, __ATOMIC_SEQ_CST), 0);
+	assert_int_equal(saas_fake_vm_count(), 0);
+	assert_true(logged("still being made"));
+	saas_fake_on_create(record_create, NULL);
+	f->opts.flags = SAAS_ENGINE_NO_REAPER;
+	open_engine(f);
+	open_clients(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -790,6 +854,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_v1_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_store_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_thread, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_stop_bounded, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,7 +132,7 @@ static void close_sandbox(struct fx *f, const char *id, int64_t at, int64_t cost
 {
 	int closed = -1;
 
-	assert_int_equal(f->st->sandbox_close(f->ctx, id, SAAS_END_USER, at, cost, &closed), SAAS_OK);
+	assert_int_equal(f->st->sandbox_close(f->ctx, id, SAAS_END_USER, at, cost, 0, &closed), SAAS_OK);
 	assert_int_equal(closed, 1);
 }
 
@@ -894,7 +894,7 @@ static void test_sandbox_close_charges_once(void **state)
 	add_account(f, "acc-c", 1, SAAS_USD(10));
 	assert_int_equal(add_sandbox(f, "sbx-c", "acc-c", 10, 5), SAAS_OK);
 	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-c", 20, 5000), SAAS_OK);
-	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-c", SAAS_END_EXPIRED, 5000, 4321, &closed), SAAS_OK);
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-c", SAAS_END_EXPIRED, 5000, 4321, 0, &closed), SAAS_OK);
 	assert_int_equal(closed, 1);
 	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-c", &got), SAAS_OK);
 	assert_int_equal(got.status, SAAS_SANDBOX_DESTROYED);
@@ -905,7 +905,7 @@ static void test_sandbox_close_charges_once(void **state)
 
 	/* Again: nothing changes, no second charge. */
 	closed = -1;
-	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-c", SAAS_END_USER, 6000, 9999, &closed), SAAS_OK);
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-c", SAAS_END_USER, 6000, 9999, 0, &closed), SAAS_OK);
 	assert_int_equal(closed, 0);
 	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-c", &got), SAAS_OK);
 	assert_int_equal(got.end_reason, SAAS_END_EXPIRED);
@@ -917,7 +917,7 @@ static void test_sandbox_close_charges_once(void **state)
 	assert_int_equal(add_sandbox(f, "sbx-c2", "acc-c", 11, 1), SAAS_OK);
 
 	closed = -1;
-	assert_fails(f->st->sandbox_close(f->ctx, "sbx-none", SAAS_END_USER, 1, 1, &closed), SAAS_ENOTFOUND);
+	assert_fails(f->st->sandbox_close(f->ctx, "sbx-none", SAAS_END_USER, 1, 1, 0, &closed), SAAS_ENOTFOUND);
 	assert_int_not_equal(closed, 1);
 	assert_int_equal(charged(f, "acc-c"), 4321);
 }
@@ -930,7 +930,7 @@ static void test_sandbox_close_zero_cost(void **state)
 
 	add_account(f, "acc-z", 1, 0);
 	assert_int_equal(add_sandbox(f, "sbx-z", "acc-z", 10, 5), SAAS_OK);
-	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-z", SAAS_END_FAILED, 15, 0, &closed), SAAS_OK);
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-z", SAAS_END_FAILED, 15, 0, 0, &closed), SAAS_OK);
 	assert_int_equal(closed, 1);
 	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-z", &got), SAAS_OK);
 	assert_int_equal(got.status, SAAS_SANDBOX_DESTROYED);
@@ -939,9 +939,56 @@ static void test_sandbox_close_zero_cost(void **state)
 	assert_int_equal(got.cost_usd_micro, 0);
 	assert_int_equal(charged(f, "acc-z"), 0);
 	closed = -1;
-	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-z", SAAS_END_USER, 20, 50, &closed), SAAS_OK);
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-z", SAAS_END_USER, 20, 50, 0, &closed), SAAS_OK);
 	assert_int_equal(closed, 0);
 	assert_int_equal(charged(f, "acc-z"), 0);
+}
+
+/* A close conditional on the expiry it was decided on: an extend in between wins. */
+static void test_sandbox_close_if_expiry(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+	int closed = -1;
+
+	add_account(f, "acc-x", 1, SAAS_USD(10));
+	assert_int_equal(add_sandbox(f, "sbx-x", "acc-x", 10, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-x", 20, 5000), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_expiry(f->ctx, "sbx-x", 9000), SAAS_OK);
+	assert_fails(f->st->sandbox_close(f->ctx, "sbx-x", SAAS_END_EXPIRED, 5000, 100, 5000, &closed), SAAS_ESTATE);
+	assert_int_not_equal(closed, 1);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-x", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_READY);
+	assert_int_equal(got.expires_at_ms, 9000);
+	assert_int_equal(charged(f, "acc-x"), 0);
+	/* At the expiry it now has, it closes, once. */
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-x", SAAS_END_EXPIRED, 9000, 200, 9000, &closed), SAAS_OK);
+	assert_int_equal(closed, 1);
+	assert_int_equal(charged(f, "acc-x"), 200);
+	closed = -1;
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-x", SAAS_END_EXPIRED, 9000, 200, 9000, &closed), SAAS_OK);
+	assert_int_equal(closed, 0);
+	assert_int_equal(charged(f, "acc-x"), 200);
+	assert_fails(f->st->sandbox_close(f->ctx, "sbx-none", SAAS_END_USER, 1, 1, 1, &closed), SAAS_ENOTFOUND);
+}
+
+/* Only a row still creating can be deleted: the one of a create the driver refused. */
+static void test_sandbox_delete(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+
+	add_account(f, "acc-d", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-d1", "acc-d", 10, 1), SAAS_OK);
+	assert_int_equal(f->st->sandbox_delete(f->ctx, "sbx-d1"), SAAS_OK);
+	assert_fails(f->st->sandbox_get(f->ctx, "sbx-d1", &got), SAAS_ENOTFOUND);
+	/* It counted no more: the account's one place is free. */
+	assert_int_equal(add_sandbox(f, "sbx-d2", "acc-d", 11, 1), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-d2", 20, 5000), SAAS_OK);
+	assert_fails(f->st->sandbox_delete(f->ctx, "sbx-d2"), SAAS_ESTATE);
+	close_sandbox(f, "sbx-d2", 30, 0);
+	assert_fails(f->st->sandbox_delete(f->ctx, "sbx-d2"), SAAS_ESTATE);
+	assert_fails(f->st->sandbox_delete(f->ctx, "sbx-none"), SAAS_ENOTFOUND);
 }
 
 /* ---- executions ---- */
@@ -1232,7 +1279,7 @@ static int close_each(void *userdata, const saas_store_sandbox *b)
 
 	r->calls++;
 	if (r->rc == SAAS_OK)
-		r->rc = r->f->st->sandbox_close(r->f->ctx, b->id, SAAS_END_EXPIRED, 9000, 100, &closed);
+		r->rc = r->f->st->sandbox_close(r->f->ctx, b->id, SAAS_END_EXPIRED, 9000, 100, 0, &closed);
 	if (r->rc == SAAS_OK)
 		r->rc = r->f->st->account_get(r->f->ctx, b->account_id, &a);
 	return 0;
@@ -1307,7 +1354,7 @@ static void *close_once(void *arg)
 	int rc;
 
 	pthread_barrier_wait(r->start);
-	rc = r->f->st->sandbox_close(r->ctx, r->account, SAAS_END_USER, 5000 + r->index, 1000, &closed);
+	rc = r->f->st->sandbox_close(r->ctx, r->account, SAAS_END_USER, 5000 + r->index, 1000, 0, &closed);
 	if (rc == SAAS_OK)
 		r->closed = closed;
 	else {
@@ -1418,6 +1465,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sandbox_set_expiry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_close_charges_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_close_zero_cost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_close_if_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_delete, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_fail_running, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_prune, setup, teardown),

@@ -164,9 +164,20 @@ typedef struct saas_store {
 	 * ledger charge of `cost` (if > 0), all in one transaction and only if it was
 	 * not already destroyed. *closed is 1 if this call closed it, 0 if it was
 	 * closed already (then nothing changes: no second charge, ever).
+	 *
+	 * `if_expires_at_ms` > 0 makes the close conditional, in the same statement:
+	 * only if the row's expires_at still equals it (the expiry the caller read
+	 * and computed the cost from). A sandbox extended, or made ready, since is
+	 * left alone and the call returns SAAS_ESTATE. 0: no condition.
 	 */
 	int (*sandbox_close)(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms,
-	                     int64_t cost, int *closed);
+	                     int64_t cost, int64_t if_expires_at_ms, int *closed);
+	/**
+	 * Delete a sandbox that is still being created, with nothing recorded
+	 * against it: the row of a create the driver refused. SAAS_ESTATE if it is
+	 * no longer creating (the reaper closed it, say), SAAS_ENOTFOUND if none.
+	 */
+	int (*sandbox_delete)(void *ctx, const char *id);
 
 	int (*execution_insert)(void *ctx, const saas_store_execution *execution);
 	/** Record how a running execution ended (status, exit code, output, error, finished_at). */

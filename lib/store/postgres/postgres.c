@@ -1097,12 +1097,12 @@ static int pg_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_m
 }
 
 static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
-                            int *closed)
+                            int64_t if_expires_at_ms, int *closed)
 {
 	struct pg *pg = ctx;
 	PGresult *res = NULL, *found = NULL;
-	char b1[24], b2[24], b3[24];
-	const char *v[4];
+	char b1[24], b2[24], b3[24], b4[24];
+	const char *v[5];
 	int rc;
 
 	if (!id || !closed)
@@ -1114,6 +1114,7 @@ static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t d
 	v[1] = i64(b1, end_reason);
 	v[2] = i64(b2, destroyed_at_ms);
 	v[3] = i64(b3, cost);
+	v[4] = i64(b4, if_expires_at_ms > 0 ? if_expires_at_ms : 0);
 	rc = pg_enter(pg);
 	if (rc)
 		return rc;
@@ -1121,26 +1122,51 @@ static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t d
 	 * One statement, so one transaction. A second close running at the same
 	 * time waits on the row lock the UPDATE takes, then re-checks
 	 * status <> 3 against the committed row and changes nothing: only the
-	 * first close writes a charge.
+	 * first close writes a charge. An extend committed in between is seen by
+	 * the same re-check of expires_at, so a close decided on an older read
+	 * leaves the sandbox running.
 	 */
 	rc = run(pg, &res, "closing a sandbox",
 	         "WITH c AS (UPDATE sandboxes SET status = 3, end_reason = $2, destroyed_at = $3, cost = $4"
-	         "  WHERE id = $1 AND status <> 3 RETURNING account_id),"
+	         "  WHERE id = $1 AND status <> 3 AND ($5::bigint = 0 OR expires_at = $5::bigint) RETURNING account_id),"
 	         " l AS (INSERT INTO ledger (account_id, kind, amount, sandbox_id, note, at)"
 	         "  SELECT account_id, 'charge', $4::bigint, $1, 'sandbox usage', $3::bigint FROM c WHERE $4::bigint > 0)"
-	         " SELECT account_id FROM c", 4, v);
+	         " SELECT account_id FROM c", 5, v);
 	if (rc)
 		goto out;
 	if (PQntuples(res) > 0) {
 		*closed = 1;
 		goto out;
 	}
-	rc = run_read(pg, &found, "closing a sandbox", "SELECT 1 FROM sandboxes WHERE id = $1", 1, v);
+	rc = run_read(pg, &found, "closing a sandbox", "SELECT status FROM sandboxes WHERE id = $1", 1, v);
 	if (!rc && PQntuples(found) == 0)
 		rc = not_found("sandbox", id);
+	else if (!rc && strcmp(PQgetvalue(found, 0, 0), "3") != 0)
+		rc = saas__error_sqlstate(SAAS_ESTATE, NULL, "sandbox '%.64s' has a new expiry; not closed", id);
 out:
 	pg_leave(pg);
 	PQclear(found);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_sandbox_delete(void *ctx, const char *id)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[1];
+	int rc;
+
+	if (!id)
+		return saas__inval("sandbox id is NULL");
+	v[0] = id;
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, &res, "deleting a sandbox", "DELETE FROM sandboxes WHERE id = $1 AND status = 1", 1, v);
+	if (!rc && changed(res) == 0)
+		rc = state_or_missing(pg, id, "is not being created");
+	pg_leave(pg);
 	PQclear(res);
 	return rc;
 }
@@ -1503,6 +1529,7 @@ const saas_store saas__store_postgres = {
 	.sandbox_set_ready = pg_sandbox_set_ready,
 	.sandbox_set_expiry = pg_sandbox_set_expiry,
 	.sandbox_close = pg_sandbox_close,
+	.sandbox_delete = pg_sandbox_delete,
 	.execution_insert = pg_execution_insert,
 	.execution_finish = pg_execution_finish,
 	.execution_get = pg_execution_get,

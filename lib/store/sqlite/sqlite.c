@@ -1085,9 +1085,9 @@ out_unlocked:
 }
 
 /*
- * Run an UPDATE of one sandbox (parameters: ?1 id, then ?2 and ?3 if used) whose
- * WHERE clause includes the state it requires; if no row changed, tell "not
- * found" from "wrong state".
+ * Run an UPDATE or DELETE of one sandbox (parameters: ?1 id, then ?2 and ?3
+ * if used) whose WHERE clause includes the state it requires; if no row
+ * changed, tell "not found" from "wrong state".
  */
 static int sandbox_transition(struct sq *s, const char *sql, const char *id, int64_t a, int64_t b,
                               const char *state_msg)
@@ -1139,7 +1139,7 @@ static int sq_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_m
 }
 
 static int sq_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
-                            int *closed)
+                            int64_t if_expires_at_ms, int *closed)
 {
 	struct sq *s = ctx;
 	sqlite3_stmt *st = NULL;
@@ -1153,12 +1153,17 @@ static int sq_sandbox_close(void *ctx, const char *id, int end_reason, int64_t d
 	pthread_mutex_lock(&s->lock);
 	if ((rc = tx_begin(s)) < 0)
 		goto out;
-	/* The status condition is what makes a second close (from any engine) a no-op. */
+	/*
+	 * The status condition is what makes a second close (from any engine) a
+	 * no-op; the expiry condition is what keeps a close decided on an older
+	 * read from ending a sandbox extended since.
+	 */
 	if ((rc = prep(s, &st, "UPDATE sandboxes SET status = 3, end_reason = ?2, destroyed_at = ?3, cost = ?4"
-	                       " WHERE id = ?1 AND status != 3")) < 0)
+	                       " WHERE id = ?1 AND status != 3 AND (?5 = 0 OR expires_at = ?5)")) < 0)
 		goto out;
 	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, end_reason) |
-	                            sqlite3_bind_int64(st, 3, destroyed_at_ms) | sqlite3_bind_int64(st, 4, cost))) < 0)
+	                            sqlite3_bind_int64(st, 3, destroyed_at_ms) | sqlite3_bind_int64(st, 4, cost) |
+	                            sqlite3_bind_int64(st, 5, if_expires_at_ms > 0 ? if_expires_at_ms : 0))) < 0)
 		goto out;
 	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
 		rc = db_error(s, src, "closing a sandbox");
@@ -1167,10 +1172,15 @@ static int sq_sandbox_close(void *ctx, const char *id, int end_reason, int64_t d
 	sqlite3_finalize(st);
 	st = NULL;
 	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
+		int live = 0;
+		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0 ||
+		    (rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1 AND status != 3", id, &live)) < 0)
 			goto out;
 		if (!found)
 			rc = not_found("sandbox", id);
+		else if (live)
+			rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0,
+			                 "sandbox '%.64s' has a new expiry; not closed", id);
 		/* Closed already: leave everything as it was. */
 		goto out;
 	}
@@ -1197,6 +1207,12 @@ out:
 		tx_rollback(s);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+static int sq_sandbox_delete(void *ctx, const char *id)
+{
+	return sandbox_transition(ctx, "DELETE FROM sandboxes WHERE id = ?1 AND status = ?2", id,
+	                          SAAS_SANDBOX_CREATING, 0, "is not being created");
 }
 
 /* ---- executions ---- */
@@ -1580,6 +1596,7 @@ const saas_store saas__store_sqlite = {
 	.sandbox_set_ready = sq_sandbox_set_ready,
 	.sandbox_set_expiry = sq_sandbox_set_expiry,
 	.sandbox_close = sq_sandbox_close,
+	.sandbox_delete = sq_sandbox_delete,
 	.execution_insert = sq_execution_insert,
 	.execution_finish = sq_execution_finish,
 	.execution_get = sq_execution_get,

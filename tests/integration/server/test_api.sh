@@ -336,4 +336,22 @@ check "the account lists its claimed sandbox and no pooled VM" test "$(jqr '[.sa
 auth DELETE "/v1/sandboxes/${PSB}"; expect_status 200 "destroy the pooled one"
 check "SIGTERM with a pool exits 0" stop_server
 check "the unclaimed pooled VM is destroyed at stop" grep -q "destroying unclaimed VM" "${WORK}/server.log"
+
+# ---- free space: --min-free-mb in 1..16777216; under it a create is 503 busy, saying why and no path ----
+check "--help lists --min-free-mb" bash -c "'$SERVER' --help | grep -q -- '--min-free-mb N'"
+check "--min-free-mb 0 refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/state' \
+	--min-free-mb 0 >'${WORK}/badfree.log' 2>&1"
+check "the bad --min-free-mb is named" grep -q -- '--min-free-mb: expected 1 to 16777216 MiB' "${WORK}/badfree.log"
+check "--min-free-mb past 16 TiB refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 \
+	--state-dir '${WORK}/state' --min-free-mb 16777217 >'${WORK}/badfree.log' 2>&1"
+check "a bad AAS_MIN_FREE_MB refuses to start" bash -c "! AAS_MIN_FREE_MB=lots '$SERVER' --listen 127.0.0.1:0 \
+	--state-dir '${WORK}/state' >'${WORK}/badfree.log' 2>&1"
+# 16 TiB, the most there is to ask: more than this disk has free.
+start_server "$SERVER" --min-free-mb 16777216
+auth POST /v1/sandboxes -d '{"timeout":60}'; expect_status 503 "a create while the disk is short"
+expect_json .error.code busy "a short disk is busy"
+check "the 503 says the disk is short" grep -q 'short of disk space' <<<"$BODY"
+check "the 503 names no server path" bash -c "! grep -q '${WORK}' <<<'$BODY'"
+check "the log names the filesystem" grep -q "${WORK}/state has .* MiB free, under the 16777216 MiB kept free" "${WORK}/server.log"
+check "SIGTERM after a refused create exits 0" stop_server
 finish
