@@ -135,7 +135,9 @@ const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err)
  * only? A server-side failure's message may hold host paths or what libvirt,
  * libssh2 or the database said; a 4xx message is written for the caller, and
  * a failure inside the tenant's own guest (SAAS_EIO of class GUEST: its disk
- * is full) is the tenant's to see. REST and MCP answer tenants by this rule.
+ * is full) is the tenant's to see, and so is SAAS_EBUSY: the server's own
+ * "full, try again later" (short of disk space, no preview slot), written
+ * for the caller and naming no path. REST and MCP answer tenants by this rule.
  */
 bool aas_error_is_internal(int rc, int klass);
 

@@ -92,7 +92,7 @@ const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err)
 
 bool aas_error_is_internal(int rc, int klass)
 {
-	return saas_error_http_status(rc) >= 500 && rc != SAAS_ENOTSUP &&
+	return saas_error_http_status(rc) >= 500 && rc != SAAS_ENOTSUP && rc != SAAS_EBUSY &&
 	       !(rc == SAAS_EIO && klass == SAAS_ERRCLASS_GUEST);
 }
 
