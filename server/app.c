@@ -39,9 +39,9 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, const
 	if (cfg->preview_url)
 		preview = strdup(cfg->preview_url);
 	else if (port == 80)
-		rc = asprintf(&preview, "http://{port}-{id}.%s/", cfg->preview_domain);
+		rc = asprintf(&preview, "http://{name}.%s/", cfg->preview_domain);
 	else
-		rc = asprintf(&preview, "http://{port}-{id}.%s:%u/", cfg->preview_domain, port);
+		rc = asprintf(&preview, "http://{name}.%s:%u/", cfg->preview_domain, port);
 	(void)rc;
 	o.state_dir = cfg->state_dir;
 	o.store_url = cfg->store_url;
@@ -118,7 +118,8 @@ int aas_main(int argc, char **argv, const saas_driver *driver)
 	if (open_engine(&engine, &cfg, driver, port) < 0)
 		goto out;
 	aas_auth_init(engine, cfg.key_ttl_s);
-	aas_preview_init(engine);
+	if (aas_preview_init(engine, &cfg) < 0)
+		goto out;
 	aas_metrics_init(engine);
 	if (aas_service_set(&cfg, port, engine) < 0)
 		goto out;
@@ -146,6 +147,7 @@ out:
 	if (listen_fd >= 0)
 		close(listen_fd);
 	aas_http_stop();
+	aas_preview_shutdown();
 	aas_auth_shutdown();
 	aas_service_free();
 	aas_mcp_http_free();

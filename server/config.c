@@ -24,8 +24,16 @@ const char *aas_config_usage(void)
 	       "  --image NAME            image used when create names none; default \"default\" [AAS_IMAGE]\n"
 	       "  --libvirt-uri URI       libvirt connection URI [AAS_LIBVIRT_URI]\n"
 	       "  --images DIR            guest image directory [AAS_IMAGE_DIR]\n"
-	       "  --preview-domain D      preview URLs are http://PORT-ID.D:PORT/; default localhost [AAS_PREVIEW_DOMAIN]\n"
-	       "  --preview-url TEMPLATE  full preview URL template with {port} and {id} (behind a TLS proxy) [AAS_PREVIEW_URL]\n"
+	       "  --preview-domain D      preview URLs are http://NAME.D:PORT/, NAME each exposure's own\n"
+	       "                          unguessable label; default localhost [AAS_PREVIEW_DOMAIN]\n"
+	       "  --preview-url TEMPLATE  full preview URL template with {name} (behind a TLS proxy), e.g.\n"
+	       "                          https://{name}.preview.example.com/ [AAS_PREVIEW_URL]\n"
+	       "  --preview-connect-timeout SECS     a guest port that does not take the connection: 504;\n"
+	       "                          default 10 [AAS_PREVIEW_CONNECT_TIMEOUT]\n"
+	       "  --preview-first-byte-timeout SECS  a guest server that has not answered (its whole head): 504;\n"
+	       "                          default 60 [AAS_PREVIEW_FIRST_BYTE_TIMEOUT]\n"
+	       "  --preview-idle-timeout SECS        a body or WebSocket silent both ways this long is closed;\n"
+	       "                          default 300 [AAS_PREVIEW_IDLE_TIMEOUT]\n"
 	       "  --templates on|off      make sandboxes as clones of snapshot templates; default on [AAS_TEMPLATES]\n"
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
@@ -97,6 +105,28 @@ static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 	return 0;
 }
 
+/* A preview timeout: 1 to AAS_PREVIEW_TIMEOUT_MAX seconds. */
+static int parse_timeout(const char *s, unsigned int *out)
+{
+	unsigned int v;
+
+	if (parse_uint(s, &v, AAS_PREVIEW_TIMEOUT_MAX) < 0 || v == 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int preview_timeout_env(const char *name, unsigned int *out)
+{
+	const char *v = getenv(name);
+
+	if (v && *v && parse_timeout(v, out) < 0) {
+		fprintf(stderr, "aas-server: %s: expected seconds (1 to %u), got \"%s\"\n", name, AAS_PREVIEW_TIMEOUT_MAX, v);
+		return -1;
+	}
+	return 0;
+}
+
 static int from_env(struct aas_config *cfg)
 {
 	const char *v;
@@ -123,6 +153,10 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
 		return -1;
+	if (preview_timeout_env("AAS_PREVIEW_CONNECT_TIMEOUT", &cfg->preview_connect_timeout_s) < 0 ||
+	    preview_timeout_env("AAS_PREVIEW_FIRST_BYTE_TIMEOUT", &cfg->preview_first_byte_timeout_s) < 0 ||
+	    preview_timeout_env("AAS_PREVIEW_IDLE_TIMEOUT", &cfg->preview_idle_timeout_s) < 0)
+		return -1;
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
 		return -1;
@@ -133,7 +167,8 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_PCONNECT, O_PFIRST, O_PIDLE,
+	       O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -151,6 +186,9 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
+		{ "preview-connect-timeout", required_argument, NULL, O_PCONNECT },
+		{ "preview-first-byte-timeout", required_argument, NULL, O_PFIRST },
+		{ "preview-idle-timeout", required_argument, NULL, O_PIDLE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -166,6 +204,9 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->grace_s = 10;
 	cfg->max_connections = 512;
 	cfg->templates = -1;
+	cfg->preview_connect_timeout_s = AAS_PREVIEW_CONNECT_TIMEOUT_DEFAULT;
+	cfg->preview_first_byte_timeout_s = AAS_PREVIEW_FIRST_BYTE_TIMEOUT_DEFAULT;
+	cfg->preview_idle_timeout_s = AAS_PREVIEW_IDLE_TIMEOUT_DEFAULT;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
 	optind = 1;
@@ -211,6 +252,17 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 				fprintf(stderr, "aas-server: --max-connections: expected 1 to 100000\n");
 				rc = -1;
 			}
+			break;
+		case O_PCONNECT:
+		case O_PFIRST:
+		case O_PIDLE:
+			if ((rc = parse_timeout(optarg, c == O_PCONNECT ? &cfg->preview_connect_timeout_s
+			                                : c == O_PFIRST ? &cfg->preview_first_byte_timeout_s
+			                                                : &cfg->preview_idle_timeout_s)) < 0)
+				fprintf(stderr, "aas-server: --%s: expected seconds (1 to %u), got \"%s\"\n",
+				        c == O_PCONNECT ? "preview-connect-timeout"
+				        : c == O_PFIRST ? "preview-first-byte-timeout" : "preview-idle-timeout",
+				        AAS_PREVIEW_TIMEOUT_MAX, optarg);
 			break;
 		case O_HELP:
 			fputs(aas_config_usage(), stdout);
