@@ -71,6 +71,12 @@ typedef struct {
 	void *userdata;             /* for notify and cancelled */
 	/* Time between create_sandbox's progress notifications in ms; 0: 1000. */
 	unsigned int progress_interval_ms;
+	/*
+	 * A tool un-exposed a sandbox's port (port > 0) or destroyed the sandbox
+	 * (port 0): the transport closes what it holds open to it (the server's
+	 * preview tunnels). NULL: nothing to close.
+	 */
+	void (*ended)(const char *sandbox_id, unsigned int port);
 } aas_mcp_ctx;
 
 /* What kind of message a parsed JSON value is. */

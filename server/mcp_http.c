@@ -518,7 +518,7 @@ static bool check_session(struct aas_req *r, struct aas_reply *out)
 void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 {
 	aas_mcp_ctx ctx = { .engine = engine_, .flags = AAS_MCP_SERVICE_INFO, .key_hint = key_hint,
-	                    .cancelled = is_cancelled };
+	                    .cancelled = is_cancelled, .ended = aas_preview_revoke };
 	json_t *msg, *err = NULL, *resp;
 	enum aas_mcp_kind kind;
 	struct running run = { "", NULL };
