@@ -27,7 +27,7 @@ const char *aas_config_usage(void)
 	       "  --preview-domain D      preview URLs are http://NAME.D:PORT/, NAME each exposure's own\n"
 	       "                          unguessable label; default localhost [AAS_PREVIEW_DOMAIN]\n"
 	       "  --preview-url TEMPLATE  full preview URL template with {name} (behind a TLS proxy), e.g.\n"
-	       "                          https://{name}.preview.example.com/ [AAS_PREVIEW_URL]\n"
+	       "                          https://{name}.example-preview.com/ [AAS_PREVIEW_URL]\n"
 	       "  --preview-connect-timeout SECS     a guest port that does not take the connection: 504;\n"
 	       "                          default 10 [AAS_PREVIEW_CONNECT_TIMEOUT]\n"
 	       "  --preview-first-byte-timeout SECS  a guest server that has not answered (its whole head): 504;\n"
