@@ -591,8 +591,12 @@ static enum MHD_Result start(struct aas_req *r, const char *name)
 	rc = *name ? saas_engine_preview_find(id, &port, engine, name) : SAAS_ENOTFOUND;
 	if (rc == SAAS_ENOTFOUND)
 		return fail(r, 404, "not_found", gone);
-	if (rc == SAAS_OK)
-		rc = dial(&fd, id, port);
+	if (rc < 0) {
+		/* The store failed: nothing is known about the guest, and nothing of the store is told. */
+		aas_log(SAAS_LOG_ERROR, "preview: looking a name up failed: %s", saas_error_last()->message);
+		return fail(r, aas_status_for(rc), saas_error_name(rc), "this preview cannot be looked up now; retry shortly");
+	}
+	rc = dial(&fd, id, port);
 	if (rc == SAAS_ENOTFOUND || rc == SAAS_ESTATE)
 		return fail(r, 404, "not_found", gone);
 	if (rc == SAAS_ETIMEOUT) {
