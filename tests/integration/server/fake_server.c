@@ -7,6 +7,9 @@
  * AAS_FAKE_CREATE_DELAY_MS=N makes every VM take N ms to create, as a real
  * boot does, for tests of what happens while a create runs (MCP progress and
  * cancellation).
+ *
+ * AAS_FAKE_CONNECT_DELAY_MS=N makes every tunnel take N ms to open, as a guest
+ * that does not take the connection, for the preview proxy's connect timeout.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,25 +44,38 @@ static int loopback_connect(void *ctx, const char *name, unsigned int port, int 
 	return SAAS_OK;
 }
 
-static long create_delay_ms;
+static long create_delay_ms, connect_delay_ms;
 
-static int slow_vm_create(void *ctx, const saas_vm_spec *spec)
+static void sleep_ms(long ms)
 {
-	struct timespec ts = { create_delay_ms / 1000, (create_delay_ms % 1000) * 1000000 };
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+static int slow_connect(void *ctx, const char *name, unsigned int port, int *fd)
+{
+	sleep_ms(connect_delay_ms);
+	return loopback_connect(ctx, name, port, fd);
+}
+
+static int slow_vm_create(void *ctx, const saas_vm_spec *spec)
+{
+	sleep_ms(create_delay_ms);
 	return saas_fake_driver.vm_create(ctx, spec);
 }
 
 int main(int argc, char **argv)
 {
 	static saas_driver driver;
-	const char *delay = getenv("AAS_FAKE_CREATE_DELAY_MS");
+	const char *delay = getenv("AAS_FAKE_CREATE_DELAY_MS"), *cdelay = getenv("AAS_FAKE_CONNECT_DELAY_MS");
 
 	driver = saas_fake_driver;
 	driver.port_connect = loopback_connect;
 	if (delay && (create_delay_ms = strtol(delay, NULL, 10)) > 0)
 		driver.vm_create = slow_vm_create;
+	if (cdelay && (connect_delay_ms = strtol(cdelay, NULL, 10)) > 0)
+		driver.port_connect = slow_connect;
 	return aas_main(argc, argv, &driver);
 }

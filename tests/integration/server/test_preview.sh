@@ -154,4 +154,14 @@ check "a stalled body is cut, not ended (curl exit $RC)" test "$RC" = 18
 check "what came before the stall arrived" test "$(cat "${WORK}/stall")" = part
 check "a silent WebSocket is held open" hold_ws ws4 "$HW4"
 check "a silent WebSocket is closed after the idle timeout" closed ws4
+check "SIGTERM exits 0 (idle timeout)" stop_server
+
+# ---- the connect timeout: a tunnel that takes 3 s to open, 1 s allowed ----
+AAS_FAKE_CONNECT_DELAY_MS=3000 start_server "$SERVER" --preview-connect-timeout 1
+auth POST /v1/sandboxes -d '{"timeout":600}'; SB4=$(jqr .id) # the fake driver's VMs do not outlive a restart
+auth POST "/v1/sandboxes/${SB4}/ports" -d "{\"port\":${GP}}"; HG5=$(host_of "$(jqr .url)")
+req GET / -H "Host: ${HG5}"; expect_status 504 "a guest port that does not take the connection"
+expect_json .error.code timeout "connect 504 code"
+check "connect 504 says why: $(jqr .error.message)" grep -q "did not open a connection to port ${GP} within 1 s" <<<"$(jqr .error.message)"
+check "SIGTERM exits 0 with a connect still under way" stop_server
 finish
