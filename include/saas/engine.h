@@ -209,9 +209,10 @@ SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats);
 
 /**
  * Open a TCP connection to an exposed port of any account's sandbox: what a
- * preview URL's proxy does. A preview URL is a capability — whoever has it
- * reaches the port — so this needs the sandbox id and an exposed port, not a
- * key. Unexposed ports and sandboxes that are not ready are not found.
+ * preview URL's proxy does once saas_engine_preview_find() has turned the URL's
+ * name into a sandbox and port. It needs no key: the caller holds the engine,
+ * and must not let anyone name a sandbox id and port directly (ids are not
+ * secrets; names are). Unexposed ports and sandboxes that are not ready are not found.
  *
  * @param fd   [out] a connected stream socket the caller reads, writes and close()s.
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (no such sandbox, not ready, or the port is not
