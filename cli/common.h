@@ -39,6 +39,7 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_cp(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_files(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_expose(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_unexpose(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_extend(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_rm(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv);

@@ -22,6 +22,7 @@ static const char usage_text[] =
 	"  cp SRC DST              copy a file in or out (ID:/path like scp, - for stdin/stdout)\n"
 	"  files ID [PATH]         show a directory tree\n"
 	"  expose ID PORT          expose a port and print its preview URL\n"
+	"  unexpose ID PORT        stop exposing a port (its URL stops working)\n"
 	"  extend ID DURATION      push the expiry out (90, 90s, 15m, 2h)\n"
 	"  rm ID...                destroy sandboxes\n"
 	"  usage [--from T] [--to T]  usage and cost over a period\n"
@@ -53,7 +54,7 @@ static const struct {
 	{ "get", aas_cmd_get },       { "exec", aas_cmd_exec },     { "cp", aas_cmd_cp },
 	{ "files", aas_cmd_files },   { "expose", aas_cmd_expose }, { "extend", aas_cmd_extend },
 	{ "rm", aas_cmd_rm },         { "usage", aas_cmd_usage },   { "account", aas_cmd_account },
-	{ "login", aas_cmd_login },
+	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose },
 };
 
 int main(int argc, char **argv)

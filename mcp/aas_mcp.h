@@ -106,6 +106,12 @@ typedef struct {
 	size_t response_max;
 	/* With AAS_MCP_TENANT: where the detail a tenant is not shown goes (the operator's log); may be NULL. */
 	void (*log)(const char *msg);
+	/*
+	 * A tool un-exposed a sandbox's port (port > 0) or destroyed the sandbox
+	 * (port 0): the transport closes what it holds open to it (the server's
+	 * preview tunnels). NULL: nothing to close.
+	 */
+	void (*ended)(const char *sandbox_id, unsigned int port);
 } aas_mcp_ctx;
 
 /* What kind of message a parsed JSON value is. */

@@ -686,6 +686,23 @@ static json_t *t_expose(struct call *c)
 	return res;
 }
 
+static json_t *t_unexpose(struct call *c)
+{
+	const char *id;
+	int64_t port = 0;
+	int rc;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_int(c, "port", 1, 65535, &port))
+		return arg_fail(c);
+	if (!port)
+		return bad_arg(c, "\"port\" is required."), arg_fail(c);
+	if ((rc = saas_port_unexpose(c->ctx->client, id, (unsigned)port)) < 0)
+		return fail_saas(c, rc);
+	if (c->ctx->ended)
+		c->ctx->ended(id, (unsigned)port);
+	return ok(json_pack("{s:s,s:I,s:b}", "sandbox_id", id, "port", (json_int_t)port, "exposed", 0));
+}
+
 static json_t *sandbox_result(struct call *c, int rc, saas_sandbox *sb)
 {
 	json_t *res = rc < 0 ? fail_saas(c, rc) : ok(sandbox_json(sb));
@@ -726,6 +743,8 @@ static json_t *t_destroy(struct call *c)
 	if (!arg_str(c, "sandbox_id", true, &id))
 		return arg_fail(c);
 	int rc = saas_sandbox_destroy(&sb, c->ctx->client, id);
+	if (rc == SAAS_OK && c->ctx->ended)
+		c->ctx->ended(id, 0);
 	return sandbox_result(c, rc, sb);
 }
 
@@ -964,13 +983,24 @@ static const struct tool tools[] = {
 	  "Give a TCP port of a sandbox a public preview URL, to share a web server or API running in it. Nothing "
 	  "needs to listen yet; start the server in the background with run_command (`... &`) and bind it to "
 	  "0.0.0.0 or 127.0.0.1. Exposing a port again returns the same URL. Anyone with the URL reaches the port "
-	  "while the sandbox lives.",
+	  "while the sandbox lives, and that port only: each exposure has its own unguessable URL. unexpose_port "
+	  "takes it back.",
 	  "{\"type\":\"object\",\"properties\":{" SID ","
 	  "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"The port the server listens on (not 22).\"}"
 	  "},\"required\":[\"sandbox_id\",\"port\"],\"additionalProperties\":false}",
 	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"port\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"}},"
 	  "\"required\":[\"sandbox_id\",\"port\",\"url\"]}",
 	  false, false, true, true, true, 0, t_expose },
+	{ "unexpose_port", "Stop exposing a port",
+	  "Take a port's preview URL back: it stops working at once, open connections (WebSockets) included. "
+	  "Exposing the port again gives a new URL, so one shared before stays dead. A port that is not exposed "
+	  "is fine.",
+	  "{\"type\":\"object\",\"properties\":{" SID ","
+	  "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"The exposed port.\"}"
+	  "},\"required\":[\"sandbox_id\",\"port\"],\"additionalProperties\":false}",
+	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"port\":{\"type\":\"integer\"},"
+	  "\"exposed\":{\"type\":\"boolean\"}},\"required\":[\"sandbox_id\",\"port\",\"exposed\"]}",
+	  false, true, true, false, true, 0, t_unexpose },
 	{ "get_sandbox", "Get a sandbox",
 	  "A sandbox's status (creating, ready, destroyed and why), size, exposed ports, expiry and cost so far.",
 	  ONLY_SID, SANDBOX_SCHEMA, true, false, true, false, true, 0, t_get },

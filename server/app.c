@@ -39,9 +39,9 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, const
 	if (cfg->preview_url)
 		preview = strdup(cfg->preview_url);
 	else if (port == 80)
-		rc = asprintf(&preview, "http://{port}-{id}.%s/", cfg->preview_domain);
+		rc = asprintf(&preview, "http://{name}.%s/", cfg->preview_domain);
 	else
-		rc = asprintf(&preview, "http://{port}-{id}.%s:%u/", cfg->preview_domain, port);
+		rc = asprintf(&preview, "http://{name}.%s:%u/", cfg->preview_domain, port);
 	(void)rc;
 	o.state_dir = cfg->state_dir;
 	o.store_url = cfg->store_url;
@@ -103,7 +103,8 @@ int aas_start(const struct aas_config *cfg, const saas_driver *driver, saas_engi
 	if (open_engine(engine, cfg, driver, *port) < 0)
 		goto fail;
 	aas_auth_init(*engine, cfg->key_ttl_s);
-	aas_preview_init(*engine);
+	if (aas_preview_init(*engine, cfg) < 0)
+		goto fail;
 	aas_metrics_init(*engine);
 	if (aas_service_set(cfg, *port, *engine) < 0)
 		goto fail;
@@ -119,6 +120,7 @@ fail:
 void aas_stop(saas_engine *engine)
 {
 	aas_http_stop();
+	aas_preview_shutdown();
 	aas_auth_shutdown();
 	aas_service_free();
 	aas_mcp_http_free();

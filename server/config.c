@@ -25,8 +25,16 @@ const char *aas_config_usage(void)
 	       "  --image NAME            image used when create names none; default \"default\" [AAS_IMAGE]\n"
 	       "  --libvirt-uri URI       libvirt connection URI [AAS_LIBVIRT_URI]\n"
 	       "  --images DIR            guest image directory [AAS_IMAGE_DIR]\n"
-	       "  --preview-domain D      preview URLs are http://PORT-ID.D:PORT/; default localhost [AAS_PREVIEW_DOMAIN]\n"
-	       "  --preview-url TEMPLATE  full preview URL template with {port} and {id} (behind a TLS proxy) [AAS_PREVIEW_URL]\n"
+	       "  --preview-domain D      preview URLs are http://NAME.D:PORT/, NAME each exposure's own\n"
+	       "                          unguessable label; default localhost [AAS_PREVIEW_DOMAIN]\n"
+	       "  --preview-url TEMPLATE  full preview URL template with {name} (behind a TLS proxy), e.g.\n"
+	       "                          https://{name}.example-preview.com/ [AAS_PREVIEW_URL]\n"
+	       "  --preview-connect-timeout SECS     a guest port that does not take the connection: 504;\n"
+	       "                          default 10 [AAS_PREVIEW_CONNECT_TIMEOUT]\n"
+	       "  --preview-first-byte-timeout SECS  a guest server that has not answered (its whole head): 504;\n"
+	       "                          default 60 [AAS_PREVIEW_FIRST_BYTE_TIMEOUT]\n"
+	       "  --preview-idle-timeout SECS        a body or WebSocket silent both ways this long is closed;\n"
+	       "                          default 300 [AAS_PREVIEW_IDLE_TIMEOUT]\n"
 	       "  --templates on|off      make sandboxes as clones of snapshot templates; default on [AAS_TEMPLATES]\n"
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
@@ -159,6 +167,13 @@ static const struct num_option {
 	  100000, "connections" },
 	{ "header-timeout", "AAS_HEADER_TIMEOUT", offsetof(struct aas_config, header_timeout_s), 1, 3600, "seconds" },
 	{ "body-timeout", "AAS_BODY_TIMEOUT", offsetof(struct aas_config, body_timeout_s), 1, 3600, "seconds" },
+	/* The preview proxy's bounds on a guest's server. */
+	{ "preview-connect-timeout", "AAS_PREVIEW_CONNECT_TIMEOUT", offsetof(struct aas_config, preview_connect_timeout_s),
+	  1, AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
+	{ "preview-first-byte-timeout", "AAS_PREVIEW_FIRST_BYTE_TIMEOUT",
+	  offsetof(struct aas_config, preview_first_byte_timeout_s), 1, AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
+	{ "preview-idle-timeout", "AAS_PREVIEW_IDLE_TIMEOUT", offsetof(struct aas_config, preview_idle_timeout_s), 1,
+	  AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
 };
 
 #define NUM_OPTIONS (sizeof(num_options) / sizeof(num_options[0]))
@@ -275,6 +290,9 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->templates = -1;
 	cfg->address_rate = AAS_ADDRESS_RATE_DEFAULT;
 	cfg->preview_rate = AAS_PREVIEW_RATE_DEFAULT;
+	cfg->preview_connect_timeout_s = AAS_PREVIEW_CONNECT_TIMEOUT_DEFAULT;
+	cfg->preview_first_byte_timeout_s = AAS_PREVIEW_FIRST_BYTE_TIMEOUT_DEFAULT;
+	cfg->preview_idle_timeout_s = AAS_PREVIEW_IDLE_TIMEOUT_DEFAULT;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
 	optind = 1;

@@ -325,23 +325,30 @@ bool aas_query_uint(struct aas_req *r, const char *name, unsigned int min, unsig
 
 /* ---- routing ---- */
 
-/* Does `path` match `pattern`? Fills id from "{id}". Returns 1, 0, or -1 when the id is too long. */
+/*
+ * Does `path` match `pattern`? A "{...}" matches one path segment; "{id}" is
+ * copied into id (handlers read other segments from r->path themselves).
+ * Returns 1, 0, or -1 when the id is too long.
+ */
 static int match(const char *pattern, const char *path, char *id, size_t idsize)
 {
 	while (*pattern && *path) {
-		if (strncmp(pattern, "{id}", 4) == 0) {
+		if (*pattern == '{') {
+			bool is_id = strncmp(pattern, "{id}", 4) == 0;
 			size_t n = strcspn(path, "/");
 			if (n == 0)
 				return 0;
-			pattern += 4;
+			pattern = strchr(pattern, '}') + 1;
 			if (*pattern != '\0' && *pattern != '/')
 				return 0;
 			if (path[n] != *pattern && !(path[n] == '/' && *pattern == '/'))
 				return 0;
-			if (n >= idsize)
-				return -1;
-			memcpy(id, path, n);
-			id[n] = '\0';
+			if (is_id) {
+				if (n >= idsize)
+					return -1;
+				memcpy(id, path, n);
+				id[n] = '\0';
+			}
 			path += n;
 			continue;
 		}
@@ -596,8 +603,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 {
 	struct aas_req *r = *con_cls;
 	struct aas_reply rep = { 0, NULL };
-	unsigned int pport = 0;
-	char pid[SAAS_ID_MAX + 1] = "";
+	char pname[SAAS_PREVIEW_NAME_LEN + 1] = "";
 
 	(void)cls;
 	(void)version;
@@ -605,7 +611,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 		return MHD_NO;
 	aas_conn_progress(conn, !r->started, *upload_data_size);
 	if (r->proxy || (!r->started && aas_preview_match(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"),
-	                                                  config->preview_domain, &pport, pid, sizeof(pid)))) {
+	                                                  config->preview_domain, pname))) {
 		if (!r->started) {
 			r->started = true;
 			r->conn = conn;
@@ -618,7 +624,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 			if (!aas_conn_preview_enter(conn))
 				return preview_busy(r);
 		}
-		return aas_preview_handle(r, pport, pid, upload_data, upload_data_size);
+		return aas_preview_handle(r, pname, upload_data, upload_data_size);
 	}
 	if (!r->started) {
 		r->started = true;

@@ -1,6 +1,7 @@
 /*
- * Preview URLs: http://<port>-<sandbox-id>.<preview-domain>[:port]/...
- * proxied to an exposed port inside the sandbox through saas_engine_port_connect().
+ * Preview URLs: http://<name>.<preview-domain>[:port]/... where <name> is an
+ * exposure's own unguessable label, proxied to the port it exposes through
+ * saas_engine_port_connect().
  *
  * How: for each request, a tunnel is opened and the request is written to it
  * raw (method, path and query as sent, headers with Host rewritten, the body
@@ -13,9 +14,22 @@
  * client's connection is upgraded too and the two sockets are bridged both
  * ways until either side closes.
  *
- * The URL is the capability: no API key, and no need to know the owner, so
- * previews answer from the first request after a restart. Only exposed ports
- * of ready sandboxes answer (the engine checks).
+ * The name is the capability: no API key, and no need to know the owner, so
+ * previews answer from the first request after a restart. A URL shared for one
+ * port opens no other, and only exposed ports of ready sandboxes answer.
+ *
+ * What crosses, and what does not: the API's credentials (Authorization,
+ * x-api-key) and this server's own cookies never reach the guest, and a guest's
+ * Set-Cookie for any domain but the preview's own host (the preview domain or
+ * above, where it would reach every other preview) never reaches the browser.
+ *
+ * Bounds: a guest's server has a time to take the connection, to answer (the
+ * whole response head) and a time it may stay silent (body or WebSocket);
+ * past them the client gets 504 or the stream ends. Every open tunnel is
+ * registered, so that un-exposing a port or destroying a sandbox closes its
+ * tunnels at once (the REST handlers call aas_preview_revoke), and a watcher
+ * closes those whose exposure ended any other way (expiry, the reaper, MCP,
+ * another server on the same store) within AAS_PREVIEW_RECHECK_MS.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -23,47 +37,219 @@
 #include <ctype.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server.h"
 
 #define HEAD_MAX (64 * 1024)
-#define HEAD_TIMEOUT_MS 120000
+/* How often the watcher re-checks the exposure of every open tunnel. */
+#define AAS_PREVIEW_RECHECK_MS 1000
+/* This server's own cookies (reserved: none is set today); never forwarded into a guest. */
+#define AAS_COOKIE_PREFIX "aas_"
 
 static saas_engine *engine;
+static unsigned int connect_ms, first_byte_ms, idle_ms;
+
+/*
+ * An open tunnel to a guest's port. The registry holds it from the connect to
+ * its close, so a revocation can shut its socket down (waking whoever waits on
+ * it) without racing the owner's close().
+ */
+struct tunnel {
+	int fd;
+	char sandbox_id[SAAS_ID_MAX + 1];
+	unsigned int port;
+	char name[SAAS_PREVIEW_NAME_LEN + 1];
+	atomic_bool revoked;
+	struct tunnel *prev, *next;
+};
+
+static pthread_mutex_t tunnels_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watcher_cond = PTHREAD_COND_INITIALIZER;
+static struct tunnel *tunnels;
+static pthread_t watcher;
+static bool watcher_running, stopping;
+
+static pthread_mutex_t dials_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dials_cond = PTHREAD_COND_INITIALIZER;
+static unsigned int dials;      /* connect threads still running: the engine must outlive them */
 
 struct relay {
-	int fd;
+	struct tunnel *t;
 	char *extra;        /* bytes read past the response head */
 	size_t extra_len, extra_off;
 };
 
 struct proxy {
-	int fd;
+	struct tunnel *t;
 	bool upgrade;
 	bool failed;        /* writing the request failed */
 	struct relay *relay;
 	char *head;         /* request head being built */
 	size_t head_len, head_cap;
+	char host[256];     /* the preview's host, lowercased, without a port */
 };
 
-void aas_preview_init(saas_engine *e)
+/* ---- the tunnel registry ---- */
+
+static void revoke_locked(struct tunnel *t)
 {
-	engine = e;
+	if (!atomic_exchange(&t->revoked, true))
+		shutdown(t->fd, SHUT_RDWR);
 }
 
-bool aas_preview_match(const char *host, const char *domain, unsigned int *port, char *id, size_t idsize)
+static void tunnel_register(struct tunnel *t)
+{
+	pthread_mutex_lock(&tunnels_mu);
+	t->prev = NULL;
+	t->next = tunnels;
+	if (tunnels)
+		tunnels->prev = t;
+	tunnels = t;
+	if (stopping)
+		revoke_locked(t);
+	pthread_mutex_unlock(&tunnels_mu);
+}
+
+static void tunnel_close(struct tunnel *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&tunnels_mu);
+	if (t->prev)
+		t->prev->next = t->next;
+	else if (tunnels == t)
+		tunnels = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	pthread_mutex_unlock(&tunnels_mu);
+	close(t->fd);
+	free(t);
+}
+
+void aas_preview_revoke(const char *sandbox_id, unsigned int port)
+{
+	unsigned int n = 0;
+
+	pthread_mutex_lock(&tunnels_mu);
+	for (struct tunnel *t = tunnels; t; t = t->next)
+		if (strcmp(t->sandbox_id, sandbox_id) == 0 && (port == 0 || t->port == port)) {
+			revoke_locked(t);
+			n++;
+		}
+	pthread_mutex_unlock(&tunnels_mu);
+	if (n)
+		aas_log(SAAS_LOG_INFO, "preview: closed %u tunnel(s) to sandbox %s%s", n, sandbox_id,
+		        port ? "'s un-exposed port" : " (it ended)");
+}
+
+/* Revoke the tunnels of one exposure, by name (the watcher's view). */
+static void revoke_name(const char *name)
+{
+	pthread_mutex_lock(&tunnels_mu);
+	for (struct tunnel *t = tunnels; t; t = t->next)
+		if (strcmp(t->name, name) == 0)
+			revoke_locked(t);
+	pthread_mutex_unlock(&tunnels_mu);
+}
+
+/*
+ * Every AAS_PREVIEW_RECHECK_MS: is each open tunnel's exposure still there, its
+ * sandbox ready and not expired? The names are copied out so that the store is
+ * never asked while the registry is locked.
+ */
+static void *watch(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&tunnels_mu);
+	while (!stopping) {
+		struct timespec ts;
+		char (*names)[SAAS_PREVIEW_NAME_LEN + 1] = NULL;
+		size_t n = 0, cap = 0;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += AAS_PREVIEW_RECHECK_MS / 1000;
+		ts.tv_nsec += (long)(AAS_PREVIEW_RECHECK_MS % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&watcher_cond, &tunnels_mu, &ts);
+		if (stopping)
+			break;
+		for (struct tunnel *t = tunnels; t; t = t->next)
+			cap += !atomic_load(&t->revoked);
+		if (cap && !(names = calloc(cap, sizeof(*names))))
+			continue;
+		for (struct tunnel *t = tunnels; t && n < cap; t = t->next)
+			if (!atomic_load(&t->revoked))
+				memcpy(names[n++], t->name, sizeof(names[0]));
+		pthread_mutex_unlock(&tunnels_mu);
+		for (size_t i = 0; i < n; i++) {
+			char id[SAAS_ID_MAX + 1];
+			unsigned int port;
+
+			/* A store that fails now is not a reason to cut anyone off; only "gone" is. */
+			if (saas_engine_preview_find(id, &port, engine, names[i]) == SAAS_ENOTFOUND)
+				revoke_name(names[i]);
+		}
+		free(names);
+		pthread_mutex_lock(&tunnels_mu);
+	}
+	pthread_mutex_unlock(&tunnels_mu);
+	return NULL;
+}
+
+int aas_preview_init(saas_engine *e, const struct aas_config *cfg)
+{
+	int rc;
+
+	engine = e;
+	connect_ms = cfg->preview_connect_timeout_s * 1000;
+	first_byte_ms = cfg->preview_first_byte_timeout_s * 1000;
+	idle_ms = cfg->preview_idle_timeout_s * 1000;
+	stopping = false;
+	if ((rc = pthread_create(&watcher, NULL, watch, NULL)) != 0) {
+		aas_log(SAAS_LOG_ERROR, "cannot start the preview watcher: %s", strerror(rc));
+		return -1;
+	}
+	watcher_running = true;
+	return 0;
+}
+
+void aas_preview_shutdown(void)
+{
+	pthread_mutex_lock(&tunnels_mu);
+	stopping = true;
+	for (struct tunnel *t = tunnels; t; t = t->next)
+		revoke_locked(t);
+	pthread_cond_signal(&watcher_cond);
+	pthread_mutex_unlock(&tunnels_mu);
+	if (watcher_running)
+		pthread_join(watcher, NULL);
+	watcher_running = false;
+	/* A connect the client gave up on still runs in the engine; the driver bounds it. */
+	pthread_mutex_lock(&dials_mu);
+	while (dials)
+		pthread_cond_wait(&dials_cond, &dials_mu);
+	pthread_mutex_unlock(&dials_mu);
+}
+
+/* ---- the Host matcher ---- */
+
+bool aas_preview_match(const char *host, const char *domain, char name[SAAS_PREVIEW_NAME_LEN + 1])
 {
 	char h[256];
 	size_t n, dl;
-	unsigned long p;
-	char *end;
 
+	name[0] = '\0';
 	if (!host || !domain || !*domain || strlen(host) >= sizeof(h))
 		return false;
 	for (n = 0; host[n] && host[n] != ':'; n++)
@@ -73,16 +259,11 @@ bool aas_preview_match(const char *host, const char *domain, unsigned int *port,
 	if (n <= dl + 1 || h[n - dl - 1] != '.' || strncasecmp(h + n - dl, domain, dl) != 0)
 		return false;
 	h[n - dl - 1] = '\0';
-	if (strchr(h, '.') || !isdigit((unsigned char)h[0]))
+	/* One label under the preview domain is a preview, found or not; deeper names are not ours. */
+	if (strchr(h, '.'))
 		return false;
-	p = strtoul(h, &end, 10);
-	if (*end != '-' || p < 1 || p > 65535 || !end[1] || strlen(end + 1) >= idsize)
-		return false;
-	for (const char *c = end + 1; *c; c++)
-		if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '-'))
-			return false;
-	*port = (unsigned int)p;
-	strcpy(id, end + 1);
+	if (n - dl - 1 == SAAS_PREVIEW_NAME_LEN)
+		memcpy(name, h, SAAS_PREVIEW_NAME_LEN + 1);
 	return true;
 }
 
@@ -90,8 +271,7 @@ static void relay_free(struct relay *rl)
 {
 	if (!rl)
 		return;
-	if (rl->fd >= 0)
-		close(rl->fd);
+	tunnel_close(rl->t);
 	free(rl->extra);
 	free(rl);
 }
@@ -102,8 +282,7 @@ void aas_preview_free(struct aas_req *r)
 
 	if (!p)
 		return;
-	if (p->fd >= 0)
-		close(p->fd);
+	tunnel_close(p->t);
 	relay_free(p->relay);
 	free(p->head);
 	free(p);
@@ -147,6 +326,14 @@ static int send_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/* Sends that block longer than the idle timeout fail: a peer that stops reading cannot hold a thread. */
+static void send_timeout(int fd)
+{
+	struct timeval tv = { (time_t)(idle_ms / 1000), (suseconds_t)(idle_ms % 1000) * 1000 };
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 static int head_add(struct proxy *p, const char *a, const char *b, const char *c)
 {
 	size_t need = strlen(a) + strlen(b) + strlen(c) + 1;
@@ -175,6 +362,39 @@ static bool hop_by_hop(const char *name)
 	return false;
 }
 
+/* The API's credentials: never into a guest, WebSocket or not. */
+static bool credential(const char *name)
+{
+	return strcasecmp(name, "Authorization") == 0 || strcasecmp(name, "x-api-key") == 0 ||
+	       strcasecmp(name, "Proxy-Authorization") == 0;
+}
+
+/* A Cookie header without this server's own cookies; nothing when none is left. */
+static int add_cookies(struct proxy *p, const char *value)
+{
+	const char *c = value;
+	bool first = true;
+
+	while (*c) {
+		size_t len;
+
+		c += strspn(c, " \t;");
+		len = strcspn(c, ";");
+		while (len && (c[len - 1] == ' ' || c[len - 1] == '\t'))
+			len--;
+		if (len && strncasecmp(c, AAS_COOKIE_PREFIX, strlen(AAS_COOKIE_PREFIX)) != 0) {
+			char *one = strndup(c, len);
+			int rc = one ? head_add(p, first ? "Cookie: " : "; ", one, "") : -1;
+			free(one);
+			if (rc < 0)
+				return -1;
+			first = false;
+		}
+		c += strcspn(c, ";");
+	}
+	return first ? 0 : head_add(p, "\r\n", "", "");
+}
+
 struct head_ctx {
 	struct proxy *p;
 	int err;
@@ -185,12 +405,18 @@ static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const cha
 	struct head_ctx *hc = cls;
 
 	(void)kind;
-	if (!key || !value || strcasecmp(key, "Host") == 0 || strncasecmp(key, "X-Forwarded-", 12) == 0)
+	if (!key || !value || strcasecmp(key, "Host") == 0 || strncasecmp(key, "X-Forwarded-", 12) == 0 ||
+	    credential(key))
 		return MHD_YES;
 	if (!hc->p->upgrade && hop_by_hop(key))
 		return MHD_YES;
 	if (strpbrk(key, "\r\n") || strpbrk(value, "\r\n"))
 		return MHD_YES;
+	if (strcasecmp(key, "Cookie") == 0) {
+		if (add_cookies(hc->p, value) < 0)
+			hc->err = -1;
+		return MHD_YES;
+	}
 	if (head_add(hc->p, key, ": ", value) < 0 || head_add(hc->p, "\r\n", "", "") < 0)
 		hc->err = -1;
 	return MHD_YES;
@@ -234,54 +460,201 @@ static bool wants_upgrade(struct aas_req *r)
 	return c && u && strcasestr(c, "upgrade");
 }
 
-/* The first call: open the tunnel, send the request head. */
-static enum MHD_Result start(struct aas_req *r, unsigned int port, const char *id)
+/* ---- opening a tunnel within the connect timeout ---- */
+
+/*
+ * The driver's connect is bounded by its own deadlines, which may be longer
+ * than a client should wait: it runs on a thread of its own, and a client that
+ * stops waiting leaves it to close what it opens. Whichever side finishes
+ * last frees it.
+ */
+struct dial {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	char sandbox_id[SAAS_ID_MAX + 1];
+	unsigned int port;
+	int fd, rc;
+	bool done, abandoned;
+};
+
+
+static void dial_free(struct dial *d)
+{
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cond);
+	free(d);
+}
+
+static void *dial_main(void *arg)
+{
+	struct dial *d = arg;
+	int fd = -1, rc = saas_engine_port_connect(&fd, engine, d->sandbox_id, d->port);
+	bool abandoned;
+
+	pthread_mutex_lock(&d->mu);
+	d->fd = fd;
+	d->rc = rc;
+	d->done = true;
+	abandoned = d->abandoned;
+	pthread_cond_signal(&d->cond);
+	pthread_mutex_unlock(&d->mu);
+	if (abandoned) {
+		if (fd >= 0)
+			close(fd);
+		dial_free(d);
+	}
+	pthread_mutex_lock(&dials_mu);
+	if (--dials == 0)
+		pthread_cond_broadcast(&dials_cond);
+	pthread_mutex_unlock(&dials_mu);
+	return NULL;
+}
+
+/* Open a tunnel to the port: SAAS_OK and *fd, a saas_status, or SAAS_ETIMEOUT after connect_ms. */
+static int dial(int *fd, const char *sandbox_id, unsigned int port)
+{
+	struct dial *d = calloc(1, sizeof(*d));
+	pthread_attr_t attr;
+	pthread_t tid;
+	struct timespec ts;
+	int rc;
+
+	*fd = -1;
+	if (!d)
+		return SAAS_ENOMEM;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	snprintf(d->sandbox_id, sizeof(d->sandbox_id), "%s", sandbox_id);
+	d->port = port;
+	d->fd = -1;
+	pthread_mutex_lock(&dials_mu);
+	dials++;
+	pthread_mutex_unlock(&dials_mu);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&tid, &attr, dial_main, d);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		pthread_mutex_lock(&dials_mu);
+		dials--;
+		pthread_mutex_unlock(&dials_mu);
+		dial_free(d);
+		return SAAS_ENOMEM;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += connect_ms / 1000;
+	ts.tv_nsec += (long)(connect_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&d->mu);
+	while (!d->done && pthread_cond_timedwait(&d->cond, &d->mu, &ts) == 0)
+		;
+	if (!d->done) {
+		d->abandoned = true;
+		pthread_mutex_unlock(&d->mu);
+		return SAAS_ETIMEOUT;
+	}
+	pthread_mutex_unlock(&d->mu);
+	*fd = d->fd;
+	rc = d->rc;
+	dial_free(d);
+	return rc;
+}
+
+/* ---- a request ---- */
+
+static const char *const gone =
+	"no preview here: this URL is unknown, its port is no longer exposed, or its sandbox is not running";
+
+/* The first call: find the exposure, open the tunnel, send the request head. */
+static enum MHD_Result start(struct aas_req *r, const char *name)
 {
 	struct proxy *p = calloc(1, sizeof(*p));
-	char msg[256];
-	int rc;
+	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
+	char msg[256], id[SAAS_ID_MAX + 1];
+	unsigned int port = 0;
+	size_t n;
+	int rc, fd = -1;
 
 	if (!p)
 		return MHD_NO;
-	p->fd = -1;
 	r->proxy = p;
+	for (n = 0; host && host[n] && host[n] != ':' && n + 1 < sizeof(p->host); n++)
+		p->host[n] = (char)tolower((unsigned char)host[n]);
+	p->host[n] = '\0';
 	p->upgrade = wants_upgrade(r);
 	if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding") &&
 	    !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length"))
 		return fail(r, 411, "length_required", "preview requests with a body need a Content-Length");
-	rc = saas_engine_port_connect(&p->fd, engine, id, port);
-	if (rc == SAAS_ENOTFOUND || rc == SAAS_ESTATE || rc == SAAS_EINVAL) {
-		snprintf(msg, sizeof(msg), "no preview here: sandbox %s is unknown or not running, or port %u is not exposed",
-		         id, port);
-		return fail(r, 404, "not_found", msg);
+	rc = *name ? saas_engine_preview_find(id, &port, engine, name) : SAAS_ENOTFOUND;
+	if (rc == SAAS_ENOTFOUND)
+		return fail(r, 404, "not_found", gone);
+	if (rc < 0) {
+		/* The store failed: nothing is known about the guest, and nothing of the store is told. */
+		aas_log(SAAS_LOG_ERROR, "preview: looking a name up failed: %s", saas_error_last()->message);
+		return fail(r, aas_status_for(rc), saas_error_name(rc), "this preview cannot be looked up now; retry shortly");
+	}
+	rc = dial(&fd, id, port);
+	if (rc == SAAS_ENOTFOUND || rc == SAAS_ESTATE)
+		return fail(r, 404, "not_found", gone);
+	if (rc == SAAS_ETIMEOUT) {
+		snprintf(msg, sizeof(msg), "the sandbox did not open a connection to port %u within %u s", port,
+		         connect_ms / 1000);
+		return fail(r, 504, "timeout", msg);
 	}
 	if (rc < 0) {
-		snprintf(msg, sizeof(msg), "nothing answers on port %u inside sandbox %s (is the server started, "
-		         "listening on that port?)", port, id);
+		snprintf(msg, sizeof(msg), "nothing answers on port %u inside the sandbox (is the server started, "
+		         "listening on that port?)", port);
 		return fail(r, rc == SAAS_ENOTSUP ? 501 : 502, saas_error_name(rc), msg);
 	}
+	if (!(p->t = calloc(1, sizeof(*p->t)))) {
+		close(fd);
+		return MHD_NO;
+	}
+	p->t->fd = fd;
+	snprintf(p->t->sandbox_id, sizeof(p->t->sandbox_id), "%s", id);
+	p->t->port = port;
+	memcpy(p->t->name, name, sizeof(p->t->name));
+	send_timeout(fd);
+	tunnel_register(p->t);
 	if (build_head(r, p, port) < 0)
 		return MHD_NO;
-	if (send_all(p->fd, p->head, p->head_len) < 0)
+	if (send_all(fd, p->head, p->head_len) < 0)
 		p->failed = true;
 	return MHD_YES;
 }
 
-/* Read until the end of the response head; returns its length, or -1 (and sets *why). */
-static ssize_t read_head(int fd, char *buf, size_t cap, size_t *got, const char **why)
+/* Read until the end of the response head, within first_byte_ms; its length, or -1 (and *why). */
+static ssize_t read_head(struct tunnel *t, char *buf, size_t cap, size_t *got, const char **why)
 {
+	struct timespec now;
+	int64_t deadline;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	deadline = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + first_byte_ms;
 	*got = 0;
 	for (;;) {
-		struct pollfd pfd = { fd, POLLIN, 0 };
+		struct pollfd pfd = { t->fd, POLLIN, 0 };
+		int64_t left;
 		char *end;
-		int n = poll(&pfd, 1, HEAD_TIMEOUT_MS);
+		int n;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = deadline - ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+		n = left > 0 ? poll(&pfd, 1, (int)left) : 0;
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (atomic_load(&t->revoked)) {
+			*why = "revoked";
+			return -1;
+		}
 		if (n == 0) {
 			*why = "timeout";
 			return -1;
 		}
-		ssize_t k = recv(fd, buf + *got, cap - 1 - *got, 0);
+		ssize_t k = recv(t->fd, buf + *got, cap - 1 - *got, 0);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0) {
@@ -302,7 +675,9 @@ static ssize_t read_head(int fd, char *buf, size_t cap, size_t *got, const char 
 static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct relay *rl = cls;
+	struct pollfd pfd = { rl->t->fd, POLLIN, 0 };
 	ssize_t n;
+	int ready;
 
 	(void)pos;
 	if (rl->extra_off < rl->extra_len) {
@@ -314,7 +689,13 @@ static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
 		return (ssize_t)k;
 	}
 	do
-		n = recv(rl->fd, buf, max, 0);
+		ready = poll(&pfd, 1, (int)idle_ms);
+	while (ready < 0 && errno == EINTR);
+	/* Silent past the idle timeout, or closed under us: the client sees the body cut short, not ended. */
+	if (ready <= 0 || atomic_load(&rl->t->revoked))
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	do
+		n = recv(rl->t->fd, buf, max, 0);
 	while (n < 0 && errno == EINTR);
 	if (n > 0)
 		return n;
@@ -326,45 +707,51 @@ static void relay_free_cb(void *cls)
 	relay_free(cls);
 }
 
-/* Bridge the upgraded client socket and the tunnel until both directions end. */
+/*
+ * Bridge the upgraded client socket and the tunnel until both directions end,
+ * both stay silent for the idle timeout, or the tunnel is revoked.
+ */
 static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
                    size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
 	struct relay *rl = cls;
+	struct tunnel *t = rl->t;
 	char buf[16384];
 	bool up_open = true, down_open = true;
 
 	(void)conn;
 	(void)con_cls;
-	if ((extra_in_size && send_all(rl->fd, extra_in, extra_in_size) < 0) ||
+	send_timeout(sock);
+	if ((extra_in_size && send_all(t->fd, extra_in, extra_in_size) < 0) ||
 	    (rl->extra_len && send_all(sock, rl->extra, rl->extra_len) < 0))
 		up_open = down_open = false;
-	while (up_open || down_open) {
-		struct pollfd pf[2] = { { sock, up_open ? POLLIN : 0, 0 }, { rl->fd, down_open ? POLLIN : 0, 0 } };
-		if (poll(pf, 2, -1) < 0) {
+	while ((up_open || down_open) && !atomic_load(&t->revoked)) {
+		struct pollfd pf[2] = { { sock, up_open ? POLLIN : 0, 0 }, { t->fd, down_open ? POLLIN : 0, 0 } };
+		int n = poll(pf, 2, (int)idle_ms);
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
+		if (n == 0 || atomic_load(&t->revoked))
+			break;
 		if (up_open && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t n = recv(sock, buf, sizeof(buf), 0);
-			if (n <= 0 || send_all(rl->fd, buf, (size_t)n) < 0) {
+			ssize_t k = recv(sock, buf, sizeof(buf), 0);
+			if (k <= 0 || send_all(t->fd, buf, (size_t)k) < 0) {
 				up_open = false;
-				shutdown(rl->fd, SHUT_WR);
+				shutdown(t->fd, SHUT_WR);
 			}
 		}
 		if (down_open && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t n = recv(rl->fd, buf, sizeof(buf), 0);
-			if (n <= 0 || send_all(sock, buf, (size_t)n) < 0) {
+			ssize_t k = recv(t->fd, buf, sizeof(buf), 0);
+			if (k <= 0 || send_all(sock, buf, (size_t)k) < 0) {
 				down_open = false;
 				shutdown(sock, SHUT_WR);
 			}
 		}
 	}
 	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-	/* The relay itself is freed with the request (aas_preview_free), which libmicrohttpd ends after this. */
-	close(rl->fd);
-	rl->fd = -1;
+	/* The relay and its tunnel are freed with the request (aas_preview_free), which libmicrohttpd ends after this. */
 }
 
 struct parsed {
@@ -372,7 +759,6 @@ struct parsed {
 	int64_t length;     /* -1: unknown */
 };
 
-/* Parse the status line and headers into resp (created by the caller's choice). */
 static int parse_head(char *head, struct parsed *ps)
 {
 	char *line = head;
@@ -386,7 +772,37 @@ static int parse_head(char *head, struct parsed *ps)
 	return 0;
 }
 
-static void add_headers(struct MHD_Response *resp, char *head, struct parsed *ps, bool upgrade)
+/*
+ * May this Set-Cookie from a guest reach the browser? Only for the preview's
+ * own host: a Domain attribute naming anything else (the preview domain or
+ * above) would hand the cookie to every other preview, or to the API.
+ */
+bool aas_preview_cookie_ok(const char *set_cookie, const char *host)
+{
+	const char *a = strchr(set_cookie, ';');
+
+	while (a) {
+		const char *v, *end;
+		size_t len;
+
+		a += 1 + strspn(a + 1, " \t");
+		end = a + strcspn(a, ";");
+		if (strncasecmp(a, "domain", 6) == 0 && (v = a + 6 + strspn(a + 6, " \t")) < end && *v == '=') {
+			v += 1 + strspn(v + 1, " \t");
+			if (*v == '.')
+				v++;
+			len = (size_t)(end - v);
+			while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+				len--;
+			if (len != strlen(host) || strncasecmp(v, host, len) != 0)
+				return false;
+		}
+		a = *end ? end : NULL;
+	}
+	return true;
+}
+
+static void add_headers(struct MHD_Response *resp, char *head, struct parsed *ps, bool upgrade, const char *host)
 {
 	char *line = strstr(head, "\r\n") + 2, *eol;
 
@@ -405,6 +821,10 @@ static void add_headers(struct MHD_Response *resp, char *head, struct parsed *ps
 		}
 		if (strcasecmp(line, "Date") == 0 || (hop_by_hop(line) && !(upgrade && strcasecmp(line, "Upgrade") == 0)))
 			continue;
+		if (strcasecmp(line, "Set-Cookie") == 0 && !aas_preview_cookie_ok(value, host)) {
+			aas_log(SAAS_LOG_DEBUG, "preview: dropped a Set-Cookie for another domain than %s", host);
+			continue;
+		}
 		MHD_add_response_header(resp, line, value);
 	}
 }
@@ -415,20 +835,26 @@ static enum MHD_Result finish(struct aas_req *r)
 	struct aas_reply rep = { 0, NULL };
 	struct parsed ps;
 	const char *why = "";
-	char *buf;
+	char *buf, msg[160];
 	size_t got;
 	ssize_t hlen;
 	struct relay *rl;
 
+	if (atomic_load(&p->t->revoked))
+		return fail(r, 404, "not_found", gone);
 	if (p->failed)
 		return fail(r, 502, "backend_error", "the server inside the sandbox closed the connection");
 	if (!(buf = malloc(HEAD_MAX)))
 		return MHD_NO;
-	hlen = read_head(p->fd, buf, HEAD_MAX, &got, &why);
+	hlen = read_head(p->t, buf, HEAD_MAX, &got, &why);
 	if (hlen < 0 || parse_head(buf, &ps) < 0) {
 		free(buf);
-		if (hlen < 0 && strcmp(why, "timeout") == 0)
-			return fail(r, 504, "timeout", "the server inside the sandbox did not answer in time");
+		if (hlen < 0 && strcmp(why, "revoked") == 0)
+			return fail(r, 404, "not_found", gone);
+		if (hlen < 0 && strcmp(why, "timeout") == 0) {
+			snprintf(msg, sizeof(msg), "the server inside the sandbox did not answer within %u s", first_byte_ms / 1000);
+			return fail(r, 504, "timeout", msg);
+		}
 		return fail(r, 502, "backend_error",
 		            "the server inside the sandbox closed the connection without a valid HTTP answer");
 	}
@@ -436,8 +862,8 @@ static enum MHD_Result finish(struct aas_req *r)
 		free(buf);
 		return MHD_NO;
 	}
-	rl->fd = p->fd;
-	p->fd = -1;
+	rl->t = p->t;
+	p->t = NULL;
 	rl->extra_len = got - (size_t)hlen;
 	if (rl->extra_len && (rl->extra = malloc(rl->extra_len)))
 		memcpy(rl->extra, buf + hlen, rl->extra_len);
@@ -448,18 +874,18 @@ static enum MHD_Result finish(struct aas_req *r)
 		p->relay = rl;
 		rep.response = MHD_create_response_for_upgrade(bridge, rl);
 		if (rep.response)
-			add_headers(rep.response, buf, &ps, true);
+			add_headers(rep.response, buf, &ps, true, p->host);
 	} else if (ps.status < 200 || ps.status == 204 || ps.status == 304) {
 		rep.response = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 		if (rep.response)
-			add_headers(rep.response, buf, &ps, false);
+			add_headers(rep.response, buf, &ps, false, p->host);
 		relay_free(rl);
 	} else {
 		/* Headers first (they tell the length), then the response that carries them. */
 		struct MHD_Response *tmp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 		char *copy = strdup(buf);
 		if (tmp && copy)
-			add_headers(tmp, copy, &ps, false);
+			add_headers(tmp, copy, &ps, false, p->host);
 		if (tmp)
 			MHD_destroy_response(tmp);
 		free(copy);
@@ -468,7 +894,7 @@ static enum MHD_Result finish(struct aas_req *r)
 		rep.response = MHD_create_response_from_callback(ps.length >= 0 ? (uint64_t)ps.length : MHD_SIZE_UNKNOWN,
 		                                                 64 * 1024, relay_read, rl, relay_free_cb);
 		if (rep.response)
-			add_headers(rep.response, buf, &ps, false);
+			add_headers(rep.response, buf, &ps, false, p->host);
 		else
 			relay_free(rl);
 	}
@@ -479,19 +905,18 @@ static enum MHD_Result finish(struct aas_req *r)
 	return aas_queue(r, &rep);
 }
 
-enum MHD_Result aas_preview_handle(struct aas_req *r, unsigned int port, const char *id, const char *upload,
-                                   size_t *upload_size)
+enum MHD_Result aas_preview_handle(struct aas_req *r, const char *name, const char *upload, size_t *upload_size)
 {
 	struct proxy *p = r->proxy;
 
 	if (!p)
-		return start(r, port, id);
+		return start(r, name);
 	if (r->done) {
 		*upload_size = 0;
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!p->failed && send_all(p->fd, upload, *upload_size) < 0)
+		if (!p->failed && send_all(p->t->fd, upload, *upload_size) < 0)
 			p->failed = true;
 		*upload_size = 0;
 		return MHD_YES;

@@ -3,6 +3,8 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -127,6 +129,7 @@ void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
 	if (rc < 0) {
 		aas_reply_saas(out, rc);
 	} else {
+		aas_preview_revoke(r->route_id, 0);
 		aas_metrics_destroy();
 		aas_reply_json(out, 200, aas_json_sandbox(sb));
 	}
@@ -307,4 +310,27 @@ void aas_h_port_expose(struct aas_req *r, struct aas_reply *out)
 out:
 	saas_free(url);
 	json_decref(body);
+}
+
+void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out)
+{
+	const char *seg = strrchr(r->path, '/') + 1; /* the route matched ".../ports/{port}" */
+	char *end;
+	unsigned long port;
+	int rc;
+
+	errno = 0;
+	port = strtoul(seg, &end, 10);
+	if (!isdigit((unsigned char)*seg) || *end || errno || port < 1 || port > 65535) {
+		aas_reply_error(out, 400, "invalid_argument", "the port in the path must be a number from 1 to 65535");
+		return;
+	}
+	if ((rc = saas_port_unexpose(r->client, r->route_id, (unsigned int)port)) < 0) {
+		aas_reply_saas(out, rc);
+		return;
+	}
+	/* Its URL already opens nothing new; now close what it holds open. */
+	aas_preview_revoke(r->route_id, (unsigned int)port);
+	aas_reply_json(out, 200, json_pack("{s:s,s:I,s:b}", "sandbox_id", r->route_id, "port", (json_int_t)port,
+	                                   "exposed", 0));
 }

@@ -54,6 +54,10 @@ struct aas_config {
 	unsigned int address_rate;
 	unsigned int preview_rate;     /* requests per second per client address to previews */
 	unsigned int min_free_mb;  /* creates refused below this free on the state filesystem; 0: the engine's default */
+	/* The preview proxy's bounds on a guest's server, in seconds (AAS_PREVIEW_*_TIMEOUT_DEFAULT). */
+	unsigned int preview_connect_timeout_s;    /* to open the tunnel */
+	unsigned int preview_first_byte_timeout_s; /* from the request sent to the answer's whole head */
+	unsigned int preview_idle_timeout_s;       /* no byte either way, in a body or a WebSocket */
 };
 
 #define AAS_HEADER_TIMEOUT_DEFAULT 30     /* seconds */
@@ -63,6 +67,11 @@ struct aas_config {
 #define AAS_ADDRESS_RATE_DEFAULT 20
 /* Default of --preview-requests-per-second. */
 #define AAS_PREVIEW_RATE_DEFAULT 100
+
+#define AAS_PREVIEW_CONNECT_TIMEOUT_DEFAULT 10
+#define AAS_PREVIEW_FIRST_BYTE_TIMEOUT_DEFAULT 60
+#define AAS_PREVIEW_IDLE_TIMEOUT_DEFAULT 300
+#define AAS_PREVIEW_TIMEOUT_MAX 86400
 
 /* Fill from the environment, then argv; 0, or -1 after printing a one-line error. */
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv);
@@ -299,6 +308,7 @@ void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out);
 void aas_h_exec(struct aas_req *r, struct aas_reply *out);
 void aas_h_execution_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_port_expose(struct aas_req *r, struct aas_reply *out);
+void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_put(struct aas_req *r, struct aas_reply *out);
 int aas_file_put_start(struct aas_req *r, struct aas_reply *out);
@@ -349,14 +359,30 @@ bool aas_conn_preview_enter(struct MHD_Connection *c);
 
 /* ---- preview proxy (preview.c) ---- */
 
-/* The engine previews connect through (saas_engine_port_connect: no key, the URL is the capability). */
-void aas_preview_init(saas_engine *engine);
-/* Does Host name a preview? Then *port and id are filled. */
-bool aas_preview_match(const char *host, const char *domain, unsigned int *port, char *id, size_t idsize);
+/*
+ * The engine previews connect through (saas_engine_preview_find: no key, the
+ * exposure's name is the capability) and the proxy's timeouts; starts the
+ * thread that closes tunnels whose exposure ended. 0, or -1 after logging.
+ */
+int aas_preview_init(saas_engine *engine, const struct aas_config *cfg);
+/* Close every tunnel and stop that thread; before the engine is freed. */
+void aas_preview_shutdown(void);
+/*
+ * Does Host name a preview, a single label under `domain`? Then the label,
+ * lowercased, goes into name if it has the length of an exposure's name ("" if
+ * not: such a host is a preview that does not exist, never the API).
+ */
+bool aas_preview_match(const char *host, const char *domain, char name[SAAS_PREVIEW_NAME_LEN + 1]);
+/* May a guest's Set-Cookie header (its value) reach a browser that asked `host` (lowercase, no port)? */
+bool aas_preview_cookie_ok(const char *set_cookie, const char *host);
 /* Called for every call of the access handler on a preview request. */
-enum MHD_Result aas_preview_handle(struct aas_req *r, unsigned int port, const char *id, const char *upload,
-                                   size_t *upload_size);
+enum MHD_Result aas_preview_handle(struct aas_req *r, const char *name, const char *upload, size_t *upload_size);
 void aas_preview_free(struct aas_req *r);
+/*
+ * Close the tunnels (requests in flight, WebSockets) to a sandbox's port, or
+ * to every port of it when port is 0: its exposure or the sandbox just ended.
+ */
+void aas_preview_revoke(const char *sandbox_id, unsigned int port);
 
 /* ---- metrics (metrics.c) ---- */
 

@@ -104,8 +104,10 @@ typedef struct {
 	/** Image used when create names none. NULL: "default". */
 	const char *default_image;
 	/**
-	 * Preview URL template for exposed ports; "{port}" and "{id}" are replaced.
-	 * NULL: "http://{port}-{id}.localhost:8080/".
+	 * Preview URL template for exposed ports; it must contain "{name}", replaced
+	 * by the exposure's unguessable name (a DNS label), and may contain "{port}"
+	 * and "{id}" (the sandbox's), which are replaced too. NULL:
+	 * "http://{name}.localhost:8080/".
 	 */
 	const char *preview_url;
 	saas_limits limits;             /**< Zero fields take the defaults. */
@@ -210,7 +212,7 @@ typedef struct {
 	size_t nsizes;
 	saas_size *sizes;                 /**< Every size class with its price. */
 	char *default_image;
-	char *preview_url;                /**< The preview URL template ("{port}", "{id}"). */
+	char *preview_url;                /**< The preview URL template ("{name}"; maybe "{port}", "{id}"). */
 	int64_t new_account_credit_usd_micro;
 	char *driver;                     /**< The VM driver's name, or "" for a store-only engine. */
 	saas_account_limits limits;       /**< The limits every account has unless set for it; last, so it can grow. */
@@ -264,15 +266,30 @@ SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats);
 
 /**
  * Open a TCP connection to an exposed port of any account's sandbox: what a
- * preview URL's proxy does. A preview URL is a capability — whoever has it
- * reaches the port — so this needs the sandbox id and an exposed port, not a
- * key. Unexposed ports and sandboxes that are not ready are not found.
+ * preview URL's proxy does once saas_engine_preview_find() has turned the URL's
+ * name into a sandbox and port. It needs no key: the caller holds the engine,
+ * and must not let anyone name a sandbox id and port directly (ids are not
+ * secrets; names are). Unexposed ports and sandboxes that are not ready are not found.
  *
  * @param fd   [out] a connected stream socket the caller reads, writes and close()s.
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (no such sandbox, not ready, or the port is not
  *         exposed); SAAS_EBACKEND (nothing listens there); SAAS_ENOTSUP (store-only engine).
  */
 SAAS_EXTERN(int) saas_engine_port_connect(int *fd, saas_engine *engine, const char *sandbox_id, unsigned int port);
+
+/**
+ * Find an exposure by its name: what a preview URL's proxy does with the host
+ * label it was asked for. The name is the capability; no key is needed. An
+ * exposure of a sandbox that is not ready (or has expired) is not found.
+ *
+ * @param sandbox_id [out] the sandbox it belongs to.
+ * @param port       [out] the port it exposes; open it with saas_engine_port_connect().
+ * @param name       a name from a preview URL (see SAAS_PREVIEW_NAME_LEN).
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (no such exposure, or its sandbox is not ready);
+ *         SAAS_ESTORE. Thread-safe.
+ */
+SAAS_EXTERN(int) saas_engine_preview_find(char sandbox_id[SAAS_ID_MAX + 1], unsigned int *port, saas_engine *engine,
+                                          const char *name);
 
 /** Pass as `credit` to saas_account_create() for the engine's new-account credit ($5 unless configured). */
 #define SAAS_CREDIT_DEFAULT INT64_MIN

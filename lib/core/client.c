@@ -24,6 +24,7 @@ const struct saas_client_ops saas__local_ops = {
 	saas__local_file_list,
 	saas__local_port_expose,
 	saas__local_port_connect,
+	saas__local_port_unexpose,
 	NULL,
 };
 
@@ -488,6 +489,19 @@ SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, un
 	if (port == 22)
 		return saas__inval("port 22 is the sandbox's control channel and cannot be exposed");
 	return c->ops->port_expose(c, id, port, url);
+}
+
+SAAS_EXTERN(int) saas_port_unexpose(saas_client *c, const char *id, unsigned int port)
+{
+	int rc;
+
+	saas__error_clear();
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if (port == 0 || port > 65535)
+		return saas__inval("port must be between 1 and 65535");
+	return c->ops->port_unexpose(c, id, port);
 }
 
 SAAS_EXTERN(int) saas_port_connect(int *fd, saas_client *c, const char *id, unsigned int port)

@@ -109,6 +109,7 @@ struct saas_client_ops {
 	                 unsigned int max_entries, saas_file_list **out);
 	int (*port_expose)(saas_client *c, const char *id, unsigned int port, char **url);
 	int (*port_connect)(saas_client *c, const char *id, unsigned int port, int *fd);
+	int (*port_unexpose)(saas_client *c, const char *id, unsigned int port);
 	void (*free)(saas_client *c);
 };
 
@@ -183,7 +184,9 @@ int saas__local_file_list(saas_client *c, const char *id, const char *path, unsi
                           unsigned int max_entries, saas_file_list **out);
 int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, char **url);
 int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd);
-char *saas__preview_url(saas_engine *e, const char *id, unsigned int port);
+int saas__local_port_unexpose(saas_client *c, const char *id, unsigned int port);
+/* The preview URL of an exposure: the engine's template filled in. NULL when out of memory. */
+char *saas__preview_url(saas_engine *e, const saas_store_port *exposure);
 
 /* reaper.c */
 int saas__reconcile(saas_engine *e);

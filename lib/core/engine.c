@@ -30,7 +30,7 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_MAX_TIMEOUT_S 86400
 #define DEFAULT_MIN_BALANCE_S 60
 #define DEFAULT_REAPER_MS 1000
-#define DEFAULT_PREVIEW "http://{port}-{id}.localhost:8080/"
+#define DEFAULT_PREVIEW "http://{name}.localhost:8080/"
 
 /* How much of saas_engine_options a caller of each version has: version 1 ends before `pool`, 2 before the tenant limits. */
 static const size_t options_size[] = {
@@ -353,8 +353,10 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return saas__inval("state_dir is empty or too long");
 	if (o->default_image && !saas__valid_text(o->default_image, SAAS_STORE_IMAGE_MAX))
 		return saas__inval("default_image must be 1 to 63 printable bytes");
-	if (o->preview_url && (!saas__valid_text(o->preview_url, 512) || !strstr(o->preview_url, "{id}")))
-		return saas__inval("preview_url must be printable, at most 512 bytes, and contain {id}");
+	/* {port}-{id} alone made URLs anyone could guess; only the exposure's name opens a preview now. */
+	if (o->preview_url && (!saas__valid_text(o->preview_url, 512) || !strstr(o->preview_url, "{name}")))
+		return saas__inval("preview_url must be printable, at most 512 bytes, and contain {name} "
+		                   "(the exposure's unguessable host label, e.g. \"https://{name}.preview.example.com/\")");
 	if (o->sizes && (rc = check_sizes(o->sizes, o->nsizes)) < 0)
 		return rc;
 	if ((rc = check_limits(&o->limits)) < 0 || (rc = check_tenant_limits(o)) < 0)

@@ -47,28 +47,35 @@ int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out)
 
 struct collect_ports {
 	saas_engine *e;
-	const char *id;
 	saas_sandbox *sb;
 	size_t cap;
 	int rc;
 };
 
-char *saas__preview_url(saas_engine *e, const char *id, unsigned int port)
+char *saas__preview_url(saas_engine *e, const saas_store_port *exposure)
 {
+	static const struct {
+		const char *key;
+		size_t len;
+	} keys[] = { { "{name}", 6 }, { "{port}", 6 }, { "{id}", 4 } };
 	saas_buf b = SAAS_BUF_INIT;
 	const char *p = e->preview_url;
 	char portstr[16];
+	const char *values[3];
 
-	snprintf(portstr, sizeof(portstr), "%u", port);
+	snprintf(portstr, sizeof(portstr), "%u", exposure->port);
+	values[0] = exposure->name;
+	values[1] = portstr;
+	values[2] = exposure->sandbox_id;
 	while (*p) {
-		if (strncmp(p, "{port}", 6) == 0) {
-			if (saas__buf_puts(&b, portstr) < 0)
+		size_t i;
+
+		for (i = 0; i < SAAS_ARRAY_SIZE(keys) && strncmp(p, keys[i].key, keys[i].len) != 0; i++)
+			;
+		if (i < SAAS_ARRAY_SIZE(keys)) {
+			if (saas__buf_puts(&b, values[i]) < 0)
 				goto oom;
-			p += 6;
-		} else if (strncmp(p, "{id}", 4) == 0) {
-			if (saas__buf_puts(&b, id) < 0)
-				goto oom;
-			p += 4;
+			p += keys[i].len;
 		} else {
 			if (saas__buf_put(&b, p, 1) < 0)
 				goto oom;
@@ -81,12 +88,11 @@ oom:
 	return NULL;
 }
 
-static int collect_port(void *ud, unsigned int port, int64_t created_at_ms)
+static int collect_port(void *ud, const saas_store_port *exposure)
 {
 	struct collect_ports *c = ud;
 	saas_port_info *pi;
 
-	(void)created_at_ms;
 	if (c->sb->nports == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 4;
 		saas_port_info *ports = realloc(c->sb->ports, cap * sizeof(*ports));
@@ -98,8 +104,8 @@ static int collect_port(void *ud, unsigned int port, int64_t created_at_ms)
 		c->cap = cap;
 	}
 	pi = &c->sb->ports[c->sb->nports];
-	pi->port = port;
-	if (!(pi->url = saas__preview_url(c->e, c->id, port))) {
+	pi->port = exposure->port;
+	if (!(pi->url = saas__preview_url(c->e, exposure))) {
 		c->rc = saas__oom();
 		return 1;
 	}
@@ -134,7 +140,6 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 	/* A destroyed sandbox exposes nothing any more. */
 	if (row->status != SAAS_SANDBOX_DESTROYED) {
 		cp.e = e;
-		cp.id = row->id;
 		cp.sb = sb;
 		cp.cap = 0;
 		cp.rc = SAAS_OK;

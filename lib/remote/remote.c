@@ -678,6 +678,25 @@ out:
 	return rc;
 }
 
+static int remote_port_unexpose(saas_client *c, const char *id, unsigned int port)
+{
+	struct saas_http_req req = { 0 };
+	char suffix[32], *path;
+	json_t *ans = NULL;
+	int rc;
+
+	snprintf(suffix, sizeof(suffix), "/ports/%u", port);
+	if (!(path = sandbox_path("sandboxes", id, suffix)))
+		return SAAS_ENOMEM;
+	req.method = "DELETE";
+	req.path = path;
+	req.idempotent = true; /* un-exposing twice is the same as once */
+	rc = saas__http(R(c), &req, &ans);
+	json_decref(ans);
+	free(path);
+	return rc;
+}
+
 static int remote_port_connect(saas_client *c, const char *id, unsigned int port, int *fd)
 {
 	(void)c;
@@ -724,6 +743,7 @@ static const struct saas_client_ops remote_ops = {
 	remote_file_list,
 	remote_port_expose,
 	remote_port_connect,
+	remote_port_unexpose,
 	remote_free,
 };
 

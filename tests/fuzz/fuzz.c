@@ -108,6 +108,15 @@ void fuzz_tenant_make(struct fuzz_tenant *t, saas_engine *engine)
 	saas_sandbox_free(sb);
 	if (saas_port_expose(&url, t->client, t->sandbox_id, 8000) < 0)
 		die("port");
+	/* The URL's host label is the exposure's name: "http://NAME.localhost:PORT/". */
+	{
+		const char *h = strstr(url, "://");
+		size_t n = h ? strcspn(h + 3, ".") : 0;
+		if (n != SAAS_PREVIEW_NAME_LEN)
+			die("preview URL");
+		memcpy(t->preview_name, h + 3, n);
+		t->preview_name[n] = '\0';
+	}
 	saas_free(url);
 	tenant = t;
 }

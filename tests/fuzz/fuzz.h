@@ -29,6 +29,7 @@ struct fuzz_tenant {
 	saas_client *client;
 	char sandbox_id[SAAS_ID_MAX + 1];
 	char mcp_session[128];  /* an initialized MCP session on the server (fuzz_server_start), or "" */
+	char preview_name[SAAS_PREVIEW_NAME_LEN + 1]; /* port 8000's preview host label */
 };
 
 /* The fake driver with bounded commands; port_connect, when not NULL, replaces the fake guest's ports. */

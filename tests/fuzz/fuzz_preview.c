@@ -9,7 +9,7 @@
  * POST with a body, WebSocket upgrade).
  *
  * The Host matcher (aas_preview_match) gets the input too, as a Host header:
- * when it matches, what it fills in must come from that Host.
+ * when it matches, the name it fills in must be that Host's first label.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -25,6 +25,87 @@
 #include "server.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct fuzz_tenant tenant;
+
+/* The guest's answer for the current input, and its end of the socketpair. */
+static pthread_mutex_t guest_mu = PTHREAD_MUTEX_INITIALIZER;
+static const uint8_t *guest_data;
+static size_t guest_len;
+static int guest_fd = -1;
+
+static int guest_connect(void *ctx, const char *name, unsigned int port, int *fd)
+{
+	int sv[2], rc = SAAS_OK;
+	const uint8_t *p;
+	size_t left;
+
+	(void)ctx;
+	(void)name;
+	(void)port;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return SAAS_EIO;
+	pthread_mutex_lock(&guest_mu);
+	/* The input fits the socket's buffer (-max_len is well under it): write it all now, then EOF. */
+	for (p = guest_data, left = guest_len; left;) {
+		ssize_t n = send(sv[1], p, left, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		p += n;
+		left -= (size_t)n;
+	}
+	/* Kept open for reading, so the proxy can send its request; closed after the exchange. */
+	shutdown(sv[1], SHUT_WR);
+	if (guest_fd >= 0)
+		close(guest_fd);
+	guest_fd = sv[1];
+	pthread_mutex_unlock(&guest_mu);
+	*fd = sv[0];
+	return rc;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	fuzz_server_start(fuzz_driver(guest_connect), &tenant);
+	return 0;
+}
+
+/* What aas_preview_match filled in must be read off the host: "NAME." then the domain, NAME a label of ours. */
+static void check_match(const uint8_t *data, size_t size)
+{
+	static const char *const domains[] = { "localhost", "Preview.Example.COM" };
+	char host[300], name[SAAS_PREVIEW_NAME_LEN + 1], lower[300];
+
+	if (size >= sizeof(host))
+		size = sizeof(host) - 1;
+	memcpy(host, data, size);
+	host[size] = '\0';
+	for (size_t d = 0; d < sizeof(domains) / sizeof(domains[0]); d++) {
+		size_t n, dl = strlen(domains[d]);
+		memset(name, 0x55, sizeof(name));
+		if (!aas_preview_match(host, domains[d], name))
+			continue;
+		if (!memchr(name, '\0', sizeof(name)))
+			abort();
+		for (n = 0; host[n] && host[n] != ':'; n++)
+			lower[n] = (char)tolower((unsigned char)host[n]);
+		lower[n] = '\0';
+		if (n < dl + 1 || lower[n - dl - 1] != '.' || strcasecmp(lower + n - dl, domains[d]) != 0)
+			abort();
+		lower[n - dl - 1] = '\0';
+		/* One label before the domain; a name is that label (lowercased), and only one of the names' length. */
+		if (strchr(lower, '.'))
+			abort();
+		if (name[0] ? strcmp(lower, name) != 0 : strlen(lower) == SAAS_PREVIEW_NAME_LEN)
+			abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fuzz_tenant tenant;
@@ -111,10 +192,10 @@ static void check_match(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const requests[] = {
-		"GET /p?q=1 HTTP/1.1\r\nHost: 8000-%s.localhost\r\nAccept: */*\r\n\r\n",
-		"HEAD / HTTP/1.1\r\nHost: 8000-%s.localhost\r\n\r\n",
-		"POST /form HTTP/1.1\r\nHost: 8000-%s.localhost\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello",
-		("GET /ws HTTP/1.1\r\nHost: 8000-%s.localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+		"GET /p?q=1 HTTP/1.1\r\nHost: %s.localhost\r\nAccept: */*\r\n\r\n",
+		"HEAD / HTTP/1.1\r\nHost: %s.localhost\r\n\r\n",
+		"POST /form HTTP/1.1\r\nHost: %s.localhost\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello",
+		("GET /ws HTTP/1.1\r\nHost: %s.localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
 		 "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\nframe"),
 	};
 	char req[512], answer[256];
@@ -123,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_match(data, size);
 	if (size == 0)
 		return 0;
-	n = snprintf(req, sizeof(req), requests[data[0] % (sizeof(requests) / sizeof(requests[0]))], tenant.sandbox_id);
+	n = snprintf(req, sizeof(req), requests[data[0] % (sizeof(requests) / sizeof(requests[0]))], tenant.preview_name);
 	pthread_mutex_lock(&guest_mu);
 	guest_data = data + 1;
 	guest_len = size - 1;

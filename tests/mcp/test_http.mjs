@@ -86,7 +86,7 @@ async function rawSession(extra = {}) {
   return sid;
 }
 
-test('initialize, 12 tools, annotations and schemas', async () => {
+test('initialize, 13 tools, annotations and schemas', async () => {
   const { client, transport } = await connect();
   assert.equal(client.getServerVersion().name, 'libsaas');
   assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
@@ -95,7 +95,8 @@ test('initialize, 12 tools, annotations and schemas', async () => {
   assert.equal(nextCursor, undefined);
   const names = tools.map(t => t.name).sort();
   assert.deepEqual(names, ['create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_sandbox',
-    'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command', 'write_file']);
+    'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command', 'unexpose_port',
+    'write_file']);
   const ajv = new Ajv({ strict: false });
   for (const t of tools) {
     assert.ok(t.description.length > 40, `${t.name} has a description`);
@@ -176,7 +177,8 @@ test('a whole agent session; every structuredContent validates against its outpu
     await call('write_file', { sandbox_id: id, path: '/workspace/index.html', content: page });
     x = await call('run_command', { sandbox_id: id, command: 'busybox httpd -p 8000 -h /workspace &' });
     assert.equal(x.exit_code, 0, JSON.stringify(x));
-    const host = `8000-${id}.localhost:${port}`;
+    // The URL's host is the exposure's own name under the preview domain; the server's port is ours.
+    const host = `${new URL(ep.url).hostname}:${port}`;
     let pr = null;
     for (let i = 0; i < 50; i++) {
       pr = await previewGet(host, '/index.html');
@@ -185,6 +187,13 @@ test('a whole agent session; every structuredContent validates against its outpu
     }
     assert.equal(pr.status, 200, `preview through ${host}: ${pr.body}`);
     assert.equal(pr.body, page);
+  }
+  const ux = await call('unexpose_port', { sandbox_id: id, port: 8000 });
+  assert.equal(ux.exposed, false);
+  assert.equal((await call('get_sandbox', { sandbox_id: id })).ports.length, 0);
+  if (IMAGES) {
+    const gone = await previewGet(`${new URL(ep.url).hostname}:${port}`, '/index.html');
+    assert.equal(gone.status, 404, `an un-exposed port's preview: ${gone.body}`);
   }
   const ext = await call('extend_sandbox', { sandbox_id: id, seconds: 300 });
   assert.ok(Date.parse(ext.expires_at) > Date.parse(sb.expires_at));
@@ -214,7 +223,7 @@ test('a whole agent session; every structuredContent validates against its outpu
   const d = await call('destroy_sandbox', { sandbox_id: id });
   assert.equal(d.status, 'destroyed');
   await call('list_sandboxes', { status: 'destroyed', limit: 5 });
-  assert.equal(seen.size, 12, `every tool was called: ${[...seen]}`);
+  assert.equal(seen.size, 13, `every tool was called: ${[...seen]}`);
 
   // Mistakes an agent can fix are tool results with isError and a next step.
   let r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: id, command: 'echo hi' } });
@@ -321,7 +330,7 @@ test('transport rules: sessions, Origin, Accept, versions, methods', async () =>
   assert.match(sse.res.headers.get('content-type'), /text\/event-stream/);
   assert.equal(sse.res.headers.get('cache-control'), 'no-cache');
   const data = JSON.parse(sse.text.split('\n').find(l => l.startsWith('data: ')).slice(6));
-  assert.equal(data.result.tools.length, 12);
+  assert.equal(data.result.tools.length, 13);
   // GET: 405 with Allow.
   const get = await fetch(endpoint, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
   await get.text();

@@ -887,22 +887,36 @@ static void test_files(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* The host label of a preview URL: SAAS_PREVIEW_NAME_LEN characters of lowercase base32. */
+static void assert_preview_url(const char *url, const char *sandbox_id)
+{
+	const char *label = strstr(url, "://");
+
+	assert_non_null(label);
+	label += 3;
+	assert_int_equal(strspn(label, "abcdefghijklmnopqrstuvwxyz234567"), SAAS_PREVIEW_NAME_LEN);
+	assert_int_equal(label[SAAS_PREVIEW_NAME_LEN], '.');
+	assert_null(strstr(url, sandbox_id)); /* the guessable {port}-{id} is gone */
+}
+
 static void test_ports(void **state)
 {
 	struct fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
-	char *url = NULL, *again = NULL, want[128];
+	char *url = NULL, *again = NULL, *other = NULL;
 	int fd = 0;
 
 	EXPECT(saas_port_expose(&url, f->a, sb->id, 8000), SAAS_OK);
-	snprintf(want, sizeof(want), "8000-%s.", sb->id);
-	assert_non_null(strstr(url, want));
+	assert_preview_url(url, sb->id);
 	EXPECT(saas_port_expose(&again, f->a, sb->id, 8000), SAAS_OK);
 	assert_string_equal(url, again);
 	saas_free(again);
 	again = NULL;
+	EXPECT(saas_port_expose(&other, f->a, sb->id, 8002), SAAS_OK);
+	assert_preview_url(other, sb->id);
+	assert_string_not_equal(url, other); /* each exposure its own name */
 	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
-	assert_int_equal(got->nports, 1);
+	assert_int_equal(got->nports, 2);
 	assert_int_equal(got->ports[0].port, 8000);
 	assert_string_equal(got->ports[0].url, url);
 	saas_sandbox_free(got);
@@ -920,9 +934,32 @@ static void test_ports(void **state)
 		EXPECT(saas_port_connect(&fd, f->a, sb->id, 8000), SAAS_OK);
 		close(fd);
 	}
+
+	/* Un-expose: gone from the sandbox, again is success, another account's is not found. */
+	EXPECT(saas_port_unexpose(f->b, sb->id, 8000), SAAS_ENOTFOUND);
+	EXPECT(saas_port_unexpose(f->a, sb->id, 8000), SAAS_OK);
+	EXPECT(saas_port_unexpose(f->a, sb->id, 8000), SAAS_OK);
+	EXPECT(saas_port_unexpose(f->a, sb->id, 0), SAAS_EINVAL);
+	EXPECT(saas_port_unexpose(f->a, sb->id, 65536), SAAS_EINVAL);
+	EXPECT(saas_port_unexpose(f->a, "sbx-doesnotexist", 8000), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->nports, 1);
+	assert_int_equal(got->ports[0].port, 8002);
+	saas_sandbox_free(got);
+	if (!P.remote)
+		EXPECT(saas_port_connect(&fd, f->a, sb->id, 8000), SAAS_ENOTFOUND);
+	/* Exposed again: a new name, so the URL shared before stays dead. */
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 8000), SAAS_OK);
+	assert_preview_url(again, sb->id);
+	assert_string_not_equal(url, again);
+	saas_free(again);
+	again = NULL;
+
 	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
 	EXPECT(saas_port_expose(&again, f->a, sb->id, 8001), SAAS_ESTATE);
+	EXPECT(saas_port_unexpose(f->a, sb->id, 8000), SAAS_OK);
 	saas_free(url);
+	saas_free(other);
 	saas_free(again);
 	saas_sandbox_free(sb);
 }

@@ -164,6 +164,10 @@ static void test_engine_bad_options(void **state)
 	o.nsizes = 0;
 	o.preview_url = "http://nothing-to-route/";
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	/* The guessable {port}-{id} alone opens nothing any more: a template needs the exposure's name. */
+	o.preview_url = "http://{port}-{id}.localhost:8080/";
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "{name}"));
 	o.preview_url = NULL;
 	o.new_account_credit = -1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
@@ -939,23 +943,45 @@ static void test_files(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* The host label of a preview URL "http://LABEL.localhost:8080/": copied into label. */
+static void url_label(const char *url, char label[SAAS_PREVIEW_NAME_LEN + 1])
+{
+	const char *start = strstr(url, "://"), *end;
+
+	assert_non_null(start);
+	start += 3;
+	assert_non_null(end = strchr(start, '.'));
+	assert_string_equal(end, ".localhost:8080/");
+	assert_int_equal(end - start, SAAS_PREVIEW_NAME_LEN);
+	memcpy(label, start, SAAS_PREVIEW_NAME_LEN);
+	label[SAAS_PREVIEW_NAME_LEN] = '\0';
+	/* A DNS label: lowercase base32 only. */
+	assert_int_equal(strspn(label, "abcdefghijklmnopqrstuvwxyz234567"), SAAS_PREVIEW_NAME_LEN);
+}
+
 static void test_ports(void **state)
 {
 	struct fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
-	char *url = NULL, *again = NULL, want[128];
+	char *url = NULL, *again = NULL, *other = NULL;
+	char label[SAAS_PREVIEW_NAME_LEN + 1], label80[SAAS_PREVIEW_NAME_LEN + 1], id[SAAS_ID_MAX + 1];
+	unsigned int port = 0;
+	char first;
 
 	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 3000), SAAS_OK);
-	snprintf(want, sizeof(want), "http://3000-%s.localhost:8080/", sb->id);
-	assert_string_equal(url, want);
+	url_label(url, label);
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000), SAAS_OK);
 	assert_string_equal(again, url);
 	saas_free(again);
-	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 80), SAAS_OK);
-	saas_free(again);
+	assert_int_equal(saas_port_expose(&other, f->a, sb->id, 80), SAAS_OK);
+	url_label(other, label80);
+	/* Each exposure has its own name: one port's URL says nothing about another's. */
+	assert_string_not_equal(label, label80);
+	assert_null(strstr(url, sb->id));
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 2);
 	assert_int_equal(got->ports[0].port, 80);
+	assert_string_equal(got->ports[0].url, other);
 	assert_int_equal(got->ports[1].port, 3000);
 	assert_string_equal(got->ports[1].url, url);
 	saas_sandbox_free(got);
@@ -963,6 +989,45 @@ static void test_ports(void **state)
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 65536), SAAS_EINVAL);
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 22), SAAS_EINVAL);
 	assert_int_equal(saas_port_expose(NULL, f->a, sb->id, 80), SAAS_EINVAL);
+
+	/* The name leads to its own sandbox and port, and only to those. */
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label), SAAS_OK);
+	assert_string_equal(id, sb->id);
+	assert_int_equal(port, 3000);
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label80), SAAS_OK);
+	assert_int_equal(port, 80);
+	first = label[0];
+	label[0] = first == 'a' ? 'b' : 'a';
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label), SAAS_ENOTFOUND);
+	assert_int_equal(port, 0);
+	assert_null(strstr(saas_error_last()->message, label)); /* never echoed */
+	label[0] = first;
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, "3000"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, ""), SAAS_ENOTFOUND);
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, NULL), SAAS_ENOTFOUND);
+	assert_int_equal(saas_engine_preview_find(NULL, &port, f->engine, label), SAAS_EINVAL);
+
+	/* Un-exposing: the name stops working at once; again is success; the other port stays. */
+	assert_int_equal(saas_port_unexpose(f->b, sb->id, 3000), SAAS_ENOTFOUND); /* not b's */
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label), SAAS_OK);
+	assert_int_equal(saas_port_unexpose(f->a, sb->id, 3000), SAAS_OK);
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label), SAAS_ENOTFOUND);
+	assert_int_equal(saas_port_unexpose(f->a, sb->id, 3000), SAAS_OK);
+	assert_int_equal(saas_port_unexpose(f->a, sb->id, 4444), SAAS_OK);
+	assert_int_equal(saas_port_unexpose(f->a, sb->id, 0), SAAS_EINVAL);
+	assert_int_equal(saas_port_unexpose(f->a, sb->id, 65536), SAAS_EINVAL);
+	assert_int_equal(saas_port_unexpose(f->a, "sbx-nope", 80), SAAS_ENOTFOUND);
+	assert_int_equal(saas_port_unexpose(NULL, sb->id, 80), SAAS_EINVAL);
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label80), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->nports, 1);
+	assert_int_equal(got->ports[0].port, 80);
+	saas_sandbox_free(got);
+	/* Exposed again, it gets a new name; the old one stays dead. */
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000), SAAS_OK);
+	assert_string_not_equal(again, url);
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label), SAAS_ENOTFOUND);
+	saas_free(again);
 	{
 		int fd = -1;
 		char buf[128] = "";
@@ -982,7 +1047,35 @@ static void test_ports(void **state)
 	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 0);
 	saas_sandbox_free(got);
+	/* A destroyed sandbox's names lead nowhere. */
+	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label80), SAAS_ENOTFOUND);
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 80), SAAS_ESTATE);
+	assert_int_equal(saas_port_unexpose(f->a, sb->id, 80), SAAS_OK);
+	saas_free(url);
+	saas_free(other);
+	saas_sandbox_free(sb);
+}
+
+/* The template: {name} required, {port} and {id} filled in too. */
+static void test_preview_template(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = NULL;
+	char *url = NULL, want[256];
+
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->b = NULL;
+	saas_engine_free(f->engine);
+	f->opts.preview_url = "https://{name}.p.example/{port}/{id}";
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	sb = create(f->a, NULL, 0);
+	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 8000), SAAS_OK);
+	assert_int_equal(strncmp(url, "https://", 8), 0);
+	assert_int_equal(strspn(url + 8, "abcdefghijklmnopqrstuvwxyz234567"), SAAS_PREVIEW_NAME_LEN);
+	snprintf(want, sizeof(want), ".p.example/8000/%s", sb->id);
+	assert_string_equal(url + 8 + SAAS_PREVIEW_NAME_LEN, want);
 	saas_free(url);
 	saas_sandbox_free(sb);
 }
@@ -1145,7 +1238,7 @@ static void test_engine_views(void **state)
 	assert_int_equal(info->limits.max_timeout_s, 86400);
 	assert_int_equal(info->new_account_credit_usd_micro, 5000000);
 	assert_string_equal(info->default_image, "default");
-	assert_string_equal(info->preview_url, "http://{port}-{id}.localhost:8080/");
+	assert_string_equal(info->preview_url, "http://{name}.localhost:8080/");
 	assert_string_equal(info->driver, "fake");
 	saas_engine_info_free(info);
 	assert_int_equal(saas_engine_info_get(NULL, f->engine), SAAS_EINVAL);
@@ -1896,6 +1989,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exec_background, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_preview_template, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_and_extend, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_account_info, setup, teardown),

@@ -403,29 +403,29 @@ static void test_tools_list_pages(void **state)
 		                           "\"t+1\"", "\"t 1\"", "\"t-0\"", "\"t\\n2\"" };
 	char buf[256];
 
-	/* One page with everything: 11 tools on stdio, 12 with get_service_info. */
+	/* One page with everything: 12 tools on stdio, 13 with get_service_info. */
 	ctx.page_size = 0;
 	assert_int_equal(list_all(&ctx, all), 1);
-	assert_int_equal(json_array_size(all), 11);
+	assert_int_equal(json_array_size(all), 12);
 	ctx.flags = AAS_MCP_SERVICE_INFO;
 	json_array_clear(all);
 	assert_int_equal(list_all(&ctx, all), 1);
-	assert_int_equal(json_array_size(all), 12);
-	/* Pages of 5: 5 + 5 + 2, the same tools in the same order, none twice. */
+	assert_int_equal(json_array_size(all), 13);
+	/* Pages of 5: 5 + 5 + 3, the same tools in the same order, none twice. */
 	ctx.page_size = 5;
 	assert_int_equal(list_all(&ctx, paged), 3);
 	assert_true(json_equal(all, paged));
-	/* Without get_service_info (the last tool), pages of 5 end after 11. */
+	/* Without get_service_info (the last tool), pages of 5 end after 12. */
 	ctx.flags = 0;
 	json_array_clear(paged);
 	assert_int_equal(list_all(&ctx, paged), 3);
-	assert_int_equal(json_array_size(paged), 11);
-	ctx.page_size = 11;
+	assert_int_equal(json_array_size(paged), 12);
+	ctx.page_size = 12;
 	json_array_clear(paged);
 	assert_int_equal(list_all(&ctx, paged), 1);
 	/* A null cursor is the first page; a cursor not from nextCursor is -32602. */
 	resp = handle(&ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":null}}");
-	assert_int_equal(json_array_size(json_object_get(result_of(resp), "tools")), 11);
+	assert_int_equal(json_array_size(json_object_get(result_of(resp), "tools")), 12);
 	json_decref(resp);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":%s}}",
@@ -567,7 +567,7 @@ static void test_tool_errors(void **state)
 	/* tools/list needs no key. */
 	json_t *names = json_array();
 	list_all(&ctx, names);
-	assert_int_equal(json_array_size(names), 11);
+	assert_int_equal(json_array_size(names), 12);
 	json_decref(names);
 }
 
@@ -613,6 +613,76 @@ static void usage_ok(const aas_mcp_ctx *ctx, const char *args, const char *from,
 	if (to)
 		assert_string_equal(json_string_value(json_object_get(u, "to")), to);
 	json_decref(res);
+}
+
+/* ---- ports: expose, un-expose, and the transport told what to close ---- */
+
+static char ended_id[SAAS_ID_MAX + 1];
+static unsigned int ended_port, ended_calls;
+
+static void record_ended(const char *sandbox_id, unsigned int port)
+{
+	snprintf(ended_id, sizeof(ended_id), "%s", sandbox_id);
+	ended_port = port;
+	ended_calls++;
+}
+
+static void test_unexpose_port(void **state)
+{
+	struct fixture *f = *state;
+	aas_mcp_ctx ctx = f->ctx;
+	json_t *res, *sc;
+	char args[256], id[SAAS_ID_MAX + 1], url[256];
+
+	ctx.ended = record_ended;
+	ended_calls = 0;
+	res = call_tool(&ctx, "create_sandbox", "{}");
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(json_object_get(res, "structuredContent"), "id")));
+	json_decref(res);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"port\":8000}", id);
+	res = call_tool(&ctx, "expose_port", args);
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	snprintf(url, sizeof(url), "%s", json_string_value(json_object_get(json_object_get(res, "structuredContent"), "url")));
+	assert_null(strstr(url, id));
+	json_decref(res);
+
+	res = call_tool(&ctx, "unexpose_port", args);
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	sc = json_object_get(res, "structuredContent");
+	assert_true(json_is_false(json_object_get(sc, "exposed")));
+	assert_int_equal(json_integer_value(json_object_get(sc, "port")), 8000);
+	json_decref(res);
+	assert_int_equal(ended_calls, 1);
+	assert_string_equal(ended_id, id);
+	assert_int_equal(ended_port, 8000);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", id);
+	res = call_tool(&ctx, "get_sandbox", args);
+	assert_int_equal(json_array_size(json_object_get(json_object_get(res, "structuredContent"), "ports")), 0);
+	json_decref(res);
+	/* Exposed again: a new URL. */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"port\":8000}", id);
+	res = call_tool(&ctx, "expose_port", args);
+	assert_string_not_equal(json_string_value(json_object_get(json_object_get(res, "structuredContent"), "url")), url);
+	json_decref(res);
+
+	res = call_tool(&ctx, "unexpose_port", "{\"sandbox_id\":\"sbx-nosuchsandbox\",\"port\":8000}");
+	assert_tool_error(res, "unexpose_port failed", "not_found", NULL);
+	json_decref(res);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", id);
+	res = call_tool(&ctx, "unexpose_port", args);
+	assert_tool_error(res, "\"port\" is required", NULL);
+	json_decref(res);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"port\":0}", id);
+	res = call_tool(&ctx, "unexpose_port", args);
+	assert_tool_error(res, "\"port\" must be between 1 and 65535", NULL);
+	json_decref(res);
+	assert_int_equal(ended_calls, 1);
+
+	/* Destroying tells the transport too: every port of it. */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", id);
+	json_decref(call_tool(&ctx, "destroy_sandbox", args));
+	assert_int_equal(ended_calls, 2);
+	assert_int_equal(ended_port, 0);
 }
 
 static void test_usage_period(void **state)
@@ -1022,6 +1092,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tools_list_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tool_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tool_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unexpose_port, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage_period, setup, teardown),
 		cmocka_unit_test(test_reports_progress),
 		cmocka_unit_test(test_cancelled_request),

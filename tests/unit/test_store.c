@@ -301,7 +301,7 @@ static void test_sqlite_newer_schema_refused(void **state)
 /*
  * A database made by schema version 1 (the step-2 objects dropped and the
  * version put back) migrates on open, keeping its rows, and gains the
- * account_limits table.
+ * account_limits table (and step 3's ports, made anew).
  */
 static void test_sqlite_migrates_v1(void **state)
 {
@@ -1221,46 +1221,138 @@ static void test_account_limits(void **state)
 /* ---- ports ---- */
 
 struct ports {
-	unsigned int port[MAXROWS];
-	int64_t at[MAXROWS];
+	saas_store_port row[MAXROWS];
 	size_t n;
 };
 
-static int collect_port(void *userdata, unsigned int port, int64_t at)
+static int collect_port(void *userdata, const saas_store_port *p)
 {
 	struct ports *c = userdata;
 
 	assert_true(c->n < MAXROWS);
-	c->port[c->n] = port;
-	c->at[c->n++] = at;
+	c->row[c->n++] = *p;
 	return 0;
+}
+
+static int expose(struct fx *f, const char *sandbox_id, unsigned int port, const char *name, int64_t at)
+{
+	saas_store_port p;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.sandbox_id, sizeof(p.sandbox_id), "%s", sandbox_id);
+	p.port = port;
+	snprintf(p.name, sizeof(p.name), "%s", name);
+	p.created_at_ms = at;
+	return f->st->port_insert(f->ctx, &p);
 }
 
 static void test_ports(void **state)
 {
 	struct fx *f = *state;
+	char longest[SAAS_STORE_PORT_NAME_MAX + 1];
+	saas_store_port got, p;
 	struct ports c;
 
 	add_account(f, "acc-p", 1, 0);
 	assert_int_equal(add_sandbox(f, "sbx-p", "acc-p", 10, 5), SAAS_OK);
 	assert_int_equal(add_sandbox(f, "sbx-q", "acc-p", 11, 5), SAAS_OK);
-	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 8080, 100), SAAS_OK);
-	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 22, 200), SAAS_OK);
-	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 65535, 300), SAAS_OK);
-	assert_int_equal(f->st->port_insert(f->ctx, "sbx-p", 8080, 400), SAAS_OK); /* again: fine */
-	assert_int_equal(f->st->port_insert(f->ctx, "sbx-q", 3000, 500), SAAS_OK);
+	assert_int_equal(expose(f, "sbx-p", 8080, "name-8080", 100), SAAS_OK);
+	assert_int_equal(expose(f, "sbx-p", 22, "name-22", 200), SAAS_OK);
+	assert_int_equal(expose(f, "sbx-p", 65535, "name-65535", 300), SAAS_OK);
+	/* Again: success, and the first row (name and time) is kept. */
+	assert_int_equal(expose(f, "sbx-p", 8080, "another", 400), SAAS_OK);
+	assert_int_equal(expose(f, "sbx-q", 3000, "name-3000", 500), SAAS_OK);
+	/* A name is one port's only. */
+	assert_fails(expose(f, "sbx-q", 3001, "name-3000", 600), SAAS_EEXISTS);
+	assert_fails(expose(f, "sbx-none", 3001, "name-none", 600), SAAS_ENOTFOUND);
+	/* A name is at most one DNS label long: a record whose name fills its field is refused. */
+	memset(&p, 0, sizeof(p));
+	snprintf(p.sandbox_id, sizeof(p.sandbox_id), "sbx-q");
+	p.port = 3002;
+	memset(p.name, 'a', sizeof(p.name));
+	assert_fails(f->st->port_insert(f->ctx, &p), SAAS_EINVAL);
+	memset(longest, 'a', SAAS_STORE_PORT_NAME_MAX);
+	longest[SAAS_STORE_PORT_NAME_MAX] = '\0';
+	assert_int_equal(expose(f, "sbx-q", 3002, longest, 600), SAAS_OK);
 
 	memset(&c, 0, sizeof(c));
 	assert_int_equal(f->st->port_list(f->ctx, "sbx-p", collect_port, &c), SAAS_OK);
 	assert_int_equal(c.n, 3);
-	assert_int_equal(c.port[0], 22);
-	assert_int_equal(c.port[1], 8080);
-	assert_int_equal(c.port[2], 65535);
-	assert_int_equal(c.at[0], 200);
-	assert_int_equal(c.at[1], 100); /* the first exposure is kept */
+	assert_int_equal(c.row[0].port, 22);
+	assert_int_equal(c.row[1].port, 8080);
+	assert_int_equal(c.row[2].port, 65535);
+	assert_int_equal(c.row[0].created_at_ms, 200);
+	assert_int_equal(c.row[1].created_at_ms, 100);
+	assert_string_equal(c.row[1].name, "name-8080");
+	assert_string_equal(c.row[1].sandbox_id, "sbx-p");
 	memset(&c, 0, sizeof(c));
 	assert_int_equal(f->st->port_list(f->ctx, "sbx-none", collect_port, &c), SAAS_OK);
 	assert_int_equal(c.n, 0);
+
+	/* Found by name, the longest too. */
+	assert_int_equal(f->st->port_find(f->ctx, "name-3000", &got), SAAS_OK);
+	assert_string_equal(got.sandbox_id, "sbx-q");
+	assert_int_equal(got.port, 3000);
+	assert_int_equal(got.created_at_ms, 500);
+	assert_int_equal(f->st->port_find(f->ctx, longest, &got), SAAS_OK);
+	assert_int_equal(got.port, 3002);
+	assert_fails(f->st->port_find(f->ctx, "another", &got), SAAS_ENOTFOUND);
+	assert_null(strstr(saas_error_last()->message, "another")); /* a name is never echoed */
+
+	/* Un-exposing forgets the port and its name; again, or a port never exposed, is success. */
+	assert_int_equal(f->st->port_delete(f->ctx, "sbx-p", 8080), SAAS_OK);
+	assert_int_equal(f->st->port_delete(f->ctx, "sbx-p", 8080), SAAS_OK);
+	assert_int_equal(f->st->port_delete(f->ctx, "sbx-p", 4444), SAAS_OK);
+	assert_fails(f->st->port_find(f->ctx, "name-8080", &got), SAAS_ENOTFOUND);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->port_list(f->ctx, "sbx-p", collect_port, &c), SAAS_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.row[0].port, 22);
+	assert_int_equal(c.row[1].port, 65535);
+	/* The other sandbox's ports are untouched, and the port can be exposed again under a new name. */
+	assert_int_equal(f->st->port_find(f->ctx, "name-3000", &got), SAAS_OK);
+	assert_int_equal(expose(f, "sbx-p", 8080, "name-8080-again", 700), SAAS_OK);
+	assert_int_equal(f->st->port_find(f->ctx, "name-8080-again", &got), SAAS_OK);
+	assert_int_equal(got.port, 8080);
+}
+
+/* Version 1 kept ports without names: migrating drops them (their URLs were guessable) and adds names. */
+static void test_sqlite_migrates_ports_to_names(void **state)
+{
+	struct fx *f = *state;
+	sqlite3 *db = NULL;
+	saas_store_port got;
+	struct ports c;
+	int v = -1;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-m", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-m", "acc-m", 10, 5), SAAS_OK);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	/* Back to version 1: its ports table, with an exposure in it, and no step-2 objects. */
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DROP TABLE account_limits; DROP INDEX executions_finished;"
+	                                  "DROP TABLE ports;"
+	                                  "CREATE TABLE ports (sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),"
+	                                  "  port INT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (sandbox_id, port));"
+	                                  "INSERT INTO ports VALUES ('sbx-m', 8080, 100);"
+	                                  "UPDATE meta SET value = '1' WHERE key = 'schema_version';",
+	                              NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->schema_version(f->ctx, &v), SAAS_OK);
+	assert_int_equal(v, SAAS_STORE_SCHEMA);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->port_list(f->ctx, "sbx-m", collect_port, &c), SAAS_OK);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(expose(f, "sbx-m", 8080, "fresh-name", 200), SAAS_OK);
+	assert_int_equal(f->st->port_find(f->ctx, "fresh-name", &got), SAAS_OK);
+	assert_int_equal(got.port, 8080);
 }
 
 /* ---- callbacks may call the store (the reaper closes what it lists) ---- */
@@ -1473,6 +1565,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_account_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_v1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_ports_to_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_callback_may_call_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_shared_handle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_two_handles, setup, teardown),

@@ -19,15 +19,22 @@
 
 SAAS_BEGIN_DECLS
 
-/** Version of struct saas_store this header describes. */
-#define SAAS_STORE_VERSION 1
+/**
+ * Version of struct saas_store this header describes. Version 2: sandbox_close
+ * takes the expiry it was decided on; port_insert and port_list carry the
+ * exposure's name; sandbox_delete, execution_prune, limits_get, limits_set,
+ * port_find and port_delete are new.
+ */
+#define SAAS_STORE_VERSION 2
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 2
+#define SAAS_STORE_SCHEMA 3
 
 #define SAAS_STORE_NAME_MAX 255
 #define SAAS_STORE_IMAGE_MAX 63
 #define SAAS_STORE_HASH_HEX 64
+/** Longest name of an exposed port: one DNS label. */
+#define SAAS_STORE_PORT_NAME_MAX 63
 
 /** What the engine hands a store when opening it. Valid until close. */
 typedef struct {
@@ -110,10 +117,18 @@ typedef struct {
 	unsigned int requests_per_second;
 } saas_store_limits;
 
+/** An exposed port. */
+typedef struct {
+	char sandbox_id[SAAS_ID_MAX + 1];
+	unsigned int port;
+	char name[SAAS_STORE_PORT_NAME_MAX + 1]; /**< Its preview host label: unique, chosen at random by the core. */
+	int64_t created_at_ms;
+} saas_store_port;
+
 typedef int (*saas_store_account_fn)(void *userdata, const saas_store_account *account);
 typedef int (*saas_store_key_fn)(void *userdata, const saas_store_key *key);
 typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *sandbox);
-typedef int (*saas_store_port_fn)(void *userdata, unsigned int port, int64_t created_at_ms);
+typedef int (*saas_store_port_fn)(void *userdata, const saas_store_port *port);
 
 /**
  * A store. Every slot returns SAAS_OK or a negative SAAS_E* code, sets error
@@ -187,8 +202,12 @@ typedef struct saas_store {
 	/** Mark every execution still running in this sandbox failed with `error`. */
 	int (*execution_fail_running)(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms);
 
-	/** Record an exposed port; exposing it twice is success. */
-	int (*port_insert)(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms);
+	/**
+	 * Record an exposed port under its name. Exposing an exposed port is
+	 * success and keeps the first row, name and time (read it back with
+	 * port_list). SAAS_EEXISTS if another port has this name.
+	 */
+	int (*port_insert)(void *ctx, const saas_store_port *port);
 	/** A sandbox's exposed ports, ascending. */
 	int (*port_list)(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata);
 
@@ -201,6 +220,11 @@ typedef struct saas_store {
 	int (*limits_get)(void *ctx, const char *account_id, saas_store_limits *out);
 	/** Replace an account's own limits. SAAS_ENOTFOUND if no such account. */
 	int (*limits_set)(void *ctx, const char *account_id, const saas_store_limits *limits, int64_t at_ms);
+
+	/** The exposed port with this name, whatever its sandbox's state. SAAS_ENOTFOUND if none. */
+	int (*port_find)(void *ctx, const char *name, saas_store_port *out);
+	/** Forget an exposed port; one that is not exposed is success. */
+	int (*port_delete)(void *ctx, const char *sandbox_id, unsigned int port);
 } saas_store;
 
 SAAS_END_DECLS

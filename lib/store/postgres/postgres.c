@@ -134,6 +134,18 @@ static const char *const steps[] = {
 	"  requests_per_second INT NOT NULL DEFAULT 0,"
 	"  updated_at BIGINT NOT NULL);"
 	"CREATE INDEX executions_finished ON executions (finished_at);",
+	/*
+	 * 2 -> 3: each exposure has its own unguessable name, the host label of its
+	 * preview URL. Exposures made before had guessable URLs ({port}-{id}) that
+	 * must stop working; they are dropped rather than given names nobody was shown.
+	 */
+	"DROP TABLE ports;"
+	"CREATE TABLE ports ("
+	"  sandbox_id TEXT COLLATE \"C\" NOT NULL REFERENCES sandboxes(id),"
+	"  port INT NOT NULL,"
+	"  name TEXT COLLATE \"C\" NOT NULL UNIQUE,"
+	"  created_at BIGINT NOT NULL,"
+	"  PRIMARY KEY (sandbox_id, port));",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
@@ -1464,27 +1476,48 @@ static int pg_limits_set(void *ctx, const char *account_id, const saas_store_lim
 
 /* ---- ports ----------------------------------------------------------------- */
 
-static int pg_port_insert(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms)
+static int pg_port_insert(void *ctx, const saas_store_port *p)
 {
 	struct pg *pg = ctx;
 	char b1[24], b2[24];
-	const char *v[3];
+	const char *v[4];
 	int rc;
 
-	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")))
+	if (!p)
+		return saas__inval("port is NULL");
+	if ((rc = check_field(p->sandbox_id, sizeof(p->sandbox_id), "sandbox id")) ||
+	    (rc = check_field(p->name, sizeof(p->name), "port name")))
 		return rc;
-	if (port == 0 || port > 65535)
-		return saas__inval("port %u is not in 1-65535", port);
-	v[0] = sandbox_id;
-	v[1] = i64(b1, port);
-	v[2] = i64(b2, at_ms);
+	if (p->port == 0 || p->port > 65535)
+		return saas__inval("port %u is not in 1-65535", p->port);
+	v[0] = p->sandbox_id;
+	v[1] = i64(b1, p->port);
+	v[2] = p->name;
+	v[3] = i64(b2, p->created_at_ms);
 	rc = pg_enter(pg);
 	if (rc)
 		return rc;
+	/* Exposing a port twice is success; the first row is the one kept. A taken name is not. */
 	rc = run(pg, NULL, "exposing a port",
-	         "INSERT INTO ports (sandbox_id, port, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", 3, v);
+	         "INSERT INTO ports (sandbox_id, port, name, created_at) VALUES ($1, $2, $3, $4) "
+	         "ON CONFLICT (sandbox_id, port) DO NOTHING", 4, v);
 	pg_leave(pg);
 	return rc;
+}
+
+#define PORT_SELECT "SELECT sandbox_id, port, name, created_at FROM ports"
+
+static int port_row(saas_store_port *out, const PGresult *res, int row)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = get_text(out->sandbox_id, sizeof(out->sandbox_id), res, row, 0)) ||
+	    (rc = get_text(out->name, sizeof(out->name), res, row, 2)))
+		return rc;
+	out->port = (unsigned int)get_i64(res, row, 1);
+	out->created_at_ms = get_i64(res, row, 3);
+	return SAAS_OK;
 }
 
 static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
@@ -1492,6 +1525,7 @@ static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn
 	struct pg *pg = ctx;
 	PGresult *res = NULL;
 	const char *v[] = { sandbox_id };
+	saas_store_port p;
 	int rc, i;
 
 	if (!sandbox_id || !fn)
@@ -1499,13 +1533,59 @@ static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn
 	rc = pg_enter(pg);
 	if (rc)
 		return rc;
-	rc = run_read(pg, &res, "listing ports", "SELECT port, created_at FROM ports WHERE sandbox_id = $1 ORDER BY port", 1, v);
+	rc = run_read(pg, &res, "listing ports", PORT_SELECT " WHERE sandbox_id = $1 ORDER BY port", 1, v);
 	pg_leave(pg);
 	for (i = 0; !rc && i < PQntuples(res); i++) {
-		if (fn(userdata, (unsigned int)get_i64(res, i, 0), get_i64(res, i, 1)))
+		if ((rc = port_row(&p, res, i)) || fn(userdata, &p))
 			break;
 	}
 	PQclear(res);
+	return rc;
+}
+
+static int pg_port_find(void *ctx, const char *name, saas_store_port *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { name };
+	int rc;
+
+	if (!name || !out)
+		return saas__inval("port name or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "finding a port", PORT_SELECT " WHERE name = $1", 1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		/* The name is a capability: never echo it. */
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no exposed port by that name");
+		goto out;
+	}
+	rc = port_row(out, res, 0);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
+{
+	struct pg *pg = ctx;
+	char b1[24];
+	const char *v[2];
+	int rc;
+
+	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")))
+		return rc;
+	v[0] = sandbox_id;
+	v[1] = i64(b1, port);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, NULL, "un-exposing a port", "DELETE FROM ports WHERE sandbox_id = $1 AND port = $2", 2, v);
+	pg_leave(pg);
 	return rc;
 }
 
@@ -1539,4 +1619,6 @@ const saas_store saas__store_postgres = {
 	.execution_prune = pg_execution_prune,
 	.limits_get = pg_limits_get,
 	.limits_set = pg_limits_set,
+	.port_find = pg_port_find,
+	.port_delete = pg_port_delete,
 };

@@ -141,6 +141,19 @@ static const char *const migrations[] = {
 	"  updated_at BIGINT NOT NULL"
 	");"
 	"CREATE INDEX executions_finished ON executions(finished_at);",
+	/*
+	 * 2 -> 3: each exposure has its own unguessable name, the host label of its
+	 * preview URL. Exposures made before had guessable URLs ({port}-{id}) that
+	 * must stop working; they are dropped rather than given names nobody was shown.
+	 */
+	"DROP TABLE ports;"
+	"CREATE TABLE ports ("
+	"  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),"
+	"  port INT NOT NULL,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  created_at BIGINT NOT NULL,"
+	"  PRIMARY KEY (sandbox_id, port)"
+	");",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
@@ -1500,27 +1513,31 @@ out:
 
 /* ---- ports ---- */
 
-static int sq_port_insert(void *ctx, const char *sandbox_id, unsigned int port, int64_t at_ms)
+static int sq_port_insert(void *ctx, const saas_store_port *p)
 {
 	struct sq *s = ctx;
 	sqlite3_stmt *st = NULL;
 	int rc, src;
 
-	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")) < 0)
+	if (!p)
+		return saas__inval("port is NULL");
+	if ((rc = check_field(p->sandbox_id, sizeof(p->sandbox_id), "sandbox id")) < 0 ||
+	    (rc = check_field(p->name, sizeof(p->name), "port name")) < 0)
 		return rc;
-	if (port < 1 || port > 65535)
-		return saas__inval("port %u is not in 1-65535", port);
+	if (p->port < 1 || p->port > 65535)
+		return saas__inval("port %u is not in 1-65535", p->port);
 	pthread_mutex_lock(&s->lock);
 	if ((rc = tx_begin(s)) < 0)
 		goto out;
-	/* Exposing a port twice is success; the first time is the one kept. */
-	if ((rc = prep(s, &st, "INSERT OR IGNORE INTO ports (sandbox_id, port, created_at) VALUES (?1, ?2, ?3)")) < 0)
+	/* Exposing a port twice is success; the first row is the one kept. A taken name is not. */
+	if ((rc = prep(s, &st, "INSERT INTO ports (sandbox_id, port, name, created_at) VALUES (?1, ?2, ?3, ?4) "
+	                       "ON CONFLICT (sandbox_id, port) DO NOTHING")) < 0)
 		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | sqlite3_bind_int(st, 2, (int)port) |
-	                            sqlite3_bind_int64(st, 3, at_ms))) < 0)
+	if ((rc = bind_check(s, bind_text(st, 1, p->sandbox_id) | sqlite3_bind_int(st, 2, (int)p->port) |
+	                            bind_text(st, 3, p->name) | sqlite3_bind_int64(st, 4, p->created_at_ms))) < 0)
 		goto out;
 	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "port", sandbox_id, "sandbox", sandbox_id);
+		rc = write_error(s, src, "port name", p->name, "sandbox", p->sandbox_id);
 		goto out;
 	}
 	rc = tx_commit(s);
@@ -1532,34 +1549,43 @@ out:
 	return rc;
 }
 
-struct port_row {
-	unsigned int port;
-	int64_t created_at_ms;
-};
+#define PORT_SELECT "SELECT sandbox_id, port, name, created_at FROM ports"
+
+static int port_row(sqlite3_stmt *st, saas_store_port *p)
+{
+	int rc;
+
+	if ((rc = col_text(st, 0, p->sandbox_id, sizeof(p->sandbox_id))) < 0 ||
+	    (rc = col_text(st, 2, p->name, sizeof(p->name))) < 0)
+		return rc;
+	p->port = (unsigned int)sqlite3_column_int(st, 1);
+	p->created_at_ms = sqlite3_column_int64(st, 3);
+	return SAAS_OK;
+}
 
 static int sq_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
 {
 	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(struct port_row) };
+	struct rows rows = { NULL, 0, 0, sizeof(saas_store_port) };
 	sqlite3_stmt *st = NULL;
 	int rc, src;
 
 	if (!sandbox_id || !fn)
 		return saas__inval("sandbox id or callback is NULL");
 	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "SELECT port, created_at FROM ports WHERE sandbox_id = ?1 ORDER BY port")) < 0)
+	if ((rc = prep(s, &st, PORT_SELECT " WHERE sandbox_id = ?1 ORDER BY port")) < 0)
 		goto out_locked;
 	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id))) < 0)
 		goto out_locked;
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		struct port_row *p = rows_add(&rows);
+		saas_store_port *p = rows_add(&rows);
 
 		if (!p) {
 			rc = SAAS_ENOMEM;
 			goto out_locked;
 		}
-		p->port = (unsigned int)sqlite3_column_int(st, 0);
-		p->created_at_ms = sqlite3_column_int64(st, 1);
+		if ((rc = port_row(st, p)) < 0)
+			goto out_locked;
 	}
 	if (src != SQLITE_DONE)
 		rc = db_error(s, src, "listing ports");
@@ -1567,12 +1593,65 @@ out_locked:
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&s->lock);
 	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++) {
-		struct port_row *p = (struct port_row *)(rows.data + i * rows.elem);
-
-		if (fn(userdata, p->port, p->created_at_ms) != 0)
+		if (fn(userdata, (saas_store_port *)(rows.data + i * rows.elem)) != 0)
 			break;
 	}
 	free(rows.data);
+	return rc;
+}
+
+static int sq_port_find(void *ctx, const char *name, saas_store_port *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!name || !out)
+		return saas__inval("port name or output is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, PORT_SELECT " WHERE name = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, name))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		rc = port_row(st, out);
+	else if (src == SQLITE_DONE)
+		/* The name is a capability: never echo it. */
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no exposed port by that name");
+	else
+		rc = db_error(s, src, "finding a port");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "DELETE FROM ports WHERE sandbox_id = ?1 AND port = ?2")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, port))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "un-exposing a port");
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
@@ -1606,4 +1685,6 @@ const saas_store saas__store_sqlite = {
 	.execution_prune = sq_execution_prune,
 	.limits_get = sq_limits_get,
 	.limits_set = sq_limits_set,
+	.port_find = sq_port_find,
+	.port_delete = sq_port_delete,
 };

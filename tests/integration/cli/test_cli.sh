@@ -59,7 +59,7 @@ one_line_err() { # the error is one line starting with "aas"
 # ---- help and usage errors (no server needed) ----
 run --help; expect_rc 0 "aas --help"
 check "help documents exit codes" grep -q 'Exit status' <<<"$OUT"
-for c in create ls get exec cp files expose extend rm usage account login; do
+for c in create ls get exec cp files expose unexpose extend rm usage account login; do
 	run "$c" --help; expect_rc 0 "aas $c --help"
 	check "aas $c --help prints usage" grep -q "^usage: aas $c" <<<"$OUT"
 done
@@ -71,6 +71,8 @@ run get; expect_rc 2 "get without id"
 run exec sbx-x; expect_rc 2 "exec without command"
 run cp a b; expect_rc 2 "cp local to local"
 run expose sbx-x 70000; expect_rc 2 "bad port"
+run unexpose sbx-x 0; expect_rc 2 "unexpose: bad port"
+run unexpose sbx-x; expect_rc 2 "unexpose without a port"
 
 # ---- no key, wrong key, server down ----
 run --url "$BASE" ls; expect_rc 3 "no key"; one_line_err "no key"
@@ -157,9 +159,17 @@ check "files --json has the file" test "$(jout '[.entries[] | select(.path == "/
 
 # ---- expose, extend ----
 run expose "$SB" 8000; expect_rc 0 expose
-check "expose prints a URL" grep -Eq '^https?://.*8000' <<<"$OUT"
-run expose "$SB" 8000 --json; expect_jq .port 8000 "expose --json port"
+check "expose prints a URL with the exposure's own name" grep -Eq '^https?://[a-z2-7]{26}\.' <<<"$OUT"
+URL1=$OUT
+run expose "$SB" 8000 --json; expect_jq .port 8000 "expose --json port"; expect_jq .url "$URL1" "expose again: the same URL"
 run get "$SB" --json; expect_jq '.ports[0].port' 8000 "get shows the exposed port"
+run unexpose "$SB" 8000; expect_rc 0 unexpose
+check "unexpose says so" grep -q "port 8000 is not exposed" <<<"$OUT"
+run get "$SB" --json; expect_jq '.ports | length' 0 "unexposed: get shows no port"
+run unexpose "$SB" 8000 --json; expect_rc 0 "unexpose again"; expect_jq .exposed false "unexpose --json"
+run unexpose sbx-doesnotexist 8000; expect_rc 4 "unexpose: unknown sandbox"
+run expose "$SB" 8000; check "exposed again: a new URL" test "$OUT" != "$URL1"
+run get "$SB" --json; expect_jq '.ports[0].port' 8000 "get shows the exposed port again"
 EXP=$(jout .expires_at)
 run extend "$SB" 10m; expect_rc 0 extend
 check "extend prints the expiry" grep -q "^$SB expires at" <<<"$OUT"

@@ -7,6 +7,9 @@
  * AAS_FAKE_CREATE_DELAY_MS=N makes every VM take N ms to create, as a real
  * boot does, for tests of what happens while a create runs (MCP progress and
  * cancellation).
+ *
+ * AAS_FAKE_CONNECT_DELAY_MS=N makes every tunnel take N ms to open, as a guest
+ * that does not take the connection, for the preview proxy's connect timeout.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,14 +44,25 @@ static int loopback_connect(void *ctx, const char *name, unsigned int port, int 
 	return SAAS_OK;
 }
 
-static long create_delay_ms;
+static long create_delay_ms, connect_delay_ms;
 
-static int slow_vm_create(void *ctx, const saas_vm_spec *spec)
+static void sleep_ms(long ms)
 {
-	struct timespec ts = { create_delay_ms / 1000, (create_delay_ms % 1000) * 1000000 };
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+}
+
+static int slow_connect(void *ctx, const char *name, unsigned int port, int *fd)
+{
+	sleep_ms(connect_delay_ms);
+	return loopback_connect(ctx, name, port, fd);
+}
+
+static int slow_vm_create(void *ctx, const saas_vm_spec *spec)
+{
+	sleep_ms(create_delay_ms);
 	return saas_fake_driver.vm_create(ctx, spec);
 }
 
@@ -56,6 +70,7 @@ int main(int argc, char **argv)
 {
 	static saas_driver driver;
 	const char *delay = getenv("AAS_FAKE_CREATE_DELAY_MS"), *fail = getenv("AAS_FAKE_FAIL_CREATES");
+	const char *cdelay = getenv("AAS_FAKE_CONNECT_DELAY_MS");
 
 	driver = saas_fake_driver;
 	driver.port_connect = loopback_connect;
@@ -64,5 +79,7 @@ int main(int argc, char **argv)
 	/* The first N creates fail in the driver, whose message stands for what a real one says of the host. */
 	if (fail)
 		saas_fake_fail_creates((unsigned int)strtoul(fail, NULL, 10));
+	if (cdelay && (connect_delay_ms = strtol(cdelay, NULL, 10)) > 0)
+		driver.port_connect = slow_connect;
 	return aas_main(argc, argv, &driver);
 }

@@ -84,7 +84,8 @@ auth GET "/v1/sandboxes/${SB}/files?path=/workspace&list=true"
 expect_status 200 "list files"; expect_json '.entries[0].path' /workspace/app/main.py "list entry"
 expect_json '.entries[0].type' file "list entry type"
 auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":3000}'
-expect_status 200 expose; expect_json .url "http://3000-${SB}.localhost:${PORT}/" "preview URL"
+expect_status 200 expose
+check "preview URL: $(jqr .url)" grep -Eq "^http://[a-z2-7]{26}\.localhost:${PORT}/\$" <<<"$(jqr .url)"
 auth POST "/v1/sandboxes/${SB}/extend" -d '{"seconds":300}'; expect_status 200 extend
 auth GET /v1/usage; expect_status 200 usage; expect_json '.sandboxes[0].sandbox_id' "$SB" "usage line"
 auth GET "/v1/usage?from=2020-01-01T00:00:00Z&to=$(date +%s)"; expect_status 200 "usage with times"
@@ -213,24 +214,22 @@ mkdir -p "${WORK}/www"; echo "hello from the preview" >"${WORK}/www/index.html"
 (cd "${WORK}/www" && exec python3 -m http.server "$HP" --bind 127.0.0.1 >/dev/null 2>&1) & PIDS+=($!)
 "$WSTOOL" serve "$WP" & PIDS+=($!)
 for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:${HP}/" && break; sleep 0.1; done
-auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${HP}}"
-auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${WP}}"
-auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${NP}}"
-PREVIEW="http://${HP}-${SB}.localhost:${PORT}"
-req GET /index.html -H "Host: ${HP}-${SB}.localhost:${PORT}"
+preview_host() { auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":$1}"; sed -E 's#^http://([^/]*)/$#\1#' <<<"$(jqr .url)"; }
+HH=$(preview_host "$HP"); WH=$(preview_host "$WP"); NH=$(preview_host "$NP")
+PREVIEW="http://${HH}"
+req GET /index.html -H "Host: ${HH}"
 expect_status 200 "preview GET (no key)"; check "preview body" test "$BODY" = "hello from the preview"
-req GET /absent -H "Host: ${HP}-${SB}.localhost:${PORT}"; expect_status 404 "preview passes the inner 404"
-req GET / -H "Host: ${NP}-${SB}.localhost:${PORT}"; expect_status 502 "nothing listens inside"
+req GET /absent -H "Host: ${HH}"; expect_status 404 "preview passes the inner 404"
+req GET / -H "Host: ${NH}"; expect_status 502 "nothing listens inside"
 check "502 explains" grep -q "nothing answers" <<<"$BODY"
-req GET / -H "Host: ${NP}-${SB}.localhost:${PORT}" -H 'Accept: text/html'; expect_status 502 "502 as HTML"
+req GET / -H "Host: ${NH}" -H 'Accept: text/html'; expect_status 502 "502 as HTML"
 check "502 HTML" grep -q "<html>" <<<"$BODY"
-req GET / -H "Host: 4444-${SB}.localhost:${PORT}"; expect_status 404 "port not exposed"
-req GET / -H "Host: ${HP}-${SB2}.localhost:${PORT}"; expect_status 404 "destroyed sandbox"
-req GET / -H "Host: ${HP}-sbx-nobody.localhost:${PORT}"; expect_status 404 "unknown sandbox"
-if command -v getent >/dev/null && getent hosts "${HP}-${SB}.localhost" >/dev/null; then
+req GET / -H "Host: ${HP}-${SB}.localhost:${PORT}"; expect_status 404 "an old-style host opens nothing"
+req GET / -H "Host: aaaaaaaaaaaaaaaaaaaaaaaaaa.localhost:${PORT}"; expect_status 404 "unknown preview"
+if command -v getent >/dev/null && getent hosts "${HH%%:*}" >/dev/null; then
 	check "preview by name" test "$(curl -s "${PREVIEW}/index.html")" = "hello from the preview"
 fi
-OUT=$("$WSTOOL" client 127.0.0.1 "$PORT" "${WP}-${SB}.localhost:${PORT}" "echo me" 2>&1)
+OUT=$("$WSTOOL" client 127.0.0.1 "$PORT" "${WH}" "echo me" 2>&1)
 check "WebSocket echo through the preview: $OUT" test "$OUT" = "echo me"
 
 # ---- concurrent clients ----

@@ -67,22 +67,24 @@ rm -f "${WORK}/big.bin" "${WORK}/big.out"
 auth PUT "/v1/sandboxes/${SB}/files?path=site/index.html" --data-binary 'hello from inside'
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"busybox httpd -p 8000 -h /workspace/site &"}'
 expect_status 200 "start httpd"
-auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":8000}'; expect_status 200 expose
+# The host label of an exposure's URL (its name): the host is NAME.localhost:PORT.
+preview_name() { auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":$1}"; sed -E 's#^http://([^.]*)\..*$#\1#' <<<"$(jqr .url)"; }
+N8000=$(preview_name 8000); expect_status 200 expose
 for _ in $(seq 1 50); do
-	req GET /index.html -H "Host: 8000-${SB}.localhost:${PORT}"; [ "$STATUS" = 200 ] && break; sleep 0.2
+	req GET /index.html -H "Host: ${N8000}.localhost:${PORT}"; [ "$STATUS" = 200 ] && break; sleep 0.2
 done
 expect_status 200 "preview from inside"; check "preview body" test "$BODY" = "hello from inside"
-auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":8002}'
-req GET / -H "Host: 8002-${SB}.localhost:${PORT}"; expect_status 502 "nothing listens inside"
+N8002=$(preview_name 8002)
+req GET / -H "Host: ${N8002}.localhost:${PORT}"; expect_status 502 "nothing listens inside"
 
 # A WebSocket echo from a static binary built here.
 if cc -static -O2 -o "${WORK}/wstool" "$WSTOOL_SRC" 2>"${WORK}/cc.err"; then
 	auth PUT "/v1/sandboxes/${SB}/files?path=wstool&mode=0755" --data-binary @"${WORK}/wstool"
 	auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"./wstool serve 8001 >/dev/null 2>&1 &"}'
-	auth POST "/v1/sandboxes/${SB}/ports" -d '{"port":8001}'
+	N8001=$(preview_name 8001)
 	OUT=
 	for _ in $(seq 1 25); do
-		OUT=$("${WORK}/wstool" client 127.0.0.1 "$PORT" "8001-${SB}.localhost:${PORT}" "ws in a vm" 2>&1) && break
+		OUT=$("${WORK}/wstool" client 127.0.0.1 "$PORT" "${N8001}.localhost:${PORT}" "ws in a vm" 2>&1) && break
 		sleep 0.2
 	done
 	check "WebSocket echo from the guest: $OUT" test "$OUT" = "ws in a vm"
@@ -96,9 +98,9 @@ check "SIGTERM exits 0" stop_server
 start_server "$SERVER" --images "$IMAGES" --image tiny --pool small:tiny=1
 req GET /metrics; expect_status 200 "metrics after restart"
 check "metrics after restart: the sandbox is counted" grep -Eq '^aas_sandboxes\{state="ready"\} [1-9]' <<<"$BODY"
-req GET /index.html -H "Host: 8000-${SB}.localhost:${PORT}"
+req GET /index.html -H "Host: ${N8000}.localhost:${PORT}"
 expect_status 200 "preview right after a restart"; check "preview body after restart" test "$BODY" = "hello from inside"
-req GET / -H "Host: 8003-${SB}.localhost:${PORT}"; expect_status 404 "unexposed port after restart"
+req GET / -H "Host: 8000-${SB}.localhost:${PORT}"; expect_status 404 "an old-style host opens nothing"
 
 # The warm pool: one ready VM, in nobody's list, then claimed by a create.
 pool_wait() { # sets POOLED once /metrics shows the small tiny pool holding its VM (at most 5 minutes)
@@ -136,5 +138,5 @@ auth DELETE "/v1/sandboxes/${P2}"; expect_status 200 "destroy the second claimed
 
 auth DELETE "/v1/sandboxes/${SB}"; expect_status 200 destroy; expect_json .status destroyed destroyed
 check "final cost is exact" grep -Eq '^[0-9]+\.[0-9]{6}$' <<<"$(jqr .cost_usd)"
-req GET / -H "Host: 8000-${SB}.localhost:${PORT}"; expect_status 404 "preview gone with the sandbox"
+req GET / -H "Host: ${N8000}.localhost:${PORT}"; expect_status 404 "preview gone with the sandbox"
 finish

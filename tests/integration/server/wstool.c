@@ -5,6 +5,8 @@
  *
  *   wstool serve PORT                 echo every text/binary frame back; one process per connection
  *   wstool client ADDR PORT HOST MSG  handshake with Host: HOST, send MSG, print the echo; exit 0 if equal
+ *   wstool hold ADDR PORT HOST MSG    the same, then print "open" and keep the WebSocket open until
+ *                                     the other side ends it; print "closed" then
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -258,7 +260,7 @@ static int serve(int port)
 	}
 }
 
-static int client(const char *addr, const char *port, const char *host, const char *msg)
+static int client(const char *addr, const char *port, const char *host, const char *msg, int hold)
 {
 	struct addrinfo hints, *ai;
 	char req[1024], head[8192], val[256];
@@ -302,6 +304,15 @@ static int client(const char *addr, const char *port, const char *host, const ch
 			printf("%s\n", data);
 		free(data);
 	}
+	if (hold) {
+		printf("open\n");
+		fflush(stdout);
+		while ((op = read_frame(s, &data, &len)) >= 0 && op != 8)
+			free(data);
+		printf("closed\n");
+		close(s);
+		return 0;
+	}
 	write_frame(s, 8, (const unsigned char *)"", 0, 1);
 	close(s);
 	return 0;
@@ -311,8 +322,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "serve") == 0)
 		return serve(atoi(argv[2]));
-	if (argc == 6 && strcmp(argv[1], "client") == 0)
-		return client(argv[2], argv[3], argv[4], argv[5]);
-	fprintf(stderr, "usage: wstool serve PORT | wstool client ADDR PORT HOST MESSAGE\n");
+	if (argc == 6 && (strcmp(argv[1], "client") == 0 || strcmp(argv[1], "hold") == 0))
+		return client(argv[2], argv[3], argv[4], argv[5], strcmp(argv[1], "hold") == 0);
+	fprintf(stderr, "usage: wstool serve PORT | wstool client|hold ADDR PORT HOST MESSAGE\n");
 	return 2;
 }
