@@ -80,12 +80,14 @@ python3 "$SLOW" blackhole "${WORK}/guest" & PIDS+=($!)
 wait_for "${WORK}/guest" '^[0-9]' || fail "guest server did not start"
 GP=$(cat "${WORK}/guest")
 auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${GP}}"; expect_status 200 "expose the silent guest port"
+# The preview's host is its URL's: "http://NAME.localhost:PORT/".
+PHOST=$(jq -r .url <<<"$BODY" | sed -E 's#^[a-z]+://([^/]+)/.*#\1#')
 for i in 1 2; do
-	curl -s -o /dev/null --max-time 120 -H "Host: ${GP}-${SB}.localhost:${PORT}" "${BASE}/" & PIDS+=($!)
+	curl -s -o /dev/null --max-time 120 -H "Host: ${PHOST}" "${BASE}/" & PIDS+=($!)
 done
 for _ in $(seq 1 600); do [ "$(wc -l <"${WORK}/guest.accepted" 2>/dev/null || echo 0)" -ge 2 ] && break; sleep 0.1; done
 check "two previews wait on the guest" test "$(wc -l <"${WORK}/guest.accepted" 2>/dev/null || echo 0)" -ge 2
-req GET / -H "Host: ${GP}-${SB}.localhost:${PORT}" --max-time 20
+req GET / -H "Host: ${PHOST}" --max-time 20
 expect_status 503 "a third preview is refused"; expect_json .error.code busy "preview refusal code"
 check "the refusal names the option" grep -q -- "--preview-connections 2" <<<"$BODY"
 check "the refusal says when to retry" grep -qi '^Retry-After: 1' <<<"$HEADERS"
