@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "saas.h"
+#include "../gate.h"
 
 static char state_dir[4096], config[4096];
 static saas_engine *engine;
@@ -407,35 +408,8 @@ static void check_host_unreachable(const char *id)
 	close(l.fds[0]);
 }
 
-/* The shared sandbox has the engine's default policy (isolated, or internet behind the guard). */
-/* An upload's data source that gives one chunk, then waits at a gate the test opens. */
-struct gate {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	int calls, waiting, open;
-};
-
-static long gate_read(void *ud, void *buf, size_t size)
-{
-	struct gate *g = ud;
-	long n = size < 4096 ? (long)size : 4096;
-
-	pthread_mutex_lock(&g->mu);
-	if (g->calls++ == 1) {
-		g->waiting = 1;
-		pthread_cond_broadcast(&g->cond);
-		while (!g->open)
-			pthread_cond_wait(&g->cond, &g->mu);
-	}
-	pthread_mutex_unlock(&g->mu);
-	if (g->calls > 2)
-		return 0;
-	memset(buf, 'x', (size_t)n);
-	return n;
-}
-
 struct slow_upload {
-	struct gate gate;
+	struct saas_test_gate gate;
 	int rc;
 	char message[512];
 };
@@ -444,7 +418,7 @@ static void *slow_upload_main(void *arg)
 {
 	struct slow_upload *u = arg;
 
-	u->rc = saas_file_write_stream(ca, shared->id, "/workspace/slow.bin", gate_read, &u->gate, -1, NULL);
+	u->rc = saas_file_write_stream(ca, shared->id, "/workspace/slow.bin", saas_test_gate_read, &u->gate, -1, NULL);
 	snprintf(u->message, sizeof(u->message), "%s", saas_error_last()->message);
 	return NULL;
 }
@@ -456,17 +430,14 @@ static void *slow_upload_main(void *arg)
  */
 static void test_session_killed_mid_upload(void **state)
 {
-	struct slow_upload u = { { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 }, 0, "" };
+	struct slow_upload u = { SAAS_TEST_GATE_INIT, 0, "" };
 	saas_execution *x = NULL;
 	pthread_t tid;
 	int rc = SAAS_EBACKEND;
 
 	(void)state;
 	assert_int_equal(pthread_create(&tid, NULL, slow_upload_main, &u), 0);
-	pthread_mutex_lock(&u.gate.mu);
-	while (!u.gate.waiting)
-		pthread_cond_wait(&u.gate.cond, &u.gate.mu);
-	pthread_mutex_unlock(&u.gate.mu);
+	saas_test_gate_reached(&u.gate);
 
 	/* Kills the session carrying it too: whatever this call says, the session is gone. */
 	if (saas_exec(&x, ca, shared->id, "kill -9 -1", NULL, 0) == SAAS_OK)
@@ -479,10 +450,7 @@ static void test_session_killed_mid_upload(void **state)
 	assert_string_equal(x->stdout_data, "fresh\n");
 	saas_execution_free(x);
 
-	pthread_mutex_lock(&u.gate.mu);
-	u.gate.open = 1;
-	pthread_cond_broadcast(&u.gate.cond);
-	pthread_mutex_unlock(&u.gate.mu);
+	saas_test_gate_open(&u.gate);
 	assert_int_equal(pthread_join(tid, NULL), 0);
 	assert_int_equal(u.rc, SAAS_EBACKEND);
 	assert_non_null(strstr(u.message, "connection"));
@@ -491,6 +459,7 @@ static void test_session_killed_mid_upload(void **state)
 	saas_execution_free(x);
 }
 
+/* The shared sandbox has the engine's default policy (isolated, or internet behind the guard). */
 static void test_host_isolation(void **state)
 {
 	(void)state;

@@ -27,6 +27,7 @@
 #include "transport/ssh.h"
 #include "util/error.h"
 #include "util/util.h"
+#include "gate.h"
 
 static char sshdir[1024];
 static char key_priv[1100], key_pub[1100], host_key[1024], user[256];
@@ -1041,37 +1042,9 @@ static void test_files_list_cap(void **state)
 
 /* ---- a connection that dies in use ------------------------------------------------------------ */
 
-/* An upload's data source that gives one chunk, then waits at a gate the test opens. */
-struct gate {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	int calls;
-	int waiting;       /* the upload is blocked in its reader */
-	int open;
-};
-
-static long gate_read(void *ud, void *buf, size_t size)
-{
-	struct gate *g = ud;
-	long n = size < 4096 ? (long)size : 4096;
-
-	pthread_mutex_lock(&g->mu);
-	if (g->calls++ == 1) {
-		g->waiting = 1;
-		pthread_cond_broadcast(&g->cond);
-		while (!g->open)
-			pthread_cond_wait(&g->cond, &g->mu);
-	}
-	pthread_mutex_unlock(&g->mu);
-	if (g->calls > 2)
-		return 0;
-	memset(buf, 'x', (size_t)n);
-	return n;
-}
-
 struct upload {
 	saas_ssh *ssh;     /* the upload's own reference */
-	struct gate *gate;
+	struct saas_test_gate *gate;
 	const char *path;
 	int rc;
 	char message[512];
@@ -1081,7 +1054,7 @@ static void *upload_main(void *arg)
 {
 	struct upload *u = arg;
 
-	u->rc = saas__ssh_file_write(u->ssh, u->path, 0644, gate_read, u->gate, -1);
+	u->rc = saas__ssh_file_write(u->ssh, u->path, 0644, saas_test_gate_read, u->gate, -1);
 	snprintf(u->message, sizeof(u->message), "%s", saas_error_last()->message);
 	saas__ssh_close(u->ssh);
 	return NULL;
@@ -1115,7 +1088,7 @@ static long session_sshd_pid(saas_ssh *ssh)
  */
 static void test_session_dies_mid_upload(void **state)
 {
-	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0 };
+	struct saas_test_gate g = SAAS_TEST_GATE_INIT;
 	struct upload u;
 	saas_ssh *ssh = connect_ok();
 	struct out x = { SAAS_BUF_INIT, SAAS_BUF_INIT, 0 };
@@ -1130,10 +1103,7 @@ static void test_session_dies_mid_upload(void **state)
 	u.gate = &g;
 	u.path = tpath("dies/upload.bin");
 	assert_int_equal(pthread_create(&tid, NULL, upload_main, &u), 0);
-	pthread_mutex_lock(&g.mu);
-	while (!g.waiting)
-		pthread_cond_wait(&g.cond, &g.mu);
-	pthread_mutex_unlock(&g.mu);
+	saas_test_gate_reached(&g);
 
 	assert_int_equal(kill((pid_t)sshd, SIGKILL), 0);
 	for (int i = 0; i < 500 && (alive = saas__ssh_alive(ssh)); i++)
@@ -1148,10 +1118,7 @@ static void test_session_dies_mid_upload(void **state)
 	assert_string_equal(x.o.data, "fresh\n");
 	out_free(&x);
 
-	pthread_mutex_lock(&g.mu);
-	g.open = 1;
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.mu);
+	saas_test_gate_open(&g);
 	assert_int_equal(pthread_join(tid, NULL), 0);
 	assert_int_equal(u.rc, SAAS_EBACKEND);
 	assert_non_null(strstr(u.message, "connection"));
