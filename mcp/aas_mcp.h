@@ -50,6 +50,22 @@
 #define AAS_MCP_BATCH_MAX 32
 #define AAS_MCP_RESPONSE_MAX ((size_t)64 << 20)
 
+/*
+ * Bounds on the tree a JSON text may become, checked by aas_json_bounds()
+ * before jansson builds it: every value costs jansson some 40 to 100 bytes,
+ * so 24 MiB of "[1,1,1,...]" (12 million values) would cost over a gigabyte.
+ *
+ * AAS_JSON_VALUES_MAX: the most values in one text, containers, scalars and
+ * strings alike, an object's keys counted too. The largest real requests are
+ * a few hundred values (an env map of a few hundred entries; a 16 MiB stdin
+ * or file is one string, one value), so this leaves a wide margin, and at
+ * about 10 MB of tree it is a small fraction of what 24 MiB could cost.
+ * AAS_JSON_DEPTH_MAX: the deepest nesting of arrays and objects (a request
+ * needs 4 or 5 levels).
+ */
+#define AAS_JSON_VALUES_MAX ((size_t)100000)
+#define AAS_JSON_DEPTH_MAX ((size_t)64)
+
 /* JSON-RPC error codes. */
 #define AAS_MCP_PARSE_ERROR (-32700)
 #define AAS_MCP_INVALID_REQUEST (-32600)
@@ -125,9 +141,23 @@ enum aas_mcp_kind {
 
 /*
  * Parse a message. On a syntax error returns NULL and sets *error to the
- * JSON-RPC error response to send (-32700); free it with json_decref().
+ * JSON-RPC error response to send (-32700); a message over AAS_JSON_VALUES_MAX
+ * values or AAS_JSON_DEPTH_MAX levels is refused the same way, unparsed, with
+ * -32600. Free *error with json_decref().
  */
 json_t *aas_mcp_parse(const char *text, size_t len, json_t **error);
+
+/*
+ * Would jansson build a bounded tree from `text` (len bytes)? One pass over
+ * the bytes, without allocating: counts the values (an object's keys too)
+ * and the nesting depth outside strings, and stops at the first bound passed.
+ * Returns true within values_max and depth_max; otherwise false, with why in
+ * buf (a sentence naming the bound, for whoever sent the text). A text that
+ * is not JSON is not refused here (jansson says what is wrong with it), but
+ * it is counted the same way, so whatever jansson would build of it before
+ * its first error is within the bounds too.
+ */
+bool aas_json_bounds(const char *text, size_t len, size_t values_max, size_t depth_max, char *buf, size_t size);
 
 /*
  * Why jansson refused a text, in plain words for whoever sent it: "\u0000" is

@@ -68,16 +68,83 @@ json_t *aas_mcp_parse(const char *text, size_t len, json_t **error)
 {
 	json_error_t err;
 	json_t *msg;
-	char buf[300];
+	char buf[300], why[200];
 
 	*error = NULL;
+	/* Counted before jansson builds a tree some 20 to 40 times the size of the text. */
+	if (text && !aas_json_bounds(text, len, AAS_JSON_VALUES_MAX, AAS_JSON_DEPTH_MAX, why, sizeof(why))) {
+		snprintf(buf, sizeof(buf), "Invalid Request: %s", why);
+		*error = aas_mcp_error(NULL, AAS_MCP_INVALID_REQUEST, buf);
+		return NULL;
+	}
 	msg = json_loadb(text ? text : "", text ? len : 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
 	if (!msg) {
-		char why[200];
 		snprintf(buf, sizeof(buf), "Parse error: %s", aas_json_error_text(why, sizeof(why), &err));
 		*error = aas_mcp_error(NULL, AAS_MCP_PARSE_ERROR, buf);
 	}
 	return msg;
+}
+
+bool aas_json_bounds(const char *text, size_t len, size_t values_max, size_t depth_max, char *buf, size_t size)
+{
+	size_t values = 0, depth = 0;
+	bool in_string = false, in_scalar = false;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)text[i];
+
+		if (in_string) {
+			if (c == '\\')
+				i++; /* the escaped byte, \" or \\ alike, never ends the string */
+			else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		switch (c) {
+		case '[':
+		case '{':
+			if (++depth > depth_max) {
+				snprintf(buf, size, "the JSON nests arrays and objects more than %zu deep, the most one "
+				         "request may", depth_max);
+				return false;
+			}
+			values++;
+			in_scalar = false;
+			break;
+		case ']':
+		case '}':
+			/* One too many is a syntax error jansson stops at, before anything past it is built. */
+			if (depth)
+				depth--;
+			in_scalar = false;
+			break;
+		case '"':
+			values++;
+			in_string = true;
+			in_scalar = false;
+			break;
+		case ',':
+		case ':':
+		case ' ':
+		case '\t':
+		case '\n':
+		case '\r':
+			in_scalar = false;
+			break;
+		default:
+			/* The first byte of a number, true, false or null (or of something jansson refuses). */
+			if (!in_scalar)
+				values++;
+			in_scalar = true;
+			break;
+		}
+		if (values > values_max) {
+			snprintf(buf, size, "the JSON holds more than %zu values (an object's keys count too), the most "
+			         "one request may", values_max);
+			return false;
+		}
+	}
+	return true;
 }
 
 const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err)

@@ -542,7 +542,10 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 	if (!precheck(r, out))
 		return;
 	if (!(msg = aas_mcp_parse(r->body, r->body_len, &err))) {
-		aas_reply_json(out, 400, err);
+		/* -32700 is a syntax error; -32600 a body past the JSON bounds, too large as a longer one is. */
+		bool bound = json_integer_value(json_object_get(json_object_get(err, "error"), "code")) ==
+		             AAS_MCP_INVALID_REQUEST;
+		aas_reply_json(out, bound ? 413 : 400, err);
 		return;
 	}
 	kind = aas_mcp_kind(msg);

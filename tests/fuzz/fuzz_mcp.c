@@ -5,7 +5,8 @@
  * "@SB@" becomes the id of a running sandbox, so tools reach a real one.
  *
  * Oracle, beyond the sanitizers: what JSON-RPC 2.0 promises. A parse error
- * is a -32700 response; a request gets exactly one response, with its id and
+ * is a -32700 response, a text past the JSON bounds (aas_json_bounds) a -32600
+ * one, and a tree jansson built stays within those bounds; a request gets exactly one response, with its id and
  * either a result or an error; a notification or a response gets none; a
  * batch gets one response per member that needs one (or one error for the
  * whole batch); and every response serialises.
@@ -53,6 +54,28 @@ static void check_response(const json_t *m, const json_t *r)
 	CHECK(!json_object_get(r, "result") != !json_object_get(r, "error"));
 }
 
+/* Count the values (an object's keys too) and the depth of a parsed tree, as aas_json_bounds() does of its text. */
+static void measure(const json_t *v, size_t level, size_t *values, size_t *depth)
+{
+	const char *key;
+	json_t *m;
+	size_t i;
+
+	*values += 1;
+	if (!json_is_array(v) && !json_is_object(v))
+		return;
+	if (level + 1 > *depth)
+		*depth = level + 1;
+	if (json_is_array(v))
+		json_array_foreach(v, i, m)
+			measure(m, level + 1, values, depth);
+	else
+		json_object_foreach((json_t *)v, key, m) {
+			*values += 1;
+			measure(m, level + 1, values, depth);
+		}
+}
+
 /* Does a batch member get a response? */
 static bool answered(const json_t *m)
 {
@@ -76,13 +99,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ctx.key_hint = "a key";
 	ctx.page_size = size % 3; /* every tool in one page, or pages of 1 or 2 */
 	msg = aas_mcp_parse(text, len, &err);
-	free(text);
 	if (!msg) {
-		CHECK(err && is_error(err, AAS_MCP_PARSE_ERROR) && json_is_null(json_object_get(err, "id")));
+		char why[200];
+		bool bounded = aas_json_bounds(text, len, AAS_JSON_VALUES_MAX, AAS_JSON_DEPTH_MAX, why, sizeof(why));
+		CHECK(err && json_is_null(json_object_get(err, "id")));
+		CHECK(is_error(err, bounded ? AAS_MCP_PARSE_ERROR : AAS_MCP_INVALID_REQUEST));
+		free(text);
 		json_decref(err);
 		return 0;
 	}
+	free(text);
 	CHECK(!err);
+	/* The scanner may count more than jansson builds (it cannot tell what is JSON), never fewer. */
+	size_t values = 0, depth = 0;
+	measure(msg, 0, &values, &depth);
+	CHECK(values <= AAS_JSON_VALUES_MAX && depth <= AAS_JSON_DEPTH_MAX);
 	kind = aas_mcp_kind(msg);
 	(void)aas_mcp_reports_progress(msg);
 	(void)aas_mcp_cancelled_request(msg);

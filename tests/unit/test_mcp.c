@@ -1,6 +1,6 @@
 /*
  * aas_mcp, the MCP protocol core (mcp/), without a transport: JSON-RPC parse
- * errors and invalid requests, unknown methods, version negotiation,
+ * errors, the bounds on a JSON text's values and depth, and invalid requests, unknown methods, version negotiation,
  * tools/list pages, tool errors as isError results, get_usage's period,
  * create_sandbox's progress and cancellation, and the bounds on batches and
  * responses, over a local engine with the fake driver (whose VMs here take a
@@ -222,6 +222,97 @@ static void test_parse_errors(void **state)
 	assert_null(aas_mcp_parse(NULL, 5, &err));
 	assert_error(err, AAS_MCP_PARSE_ERROR, NULL);
 	json_decref(err);
+}
+
+/* "[1,1,...]": an array of n - 1 ones, n values in all (the caller frees it). */
+static char *ones(size_t n)
+{
+	char *s = malloc(2 * n + 1), *p = s;
+
+	assert_non_null(s);
+	*p++ = '[';
+	for (size_t i = 1; i < n; i++) {
+		*p++ = '1';
+		*p++ = i + 1 < n ? ',' : ']';
+	}
+	if (n == 1)
+		*p++ = ']';
+	*p = 0;
+	return s;
+}
+
+/* Does aas_json_bounds() take `text` within values_max values and depth_max levels? */
+static bool bounded(const char *text, size_t values_max, size_t depth_max)
+{
+	char why[200] = "";
+	bool ok = aas_json_bounds(text, strlen(text), values_max, depth_max, why, sizeof(why));
+
+	assert_true(ok ? !why[0] : strstr(why, "the most one request may") != NULL);
+	return ok;
+}
+
+static void test_json_bounds(void **state)
+{
+	char why[200], *text;
+	json_t *err = NULL, *msg;
+
+	(void)state;
+	/* Exactly AAS_JSON_VALUES_MAX values are parsed; one more is refused unparsed, naming the bound. */
+	text = ones(AAS_JSON_VALUES_MAX);
+	assert_true(bounded(text, AAS_JSON_VALUES_MAX, AAS_JSON_DEPTH_MAX));
+	msg = aas_mcp_parse(text, strlen(text), &err);
+	assert_null(err);
+	assert_int_equal(json_array_size(msg), AAS_JSON_VALUES_MAX - 1);
+	json_decref(msg);
+	free(text);
+	text = ones(AAS_JSON_VALUES_MAX + 1);
+	assert_false(aas_json_bounds(text, strlen(text), AAS_JSON_VALUES_MAX, AAS_JSON_DEPTH_MAX, why, sizeof(why)));
+	assert_non_null(strstr(why, "more than 100000 values"));
+	assert_null(aas_mcp_parse(text, strlen(text), &err));
+	assert_error(err, AAS_MCP_INVALID_REQUEST, NULL);
+	assert_non_null(strstr(error_message(err), "Invalid Request: the JSON holds more than 100000 values"));
+	json_decref(err);
+	free(text);
+
+	/* Nesting: AAS_JSON_DEPTH_MAX levels, arrays and objects alike, are parsed; one more is refused. */
+	char deep[6 * AAS_JSON_DEPTH_MAX + 8], *p = deep;
+	for (size_t i = 0; i < AAS_JSON_DEPTH_MAX; i++)
+		p += sprintf(p, i % 2 ? "[" : "{\"a\":");
+	p += sprintf(p, "1");
+	for (size_t i = AAS_JSON_DEPTH_MAX; i-- > 0;)
+		*p++ = i % 2 ? ']' : '}';
+	*p = 0;
+	assert_true(bounded(deep, AAS_JSON_VALUES_MAX, AAS_JSON_DEPTH_MAX));
+	msg = aas_mcp_parse(deep, strlen(deep), &err);
+	assert_non_null(msg);
+	json_decref(msg);
+	char deeper[sizeof(deep) + 2];
+	snprintf(deeper, sizeof(deeper), "[%s]", deep);
+	assert_false(aas_json_bounds(deeper, strlen(deeper), AAS_JSON_VALUES_MAX, AAS_JSON_DEPTH_MAX, why, sizeof(why)));
+	assert_non_null(strstr(why, "more than 64 deep"));
+	assert_null(aas_mcp_parse(deeper, strlen(deeper), &err));
+	assert_error(err, AAS_MCP_INVALID_REQUEST, NULL);
+	json_decref(err);
+
+	/* What counts: every value, an object's keys too, whatever the whitespace. */
+	assert_true(bounded("{\"a\":1,\"b\":[true,false,null,-1.5e3]}", 9, 2));
+	assert_false(bounded("{\"a\":1,\"b\":[true,false,null,-1.5e3]}", 8, 2));
+	assert_true(bounded(" [ 1 ,\t2\r\n, 3 ] ", 4, 1));
+	assert_false(bounded(" [ 1 ,\t2\r\n, 3 ] ", 3, 1));
+	assert_true(bounded("", 0, 0));
+	assert_true(bounded("7", 1, 0));
+
+	/* A string is one value whatever it holds: brackets, commas, colons, escaped quotes and backslashes. */
+	assert_true(bounded("\"[[[{{{,,,:::]]]}}}\"", 1, 0));
+	assert_true(bounded("[\"\\\"[[[,1,2\"]", 2, 1));       /* \" does not end the string */
+	assert_false(bounded("[\"\\\\\",[[1]]]", 4, 3));     /* \\ does: then 5 values... */
+	assert_false(bounded("[\"\\\\\",[[1]]]", 5, 2));     /* ...3 deep */
+	assert_true(bounded("[\"\\\\\",[[1]]]", 5, 3));
+	assert_true(bounded("{\"k,[{\\\"\":\"v]}:,\\u0022\"}", 3, 1));
+	assert_true(bounded("[\"\\\\\\\"]\"]", 2, 1));      /* \\ then \": the string goes on */
+	/* A stray closing bracket (a syntax error jansson stops at) never makes the depth wrap. */
+	assert_true(bounded("]]][[", 3, 2));
+	assert_false(bounded("]]][[[", 3, 2));
 }
 
 static void test_invalid_requests(void **state)
@@ -1086,6 +1177,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_errors),
+		cmocka_unit_test(test_json_bounds),
 		cmocka_unit_test_setup_teardown(test_invalid_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_methods, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_negotiation, setup, teardown),
