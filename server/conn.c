@@ -76,7 +76,7 @@ static int64_t mono_ms(void)
  * the /64 of an IPv6 one (a single host is routinely given a whole /64, so
  * counting /128s would cap nobody). IPv4-mapped IPv6 counts as IPv4.
  */
-static void address_key(const struct sockaddr *sa, unsigned char key[16], char *text, size_t textsize)
+void aas_address_key(const struct sockaddr *sa, unsigned char key[16], char *text, size_t textsize)
 {
 	memset(key, 0, 16);
 	if (text && textsize)
@@ -111,7 +111,7 @@ enum MHD_Result aas_conn_accept(void *cls, const struct sockaddr *addr, socklen_
 
 	(void)cls;
 	(void)addrlen;
-	address_key(addr, key, text, sizeof(text));
+	aas_address_key(addr, key, text, sizeof(text));
 	pthread_mutex_lock(&mu);
 	for (struct aas_conn *k = conns; k; k = k->next)
 		if (memcmp(k->key, key, sizeof(key)) == 0)
@@ -138,7 +138,7 @@ void aas_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 		ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		k->fd = ci ? ci->connect_fd : MHD_INVALID_SOCKET;
 		ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		address_key(ci ? ci->client_addr : NULL, k->key, k->addr, sizeof(k->addr));
+		aas_address_key(ci ? ci->client_addr : NULL, k->key, k->addr, sizeof(k->addr));
 		k->phase = PHASE_HEADERS;
 		k->deadline_ms = mono_ms() + header_ms;
 		pthread_mutex_lock(&mu);

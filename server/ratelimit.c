@@ -12,10 +12,8 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "server.h"
 
@@ -147,31 +145,22 @@ int64_t aas_ratelimit_peek(const char *name, size_t len, unsigned int rate, int6
 }
 
 /*
- * The bucket of a client address: an IPv4 address, or an IPv6 address's /64
- * (one host is usually given a whole /64, so counting its addresses apart
- * would let it make up as many buckets as it likes). An IPv4 address mapped
- * into IPv6 counts as IPv4. Returns the name's length.
+ * The bucket of a client address: "a" and the hex of the part of it one client
+ * holds (aas_address_key(): an IPv4 address, an IPv6 address's /64), the same
+ * grouping as the per-address connection cap. Returns the name's length.
  */
 static size_t address_name(struct MHD_Connection *conn, char *buf, size_t size)
 {
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	const unsigned char *a;
+	unsigned char key[16];
+	size_t n = 0;
 
-	if (sa && sa->sa_family == AF_INET) {
-		a = (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
-		return (size_t)snprintf(buf, size, "a4:%u.%u.%u.%u", a[0], a[1], a[2], a[3]);
-	}
-	if (sa && sa->sa_family == AF_INET6) {
-		a = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
-		if (memcmp(a, mapped, sizeof(mapped)) == 0)
-			return (size_t)snprintf(buf, size, "a4:%u.%u.%u.%u", a[12], a[13], a[14], a[15]);
-		return (size_t)snprintf(buf, size, "a6:%02x%02x:%02x%02x:%02x%02x:%02x%02x::/64", a[0], a[1], a[2], a[3],
-		                        a[4], a[5], a[6], a[7]);
-	}
-	/* No address (a UNIX socket): one shared bucket. */
-	return (size_t)snprintf(buf, size, "a:");
+	/* No address (a UNIX socket) is all zeros: one shared bucket. */
+	aas_address_key(ci ? ci->client_addr : NULL, key, NULL, 0);
+	n += (size_t)snprintf(buf, size, "a");
+	for (size_t i = 0; i < sizeof(key) && n < size; i++)
+		n += (size_t)snprintf(buf + n, size - n, "%02x", key[i]);
+	return n < size ? n : size - 1;
 }
 
 bool aas_ratelimit_preview(struct aas_req *r, struct aas_reply *out, unsigned int rate)

@@ -345,6 +345,13 @@ void aas_mcp_http_free(void);
 /* Start and stop the watchdog that cuts connections past their header or body deadline. */
 int aas_conn_start(const struct aas_config *cfg);
 void aas_conn_stop(void);
+/*
+ * The part of a client's address one client is assumed to hold, as 16 bytes
+ * (an IPv4 address, IPv4-mapped ones included, or an IPv6 address's /64; all
+ * zeros for none): what the per-address connection cap and request rates
+ * count by. `text`, if not NULL, gets the whole address printed.
+ */
+void aas_address_key(const struct sockaddr *sa, unsigned char key[16], char *text, size_t textsize);
 /* For MHD_OPTION_ACCEPT_POLICY: refuses an address that holds per_ip_connections already. */
 enum MHD_Result aas_conn_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
 /* For MHD_OPTION_NOTIFY_CONNECTION: tracks each connection from accept to close. */

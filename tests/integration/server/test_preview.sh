@@ -91,9 +91,9 @@ hold_ws() {
 	for _ in $(seq 1 100); do grep -q open "${WORK}/$1" && return 0; sleep 0.1; done
 	return 1
 }
-# closed NAME: did that WebSocket end (waiting up to 15 s for it)?
+# closed NAME: did that WebSocket end (waiting up to 30 s for it: a loaded machine is slow)?
 closed() {
-	for _ in $(seq 1 150); do grep -q closed "${WORK}/$1" && return 0; sleep 0.1; done
+	for _ in $(seq 1 300); do grep -q closed "${WORK}/$1" && return 0; sleep 0.1; done
 	return 1
 }
 check "a WebSocket is held open" hold_ws ws1 "$HW"
@@ -124,7 +124,8 @@ check "the open WebSocket is closed by the destroy" closed ws2
 req GET / -H "Host: ${HG}"; expect_status 404 "a destroyed sandbox's URLs open nothing"
 
 # ---- ... and when it expires (nobody calls the API: the proxy's watcher sees it) ----
-auth POST /v1/sandboxes -d '{"timeout":3}'; expect_status 201 "a short-lived sandbox"; SB2=$(jqr .id)
+# Long enough for the WebSocket to open first on a loaded machine, short enough to wait for.
+auth POST /v1/sandboxes -d '{"timeout":8}'; expect_status 201 "a short-lived sandbox"; SB2=$(jqr .id)
 auth POST "/v1/sandboxes/${SB2}/ports" -d "{\"port\":${WP}}"; HW3=$(host_of "$(jqr .url)")
 check "a WebSocket to the short-lived sandbox" hold_ws ws3 "$HW3"
 check "the open WebSocket is closed when its sandbox expires" closed ws3
