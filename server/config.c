@@ -59,7 +59,7 @@ const char *aas_config_usage(void)
 	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
 	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
 	       "  --creates-per-minute N  sandbox creates per account per minute; default 20 [AAS_CREATES_PER_MINUTE]\n"
-	       "  --requests-per-second N API requests per second per key (bursts of 2 s); default 20\n"
+	       "  --requests-per-second N API requests per second per key (bursts of 2 s); default 100\n"
 	       "                          [AAS_REQUESTS_PER_SECOND]\n"
 	       "  --address-requests-per-second N\n"
 	       "                          requests per second per client address without a valid key (MCP\n"

@@ -68,7 +68,7 @@ typedef struct {
 /** Default of saas_engine_options.creates_per_minute. */
 #define SAAS_CREATES_PER_MINUTE_DEFAULT 20
 /** Default of saas_engine_options.requests_per_second. */
-#define SAAS_REQUESTS_PER_SECOND_DEFAULT 20
+#define SAAS_REQUESTS_PER_SECOND_DEFAULT 100
 /** Default of saas_engine_options.execution_retention_s: 24 hours. */
 #define SAAS_EXECUTION_RETENTION_DEFAULT 86400
 /** The most any per-account count or rate limit may be set to. */
