@@ -189,9 +189,23 @@ size_t fuzz_server_exchange(const void *data, size_t len, char *answer, size_t c
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)server_port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("connecting to the server");
+	/*
+	 * A connect can fail for a moment when the machine is busy (the suite runs
+	 * fuzzers beside other tests): try again for a while before calling it a
+	 * failure of the setup, and say why when it is one.
+	 */
+	for (int tries = 0;; tries++) {
+		if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+		    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			break;
+		if (tries == 100) {
+			fprintf(stderr, "fuzz setup: connecting to the server: %s\n", strerror(errno));
+			abort();
+		}
+		if (fd >= 0)
+			close(fd);
+		usleep(20 * 1000);
+	}
 	/* The server may answer and hang up before it read everything: stop sending then. */
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	while (len) {
