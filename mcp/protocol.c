@@ -236,11 +236,15 @@ static json_t *do_tools_list(const aas_mcp_ctx *ctx, const json_t *id, const jso
 	char next[32];
 
 	if (cursor && !json_is_null(cursor)) {
-		/* "t<index>" as nextCursor writes it: digits only (strtoul alone takes " 1", "+1", "-0"); too many is ULONG_MAX. */
+		/*
+		 * "t<index>" as nextCursor writes it: 1 to 18 digits only (strtoul alone
+		 * takes " 1", "+1", "-0"; 18 never overflows, and leading zeros past it
+		 * are no cursor we wrote), the same grammar as the sandbox list's.
+		 */
 		const char *s = json_is_string(cursor) ? json_string_value(cursor) : "";
 		size_t digits = s[0] == 't' ? strspn(s + 1, "0123456789") : 0;
-		unsigned long v = digits ? strtoul(s + 1, NULL, 10) : 0;
-		if (!digits || s[1 + digits] || v > n) {
+		unsigned long v = digits && digits <= 18 ? strtoul(s + 1, NULL, 10) : 0;
+		if (!digits || digits > 18 || s[1 + digits] || v > n) {
 			json_decref(tools);
 			return aas_mcp_error(id, AAS_MCP_INVALID_PARAMS, "invalid cursor: pass a nextCursor from tools/list");
 		}
