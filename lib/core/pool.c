@@ -331,13 +331,7 @@ static void *refill_main(void *arg)
 			pthread_cond_wait(&p->cond, &p->mu);
 			continue;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += wait_ms / 1000;
-		ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		saas__deadline(&ts, CLOCK_MONOTONIC, wait_ms);
 		pthread_cond_timedwait(&p->cond, &p->mu, &ts);
 	}
 	abandoned = p->abandoned;
@@ -401,13 +395,7 @@ bool saas__pool_stop(saas_engine *e)
 
 	if (!p || !p->running)
 		return false;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += e->stop_wait_ms / 1000;
-	deadline.tv_nsec += (long)(e->stop_wait_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	saas__deadline(&deadline, CLOCK_MONOTONIC, e->stop_wait_ms);
 	pthread_mutex_lock(&p->mu);
 	p->stopping = true;
 	pthread_cond_broadcast(&p->cond);

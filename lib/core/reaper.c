@@ -385,13 +385,7 @@ static void *reaper_main(void *arg)
 
 	pthread_mutex_lock(&e->mu);
 	while (!e->stopping) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += e->reaper_interval_ms / 1000;
-		ts.tv_nsec += (long)(e->reaper_interval_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		saas__deadline(&ts, CLOCK_REALTIME, e->reaper_interval_ms);
 		pthread_cond_timedwait(&e->cond, &e->mu, &ts);
 		if (e->stopping)
 			break;

@@ -313,12 +313,7 @@ static void op_wait(struct ssh_op *op, int max_ms)
 		pthread_cond_broadcast(&ssh->cond);
 	} else {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)max_ms * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		saas__deadline(&ts, CLOCK_REALTIME, max_ms);
 		pthread_cond_timedwait(&ssh->cond, &ssh->mu, &ts);
 	}
 }

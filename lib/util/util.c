@@ -18,6 +18,17 @@ int64_t saas__now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms)
+{
+	clock_gettime(clock, ts);
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 int saas__random(void *buf, size_t len)
 {
 	unsigned char *p = buf;

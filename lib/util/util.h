@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "saas/common.h"
 
@@ -14,6 +15,8 @@
 
 /* Milliseconds since the epoch, from the real clock. */
 int64_t saas__now_ms(void);
+/* *ts = now on `clock` plus ms (ms >= 0): a deadline for pthread_cond_timedwait and friends. */
+void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms);
 /* saas_time_parse() without touching the thread's error: 0, or -1 when text is not a time. */
 int saas__time_parse(int64_t *ms, const char *text, unsigned int flags);
 

@@ -1150,13 +1150,7 @@ static void *keeper_main(void *arg)
 
 	pthread_mutex_lock(&d->mu);
 	while (!__atomic_load_n(&d->closing, __ATOMIC_ACQUIRE)) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += CONSOLE_TRIM_MS / 1000;
-		ts.tv_nsec += (long)(CONSOLE_TRIM_MS % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		saas__deadline(&ts, CLOCK_REALTIME, CONSOLE_TRIM_MS);
 		pthread_cond_timedwait(&d->keeper_cond, &d->mu, &ts);
 		if (__atomic_load_n(&d->closing, __ATOMIC_ACQUIRE))
 			break;
