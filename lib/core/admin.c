@@ -105,16 +105,8 @@ static int collect_account(void *ud, const saas_store_account *row)
 	struct collect_accounts *c = ud;
 	saas_account *a = NULL;
 
-	if (c->list->count == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 16;
-		saas_account **items = realloc(c->list->items, cap * sizeof(*items));
-		if (!items) {
-			c->rc = saas__oom();
-			return 1;
-		}
-		c->list->items = items;
-		c->cap = cap;
-	}
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0)
+		return 1;
 	if ((c->rc = fill_account(c->e, row, &a)) < 0)
 		return 1;
 	c->list->items[c->list->count++] = a;
@@ -282,16 +274,8 @@ static int collect_key(void *ud, const saas_store_key *row)
 {
 	struct collect_keys *c = ud;
 
-	if (c->list->count == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 8;
-		saas_key **items = realloc(c->list->items, cap * sizeof(*items));
-		if (!items) {
-			c->rc = saas__oom();
-			return 1;
-		}
-		c->list->items = items;
-		c->cap = cap;
-	}
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0)
+		return 1;
 	if ((c->rc = key_public(row, &c->list->items[c->list->count])) < 0)
 		return 1;
 	c->list->count++;

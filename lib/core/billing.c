@@ -199,16 +199,8 @@ static int add_usage(void *ud, const saas_store_sandbox *sb)
 		end = a->u->to_ms;
 	if (end <= start)
 		return 0;
-	if (a->u->count == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		saas_usage_line *lines = realloc(a->u->lines, cap * sizeof(*lines));
-		if (!lines) {
-			a->rc = saas__oom();
-			return 1;
-		}
-		a->u->lines = lines;
-		a->cap = cap;
-	}
+	if ((a->rc = SAAS__ARRAY_RESERVE(a->u->lines, a->cap, a->u->count + 1)) < 0)
+		return 1;
 	s0 = seconds_until(sb, start);
 	s1 = seconds_until(sb, end);
 	line = &a->u->lines[a->u->count++];

@@ -9,7 +9,7 @@
 
 #include "core/core.h"
 
-const struct saas_client_ops saas__local_ops = {
+const struct saas__client_ops saas__local_ops = {
 	saas__local_account,
 	saas__local_usage,
 	saas__local_sandbox_create,
@@ -390,7 +390,7 @@ SAAS_EXTERN(int) saas_file_write_stream(saas_client *c, const char *id, const ch
 }
 
 struct mem_writer {
-	saas_buf buf;
+	saas__buf buf;
 	int64_t max;
 };
 
@@ -416,7 +416,7 @@ static int check_read(saas_client *c, const char *id, const char *path)
 SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *c, const char *id, const char *path,
                                 int64_t max)
 {
-	struct mem_writer w = { SAAS_BUF_INIT, 0 };
+	struct mem_writer w = { SAAS__BUF_INIT, 0 };
 	int64_t size = 0;
 	int rc;
 

@@ -85,16 +85,8 @@ static int closes_add(saas_engine *e, const char *id, int reason, int64_t destro
 	pthread_mutex_lock(&c->mu);
 	if (find_locked(c, id))
 		goto out;
-	if (c->count == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 16;
-		void *items = realloc(c->items, cap * sizeof(*c->items));
-		if (!items) {
-			rc = saas__oom();
-			goto out;
-		}
-		c->items = items;
-		c->cap = cap;
-	}
+	if ((rc = SAAS__ARRAY_RESERVE(c->items, c->cap, c->count + 1)) < 0)
+		goto out;
 	p = &c->items[c->count++];
 	saas__strlcpy(p->id, id, sizeof(p->id));
 	p->reason = reason;

@@ -89,7 +89,7 @@ struct saas_engine {
 };
 
 /* What a client is: the same calls, served locally or (later) remotely. */
-struct saas_client_ops {
+struct saas__client_ops {
 	int (*account)(saas_client *c, saas_account_info **out);
 	int (*usage)(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out);
 	int (*sandbox_create)(saas_client *c, const saas_create_options *opts, saas_sandbox **out);
@@ -114,13 +114,13 @@ struct saas_client_ops {
 };
 
 struct saas_client {
-	const struct saas_client_ops *ops;
+	const struct saas__client_ops *ops;
 	char account_id[SAAS_ID_MAX + 1];
 	saas_engine *engine;           /* local provider */
 	void *provider;                /* provider-private state */
 };
 
-extern const struct saas_client_ops saas__local_ops;
+extern const struct saas__client_ops saas__local_ops;
 
 /* engine.c */
 int64_t saas__engine_now(saas_engine *e);

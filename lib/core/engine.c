@@ -575,16 +575,8 @@ static int count_live(void *ud, const saas_store_sandbox *sb)
 	for (i = 0; i < c->naccounts; i++)
 		if (strcmp(c->accounts[i], sb->account_id) == 0)
 			return 0;
-	if (c->naccounts == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 16;
-		void *p = realloc(c->accounts, cap * sizeof(*c->accounts));
-		if (!p) {
-			c->rc = saas__oom();
-			return 1;
-		}
-		c->accounts = p;
-		c->cap = cap;
-	}
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->accounts, c->cap, c->naccounts + 1)) < 0)
+		return 1;
 	saas__strlcpy(c->accounts[c->naccounts++], sb->account_id, SAAS_ID_MAX + 1);
 	return 0;
 }

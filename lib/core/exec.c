@@ -9,7 +9,7 @@
 #include "core/core.h"
 
 struct capture {
-	saas_buf out, err;
+	saas__buf out, err;
 	size_t max;
 	int out_truncated, err_truncated;
 };
@@ -18,7 +18,7 @@ struct capture {
 static int capture_output(void *ud, int stream, const void *data, size_t len)
 {
 	struct capture *c = ud;
-	saas_buf *b = stream == SAAS_STREAM_STDERR ? &c->err : &c->out;
+	saas__buf *b = stream == SAAS_STREAM_STDERR ? &c->err : &c->out;
 	int *trunc = stream == SAAS_STREAM_STDERR ? &c->err_truncated : &c->out_truncated;
 	size_t room = c->max > b->len ? c->max - b->len : 0;
 

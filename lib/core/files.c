@@ -80,16 +80,8 @@ static int collect_entry(void *ud, const saas_file_entry *entry)
 		c->list->truncated = 1;
 		return 1;
 	}
-	if (c->list->count == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		saas_file_entry *entries = realloc(c->list->entries, cap * sizeof(*entries));
-		if (!entries) {
-			c->rc = saas__oom();
-			return 1;
-		}
-		c->list->entries = entries;
-		c->cap = cap;
-	}
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->entries, c->cap, c->list->count + 1)) < 0)
+		return 1;
 	slot = &c->list->entries[c->list->count];
 	*slot = *entry;
 	if (!(slot->path = saas__strdup(entry->path))) {

@@ -83,7 +83,7 @@ static char *trim(char *s)
 
 static int unknown_size(saas_engine *e, const char *name)
 {
-	saas_buf names = SAAS_BUF_INIT;
+	saas__buf names = SAAS__BUF_INIT;
 	int rc;
 
 	for (size_t i = 0; i < e->nsizes; i++)

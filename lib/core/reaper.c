@@ -27,16 +27,8 @@ static int collect_row(void *ud, const saas_store_sandbox *sb)
 {
 	struct rows *r = ud;
 
-	if (r->count == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 32;
-		saas_store_sandbox *items = realloc(r->items, cap * sizeof(*items));
-		if (!items) {
-			r->rc = saas__oom();
-			return 1;
-		}
-		r->items = items;
-		r->cap = cap;
-	}
+	if ((r->rc = SAAS__ARRAY_RESERVE(r->items, r->cap, r->count + 1)) < 0)
+		return 1;
 	r->items[r->count++] = *sb;
 	return 0;
 }

@@ -58,7 +58,7 @@ char *saas__preview_url(saas_engine *e, const saas_store_port *exposure)
 		const char *key;
 		size_t len;
 	} keys[] = { { "{name}", 6 }, { "{port}", 6 }, { "{id}", 4 } };
-	saas_buf b = SAAS_BUF_INIT;
+	saas__buf b = SAAS__BUF_INIT;
 	const char *p = e->preview_url;
 	char portstr[16];
 	const char *values[3];
@@ -93,16 +93,8 @@ static int collect_port(void *ud, const saas_store_port *exposure)
 	struct collect_ports *c = ud;
 	saas_port_info *pi;
 
-	if (c->sb->nports == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 4;
-		saas_port_info *ports = realloc(c->sb->ports, cap * sizeof(*ports));
-		if (!ports) {
-			c->rc = saas__oom();
-			return 1;
-		}
-		c->sb->ports = ports;
-		c->cap = cap;
-	}
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->sb->ports, c->cap, c->sb->nports + 1)) < 0)
+		return 1;
 	pi = &c->sb->ports[c->sb->nports];
 	pi->port = exposure->port;
 	if (!(pi->url = saas__preview_url(c->e, exposure))) {
@@ -282,7 +274,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	if ((rc = saas__engine_need_driver(e)) < 0)
 		return rc;
 	if (!(size = saas__engine_size(e, o->size ? o->size : "small"))) {
-		saas_buf names = SAAS_BUF_INIT;
+		saas__buf names = SAAS__BUF_INIT;
 		for (size_t i = 0; i < e->nsizes; i++)
 			saas__buf_printf(&names, "%s%s", i ? ", " : "", e->sizes[i].name);
 		rc = saas__inval("unknown size '%s' (sizes: %s)", o->size, names.data ? names.data : "");
@@ -428,16 +420,8 @@ static int collect_sandbox(void *ud, const saas_store_sandbox *row)
 {
 	struct collect_sandboxes *c = ud;
 
-	if (c->list->count == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 16;
-		saas_sandbox **items = realloc(c->list->items, cap * sizeof(*items));
-		if (!items) {
-			c->rc = saas__oom();
-			return 1;
-		}
-		c->list->items = items;
-		c->cap = cap;
-	}
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0)
+		return 1;
 	saas_store_sandbox shown = *row;
 
 	/* Ended, but the store could not record it yet: shown as it will be. */

@@ -102,9 +102,9 @@ static void handle_give(struct saas_remote *r, CURL *h)
 struct xfer {
 	CURL *h;
 	const struct saas_http_req *req;
-	saas_buf in;             /* the JSON body to send */
+	saas__buf in;             /* the JSON body to send */
 	size_t in_off;
-	saas_buf out;            /* the answer, unless streamed */
+	saas__buf out;            /* the answer, unless streamed */
 	bool streaming;          /* the writer takes this answer's body */
 	bool decided;
 	int64_t delivered;       /* bytes given to the writer */
@@ -182,7 +182,7 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 	return (size_t)got;
 }
 
-static int set_error_from_body(long status, const saas_buf *body)
+static int set_error_from_body(long status, const saas__buf *body)
 {
 	json_t *j = body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
 	json_t *e = j ? json_object_get(j, "error") : NULL;
@@ -305,8 +305,8 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		*json = NULL;
 	memset(&x, 0, sizeof(x));
 	x.req = req;
-	x.in = (saas_buf)SAAS_BUF_INIT;
-	x.out = (saas_buf)SAAS_BUF_INIT;
+	x.in = (saas__buf)SAAS__BUF_INIT;
+	x.out = (saas__buf)SAAS__BUF_INIT;
 	if (req->body) {
 		if (!(dumped = json_dumps(req->body, JSON_COMPACT)))
 			return saas__oom();

@@ -728,7 +728,7 @@ static void remote_free(saas_client *c)
 	c->provider = NULL;
 }
 
-static const struct saas_client_ops remote_ops = {
+static const struct saas__client_ops remote_ops = {
 	remote_account,
 	remote_usage,
 	remote_sandbox_create,

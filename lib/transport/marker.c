@@ -15,7 +15,7 @@ static bool payload_char(char c)
 	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '=';
 }
 
-int saas__marker_init(saas_marker_filter *f, const char *token)
+int saas__marker_init(saas__marker_filter *f, const char *token)
 {
 	size_t n = strlen(token);
 
@@ -40,7 +40,7 @@ static bool decimal(const char *s, size_t n, long max, long *v)
 	return true;
 }
 
-static void marker_payload(saas_marker_filter *f, const char *p, size_t n)
+static void marker_payload(saas__marker_filter *f, const char *p, size_t n)
 {
 	long v;
 
@@ -55,7 +55,7 @@ static void marker_payload(saas_marker_filter *f, const char *p, size_t n)
 	}
 }
 
-void saas__marker_feed(saas_marker_filter *f, const char *d, size_t n, saas_buf *out)
+void saas__marker_feed(saas__marker_filter *f, const char *d, size_t n, saas__buf *out)
 {
 	while (n) {
 		if (f->hlen == 0) {
@@ -97,7 +97,7 @@ void saas__marker_feed(saas_marker_filter *f, const char *d, size_t n, saas_buf 
 	}
 }
 
-void saas__marker_flush(saas_marker_filter *f, saas_buf *out)
+void saas__marker_flush(saas__marker_filter *f, saas__buf *out)
 {
 	saas__buf_put(out, f->hold, f->hlen);
 	f->hlen = 0;

@@ -34,13 +34,13 @@ typedef struct {
 	long pid;                               /* from "pid=N" (N > 1); 0 until then */
 	int exit_seen;                          /* "exit=N" (0 <= N <= 255) came */
 	int exit_code;
-} saas_marker_filter;
+} saas__marker_filter;
 
 /* Start a filter for the frames of `token` ([0-9a-z], 1 to SAAS_MARKER_TOKEN_MAX chars). 0 or SAAS_EINVAL. */
-int saas__marker_init(saas_marker_filter *f, const char *token);
+int saas__marker_init(saas__marker_filter *f, const char *token);
 /* Filter the next n bytes of the stream, appending what is not a frame to out. */
-void saas__marker_feed(saas_marker_filter *f, const char *d, size_t n, saas_buf *out);
+void saas__marker_feed(saas__marker_filter *f, const char *d, size_t n, saas__buf *out);
 /* The stream ended: what is held (the start of a frame that never ended) goes to out. */
-void saas__marker_flush(saas_marker_filter *f, saas_buf *out);
+void saas__marker_flush(saas__marker_filter *f, saas__buf *out);
 
 #endif

@@ -82,7 +82,7 @@
 struct ssh_op;
 struct pump;
 
-struct saas_ssh {
+struct saas__ssh {
 	/*
 	 * Who holds the connection: its opener, and every thread in the middle
 	 * of an operation on it (saas__ssh_ref). A dead connection is replaced
@@ -110,7 +110,7 @@ struct saas_ssh {
 
 /* One thread's use of the session; its address identifies the owner of a pending packet. */
 struct ssh_op {
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	int64_t deadline;         /* saas__now_ms() time; the loop gives LIBSSH2_ERROR_TIMEOUT after it */
 };
 
@@ -206,7 +206,7 @@ static void sleep_ms(int ms)
 /* libssh2's own socket I/O, plus the bookkeeping the sharing needs. Called with mu held. */
 static ssize_t ssh_recv_cb(libssh2_socket_t fd, void *buf, size_t len, int flags, void **abstract)
 {
-	saas_ssh *ssh = *abstract;
+	saas__ssh *ssh = *abstract;
 	ssize_t n = recv(fd, buf, len, flags);
 
 	if (n < 0)
@@ -218,7 +218,7 @@ static ssize_t ssh_recv_cb(libssh2_socket_t fd, void *buf, size_t len, int flags
 
 static ssize_t ssh_send_cb(libssh2_socket_t fd, const void *buf, size_t len, int flags, void **abstract)
 {
-	saas_ssh *ssh = *abstract;
+	saas__ssh *ssh = *abstract;
 	ssize_t n = send(fd, buf, len, flags | MSG_NOSIGNAL);
 	int err = errno;
 
@@ -233,7 +233,7 @@ static ssize_t ssh_send_cb(libssh2_socket_t fd, const void *buf, size_t len, int
 	return n < 0 ? -err : n;
 }
 
-static void wake_all(saas_ssh *ssh)
+static void wake_all(saas__ssh *ssh)
 {
 	pthread_cond_broadcast(&ssh->cond);
 	if (ssh->polling) {
@@ -265,7 +265,7 @@ static struct call_snap call_enter(struct ssh_op *op)
 
 static void call_leave(struct ssh_op *op, struct call_snap sn, int rc)
 {
-	saas_ssh *ssh = op->ssh;
+	saas__ssh *ssh = op->ssh;
 
 	ssh->cur = NULL;
 	if (rc < 0 && rc != LIBSSH2_ERROR_EAGAIN && ssh_fatal(rc))
@@ -283,7 +283,7 @@ static void call_leave(struct ssh_op *op, struct call_snap sn, int rc)
  */
 static void op_wait(struct ssh_op *op, int max_ms)
 {
-	saas_ssh *ssh = op->ssh;
+	saas__ssh *ssh = op->ssh;
 
 	if (max_ms > SSH_POLL_MS)
 		max_ms = SSH_POLL_MS;
@@ -475,7 +475,7 @@ static const char *host_key_type_name(int type)
 	}
 }
 
-static void b64_encode(saas_buf *out, const unsigned char *in, size_t len)
+static void b64_encode(saas__buf *out, const unsigned char *in, size_t len)
 {
 	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	char q[4];
@@ -492,12 +492,12 @@ static void b64_encode(saas_buf *out, const unsigned char *in, size_t len)
 }
 
 /* Compare the server's host key with the pinned one (split_host_key's parts). SAAS_OK or an error recorded. */
-static int check_host_key(saas_ssh *ssh, const char *type, size_t type_len, const char *b64, size_t b64_len)
+static int check_host_key(saas__ssh *ssh, const char *type, size_t type_len, const char *b64, size_t b64_len)
 {
 	const char *key;
 	size_t key_len = 0;
 	int key_type = 0, rc;
-	saas_buf got = SAAS_BUF_INIT;
+	saas__buf got = SAAS__BUF_INIT;
 
 	key = libssh2_session_hostkey(ssh->session, &key_len, &key_type);
 	if (!key)
@@ -526,7 +526,7 @@ static int check_host_key(saas_ssh *ssh, const char *type, size_t type_len, cons
 		poll(&pf_, 1, 10);                                                       \
 	}
 
-static void ssh_free(saas_ssh *ssh)
+static void ssh_free(saas__ssh *ssh)
 {
 	int rc;
 
@@ -565,9 +565,9 @@ static void ssh_free(saas_ssh *ssh)
 	free(ssh);
 }
 
-static saas_ssh *ssh_new(void)
+static saas__ssh *ssh_new(void)
 {
-	saas_ssh *ssh = calloc(1, sizeof(*ssh));
+	saas__ssh *ssh = calloc(1, sizeof(*ssh));
 
 	if (!ssh)
 		return NULL;
@@ -589,9 +589,9 @@ static saas_ssh *ssh_new(void)
  * One attempt: TCP, handshake, host key, authentication. Returns SAAS_OK, or
  * 1 when the failure may be a guest still booting (worth retrying), or an error.
  */
-static int open_once(saas_ssh **out, const saas_ssh_config *cfg, int64_t deadline)
+static int open_once(saas__ssh **out, const saas__ssh_config *cfg, int64_t deadline)
 {
-	saas_ssh *ssh = ssh_new();
+	saas__ssh *ssh = ssh_new();
 	struct ssh_op op;
 	const char *type = NULL, *b64 = NULL;
 	size_t type_len = 0, b64_len = 0;
@@ -696,7 +696,7 @@ bool saas__ssh_key_refused(const saas_error *err)
 	        err->backend_code == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED);
 }
 
-int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg)
+int saas__ssh_open(saas__ssh **out, const saas__ssh_config *cfg)
 {
 	int64_t deadline;
 	int rc;
@@ -720,7 +720,7 @@ int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg)
 	                   cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000);
 }
 
-int saas__ssh_alive(saas_ssh *ssh)
+int saas__ssh_alive(saas__ssh *ssh)
 {
 	struct pollfd p;
 	int alive, queued = -1;
@@ -771,7 +771,7 @@ int saas__ssh_alive(saas_ssh *ssh)
  */
 static int channel_open_session(struct ssh_op *op, LIBSSH2_CHANNEL **out, int for_kill, const int *stop)
 {
-	saas_ssh *ssh = op->ssh;
+	saas__ssh *ssh = op->ssh;
 	unsigned int limit = SSH_SESSIONS + (for_kill ? SSH_SESSIONS_KILL : 0);
 	LIBSSH2_CHANNEL *ch = NULL;
 	int rc = 0;
@@ -820,7 +820,7 @@ static int channel_open_session(struct ssh_op *op, LIBSSH2_CHANNEL **out, int fo
  */
 static void channel_release(struct ssh_op *op, LIBSSH2_CHANNEL *ch, int session_slot)
 {
-	saas_ssh *ssh = op->ssh;
+	saas__ssh *ssh = op->ssh;
 	int64_t saved = op->deadline;
 	int rc;
 
@@ -834,7 +834,7 @@ static void channel_release(struct ssh_op *op, LIBSSH2_CHANNEL *ch, int session_
 	}
 }
 
-static void shell_quote(saas_buf *b, const char *s)
+static void shell_quote(saas__buf *b, const char *s)
 {
 	saas__buf_puts(b, "'");
 	for (; *s; s++) {
@@ -851,7 +851,7 @@ static void shell_quote(saas_buf *b, const char *s)
  * stdout goes to out (when not NULL; cut at outsize - 1 bytes, NUL-ended),
  * stderr is dropped, and *exit_code gets its exit status (-1 if none came).
  */
-static int run_quick(saas_ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code)
+static int run_quick(saas__ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code)
 {
 	struct ssh_op op = { ssh, saas__now_ms() + timeout_ms };
 	LIBSSH2_CHANNEL *ch = NULL;
@@ -904,7 +904,7 @@ out:
 	return rc;
 }
 
-int saas__ssh_run(saas_ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code)
+int saas__ssh_run(saas__ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code)
 {
 	int rc;
 
@@ -945,9 +945,9 @@ static const struct {
 } wrapper_signals[] = { { "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "USR1", 10 }, { "USR2", 12 },
                         { "PIPE", 13 }, { "ALRM", 14 }, { "TERM", 15 } };
 
-static int build_command(saas_buf *out, const saas_driver_exec *req, const char *token)
+static int build_command(saas__buf *out, const saas_driver_exec *req, const char *token)
 {
-	saas_buf w = SAAS_BUF_INIT;
+	saas__buf w = SAAS__BUF_INIT;
 	int rc = SAAS_OK;
 
 	saas__buf_printf(&w, "printf '\\036aas-%s:pid=%%d\\036' $$ >&2; cd -- ", token);
@@ -1060,7 +1060,7 @@ static int exec_result(struct exec_run *x, enum exec_call what, ssize_t n)
 /* One pass of calls (mu held): feed stdin, read both streams. Returns 1 if anything moved. */
 static int exec_pass(struct exec_run *x)
 {
-	saas_ssh *ssh = x->op.ssh;
+	saas__ssh *ssh = x->op.ssh;
 	static const enum exec_call order[] = { CALL_WRITE, CALL_EOF, CALL_READ_OUT, CALL_READ_ERR };
 	int progress = 0;
 
@@ -1084,7 +1084,7 @@ static int exec_pass(struct exec_run *x)
 }
 
 /* Kill the command's process group from a second channel (mu held). */
-static void exec_kill(saas_ssh *ssh, long pid)
+static void exec_kill(saas__ssh *ssh, long pid)
 {
 	char cmd[128];
 
@@ -1092,11 +1092,11 @@ static void exec_kill(saas_ssh *ssh, long pid)
 	run_quick(ssh, cmd, 10000, NULL, 0, NULL);
 }
 
-int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code)
+int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 {
 	struct exec_run *x = NULL;
-	saas_marker_filter mf;
-	saas_buf cmd = SAAS_BUF_INIT, errbuf = SAAS_BUF_INIT;
+	saas__marker_filter mf;
+	saas__buf cmd = SAAS__BUF_INIT, errbuf = SAAS__BUF_INIT;
 	unsigned char rnd[8];
 	char token[17];
 	int64_t start = saas__now_ms(), deadline = req->timeout_ms > 0 ? start + req->timeout_ms : 0;
@@ -1266,7 +1266,7 @@ out_nolock:
 /* The connection's SFTP subsystem, started on first use (sftp_mu and mu held). */
 static int sftp_get(struct ssh_op *op, LIBSSH2_SFTP **out)
 {
-	saas_ssh *ssh = op->ssh;
+	saas__ssh *ssh = op->ssh;
 	LIBSSH2_SFTP *sftp = NULL;
 	int rc;
 
@@ -1405,14 +1405,14 @@ static void sftp_close_handle(struct ssh_op *op, LIBSSH2_SFTP_HANDLE *h)
 	(void)rc;
 }
 
-int saas__ssh_file_write(saas_ssh *ssh, const char *path, unsigned int mode, saas_read_fn reader, void *ud,
+int saas__ssh_file_write(saas__ssh *ssh, const char *path, unsigned int mode, saas_read_fn reader, void *ud,
                          int64_t size)
 {
 	struct ssh_op op = { ssh, 0 };
 	LIBSSH2_SFTP *sftp;
 	LIBSSH2_SFTP_HANDLE *h = NULL;
 	LIBSSH2_SFTP_ATTRIBUTES a;
-	saas_buf tmp = SAAS_BUF_INIT;
+	saas__buf tmp = SAAS__BUF_INIT;
 	char *dir = NULL, *buf = NULL, *slash;
 	unsigned char rnd[8];
 	int rc, lrc, created = 0;
@@ -1528,7 +1528,7 @@ out_nolock:
 	return rc;
 }
 
-int saas__ssh_file_read(saas_ssh *ssh, const char *path, int64_t max, saas_write_fn writer, void *ud,
+int saas__ssh_file_read(saas__ssh *ssh, const char *path, int64_t max, saas_write_fn writer, void *ud,
                         int64_t *size)
 {
 	struct ssh_op op = { ssh, 0 };
@@ -1663,7 +1663,7 @@ static int list_dir(struct list_walk *w, const char *dir, unsigned int level)
 	struct dirent_rec *ents = NULL;
 	size_t n = 0, cap = 0;
 	char name[1024];
-	saas_buf child = SAAS_BUF_INIT;
+	saas__buf child = SAAS__BUF_INIT;
 	int rc, lrc;
 
 	if (!w->left)
@@ -1690,16 +1690,8 @@ static int list_dir(struct list_walk *w, const char *dir, unsigned int level)
 		name[len] = '\0';
 		if (!strcmp(name, ".") || !strcmp(name, ".."))
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 32;
-			struct dirent_rec *p = realloc(ents, ncap * sizeof(*p));
-			if (!p) {
-				rc = saas__oom();
-				goto out;
-			}
-			ents = p;
-			cap = ncap;
-		}
+		if ((rc = SAAS__ARRAY_RESERVE(ents, cap, n + 1)) < 0)
+			goto out;
 		if (!(ents[n].name = strdup(name))) {
 			rc = saas__oom();
 			goto out;
@@ -1740,7 +1732,7 @@ out:
 	return rc;
 }
 
-int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
+int saas__ssh_file_list(saas__ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
                         saas_entry_fn fn, void *ud)
 {
 	struct ssh_op op = { ssh, 0 };
@@ -1823,7 +1815,7 @@ __attribute__((noinline)) static ssize_t pump_call(struct pump *p, enum pump_cal
 static void *pump_main(void *arg)
 {
 	struct pump *p = arg;
-	saas_ssh *ssh = p->op.ssh;
+	saas__ssh *ssh = p->op.ssh;
 	int local_eof = 0, eof_sent = 0, remote_eof = 0, shut_wr = 0, broken = 0;
 
 	while (!broken) {
@@ -1935,7 +1927,7 @@ static void *pump_main(void *arg)
 }
 
 /* Take finished pumps off the list (mu held); the caller joins and frees them without it. */
-static struct pump *pumps_take(saas_ssh *ssh, int all)
+static struct pump *pumps_take(saas__ssh *ssh, int all)
 {
 	struct pump **pp = &ssh->pumps, *done = NULL;
 
@@ -1962,7 +1954,7 @@ static void pumps_join(struct pump *list)
 	}
 }
 
-int saas__ssh_port_connect(saas_ssh *ssh, unsigned int port, int *fd)
+int saas__ssh_port_connect(saas__ssh *ssh, unsigned int port, int *fd)
 {
 	struct pump *p = NULL, *finished;
 	int sv[2] = { -1, -1 };
@@ -2013,14 +2005,14 @@ fail:
 	return rc;
 }
 
-saas_ssh *saas__ssh_ref(saas_ssh *ssh)
+saas__ssh *saas__ssh_ref(saas__ssh *ssh)
 {
 	if (ssh)
 		__atomic_add_fetch(&ssh->refs, 1, __ATOMIC_RELAXED);
 	return ssh;
 }
 
-void saas__ssh_close(saas_ssh *ssh)
+void saas__ssh_close(saas__ssh *ssh)
 {
 	struct pump *all;
 

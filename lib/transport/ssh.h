@@ -11,7 +11,7 @@
 #include "saas/errors.h"
 #include "saas/sys/driver.h"
 
-typedef struct saas_ssh saas_ssh;
+typedef struct saas__ssh saas__ssh;
 
 typedef struct {
 	const char *host;             /* "127.0.0.1" */
@@ -22,7 +22,7 @@ typedef struct {
 	/* The guest's host key, pinned: "ssh-ed25519 AAAA..." as in the image manifest. NULL: not checked (tests only). */
 	const char *host_key;
 	int connect_timeout_ms;       /* whole connect + handshake + auth; <= 0: 10000 */
-} saas_ssh_config;
+} saas__ssh_config;
 
 /* Global libssh2 setup; call once per process before anything else (the engine does). */
 int saas__ssh_global_init(void);
@@ -32,7 +32,7 @@ int saas__ssh_global_init(void);
  * until connect_timeout_ms passes (a booting guest's sshd may not listen yet).
  * *out holds one reference, the caller's.
  */
-int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg);
+int saas__ssh_open(saas__ssh **out, const saas__ssh_config *cfg);
 
 /*
  * A connection is reference-counted: whoever hands it to another thread (the
@@ -43,8 +43,8 @@ int saas__ssh_open(saas_ssh **out, const saas_ssh_config *cfg);
  * its last holder lets go, however long that holder blocks (on a slow
  * client, say) after the death. Returns ssh.
  */
-saas_ssh *saas__ssh_ref(saas_ssh *ssh);
-void saas__ssh_close(saas_ssh *ssh);
+saas__ssh *saas__ssh_ref(saas__ssh *ssh);
+void saas__ssh_close(saas__ssh *ssh);
 
 /*
  * What a failed saas__ssh_open says of the guest, read from its error
@@ -57,7 +57,7 @@ bool saas__ssh_host_key_mismatch(const saas_error *err);
 bool saas__ssh_key_refused(const saas_error *err);
 
 /* Is the connection still usable? (A dead one is reopened by the caller.) */
-int saas__ssh_alive(saas_ssh *ssh);
+int saas__ssh_alive(saas__ssh *ssh);
 
 /*
  * Run req->command with `/bin/sh -c` in req->cwd with req->env added, feed
@@ -68,7 +68,7 @@ int saas__ssh_alive(saas_ssh *ssh);
  * becomes non-zero likewise, returning SAAS_EIO. Many execs may run at once
  * on one connection from different threads.
  */
-int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code);
+int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code);
 
 /*
  * Run a short command exactly as given (no wrapper, no cwd, no env, no stdin)
@@ -76,12 +76,12 @@ int saas__ssh_exec(saas_ssh *ssh, const saas_driver_exec *req, int *exit_code);
  * command. Its stdout lands in out (cut at outsize - 1 bytes, NUL-ended; out
  * may be NULL), stderr is dropped, *exit_code (may be NULL) is its exit status.
  */
-int saas__ssh_run(saas_ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code);
+int saas__ssh_run(saas__ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize, int *exit_code);
 
 /* SFTP, with the semantics of the driver table's file_write/file_read/file_list. */
-int saas__ssh_file_write(saas_ssh *ssh, const char *path, unsigned int mode, saas_read_fn reader, void *ud,
+int saas__ssh_file_write(saas__ssh *ssh, const char *path, unsigned int mode, saas_read_fn reader, void *ud,
                          int64_t size);
-int saas__ssh_file_read(saas_ssh *ssh, const char *path, int64_t max, saas_write_fn writer, void *ud,
+int saas__ssh_file_read(saas__ssh *ssh, const char *path, int64_t max, saas_write_fn writer, void *ud,
                         int64_t *size);
 /*
  * The listing reads at most max_entries entries from the guest in all (at
@@ -89,13 +89,13 @@ int saas__ssh_file_read(saas_ssh *ssh, const char *path, int64_t max, saas_write
  * A directory cut short this way gives the entries the guest sent first,
  * sorted by name, not necessarily the first by name.
  */
-int saas__ssh_file_list(saas_ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
+int saas__ssh_file_list(saas__ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
                         saas_entry_fn fn, void *ud);
 
 /*
  * A direct-tcpip channel to 127.0.0.1:port inside the guest, bridged to a
  * local stream socket: *fd is the caller's end (close it to end the tunnel).
  */
-int saas__ssh_port_connect(saas_ssh *ssh, unsigned int port, int *fd);
+int saas__ssh_port_connect(saas__ssh *ssh, unsigned int port, int *fd);
 
 #endif

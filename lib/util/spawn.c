@@ -19,7 +19,7 @@ extern char **environ;
 int saas__run(const char *const argv[], char **output)
 {
 	posix_spawn_file_actions_t fa;
-	saas_buf out = SAAS_BUF_INIT;
+	saas__buf out = SAAS__BUF_INIT;
 	int pipefd[2] = { -1, -1 }, status = 0, rc = SAAS_OK;
 	pid_t pid;
 	char buf[4096];

@@ -141,7 +141,7 @@ bool saas__valid_utf8(const char *str, size_t len)
 	return true;
 }
 
-int saas__buf_grow(saas_buf *buf, size_t extra)
+int saas__buf_grow(saas__buf *buf, size_t extra)
 {
 	size_t need, cap;
 	char *p;
@@ -161,7 +161,32 @@ int saas__buf_grow(saas_buf *buf, size_t extra)
 	return SAAS_OK;
 }
 
-int saas__buf_put(saas_buf *buf, const void *data, size_t len)
+int saas__array_reserve(void *itemsp, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap = *cap ? *cap : 8;
+	void *items, *p;
+
+	if (need <= *cap)
+		return SAAS_OK;
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2)
+			return saas__oom();
+		ncap *= 2;
+	}
+	if (size && ncap > SIZE_MAX / size)
+		return saas__oom();
+	/* itemsp is a T **: object pointers share one representation on every
+	 * platform we build for (POSIX requires it), so it is read and written as
+	 * a void * through memcpy rather than a cast that would break aliasing. */
+	memcpy(&items, itemsp, sizeof(items));
+	if (!(p = realloc(items, ncap * size)))
+		return saas__oom();
+	memcpy(itemsp, &p, sizeof(p));
+	*cap = ncap;
+	return SAAS_OK;
+}
+
+int saas__buf_put(saas__buf *buf, const void *data, size_t len)
 {
 	int rc;
 
@@ -174,12 +199,12 @@ int saas__buf_put(saas_buf *buf, const void *data, size_t len)
 	return SAAS_OK;
 }
 
-int saas__buf_puts(saas_buf *buf, const char *s)
+int saas__buf_puts(saas__buf *buf, const char *s)
 {
 	return saas__buf_put(buf, s, strlen(s));
 }
 
-int saas__buf_printf(saas_buf *buf, const char *fmt, ...)
+int saas__buf_printf(saas__buf *buf, const char *fmt, ...)
 {
 	va_list ap;
 	int n, rc;
@@ -198,7 +223,7 @@ int saas__buf_printf(saas_buf *buf, const char *fmt, ...)
 	return SAAS_OK;
 }
 
-char *saas__buf_detach(saas_buf *buf, size_t *len)
+char *saas__buf_detach(saas__buf *buf, size_t *len)
 {
 	char *p = buf->data;
 
@@ -211,7 +236,7 @@ char *saas__buf_detach(saas_buf *buf, size_t *len)
 	return p;
 }
 
-void saas__buf_free(saas_buf *buf)
+void saas__buf_free(saas__buf *buf)
 {
 	free(buf->data);
 	buf->data = NULL;

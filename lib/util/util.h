@@ -50,21 +50,31 @@ typedef struct {
 	char *data;
 	size_t len;
 	size_t cap;
-} saas_buf;
+} saas__buf;
 
-#define SAAS_BUF_INIT { NULL, 0, 0 }
+#define SAAS__BUF_INIT { NULL, 0, 0 }
 
-int saas__buf_grow(saas_buf *buf, size_t extra);
-int saas__buf_put(saas_buf *buf, const void *data, size_t len);
-int saas__buf_puts(saas_buf *buf, const char *s);
-int saas__buf_printf(saas_buf *buf, const char *fmt, ...)
+int saas__buf_grow(saas__buf *buf, size_t extra);
+int saas__buf_put(saas__buf *buf, const void *data, size_t len);
+int saas__buf_puts(saas__buf *buf, const char *s);
+int saas__buf_printf(saas__buf *buf, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
 	__attribute__((format(printf, 2, 3)))
 #endif
 	;
 /* Hand the data over (caller frees); the buffer is left empty. */
-char *saas__buf_detach(saas_buf *buf, size_t *len);
-void saas__buf_free(saas_buf *buf);
+char *saas__buf_detach(saas__buf *buf, size_t *len);
+void saas__buf_free(saas__buf *buf);
+
+/*
+ * Make room in a growable array: `*itemsp` points to `*cap` elements of `size`
+ * bytes; afterwards it holds at least `need`. The capacity doubles (from 8), so
+ * appending one at a time is amortised O(1). 0, or SAAS_ENOMEM (recorded) with
+ * the array and `*cap` untouched. Use SAAS__ARRAY_RESERVE, which takes the
+ * array itself and the element size from its type.
+ */
+int saas__array_reserve(void *itemsp, size_t *cap, size_t need, size_t size);
+#define SAAS__ARRAY_RESERVE(items, cap, need) saas__array_reserve(&(items), &(cap), (need), sizeof(*(items)))
 
 /* Create a directory and its parents with `mode`; existing is fine. 0 or -errno. */
 int saas__mkdir_p(const char *path, unsigned int mode);

@@ -88,8 +88,8 @@ static int cmp_size(const void *a, const void *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	saas_marker_filter f;
-	saas_buf out = SAAS_BUF_INIT;
+	saas__marker_filter f;
+	saas__buf out = SAAS__BUF_INIT;
 	struct reference ref;
 	size_t cuts[9], ncuts, at = 0;
 	const char *stream;

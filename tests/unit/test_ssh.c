@@ -49,9 +49,9 @@ static void read_line(const char *name, char *out, size_t size)
 	out[strcspn(out, "\r\n")] = '\0';
 }
 
-static saas_ssh_config config(void)
+static saas__ssh_config config(void)
 {
-	saas_ssh_config c;
+	saas__ssh_config c;
 
 	memset(&c, 0, sizeof(c));
 	c.host = "127.0.0.1";
@@ -64,10 +64,10 @@ static saas_ssh_config config(void)
 	return c;
 }
 
-static saas_ssh *connect_ok(void)
+static saas__ssh *connect_ok(void)
 {
-	saas_ssh_config c = config();
-	saas_ssh *ssh = NULL;
+	saas__ssh_config c = config();
+	saas__ssh *ssh = NULL;
 	int rc = saas__ssh_open(&ssh, &c);
 
 	if (rc != SAAS_OK)
@@ -78,7 +78,7 @@ static saas_ssh *connect_ok(void)
 }
 
 struct out {
-	saas_buf o, e;
+	saas__buf o, e;
 	int calls;
 };
 
@@ -100,7 +100,7 @@ static void out_free(struct out *x)
 
 static int zero_cancel;
 
-static int run_full(saas_ssh *ssh, const char *cmd, const char *cwd, const char *const *env, const void *in,
+static int run_full(saas__ssh *ssh, const char *cmd, const char *cwd, const char *const *env, const void *in,
                     size_t in_len, int64_t timeout_ms, const int *cancel, struct out *x, int *code)
 {
 	saas_driver_exec req;
@@ -119,7 +119,7 @@ static int run_full(saas_ssh *ssh, const char *cmd, const char *cwd, const char 
 	return saas__ssh_exec(ssh, &req, code);
 }
 
-static int run(saas_ssh *ssh, const char *cmd, struct out *x, int *code)
+static int run(saas__ssh *ssh, const char *cmd, struct out *x, int *code)
 {
 	return run_full(ssh, cmd, NULL, NULL, NULL, 0, 60000, NULL, x, code);
 }
@@ -196,8 +196,8 @@ static int group_teardown(void **state)
 
 static void test_connect(void **state)
 {
-	saas_ssh_config c = config();
-	saas_ssh *ssh = NULL;
+	saas__ssh_config c = config();
+	saas__ssh *ssh = NULL;
 	char wrong[1024];
 	char *b64;
 
@@ -276,8 +276,8 @@ static unsigned int free_port(void)
 
 static void test_connect_dead_port(void **state)
 {
-	saas_ssh_config c = config();
-	saas_ssh *ssh = NULL;
+	saas__ssh_config c = config();
+	saas__ssh *ssh = NULL;
 	int64_t t0;
 
 	(void)state;
@@ -294,7 +294,7 @@ static void test_connect_dead_port(void **state)
 
 static void test_exec_basic(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	int code;
 
@@ -345,7 +345,7 @@ static void test_exec_basic(void **state)
 
 static void test_exec_binary(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	int code;
 	static const char want[] = { 0, 1, 2, '\377', 'a', 0, '\n', 0x1e, 'z' };
@@ -368,7 +368,7 @@ static void test_exec_binary(void **state)
 
 static void test_exec_env_cwd(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	int code;
 	char dir[2048], expect[4096];
@@ -397,7 +397,7 @@ static void test_exec_env_cwd(void **state)
 
 static void test_exec_stdin(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	size_t n = 1 << 20;
 	char *in = malloc(n);
@@ -443,7 +443,7 @@ static void test_exec_stdin(void **state)
 
 static void test_exec_big_output(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	size_t n = 10u << 20;
 	int code;
@@ -463,7 +463,7 @@ static void test_exec_big_output(void **state)
 
 static void test_exec_timeout(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	int code;
 	int64_t t0;
@@ -502,7 +502,7 @@ static void kill_pid_file(const char *path)
 
 static void test_exec_background(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	int code;
 	int64_t t0;
@@ -565,7 +565,7 @@ static void *cancel_later(void *arg)
 
 static void test_exec_cancel(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
 	struct canceller c = { 0, 300 };
 	pthread_t t;
@@ -589,7 +589,7 @@ static void test_exec_cancel(void **state)
 }
 
 struct worker {
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	int id;
 	int failures;
 };
@@ -625,7 +625,7 @@ static void *worker_main(void *arg)
 
 static void test_exec_threads(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct worker w[8];
 	pthread_t t[8];
 
@@ -665,7 +665,7 @@ static int64_t now_us(void)
 /* Not a pass/fail test: prints what a command costs on a warm and a fresh connection. */
 static void test_exec_latency(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	int64_t warm[200], fresh[20];
 	struct out x = { 0 };
 	int code;
@@ -716,7 +716,7 @@ static long src_read(void *ud, void *buf, size_t size)
 }
 
 struct sink {
-	saas_buf b;
+	saas__buf b;
 	size_t stop_after; /* 0: never */
 };
 
@@ -757,11 +757,11 @@ static int dir_has_tmp(const char *dir)
 
 static void test_files_rw(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	size_t n = 5u << 20;
 	char *data = malloc(n);
 	struct src s = { 0 };
-	struct sink k = { SAAS_BUF_INIT, 0 };
+	struct sink k = { SAAS__BUF_INIT, 0 };
 	struct stat st;
 	int64_t size = -1;
 
@@ -888,7 +888,7 @@ static int list_cb(void *ud, const saas_file_entry *e)
 
 static void test_files_list(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct listing l;
 	FILE *f;
 
@@ -990,7 +990,7 @@ static int count_cb(void *ud, const saas_file_entry *e)
 	return 0;
 }
 
-static unsigned int list_count(saas_ssh *ssh, const char *path, unsigned int depth, unsigned int max_entries,
+static unsigned int list_count(saas__ssh *ssh, const char *path, unsigned int depth, unsigned int max_entries,
                                int *sorted)
 {
 	struct count c = { 0, "", 1 };
@@ -1004,7 +1004,7 @@ static unsigned int list_count(saas_ssh *ssh, const char *path, unsigned int dep
 /* A directory larger than the walk's budget: reading stops there, and what was read still comes, sorted. */
 static void test_files_list_cap(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	char name[64];
 	int sorted = 0;
 	FILE *f;
@@ -1043,7 +1043,7 @@ static void test_files_list_cap(void **state)
 /* ---- a connection that dies in use ------------------------------------------------------------ */
 
 struct upload {
-	saas_ssh *ssh;     /* the upload's own reference */
+	saas__ssh *ssh;     /* the upload's own reference */
 	struct saas_test_gate *gate;
 	const char *path;
 	int rc;
@@ -1061,9 +1061,9 @@ static void *upload_main(void *arg)
 }
 
 /* The PID of the sshd process serving this connection: the nearest sshd above a command's shell. */
-static long session_sshd_pid(saas_ssh *ssh)
+static long session_sshd_pid(saas__ssh *ssh)
 {
-	struct out x = { SAAS_BUF_INIT, SAAS_BUF_INIT, 0 };
+	struct out x = { SAAS__BUF_INIT, SAAS__BUF_INIT, 0 };
 	long pid;
 	int code;
 
@@ -1090,8 +1090,8 @@ static void test_session_dies_mid_upload(void **state)
 {
 	struct saas_test_gate g = SAAS_TEST_GATE_INIT;
 	struct upload u;
-	saas_ssh *ssh = connect_ok();
-	struct out x = { SAAS_BUF_INIT, SAAS_BUF_INIT, 0 };
+	saas__ssh *ssh = connect_ok();
+	struct out x = { SAAS__BUF_INIT, SAAS__BUF_INIT, 0 };
 	pthread_t tid;
 	long sshd;
 	int code, alive = 1;
@@ -1198,7 +1198,7 @@ static void *send_all(void *arg)
 
 static void test_port_connect(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 	struct echo_server e;
 	size_t n = 3u << 20;
 	char *data = malloc(n), *got = malloc(n + 1);
@@ -1260,7 +1260,7 @@ static void test_port_connect(void **state)
 
 static void test_close_idle(void **state)
 {
-	saas_ssh *ssh = connect_ok();
+	saas__ssh *ssh = connect_ok();
 
 	(void)state;
 	assert_true(saas__ssh_alive(ssh));

@@ -162,9 +162,9 @@ static void test_time(void **state)
 
 #ifdef SAAS_WITH_LIBVIRT
 /* Feed s one byte at a time, as the worst split SSH could make; the filtered output. */
-static char *marker_run(saas_marker_filter *f, const char *s)
+static char *marker_run(saas__marker_filter *f, const char *s)
 {
-	saas_buf out = SAAS_BUF_INIT;
+	saas__buf out = SAAS__BUF_INIT;
 
 	assert_int_equal(saas__marker_init(f, "00ff"), SAAS_OK);
 	for (const char *p = s; *p; p++)
@@ -176,7 +176,7 @@ static char *marker_run(saas_marker_filter *f, const char *s)
 
 static void test_marker(void **state)
 {
-	saas_marker_filter f;
+	saas__marker_filter f;
 	char *out;
 
 	(void)state;
@@ -217,9 +217,33 @@ static void test_ids(void **state)
 	assert_int_equal(saas__id_new(a, "prefix-", 60), SAAS_EINVAL);
 }
 
+static void test_array_reserve(void **state)
+{
+	int *items = NULL;
+	size_t cap = 0, i;
+
+	(void)state;
+	assert_int_equal(SAAS__ARRAY_RESERVE(items, cap, 0), SAAS_OK);
+	assert_null(items);
+	for (i = 0; i < 1000; i++) {
+		assert_int_equal(SAAS__ARRAY_RESERVE(items, cap, i + 1), SAAS_OK);
+		assert_true(cap >= i + 1);
+		items[i] = (int)i;
+	}
+	/* Doubling from 8: 1000 elements need 1024, not one realloc per push. */
+	assert_int_equal(cap, 1024);
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(items[i], (int)i);
+	/* A size that cannot be allocated fails cleanly and leaves the array as it was. */
+	assert_int_equal(SAAS__ARRAY_RESERVE(items, cap, SIZE_MAX), SAAS_ENOMEM);
+	assert_int_equal(cap, 1024);
+	assert_int_equal(items[999], 999);
+	free(items);
+}
+
 static void test_buf(void **state)
 {
-	saas_buf b = SAAS_BUF_INIT;
+	saas__buf b = SAAS__BUF_INIT;
 	size_t len;
 	char *s;
 
@@ -359,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_marker),
 #endif
 		cmocka_unit_test(test_ids),
+		cmocka_unit_test(test_array_reserve),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_error_texts),

@@ -110,7 +110,7 @@ struct vm {
 	char name[SAAS_ID_MAX + 1];
 	unsigned int port;
 	char *host_key;
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	pthread_mutex_t mu;              /* serialises (re)connecting */
 	unsigned int refs;
 	struct vm *next;
@@ -256,7 +256,7 @@ static void rm_tree(const char *path)
 static char *read_file(const char *path, size_t max)
 {
 	FILE *f = fopen(path, "re");
-	saas_buf b = SAAS_BUF_INIT;
+	saas__buf b = SAAS__BUF_INIT;
 	char chunk[4096];
 	size_t n;
 
@@ -451,7 +451,7 @@ static bool guest_gid(gid_t *gid)
 }
 
 /* The resolvers slirp forwards guest DNS to (it reads /etc/resolv.conf), as nft set elements. */
-static void resolvers(saas_buf *v4, saas_buf *v6)
+static void resolvers(saas__buf *v4, saas__buf *v6)
 {
 	FILE *f = fopen("/etc/resolv.conf", "re");
 	char line[512], addr[64];
@@ -476,7 +476,7 @@ static void resolvers(saas_buf *v4, saas_buf *v6)
 
 static char *guard_ruleset(gid_t gid)
 {
-	saas_buf b = SAAS_BUF_INIT, r4 = SAAS_BUF_INIT, r6 = SAAS_BUF_INIT;
+	saas__buf b = SAAS__BUF_INIT, r4 = SAAS__BUF_INIT, r6 = SAAS__BUF_INIT;
 
 	resolvers(&r4, &r6);
 	/* Created, deleted and made again in one transaction: an atomic replace, whether it existed or not. */
@@ -819,7 +819,7 @@ static struct vm *vm_unlink(struct drv *d, const char *name)
 	return v;
 }
 
-static int vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas_ssh *ssh)
+static int vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas__ssh *ssh)
 {
 	struct vm *v = calloc(1, sizeof(*v));
 
@@ -839,9 +839,9 @@ static int vm_add(struct drv *d, const char *name, unsigned int port, const char
 	return SAAS_OK;
 }
 
-static int ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas_ssh **out)
+static int ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas__ssh **out)
 {
-	saas_ssh_config cfg;
+	saas__ssh_config cfg;
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.host = "127.0.0.1";
@@ -860,7 +860,7 @@ static int ssh_connect(struct drv *d, unsigned int port, const char *host_key, i
  * threads still in an operation on it hold their own references, and it is
  * freed when the last of them returns (its operations fail meanwhile).
  */
-static int vm_session(struct drv *d, const char *name, saas_ssh **out)
+static int vm_session(struct drv *d, const char *name, saas__ssh **out)
 {
 	struct vm *v = vm_get(d, name);
 	int rc = SAAS_OK;
@@ -902,7 +902,7 @@ static int free_port(unsigned int *port)
 	return SAAS_OK;
 }
 
-static void xml_escape(saas_buf *b, const char *s)
+static void xml_escape(saas__buf *b, const char *s)
 {
 	for (; *s; s++) {
 		switch (*s) {
@@ -925,7 +925,7 @@ static void xml_escape(saas_buf *b, const char *s)
 static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct image *im, const char *vmdir,
                         const char *overlay, unsigned int port, bool internet, bool incoming)
 {
-	saas_buf b = SAAS_BUF_INIT;
+	saas__buf b = SAAS__BUF_INIT;
 	unsigned int mem = spec->memory_mb;
 
 	if (im->min_memory_mib && mem < im->min_memory_mib)
@@ -1397,7 +1397,7 @@ struct launch {
 	char *dir, *overlay;
 	virDomainPtr dom;
 	unsigned int port;
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 };
 
 static bool closing(struct drv *d)
@@ -1702,8 +1702,8 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
 {
 	struct drv *d = l->d;
-	saas_ssh_config cfg;
-	saas_ssh *root = NULL;
+	saas__ssh_config cfg;
+	saas__ssh *root = NULL;
 	unsigned char seed[32];
 	char cmd[256], out[64], hex[65];
 	struct timespec now;
@@ -2231,7 +2231,7 @@ static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	struct drv *d = ctx;
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	int rc;
 
 	if ((rc = vm_session(d, name, &ssh)) < 0)
@@ -2245,7 +2245,7 @@ static int lv_file_write(void *ctx, const char *name, const char *path, unsigned
                          void *ud, int64_t size)
 {
 	struct drv *d = ctx;
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	int rc;
 
 	if ((rc = vm_session(d, name, &ssh)) < 0)
@@ -2259,7 +2259,7 @@ static int lv_file_read(void *ctx, const char *name, const char *path, int64_t m
                         void *ud, int64_t *size)
 {
 	struct drv *d = ctx;
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	int rc;
 
 	if ((rc = vm_session(d, name, &ssh)) < 0)
@@ -2273,7 +2273,7 @@ static int lv_file_list(void *ctx, const char *name, const char *path, unsigned 
                         void *ud)
 {
 	struct drv *d = ctx;
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	int rc;
 
 	if ((rc = vm_session(d, name, &ssh)) < 0)
@@ -2291,7 +2291,7 @@ static int lv_file_list(void *ctx, const char *name, const char *path, unsigned 
 static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
 {
 	struct drv *d = ctx;
-	saas_ssh *ssh;
+	saas__ssh *ssh;
 	int rc;
 
 	if ((rc = vm_session(d, name, &ssh)) < 0)

@@ -974,7 +974,7 @@ out:
 }
 
 /* Bind the next parameter to `value` and append its placeholder ($n) to the query. */
-static int add_param(saas_buf *sql, const char **values, int *n, const char *value)
+static int add_param(saas__buf *sql, const char **values, int *n, const char *value)
 {
 	values[*n] = value;
 	(*n)++;
@@ -985,7 +985,7 @@ static int pg_sandbox_list(void *ctx, const saas_store_filter *filter, saas_stor
 {
 	struct pg *pg = ctx;
 	static const saas_store_filter all = { 0 };
-	saas_buf sql = SAAS_BUF_INIT;
+	saas__buf sql = SAAS__BUF_INIT;
 	PGresult *res = NULL;
 	saas_store_sandbox sandbox;
 	char b[5][24];

@@ -344,17 +344,8 @@ struct rows {
 
 static void *rows_add(struct rows *r)
 {
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 16;
-		char *p = realloc(r->data, cap * r->elem);
-
-		if (!p) {
-			saas__oom();
-			return NULL;
-		}
-		r->data = p;
-		r->cap = cap;
-	}
+	if (saas__array_reserve(&r->data, &r->cap, r->n + 1, r->elem) < 0)
+		return NULL;
 	memset(r->data + r->n * r->elem, 0, r->elem);
 	return r->data + r->n++ * r->elem;
 }
@@ -1030,7 +1021,7 @@ static int sq_sandbox_list(void *ctx, const saas_store_filter *filter, saas_stor
 	static const saas_store_filter none = { NULL, 0, 0, 0, 0, NULL, 0 };
 	struct sq *s = ctx;
 	struct rows rows = { NULL, 0, 0, sizeof(saas_store_sandbox) };
-	saas_buf sql = SAAS_BUF_INIT;
+	saas__buf sql = SAAS__BUF_INIT;
 	sqlite3_stmt *st = NULL;
 	int rc, src, brc = SQLITE_OK;
 
