@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <saas.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 /* Exit codes (documented in `aas --help`, aas(1) and docs/cli.md). */
@@ -63,10 +64,12 @@ int aas_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int aas_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report a failed libsaas call from saas_error_last() and return the exit code for `rc`. */
 int aas_fail(int rc, const char *what);
-/* The exit code for a libsaas status. */
+/* The exit code for a libsaas status (the table in errors.c). */
 int aas_exit_code(int rc);
 /* What to do about a failure with status rc, or NULL. */
 const char *aas_hint(int rc);
+/* Whether the table has rc's own row (the error table test checks every code). */
+bool aas_status_known(int rc);
 
 /* Open the client from flags > environment > config file. On failure reports and returns an exit code. */
 int aas_open(aas_ctx *ctx, saas_client **out);

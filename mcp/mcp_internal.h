@@ -24,5 +24,7 @@ json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t
 bool aas_mcp_tool_reports_progress(const char *name);
 /* What an agent can do about a failure with this saas_status (text for a tool result); never NULL. */
 const char *aas_mcp_error_hint(int rc);
+/* Whether the hint table has rc's own row (the error table test checks every code). */
+bool aas_mcp_status_known(int rc);
 
 #endif

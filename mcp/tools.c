@@ -105,56 +105,68 @@ static void saas_detail(char *buf, size_t size, int rc)
 }
 
 /*
- * What an agent can do about a failure with status rc. A switch over the enum
- * with no default: a new code fails the build (-Wswitch) until it has a hint.
+ * What an agent can do about a failure, one row per code of SAAS_STATUS_LIST
+ * (saas/errors.h), indexed by -code. Each row names its code, so a code
+ * appended to the list without a row fails the build when it is the last
+ * (the size check) and the error table test (unit.errors) wherever it is.
  */
+static const char service_failed[] =
+	"The service failed. Retry; if it keeps failing, destroy the sandbox and create a new one.";
+
+static const struct {
+	int code;
+	const char *hint;
+} mcp_codes[] = {
+	[-SAAS_OK] = { SAAS_OK, service_failed },
+	[-SAAS_ERROR] = { SAAS_ERROR, service_failed },
+	[-SAAS_EINVAL] = { SAAS_EINVAL, "Fix the arguments and call again." },
+	[-SAAS_ENOMEM] = { SAAS_ENOMEM, service_failed },
+	[-SAAS_ENOTFOUND] = { SAAS_ENOTFOUND,
+	                      "Check the sandbox_id (list_sandboxes shows this account's sandboxes) and the path "
+	                      "(list_files shows what exists; relative paths are under /workspace)." },
+	[-SAAS_EEXISTS] = { SAAS_EEXISTS, service_failed },
+	[-SAAS_EAUTH] = { SAAS_EAUTH, "Send a valid API key." },
+	[-SAAS_ECREDIT] = { SAAS_ECREDIT,
+	                    "The account's credit cannot pay for this. Destroy sandboxes you no longer need "
+	                    "(list_sandboxes, destroy_sandbox), choose a smaller size, or ask the operator for credit; "
+	                    "get_usage shows the balance." },
+	[-SAAS_ELIMIT] = { SAAS_ELIMIT,
+	                   "An account limit would be passed (max_sandboxes: sandboxes at once). Destroy sandboxes you "
+	                   "no longer need (list_sandboxes shows them); get_usage shows the limits." },
+	[-SAAS_ESTATE] = { SAAS_ESTATE,
+	                   "The sandbox cannot be used now: it was destroyed (by destroy_sandbox, by expiring, or for "
+	                   "lack of credit) or is still starting. get_sandbox shows its status; create_sandbox makes a "
+	                   "new one." },
+	[-SAAS_ETIMEOUT] = { SAAS_ETIMEOUT, "It did not finish in time. Retry, or give a longer timeout." },
+	[-SAAS_EBACKEND] = { SAAS_EBACKEND, service_failed },
+	[-SAAS_ESTORE] = { SAAS_ESTORE, service_failed },
+	[-SAAS_EIO] = { SAAS_EIO,
+	                "The guest failed the operation (e.g. its disk is full). Check with run_command (df -h), free "
+	                "space or retry." },
+	[-SAAS_ENOTSUP] = { SAAS_ENOTSUP, "This service does not support that; try without the option." },
+	[-SAAS_ETOOBIG] = { SAAS_ETOOBIG,
+	                    "It is too large for one call. Split it, or work on it inside the sandbox with run_command "
+	                    "(head, tail, split, gzip)." },
+	[-SAAS_EISDIR] = { SAAS_EISDIR, "The path is a directory; list_files shows what is inside it." },
+	[-SAAS_ENETWORK] = { SAAS_ENETWORK, service_failed },
+	[-SAAS_EPROTOCOL] = { SAAS_EPROTOCOL, service_failed },
+	[-SAAS_EBUSY] = { SAAS_EBUSY, service_failed },
+	[-SAAS_EPERM] = { SAAS_EPERM,
+	                  "Permission denied: code runs as an unprivileged user without sudo. Write under /workspace, "
+	                  "the home directory or /tmp, and read files that user may read." },
+};
+
+_Static_assert(sizeof(mcp_codes) / sizeof(mcp_codes[0]) == SAAS_STATUS_COUNT, "a status code without its MCP hint");
+
+bool aas_mcp_status_known(int rc)
+{
+	return rc <= 0 && rc > -SAAS_STATUS_COUNT && mcp_codes[-rc].code == rc;
+}
+
 const char *aas_mcp_error_hint(int rc)
 {
-	switch ((saas_status)rc) {
-	case SAAS_EAUTH:
-		return "Send a valid API key.";
-	case SAAS_ENOTFOUND:
-		return "Check the sandbox_id (list_sandboxes shows this account's sandboxes) and the path (list_files "
-		       "shows what exists; relative paths are under /workspace).";
-	case SAAS_ESTATE:
-		return "The sandbox cannot be used now: it was destroyed (by destroy_sandbox, by expiring, or for lack "
-		       "of credit) or is still starting. get_sandbox shows its status; create_sandbox makes a new one.";
-	case SAAS_EINVAL:
-		return "Fix the arguments and call again.";
-	case SAAS_ECREDIT:
-		return "The account's credit cannot pay for this. Destroy sandboxes you no longer need (list_sandboxes, "
-		       "destroy_sandbox), choose a smaller size, or ask the operator for credit; get_usage shows the "
-		       "balance.";
-	case SAAS_ELIMIT:
-		return "An account limit would be passed (max_sandboxes: sandboxes at once). Destroy sandboxes you no "
-		       "longer need (list_sandboxes shows them); get_usage shows the limits.";
-	case SAAS_EPERM:
-		return "Permission denied: code runs as an unprivileged user without sudo. Write under /workspace, the "
-		       "home directory or /tmp, and read files that user may read.";
-	case SAAS_EISDIR:
-		return "The path is a directory; list_files shows what is inside it.";
-	case SAAS_ETOOBIG:
-		return "It is too large for one call. Split it, or work on it inside the sandbox with run_command "
-		       "(head, tail, split, gzip).";
-	case SAAS_ETIMEOUT:
-		return "It did not finish in time. Retry, or give a longer timeout.";
-	case SAAS_ENOTSUP:
-		return "This service does not support that; try without the option.";
-	case SAAS_EIO:
-		return "The guest failed the operation (e.g. its disk is full). Check with run_command (df -h), free "
-		       "space or retry.";
-	case SAAS_EEXISTS:
-	case SAAS_ERROR:
-	case SAAS_ENOMEM:
-	case SAAS_EBACKEND:
-	case SAAS_ESTORE:
-	case SAAS_ENETWORK:
-	case SAAS_EPROTOCOL:
-	case SAAS_EBUSY:
-	case SAAS_OK:
-		break;
-	}
-	return "The service failed. Retry; if it keeps failing, destroy the sandbox and create a new one.";
+	/* A code newer than this program reads as SAAS_ERROR. */
+	return aas_mcp_status_known(rc) ? mcp_codes[-rc].hint : service_failed;
 }
 
 /* What to do about a limit saas_error.limit names. */

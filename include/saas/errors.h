@@ -110,6 +110,48 @@ SAAS_EXTERN(int) saas_error_http_status(int code);
  */
 SAAS_EXTERN(const saas_error *) saas_error_last(void);
 
+/**
+ * Every status code once, from SAAS_OK to the newest:
+ * X(code, name, text, http_status), where name is saas_error_name(), text
+ * saas_strerror() and http_status saas_error_http_status() of the code.
+ *
+ * This is the one table of what a code means (libuv's UV_ERRNO_MAP is the
+ * model). The library's three calls above are built from it, and a program
+ * that keeps a column of its own per code (the aas CLI's exit codes and
+ * hints, the MCP tools' hints) builds that column from it too, so a code
+ * appended here is a row each of them must fill: docs/errors.md says how,
+ * and a test checks every code in every column.
+ *
+ * A program compiled against an older list may meet a newer code at run
+ * time: it treats a code it does not know as SAAS_ERROR.
+ */
+#define SAAS_STATUS_LIST(X) \
+	X(SAAS_OK, "ok", "success", 200) \
+	X(SAAS_ERROR, "error", "error", 500) \
+	X(SAAS_EINVAL, "invalid_argument", "invalid argument", 400) \
+	X(SAAS_ENOMEM, "out_of_memory", "out of memory", 500) \
+	X(SAAS_ENOTFOUND, "not_found", "not found", 404) \
+	X(SAAS_EEXISTS, "already_exists", "already exists", 409) \
+	X(SAAS_EAUTH, "unauthorized", "authentication failed", 401) \
+	X(SAAS_ECREDIT, "insufficient_credit", "insufficient credit", 402) \
+	X(SAAS_ELIMIT, "limit_exceeded", "limit exceeded", 429) \
+	X(SAAS_ESTATE, "conflict", "wrong state", 409) \
+	X(SAAS_ETIMEOUT, "timeout", "timed out", 504) \
+	X(SAAS_EBACKEND, "backend_error", "VM backend failure", 502) \
+	X(SAAS_ESTORE, "store_error", "state store failure", 503) \
+	X(SAAS_EIO, "io_error", "input/output error", 500) \
+	X(SAAS_ENOTSUP, "not_supported", "not supported", 501) \
+	X(SAAS_ETOOBIG, "too_large", "too large", 413) \
+	X(SAAS_EISDIR, "is_a_directory", "is a directory", 409) \
+	X(SAAS_ENETWORK, "network_error", "network failure", 502) \
+	X(SAAS_EPROTOCOL, "protocol_error", "protocol error", 502) \
+	X(SAAS_EBUSY, "busy", "resource busy", 503) \
+	X(SAAS_EPERM, "permission_denied", "permission denied", 403)
+
+/** The number of rows of SAAS_STATUS_LIST: codes run from 0 down to 1 - SAAS_STATUS_COUNT. */
+#define SAAS_STATUS_COUNT_ROW_(code, name, text, http) +1
+#define SAAS_STATUS_COUNT (0 SAAS_STATUS_LIST(SAAS_STATUS_COUNT_ROW_))
+
 SAAS_END_DECLS
 
 #endif

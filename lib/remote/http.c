@@ -25,29 +25,6 @@ int saas__error_from_name(const char *name)
 	return 0;
 }
 
-/*
- * What an HTTP status means when the body does not say: saas_error_http_status()
- * read backwards, choosing one code where several share a status.
- */
-static int error_from_status(long status)
-{
-	switch (status) {
-	case 400: return SAAS_EINVAL;
-	case 401: return SAAS_EAUTH;
-	case 402: return SAAS_ECREDIT;
-	case 403: return SAAS_EPERM;
-	case 404: return SAAS_ENOTFOUND;
-	case 409: return SAAS_ESTATE;
-	case 413: return SAAS_ETOOBIG;
-	case 429: return SAAS_ELIMIT;
-	case 501: return SAAS_ENOTSUP;
-	case 502: return SAAS_EBACKEND;
-	case 503: return SAAS_ESTORE;
-	case 504: return SAAS_ETIMEOUT;
-	default: return status >= 500 ? SAAS_ERROR : SAAS_EPROTOCOL;
-	}
-}
-
 char *saas__url_escape(const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -192,7 +169,7 @@ static int set_error_from_body(long status, const saas__buf *body)
 	int rc;
 
 	if (!code || code == SAAS_OK)
-		code = error_from_status(status);
+		code = saas__error_from_status(status);
 	if (msg && *msg)
 		rc = saas__error(code, SAAS_ERRCLASS_HTTP, status, "%s", msg);
 	else

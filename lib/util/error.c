@@ -112,66 +112,31 @@ SAAS_EXTERN(const saas_error *) saas_error_last(void)
 }
 
 /*
- * The one table of what a status code means: its text, its name (the REST
- * API's error "code") and its HTTP status. A switch over the enum, with no
- * default, so that a code added to saas_status and forgotten here fails the
- * build (-Wswitch); the frontends' maps (CLI exit codes, MCP hints) are
- * switches of the same kind.
+ * What a status code means: SAAS_STATUS_LIST (saas/errors.h) laid out by
+ * code. The lookup is a switch over the enum, with no default, generated
+ * from the same list: a code added to saas_status and not to the list fails
+ * the build (-Wswitch), and a row naming no code does not compile.
  */
 struct code_info {
-	const char *text;
 	const char *name;
+	const char *text;
 	int http;
 };
 
+#define CODE_ROW(code, name, text, http) [-(code)] = { name, text, http },
+static const struct code_info codes[] = { SAAS_STATUS_LIST(CODE_ROW) };
+#undef CODE_ROW
+
+_Static_assert(sizeof(codes) / sizeof(codes[0]) == SAAS_STATUS_COUNT, "SAAS_STATUS_LIST has a gap");
+
 static const struct code_info *code_info(int code)
 {
-	static const struct code_info
-		ok = { "success", "ok", 200 },
-		error = { "error", "error", 500 },
-		inval = { "invalid argument", "invalid_argument", 400 },
-		nomem = { "out of memory", "out_of_memory", 500 },
-		notfound = { "not found", "not_found", 404 },
-		exists = { "already exists", "already_exists", 409 },
-		auth = { "authentication failed", "unauthorized", 401 },
-		credit = { "insufficient credit", "insufficient_credit", 402 },
-		limit = { "limit exceeded", "limit_exceeded", 429 },
-		state = { "wrong state", "conflict", 409 },
-		timeout = { "timed out", "timeout", 504 },
-		backend = { "VM backend failure", "backend_error", 502 },
-		store = { "state store failure", "store_error", 503 },
-		io = { "input/output error", "io_error", 500 },
-		notsup = { "not supported", "not_supported", 501 },
-		toobig = { "too large", "too_large", 413 },
-		isdir = { "is a directory", "is_a_directory", 409 },
-		network = { "network failure", "network_error", 502 },
-		protocol = { "protocol error", "protocol_error", 502 },
-		busy = { "resource busy", "busy", 503 },
-		perm = { "permission denied", "permission_denied", 403 };
-
+#define CODE_CASE(code, name, text, http) case code:
 	switch ((saas_status)code) {
-	case SAAS_OK: return &ok;
-	case SAAS_ERROR: return &error;
-	case SAAS_EINVAL: return &inval;
-	case SAAS_ENOMEM: return &nomem;
-	case SAAS_ENOTFOUND: return &notfound;
-	case SAAS_EEXISTS: return &exists;
-	case SAAS_EAUTH: return &auth;
-	case SAAS_ECREDIT: return &credit;
-	case SAAS_ELIMIT: return &limit;
-	case SAAS_ESTATE: return &state;
-	case SAAS_ETIMEOUT: return &timeout;
-	case SAAS_EBACKEND: return &backend;
-	case SAAS_ESTORE: return &store;
-	case SAAS_EIO: return &io;
-	case SAAS_ENOTSUP: return &notsup;
-	case SAAS_ETOOBIG: return &toobig;
-	case SAAS_EISDIR: return &isdir;
-	case SAAS_ENETWORK: return &network;
-	case SAAS_EPROTOCOL: return &protocol;
-	case SAAS_EBUSY: return &busy;
-	case SAAS_EPERM: return &perm;
+		SAAS_STATUS_LIST(CODE_CASE)
+		return &codes[-code];
 	}
+#undef CODE_CASE
 	return NULL;
 }
 
@@ -195,10 +160,20 @@ SAAS_EXTERN(int) saas_error_http_status(int code)
 
 int saas__error_code_last(void)
 {
-	int code = SAAS_OK;
+	return 1 - SAAS_STATUS_COUNT;
+}
 
-	/* Codes are dense and append-only: the last is the one before the first gap. */
-	while (code_info(code - 1))
-		code--;
-	return code;
+int saas__error_from_status(long status)
+{
+	/* Where codes share a status, the one it means when the body names none. */
+	switch (status) {
+	case 409: return SAAS_ESTATE;  /* the commonest conflict: a destroyed sandbox */
+	case 500: return SAAS_ERROR;   /* not ENOMEM or EIO, which name a cause */
+	default: break;
+	}
+	/* Otherwise the first code in the list that answers with it (502: EBACKEND, 503: ESTORE). */
+	for (int code = SAAS_ERROR; code > -SAAS_STATUS_COUNT; code--)
+		if (codes[-code].http == status)
+			return code;
+	return status >= 500 ? SAAS_ERROR : SAAS_EPROTOCOL;
 }

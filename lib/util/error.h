@@ -10,9 +10,6 @@
 #define SAAS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define SAAS_PRINTF(a, b)
-/* The last (most negative) status code: every code from SAAS_OK down to it has a name. */
-int saas__error_code_last(void);
-
 #endif
 
 /* Clear the calling thread's error; every public entry point does this first. */
@@ -45,5 +42,12 @@ int saas__error_wrap(int code, const char *fmt, ...) SAAS_PRINTF(2, 3);
 
 /* The last (most negative) status code: every code from SAAS_OK down to it has a name. */
 int saas__error_code_last(void);
+
+/*
+ * What an HTTP status means when the error body names no code:
+ * saas_error_http_status() read backwards, choosing one code where several
+ * share a status; SAAS_ERROR for another 5xx, SAAS_EPROTOCOL otherwise.
+ */
+int saas__error_from_status(long status);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * Small helpers: SHA-256 against the FIPS test vectors, ids, buffers, error
- * texts for every code, money formatting.
+ * Small helpers: SHA-256 against the FIPS test vectors, ids, buffers, the
+ * per-thread error detail, money formatting (the error table: test_errors.c).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,9 +17,6 @@
 #include "transport/marker.h"
 #endif
 #include "util/error.h"
-#ifdef SAAS_WITH_REMOTE
-#include "remote/http.h"
-#endif
 #include "util/util.h"
 
 static void test_sha256_vectors(void **state)
@@ -294,37 +291,6 @@ static void test_text(void **state)
 	assert_string_equal(small, "abc");
 }
 
-static void test_error_texts(void **state)
-{
-	int last = saas__error_code_last();
-
-	(void)state;
-	/* The newest code is the last: a code added to the enum and not to the table fails here (and the build). */
-	assert_int_equal(last, SAAS_EPERM);
-	/* Every code has its own text and name, an error status, and the remote client reads its name back. */
-	for (int code = SAAS_OK; code >= last; code--) {
-		assert_string_not_equal(saas_strerror(code), "unknown error");
-		assert_string_not_equal(saas_error_name(code), "unknown");
-		if (code != SAAS_OK) {
-			assert_true(saas_error_http_status(code) >= 400 && saas_error_http_status(code) <= 599);
-#ifdef SAAS_WITH_REMOTE
-			assert_int_equal(saas__error_from_name(saas_error_name(code)), code);
-#endif
-		}
-		for (int other = code - 1; other >= last; other--) {
-			assert_string_not_equal(saas_strerror(code), saas_strerror(other));
-			assert_string_not_equal(saas_error_name(code), saas_error_name(other));
-		}
-	}
-	assert_string_equal(saas_strerror(-1000), "unknown error");
-	assert_string_equal(saas_strerror(last - 1), "unknown error");
-	assert_string_equal(saas_strerror(5), "unknown error");
-	assert_int_equal(saas_error_http_status(last - 1), 500);
-	assert_string_equal(saas_error_name(SAAS_ENOTFOUND), "not_found");
-	assert_int_equal(saas_error_http_status(SAAS_EPERM), 403);
-	assert_string_equal(saas_error_name(SAAS_EPERM), "permission_denied");
-}
-
 static void test_error_state(void **state)
 {
 	const saas_error *e;
@@ -386,7 +352,6 @@ int main(void)
 		cmocka_unit_test(test_array_reserve),
 		cmocka_unit_test(test_buf),
 		cmocka_unit_test(test_text),
-		cmocka_unit_test(test_error_texts),
 		cmocka_unit_test(test_error_state),
 		cmocka_unit_test(test_error_per_thread),
 		cmocka_unit_test(test_version),
