@@ -109,7 +109,7 @@ static int upload(aas_ctx *ctx, saas_client *client, const char *src, const char
 		path = full;
 	}
 	if ((rc = saas_file_write_stream(client, id, path, fd_reader, &fd, size, &wo)) != SAAS_OK) {
-		code = aas_fail(rc, path);
+		code = aas_fail_path(client, rc, id, path);
 		goto out;
 	}
 	if (ctx->json)
@@ -133,7 +133,7 @@ static int download(aas_ctx *ctx, saas_client *client, const char *id, const cha
 		if (ctx->json)
 			return aas_usage_error("cp", "--json cannot be used with - as the destination");
 		if ((rc = saas_file_read_stream(client, id, path, fd_writer, &fd, &size)) != SAAS_OK)
-			return aas_fail(rc, path);
+			return aas_fail_path(client, rc, id, path);
 		return AAS_EXIT_OK;
 	}
 	if ((stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) || dst[strlen(dst) - 1] == '/') {
@@ -163,7 +163,7 @@ static int download(aas_ctx *ctx, saas_client *client, const char *id, const cha
 	}
 	rc = saas_file_read_stream(client, id, path, fd_writer, &fd, &size);
 	if (rc != SAAS_OK) {
-		code = aas_fail(rc, path);
+		code = aas_fail_path(client, rc, id, path);
 		unlink(tmp);
 		goto out;
 	}

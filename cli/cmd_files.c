@@ -74,7 +74,7 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0)) != SAAS_OK) {
-		code = aas_fail(rc, pos[1] ? pos[1] : pos[0]);
+		code = pos[1] ? aas_fail_path(client, rc, pos[0], pos[1]) : aas_fail(rc, pos[0]);
 	} else if (ctx->json) {
 		json_t *arr = json_array();
 		size_t k;

@@ -109,6 +109,22 @@ int aas_fail(int rc, const char *what)
 	return aas_error(aas_exit_code(rc), "%s: %s", what, line);
 }
 
+int aas_fail_path(saas_client *client, int rc, const char *id, const char *path)
+{
+	saas_sandbox *sb = NULL;
+
+	if (rc != SAAS_ENOTFOUND)
+		return aas_fail(rc, path);
+	/* Not found is the sandbox or the path: ask which, so the hint is the right one. */
+	if (saas_sandbox_get(&sb, client, id) != SAAS_OK || sb->status == SAAS_SANDBOX_DESTROYED) {
+		saas_sandbox_free(sb);
+		return aas_fail(rc, id);
+	}
+	saas_sandbox_free(sb);
+	return aas_error(AAS_EXIT_NOTFOUND, "%s:%s: no such file or directory: `aas files %s DIR` lists what is there",
+	                 id, path, id);
+}
+
 /* ---- configuration ---- */
 
 char *aas_config_path(void)

@@ -64,6 +64,11 @@ int aas_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int aas_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Report a failed libsaas call from saas_error_last() and return the exit code for `rc`. */
 int aas_fail(int rc, const char *what);
+/*
+ * The same for a call on `path` in sandbox `id`: SAAS_ENOTFOUND says whether
+ * the sandbox or the path is missing (it asks the server which).
+ */
+int aas_fail_path(saas_client *client, int rc, const char *id, const char *path);
 /* The exit code for a libsaas status (the table in errors.c). */
 int aas_exit_code(int rc);
 /* What to do about a failure with status rc, or NULL. */

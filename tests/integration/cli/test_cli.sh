@@ -141,6 +141,12 @@ run cp "${SB}:/workspace/data/bin" "${WORK}/dir"; expect_rc 0 "cp down into a di
 check "cp into a local directory keeps the name" cmp -s "${WORK}/bin" "${WORK}/dir/bin"
 run cp "${SB}:/workspace/nope" "${WORK}/nope"; expect_rc 4 "cp missing remote file"
 check "failed cp leaves nothing" test ! -e "${WORK}/nope"
+# Not found names what is missing: the path in a sandbox that exists, the id otherwise.
+one_line_err "cp missing remote file"
+check "cp missing remote file says the path is missing" grep -q "no such file or directory.*aas files" <<<"$ERR"
+check "cp missing remote file does not blame the id" grep -vq "check the id" <<<"$ERR"
+run cp "sbx-doesnotexist:/workspace/x" "${WORK}/nope"; expect_rc 4 "cp from an unknown id"
+check "cp from an unknown id points at the id" grep -q "check the id" <<<"$ERR"
 run cp "${WORK}/missing" "${SB}:/workspace/x"; expect_rc 4 "cp missing local file"
 # The guest's unprivileged user: permission denied is exit 1 with what to do, not a server failure (5).
 run cp "${WORK}/bin" "${SB}:/etc/x"; expect_rc 1 "cp into /etc"; one_line_err "cp into /etc"
