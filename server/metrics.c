@@ -38,7 +38,14 @@ static struct counter *counters;
 static size_t ncounters, capcounters;
 static struct histo *histos;
 static size_t nhistos, caphistos;
-static uint64_t creates_ok, creates_failed, destroys;
+/*
+ * Creates by result. A client's own mistake (a bad argument, no credit, a
+ * limit) and a server too full to take one (busy) are refusals an operator
+ * reads differently from a create that failed: alerts watch "error" alone.
+ */
+enum create_result { CREATE_OK, CREATE_INVALID, CREATE_CREDIT, CREATE_LIMIT, CREATE_BUSY, CREATE_ERROR, NRESULTS };
+static const char *const create_result_names[NRESULTS] = { "ok", "invalid", "credit", "limit", "busy", "error" };
+static uint64_t creates[NRESULTS], destroys;
 static uint64_t create_buckets[NCREATE];
 static double create_sum;
 
@@ -109,17 +116,31 @@ void aas_metrics_request(const char *route, const char *method, unsigned int sta
 	pthread_mutex_unlock(&mu);
 }
 
-void aas_metrics_create(bool ok, double seconds)
+static enum create_result create_result(int rc)
 {
+	switch (rc) {
+	case SAAS_OK: return CREATE_OK;
+	case SAAS_EINVAL:
+	case SAAS_ENOTSUP:
+	case SAAS_ETOOBIG: return CREATE_INVALID;
+	case SAAS_ECREDIT: return CREATE_CREDIT;
+	case SAAS_ELIMIT: return CREATE_LIMIT;
+	case SAAS_EBUSY: return CREATE_BUSY;
+	default: return CREATE_ERROR;
+	}
+}
+
+void aas_metrics_create(int rc, double seconds)
+{
+	enum create_result r = create_result(rc);
+
 	pthread_mutex_lock(&mu);
-	if (ok) {
-		creates_ok++;
+	creates[r]++;
+	if (r == CREATE_OK) {
 		for (size_t i = 0; i < NCREATE; i++)
 			if (seconds <= create_bounds[i])
 				create_buckets[i]++;
 		create_sum += seconds;
-	} else {
-		creates_failed++;
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -231,9 +252,10 @@ char *aas_metrics_render(size_t *len)
 		    (unsigned long long)histos[i].count);
 	}
 	put(&o, "# HELP aas_sandbox_creates_total Sandbox creates through this server, by result.\n"
-	        "# TYPE aas_sandbox_creates_total counter\n"
-	        "aas_sandbox_creates_total{result=\"ok\"} %llu\naas_sandbox_creates_total{result=\"error\"} %llu\n",
-	    (unsigned long long)creates_ok, (unsigned long long)creates_failed);
+	        "# TYPE aas_sandbox_creates_total counter\n");
+	for (size_t i = 0; i < NRESULTS; i++)
+		put(&o, "aas_sandbox_creates_total{result=\"%s\"} %llu\n", create_result_names[i],
+		    (unsigned long long)creates[i]);
 	put(&o, "# HELP aas_sandbox_create_duration_seconds Time from create request to a ready sandbox.\n"
 	        "# TYPE aas_sandbox_create_duration_seconds histogram\n");
 	for (size_t b = 0; b < NCREATE; b++)
@@ -241,7 +263,7 @@ char *aas_metrics_render(size_t *len)
 		    (unsigned long long)create_buckets[b]);
 	put(&o, "aas_sandbox_create_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
 	        "aas_sandbox_create_duration_seconds_sum %.6f\naas_sandbox_create_duration_seconds_count %llu\n",
-	    (unsigned long long)creates_ok, create_sum, (unsigned long long)creates_ok);
+	    (unsigned long long)creates[CREATE_OK], create_sum, (unsigned long long)creates[CREATE_OK]);
 	put(&o, "# HELP aas_sandbox_destroys_total Sandboxes destroyed by DELETE through this server.\n"
 	        "# TYPE aas_sandbox_destroys_total counter\naas_sandbox_destroys_total %llu\n",
 	    (unsigned long long)destroys);

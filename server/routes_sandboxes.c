@@ -43,7 +43,7 @@ void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 	}
 	t0 = mono_s();
 	rc = saas_sandbox_create(&sb, r->client, &o, 0);
-	aas_metrics_create(rc == SAAS_OK, mono_s() - t0);
+	aas_metrics_create(rc, mono_s() - t0);
 	if (rc < 0) {
 		aas_reply_saas(out, rc);
 		goto out;

@@ -396,7 +396,8 @@ void aas_preview_revoke(const char *sandbox_id, unsigned int port);
 /* The engine whose live sandboxes /metrics counts at each scrape. */
 void aas_metrics_init(saas_engine *engine);
 void aas_metrics_request(const char *route, const char *method, unsigned int status, double seconds);
-void aas_metrics_create(bool ok, double seconds);
+/* A create through the REST API answered rc (counted by result) after `seconds`. */
+void aas_metrics_create(int rc, double seconds);
 void aas_metrics_destroy(void);
 char *aas_metrics_render(size_t *len);
 

@@ -254,6 +254,11 @@ req GET /metrics; expect_status 200 metrics
 check "metrics: requests" grep -q 'aas_http_requests_total{route="/v1/sandboxes/{id}",method="GET",status="200"}' <<<"$BODY"
 check "metrics: latency" grep -q 'aas_http_request_duration_seconds_bucket{route="/healthz",le="+Inf"}' <<<"$BODY"
 check "metrics: creates" grep -Eq '^aas_sandbox_creates_total\{result="ok"\} [1-9]' <<<"$BODY"
+# Refusals of the client's own mistakes are counted by reason, not as failures an alert should see.
+check "metrics: invalid creates" grep -Eq '^aas_sandbox_creates_total\{result="invalid"\} [1-9]' <<<"$BODY"
+check "metrics: creates without credit" grep -Eq '^aas_sandbox_creates_total\{result="credit"\} [1-9]' <<<"$BODY"
+check "metrics: creates past a limit" grep -Eq '^aas_sandbox_creates_total\{result="limit"\} [1-9]' <<<"$BODY"
+check "metrics: no failed creates yet" grep -Eq '^aas_sandbox_creates_total\{result="error"\} 0$' <<<"$BODY"
 check "metrics: create durations" grep -q '^aas_sandbox_create_duration_seconds_count' <<<"$BODY"
 check "metrics: sandboxes by state" grep -Eq '^aas_sandboxes\{state="ready"\} [1-9]' <<<"$BODY"
 # The gauges count every account's sandboxes (the engine's), not only those of accounts this server
@@ -306,6 +311,7 @@ auth POST /v1/sandboxes -d '{}'; expect_status 502 "a create the driver fails"
 expect_json .error.code backend_error "a create the driver fails: code"
 check "the driver's words are not the tenant's" bash -c "! grep -q 'fake:' <<<'$(jqr .error.message)'"
 check "the driver's words are in the operator's log" grep -q "answering 502 backend_error for: .*fake: this create fails" "${WORK}/server.log"
+req GET /metrics; check "metrics: a failed create is an error" grep -Eq '^aas_sandbox_creates_total\{result="error"\} 1$' <<<"$BODY"
 check "SIGTERM after a failed create exits 0" stop_server
 
 # ---- warm pools: a bad spec stops the start; AAS_POOL fills a pool, /metrics shows it, a create claims it ----
@@ -351,6 +357,8 @@ auth POST /v1/sandboxes -d '{"timeout":60}'; expect_status 503 "a create while t
 expect_json .error.code busy "a short disk is busy"
 check "the 503 says the disk is short" grep -q 'short of disk space' <<<"$BODY"
 check "the 503 names no server path" bash -c "! grep -q '${WORK}' <<<'$BODY'"
+req GET /metrics; check "metrics: a create refused for disk space is busy" \
+	grep -Eq '^aas_sandbox_creates_total\{result="busy"\} 1$' <<<"$BODY"
 check "the log names the filesystem" grep -q "${WORK}/state has .* MiB free, under the 16777216 MiB kept free" "${WORK}/server.log"
 check "SIGTERM after a refused create exits 0" stop_server
 finish
