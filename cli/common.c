@@ -256,14 +256,15 @@ int aas_parse_duration(const char *s, int64_t *out)
 
 const char *aas_fmt_time(char *buf, size_t size, int64_t ms)
 {
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
+	char full[32];
+	size_t n;
 
-	if (ms <= 0 || !gmtime_r(&t, &tm)) {
+	/* The library's RFC 3339 (what --json prints), to the second: a terminal needs no milliseconds. */
+	if (ms <= 0 || (n = strlen(saas_time_format(full, sizeof(full), ms))) < sizeof(".000Z")) {
 		snprintf(buf, size, "-");
 		return buf;
 	}
-	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(buf, size, "%.*sZ", (int)(n - strlen(".000Z")), full);
 	return buf;
 }
 

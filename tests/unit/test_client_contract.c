@@ -29,6 +29,7 @@
 #include "core/core.h"
 #include "fake/fake_driver.h"
 #include "testutil.h"
+#include "util/util.h"
 
 /* ---- the providers ---- */
 
@@ -49,13 +50,6 @@ struct fixture {
 	char *key_a, *key_b;
 	saas_client *a, *b;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void stop_server(void)
 {
@@ -354,7 +348,7 @@ static void test_create_defaults(void **state)
 {
 	struct fixture *f = *state;
 	saas_sandbox *sb = NULL, *got = NULL;
-	int64_t before = now_ms();
+	int64_t before = saas__now_ms();
 
 	EXPECT(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
 	assert_true(strncmp(sb->id, "sbx-", 4) == 0);
@@ -365,7 +359,7 @@ static void test_create_defaults(void **state)
 	assert_int_equal(sb->memory_mb, 4096);
 	assert_int_equal(sb->disk_gb, 40);
 	assert_non_null(sb->image);
-	assert_true(sb->created_at_ms >= before - 1000 && sb->created_at_ms <= now_ms() + 1000);
+	assert_true(sb->created_at_ms >= before - 1000 && sb->created_at_ms <= saas__now_ms() + 1000);
 	assert_true(sb->ready_at_ms >= sb->created_at_ms);
 	assert_true(sb->expires_at_ms - sb->ready_at_ms >= 899000 && sb->expires_at_ms - sb->created_at_ms <= 905000);
 	assert_int_equal(sb->destroyed_at_ms, 0);
@@ -1060,7 +1054,7 @@ static void test_usage(void **state)
 	struct fixture *f = *state;
 	saas_sandbox *sb = create(f->a, "medium", 0);
 	saas_usage *u = NULL;
-	int64_t t0 = now_ms();
+	int64_t t0 = saas__now_ms();
 
 	usleep(20000); /* a sandbox that ran for no time at all is in no period */
 	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
@@ -1071,7 +1065,7 @@ static void test_usage(void **state)
 	assert_false(u->lines[0].running);
 	assert_int_equal(u->total_usd_micro, u->lines[0].cost_usd_micro);
 	assert_int_equal(u->total_seconds, u->lines[0].seconds);
-	assert_true(u->to_ms >= t0 - 1000 && u->to_ms <= now_ms() + 1000);
+	assert_true(u->to_ms >= t0 - 1000 && u->to_ms <= saas__now_ms() + 1000);
 	assert_int_equal(u->to_ms - u->from_ms, 30LL * 86400 * 1000);
 	saas_usage_free(u);
 

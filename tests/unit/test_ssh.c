@@ -152,11 +152,6 @@ static int eventually_gone(const char *needle)
 	return 0;
 }
 
-static int64_t now_ms(void)
-{
-	return saas__now_ms();
-}
-
 /* ---- setup ------------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -225,9 +220,9 @@ static void test_connect(void **state)
 	c.host_key = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBA==";
 	c.connect_timeout_ms = 600000;
 	{
-		int64_t t0 = now_ms();
+		int64_t t0 = saas__now_ms();
 		assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
-		assert_true(now_ms() - t0 < c.connect_timeout_ms / 2);
+		assert_true(saas__now_ms() - t0 < c.connect_timeout_ms / 2);
 	}
 	assert_null(ssh);
 	assert_non_null(strstr(saas_error_last()->message, "host key mismatch"));
@@ -283,11 +278,11 @@ static void test_connect_dead_port(void **state)
 	(void)state;
 	c.port = free_port();
 	c.connect_timeout_ms = 1000;
-	t0 = now_ms();
+	t0 = saas__now_ms();
 	assert_int_equal(saas__ssh_open(&ssh, &c), SAAS_EBACKEND);
 	assert_null(ssh);
-	assert_true(now_ms() - t0 >= 900);
-	assert_true(now_ms() - t0 < 10000);
+	assert_true(saas__now_ms() - t0 >= 900);
+	assert_true(saas__now_ms() - t0 < 10000);
 }
 
 /* ---- exec ------------------------------------------------------------------------------------- */
@@ -414,11 +409,11 @@ static void test_exec_stdin(void **state)
 	out_free(&x);
 
 	/* A command that never reads its stdin must not hang on it. */
-	t0 = now_ms();
+	t0 = saas__now_ms();
 	assert_int_equal(run_full(ssh, "echo done", NULL, NULL, in, n, 60000, NULL, &x, &code), SAAS_OK);
 	assert_int_equal(code, 0);
 	assert_memory_equal(x.o.data, "done\n", 5);
-	assert_true(now_ms() - t0 < 10000);
+	assert_true(saas__now_ms() - t0 < 10000);
 	out_free(&x);
 
 	/* Partial reader, then exit. */
@@ -469,13 +464,13 @@ static void test_exec_timeout(void **state)
 	int64_t t0;
 
 	(void)state;
-	t0 = now_ms();
+	t0 = saas__now_ms();
 	/* A child in a pipeline and a subshell: the whole group must go. */
 	assert_int_equal(run_full(ssh, "echo before; (sleep 31.4159; echo never) | cat", NULL, NULL, NULL, 0, 1000, NULL, &x,
 	                          &code),
 	                 SAAS_ETIMEOUT);
-	assert_true(now_ms() - t0 < 10000);
-	assert_true(now_ms() - t0 >= 900);
+	assert_true(saas__now_ms() - t0 < 10000);
+	assert_true(saas__now_ms() - t0 >= 900);
 	assert_memory_equal(x.o.data, "before\n", 7);
 	assert_true(eventually_gone("sleep 31.4159"));
 	out_free(&x);
@@ -512,9 +507,9 @@ static void test_exec_background(void **state)
 	/* Background child with its output redirected. */
 	snprintf(pidfile, sizeof(pidfile), "%s/bg1.pid", tmpdir);
 	snprintf(cmd, sizeof(cmd), "sleep 600.2718 >/dev/null 2>&1 & echo $! > '%s'; echo started", pidfile);
-	t0 = now_ms();
+	t0 = saas__now_ms();
 	assert_int_equal(run(ssh, cmd, &x, &code), SAAS_OK);
-	assert_true(now_ms() - t0 < 10000);
+	assert_true(saas__now_ms() - t0 < 10000);
 	assert_int_equal(code, 0);
 	assert_int_equal(x.o.len, 8);
 	assert_memory_equal(x.o.data, "started\n", 8);
@@ -525,9 +520,9 @@ static void test_exec_background(void **state)
 	/* Background child still holding stdout and stderr. */
 	snprintf(pidfile, sizeof(pidfile), "%s/bg2.pid", tmpdir);
 	snprintf(cmd, sizeof(cmd), "sleep 600.3141 & echo $! > '%s'; echo started", pidfile);
-	t0 = now_ms();
+	t0 = saas__now_ms();
 	assert_int_equal(run(ssh, cmd, &x, &code), SAAS_OK);
-	assert_true(now_ms() - t0 < 10000);
+	assert_true(saas__now_ms() - t0 < 10000);
 	assert_int_equal(code, 0);
 	assert_int_equal(x.o.len, 8);
 	assert_memory_equal(x.o.data, "started\n", 8);
@@ -574,9 +569,9 @@ static void test_exec_cancel(void **state)
 
 	(void)state;
 	pthread_create(&t, NULL, cancel_later, &c);
-	t0 = now_ms();
+	t0 = saas__now_ms();
 	assert_int_equal(run_full(ssh, "sleep 32.7182", NULL, NULL, NULL, 0, 60000, &c.flag, &x, &code), SAAS_EIO);
-	assert_true(now_ms() - t0 < 10000);
+	assert_true(saas__now_ms() - t0 < 10000);
 	pthread_join(t, NULL);
 	assert_true(eventually_gone("sleep 32.7182"));
 	out_free(&x);
