@@ -49,19 +49,35 @@ static uint64_t creates[NRESULTS], destroys;
 static uint64_t create_buckets[NCREATE];
 static double create_sum;
 
+/*
+ * Room for one more element in a table that doubles: false, and the table
+ * untouched, when memory is short. The program-side twin of the library's
+ * SAAS__ARRAY_RESERVE, which the server cannot include; the byte buffers of
+ * the server keep their own growth, each beside the bound that caps it.
+ */
+static bool reserve_one(void *itemsp, size_t *cap, size_t n, size_t size, size_t first)
+{
+	void **items = itemsp;
+	size_t want;
+	void *p;
+
+	if (n < *cap)
+		return true;
+	want = *cap ? *cap * 2 : first;
+	if (!(p = realloc(*items, want * size)))
+		return false;
+	*items = p;
+	*cap = want;
+	return true;
+}
+
 static struct histo *histo_locked(const char *route)
 {
 	for (size_t i = 0; i < nhistos; i++)
 		if (histos[i].route == route)
 			return &histos[i];
-	if (nhistos == caphistos) {
-		size_t cap = caphistos ? caphistos * 2 : 32;
-		struct histo *h = realloc(histos, cap * sizeof(*h));
-		if (!h)
-			return NULL;
-		histos = h;
-		caphistos = cap;
-	}
+	if (!reserve_one(&histos, &caphistos, nhistos, sizeof(*histos), 32))
+		return NULL;
 	memset(&histos[nhistos], 0, sizeof(histos[nhistos]));
 	histos[nhistos].route = route;
 	return &histos[nhistos++];
@@ -81,28 +97,18 @@ void aas_metrics_request(const char *route, const char *method, unsigned int sta
 	for (size_t i = 0; i < ncounters && !c; i++)
 		if (counters[i].route == route && counters[i].status == status && strcmp(counters[i].method, method) == 0)
 			c = &counters[i];
-	if (!c && ncounters < 10000) {
-		if (ncounters == capcounters) {
-			size_t cap = capcounters ? capcounters * 2 : 64;
-			struct counter *p = realloc(counters, cap * sizeof(*p));
-			if (p) {
-				counters = p;
-				capcounters = cap;
-			}
-		}
-		if (ncounters < capcounters) {
-			c = &counters[ncounters++];
-			c->route = route;
-			/* Unknown methods are folded so a client cannot grow the table. */
-			const char *known[] = { "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH" };
-			const char *m = "OTHER";
-			for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-				if (strcmp(method, known[i]) == 0)
-					m = known[i];
-			snprintf(c->method, sizeof(c->method), "%s", m);
-			c->status = status;
-			c->count = 0;
-		}
+	if (!c && ncounters < 10000 && reserve_one(&counters, &capcounters, ncounters, sizeof(*counters), 64)) {
+		c = &counters[ncounters++];
+		c->route = route;
+		/* Unknown methods are folded so a client cannot grow the table. */
+		const char *known[] = { "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH" };
+		const char *m = "OTHER";
+		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			if (strcmp(method, known[i]) == 0)
+				m = known[i];
+		snprintf(c->method, sizeof(c->method), "%s", m);
+		c->status = status;
+		c->count = 0;
 	}
 	if (c)
 		c->count++;
