@@ -40,6 +40,36 @@ void saas_test_rmdir(char *dir)
 	free(dir);
 }
 
+int saas_test_engine_options(saas_engine_options *o, const saas_driver *driver, char **dir, char **url)
+{
+	*url = NULL;
+	if (!(*dir = saas_test_tmpdir()) || !(*url = saas_test_store_url(*dir))) {
+		fprintf(stderr, "cannot make a state directory and store for the engine\n");
+		saas_test_rmdir(*dir);
+		*dir = NULL;
+		return -1;
+	}
+	o->state_dir = *dir;
+	o->store_url = *url;
+	o->driver = driver;
+	return 0;
+}
+
+char *saas_test_account_key(saas_engine *engine, const char *name, int64_t credit, char *id, size_t idsize)
+{
+	saas_account *acc = NULL;
+	char *key = NULL;
+
+	if (saas_account_create(&acc, engine, name, credit, 0) != SAAS_OK)
+		return NULL;
+	if (saas_key_create(&key, NULL, engine, acc->id, name) != SAAS_OK)
+		key = NULL;
+	else if (id)
+		snprintf(id, idsize, "%s", acc->id);
+	saas_account_free(acc);
+	return key;
+}
+
 int saas_test_store_is_postgres(void)
 {
 	const char *kind = getenv("SAAS_TEST_STORE");

@@ -188,14 +188,7 @@ static char *new_account(struct fixture *f, const char *name, int64_t credit)
 	snprintf(nm, sizeof(nm), "%s-%u", name, ++P.accounts);
 	if (P.remote)
 		return admin_account(nm, credit == SAAS_CREDIT_DEFAULT ? NULL : saas_usd_format(buf, sizeof(buf), credit));
-	saas_account *acc = NULL;
-	char *key = NULL;
-	if (saas_account_create(&acc, f->engine, nm, credit, 0) != SAAS_OK)
-		return NULL;
-	if (saas_key_create(&key, NULL, f->engine, acc->id, "k") != SAAS_OK)
-		key = NULL;
-	saas_account_free(acc);
-	return key;
+	return saas_test_account_key(f->engine, nm, credit, NULL, 0);
 }
 
 static int open_client(saas_client **c, struct fixture *f, const char *key)
@@ -214,12 +207,8 @@ static int setup(void **state)
 		return -1;
 	if (!P.remote) {
 		saas_fake_reset();
-		f->dir = saas_test_tmpdir();
-		f->url = saas_test_store_url(f->dir);
-		o.state_dir = f->dir;
-		o.store_url = f->url;
-		o.driver = &saas_fake_driver;
-		if (saas_engine_open(&f->engine, &o) != SAAS_OK) {
+		if (saas_test_engine_options(&o, &saas_fake_driver, &f->dir, &f->url) < 0 ||
+		    saas_engine_open(&f->engine, &o) != SAAS_OK) {
 			fprintf(stderr, "engine open: %s\n", saas_error_last()->message);
 			return -1;
 		}

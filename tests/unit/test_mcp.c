@@ -76,22 +76,15 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
-	saas_account *acc = NULL;
 
 	assert_non_null(f);
 	saas_fake_reset();
 	slow_driver = saas_fake_driver;
 	slow_driver.vm_create = slow_create;
-	f->dir = saas_test_tmpdir();
-	f->url = saas_test_store_url(f->dir);
-	o.state_dir = f->dir;
-	o.store_url = f->url;
-	o.driver = &slow_driver;
+	assert_int_equal(saas_test_engine_options(&o, &slow_driver, &f->dir, &f->url), 0);
 	if (saas_engine_open(&f->engine, &o) != SAAS_OK)
 		fail_msg("engine open: %s", saas_error_last()->message);
-	assert_int_equal(saas_account_create(&acc, f->engine, "mcp", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
-	assert_int_equal(saas_key_create(&f->key, NULL, f->engine, acc->id, "k"), SAAS_OK);
-	saas_account_free(acc);
+	assert_non_null(f->key = saas_test_account_key(f->engine, "mcp", SAAS_CREDIT_DEFAULT, NULL, 0));
 	assert_int_equal(saas_client_open_local(&f->client, f->engine, f->key, 0), SAAS_OK);
 	pthread_mutex_init(&f->mu, NULL);
 	f->notes = json_array();

@@ -128,7 +128,6 @@ static int setup_with(void **state, const char *pool, unsigned int max_sandboxes
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
-	saas_account *acc;
 
 	assert_non_null(f);
 	saas_fake_reset();
@@ -136,14 +135,8 @@ static int setup_with(void **state, const char *pool, unsigned int max_sandboxes
 	nmade = 0;
 	log_clear();
 	fake_now = 1700000000000LL;
-	f->dir = saas_test_tmpdir();
-	assert_non_null(f->dir);
-	f->url = saas_test_store_url(f->dir);
-	assert_non_null(f->url);
 	f->opts = defaults;
-	f->opts.state_dir = f->dir;
-	f->opts.store_url = f->url;
-	f->opts.driver = &saas_fake_driver;
+	assert_int_equal(saas_test_engine_options(&f->opts, &saas_fake_driver, &f->dir, &f->url), 0);
 	f->opts.clock = test_clock;
 	f->opts.log = test_log;
 	f->opts.log_level = SAAS_LOG_DEBUG;
@@ -152,14 +145,10 @@ static int setup_with(void **state, const char *pool, unsigned int max_sandboxes
 	f->opts.pool = pool;
 	open_engine(f);
 
-	assert_int_equal(saas_account_create(&acc, f->engine, "alice", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
-	strcpy(f->account_a, acc->id);
-	saas_account_free(acc);
-	assert_int_equal(saas_account_create(&acc, f->engine, "bob", credit_b, 0), SAAS_OK);
-	strcpy(f->account_b, acc->id);
-	saas_account_free(acc);
-	assert_int_equal(saas_key_create(&f->key_a, NULL, f->engine, f->account_a, "a"), SAAS_OK);
-	assert_int_equal(saas_key_create(&f->key_b, NULL, f->engine, f->account_b, "b"), SAAS_OK);
+	f->key_a = saas_test_account_key(f->engine, "alice", SAAS_CREDIT_DEFAULT, f->account_a, sizeof(f->account_a));
+	f->key_b = saas_test_account_key(f->engine, "bob", credit_b, f->account_b, sizeof(f->account_b));
+	assert_non_null(f->key_a);
+	assert_non_null(f->key_b);
 	open_clients(f);
 	*state = f;
 	return 0;
