@@ -475,45 +475,29 @@ static const char *host_key_type_name(int type)
 	}
 }
 
-static void b64_encode(saas__buf *out, const unsigned char *in, size_t len)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char q[4];
-
-	for (size_t i = 0; i < len; i += 3) {
-		unsigned v = (unsigned)in[i] << 16 | (i + 1 < len ? (unsigned)in[i + 1] << 8 : 0) |
-		             (i + 2 < len ? in[i + 2] : 0);
-		q[0] = tab[v >> 18 & 63];
-		q[1] = tab[v >> 12 & 63];
-		q[2] = i + 1 < len ? tab[v >> 6 & 63] : '=';
-		q[3] = i + 2 < len ? tab[v & 63] : '=';
-		saas__buf_put(out, q, 4);
-	}
-}
-
 /* Compare the server's host key with the pinned one (split_host_key's parts). SAAS_OK or an error recorded. */
 static int check_host_key(saas__ssh *ssh, const char *type, size_t type_len, const char *b64, size_t b64_len)
 {
 	const char *key;
 	size_t key_len = 0;
 	int key_type = 0, rc;
-	saas__buf got = SAAS__BUF_INIT;
+	char *got;
 
 	key = libssh2_session_hostkey(ssh->session, &key_len, &key_type);
 	if (!key)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, SSH_EHOSTKEY, "the guest sent no host key");
-	b64_encode(&got, (const unsigned char *)key, key_len);
-	if (!got.data)
+	/* The manifest pins the key as OpenSSH writes it: its wire form in base64. */
+	if (!(got = saas_base64_encode(key, key_len)))
 		return saas__oom();
 	if (strlen(host_key_type_name(key_type)) != type_len ||
-	    memcmp(host_key_type_name(key_type), type, type_len) != 0 || got.len != b64_len ||
-	    memcmp(got.data, b64, b64_len) != 0)
+	    memcmp(host_key_type_name(key_type), type, type_len) != 0 || strlen(got) != b64_len ||
+	    memcmp(got, b64, b64_len) != 0)
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, SSH_EHOSTKEY,
 		                 "host key mismatch: the guest presented %s %s, expected %.*s %.*s",
-		                 host_key_type_name(key_type), got.data, (int)type_len, type, (int)b64_len, b64);
+		                 host_key_type_name(key_type), got, (int)type_len, type, (int)b64_len, b64);
 	else
 		rc = SAAS_OK;
-	saas__buf_free(&got);
+	free(got);
 	return rc;
 }
 
