@@ -110,6 +110,37 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	return saas__buf_detach(&b, NULL);
 }
 
+/*
+ * The text of an element, n bytes at s, unescaped (xml_escape's five
+ * entities): libvirt hands the metadata back as XML, so a state directory
+ * with '&' in its name reads "&amp;" and would not match its owner.
+ */
+static char *xml_text(const char *s, size_t n)
+{
+	static const struct {
+		const char *entity;
+		char c;
+	} entities[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&apos;", '\'' }, { "&quot;", '"' } };
+	char *out = strndup(s, n), *w = out;
+
+	if (!out)
+		return NULL;
+	for (const char *r = out; *r;) {
+		size_t i = 0;
+		while (*r == '&' && i < SAAS_ARRAY_SIZE(entities) &&
+		       strncmp(r, entities[i].entity, strlen(entities[i].entity)) != 0)
+			i++;
+		if (*r == '&' && i < SAAS_ARRAY_SIZE(entities)) {
+			*w++ = entities[i].c;
+			r += strlen(entities[i].entity);
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return out;
+}
+
 int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, char **owner)
 {
 	const char *p, *q;
@@ -119,9 +150,9 @@ int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, ch
 	if ((p = strstr(xml, "ssh-port>")))
 		*port = (unsigned int)strtoul(p + 9, NULL, 10);
 	if ((p = strstr(xml, "host-key>")) && (q = strchr(p + 9, '<')))
-		*host_key = strndup(p + 9, (size_t)(q - p - 9));
+		*host_key = xml_text(p + 9, (size_t)(q - p - 9));
 	if ((p = strstr(xml, "owner>")) && (q = strchr(p + 6, '<')))
-		*owner = strndup(p + 6, (size_t)(q - p - 6));
+		*owner = xml_text(p + 6, (size_t)(q - p - 6));
 	if (*port && *host_key && *owner)
 		return SAAS_OK;
 	free(*host_key);
