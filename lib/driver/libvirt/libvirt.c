@@ -26,6 +26,8 @@
 #include "driver/libvirt/console.h"
 #include "driver/libvirt/libvirt_driver.h"
 
+/* ---- the event loop and shared helpers ------------------------------------------------------- */
+
 /* libvirt wants one event loop per process, run by a thread of its own. */
 static pthread_once_t event_once = PTHREAD_ONCE_INIT;
 static int event_rc;
@@ -136,6 +138,8 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 	return p;
 }
 
+/* ---- the host -------------------------------------------------------------------------------- */
+
 /*
  * KVM is worth trying when /dev/kvm can make a VM and the CPU says it has
  * hardware virtualisation. Some nested setups pass the first test with no
@@ -215,6 +219,8 @@ static void *keeper_main(void *arg)
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
 }
+
+/* ---- open and close -------------------------------------------------------------------------- */
 
 static int lv_open(void **ctx, const saas_driver_env *env)
 {
@@ -368,6 +374,8 @@ static void lv_close(void *ctx)
 	free(d);
 }
 
+/* ---- VMs ------------------------------------------------------------------------------------- */
+
 static int lv_destroy(void *ctx, const char *name)
 {
 	struct drv *d = ctx;
@@ -515,6 +523,8 @@ static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 
 	return saas__lv_own_domains(ctx, VM_PREFIX, list_one, &lc);
 }
+
+/* ---- the guest ------------------------------------------------------------------------------- */
 
 static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
