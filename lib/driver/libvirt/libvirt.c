@@ -1,172 +1,32 @@
 /*
- * The libvirt VM driver: every sandbox is a transient QEMU domain named after
- * its id, booted straight from the image's kernel and initramfs (and, for
- * disk images, a thin qcow2 overlay sized by the size class), with user-mode
- * networking whose only way in is an SSH forward bound to host loopback.
- * Guests with the internet policy reach out through QEMU's sockets on the
- * host, so those run under a group of their own that one nftables table (the
- * guard) keeps away from the host's services and private networks.
- *
- * The default connection is libvirt's embedded QEMU driver rooted in the
- * state directory: no daemon, and the engine is the one process that owns
- * the root (two processes opening one root fight over it and kill VMs).
+ * The libvirt VM driver's table: open and close, the VM calls (create,
+ * destroy, state, list) and the guest calls (exec, files, ports) over each
+ * VM's SSH session; with what every room shares: libvirt's event loop, the
+ * driver's log and error helpers, and the console keeper. libvirt_driver.h
+ * says which file holds what.
  */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <grp.h>
 #include <linux/kvm.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
-#include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
 #include "driver/libvirt/console.h"
-#include "transport/ssh.h"
-#include "util/error.h"
-#include "util/spawn.h"
-#include "util/util.h"
+#include "driver/libvirt/libvirt_driver.h"
 
-#define VM_PREFIX "sbx-"
-#define META_NS "https://libsaas.org/xmlns/vm/1"
-#define META_PREFIX "aas"
-#define DEFAULT_BOOT_TIMEOUT_MS 180000
-#define SSH_USER "sandbox"
-/* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-restored). */
-#define FIXUP_USER "root"
-
-/*
- * Templates (see "Templates and clones" below). A template VM is named
- * TPL_PREFIX + its key, so it is never taken for a sandbox. TEMPLATE_FORMAT
- * goes into every template's key: bump it when what a template holds changes.
- */
-#define TPL_PREFIX "aas-tpl-"
-#define TEMPLATE_FORMAT 1
-#define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
-#define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
-#define TEMPLATE_SAVE_TIMEOUT_MS 120000
-
-/*
- * The guard. Slirp's connections are QEMU's own sockets on the host, so an
- * internet guest can reach whatever the host can: its loopback services (the
- * API, the database, libvirt), every host address, and the networks behind
- * it. QEMU therefore runs under GUEST_GROUP, and the nftables table
- * GUARD_TABLE rejects that group's new connections to host-local addresses
- * and to the ranges below; replies on connections made to QEMU (the SSH
- * forward) pass as established, and DNS passes to the host's resolvers only
- * (slirp forwards the guest's queries there).
- */
-#define GUEST_GROUP "aas-guest"
-#define GUARD_TABLE "aas_guard"
-
-/* Never the internet: loopback, private, shared, link-local, multicast and reserved. */
-static const char *const guard_blocked_v4[] = {
-	"0.0.0.0/8",      /* "this network": a connect to 0.0.0.0 lands on the host */
-	"10.0.0.0/8",     /* private (RFC 1918) */
-	"100.64.0.0/10",  /* carrier-grade NAT (RFC 6598): the provider's side of the host */
-	"127.0.0.0/8",    /* loopback */
-	"169.254.0.0/16", /* link-local, and cloud metadata services (169.254.169.254) */
-	"172.16.0.0/12",  /* private (RFC 1918) */
-	"192.168.0.0/16", /* private (RFC 1918) */
-	"224.0.0.0/4",    /* multicast: looped back to the host's own listeners */
-	"240.0.0.0/4",    /* reserved, and the limited broadcast */
-};
-static const char *const guard_blocked_v6[] = {
-	"::/128",         /* unspecified: a connect to :: lands on the host */
-	"::1/128",        /* loopback */
-	"fc00::/7",       /* unique local (private) */
-	"fe80::/10",      /* link-local */
-	"fec0::/10",      /* site-local (deprecated, still routed by some) */
-	"ff00::/8",       /* multicast */
-};
-
-struct image {
-	char name[64];
-	char *dir;
-	char *kernel, *initrd, *disk;    /* absolute paths; disk NULL for initramfs images */
-	char *boot_args;
-	char *host_key;                  /* "ssh-ed25519 AAAA..." */
-	char *recipe;                    /* what the image was built from (its recipe hash), for template keys */
-	unsigned int min_memory_mib;
-	struct timespec mtime;           /* of the manifest, to notice rebuilds */
-	struct image *next;
-};
-
-struct vm {
-	char name[SAAS_ID_MAX + 1];
-	unsigned int port;
-	char *host_key;
-	saas__ssh *ssh;
-	pthread_mutex_t mu;              /* serialises (re)connecting */
-	unsigned int refs;
-	struct vm *next;
-};
-
-/* A template's state, by key: one per image build, size and accelerator. */
-enum tmpl_state { TMPL_NONE, TMPL_BUILDING, TMPL_READY, TMPL_BROKEN };
-
-struct tmpl {
-	char key[33];
-	int state;                       /* enum tmpl_state */
-	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
-	struct tmpl *next;
-};
-
-/* What the template builder makes: a template VM of this shape. */
-struct tmpl_job {
-	struct drv *d;
-	char key[33];
-	char image[64];
-	unsigned int vcpus, memory_mb, disk_gb;
-};
-
-enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
-enum netcfg { NET_AUTO, NET_ISOLATED, NET_INTERNET };
-
-struct drv {
-	char *dir;                       /* STATE/libvirt */
-	char *uri;
-	char *images;
-	char *key, *pub, *authkey_b64;   /* the engine's key pair */
-	char *owner;                     /* written into each domain: which engine owns it */
-	int accel;
-	bool kvm;
-	int network;                     /* enum netcfg, from driver_config */
-	bool guard;                      /* the guard is installed and QEMU runs under GUEST_GROUP */
-	char guard_why[512];             /* why not, when !guard */
-	bool internet;                   /* the policy of a spec that leaves it to the driver */
-	int boot_timeout_ms;
-	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
-	virConnectPtr conn;
-	pthread_mutex_t mu;
-	struct vm *vms;
-	struct image *imgs;
-	struct image *old_imgs;          /* replaced by a rebuild; kept until close, as creates may still use them */
-	struct tmpl *tmpls;              /* under mu */
-	pthread_t builder;               /* the template builder thread, one at a time */
-	bool builder_started;            /* under mu: builder must be joined */
-	bool builder_busy;               /* under mu: builder runs */
-	int closing;                     /* atomic: the driver is closing; long waits give up */
-	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
-	bool keeper_started;
-	pthread_cond_t keeper_cond;      /* with mu: signalled at close */
-	saas_log_fn log;
-	void *log_userdata;
-};
+/* ---- the event loop and shared helpers ------------------------------------------------------- */
 
 /* libvirt wants one event loop per process, run by a thread of its own. */
 static pthread_once_t event_once = PTHREAD_ONCE_INIT;
@@ -209,8 +69,7 @@ static void event_init(void)
 	pthread_detach(t);
 }
 
-static void dlog(struct drv *d, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
-static void dlog(struct drv *d, int level, const char *fmt, ...)
+void saas__lv_log(struct drv *d, int level, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -221,7 +80,7 @@ static void dlog(struct drv *d, int level, const char *fmt, ...)
 	d->log(d->log_userdata, level, msg);
 }
 
-static int virt_error(const char *what)
+int saas__lv_virt_error(const char *what)
 {
 	virErrorPtr err = virGetLastError();
 
@@ -229,7 +88,7 @@ static int virt_error(const char *what)
 	                   err && err->message ? err->message : "unknown libvirt error");
 }
 
-static char *path_join(const char *a, const char *b)
+char *saas__lv_path_join(const char *a, const char *b)
 {
 	char *p;
 
@@ -248,12 +107,12 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	return remove(path);
 }
 
-static void rm_tree(const char *path)
+void saas__lv_rm_tree(const char *path)
 {
 	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static char *read_file(const char *path, size_t max)
+char *saas__lv_read_file(const char *path, size_t max)
 {
 	FILE *f = fopen(path, "re");
 	saas__buf b = SAAS__BUF_INIT;
@@ -268,17 +127,18 @@ static char *read_file(const char *path, size_t max)
 	return saas__buf_detach(&b, NULL);
 }
 
-/* The end of a VM's console: what a failed boot says about itself. */
-static char *console_tail(const char *vmdir)
+char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 {
-	char *path = path_join(vmdir, "console.log"), *tail;
+	char *p;
 
-	if (!path)
+	if (asprintf(&p, "%s/%s/%s", d->dir, kind, name) < 0) {
+		saas__oom();
 		return NULL;
-	tail = saas__console_tail(path, CONSOLE_TAIL);
-	free(path);
-	return tail;
+	}
+	return p;
 }
+
+/* ---- the host -------------------------------------------------------------------------------- */
 
 /*
  * KVM is worth trying when /dev/kvm can make a VM and the CPU says it has
@@ -315,814 +175,12 @@ static bool kvm_usable(void)
 	return vm >= 0;
 }
 
-/* ---- configuration -------------------------------------------------------- */
-
-static char *default_images_dir(void)
-{
-	const char *env = getenv("AAS_IMAGE_DIR"), *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char *p = NULL;
-
-	if (env && *env)
-		return saas__strdup(env);
-	if (cache && *cache) {
-		if (asprintf(&p, "%s/aas/images", cache) < 0)
-			p = NULL;
-	} else if (home && *home) {
-		if (asprintf(&p, "%s/.cache/aas/images", home) < 0)
-			p = NULL;
-	} else {
-		p = strdup("/var/cache/aas/images");
-	}
-	if (!p)
-		saas__oom();
-	return p;
-}
-
-/*
- * driver_config: a libvirt URI, or space- or comma-separated key=value pairs:
- * uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet boot_timeout=SECONDS
- */
-/* One of three words, as the index of an enum listed in the same order. */
-static int parse_choice(const char *key, const char *val, const char *const names[3], int *out)
-{
-	for (int i = 0; i < 3; i++)
-		if (strcmp(val, names[i]) == 0) {
-			*out = i;
-			return SAAS_OK;
-		}
-	return saas__inval("%s must be %s, %s or %s, not '%s'", key, names[0], names[1], names[2], val);
-}
-
-static int parse_config(struct drv *d, const char *config)
-{
-	char *copy, *save = NULL, *tok;
-	int rc = SAAS_OK;
-
-	d->accel = ACCEL_AUTO;
-	d->boot_timeout_ms = DEFAULT_BOOT_TIMEOUT_MS;
-	d->templates = true;
-	if (!config || !*config)
-		return SAAS_OK;
-	if (!strchr(config, '='))
-		return (d->uri = saas__strdup(config)) ? SAAS_OK : SAAS_ENOMEM;
-	if (!(copy = saas__strdup(config)))
-		return SAAS_ENOMEM;
-	for (tok = strtok_r(copy, " ,", &save); tok && rc == SAAS_OK; tok = strtok_r(NULL, " ,", &save)) {
-		char *eq = strchr(tok, '='), *val;
-		if (!eq) {
-			rc = saas__inval("libvirt driver option '%s' is not key=value", tok);
-			break;
-		}
-		*eq = '\0';
-		val = eq + 1;
-		if (strcmp(tok, "uri") == 0) {
-			free(d->uri);
-			rc = (d->uri = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
-		} else if (strcmp(tok, "images") == 0) {
-			free(d->images);
-			rc = (d->images = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
-		} else if (strcmp(tok, "accel") == 0) {
-			static const char *const accels[] = { "auto", "kvm", "tcg" }; /* enum accel order */
-			rc = parse_choice("accel", val, accels, &d->accel);
-		} else if (strcmp(tok, "network") == 0) {
-			static const char *const networks[] = { "auto", "isolated", "internet" }; /* enum netcfg order */
-			rc = parse_choice("network", val, networks, &d->network);
-		} else if (strcmp(tok, "templates") == 0) {
-			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
-				rc = saas__inval("templates must be on or off, not '%s'", val);
-			d->templates = strcmp(val, "on") == 0;
-		} else if (strcmp(tok, "boot_timeout") == 0) {
-			char *end;
-			long v = strtol(val, &end, 10);
-			if (*end || v <= 0 || v > 3600)
-				rc = saas__inval("boot_timeout must be 1 to 3600 seconds");
-			else
-				d->boot_timeout_ms = (int)v * 1000;
-		} else {
-			rc = saas__inval("unknown libvirt driver option '%s'", tok);
-		}
-	}
-	free(copy);
-	return rc;
-}
-
-/* The engine's SSH key pair: made once per state directory, private part 0600. */
-static int ensure_key(struct drv *d)
-{
-	struct stat st;
-	char *pubtext = NULL;
-	size_t len;
-	int rc;
-
-	if (!(d->key = path_join(d->dir, "id_ed25519")) || !(d->pub = path_join(d->dir, "id_ed25519.pub")))
-		return SAAS_ENOMEM;
-	if (stat(d->key, &st) < 0 || stat(d->pub, &st) < 0) {
-		const char *argv[] = { "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aas-engine", "-f", d->key, NULL };
-		unlink(d->key);
-		unlink(d->pub);
-		if ((rc = saas__run(argv, NULL)) < 0)
-			return saas__error_wrap(SAAS_EBACKEND, "making the engine's SSH key");
-		chmod(d->key, 0600);
-	}
-	if (!(pubtext = read_file(d->pub, 4096)))
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read %s", d->pub);
-	len = strlen(pubtext);
-	while (len && (pubtext[len - 1] == '\n' || pubtext[len - 1] == '\r'))
-		pubtext[--len] = '\0';
-	/* The guest reads its authorized key from the kernel command line, base64-encoded. */
-	d->authkey_b64 = saas_base64_encode(pubtext, len);
-	free(pubtext);
-	return d->authkey_b64 ? SAAS_OK : saas__oom();
-}
-
-/* ---- the guard ------------------------------------------------------------ */
-
-/* Does GUEST_GROUP exist? Its id in *gid. */
-static bool guest_gid(gid_t *gid)
-{
-	struct group gr, *res = NULL;
-	char buf[4096];
-
-	if (getgrnam_r(GUEST_GROUP, &gr, buf, sizeof(buf), &res) != 0 || !res)
-		return false;
-	if (gid)
-		*gid = res->gr_gid;
-	return true;
-}
-
-/* The resolvers slirp forwards guest DNS to (it reads /etc/resolv.conf), as nft set elements. */
-static void resolvers(saas__buf *v4, saas__buf *v6)
-{
-	FILE *f = fopen("/etc/resolv.conf", "re");
-	char line[512], addr[64];
-	unsigned char bin[sizeof(struct in6_addr)];
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *pct;
-		if (sscanf(line, " nameserver %63s", addr) != 1)
-			continue;
-		if ((pct = strchr(addr, '%')))
-			*pct = '\0';
-		/* Only well-formed addresses reach the ruleset. */
-		if (inet_pton(AF_INET, addr, bin) == 1)
-			saas__buf_printf(v4, "%s%s", v4->len ? ", " : "", addr);
-		else if (inet_pton(AF_INET6, addr, bin) == 1)
-			saas__buf_printf(v6, "%s%s", v6->len ? ", " : "", addr);
-	}
-	fclose(f);
-}
-
-static char *guard_ruleset(gid_t gid)
-{
-	saas__buf b = SAAS__BUF_INIT, r4 = SAAS__BUF_INIT, r6 = SAAS__BUF_INIT;
-
-	resolvers(&r4, &r6);
-	/* Created, deleted and made again in one transaction: an atomic replace, whether it existed or not. */
-	saas__buf_puts(&b, "# Written by libsaas (the libvirt driver's guard); see docs/sandboxes.md.\n"
-	                   "table inet " GUARD_TABLE " {}\ndelete table inet " GUARD_TABLE "\n"
-	                   "table inet " GUARD_TABLE " {\n"
-	                   "\tset blocked4 {\n\t\ttype ipv4_addr; flags interval;\n\t\telements = { ");
-	for (size_t i = 0; i < sizeof(guard_blocked_v4) / sizeof(guard_blocked_v4[0]); i++)
-		saas__buf_printf(&b, "%s%s", i ? ", " : "", guard_blocked_v4[i]);
-	saas__buf_puts(&b, " }\n\t}\n\tset blocked6 {\n\t\ttype ipv6_addr; flags interval;\n\t\telements = { ");
-	for (size_t i = 0; i < sizeof(guard_blocked_v6) / sizeof(guard_blocked_v6[0]); i++)
-		saas__buf_printf(&b, "%s%s", i ? ", " : "", guard_blocked_v6[i]);
-	saas__buf_puts(&b, " }\n\t}\n\tset resolvers4 {\n\t\ttype ipv4_addr;\n");
-	if (r4.len)
-		saas__buf_printf(&b, "\t\telements = { %s }\n", r4.data);
-	saas__buf_puts(&b, "\t}\n\tset resolvers6 {\n\t\ttype ipv6_addr;\n");
-	if (r6.len)
-		saas__buf_printf(&b, "\t\telements = { %s }\n", r6.data);
-	/*
-	 * Only packets of QEMU's sockets go to the guest chain: the host's own
-	 * traffic, and packets of no socket (kernel replies), are never touched.
-	 */
-	saas__buf_printf(&b,
-	                 "\t}\n"
-	                 "\tchain output {\n"
-	                 "\t\ttype filter hook output priority filter; policy accept;\n"
-	                 "\t\tmeta skgid %u jump guest\n"
-	                 "\t}\n"
-	                 "\tchain guest {\n"
-	                 "\t\tct state established,related accept\n"
-	                 "\t\tip daddr @resolvers4 meta l4proto { tcp, udp } th dport 53 accept\n"
-	                 "\t\tip6 daddr @resolvers6 meta l4proto { tcp, udp } th dport 53 accept\n"
-	                 "\t\tfib daddr type { local, broadcast, anycast, multicast } counter reject with icmpx "
-	                 "type admin-prohibited\n"
-	                 "\t\tip daddr @blocked4 counter reject with icmpx type admin-prohibited\n"
-	                 "\t\tip6 daddr @blocked6 counter reject with icmpx type admin-prohibited\n"
-	                 "\t}\n"
-	                 "}\n",
-	                 (unsigned int)gid);
-	saas__buf_free(&r4);
-	saas__buf_free(&r6);
-	return saas__buf_detach(&b, NULL);
-}
-
-/*
- * Install the guard, replacing any older one (every engine on the host writes
- * the same table). Sets d->guard, or d->guard_why. Never fails the open: an
- * engine without a guard still runs isolated guests.
- */
-static int guard_install(struct drv *d, bool embedded)
-{
-	char *path = NULL, *rules = NULL, *out = NULL;
-	const char *argv[] = { "nft", "-f", NULL, NULL };
-	gid_t gid = 0;
-	FILE *f;
-	bool written = false;
-	int rc = SAAS_OK;
-
-	d->guard = false;
-	if (geteuid() != 0) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "the engine does not run as root, so it cannot "
-		         "install the nftables guard nor run QEMU under the group " GUEST_GROUP);
-		goto out;
-	}
-	if (!embedded) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "a custom libvirt URI is set: its qemu.conf, not the "
-		         "engine, decides QEMU's group, so the guard cannot be relied on");
-		goto out;
-	}
-	if (!guest_gid(&gid)) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "the group " GUEST_GROUP " does not exist "
-		         "(create it: groupadd --system " GUEST_GROUP ")");
-		goto out;
-	}
-	if (!(path = path_join(d->dir, "guard.nft")) || !(rules = guard_ruleset(gid))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	if ((f = fopen(path, "we"))) {
-		written = fputs(rules, f) >= 0;
-		written = fclose(f) == 0 && written;
-	}
-	if (!written) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "cannot write %s: %s", path, strerror(errno));
-		goto out;
-	}
-	argv[2] = path;
-	if (saas__run(argv, &out) < 0) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "installing the nftables guard failed: %s",
-		         saas_error_last()->message);
-		saas__error_clear();
-		goto out;
-	}
-	d->guard = true;
-out:
-	free(path);
-	free(rules);
-	free(out);
-	return rc;
-}
-
-/* Does the host have a default route (IPv4 or IPv6)? */
-static bool default_route(void)
-{
-	char line[512];
-	bool found = false;
-	FILE *f;
-
-	if ((f = fopen("/proc/net/route", "re"))) {
-		unsigned long dst, flags, mask;
-		char iface[64];
-		/* Iface Destination Gateway Flags RefCnt Use Metric Mask ... */
-		while (!found && fgets(line, sizeof(line), f))
-			if (sscanf(line, "%63s %lx %*x %lx %*d %*d %*d %lx", iface, &dst, &flags, &mask) == 4)
-				found = dst == 0 && mask == 0 && (flags & 0x1) && !(flags & 0x200);
-		fclose(f);
-	}
-	if (!found && (f = fopen("/proc/net/ipv6_route", "re"))) {
-		char dst[64];
-		unsigned int plen;
-		unsigned long flags;
-		/* dst plen src src_plen nexthop metric refcnt use flags iface; RTF_UP 0x1, RTF_REJECT 0x200 */
-		while (!found && fgets(line, sizeof(line), f))
-			if (sscanf(line, "%63s %x %*s %*x %*s %*x %*x %*x %lx", dst, &plen, &flags) == 3)
-				found = plen == 0 && strspn(dst, "0") == 32 && (flags & 0x1) && !(flags & 0x200);
-		fclose(f);
-	}
-	return found;
-}
-
-static int write_qemu_conf(struct drv *d, const char *root)
-{
-	/* The embedded driver reads ROOT/etc/qemu.conf (its domain configs live in ROOT/etc/qemu/). */
-	char *dir = path_join(root, "etc"), *path = NULL;
-	FILE *f;
-	int rc = SAAS_OK;
-
-	if (!dir)
-		return SAAS_ENOMEM;
-	if (saas__mkdir_p(dir, 0700) < 0 || !(path = path_join(dir, "qemu.conf"))) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s", dir);
-		goto out;
-	}
-	if (!(f = fopen(path, "we"))) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", path, strerror(errno));
-		goto out;
-	}
-	/*
-	 * The embedded driver has no virtlogd: QEMU writes its own logs. QEMU runs
-	 * as the engine's user (our files live in a 0700 state directory). As
-	 * root, its group is GUEST_GROUP when that exists: the guard matches
-	 * QEMU's sockets by it (the user stays root, which still opens our files).
-	 */
-	fputs("# Written by libsaas for its embedded libvirt driver.\n"
-	      "stdio_handler = \"file\"\n",
-	      f);
-	if (geteuid() == 0)
-		fprintf(f,
-		        "user = \"root\"\ngroup = \"%s\"\ndynamic_ownership = 0\nremember_owner = 0\n"
-		        "security_driver = \"none\"\n",
-		        guest_gid(NULL) ? GUEST_GROUP : "root");
-	if (fclose(f) != 0)
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", path, strerror(errno));
-	(void)d;
-out:
-	free(dir);
-	free(path);
-	return rc;
-}
-
-/* ---- images --------------------------------------------------------------- */
-
-static void image_free(struct image *im)
-{
-	if (!im)
-		return;
-	free(im->dir);
-	free(im->kernel);
-	free(im->initrd);
-	free(im->disk);
-	free(im->boot_args);
-	free(im->host_key);
-	free(im->recipe);
-	free(im);
-}
-
-static int image_load(struct drv *d, const char *name, struct image **out)
-{
-	struct image *im = NULL;
-	json_t *root = NULL;
-	json_error_t jerr;
-	struct stat st;
-	char *manifest = NULL;
-	const char *s;
-	int rc = SAAS_OK;
-
-	if (!(im = calloc(1, sizeof(*im))))
-		return saas__oom();
-	saas__strlcpy(im->name, name, sizeof(im->name));
-	if (!(im->dir = path_join(d->images, name)) || !(manifest = path_join(im->dir, "manifest.json"))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	if (stat(manifest, &st) < 0) {
-		/* The caller may be a tenant: the host's paths go to the operator's log only. */
-		dlog(d, SAAS_LOG_WARN, "image '%s' is not built (no %s); build it with: images/build %s", name, manifest,
-		     name);
-		rc = saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, errno, "unknown image '%s'", name);
-		goto out;
-	}
-	im->mtime = st.st_mtim;
-	if (!(root = json_load_file(manifest, 0, &jerr))) {
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "%s: %s (line %d)", manifest, jerr.text,
-		                 jerr.line);
-		goto out;
-	}
-	if (!(s = json_string_value(json_object_get(root, "kernel"))) || !(im->kernel = path_join(im->dir, s)) ||
-	    !(s = json_string_value(json_object_get(root, "initrd"))) || !(im->initrd = path_join(im->dir, s)) ||
-	    !(s = json_string_value(json_object_get(root, "ssh_host_key"))) || !(im->host_key = saas__strdup(s)) ||
-	    !(s = json_string_value(json_object_get(root, "boot_args"))) || !(im->boot_args = saas__strdup(s))) {
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0,
-		                 "%s lacks kernel, initrd, ssh_host_key or boot_args", manifest);
-		goto out;
-	}
-	{
-		json_t *disk = json_object_get(root, "disk");
-		if (json_is_object(disk) && (s = json_string_value(json_object_get(disk, "file"))) &&
-		    !(im->disk = path_join(im->dir, s))) {
-			rc = SAAS_ENOMEM;
-			goto out;
-		}
-	}
-	im->min_memory_mib = (unsigned int)json_integer_value(json_object_get(root, "min_memory_mib"));
-	/* A rebuilt image must never restore an old template: key them by the recipe (or, lacking one, the build). */
-	if ((s = json_string_value(json_object_get(root, "recipe_hash"))) ||
-	    (s = json_string_value(json_object_get(root, "built_at"))))
-		im->recipe = saas__strdup(s);
-	else if (asprintf(&im->recipe, "mtime-%lld.%09ld", (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) < 0)
-		im->recipe = NULL;
-	if (!im->recipe) {
-		rc = saas__oom();
-		goto out;
-	}
-	*out = im;
-	im = NULL;
-out:
-	json_decref(root);
-	free(manifest);
-	image_free(im);
-	return rc;
-}
-
-/*
- * An image by name, reloaded when its manifest changes (a rebuild). Caller
- * holds d->mu; the image stays valid until close (a replaced one is retired,
- * not freed: creates and template builds use it without the lock).
- */
-static int image_get(struct drv *d, const char *name, struct image **out)
-{
-	struct image **pp, *im = NULL;
-	struct stat st;
-	char *manifest;
-	int rc;
-
-	for (pp = &d->imgs; *pp; pp = &(*pp)->next) {
-		if (strcmp((*pp)->name, name) != 0)
-			continue;
-		if (!(manifest = path_join((*pp)->dir, "manifest.json")))
-			return SAAS_ENOMEM;
-		rc = stat(manifest, &st);
-		free(manifest);
-		if (rc == 0 && st.st_mtim.tv_sec == (*pp)->mtime.tv_sec && st.st_mtim.tv_nsec == (*pp)->mtime.tv_nsec) {
-			*out = *pp;
-			return SAAS_OK;
-		}
-		im = *pp;
-		*pp = im->next;
-		im->next = d->old_imgs;
-		d->old_imgs = im;
-		break;
-	}
-	if ((rc = image_load(d, name, &im)) < 0)
-		return rc;
-	im->next = d->imgs;
-	d->imgs = im;
-	*out = im;
-	return SAAS_OK;
-}
-
-/* ---- VMs ------------------------------------------------------------------ */
-
-static void vm_put(struct drv *d, struct vm *v)
-{
-	bool last;
-
-	pthread_mutex_lock(&d->mu);
-	last = --v->refs == 0;
-	pthread_mutex_unlock(&d->mu);
-	if (!last)
-		return;
-	saas__ssh_close(v->ssh);
-	free(v->host_key);
-	pthread_mutex_destroy(&v->mu);
-	free(v);
-}
-
-/* Caller holds d->mu. */
-static struct vm *vm_find_locked(struct drv *d, const char *name)
-{
-	for (struct vm *v = d->vms; v; v = v->next)
-		if (strcmp(v->name, name) == 0)
-			return v;
-	return NULL;
-}
-
-static struct vm *vm_get(struct drv *d, const char *name)
-{
-	struct vm *v;
-
-	pthread_mutex_lock(&d->mu);
-	if ((v = vm_find_locked(d, name)))
-		v->refs++;
-	pthread_mutex_unlock(&d->mu);
-	return v;
-}
-
-/* Take a VM out of the table; the table's reference is dropped by the caller. */
-static struct vm *vm_unlink(struct drv *d, const char *name)
-{
-	struct vm **pp, *v = NULL;
-
-	pthread_mutex_lock(&d->mu);
-	for (pp = &d->vms; *pp; pp = &(*pp)->next)
-		if (strcmp((*pp)->name, name) == 0) {
-			v = *pp;
-			*pp = v->next;
-			break;
-		}
-	pthread_mutex_unlock(&d->mu);
-	return v;
-}
-
-static int vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas__ssh *ssh)
-{
-	struct vm *v = calloc(1, sizeof(*v));
-
-	if (!v || !(v->host_key = saas__strdup(host_key))) {
-		free(v);
-		return saas__oom();
-	}
-	saas__strlcpy(v->name, name, sizeof(v->name));
-	v->port = port;
-	v->ssh = ssh;
-	v->refs = 1;
-	pthread_mutex_init(&v->mu, NULL);
-	pthread_mutex_lock(&d->mu);
-	v->next = d->vms;
-	d->vms = v;
-	pthread_mutex_unlock(&d->mu);
-	return SAAS_OK;
-}
-
-static int ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas__ssh **out)
-{
-	saas__ssh_config cfg;
-
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.host = "127.0.0.1";
-	cfg.port = port;
-	cfg.user = SSH_USER;
-	cfg.private_key = d->key;
-	cfg.public_key = d->pub;
-	cfg.host_key = host_key;
-	cfg.connect_timeout_ms = timeout_ms;
-	return saas__ssh_open(out, &cfg);
-}
-
-/*
- * The VM's SSH connection, reopened if it died, with a reference the caller
- * lets go with saas__ssh_close. A dead connection is only replaced here:
- * threads still in an operation on it hold their own references, and it is
- * freed when the last of them returns (its operations fail meanwhile).
- */
-static int vm_session(struct drv *d, const char *name, saas__ssh **out)
-{
-	struct vm *v = vm_get(d, name);
-	int rc = SAAS_OK;
-
-	if (!v)
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
-	pthread_mutex_lock(&v->mu);
-	if (!v->ssh || !saas__ssh_alive(v->ssh)) {
-		saas__ssh_close(v->ssh);
-		v->ssh = NULL;
-		if ((rc = ssh_connect(d, v->port, v->host_key, 15000, &v->ssh)) < 0)
-			saas__error_wrap(rc, "reconnecting to %s", name);
-	}
-	if (rc == SAAS_OK)
-		*out = saas__ssh_ref(v->ssh);
-	pthread_mutex_unlock(&v->mu);
-	vm_put(d, v);
-	return rc;
-}
-
-static int free_port(unsigned int *port)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socket: %s", strerror(errno));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-		int err = errno;
-		close(fd);
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "no free loopback port: %s", strerror(err));
-	}
-	*port = ntohs(sa.sin_port);
-	close(fd);
-	return SAAS_OK;
-}
-
-static void xml_escape(saas__buf *b, const char *s)
-{
-	for (; *s; s++) {
-		switch (*s) {
-		case '&': saas__buf_puts(b, "&amp;"); break;
-		case '<': saas__buf_puts(b, "&lt;"); break;
-		case '>': saas__buf_puts(b, "&gt;"); break;
-		case '\'': saas__buf_puts(b, "&apos;"); break;
-		case '"': saas__buf_puts(b, "&quot;"); break;
-		default: saas__buf_put(b, s, 1);
-		}
-	}
-}
-
-/*
- * The domain of a VM. A clone's domain must equal its template's in every
- * device (QEMU's migration stream carries device state, not configuration):
- * only the name, genid, paths, SSH port and network restriction may differ,
- * and `incoming` adds -incoming defer (the state is fed in through QMP).
- */
-static char *domain_xml(struct drv *d, const saas_vm_spec *spec, const struct image *im, const char *vmdir,
-                        const char *overlay, unsigned int port, bool internet, bool incoming)
-{
-	saas__buf b = SAAS__BUF_INIT;
-	unsigned int mem = spec->memory_mb;
-
-	if (im->min_memory_mib && mem < im->min_memory_mib)
-		mem = im->min_memory_mib;
-	saas__buf_printf(&b, "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n",
-	                 d->kvm ? "kvm" : "qemu");
-	saas__buf_puts(&b, "  <name>");
-	xml_escape(&b, spec->name);
-	saas__buf_puts(&b, "</name>\n  <metadata>\n    <" META_PREFIX ":vm xmlns:" META_PREFIX "='" META_NS "'>\n");
-	saas__buf_printf(&b, "      <" META_PREFIX ":ssh-port>%u</" META_PREFIX ":ssh-port>\n", port);
-	saas__buf_puts(&b, "      <" META_PREFIX ":image>");
-	xml_escape(&b, im->name);
-	saas__buf_puts(&b, "</" META_PREFIX ":image>\n      <" META_PREFIX ":host-key>");
-	xml_escape(&b, im->host_key);
-	saas__buf_puts(&b, "</" META_PREFIX ":host-key>\n      <" META_PREFIX ":owner>");
-	xml_escape(&b, d->owner);
-	saas__buf_printf(&b, "</" META_PREFIX ":owner>\n      <" META_PREFIX ":network>%s</" META_PREFIX ":network>\n",
-	                 internet ? "internet" : "isolated");
-	saas__buf_puts(&b, "    </" META_PREFIX ":vm>\n  </metadata>\n");
-	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
-	saas__buf_puts(&b, "  <genid/>\n");
-	saas__buf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, spec->vcpus);
-	saas__buf_puts(&b, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n");
-	/*
-	 * A clone's kernel is already in the memory it restores: loading the
-	 * image's kernel and initramfs again (tens of MiB) would be thrown away.
-	 */
-	if (!incoming) {
-		saas__buf_puts(&b, "    <kernel>");
-		xml_escape(&b, im->kernel);
-		saas__buf_puts(&b, "</kernel>\n    <initrd>");
-		xml_escape(&b, im->initrd);
-		saas__buf_puts(&b, "</initrd>\n    <cmdline>");
-		xml_escape(&b, im->boot_args);
-		saas__buf_puts(&b, " aas.hostname=");
-		xml_escape(&b, spec->name);
-		saas__buf_puts(&b, " aas.authkey=");
-		xml_escape(&b, d->authkey_b64);
-		saas__buf_puts(&b, "</cmdline>\n");
-	}
-	saas__buf_puts(&b, "  </os>\n  <features><acpi/></features>\n");
-	/* Under TCG, 'maximum' gives the guest RDRAND (no entropy stalls); with KVM, the host's CPU. */
-	saas__buf_puts(&b, d->kvm ? "  <cpu mode='host-passthrough'/>\n" : "  <cpu mode='maximum'/>\n");
-	saas__buf_puts(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"
-	                   "  <on_reboot>destroy</on_reboot>\n  <on_crash>destroy</on_crash>\n  <devices>\n");
-	if (overlay) {
-		saas__buf_puts(&b, "    <disk type='file' device='disk'>\n      <driver name='qemu' type='qcow2' "
-		                   "discard='unmap'/>\n      <source file='");
-		xml_escape(&b, overlay);
-		saas__buf_puts(&b, "'/>\n      <target dev='vda' bus='virtio'/>\n    </disk>\n");
-	}
-	saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='file'>\n      <source path='");
-	xml_escape(&b, vmdir);
-	saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n"
-	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
-	                   "    <memballoon model='none'/>\n  </devices>\n");
-	/*
-	 * User-mode networking with the one way in an SSH forward on host loopback.
-	 * The NIC gets a fixed slot: libvirt hands out pcie.0 slots from 1 upwards.
-	 * Isolated, restrict=on: the guest may open no connection at all, so it can
-	 * never reach the host's own services (10.0.2.2 is the host's loopback
-	 * under slirp). Internet: slirp opens what the guest asks for, and the
-	 * guard (lv_create checked it is installed) keeps it off the host.
-	 */
-	saas__buf_printf(&b,
-	                 "  <qemu:commandline>\n"
-	                 "    <qemu:arg value='-netdev'/>\n"
-	                 "    <qemu:arg value='user,id=aasnet,%shostfwd=tcp:127.0.0.1:%u-:22'/>\n"
-	                 "    <qemu:arg value='-device'/>\n"
-	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
-	                 "%s"
-	                 "  </qemu:commandline>\n</domain>\n",
-	                 internet ? "" : "restrict=on,", port,
-	                 incoming ? "    <qemu:arg value='-incoming'/>\n    <qemu:arg value='defer'/>\n" : "");
-	return saas__buf_detach(&b, NULL);
-}
-
-/* A directory of the driver's: DIR/kind/name (kind "vms" or "templates"); NULL when out of memory. */
-static char *drv_path(struct drv *d, const char *kind, const char *name)
-{
-	char *p;
-
-	if (asprintf(&p, "%s/%s/%s", d->dir, kind, name) < 0) {
-		saas__oom();
-		return NULL;
-	}
-	return p;
-}
-
-/*
- * The embedded driver's root. libvirt puts each VM's monitor socket under it,
- * and a UNIX socket path has at most 107 bytes, so the root cannot live in a
- * state directory of any length: it goes to a short runtime path named after
- * the state directory's hash (so two engines never share one), which lasts as
- * long as the VMs do (until reboot).
- */
-static int embed_root(const char *state_dir, char **out)
-{
-	const char *runtime = getenv("XDG_RUNTIME_DIR");
-	char hash[65], *base = NULL;
-	int rc = SAAS_OK;
-
-	saas__sha256_hex(hash, state_dir, strlen(state_dir));
-	hash[16] = '\0';
-	if (geteuid() == 0)
-		base = saas__strdup("/run/aas-libvirt");
-	else if (runtime && *runtime && strlen(runtime) < 40)
-		rc = asprintf(&base, "%s/aas-libvirt", runtime) < 0 ? saas__oom() : SAAS_OK;
-	else
-		rc = asprintf(&base, "/tmp/aas-libvirt-%u", (unsigned int)geteuid()) < 0 ? saas__oom() : SAAS_OK;
-	if (rc < 0 || !base)
-		return rc < 0 ? rc : SAAS_ENOMEM;
-	if (saas__mkdir_p(base, 0700) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", base, strerror(errno));
-	} else if (asprintf(out, "%s/%s", base, hash) < 0) {
-		*out = NULL;
-		rc = saas__oom();
-	}
-	free(base);
-	return rc;
-}
-
-/*
- * What a previous engine on this state directory left of template builds:
- * a template VM still running, half-written template directories.
- */
-static int domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner);
-
-typedef int (*own_domain_fn)(struct drv *d, virDomainPtr dom, const char *name, void *ud);
-
-/*
- * Call fn on every domain named prefix... that this state directory owns (its
- * metadata says so: other engines on the host have their own), until fn
- * returns non-zero.
- */
-static int own_domains(struct drv *d, const char *prefix, own_domain_fn fn, void *ud)
-{
-	virDomainPtr *doms = NULL;
-	int n = virConnectListAllDomains(d->conn, &doms, 0), stop = 0;
-
-	if (n < 0)
-		return virt_error("listing VMs");
-	for (int i = 0; i < n; i++) {
-		const char *name = virDomainGetName(doms[i]);
-		unsigned int port = 0;
-		char *host_key = NULL, *owner = NULL;
-		if (!stop && name && strncmp(name, prefix, strlen(prefix)) == 0 &&
-		    domain_meta(doms[i], &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0)
-			stop = fn(d, doms[i], name, ud);
-		free(host_key);
-		free(owner);
-		virDomainFree(doms[i]);
-	}
-	free(doms);
-	return SAAS_OK;
-}
-
-static int destroy_template_vm(struct drv *d, virDomainPtr dom, const char *name, void *ud)
-{
-	char *vmdir;
-
-	(void)ud;
-	dlog(d, SAAS_LOG_INFO, "destroying template VM %s, left over from an interrupted build", name);
-	virDomainDestroy(dom);
-	if ((vmdir = drv_path(d, "vms", name)))
-		rm_tree(vmdir);
-	free(vmdir);
-	return 0;
-}
-
-static void templates_cleanup(struct drv *d)
-{
-	char *root = path_join(d->dir, "templates");
-	DIR *dir;
-	struct dirent *e;
-
-	own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
-	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
-		while ((e = readdir(dir))) {
-			size_t len = strlen(e->d_name);
-			char *sub;
-			if (len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0 && (sub = path_join(root, e->d_name))) {
-				rm_tree(sub);
-				free(sub);
-			}
-		}
-		closedir(dir);
-	}
-	free(root);
-}
-
 /* ---- console logs ---------------------------------------------------------------------------- */
 
 /* One pass: cut every VM's console log that grew past CONSOLE_LOG_MAX. */
 static void consoles_trim(struct drv *d)
 {
-	char *vms = path_join(d->dir, "vms");
+	char *vms = saas__lv_path_join(d->dir, "vms");
 	DIR *dir = vms ? opendir(vms) : NULL;
 	struct dirent *de;
 
@@ -1133,8 +191,8 @@ static void consoles_trim(struct drv *d)
 		if (asprintf(&path, "%s/%s/console.log", vms, de->d_name) < 0)
 			break;
 		if (saas__console_trim(path, CONSOLE_LOG_MAX, CONSOLE_LOG_KEEP) > 0)
-			dlog(d, SAAS_LOG_DEBUG, "VM %s wrote over %d bytes to its console: kept the last %d", de->d_name,
-			     CONSOLE_LOG_MAX, CONSOLE_LOG_KEEP);
+			saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s wrote over %d bytes to its console: kept the last %d", de->d_name,
+			             CONSOLE_LOG_MAX, CONSOLE_LOG_KEEP);
 		free(path);
 	}
 	if (dir)
@@ -1162,9 +220,12 @@ static void *keeper_main(void *arg)
 	return NULL;
 }
 
+/* ---- open and close -------------------------------------------------------------------------- */
+
 static int lv_open(void **ctx, const saas_driver_env *env)
 {
 	struct drv *d = calloc(1, sizeof(*d));
+	struct saas__lv_config cfg;
 	char *root = NULL, *vms = NULL;
 	int rc;
 
@@ -1174,14 +235,20 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	pthread_cond_init(&d->keeper_cond, NULL);
 	d->log = env->log;
 	d->log_userdata = env->log_userdata;
-	if ((rc = parse_config(d, env->config)) < 0)
+	if ((rc = saas__lv_config_parse(&cfg, env->config)) < 0)
 		goto fail;
-	if (!d->images && !(d->images = default_images_dir())) {
+	d->uri = cfg.uri;
+	d->images = cfg.images;
+	d->accel = cfg.accel;
+	d->network = cfg.network;
+	d->templates = cfg.templates;
+	d->boot_timeout_ms = cfg.boot_timeout_ms;
+	if (!d->images && !(d->images = saas__lv_default_images_dir())) {
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
-	if (!(d->dir = path_join(env->state_dir, "libvirt")) || !(d->owner = saas__strdup(env->state_dir)) ||
-	    !(vms = path_join(d->dir, "vms"))) {
+	if (!(d->dir = saas__lv_path_join(env->state_dir, "libvirt")) || !(d->owner = saas__strdup(env->state_dir)) ||
+	    !(vms = saas__lv_path_join(d->dir, "vms"))) {
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
@@ -1189,7 +256,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s", vms);
 		goto fail;
 	}
-	if ((rc = ensure_key(d)) < 0 || (rc = saas__ssh_global_init()) < 0)
+	if ((rc = saas__lv_ensure_key(d)) < 0 || (rc = saas__ssh_global_init()) < 0)
 		goto fail;
 	d->kvm = d->accel == ACCEL_KVM || (d->accel == ACCEL_AUTO && kvm_usable());
 	if (d->accel == ACCEL_KVM && !kvm_usable()) {
@@ -1197,39 +264,19 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	if (!d->uri) {
-		if ((rc = embed_root(env->state_dir, &root)) < 0)
+		if ((rc = saas__lv_embed_root(env->state_dir, &root)) < 0)
 			goto fail;
-		if ((rc = write_qemu_conf(d, root)) < 0)
+		if ((rc = saas__lv_write_qemu_conf(root)) < 0)
 			goto fail;
-		if ((rc = guard_install(d, true)) < 0)
+		if ((rc = saas__lv_network_setup(d, true)) < 0)
 			goto fail;
 		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
 			d->uri = NULL;
 			rc = saas__oom();
 			goto fail;
 		}
-	} else if ((rc = guard_install(d, false)) < 0) {
+	} else if ((rc = saas__lv_network_setup(d, false)) < 0) {
 		goto fail;
-	}
-	/* Asked for by name, internet without the guard is refused, never given unguarded. */
-	if (d->network == NET_INTERNET && !d->guard) {
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network=internet, but %s", d->guard_why);
-		goto fail;
-	}
-	if (d->network == NET_INTERNET) {
-		d->internet = true;
-		dlog(d, SAAS_LOG_INFO, "network: guests get the internet by default (network=internet; guard "
-		     "table inet " GUARD_TABLE ")");
-	} else if (d->network == NET_ISOLATED) {
-		dlog(d, SAAS_LOG_INFO, "network: guests are isolated by default (network=isolated)%s%s",
-		     d->guard ? "" : "; internet is refused: ", d->guard ? "" : d->guard_why);
-	} else if (!d->guard) {
-		dlog(d, SAAS_LOG_INFO, "network: guests are isolated; internet is refused: %s", d->guard_why);
-	} else if (!default_route()) {
-		dlog(d, SAAS_LOG_INFO, "network: guests are isolated by default: the host has no default route");
-	} else {
-		d->internet = true;
-		dlog(d, SAAS_LOG_INFO, "network: guests get the internet by default (guard table inet " GUARD_TABLE ")");
 	}
 	if (asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
 		libvirt_log_env = NULL;
@@ -1239,18 +286,18 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	if (!(d->conn = virConnectOpen(d->uri))) {
-		rc = virt_error("cannot connect to libvirt");
+		rc = saas__lv_virt_error("cannot connect to libvirt");
 		saas__error_wrap(rc, "%s", d->uri);
 		goto fail;
 	}
-	templates_cleanup(d);
+	saas__lv_templates_cleanup(d);
 	if ((rc = pthread_create(&d->keeper, NULL, keeper_main, d)) != 0) {
 		rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the console keeper thread");
 		goto fail;
 	}
 	d->keeper_started = true;
-	dlog(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s, templates %s", d->uri, d->kvm ? "KVM" : "TCG",
-	     d->images, d->templates ? "on" : "off");
+	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s, templates %s", d->uri,
+	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off");
 	*ctx = d;
 	free(root);
 	free(vms);
@@ -1302,17 +349,17 @@ static void lv_close(void *ctx)
 	while (d->vms) {
 		struct vm *v = d->vms;
 		d->vms = v->next;
-		vm_put(d, v);
+		saas__lv_vm_put(d, v);
 	}
 	while (d->old_imgs) {
 		struct image *im = d->old_imgs;
 		d->old_imgs = im->next;
-		image_free(im);
+		saas__lv_image_free(im);
 	}
 	while (d->imgs) {
 		struct image *im = d->imgs;
 		d->imgs = im->next;
-		image_free(im);
+		saas__lv_image_free(im);
 	}
 	virConnectClose(d->conn);
 	free(d->dir);
@@ -1327,27 +374,7 @@ static void lv_close(void *ctx)
 	free(d);
 }
 
-/* Read our metadata back from a running domain: the SSH port, host key and owner. */
-static int domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner)
-{
-	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);
-	const char *p, *q;
-	int rc = SAAS_ENOTFOUND;
-
-	if (!xml)
-		return rc;
-	*host_key = *owner = NULL;
-	if ((p = strstr(xml, "ssh-port>")))
-		*port = (unsigned int)strtoul(p + 9, NULL, 10);
-	if ((p = strstr(xml, "host-key>")) && (q = strchr(p + 9, '<')))
-		*host_key = strndup(p + 9, (size_t)(q - p - 9));
-	if ((p = strstr(xml, "owner>")) && (q = strchr(p + 6, '<')))
-		*owner = strndup(p + 6, (size_t)(q - p - 6));
-	if (*port && *host_key && *owner)
-		rc = SAAS_OK;
-	free(xml);
-	return rc;
-}
+/* ---- VMs ------------------------------------------------------------------------------------- */
 
 static int lv_destroy(void *ctx, const char *name)
 {
@@ -1362,750 +389,19 @@ static int lv_destroy(void *ctx, const char *name)
 			int state = 0;
 			/* Already gone between lookup and destroy is success. */
 			if (virDomainGetState(dom, &state, NULL, 0) == 0 && state != VIR_DOMAIN_SHUTOFF)
-				rc = virt_error("destroying the VM");
+				rc = saas__lv_virt_error("destroying the VM");
 		}
 		virDomainFree(dom);
 	}
 	if (rc < 0)
 		return rc;
-	if ((v = vm_unlink(d, name)))
-		vm_put(d, v);
-	if ((dir = drv_path(d, "vms", name))) {
-		rm_tree(dir);
+	if ((v = saas__lv_vm_unlink(d, name)))
+		saas__lv_vm_put(d, v);
+	if ((dir = saas__lv_drv_path(d, "vms", name))) {
+		saas__lv_rm_tree(dir);
 		free(dir);
 	}
 	return SAAS_OK;
-}
-
-/* ---- making VMs: cold boots, templates and clones --------------------------------------------- */
-
-/*
- * One VM being made. A cold boot starts its domain from the image's kernel; a
- * clone starts its domain paused with -incoming defer and restores a template's
- * saved state into it. Either way the VM is ready once the engine's SSH session
- * is up. launch_undo() leaves nothing behind.
- */
-struct launch {
-	struct drv *d;
-	const saas_vm_spec *spec;
-	const struct image *im;
-	const char *host_key;
-	bool internet;
-	const char *tdir;                /* clone: the template's directory */
-	bool template_bad;               /* clone: failed in a way that says the template is broken */
-	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */
-	char *dir, *overlay;
-	virDomainPtr dom;
-	unsigned int port;
-	saas__ssh *ssh;
-};
-
-static bool closing(struct drv *d)
-{
-	return __atomic_load_n(&d->closing, __ATOMIC_ACQUIRE) != 0;
-}
-
-static int64_t ms_since(const struct timespec *t0)
-{
-	struct timespec t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static void launch_undo(struct launch *l)
-{
-	saas__ssh_close(l->ssh);
-	l->ssh = NULL;
-	if (l->dom) {
-		virDomainDestroy(l->dom);
-		virDomainFree(l->dom);
-		l->dom = NULL;
-	}
-	if (l->dir)
-		rm_tree(l->dir);
-	free(l->dir);
-	free(l->overlay);
-	l->dir = l->overlay = NULL;
-}
-
-/* The VM's directory and, for disk images, its overlay: on the image's disk, or on the template's frozen one. */
-static int launch_prepare(struct launch *l)
-{
-	const char *base = l->im->disk;
-	char *tbase = NULL;
-	int rc = SAAS_OK;
-
-	if (!(l->dir = drv_path(l->d, "vms", l->spec->name)))
-		return SAAS_ENOMEM;
-	rm_tree(l->dir); /* a leftover of a failed attempt */
-	if (saas__mkdir_p(l->dir, 0700) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
-	if (!base)
-		return SAAS_OK;
-	if (l->tdir && !(base = tbase = path_join(l->tdir, "disk.qcow2")))
-		return SAAS_ENOMEM;
-	if (!(l->overlay = path_join(l->dir, "disk.qcow2"))) {
-		rc = SAAS_ENOMEM;
-	} else {
-		char size[32];
-		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base,
-			               l->overlay, size, NULL };
-		snprintf(size, sizeof(size), "%uG", l->spec->disk_gb);
-		if ((rc = saas__run(argv, NULL)) < 0)
-			rc = saas__error_wrap(SAAS_EBACKEND, "creating the disk overlay");
-	}
-	free(tbase);
-	return rc;
-}
-
-/* Define and start the domain (paused for a clone), on a free loopback port for its SSH forward. */
-static int launch_start(struct launch *l)
-{
-	struct drv *d = l->d;
-	bool incoming = l->tdir != NULL;
-	int rc = SAAS_EBACKEND;
-
-	/* A port found free can be taken before QEMU binds it: try a few. */
-	for (int attempt = 0; attempt < 5; attempt++) {
-		char *xml;
-		if ((rc = free_port(&l->port)) < 0)
-			return rc;
-		pthread_mutex_lock(&d->mu);
-		xml = domain_xml(d, l->spec, l->im, l->dir, l->overlay, l->port, l->internet, incoming);
-		pthread_mutex_unlock(&d->mu);
-		if (!xml)
-			return saas__oom();
-		l->dom = virDomainCreateXML(d->conn, xml, incoming ? VIR_DOMAIN_START_PAUSED : 0);
-		free(xml);
-		if (l->dom)
-			return SAAS_OK;
-		rc = virt_error("starting the VM");
-		/*
-		 * /dev/kvm can open and still not run a guest (nested virtualisation
-		 * that lacks pieces): fall back to TCG for good, and say so once. A
-		 * clone cannot: its template was saved under KVM.
-		 */
-		if (!incoming && d->kvm && d->accel == ACCEL_AUTO && strcasestr(saas_error_last()->message, "kvm")) {
-			dlog(d, SAAS_LOG_WARN, "KVM does not work here (%s); using TCG", saas_error_last()->message);
-			pthread_mutex_lock(&d->mu);
-			d->kvm = false;
-			pthread_mutex_unlock(&d->mu);
-			attempt--;
-			continue;
-		}
-		if (!strstr(saas_error_last()->message, "hostfwd") && !strstr(saas_error_last()->message, "address"))
-			return rc;
-	}
-	return rc;
-}
-
-/* Wait until the engine's SSH session is up; a VM that dies meanwhile fails fast. */
-static int launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t budget_ms)
-{
-	for (;;) {
-		int state = 0;
-		if (ms_since(t0) > budget_ms)
-			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM did not become reachable in %lld s",
-			                   (long long)(budget_ms / 1000));
-		if (closing(l->d))
-			return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is shutting down");
-		if (virDomainGetState(l->dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING) {
-			l->died = true;
-			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, state, "the VM stopped while booting");
-		}
-		/*
-		 * A booting guest is knocked at every 2 s; a restored clone already
-		 * runs sshd, and a handshake cut short (under load one takes over a
-		 * second) is work thrown away and leaks in libssh2: give it the time.
-		 */
-		if (ssh_connect(l->d, l->port, l->host_key, l->tdir ? (int)(budget_ms - ms_since(t0)) + 1 : 2000,
-		                &l->ssh) == SAAS_OK)
-			return SAAS_OK;
-		if (saas__ssh_host_key_mismatch(saas_error_last()))
-			return SAAS_EBACKEND;
-	}
-}
-
-/* What a VM's console said last, added to the error of a failed launch. */
-static void launch_blame_console(struct launch *l, int rc)
-{
-	char *tail;
-
-	if (!l->dir || !(tail = console_tail(l->dir)))
-		return;
-	saas__error_wrap(rc, "%s (console: %s%s)", saas_error_last()->message, *tail ? "..." : "nothing",
-	                 tail);
-	free(tail);
-}
-
-/* One cold boot, given budget_ms to come up. */
-static int boot_cold_once(struct launch *l, int64_t budget_ms)
-{
-	struct timespec t0;
-	int rc;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((rc = launch_prepare(l)) < 0 || (rc = launch_start(l)) < 0 || (rc = launch_wait_ssh(l, &t0, budget_ms)) < 0) {
-		launch_blame_console(l, rc);
-		launch_undo(l);
-		return rc < 0 ? rc : SAAS_EBACKEND;
-	}
-	return SAAS_OK;
-}
-
-/*
- * A cold boot. A guest that stalls in boot, or dies in it (both seen rarely
- * under TCG on a loaded host, with nothing on the console), gets one fresh VM
- * more; each try has half the boot timeout.
- */
-static int boot_cold(struct launch *l)
-{
-	struct drv *d = l->d;
-	int rc = SAAS_OK;
-
-	for (int attempt = 0; attempt < 2; attempt++) {
-		l->died = false;
-		if ((rc = boot_cold_once(l, d->boot_timeout_ms / 2)) == SAAS_OK || closing(d) ||
-		    (rc != SAAS_ETIMEOUT && !l->died))
-			break;
-		if (attempt == 0)
-			dlog(d, SAAS_LOG_WARN, "VM %s: %s; trying a fresh VM once more", l->spec->name,
-			     saas_error_last()->message);
-	}
-	return rc;
-}
-
-/*
- * A QMP command on a domain, with an optional file descriptor passed along
- * (for getfd). *ret (may be NULL) gets the "return" member; a QEMU error
- * becomes SAAS_EBACKEND with its description.
- */
-static int qmp(virDomainPtr dom, const char *cmd, int fd, json_t **ret)
-{
-	char *out = NULL;
-	json_t *root, *err;
-	json_error_t jerr;
-	int fds[1] = { fd };
-	int rc = SAAS_OK;
-
-	if (ret)
-		*ret = NULL;
-	if (virDomainQemuMonitorCommandWithFiles(dom, cmd, fd >= 0 ? 1 : 0, fd >= 0 ? fds : NULL, NULL, NULL, &out,
-	                                         0) < 0)
-		return virt_error("QEMU monitor");
-	root = json_loads(out, 0, &jerr);
-	free(out);
-	if (!root)
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "QEMU monitor: unreadable answer (%s)", jerr.text);
-	if ((err = json_object_get(root, "error"))) {
-		const char *desc = json_string_value(json_object_get(err, "desc"));
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "QEMU: %s", desc ? desc : "error");
-	} else if (ret) {
-		*ret = json_incref(json_object_get(root, "return"));
-	}
-	json_decref(root);
-	return rc;
-}
-
-/* Hand QEMU a file descriptor under a name (for an fd: migration URI). Ours stays ours. */
-static int qmp_getfd(virDomainPtr dom, const char *fdname, int fd)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"%s\"}}", fdname);
-	return qmp(dom, cmd, fd, NULL);
-}
-
-/* Poll query-migrate until the migration completed (SAAS_OK) or failed. */
-static int qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout_ms, int64_t *bytes)
-{
-	int64_t deadline = saas__now_ms() + timeout_ms;
-
-	for (;;) {
-		json_t *r = NULL;
-		const char *status;
-		int rc = qmp(dom, "{\"execute\":\"query-migrate\"}", -1, &r);
-		if (rc < 0)
-			return rc;
-		status = json_string_value(json_object_get(r, "status"));
-		if (status && strcmp(status, "completed") == 0) {
-			if (bytes)
-				*bytes = json_integer_value(json_object_get(json_object_get(r, "ram"), "transferred"));
-			json_decref(r);
-			return SAAS_OK;
-		}
-		if (status && (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0)) {
-			const char *why = json_string_value(json_object_get(r, "error-desc"));
-			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "migration %s: %s", status,
-			                 why ? why : "no reason given");
-			json_decref(r);
-			return rc;
-		}
-		json_decref(r);
-		if (saas__now_ms() > deadline || closing(d))
-			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "migration did not finish in time");
-		sleep_ms(5);
-	}
-}
-
-/* Restore a template's saved state into a clone's paused domain, then let it run. */
-static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
-{
-	int fd = open(state_path, O_RDONLY | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
-	rc = qmp_getfd(l->dom, "aas-restore", fd);
-	close(fd);
-	if (rc < 0 ||
-	    (rc = qmp(l->dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:aas-restore\"}}", -1,
-	              NULL)) < 0)
-		return saas__error_wrap(rc, "restoring the template");
-	/* The incoming side leaves "inmigrate" when the whole state is in; QEMU exits if it cannot load it. */
-	for (;;) {
-		json_t *r = NULL;
-		const char *status;
-		bool in;
-		if ((rc = qmp(l->dom, "{\"execute\":\"query-status\"}", -1, &r)) < 0)
-			return saas__error_wrap(rc, "restoring the template");
-		status = json_string_value(json_object_get(r, "status"));
-		in = status && strcmp(status, "inmigrate") == 0;
-		json_decref(r);
-		if (!in)
-			break;
-		if (ms_since(t0) > budget_ms || closing(l->d))
-			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "restoring the template took too long");
-		sleep_ms(2);
-	}
-	if ((rc = qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
-		return saas__error_wrap(rc, "restoring the template");
-	if (virDomainResume(l->dom) < 0)
-		return virt_error("resuming the restored VM");
-	return SAAS_OK;
-}
-
-/*
- * Make a restored clone its own machine: the guest's root runs aas-restored
- * (the one command the engine's key may run as root) with the clone's
- * hostname, the time now and fresh random bytes. The guest kernel reseeded
- * its RNG already, from the new VM generation id.
- */
-static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
-{
-	struct drv *d = l->d;
-	saas__ssh_config cfg;
-	saas__ssh *root = NULL;
-	unsigned char seed[32];
-	char cmd[256], out[64], hex[65];
-	struct timespec now;
-	int status = -1, rc;
-
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.host = "127.0.0.1";
-	cfg.port = l->port;
-	cfg.user = FIXUP_USER;
-	cfg.private_key = d->key;
-	cfg.public_key = d->pub;
-	cfg.host_key = l->host_key;
-	cfg.connect_timeout_ms = (int)time_ms;
-	if ((rc = saas__random(seed, sizeof(seed))) < 0)
-		return rc;
-	for (size_t i = 0; i < sizeof(seed); i++)
-		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
-	if ((rc = saas__ssh_open(&root, &cfg)) < 0) {
-		/* A guest that refuses root's key, or shows another host key, was not made from this image's build. */
-		*bad = saas__ssh_key_refused(saas_error_last()) || saas__ssh_host_key_mismatch(saas_error_last());
-		return saas__error_wrap(rc, "fix-ups of the clone");
-	}
-	clock_gettime(CLOCK_REALTIME, &now);
-	/* date -s takes whole seconds: round to the nearest. */
-	snprintf(cmd, sizeof(cmd), "%s %lld %s", l->spec->name, (long long)now.tv_sec + (now.tv_nsec >= 500000000L),
-	         hex);
-	rc = saas__ssh_run(root, cmd, 30000, out, sizeof(out), &status);
-	saas__ssh_close(root);
-	if (rc < 0)
-		return saas__error_wrap(rc, "fix-ups of the clone");
-	if (status != 0 || strncmp(out, "ok", 2) != 0) {
-		*bad = true;
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status,
-		                   "fix-ups of the clone failed (exit %d): the image lacks aas-restored? rebuild it", status);
-	}
-	return SAAS_OK;
-}
-
-struct fixup_run {
-	struct launch *l;
-	int64_t time_ms;
-	bool bad;
-	int rc;
-	int klass;
-	long code;
-	char message[512];            /* copied: the thread's own error lives in its thread-local storage */
-};
-
-static void *fixup_main(void *arg)
-{
-	struct fixup_run *f = arg;
-
-	if ((f->rc = clone_fixup(f->l, f->time_ms, &f->bad)) < 0) {
-		const saas_error *e = saas_error_last();
-		f->klass = e->klass;
-		f->code = e->backend_code;
-		snprintf(f->message, sizeof(f->message), "%s", e->message);
-	}
-	return NULL;
-}
-
-/*
- * A clone of the template in tdir. Once it runs, the engine's session and
- * the root fix-ups connect at the same time (each is an SSH handshake, which
- * the guest's CPUs do side by side). Failures leave nothing behind; the
- * caller boots cold instead, and rebuilds the template when the failure
- * says it is broken (l->template_bad), not merely slow.
- */
-static int boot_clone(struct launch *l)
-{
-	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
-	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
-	struct fixup_run fix = { l, budget, false, SAAS_OK, 0, 0, "" };
-	struct timespec t0;
-	pthread_t thread;
-	bool threaded;
-	char *state = NULL;
-	int rc;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (!(state = path_join(l->tdir, "state"))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	if ((rc = launch_prepare(l)) < 0)
-		goto out;
-	at[0] = ms_since(&t0);
-	if ((rc = launch_start(l)) < 0)
-		goto out;
-	at[1] = ms_since(&t0);
-	if ((rc = clone_restore(l, state, &t0, budget)) < 0) {
-		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
-		goto out;
-	}
-	at[2] = ms_since(&t0);
-	if (!(threaded = pthread_create(&thread, NULL, fixup_main, &fix) == 0))
-		fixup_main(&fix);
-	rc = launch_wait_ssh(l, &t0, budget);
-	if (threaded)
-		pthread_join(thread, NULL);
-	if (rc == SAAS_OK && fix.rc < 0) {
-		rc = fix.rc;
-		l->template_bad = fix.bad;
-		saas__error(rc, fix.klass, fix.code, "%s", fix.message);
-	}
-	at[3] = ms_since(&t0);
-	/* Where a clone's time goes, for whoever tunes it. */
-	if (rc == SAAS_OK)
-		dlog(l->d, SAAS_LOG_DEBUG, "VM %s cloned: disk %lld ms, domain %lld ms, restore %lld ms, "
-		     "SSH and fix-ups %lld ms", l->spec->name, (long long)at[0], (long long)(at[1] - at[0]),
-		     (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
-out:
-	free(state);
-	if (rc < 0) {
-		launch_blame_console(l, rc);
-		launch_undo(l);
-	}
-	return rc;
-}
-
-/* ---- templates ------------------------------------------------------------------------------ */
-
-/*
- * A template is keyed by everything its saved state depends on: the format,
- * the accelerator, the image build, the VM's shape and the engine's key (the
- * guest holds it). A rebuilt image or a new size gets a new key, so a new
- * template; the old one is deleted once the new one is ready.
- */
-static void template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33])
-{
-	char *text = NULL, hash[65];
-	unsigned int mem = spec->memory_mb;
-
-	if (im->min_memory_mib && mem < im->min_memory_mib)
-		mem = im->min_memory_mib;
-	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name, im->recipe,
-	             im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub) < 0) {
-		key[0] = '\0';
-		return;
-	}
-	saas__sha256_hex(hash, text, strlen(text));
-	free(text);
-	memcpy(key, hash, 32);
-	key[32] = '\0';
-}
-
-/* The template entry of a key, made on first sight (ready if its directory is complete). Caller holds d->mu. */
-static struct tmpl *template_get_locked(struct drv *d, const char *key)
-{
-	struct tmpl *t;
-	char *dir, *meta;
-	struct stat st;
-
-	for (t = d->tmpls; t; t = t->next)
-		if (strcmp(t->key, key) == 0)
-			return t;
-	if (!(t = calloc(1, sizeof(*t))))
-		return NULL;
-	saas__strlcpy(t->key, key, sizeof(t->key));
-	if ((dir = drv_path(d, "templates", key)) && (meta = path_join(dir, "template.json"))) {
-		if (stat(meta, &st) == 0)
-			t->state = TMPL_READY;
-		free(meta);
-	}
-	free(dir);
-	t->next = d->tmpls;
-	d->tmpls = t;
-	return t;
-}
-
-/* Delete the other templates of the same image and shape: a newer build of it replaced them. */
-static void template_prune(struct drv *d, const struct tmpl_job *job)
-{
-	char *root = path_join(d->dir, "templates");
-	DIR *dir = root ? opendir(root) : NULL;
-	struct dirent *e;
-
-	while (dir && (e = readdir(dir))) {
-		char *sub, *meta;
-		json_t *j;
-		if (e->d_name[0] == '.' || strcmp(e->d_name, job->key) == 0)
-			continue;
-		if (!(sub = path_join(root, e->d_name)))
-			break;
-		if ((meta = path_join(sub, "template.json")) && (j = json_load_file(meta, 0, NULL))) {
-			const char *image = json_string_value(json_object_get(j, "image"));
-			if (image && strcmp(image, job->image) == 0 &&
-			    json_integer_value(json_object_get(j, "vcpus")) == job->vcpus &&
-			    json_integer_value(json_object_get(j, "memory_mb")) == job->memory_mb &&
-			    json_integer_value(json_object_get(j, "disk_gb")) == job->disk_gb) {
-				dlog(d, SAAS_LOG_INFO, "template %s replaced by %s; deleting it", e->d_name, job->key);
-				rm_tree(sub);
-			}
-			json_decref(j);
-		}
-		free(meta);
-		free(sub);
-	}
-	if (dir)
-		closedir(dir);
-	free(root);
-}
-
-/* Save a paused template VM's memory and device state to path (QMP migrate to an fd). */
-static int template_save(struct drv *d, virDomainPtr dom, const char *path, int64_t *bytes)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
-
-	if (fd < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
-	/* QEMU caps migration bandwidth by default (128 MiB/s); a file takes what it gets. */
-	rc = qmp(dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":1099511627776}}", -1,
-	         NULL);
-	if (rc == SAAS_OK)
-		rc = qmp_getfd(dom, "aas-save", fd);
-	close(fd);
-	if (rc == SAAS_OK)
-		rc = qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL);
-	if (rc == SAAS_OK)
-		rc = qmp_migration_wait(d, dom, TEMPLATE_SAVE_TIMEOUT_MS, bytes);
-	return rc < 0 ? saas__error_wrap(rc, "saving the template") : SAAS_OK;
-}
-
-/*
- * Build one template: boot a VM of the job's shape to ready (isolated: it
- * makes no connection), let it settle, pause it, save its state, and freeze
- * its disk overlay as the base of every clone's. Written under KEY.tmp and
- * renamed into place when complete, so a half-built template is never used.
- */
-static int template_build(struct tmpl_job *job)
-{
-	struct drv *d = job->d;
-	struct image *im;
-	saas_vm_spec spec;
-	struct launch l;
-	char name[64], *tdir = NULL, *tmp = NULL, *path = NULL, *host_key = NULL;
-	struct timespec t0;
-	int64_t bytes = 0;
-	json_t *meta = NULL;
-	int rc;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	snprintf(name, sizeof(name), TPL_PREFIX "%.16s", job->key);
-	memset(&spec, 0, sizeof(spec));
-	spec.name = name;
-	spec.image = job->image;
-	spec.vcpus = job->vcpus;
-	spec.memory_mb = job->memory_mb;
-	spec.disk_gb = job->disk_gb;
-	spec.internet = 0;
-	pthread_mutex_lock(&d->mu);
-	rc = image_get(d, job->image, &im);
-	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
-		rc = SAAS_ENOMEM;
-	pthread_mutex_unlock(&d->mu);
-	if (rc < 0)
-		return rc;
-	memset(&l, 0, sizeof(l));
-	l.d = d;
-	l.spec = &spec;
-	l.im = im;
-	l.host_key = host_key;
-	if (!(tdir = drv_path(d, "templates", job->key)) || asprintf(&tmp, "%s.tmp", tdir) < 0) {
-		tmp = NULL;
-		rc = saas__oom();
-		goto out;
-	}
-	if ((rc = boot_cold(&l)) < 0)
-		goto out;
-	/* The engine's session must not live on in every clone, half open. */
-	saas__ssh_close(l.ssh);
-	l.ssh = NULL;
-	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !closing(d); waited += 50)
-		sleep_ms(50);
-	rm_tree(tmp);
-	if (saas__mkdir_p(tmp, 0700) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	if (virDomainSuspend(l.dom) < 0) {
-		rc = virt_error("pausing the template VM");
-		goto out;
-	}
-	if (!(path = path_join(tmp, "state"))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	if ((rc = template_save(d, l.dom, path, &bytes)) < 0)
-		goto out;
-	virDomainDestroy(l.dom);
-	virDomainFree(l.dom);
-	l.dom = NULL;
-	free(path);
-	path = NULL;
-	if (l.overlay) {
-		if (!(path = path_join(tmp, "disk.qcow2"))) {
-			rc = SAAS_ENOMEM;
-			goto out;
-		}
-		if (rename(l.overlay, path) < 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "freezing the template's disk: %s", strerror(errno));
-			goto out;
-		}
-		free(path);
-		path = NULL;
-	}
-	meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I}", "format", TEMPLATE_FORMAT, "image", im->name,
-	                 "recipe", im->recipe, "vcpus", (json_int_t)job->vcpus, "memory_mb", (json_int_t)job->memory_mb,
-	                 "disk_gb", (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg", "state_bytes",
-	                 (json_int_t)bytes, "build_ms", (json_int_t)ms_since(&t0));
-	if (!meta || !(path = path_join(tmp, "template.json")) || json_dump_file(meta, path, JSON_INDENT(2)) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "writing the template's description");
-		goto out;
-	}
-	rm_tree(tdir);
-	if (rename(tmp, tdir) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", tdir, strerror(errno));
-		goto out;
-	}
-	dlog(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %lld MiB of state)", job->key,
-	     (long long)ms_since(&t0), im->name, job->vcpus, job->memory_mb, (long long)(bytes >> 20));
-	template_prune(d, job);
-out:
-	launch_undo(&l);
-	if (rc < 0 && tmp)
-		rm_tree(tmp);
-	json_decref(meta);
-	free(path);
-	free(tmp);
-	free(tdir);
-	free(host_key);
-	return rc;
-}
-
-static void *builder_main(void *arg)
-{
-	struct tmpl_job *job = arg;
-	struct drv *d = job->d;
-	int rc = template_build(job);
-	struct tmpl *t;
-
-	if (rc < 0 && !closing(d))
-		dlog(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
-		     job->key, job->image, job->vcpus, job->memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
-	pthread_mutex_lock(&d->mu);
-	for (t = d->tmpls; t; t = t->next)
-		if (strcmp(t->key, job->key) == 0) {
-			t->state = rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN;
-			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
-		}
-	d->builder_busy = false;
-	pthread_mutex_unlock(&d->mu);
-	free(job);
-	return NULL;
-}
-
-/* Start building the template of key (if no build runs and it is due). Caller holds d->mu. */
-static void template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec, const struct image *im)
-{
-	struct tmpl_job *job;
-
-	if (d->builder_busy || closing(d) || t->state == TMPL_BUILDING || t->state == TMPL_READY ||
-	    (t->state == TMPL_BROKEN && saas__now_ms() < t->retry_at_ms))
-		return;
-	if (d->builder_started) {
-		pthread_join(d->builder, NULL); /* finished: builder_busy is false */
-		d->builder_started = false;
-	}
-	if (!(job = calloc(1, sizeof(*job))))
-		return;
-	job->d = d;
-	saas__strlcpy(job->key, t->key, sizeof(job->key));
-	saas__strlcpy(job->image, im->name, sizeof(job->image));
-	job->vcpus = spec->vcpus;
-	job->memory_mb = spec->memory_mb;
-	job->disk_gb = spec->disk_gb;
-	if (pthread_create(&d->builder, NULL, builder_main, job) != 0) {
-		free(job);
-		return;
-	}
-	d->builder_started = d->builder_busy = true;
-	t->state = TMPL_BUILDING;
-	dlog(d, SAAS_LOG_INFO, "building template %s (%s, %u vCPU, %u MiB) in the background", t->key, im->name,
-	     spec->vcpus, spec->memory_mb);
-}
-
-/* A template that failed to clone: delete it and build it again later. */
-static void template_break(struct drv *d, const char *key)
-{
-	char *dir = drv_path(d, "templates", key);
-	struct tmpl *t;
-
-	pthread_mutex_lock(&d->mu);
-	for (t = d->tmpls; t; t = t->next)
-		if (strcmp(t->key, key) == 0) {
-			t->state = TMPL_BROKEN;
-			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
-		}
-	pthread_mutex_unlock(&d->mu);
-	if (dir)
-		rm_tree(dir);
-	free(dir);
 }
 
 static int lv_create(void *ctx, const saas_vm_spec *spec)
@@ -2124,17 +420,17 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 		                   d->guard_why);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_mutex_lock(&d->mu);
-	rc = image_get(d, spec->image, &im);
+	rc = saas__lv_image_get(d, spec->image, &im);
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
-		template_key(d, spec, im, key);
-		if (key[0] && (t = template_get_locked(d, key))) {
+		saas__lv_template_key(d, spec, im, key);
+		if (key[0] && (t = saas__lv_template_get_locked(d, key))) {
 			if (t->state == TMPL_READY)
-				tdir = drv_path(d, "templates", key);
+				tdir = saas__lv_drv_path(d, "templates", key);
 			else
-				template_request_locked(d, t, spec, im);
+				saas__lv_template_request_locked(d, t, spec, im);
 		}
 	}
 	pthread_mutex_unlock(&d->mu);
@@ -2148,25 +444,25 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	l.internet = internet;
 	if (tdir) {
 		l.tdir = tdir;
-		if ((rc = boot_clone(&l)) == SAAS_OK) {
+		if ((rc = saas__lv_boot_clone(&l)) == SAAS_OK) {
 			cloned = true;
 		} else if (!closing(d)) {
-			dlog(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold%s", spec->name, key,
-			     saas_error_last()->message, l.template_bad ? ", and the template will be built again" : "");
+			saas__lv_log(d, SAAS_LOG_WARN, "VM %s: cloning template %s failed (%s); booting it cold%s", spec->name, key,
+			             saas_error_last()->message, l.template_bad ? ", and the template will be built again" : "");
 			if (l.template_bad)
-				template_break(d, key);
+				saas__lv_template_break(d, key);
 		}
 		l.tdir = NULL;
 	}
-	if (!cloned && (rc = boot_cold(&l)) < 0)
+	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;
-	if ((rc = vm_add(d, spec->name, l.port, host_key, l.ssh)) < 0) {
-		launch_undo(&l);
+	if ((rc = saas__lv_vm_add(d, spec->name, l.port, host_key, l.ssh)) < 0) {
+		saas__lv_launch_undo(&l);
 		goto out;
 	}
-	dlog(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s, %s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
-	     (long long)ms_since(&t0), cloned ? "clone" : "cold boot", spec->image, spec->vcpus, spec->memory_mb,
-	     internet ? "internet" : "isolated", l.port);
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s, %s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
+	             (long long)ms_since(&t0), cloned ? "clone" : "cold boot", spec->image, spec->vcpus, spec->memory_mb,
+	             internet ? "internet" : "isolated", l.port);
 	virDomainFree(l.dom);
 	free(l.dir);
 	free(l.overlay);
@@ -2193,11 +489,11 @@ static int lv_state(void *ctx, const char *name, int *state)
 	if (*state == SAAS_VM_RUNNING) {
 		unsigned int port = 0;
 		char *host_key = NULL, *owner = NULL;
-		struct vm *v = vm_get(d, name);
+		struct vm *v = saas__lv_vm_get(d, name);
 		if (v) {
-			vm_put(d, v);
-		} else if (domain_meta(dom, &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
-			vm_add(d, name, port, host_key, NULL);
+			saas__lv_vm_put(d, v);
+		} else if (saas__lv_domain_meta(dom, &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
+			saas__lv_vm_add(d, name, port, host_key, NULL);
 		}
 		free(host_key);
 		free(owner);
@@ -2225,8 +521,10 @@ static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 {
 	struct list_call lc = { fn, ud };
 
-	return own_domains(ctx, VM_PREFIX, list_one, &lc);
+	return saas__lv_own_domains(ctx, VM_PREFIX, list_one, &lc);
 }
+
+/* ---- the guest ------------------------------------------------------------------------------- */
 
 static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
@@ -2234,7 +532,7 @@ static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int
 	saas__ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &ssh)) < 0)
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	rc = saas__ssh_exec(ssh, req, exit_code);
 	saas__ssh_close(ssh);
@@ -2248,7 +546,7 @@ static int lv_file_write(void *ctx, const char *name, const char *path, unsigned
 	saas__ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &ssh)) < 0)
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	rc = saas__ssh_file_write(ssh, path, mode, reader, ud, size);
 	saas__ssh_close(ssh);
@@ -2262,7 +560,7 @@ static int lv_file_read(void *ctx, const char *name, const char *path, int64_t m
 	saas__ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &ssh)) < 0)
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	rc = saas__ssh_file_read(ssh, path, max, writer, ud, size);
 	saas__ssh_close(ssh);
@@ -2276,7 +574,7 @@ static int lv_file_list(void *ctx, const char *name, const char *path, unsigned 
 	saas__ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &ssh)) < 0)
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	/*
 	 * The engine keeps at most SAAS_LIST_ENTRIES_MAX entries and flags the
@@ -2294,7 +592,7 @@ static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *
 	saas__ssh *ssh;
 	int rc;
 
-	if ((rc = vm_session(d, name, &ssh)) < 0)
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	rc = saas__ssh_port_connect(ssh, port, fd);
 	saas__ssh_close(ssh);

@@ -1,0 +1,182 @@
+/*
+ * Clones: a VM restored from a template's saved state instead of booted.
+ * Its domain starts paused with -incoming defer, the state comes in through
+ * QMP, and the guest's root then makes it its own machine (aas-restored).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+
+#include "driver/libvirt/libvirt_driver.h"
+
+/* Restore a template's saved state into a clone's paused domain, then let it run. */
+static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
+{
+	int fd = open(state_path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
+	rc = saas__lv_qmp_getfd(l->dom, "aas-restore", fd);
+	close(fd);
+	if (rc < 0 ||
+	    (rc = saas__lv_qmp(l->dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:aas-restore\"}}", -1,
+	              NULL)) < 0)
+		return saas__error_wrap(rc, "restoring the template");
+	/* The incoming side leaves "inmigrate" when the whole state is in; QEMU exits if it cannot load it. */
+	for (;;) {
+		json_t *r = NULL;
+		const char *status;
+		bool in;
+		if ((rc = saas__lv_qmp(l->dom, "{\"execute\":\"query-status\"}", -1, &r)) < 0)
+			return saas__error_wrap(rc, "restoring the template");
+		status = json_string_value(json_object_get(r, "status"));
+		in = status && strcmp(status, "inmigrate") == 0;
+		json_decref(r);
+		if (!in)
+			break;
+		if (ms_since(t0) > budget_ms || closing(l->d))
+			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "restoring the template took too long");
+		sleep_ms(2);
+	}
+	if ((rc = saas__lv_qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
+		return saas__error_wrap(rc, "restoring the template");
+	if (virDomainResume(l->dom) < 0)
+		return saas__lv_virt_error("resuming the restored VM");
+	return SAAS_OK;
+}
+
+/*
+ * Make a restored clone its own machine: the guest's root runs aas-restored
+ * (the one command the engine's key may run as root) with the clone's
+ * hostname, the time now and fresh random bytes. The guest kernel reseeded
+ * its RNG already, from the new VM generation id.
+ */
+static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
+{
+	struct drv *d = l->d;
+	saas__ssh_config cfg;
+	saas__ssh *root = NULL;
+	unsigned char seed[32];
+	char cmd[256], out[64], hex[65];
+	struct timespec now;
+	int status = -1, rc;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.host = "127.0.0.1";
+	cfg.port = l->port;
+	cfg.user = FIXUP_USER;
+	cfg.private_key = d->key;
+	cfg.public_key = d->pub;
+	cfg.host_key = l->host_key;
+	cfg.connect_timeout_ms = (int)time_ms;
+	if ((rc = saas__random(seed, sizeof(seed))) < 0)
+		return rc;
+	for (size_t i = 0; i < sizeof(seed); i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	if ((rc = saas__ssh_open(&root, &cfg)) < 0) {
+		/* A guest that refuses root's key, or shows another host key, was not made from this image's build. */
+		*bad = saas__ssh_key_refused(saas_error_last()) || saas__ssh_host_key_mismatch(saas_error_last());
+		return saas__error_wrap(rc, "fix-ups of the clone");
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	/* date -s takes whole seconds: round to the nearest. */
+	snprintf(cmd, sizeof(cmd), "%s %lld %s", l->spec->name, (long long)now.tv_sec + (now.tv_nsec >= 500000000L),
+	         hex);
+	rc = saas__ssh_run(root, cmd, 30000, out, sizeof(out), &status);
+	saas__ssh_close(root);
+	if (rc < 0)
+		return saas__error_wrap(rc, "fix-ups of the clone");
+	if (status != 0 || strncmp(out, "ok", 2) != 0) {
+		*bad = true;
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status,
+		                   "fix-ups of the clone failed (exit %d): the image lacks aas-restored? rebuild it", status);
+	}
+	return SAAS_OK;
+}
+
+struct fixup_run {
+	struct launch *l;
+	int64_t time_ms;
+	bool bad;
+	int rc;
+	int klass;
+	long code;
+	char message[512];            /* copied: the thread's own error lives in its thread-local storage */
+};
+
+static void *fixup_main(void *arg)
+{
+	struct fixup_run *f = arg;
+
+	if ((f->rc = clone_fixup(f->l, f->time_ms, &f->bad)) < 0) {
+		const saas_error *e = saas_error_last();
+		f->klass = e->klass;
+		f->code = e->backend_code;
+		snprintf(f->message, sizeof(f->message), "%s", e->message);
+	}
+	return NULL;
+}
+
+/*
+ * A clone of the template in tdir. Once it runs, the engine's session and
+ * the root fix-ups connect at the same time (each is an SSH handshake, which
+ * the guest's CPUs do side by side). Failures leave nothing behind; the
+ * caller boots cold instead, and rebuilds the template when the failure
+ * says it is broken (l->template_bad), not merely slow.
+ */
+int saas__lv_boot_clone(struct launch *l)
+{
+	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
+	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
+	struct fixup_run fix = { l, budget, false, SAAS_OK, 0, 0, "" };
+	struct timespec t0;
+	pthread_t thread;
+	bool threaded;
+	char *state = NULL;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!(state = saas__lv_path_join(l->tdir, "state"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((rc = saas__lv_launch_prepare(l)) < 0)
+		goto out;
+	at[0] = ms_since(&t0);
+	if ((rc = saas__lv_launch_start(l)) < 0)
+		goto out;
+	at[1] = ms_since(&t0);
+	if ((rc = clone_restore(l, state, &t0, budget)) < 0) {
+		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
+		goto out;
+	}
+	at[2] = ms_since(&t0);
+	if (!(threaded = pthread_create(&thread, NULL, fixup_main, &fix) == 0))
+		fixup_main(&fix);
+	rc = saas__lv_launch_wait_ssh(l, &t0, budget);
+	if (threaded)
+		pthread_join(thread, NULL);
+	if (rc == SAAS_OK && fix.rc < 0) {
+		rc = fix.rc;
+		l->template_bad = fix.bad;
+		saas__error(rc, fix.klass, fix.code, "%s", fix.message);
+	}
+	at[3] = ms_since(&t0);
+	/* Where a clone's time goes, for whoever tunes it. */
+	if (rc == SAAS_OK)
+		saas__lv_log(l->d, SAAS_LOG_DEBUG, "VM %s cloned: disk %lld ms, domain %lld ms, restore %lld ms, "
+		             "SSH and fix-ups %lld ms", l->spec->name, (long long)at[0], (long long)(at[1] - at[0]),
+		             (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
+out:
+	free(state);
+	if (rc < 0) {
+		saas__lv_launch_blame_console(l, rc);
+		saas__lv_launch_undo(l);
+	}
+	return rc;
+}

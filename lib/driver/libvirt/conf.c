@@ -1,0 +1,222 @@
+/*
+ * The libvirt driver's configuration: driver_config, the engine's SSH key
+ * pair, and the embedded libvirt's root and qemu.conf.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "driver/libvirt/libvirt_driver.h"
+#include "util/spawn.h"
+
+char *saas__lv_default_images_dir(void)
+{
+	const char *env = getenv("AAS_IMAGE_DIR"), *cache = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char *p = NULL;
+
+	if (env && *env)
+		return saas__strdup(env);
+	if (cache && *cache) {
+		if (asprintf(&p, "%s/aas/images", cache) < 0)
+			p = NULL;
+	} else if (home && *home) {
+		if (asprintf(&p, "%s/.cache/aas/images", home) < 0)
+			p = NULL;
+	} else {
+		p = strdup("/var/cache/aas/images");
+	}
+	if (!p)
+		saas__oom();
+	return p;
+}
+
+/* One of three words, as the index of an enum listed in the same order. */
+static int parse_choice(const char *key, const char *val, const char *const names[3], int *out)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(val, names[i]) == 0) {
+			*out = i;
+			return SAAS_OK;
+		}
+	return saas__inval("%s must be %s, %s or %s, not '%s'", key, names[0], names[1], names[2], val);
+}
+
+void saas__lv_config_clear(struct saas__lv_config *cfg)
+{
+	free(cfg->uri);
+	free(cfg->images);
+	cfg->uri = cfg->images = NULL;
+}
+
+int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
+{
+	char *copy, *save = NULL, *tok;
+	int rc = SAAS_OK;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->accel = ACCEL_AUTO;
+	cfg->network = NET_AUTO;
+	cfg->boot_timeout_ms = DEFAULT_BOOT_TIMEOUT_MS;
+	cfg->templates = true;
+	if (!text || !*text)
+		return SAAS_OK;
+	if (!strchr(text, '='))
+		return (cfg->uri = saas__strdup(text)) ? SAAS_OK : SAAS_ENOMEM;
+	if (!(copy = saas__strdup(text)))
+		return SAAS_ENOMEM;
+	for (tok = strtok_r(copy, " ,", &save); tok && rc == SAAS_OK; tok = strtok_r(NULL, " ,", &save)) {
+		char *eq = strchr(tok, '='), *val;
+		if (!eq) {
+			rc = saas__inval("libvirt driver option '%s' is not key=value", tok);
+			break;
+		}
+		*eq = '\0';
+		val = eq + 1;
+		if (strcmp(tok, "uri") == 0) {
+			free(cfg->uri);
+			rc = (cfg->uri = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
+		} else if (strcmp(tok, "images") == 0) {
+			free(cfg->images);
+			rc = (cfg->images = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
+		} else if (strcmp(tok, "accel") == 0) {
+			static const char *const accels[] = { "auto", "kvm", "tcg" }; /* enum accel order */
+			rc = parse_choice("accel", val, accels, &cfg->accel);
+		} else if (strcmp(tok, "network") == 0) {
+			static const char *const networks[] = { "auto", "isolated", "internet" }; /* enum netcfg order */
+			rc = parse_choice("network", val, networks, &cfg->network);
+		} else if (strcmp(tok, "templates") == 0) {
+			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
+				rc = saas__inval("templates must be on or off, not '%s'", val);
+			cfg->templates = strcmp(val, "on") == 0;
+		} else if (strcmp(tok, "boot_timeout") == 0) {
+			char *end;
+			long v = strtol(val, &end, 10);
+			if (*end || v <= 0 || v > BOOT_TIMEOUT_MAX_S)
+				rc = saas__inval("boot_timeout must be 1 to %d seconds", BOOT_TIMEOUT_MAX_S);
+			else
+				cfg->boot_timeout_ms = (int)v * 1000;
+		} else {
+			rc = saas__inval("unknown libvirt driver option '%s'", tok);
+		}
+	}
+	free(copy);
+	if (rc < 0)
+		saas__lv_config_clear(cfg);
+	return rc;
+}
+
+/* The engine's SSH key pair: made once per state directory, private part 0600. */
+int saas__lv_ensure_key(struct drv *d)
+{
+	struct stat st;
+	char *pubtext = NULL;
+	size_t len;
+	int rc;
+
+	if (!(d->key = saas__lv_path_join(d->dir, "id_ed25519")) || !(d->pub = saas__lv_path_join(d->dir, "id_ed25519.pub")))
+		return SAAS_ENOMEM;
+	if (stat(d->key, &st) < 0 || stat(d->pub, &st) < 0) {
+		const char *argv[] = { "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aas-engine", "-f", d->key, NULL };
+		unlink(d->key);
+		unlink(d->pub);
+		if ((rc = saas__run(argv, NULL)) < 0)
+			return saas__error_wrap(SAAS_EBACKEND, "making the engine's SSH key");
+		chmod(d->key, 0600);
+	}
+	if (!(pubtext = saas__lv_read_file(d->pub, 4096)))
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read %s", d->pub);
+	len = strlen(pubtext);
+	while (len && (pubtext[len - 1] == '\n' || pubtext[len - 1] == '\r'))
+		pubtext[--len] = '\0';
+	/* The guest reads its authorized key from the kernel command line, base64-encoded. */
+	d->authkey_b64 = saas_base64_encode(pubtext, len);
+	free(pubtext);
+	return d->authkey_b64 ? SAAS_OK : saas__oom();
+}
+
+/*
+ * The embedded driver's root. libvirt puts each VM's monitor socket under it,
+ * and a UNIX socket path has at most 107 bytes, so the root cannot live in a
+ * state directory of any length: it goes to a short runtime path named after
+ * the state directory's hash (so two engines never share one), which lasts as
+ * long as the VMs do (until reboot).
+ */
+int saas__lv_embed_root(const char *state_dir, char **out)
+{
+	const char *runtime = getenv("XDG_RUNTIME_DIR");
+	char hash[65], *base = NULL;
+	int rc = SAAS_OK;
+
+	saas__sha256_hex(hash, state_dir, strlen(state_dir));
+	hash[16] = '\0';
+	if (geteuid() == 0)
+		base = saas__strdup("/run/aas-libvirt");
+	else if (runtime && *runtime && strlen(runtime) < 40)
+		rc = asprintf(&base, "%s/aas-libvirt", runtime) < 0 ? saas__oom() : SAAS_OK;
+	else
+		rc = asprintf(&base, "/tmp/aas-libvirt-%u", (unsigned int)geteuid()) < 0 ? saas__oom() : SAAS_OK;
+	if (rc < 0 || !base)
+		return rc < 0 ? rc : SAAS_ENOMEM;
+	if (saas__mkdir_p(base, 0700) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", base, strerror(errno));
+	} else if (asprintf(out, "%s/%s", base, hash) < 0) {
+		*out = NULL;
+		rc = saas__oom();
+	}
+	free(base);
+	return rc;
+}
+
+char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group)
+{
+	saas__buf b = SAAS__BUF_INIT;
+
+	/*
+	 * The embedded driver has no virtlogd: QEMU writes its own logs. QEMU runs
+	 * as the engine's user (our files live in a 0700 state directory). As
+	 * root, its group is GUEST_GROUP when that exists: the guard matches
+	 * QEMU's sockets by it (the user stays root, which still opens our files).
+	 */
+	saas__buf_puts(&b, "# Written by libsaas for its embedded libvirt driver.\n"
+	                   "stdio_handler = \"file\"\n");
+	if (euid_root)
+		saas__buf_printf(&b,
+		                 "user = \"root\"\ngroup = \"%s\"\ndynamic_ownership = 0\nremember_owner = 0\n"
+		                 "security_driver = \"none\"\n",
+		                 has_guest_group ? GUEST_GROUP : "root");
+	return saas__buf_detach(&b, NULL);
+}
+
+int saas__lv_write_qemu_conf(const char *root)
+{
+	/* The embedded driver reads ROOT/etc/qemu.conf (its domain configs live in ROOT/etc/qemu/). */
+	char *dir = saas__lv_path_join(root, "etc"), *path = NULL, *text = NULL;
+	FILE *f;
+	int rc = SAAS_OK;
+
+	if (!dir)
+		return SAAS_ENOMEM;
+	if (saas__mkdir_p(dir, 0700) < 0 || !(path = saas__lv_path_join(dir, "qemu.conf"))) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s", dir);
+		goto out;
+	}
+	if (!(text = saas__lv_qemu_conf_text(geteuid() == 0, saas__lv_guest_gid(NULL)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	if (!(f = fopen(path, "we"))) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	fputs(text, f);
+	if (fclose(f) != 0)
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", path, strerror(errno));
+out:
+	free(dir);
+	free(path);
+	free(text);
+	return rc;
+}

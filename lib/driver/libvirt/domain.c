@@ -1,0 +1,198 @@
+/*
+ * Domains: the XML of a VM's transient domain, and the metadata the driver
+ * reads back from running domains (which engine owns a domain, its SSH port
+ * and pinned host key) to list and adopt them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <libvirt/libvirt.h>
+
+#include "driver/libvirt/libvirt_driver.h"
+
+static void xml_escape(saas__buf *b, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '&': saas__buf_puts(b, "&amp;"); break;
+		case '<': saas__buf_puts(b, "&lt;"); break;
+		case '>': saas__buf_puts(b, "&gt;"); break;
+		case '\'': saas__buf_puts(b, "&apos;"); break;
+		case '"': saas__buf_puts(b, "&quot;"); break;
+		default: saas__buf_put(b, s, 1);
+		}
+	}
+}
+
+/*
+ * The domain of a VM: a clone's (def->incoming) adds -incoming defer, its
+ * state being fed in through QMP.
+ */
+char *saas__lv_domain_xml(const struct saas__lv_domain *def)
+{
+	const saas_vm_spec *spec = def->spec;
+	const struct image *im = def->im;
+	saas__buf b = SAAS__BUF_INIT;
+	unsigned int mem = spec->memory_mb;
+
+	if (im->min_memory_mib && mem < im->min_memory_mib)
+		mem = im->min_memory_mib;
+	saas__buf_printf(&b, "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n",
+	                 def->kvm ? "kvm" : "qemu");
+	saas__buf_puts(&b, "  <name>");
+	xml_escape(&b, spec->name);
+	saas__buf_puts(&b, "</name>\n  <metadata>\n    <" META_PREFIX ":vm xmlns:" META_PREFIX "='" META_NS "'>\n");
+	saas__buf_printf(&b, "      <" META_PREFIX ":ssh-port>%u</" META_PREFIX ":ssh-port>\n", def->port);
+	saas__buf_puts(&b, "      <" META_PREFIX ":image>");
+	xml_escape(&b, im->name);
+	saas__buf_puts(&b, "</" META_PREFIX ":image>\n      <" META_PREFIX ":host-key>");
+	xml_escape(&b, im->host_key);
+	saas__buf_puts(&b, "</" META_PREFIX ":host-key>\n      <" META_PREFIX ":owner>");
+	xml_escape(&b, def->owner);
+	saas__buf_printf(&b, "</" META_PREFIX ":owner>\n      <" META_PREFIX ":network>%s</" META_PREFIX ":network>\n",
+	                 def->internet ? "internet" : "isolated");
+	saas__buf_puts(&b, "    </" META_PREFIX ":vm>\n  </metadata>\n");
+	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
+	saas__buf_puts(&b, "  <genid/>\n");
+	saas__buf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, spec->vcpus);
+	saas__buf_puts(&b, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n");
+	/*
+	 * A clone's kernel is already in the memory it restores: loading the
+	 * image's kernel and initramfs again (tens of MiB) would be thrown away.
+	 */
+	if (!def->incoming) {
+		saas__buf_puts(&b, "    <kernel>");
+		xml_escape(&b, im->kernel);
+		saas__buf_puts(&b, "</kernel>\n    <initrd>");
+		xml_escape(&b, im->initrd);
+		saas__buf_puts(&b, "</initrd>\n    <cmdline>");
+		xml_escape(&b, im->boot_args);
+		saas__buf_puts(&b, " aas.hostname=");
+		xml_escape(&b, spec->name);
+		saas__buf_puts(&b, " aas.authkey=");
+		xml_escape(&b, def->authkey_b64);
+		saas__buf_puts(&b, "</cmdline>\n");
+	}
+	saas__buf_puts(&b, "  </os>\n  <features><acpi/></features>\n");
+	/* Under TCG, 'maximum' gives the guest RDRAND (no entropy stalls); with KVM, the host's CPU. */
+	saas__buf_puts(&b, def->kvm ? "  <cpu mode='host-passthrough'/>\n" : "  <cpu mode='maximum'/>\n");
+	saas__buf_puts(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"
+	                   "  <on_reboot>destroy</on_reboot>\n  <on_crash>destroy</on_crash>\n  <devices>\n");
+	if (def->overlay) {
+		saas__buf_puts(&b, "    <disk type='file' device='disk'>\n      <driver name='qemu' type='qcow2' "
+		                   "discard='unmap'/>\n      <source file='");
+		xml_escape(&b, def->overlay);
+		saas__buf_puts(&b, "'/>\n      <target dev='vda' bus='virtio'/>\n    </disk>\n");
+	}
+	saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='file'>\n      <source path='");
+	xml_escape(&b, def->vmdir);
+	saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n"
+	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
+	                   "    <memballoon model='none'/>\n  </devices>\n");
+	/*
+	 * User-mode networking with the one way in an SSH forward on host loopback.
+	 * The NIC gets a fixed slot: libvirt hands out pcie.0 slots from 1 upwards.
+	 * Isolated, restrict=on: the guest may open no connection at all, so it can
+	 * never reach the host's own services (10.0.2.2 is the host's loopback
+	 * under slirp). Internet: slirp opens what the guest asks for, and the
+	 * guard (lv_create checked it is installed) keeps it off the host.
+	 */
+	saas__buf_printf(&b,
+	                 "  <qemu:commandline>\n"
+	                 "    <qemu:arg value='-netdev'/>\n"
+	                 "    <qemu:arg value='user,id=aasnet,%shostfwd=tcp:127.0.0.1:%u-:22'/>\n"
+	                 "    <qemu:arg value='-device'/>\n"
+	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
+	                 "%s"
+	                 "  </qemu:commandline>\n</domain>\n",
+	                 def->internet ? "" : "restrict=on,", def->port,
+	                 def->incoming ? "    <qemu:arg value='-incoming'/>\n    <qemu:arg value='defer'/>\n" : "");
+	return saas__buf_detach(&b, NULL);
+}
+
+/*
+ * The text of an element, n bytes at s, unescaped (xml_escape's five
+ * entities): libvirt hands the metadata back as XML, so a state directory
+ * with '&' in its name reads "&amp;" and would not match its owner.
+ */
+static char *xml_text(const char *s, size_t n)
+{
+	static const struct {
+		const char *entity;
+		char c;
+	} entities[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&apos;", '\'' }, { "&quot;", '"' } };
+	char *out = strndup(s, n), *w = out;
+
+	if (!out)
+		return NULL;
+	for (const char *r = out; *r;) {
+		size_t i = 0;
+		while (*r == '&' && i < SAAS_ARRAY_SIZE(entities) &&
+		       strncmp(r, entities[i].entity, strlen(entities[i].entity)) != 0)
+			i++;
+		if (*r == '&' && i < SAAS_ARRAY_SIZE(entities)) {
+			*w++ = entities[i].c;
+			r += strlen(entities[i].entity);
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return out;
+}
+
+int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, char **owner)
+{
+	const char *p, *q;
+
+	*port = 0;
+	*host_key = *owner = NULL;
+	if ((p = strstr(xml, "ssh-port>")))
+		*port = (unsigned int)strtoul(p + 9, NULL, 10);
+	if ((p = strstr(xml, "host-key>")) && (q = strchr(p + 9, '<')))
+		*host_key = xml_text(p + 9, (size_t)(q - p - 9));
+	if ((p = strstr(xml, "owner>")) && (q = strchr(p + 6, '<')))
+		*owner = xml_text(p + 6, (size_t)(q - p - 6));
+	if (*port && *host_key && *owner)
+		return SAAS_OK;
+	free(*host_key);
+	free(*owner);
+	*host_key = *owner = NULL;
+	return SAAS_ENOTFOUND;
+}
+
+/* Read our metadata back from a running domain: the SSH port, host key and owner. */
+int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner)
+{
+	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);
+	int rc;
+
+	*host_key = *owner = NULL;
+	if (!xml)
+		return SAAS_ENOTFOUND;
+	rc = saas__lv_meta_parse(xml, port, host_key, owner);
+	free(xml);
+	return rc;
+}
+
+int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn fn, void *ud)
+{
+	virDomainPtr *doms = NULL;
+	int n = virConnectListAllDomains(d->conn, &doms, 0), stop = 0;
+
+	if (n < 0)
+		return saas__lv_virt_error("listing VMs");
+	for (int i = 0; i < n; i++) {
+		const char *name = virDomainGetName(doms[i]);
+		unsigned int port = 0;
+		char *host_key = NULL, *owner = NULL;
+		if (!stop && name && strncmp(name, prefix, strlen(prefix)) == 0 &&
+		    saas__lv_domain_meta(doms[i], &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0)
+			stop = fn(d, doms[i], name, ud);
+		free(host_key);
+		free(owner);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	return SAAS_OK;
+}

@@ -1,0 +1,355 @@
+/*
+ * Internal: the libvirt VM driver's rooms and what they share. Every sandbox
+ * is a transient QEMU domain named after its id, booted straight from the
+ * image's kernel and initramfs (and, for disk images, a thin qcow2 overlay
+ * sized by the size class), with user-mode networking whose only way in is
+ * an SSH forward bound to host loopback. Guests with the internet policy
+ * reach out through QEMU's sockets on the host, so those run under a group of
+ * their own that one nftables table (the guard) keeps away from the host's
+ * services and private networks.
+ *
+ * The default connection is libvirt's embedded QEMU driver rooted in the
+ * state directory: no daemon, and the engine is the one process that owns
+ * the root (two processes opening one root fight over it and kill VMs).
+ *
+ * One file per concern, as libvirt splits its own QEMU driver:
+ *   libvirt.c   the driver table: open/close, create/destroy/state/list and
+ *               the guest calls; the event loop, the console keeper, helpers
+ *   conf.c      driver_config, the engine's key pair, the embedded root and
+ *               its qemu.conf
+ *   guard.c     the network policy at open and the nftables guard
+ *   image.c     image manifests, reloaded when an image is rebuilt
+ *   vm.c        the registry of running VMs and their SSH sessions
+ *   domain.c    domain XML and the metadata read back from running domains
+ *   boot.c      making a VM: its directory, overlay, domain; cold boots
+ *   qmp.c       QEMU monitor commands (migration to and from a file)
+ *   clone.c     a VM restored from a template's saved state
+ *   template.c  templates: keys, the background builder, pruning
+ *   console.c   the console log's bounds (console.h)
+ *
+ * The pure parts (config parsing, the qemu.conf text, the guard ruleset, the
+ * domain XML, the metadata parser) take their inputs as arguments and touch
+ * neither libvirt nor the host, so tests/unit/test_libvirt.c pins them.
+ *
+ * Names shared between the rooms take the saas__lv_ prefix (the static
+ * library exposes every non-static symbol to its consumers).
+ */
+#ifndef SAAS_DRIVER_LIBVIRT_DRIVER_H
+#define SAAS_DRIVER_LIBVIRT_DRIVER_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <libvirt/libvirt.h>
+
+#include "saas/sys/driver.h"
+#include "transport/ssh.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#define VM_PREFIX "sbx-"
+#define META_NS "https://libsaas.org/xmlns/vm/1"
+#define META_PREFIX "aas"
+#define DEFAULT_BOOT_TIMEOUT_MS 180000
+#define BOOT_TIMEOUT_MAX_S 3600
+#define SSH_USER "sandbox"
+/* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-restored). */
+#define FIXUP_USER "root"
+
+/*
+ * Templates (template.c). A template VM is named TPL_PREFIX + its key, so it
+ * is never taken for a sandbox. TEMPLATE_FORMAT goes into every template's
+ * key: bump it when what a template holds changes.
+ */
+#define TPL_PREFIX "aas-tpl-"
+#define TEMPLATE_FORMAT 1
+#define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
+#define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
+#define TEMPLATE_SAVE_TIMEOUT_MS 120000
+
+/* The guard (guard.c): QEMU runs under GUEST_GROUP, which the nftables table GUARD_TABLE restrains. */
+#define GUEST_GROUP "aas-guest"
+#define GUARD_TABLE "aas_guard"
+
+/* ---- configuration (conf.c) ------------------------------------------------------------------ */
+
+enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
+enum netcfg { NET_AUTO, NET_ISOLATED, NET_INTERNET };
+
+/* driver_config, parsed. */
+struct saas__lv_config {
+	char *uri;                       /* NULL: the embedded driver */
+	char *images;                    /* NULL: saas__lv_default_images_dir() */
+	int accel;                       /* enum accel */
+	int network;                     /* enum netcfg */
+	bool templates;                  /* make sandboxes as clones of templates */
+	int boot_timeout_ms;
+};
+
+/*
+ * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
+ * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
+ * templates=on|off boot_timeout=SECONDS. NULL or "" gives the defaults. On
+ * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
+ */
+int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
+void saas__lv_config_clear(struct saas__lv_config *cfg);
+
+/* $AAS_IMAGE_DIR, else the user's cache directory (XDG), else /var/cache/aas/images. Free with free(). */
+char *saas__lv_default_images_dir(void);
+
+/*
+ * The embedded driver's qemu.conf: QEMU writes its own logs; as root (euid_root)
+ * it runs under GUEST_GROUP when that group exists (has_guest_group), else root.
+ */
+char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group);
+
+/* ---- shared state ---------------------------------------------------------------------------- */
+
+struct image {
+	char name[64];
+	char *dir;
+	char *kernel, *initrd, *disk;    /* absolute paths; disk NULL for initramfs images */
+	char *boot_args;
+	char *host_key;                  /* "ssh-ed25519 AAAA..." */
+	char *recipe;                    /* what the image was built from (its recipe hash), for template keys */
+	unsigned int min_memory_mib;
+	struct timespec mtime;           /* of the manifest, to notice rebuilds */
+	struct image *next;
+};
+
+struct vm {
+	char name[SAAS_ID_MAX + 1];
+	unsigned int port;
+	char *host_key;
+	saas__ssh *ssh;
+	pthread_mutex_t mu;              /* serialises (re)connecting */
+	unsigned int refs;
+	struct vm *next;
+};
+
+/* A template's state, by key: one per image build, size and accelerator. */
+enum tmpl_state { TMPL_NONE, TMPL_BUILDING, TMPL_READY, TMPL_BROKEN };
+
+struct tmpl {
+	char key[33];
+	int state;                       /* enum tmpl_state */
+	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
+	struct tmpl *next;
+};
+
+struct drv {
+	char *dir;                       /* STATE/libvirt */
+	char *uri;
+	char *images;
+	char *key, *pub, *authkey_b64;   /* the engine's key pair */
+	char *owner;                     /* written into each domain: which engine owns it */
+	int accel;
+	bool kvm;
+	int network;                     /* enum netcfg, from driver_config */
+	bool guard;                      /* the guard is installed and QEMU runs under GUEST_GROUP */
+	char guard_why[512];             /* why not, when !guard */
+	bool internet;                   /* the policy of a spec that leaves it to the driver */
+	int boot_timeout_ms;
+	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
+	virConnectPtr conn;
+	pthread_mutex_t mu;
+	struct vm *vms;
+	struct image *imgs;
+	struct image *old_imgs;          /* replaced by a rebuild; kept until close, as creates may still use them */
+	struct tmpl *tmpls;              /* under mu */
+	pthread_t builder;               /* the template builder thread, one at a time */
+	bool builder_started;            /* under mu: builder must be joined */
+	bool builder_busy;               /* under mu: builder runs */
+	int closing;                     /* atomic: the driver is closing; long waits give up */
+	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
+	bool keeper_started;
+	pthread_cond_t keeper_cond;      /* with mu: signalled at close */
+	saas_log_fn log;
+	void *log_userdata;
+};
+
+/* ---- helpers (libvirt.c) --------------------------------------------------------------------- */
+
+void saas__lv_log(struct drv *d, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
+/* libvirt's last error as SAAS_EBACKEND, prefixed by what was being done. */
+int saas__lv_virt_error(const char *what);
+/* "a/b"; NULL (and the error recorded) when out of memory. */
+char *saas__lv_path_join(const char *a, const char *b);
+/* A directory of the driver's: DIR/kind/name (kind "vms" or "templates"); NULL when out of memory. */
+char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name);
+void saas__lv_rm_tree(const char *path);
+/* A whole file (read up to about max bytes) as a string; NULL if it cannot be opened. */
+char *saas__lv_read_file(const char *path, size_t max);
+
+static inline bool closing(struct drv *d)
+{
+	return __atomic_load_n(&d->closing, __ATOMIC_ACQUIRE) != 0;
+}
+
+static inline int64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static inline void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- the engine's key and the embedded root (conf.c) ----------------------------------------- */
+
+/* The engine's SSH key pair (d->key, d->pub, d->authkey_b64): made once per state directory. */
+int saas__lv_ensure_key(struct drv *d);
+/* The embedded driver's root for state_dir, created; *out freed by the caller. */
+int saas__lv_embed_root(const char *state_dir, char **out);
+/* Write ROOT/etc/qemu.conf for the embedded driver. */
+int saas__lv_write_qemu_conf(const char *root);
+
+/* ---- network policy and the guard (guard.c) -------------------------------------------------- */
+
+/* Does GUEST_GROUP exist? Its id in *gid (may be NULL). */
+bool saas__lv_guest_gid(gid_t *gid);
+
+/*
+ * The guard's nftables ruleset for QEMU's group gid. resolv_conf is the text
+ * of /etc/resolv.conf (may be NULL): its nameservers are the resolvers slirp
+ * forwards guest DNS to, the only host-side addresses the guard lets through.
+ * Free with free(); NULL when out of memory.
+ */
+char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf);
+
+/*
+ * Install the guard when it can be relied on (root, the embedded driver, the
+ * group exists), then choose the default policy of a spec that leaves it to
+ * the driver (d->internet) from d->network. Fails only when network=internet
+ * was asked for and cannot be guarded, or out of memory.
+ */
+int saas__lv_network_setup(struct drv *d, bool embedded);
+
+/* ---- images (image.c) ------------------------------------------------------------------------ */
+
+void saas__lv_image_free(struct image *im);
+/*
+ * An image by name, reloaded when its manifest changes (a rebuild). Caller
+ * holds d->mu; the image stays valid until close (a replaced one is retired,
+ * not freed: creates and template builds use it without the lock).
+ */
+int saas__lv_image_get(struct drv *d, const char *name, struct image **out);
+
+/* ---- running VMs (vm.c) ---------------------------------------------------------------------- */
+
+/* Register a running VM; ssh (may be NULL: connected on first use) becomes the registry's. */
+int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas__ssh *ssh);
+/* A reference to the VM of name, or NULL; let go with saas__lv_vm_put. */
+struct vm *saas__lv_vm_get(struct drv *d, const char *name);
+void saas__lv_vm_put(struct drv *d, struct vm *v);
+/* Take a VM out of the registry; the registry's reference is dropped by the caller. */
+struct vm *saas__lv_vm_unlink(struct drv *d, const char *name);
+/* The VM's SSH session, reopened if it died, with a reference the caller lets go with saas__ssh_close. */
+int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out);
+/* Open the engine's session to a VM's SSH forward on loopback. */
+int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas__ssh **out);
+
+/* ---- domains (domain.c) ---------------------------------------------------------------------- */
+
+/* Everything a domain's XML depends on. */
+struct saas__lv_domain {
+	const saas_vm_spec *spec;        /* name, vcpus, memory_mb */
+	const struct image *im;
+	const char *owner;               /* the engine's state directory */
+	const char *authkey_b64;         /* the engine's public key, for the kernel command line */
+	const char *vmdir;               /* the VM's directory (console log) */
+	const char *overlay;             /* the disk overlay, or NULL (initramfs images) */
+	unsigned int port;               /* the SSH forward on host loopback */
+	bool kvm;
+	bool internet;
+	bool incoming;                   /* a clone: -incoming defer, no kernel */
+};
+
+/*
+ * The domain XML. A clone's domain must equal its template's in every device
+ * (QEMU's migration stream carries device state, not configuration): only the
+ * name, genid, paths, SSH port and network restriction may differ. NULL when
+ * out of memory.
+ */
+char *saas__lv_domain_xml(const struct saas__lv_domain *def);
+
+/*
+ * Our metadata element, as virDomainGetMetadata gives it: the SSH port, the
+ * host key and the owner (both freed by the caller; NULL on failure).
+ * SAAS_ENOTFOUND unless all three are there.
+ */
+int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, char **owner);
+int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner);
+
+typedef int (*saas__lv_domain_fn)(struct drv *d, virDomainPtr dom, const char *name, void *ud);
+/*
+ * Call fn on every domain named prefix... that this state directory owns (its
+ * metadata says so: other engines on the host have their own), until fn
+ * returns non-zero.
+ */
+int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn fn, void *ud);
+
+/* ---- making VMs (boot.c, clone.c) ------------------------------------------------------------ */
+
+/*
+ * One VM being made. A cold boot starts its domain from the image's kernel; a
+ * clone starts its domain paused with -incoming defer and restores a template's
+ * saved state into it. Either way the VM is ready once the engine's SSH session
+ * is up. saas__lv_launch_undo() leaves nothing behind.
+ */
+struct launch {
+	struct drv *d;
+	const saas_vm_spec *spec;
+	const struct image *im;
+	const char *host_key;
+	bool internet;
+	const char *tdir;                /* clone: the template's directory */
+	bool template_bad;               /* clone: failed in a way that says the template is broken */
+	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */
+	char *dir, *overlay;
+	virDomainPtr dom;
+	unsigned int port;
+	saas__ssh *ssh;
+};
+
+int saas__lv_launch_prepare(struct launch *l);
+int saas__lv_launch_start(struct launch *l);
+int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t budget_ms);
+void saas__lv_launch_blame_console(struct launch *l, int rc);
+void saas__lv_launch_undo(struct launch *l);
+/* A cold boot, tried twice if the guest stalls or dies in boot. */
+int saas__lv_boot_cold(struct launch *l);
+/* A clone of the template in l->tdir; on failure l->template_bad says whether to rebuild it. */
+int saas__lv_boot_clone(struct launch *l);
+
+/* ---- QEMU's monitor (qmp.c) ------------------------------------------------------------------ */
+
+int saas__lv_qmp(virDomainPtr dom, const char *cmd, int fd, json_t **ret);
+int saas__lv_qmp_getfd(virDomainPtr dom, const char *fdname, int fd);
+int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout_ms, int64_t *bytes);
+
+/* ---- templates (template.c) ------------------------------------------------------------------ */
+
+/* The key of the template for spec and im ("" when out of memory). */
+void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33]);
+struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
+void saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
+                                      const struct image *im);
+void saas__lv_template_break(struct drv *d, const char *key);
+/* What a previous engine on this state directory left of template builds. */
+void saas__lv_templates_cleanup(struct drv *d);
+
+#endif

@@ -1,0 +1,343 @@
+/*
+ * Templates. A template is a VM booted once to ready, paused and saved (its
+ * memory and device state, and its disk overlay frozen), from which clones
+ * are restored (clone.c). One background builder makes them, one at a time;
+ * creates never wait for it: until its template is ready, a sandbox boots cold.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+
+#include "driver/libvirt/libvirt_driver.h"
+
+/* What the template builder makes: a template VM of this shape. */
+struct tmpl_job {
+	struct drv *d;
+	char key[33];
+	char image[64];
+	unsigned int vcpus, memory_mb, disk_gb;
+};
+
+static int destroy_template_vm(struct drv *d, virDomainPtr dom, const char *name, void *ud)
+{
+	char *vmdir;
+
+	(void)ud;
+	saas__lv_log(d, SAAS_LOG_INFO, "destroying template VM %s, left over from an interrupted build", name);
+	virDomainDestroy(dom);
+	if ((vmdir = saas__lv_drv_path(d, "vms", name)))
+		saas__lv_rm_tree(vmdir);
+	free(vmdir);
+	return 0;
+}
+
+/* A template VM still running, half-written template directories: what an interrupted build left. */
+void saas__lv_templates_cleanup(struct drv *d)
+{
+	char *root = saas__lv_path_join(d->dir, "templates");
+	DIR *dir;
+	struct dirent *e;
+
+	saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
+	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
+		while ((e = readdir(dir))) {
+			size_t len = strlen(e->d_name);
+			char *sub;
+			if (len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0 && (sub = saas__lv_path_join(root, e->d_name))) {
+				saas__lv_rm_tree(sub);
+				free(sub);
+			}
+		}
+		closedir(dir);
+	}
+	free(root);
+}
+
+/*
+ * A template is keyed by everything its saved state depends on: the format,
+ * the accelerator, the image build, the VM's shape and the engine's key (the
+ * guest holds it). A rebuilt image or a new size gets a new key, so a new
+ * template; the old one is deleted once the new one is ready.
+ */
+void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33])
+{
+	char *text = NULL, hash[65];
+	unsigned int mem = spec->memory_mb;
+
+	if (im->min_memory_mib && mem < im->min_memory_mib)
+		mem = im->min_memory_mib;
+	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name, im->recipe,
+	             im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub) < 0) {
+		key[0] = '\0';
+		return;
+	}
+	saas__sha256_hex(hash, text, strlen(text));
+	free(text);
+	memcpy(key, hash, 32);
+	key[32] = '\0';
+}
+
+/* The template entry of a key, made on first sight (ready if its directory is complete). Caller holds d->mu. */
+struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
+{
+	struct tmpl *t;
+	char *dir, *meta;
+	struct stat st;
+
+	for (t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0)
+			return t;
+	if (!(t = calloc(1, sizeof(*t))))
+		return NULL;
+	saas__strlcpy(t->key, key, sizeof(t->key));
+	if ((dir = saas__lv_drv_path(d, "templates", key)) && (meta = saas__lv_path_join(dir, "template.json"))) {
+		if (stat(meta, &st) == 0)
+			t->state = TMPL_READY;
+		free(meta);
+	}
+	free(dir);
+	t->next = d->tmpls;
+	d->tmpls = t;
+	return t;
+}
+
+/* Delete the other templates of the same image and shape: a newer build of it replaced them. */
+static void template_prune(struct drv *d, const struct tmpl_job *job)
+{
+	char *root = saas__lv_path_join(d->dir, "templates");
+	DIR *dir = root ? opendir(root) : NULL;
+	struct dirent *e;
+
+	while (dir && (e = readdir(dir))) {
+		char *sub, *meta;
+		json_t *j;
+		if (e->d_name[0] == '.' || strcmp(e->d_name, job->key) == 0)
+			continue;
+		if (!(sub = saas__lv_path_join(root, e->d_name)))
+			break;
+		if ((meta = saas__lv_path_join(sub, "template.json")) && (j = json_load_file(meta, 0, NULL))) {
+			const char *image = json_string_value(json_object_get(j, "image"));
+			if (image && strcmp(image, job->image) == 0 &&
+			    json_integer_value(json_object_get(j, "vcpus")) == job->vcpus &&
+			    json_integer_value(json_object_get(j, "memory_mb")) == job->memory_mb &&
+			    json_integer_value(json_object_get(j, "disk_gb")) == job->disk_gb) {
+				saas__lv_log(d, SAAS_LOG_INFO, "template %s replaced by %s; deleting it", e->d_name, job->key);
+				saas__lv_rm_tree(sub);
+			}
+			json_decref(j);
+		}
+		free(meta);
+		free(sub);
+	}
+	if (dir)
+		closedir(dir);
+	free(root);
+}
+
+/* Save a paused template VM's memory and device state to path (QMP migrate to an fd). */
+static int template_save(struct drv *d, virDomainPtr dom, const char *path, int64_t *bytes)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
+
+	if (fd < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
+	/* QEMU caps migration bandwidth by default (128 MiB/s); a file takes what it gets. */
+	rc = saas__lv_qmp(dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":1099511627776}}", -1,
+	         NULL);
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp_getfd(dom, "aas-save", fd);
+	close(fd);
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL);
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_TIMEOUT_MS, bytes);
+	return rc < 0 ? saas__error_wrap(rc, "saving the template") : SAAS_OK;
+}
+
+/*
+ * Build one template: boot a VM of the job's shape to ready (isolated: it
+ * makes no connection), let it settle, pause it, save its state, and freeze
+ * its disk overlay as the base of every clone's. Written under KEY.tmp and
+ * renamed into place when complete, so a half-built template is never used.
+ */
+static int template_build(struct tmpl_job *job)
+{
+	struct drv *d = job->d;
+	struct image *im;
+	saas_vm_spec spec;
+	struct launch l;
+	char name[64], *tdir = NULL, *tmp = NULL, *path = NULL, *host_key = NULL;
+	struct timespec t0;
+	int64_t bytes = 0;
+	json_t *meta = NULL;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	snprintf(name, sizeof(name), TPL_PREFIX "%.16s", job->key);
+	memset(&spec, 0, sizeof(spec));
+	spec.name = name;
+	spec.image = job->image;
+	spec.vcpus = job->vcpus;
+	spec.memory_mb = job->memory_mb;
+	spec.disk_gb = job->disk_gb;
+	spec.internet = 0;
+	pthread_mutex_lock(&d->mu);
+	rc = saas__lv_image_get(d, job->image, &im);
+	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
+		rc = SAAS_ENOMEM;
+	pthread_mutex_unlock(&d->mu);
+	if (rc < 0)
+		return rc;
+	memset(&l, 0, sizeof(l));
+	l.d = d;
+	l.spec = &spec;
+	l.im = im;
+	l.host_key = host_key;
+	if (!(tdir = saas__lv_drv_path(d, "templates", job->key)) || asprintf(&tmp, "%s.tmp", tdir) < 0) {
+		tmp = NULL;
+		rc = saas__oom();
+		goto out;
+	}
+	if ((rc = saas__lv_boot_cold(&l)) < 0)
+		goto out;
+	/* The engine's session must not live on in every clone, half open. */
+	saas__ssh_close(l.ssh);
+	l.ssh = NULL;
+	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !closing(d); waited += 50)
+		sleep_ms(50);
+	saas__lv_rm_tree(tmp);
+	if (saas__mkdir_p(tmp, 0700) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (virDomainSuspend(l.dom) < 0) {
+		rc = saas__lv_virt_error("pausing the template VM");
+		goto out;
+	}
+	if (!(path = saas__lv_path_join(tmp, "state"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((rc = template_save(d, l.dom, path, &bytes)) < 0)
+		goto out;
+	virDomainDestroy(l.dom);
+	virDomainFree(l.dom);
+	l.dom = NULL;
+	free(path);
+	path = NULL;
+	if (l.overlay) {
+		if (!(path = saas__lv_path_join(tmp, "disk.qcow2"))) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		if (rename(l.overlay, path) < 0) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "freezing the template's disk: %s", strerror(errno));
+			goto out;
+		}
+		free(path);
+		path = NULL;
+	}
+	meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I}", "format", TEMPLATE_FORMAT, "image", im->name,
+	                 "recipe", im->recipe, "vcpus", (json_int_t)job->vcpus, "memory_mb", (json_int_t)job->memory_mb,
+	                 "disk_gb", (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg", "state_bytes",
+	                 (json_int_t)bytes, "build_ms", (json_int_t)ms_since(&t0));
+	if (!meta || !(path = saas__lv_path_join(tmp, "template.json")) || json_dump_file(meta, path, JSON_INDENT(2)) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "writing the template's description");
+		goto out;
+	}
+	saas__lv_rm_tree(tdir);
+	if (rename(tmp, tdir) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", tdir, strerror(errno));
+		goto out;
+	}
+	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %lld MiB of state)", job->key,
+	             (long long)ms_since(&t0), im->name, job->vcpus, job->memory_mb, (long long)(bytes >> 20));
+	template_prune(d, job);
+out:
+	saas__lv_launch_undo(&l);
+	if (rc < 0 && tmp)
+		saas__lv_rm_tree(tmp);
+	json_decref(meta);
+	free(path);
+	free(tmp);
+	free(tdir);
+	free(host_key);
+	return rc;
+}
+
+static void *builder_main(void *arg)
+{
+	struct tmpl_job *job = arg;
+	struct drv *d = job->d;
+	int rc = template_build(job);
+	struct tmpl *t;
+
+	if (rc < 0 && !closing(d))
+		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
+		             job->key, job->image, job->vcpus, job->memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+	pthread_mutex_lock(&d->mu);
+	for (t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, job->key) == 0) {
+			t->state = rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN;
+			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
+		}
+	d->builder_busy = false;
+	pthread_mutex_unlock(&d->mu);
+	free(job);
+	return NULL;
+}
+
+/* Start building the template of key (if no build runs and it is due). Caller holds d->mu. */
+void saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec, const struct image *im)
+{
+	struct tmpl_job *job;
+
+	if (d->builder_busy || closing(d) || t->state == TMPL_BUILDING || t->state == TMPL_READY ||
+	    (t->state == TMPL_BROKEN && saas__now_ms() < t->retry_at_ms))
+		return;
+	if (d->builder_started) {
+		pthread_join(d->builder, NULL); /* finished: builder_busy is false */
+		d->builder_started = false;
+	}
+	if (!(job = calloc(1, sizeof(*job))))
+		return;
+	job->d = d;
+	saas__strlcpy(job->key, t->key, sizeof(job->key));
+	saas__strlcpy(job->image, im->name, sizeof(job->image));
+	job->vcpus = spec->vcpus;
+	job->memory_mb = spec->memory_mb;
+	job->disk_gb = spec->disk_gb;
+	if (pthread_create(&d->builder, NULL, builder_main, job) != 0) {
+		free(job);
+		return;
+	}
+	d->builder_started = d->builder_busy = true;
+	t->state = TMPL_BUILDING;
+	saas__lv_log(d, SAAS_LOG_INFO, "building template %s (%s, %u vCPU, %u MiB) in the background", t->key, im->name,
+	             spec->vcpus, spec->memory_mb);
+}
+
+/* A template that failed to clone: delete it and build it again later. */
+void saas__lv_template_break(struct drv *d, const char *key)
+{
+	char *dir = saas__lv_drv_path(d, "templates", key);
+	struct tmpl *t;
+
+	pthread_mutex_lock(&d->mu);
+	for (t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0) {
+			t->state = TMPL_BROKEN;
+			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
+		}
+	pthread_mutex_unlock(&d->mu);
+	if (dir)
+		saas__lv_rm_tree(dir);
+	free(dir);
+}

@@ -1,0 +1,124 @@
+/*
+ * The registry of running VMs: each VM's SSH forward, pinned host key and
+ * session, reference-counted so that a destroy never frees a VM another
+ * thread is using. A VM the registry has not seen (the engine restarted) is
+ * adopted from its domain's metadata by the driver's vm_state.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/libvirt/libvirt_driver.h"
+
+void saas__lv_vm_put(struct drv *d, struct vm *v)
+{
+	bool last;
+
+	pthread_mutex_lock(&d->mu);
+	last = --v->refs == 0;
+	pthread_mutex_unlock(&d->mu);
+	if (!last)
+		return;
+	saas__ssh_close(v->ssh);
+	free(v->host_key);
+	pthread_mutex_destroy(&v->mu);
+	free(v);
+}
+
+/* Caller holds d->mu. */
+static struct vm *vm_find_locked(struct drv *d, const char *name)
+{
+	for (struct vm *v = d->vms; v; v = v->next)
+		if (strcmp(v->name, name) == 0)
+			return v;
+	return NULL;
+}
+
+struct vm *saas__lv_vm_get(struct drv *d, const char *name)
+{
+	struct vm *v;
+
+	pthread_mutex_lock(&d->mu);
+	if ((v = vm_find_locked(d, name)))
+		v->refs++;
+	pthread_mutex_unlock(&d->mu);
+	return v;
+}
+
+/* Take a VM out of the table; the table's reference is dropped by the caller. */
+struct vm *saas__lv_vm_unlink(struct drv *d, const char *name)
+{
+	struct vm **pp, *v = NULL;
+
+	pthread_mutex_lock(&d->mu);
+	for (pp = &d->vms; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->name, name) == 0) {
+			v = *pp;
+			*pp = v->next;
+			break;
+		}
+	pthread_mutex_unlock(&d->mu);
+	return v;
+}
+
+int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas__ssh *ssh)
+{
+	struct vm *v = calloc(1, sizeof(*v));
+
+	if (!v || !(v->host_key = saas__strdup(host_key))) {
+		free(v);
+		return saas__oom();
+	}
+	saas__strlcpy(v->name, name, sizeof(v->name));
+	v->port = port;
+	v->ssh = ssh;
+	v->refs = 1;
+	pthread_mutex_init(&v->mu, NULL);
+	pthread_mutex_lock(&d->mu);
+	v->next = d->vms;
+	d->vms = v;
+	pthread_mutex_unlock(&d->mu);
+	return SAAS_OK;
+}
+
+int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas__ssh **out)
+{
+	saas__ssh_config cfg;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.host = "127.0.0.1";
+	cfg.port = port;
+	cfg.user = SSH_USER;
+	cfg.private_key = d->key;
+	cfg.public_key = d->pub;
+	cfg.host_key = host_key;
+	cfg.connect_timeout_ms = timeout_ms;
+	return saas__ssh_open(out, &cfg);
+}
+
+/*
+ * The VM's SSH connection, reopened if it died, with a reference the caller
+ * lets go with saas__ssh_close. A dead connection is only replaced here:
+ * threads still in an operation on it hold their own references, and it is
+ * freed when the last of them returns (its operations fail meanwhile).
+ */
+int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out)
+{
+	struct vm *v = saas__lv_vm_get(d, name);
+	int rc = SAAS_OK;
+
+	if (!v)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
+	pthread_mutex_lock(&v->mu);
+	if (!v->ssh || !saas__ssh_alive(v->ssh)) {
+		saas__ssh_close(v->ssh);
+		v->ssh = NULL;
+		if ((rc = saas__lv_ssh_connect(d, v->port, v->host_key, 15000, &v->ssh)) < 0)
+			saas__error_wrap(rc, "reconnecting to %s", name);
+	}
+	if (rc == SAAS_OK)
+		*out = saas__ssh_ref(v->ssh);
+	pthread_mutex_unlock(&v->mu);
+	saas__lv_vm_put(d, v);
+	return rc;
+}
+

@@ -1,0 +1,382 @@
+/*
+ * Commands over the shared session. Each runs in a session channel under a
+ * wrapper that reports its pid and exit status as markers on stderr
+ * (transport/marker.h), so that a command which leaves background processes
+ * holding its output still returns, and a timeout or a cancel kills its whole
+ * process group from a second channel.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libssh2.h>
+
+#include "transport/marker.h"
+#include "transport/ssh.h"
+#include "transport/ssh_session.h"
+#include "util/error.h"
+#include "util/util.h"
+
+/*
+ * After the command's exit marker: finish at EOF, or once output has been
+ * quiet this long, or at most this late. A command that leaves nothing holding
+ * its output ends at EOF, a moment after the marker. The quiet spell is for
+ * one that started a background process on it, and must be long enough to
+ * outwait a loaded guest: sshd may forward the marker (stderr) before output
+ * the command wrote earlier (stdout), when it polled the two pipes in between,
+ * and the stdout data then trails the marker by however long sshd is kept off
+ * the vCPU.
+ */
+#define SSH_EXIT_QUIET_MS 250
+#define SSH_EXIT_MAX_MS 2000
+
+static void shell_quote(saas__buf *b, const char *s)
+{
+	saas__buf_puts(b, "'");
+	for (; *s; s++) {
+		if (*s == '\'')
+			saas__buf_puts(b, "'\\''");
+		else
+			saas__buf_put(b, s, 1);
+	}
+	saas__buf_puts(b, "'");
+}
+
+
+/* ---- exec ------------------------------------------------------------------------------------ */
+
+static int signal_number(const char *name)
+{
+	static const struct { const char *name; int num; } sigs[] = {
+		{ "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "ILL", 4 }, { "TRAP", 5 }, { "ABRT", 6 },
+		{ "BUS", 7 }, { "FPE", 8 }, { "KILL", 9 }, { "USR1", 10 }, { "SEGV", 11 }, { "USR2", 12 },
+		{ "PIPE", 13 }, { "ALRM", 14 }, { "TERM", 15 }, { "XCPU", 24 }, { "XFSZ", 25 }, { "SYS", 31 },
+	};
+
+	if (!strncmp(name, "SIG", 3))
+		name += 3;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(sigs); i++)
+		if (!strcmp(sigs[i].name, name))
+			return sigs[i].num;
+	return 0;
+}
+
+/*
+ * The remote command, run by the user's login shell (POSIX): a wrapper that
+ * reports its PID (the process group: OpenSSH starts every session in a new
+ * session, so the shell leads its own group and everything the command
+ * starts stays in it), enters cwd, exports env, evaluates the command and
+ * reports its exit status from an EXIT trap before exiting with it.
+ */
+static const struct {
+	const char *name;
+	int num;
+} wrapper_signals[] = { { "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "USR1", 10 }, { "USR2", 12 },
+                        { "PIPE", 13 }, { "ALRM", 14 }, { "TERM", 15 } };
+
+static int build_command(saas__buf *out, const saas_driver_exec *req, const char *token)
+{
+	saas__buf w = SAAS__BUF_INIT;
+	int rc = SAAS_OK;
+
+	saas__buf_printf(&w, "printf '\\036aas-%s:pid=%%d\\036' $$ >&2; cd -- ", token);
+	shell_quote(&w, req->cwd);
+	saas__buf_puts(&w, " || exit 126; ");
+	if (req->env)
+		for (const char *const *e = req->env; *e; e++) {
+			saas__buf_puts(&w, "export ");
+			shell_quote(&w, *e);
+			saas__buf_puts(&w, "; ");
+		}
+	/*
+	 * The command runs in the wrapper's own shell (eval), not a child
+	 * /bin/sh: under TCG every fork and exec in the guest costs milliseconds,
+	 * and this one bought nothing. The EXIT trap reports the status however
+	 * the command ends, `exit N` included; the signal traps keep what a shell
+	 * killed by a catchable signal would report (128+N), whichever shell runs
+	 * it. SIGKILL cannot be trapped: then no marker comes and the exit signal
+	 * does.
+	 */
+	saas__buf_printf(&w, "trap 's=$?; printf '\\''\\036aas-%s:exit=%%d\\036'\\'' $s >&2; exit $s' EXIT; ", token);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(wrapper_signals); i++)
+		saas__buf_printf(&w, "trap 'exit %d' %s; ", 128 + wrapper_signals[i].num, wrapper_signals[i].name);
+	saas__buf_puts(&w, "eval ");
+	shell_quote(&w, req->command);
+	/*
+	 * sshd hands this to the user's login shell, which the guest contract says
+	 * is a POSIX shell; going through it directly saves an exec in the guest.
+	 */
+	if (w.data)
+		saas__buf_put(out, w.data, w.len);
+	if (!w.data || !out->data)
+		rc = saas__oom();
+	saas__buf_free(&w);
+	return rc;
+}
+
+enum exec_call { CALL_NONE, CALL_WRITE, CALL_EOF, CALL_READ_OUT, CALL_READ_ERR };
+
+struct exec_run {
+	struct ssh_op op;
+	LIBSSH2_CHANNEL *ch;
+	const saas_driver_exec *req;
+	size_t in_off;
+	int in_done;              /* stdin written (or abandoned) */
+	int eof_sent;
+	enum exec_call last;      /* the call that left a packet pending, to repeat */
+	char out[SSH_CHUNK], err[SSH_CHUNK];
+	ssize_t nout, nerr;
+};
+
+/*
+ * One libssh2 call of the exec loop (mu held). Always called from the same
+ * place so that a repeated call finds libssh2's pending packet where it left
+ * it (channel_send_eof builds its packet on the stack).
+ */
+__attribute__((noinline)) static ssize_t exec_call(struct exec_run *x, enum exec_call what)
+{
+	struct call_snap sn = call_enter(&x->op);
+	ssize_t n = 0;
+
+	x->last = what;
+	switch (what) {
+	case CALL_WRITE: {
+		size_t len = x->req->stdin_len - x->in_off;
+		n = libssh2_channel_write_ex(x->ch, 0, (const char *)x->req->stdin_data + x->in_off,
+		                             len > SSH_CHUNK ? SSH_CHUNK : len);
+		break;
+	}
+	case CALL_EOF: n = libssh2_channel_send_eof(x->ch); break;
+	case CALL_READ_OUT: n = libssh2_channel_read_ex(x->ch, 0, x->out, sizeof(x->out)); break;
+	case CALL_READ_ERR: n = libssh2_channel_read_ex(x->ch, SSH_EXTENDED_DATA_STDERR, x->err, sizeof(x->err)); break;
+	case CALL_NONE: break;
+	}
+	saas__ssh_call_leave(&x->op, sn, (int)n);
+	return n;
+}
+
+/* Apply the result of a call; returns 1 if it made progress. */
+static int exec_result(struct exec_run *x, enum exec_call what, ssize_t n)
+{
+	switch (what) {
+	case CALL_WRITE:
+		if (n > 0) {
+			x->in_off += (size_t)n;
+			if (x->in_off >= x->req->stdin_len)
+				x->in_done = 1;
+			return 1;
+		}
+		if (n < 0 && n != LIBSSH2_ERROR_EAGAIN)
+			x->in_done = x->eof_sent = 1; /* the command no longer takes input */
+		return 0;
+	case CALL_EOF:
+		if (n != LIBSSH2_ERROR_EAGAIN) {
+			x->eof_sent = 1;
+			return 1;
+		}
+		return 0;
+	case CALL_READ_OUT:
+		x->nout = n > 0 ? n : 0;
+		return n > 0;
+	case CALL_READ_ERR:
+		x->nerr = n > 0 ? n : 0;
+		return n > 0;
+	case CALL_NONE: break;
+	}
+	return 0;
+}
+
+/* One pass of calls (mu held): feed stdin, read both streams. Returns 1 if anything moved. */
+static int exec_pass(struct exec_run *x)
+{
+	saas__ssh *ssh = x->op.ssh;
+	static const enum exec_call order[] = { CALL_WRITE, CALL_EOF, CALL_READ_OUT, CALL_READ_ERR };
+	int progress = 0;
+
+	x->nout = x->nerr = 0;
+	if (!op_may_call(&x->op))
+		return 0;
+	if (ssh->pending == &x->op) {
+		/* Finish our half-sent packet before anything else. */
+		enum exec_call what = x->last;
+		return exec_result(x, what, exec_call(x, what));
+	}
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(order); i++) {
+		enum exec_call what = order[i];
+		if ((what == CALL_WRITE && x->in_done) || (what == CALL_EOF && (!x->in_done || x->eof_sent)))
+			continue;
+		progress |= exec_result(x, what, exec_call(x, what));
+		if (ssh->pending == &x->op || ssh->dead)
+			break;
+	}
+	return progress;
+}
+
+/* Kill the command's process group from a second channel (mu held). */
+static void exec_kill(saas__ssh *ssh, long pid)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "kill -KILL -- -%ld 2>/dev/null || kill -KILL %ld 2>/dev/null; exit 0", pid, pid);
+	saas__ssh_run_quick(ssh, cmd, 10000, NULL, 0, NULL);
+}
+
+int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
+{
+	struct exec_run *x = NULL;
+	saas__marker_filter mf;
+	saas__buf cmd = SAAS__BUF_INIT, errbuf = SAAS__BUF_INIT;
+	unsigned char rnd[8];
+	char token[17];
+	int64_t start = saas__now_ms(), deadline = req->timeout_ms > 0 ? start + req->timeout_ms : 0;
+	int64_t exit_at = 0, last_data = start, eof_at = 0, stop_at = 0;
+	int rc, lrc, stop = 0; /* stop: SAAS_ETIMEOUT or SAAS_EIO once we decided to kill */
+	int have_slot = 0;
+
+	*exit_code = -1;
+	if (__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST))
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled: the engine is shutting down");
+	if ((rc = saas__random(rnd, sizeof(rnd))) < 0)
+		return rc;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(token + 2 * i, 3, "%02x", rnd[i]);
+	if ((rc = saas__marker_init(&mf, token)) < 0)
+		return rc;
+	if ((rc = build_command(&cmd, req, token)) < 0)
+		return rc;
+	if (!(x = calloc(1, sizeof(*x)))) {
+		rc = saas__oom();
+		goto out_nolock;
+	}
+	x->op.ssh = ssh;
+	x->req = req;
+	x->in_done = req->stdin_len == 0 || !req->stdin_data;
+
+	pthread_mutex_lock(&ssh->mu);
+	x->op.deadline = deadline ? deadline : saas__now_ms() + SSH_CALL_TIMEOUT_MS;
+	if ((rc = saas__ssh_channel_open(&x->op, &x->ch, 0, req->cancel)) < 0) {
+		if (rc == SAAS_EIO || rc == SAAS_EBACKEND)
+			goto out;
+		rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the command could not start before its timeout");
+		goto out;
+	}
+	have_slot = 1;
+	SSH_LOOP(&x->op, lrc,
+	         libssh2_channel_process_startup(x->ch, "exec", 4, cmd.data, (unsigned int)cmd.len));
+	if (lrc < 0) {
+		if (lrc == LIBSSH2_ERROR_TIMEOUT && !ssh->dead)
+			rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the command could not start before its timeout");
+		else
+			rc = saas__ssh_err(lrc, "starting the command");
+		goto out;
+	}
+	x->op.deadline = 0; /* from here on the loop below keeps time itself */
+
+	for (;;) {
+		int progress;
+		int64_t now;
+
+		if (ssh->dead) {
+			rc = saas__ssh_err(LIBSSH2_ERROR_SOCKET_DISCONNECT, "running the command");
+			goto out;
+		}
+		progress = exec_pass(x);
+		if (x->nout || x->nerr) {
+			ssize_t nout = x->nout, nerr = x->nerr;
+			/* Deliver without the lock: the consumer must not stall the connection. */
+			pthread_mutex_unlock(&ssh->mu);
+			if (nout)
+				req->output(req->output_userdata, SAAS_STREAM_STDOUT, x->out, (size_t)nout);
+			if (nerr) {
+				errbuf.len = 0;
+				saas__marker_feed(&mf, x->err, (size_t)nerr, &errbuf);
+				if (errbuf.len)
+					req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
+			}
+			pthread_mutex_lock(&ssh->mu);
+			last_data = saas__now_ms();
+		}
+		now = saas__now_ms();
+		if (mf.exit_seen && !exit_at)
+			exit_at = now;
+
+		/* Timeout or cancel: kill once we know whom to kill (the PID comes first thing). */
+		if (!stop) {
+			if (deadline && now >= deadline)
+				stop = SAAS_ETIMEOUT;
+			else if (__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST))
+				stop = SAAS_EIO;
+			if (stop)
+				stop_at = now;
+		}
+		if (stop && ssh->pending != &x->op && (mf.pid || now - stop_at > 2000)) {
+			if (mf.pid)
+				exec_kill(ssh, mf.pid);
+			break;
+		}
+		if (!stop && ssh->pending != &x->op) {
+			int eof = libssh2_channel_eof(x->ch);
+			if (eof && !eof_at)
+				eof_at = now;
+			if (mf.exit_seen) {
+				/* Output written before the exit may still trail the marker: drain to EOF or a quiet spell. */
+				if (eof || (!progress && now - last_data >= SSH_EXIT_QUIET_MS) || now - exit_at >= SSH_EXIT_MAX_MS)
+					break;
+			} else if (eof) {
+				/* No marker (the wrapper itself failed or was killed): the exit status comes with the close. */
+				int c;
+				struct call_snap sn = call_enter(&x->op);
+				c = libssh2_channel_wait_closed(x->ch);
+				saas__ssh_call_leave(&x->op, sn, c);
+				if (c != LIBSSH2_ERROR_EAGAIN || now - eof_at >= SSH_EXIT_MAX_MS)
+					break;
+			}
+		}
+		if (!progress) {
+			int64_t wait = SSH_POLL_MS;
+			if (deadline && deadline - now < wait)
+				wait = deadline - now;
+			saas__ssh_op_wait(&x->op, (int)wait);
+		}
+	}
+
+	if (stop) {
+		rc = stop == SAAS_ETIMEOUT
+		             ? saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the command ran past its timeout of %lld ms and was killed",
+		                           (long long)req->timeout_ms)
+		             : saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled: the engine is shutting down");
+		goto out;
+	}
+	errbuf.len = 0;
+	saas__marker_flush(&mf, &errbuf);
+	if (errbuf.len) {
+		pthread_mutex_unlock(&ssh->mu);
+		req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
+		pthread_mutex_lock(&ssh->mu);
+	}
+	if (mf.exit_seen) {
+		*exit_code = mf.exit_code;
+	} else {
+		char *sig = NULL;
+		libssh2_channel_get_exit_signal(x->ch, &sig, NULL, NULL, NULL, NULL, NULL);
+		if (sig) {
+			*exit_code = 128 + signal_number(sig);
+			libssh2_free(ssh->session, sig);
+		} else {
+			*exit_code = libssh2_channel_get_exit_status(x->ch);
+		}
+	}
+	rc = SAAS_OK;
+out:
+	if (x && x->ch)
+		saas__ssh_channel_release(&x->op, x->ch, have_slot);
+	pthread_mutex_unlock(&ssh->mu);
+out_nolock:
+	free(x);
+	saas__buf_free(&cmd);
+	saas__buf_free(&errbuf);
+	return rc;
+}
+

@@ -1,0 +1,551 @@
+/*
+ * Files over the connection's SFTP subsystem, started on first use and shared
+ * by every file operation on the connection, one at a time (libssh2 keeps a
+ * request's state in the SFTP handle).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <libssh2.h>
+
+#include "transport/ssh.h"
+#include "transport/ssh_session.h"
+#include "util/error.h"
+#include "util/util.h"
+
+#define SSH_FILE_CHUNK (256 * 1024)
+
+/* ---- files (SFTP) ---------------------------------------------------------------------------- */
+
+/* Each SFTP request gets SSH_CALL_TIMEOUT_MS of its own: a large file takes many. */
+#define SFTP_LOOP(op, rc, expr)                                                 \
+	do {                                                                        \
+		(op)->deadline = saas__now_ms() + SSH_CALL_TIMEOUT_MS;                  \
+		SSH_LOOP(op, rc, expr);                                                 \
+	} while (0)
+#define SFTP_LOOP_PTR(op, ptr, rc, expr)                                        \
+	do {                                                                        \
+		(op)->deadline = saas__now_ms() + SSH_CALL_TIMEOUT_MS;                  \
+		SSH_LOOP_PTR(op, ptr, rc, expr);                                        \
+	} while (0)
+
+/* The connection's SFTP subsystem, started on first use (sftp_mu and mu held). */
+static int sftp_get(struct ssh_op *op, LIBSSH2_SFTP **out)
+{
+	saas__ssh *ssh = op->ssh;
+	LIBSSH2_SFTP *sftp = NULL;
+	int rc;
+
+	if (ssh->sftp) {
+		*out = ssh->sftp;
+		return SAAS_OK;
+	}
+	/* It occupies a session channel for the connection's lifetime. */
+	ssh->sessions++;
+	pthread_mutex_unlock(&ssh->mu);
+	pthread_mutex_lock(&ssh->open_mu);
+	pthread_mutex_lock(&ssh->mu);
+	SFTP_LOOP_PTR(op, sftp, rc, libssh2_sftp_init(ssh->session));
+	pthread_mutex_unlock(&ssh->open_mu);
+	if (!sftp) {
+		ssh->sessions--;
+		return saas__ssh_err(rc, "starting SFTP");
+	}
+	*out = ssh->sftp = sftp;
+	return SAAS_OK;
+}
+
+/*
+ * An SFTP failure as a saas error (mu held, right after the call). The guest's
+ * sftp-server (OpenSSH's) sends ENOENT and ENOTDIR as NO_SUCH_FILE, EACCES and
+ * EPERM as PERMISSION_DENIED, ENAMETOOLONG and EINVAL as BAD_MESSAGE: each is
+ * the caller's mistake and says so, never a server failure.
+ */
+static int sftp_fail(struct ssh_op *op, int rc, const char *what, const char *path)
+{
+	unsigned long fx;
+
+	if (rc != LIBSSH2_ERROR_SFTP_PROTOCOL)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, rc, "%s %s: %s", what, path, saas__ssh_strerror(rc));
+	fx = libssh2_sftp_last_error(op->ssh->sftp);
+	switch (fx) {
+	case LIBSSH2_FX_NO_SUCH_FILE:
+	case LIBSSH2_FX_NO_SUCH_PATH:
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: no such file or directory", what, path);
+	case LIBSSH2_FX_PERMISSION_DENIED:
+	case LIBSSH2_FX_WRITE_PROTECT:
+		return saas__error(SAAS_EPERM, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: permission denied", what, path);
+	case LIBSSH2_FX_BAD_MESSAGE:
+		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_GUEST, (long)fx,
+		                   "%s %s: the guest refused the path (a name too long, or invalid)", what, path);
+	case LIBSSH2_FX_NO_SPACE_ON_FILESYSTEM:
+	case LIBSSH2_FX_QUOTA_EXCEEDED:
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: no space left on the sandbox's disk",
+		                   what, path);
+	case 24: /* SSH_FX_FILE_IS_A_DIRECTORY (v6), which libssh2 1.10 does not name */
+		return saas__error(SAAS_EISDIR, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: is a directory", what, path);
+	case LIBSSH2_FX_NOT_A_DIRECTORY:
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s: a parent is not a directory",
+		                   what, path);
+	default:
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, (long)fx, "%s %s failed (SFTP status %lu)", what, path, fx);
+	}
+}
+
+static int sftp_stat(struct ssh_op *op, const char *path, int follow, LIBSSH2_SFTP_ATTRIBUTES *attrs)
+{
+	int rc;
+
+	memset(attrs, 0, sizeof(*attrs));
+	SFTP_LOOP(op, rc,
+	          libssh2_sftp_stat_ex(op->ssh->sftp, path, (unsigned int)strlen(path),
+	                               follow ? LIBSSH2_SFTP_STAT : LIBSSH2_SFTP_LSTAT, attrs));
+	return rc;
+}
+
+static int attrs_is_dir(const LIBSSH2_SFTP_ATTRIBUTES *a)
+{
+	return (a->flags & LIBSSH2_SFTP_ATTR_PERMISSIONS) && LIBSSH2_SFTP_S_ISDIR(a->permissions);
+}
+
+/* mkdir -p over SFTP, 0755 (sftp_mu and mu held). */
+static int sftp_mkdir_p(struct ssh_op *op, char *dir)
+{
+	LIBSSH2_SFTP_ATTRIBUTES a;
+	char *slash;
+	int rc;
+
+	if (!*dir || !strcmp(dir, "/"))
+		return SAAS_OK;
+	if ((rc = sftp_stat(op, dir, 1, &a)) == 0) {
+		if (attrs_is_dir(&a))
+			return SAAS_OK;
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 0, "creating %s: it is a file, not a directory", dir);
+	}
+	if (rc != LIBSSH2_ERROR_SFTP_PROTOCOL || libssh2_sftp_last_error(op->ssh->sftp) != LIBSSH2_FX_NO_SUCH_FILE)
+		return sftp_fail(op, rc, "looking at", dir);
+	if ((slash = strrchr(dir, '/')) && slash != dir) {
+		*slash = '\0';
+		rc = sftp_mkdir_p(op, dir);
+		*slash = '/';
+		if (rc < 0)
+			return rc;
+	}
+	SFTP_LOOP(op, rc, libssh2_sftp_mkdir_ex(op->ssh->sftp, dir, (unsigned int)strlen(dir), 0755));
+	if (rc < 0) {
+		int err = sftp_fail(op, rc, "creating directory", dir);
+		/* Someone else made it meanwhile: fine. */
+		if (sftp_stat(op, dir, 1, &a) == 0 && attrs_is_dir(&a)) {
+			saas__error_clear();
+			return SAAS_OK;
+		}
+		return err;
+	}
+	return SAAS_OK;
+}
+
+static void sftp_unlink(struct ssh_op *op, const char *path)
+{
+	int rc;
+
+	SFTP_LOOP(op, rc, libssh2_sftp_unlink_ex(op->ssh->sftp, path, (unsigned int)strlen(path)));
+	(void)rc;
+}
+
+static void sftp_close_handle(struct ssh_op *op, LIBSSH2_SFTP_HANDLE *h)
+{
+	int rc;
+
+	if (op->ssh->dead) {
+		/*
+		 * Nothing reaches the guest any more, but libssh2 frees a handle only
+		 * in its close call (not in the SFTP shutdown), which on a dead
+		 * connection fails at once and frees it all the same.
+		 */
+		struct call_snap sn = call_enter(op);
+		rc = libssh2_sftp_close_handle(h);
+		saas__ssh_call_leave(op, sn, rc);
+		return;
+	}
+	SFTP_LOOP(op, rc, libssh2_sftp_close_handle(h));
+	(void)rc;
+}
+
+int saas__ssh_file_write(saas__ssh *ssh, const char *path, unsigned int mode, saas_read_fn reader, void *ud,
+                         int64_t size)
+{
+	struct ssh_op op = { ssh, 0 };
+	LIBSSH2_SFTP *sftp;
+	LIBSSH2_SFTP_HANDLE *h = NULL;
+	LIBSSH2_SFTP_ATTRIBUTES a;
+	saas__buf tmp = SAAS__BUF_INIT;
+	char *dir = NULL, *buf = NULL, *slash;
+	unsigned char rnd[8];
+	int rc, lrc, created = 0;
+
+	(void)size; /* the reader's end is what counts */
+	if (!path || path[0] != '/')
+		return saas__inval("the path must be absolute");
+	if (!(dir = saas__strdup(path)) || !(buf = malloc(SSH_FILE_CHUNK))) {
+		free(dir);
+		return saas__oom();
+	}
+	slash = strrchr(dir, '/');
+	slash[slash == dir ? 1 : 0] = '\0';
+	if ((rc = saas__random(rnd, sizeof(rnd))) < 0)
+		goto out_nolock;
+	/* A temporary name in the same directory, renamed over the target at the end: no partial file is ever seen. */
+	saas__buf_printf(&tmp, "%s/.aas-tmp-", strcmp(dir, "/") ? dir : "");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		saas__buf_printf(&tmp, "%02x", rnd[i]);
+	if (!tmp.data) {
+		rc = saas__oom();
+		goto out_nolock;
+	}
+
+	pthread_mutex_lock(&ssh->sftp_mu);
+	pthread_mutex_lock(&ssh->mu);
+	if ((rc = sftp_get(&op, &sftp)) < 0)
+		goto out;
+	if ((lrc = sftp_stat(&op, path, 1, &a)) == 0 && attrs_is_dir(&a)) {
+		rc = saas__error(SAAS_EISDIR, SAAS_ERRCLASS_GUEST, 0, "%s is a directory", path);
+		goto out;
+	}
+	if ((rc = sftp_mkdir_p(&op, dir)) < 0)
+		goto out;
+	SFTP_LOOP_PTR(&op, h, lrc,
+	              libssh2_sftp_open_ex(sftp, tmp.data, (unsigned int)tmp.len,
+	                                   LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_EXCL | LIBSSH2_FXF_TRUNC,
+	                                   0600, LIBSSH2_SFTP_OPENFILE));
+	if (!h) {
+		rc = sftp_fail(&op, lrc, "writing", path);
+		goto out;
+	}
+	created = 1;
+	for (;;) {
+		long n;
+		size_t off = 0;
+
+		/* The reader may be slow (a client upload): don't hold the connection meanwhile. */
+		pthread_mutex_unlock(&ssh->mu);
+		n = reader(ud, buf, SSH_FILE_CHUNK);
+		pthread_mutex_lock(&ssh->mu);
+		if (n < 0) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, n, "writing %s: the data source failed", path);
+			goto out;
+		}
+		if (n == 0)
+			break;
+		if ((size_t)n > SSH_FILE_CHUNK)
+			n = SSH_FILE_CHUNK;
+		while (off < (size_t)n) {
+			ssize_t w;
+			/* libssh2 pipelines the write; it acknowledges a part, the rest comes again next call. */
+			SFTP_LOOP(&op, w, libssh2_sftp_write(h, buf + off, (size_t)n - off));
+			if (w < 0) {
+				rc = sftp_fail(&op, (int)w, "writing", path);
+				goto out;
+			}
+			off += (size_t)w;
+		}
+	}
+	memset(&a, 0, sizeof(a));
+	a.flags = LIBSSH2_SFTP_ATTR_PERMISSIONS;
+	a.permissions = mode & 07777;
+	/* Set after creation: the server's umask applied to the open. */
+	SFTP_LOOP(&op, lrc, libssh2_sftp_fstat_ex(h, &a, 1));
+	if (lrc < 0) {
+		rc = sftp_fail(&op, lrc, "setting the mode of", path);
+		goto out;
+	}
+	SFTP_LOOP(&op, lrc, libssh2_sftp_close_handle(h));
+	h = NULL;
+	if (lrc < 0) {
+		rc = sftp_fail(&op, lrc, "writing", path);
+		goto out;
+	}
+	/*
+	 * SFTP v3's rename refuses an existing target and libssh2 1.10 has no
+	 * posix-rename@openssh.com: unlink first. Only a failure in between
+	 * could leave the path missing, never half-written.
+	 */
+	sftp_unlink(&op, path);
+	SFTP_LOOP(&op, lrc,
+	          libssh2_sftp_rename_ex(sftp, tmp.data, (unsigned int)tmp.len, path, (unsigned int)strlen(path),
+	                                 LIBSSH2_SFTP_RENAME_OVERWRITE | LIBSSH2_SFTP_RENAME_ATOMIC |
+	                                         LIBSSH2_SFTP_RENAME_NATIVE));
+	if (lrc < 0) {
+		rc = sftp_fail(&op, lrc, "writing", path);
+		goto out;
+	}
+	created = 0;
+	rc = SAAS_OK;
+out:
+	if (h)
+		sftp_close_handle(&op, h);
+	if (created && !ssh->dead)
+		sftp_unlink(&op, tmp.data);
+	pthread_mutex_unlock(&ssh->mu);
+	pthread_mutex_unlock(&ssh->sftp_mu);
+out_nolock:
+	saas__buf_free(&tmp);
+	free(dir);
+	free(buf);
+	return rc;
+}
+
+int saas__ssh_file_read(saas__ssh *ssh, const char *path, int64_t max, saas_write_fn writer, void *ud,
+                        int64_t *size)
+{
+	struct ssh_op op = { ssh, 0 };
+	LIBSSH2_SFTP *sftp;
+	LIBSSH2_SFTP_HANDLE *h = NULL;
+	LIBSSH2_SFTP_ATTRIBUTES a;
+	char *buf = malloc(SSH_FILE_CHUNK);
+	int64_t left;
+	int rc, lrc;
+
+	if (!buf)
+		return saas__oom();
+	pthread_mutex_lock(&ssh->sftp_mu);
+	pthread_mutex_lock(&ssh->mu);
+	if ((rc = sftp_get(&op, &sftp)) < 0)
+		goto out;
+	if ((lrc = sftp_stat(&op, path, 1, &a)) < 0) {
+		rc = sftp_fail(&op, lrc, "reading", path);
+		goto out;
+	}
+	if (attrs_is_dir(&a)) {
+		rc = saas__error(SAAS_EISDIR, SAAS_ERRCLASS_GUEST, 0, "%s is a directory", path);
+		goto out;
+	}
+	left = (a.flags & LIBSSH2_SFTP_ATTR_SIZE) ? (int64_t)a.filesize : 0;
+	if (max > 0 && left > max) {
+		rc = saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_GUEST, 0, "%s is %lld bytes, more than %lld", path,
+		                 (long long)left, (long long)max);
+		goto out;
+	}
+	if (size)
+		*size = left;
+	SFTP_LOOP_PTR(&op, h, lrc,
+	              libssh2_sftp_open_ex(sftp, path, (unsigned int)strlen(path), LIBSSH2_FXF_READ, 0,
+	                                   LIBSSH2_SFTP_OPENFILE));
+	if (!h) {
+		rc = sftp_fail(&op, lrc, "reading", path);
+		goto out;
+	}
+	/* Deliver exactly the size announced, even if the file grows meanwhile. */
+	while (left > 0) {
+		ssize_t n;
+		int stop;
+		SFTP_LOOP(&op, n, libssh2_sftp_read(h, buf, left < SSH_FILE_CHUNK ? (size_t)left : SSH_FILE_CHUNK));
+		if (n < 0) {
+			rc = sftp_fail(&op, (int)n, "reading", path);
+			goto out;
+		}
+		if (n == 0) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "reading %s: the file shrank while being read", path);
+			goto out;
+		}
+		left -= n;
+		pthread_mutex_unlock(&ssh->mu);
+		stop = writer(ud, buf, (size_t)n);
+		pthread_mutex_lock(&ssh->mu);
+		if (stop) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, stop, "reading %s: the receiver stopped", path);
+			goto out;
+		}
+	}
+	rc = SAAS_OK;
+out:
+	if (h)
+		sftp_close_handle(&op, h);
+	pthread_mutex_unlock(&ssh->mu);
+	pthread_mutex_unlock(&ssh->sftp_mu);
+	free(buf);
+	return rc;
+}
+
+struct dirent_rec {
+	char *name;
+	LIBSSH2_SFTP_ATTRIBUTES attrs;
+};
+
+static int dirent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dirent_rec *)a)->name, ((const struct dirent_rec *)b)->name);
+}
+
+static void entry_from_attrs(saas_file_entry *e, const LIBSSH2_SFTP_ATTRIBUTES *a)
+{
+	unsigned long fmt = a->permissions & LIBSSH2_SFTP_S_IFMT;
+
+	e->type = fmt == LIBSSH2_SFTP_S_IFREG   ? SAAS_FILE_REGULAR
+	          : fmt == LIBSSH2_SFTP_S_IFDIR ? SAAS_FILE_DIRECTORY
+	          : fmt == LIBSSH2_SFTP_S_IFLNK ? SAAS_FILE_SYMLINK
+	                                        : SAAS_FILE_OTHER;
+	e->size = (a->flags & LIBSSH2_SFTP_ATTR_SIZE) ? (int64_t)a->filesize : 0;
+	e->mode = (unsigned int)(a->permissions & 07777);
+	e->mtime_ms = (a->flags & LIBSSH2_SFTP_ATTR_ACMODTIME) ? (int64_t)a->mtime * 1000 : 0;
+}
+
+/* Emit an entry without holding mu. Returns the callback's verdict. */
+static int emit_entry(struct ssh_op *op, saas_entry_fn fn, void *ud, const char *path,
+                      const LIBSSH2_SFTP_ATTRIBUTES *a)
+{
+	saas_file_entry e;
+	int stop;
+
+	memset(&e, 0, sizeof(e));
+	e.path = (char *)path;
+	entry_from_attrs(&e, a);
+	pthread_mutex_unlock(&op->ssh->mu);
+	stop = fn(ud, &e);
+	pthread_mutex_lock(&op->ssh->mu);
+	return stop;
+}
+
+/* One listing's walk: where entries go, how deep, and how many more may be read. */
+struct list_walk {
+	struct ssh_op *op;
+	unsigned int max_depth;
+	saas_entry_fn fn;
+	void *ud;
+	size_t left;              /* entries still allowed into host memory; 0: the walk reads no more */
+};
+
+/*
+ * One directory, depth first (sftp_mu and mu held). Returns SAAS_OK, 1 when
+ * the callback stopped the walk, or an error. Unreadable directories below
+ * the top are skipped. A directory is read whole before any of it is emitted
+ * (entries come sorted), so the walk's budget is what bounds the memory a
+ * guest with a huge directory can make the host spend: once it is spent,
+ * reading stops and what was read is still emitted, in order.
+ */
+static int list_dir(struct list_walk *w, const char *dir, unsigned int level)
+{
+	struct ssh_op *op = w->op;
+	LIBSSH2_SFTP_HANDLE *h = NULL;
+	struct dirent_rec *ents = NULL;
+	size_t n = 0, cap = 0;
+	char name[1024];
+	saas__buf child = SAAS__BUF_INIT;
+	int rc, lrc;
+
+	if (!w->left)
+		return SAAS_OK;
+	SFTP_LOOP_PTR(op, h, lrc,
+	              libssh2_sftp_open_ex(op->ssh->sftp, dir, (unsigned int)strlen(dir), 0, 0, LIBSSH2_SFTP_OPENDIR));
+	if (!h) {
+		if (level > 1 && lrc == LIBSSH2_ERROR_SFTP_PROTOCOL)
+			return SAAS_OK;
+		return sftp_fail(op, lrc, "listing", dir);
+	}
+	while (w->left) {
+		LIBSSH2_SFTP_ATTRIBUTES a;
+		ssize_t len;
+
+		memset(&a, 0, sizeof(a));
+		SFTP_LOOP(op, len, libssh2_sftp_readdir(h, name, sizeof(name) - 1, &a));
+		if (len < 0) {
+			rc = sftp_fail(op, (int)len, "listing", dir);
+			goto out;
+		}
+		if (len == 0)
+			break;
+		name[len] = '\0';
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		if ((rc = SAAS__ARRAY_RESERVE(ents, cap, n + 1)) < 0)
+			goto out;
+		if (!(ents[n].name = strdup(name))) {
+			rc = saas__oom();
+			goto out;
+		}
+		ents[n++].attrs = a;
+		w->left--;
+	}
+	/* Close before descending: a deep tree must not pile up open handles. */
+	sftp_close_handle(op, h);
+	h = NULL;
+	if (n)
+		qsort(ents, n, sizeof(*ents), dirent_cmp);
+	rc = SAAS_OK;
+	for (size_t i = 0; i < n; i++) {
+		child.len = 0;
+		saas__buf_printf(&child, "%s/%s", strcmp(dir, "/") ? dir : "", ents[i].name);
+		if (!child.data) {
+			rc = saas__oom();
+			goto out;
+		}
+		if (emit_entry(op, w->fn, w->ud, child.data, &ents[i].attrs)) {
+			rc = 1;
+			goto out;
+		}
+		if (level < w->max_depth && (ents[i].attrs.flags & LIBSSH2_SFTP_ATTR_PERMISSIONS) &&
+		    LIBSSH2_SFTP_S_ISDIR(ents[i].attrs.permissions)) {
+			if ((rc = list_dir(w, child.data, level + 1)) != SAAS_OK)
+				goto out;
+		}
+	}
+out:
+	if (h)
+		sftp_close_handle(op, h);
+	for (size_t i = 0; i < n; i++)
+		free(ents[i].name);
+	free(ents);
+	saas__buf_free(&child);
+	return rc;
+}
+
+int saas__ssh_file_list(saas__ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
+                        saas_entry_fn fn, void *ud)
+{
+	struct ssh_op op = { ssh, 0 };
+	struct list_walk w = { &op, max_depth ? max_depth : 1, fn, ud, max_entries };
+	LIBSSH2_SFTP *sftp;
+	LIBSSH2_SFTP_ATTRIBUTES a;
+	char *root = NULL;
+	size_t len;
+	int rc, lrc;
+
+	if (!path || path[0] != '/')
+		return saas__inval("the path must be absolute");
+	if (!max_entries)
+		return saas__inval("a listing needs room for one entry at least");
+	if (!(root = saas__strdup(path)))
+		return SAAS_ENOMEM;
+	/* "/workspace/" lists as "/workspace": children get exactly one slash. */
+	for (len = strlen(root); len > 1 && root[len - 1] == '/'; len--)
+		root[len - 1] = '\0';
+	pthread_mutex_lock(&ssh->sftp_mu);
+	pthread_mutex_lock(&ssh->mu);
+	if ((rc = sftp_get(&op, &sftp)) < 0)
+		goto out;
+	if ((lrc = sftp_stat(&op, root, 1, &a)) < 0 && (lrc = sftp_stat(&op, root, 0, &a)) < 0) {
+		rc = sftp_fail(&op, lrc, "listing", root);
+		goto out;
+	}
+	if (attrs_is_dir(&a)) {
+		rc = list_dir(&w, root, 1);
+	} else {
+		/* A file lists as itself; a symlink as the link. */
+		if ((lrc = sftp_stat(&op, root, 0, &a)) < 0) {
+			rc = sftp_fail(&op, lrc, "listing", root);
+			goto out;
+		}
+		rc = emit_entry(&op, fn, ud, root, &a) ? 1 : SAAS_OK;
+	}
+	if (rc == 1)
+		rc = SAAS_OK;
+out:
+	pthread_mutex_unlock(&ssh->mu);
+	pthread_mutex_unlock(&ssh->sftp_mu);
+	free(root);
+	return rc;
+}
+
