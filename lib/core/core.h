@@ -5,6 +5,11 @@
 #ifndef SAAS_CORE_H
 #define SAAS_CORE_H
 
+/* The remote provider is built with SAAS_REMOTE_PROVIDER (lib/CMakeLists.txt) so that this holds. */
+#ifdef SAAS_REMOTE_PROVIDER
+#error "lib/remote includes core/provider.h, never the engine's core/core.h"
+#endif
+
 #include <pthread.h>
 #include <stdbool.h>
 
