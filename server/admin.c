@@ -106,14 +106,13 @@ static int need(const char *val, const char *opt)
 	return -1;
 }
 
-static int open_store(saas_engine **e, const struct args *a, const saas_driver *driver)
+static int open_store(saas_engine **e, const struct args *a)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 	int rc;
 
 	o.state_dir = a->state_dir && *a->state_dir ? a->state_dir : NULL;
 	o.store_url = a->store && *a->store ? a->store : NULL;
-	o.driver = driver;
 	o.flags = SAAS_ENGINE_STORE_ONLY;
 	if ((rc = saas_engine_open(e, &o)) < 0)
 		return fail("cannot open the store", rc);
@@ -287,7 +286,7 @@ static int key_revoke(saas_engine *e, const struct args *a)
 	return 0;
 }
 
-int aas_admin_main(int argc, char **argv, const saas_driver *driver)
+int aas_admin_main(int argc, char **argv)
 {
 	const char *noun = argv[1], *verb = argc > 2 ? argv[2] : NULL;
 	saas_engine *e = NULL;
@@ -313,7 +312,7 @@ int aas_admin_main(int argc, char **argv, const saas_driver *driver)
 		fprintf(stderr, "aas-server: unknown command \"%s %s\" (see aas-server %s --help)\n", noun, verb, noun);
 		return 2;
 	}
-	if (open_store(&e, &a, driver) != 0)
+	if (open_store(&e, &a) != 0)
 		return 1;
 	if (strcmp(noun, "account") == 0)
 		rc = strcmp(verb, "create") == 0   ? account_create(e, &a)

@@ -13,6 +13,15 @@
 #include <unistd.h>
 
 #include "server.h"
+#include "testing.h"
+
+/* The driver a test runs the server on (testing.h); NULL: the built-in one. */
+static const saas_driver *testing_driver;
+
+void aas_testing_driver_set(const saas_driver *driver)
+{
+	testing_driver = driver;
+}
 
 static void write_port_file(const char *path, unsigned int port)
 {
@@ -29,8 +38,7 @@ static void write_port_file(const char *path, unsigned int port)
 	rename(tmp, path);
 }
 
-static int open_engine(saas_engine **engine, const struct aas_config *cfg, const saas_driver *driver,
-                       unsigned int port)
+static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsigned int port)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 	char *driver_config = aas_config_driver_string(cfg), *preview = NULL;
@@ -45,7 +53,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, const
 	(void)rc;
 	o.state_dir = cfg->state_dir;
 	o.store_url = cfg->store_url;
-	o.driver = driver;
+	o.driver = testing_driver;
 	o.driver_config = driver_config;
 	o.default_image = cfg->image;
 	o.preview_url = preview;
@@ -93,14 +101,14 @@ static void print_routes(void)
 		printf("%s %s\n", aas_routes[i].method, aas_routes[i].pattern);
 }
 
-int aas_start(const struct aas_config *cfg, const saas_driver *driver, saas_engine **engine, unsigned int *port)
+int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *port)
 {
 	int listen_fd;
 
 	*engine = NULL;
 	if ((listen_fd = aas_http_bind(cfg, port)) < 0)
 		return -1;
-	if (open_engine(engine, cfg, driver, *port) < 0)
+	if (open_engine(engine, cfg, *port) < 0)
 		goto fail;
 	aas_auth_init(*engine, cfg->key_ttl_s);
 	if (aas_preview_init(*engine, cfg) < 0)
@@ -127,7 +135,7 @@ void aas_stop(saas_engine *engine)
 	saas_engine_free(engine);
 }
 
-int aas_main(int argc, char **argv, const saas_driver *driver)
+int aas_main(int argc, char **argv)
 {
 	struct aas_config cfg;
 	saas_engine *engine = NULL;
@@ -136,7 +144,7 @@ int aas_main(int argc, char **argv, const saas_driver *driver)
 	int rc, status = 1;
 
 	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0))
-		return aas_admin_main(argc, argv, driver);
+		return aas_admin_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "routes") == 0) {
 		print_routes();
 		return 0;
@@ -153,7 +161,7 @@ int aas_main(int argc, char **argv, const saas_driver *driver)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	if (aas_start(&cfg, driver, &engine, &port) < 0)
+	if (aas_start(&cfg, &engine, &port) < 0)
 		goto out;
 	aas_log(SAAS_LOG_INFO, "aas-server %s listening on %s%s%s:%u (previews: *.%s)", saas_version(),
 	        strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host, strchr(cfg.listen_host, ':') ? "]" : "",

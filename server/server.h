@@ -18,7 +18,6 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <saas.h>
-#include <saas/sys/driver.h>
 
 /* ---- configuration (config.c) ---- */
 
@@ -89,16 +88,16 @@ int64_t aas_now_ms(void);
 
 /* ---- the program (app.c) ---- */
 
-/* Everything main() does; `driver` replaces the built-in VM driver (tests). */
-int aas_main(int argc, char **argv, const saas_driver *driver);
-int aas_admin_main(int argc, char **argv, const saas_driver *driver);
+/* Everything main() does (in-process tests set their VM driver first: testing.h). */
+int aas_main(int argc, char **argv);
+int aas_admin_main(int argc, char **argv);
 /*
  * What aas_main does before it waits for a signal, for in-process tests (the
- * fuzzers): bind, open the engine on `driver` (NULL: the built-in one) and
- * serve in the background. cfg must outlive the server. 0 with *engine and
- * *port set, or -1 after logging; call aas_stop() either way.
+ * fuzzers): bind, open the engine and serve in the background. cfg must
+ * outlive the server. 0 with *engine and *port set, or -1 after logging; call
+ * aas_stop() either way.
  */
-int aas_start(const struct aas_config *cfg, const saas_driver *driver, saas_engine **engine, unsigned int *port);
+int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *port);
 /* Stop serving (requests in flight end) and free what aas_start made, the engine included. */
 void aas_stop(saas_engine *engine);
 

@@ -12,6 +12,7 @@
 SAAS_BEGIN_DECLS
 
 struct saas_driver;
+struct saas_store;
 
 /** Log levels passed to a saas_log_fn. */
 typedef enum {
@@ -57,11 +58,12 @@ typedef struct {
 /**
  * Version of saas_engine_options this header describes. Version 2 appended
  * `pool`, version 3 the tenant limits (`max_executions` to
- * `execution_retention_s`) and `min_free_mb`; callers built against an older
- * version are still accepted (their struct is read only as far as their
- * version reached, and what it lacks takes the defaults).
+ * `execution_retention_s`) and `min_free_mb`, version 4 `store` and
+ * `store_userdata`; callers built against an older version are still accepted
+ * (their struct is read only as far as their version reached, and what it
+ * lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 3
+#define SAAS_ENGINE_OPTIONS_VERSION 4
 
 /** Default of saas_engine_options.max_executions. */
 #define SAAS_MAX_EXECUTIONS_DEFAULT 8
@@ -162,9 +164,18 @@ typedef struct {
 	 * At most SAAS_ENGINE_MIN_FREE_MB_MAX (16 TiB).
 	 */
 	unsigned int min_free_mb;
+	/**
+	 * A store of your own (since version 4): its table (saas/sys/store.h, of
+	 * version SAAS_STORE_VERSION, every slot set), used instead of one chosen
+	 * by `store_url`, which must then be NULL. NULL: the store `store_url` names.
+	 * It must outlive the engine.
+	 */
+	const struct saas_store *store;
+	/** Handed to the store's open() as saas_store_env.userdata (since version 4). */
+	void *store_userdata;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL }
 
 /**
  * Open an engine on a state directory.
@@ -177,7 +188,8 @@ typedef struct {
  * @param out     [out] the engine; free with saas_engine_free().
  * @param options options, or NULL for all defaults.
  * @return SAAS_OK, SAAS_EINVAL (bad option, unknown version or flag, a bad pool spec:
- *         the message names the bad entry),
+ *         the message names the bad entry; both `store_url` and `store`, or a store
+ *         or driver table of another version or with a required slot missing),
  *         SAAS_ESTORE, SAAS_EBACKEND, SAAS_EBUSY (state directory held by another engine),
  *         SAAS_EIO, SAAS_ENOMEM.
  */

@@ -1,12 +1,19 @@
 /*
- * Internal: the engine and the client.
+ * Internal: the engine (the local provider). What every provider shares, the
+ * client and its operations table, is in core/provider.h.
  */
 #ifndef SAAS_CORE_H
 #define SAAS_CORE_H
 
+/* The remote provider is built with SAAS_REMOTE_PROVIDER (lib/CMakeLists.txt) so that this holds. */
+#ifdef SAAS_REMOTE_PROVIDER
+#error "lib/remote includes core/provider.h, never the engine's core/core.h"
+#endif
+
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "core/provider.h"
 #include "saas.h"
 #include "saas/sys/driver.h"
 #include "saas/sys/store.h"
@@ -86,38 +93,6 @@ struct saas_engine {
 	/* Background executions still running; engine_free waits for them. */
 	unsigned int background;
 	int cancel;                    /* set atomically when the engine shuts down */
-};
-
-/* What a client is: the same calls, served locally or (later) remotely. */
-struct saas__client_ops {
-	int (*account)(saas_client *c, saas_account_info **out);
-	int (*usage)(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out);
-	int (*sandbox_create)(saas_client *c, const saas_create_options *opts, saas_sandbox **out);
-	int (*sandbox_get)(saas_client *c, const char *id, saas_sandbox **out);
-	int (*sandbox_list)(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
-	                    saas_sandbox_list **out);
-	int (*sandbox_extend)(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out);
-	int (*sandbox_destroy)(saas_client *c, const char *id, saas_sandbox **out);
-	int (*exec)(saas_client *c, const char *id, const char *command, const saas_exec_options *opts,
-	            unsigned int flags, saas_execution **out);
-	int (*execution_get)(saas_client *c, const char *id, saas_execution **out);
-	int (*file_write)(saas_client *c, const char *id, const char *path, saas_read_fn reader, void *ud,
-	                  int64_t size, unsigned int mode);
-	int (*file_read)(saas_client *c, const char *id, const char *path, int64_t max, saas_write_fn writer,
-	                 void *ud, int64_t *size);
-	int (*file_list)(saas_client *c, const char *id, const char *path, unsigned int depth,
-	                 unsigned int max_entries, saas_file_list **out);
-	int (*port_expose)(saas_client *c, const char *id, unsigned int port, char **url);
-	int (*port_connect)(saas_client *c, const char *id, unsigned int port, int *fd);
-	int (*port_unexpose)(saas_client *c, const char *id, unsigned int port);
-	void (*free)(saas_client *c);
-};
-
-struct saas_client {
-	const struct saas__client_ops *ops;
-	char account_id[SAAS_ID_MAX + 1];
-	saas_engine *engine;           /* local provider */
-	void *provider;                /* provider-private state */
 };
 
 extern const struct saas__client_ops saas__local_ops;

@@ -32,11 +32,15 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_REAPER_MS 1000
 #define DEFAULT_PREVIEW "http://{name}.localhost:8080/"
 
-/* How much of saas_engine_options a caller of each version has: version 1 ends before `pool`, 2 before the tenant limits. */
+/*
+ * How much of saas_engine_options a caller of each version has: version 1
+ * ends before `pool`, 2 before the tenant limits, 3 before `store`.
+ */
 static const size_t options_size[] = {
 	0,
 	offsetof(saas_engine_options, pool),
 	offsetof(saas_engine_options, max_executions),
+	offsetof(saas_engine_options, store),
 	sizeof(saas_engine_options),
 };
 
@@ -262,22 +266,28 @@ static int lock_state_dir(saas_engine *e)
 	return SAAS_OK;
 }
 
-static int open_store(saas_engine *e, const char *url_opt)
+static int open_store(saas_engine *e, const saas_engine_options *o)
 {
 	char *url = NULL;
-	saas_store_env env;
+	saas_store_env env = { 0 };
 	int rc;
 
-	if (url_opt) {
-		url = saas__strdup(url_opt);
-	} else if (asprintf(&url, "sqlite:%s/aas.db", e->state_dir) < 0) {
-		url = NULL;
-		saas__oom();
+	if (o->store) {
+		/* The caller's own store: checked in saas_engine_open, found through its userdata. */
+		e->store = o->store;
+		env.userdata = o->store_userdata;
+	} else {
+		if (o->store_url) {
+			url = saas__strdup(o->store_url);
+		} else if (asprintf(&url, "sqlite:%s/aas.db", e->state_dir) < 0) {
+			url = NULL;
+			saas__oom();
+		}
+		if (!url)
+			return SAAS_ENOMEM;
+		if ((rc = saas__store_for_url(&e->store, url)) < 0)
+			goto out;
 	}
-	if (!url)
-		return SAAS_ENOMEM;
-	if ((rc = saas__store_for_url(&e->store, url)) < 0)
-		goto out;
 	env.url = url;
 	env.state_dir = e->state_dir;
 	env.log = e->log;
@@ -357,6 +367,10 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	if (o->preview_url && (!saas__valid_text(o->preview_url, 512) || !strstr(o->preview_url, "{name}")))
 		return saas__inval("preview_url must be printable, at most 512 bytes, and contain {name} "
 		                   "(the exposure's unguessable host label, e.g. \"https://{name}.preview.example.com/\")");
+	if (o->store && o->store_url)
+		return saas__inval("give the store as store_url or as a store table, not both");
+	if (o->store && (rc = saas__store_check(o->store)) < 0)
+		return rc;
 	if (o->sizes && (rc = check_sizes(o->sizes, o->nsizes)) < 0)
 		return rc;
 	if ((rc = check_limits(&o->limits)) < 0 || (rc = check_tenant_limits(o)) < 0)
@@ -420,7 +434,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	}
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY) && (rc = lock_state_dir(e)) < 0)
 		goto fail;
-	if ((rc = open_store(e, o->store_url)) < 0)
+	if ((rc = open_store(e, o)) < 0)
 		goto fail;
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY)) {
 		if ((rc = saas__closes_open(e)) < 0 || (rc = open_driver(e, o)) < 0)

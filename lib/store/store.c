@@ -1,7 +1,9 @@
+#include <stddef.h>
 #include <string.h>
 
 #include "store/store.h"
 #include "util/error.h"
+#include "util/util.h"
 
 const char *saas__sqlite_path(const char *url)
 {
@@ -30,5 +32,45 @@ int saas__store_for_url(const saas_store **out, const char *url)
 	if (!*saas__sqlite_path(url))
 		return saas__inval("empty SQLite path");
 	*out = &saas__store_sqlite;
+	return SAAS_OK;
+}
+
+/* Every slot of a version-2 table, by name, for saas__store_check's message. */
+#define SLOT(name) { #name, offsetof(saas_store, name) }
+static const struct {
+	const char *name;
+	size_t offset;
+} store_slots[] = {
+	SLOT(open), SLOT(close), SLOT(schema_version),
+	SLOT(account_insert), SLOT(account_get), SLOT(account_list), SLOT(credit_add),
+	SLOT(key_insert), SLOT(key_find), SLOT(key_revoke), SLOT(key_list),
+	SLOT(sandbox_insert), SLOT(sandbox_get), SLOT(sandbox_list), SLOT(sandbox_set_ready),
+	SLOT(sandbox_set_expiry), SLOT(sandbox_close), SLOT(sandbox_delete),
+	SLOT(execution_insert), SLOT(execution_finish), SLOT(execution_get), SLOT(execution_fail_running),
+	SLOT(port_insert), SLOT(port_list),
+	SLOT(execution_prune), SLOT(limits_get), SLOT(limits_set),
+	SLOT(port_find), SLOT(port_delete),
+};
+#undef SLOT
+/* A slot appended to struct saas_store and not here would go unchecked. */
+_Static_assert(offsetof(saas_store, port_delete) + sizeof(void (*)(void)) == sizeof(saas_store),
+               "store_slots must name every slot of struct saas_store");
+
+int saas__store_check(const saas_store *store)
+{
+	if (store->version != SAAS_STORE_VERSION)
+		return saas__inval("the store table is of version %u; this libsaas takes version %u (saas/sys/store.h)",
+		                   store->version, SAAS_STORE_VERSION);
+	if (!store->name || !*store->name)
+		return saas__inval("the store table has no name");
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(store_slots); i++) {
+		void (*slot)(void);
+
+		/* Every slot is a function pointer: read it as one, whatever its type. */
+		memcpy(&slot, (const char *)store + store_slots[i].offset, sizeof(slot));
+		if (!slot)
+			return saas__inval("the store table \"%s\" has no %s slot; a store implements every one",
+			                   store->name, store_slots[i].name);
+	}
 	return SAAS_OK;
 }

@@ -8,8 +8,7 @@
 #include <unistd.h>
 
 #include "fake/fake_driver.h"
-#include "saas/errors.h"
-#include "util/error.h"
+#include "saas/sys/error.h"
 
 #define MAX_VMS 256
 #define MAX_FILES 256
@@ -182,11 +181,11 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 	if (fail_creates > 0) {
 		fail_creates--;
 		pthread_mutex_unlock(&mu);
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this create fails as the test asked");
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this create fails as the test asked");
 	}
 	if (refuse_internet && spec->internet == 1) {
 		pthread_mutex_unlock(&mu);
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
+		return saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
 	}
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name);
 	fn = on_create;
@@ -258,7 +257,7 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 
 	(void)ctx;
 	if (!running(name))
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	*exit_code = 0;
 	if (strncmp(cmd, "echo ", 5) == 0) {
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, cmd + 5, strlen(cmd + 5));
@@ -333,9 +332,9 @@ static int fake_write(void *ctx, const char *name, const char *path, unsigned in
 	(void)ctx;
 	(void)size;
 	if (!running(name))
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	if (!guest_may_write(path))
-		return saas__error(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "writing %s: permission denied", path);
+		return saas_sys_error_set(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "writing %s: permission denied", path);
 	while ((n = reader(ud, buf, sizeof(buf))) > 0) {
 		if (len + (size_t)n > cap) {
 			size_t ncap = cap ? cap * 2 : sizeof(buf);
@@ -389,13 +388,13 @@ static int fake_read(void *ctx, const char *name, const char *path, int64_t max,
 
 	(void)ctx;
 	if (!running(name))
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	if (!guest_may_read(path))
-		return saas__error(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "reading %s: permission denied", path);
+		return saas_sys_error_set(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "reading %s: permission denied", path);
 	pthread_mutex_lock(&mu);
 	if (!(f = find_file(name, path))) {
 		pthread_mutex_unlock(&mu);
-		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "%s: no such file", path);
+		return saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "%s: no such file", path);
 	}
 	len = f->len;
 	copy = malloc(len ? len : 1);
@@ -428,7 +427,7 @@ static int fake_list_files(void *ctx, const char *name, const char *path, unsign
 	(void)ctx;
 	(void)depth;
 	if (!running(name))
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < MAX_FILES; i++)
 		if (files[i].path && strcmp(files[i].vm, name) == 0 && strncmp(files[i].path, path, plen) == 0 &&
@@ -464,11 +463,11 @@ static int fake_port_connect(void *ctx, const char *name, unsigned int port, int
 
 	(void)ctx;
 	if (!running(name))
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	if (port == 9)
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "nothing listens on port 9 in the sandbox");
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "nothing listens on port 9 in the sandbox");
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socketpair");
+		return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socketpair");
 	n = snprintf(line, sizeof(line), "port %u of %s\n", port, name);
 	if (write(sv[1], line, (size_t)n) != n) {
 		close(sv[0]);

@@ -1603,7 +1603,7 @@ static void (*after_list)(void);
 
 static int refuse_write(void)
 {
-	return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 13, "test: the store cannot write");
+	return saas_sys_error_set(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 13, "test: the store cannot write");
 }
 
 static int w_insert(void *ctx, const saas_store_sandbox *sb, unsigned int max_live)

@@ -16,6 +16,7 @@
 #include "../common.h"
 #include "../engine.h"
 #include "../files.h"
+#include "error.h"
 
 SAAS_BEGIN_DECLS
 
@@ -87,7 +88,11 @@ typedef int (*saas_entry_fn)(void *userdata, const saas_file_entry *entry);
 /** Receives a VM name from vm_list. Return non-zero to stop. */
 typedef int (*saas_name_fn)(void *userdata, const char *name);
 
-/** A VM driver. Every function returns SAAS_OK or a negative SAAS_E* code and may be called from any thread. */
+/**
+ * A VM driver. Every slot returns SAAS_OK or a negative SAAS_E* code, says why
+ * it failed through saas_sys_error_set() (saas/sys/error.h), and may be called
+ * from any thread, several at once (docs/backends.md).
+ */
 typedef struct saas_driver {
 	unsigned int version;      /**< SAAS_DRIVER_VERSION */
 	const char *name;          /**< "libvirt", "fake" ... */

@@ -16,6 +16,7 @@
 
 #include "../common.h"
 #include "../engine.h"
+#include "error.h"
 
 SAAS_BEGIN_DECLS
 
@@ -38,10 +39,16 @@ SAAS_BEGIN_DECLS
 
 /** What the engine hands a store when opening it. Valid until close. */
 typedef struct {
-	const char *url;           /**< "sqlite:PATH", a plain path, or "postgresql://..." */
+	/**
+	 * "sqlite:PATH", a plain path, or "postgresql://..."; NULL for a store the
+	 * caller gave as a table (saas_engine_options.store), which finds what it
+	 * needs in `userdata`.
+	 */
+	const char *url;
 	const char *state_dir;
 	saas_log_fn log;           /**< Never NULL. */
 	void *log_userdata;
+	void *userdata;            /**< saas_engine_options.store_userdata; NULL for the built-in stores. */
 } saas_store_env;
 
 typedef struct {
@@ -131,9 +138,11 @@ typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *s
 typedef int (*saas_store_port_fn)(void *userdata, const saas_store_port *port);
 
 /**
- * A store. Every slot returns SAAS_OK or a negative SAAS_E* code, sets error
- * detail through the core's helpers, and may be called from any thread. A
- * callback returning non-zero stops the iteration (the call still succeeds).
+ * A store. Every slot returns SAAS_OK or a negative SAAS_E* code, says why it
+ * failed through saas_sys_error_set() (saas/sys/error.h), and may be called
+ * from any thread, several at once. A callback returning non-zero stops the
+ * iteration (the call still succeeds). Every slot is required: the engine
+ * refuses a table with one missing (docs/backends.md).
  */
 typedef struct saas_store {
 	unsigned int version;          /**< SAAS_STORE_VERSION */

@@ -22,6 +22,7 @@
 
 #include "fake/fake_driver.h"
 #include "server.h"
+#include "testing.h"
 
 static int loopback_connect(void *ctx, const char *name, unsigned int port, int *fd)
 {
@@ -81,5 +82,6 @@ int main(int argc, char **argv)
 		saas_fake_fail_creates((unsigned int)strtoul(fail, NULL, 10));
 	if (cdelay && (connect_delay_ms = strtol(cdelay, NULL, 10)) > 0)
 		driver.port_connect = slow_connect;
-	return aas_main(argc, argv, &driver);
+	aas_testing_driver_set(&driver);
+	return aas_main(argc, argv);
 }
