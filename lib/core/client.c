@@ -163,15 +163,17 @@ SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *c, int64_t fro
 SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const saas_create_options *options,
                                      unsigned int flags)
 {
-	saas_create_options defaults = SAAS_CREATE_OPTIONS_INIT;
-	const saas_create_options *o = options ? options : &defaults;
+	static const size_t sizes[] = { 0, sizeof(saas_create_options) };
+	saas_create_options opts = SAAS_CREATE_OPTIONS_INIT;
+	const saas_create_options *o = &opts;
+	int rc;
 
 	saas__error_clear();
 	if (out)
 		*out = NULL;
 	CHECK_CLIENT(c);
-	if (o->version != SAAS_CREATE_OPTIONS_VERSION)
-		return saas__inval("create options version %u is not %u", o->version, SAAS_CREATE_OPTIONS_VERSION);
+	if ((rc = saas__options_read(&opts, options, sizes, SAAS_CREATE_OPTIONS_VERSION, "create")) < 0)
+		return rc;
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
 	if (o->size && !saas__valid_text(o->size, 31))
@@ -271,8 +273,9 @@ static int check_env(const char *const *env)
 SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id, const char *command,
                            const saas_exec_options *options, unsigned int flags)
 {
-	saas_exec_options defaults = SAAS_EXEC_OPTIONS_INIT;
-	const saas_exec_options *o = options ? options : &defaults;
+	static const size_t sizes[] = { 0, sizeof(saas_exec_options) };
+	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
+	const saas_exec_options *o = &opts;
 	int rc;
 
 	saas__error_clear();
@@ -282,8 +285,8 @@ SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id,
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
-	if (o->version != SAAS_EXEC_OPTIONS_VERSION)
-		return saas__inval("exec options version %u is not %u", o->version, SAAS_EXEC_OPTIONS_VERSION);
+	if ((rc = saas__options_read(&opts, options, sizes, SAAS_EXEC_OPTIONS_VERSION, "exec")) < 0)
+		return rc;
 	if (flags & ~SAAS_EXEC_BACKGROUND)
 		return saas__inval("unknown flags 0x%x", flags);
 	if (!command || !*command)
@@ -321,18 +324,19 @@ SAAS_EXTERN(int) saas_execution_get(saas_execution **out, saas_client *c, const 
 	return c->ops->execution_get(c, id, out);
 }
 
+/* Checks a write's arguments and reads its options into `o` (which holds the defaults). */
 static int check_write(saas_client *c, const char *id, const char *path, int64_t size,
-                       const saas_file_write_options *o)
+                       saas_file_write_options *o, const saas_file_write_options *options)
 {
+	static const size_t sizes[] = { 0, sizeof(saas_file_write_options) };
 	int rc;
 
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
 		return rc;
-	if (o && o->version != SAAS_FILE_WRITE_OPTIONS_VERSION)
-		return saas__inval("file write options version %u is not %u", o->version,
-		                   SAAS_FILE_WRITE_OPTIONS_VERSION);
-	if (o && o->mode > 07777)
+	if ((rc = saas__options_read(o, options, sizes, SAAS_FILE_WRITE_OPTIONS_VERSION, "file write")) < 0)
+		return rc;
+	if (o->mode > 07777)
 		return saas__inval("mode 0%o is not a permission mode", o->mode);
 	if (size > SAAS_FILE_MAX)
 		return saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, 0, "file is over the %lld byte limit",
@@ -363,30 +367,32 @@ static long read_mem(void *ud, void *buf, size_t size)
 SAAS_EXTERN(int) saas_file_write(saas_client *c, const char *id, const char *path, const void *data, size_t len,
                                  const saas_file_write_options *options)
 {
+	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
 	struct mem_reader r = { data, len };
 	int rc;
 
 	saas__error_clear();
-	if ((rc = check_write(c, id, path, (int64_t)len, options)) < 0)
+	if ((rc = check_write(c, id, path, (int64_t)len, &o, options)) < 0)
 		return rc;
 	if (len && !data)
 		return saas__inval("data is NULL");
-	return c->ops->file_write(c, id, path, read_mem, &r, (int64_t)len, options ? options->mode : 0);
+	return c->ops->file_write(c, id, path, read_mem, &r, (int64_t)len, o.mode);
 }
 
 SAAS_EXTERN(int) saas_file_write_stream(saas_client *c, const char *id, const char *path, saas_read_fn reader,
                                         void *userdata, int64_t size, const saas_file_write_options *options)
 {
+	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
 	int rc;
 
 	saas__error_clear();
-	if ((rc = check_write(c, id, path, size, options)) < 0)
+	if ((rc = check_write(c, id, path, size, &o, options)) < 0)
 		return rc;
 	if (!reader)
 		return saas__inval("reader is NULL");
 	if (size < -1)
 		return saas__inval("size must be -1 (unknown) or a byte count");
-	return c->ops->file_write(c, id, path, reader, userdata, size, options ? options->mode : 0);
+	return c->ops->file_write(c, id, path, reader, userdata, size, o.mode);
 }
 
 struct mem_writer {

@@ -324,29 +324,17 @@ static int open_driver(saas_engine *e, const saas_engine_options *o)
 
 SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options)
 {
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT, upgraded = SAAS_ENGINE_OPTIONS_INIT;
-	const saas_engine_options *o = options ? options : &defaults;
+	saas_engine_options opts = SAAS_ENGINE_OPTIONS_INIT;
+	const saas_engine_options *o = &opts;
 	saas_engine *e = NULL;
-	unsigned int version;
 	int rc;
 
 	saas__error_clear();
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
-	/*
-	 * A caller built against an older version has a struct that ends earlier:
-	 * read its version and then its bytes, never a member past them; what it
-	 * lacks stays zero, which takes the defaults.
-	 */
-	memcpy(&version, o, sizeof(version));
-	if (version < 1 || version > SAAS_ENGINE_OPTIONS_VERSION)
-		return saas__inval("engine options version %u is not 1 to %u", version, SAAS_ENGINE_OPTIONS_VERSION);
-	if (version < SAAS_ENGINE_OPTIONS_VERSION) {
-		memcpy(&upgraded, o, options_size[version]);
-		upgraded.version = SAAS_ENGINE_OPTIONS_VERSION;
-		o = &upgraded;
-	}
+	if ((rc = saas__options_read(&opts, options, options_size, SAAS_ENGINE_OPTIONS_VERSION, "engine")) < 0)
+		return rc;
 	if (o->flags & ~(SAAS_ENGINE_NO_REAPER | SAAS_ENGINE_STORE_ONLY))
 		return saas__inval("unknown engine flags 0x%x", o->flags);
 	if (o->state_dir && (!*o->state_dir || strlen(o->state_dir) > 3000))

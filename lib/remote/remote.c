@@ -800,8 +800,9 @@ static int check_base_url(const char *url, size_t *len)
 SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url, const char *api_key,
                                          const saas_remote_options *options, unsigned int flags)
 {
-	saas_remote_options defaults = SAAS_REMOTE_OPTIONS_INIT;
-	const saas_remote_options *o = options ? options : &defaults;
+	static const size_t sizes[] = { 0, sizeof(saas_remote_options) };
+	saas_remote_options opts = SAAS_REMOTE_OPTIONS_INIT;
+	const saas_remote_options *o = &opts;
 	struct saas_remote *r = NULL;
 	saas_client *c = NULL;
 	saas_account_info *ai = NULL;
@@ -814,8 +815,8 @@ SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url
 	*out = NULL;
 	if ((rc = check_base_url(base_url, &len)) < 0)
 		return rc;
-	if (o->version != SAAS_REMOTE_OPTIONS_VERSION)
-		return saas__inval("remote options version %u is not %u", o->version, SAAS_REMOTE_OPTIONS_VERSION);
+	if ((rc = saas__options_read(&opts, options, sizes, SAAS_REMOTE_OPTIONS_VERSION, "remote")) < 0)
+		return rc;
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
 	if (o->retries > 10)

@@ -324,7 +324,9 @@ static void test_open_remote(void **state)
 	EXPECT(saas_client_open_remote(&c, "http://", f->key_a, NULL, 0), SAAS_EINVAL);
 	EXPECT(saas_client_open_remote(&c, NULL, f->key_a, NULL, 0), SAAS_EINVAL);
 	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, NULL, 1), SAAS_EINVAL);
-	o.version = 7;
+	o.version = 0;
+	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, &o, 0), SAAS_EINVAL);
+	o.version = SAAS_REMOTE_OPTIONS_VERSION + 1;
 	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, &o, 0), SAAS_EINVAL);
 	o = (saas_remote_options)SAAS_REMOTE_OPTIONS_INIT;
 	/* A wrong key says who refused it. */
@@ -663,8 +665,11 @@ static void test_exec_bad_input(void **state)
 	o.cwd = "bad\npath";
 	EXPECT(saas_exec(&x, f->a, sb->id, "pwd", &o, 0), SAAS_EINVAL);
 	o.cwd = NULL;
-	o.version = 2;
+	o.version = 0;
 	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.version = SAAS_EXEC_OPTIONS_VERSION + 1;
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.version = SAAS_EXEC_OPTIONS_VERSION;
 	EXPECT(saas_exec(&x, f->a, "sbx-nosuch", "echo hi", NULL, 0), SAAS_ENOTFOUND);
 	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
 	EXPECT(saas_exec(&x, f->a, sb->id, "echo hi", NULL, 0), SAAS_ESTATE);

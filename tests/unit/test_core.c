@@ -378,6 +378,9 @@ static void test_create_bad_input(void **state)
 	o.network = NULL;
 	o.version = 0;
 	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.version = SAAS_CREATE_OPTIONS_VERSION + 1;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "create options version"));
 	o.version = SAAS_CREATE_OPTIONS_VERSION;
 	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 8), SAAS_EINVAL);
 	assert_int_equal(saas_sandbox_create(&sb, NULL, &o, 0), SAAS_EINVAL);
@@ -928,6 +931,10 @@ static void test_files(void **state)
 	wo.mode = 0;
 	wo.version = 0;
 	assert_int_equal(saas_file_write(f->a, sb->id, "x", "1", 1, &wo), SAAS_EINVAL);
+	wo.version = SAAS_FILE_WRITE_OPTIONS_VERSION + 1;
+	assert_int_equal(saas_file_write(f->a, sb->id, "x", "1", 1, &wo), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "file write options version"));
+	wo.version = SAAS_FILE_WRITE_OPTIONS_VERSION;
 	assert_int_equal(saas_file_write(f->a, sb->id, "", "1", 1, NULL), SAAS_EINVAL);
 	assert_int_equal(saas_file_write(f->a, sb->id, NULL, "1", 1, NULL), SAAS_EINVAL);
 	assert_int_equal(saas_file_write(f->a, sb->id, longpath, "1", 1, NULL), SAAS_EINVAL);
