@@ -855,7 +855,7 @@ static json_t *t_service(struct call *c)
 	              "description",
 	              "Disposable Linux sandboxes for agents: each sandbox is a dedicated virtual machine with its "
 	              "own kernel, billed by the second while it runs.",
-	              "sizes", sizes, "default_size", "small", "default_image", info->default_image ? info->default_image : "",
+	              "sizes", sizes, "default_size", info->default_size, "default_image", info->default_image ? info->default_image : "",
 	              "limits", limits_json(&info->limits), "authentication",
 	              "Send your API key on each request: \"Authorization: Bearer aas_sk_...\" or \"x-api-key: "
 	              "aas_sk_...\". Never in the URL.",

@@ -89,7 +89,7 @@ void aas_h_service(struct aas_req *r, struct aas_reply *out)
 	for (size_t i = 0; i < info->nsizes; i++)
 		json_array_append_new(sizes, aas_json_size(&info->sizes[i]));
 	json_object_set_new(o, "sizes", sizes);
-	json_object_set_new(o, "default_size", json_string("small")); /* what the library creates when none is named */
+	json_object_set_new(o, "default_size", json_string(info->default_size));
 	json_object_set_new(o, "default_image", json_string(info->default_image));
 	json_object_set_new(o, "limits", aas_json_limits(&info->limits));
 	json_object_set_new(o, "authentication",

@@ -57,11 +57,11 @@ typedef struct {
 /**
  * Version of saas_engine_options this header describes. Version 2 appended
  * `pool`, version 3 the tenant limits (`max_executions` to
- * `execution_retention_s`) and `min_free_mb`; callers built against an older
+ * `execution_retention_s`) and `min_free_mb`, version 4 `default_size`; callers built against an older
  * version are still accepted (their struct is read only as far as their
  * version reached, and what it lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 3
+#define SAAS_ENGINE_OPTIONS_VERSION 4
 
 /** Default of saas_engine_options.max_executions. */
 #define SAAS_MAX_EXECUTIONS_DEFAULT 8
@@ -162,9 +162,15 @@ typedef struct {
 	 * At most SAAS_ENGINE_MIN_FREE_MB_MAX (16 TiB).
 	 */
 	unsigned int min_free_mb;
+	/**
+	 * The size a create that names none gets (since version 4); it must be one
+	 * of `sizes`. NULL: the first of `sizes` ("small" in the built-in table).
+	 * Copied at open.
+	 */
+	const char *default_size;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL }
 
 /**
  * Open an engine on a state directory.
@@ -212,6 +218,7 @@ typedef struct {
 	size_t nsizes;
 	saas_size *sizes;                 /**< Every size class with its price. */
 	char *default_image;
+	char *default_size;               /**< The size a create that names none gets. */
 	char *preview_url;                /**< The preview URL template ("{name}"; maybe "{port}", "{id}"). */
 	int64_t new_account_credit_usd_micro;
 	char *driver;                     /**< The VM driver's name, or "" for a store-only engine. */

@@ -68,7 +68,7 @@ typedef struct {
 /** Options for saas_sandbox_create(). Initialise with SAAS_CREATE_OPTIONS_INIT. */
 typedef struct {
 	unsigned int version;      /**< SAAS_CREATE_OPTIONS_VERSION */
-	const char *size;          /**< Size class name; NULL: "small". */
+	const char *size;          /**< Size class name; NULL: the engine's default size ("small" unless configured). */
 	const char *image;         /**< Image name; NULL: the engine's default. */
 	int64_t timeout_s;         /**< Lifetime in seconds; 0: the account default. At most the maximum. */
 	/**

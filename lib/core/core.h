@@ -43,6 +43,7 @@ struct saas_engine {
 	saas_limits limits;
 	saas_size *sizes;
 	size_t nsizes;
+	const saas_size *default_size; /* one of `sizes`: what a create that names none gets */
 	int64_t new_account_credit;
 	unsigned int flags;
 

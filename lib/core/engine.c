@@ -32,11 +32,15 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_REAPER_MS 1000
 #define DEFAULT_PREVIEW "http://{name}.localhost:8080/"
 
-/* How much of saas_engine_options a caller of each version has: version 1 ends before `pool`, 2 before the tenant limits. */
+/*
+ * How much of saas_engine_options a caller of each version has: version 1 ends
+ * before `pool`, 2 before the tenant limits, 3 before `default_size`.
+ */
 static const size_t options_size[] = {
 	0,
 	offsetof(saas_engine_options, pool),
 	offsetof(saas_engine_options, max_executions),
+	offsetof(saas_engine_options, default_size),
 	sizeof(saas_engine_options),
 };
 
@@ -391,6 +395,11 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		rc = saas__sizes_copy(&e->sizes, &e->nsizes, default_sizes, SAAS_ARRAY_SIZE(default_sizes));
 	if (rc < 0)
 		goto fail;
+	/* Unnamed, the table's first size: "small" in the built-in one, and one that exists in any other. */
+	if (!(e->default_size = saas__engine_size(e, o->default_size ? o->default_size : e->sizes[0].name))) {
+		rc = saas__inval("default_size '%s' is not one of the sizes", o->default_size);
+		goto fail;
+	}
 	e->state_dir = o->state_dir ? saas__strdup(o->state_dir) : default_state_dir();
 	e->default_image = saas__strdup(o->default_image ? o->default_image : "default");
 	e->preview_url = saas__strdup(o->preview_url ? o->preview_url : DEFAULT_PREVIEW);
@@ -517,7 +526,8 @@ SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *e)
 	info->limits.requests_per_second = e->requests_per_second;
 	info->limits.execution_retention_s = e->execution_retention_s;
 	info->new_account_credit_usd_micro = e->new_account_credit;
-	if (!(info->default_image = saas__strdup(e->default_image)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
+	if (!(info->default_image = saas__strdup(e->default_image)) ||
+	    !(info->default_size = saas__strdup(e->default_size->name)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
 	    !(info->driver = saas__strdup(e->driver ? e->driver->name : "")) ||
 	    saas__sizes_copy(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
 		goto oom;
@@ -534,6 +544,7 @@ SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info)
 		return;
 	saas__sizes_free(info->sizes, info->nsizes);
 	free(info->default_image);
+	free(info->default_size);
 	free(info->preview_url);
 	free(info->driver);
 	free(info);

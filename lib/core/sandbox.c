@@ -273,7 +273,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 
 	if ((rc = saas__engine_need_driver(e)) < 0)
 		return rc;
-	if (!(size = saas__engine_size(e, o->size ? o->size : "small"))) {
+	if (!(size = o->size ? saas__engine_size(e, o->size) : e->default_size)) {
 		saas__buf names = SAAS__BUF_INIT;
 		for (size_t i = 0; i < e->nsizes; i++)
 			saas__buf_printf(&names, "%s%s", i ? ", " : "", e->sizes[i].name);

@@ -1581,6 +1581,68 @@ static void test_execution_retention(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* Reopen the fixture's engine with other options; the clients are opened again on it. */
+static int reopen(struct fixture *f, const saas_engine_options *o)
+{
+	int rc;
+
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	f->engine = NULL;
+	if ((rc = saas_engine_open(&f->engine, o)) < 0)
+		return rc;
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	return SAAS_OK;
+}
+
+/*
+ * A size table without "small": a create that names no size gets the default
+ * size, and the service card says which it is (the card once said "small",
+ * which such an engine refused).
+ */
+static void test_default_size(void **state)
+{
+	struct fixture *f = *state;
+	saas_size sizes[] = { { "tiny", 1, 512, 5, 1000 }, { "huge", 8, 16384, 100, 9000 } };
+	saas_engine_options o = f->opts;
+	saas_engine_info *info = NULL;
+	saas_sandbox *sb;
+
+	/* The built-in table's default is still "small". */
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_string_equal(info->default_size, "small");
+	saas_engine_info_free(info);
+
+	o.sizes = sizes;
+	o.nsizes = 2;
+	o.default_size = "small";
+	assert_int_equal(reopen(f, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "default_size 'small'"));
+	o.default_size = "huge";
+	assert_int_equal(reopen(f, &o), SAAS_OK);
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_string_equal(info->default_size, "huge");
+	saas_engine_info_free(info);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
+	assert_string_equal(sb->size, "huge");
+	assert_int_equal(sb->vcpus, 8);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	saas_sandbox_free(sb);
+
+	/* Unnamed, it is the table's first size. */
+	o.default_size = NULL;
+	assert_int_equal(reopen(f, &o), SAAS_OK);
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_string_equal(info->default_size, "tiny");
+	saas_engine_info_free(info);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
+	assert_string_equal(sb->size, "tiny");
+	saas_sandbox_free(sb);
+}
+
 /* A caller built against version 2 (before the tenant limits) opens with their defaults. */
 static void test_options_v2(void **state)
 {
@@ -2012,6 +2074,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_max_sandboxes_override, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_retention, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_options_v2, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_default_size, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
