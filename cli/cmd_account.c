@@ -30,7 +30,7 @@ int aas_cmd_account(aas_ctx *ctx, int argc, char **argv)
 		return AAS_EXIT_OK;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_client_account(&a, client)) != SAAS_OK) {
+	if ((rc = saas_account_info_get(&a, client)) != SAAS_OK) {
 		code = aas_fail(rc, "account");
 	} else if (ctx->json) {
 		json_t *sizes = json_array();

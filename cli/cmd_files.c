@@ -73,7 +73,7 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 		return aas_usage_error("files", "missing sandbox ID");
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0)) != SAAS_OK) {
+	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0, 0)) != SAAS_OK) {
 		code = aas_fail(rc, pos[1] ? pos[1] : pos[0]);
 	} else if (ctx->json) {
 		json_t *arr = json_array();

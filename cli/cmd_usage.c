@@ -40,7 +40,7 @@ int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
 		return AAS_EXIT_OK;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_client_usage(&u, client, from, to, 0)) != SAAS_OK) {
+	if ((rc = saas_usage_get(&u, client, from, to, 0)) != SAAS_OK) {
 		code = aas_fail(rc, "usage");
 	} else if (ctx->json) {
 		json_t *lines = json_array();

@@ -465,7 +465,7 @@ static json_t *t_create(struct call *c)
 	 * (and bills) for nobody. The response is withheld (protocol.c).
 	 */
 	if (cancelled(c)) {
-		rc = saas_sandbox_destroy(NULL, c->ctx->client, sb->id);
+		rc = saas_sandbox_destroy(NULL, c->ctx->client, sb->id, 0);
 		res = rc < 0 ? fail_saas(c, rc)
 		             : failf(c, "create_sandbox was cancelled; sandbox %s was destroyed.", sb->id);
 		saas_sandbox_free(sb);
@@ -650,7 +650,7 @@ static json_t *t_list_files(struct call *c)
 	    !arg_int(c, "max_depth", 1, SAAS_LIST_DEPTH_MAX, &depth) ||
 	    !arg_int(c, "max_entries", 1, SAAS_LIST_ENTRIES_MAX, &max))
 		return arg_fail(c);
-	if ((rc = saas_file_list_get(&l, c->ctx->client, id, path, (unsigned)depth, (unsigned)max)) < 0)
+	if ((rc = saas_file_list_get(&l, c->ctx->client, id, path, (unsigned)depth, (unsigned)max, 0)) < 0)
 		return fail_saas(c, rc);
 	entries = json_array();
 	for (size_t i = 0; i < l->count; i++) {
@@ -679,7 +679,7 @@ static json_t *t_expose(struct call *c)
 		return arg_fail(c);
 	if (!port)
 		return bad_arg(c, "\"port\" is required."), arg_fail(c);
-	if ((rc = saas_port_expose(&url, c->ctx->client, id, (unsigned)port)) < 0)
+	if ((rc = saas_port_expose(&url, c->ctx->client, id, (unsigned)port, 0)) < 0)
 		return fail_saas(c, rc);
 	res = ok(json_pack("{s:s,s:I,s:s}", "sandbox_id", id, "port", (json_int_t)port, "url", url));
 	saas_free(url);
@@ -731,7 +731,7 @@ static json_t *t_extend(struct call *c)
 		return arg_fail(c);
 	if (!secs)
 		return bad_arg(c, "\"seconds\" is required."), arg_fail(c);
-	int rc = saas_sandbox_extend(&sb, c->ctx->client, id, secs);
+	int rc = saas_sandbox_extend(&sb, c->ctx->client, id, secs, 0);
 	return sandbox_result(c, rc, sb);
 }
 
@@ -742,7 +742,7 @@ static json_t *t_destroy(struct call *c)
 
 	if (!arg_str(c, "sandbox_id", true, &id))
 		return arg_fail(c);
-	int rc = saas_sandbox_destroy(&sb, c->ctx->client, id);
+	int rc = saas_sandbox_destroy(&sb, c->ctx->client, id, 0);
 	if (rc == SAAS_OK && c->ctx->ended)
 		c->ctx->ended(id, 0);
 	return sandbox_result(c, rc, sb);
@@ -810,9 +810,9 @@ static json_t *t_usage(struct call *c)
 		return bad_arg(c, "the period is empty: \"from\" must be before \"to\"."), arg_fail(c);
 	if (from <= 0)
 		from = 1; /* 0 would ask the library for its default period */
-	if ((rc = saas_client_account(&ai, c->ctx->client)) < 0)
+	if ((rc = saas_account_info_get(&ai, c->ctx->client)) < 0)
 		return fail_saas(c, rc);
-	if ((rc = saas_client_usage(&u, c->ctx->client, from, to, 0)) < 0) {
+	if ((rc = saas_usage_get(&u, c->ctx->client, from, to, 0)) < 0) {
 		saas_account_info_free(ai);
 		return fail_saas(c, rc);
 	}

@@ -110,7 +110,7 @@ void aas_h_service(struct aas_req *r, struct aas_reply *out)
 void aas_h_account(struct aas_req *r, struct aas_reply *out)
 {
 	saas_account_info *ai = NULL;
-	int rc = saas_client_account(&ai, r->client);
+	int rc = saas_account_info_get(&ai, r->client);
 
 	if (rc < 0)
 		aas_reply_saas(out, rc);
@@ -143,7 +143,7 @@ void aas_h_usage(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 400, "invalid_argument", "from and to may not be before 1970");
 		return;
 	}
-	if ((rc = saas_client_usage(&u, r->client, from_ms, to_ms, 0)) < 0)
+	if ((rc = saas_usage_get(&u, r->client, from_ms, to_ms, 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		aas_reply_json(out, 200, aas_json_usage(u));

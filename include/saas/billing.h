@@ -11,7 +11,7 @@
 SAAS_BEGIN_DECLS
 
 /** A size class and its price. */
-typedef struct {
+typedef struct saas_size {
 	const char *name;            /**< "small", "medium", "large" ... */
 	unsigned int vcpus;
 	unsigned int memory_mb;
@@ -24,7 +24,7 @@ typedef struct {
  * set for this account (saas_account_limits_set()). Embedded last in the
  * structs that hold it, so that it can grow.
  */
-typedef struct {
+typedef struct saas_account_limits {
 	unsigned int max_sandboxes;       /**< Sandboxes not yet destroyed. */
 	int64_t default_timeout_s;        /**< Lifetime when create names none. */
 	int64_t max_timeout_s;            /**< Longest lifetime from now. */
@@ -35,8 +35,8 @@ typedef struct {
 	int64_t execution_retention_s;    /**< Finished executions and their output are deleted this long after. */
 } saas_account_limits;
 
-/** What saas_client_account() returns; library-allocated, fields may be appended. */
-typedef struct {
+/** What saas_account_info_get() returns; library-allocated, fields may be appended. */
+typedef struct saas_account_info {
 	char id[SAAS_ID_MAX + 1];
 	char *name;
 	int64_t credit_usd_micro;     /**< Everything credited, ever. */
@@ -55,13 +55,13 @@ typedef struct {
  * @param out [out] free with saas_account_info_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_EAUTH, SAAS_ESTORE, SAAS_ENETWORK, SAAS_ENOMEM.
  */
-SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *client);
+SAAS_EXTERN(int) saas_account_info_get(saas_account_info **out, saas_client *client);
 
 /** Free account info; NULL is ignored. */
 SAAS_EXTERN(void) saas_account_info_free(saas_account_info *info);
 
 /** One sandbox's share of a usage period. */
-typedef struct {
+typedef struct saas_usage_line {
 	char sandbox_id[SAAS_ID_MAX + 1];
 	char size[32];
 	int64_t seconds;              /**< Whole seconds run inside the period. */
@@ -70,7 +70,7 @@ typedef struct {
 } saas_usage_line;
 
 /** Usage over a period; library-allocated, fields may be appended. */
-typedef struct {
+typedef struct saas_usage {
 	int64_t from_ms;
 	int64_t to_ms;
 	size_t count;
@@ -88,7 +88,7 @@ typedef struct {
  * @param out     [out] free with saas_usage_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_EAUTH, SAAS_ESTORE, SAAS_ENETWORK, SAAS_ENOMEM.
  */
-SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *client, int64_t from_ms, int64_t to_ms, unsigned int flags);
+SAAS_EXTERN(int) saas_usage_get(saas_usage **out, saas_client *client, int64_t from_ms, int64_t to_ms, unsigned int flags);
 
 /** Free usage; NULL is ignored. */
 SAAS_EXTERN(void) saas_usage_free(saas_usage *usage);

@@ -32,7 +32,7 @@ SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, 
  * Options for saas_client_open_remote(). Initialise with SAAS_REMOTE_OPTIONS_INIT
  * and change only what you need; a zero keeps the default.
  */
-typedef struct {
+typedef struct saas_remote_options {
 	unsigned int version;            /**< SAAS_REMOTE_OPTIONS_VERSION */
 	unsigned int connect_timeout_ms; /**< Time to connect (TCP and TLS); 0: 10 000. */
 	/**

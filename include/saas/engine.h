@@ -35,7 +35,7 @@ typedef void (*saas_log_fn)(void *userdata, int level, const char *msg);
 typedef int64_t (*saas_clock_fn)(void *userdata);
 
 /** Limits applied to every account. Zero in any field means "the default". */
-typedef struct {
+typedef struct saas_limits {
 	unsigned int max_sandboxes;     /**< Sandboxes not yet destroyed, per account. Default 10. */
 	int64_t default_timeout_s;      /**< Lifetime when create names none. Default 900 (15 min). */
 	int64_t max_timeout_s;          /**< Longest lifetime from now, at create or extend. Default 86400. */
@@ -91,7 +91,7 @@ typedef struct {
 #define SAAS_ENGINE_POOL_MAX 64
 
 /** Options for saas_engine_open(). Initialise with SAAS_ENGINE_OPTIONS_INIT. */
-typedef struct {
+typedef struct saas_engine_options {
 	unsigned int version;           /**< SAAS_ENGINE_OPTIONS_VERSION. */
 	/** State directory; created 0700 if missing. NULL: $XDG_STATE_HOME/aas, ~/.local/state/aas, or /var/lib/aas as root. */
 	const char *state_dir;
@@ -207,21 +207,21 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
  * SAAS_ENGINE_NO_REAPER it also makes one pooled VM if a pool is short (a
  * failure there is logged and retried later, not returned).
  *
- * @param engine the engine.
  * @param destroyed [out, optional] how many sandboxes were destroyed.
+ * @param engine    the engine.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_EBACKEND.
  */
-SAAS_EXTERN(int) saas_engine_sweep(saas_engine *engine, unsigned int *destroyed);
+SAAS_EXTERN(int) saas_engine_sweep(unsigned int *destroyed, saas_engine *engine);
 
 /** What an engine offers, for anyone to see (a service card). Library-allocated; fields may be appended. */
-typedef struct {
+typedef struct saas_engine_info {
 	size_t nsizes;
 	saas_size *sizes;                 /**< Every size class with its price. */
 	char *default_image;
-	char *default_size;               /**< The size a create that names none gets. */
 	char *preview_url;                /**< The preview URL template ("{name}"; maybe "{port}", "{id}"). */
 	int64_t new_account_credit_usd_micro;
 	char *driver;                     /**< The VM driver's name, or "" for a store-only engine. */
+	char *default_size;               /**< The size a create that names none gets. */
 	saas_account_limits limits;       /**< The limits every account has unless set for it; last, so it can grow. */
 } saas_engine_info;
 
@@ -237,7 +237,7 @@ SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *engin
 SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info);
 
 /** One warm pool, as saas_engine_stats reports it. Library-allocated; fields may be appended. */
-typedef struct {
+typedef struct saas_engine_pool {
 	char *size;                     /**< The size class. */
 	char *image;                    /**< The image its VMs run. */
 	unsigned int target;            /**< How many VMs it holds when full. */
@@ -248,7 +248,7 @@ typedef struct {
 } saas_engine_pool;
 
 /** Sandboxes across every account, by state, at one moment. Library-allocated; fields may be appended. */
-typedef struct {
+typedef struct saas_engine_stats {
 	unsigned int creating;
 	unsigned int ready;
 	unsigned int accounts_with_sandboxes;  /**< Accounts with at least one live sandbox. */
@@ -302,7 +302,7 @@ SAAS_EXTERN(int) saas_engine_preview_find(char sandbox_id[SAAS_ID_MAX + 1], unsi
 #define SAAS_CREDIT_DEFAULT INT64_MIN
 
 /** An account, as the engine's admin calls return it. Library-allocated: fields may be appended. */
-typedef struct {
+typedef struct saas_account {
 	char id[SAAS_ID_MAX + 1];       /**< "acc-..." */
 	char *name;                     /**< As given at creation. */
 	int64_t created_at_ms;
@@ -331,7 +331,7 @@ SAAS_EXTERN(int) saas_account_create(saas_account **out, saas_engine *engine, co
 SAAS_EXTERN(int) saas_account_get(saas_account **out, saas_engine *engine, const char *account_id);
 
 /** A list of accounts; library-allocated. */
-typedef struct {
+typedef struct saas_account_list {
 	size_t count;
 	saas_account **items;
 } saas_account_list;
@@ -342,16 +342,18 @@ typedef struct {
  * @param out [out] free with saas_account_list_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM.
  */
-SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *engine);
+SAAS_EXTERN(int) saas_account_list_get(saas_account_list **out, saas_engine *engine);
 
 /**
  * Add credit to an account (an entry in its ledger).
  *
  * @param amount micro-dollars, > 0 and at most SAAS_USD(1000000).
  * @param note   optional free text kept in the ledger (at most 200 bytes), or NULL.
+ * @param flags  0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE.
  */
-SAAS_EXTERN(int) saas_account_add_credit(saas_engine *engine, const char *account_id, int64_t amount, const char *note);
+SAAS_EXTERN(int) saas_account_add_credit(saas_engine *engine, const char *account_id, int64_t amount, const char *note,
+                                         unsigned int flags);
 
 /** Free an account; NULL is ignored. */
 SAAS_EXTERN(void) saas_account_free(saas_account *account);
@@ -364,7 +366,7 @@ SAAS_EXTERN(void) saas_account_free(saas_account *account);
  * defaults. A zero field means "the engine's default" (so an override can be
  * taken back by setting it to 0). Initialise with SAAS_LIMIT_OVERRIDES_INIT.
  */
-typedef struct {
+typedef struct saas_limit_overrides {
 	unsigned int version;             /**< SAAS_LIMIT_OVERRIDES_VERSION */
 	unsigned int max_sandboxes;       /**< Sandboxes not yet destroyed; 0: the engine's. */
 	unsigned int max_executions;      /**< Executions running at once; 0: the engine's. */
@@ -392,7 +394,7 @@ SAAS_EXTERN(int) saas_account_limits_set(saas_engine *engine, const char *accoun
 
 /**
  * An account's own limits, as set by saas_account_limits_set(); all zero when
- * none were set. The account's effective limits are in saas_client_account().
+ * none were set. The account's effective limits are in saas_account_info_get().
  *
  * @param out        [in/out] its `version` says how much to fill (1 ..
  *                   SAAS_LIMIT_OVERRIDES_VERSION); initialise with SAAS_LIMIT_OVERRIDES_INIT.
@@ -407,7 +409,7 @@ SAAS_EXTERN(int) saas_account_limits_get(saas_limit_overrides *out, saas_engine 
 SAAS_EXTERN(void) saas_account_list_free(saas_account_list *list);
 
 /** An API key's public record (never the key itself). */
-typedef struct {
+typedef struct saas_key {
 	char id[SAAS_ID_MAX + 1];          /**< "key-..." */
 	char account_id[SAAS_ID_MAX + 1];
 	char *name;                        /**< As given, or "". */
@@ -417,7 +419,7 @@ typedef struct {
 } saas_key;
 
 /** A list of keys; library-allocated. */
-typedef struct {
+typedef struct saas_key_list {
 	size_t count;
 	saas_key **items;
 } saas_key_list;
@@ -429,9 +431,11 @@ typedef struct {
  * @param key_out [out] the plaintext key; free with saas_free().
  * @param info    [out, optional] its record; free with saas_key_free().
  * @param name    optional label (at most 200 bytes) or NULL.
+ * @param flags   0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (no such account), SAAS_ESTORE, SAAS_EIO (no randomness).
  */
-SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *engine, const char *account_id, const char *name);
+SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *engine, const char *account_id,
+                                 const char *name, unsigned int flags);
 
 /**
  * Revoke a key by its id. Revoking a revoked key succeeds.

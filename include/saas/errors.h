@@ -53,7 +53,7 @@ typedef enum {
 } saas_error_class;
 
 /** Detail about the last failure on the calling thread. */
-typedef struct {
+typedef struct saas_error {
 	int code;              /**< The saas_status returned. */
 	int klass;             /**< A saas_error_class. */
 	long backend_code;     /**< errno, SQLite code, HTTP status ...; 0 when none. */

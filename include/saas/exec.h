@@ -33,7 +33,7 @@ typedef enum {
 #define SAAS_EXEC_OPTIONS_VERSION 1
 
 /** Options for saas_exec(). Initialise with SAAS_EXEC_OPTIONS_INIT. */
-typedef struct {
+typedef struct saas_exec_options {
 	unsigned int version;        /**< SAAS_EXEC_OPTIONS_VERSION */
 	const char *cwd;             /**< Working directory; NULL: /workspace. */
 	const char *const *env;      /**< NULL-terminated "NAME=VALUE" strings added to the environment, or NULL. */
@@ -46,7 +46,7 @@ typedef struct {
 #define SAAS_EXEC_OPTIONS_INIT { SAAS_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0 }
 
 /** An execution: one command and what came of it. Library-allocated; fields may be appended. */
-typedef struct {
+typedef struct saas_execution {
 	char id[SAAS_ID_MAX + 1];          /**< "exe-..." */
 	char sandbox_id[SAAS_ID_MAX + 1];
 	int status;                        /**< saas_exec_status */

@@ -44,7 +44,7 @@ typedef int (*saas_write_fn)(void *userdata, const void *data, size_t size);
 #define SAAS_FILE_WRITE_OPTIONS_VERSION 1
 
 /** Options for writing files. Initialise with SAAS_FILE_WRITE_OPTIONS_INIT. */
-typedef struct {
+typedef struct saas_file_write_options {
 	unsigned int version;    /**< SAAS_FILE_WRITE_OPTIONS_VERSION */
 	unsigned int mode;       /**< Permission bits; 0: 0644. At most 07777. */
 } saas_file_write_options;
@@ -93,9 +93,10 @@ SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *client, c
  * Read a file into a stream, without holding it whole in memory.
  *
  * @param size [out, optional] the file's size, known before the first byte is delivered.
+ * @return as saas_file_read().
  */
-SAAS_EXTERN(int) saas_file_read_stream(saas_client *client, const char *sandbox_id, const char *path,
-                                       saas_write_fn writer, void *userdata, int64_t *size);
+SAAS_EXTERN(int) saas_file_read_stream(int64_t *size, saas_client *client, const char *sandbox_id, const char *path,
+                                       saas_write_fn writer, void *userdata);
 
 /** Type of a listed entry. */
 typedef enum {
@@ -106,7 +107,7 @@ typedef enum {
 } saas_file_type;
 
 /** One entry of a listing. */
-typedef struct {
+typedef struct saas_file_entry {
 	char *path;           /**< Absolute path. */
 	int type;             /**< saas_file_type */
 	int64_t size;
@@ -115,7 +116,7 @@ typedef struct {
 } saas_file_entry;
 
 /** A listing; library-allocated. */
-typedef struct {
+typedef struct saas_file_list {
 	char *root;                   /**< The absolute path listed. */
 	size_t count;
 	saas_file_entry *entries;     /**< Depth first, each directory's entries sorted by name. */
@@ -128,12 +129,14 @@ typedef struct {
  * @param path        NULL or "": /workspace. A file lists as itself.
  * @param max_depth   1 lists only the directory's own entries; 0: SAAS_LIST_DEPTH_DEFAULT.
  * @param max_entries 0: SAAS_LIST_ENTRIES_DEFAULT.
+ * @param flags       0.
  * @param out         [out] free with saas_file_list_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or path), SAAS_ESTATE, SAAS_EPERM,
  *         SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
  */
 SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *client, const char *sandbox_id,
-                                    const char *path, unsigned int max_depth, unsigned int max_entries);
+                                    const char *path, unsigned int max_depth, unsigned int max_entries,
+                                    unsigned int flags);
 
 /** Free a listing; NULL is ignored. */
 SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list);

@@ -31,13 +31,13 @@ typedef enum {
 } saas_end_reason;
 
 /** An exposed port. */
-typedef struct {
+typedef struct saas_port_info {
 	unsigned int port;
 	char *url;               /**< The preview URL. */
 } saas_port_info;
 
 /** A sandbox as the service sees it. Library-allocated; fields may be appended. */
-typedef struct {
+typedef struct saas_sandbox {
 	char id[SAAS_ID_MAX + 1];       /**< "sbx-...": lowercase letters, digits and '-'. */
 	int status;                     /**< saas_sandbox_status */
 	int end_reason;                 /**< saas_end_reason */
@@ -56,7 +56,7 @@ typedef struct {
 } saas_sandbox;
 
 /** A list of sandboxes; library-allocated. */
-typedef struct {
+typedef struct saas_sandbox_list {
 	size_t count;
 	saas_sandbox **items;
 	char *next_cursor;              /**< Pass to the next list call for more; NULL at the end. */
@@ -66,7 +66,7 @@ typedef struct {
 #define SAAS_CREATE_OPTIONS_VERSION 1
 
 /** Options for saas_sandbox_create(). Initialise with SAAS_CREATE_OPTIONS_INIT. */
-typedef struct {
+typedef struct saas_create_options {
 	unsigned int version;      /**< SAAS_CREATE_OPTIONS_VERSION */
 	const char *size;          /**< Size class name; NULL: the engine's default size ("small" unless configured). */
 	const char *image;         /**< Image name; NULL: the engine's default. */
@@ -130,11 +130,14 @@ SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *cli
  * Push a sandbox's expiry out by `seconds` (from its current expiry). The new
  * lifetime, counted from now, may not pass the account's maximum timeout.
  *
+ * @param out   [out, optional] the sandbox as extended; free with saas_sandbox_free().
+ * @param flags 0.
  * @return SAAS_OK, SAAS_EINVAL (seconds <= 0, or past the maximum: as a create's
- *         timeout, no retry can succeed), SAAS_ENOTFOUND, SAAS_ESTATE (destroyed or
- *         still creating), SAAS_ESTORE.
+ *         timeout, no retry can succeed; an unknown flag), SAAS_ENOTFOUND, SAAS_ESTATE
+ *         (destroyed or still creating), SAAS_ESTORE.
  */
-SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, const char *sandbox_id, int64_t seconds);
+SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, const char *sandbox_id, int64_t seconds,
+                                     unsigned int flags);
 
 /**
  * Destroy a sandbox: its VM, disk and sessions go, billing stops. Destroying a
@@ -143,10 +146,12 @@ SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, co
  * reads as destroyed, and the end is recorded (billed to this moment) when
  * the store can.
  *
- * @param out [out, optional] the sandbox as destroyed, with its final cost.
+ * @param out   [out, optional] the sandbox as destroyed, with its final cost.
+ * @param flags 0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_EBACKEND.
  */
-SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, const char *sandbox_id);
+SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, const char *sandbox_id,
+                                      unsigned int flags);
 
 /** Name of a status ("creating", "ready", "destroyed"); "unknown" otherwise. Static. */
 SAAS_EXTERN(const char *) saas_sandbox_status_name(int status);

@@ -113,7 +113,7 @@ static int collect_account(void *ud, const saas_store_account *row)
 	return 0;
 }
 
-SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *e)
+SAAS_EXTERN(int) saas_account_list_get(saas_account_list **out, saas_engine *e)
 {
 	struct collect_accounts c = { e, NULL, 0, SAAS_OK };
 	int rc;
@@ -137,13 +137,16 @@ SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *e)
 	return SAAS_OK;
 }
 
-SAAS_EXTERN(int) saas_account_add_credit(saas_engine *e, const char *account_id, int64_t amount, const char *note)
+SAAS_EXTERN(int) saas_account_add_credit(saas_engine *e, const char *account_id, int64_t amount, const char *note,
+                                         unsigned int flags)
 {
 	int rc;
 
 	saas__error_clear();
 	if (!e)
 		return saas__inval("engine is NULL");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (!valid_id(account_id))
 		return saas__inval("account id is empty, too long or not printable");
 	if (amount <= 0 || amount > SAAS_USD(1000000))
@@ -201,7 +204,7 @@ static int new_key_text(char *key, size_t size)
 }
 
 SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *e, const char *account_id,
-                                 const char *name)
+                                 const char *name, unsigned int flags)
 {
 	char key[128];
 	saas_store_key row;
@@ -216,6 +219,8 @@ SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *e
 	*key_out = NULL;
 	if (!e)
 		return saas__inval("engine is NULL");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (!valid_id(account_id))
 		return saas__inval("account id is empty, too long or not printable");
 	if (name && *name && !saas__valid_text(name, NAME_MAX_BYTES))

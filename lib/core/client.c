@@ -133,7 +133,7 @@ SAAS_EXTERN(void) saas_client_free(saas_client *c)
 	free(c);
 }
 
-SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *c)
+SAAS_EXTERN(int) saas_account_info_get(saas_account_info **out, saas_client *c)
 {
 	saas__error_clear();
 	if (!out)
@@ -143,8 +143,8 @@ SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *c)
 	return c->ops->account(c, out);
 }
 
-SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *c, int64_t from_ms, int64_t to_ms,
-                                   unsigned int flags)
+SAAS_EXTERN(int) saas_usage_get(saas_usage **out, saas_client *c, int64_t from_ms, int64_t to_ms,
+                                unsigned int flags)
 {
 	saas__error_clear();
 	if (!out)
@@ -220,7 +220,8 @@ SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *c, 
 	return c->ops->sandbox_list(c, cursor, limit ? limit : 100, flags, out);
 }
 
-SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const char *id, int64_t seconds)
+SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const char *id, int64_t seconds,
+                                     unsigned int flags)
 {
 	int rc;
 
@@ -230,12 +231,14 @@ SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const c
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (seconds <= 0)
 		return saas__inval("extend by a positive number of seconds");
 	return c->ops->sandbox_extend(c, id, seconds, out);
 }
 
-SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const char *id)
+SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const char *id, unsigned int flags)
 {
 	int rc;
 
@@ -245,6 +248,8 @@ SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const 
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	return c->ops->sandbox_destroy(c, id, out);
 }
 
@@ -445,8 +450,8 @@ SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *c, const 
 	return SAAS_OK;
 }
 
-SAAS_EXTERN(int) saas_file_read_stream(saas_client *c, const char *id, const char *path, saas_write_fn writer,
-                                       void *userdata, int64_t *size)
+SAAS_EXTERN(int) saas_file_read_stream(int64_t *size, saas_client *c, const char *id, const char *path,
+                                       saas_write_fn writer, void *userdata)
 {
 	int64_t ignored;
 	int rc;
@@ -460,7 +465,7 @@ SAAS_EXTERN(int) saas_file_read_stream(saas_client *c, const char *id, const cha
 }
 
 SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const char *id, const char *path,
-                                    unsigned int max_depth, unsigned int max_entries)
+                                    unsigned int max_depth, unsigned int max_entries, unsigned int flags)
 {
 	int rc;
 
@@ -471,6 +476,8 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const 
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, false)) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (max_depth > SAAS_LIST_DEPTH_MAX)
 		return saas__inval("depth %u is over %d", max_depth, SAAS_LIST_DEPTH_MAX);
 	if (max_entries > SAAS_LIST_ENTRIES_MAX)
@@ -479,7 +486,8 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const 
 	                         max_entries ? max_entries : SAAS_LIST_ENTRIES_DEFAULT, out);
 }
 
-SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, unsigned int port)
+SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, unsigned int port,
+                                  unsigned int flags)
 {
 	int rc;
 
@@ -490,6 +498,8 @@ SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, un
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (port == 0 || port > 65535)
 		return saas__inval("port must be between 1 and 65535");
 	if (port == 22)

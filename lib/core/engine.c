@@ -491,7 +491,7 @@ void saas__engine_release(saas_engine *e)
 	free(e);
 }
 
-SAAS_EXTERN(int) saas_engine_sweep(saas_engine *e, unsigned int *destroyed)
+SAAS_EXTERN(int) saas_engine_sweep(unsigned int *destroyed, saas_engine *e)
 {
 	int rc;
 

@@ -90,7 +90,7 @@ static int setup(void **state)
 	if (saas_engine_open(&f->engine, &o) != SAAS_OK)
 		fail_msg("engine open: %s", saas_error_last()->message);
 	assert_int_equal(saas_account_create(&acc, f->engine, "mcp", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
-	assert_int_equal(saas_key_create(&f->key, NULL, f->engine, acc->id, "k"), SAAS_OK);
+	assert_int_equal(saas_key_create(&f->key, NULL, f->engine, acc->id, "k", 0), SAAS_OK);
 	saas_account_free(acc);
 	assert_int_equal(saas_client_open_local(&f->client, f->engine, f->key, 0), SAAS_OK);
 	pthread_mutex_init(&f->mu, NULL);
