@@ -110,7 +110,7 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
-	o.limits.max_sandboxes = MAX_AT_ONCE + 8;
+	o.max_sandboxes = MAX_AT_ONCE + 8;
 	o.log = on_log;
 	o.log_level = SAAS_LOG_INFO;
 	o.pool = pool_spec;

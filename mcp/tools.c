@@ -312,8 +312,8 @@ static json_t *sandbox_json(const saas_sandbox *sb)
 	json_object_set_new(o, "destroyed_at", time_json(sb->destroyed_at_ms));
 	money(o, "cost_usd", sb->cost_usd_micro);
 	for (size_t i = 0; i < sb->nports; i++)
-		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i].port, "url",
-		                                       sb->ports[i].url ? sb->ports[i].url : ""));
+		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i]->port, "url",
+		                                       sb->ports[i]->url ? sb->ports[i]->url : ""));
 	json_object_set_new(o, "ports", ports);
 	return o;
 }
@@ -342,7 +342,7 @@ static json_t *size_json(const saas_size *s)
 	return o;
 }
 
-static json_t *limits_json(const saas_account_limits *l)
+static json_t *limits_json(const saas_limits *l)
 {
 	return json_pack("{s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
 	                 "default_timeout_seconds", (json_int_t)l->default_timeout_s, "max_timeout_seconds",
@@ -654,7 +654,7 @@ static json_t *t_list_files(struct call *c)
 		return fail_saas(c, rc);
 	entries = json_array();
 	for (size_t i = 0; i < l->count; i++) {
-		const saas_file_entry *e = &l->entries[i];
+		const saas_file_entry *e = l->entries[i];
 		char mode[8];
 		snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
 		json_array_append_new(entries, json_pack("{s:s,s:s,s:I,s:s,s:o}", "path", e->path, "type",
@@ -820,13 +820,13 @@ static json_t *t_usage(struct call *c)
 	money(o, "balance_usd", ai->balance_usd_micro);
 	money(o, "credit_usd", ai->credit_usd_micro);
 	money(o, "spent_usd", ai->spent_usd_micro);
-	json_object_set_new(o, "limits", limits_json(&ai->limits));
+	json_object_set_new(o, "limits", limits_json(ai->limits));
 	lines = json_array();
 	for (size_t i = 0; i < u->count; i++) {
-		json_t *l = json_pack("{s:s,s:s,s:I,s:b}", "sandbox_id", u->lines[i].sandbox_id, "size",
-		                      u->lines[i].size, "seconds", (json_int_t)u->lines[i].seconds, "running",
-		                      u->lines[i].running);
-		money(l, "cost_usd", u->lines[i].cost_usd_micro);
+		json_t *l = json_pack("{s:s,s:s,s:I,s:b}", "sandbox_id", u->lines[i]->sandbox_id, "size",
+		                      u->lines[i]->size, "seconds", (json_int_t)u->lines[i]->seconds, "running",
+		                      u->lines[i]->running);
+		money(l, "cost_usd", u->lines[i]->cost_usd_micro);
 		json_array_append_new(lines, l);
 	}
 	usage = json_pack("{s:o,s:o,s:I,s:o}", "from", time_json(u->from_ms), "to", time_json(u->to_ms),
@@ -850,13 +850,13 @@ static json_t *t_service(struct call *c)
 		return fail_saas(c, rc);
 	sizes = json_array();
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, size_json(&info->sizes[i]));
+		json_array_append_new(sizes, size_json(info->sizes[i]));
 	o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:s,s:s}", "name", "libsaas", "version", saas_version(),
 	              "description",
 	              "Disposable Linux sandboxes for agents: each sandbox is a dedicated virtual machine with its "
 	              "own kernel, billed by the second while it runs.",
 	              "sizes", sizes, "default_size", info->default_size, "default_image", info->default_image ? info->default_image : "",
-	              "limits", limits_json(&info->limits), "authentication",
+	              "limits", limits_json(info->limits), "authentication",
 	              "Send your API key on each request: \"Authorization: Bearer aas_sk_...\" or \"x-api-key: "
 	              "aas_sk_...\". Never in the URL.",
 	              "notes",

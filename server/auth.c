@@ -112,7 +112,7 @@ static int key_rate(saas_client *sc, unsigned int *rate)
 
 	if ((rc = saas_account_info_get(&ai, sc)) < 0)
 		return rc;
-	*rate = ai->limits.requests_per_second;
+	*rate = ai->limits->requests_per_second;
 	saas_account_info_free(ai);
 	return SAAS_OK;
 }

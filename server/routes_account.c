@@ -87,11 +87,11 @@ void aas_h_service(struct aas_req *r, struct aas_reply *out)
 	json_object_set_new(o, "version", json_string(saas_version()));
 	json_object_set_new(o, "api_version", json_string("v1"));
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, aas_json_size(&info->sizes[i]));
+		json_array_append_new(sizes, aas_json_size(info->sizes[i]));
 	json_object_set_new(o, "sizes", sizes);
 	json_object_set_new(o, "default_size", json_string(info->default_size));
 	json_object_set_new(o, "default_image", json_string(info->default_image));
-	json_object_set_new(o, "limits", aas_json_limits(&info->limits));
+	json_object_set_new(o, "limits", aas_json_limits(info->limits));
 	json_object_set_new(o, "authentication",
 	                    json_string("Authorization: Bearer aas_sk_... (or x-api-key: aas_sk_...)"));
 	json_t *links = json_object();

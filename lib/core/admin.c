@@ -27,9 +27,8 @@ static int fill_account(saas_engine *e, const saas_store_account *row, saas_acco
 		return rc;
 	if (!(a = calloc(1, sizeof(*a))))
 		return saas__oom();
-	saas__strlcpy(a->id, row->id, sizeof(a->id));
-	if (!(a->name = saas__strdup(row->name))) {
-		free(a);
+	if (!(a->id = saas__strdup(row->id)) || !(a->name = saas__strdup(row->name))) {
+		saas_account_free(a);
 		return SAAS_ENOMEM;
 	}
 	a->created_at_ms = row->created_at_ms;
@@ -166,13 +165,11 @@ static int key_public(const saas_store_key *row, saas_key **out)
 
 	if (!k)
 		return saas__oom();
-	saas__strlcpy(k->id, row->id, sizeof(k->id));
-	saas__strlcpy(k->account_id, row->account_id, sizeof(k->account_id));
-	saas__strlcpy(k->prefix, row->prefix, sizeof(k->prefix));
 	k->created_at_ms = row->created_at_ms;
 	k->revoked_at_ms = row->revoked_at_ms;
-	if (!(k->name = saas__strdup(row->name))) {
-		free(k);
+	if (!(k->id = saas__strdup(row->id)) || !(k->account_id = saas__strdup(row->account_id)) ||
+	    !(k->prefix = saas__strdup(row->prefix)) || !(k->name = saas__strdup(row->name))) {
+		saas_key_free(k);
 		return SAAS_ENOMEM;
 	}
 	*out = k;

@@ -310,10 +310,10 @@ static void test_files_binary(void **state)
 	saas_free(back);
 	check(saas_file_list_get(&list, ca, shared->id, NULL, 0, 0, 0), "list");
 	for (size_t i = 0; i < list->count; i++)
-		if (strcmp(list->entries[i].path, "/workspace/deep/dir/random.bin") == 0) {
+		if (strcmp(list->entries[i]->path, "/workspace/deep/dir/random.bin") == 0) {
 			found = 1;
-			assert_int_equal(list->entries[i].size, 1 << 20);
-			assert_int_equal(list->entries[i].type, SAAS_FILE_REGULAR);
+			assert_int_equal(list->entries[i]->size, 1 << 20);
+			assert_int_equal(list->entries[i]->type, SAAS_FILE_REGULAR);
 		}
 	assert_true(found);
 	saas_file_list_free(list);

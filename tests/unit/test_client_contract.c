@@ -851,13 +851,13 @@ static void test_files(void **state)
 	assert_string_equal(fl->root, "/workspace");
 	assert_int_equal(fl->count, 4);
 	assert_false(fl->truncated);
-	assert_string_equal(fl->entries[0].path, "/workspace/bin/run");
-	assert_int_equal(fl->entries[0].type, SAAS_FILE_REGULAR);
-	assert_int_equal(fl->entries[0].size, 10);
-	assert_int_equal(fl->entries[0].mode, 0755);
-	assert_string_equal(fl->entries[1].path, "/workspace/data/blob.bin");
-	assert_int_equal(fl->entries[1].size, (int64_t)n);
-	assert_int_equal(fl->entries[1].mode, 0644);
+	assert_string_equal(fl->entries[0]->path, "/workspace/bin/run");
+	assert_int_equal(fl->entries[0]->type, SAAS_FILE_REGULAR);
+	assert_int_equal(fl->entries[0]->size, 10);
+	assert_int_equal(fl->entries[0]->mode, 0755);
+	assert_string_equal(fl->entries[1]->path, "/workspace/data/blob.bin");
+	assert_int_equal(fl->entries[1]->size, (int64_t)n);
+	assert_int_equal(fl->entries[1]->mode, 0644);
 	saas_file_list_free(fl);
 	EXPECT(saas_file_list_get(&fl, f->a, sb->id, "/workspace", 1, 2, 0), SAAS_OK);
 	assert_int_equal(fl->count, 2);
@@ -922,8 +922,8 @@ static void test_ports(void **state)
 	assert_string_not_equal(url, other); /* each exposure its own name */
 	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 2);
-	assert_int_equal(got->ports[0].port, 8000);
-	assert_string_equal(got->ports[0].url, url);
+	assert_int_equal(got->ports[0]->port, 8000);
+	assert_string_equal(got->ports[0]->url, url);
 	saas_sandbox_free(got);
 	EXPECT(saas_port_expose(&again, f->a, sb->id, 22, 0), SAAS_EINVAL);
 	assert_null(again);
@@ -949,7 +949,7 @@ static void test_ports(void **state)
 	EXPECT(saas_port_unexpose(f->a, "sbx-doesnotexist", 8000), SAAS_ENOTFOUND);
 	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 1);
-	assert_int_equal(got->ports[0].port, 8002);
+	assert_int_equal(got->ports[0]->port, 8002);
 	saas_sandbox_free(got);
 	if (!P.remote)
 		EXPECT(saas_port_connect(&fd, f->a, sb->id, 8000), SAAS_ENOTFOUND);
@@ -1033,17 +1033,17 @@ static void test_account(void **state)
 	assert_int_equal(ai->spent_usd_micro, 0);
 	assert_int_equal(ai->balance_usd_micro, SAAS_USD(5));
 	assert_int_equal(ai->active_sandboxes, 0);
-	assert_int_equal(ai->limits.max_sandboxes, 10);
-	assert_int_equal(ai->limits.default_timeout_s, 900);
-	assert_int_equal(ai->limits.max_timeout_s, 86400);
-	assert_int_equal(ai->limits.min_balance_s, 60);
+	assert_int_equal(ai->limits->max_sandboxes, 10);
+	assert_int_equal(ai->limits->default_timeout_s, 900);
+	assert_int_equal(ai->limits->max_timeout_s, 86400);
+	assert_int_equal(ai->limits->min_balance_s, 60);
 	assert_int_equal(ai->nsizes, 3);
 	for (size_t i = 0; i < 3; i++) {
-		assert_string_equal(ai->sizes[i].name, sizes[i].name);
-		assert_int_equal(ai->sizes[i].vcpus, sizes[i].vcpus);
-		assert_int_equal(ai->sizes[i].memory_mb, sizes[i].mem);
-		assert_int_equal(ai->sizes[i].disk_gb, sizes[i].disk);
-		assert_int_equal(ai->sizes[i].usd_micro_per_hour, sizes[i].price);
+		assert_string_equal(ai->sizes[i]->name, sizes[i].name);
+		assert_int_equal(ai->sizes[i]->vcpus, sizes[i].vcpus);
+		assert_int_equal(ai->sizes[i]->memory_mb, sizes[i].mem);
+		assert_int_equal(ai->sizes[i]->disk_gb, sizes[i].disk);
+		assert_int_equal(ai->sizes[i]->usd_micro_per_hour, sizes[i].price);
 	}
 	saas_account_info_free(ai);
 
@@ -1071,11 +1071,11 @@ static void test_usage(void **state)
 	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	EXPECT(saas_usage_get(&u, f->a, 0, 0, 0), SAAS_OK);
 	assert_int_equal(u->count, 1);
-	assert_string_equal(u->lines[0].sandbox_id, sb->id);
-	assert_string_equal(u->lines[0].size, "medium");
-	assert_false(u->lines[0].running);
-	assert_int_equal(u->total_usd_micro, u->lines[0].cost_usd_micro);
-	assert_int_equal(u->total_seconds, u->lines[0].seconds);
+	assert_string_equal(u->lines[0]->sandbox_id, sb->id);
+	assert_string_equal(u->lines[0]->size, "medium");
+	assert_false(u->lines[0]->running);
+	assert_int_equal(u->total_usd_micro, u->lines[0]->cost_usd_micro);
+	assert_int_equal(u->total_seconds, u->lines[0]->seconds);
 	assert_true(u->to_ms >= t0 - 1000 && u->to_ms <= now_ms() + 1000);
 	assert_int_equal(u->to_ms - u->from_ms, 30LL * 86400 * 1000);
 	saas_usage_free(u);
@@ -1108,10 +1108,10 @@ static void test_limits_contract(void **state)
 	int tries = 0;
 
 	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
-	assert_int_equal(info->limits.max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
-	assert_int_equal(info->limits.creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
-	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
-	assert_int_equal(info->limits.execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
+	assert_int_equal(info->limits->max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
+	assert_int_equal(info->limits->creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
+	assert_int_equal(info->limits->requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(info->limits->execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
 	assert_int_equal(info->running_executions, 0);
 	saas_account_info_free(info);
 	for (int i = 0; i < SAAS_MAX_EXECUTIONS_DEFAULT; i++)

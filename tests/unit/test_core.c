@@ -74,7 +74,7 @@ static int setup_with(void **state, unsigned int max_sandboxes, int64_t credit_b
 	f->opts.driver = &saas_fake_driver;
 	f->opts.clock = test_clock;
 	f->opts.flags = SAAS_ENGINE_NO_REAPER;
-	f->opts.limits.max_sandboxes = max_sandboxes;
+	f->opts.max_sandboxes = max_sandboxes;
 	open_engine(f);
 
 	assert_int_equal(saas_account_create(&acc, f->engine, "alice", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
@@ -140,7 +140,8 @@ static int64_t balance(saas_client *c)
 static void test_engine_bad_options(void **state)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
-	saas_size sizes[2] = { { "x", 1, 1, 1, 1 }, { "x", 1, 1, 1, 1 } };
+	saas_size x = { "x", 1, 1, 1, 1 };
+	const saas_size *sizes[2] = { &x, &x };
 	saas_engine *e = (saas_engine *)1;
 	char *dir = saas_test_tmpdir();
 
@@ -176,11 +177,11 @@ static void test_engine_bad_options(void **state)
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "min_free_mb"));
 	o.min_free_mb = 0;
-	o.limits.max_timeout_s = 10;
-	o.limits.default_timeout_s = 20;
+	o.max_timeout_s = 10;
+	o.default_timeout_s = 20;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
-	o.limits.max_timeout_s = 0;
-	o.limits.default_timeout_s = 0;
+	o.max_timeout_s = 0;
+	o.default_timeout_s = 0;
 	/* Tenant limits: counts and rates up to SAAS_LIMIT_MAX, a retention of 0 to ten years. */
 	o.max_executions = SAAS_LIMIT_MAX + 1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
@@ -913,10 +914,10 @@ static void test_files(void **state)
 	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, 0, 0), SAAS_OK);
 	assert_string_equal(list->root, "/workspace");
 	assert_int_equal(list->count, 3);
-	assert_string_equal(list->entries[0].path, "/workspace/empty");
-	assert_string_equal(list->entries[1].path, "/workspace/out/bin.dat");
-	assert_int_equal(list->entries[1].size, 4096);
-	assert_int_equal(list->entries[2].mode, 0755);
+	assert_string_equal(list->entries[0]->path, "/workspace/empty");
+	assert_string_equal(list->entries[1]->path, "/workspace/out/bin.dat");
+	assert_int_equal(list->entries[1]->size, 4096);
+	assert_int_equal(list->entries[2]->mode, 0755);
 	assert_false(list->truncated);
 	saas_file_list_free(list);
 	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, "/workspace", 1, 2, 0), SAAS_OK);
@@ -987,10 +988,10 @@ static void test_ports(void **state)
 	assert_null(strstr(url, sb->id));
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 2);
-	assert_int_equal(got->ports[0].port, 80);
-	assert_string_equal(got->ports[0].url, other);
-	assert_int_equal(got->ports[1].port, 3000);
-	assert_string_equal(got->ports[1].url, url);
+	assert_int_equal(got->ports[0]->port, 80);
+	assert_string_equal(got->ports[0]->url, other);
+	assert_int_equal(got->ports[1]->port, 3000);
+	assert_string_equal(got->ports[1]->url, url);
 	saas_sandbox_free(got);
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 0, 0), SAAS_EINVAL);
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 65536, 0), SAAS_EINVAL);
@@ -1028,7 +1029,7 @@ static void test_ports(void **state)
 	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label80), SAAS_OK);
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 1);
-	assert_int_equal(got->ports[0].port, 80);
+	assert_int_equal(got->ports[0]->port, 80);
 	saas_sandbox_free(got);
 	/* Exposed again, it gets a new name; the old one stays dead. */
 	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000, 0), SAAS_OK);
@@ -1170,13 +1171,13 @@ static void test_usage(void **state)
 	/* s1 ran 300 s (7500), s2 has run 250 s so far (19444). */
 	assert_int_equal(saas_usage_get(&u, f->a, t0 - 1000, 0, 0), SAAS_OK);
 	assert_int_equal(u->count, 2);
-	assert_string_equal(u->lines[0].sandbox_id, s2->id);
-	assert_int_equal(u->lines[0].seconds, 250);
-	assert_int_equal(u->lines[0].cost_usd_micro, 19444);
-	assert_true(u->lines[0].running);
-	assert_int_equal(u->lines[1].seconds, 300);
-	assert_int_equal(u->lines[1].cost_usd_micro, 7500);
-	assert_false(u->lines[1].running);
+	assert_string_equal(u->lines[0]->sandbox_id, s2->id);
+	assert_int_equal(u->lines[0]->seconds, 250);
+	assert_int_equal(u->lines[0]->cost_usd_micro, 19444);
+	assert_true(u->lines[0]->running);
+	assert_int_equal(u->lines[1]->seconds, 300);
+	assert_int_equal(u->lines[1]->cost_usd_micro, 7500);
+	assert_false(u->lines[1]->running);
 	assert_int_equal(u->total_usd_micro, 7500 + 19444);
 	assert_int_equal(u->total_seconds, 550);
 	/* Split into two periods, the parts add up to the whole exactly. */
@@ -1211,18 +1212,18 @@ static void test_account_info(void **state)
 	assert_string_equal(info->name, "alice");
 	assert_int_equal(info->balance_usd_micro, 5000000);
 	assert_int_equal(info->active_sandboxes, 1);
-	assert_int_equal(info->limits.max_sandboxes, 10);
-	assert_int_equal(info->limits.default_timeout_s, 900);
-	assert_int_equal(info->limits.max_timeout_s, 86400);
+	assert_int_equal(info->limits->max_sandboxes, 10);
+	assert_int_equal(info->limits->default_timeout_s, 900);
+	assert_int_equal(info->limits->max_timeout_s, 86400);
 	assert_int_equal(info->nsizes, 3);
-	assert_string_equal(info->sizes[0].name, "small");
-	assert_int_equal(info->sizes[0].usd_micro_per_hour, 90000);
-	assert_string_equal(info->sizes[1].name, "medium");
-	assert_int_equal(info->sizes[1].usd_micro_per_hour, 280000);
-	assert_int_equal(info->sizes[1].vcpus, 4);
-	assert_string_equal(info->sizes[2].name, "large");
-	assert_int_equal(info->sizes[2].usd_micro_per_hour, 550000);
-	assert_int_equal(info->sizes[2].disk_gb, 160);
+	assert_string_equal(info->sizes[0]->name, "small");
+	assert_int_equal(info->sizes[0]->usd_micro_per_hour, 90000);
+	assert_string_equal(info->sizes[1]->name, "medium");
+	assert_int_equal(info->sizes[1]->usd_micro_per_hour, 280000);
+	assert_int_equal(info->sizes[1]->vcpus, 4);
+	assert_string_equal(info->sizes[2]->name, "large");
+	assert_int_equal(info->sizes[2]->usd_micro_per_hour, 550000);
+	assert_int_equal(info->sizes[2]->disk_gb, 160);
 	saas_account_info_free(info);
 	assert_int_equal(saas_account_info_get(NULL, f->a), SAAS_EINVAL);
 	assert_int_equal(saas_account_info_get(&info, NULL), SAAS_EINVAL);
@@ -1240,9 +1241,9 @@ static void test_engine_views(void **state)
 
 	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
 	assert_int_equal(info->nsizes, 3);
-	assert_string_equal(info->sizes[2].name, "large");
-	assert_int_equal(info->sizes[2].usd_micro_per_hour, 550000);
-	assert_int_equal(info->limits.max_timeout_s, 86400);
+	assert_string_equal(info->sizes[2]->name, "large");
+	assert_int_equal(info->sizes[2]->usd_micro_per_hour, 550000);
+	assert_int_equal(info->limits->max_timeout_s, 86400);
 	assert_int_equal(info->new_account_credit_usd_micro, 5000000);
 	assert_string_equal(info->default_image, "default");
 	assert_string_equal(info->preview_url, "http://{name}.localhost:8080/");
@@ -1435,7 +1436,7 @@ static void test_max_executions(void **state)
 	assert_limit(saas_exec(&x3, f->a, sa->id, "echo hi", NULL, 0), "max_executions");
 	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
 	assert_int_equal(info->running_executions, 2);
-	assert_int_equal(info->limits.max_executions, 2);
+	assert_int_equal(info->limits->max_executions, 2);
 	saas_account_info_free(info);
 	/* Another account has its own. */
 	assert_int_equal(saas_exec(&x3, f->b, sb->id, "echo hi", NULL, 0), SAAS_OK);
@@ -1523,15 +1524,15 @@ static void test_max_sandboxes_override(void **state)
 	s1 = create(f->a, NULL, 0);
 	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "max_sandboxes");
 	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
-	assert_int_equal(info->limits.max_sandboxes, 1);
-	assert_int_equal(info->limits.requests_per_second, 7);
-	assert_int_equal(info->limits.creates_per_minute, 3);
-	assert_int_equal(info->limits.execution_retention_s, 60);
+	assert_int_equal(info->limits->max_sandboxes, 1);
+	assert_int_equal(info->limits->requests_per_second, 7);
+	assert_int_equal(info->limits->creates_per_minute, 3);
+	assert_int_equal(info->limits->execution_retention_s, 60);
 	saas_account_info_free(info);
 	/* bob keeps the engine's. */
 	assert_int_equal(saas_account_info_get(&info, f->b), SAAS_OK);
-	assert_int_equal(info->limits.max_sandboxes, 10);
-	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(info->limits->max_sandboxes, 10);
+	assert_int_equal(info->limits->requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
 	saas_account_info_free(info);
 
 	/* Bad input. */
@@ -1637,7 +1638,8 @@ static int reopen(struct fixture *f, const saas_engine_options *o)
 static void test_default_size(void **state)
 {
 	struct fixture *f = *state;
-	saas_size sizes[] = { { "tiny", 1, 512, 5, 1000 }, { "huge", 8, 16384, 100, 9000 } };
+	saas_size tiny = { "tiny", 1, 512, 5, 1000 }, huge = { "huge", 8, 16384, 100, 9000 };
+	const saas_size *sizes[] = { &tiny, &huge };
 	saas_engine_options o = f->opts;
 	saas_engine_info *info = NULL;
 	saas_sandbox *sb;
@@ -1694,10 +1696,10 @@ static void test_options_v2(void **state)
 	assert_int_equal(saas_engine_open(&f->engine, (const saas_engine_options *)(void *)old), SAAS_OK);
 	free(old);
 	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
-	assert_int_equal(info->limits.max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
-	assert_int_equal(info->limits.creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
-	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
-	assert_int_equal(info->limits.execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
+	assert_int_equal(info->limits->max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
+	assert_int_equal(info->limits->creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
+	assert_int_equal(info->limits->requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(info->limits->execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
 	saas_engine_info_free(info);
 }
 

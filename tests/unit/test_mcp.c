@@ -1177,7 +1177,8 @@ static void test_response_max(void **state)
 static void test_service_default_size(void **state)
 {
 	struct fixture *f = *state;
-	saas_size sizes[] = { { "tiny", 1, 512, 5, 1000 }, { "huge", 8, 16384, 100, 9000 } };
+	saas_size tiny = { "tiny", 1, 512, 5, 1000 }, huge = { "huge", 8, 16384, 100, 9000 };
+	const saas_size *sizes[] = { &tiny, &huge };
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 	aas_mcp_ctx ctx = f->ctx;
 	char *dir = saas_test_tmpdir(), *url = saas_test_store_url(dir);

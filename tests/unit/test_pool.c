@@ -148,7 +148,7 @@ static int setup_with(void **state, const char *pool, unsigned int max_sandboxes
 	f->opts.log = test_log;
 	f->opts.log_level = SAAS_LOG_DEBUG;
 	f->opts.flags = SAAS_ENGINE_NO_REAPER;
-	f->opts.limits.max_sandboxes = max_sandboxes;
+	f->opts.max_sandboxes = max_sandboxes;
 	f->opts.pool = pool;
 	open_engine(f);
 
