@@ -110,14 +110,14 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
-	o.limits.max_sandboxes = MAX_AT_ONCE + 8;
+	o.max_sandboxes = MAX_AT_ONCE + 8;
 	o.log = on_log;
 	o.log_level = SAAS_LOG_INFO;
 	o.pool = pool_spec;
 	if ((rc = saas_engine_open(&b->engine, &o)) < 0)
 		die("engine", rc);
 	if ((rc = saas_account_create(&b->account, b->engine, "bench", SAAS_USD(1000), 0)) < 0 ||
-	    (rc = saas_key_create(&b->apikey, NULL, b->engine, b->account->id, NULL)) < 0 ||
+	    (rc = saas_key_create(&b->apikey, NULL, b->engine, b->account->id, NULL, 0)) < 0 ||
 	    (rc = saas_client_open_local(&b->client, b->engine, b->apikey, 0)) < 0)
 		die("account", rc);
 }
@@ -219,7 +219,7 @@ static void template_warm(const char *image)
 	pthread_mutex_lock(&log_mu);
 	want = templates_ready + 1;
 	pthread_mutex_unlock(&log_mu);
-	saas_sandbox_destroy(NULL, cloned.client, sb->id);
+	saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
 	saas_sandbox_free(sb);
 	for (int i = 0; i < 1200; i++) {
 		int ready, failed;
@@ -270,7 +270,7 @@ static void time_creates(struct bench_engine *b, const char *image, bool from_po
 		sb = create_on(b->client, image);
 		exec_on(b->client, sb->id, "true");
 		t[i] = now_ms() - t0;
-		saas_sandbox_destroy(NULL, b->client, sb->id);
+		saas_sandbox_destroy(NULL, b->client, sb->id, 0);
 		saas_sandbox_free(sb);
 	}
 	out[0] = pct(t, runs, 0.5);
@@ -450,7 +450,7 @@ static void idle_fresh(struct bench_engine *b, bool want_clone, long *rss, doubl
 
 	exec_on(b->client, sb->id, "true");
 	idle_of(sb->id, rss, cpu);
-	saas_sandbox_destroy(NULL, b->client, sb->id);
+	saas_sandbox_destroy(NULL, b->client, sb->id, 0);
 	saas_sandbox_free(sb);
 }
 
@@ -494,7 +494,7 @@ static double at_once_ms(struct bench_engine *b, const char *image, int n)
 			last = r[i].ready_ms;
 	}
 	for (int i = 0; i < n; i++)
-		saas_sandbox_destroy(NULL, b->client, r[i].id);
+		saas_sandbox_destroy(NULL, b->client, r[i].id, 0);
 	return last;
 }
 
@@ -531,7 +531,7 @@ static void phase_clone(char **images, int nimages, const char *dir)
 	qemu_of(sb->id, &port);
 	bench_exec(sb->id, port, key);
 	bench_files(sb->id, port, key);
-	saas_sandbox_destroy(NULL, cloned.client, sb->id);
+	saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
 	saas_sandbox_free(sb);
 	engine_close(&cloned);
 }

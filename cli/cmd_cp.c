@@ -132,7 +132,7 @@ static int download(aas_ctx *ctx, saas_client *client, const char *id, const cha
 	if (strcmp(dst, "-") == 0) {
 		if (ctx->json)
 			return aas_usage_error("cp", "--json cannot be used with - as the destination");
-		if ((rc = saas_file_read_stream(client, id, path, fd_writer, &fd, &size)) != SAAS_OK)
+		if ((rc = saas_file_read_stream(&size, client, id, path, fd_writer, &fd)) != SAAS_OK)
 			return aas_fail_path(client, rc, id, path);
 		return AAS_EXIT_OK;
 	}
@@ -161,7 +161,7 @@ static int download(aas_ctx *ctx, saas_client *client, const char *id, const cha
 		umask(um);
 		fchmod(fd, 0666 & ~um);
 	}
-	rc = saas_file_read_stream(client, id, path, fd_writer, &fd, &size);
+	rc = saas_file_read_stream(&size, client, id, path, fd_writer, &fd);
 	if (rc != SAAS_OK) {
 		code = aas_fail_path(client, rc, id, path);
 		unlink(tmp);

@@ -62,7 +62,7 @@ int aas_cmd_expose(aas_ctx *ctx, int argc, char **argv)
 		return code < 0 ? AAS_EXIT_OK : code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_port_expose(&url, client, id, port)) != SAAS_OK)
+	if ((rc = saas_port_expose(&url, client, id, port, 0)) != SAAS_OK)
 		code = aas_fail(rc, id);
 	else if (ctx->json)
 		code = aas_json_print(json_pack("{s:s,s:i,s:s}", "sandbox_id", id, "port", (int)port, "url", url));

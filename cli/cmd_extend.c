@@ -36,7 +36,7 @@ int aas_cmd_extend(aas_ctx *ctx, int argc, char **argv)
 		return aas_usage_error("extend", "bad duration '%s' (use 90, 90s, 15m or 2h)", pos[1]);
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_sandbox_extend(&sb, client, pos[0], secs)) != SAAS_OK) {
+	if ((rc = saas_sandbox_extend(&sb, client, pos[0], secs, 0)) != SAAS_OK) {
 		code = aas_fail(rc, pos[0]);
 	} else if (ctx->json) {
 		code = aas_json_print(aas_json_sandbox(sb));

@@ -73,14 +73,14 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 		return aas_usage_error("files", "missing sandbox ID");
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0)) != SAAS_OK) {
+	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0, 0)) != SAAS_OK) {
 		code = pos[1] ? aas_fail_path(client, rc, pos[0], pos[1]) : aas_fail(rc, pos[0]);
 	} else if (ctx->json) {
 		json_t *arr = json_array();
 		size_t k;
 
 		for (k = 0; k < l->count; k++) {
-			const saas_file_entry *e = &l->entries[k];
+			const saas_file_entry *e = l->entries[k];
 
 			json_array_append_new(arr, json_pack("{s:s,s:s,s:I,s:i,s:o}", "path", e->path, "type", type_name(e->type),
 			                                     "size", (json_int_t)e->size, "mode", (int)e->mode, "mtime",
@@ -94,7 +94,7 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 		memset(last, 0, sizeof(last));
 		printf("%s\n", l->root);
 		for (k = 0; k < l->count; k++) {
-			const saas_file_entry *e = &l->entries[k];
+			const saas_file_entry *e = l->entries[k];
 			int d = depth_of(l->root, e->path), x;
 
 			if (d > SAAS_LIST_DEPTH_MAX)
@@ -104,7 +104,7 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 			/* Last among its siblings: no later entry at this depth before one shallower. */
 			last[d] = 1;
 			for (j = k + 1; j < l->count; j++) {
-				int dj = depth_of(l->root, l->entries[j].path);
+				int dj = depth_of(l->root, l->entries[j]->path);
 
 				if (dj < d)
 					break;

@@ -55,7 +55,7 @@ int aas_cmd_get(aas_ctx *ctx, int argc, char **argv)
 			printf("destroyed:  %s\n", aas_fmt_time(t, sizeof(t), sb->destroyed_at_ms));
 		printf("cost:       %s\n", aas_fmt_usd(usd, sizeof(usd), sb->cost_usd_micro));
 		for (k = 0; k < sb->nports; k++)
-			printf("port %-5u  %s\n", sb->ports[k].port, sb->ports[k].url ? sb->ports[k].url : "");
+			printf("port %-5u  %s\n", sb->ports[k]->port, sb->ports[k]->url ? sb->ports[k]->url : "");
 	}
 	saas_sandbox_free(sb);
 	saas_client_free(client);

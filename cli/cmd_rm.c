@@ -43,7 +43,7 @@ int aas_cmd_rm(aas_ctx *ctx, int argc, char **argv)
 				break;
 			continue;
 		}
-		if ((rc = saas_sandbox_destroy(&sb, client, argv[i])) != SAAS_OK) {
+		if ((rc = saas_sandbox_destroy(&sb, client, argv[i], 0)) != SAAS_OK) {
 			code = aas_fail(rc, argv[i]);
 			if (first == AAS_EXIT_OK)
 				first = code;

@@ -40,13 +40,13 @@ int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
 		return AAS_EXIT_OK;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_client_usage(&u, client, from, to, 0)) != SAAS_OK) {
+	if ((rc = saas_usage_get(&u, client, from, to, 0)) != SAAS_OK) {
 		code = aas_fail(rc, "usage");
 	} else if (ctx->json) {
 		json_t *lines = json_array();
 
 		for (k = 0; k < u->count; k++) {
-			const saas_usage_line *l = &u->lines[k];
+			const saas_usage_line *l = u->lines[k];
 
 			json_array_append_new(lines, json_pack("{s:s,s:s,s:I,s:o,s:I,s:b}", "sandbox_id", l->sandbox_id, "size",
 			                                       l->size, "seconds", (json_int_t)l->seconds, "cost_usd",
@@ -62,7 +62,7 @@ int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
 		printf(" to %s\n", aas_fmt_time(a, sizeof(a), u->to_ms));
 		printf("%-28s %-8s %10s %14s\n", "SANDBOX", "SIZE", "SECONDS", "COST");
 		for (k = 0; k < u->count; k++) {
-			const saas_usage_line *l = &u->lines[k];
+			const saas_usage_line *l = u->lines[k];
 
 			printf("%-28s %-8s %10lld %14s%s\n", l->sandbox_id, l->size, (long long)l->seconds,
 			       aas_fmt_usd(b, sizeof(b), l->cost_usd_micro), l->running ? "  (running)" : "");

@@ -306,8 +306,8 @@ json_t *aas_json_sandbox(const saas_sandbox *sb)
 	size_t k;
 
 	for (k = 0; k < sb->nports; k++)
-		json_array_append_new(ports, json_pack("{s:I,s:s}", "port", (json_int_t)sb->ports[k].port, "url",
-		                                       sb->ports[k].url ? sb->ports[k].url : ""));
+		json_array_append_new(ports, json_pack("{s:I,s:s}", "port", (json_int_t)sb->ports[k]->port, "url",
+		                                       sb->ports[k]->url ? sb->ports[k]->url : ""));
 	json_object_set_new(o, "id", json_string(sb->id));
 	json_object_set_new(o, "status", json_string(saas_sandbox_status_name(sb->status)));
 	json_object_set_new(o, "end_reason", sb->end_reason ? json_string(saas_end_reason_name(sb->end_reason)) : json_null());

@@ -324,8 +324,8 @@ static json_t *sandbox_json(const saas_sandbox *sb)
 	json_object_set_new(o, "destroyed_at", time_json(sb->destroyed_at_ms));
 	money(o, "cost_usd", sb->cost_usd_micro);
 	for (size_t i = 0; i < sb->nports; i++)
-		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i].port, "url",
-		                                       sb->ports[i].url ? sb->ports[i].url : ""));
+		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i]->port, "url",
+		                                       sb->ports[i]->url ? sb->ports[i]->url : ""));
 	json_object_set_new(o, "ports", ports);
 	return o;
 }
@@ -354,7 +354,7 @@ static json_t *size_json(const saas_size *s)
 	return o;
 }
 
-static json_t *limits_json(const saas_account_limits *l)
+static json_t *limits_json(const saas_limits *l)
 {
 	return json_pack("{s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
 	                 "default_timeout_seconds", (json_int_t)l->default_timeout_s, "max_timeout_seconds",
@@ -477,7 +477,7 @@ static json_t *t_create(struct call *c)
 	 * (and bills) for nobody. The response is withheld (protocol.c).
 	 */
 	if (cancelled(c)) {
-		rc = saas_sandbox_destroy(NULL, c->ctx->client, sb->id);
+		rc = saas_sandbox_destroy(NULL, c->ctx->client, sb->id, 0);
 		res = rc < 0 ? fail_saas(c, rc)
 		             : failf(c, "create_sandbox was cancelled; sandbox %s was destroyed.", sb->id);
 		saas_sandbox_free(sb);
@@ -662,11 +662,11 @@ static json_t *t_list_files(struct call *c)
 	    !arg_int(c, "max_depth", 1, SAAS_LIST_DEPTH_MAX, &depth) ||
 	    !arg_int(c, "max_entries", 1, SAAS_LIST_ENTRIES_MAX, &max))
 		return arg_fail(c);
-	if ((rc = saas_file_list_get(&l, c->ctx->client, id, path, (unsigned)depth, (unsigned)max)) < 0)
+	if ((rc = saas_file_list_get(&l, c->ctx->client, id, path, (unsigned)depth, (unsigned)max, 0)) < 0)
 		return fail_saas(c, rc);
 	entries = json_array();
 	for (size_t i = 0; i < l->count; i++) {
-		const saas_file_entry *e = &l->entries[i];
+		const saas_file_entry *e = l->entries[i];
 		char mode[8];
 		snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
 		json_array_append_new(entries, json_pack("{s:s,s:s,s:I,s:s,s:o}", "path", e->path, "type",
@@ -691,7 +691,7 @@ static json_t *t_expose(struct call *c)
 		return arg_fail(c);
 	if (!port)
 		return bad_arg(c, "\"port\" is required."), arg_fail(c);
-	if ((rc = saas_port_expose(&url, c->ctx->client, id, (unsigned)port)) < 0)
+	if ((rc = saas_port_expose(&url, c->ctx->client, id, (unsigned)port, 0)) < 0)
 		return fail_saas(c, rc);
 	res = ok(json_pack("{s:s,s:I,s:s}", "sandbox_id", id, "port", (json_int_t)port, "url", url));
 	saas_free(url);
@@ -743,7 +743,7 @@ static json_t *t_extend(struct call *c)
 		return arg_fail(c);
 	if (!secs)
 		return bad_arg(c, "\"seconds\" is required."), arg_fail(c);
-	int rc = saas_sandbox_extend(&sb, c->ctx->client, id, secs);
+	int rc = saas_sandbox_extend(&sb, c->ctx->client, id, secs, 0);
 	return sandbox_result(c, rc, sb);
 }
 
@@ -754,7 +754,7 @@ static json_t *t_destroy(struct call *c)
 
 	if (!arg_str(c, "sandbox_id", true, &id))
 		return arg_fail(c);
-	int rc = saas_sandbox_destroy(&sb, c->ctx->client, id);
+	int rc = saas_sandbox_destroy(&sb, c->ctx->client, id, 0);
 	if (rc == SAAS_OK && c->ctx->ended)
 		c->ctx->ended(id, 0);
 	return sandbox_result(c, rc, sb);
@@ -822,9 +822,9 @@ static json_t *t_usage(struct call *c)
 		return bad_arg(c, "the period is empty: \"from\" must be before \"to\"."), arg_fail(c);
 	if (from <= 0)
 		from = 1; /* 0 would ask the library for its default period */
-	if ((rc = saas_client_account(&ai, c->ctx->client)) < 0)
+	if ((rc = saas_account_info_get(&ai, c->ctx->client)) < 0)
 		return fail_saas(c, rc);
-	if ((rc = saas_client_usage(&u, c->ctx->client, from, to, 0)) < 0) {
+	if ((rc = saas_usage_get(&u, c->ctx->client, from, to, 0)) < 0) {
 		saas_account_info_free(ai);
 		return fail_saas(c, rc);
 	}
@@ -832,13 +832,13 @@ static json_t *t_usage(struct call *c)
 	money(o, "balance_usd", ai->balance_usd_micro);
 	money(o, "credit_usd", ai->credit_usd_micro);
 	money(o, "spent_usd", ai->spent_usd_micro);
-	json_object_set_new(o, "limits", limits_json(&ai->limits));
+	json_object_set_new(o, "limits", limits_json(ai->limits));
 	lines = json_array();
 	for (size_t i = 0; i < u->count; i++) {
-		json_t *l = json_pack("{s:s,s:s,s:I,s:b}", "sandbox_id", u->lines[i].sandbox_id, "size",
-		                      u->lines[i].size, "seconds", (json_int_t)u->lines[i].seconds, "running",
-		                      u->lines[i].running);
-		money(l, "cost_usd", u->lines[i].cost_usd_micro);
+		json_t *l = json_pack("{s:s,s:s,s:I,s:b}", "sandbox_id", u->lines[i]->sandbox_id, "size",
+		                      u->lines[i]->size, "seconds", (json_int_t)u->lines[i]->seconds, "running",
+		                      u->lines[i]->running);
+		money(l, "cost_usd", u->lines[i]->cost_usd_micro);
 		json_array_append_new(lines, l);
 	}
 	usage = json_pack("{s:o,s:o,s:I,s:o}", "from", time_json(u->from_ms), "to", time_json(u->to_ms),
@@ -862,13 +862,13 @@ static json_t *t_service(struct call *c)
 		return fail_saas(c, rc);
 	sizes = json_array();
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, size_json(&info->sizes[i]));
+		json_array_append_new(sizes, size_json(info->sizes[i]));
 	o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:s,s:s}", "name", "libsaas", "version", saas_version(),
 	              "description",
 	              "Disposable Linux sandboxes for agents: each sandbox is a dedicated virtual machine with its "
 	              "own kernel, billed by the second while it runs.",
-	              "sizes", sizes, "default_size", "small", "default_image", info->default_image ? info->default_image : "",
-	              "limits", limits_json(&info->limits), "authentication",
+	              "sizes", sizes, "default_size", info->default_size, "default_image", info->default_image ? info->default_image : "",
+	              "limits", limits_json(info->limits), "authentication",
 	              "Send your API key on each request: \"Authorization: Bearer aas_sk_...\" or \"x-api-key: "
 	              "aas_sk_...\". Never in the URL.",
 	              "notes",

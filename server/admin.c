@@ -135,7 +135,7 @@ static int account_create(saas_engine *e, const struct args *a)
 	}
 	if ((rc = saas_account_create(&acc, e, a->name, credit, 0)) < 0)
 		return fail("cannot create the account", rc);
-	if ((rc = saas_key_create(&key, NULL, e, acc->id, "default")) < 0) {
+	if ((rc = saas_key_create(&key, NULL, e, acc->id, "default", 0)) < 0) {
 		saas_account_free(acc);
 		return fail("cannot create a key", rc);
 	}
@@ -152,7 +152,7 @@ static int account_list(saas_engine *e)
 	char when[40], bal[40], cred[40];
 	int rc;
 
-	if ((rc = saas_account_list_all(&l, e)) < 0)
+	if ((rc = saas_account_list_get(&l, e)) < 0)
 		return fail("cannot list accounts", rc);
 	printf("%-28s %-24s %-16s %-16s %s\n", "ID", "NAME", "BALANCE_USD", "CREDIT_USD", "CREATED");
 	for (size_t i = 0; i < l->count; i++) {
@@ -179,7 +179,7 @@ static int account_credit(saas_engine *e, const struct args *a)
 		        AAS_USD_MAX, a->usd);
 		return 2;
 	}
-	if ((rc = saas_account_add_credit(e, a->id, micro, a->note)) < 0)
+	if ((rc = saas_account_add_credit(e, a->id, micro, a->note, 0)) < 0)
 		return fail("cannot add credit", rc);
 	if (saas_account_get(&acc, e, a->id) == SAAS_OK)
 		printf("%s balance %s\n", acc->id, saas_usd_format(bal, sizeof(bal), acc->balance_usd_micro));
@@ -244,7 +244,7 @@ static int key_create(saas_engine *e, const struct args *a)
 
 	if (need(a->account, "--account") < 0)
 		return 2;
-	if ((rc = saas_key_create(&key, &info, e, a->account, a->name)) < 0)
+	if ((rc = saas_key_create(&key, &info, e, a->account, a->name, 0)) < 0)
 		return fail("cannot create the key", rc);
 	printf("%s\n", key);
 	fprintf(stderr, "key %s for %s created; it is shown once\n", info->id, info->account_id);

@@ -58,7 +58,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsig
 	o.default_image = cfg->image;
 	o.preview_url = preview;
 	o.pool = cfg->pool;
-	o.limits.max_sandboxes = cfg->max_sandboxes;
+	o.max_sandboxes = cfg->max_sandboxes;
 	o.max_executions = cfg->max_executions;
 	o.creates_per_minute = cfg->creates_per_minute;
 	o.requests_per_second = cfg->requests_per_second;

@@ -110,9 +110,9 @@ static int key_rate(saas_client *sc, unsigned int *rate)
 	saas_account_info *ai = NULL;
 	int rc;
 
-	if ((rc = saas_client_account(&ai, sc)) < 0)
+	if ((rc = saas_account_info_get(&ai, sc)) < 0)
 		return rc;
-	*rate = ai->limits.requests_per_second;
+	*rate = ai->limits->requests_per_second;
 	saas_account_info_free(ai);
 	return SAAS_OK;
 }

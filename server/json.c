@@ -53,8 +53,8 @@ json_t *aas_json_sandbox(const saas_sandbox *sb)
 	json_object_set_new(o, "destroyed_at", aas_json_time(sb->destroyed_at_ms));
 	aas_json_money(o, "cost_usd", sb->cost_usd_micro);
 	for (size_t i = 0; i < sb->nports; i++)
-		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i].port, "url",
-		                                       sb->ports[i].url ? sb->ports[i].url : ""));
+		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i]->port, "url",
+		                                       sb->ports[i]->url ? sb->ports[i]->url : ""));
 	json_object_set_new(o, "ports", ports);
 	return o;
 }
@@ -114,7 +114,7 @@ json_t *aas_json_size(const saas_size *s)
 	return o;
 }
 
-json_t *aas_json_limits(const saas_account_limits *l)
+json_t *aas_json_limits(const saas_limits *l)
 {
 	return json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "max_sandboxes",
 	                 (json_int_t)l->max_sandboxes, "default_timeout", (json_int_t)l->default_timeout_s,
@@ -138,9 +138,9 @@ json_t *aas_json_account(const saas_account_info *ai)
 	aas_json_money(o, "balance_usd", ai->balance_usd_micro);
 	json_object_set_new(o, "active_sandboxes", json_integer(ai->active_sandboxes));
 	json_object_set_new(o, "running_executions", json_integer(ai->running_executions));
-	json_object_set_new(o, "limits", aas_json_limits(&ai->limits));
+	json_object_set_new(o, "limits", aas_json_limits(ai->limits));
 	for (size_t i = 0; i < ai->nsizes; i++)
-		json_array_append_new(sizes, aas_json_size(&ai->sizes[i]));
+		json_array_append_new(sizes, aas_json_size(ai->sizes[i]));
 	json_object_set_new(o, "sizes", sizes);
 	return o;
 }
@@ -154,7 +154,7 @@ json_t *aas_json_usage(const saas_usage *u)
 	json_object_set_new(o, "total_seconds", json_integer(u->total_seconds));
 	aas_json_money(o, "total_usd", u->total_usd_micro);
 	for (size_t i = 0; i < u->count; i++) {
-		const saas_usage_line *l = &u->lines[i];
+		const saas_usage_line *l = u->lines[i];
 		json_t *line = json_pack("{s:s,s:s,s:I,s:b}", "sandbox_id", l->sandbox_id, "size", l->size, "seconds",
 		                         (json_int_t)l->seconds, "running", l->running);
 		aas_json_money(line, "cost_usd", l->cost_usd_micro);
@@ -185,7 +185,7 @@ json_t *aas_json_file_list(const saas_file_list *list)
 
 	json_object_set_new(o, "root", json_string(list->root ? list->root : ""));
 	for (size_t i = 0; i < list->count; i++) {
-		const saas_file_entry *e = &list->entries[i];
+		const saas_file_entry *e = list->entries[i];
 		json_t *path = json_string(e->path ? e->path : "");
 		snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
 		json_array_append_new(entries, json_pack("{s:o,s:s,s:I,s:s,s:o}", "path",

@@ -87,11 +87,11 @@ void aas_h_service(struct aas_req *r, struct aas_reply *out)
 	json_object_set_new(o, "version", json_string(saas_version()));
 	json_object_set_new(o, "api_version", json_string("v1"));
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, aas_json_size(&info->sizes[i]));
+		json_array_append_new(sizes, aas_json_size(info->sizes[i]));
 	json_object_set_new(o, "sizes", sizes);
-	json_object_set_new(o, "default_size", json_string("small")); /* what the library creates when none is named */
+	json_object_set_new(o, "default_size", json_string(info->default_size));
 	json_object_set_new(o, "default_image", json_string(info->default_image));
-	json_object_set_new(o, "limits", aas_json_limits(&info->limits));
+	json_object_set_new(o, "limits", aas_json_limits(info->limits));
 	json_object_set_new(o, "authentication",
 	                    json_string("Authorization: Bearer aas_sk_... (or x-api-key: aas_sk_...)"));
 	json_t *links = json_object();
@@ -110,7 +110,7 @@ void aas_h_service(struct aas_req *r, struct aas_reply *out)
 void aas_h_account(struct aas_req *r, struct aas_reply *out)
 {
 	saas_account_info *ai = NULL;
-	int rc = saas_client_account(&ai, r->client);
+	int rc = saas_account_info_get(&ai, r->client);
 
 	if (rc < 0)
 		aas_reply_saas(out, rc);
@@ -143,7 +143,7 @@ void aas_h_usage(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 400, "invalid_argument", "from and to may not be before 1970");
 		return;
 	}
-	if ((rc = saas_client_usage(&u, r->client, from_ms, to_ms, 0)) < 0)
+	if ((rc = saas_usage_get(&u, r->client, from_ms, to_ms, 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		aas_reply_json(out, 200, aas_json_usage(u));

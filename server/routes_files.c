@@ -297,7 +297,7 @@ static void *download_main(void *arg)
 	const saas_error *e;
 	int rc;
 
-	rc = saas_file_read_stream(d->client, d->id, d->path, download_writer, d, &d->size);
+	rc = saas_file_read_stream(&d->size, d->client, d->id, d->path, download_writer, d);
 	e = saas_error_last();
 	pthread_mutex_lock(&d->pipe.mu);
 	d->rc = rc;
@@ -348,7 +348,7 @@ static void file_list(struct aas_req *r, struct aas_reply *out)
 	if (!aas_query(r, "path", &path, out) || !aas_query_uint(r, "depth", 1, SAAS_LIST_DEPTH_MAX, &depth, out) ||
 	    !aas_query_uint(r, "max_entries", 1, SAAS_LIST_ENTRIES_MAX, &max, out))
 		return;
-	if ((rc = saas_file_list_get(&list, r->client, r->route_id, path, depth, max)) < 0)
+	if ((rc = saas_file_list_get(&list, r->client, r->route_id, path, depth, max, 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		aas_reply_json(out, 200, aas_json_file_list(list));

@@ -54,7 +54,7 @@ void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 	 * bill until it expires. Destroy it now; the answer goes nowhere.
 	 */
 	if (aas_client_gone(r)) {
-		if ((rc = saas_sandbox_destroy(NULL, r->client, sb->id)) < 0)
+		if ((rc = saas_sandbox_destroy(NULL, r->client, sb->id, 0)) < 0)
 			aas_log(SAAS_LOG_WARN, "sandbox %s: the client left before it was ready; cannot destroy it (%s), it "
 			        "runs until it expires", sb->id, saas_error_last()->message);
 		else
@@ -124,7 +124,7 @@ void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out)
 void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
 {
 	saas_sandbox *sb = NULL;
-	int rc = saas_sandbox_destroy(&sb, r->client, r->route_id);
+	int rc = saas_sandbox_destroy(&sb, r->client, r->route_id, 0);
 
 	if (rc < 0) {
 		aas_reply_saas(out, rc);
@@ -150,7 +150,7 @@ void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 400, "invalid_argument", "field \"seconds\" is required");
 		goto out;
 	}
-	if ((rc = saas_sandbox_extend(&sb, r->client, r->route_id, seconds)) < 0)
+	if ((rc = saas_sandbox_extend(&sb, r->client, r->route_id, seconds, 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		reply_sandbox(out, 200, sb);
@@ -302,7 +302,7 @@ void aas_h_port_expose(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 400, "invalid_argument", "field \"port\" must be a port number from 1 to 65535");
 		goto out;
 	}
-	if ((rc = saas_port_expose(&url, r->client, r->route_id, (unsigned int)port)) < 0) {
+	if ((rc = saas_port_expose(&url, r->client, r->route_id, (unsigned int)port, 0)) < 0) {
 		aas_reply_saas(out, rc);
 		goto out;
 	}

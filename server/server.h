@@ -160,7 +160,7 @@ json_t *aas_json_account(const saas_account_info *ai);
 json_t *aas_json_usage(const saas_usage *u);
 json_t *aas_json_file_list(const saas_file_list *list);
 json_t *aas_json_size(const saas_size *s);
-json_t *aas_json_limits(const saas_account_limits *l);
+json_t *aas_json_limits(const saas_limits *l);
 /* The largest dollar amount aas_parse_usd takes: a billion dollars. */
 #define AAS_USD_MAX 1000000000LL
 /* Parse a decimal dollar amount ("12.5", at most AAS_USD_MAX) into micro-dollars exactly; 0 or -1. */

@@ -62,7 +62,7 @@ char *saas_test_account_key(saas_engine *engine, const char *name, int64_t credi
 
 	if (saas_account_create(&acc, engine, name, credit, 0) != SAAS_OK)
 		return NULL;
-	if (saas_key_create(&key, NULL, engine, acc->id, name) != SAAS_OK)
+	if (saas_key_create(&key, NULL, engine, acc->id, name, 0) != SAAS_OK)
 		key = NULL;
 	else if (id)
 		snprintf(id, idsize, "%s", acc->id);

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	if ((rc = saas_engine_open(&engine, &o)) < 0)
 		return fail("opening the engine", rc);
 	if ((rc = saas_account_create(&acc, engine, "toy", SAAS_CREDIT_DEFAULT, 0)) < 0 ||
-	    (rc = saas_key_create(&key, NULL, engine, acc->id, "toy")) < 0 ||
+	    (rc = saas_key_create(&key, NULL, engine, acc->id, "toy", 0)) < 0 ||
 	    (rc = saas_client_open_local(&client, engine, key, 0)) < 0) {
 		fail("making an account", rc);
 		goto out;
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		goto out;
 
-	if ((rc = saas_sandbox_destroy(&gone, client, sb->id)) < 0) {
+	if ((rc = saas_sandbox_destroy(&gone, client, sb->id, 0)) < 0) {
 		fail("destroying the sandbox", rc);
 		goto out;
 	}

@@ -60,7 +60,7 @@ int main(void)
 	}
 	printf("read back %zu bytes: %s", len, (const char *)back);
 
-	if ((rc = saas_port_expose(&preview, client, sb->id, 8000)) < 0) {
+	if ((rc = saas_port_expose(&preview, client, sb->id, 8000, 0)) < 0) {
 		fail("exposing a port", rc);
 		goto out;
 	}
@@ -69,7 +69,7 @@ int main(void)
 out:
 	if (sb) {
 		saas_sandbox *gone = NULL;
-		if ((rc = saas_sandbox_destroy(&gone, client, sb->id)) == SAAS_OK)
+		if ((rc = saas_sandbox_destroy(&gone, client, sb->id, 0)) == SAAS_OK)
 			printf("destroyed; it cost %s USD\n", saas_usd_format(cost, sizeof(cost), gone->cost_usd_micro));
 		else
 			status = fail("destroying", rc);

@@ -10,19 +10,16 @@ import ctypes.util
 import os
 import sys
 
-ID = ctypes.c_char * 64
-
-
 class Sandbox(ctypes.Structure):
     # The leading fields of saas_sandbox. The library allocates it and only
     # ever appends fields, so a prefix is all a binding needs to read.
-    _fields_ = [("id", ID), ("status", ctypes.c_int), ("end_reason", ctypes.c_int),
-                ("size", ctypes.c_char * 32), ("vcpus", ctypes.c_uint),
+    _fields_ = [("id", ctypes.c_char_p), ("status", ctypes.c_int), ("end_reason", ctypes.c_int),
+                ("size", ctypes.c_char_p), ("vcpus", ctypes.c_uint),
                 ("memory_mb", ctypes.c_uint), ("disk_gb", ctypes.c_uint)]
 
 
 class Execution(ctypes.Structure):
-    _fields_ = [("id", ID), ("sandbox_id", ID), ("status", ctypes.c_int), ("exit_code", ctypes.c_int),
+    _fields_ = [("id", ctypes.c_char_p), ("sandbox_id", ctypes.c_char_p), ("status", ctypes.c_int), ("exit_code", ctypes.c_int),
                 ("stdout_data", ctypes.POINTER(ctypes.c_char)), ("stdout_len", ctypes.c_size_t),
                 ("stderr_data", ctypes.POINTER(ctypes.c_char)), ("stderr_len", ctypes.c_size_t)]
 
@@ -46,7 +43,7 @@ def load():
     lib.saas_file_write.argtypes = [vp, cp, cp, ctypes.c_char_p, ctypes.c_size_t, vp]
     lib.saas_file_read.argtypes = [ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_size_t), vp, cp, cp,
                                    ctypes.c_int64]
-    lib.saas_sandbox_destroy.argtypes = [vp, vp, cp]
+    lib.saas_sandbox_destroy.argtypes = [vp, vp, cp, ctypes.c_uint]
     lib.saas_sandbox_free.argtypes = [ctypes.POINTER(Sandbox)]
     lib.saas_execution_free.argtypes = [ctypes.POINTER(Execution)]
     lib.saas_free.argtypes = [vp]
@@ -89,7 +86,7 @@ def main():
         if back != payload or out != b"hi from sandbox\n":
             return 1
     finally:
-        check(lib, lib.saas_sandbox_destroy(None, client, sid), "destroy")
+        check(lib, lib.saas_sandbox_destroy(None, client, sid, 0), "destroy")
         lib.saas_sandbox_free(sb)
         lib.saas_client_free(client)
     print("destroyed")

@@ -10,8 +10,12 @@
 
 SAAS_BEGIN_DECLS
 
-/** A size class and its price. */
-typedef struct {
+/**
+ * A size class and its price.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_size {
 	const char *name;            /**< "small", "medium", "large" ... */
 	unsigned int vcpus;
 	unsigned int memory_mb;
@@ -21,10 +25,13 @@ typedef struct {
 
 /**
  * Limits as an account sees them: the engine's defaults, or what an operator
- * set for this account (saas_account_limits_set()). Embedded last in the
- * structs that hold it, so that it can grow.
+ * set for this account (saas_account_limits_set()). Library-allocated; held
+ * behind a pointer by the structs that give it, so that it can grow. Engine
+ * options take the same limits as fields of their own.
+ *
+ * Since: 0.1.0
  */
-typedef struct {
+typedef struct saas_limits {
 	unsigned int max_sandboxes;       /**< Sandboxes not yet destroyed. */
 	int64_t default_timeout_s;        /**< Lifetime when create names none. */
 	int64_t max_timeout_s;            /**< Longest lifetime from now. */
@@ -33,20 +40,24 @@ typedef struct {
 	unsigned int creates_per_minute;  /**< Sandbox creates per rolling minute. */
 	unsigned int requests_per_second; /**< API requests per second per key (aas-server enforces it). */
 	int64_t execution_retention_s;    /**< Finished executions and their output are deleted this long after. */
-} saas_account_limits;
+} saas_limits;
 
-/** What saas_client_account() returns; library-allocated, fields may be appended. */
-typedef struct {
-	char id[SAAS_ID_MAX + 1];
+/**
+ * What saas_account_info_get() returns; library-allocated, fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_account_info {
+	char *id;
 	char *name;
 	int64_t credit_usd_micro;     /**< Everything credited, ever. */
 	int64_t spent_usd_micro;      /**< Charged plus accrued by running sandboxes. */
 	int64_t balance_usd_micro;    /**< credit - spent. */
 	unsigned int active_sandboxes;/**< Not yet destroyed. */
 	size_t nsizes;
-	saas_size *sizes;             /**< Every size class with its price. */
+	saas_size **sizes;            /**< Every size class with its price. */
 	unsigned int running_executions; /**< Executions running now (this engine's count). */
-	saas_account_limits limits;   /**< Last, so that it can grow (it was before nsizes until SOVERSION 1). */
+	saas_limits *limits;          /**< The account's effective limits. */
 } saas_account_info;
 
 /**
@@ -54,27 +65,41 @@ typedef struct {
  *
  * @param out [out] free with saas_account_info_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_EAUTH, SAAS_ESTORE, SAAS_ENETWORK, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *client);
+SAAS_EXTERN(int) saas_account_info_get(saas_account_info **out, saas_client *client);
 
-/** Free account info; NULL is ignored. */
+/**
+ * Free account info; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_account_info_free(saas_account_info *info);
 
-/** One sandbox's share of a usage period. */
-typedef struct {
-	char sandbox_id[SAAS_ID_MAX + 1];
-	char size[32];
+/**
+ * One sandbox's share of a usage period. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_usage_line {
+	char *sandbox_id;
+	char *size;
 	int64_t seconds;              /**< Whole seconds run inside the period. */
 	int64_t cost_usd_micro;       /**< rate x seconds / 3600, rounded down. */
 	int running;                  /**< Non-zero if it still runs (cost accrued so far). */
 } saas_usage_line;
 
-/** Usage over a period; library-allocated, fields may be appended. */
-typedef struct {
+/**
+ * Usage over a period; library-allocated, fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_usage {
 	int64_t from_ms;
 	int64_t to_ms;
 	size_t count;
-	saas_usage_line *lines;       /**< Newest sandbox first. */
+	saas_usage_line **lines;      /**< Newest sandbox first. */
 	int64_t total_seconds;
 	int64_t total_usd_micro;      /**< Sum of the lines' costs. */
 } saas_usage;
@@ -87,10 +112,16 @@ typedef struct {
  * @param flags   0.
  * @param out     [out] free with saas_usage_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_EAUTH, SAAS_ESTORE, SAAS_ENETWORK, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *client, int64_t from_ms, int64_t to_ms, unsigned int flags);
+SAAS_EXTERN(int) saas_usage_get(saas_usage **out, saas_client *client, int64_t from_ms, int64_t to_ms, unsigned int flags);
 
-/** Free usage; NULL is ignored. */
+/**
+ * Free usage; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_usage_free(saas_usage *usage);
 
 /**
@@ -98,6 +129,8 @@ SAAS_EXTERN(void) saas_usage_free(saas_usage *usage);
  * rounded down once. This is the only rounding billing ever does.
  *
  * @return micro-dollars; 0 for seconds <= 0 or a negative rate.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int64_t) saas_cost(int64_t usd_micro_per_hour, int64_t seconds);
 
@@ -107,6 +140,8 @@ SAAS_EXTERN(int64_t) saas_cost(int64_t usd_micro_per_hour, int64_t seconds);
  *
  * @param buf  [out] at least 32 bytes.
  * @return buf.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(char *) saas_usd_format(char *buf, size_t bufsize, int64_t usd_micro);
 

@@ -22,6 +22,8 @@ SAAS_BEGIN_DECLS
  * @param flags   0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_EAUTH (unknown or revoked key), SAAS_ESTORE, SAAS_ENOMEM.
  * Thread-safe; the client may be shared across threads.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, const char *api_key, unsigned int flags) SAAS_WARN_UNUSED;
 
@@ -31,8 +33,10 @@ SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, 
 /**
  * Options for saas_client_open_remote(). Initialise with SAAS_REMOTE_OPTIONS_INIT
  * and change only what you need; a zero keeps the default.
+ *
+ * Since: 0.1.0
  */
-typedef struct {
+typedef struct saas_remote_options {
 	unsigned int version;            /**< SAAS_REMOTE_OPTIONS_VERSION */
 	unsigned int connect_timeout_ms; /**< Time to connect (TCP and TLS); 0: 10 000. */
 	/**
@@ -87,6 +91,8 @@ typedef struct {
  *         SAAS_ENOMEM.
  * Thread-safe; the client may be shared across threads (it keeps a small,
  * locked pool of connections, reused across calls).
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url, const char *api_key,
                                          const saas_remote_options *options, unsigned int flags) SAAS_WARN_UNUSED;
@@ -95,10 +101,16 @@ SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url
  * The id of the account the client is bound to.
  *
  * @return a string owned by the client, valid until saas_client_free(); NULL if client is NULL.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(const char *) saas_client_account_id(const saas_client *client);
 
-/** Release a client; sandboxes are not touched. NULL is ignored. */
+/**
+ * Release a client; sandboxes are not touched. NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_client_free(saas_client *client);
 
 SAAS_END_DECLS

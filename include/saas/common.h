@@ -46,16 +46,26 @@ SAAS_BEGIN_DECLS
 /** A sandbox, execution, account or key id is at most this long (without NUL). */
 #define SAAS_ID_MAX 63
 
-/** An engine: the local sandbox service (VM driver, store, reaper). Shared across threads. */
+/**
+ * An engine: the local sandbox service (VM driver, store, reaper). Shared across threads.
+ *
+ * Since: 0.1.0
+ */
 typedef struct saas_engine saas_engine;
 
-/** A client: one account's view of an engine (local) or of a server (remote). Shared across threads. */
+/**
+ * A client: one account's view of an engine (local) or of a server (remote). Shared across threads.
+ *
+ * Since: 0.1.0
+ */
 typedef struct saas_client saas_client;
 
 /**
  * Version of libsaas this program runs against, as "MAJOR.MINOR.PATCH".
  *
  * @return a static string; never NULL. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(const char *) saas_version(void);
 
@@ -63,6 +73,8 @@ SAAS_EXTERN(const char *) saas_version(void);
  * Free a string the library allocated (an API key, a URL). NULL is ignored.
  *
  * @param str string returned by a libsaas call documented as "free with saas_free".
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(void) saas_free(void *str);
 
@@ -74,6 +86,8 @@ SAAS_EXTERN(void) saas_free(void *str);
  * @param data bytes (may be NULL when len is 0).
  * @return a NUL-terminated string to free with saas_free(), or NULL when out of memory.
  * Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(char *) saas_base64_encode(const void *data, size_t len);
 
@@ -87,6 +101,8 @@ SAAS_EXTERN(char *) saas_base64_encode(const void *data, size_t len);
  * @param text     the base64 text.
  * @param text_len its length in bytes.
  * @return SAAS_OK, SAAS_EINVAL (not base64: a bad character or length), SAAS_ENOMEM. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_base64_decode(void **out, size_t *out_len, const char *text, size_t text_len);
 
@@ -106,6 +122,8 @@ SAAS_EXTERN(int) saas_base64_decode(void **out, size_t *out_len, const char *tex
  * @param text  the text, whole (nothing may follow the time).
  * @param flags 0 or SAAS_TIME_DAY_END.
  * @return SAAS_OK, or SAAS_EINVAL with saas_error_last() saying which forms are accepted. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_time_parse(int64_t *ms, const char *text, unsigned int flags);
 
@@ -117,6 +135,8 @@ SAAS_EXTERN(int) saas_time_parse(int64_t *ms, const char *text, unsigned int fla
  * @param bufsize its size.
  * @param ms      milliseconds since the epoch (may be negative: before 1970).
  * @return buf; empty when ms is beyond year 9999. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(char *) saas_time_format(char *buf, size_t bufsize, int64_t ms);
 

@@ -14,7 +14,11 @@ SAAS_BEGIN_DECLS
 struct saas_driver;
 struct saas_store;
 
-/** Log levels passed to a saas_log_fn. */
+/**
+ * Log levels passed to a saas_log_fn.
+ *
+ * Since: 0.1.0
+ */
 typedef enum {
 	SAAS_LOG_ERROR = 0,
 	SAAS_LOG_WARN = 1,
@@ -26,22 +30,18 @@ typedef enum {
  * Where the engine's log lines go. The library never prints on its own.
  * Called from any engine thread; must be thread-safe. `msg` has no trailing newline
  * and is valid only during the call.
+ *
+ * Since: 0.1.0
  */
 typedef void (*saas_log_fn)(void *userdata, int level, const char *msg);
 
 /**
  * A clock: milliseconds since the Unix epoch. Tests pass one they can move;
  * NULL means the real clock. Called from any engine thread.
+ *
+ * Since: 0.1.0
  */
 typedef int64_t (*saas_clock_fn)(void *userdata);
-
-/** Limits applied to every account. Zero in any field means "the default". */
-typedef struct {
-	unsigned int max_sandboxes;     /**< Sandboxes not yet destroyed, per account. Default 10. */
-	int64_t default_timeout_s;      /**< Lifetime when create names none. Default 900 (15 min). */
-	int64_t max_timeout_s;          /**< Longest lifetime from now, at create or extend. Default 86400. */
-	int64_t min_balance_s;          /**< Create needs credit for this many seconds of the size. Default 60. */
-} saas_limits;
 
 /**
  * Start no background thread: neither the reaper nor the warm pools' refill.
@@ -58,10 +58,10 @@ typedef struct {
 /**
  * Version of saas_engine_options this header describes. Version 2 appended
  * `pool`, version 3 the tenant limits (`max_executions` to
- * `execution_retention_s`) and `min_free_mb`, version 4 `store` and
- * `store_userdata`; callers built against an older version are still accepted
- * (their struct is read only as far as their version reached, and what it
- * lacks takes the defaults).
+ * `execution_retention_s`) and `min_free_mb`, version 4 `store`,
+ * `store_userdata` and `default_size`; callers built against an older version
+ * are still accepted (their struct is read only as far as their version
+ * reached, and what it lacks takes the defaults).
  */
 #define SAAS_ENGINE_OPTIONS_VERSION 4
 
@@ -92,8 +92,12 @@ typedef struct {
 /** The most VMs one warm pool may hold (the N of "SIZE=N"). */
 #define SAAS_ENGINE_POOL_MAX 64
 
-/** Options for saas_engine_open(). Initialise with SAAS_ENGINE_OPTIONS_INIT. */
-typedef struct {
+/**
+ * Options for saas_engine_open(). Initialise with SAAS_ENGINE_OPTIONS_INIT.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_engine_options {
 	unsigned int version;           /**< SAAS_ENGINE_OPTIONS_VERSION. */
 	/** State directory; created 0700 if missing. NULL: $XDG_STATE_HOME/aas, ~/.local/state/aas, or /var/lib/aas as root. */
 	const char *state_dir;
@@ -112,9 +116,21 @@ typedef struct {
 	 * "http://{name}.localhost:8080/".
 	 */
 	const char *preview_url;
-	saas_limits limits;             /**< Zero fields take the defaults. */
-	/** Size classes and prices; NULL takes the built-in table (small, medium, large). */
-	const saas_size *sizes;
+	/*
+	 * Every account's limits (the tenant limits below are the rest of them);
+	 * zero takes the default. Fields of their own rather than a struct: a
+	 * struct here could never grow, while options grow at their end. The
+	 * layout is version 1's.
+	 */
+	unsigned int max_sandboxes;     /**< Sandboxes not yet destroyed, per account. 0: 10. */
+	int64_t default_timeout_s;      /**< Lifetime when create names none. 0: 900 (15 min). */
+	int64_t max_timeout_s;          /**< Longest lifetime from now, at create or extend. 0: 86400. */
+	int64_t min_balance_s;          /**< Create needs credit for this many seconds of the size. 0: 60. */
+	/**
+	 * Size classes and prices: `nsizes` pointers, so that saas_size can grow.
+	 * NULL takes the built-in table (small, medium, large). Copied at open.
+	 */
+	const saas_size *const *sizes;
 	size_t nsizes;                  /**< Entries in `sizes`. */
 	int64_t new_account_credit;     /**< Micro-dollars for new accounts when create passes SAAS_CREDIT_DEFAULT. 0: $5. */
 	unsigned int reaper_interval_ms;/**< How often the reaper sweeps. 0: 1000. */
@@ -173,9 +189,15 @@ typedef struct {
 	const struct saas_store *store;
 	/** Handed to the store's open() as saas_store_env.userdata (since version 4). */
 	void *store_userdata;
+	/**
+	 * The size a create that names none gets (since version 4); it must be one
+	 * of `sizes`. NULL: the first of `sizes` ("small" in the built-in table).
+	 * Copied at open.
+	 */
+	const char *default_size;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, { 0, 0, 0, 0 }, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL }
 
 /**
  * Open an engine on a state directory.
@@ -192,6 +214,8 @@ typedef struct {
  *         or driver table of another version or with a required slot missing),
  *         SAAS_ESTORE, SAAS_EBACKEND, SAAS_EBUSY (state directory held by another engine),
  *         SAAS_EIO, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options) SAAS_WARN_UNUSED;
 
@@ -204,6 +228,8 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
  * that VM and finishes the release (until then the state directory stays
  * locked, and the log and clock callbacks may still be called). Clients opened
  * on this engine must be freed first. NULL is ignored.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
 
@@ -213,21 +239,28 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *engine);
  * SAAS_ENGINE_NO_REAPER it also makes one pooled VM if a pool is short (a
  * failure there is logged and retried later, not returned).
  *
- * @param engine the engine.
  * @param destroyed [out, optional] how many sandboxes were destroyed.
+ * @param engine    the engine.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_EBACKEND.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_engine_sweep(saas_engine *engine, unsigned int *destroyed);
+SAAS_EXTERN(int) saas_engine_sweep(unsigned int *destroyed, saas_engine *engine);
 
-/** What an engine offers, for anyone to see (a service card). Library-allocated; fields may be appended. */
-typedef struct {
+/**
+ * What an engine offers, for anyone to see (a service card). Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_engine_info {
 	size_t nsizes;
-	saas_size *sizes;                 /**< Every size class with its price. */
+	saas_size **sizes;                /**< Every size class with its price. */
 	char *default_image;
 	char *preview_url;                /**< The preview URL template ("{name}"; maybe "{port}", "{id}"). */
 	int64_t new_account_credit_usd_micro;
 	char *driver;                     /**< The VM driver's name, or "" for a store-only engine. */
-	saas_account_limits limits;       /**< The limits every account has unless set for it; last, so it can grow. */
+	char *default_size;               /**< The size a create that names none gets. */
+	saas_limits *limits;              /**< The limits every account has unless set for it. */
 } saas_engine_info;
 
 /**
@@ -235,14 +268,24 @@ typedef struct {
  *
  * @param out [out] free with saas_engine_info_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOMEM. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *engine);
 
-/** Free engine info; NULL is ignored. */
+/**
+ * Free engine info; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info);
 
-/** One warm pool, as saas_engine_stats reports it. Library-allocated; fields may be appended. */
-typedef struct {
+/**
+ * One warm pool, as saas_engine_stats reports it. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_engine_pool {
 	char *size;                     /**< The size class. */
 	char *image;                    /**< The image its VMs run. */
 	unsigned int target;            /**< How many VMs it holds when full. */
@@ -252,8 +295,12 @@ typedef struct {
 	uint64_t failures;              /**< Refill creates that failed since the engine opened. */
 } saas_engine_pool;
 
-/** Sandboxes across every account, by state, at one moment. Library-allocated; fields may be appended. */
-typedef struct {
+/**
+ * Sandboxes across every account, by state, at one moment. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_engine_stats {
 	unsigned int creating;
 	unsigned int ready;
 	unsigned int accounts_with_sandboxes;  /**< Accounts with at least one live sandbox. */
@@ -270,10 +317,16 @@ typedef struct {
  *
  * @param out [out] free with saas_engine_stats_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *engine);
 
-/** Free engine stats; NULL is ignored. */
+/**
+ * Free engine stats; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats);
 
 /**
@@ -286,6 +339,8 @@ SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats);
  * @param fd   [out] a connected stream socket the caller reads, writes and close()s.
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (no such sandbox, not ready, or the port is not
  *         exposed); SAAS_EBACKEND (nothing listens there); SAAS_ENOTSUP (store-only engine).
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_engine_port_connect(int *fd, saas_engine *engine, const char *sandbox_id, unsigned int port);
 
@@ -299,6 +354,8 @@ SAAS_EXTERN(int) saas_engine_port_connect(int *fd, saas_engine *engine, const ch
  * @param name       a name from a preview URL (see SAAS_PREVIEW_NAME_LEN).
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (no such exposure, or its sandbox is not ready);
  *         SAAS_ESTORE. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_engine_preview_find(char sandbox_id[SAAS_ID_MAX + 1], unsigned int *port, saas_engine *engine,
                                           const char *name);
@@ -306,9 +363,13 @@ SAAS_EXTERN(int) saas_engine_preview_find(char sandbox_id[SAAS_ID_MAX + 1], unsi
 /** Pass as `credit` to saas_account_create() for the engine's new-account credit ($5 unless configured). */
 #define SAAS_CREDIT_DEFAULT INT64_MIN
 
-/** An account, as the engine's admin calls return it. Library-allocated: fields may be appended. */
-typedef struct {
-	char id[SAAS_ID_MAX + 1];       /**< "acc-..." */
+/**
+ * An account, as the engine's admin calls return it. Library-allocated: fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_account {
+	char *id;                       /**< "acc-..." */
 	char *name;                     /**< As given at creation. */
 	int64_t created_at_ms;
 	int64_t credit_usd_micro;       /**< Everything credited, ever. */
@@ -325,6 +386,8 @@ typedef struct {
  * @param credit initial credit in micro-dollars (>= 0), or SAAS_CREDIT_DEFAULT.
  * @param flags  0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_account_create(saas_account **out, saas_engine *engine, const char *name, int64_t credit, unsigned int flags);
 
@@ -332,11 +395,17 @@ SAAS_EXTERN(int) saas_account_create(saas_account **out, saas_engine *engine, co
  * Look an account up by id.
  *
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_account_get(saas_account **out, saas_engine *engine, const char *account_id);
 
-/** A list of accounts; library-allocated. */
-typedef struct {
+/**
+ * A list of accounts; library-allocated.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_account_list {
 	size_t count;
 	saas_account **items;
 } saas_account_list;
@@ -346,19 +415,29 @@ typedef struct {
  *
  * @param out [out] free with saas_account_list_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *engine);
+SAAS_EXTERN(int) saas_account_list_get(saas_account_list **out, saas_engine *engine);
 
 /**
  * Add credit to an account (an entry in its ledger).
  *
  * @param amount micro-dollars, > 0 and at most SAAS_USD(1000000).
  * @param note   optional free text kept in the ledger (at most 200 bytes), or NULL.
+ * @param flags  0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_account_add_credit(saas_engine *engine, const char *account_id, int64_t amount, const char *note);
+SAAS_EXTERN(int) saas_account_add_credit(saas_engine *engine, const char *account_id, int64_t amount, const char *note,
+                                         unsigned int flags);
 
-/** Free an account; NULL is ignored. */
+/**
+ * Free an account; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_account_free(saas_account *account);
 
 /** Version of saas_limit_overrides this header describes. */
@@ -368,8 +447,10 @@ SAAS_EXTERN(void) saas_account_free(saas_account *account);
  * One account's own limits, set by an operator in place of the engine's
  * defaults. A zero field means "the engine's default" (so an override can be
  * taken back by setting it to 0). Initialise with SAAS_LIMIT_OVERRIDES_INIT.
+ *
+ * Since: 0.1.0
  */
-typedef struct {
+typedef struct saas_limit_overrides {
 	unsigned int version;             /**< SAAS_LIMIT_OVERRIDES_VERSION */
 	unsigned int max_sandboxes;       /**< Sandboxes not yet destroyed; 0: the engine's. */
 	unsigned int max_executions;      /**< Executions running at once; 0: the engine's. */
@@ -391,13 +472,15 @@ typedef struct {
  * @return SAAS_OK, SAAS_EINVAL (bad version or value), SAAS_ENOTFOUND (no such
  *         account), SAAS_ESTORE.
  * Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_account_limits_set(saas_engine *engine, const char *account_id,
                                          const saas_limit_overrides *limits);
 
 /**
  * An account's own limits, as set by saas_account_limits_set(); all zero when
- * none were set. The account's effective limits are in saas_client_account().
+ * none were set. The account's effective limits are in saas_account_info_get().
  *
  * @param out        [in/out] its `version` says how much to fill (1 ..
  *                   SAAS_LIMIT_OVERRIDES_VERSION); initialise with SAAS_LIMIT_OVERRIDES_INIT.
@@ -405,24 +488,38 @@ SAAS_EXTERN(int) saas_account_limits_set(saas_engine *engine, const char *accoun
  * @param account_id the account.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (no such account), SAAS_ESTORE.
  * Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_account_limits_get(saas_limit_overrides *out, saas_engine *engine, const char *account_id);
 
-/** Free an account list and its accounts; NULL is ignored. */
+/**
+ * Free an account list and its accounts; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_account_list_free(saas_account_list *list);
 
-/** An API key's public record (never the key itself). */
-typedef struct {
-	char id[SAAS_ID_MAX + 1];          /**< "key-..." */
-	char account_id[SAAS_ID_MAX + 1];
+/**
+ * An API key's public record (never the key itself).
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_key {
+	char *id;                          /**< "key-..." */
+	char *account_id;
 	char *name;                        /**< As given, or "". */
-	char prefix[16];                   /**< The first characters of the key, for recognising it: "aas_sk_ab12". */
+	char *prefix;                      /**< The first characters of the key, for recognising it: "aas_sk_ab12". */
 	int64_t created_at_ms;
 	int64_t revoked_at_ms;             /**< 0 while the key is valid. */
 } saas_key;
 
-/** A list of keys; library-allocated. */
-typedef struct {
+/**
+ * A list of keys; library-allocated.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_key_list {
 	size_t count;
 	saas_key **items;
 } saas_key_list;
@@ -434,14 +531,20 @@ typedef struct {
  * @param key_out [out] the plaintext key; free with saas_free().
  * @param info    [out, optional] its record; free with saas_key_free().
  * @param name    optional label (at most 200 bytes) or NULL.
+ * @param flags   0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (no such account), SAAS_ESTORE, SAAS_EIO (no randomness).
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *engine, const char *account_id, const char *name);
+SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *engine, const char *account_id,
+                                 const char *name, unsigned int flags);
 
 /**
  * Revoke a key by its id. Revoking a revoked key succeeds.
  *
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_key_revoke(saas_engine *engine, const char *key_id);
 
@@ -449,6 +552,8 @@ SAAS_EXTERN(int) saas_key_revoke(saas_engine *engine, const char *key_id);
  * An account's keys, oldest first, revoked ones included.
  *
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *engine, const char *account_id);
 
@@ -459,13 +564,23 @@ SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *engine, con
  * @param out     [out] 65 bytes: 64 hex digits and a NUL.
  * @param api_key any string (NULL is taken as "").
  * Thread-safe; cannot fail.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(void) saas_key_fingerprint(char out[65], const char *api_key);
 
-/** Free a key record; NULL is ignored. */
+/**
+ * Free a key record; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_key_free(saas_key *key);
 
-/** Free a key list; NULL is ignored. */
+/**
+ * Free a key list; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_key_list_free(saas_key_list *list);
 
 SAAS_END_DECLS

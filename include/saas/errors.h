@@ -14,6 +14,8 @@ SAAS_BEGIN_DECLS
  * Status codes. Every function that can fail returns an int: SAAS_OK (0) on
  * success, one of these negative values otherwise. Codes are append-only: a
  * value is never renumbered or reused.
+ *
+ * Since: 0.1.0
  */
 typedef enum {
 	SAAS_OK = 0,          /**< Success. */
@@ -39,7 +41,11 @@ typedef enum {
 	SAAS_EPERM = -20      /**< Permission denied (in the guest: a path the sandbox user may not touch). */
 } saas_status;
 
-/** The part of the system an error came from. */
+/**
+ * The part of the system an error came from.
+ *
+ * Since: 0.1.0
+ */
 typedef enum {
 	SAAS_ERRCLASS_NONE = 0,
 	SAAS_ERRCLASS_ARGS,      /**< The caller's arguments. */
@@ -52,15 +58,19 @@ typedef enum {
 	SAAS_ERRCLASS_AUTH       /**< Authentication. */
 } saas_error_class;
 
-/** Detail about the last failure on the calling thread. */
-typedef struct {
+/**
+ * Detail about the last failure on the calling thread.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_error {
 	int code;              /**< The saas_status returned. */
 	int klass;             /**< A saas_error_class. */
 	long backend_code;     /**< errno, SQLite code, HTTP status ...; 0 when none. */
 	const char *message;   /**< Human-readable; never NULL. */
 	const char *sqlstate;  /**< PostgreSQL SQLSTATE when the store said one, else "". */
 	/**
-	 * For SAAS_ELIMIT: the name of the limit that was hit, as saas_account_limits
+	 * For SAAS_ELIMIT: the name of the limit that was hit, as saas_limits
 	 * and the REST API spell it ("max_sandboxes", "max_executions",
 	 * "creates_per_minute", "requests_per_second"); "" otherwise.
 	 */
@@ -77,6 +87,8 @@ typedef struct {
  *
  * @param code a saas_status value.
  * @return a static string; never NULL ("unknown error" for an unknown code). Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(const char *) saas_strerror(int code);
 
@@ -86,6 +98,8 @@ SAAS_EXTERN(const char *) saas_strerror(int code);
  *
  * @param code a saas_status value.
  * @return a static string; never NULL. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(const char *) saas_error_name(int code);
 
@@ -96,6 +110,8 @@ SAAS_EXTERN(const char *) saas_error_name(int code);
  * @param code a saas_status value.
  * @return 200 for SAAS_OK, a 4xx or 5xx status otherwise; 500 for SAAS_ERROR
  *         and for an unknown code. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_error_http_status(int code);
 
@@ -107,6 +123,8 @@ SAAS_EXTERN(int) saas_error_http_status(int code);
  *
  * @return a pointer to thread-local storage, valid until this thread's next
  *         libsaas call; never NULL.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(const saas_error *) saas_error_last(void);
 

@@ -21,7 +21,11 @@ SAAS_BEGIN_DECLS
 #define SAAS_EXEC_TIMEOUT_DEFAULT 300
 #define SAAS_EXEC_TIMEOUT_MAX 3600
 
-/** Where an execution is. Values are append-only. */
+/**
+ * Where an execution is. Values are append-only.
+ *
+ * Since: 0.1.0
+ */
 typedef enum {
 	SAAS_EXEC_RUNNING = 1,   /**< Started (background) and not finished. */
 	SAAS_EXEC_EXITED = 2,    /**< Finished; exit_code is the command's. */
@@ -32,8 +36,12 @@ typedef enum {
 /** Version of saas_exec_options this header describes. */
 #define SAAS_EXEC_OPTIONS_VERSION 1
 
-/** Options for saas_exec(). Initialise with SAAS_EXEC_OPTIONS_INIT. */
-typedef struct {
+/**
+ * Options for saas_exec(). Initialise with SAAS_EXEC_OPTIONS_INIT.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_exec_options {
 	unsigned int version;        /**< SAAS_EXEC_OPTIONS_VERSION */
 	const char *cwd;             /**< Working directory; NULL: /workspace. */
 	const char *const *env;      /**< NULL-terminated "NAME=VALUE" strings added to the environment, or NULL. */
@@ -45,10 +53,14 @@ typedef struct {
 
 #define SAAS_EXEC_OPTIONS_INIT { SAAS_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0 }
 
-/** An execution: one command and what came of it. Library-allocated; fields may be appended. */
-typedef struct {
-	char id[SAAS_ID_MAX + 1];          /**< "exe-..." */
-	char sandbox_id[SAAS_ID_MAX + 1];
+/**
+ * An execution: one command and what came of it. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_execution {
+	char *id;                          /**< "exe-..." */
+	char *sandbox_id;
 	int status;                        /**< saas_exec_status */
 	int exit_code;                     /**< The command's exit status; 128+N if killed by signal N; -1 if none. */
 	char *stdout_data;                 /**< Captured bytes, NUL-terminated for convenience; may hold NULs. */
@@ -80,6 +92,8 @@ typedef struct {
  * @param flags      SAAS_EXEC_BACKGROUND or 0.
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ETOOBIG (stdin); SAAS_ENOTFOUND; SAAS_ESTATE
  *         (not ready); SAAS_EBACKEND (the guest could not be reached); SAAS_ESTORE; SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *client, const char *sandbox_id,
                            const char *command, const saas_exec_options *options, unsigned int flags);
@@ -88,13 +102,23 @@ SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *client, const char
  * Read an execution back, running or finished.
  *
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (unknown, or another account's), SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_execution_get(saas_execution **out, saas_client *client, const char *execution_id);
 
-/** Name of an execution status: "running", "exited", "timeout", "failed"; "unknown" otherwise. Static. */
+/**
+ * Name of an execution status: "running", "exited", "timeout", "failed"; "unknown" otherwise. Static.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(const char *) saas_exec_status_name(int status);
 
-/** Free an execution; NULL is ignored. */
+/**
+ * Free an execution; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_execution_free(saas_execution *execution);
 
 SAAS_END_DECLS

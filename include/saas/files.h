@@ -31,20 +31,28 @@ SAAS_BEGIN_DECLS
  * Supplies the bytes of a file being written. Copy up to `size` bytes into
  * `buf` and return how many; 0 at the end; a negative value aborts the write
  * (the call then fails with SAAS_EIO and the partial file is removed).
+ *
+ * Since: 0.1.0
  */
 typedef long (*saas_read_fn)(void *userdata, void *buf, size_t size);
 
 /**
  * Receives the bytes of a file being read, in order. Return 0 to go on, non-zero
  * to stop (the call then fails with SAAS_EIO).
+ *
+ * Since: 0.1.0
  */
 typedef int (*saas_write_fn)(void *userdata, const void *data, size_t size);
 
 /** Version of saas_file_write_options this header describes. */
 #define SAAS_FILE_WRITE_OPTIONS_VERSION 1
 
-/** Options for writing files. Initialise with SAAS_FILE_WRITE_OPTIONS_INIT. */
-typedef struct {
+/**
+ * Options for writing files. Initialise with SAAS_FILE_WRITE_OPTIONS_INIT.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_file_write_options {
 	unsigned int version;    /**< SAAS_FILE_WRITE_OPTIONS_VERSION */
 	unsigned int mode;       /**< Permission bits; 0: 0644. At most 07777. */
 } saas_file_write_options;
@@ -62,6 +70,8 @@ typedef struct {
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ETOOBIG, SAAS_ENOTFOUND (sandbox, or a parent that is
  *         a file), SAAS_ESTATE, SAAS_EISDIR, SAAS_EPERM (the sandbox user may not write
  *         there), SAAS_EIO (e.g. the guest's disk is full), SAAS_EBACKEND.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_file_write(saas_client *client, const char *sandbox_id, const char *path,
                                  const void *data, size_t len, const saas_file_write_options *options);
@@ -71,6 +81,8 @@ SAAS_EXTERN(int) saas_file_write(saas_client *client, const char *sandbox_id, co
  * `reader` so that no whole copy is held in memory.
  *
  * @param size the exact byte count the reader will supply, or -1 if unknown.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_file_write_stream(saas_client *client, const char *sandbox_id, const char *path,
                                         saas_read_fn reader, void *userdata, int64_t size,
@@ -85,6 +97,8 @@ SAAS_EXTERN(int) saas_file_write_stream(saas_client *client, const char *sandbox
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or file), SAAS_EISDIR,
  *         SAAS_ETOOBIG, SAAS_ESTATE, SAAS_EPERM (the sandbox user may not read it),
  *         SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *client, const char *sandbox_id,
                                 const char *path, int64_t max);
@@ -93,11 +107,18 @@ SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *client, c
  * Read a file into a stream, without holding it whole in memory.
  *
  * @param size [out, optional] the file's size, known before the first byte is delivered.
+ * @return as saas_file_read().
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_file_read_stream(saas_client *client, const char *sandbox_id, const char *path,
-                                       saas_write_fn writer, void *userdata, int64_t *size);
+SAAS_EXTERN(int) saas_file_read_stream(int64_t *size, saas_client *client, const char *sandbox_id, const char *path,
+                                       saas_write_fn writer, void *userdata);
 
-/** Type of a listed entry. */
+/**
+ * Type of a listed entry.
+ *
+ * Since: 0.1.0
+ */
 typedef enum {
 	SAAS_FILE_REGULAR = 1,
 	SAAS_FILE_DIRECTORY = 2,
@@ -105,8 +126,12 @@ typedef enum {
 	SAAS_FILE_OTHER = 4
 } saas_file_type;
 
-/** One entry of a listing. */
-typedef struct {
+/**
+ * One entry of a listing. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_file_entry {
 	char *path;           /**< Absolute path. */
 	int type;             /**< saas_file_type */
 	int64_t size;
@@ -114,11 +139,15 @@ typedef struct {
 	int64_t mtime_ms;
 } saas_file_entry;
 
-/** A listing; library-allocated. */
-typedef struct {
+/**
+ * A listing; library-allocated.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_file_list {
 	char *root;                   /**< The absolute path listed. */
 	size_t count;
-	saas_file_entry *entries;     /**< Depth first, each directory's entries sorted by name. */
+	saas_file_entry **entries;     /**< Depth first, each directory's entries sorted by name. */
 	int truncated;                /**< Non-zero if max_entries cut it short. */
 } saas_file_list;
 
@@ -128,14 +157,22 @@ typedef struct {
  * @param path        NULL or "": /workspace. A file lists as itself.
  * @param max_depth   1 lists only the directory's own entries; 0: SAAS_LIST_DEPTH_DEFAULT.
  * @param max_entries 0: SAAS_LIST_ENTRIES_DEFAULT.
+ * @param flags       0.
  * @param out         [out] free with saas_file_list_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or path), SAAS_ESTATE, SAAS_EPERM,
  *         SAAS_EIO, SAAS_EBACKEND, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *client, const char *sandbox_id,
-                                    const char *path, unsigned int max_depth, unsigned int max_entries);
+                                    const char *path, unsigned int max_depth, unsigned int max_entries,
+                                    unsigned int flags);
 
-/** Free a listing; NULL is ignored. */
+/**
+ * Free a listing; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list);
 
 SAAS_END_DECLS

@@ -24,11 +24,15 @@ SAAS_BEGIN_DECLS
  * after saas_port_unexpose() gives a new name. Nothing needs to listen yet.
  *
  * @param url  [out] the preview URL; free with saas_free().
- * @param port 1..65535, not 22.
+ * @param port  1..65535, not 22.
+ * @param flags 0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTATE (not ready), SAAS_ESTORE, SAAS_EIO (no
  *         randomness), SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *client, const char *sandbox_id, unsigned int port);
+SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *client, const char *sandbox_id, unsigned int port,
+                                  unsigned int flags);
 
 /**
  * Stop exposing a port: its preview URL stops working at once, and the
@@ -38,6 +42,8 @@ SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *client, const char *s
  *
  * @param port 1..65535.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (no such sandbox), SAAS_ESTORE.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_port_unexpose(saas_client *client, const char *sandbox_id, unsigned int port);
 
@@ -51,6 +57,8 @@ SAAS_EXTERN(int) saas_port_unexpose(saas_client *client, const char *sandbox_id,
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (sandbox, or the port is not exposed);
  *         SAAS_ESTATE (not ready); SAAS_EBACKEND (nothing listens there, or the guest is unreachable);
  *         SAAS_ENOTSUP (the client or driver cannot tunnel).
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_port_connect(int *fd, saas_client *client, const char *sandbox_id, unsigned int port);
 

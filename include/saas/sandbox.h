@@ -13,6 +13,8 @@ SAAS_BEGIN_DECLS
 /**
  * A sandbox's place in its life: creating -> ready -> destroyed. A create that
  * fails goes straight from creating to destroyed. Values are append-only.
+ *
+ * Since: 0.1.0
  */
 typedef enum {
 	SAAS_SANDBOX_CREATING = 1,
@@ -20,7 +22,11 @@ typedef enum {
 	SAAS_SANDBOX_DESTROYED = 3
 } saas_sandbox_status;
 
-/** Why a sandbox was destroyed. Values are append-only. */
+/**
+ * Why a sandbox was destroyed. Values are append-only.
+ *
+ * Since: 0.1.0
+ */
 typedef enum {
 	SAAS_END_NONE = 0,       /**< Not destroyed. */
 	SAAS_END_USER = 1,       /**< Destroy was called. */
@@ -30,18 +36,26 @@ typedef enum {
 	SAAS_END_LOST = 5        /**< The VM was gone when the engine reconciled. */
 } saas_end_reason;
 
-/** An exposed port. */
-typedef struct {
+/**
+ * An exposed port. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_port_info {
 	unsigned int port;
 	char *url;               /**< The preview URL. */
 } saas_port_info;
 
-/** A sandbox as the service sees it. Library-allocated; fields may be appended. */
-typedef struct {
-	char id[SAAS_ID_MAX + 1];       /**< "sbx-...": lowercase letters, digits and '-'. */
+/**
+ * A sandbox as the service sees it. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_sandbox {
+	char *id;                       /**< "sbx-...": lowercase letters, digits and '-'. */
 	int status;                     /**< saas_sandbox_status */
 	int end_reason;                 /**< saas_end_reason */
-	char size[32];
+	char *size;
 	unsigned int vcpus;
 	unsigned int memory_mb;
 	unsigned int disk_gb;
@@ -52,11 +66,15 @@ typedef struct {
 	int64_t destroyed_at_ms;        /**< 0 until destroyed. */
 	int64_t cost_usd_micro;         /**< Charged (destroyed) or accrued so far (ready). */
 	size_t nports;
-	saas_port_info *ports;
+	saas_port_info **ports;
 } saas_sandbox;
 
-/** A list of sandboxes; library-allocated. */
-typedef struct {
+/**
+ * A list of sandboxes; library-allocated.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_sandbox_list {
 	size_t count;
 	saas_sandbox **items;
 	char *next_cursor;              /**< Pass to the next list call for more; NULL at the end. */
@@ -65,10 +83,14 @@ typedef struct {
 /** Version of saas_create_options this header describes. */
 #define SAAS_CREATE_OPTIONS_VERSION 1
 
-/** Options for saas_sandbox_create(). Initialise with SAAS_CREATE_OPTIONS_INIT. */
-typedef struct {
+/**
+ * Options for saas_sandbox_create(). Initialise with SAAS_CREATE_OPTIONS_INIT.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_create_options {
 	unsigned int version;      /**< SAAS_CREATE_OPTIONS_VERSION */
-	const char *size;          /**< Size class name; NULL: "small". */
+	const char *size;          /**< Size class name; NULL: the engine's default size ("small" unless configured). */
 	const char *image;         /**< Image name; NULL: the engine's default. */
 	int64_t timeout_s;         /**< Lifetime in seconds; 0: the account default. At most the maximum. */
 	/**
@@ -101,6 +123,8 @@ typedef struct {
  *         VM did not come up; nothing is left behind and nothing is billed; the
  *         list shows it "failed"); SAAS_EBUSY (the server's state filesystem is
  *         under its free-space threshold: try again later); SAAS_ESTORE; SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *client, const saas_create_options *options, unsigned int flags);
 
@@ -108,6 +132,8 @@ SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *client, co
  * Look a sandbox up.
  *
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (unknown, or another account's), SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *client, const char *sandbox_id);
 
@@ -123,6 +149,8 @@ SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *client, const
  * @param flags  SAAS_LIST_* (at most one).
  * @param out    [out] free with saas_sandbox_list_free().
  * @return SAAS_OK, SAAS_EINVAL (bad cursor, limit or flags), SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *client, const char *cursor, unsigned int limit, unsigned int flags);
 
@@ -130,11 +158,16 @@ SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *cli
  * Push a sandbox's expiry out by `seconds` (from its current expiry). The new
  * lifetime, counted from now, may not pass the account's maximum timeout.
  *
+ * @param out   [out, optional] the sandbox as extended; free with saas_sandbox_free().
+ * @param flags 0.
  * @return SAAS_OK, SAAS_EINVAL (seconds <= 0, or past the maximum: as a create's
- *         timeout, no retry can succeed), SAAS_ENOTFOUND, SAAS_ESTATE (destroyed or
- *         still creating), SAAS_ESTORE.
+ *         timeout, no retry can succeed; an unknown flag), SAAS_ENOTFOUND, SAAS_ESTATE
+ *         (destroyed or still creating), SAAS_ESTORE.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, const char *sandbox_id, int64_t seconds);
+SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, const char *sandbox_id, int64_t seconds,
+                                     unsigned int flags);
 
 /**
  * Destroy a sandbox: its VM, disk and sessions go, billing stops. Destroying a
@@ -143,21 +176,41 @@ SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, co
  * reads as destroyed, and the end is recorded (billed to this moment) when
  * the store can.
  *
- * @param out [out, optional] the sandbox as destroyed, with its final cost.
+ * @param out   [out, optional] the sandbox as destroyed, with its final cost.
+ * @param flags 0.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_EBACKEND.
+ *
+ * Since: 0.1.0
  */
-SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, const char *sandbox_id);
+SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, const char *sandbox_id,
+                                      unsigned int flags);
 
-/** Name of a status ("creating", "ready", "destroyed"); "unknown" otherwise. Static. */
+/**
+ * Name of a status ("creating", "ready", "destroyed"); "unknown" otherwise. Static.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(const char *) saas_sandbox_status_name(int status);
 
-/** Name of an end reason ("", "destroyed", "expired", "credit", "failed", "lost"). Static. */
+/**
+ * Name of an end reason ("", "destroyed", "expired", "credit", "failed", "lost"). Static.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(const char *) saas_end_reason_name(int reason);
 
-/** Free a sandbox; NULL is ignored. */
+/**
+ * Free a sandbox; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_sandbox_free(saas_sandbox *sandbox);
 
-/** Free a sandbox list and its sandboxes; NULL is ignored. */
+/**
+ * Free a sandbox list and its sandboxes; NULL is ignored.
+ *
+ * Since: 0.1.0
+ */
 SAAS_EXTERN(void) saas_sandbox_list_free(saas_sandbox_list *list);
 
 SAAS_END_DECLS

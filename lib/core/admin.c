@@ -27,9 +27,8 @@ static int fill_account(saas_engine *e, const saas_store_account *row, saas_acco
 		return rc;
 	if (!(a = calloc(1, sizeof(*a))))
 		return saas__oom();
-	saas__strlcpy(a->id, row->id, sizeof(a->id));
-	if (!(a->name = saas__strdup(row->name))) {
-		free(a);
+	if (!(a->id = saas__strdup(row->id)) || !(a->name = saas__strdup(row->name))) {
+		saas_account_free(a);
 		return SAAS_ENOMEM;
 	}
 	a->created_at_ms = row->created_at_ms;
@@ -113,7 +112,7 @@ static int collect_account(void *ud, const saas_store_account *row)
 	return 0;
 }
 
-SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *e)
+SAAS_EXTERN(int) saas_account_list_get(saas_account_list **out, saas_engine *e)
 {
 	struct collect_accounts c = { e, NULL, 0, SAAS_OK };
 	int rc;
@@ -137,13 +136,16 @@ SAAS_EXTERN(int) saas_account_list_all(saas_account_list **out, saas_engine *e)
 	return SAAS_OK;
 }
 
-SAAS_EXTERN(int) saas_account_add_credit(saas_engine *e, const char *account_id, int64_t amount, const char *note)
+SAAS_EXTERN(int) saas_account_add_credit(saas_engine *e, const char *account_id, int64_t amount, const char *note,
+                                         unsigned int flags)
 {
 	int rc;
 
 	saas__error_clear();
 	if (!e)
 		return saas__inval("engine is NULL");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (!valid_id(account_id))
 		return saas__inval("account id is empty, too long or not printable");
 	if (amount <= 0 || amount > SAAS_USD(1000000))
@@ -163,13 +165,11 @@ static int key_public(const saas_store_key *row, saas_key **out)
 
 	if (!k)
 		return saas__oom();
-	saas__strlcpy(k->id, row->id, sizeof(k->id));
-	saas__strlcpy(k->account_id, row->account_id, sizeof(k->account_id));
-	saas__strlcpy(k->prefix, row->prefix, sizeof(k->prefix));
 	k->created_at_ms = row->created_at_ms;
 	k->revoked_at_ms = row->revoked_at_ms;
-	if (!(k->name = saas__strdup(row->name))) {
-		free(k);
+	if (!(k->id = saas__strdup(row->id)) || !(k->account_id = saas__strdup(row->account_id)) ||
+	    !(k->prefix = saas__strdup(row->prefix)) || !(k->name = saas__strdup(row->name))) {
+		saas_key_free(k);
 		return SAAS_ENOMEM;
 	}
 	*out = k;
@@ -201,7 +201,7 @@ static int new_key_text(char *key, size_t size)
 }
 
 SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *e, const char *account_id,
-                                 const char *name)
+                                 const char *name, unsigned int flags)
 {
 	char key[128];
 	saas_store_key row;
@@ -216,6 +216,8 @@ SAAS_EXTERN(int) saas_key_create(char **key_out, saas_key **info, saas_engine *e
 	*key_out = NULL;
 	if (!e)
 		return saas__inval("engine is NULL");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (!valid_id(account_id))
 		return saas__inval("account id is empty, too long or not printable");
 	if (name && *name && !saas__valid_text(name, NAME_MAX_BYTES))

@@ -153,18 +153,19 @@ int saas__local_account(saas_client *c, saas_account_info **out)
 		return rc;
 	if (!(info = calloc(1, sizeof(*info))))
 		return saas__oom();
-	saas__strlcpy(info->id, acc.id, sizeof(info->id));
 	info->credit_usd_micro = credit;
 	info->spent_usd_micro = spent;
 	info->balance_usd_micro = balance;
 	info->active_sandboxes = live;
 	info->running_executions = saas__exec_running(e, c->account_id);
-	if ((rc = saas__account_limits(e, c->account_id, &info->limits)) < 0) {
+	if (!(info->limits = calloc(1, sizeof(*info->limits))))
+		goto oom;
+	if ((rc = saas__account_limits(e, c->account_id, info->limits)) < 0) {
 		saas_account_info_free(info);
 		return rc;
 	}
-	if (!(info->name = saas__strdup(acc.name)) ||
-	    saas__sizes_copy(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
+	if (!(info->id = saas__strdup(acc.id)) || !(info->name = saas__strdup(acc.name)) ||
+	    saas__sizes_public(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
 		goto oom;
 	*out = info;
 	return SAAS_OK;
@@ -203,10 +204,15 @@ static int add_usage(void *ud, const saas_store_sandbox *sb)
 		return 1;
 	s0 = seconds_until(sb, start);
 	s1 = seconds_until(sb, end);
-	line = &a->u->lines[a->u->count++];
-	memset(line, 0, sizeof(*line));
-	saas__strlcpy(line->sandbox_id, sb->id, sizeof(line->sandbox_id));
-	saas__strlcpy(line->size, sb->size, sizeof(line->size));
+	if (!(line = calloc(1, sizeof(*line)))) {
+		a->rc = saas__oom();
+		return 1;
+	}
+	a->u->lines[a->u->count++] = line;
+	if (!(line->sandbox_id = saas__strdup(sb->id)) || !(line->size = saas__strdup(sb->size))) {
+		a->rc = SAAS_ENOMEM;
+		return 1;
+	}
 	line->seconds = s1 - s0;
 	line->cost_usd_micro = saas_cost(sb->usd_micro_per_hour, s1) - saas_cost(sb->usd_micro_per_hour, s0);
 	line->running = sb->status != SAAS_SANDBOX_DESTROYED;

@@ -133,7 +133,7 @@ SAAS_EXTERN(void) saas_client_free(saas_client *c)
 	free(c);
 }
 
-SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *c)
+SAAS_EXTERN(int) saas_account_info_get(saas_account_info **out, saas_client *c)
 {
 	saas__error_clear();
 	if (!out)
@@ -143,8 +143,8 @@ SAAS_EXTERN(int) saas_client_account(saas_account_info **out, saas_client *c)
 	return c->ops->account(c, out);
 }
 
-SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *c, int64_t from_ms, int64_t to_ms,
-                                   unsigned int flags)
+SAAS_EXTERN(int) saas_usage_get(saas_usage **out, saas_client *c, int64_t from_ms, int64_t to_ms,
+                                unsigned int flags)
 {
 	saas__error_clear();
 	if (!out)
@@ -163,15 +163,17 @@ SAAS_EXTERN(int) saas_client_usage(saas_usage **out, saas_client *c, int64_t fro
 SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const saas_create_options *options,
                                      unsigned int flags)
 {
-	saas_create_options defaults = SAAS_CREATE_OPTIONS_INIT;
-	const saas_create_options *o = options ? options : &defaults;
+	static const size_t sizes[] = { 0, sizeof(saas_create_options) };
+	saas_create_options opts = SAAS_CREATE_OPTIONS_INIT;
+	const saas_create_options *o = &opts;
+	int rc;
 
 	saas__error_clear();
 	if (out)
 		*out = NULL;
 	CHECK_CLIENT(c);
-	if (o->version != SAAS_CREATE_OPTIONS_VERSION)
-		return saas__inval("create options version %u is not %u", o->version, SAAS_CREATE_OPTIONS_VERSION);
+	if ((rc = saas__options_read(&opts, options, sizes, SAAS_CREATE_OPTIONS_VERSION, "create")) < 0)
+		return rc;
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
 	if (o->size && !saas__valid_text(o->size, 31))
@@ -218,7 +220,8 @@ SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *c, 
 	return c->ops->sandbox_list(c, cursor, limit ? limit : 100, flags, out);
 }
 
-SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const char *id, int64_t seconds)
+SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const char *id, int64_t seconds,
+                                     unsigned int flags)
 {
 	int rc;
 
@@ -228,12 +231,14 @@ SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const c
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (seconds <= 0)
 		return saas__inval("extend by a positive number of seconds");
 	return c->ops->sandbox_extend(c, id, seconds, out);
 }
 
-SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const char *id)
+SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const char *id, unsigned int flags)
 {
 	int rc;
 
@@ -243,6 +248,8 @@ SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const 
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	return c->ops->sandbox_destroy(c, id, out);
 }
 
@@ -271,8 +278,9 @@ static int check_env(const char *const *env)
 SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id, const char *command,
                            const saas_exec_options *options, unsigned int flags)
 {
-	saas_exec_options defaults = SAAS_EXEC_OPTIONS_INIT;
-	const saas_exec_options *o = options ? options : &defaults;
+	static const size_t sizes[] = { 0, sizeof(saas_exec_options) };
+	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
+	const saas_exec_options *o = &opts;
 	int rc;
 
 	saas__error_clear();
@@ -282,8 +290,8 @@ SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id,
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
-	if (o->version != SAAS_EXEC_OPTIONS_VERSION)
-		return saas__inval("exec options version %u is not %u", o->version, SAAS_EXEC_OPTIONS_VERSION);
+	if ((rc = saas__options_read(&opts, options, sizes, SAAS_EXEC_OPTIONS_VERSION, "exec")) < 0)
+		return rc;
 	if (flags & ~SAAS_EXEC_BACKGROUND)
 		return saas__inval("unknown flags 0x%x", flags);
 	if (!command || !*command)
@@ -321,18 +329,19 @@ SAAS_EXTERN(int) saas_execution_get(saas_execution **out, saas_client *c, const 
 	return c->ops->execution_get(c, id, out);
 }
 
+/* Checks a write's arguments and reads its options into `o` (which holds the defaults). */
 static int check_write(saas_client *c, const char *id, const char *path, int64_t size,
-                       const saas_file_write_options *o)
+                       saas_file_write_options *o, const saas_file_write_options *options)
 {
+	static const size_t sizes[] = { 0, sizeof(saas_file_write_options) };
 	int rc;
 
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
 		return rc;
-	if (o && o->version != SAAS_FILE_WRITE_OPTIONS_VERSION)
-		return saas__inval("file write options version %u is not %u", o->version,
-		                   SAAS_FILE_WRITE_OPTIONS_VERSION);
-	if (o && o->mode > 07777)
+	if ((rc = saas__options_read(o, options, sizes, SAAS_FILE_WRITE_OPTIONS_VERSION, "file write")) < 0)
+		return rc;
+	if (o->mode > 07777)
 		return saas__inval("mode 0%o is not a permission mode", o->mode);
 	if (size > SAAS_FILE_MAX)
 		return saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, 0, "file is over the %lld byte limit",
@@ -363,30 +372,32 @@ static long read_mem(void *ud, void *buf, size_t size)
 SAAS_EXTERN(int) saas_file_write(saas_client *c, const char *id, const char *path, const void *data, size_t len,
                                  const saas_file_write_options *options)
 {
+	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
 	struct mem_reader r = { data, len };
 	int rc;
 
 	saas__error_clear();
-	if ((rc = check_write(c, id, path, (int64_t)len, options)) < 0)
+	if ((rc = check_write(c, id, path, (int64_t)len, &o, options)) < 0)
 		return rc;
 	if (len && !data)
 		return saas__inval("data is NULL");
-	return c->ops->file_write(c, id, path, read_mem, &r, (int64_t)len, options ? options->mode : 0);
+	return c->ops->file_write(c, id, path, read_mem, &r, (int64_t)len, o.mode);
 }
 
 SAAS_EXTERN(int) saas_file_write_stream(saas_client *c, const char *id, const char *path, saas_read_fn reader,
                                         void *userdata, int64_t size, const saas_file_write_options *options)
 {
+	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
 	int rc;
 
 	saas__error_clear();
-	if ((rc = check_write(c, id, path, size, options)) < 0)
+	if ((rc = check_write(c, id, path, size, &o, options)) < 0)
 		return rc;
 	if (!reader)
 		return saas__inval("reader is NULL");
 	if (size < -1)
 		return saas__inval("size must be -1 (unknown) or a byte count");
-	return c->ops->file_write(c, id, path, reader, userdata, size, options ? options->mode : 0);
+	return c->ops->file_write(c, id, path, reader, userdata, size, o.mode);
 }
 
 struct mem_writer {
@@ -439,8 +450,8 @@ SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *c, const 
 	return SAAS_OK;
 }
 
-SAAS_EXTERN(int) saas_file_read_stream(saas_client *c, const char *id, const char *path, saas_write_fn writer,
-                                       void *userdata, int64_t *size)
+SAAS_EXTERN(int) saas_file_read_stream(int64_t *size, saas_client *c, const char *id, const char *path,
+                                       saas_write_fn writer, void *userdata)
 {
 	int64_t ignored;
 	int rc;
@@ -454,7 +465,7 @@ SAAS_EXTERN(int) saas_file_read_stream(saas_client *c, const char *id, const cha
 }
 
 SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const char *id, const char *path,
-                                    unsigned int max_depth, unsigned int max_entries)
+                                    unsigned int max_depth, unsigned int max_entries, unsigned int flags)
 {
 	int rc;
 
@@ -465,6 +476,8 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const 
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, false)) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (max_depth > SAAS_LIST_DEPTH_MAX)
 		return saas__inval("depth %u is over %d", max_depth, SAAS_LIST_DEPTH_MAX);
 	if (max_entries > SAAS_LIST_ENTRIES_MAX)
@@ -473,7 +486,8 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const 
 	                         max_entries ? max_entries : SAAS_LIST_ENTRIES_DEFAULT, out);
 }
 
-SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, unsigned int port)
+SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, unsigned int port,
+                                  unsigned int flags)
 {
 	int rc;
 
@@ -484,6 +498,8 @@ SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, un
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	if (port == 0 || port > 65535)
 		return saas__inval("port must be between 1 and 65535");
 	if (port == 22)

@@ -47,9 +47,10 @@ struct saas_engine {
 	char *state_dir;
 	char *default_image;
 	char *preview_url;
-	saas_limits limits;
+	saas_limits limits;            /* every account's, unless an operator set its own (limits.c) */
 	saas_size *sizes;
 	size_t nsizes;
+	const saas_size *default_size; /* one of `sizes`: what a create that names none gets */
 	int64_t new_account_credit;
 	unsigned int flags;
 
@@ -82,11 +83,6 @@ struct saas_engine {
 	/* Warm pools (pool.c); NULL when none is configured. */
 	struct saas__pools *pools;
 
-	/* Tenant limits beside e->limits (limits.c): the engine's defaults. */
-	unsigned int max_executions;
-	unsigned int creates_per_minute;
-	unsigned int requests_per_second;
-	int64_t execution_retention_s;
 	pthread_mutex_t tenants_mu;
 	struct saas__tenant *tenants;  /* per-account counters, under tenants_mu */
 
@@ -106,9 +102,9 @@ int saas__engine_need_driver(saas_engine *e);
 int saas__engine_room(saas_engine *e);
 /* The end of saas_engine_free: driver, store, lock, memory. Also run by an abandoned pool refill. */
 void saas__engine_release(saas_engine *e);
-/* Deep copies of size tables (the names are owned). */
-int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size_t n);
-void saas__sizes_free(saas_size *sizes, size_t n);
+/* The public form of the engine's sizes: `n` pointers to deep copies. */
+int saas__sizes_public(saas_size ***out, size_t *nout, const saas_size *sizes, size_t n);
+void saas__sizes_public_free(saas_size **sizes, size_t n);
 
 /* client.c: image names become file names on the host; a safe alphabet only. */
 bool saas__valid_image(const char *s);
@@ -206,7 +202,7 @@ int saas__pool_stats(saas_engine *e, saas_engine_stats *stats);
 
 /* limits.c */
 /* The account's effective limits: the engine's defaults and what an operator set for it. */
-int saas__account_limits(saas_engine *e, const char *account_id, saas_account_limits *out);
+int saas__account_limits(saas_engine *e, const char *account_id, saas_limits *out);
 /* Count one more running execution, or SAAS_ELIMIT ("max_executions") at `max`. */
 int saas__exec_slot_take(saas_engine *e, const char *account_id, unsigned int max);
 void saas__exec_slot_release(saas_engine *e, const char *account_id);

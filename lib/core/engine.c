@@ -24,6 +24,7 @@ static const saas_size default_sizes[] = {
 	{ "medium", 4, 8192, 80, 280000 },
 	{ "large", 8, 16384, 160, 550000 },
 };
+static const saas_size *const default_size_list[] = { &default_sizes[0], &default_sizes[1], &default_sizes[2] };
 
 #define DEFAULT_MAX_SANDBOXES 10
 #define DEFAULT_TIMEOUT_S 900
@@ -33,8 +34,9 @@ static const saas_size default_sizes[] = {
 #define DEFAULT_PREVIEW "http://{name}.localhost:8080/"
 
 /*
- * How much of saas_engine_options a caller of each version has: version 1
- * ends before `pool`, 2 before the tenant limits, 3 before `store`.
+ * How much of saas_engine_options a caller of each version has: version 1 ends
+ * before `pool`, 2 before the tenant limits, 3 before `store` (version 4 added
+ * `store`, `store_userdata` and `default_size`).
  */
 static const size_t options_size[] = {
 	0,
@@ -168,12 +170,14 @@ static char *default_state_dir(void)
 	return dir;
 }
 
-static int check_sizes(const saas_size *sizes, size_t n)
+static int check_sizes(const saas_size *const *sizes, size_t n)
 {
 	if (n == 0 || n > 64)
 		return saas__inval("sizes: between 1 and 64 size classes");
 	for (size_t i = 0; i < n; i++) {
-		const saas_size *s = &sizes[i];
+		const saas_size *s = sizes[i];
+		if (!s)
+			return saas__inval("sizes[%zu] is NULL", i);
 		if (!saas__valid_text(s->name, 31))
 			return saas__inval("sizes[%zu]: name must be 1 to 31 printable bytes", i);
 		if (s->vcpus == 0 || s->memory_mb == 0 || s->disk_gb == 0)
@@ -183,23 +187,18 @@ static int check_sizes(const saas_size *sizes, size_t n)
 		if (s->usd_micro_per_hour < 0 || s->usd_micro_per_hour > SAAS_USD(1000000))
 			return saas__inval("size '%s': price out of range", s->name);
 		for (size_t j = 0; j < i; j++)
-			if (strcmp(sizes[j].name, s->name) == 0)
+			if (strcmp(sizes[j]->name, s->name) == 0)
 				return saas__inval("size '%s' named twice", s->name);
 	}
 	return SAAS_OK;
 }
 
-static int check_limits(const saas_limits *l)
+static int check_limits(const saas_engine_options *o)
 {
-	if (l->default_timeout_s < 0 || l->max_timeout_s < 0 || l->min_balance_s < 0)
+	if (o->default_timeout_s < 0 || o->max_timeout_s < 0 || o->min_balance_s < 0)
 		return saas__inval("limits may not be negative");
-	if (l->max_sandboxes > SAAS_LIMIT_MAX)
-		return saas__inval("limits.max_sandboxes is over %u", SAAS_LIMIT_MAX);
-	return SAAS_OK;
-}
-
-static int check_tenant_limits(const saas_engine_options *o)
-{
+	if (o->max_sandboxes > SAAS_LIMIT_MAX)
+		return saas__inval("max_sandboxes is over %u", SAAS_LIMIT_MAX);
 	if (o->max_executions > SAAS_LIMIT_MAX)
 		return saas__inval("max_executions is over %u", SAAS_LIMIT_MAX);
 	if (o->creates_per_minute > SAAS_LIMIT_MAX)
@@ -211,7 +210,15 @@ static int check_tenant_limits(const saas_engine_options *o)
 	return SAAS_OK;
 }
 
-int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size_t n)
+static void sizes_free(saas_size *sizes, size_t n)
+{
+	for (size_t i = 0; sizes && i < n; i++)
+		free((char *)sizes[i].name);
+	free(sizes);
+}
+
+/* The engine's own table: one array, names owned. `sizes` holds n pointers, as options give them. */
+static int sizes_copy(saas_size **out, size_t *nout, const saas_size *const *sizes, size_t n)
 {
 	saas_size *copy = calloc(n ? n : 1, sizeof(*copy));
 
@@ -220,9 +227,9 @@ int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size
 	if (!copy)
 		return saas__oom();
 	for (size_t i = 0; i < n; i++) {
-		copy[i] = sizes[i];
-		if (!(copy[i].name = saas__strdup(sizes[i].name))) {
-			saas__sizes_free(copy, i);
+		copy[i] = *sizes[i];
+		if (!(copy[i].name = saas__strdup(sizes[i]->name))) {
+			sizes_free(copy, i);
 			return SAAS_ENOMEM;
 		}
 	}
@@ -231,10 +238,36 @@ int saas__sizes_copy(saas_size **out, size_t *nout, const saas_size *sizes, size
 	return SAAS_OK;
 }
 
-void saas__sizes_free(saas_size *sizes, size_t n)
+int saas__sizes_public(saas_size ***out, size_t *nout, const saas_size *sizes, size_t n)
 {
-	for (size_t i = 0; sizes && i < n; i++)
-		free((char *)sizes[i].name);
+	saas_size **copy = calloc(n ? n : 1, sizeof(*copy));
+
+	*out = NULL;
+	*nout = 0;
+	if (!copy)
+		return saas__oom();
+	for (size_t i = 0; i < n; i++) {
+		if (!(copy[i] = malloc(sizeof(*copy[i])))) {
+			saas__sizes_public_free(copy, i);
+			return saas__oom();
+		}
+		*copy[i] = sizes[i];
+		if (!(copy[i]->name = saas__strdup(sizes[i].name))) {
+			saas__sizes_public_free(copy, i + 1);
+			return SAAS_ENOMEM;
+		}
+	}
+	*out = copy;
+	*nout = n;
+	return SAAS_OK;
+}
+
+void saas__sizes_public_free(saas_size **sizes, size_t n)
+{
+	for (size_t i = 0; sizes && i < n; i++) {
+		free((char *)sizes[i]->name);
+		free(sizes[i]);
+	}
 	free(sizes);
 }
 
@@ -334,29 +367,17 @@ static int open_driver(saas_engine *e, const saas_engine_options *o)
 
 SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options)
 {
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT, upgraded = SAAS_ENGINE_OPTIONS_INIT;
-	const saas_engine_options *o = options ? options : &defaults;
+	saas_engine_options opts = SAAS_ENGINE_OPTIONS_INIT;
+	const saas_engine_options *o = &opts;
 	saas_engine *e = NULL;
-	unsigned int version;
 	int rc;
 
 	saas__error_clear();
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
-	/*
-	 * A caller built against an older version has a struct that ends earlier:
-	 * read its version and then its bytes, never a member past them; what it
-	 * lacks stays zero, which takes the defaults.
-	 */
-	memcpy(&version, o, sizeof(version));
-	if (version < 1 || version > SAAS_ENGINE_OPTIONS_VERSION)
-		return saas__inval("engine options version %u is not 1 to %u", version, SAAS_ENGINE_OPTIONS_VERSION);
-	if (version < SAAS_ENGINE_OPTIONS_VERSION) {
-		memcpy(&upgraded, o, options_size[version]);
-		upgraded.version = SAAS_ENGINE_OPTIONS_VERSION;
-		o = &upgraded;
-	}
+	if ((rc = saas__options_read(&opts, options, options_size, SAAS_ENGINE_OPTIONS_VERSION, "engine")) < 0)
+		return rc;
 	if (o->flags & ~(SAAS_ENGINE_NO_REAPER | SAAS_ENGINE_STORE_ONLY))
 		return saas__inval("unknown engine flags 0x%x", o->flags);
 	if (o->state_dir && (!*o->state_dir || strlen(o->state_dir) > 3000))
@@ -373,7 +394,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return rc;
 	if (o->sizes && (rc = check_sizes(o->sizes, o->nsizes)) < 0)
 		return rc;
-	if ((rc = check_limits(&o->limits)) < 0 || (rc = check_tenant_limits(o)) < 0)
+	if ((rc = check_limits(o)) < 0)
 		return rc;
 	if (o->new_account_credit < 0)
 		return saas__inval("new_account_credit may not be negative");
@@ -396,14 +417,15 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	e->log = o->log ? o->log : null_log;
 	e->log_userdata = o->log_userdata;
 	e->log_level = o->log_level;
-	e->limits.max_sandboxes = o->limits.max_sandboxes ? o->limits.max_sandboxes : DEFAULT_MAX_SANDBOXES;
-	e->limits.default_timeout_s = o->limits.default_timeout_s ? o->limits.default_timeout_s : DEFAULT_TIMEOUT_S;
-	e->limits.max_timeout_s = o->limits.max_timeout_s ? o->limits.max_timeout_s : DEFAULT_MAX_TIMEOUT_S;
-	e->limits.min_balance_s = o->limits.min_balance_s ? o->limits.min_balance_s : DEFAULT_MIN_BALANCE_S;
-	e->max_executions = o->max_executions ? o->max_executions : SAAS_MAX_EXECUTIONS_DEFAULT;
-	e->creates_per_minute = o->creates_per_minute ? o->creates_per_minute : SAAS_CREATES_PER_MINUTE_DEFAULT;
-	e->requests_per_second = o->requests_per_second ? o->requests_per_second : SAAS_REQUESTS_PER_SECOND_DEFAULT;
-	e->execution_retention_s = o->execution_retention_s ? o->execution_retention_s : SAAS_EXECUTION_RETENTION_DEFAULT;
+	e->limits.max_sandboxes = o->max_sandboxes ? o->max_sandboxes : DEFAULT_MAX_SANDBOXES;
+	e->limits.default_timeout_s = o->default_timeout_s ? o->default_timeout_s : DEFAULT_TIMEOUT_S;
+	e->limits.max_timeout_s = o->max_timeout_s ? o->max_timeout_s : DEFAULT_MAX_TIMEOUT_S;
+	e->limits.min_balance_s = o->min_balance_s ? o->min_balance_s : DEFAULT_MIN_BALANCE_S;
+	e->limits.max_executions = o->max_executions ? o->max_executions : SAAS_MAX_EXECUTIONS_DEFAULT;
+	e->limits.creates_per_minute = o->creates_per_minute ? o->creates_per_minute : SAAS_CREATES_PER_MINUTE_DEFAULT;
+	e->limits.requests_per_second = o->requests_per_second ? o->requests_per_second : SAAS_REQUESTS_PER_SECOND_DEFAULT;
+	e->limits.execution_retention_s =
+		o->execution_retention_s ? o->execution_retention_s : SAAS_EXECUTION_RETENTION_DEFAULT;
 	if (e->limits.default_timeout_s > e->limits.max_timeout_s) {
 		rc = saas__inval("default timeout %lld s is over the maximum %lld s",
 		                 (long long)e->limits.default_timeout_s, (long long)e->limits.max_timeout_s);
@@ -412,11 +434,16 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	e->new_account_credit = o->new_account_credit ? o->new_account_credit : SAAS_USD(5);
 	e->reaper_interval_ms = o->reaper_interval_ms ? o->reaper_interval_ms : DEFAULT_REAPER_MS;
 	if (o->sizes)
-		rc = saas__sizes_copy(&e->sizes, &e->nsizes, o->sizes, o->nsizes);
+		rc = sizes_copy(&e->sizes, &e->nsizes, o->sizes, o->nsizes);
 	else
-		rc = saas__sizes_copy(&e->sizes, &e->nsizes, default_sizes, SAAS_ARRAY_SIZE(default_sizes));
+		rc = sizes_copy(&e->sizes, &e->nsizes, default_size_list, SAAS_ARRAY_SIZE(default_size_list));
 	if (rc < 0)
 		goto fail;
+	/* Unnamed, the table's first size: "small" in the built-in one, and one that exists in any other. */
+	if (!(e->default_size = saas__engine_size(e, o->default_size ? o->default_size : e->sizes[0].name))) {
+		rc = saas__inval("default_size '%s' is not one of the sizes", o->default_size);
+		goto fail;
+	}
 	e->state_dir = o->state_dir ? saas__strdup(o->state_dir) : default_state_dir();
 	e->default_image = saas__strdup(o->default_image ? o->default_image : "default");
 	e->preview_url = saas__strdup(o->preview_url ? o->preview_url : DEFAULT_PREVIEW);
@@ -497,7 +524,7 @@ void saas__engine_release(saas_engine *e)
 	pthread_mutex_destroy(&e->closes.mu);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
-	saas__sizes_free(e->sizes, e->nsizes);
+	sizes_free(e->sizes, e->nsizes);
 	free(e->state_dir);
 	free(e->default_image);
 	free(e->preview_url);
@@ -508,7 +535,7 @@ void saas__engine_release(saas_engine *e)
 	free(e);
 }
 
-SAAS_EXTERN(int) saas_engine_sweep(saas_engine *e, unsigned int *destroyed)
+SAAS_EXTERN(int) saas_engine_sweep(unsigned int *destroyed, saas_engine *e)
 {
 	int rc;
 
@@ -534,18 +561,14 @@ SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *e)
 		return saas__inval("engine is NULL");
 	if (!(info = calloc(1, sizeof(*info))))
 		return saas__oom();
-	info->limits.max_sandboxes = e->limits.max_sandboxes;
-	info->limits.default_timeout_s = e->limits.default_timeout_s;
-	info->limits.max_timeout_s = e->limits.max_timeout_s;
-	info->limits.min_balance_s = e->limits.min_balance_s;
-	info->limits.max_executions = e->max_executions;
-	info->limits.creates_per_minute = e->creates_per_minute;
-	info->limits.requests_per_second = e->requests_per_second;
-	info->limits.execution_retention_s = e->execution_retention_s;
 	info->new_account_credit_usd_micro = e->new_account_credit;
-	if (!(info->default_image = saas__strdup(e->default_image)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
+	if (!(info->limits = malloc(sizeof(*info->limits))))
+		goto oom;
+	*info->limits = e->limits;
+	if (!(info->default_image = saas__strdup(e->default_image)) ||
+	    !(info->default_size = saas__strdup(e->default_size->name)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
 	    !(info->driver = saas__strdup(e->driver ? e->driver->name : "")) ||
-	    saas__sizes_copy(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
+	    saas__sizes_public(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
 		goto oom;
 	*out = info;
 	return SAAS_OK;
@@ -558,8 +581,10 @@ SAAS_EXTERN(void) saas_engine_info_free(saas_engine_info *info)
 {
 	if (!info)
 		return;
-	saas__sizes_free(info->sizes, info->nsizes);
+	saas__sizes_public_free(info->sizes, info->nsizes);
+	free(info->limits);
 	free(info->default_image);
+	free(info->default_size);
 	free(info->preview_url);
 	free(info->driver);
 	free(info);

@@ -68,8 +68,6 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 
 	if (!p)
 		return saas__oom();
-	saas__strlcpy(p->id, x->id, sizeof(p->id));
-	saas__strlcpy(p->sandbox_id, x->sandbox_id, sizeof(p->sandbox_id));
 	p->status = x->status;
 	p->exit_code = x->exit_code;
 	p->stdout_truncated = x->stdout_truncated;
@@ -79,7 +77,8 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 	p->duration_ms = x->finished_at_ms ? x->finished_at_ms - x->started_at_ms : 0;
 	p->stdout_len = x->stdout_len;
 	p->stderr_len = x->stderr_len;
-	if (!(p->stdout_data = malloc(x->stdout_len + 1)) || !(p->stderr_data = malloc(x->stderr_len + 1)) ||
+	if (!(p->id = saas__strdup(x->id)) || !(p->sandbox_id = saas__strdup(x->sandbox_id)) ||
+	    !(p->stdout_data = malloc(x->stdout_len + 1)) || !(p->stderr_data = malloc(x->stderr_len + 1)) ||
 	    !(p->error = saas__strdup(x->error ? x->error : ""))) {
 		saas_execution_free(p);
 		return saas__oom();
@@ -207,7 +206,7 @@ int saas__local_exec(saas_client *c, const char *id, const char *command, const 
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox sb;
-	saas_account_limits lim;
+	saas_limits lim;
 	struct job *j = NULL;
 	pthread_t tid;
 	pthread_attr_t attr;

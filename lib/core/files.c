@@ -82,13 +82,16 @@ static int collect_entry(void *ud, const saas_file_entry *entry)
 	}
 	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->entries, c->cap, c->list->count + 1)) < 0)
 		return 1;
-	slot = &c->list->entries[c->list->count];
+	if (!(slot = malloc(sizeof(*slot)))) {
+		c->rc = saas__oom();
+		return 1;
+	}
 	*slot = *entry;
+	c->list->entries[c->list->count++] = slot;
 	if (!(slot->path = saas__strdup(entry->path))) {
 		c->rc = SAAS_ENOMEM;
 		return 1;
 	}
-	c->list->count++;
 	return 0;
 }
 

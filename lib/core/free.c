@@ -18,6 +18,7 @@ SAAS_EXTERN(void) saas_account_free(saas_account *a)
 {
 	if (!a)
 		return;
+	free(a->id);
 	free(a->name);
 	free(a);
 }
@@ -36,6 +37,9 @@ SAAS_EXTERN(void) saas_key_free(saas_key *key)
 {
 	if (!key)
 		return;
+	free(key->id);
+	free(key->account_id);
+	free(key->prefix);
 	free(key->name);
 	free(key);
 }
@@ -54,7 +58,9 @@ SAAS_EXTERN(void) saas_account_info_free(saas_account_info *info)
 {
 	if (!info)
 		return;
-	saas__sizes_free(info->sizes, info->nsizes);
+	saas__sizes_public_free(info->sizes, info->nsizes);
+	free(info->limits);
+	free(info->id);
 	free(info->name);
 	free(info);
 }
@@ -63,6 +69,11 @@ SAAS_EXTERN(void) saas_usage_free(saas_usage *usage)
 {
 	if (!usage)
 		return;
+	for (size_t i = 0; i < usage->count; i++) {
+		free(usage->lines[i]->sandbox_id);
+		free(usage->lines[i]->size);
+		free(usage->lines[i]);
+	}
 	free(usage->lines);
 	free(usage);
 }
@@ -71,9 +82,13 @@ SAAS_EXTERN(void) saas_sandbox_free(saas_sandbox *sb)
 {
 	if (!sb)
 		return;
-	for (size_t i = 0; i < sb->nports; i++)
-		free(sb->ports[i].url);
+	for (size_t i = 0; i < sb->nports; i++) {
+		free(sb->ports[i]->url);
+		free(sb->ports[i]);
+	}
 	free(sb->ports);
+	free(sb->id);
+	free(sb->size);
 	free(sb->image);
 	free(sb);
 }
@@ -93,6 +108,8 @@ SAAS_EXTERN(void) saas_execution_free(saas_execution *x)
 {
 	if (!x)
 		return;
+	free(x->id);
+	free(x->sandbox_id);
 	free(x->stdout_data);
 	free(x->stderr_data);
 	free(x->error);
@@ -103,8 +120,10 @@ SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list)
 {
 	if (!list)
 		return;
-	for (size_t i = 0; i < list->count; i++)
-		free(list->entries[i].path);
+	for (size_t i = 0; i < list->count; i++) {
+		free(list->entries[i]->path);
+		free(list->entries[i]);
+	}
 	free(list->entries);
 	free(list->root);
 	free(list);

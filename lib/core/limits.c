@@ -63,7 +63,7 @@ static unsigned int pick(unsigned int own, unsigned int dflt)
 	return own ? own : dflt;
 }
 
-int saas__account_limits(saas_engine *e, const char *account_id, saas_account_limits *out)
+int saas__account_limits(saas_engine *e, const char *account_id, saas_limits *out)
 {
 	saas_store_limits own;
 	int rc;
@@ -71,15 +71,11 @@ int saas__account_limits(saas_engine *e, const char *account_id, saas_account_li
 	memset(&own, 0, sizeof(own));
 	if ((rc = e->store->limits_get(e->store_ctx, account_id, &own)) < 0 && rc != SAAS_ENOTFOUND)
 		return rc;
-	memset(out, 0, sizeof(*out));
+	*out = e->limits;
 	out->max_sandboxes = pick(own.max_sandboxes, e->limits.max_sandboxes);
-	out->default_timeout_s = e->limits.default_timeout_s;
-	out->max_timeout_s = e->limits.max_timeout_s;
-	out->min_balance_s = e->limits.min_balance_s;
-	out->max_executions = pick(own.max_executions, e->max_executions);
-	out->creates_per_minute = pick(own.creates_per_minute, e->creates_per_minute);
-	out->requests_per_second = pick(own.requests_per_second, e->requests_per_second);
-	out->execution_retention_s = e->execution_retention_s;
+	out->max_executions = pick(own.max_executions, e->limits.max_executions);
+	out->creates_per_minute = pick(own.creates_per_minute, e->limits.creates_per_minute);
+	out->requests_per_second = pick(own.requests_per_second, e->limits.requests_per_second);
 	return SAAS_OK;
 }
 

@@ -269,11 +269,11 @@ static void prune_executions(saas_engine *e, int64_t now)
 {
 	unsigned int pruned = 0;
 
-	if (e->store->execution_prune(e->store_ctx, now - e->execution_retention_s * 1000, PRUNE_BATCH, &pruned) < 0)
+	if (e->store->execution_prune(e->store_ctx, now - e->limits.execution_retention_s * 1000, PRUNE_BATCH, &pruned) < 0)
 		saas__log(e, SAAS_LOG_WARN, "pruning old executions failed: %s", saas_error_last()->message);
 	else if (pruned)
 		saas__log(e, SAAS_LOG_DEBUG, "pruned %u executions finished over %lld s ago", pruned,
-		          (long long)e->execution_retention_s);
+		          (long long)e->limits.execution_retention_s);
 }
 
 int saas__sweep(saas_engine *e, unsigned int *destroyed)

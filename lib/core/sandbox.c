@@ -95,13 +95,17 @@ static int collect_port(void *ud, const saas_store_port *exposure)
 
 	if ((c->rc = SAAS__ARRAY_RESERVE(c->sb->ports, c->cap, c->sb->nports + 1)) < 0)
 		return 1;
-	pi = &c->sb->ports[c->sb->nports];
+	if (!(pi = calloc(1, sizeof(*pi)))) {
+		c->rc = saas__oom();
+		return 1;
+	}
+	/* In the list first, so that saas_sandbox_free() frees it whatever follows. */
+	c->sb->ports[c->sb->nports++] = pi;
 	pi->port = exposure->port;
 	if (!(pi->url = saas__preview_url(c->e, exposure))) {
 		c->rc = saas__oom();
 		return 1;
 	}
-	c->sb->nports++;
 	return 0;
 }
 
@@ -113,10 +117,8 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 
 	if (!(sb = calloc(1, sizeof(*sb))))
 		return saas__oom();
-	saas__strlcpy(sb->id, row->id, sizeof(sb->id));
 	sb->status = row->status;
 	sb->end_reason = row->end_reason;
-	saas__strlcpy(sb->size, row->size, sizeof(sb->size));
 	sb->vcpus = row->vcpus;
 	sb->memory_mb = row->memory_mb;
 	sb->disk_gb = row->disk_gb;
@@ -125,7 +127,8 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 	sb->expires_at_ms = row->expires_at_ms;
 	sb->destroyed_at_ms = row->destroyed_at_ms;
 	sb->cost_usd_micro = saas__accrued(row, saas__engine_now(e));
-	if (!(sb->image = saas__strdup(row->image))) {
+	if (!(sb->id = saas__strdup(row->id)) || !(sb->size = saas__strdup(row->size)) ||
+	    !(sb->image = saas__strdup(row->image))) {
 		saas_sandbox_free(sb);
 		return SAAS_ENOMEM;
 	}
@@ -266,14 +269,14 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	const saas_size *size;
 	saas_store_sandbox row;
 	saas_vm_spec spec;
-	saas_account_limits lim;
+	saas_limits lim;
 	int64_t timeout, balance, spent, credit, need, now;
 	unsigned int live;
 	int rc;
 
 	if ((rc = saas__engine_need_driver(e)) < 0)
 		return rc;
-	if (!(size = saas__engine_size(e, o->size ? o->size : "small"))) {
+	if (!(size = o->size ? saas__engine_size(e, o->size) : e->default_size)) {
 		saas__buf names = SAAS__BUF_INIT;
 		for (size_t i = 0; i < e->nsizes; i++)
 			saas__buf_printf(&names, "%s%s", i ? ", " : "", e->sizes[i].name);

@@ -46,13 +46,14 @@ static int64_t jtime(json_t *o, const char *key)
 	return s && saas__time_parse(&t, s, 0) == 0 && t > 0 ? t : 0;
 }
 
-static int copy_id(char *dst, size_t size, json_t *o, const char *key)
+/* An id the answer must hold (at most SAAS_ID_MAX bytes), copied into *dst. */
+static int copy_id(char **dst, json_t *o, const char *key)
 {
 	const char *s = jstr(o, key);
 
-	if (!s || !*s || !saas__strlcpy(dst, s, size))
+	if (!s || !*s || strlen(s) > SAAS_ID_MAX)
 		return bad_answer(key);
-	return SAAS_OK;
+	return (*dst = saas__strdup(s)) ? SAAS_OK : SAAS_ENOMEM;
 }
 
 static int enum_of(const char *s, const char *(*name)(int), int lo, int hi)
@@ -75,7 +76,7 @@ static int parse_sandbox(json_t *o, saas_sandbox **out)
 
 	if (!sb)
 		return saas__oom();
-	if ((rc = copy_id(sb->id, sizeof(sb->id), o, "id")) < 0)
+	if ((rc = copy_id(&sb->id, o, "id")) < 0)
 		goto fail;
 	if ((sb->status = enum_of(jstr(o, "status"), saas_sandbox_status_name, SAAS_SANDBOX_CREATING,
 	                          SAAS_SANDBOX_DESTROYED)) < 0) {
@@ -85,11 +86,11 @@ static int parse_sandbox(json_t *o, saas_sandbox **out)
 	sb->end_reason = end ? enum_of(end, saas_end_reason_name, SAAS_END_USER, SAAS_END_LOST) : SAAS_END_NONE;
 	if (sb->end_reason < 0)
 		sb->end_reason = SAAS_END_NONE;
-	saas__strlcpy(sb->size, jstr(o, "size") ? jstr(o, "size") : "", sizeof(sb->size));
 	sb->vcpus = (unsigned int)jint(o, "vcpus");
 	sb->memory_mb = (unsigned int)jint(o, "memory_mb");
 	sb->disk_gb = (unsigned int)jint(o, "disk_gb");
-	if (!(sb->image = saas__strdup(jstr(o, "image") ? jstr(o, "image") : ""))) {
+	if (!(sb->size = saas__strdup(jstr(o, "size") ? jstr(o, "size") : "")) ||
+	    !(sb->image = saas__strdup(jstr(o, "image") ? jstr(o, "image") : ""))) {
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
@@ -104,9 +105,13 @@ static int parse_sandbox(json_t *o, saas_sandbox **out)
 			goto fail;
 		}
 		json_array_foreach(ports, i, p) {
-			sb->ports[i].port = (unsigned int)jint(p, "port");
+			if (!(sb->ports[i] = calloc(1, sizeof(*sb->ports[i])))) {
+				rc = saas__oom();
+				goto fail;
+			}
 			sb->nports = i + 1;
-			if (!(sb->ports[i].url = saas__strdup(jstr(p, "url") ? jstr(p, "url") : ""))) {
+			sb->ports[i]->port = (unsigned int)jint(p, "port");
+			if (!(sb->ports[i]->url = saas__strdup(jstr(p, "url") ? jstr(p, "url") : ""))) {
 				rc = SAAS_ENOMEM;
 				goto fail;
 			}
@@ -154,8 +159,8 @@ static int parse_execution(json_t *o, saas_execution **out)
 
 	if (!x)
 		return saas__oom();
-	if ((rc = copy_id(x->id, sizeof(x->id), o, "execution_id")) < 0 ||
-	    (rc = copy_id(x->sandbox_id, sizeof(x->sandbox_id), o, "sandbox_id")) < 0)
+	if ((rc = copy_id(&x->id, o, "execution_id")) < 0 ||
+	    (rc = copy_id(&x->sandbox_id, o, "sandbox_id")) < 0)
 		goto fail;
 	if ((x->status = enum_of(jstr(o, "status"), saas_exec_status_name, SAAS_EXEC_RUNNING, SAAS_EXEC_FAILED)) < 0) {
 		rc = bad_answer("execution status");
@@ -246,7 +251,7 @@ static int remote_account(saas_client *c, saas_account_info **out)
 		rc = saas__oom();
 		goto out;
 	}
-	if ((rc = copy_id(ai->id, sizeof(ai->id), ans, "id")) < 0)
+	if ((rc = copy_id(&ai->id, ans, "id")) < 0)
 		goto out;
 	if (!(ai->name = saas__strdup(jstr(ans, "name") ? jstr(ans, "name") : ""))) {
 		rc = SAAS_ENOMEM;
@@ -257,14 +262,18 @@ static int remote_account(saas_client *c, saas_account_info **out)
 	ai->balance_usd_micro = jint(ans, "balance_usd_micro");
 	ai->active_sandboxes = (unsigned int)jint(ans, "active_sandboxes");
 	limits = json_object_get(ans, "limits");
-	ai->limits.max_sandboxes = (unsigned int)jint(limits, "max_sandboxes");
-	ai->limits.default_timeout_s = jint(limits, "default_timeout");
-	ai->limits.max_timeout_s = jint(limits, "max_timeout");
-	ai->limits.min_balance_s = jint(limits, "min_balance_seconds");
-	ai->limits.max_executions = (unsigned int)jint(limits, "max_executions");
-	ai->limits.creates_per_minute = (unsigned int)jint(limits, "creates_per_minute");
-	ai->limits.requests_per_second = (unsigned int)jint(limits, "requests_per_second");
-	ai->limits.execution_retention_s = jint(limits, "execution_retention");
+	if (!(ai->limits = calloc(1, sizeof(*ai->limits)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	ai->limits->max_sandboxes = (unsigned int)jint(limits, "max_sandboxes");
+	ai->limits->default_timeout_s = jint(limits, "default_timeout");
+	ai->limits->max_timeout_s = jint(limits, "max_timeout");
+	ai->limits->min_balance_s = jint(limits, "min_balance_seconds");
+	ai->limits->max_executions = (unsigned int)jint(limits, "max_executions");
+	ai->limits->creates_per_minute = (unsigned int)jint(limits, "creates_per_minute");
+	ai->limits->requests_per_second = (unsigned int)jint(limits, "requests_per_second");
+	ai->limits->execution_retention_s = jint(limits, "execution_retention");
 	ai->running_executions = (unsigned int)jint(ans, "running_executions");
 	sizes = json_object_get(ans, "sizes");
 	if (json_array_size(sizes)) {
@@ -273,7 +282,11 @@ static int remote_account(saas_client *c, saas_account_info **out)
 			goto out;
 		}
 		json_array_foreach(sizes, i, s) {
-			saas_size *z = &ai->sizes[i];
+			saas_size *z;
+			if (!(z = ai->sizes[i] = calloc(1, sizeof(*z)))) {
+				rc = saas__oom();
+				goto out;
+			}
 			ai->nsizes = i + 1;
 			if (!(z->name = saas__strdup(jstr(s, "name") ? jstr(s, "name") : ""))) {
 				rc = SAAS_ENOMEM;
@@ -336,14 +349,21 @@ static int remote_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usa
 			goto out;
 		}
 		json_array_foreach(lines, i, l) {
-			saas_usage_line *x = &u->lines[i];
-			if ((rc = copy_id(x->sandbox_id, sizeof(x->sandbox_id), l, "sandbox_id")) < 0)
+			saas_usage_line *x;
+			if (!(x = u->lines[i] = calloc(1, sizeof(*x)))) {
+				rc = saas__oom();
 				goto out;
-			saas__strlcpy(x->size, jstr(l, "size") ? jstr(l, "size") : "", sizeof(x->size));
+			}
+			u->count = i + 1;
+			if ((rc = copy_id(&x->sandbox_id, l, "sandbox_id")) < 0)
+				goto out;
+			if (!(x->size = saas__strdup(jstr(l, "size") ? jstr(l, "size") : ""))) {
+				rc = SAAS_ENOMEM;
+				goto out;
+			}
 			x->seconds = jint(l, "seconds");
 			x->cost_usd_micro = jint(l, "cost_usd_micro");
 			x->running = json_is_true(json_object_get(l, "running"));
-			u->count = i + 1;
 		}
 	}
 	*out = u;
@@ -627,8 +647,12 @@ static int remote_file_list(saas_client *c, const char *id, const char *path, un
 	}
 	list->truncated = json_is_true(json_object_get(ans, "truncated"));
 	json_array_foreach(entries, i, e) {
-		saas_file_entry *fe = &list->entries[i];
 		const char *mode = jstr(e, "mode");
+		saas_file_entry *fe;
+		if (!(fe = list->entries[i] = calloc(1, sizeof(*fe)))) {
+			rc = saas__oom();
+			goto out;
+		}
 		list->count = i + 1;
 		if (!(fe->path = saas__strdup(jstr(e, "path") ? jstr(e, "path") : ""))) {
 			rc = SAAS_ENOMEM;
@@ -800,8 +824,9 @@ static int check_base_url(const char *url, size_t *len)
 SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url, const char *api_key,
                                          const saas_remote_options *options, unsigned int flags)
 {
-	saas_remote_options defaults = SAAS_REMOTE_OPTIONS_INIT;
-	const saas_remote_options *o = options ? options : &defaults;
+	static const size_t sizes[] = { 0, sizeof(saas_remote_options) };
+	saas_remote_options opts = SAAS_REMOTE_OPTIONS_INIT;
+	const saas_remote_options *o = &opts;
 	struct saas_remote *r = NULL;
 	saas_client *c = NULL;
 	saas_account_info *ai = NULL;
@@ -814,8 +839,8 @@ SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url
 	*out = NULL;
 	if ((rc = check_base_url(base_url, &len)) < 0)
 		return rc;
-	if (o->version != SAAS_REMOTE_OPTIONS_VERSION)
-		return saas__inval("remote options version %u is not %u", o->version, SAAS_REMOTE_OPTIONS_VERSION);
+	if ((rc = saas__options_read(&opts, options, sizes, SAAS_REMOTE_OPTIONS_VERSION, "remote")) < 0)
+		return rc;
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
 	if (o->retries > 10)

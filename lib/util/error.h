@@ -25,7 +25,7 @@ int saas__error(int code, int klass, long backend_code, const char *fmt, ...) SA
 int saas__error_sqlstate(int code, const char *sqlstate, const char *fmt, ...) SAAS_PRINTF(3, 4);
 
 /*
- * SAAS_ELIMIT naming the limit that was hit (as saas_account_limits spells it)
+ * SAAS_ELIMIT naming the limit that was hit (as saas_limits spells it)
  * and how long a retry should wait (0: unknown); returns SAAS_ELIMIT.
  */
 int saas__error_limit(const char *limit, int64_t retry_after_ms, const char *fmt, ...) SAAS_PRINTF(3, 4);

@@ -243,6 +243,22 @@ void saas__buf_free(saas__buf *buf)
 	buf->len = buf->cap = 0;
 }
 
+int saas__options_read(void *copy, const void *options, const size_t *sizes, unsigned int current,
+                       const char *what)
+{
+	unsigned int version;
+
+	if (!options)
+		return SAAS_OK;
+	/* Every options struct starts with its version; read it alone first. */
+	memcpy(&version, options, sizeof(version));
+	if (version < 1 || version > current)
+		return saas__inval("%s options version %u is not 1 to %u", what, version, current);
+	memcpy(copy, options, sizes[version]);
+	memcpy(copy, &current, sizeof(current));
+	return SAAS_OK;
+}
+
 int saas__mkdir_p(const char *path, unsigned int mode)
 {
 	char tmp[4096];

@@ -76,6 +76,19 @@ void saas__buf_free(saas__buf *buf);
 int saas__array_reserve(void *itemsp, size_t *cap, size_t need, size_t size);
 #define SAAS__ARRAY_RESERVE(items, cap, need) saas__array_reserve(&(items), &(cap), (need), sizeof(*(items)))
 
+/*
+ * Read a caller's options struct of any version from 1 to the current one.
+ * `copy` must hold the current version's defaults (its _INIT) and `sizes[v]`
+ * is how many bytes version v of the struct has (sizes[current] is its
+ * sizeof): a caller built against an older header has a struct that ends
+ * earlier, so only that version's bytes are read, never a member past them,
+ * and what it lacks keeps its default. `copy->version` becomes current.
+ * `options` may be NULL (the defaults stand). 0, or SAAS_EINVAL (recorded,
+ * naming `what`) for version 0 or one newer than this library.
+ */
+int saas__options_read(void *copy, const void *options, const size_t *sizes, unsigned int current,
+                       const char *what);
+
 /* Create a directory and its parents with `mode`; existing is fine. 0 or -errno. */
 int saas__mkdir_p(const char *path, unsigned int mode);
 

@@ -98,7 +98,7 @@ void fuzz_tenant_make(struct fuzz_tenant *t, saas_engine *engine)
 	memset(t, 0, sizeof(*t));
 	if (saas_account_create(&acc, engine, "fuzz", SAAS_CREDIT_DEFAULT, 0) < 0)
 		die("account");
-	if (saas_key_create(&t->key, NULL, engine, acc->id, "fuzz") < 0)
+	if (saas_key_create(&t->key, NULL, engine, acc->id, "fuzz", 0) < 0)
 		die("key");
 	saas_account_free(acc);
 	if (saas_client_open_local(&t->client, engine, t->key, 0) < 0)
@@ -107,7 +107,7 @@ void fuzz_tenant_make(struct fuzz_tenant *t, saas_engine *engine)
 		die("sandbox");
 	snprintf(t->sandbox_id, sizeof(t->sandbox_id), "%s", sb->id);
 	saas_sandbox_free(sb);
-	if (saas_port_expose(&url, t->client, t->sandbox_id, 8000) < 0)
+	if (saas_port_expose(&url, t->client, t->sandbox_id, 8000, 0) < 0)
 		die("port");
 	/* The URL's host label is the exposure's name: "http://NAME.localhost:PORT/". */
 	{

@@ -21,9 +21,9 @@ int main(int argc, char **argv)
 	o.flags = SAAS_ENGINE_STORE_ONLY;
 	if ((rc = saas_engine_open(&engine, &o)) < 0 ||
 	    (rc = saas_account_create(&acc, engine, "consumer", SAAS_CREDIT_DEFAULT, 0)) < 0 ||
-	    (rc = saas_key_create(&key, NULL, engine, acc->id, "consumer")) < 0 ||
+	    (rc = saas_key_create(&key, NULL, engine, acc->id, "consumer", 0)) < 0 ||
 	    (rc = saas_client_open_local(&client, engine, key, 0)) < 0 ||
-	    (rc = saas_client_account(&info, client)) < 0) {
+	    (rc = saas_account_info_get(&info, client)) < 0) {
 		fprintf(stderr, "libsaas: %s: %s\n", saas_strerror(rc), saas_error_last()->message);
 		return 1;
 	}

@@ -70,7 +70,7 @@ static int setup(void **state)
 	o.log_level = SAAS_LOG_INFO;
 	check(saas_engine_open(&engine, &o), "engine");
 	check(saas_account_create(&acc, engine, "default-image", SAAS_CREDIT_DEFAULT, 0), "account");
-	check(saas_key_create(&key, NULL, engine, acc->id, NULL), "key");
+	check(saas_key_create(&key, NULL, engine, acc->id, NULL, 0), "key");
 	saas_account_free(acc);
 	check(saas_client_open_local(&client, engine, key, 0), "client");
 	co.image = "default";
@@ -82,7 +82,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	if (sb)
-		saas_sandbox_destroy(NULL, client, sb->id);
+		saas_sandbox_destroy(NULL, client, sb->id, 0);
 	saas_sandbox_free(sb);
 	saas_client_free(client);
 	saas_engine_free(engine);
@@ -182,7 +182,7 @@ static void test_clones(void **state)
 	expect_in(c[1]->id, "python3 -c 'import numpy, pandas; print(\"stack-ok\")'", "stack-ok");
 	expect_in(c[1]->id, "df -BG --output=size / | tail -1 | tr -d ' G'", NULL);
 	for (int i = 0; i < 2; i++) {
-		check(saas_sandbox_destroy(NULL, client, c[i]->id), "destroy a clone");
+		check(saas_sandbox_destroy(NULL, client, c[i]->id, 0), "destroy a clone");
 		saas_sandbox_free(c[i]);
 	}
 }

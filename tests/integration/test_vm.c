@@ -141,8 +141,8 @@ static int group_setup(void **state)
 	open_engine(0);
 	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account a");
 	check(saas_account_create(&b, engine, "bob", SAAS_CREDIT_DEFAULT, 0), "account b");
-	check(saas_key_create(&key_a, NULL, engine, a->id, NULL), "key a");
-	check(saas_key_create(&key_b, NULL, engine, b->id, NULL), "key b");
+	check(saas_key_create(&key_a, NULL, engine, a->id, NULL, 0), "key a");
+	check(saas_key_create(&key_b, NULL, engine, b->id, NULL, 0), "key b");
 	saas_account_free(a);
 	saas_account_free(b);
 	open_clients();
@@ -161,7 +161,7 @@ static int group_teardown(void **state)
 		if (!clients[i] || saas_sandbox_list_get(&list, clients[i], NULL, 1000, SAAS_LIST_ACTIVE) != SAAS_OK)
 			continue;
 		for (size_t j = 0; j < list->count; j++)
-			saas_sandbox_destroy(NULL, clients[i], list->items[j]->id);
+			saas_sandbox_destroy(NULL, clients[i], list->items[j]->id, 0);
 		saas_sandbox_list_free(list);
 	}
 	saas_sandbox_free(shared);
@@ -308,12 +308,12 @@ static void test_files_binary(void **state)
 	assert_int_equal(len, 1 << 20);
 	assert_memory_equal(back, data, 1 << 20);
 	saas_free(back);
-	check(saas_file_list_get(&list, ca, shared->id, NULL, 0, 0), "list");
+	check(saas_file_list_get(&list, ca, shared->id, NULL, 0, 0, 0), "list");
 	for (size_t i = 0; i < list->count; i++)
-		if (strcmp(list->entries[i].path, "/workspace/deep/dir/random.bin") == 0) {
+		if (strcmp(list->entries[i]->path, "/workspace/deep/dir/random.bin") == 0) {
 			found = 1;
-			assert_int_equal(list->entries[i].size, 1 << 20);
-			assert_int_equal(list->entries[i].type, SAAS_FILE_REGULAR);
+			assert_int_equal(list->entries[i]->size, 1 << 20);
+			assert_int_equal(list->entries[i]->type, SAAS_FILE_REGULAR);
 		}
 	assert_true(found);
 	saas_file_list_free(list);
@@ -625,7 +625,7 @@ static void test_network_internet(void **state)
 	} else {
 		assert_true(reaches_internet(sb->id));
 	}
-	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	check(saas_sandbox_destroy(NULL, ca, sb->id, 0), "destroy");
 	saas_sandbox_free(sb);
 	if (net_skip[0])
 		skip();
@@ -642,7 +642,7 @@ static void test_network_isolated(void **state)
 		fprintf(stderr, "  outbound check skipped: %s\n", net_skip);
 	else
 		assert_false(reaches_internet(sb->id));
-	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	check(saas_sandbox_destroy(NULL, ca, sb->id, 0), "destroy");
 	saas_sandbox_free(sb);
 }
 
@@ -775,7 +775,7 @@ static void test_clones(void **state)
 	assert_string_equal(out, "own");
 	free(out);
 	for (int i = 0; i < 2; i++) {
-		check(saas_sandbox_destroy(NULL, ca, sb[i]->id), "destroy a clone");
+		check(saas_sandbox_destroy(NULL, ca, sb[i]->id, 0), "destroy a clone");
 		saas_sandbox_free(sb[i]);
 	}
 }
@@ -837,7 +837,7 @@ static void test_template_follows_image(void **state)
 	check(saas_sandbox_create(&sb, ca, NULL, 0), "create after the image changed");
 	snprintf(line, sizeof(line), "VM %s up in", sb->id);
 	assert_true(logged(line, "(cold boot,"));
-	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	check(saas_sandbox_destroy(NULL, ca, sb->id, 0), "destroy");
 	saas_sandbox_free(sb);
 	for (int i = 0; i < 600; i++) {
 		template_names(after, sizeof(after));
@@ -854,7 +854,7 @@ static void test_template_follows_image(void **state)
 	check(saas_sandbox_create(&sb, ca, NULL, 0), "create from the new template");
 	snprintf(line, sizeof(line), "VM %s up in", sb->id);
 	assert_true(logged(line, "(clone,"));
-	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	check(saas_sandbox_destroy(NULL, ca, sb->id, 0), "destroy");
 	saas_sandbox_free(sb);
 }
 
@@ -886,7 +886,7 @@ static void test_broken_template_falls_back(void **state)
 	snprintf(line, sizeof(line), "VM %s up in", sb->id);
 	assert_true(logged(line, "(cold boot,"));
 	free(run_in(ca, sb->id, "true"));
-	check(saas_sandbox_destroy(NULL, ca, sb->id), "destroy");
+	check(saas_sandbox_destroy(NULL, ca, sb->id, 0), "destroy");
 	saas_sandbox_free(sb);
 }
 
@@ -936,7 +936,7 @@ static int child_main(int argc, char **argv)
 	if (strcmp(argv[1], "--create") == 0) {
 		/* Make two sandboxes, say their ids and the key, then wait to be killed. */
 		if (saas_account_create(&a, engine, "victim", SAAS_CREDIT_DEFAULT, 0) != SAAS_OK ||
-		    saas_key_create(&key, NULL, engine, a->id, NULL) != SAAS_OK ||
+		    saas_key_create(&key, NULL, engine, a->id, NULL, 0) != SAAS_OK ||
 		    saas_client_open_local(&ca, engine, key, 0) != SAAS_OK ||
 		    saas_sandbox_create(&s1, ca, NULL, 0) != SAAS_OK || saas_sandbox_create(&s2, ca, NULL, 0) != SAAS_OK) {
 			fprintf(stderr, "child: %s\n", saas_error_last()->message);
@@ -959,7 +959,7 @@ static int child_main(int argc, char **argv)
 		}
 		saas_execution_free(x);
 		saas_sandbox_free(got);
-		if (saas_sandbox_destroy(&got, ca, argv[i]) != SAAS_OK || got->cost_usd_micro <= 0)
+		if (saas_sandbox_destroy(&got, ca, argv[i], 0) != SAAS_OK || got->cost_usd_micro <= 0)
 			return 1;
 		printf("%s %lld\n", argv[i], (long long)got->cost_usd_micro);
 		saas_sandbox_free(got);

@@ -183,14 +183,14 @@ static void test_table_store(void **state)
 	assert_int_equal(f->ts.opens, 1);
 	assert_int_equal(saas_account_create(&acc, f->engine, "table", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
 	assert_int_equal(f->ts.account_inserts, 1);
-	assert_int_equal(saas_key_create(&key, NULL, f->engine, acc->id, NULL), SAAS_OK);
+	assert_int_equal(saas_key_create(&key, NULL, f->engine, acc->id, NULL, 0), SAAS_OK);
 	assert_int_equal(saas_client_open_local(&client, f->engine, key, 0), SAAS_OK);
 	assert_int_equal(saas_sandbox_create(&sb, client, NULL, 0), SAAS_OK);
 	assert_int_equal(f->ts.sandbox_inserts, 1);
 	assert_int_equal(saas_exec(&x, client, sb->id, "echo through the table", NULL, 0), SAAS_OK);
 	assert_int_equal(x->exit_code, 0);
 	assert_string_equal(x->stdout_data, "through the table\n");
-	assert_int_equal(saas_sandbox_destroy(&gone, client, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&gone, client, sb->id, 0), SAAS_OK);
 	assert_int_equal(gone->status, SAAS_SANDBOX_DESTROYED);
 
 	saas_execution_free(x);
@@ -211,7 +211,7 @@ static void test_table_store(void **state)
 	{
 		saas_account_list *all = NULL;
 
-		assert_int_equal(saas_account_list_all(&all, f->engine), SAAS_OK);
+		assert_int_equal(saas_account_list_get(&all, f->engine), SAAS_OK);
 		assert_int_equal(all->count, 1);
 		assert_string_equal(all->items[0]->name, "table");
 		saas_account_list_free(all);

@@ -307,7 +307,9 @@ static void test_open_remote(void **state)
 	EXPECT(saas_client_open_remote(&c, "http://", f->key_a, NULL, 0), SAAS_EINVAL);
 	EXPECT(saas_client_open_remote(&c, NULL, f->key_a, NULL, 0), SAAS_EINVAL);
 	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, NULL, 1), SAAS_EINVAL);
-	o.version = 7;
+	o.version = 0;
+	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, &o, 0), SAAS_EINVAL);
+	o.version = SAAS_REMOTE_OPTIONS_VERSION + 1;
 	EXPECT(saas_client_open_remote(&c, P.base, f->key_a, &o, 0), SAAS_EINVAL);
 	o = (saas_remote_options)SAAS_REMOTE_OPTIONS_INIT;
 	/* A wrong key says who refused it. */
@@ -437,12 +439,12 @@ static void test_tenancy(void **state)
 	EXPECT(saas_sandbox_get(&got, f->b, sb->id), SAAS_ENOTFOUND);
 	assert_null(got);
 	EXPECT(saas_exec(&x, f->b, sb->id, "echo hi", NULL, 0), SAAS_ENOTFOUND);
-	EXPECT(saas_sandbox_extend(NULL, f->b, sb->id, 60), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_extend(NULL, f->b, sb->id, 60, 0), SAAS_ENOTFOUND);
 	EXPECT(saas_file_write(f->b, sb->id, "x", "x", 1, NULL), SAAS_ENOTFOUND);
 	EXPECT(saas_file_read(&data, &len, f->b, sb->id, "x", 0), SAAS_ENOTFOUND);
-	EXPECT(saas_file_list_get(&fl, f->b, sb->id, NULL, 0, 0), SAAS_ENOTFOUND);
-	EXPECT(saas_port_expose(&url, f->b, sb->id, 8000), SAAS_ENOTFOUND);
-	EXPECT(saas_sandbox_destroy(NULL, f->b, sb->id), SAAS_ENOTFOUND);
+	EXPECT(saas_file_list_get(&fl, f->b, sb->id, NULL, 0, 0, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_port_expose(&url, f->b, sb->id, 8000, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->b, sb->id, 0), SAAS_ENOTFOUND);
 	/* An execution is its account's too. */
 	x = run(f->a, sb->id, "echo mine", NULL);
 	saas_execution *other = (saas_execution *)1;
@@ -471,7 +473,7 @@ static void test_list(void **state)
 		s[i] = create(f->a, NULL, 0);
 		usleep(5000); /* newest first means a later creation time */
 	}
-	EXPECT(saas_sandbox_destroy(NULL, f->a, s[1]->id), SAAS_OK);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, s[1]->id, 0), SAAS_OK);
 
 	EXPECT(saas_sandbox_list_get(&l, f->a, NULL, 0, 0), SAAS_OK);
 	assert_int_equal(l->count, 3);
@@ -646,10 +648,13 @@ static void test_exec_bad_input(void **state)
 	o.cwd = "bad\npath";
 	EXPECT(saas_exec(&x, f->a, sb->id, "pwd", &o, 0), SAAS_EINVAL);
 	o.cwd = NULL;
-	o.version = 2;
+	o.version = 0;
 	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.version = SAAS_EXEC_OPTIONS_VERSION + 1;
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo", &o, 0), SAAS_EINVAL);
+	o.version = SAAS_EXEC_OPTIONS_VERSION;
 	EXPECT(saas_exec(&x, f->a, "sbx-nosuch", "echo hi", NULL, 0), SAAS_ENOTFOUND);
-	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	EXPECT(saas_exec(&x, f->a, sb->id, "echo hi", NULL, 0), SAAS_ESTATE);
 	EXPECT(saas_execution_get(&x, f->a, ""), SAAS_EINVAL);
 	saas_sandbox_free(sb);
@@ -750,7 +755,7 @@ static void check_guest_paths(struct fixture *f, const char *id)
 	EXPECT(saas_file_write(f->a, id, name, "x", 1, NULL), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "at most 255"));
 	EXPECT(saas_file_read(&data, &len, f->a, id, name, 0), SAAS_EINVAL);
-	EXPECT(saas_file_list_get(&fl, f->a, id, name, 0, 0), SAAS_EINVAL);
+	EXPECT(saas_file_list_get(&fl, f->a, id, name, 0, 0, 0), SAAS_EINVAL);
 	assert_null(fl);
 	snprintf(path, sizeof(path), "/tmp/%s/x", name);
 	EXPECT(saas_file_write(f->a, id, path, "x", 1, NULL), SAAS_EINVAL);
@@ -803,7 +808,7 @@ static void test_files(void **state)
 	/* Streamed in small chunks, size unknown; read streamed. */
 	rc = (struct chunks){ blob, n, 0, 4093, -1 };
 	EXPECT(saas_file_write_stream(f->a, sb->id, "s.bin", read_chunks, &rc, -1, NULL), SAAS_OK);
-	EXPECT(saas_file_read_stream(f->a, sb->id, "s.bin", write_sink, &sk, &size), SAAS_OK);
+	EXPECT(saas_file_read_stream(&size, f->a, sb->id, "s.bin", write_sink, &sk), SAAS_OK);
 	assert_int_equal(size, (int64_t)n);
 	assert_int_equal(sk.len, n);
 	assert_memory_equal(sk.data, blob, n);
@@ -820,24 +825,24 @@ static void test_files(void **state)
 	assert_int_equal(len, 0);
 	saas_free(data);
 	size = -2;
-	EXPECT(saas_file_read_stream(f->a, sb->id, "empty", write_sink, &sk, &size), SAAS_OK);
+	EXPECT(saas_file_read_stream(&size, f->a, sb->id, "empty", write_sink, &sk), SAAS_OK);
 	assert_int_equal(size, 0);
 	assert_int_equal(sk.len, 0);
 
 	/* Listing. */
-	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, 0, 0), SAAS_OK);
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, 0, 0, 0), SAAS_OK);
 	assert_string_equal(fl->root, "/workspace");
 	assert_int_equal(fl->count, 4);
 	assert_false(fl->truncated);
-	assert_string_equal(fl->entries[0].path, "/workspace/bin/run");
-	assert_int_equal(fl->entries[0].type, SAAS_FILE_REGULAR);
-	assert_int_equal(fl->entries[0].size, 10);
-	assert_int_equal(fl->entries[0].mode, 0755);
-	assert_string_equal(fl->entries[1].path, "/workspace/data/blob.bin");
-	assert_int_equal(fl->entries[1].size, (int64_t)n);
-	assert_int_equal(fl->entries[1].mode, 0644);
+	assert_string_equal(fl->entries[0]->path, "/workspace/bin/run");
+	assert_int_equal(fl->entries[0]->type, SAAS_FILE_REGULAR);
+	assert_int_equal(fl->entries[0]->size, 10);
+	assert_int_equal(fl->entries[0]->mode, 0755);
+	assert_string_equal(fl->entries[1]->path, "/workspace/data/blob.bin");
+	assert_int_equal(fl->entries[1]->size, (int64_t)n);
+	assert_int_equal(fl->entries[1]->mode, 0644);
 	saas_file_list_free(fl);
-	EXPECT(saas_file_list_get(&fl, f->a, sb->id, "/workspace", 1, 2), SAAS_OK);
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, "/workspace", 1, 2, 0), SAAS_OK);
 	assert_int_equal(fl->count, 2);
 	assert_true(fl->truncated);
 	saas_file_list_free(fl);
@@ -847,7 +852,7 @@ static void test_files(void **state)
 	assert_null(data);
 	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "data/blob.bin", 1000), SAAS_ETOOBIG);
 	sk.stop = 1;
-	EXPECT(saas_file_read_stream(f->a, sb->id, "s.bin", write_sink, &sk, NULL), SAAS_EIO);
+	EXPECT(saas_file_read_stream(NULL, f->a, sb->id, "s.bin", write_sink, &sk), SAAS_EIO);
 	rc = (struct chunks){ blob, n, 0, 1000, 5000 };
 	EXPECT(saas_file_write_stream(f->a, sb->id, "broken", read_chunks, &rc, -1, NULL), SAAS_EIO);
 	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "broken", 0), SAAS_ENOTFOUND);
@@ -858,13 +863,13 @@ static void test_files(void **state)
 	EXPECT(saas_file_write(f->a, sb->id, "x", "x", 1, &wo), SAAS_EINVAL);
 	EXPECT(saas_file_write_stream(f->a, sb->id, "x", read_chunks, &rc, SAAS_FILE_MAX + 1, NULL), SAAS_ETOOBIG);
 	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "x", -1), SAAS_EINVAL);
-	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, SAAS_LIST_DEPTH_MAX + 1, 0), SAAS_EINVAL);
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, SAAS_LIST_DEPTH_MAX + 1, 0, 0), SAAS_EINVAL);
 	EXPECT(saas_file_read(&data, &len, f->a, "sbx-nosuch", "x", 0), SAAS_ENOTFOUND);
 	check_guest_paths(f, sb->id);
-	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	EXPECT(saas_file_write(f->a, sb->id, "x", "x", 1, NULL), SAAS_ESTATE);
 	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "s.bin", 0), SAAS_ESTATE);
-	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, 0, 0), SAAS_ESTATE);
+	EXPECT(saas_file_list_get(&fl, f->a, sb->id, NULL, 0, 0, 0), SAAS_ESTATE);
 	free(sk.data);
 	free(blob);
 	saas_sandbox_free(sb);
@@ -889,25 +894,25 @@ static void test_ports(void **state)
 	char *url = NULL, *again = NULL, *other = NULL;
 	int fd = 0;
 
-	EXPECT(saas_port_expose(&url, f->a, sb->id, 8000), SAAS_OK);
+	EXPECT(saas_port_expose(&url, f->a, sb->id, 8000, 0), SAAS_OK);
 	assert_preview_url(url, sb->id);
-	EXPECT(saas_port_expose(&again, f->a, sb->id, 8000), SAAS_OK);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 8000, 0), SAAS_OK);
 	assert_string_equal(url, again);
 	saas_free(again);
 	again = NULL;
-	EXPECT(saas_port_expose(&other, f->a, sb->id, 8002), SAAS_OK);
+	EXPECT(saas_port_expose(&other, f->a, sb->id, 8002, 0), SAAS_OK);
 	assert_preview_url(other, sb->id);
 	assert_string_not_equal(url, other); /* each exposure its own name */
 	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 2);
-	assert_int_equal(got->ports[0].port, 8000);
-	assert_string_equal(got->ports[0].url, url);
+	assert_int_equal(got->ports[0]->port, 8000);
+	assert_string_equal(got->ports[0]->url, url);
 	saas_sandbox_free(got);
-	EXPECT(saas_port_expose(&again, f->a, sb->id, 22), SAAS_EINVAL);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 22, 0), SAAS_EINVAL);
 	assert_null(again);
-	EXPECT(saas_port_expose(&again, f->a, sb->id, 0), SAAS_EINVAL);
-	EXPECT(saas_port_expose(&again, f->a, sb->id, 65536), SAAS_EINVAL);
-	EXPECT(saas_port_expose(NULL, f->a, sb->id, 80), SAAS_EINVAL);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 0, 0), SAAS_EINVAL);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 65536, 0), SAAS_EINVAL);
+	EXPECT(saas_port_expose(NULL, f->a, sb->id, 80, 0), SAAS_EINVAL);
 	/* The one documented difference: a remote client reaches ports through the preview URL. */
 	if (P.remote) {
 		EXPECT(saas_port_connect(&fd, f->a, sb->id, 8000), SAAS_ENOTSUP);
@@ -927,19 +932,19 @@ static void test_ports(void **state)
 	EXPECT(saas_port_unexpose(f->a, "sbx-doesnotexist", 8000), SAAS_ENOTFOUND);
 	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 1);
-	assert_int_equal(got->ports[0].port, 8002);
+	assert_int_equal(got->ports[0]->port, 8002);
 	saas_sandbox_free(got);
 	if (!P.remote)
 		EXPECT(saas_port_connect(&fd, f->a, sb->id, 8000), SAAS_ENOTFOUND);
 	/* Exposed again: a new name, so the URL shared before stays dead. */
-	EXPECT(saas_port_expose(&again, f->a, sb->id, 8000), SAAS_OK);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 8000, 0), SAAS_OK);
 	assert_preview_url(again, sb->id);
 	assert_string_not_equal(url, again);
 	saas_free(again);
 	again = NULL;
 
-	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
-	EXPECT(saas_port_expose(&again, f->a, sb->id, 8001), SAAS_ESTATE);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_port_expose(&again, f->a, sb->id, 8001, 0), SAAS_ESTATE);
 	EXPECT(saas_port_unexpose(f->a, sb->id, 8000), SAAS_OK);
 	saas_free(url);
 	saas_free(other);
@@ -952,20 +957,20 @@ static void test_extend(void **state)
 	struct fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 600), *ext = NULL;
 
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 300), SAAS_OK);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 300, 0), SAAS_OK);
 	assert_int_equal(ext->expires_at_ms, sb->expires_at_ms + 300000);
 	saas_sandbox_free(ext);
-	EXPECT(saas_sandbox_extend(NULL, f->a, sb->id, 60), SAAS_OK);
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(NULL, f->a, sb->id, 60, 0), SAAS_OK);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 0, 0), SAAS_EINVAL);
 	assert_null(ext);
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, -5), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, -5, 0), SAAS_EINVAL);
 	/* Past the maximum lifetime no retry can succeed: a bad argument, as a create's timeout is. */
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 86400), SAAS_EINVAL);
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 10LL * 86400), SAAS_EINVAL);
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, INT64_MAX), SAAS_EINVAL);
-	EXPECT(saas_sandbox_extend(&ext, f->a, "sbx-nosuch", 60), SAAS_ENOTFOUND);
-	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
-	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 60), SAAS_ESTATE);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 86400, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 10LL * 86400, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, INT64_MAX, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_extend(&ext, f->a, "sbx-nosuch", 60, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 60, 0), SAAS_ESTATE);
 	saas_sandbox_free(sb);
 }
 
@@ -974,12 +979,12 @@ static void test_destroy_idempotent(void **state)
 	struct fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *d1 = NULL, *d2 = NULL, *got = NULL;
 
-	EXPECT(saas_sandbox_destroy(&d1, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_sandbox_destroy(&d1, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(d1->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(d1->end_reason, SAAS_END_USER);
 	assert_true(d1->destroyed_at_ms >= sb->ready_at_ms);
 	assert_true(d1->cost_usd_micro >= 0);
-	EXPECT(saas_sandbox_destroy(&d2, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_sandbox_destroy(&d2, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(d2->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(d2->destroyed_at_ms, d1->destroyed_at_ms);
 	assert_int_equal(d2->cost_usd_micro, d1->cost_usd_micro);
@@ -987,8 +992,8 @@ static void test_destroy_idempotent(void **state)
 	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(got->end_reason, SAAS_END_USER);
 	saas_sandbox_free(got);
-	EXPECT(saas_sandbox_destroy(NULL, f->a, "sbx-nosuch"), SAAS_ENOTFOUND);
-	EXPECT(saas_sandbox_destroy(NULL, f->a, ""), SAAS_EINVAL);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, "sbx-nosuch", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, "", 0), SAAS_EINVAL);
 	saas_sandbox_free(d1);
 	saas_sandbox_free(d2);
 	saas_sandbox_free(sb);
@@ -1004,37 +1009,37 @@ static void test_account(void **state)
 		{ "large", 8, 16384, 160, 550000 },
 	};
 
-	EXPECT(saas_client_account(&ai, f->a), SAAS_OK);
+	EXPECT(saas_account_info_get(&ai, f->a), SAAS_OK);
 	assert_string_equal(ai->id, saas_client_account_id(f->a));
 	assert_non_null(strstr(ai->name, "alice"));
 	assert_int_equal(ai->credit_usd_micro, SAAS_USD(5));
 	assert_int_equal(ai->spent_usd_micro, 0);
 	assert_int_equal(ai->balance_usd_micro, SAAS_USD(5));
 	assert_int_equal(ai->active_sandboxes, 0);
-	assert_int_equal(ai->limits.max_sandboxes, 10);
-	assert_int_equal(ai->limits.default_timeout_s, 900);
-	assert_int_equal(ai->limits.max_timeout_s, 86400);
-	assert_int_equal(ai->limits.min_balance_s, 60);
+	assert_int_equal(ai->limits->max_sandboxes, 10);
+	assert_int_equal(ai->limits->default_timeout_s, 900);
+	assert_int_equal(ai->limits->max_timeout_s, 86400);
+	assert_int_equal(ai->limits->min_balance_s, 60);
 	assert_int_equal(ai->nsizes, 3);
 	for (size_t i = 0; i < 3; i++) {
-		assert_string_equal(ai->sizes[i].name, sizes[i].name);
-		assert_int_equal(ai->sizes[i].vcpus, sizes[i].vcpus);
-		assert_int_equal(ai->sizes[i].memory_mb, sizes[i].mem);
-		assert_int_equal(ai->sizes[i].disk_gb, sizes[i].disk);
-		assert_int_equal(ai->sizes[i].usd_micro_per_hour, sizes[i].price);
+		assert_string_equal(ai->sizes[i]->name, sizes[i].name);
+		assert_int_equal(ai->sizes[i]->vcpus, sizes[i].vcpus);
+		assert_int_equal(ai->sizes[i]->memory_mb, sizes[i].mem);
+		assert_int_equal(ai->sizes[i]->disk_gb, sizes[i].disk);
+		assert_int_equal(ai->sizes[i]->usd_micro_per_hour, sizes[i].price);
 	}
 	saas_account_info_free(ai);
 
 	saas_sandbox *sb = create(f->a, NULL, 0);
-	EXPECT(saas_client_account(&ai, f->a), SAAS_OK);
+	EXPECT(saas_account_info_get(&ai, f->a), SAAS_OK);
 	assert_int_equal(ai->active_sandboxes, 1);
 	assert_int_equal(ai->balance_usd_micro, ai->credit_usd_micro - ai->spent_usd_micro);
 	saas_account_info_free(ai);
-	EXPECT(saas_client_account(&ai, f->b), SAAS_OK);
+	EXPECT(saas_account_info_get(&ai, f->b), SAAS_OK);
 	assert_int_equal(ai->active_sandboxes, 0);
 	saas_account_info_free(ai);
-	EXPECT(saas_client_account(NULL, f->a), SAAS_EINVAL);
-	EXPECT(saas_client_account(&ai, NULL), SAAS_EINVAL);
+	EXPECT(saas_account_info_get(NULL, f->a), SAAS_EINVAL);
+	EXPECT(saas_account_info_get(&ai, NULL), SAAS_EINVAL);
 	saas_sandbox_free(sb);
 }
 
@@ -1046,33 +1051,33 @@ static void test_usage(void **state)
 	int64_t t0 = saas__now_ms();
 
 	usleep(20000); /* a sandbox that ran for no time at all is in no period */
-	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
-	EXPECT(saas_client_usage(&u, f->a, 0, 0, 0), SAAS_OK);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_usage_get(&u, f->a, 0, 0, 0), SAAS_OK);
 	assert_int_equal(u->count, 1);
-	assert_string_equal(u->lines[0].sandbox_id, sb->id);
-	assert_string_equal(u->lines[0].size, "medium");
-	assert_false(u->lines[0].running);
-	assert_int_equal(u->total_usd_micro, u->lines[0].cost_usd_micro);
-	assert_int_equal(u->total_seconds, u->lines[0].seconds);
+	assert_string_equal(u->lines[0]->sandbox_id, sb->id);
+	assert_string_equal(u->lines[0]->size, "medium");
+	assert_false(u->lines[0]->running);
+	assert_int_equal(u->total_usd_micro, u->lines[0]->cost_usd_micro);
+	assert_int_equal(u->total_seconds, u->lines[0]->seconds);
 	assert_true(u->to_ms >= t0 - 1000 && u->to_ms <= saas__now_ms() + 1000);
 	assert_int_equal(u->to_ms - u->from_ms, 30LL * 86400 * 1000);
 	saas_usage_free(u);
 
 	/* An explicit period, to the millisecond. */
-	EXPECT(saas_client_usage(&u, f->a, 1700000000123LL, 1700000100456LL, 0), SAAS_OK);
+	EXPECT(saas_usage_get(&u, f->a, 1700000000123LL, 1700000100456LL, 0), SAAS_OK);
 	assert_int_equal(u->from_ms, 1700000000123LL);
 	assert_int_equal(u->to_ms, 1700000100456LL);
 	assert_int_equal(u->count, 0);
 	assert_int_equal(u->total_usd_micro, 0);
 	saas_usage_free(u);
 
-	EXPECT(saas_client_usage(&u, f->b, 0, 0, 0), SAAS_OK);
+	EXPECT(saas_usage_get(&u, f->b, 0, 0, 0), SAAS_OK);
 	assert_int_equal(u->count, 0);
 	saas_usage_free(u);
-	EXPECT(saas_client_usage(&u, f->a, 2000, 1000, 0), SAAS_EINVAL);
+	EXPECT(saas_usage_get(&u, f->a, 2000, 1000, 0), SAAS_EINVAL);
 	assert_null(u);
-	EXPECT(saas_client_usage(&u, f->a, -1, 0, 0), SAAS_EINVAL);
-	EXPECT(saas_client_usage(&u, f->a, 0, 0, 1), SAAS_EINVAL);
+	EXPECT(saas_usage_get(&u, f->a, -1, 0, 0), SAAS_EINVAL);
+	EXPECT(saas_usage_get(&u, f->a, 0, 0, 1), SAAS_EINVAL);
 	saas_sandbox_free(sb);
 }
 
@@ -1085,11 +1090,11 @@ static void test_limits_contract(void **state)
 	saas_account_info *info = NULL;
 	int tries = 0;
 
-	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
-	assert_int_equal(info->limits.max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
-	assert_int_equal(info->limits.creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
-	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
-	assert_int_equal(info->limits.execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
+	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
+	assert_int_equal(info->limits->max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
+	assert_int_equal(info->limits->creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
+	assert_int_equal(info->limits->requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(info->limits->execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
 	assert_int_equal(info->running_executions, 0);
 	saas_account_info_free(info);
 	for (int i = 0; i < SAAS_MAX_EXECUTIONS_DEFAULT; i++)
@@ -1099,13 +1104,13 @@ static void test_limits_contract(void **state)
 	assert_string_equal(saas_error_last()->limit, "max_executions");
 	assert_true(saas_error_last()->retry_after_ms >= 1000);
 	assert_non_null(strstr(saas_error_last()->message, "max_executions"));
-	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
 	assert_int_equal(info->running_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
 	saas_account_info_free(info);
 	/* Destroying the sandbox ends them and gives the places back. */
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	for (;;) {
-		assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+		assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
 		unsigned int running = info->running_executions;
 		saas_account_info_free(info);
 		if (!running)

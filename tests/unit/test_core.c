@@ -67,7 +67,7 @@ static int setup_with(void **state, unsigned int max_sandboxes, int64_t credit_b
 	assert_int_equal(saas_test_engine_options(&f->opts, &saas_fake_driver, &f->dir, &f->url), 0);
 	f->opts.clock = test_clock;
 	f->opts.flags = SAAS_ENGINE_NO_REAPER;
-	f->opts.limits.max_sandboxes = max_sandboxes;
+	f->opts.max_sandboxes = max_sandboxes;
 	open_engine(f);
 
 	f->key_a = saas_test_account_key(f->engine, "alice", SAAS_CREDIT_DEFAULT, f->account_a, sizeof(f->account_a));
@@ -120,7 +120,7 @@ static int64_t balance(saas_client *c)
 	saas_account_info *info;
 	int64_t b;
 
-	assert_int_equal(saas_client_account(&info, c), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
 	b = info->balance_usd_micro;
 	saas_account_info_free(info);
 	return b;
@@ -129,7 +129,8 @@ static int64_t balance(saas_client *c)
 static void test_engine_bad_options(void **state)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
-	saas_size sizes[2] = { { "x", 1, 1, 1, 1 }, { "x", 1, 1, 1, 1 } };
+	saas_size x = { "x", 1, 1, 1, 1 };
+	const saas_size *sizes[2] = { &x, &x };
 	saas_engine *e = (saas_engine *)1;
 	char *dir = saas_test_tmpdir();
 
@@ -165,11 +166,11 @@ static void test_engine_bad_options(void **state)
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "min_free_mb"));
 	o.min_free_mb = 0;
-	o.limits.max_timeout_s = 10;
-	o.limits.default_timeout_s = 20;
+	o.max_timeout_s = 10;
+	o.default_timeout_s = 20;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
-	o.limits.max_timeout_s = 0;
-	o.limits.default_timeout_s = 0;
+	o.max_timeout_s = 0;
+	o.default_timeout_s = 0;
 	/* Tenant limits: counts and rates up to SAAS_LIMIT_MAX, a retention of 0 to ten years. */
 	o.max_executions = SAAS_LIMIT_MAX + 1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
@@ -208,7 +209,7 @@ static void test_state_dir_is_exclusive(void **state)
 	o.flags = SAAS_ENGINE_STORE_ONLY;
 	o.driver = NULL;
 	assert_int_equal(saas_engine_open(&admin, &o), SAAS_OK);
-	assert_int_equal(saas_account_list_all(&list, admin), SAAS_OK);
+	assert_int_equal(saas_account_list_get(&list, admin), SAAS_OK);
 	assert_int_equal(list->count, 2);
 	assert_true(strcmp(list->items[0]->name, "alice") == 0 || strcmp(list->items[1]->name, "alice") == 0);
 	saas_account_list_free(list);
@@ -231,7 +232,7 @@ static void test_accounts(void **state)
 	assert_int_equal(acc->spent_usd_micro, 0);
 	saas_account_free(acc);
 
-	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, 2500000, "top-up"), SAAS_OK);
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, 2500000, "top-up", 0), SAAS_OK);
 	assert_int_equal(saas_account_get(&acc, f->engine, f->account_a), SAAS_OK);
 	assert_int_equal(acc->balance_usd_micro, 7500000);
 	saas_account_free(acc);
@@ -247,9 +248,9 @@ static void test_accounts(void **state)
 	assert_int_equal(saas_account_create(&acc, NULL, "x", 0, 0), SAAS_EINVAL);
 	assert_int_equal(saas_account_get(&acc, f->engine, "acc-nope"), SAAS_ENOTFOUND);
 	assert_int_equal(saas_account_get(&acc, f->engine, ""), SAAS_EINVAL);
-	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, 0, NULL), SAAS_EINVAL);
-	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, -1, NULL), SAAS_EINVAL);
-	assert_int_equal(saas_account_add_credit(f->engine, "acc-nope", 1, NULL), SAAS_ENOTFOUND);
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, 0, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, -1, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_account_add_credit(f->engine, "acc-nope", 1, NULL, 0), SAAS_ENOTFOUND);
 	/* A failure leaves a message; the next success clears it. */
 	assert_int_not_equal(saas_error_last()->message[0], '\0');
 	assert_int_equal(saas_error_last()->code, SAAS_ENOTFOUND);
@@ -273,7 +274,7 @@ static void test_keys(void **state)
 	assert_string_equal(saas_client_account_id(f->a), f->account_a);
 
 	advance(1); /* keys list oldest first */
-	assert_int_equal(saas_key_create(&key, &info, f->engine, f->account_a, "second"), SAAS_OK);
+	assert_int_equal(saas_key_create(&key, &info, f->engine, f->account_a, "second", 0), SAAS_OK);
 	assert_memory_equal(info->prefix, key, strlen(info->prefix));
 	assert_int_equal(strlen(info->prefix), 11);
 	assert_int_equal(saas_client_open_local(&c, f->engine, key, 0), SAAS_OK);
@@ -301,7 +302,7 @@ static void test_keys(void **state)
 	assert_int_equal(saas_client_open_local(&c, f->engine, f->key_a, 4), SAAS_EINVAL);
 	free(key2);
 	/* On failure the out parameter is set to NULL. */
-	assert_int_equal(saas_key_create(&key2, NULL, f->engine, "acc-nope", NULL), SAAS_ENOTFOUND);
+	assert_int_equal(saas_key_create(&key2, NULL, f->engine, "acc-nope", NULL, 0), SAAS_ENOTFOUND);
 	assert_null(key2);
 	assert_int_equal(saas_key_revoke(f->engine, "key-nope"), SAAS_ENOTFOUND);
 	assert_int_equal(saas_key_list_get(&keys, f->engine, "acc-nope"), SAAS_ENOTFOUND);
@@ -367,6 +368,9 @@ static void test_create_bad_input(void **state)
 	o.network = NULL;
 	o.version = 0;
 	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	o.version = SAAS_CREATE_OPTIONS_VERSION + 1;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "create options version"));
 	o.version = SAAS_CREATE_OPTIONS_VERSION;
 	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 8), SAAS_EINVAL);
 	assert_int_equal(saas_sandbox_create(&sb, NULL, &o, 0), SAAS_EINVAL);
@@ -429,13 +433,13 @@ static void test_tenancy(void **state)
 	/* To another account it does not exist: NOT FOUND, never FORBIDDEN. */
 	assert_int_equal(saas_sandbox_get(&other, f->b, sb->id), SAAS_ENOTFOUND);
 	assert_int_equal(saas_exec(&y, f->b, sb->id, "echo theirs", NULL, 0), SAAS_ENOTFOUND);
-	assert_int_equal(saas_sandbox_extend(&other, f->b, sb->id, 60), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_extend(&other, f->b, sb->id, 60, 0), SAAS_ENOTFOUND);
 	assert_int_equal(saas_file_write(f->b, sb->id, "x", "1", 1, NULL), SAAS_ENOTFOUND);
 	assert_int_equal(saas_file_read(&data, &len, f->b, sb->id, "x", 0), SAAS_ENOTFOUND);
-	assert_int_equal(saas_file_list_get(&files, f->b, sb->id, NULL, 0, 0), SAAS_ENOTFOUND);
-	assert_int_equal(saas_port_expose(&url, f->b, sb->id, 8000), SAAS_ENOTFOUND);
+	assert_int_equal(saas_file_list_get(&files, f->b, sb->id, NULL, 0, 0, 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_port_expose(&url, f->b, sb->id, 8000, 0), SAAS_ENOTFOUND);
 	assert_int_equal(saas_execution_get(&y, f->b, x->id), SAAS_ENOTFOUND);
-	assert_int_equal(saas_sandbox_destroy(&other, f->b, sb->id), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_destroy(&other, f->b, sb->id, 0), SAAS_ENOTFOUND);
 	assert_int_equal(saas_sandbox_list_get(&list, f->b, NULL, 0, 0), SAAS_OK);
 	assert_int_equal(list->count, 0);
 	saas_sandbox_list_free(list);
@@ -458,7 +462,7 @@ static void test_limits(void **state)
 	/* The limit is per account. */
 	s3 = create(f->b, NULL, 0);
 	saas_sandbox_free(s3);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id, 0), SAAS_OK);
 	s3 = create(f->a, NULL, 0);
 	saas_sandbox_free(s1);
 	saas_sandbox_free(s2);
@@ -504,7 +508,7 @@ static void test_billing_exact(void **state)
 	saas_sandbox_free(done);
 	assert_int_equal(balance(f->a), 5000000 - 90000);
 	advance(999); /* part of a second is not billed */
-	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(done->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(done->end_reason, SAAS_END_USER);
 	assert_int_equal(done->cost_usd_micro, 90000);
@@ -512,7 +516,7 @@ static void test_billing_exact(void **state)
 	saas_sandbox_free(done);
 	/* Destroy is idempotent and never charges twice. */
 	advance(5000);
-	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 90000);
 	saas_sandbox_free(done);
 	assert_int_equal(balance(f->a), 5000000 - 90000);
@@ -520,13 +524,13 @@ static void test_billing_exact(void **state)
 	/* medium: 280000/h; 1 s = 77.7 -> 77, 100 s = 7777.7 -> 7777, rounded once, not per second. */
 	md = create(f->a, "medium", 0);
 	advance(100 * 1000);
-	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id, 0), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 7777);
 	saas_sandbox_free(done);
 	saas_sandbox_free(md);
 	md = create(f->a, "medium", 0);
 	advance(1000);
-	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id, 0), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 77);
 	saas_sandbox_free(done);
 	saas_sandbox_free(md);
@@ -545,7 +549,7 @@ static void test_reaper_expiry(void **state)
 	unsigned int n = 99;
 
 	advance(59 * 1000);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 0);
 	assert_true(saas_fake_vm_exists(sb->id));
 	advance(1000);
@@ -553,7 +557,7 @@ static void test_reaper_expiry(void **state)
 	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo late", NULL, 0), SAAS_ESTATE);
 	assert_non_null(strstr(saas_error_last()->message, "expired"));
 	advance(30 * 1000);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_false(saas_fake_vm_exists(sb->id));
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
@@ -562,7 +566,7 @@ static void test_reaper_expiry(void **state)
 	/* Billed to its expiry (60 s), not to when the reaper came (90 s). */
 	assert_int_equal(got->cost_usd_micro, 60 * 25);
 	saas_sandbox_free(got);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 0);
 	saas_sandbox_free(sb);
 }
@@ -583,7 +587,7 @@ static void test_expiry_while_engine_down(void **state)
 	open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
@@ -601,14 +605,14 @@ static void test_credit_runs_out(void **state)
 	unsigned int n = 0;
 
 	/* bob: 1500 micro-dollars. Two small sandboxes burn 50/s: gone after 30 s. */
-	assert_int_equal(saas_account_add_credit(f->engine, f->account_b, 1500, NULL), SAAS_OK);
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_b, 1500, NULL, 0), SAAS_OK);
 	s1 = create(f->b, NULL, 0);
 	s2 = create(f->b, NULL, 0);
 	advance(10 * 1000);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 0);
 	advance(1000 * 1000); /* long past it: as if the engine had not looked in a while */
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 2);
 	assert_int_equal(saas_sandbox_get(&got, f->b, s1->id), SAAS_OK);
 	assert_int_equal(got->end_reason, SAAS_END_CREDIT);
@@ -648,7 +652,7 @@ static void test_reconcile(void **state)
 	assert_int_equal(f->engine->store->sandbox_insert(f->engine->store_ctx, &stuck, 100), SAAS_OK);
 	saas_fake_vm_add(stuck.id);
 
-	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK); /* heartbeat at t0 */
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK); /* heartbeat at t0 */
 	saas_client_free(f->a);
 	saas_client_free(f->b);
 	f->a = f->b = NULL;
@@ -808,7 +812,7 @@ static void test_exec_bad_input(void **state)
 	assert_int_equal(saas_execution_get(&x, f->a, "exe-nope"), SAAS_ENOTFOUND);
 	assert_int_equal(saas_execution_get(&x, f->a, ""), SAAS_EINVAL);
 	/* On a destroyed sandbox: the wrong state, said plainly. */
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", NULL, 0), SAAS_ESTATE);
 	assert_non_null(strstr(saas_error_last()->message, "destroyed"));
 	free(huge);
@@ -838,7 +842,7 @@ static void test_exec_background(void **state)
 
 	/* A background command that never ends: destroying its sandbox ends it, recorded as failed. */
 	assert_int_equal(saas_exec(&x, f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	tries = 0;
 	do {
 		saas_execution_free(y);
@@ -896,16 +900,16 @@ static void test_files(void **state)
 	assert_int_equal(len, 0);
 	saas_free(data);
 
-	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, 0, 0), SAAS_OK);
 	assert_string_equal(list->root, "/workspace");
 	assert_int_equal(list->count, 3);
-	assert_string_equal(list->entries[0].path, "/workspace/empty");
-	assert_string_equal(list->entries[1].path, "/workspace/out/bin.dat");
-	assert_int_equal(list->entries[1].size, 4096);
-	assert_int_equal(list->entries[2].mode, 0755);
+	assert_string_equal(list->entries[0]->path, "/workspace/empty");
+	assert_string_equal(list->entries[1]->path, "/workspace/out/bin.dat");
+	assert_int_equal(list->entries[1]->size, 4096);
+	assert_int_equal(list->entries[2]->mode, 0755);
 	assert_false(list->truncated);
 	saas_file_list_free(list);
-	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, "/workspace", 1, 2), SAAS_OK);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, "/workspace", 1, 2, 0), SAAS_OK);
 	assert_int_equal(list->count, 2);
 	assert_true(list->truncated);
 	saas_file_list_free(list);
@@ -917,6 +921,10 @@ static void test_files(void **state)
 	wo.mode = 0;
 	wo.version = 0;
 	assert_int_equal(saas_file_write(f->a, sb->id, "x", "1", 1, &wo), SAAS_EINVAL);
+	wo.version = SAAS_FILE_WRITE_OPTIONS_VERSION + 1;
+	assert_int_equal(saas_file_write(f->a, sb->id, "x", "1", 1, &wo), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "file write options version"));
+	wo.version = SAAS_FILE_WRITE_OPTIONS_VERSION;
 	assert_int_equal(saas_file_write(f->a, sb->id, "", "1", 1, NULL), SAAS_EINVAL);
 	assert_int_equal(saas_file_write(f->a, sb->id, NULL, "1", 1, NULL), SAAS_EINVAL);
 	assert_int_equal(saas_file_write(f->a, sb->id, longpath, "1", 1, NULL), SAAS_EINVAL);
@@ -924,8 +932,8 @@ static void test_files(void **state)
 	assert_int_equal(saas_file_write(f->a, sb->id, "x", NULL, 5, NULL), SAAS_EINVAL);
 	assert_int_equal(saas_file_read(&data, &len, f->a, sb->id, "x", -1), SAAS_EINVAL);
 	assert_int_equal(saas_file_read(NULL, &len, f->a, sb->id, "x", 0), SAAS_EINVAL);
-	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, SAAS_LIST_DEPTH_MAX + 1, 0), SAAS_EINVAL);
-	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, SAAS_LIST_ENTRIES_MAX + 1), SAAS_EINVAL);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, SAAS_LIST_DEPTH_MAX + 1, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, SAAS_LIST_ENTRIES_MAX + 1, 0), SAAS_EINVAL);
 	assert_int_equal(saas_file_write_stream(f->a, sb->id, "x", NULL, NULL, 1, NULL), SAAS_EINVAL);
 	assert_int_equal(saas_file_write_stream(f->a, sb->id, "x", (saas_read_fn)1, NULL, SAAS_FILE_MAX + 1, NULL),
 	                 SAAS_ETOOBIG);
@@ -957,27 +965,27 @@ static void test_ports(void **state)
 	unsigned int port = 0;
 	char first;
 
-	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 3000), SAAS_OK);
+	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 3000, 0), SAAS_OK);
 	url_label(url, label);
-	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000), SAAS_OK);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000, 0), SAAS_OK);
 	assert_string_equal(again, url);
 	saas_free(again);
-	assert_int_equal(saas_port_expose(&other, f->a, sb->id, 80), SAAS_OK);
+	assert_int_equal(saas_port_expose(&other, f->a, sb->id, 80, 0), SAAS_OK);
 	url_label(other, label80);
 	/* Each exposure has its own name: one port's URL says nothing about another's. */
 	assert_string_not_equal(label, label80);
 	assert_null(strstr(url, sb->id));
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 2);
-	assert_int_equal(got->ports[0].port, 80);
-	assert_string_equal(got->ports[0].url, other);
-	assert_int_equal(got->ports[1].port, 3000);
-	assert_string_equal(got->ports[1].url, url);
+	assert_int_equal(got->ports[0]->port, 80);
+	assert_string_equal(got->ports[0]->url, other);
+	assert_int_equal(got->ports[1]->port, 3000);
+	assert_string_equal(got->ports[1]->url, url);
 	saas_sandbox_free(got);
-	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 0), SAAS_EINVAL);
-	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 65536), SAAS_EINVAL);
-	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 22), SAAS_EINVAL);
-	assert_int_equal(saas_port_expose(NULL, f->a, sb->id, 80), SAAS_EINVAL);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 65536, 0), SAAS_EINVAL);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 22, 0), SAAS_EINVAL);
+	assert_int_equal(saas_port_expose(NULL, f->a, sb->id, 80, 0), SAAS_EINVAL);
 
 	/* The name leads to its own sandbox and port, and only to those. */
 	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label), SAAS_OK);
@@ -1010,10 +1018,10 @@ static void test_ports(void **state)
 	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label80), SAAS_OK);
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->nports, 1);
-	assert_int_equal(got->ports[0].port, 80);
+	assert_int_equal(got->ports[0]->port, 80);
 	saas_sandbox_free(got);
 	/* Exposed again, it gets a new name; the old one stays dead. */
-	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000), SAAS_OK);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 3000, 0), SAAS_OK);
 	assert_string_not_equal(again, url);
 	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label), SAAS_ENOTFOUND);
 	saas_free(again);
@@ -1033,12 +1041,12 @@ static void test_ports(void **state)
 		assert_non_null(strstr(buf, "port 3000 of "));
 		close(fd);
 	}
-	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(got->nports, 0);
 	saas_sandbox_free(got);
 	/* A destroyed sandbox's names lead nowhere. */
 	assert_int_equal(saas_engine_preview_find(id, &port, f->engine, label80), SAAS_ENOTFOUND);
-	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 80), SAAS_ESTATE);
+	assert_int_equal(saas_port_expose(&again, f->a, sb->id, 80, 0), SAAS_ESTATE);
 	assert_int_equal(saas_port_unexpose(f->a, sb->id, 80), SAAS_OK);
 	saas_free(url);
 	saas_free(other);
@@ -1060,7 +1068,7 @@ static void test_preview_template(void **state)
 	open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 	sb = create(f->a, NULL, 0);
-	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 8000), SAAS_OK);
+	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 8000, 0), SAAS_OK);
 	assert_int_equal(strncmp(url, "https://", 8), 0);
 	assert_int_equal(strspn(url + 8, "abcdefghijklmnopqrstuvwxyz234567"), SAAS_PREVIEW_NAME_LEN);
 	snprintf(want, sizeof(want), ".p.example/8000/%s", sb->id);
@@ -1110,7 +1118,7 @@ static void test_list_and_extend(void **state)
 		if (saas_sandbox_list_get(&page, f->a, bad_cursors[i], 3, 0) != SAAS_EINVAL)
 			fail_msg("cursor '%s' was taken", bad_cursors[i]);
 
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, ids[1]), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, ids[1], 0), SAAS_OK);
 	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
 	assert_int_equal(page->count, 4);
 	saas_sandbox_list_free(page);
@@ -1125,15 +1133,15 @@ static void test_list_and_extend(void **state)
 	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 0, 64), SAAS_EINVAL);
 
 	assert_int_equal(saas_sandbox_get(&sb, f->a, ids[0]), SAAS_OK);
-	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 600), SAAS_OK);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 600, 0), SAAS_OK);
 	assert_int_equal(ext->expires_at_ms, sb->expires_at_ms + 600000);
 	saas_sandbox_free(ext);
 	saas_sandbox_free(sb);
-	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 0), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], -5), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 86400), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[1], 60), SAAS_ESTATE);
-	assert_int_equal(saas_sandbox_extend(&ext, f->a, "sbx-none", 60), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], -5, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[0], 86400, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, ids[1], 60, 0), SAAS_ESTATE);
+	assert_int_equal(saas_sandbox_extend(&ext, f->a, "sbx-none", 60, 0), SAAS_ENOTFOUND);
 	assert_null(ext);
 }
 
@@ -1147,23 +1155,23 @@ static void test_usage(void **state)
 	advance(100 * 1000);
 	s2 = create(f->a, "medium", 0);
 	advance(200 * 1000);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id, 0), SAAS_OK);
 	advance(50 * 1000);
 	/* s1 ran 300 s (7500), s2 has run 250 s so far (19444). */
-	assert_int_equal(saas_client_usage(&u, f->a, t0 - 1000, 0, 0), SAAS_OK);
+	assert_int_equal(saas_usage_get(&u, f->a, t0 - 1000, 0, 0), SAAS_OK);
 	assert_int_equal(u->count, 2);
-	assert_string_equal(u->lines[0].sandbox_id, s2->id);
-	assert_int_equal(u->lines[0].seconds, 250);
-	assert_int_equal(u->lines[0].cost_usd_micro, 19444);
-	assert_true(u->lines[0].running);
-	assert_int_equal(u->lines[1].seconds, 300);
-	assert_int_equal(u->lines[1].cost_usd_micro, 7500);
-	assert_false(u->lines[1].running);
+	assert_string_equal(u->lines[0]->sandbox_id, s2->id);
+	assert_int_equal(u->lines[0]->seconds, 250);
+	assert_int_equal(u->lines[0]->cost_usd_micro, 19444);
+	assert_true(u->lines[0]->running);
+	assert_int_equal(u->lines[1]->seconds, 300);
+	assert_int_equal(u->lines[1]->cost_usd_micro, 7500);
+	assert_false(u->lines[1]->running);
 	assert_int_equal(u->total_usd_micro, 7500 + 19444);
 	assert_int_equal(u->total_seconds, 550);
 	/* Split into two periods, the parts add up to the whole exactly. */
-	assert_int_equal(saas_client_usage(&u1, f->a, t0 - 1000, t0 + 123456, 0), SAAS_OK);
-	assert_int_equal(saas_client_usage(&u2, f->a, t0 + 123456, fake_now, 0), SAAS_OK);
+	assert_int_equal(saas_usage_get(&u1, f->a, t0 - 1000, t0 + 123456, 0), SAAS_OK);
+	assert_int_equal(saas_usage_get(&u2, f->a, t0 + 123456, fake_now, 0), SAAS_OK);
 	assert_int_equal(u1->total_usd_micro + u2->total_usd_micro, u->total_usd_micro);
 	assert_int_equal(u1->total_seconds + u2->total_seconds, u->total_seconds);
 	saas_usage_free(u);
@@ -1171,11 +1179,11 @@ static void test_usage(void **state)
 	saas_usage_free(u2);
 	/* The balance agrees with usage. */
 	assert_int_equal(balance(f->a), 5000000 - 7500 - 19444);
-	assert_int_equal(saas_client_usage(&u, f->a, 10, 5, 0), SAAS_EINVAL);
-	assert_int_equal(saas_client_usage(&u, f->a, -1, 0, 0), SAAS_EINVAL);
-	assert_int_equal(saas_client_usage(&u, f->a, 0, 0, 1), SAAS_EINVAL);
+	assert_int_equal(saas_usage_get(&u, f->a, 10, 5, 0), SAAS_EINVAL);
+	assert_int_equal(saas_usage_get(&u, f->a, -1, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_usage_get(&u, f->a, 0, 0, 1), SAAS_EINVAL);
 	/* Other accounts see nothing of it. */
-	assert_int_equal(saas_client_usage(&u, f->b, 0, 0, 0), SAAS_OK);
+	assert_int_equal(saas_usage_get(&u, f->b, 0, 0, 0), SAAS_OK);
 	assert_int_equal(u->count, 0);
 	saas_usage_free(u);
 	saas_sandbox_free(s1);
@@ -1188,26 +1196,26 @@ static void test_account_info(void **state)
 	saas_account_info *info = NULL;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 
-	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
 	assert_string_equal(info->id, f->account_a);
 	assert_string_equal(info->name, "alice");
 	assert_int_equal(info->balance_usd_micro, 5000000);
 	assert_int_equal(info->active_sandboxes, 1);
-	assert_int_equal(info->limits.max_sandboxes, 10);
-	assert_int_equal(info->limits.default_timeout_s, 900);
-	assert_int_equal(info->limits.max_timeout_s, 86400);
+	assert_int_equal(info->limits->max_sandboxes, 10);
+	assert_int_equal(info->limits->default_timeout_s, 900);
+	assert_int_equal(info->limits->max_timeout_s, 86400);
 	assert_int_equal(info->nsizes, 3);
-	assert_string_equal(info->sizes[0].name, "small");
-	assert_int_equal(info->sizes[0].usd_micro_per_hour, 90000);
-	assert_string_equal(info->sizes[1].name, "medium");
-	assert_int_equal(info->sizes[1].usd_micro_per_hour, 280000);
-	assert_int_equal(info->sizes[1].vcpus, 4);
-	assert_string_equal(info->sizes[2].name, "large");
-	assert_int_equal(info->sizes[2].usd_micro_per_hour, 550000);
-	assert_int_equal(info->sizes[2].disk_gb, 160);
+	assert_string_equal(info->sizes[0]->name, "small");
+	assert_int_equal(info->sizes[0]->usd_micro_per_hour, 90000);
+	assert_string_equal(info->sizes[1]->name, "medium");
+	assert_int_equal(info->sizes[1]->usd_micro_per_hour, 280000);
+	assert_int_equal(info->sizes[1]->vcpus, 4);
+	assert_string_equal(info->sizes[2]->name, "large");
+	assert_int_equal(info->sizes[2]->usd_micro_per_hour, 550000);
+	assert_int_equal(info->sizes[2]->disk_gb, 160);
 	saas_account_info_free(info);
-	assert_int_equal(saas_client_account(NULL, f->a), SAAS_EINVAL);
-	assert_int_equal(saas_client_account(&info, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_account_info_get(NULL, f->a), SAAS_EINVAL);
+	assert_int_equal(saas_account_info_get(&info, NULL), SAAS_EINVAL);
 	saas_sandbox_free(sb);
 }
 
@@ -1222,9 +1230,9 @@ static void test_engine_views(void **state)
 
 	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
 	assert_int_equal(info->nsizes, 3);
-	assert_string_equal(info->sizes[2].name, "large");
-	assert_int_equal(info->sizes[2].usd_micro_per_hour, 550000);
-	assert_int_equal(info->limits.max_timeout_s, 86400);
+	assert_string_equal(info->sizes[2]->name, "large");
+	assert_int_equal(info->sizes[2]->usd_micro_per_hour, 550000);
+	assert_int_equal(info->limits->max_timeout_s, 86400);
 	assert_int_equal(info->new_account_credit_usd_micro, 5000000);
 	assert_string_equal(info->default_image, "default");
 	assert_string_equal(info->preview_url, "http://{name}.localhost:8080/");
@@ -1240,7 +1248,7 @@ static void test_engine_views(void **state)
 
 	/* A preview needs no key: the sandbox id and an exposed port are the capability. */
 	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 3000), SAAS_ENOTFOUND);
-	assert_int_equal(saas_port_expose(&url, f->a, s1->id, 3000), SAAS_OK);
+	assert_int_equal(saas_port_expose(&url, f->a, s1->id, 3000, 0), SAAS_OK);
 	saas_free(url);
 	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 3000), SAAS_OK);
 	assert_true(read(fd, buf, sizeof(buf) - 1) > 0);
@@ -1248,7 +1256,7 @@ static void test_engine_views(void **state)
 	close(fd);
 	assert_int_equal(saas_engine_port_connect(&fd, f->engine, "sbx-nope", 3000), SAAS_ENOTFOUND);
 	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 0), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id, 0), SAAS_OK);
 	assert_int_equal(saas_engine_port_connect(&fd, f->engine, s1->id, 3000), SAAS_ENOTFOUND);
 	assert_int_equal(fd, -1);
 	assert_int_equal(saas_engine_stats_get(&stats, f->engine), SAAS_OK);
@@ -1308,16 +1316,16 @@ static void test_orphan_grace(void **state)
 	saas_sandbox *sb = NULL;
 
 	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	assert_false(saas_fake_vm_exists(sb->id));
 	saas_fake_vm_add(sb->id); /* as if its destroy had failed */
 	/* The orphan sweep runs every 60th sweep: 120 make sure it ran. */
 	for (int i = 0; i < 120; i++)
-		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_true(saas_fake_vm_exists(sb->id));
 	advance(31 * 1000);
 	for (int i = 0; i < 120; i++)
-		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_false(saas_fake_vm_exists(sb->id));
 	saas_sandbox_free(sb);
 }
@@ -1363,7 +1371,7 @@ static void wait_idle(saas_client *c)
 	int tries = 0;
 
 	for (;;) {
-		assert_int_equal(saas_client_account(&info, c), SAAS_OK);
+		assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
 		unsigned int running = info->running_executions;
 		saas_account_info_free(info);
 		if (running == 0)
@@ -1415,9 +1423,9 @@ static void test_max_executions(void **state)
 	assert_true(saas_error_last()->retry_after_ms > 0);
 	assert_null(x3);
 	assert_limit(saas_exec(&x3, f->a, sa->id, "echo hi", NULL, 0), "max_executions");
-	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
 	assert_int_equal(info->running_executions, 2);
-	assert_int_equal(info->limits.max_executions, 2);
+	assert_int_equal(info->limits->max_executions, 2);
 	saas_account_info_free(info);
 	/* Another account has its own. */
 	assert_int_equal(saas_exec(&x3, f->b, sb->id, "echo hi", NULL, 0), SAAS_OK);
@@ -1430,7 +1438,7 @@ static void test_max_executions(void **state)
 	assert_limit(saas_exec(&x3, f->a, sa->id, "echo hi", NULL, 0), "max_executions");
 
 	/* Ending them frees their places. */
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sa->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sa->id, 0), SAAS_OK);
 	wait_idle(f->a);
 	saas_sandbox_free(sa);
 	sa = create(f->a, NULL, 0);
@@ -1504,16 +1512,16 @@ static void test_max_sandboxes_override(void **state)
 	assert_int_equal(got.requests_per_second, 7);
 	s1 = create(f->a, NULL, 0);
 	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "max_sandboxes");
-	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
-	assert_int_equal(info->limits.max_sandboxes, 1);
-	assert_int_equal(info->limits.requests_per_second, 7);
-	assert_int_equal(info->limits.creates_per_minute, 3);
-	assert_int_equal(info->limits.execution_retention_s, 60);
+	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
+	assert_int_equal(info->limits->max_sandboxes, 1);
+	assert_int_equal(info->limits->requests_per_second, 7);
+	assert_int_equal(info->limits->creates_per_minute, 3);
+	assert_int_equal(info->limits->execution_retention_s, 60);
 	saas_account_info_free(info);
 	/* bob keeps the engine's. */
-	assert_int_equal(saas_client_account(&info, f->b), SAAS_OK);
-	assert_int_equal(info->limits.max_sandboxes, 10);
-	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(saas_account_info_get(&info, f->b), SAAS_OK);
+	assert_int_equal(info->limits->max_sandboxes, 10);
+	assert_int_equal(info->limits->requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
 	saas_account_info_free(info);
 
 	/* Bad input. */
@@ -1542,24 +1550,118 @@ static void test_execution_retention(void **state)
 	assert_int_equal(saas_exec(&done, f->a, sb->id, "echo kept a minute", NULL, 0), SAAS_OK);
 	assert_int_equal(saas_exec(&bg, f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
 	advance(60000);
-	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	/* Exactly the retention: still there. */
 	assert_int_equal(saas_execution_get(&got, f->a, done->id), SAAS_OK);
 	assert_string_equal(got->stdout_data, "kept a minute\n");
 	saas_execution_free(got);
 	got = NULL;
 	advance(1);
-	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(saas_execution_get(&got, f->a, done->id), SAAS_ENOTFOUND);
 	assert_null(got);
 	/* Running for longer than the retention: kept. */
 	assert_int_equal(saas_execution_get(&got, f->a, bg->id), SAAS_OK);
 	assert_int_equal(got->status, SAAS_EXEC_RUNNING);
 	saas_execution_free(got);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	wait_idle(f->a);
 	saas_execution_free(done);
 	saas_execution_free(bg);
+	saas_sandbox_free(sb);
+}
+
+/* The calls that may grow take flags; a bit this library does not know is refused, and nothing happens. */
+static void test_unknown_flags(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
+	saas_file_list *list = NULL;
+	saas_account *acc = NULL;
+	saas_key *info = NULL;
+	char *url = NULL, *key = NULL;
+	const unsigned int bad = 1u << 30;
+
+	assert_int_equal(saas_sandbox_extend(&got, f->a, sb->id, 60, bad), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "flags"));
+	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 8000, bad), SAAS_EINVAL);
+	assert_null(url);
+	assert_int_equal(saas_file_list_get(&list, f->a, sb->id, NULL, 0, 0, bad), SAAS_EINVAL);
+	assert_null(list);
+	assert_int_equal(saas_key_create(&key, &info, f->engine, f->account_a, "k", bad), SAAS_EINVAL);
+	assert_null(key);
+	assert_int_equal(saas_account_add_credit(f->engine, f->account_a, SAAS_USD(1), NULL, bad), SAAS_EINVAL);
+	assert_int_equal(saas_account_get(&acc, f->engine, f->account_a), SAAS_OK);
+	assert_int_equal(acc->credit_usd_micro, SAAS_USD(5));
+	saas_account_free(acc);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, bad), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	saas_sandbox_free(got);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_sandbox_free(sb);
+}
+
+/* Reopen the fixture's engine with other options; the clients are opened again on it. */
+static int reopen(struct fixture *f, const saas_engine_options *o)
+{
+	int rc;
+
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	f->engine = NULL;
+	if ((rc = saas_engine_open(&f->engine, o)) < 0)
+		return rc;
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	return SAAS_OK;
+}
+
+/*
+ * A size table without "small": a create that names no size gets the default
+ * size, and the service card says which it is (the card once said "small",
+ * which such an engine refused).
+ */
+static void test_default_size(void **state)
+{
+	struct fixture *f = *state;
+	saas_size tiny = { "tiny", 1, 512, 5, 1000 }, huge = { "huge", 8, 16384, 100, 9000 };
+	const saas_size *sizes[] = { &tiny, &huge };
+	saas_engine_options o = f->opts;
+	saas_engine_info *info = NULL;
+	saas_sandbox *sb;
+
+	/* The built-in table's default is still "small". */
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_string_equal(info->default_size, "small");
+	saas_engine_info_free(info);
+
+	o.sizes = sizes;
+	o.nsizes = 2;
+	o.default_size = "small";
+	assert_int_equal(reopen(f, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "default_size 'small'"));
+	o.default_size = "huge";
+	assert_int_equal(reopen(f, &o), SAAS_OK);
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_string_equal(info->default_size, "huge");
+	saas_engine_info_free(info);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
+	assert_string_equal(sb->size, "huge");
+	assert_int_equal(sb->vcpus, 8);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_sandbox_free(sb);
+
+	/* Unnamed, it is the table's first size. */
+	o.default_size = NULL;
+	assert_int_equal(reopen(f, &o), SAAS_OK);
+	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
+	assert_string_equal(info->default_size, "tiny");
+	saas_engine_info_free(info);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
+	assert_string_equal(sb->size, "tiny");
 	saas_sandbox_free(sb);
 }
 
@@ -1583,10 +1685,10 @@ static void test_options_v2(void **state)
 	assert_int_equal(saas_engine_open(&f->engine, (const saas_engine_options *)(void *)old), SAAS_OK);
 	free(old);
 	assert_int_equal(saas_engine_info_get(&info, f->engine), SAAS_OK);
-	assert_int_equal(info->limits.max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
-	assert_int_equal(info->limits.creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
-	assert_int_equal(info->limits.requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
-	assert_int_equal(info->limits.execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
+	assert_int_equal(info->limits->max_executions, SAAS_MAX_EXECUTIONS_DEFAULT);
+	assert_int_equal(info->limits->creates_per_minute, SAAS_CREATES_PER_MINUTE_DEFAULT);
+	assert_int_equal(info->limits->requests_per_second, SAAS_REQUESTS_PER_SECOND_DEFAULT);
+	assert_int_equal(info->limits->execution_retention_s, SAAS_EXECUTION_RETENTION_DEFAULT);
 	saas_engine_info_free(info);
 }
 
@@ -1695,7 +1797,7 @@ static void test_extend_after_snapshot(void **state)
 	advance(61 * 1000);
 	extended = fake_now + 600 * 1000;
 	after_list = extend_now;
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_null(after_list); /* the hook ran between the snapshot and the close */
 	assert_int_equal(n, 0);
 	assert_true(saas_fake_vm_exists(sb->id));
@@ -1705,7 +1807,7 @@ static void test_extend_after_snapshot(void **state)
 	saas_sandbox_free(got);
 	/* Its new expiry ends it, billed to that expiry. */
 	advance(600 * 1000);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_false(saas_fake_vm_exists(sb->id));
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
@@ -1733,7 +1835,7 @@ static void test_create_refused_leaves_no_row(void **state)
 	assert_int_equal(saas_sandbox_list_get(&list, f->a, NULL, 0, 0), SAAS_OK);
 	assert_int_equal(list->count, 0);
 	saas_sandbox_list_free(list);
-	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
 	assert_int_equal(info->active_sandboxes, 0);
 	assert_int_equal(info->spent_usd_micro, 0);
 	saas_account_info_free(info);
@@ -1826,7 +1928,7 @@ static void open_on_small(struct fixture *f)
 	assert_int_equal(saas_account_create(&acc, f->engine, "alice", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
 	strcpy(f->account_a, acc->id);
 	saas_account_free(acc);
-	assert_int_equal(saas_key_create(&f->key_a, NULL, f->engine, f->account_a, "a"), SAAS_OK);
+	assert_int_equal(saas_key_create(&f->key_a, NULL, f->engine, f->account_a, "a", 0), SAAS_OK);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 	f->b = NULL;
 }
@@ -1893,7 +1995,7 @@ static void test_full_disk(void **state)
 
 	/* Destroy: the VM goes at once, and its owner sees it ended, billed to this moment. */
 	advance(10 * 1000);
-	assert_int_equal(saas_sandbox_destroy(&got, f->a, s2->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, s2->id, 0), SAAS_OK);
 	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(got->cost_usd_micro, 10 * 25);
 	saas_sandbox_free(got);
@@ -1902,7 +2004,7 @@ static void test_full_disk(void **state)
 	get_row(f, s2->id, &row);
 	assert_int_equal(row.status, SAAS_SANDBOX_READY); /* not recorded yet */
 	/* ... but nowhere counted live: not in the account, not in the engine's figures. */
-	assert_int_equal(saas_client_account(&info, f->a), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&info, f->a), SAAS_OK);
 	assert_int_equal(info->active_sandboxes, 1);
 	saas_account_info_free(info);
 	assert_int_equal(saas_engine_stats_get(&stats, f->engine), SAAS_OK);
@@ -1912,7 +2014,7 @@ static void test_full_disk(void **state)
 	/* Space is back: the next sweep records it, once. */
 	store_down = 0;
 	unfill();
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	get_row(f, s2->id, &row);
 	assert_int_equal(row.status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(row.end_reason, SAAS_END_USER);
@@ -1923,7 +2025,7 @@ static void test_full_disk(void **state)
 	fill(-1);
 	store_down = 1;
 	advance(100 * 1000);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_false(saas_fake_vm_exists(s1->id));
 	assert_int_equal(saas_fake_vm_count(), 0);
@@ -1945,7 +2047,7 @@ static void test_full_disk(void **state)
 	assert_int_equal(row.cost_usd_micro, 60 * 25); /* to its expiry: not to the restart, and not lost */
 	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
 	assert_int_equal(balance(f->a), 5000000 - 10 * 25 - 60 * 25);
-	assert_int_equal(saas_engine_sweep(f->engine, &n), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
 	/* And creates are served again. */
 	s3 = create(f->a, NULL, 0);
@@ -1994,6 +2096,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_max_sandboxes_override, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_retention, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_options_v2, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_default_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_flags, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

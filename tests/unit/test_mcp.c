@@ -1166,6 +1166,43 @@ static void test_response_max(void **state)
 	json_decref(three);
 }
 
+/* get_service_info says the engine's default size, not a fixed "small" its size table may lack. */
+static void test_service_default_size(void **state)
+{
+	struct fixture *f = *state;
+	saas_size tiny = { "tiny", 1, 512, 5, 1000 }, huge = { "huge", 8, 16384, 100, 9000 };
+	const saas_size *sizes[] = { &tiny, &huge };
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	aas_mcp_ctx ctx = f->ctx;
+	char *dir = saas_test_tmpdir(), *url = saas_test_store_url(dir);
+	saas_engine *e = NULL;
+	json_t *res, *sc;
+
+	o.state_dir = dir;
+	o.store_url = url;
+	o.driver = &saas_fake_driver;
+	o.flags = SAAS_ENGINE_NO_REAPER;
+	o.sizes = sizes;
+	o.nsizes = 2;
+	o.default_size = "huge";
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_OK);
+	ctx.engine = e;
+	ctx.flags = AAS_MCP_SERVICE_INFO;
+	res = call_tool(&ctx, "get_service_info", "{}");
+	sc = json_object_get(res, "structuredContent");
+	assert_non_null(sc);
+	assert_string_equal(json_string_value(json_object_get(sc, "default_size")), "huge");
+	json_decref(res);
+	ctx.engine = f->engine;
+	res = call_tool(&ctx, "get_service_info", "{}");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(res, "structuredContent"), "default_size")),
+	                    "small");
+	json_decref(res);
+	saas_engine_free(e);
+	saas_test_rmdir(dir);
+	free(url);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1185,6 +1222,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_response_max, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_service_default_size, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

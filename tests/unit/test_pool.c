@@ -141,7 +141,7 @@ static int setup_with(void **state, const char *pool, unsigned int max_sandboxes
 	f->opts.log = test_log;
 	f->opts.log_level = SAAS_LOG_DEBUG;
 	f->opts.flags = SAAS_ENGINE_NO_REAPER;
-	f->opts.limits.max_sandboxes = max_sandboxes;
+	f->opts.max_sandboxes = max_sandboxes;
 	f->opts.pool = pool;
 	open_engine(f);
 
@@ -213,7 +213,7 @@ static unsigned int fill(struct fixture *f)
 		if (full)
 			return sweeps;
 		assert_true(++sweeps <= 64);
-		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	}
 }
 
@@ -253,7 +253,7 @@ static int64_t balance(saas_client *c)
 	saas_account_info *info;
 	int64_t b;
 
-	assert_int_equal(saas_client_account(&info, c), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
 	b = info->balance_usd_micro;
 	saas_account_info_free(info);
 	return b;
@@ -296,12 +296,12 @@ static void test_pool_fills(void **state)
 
 	/* Full pools make nothing more. */
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(saas_fake_create_calls(), 3);
 
 	/* Pooled VMs are no account's: in no list, counted as no sandbox, billed to nobody. */
 	advance(3600 * 1000);
-	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(list_count(f->a), 0);
 	assert_int_equal(list_count(f->b), 0);
 	assert_int_equal(balance(f->a), 5000000);
@@ -361,18 +361,18 @@ static void test_pool_claim(void **state)
 	assert_int_equal(balance(f->a), 5000000 - 60 * 25);
 
 	/* The pool refills with a new VM. */
-	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(saas_fake_create_calls(), 4);
 	assert_int_equal(pool_ready(f, "small", "default"), 2);
 	assert_string_not_equal(made[3].name, claimed);
 
 	/* Destroyed, it is gone for good: its VM too, and it never comes back to the pool. */
-	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(got->cost_usd_micro, 60 * 25);
 	saas_sandbox_free(got);
 	assert_false(saas_fake_vm_exists(claimed));
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_false(saas__pool_owns(f->engine, claimed));
 	assert_false(saas_fake_vm_exists(claimed));
 	assert_int_equal(saas_fake_create_calls(), 4);
@@ -538,7 +538,7 @@ static void test_pool_orphan_sweep(void **state)
 	hook_engine = f->engine;
 	hook_ok = -1;
 	saas_fake_on_create(sweep_during_create, NULL);
-	assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(hook_ok, 1);
 	assert_int_equal(pool_ready(f, "small", "default"), 2);
 	assert_int_equal(saas_fake_vm_count(), 4);
@@ -579,13 +579,13 @@ static void test_pool_backoff(void **state)
 	saas_fake_fail_creates(8);
 	for (unsigned int i = 0; i < 8; i++) {
 		log_clear();
-		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 		assert_int_equal(saas_fake_create_calls(), i + 1);
 		snprintf(line, sizeof(line), "next try in %d s", waits[i]);
 		assert_true(logged(line));
 		/* Not a moment before the delay has passed. */
 		advance(waits[i] * 1000 - 1);
-		assert_int_equal(saas_engine_sweep(f->engine, NULL), SAAS_OK);
+		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 		assert_int_equal(saas_fake_create_calls(), i + 1);
 		advance(1);
 	}

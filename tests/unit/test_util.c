@@ -339,6 +339,49 @@ static void test_version(void **state)
 	assert_true(SAAS_VERSION_NUMBER > 0);
 }
 
+/* An options struct as a library sees it at version 2, and as a caller built at version 1 has it. */
+struct opts_v2 {
+	unsigned int version;
+	int a;
+	const char *b; /* since version 2 */
+};
+struct opts_v1 {
+	unsigned int version;
+	int a;
+};
+
+static void test_options_read(void **state)
+{
+	static const size_t sizes[] = { 0, offsetof(struct opts_v2, b), sizeof(struct opts_v2) };
+	struct opts_v2 copy = { 2, 7, "default" }, v2 = { 2, 3, "given" };
+	/* Only the old struct's bytes are readable: a read past them trips ASan and valgrind. */
+	struct opts_v1 *v1 = malloc(sizeof(*v1));
+
+	(void)state;
+	assert_non_null(v1);
+	v1->version = 1;
+	v1->a = 5;
+	assert_int_equal(saas__options_read(&copy, v1, sizes, 2, "test"), SAAS_OK);
+	assert_int_equal(copy.version, 2);
+	assert_int_equal(copy.a, 5);
+	assert_string_equal(copy.b, "default");
+	assert_int_equal(saas__options_read(&copy, &v2, sizes, 2, "test"), SAAS_OK);
+	assert_int_equal(copy.a, 3);
+	assert_string_equal(copy.b, "given");
+	/* NULL keeps the defaults. */
+	copy = (struct opts_v2){ 2, 7, "default" };
+	assert_int_equal(saas__options_read(&copy, NULL, sizes, 2, "test"), SAAS_OK);
+	assert_int_equal(copy.a, 7);
+	/* Version 0 and versions newer than the library are refused, and the copy is left alone. */
+	v1->version = 0;
+	assert_int_equal(saas__options_read(&copy, v1, sizes, 2, "test"), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "test options version 0 is not 1 to 2"));
+	v2.version = 3;
+	assert_int_equal(saas__options_read(&copy, &v2, sizes, 2, "test"), SAAS_EINVAL);
+	assert_int_equal(copy.a, 7);
+	free(v1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +398,7 @@ int main(void)
 		cmocka_unit_test(test_error_state),
 		cmocka_unit_test(test_error_per_thread),
 		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_options_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

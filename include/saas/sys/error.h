@@ -49,7 +49,9 @@ SAAS_BEGIN_DECLS
  *                     result, an HTTP status ...), or 0.
  * @param fmt          printf format of the message (NULL: the code's
  *                     saas_strerror() text). The message is cut at 1023 bytes.
- * @return the code recorded. Thread-safe. Since 0.2.
+ * @return the code recorded. Thread-safe.
+ *
+ * Since: 0.1.0
  */
 SAAS_EXTERN(int) saas_sys_error_set(int code, int klass, long backend_code, const char *fmt, ...)
 	SAAS_SYS_PRINTF(4, 5);
