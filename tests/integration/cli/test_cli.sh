@@ -187,7 +187,7 @@ expect_jq '.balance_usd_micro + .spent_usd_micro == .credit_usd_micro' true "acc
 expect_jq '.sizes[0].name' small "account --json sizes"
 run usage; expect_rc 0 usage; check "usage has a total" grep -q '^TOTAL' <<<"$OUT"
 run usage --json --from 2020-01-01 --to 2100-01-01T00:00:00Z; expect_rc 0 "usage --json"
-expect_jq '.lines | length' 2 "usage --json lines"; expect_jq '([.lines[].cost_usd_micro] | add) == .total_usd_micro' true "usage --json total is the sum"
+expect_jq '.sandboxes | length' 2 "usage --json sandboxes (as GET /v1/usage)"; expect_jq '([.sandboxes[].cost_usd_micro] | add) == .total_usd_micro' true "usage --json total is the sum"
 run usage --from yesterday; expect_rc 2 "usage bad time"
 check "usage bad time says what a time is" grep -q "RFC 3339" <<<"$ERR"
 run usage --json --from 2020-01-01 --to 2020-01-31; expect_rc 0 "usage with dates"
