@@ -62,6 +62,25 @@ req() {
 	STATUS=$out
 	BODY=$(cat "${WORK}/body")
 	HEADERS=$(cat "${WORK}/headers")
+	record_response "$method" "$path"
+}
+
+# With AAS_TEST_OPENAPI (server/openapi.json), every response req() gets is kept,
+# and finish() checks each body against the schema its operation documents.
+RESPONSES=0
+record_response() {
+	[ -n "${AAS_TEST_OPENAPI:-}" ] || return 0
+	local ctype
+	ctype=$(grep -i '^content-type:' "${WORK}/headers" | tail -n 1 | cut -d: -f2- | tr -d ' \r')
+	mkdir -p "${WORK}/responses"
+	RESPONSES=$((RESPONSES + 1))
+	printf '%s %s %s %s' "$1" "$2" "$STATUS" "$ctype" >"${WORK}/responses/${RESPONSES}.meta"
+	cp "${WORK}/body" "${WORK}/responses/${RESPONSES}.body" 2>/dev/null || : >"${WORK}/responses/${RESPONSES}.body"
+}
+check_responses() {
+	[ -n "${AAS_TEST_OPENAPI:-}" ] && [ -d "${WORK}/responses" ] || return 0
+	check "response bodies match openapi.json" \
+		python3 "$(dirname "${BASH_SOURCE[0]}")/check_openapi.py" "${AAS_TEST_OPENAPI}" "${WORK}/responses"
 }
 # auth METHOD PATH [curl args...]: req with the current KEY.
 auth() { local m=$1 p=$2; shift 2; req "$m" "$p" -H "Authorization: Bearer ${KEY}" "$@"; }
@@ -76,6 +95,7 @@ expect_json() { # expect_json JQ_EXPR WANT DESCRIPTION
 }
 
 finish() {
+	check_responses
 	echo "${CHECKS} checks passed, ${FAILS} failed"
 	[ "${FAILS}" -eq 0 ]
 }
