@@ -3,8 +3,8 @@
 
 usage: check_openapi.py OPENAPI_JSON RECORDS_DIR
 
-RECORDS_DIR holds N.meta ("METHOD PATH STATUS CONTENT-TYPE") and N.body for
-each response common.sh's req() saw (AAS_TEST_OPENAPI set). Every JSON body of
+RECORDS_DIR holds NAME.meta ("METHOD PATH STATUS CONTENT-TYPE") and NAME.body
+for each response common.sh's req() saw (AAS_TEST_OPENAPI set). Every JSON body of
 a documented operation must validate against the schema documented for its
 status (or "default"); a status the operation does not document is a failure
 too. Responses of paths the document does not have (a "no route" 404) are
@@ -60,7 +60,8 @@ def main():
     rec = sys.argv[2]
     ops = operations(doc)
     checked = failed = 0
-    names = sorted((n for n in os.listdir(rec) if n.endswith(".meta")), key=lambda n: int(n.split(".")[0]))
+    validators = {}
+    names = sorted(n for n in os.listdir(rec) if n.endswith(".meta"))
     for name in names:
         method, url, status, ctype = (open(os.path.join(rec, name)).read().split(" ", 3) + [""] * 4)[:4]
         path = url.split("?", 1)[0]
@@ -86,9 +87,12 @@ def main():
             print(f"FAIL: {where}: not JSON ({e})")
             failed += 1
             continue
-        root = dict(schema)
-        root["components"] = doc.get("components", {})
-        errors = sorted(jsonschema.Draft4Validator(root).iter_errors(value), key=lambda e: list(e.path))
+        key = (method, tmpl, status)
+        if key not in validators:
+            root = dict(schema)
+            root["components"] = doc.get("components", {})
+            validators[key] = jsonschema.Draft4Validator(root)
+        errors = sorted(validators[key].iter_errors(value), key=lambda e: list(e.path))
         checked += 1
         for e in errors[:5]:
             at = "/".join(str(p) for p in e.path) or "(the body)"
