@@ -33,26 +33,7 @@ int aas_cmd_account(aas_ctx *ctx, int argc, char **argv)
 	if ((rc = saas_account_info_get(&a, client)) != SAAS_OK) {
 		code = aas_fail(rc, "account");
 	} else if (ctx->json) {
-		json_t *sizes = json_array();
-
-		for (k = 0; k < a->nsizes; k++)
-			json_array_append_new(sizes, json_pack("{s:s,s:i,s:i,s:i,s:o,s:I}", "name", a->sizes[k]->name, "vcpus",
-			                                       (int)a->sizes[k]->vcpus, "memory_mb", (int)a->sizes[k]->memory_mb,
-			                                       "disk_gb", (int)a->sizes[k]->disk_gb, "usd_per_hour",
-			                                       aas_json_usd(a->sizes[k]->usd_micro_per_hour), "usd_per_hour_micro",
-			                                       (json_int_t)a->sizes[k]->usd_micro_per_hour));
-		code = aas_json_print(json_pack(
-			"{s:s,s:s,s:o,s:I,s:o,s:I,s:o,s:I,s:i,s:i,s:{s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I},s:o}", "id", a->id, "name",
-			a->name ? a->name : "", "balance_usd", aas_json_usd(a->balance_usd_micro), "balance_usd_micro",
-			(json_int_t)a->balance_usd_micro, "credit_usd", aas_json_usd(a->credit_usd_micro), "credit_usd_micro",
-			(json_int_t)a->credit_usd_micro, "spent_usd", aas_json_usd(a->spent_usd_micro), "spent_usd_micro",
-			(json_int_t)a->spent_usd_micro, "active_sandboxes", (int)a->active_sandboxes, "running_executions",
-			(int)a->running_executions, "limits", "max_sandboxes", (int)a->limits->max_sandboxes,
-			"default_timeout_s", (json_int_t)a->limits->default_timeout_s, "max_timeout_s",
-			(json_int_t)a->limits->max_timeout_s, "min_balance_s", (json_int_t)a->limits->min_balance_s,
-			"max_executions", (int)a->limits->max_executions, "creates_per_minute",
-			(int)a->limits->creates_per_minute, "requests_per_second", (int)a->limits->requests_per_second,
-			"execution_retention_s", (json_int_t)a->limits->execution_retention_s, "sizes", sizes));
+		code = aas_json_print(saas__wire_account(a));
 	} else {
 		printf("account:    %s%s%s%s\n", a->id, a->name && *a->name ? " (" : "", a->name ? a->name : "",
 		       a->name && *a->name ? ")" : "");

@@ -104,7 +104,7 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 	if (rc != SAAS_OK)
 		code = aas_fail(rc, "create");
 	else if (ctx->json)
-		code = aas_json_print(aas_json_sandbox(sb));
+		code = aas_json_print(saas__wire_sandbox(sb));
 	else
 		printf("%s\n", sb->id);
 	saas_sandbox_free(sb);

@@ -87,22 +87,6 @@ static char *read_stdin(size_t *len)
 	return buf;
 }
 
-static json_t *json_bytes(const char *data, size_t len, const char **encoding)
-{
-	json_t *s = json_stringn(data ? data : "", data ? len : 0);
-	char *b64;
-
-	*encoding = "utf-8";
-	if (s)
-		return s;
-	*encoding = "base64";
-	if (!(b64 = saas_base64_encode(data, len)))
-		return NULL;
-	s = json_string(b64);
-	saas_free(b64);
-	return s;
-}
-
 int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 {
 	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
@@ -186,16 +170,7 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 		goto out;
 	}
 	if (ctx->json) {
-		const char *eo, *ee;
-		json_t *so = json_bytes(ex->stdout_data, ex->stdout_len, &eo);
-		json_t *se = json_bytes(ex->stderr_data, ex->stderr_len, &ee);
-
-		aas_json_print(json_pack("{s:s,s:s,s:s,s:i,s:o,s:s,s:o,s:s,s:b,s:b,s:I,s:s}", "execution_id", ex->id,
-		                         "sandbox_id", ex->sandbox_id, "status", saas_exec_status_name(ex->status),
-		                         "exit_code", ex->exit_code, "stdout", so ? so : json_null(), "stdout_encoding", eo,
-		                         "stderr", se ? se : json_null(), "stderr_encoding", ee, "stdout_truncated",
-		                         ex->stdout_truncated, "stderr_truncated", ex->stderr_truncated, "duration_ms",
-		                         (json_int_t)ex->duration_ms, "error", ex->error ? ex->error : ""));
+		aas_json_print(saas__wire_execution(ex));
 	} else {
 		if (ex->stdout_len)
 			fwrite(ex->stdout_data, 1, ex->stdout_len, stdout);

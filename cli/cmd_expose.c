@@ -65,7 +65,7 @@ int aas_cmd_expose(aas_ctx *ctx, int argc, char **argv)
 	if ((rc = saas_port_expose(&url, client, id, port, 0)) != SAAS_OK)
 		code = aas_fail(rc, id);
 	else if (ctx->json)
-		code = aas_json_print(json_pack("{s:s,s:i,s:s}", "sandbox_id", id, "port", (int)port, "url", url));
+		code = aas_json_print(saas__wire_port(id, (unsigned int)port, url));
 	else
 		printf("%s\n", url);
 	saas_free(url);

@@ -39,7 +39,7 @@ int aas_cmd_extend(aas_ctx *ctx, int argc, char **argv)
 	if ((rc = saas_sandbox_extend(&sb, client, pos[0], secs, 0)) != SAAS_OK) {
 		code = aas_fail(rc, pos[0]);
 	} else if (ctx->json) {
-		code = aas_json_print(aas_json_sandbox(sb));
+		code = aas_json_print(saas__wire_sandbox(sb));
 	} else {
 		char t[32];
 

@@ -13,20 +13,6 @@ static const char help[] =
 	"\n"
 	"Show a directory tree in a sandbox (PATH defaults to /workspace; depth 3, at most 16).\n";
 
-static const char *type_name(int t)
-{
-	switch (t) {
-	case SAAS_FILE_REGULAR:
-		return "file";
-	case SAAS_FILE_DIRECTORY:
-		return "directory";
-	case SAAS_FILE_SYMLINK:
-		return "symlink";
-	default:
-		return "other";
-	}
-}
-
 static int depth_of(const char *root, const char *path)
 {
 	size_t rl = strlen(root);
@@ -76,17 +62,7 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0, 0)) != SAAS_OK) {
 		code = pos[1] ? aas_fail_path(client, rc, pos[0], pos[1]) : aas_fail(rc, pos[0]);
 	} else if (ctx->json) {
-		json_t *arr = json_array();
-		size_t k;
-
-		for (k = 0; k < l->count; k++) {
-			const saas_file_entry *e = l->entries[k];
-
-			json_array_append_new(arr, json_pack("{s:s,s:s,s:I,s:i,s:o}", "path", e->path, "type", type_name(e->type),
-			                                     "size", (json_int_t)e->size, "mode", (int)e->mode, "mtime",
-			                                     aas_json_time(e->mtime_ms)));
-		}
-		code = aas_json_print(json_pack("{s:s,s:b,s:o}", "root", l->root, "truncated", l->truncated, "entries", arr));
+		code = aas_json_print(saas__wire_file_list(l));
 	} else {
 		int last[SAAS_LIST_DEPTH_MAX + 2];
 		size_t k, j;

@@ -37,7 +37,7 @@ int aas_cmd_get(aas_ctx *ctx, int argc, char **argv)
 	if ((rc = saas_sandbox_get(&sb, client, id)) != SAAS_OK) {
 		code = aas_fail(rc, id);
 	} else if (ctx->json) {
-		code = aas_json_print(aas_json_sandbox(sb));
+		code = aas_json_print(saas__wire_sandbox(sb));
 	} else {
 		char t[32], usd[40];
 

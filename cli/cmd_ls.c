@@ -53,7 +53,7 @@ int aas_cmd_ls(aas_ctx *ctx, int argc, char **argv)
 			char created[32], expires[32], cost[40];
 
 			if (arr) {
-				json_array_append_new(arr, aas_json_sandbox(sb));
+				json_array_append_new(arr, saas__wire_sandbox(sb));
 				continue;
 			}
 			if (!header++)

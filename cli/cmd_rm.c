@@ -48,7 +48,7 @@ int aas_cmd_rm(aas_ctx *ctx, int argc, char **argv)
 			if (first == AAS_EXIT_OK)
 				first = code;
 		} else if (arr) {
-			json_array_append_new(arr, aas_json_sandbox(sb));
+			json_array_append_new(arr, saas__wire_sandbox(sb));
 		} else {
 			char usd[40];
 

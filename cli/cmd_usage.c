@@ -43,20 +43,7 @@ int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
 	if ((rc = saas_usage_get(&u, client, from, to, 0)) != SAAS_OK) {
 		code = aas_fail(rc, "usage");
 	} else if (ctx->json) {
-		json_t *lines = json_array();
-
-		for (k = 0; k < u->count; k++) {
-			const saas_usage_line *l = u->lines[k];
-
-			json_array_append_new(lines, json_pack("{s:s,s:s,s:I,s:o,s:I,s:b}", "sandbox_id", l->sandbox_id, "size",
-			                                       l->size, "seconds", (json_int_t)l->seconds, "cost_usd",
-			                                       aas_json_usd(l->cost_usd_micro), "cost_usd_micro",
-			                                       (json_int_t)l->cost_usd_micro, "running", l->running));
-		}
-		code = aas_json_print(json_pack("{s:o,s:o,s:o,s:I,s:o,s:I}", "from", aas_json_time(u->from_ms), "to",
-		                                aas_json_time(u->to_ms), "lines", lines, "total_seconds",
-		                                (json_int_t)u->total_seconds, "total_usd", aas_json_usd(u->total_usd_micro),
-		                                "total_usd_micro", (json_int_t)u->total_usd_micro));
+		code = aas_json_print(saas__wire_usage(u));
 	} else {
 		printf("period %s", aas_fmt_time(a, sizeof(a), u->from_ms));
 		printf(" to %s\n", aas_fmt_time(a, sizeof(a), u->to_ms));

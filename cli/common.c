@@ -280,52 +280,6 @@ const char *aas_fmt_usd(char *buf, size_t size, int64_t micro)
 	return buf;
 }
 
-json_t *aas_json_time(int64_t ms)
-{
-	char buf[64];
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	if (ms <= 0 || !gmtime_r(&t, &tm))
-		return json_null();
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03dZ", (int)(ms % 1000));
-	return json_string(buf);
-}
-
-json_t *aas_json_usd(int64_t micro)
-{
-	char buf[40];
-
-	return json_string(saas_usd_format(buf, sizeof(buf), micro));
-}
-
-json_t *aas_json_sandbox(const saas_sandbox *sb)
-{
-	json_t *o = json_object(), *ports = json_array();
-	size_t k;
-
-	for (k = 0; k < sb->nports; k++)
-		json_array_append_new(ports, json_pack("{s:I,s:s}", "port", (json_int_t)sb->ports[k]->port, "url",
-		                                       sb->ports[k]->url ? sb->ports[k]->url : ""));
-	json_object_set_new(o, "id", json_string(sb->id));
-	json_object_set_new(o, "status", json_string(saas_sandbox_status_name(sb->status)));
-	json_object_set_new(o, "end_reason", sb->end_reason ? json_string(saas_end_reason_name(sb->end_reason)) : json_null());
-	json_object_set_new(o, "size", json_string(sb->size));
-	json_object_set_new(o, "vcpus", json_integer(sb->vcpus));
-	json_object_set_new(o, "memory_mb", json_integer(sb->memory_mb));
-	json_object_set_new(o, "disk_gb", json_integer(sb->disk_gb));
-	json_object_set_new(o, "image", sb->image ? json_string(sb->image) : json_null());
-	json_object_set_new(o, "created_at", aas_json_time(sb->created_at_ms));
-	json_object_set_new(o, "ready_at", aas_json_time(sb->ready_at_ms));
-	json_object_set_new(o, "expires_at", aas_json_time(sb->expires_at_ms));
-	json_object_set_new(o, "destroyed_at", aas_json_time(sb->destroyed_at_ms));
-	json_object_set_new(o, "cost_usd", aas_json_usd(sb->cost_usd_micro));
-	json_object_set_new(o, "cost_usd_micro", json_integer(sb->cost_usd_micro));
-	json_object_set_new(o, "ports", ports);
-	return o;
-}
-
 int aas_json_print(json_t *v)
 {
 	int rc;

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <saas.h>
 #include <stdbool.h>
+#include "wire.h"
 #include <stdio.h>
 
 /* Exit codes (documented in `aas --help`, aas(1) and docs/cli.md). */
@@ -90,10 +91,7 @@ const char *aas_fmt_time(char *buf, size_t size, int64_t ms);
 /* micro-dollars -> "$1.234567", exact. */
 const char *aas_fmt_usd(char *buf, size_t size, int64_t micro);
 
-/* JSON helpers. */
-json_t *aas_json_time(int64_t ms);
-json_t *aas_json_usd(int64_t micro);
-json_t *aas_json_sandbox(const saas_sandbox *sb);
+/* JSON: the REST API's shapes are lib/wire's (wire.h, docs/wire.md), so that --json prints what the server sends. */
 /* Print `v` (stolen) to stdout, indented; returns AAS_EXIT_OK (or AAS_EXIT_ERROR on failure). */
 int aas_json_print(json_t *v);
 

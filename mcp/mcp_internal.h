@@ -22,6 +22,18 @@ json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t
                           const json_t *progress_token);
 /* Does this tool report progress when asked? */
 bool aas_mcp_tool_reports_progress(const char *name);
+/*
+ * The tools' JSON Schemas, compiled in from mcp/schemas/ (embed_schemas.cmake):
+ * NAME.json holds {"input": .., "output": ..} for tool NAME; shapes.json the
+ * shapes they share, which a {"$ref": "shapes.json#/SHAPE"} names. Ends with
+ * a NULL name.
+ */
+struct aas_mcp_schema_file {
+	const char *name;
+	const char *text;
+};
+extern const struct aas_mcp_schema_file aas_mcp_schema_files[];
+
 /* What an agent can do about a failure with this saas_status (text for a tool result); never NULL. */
 const char *aas_mcp_error_hint(int rc);
 /* Whether the hint table has rc's own row (the error table test checks every code). */

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "mcp_internal.h"
+#include "wire.h"
 
 /* read_file returns at most this much unless asked for more (a whole file is context an agent pays for). */
 #define READ_DEFAULT ((int64_t)1 << 20)
@@ -32,14 +33,7 @@ struct call {
 	char err[1024];
 };
 
-/* ---- small helpers: time, base64 ---- */
-
-static json_t *time_json(int64_t ms)
-{
-	char buf[32];
-
-	return ms > 0 ? json_string(saas_time_format(buf, sizeof(buf), ms)) : json_null();
-}
+/* ---- small helpers ---- */
 
 static int64_t now_ms(void)
 {
@@ -47,16 +41,6 @@ static int64_t now_ms(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
-
-static void money(json_t *o, const char *base, int64_t micro)
-{
-	char name[64], buf[40];
-
-	json_object_set_new(o, base, json_string(saas_usd_format(buf, sizeof(buf), micro)));
-	snprintf(name, sizeof(name), "%s_micro", base);
-	json_object_set_new(o, name, json_integer(micro));
-}
-
 
 /* ---- results ---- */
 
@@ -301,36 +285,20 @@ static json_t *arg_fail(struct call *c)
 	return fail(c->err);
 }
 
-/* ---- shapes ---- */
+/* ---- shapes: lib/wire's, without their nulls (wire.h) ---- */
 
+/* The REST sandbox, and what an agent would otherwise work out from two times: the seconds it has left. */
 static json_t *sandbox_json(const saas_sandbox *sb)
 {
-	json_t *o = json_object(), *ports = json_array();
+	json_t *o = saas__wire_sandbox(sb);
 	int64_t left = sb->status == SAAS_SANDBOX_DESTROYED ? 0 : (sb->expires_at_ms - now_ms()) / 1000;
 
-	json_object_set_new(o, "id", json_string(sb->id));
-	json_object_set_new(o, "status", json_string(saas_sandbox_status_name(sb->status)));
-	json_object_set_new(o, "end_reason",
-	                    sb->end_reason ? json_string(saas_end_reason_name(sb->end_reason)) : json_null());
-	json_object_set_new(o, "size", json_string(sb->size));
-	json_object_set_new(o, "vcpus", json_integer(sb->vcpus));
-	json_object_set_new(o, "memory_mb", json_integer(sb->memory_mb));
-	json_object_set_new(o, "disk_gb", json_integer(sb->disk_gb));
-	json_object_set_new(o, "image", json_string(sb->image ? sb->image : ""));
-	json_object_set_new(o, "created_at", time_json(sb->created_at_ms));
-	json_object_set_new(o, "ready_at", time_json(sb->ready_at_ms));
-	json_object_set_new(o, "expires_at", time_json(sb->expires_at_ms));
-	json_object_set_new(o, "expires_in_seconds", json_integer(left > 0 ? left : 0));
-	json_object_set_new(o, "destroyed_at", time_json(sb->destroyed_at_ms));
-	money(o, "cost_usd", sb->cost_usd_micro);
-	for (size_t i = 0; i < sb->nports; i++)
-		json_array_append_new(ports, json_pack("{s:i,s:s}", "port", (json_int_t)sb->ports[i]->port, "url",
-		                                       sb->ports[i]->url ? sb->ports[i]->url : ""));
-	json_object_set_new(o, "ports", ports);
-	return o;
+	if (o)
+		json_object_set_new(o, "expires_in_seconds", json_integer(left > 0 ? left : 0));
+	return saas__wire_drop_nulls(o);
 }
 
-/* Bytes as text when they are valid UTF-8, else base64; `enc_key` says which. */
+/* read_file's content: text when it is valid UTF-8, else base64; `enc_key` says which. */
 static void set_bytes(json_t *o, const char *key, const char *enc_key, const void *data, size_t len)
 {
 	json_t *s = json_stringn(data ? data : "", data ? len : 0);
@@ -344,24 +312,6 @@ static void set_bytes(json_t *o, const char *key, const char *enc_key, const voi
 	json_object_set_new(o, key, json_string(b ? b : ""));
 	json_object_set_new(o, enc_key, json_string("base64"));
 	saas_free(b);
-}
-
-static json_t *size_json(const saas_size *s)
-{
-	json_t *o = json_pack("{s:s,s:i,s:i,s:i}", "name", s->name, "vcpus", (json_int_t)s->vcpus, "memory_mb",
-	                      (json_int_t)s->memory_mb, "disk_gb", (json_int_t)s->disk_gb);
-	money(o, "usd_per_hour", s->usd_micro_per_hour);
-	return o;
-}
-
-static json_t *limits_json(const saas_limits *l)
-{
-	return json_pack("{s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:I}", "max_sandboxes", (json_int_t)l->max_sandboxes,
-	                 "default_timeout_seconds", (json_int_t)l->default_timeout_s, "max_timeout_seconds",
-	                 (json_int_t)l->max_timeout_s, "min_balance_seconds", (json_int_t)l->min_balance_s,
-	                 "max_executions", (json_int_t)l->max_executions, "creates_per_minute",
-	                 (json_int_t)l->creates_per_minute, "requests_per_second", (json_int_t)l->requests_per_second,
-	                 "execution_retention_seconds", (json_int_t)l->execution_retention_s);
 }
 
 /* ---- the tools ---- */
@@ -537,17 +487,7 @@ static json_t *t_run(struct call *c)
 		res = fail_saas(c, rc);
 		goto out;
 	}
-	data = json_object();
-	json_object_set_new(data, "execution_id", json_string(x->id));
-	json_object_set_new(data, "sandbox_id", json_string(x->sandbox_id));
-	json_object_set_new(data, "status", json_string(saas_exec_status_name(x->status)));
-	json_object_set_new(data, "exit_code",
-	                    x->status == SAAS_EXEC_EXITED && x->exit_code >= 0 ? json_integer(x->exit_code) : json_null());
-	set_bytes(data, "stdout", "stdout_encoding", x->stdout_data, x->stdout_len);
-	set_bytes(data, "stderr", "stderr_encoding", x->stderr_data, x->stderr_len);
-	json_object_set_new(data, "stdout_truncated", json_boolean(x->stdout_truncated));
-	json_object_set_new(data, "stderr_truncated", json_boolean(x->stderr_truncated));
-	json_object_set_new(data, "duration_ms", json_integer(x->duration_ms));
+	data = saas__wire_drop_nulls(saas__wire_execution(x));
 	if (x->status == SAAS_EXEC_TIMEDOUT || x->status == SAAS_EXEC_FAILED) {
 		char *text = json_dumps(data, JSON_COMPACT);
 		if (x->status == SAAS_EXEC_TIMEDOUT)
@@ -640,22 +580,12 @@ static json_t *t_read(struct call *c)
 	return ok(o);
 }
 
-static const char *type_name(int t)
-{
-	switch (t) {
-	case SAAS_FILE_REGULAR: return "file";
-	case SAAS_FILE_DIRECTORY: return "directory";
-	case SAAS_FILE_SYMLINK: return "symlink";
-	default: return "other";
-	}
-}
-
 static json_t *t_list_files(struct call *c)
 {
 	const char *id, *path;
 	int64_t depth = 0, max = 0;
 	saas_file_list *l = NULL;
-	json_t *entries, *res;
+	json_t *data, *res;
 	int rc;
 
 	if (!arg_str(c, "sandbox_id", true, &id) || !arg_str(c, "path", false, &path) ||
@@ -664,17 +594,9 @@ static json_t *t_list_files(struct call *c)
 		return arg_fail(c);
 	if ((rc = saas_file_list_get(&l, c->ctx->client, id, path, (unsigned)depth, (unsigned)max, 0)) < 0)
 		return fail_saas(c, rc);
-	entries = json_array();
-	for (size_t i = 0; i < l->count; i++) {
-		const saas_file_entry *e = l->entries[i];
-		char mode[8];
-		snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
-		json_array_append_new(entries, json_pack("{s:s,s:s,s:I,s:s,s:o}", "path", e->path, "type",
-		                                         type_name(e->type), "size", (json_int_t)e->size, "mode", mode,
-		                                         "modified_at", time_json(e->mtime_ms)));
-	}
-	res = ok(json_pack("{s:s,s:s,s:o,s:b}", "sandbox_id", id, "root", l->root, "entries", entries, "truncated",
-	                   l->truncated));
+	if ((data = saas__wire_file_list(l)))
+		json_object_set_new(data, "sandbox_id", json_string(id));
+	res = ok(saas__wire_drop_nulls(data));
 	saas_file_list_free(l);
 	return res;
 }
@@ -693,7 +615,7 @@ static json_t *t_expose(struct call *c)
 		return bad_arg(c, "\"port\" is required."), arg_fail(c);
 	if ((rc = saas_port_expose(&url, c->ctx->client, id, (unsigned)port, 0)) < 0)
 		return fail_saas(c, rc);
-	res = ok(json_pack("{s:s,s:I,s:s}", "sandbox_id", id, "port", (json_int_t)port, "url", url));
+	res = ok(saas__wire_port(id, (unsigned int)port, url));
 	saas_free(url);
 	return res;
 }
@@ -784,8 +706,12 @@ static json_t *t_list(struct call *c)
 	items = json_array();
 	for (size_t i = 0; i < l->count; i++)
 		json_array_append_new(items, sandbox_json(l->items[i]));
-	res = ok(json_pack("{s:o,s:o}", "sandboxes", items, "next_cursor",
-	                   l->next_cursor ? json_string(l->next_cursor) : json_null()));
+	/* The REST list, its sandboxes with their seconds left; no next_cursor at the end. */
+	res = json_object();
+	json_object_set_new(res, "sandboxes", items);
+	if (l->next_cursor)
+		json_object_set_new(res, "next_cursor", json_string(l->next_cursor));
+	res = ok(res);
 	saas_sandbox_list_free(l);
 	return res;
 }
@@ -796,7 +722,7 @@ static json_t *t_usage(struct call *c)
 	saas_usage *u = NULL;
 	const char *from_s, *to_s;
 	int64_t days = 0, from = 0, to = 0;
-	json_t *o, *usage, *lines;
+	json_t *o, *usage;
 	int rc;
 
 	if (!arg_int(c, "days", 1, 366, &days) || !arg_str(c, "from", false, &from_s) || !arg_str(c, "to", false, &to_s))
@@ -829,21 +755,11 @@ static json_t *t_usage(struct call *c)
 		return fail_saas(c, rc);
 	}
 	o = json_pack("{s:s,s:i}", "account_id", ai->id, "active_sandboxes", (json_int_t)ai->active_sandboxes);
-	money(o, "balance_usd", ai->balance_usd_micro);
-	money(o, "credit_usd", ai->credit_usd_micro);
-	money(o, "spent_usd", ai->spent_usd_micro);
-	json_object_set_new(o, "limits", limits_json(ai->limits));
-	lines = json_array();
-	for (size_t i = 0; i < u->count; i++) {
-		json_t *l = json_pack("{s:s,s:s,s:I,s:b}", "sandbox_id", u->lines[i]->sandbox_id, "size",
-		                      u->lines[i]->size, "seconds", (json_int_t)u->lines[i]->seconds, "running",
-		                      u->lines[i]->running);
-		money(l, "cost_usd", u->lines[i]->cost_usd_micro);
-		json_array_append_new(lines, l);
-	}
-	usage = json_pack("{s:o,s:o,s:I,s:o}", "from", time_json(u->from_ms), "to", time_json(u->to_ms),
-	                  "total_seconds", (json_int_t)u->total_seconds, "sandboxes", lines);
-	money(usage, "total_usd", u->total_usd_micro);
+	saas__wire_money(o, "balance_usd", ai->balance_usd_micro);
+	saas__wire_money(o, "credit_usd", ai->credit_usd_micro);
+	saas__wire_money(o, "spent_usd", ai->spent_usd_micro);
+	json_object_set_new(o, "limits", saas__wire_limits(ai->limits));
+	usage = saas__wire_drop_nulls(saas__wire_usage(u));
 	json_object_set_new(o, "usage", usage);
 	saas_account_info_free(ai);
 	saas_usage_free(u);
@@ -862,51 +778,29 @@ static json_t *t_service(struct call *c)
 		return fail_saas(c, rc);
 	sizes = json_array();
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, size_json(info->sizes[i]));
+		json_array_append_new(sizes, saas__wire_size(info->sizes[i]));
 	o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:s,s:s}", "name", "libsaas", "version", saas_version(),
 	              "description",
 	              "Disposable Linux sandboxes for agents: each sandbox is a dedicated virtual machine with its "
 	              "own kernel, billed by the second while it runs.",
 	              "sizes", sizes, "default_size", info->default_size, "default_image", info->default_image ? info->default_image : "",
-	              "limits", limits_json(info->limits), "authentication",
+	              "limits", saas__wire_limits(info->limits), "authentication",
 	              "Send your API key on each request: \"Authorization: Bearer aas_sk_...\" or \"x-api-key: "
 	              "aas_sk_...\". Never in the URL.",
 	              "notes",
 	              "Code runs as an unprivileged user without sudo: use `pip install --user "
 	              "--break-system-packages` or `npm install`. Start servers with `&`. Sandboxes are destroyed "
 	              "when they expire; destroy_sandbox returns the unused minutes.");
-	money(o, "new_account_credit_usd", info->new_account_credit_usd_micro);
+	saas__wire_money(o, "new_account_credit_usd", info->new_account_credit_usd_micro);
 	saas_engine_info_free(info);
 	return ok(o);
 }
 
 /* ---- the table ---- */
 
-#define SID "\"sandbox_id\":{\"type\":\"string\",\"description\":\"The sandbox's id (sbx-...), from create_sandbox or list_sandboxes.\"}"
-#define TS "{\"type\":[\"string\",\"null\"],\"description\":\"RFC 3339 UTC, or null\"}"
-#define MONEY(b) "\"" b "\":{\"type\":\"string\",\"description\":\"US dollars, exact decimal\"},\"" b "_micro\":{\"type\":\"integer\",\"description\":\"micro-dollars\"}"
-#define SANDBOX_PROPS                                                                                              \
-	"\"id\":{\"type\":\"string\"},"                                                                            \
-	"\"status\":{\"type\":\"string\",\"enum\":[\"creating\",\"ready\",\"destroyed\"]},"                        \
-	"\"end_reason\":{\"type\":[\"string\",\"null\"],\"description\":\"why it was destroyed: destroyed, expired, credit, failed, lost\"}," \
-	"\"size\":{\"type\":\"string\"},\"vcpus\":{\"type\":\"integer\"},\"memory_mb\":{\"type\":\"integer\"},"   \
-	"\"disk_gb\":{\"type\":\"integer\"},\"image\":{\"type\":\"string\"},"                                      \
-	"\"created_at\":" TS ",\"ready_at\":" TS ",\"expires_at\":" TS ","                                         \
-	"\"expires_in_seconds\":{\"type\":\"integer\"},\"destroyed_at\":" TS "," MONEY("cost_usd") ","            \
-	"\"ports\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"port\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"}},\"required\":[\"port\",\"url\"]}}"
-#define SANDBOX_SCHEMA                                                                                             \
-	"{\"type\":\"object\",\"properties\":{" SANDBOX_PROPS "},"                                                 \
-	"\"required\":[\"id\",\"status\",\"end_reason\",\"size\",\"expires_at\",\"expires_in_seconds\",\"cost_usd\",\"cost_usd_micro\",\"ports\"]}"
-#define ONLY_SID "{\"type\":\"object\",\"properties\":{" SID "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}"
-#define LIMITS_SCHEMA                                                                                              \
-	"{\"type\":\"object\",\"properties\":{\"max_sandboxes\":{\"type\":\"integer\"},\"default_timeout_seconds\":{\"type\":\"integer\"}," \
-	"\"max_timeout_seconds\":{\"type\":\"integer\"},\"min_balance_seconds\":{\"type\":\"integer\"},"          \
-	"\"max_executions\":{\"type\":\"integer\"},\"creates_per_minute\":{\"type\":\"integer\"},"                 \
-	"\"requests_per_second\":{\"type\":\"integer\"},\"execution_retention_seconds\":{\"type\":\"integer\"}},"  \
-	"\"required\":[\"max_sandboxes\",\"default_timeout_seconds\",\"max_timeout_seconds\"]}"
-
+/* A tool; its input and output schemas are mcp/schemas/NAME.json. */
 struct tool {
-	const char *name, *title, *description, *input, *output;
+	const char *name, *title, *description;
 	bool read_only, destructive, idempotent, open_world;
 	bool needs_client;
 	unsigned int flag; /* offered only with this ctx flag */
@@ -921,13 +815,7 @@ static const struct tool tools[] = {
 	  "out (extend_sandbox pushes that out); call destroy_sandbox when done to stop paying for the rest. Code "
 	  "runs as an unprivileged user with no sudo: apt-get does not work; install with `pip install --user "
 	  "--break-system-packages <pkg>` or `npm install <pkg>`.",
-	  "{\"type\":\"object\",\"properties\":{"
-	  "\"size\":{\"type\":\"string\",\"description\":\"Size class: small (default), medium or large; get_service_info lists them with prices.\"},"
-	  "\"image\":{\"type\":\"string\",\"description\":\"Image name; omit for the default image.\"},"
-	  "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"Lifetime in seconds before it is destroyed automatically; omit for the account default (usually 900).\"},"
-	  "\"network\":{\"type\":\"string\",\"enum\":[\"internet\",\"isolated\"],\"description\":\"internet: outbound connections allowed; isolated: none. Omit for the service default.\"}"
-	  "},\"additionalProperties\":false}",
-	  SANDBOX_SCHEMA, false, false, false, true, true, 0, t_create },
+	  false, false, false, true, true, 0, t_create },
 	{ "run_command", "Run a shell command",
 	  "Run a shell command (/bin/sh -c) in a sandbox as an unprivileged user, in /workspace unless cwd says "
 	  "otherwise, and wait for it to finish. Returns stdout, stderr and exit_code; a non-zero exit_code is a "
@@ -936,60 +824,21 @@ static const struct tool tools[] = {
 	  "background with `&` (e.g. `nohup python3 -m http.server 8000 >/tmp/http.log 2>&1 &`) or the call waits "
 	  "until timeout_seconds and the command is killed. Output that is not valid UTF-8 comes back base64 "
 	  "(stdout_encoding/stderr_encoding say which).",
-	  "{\"type\":\"object\",\"properties\":{" SID ","
-	  "\"command\":{\"type\":\"string\",\"description\":\"The shell command line.\"},"
-	  "\"cwd\":{\"type\":\"string\",\"description\":\"Working directory; default /workspace.\"},"
-	  "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},\"description\":\"Extra environment variables, NAME: value.\"},"
-	  "\"stdin\":{\"type\":\"string\",\"description\":\"Text fed to the command's standard input.\"},"
-	  "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3600,\"description\":\"Kill the command after this long; default 300.\"}"
-	  "},\"required\":[\"sandbox_id\",\"command\"],\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"execution_id\":{\"type\":\"string\"},\"sandbox_id\":{\"type\":\"string\"},"
-	  "\"status\":{\"type\":\"string\",\"enum\":[\"exited\",\"timeout\",\"failed\",\"running\"]},"
-	  "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
-	  "\"stdout\":{\"type\":\"string\"},\"stdout_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
-	  "\"stderr\":{\"type\":\"string\"},\"stderr_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
-	  "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},\"duration_ms\":{\"type\":\"integer\"}},"
-	  "\"required\":[\"execution_id\",\"sandbox_id\",\"status\",\"exit_code\",\"stdout\",\"stdout_encoding\",\"stderr\",\"stderr_encoding\"]}",
 	  false, true, false, true, true, 0, t_run },
 	{ "write_file", "Write a file",
 	  "Write a file in a sandbox, creating missing parent directories; an existing file is replaced. The content "
 	  "travels as data, not through a shell, so quotes and newlines survive. For binary data pass it base64 "
 	  "with encoding \"base64\". Relative paths are under /workspace; the sandbox user can write under "
 	  "/workspace, its home and /tmp.",
-	  "{\"type\":\"object\",\"properties\":{" SID ","
-	  "\"path\":{\"type\":\"string\",\"description\":\"Where to write; relative paths are under /workspace.\"},"
-	  "\"content\":{\"type\":\"string\",\"description\":\"The file's content: text, or base64 when encoding is base64.\"},"
-	  "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"],\"default\":\"utf-8\"},"
-	  "\"mode\":{\"type\":\"string\",\"pattern\":\"^[0-7]{1,4}$\",\"description\":\"Octal permissions, e.g. \\\"0755\\\" for a script; default 0644.\"}"
-	  "},\"required\":[\"sandbox_id\",\"path\",\"content\"],\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},\"bytes\":{\"type\":\"integer\"}},"
-	  "\"required\":[\"sandbox_id\",\"path\",\"bytes\"]}",
 	  false, true, true, false, true, 0, t_write },
 	{ "read_file", "Read a file",
 	  "Read a file from a sandbox: how you get at what your code produced. Returns the content as text when it "
 	  "is valid UTF-8 (encoding \"utf-8\"), otherwise base64 (encoding \"base64\"). Files over max_bytes "
 	  "(default 1 MiB) are refused; read parts of big files with run_command (head, tail).",
-	  "{\"type\":\"object\",\"properties\":{" SID ","
-	  "\"path\":{\"type\":\"string\",\"description\":\"The file; relative paths are under /workspace.\"},"
-	  "\"max_bytes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Refuse files larger than this; default 1048576.\"}"
-	  "},\"required\":[\"sandbox_id\",\"path\"],\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},"
-	  "\"content\":{\"type\":\"string\"},\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},\"bytes\":{\"type\":\"integer\"}},"
-	  "\"required\":[\"sandbox_id\",\"path\",\"content\",\"encoding\",\"bytes\"]}",
 	  true, false, true, false, true, 0, t_read },
 	{ "list_files", "List files",
 	  "List a directory tree in a sandbox (default /workspace, 3 levels deep), depth first, so you can find what "
 	  "a run produced. Each entry has its absolute path, type, size, octal mode and modification time.",
-	  "{\"type\":\"object\",\"properties\":{" SID ","
-	  "\"path\":{\"type\":\"string\",\"description\":\"Directory to list; default /workspace.\"},"
-	  "\"max_depth\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16,\"description\":\"1 lists only the directory's own entries; default 3.\"},"
-	  "\"max_entries\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10000,\"description\":\"Default 1000.\"}"
-	  "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"root\":{\"type\":\"string\"},"
-	  "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
-	  "\"type\":{\"type\":\"string\",\"enum\":[\"file\",\"directory\",\"symlink\",\"other\"]},\"size\":{\"type\":\"integer\"},"
-	  "\"mode\":{\"type\":\"string\"},\"modified_at\":" TS "},\"required\":[\"path\",\"type\",\"size\"]}},"
-	  "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"sandbox_id\",\"root\",\"entries\",\"truncated\"]}",
 	  true, false, true, false, true, 0, t_list_files },
 	{ "expose_port", "Expose a port",
 	  "Give a TCP port of a sandbox a public preview URL, to share a web server or API running in it. Nothing "
@@ -997,78 +846,37 @@ static const struct tool tools[] = {
 	  "0.0.0.0 or 127.0.0.1. Exposing a port again returns the same URL. Anyone with the URL reaches the port "
 	  "while the sandbox lives, and that port only: each exposure has its own unguessable URL. unexpose_port "
 	  "takes it back.",
-	  "{\"type\":\"object\",\"properties\":{" SID ","
-	  "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"The port the server listens on (not 22).\"}"
-	  "},\"required\":[\"sandbox_id\",\"port\"],\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"port\":{\"type\":\"integer\"},\"url\":{\"type\":\"string\"}},"
-	  "\"required\":[\"sandbox_id\",\"port\",\"url\"]}",
 	  false, false, true, true, true, 0, t_expose },
 	{ "unexpose_port", "Stop exposing a port",
 	  "Take a port's preview URL back: it stops working at once, open connections (WebSockets) included. "
 	  "Exposing the port again gives a new URL, so one shared before stays dead. A port that is not exposed "
 	  "is fine.",
-	  "{\"type\":\"object\",\"properties\":{" SID ","
-	  "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535,\"description\":\"The exposed port.\"}"
-	  "},\"required\":[\"sandbox_id\",\"port\"],\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"port\":{\"type\":\"integer\"},"
-	  "\"exposed\":{\"type\":\"boolean\"}},\"required\":[\"sandbox_id\",\"port\",\"exposed\"]}",
 	  false, true, true, false, true, 0, t_unexpose },
 	{ "get_sandbox", "Get a sandbox",
 	  "A sandbox's status (creating, ready, destroyed and why), size, exposed ports, expiry and cost so far.",
-	  ONLY_SID, SANDBOX_SCHEMA, true, false, true, false, true, 0, t_get },
+	  true, false, true, false, true, 0, t_get },
 	{ "list_sandboxes", "List sandboxes",
 	  "Every sandbox on the account, newest first, with status, expiry and cost: useful for finding strays to "
 	  "destroy. Pass next_cursor back as cursor for the next page.",
-	  "{\"type\":\"object\",\"properties\":{"
-	  "\"status\":{\"type\":\"string\",\"enum\":[\"all\",\"active\",\"destroyed\"],\"default\":\"all\"},"
-	  "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000,\"description\":\"Page size; default 100.\"},"
-	  "\"cursor\":{\"type\":\"string\",\"description\":\"next_cursor from a previous call.\"}"
-	  "},\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":" SANDBOX_SCHEMA "},"
-	  "\"next_cursor\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"sandboxes\",\"next_cursor\"]}",
 	  true, false, true, false, true, 0, t_list },
 	{ "extend_sandbox", "Extend a sandbox",
 	  "Push a sandbox's expiry out by `seconds` from its current expiry, when a job outgrows its timeout. The "
 	  "new lifetime may not pass the account's maximum (get_service_info shows it).",
-	  "{\"type\":\"object\",\"properties\":{" SID ","
-	  "\"seconds\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"How much longer it may live.\"}"
-	  "},\"required\":[\"sandbox_id\",\"seconds\"],\"additionalProperties\":false}",
-	  SANDBOX_SCHEMA, false, false, false, false, true, 0, t_extend },
+	  false, false, false, false, true, 0, t_extend },
 	{ "destroy_sandbox", "Destroy a sandbox",
 	  "Destroy a sandbox: its VM, files and running processes are gone and billing stops; the result shows the "
 	  "final cost. A sandbox is destroyed anyway when it expires, but destroying it when done returns the "
 	  "minutes you were not going to use. Destroying a destroyed sandbox changes nothing.",
-	  ONLY_SID, SANDBOX_SCHEMA, false, true, true, false, true, 0, t_destroy },
+	  false, true, true, false, true, 0, t_destroy },
 	{ "get_usage", "Get balance and usage",
 	  "The account's remaining credit, limits, and what each sandbox cost over a period: the last 30 days "
 	  "unless `from`/`to` (RFC 3339 times, YYYY-MM-DD dates or unix seconds, UTC; a date `to` includes that day) or `days` "
 	  "say otherwise. `days` counts back from `to` (or now) and cannot be combined with `from`.",
-	  "{\"type\":\"object\",\"properties\":{"
-	  "\"from\":{\"type\":\"string\",\"description\":\"Start of the period: an RFC 3339 time (2025-06-01T00:00:00Z), a date (2025-06-01, its start, UTC) or unix seconds. Default: 30 days (or `days`) before `to`.\"},"
-	  "\"to\":{\"type\":\"string\",\"description\":\"End of the period: an RFC 3339 time, a date (2025-06-30 includes that whole day, UTC) or unix seconds. Default: now.\"},"
-	  "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":366,\"description\":\"Length of the period in days, counted back from `to` (or now); default 30. Not with `from`.\"}"
-	  "},\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"account_id\":{\"type\":\"string\"},\"active_sandboxes\":{\"type\":\"integer\"},"
-	  MONEY("balance_usd") "," MONEY("credit_usd") "," MONEY("spent_usd") ",\"limits\":" LIMITS_SCHEMA ","
-	  "\"usage\":{\"type\":\"object\",\"properties\":{\"from\":" TS ",\"to\":" TS ",\"total_seconds\":{\"type\":\"integer\"}," MONEY("total_usd") ","
-	  "\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},"
-	  "\"size\":{\"type\":\"string\"},\"seconds\":{\"type\":\"integer\"},\"running\":{\"type\":\"boolean\"}," MONEY("cost_usd") "},"
-	  "\"required\":[\"sandbox_id\",\"seconds\",\"cost_usd\"]}}},\"required\":[\"total_seconds\",\"total_usd\",\"sandboxes\"]}},"
-	  "\"required\":[\"account_id\",\"balance_usd\",\"balance_usd_micro\",\"usage\"]}",
 	  true, false, true, false, true, 0, t_usage },
 	{ "get_service_info", "Service information",
 	  "What this service offers, without an API key: sizes and their prices, limits, the default image, the "
 	  "credit new accounts get, and how to authenticate.",
-	  "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
-	  "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"version\":{\"type\":\"string\"},"
-	  "\"description\":{\"type\":\"string\"},\"sizes\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-	  "\"name\":{\"type\":\"string\"},\"vcpus\":{\"type\":\"integer\"},\"memory_mb\":{\"type\":\"integer\"},\"disk_gb\":{\"type\":\"integer\"},"
-	  MONEY("usd_per_hour") "},\"required\":[\"name\",\"vcpus\",\"memory_mb\",\"disk_gb\",\"usd_per_hour\"]}},"
-	  "\"default_size\":{\"type\":\"string\"},\"default_image\":{\"type\":\"string\"},\"limits\":" LIMITS_SCHEMA ","
-	  MONEY("new_account_credit_usd") ",\"authentication\":{\"type\":\"string\"},\"notes\":{\"type\":\"string\"}},"
-	  "\"required\":[\"name\",\"version\",\"sizes\",\"limits\",\"authentication\"]}",
-	  true, false, true, false, false, AAS_MCP_SERVICE_INFO, t_service },
-};
+	  true, false, true, false, false, AAS_MCP_SERVICE_INFO, t_service },};
 
 size_t aas_mcp_ntools(void)
 {
@@ -1080,24 +888,80 @@ bool aas_mcp_tool_offered(const aas_mcp_ctx *ctx, size_t i)
 	return i < aas_mcp_ntools() && (!tools[i].flag || (ctx->flags & tools[i].flag));
 }
 
+static const char *schema_text(const char *name)
+{
+	for (const struct aas_mcp_schema_file *f = aas_mcp_schema_files; f->name; f++)
+		if (strcmp(f->name, name) == 0)
+			return f->text;
+	return NULL;
+}
+
+/* Shapes name shapes (a sandbox holds times) but never this many deep: more is a loop. */
+#define SHAPE_DEPTH_MAX 8
+
+/*
+ * v with every {"$ref": "shapes.json#/NAME"} replaced by a copy of that shape,
+ * so that clients get whole schemas; a new reference, or NULL for an unknown
+ * shape (a typo in schemas/: the tests list every tool) or no memory.
+ */
+static json_t *inline_shapes(json_t *v, const json_t *shapes, int depth)
+{
+	static const char prefix[] = "shapes.json#/";
+	const char *ref = json_string_value(json_object_get(v, "$ref")), *key;
+	json_t *m, *r;
+	size_t i;
+
+	if (depth > SHAPE_DEPTH_MAX)
+		return NULL;
+	if (ref) {
+		json_t *shape = strncmp(ref, prefix, sizeof(prefix) - 1) == 0
+		                    ? json_object_get(shapes, ref + sizeof(prefix) - 1) : NULL;
+		json_t *copy = shape ? json_deep_copy(shape) : NULL;
+		r = copy ? inline_shapes(copy, shapes, depth + 1) : NULL;
+		json_decref(copy);
+		return r;
+	}
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, m) {
+			if (!(r = inline_shapes(m, shapes, depth)) || json_object_set_new(v, key, r) < 0)
+				return NULL;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, m) {
+			if (!(r = inline_shapes(m, shapes, depth)) || json_array_set_new(v, i, r) < 0)
+				return NULL;
+		}
+	}
+	return json_incref(v);
+}
+
 json_t *aas_mcp_tool_json(const aas_mcp_ctx *ctx, size_t i)
 {
 	const struct tool *t = &tools[i];
-	json_t *in, *out;
+	const char *text = aas_mcp_tool_offered(ctx, i) ? schema_text(t->name) : NULL;
+	const char *shapes_text = schema_text("shapes");
+	json_t *shapes = NULL, *file = NULL, *in = NULL, *out = NULL, *res = NULL;
 
-	if (!aas_mcp_tool_offered(ctx, i))
+	if (!text || !shapes_text)
 		return NULL;
-	in = json_loads(t->input, 0, NULL);
-	out = json_loads(t->output, 0, NULL);
-	if (!in || !out) { /* a typo in the table; the tests list every tool */
-		json_decref(in);
-		json_decref(out);
-		return NULL;
-	}
-	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:{s:s,s:b,s:b,s:b,s:b}}", "name", t->name, "title", t->title,
-	                 "description", t->description, "inputSchema", in, "outputSchema", out, "annotations",
-	                 "title", t->title, "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
-	                 "idempotentHint", t->idempotent, "openWorldHint", t->open_world);
+	shapes = json_loads(shapes_text, 0, NULL);
+	file = json_loads(text, 0, NULL);
+	if (!shapes || !file)
+		goto out;
+	in = inline_shapes(json_object_get(file, "input"), shapes, 0);
+	out = inline_shapes(json_object_get(file, "output"), shapes, 0);
+	if (!json_is_object(in) || !json_is_object(out))
+		goto out;
+	res = json_pack("{s:s,s:s,s:s,s:O,s:O,s:{s:s,s:b,s:b,s:b,s:b}}", "name", t->name, "title", t->title,
+	                "description", t->description, "inputSchema", in, "outputSchema", out, "annotations",
+	                "title", t->title, "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
+	                "idempotentHint", t->idempotent, "openWorldHint", t->open_world);
+out:
+	json_decref(in);
+	json_decref(out);
+	json_decref(file);
+	json_decref(shapes);
+	return res;
 }
 
 bool aas_mcp_tool_reports_progress(const char *name)

@@ -87,11 +87,11 @@ void aas_h_service(struct aas_req *r, struct aas_reply *out)
 	json_object_set_new(o, "version", json_string(saas_version()));
 	json_object_set_new(o, "api_version", json_string("v1"));
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, aas_json_size(info->sizes[i]));
+		json_array_append_new(sizes, saas__wire_size(info->sizes[i]));
 	json_object_set_new(o, "sizes", sizes);
 	json_object_set_new(o, "default_size", json_string(info->default_size));
 	json_object_set_new(o, "default_image", json_string(info->default_image));
-	json_object_set_new(o, "limits", aas_json_limits(info->limits));
+	json_object_set_new(o, "limits", saas__wire_limits(info->limits));
 	json_object_set_new(o, "authentication",
 	                    json_string("Authorization: Bearer aas_sk_... (or x-api-key: aas_sk_...)"));
 	json_t *links = json_object();
@@ -115,7 +115,7 @@ void aas_h_account(struct aas_req *r, struct aas_reply *out)
 	if (rc < 0)
 		aas_reply_saas(out, rc);
 	else
-		aas_reply_json(out, 200, aas_json_account(ai));
+		aas_reply_json(out, 200, saas__wire_account(ai));
 	saas_account_info_free(ai);
 }
 
@@ -146,6 +146,6 @@ void aas_h_usage(struct aas_req *r, struct aas_reply *out)
 	if ((rc = saas_usage_get(&u, r->client, from_ms, to_ms, 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
-		aas_reply_json(out, 200, aas_json_usage(u));
+		aas_reply_json(out, 200, saas__wire_usage(u));
 	saas_usage_free(u);
 }

@@ -351,7 +351,7 @@ static void file_list(struct aas_req *r, struct aas_reply *out)
 	if ((rc = saas_file_list_get(&list, r->client, r->route_id, path, depth, max, 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
-		aas_reply_json(out, 200, aas_json_file_list(list));
+		aas_reply_json(out, 200, saas__wire_file_list(list));
 	saas_file_list_free(list);
 }
 

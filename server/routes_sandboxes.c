@@ -20,7 +20,7 @@ static double mono_s(void)
 
 static void reply_sandbox(struct aas_reply *out, unsigned int status, const saas_sandbox *sb)
 {
-	aas_reply_json(out, status, aas_json_sandbox(sb));
+	aas_reply_json(out, status, saas__wire_sandbox(sb));
 }
 
 void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
@@ -73,7 +73,7 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 	const char *status, *cursor;
 	saas_sandbox_list *list = NULL;
 	unsigned int flags = 0, limit = 0;
-	json_t *items, *o;
+	json_t *o;
 	int rc;
 
 	if (!aas_query(r, "status", &status, out) || !aas_query(r, "cursor", &cursor, out) ||
@@ -96,15 +96,18 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 		aas_reply_saas(out, rc);
 		return;
 	}
-	items = json_array();
-	for (size_t i = 0; i < list->count; i++) {
-		/* ready: the active ones that are ready (not creating). */
-		if (status && strcmp(status, "ready") == 0 && list->items[i]->status != SAAS_SANDBOX_READY)
-			continue;
-		json_array_append_new(items, aas_json_sandbox(list->items[i]));
+	/* ready: the active ones that are ready (not creating); the rest leave the list. */
+	if (status && strcmp(status, "ready") == 0) {
+		size_t n = 0;
+		for (size_t i = 0; i < list->count; i++) {
+			if (list->items[i]->status == SAAS_SANDBOX_READY)
+				list->items[n++] = list->items[i];
+			else
+				saas_sandbox_free(list->items[i]);
+		}
+		list->count = n;
 	}
-	o = json_pack("{s:o,s:o}", "sandboxes", items, "next_cursor",
-	              list->next_cursor ? json_string(list->next_cursor) : json_null());
+	o = saas__wire_sandbox_list(list);
 	saas_sandbox_list_free(list);
 	aas_reply_json(out, 200, o);
 }
@@ -131,7 +134,7 @@ void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
 	} else {
 		aas_preview_revoke(r->route_id, 0);
 		aas_metrics_destroy();
-		aas_reply_json(out, 200, aas_json_sandbox(sb));
+		aas_reply_json(out, 200, saas__wire_sandbox(sb));
 	}
 	saas_sandbox_free(sb);
 }
@@ -268,7 +271,7 @@ void aas_h_exec(struct aas_req *r, struct aas_reply *out)
 	if (rc < 0)
 		aas_reply_saas(out, rc);
 	else
-		aas_reply_json_stream(out, background ? 202 : 200, aas_json_execution(x));
+		aas_reply_json_stream(out, background ? 202 : 200, saas__wire_execution(x));
 out:
 	saas_execution_free(x);
 	free_env(env);
@@ -284,7 +287,7 @@ void aas_h_execution_get(struct aas_req *r, struct aas_reply *out)
 	if (rc < 0)
 		aas_reply_saas(out, rc);
 	else
-		aas_reply_json_stream(out, 200, aas_json_execution(x));
+		aas_reply_json_stream(out, 200, saas__wire_execution(x));
 	saas_execution_free(x);
 }
 
@@ -306,7 +309,7 @@ void aas_h_port_expose(struct aas_req *r, struct aas_reply *out)
 		aas_reply_saas(out, rc);
 		goto out;
 	}
-	aas_reply_json(out, 200, json_pack("{s:s,s:I,s:s}", "sandbox_id", r->route_id, "port", (json_int_t)port, "url", url));
+	aas_reply_json(out, 200, saas__wire_port(r->route_id, (unsigned int)port, url));
 out:
 	saas_free(url);
 	json_decref(body);

@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <saas.h>
+#include "wire.h"
 
 /* ---- configuration (config.c) ---- */
 
@@ -150,17 +151,8 @@ bool aas_ratelimit_request(struct aas_req *r, struct aas_reply *out, unsigned in
  */
 bool aas_ratelimit_preview(struct aas_req *r, struct aas_reply *out, unsigned int rate);
 
-/* ---- JSON helpers (json.c) ---- */
+/* ---- JSON: the shapes are lib/wire's (wire.h); the money parser is json.c's ---- */
 
-json_t *aas_json_time(int64_t ms);                         /* string, or null for 0 */
-void aas_json_money(json_t *obj, const char *base, int64_t micro); /* base: "cost_usd" */
-json_t *aas_json_sandbox(const saas_sandbox *sb);
-json_t *aas_json_execution(const saas_execution *x);
-json_t *aas_json_account(const saas_account_info *ai);
-json_t *aas_json_usage(const saas_usage *u);
-json_t *aas_json_file_list(const saas_file_list *list);
-json_t *aas_json_size(const saas_size *s);
-json_t *aas_json_limits(const saas_limits *l);
 /* The largest dollar amount aas_parse_usd takes: a billion dollars. */
 #define AAS_USD_MAX 1000000000LL
 /* Parse a decimal dollar amount ("12.5", at most AAS_USD_MAX) into micro-dollars exactly; 0 or -1. */

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "remote/http.h"
+#include "wire/wire.h"
 
 #define EXEC_MARGIN_MS 60000L
 
@@ -20,169 +21,19 @@ static struct saas_remote *R(saas_client *c)
 	return c->provider;
 }
 
-/* ---- JSON to structs ---- */
+/* ---- answers to structs: lib/wire ---- */
 
-static int bad_answer(const char *what)
+/*
+ * An answer through its decoder (lib/wire), with the library's error detail:
+ * a malformed answer is the server's protocol error, named by its member.
+ */
+static int decoded(int rc, const char *bad)
 {
-	return saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 200, "the server's answer has no valid %s", what);
-}
-
-static const char *jstr(json_t *o, const char *key)
-{
-	return json_string_value(json_object_get(o, key));
-}
-
-static int64_t jint(json_t *o, const char *key)
-{
-	return (int64_t)json_integer_value(json_object_get(o, key));
-}
-
-/* A time the server wrote ("2025-01-02T03:04:05.678Z"); 0 when null or malformed. */
-static int64_t jtime(json_t *o, const char *key)
-{
-	const char *s = jstr(o, key);
-	int64_t t = 0;
-
-	return s && saas__time_parse(&t, s, 0) == 0 && t > 0 ? t : 0;
-}
-
-/* An id the answer must hold (at most SAAS_ID_MAX bytes), copied into *dst. */
-static int copy_id(char **dst, json_t *o, const char *key)
-{
-	const char *s = jstr(o, key);
-
-	if (!s || !*s || strlen(s) > SAAS_ID_MAX)
-		return bad_answer(key);
-	return (*dst = saas__strdup(s)) ? SAAS_OK : SAAS_ENOMEM;
-}
-
-static int enum_of(const char *s, const char *(*name)(int), int lo, int hi)
-{
-	if (!s)
-		return -1;
-	for (int v = lo; v <= hi; v++)
-		if (strcmp(name(v), s) == 0)
-			return v;
-	return -1;
-}
-
-static int parse_sandbox(json_t *o, saas_sandbox **out)
-{
-	saas_sandbox *sb = calloc(1, sizeof(*sb));
-	json_t *ports = json_object_get(o, "ports"), *p;
-	const char *end = jstr(o, "end_reason");
-	size_t i;
-	int rc;
-
-	if (!sb)
+	if (rc == SAAS_ENOMEM)
 		return saas__oom();
-	if ((rc = copy_id(&sb->id, o, "id")) < 0)
-		goto fail;
-	if ((sb->status = enum_of(jstr(o, "status"), saas_sandbox_status_name, SAAS_SANDBOX_CREATING,
-	                          SAAS_SANDBOX_DESTROYED)) < 0) {
-		rc = bad_answer("sandbox status");
-		goto fail;
-	}
-	sb->end_reason = end ? enum_of(end, saas_end_reason_name, SAAS_END_USER, SAAS_END_LOST) : SAAS_END_NONE;
-	if (sb->end_reason < 0)
-		sb->end_reason = SAAS_END_NONE;
-	sb->vcpus = (unsigned int)jint(o, "vcpus");
-	sb->memory_mb = (unsigned int)jint(o, "memory_mb");
-	sb->disk_gb = (unsigned int)jint(o, "disk_gb");
-	if (!(sb->size = saas__strdup(jstr(o, "size") ? jstr(o, "size") : "")) ||
-	    !(sb->image = saas__strdup(jstr(o, "image") ? jstr(o, "image") : ""))) {
-		rc = SAAS_ENOMEM;
-		goto fail;
-	}
-	sb->created_at_ms = jtime(o, "created_at");
-	sb->ready_at_ms = jtime(o, "ready_at");
-	sb->expires_at_ms = jtime(o, "expires_at");
-	sb->destroyed_at_ms = jtime(o, "destroyed_at");
-	sb->cost_usd_micro = jint(o, "cost_usd_micro");
-	if (json_array_size(ports)) {
-		if (!(sb->ports = calloc(json_array_size(ports), sizeof(*sb->ports)))) {
-			rc = saas__oom();
-			goto fail;
-		}
-		json_array_foreach(ports, i, p) {
-			if (!(sb->ports[i] = calloc(1, sizeof(*sb->ports[i])))) {
-				rc = saas__oom();
-				goto fail;
-			}
-			sb->nports = i + 1;
-			sb->ports[i]->port = (unsigned int)jint(p, "port");
-			if (!(sb->ports[i]->url = saas__strdup(jstr(p, "url") ? jstr(p, "url") : ""))) {
-				rc = SAAS_ENOMEM;
-				goto fail;
-			}
-		}
-	}
-	*out = sb;
-	return SAAS_OK;
-fail:
-	saas_sandbox_free(sb);
-	return rc;
-}
-
-/* "stdout" (a UTF-8 string, NULs included) or "stdout_base64". */
-static int parse_output(json_t *o, const char *name, char **data, size_t *len)
-{
-	char key[32];
-	json_t *s = json_object_get(o, name);
-
-	if (json_is_string(s)) {
-		*len = json_string_length(s);
-		if (!(*data = malloc(*len + 1)))
-			return saas__oom();
-		memcpy(*data, json_string_value(s), *len);
-		(*data)[*len] = '\0';
-		return SAAS_OK;
-	}
-	snprintf(key, sizeof(key), "%s_base64", name);
-	if (jstr(o, key)) {
-		const char *text = jstr(o, key);
-		if (saas_base64_decode((void **)data, len, text, strlen(text)) < 0)
-			return bad_answer(key);
-		return SAAS_OK;
-	}
-	*len = 0;
-	if (!(*data = calloc(1, 1)))
-		return saas__oom();
-	return SAAS_OK;
-}
-
-static int parse_execution(json_t *o, saas_execution **out)
-{
-	saas_execution *x = calloc(1, sizeof(*x));
-	json_t *code = json_object_get(o, "exit_code");
-	int rc;
-
-	if (!x)
-		return saas__oom();
-	if ((rc = copy_id(&x->id, o, "execution_id")) < 0 ||
-	    (rc = copy_id(&x->sandbox_id, o, "sandbox_id")) < 0)
-		goto fail;
-	if ((x->status = enum_of(jstr(o, "status"), saas_exec_status_name, SAAS_EXEC_RUNNING, SAAS_EXEC_FAILED)) < 0) {
-		rc = bad_answer("execution status");
-		goto fail;
-	}
-	x->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
-	if ((rc = parse_output(o, "stdout", &x->stdout_data, &x->stdout_len)) < 0 ||
-	    (rc = parse_output(o, "stderr", &x->stderr_data, &x->stderr_len)) < 0)
-		goto fail;
-	x->stdout_truncated = json_is_true(json_object_get(o, "stdout_truncated"));
-	x->stderr_truncated = json_is_true(json_object_get(o, "stderr_truncated"));
-	x->started_at_ms = jtime(o, "started_at");
-	x->finished_at_ms = jtime(o, "finished_at");
-	x->duration_ms = jint(o, "duration_ms");
-	if (!(x->error = saas__strdup(jstr(o, "error") ? jstr(o, "error") : ""))) {
-		rc = SAAS_ENOMEM;
-		goto fail;
-	}
-	*out = x;
-	return SAAS_OK;
-fail:
-	saas_execution_free(x);
+	if (rc < 0)
+		return saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 200, "the server's answer has no valid %s",
+		                   bad ? bad : "JSON");
 	return rc;
 }
 
@@ -208,6 +59,7 @@ static int sandbox_call(saas_client *c, const char *method, char *path, json_t *
                         saas_sandbox **out)
 {
 	struct saas_http_req req = { 0 };
+	const char *bad = NULL;
 	json_t *ans = NULL;
 	int rc;
 
@@ -221,7 +73,7 @@ static int sandbox_call(saas_client *c, const char *method, char *path, json_t *
 	req.idempotent = idempotent;
 	rc = saas__http(R(c), &req, &ans);
 	if (rc == SAAS_OK && out)
-		rc = parse_sandbox(ans, out);
+		rc = decoded(saas__wire_sandbox_decode(out, ans, &bad), bad);
 	json_decref(ans);
 	json_decref(body);
 	free(path);
@@ -240,68 +92,12 @@ static int get_json(saas_client *c, const char *path, json_t **ans)
 
 static int remote_account(saas_client *c, saas_account_info **out)
 {
-	saas_account_info *ai = NULL;
-	json_t *ans = NULL, *limits, *sizes, *s;
-	size_t i;
+	const char *bad = NULL;
+	json_t *ans = NULL;
 	int rc;
 
-	if ((rc = get_json(c, "/v1/account", &ans)) < 0)
-		return rc;
-	if (!(ai = calloc(1, sizeof(*ai)))) {
-		rc = saas__oom();
-		goto out;
-	}
-	if ((rc = copy_id(&ai->id, ans, "id")) < 0)
-		goto out;
-	if (!(ai->name = saas__strdup(jstr(ans, "name") ? jstr(ans, "name") : ""))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	ai->credit_usd_micro = jint(ans, "credit_usd_micro");
-	ai->spent_usd_micro = jint(ans, "spent_usd_micro");
-	ai->balance_usd_micro = jint(ans, "balance_usd_micro");
-	ai->active_sandboxes = (unsigned int)jint(ans, "active_sandboxes");
-	limits = json_object_get(ans, "limits");
-	if (!(ai->limits = calloc(1, sizeof(*ai->limits)))) {
-		rc = saas__oom();
-		goto out;
-	}
-	ai->limits->max_sandboxes = (unsigned int)jint(limits, "max_sandboxes");
-	ai->limits->default_timeout_s = jint(limits, "default_timeout");
-	ai->limits->max_timeout_s = jint(limits, "max_timeout");
-	ai->limits->min_balance_s = jint(limits, "min_balance_seconds");
-	ai->limits->max_executions = (unsigned int)jint(limits, "max_executions");
-	ai->limits->creates_per_minute = (unsigned int)jint(limits, "creates_per_minute");
-	ai->limits->requests_per_second = (unsigned int)jint(limits, "requests_per_second");
-	ai->limits->execution_retention_s = jint(limits, "execution_retention");
-	ai->running_executions = (unsigned int)jint(ans, "running_executions");
-	sizes = json_object_get(ans, "sizes");
-	if (json_array_size(sizes)) {
-		if (!(ai->sizes = calloc(json_array_size(sizes), sizeof(*ai->sizes)))) {
-			rc = saas__oom();
-			goto out;
-		}
-		json_array_foreach(sizes, i, s) {
-			saas_size *z;
-			if (!(z = ai->sizes[i] = calloc(1, sizeof(*z)))) {
-				rc = saas__oom();
-				goto out;
-			}
-			ai->nsizes = i + 1;
-			if (!(z->name = saas__strdup(jstr(s, "name") ? jstr(s, "name") : ""))) {
-				rc = SAAS_ENOMEM;
-				goto out;
-			}
-			z->vcpus = (unsigned int)jint(s, "vcpus");
-			z->memory_mb = (unsigned int)jint(s, "memory_mb");
-			z->disk_gb = (unsigned int)jint(s, "disk_gb");
-			z->usd_micro_per_hour = jint(s, "usd_per_hour_micro");
-		}
-	}
-	*out = ai;
-	ai = NULL;
-out:
-	saas_account_info_free(ai);
+	if ((rc = get_json(c, "/v1/account", &ans)) == SAAS_OK)
+		rc = decoded(saas__wire_account_decode(out, ans, &bad), bad);
 	json_decref(ans);
 	return rc;
 }
@@ -321,9 +117,8 @@ static void format_time(char *buf, size_t size, int64_t ms)
 static int remote_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out)
 {
 	char from[40] = "", to[40] = "", path[160];
-	saas_usage *u = NULL;
-	json_t *ans = NULL, *lines, *l;
-	size_t i;
+	const char *bad = NULL;
+	json_t *ans = NULL;
 	int rc;
 
 	if (from_ms)
@@ -332,44 +127,8 @@ static int remote_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usa
 		format_time(to, sizeof(to), to_ms);
 	/* RFC 3339 needs no escaping but ':', which a query value may hold as is. */
 	snprintf(path, sizeof(path), "/v1/usage?from=%s&to=%s", from, to);
-	if ((rc = get_json(c, path, &ans)) < 0)
-		return rc;
-	if (!(u = calloc(1, sizeof(*u)))) {
-		rc = saas__oom();
-		goto out;
-	}
-	u->from_ms = jtime(ans, "from");
-	u->to_ms = jtime(ans, "to");
-	u->total_seconds = jint(ans, "total_seconds");
-	u->total_usd_micro = jint(ans, "total_usd_micro");
-	lines = json_object_get(ans, "sandboxes");
-	if (json_array_size(lines)) {
-		if (!(u->lines = calloc(json_array_size(lines), sizeof(*u->lines)))) {
-			rc = saas__oom();
-			goto out;
-		}
-		json_array_foreach(lines, i, l) {
-			saas_usage_line *x;
-			if (!(x = u->lines[i] = calloc(1, sizeof(*x)))) {
-				rc = saas__oom();
-				goto out;
-			}
-			u->count = i + 1;
-			if ((rc = copy_id(&x->sandbox_id, l, "sandbox_id")) < 0)
-				goto out;
-			if (!(x->size = saas__strdup(jstr(l, "size") ? jstr(l, "size") : ""))) {
-				rc = SAAS_ENOMEM;
-				goto out;
-			}
-			x->seconds = jint(l, "seconds");
-			x->cost_usd_micro = jint(l, "cost_usd_micro");
-			x->running = json_is_true(json_object_get(l, "running"));
-		}
-	}
-	*out = u;
-	u = NULL;
-out:
-	saas_usage_free(u);
+	if ((rc = get_json(c, path, &ans)) == SAAS_OK)
+		rc = decoded(saas__wire_usage_decode(out, ans, &bad), bad);
 	json_decref(ans);
 	return rc;
 }
@@ -403,11 +162,10 @@ static int remote_sandbox_get(saas_client *c, const char *id, saas_sandbox **out
 static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
                                saas_sandbox_list **out)
 {
-	saas_sandbox_list *list = NULL;
 	char *ecur = cursor ? saas__url_escape(cursor) : NULL, *path = NULL;
-	json_t *ans = NULL, *items, *it, *next;
 	const char *status = flags & SAAS_LIST_ACTIVE ? "active" : flags & SAAS_LIST_DESTROYED ? "destroyed" : "all";
-	size_t i;
+	const char *bad = NULL;
+	json_t *ans = NULL;
 	int rc;
 
 	if (cursor && !ecur)
@@ -418,32 +176,8 @@ static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int 
 		return saas__oom();
 	}
 	free(ecur);
-	if ((rc = get_json(c, path, &ans)) < 0)
-		goto out;
-	items = json_object_get(ans, "sandboxes");
-	if (!json_is_array(items)) {
-		rc = bad_answer("sandboxes");
-		goto out;
-	}
-	if (!(list = calloc(1, sizeof(*list))) ||
-	    (json_array_size(items) && !(list->items = calloc(json_array_size(items), sizeof(*list->items))))) {
-		rc = saas__oom();
-		goto out;
-	}
-	json_array_foreach(items, i, it) {
-		if ((rc = parse_sandbox(it, &list->items[i])) < 0)
-			goto out;
-		list->count = i + 1;
-	}
-	next = json_object_get(ans, "next_cursor");
-	if (json_is_string(next) && !(list->next_cursor = saas__strdup(json_string_value(next)))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	*out = list;
-	list = NULL;
-out:
-	saas_sandbox_list_free(list);
+	if ((rc = get_json(c, path, &ans)) == SAAS_OK)
+		rc = decoded(saas__wire_sandbox_list_decode(out, ans, &bad), bad);
 	json_decref(ans);
 	free(path);
 	return rc;
@@ -509,6 +243,7 @@ static int remote_exec(saas_client *c, const char *id, const char *command, cons
 {
 	struct saas_http_req req = { 0 };
 	char *path = sandbox_path("sandboxes", id, "/exec");
+	const char *bad = NULL;
 	json_t *body = NULL, *ans = NULL;
 	int64_t t = o->timeout_s ? o->timeout_s : SAAS_EXEC_TIMEOUT_DEFAULT;
 	int rc;
@@ -524,7 +259,7 @@ static int remote_exec(saas_client *c, const char *id, const char *command, cons
 		req.timeout_ms = (long)(t * 1000 + EXEC_MARGIN_MS);
 	if ((rc = saas__http(R(c), &req, &ans)) < 0)
 		goto out;
-	rc = parse_execution(ans, out);
+	rc = decoded(saas__wire_execution_decode(out, ans, &bad), bad);
 out:
 	json_decref(ans);
 	json_decref(body);
@@ -535,13 +270,14 @@ out:
 static int remote_execution_get(saas_client *c, const char *id, saas_execution **out)
 {
 	char *path = sandbox_path("executions", id, NULL);
+	const char *bad = NULL;
 	json_t *ans = NULL;
 	int rc;
 
 	if (!path)
 		return SAAS_ENOMEM;
 	if ((rc = get_json(c, path, &ans)) == SAAS_OK)
-		rc = parse_execution(ans, out);
+		rc = decoded(saas__wire_execution_decode(out, ans, &bad), bad);
 	json_decref(ans);
 	free(path);
 	return rc;
@@ -608,65 +344,19 @@ static int remote_file_read(saas_client *c, const char *id, const char *path, in
 	return rc;
 }
 
-static int file_type(const char *s)
-{
-	if (!s)
-		return SAAS_FILE_OTHER;
-	if (strcmp(s, "file") == 0)
-		return SAAS_FILE_REGULAR;
-	if (strcmp(s, "directory") == 0)
-		return SAAS_FILE_DIRECTORY;
-	if (strcmp(s, "symlink") == 0)
-		return SAAS_FILE_SYMLINK;
-	return SAAS_FILE_OTHER;
-}
-
 static int remote_file_list(saas_client *c, const char *id, const char *path, unsigned int depth,
                             unsigned int max_entries, saas_file_list **out)
 {
-	saas_file_list *list = NULL;
 	char extra[80], *p;
-	json_t *ans = NULL, *entries, *e;
-	size_t i;
+	const char *bad = NULL;
+	json_t *ans = NULL;
 	int rc;
 
 	snprintf(extra, sizeof(extra), "&list=true&depth=%u&max_entries=%u", depth, max_entries);
 	if (!(p = files_path(id, path, extra)))
 		return SAAS_ENOMEM;
-	if ((rc = get_json(c, p, &ans)) < 0)
-		goto out;
-	entries = json_object_get(ans, "entries");
-	if (!json_is_array(entries) || !jstr(ans, "root")) {
-		rc = bad_answer("file listing");
-		goto out;
-	}
-	if (!(list = calloc(1, sizeof(*list))) || !(list->root = saas__strdup(jstr(ans, "root"))) ||
-	    (json_array_size(entries) && !(list->entries = calloc(json_array_size(entries), sizeof(*list->entries))))) {
-		rc = saas__oom();
-		goto out;
-	}
-	list->truncated = json_is_true(json_object_get(ans, "truncated"));
-	json_array_foreach(entries, i, e) {
-		const char *mode = jstr(e, "mode");
-		saas_file_entry *fe;
-		if (!(fe = list->entries[i] = calloc(1, sizeof(*fe)))) {
-			rc = saas__oom();
-			goto out;
-		}
-		list->count = i + 1;
-		if (!(fe->path = saas__strdup(jstr(e, "path") ? jstr(e, "path") : ""))) {
-			rc = SAAS_ENOMEM;
-			goto out;
-		}
-		fe->type = file_type(jstr(e, "type"));
-		fe->size = jint(e, "size");
-		fe->mode = mode ? (unsigned int)strtoul(mode, NULL, 8) & 07777 : 0;
-		fe->mtime_ms = jtime(e, "modified_at");
-	}
-	*out = list;
-	list = NULL;
-out:
-	saas_file_list_free(list);
+	if ((rc = get_json(c, p, &ans)) == SAAS_OK)
+		rc = decoded(saas__wire_file_list_decode(out, ans, &bad), bad);
 	json_decref(ans);
 	free(p);
 	return rc;
@@ -689,11 +379,11 @@ static int remote_port_expose(saas_client *c, const char *id, unsigned int port,
 	req.idempotent = false;
 	if ((rc = saas__http(R(c), &req, &ans)) < 0)
 		goto out;
-	if (!jstr(ans, "url")) {
-		rc = bad_answer("url");
+	if (!json_is_string(json_object_get(ans, "url"))) {
+		rc = decoded(SAAS_EPROTOCOL, "url");
 		goto out;
 	}
-	if (!(*url = saas__strdup(jstr(ans, "url"))))
+	if (!(*url = saas__strdup(json_string_value(json_object_get(ans, "url")))))
 		rc = SAAS_ENOMEM;
 out:
 	json_decref(ans);

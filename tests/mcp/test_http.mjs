@@ -97,11 +97,22 @@ test('initialize, 13 tools, annotations and schemas', async () => {
   assert.deepEqual(names, ['create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_sandbox',
     'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command', 'unexpose_port',
     'write_file']);
-  const ajv = new Ajv({ strict: false });
+  // Strict, as the MCP Inspector's strict mode: no union types (type: [..., "null"]), no unknown keywords,
+  // and whole schemas (mcp/schemas/ names shared shapes with $ref; tools/list sends them inlined).
+  const ajv = new Ajv({ strict: true, allowUnionTypes: false });
+  const walk = (s, where) => {
+    if (Array.isArray(s)) return s.forEach((v, i) => walk(v, `${where}[${i}]`));
+    if (!s || typeof s !== 'object') return;
+    assert.ok(!Array.isArray(s.type), `${where}: a type array ${JSON.stringify(s.type)}`);
+    assert.ok(!('$ref' in s), `${where}: a $ref left in`);
+    for (const [k, v] of Object.entries(s)) walk(v, `${where}.${k}`);
+  };
   for (const t of tools) {
     assert.ok(t.description.length > 40, `${t.name} has a description`);
     assert.equal(t.inputSchema.type, 'object');
     assert.equal(t.outputSchema.type, 'object');
+    walk(t.inputSchema, `${t.name}.inputSchema`);
+    walk(t.outputSchema, `${t.name}.outputSchema`);
     ajv.compile(t.inputSchema);
     ajv.compile(t.outputSchema);
     for (const h of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'])
@@ -124,7 +135,7 @@ test('initialize, 13 tools, annotations and schemas', async () => {
 test('a whole agent session; every structuredContent validates against its outputSchema', async () => {
   const { client } = await authed();
   const { tools } = await client.listTools(); // primes the SDK's outputSchema validators
-  const ajv = new Ajv({ strict: false });
+  const ajv = new Ajv({ strict: true, allowUnionTypes: false });
   const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
   const seen = new Set();
   const call = async (name, args) => {

@@ -442,6 +442,40 @@ static void test_version_negotiation(void **state)
 
 /* ---- tools/list ---- */
 
+/*
+ * A schema as strict validators (the MCP Inspector's strict mode) take it: every
+ * "type" a single name, never a union such as ["string", "null"], and whole
+ * (mcp/schemas/ shares shapes by $ref; tools/list inlines them).
+ */
+static void assert_portable_schema(const json_t *s)
+{
+	const char *key;
+	const json_t *m;
+	size_t i;
+
+	if (json_is_array(s)) {
+		json_array_foreach(s, i, m)
+			assert_portable_schema(m);
+		return;
+	}
+	if (!json_is_object(s))
+		return;
+	if (json_object_get(s, "type"))
+		assert_true(json_is_string(json_object_get(s, "type")));
+	assert_null(json_object_get(s, "$ref"));
+	json_object_foreach((json_t *)s, key, m) {
+		const char *name;
+		const json_t *p;
+		if (strcmp(key, "properties") != 0) {
+			assert_portable_schema(m);
+			continue;
+		}
+		/* A map of names to schemas: a property may be called "type". */
+		json_object_foreach((json_t *)m, name, p)
+			assert_portable_schema(p);
+	}
+}
+
 /* Page through tools/list; returns how many pages, fills names (sorted by the table). */
 static size_t list_all(const aas_mcp_ctx *ctx, json_t *names)
 {
@@ -465,6 +499,8 @@ static size_t list_all(const aas_mcp_ctx *ctx, json_t *names)
 		json_array_foreach(json_object_get(res, "tools"), i, t) {
 			assert_true(json_is_object(json_object_get(t, "inputSchema")));
 			assert_true(json_is_object(json_object_get(t, "outputSchema")));
+			assert_portable_schema(json_object_get(t, "inputSchema"));
+			assert_portable_schema(json_object_get(t, "outputSchema"));
 			json_array_append(names, json_object_get(t, "name"));
 		}
 		if (!json_object_get(res, "nextCursor")) {

@@ -103,7 +103,7 @@ check "ls prints money" grep -Eq '\$[0-9]+\.[0-9]{6}( |$)' <<<"$OUT" # exact, si
 run ls --json; expect_rc 0 "ls --json"; expect_jq 'length' 2 "ls --json count"; expect_jq '.[0].id' "$SB2" "ls --json order"
 run get "$SB"; expect_rc 0 get
 check "get shows the id" grep -q "^id: *$SB" <<<"$OUT"
-run get "$SB" --json; expect_jq .id "$SB" "get --json id"
+run get "$SB" --json; expect_jq .id "$SB" "get --json id"; expect_jq '.image | type' string "get --json image is text, as in REST"
 # Money is exact: the decimal string is the integer micro-dollars, to the last digit
 # (a real VM has run a few seconds by now; the fake's clock has not moved).
 MICRO=$(jq -r .cost_usd_micro <<<"$OUT")
@@ -162,6 +162,8 @@ check "files shows the root" grep -q '^/workspace' <<<"$OUT"
 check "files shows a file" grep -q 'blob.bin' <<<"$OUT"
 run files "$SB" /workspace --json; expect_rc 0 "files --json"; expect_jq .root /workspace "files --json root"
 check "files --json has the file" test "$(jout '[.entries[] | select(.path == "/workspace/data/blob.bin")] | length')" = 1
+# The REST FileList: octal text modes and modified_at, not 420 and "mtime".
+expect_jq '[.entries[] | select(.path == "/workspace/data/blob.bin")][0] | (.mode | test("^[0-7]{4}$")) and has("modified_at")' true "files --json mode and modified_at as REST"
 
 # ---- expose, extend ----
 run expose "$SB" 8000; expect_rc 0 expose
@@ -191,9 +193,10 @@ check "account shows the balance" grep -Eq '^balance: *\$[0-9]+\.[0-9]{6}$' <<<"
 run account --json; expect_jq .credit_usd_micro 5000000 "account --json credit"; expect_jq .credit_usd 5.000000 "account --json usd"
 expect_jq '.balance_usd_micro + .spent_usd_micro == .credit_usd_micro' true "account --json balance = credit - spent"
 expect_jq '.sizes[0].name' small "account --json sizes"
+expect_jq '.limits.default_timeout > 0 and .limits.max_timeout > 0' true "account --json limits as REST names them"
 run usage; expect_rc 0 usage; check "usage has a total" grep -q '^TOTAL' <<<"$OUT"
 run usage --json --from 2020-01-01 --to 2100-01-01T00:00:00Z; expect_rc 0 "usage --json"
-expect_jq '.lines | length' 2 "usage --json lines"; expect_jq '([.lines[].cost_usd_micro] | add) == .total_usd_micro' true "usage --json total is the sum"
+expect_jq '.sandboxes | length' 2 "usage --json sandboxes (as GET /v1/usage)"; expect_jq '([.sandboxes[].cost_usd_micro] | add) == .total_usd_micro' true "usage --json total is the sum"
 run usage --from yesterday; expect_rc 2 "usage bad time"
 check "usage bad time says what a time is" grep -q "RFC 3339" <<<"$ERR"
 run usage --json --from 2020-01-01 --to 2020-01-31; expect_rc 0 "usage with dates"

@@ -1,0 +1,60 @@
+/*
+ * The JSON wire shapes of the REST API, in one place: the encoders aas-server,
+ * the MCP tools and `aas --json` print, and the decoders the remote client
+ * reads the server's answers with (docs/wire.md says why here).
+ *
+ * The shapes are the ones server/openapi.json documents: snake_case, times RFC
+ * 3339 UTC with milliseconds or null, money as an exact decimal string and
+ * integer micro-dollars ("cost_usd": "0.000125", "cost_usd_micro": 125),
+ * never a binary float. tests/fixtures/wire/ pins each one.
+ *
+ * Over <saas.h> and jansson only: the library links it for the remote client
+ * and the programs link it as a static library, so it may use nothing but the
+ * public API. An encoder returns a new reference, or NULL when out of memory.
+ * A decoder fills a struct that the matching saas_*_free() releases; it
+ * returns SAAS_OK, SAAS_ENOMEM, or SAAS_EPROTOCOL with *bad set to the member
+ * at fault (static text), and takes what it does not know as absent.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef SAAS_WIRE_H
+#define SAAS_WIRE_H
+
+#include <jansson.h>
+#include <saas.h>
+
+/* A time: its RFC 3339 text, or null for 0. */
+json_t *saas__wire_time(int64_t ms);
+/* Money: sets `base` (exact decimal text) and `base`_micro (integer) on obj. */
+void saas__wire_money(json_t *obj, const char *base, int64_t micro);
+
+json_t *saas__wire_sandbox(const saas_sandbox *sb);
+/* {"sandboxes": [...], "next_cursor": text or null} */
+json_t *saas__wire_sandbox_list(const saas_sandbox_list *list);
+json_t *saas__wire_execution(const saas_execution *x);
+json_t *saas__wire_size(const saas_size *s);
+json_t *saas__wire_limits(const saas_limits *l);
+json_t *saas__wire_account(const saas_account_info *ai);
+json_t *saas__wire_usage(const saas_usage *u);
+json_t *saas__wire_file_list(const saas_file_list *list);
+/* An exposed port: {"sandbox_id", "port", "url"}. */
+json_t *saas__wire_port(const char *sandbox_id, unsigned int port, const char *url);
+
+int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **bad);
+int saas__wire_sandbox_list_decode(saas_sandbox_list **out, const json_t *o, const char **bad);
+int saas__wire_execution_decode(saas_execution **out, const json_t *o, const char **bad);
+int saas__wire_account_decode(saas_account_info **out, const json_t *o, const char **bad);
+int saas__wire_usage_decode(saas_usage **out, const json_t *o, const char **bad);
+int saas__wire_file_list_decode(saas_file_list **out, const json_t *o, const char **bad);
+/* A new saas_limits from a "limits" object (members absent are 0), or NULL when out of memory. */
+saas_limits *saas__wire_limits_decode(const json_t *o);
+
+/*
+ * The same shapes without their null members, for MCP's structuredContent:
+ * an output schema with no nullable type is what the MCP Inspector's strict
+ * mode and most clients' validators accept, and an absent member decodes as
+ * null did. Works in place, recursively; returns v.
+ */
+json_t *saas__wire_drop_nulls(json_t *v);
+
+#endif
