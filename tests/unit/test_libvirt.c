@@ -4,23 +4,32 @@
  * ruleset (both pinned by golden files), and the metadata read back from a
  * domain.
  *
+ * The guard is also loaded for real, in a network namespace of the test's
+ * own (root only; skipped elsewhere), to show it comes back after a flush.
+ *
  * Golden files live in tests/fixtures/libvirt/ and are compared byte for
  * byte. When a change to the XML or the ruleset is meant, regenerate them on
  * purpose and review the diff:
  *
  *     SAAS_UPDATE_GOLDEN=1 ctest -R '^unit\.libvirt$'
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "driver/libvirt/libvirt_driver.h"
 #include "testutil.h"
+#include "util/spawn.h"
 
 /* ---- golden files ---------------------------------------------------------------------------- */
 
@@ -439,7 +448,7 @@ static void test_guard_ruleset(void **state)
 	char *rules;
 
 	(void)state;
-	rules = saas__lv_guard_ruleset(4242, resolv_conf);
+	rules = saas__lv_guard_ruleset(4242, resolv_conf, NULL, 0);
 	golden("guard-resolvers.nft", rules);
 	/* Only well-formed addresses reach the ruleset. */
 	assert_null(strstr(rules, "flush"));
@@ -453,12 +462,327 @@ static void test_guard_ruleset_no_resolvers(void **state)
 	char *rules;
 
 	(void)state;
-	rules = saas__lv_guard_ruleset(999, NULL);
+	rules = saas__lv_guard_ruleset(999, NULL, NULL, 0);
 	golden("guard-no-resolvers.nft", rules);
 	free(rules);
-	rules = saas__lv_guard_ruleset(999, "# nothing here\n");
+	rules = saas__lv_guard_ruleset(999, "# nothing here\n", NULL, 0);
 	golden("guard-no-resolvers.nft", rules);
 	free(rules);
+}
+
+/* ---- the host's IPv6 prefixes ---------------------------------------------------------------- */
+
+/* An entry of a fake getifaddrs() list. */
+struct fake_if {
+	struct ifaddrs ifa;
+	struct sockaddr_in6 addr, mask;
+	struct sockaddr_in addr4;
+};
+
+/* fake[i]: addr (NULL: none; an IPv4 address is AF_INET) with a netmask of len bits (-1: none). */
+static void fake_if(struct fake_if *fake, size_t i, size_t n, const char *addr, int len)
+{
+	struct fake_if *f = &fake[i];
+
+	memset(f, 0, sizeof(*f));
+	f->ifa.ifa_name = (char *)"eth0";
+	f->ifa.ifa_next = i + 1 < n ? &fake[i + 1].ifa : NULL;
+	if (addr && inet_pton(AF_INET, addr, &f->addr4.sin_addr) == 1) {
+		f->addr4.sin_family = AF_INET;
+		f->ifa.ifa_addr = (struct sockaddr *)&f->addr4;
+		return;
+	}
+	if (addr) {
+		assert_int_equal(inet_pton(AF_INET6, addr, &f->addr.sin6_addr), 1);
+		f->addr.sin6_family = AF_INET6;
+		f->ifa.ifa_addr = (struct sockaddr *)&f->addr;
+	}
+	if (len >= 0) {
+		f->mask.sin6_family = AF_INET6;
+		for (int b = 0; b < len; b++)
+			f->mask.sin6_addr.s6_addr[b / 8] |= (uint8_t)(0x80 >> (b % 8));
+		f->ifa.ifa_netmask = (struct sockaddr *)&f->mask;
+	}
+}
+
+/* "P/LEN, P/LEN" */
+static void format_prefixes(char *out, size_t size, const struct saas__lv_prefix6 *p, size_t n)
+{
+	char addr[INET6_ADDRSTRLEN];
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		assert_non_null(inet_ntop(AF_INET6, &p[i].addr, addr, sizeof(addr)));
+		used += (size_t)snprintf(out + used, size - used, "%s%s/%u", i ? ", " : "", addr, p[i].len);
+		assert_true(used < size);
+	}
+}
+
+static const struct {
+	const char *addr;
+	int len;
+} host_addrs[] = {
+	{ "192.0.2.1", 24 },            /* IPv4: not this list's */
+	{ NULL, -1 },                   /* an interface without an address */
+	{ "::1", 128 },                 /* loopback, link-local, unique local, multicast, IPv4-mapped: */
+	{ "fe80::1", 64 },              /*   blocked by range already */
+	{ "fd00:ec2::1", 64 },
+	{ "ff02::1", 16 },
+	{ "::ffff:192.0.2.1", 96 },
+	{ "2001:db8:2:4::1", 64 },      /* inside the /56 that comes later: dropped then */
+	{ "2001:db8:1::5", 64 },
+	{ "2001:db8:1::6", 64 },        /* the same prefix */
+	{ "2001:db8:2:3::1", 56 },      /* 2001:db8:2::/56 */
+	{ "2001:db8:2:ff::1", 64 },     /* inside it */
+	{ "2001:db8:ab::1", -1 },       /* no netmask: the address alone */
+	{ "2001:db8:c7:1::1", 45 },     /* a mask that ends inside a byte: 2001:db8:c0::/45 */
+};
+#define HOST_ADDRS (sizeof(host_addrs) / sizeof(host_addrs[0]))
+#define HOST_PREFIXES "2001:db8:1::/64, 2001:db8:2::/56, 2001:db8:ab::1/128, 2001:db8:c0::/45"
+
+static void host_prefixes(struct saas__lv_prefix6 **p, size_t *n)
+{
+	struct fake_if fake[HOST_ADDRS];
+
+	for (size_t i = 0; i < HOST_ADDRS; i++)
+		fake_if(fake, i, HOST_ADDRS, host_addrs[i].addr, host_addrs[i].len);
+	assert_int_equal(saas__lv_host_prefixes6(&fake[0].ifa, p, n), SAAS_OK);
+}
+
+/* Global prefixes only, masked, each once, none inside another (an nft interval set refuses overlaps). */
+static void test_host_prefixes6(void **state)
+{
+	struct saas__lv_prefix6 *p = NULL;
+	char got[512];
+	size_t n = 0;
+
+	(void)state;
+	host_prefixes(&p, &n);
+	format_prefixes(got, sizeof(got), p, n);
+	assert_string_equal(got, HOST_PREFIXES);
+	free(p);
+	/* No interfaces, or none with a global address: none. */
+	assert_int_equal(saas__lv_host_prefixes6(NULL, &p, &n), SAAS_OK);
+	assert_int_equal(n, 0);
+	assert_null(p);
+}
+
+/* The host's prefixes go into a set of their own; the marker changes with what the guard holds. */
+static void test_guard_ruleset_host_prefixes(void **state)
+{
+	struct saas__lv_prefix6 *p = NULL;
+	char *rules, *plain, *mark;
+	size_t n = 0;
+
+	(void)state;
+	host_prefixes(&p, &n);
+	rules = saas__lv_guard_ruleset(4242, NULL, p, n);
+	golden("guard-host-prefixes.nft", rules);
+	assert_non_null(strstr(rules, "elements = { " HOST_PREFIXES " }"));
+	/* Marked twice, with a marker of its own. */
+	assert_non_null(mark = strstr(rules, "comment \"" GUARD_TABLE " "));
+	assert_non_null(mark = strstr(mark + 1, "comment \"" GUARD_TABLE " "));
+	assert_null(strstr(mark + 1, "comment \""));
+	plain = saas__lv_guard_ruleset(4242, NULL, NULL, 0);
+	assert_null(strstr(plain, mark));
+	free(plain);
+	free(rules);
+	free(p);
+}
+
+/* ---- the guard, loaded ----------------------------------------------------------------------- */
+
+static int guard_warnings;
+
+static void count_warnings(void *userdata, int level, const char *msg)
+{
+	(void)userdata;
+	if (level == SAAS_LOG_WARN)
+		guard_warnings++;
+	print_message("  driver: %s\n", msg);
+}
+
+/* nft with args; 0 when it exited 0. */
+static int nft(const char *a1, const char *a2, const char *a3, const char *a4, const char *a5)
+{
+	const char *argv[] = { "nft", a1, a2, a3, a4, a5, NULL };
+	char *out = NULL;
+	int rc = saas__run(argv, &out);
+
+	free(out);
+	saas__error_clear();
+	return rc;
+}
+
+/* Is the guard loaded with its rules (the guest chain's last reject)? */
+static bool guard_loaded(void)
+{
+	const char *argv[] = { "nft", "list", "chain", "inet", GUARD_TABLE, "guest", NULL };
+	char *out = NULL;
+	bool loaded = saas__run(argv, &out) == 0 && strstr(out, "@host6");
+
+	free(out);
+	saas__error_clear();
+	return loaded;
+}
+
+/*
+ * Move this process into a network namespace of its own, once: nft then
+ * loads into that namespace's ruleset, never the host's, and the namespace
+ * goes with the process. Skips where that cannot be done.
+ */
+static void own_namespace(void)
+{
+	static int entered; /* 1 in it, -1 could not */
+
+	if (!entered) {
+		entered = -1;
+		if (geteuid() != 0)
+			print_message("  skipped: not root\n");
+		else if (!saas__lv_guest_gid(NULL))
+			print_message("  skipped: no group " GUEST_GROUP "\n");
+		else if (unshare(CLONE_NEWNET) < 0)
+			print_message("  skipped: cannot make a network namespace\n");
+		else
+			entered = 1;
+	}
+	if (entered < 0)
+		skip();
+}
+
+/*
+ * Checked before every internet create, and installed again when something
+ * flushed it; refused when that fails.
+ */
+static void test_guard_reinstalled(void **state)
+{
+	struct drv d;
+	char *dir, *gone;
+
+	(void)state;
+	own_namespace();
+	assert_non_null(dir = saas_test_tmpdir());
+	assert_non_null(gone = saas__lv_path_join(dir, "gone"));
+	memset(&d, 0, sizeof(d));
+	d.dir = dir;
+	d.log = count_warnings;
+
+	/* No guard at open: refused, saying why. */
+	snprintf(d.guard_why, sizeof(d.guard_why), "no guard in this test");
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "internet"));
+	assert_non_null(strstr(saas_error_last()->message, "no guard in this test"));
+	assert_false(guard_loaded());
+
+	/* Not loaded (a fresh namespace): installed. */
+	d.guard = true;
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
+	assert_int_equal(guard_warnings, 1);
+	assert_true(guard_loaded());
+	/* In place: left alone. */
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
+	assert_int_equal(guard_warnings, 1);
+
+	/* An operator's "nft flush ruleset": installed again. */
+	assert_int_equal(nft("flush", "ruleset", NULL, NULL, NULL), 0);
+	assert_false(guard_loaded());
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
+	assert_int_equal(guard_warnings, 2);
+	assert_true(guard_loaded());
+
+	/* Its rules flushed, the table left: installed again too. */
+	assert_int_equal(nft("flush", "chain", "inet", GUARD_TABLE, "guest"), 0);
+	assert_false(guard_loaded());
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
+	assert_int_equal(guard_warnings, 3);
+	assert_true(guard_loaded());
+
+	/* Flushed, and it cannot be installed again: refused, never an unguarded guest. */
+	assert_int_equal(nft("flush", "ruleset", NULL, NULL, NULL), 0);
+	d.dir = gone;
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "network policy internet is refused"));
+	assert_non_null(strstr(saas_error_last()->message, "cannot write"));
+	assert_false(guard_loaded());
+
+	free(gone);
+	saas_test_rmdir(dir);
+}
+
+/* Can a socket of QEMU's group send a datagram to addr? false: the guard rejected it (EPERM). */
+static bool guest_sends_to(const char *addr)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+	gid_t gid;
+	int fd, sent, err;
+
+	memset(&sa, 0, sizeof(sa));
+	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
+		((struct sockaddr_in *)&sa)->sin_family = AF_INET;
+		((struct sockaddr_in *)&sa)->sin_port = htons(9);
+		len = sizeof(struct sockaddr_in);
+	} else {
+		assert_int_equal(inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&sa)->sin6_addr), 1);
+		((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&sa)->sin6_port = htons(9);
+		len = sizeof(struct sockaddr_in6);
+	}
+	/* The guard matches the socket's group, taken when it is made. */
+	assert_true(saas__lv_guest_gid(&gid));
+	assert_int_equal(setegid(gid), 0);
+	fd = socket(sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(setegid(0), 0);
+	assert_true(fd >= 0);
+	sent = (int)sendto(fd, "x", 1, 0, (struct sockaddr *)&sa, len);
+	err = errno;
+	close(fd);
+	if (sent < 0 && err != EPERM)
+		fail_msg("sending to %s: %s", addr, strerror(err));
+	return sent == 1;
+}
+
+/*
+ * What the guard blocks, on a real kernel: one end of a veth pair routes
+ * everything (to nobody), with 2001:db8:5::1/64 as "the host's own global
+ * prefix", found by the driver's getifaddrs().
+ */
+static void test_guard_blocks(void **state)
+{
+	static const char *const blocked[] = {
+		"127.0.0.1", "203.0.113.1", /* loopback; the host's own address */
+		"10.1.2.3", "100.64.0.1", "169.254.169.254", "168.63.129.16", "192.0.0.170", "198.18.0.1",
+		"198.19.255.254", "224.0.0.251", "::1", "fd00:ec2::254", "fe80::1", "64:ff9b::a00:1",
+		"64:ff9b:1::1", "::ffff:10.0.0.1", "2002:a00:1::1", "2001:0:a00:1::1", "5f00::1",
+		"2001:db8:5::7", /* a neighbour on the host's prefix */
+	};
+	static const char *const passed[] = { "198.51.100.7", "192.0.3.1", "2001:db8:6::1", "2003::1" };
+	struct drv d;
+	char *dir;
+
+	(void)state;
+	own_namespace();
+	assert_int_equal(system("ip link add aasd0 type veth peer name aasd1 && ip link set aasd1 up && "
+	                        "ip link set aasd0 up && "
+	                        "ip addr add 203.0.113.1/24 dev aasd0 && ip -6 addr add 2001:db8:5::1/64 dev aasd0 nodad && "
+	                        "ip route add default dev aasd0 && ip -6 route add default dev aasd0"),
+	                 0);
+	assert_non_null(dir = saas_test_tmpdir());
+	memset(&d, 0, sizeof(d));
+	d.dir = dir;
+	d.log = count_warnings;
+	d.guard = true;
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
+	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
+		if (guest_sends_to(blocked[i]))
+			fail_msg("the guard let a guest send to %s", blocked[i]);
+	for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++)
+		if (!guest_sends_to(passed[i]))
+			fail_msg("the guard stopped a guest sending to %s", passed[i]);
+	/* Deleting one end of a veth pair deletes both. */
+	assert_int_equal(system("ip link del aasd0"), 0);
+	saas_test_rmdir(dir);
 }
 
 int main(void)
@@ -478,6 +802,11 @@ int main(void)
 		cmocka_unit_test(test_meta_incomplete),
 		cmocka_unit_test(test_guard_ruleset),
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),
+		cmocka_unit_test(test_host_prefixes6),
+		cmocka_unit_test(test_guard_ruleset_host_prefixes),
+		/* Last: these move the process into a network namespace of its own. */
+		cmocka_unit_test(test_guard_reinstalled),
+		cmocka_unit_test(test_guard_blocks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,11 +6,15 @@
  * nftables table GUARD_TABLE rejects that group's new connections to
  * host-local addresses and to the ranges below; replies on connections made
  * to QEMU (the SSH forward) pass as established, and DNS passes to the host's
- * resolvers only (slirp forwards the guest's queries there).
+ * resolvers only (slirp forwards the guest's queries there). Anything may
+ * flush the host's ruleset (a firewall reload runs "flush ruleset"), so every
+ * internet create checks the guard is still there first.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,22 +27,51 @@
 /* What the guard reads of /etc/resolv.conf at most: far more than any real one. */
 #define RESOLV_CONF_MAX (64 << 10)
 
-/* Never the internet: loopback, private, shared, link-local, multicast and reserved. */
+/*
+ * Two rules of the ruleset carry the comment "GUARD_TABLE DIGEST", DIGEST
+ * being the first GUARD_DIGEST_HEX hex digits of the SHA-256 of the ruleset
+ * without them: finding both in the loaded table says this very guard is
+ * there, whole chains and all.
+ */
+#define GUARD_DIGEST_HEX 16
+#define GUARD_MARKER_SIZE (sizeof(GUARD_TABLE) + GUARD_DIGEST_HEX + 1)
+#define GUARD_MARKS 2
+
+/*
+ * Never the internet: what IANA's special-purpose registries (RFC 6890) call
+ * not globally reachable, cloud metadata services, and prefixes that embed an
+ * IPv4 address a translator or tunnel on the host's path would deliver to,
+ * past blocked4. Left reachable on purpose: the documentation ranges
+ * (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32, 3fff::/20),
+ * routed nowhere and the tests' stand-in for the internet; and the special
+ * addresses IANA marks globally reachable (AS112, AMT, anycast relays).
+ */
 static const char *const guard_blocked_v4[] = {
-	"0.0.0.0/8",      /* "this network": a connect to 0.0.0.0 lands on the host */
-	"10.0.0.0/8",     /* private (RFC 1918) */
-	"100.64.0.0/10",  /* carrier-grade NAT (RFC 6598): the provider's side of the host */
-	"127.0.0.0/8",    /* loopback */
-	"169.254.0.0/16", /* link-local, and cloud metadata services (169.254.169.254) */
-	"172.16.0.0/12",  /* private (RFC 1918) */
-	"192.168.0.0/16", /* private (RFC 1918) */
-	"224.0.0.0/4",    /* multicast: looped back to the host's own listeners */
-	"240.0.0.0/4",    /* reserved, and the limited broadcast */
+	"0.0.0.0/8",        /* "this network": a connect to 0.0.0.0 lands on the host */
+	"10.0.0.0/8",       /* private (RFC 1918) */
+	"100.64.0.0/10",    /* carrier-grade NAT (RFC 6598): the provider's side of the host; Alibaba's metadata */
+	"127.0.0.0/8",      /* loopback */
+	"168.63.129.16/32", /* Azure's wire server (agent, health, metadata, DNS): public, but the host's own */
+	"169.254.0.0/16",   /* link-local, and cloud metadata services (169.254.169.254) */
+	"172.16.0.0/12",    /* private (RFC 1918) */
+	"192.0.0.0/24",     /* IETF protocol assignments (RFC 6890): DS-Lite, NAT64 discovery, PCP to the local NAT */
+	"192.168.0.0/16",   /* private (RFC 1918) */
+	"198.18.0.0/15",    /* benchmarking (RFC 2544): used inside networks, e.g. a local proxy's fake addresses */
+	"224.0.0.0/4",      /* multicast: looped back to the host's own listeners */
+	"240.0.0.0/4",      /* reserved, and the limited broadcast */
 };
 static const char *const guard_blocked_v6[] = {
 	"::/128",         /* unspecified: a connect to :: lands on the host */
 	"::1/128",        /* loopback */
-	"fc00::/7",       /* unique local (private) */
+	"::ffff:0:0/96",  /* IPv4-mapped: leaves as IPv4 (blocked4 judges it), never valid on the wire */
+	"64:ff9b::/96",   /* NAT64 well-known prefix (RFC 6052): 64:ff9b::10.0.0.1 becomes 10.0.0.1 */
+	"64:ff9b:1::/48", /* NAT64 local-use prefix (RFC 8215): the same, at the operator's translator */
+	"100::/64",       /* discard-only (RFC 6666): nothing to reach */
+	"2001::/32",      /* Teredo (RFC 4380): a host tunnel delivers to the IPv4 address inside */
+	"2001:2::/48",    /* benchmarking (RFC 5180): the twin of 198.18.0.0/15 */
+	"2002::/16",      /* 6to4 (RFC 3056, deprecated): a host tunnel delivers to the IPv4 address inside */
+	"5f00::/16",      /* SRv6 segment identifiers (RFC 9602): run functions inside the operator's network */
+	"fc00::/7",       /* unique local (private), and cloud metadata services (fd00:ec2::254) */
 	"fe80::/10",      /* link-local */
 	"fec0::/10",      /* site-local (deprecated, still routed by some) */
 	"ff00::/8",       /* multicast */
@@ -78,11 +111,95 @@ static void resolvers(const char *resolv_conf, saas__buf *v4, saas__buf *v6)
 	}
 }
 
-char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf)
+/* Keep the first len bits of a. */
+static void mask6(struct in6_addr *a, unsigned int len)
 {
-	saas__buf b = SAAS__BUF_INIT, r4 = SAAS__BUF_INIT, r6 = SAAS__BUF_INIT;
+	for (unsigned int i = 0; i < sizeof(a->s6_addr); i++) {
+		unsigned int bits = len > i * 8 ? len - i * 8 : 0;
+		if (bits < 8)
+			a->s6_addr[i] &= (uint8_t)(0xff << (8 - bits));
+	}
+}
 
-	resolvers(resolv_conf, &r4, &r6);
+/* Is a inside p? */
+static bool prefix_in(const struct saas__lv_prefix6 *a, const struct saas__lv_prefix6 *p)
+{
+	struct in6_addr m = a->addr;
+
+	if (p->len > a->len)
+		return false;
+	mask6(&m, p->len);
+	return memcmp(&m, &p->addr, sizeof(m)) == 0;
+}
+
+/* The length of an IPv6 netmask (its leading ones); none is a single address. */
+static unsigned int mask_len(const struct sockaddr *netmask)
+{
+	const struct sockaddr_in6 *m = (const struct sockaddr_in6 *)(const void *)netmask;
+	unsigned int i = 0, len = 0;
+
+	if (!netmask || netmask->sa_family != AF_INET6)
+		return 128;
+	for (; i < sizeof(m->sin6_addr.s6_addr) && m->sin6_addr.s6_addr[i] == 0xff; i++)
+		len += 8;
+	if (i < sizeof(m->sin6_addr.s6_addr))
+		for (unsigned int b = m->sin6_addr.s6_addr[i]; b & 0x80; b = (b << 1) & 0xff)
+			len++;
+	return len;
+}
+
+/* An address whose neighbours only the host's prefix list can block (the ranges above cover the rest). */
+static bool global6(const struct in6_addr *a)
+{
+	return !IN6_IS_ADDR_UNSPECIFIED(a) && !IN6_IS_ADDR_LOOPBACK(a) && !IN6_IS_ADDR_LINKLOCAL(a) &&
+	        !IN6_IS_ADDR_SITELOCAL(a) && !IN6_IS_ADDR_MULTICAST(a) && !IN6_IS_ADDR_V4MAPPED(a) &&
+	        (a->s6_addr[0] & 0xfe) != 0xfc;
+}
+
+int saas__lv_host_prefixes6(const struct ifaddrs *ifa, struct saas__lv_prefix6 **out, size_t *n)
+{
+	struct saas__lv_prefix6 *v = NULL;
+	size_t len = 0, cap = 0;
+
+	for (; ifa; ifa = ifa->ifa_next) {
+		struct saas__lv_prefix6 p;
+		size_t kept = 0;
+		bool inside = false;
+
+		if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != AF_INET6)
+			continue;
+		p.addr = ((const struct sockaddr_in6 *)(const void *)ifa->ifa_addr)->sin6_addr;
+		if (!global6(&p.addr))
+			continue;
+		p.len = mask_len(ifa->ifa_netmask);
+		mask6(&p.addr, p.len);
+		for (size_t i = 0; i < len && !inside; i++)
+			inside = prefix_in(&p, &v[i]);
+		if (inside)
+			continue;
+		/* The new prefix holds these: an nft interval set refuses overlapping elements. */
+		for (size_t i = 0; i < len; i++)
+			if (!prefix_in(&v[i], &p))
+				v[kept++] = v[i];
+		len = kept;
+		if (SAAS__ARRAY_RESERVE(v, cap, len + 1) < 0) {
+			free(v);
+			return SAAS_ENOMEM;
+		}
+		v[len++] = p;
+	}
+	*out = v;
+	*n = len;
+	return SAAS_OK;
+}
+
+/* The ruleset, its two marked rules commented with marker (may be ""). */
+static char *ruleset(unsigned int gid, const char *r4, const char *r6, const struct saas__lv_prefix6 *host6,
+                     size_t n_host6, const char *marker)
+{
+	saas__buf b = SAAS__BUF_INIT;
+	char addr[INET6_ADDRSTRLEN];
+
 	/* Created, deleted and made again in one transaction: an atomic replace, whether it existed or not. */
 	saas__buf_puts(&b, "# Written by libsaas (the libvirt driver's guard); see docs/sandboxes.md.\n"
 	                   "table inet " GUARD_TABLE " {}\ndelete table inet " GUARD_TABLE "\n"
@@ -93,21 +210,28 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf)
 	saas__buf_puts(&b, " }\n\t}\n\tset blocked6 {\n\t\ttype ipv6_addr; flags interval;\n\t\telements = { ");
 	for (size_t i = 0; i < sizeof(guard_blocked_v6) / sizeof(guard_blocked_v6[0]); i++)
 		saas__buf_printf(&b, "%s%s", i ? ", " : "", guard_blocked_v6[i]);
-	saas__buf_puts(&b, " }\n\t}\n\tset resolvers4 {\n\t\ttype ipv4_addr;\n");
-	if (r4.len)
-		saas__buf_printf(&b, "\t\telements = { %s }\n", r4.data);
+	/* The host's own prefixes: its neighbours there are no more the internet than 10.0.0.0/8 is. */
+	saas__buf_puts(&b, " }\n\t}\n\tset host6 {\n\t\ttype ipv6_addr; flags interval;\n");
+	if (n_host6) {
+		saas__buf_puts(&b, "\t\telements = { ");
+		for (size_t i = 0; i < n_host6; i++)
+			saas__buf_printf(&b, "%s%s/%u", i ? ", " : "",
+			                 inet_ntop(AF_INET6, &host6[i].addr, addr, sizeof(addr)), host6[i].len);
+		saas__buf_puts(&b, " }\n");
+	}
+	saas__buf_puts(&b, "\t}\n\tset resolvers4 {\n\t\ttype ipv4_addr;\n");
+	if (r4[0])
+		saas__buf_printf(&b, "\t\telements = { %s }\n", r4);
 	saas__buf_puts(&b, "\t}\n\tset resolvers6 {\n\t\ttype ipv6_addr;\n");
-	if (r6.len)
-		saas__buf_printf(&b, "\t\telements = { %s }\n", r6.data);
+	if (r6[0])
+		saas__buf_printf(&b, "\t\telements = { %s }\n", r6);
 	/*
 	 * Only packets of QEMU's sockets go to the guest chain: the host's own
 	 * traffic, and packets of no socket (kernel replies), are never touched.
+	 * The output chain comes last, so that both marked rules end the
+	 * listing saas__lv_guard_ensure reads.
 	 */
 	saas__buf_printf(&b,
-	                 "\t}\n"
-	                 "\tchain output {\n"
-	                 "\t\ttype filter hook output priority filter; policy accept;\n"
-	                 "\t\tmeta skgid %u jump guest\n"
 	                 "\t}\n"
 	                 "\tchain guest {\n"
 	                 "\t\tct state established,related accept\n"
@@ -117,12 +241,130 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf)
 	                 "type admin-prohibited\n"
 	                 "\t\tip daddr @blocked4 counter reject with icmpx type admin-prohibited\n"
 	                 "\t\tip6 daddr @blocked6 counter reject with icmpx type admin-prohibited\n"
+	                 "\t\tip6 daddr @host6 counter reject with icmpx type admin-prohibited comment \"%s\"\n"
+	                 "\t}\n"
+	                 "\tchain output {\n"
+	                 "\t\ttype filter hook output priority filter; policy accept;\n"
+	                 "\t\tmeta skgid %u jump guest comment \"%s\"\n"
 	                 "\t}\n"
 	                 "}\n",
-	                 gid);
+	                 marker, gid, marker);
+	return saas__buf_detach(&b, NULL);
+}
+
+/* The ruleset, and in marker (GUARD_MARKER_SIZE bytes) the comment that marks it. */
+static char *guard_ruleset(unsigned int gid, const char *resolv_conf, const struct saas__lv_prefix6 *host6,
+                           size_t n_host6, char *marker)
+{
+	saas__buf r4 = SAAS__BUF_INIT, r6 = SAAS__BUF_INIT;
+	char digest[65], *rules;
+
+	resolvers(resolv_conf, &r4, &r6);
+	rules = ruleset(gid, r4.len ? r4.data : "", r6.len ? r6.data : "", host6, n_host6, "");
+	if (rules) {
+		saas__sha256_hex(digest, rules, strlen(rules));
+		snprintf(marker, GUARD_MARKER_SIZE, GUARD_TABLE " %.*s", GUARD_DIGEST_HEX, digest);
+		free(rules);
+		rules = ruleset(gid, r4.len ? r4.data : "", r6.len ? r6.data : "", host6, n_host6, marker);
+	}
 	saas__buf_free(&r4);
 	saas__buf_free(&r6);
-	return saas__buf_detach(&b, NULL);
+	return rules;
+}
+
+char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf, const struct saas__lv_prefix6 *host6,
+                             size_t n_host6)
+{
+	char marker[GUARD_MARKER_SIZE];
+
+	return guard_ruleset(gid, resolv_conf, host6, n_host6, marker);
+}
+
+/*
+ * The guard for the host as it is now: QEMU's group, the resolvers of
+ * /etc/resolv.conf (slirp forwards guest DNS there; none when it cannot be
+ * read), the host's IPv6 prefixes. SAAS_OK; SAAS_ENOTSUP with why; SAAS_ENOMEM.
+ */
+static int guard_rules_now(char **rules, char *marker, char *why, size_t why_len)
+{
+	struct saas__lv_prefix6 *host6 = NULL;
+	struct ifaddrs *ifa = NULL;
+	char *resolv_conf = NULL;
+	size_t n_host6 = 0;
+	gid_t gid = 0;
+	int rc;
+
+	*rules = NULL;
+	if (!saas__lv_guest_gid(&gid)) {
+		snprintf(why, why_len, "the group " GUEST_GROUP " does not exist (create it: groupadd --system "
+		         GUEST_GROUP ")");
+		return SAAS_ENOTSUP;
+	}
+	/* Without the host's addresses its neighbours cannot be blocked: no guard then. */
+	if (getifaddrs(&ifa) < 0) {
+		snprintf(why, why_len, "cannot read the host's addresses (getifaddrs): %s", strerror(errno));
+		return SAAS_ENOTSUP;
+	}
+	rc = saas__lv_host_prefixes6(ifa, &host6, &n_host6);
+	freeifaddrs(ifa);
+	if (rc < 0)
+		return rc;
+	resolv_conf = saas__lv_read_file("/etc/resolv.conf", RESOLV_CONF_MAX);
+	if (!(*rules = guard_ruleset((unsigned int)gid, resolv_conf, host6, n_host6, marker)))
+		rc = SAAS_ENOMEM;
+	free(resolv_conf);
+	free(host6);
+	return rc;
+}
+
+/*
+ * Load rules with nft, from a file of this call's own (concurrent creates may
+ * load at once: each load is one transaction, and none may read another's
+ * half-written file), kept as DIR/guard.nft for the operator.
+ * SAAS_OK; SAAS_ENOTSUP with why; SAAS_ENOMEM.
+ */
+static int guard_load(struct drv *d, const char *rules, char *why, size_t why_len)
+{
+	const char *argv[] = { "nft", "-f", NULL, NULL };
+	char *tmp = NULL, *path = NULL, *out = NULL;
+	bool written = false;
+	FILE *f;
+	int fd = -1, rc = SAAS_OK;
+
+	if (!(tmp = saas__lv_path_join(d->dir, "guard.nft.XXXXXX")) ||
+	    !(path = saas__lv_path_join(d->dir, "guard.nft"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) >= 0) {
+		if ((f = fdopen(fd, "w"))) {
+			written = fputs(rules, f) >= 0;
+			written = fclose(f) == 0 && written;
+		} else {
+			close(fd);
+		}
+	}
+	if (!written) {
+		snprintf(why, why_len, "cannot write %s: %s", path, strerror(errno));
+		rc = SAAS_ENOTSUP;
+		goto out;
+	}
+	argv[2] = tmp;
+	if (saas__run(argv, &out) < 0) {
+		snprintf(why, why_len, "installing the nftables guard failed: %s", saas_error_last()->message);
+		saas__error_clear();
+		rc = SAAS_ENOTSUP;
+		goto out;
+	}
+	if (rename(tmp, path) == 0)
+		tmp[0] = '\0';
+out:
+	if (fd >= 0 && tmp[0])
+		unlink(tmp);
+	free(tmp);
+	free(path);
+	free(out);
+	return rc;
 }
 
 /*
@@ -132,11 +374,7 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf)
  */
 static int guard_install(struct drv *d, bool embedded)
 {
-	char *path = NULL, *rules = NULL, *out = NULL, *resolv_conf = NULL;
-	const char *argv[] = { "nft", "-f", NULL, NULL };
-	gid_t gid = 0;
-	FILE *f;
-	bool written = false;
+	char *rules = NULL, marker[GUARD_MARKER_SIZE];
 	int rc = SAAS_OK;
 
 	d->guard = false;
@@ -150,39 +388,46 @@ static int guard_install(struct drv *d, bool embedded)
 		         "engine, decides QEMU's group, so the guard cannot be relied on");
 		goto out;
 	}
-	if (!saas__lv_guest_gid(&gid)) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "the group " GUEST_GROUP " does not exist "
-		         "(create it: groupadd --system " GUEST_GROUP ")");
-		goto out;
-	}
-	/* slirp forwards guest DNS to the resolvers of /etc/resolv.conf (none when it cannot be read). */
-	resolv_conf = saas__lv_read_file("/etc/resolv.conf", RESOLV_CONF_MAX);
-	if (!(path = saas__lv_path_join(d->dir, "guard.nft")) ||
-	    !(rules = saas__lv_guard_ruleset((unsigned int)gid, resolv_conf))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	if ((f = fopen(path, "we"))) {
-		written = fputs(rules, f) >= 0;
-		written = fclose(f) == 0 && written;
-	}
-	if (!written) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "cannot write %s: %s", path, strerror(errno));
-		goto out;
-	}
-	argv[2] = path;
-	if (saas__run(argv, &out) < 0) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "installing the nftables guard failed: %s",
-		         saas_error_last()->message);
-		saas__error_clear();
-		goto out;
-	}
-	d->guard = true;
+	if ((rc = guard_rules_now(&rules, marker, d->guard_why, sizeof(d->guard_why))) == SAAS_OK &&
+	    (rc = guard_load(d, rules, d->guard_why, sizeof(d->guard_why))) == SAAS_OK)
+		d->guard = true;
 out:
-	free(path);
+	free(rules);
+	/* A guard that cannot be had is a reason in guard_why, not a failed open. */
+	return rc == SAAS_ENOMEM ? rc : SAAS_OK;
+}
+
+int saas__lv_guard_ensure(struct drv *d)
+{
+	const char *argv[] = { "nft", "list", "table", "inet", GUARD_TABLE, NULL };
+	char *rules = NULL, *out = NULL, marker[GUARD_MARKER_SIZE], needle[GUARD_MARKER_SIZE + 16], why[512];
+	bool listed;
+	int rc, found = 0;
+
+	if (!d->guard)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policy internet is refused: %s",
+		                   d->guard_why);
+	if ((rc = guard_rules_now(&rules, marker, why, sizeof(why))) < 0)
+		goto out;
+	/* One nft run when all is well: the listing ends with both marked rules. */
+	snprintf(needle, sizeof(needle), "comment \"%s\"", marker);
+	if ((listed = saas__run(argv, &out) == 0))
+		for (const char *p = out; (p = strstr(p, needle)); p += strlen(needle))
+			found++;
+	else
+		saas__error_clear();
+	if (found == GUARD_MARKS)
+		goto out;
+	saas__lv_log(d, SAAS_LOG_WARN, "the nftables guard (table inet " GUARD_TABLE ") is %s: installing it again",
+	             listed ? "not the one this engine would write (an edit, or the host's addresses or resolvers "
+	                      "changed)" : "gone (was the ruleset flushed?)");
+	rc = guard_load(d, rules, why, sizeof(why));
+out:
+	if (rc == SAAS_ENOTSUP)
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policy internet is refused: the "
+		                 "nftables guard cannot be checked or installed again: %s", why);
 	free(rules);
 	free(out);
-	free(resolv_conf);
 	return rc;
 }
 

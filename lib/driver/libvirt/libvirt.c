@@ -414,10 +414,9 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	bool internet = spec->internet < 0 ? d->internet : spec->internet > 0, cloned = false;
 	int rc;
 
-	/* Never an internet guest without the guard. */
-	if (internet && !d->guard)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policy internet is refused: %s",
-		                   d->guard_why);
+	/* Never an internet guest without the guard, nor after something flushed it. */
+	if (internet && (rc = saas__lv_guard_ensure(d)) < 0)
+		return rc;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_mutex_lock(&d->mu);
 	rc = saas__lv_image_get(d, spec->image, &im);

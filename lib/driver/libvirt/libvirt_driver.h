@@ -38,6 +38,7 @@
 #define SAAS_DRIVER_LIBVIRT_DRIVER_H
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,6 +52,8 @@
 #include "transport/ssh.h"
 #include "util/error.h"
 #include "util/util.h"
+
+struct ifaddrs;
 
 #define VM_PREFIX "sbx-"
 #define META_NS "https://libsaas.org/xmlns/vm/1"
@@ -222,13 +225,33 @@ int saas__lv_write_qemu_conf(const char *root);
 /* Does GUEST_GROUP exist? Its id in *gid (may be NULL). */
 bool saas__lv_guest_gid(gid_t *gid);
 
+/* An IPv6 prefix: the address with every bit past len zero. */
+struct saas__lv_prefix6 {
+	struct in6_addr addr;
+	unsigned int len;
+};
+
+/*
+ * The host's own global IPv6 prefixes, from a getifaddrs() list: each IPv6
+ * address masked to its netmask (no netmask: /128), without duplicates nor
+ * prefixes inside another. Addresses the guard blocks by range anyway
+ * (loopback, link-local, site-local, unique local, multicast, IPv4-mapped)
+ * are left out. *out (free with free(); NULL when *n is 0) holds *n prefixes.
+ * SAAS_OK, or SAAS_ENOMEM.
+ */
+int saas__lv_host_prefixes6(const struct ifaddrs *ifa, struct saas__lv_prefix6 **out, size_t *n);
+
 /*
  * The guard's nftables ruleset for QEMU's group gid. resolv_conf is the text
  * of /etc/resolv.conf (may be NULL): its nameservers are the resolvers slirp
  * forwards guest DNS to, the only host-side addresses the guard lets through.
- * Free with free(); NULL when out of memory.
+ * host6 (n_host6 of them) are the host's own global IPv6 prefixes
+ * (saas__lv_host_prefixes6): the host's neighbours on them are reached by no
+ * guest. Two rules carry a comment marking this exact ruleset, which
+ * saas__lv_guard_ensure looks for. Free with free(); NULL when out of memory.
  */
-char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf);
+char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf, const struct saas__lv_prefix6 *host6,
+                             size_t n_host6);
 
 /*
  * Install the guard when it can be relied on (root, the embedded driver, the
@@ -237,6 +260,15 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf);
  * was asked for and cannot be guarded, or out of memory.
  */
 int saas__lv_network_setup(struct drv *d, bool embedded);
+
+/*
+ * Before every internet guest: is the guard this engine would write still
+ * loaded (its marked rules are there)? If not (an operator flushed the
+ * ruleset, or the host's prefixes or resolvers changed), install it again.
+ * SAAS_ENOTSUP, saying why, when there is no guard or it cannot be
+ * reinstalled: never an unguarded internet guest.
+ */
+int saas__lv_guard_ensure(struct drv *d);
 
 /* ---- images (image.c) ------------------------------------------------------------------------ */
 
