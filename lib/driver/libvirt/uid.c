@@ -178,9 +178,9 @@ static void confine_why(struct drv *d, const char *state_dir, char *why, size_t 
 		snprintf(why, whylen, "the engine does not run as root (a uid of its own per QEMU needs "
 		         "CAP_SETUID and CAP_CHOWN)");
 	else if (getpwnam_r(QEMU_USER, &pw, buf, sizeof(buf), &res) != 0 || !res)
-		snprintf(why, whylen, "the account " QEMU_USER " is missing (scripts/setup creates it)");
+		snprintf(why, whylen, "the account " QEMU_USER " is missing (scripts/quickstart and scripts/test create it)");
 	else if (!saas__lv_guest_gid(&d->guest_gid))
-		snprintf(why, whylen, "the group " GUEST_GROUP " is missing (scripts/setup creates it)");
+		snprintf(why, whylen, "the group " GUEST_GROUP " is missing (scripts/quickstart and scripts/test create it)");
 	else if (traversable(state_dir, false, why, whylen))
 		why[0] = '\0';
 }
