@@ -462,7 +462,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	if (rc == SAAS_OK && d->confined)
-		rc = saas__lv_uids_take(&d->uids, &uid);
+		rc = saas__lv_uid_take(d, &uid);
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
 		saas__lv_template_key(d, spec, im, key);

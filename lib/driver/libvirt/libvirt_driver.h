@@ -392,6 +392,8 @@ int saas__lv_boot_clone(struct launch *l);
  * given to its uid; a template's frozen disk made readable by every clone.
  */
 int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *root, bool required);
+/* A free uid of d->uids that no process on the host runs as (another engine's VMs); caller holds d->mu. */
+int saas__lv_uid_take(struct drv *d, unsigned int *uid);
 int saas__lv_confine_vm_files(struct launch *l);
 int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk);
 

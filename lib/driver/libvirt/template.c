@@ -194,7 +194,7 @@ static int template_build(struct tmpl_job *job)
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	/* The template VM is confined as its clones will be: it runs the same guest. */
-	if (rc == SAAS_OK && d->confined && (rc = saas__lv_uids_take(&d->uids, &l.uid)) < 0)
+	if (rc == SAAS_OK && d->confined && (rc = saas__lv_uid_take(d, &l.uid)) < 0)
 		free(host_key);
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)

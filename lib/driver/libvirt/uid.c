@@ -73,6 +73,42 @@ void saas__lv_uids_put(struct saas__lv_uids *u, unsigned int uid)
 		u->used[uid - u->first] = 0;
 }
 
+/*
+ * A uid for a new VM: a free one of the range that no process on the host
+ * runs as. Another engine on this host, given an overlapping range, knows
+ * nothing of our VMs, nor we of its: two QEMUs under one uid could signal
+ * and trace each other. The uids in use (the owner of /proc/PID is its
+ * process's uid) are held while the allocator chooses, then let go again.
+ * Caller holds d->mu.
+ */
+int saas__lv_uid_take(struct drv *d, unsigned int *uid)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	unsigned int *held = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	while (proc && (e = readdir(proc))) {
+		struct stat st;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || fstatat(dirfd(proc), e->d_name, &st, 0) < 0 ||
+		    st.st_uid < d->uids.first || st.st_uid - d->uids.first >= d->uids.count ||
+		    d->uids.used[st.st_uid - d->uids.first])
+			continue;
+		if (SAAS__ARRAY_RESERVE(held, cap, n + 1) < 0)
+			break;
+		held[n++] = (unsigned int)st.st_uid;
+		saas__lv_uids_mark(&d->uids, (unsigned int)st.st_uid);
+	}
+	if (proc)
+		closedir(proc);
+	rc = saas__lv_uids_take(&d->uids, uid);
+	for (size_t i = 0; i < n; i++)
+		saas__lv_uids_put(&d->uids, held[i]);
+	free(held);
+	return rc;
+}
+
 /* ---- files ----------------------------------------------------------------------------------- */
 
 /*
