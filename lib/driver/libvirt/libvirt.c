@@ -281,12 +281,13 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	if (!d->uri) {
 		if ((rc = saas__lv_embed_root(env->state_dir, &root)) < 0)
 			goto fail;
+		/* Confinement last: the guard's files are among those it makes private. */
+		if ((rc = saas__lv_network_setup(d, true)) < 0)
+			goto fail;
 		if (d->uids_mode != UIDS_OFF &&
 		    (rc = saas__lv_confine_setup(d, env->state_dir, root, d->uids_mode == UIDS_ON)) < 0)
 			goto fail;
 		if ((rc = saas__lv_write_qemu_conf(root, d->confined)) < 0)
-			goto fail;
-		if ((rc = saas__lv_network_setup(d, true)) < 0)
 			goto fail;
 		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
 			d->uri = NULL;
