@@ -45,6 +45,9 @@ jobs() { nproc 2>/dev/null || echo 2; }
 # creates them only with libvirt-daemon-system (which would also start a daemon
 # we do not use). QEMU runs under the aas-guest group, which the driver's
 # nftables guard keeps away from the host's own services (docs/sandboxes.md).
+# As root, each VM's QEMU runs under a uid of its own (docs/security.md);
+# libvirt's own probes of QEMU run as aas-qemu, which must open /dev/kvm (a
+# probe that cannot is redone at every VM start, about a minute each).
 ensure_vm_accounts() {
 	local sudo=()
 	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
@@ -53,6 +56,14 @@ ensure_vm_accounts() {
 		"${sudo[@]}" useradd --system --no-create-home --home-dir /var/lib/libvirt -g libvirt-qemu \
 			-s /usr/sbin/nologin libvirt-qemu
 	getent group aas-guest >/dev/null || "${sudo[@]}" groupadd --system aas-guest
+	local groups=aas-guest
+	getent group kvm >/dev/null && groups=aas-guest,kvm
+	if getent passwd aas-qemu >/dev/null; then
+		"${sudo[@]}" usermod -a -G "$groups" aas-qemu
+	else
+		"${sudo[@]}" useradd --system --no-create-home --home-dir /nonexistent -g aas-guest -G "$groups" \
+			-s /usr/sbin/nologin aas-qemu
+	fi
 }
 
 # Node.js and npm for the MCP client tests. A machine may carry its own Node.js

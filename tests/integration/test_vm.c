@@ -10,8 +10,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -780,6 +782,155 @@ static void test_clones(void **state)
 	}
 }
 
+/* The pid of the QEMU of VM name (its -name guest=NAME,...), 0 if none runs. */
+static pid_t qemu_pid(const char *name)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	while (proc && !found && (e = readdir(proc))) {
+		char path[300], args[8192];
+		size_t n;
+		FILE *f;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		n = fread(args, 1, sizeof(args) - 1, f);
+		fclose(f);
+		args[n] = '\0';
+		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
+			const char *a = args + i;
+			if (strncmp(a, "guest=", 6) == 0 && strncmp(a + 6, name, strlen(name)) == 0 &&
+			    (a[6 + strlen(name)] == ',' || a[6 + strlen(name)] == '\0'))
+				found = (pid_t)atoi(e->d_name);
+		}
+	}
+	if (proc)
+		closedir(proc);
+	return found;
+}
+
+/* The value of a /proc/PID/status field ("Uid:"), its first word as a number in base. */
+static unsigned long long proc_status(pid_t pid, const char *field, int base)
+{
+	char path[64], line[512];
+	unsigned long long v = ~0ULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	assert_non_null(f = fopen(path, "re"));
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			v = strtoull(line + strlen(field), NULL, base);
+	fclose(f);
+	assert_true(v != ~0ULL);
+	return v;
+}
+
+/* Does cmd (a shell command) succeed as uid:gid with no supplementary groups and no capabilities? */
+static bool as_uid(unsigned int uid, unsigned int gid, const char *cmd)
+{
+	char line[8192];
+
+	snprintf(line, sizeof(line), "setpriv --reuid=%u --regid=%u --clear-groups --inh-caps=-all sh -c '%s' "
+	         ">/dev/null 2>&1", uid, gid, cmd);
+	return system(line) == 0;
+}
+
+/* No file of the engine's (the store, its SSH key, libvirt's log) can be read by uid. */
+static void assert_engine_files_unreadable(unsigned int uid, unsigned int gid, const char *dir)
+{
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int files = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char path[4400], cmd[4500];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		snprintf(cmd, sizeof(cmd), "cat \"%s\"", path);
+		if (as_uid(uid, gid, cmd))
+			fail_msg("QEMU's uid %u can read %s", uid, path);
+		files++;
+	}
+	closedir(d);
+	assert_true(files > 0);
+}
+
+/*
+ * Confinement (as root): every sandbox's QEMU, cold-booted or cloned, runs
+ * under a uid of its own in the guard's group, with no capabilities,
+ * no_new_privs and the seccomp sandbox, and cannot read the engine's files
+ * or another sandbox's.
+ */
+static void test_confined(void **state)
+{
+	saas_sandbox *sb[2] = { NULL, NULL };
+	const char *names[3];
+	unsigned int uids[3], gid = 0;
+	struct group *gr = getgrnam("aas-guest");
+	char path[4400], cmd[4500];
+
+	(void)state;
+	if (geteuid() != 0 || !getpwnam("aas-qemu") || !gr)
+		skip(); /* QEMU runs as the engine's user then: docs/security.md */
+	assert_true(logged("QEMU uids per VM", NULL));
+	gid = (unsigned int)gr->gr_gid;
+	for (int i = 0; i < 600 && !logged("template ", " ready in"); i++)
+		usleep(500 * 1000);
+	for (int i = 0; i < 2; i++) {
+		char line[256];
+		check(saas_sandbox_create(&sb[i], ca, NULL, 0), "create a confined clone");
+		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
+		assert_true(logged(line, "(clone,"));
+	}
+	names[0] = shared->id;
+	names[1] = sb[0]->id;
+	names[2] = sb[1]->id;
+	for (int i = 0; i < 3; i++) {
+		pid_t pid = qemu_pid(names[i]);
+		char *out;
+		assert_true(pid > 0);
+		uids[i] = (unsigned int)proc_status(pid, "Uid:", 10);
+		assert_int_not_equal(uids[i], 0);
+		assert_int_not_equal(uids[i], geteuid());
+		assert_int_equal(proc_status(pid, "Gid:", 10), gid);
+		assert_int_equal(proc_status(pid, "CapEff:", 16), 0);
+		assert_int_equal(proc_status(pid, "CapPrm:", 16), 0);
+		assert_int_equal(proc_status(pid, "NoNewPrivs:", 10), 1);
+		assert_int_equal(proc_status(pid, "Seccomp:", 10), 2);
+		for (int j = 0; j < i; j++)
+			assert_int_not_equal(uids[i], uids[j]);
+		/* It still works: an exec over its SSH forward. */
+		out = run_in(ca, names[i], "echo alive");
+		assert_string_equal(out, "alive");
+		free(out);
+	}
+	snprintf(path, sizeof(path), "%s/libvirt", state_dir);
+	assert_engine_files_unreadable(uids[1], gid, state_dir);
+	assert_engine_files_unreadable(uids[1], gid, path);
+	/* Its own directory it may list (the check above is not setpriv failing); another's, not. */
+	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms/%s\"", state_dir, names[1]);
+	assert_true(as_uid(uids[1], gid, cmd));
+	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms/%s\"", state_dir, names[2]);
+	assert_false(as_uid(uids[1], gid, cmd));
+	/* Nor can it list the state directory, the VMs' or the templates'. */
+	snprintf(cmd, sizeof(cmd), "ls \"%s\"", state_dir);
+	assert_false(as_uid(uids[1], gid, cmd));
+	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms\"", state_dir);
+	assert_false(as_uid(uids[1], gid, cmd));
+	for (int i = 0; i < 2; i++) {
+		check(saas_sandbox_destroy(NULL, ca, sb[i]->id, 0), "destroy a confined clone");
+		saas_sandbox_free(sb[i]);
+	}
+}
+
 /* The names in STATE/libvirt/templates, space-separated (each followed by a space). */
 static void template_names(char *out, size_t size)
 {
@@ -1033,6 +1184,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_network_internet_refused),
 		cmocka_unit_test(test_tenancy),
 		cmocka_unit_test(test_clones),
+		cmocka_unit_test(test_confined),
 		cmocka_unit_test(test_template_follows_image),
 		cmocka_unit_test(test_broken_template_falls_back),
 		cmocka_unit_test(test_reaper_destroys),

@@ -1,8 +1,8 @@
 /*
  * The libvirt driver's pure parts, without libvirt running: driver_config
  * parsing, the embedded qemu.conf, the domain XML and the guard's nftables
- * ruleset (both pinned by golden files), and the metadata read back from a
- * domain.
+ * ruleset (both pinned by golden files), the metadata read back from a
+ * domain, and the allocator of QEMU's per-VM uids.
  *
  * The guard is also loaded for real, in a network namespace of the test's
  * own (root only; skipped elsewhere), to show it comes back after a flush.
@@ -88,6 +88,9 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	assert_int_equal(cfg->network, NET_AUTO);
 	assert_true(cfg->templates);
 	assert_int_equal(cfg->boot_timeout_ms, DEFAULT_BOOT_TIMEOUT_MS);
+	assert_int_equal(cfg->uids, UIDS_AUTO);
+	assert_int_equal(cfg->uid_first, 200000);
+	assert_int_equal(cfg->uid_count, 1000);
 }
 
 static void test_config_defaults(void **state)
@@ -150,6 +153,33 @@ static void test_config_every_option(void **state)
 	saas__lv_config_clear(&cfg);
 }
 
+/* uids=auto|off|FIRST-LAST: a range keeps its bounds exactly, from one uid to UIDS_COUNT_MAX. */
+static void test_config_uids(void **state)
+{
+	struct saas__lv_config cfg;
+
+	(void)state;
+	assert_int_equal(saas__lv_config_parse(&cfg, "uids=off"), SAAS_OK);
+	assert_int_equal(cfg.uids, UIDS_OFF);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "uids=off,uids=auto"), SAAS_OK);
+	assert_int_equal(cfg.uids, UIDS_AUTO);
+	assert_int_equal(cfg.uid_first, UIDS_FIRST_DEFAULT);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "uids=300000-300009"), SAAS_OK);
+	assert_int_equal(cfg.uids, UIDS_ON);
+	assert_int_equal(cfg.uid_first, 300000);
+	assert_int_equal(cfg.uid_count, 10);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "uids=1000-1000"), SAAS_OK);
+	assert_int_equal(cfg.uid_first, 1000);
+	assert_int_equal(cfg.uid_count, 1);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "uids=2146483647-2147483646"), SAAS_OK);
+	assert_int_equal(cfg.uid_count, UIDS_COUNT_MAX);
+	saas__lv_config_clear(&cfg);
+}
+
 static void test_config_bad_values(void **state)
 {
 	static const struct {
@@ -165,6 +195,21 @@ static void test_config_bad_values(void **state)
 		{ "boot_timeout=60s", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=", "boot_timeout must be 1 to 3600 seconds" },
 		{ "colour=blue", "unknown libvirt driver option 'colour'" },
+		{ "uids=on", "uids must be auto, off or FIRST-LAST (e.g. 200000-200999), not 'on'" },
+		{ "uids=200000", "uids must be auto, off or FIRST-LAST (e.g. 200000-200999), not '200000'" },
+		{ "uids=200000-", "uids must be auto, off or FIRST-LAST (e.g. 200000-200999), not '200000-'" },
+		{ "uids=-5-10", "uids must be auto, off or FIRST-LAST (e.g. 200000-200999), not '-5-10'" },
+		{ "uids=2000--3000", "uids must be auto, off or FIRST-LAST (e.g. 200000-200999), not '2000--3000'" },
+		{ "uids=2000-3000x", "uids must be auto, off or FIRST-LAST (e.g. 200000-200999), not '2000-3000x'" },
+		{ "uids=99999999999999999999-1", "uids must be auto, off or FIRST-LAST (e.g. 200000-200999), not "
+		                                 "'99999999999999999999-1'" },
+		{ "uids=0-999", "uids must be a range of 1 to 1000000 uids from 1000 to 2147483646, not '0-999'" },
+		{ "uids=300000-299999", "uids must be a range of 1 to 1000000 uids from 1000 to 2147483646, not "
+		                        "'300000-299999'" },
+		{ "uids=1000-1001000", "uids must be a range of 1 to 1000000 uids from 1000 to 2147483646, not "
+		                       "'1000-1001000'" },
+		{ "uids=2147483000-2147483647", "uids must be a range of 1 to 1000000 uids from 1000 to 2147483646, not "
+		                                "'2147483000-2147483647'" },
 		{ "accel=tcg,oops", "libvirt driver option 'oops' is not key=value" },
 		/* Whatever was parsed before the bad option is let go of (the leak checkers see to it). */
 		{ "uri=qemu:///system images=/srv accel=none", "accel must be auto, kvm or tcg, not 'none'" },
@@ -226,19 +271,29 @@ static void test_qemu_conf(void **state)
 	char *text;
 
 	(void)state;
-	text = saas__lv_qemu_conf_text(false, true);
-	assert_string_equal(text, "# Written by libsaas for its embedded libvirt driver.\n"
-	                          "stdio_handler = \"file\"\n");
-	free(text);
-	text = saas__lv_qemu_conf_text(true, true);
+	/* Not root: QEMU runs as the engine's user, confined or not (per-VM uids need root). */
+	for (int confined = 0; confined < 2; confined++) {
+		text = saas__lv_qemu_conf_text(false, true, confined);
+		assert_string_equal(text, "# Written by libsaas for its embedded libvirt driver.\n"
+		                          "stdio_handler = \"file\"\n");
+		free(text);
+	}
+	text = saas__lv_qemu_conf_text(true, true, false);
 	assert_string_equal(text, "# Written by libsaas for its embedded libvirt driver.\n"
 	                          "stdio_handler = \"file\"\n"
 	                          "user = \"root\"\ngroup = \"aas-guest\"\ndynamic_ownership = 0\n"
 	                          "remember_owner = 0\nsecurity_driver = \"none\"\n");
 	free(text);
 	/* Without the group the guard cannot be installed, and QEMU stays in root's group. */
-	text = saas__lv_qemu_conf_text(true, false);
+	text = saas__lv_qemu_conf_text(true, false, false);
 	assert_non_null(strstr(text, "group = \"root\"\n"));
+	free(text);
+	/* Confined: libvirt's own processes run unprivileged, and nothing of ours is chowned by libvirt. */
+	text = saas__lv_qemu_conf_text(true, true, true);
+	assert_string_equal(text, "# Written by libsaas for its embedded libvirt driver.\n"
+	                          "stdio_handler = \"file\"\n"
+	                          "user = \"aas-qemu\"\ngroup = \"aas-guest\"\ndynamic_ownership = 0\n"
+	                          "remember_owner = 0\nsecurity_driver = \"none\"\nseccomp_sandbox = 1\n");
 	free(text);
 }
 
@@ -276,15 +331,21 @@ static saas_vm_spec test_spec(void)
 	return spec;
 }
 
-static char *xml_of(const saas_vm_spec *spec, const struct image *im, bool kvm, bool internet, bool incoming,
-                    const char *owner)
+static char *xml_of_uid(const saas_vm_spec *spec, const struct image *im, bool kvm, bool internet, bool incoming,
+                        const char *owner, unsigned int uid)
 {
 	struct saas__lv_domain def = {
 		spec, im, owner, "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSUVuZ2luZSBhYXMtZW5naW5l",
-		VMDIR, im->disk ? VMDIR "/disk.qcow2" : NULL, 40022, kvm, internet, incoming,
+		VMDIR, im->disk ? VMDIR "/disk.qcow2" : NULL, 40022, kvm, internet, incoming, uid, uid ? 994 : 0,
 	};
 
 	return saas__lv_domain_xml(&def);
+}
+
+static char *xml_of(const saas_vm_spec *spec, const struct image *im, bool kvm, bool internet, bool incoming,
+                    const char *owner)
+{
+	return xml_of_uid(spec, im, kvm, internet, incoming, owner, 0);
 }
 
 /* Cold boots of a disk image, each network policy. */
@@ -335,10 +396,25 @@ static void test_domain_initramfs_kvm(void **state)
 	free(xml);
 }
 
+/* Confined: the VM's own uid in a static DAC label, and in the metadata for adoption. */
+static void test_domain_confined(void **state)
+{
+	struct image im = test_image(true);
+	saas_vm_spec spec = test_spec();
+	char *xml;
+
+	(void)state;
+	golden("domain-cold-confined.xml", xml = xml_of_uid(&spec, &im, false, true, false, "/var/lib/aas", 200007));
+	free(xml);
+	golden("domain-clone-confined.xml", xml = xml_of_uid(&spec, &im, false, false, true, "/var/lib/aas", 200999));
+	free(xml);
+}
+
 /* Drop the lines only a cold boot has (the kernel) and only a clone has (-incoming defer). */
 static char *devices_only(const char *xml)
 {
-	static const char *const boot_only[] = { "<kernel>", "<initrd>", "<cmdline>", "'-incoming'", "'defer'" };
+	static const char *const boot_only[] = { "<kernel>", "<initrd>", "<cmdline>", "'-incoming'", "'defer'",
+		                                  ":uid>", "<label>" };
 	saas__buf b = SAAS__BUF_INIT;
 
 	for (const char *p = xml; *p;) {
@@ -366,8 +442,9 @@ static void test_domain_clone_matches_template(void **state)
 
 	(void)state;
 	for (int internet = 0; internet < 2; internet++) {
-		char *cold = xml_of(&spec, &im, false, internet, false, "/var/lib/aas");
-		char *clone = xml_of(&spec, &im, false, internet, true, "/var/lib/aas");
+		/* The clone's QEMU runs under another uid than its template's did. */
+		char *cold = xml_of_uid(&spec, &im, false, internet, false, "/var/lib/aas", internet ? 200001 : 0);
+		char *clone = xml_of_uid(&spec, &im, false, internet, true, "/var/lib/aas", internet ? 200002 : 0);
 		char *a = devices_only(cold), *b = devices_only(clone);
 		assert_string_equal(a, b);
 		assert_string_not_equal(cold, clone);
@@ -429,6 +506,95 @@ static void test_meta_incomplete(void **state)
 		assert_null(host_key);
 		assert_null(owner);
 	}
+}
+
+/* The uid goes into the metadata and comes back out; no uid, or a malformed one, reads as 0. */
+static void test_meta_uid(void **state)
+{
+	struct image im = test_image(true);
+	saas_vm_spec spec = test_spec();
+	char *xml;
+
+	(void)state;
+	xml = xml_of_uid(&spec, &im, false, false, false, "/var/lib/aas", 200042);
+	assert_int_equal(saas__lv_meta_uid(xml), 200042);
+	free(xml);
+	xml = xml_of(&spec, &im, false, false, false, "/var/lib/aas");
+	assert_int_equal(saas__lv_meta_uid(xml), 0);
+	free(xml);
+	assert_int_equal(saas__lv_meta_uid("<aas:uid>12x</aas:uid>"), 0);
+	assert_int_equal(saas__lv_meta_uid("<aas:uid>4294967295</aas:uid>"), 0);
+	assert_int_equal(saas__lv_meta_uid("<aas:uid>"), 0);
+}
+
+/* ---- per-VM uids ----------------------------------------------------------------------------- */
+
+static void test_uids_allocate_release(void **state)
+{
+	struct saas__lv_uids u;
+	unsigned int a, b, c, d;
+
+	(void)state;
+	assert_int_equal(saas__lv_uids_init(&u, 200000, 3), SAAS_OK);
+	assert_int_equal(saas__lv_uids_take(&u, &a), SAAS_OK);
+	assert_int_equal(saas__lv_uids_take(&u, &b), SAAS_OK);
+	assert_int_equal(a, 200000);
+	assert_int_equal(b, 200001);
+	/* A uid let go is reused last: the next VM gets one no QEMU had a moment ago. */
+	saas__lv_uids_put(&u, a);
+	assert_int_equal(saas__lv_uids_take(&u, &c), SAAS_OK);
+	assert_int_equal(c, 200002);
+	assert_int_equal(saas__lv_uids_take(&u, &d), SAAS_OK);
+	assert_int_equal(d, 200000);
+	/* Outside the range and 0: ignored. */
+	saas__lv_uids_put(&u, 0);
+	saas__lv_uids_put(&u, 199999);
+	saas__lv_uids_put(&u, 200003);
+	saas__error_clear();
+	assert_int_equal(saas__lv_uids_take(&u, &a), SAAS_EBUSY);
+	saas__lv_uids_clear(&u);
+}
+
+/* Every uid held: SAAS_EBUSY (a 503 at the server) with a message that says what to change. */
+static void test_uids_exhausted(void **state)
+{
+	struct saas__lv_uids u;
+	unsigned int uid;
+
+	(void)state;
+	assert_int_equal(saas__lv_uids_init(&u, 300000, 2), SAAS_OK);
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_OK);
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_OK);
+	saas__error_clear();
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->code, SAAS_EBUSY);
+	assert_string_equal(saas_error_last()->message, "every QEMU uid of the range 300000-300001 is in use (2 VMs): "
+	                                                "raise the driver option uids");
+	saas__lv_uids_put(&u, 300001);
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_OK);
+	assert_int_equal(uid, 300001);
+	saas__lv_uids_clear(&u);
+}
+
+/* VMs adopted after a restart keep their uids: a new VM never gets one of them. */
+static void test_uids_adoption(void **state)
+{
+	struct saas__lv_uids u;
+	unsigned int uid;
+
+	(void)state;
+	assert_int_equal(saas__lv_uids_init(&u, 200000, 4), SAAS_OK);
+	assert_true(saas__lv_uids_mark(&u, 200000));
+	assert_true(saas__lv_uids_mark(&u, 200002));
+	assert_true(saas__lv_uids_mark(&u, 200002)); /* seen twice (open, then vm_state): still one VM */
+	assert_false(saas__lv_uids_mark(&u, 199999));
+	assert_false(saas__lv_uids_mark(&u, 200004));
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_OK);
+	assert_int_equal(uid, 200001);
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_OK);
+	assert_int_equal(uid, 200003);
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_EBUSY);
+	saas__lv_uids_clear(&u);
 }
 
 /* ---- the guard ------------------------------------------------------------------------------- */
@@ -792,14 +958,20 @@ int main(void)
 		cmocka_unit_test(test_config_bare_uri),
 		cmocka_unit_test(test_config_every_option),
 		cmocka_unit_test(test_config_bad_values),
+		cmocka_unit_test(test_config_uids),
 		cmocka_unit_test(test_default_images_dir),
 		cmocka_unit_test(test_qemu_conf),
 		cmocka_unit_test(test_domain_cold),
 		cmocka_unit_test(test_domain_clone),
 		cmocka_unit_test(test_domain_initramfs_kvm),
+		cmocka_unit_test(test_domain_confined),
 		cmocka_unit_test(test_domain_clone_matches_template),
 		cmocka_unit_test(test_meta_round_trip),
 		cmocka_unit_test(test_meta_incomplete),
+		cmocka_unit_test(test_meta_uid),
+		cmocka_unit_test(test_uids_allocate_release),
+		cmocka_unit_test(test_uids_exhausted),
+		cmocka_unit_test(test_uids_adoption),
 		cmocka_unit_test(test_guard_ruleset),
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),
 		cmocka_unit_test(test_host_prefixes6),

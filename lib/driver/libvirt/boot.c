@@ -81,7 +81,7 @@ int saas__lv_launch_prepare(struct launch *l)
 	if (saas__mkdir_p(l->dir, 0700) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
 	if (!base)
-		return SAAS_OK;
+		return saas__lv_confine_vm_files(l);
 	if (l->tdir && !(base = tbase = saas__lv_path_join(l->tdir, "disk.qcow2")))
 		return SAAS_ENOMEM;
 	if (!(l->overlay = saas__lv_path_join(l->dir, "disk.qcow2"))) {
@@ -93,6 +93,8 @@ int saas__lv_launch_prepare(struct launch *l)
 		snprintf(size, sizeof(size), "%uG", l->spec->disk_gb);
 		if ((rc = saas__run(argv, NULL)) < 0)
 			rc = saas__error_wrap(SAAS_EBACKEND, "creating the disk overlay");
+		else
+			rc = saas__lv_confine_vm_files(l);
 	}
 	free(tbase);
 	return rc;
@@ -113,6 +115,8 @@ int saas__lv_launch_start(struct launch *l)
 		if ((rc = free_port(&l->port)) < 0)
 			return rc;
 		def.port = l->port;
+		def.uid = l->uid;
+		def.gid = (unsigned int)d->guest_gid;
 		pthread_mutex_lock(&d->mu); /* d->kvm changes when KVM turns out not to work */
 		def.kvm = d->kvm;
 		pthread_mutex_unlock(&d->mu);

@@ -2,6 +2,7 @@
  * The libvirt driver's configuration: driver_config, the engine's SSH key
  * pair, and the embedded libvirt's root and qemu.conf.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,38 @@ static int parse_choice(const char *key, const char *val, const char *const name
 	return saas__inval("%s must be %s, %s or %s, not '%s'", key, names[0], names[1], names[2], val);
 }
 
+/* uids=auto|off|FIRST-LAST: a range of at most UIDS_COUNT_MAX uids, clear of the host's own users. */
+static int parse_uids(struct saas__lv_config *cfg, const char *val)
+{
+	unsigned long first, last;
+	char *end;
+
+	if (strcmp(val, "auto") == 0 || strcmp(val, "off") == 0) {
+		cfg->uids = strcmp(val, "auto") == 0 ? UIDS_AUTO : UIDS_OFF;
+		return SAAS_OK;
+	}
+	/* strtoul takes signs and spaces: each bound must start with a digit. */
+	errno = 0;
+	if (!isdigit((unsigned char)val[0]))
+		goto bad;
+	first = strtoul(val, &end, 10);
+	if (*end != '-' || !isdigit((unsigned char)end[1]))
+		goto bad;
+	last = strtoul(end + 1, &end, 10);
+	if (*end || errno)
+		goto bad;
+	if (first < UIDS_FIRST_MIN || last > UIDS_LAST_MAX || last < first || last - first >= UIDS_COUNT_MAX)
+		return saas__inval("uids must be a range of 1 to %u uids from %u to %u, not '%s'", UIDS_COUNT_MAX,
+		                   UIDS_FIRST_MIN, UIDS_LAST_MAX, val);
+	cfg->uids = UIDS_ON;
+	cfg->uid_first = (unsigned int)first;
+	cfg->uid_count = (unsigned int)(last - first + 1);
+	return SAAS_OK;
+bad:
+	return saas__inval("uids must be auto, off or FIRST-LAST (e.g. %u-%u), not '%s'", UIDS_FIRST_DEFAULT,
+	                   UIDS_FIRST_DEFAULT + UIDS_COUNT_DEFAULT - 1, val);
+}
+
 void saas__lv_config_clear(struct saas__lv_config *cfg)
 {
 	free(cfg->uri);
@@ -61,6 +94,9 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->network = NET_AUTO;
 	cfg->boot_timeout_ms = DEFAULT_BOOT_TIMEOUT_MS;
 	cfg->templates = true;
+	cfg->uids = UIDS_AUTO;
+	cfg->uid_first = UIDS_FIRST_DEFAULT;
+	cfg->uid_count = UIDS_COUNT_DEFAULT;
 	if (!text || !*text)
 		return SAAS_OK;
 	if (!strchr(text, '='))
@@ -98,6 +134,8 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 				rc = saas__inval("boot_timeout must be 1 to %d seconds", BOOT_TIMEOUT_MAX_S);
 			else
 				cfg->boot_timeout_ms = (int)v * 1000;
+		} else if (strcmp(tok, "uids") == 0) {
+			rc = parse_uids(cfg, val);
 		} else {
 			rc = saas__inval("unknown libvirt driver option '%s'", tok);
 		}
@@ -170,7 +208,7 @@ int saas__lv_embed_root(const char *state_dir, char **out)
 	return rc;
 }
 
-char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group)
+char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group, bool confined)
 {
 	saas__buf b = SAAS__BUF_INIT;
 
@@ -179,10 +217,21 @@ char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group)
 	 * as the engine's user (our files live in a 0700 state directory). As
 	 * root, its group is GUEST_GROUP when that exists: the guard matches
 	 * QEMU's sockets by it (the user stays root, which still opens our files).
+	 *
+	 * Confined, every domain carries its own uid in a static DAC label, which
+	 * libvirt applies with no capabilities, no_new_privs and QEMU's seccomp
+	 * sandbox (on by default). The user here runs only libvirt's capability
+	 * probes: an unprivileged account in group kvm (a probe that cannot open
+	 * /dev/kvm is redone at every start, about a minute each). Ownership is
+	 * ours to set (uid.c), never libvirt's: with dynamic_ownership it would
+	 * chown the shared image and template files to one VM's uid.
 	 */
 	saas__buf_puts(&b, "# Written by libsaas for its embedded libvirt driver.\n"
 	                   "stdio_handler = \"file\"\n");
-	if (euid_root)
+	if (euid_root && confined && has_guest_group)
+		saas__buf_puts(&b, "user = \"" QEMU_USER "\"\ngroup = \"" GUEST_GROUP "\"\ndynamic_ownership = 0\n"
+		                   "remember_owner = 0\nsecurity_driver = \"none\"\nseccomp_sandbox = 1\n");
+	else if (euid_root)
 		saas__buf_printf(&b,
 		                 "user = \"root\"\ngroup = \"%s\"\ndynamic_ownership = 0\nremember_owner = 0\n"
 		                 "security_driver = \"none\"\n",
@@ -190,7 +239,7 @@ char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group)
 	return saas__buf_detach(&b, NULL);
 }
 
-int saas__lv_write_qemu_conf(const char *root)
+int saas__lv_write_qemu_conf(const char *root, bool confined)
 {
 	/* The embedded driver reads ROOT/etc/qemu.conf (its domain configs live in ROOT/etc/qemu/). */
 	char *dir = saas__lv_path_join(root, "etc"), *path = NULL, *text = NULL;
@@ -203,7 +252,7 @@ int saas__lv_write_qemu_conf(const char *root)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s", dir);
 		goto out;
 	}
-	if (!(text = saas__lv_qemu_conf_text(geteuid() == 0, saas__lv_guest_gid(NULL)))) {
+	if (!(text = saas__lv_qemu_conf_text(geteuid() == 0, saas__lv_guest_gid(NULL), confined))) {
 		rc = saas__oom();
 		goto out;
 	}

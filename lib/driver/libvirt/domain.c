@@ -51,6 +51,9 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	xml_escape(&b, def->owner);
 	saas__buf_printf(&b, "</" META_PREFIX ":owner>\n      <" META_PREFIX ":network>%s</" META_PREFIX ":network>\n",
 	                 def->internet ? "internet" : "isolated");
+	/* A VM adopted after a restart keeps its uid: the allocator learns it from here. */
+	if (def->uid)
+		saas__buf_printf(&b, "      <" META_PREFIX ":uid>%u</" META_PREFIX ":uid>\n", def->uid);
 	saas__buf_puts(&b, "    </" META_PREFIX ":vm>\n  </metadata>\n");
 	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
 	saas__buf_puts(&b, "  <genid/>\n");
@@ -89,6 +92,14 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n"
 	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
 	                   "    <memballoon model='none'/>\n  </devices>\n");
+	/*
+	 * QEMU's own uid (uid.c): libvirt starts it under this label with no
+	 * capabilities and no_new_privs, and (relabel='no') chowns nothing: the
+	 * driver gave the VM its files.
+	 */
+	if (def->uid)
+		saas__buf_printf(&b, "  <seclabel type='static' model='dac' relabel='no'>\n"
+		                     "    <label>+%u:+%u</label>\n  </seclabel>\n", def->uid, def->gid);
 	/*
 	 * User-mode networking with the one way in an SSH forward on host loopback.
 	 * The NIC gets a fixed slot: libvirt hands out pcie.0 slots from 1 upwards.
@@ -159,6 +170,27 @@ int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, ch
 	free(*owner);
 	*host_key = *owner = NULL;
 	return SAAS_ENOTFOUND;
+}
+
+unsigned int saas__lv_meta_uid(const char *xml)
+{
+	const char *p = strstr(xml, "uid>");
+	char *end;
+	unsigned long uid;
+
+	if (!p)
+		return 0;
+	uid = strtoul(p + 4, &end, 10);
+	return *end == '<' && uid <= UIDS_LAST_MAX ? (unsigned int)uid : 0;
+}
+
+unsigned int saas__lv_domain_uid(virDomainPtr dom)
+{
+	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);
+	unsigned int uid = xml ? saas__lv_meta_uid(xml) : 0;
+
+	free(xml);
+	return uid;
 }
 
 /* Read our metadata back from a running domain: the SSH port, host key and owner. */

@@ -222,6 +222,18 @@ static void *keeper_main(void *arg)
 
 /* ---- open and close -------------------------------------------------------------------------- */
 
+/* A VM a previous engine started keeps its uid: no new VM may get it. */
+static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud)
+{
+	unsigned int uid = saas__lv_domain_uid(dom);
+
+	(void)ud;
+	if (uid && !saas__lv_uids_mark(&d->uids, uid))
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs under uid %u, outside the range uids=%u-%u", name, uid,
+		             d->uids.first, d->uids.first + d->uids.count - 1);
+	return 0;
+}
+
 static int lv_open(void **ctx, const saas_driver_env *env)
 {
 	struct drv *d = calloc(1, sizeof(*d));
@@ -243,6 +255,9 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->network = cfg.network;
 	d->templates = cfg.templates;
 	d->boot_timeout_ms = cfg.boot_timeout_ms;
+	d->uids_mode = cfg.uids;
+	d->uid_first = cfg.uid_first;
+	d->uid_count = cfg.uid_count;
 	if (!d->images && !(d->images = saas__lv_default_images_dir())) {
 		rc = SAAS_ENOMEM;
 		goto fail;
@@ -266,15 +281,23 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	if (!d->uri) {
 		if ((rc = saas__lv_embed_root(env->state_dir, &root)) < 0)
 			goto fail;
-		if ((rc = saas__lv_write_qemu_conf(root)) < 0)
-			goto fail;
+		/* Confinement last: the guard's files are among those it makes private. */
 		if ((rc = saas__lv_network_setup(d, true)) < 0)
+			goto fail;
+		if (d->uids_mode != UIDS_OFF &&
+		    (rc = saas__lv_confine_setup(d, env->state_dir, root, d->uids_mode == UIDS_ON)) < 0)
+			goto fail;
+		if ((rc = saas__lv_write_qemu_conf(root, d->confined)) < 0)
 			goto fail;
 		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
 			d->uri = NULL;
 			rc = saas__oom();
 			goto fail;
 		}
+	} else if (d->uids_mode == UIDS_ON) {
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
+		                 "uids: per-VM uids are the embedded driver's; with uri=, the libvirt daemon's qemu.conf decides");
+		goto fail;
 	} else if ((rc = saas__lv_network_setup(d, false)) < 0) {
 		goto fail;
 	}
@@ -291,13 +314,15 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	saas__lv_templates_cleanup(d);
+	if (d->confined)
+		saas__lv_own_domains(d, VM_PREFIX, adopt_uid, NULL);
 	if ((rc = pthread_create(&d->keeper, NULL, keeper_main, d)) != 0) {
 		rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the console keeper thread");
 		goto fail;
 	}
 	d->keeper_started = true;
-	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s, templates %s", d->uri,
-	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off");
+	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s, templates %s, QEMU uids %s", d->uri,
+	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off", d->confined ? "per VM" : "shared");
 	*ctx = d;
 	free(root);
 	free(vms);
@@ -314,6 +339,7 @@ fail:
 	free(d->pub);
 	free(d->authkey_b64);
 	free(d->owner);
+	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
@@ -369,6 +395,7 @@ static void lv_close(void *ctx)
 	free(d->pub);
 	free(d->authkey_b64);
 	free(d->owner);
+	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
@@ -382,9 +409,11 @@ static int lv_destroy(void *ctx, const char *name)
 	virDomainPtr dom = virDomainLookupByName(d->conn, name);
 	struct vm *v;
 	char *dir;
+	unsigned int uid = 0;
 	int rc = SAAS_OK;
 
 	if (dom) {
+		uid = saas__lv_domain_uid(dom);
 		if (virDomainDestroy(dom) < 0) {
 			int state = 0;
 			/* Already gone between lookup and destroy is success. */
@@ -395,11 +424,20 @@ static int lv_destroy(void *ctx, const char *name)
 	}
 	if (rc < 0)
 		return rc;
-	if ((v = saas__lv_vm_unlink(d, name)))
+	if ((v = saas__lv_vm_unlink(d, name))) {
+		if (!uid)
+			uid = v->uid; /* its domain went away by itself (the guest powered off) */
 		saas__lv_vm_put(d, v);
+	}
 	if ((dir = saas__lv_drv_path(d, "vms", name))) {
 		saas__lv_rm_tree(dir);
 		free(dir);
+	}
+	/* Its QEMU is gone (virDomainDestroy waits for it): the uid may serve another VM. */
+	if (d->confined && uid) {
+		pthread_mutex_lock(&d->mu);
+		saas__lv_uids_put(&d->uids, uid);
+		pthread_mutex_unlock(&d->mu);
 	}
 	return SAAS_OK;
 }
@@ -411,6 +449,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	struct launch l;
 	struct timespec t0;
 	char key[33] = "", *tdir = NULL, *host_key = NULL;
+	unsigned int uid = 0;
 	bool internet = spec->internet < 0 ? d->internet : spec->internet > 0, cloned = false;
 	int rc;
 
@@ -422,6 +461,8 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	rc = saas__lv_image_get(d, spec->image, &im);
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
+	if (rc == SAAS_OK && d->confined)
+		rc = saas__lv_uid_take(d, &uid);
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
 		saas__lv_template_key(d, spec, im, key);
@@ -441,6 +482,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	l.im = im;
 	l.host_key = host_key;
 	l.internet = internet;
+	l.uid = uid;
 	if (tdir) {
 		l.tdir = tdir;
 		if ((rc = saas__lv_boot_clone(&l)) == SAAS_OK) {
@@ -455,7 +497,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	}
 	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;
-	if ((rc = saas__lv_vm_add(d, spec->name, l.port, host_key, l.ssh)) < 0) {
+	if ((rc = saas__lv_vm_add(d, spec->name, l.port, uid, host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
@@ -465,7 +507,13 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	virDomainFree(l.dom);
 	free(l.dir);
 	free(l.overlay);
+	uid = 0; /* the VM's now: let go at destroy */
 out:
+	if (uid) {
+		pthread_mutex_lock(&d->mu);
+		saas__lv_uids_put(&d->uids, uid);
+		pthread_mutex_unlock(&d->mu);
+	}
 	free(tdir);
 	free(host_key);
 	return rc;
@@ -492,7 +540,13 @@ static int lv_state(void *ctx, const char *name, int *state)
 		if (v) {
 			saas__lv_vm_put(d, v);
 		} else if (saas__lv_domain_meta(dom, &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
-			saas__lv_vm_add(d, name, port, host_key, NULL);
+			unsigned int uid = saas__lv_domain_uid(dom);
+			if (d->confined && uid) {
+				pthread_mutex_lock(&d->mu);
+				saas__lv_uids_mark(&d->uids, uid);
+				pthread_mutex_unlock(&d->mu);
+			}
+			saas__lv_vm_add(d, name, port, uid, host_key, NULL);
 		}
 		free(host_key);
 		free(owner);

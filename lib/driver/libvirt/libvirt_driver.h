@@ -20,6 +20,7 @@
  *   guard.c     the network policy at open and the nftables guard
  *   image.c     image manifests, reloaded when an image is rebuilt
  *   vm.c        the registry of running VMs and their SSH sessions
+ *   uid.c       each VM's own QEMU uid: the range, the allocator, the files
  *   domain.c    domain XML and the metadata read back from running domains
  *   boot.c      making a VM: its directory, overlay, domain; cold boots
  *   qmp.c       QEMU monitor commands (migration to and from a file)
@@ -79,10 +80,25 @@ struct ifaddrs;
 #define GUEST_GROUP "aas-guest"
 #define GUARD_TABLE "aas_guard"
 
+/*
+ * Confinement (uid.c): as root, the embedded driver runs each VM's QEMU under
+ * a uid of its own from a range (driver option uids), group GUEST_GROUP.
+ * libvirt's own processes (capability probes) run as QEMU_USER, an
+ * unprivileged system account.
+ */
+#define QEMU_USER "aas-qemu"
+#define UIDS_FIRST_DEFAULT 200000u
+#define UIDS_COUNT_DEFAULT 1000u
+#define UIDS_FIRST_MIN 1000u              /* below: the host's own users */
+#define UIDS_LAST_MAX 2147483646u         /* uid_t stays positive as an int; (uid_t)-1 is "none" */
+#define UIDS_COUNT_MAX 1000000u
+
 /* ---- configuration (conf.c) ------------------------------------------------------------------ */
 
 enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
 enum netcfg { NET_AUTO, NET_ISOLATED, NET_INTERNET };
+/* uids=auto: per-VM uids when the host allows them; off: QEMU runs as today; a range: per-VM uids or fail. */
+enum uidcfg { UIDS_AUTO, UIDS_OFF, UIDS_ON };
 
 /* driver_config, parsed. */
 struct saas__lv_config {
@@ -92,12 +108,15 @@ struct saas__lv_config {
 	int network;                     /* enum netcfg */
 	bool templates;                  /* make sandboxes as clones of templates */
 	int boot_timeout_ms;
+	int uids;                        /* enum uidcfg */
+	unsigned int uid_first, uid_count;
 };
 
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
- * templates=on|off boot_timeout=SECONDS. NULL or "" gives the defaults. On
+ * templates=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST. NULL or ""
+ * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
@@ -108,9 +127,29 @@ char *saas__lv_default_images_dir(void);
 
 /*
  * The embedded driver's qemu.conf: QEMU writes its own logs; as root (euid_root)
- * it runs under GUEST_GROUP when that group exists (has_guest_group), else root.
+ * it runs under GUEST_GROUP when that group exists (has_guest_group), else root;
+ * confined, libvirt's own processes run as QEMU_USER and each domain carries
+ * its own uid (saas__lv_domain.uid).
  */
-char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group);
+char *saas__lv_qemu_conf_text(bool euid_root, bool has_guest_group, bool confined);
+
+/* ---- per-VM uids (uid.c) --------------------------------------------------------------------- */
+
+/* The uids of a range that VMs hold. Callers serialise (d->mu). */
+struct saas__lv_uids {
+	unsigned int first, count;
+	unsigned int next;               /* where the next search starts: a uid just freed is the last reused */
+	unsigned char *used;             /* count flags */
+};
+
+int saas__lv_uids_init(struct saas__lv_uids *u, unsigned int first, unsigned int count);
+void saas__lv_uids_clear(struct saas__lv_uids *u);
+/* A free uid of the range; SAAS_EBUSY when every one is held. */
+int saas__lv_uids_take(struct saas__lv_uids *u, unsigned int *uid);
+/* Hold a uid a running VM already has (adoption); false when it is outside the range. */
+bool saas__lv_uids_mark(struct saas__lv_uids *u, unsigned int uid);
+/* Let a uid go (0 and uids outside the range are ignored). */
+void saas__lv_uids_put(struct saas__lv_uids *u, unsigned int uid);
 
 /* ---- shared state ---------------------------------------------------------------------------- */
 
@@ -129,6 +168,7 @@ struct image {
 struct vm {
 	char name[SAAS_ID_MAX + 1];
 	unsigned int port;
+	unsigned int uid;                /* its QEMU's own uid, 0 when not confined */
 	char *host_key;
 	saas__ssh *ssh;
 	pthread_mutex_t mu;              /* serialises (re)connecting */
@@ -156,6 +196,11 @@ struct drv {
 	bool kvm;
 	int network;                     /* enum netcfg, from driver_config */
 	bool guard;                      /* the guard is installed and QEMU runs under GUEST_GROUP */
+	bool confined;                   /* each VM's QEMU runs under its own uid (d->uids) */
+	struct saas__lv_uids uids;       /* under mu */
+	gid_t guest_gid;                 /* confined: every VM's QEMU group */
+	int uids_mode;                   /* enum uidcfg, from driver_config */
+	unsigned int uid_first, uid_count;
 	char guard_why[512];             /* why not, when !guard */
 	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
@@ -217,8 +262,8 @@ static inline void sleep_ms(int ms)
 int saas__lv_ensure_key(struct drv *d);
 /* The embedded driver's root for state_dir, created; *out freed by the caller. */
 int saas__lv_embed_root(const char *state_dir, char **out);
-/* Write ROOT/etc/qemu.conf for the embedded driver. */
-int saas__lv_write_qemu_conf(const char *root);
+/* Write ROOT/etc/qemu.conf for the embedded driver (confined: per-VM uids). */
+int saas__lv_write_qemu_conf(const char *root, bool confined);
 
 /* ---- network policy and the guard (guard.c) -------------------------------------------------- */
 
@@ -283,7 +328,8 @@ int saas__lv_image_get(struct drv *d, const char *name, struct image **out);
 /* ---- running VMs (vm.c) ---------------------------------------------------------------------- */
 
 /* Register a running VM; ssh (may be NULL: connected on first use) becomes the registry's. */
-int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas__ssh *ssh);
+int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, unsigned int uid, const char *host_key,
+                    saas__ssh *ssh);
 /* A reference to the VM of name, or NULL; let go with saas__lv_vm_put. */
 struct vm *saas__lv_vm_get(struct drv *d, const char *name);
 void saas__lv_vm_put(struct drv *d, struct vm *v);
@@ -308,6 +354,7 @@ struct saas__lv_domain {
 	bool kvm;
 	bool internet;
 	bool incoming;                   /* a clone: -incoming defer, no kernel */
+	unsigned int uid, gid;           /* QEMU's own uid and group (a static DAC label); uid 0: none */
 };
 
 /*
@@ -325,6 +372,9 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def);
  */
 int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, char **owner);
 int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner);
+/* The uid recorded in our metadata element (0: none, a VM not confined). */
+unsigned int saas__lv_meta_uid(const char *xml);
+unsigned int saas__lv_domain_uid(virDomainPtr dom);
 
 typedef int (*saas__lv_domain_fn)(struct drv *d, virDomainPtr dom, const char *name, void *ud);
 /*
@@ -351,6 +401,7 @@ struct launch {
 	const char *tdir;                /* clone: the template's directory */
 	bool template_bad;               /* clone: failed in a way that says the template is broken */
 	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */
+	unsigned int uid;                /* its QEMU's own uid (0: not confined), held by the caller */
 	char *dir, *overlay;
 	virDomainPtr dom;
 	unsigned int port;
@@ -366,6 +417,17 @@ void saas__lv_launch_undo(struct launch *l);
 int saas__lv_boot_cold(struct launch *l);
 /* A clone of the template in l->tdir; on failure l->template_bad says whether to rebuild it. */
 int saas__lv_boot_clone(struct launch *l);
+
+/*
+ * Confinement's files (uid.c): the directories QEMU must traverse (0711) and
+ * the engine's own files made private, at open; a VM's directory and overlay
+ * given to its uid; a template's frozen disk made readable by every clone.
+ */
+int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *root, bool required);
+/* A free uid of d->uids that no process on the host runs as (another engine's VMs); caller holds d->mu. */
+int saas__lv_uid_take(struct drv *d, unsigned int *uid);
+int saas__lv_confine_vm_files(struct launch *l);
+int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk);
 
 /* ---- QEMU's monitor (qmp.c) ------------------------------------------------------------------ */
 

@@ -188,14 +188,17 @@ static int template_build(struct tmpl_job *job)
 	spec.memory_mb = job->memory_mb;
 	spec.disk_gb = job->disk_gb;
 	spec.internet = 0;
+	memset(&l, 0, sizeof(l));
 	pthread_mutex_lock(&d->mu);
 	rc = saas__lv_image_get(d, job->image, &im);
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
+	/* The template VM is confined as its clones will be: it runs the same guest. */
+	if (rc == SAAS_OK && d->confined && (rc = saas__lv_uid_take(d, &l.uid)) < 0)
+		free(host_key);
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)
 		return rc;
-	memset(&l, 0, sizeof(l));
 	l.d = d;
 	l.spec = &spec;
 	l.im = im;
@@ -241,9 +244,11 @@ static int template_build(struct tmpl_job *job)
 			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "freezing the template's disk: %s", strerror(errno));
 			goto out;
 		}
-		free(path);
-		path = NULL;
 	}
+	if (d->confined && (rc = saas__lv_confine_template(d, tmp, path)) < 0)
+		goto out;
+	free(path);
+	path = NULL;
 	meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I}", "format", TEMPLATE_FORMAT, "image", im->name,
 	                 "recipe", im->recipe, "vcpus", (json_int_t)job->vcpus, "memory_mb", (json_int_t)job->memory_mb,
 	                 "disk_gb", (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg", "state_bytes",
@@ -262,6 +267,11 @@ static int template_build(struct tmpl_job *job)
 	template_prune(d, job);
 out:
 	saas__lv_launch_undo(&l);
+	if (l.uid) {
+		pthread_mutex_lock(&d->mu);
+		saas__lv_uids_put(&d->uids, l.uid);
+		pthread_mutex_unlock(&d->mu);
+	}
 	if (rc < 0 && tmp)
 		saas__lv_rm_tree(tmp);
 	json_decref(meta);

@@ -60,7 +60,8 @@ struct vm *saas__lv_vm_unlink(struct drv *d, const char *name)
 	return v;
 }
 
-int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, const char *host_key, saas__ssh *ssh)
+int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, unsigned int uid, const char *host_key,
+                    saas__ssh *ssh)
 {
 	struct vm *v = calloc(1, sizeof(*v));
 
@@ -70,6 +71,7 @@ int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, const ch
 	}
 	saas__strlcpy(v->name, name, sizeof(v->name));
 	v->port = port;
+	v->uid = uid;
 	v->ssh = ssh;
 	v->refs = 1;
 	pthread_mutex_init(&v->mu, NULL);
