@@ -80,7 +80,7 @@ static int toy_vm_create(void *ctx, const saas_vm_spec *spec)
 		return saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0,
 		                          "toy: no image \"%s\"; this driver has only \"" TOY_IMAGE "\"", spec->image);
 	/* A driver that cannot give what the network policy asks says so; it never gives something weaker. */
-	if (spec->internet == 1)
+	if (spec->network && spec->network->mode != SAAS_NET_ISOLATED)
 		return saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "toy: its VMs have no network");
 	if (strlen(spec->name) > SAAS_ID_MAX)
 		return saas_sys_error_set(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER, 0, "toy: VM name too long");

@@ -266,7 +266,7 @@ int saas__pool_refill(saas_engine *e)
 	spec.vcpus = size->vcpus;
 	spec.memory_mb = size->memory_mb;
 	spec.disk_gb = size->disk_gb;
-	spec.internet = -1; /* the default policy: only creates that ask for none are served from a pool */
+	spec.network = NULL; /* the default policy: only creates that ask for none are served from a pool */
 	started = saas__engine_now(e);
 	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
 		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);

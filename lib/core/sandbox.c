@@ -269,6 +269,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	const saas_size *size;
 	saas_store_sandbox row;
 	saas_vm_spec spec;
+	saas_vm_network net = { SAAS_NET_ISOLATED, NULL, NULL };
 	saas_limits lim;
 	int64_t timeout, balance, spent, credit, need, now;
 	unsigned int live;
@@ -340,7 +341,11 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	spec.memory_mb = row.memory_mb;
 	spec.disk_gb = row.disk_gb;
 	/* Validated by saas_sandbox_create: NULL, "isolated" or "internet". */
-	spec.internet = !o->network ? -1 : strcmp(o->network, "internet") == 0;
+	spec.network = NULL;
+	if (o->network) {
+		net.mode = strcmp(o->network, "internet") == 0 ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED;
+		spec.network = &net;
+	}
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s, network %s) for %s", row.id, row.size,
 	          row.image, o->network ? o->network : "default", row.account_id);
 	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {

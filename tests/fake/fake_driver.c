@@ -183,7 +183,7 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		pthread_mutex_unlock(&mu);
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this create fails as the test asked");
 	}
-	if (refuse_internet && spec->internet == 1) {
+	if (refuse_internet && spec->network && spec->network->mode != SAAS_NET_ISOLATED) {
 		pthread_mutex_unlock(&mu);
 		return saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
 	}

@@ -327,7 +327,7 @@ static saas_vm_spec test_spec(void)
 	spec.vcpus = 2;
 	spec.memory_mb = 1024;
 	spec.disk_gb = 8;
-	spec.internet = -1;
+	spec.network = NULL;
 	return spec;
 }
 

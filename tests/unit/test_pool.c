@@ -86,7 +86,7 @@ static void record_create(void *ud, const saas_vm_spec *spec)
 		snprintf(made[nmade].name, sizeof(made[nmade].name), "%s", spec->name);
 		snprintf(made[nmade].image, sizeof(made[nmade].image), "%s", spec->image);
 		made[nmade].vcpus = spec->vcpus;
-		made[nmade].internet = spec->internet;
+		made[nmade].internet = spec->network ? spec->network->mode : -1;
 		nmade++;
 	}
 	pthread_mutex_unlock(&rec_mu);

@@ -21,7 +21,7 @@
 SAAS_BEGIN_DECLS
 
 /** Version of struct saas_driver this header describes. */
-#define SAAS_DRIVER_VERSION 1
+#define SAAS_DRIVER_VERSION 2
 
 /** What the engine hands a driver when opening it. Valid until close. */
 typedef struct {
@@ -33,6 +33,33 @@ typedef struct {
 	void *clock_userdata;
 } saas_driver_env;
 
+/** Egress modes (docs/sandboxes.md, "Network policy"). */
+typedef enum {
+	SAAS_NET_ISOLATED = 0,     /**< No connection out, no name resolved. */
+	SAAS_NET_INTERNET = 1,     /**< Outbound to the internet; the host's own services and private ranges never. */
+	SAAS_NET_POLICY = 2        /**< Only what `allow` names, less what `deny` names; never more than INTERNET. */
+} saas_vm_network_mode;
+
+/**
+ * An egress policy as a driver enforces it. Rules are validated and
+ * normalised by the core before a driver sees them: a lowercase domain name
+ * ("example.com"), a wildcard ("*.example.com": every name below it, not the
+ * name itself), a CIDR in canonical form ("203.0.113.0/24", "2001:db8::/32";
+ * a bare address is a /32 or /128), or "*" (every destination INTERNET allows).
+ * A destination in both lists is denied.
+ */
+typedef struct saas_vm_network {
+	int mode;                  /**< saas_vm_network_mode */
+	const char *const *allow;  /**< POLICY: NULL-terminated rules; NULL is empty. */
+	const char *const *deny;   /**< POLICY: NULL-terminated rules; NULL is empty. */
+} saas_vm_network;
+
+/** What a driver counted of a VM's egress since the VM was made. */
+typedef struct {
+	int64_t denied_connections; /**< Connection attempts refused by policy (or the host guard). */
+	int64_t denied_lookups;     /**< Name lookups refused by policy (never sent upstream). */
+} saas_vm_network_stats;
+
 /** A VM to make. */
 typedef struct {
 	const char *name;          /**< The sandbox id; also the hostname. The driver names its VM after it. */
@@ -41,11 +68,10 @@ typedef struct {
 	unsigned int memory_mb;
 	unsigned int disk_gb;
 	/**
-	 * Network policy: -1 the driver's default, 0 isolated (no connection out),
-	 * 1 internet (outbound allowed, the host's own services never). A driver
-	 * that cannot give 1 safely answers SAAS_ENOTSUP, never something weaker.
+	 * Egress policy, or NULL for the driver's default. A driver that cannot give
+	 * the policy safely answers SAAS_ENOTSUP, never something weaker.
 	 */
-	int internet;
+	const struct saas_vm_network *network;
 } saas_vm_spec;
 
 /** The state of a VM as the driver sees it. */
@@ -140,6 +166,23 @@ typedef struct saas_driver {
 	 * socket the caller owns and closes. May be NULL (no preview URLs).
 	 */
 	int (*port_connect)(void *ctx, const char *name, unsigned int port, int *fd);
+
+	/* Version 2. */
+
+	/**
+	 * The mode a spec without a network gets (SAAS_NET_ISOLATED or
+	 * SAAS_NET_INTERNET), so the core can report it. May be NULL: isolated.
+	 */
+	int (*network_default)(void *ctx);
+	/**
+	 * Replace a running VM's egress policy. New connections and lookups follow
+	 * it at once; connections already open may live on. The engine also calls
+	 * it for every live VM with a POLICY after it opens the driver (a driver
+	 * keeps no policy across restarts). NULL: SAAS_ENOTSUP.
+	 */
+	int (*vm_network_set)(void *ctx, const char *name, const saas_vm_network *network);
+	/** A VM's egress counters. NULL: the core reports zeros. */
+	int (*vm_network_stats)(void *ctx, const char *name, saas_vm_network_stats *out);
 } saas_driver;
 
 SAAS_END_DECLS

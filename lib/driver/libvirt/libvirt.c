@@ -450,9 +450,11 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	struct timespec t0;
 	char key[33] = "", *tdir = NULL, *host_key = NULL;
 	unsigned int uid = 0;
-	bool internet = spec->internet < 0 ? d->internet : spec->internet > 0, cloned = false;
+	bool internet = spec->network ? spec->network->mode != SAAS_NET_ISOLATED : d->internet, cloned = false;
 	int rc;
 
+	if (spec->network && spec->network->mode == SAAS_NET_POLICY)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policies with allow/deny rules are not supported yet");
 	/* Never an internet guest without the guard, nor after something flushed it. */
 	if (internet && (rc = saas__lv_guard_ensure(d)) < 0)
 		return rc;

@@ -172,6 +172,7 @@ static int template_build(struct tmpl_job *job)
 	struct drv *d = job->d;
 	struct image *im;
 	saas_vm_spec spec;
+	static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 	struct launch l;
 	char name[64], *tdir = NULL, *tmp = NULL, *path = NULL, *host_key = NULL;
 	struct timespec t0;
@@ -187,7 +188,7 @@ static int template_build(struct tmpl_job *job)
 	spec.vcpus = job->vcpus;
 	spec.memory_mb = job->memory_mb;
 	spec.disk_gb = job->disk_gb;
-	spec.internet = 0;
+	spec.network = &isolated;
 	memset(&l, 0, sizeof(l));
 	pthread_mutex_lock(&d->mu);
 	rc = saas__lv_image_get(d, job->image, &im);
