@@ -35,7 +35,7 @@ int saas__store_for_url(const saas_store **out, const char *url)
 	return SAAS_OK;
 }
 
-/* Every slot of a version-2 table, by name, for saas__store_check's message. */
+/* Every slot of a version-3 table, by name, for saas__store_check's message. */
 #define SLOT(name) { #name, offsetof(saas_store, name) }
 static const struct {
 	const char *name;
@@ -50,10 +50,11 @@ static const struct {
 	SLOT(port_insert), SLOT(port_list),
 	SLOT(execution_prune), SLOT(limits_get), SLOT(limits_set),
 	SLOT(port_find), SLOT(port_delete),
+	SLOT(sandbox_network_get), SLOT(sandbox_network_set),
 };
 #undef SLOT
 /* A slot appended to struct saas_store and not here would go unchecked. */
-_Static_assert(offsetof(saas_store, port_delete) + sizeof(void (*)(void)) == sizeof(saas_store),
+_Static_assert(offsetof(saas_store, sandbox_network_set) + sizeof(void (*)(void)) == sizeof(saas_store),
                "store_slots must name every slot of struct saas_store");
 
 int saas__store_check(const saas_store *store)

@@ -320,6 +320,9 @@ static void test_sqlite_migrates_v1(void **state)
 	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db,
 	                              "DROP TABLE account_limits; DROP INDEX executions_finished;"
+	                              "ALTER TABLE sandboxes DROP COLUMN network_mode;"
+	                              "ALTER TABLE sandboxes DROP COLUMN network_allow;"
+	                              "ALTER TABLE sandboxes DROP COLUMN network_deny;"
 	                              "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
 	                              NULL, NULL, NULL),
 	                 SQLITE_OK);
@@ -1317,6 +1320,79 @@ static void test_ports(void **state)
 }
 
 /* Version 1 kept ports without names: migrating drops them (their URLs were guessable) and adds names. */
+/* A sandbox's egress: its mode in the row, a policy's rules beside it, kept only while it lives. */
+static void test_sandbox_network(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox b = sandbox_rec("sbx-n", "acc-n", 10), got;
+	char *allow = NULL, *deny = NULL;
+	int closed = 0;
+
+	add_account(f, "acc-n", 1, 0);
+	b.network_mode = 2;
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-n", &got), SAAS_OK);
+	assert_int_equal(got.network_mode, 2);
+	assert_int_equal(f->st->sandbox_network_get(f->ctx, "sbx-n", &allow, &deny), SAAS_OK);
+	assert_string_equal(allow, "");
+	assert_string_equal(deny, "");
+	free(allow);
+	free(deny);
+	assert_int_equal(f->st->sandbox_network_set(f->ctx, "sbx-n", 2, "example.com\n10.0.0.0/8", "*.ads.example"),
+	                 SAAS_OK);
+	assert_int_equal(f->st->sandbox_network_get(f->ctx, "sbx-n", &allow, &deny), SAAS_OK);
+	assert_string_equal(allow, "example.com\n10.0.0.0/8");
+	assert_string_equal(deny, "*.ads.example");
+	free(allow);
+	free(deny);
+	assert_int_equal(f->st->sandbox_network_set(f->ctx, "sbx-n", 1, "", ""), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-n", &got), SAAS_OK);
+	assert_int_equal(got.network_mode, 1);
+	/* A row of unknown mode (made before schema 4) reads back as unknown. */
+	b = sandbox_rec("sbx-u", "acc-n", 11);
+	b.network_mode = SAAS_STORE_NETWORK_UNKNOWN;
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-u", &got), SAAS_OK);
+	assert_int_equal(got.network_mode, SAAS_STORE_NETWORK_UNKNOWN);
+
+	assert_fails(f->st->sandbox_network_set(f->ctx, "sbx-none", 0, "", ""), SAAS_ENOTFOUND);
+	assert_fails(f->st->sandbox_network_get(f->ctx, "sbx-none", &allow, &deny), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->sandbox_close(f->ctx, "sbx-n", SAAS_END_USER, 20, 0, 0, &closed), SAAS_OK);
+	assert_fails(f->st->sandbox_network_set(f->ctx, "sbx-n", 0, "", ""), SAAS_ESTATE);
+}
+
+/* Schema 3 -> 4: rows made before keep working, their network unknown. */
+static void test_sqlite_migrates_network(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+	char *allow = NULL, *deny = NULL;
+	sqlite3 *db = NULL;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-m", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-m", "acc-m", 10, 5), SAAS_OK);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "ALTER TABLE sandboxes DROP COLUMN network_mode;"
+	                                  "ALTER TABLE sandboxes DROP COLUMN network_allow;"
+	                                  "ALTER TABLE sandboxes DROP COLUMN network_deny;"
+	                                  "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
+	                              NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-m", &got), SAAS_OK);
+	assert_int_equal(got.network_mode, SAAS_STORE_NETWORK_UNKNOWN);
+	assert_int_equal(f->st->sandbox_network_get(f->ctx, "sbx-m", &allow, &deny), SAAS_OK);
+	assert_string_equal(allow, "");
+	free(allow);
+	free(deny);
+}
+
 static void test_sqlite_migrates_ports_to_names(void **state)
 {
 	struct fx *f = *state;
@@ -1340,6 +1416,9 @@ static void test_sqlite_migrates_ports_to_names(void **state)
 	                                  "CREATE TABLE ports (sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),"
 	                                  "  port INT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (sandbox_id, port));"
 	                                  "INSERT INTO ports VALUES ('sbx-m', 8080, 100);"
+	                                  "ALTER TABLE sandboxes DROP COLUMN network_mode;"
+	                                  "ALTER TABLE sandboxes DROP COLUMN network_allow;"
+	                                  "ALTER TABLE sandboxes DROP COLUMN network_deny;"
 	                                  "UPDATE meta SET value = '1' WHERE key = 'schema_version';",
 	                              NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
@@ -1566,6 +1645,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_v1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_ports_to_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_network, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_network, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_callback_may_call_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_shared_handle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_two_handles, setup, teardown),

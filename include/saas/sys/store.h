@@ -24,18 +24,21 @@ SAAS_BEGIN_DECLS
  * Version of struct saas_store this header describes. Version 2: sandbox_close
  * takes the expiry it was decided on; port_insert and port_list carry the
  * exposure's name; sandbox_delete, execution_prune, limits_get, limits_set,
- * port_find and port_delete are new.
+ * port_find and port_delete are new. Version 3: a sandbox has a network_mode;
+ * sandbox_network_get and sandbox_network_set are new.
  */
-#define SAAS_STORE_VERSION 2
+#define SAAS_STORE_VERSION 3
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 3
+#define SAAS_STORE_SCHEMA 4
 
 #define SAAS_STORE_NAME_MAX 255
 #define SAAS_STORE_IMAGE_MAX 63
 #define SAAS_STORE_HASH_HEX 64
 /** Longest name of an exposed port: one DNS label. */
 #define SAAS_STORE_PORT_NAME_MAX 63
+/** network_mode of a sandbox made before the store kept it (schema 3 and older). */
+#define SAAS_STORE_NETWORK_UNKNOWN (-1)
 
 /** What the engine hands a store when opening it. Valid until close. */
 typedef struct {
@@ -85,6 +88,11 @@ typedef struct {
 	int64_t expires_at_ms;
 	int64_t destroyed_at_ms;
 	int64_t cost_usd_micro;        /**< Set when closed. */
+	/**
+	 * saas_vm_network_mode (saas/sys/driver.h) as the VM was made or last set,
+	 * or SAAS_STORE_NETWORK_UNKNOWN. A POLICY's rules: sandbox_network_get.
+	 */
+	int network_mode;
 } saas_store_sandbox;
 
 /** Which sandboxes a list returns; every field is a further condition. */
@@ -234,6 +242,22 @@ typedef struct saas_store {
 	int (*port_find)(void *ctx, const char *name, saas_store_port *out);
 	/** Forget an exposed port; one that is not exposed is success. */
 	int (*port_delete)(void *ctx, const char *sandbox_id, unsigned int port);
+
+	/* Version 3. */
+
+	/**
+	 * A sandbox's egress rules: each list its rules (normalised by the core,
+	 * never containing white space) joined by '\n', "" when empty; both
+	 * malloc()ed by the store, freed by the core with free(). SAAS_ENOTFOUND if
+	 * no such sandbox.
+	 */
+	int (*sandbox_network_get)(void *ctx, const char *id, char **allow, char **deny);
+	/**
+	 * Replace a sandbox's network_mode and rules (as sandbox_network_get gives
+	 * them), in one statement and only while it is not destroyed: SAAS_ESTATE
+	 * if it is, SAAS_ENOTFOUND if none.
+	 */
+	int (*sandbox_network_set)(void *ctx, const char *id, int mode, const char *allow, const char *deny);
 } saas_store;
 
 SAAS_END_DECLS

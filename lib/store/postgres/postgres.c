@@ -146,6 +146,13 @@ static const char *const steps[] = {
 	"  name TEXT COLLATE \"C\" NOT NULL UNIQUE,"
 	"  created_at BIGINT NOT NULL,"
 	"  PRIMARY KEY (sandbox_id, port));",
+	/*
+	 * 3 -> 4: each sandbox's egress (issue #12): the mode it was made with or
+	 * last set to, and a policy's rules. Rows from before read as unknown (NULL).
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN network_mode INT;"
+	"ALTER TABLE sandboxes ADD COLUMN network_allow TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN network_deny TEXT NOT NULL DEFAULT '';",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
@@ -836,7 +843,7 @@ static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, 
 
 #define SANDBOX_SELECT \
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image, usd_micro_per_hour," \
-	" created_at, ready_at, expires_at, destroyed_at, cost FROM sandboxes"
+	" created_at, ready_at, expires_at, destroyed_at, cost, network_mode FROM sandboxes"
 
 static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 {
@@ -859,6 +866,7 @@ static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 	out->expires_at_ms = get_i64(res, row, 12);
 	out->destroyed_at_ms = get_i64(res, row, 13);
 	out->cost_usd_micro = get_i64(res, row, 14);
+	out->network_mode = PQgetisnull(res, row, 15) ? SAAS_STORE_NETWORK_UNKNOWN : (int)get_i64(res, row, 15);
 	return SAAS_OK;
 }
 
@@ -867,7 +875,7 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	struct pg *pg = ctx;
 	PGresult *res = NULL;
 	char b[12][24];
-	const char *v[15];
+	const char *v[16];
 	int rc, in_tx = 0;
 	long long live;
 
@@ -895,6 +903,7 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	v[12] = i64(b[8], s->expires_at_ms);
 	v[13] = i64(b[9], s->destroyed_at_ms);
 	v[14] = i64(b[10], s->cost_usd_micro);
+	v[15] = s->network_mode == SAAS_STORE_NETWORK_UNKNOWN ? NULL : i64(b[11], s->network_mode);
 
 	rc = pg_enter(pg);
 	if (rc)
@@ -933,8 +942,8 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	}
 	rc = run(pg, NULL, "inserting a sandbox",
 	         "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image,"
-	         " usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost)"
-	         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)", 15, v);
+	         " usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode)"
+	         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)", 16, v);
 	if (rc)
 		goto out;
 	rc = tx_commit(pg);
@@ -1589,6 +1598,67 @@ static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
 	return rc;
 }
 
+/* ---- network ------------------------------------------------------------ */
+
+static int pg_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { id };
+	int rc;
+
+	if (!id || !allow || !deny)
+		return saas__inval("sandbox id or output is NULL");
+	*allow = *deny = NULL;
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "reading a sandbox's network",
+	              "SELECT network_allow, network_deny FROM sandboxes WHERE id = $1", 1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("sandbox", id);
+		goto out;
+	}
+	if (!(*allow = saas__strdup(PQgetvalue(res, 0, 0))) || !(*deny = saas__strdup(PQgetvalue(res, 0, 1)))) {
+		free(*allow);
+		*allow = NULL;
+		rc = saas__oom();
+	}
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b1[24];
+	const char *v[4];
+	int rc;
+
+	if (!id || !allow || !deny)
+		return saas__inval("sandbox id or rules are NULL");
+	v[0] = id;
+	v[1] = i64(b1, mode);
+	v[2] = allow;
+	v[3] = deny;
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, &res, "setting a sandbox's network",
+	         "UPDATE sandboxes SET network_mode = $2, network_allow = $3, network_deny = $4"
+	         " WHERE id = $1 AND status <> 3", 4, v);
+	if (!rc && changed(res) == 0)
+		rc = state_or_missing(pg, id, "was destroyed");
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
 const saas_store saas__store_postgres = {
 	.version = SAAS_STORE_VERSION,
 	.name = "postgresql",
@@ -1621,4 +1691,6 @@ const saas_store saas__store_postgres = {
 	.limits_set = pg_limits_set,
 	.port_find = pg_port_find,
 	.port_delete = pg_port_delete,
+	.sandbox_network_get = pg_sandbox_network_get,
+	.sandbox_network_set = pg_sandbox_network_set,
 };

@@ -154,6 +154,13 @@ static const char *const migrations[] = {
 	"  created_at BIGINT NOT NULL,"
 	"  PRIMARY KEY (sandbox_id, port)"
 	");",
+	/*
+	 * 3 -> 4: each sandbox's egress (issue #12): the mode it was made with or
+	 * last set to, and a policy's rules. Rows from before read as unknown (NULL).
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN network_mode INT;"
+	"ALTER TABLE sandboxes ADD COLUMN network_allow TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN network_deny TEXT NOT NULL DEFAULT '';",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
@@ -892,7 +899,7 @@ out_locked:
 
 #define SANDBOX_SELECT \
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
-	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost FROM sandboxes"
+	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode FROM sandboxes"
 
 static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 {
@@ -916,6 +923,8 @@ static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 	b->expires_at_ms = sqlite3_column_int64(st, 12);
 	b->destroyed_at_ms = sqlite3_column_int64(st, 13);
 	b->cost_usd_micro = sqlite3_column_int64(st, 14);
+	b->network_mode = sqlite3_column_type(st, 15) == SQLITE_NULL ? SAAS_STORE_NETWORK_UNKNOWN
+	                                                               : sqlite3_column_int(st, 15);
 	return SAAS_OK;
 }
 
@@ -963,8 +972,8 @@ static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned in
 	}
 	if ((rc = prep(s, &st, "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb,"
 	                       " disk_gb, image, usd_micro_per_hour, created_at, ready_at, expires_at,"
-	                       " destroyed_at, cost)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)")) < 0)
+	                       " destroyed_at, cost, network_mode)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)")) < 0)
 		goto out;
 	if ((rc = bind_check(s, bind_text(st, 1, b->id) | bind_text(st, 2, b->account_id) |
 	                            sqlite3_bind_int(st, 3, b->status) | sqlite3_bind_int(st, 4, b->end_reason) |
@@ -975,7 +984,10 @@ static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned in
 	                            sqlite3_bind_int64(st, 12, b->ready_at_ms) |
 	                            sqlite3_bind_int64(st, 13, b->expires_at_ms) |
 	                            sqlite3_bind_int64(st, 14, b->destroyed_at_ms) |
-	                            sqlite3_bind_int64(st, 15, b->cost_usd_micro))) < 0)
+	                            sqlite3_bind_int64(st, 15, b->cost_usd_micro) |
+	                            (b->network_mode == SAAS_STORE_NETWORK_UNKNOWN
+	                                     ? sqlite3_bind_null(st, 16)
+	                                     : sqlite3_bind_int(st, 16, b->network_mode)))) < 0)
 		goto out;
 	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
 		rc = write_error(s, src, "sandbox", b->id, "account", b->account_id);
@@ -1646,6 +1658,74 @@ out:
 	return rc;
 }
 
+/* ---- network ---- */
+
+static int sq_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!id || !allow || !deny)
+		return saas__inval("sandbox id or output is NULL");
+	*allow = *deny = NULL;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "SELECT network_allow, network_deny FROM sandboxes WHERE id = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE) {
+		rc = not_found("sandbox", id);
+		goto out;
+	}
+	if (src != SQLITE_ROW) {
+		rc = db_error(s, src, "reading a sandbox's network");
+		goto out;
+	}
+	if (!(*allow = saas__strdup((const char *)sqlite3_column_text(st, 0))) ||
+	    !(*deny = saas__strdup((const char *)sqlite3_column_text(st, 1)))) {
+		free(*allow);
+		*allow = NULL;
+		rc = saas__oom();
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src, found = 0;
+
+	if (!id || !allow || !deny)
+		return saas__inval("sandbox id or rules are NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "UPDATE sandboxes SET network_mode = ?2, network_allow = ?3, network_deny = ?4"
+	                       " WHERE id = ?1 AND status != 3")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, mode) | bind_text(st, 3, allow) |
+	                            bind_text(st, 4, deny))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "setting a sandbox's network");
+		goto out;
+	}
+	if (sqlite3_changes(s->db) == 0) {
+		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
+			goto out;
+		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' was destroyed", id)
+		           : not_found("sandbox", id);
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 const saas_store saas__store_sqlite = {
 	.version = SAAS_STORE_VERSION,
 	.name = "sqlite",
@@ -1678,4 +1758,6 @@ const saas_store saas__store_sqlite = {
 	.limits_set = sq_limits_set,
 	.port_find = sq_port_find,
 	.port_delete = sq_port_delete,
+	.sandbox_network_get = sq_sandbox_network_get,
+	.sandbox_network_set = sq_sandbox_network_set,
 };
