@@ -47,6 +47,71 @@ typedef struct saas_port_info {
 } saas_port_info;
 
 /**
+ * How a sandbox may reach out (docs/sandboxes.md, "Network policy"). Values
+ * are append-only.
+ *
+ * Since: 0.1.0
+ */
+typedef enum {
+	SAAS_NETWORK_ISOLATED = 0, /**< No connection out, no name resolved. */
+	SAAS_NETWORK_INTERNET = 1, /**< The internet; the host's own services and private ranges never. */
+	SAAS_NETWORK_POLICY = 2    /**< Only what `allow` names, less what `deny` names; never more than INTERNET. */
+} saas_network_mode;
+
+/**
+ * Most rules in one list (allow or deny) of a network policy, after duplicates
+ * are removed. More is SAAS_EINVAL.
+ *
+ * Since: 0.1.0
+ */
+#define SAAS_NETWORK_RULES_MAX 64
+
+/** Version of saas_network_spec this header describes. */
+#define SAAS_NETWORK_SPEC_VERSION 1
+
+/**
+ * An egress policy to give a sandbox (saas_create_options.network_spec,
+ * saas_sandbox_network_set()). Initialise with SAAS_NETWORK_SPEC_INIT.
+ *
+ * A rule is one of:
+ * - a domain name, "example.com": that name only (letters, digits and '-'
+ *   in labels of at most 63, at most 253 characters; case and a trailing dot
+ *   are dropped; an internationalised name is given as punycode, "xn--...");
+ * - a wildcard, "*.example.com": every name below it, not the name itself;
+ *   '*' only as the whole leftmost label;
+ * - an address or a CIDR, "203.0.113.7", "203.0.113.0/24", "2001:db8::/32":
+ *   host bits past the prefix are an error, not masked away;
+ * - "*": every destination INTERNET allows.
+ *
+ * A destination in both lists is denied. Rules are normalised (lowercase,
+ * canonical addresses, a bare address as /32 or /128, duplicates dropped);
+ * the sandbox reports them so. Each list holds at most SAAS_NETWORK_RULES_MAX.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_network_spec {
+	unsigned int version;          /**< SAAS_NETWORK_SPEC_VERSION */
+	int mode;                      /**< saas_network_mode; SAAS_NETWORK_POLICY in SAAS_NETWORK_SPEC_INIT. */
+	const char *const *allow;      /**< NULL-terminated rules, or NULL (none). POLICY only. */
+	const char *const *deny;       /**< NULL-terminated rules, or NULL (none). POLICY only. */
+} saas_network_spec;
+
+#define SAAS_NETWORK_SPEC_INIT { SAAS_NETWORK_SPEC_VERSION, SAAS_NETWORK_POLICY, NULL, NULL }
+
+/**
+ * A sandbox's egress as it stands. Library-allocated; fields may be appended.
+ *
+ * Since: 0.1.0
+ */
+typedef struct saas_network_info {
+	int mode;                      /**< saas_network_mode */
+	char **allow;                  /**< NULL-terminated normalised rules; never NULL (empty unless POLICY). */
+	char **deny;                   /**< NULL-terminated normalised rules; never NULL (empty unless POLICY). */
+	int64_t denied_connections;    /**< Connections refused by policy since the VM was made (0 once destroyed). */
+	int64_t denied_lookups;        /**< Name lookups refused (and never sent upstream) since the VM was made. */
+} saas_network_info;
+
+/**
  * A sandbox as the service sees it. Library-allocated; fields may be appended.
  *
  * Since: 0.1.0
@@ -67,6 +132,8 @@ typedef struct saas_sandbox {
 	int64_t cost_usd_micro;         /**< Charged (destroyed) or accrued so far (ready). */
 	size_t nports;
 	saas_port_info **ports;
+	/** Its egress and what was refused; NULL only from a server too old to say. Since 0.1.0. */
+	saas_network_info *network;
 } saas_sandbox;
 
 /**
@@ -81,7 +148,7 @@ typedef struct saas_sandbox_list {
 } saas_sandbox_list;
 
 /** Version of saas_create_options this header describes. */
-#define SAAS_CREATE_OPTIONS_VERSION 1
+#define SAAS_CREATE_OPTIONS_VERSION 2
 
 /**
  * Options for saas_sandbox_create(). Initialise with SAAS_CREATE_OPTIONS_INIT.
@@ -102,9 +169,14 @@ typedef struct saas_create_options {
 	 * during the call. See docs/sandboxes.md, "Network policy".
 	 */
 	const char *network;
+	/**
+	 * Since version 2: an egress policy (saas_network_spec), or NULL. Set this
+	 * or `network`, not both. Copied during the call.
+	 */
+	const saas_network_spec *network_spec;
 } saas_create_options;
 
-#define SAAS_CREATE_OPTIONS_INIT { SAAS_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL }
+#define SAAS_CREATE_OPTIONS_INIT { SAAS_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL }
 
 /**
  * Create a sandbox: a fresh VM with its own kernel, never used by anyone before.
@@ -114,7 +186,8 @@ typedef struct saas_create_options {
  * @param client  the client.
  * @param options options, or NULL for the defaults.
  * @param flags   0.
- * @return SAAS_OK; SAAS_EINVAL (unknown size, image or network policy, timeout
+ * @return SAAS_OK; SAAS_EINVAL (unknown size, image or network policy, a bad
+ *         network rule (the message names it and says why), timeout
  *         out of range, bad version or flag); SAAS_ECREDIT (the balance cannot pay
  *         for the minimum); SAAS_ELIMIT (too many sandboxes); SAAS_ENOTSUP (the
  *         driver cannot give the network policy asked for, e.g. "internet" where
@@ -184,6 +257,32 @@ SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *client, co
  */
 SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, const char *sandbox_id,
                                       unsigned int flags);
+
+/**
+ * Replace a running sandbox's egress policy. New connections and name lookups
+ * follow it at once; connections already open may live on. The policy is
+ * stored with the sandbox and applied again after an engine restart.
+ *
+ * @param out   [out, optional] the sandbox with its new policy; free with saas_sandbox_free().
+ * @param spec  the policy (any mode: ISOLATED, INTERNET or POLICY with its rules).
+ * @param flags 0.
+ * @return SAAS_OK, SAAS_EINVAL (a bad rule: the message names it and says why;
+ *         rules outside POLICY; too many rules; bad version or flag),
+ *         SAAS_ENOTFOUND, SAAS_ESTATE (destroyed or still creating),
+ *         SAAS_ENOTSUP (the driver cannot change or enforce this policy; the
+ *         sandbox keeps the one it had), SAAS_EBACKEND, SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.1.0
+ */
+SAAS_EXTERN(int) saas_sandbox_network_set(saas_sandbox **out, saas_client *client, const char *sandbox_id,
+                                          const saas_network_spec *spec, unsigned int flags);
+
+/**
+ * Name of a network mode ("isolated", "internet", "policy"); "unknown" otherwise. Static.
+ *
+ * Since: 0.1.0
+ */
+SAAS_EXTERN(const char *) saas_network_mode_name(int mode);
 
 /**
  * Name of a status ("creating", "ready", "destroyed"); "unknown" otherwise. Static.

@@ -5,6 +5,7 @@
  */
 #include <limits.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -26,6 +27,7 @@ const struct saas__client_ops saas__local_ops = {
 	saas__local_port_connect,
 	saas__local_port_unexpose,
 	NULL,
+	saas__local_sandbox_network_set,
 };
 
 #define CHECK_CLIENT(c)                                      \
@@ -163,9 +165,10 @@ SAAS_EXTERN(int) saas_usage_get(saas_usage **out, saas_client *c, int64_t from_m
 SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const saas_create_options *options,
                                      unsigned int flags)
 {
-	static const size_t sizes[] = { 0, sizeof(saas_create_options) };
+	static const size_t sizes[] = { 0, offsetof(saas_create_options, network_spec), sizeof(saas_create_options) };
 	saas_create_options opts = SAAS_CREATE_OPTIONS_INIT;
 	const saas_create_options *o = &opts;
+	struct saas__network net;
 	int rc;
 
 	saas__error_clear();
@@ -182,9 +185,38 @@ SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const s
 		return saas__inval("image name must be 1 to 63 characters of a-z, 0-9, '-', '_' and '.'");
 	if (o->timeout_s < 0)
 		return saas__inval("timeout may not be negative");
-	if (o->network && strcmp(o->network, "isolated") != 0 && strcmp(o->network, "internet") != 0)
-		return saas__inval("network must be isolated or internet (or unset for the default)");
-	return c->ops->sandbox_create(c, o, out);
+	if (o->network && o->network_spec)
+		return saas__inval("set network or network_spec, not both");
+	if (!o->network && !o->network_spec)
+		return c->ops->sandbox_create(c, o, NULL, out);
+	if ((rc = o->network_spec ? saas__network_read(&net, o->network_spec) : saas__network_of_name(&net, o->network)) < 0)
+		return rc;
+	rc = c->ops->sandbox_create(c, o, &net, out);
+	saas__network_clear(&net);
+	return rc;
+}
+
+SAAS_EXTERN(int) saas_sandbox_network_set(saas_sandbox **out, saas_client *c, const char *id,
+                                          const saas_network_spec *spec, unsigned int flags)
+{
+	struct saas__network net;
+	int rc;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if ((rc = saas__network_read(&net, spec)) < 0)
+		return rc;
+	rc = c->ops->sandbox_network_set ? c->ops->sandbox_network_set(c, id, &net, out)
+	                                 : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0,
+	                                               "this client cannot change a sandbox's network");
+	saas__network_clear(&net);
+	return rc;
 }
 
 SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *c, const char *id)

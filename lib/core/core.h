@@ -86,6 +86,9 @@ struct saas_engine {
 	pthread_mutex_t tenants_mu;
 	struct saas__tenant *tenants;  /* per-account counters, under tenants_mu */
 
+	/* Serialises network changes, so that the driver and the store end up with the same last one. */
+	pthread_mutex_t network_mu;
+
 	/* Background executions still running; engine_free waits for them. */
 	unsigned int background;
 	int cancel;                    /* set atomically when the engine shuts down */
@@ -138,12 +141,21 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *sb, saas_sand
 int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out);
 
 /* The local provider's operations (client.c holds the table). */
-int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saas_sandbox **out);
+int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
+                               saas_sandbox **out);
 int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out);
 int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
                              saas_sandbox_list **out);
 int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out);
 int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **out);
+int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
+                                    saas_sandbox **out);
+/* A row's egress as a sandbox reports it (rules from the store, counters from the driver). */
+int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, saas_network_info **out);
+/* The mode a VM made without a network gets from the driver. */
+int saas__network_default(saas_engine *e);
+/* After the driver opened: give every live VM its stored policy again, or end it (reconcile). */
+void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb);
 int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
                      unsigned int flags, saas_execution **out);
 int saas__local_execution_get(saas_client *c, const char *id, saas_execution **out);

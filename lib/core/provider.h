@@ -12,11 +12,42 @@
 #include "util/error.h"
 #include "util/util.h"
 
+/* Longest domain name in a network rule (RFC 1035), and longest normalised rule ("*." and a name). */
+#define SAAS_NETWORK_NAME_MAX 253
+#define SAAS_NETWORK_RULE_MAX (SAAS_NETWORK_NAME_MAX + 2)
+
+/* An egress policy after validation (core/network.c): what providers pass on. */
+struct saas__network {
+	int mode;                      /* saas_network_mode */
+	char **allow;                  /* NULL-terminated normalised rules; never NULL once read */
+	char **deny;
+	size_t nallow, ndeny;
+};
+
+/* Validate and normalise a spec; every bad rule is SAAS_EINVAL naming it. Clear *out after. */
+int saas__network_read(struct saas__network *out, const saas_network_spec *spec);
+/* The same for the create options' "isolated" / "internet". */
+int saas__network_of_name(struct saas__network *out, const char *name);
+void saas__network_clear(struct saas__network *net);
+/* One rule of `list` ("allow" or "deny") normalised into out. */
+int saas__network_rule(const char *list, const char *in, char out[SAAS_NETWORK_RULE_MAX + 1]);
+/* "isolated" -> SAAS_NETWORK_ISOLATED ...; -1 for anything else. */
+int saas__network_mode_parse(const char *name);
+/* Rules joined by '\n' (the store's form), and back; NULL / SAAS_ENOMEM when out of memory. */
+char *saas__network_join(char *const *rules);
+int saas__network_split(const char *text, char ***out);
+void saas__rules_free(char **rules);
+/* A saas_network_info holding copies of the lists (NULL: empty); counters 0. */
+int saas__network_info_new(saas_network_info **out, int mode, char *const *allow, char *const *deny);
+void saas__network_info_free(saas_network_info *ni);
+
 /* What a client is: the same calls, served locally (core/) or over REST (remote/). */
 struct saas__client_ops {
 	int (*account)(saas_client *c, saas_account_info **out);
 	int (*usage)(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out);
-	int (*sandbox_create)(saas_client *c, const saas_create_options *opts, saas_sandbox **out);
+	/* net: the validated policy, or NULL for the default. */
+	int (*sandbox_create)(saas_client *c, const saas_create_options *opts, const struct saas__network *net,
+	                      saas_sandbox **out);
 	int (*sandbox_get)(saas_client *c, const char *id, saas_sandbox **out);
 	int (*sandbox_list)(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
 	                    saas_sandbox_list **out);
@@ -35,6 +66,7 @@ struct saas__client_ops {
 	int (*port_connect)(saas_client *c, const char *id, unsigned int port, int *fd);
 	int (*port_unexpose)(saas_client *c, const char *id, unsigned int port);
 	void (*free)(saas_client *c);
+	int (*sandbox_network_set)(saas_client *c, const char *id, const struct saas__network *net, saas_sandbox **out);
 };
 
 struct saas_client {

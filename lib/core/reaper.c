@@ -184,7 +184,10 @@ int saas__reconcile(saas_engine *e)
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s has no running VM; closing it", sb->id);
 			saas__sandbox_end(e, sb, SAAS_END_LOST, until, until, 0);
 			sb->status = SAAS_SANDBOX_DESTROYED;
+			continue;
 		}
+		/* The driver keeps no policy across restarts: give it again, or end the VM. */
+		saas__network_reapply(e, sb);
 	}
 	/* Only the still-live rows protect their VMs. */
 	{

@@ -132,6 +132,10 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 		saas_sandbox_free(sb);
 		return SAAS_ENOMEM;
 	}
+	if ((rc = saas__sandbox_network_public(e, row, &sb->network)) < 0) {
+		saas_sandbox_free(sb);
+		return rc;
+	}
 	/* A destroyed sandbox exposes nothing any more. */
 	if (row->status != SAAS_SANDBOX_DESTROYED) {
 		cp.e = e;
@@ -184,7 +188,7 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
 
 /* A new row for an account's sandbox of this size and image; the caller sets times and status. */
 static void row_init(saas_store_sandbox *row, const char *id, const char *account_id, const saas_size *size,
-                     const char *image, int status, int64_t created_at_ms)
+                     const char *image, int status, int64_t created_at_ms, int network_mode)
 {
 	memset(row, 0, sizeof(*row));
 	saas__strlcpy(row->id, id, sizeof(row->id));
@@ -197,6 +201,7 @@ static void row_init(saas_store_sandbox *row, const char *id, const char *accoun
 	saas__strlcpy(row->image, image, sizeof(row->image));
 	row->usd_micro_per_hour = size->usd_micro_per_hour;
 	row->created_at_ms = created_at_ms;
+	row->network_mode = network_mode;
 }
 
 /*
@@ -233,7 +238,8 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 			continue;
 		}
 		now = saas__engine_now(e);
-		row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started);
+		/* Pooled VMs were made without a network: the driver's default. */
+		row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started, saas__network_default(e));
 		row.ready_at_ms = now;
 		row.expires_at_ms = now + timeout * 1000;
 		/* Ready at insert: the VM already runs, and the store still counts the account's limit atomically. */
@@ -263,13 +269,35 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 	return 1;
 }
 
-int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saas_sandbox **out)
+/* Store a new sandbox's rules; if that fails, its row goes (no VM was made yet). */
+static int store_rules(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net)
+{
+	char *allow = saas__network_join(net->allow), *deny = saas__network_join(net->deny);
+	int rc;
+
+	rc = allow && deny ? e->store->sandbox_network_set(e->store_ctx, row->id, net->mode, allow, deny) : saas__oom();
+	free(allow);
+	free(deny);
+	if (rc < 0) {
+		saas_error saved = *saas_error_last();
+		char msg[1024];
+
+		snprintf(msg, sizeof(msg), "%s", saved.message); /* the calls below overwrite this thread's error */
+		if (e->store->sandbox_delete(e->store_ctx, row->id) < 0)
+			saas__sandbox_close(e, row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
+		return saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
+	}
+	return SAAS_OK;
+}
+
+int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
+                               saas_sandbox **out)
 {
 	saas_engine *e = c->engine;
 	const saas_size *size;
 	saas_store_sandbox row;
 	saas_vm_spec spec;
-	saas_vm_network net = { SAAS_NET_ISOLATED, NULL, NULL };
+	saas_vm_network vmnet;
 	saas_limits lim;
 	int64_t timeout, balance, spent, credit, need, now;
 	unsigned int live;
@@ -315,7 +343,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 		return rc;
 
 	/* Pooled VMs have the default network policy; a create that names one is made for it. */
-	if (!o->network && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
+	if (!net && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
 	                                          lim.max_sandboxes, out)) <= 0)
 		return rc;
 
@@ -324,7 +352,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 		if ((rc = saas__id_new(id, "sbx-", 20)) < 0)
 			return rc;
 		row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
-		         now);
+		         now, net ? net->mode : saas__network_default(e));
 	}
 	/*
 	 * The lifetime counts from ready. Until then the row expires a boot's
@@ -334,20 +362,25 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, saa
 	row.expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
 	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, lim.max_sandboxes)) < 0)
 		return live_limit(rc, lim.max_sandboxes);
+	/* A policy's rules are stored before its VM exists: a restart then finds them (or ends the VM). */
+	if (net && net->mode == SAAS_NETWORK_POLICY && (rc = store_rules(e, &row, net)) < 0)
+		return rc;
 
 	spec.name = row.id;
 	spec.image = row.image;
 	spec.vcpus = row.vcpus;
 	spec.memory_mb = row.memory_mb;
 	spec.disk_gb = row.disk_gb;
-	/* Validated by saas_sandbox_create: NULL, "isolated" or "internet". */
+	/* Validated and normalised by saas_sandbox_create (core/network.c). */
 	spec.network = NULL;
-	if (o->network) {
-		net.mode = strcmp(o->network, "internet") == 0 ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED;
-		spec.network = &net;
+	if (net) {
+		vmnet.mode = net->mode;
+		vmnet.allow = (const char *const *)net->allow;
+		vmnet.deny = (const char *const *)net->deny;
+		spec.network = &vmnet;
 	}
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s, network %s) for %s", row.id, row.size,
-	          row.image, o->network ? o->network : "default", row.account_id);
+	          row.image, net ? saas_network_mode_name(net->mode) : "default", row.account_id);
 	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
 		saas_error saved = *saas_error_last();
 		char msg[1024];

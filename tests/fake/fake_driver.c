@@ -24,6 +24,10 @@ struct file {
 struct vm {
 	char name[SAAS_ID_MAX + 1];
 	int state;
+	/* Its egress as last given (-1: none since the driver opened), "allow|deny" rules. */
+	int net_mode;
+	char net_rules[4096];
+	saas_vm_network_stats stats;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -31,6 +35,9 @@ static struct vm vms[MAX_VMS];
 static struct file files[MAX_FILES];
 static unsigned int fail_creates, create_calls;
 static int refuse_internet;
+static int default_mode = SAAS_NET_ISOLATED;
+static unsigned int fail_network_sets;
+static int network_set_enotsup;
 static saas_fake_create_fn on_create;
 static void *on_create_ud;
 
@@ -71,6 +78,9 @@ void saas_fake_reset(void)
 	memset(vms, 0, sizeof(vms));
 	fail_creates = create_calls = 0;
 	refuse_internet = 0;
+	default_mode = SAAS_NET_ISOLATED;
+	fail_network_sets = 0;
+	network_set_enotsup = 0;
 	on_create = NULL;
 	on_create_ud = NULL;
 	pthread_mutex_unlock(&mu);
@@ -139,21 +149,82 @@ void saas_fake_vm_stop(const char *name)
 	pthread_mutex_unlock(&mu);
 }
 
-static int add_vm_locked(const char *name)
+/* "allow a,b deny c" into v: what a test reads back with saas_fake_vm_network. */
+static void net_store(struct vm *v, const saas_vm_network *net)
+{
+	size_t n = 0;
+
+	v->net_mode = net ? net->mode : default_mode;
+	v->net_rules[0] = '\0';
+	for (int l = 0; net && l < 2; l++) {
+		const char *const *rules = l ? net->deny : net->allow;
+
+		n += (size_t)snprintf(v->net_rules + n, sizeof(v->net_rules) - n, "%s%s", l ? " deny " : "allow ", "");
+		for (size_t i = 0; rules && rules[i] && n < sizeof(v->net_rules); i++)
+			n += (size_t)snprintf(v->net_rules + n, sizeof(v->net_rules) - n, "%s%s", i ? "," : "", rules[i]);
+		if (n >= sizeof(v->net_rules))
+			n = sizeof(v->net_rules) - 1;
+	}
+}
+
+static int add_vm_locked(const char *name, const saas_vm_network *net)
 {
 	for (int i = 0; i < MAX_VMS; i++)
 		if (vms[i].state == SAAS_VM_ABSENT) {
+			memset(&vms[i], 0, sizeof(vms[i]));
 			snprintf(vms[i].name, sizeof(vms[i].name), "%s", name);
 			vms[i].state = SAAS_VM_RUNNING;
+			net_store(&vms[i], net);
 			return SAAS_OK;
 		}
 	return SAAS_EBACKEND;
 }
 
+void saas_fake_network_default(int mode)
+{
+	pthread_mutex_lock(&mu);
+	default_mode = mode;
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_fail_network_sets(unsigned int n, int enotsup)
+{
+	pthread_mutex_lock(&mu);
+	fail_network_sets = n;
+	network_set_enotsup = enotsup;
+	pthread_mutex_unlock(&mu);
+}
+
+int saas_fake_vm_network(const char *name, char *rules, size_t size)
+{
+	struct vm *v;
+	int mode = -2;
+
+	pthread_mutex_lock(&mu);
+	if ((v = find_vm(name))) {
+		mode = v->net_mode;
+		snprintf(rules, size, "%s", v->net_mode == SAAS_NET_POLICY ? v->net_rules : "");
+	}
+	pthread_mutex_unlock(&mu);
+	return mode;
+}
+
+void saas_fake_vm_denied(const char *name, int64_t connections, int64_t lookups)
+{
+	struct vm *v;
+
+	pthread_mutex_lock(&mu);
+	if ((v = find_vm(name))) {
+		v->stats.denied_connections += connections;
+		v->stats.denied_lookups += lookups;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 void saas_fake_vm_add(const char *name)
 {
 	pthread_mutex_lock(&mu);
-	add_vm_locked(name);
+	add_vm_locked(name, NULL);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -161,6 +232,12 @@ static int fake_open(void **ctx, const saas_driver_env *env)
 {
 	(void)env;
 	*ctx = NULL;
+	/* As a real driver: the VMs run on, their policies were the last engine's and are gone. */
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_VMS; i++)
+		if (vms[i].state != SAAS_VM_ABSENT && vms[i].net_mode == SAAS_NET_POLICY)
+			vms[i].net_mode = -1;
+	pthread_mutex_unlock(&mu);
 	return SAAS_OK;
 }
 
@@ -187,7 +264,7 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		pthread_mutex_unlock(&mu);
 		return saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
 	}
-	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name);
+	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name, spec->network);
 	fn = on_create;
 	ud = on_create_ud;
 	pthread_mutex_unlock(&mu);
@@ -479,6 +556,52 @@ static int fake_port_connect(void *ctx, const char *name, unsigned int port, int
 	return SAAS_OK;
 }
 
+static int fake_network_default(void *ctx)
+{
+	int mode;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	mode = default_mode;
+	pthread_mutex_unlock(&mu);
+	return mode;
+}
+
+static int fake_network_set(void *ctx, const char *name, const saas_vm_network *net)
+{
+	struct vm *v;
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	if (!(v = find_vm(name)))
+		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no VM %s", name);
+	else if (fail_network_sets > 0) {
+		fail_network_sets--;
+		rc = network_set_enotsup
+		             ? saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: cannot enforce this policy")
+		             : saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this change fails as the test asked");
+	} else
+		net_store(v, net);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static int fake_network_stats(void *ctx, const char *name, saas_vm_network_stats *out)
+{
+	struct vm *v;
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	if ((v = find_vm(name)))
+		*out = v->stats;
+	else
+		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no VM %s", name);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
 const saas_driver saas_fake_driver = {
 	SAAS_DRIVER_VERSION,
 	"fake",
@@ -493,4 +616,7 @@ const saas_driver saas_fake_driver = {
 	fake_read,
 	fake_list_files,
 	fake_port_connect,
+	fake_network_default,
+	fake_network_set,
+	fake_network_stats,
 };

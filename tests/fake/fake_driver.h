@@ -34,6 +34,18 @@ void saas_fake_vm_stop(const char *name);
 void saas_fake_vm_add(const char *name);
 /* Refuse (SAAS_ENOTSUP) every create that asks for the internet, as a host that cannot guard it does. */
 void saas_fake_refuse_internet(int on);
+/* The mode network_default answers (SAAS_NET_ISOLATED after a reset). */
+void saas_fake_network_default(int mode);
+/* Make the next n vm_network_set calls fail: SAAS_ENOTSUP if enotsup, else SAAS_EBACKEND. */
+void saas_fake_fail_network_sets(unsigned int n, int enotsup);
+/*
+ * A VM's egress as the driver holds it: its mode (-1 once a new driver opened
+ * and nobody gave its policy again; -2: no such VM), and for POLICY its rules
+ * into `rules` as "allow a,b deny c".
+ */
+int saas_fake_vm_network(const char *name, char *rules, size_t size);
+/* Count denied attempts against a VM, as its guest's refused traffic would. */
+void saas_fake_vm_denied(const char *name, int64_t connections, int64_t lookups);
 /* How many times vm_create was called. */
 unsigned int saas_fake_create_calls(void);
 /*

@@ -1,0 +1,185 @@
+/*
+ * A sandbox's egress as the engine keeps it: the mode and rules in the store
+ * (the truth across restarts), the same handed to the driver (which keeps
+ * nothing across restarts), and the driver's counters of what it refused.
+ *
+ * The rule throughout: a VM never has more egress than its stored policy.
+ * A change reaches the driver before the store, and is taken back if the
+ * store refuses it; a VM whose policy cannot be given again after a restart
+ * is ended rather than left open.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+_Static_assert((int)SAAS_NETWORK_ISOLATED == (int)SAAS_NET_ISOLATED && (int)SAAS_NETWORK_INTERNET == (int)SAAS_NET_INTERNET &&
+                       (int)SAAS_NETWORK_POLICY == (int)SAAS_NET_POLICY,
+               "the public and the driver's network modes are the same values");
+
+int saas__network_default(saas_engine *e)
+{
+	int mode;
+
+	if (!e->driver || !e->driver->network_default)
+		return SAAS_NETWORK_ISOLATED;
+	mode = e->driver->network_default(e->driver_ctx);
+	/* A driver's default is never a policy: it has no rules to give one. */
+	return mode == SAAS_NETWORK_INTERNET ? SAAS_NETWORK_INTERNET : SAAS_NETWORK_ISOLATED;
+}
+
+/* A row's policy as lists: its rules for POLICY (from the store), none otherwise. */
+static int rules_get(saas_engine *e, const saas_store_sandbox *row, char ***allow, char ***deny)
+{
+	char *a = NULL, *d = NULL;
+	int rc;
+
+	*allow = *deny = NULL;
+	if (row->network_mode != SAAS_NETWORK_POLICY)
+		return SAAS_OK;
+	if ((rc = e->store->sandbox_network_get(e->store_ctx, row->id, &a, &d)) < 0)
+		return rc;
+	if ((rc = saas__network_split(a, allow)) < 0 || (rc = saas__network_split(d, deny)) < 0) {
+		saas__rules_free(*allow);
+		*allow = NULL;
+	}
+	free(a);
+	free(d);
+	return rc;
+}
+
+int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, saas_network_info **out)
+{
+	int mode = row->network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row->network_mode;
+	char **allow = NULL, **deny = NULL;
+	saas_vm_network_stats st;
+	int rc;
+
+	if ((rc = rules_get(e, row, &allow, &deny)) < 0)
+		return rc;
+	rc = saas__network_info_new(out, mode, allow, deny);
+	saas__rules_free(allow);
+	saas__rules_free(deny);
+	if (rc < 0)
+		return rc;
+	/* Counters live with the VM: none before it runs, none after it is gone. */
+	memset(&st, 0, sizeof(st));
+	if (row->status == SAAS_SANDBOX_READY && e->driver && e->driver->vm_network_stats &&
+	    e->driver->vm_network_stats(e->driver_ctx, row->id, &st) == SAAS_OK) {
+		(*out)->denied_connections = st.denied_connections;
+		(*out)->denied_lookups = st.denied_lookups;
+	}
+	return SAAS_OK;
+}
+
+/* Hand a policy to the driver. */
+static int driver_set(saas_engine *e, const char *id, int mode, char *const *allow, char *const *deny)
+{
+	saas_vm_network vm = { mode, (const char *const *)allow, (const char *const *)deny };
+
+	if (!e->driver->vm_network_set)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
+		                   "the %s driver cannot change a running sandbox's network", e->driver->name);
+	return e->driver->vm_network_set(e->driver_ctx, id, &vm);
+}
+
+int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
+                                    saas_sandbox **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox row;
+	char *allow = NULL, *deny = NULL, **old_allow = NULL, **old_deny = NULL;
+	int rc, old_mode;
+	bool locked = false;
+
+	if ((rc = saas__sandbox_ready(c, id, &row)) < 0)
+		return rc;
+	if (!(allow = saas__network_join(net->allow)) || !(deny = saas__network_join(net->deny))) {
+		rc = saas__oom();
+		goto out;
+	}
+	pthread_mutex_lock(&e->network_mu);
+	locked = true;
+	/* Read under the lock: the policy to go back to is the last one set, not the one read before. */
+	if ((rc = saas__sandbox_ready(c, id, &row)) < 0 || (rc = rules_get(e, &row, &old_allow, &old_deny)) < 0)
+		goto out;
+	old_mode = row.network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row.network_mode;
+
+	if ((rc = driver_set(e, id, net->mode, net->allow, net->deny)) < 0) {
+		saas_error saved = *saas_error_last();
+		/* What the driver cannot give is said as such; a refusal of the rules is the caller's to fix. */
+		int code = rc == SAAS_ENOTSUP || rc == SAAS_EINVAL ? rc : SAAS_EBACKEND;
+
+		rc = saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
+		                 "sandbox '%s' keeps its network: %s", id, saved.message);
+		goto out;
+	}
+	if ((rc = e->store->sandbox_network_set(e->store_ctx, id, net->mode, allow, deny)) < 0) {
+		saas_error saved = *saas_error_last();
+		char msg[1024];
+
+		snprintf(msg, sizeof(msg), "%s", saved.message); /* the calls below overwrite this thread's error */
+		if (driver_set(e, id, old_mode, old_allow, old_deny) < 0) {
+			/* The VM has a policy no store records; it may not run on with it. */
+			saas__log(e, SAAS_LOG_ERROR, "sandbox %s: its network change could not be stored nor undone (%s); "
+			          "destroying it", id, saas_error_last()->message);
+			int64_t now = saas__engine_now(e);
+			saas__sandbox_end(e, &row, SAAS_END_FAILED, now, now, 0);
+		}
+		rc = rc == SAAS_ESTATE ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' was destroyed", id)
+		                       : saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
+		goto out;
+	}
+	row.network_mode = net->mode;
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s network set to %s (%zu allow, %zu deny rules)", id,
+	          saas_network_mode_name(net->mode), net->nallow, net->ndeny);
+	pthread_mutex_unlock(&e->network_mu);
+	locked = false;
+	rc = out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+out:
+	if (locked)
+		pthread_mutex_unlock(&e->network_mu);
+	saas__rules_free(old_allow);
+	saas__rules_free(old_deny);
+	free(allow);
+	free(deny);
+	return rc;
+}
+
+void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
+{
+	char **allow = NULL, **deny = NULL;
+	int64_t now;
+	int rc;
+
+	/*
+	 * Made before the store kept a mode: the driver's default, baked into the
+	 * VM when it was made, and never changed since (nothing could change it).
+	 */
+	if (sb->network_mode == SAAS_STORE_NETWORK_UNKNOWN)
+		return;
+	if ((rc = rules_get(e, sb, &allow, &deny)) == SAAS_OK)
+		rc = driver_set(e, sb->id, sb->network_mode, allow, deny);
+	saas__rules_free(allow);
+	saas__rules_free(deny);
+	if (rc == SAAS_OK)
+		return;
+	/*
+	 * A driver that cannot set isolated or internet at runtime never changed a
+	 * VM to it either: the VM still has the mode it was made with, which is
+	 * this one. Failing to give internet back only ever gives less.
+	 */
+	if ((sb->network_mode == SAAS_NETWORK_ISOLATED && rc == SAAS_ENOTSUP) ||
+	    sb->network_mode == SAAS_NETWORK_INTERNET) {
+		saas__log(e, rc == SAAS_ENOTSUP ? SAAS_LOG_DEBUG : SAAS_LOG_WARN, "sandbox %s: network %s not set again: %s",
+		          sb->id, saas_network_mode_name(sb->network_mode), saas_error_last()->message);
+		return;
+	}
+	saas__log(e, SAAS_LOG_ERROR, "sandbox %s: its network %s cannot be enforced after the restart (%s); "
+	          "destroying it as lost", sb->id, saas_network_mode_name(sb->network_mode),
+	          saas_error_last()->message);
+	now = saas__engine_now(e);
+	saas__sandbox_end(e, sb, SAAS_END_LOST, now, now, 0);
+	sb->status = SAAS_SANDBOX_DESTROYED;
+}
