@@ -133,7 +133,22 @@ static int remote_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usa
 	return rc;
 }
 
-static int remote_sandbox_create(saas_client *c, const saas_create_options *o, saas_sandbox **out)
+/* The body member of a validated network: a mode's name, or the policy as an object. */
+static json_t *network_json(const struct saas__network *net)
+{
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+
+	/* As a name where one says it all: a server from before policies still understands it. */
+	if (net->mode != SAAS_NETWORK_POLICY)
+		return json_string(saas_network_mode_name(net->mode));
+	spec.mode = net->mode;
+	spec.allow = (const char *const *)net->allow;
+	spec.deny = (const char *const *)net->deny;
+	return saas__wire_network_spec(&spec);
+}
+
+static int remote_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
+                                 saas_sandbox **out)
 {
 	json_t *body = json_object();
 	char *path = saas__strdup("/v1/sandboxes");
@@ -147,8 +162,8 @@ static int remote_sandbox_create(saas_client *c, const saas_create_options *o, s
 		json_object_set_new(body, "size", json_string(o->size));
 	if (o->image)
 		json_object_set_new(body, "image", json_string(o->image));
-	if (o->network)
-		json_object_set_new(body, "network", json_string(o->network));
+	if (net)
+		json_object_set_new(body, "network", network_json(net));
 	if (o->timeout_s)
 		json_object_set_new(body, "timeout", json_integer((json_int_t)o->timeout_s));
 	return sandbox_call(c, "POST", path, body, false, out);
@@ -442,6 +457,21 @@ static void remote_free(saas_client *c)
 	c->provider = NULL;
 }
 
+static int remote_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
+                                      saas_sandbox **out)
+{
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	json_t *body;
+
+	spec.mode = net->mode;
+	spec.allow = (const char *const *)net->allow;
+	spec.deny = (const char *const *)net->deny;
+	if (!(body = saas__wire_network_spec(&spec)))
+		return saas__oom();
+	/* Idempotent: a PUT of the same policy twice leaves one policy. */
+	return sandbox_call(c, "PUT", sandbox_path("sandboxes", id, "/network"), body, true, out);
+}
+
 static const struct saas__client_ops remote_ops = {
 	remote_account,
 	remote_usage,
@@ -459,6 +489,7 @@ static const struct saas__client_ops remote_ops = {
 	remote_port_connect,
 	remote_port_unexpose,
 	remote_free,
+	remote_sandbox_network_set,
 };
 
 /* ---- open ---- */

@@ -103,6 +103,166 @@ static void *array_of(size_t n, size_t size, int *rc)
 	return p;
 }
 
+/* ---- network ---- */
+
+static json_t *rules_json(char *const *rules)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && rules && rules[i]; i++)
+		json_array_append_new(a, json_string(rules[i]));
+	return a;
+}
+
+json_t *saas__wire_network(const saas_network_info *ni)
+{
+	return json_pack("{s:s,s:o,s:o,s:{s:I,s:I}}", "mode", saas_network_mode_name(ni->mode), "allow",
+	                 rules_json(ni->allow), "deny", rules_json(ni->deny), "denied", "connections",
+	                 (json_int_t)ni->denied_connections, "lookups", (json_int_t)ni->denied_lookups);
+}
+
+json_t *saas__wire_network_spec(const saas_network_spec *spec)
+{
+	return json_pack("{s:s,s:o,s:o}", "mode", saas_network_mode_name(spec->mode), "allow",
+	                 rules_json((char *const *)spec->allow), "deny", rules_json((char *const *)spec->deny));
+}
+
+/* A NULL-terminated copy of an array of strings; absent or null: empty. */
+static int rules_copy(char ***out, const json_t *a, const char **bad, const char *what)
+{
+	size_t i, n = json_is_array(a) ? json_array_size(a) : 0;
+	const json_t *r;
+
+	if (a && !json_is_null(a) && !json_is_array(a)) {
+		*bad = what;
+		return SAAS_EPROTOCOL;
+	}
+	if (!(*out = calloc(n + 1, sizeof(char *))))
+		return SAAS_ENOMEM;
+	json_array_foreach(a, i, r) {
+		if (!json_is_string(r)) {
+			*bad = what;
+			return SAAS_EPROTOCOL;
+		}
+		if (!((*out)[i] = strdup(json_string_value(r))))
+			return SAAS_ENOMEM;
+	}
+	return SAAS_OK;
+}
+
+/* The string form of a rules bound, for messages that are static text. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static int rules_req(const char **dst, const json_t *a, const char **bad, const char *not_array,
+                     const char *too_many, const char *not_string)
+{
+	size_t i;
+	const json_t *r;
+
+	dst[0] = NULL;
+	if (!a || json_is_null(a))
+		return SAAS_OK;
+	if (!json_is_array(a)) {
+		*bad = not_array;
+		return SAAS_EINVAL;
+	}
+	/* Bounded here, before anything is copied or checked: the core counts again, the same way. */
+	if (json_array_size(a) > SAAS_NETWORK_RULES_MAX) {
+		*bad = too_many;
+		return SAAS_EINVAL;
+	}
+	json_array_foreach(a, i, r) {
+		/* A rule with a NUL in it would be read as a shorter one. */
+		if (!json_is_string(r) || strlen(json_string_value(r)) != json_string_length(r)) {
+			*bad = not_string;
+			return SAAS_EINVAL;
+		}
+		dst[i] = json_string_value(r);
+	}
+	dst[json_array_size(a)] = NULL;
+	return SAAS_OK;
+}
+
+int saas__wire_network_req_decode(saas__wire_network_req *out, const json_t *v, const char **bad)
+{
+	const char *key, *mode;
+	const json_t *m;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->spec.version = SAAS_NETWORK_SPEC_VERSION;
+	out->spec.mode = SAAS_NETWORK_POLICY;
+	out->spec.allow = out->allow;
+	out->spec.deny = out->deny;
+	if (json_is_string(v)) {
+		out->spec.mode = enum_of(json_string_value(v), saas_network_mode_name, SAAS_NETWORK_ISOLATED,
+		                         SAAS_NETWORK_INTERNET);
+		if (out->spec.mode < 0) {
+			*bad = "network must be \"isolated\", \"internet\", or an object {\"allow\": [...], \"deny\": [...]}";
+			return SAAS_EINVAL;
+		}
+		return SAAS_OK;
+	}
+	if (!json_is_object(v)) {
+		*bad = "network must be \"isolated\", \"internet\", or an object {\"allow\": [...], \"deny\": [...]}";
+		return SAAS_EINVAL;
+	}
+	json_object_foreach((json_t *)v, key, m) {
+		/* "denied" is what a sandbox reports: a policy read back can be sent again as it is. */
+		if (strcmp(key, "mode") != 0 && strcmp(key, "allow") != 0 && strcmp(key, "deny") != 0 &&
+		    strcmp(key, "denied") != 0) {
+			*bad = "network has an unknown member; it takes mode, allow and deny";
+			return SAAS_EINVAL;
+		}
+	}
+	if ((m = json_object_get(v, "mode")) && !json_is_null(m)) {
+		mode = json_string_value(m);
+		if ((out->spec.mode = enum_of(mode, saas_network_mode_name, SAAS_NETWORK_ISOLATED, SAAS_NETWORK_POLICY)) < 0) {
+			*bad = "network mode must be \"isolated\", \"internet\" or \"policy\"";
+			return SAAS_EINVAL;
+		}
+	}
+	if ((rc = rules_req(out->allow, json_object_get(v, "allow"), bad, "network allow must be an array of rules",
+	                    "network allow has more than " STR(SAAS_NETWORK_RULES_MAX) " rules",
+	                    "network allow holds something that is not a rule (a string)")) < 0)
+		return rc;
+	return rules_req(out->deny, json_object_get(v, "deny"), bad, "network deny must be an array of rules",
+	                 "network deny has more than " STR(SAAS_NETWORK_RULES_MAX) " rules",
+	                 "network deny holds something that is not a rule (a string)");
+}
+
+static int network_decode(saas_network_info **out, const json_t *n, const char **bad)
+{
+	saas_network_info *ni;
+	int rc;
+
+	*out = NULL;
+	/* An older server reports none; a mode this client does not know yet is left unreported. */
+	if (!json_is_object(n))
+		return SAAS_OK;
+	if (!(ni = calloc(1, sizeof(*ni))))
+		return SAAS_ENOMEM;
+	ni->mode = enum_of(jstr(n, "mode"), saas_network_mode_name, SAAS_NETWORK_ISOLATED, SAAS_NETWORK_POLICY);
+	if ((rc = rules_copy(&ni->allow, json_object_get(n, "allow"), bad, "network allow")) == SAAS_OK &&
+	    (rc = rules_copy(&ni->deny, json_object_get(n, "deny"), bad, "network deny")) == SAAS_OK) {
+		ni->denied_connections = jint(json_object_get(n, "denied"), "connections");
+		ni->denied_lookups = jint(json_object_get(n, "denied"), "lookups");
+	}
+	if (rc == SAAS_OK && ni->mode >= 0) {
+		*out = ni;
+		return SAAS_OK;
+	}
+	for (size_t i = 0; ni->allow && ni->allow[i]; i++)
+		free(ni->allow[i]);
+	for (size_t i = 0; ni->deny && ni->deny[i]; i++)
+		free(ni->deny[i]);
+	free(ni->allow);
+	free(ni->deny);
+	free(ni);
+	return rc;
+}
+
 /* ---- sandboxes ---- */
 
 json_t *saas__wire_port(const char *sandbox_id, unsigned int port, const char *url)
@@ -137,6 +297,8 @@ json_t *saas__wire_sandbox(const saas_sandbox *sb)
 		json_array_append_new(ports, json_pack("{s:I,s:s}", "port", (json_int_t)sb->ports[i]->port, "url",
 		                                       sb->ports[i]->url ? sb->ports[i]->url : ""));
 	json_object_set_new(o, "ports", ports);
+	if (sb->network)
+		json_object_set_new(o, "network", saas__wire_network(sb->network));
 	return o;
 }
 
@@ -186,6 +348,8 @@ int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **
 		}
 		pi->port = (unsigned int)jint(p, "port");
 	}
+	if ((rc = network_decode(&sb->network, json_object_get(o, "network"), bad)) < 0)
+		goto out;
 	*out = sb;
 	sb = NULL;
 out:

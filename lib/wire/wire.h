@@ -40,6 +40,27 @@ json_t *saas__wire_file_list(const saas_file_list *list);
 /* An exposed port: {"sandbox_id", "port", "url"}. */
 json_t *saas__wire_port(const char *sandbox_id, unsigned int port, const char *url);
 
+/* A sandbox's network: {"mode", "allow", "deny", "denied": {"connections", "lookups"}}. */
+json_t *saas__wire_network(const saas_network_info *ni);
+/* A network to give: {"mode", "allow", "deny"} (what saas__wire_network_req_decode reads). */
+json_t *saas__wire_network_spec(const saas_network_spec *spec);
+
+/* A network as a request gives it, with room for its lists (which point into the request). */
+typedef struct saas__wire_network_req {
+	saas_network_spec spec;
+	const char *allow[SAAS_NETWORK_RULES_MAX + 1];
+	const char *deny[SAAS_NETWORK_RULES_MAX + 1];
+} saas__wire_network_req;
+
+/*
+ * Read "isolated", "internet", or {"mode"?, "allow"?, "deny"?} (mode defaults
+ * to "policy"; a "denied" member, as read back, is ignored). The shape and
+ * the count are checked here; the rules themselves by saas_sandbox_create()
+ * and saas_sandbox_network_set(). SAAS_OK, or SAAS_EINVAL with *bad a message
+ * for the caller (static text). Valid while v lives.
+ */
+int saas__wire_network_req_decode(saas__wire_network_req *out, const json_t *v, const char **bad);
+
 int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **bad);
 int saas__wire_sandbox_list_decode(saas_sandbox_list **out, const json_t *o, const char **bad);
 int saas__wire_execution_decode(saas_execution **out, const json_t *o, const char **bad);

@@ -1123,6 +1123,70 @@ static void test_limits_contract(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* Egress policies: the same rules refused with the same words, the same policy read back, locally and over REST. */
+static void test_network_policy(void **state)
+{
+	struct fixture *f = *state;
+	const char *const allow[] = { "API.Example.com.", "203.0.113.7", "api.example.com", NULL };
+	const char *const deny[] = { "*.Ads.example.com", NULL };
+	const char *const bad[] = { "example.com", "10.1.2.3/8", NULL };
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL, *got = NULL;
+
+	spec.allow = allow;
+	spec.deny = deny;
+	o.network_spec = &spec;
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
+	assert_non_null(sb->network);
+	assert_int_equal(sb->network->mode, SAAS_NETWORK_POLICY);
+	assert_string_equal(sb->network->allow[0], "api.example.com");
+	assert_string_equal(sb->network->allow[1], "203.0.113.7/32");
+	assert_null(sb->network->allow[2]);
+	assert_string_equal(sb->network->deny[0], "*.ads.example.com");
+	assert_int_equal(sb->network->denied_connections, 0);
+
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->network->mode, SAAS_NETWORK_POLICY);
+	assert_string_equal(got->network->allow[1], "203.0.113.7/32");
+	saas_sandbox_free(got);
+
+	/* Another account sees no such sandbox, and changes nothing. */
+	spec.mode = SAAS_NETWORK_INTERNET;
+	spec.allow = spec.deny = NULL;
+	EXPECT(saas_sandbox_network_set(&got, f->b, sb->id, &spec, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_OK);
+	assert_int_equal(got->network->mode, SAAS_NETWORK_INTERNET);
+	assert_null(got->network->allow[0]);
+	assert_null(got->network->deny[0]);
+	saas_sandbox_free(got);
+	got = NULL;
+
+	/* Bad rules: the same code and the same words either way. */
+	spec.mode = SAAS_NETWORK_POLICY;
+	spec.allow = bad;
+	EXPECT(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "\"10.1.2.3/8\" in allow: the address has bits set past the /8"));
+	assert_null(got);
+	o.network_spec = &spec;
+	EXPECT(saas_sandbox_create(&got, f->a, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "\"10.1.2.3/8\" in allow"));
+	spec.allow = NULL;
+	spec.mode = SAAS_NETWORK_ISOLATED;
+	spec.deny = deny;
+	EXPECT(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "isolated takes no allow or deny rules"));
+
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	spec.deny = NULL;
+	EXPECT(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_ESTATE);
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	/* The record keeps the last policy it had. */
+	assert_int_equal(got->network->mode, SAAS_NETWORK_INTERNET);
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1131,6 +1195,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits_contract, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_network_policy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits_and_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list, setup, teardown),

@@ -32,6 +32,12 @@ static saas_port_info port_values[] = {
 };
 static saas_port_info *ports[] = { &port_values[0], &port_values[1] };
 
+static char *allow_rules[] = { (char *)"api.example.com", (char *)"*.pypi.org", (char *)"203.0.113.0/24", NULL };
+static char *deny_rules[] = { (char *)"203.0.113.9/32", NULL };
+static char *no_rules[] = { NULL };
+static saas_network_info policy_net = { SAAS_NETWORK_POLICY, allow_rules, deny_rules, 3, 7 };
+static saas_network_info isolated_net = { SAAS_NETWORK_ISOLATED, no_rules, no_rules, 0, 0 };
+
 static saas_sandbox ready_sandbox(void)
 {
 	saas_sandbox sb = { 0 };
@@ -50,6 +56,7 @@ static saas_sandbox ready_sandbox(void)
 	sb.cost_usd_micro = 125;
 	sb.nports = 2;
 	sb.ports = ports;
+	sb.network = &policy_net;
 	return sb;
 }
 
@@ -64,6 +71,7 @@ static saas_sandbox destroyed_sandbox(void)
 	sb.cost_usd_micro = 12500;
 	sb.nports = 0;
 	sb.ports = NULL;
+	sb.network = &isolated_net;
 	return sb;
 }
 
@@ -401,6 +409,62 @@ static void test_decode_refuses(void **state)
 	json_decref(o);
 }
 
+/* A network as requests give it: the shapes and the bound here, the rules in the library. */
+static void test_network_req(void **state)
+{
+	static const char *const bad[] = {
+		"7", "\"everywhere\"", "\"policy\"", "[]", "{\"allow\":\"example.com\"}", "{\"allow\":[1]}",
+		"{\"deny\":{}}", "{\"mode\":\"open\"}", "{\"allow\":[],\"extra\":true}", "{\"allow\":[\"a\\u0000b\"]}",
+	};
+	saas__wire_network_req req;
+	const char *why = NULL;
+	json_t *v, *many;
+	char name[32];
+
+	(void)state;
+	v = json_loads("\"internet\"", JSON_DECODE_ANY, NULL);
+	assert_int_equal(saas__wire_network_req_decode(&req, v, &why), SAAS_OK);
+	assert_int_equal(req.spec.mode, SAAS_NETWORK_INTERNET);
+	json_decref(v);
+	/* A sandbox's reported network goes back as it is. */
+	v = saas__wire_network(&policy_net);
+	assert_int_equal(saas__wire_network_req_decode(&req, v, &why), SAAS_OK);
+	assert_int_equal(req.spec.mode, SAAS_NETWORK_POLICY);
+	assert_string_equal(req.spec.allow[2], "203.0.113.0/24");
+	assert_null(req.spec.allow[3]);
+	assert_string_equal(req.spec.deny[0], "203.0.113.9/32");
+	json_decref(v);
+	v = json_loads("{\"allow\":[\"x.example\"]}", 0, NULL);
+	assert_int_equal(saas__wire_network_req_decode(&req, v, &why), SAAS_OK);
+	assert_int_equal(req.spec.mode, SAAS_NETWORK_POLICY);
+	assert_null(req.spec.deny[0]);
+	json_decref(v);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = json_loads(bad[i], JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+		assert_non_null(v);
+		why = NULL;
+		if (saas__wire_network_req_decode(&req, v, &why) != SAAS_EINVAL)
+			fail_msg("%s was taken", bad[i]);
+		assert_non_null(why);
+		json_decref(v);
+	}
+	/* The bound, and one past it. */
+	many = json_array();
+	for (int i = 0; i < SAAS_NETWORK_RULES_MAX; i++) {
+		snprintf(name, sizeof(name), "h%d.example", i);
+		json_array_append_new(many, json_string(name));
+	}
+	v = json_pack("{s:O}", "deny", many);
+	assert_int_equal(saas__wire_network_req_decode(&req, v, &why), SAAS_OK);
+	json_decref(v);
+	json_array_append_new(many, json_string("one.more"));
+	v = json_pack("{s:O}", "deny", many);
+	assert_int_equal(saas__wire_network_req_decode(&req, v, &why), SAAS_EINVAL);
+	assert_string_equal(why, "network deny has more than 64 rules");
+	json_decref(v);
+	json_decref(many);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +475,7 @@ int main(void)
 		cmocka_unit_test(test_file_list),
 		cmocka_unit_test(test_mcp_shapes),
 		cmocka_unit_test(test_decode_refuses),
+		cmocka_unit_test(test_network_req),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
