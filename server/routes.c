@@ -19,6 +19,7 @@ const struct aas_route aas_routes[] = {
 	{ "DELETE", "/v1/sandboxes/{id}", AAS_R_AUTH, aas_h_sandbox_destroy, NULL, NULL },
 	{ "POST", "/v1/sandboxes/{id}/exec", AAS_R_AUTH | AAS_R_JSON, aas_h_exec, NULL, NULL },
 	{ "POST", "/v1/sandboxes/{id}/extend", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_extend, NULL, NULL },
+	{ "PUT", "/v1/sandboxes/{id}/network", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_network_set, NULL, NULL },
 	{ "PUT", "/v1/sandboxes/{id}/files", AAS_R_AUTH | AAS_R_STREAM, aas_h_file_put, aas_file_put_start,
 	  aas_file_put_data },
 	{ "GET", "/v1/sandboxes/{id}/files", AAS_R_AUTH, aas_h_file_get, NULL, NULL },

@@ -23,20 +23,44 @@ static void reply_sandbox(struct aas_reply *out, unsigned int status, const saas
 	aas_reply_json(out, status, saas__wire_sandbox(sb));
 }
 
+/*
+ * A "network" as a request gives it (lib/wire reads the shape; the library
+ * then checks each rule). false after replying 400.
+ */
+static bool network_field(const json_t *v, saas__wire_network_req *req, struct aas_reply *out)
+{
+	const char *bad = NULL;
+
+	if (saas__wire_network_req_decode(req, v, &bad) == SAAS_OK)
+		return true;
+	aas_reply_error(out, 400, "invalid_argument", "%s", bad);
+	return false;
+}
+
 void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 {
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas__wire_network_req *net = NULL;
 	saas_sandbox *sb = NULL;
-	json_t *body = NULL;
+	json_t *body = NULL, *network;
 	bool present;
 	double t0;
 	int rc;
 
 	if (!aas_body_object(r, out, &body) || !aas_field_string(body, "size", &o.size, out) ||
 	    !aas_field_string(body, "image", &o.image, out) ||
-	    !aas_field_string(body, "network", &o.network, out) ||
 	    !aas_field_int(body, "timeout", &o.timeout_s, &present, out))
 		goto out;
+	/* "isolated", "internet", or a policy {"allow": [...], "deny": [...]}; null is the default. */
+	if ((network = json_object_get(body, "network")) && !json_is_null(network)) {
+		if (!(net = malloc(sizeof(*net)))) {
+			aas_reply_saas(out, SAAS_ENOMEM);
+			goto out;
+		}
+		if (!network_field(network, net, out))
+			goto out;
+		o.network_spec = &net->spec;
+	}
 	if (present && o.timeout_s <= 0) {
 		aas_reply_error(out, 400, "invalid_argument", "field \"timeout\" must be a positive number of seconds");
 		goto out;
@@ -65,6 +89,36 @@ void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 	reply_sandbox(out, 201, sb);
 out:
 	saas_sandbox_free(sb);
+	free(net);
+	json_decref(body);
+}
+
+/*
+ * PUT, not PATCH: the body is the whole policy, replacing the one before
+ * (nothing is merged), and sending it twice leaves the same policy.
+ */
+void aas_h_sandbox_network_set(struct aas_req *r, struct aas_reply *out)
+{
+	saas__wire_network_req *net = NULL;
+	saas_sandbox *sb = NULL;
+	json_t *body = NULL;
+	int rc;
+
+	if (!aas_body_object(r, out, &body))
+		goto out;
+	if (!(net = malloc(sizeof(*net)))) {
+		aas_reply_saas(out, SAAS_ENOMEM);
+		goto out;
+	}
+	if (!network_field(body, net, out))
+		goto out;
+	if ((rc = saas_sandbox_network_set(&sb, r->client, r->route_id, &net->spec, 0)) < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+out:
+	saas_sandbox_free(sb);
+	free(net);
 	json_decref(body);
 }
 

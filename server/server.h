@@ -296,6 +296,7 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_network_set(struct aas_req *r, struct aas_reply *out);
 void aas_h_exec(struct aas_req *r, struct aas_reply *out);
 void aas_h_execution_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_port_expose(struct aas_req *r, struct aas_reply *out);
