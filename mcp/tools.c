@@ -398,19 +398,54 @@ static int create_reporting(struct call *c, const saas_create_options *o, saas_s
 	return rc;
 }
 
+/*
+ * The network arguments: "network" (a mode's name) and the "allow" and
+ * "deny" lists as separate fields rather than one field of two types, which
+ * some clients' schema handling does not take. Read through lib/wire's one
+ * decoder of a network, as {mode, allow, deny}. *given is false when none is
+ * there (the default); false after bad_arg().
+ */
+static bool arg_network(struct call *c, saas__wire_network_req *req, bool *given)
+{
+	static const char *const keys[] = { "network", "allow", "deny" };
+	const char *bad = NULL;
+	json_t *v = json_object();
+	bool ok = true;
+
+	*given = false;
+	for (size_t i = 0; v && i < sizeof(keys) / sizeof(keys[0]); i++) {
+		json_t *m = json_object_get(c->args, keys[i]);
+
+		if (m && !json_is_null(m)) {
+			json_object_set(v, i == 0 ? "mode" : keys[i], m);
+			*given = true;
+		}
+	}
+	if (!v)
+		return bad_arg(c, "out of memory");
+	if (*given && saas__wire_network_req_decode(req, v, &bad) < 0)
+		ok = bad_arg(c, "%s.", bad);
+	json_decref(v);
+	return ok;
+}
+
 static json_t *t_create(struct call *c)
 {
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas__wire_network_req net;
 	saas_sandbox *sb = NULL;
 	json_t *res;
 	int64_t timeout = 0;
 	char msg[512] = "";
+	bool net_given;
 	int rc;
 
 	if (!arg_str(c, "size", false, &o.size) || !arg_str(c, "image", false, &o.image) ||
-	    !arg_str(c, "network", false, &o.network) || !arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout))
+	    !arg_network(c, &net, &net_given) || !arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout))
 		return arg_fail(c);
 	o.timeout_s = timeout;
+	if (net_given)
+		o.network_spec = &net.spec;
 	if (cancelled(c)) /* before anything was made: nothing to undo */
 		return failf(c, "create_sandbox was cancelled before it started; nothing was created.");
 	if (c->progress && c->ctx->notify) {
@@ -669,6 +704,21 @@ static json_t *t_extend(struct call *c)
 	return sandbox_result(c, rc, sb);
 }
 
+static json_t *t_network(struct call *c)
+{
+	saas__wire_network_req net;
+	saas_sandbox *sb = NULL;
+	const char *id;
+	bool given;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_network(c, &net, &given))
+		return arg_fail(c);
+	if (!given)
+		return bad_arg(c, "give \"network\", or \"allow\" (and \"deny\") rules for a policy."), arg_fail(c);
+	int rc = saas_sandbox_network_set(&sb, c->ctx->client, id, &net.spec, 0);
+	return sandbox_result(c, rc, sb);
+}
+
 static json_t *t_destroy(struct call *c)
 {
 	saas_sandbox *sb = NULL;
@@ -814,7 +864,9 @@ static const struct tool tools[] = {
 	  "tools. Billing is by the second while it runs. It is destroyed automatically when timeout_seconds run "
 	  "out (extend_sandbox pushes that out); call destroy_sandbox when done to stop paying for the rest. Code "
 	  "runs as an unprivileged user with no sudo: apt-get does not work; install with `pip install --user "
-	  "--break-system-packages <pkg>` or `npm install <pkg>`.",
+	  "--break-system-packages <pkg>` or `npm install <pkg>`. Network: `network` \"internet\" or \"isolated\", "
+	  "or `allow`/`deny` lists of domain names (\"*.example.com\" for the names below it), addresses and "
+	  "CIDRs for only what the job needs (set_network_policy changes it later).",
 	  false, false, false, true, true, 0, t_create },
 	{ "run_command", "Run a shell command",
 	  "Run a shell command (/bin/sh -c) in a sandbox as an unprivileged user, in /workspace unless cwd says "
@@ -863,6 +915,14 @@ static const struct tool tools[] = {
 	  "Push a sandbox's expiry out by `seconds` from its current expiry, when a job outgrows its timeout. The "
 	  "new lifetime may not pass the account's maximum (get_service_info shows it).",
 	  false, false, false, false, true, 0, t_extend },
+	{ "set_network_policy", "Change a sandbox's network access",
+	  "Replace what a running sandbox may reach on the network: \"isolated\" (nothing), \"internet\", or "
+	  "a policy: only the names and addresses in `allow` (\"pypi.org\", \"*.pythonhosted.org\" for every "
+	  "name below it, \"203.0.113.0/24\", \"*\" for everything) less those in `deny`. The new policy replaces "
+	  "the old one whole and applies to new connections at once. Names not allowed do not even resolve. The "
+	  "host's own services and private networks are never reachable. The result shows the policy in force and "
+	  "how many connections and lookups were refused.",
+	  false, false, true, true, true, 0, t_network },
 	{ "destroy_sandbox", "Destroy a sandbox",
 	  "Destroy a sandbox: its VM, files and running processes are gone and billing stops; the result shows the "
 	  "final cost. A sandbox is destroyed anyway when it expires, but destroying it when done returns the "

@@ -86,7 +86,7 @@ async function rawSession(extra = {}) {
   return sid;
 }
 
-test('initialize, 13 tools, annotations and schemas', async () => {
+test('initialize, 14 tools, annotations and schemas', async () => {
   const { client, transport } = await connect();
   assert.equal(client.getServerVersion().name, 'libsaas');
   assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
@@ -95,8 +95,8 @@ test('initialize, 13 tools, annotations and schemas', async () => {
   assert.equal(nextCursor, undefined);
   const names = tools.map(t => t.name).sort();
   assert.deepEqual(names, ['create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_sandbox',
-    'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command', 'unexpose_port',
-    'write_file']);
+    'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command', 'set_network_policy',
+    'unexpose_port', 'write_file']);
   // Strict, as the MCP Inspector's strict mode: no union types (type: [..., "null"]), no unknown keywords,
   // and whole schemas (mcp/schemas/ names shared shapes with $ref; tools/list sends them inlined).
   const ajv = new Ajv({ strict: true, allowUnionTypes: false });
@@ -206,6 +206,18 @@ test('a whole agent session; every structuredContent validates against its outpu
     const gone = await previewGet(`${new URL(ep.url).hostname}:${port}`, '/index.html');
     assert.equal(gone.status, 404, `an un-exposed port's preview: ${gone.body}`);
   }
+  // Egress: read on every sandbox, changed at runtime, a bad rule named (with the fake driver: a real host's enforcement is vm.egress's).
+  assert.ok(['isolated', 'internet'].includes(sb.network.mode), `default network ${sb.network.mode}`);
+  if (!IMAGES) {
+    const np = await call('set_network_policy', { sandbox_id: id, allow: ['PyPI.org', '*.pythonhosted.org'] });
+    assert.equal(np.network.mode, 'policy');
+    assert.deepEqual(np.network.allow, ['pypi.org', '*.pythonhosted.org']);
+    assert.deepEqual(np.network.denied, { connections: 0, lookups: 0 });
+    const badRule = await client.callTool({ name: 'set_network_policy', arguments: { sandbox_id: id, allow: ['10.1.2.3/8'] } });
+    assert.equal(badRule.isError, true);
+    assert.match(badRule.content[0].text, /10\.1\.2\.3\/8/);
+    await call('set_network_policy', { sandbox_id: id, network: 'isolated' });
+  }
   const ext = await call('extend_sandbox', { sandbox_id: id, seconds: 300 });
   assert.ok(Date.parse(ext.expires_at) > Date.parse(sb.expires_at));
   const ls = await call('list_sandboxes', {});
@@ -234,7 +246,8 @@ test('a whole agent session; every structuredContent validates against its outpu
   const d = await call('destroy_sandbox', { sandbox_id: id });
   assert.equal(d.status, 'destroyed');
   await call('list_sandboxes', { status: 'destroyed', limit: 5 });
-  assert.equal(seen.size, 13, `every tool was called: ${[...seen]}`);
+  // set_network_policy only with the fake driver (above).
+  assert.equal(seen.size, IMAGES ? 13 : 14, `every tool was called: ${[...seen]}`);
 
   // Mistakes an agent can fix are tool results with isError and a next step.
   let r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: id, command: 'echo hi' } });
@@ -341,7 +354,7 @@ test('transport rules: sessions, Origin, Accept, versions, methods', async () =>
   assert.match(sse.res.headers.get('content-type'), /text\/event-stream/);
   assert.equal(sse.res.headers.get('cache-control'), 'no-cache');
   const data = JSON.parse(sse.text.split('\n').find(l => l.startsWith('data: ')).slice(6));
-  assert.equal(data.result.tools.length, 13);
+  assert.equal(data.result.tools.length, 14);
   // GET: 405 with Allow.
   const get = await fetch(endpoint, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
   await get.text();

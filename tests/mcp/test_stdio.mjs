@@ -69,7 +69,7 @@ test('--version and --help', () => {
   assert.match(help, /AAS_BASE_URL/);
 });
 
-test('initialize, 12 tools (no get_service_info), a whole agent session with valid structuredContent', async () => {
+test('initialize, 13 tools (no get_service_info), a whole agent session with valid structuredContent', async () => {
   const { client, stderr } = await connect(envWith({ AAS_API_KEY: key }));
   assert.equal(client.getServerVersion().name, 'libsaas');
   assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
@@ -77,7 +77,7 @@ test('initialize, 12 tools (no get_service_info), a whole agent session with val
   assert.equal(nextCursor, undefined);
   assert.deepEqual(tools.map(t => t.name).sort(), ['create_sandbox', 'destroy_sandbox', 'expose_port',
     'extend_sandbox', 'get_sandbox', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command',
-    'unexpose_port', 'write_file']);
+    'set_network_policy', 'unexpose_port', 'write_file']);
   const ajv = new Ajv({ strict: false });
   const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
   const seen = new Set();
@@ -123,6 +123,18 @@ test('initialize, 12 tools (no get_service_info), a whole agent session with val
   assert.equal((await call('get_sandbox', { sandbox_id: id })).ports[0].port, 8000);
   assert.equal((await call('unexpose_port', { sandbox_id: id, port: 8000 })).exposed, false);
   assert.equal((await call('get_sandbox', { sandbox_id: id })).ports.length, 0);
+  // Egress: read on every sandbox, changed at runtime, a bad rule named (with the fake driver: a real host's enforcement is vm.egress's).
+  assert.ok(['isolated', 'internet'].includes(sb.network.mode), `default network ${sb.network.mode}`);
+  if (!IMAGES) {
+    const np = await call('set_network_policy', { sandbox_id: id, allow: ['PyPI.org', '*.pythonhosted.org'] });
+    assert.equal(np.network.mode, 'policy');
+    assert.deepEqual(np.network.allow, ['pypi.org', '*.pythonhosted.org']);
+    assert.deepEqual(np.network.denied, { connections: 0, lookups: 0 });
+    const badRule = await client.callTool({ name: 'set_network_policy', arguments: { sandbox_id: id, allow: ['10.1.2.3/8'] } });
+    assert.equal(badRule.isError, true);
+    assert.match(badRule.content[0].text, /10\.1\.2\.3\/8/);
+    await call('set_network_policy', { sandbox_id: id, network: 'isolated' });
+  }
   const ext = await call('extend_sandbox', { sandbox_id: id, seconds: 300 });
   assert.ok(Date.parse(ext.expires_at) > Date.parse(sb.expires_at));
   assert.ok((await call('list_sandboxes', {})).sandboxes.some(s => s.id === id));
@@ -146,7 +158,8 @@ test('initialize, 12 tools (no get_service_info), a whole agent session with val
     assert.match(textOf(bad), re);
   }
   assert.equal((await call('destroy_sandbox', { sandbox_id: id })).status, 'destroyed');
-  assert.equal(seen.size, 12, `every tool was called: ${[...seen]}`);
+  // set_network_policy only with the fake driver (above).
+  assert.equal(seen.size, IMAGES ? 12 : 13, `every tool was called: ${[...seen]}`);
 
   const r = await client.callTool({ name: 'get_service_info', arguments: {} });
   assert.equal(r.isError, true);
@@ -158,7 +171,7 @@ test('initialize, 12 tools (no get_service_info), a whole agent session with val
 test('no AAS_API_KEY: tools/list works, a tool call is isError saying how to set AAS_API_KEY', async () => {
   const { client, stderr } = await connect(envWith({}));
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 12);
+  assert.equal(tools.length, 13);
   const r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /AAS_API_KEY/);
@@ -206,7 +219,7 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   assert.equal(batch[1].error.code, -32601);
   assert.equal(inval.error.code, -32600);
   assert.equal(list.id, 5);
-  assert.equal(list.result.tools.length, 12);
+  assert.equal(list.result.tools.length, 13);
 });
 
 // Spawn aas-mcp, write `input` to it and close stdin; its exit code and its output lines, parsed.
