@@ -11,9 +11,14 @@
 #include "common.h"
 
 static const char help[] =
-	"usage: aas create [--size NAME] [--timeout DURATION] [--image NAME] [--network isolated|internet] [--json]\n"
+	"usage: aas create [--size NAME] [--timeout DURATION] [--image NAME]\n"
+	"                  [--network isolated|internet | --allow RULE... --deny RULE...] [--json]\n"
 	"\n"
 	"Create a sandbox and print its id once it is ready. DURATION is 90, 90s, 15m or 2h.\n"
+	"--allow and --deny (each repeatable, at most 64) make its network a policy: only what\n"
+	"the allow rules name, less what the deny rules name. A RULE is a domain name\n"
+	"(example.com), every name below one (*.example.com), an address or CIDR\n"
+	"(203.0.113.0/24), or * (everything internet allows). See `aas network --help`.\n"
 	"On a terminal, a spinner on stderr shows the seconds waited.\n";
 
 /* A spinner on stderr while create waits, when stderr is a terminal. */
@@ -53,6 +58,8 @@ static void *spin(void *arg)
 int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 {
 	saas_create_options opts = SAAS_CREATE_OPTIONS_INIT;
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	aas_net_opts net = { 0 };
 	struct spinner sp = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
 	saas_client *client = NULL;
 	saas_sandbox *sb = NULL;
@@ -72,12 +79,9 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 			opts.image = v;
-		} else if ((r = aas_opt("create", argc, argv, &i, "--network", NULL, &v)) != 0) {
+		} else if ((r = aas_net_opt("create", argc, argv, &i, &net)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-			if (strcmp(v, "isolated") != 0 && strcmp(v, "internet") != 0)
-				return aas_usage_error("create", "--network must be isolated or internet, not '%s'", v);
-			opts.network = v;
 		} else if ((r = aas_opt("create", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
@@ -89,6 +93,8 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 	}
 	if (aas_help(ctx, help))
 		return AAS_EXIT_OK;
+	if (aas_net_spec(&net, &spec))
+		opts.network_spec = &spec;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if (!ctx->json && isatty(STDERR_FILENO))

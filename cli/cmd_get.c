@@ -8,7 +8,7 @@
 static const char help[] =
 	"usage: aas get ID [--json]\n"
 	"\n"
-	"Show a sandbox: status, size, image, times, cost and exposed ports.\n";
+	"Show a sandbox: status, size, image, times, cost, exposed ports and network policy.\n";
 
 int aas_cmd_get(aas_ctx *ctx, int argc, char **argv)
 {
@@ -56,6 +56,7 @@ int aas_cmd_get(aas_ctx *ctx, int argc, char **argv)
 		printf("cost:       %s\n", aas_fmt_usd(usd, sizeof(usd), sb->cost_usd_micro));
 		for (k = 0; k < sb->nports; k++)
 			printf("port %-5u  %s\n", sb->ports[k]->port, sb->ports[k]->url ? sb->ports[k]->url : "");
+		aas_print_network(sb->network);
 	}
 	saas_sandbox_free(sb);
 	saas_client_free(client);

@@ -47,6 +47,21 @@ int aas_cmd_rm(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_account(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_login(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_network(aas_ctx *ctx, int argc, char **argv);
+
+/* --network, --isolated, --internet, --allow and --deny, as aas create and aas network take them. */
+typedef struct {
+	const char *mode;                                /* "isolated", "internet", "policy", or NULL */
+	const char *allow[SAAS_NETWORK_RULES_MAX + 1];   /* NULL-terminated */
+	const char *deny[SAAS_NETWORK_RULES_MAX + 1];
+	size_t nallow, ndeny;
+} aas_net_opts;
+/* Consume one of them at argv[*i]: 1 consumed, 0 not ours, -1 usage error already reported. */
+int aas_net_opt(const char *cmd, int argc, char **argv, int *i, aas_net_opts *n);
+/* The spec they make (pointing into n); false when none was given (the default). */
+bool aas_net_spec(aas_net_opts *n, saas_network_spec *spec);
+/* A sandbox's network, as aas get and aas network print it. */
+void aas_print_network(const saas_network_info *ni);
 
 #define AAS_DEFAULT_URL "http://127.0.0.1:8080"
 

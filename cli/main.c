@@ -15,6 +15,7 @@ static const char usage_text[] =
 	"\n"
 	"Commands:\n"
 	"  create [--size S] [--timeout 15m] [--image I] [--network isolated|internet]\n"
+	"         [--allow RULE]... [--deny RULE]...\n"
 	"                          create a sandbox and print its id\n"
 	"  ls [--all]              list sandboxes, newest first\n"
 	"  get ID                  show one sandbox\n"
@@ -24,6 +25,8 @@ static const char usage_text[] =
 	"  expose ID PORT          expose a port and print its preview URL\n"
 	"  unexpose ID PORT        stop exposing a port (its URL stops working)\n"
 	"  extend ID DURATION      push the expiry out (90, 90s, 15m, 2h)\n"
+	"  network ID [--isolated|--internet|--allow RULE... --deny RULE...]\n"
+	"                          show or change a sandbox's network policy\n"
 	"  rm ID...                destroy sandboxes\n"
 	"  usage [--from T] [--to T]  usage and cost over a period\n"
 	"  account                 balance, limits and prices\n"
@@ -54,7 +57,7 @@ static const struct {
 	{ "get", aas_cmd_get },       { "exec", aas_cmd_exec },     { "cp", aas_cmd_cp },
 	{ "files", aas_cmd_files },   { "expose", aas_cmd_expose }, { "extend", aas_cmd_extend },
 	{ "rm", aas_cmd_rm },         { "usage", aas_cmd_usage },   { "account", aas_cmd_account },
-	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose },
+	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose }, { "network", aas_cmd_network },
 };
 
 int main(int argc, char **argv)
