@@ -335,6 +335,8 @@ static void test_pool_claim(void **state)
 	assert_string_equal(sb->size, "small");
 	assert_string_equal(sb->image, "default");
 	assert_int_equal(sb->vcpus, 2);
+	/* A pooled VM was made without a network: it reports the driver's default. */
+	assert_int_equal(sb->network->mode, SAAS_NETWORK_ISOLATED);
 	/* ... and billing starts at the claim. */
 	assert_int_equal(sb->created_at_ms, fake_now);
 	assert_int_equal(sb->ready_at_ms, fake_now);
@@ -408,6 +410,22 @@ static void test_pool_network_bypass(void **state)
 	assert_int_equal(saas_fake_create_calls(), 5);
 	assert_string_equal(made[4].name, net->id);
 	assert_int_equal(made[4].internet, 1);
+	/* A policy too: its VM is made with its rules. */
+	{
+		const char *const allow[] = { "example.com", NULL };
+		saas_network_spec ns = SAAS_NETWORK_SPEC_INIT;
+		saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+		saas_sandbox *pol = NULL;
+
+		ns.allow = allow;
+		o.network_spec = &ns;
+		assert_int_equal(saas_sandbox_create(&pol, f->a, &o, 0), SAAS_OK);
+		assert_int_equal(saas_fake_create_calls(), 6);
+		assert_string_equal(made[5].name, pol->id);
+		assert_int_equal(made[5].internet, SAAS_NET_POLICY);
+		assert_int_equal(pol->network->mode, SAAS_NETWORK_POLICY);
+		saas_sandbox_free(pol);
+	}
 	assert_int_equal(pool_ready(f, "small", "default"), 2);
 	saas_sandbox_free(iso);
 	saas_sandbox_free(net);
