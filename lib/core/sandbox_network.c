@@ -93,15 +93,13 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 	int rc, old_mode;
 	bool locked = false;
 
-	if ((rc = saas__sandbox_ready(c, id, &row)) < 0)
-		return rc;
 	if (!(allow = saas__network_join(net->allow)) || !(deny = saas__network_join(net->deny))) {
 		rc = saas__oom();
 		goto out;
 	}
 	pthread_mutex_lock(&e->network_mu);
 	locked = true;
-	/* Read under the lock: the policy to go back to is the last one set, not the one read before. */
+	/* Read under the lock: the policy to go back to is the last one set, not one a racing change replaces. */
 	if ((rc = saas__sandbox_ready(c, id, &row)) < 0 || (rc = rules_get(e, &row, &old_allow, &old_deny)) < 0)
 		goto out;
 	old_mode = row.network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row.network_mode;

@@ -366,6 +366,52 @@ static void test_set_at_runtime(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* A store that refuses every network change; with `and_driver`, the driver's undo fails too. */
+static int and_driver;
+
+static int refuse_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
+{
+	(void)ctx, (void)id, (void)mode, (void)allow, (void)deny;
+	if (and_driver)
+		saas_fake_fail_network_sets(1, 0);
+	return saas_sys_error_set(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0, "test store: refusing the change");
+}
+
+/*
+ * The change reached the driver, then the store refused it: the driver gets
+ * the old policy back; if it cannot, the VM (with a policy no store records)
+ * is destroyed rather than left running with it.
+ */
+static void test_set_store_refuses(void **state)
+{
+	struct fixture *f = *state;
+	const char *const allow[] = { "*", NULL };
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	const saas_store *real = f->engine->store;
+	saas_store refusing = *real;
+	saas_sandbox *sb = NULL, *got = NULL;
+	char rules[4096];
+
+	assert_int_equal(saas_sandbox_create(&sb, f->c, NULL, 0), SAAS_OK);
+	spec.allow = allow;
+	refusing.sandbox_network_set = refuse_network_set;
+	f->engine->store = &refusing;
+	and_driver = 0;
+	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_ESTORE);
+	assert_non_null(strstr(saas_error_last()->message, "refusing the change"));
+	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_ISOLATED);
+
+	and_driver = 1;
+	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_ESTORE);
+	f->engine->store = real;
+	assert_false(saas_fake_vm_exists(sb->id));
+	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_FAILED);
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
 /* A restart gives every live VM its stored policy again: the driver kept none. */
 static void test_restart_reapplies(void **state)
 {
@@ -427,6 +473,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_set_at_runtime, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_set_store_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_reapplies, setup, teardown),
 	};
 
