@@ -159,7 +159,7 @@ static void net_store(struct vm *v, const saas_vm_network *net)
 	for (int l = 0; net && l < 2; l++) {
 		const char *const *rules = l ? net->deny : net->allow;
 
-		n += (size_t)snprintf(v->net_rules + n, sizeof(v->net_rules) - n, "%s%s", l ? " deny " : "allow ", "");
+		n += (size_t)snprintf(v->net_rules + n, sizeof(v->net_rules) - n, "%s", l ? " deny " : "allow ");
 		for (size_t i = 0; rules && rules[i] && n < sizeof(v->net_rules); i++)
 			n += (size_t)snprintf(v->net_rules + n, sizeof(v->net_rules) - n, "%s%s", i ? "," : "", rules[i]);
 		if (n >= sizeof(v->net_rules))
