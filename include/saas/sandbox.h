@@ -59,8 +59,8 @@ typedef enum {
 } saas_network_mode;
 
 /**
- * Most rules in one list (allow or deny) of a network policy, after duplicates
- * are removed. More is SAAS_EINVAL.
+ * Most rules in one list (allow or deny) of a network policy, counted as
+ * given (duplicates too). More is SAAS_EINVAL.
  *
  * Since: 0.1.0
  */
@@ -86,6 +86,7 @@ typedef enum {
  * A destination in both lists is denied. Rules are normalised (lowercase,
  * canonical addresses, a bare address as /32 or /128, duplicates dropped);
  * the sandbox reports them so. Each list holds at most SAAS_NETWORK_RULES_MAX.
+ * A bad rule is SAAS_EINVAL whose message quotes it, names its list and says why.
  *
  * Since: 0.1.0
  */
