@@ -6,7 +6,8 @@
  * an SSH forward bound to host loopback. Guests with the internet policy
  * reach out through QEMU's sockets on the host, so those run under a group of
  * their own that one nftables table (the guard) keeps away from the host's
- * services and private networks.
+ * services and private networks; with a uid per QEMU, another table decides
+ * each VM's egress by its uid (isolated, internet or allow/deny lists).
  *
  * The default connection is libvirt's embedded QEMU driver rooted in the
  * state directory: no daemon, and the engine is the one process that owns
@@ -18,6 +19,9 @@
  *   conf.c      driver_config, the engine's key pair, the embedded root and
  *               its qemu.conf
  *   guard.c     the network policy at open and the nftables guard
+ *   egress.c    per-VM egress: nftables keyed on each QEMU's uid (egress.h)
+ *   resolver.c  the DNS resolver of policy VMs, one thread (egress.h)
+ *   dns.c       DNS messages, read as hostile input (dns.h)
  *   image.c     image manifests, reloaded when an image is rebuilt
  *   vm.c        the registry of running VMs and their SSH sessions
  *   uid.c       each VM's own QEMU uid: the range, the allocator, the files
