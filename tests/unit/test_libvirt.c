@@ -1071,7 +1071,23 @@ static void test_guard_blocks(void **state)
 
 #define EGRESS_UID 200001u
 
-/* A socket made as uid (its owner for `meta skuid`): can it send a datagram to addr? */
+/* A socket made as QEMU makes them: owned by uid (`meta skuid`) in GUEST_GROUP (the guard's `meta skgid`). */
+static int qemu_socket(unsigned int uid, int family, int type)
+{
+	gid_t gid;
+	int fd;
+
+	assert_true(saas__lv_guest_gid(&gid));
+	assert_int_equal(setegid(gid), 0);
+	assert_int_equal(seteuid(uid), 0);
+	fd = socket(family, type | SOCK_CLOEXEC, 0);
+	assert_int_equal(seteuid(0), 0);
+	assert_int_equal(setegid(0), 0);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Can a socket of uid's QEMU send a datagram to addr? */
 static bool uid_sends_to(unsigned int uid, const char *addr)
 {
 	struct sockaddr_storage sa;
@@ -1089,10 +1105,7 @@ static bool uid_sends_to(unsigned int uid, const char *addr)
 		((struct sockaddr_in6 *)&sa)->sin6_port = htons(9);
 		len = sizeof(struct sockaddr_in6);
 	}
-	assert_int_equal(seteuid(uid), 0);
-	fd = socket(sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	assert_int_equal(seteuid(0), 0);
-	assert_true(fd >= 0);
+	fd = qemu_socket(uid, sa.ss_family, SOCK_DGRAM);
 	sent = (int)sendto(fd, "x", 1, 0, (struct sockaddr *)&sa, len);
 	err = errno;
 	close(fd);
@@ -1178,7 +1191,8 @@ static int64_t denied(struct drv *d, const char *name, bool lookups)
 }
 
 /*
- * The egress table on a real kernel, in the test's namespace: a policy's
+ * The egress table on a real kernel, in the test's namespace, with the
+ * guard (sockets as QEMU's: its uid, the guest group): a policy's
  * CIDRs, deny winning, the guard's ranges never, counters; a lookup through
  * the redirect, allowed names learned and others refused without an upstream
  * query; swaps at runtime; a flush repaired; removal.
@@ -1211,6 +1225,8 @@ static void test_egress_loaded(void **state)
 	d.log = count_warnings;
 	d.confined = d.guard = true;
 	d.dns_upstream = upstream;
+	/* The guard too, as on a host: the redirected lookups must pass it. */
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
 	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
 	assert_non_null(d.egress);
 
@@ -1220,7 +1236,7 @@ static void test_egress_loaded(void **state)
 	assert_false(uid_sends_to(EGRESS_UID, "203.0.113.9"));    /* not allowed */
 	assert_false(uid_sends_to(EGRESS_UID, "10.1.2.3"));       /* the guard's, under any policy */
 	assert_false(uid_sends_to(EGRESS_UID, "2001:db8:6::1"));
-	assert_true(uid_sends_to(0, "203.0.113.9"));              /* other uids: not ours to judge */
+	assert_true(uid_sends_to(EGRESS_UID + 5, "203.0.113.9")); /* uids of no VM: not ours to judge */
 	assert_int_equal(denied(&d, "sbx-a", false), 4);
 
 	/* A lookup as QEMU would send it (to any address's port 53), redirected to the resolver. */
@@ -1228,9 +1244,7 @@ static void test_egress_loaded(void **state)
 	dns_port = d.egress->vms->port;
 	pthread_mutex_unlock(&d.egress->mu);
 	assert_true(dns_port > 0);
-	assert_int_equal(seteuid(EGRESS_UID), 0);
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	assert_int_equal(seteuid(0), 0);
+	fd = qemu_socket(EGRESS_UID, AF_INET, SOCK_DGRAM);
 	memset(&to, 0, sizeof(to));
 	to.sin_family = AF_INET;
 	to.sin_port = htons(53);
