@@ -1278,6 +1278,31 @@ static void test_egress_loaded(void **state)
 	assert_int_equal(denied(&d, "sbx-a", true), 1);
 	close(fd);
 
+	/* Over TCP (a client retrying a truncated answer): the same, length-prefixed. */
+	fd = qemu_socket(EGRESS_UID, AF_INET, SOCK_STREAM);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	len = make_query(q + 2, "ok.example");
+	q[0] = 0;
+	q[1] = (uint8_t)len;
+	assert_int_equal(send(fd, q, len + 2, 0), (ssize_t)len + 2);
+	assert_int_equal(n = recv_within(up, got, sizeof(got), 5000, &from), len);
+	upstream_answer(up, &from, got, n, "\xcb\x00\x71\x33"); /* 203.0.113.51 */
+	{
+		struct pollfd p = { fd, POLLIN, 0 };
+		size_t have = 0;
+		while (have < len + 18 && poll(&p, 1, 5000) == 1) {
+			ssize_t r = recv(fd, got + have, sizeof(got) - have, 0);
+			if (r <= 0)
+				break;
+			have += (size_t)r;
+		}
+		assert_int_equal(have, len + 18);
+		assert_int_equal(got[0] << 8 | got[1], len + 16);
+		assert_int_equal(got[2], 0x42);
+	}
+	assert_true(uid_sends_to(EGRESS_UID, "203.0.113.51"));
+	close(fd);
+
 	/* Swapped at runtime: internet (never the guard's ranges), isolated, and the policy again. */
 	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &internet, false), SAAS_OK);
 	assert_true(uid_sends_to(EGRESS_UID, "203.0.113.9"));
