@@ -720,6 +720,36 @@ static void test_egress_check(void **state)
 	assert_int_equal(saas__lv_egress_check(&net), SAAS_EINVAL);
 }
 
+/* Without per-VM uids (or without the guard): no table, and policies are refused saying why. */
+static void test_egress_refused(void **state)
+{
+	static const char *const allow[] = { "example.com", NULL };
+	saas_vm_network net = { SAAS_NET_POLICY, allow, NULL };
+	saas_vm_network_stats st = { 5, 5 };
+	struct drv d;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	d.guard = true;
+	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
+	assert_null(d.egress);
+	assert_non_null(strstr(d.egress_why, "uid of its own"));
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-x", 200001, &net, false), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "network policies are not available here"));
+	assert_non_null(strstr(saas_error_last()->message, "uids"));
+	d.confined = true;
+	d.guard = false;
+	snprintf(d.guard_why, sizeof(d.guard_why), "the group aas-guest does not exist");
+	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
+	assert_null(d.egress);
+	assert_string_equal(d.egress_why, d.guard_why);
+	/* No counters to read: zeros. */
+	assert_int_equal(saas__lv_egress_vm_stats(&d, "sbx-x", &st), SAAS_OK);
+	assert_int_equal(st.denied_connections, 0);
+	assert_int_equal(st.denied_lookups, 0);
+	saas__lv_egress_vm_remove(&d, "sbx-x");
+}
+
 static const char *const policy_allow[] = { "example.com", "*.example.org", "198.51.100.0/24", "203.0.113.7/32",
 	                                    "2001:db8:1::/48", NULL };
 static const char *const policy_deny[] = { "198.51.100.128/25", "2001:db8:1:2::/64", "secret.example.org", NULL };
@@ -1371,6 +1401,7 @@ int main(void)
 		cmocka_unit_test(test_egress_names),
 		cmocka_unit_test(test_egress_check),
 		cmocka_unit_test(test_egress_ruleset),
+		cmocka_unit_test(test_egress_refused),
 		/* Last: these move the process into a network namespace of its own. */
 		cmocka_unit_test(test_guard_reinstalled),
 		cmocka_unit_test(test_guard_blocks),
