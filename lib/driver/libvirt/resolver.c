@@ -259,7 +259,8 @@ static void query(struct drv *d, struct resolver *r, struct evm *v, const uint8_
 	struct pending *p;
 
 	if (saas__dns_query_parse(msg, len, &q) < 0) {
-		if (q.end || len >= DNS_HEADER)
+		/* Answered with FORMERR when there is a header to answer, and it is not itself an answer. */
+		if (q.end || (len >= DNS_HEADER && !(msg[2] & 0x80)))
 			reply_error(r, e, v, family, from, from_len, c, msg, &q, DNS_RCODE_FORMERR);
 		else if (c)
 			conn_close(r, e, c);
