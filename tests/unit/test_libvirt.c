@@ -4,8 +4,10 @@
  * ruleset (both pinned by golden files), the metadata read back from a
  * domain, and the allocator of QEMU's per-VM uids.
  *
- * The guard is also loaded for real, in a network namespace of the test's
- * own (root only; skipped elsewhere), to show it comes back after a flush.
+ * The guard and the per-VM egress table are also loaded for real, in a
+ * network namespace of the test's own (root only; skipped elsewhere): the
+ * guard comes back after a flush; egress decides by uid, swaps at runtime,
+ * and its resolver answers allowed names only.
  *
  * Golden files live in tests/fixtures/libvirt/ and are compared byte for
  * byte. When a change to the XML or the ruleset is meant, regenerate them on
@@ -16,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "driver/libvirt/egress.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "testutil.h"
 #include "util/spawn.h"
@@ -636,6 +640,147 @@ static void test_guard_ruleset_no_resolvers(void **state)
 	free(rules);
 }
 
+/* ---- egress policies ------------------------------------------------------------------------- */
+
+static void test_egress_names(void **state)
+{
+	static const char *const allow[] = { "example.com", "*.example.org", "198.51.100.0/24", NULL };
+	static const char *const deny[] = { "secret.example.org", "*.ads.example.org", NULL };
+	static const char *const all[] = { "*", NULL };
+	static const char *const cidrs[] = { "203.0.113.0/24", "2001:db8::/32", NULL };
+
+	(void)state;
+	assert_true(saas__lv_egress_name_allowed(allow, deny, "example.com"));
+	/* A name allows itself only; a wildcard what is strictly below, on a label boundary. */
+	assert_false(saas__lv_egress_name_allowed(allow, deny, "www.example.com"));
+	assert_false(saas__lv_egress_name_allowed(allow, deny, "example.org"));
+	assert_true(saas__lv_egress_name_allowed(allow, deny, "www.example.org"));
+	assert_true(saas__lv_egress_name_allowed(allow, deny, "a.b.example.org"));
+	assert_false(saas__lv_egress_name_allowed(allow, deny, "badexample.org"));
+	assert_false(saas__lv_egress_name_allowed(allow, deny, "example.org.evil.net"));
+	/* Deny wins. */
+	assert_false(saas__lv_egress_name_allowed(allow, deny, "secret.example.org"));
+	assert_true(saas__lv_egress_name_allowed(allow, deny, "ads.example.org"));
+	assert_false(saas__lv_egress_name_allowed(allow, deny, "x.ads.example.org"));
+	/* CIDRs name no name; "*" every one; nothing allowed by an empty list. */
+	assert_false(saas__lv_egress_name_allowed(cidrs, NULL, "198.51.100.1"));
+	assert_true(saas__lv_egress_name_allowed(all, deny, "anything.example"));
+	assert_false(saas__lv_egress_name_allowed(all, deny, "secret.example.org"));
+	assert_false(saas__lv_egress_name_allowed(NULL, NULL, "example.com"));
+	assert_false(saas__lv_egress_name_allowed(all, all, "example.com"));
+}
+
+static void test_egress_check(void **state)
+{
+	const char *rules[EGRESS_RULES_MAX + 2];
+	char names[EGRESS_RULES_MAX + 1][32], longname[300];
+	saas_vm_network net = { SAAS_NET_POLICY, rules, NULL };
+	static const char *const good[] = { "example.com", "*.example.com", "*", "198.51.100.0/24", "203.0.113.7/32",
+		                            "2001:db8::/32", "::/0", "0.0.0.0/0", "_srv.x-y.example", NULL };
+	static const char *const bad[] = { "198.51.100.1/24", "2001:db8::1/32", "198.51.100.0/33", "10.0.0.0/",
+		                           "10.0.0.0/+8", "example.com.", "Example.com", "*.", "a..b", "ex ample.com",
+		                           "x.*.example", "1.2.3.4/8;flush ruleset", "*example.com" };
+	(void)state;
+	net.allow = good;
+	assert_int_equal(saas__lv_egress_check(&net), SAAS_OK);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *one[] = { bad[i], NULL };
+		net.allow = one;
+		if (saas__lv_egress_check(&net) != SAAS_EINVAL)
+			fail_msg("rule '%s' was accepted", bad[i]);
+		assert_non_null(strstr(saas_error_last()->message, "allow"));
+		net.allow = NULL;
+		net.deny = one;
+		assert_int_equal(saas__lv_egress_check(&net), SAAS_EINVAL);
+		net.deny = NULL;
+	}
+	/* EGRESS_RULES_MAX rules a list, and names of up to 253 characters. */
+	for (int i = 0; i <= EGRESS_RULES_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "host%d.example.com", i);
+		rules[i] = names[i];
+	}
+	rules[EGRESS_RULES_MAX] = NULL;
+	net.allow = rules;
+	assert_int_equal(saas__lv_egress_check(&net), SAAS_OK);
+	rules[EGRESS_RULES_MAX] = names[EGRESS_RULES_MAX];
+	rules[EGRESS_RULES_MAX + 1] = NULL;
+	assert_int_equal(saas__lv_egress_check(&net), SAAS_EINVAL);
+	memset(longname, 'a', sizeof(longname));
+	for (int i = 63; i < 253; i += 64)
+		longname[i] = '.';
+	longname[253] = '\0';
+	rules[0] = longname;
+	rules[1] = NULL;
+	assert_int_equal(saas__lv_egress_check(&net), SAAS_OK);
+	longname[253] = 'a';
+	longname[254] = '\0';
+	assert_int_equal(saas__lv_egress_check(&net), SAAS_EINVAL);
+	/* Modes other than a policy carry no rules to check. */
+	net.mode = 7;
+	assert_int_equal(saas__lv_egress_check(&net), SAAS_EINVAL);
+}
+
+/* Without per-VM uids (or without the guard): no table, and policies are refused saying why. */
+static void test_egress_refused(void **state)
+{
+	static const char *const allow[] = { "example.com", NULL };
+	saas_vm_network net = { SAAS_NET_POLICY, allow, NULL };
+	saas_vm_network_stats st = { 5, 5 };
+	struct drv d;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	d.guard = true;
+	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
+	assert_null(d.egress);
+	assert_non_null(strstr(d.egress_why, "uid of its own"));
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-x", 200001, &net, false), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "network policies are not available here"));
+	assert_non_null(strstr(saas_error_last()->message, "uids"));
+	d.confined = true;
+	d.guard = false;
+	snprintf(d.guard_why, sizeof(d.guard_why), "the group aas-guest does not exist");
+	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
+	assert_null(d.egress);
+	assert_string_equal(d.egress_why, d.guard_why);
+	/* No counters to read: zeros. */
+	assert_int_equal(saas__lv_egress_vm_stats(&d, "sbx-x", &st), SAAS_OK);
+	assert_int_equal(st.denied_connections, 0);
+	assert_int_equal(st.denied_lookups, 0);
+	saas__lv_egress_vm_remove(&d, "sbx-x");
+}
+
+static const char *const policy_allow[] = { "example.com", "*.example.org", "198.51.100.0/24", "203.0.113.7/32",
+	                                    "2001:db8:1::/48", NULL };
+static const char *const policy_deny[] = { "198.51.100.128/25", "2001:db8:1:2::/64", "secret.example.org", NULL };
+
+static void test_egress_ruleset(void **state)
+{
+	saas_vm_network net = { SAAS_NET_POLICY, policy_allow, policy_deny };
+	static const char *const all[] = { "*", NULL };
+	char *text;
+
+	(void)state;
+	golden("egress-table.nft", text = saas__lv_egress_table_text("aas_egress_0123456789abcdef",
+	                                                              "nameserver 192.0.2.53\nnameserver 2001:db8::53\n",
+	                                                              NULL, 0));
+	free(text);
+	golden("egress-vm-policy.nft", text = saas__lv_egress_vm_text("aas_egress_0123456789abcdef", 200001, &net, 40053));
+	free(text);
+	net.allow = all;
+	net.deny = NULL;
+	golden("egress-vm-policy-all.nft", text = saas__lv_egress_vm_text("aas_egress_0123456789abcdef", 200001, &net,
+	                                                                  40053));
+	free(text);
+	net.mode = SAAS_NET_INTERNET;
+	golden("egress-vm-internet.nft", text = saas__lv_egress_vm_text("aas_egress_0123456789abcdef", 200002, &net, 0));
+	free(text);
+	golden("egress-vm-isolated.nft", text = saas__lv_egress_vm_text("aas_egress_0123456789abcdef", 200003, NULL, 0));
+	free(text);
+	golden("egress-vm-remove.nft", text = saas__lv_egress_remove_text("aas_egress_0123456789abcdef", 200003));
+	free(text);
+}
+
 /* ---- the host's IPv6 prefixes ---------------------------------------------------------------- */
 
 /* An entry of a fake getifaddrs() list. */
@@ -951,6 +1096,283 @@ static void test_guard_blocks(void **state)
 	saas_test_rmdir(dir);
 }
 
+
+/* ---- per-VM egress, loaded ------------------------------------------------------------------- */
+
+#define EGRESS_UID 200001u
+
+/* A socket made as QEMU makes them: owned by uid (`meta skuid`) in GUEST_GROUP (the guard's `meta skgid`). */
+static int qemu_socket(unsigned int uid, int family, int type)
+{
+	gid_t gid;
+	int fd;
+
+	assert_true(saas__lv_guest_gid(&gid));
+	assert_int_equal(setegid(gid), 0);
+	assert_int_equal(seteuid(uid), 0);
+	fd = socket(family, type | SOCK_CLOEXEC, 0);
+	assert_int_equal(seteuid(0), 0);
+	assert_int_equal(setegid(0), 0);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Can a socket of uid's QEMU send a datagram to addr? */
+static bool uid_sends_to(unsigned int uid, const char *addr)
+{
+	struct sockaddr_storage sa;
+	socklen_t len;
+	int fd, sent, err;
+
+	memset(&sa, 0, sizeof(sa));
+	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&sa)->sin_addr) == 1) {
+		((struct sockaddr_in *)&sa)->sin_family = AF_INET;
+		((struct sockaddr_in *)&sa)->sin_port = htons(9);
+		len = sizeof(struct sockaddr_in);
+	} else {
+		assert_int_equal(inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&sa)->sin6_addr), 1);
+		((struct sockaddr_in6 *)&sa)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&sa)->sin6_port = htons(9);
+		len = sizeof(struct sockaddr_in6);
+	}
+	fd = qemu_socket(uid, sa.ss_family, SOCK_DGRAM);
+	sent = (int)sendto(fd, "x", 1, 0, (struct sockaddr *)&sa, len);
+	err = errno;
+	close(fd);
+	if (sent < 0 && err != EPERM)
+		fail_msg("sending to %s: %s", addr, strerror(err));
+	return sent == 1;
+}
+
+/* A UDP socket on 127.0.0.1 (port out), the test's stand-in for the upstream resolver. */
+static int udp_loopback(unsigned int *port)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* A datagram within ms, or 0 bytes. */
+static size_t recv_within(int fd, uint8_t *buf, size_t cap, int ms, struct sockaddr_in *from)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	socklen_t len = sizeof(*from);
+	ssize_t n;
+
+	if (poll(&p, 1, ms) != 1)
+		return 0;
+	n = recvfrom(fd, buf, cap, 0, (struct sockaddr *)from, &len);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* A query for name (type A), id 0x4242, into buf. */
+static size_t make_query(uint8_t *buf, const char *name)
+{
+	size_t n = 12;
+
+	memset(buf, 0, 12);
+	buf[0] = 0x42;
+	buf[1] = 0x42;
+	buf[2] = 0x01;
+	buf[5] = 1;
+	while (*name) {
+		size_t l = strcspn(name, ".");
+		buf[n++] = (uint8_t)l;
+		memcpy(buf + n, name, l);
+		n += l;
+		name += l + (name[l] == '.');
+	}
+	buf[n++] = 0;
+	memcpy(buf + n, "\x00\x01\x00\x01", 4);
+	return n + 4;
+}
+
+/*
+ * The upstream answers the query it got (len bytes in q) with one A record,
+ * addr4 (4 bytes), TTL 30.
+ */
+static void upstream_answer(int fd, const struct sockaddr_in *to, uint8_t *q, size_t len, const char *addr4)
+{
+	uint8_t a[600];
+
+	memcpy(a, q, len);
+	a[2] = 0x81;
+	a[3] = 0x80;
+	a[7] = 1;
+	memcpy(a + len, "\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x1e\x00\x04", 12);
+	memcpy(a + len + 12, addr4, 4);
+	assert_int_equal(sendto(fd, a, len + 16, 0, (const struct sockaddr *)to, sizeof(*to)), (ssize_t)(len + 16));
+}
+
+static int64_t denied(struct drv *d, const char *name, bool lookups)
+{
+	saas_vm_network_stats st;
+
+	assert_int_equal(saas__lv_egress_vm_stats(d, name, &st), SAAS_OK);
+	return lookups ? st.denied_lookups : st.denied_connections;
+}
+
+/*
+ * The egress table on a real kernel, in the test's namespace, with the
+ * guard (sockets as QEMU's: its uid, the guest group): a policy's
+ * CIDRs, deny winning, the guard's ranges never, counters; a lookup through
+ * the redirect, allowed names learned and others refused without an upstream
+ * query; swaps at runtime; a flush repaired; removal.
+ */
+static void test_egress_loaded(void **state)
+{
+	static const char *const allow[] = { "198.51.100.0/24", "ok.example", NULL };
+	static const char *const deny[] = { "198.51.100.128/25", NULL };
+	saas_vm_network policy = { SAAS_NET_POLICY, allow, deny }, internet = { SAAS_NET_INTERNET, NULL, NULL };
+	uint8_t q[512], got[600];
+	struct sockaddr_in from, to;
+	unsigned int port, dns_port;
+	struct drv d;
+	char *dir, upstream[64], *out = NULL;
+	size_t n, len;
+	int up, fd;
+
+	(void)state;
+	own_namespace();
+	assert_int_equal(system("ip link set lo up && ip link add aase0 type veth peer name aase1 && ip link set aase1 up && "
+	                        "ip link set aase0 up && ip addr add 192.0.2.1/24 dev aase0 && "
+	                        "ip -6 addr add 2001:db8:9::1/64 dev aase0 nodad && "
+	                        "ip route add default dev aase0 && ip -6 route add default dev aase0"),
+	                 0);
+	assert_non_null(dir = saas_test_tmpdir());
+	up = udp_loopback(&port);
+	snprintf(upstream, sizeof(upstream), "127.0.0.1#%u", port);
+	memset(&d, 0, sizeof(d));
+	d.dir = dir;
+	d.log = count_warnings;
+	d.confined = d.guard = true;
+	d.dns_upstream = upstream;
+	/* The guard too, as on a host: the redirected lookups must pass it. */
+	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
+	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
+	assert_non_null(d.egress);
+
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &policy, false), SAAS_OK);
+	assert_true(uid_sends_to(EGRESS_UID, "198.51.100.7"));
+	assert_false(uid_sends_to(EGRESS_UID, "198.51.100.200")); /* denied inside the allowed range */
+	assert_false(uid_sends_to(EGRESS_UID, "203.0.113.9"));    /* not allowed */
+	assert_false(uid_sends_to(EGRESS_UID, "10.1.2.3"));       /* the guard's, under any policy */
+	assert_false(uid_sends_to(EGRESS_UID, "2001:db8:6::1"));
+	assert_true(uid_sends_to(EGRESS_UID + 5, "203.0.113.9")); /* uids of no VM: not ours to judge */
+	assert_int_equal(denied(&d, "sbx-a", false), 4);
+
+	/* A lookup as QEMU would send it (to any address's port 53), redirected to the resolver. */
+	pthread_mutex_lock(&d.egress->mu);
+	dns_port = d.egress->vms->port;
+	pthread_mutex_unlock(&d.egress->mu);
+	assert_true(dns_port > 0);
+	fd = qemu_socket(EGRESS_UID, AF_INET, SOCK_DGRAM);
+	memset(&to, 0, sizeof(to));
+	to.sin_family = AF_INET;
+	to.sin_port = htons(53);
+	inet_pton(AF_INET, "192.0.2.53", &to.sin_addr);
+	len = make_query(q, "ok.example");
+	assert_int_equal(sendto(fd, q, len, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)len);
+	assert_int_equal(n = recv_within(up, got, sizeof(got), 5000, &from), len);
+	upstream_answer(up, &from, got, n, "\xcb\x00\x71\x32"); /* 203.0.113.50 */
+	n = recv_within(fd, got, sizeof(got), 5000, &from);
+	assert_int_equal(n, len + 16);
+	assert_int_equal(got[0], 0x42); /* the guest's id back */
+	assert_int_equal(got[3] & 0xf, 0);
+	/* The answered address is allowed for its TTL, clamped up to EGRESS_TTL_MIN. */
+	assert_true(uid_sends_to(EGRESS_UID, "203.0.113.50"));
+	{
+		char set[32];
+		const char *argv[] = { "nft", "list", "set", "inet", d.egress->table, set, NULL };
+		snprintf(set, sizeof(set), "l4_%u", EGRESS_UID);
+		assert_int_equal(saas__run(argv, &out), 0);
+		assert_non_null(strstr(out, "203.0.113.50 timeout 1m"));
+		free(out);
+		out = NULL;
+	}
+	/* Another name: REFUSED at once, counted, and nothing reaches the upstream. */
+	len = make_query(q, "leak-0123456789abcdef.evil.example");
+	assert_int_equal(sendto(fd, q, len, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)len);
+	n = recv_within(fd, got, sizeof(got), 5000, &from);
+	assert_int_equal(n, len);
+	assert_int_equal(got[3] & 0xf, DNS_RCODE_REFUSED);
+	assert_int_equal(recv_within(up, got, sizeof(got), 300, &from), 0);
+	assert_int_equal(denied(&d, "sbx-a", true), 1);
+	close(fd);
+
+	/* Over TCP (a client retrying a truncated answer): the same, length-prefixed. */
+	fd = qemu_socket(EGRESS_UID, AF_INET, SOCK_STREAM);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	len = make_query(q + 2, "ok.example");
+	q[0] = 0;
+	q[1] = (uint8_t)len;
+	assert_int_equal(send(fd, q, len + 2, 0), (ssize_t)len + 2);
+	assert_int_equal(n = recv_within(up, got, sizeof(got), 5000, &from), len);
+	upstream_answer(up, &from, got, n, "\xcb\x00\x71\x33"); /* 203.0.113.51 */
+	{
+		struct pollfd p = { fd, POLLIN, 0 };
+		size_t have = 0;
+		while (have < len + 18 && poll(&p, 1, 5000) == 1) {
+			ssize_t r = recv(fd, got + have, sizeof(got) - have, 0);
+			if (r <= 0)
+				break;
+			have += (size_t)r;
+		}
+		assert_int_equal(have, len + 18);
+		assert_int_equal(got[0] << 8 | got[1], len + 16);
+		assert_int_equal(got[2], 0x42);
+	}
+	assert_true(uid_sends_to(EGRESS_UID, "203.0.113.51"));
+	close(fd);
+
+	/* Swapped at runtime: internet (never the guard's ranges), isolated, and the policy again. */
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &internet, false), SAAS_OK);
+	assert_true(uid_sends_to(EGRESS_UID, "203.0.113.9"));
+	assert_false(uid_sends_to(EGRESS_UID, "10.1.2.3"));
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, NULL, false), SAAS_OK);
+	assert_false(uid_sends_to(EGRESS_UID, "198.51.100.7"));
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &policy, false), SAAS_OK);
+	assert_true(uid_sends_to(EGRESS_UID, "198.51.100.7"));
+	assert_false(uid_sends_to(EGRESS_UID, "203.0.113.50")); /* learned under the old policy: forgotten */
+	assert_int_equal(denied(&d, "sbx-a", false), 7);        /* counted since the VM was made */
+
+	/* Made isolated: no way out to open later. */
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-b", EGRESS_UID + 1, NULL, true), SAAS_OK);
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-b", EGRESS_UID + 1, &policy, false), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "made isolated"));
+	assert_false(uid_sends_to(EGRESS_UID + 1, "198.51.100.7"));
+
+	/* A flushed ruleset: loaded again, with every VM's rules. */
+	assert_int_equal(nft("flush", "ruleset", NULL, NULL, NULL), 0);
+	assert_int_equal(saas__lv_egress_ensure(&d), SAAS_OK);
+	assert_false(uid_sends_to(EGRESS_UID, "203.0.113.9"));
+	assert_true(uid_sends_to(EGRESS_UID, "198.51.100.7"));
+
+	/* Removed: nothing of the uid is left. */
+	saas__lv_egress_vm_remove(&d, "sbx-a");
+	saas__lv_egress_vm_remove(&d, "sbx-b");
+	{
+		const char *argv[] = { "nft", "list", "table", "inet", d.egress->table, NULL };
+		assert_int_equal(saas__run(argv, &out), 0);
+		assert_null(strstr(out, "200001"));
+		assert_null(strstr(out, "200002"));
+		free(out);
+	}
+	assert_int_equal(denied(&d, "sbx-a", false), 0);
+	saas__lv_egress_close(&d);
+	close(up);
+	assert_int_equal(system("ip link del aase0"), 0);
+	saas_test_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -976,9 +1398,14 @@ int main(void)
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),
 		cmocka_unit_test(test_host_prefixes6),
 		cmocka_unit_test(test_guard_ruleset_host_prefixes),
+		cmocka_unit_test(test_egress_names),
+		cmocka_unit_test(test_egress_check),
+		cmocka_unit_test(test_egress_ruleset),
+		cmocka_unit_test(test_egress_refused),
 		/* Last: these move the process into a network namespace of its own. */
 		cmocka_unit_test(test_guard_reinstalled),
 		cmocka_unit_test(test_guard_blocks),
+		cmocka_unit_test(test_egress_loaded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -81,7 +81,8 @@ void saas__lv_config_clear(struct saas__lv_config *cfg)
 {
 	free(cfg->uri);
 	free(cfg->images);
-	cfg->uri = cfg->images = NULL;
+	free(cfg->dns_upstream);
+	cfg->uri = cfg->images = cfg->dns_upstream = NULL;
 }
 
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
@@ -136,6 +137,10 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 				cfg->boot_timeout_ms = (int)v * 1000;
 		} else if (strcmp(tok, "uids") == 0) {
 			rc = parse_uids(cfg, val);
+		} else if (strcmp(tok, "dns_upstream") == 0) {
+			/* Checked when the resolver starts (egress.c), which says what it must look like. */
+			free(cfg->dns_upstream);
+			rc = (cfg->dns_upstream = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
 		} else {
 			rc = saas__inval("unknown libvirt driver option '%s'", tok);
 		}

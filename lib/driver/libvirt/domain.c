@@ -50,7 +50,7 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	saas__buf_puts(&b, "</" META_PREFIX ":host-key>\n      <" META_PREFIX ":owner>");
 	xml_escape(&b, def->owner);
 	saas__buf_printf(&b, "</" META_PREFIX ":owner>\n      <" META_PREFIX ":network>%s</" META_PREFIX ":network>\n",
-	                 def->internet ? "internet" : "isolated");
+	                 def->policy ? "policy" : def->internet ? "internet" : "isolated");
 	/* A VM adopted after a restart keeps its uid: the allocator learns it from here. */
 	if (def->uid)
 		saas__buf_printf(&b, "      <" META_PREFIX ":uid>%u</" META_PREFIX ":uid>\n", def->uid);
@@ -105,8 +105,10 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	 * The NIC gets a fixed slot: libvirt hands out pcie.0 slots from 1 upwards.
 	 * Isolated, restrict=on: the guest may open no connection at all, so it can
 	 * never reach the host's own services (10.0.2.2 is the host's loopback
-	 * under slirp). Internet: slirp opens what the guest asks for, and the
-	 * guard (lv_create checked it is installed) keeps it off the host.
+	 * under slirp), and no ruleset flush can change that. Internet or a
+	 * policy: slirp opens what the guest asks for; the guard (lv_create
+	 * checked it is installed) keeps it off the host, and the egress table
+	 * (egress.c) decides the rest by QEMU's uid, changeably while it runs.
 	 */
 	saas__buf_printf(&b,
 	                 "  <qemu:commandline>\n"
@@ -182,6 +184,17 @@ unsigned int saas__lv_meta_uid(const char *xml)
 		return 0;
 	uid = strtoul(p + 4, &end, 10);
 	return *end == '<' && uid <= UIDS_LAST_MAX ? (unsigned int)uid : 0;
+}
+
+int saas__lv_meta_network(const char *xml)
+{
+	const char *p = strstr(xml, "network>");
+
+	if (p && strncmp(p + 8, "internet<", 9) == 0)
+		return SAAS_NET_INTERNET;
+	if (p && strncmp(p + 8, "policy<", 7) == 0)
+		return SAAS_NET_POLICY;
+	return SAAS_NET_ISOLATED;
 }
 
 unsigned int saas__lv_domain_uid(virDomainPtr dom)

@@ -89,8 +89,7 @@ bool saas__lv_guest_gid(gid_t *gid)
 	return true;
 }
 
-/* The nameservers of a resolv.conf text, as nft set elements: only well-formed addresses reach the ruleset. */
-static void resolvers(const char *resolv_conf, saas__buf *v4, saas__buf *v6)
+void saas__lv_resolvers(const char *resolv_conf, saas__buf *v4, saas__buf *v6)
 {
 	char line[512], addr[64];
 	unsigned char bin[sizeof(struct in6_addr)];
@@ -193,38 +192,46 @@ int saas__lv_host_prefixes6(const struct ifaddrs *ifa, struct saas__lv_prefix6 *
 	return SAAS_OK;
 }
 
+void saas__lv_guard_sets(saas__buf *b, const char *r4, const char *r6, const struct saas__lv_prefix6 *host6,
+                         size_t n_host6)
+{
+	char addr[INET6_ADDRSTRLEN];
+
+	saas__buf_puts(b, "\tset blocked4 {\n\t\ttype ipv4_addr; flags interval;\n\t\telements = { ");
+	for (size_t i = 0; i < sizeof(guard_blocked_v4) / sizeof(guard_blocked_v4[0]); i++)
+		saas__buf_printf(b, "%s%s", i ? ", " : "", guard_blocked_v4[i]);
+	saas__buf_puts(b, " }\n\t}\n\tset blocked6 {\n\t\ttype ipv6_addr; flags interval;\n\t\telements = { ");
+	for (size_t i = 0; i < sizeof(guard_blocked_v6) / sizeof(guard_blocked_v6[0]); i++)
+		saas__buf_printf(b, "%s%s", i ? ", " : "", guard_blocked_v6[i]);
+	/* The host's own prefixes: its neighbours there are no more the internet than 10.0.0.0/8 is. */
+	saas__buf_puts(b, " }\n\t}\n\tset host6 {\n\t\ttype ipv6_addr; flags interval;\n");
+	if (n_host6) {
+		saas__buf_puts(b, "\t\telements = { ");
+		for (size_t i = 0; i < n_host6; i++)
+			saas__buf_printf(b, "%s%s/%u", i ? ", " : "",
+			                 inet_ntop(AF_INET6, &host6[i].addr, addr, sizeof(addr)), host6[i].len);
+		saas__buf_puts(b, " }\n");
+	}
+	saas__buf_puts(b, "\t}\n\tset resolvers4 {\n\t\ttype ipv4_addr;\n");
+	if (r4[0])
+		saas__buf_printf(b, "\t\telements = { %s }\n", r4);
+	saas__buf_puts(b, "\t}\n\tset resolvers6 {\n\t\ttype ipv6_addr;\n");
+	if (r6[0])
+		saas__buf_printf(b, "\t\telements = { %s }\n", r6);
+	saas__buf_puts(b, "\t}\n");
+}
+
 /* The ruleset, its two marked rules commented with marker (may be ""). */
 static char *ruleset(unsigned int gid, const char *r4, const char *r6, const struct saas__lv_prefix6 *host6,
                      size_t n_host6, const char *marker)
 {
 	saas__buf b = SAAS__BUF_INIT;
-	char addr[INET6_ADDRSTRLEN];
 
 	/* Created, deleted and made again in one transaction: an atomic replace, whether it existed or not. */
 	saas__buf_puts(&b, "# Written by libsaas (the libvirt driver's guard); see docs/sandboxes.md.\n"
 	                   "table inet " GUARD_TABLE " {}\ndelete table inet " GUARD_TABLE "\n"
-	                   "table inet " GUARD_TABLE " {\n"
-	                   "\tset blocked4 {\n\t\ttype ipv4_addr; flags interval;\n\t\telements = { ");
-	for (size_t i = 0; i < sizeof(guard_blocked_v4) / sizeof(guard_blocked_v4[0]); i++)
-		saas__buf_printf(&b, "%s%s", i ? ", " : "", guard_blocked_v4[i]);
-	saas__buf_puts(&b, " }\n\t}\n\tset blocked6 {\n\t\ttype ipv6_addr; flags interval;\n\t\telements = { ");
-	for (size_t i = 0; i < sizeof(guard_blocked_v6) / sizeof(guard_blocked_v6[0]); i++)
-		saas__buf_printf(&b, "%s%s", i ? ", " : "", guard_blocked_v6[i]);
-	/* The host's own prefixes: its neighbours there are no more the internet than 10.0.0.0/8 is. */
-	saas__buf_puts(&b, " }\n\t}\n\tset host6 {\n\t\ttype ipv6_addr; flags interval;\n");
-	if (n_host6) {
-		saas__buf_puts(&b, "\t\telements = { ");
-		for (size_t i = 0; i < n_host6; i++)
-			saas__buf_printf(&b, "%s%s/%u", i ? ", " : "",
-			                 inet_ntop(AF_INET6, &host6[i].addr, addr, sizeof(addr)), host6[i].len);
-		saas__buf_puts(&b, " }\n");
-	}
-	saas__buf_puts(&b, "\t}\n\tset resolvers4 {\n\t\ttype ipv4_addr;\n");
-	if (r4[0])
-		saas__buf_printf(&b, "\t\telements = { %s }\n", r4);
-	saas__buf_puts(&b, "\t}\n\tset resolvers6 {\n\t\ttype ipv6_addr;\n");
-	if (r6[0])
-		saas__buf_printf(&b, "\t\telements = { %s }\n", r6);
+	                   "table inet " GUARD_TABLE " {\n");
+	saas__lv_guard_sets(&b, r4, r6, host6, n_host6);
 	/*
 	 * Only packets of QEMU's sockets go to the guest chain: the host's own
 	 * traffic, and packets of no socket (kernel replies), are never touched.
@@ -232,11 +239,13 @@ static char *ruleset(unsigned int gid, const char *r4, const char *r6, const str
 	 * listing saas__lv_guard_ensure reads.
 	 */
 	saas__buf_printf(&b,
-	                 "\t}\n"
 	                 "\tchain guest {\n"
 	                 "\t\tct state established,related accept\n"
 	                 "\t\tip daddr @resolvers4 meta l4proto { tcp, udp } th dport 53 accept\n"
 	                 "\t\tip6 daddr @resolvers6 meta l4proto { tcp, udp } th dport 53 accept\n"
+	                 /* A policy guest's DNS, which its engine's egress table redirects to its resolver on loopback. */
+	                 "\t\tmeta l4proto { tcp, udp } ct original proto-dst 53 ct status dnat ip daddr 127.0.0.1 accept\n"
+	                 "\t\tmeta l4proto { tcp, udp } ct original proto-dst 53 ct status dnat ip6 daddr ::1 accept\n"
 	                 "\t\tfib daddr type { local, broadcast, anycast, multicast } counter reject with icmpx "
 	                 "type admin-prohibited\n"
 	                 "\t\tip daddr @blocked4 counter reject with icmpx type admin-prohibited\n"
@@ -259,7 +268,7 @@ static char *guard_ruleset(unsigned int gid, const char *resolv_conf, const stru
 	saas__buf r4 = SAAS__BUF_INIT, r6 = SAAS__BUF_INIT;
 	char digest[65], *rules;
 
-	resolvers(resolv_conf, &r4, &r6);
+	saas__lv_resolvers(resolv_conf, &r4, &r6);
 	rules = ruleset(gid, r4.len ? r4.data : "", r6.len ? r6.data : "", host6, n_host6, "");
 	if (rules) {
 		saas__sha256_hex(digest, rules, strlen(rules));
@@ -280,6 +289,27 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf, const st
 	return guard_ruleset(gid, resolv_conf, host6, n_host6, marker);
 }
 
+int saas__lv_host_now(char **resolv_conf, struct saas__lv_prefix6 **host6, size_t *n_host6, char *why,
+                      size_t why_len)
+{
+	struct ifaddrs *ifa = NULL;
+	int rc;
+
+	*resolv_conf = NULL;
+	*host6 = NULL;
+	*n_host6 = 0;
+	/* Without the host's addresses its neighbours cannot be blocked: no guard then. */
+	if (getifaddrs(&ifa) < 0) {
+		snprintf(why, why_len, "cannot read the host's addresses (getifaddrs): %s", strerror(errno));
+		return SAAS_ENOTSUP;
+	}
+	rc = saas__lv_host_prefixes6(ifa, host6, n_host6);
+	freeifaddrs(ifa);
+	if (rc == SAAS_OK)
+		*resolv_conf = saas__lv_read_file("/etc/resolv.conf", RESOLV_CONF_MAX);
+	return rc;
+}
+
 /*
  * The guard for the host as it is now: QEMU's group, the resolvers of
  * /etc/resolv.conf (slirp forwards guest DNS there; none when it cannot be
@@ -288,7 +318,6 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf, const st
 static int guard_rules_now(char **rules, char *marker, char *why, size_t why_len)
 {
 	struct saas__lv_prefix6 *host6 = NULL;
-	struct ifaddrs *ifa = NULL;
 	char *resolv_conf = NULL;
 	size_t n_host6 = 0;
 	gid_t gid = 0;
@@ -300,16 +329,8 @@ static int guard_rules_now(char **rules, char *marker, char *why, size_t why_len
 		         GUEST_GROUP ")");
 		return SAAS_ENOTSUP;
 	}
-	/* Without the host's addresses its neighbours cannot be blocked: no guard then. */
-	if (getifaddrs(&ifa) < 0) {
-		snprintf(why, why_len, "cannot read the host's addresses (getifaddrs): %s", strerror(errno));
-		return SAAS_ENOTSUP;
-	}
-	rc = saas__lv_host_prefixes6(ifa, &host6, &n_host6);
-	freeifaddrs(ifa);
-	if (rc < 0)
+	if ((rc = saas__lv_host_now(&resolv_conf, &host6, &n_host6, why, why_len)) < 0)
 		return rc;
-	resolv_conf = saas__lv_read_file("/etc/resolv.conf", RESOLV_CONF_MAX);
 	if (!(*rules = guard_ruleset((unsigned int)gid, resolv_conf, host6, n_host6, marker)))
 		rc = SAAS_ENOMEM;
 	free(resolv_conf);
@@ -317,22 +338,16 @@ static int guard_rules_now(char **rules, char *marker, char *why, size_t why_len
 	return rc;
 }
 
-/*
- * Load rules with nft, from a file of this call's own (concurrent creates may
- * load at once: each load is one transaction, and none may read another's
- * half-written file), kept as DIR/guard.nft for the operator.
- * SAAS_OK; SAAS_ENOTSUP with why; SAAS_ENOMEM.
- */
-static int guard_load(struct drv *d, const char *rules, char *why, size_t why_len)
+int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *why, size_t why_len)
 {
 	const char *argv[] = { "nft", "-f", NULL, NULL };
-	char *tmp = NULL, *path = NULL, *out = NULL;
+	char *tmp = NULL, *path = NULL, *out = NULL, name[64];
 	bool written = false;
 	FILE *f;
 	int fd = -1, rc = SAAS_OK;
 
-	if (!(tmp = saas__lv_path_join(d->dir, "guard.nft.XXXXXX")) ||
-	    !(path = saas__lv_path_join(d->dir, "guard.nft"))) {
+	snprintf(name, sizeof(name), "%s.XXXXXX", keep ? keep : "nft");
+	if (!(tmp = saas__lv_path_join(d->dir, name)) || (keep && !(path = saas__lv_path_join(d->dir, keep)))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
@@ -345,18 +360,18 @@ static int guard_load(struct drv *d, const char *rules, char *why, size_t why_le
 		}
 	}
 	if (!written) {
-		snprintf(why, why_len, "cannot write %s: %s", path, strerror(errno));
+		snprintf(why, why_len, "cannot write %s: %s", tmp, strerror(errno));
 		rc = SAAS_ENOTSUP;
 		goto out;
 	}
 	argv[2] = tmp;
 	if (saas__run(argv, &out) < 0) {
-		snprintf(why, why_len, "installing the nftables guard failed: %s", saas_error_last()->message);
+		snprintf(why, why_len, "loading nftables rules failed: %s", saas_error_last()->message);
 		saas__error_clear();
 		rc = SAAS_ENOTSUP;
 		goto out;
 	}
-	if (rename(tmp, path) == 0)
+	if (path && rename(tmp, path) == 0)
 		tmp[0] = '\0';
 out:
 	if (fd >= 0 && tmp[0])
@@ -389,7 +404,7 @@ static int guard_install(struct drv *d, bool embedded)
 		goto out;
 	}
 	if ((rc = guard_rules_now(&rules, marker, d->guard_why, sizeof(d->guard_why))) == SAAS_OK &&
-	    (rc = guard_load(d, rules, d->guard_why, sizeof(d->guard_why))) == SAAS_OK)
+	    (rc = saas__lv_nft_load(d, rules, "guard.nft", d->guard_why, sizeof(d->guard_why))) == SAAS_OK)
 		d->guard = true;
 out:
 	free(rules);
@@ -421,7 +436,7 @@ int saas__lv_guard_ensure(struct drv *d)
 	saas__lv_log(d, SAAS_LOG_WARN, "the nftables guard (table inet " GUARD_TABLE ") is %s: installing it again",
 	             listed ? "not the one this engine would write (an edit, or the host's addresses or resolvers "
 	                      "changed)" : "gone (was the ruleset flushed?)");
-	rc = guard_load(d, rules, why, sizeof(why));
+	rc = saas__lv_nft_load(d, rules, "guard.nft", why, sizeof(why));
 out:
 	if (rc == SAAS_ENOTSUP)
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policy internet is refused: the "

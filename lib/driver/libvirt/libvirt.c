@@ -222,15 +222,40 @@ static void *keeper_main(void *arg)
 
 /* ---- open and close -------------------------------------------------------------------------- */
 
-/* A VM a previous engine started keeps its uid: no new VM may get it. */
+/* The egress mode a running domain was made with (its metadata). */
+static int domain_network(virDomainPtr dom)
+{
+	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);
+	int mode = xml ? saas__lv_meta_network(xml) : SAAS_NET_ISOLATED;
+
+	free(xml);
+	return mode;
+}
+
+/*
+ * A VM a previous engine started keeps its uid: no new VM may get it. Its
+ * egress is loaded again at once: internet as it was, isolated as it was;
+ * a policy VM refuses everything until the engine gives it its policy back
+ * (vm_network_set), as it does right after open.
+ */
 static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 {
 	unsigned int uid = saas__lv_domain_uid(dom);
+	saas_vm_network net = { domain_network(dom), NULL, NULL };
 
 	(void)ud;
 	if (uid && !saas__lv_uids_mark(&d->uids, uid))
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs under uid %u, outside the range uids=%u-%u", name, uid,
 		             d->uids.first, d->uids.first + d->uids.count - 1);
+	if (uid && d->egress) {
+		bool restricted = net.mode == SAAS_NET_ISOLATED;
+		if (net.mode == SAAS_NET_POLICY)
+			net.mode = SAAS_NET_ISOLATED;
+		if (saas__lv_egress_vm_set(d, name, uid, &net, restricted) < 0) {
+			saas__lv_log(d, SAAS_LOG_WARN, "VM %s: %s", name, saas_error_last()->message);
+			saas__error_clear();
+		}
+	}
 	return 0;
 }
 
@@ -258,6 +283,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->uids_mode = cfg.uids;
 	d->uid_first = cfg.uid_first;
 	d->uid_count = cfg.uid_count;
+	d->dns_upstream = cfg.dns_upstream;
 	if (!d->images && !(d->images = saas__lv_default_images_dir())) {
 		rc = SAAS_ENOMEM;
 		goto fail;
@@ -289,6 +315,9 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 			goto fail;
 		if ((rc = saas__lv_write_qemu_conf(root, d->confined)) < 0)
 			goto fail;
+		/* Per-VM egress needs both: each QEMU under its own uid, and the guard. */
+		if ((rc = saas__lv_egress_open(d, env->state_dir)) < 0)
+			goto fail;
 		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
 			d->uri = NULL;
 			rc = saas__oom();
@@ -300,6 +329,9 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	} else if ((rc = saas__lv_network_setup(d, false)) < 0) {
 		goto fail;
+	} else {
+		snprintf(d->egress_why, sizeof(d->egress_why), "a custom libvirt URI is set: network policies need the "
+		         "embedded driver's per-VM uids");
 	}
 	if (asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
 		libvirt_log_env = NULL;
@@ -330,6 +362,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 fail:
 	free(root);
 	free(vms);
+	saas__lv_egress_close(d);
 	if (d->conn)
 		virConnectClose(d->conn);
 	free(d->dir);
@@ -339,6 +372,7 @@ fail:
 	free(d->pub);
 	free(d->authkey_b64);
 	free(d->owner);
+	free(d->dns_upstream);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
@@ -362,6 +396,8 @@ static void lv_close(void *ctx)
 		pthread_join(d->builder, NULL);
 	if (d->keeper_started)
 		pthread_join(d->keeper, NULL);
+	/* The egress table stays, as the VMs do; the resolver stops (their lookups fail until the next open). */
+	saas__lv_egress_close(d);
 	while (d->tmpls) {
 		struct tmpl *t = d->tmpls;
 		d->tmpls = t->next;
@@ -395,6 +431,7 @@ static void lv_close(void *ctx)
 	free(d->pub);
 	free(d->authkey_b64);
 	free(d->owner);
+	free(d->dns_upstream);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
@@ -433,6 +470,8 @@ static int lv_destroy(void *ctx, const char *name)
 		saas__lv_rm_tree(dir);
 		free(dir);
 	}
+	/* Before its uid can serve another VM: that one starts from its own rules. */
+	saas__lv_egress_vm_remove(d, name);
 	/* Its QEMU is gone (virDomainDestroy waits for it): the uid may serve another VM. */
 	if (d->confined && uid) {
 		pthread_mutex_lock(&d->mu);
@@ -450,13 +489,18 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	struct timespec t0;
 	char key[33] = "", *tdir = NULL, *host_key = NULL;
 	unsigned int uid = 0;
-	bool internet = spec->network ? spec->network->mode != SAAS_NET_ISOLATED : d->internet, cloned = false;
+	saas_vm_network fallback = { d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED, NULL, NULL };
+	const saas_vm_network *net = spec->network ? spec->network : &fallback;
+	bool internet = net->mode != SAAS_NET_ISOLATED, cloned = false, egress = false;
 	int rc;
 
-	if (spec->network && spec->network->mode == SAAS_NET_POLICY)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policies with allow/deny rules are not supported yet");
+	if ((rc = saas__lv_egress_check(net)) < 0)
+		return rc;
+	if (net->mode == SAAS_NET_POLICY && !d->egress)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policies are not available here: %s",
+		                   d->egress_why);
 	/* Never an internet guest without the guard, nor after something flushed it. */
-	if (internet && (rc = saas__lv_guard_ensure(d)) < 0)
+	if (internet && ((rc = saas__lv_guard_ensure(d)) < 0 || (rc = saas__lv_egress_ensure(d)) < 0))
 		return rc;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_mutex_lock(&d->mu);
@@ -478,12 +522,19 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)
 		return rc;
+	/* Its rules in place before its QEMU opens a socket: under its uid, nothing is ever unruled. */
+	if (uid && d->egress) {
+		if ((rc = saas__lv_egress_vm_set(d, spec->name, uid, net, !internet)) < 0)
+			goto out;
+		egress = true;
+	}
 	memset(&l, 0, sizeof(l));
 	l.d = d;
 	l.spec = spec;
 	l.im = im;
 	l.host_key = host_key;
 	l.internet = internet;
+	l.policy = net->mode == SAAS_NET_POLICY;
 	l.uid = uid;
 	if (tdir) {
 		l.tdir = tdir;
@@ -505,12 +556,15 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s, %s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
 	             (long long)ms_since(&t0), cloned ? "clone" : "cold boot", spec->image, spec->vcpus, spec->memory_mb,
-	             internet ? "internet" : "isolated", l.port);
+	             net->mode == SAAS_NET_POLICY ? "policy" : internet ? "internet" : "isolated", l.port);
 	virDomainFree(l.dom);
 	free(l.dir);
 	free(l.overlay);
 	uid = 0; /* the VM's now: let go at destroy */
+	egress = false;
 out:
+	if (egress)
+		saas__lv_egress_vm_remove(d, spec->name);
 	if (uid) {
 		pthread_mutex_lock(&d->mu);
 		saas__lv_uids_put(&d->uids, uid);
@@ -654,6 +708,49 @@ static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *
 	return rc;
 }
 
+/* ---- egress ---------------------------------------------------------------------------------- */
+
+static int lv_network_default(void *ctx)
+{
+	struct drv *d = ctx;
+
+	return d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED;
+}
+
+static int lv_network_set(void *ctx, const char *name, const saas_vm_network *network)
+{
+	struct drv *d = ctx;
+	struct vm *v = saas__lv_vm_get(d, name);
+	virDomainPtr dom;
+	unsigned int uid = v ? v->uid : 0;
+	bool restricted;
+	int rc;
+
+	if (v)
+		saas__lv_vm_put(d, v);
+	if (!d->egress)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "changing a VM's network is not available here: %s",
+		                   d->egress_why);
+	if (!(dom = virDomainLookupByName(d->conn, name)))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
+	if (!uid)
+		uid = saas__lv_domain_uid(dom);
+	restricted = domain_network(dom) == SAAS_NET_ISOLATED;
+	virDomainFree(dom);
+	if (!uid)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s has no QEMU uid of its own: its network "
+		                   "cannot change while it runs", name);
+	if (network && network->mode != SAAS_NET_ISOLATED &&
+	    ((rc = saas__lv_guard_ensure(d)) < 0 || (rc = saas__lv_egress_ensure(d)) < 0))
+		return rc;
+	return saas__lv_egress_vm_set(d, name, uid, network, restricted);
+}
+
+static int lv_network_stats(void *ctx, const char *name, saas_vm_network_stats *out)
+{
+	return saas__lv_egress_vm_stats(ctx, name, out);
+}
+
 const saas_driver saas__driver_libvirt = {
 	SAAS_DRIVER_VERSION,
 	"libvirt",
@@ -668,4 +765,7 @@ const saas_driver saas__driver_libvirt = {
 	lv_file_read,
 	lv_file_list,
 	lv_port_connect,
+	lv_network_default,
+	lv_network_set,
+	lv_network_stats,
 };

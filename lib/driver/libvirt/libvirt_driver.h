@@ -6,7 +6,8 @@
  * an SSH forward bound to host loopback. Guests with the internet policy
  * reach out through QEMU's sockets on the host, so those run under a group of
  * their own that one nftables table (the guard) keeps away from the host's
- * services and private networks.
+ * services and private networks; with a uid per QEMU, another table decides
+ * each VM's egress by its uid (isolated, internet or allow/deny lists).
  *
  * The default connection is libvirt's embedded QEMU driver rooted in the
  * state directory: no daemon, and the engine is the one process that owns
@@ -18,6 +19,9 @@
  *   conf.c      driver_config, the engine's key pair, the embedded root and
  *               its qemu.conf
  *   guard.c     the network policy at open and the nftables guard
+ *   egress.c    per-VM egress: nftables keyed on each QEMU's uid (egress.h)
+ *   resolver.c  the DNS resolver of policy VMs, one thread (egress.h)
+ *   dns.c       DNS messages, read as hostile input (dns.h)
  *   image.c     image manifests, reloaded when an image is rebuilt
  *   vm.c        the registry of running VMs and their SSH sessions
  *   uid.c       each VM's own QEMU uid: the range, the allocator, the files
@@ -110,12 +114,14 @@ struct saas__lv_config {
 	int boot_timeout_ms;
 	int uids;                        /* enum uidcfg */
 	unsigned int uid_first, uid_count;
+	char *dns_upstream;              /* the policy resolver's upstream "ADDR" or "ADDR#PORT"; NULL: resolv.conf's */
 };
 
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
- * templates=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST. NULL or ""
+ * templates=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
+ * dns_upstream=ADDR[#PORT]. NULL or ""
  * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
@@ -202,6 +208,9 @@ struct drv {
 	int uids_mode;                   /* enum uidcfg, from driver_config */
 	unsigned int uid_first, uid_count;
 	char guard_why[512];             /* why not, when !guard */
+	struct saas__lv_egress *egress;  /* per-VM egress by uid (egress.c); NULL: only the guard, by group */
+	char egress_why[512];            /* why not, when !egress */
+	char *dns_upstream;              /* driver option dns_upstream, or NULL */
 	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
 	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
@@ -299,6 +308,35 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf, const st
                              size_t n_host6);
 
 /*
+ * The host as the guard sees it now: the text of /etc/resolv.conf (NULL when
+ * unreadable) and the host's global IPv6 prefixes (saas__lv_host_prefixes6).
+ * Both freed by the caller. SAAS_OK; SAAS_ENOTSUP with why; SAAS_ENOMEM.
+ */
+int saas__lv_host_now(char **resolv_conf, struct saas__lv_prefix6 **host6, size_t *n_host6, char *why,
+                      size_t why_len);
+
+/* The nameservers of a resolv.conf text (may be NULL), as nft set elements ("a, b"): only well-formed addresses. */
+void saas__lv_resolvers(const char *resolv_conf, saas__buf *v4, saas__buf *v6);
+
+/*
+ * The guard's sets, as nft declarations inside a table block: blocked4 and
+ * blocked6 (never the internet), host6 (the host's prefixes), resolvers4 and
+ * resolvers6 (r4, r6: saas__lv_resolvers's lists, may be ""). The egress
+ * table (egress.c) declares the same, so that it can count per VM what the
+ * guard would refuse anyway.
+ */
+void saas__lv_guard_sets(saas__buf *b, const char *r4, const char *r6, const struct saas__lv_prefix6 *host6,
+                         size_t n_host6);
+
+/*
+ * Load rules (one transaction) with nft, from a file of this call's own in
+ * d->dir (concurrent loads never read each other's half-written file), kept
+ * afterwards as d->dir/keep for the operator when keep is not NULL.
+ * SAAS_OK; SAAS_ENOTSUP with why; SAAS_ENOMEM.
+ */
+int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *why, size_t why_len);
+
+/*
  * Install the guard when it can be relied on (root, the embedded driver, the
  * group exists), then choose the default policy of a spec that leaves it to
  * the driver (d->internet) from d->network. Fails only when network=internet
@@ -314,6 +352,77 @@ int saas__lv_network_setup(struct drv *d, bool embedded);
  * reinstalled: never an unguarded internet guest.
  */
 int saas__lv_guard_ensure(struct drv *d);
+
+/* ---- per-VM egress (egress.c, resolver.c, dns.c) -------------------------------------------- */
+
+/* Rules in one list of a policy, and how long a name may be (docs/sandboxes.md, "Network policy"). */
+#define EGRESS_RULES_MAX 64
+/* What an answered address stays allowed for: its TTL, clamped to this range (seconds). */
+#define EGRESS_TTL_MIN 60
+#define EGRESS_TTL_MAX 3600
+/* Addresses learned from lookups that one VM holds at once, per family. */
+#define EGRESS_LEARNED_MAX 4096
+
+struct saas__dns_addr;
+
+/*
+ * May a policy VM look name up? Not when a deny rule matches it, else when an
+ * allow rule does: "*" matches every name, "*.suffix" every name strictly
+ * below suffix, a name itself only; CIDRs match no name.
+ */
+bool saas__lv_egress_name_allowed(const char *const *allow, const char *const *deny, const char *name);
+
+/*
+ * Is net one the driver can enforce? Rules as driver.h says the core
+ * normalises them, at most EGRESS_RULES_MAX per list. SAAS_OK or SAAS_EINVAL
+ * saying which rule. (Checked again here: CIDRs go into nft's input.)
+ */
+int saas__lv_egress_check(const saas_vm_network *net);
+
+/*
+ * The egress table: the guard's sets (saas__lv_guard_sets), and two maps from
+ * a QEMU's uid to its chains, one in the output filter hook (before the
+ * guard's) and one in the output nat hook. An atomic replace of the whole
+ * table. Free with free(); NULL when out of memory.
+ */
+char *saas__lv_egress_table_text(const char *table, const char *resolv_conf, const struct saas__lv_prefix6 *host6,
+                                 size_t n_host6);
+
+/*
+ * One uid's rules for net (mode, CIDR rules; names are the resolver's), with
+ * its resolver on loopback port dns_port under a policy: its sets and chains
+ * made or emptied and filled, its map entries set, its counter kept; one
+ * atomic transaction. Free with free(); NULL when out of memory.
+ */
+char *saas__lv_egress_vm_text(const char *table, unsigned int uid, const saas_vm_network *net,
+                              unsigned int dns_port);
+/* Everything of uid's gone from the table (whatever of it was there). */
+char *saas__lv_egress_remove_text(const char *table, unsigned int uid);
+
+/*
+ * Start per-VM egress when it can hold (VMs confined to uids of their own and
+ * the guard installed): the table, and the resolver's thread. Otherwise
+ * d->egress stays NULL and d->egress_why says why. Fails only when out of
+ * memory or the upstream option is bad.
+ */
+int saas__lv_egress_open(struct drv *d, const char *state_dir);
+/* Stop the resolver; the table stays (the VMs keep running; the next open replaces it). */
+void saas__lv_egress_close(struct drv *d);
+
+/*
+ * Give VM name (its QEMU's uid) the egress of net (NULL: isolated). A VM made
+ * isolated (restricted: slirp's restrict=on) can only stay so. Before the
+ * VM starts and at any time after; atomic. SAAS_ENOTSUP saying why when
+ * there is no per-VM egress here.
+ */
+int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, const saas_vm_network *net,
+                           bool restricted);
+/* Forget VM name's egress and remove its uid's rules. */
+void saas__lv_egress_vm_remove(struct drv *d, const char *name);
+/* VM name's counters; zeros for a VM egress does not know. */
+int saas__lv_egress_vm_stats(struct drv *d, const char *name, saas_vm_network_stats *out);
+/* Is the table still loaded? If not (a flushed ruleset), load it and every VM's rules again. */
+int saas__lv_egress_ensure(struct drv *d);
 
 /* ---- images (image.c) ------------------------------------------------------------------------ */
 
@@ -355,6 +464,7 @@ struct saas__lv_domain {
 	bool internet;
 	bool incoming;                   /* a clone: -incoming defer, no kernel */
 	unsigned int uid, gid;           /* QEMU's own uid and group (a static DAC label); uid 0: none */
+	bool policy;                     /* internet, and the metadata says "policy" (egress.c decides) */
 };
 
 /*
@@ -375,6 +485,8 @@ int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, 
 /* The uid recorded in our metadata element (0: none, a VM not confined). */
 unsigned int saas__lv_meta_uid(const char *xml);
 unsigned int saas__lv_domain_uid(virDomainPtr dom);
+/* The egress mode recorded in our metadata element (saas_vm_network_mode; isolated when unreadable). */
+int saas__lv_meta_network(const char *xml);
 
 typedef int (*saas__lv_domain_fn)(struct drv *d, virDomainPtr dom, const char *name, void *ud);
 /*
@@ -397,7 +509,8 @@ struct launch {
 	const saas_vm_spec *spec;
 	const struct image *im;
 	const char *host_key;
-	bool internet;
+	bool internet;                   /* a way out (no restrict=on): internet or a policy */
+	bool policy;
 	const char *tdir;                /* clone: the template's directory */
 	bool template_bad;               /* clone: failed in a way that says the template is broken */
 	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */

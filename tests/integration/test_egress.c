@@ -1,0 +1,571 @@
+/*
+ * Egress by policy, on a real VM: the libvirt driver's table (its version 2
+ * slots: vm_create with a policy, vm_network_set, vm_network_stats), driven
+ * directly, so that what the host enforces is tested apart from the
+ * surfaces that carry a policy to it.
+ *
+ * The world is a network namespace of the test's own, joined to the host by
+ * a veth pair (198.51.100.1/24 on the host's side; TEST-NET-2, routed by
+ * nothing else): in it a dnsmasq answers a few names (the driver's
+ * dns_upstream) and logs every query it gets, and one TCP listener on every
+ * address of the namespace counts who connects where. Nothing is sent to
+ * any other address: the guest looks names up only under policies (whose
+ * lookups go to that dnsmasq or nowhere), never under internet (whose
+ * lookups would go to the host's resolvers).
+ *
+ * Root only (namespaces, nftables, per-VM uids); skipped otherwise.
+ * Environment: SAAS_TEST_IMAGES (the built `tiny` image), SAAS_TEST_STATE.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "saas/sys/driver.h"
+#include "util/util.h"
+
+extern const saas_driver saas__driver_libvirt;
+
+#define VM "sbx-egress1"
+#define NS_DNS "198.51.100.2"      /* dnsmasq; allowed.test */
+#define NS_WILD "198.51.100.3"     /* www.wild.test, later.test */
+#define NS_CIDR "198.51.100.4"     /* reached by a CIDR rule only */
+#define NS_OTHER "198.51.100.5"    /* unlisted.test; in no rule */
+
+static const saas_driver *drv = &saas__driver_libvirt;
+static void *ctx;
+static char state_dir[4096], ns[32], veth[16], dns_log[4200], skip_why[256];
+static pid_t dnsmasq = -1;
+static bool vm_made;
+
+/* ---- the world ------------------------------------------------------------------------------- */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	rc = system(cmd);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* One listener on every address of the namespace: counts connections per local address. */
+struct listener {
+	int fd;
+	unsigned int port;
+	pthread_t thread;
+	volatile int stop;
+	pthread_mutex_t mu;
+	char reached[64][INET6_ADDRSTRLEN];
+	int n;
+};
+
+static struct listener world;
+
+static void *listener_main(void *arg)
+{
+	struct listener *l = arg;
+
+	while (!l->stop) {
+		struct pollfd p = { l->fd, POLLIN, 0 };
+		if (poll(&p, 1, 100) > 0) {
+			struct sockaddr_storage a;
+			socklen_t len = sizeof(a);
+			int c = accept(l->fd, NULL, NULL);
+			if (c < 0)
+				continue;
+			if (getsockname(c, (struct sockaddr *)&a, &len) == 0) {
+				pthread_mutex_lock(&l->mu);
+				if (l->n < 64)
+					inet_ntop(AF_INET, &((struct sockaddr_in *)&a)->sin_addr, l->reached[l->n++],
+					          sizeof(l->reached[0]));
+				pthread_mutex_unlock(&l->mu);
+			}
+			close(c);
+		}
+	}
+	return NULL;
+}
+
+/* How many connections reached addr so far. */
+static int reached(struct listener *l, const char *addr)
+{
+	int count = 0;
+
+	pthread_mutex_lock(&l->mu);
+	for (int i = 0; i < l->n; i++)
+		count += strcmp(l->reached[i], addr) == 0;
+	pthread_mutex_unlock(&l->mu);
+	return count;
+}
+
+/* A listening socket made in the namespace (this thread comes back to its own). */
+static int listen_in_namespace(unsigned int *port)
+{
+	char path[64];
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), nsfd, fd, on = 1;
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	nsfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (self < 0 || nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0)
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (setns(self, CLONE_NEWNET) < 0)
+		abort(); /* this thread would stay in the namespace */
+	close(nsfd);
+	close(self);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		return -1;
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+static int start_dnsmasq(void)
+{
+	char pidfile[4200], cmd[12288];
+
+	/* In the state directory, which vm-cleanup removes whatever happens. */
+	snprintf(dns_log, sizeof(dns_log), "%s/dnsmasq.log", state_dir);
+	snprintf(pidfile, sizeof(pidfile), "%s/dnsmasq.pid", state_dir);
+	unlink(dns_log);
+	/* No upstream of its own (--no-resolv), .test answered locally: a name it does not know goes nowhere. */
+	snprintf(cmd, sizeof(cmd),
+	         "ip netns exec %s dnsmasq --conf-file=/dev/null --no-resolv --no-hosts --bind-interfaces "
+	         "--listen-address=" NS_DNS " --user=root --group=root --pid-file='%s' --log-queries "
+	         "--log-facility='%s' --local=/test/ --host-record=allowed.test," NS_DNS
+	         " --host-record=www.wild.test," NS_WILD " --host-record=later.test," NS_WILD
+	         " --host-record=unlisted.test," NS_OTHER,
+	         ns, pidfile, dns_log);
+	if (sh("%s", cmd) != 0)
+		return -1;
+	{
+		FILE *f = fopen(pidfile, "re");
+		int pid = 0;
+		if (!f || fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		if (f)
+			fclose(f);
+		unlink(pidfile);
+		dnsmasq = pid > 0 ? pid : -1;
+	}
+	return dnsmasq > 0 ? 0 : -1;
+}
+
+static void world_down(void)
+{
+	if (world.fd > 0) {
+		world.stop = 1;
+		pthread_join(world.thread, NULL);
+		close(world.fd);
+		world.fd = 0;
+	}
+	if (dnsmasq > 0)
+		kill(dnsmasq, SIGTERM);
+	dnsmasq = -1;
+	if (veth[0])
+		sh("ip link del %s 2>/dev/null", veth);
+	if (ns[0])
+		sh("ip netns del %s 2>/dev/null", ns);
+	ns[0] = veth[0] = '\0';
+}
+
+static int world_up(void)
+{
+	snprintf(ns, sizeof(ns), "aas-egress-%d", (int)getpid());
+	snprintf(veth, sizeof(veth), "aase%d", (int)getpid() % 1000000);
+	if (sh("ip netns add %s", ns) != 0) {
+		ns[0] = '\0';
+		return -1;
+	}
+	if (sh("ip link add %s type veth peer name aasi0 netns %s && ip addr add 198.51.100.1/24 dev %s && "
+	       "ip link set %s up && ip -n %s link set aasi0 up && ip -n %s link set lo up && "
+	       "for a in " NS_DNS " " NS_WILD " " NS_CIDR " " NS_OTHER "; do ip -n %s addr add $a/24 dev aasi0; done",
+	       veth, ns, veth, veth, ns, ns, ns) != 0)
+		return -1;
+	if (start_dnsmasq() < 0)
+		return -1;
+	memset(&world, 0, sizeof(world));
+	pthread_mutex_init(&world.mu, NULL);
+	if ((world.fd = listen_in_namespace(&world.port)) < 0 ||
+	    pthread_create(&world.thread, NULL, listener_main, &world) != 0) {
+		world.fd = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* Did dnsmasq log a query for name? */
+static bool upstream_asked(const char *name)
+{
+	char needle[300], line[1024];
+	bool found = false;
+	FILE *f = fopen(dns_log, "re");
+
+	snprintf(needle, sizeof(needle), " %s from ", name);
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "query[") && strstr(line, needle);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* ---- the driver ------------------------------------------------------------------------------ */
+
+static void log_fn(void *ud, int level, const char *msg)
+{
+	(void)ud;
+	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
+		fprintf(stderr, "  [driver] %s\n", msg);
+}
+
+static int64_t clock_fn(void *ud)
+{
+	struct timespec ts;
+
+	(void)ud;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void check(int rc, const char *what)
+{
+	if (rc != SAAS_OK)
+		fail_msg("%s: %d (%s)", what, rc, saas_error_last()->message);
+}
+
+struct out {
+	char text[65536];
+	size_t len;
+};
+
+static int collect(void *ud, int stream, const void *data, size_t len)
+{
+	struct out *o = ud;
+
+	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
+		memcpy(o->text + o->len, data, len);
+		o->len += len;
+		o->text[o->len] = '\0';
+	}
+	return 0;
+}
+
+/* Run cmd in the guest; its stdout. */
+static char *run(const char *cmd)
+{
+	static struct out o;
+	static const int cancel = 0;
+	saas_driver_exec req;
+	int code = -1;
+
+	memset(&req, 0, sizeof(req));
+	memset(&o, 0, sizeof(o));
+	req.command = cmd;
+	req.cwd = "/";
+	req.timeout_ms = 120000;
+	req.output = collect;
+	req.output_userdata = &o;
+	req.cancel = &cancel;
+	check(drv->exec(ctx, VM, &req, &code), cmd);
+	return o.text;
+}
+
+/* The address the guest's lookup of name gave ("" when none). */
+static char *lookup(const char *name)
+{
+	static char addr[64];
+	char cmd[512], *out;
+
+	snprintf(cmd, sizeof(cmd), "nslookup -type=a %s 2>/dev/null | awk '/^Address/ && $NF !~ /:/ {a=$NF} END {print a}'",
+	         name);
+	out = run(cmd);
+	snprintf(addr, sizeof(addr), "%.*s", (int)strcspn(out, "\n"), out);
+	return addr;
+}
+
+/*
+ * Does the guest's TCP connection to addr reach the namespace's listener?
+ * (By address: the guest's busybox resolves names in nslookup only.)
+ */
+static bool connects(const char *addr)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "if timeout 10 nc -w 5 %s %u </dev/null >/dev/null 2>&1; then echo reached; fi; "
+	         "echo checked", addr, world.port);
+	return strstr(run(cmd), "reached") != NULL;
+}
+
+static int64_t denied(bool lookups)
+{
+	saas_vm_network_stats st;
+
+	check(drv->vm_network_stats(ctx, VM, &st), "vm_network_stats");
+	return lookups ? st.denied_lookups : st.denied_connections;
+}
+
+static void set(int mode, const char *const *allow, const char *const *deny)
+{
+	saas_vm_network net = { mode, allow, deny };
+
+	check(drv->vm_network_set(ctx, VM, &net), "vm_network_set");
+}
+
+/* A listener on every host address (loopback included): the guest must reach none of them. */
+static void check_host_unreachable(void)
+{
+	struct sockaddr_in6 a6;
+	socklen_t len = sizeof(a6);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0, on = 1, got = 0;
+	char cmd[1024];
+
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	memset(&a6, 0, sizeof(a6));
+	a6.sin6_family = AF_INET6;
+	assert_int_equal(bind(fd, (struct sockaddr *)&a6, sizeof(a6)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	getsockname(fd, (struct sockaddr *)&a6, &len);
+	/* The host's loopback (10.0.2.2, fec0::2), slirp's DNS alias, and the host's own address on the veth. */
+	snprintf(cmd, sizeof(cmd),
+	         "for a in 10.0.2.2 10.0.2.3 fec0::2 198.51.100.1; do "
+	         "if timeout 3 nc -w 2 $a %u </dev/null >/dev/null 2>&1; then echo reached $a; fi; done; echo checked",
+	         ntohs(a6.sin6_port));
+	assert_null(strstr(run(cmd), "reached"));
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 0) != 1)
+			break;
+		close(accept(fd, NULL, NULL));
+		got++;
+	}
+	close(fd);
+	assert_int_equal(got, 0);
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+	const char *images = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE");
+	static const char *const allow[] = { "allowed.test", "*.wild.test", NS_CIDR "/32", NULL };
+	saas_vm_network policy = { SAAS_NET_POLICY, allow, NULL };
+	saas_driver_env env;
+	saas_vm_spec spec;
+	static char config[8192];
+	int rc;
+
+	(void)state;
+	if (!images || !dir) {
+		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set (ctest sets them)\n");
+		return -1;
+	}
+	snprintf(state_dir, sizeof(state_dir), "%s", dir);
+	if (geteuid() != 0) {
+		snprintf(skip_why, sizeof(skip_why), "not root: no namespaces, nftables or per-VM uids");
+		return 0;
+	}
+	if (sh("command -v dnsmasq >/dev/null") != 0) {
+		snprintf(skip_why, sizeof(skip_why), "no dnsmasq (Debian: dnsmasq-base)");
+		return 0;
+	}
+	if (sh("mkdir -p '%s'", state_dir) != 0 || world_up() < 0) {
+		world_down();
+		fprintf(stderr, "cannot make the test's network namespace\n");
+		return -1;
+	}
+	/* A copy of the image where QEMU's uids can read it. */
+	if (sh("mkdir -p '%s/images' && cp -r '%s/tiny' '%s/images/'", dir, images, dir) != 0)
+		return -1;
+	snprintf(config, sizeof(config), "images=%s/images templates=off boot_timeout=300 dns_upstream=" NS_DNS, dir);
+	memset(&env, 0, sizeof(env));
+	env.state_dir = state_dir;
+	env.config = config;
+	env.log = log_fn;
+	env.clock = clock_fn;
+	if (drv->open(&ctx, &env) != SAAS_OK) {
+		fprintf(stderr, "opening the libvirt driver: %s\n", saas_error_last()->message);
+		ctx = NULL;
+		return -1;
+	}
+	memset(&spec, 0, sizeof(spec));
+	spec.name = VM;
+	spec.image = "tiny";
+	spec.vcpus = 1;
+	spec.memory_mb = 512;
+	spec.disk_gb = 1;
+	spec.network = &policy;
+	if ((rc = drv->vm_create(ctx, &spec)) == SAAS_ENOTSUP) {
+		snprintf(skip_why, sizeof(skip_why), "policies refused here: %s", saas_error_last()->message);
+		return 0;
+	}
+	if (rc != SAAS_OK) {
+		fprintf(stderr, "creating the VM: %s\n", saas_error_last()->message);
+		return -1;
+	}
+	vm_made = true;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char hash[65];
+
+	(void)state;
+	if (ctx) {
+		if (vm_made)
+			drv->vm_destroy(ctx, VM);
+		drv->close(ctx);
+		/* The table outlives an engine (its VMs do); this engine's VMs are gone. */
+		saas__sha256_hex(hash, state_dir, strlen(state_dir));
+		sh("nft delete table inet aas_egress_%.16s 2>/dev/null", hash);
+	}
+	world_down();
+	return 0;
+}
+
+static void need_vm(void)
+{
+	if (skip_why[0]) {
+		fprintf(stderr, "  skipped: %s\n", skip_why);
+		skip();
+	}
+	assert_true(vm_made);
+}
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+/* Allowed names resolve and connect; a wildcard allows what is below it. */
+static void test_allowed_names(void **state)
+{
+	(void)state;
+	need_vm();
+	assert_string_equal(lookup("allowed.test"), NS_DNS);
+	assert_true(connects(NS_DNS));
+	assert_true(reached(&world, NS_DNS) > 0);
+	assert_string_equal(lookup("www.wild.test"), NS_WILD);
+	assert_true(connects(NS_WILD));
+	assert_true(upstream_asked("allowed.test"));
+	assert_true(upstream_asked("www.wild.test"));
+}
+
+/* Other names do not resolve, and no query for them reaches the upstream: nothing leaks by lookups. */
+static void test_unlisted_names(void **state)
+{
+	int64_t before;
+
+	(void)state;
+	need_vm();
+	before = denied(true);
+	assert_string_equal(lookup("unlisted.test"), "");
+	assert_string_equal(lookup("c2VjcmV0.wild.test.exfil.example"), "");
+	assert_string_equal(lookup("wild.test"), ""); /* a wildcard is strictly below */
+	assert_false(upstream_asked("unlisted.test"));
+	assert_false(upstream_asked("c2VjcmV0.wild.test.exfil.example"));
+	assert_false(upstream_asked("wild.test"));
+	assert_true(denied(true) >= before + 3);
+	/* Nor does its address connect (it was never answered). */
+	before = denied(false);
+	assert_false(connects(NS_OTHER));
+	assert_int_equal(reached(&world, NS_OTHER), 0);
+	assert_true(denied(false) > before);
+}
+
+/* A CIDR rule: its address connects without any lookup. */
+static void test_cidr_rule(void **state)
+{
+	(void)state;
+	need_vm();
+	assert_true(connects(NS_CIDR));
+	assert_true(reached(&world, NS_CIDR) > 0);
+}
+
+/* The host's own services and addresses, under the policy. */
+static void test_host_unreachable_policy(void **state)
+{
+	int64_t before;
+
+	(void)state;
+	need_vm();
+	before = denied(false);
+	check_host_unreachable();
+	assert_true(denied(false) > before);
+}
+
+/* A policy changed while the VM runs takes effect at once. */
+static void test_runtime_change(void **state)
+{
+	static const char *const allow[] = { "later.test", NULL };
+	static const char *const deny[] = { "www.wild.test", NULL };
+	static const char *const wild[] = { "*.wild.test", NULL };
+
+	(void)state;
+	need_vm();
+	set(SAAS_NET_POLICY, allow, deny);
+	assert_string_equal(lookup("allowed.test"), "");
+	assert_false(connects(NS_CIDR));
+	assert_false(connects(NS_DNS)); /* learned under the old policy: forgotten */
+	assert_false(connects(NS_WILD));
+	assert_string_equal(lookup("later.test"), NS_WILD);
+	assert_true(connects(NS_WILD));
+	/* Deny wins over allow. */
+	set(SAAS_NET_POLICY, wild, deny);
+	assert_string_equal(lookup("www.wild.test"), "");
+	check_host_unreachable();
+
+	/* Isolated: nothing at all. No lookups here: they would fail anyway. */
+	set(SAAS_NET_ISOLATED, NULL, NULL);
+	assert_false(connects(NS_OTHER));
+	check_host_unreachable();
+
+	/* Internet: out, but never to the host (no lookups: they would go to the host's resolvers). */
+	set(SAAS_NET_INTERNET, NULL, NULL);
+	assert_true(connects(NS_OTHER));
+	check_host_unreachable();
+
+	/* And back to a policy. */
+	set(SAAS_NET_POLICY, allow, NULL);
+	assert_false(connects(NS_OTHER));
+	assert_string_equal(lookup("later.test"), NS_WILD);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_allowed_names),
+		cmocka_unit_test(test_unlisted_names),
+		cmocka_unit_test(test_cidr_rule),
+		cmocka_unit_test(test_host_unreachable_policy),
+		cmocka_unit_test(test_runtime_change),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
