@@ -538,6 +538,7 @@ static void test_cgroup_v1_ours(void **state)
 
 	(void)state;
 	put_text(v2, "cgroup.controllers", "hugetlb\n");
+	put_text(blkio, "blkio.bfq.io_service_bytes", "Total 0\n"); /* BFQ is there to honour weights */
 	assert_true(asprintf(&mounts,
 	                     "tmpfs %s tmpfs rw 0 0\n"
 	                     "cgroup %s cgroup rw,relatime,cpu,cpuacct 0 0\n"
@@ -618,6 +619,26 @@ static void test_cgroup_v1_machined(void **state)
 	assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
 	assert_false(saas__lv_cg_has(&cg, CG_MEMORY));
 	assert_false(saas__lv_cg_has(&cg, CG_IO));
+	saas__lv_cg_clear(&cg);
+	free(mounts);
+	/* A blkio hierarchy without a scheduler that weighs (no CFQ nor BFQ files) gives no I/O weight. */
+	{
+		char *blkio = fake_mount(t, "blkio");
+		assert_true(asprintf(&mounts, "cgroup %s cgroup rw,blkio 0 0\n", blkio) > 0);
+		assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+		assert_false(saas__lv_cg_has(&cg, CG_IO));
+		saas__lv_cg_clear(&cg);
+		free(mounts);
+		put_text(blkio, "blkio.weight", "100\n");
+		assert_true(asprintf(&mounts, "cgroup %s cgroup rw,blkio 0 0\n", blkio) > 0);
+		assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+		assert_true(saas__lv_cg_has(&cg, CG_IO));
+		saas__lv_cg_clear(&cg);
+		free(mounts);
+		free(blkio);
+	}
+	assert_true(asprintf(&mounts, "cgroup %s cgroup rw,cpu 0 0\ncgroup %s cgroup rw,pids 0 0\n", cpu, pids) > 0);
+	assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
 	assert_int_equal(saas__lv_cg_pids_dir(&cg,
 	                                      "5:pids:/machine.slice/machine-qemu\\x2d1\\x2dsbx.scope\n"
 	                                      "1:cpu:/machine.slice/machine-qemu\\x2d1\\x2dsbx.scope/libvirt/emulator\n",

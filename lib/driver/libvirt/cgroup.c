@@ -75,6 +75,23 @@ int saas__lv_cg_detect(struct saas__lv_cg *cg, const char *mounts)
 		}
 		line = nl ? nl + 1 : NULL;
 	}
+	/*
+	 * v1 weighs I/O only through a scheduler that honours weights (CFQ's
+	 * blkio.weight before Linux 5.0, BFQ's files since): without one,
+	 * libvirt's write of the weight fails the domain's start.
+	 */
+	if (rc == SAAS_OK && cg->v1[CG_IO]) {
+		char *cfq = saas__lv_path_join(cg->v1[CG_IO], "blkio.weight"),
+		     *bfq = saas__lv_path_join(cg->v1[CG_IO], "blkio.bfq.io_service_bytes");
+		if (!cfq || !bfq) {
+			rc = SAAS_ENOMEM;
+		} else if (access(cfq, F_OK) < 0 && access(bfq, F_OK) < 0) {
+			free(cg->v1[CG_IO]);
+			cg->v1[CG_IO] = NULL;
+		}
+		free(cfq);
+		free(bfq);
+	}
 	/* A v2 hierarchy offers the controllers no v1 hierarchy took (a hybrid host's is often empty). */
 	if (rc == SAAS_OK && cg->v2) {
 		char *path = saas__lv_path_join(cg->v2, "cgroup.controllers"), *text = NULL;
