@@ -40,6 +40,8 @@ const char *aas_config_usage(void)
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
 	       "  --min-free-mb N         refuse creates (503) while the state filesystem has less than N MiB free;\n"
 	       "                          default 1024 [AAS_MIN_FREE_MB]\n"
+	       "  --disk-budget-gb N      refuse creates (503) whose disk would take the sandboxes' disks, all full,\n"
+	       "                          past N GiB; default 4 times the overlays' filesystem [AAS_DISK_BUDGET_GB]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -160,6 +162,8 @@ static const struct num_option {
 	  10u * 366 * 86400, "seconds" },
 	{ "min-free-mb", "AAS_MIN_FREE_MB", offsetof(struct aas_config, min_free_mb), 1, SAAS_ENGINE_MIN_FREE_MB_MAX,
 	  "MiB" },
+	{ "disk-budget-gb", "AAS_DISK_BUDGET_GB", offsetof(struct aas_config, disk_budget_gb), 1,
+	  SAAS_ENGINE_DISK_BUDGET_GB_MAX, "GiB" },
 	/* The connection policy. */
 	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
 	  "connections" },

@@ -59,11 +59,12 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * Version of saas_engine_options this header describes. Version 2 appended
  * `pool`, version 3 the tenant limits (`max_executions` to
  * `execution_retention_s`) and `min_free_mb`, version 4 `store`,
- * `store_userdata` and `default_size`; callers built against an older version
+ * `store_userdata` and `default_size`, version 5 `disk_budget_gb`; callers
+ * built against an older version
  * are still accepted (their struct is read only as far as their version
  * reached, and what it lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 4
+#define SAAS_ENGINE_OPTIONS_VERSION 5
 
 /** Default of saas_engine_options.max_executions. */
 #define SAAS_MAX_EXECUTIONS_DEFAULT 8
@@ -80,6 +81,14 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
 #define SAAS_ENGINE_MIN_FREE_MB 1024
 /** The largest saas_engine_options.min_free_mb: 16 TiB. */
 #define SAAS_ENGINE_MIN_FREE_MB_MAX (16u << 20)
+/**
+ * Default of saas_engine_options.disk_budget_gb: this percentage of the size
+ * of the filesystem holding the VMs' disks (an overcommit: thin disks seldom
+ * fill, and `min_free_mb` stops creates before the filesystem does).
+ */
+#define SAAS_ENGINE_DISK_BUDGET_PCT 400
+/** The largest saas_engine_options.disk_budget_gb: 1 PiB. */
+#define SAAS_ENGINE_DISK_BUDGET_GB_MAX (1u << 20)
 
 /**
  * How long saas_engine_free() waits for a pooled VM being made (ms). Past it,
@@ -195,9 +204,23 @@ typedef struct saas_engine_options {
 	 * Copied at open.
 	 */
 	const char *default_size;
+	/**
+	 * Disk (GiB) the sandboxes may hold at once (since version 5): the disks
+	 * of their sizes, summed over every live sandbox, plus every warm pool at
+	 * its full count. A VM's disk is thin and grows as its guest writes, up to
+	 * its size's disk (the libvirt driver bounds it there): the budget is what
+	 * the host must have room for when every guest fills its disk. A create
+	 * that would pass it is refused with SAAS_EBUSY, as one under `min_free_mb`
+	 * is. 0: SAAS_ENGINE_DISK_BUDGET_PCT percent of the size of the filesystem
+	 * holding the VMs' disks for the libvirt driver (STATE/libvirt/vms), no
+	 * budget for drivers whose disks the engine cannot see (set one to have
+	 * it). For no overcommit, set at most that filesystem's size less
+	 * `min_free_mb`. At most SAAS_ENGINE_DISK_BUDGET_GB_MAX.
+	 */
+	unsigned int disk_budget_gb;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0 }
 
 /**
  * Open an engine on a state directory.
@@ -211,7 +234,8 @@ typedef struct saas_engine_options {
  * @param options options, or NULL for all defaults.
  * @return SAAS_OK, SAAS_EINVAL (bad option, unknown version or flag, a bad pool spec:
  *         the message names the bad entry; both `store_url` and `store`, or a store
- *         or driver table of another version or with a required slot missing),
+ *         or driver table of another version or with a required slot missing;
+ *         `min_free_mb` or `disk_budget_gb` over its maximum),
  *         SAAS_ESTORE, SAAS_EBACKEND, SAAS_EBUSY (state directory held by another engine),
  *         SAAS_EIO, SAAS_ENOMEM.
  *

@@ -67,6 +67,8 @@ struct saas_engine {
 
 	int lock_fd;                   /* flock on STATE/engine.lock; -1 store-only */
 	uint64_t min_free_bytes;       /* creates are refused with less free on the state filesystem */
+	unsigned int disk_budget_gb;   /* 0: a share of the overlays' filesystem (SAAS_ENGINE_DISK_BUDGET_PCT) */
+	uint64_t pool_disk_gb;         /* the warm pools' disk at full count, held against the budget */
 	unsigned int stop_wait_ms;     /* how long saas_engine_free waits for a pool create in flight */
 
 	struct saas__closes closes;
@@ -101,8 +103,13 @@ int64_t saas__engine_now(saas_engine *e);
 void saas__log(saas_engine *e, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
 const saas_size *saas__engine_size(saas_engine *e, const char *name);
 int saas__engine_need_driver(saas_engine *e);
-/* Is the state filesystem (and the driver's overlay directory) above the free-space threshold? */
-int saas__engine_room(saas_engine *e);
+/*
+ * Room for a new VM of need_gb of disk: is the state filesystem (and the
+ * driver's overlay directory) above the free-space threshold, and do the
+ * live sandboxes and the pools leave need_gb of the disk budget? SAAS_EBUSY
+ * saying which is short.
+ */
+int saas__engine_room(saas_engine *e, unsigned int need_gb);
 /* The end of saas_engine_free: driver, store, lock, memory. Also run by an abandoned pool refill. */
 void saas__engine_release(saas_engine *e);
 /* The public form of the engine's sizes: `n` pointers to deep copies. */

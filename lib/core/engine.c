@@ -36,13 +36,14 @@ static const saas_size *const default_size_list[] = { &default_sizes[0], &defaul
 /*
  * How much of saas_engine_options a caller of each version has: version 1 ends
  * before `pool`, 2 before the tenant limits, 3 before `store` (version 4 added
- * `store`, `store_userdata` and `default_size`).
+ * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`.
  */
 static const size_t options_size[] = {
 	0,
 	offsetof(saas_engine_options, pool),
 	offsetof(saas_engine_options, max_executions),
 	offsetof(saas_engine_options, store),
+	offsetof(saas_engine_options, disk_budget_gb),
 	sizeof(saas_engine_options),
 };
 
@@ -98,20 +99,57 @@ const saas_size *saas__engine_size(saas_engine *e, const char *name)
 	return NULL;
 }
 
-/* Free bytes for an unprivileged writer on path's filesystem, or -1 if it cannot be read. */
-static int64_t free_bytes(const char *path)
+/* Free bytes for an unprivileged writer on path's filesystem, or -1 if it cannot be read; its size in *size. */
+static int64_t free_bytes(const char *path, uint64_t *size)
 {
 	struct statvfs st;
 
 	if (statvfs(path, &st) < 0)
 		return -1;
+	if (size)
+		*size = (uint64_t)st.f_blocks * st.f_frsize;
 	return (int64_t)((uint64_t)st.f_bavail * st.f_frsize);
 }
 
-int saas__engine_room(saas_engine *e)
+static int add_disk(void *ud, const saas_store_sandbox *sb)
+{
+	*(uint64_t *)ud += sb->disk_gb;
+	return 0;
+}
+
+/*
+ * The disk budget: what the live sandboxes' sizes (their rows, whatever their
+ * state) and the warm pools at full count may grow to, plus need_gb, against
+ * the budget (its default a share of fs_size, the overlays' filesystem).
+ */
+static int disk_budget(saas_engine *e, unsigned int need_gb, uint64_t fs_size)
+{
+	saas_store_filter filter;
+	uint64_t budget = e->disk_budget_gb ? e->disk_budget_gb : (fs_size >> 30) * SAAS_ENGINE_DISK_BUDGET_PCT / 100;
+	uint64_t held = e->pool_disk_gb;
+	int rc;
+
+	if (!e->disk_budget_gb && !fs_size)
+		return SAAS_OK; /* a driver whose disks are not ours to see, or the overlays' directory not there yet */
+	memset(&filter, 0, sizeof(filter));
+	filter.live = 1;
+	if ((rc = e->store->sandbox_list(e->store_ctx, &filter, add_disk, &held)) < 0)
+		return rc;
+	if (held + need_gb <= budget)
+		return SAAS_OK;
+	saas__log(e, SAAS_LOG_WARN, "sandboxes hold %llu GiB of the %llu GiB disk budget: refusing a create of %u GiB",
+	          (unsigned long long)held, (unsigned long long)budget, need_gb);
+	return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_OS, ENOSPC,
+	                   "the server's disk budget for sandboxes is spent (%llu of %llu GiB held, this size needs %u GiB); "
+	                   "no new sandbox until some end; try again later or choose a smaller size",
+	                   (unsigned long long)held, (unsigned long long)budget, need_gb);
+}
+
+int saas__engine_room(saas_engine *e, unsigned int need_gb)
 {
 	char *overlays = NULL;
 	const char *paths[2];
+	uint64_t size = 0;
 	size_t n = 0;
 	int rc = SAAS_OK;
 
@@ -123,7 +161,11 @@ int saas__engine_room(saas_engine *e)
 		paths[n++] = overlays;
 	}
 	for (size_t i = 0; i < n && rc == SAAS_OK; i++) {
-		int64_t have = free_bytes(paths[i]);
+		uint64_t fs_size = 0;
+		int64_t have = free_bytes(paths[i], &fs_size);
+		/* The budget's default is a share of the filesystem the overlays are on. */
+		if (have >= 0 && i == 1)
+			size = fs_size;
 		/* A check that cannot run refuses nothing (the overlay directory appears with the first VM). */
 		if (have < 0 || (uint64_t)have >= e->min_free_bytes)
 			continue;
@@ -136,7 +178,7 @@ int saas__engine_room(saas_engine *e)
 		                 (long long)(have >> 20), (unsigned long long)(e->min_free_bytes >> 20));
 	}
 	free(overlays);
-	return rc;
+	return rc == SAAS_OK ? disk_budget(e, need_gb, size) : rc;
 }
 
 int saas__engine_need_driver(saas_engine *e)
@@ -400,6 +442,8 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return saas__inval("new_account_credit may not be negative");
 	if (o->min_free_mb > SAAS_ENGINE_MIN_FREE_MB_MAX)
 		return saas__inval("min_free_mb %u is over %u (16 TiB)", o->min_free_mb, SAAS_ENGINE_MIN_FREE_MB_MAX);
+	if (o->disk_budget_gb > SAAS_ENGINE_DISK_BUDGET_GB_MAX)
+		return saas__inval("disk_budget_gb %u is over %u (1 PiB)", o->disk_budget_gb, SAAS_ENGINE_DISK_BUDGET_GB_MAX);
 
 	if (!(e = calloc(1, sizeof(*e))))
 		return saas__oom();
@@ -411,6 +455,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	pthread_mutex_init(&e->network_mu, NULL);
 	pthread_mutex_init(&e->closes.mu, NULL);
 	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
+	e->disk_budget_gb = o->disk_budget_gb;
 	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
 	e->flags = o->flags;
 	e->clock = o->clock ? o->clock : real_clock;

@@ -15,7 +15,7 @@
  * burst of claims is replaced as fast as the driver makes one VM after
  * another and never by a stampede of boots; a failing driver is retried after
  * a delay that doubles from 1 s up to a minute. It makes nothing while the
- * state filesystem is short of space (saas__engine_room).
+ * state filesystem is short of space or the disk budget is spent (saas__engine_room).
  *
  * Stopping waits for the create in flight for a bounded time only (a cold
  * boot can outlast a service manager's stop timeout). Past it, the thread is
@@ -205,6 +205,9 @@ int saas__pool_setup(saas_engine *e, const char *spec)
 		pools_free(p);
 		return rc;
 	}
+	/* The pools hold their full count against the disk budget: a refill never has to ask. */
+	for (size_t i = 0; i < p->n; i++)
+		e->pool_disk_gb += (uint64_t)p->items[i].target * saas__engine_size(e, p->items[i].size)->disk_gb;
 	e->pools = p;
 	return SAAS_OK;
 }
@@ -245,7 +248,7 @@ int saas__pool_refill(saas_engine *e)
 		return 0;
 	}
 	/* A pooled VM's overlay takes room a running sandbox's end may need: back off as on a failure. */
-	if (saas__engine_room(e) < 0) {
+	if (saas__engine_room(e, 0) < 0) {
 		p->backoff_ms = BACKOFF_MAX_MS;
 		p->retry_at_ms = now + p->backoff_ms;
 		pthread_mutex_unlock(&p->mu);

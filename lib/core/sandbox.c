@@ -330,8 +330,11 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 		                   size->name, saas_usd_format(want, sizeof(want), need));
 	}
 
-	/* A full disk would leave no room to record the sandbox's end, nor for its overlay to grow. */
-	if ((rc = saas__engine_room(e)) < 0)
+	/*
+	 * A full disk would leave no room to record the sandbox's end, nor for its
+	 * overlay to grow; nor may the sandboxes' disks, filled, outgrow the budget.
+	 */
+	if ((rc = saas__engine_room(e, size->disk_gb)) < 0)
 		return rc;
 
 	/*

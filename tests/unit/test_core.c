@@ -1970,9 +1970,9 @@ static void test_full_disk(void **state)
 	assert_true(have > (int64_t)SMALL_FREE_MB << 20);
 	assert_int_equal(fill(have - ((int64_t)SMALL_FREE_MB << 20)), have - ((int64_t)SMALL_FREE_MB << 20));
 	assert_int_equal(small_free(), (int64_t)SMALL_FREE_MB << 20);
-	assert_int_equal(saas__engine_room(f->engine), SAAS_OK);
+	assert_int_equal(saas__engine_room(f->engine, 0), SAAS_OK);
 	fill(4096);
-	assert_int_equal(saas__engine_room(f->engine), SAAS_EBUSY);
+	assert_int_equal(saas__engine_room(f->engine, 0), SAAS_EBUSY);
 	unfill();
 
 	s1 = create(f->a, NULL, 60);
@@ -2056,6 +2056,52 @@ static void test_full_disk(void **state)
 	saas_sandbox_free(s2);
 }
 
+/*
+ * The disk budget: the sizes' disks of every live sandbox, creating ones
+ * included, against disk_budget_gb. A create that would pass it is 503 busy
+ * before any VM is made; the room comes back when a sandbox ends.
+ */
+static void test_disk_budget(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *s1, *s2, *s3 = NULL, *got = NULL;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_engine_options bad = f->opts;
+	saas_engine *e = NULL;
+	unsigned int calls;
+
+	bad.disk_budget_gb = SAAS_ENGINE_DISK_BUDGET_GB_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &bad), SAAS_EINVAL);
+	assert_string_equal(saas_error_last()->message, "disk_budget_gb 1048577 is over 1048576 (1 PiB)");
+
+	/* small has 40 GiB of disk, medium 80: a budget of 120 holds small + medium, exactly. */
+	saas_client_free(f->a);
+	saas_client_free(f->b);
+	f->a = f->b = NULL;
+	saas_engine_free(f->engine);
+	f->opts.disk_budget_gb = 120;
+	open_engine(f);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
+	s1 = create(f->a, "small", 0);
+	s2 = create(f->a, "medium", 0);
+	calls = saas_fake_create_calls();
+	o.size = "small";
+	assert_int_equal(saas_sandbox_create(&s3, f->a, &o, 0), SAAS_EBUSY);
+	assert_string_equal(saas_error_last()->message,
+	                    "the server's disk budget for sandboxes is spent (120 of 120 GiB held, this size needs 40 GiB); "
+	                    "no new sandbox until some end; try again later or choose a smaller size");
+	assert_null(s3);
+	assert_int_equal(saas_fake_create_calls(), calls);
+
+	/* One ends: its disk is free to take again. */
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, s1->id, 0), SAAS_OK);
+	saas_sandbox_free(got);
+	s3 = create(f->a, "small", 0);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+	saas_sandbox_free(s3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2097,6 +2143,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_execution_retention, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_options_v2, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disk_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_flags, setup, teardown),
 	};
 

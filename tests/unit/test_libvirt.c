@@ -95,6 +95,7 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	assert_int_equal(cfg->uids, UIDS_AUTO);
 	assert_int_equal(cfg->uid_first, 200000);
 	assert_int_equal(cfg->uid_count, 1000);
+	assert_int_equal(cfg->cpu_milli, 1000);
 }
 
 static void test_config_defaults(void **state)
@@ -184,6 +185,28 @@ static void test_config_uids(void **state)
 	saas__lv_config_clear(&cfg);
 }
 
+/* cpu_limit=on|off|RATIO: thousandths exactly, at both bounds. */
+static void test_config_cpu_limit(void **state)
+{
+	static const struct {
+		const char *config;
+		unsigned int milli;
+	} good[] = {
+		{ "cpu_limit=off", 0 },      { "cpu_limit=on", 1000 },     { "cpu_limit=0.5", 500 },
+		{ "cpu_limit=2", 2000 },     { "cpu_limit=0.01", 10 },     { "cpu_limit=16", 16000 },
+		{ "cpu_limit=1.125", 1125 }, { "cpu_limit=16.000", 16000 }, { "cpu_limit=00001.5", 1500 },
+		{ "cpu_limit=off cpu_limit=0.25", 250 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct saas__lv_config cfg;
+		assert_int_equal(saas__lv_config_parse(&cfg, good[i].config), SAAS_OK);
+		assert_int_equal(cfg.cpu_milli, good[i].milli);
+		saas__lv_config_clear(&cfg);
+	}
+}
+
 static void test_config_bad_values(void **state)
 {
 	static const struct {
@@ -214,6 +237,18 @@ static void test_config_bad_values(void **state)
 		                       "'1000-1001000'" },
 		{ "uids=2147483000-2147483647", "uids must be a range of 1 to 1000000 uids from 1000 to 2147483646, not "
 		                                "'2147483000-2147483647'" },
+		{ "cpu_limit=yes", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not 'yes'" },
+		{ "cpu_limit=", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not ''" },
+		{ "cpu_limit=.5", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not '.5'" },
+		{ "cpu_limit=1.", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not '1.'" },
+		{ "cpu_limit=-1", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not '-1'" },
+		{ "cpu_limit=0.5x", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not '0.5x'" },
+		{ "cpu_limit=1.0001", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not '1.0001'" },
+		{ "cpu_limit=123456", "cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not '123456'" },
+		{ "cpu_limit=0", "cpu_limit must be a ratio of host CPUs per vCPU from 0.01 to 16, not '0'" },
+		{ "cpu_limit=0.009", "cpu_limit must be a ratio of host CPUs per vCPU from 0.01 to 16, not '0.009'" },
+		{ "cpu_limit=16.001", "cpu_limit must be a ratio of host CPUs per vCPU from 0.01 to 16, not '16.001'" },
+		{ "cpu_limit=99999", "cpu_limit must be a ratio of host CPUs per vCPU from 0.01 to 16, not '99999'" },
 		{ "accel=tcg,oops", "libvirt driver option 'oops' is not key=value" },
 		/* Whatever was parsed before the bad option is let go of (the leak checkers see to it). */
 		{ "uri=qemu:///system images=/srv accel=none", "accel must be auto, kvm or tcg, not 'none'" },
@@ -412,6 +447,254 @@ static void test_domain_confined(void **state)
 	free(xml);
 	golden("domain-clone-confined.xml", xml = xml_of_uid(&spec, &im, false, false, true, "/var/lib/aas", 200999));
 	free(xml);
+}
+
+/*
+ * Host limits in the XML: the CPU quota (2 vCPUs at 0.5 host CPU each: one
+ * host CPU per period) and the I/O weight; neither when the host has no
+ * controller for it (0). Under TCG, the code cache's cap is there either way.
+ */
+static void test_domain_limits(void **state)
+{
+	struct image im = test_image(true);
+	saas_vm_spec spec = test_spec();
+	struct saas__lv_domain def = {
+		&spec, &im, "/var/lib/aas", "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSUVuZ2luZSBhYXMtZW5naW5l",
+		VMDIR, VMDIR "/disk.qcow2", 40022, false, false, false, 200007, 994, 500, 200,
+	};
+	char *xml;
+
+	(void)state;
+	golden("domain-cold-limited.xml", xml = saas__lv_domain_xml(&def));
+	assert_non_null(strstr(xml, "<global_period>100000</global_period>"));
+	assert_non_null(strstr(xml, "<global_quota>100000</global_quota>"));
+	assert_non_null(strstr(xml, "<weight>200</weight>"));
+	assert_non_null(strstr(xml, "<tb-cache unit='MiB'>256</tb-cache>"));
+	free(xml);
+	/* 3 vCPUs at 1.125 host CPUs: 337500 us of every 100000. */
+	spec.vcpus = 3;
+	def.cpu_milli = 1125;
+	xml = saas__lv_domain_xml(&def);
+	assert_non_null(strstr(xml, "<global_quota>337500</global_quota>"));
+	free(xml);
+	def.cpu_milli = def.io_weight = 0;
+	def.kvm = true;
+	xml = saas__lv_domain_xml(&def);
+	assert_null(strstr(xml, "<cputune>"));
+	assert_null(strstr(xml, "<blkiotune>"));
+	assert_null(strstr(xml, "<tcg>"));
+	free(xml);
+}
+
+/* Per size: pids, memory and I/O weight. */
+static void test_limits_per_size(void **state)
+{
+	(void)state;
+	assert_int_equal(saas__lv_pids_max(1), 129);
+	assert_int_equal(saas__lv_pids_max(8), 136);
+	assert_int_equal(saas__lv_memory_limit_mib(1024, false), 1024 + 256 + 256);
+	assert_int_equal(saas__lv_memory_limit_mib(1024, true), 1024 + 256);
+	assert_int_equal(saas__lv_io_weight(1), 100);
+	assert_int_equal(saas__lv_io_weight(4), 400);
+	assert_int_equal(saas__lv_io_weight(10), 1000);
+	assert_int_equal(saas__lv_io_weight(4096), 1000);
+}
+
+/* ---- host limits: the cgroup hierarchies and the pids cgroup, against a fake tree ---------------- */
+
+static void put_text(const char *dir, const char *name, const char *text)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static char *get_text(const char *dir, const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return slurp(path);
+}
+
+/* A hierarchy of the fake tree: T/name, made. */
+static char *fake_mount(const char *t, const char *name)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", t, name) > 0);
+	assert_int_equal(saas__mkdir_p(p, 0755), 0);
+	return p;
+}
+
+/* This kind of host: cgroup v1 hybrid, no systemd: libvirt makes the domain cpu cgroups, no pids one. */
+static void test_cgroup_v1_ours(void **state)
+{
+	char *t = saas_test_tmpdir(), *pids = fake_mount(t, "pids"), *cpu = fake_mount(t, "cpu,cpuacct"),
+	     *blkio = fake_mount(t, "blkio"), *mem = fake_mount(t, "memory"), *v2 = fake_mount(t, "unified"), *mounts,
+	     *dir = NULL, *text;
+	struct saas__lv_cg cg;
+	bool own = false;
+
+	(void)state;
+	put_text(v2, "cgroup.controllers", "hugetlb\n");
+	put_text(blkio, "blkio.bfq.io_service_bytes", "Total 0\n"); /* BFQ is there to honour weights */
+	assert_true(asprintf(&mounts,
+	                     "tmpfs %s tmpfs rw 0 0\n"
+	                     "cgroup %s cgroup rw,relatime,cpu,cpuacct 0 0\n"
+	                     "cgroup %s cgroup rw,relatime,memory 0 0\n"
+	                     "cgroup %s cgroup rw,relatime,blkio 0 0\n"
+	                     "cgroup %s cgroup rw,relatime,pids 0 0\n"
+	                     "cgroup %s/systemd cgroup rw,relatime,name=systemd 0 0\n"
+	                     "cgroup2 %s cgroup2 rw,relatime 0 0\n",
+	                     t, cpu, mem, blkio, pids, t, v2) > 0);
+	assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+	for (int i = 0; i < CG_NCTL; i++)
+		assert_true(saas__lv_cg_has(&cg, i));
+	assert_string_equal(cg.v1[CG_PIDS], pids);
+	assert_string_equal(cg.v1[CG_CPU], cpu);
+	assert_false(cg.v2_has[CG_PIDS]);
+
+	assert_int_equal(saas__lv_cg_pids_dir(&cg,
+	                                      "9:name=systemd:/\n8:pids:/\n7:blkio:/machine/qemu-embed-1-sbx-a.libvirt-qemu\n"
+	                                      "2:cpu,cpuacct:/machine/qemu-embed-1-sbx-a.libvirt-qemu/emulator\n0::/\n",
+	                                      "aas-0123456789abcdef", "sbx-a", &dir, &own),
+	                 SAAS_OK);
+	assert_true(own);
+	assert_true(strstr(dir, "/pids/aas-0123456789abcdef/sbx-a") && strncmp(dir, pids, strlen(pids)) == 0);
+
+	/* Made, limited, QEMU moved in; removed at destroy (a real cgroup's files go with it). */
+	assert_int_equal(saas__lv_cg_pids_limit(dir, own, 4242, saas__lv_pids_max(2)), SAAS_OK);
+	assert_string_equal(text = get_text(dir, "pids.max"), "130");
+	free(text);
+	assert_string_equal(text = get_text(dir, "cgroup.procs"), "4242");
+	free(text);
+	assert_int_equal(saas__lv_cg_pids_remove(&cg, "aas-0123456789abcdef", "sbx-a"), SAAS_EIO); /* not empty */
+	put_text(dir, "pids.max", "");
+	{
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/pids.max", dir);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+		unlink(path);
+	}
+	assert_int_equal(saas__lv_cg_pids_remove(&cg, "aas-0123456789abcdef", "sbx-a"), SAAS_OK);
+	assert_int_equal(access(dir, F_OK), -1);
+	assert_int_equal(saas__lv_cg_pids_remove(&cg, "aas-0123456789abcdef", "sbx-a"), SAAS_OK); /* gone already */
+	free(dir);
+
+	/* The sweep at open: a VM gone while no engine ran loses its cgroup; one still running keeps it. */
+	{
+		char *gone, *busy;
+		assert_true(asprintf(&gone, "%s/aas-0123456789abcdef/sbx-gone", pids) > 0);
+		assert_true(asprintf(&busy, "%s/aas-0123456789abcdef/sbx-busy", pids) > 0);
+		assert_int_equal(saas__mkdir_p(gone, 0755), 0);
+		assert_int_equal(saas__mkdir_p(busy, 0755), 0);
+		put_text(busy, "cgroup.procs", "4243"); /* a fake tree's stand-in for EBUSY: not empty */
+		saas__lv_cg_pids_sweep(&cg, "aas-0123456789abcdef");
+		assert_int_equal(access(gone, F_OK), -1);
+		assert_int_equal(access(busy, F_OK), 0);
+		free(gone);
+		free(busy);
+	}
+	saas__lv_cg_clear(&cg);
+	free(mounts);
+	free(pids);
+	free(cpu);
+	free(blkio);
+	free(mem);
+	free(v2);
+	saas_test_rmdir(t);
+}
+
+/* v1 under machined: the domain's scope is in the pids hierarchy too, and is the one limited. */
+static void test_cgroup_v1_machined(void **state)
+{
+	char *t = saas_test_tmpdir(), *pids = fake_mount(t, "pids"), *cpu = fake_mount(t, "cpu"), *mounts, *dir = NULL;
+	struct saas__lv_cg cg;
+	bool own = true;
+
+	(void)state;
+	assert_true(asprintf(&mounts, "cgroup %s cgroup rw,cpu 0 0\ncgroup %s cgroup rw,pids 0 0\n", cpu, pids) > 0);
+	assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+	assert_false(saas__lv_cg_has(&cg, CG_MEMORY));
+	assert_false(saas__lv_cg_has(&cg, CG_IO));
+	saas__lv_cg_clear(&cg);
+	free(mounts);
+	/* A blkio hierarchy without a scheduler that weighs (no CFQ nor BFQ files) gives no I/O weight. */
+	{
+		char *blkio = fake_mount(t, "blkio");
+		assert_true(asprintf(&mounts, "cgroup %s cgroup rw,blkio 0 0\n", blkio) > 0);
+		assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+		assert_false(saas__lv_cg_has(&cg, CG_IO));
+		saas__lv_cg_clear(&cg);
+		free(mounts);
+		put_text(blkio, "blkio.weight", "100\n");
+		assert_true(asprintf(&mounts, "cgroup %s cgroup rw,blkio 0 0\n", blkio) > 0);
+		assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+		assert_true(saas__lv_cg_has(&cg, CG_IO));
+		saas__lv_cg_clear(&cg);
+		free(mounts);
+		free(blkio);
+	}
+	assert_true(asprintf(&mounts, "cgroup %s cgroup rw,cpu 0 0\ncgroup %s cgroup rw,pids 0 0\n", cpu, pids) > 0);
+	assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+	assert_int_equal(saas__lv_cg_pids_dir(&cg,
+	                                      "5:pids:/machine.slice/machine-qemu\\x2d1\\x2dsbx.scope\n"
+	                                      "1:cpu:/machine.slice/machine-qemu\\x2d1\\x2dsbx.scope/libvirt/emulator\n",
+	                                      "aas-x", "sbx", &dir, &own),
+	                 SAAS_OK);
+	assert_false(own);
+	assert_true(strncmp(dir, pids, strlen(pids)) == 0);
+	assert_string_equal(dir + strlen(pids), "/machine.slice/machine-qemu\\x2d1\\x2dsbx.scope");
+	free(dir);
+	saas__lv_cg_clear(&cg);
+	free(mounts);
+	free(pids);
+	free(cpu);
+	saas_test_rmdir(t);
+}
+
+/* cgroup v2: the domain's own cgroup (above libvirt's emulator and vcpu groups) has pids.max. */
+static void test_cgroup_v2(void **state)
+{
+	char *t = saas_test_tmpdir(), *v2 = fake_mount(t, "v2"), *mounts, *dir = NULL;
+	struct saas__lv_cg cg;
+	bool own = true;
+
+	(void)state;
+	put_text(v2, "cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+	assert_true(asprintf(&mounts, "cgroup2 %s cgroup2 rw,nsdelegate 0 0\n", v2) > 0);
+	assert_int_equal(saas__lv_cg_detect(&cg, mounts), SAAS_OK);
+	for (int i = 0; i < CG_NCTL; i++)
+		assert_true(saas__lv_cg_has(&cg, i));
+	assert_int_equal(saas__lv_cg_pids_dir(&cg, "0::/machine.slice/machine-qemu\\x2d3\\x2dsbx.scope/libvirt/emulator\n",
+	                                      "aas-x", "sbx", &dir, &own),
+	                 SAAS_OK);
+	assert_false(own);
+	assert_string_equal(dir + strlen(v2), "/machine.slice/machine-qemu\\x2d3\\x2dsbx.scope");
+	free(dir);
+	/* A QEMU left in the root cgroup has none of its own to limit. */
+	assert_int_equal(saas__lv_cg_pids_dir(&cg, "0::/\n", "aas-x", "sbx", &dir, &own), SAAS_ENOTSUP);
+	assert_null(dir);
+	/* Nothing is ever removed on v2: the domain's cgroup is libvirt's (or machined's). */
+	assert_int_equal(saas__lv_cg_pids_remove(&cg, "aas-x", "sbx"), SAAS_OK);
+	saas__lv_cg_clear(&cg);
+	free(mounts);
+
+	/* A host with no cgroups at all: no limits, said so. */
+	assert_int_equal(saas__lv_cg_detect(&cg, "proc /proc proc rw 0 0\n"), SAAS_OK);
+	for (int i = 0; i < CG_NCTL; i++)
+		assert_false(saas__lv_cg_has(&cg, i));
+	assert_int_equal(saas__lv_cg_pids_dir(&cg, "0::/\n", "aas-x", "sbx", &dir, &own), SAAS_ENOTSUP);
+	assert_string_equal(saas_error_last()->message, "the host has no pids controller");
+	saas__lv_cg_clear(&cg);
+	free(v2);
+	saas_test_rmdir(t);
 }
 
 /* Drop the lines only a cold boot has (the kernel) and only a clone has (-incoming defer). */
@@ -1380,6 +1663,7 @@ int main(void)
 		cmocka_unit_test(test_config_bare_uri),
 		cmocka_unit_test(test_config_every_option),
 		cmocka_unit_test(test_config_bad_values),
+		cmocka_unit_test(test_config_cpu_limit),
 		cmocka_unit_test(test_config_uids),
 		cmocka_unit_test(test_default_images_dir),
 		cmocka_unit_test(test_qemu_conf),
@@ -1387,6 +1671,11 @@ int main(void)
 		cmocka_unit_test(test_domain_clone),
 		cmocka_unit_test(test_domain_initramfs_kvm),
 		cmocka_unit_test(test_domain_confined),
+		cmocka_unit_test(test_domain_limits),
+		cmocka_unit_test(test_limits_per_size),
+		cmocka_unit_test(test_cgroup_v1_ours),
+		cmocka_unit_test(test_cgroup_v1_machined),
+		cmocka_unit_test(test_cgroup_v2),
 		cmocka_unit_test(test_domain_clone_matches_template),
 		cmocka_unit_test(test_meta_round_trip),
 		cmocka_unit_test(test_meta_incomplete),

@@ -61,6 +61,7 @@ void saas__lv_launch_undo(struct launch *l)
 		virDomainFree(l->dom);
 		l->dom = NULL;
 	}
+	saas__lv_limits_release(l->d, l->spec->name);
 	if (l->dir)
 		saas__lv_rm_tree(l->dir);
 	free(l->dir);
@@ -118,6 +119,8 @@ int saas__lv_launch_start(struct launch *l)
 		def.uid = l->uid;
 		def.gid = (unsigned int)d->guest_gid;
 		def.policy = l->policy;
+		def.cpu_milli = d->lim_cpu ? d->cpu_milli : 0;
+		def.io_weight = d->lim_io ? saas__lv_io_weight(l->spec->vcpus) : 0;
 		pthread_mutex_lock(&d->mu); /* d->kvm changes when KVM turns out not to work */
 		def.kvm = d->kvm;
 		pthread_mutex_unlock(&d->mu);
@@ -126,8 +129,10 @@ int saas__lv_launch_start(struct launch *l)
 			return saas__oom();
 		l->dom = virDomainCreateXML(d->conn, xml, incoming ? VIR_DOMAIN_START_PAUSED : 0);
 		free(xml);
+		/* A clone gets its limits before its state comes in: it never runs unlimited. */
 		if (l->dom)
-			return SAAS_OK;
+			return saas__lv_limits_apply(d, l->dom, l->spec->name, l->spec->vcpus,
+			                             saas__lv_domain_memory(l->spec, l->im), def.kvm);
 		rc = saas__lv_virt_error("starting the VM");
 		/*
 		 * /dev/kvm can open and still not run a guest (nested virtualisation

@@ -77,6 +77,44 @@ bad:
 	                   UIDS_FIRST_DEFAULT + UIDS_COUNT_DEFAULT - 1, val);
 }
 
+/*
+ * cpu_limit=on|off|RATIO: RATIO host CPUs per vCPU, a decimal of at most
+ * three places (no strtod: its idea of the decimal point is the locale's).
+ */
+static int parse_cpu_limit(struct saas__lv_config *cfg, const char *val)
+{
+	unsigned long milli = 0;
+	const char *p = val;
+	int places = -1;
+
+	if (strcmp(val, "on") == 0 || strcmp(val, "off") == 0) {
+		cfg->cpu_milli = strcmp(val, "on") == 0 ? CPU_MILLI_DEFAULT : 0;
+		return SAAS_OK;
+	}
+	/* At most 5 integer digits: the bound check below sees every value that fits. */
+	for (int digits = 0; isdigit((unsigned char)*p) && digits < 5; p++, digits++)
+		milli = milli * 10 + (unsigned long)(*p - '0');
+	if (p == val)
+		goto bad;
+	milli *= 1000;
+	if (*p == '.') {
+		unsigned long scale = 100;
+		for (p++, places = 0; isdigit((unsigned char)*p) && places < 3; p++, places++, scale /= 10)
+			milli += (unsigned long)(*p - '0') * scale;
+		if (places == 0)
+			goto bad;
+	}
+	if (*p)
+		goto bad;
+	if (milli < CPU_MILLI_MIN || milli > CPU_MILLI_MAX)
+		return saas__inval("cpu_limit must be a ratio of host CPUs per vCPU from %u.%02u to %u, not '%s'",
+		                   CPU_MILLI_MIN / 1000, CPU_MILLI_MIN % 1000 / 10, CPU_MILLI_MAX / 1000, val);
+	cfg->cpu_milli = (unsigned int)milli;
+	return SAAS_OK;
+bad:
+	return saas__inval("cpu_limit must be on, off or a ratio of host CPUs per vCPU (e.g. 0.5), not '%s'", val);
+}
+
 void saas__lv_config_clear(struct saas__lv_config *cfg)
 {
 	free(cfg->uri);
@@ -98,6 +136,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->uids = UIDS_AUTO;
 	cfg->uid_first = UIDS_FIRST_DEFAULT;
 	cfg->uid_count = UIDS_COUNT_DEFAULT;
+	cfg->cpu_milli = CPU_MILLI_DEFAULT;
 	if (!text || !*text)
 		return SAAS_OK;
 	if (!strchr(text, '='))
@@ -141,6 +180,8 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			/* Checked when the resolver starts (egress.c), which says what it must look like. */
 			free(cfg->dns_upstream);
 			rc = (cfg->dns_upstream = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
+		} else if (strcmp(tok, "cpu_limit") == 0) {
+			rc = parse_cpu_limit(cfg, val);
 		} else {
 			rc = saas__inval("unknown libvirt driver option '%s'", tok);
 		}

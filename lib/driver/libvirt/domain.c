@@ -24,6 +24,11 @@ static void xml_escape(saas__buf *b, const char *s)
 	}
 }
 
+unsigned int saas__lv_domain_memory(const saas_vm_spec *spec, const struct image *im)
+{
+	return im->min_memory_mib && spec->memory_mb < im->min_memory_mib ? im->min_memory_mib : spec->memory_mb;
+}
+
 /*
  * The domain of a VM: a clone's (def->incoming) adds -incoming defer, its
  * state being fed in through QMP.
@@ -33,10 +38,8 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	const saas_vm_spec *spec = def->spec;
 	const struct image *im = def->im;
 	saas__buf b = SAAS__BUF_INIT;
-	unsigned int mem = spec->memory_mb;
+	unsigned int mem = saas__lv_domain_memory(spec, im);
 
-	if (im->min_memory_mib && mem < im->min_memory_mib)
-		mem = im->min_memory_mib;
 	saas__buf_printf(&b, "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n",
 	                 def->kvm ? "kvm" : "qemu");
 	saas__buf_puts(&b, "  <name>");
@@ -58,6 +61,19 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
 	saas__buf_puts(&b, "  <genid/>\n");
 	saas__buf_printf(&b, "  <memory unit='MiB'>%u</memory>\n  <vcpu>%u</vcpu>\n", mem, spec->vcpus);
+	/*
+	 * Host limits in the domain's cgroup (cgroup.c): the global quota holds
+	 * QEMU's every thread, vCPUs and emulator together, to cpu_milli/1000
+	 * host CPUs per vCPU; the I/O weight is its share of the disk under
+	 * contention. The memory limit is set live after start.
+	 */
+	if (def->cpu_milli)
+		saas__buf_printf(&b, "  <cputune>\n    <global_period>%u</global_period>\n"
+		                     "    <global_quota>%llu</global_quota>\n  </cputune>\n",
+		                 CPU_PERIOD_US,
+		                 (unsigned long long)spec->vcpus * def->cpu_milli * CPU_PERIOD_US / 1000);
+	if (def->io_weight)
+		saas__buf_printf(&b, "  <blkiotune>\n    <weight>%u</weight>\n  </blkiotune>\n", def->io_weight);
 	saas__buf_puts(&b, "  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n");
 	/*
 	 * A clone's kernel is already in the memory it restores: loading the
@@ -76,7 +92,14 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 		xml_escape(&b, def->authkey_b64);
 		saas__buf_puts(&b, "</cmdline>\n");
 	}
-	saas__buf_puts(&b, "  </os>\n  <features><acpi/></features>\n");
+	/*
+	 * Under TCG, QEMU's translated-code cache grows to 1 GiB by default: it
+	 * is capped so that the memory limit can count it (TCG_CACHE_MIB).
+	 */
+	saas__buf_puts(&b, "  </os>\n  <features>\n    <acpi/>\n");
+	if (!def->kvm)
+		saas__buf_printf(&b, "    <tcg>\n      <tb-cache unit='MiB'>%u</tb-cache>\n    </tcg>\n", TCG_CACHE_MIB);
+	saas__buf_puts(&b, "  </features>\n");
 	/* Under TCG, 'maximum' gives the guest RDRAND (no entropy stalls); with KVM, the host's CPU. */
 	saas__buf_puts(&b, def->kvm ? "  <cpu mode='host-passthrough'/>\n" : "  <cpu mode='maximum'/>\n");
 	saas__buf_puts(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"

@@ -71,6 +71,8 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 			rc = SAAS_ENOMEM;
 			goto out;
 		}
+		if (im->disk)
+			im->disk_bytes = (uint64_t)json_integer_value(json_object_get(disk, "virtual_size"));
 	}
 	im->min_memory_mib = (unsigned int)json_integer_value(json_object_get(root, "min_memory_mib"));
 	/* A rebuilt image must never restore an old template: key them by the recipe (or, lacking one, the build). */

@@ -284,6 +284,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->uid_first = cfg.uid_first;
 	d->uid_count = cfg.uid_count;
 	d->dns_upstream = cfg.dns_upstream;
+	d->cpu_milli = cfg.cpu_milli;
 	if (!d->images && !(d->images = saas__lv_default_images_dir())) {
 		rc = SAAS_ENOMEM;
 		goto fail;
@@ -323,6 +324,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 			rc = saas__oom();
 			goto fail;
 		}
+		d->root = root;
+		root = NULL;
 	} else if (d->uids_mode == UIDS_ON) {
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
 		                 "uids: per-VM uids are the embedded driver's; with uri=, the libvirt daemon's qemu.conf decides");
@@ -345,6 +348,13 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__error_wrap(rc, "%s", d->uri);
 		goto fail;
 	}
+	{
+		/* Our pids cgroups are named after the state directory, as the embedded root is. */
+		char hash[65];
+		saas__sha256_hex(hash, env->state_dir, strlen(env->state_dir));
+		snprintf(d->cg_group, sizeof(d->cg_group), "aas-%.16s", hash);
+	}
+	saas__lv_limits_setup(d, d->root != NULL);
 	saas__lv_templates_cleanup(d);
 	if (d->confined)
 		saas__lv_own_domains(d, VM_PREFIX, adopt_uid, NULL);
@@ -373,6 +383,8 @@ fail:
 	free(d->authkey_b64);
 	free(d->owner);
 	free(d->dns_upstream);
+	free(d->root);
+	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
@@ -432,6 +444,8 @@ static void lv_close(void *ctx)
 	free(d->authkey_b64);
 	free(d->owner);
 	free(d->dns_upstream);
+	free(d->root);
+	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_mutex_destroy(&d->mu);
@@ -466,6 +480,7 @@ static int lv_destroy(void *ctx, const char *name)
 			uid = v->uid; /* its domain went away by itself (the guest powered off) */
 		saas__lv_vm_put(d, v);
 	}
+	saas__lv_limits_release(d, name);
 	if ((dir = saas__lv_drv_path(d, "vms", name))) {
 		saas__lv_rm_tree(dir);
 		free(dir);
@@ -505,6 +520,17 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_mutex_lock(&d->mu);
 	rc = saas__lv_image_get(d, spec->image, &im);
+	/*
+	 * The overlay is the size's disk, and the guest's filesystem grows to
+	 * fill it at boot (it is never shrunk): on a smaller disk than the
+	 * image's own the guest would meet I/O errors where it should find its
+	 * disk full.
+	 */
+	if (rc == SAAS_OK && im->disk_bytes > (uint64_t)spec->disk_gb << 30)
+		rc = saas__inval("the size's disk (%u GiB) is smaller than image %s's filesystem (%llu MiB): "
+		                 "choose a size with a disk of at least %llu GiB",
+		                 spec->disk_gb, im->name, (unsigned long long)(im->disk_bytes >> 20),
+		                 (unsigned long long)((im->disk_bytes + (1u << 30) - 1) >> 30));
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	if (rc == SAAS_OK && d->confined)
@@ -575,6 +601,25 @@ out:
 	return rc;
 }
 
+/*
+ * A VM a previous engine started is held to its size as a new one is: its
+ * pids cgroup (left in place when its QEMU still ran in it) is made again if
+ * it is missing, and the memory limit set again. A failure is logged: the VM
+ * runs on as it did.
+ */
+static void adopt_limits(struct drv *d, virDomainPtr dom, const char *name)
+{
+	virDomainInfo info;
+	bool kvm;
+
+	pthread_mutex_lock(&d->mu);
+	kvm = d->kvm;
+	pthread_mutex_unlock(&d->mu);
+	if (virDomainGetInfo(dom, &info) < 0 ||
+	    saas__lv_limits_apply(d, dom, name, info.nrVirtCpu, (unsigned int)(info.maxMem >> 10), kvm) < 0)
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s adopted without its limits: %s", name, saas_error_last()->message);
+}
+
 static int lv_state(void *ctx, const char *name, int *state)
 {
 	struct drv *d = ctx;
@@ -603,6 +648,7 @@ static int lv_state(void *ctx, const char *name, int *state)
 				pthread_mutex_unlock(&d->mu);
 			}
 			saas__lv_vm_add(d, name, port, uid, host_key, NULL);
+			adopt_limits(d, dom, name);
 		}
 		free(host_key);
 		free(owner);

@@ -25,6 +25,7 @@
  *   image.c     image manifests, reloaded when an image is rebuilt
  *   vm.c        the registry of running VMs and their SSH sessions
  *   uid.c       each VM's own QEMU uid: the range, the allocator, the files
+ *   cgroup.c    each VM's host limits: memory and pids cgroups, what the host has
  *   domain.c    domain XML and the metadata read back from running domains
  *   boot.c      making a VM: its directory, overlay, domain; cold boots
  *   qmp.c       QEMU monitor commands (migration to and from a file)
@@ -97,6 +98,31 @@ struct ifaddrs;
 #define UIDS_LAST_MAX 2147483646u         /* uid_t stays positive as an int; (uid_t)-1 is "none" */
 #define UIDS_COUNT_MAX 1000000u
 
+/*
+ * Host limits (cgroup.c). cpu_limit=RATIO gives each VM's QEMU, all its
+ * threads together, RATIO host CPUs per vCPU (on: 1); in thousandths here.
+ */
+#define CPU_MILLI_DEFAULT 1000u
+#define CPU_MILLI_MIN 10u                /* 0.01: the kernel takes no CFS quota under 1 ms per 100 ms */
+#define CPU_MILLI_MAX 16000u
+#define CPU_PERIOD_US 100000u            /* the quota's period: the kernel's default */
+/*
+ * Memory: the hard limit is the guest's memory plus QEMU's own (heap, device
+ * buffers, libraries) and, under TCG, its translated-code cache, which the
+ * domain caps at TCG_CACHE_MIB (QEMU's own default grows to 1 GiB).
+ */
+#define MEM_OVERHEAD_MIB 256u
+#define TCG_CACHE_MIB 256u
+/*
+ * pids: QEMU's threads are its main loop, one per vCPU, a pool of up to 64
+ * for blocking I/O, RCU, migration and a few more: the limit leaves room for
+ * all of them at once (at exactly its count a migration failed to start a
+ * thread and QEMU died) and none for a fork bomb.
+ */
+#define PIDS_BASE 128u
+#define IO_WEIGHT_PER_VCPU 100u          /* the blkio/io weight, per vCPU: the host's own processes have 100 */
+#define IO_WEIGHT_MAX 1000u
+
 /* ---- configuration (conf.c) ------------------------------------------------------------------ */
 
 enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
@@ -115,14 +141,14 @@ struct saas__lv_config {
 	int uids;                        /* enum uidcfg */
 	unsigned int uid_first, uid_count;
 	char *dns_upstream;              /* the policy resolver's upstream "ADDR" or "ADDR#PORT"; NULL: resolv.conf's */
+	unsigned int cpu_milli;          /* host CPU per vCPU in thousandths (cpu_limit); 0: no limit */
 };
 
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
  * templates=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
- * dns_upstream=ADDR[#PORT]. NULL or ""
- * gives the defaults. On
+ * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO. NULL or "" gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
@@ -157,12 +183,49 @@ bool saas__lv_uids_mark(struct saas__lv_uids *u, unsigned int uid);
 /* Let a uid go (0 and uids outside the range are ignored). */
 void saas__lv_uids_put(struct saas__lv_uids *u, unsigned int uid);
 
+/* ---- host limits (cgroup.c) ----------------------------------------------------------------- */
+
+enum cg_ctl { CG_CPU, CG_MEMORY, CG_PIDS, CG_IO, CG_NCTL };
+
+/* The host's cgroup hierarchies, from /proc/self/mounts. */
+struct saas__lv_cg {
+	char *v1[CG_NCTL];               /* where each v1 controller is mounted, or NULL */
+	char *v2;                        /* where the cgroup2 hierarchy is mounted, or NULL */
+	bool v2_has[CG_NCTL];            /* controllers v2 offers (those no v1 hierarchy holds) */
+};
+
+/* Read the hierarchies from mounts (the text of /proc/self/mounts) and v2's cgroup.controllers. */
+int saas__lv_cg_detect(struct saas__lv_cg *cg, const char *mounts);
+void saas__lv_cg_clear(struct saas__lv_cg *cg);
+bool saas__lv_cg_has(const struct saas__lv_cg *cg, int ctl);
+
+/* Per size: the pids limit, the memory hard limit (MiB; memory_mib as the domain has it), the I/O weight. */
+unsigned int saas__lv_pids_max(unsigned int vcpus);
+unsigned int saas__lv_memory_limit_mib(unsigned int memory_mib, bool kvm);
+unsigned int saas__lv_io_weight(unsigned int vcpus);
+
+/*
+ * The directory whose pids.max limits a VM's QEMU, from its /proc/PID/cgroup
+ * text: on v2, the domain's own cgroup; on v1, the domain's pids cgroup when
+ * libvirt made one, else ours (*own): V1_PIDS/group/name. *dir freed by the
+ * caller. SAAS_ENOTSUP (saying why) when the host offers none.
+ */
+int saas__lv_cg_pids_dir(const struct saas__lv_cg *cg, const char *proc_cgroup, const char *group, const char *name,
+                         char **dir, bool *own);
+/* Write max into dir's pids.max; own: make dir first and move pid (every thread of it) in. */
+int saas__lv_cg_pids_limit(const char *dir, bool own, long pid, unsigned int max);
+/* Remove our pids cgroup of name (nothing on v2 or when there is none). */
+int saas__lv_cg_pids_remove(const struct saas__lv_cg *cg, const char *group, const char *name);
+/* Remove every one of group's pids cgroups that no process is left in (VMs gone while no engine ran). */
+void saas__lv_cg_pids_sweep(const struct saas__lv_cg *cg, const char *group);
+
 /* ---- shared state ---------------------------------------------------------------------------- */
 
 struct image {
 	char name[64];
 	char *dir;
 	char *kernel, *initrd, *disk;    /* absolute paths; disk NULL for initramfs images */
+	uint64_t disk_bytes;             /* the disk's virtual size (its filesystem's), 0 if the manifest lacks it */
 	char *boot_args;
 	char *host_key;                  /* "ssh-ed25519 AAAA..." */
 	char *recipe;                    /* what the image was built from (its recipe hash), for template keys */
@@ -207,6 +270,11 @@ struct drv {
 	gid_t guest_gid;                 /* confined: every VM's QEMU group */
 	int uids_mode;                   /* enum uidcfg, from driver_config */
 	unsigned int uid_first, uid_count;
+	char *root;                      /* the embedded driver's root, or NULL */
+	unsigned int cpu_milli;          /* from cpu_limit */
+	struct saas__lv_cg cg;           /* the host's cgroup hierarchies */
+	char cg_group[32];               /* our pids cgroups' parent: aas-HASH of the state directory */
+	bool lim_cpu, lim_memory, lim_pids, lim_io; /* the limits this host gives VMs (cgroup.c) */
 	char guard_why[512];             /* why not, when !guard */
 	struct saas__lv_egress *egress;  /* per-VM egress by uid (egress.c); NULL: only the guard, by group */
 	char egress_why[512];            /* why not, when !egress */
@@ -273,6 +341,16 @@ int saas__lv_ensure_key(struct drv *d);
 int saas__lv_embed_root(const char *state_dir, char **out);
 /* Write ROOT/etc/qemu.conf for the embedded driver (confined: per-VM uids). */
 int saas__lv_write_qemu_conf(const char *root, bool confined);
+
+/* ---- host limits, the driver's side (cgroup.c) ----------------------------------------------- */
+
+/* Which limits this host can give (d->lim_*), said once in the log; removes pids cgroups left behind. */
+void saas__lv_limits_setup(struct drv *d, bool embedded);
+/* A running domain's limits that are not in its XML: memory (live) and pids. */
+int saas__lv_limits_apply(struct drv *d, virDomainPtr dom, const char *name, unsigned int vcpus, unsigned int memory_mib,
+                          bool kvm);
+/* At destroy: the VM's pids cgroup goes (its QEMU is gone). */
+void saas__lv_limits_release(struct drv *d, const char *name);
 
 /* ---- network policy and the guard (guard.c) -------------------------------------------------- */
 
@@ -465,6 +543,8 @@ struct saas__lv_domain {
 	bool incoming;                   /* a clone: -incoming defer, no kernel */
 	unsigned int uid, gid;           /* QEMU's own uid and group (a static DAC label); uid 0: none */
 	bool policy;                     /* internet, and the metadata says "policy" (egress.c decides) */
+	unsigned int cpu_milli;          /* host CPU per vCPU in thousandths (<cputune>); 0: no limit */
+	unsigned int io_weight;          /* <blkiotune> weight; 0: none */
 };
 
 /*
@@ -474,6 +554,8 @@ struct saas__lv_domain {
  * out of memory.
  */
 char *saas__lv_domain_xml(const struct saas__lv_domain *def);
+/* The guest's memory in MiB, as the domain has it: the size's, or the image's minimum if more. */
+unsigned int saas__lv_domain_memory(const saas_vm_spec *spec, const struct image *im);
 
 /*
  * Our metadata element, as virDomainGetMetadata gives it: the SSH port, the

@@ -32,6 +32,7 @@ static int destroy_template_vm(struct drv *d, virDomainPtr dom, const char *name
 	(void)ud;
 	saas__lv_log(d, SAAS_LOG_INFO, "destroying template VM %s, left over from an interrupted build", name);
 	virDomainDestroy(dom);
+	saas__lv_limits_release(d, name);
 	if ((vmdir = saas__lv_drv_path(d, "vms", name)))
 		saas__lv_rm_tree(vmdir);
 	free(vmdir);

@@ -1,0 +1,465 @@
+/*
+ * A size is what it says, on the host: real VMs (the tiny image) through the
+ * libvirt driver, with the limits read back from the real QEMU's cgroups
+ * (/proc/PID/cgroup names its directory in each hierarchy, v1 or v2):
+ *
+ *  - CPU quota, memory hard limit and pids.max are what the size says;
+ *  - a 2-vCPU guest spinning 4 busy loops under cpu_limit=0.5 gets about one
+ *    host CPU, and more than half as much again with the limit off (QEMU's
+ *    utime + stime over a few seconds: its share of the host, not wall time);
+ *  - a VM adopted by a new engine keeps its limits, and every pids cgroup the
+ *    driver made is gone once its VM is destroyed.
+ *
+ * With the argument "disk" (vm.cgroups.disk, the default image): a guest's
+ * filesystem grows to its size's disk, its unprivileged user writing without
+ * end gets ENOSPC, and the overlay on the host holds no more than the disk
+ * plus qcow2's metadata, nor does the host's free space fall by more.
+ *
+ * Needs root (libvirt makes cgroups only as root); skipped otherwise.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "saas.h"
+
+#define SIZE_VCPUS 2
+#define SIZE_MEMORY_MB 512
+/* As the driver states it (docs/security.md): guest + 256 MiB for QEMU + 256 MiB of TCG code cache. */
+#define WANT_MEMORY_LIMIT ((unsigned long long)(SIZE_MEMORY_MB + 256 + 256) << 20)
+#define WANT_PIDS_MAX (128 + SIZE_VCPUS)
+
+#define DISK_GB 5
+/* qcow2's tables: 8 bytes of L2 and 2 of refcount per 64 KiB cluster (0.015 %), a few header clusters. */
+#define DISK_SLACK ((((unsigned long long)DISK_GB << 30) >> 12) + (2ull << 20))
+
+static char state_dir[4096], images[4096];
+static const char *image = "tiny";
+static saas_engine *engine;
+static saas_client *client;
+static char *key;
+
+static void check(int rc, const char *what)
+{
+	if (rc != SAAS_OK)
+		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
+}
+
+static void log_to_stderr(void *ud, int level, const char *msg)
+{
+	(void)ud;
+	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
+		fprintf(stderr, "  [engine] %s\n", msg);
+}
+
+static void open_engine(const char *cpu_limit)
+{
+	static const saas_size two = { "two", SIZE_VCPUS, SIZE_MEMORY_MB, 1, 100000 };
+	static const saas_size disk = { "disk", 1, 1024, DISK_GB, 100000 };
+	static const saas_size *const sizes[] = { &two, &disk };
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	char config[8192];
+
+	/* No templates: every VM boots cold, so that no template build competes for the CPU measured. */
+	snprintf(config, sizeof(config), "images=%s boot_timeout=300 templates=off cpu_limit=%s", images, cpu_limit);
+	o.state_dir = state_dir;
+	o.driver_config = config;
+	o.default_image = image;
+	o.sizes = sizes;
+	o.nsizes = 2;
+	o.log = log_to_stderr;
+	o.log_level = SAAS_LOG_INFO;
+	check(saas_engine_open(&engine, &o), "engine open");
+	if (key)
+		check(saas_client_open_local(&client, engine, key, 0), "client");
+}
+
+static void close_engine(void)
+{
+	saas_client_free(client);
+	client = NULL;
+	saas_engine_free(engine);
+	engine = NULL;
+}
+
+/* ---- the real QEMU's cgroups ----------------------------------------------------------------- */
+
+/* The pid of the QEMU whose guest is named name (its command line says guest=NAME), or 0. */
+static long qemu_pid(const char *name)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	char want[128];
+	long found = 0;
+
+	snprintf(want, sizeof(want), "guest=%s,", name);
+	while (proc && !found && (e = readdir(proc))) {
+		char path[300], buf[8192];
+		FILE *f;
+		size_t n;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < n; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = '\0';
+		if (strstr(buf, "qemu-system") && strstr(buf, want))
+			found = strtol(e->d_name, NULL, 10);
+	}
+	if (proc)
+		closedir(proc);
+	return found;
+}
+
+static bool cgroup_v2(void)
+{
+	return access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+}
+
+/*
+ * The directory of pid's cgroup for controller ctl (v1) or the unified one
+ * (v2, ctl ignored), without libvirt's sub-groups (emulator, libvirt): the
+ * domain's own, which holds all of QEMU's threads.
+ */
+static void cgroup_dir(long pid, const char *ctl, char *out, size_t size)
+{
+	char path[64], line[4096];
+	FILE *f;
+	bool v2 = cgroup_v2();
+
+	snprintf(path, sizeof(path), "/proc/%ld/cgroup", pid);
+	assert_non_null(f = fopen(path, "re"));
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL, *slash;
+		bool match = false;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		line[strcspn(c2 + 1, "\n") + (size_t)(c2 + 1 - line)] = '\0';
+		if (v2)
+			match = strcmp(line, "0") == 0;
+		else
+			for (char *tok = strtok(c1 + 1, ","); tok && !match; tok = strtok(NULL, ","))
+				match = strcmp(tok, ctl) == 0;
+		if (!match)
+			continue;
+		for (int i = 0; i < 2; i++)
+			if ((slash = strrchr(c2 + 1, '/')) && (strcmp(slash, "/emulator") == 0 || strcmp(slash, "/libvirt") == 0))
+				*slash = '\0';
+		snprintf(out, size, "/sys/fs/cgroup%s%s%s", v2 ? "" : "/", v2 ? "" : ctl, c2 + 1);
+		break;
+	}
+	fclose(f);
+	if (!out[0])
+		fail_msg("QEMU %ld is in no %s cgroup", pid, v2 ? "v2" : ctl);
+}
+
+static long long read_number(const char *dir, const char *file)
+{
+	char path[8192], buf[128] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if (!(f = fopen(path, "re")))
+		fail_msg("cannot read %s: %s", path, strerror(errno));
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	if (strncmp(buf, "max", 3) == 0)
+		return -1;
+	return strtoll(buf, NULL, 10);
+}
+
+/* CPU quota per period in microseconds (-1: none), as the kernel enforces it. */
+static long long cpu_quota(long pid)
+{
+	char dir[4096];
+
+	if (cgroup_v2()) {
+		cgroup_dir(pid, "cpu", dir, sizeof(dir));
+		return read_number(dir, "cpu.max"); /* "QUOTA PERIOD" or "max PERIOD" */
+	}
+	cgroup_dir(pid, "cpu", dir, sizeof(dir));
+	assert_int_equal(read_number(dir, "cpu.cfs_period_us"), 100000);
+	return read_number(dir, "cpu.cfs_quota_us");
+}
+
+/* pids.max of QEMU's pids cgroup; its directory in dir. */
+static long long pids_max(long pid, char *dir, size_t size)
+{
+	cgroup_dir(pid, "pids", dir, size);
+	return read_number(dir, "pids.max");
+}
+
+static long long memory_limit(long pid)
+{
+	char dir[4096];
+
+	cgroup_dir(pid, "memory", dir, sizeof(dir));
+	return read_number(dir, cgroup_v2() ? "memory.max" : "memory.limit_in_bytes");
+}
+
+/* ---- the CPU a busy guest gets --------------------------------------------------------------- */
+
+struct spin {
+	const char *id;
+	int rc;
+};
+
+/* 4 busy loops in the guest for SPIN_S seconds. */
+#define SPIN_S 14
+static void *spin_main(void *arg)
+{
+	struct spin *s = arg;
+	saas_execution *x = NULL;
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "for i in 1 2 3 4; do timeout %d sh -c 'while :; do :; done' & done; wait; echo spun",
+	         SPIN_S);
+	s->rc = saas_exec(&x, client, s->id, cmd, NULL, 0);
+	if (s->rc == SAAS_OK && (!x->stdout_data || !strstr(x->stdout_data, "spun")))
+		s->rc = SAAS_EBACKEND;
+	saas_execution_free(x);
+	return NULL;
+}
+
+/* QEMU's utime + stime, in clock ticks. */
+static long long cpu_ticks(long pid)
+{
+	char path[64], buf[4096], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	assert_non_null(f = fopen(path, "re"));
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	/* The command name may hold spaces: fields count from after its closing parenthesis. */
+	assert_non_null(p = strrchr(buf, ')'));
+	assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st), 2);
+	return (long long)(ut + st);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Host CPUs QEMU used on average while its guest spun (measured in the middle of the spin). */
+static double busy_cpus(const char *id, long pid)
+{
+	struct spin s = { id, SAAS_OK };
+	pthread_t t;
+	long long t0, t1;
+	double w0, w1, cpus;
+
+	assert_int_equal(pthread_create(&t, NULL, spin_main, &s), 0);
+	sleep(4); /* the exec's SSH channel up, the loops started */
+	t0 = cpu_ticks(pid);
+	w0 = now_s();
+	sleep(6);
+	t1 = cpu_ticks(pid);
+	w1 = now_s();
+	pthread_join(t, NULL);
+	check(s.rc, "spinning in the guest");
+	cpus = (double)(t1 - t0) / (double)sysconf(_SC_CLK_TCK) / (w1 - w0);
+	print_message("  QEMU of %s used %.2f host CPUs\n", id, cpus);
+	return cpus;
+}
+
+/* ---- the test -------------------------------------------------------------------------------- */
+
+static void test_limits(void **state)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *limited = NULL, *free_run = NULL, *got = NULL;
+	char pids_a[4096], pids_b[4096];
+	double cpus_limited, cpus_free;
+	long pa, pb;
+
+	(void)state;
+	o.size = "two";
+	o.timeout_s = 900;
+
+	/* cpu_limit=0.5: 2 vCPUs get one host CPU (100 ms of every 100 ms). */
+	check(saas_sandbox_create(&limited, client, &o, 0), "create (cpu_limit=0.5)");
+	assert_true((pa = qemu_pid(limited->id)) > 0);
+	assert_int_equal(cpu_quota(pa), 100000);
+	assert_int_equal(memory_limit(pa), (long long)WANT_MEMORY_LIMIT);
+	assert_int_equal(pids_max(pa, pids_a, sizeof(pids_a)), WANT_PIDS_MAX);
+	assert_true(read_number(pids_a, "pids.current") < WANT_PIDS_MAX);
+	cpus_limited = busy_cpus(limited->id, pa);
+	assert_true(cpus_limited < 1.3);
+
+	/* A new engine with the limit off adopts the first VM, limits and all. */
+	close_engine();
+	open_engine("off");
+	check(saas_sandbox_get(&got, client, limited->id), "the first sandbox, adopted");
+	saas_sandbox_free(got);
+	got = NULL;
+	assert_int_equal(qemu_pid(limited->id), pa);
+	assert_int_equal(pids_max(pa, pids_b, sizeof(pids_b)), WANT_PIDS_MAX);
+	assert_string_equal(pids_a, pids_b);
+
+	check(saas_sandbox_create(&free_run, client, &o, 0), "create (cpu_limit=off)");
+	assert_true((pb = qemu_pid(free_run->id)) > 0);
+	assert_int_equal(cpu_quota(pb), -1);
+	assert_int_equal(memory_limit(pb), (long long)WANT_MEMORY_LIMIT);
+	assert_int_equal(pids_max(pb, pids_b, sizeof(pids_b)), WANT_PIDS_MAX);
+	/* The first VM sits idle meanwhile: the second has the host's CPUs to itself. */
+	cpus_free = busy_cpus(free_run->id, pb);
+	assert_true(cpus_free > 1.5 * cpus_limited);
+
+	/* Destroyed, neither leaves a pids cgroup of the driver's behind. */
+	check(saas_sandbox_destroy(NULL, client, limited->id, 0), "destroy the first");
+	check(saas_sandbox_destroy(NULL, client, free_run->id, 0), "destroy the second");
+	if (strstr(pids_a, "/aas-")) {
+		assert_int_equal(access(pids_a, F_OK), -1);
+		assert_int_equal(access(pids_b, F_OK), -1);
+	}
+	saas_sandbox_free(limited);
+	saas_sandbox_free(free_run);
+}
+
+/* ---- the disk --------------------------------------------------------------------------------- */
+
+static unsigned long long free_bytes(const char *path)
+{
+	struct statvfs st;
+
+	assert_int_equal(statvfs(path, &st), 0);
+	return (unsigned long long)st.f_bavail * st.f_frsize;
+}
+
+static saas_execution *run(const char *id, const char *cmd)
+{
+	saas_exec_options xo = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+
+	xo.timeout_s = 600;
+	check(saas_exec(&x, client, id, cmd, &xo, 0), cmd);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	return x;
+}
+
+static void test_disk_full(void **state)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+	saas_execution *x;
+	unsigned long long size = 0, before, after, allocated;
+	char overlay[8192];
+	struct stat st;
+
+	(void)state;
+	o.size = "disk";
+	o.timeout_s = 900;
+	before = free_bytes(state_dir);
+	check(saas_sandbox_create(&sb, client, &o, 0), "create (5 GiB disk)");
+	snprintf(overlay, sizeof(overlay), "%s/libvirt/vms/%s/disk.qcow2", state_dir, sb->id);
+
+	/* The guest's filesystem is the whole disk (the image's is 4 GiB: it grew at boot). */
+	x = run(sb->id, "df -B1 --output=size / | tail -1");
+	size = strtoull(x->stdout_data, NULL, 10);
+	print_message("  the guest's / has %llu bytes\n", size);
+	assert_true(size > ((unsigned long long)DISK_GB << 30) * 95 / 100);
+	assert_true(size <= (unsigned long long)DISK_GB << 30);
+	saas_execution_free(x);
+
+	/* Its user writes until the disk says no. */
+	x = run(sb->id, "dd if=/dev/zero of=$HOME/fill bs=1M 2>&1; echo dd-exit=$?; sync; df -B1 --output=avail / | tail -1");
+	print_message("  %s", x->stdout_data);
+	assert_non_null(strstr(x->stdout_data, "No space left on device"));
+	assert_non_null(strstr(x->stdout_data, "dd-exit=1"));
+	saas_execution_free(x);
+
+	/* The host: the overlay holds at most the disk and its tables, and so much free space went at most. */
+	assert_int_equal(stat(overlay, &st), 0);
+	allocated = (unsigned long long)st.st_blocks * 512;
+	after = free_bytes(state_dir);
+	print_message("  overlay: %llu bytes allocated (virtual %llu); host free space fell by %lld bytes\n", allocated,
+	              (unsigned long long)DISK_GB << 30, (long long)(before - after));
+	assert_true(allocated <= ((unsigned long long)DISK_GB << 30) + DISK_SLACK);
+	assert_true(after + ((unsigned long long)DISK_GB << 30) + DISK_SLACK >= before);
+	/* It did fill: most of what the guest had free was written through. */
+	assert_true(allocated > (1ull << 30));
+	check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy");
+	saas_sandbox_free(sb);
+}
+
+static int group_setup(void **state)
+{
+	const char *img = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE");
+	saas_account *a;
+
+	(void)state;
+	if (!img || !dir) {
+		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set\n");
+		return -1;
+	}
+	snprintf(images, sizeof(images), "%s", img);
+	snprintf(state_dir, sizeof(state_dir), "%s", dir);
+	open_engine("0.5");
+	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account");
+	check(saas_key_create(&key, NULL, engine, a->id, NULL, 0), "key");
+	saas_account_free(a);
+	check(saas_client_open_local(&client, engine, key, 0), "client");
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	saas_sandbox_list *list = NULL;
+
+	(void)state;
+	if (client && saas_sandbox_list_get(&list, client, NULL, 100, SAAS_LIST_ACTIVE) == SAAS_OK) {
+		for (size_t i = 0; i < list->count; i++)
+			saas_sandbox_destroy(NULL, client, list->items[i]->id, 0);
+		saas_sandbox_list_free(list);
+	}
+	close_engine();
+	saas_free(key);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest limits[] = {
+		cmocka_unit_test(test_limits),
+	};
+	const struct CMUnitTest disk[] = {
+		cmocka_unit_test(test_disk_full),
+	};
+
+	if (argc > 1 && strcmp(argv[1], "disk") == 0) {
+		image = "default";
+		return cmocka_run_group_tests(disk, group_setup, group_teardown);
+	}
+	if (geteuid() != 0) {
+		printf("vm.cgroups skipped: libvirt makes cgroups only as root\n");
+		return 0;
+	}
+	return cmocka_run_group_tests(limits, group_setup, group_teardown);
+}
