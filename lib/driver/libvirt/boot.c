@@ -116,7 +116,7 @@ int saas__lv_launch_start(struct launch *l)
 			return rc;
 		def.port = l->port;
 		def.uid = l->uid;
-		def.gid = (unsigned int)d->guest_gid;
+		def.gid = d->guest_gid ? (unsigned int)d->guest_gid : l->uid;
 		pthread_mutex_lock(&d->mu); /* d->kvm changes when KVM turns out not to work */
 		def.kvm = d->kvm;
 		pthread_mutex_unlock(&d->mu);
