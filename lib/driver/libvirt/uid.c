@@ -386,6 +386,7 @@ out:
 int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 {
 	char why[PATH_MAX + 256] = "", *uri = virConnectGetURI(d->conn), *caps = NULL, *probe = NULL;
+	const char *dac, *end;
 	int rc = SAAS_OK, fd;
 
 	d->confined = false;
@@ -416,7 +417,8 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 		goto out;
 	}
 	/* libvirt's own probes (and any VM without our label) run as qemu.conf's user: not root. */
-	if (strstr(caps, "<model>dac</model>") && strstr(caps, "<baselabel type='qemu'>+0:"))
+	if ((dac = strstr(caps, "<model>dac</model>")) && (end = strstr(dac, "</secmodel>")) &&
+	    memmem(dac, (size_t)(end - dac), ">+0:", 4))
 		saas__lv_log(d, SAAS_LOG_WARN, "libvirtd's qemu.conf runs QEMU as root by default (user = \"root\"): "
 		             "set user and group to an unprivileged account (docs/operations.md)");
 	/* Each VM's group: GUEST_GROUP when the host has it (the guard's), else its own uid as a gid. */
