@@ -14,7 +14,10 @@
  *     SAAS_UPDATE_GOLDEN=1 ctest -R '^unit\.libvirt$'
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <ifaddrs.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -769,6 +773,109 @@ static void test_images_staged(void **state)
 	saas_test_rmdir(top);
 }
 
+/* ---- a VM's files without root --------------------------------------------------------------- */
+
+#define ENGINE_UID 65534u  /* an unprivileged engine (nobody) */
+#define VM_UID 200123u
+#define OTHER_UID 200124u
+
+/* In a child as uid (and gid the same): 0 when open(path, flags) (a directory: opendir) works. */
+static int as_uid_open(unsigned int uid, const char *path, int flags, bool dir)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int ok;
+		if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+			_exit(2);
+		if (dir) {
+			DIR *d = opendir(path);
+			ok = d != NULL;
+			if (d)
+				closedir(d);
+		} else {
+			int fd = open(path, flags);
+			ok = fd >= 0;
+		}
+		_exit(ok ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 2);
+	return WEXITSTATUS(status);
+}
+
+/*
+ * An unprivileged engine (a system libvirtd's) cannot chown: it grants a VM's
+ * uid its directory and overlay with ACL entries, and no other uid gets in;
+ * the console log is made, the engine's; a template's frozen disk loses the
+ * entry, so a clone given that uid later can read it but never write it.
+ */
+static void test_vm_files_unprivileged(void **state)
+{
+	struct drv d;
+	struct launch l;
+	char *top, vmdir[4200], overlay[4300], console[4300];
+	struct stat st;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* switching to the engine's and the VMs' uids needs root */
+	assert_non_null(top = saas_test_tmpdir());
+	assert_int_equal(chmod(top, 0711), 0);
+	snprintf(vmdir, sizeof(vmdir), "%s/sbx-a", top);
+	snprintf(overlay, sizeof(overlay), "%s/disk.qcow2", vmdir);
+	snprintf(console, sizeof(console), "%s/console.log", vmdir);
+	assert_int_equal(mkdir(vmdir, 0700), 0);
+	write_text(vmdir, "disk.qcow2", "disk", 0600);
+	assert_int_equal(chown(vmdir, ENGINE_UID, ENGINE_UID), 0);
+	assert_int_equal(chown(overlay, ENGINE_UID, ENGINE_UID), 0);
+
+	memset(&d, 0, sizeof(d));
+	memset(&l, 0, sizeof(l));
+	l.d = &d;
+	l.uid = VM_UID;
+	l.dir = vmdir;
+	l.overlay = overlay;
+	if ((pid = fork()) == 0) {
+		if (setresgid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0 || setresuid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0)
+			_exit(2);
+		_exit(saas__lv_confine_vm_files(&l) == SAAS_OK ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+
+	assert_int_equal(stat(overlay, &st), 0);
+	assert_int_equal(st.st_uid, ENGINE_UID);
+	assert_int_equal(stat(console, &st), 0);
+	assert_int_equal(st.st_uid, ENGINE_UID);
+	assert_int_equal(st.st_mode & 077, 0);
+	assert_int_equal(as_uid_open(VM_UID, overlay, O_RDWR, false), 0);
+	assert_int_equal(as_uid_open(VM_UID, vmdir, 0, true), 0);
+	assert_int_equal(as_uid_open(OTHER_UID, overlay, O_RDONLY, false), 1);
+	assert_int_equal(as_uid_open(OTHER_UID, vmdir, 0, true), 1);
+	assert_int_equal(as_uid_open(VM_UID, console, O_RDONLY, false), 1);
+
+	/* Frozen as a template's disk (the engine does it): readable by all, writable by none but the engine. */
+	if ((pid = fork()) == 0) {
+		if (setresgid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0 || setresuid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0)
+			_exit(2);
+		_exit(saas__lv_confine_template(&d, vmdir, overlay) == SAAS_OK ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(as_uid_open(VM_UID, overlay, O_RDWR, false), 1);
+	assert_int_equal(as_uid_open(VM_UID, overlay, O_RDONLY, false), 0);
+	assert_int_equal(as_uid_open(OTHER_UID, overlay, O_RDONLY, false), 0);
+	assert_int_equal(as_uid_open(OTHER_UID, vmdir, 0, true), 1); /* 0711: passed through, not listed */
+	saas_test_rmdir(top);
+}
+
 /* ---- the guard ------------------------------------------------------------------------------- */
 
 static void test_guard_ruleset(void **state)
@@ -1146,6 +1253,7 @@ int main(void)
 		cmocka_unit_test(test_uids_adoption),
 		cmocka_unit_test(test_uids_skip_running),
 		cmocka_unit_test(test_images_staged),
+		cmocka_unit_test(test_vm_files_unprivileged),
 		cmocka_unit_test(test_guard_ruleset),
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),
 		cmocka_unit_test(test_host_prefixes6),
