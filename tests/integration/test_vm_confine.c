@@ -15,6 +15,7 @@
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -142,6 +143,15 @@ static int setup(void **state)
 	         "rm -rf '%s/private' && mkdir -p '%s' && chmod 700 '%s/private' && "
 	         "{ cp -rl '%s/tiny' '%s/' 2>/dev/null || cp -r '%s/tiny' '%s/'; }",
 	         dir, images, dir, src, images, src, images);
+	/* The per-build-tree parent may have been made 0700 (by an engine's mkdir): QEMU's uids pass through it. */
+	if (geteuid() == 0) {
+		char parent[4200], *slash;
+		snprintf(parent, sizeof(parent), "%s", dir);
+		if ((slash = strrchr(parent, '/')) && slash != parent) {
+			*slash = '\0';
+			chmod(parent, 0711);
+		}
+	}
 	if (system(cmd) != 0)
 		return -1;
 	snprintf(config, sizeof(config), "%s%s images=%s boot_timeout=600 templates=%s", uri ? "uri=" : "", uri ? uri : "",
@@ -173,12 +183,16 @@ static unsigned int assert_confined(const saas_sandbox *sb)
 	saas_exec_options eo = SAAS_EXEC_OPTIONS_INIT;
 	saas_execution *x = NULL;
 	pid_t pid = qemu_pid(sb->id);
+	struct passwd *pw;
 	unsigned int uid;
 
 	assert_true(pid > 0);
 	uid = (unsigned int)proc_status(pid, "Uid:", 10);
 	assert_int_not_equal(uid, 0);
 	assert_int_not_equal(uid, geteuid());
+	/* Nor the account libvirt runs unlabelled QEMUs as (a system libvirtd's default). */
+	if ((pw = getpwnam("libvirt-qemu")))
+		assert_int_not_equal(uid, pw->pw_uid);
 	assert_int_not_equal(proc_status(pid, "Gid:", 10), 0);
 	assert_int_equal(proc_status(pid, "CapEff:", 16), 0);
 	assert_int_equal(proc_status(pid, "CapPrm:", 16), 0);
@@ -216,8 +230,8 @@ static void test_private_images_confined(void **state)
 
 	(void)state;
 	assert_true(logged("QEMU uids per VM", NULL));
-	assert_true(logged("image tiny staged in ", images));
 	check(saas_sandbox_create(&sb, client, NULL, 0), "create");
+	assert_true(logged("image tiny staged in ", images));
 	uid = assert_confined(sb);
 	/* The staging directory: QEMU's uid may pass, not list; the image's own directory it cannot reach. */
 	snprintf(staged, sizeof(staged), "%s/libvirt/images", getenv("SAAS_TEST_STATE"));
@@ -262,5 +276,8 @@ int main(void)
 		cmocka_unit_test(test_clones_confined),
 	};
 
+	/* SAAS_TEST_FILTER=test_clones_* runs a subset. */
+	if (getenv("SAAS_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("SAAS_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
