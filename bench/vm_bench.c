@@ -17,6 +17,12 @@
  *
  * usage: vm_bench STATE_DIR IMAGES_DIR [image...]
  * BENCH_RUNS (default 20) sets the creates per figure, BENCH_AT_ONCE (default 20) the creates at once.
+ *
+ * vm_bench --confine STATE_DIR IMAGES_DIR: what confinement costs. Cold boot,
+ * clone and the exec round trip of `tiny`, with each QEMU under a uid of its
+ * own (driver option uids=auto, which must take effect: run as root) and with
+ * uids=off, in one run: the four create phases alternate (cold auto, cold off,
+ * clone auto, clone off) so drift on a shared host hits both alike.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -45,6 +51,9 @@ struct results {
 	long rss_cold, rss_clone;                                                /* KiB */
 	double cpu_cold, cpu_clone;
 	char rows[8192];                                                         /* rows printed by a child */
+	/* --confine: [0] uids=auto, [1] uids=off; p50, p95 ms */
+	double conf_cold[2][2], conf_clone[2][2], conf_exec[2][2];
+	bool conf_confined[2];
 };
 static struct results *res;
 
@@ -61,9 +70,11 @@ static struct bench_engine cold, cloned, pool;
 static saas_client *client;        /* the clone engine's: exec, files and idle figures */
 static const char *state_dir;      /* the clone engine's */
 static int runs = 20, at_once = 20;
+static const char *uids = "auto";  /* the driver option uids of the engines opened next */
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int templates_ready, templates_failed, clones_made, cold_boots;
+static bool confined;               /* the engine said its QEMUs run under uids of their own */
 
 static double now_ms(void)
 {
@@ -92,6 +103,8 @@ static void on_log(void *ud, int level, const char *msg)
 		clones_made++;
 	if (strstr(msg, " up in ") && strstr(msg, "(cold boot,"))
 		cold_boots++;
+	if (strstr(msg, "QEMU uids per VM"))
+		confined = true;
 	pthread_mutex_unlock(&log_mu);
 	if (level <= SAAS_LOG_WARN)
 		fprintf(stderr, "vm_bench: [engine] %s\n", msg);
@@ -106,7 +119,8 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 
 	b->name = name;
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=%s", images, templates ? "on" : "off");
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=%s uids=%s", images,
+	         templates ? "on" : "off", uids);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -570,14 +584,85 @@ static void run_child(const char *what, void (*phase)(char **, int, const char *
 	}
 }
 
+/* ---- --confine: the same creates and execs with uids=auto and uids=off ---- */
+
+/* Which engine of a --confine run: [0] uids=auto, [1] uids=off. */
+static const char *const conf_uids[2] = { "auto", "off" };
+
+static void phase_confine_cold(char **images, int mode, const char *dir)
+{
+	(void)images;
+	uids = conf_uids[mode];
+	engine_open(&cold, mode ? "cold-off" : "cold-auto", dir, false, NULL);
+	res->conf_confined[mode] = confined;
+	time_creates(&cold, "tiny", false, res->conf_cold[mode]);
+	engine_close(&cold);
+}
+
+static void phase_confine_clone(char **images, int mode, const char *dir)
+{
+	double t[ROUNDS];
+	saas_sandbox *sb;
+
+	(void)images;
+	uids = conf_uids[mode];
+	engine_open(&cloned, mode ? "clone-off" : "clone-auto", dir, true, NULL);
+	client = cloned.client;
+	template_warm("tiny");
+	time_creates(&cloned, "tiny", false, res->conf_clone[mode]);
+	sb = create_on(cloned.client, "tiny");
+	exec_ok(sb->id, "true");
+	for (int i = 0; i < ROUNDS; i++) {
+		double t0 = now_ms();
+		exec_ok(sb->id, "true");
+		t[i] = now_ms() - t0;
+	}
+	res->conf_exec[mode][0] = pct(t, ROUNDS, 0.5);
+	res->conf_exec[mode][1] = pct(t, ROUNDS, 0.95);
+	saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
+	saas_sandbox_free(sb);
+	engine_close(&cloned);
+}
+
+static int confine_main(const char *dir)
+{
+	static const char *const what[] = { "create -> first `true`, `tiny`, cold boot", "create -> first `true`, `tiny`, clone" };
+	double(*fig[2])[2] = { res->conf_cold, res->conf_clone };
+
+	for (int mode = 0; mode < 2; mode++)
+		run_child("confine cold", phase_confine_cold, NULL, mode, dir);
+	for (int mode = 0; mode < 2; mode++)
+		run_child("confine clone", phase_confine_clone, NULL, mode, dir);
+	if (!res->conf_confined[0]) {
+		fprintf(stderr, "vm_bench: uids=auto did not confine QEMU here (run as root; see the engine's log)\n");
+		return 1;
+	}
+	printf("| what | QEMU under a uid of its own (`uids=auto`) | `uids=off` (same run) |\n|---|---|---|\n");
+	for (int i = 0; i < 2; i++)
+		printf("| %s (%d runs) | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; ratio %.2fx at p50 |\n", what[i],
+		       runs, fig[i][0][0], fig[i][0][1], fig[i][1][0], fig[i][1][1], fig[i][0][0] / fig[i][1][0]);
+	printf("| `true` round trip, reused session, clone (%d runs) | median %.2f ms, p95 %.2f ms | median %.2f ms, p95 "
+	       "%.2f ms; ratio %.2fx |\n",
+	       ROUNDS, res->conf_exec[0][0], res->conf_exec[0][1], res->conf_exec[1][0], res->conf_exec[1][1],
+	       res->conf_exec[0][0] / res->conf_exec[1][0]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char **images = argv + 3;
 	int nimages = argc - 3;
 	long total = mem_total_kib();
+	bool confine = argc > 1 && strcmp(argv[1], "--confine") == 0;
 
-	if (argc < 4 || nimages > MAX_IMAGES) {
-		fprintf(stderr, "usage: %s STATE_DIR IMAGES_DIR image...\n", argv[0]);
+	if (confine) {
+		argv++;
+		argc--;
+		images = argv + 3;
+		nimages = 1;
+	}
+	if ((argc < 4 && !confine) || (confine && argc != 3) || nimages > MAX_IMAGES) {
+		fprintf(stderr, "usage: vm_bench STATE_DIR IMAGES_DIR image...\n       vm_bench --confine STATE_DIR IMAGES_DIR\n");
 		return 2;
 	}
 	if (getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0)
@@ -591,6 +676,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset(res, 0, sizeof(*res));
+	if (confine)
+		return confine_main(argv[2]);
 	run_child("cold", phase_cold, images, nimages, argv[2]);
 	run_child("clone", phase_clone, images, nimages, argv[2]);
 	for (int i = 0; i < nimages; i++)

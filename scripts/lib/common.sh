@@ -65,6 +65,11 @@ ensure_vm_accounts() {
 		"${sudo[@]}" useradd --system --no-create-home --home-dir /nonexistent -g aas-guest -G "$groups" \
 			-s /usr/sbin/nologin aas-qemu
 	fi
+	# vm.system's engine: an unprivileged account of its own, the one group of
+	# the test's libvirtd socket (standing for the libvirt group).
+	getent passwd aas-test >/dev/null ||
+		"${sudo[@]}" useradd --system --user-group --no-create-home --home-dir /nonexistent \
+			-s /usr/sbin/nologin aas-test
 }
 
 # Node.js and npm for the MCP client tests. A machine may carry its own Node.js

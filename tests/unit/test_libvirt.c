@@ -16,7 +16,10 @@
  *     SAAS_UPDATE_GOLDEN=1 ctest -R '^unit\.libvirt$'
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <ifaddrs.h>
 #include <poll.h>
 #include <sched.h>
@@ -26,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -884,6 +889,280 @@ static void test_uids_adoption(void **state)
 	saas__lv_uids_clear(&u);
 }
 
+/*
+ * A uid some process already runs as (another engine's QEMU, say) is skipped,
+ * and only for this choice: nothing of the scan stays held. The fake /proc
+ * has a "process" owned by the first uid of a range made of the test's own
+ * uid, and entries that are no process (named otherwise) owned by it too.
+ */
+static void test_uids_skip_running(void **state)
+{
+	struct saas__lv_uids u;
+	unsigned int me = (unsigned int)geteuid(), uid;
+	char *dir, path[4200];
+
+	(void)state;
+	assert_non_null(dir = saas_test_tmpdir());
+	snprintf(path, sizeof(path), "%s/4242", dir);
+	assert_int_equal(mkdir(path, 0555), 0);
+	snprintf(path, sizeof(path), "%s/self", dir);
+	assert_int_equal(mkdir(path, 0555), 0);
+	snprintf(path, sizeof(path), "%s/0", dir);
+	assert_int_equal(mkdir(path, 0555), 0);
+	assert_int_equal(saas__lv_uids_init(&u, me, 3), SAAS_OK);
+	assert_int_equal(saas__lv_uids_take_unused(&u, dir, &uid), SAAS_OK);
+	assert_int_equal(uid, me + 1);
+	/* The running uid was not taken: with the process gone, it is the one left after the next. */
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_OK);
+	assert_int_equal(uid, me + 2);
+	assert_int_equal(saas__lv_uids_take(&u, &uid), SAAS_OK);
+	assert_int_equal(uid, me);
+	/* Every uid held but the running one: none for a new VM, and the error says why. */
+	saas__lv_uids_put(&u, me);
+	assert_int_equal(saas__lv_uids_take_unused(&u, dir, &uid), SAAS_EBUSY);
+	assert_non_null(strstr(saas_error_last()->message, "every QEMU uid of the range"));
+	/* A /proc that cannot be read hides nothing but takes nothing away either. */
+	snprintf(path, sizeof(path), "%s/missing", dir);
+	assert_int_equal(saas__lv_uids_take_unused(&u, path, &uid), SAAS_OK);
+	assert_int_equal(uid, me);
+	saas__lv_uids_clear(&u);
+	saas_test_rmdir(dir);
+}
+
+/* ---- staged images --------------------------------------------------------------------------- */
+
+static void write_text(const char *dir, const char *name, const char *text, mode_t mode)
+{
+	char path[4200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static void quiet_log(void *userdata, int level, const char *msg)
+{
+	(void)userdata;
+	(void)level;
+	print_message("  driver: %s\n", msg);
+}
+
+/*
+ * Images confined QEMUs cannot reach are staged under STATE/libvirt/images,
+ * 0644 files in 0711 directories: a file readable by all is linked, one that
+ * is not is copied (its private mode left alone); a rebuild is staged anew;
+ * at open a staging no disk backs onto is removed, one a VM's overlay backs
+ * onto is kept.
+ */
+static void test_images_staged(void **state)
+{
+	struct drv d;
+	struct image *im = NULL, *im2 = NULL;
+	struct stat st, src;
+	char *top, images[4200], img[4300], ddir[4200], stage[4200], path[4400], overlay[4400], *backing;
+	const char *manifest = "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"disk\": {\"file\": "
+	                       "\"disk.qcow2\"}, \"ssh_host_key\": \"ssh-ed25519 AAAA\", \"boot_args\": \"console=ttyS0\", "
+	                       "\"recipe_hash\": \"r1\"}";
+
+	(void)state;
+	assert_non_null(top = saas_test_tmpdir());
+	snprintf(images, sizeof(images), "%s/images", top);
+	snprintf(img, sizeof(img), "%s/tiny", images);
+	assert_int_equal(saas__mkdir_p(img, 0755), 0);
+	write_text(img, "vmlinuz", "kernel", 0644);
+	write_text(img, "initrd.img", "initrd", 0600);
+	write_text(img, "manifest.json", manifest, 0644);
+	{
+		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", path, "16M", NULL };
+		snprintf(path, sizeof(path), "%s/disk.qcow2", img);
+		assert_int_equal(saas__run(argv, NULL), SAAS_OK);
+		assert_int_equal(chmod(path, 0644), 0);
+	}
+	memset(&d, 0, sizeof(d));
+	snprintf(ddir, sizeof(ddir), "%s/libvirt", top);
+	d.dir = ddir;
+	d.images = images;
+	d.log = quiet_log;
+	d.stage_images = true;
+	snprintf(path, sizeof(path), "%s/libvirt/images", top);
+	assert_int_equal(saas__mkdir_p(path, 0711), 0);
+
+	assert_int_equal(saas__lv_image_get(&d, "tiny", &im), SAAS_OK);
+	snprintf(stage, sizeof(stage), "%s/libvirt/images/tiny-", top);
+	assert_memory_equal(im->kernel, stage, strlen(stage));
+	assert_memory_equal(im->initrd, stage, strlen(stage));
+	assert_memory_equal(im->disk, stage, strlen(stage));
+	assert_string_equal(strrchr(im->kernel, '/'), "/vmlinuz");
+	assert_string_equal(strrchr(im->disk, '/'), "/disk.qcow2");
+	/* The image's own directory is still where the manifest is. */
+	assert_string_equal(im->dir, img);
+	/* Readable by all: linked. */
+	snprintf(path, sizeof(path), "%s/vmlinuz", img);
+	assert_int_equal(stat(path, &src), 0);
+	assert_int_equal(stat(im->kernel, &st), 0);
+	assert_int_equal(st.st_ino, src.st_ino);
+	/* Private: copied, 0644, and the operator's file keeps its mode. */
+	snprintf(path, sizeof(path), "%s/initrd.img", img);
+	assert_int_equal(stat(path, &src), 0);
+	assert_int_equal(stat(im->initrd, &st), 0);
+	assert_int_not_equal(st.st_ino, src.st_ino);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	assert_int_equal(src.st_mode & 07777, 0600);
+	/* The staging directory: traversable, not listable. */
+	snprintf(stage, sizeof(stage), "%s", im->kernel);
+	*strrchr(stage, '/') = '\0';
+	assert_int_equal(stat(stage, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0711);
+
+	/* A VM's overlay on the staged disk: its header names it. */
+	snprintf(overlay, sizeof(overlay), "%s/libvirt/vms/sbx-a", top);
+	assert_int_equal(saas__mkdir_p(overlay, 0700), 0);
+	strcat(overlay, "/disk.qcow2");
+	{
+		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", im->disk, overlay, NULL };
+		assert_int_equal(saas__run(argv, NULL), SAAS_OK);
+	}
+	assert_non_null(backing = saas__lv_qcow2_backing(overlay));
+	assert_string_equal(backing, im->disk);
+	free(backing);
+	assert_null(saas__lv_qcow2_backing(im->kernel)); /* not qcow2 */
+	assert_null(saas__lv_qcow2_backing(im->disk));   /* no backing file */
+
+	/* A rebuild: staged anew, beside the old one. */
+	sleep_ms(20);
+	write_text(img, "manifest.json", manifest, 0644);
+	assert_int_equal(saas__lv_image_get(&d, "tiny", &im2), SAAS_OK);
+	assert_ptr_not_equal(im2, im);
+	assert_string_not_equal(im2->kernel, im->kernel);
+	assert_int_equal(stat(im2->kernel, &st), 0);
+
+	/* At the next open: the build the overlay backs onto stays, the other goes. */
+	saas__lv_images_prune(&d);
+	assert_int_equal(stat(im->disk, &st), 0);
+	assert_int_not_equal(stat(im2->kernel, &st), 0);
+	unlink(overlay);
+	saas__lv_images_prune(&d);
+	assert_int_not_equal(stat(im->disk, &st), 0);
+
+	while (d.imgs) {
+		struct image *next = d.imgs->next;
+		saas__lv_image_free(d.imgs);
+		d.imgs = next;
+	}
+	while (d.old_imgs) {
+		struct image *next = d.old_imgs->next;
+		saas__lv_image_free(d.old_imgs);
+		d.old_imgs = next;
+	}
+	saas_test_rmdir(top);
+}
+
+/* ---- a VM's files without root --------------------------------------------------------------- */
+
+#define ENGINE_UID 65534u  /* an unprivileged engine (nobody) */
+#define VM_UID 200123u
+#define OTHER_UID 200124u
+
+/* In a child as uid (and gid the same): 0 when open(path, flags) (a directory: opendir) works. */
+static int as_uid_open(unsigned int uid, const char *path, int flags, bool dir)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int ok;
+		if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+			_exit(2);
+		if (dir) {
+			DIR *d = opendir(path);
+			ok = d != NULL;
+			if (d)
+				closedir(d);
+		} else {
+			int fd = open(path, flags);
+			ok = fd >= 0;
+		}
+		_exit(ok ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 2);
+	return WEXITSTATUS(status);
+}
+
+/*
+ * An unprivileged engine (a system libvirtd's) cannot chown: it grants a VM's
+ * uid its directory and overlay with ACL entries, and no other uid gets in;
+ * the console log is made, the engine's; a template's frozen disk loses the
+ * entry, so a clone given that uid later can read it but never write it.
+ */
+static void test_vm_files_unprivileged(void **state)
+{
+	struct drv d;
+	struct launch l;
+	char *top, vmdir[4200], overlay[4300], console[4300];
+	struct stat st;
+	pid_t pid;
+	int status;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* switching to the engine's and the VMs' uids needs root */
+	assert_non_null(top = saas_test_tmpdir());
+	assert_int_equal(chmod(top, 0711), 0);
+	snprintf(vmdir, sizeof(vmdir), "%s/sbx-a", top);
+	snprintf(overlay, sizeof(overlay), "%s/disk.qcow2", vmdir);
+	snprintf(console, sizeof(console), "%s/console.log", vmdir);
+	assert_int_equal(mkdir(vmdir, 0700), 0);
+	write_text(vmdir, "disk.qcow2", "disk", 0600);
+	assert_int_equal(chown(vmdir, ENGINE_UID, ENGINE_UID), 0);
+	assert_int_equal(chown(overlay, ENGINE_UID, ENGINE_UID), 0);
+
+	memset(&d, 0, sizeof(d));
+	memset(&l, 0, sizeof(l));
+	l.d = &d;
+	l.uid = VM_UID;
+	l.dir = vmdir;
+	l.overlay = overlay;
+	if ((pid = fork()) == 0) {
+		if (setresgid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0 || setresuid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0)
+			_exit(2);
+		_exit(saas__lv_confine_vm_files(&l) == SAAS_OK ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+
+	assert_int_equal(stat(overlay, &st), 0);
+	assert_int_equal(st.st_uid, ENGINE_UID);
+	assert_int_equal(stat(console, &st), 0);
+	assert_int_equal(st.st_uid, ENGINE_UID);
+	assert_int_equal(st.st_mode & 077, 0);
+	assert_int_equal(as_uid_open(VM_UID, overlay, O_RDWR, false), 0);
+	assert_int_equal(as_uid_open(VM_UID, vmdir, 0, true), 0);
+	assert_int_equal(as_uid_open(OTHER_UID, overlay, O_RDONLY, false), 1);
+	assert_int_equal(as_uid_open(OTHER_UID, vmdir, 0, true), 1);
+	assert_int_equal(as_uid_open(VM_UID, console, O_RDONLY, false), 1);
+
+	/* Frozen as a template's disk (the engine does it): readable by all, writable by none but the engine. */
+	if ((pid = fork()) == 0) {
+		if (setresgid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0 || setresuid(ENGINE_UID, ENGINE_UID, ENGINE_UID) < 0)
+			_exit(2);
+		_exit(saas__lv_confine_template(&d, vmdir, overlay) == SAAS_OK ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(as_uid_open(VM_UID, overlay, O_RDWR, false), 1);
+	assert_int_equal(as_uid_open(VM_UID, overlay, O_RDONLY, false), 0);
+	assert_int_equal(as_uid_open(OTHER_UID, overlay, O_RDONLY, false), 0);
+	assert_int_equal(as_uid_open(OTHER_UID, vmdir, 0, true), 1); /* 0711: passed through, not listed */
+	saas_test_rmdir(top);
+}
+
 /* ---- the guard ------------------------------------------------------------------------------- */
 
 static void test_guard_ruleset(void **state)
@@ -1683,6 +1962,9 @@ int main(void)
 		cmocka_unit_test(test_uids_allocate_release),
 		cmocka_unit_test(test_uids_exhausted),
 		cmocka_unit_test(test_uids_adoption),
+		cmocka_unit_test(test_uids_skip_running),
+		cmocka_unit_test(test_images_staged),
+		cmocka_unit_test(test_vm_files_unprivileged),
 		cmocka_unit_test(test_guard_ruleset),
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),
 		cmocka_unit_test(test_host_prefixes6),

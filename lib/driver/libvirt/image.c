@@ -3,12 +3,25 @@
  * manifest.json (kernel, initramfs, optional disk, boot arguments, the
  * guest's pinned host key). A rebuilt image is noticed by its manifest's
  * mtime and reloaded.
+ *
+ * Confined QEMUs open an image's kernel, initramfs and base disk by path, as
+ * uids of their own. When they cannot reach the images directory (the quick
+ * start's cache under a private home), each build of an image is staged: its
+ * files linked (or, across filesystems or when not readable by all, copied)
+ * into STATE/libvirt/images/NAME-TAG/, 0644 files in 0711 directories, TAG
+ * naming the build. A rebuild stages anew; a staging no disk backs onto any
+ * more is removed at the next open.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "driver/libvirt/libvirt_driver.h"
 
@@ -24,6 +37,213 @@ void saas__lv_image_free(struct image *im)
 	free(im->host_key);
 	free(im->recipe);
 	free(im);
+}
+
+/* ---- staging --------------------------------------------------------------------------------- */
+
+/* A copy of src at dst (a new file, 0644), done by the kernel (reflinks where the filesystem has them). */
+static int copy_file(const char *src, const char *dst)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = SAAS_OK;
+	ssize_t n;
+
+	if (in < 0 || (out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0 || fchmod(out, 0644) < 0)
+		goto fail;
+	while ((n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0)) > 0)
+		;
+	/* Not between these filesystems (or an old kernel): sendfile, from the offsets where it stopped. */
+	if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
+		while ((n = sendfile(out, in, NULL, 1 << 30)) > 0)
+			;
+	if (n < 0)
+		goto fail;
+	goto out;
+fail:
+	rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot copy %s to %s: %s", src, dst, strerror(errno));
+out:
+	if (out >= 0 && close(out) < 0 && rc == SAAS_OK)
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", dst, strerror(errno));
+	if (in >= 0)
+		close(in);
+	return rc;
+}
+
+/* The last part of a path. */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/*
+ * One file of an image into the staging directory dir, under its own name. A
+ * file readable by all is linked (instant, and its mode stays what the
+ * operator made it); any other is copied, as is one on another filesystem or
+ * one the kernel will not let us link (fs.protected_hardlinks).
+ */
+static int stage_file(const char *dir, const char *src)
+{
+	char *dst = saas__lv_path_join(dir, base_name(src));
+	struct stat st;
+	int rc = SAAS_OK;
+
+	if (!dst)
+		return SAAS_ENOMEM;
+	if (stat(src, &st) < 0 || !S_ISREG(st.st_mode))
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, errno, "%s is not a file QEMU can boot", src);
+	else if (!(st.st_mode & S_IROTH) || link(src, dst) < 0)
+		rc = copy_file(src, dst);
+	free(dst);
+	return rc;
+}
+
+/* The staging of im's build: STATE/libvirt/images/NAME-TAG, made unless a previous engine made it. */
+static int image_stage(struct drv *d, struct image *im)
+{
+	char text[PATH_MAX + 256], hash[65], *images = NULL, *dir = NULL, *tmp = NULL;
+	char **paths[] = { &im->kernel, &im->initrd, &im->disk };
+	struct stat st;
+	int rc = SAAS_OK;
+
+	/* A build is its directory, recipe and manifest: a rebuild of the same recipe is still other files. */
+	snprintf(text, sizeof(text), "%s|%s|%lld.%09ld", im->dir, im->recipe, (long long)im->mtime.tv_sec,
+	         im->mtime.tv_nsec);
+	saas__sha256_hex(hash, text, strlen(text));
+	hash[16] = '\0';
+	if (!(images = saas__lv_path_join(d->dir, "images")) || asprintf(&dir, "%s/%s-%s", images, im->name, hash) < 0 ||
+	    asprintf(&tmp, "%s/.%s-%s.tmp", images, im->name, hash) < 0) {
+		dir = tmp = NULL;
+		rc = saas__oom();
+		goto out;
+	}
+	if (stat(dir, &st) < 0) {
+		saas__lv_rm_tree(tmp); /* a staging cut short */
+		if (saas__mkdir_p(tmp, 0711) < 0 || chmod(tmp, 0711) < 0) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", tmp, strerror(errno));
+			goto out;
+		}
+		for (size_t i = 0; i < SAAS_ARRAY_SIZE(paths) && rc == SAAS_OK; i++)
+			if (*paths[i])
+				rc = stage_file(tmp, *paths[i]);
+		if (rc == SAAS_OK && rename(tmp, dir) < 0)
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", dir, strerror(errno));
+		if (rc < 0) {
+			saas__lv_rm_tree(tmp);
+			goto out;
+		}
+		saas__lv_log(d, SAAS_LOG_INFO, "image %s staged in %s: QEMU's uids cannot reach %s", im->name, dir, im->dir);
+	}
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(paths); i++) {
+		char *p;
+		if (!*paths[i])
+			continue;
+		if (!(p = saas__lv_path_join(dir, base_name(*paths[i])))) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		free(*paths[i]);
+		*paths[i] = p;
+	}
+out:
+	free(images);
+	free(dir);
+	free(tmp);
+	return rc;
+}
+
+/*
+ * The name of the file a qcow2 image is backed by (NULL: none, or not
+ * qcow2). The header (QEMU's docs/interop/qcow2.txt) holds its offset and
+ * length, big-endian, at bytes 8 and 16; QEMU refuses names over 1023 bytes.
+ */
+char *saas__lv_qcow2_backing(const char *path)
+{
+	unsigned char h[20];
+	uint64_t off = 0;
+	uint32_t len = 0;
+	char *name = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h, "QFI\xfb", 4) != 0)
+		goto out;
+	for (int i = 0; i < 8; i++)
+		off = off << 8 | h[8 + i];
+	for (int i = 0; i < 4; i++)
+		len = len << 8 | h[16 + i];
+	if (!off || !len || len > 1023 || !(name = calloc(1, len + 1)))
+		goto out;
+	if (pread(fd, name, len, (off_t)off) != (ssize_t)len || memchr(name, '\0', len)) {
+		free(name);
+		name = NULL;
+	}
+out:
+	close(fd);
+	return name;
+}
+
+/* Append to *list (a string of "\n"-ended names) the backing file of every disk.qcow2 in STATE/libvirt/kind/ * /. */
+static void backings(struct drv *d, const char *kind, saas__buf *list)
+{
+	char *parent = saas__lv_path_join(d->dir, kind);
+	DIR *dh = parent ? opendir(parent) : NULL;
+	struct dirent *e;
+
+	while (dh && (e = readdir(dh))) {
+		char *disk, *backing;
+		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+			continue;
+		if (asprintf(&disk, "%s/%s/disk.qcow2", parent, e->d_name) < 0)
+			break;
+		if ((backing = saas__lv_qcow2_backing(disk))) {
+			saas__buf_puts(list, backing);
+			saas__buf_puts(list, "\n");
+		}
+		free(backing);
+		free(disk);
+	}
+	if (dh)
+		closedir(dh);
+	free(parent);
+}
+
+/*
+ * At open: remove the stagings no disk backs onto (a VM's overlay or a
+ * template's frozen disk). Those of a current image build are made again at
+ * its first use: links cost nothing, copies once per start.
+ */
+void saas__lv_images_prune(struct drv *d)
+{
+	char *images = saas__lv_path_join(d->dir, "images");
+	DIR *dh = images ? opendir(images) : NULL;
+	saas__buf list = SAAS__BUF_INIT;
+	struct dirent *e;
+
+	backings(d, "vms", &list);
+	backings(d, "templates", &list);
+	while (dh && (e = readdir(dh))) {
+		char *dir, *prefix;
+		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+			continue;
+		if (asprintf(&dir, "%s/%s", images, e->d_name) < 0)
+			break;
+		if (asprintf(&prefix, "%s/", dir) < 0) {
+			free(dir);
+			break;
+		}
+		if (!list.data || !strstr(list.data, prefix)) {
+			saas__lv_log(d, SAAS_LOG_DEBUG, "removing %s: no disk uses that image build any more", dir);
+			saas__lv_rm_tree(dir);
+		}
+		free(prefix);
+		free(dir);
+	}
+	if (dh)
+		closedir(dh);
+	saas__buf_free(&list);
+	free(images);
 }
 
 static int image_load(struct drv *d, const char *name, struct image **out)
@@ -85,6 +305,8 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 		rc = saas__oom();
 		goto out;
 	}
+	if (d->stage_images && (rc = image_stage(d, im)) < 0)
+		goto out;
 	*out = im;
 	im = NULL;
 out:

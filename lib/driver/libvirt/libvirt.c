@@ -326,10 +326,6 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		}
 		d->root = root;
 		root = NULL;
-	} else if (d->uids_mode == UIDS_ON) {
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
-		                 "uids: per-VM uids are the embedded driver's; with uri=, the libvirt daemon's qemu.conf decides");
-		goto fail;
 	} else if ((rc = saas__lv_network_setup(d, false)) < 0) {
 		goto fail;
 	} else {
@@ -348,6 +344,10 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__error_wrap(rc, "%s", d->uri);
 		goto fail;
 	}
+	/* A system libvirtd: confined by its DAC driver, which the connection shows. */
+	if (!d->root && d->uids_mode != UIDS_OFF &&
+	    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
+		goto fail;
 	{
 		/* Our pids cgroups are named after the state directory, as the embedded root is. */
 		char hash[65];
@@ -356,8 +356,10 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	}
 	saas__lv_limits_setup(d, d->root != NULL);
 	saas__lv_templates_cleanup(d);
-	if (d->confined)
+	if (d->confined) {
 		saas__lv_own_domains(d, VM_PREFIX, adopt_uid, NULL);
+		saas__lv_images_prune(d);
+	}
 	if ((rc = pthread_create(&d->keeper, NULL, keeper_main, d)) != 0) {
 		rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the console keeper thread");
 		goto fail;

@@ -22,7 +22,8 @@
  *   egress.c    per-VM egress: nftables keyed on each QEMU's uid (egress.h)
  *   resolver.c  the DNS resolver of policy VMs, one thread (egress.h)
  *   dns.c       DNS messages, read as hostile input (dns.h)
- *   image.c     image manifests, reloaded when an image is rebuilt
+ *   image.c     image manifests, reloaded when an image is rebuilt; their
+ *               files staged where confined QEMUs can reach them
  *   vm.c        the registry of running VMs and their SSH sessions
  *   uid.c       each VM's own QEMU uid: the range, the allocator, the files
  *   cgroup.c    each VM's host limits: memory and pids cgroups, what the host has
@@ -87,7 +88,8 @@ struct ifaddrs;
 
 /*
  * Confinement (uid.c): as root, the embedded driver runs each VM's QEMU under
- * a uid of its own from a range (driver option uids), group GUEST_GROUP.
+ * a uid of its own from a range (driver option uids), group GUEST_GROUP; a
+ * system libvirtd does the same for an unprivileged engine.
  * libvirt's own processes (capability probes) run as QEMU_USER, an
  * unprivileged system account.
  */
@@ -182,6 +184,12 @@ int saas__lv_uids_take(struct saas__lv_uids *u, unsigned int *uid);
 bool saas__lv_uids_mark(struct saas__lv_uids *u, unsigned int uid);
 /* Let a uid go (0 and uids outside the range are ignored). */
 void saas__lv_uids_put(struct saas__lv_uids *u, unsigned int uid);
+/*
+ * A free uid of the range that no process runs as: the owners of proc's
+ * numeric entries (a /proc tree; a fake one in the tests) are skipped, not
+ * held. SAAS_EBUSY when none is left.
+ */
+int saas__lv_uids_take_unused(struct saas__lv_uids *u, const char *proc, unsigned int *uid);
 
 /* ---- host limits (cgroup.c) ----------------------------------------------------------------- */
 
@@ -266,8 +274,9 @@ struct drv {
 	int network;                     /* enum netcfg, from driver_config */
 	bool guard;                      /* the guard is installed and QEMU runs under GUEST_GROUP */
 	bool confined;                   /* each VM's QEMU runs under its own uid (d->uids) */
+	bool stage_images;               /* confined, and QEMU's uids cannot reach d->images (image.c) */
 	struct saas__lv_uids uids;       /* under mu */
-	gid_t guest_gid;                 /* confined: every VM's QEMU group */
+	gid_t guest_gid;                 /* confined: every VM's QEMU group (0: each VM's uid as its gid) */
 	int uids_mode;                   /* enum uidcfg, from driver_config */
 	unsigned int uid_first, uid_count;
 	char *root;                      /* the embedded driver's root, or NULL */
@@ -511,6 +520,10 @@ void saas__lv_image_free(struct image *im);
  * not freed: creates and template builds use it without the lock).
  */
 int saas__lv_image_get(struct drv *d, const char *name, struct image **out);
+/* The backing file named in a qcow2 image's header (NULL: none, not qcow2, unreadable). Free with free(). */
+char *saas__lv_qcow2_backing(const char *path);
+/* At open: remove the image stagings (STATE/libvirt/images) that no VM's or template's disk backs onto. */
+void saas__lv_images_prune(struct drv *d);
 
 /* ---- running VMs (vm.c) ---------------------------------------------------------------------- */
 
@@ -619,6 +632,13 @@ int saas__lv_boot_clone(struct launch *l);
  * given to its uid; a template's frozen disk made readable by every clone.
  */
 int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *root, bool required);
+/*
+ * The same under a system libvirtd (d->conn open): checks what the daemon's
+ * side shows (a privileged daemon with its DAC driver) and what ours needs (a
+ * traversable state directory on a filesystem with ACLs). Not possible: an
+ * error when required (uids=FIRST-LAST), else the reason logged.
+ */
+int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required);
 /* A free uid of d->uids that no process on the host runs as (another engine's VMs); caller holds d->mu. */
 int saas__lv_uid_take(struct drv *d, unsigned int *uid);
 int saas__lv_confine_vm_files(struct launch *l);

@@ -9,9 +9,16 @@
  * traverse but not list (0711). The engine's store and key stay the
  * engine's: its files in the state directory are made private at open.
  *
+ * Under a system libvirtd (uri=qemu:///system) the engine is an unprivileged
+ * user and libvirtd (root) starts QEMU under the same static labels. The
+ * engine cannot chown, so it grants each VM's uid its directory and overlay
+ * with POSIX ACL entries instead (the files stay the engine's), and checks at
+ * open what it can of the daemon's side.
+ *
  * The allocator is pure (tests/unit/test_libvirt.c); the rest touches files.
  */
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "driver/libvirt/libvirt_driver.h"
@@ -77,36 +85,40 @@ void saas__lv_uids_put(struct saas__lv_uids *u, unsigned int uid)
  * A uid for a new VM: a free one of the range that no process on the host
  * runs as. Another engine on this host, given an overlapping range, knows
  * nothing of our VMs, nor we of its: two QEMUs under one uid could signal
- * and trace each other. The uids in use (the owner of /proc/PID is its
+ * and trace each other. The uids in use (the owner of PROC/PID is its
  * process's uid) are held while the allocator chooses, then let go again.
- * Caller holds d->mu.
  */
-int saas__lv_uid_take(struct drv *d, unsigned int *uid)
+int saas__lv_uids_take_unused(struct saas__lv_uids *u, const char *proc, unsigned int *uid)
 {
-	DIR *proc = opendir("/proc");
+	DIR *dh = opendir(proc);
 	struct dirent *e;
 	unsigned int *held = NULL;
 	size_t n = 0, cap = 0;
 	int rc;
 
-	while (proc && (e = readdir(proc))) {
+	while (dh && (e = readdir(dh))) {
 		struct stat st;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9' || fstatat(dirfd(proc), e->d_name, &st, 0) < 0 ||
-		    st.st_uid < d->uids.first || st.st_uid - d->uids.first >= d->uids.count ||
-		    d->uids.used[st.st_uid - d->uids.first])
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || fstatat(dirfd(dh), e->d_name, &st, 0) < 0 ||
+		    st.st_uid < u->first || st.st_uid - u->first >= u->count || u->used[st.st_uid - u->first])
 			continue;
 		if (SAAS__ARRAY_RESERVE(held, cap, n + 1) < 0)
 			break;
 		held[n++] = (unsigned int)st.st_uid;
-		saas__lv_uids_mark(&d->uids, (unsigned int)st.st_uid);
+		saas__lv_uids_mark(u, (unsigned int)st.st_uid);
 	}
-	if (proc)
-		closedir(proc);
-	rc = saas__lv_uids_take(&d->uids, uid);
+	if (dh)
+		closedir(dh);
+	rc = saas__lv_uids_take(u, uid);
 	for (size_t i = 0; i < n; i++)
-		saas__lv_uids_put(&d->uids, held[i]);
+		saas__lv_uids_put(u, held[i]);
 	free(held);
 	return rc;
+}
+
+/* Caller holds d->mu. */
+int saas__lv_uid_take(struct drv *d, unsigned int *uid)
+{
+	return saas__lv_uids_take_unused(&d->uids, "/proc", uid);
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -145,6 +157,38 @@ static bool traversable(const char *path, bool self, char *why, size_t whylen)
 	}
 }
 
+/*
+ * Give uid perm (ACL_* bits: 4 r, 2 w, 1 x) on path, which the engine owns,
+ * besides the owner's own rights: a POSIX access ACL, written as the kernel's
+ * xattr (linux/posix_acl_xattr.h) so no library is needed. The group and
+ * others get nothing.
+ */
+static int acl_grant(const char *path, unsigned int uid, unsigned int owner_perm, unsigned int perm)
+{
+	enum { USER_OBJ = 0x01, USER = 0x02, GROUP_OBJ = 0x04, MASK = 0x10, OTHER = 0x20 };
+	const struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} ent[] = {
+		{ USER_OBJ, (uint16_t)owner_perm, UINT32_MAX }, { USER, (uint16_t)perm, uid },
+		{ GROUP_OBJ, 0, UINT32_MAX }, { MASK, (uint16_t)perm, UINT32_MAX }, { OTHER, 0, UINT32_MAX },
+	};
+	unsigned char buf[4 + sizeof(ent) / sizeof(ent[0]) * 8], *p = buf;
+	uint32_t version = htole32(2);
+
+	memcpy(p, &version, 4);
+	p += 4;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(ent); i++) {
+		uint16_t tag = htole16(ent[i].tag), pm = htole16(ent[i].perm);
+		uint32_t id = htole32(ent[i].id);
+		memcpy(p, &tag, 2);
+		memcpy(p + 2, &pm, 2);
+		memcpy(p + 4, &id, 4);
+		p += 8;
+	}
+	return setxattr(path, "system.posix_acl_access", buf, sizeof(buf), 0);
+}
+
 /* The regular files of dir made private to their owner (the store, its journal, the key, the logs). */
 static void files_private(const char *dir)
 {
@@ -173,8 +217,16 @@ static int dir_traversable(const char *dir)
 int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk)
 {
 	(void)d;
-	/* Every clone's QEMU reads the frozen disk by path; nobody may write it. */
-	if (chmod(tdir, 0711) < 0 || (disk && (chown(disk, 0, 0) < 0 || chmod(disk, 0644) < 0)))
+	/*
+	 * Every clone's QEMU reads the frozen disk by path; nobody may write it.
+	 * It was the template VM's overlay: its owner (root) or ACL entry (an
+	 * unprivileged engine) gave that VM's uid write access, which a clone
+	 * given the same uid later must not have.
+	 */
+	if (disk)
+		removexattr(disk, "system.posix_acl_access");
+	if (chmod(tdir, 0711) < 0 ||
+	    (disk && ((geteuid() == 0 && chown(disk, 0, 0) < 0) || chmod(disk, 0644) < 0)))
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot open the template %s to clones: %s", tdir,
 		                   strerror(errno));
 	return SAAS_OK;
@@ -203,6 +255,32 @@ static void templates_open(struct drv *d, const char *templates)
 		closedir(dh);
 }
 
+/* The driver's directories QEMU passes through (0711), its files private, old templates opened, the allocator. */
+static int confine_dirs(struct drv *d)
+{
+	static const char *const kinds[] = { "vms", "templates", "images" };
+	char *dir = NULL;
+	int rc;
+
+	files_private(d->dir);
+	if ((rc = dir_traversable(d->dir)) < 0)
+		return rc;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(kinds); i++) {
+		if (!(dir = saas__lv_path_join(d->dir, kinds[i])))
+			return SAAS_ENOMEM;
+		if ((rc = dir_traversable(dir)) < 0)
+			goto out;
+		if (strcmp(kinds[i], "templates") == 0)
+			templates_open(d, dir);
+		free(dir);
+		dir = NULL;
+	}
+	rc = saas__lv_uids_init(&d->uids, d->uid_first, d->uid_count);
+out:
+	free(dir);
+	return rc;
+}
+
 /* Why QEMU cannot run under uids of its own here ("" when it can), before anything is changed. */
 static void confine_why(struct drv *d, const char *state_dir, char *why, size_t whylen)
 {
@@ -223,7 +301,7 @@ static void confine_why(struct drv *d, const char *state_dir, char *why, size_t 
 
 int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *root, bool required)
 {
-	char why[PATH_MAX + 128], *vms = NULL, *templates = NULL, *base = NULL, *slash;
+	char why[PATH_MAX + 128], *base = NULL, *slash;
 	int rc = SAAS_OK;
 
 	d->confined = false;
@@ -233,13 +311,14 @@ int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *roo
 		 * The path to each VM's files: traversable, not listable. What else
 		 * lives there (the store, the key, libvirt's log) is the engine's
 		 * alone. The images may live in the state directory: they are checked
-		 * once it is traversable, and it goes back to 0700 if they fail.
+		 * once it is traversable; QEMU gets staged copies of those it cannot
+		 * reach (image.c).
 		 */
 		files_private(state_dir);
 		if ((rc = dir_traversable(state_dir)) < 0)
 			return rc;
-		if (!traversable(d->images, true, why, sizeof(why)))
-			chmod(state_dir, 0700);
+		d->stage_images = !traversable(d->images, true, why, sizeof(why));
+		why[0] = '\0';
 	}
 	if (why[0]) {
 		if (required)
@@ -248,36 +327,113 @@ int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *roo
 		saas__lv_log(d, SAAS_LOG_INFO, "QEMU runs without a uid of its own per VM: %s", why);
 		return SAAS_OK;
 	}
-	if (!(vms = saas__lv_path_join(d->dir, "vms")) || !(templates = saas__lv_path_join(d->dir, "templates")) ||
-	    !(base = saas__strdup(root))) {
+	if (!(base = saas__strdup(root))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
-	files_private(d->dir);
 	if ((slash = strrchr(base, '/')) && slash != base)
 		*slash = '\0';
-	if ((rc = dir_traversable(d->dir)) < 0 || (rc = dir_traversable(vms)) < 0 ||
-	    (rc = dir_traversable(templates)) < 0 || (rc = dir_traversable(base)) < 0 ||
-	    (rc = dir_traversable(root)) < 0)
-		goto out;
-	templates_open(d, templates);
-	if ((rc = saas__lv_uids_init(&d->uids, d->uid_first, d->uid_count)) < 0)
+	if ((rc = confine_dirs(d)) < 0 || (rc = dir_traversable(base)) < 0 || (rc = dir_traversable(root)) < 0)
 		goto out;
 	d->confined = true;
 out:
-	free(vms);
-	free(templates);
 	free(base);
 	return rc;
 }
 
 int saas__lv_confine_vm_files(struct launch *l)
 {
+	char *console = NULL;
+	int rc = SAAS_OK, fd;
+
 	if (!l->uid)
 		return SAAS_OK;
-	if (chown(l->dir, l->uid, l->d->guest_gid) < 0 || chmod(l->dir, 0700) < 0 ||
-	    (l->overlay && (chown(l->overlay, l->uid, l->d->guest_gid) < 0 || chmod(l->overlay, 0600) < 0)))
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot give %s to QEMU's uid %u: %s", l->dir, l->uid,
-		                   strerror(errno));
-	return SAAS_OK;
+	if (geteuid() == 0) {
+		if (chown(l->dir, l->uid, l->d->guest_gid) < 0 || chmod(l->dir, 0700) < 0 ||
+		    (l->overlay && (chown(l->overlay, l->uid, l->d->guest_gid) < 0 || chmod(l->overlay, 0600) < 0)))
+			goto fail;
+		return SAAS_OK;
+	}
+	/*
+	 * An unprivileged engine keeps its files and grants the VM's uid what it
+	 * needs. The console log is made here too: libvirtd would create it as
+	 * root, and the engine reads it back (a failed boot's last words) and cuts
+	 * it down (console.h).
+	 */
+	if (!(console = saas__lv_path_join(l->dir, "console.log")))
+		return SAAS_ENOMEM;
+	if ((fd = open(console, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0)
+		goto fail;
+	close(fd);
+	if (acl_grant(l->dir, l->uid, 7, 5) < 0 || (l->overlay && acl_grant(l->overlay, l->uid, 6, 6) < 0))
+		goto fail;
+	goto out;
+fail:
+	rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot give %s to QEMU's uid %u: %s", l->dir, l->uid,
+	                 strerror(errno));
+out:
+	free(console);
+	return rc;
+}
+
+/*
+ * Under a system libvirtd: per-VM uids when the daemon applies our labels
+ * (it is the privileged one, with its DAC driver), QEMU's uids can reach the
+ * state directory, and its filesystem takes ACLs. The daemon's qemu.conf is
+ * the operator's: what it decides that the API shows is checked here, the
+ * rest is docs/operations.md.
+ */
+int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
+{
+	char why[PATH_MAX + 256] = "", *uri = virConnectGetURI(d->conn), *caps = NULL, *probe = NULL;
+	const char *dac, *end;
+	int rc = SAAS_OK, fd;
+
+	d->confined = false;
+	if (!uri || !strstr(uri, ":///system"))
+		snprintf(why, sizeof(why), "%s is not the system libvirtd (qemu:///system): a session daemon runs QEMU "
+		         "as the engine's own user", uri ? uri : d->uri);
+	else if (!(caps = virConnectGetCapabilities(d->conn)) || !strstr(caps, "<model>dac</model>"))
+		snprintf(why, sizeof(why), "libvirtd has no DAC security driver, which applies each VM's uid");
+	else if (traversable(state_dir, false, why, sizeof(why)))
+		why[0] = '\0';
+	if (!why[0] && !(probe = saas__lv_path_join(d->dir, ".acl-probe"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if (!why[0]) {
+		if ((fd = open(probe, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0 || close(fd) < 0 ||
+		    acl_grant(probe, d->uid_first, 6, 4) < 0)
+			snprintf(why, sizeof(why), "the state directory's filesystem takes no POSIX ACLs (%s), which give each "
+			         "VM's uid its files", strerror(errno));
+		unlink(probe);
+	}
+	if (why[0]) {
+		if (required)
+			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "uids: QEMU cannot run under uids of its own: %s",
+			                 why);
+		else
+			saas__lv_log(d, SAAS_LOG_INFO, "QEMU runs without a uid of its own per VM: %s", why);
+		goto out;
+	}
+	/* libvirt's own probes (and any VM without our label) run as qemu.conf's user: not root. */
+	if ((dac = strstr(caps, "<model>dac</model>")) && (end = strstr(dac, "</secmodel>")) &&
+	    memmem(dac, (size_t)(end - dac), ">+0:", 4))
+		saas__lv_log(d, SAAS_LOG_WARN, "libvirtd's qemu.conf runs QEMU as root by default (user = \"root\"): "
+		             "set user and group to an unprivileged account (docs/operations.md)");
+	/* Each VM's group: GUEST_GROUP when the host has it (the guard's), else its own uid as a gid. */
+	if (!saas__lv_guest_gid(&d->guest_gid))
+		d->guest_gid = 0;
+	files_private(state_dir);
+	if ((rc = dir_traversable(state_dir)) < 0)
+		goto out;
+	d->stage_images = !traversable(d->images, true, why, sizeof(why));
+	if ((rc = confine_dirs(d)) < 0)
+		goto out;
+	d->confined = true;
+out:
+	free(probe);
+	free(caps);
+	free(uri);
+	return rc;
 }

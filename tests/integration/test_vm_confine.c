@@ -1,0 +1,283 @@
+/*
+ * Confinement where it used to turn itself off: images QEMU's uids cannot
+ * reach (vm.confine: the quick start's cache under a private home), and an
+ * unprivileged engine on a system libvirtd (vm.system, run by
+ * tests/integration/vm-system, which starts that daemon).
+ *
+ * The engine gets a copy of the tiny image in a 0700 directory of its own,
+ * makes a sandbox (a cold boot, then a clone of its template when
+ * SAAS_TEST_CLONE is set), and each sandbox's QEMU must run under a uid of
+ * its own (not root, not the engine's), with no capabilities, no_new_privs
+ * and QEMU's seccomp filter; an exec works; destroy leaves no QEMU.
+ *
+ * Environment: SAAS_TEST_IMAGES (where the tiny image is), SAAS_TEST_STATE;
+ * SAAS_TEST_URI (a system libvirtd's URI) for vm.system.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "saas.h"
+
+static saas_engine *engine;
+static saas_client *client;
+static char *key;
+static char images[4200];
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_lines[32768];
+
+static void on_log(void *ud, int level, const char *msg)
+{
+	(void)ud;
+	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
+		fprintf(stderr, "  [engine] %s\n", msg);
+	pthread_mutex_lock(&log_mu);
+	if (strlen(log_lines) + strlen(msg) + 2 < sizeof(log_lines)) {
+		strcat(log_lines, msg);
+		strcat(log_lines, "\n");
+	}
+	pthread_mutex_unlock(&log_mu);
+}
+
+/* Has the engine logged a line holding a (and b, when not NULL)? */
+static bool logged(const char *a, const char *b)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&log_mu);
+	for (const char *p = log_lines; !found && (p = strstr(p, a)); p++) {
+		const char *eol = strchr(p, '\n');
+		found = !b || (eol && memmem(p, (size_t)(eol - p), b, strlen(b)));
+	}
+	pthread_mutex_unlock(&log_mu);
+	return found;
+}
+
+static void check(int rc, const char *what)
+{
+	if (rc != SAAS_OK)
+		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
+}
+
+/* The pid of the QEMU running the domain called name (its -name guest=NAME), or 0. */
+static pid_t qemu_pid(const char *name)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	while (proc && !found && (e = readdir(proc))) {
+		char path[300], args[8192];
+		size_t n;
+		FILE *f;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		n = fread(args, 1, sizeof(args) - 1, f);
+		fclose(f);
+		args[n] = '\0';
+		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
+			const char *a = args + i;
+			if (strncmp(a, "guest=", 6) == 0 && strncmp(a + 6, name, strlen(name)) == 0 &&
+			    (a[6 + strlen(name)] == ',' || a[6 + strlen(name)] == '\0'))
+				found = (pid_t)atoi(e->d_name);
+		}
+	}
+	if (proc)
+		closedir(proc);
+	return found;
+}
+
+/* The value of a /proc/PID/status field ("Uid:"), its first word as a number in base. */
+static unsigned long long proc_status(pid_t pid, const char *field, int base)
+{
+	char path[64], line[512];
+	unsigned long long v = ~0ULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	assert_non_null(f = fopen(path, "re"));
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			v = strtoull(line + strlen(field), NULL, base);
+	fclose(f);
+	assert_true(v != ~0ULL);
+	return v;
+}
+
+static int setup(void **state)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_account *acc = NULL;
+	const char *src = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE"), *uri = getenv("SAAS_TEST_URI");
+	char config[9000], cmd[40000];
+
+	(void)state;
+	if (!src || !dir)
+		return -1;
+	if (!uri && geteuid() != 0) {
+		/* Per-VM uids under the embedded driver need root: docs/security.md. */
+		printf("SKIP: the embedded driver confines QEMU only when the engine runs as root\n");
+		exit(0);
+	}
+	/*
+	 * The image, where no QEMU uid can go: a 0700 directory in the state
+	 * directory (hard links of the built image where the filesystem allows).
+	 */
+	snprintf(images, sizeof(images), "%s/private/images", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "rm -rf '%s/private' && mkdir -p '%s' && chmod 700 '%s/private' && "
+	         "{ cp -rl '%s/tiny' '%s/' 2>/dev/null || cp -r '%s/tiny' '%s/'; }",
+	         dir, images, dir, src, images, src, images);
+	/* The per-build-tree parent may have been made 0700 (by an engine's mkdir): QEMU's uids pass through it. */
+	if (geteuid() == 0) {
+		char parent[4200], *slash;
+		snprintf(parent, sizeof(parent), "%s", dir);
+		if ((slash = strrchr(parent, '/')) && slash != parent) {
+			*slash = '\0';
+			chmod(parent, 0711);
+		}
+	}
+	if (system(cmd) != 0)
+		return -1;
+	snprintf(config, sizeof(config), "%s%s images=%s boot_timeout=600 templates=%s", uri ? "uri=" : "", uri ? uri : "",
+	         images, getenv("SAAS_TEST_CLONE") ? "on" : "off");
+	o.state_dir = dir;
+	o.driver_config = config;
+	o.log = on_log;
+	o.log_level = SAAS_LOG_DEBUG;
+	check(saas_engine_open(&engine, &o), "engine");
+	check(saas_account_create(&acc, engine, "confine", SAAS_CREDIT_DEFAULT, 0), "account");
+	check(saas_key_create(&key, NULL, engine, acc->id, NULL, 0), "key");
+	saas_account_free(acc);
+	check(saas_client_open_local(&client, engine, key, 0), "client");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	saas_client_free(client);
+	saas_engine_free(engine);
+	saas_free(key);
+	return 0;
+}
+
+/* A sandbox's QEMU is confined, and the sandbox works. Returns its QEMU's uid. */
+static unsigned int assert_confined(const saas_sandbox *sb)
+{
+	saas_exec_options eo = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+	pid_t pid = qemu_pid(sb->id);
+	struct passwd *pw;
+	unsigned int uid;
+
+	assert_true(pid > 0);
+	uid = (unsigned int)proc_status(pid, "Uid:", 10);
+	assert_int_not_equal(uid, 0);
+	assert_int_not_equal(uid, geteuid());
+	/* Nor the account libvirt runs unlabelled QEMUs as (a system libvirtd's default). */
+	if ((pw = getpwnam("libvirt-qemu")))
+		assert_int_not_equal(uid, pw->pw_uid);
+	assert_int_not_equal(proc_status(pid, "Gid:", 10), 0);
+	assert_int_equal(proc_status(pid, "CapEff:", 16), 0);
+	assert_int_equal(proc_status(pid, "CapPrm:", 16), 0);
+	assert_int_equal(proc_status(pid, "NoNewPrivs:", 10), 1);
+	assert_int_equal(proc_status(pid, "Seccomp:", 10), 2);
+	eo.timeout_s = 120;
+	check(saas_exec(&x, client, sb->id, "echo alive; id -u", &eo, 0), "exec");
+	assert_int_equal(x->exit_code, 0);
+	assert_non_null(strstr(x->stdout_data, "alive"));
+	saas_execution_free(x);
+	return uid;
+}
+
+static void destroy_gone(saas_sandbox *sb)
+{
+	char id[128];
+
+	snprintf(id, sizeof(id), "%s", sb->id);
+	check(saas_sandbox_destroy(NULL, client, id, 0), "destroy");
+	saas_sandbox_free(sb);
+	for (int i = 0; i < 100 && qemu_pid(id); i++)
+		usleep(100 * 1000);
+	assert_int_equal(qemu_pid(id), 0);
+}
+
+/*
+ * The images sit in a 0700 directory: the engine still confines QEMU, giving
+ * it the image's files from a staging of its own in the state directory.
+ */
+static void test_private_images_confined(void **state)
+{
+	saas_sandbox *sb = NULL;
+	char staged[4400];
+	unsigned int uid;
+
+	(void)state;
+	assert_true(logged("QEMU uids per VM", NULL));
+	check(saas_sandbox_create(&sb, client, NULL, 0), "create");
+	assert_true(logged("image tiny staged in ", images));
+	uid = assert_confined(sb);
+	/* The staging directory: QEMU's uid may pass, not list; the image's own directory it cannot reach. */
+	snprintf(staged, sizeof(staged), "%s/libvirt/images", getenv("SAAS_TEST_STATE"));
+	{
+		struct stat st;
+		assert_int_equal(stat(staged, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0711);
+	}
+	(void)uid;
+	destroy_gone(sb);
+}
+
+/* Clones of a template (SAAS_TEST_CLONE): each under its own uid, the template's base shared. */
+static void test_clones_confined(void **state)
+{
+	saas_sandbox *sb[2] = { NULL, NULL };
+	unsigned int uids[2];
+
+	(void)state;
+	if (!getenv("SAAS_TEST_CLONE"))
+		skip();
+	for (int i = 0; i < 600 && !logged("template ", " ready in"); i++) {
+		assert_false(logged("template ", " failed"));
+		usleep(500 * 1000);
+	}
+	for (int i = 0; i < 2; i++) {
+		char line[256];
+		check(saas_sandbox_create(&sb[i], client, NULL, 0), "create a clone");
+		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
+		assert_true(logged(line, "(clone,"));
+		uids[i] = assert_confined(sb[i]);
+	}
+	assert_int_not_equal(uids[0], uids[1]);
+	for (int i = 0; i < 2; i++)
+		destroy_gone(sb[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_private_images_confined),
+		cmocka_unit_test(test_clones_confined),
+	};
+
+	/* SAAS_TEST_FILTER=test_clones_* runs a subset. */
+	if (getenv("SAAS_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("SAAS_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
