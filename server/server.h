@@ -299,6 +299,7 @@ void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out);
 void aas_h_exec(struct aas_req *r, struct aas_reply *out);
 void aas_h_execution_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_port_expose(struct aas_req *r, struct aas_reply *out);
+void aas_h_port_list(struct aas_req *r, struct aas_reply *out);
 void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_put(struct aas_req *r, struct aas_reply *out);

@@ -38,6 +38,11 @@ check "each exposure has its own name" test "${HG}" != "${HW}"
 check "the URL names neither sandbox nor port" bash -c "! grep -q -e '${SB}' -e '${GP}' <<<'${URL_G}'"
 auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${GP}}"; expect_json .url "$URL_G" "exposing again keeps the name"
 auth GET "/v1/sandboxes/${SB}"; expect_json "[.ports[].url] | sort | join(\" \")" "$(printf '%s\n' "$URL_G" "$URL_W" | sort | paste -sd' ')" "the sandbox lists both URLs"
+auth GET "/v1/sandboxes/${SB}/ports"; expect_status 200 "the ports route"
+expect_json "[.ports[].url] | sort | join(\" \")" "$(printf '%s\n' "$URL_G" "$URL_W" | sort | paste -sd' ')" "it lists both URLs"
+expect_json .sandbox_id "$SB" "the ports route names its sandbox"
+req GET "/v1/sandboxes/${SB}/ports" -H "Authorization: Bearer ${OTHER}"; expect_status 404 "another account's ports"
+req GET "/v1/sandboxes/${SB}/ports"; expect_status 401 "the ports route needs a key"
 
 # ---- one exposure's URL reaches its own port, and no other ----
 req GET / -H "Host: ${HG}"; expect_status 200 "the HTTP guest's URL"
