@@ -312,7 +312,7 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 	int64_t start = saas__now_ms(), deadline = req->timeout_ms > 0 ? start + req->timeout_ms : 0;
 	int64_t exit_at = 0, last_data = start, eof_at = 0, stop_at = 0;
 	int rc, lrc, stop = 0; /* stop: SAAS_ETIMEOUT or SAAS_EIO once we decided to kill */
-	int have_slot = 0, held = 0;
+	int have_slot = 0;
 
 	*exit_code = -1;
 	if (__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST))
@@ -452,7 +452,12 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 			req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
 		pthread_mutex_lock(&ssh->mu);
 	}
-	held = (mf.held || mo.held) && mf.pid;
+	/*
+	 * Before the channel's close: sshd answers a close only once the shell
+	 * has exited, and a shell that said "held" waits for this go.
+	 */
+	if ((mf.held || mo.held) && mf.pid && !ssh->dead)
+		exec_go(ssh, mf.pid, token);
 	if (mf.exit_seen || mo.exit_seen) {
 		*exit_code = mf.exit_seen ? mf.exit_code : mo.exit_code;
 	} else {
@@ -469,8 +474,6 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 out:
 	if (x && x->ch)
 		saas__ssh_channel_release(&x->op, x->ch, have_slot);
-	if (held && !ssh->dead)
-		exec_go(ssh, mf.pid, token);
 	pthread_mutex_unlock(&ssh->mu);
 out_nolock:
 	free(x);
