@@ -20,8 +20,9 @@ static const char instructions[] =
 	"expose_port to share a server, destroy_sandbox when done (it returns the minutes you were not going to use). "
 	"Commands run as an unprivileged user without sudo: apt-get will not work; use "
 	"`pip install --user --break-system-packages <pkg>` or `npm install <pkg>`. run_command waits for the "
-	"command to finish, so start servers in the background with `&` (e.g. `python3 -m http.server 8000 "
-	">/tmp/log 2>&1 &`). A sandbox is destroyed when its timeout expires; extend_sandbox pushes it out. "
+	"command to finish; start servers in the background with `&` (e.g. `python3 -m http.server 8000 &`): "
+	"they keep running after the call returns, and what they print after it is dropped, so redirect it "
+	"(`>/tmp/log 2>&1 &`) to keep it. A sandbox is destroyed when its timeout expires; extend_sandbox pushes it out. "
 	"Account tools need an API key sent with each request.";
 
 bool aas_mcp_version_supported(const char *version)

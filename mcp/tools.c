@@ -526,9 +526,9 @@ static json_t *t_run(struct call *c)
 	if (x->status == SAAS_EXEC_TIMEDOUT || x->status == SAAS_EXEC_FAILED) {
 		char *text = json_dumps(data, JSON_COMPACT);
 		if (x->status == SAAS_EXEC_TIMEDOUT)
-			res = failf(c, "The command timed out after %lld s and was killed. run_command waits for the command to "
+			res = failf(c, "The command timed out after %lld s and was killed, with everything it started. run_command waits for the command to "
 			         "finish: start servers and other long-running processes in the background with `&` "
-			         "(e.g. `nohup cmd >/tmp/out.log 2>&1 &`), or pass a larger timeout_seconds (at most %d). "
+			         "(e.g. `cmd >/tmp/out.log 2>&1 &`), or pass a larger timeout_seconds (at most %d). "
 			         "What it printed: %s",
 			      (long long)(timeout ? timeout : SAAS_EXEC_TIMEOUT_DEFAULT), SAAS_EXEC_TIMEOUT_MAX,
 			      text ? text : "");
@@ -839,7 +839,9 @@ static json_t *t_service(struct call *c)
 	              "aas_sk_...\". Never in the URL.",
 	              "notes",
 	              "Code runs as an unprivileged user without sudo: use `pip install --user "
-	              "--break-system-packages` or `npm install`. Start servers with `&`. Sandboxes are destroyed "
+	              "--break-system-packages` or `npm install`. Start servers with `&`: they keep running after the "
+	              "call returns, and what they print after it is dropped (redirect it to a file to keep it). "
+	              "A command's timeout kills everything it started. Sandboxes are destroyed "
 	              "when they expire; destroy_sandbox returns the unused minutes.");
 	saas__wire_money(o, "new_account_credit_usd", info->new_account_credit_usd_micro);
 	saas_engine_info_free(info);
@@ -873,8 +875,9 @@ static const struct tool tools[] = {
 	  "otherwise, and wait for it to finish. Returns stdout, stderr and exit_code; a non-zero exit_code is a "
 	  "normal result, read stderr. There is no sudo: use `pip install --user --break-system-packages <pkg>` or "
 	  "`npm install <pkg>`, not apt-get. The call holds until the command exits: start servers in the "
-	  "background with `&` (e.g. `nohup python3 -m http.server 8000 >/tmp/http.log 2>&1 &`) or the call waits "
-	  "until timeout_seconds and the command is killed. Output that is not valid UTF-8 comes back base64 "
+	  "background with `&` (e.g. `python3 -m http.server 8000 &`; they keep running after the call, and "
+	  "what they print after it is dropped: add `>/tmp/http.log 2>&1` to keep it), or the call waits until "
+	  "timeout_seconds and the command is killed with everything it started. Output that is not valid UTF-8 comes back base64 "
 	  "(stdout_encoding/stderr_encoding say which).",
 	  false, true, false, true, true, 0, t_run },
 	{ "write_file", "Write a file",

@@ -7,9 +7,11 @@
  * raw (method, path and query as sent, headers with Host rewritten, the body
  * streamed as it arrives). A plain request goes as HTTP/1.0 with
  * "Connection: close", so the server inside answers with a Content-Length or
- * until close and never chunked; its status and headers are parsed and the
- * body relayed as it arrives (libmicrohttpd re-chunks an unknown length, so
- * streams and server-sent events pass). A WebSocket (any "Connection:
+ * until close (or chunked, if it ignores the version); its answer is read as
+ * browsers read it (preview_http.c: bare LF line ends, folded fields and
+ * interim answers taken, ambiguous framing refused with 502) and the body
+ * relayed as it arrives, unframed (libmicrohttpd frames it anew, re-chunking
+ * an unknown length, so streams and server-sent events pass). A WebSocket (any "Connection:
  * Upgrade") goes as HTTP/1.1 untouched; if the server inside answers 101, the
  * client's connection is upgraded too and the two sockets are bridged both
  * ways until either side closes.
@@ -85,6 +87,9 @@ struct relay {
 	struct tunnel *t;
 	char *extra;        /* bytes read past the response head */
 	size_t extra_len, extra_off;
+	enum aas_http_body body;
+	uint64_t left;      /* AAS_HTTP_BODY_LENGTH: bytes still to come */
+	struct aas_http_chunked chunked;
 };
 
 struct proxy {
@@ -626,19 +631,20 @@ static enum MHD_Result start(struct aas_req *r, const char *name)
 	return MHD_YES;
 }
 
-/* Read until the end of the response head, within first_byte_ms; its length, or -1 (and *why). */
-static ssize_t read_head(struct tunnel *t, char *buf, size_t cap, size_t *got, const char **why)
+/*
+ * Read until the end of a response head in buf, which holds *got bytes already
+ * (what followed an interim answer), by `deadline`; its length, or -1 (and *why).
+ */
+static ssize_t read_head(struct tunnel *t, char *buf, size_t cap, size_t *got, int64_t deadline, const char **why)
 {
 	struct timespec now;
-	int64_t deadline;
+	size_t from = 0, end;
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	deadline = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + first_byte_ms;
-	*got = 0;
+	if ((end = aas_http_head_end(buf, *got, &from)))
+		return (ssize_t)end;
 	for (;;) {
 		struct pollfd pfd = { t->fd, POLLIN, 0 };
 		int64_t left;
-		char *end;
 		int n;
 
 		clock_gettime(CLOCK_MONOTONIC, &now);
@@ -663,8 +669,8 @@ static ssize_t read_head(struct tunnel *t, char *buf, size_t cap, size_t *got, c
 		}
 		*got += (size_t)k;
 		buf[*got] = '\0';
-		if ((end = strstr(buf, "\r\n\r\n")))
-			return end + 4 - buf;
+		if ((end = aas_http_head_end(buf, *got, &from)))
+			return (ssize_t)end;
 		if (*got >= cap - 1) {
 			*why = "toolong";
 			return -1;
@@ -672,14 +678,13 @@ static ssize_t read_head(struct tunnel *t, char *buf, size_t cap, size_t *got, c
 	}
 }
 
-static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
+/* The next raw bytes from the guest: what came with the head first, then the socket. 0 at EOF, -1 on error. */
+static ssize_t relay_raw(struct relay *rl, char *buf, size_t max)
 {
-	struct relay *rl = cls;
 	struct pollfd pfd = { rl->t->fd, POLLIN, 0 };
 	ssize_t n;
 	int ready;
 
-	(void)pos;
 	if (rl->extra_off < rl->extra_len) {
 		size_t k = rl->extra_len - rl->extra_off;
 		if (k > max)
@@ -691,12 +696,55 @@ static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
 	do
 		ready = poll(&pfd, 1, (int)idle_ms);
 	while (ready < 0 && errno == EINTR);
-	/* Silent past the idle timeout, or closed under us: the client sees the body cut short, not ended. */
+	/* Silent past the idle timeout, or closed under us. */
 	if (ready <= 0 || atomic_load(&rl->t->revoked))
-		return MHD_CONTENT_READER_END_WITH_ERROR;
+		return -1;
 	do
 		n = recv(rl->t->fd, buf, max, 0);
 	while (n < 0 && errno == EINTR);
+	return n < 0 ? -1 : n;
+}
+
+/*
+ * The body, unframed as the guest framed it (libmicrohttpd frames it anew for
+ * the client). A body cut short, or a bad chunk, ends the client's body with
+ * an error rather than as complete.
+ */
+static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct relay *rl = cls;
+	ssize_t n;
+
+	(void)pos;
+	switch (rl->body) {
+	case AAS_HTTP_BODY_LENGTH:
+		if (!rl->left)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (max > rl->left)
+			max = (size_t)rl->left;
+		if ((n = relay_raw(rl, buf, max)) <= 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		rl->left -= (uint64_t)n;
+		return n;
+	case AAS_HTTP_BODY_CHUNKED:
+		/* Framing bytes give no payload: read on until some, or the end. */
+		for (;;) {
+			if (aas_http_chunked_done(&rl->chunked))
+				return MHD_CONTENT_READER_END_OF_STREAM;
+			if (aas_http_chunked(&rl->chunked, buf, 0) < 0 || (n = relay_raw(rl, buf, max)) <= 0 || (n = aas_http_chunked(&rl->chunked, buf, (size_t)n)) < 0) {
+				if (n < 0)
+					aas_log(SAAS_LOG_DEBUG, "preview: a bad chunk in a guest's answer; body cut");
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			}
+			if (n > 0)
+				return n;
+		}
+	case AAS_HTTP_BODY_NONE:
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	case AAS_HTTP_BODY_CLOSE:
+		break;
+	}
+	n = relay_raw(rl, buf, max);
 	if (n > 0)
 		return n;
 	return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
@@ -754,24 +802,6 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 	/* The relay and its tunnel are freed with the request (aas_preview_free), which libmicrohttpd ends after this. */
 }
 
-struct parsed {
-	unsigned int status;
-	int64_t length;     /* -1: unknown */
-};
-
-static int parse_head(char *head, struct parsed *ps)
-{
-	char *line = head;
-
-	ps->length = -1;
-	if (strncmp(line, "HTTP/1.", 7) != 0 || !isdigit((unsigned char)line[9]))
-		return -1;
-	ps->status = (unsigned int)strtoul(line + 9, NULL, 10);
-	if (ps->status < 100 || ps->status > 999)
-		return -1;
-	return 0;
-}
-
 /*
  * May this Set-Cookie from a guest reach the browser? Only for the preview's
  * own host: a Domain attribute naming anything else (the preview domain or
@@ -802,30 +832,20 @@ bool aas_preview_cookie_ok(const char *set_cookie, const char *host)
 	return true;
 }
 
-static void add_headers(struct MHD_Response *resp, char *head, struct parsed *ps, bool upgrade, const char *host)
+static void add_headers(struct MHD_Response *resp, const struct aas_http_head *h, bool upgrade, const char *host)
 {
-	char *line = strstr(head, "\r\n") + 2, *eol;
+	for (size_t i = 0; i < h->nfields; i++) {
+		const char *name = h->fields[i].name, *value = h->fields[i].value;
 
-	for (; (eol = strstr(line, "\r\n")) && eol != line; line = eol + 2) {
-		char *colon;
-		*eol = '\0';
-		if (!(colon = strchr(line, ':')))
+		/* The framing is libmicrohttpd's to write for the client. */
+		if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Date") == 0 ||
+		    (hop_by_hop(name) && !(upgrade && strcasecmp(name, "Upgrade") == 0)))
 			continue;
-		*colon = '\0';
-		char *value = colon + 1;
-		while (*value == ' ' || *value == '\t')
-			value++;
-		if (strcasecmp(line, "Content-Length") == 0) {
-			ps->length = strtoll(value, NULL, 10);
-			continue;
-		}
-		if (strcasecmp(line, "Date") == 0 || (hop_by_hop(line) && !(upgrade && strcasecmp(line, "Upgrade") == 0)))
-			continue;
-		if (strcasecmp(line, "Set-Cookie") == 0 && !aas_preview_cookie_ok(value, host)) {
+		if (strcasecmp(name, "Set-Cookie") == 0 && !aas_preview_cookie_ok(value, host)) {
 			aas_log(SAAS_LOG_DEBUG, "preview: dropped a Set-Cookie for another domain than %s", host);
 			continue;
 		}
-		MHD_add_response_header(resp, line, value);
+		MHD_add_response_header(resp, name, value);
 	}
 }
 
@@ -833,11 +853,13 @@ static enum MHD_Result finish(struct aas_req *r)
 {
 	struct proxy *p = r->proxy;
 	struct aas_reply rep = { 0, NULL };
-	struct parsed ps;
+	struct aas_http_head h = { 0 };
+	struct timespec now;
 	const char *why = "";
-	char *buf, msg[160];
-	size_t got;
+	char *buf, msg[200];
+	size_t got = 0;
 	ssize_t hlen;
+	int64_t deadline;
 	struct relay *rl;
 
 	if (atomic_load(&p->t->revoked))
@@ -846,12 +868,30 @@ static enum MHD_Result finish(struct aas_req *r)
 		return fail(r, 502, "backend_error", "the server inside the sandbox closed the connection");
 	if (!(buf = malloc(HEAD_MAX)))
 		return MHD_NO;
-	hlen = read_head(p->t, buf, HEAD_MAX, &got, &why);
-	if (hlen < 0 || parse_head(buf, &ps) < 0) {
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	deadline = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + first_byte_ms;
+	/* Interim answers (1xx but a 101 to an upgrade) are skipped, as clients do; HEAD_MAX bounds them all. */
+	for (;;) {
+		hlen = read_head(p->t, buf, HEAD_MAX, &got, deadline, &why);
+		if (hlen < 0)
+			break;
+		if (aas_http_head_parse(buf, (size_t)hlen, &h, &why) < 0) {
+			aas_log(SAAS_LOG_DEBUG, "preview: a guest's answer refused: %s", why);
+			snprintf(msg, sizeof(msg), "the server inside the sandbox answered with %s", why);
+			free(buf);
+			return fail(r, 502, "backend_error", msg);
+		}
+		if (h.status >= 200 || (p->upgrade && h.status == 101))
+			break;
+		aas_http_head_free(&h);
+		memmove(buf, buf + hlen, got - (size_t)hlen);
+		got -= (size_t)hlen;
+	}
+	if (hlen < 0) {
 		free(buf);
-		if (hlen < 0 && strcmp(why, "revoked") == 0)
+		if (strcmp(why, "revoked") == 0)
 			return fail(r, 404, "not_found", gone);
-		if (hlen < 0 && strcmp(why, "timeout") == 0) {
+		if (strcmp(why, "timeout") == 0) {
 			snprintf(msg, sizeof(msg), "the server inside the sandbox did not answer within %u s", first_byte_ms / 1000);
 			return fail(r, 504, "timeout", msg);
 		}
@@ -859,6 +899,7 @@ static enum MHD_Result finish(struct aas_req *r)
 		            "the server inside the sandbox closed the connection without a valid HTTP answer");
 	}
 	if (!(rl = calloc(1, sizeof(*rl)))) {
+		aas_http_head_free(&h);
 		free(buf);
 		return MHD_NO;
 	}
@@ -869,39 +910,37 @@ static enum MHD_Result finish(struct aas_req *r)
 		memcpy(rl->extra, buf + hlen, rl->extra_len);
 	else
 		rl->extra_len = 0;
-	buf[hlen - 2] = '\0'; /* keep the last header's CRLF for the line walk */
-	if (p->upgrade && ps.status == 101) {
+	rl->body = h.body;
+	rl->left = h.length > 0 ? (uint64_t)h.length : 0;
+	if (p->upgrade && h.status == 101) {
 		p->relay = rl;
 		rep.response = MHD_create_response_for_upgrade(bridge, rl);
 		if (rep.response)
-			add_headers(rep.response, buf, &ps, true, p->host);
-	} else if (ps.status < 200 || ps.status == 204 || ps.status == 304) {
+			add_headers(rep.response, &h, true, p->host);
+	} else if (h.body == AAS_HTTP_BODY_NONE) {
 		rep.response = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 		if (rep.response)
-			add_headers(rep.response, buf, &ps, false, p->host);
+			add_headers(rep.response, &h, false, p->host);
 		relay_free(rl);
 	} else {
-		/* Headers first (they tell the length), then the response that carries them. */
-		struct MHD_Response *tmp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-		char *copy = strdup(buf);
-		if (tmp && copy)
-			add_headers(tmp, copy, &ps, false, p->host);
-		if (tmp)
-			MHD_destroy_response(tmp);
-		free(copy);
-		if (p->upgrade && ps.length < 0)
-			ps.length = 0; /* an HTTP/1.1 answer without a length to an upgrade: no body we can frame */
-		rep.response = MHD_create_response_from_callback(ps.length >= 0 ? (uint64_t)ps.length : MHD_SIZE_UNKNOWN,
-		                                                 64 * 1024, relay_read, rl, relay_free_cb);
+		int64_t size = h.body == AAS_HTTP_BODY_LENGTH ? h.length : -1;
+		if (p->upgrade && size < 0) {
+			size = 0; /* an HTTP/1.1 answer without a length to an upgrade: no body we can frame */
+			rl->body = AAS_HTTP_BODY_LENGTH;
+			rl->left = 0;
+		}
+		rep.response = MHD_create_response_from_callback(size >= 0 ? (uint64_t)size : MHD_SIZE_UNKNOWN, 64 * 1024,
+		                                                 relay_read, rl, relay_free_cb);
 		if (rep.response)
-			add_headers(rep.response, buf, &ps, false, p->host);
+			add_headers(rep.response, &h, false, p->host);
 		else
 			relay_free(rl);
 	}
+	rep.status = h.status;
+	aas_http_head_free(&h);
 	free(buf);
 	if (!rep.response)
 		return MHD_NO;
-	rep.status = ps.status;
 	return aas_queue(r, &rep);
 }
 

@@ -24,6 +24,7 @@ const struct aas_route aas_routes[] = {
 	  aas_file_put_data },
 	{ "GET", "/v1/sandboxes/{id}/files", AAS_R_AUTH, aas_h_file_get, NULL, NULL },
 	{ "POST", "/v1/sandboxes/{id}/ports", AAS_R_AUTH | AAS_R_JSON, aas_h_port_expose, NULL, NULL },
+	{ "GET", "/v1/sandboxes/{id}/ports", AAS_R_AUTH, aas_h_port_list, NULL, NULL },
 	{ "DELETE", "/v1/sandboxes/{id}/ports/{port}", AAS_R_AUTH, aas_h_port_unexpose, NULL, NULL },
 	{ "GET", "/v1/executions/{id}", AAS_R_AUTH, aas_h_execution_get, NULL, NULL },
 	/* MCP authenticates per tool (keyless discovery), so not AAS_R_AUTH. */

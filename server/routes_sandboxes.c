@@ -369,6 +369,25 @@ out:
 	json_decref(body);
 }
 
+/* The sandbox's exposed ports, as its own object lists them (one encoder for both). */
+void aas_h_port_list(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	json_t *o = NULL;
+	int rc = saas_sandbox_get(&sb, r->client, r->route_id);
+
+	if (rc < 0) {
+		aas_reply_saas(out, rc);
+		return;
+	}
+	if ((o = saas__wire_sandbox(sb)))
+		aas_reply_json(out, 200, json_pack("{s:s,s:O}", "sandbox_id", sb->id, "ports", json_object_get(o, "ports")));
+	else
+		aas_reply_saas(out, SAAS_ENOMEM);
+	json_decref(o);
+	saas_sandbox_free(sb);
+}
+
 void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out)
 {
 	const char *seg = strrchr(r->path, '/') + 1; /* the route matched ".../ports/{port}" */

@@ -301,6 +301,7 @@ void aas_h_sandbox_network_set(struct aas_req *r, struct aas_reply *out);
 void aas_h_exec(struct aas_req *r, struct aas_reply *out);
 void aas_h_execution_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_port_expose(struct aas_req *r, struct aas_reply *out);
+void aas_h_port_list(struct aas_req *r, struct aas_reply *out);
 void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_put(struct aas_req *r, struct aas_reply *out);
@@ -356,6 +357,56 @@ void aas_conn_progress(struct MHD_Connection *c, bool first, size_t upload_size)
 void aas_conn_request_done(struct MHD_Connection *c, bool completed);
 /* Take a preview slot for this connection's request; false when all preview_connections are taken. */
 bool aas_conn_preview_enter(struct MHD_Connection *c);
+
+/* ---- a guest's HTTP/1.x answer (preview_http.c): pure, in place ---- */
+
+enum aas_http_body {
+	AAS_HTTP_BODY_NONE,     /* 1xx, 204, 304 */
+	AAS_HTTP_BODY_LENGTH,   /* Content-Length bytes */
+	AAS_HTTP_BODY_CHUNKED,  /* Transfer-Encoding: chunked */
+	AAS_HTTP_BODY_CLOSE     /* until the server closes */
+};
+
+struct aas_http_field {
+	char *name, *value;     /* into the parsed head; names as sent, values unfolded and trimmed */
+};
+
+struct aas_http_head {
+	unsigned int status;
+	enum aas_http_body body;
+	int64_t length;         /* Content-Length, or -1 */
+	size_t nfields;
+	struct aas_http_field *fields; /* every field line but those that are none (no colon, no token) */
+};
+
+/*
+ * Where the head in buf[0..len) ends (the length up to and with its empty
+ * line), 0 while it has not ended. *from keeps the scan's place between calls
+ * on a growing buffer; start it at 0.
+ */
+size_t aas_http_head_end(const char *buf, size_t len, size_t *from);
+/*
+ * Parse a whole head (aas_http_head_end's length of buf), in place. 0, or -1
+ * with *why saying what made it unreadable (static text). Free with aas_http_head_free.
+ */
+int aas_http_head_parse(char *buf, size_t len, struct aas_http_head *h, const char **why);
+void aas_http_head_free(struct aas_http_head *h);
+
+/* A chunked body being decoded; start zeroed. */
+struct aas_http_chunked {
+	int state;
+	unsigned int digits;
+	size_t ext;
+	bool cr, semi;
+	uint64_t left;
+};
+/*
+ * Decode the next len bytes in place: the payload's length at buf, or -1 for
+ * bad framing (after the payload that came before it in the same bytes).
+ */
+ssize_t aas_http_chunked(struct aas_http_chunked *c, char *buf, size_t len);
+/* Has the last chunk (and its trailer) gone by? What follows it is ignored. */
+bool aas_http_chunked_done(const struct aas_http_chunked *c);
 
 /* ---- preview proxy (preview.c) ---- */
 

@@ -133,7 +133,7 @@ static int job_run(struct job *j)
 	} else if (rc == SAAS_ETIMEOUT) {
 		j->rec.status = SAAS_EXEC_TIMEDOUT;
 		j->rec.exit_code = -1;
-		j->rec.error = saas__strdup("the command ran past its timeout and was killed");
+		j->rec.error = saas__strdup("the command ran past its timeout and was killed, with every process it started");
 	} else {
 		j->rec.status = SAAS_EXEC_FAILED;
 		j->rec.exit_code = -1;

@@ -47,6 +47,8 @@ static void marker_payload(saas__marker_filter *f, const char *p, size_t n)
 	if (n > 4 && !memcmp(p, "pid=", 4)) {
 		if (decimal(p + 4, n - 4, 0x7fffffffL, &v) && v > 1)
 			f->pid = v;
+	} else if (n == 4 && !memcmp(p, "held", 4)) {
+		f->held = 1;
 	} else if (n > 5 && !memcmp(p, "exit=", 5)) {
 		if (decimal(p + 5, n - 5, 255, &v)) {
 			f->exit_seen = 1;

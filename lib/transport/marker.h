@@ -1,9 +1,10 @@
 /*
  * Internal: the exec wrapper's markers, taken out of a command's stderr.
  *
- * The wrapper (ssh.c) reports the command's PID and exit status on stderr,
- * framed as "\036aas-TOKEN:pid=N\036" and "\036aas-TOKEN:exit=N\036" with a
- * random TOKEN. The filter takes every well-formed frame out of the stream,
+ * The wrapper (ssh_exec.c) reports the command's PID on stderr and its exit
+ * status on both stdout and stderr, framed as "\036aas-TOKEN:pid=N\036" and
+ * "\036aas-TOKEN:exit=N\036" with a random TOKEN; "\036aas-TOKEN:held\036"
+ * before the exit says the command left processes that may hold its output. The filter takes every well-formed frame out of the stream,
  * however the stream is split into pieces, so the user's stderr stays
  * byte-exact; anything else, a frame with another token or a malformed one
  * included, passes through unchanged. Pure: no I/O, no locks, no allocation
@@ -22,7 +23,7 @@
 #define SAAS_MARKER_TOKEN_MAX 24
 /*
  * Longest frame taken out, separators included; a longer one passes through.
- * The payload ("pid=N", "exit=N") is made of [a-z0-9=].
+ * The payload ("pid=N", "held", "exit=N") is made of [a-z0-9=].
  */
 #define SAAS_MARKER_FRAME_MAX 64
 
@@ -32,6 +33,7 @@ typedef struct {
 	char hold[SAAS_MARKER_FRAME_MAX];       /* the frame read so far, when it may be one */
 	size_t hlen;
 	long pid;                               /* from "pid=N" (N > 1); 0 until then */
+	int held;                               /* "held" came */
 	int exit_seen;                          /* "exit=N" (0 <= N <= 255) came */
 	int exit_code;
 } saas__marker_filter;

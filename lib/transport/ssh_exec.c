@@ -1,9 +1,9 @@
 /*
  * Commands over the shared session. Each runs in a session channel under a
- * wrapper that reports its pid and exit status as markers on stderr
+ * wrapper that reports its pid and exit status as markers in its output
  * (transport/marker.h), so that a command which leaves background processes
- * holding its output still returns, and a timeout or a cancel kills its whole
- * process group from a second channel.
+ * holding its output returns when it ends, while those processes live on;
+ * a timeout or a cancel kills all it started from a second channel.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,14 +20,14 @@
 #include "util/util.h"
 
 /*
- * After the command's exit marker: finish at EOF, or once output has been
- * quiet this long, or at most this late. A command that leaves nothing holding
- * its output ends at EOF, a moment after the marker. The quiet spell is for
- * one that started a background process on it, and must be long enough to
- * outwait a loaded guest: sshd may forward the marker (stderr) before output
- * the command wrote earlier (stdout), when it polled the two pipes in between,
- * and the stdout data then trails the marker by however long sshd is kept off
- * the vCPU.
+ * After the exit marker of one stream only (the command sent the shell's
+ * other stream elsewhere, and that stream's marker with it): finish at EOF, or
+ * once output has been quiet this long, or at most this late. The quiet spell
+ * must outwait a loaded guest: sshd may forward one stream's marker before
+ * output the command wrote earlier to the other, when it polled the two pipes
+ * in between, and that data then trails the marker by however long sshd is
+ * kept off the vCPU. With both markers, none of this: each follows all the
+ * command wrote to its stream.
  */
 #define SSH_EXIT_QUIET_MS 250
 #define SSH_EXIT_MAX_MS 2000
@@ -69,6 +69,30 @@ static int signal_number(const char *name)
  * session, so the shell leads its own group and everything the command
  * starts stays in it), enters cwd, exports env, evaluates the command and
  * reports its exit status from an EXIT trap before exiting with it.
+ *
+ * Processes the command leaves behind ("cmd &", nohup, setsid, daemons that
+ * keep their output) hold its stdout and stderr pipes. They must neither hold
+ * the call (no EOF comes while they live) nor die when it ends (sshd closes
+ * its ends of the pipes with the channel: their next write gets SIGPIPE). So:
+ *
+ * - The exit status goes out on stdout as well as stderr, each after
+ *   everything the command wrote to that stream; the call ends when both
+ *   came, whoever else still holds the pipes.
+ * - The trap looks for such processes: any process made since the command
+ *   started (/proc/loadavg's last PID, before and after) that is still alive
+ *   may be one, or the parent of one. Usually none is (no fork, or every
+ *   child gone) and the shell exits at once, as it always did.
+ * - When one may be, the shell first opens read ends of its own stdout and
+ *   stderr pipes (/proc/self/fd), so that they never lose their last reader,
+ *   says "held" before the exit status, and waits for the engine's go
+ *   (SIGUSR1, sent from a second channel once it has read both exit markers:
+ *   from then on nothing in the pipes is the command's output). Then one cat
+ *   per pipe drains what those processes write, to /dev/null, for as long as
+ *   any of them holds it; the shell exits. Without a go (the engine went
+ *   away), it drains after EXEC_GO_WAIT_S seconds.
+ *
+ * Nothing here forks unless the command left processes alive: under TCG a
+ * fork costs milliseconds and an exec ten, against ~20 for a whole call.
  */
 static const struct {
 	const char *name;
@@ -76,12 +100,18 @@ static const struct {
 } wrapper_signals[] = { { "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "USR1", 10 }, { "USR2", 12 },
                         { "PIPE", 13 }, { "ALRM", 14 }, { "TERM", 15 } };
 
+/* How long a shell that reported "held" waits for the engine's go before it drains anyway. */
+#define EXEC_GO_WAIT_S 30
+/* A command that made more processes than this is taken to have left some behind, unchecked. */
+#define EXEC_SPAWN_CHECK_MAX 64
+
 static int build_command(saas__buf *out, const saas_driver_exec *req, const char *token)
 {
 	saas__buf w = SAAS__BUF_INIT;
 	int rc = SAAS_OK;
 
-	saas__buf_printf(&w, "printf '\\036aas-%s:pid=%%d\\036' $$ >&2; cd -- ", token);
+	saas__buf_printf(&w, "printf '\\036aas-%s:pid=%%d\\036' $$ >&2; "
+	                     "read -r _ _ _ _ __aas_p </proc/loadavg 2>/dev/null; cd -- ", token);
 	shell_quote(&w, req->cwd);
 	saas__buf_puts(&w, " || exit 126; ");
 	if (req->env)
@@ -91,6 +121,28 @@ static int build_command(saas__buf *out, const saas_driver_exec *req, const char
 			saas__buf_puts(&w, "; ");
 		}
 	/*
+	 * The EXIT trap (above). Its variables and its function start with
+	 * __aas_ so that a command has no reason to touch them.
+	 */
+	saas__buf_printf(&w,
+	                 "__aas_end() { __aas_s=$1 __aas_h=0; "
+	                 "if [ -n \"$__aas_p\" ] && read -r _ _ _ _ __aas_q </proc/loadavg 2>/dev/null && "
+	                 "[ \"$__aas_q\" != \"$__aas_p\" ]; then __aas_h=1; "
+	                 "if [ \"$__aas_q\" -gt \"$__aas_p\" ] && [ $((__aas_q - __aas_p)) -le %d ]; then "
+	                 "__aas_h=0 __aas_i=$__aas_p; while [ $__aas_i -lt $__aas_q ]; do __aas_i=$((__aas_i + 1)); "
+	                 "if [ -e /proc/$__aas_i ]; then __aas_h=1; break; fi; done; fi; fi; "
+	                 "if [ $__aas_h = 1 ]; then __aas_go= __aas_7= __aas_8=; trap '__aas_go=1' USR1; "
+	                 "if [ -p /proc/self/fd/1 ]; then exec 7</proc/self/fd/1; __aas_7=1; fi; "
+	                 "if [ -p /proc/self/fd/2 ]; then exec 8</proc/self/fd/2; __aas_8=1; fi; "
+	                 "printf '\\036aas-%s:held\\036' >&2; fi; "
+	                 "printf '\\036aas-%s:exit=%%d\\036' $__aas_s; printf '\\036aas-%s:exit=%%d\\036' $__aas_s >&2; "
+	                 "if [ $__aas_h = 1 ]; then exec >/dev/null 2>&1 </dev/null; __aas_i=0; "
+	                 "while [ -z \"$__aas_go\" ] && [ $__aas_i -lt %d ]; do sleep 1 & wait $!; __aas_i=$((__aas_i + 1)); done; "
+	                 "[ -n \"$__aas_7\" ] && { cat <&7 >/dev/null 7<&- 8<&- & }; "
+	                 "[ -n \"$__aas_8\" ] && { cat <&8 >/dev/null 7<&- 8<&- & }; fi; "
+	                 "exit $__aas_s; }; ",
+	                 EXEC_SPAWN_CHECK_MAX, token, token, token, EXEC_GO_WAIT_S);
+	/*
 	 * The command runs in the wrapper's own shell (eval), not a child
 	 * /bin/sh: under TCG every fork and exec in the guest costs milliseconds,
 	 * and this one bought nothing. The EXIT trap reports the status however
@@ -99,7 +151,7 @@ static int build_command(saas__buf *out, const saas_driver_exec *req, const char
 	 * it. SIGKILL cannot be trapped: then no marker comes and the exit signal
 	 * does.
 	 */
-	saas__buf_printf(&w, "trap 's=$?; printf '\\''\\036aas-%s:exit=%%d\\036'\\'' $s >&2; exit $s' EXIT; ", token);
+	saas__buf_puts(&w, "trap '__aas_end $?' EXIT; ");
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(wrapper_signals); i++)
 		saas__buf_printf(&w, "trap 'exit %d' %s; ", 128 + wrapper_signals[i].num, wrapper_signals[i].name);
 	saas__buf_puts(&w, "eval ");
@@ -214,20 +266,47 @@ static int exec_pass(struct exec_run *x)
 	return progress;
 }
 
-/* Kill the command's process group from a second channel (mu held). */
+/*
+ * Kill everything the command started, from a second channel (mu held): its
+ * process group, and what left the group, found in /proc: the rest of its
+ * session (a job with a process group of its own) and its descendants (a
+ * child that called setsid). Stopped first, so that nothing forks meanwhile.
+ */
 static void exec_kill(saas__ssh *ssh, long pid)
 {
-	char cmd[128];
+	char cmd[768];
 
-	snprintf(cmd, sizeof(cmd), "kill -KILL -- -%ld 2>/dev/null || kill -KILL %ld 2>/dev/null; exit 0", pid, pid);
+	snprintf(cmd, sizeof(cmd),
+	         "p=%ld; kill -STOP -- -$p 2>/dev/null; t=\" $p \"; n=1; r=0; "
+	         "while [ $n = 1 ] && [ $r -lt 16 ]; do n=0 r=$((r + 1)); "
+	         "for d in /proc/[0-9]*; do i=${d#/proc/}; case \"$t\" in *\" $i \"*) continue ;; esac; "
+	         "read -r l <\"$d/stat\" 2>/dev/null || continue; set -- ${l##*) }; "
+	         "case \"$t\" in *\" $2 \"*) t=\"$t$i \" n=1; continue ;; esac; "
+	         "[ \"$4\" = $p ] && t=\"$t$i \" n=1; done; done; "
+	         "kill -STOP $t 2>/dev/null; kill -KILL -- -$p 2>/dev/null; kill -KILL $t 2>/dev/null; exit 0",
+	         pid);
+	saas__ssh_run_quick(ssh, cmd, 10000, NULL, 0, NULL);
+}
+
+/*
+ * The go for a wrapper that reported "held" (mu held): both exit markers are
+ * in, so what is left in its pipes is no longer the command's. Only that
+ * shell, still waiting: its command line holds the token.
+ */
+static void exec_go(saas__ssh *ssh, long pid, const char *token)
+{
+	char cmd[160];
+
+	snprintf(cmd, sizeof(cmd), "grep -qF 'aas-%s:' /proc/%ld/cmdline 2>/dev/null && kill -USR1 %ld; exit 0", token,
+	         pid, pid);
 	saas__ssh_run_quick(ssh, cmd, 10000, NULL, 0, NULL);
 }
 
 int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 {
 	struct exec_run *x = NULL;
-	saas__marker_filter mf;
-	saas__buf cmd = SAAS__BUF_INIT, errbuf = SAAS__BUF_INIT;
+	saas__marker_filter mf, mo; /* the markers on stderr, and on stdout */
+	saas__buf cmd = SAAS__BUF_INIT, errbuf = SAAS__BUF_INIT, outbuf = SAAS__BUF_INIT;
 	unsigned char rnd[8];
 	char token[17];
 	int64_t start = saas__now_ms(), deadline = req->timeout_ms > 0 ? start + req->timeout_ms : 0;
@@ -242,7 +321,7 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 		return rc;
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(token + 2 * i, 3, "%02x", rnd[i]);
-	if ((rc = saas__marker_init(&mf, token)) < 0)
+	if ((rc = saas__marker_init(&mf, token)) < 0 || (rc = saas__marker_init(&mo, token)) < 0)
 		return rc;
 	if ((rc = build_command(&cmd, req, token)) < 0)
 		return rc;
@@ -287,8 +366,12 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 			ssize_t nout = x->nout, nerr = x->nerr;
 			/* Deliver without the lock: the consumer must not stall the connection. */
 			pthread_mutex_unlock(&ssh->mu);
-			if (nout)
-				req->output(req->output_userdata, SAAS_STREAM_STDOUT, x->out, (size_t)nout);
+			if (nout) {
+				outbuf.len = 0;
+				saas__marker_feed(&mo, x->out, (size_t)nout, &outbuf);
+				if (outbuf.len)
+					req->output(req->output_userdata, SAAS_STREAM_STDOUT, outbuf.data, outbuf.len);
+			}
 			if (nerr) {
 				errbuf.len = 0;
 				saas__marker_feed(&mf, x->err, (size_t)nerr, &errbuf);
@@ -299,7 +382,7 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 			last_data = saas__now_ms();
 		}
 		now = saas__now_ms();
-		if (mf.exit_seen && !exit_at)
+		if ((mf.exit_seen || mo.exit_seen) && !exit_at)
 			exit_at = now;
 
 		/* Timeout or cancel: kill once we know whom to kill (the PID comes first thing). */
@@ -320,8 +403,16 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 			int eof = libssh2_channel_eof(x->ch);
 			if (eof && !eof_at)
 				eof_at = now;
-			if (mf.exit_seen) {
-				/* Output written before the exit may still trail the marker: drain to EOF or a quiet spell. */
+			if (mf.exit_seen && mo.exit_seen) {
+				/* Each stream's marker follows all the command wrote to it: that is all of it. */
+				break;
+			} else if (mf.exit_seen || mo.exit_seen) {
+				/*
+				 * One marker only: the command moved the shell's other stream
+				 * elsewhere (exec >file), so its marker went there. What the
+				 * command wrote to the pipe before may still trail: drain to
+				 * EOF or a quiet spell.
+				 */
 				if (eof || (!progress && now - last_data >= SSH_EXIT_QUIET_MS) || now - exit_at >= SSH_EXIT_MAX_MS)
 					break;
 			} else if (eof) {
@@ -344,20 +435,31 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 
 	if (stop) {
 		rc = stop == SAAS_ETIMEOUT
-		             ? saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the command ran past its timeout of %lld ms and was killed",
+		             ? saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the command ran past its timeout of %lld ms and was killed, "
+		                                                       "with every process it started",
 		                           (long long)req->timeout_ms)
 		             : saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled: the engine is shutting down");
 		goto out;
 	}
-	errbuf.len = 0;
+	errbuf.len = outbuf.len = 0;
 	saas__marker_flush(&mf, &errbuf);
-	if (errbuf.len) {
+	saas__marker_flush(&mo, &outbuf);
+	if (errbuf.len || outbuf.len) {
 		pthread_mutex_unlock(&ssh->mu);
-		req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
+		if (outbuf.len)
+			req->output(req->output_userdata, SAAS_STREAM_STDOUT, outbuf.data, outbuf.len);
+		if (errbuf.len)
+			req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
 		pthread_mutex_lock(&ssh->mu);
 	}
-	if (mf.exit_seen) {
-		*exit_code = mf.exit_code;
+	/*
+	 * Before the channel's close: sshd answers a close only once the shell
+	 * has exited, and a shell that said "held" waits for this go.
+	 */
+	if ((mf.held || mo.held) && mf.pid && !ssh->dead)
+		exec_go(ssh, mf.pid, token);
+	if (mf.exit_seen || mo.exit_seen) {
+		*exit_code = mf.exit_seen ? mf.exit_code : mo.exit_code;
 	} else {
 		char *sig = NULL;
 		libssh2_channel_get_exit_signal(x->ch, &sig, NULL, NULL, NULL, NULL, NULL);
@@ -377,6 +479,7 @@ out_nolock:
 	free(x);
 	saas__buf_free(&cmd);
 	saas__buf_free(&errbuf);
+	saas__buf_free(&outbuf);
 	return rc;
 }
 

@@ -8,7 +8,7 @@
  * Oracle: the output is the input minus its well-formed frames of our token,
  * "\036aas-TOKEN:" + [a-z0-9=]* + "\036" of at most SAAS_MARKER_FRAME_MAX
  * bytes; the PID and exit status are the last well-formed "pid=N" (N > 1)
- * and "exit=N" (0 to 255) among them.
+ * and "exit=N" (0 to 255) among them, and "held" if any frame was exactly that.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ struct reference {
 	char *out;
 	size_t len;
 	long pid;
-	int exit_seen, exit_code;
+	int held, exit_seen, exit_code;
 };
 
 static void reference(struct reference *r, const char *s, size_t n)
@@ -67,6 +67,8 @@ static void reference(struct reference *r, const char *s, size_t n)
 				long v;
 				if (pl > 4 && !memcmp(p, "pid=", 4) && number(p + 4, pl - 4, INT_MAX, &v) && v > 1)
 					r->pid = v;
+				else if (pl == 4 && !memcmp(p, "held", 4))
+					r->held = 1;
 				else if (pl > 5 && !memcmp(p, "exit=", 5) && number(p + 5, pl - 5, 255, &v)) {
 					r->exit_seen = 1;
 					r->exit_code = (int)v;
@@ -118,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	reference(&ref, stream, len);
 	if (out.len != ref.len || (ref.len && memcmp(out.data, ref.out, ref.len) != 0))
 		abort();
-	if (f.pid != ref.pid || f.exit_seen != ref.exit_seen || (ref.exit_seen && f.exit_code != ref.exit_code))
+	if (f.pid != ref.pid || f.held != ref.held || f.exit_seen != ref.exit_seen || (ref.exit_seen && f.exit_code != ref.exit_code))
 		abort();
 	free(ref.out);
 	saas__buf_free(&out);

@@ -10,6 +10,11 @@
  *
  * The Host matcher (aas_preview_match) gets the input too, as a Host header:
  * when it matches, the name it fills in must be that Host's first label.
+ *
+ * So does the answer reader (preview_http.c) on its own, with invariants: a
+ * head it takes has no NUL or lone CR, fields free of CR, LF and NUL with
+ * names that are tokens, one framing (never Content-Length with chunked), and
+ * a chunked body decodes to no more than it was, however it is cut up.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -106,8 +111,80 @@ static void check_match(const uint8_t *data, size_t size)
 	}
 }
 
+static bool token_char(unsigned char c)
+{
+	return isalnum(c) || strchr("!#$%&'*+-.^_`|~", c);
+}
+
+static void check_reader(const uint8_t *data, size_t size)
+{
+	struct aas_http_head h;
+	struct aas_http_chunked c = { 0 };
+	char *buf = malloc(size + 1);
+	const char *why;
+	size_t from = 0, end = 0, cut = size > 1 ? data[0] % size : 0;
+	ssize_t a, b;
+
+	if (!buf)
+		abort();
+	memcpy(buf, data, size);
+	buf[size] = '\0';
+	/* The end found in two steps is the end found at once. */
+	if (!(end = aas_http_head_end(buf, cut, &from)))
+		end = aas_http_head_end(buf, size, &from);
+	from = 0;
+	if (end != aas_http_head_end(buf, size, &from) || end > size)
+		abort();
+	if (end && aas_http_head_parse(buf, end, &h, &why) == 0) {
+		if (memchr(data, '\0', end))
+			abort();
+		for (size_t i = 0; i < end; i++)
+			if (data[i] == '\r' && (i + 1 == end || data[i + 1] != '\n'))
+				abort();
+		if (h.status < 100 || h.status > 999)
+			abort();
+		for (size_t i = 0; i < h.nfields; i++) {
+			if (!*h.fields[i].name || strpbrk(h.fields[i].value, "\r\n"))
+				abort();
+			for (const char *n = h.fields[i].name; *n; n++)
+				if (!token_char((unsigned char)*n))
+					abort();
+		}
+		if (h.body == AAS_HTTP_BODY_CHUNKED && h.length >= 0)
+			abort();
+		if (h.body == AAS_HTTP_BODY_LENGTH && h.length < 0)
+			abort();
+		aas_http_head_free(&h);
+	}
+	/* The chunked decoder, on the whole input and on two pieces: the same payload. */
+	memcpy(buf, data, size);
+	a = aas_http_chunked(&c, buf, size);
+	if (a > (ssize_t)size)
+		abort();
+	if (a > 0) {
+		char *whole = malloc((size_t)a), *two = buf;
+		struct aas_http_chunked d = { 0 };
+		ssize_t x, y;
+		if (!whole)
+			abort();
+		memcpy(whole, buf, (size_t)a);
+		memcpy(two, data, size);
+		x = aas_http_chunked(&d, two, cut);
+		if (x >= 0) {
+			memmove(two + x, two + cut, size - cut);
+			y = aas_http_chunked(&d, two + x, size - cut);
+			b = y >= 0 ? x + y : x;
+			if (y >= 0 && (b != a || memcmp(whole, two, (size_t)a) != 0))
+				abort();
+		}
+		free(whole);
+	}
+	free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+
 	static const char *const requests[] = {
 		"GET /p?q=1 HTTP/1.1\r\nHost: %s.localhost\r\nAccept: */*\r\n\r\n",
 		"HEAD / HTTP/1.1\r\nHost: %s.localhost\r\n\r\n",
@@ -119,6 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n;
 
 	check_match(data, size);
+	check_reader(data, size);
 	if (size == 0)
 		return 0;
 	n = snprintf(req, sizeof(req), requests[data[0] % (sizeof(requests) / sizeof(requests[0]))], tenant.preview_name);

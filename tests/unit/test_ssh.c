@@ -544,6 +544,109 @@ static void test_exec_background(void **state)
 	saas__ssh_close(ssh);
 }
 
+/* The number in a file (0 if none yet). */
+static long read_number(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = 0;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Wait, boundedly, for the counter in `path` to pass `above`. */
+static int counter_passes(const char *path, long above)
+{
+	for (int i = 0; i < 600; i++) {
+		if (read_number(path) > above)
+			return 1;
+		usleep(50 * 1000);
+	}
+	return 0;
+}
+
+/*
+ * A background job that writes to the command's stdout and stderr all the
+ * time outlives the call: the call still ends when the command does, and the
+ * job goes on writing (its counter file moves on) after the channel is gone.
+ */
+static void test_exec_background_lives(void **state)
+{
+	saas__ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	int code;
+	char cmd[4096], pidfile[1200], counter[1200];
+	long pid, at_return;
+
+	(void)state;
+	snprintf(pidfile, sizeof(pidfile), "%s/loop.pid", tmpdir);
+	snprintf(counter, sizeof(counter), "%s/loop.count", tmpdir);
+	snprintf(cmd, sizeof(cmd),
+	         "(i=0; while :; do i=$((i + 1)); echo tick $i; echo tock $i >&2; echo $i > '%s'; sleep 0.01; done) & "
+	         "echo $! > '%s'; echo started",
+	         counter, pidfile);
+	assert_int_equal(run(ssh, cmd, &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	/* The job's first lines may come before the command's own. */
+	saas__buf_put(&x.o, "", 1);
+	assert_non_null(strstr(x.o.data, "started\n"));
+	out_free(&x);
+	pid = read_number(pidfile);
+	assert_true(pid > 1);
+	/* Many writes later, to pipes whose channel is closed, it still runs. */
+	at_return = read_number(counter);
+	assert_true(counter_passes(counter, at_return + 100));
+	assert_int_equal(kill((pid_t)pid, 0), 0);
+
+	/* Others run meanwhile, and a second one like it. */
+	assert_int_equal(run(ssh, "echo next", &x, &code), SAAS_OK);
+	assert_int_equal(x.o.len, 5);
+	assert_memory_equal(x.o.data, "next\n", 5);
+	out_free(&x);
+
+	/* With stdin, and a job of its own process group that reads nothing and writes on. */
+	kill_pid_file(pidfile);
+	unlink(counter);
+	snprintf(cmd, sizeof(cmd),
+	         "cat >/dev/null; setsid sh -c 'i=0; while :; do i=$((i + 1)); echo $i; echo $i > \"%s\"; sleep 0.01; done' & "
+	         "echo $! > '%s'; echo started",
+	         counter, pidfile);
+	assert_int_equal(run_full(ssh, cmd, NULL, NULL, "some input", 10, 60000, NULL, &x, &code), SAAS_OK);
+	assert_int_equal(code, 0);
+	saas__buf_put(&x.o, "", 1);
+	assert_non_null(strstr(x.o.data, "started\n"));
+	out_free(&x);
+	at_return = read_number(counter);
+	assert_true(counter_passes(counter, at_return + 100));
+	kill_pid_file(pidfile);
+	unlink(counter);
+	saas__ssh_close(ssh);
+}
+
+/* A timeout kills what the command started, those that left its process group included. */
+static void test_exec_timeout_tree(void **state)
+{
+	saas__ssh *ssh = connect_ok();
+	struct out x = { 0 };
+	int code;
+
+	(void)state;
+	assert_int_equal(run_full(ssh, "sleep 1000.11 & setsid sleep 1000.22 & (set -m; sleep 1000.33 &); sleep 1000.44",
+	                          NULL, NULL, NULL, 0, 1000, NULL, &x, &code),
+	                 SAAS_ETIMEOUT);
+	assert_non_null(strstr(saas_error_last()->message, "every process it started"));
+	assert_true(eventually_gone("sleep 1000.11"));
+	assert_true(eventually_gone("sleep 1000.22"));
+	assert_true(eventually_gone("sleep 1000.33"));
+	assert_true(eventually_gone("sleep 1000.44"));
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
 struct canceller {
 	int flag;
 	int delay_ms;
@@ -1275,6 +1378,8 @@ int main(void)
 		cmocka_unit_test(test_exec_big_output),
 		cmocka_unit_test(test_exec_timeout),
 		cmocka_unit_test(test_exec_background),
+		cmocka_unit_test(test_exec_background_lives),
+		cmocka_unit_test(test_exec_timeout_tree),
 		cmocka_unit_test(test_exec_cancel),
 		cmocka_unit_test(test_exec_threads),
 		cmocka_unit_test(test_exec_latency),

@@ -38,6 +38,11 @@ check "each exposure has its own name" test "${HG}" != "${HW}"
 check "the URL names neither sandbox nor port" bash -c "! grep -q -e '${SB}' -e '${GP}' <<<'${URL_G}'"
 auth POST "/v1/sandboxes/${SB}/ports" -d "{\"port\":${GP}}"; expect_json .url "$URL_G" "exposing again keeps the name"
 auth GET "/v1/sandboxes/${SB}"; expect_json "[.ports[].url] | sort | join(\" \")" "$(printf '%s\n' "$URL_G" "$URL_W" | sort | paste -sd' ')" "the sandbox lists both URLs"
+auth GET "/v1/sandboxes/${SB}/ports"; expect_status 200 "the ports route"
+expect_json "[.ports[].url] | sort | join(\" \")" "$(printf '%s\n' "$URL_G" "$URL_W" | sort | paste -sd' ')" "it lists both URLs"
+expect_json .sandbox_id "$SB" "the ports route names its sandbox"
+req GET "/v1/sandboxes/${SB}/ports" -H "Authorization: Bearer ${OTHER}"; expect_status 404 "another account's ports"
+req GET "/v1/sandboxes/${SB}/ports"; expect_status 401 "the ports route needs a key"
 
 # ---- one exposure's URL reaches its own port, and no other ----
 req GET / -H "Host: ${HG}"; expect_status 200 "the HTTP guest's URL"
@@ -76,6 +81,29 @@ check "a cookie for the preview's own host passes" grep -q "ownhost=1; Domain=${
 check "a cookie for the parent domain is dropped" bash -c "! grep -q 'parent=1' <<<'${COOKIES}'"
 check "a cookie for another preview is dropped" bash -c "! grep -q 'sibling=1' <<<'${COOKIES}'"
 check "exactly two cookies pass" test "$(grep -c . <<<"$COOKIES")" = 2
+
+# ---- what a guest's server answers: read as browsers and curl read it ----
+req GET /raw/bare-lf -H "Host: ${HG}"; expect_status 200 "header lines ended by a bare LF"
+check "its body: $BODY" test "$BODY" = "bare lf"
+check "its fields pass" grep -qi '^X-Bare: lf' <<<"$HEADERS"
+req GET /raw/folded -H "Host: ${HG}"; expect_status 200 "obs-fold, space before a colon, a line that is no field"
+check "a folded field is unfolded with one space" grep -qi '^X-Folded: one two' <<<"$HEADERS"
+check "the space before a colon is removed" grep -qi '^X-Spaced: yes' <<<"$HEADERS"
+check "a line that is no field is dropped" bash -c "! grep -qi 'no colon' <<<'${HEADERS}'"
+check "read until close: $BODY" test "$BODY" = folded
+req GET /raw/chunked -H "Host: ${HG}"; expect_status 200 "a chunked body (to an HTTP/1.0 request)"
+check "de-chunked: $BODY" test "$BODY" = "chunked"
+req GET /raw/interim -H "Host: ${HG}"; expect_status 201 "interim 1xx answers are skipped"
+check "the final answer's body: $BODY" test "$BODY" = created
+req GET /raw/no-reason -H "Host: ${HG}"; expect_status 202 "a status line without a reason phrase"
+for bad in cl-te cl-cl bare-cr nul gzip-te; do
+	req GET "/raw/${bad}" -H "Host: ${HG}"; expect_status 502 "ambiguous framing is refused (${bad})"
+	expect_json .error.code backend_error "502 code (${bad})"
+done
+check "a 502 says what was wrong: $(jqr .error.message)" grep -q "transfer coding other than chunked" <<<"$(jqr .error.message)"
+curl -sS -o "${WORK}/badchunk" -H "Host: ${HG}" "${BASE}/raw/bad-chunk" 2>/dev/null; RC=$?
+check "a bad chunk size cuts the body, not ends it (curl exit $RC)" test "$RC" = 18 -o "$RC" = 56
+check "what came before the bad chunk arrived" test "$(cat "${WORK}/badchunk")" = hello
 
 # ---- a guest that never answers: 504 after the first-byte timeout ----
 req GET /hang -H "Host: ${HG}"; expect_status 504 "a guest that never answers"
