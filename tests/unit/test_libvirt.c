@@ -465,7 +465,7 @@ static void test_domain_limits(void **state)
 	saas_vm_spec spec = test_spec();
 	struct saas__lv_domain def = {
 		&spec, &im, "/var/lib/aas", "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSUVuZ2luZSBhYXMtZW5naW5l",
-		VMDIR, VMDIR "/disk.qcow2", 40022, false, false, false, 200007, 994, 500, 200,
+		VMDIR, VMDIR "/disk.qcow2", 40022, false, false, false, 200007, 994, false, 500, 200,
 	};
 	char *xml;
 
