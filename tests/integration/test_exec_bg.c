@@ -153,7 +153,7 @@ static int group_teardown(void **state)
 static void test_background_lives(void **state)
 {
 	saas_execution *x;
-	char *page;
+	char *page, *url = NULL;
 	long c0, c1, c2;
 
 	(void)state;
@@ -181,6 +181,8 @@ static void test_background_lives(void **state)
 	assert_true(c1 > c0);
 
 	/* Each request makes httpd log to the stderr it inherited: it answers them all. */
+	check(saas_port_expose(&url, client, sb->id, 8080, 0), "expose 8080");
+	saas_free(url);
 	for (int i = 0; i < 20; i++) {
 		page = http_get(8080, "/");
 		if (!strstr(page, " 200 ") || !strstr(page, "hello from the background"))
