@@ -4,9 +4,11 @@
  * (/proc/PID/cgroup names its directory in each hierarchy, v1 or v2):
  *
  *  - CPU quota, memory hard limit and pids.max are what the size says;
- *  - a 2-vCPU guest spinning 4 busy loops under cpu_limit=0.5 gets about one
- *    host CPU, and more than half as much again with the limit off (QEMU's
- *    utime + stime over a few seconds: its share of the host, not wall time);
+ *  - a 2-vCPU guest spinning 4 busy loops under cpu_limit=0.25 gets about half
+ *    a host CPU, and more than half as much again with the limit off (QEMU's
+ *    utime + stime over a few seconds: its share of the host, not wall time).
+ *    A quarter, not a half: on a 2-core host shared with other tests, a free
+ *    2-vCPU guest under TCG was seen to get only 1.5 CPUs, too close to one;
  *  - a VM adopted by a new engine keeps its limits, and every pids cgroup the
  *    driver made is gone once its VM is destroyed.
  *
@@ -303,15 +305,15 @@ static void test_limits(void **state)
 	o.size = "two";
 	o.timeout_s = 900;
 
-	/* cpu_limit=0.5: 2 vCPUs get one host CPU (100 ms of every 100 ms). */
-	check(saas_sandbox_create(&limited, client, &o, 0), "create (cpu_limit=0.5)");
+	/* cpu_limit=0.25: 2 vCPUs get half a host CPU (50 ms of every 100 ms). */
+	check(saas_sandbox_create(&limited, client, &o, 0), "create (cpu_limit=0.25)");
 	assert_true((pa = qemu_pid(limited->id)) > 0);
-	assert_int_equal(cpu_quota(pa), 100000);
+	assert_int_equal(cpu_quota(pa), 50000);
 	assert_int_equal(memory_limit(pa), (long long)WANT_MEMORY_LIMIT);
 	assert_int_equal(pids_max(pa, pids_a, sizeof(pids_a)), WANT_PIDS_MAX);
 	assert_true(read_number(pids_a, "pids.current") < WANT_PIDS_MAX);
 	cpus_limited = busy_cpus(limited->id, pa);
-	assert_true(cpus_limited < 1.3);
+	assert_true(cpus_limited < 0.7);
 
 	/* A new engine with the limit off adopts the first VM, limits and all. */
 	close_engine();
@@ -421,7 +423,7 @@ static int group_setup(void **state)
 	}
 	snprintf(images, sizeof(images), "%s", img);
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
-	open_engine("0.5");
+	open_engine("0.25");
 	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account");
 	check(saas_key_create(&key, NULL, engine, a->id, NULL, 0), "key");
 	saas_account_free(a);
