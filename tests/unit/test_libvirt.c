@@ -800,6 +800,32 @@ static void test_meta_incomplete(void **state)
 	}
 }
 
+/*
+ * A runtime change of a VM's egress is recorded in its metadata, so that an
+ * engine adopting it after a restart loads the rules of the mode it runs
+ * under now; everything else in the element stays as it was.
+ */
+static void test_meta_network_rewrite(void **state)
+{
+	static const char meta[] = "<aas:vm xmlns:aas='https://libsaas.org/xmlns/vm/1'><aas:ssh-port>40022</aas:ssh-port>"
+	                           "<aas:network>internet</aas:network><aas:uid>200001</aas:uid></aas:vm>";
+	char *policy, *back;
+
+	(void)state;
+	assert_int_equal(saas__lv_meta_network(meta), SAAS_NET_INTERNET);
+	assert_non_null(policy = saas__lv_meta_with_network(meta, SAAS_NET_POLICY));
+	assert_int_equal(saas__lv_meta_network(policy), SAAS_NET_POLICY);
+	assert_int_equal(saas__lv_meta_uid(policy), 200001);
+	assert_non_null(strstr(policy, "<aas:ssh-port>40022</aas:ssh-port>"));
+	assert_non_null(back = saas__lv_meta_with_network(policy, SAAS_NET_INTERNET));
+	assert_string_equal(back, meta);
+	free(policy);
+	free(back);
+	/* No network recorded (an element some older engine wrote): nothing to rewrite. */
+	assert_null(saas__lv_meta_with_network("<aas:vm><aas:ssh-port>1</aas:ssh-port></aas:vm>", SAAS_NET_POLICY));
+	assert_null(saas__lv_meta_with_network("<aas:vm><aas:network>intern", SAAS_NET_POLICY));
+}
+
 /* The uid goes into the metadata and comes back out; no uid, or a malformed one, reads as 0. */
 static void test_meta_uid(void **state)
 {
@@ -1958,6 +1984,7 @@ int main(void)
 		cmocka_unit_test(test_domain_clone_matches_template),
 		cmocka_unit_test(test_meta_round_trip),
 		cmocka_unit_test(test_meta_incomplete),
+		cmocka_unit_test(test_meta_network_rewrite),
 		cmocka_unit_test(test_meta_uid),
 		cmocka_unit_test(test_uids_allocate_release),
 		cmocka_unit_test(test_uids_exhausted),

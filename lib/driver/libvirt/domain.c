@@ -220,6 +220,36 @@ int saas__lv_meta_network(const char *xml)
 	return SAAS_NET_ISOLATED;
 }
 
+char *saas__lv_meta_with_network(const char *xml, int mode)
+{
+	const char *name = mode == SAAS_NET_POLICY ? "policy" : "internet";
+	const char *p = strstr(xml, "network>"), *end;
+	char *out;
+
+	if (!p || !(end = strchr(p += 8, '<')))
+		return NULL;
+	if (asprintf(&out, "%.*s%s%s", (int)(p - xml), xml, name, end) < 0)
+		return NULL;
+	return out;
+}
+
+int saas__lv_domain_meta_network_set(virDomainPtr dom, int mode)
+{
+	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0), *next;
+	int rc = SAAS_OK;
+
+	if (!xml)
+		return saas__lv_virt_error("cannot read the VM's metadata");
+	if (!(next = saas__lv_meta_with_network(xml, mode)))
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the VM's metadata records no network");
+	else if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, next, META_PREFIX, META_NS,
+	                              VIR_DOMAIN_AFFECT_LIVE) < 0)
+		rc = saas__lv_virt_error("cannot record the VM's network in its metadata");
+	free(next);
+	free(xml);
+	return rc;
+}
+
 unsigned int saas__lv_domain_uid(virDomainPtr dom)
 {
 	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);

@@ -784,14 +784,33 @@ static int lv_network_set(void *ctx, const char *name, const saas_vm_network *ne
 	if (!uid)
 		uid = saas__lv_domain_uid(dom);
 	restricted = domain_network(dom) == SAAS_NET_ISOLATED;
-	virDomainFree(dom);
-	if (!uid)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s has no QEMU uid of its own: its network "
-		                   "cannot change while it runs", name);
+	if (!uid) {
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s has no QEMU uid of its own: its network "
+		                 "cannot change while it runs", name);
+		goto out;
+	}
 	if (network && network->mode != SAAS_NET_ISOLATED &&
 	    ((rc = saas__lv_guard_ensure(d)) < 0 || (rc = saas__lv_egress_ensure(d)) < 0))
-		return rc;
-	return saas__lv_egress_vm_set(d, name, uid, network, restricted);
+		goto out;
+	/*
+	 * The metadata says which rules an engine loads for this VM when it adopts
+	 * it after a restart, before it is given its policy again. Toward a policy
+	 * it is written first, so that no failure on the way leaves a record of
+	 * internet behind; toward internet, only once the rules say so.
+	 */
+	if (!restricted && network && network->mode == SAAS_NET_POLICY &&
+	    (rc = saas__lv_domain_meta_network_set(dom, SAAS_NET_POLICY)) < 0)
+		goto out;
+	if ((rc = saas__lv_egress_vm_set(d, name, uid, network, restricted)) < 0)
+		goto out;
+	if (!restricted && network && network->mode == SAAS_NET_INTERNET &&
+	    (rc = saas__lv_domain_meta_network_set(dom, SAAS_NET_INTERNET)) < 0)
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: %s; after a restart it refuses everything until the engine gives "
+		             "it its network again", name, saas_error_last()->message);
+	rc = SAAS_OK;
+out:
+	virDomainFree(dom);
+	return rc;
 }
 
 static int lv_network_stats(void *ctx, const char *name, saas_vm_network_stats *out)

@@ -582,6 +582,17 @@ unsigned int saas__lv_meta_uid(const char *xml);
 unsigned int saas__lv_domain_uid(virDomainPtr dom);
 /* The egress mode recorded in our metadata element (saas_vm_network_mode; isolated when unreadable). */
 int saas__lv_meta_network(const char *xml);
+/*
+ * Our metadata element with its egress mode replaced by `mode` (internet or
+ * policy), or NULL when it records none (or out of memory). Pure.
+ */
+char *saas__lv_meta_with_network(const char *xml, int mode);
+/*
+ * Record a runtime change of a running domain's egress mode in its live
+ * metadata, so that an engine that adopts it after a restart loads the rules
+ * of the mode it runs under now, not the one it was made with.
+ */
+int saas__lv_domain_meta_network_set(virDomainPtr dom, int mode);
 
 typedef int (*saas__lv_domain_fn)(struct drv *d, virDomainPtr dom, const char *name, void *ud);
 /*
