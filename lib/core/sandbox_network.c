@@ -108,9 +108,12 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 		saas_error saved = *saas_error_last();
 		/* What the driver cannot give is said as such; a refusal of the rules is the caller's to fix. */
 		int code = rc == SAAS_ENOTSUP || rc == SAAS_EINVAL ? rc : SAAS_EBACKEND;
+		char msg[1024];
 
+		/* saved.message is this thread's error buffer, which the call below writes into. */
+		snprintf(msg, sizeof(msg), "%s", saved.message);
 		rc = saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
-		                 "sandbox '%s' keeps its network: %s", id, saved.message);
+		                 "sandbox '%s' keeps its network: %s", id, msg);
 		goto out;
 	}
 	if ((rc = e->store->sandbox_network_set(e->store_ctx, id, net->mode, allow, deny)) < 0) {
