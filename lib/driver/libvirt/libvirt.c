@@ -47,6 +47,7 @@ static void quiet_errors(void *ud, virErrorPtr err)
 }
 
 static char *libvirt_log_env;
+static pthread_mutex_t log_env_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void event_init(void)
 {
@@ -332,8 +333,11 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		snprintf(d->egress_why, sizeof(d->egress_why), "a custom libvirt URI is set: network policies need the "
 		         "embedded driver's per-VM uids");
 	}
-	if (asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
+	/* Read once, by the first open's event_init: later opens keep the first value (not a leak each). */
+	pthread_mutex_lock(&log_env_mu);
+	if (!libvirt_log_env && asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
 		libvirt_log_env = NULL;
+	pthread_mutex_unlock(&log_env_mu);
 	pthread_once(&event_once, event_init);
 	if (event_rc < 0) {
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot start libvirt's event loop");
