@@ -1,0 +1,61 @@
+/*
+ * HTML pages of aas-server: the service's pages (/, /docs, /security) and the
+ * dashboard. One page shell for all of them, and a buffer whose only way to
+ * take text from outside is escaped.
+ *
+ * Pages are plain HTML forms first; the little JavaScript that helps (live
+ * countdowns, charts) and the style sheet are served by the server itself,
+ * under /static/, never from another origin (the Content-Security-Policy of
+ * aas_reply_html says so to the browser).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_HTML_H
+#define AAS_HTML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct aas_reply;
+
+/* A page being written. Zero it to start; a failed allocation sticks in `failed`. */
+struct aas_html {
+	char *buf;
+	size_t len, cap;
+	bool failed;
+};
+
+/* Markup of our own, written as it is. Never pass text that came from a client or the store. */
+void aas_html_raw(struct aas_html *h, const char *markup);
+/* Text, escaped for an element's content or a quoted attribute value (& < > " '). NULL writes nothing. */
+void aas_html_text(struct aas_html *h, const char *text);
+/*
+ * printf into the page, as markup. Every %s is escaped as aas_html_text
+ * escapes it; numbers are written as they are. Use aas_html_raw for markup.
+ */
+void aas_html_printf(struct aas_html *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void aas_html_free(struct aas_html *h);
+
+/* What the shell of a page shows around its body. */
+struct aas_page {
+	const char *title;      /* <title> and <h1>; escaped */
+	const char *nav;        /* the current section: "home", "docs", "api", "limits", "security", "dashboard", "login" */
+	const char *user_email; /* signed in as (NULL: nobody; the shell shows "Log in") */
+	bool is_operator;       /* show the operator pages' link */
+	const char *csrf;       /* the session's CSRF token, for the shell's log-out form (NULL: none) */
+};
+
+/* <!doctype html> ... <main>: the head, the header with its navigation, and the title. */
+void aas_html_begin(struct aas_html *h, const struct aas_page *page);
+/* </main> ... </html>: the footer and the end of the document. */
+void aas_html_end(struct aas_html *h);
+
+/*
+ * Reply with the page (text/html; UTF-8), taking its buffer. The headers keep
+ * the page to its own origin: Content-Security-Policy (default-src 'self',
+ * no inline script, frame-ancestors 'none'), X-Frame-Options DENY,
+ * Referrer-Policy same-origin, Cache-Control no-store. A failed page is a 500.
+ */
+void aas_reply_html(struct aas_reply *out, unsigned int status, struct aas_html *h);
+
+#endif
