@@ -99,7 +99,8 @@ static bool drain(unsigned int grace_s)
 static void print_routes(void)
 {
 	for (size_t i = 0; i < aas_nroutes; i++)
-		printf("%s %s\n", aas_routes[i].method, aas_routes[i].pattern);
+		if (!(aas_routes[i].flags & AAS_R_PAGE))
+			printf("%s %s\n", aas_routes[i].method, aas_routes[i].pattern);
 }
 
 int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *port)
@@ -115,7 +116,7 @@ int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *
 	if (aas_preview_init(*engine, cfg) < 0)
 		goto fail;
 	aas_metrics_init(*engine);
-	if (aas_service_set(cfg, *port, *engine) < 0)
+	if (aas_service_set(cfg, *port, *engine) < 0 || aas_pages_init(cfg) < 0)
 		goto fail;
 	aas_mcp_http_init(*engine, cfg, *port);
 	if (aas_http_start(cfg, listen_fd) < 0)
@@ -132,6 +133,7 @@ void aas_stop(saas_engine *engine)
 	aas_preview_shutdown();
 	aas_auth_shutdown();
 	aas_service_free();
+	aas_pages_free();
 	aas_mcp_http_free();
 	saas_engine_free(engine);
 }

@@ -57,6 +57,9 @@ const char *aas_config_usage(void)
 	       "  --port-file FILE        write the port listened on to FILE once listening\n"
 	       "  --mcp-allowed-origins L browser Origins allowed on /v1/mcp besides this server's loopback ones,\n"
 	       "                          comma-separated, \"*\" for any; default none [AAS_MCP_ALLOWED_ORIGINS]\n"
+	       "  --docs-viewer DIR       where the API viewer of /docs/api was installed (npm ci of server/viewer);\n"
+	       "                          default ../share/libsaas/api-viewer from the executable's directory\n"
+	       "                          [AAS_DOCS_VIEWER]\n"
 	       "tenant limits, every account's default (`aas-server account limits` sets one account's):\n"
 	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
 	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
@@ -238,7 +241,8 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_PREVIEW_DOMAIN")) && *v && set(&cfg->preview_domain, v) < 0) ||
 	    ((v = getenv("AAS_PREVIEW_URL")) && *v && set(&cfg->preview_url, v) < 0) ||
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
-	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0))
+	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0) ||
+	    ((v = getenv("AAS_DOCS_VIEWER")) && *v && set(&cfg->docs_viewer, v) < 0))
 		return -1;
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
@@ -250,7 +254,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -268,6 +272,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
+		{ "docs-viewer", required_argument, NULL, O_VIEWER },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -323,6 +328,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_PORTFILE: rc = set(&cfg->port_file, optarg); break;
 		case O_ORIGINS: rc = set(&cfg->mcp_origins, optarg); break;
 		case O_POOL: rc = set(&cfg->pool, optarg); break;
+		case O_VIEWER: rc = set(&cfg->docs_viewer, optarg); break;
 		case O_TEMPLATES:
 			if ((cfg->templates = parse_on_off(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --templates: expected on or off, got \"%s\"\n", optarg);
@@ -382,6 +388,7 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->port_file);
 	free(cfg->mcp_origins);
 	free(cfg->pool);
+	free(cfg->docs_viewer);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

@@ -40,6 +40,11 @@ void aas_html_raw(struct aas_html *h, const char *markup)
 	put(h, markup, strlen(markup));
 }
 
+void aas_html_rawn(struct aas_html *h, const char *markup, size_t n)
+{
+	put(h, markup, n);
+}
+
 void aas_html_text(struct aas_html *h, const char *text)
 {
 	const char *run = text;

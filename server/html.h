@@ -27,6 +27,8 @@ struct aas_html {
 
 /* Markup of our own, written as it is. Never pass text that came from a client or the store. */
 void aas_html_raw(struct aas_html *h, const char *markup);
+/* The same for the first n bytes of markup. */
+void aas_html_rawn(struct aas_html *h, const char *markup, size_t n);
 /* Text, escaped for an element's content or a quoted attribute value (& < > " '). NULL writes nothing. */
 void aas_html_text(struct aas_html *h, const char *text);
 /*
@@ -57,5 +59,25 @@ void aas_html_end(struct aas_html *h);
  * Referrer-Policy same-origin, Cache-Control no-store. A failed page is a 500.
  */
 void aas_reply_html(struct aas_reply *out, unsigned int status, struct aas_html *h);
+
+/* ---- the repository's Markdown as pages (markdown.c) ---- */
+
+/*
+ * The URL of the page that serves the repository's file `path` ("docs/rest.md"
+ * -> "/docs/rest"), or NULL when no page does.
+ */
+typedef const char *(*aas_doc_url_fn)(const char *path);
+
+/*
+ * Render the Markdown md[0..len) of the repository's file `path` as HTML with
+ * cmark, in its safe mode: raw HTML in the Markdown is left out, and so are
+ * javascript:, vbscript:, file: and data: link targets. Relative links to the
+ * repository's files go to the page url_of names, or become plain text when
+ * none serves them. Headings get GitHub's ids ("#a-full-disk"), so that the
+ * docs' links between them keep working. The first level-1 heading is taken
+ * out as *title (the page shell shows it). A malloc'd string, or NULL when out
+ * of memory.
+ */
+char *aas_markdown_html(const char *md, size_t len, const char *path, aas_doc_url_fn url_of, char **title);
 
 #endif

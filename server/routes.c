@@ -30,6 +30,15 @@ const struct aas_route aas_routes[] = {
 	/* MCP authenticates per tool (keyless discovery), so not AAS_R_AUTH. */
 	{ "POST", "/v1/mcp", AAS_R_JSON | AAS_R_KEY, aas_h_mcp_post, NULL, NULL },
 	{ "DELETE", "/v1/mcp", 0, aas_h_mcp_delete, NULL, NULL },
+	/* The service's pages (pages.c): HTML for people, not the API. /docs/api and /docs/limits before /docs/{page}. */
+	{ "GET", "/", AAS_R_PAGE, aas_h_page_home, NULL, NULL },
+	{ "GET", "/docs", AAS_R_PAGE, aas_h_page_docs, NULL, NULL },
+	{ "GET", "/docs/api", AAS_R_PAGE, aas_h_page_api, NULL, NULL },
+	{ "GET", "/docs/limits", AAS_R_PAGE, aas_h_page_limits, NULL, NULL },
+	{ "GET", "/docs/{page}", AAS_R_PAGE, aas_h_page_doc, NULL, NULL },
+	{ "GET", "/security", AAS_R_PAGE, aas_h_page_security, NULL, NULL },
+	{ "GET", "/static/{file}", AAS_R_PAGE, aas_h_static, NULL, NULL },
+	{ "GET", "/static/viewer/{file}", AAS_R_PAGE, aas_h_static_viewer, NULL, NULL },
 };
 
 const size_t aas_nroutes = sizeof(aas_routes) / sizeof(aas_routes[0]);

@@ -43,6 +43,11 @@ void aas_service_free(void)
 	info = NULL;
 }
 
+const saas_engine_info *aas_service_info(void)
+{
+	return info;
+}
+
 void aas_h_healthz(struct aas_req *r, struct aas_reply *out)
 {
 	(void)r;

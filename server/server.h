@@ -44,6 +44,7 @@ struct aas_config {
 	char *port_file;           /* write the bound port here once listening (tests) */
 	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
 	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
+	char *docs_viewer;         /* where /docs/api's viewer is installed; NULL: next to the executable (pages.c) */
 	/* Tenant limits: every account's defaults (0: the library's); `aas-server limits` sets one account's. */
 	unsigned int max_sandboxes;
 	unsigned int max_executions;
@@ -185,6 +186,8 @@ typedef void (*aas_handler)(struct aas_req *r, struct aas_reply *out);
  * most AAS_ANON_BODY_MAX bytes.
  */
 #define AAS_R_KEY (1u << 3)
+/* An HTML page or a static file, not part of the REST API: not in openapi.json (`aas-server routes` omits it). */
+#define AAS_R_PAGE (1u << 4)
 
 struct aas_route {
 	const char *method;
@@ -318,6 +321,36 @@ extern const size_t aas_nroutes;
 /* The embedded OpenAPI document (openapi_data.c, generated). */
 extern const char aas_openapi_json[];
 
+/* ---- the service's pages (pages.c) ---- */
+
+/* A file built into the binary (embed_files.cmake): its path in the source tree, its bytes (NUL-terminated). */
+struct aas_embedded_file {
+	const char *path;
+	const char *text;
+	size_t len;
+};
+/* README.md, the docs/ pages and bench/RESULTS.md, by their path in the repository (docs_data.c, generated). */
+extern const struct aas_embedded_file aas_embedded_docs[];
+extern const size_t aas_embedded_docs_count;
+/* server/static/: the style sheet and the viewer's start, by file name (static_data.c, generated). */
+extern const struct aas_embedded_file aas_embedded_static[];
+extern const size_t aas_embedded_static_count;
+
+/*
+ * Render the docs' Markdown once and find the API viewer's directory. 0, or -1
+ * after logging. aas_pages_free() at shutdown.
+ */
+int aas_pages_init(const struct aas_config *cfg);
+void aas_pages_free(void);
+void aas_h_page_home(struct aas_req *r, struct aas_reply *out);
+void aas_h_page_docs(struct aas_req *r, struct aas_reply *out);
+void aas_h_page_doc(struct aas_req *r, struct aas_reply *out);
+void aas_h_page_api(struct aas_req *r, struct aas_reply *out);
+void aas_h_page_limits(struct aas_req *r, struct aas_reply *out);
+void aas_h_page_security(struct aas_req *r, struct aas_reply *out);
+void aas_h_static(struct aas_req *r, struct aas_reply *out);
+void aas_h_static_viewer(struct aas_req *r, struct aas_reply *out);
+
 /* ---- service information (routes_account.c) ---- */
 
 /*
@@ -327,6 +360,8 @@ extern const char aas_openapi_json[];
  */
 int aas_service_set(const struct aas_config *cfg, unsigned int port, saas_engine *engine);
 void aas_service_free(void);
+/* The card aas_service_set fetched (the pages show it). */
+const saas_engine_info *aas_service_info(void);
 
 /* ---- MCP over Streamable HTTP (mcp_http.c) ---- */
 

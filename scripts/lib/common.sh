@@ -3,7 +3,7 @@
 
 # Packages the build, the tests and the quick start need, by Debian name.
 SAAS_BUILD_PACKAGES=(
-	build-essential cmake pkg-config clang python3
+	build-essential cmake pkg-config clang python3 libcmark-gfm-dev libcmark-gfm-extensions-dev
 	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
 	libmicrohttpd-dev libssh2-1-dev libvirt-dev
 )
@@ -12,7 +12,7 @@ SAAS_BUILD_PACKAGES=(
 # threaded process. Under clang 14's, a child forked while another thread was
 # in malloc could hang forever in its own malloc, and the create with it.
 SAAS_TEST_PACKAGES=(postgresql valgrind curl jq python3-jsonschema openssh-server openssh-client clang-19 libclang-rt-19-dev
-	dnsmasq-base) # dnsmasq: vm.egress's upstream resolver, inside a network namespace of the test's
+	dnsmasq-base chromium) # dnsmasq: vm.egress's upstream resolver, inside a network namespace of the test's; chromium: the browser tests
 # The benchmarks' load generator and helpers (bench/server-bench, bench/soak).
 SAAS_BENCH_PACKAGES=(wrk jq curl iproute2)
 # Running sandboxes and building guest images.
