@@ -156,7 +156,9 @@ void aas_html_begin(struct aas_html *h, const struct aas_page *page)
 	aas_html_raw(h, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
 	aas_html_text(h, page->title);
-	aas_html_raw(h, " · libsaas</title><link rel=\"stylesheet\" href=\"/static/style.css\"></head><body>"
+	aas_html_raw(h, " · libsaas</title><link rel=\"stylesheet\" href=\"/static/style.css\">"
+	                /* No icon: without this line every browser asks /favicon.ico, a 404 in the log. */
+	                "<link rel=\"icon\" href=\"data:,\"></head><body>"
 	                "<a class=\"skip\" href=\"#main\">Skip to content</a><header><nav aria-label=\"Main\"><ul>");
 	nav_link(h, page, "home", "/", "libsaas");
 	nav_link(h, page, "docs", "/docs", "Docs");
