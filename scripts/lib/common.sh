@@ -79,3 +79,18 @@ ensure_node() {
 	command -v node >/dev/null && command -v npm >/dev/null && return 0
 	ensure_packages nodejs npm
 }
+
+# The API viewer of /docs/api (Swagger UI, pinned by server/viewer's package
+# files) installed with npm into DIR, which aas-server serves read-only
+# (--docs-viewer DIR; its default for a build tree or an install is
+# <bindir>/../share/libsaas/api-viewer). Quiet when it is there already.
+install_api_viewer() {
+	local dir=$1 src
+	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../server/viewer" && pwd)
+	mkdir -p "$dir"
+	cmp -s "$src/package-lock.json" "$dir/node_modules/.package-lock.json.installed" 2>/dev/null && return 0
+	say "installing the API viewer into $dir"
+	cp "$src/package.json" "$src/package-lock.json" "$dir/"
+	(cd "$dir" && npm ci --omit=dev --no-audit --no-fund --loglevel=error)
+	cp "$src/package-lock.json" "$dir/node_modules/.package-lock.json.installed"
+}
