@@ -35,12 +35,16 @@ try {
       const server = await page.$eval('#swagger-ui', (e) => e.textContent.includes(location.origin)).catch(() => false);
       check('/docs/api: "Try it out" goes to this server', server);
     }
+    let t = Date.now();
+    const lap = (what) => { console.log(`  ${p.path}: ${what} ${Date.now() - t} ms`); t = Date.now(); };
     await page.screenshot({ path: `${ARTIFACTS}/${p.name}.png`, fullPage: true });
+    lap('screenshot');
     for (const scheme of ['light', 'dark']) {
       await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
       const v = await axe(page, exclude ? [exclude] : []);
       check(`${p.path} (${scheme}): axe finds no WCAG A/AA violation`, v.length === 0, v.join('; '));
     }
+    lap('axe');
     await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
     // The first Tab lands on the skip link, which then shows.
     await page.evaluate(() => document.activeElement?.blur());
@@ -51,6 +55,7 @@ try {
     });
     check(`${p.path}: the first Tab shows "Skip to content"`, skip);
     const unreached = await keyboardReach(page, exclude);
+    lap('keyboard');
     check(`${p.path}: Tab reaches every link and control`, unreached.length === 0, unreached.slice(0, 5).join(' | '));
     const csp = await cspViolations(page);
     check(`${p.path}: no CSP violation`, csp.length === 0, csp.join('; '));
