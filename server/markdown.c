@@ -96,6 +96,7 @@ static bool resolve(const char *from, const char *url, char out[LINK_MAX], const
 			out[len] = '\0';
 			continue;
 		}
+		/* out holds at most tmp's segments and slashes: it never outgrows tmp, shorter than LINK_MAX. */
 		len += (size_t)snprintf(out + len, LINK_MAX - len, "%s%s", len ? "/" : "", seg);
 	}
 	/* A directory ("examples/") stays one: no page serves it. */
