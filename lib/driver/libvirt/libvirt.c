@@ -513,7 +513,8 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	saas_vm_network fallback = { d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED, NULL, NULL };
 	const saas_vm_network *net = spec->network ? spec->network : &fallback;
 	bool internet = net->mode != SAAS_NET_ISOLATED, cloned = false, egress = false;
-	int rc;
+	const char *cold = NULL; /* with templates on, why this VM boots cold */
+	int rc, cold_level = SAAS_LOG_WARN;
 
 	if ((rc = saas__lv_egress_check(net)) < 0)
 		return rc;
@@ -544,12 +545,12 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
 		saas__lv_template_key(d, spec, im, key);
-		if (key[0] && (t = saas__lv_template_get_locked(d, key))) {
-			if (t->state == TMPL_READY)
-				tdir = saas__lv_drv_path(d, "templates", key);
-			else
-				saas__lv_template_request_locked(d, t, spec, im);
-		}
+		if (!key[0] || !(t = saas__lv_template_get_locked(d, key)))
+			cold = "out of memory for its template";
+		else if (t->state != TMPL_READY)
+			cold = saas__lv_template_request_locked(d, t, spec, im, &cold_level);
+		else if (!(tdir = saas__lv_drv_path(d, "templates", key)))
+			cold = "out of memory for its template";
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)
@@ -579,6 +580,9 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 				saas__lv_template_break(d, key);
 		}
 		l.tdir = NULL;
+	} else if (cold) {
+		/* Every cold boot where a clone was possible says why: a clone that never happens is otherwise silent. */
+		saas__lv_log(d, cold_level, "VM %s boots cold: %s (template %s)", spec->name, cold, key[0] ? key : "unknown");
 	}
 	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;

@@ -666,8 +666,9 @@ int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout
 /* The key of the template for spec and im ("" when out of memory). */
 void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33]);
 struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
-void saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
-                                      const struct image *im);
+/* Ask for the build of t (not ready); why it cannot serve this create, and at which log level to say it. */
+const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
+                                             const struct image *im, int *level);
 void saas__lv_template_break(struct drv *d, const char *key);
 /* What a previous engine on this state directory left of template builds. */
 void saas__lv_templates_cleanup(struct drv *d);
