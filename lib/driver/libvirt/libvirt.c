@@ -327,11 +327,6 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		}
 		d->root = root;
 		root = NULL;
-	} else if ((rc = saas__lv_network_setup(d, false)) < 0) {
-		goto fail;
-	} else {
-		snprintf(d->egress_why, sizeof(d->egress_why), "a custom libvirt URI is set: network policies need the "
-		         "embedded driver's per-VM uids");
 	}
 	/* Read once, by the first open's event_init: later opens keep the first value (not a leak each). */
 	pthread_mutex_lock(&log_env_mu);
@@ -348,9 +343,14 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__error_wrap(rc, "%s", d->uri);
 		goto fail;
 	}
-	/* A system libvirtd: confined by its DAC driver, which the connection shows. */
-	if (!d->root && d->uids_mode != UIDS_OFF &&
-	    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
+	/*
+	 * A system libvirtd: confined by its DAC driver, which the connection
+	 * shows. The guard and per-VM egress follow, as in the embedded mode:
+	 * both match what only confinement decides (QEMU's group and uid).
+	 */
+	if (!d->root && ((d->uids_mode != UIDS_OFF &&
+	                  (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0) ||
+	                 (rc = saas__lv_network_setup(d, false)) < 0 || (rc = saas__lv_egress_open(d, env->state_dir)) < 0))
 		goto fail;
 	{
 		/* Our pids cgroups are named after the state directory, as the embedded root is. */

@@ -424,8 +424,9 @@ void saas__lv_guard_sets(saas__buf *b, const char *r4, const char *r6, const str
 int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *why, size_t why_len);
 
 /*
- * Install the guard when it can be relied on (root, the embedded driver, the
- * group exists), then choose the default policy of a spec that leaves it to
+ * Install the guard when it can be relied on (the group exists, and either
+ * the embedded driver as root or a system libvirtd with per-VM uids and
+ * CAP_NET_ADMIN in the engine's ambient set; embedded says which), then choose the default policy of a spec that leaves it to
  * the driver (d->internet) from d->network. Fails only when network=internet
  * was asked for and cannot be guarded, or out of memory.
  */
