@@ -2026,6 +2026,52 @@ static void test_egress_loaded(void **state)
 	saas_test_rmdir(dir);
 }
 
+/* Is this engine's egress table loaded? */
+static bool egress_table_loaded(const char *table)
+{
+	const char *argv[] = { "nft", "list", "table", "inet", table, NULL };
+	char *out = NULL;
+	bool loaded = saas__run(argv, &out) == 0;
+
+	free(out);
+	saas__error_clear();
+	return loaded;
+}
+
+/*
+ * The egress table stays past a close while a VM has rules in it (they hold
+ * while the engine is away), and goes with the close that leaves none.
+ */
+static void test_egress_table_dropped(void **state)
+{
+	saas_vm_network internet = { SAAS_NET_INTERNET, NULL, NULL };
+	char table[sizeof(((struct saas__lv_egress *)0)->table)];
+	char upstream[] = "127.0.0.1#9"; /* nothing is looked up here */
+	struct drv d;
+	char *dir;
+
+	(void)state;
+	own_namespace();
+	assert_non_null(dir = saas_test_tmpdir());
+	memset(&d, 0, sizeof(d));
+	d.dir = dir;
+	d.log = count_warnings;
+	d.confined = d.guard = true;
+	d.dns_upstream = upstream;
+	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
+	assert_non_null(d.egress);
+	snprintf(table, sizeof(table), "%s", d.egress->table);
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &internet, false), SAAS_OK);
+	saas__lv_egress_close(&d);
+	assert_true(egress_table_loaded(table));
+	/* The next engine (no VM of the old one adopted here): its close leaves nothing. */
+	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
+	assert_true(egress_table_loaded(table));
+	saas__lv_egress_close(&d);
+	assert_false(egress_table_loaded(table));
+	saas_test_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2071,6 +2117,7 @@ int main(void)
 		cmocka_unit_test(test_guard_system),
 		cmocka_unit_test(test_guard_blocks),
 		cmocka_unit_test(test_egress_loaded),
+		cmocka_unit_test(test_egress_table_dropped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

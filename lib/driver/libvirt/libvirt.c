@@ -414,7 +414,7 @@ static void lv_close(void *ctx)
 		pthread_join(d->builder, NULL);
 	if (d->keeper_started)
 		pthread_join(d->keeper, NULL);
-	/* The egress table stays, as the VMs do; the resolver stops (their lookups fail until the next open). */
+	/* The egress table stays while VMs do (dropped with none left); the resolver stops (lookups fail until the next open). */
 	saas__lv_egress_close(d);
 	while (d->tmpls) {
 		struct tmpl *t = d->tmpls;

@@ -494,7 +494,7 @@ char *saas__lv_egress_remove_text(const char *table, unsigned int uid);
  * memory or the upstream option is bad.
  */
 int saas__lv_egress_open(struct drv *d, const char *state_dir);
-/* Stop the resolver; the table stays (the VMs keep running; the next open replaces it). */
+/* Stop the resolver; the table stays while a VM has rules in it (the next open replaces it), else it goes. */
 void saas__lv_egress_close(struct drv *d);
 
 /*
