@@ -348,10 +348,13 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	 * shows. The guard and per-VM egress follow, as in the embedded mode:
 	 * both match what only confinement decides (QEMU's group and uid).
 	 */
-	if (!d->root && ((d->uids_mode != UIDS_OFF &&
-	                  (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0) ||
-	                 (rc = saas__lv_network_setup(d, false)) < 0 || (rc = saas__lv_egress_open(d, env->state_dir)) < 0))
-		goto fail;
+	if (!d->root) {
+		if (d->uids_mode != UIDS_OFF &&
+		    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
+			goto fail;
+		if ((rc = saas__lv_network_setup(d, false)) < 0 || (rc = saas__lv_egress_open(d, env->state_dir)) < 0)
+			goto fail;
+	}
 	{
 		/* Our pids cgroups are named after the state directory, as the embedded root is. */
 		char hash[65];
@@ -414,7 +417,7 @@ static void lv_close(void *ctx)
 		pthread_join(d->builder, NULL);
 	if (d->keeper_started)
 		pthread_join(d->keeper, NULL);
-	/* The egress table stays while VMs do (dropped with none left); the resolver stops (lookups fail until the next open). */
+	/* The egress table stays while VMs do (it goes with none left); the resolver stops until the next open. */
 	saas__lv_egress_close(d);
 	while (d->tmpls) {
 		struct tmpl *t = d->tmpls;
