@@ -415,8 +415,8 @@ static int guard_install(struct drv *d, bool embedded)
 	}
 	if (!embedded && !d->confined) {
 		snprintf(d->guard_why, sizeof(d->guard_why), "QEMU does not run under a uid of its own per VM on this "
-		         "libvirt (see the log above), so its qemu.conf, not the engine, decides QEMU's group: the guard "
-		         "cannot be relied on");
+		         "libvirt (that needs the system libvirtd and the driver option uids), so its qemu.conf, not the "
+		         "engine, decides QEMU's group: the guard cannot be relied on");
 		goto out;
 	}
 	if (!embedded && !d->guest_gid) {

@@ -327,6 +327,9 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		}
 		d->root = root;
 		root = NULL;
+	} else if (!strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) {
+		/* Not the system libvirtd: no per-VM labels, so no guard; network=internet fails before connecting. */
+		goto fail;
 	}
 	/* Read once, by the first open's event_init: later opens keep the first value (not a leak each). */
 	pthread_mutex_lock(&log_env_mu);
@@ -352,7 +355,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		if (d->uids_mode != UIDS_OFF &&
 		    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
 			goto fail;
-		if ((rc = saas__lv_network_setup(d, false)) < 0 || (rc = saas__lv_egress_open(d, env->state_dir)) < 0)
+		if ((strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) ||
+		    (rc = saas__lv_egress_open(d, env->state_dir)) < 0)
 			goto fail;
 	}
 	{
