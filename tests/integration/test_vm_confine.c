@@ -10,6 +10,10 @@
  * its own (not root, not the engine's), with no capabilities, no_new_privs
  * and QEMU's seccomp filter; an exec works; destroy leaves no QEMU.
  *
+ * Under a system libvirtd (vm.system) the engine holds CAP_NET_ADMIN, as its
+ * systemd unit gives it: its clone is made under a network policy, and the
+ * host's nftables refuse what the policy does not allow, counted.
+ *
  * Environment: SAAS_TEST_IMAGES (where the tiny image is), SAAS_TEST_STATE;
  * SAAS_TEST_URI (a system libvirtd's URI) for vm.system.
  */
@@ -154,8 +158,14 @@ static int setup(void **state)
 	}
 	if (system(cmd) != 0)
 		return -1;
-	snprintf(config, sizeof(config), "%s%s images=%s boot_timeout=600 templates=%s", uri ? "uri=" : "", uri ? uri : "",
-	         images, getenv("SAAS_TEST_CLONE") ? "on" : "off");
+	/*
+	 * Under a system libvirtd, guests are isolated unless asked otherwise,
+	 * and a policy's allowed lookups would go to a port nothing listens on:
+	 * nothing of the test leaves the host.
+	 */
+	snprintf(config, sizeof(config), "%s%s images=%s boot_timeout=600 templates=%s%s", uri ? "uri=" : "",
+	         uri ? uri : "", images, getenv("SAAS_TEST_CLONE") ? "on" : "off",
+	         uri ? " network=isolated dns_upstream=127.0.0.1#9" : "");
 	o.state_dir = dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -231,8 +241,17 @@ static void test_private_images_confined(void **state)
 
 	(void)state;
 	assert_true(logged("QEMU uids per VM", NULL));
+	/* Under a system libvirtd with CAP_NET_ADMIN: the guard and per-VM egress, as in the embedded mode. */
+	if (getenv("SAAS_TEST_URI")) {
+		assert_true(logged("network: guests are isolated by default (network=isolated)", NULL));
+		assert_false(logged("internet is refused", NULL));
+		assert_true(logged("egress: per-VM policies in table inet aas_egress_", NULL));
+	}
 	check(saas_sandbox_create(&sb, client, NULL, 0), "create");
 	assert_true(logged("image tiny staged in ", images));
+	/* The cold boot of a template's first create says why it is not a clone. */
+	if (getenv("SAAS_TEST_CLONE"))
+		assert_true(logged(" boots cold: its template is being built", NULL));
 	uid = assert_confined(sb);
 	/* The staging directory: QEMU's uid may pass, not list; the image's own directory it cannot reach. */
 	snprintf(staged, sizeof(staged), "%s/libvirt/images", getenv("SAAS_TEST_STATE"));
@@ -245,13 +264,54 @@ static void test_private_images_confined(void **state)
 	destroy_gone(sb);
 }
 
-/* Clones of a template (SAAS_TEST_CLONE): each under its own uid, the template's base shared. */
+/*
+ * A policy sandbox's lookup of a name it does not allow and its connection
+ * to the host's loopback (10.0.2.2 under slirp) are refused by the host and
+ * counted: the egress table judges its QEMU's uid.
+ */
+static void assert_policy_enforced(const char *id)
+{
+	saas_exec_options eo = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+	saas_sandbox *sb = NULL;
+
+	eo.timeout_s = 120;
+	check(saas_exec(&x, client, id,
+	                "nslookup unlisted.test >/dev/null 2>&1 || echo refused; "
+	                "if timeout 10 nc -w 5 10.0.2.2 22 </dev/null >/dev/null 2>&1; then echo reached; fi; echo checked",
+	                &eo, 0),
+	      "exec");
+	assert_non_null(strstr(x->stdout_data, "refused"));
+	assert_null(strstr(x->stdout_data, "reached"));
+	assert_non_null(strstr(x->stdout_data, "checked"));
+	saas_execution_free(x);
+	check(saas_sandbox_get(&sb, client, id), "get");
+	assert_non_null(sb->network);
+	assert_int_equal(sb->network->mode, SAAS_NETWORK_POLICY);
+	assert_true(sb->network->denied_lookups >= 1);
+	assert_true(sb->network->denied_connections >= 1);
+	saas_sandbox_free(sb);
+}
+
+/*
+ * Clones of a template (SAAS_TEST_CLONE): each under its own uid, the
+ * template's base shared. Under a system libvirtd one clone, made under a
+ * policy: that clones are clones there, and confined, is what it adds to
+ * vm.confine (every VM costs a minute or more under TCG).
+ */
 static void test_clones_confined(void **state)
 {
+	static const char *const allow[] = { "allowed.test", NULL };
+	saas_network_spec policy = SAAS_NETWORK_SPEC_INIT;
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb[2] = { NULL, NULL };
 	unsigned int uids[2];
+	bool system = getenv("SAAS_TEST_URI") != NULL;
+	int n = system ? 1 : 2;
 
 	(void)state;
+	policy.allow = allow;
+	co.network_spec = &policy;
 	if (!getenv("SAAS_TEST_CLONE"))
 		skip();
 	/* The first test's cold boot asked for the template. */
@@ -260,15 +320,18 @@ static void test_clones_confined(void **state)
 		assert_false(logged("template ", " failed"));
 		usleep(500 * 1000);
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < n; i++) {
 		char line[256];
-		check(saas_sandbox_create(&sb[i], client, NULL, 0), "create a clone");
+		check(saas_sandbox_create(&sb[i], client, system ? &co : NULL, 0), "create a clone");
 		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
 		assert_true(logged(line, "(clone,"));
 		uids[i] = assert_confined(sb[i]);
+		if (system)
+			assert_policy_enforced(sb[i]->id);
 	}
-	assert_int_not_equal(uids[0], uids[1]);
-	for (int i = 0; i < 2; i++)
+	if (n == 2)
+		assert_int_not_equal(uids[0], uids[1]);
+	for (int i = 0; i < n; i++)
 		destroy_gone(sb[i]);
 }
 

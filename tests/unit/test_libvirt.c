@@ -1551,6 +1551,50 @@ static void own_namespace(void)
 }
 
 /*
+ * Why there is no guard, as an engine on a system libvirtd (embedded false)
+ * is told: the guard matches QEMU's group, which only per-VM labels decide
+ * there, and loading it takes CAP_NET_ADMIN (an unprivileged engine's is
+ * checked in its ambient set, which nft inherits). Nothing is loaded here.
+ */
+static void test_guard_refused_system(void **state)
+{
+	struct drv d;
+	bool root = geteuid() == 0;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	d.log = count_warnings;
+	/* Not confined: libvirtd's qemu.conf decides QEMU's group. */
+	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
+	assert_false(d.guard);
+	assert_non_null(strstr(d.guard_why, "uid of its own per VM"));
+	assert_null(strstr(d.guard_why, "run as root"));
+	/* Confined, without the group: each QEMU's gid is its uid. */
+	d.confined = true;
+	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
+	assert_false(d.guard);
+	assert_non_null(strstr(d.guard_why, "groupadd --system " GUEST_GROUP));
+	/* Confined under the group, unprivileged and without the capability (as root: an effective uid of nobody's). */
+	d.guest_gid = 4242;
+	if (root)
+		assert_int_equal(seteuid(65534), 0);
+	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
+	if (root)
+		assert_int_equal(seteuid(0), 0);
+	assert_false(d.guard);
+	assert_non_null(strstr(d.guard_why, "CAP_NET_ADMIN"));
+	assert_non_null(strstr(d.guard_why, "AmbientCapabilities"));
+	/* Asked for by name, internet is refused with that reason. */
+	d.network = NET_INTERNET;
+	if (root)
+		assert_int_equal(seteuid(65534), 0);
+	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_ENOTSUP);
+	if (root)
+		assert_int_equal(seteuid(0), 0);
+	assert_non_null(strstr(saas_error_last()->message, "CAP_NET_ADMIN"));
+}
+
+/*
  * Checked before every internet create, and installed again when something
  * flushed it; refused when that fails.
  */
@@ -1606,6 +1650,27 @@ static void test_guard_reinstalled(void **state)
 	assert_false(guard_loaded());
 
 	free(gone);
+	saas_test_rmdir(dir);
+}
+
+/* On a system libvirtd with per-VM uids under the group, an engine that may load rules installs the guard. */
+static void test_guard_system(void **state)
+{
+	struct drv d;
+	char *dir;
+
+	(void)state;
+	own_namespace();
+	assert_non_null(dir = saas_test_tmpdir());
+	memset(&d, 0, sizeof(d));
+	d.dir = dir;
+	d.log = count_warnings;
+	d.confined = true;
+	assert_true(saas__lv_guest_gid(&d.guest_gid));
+	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
+	assert_true(d.guard);
+	assert_true(guard_loaded());
+	assert_int_equal(nft("flush", "ruleset", NULL, NULL, NULL), 0);
 	saas_test_rmdir(dir);
 }
 
@@ -1961,6 +2026,52 @@ static void test_egress_loaded(void **state)
 	saas_test_rmdir(dir);
 }
 
+/* Is this engine's egress table loaded? */
+static bool egress_table_loaded(const char *table)
+{
+	const char *argv[] = { "nft", "list", "table", "inet", table, NULL };
+	char *out = NULL;
+	bool loaded = saas__run(argv, &out) == 0;
+
+	free(out);
+	saas__error_clear();
+	return loaded;
+}
+
+/*
+ * The egress table stays past a close while a VM has rules in it (they hold
+ * while the engine is away), and goes with the close that leaves none.
+ */
+static void test_egress_table_dropped(void **state)
+{
+	saas_vm_network internet = { SAAS_NET_INTERNET, NULL, NULL };
+	char table[sizeof(((struct saas__lv_egress *)0)->table)];
+	char upstream[] = "127.0.0.1#9"; /* nothing is looked up here */
+	struct drv d;
+	char *dir;
+
+	(void)state;
+	own_namespace();
+	assert_non_null(dir = saas_test_tmpdir());
+	memset(&d, 0, sizeof(d));
+	d.dir = dir;
+	d.log = count_warnings;
+	d.confined = d.guard = true;
+	d.dns_upstream = upstream;
+	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
+	assert_non_null(d.egress);
+	snprintf(table, sizeof(table), "%s", d.egress->table);
+	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &internet, false), SAAS_OK);
+	saas__lv_egress_close(&d);
+	assert_true(egress_table_loaded(table));
+	/* The next engine (no VM of the old one adopted here): its close leaves nothing. */
+	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
+	assert_true(egress_table_loaded(table));
+	saas__lv_egress_close(&d);
+	assert_false(egress_table_loaded(table));
+	saas_test_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2000,10 +2111,13 @@ int main(void)
 		cmocka_unit_test(test_egress_check),
 		cmocka_unit_test(test_egress_ruleset),
 		cmocka_unit_test(test_egress_refused),
+		cmocka_unit_test(test_guard_refused_system),
 		/* Last: these move the process into a network namespace of its own. */
 		cmocka_unit_test(test_guard_reinstalled),
+		cmocka_unit_test(test_guard_system),
 		cmocka_unit_test(test_guard_blocks),
 		cmocka_unit_test(test_egress_loaded),
+		cmocka_unit_test(test_egress_table_dropped),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

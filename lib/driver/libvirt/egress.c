@@ -550,6 +550,20 @@ void saas__lv_egress_close(struct drv *d)
 	if (!e)
 		return;
 	saas__lv_resolver_stop(d);
+	/*
+	 * With a VM left, the table stays: its rules hold while the engine is
+	 * away, and the next open replaces the table. With none, nothing needs
+	 * it, and a table left behind by every engine that ever ran would
+	 * outlive them all.
+	 */
+	if (!e->vms) {
+		const char *argv[] = { "nft", "delete", "table", "inet", e->table, NULL };
+		if (saas__run(argv, NULL) < 0) {
+			saas__lv_log(d, SAAS_LOG_WARN, "egress: removing table inet %s failed: %s", e->table,
+			             saas_error_last()->message);
+			saas__error_clear();
+		}
+	}
 	while (e->vms) {
 		struct evm *v = e->vms;
 		e->vms = v->next;

@@ -15,10 +15,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <ifaddrs.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "driver/libvirt/libvirt_driver.h"
@@ -383,9 +385,22 @@ out:
 }
 
 /*
+ * Can the nft this engine runs load rules? Root can; an unprivileged engine
+ * can when CAP_NET_ADMIN is in its ambient set, which its children (nft)
+ * keep across exec: a capability only effective here would be lost there.
+ */
+static bool nft_capable(void)
+{
+	return geteuid() == 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_NET_ADMIN, 0, 0) == 1;
+}
+
+/*
  * Install the guard, replacing any older one (every engine on the host writes
- * the same table). Sets d->guard, or d->guard_why. Never fails the open: an
- * engine without a guard still runs isolated guests.
+ * the same table). The guard matches QEMU's group, so it holds only where the
+ * engine decides that group: the embedded driver as root (its qemu.conf), or
+ * per-VM labels on a system libvirtd (every VM's QEMU under GUEST_GROUP).
+ * Sets d->guard, or d->guard_why. Never fails the open: an engine without a
+ * guard still runs isolated guests.
  */
 static int guard_install(struct drv *d, bool embedded)
 {
@@ -393,14 +408,26 @@ static int guard_install(struct drv *d, bool embedded)
 	int rc = SAAS_OK;
 
 	d->guard = false;
-	if (geteuid() != 0) {
+	if (embedded && geteuid() != 0) {
 		snprintf(d->guard_why, sizeof(d->guard_why), "the engine does not run as root, so it cannot "
 		         "install the nftables guard nor run QEMU under the group " GUEST_GROUP);
 		goto out;
 	}
-	if (!embedded) {
-		snprintf(d->guard_why, sizeof(d->guard_why), "a custom libvirt URI is set: its qemu.conf, not the "
-		         "engine, decides QEMU's group, so the guard cannot be relied on");
+	if (!embedded && !d->confined) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "QEMU does not run under a uid of its own per VM on this "
+		         "libvirt (that needs the system libvirtd and the driver option uids), so its qemu.conf, not the "
+		         "engine, decides QEMU's group: the guard cannot be relied on");
+		goto out;
+	}
+	if (!embedded && !d->guest_gid) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "the group " GUEST_GROUP " does not exist, so each VM's "
+		         "QEMU runs under its own uid as its group, which the guard cannot match (create it: groupadd "
+		         "--system " GUEST_GROUP ")");
+		goto out;
+	}
+	if (!nft_capable()) {
+		snprintf(d->guard_why, sizeof(d->guard_why), "the engine has no CAP_NET_ADMIN to install the nftables "
+		         "guard with (as a systemd unit: AmbientCapabilities=CAP_NET_ADMIN; docs/operations.md)");
 		goto out;
 	}
 	if ((rc = guard_rules_now(&rules, marker, d->guard_why, sizeof(d->guard_why))) == SAAS_OK &&

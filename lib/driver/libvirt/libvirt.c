@@ -327,11 +327,9 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		}
 		d->root = root;
 		root = NULL;
-	} else if ((rc = saas__lv_network_setup(d, false)) < 0) {
+	} else if (!strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) {
+		/* Not the system libvirtd: no per-VM labels, so no guard; network=internet fails before connecting. */
 		goto fail;
-	} else {
-		snprintf(d->egress_why, sizeof(d->egress_why), "a custom libvirt URI is set: network policies need the "
-		         "embedded driver's per-VM uids");
 	}
 	/* Read once, by the first open's event_init: later opens keep the first value (not a leak each). */
 	pthread_mutex_lock(&log_env_mu);
@@ -348,10 +346,19 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__error_wrap(rc, "%s", d->uri);
 		goto fail;
 	}
-	/* A system libvirtd: confined by its DAC driver, which the connection shows. */
-	if (!d->root && d->uids_mode != UIDS_OFF &&
-	    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
-		goto fail;
+	/*
+	 * A system libvirtd: confined by its DAC driver, which the connection
+	 * shows. The guard and per-VM egress follow, as in the embedded mode:
+	 * both match what only confinement decides (QEMU's group and uid).
+	 */
+	if (!d->root) {
+		if (d->uids_mode != UIDS_OFF &&
+		    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
+			goto fail;
+		if ((strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) ||
+		    (rc = saas__lv_egress_open(d, env->state_dir)) < 0)
+			goto fail;
+	}
 	{
 		/* Our pids cgroups are named after the state directory, as the embedded root is. */
 		char hash[65];
@@ -414,7 +421,7 @@ static void lv_close(void *ctx)
 		pthread_join(d->builder, NULL);
 	if (d->keeper_started)
 		pthread_join(d->keeper, NULL);
-	/* The egress table stays, as the VMs do; the resolver stops (their lookups fail until the next open). */
+	/* The egress table stays while VMs do (it goes with none left); the resolver stops until the next open. */
 	saas__lv_egress_close(d);
 	while (d->tmpls) {
 		struct tmpl *t = d->tmpls;
@@ -513,7 +520,8 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	saas_vm_network fallback = { d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED, NULL, NULL };
 	const saas_vm_network *net = spec->network ? spec->network : &fallback;
 	bool internet = net->mode != SAAS_NET_ISOLATED, cloned = false, egress = false;
-	int rc;
+	const char *cold = NULL; /* with templates on, why this VM boots cold */
+	int rc, cold_level = SAAS_LOG_WARN;
 
 	if ((rc = saas__lv_egress_check(net)) < 0)
 		return rc;
@@ -544,12 +552,12 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
 		saas__lv_template_key(d, spec, im, key);
-		if (key[0] && (t = saas__lv_template_get_locked(d, key))) {
-			if (t->state == TMPL_READY)
-				tdir = saas__lv_drv_path(d, "templates", key);
-			else
-				saas__lv_template_request_locked(d, t, spec, im);
-		}
+		if (!key[0] || !(t = saas__lv_template_get_locked(d, key)))
+			cold = "out of memory for its template";
+		else if (t->state != TMPL_READY)
+			cold = saas__lv_template_request_locked(d, t, spec, im, &cold_level);
+		else if (!(tdir = saas__lv_drv_path(d, "templates", key)))
+			cold = "out of memory for its template";
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)
@@ -579,6 +587,9 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 				saas__lv_template_break(d, key);
 		}
 		l.tdir = NULL;
+	} else if (cold) {
+		/* Every cold boot where a clone was possible says why: a clone that never happens is otherwise silent. */
+		saas__lv_log(d, cold_level, "VM %s boots cold: %s (template %s)", spec->name, cold, key[0] ? key : "unknown");
 	}
 	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;

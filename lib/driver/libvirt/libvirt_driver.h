@@ -424,8 +424,9 @@ void saas__lv_guard_sets(saas__buf *b, const char *r4, const char *r6, const str
 int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *why, size_t why_len);
 
 /*
- * Install the guard when it can be relied on (root, the embedded driver, the
- * group exists), then choose the default policy of a spec that leaves it to
+ * Install the guard when it can be relied on (the group exists, and either
+ * the embedded driver as root or a system libvirtd with per-VM uids and
+ * CAP_NET_ADMIN in the engine's ambient set; embedded says which), then choose the default policy of a spec that leaves it to
  * the driver (d->internet) from d->network. Fails only when network=internet
  * was asked for and cannot be guarded, or out of memory.
  */
@@ -493,7 +494,7 @@ char *saas__lv_egress_remove_text(const char *table, unsigned int uid);
  * memory or the upstream option is bad.
  */
 int saas__lv_egress_open(struct drv *d, const char *state_dir);
-/* Stop the resolver; the table stays (the VMs keep running; the next open replaces it). */
+/* Stop the resolver; the table stays while a VM has rules in it (the next open replaces it), else it goes. */
 void saas__lv_egress_close(struct drv *d);
 
 /*
@@ -666,8 +667,9 @@ int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout
 /* The key of the template for spec and im ("" when out of memory). */
 void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33]);
 struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
-void saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
-                                      const struct image *im);
+/* Ask for the build of t (not ready); why it cannot serve this create, and at which log level to say it. */
+const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
+                                             const struct image *im, int *level);
 void saas__lv_template_break(struct drv *d, const char *key);
 /* What a previous engine on this state directory left of template builds. */
 void saas__lv_templates_cleanup(struct drv *d);

@@ -142,6 +142,18 @@ static void template_prune(struct drv *d, const struct tmpl_job *job)
 	free(root);
 }
 
+/* Set the state of the template of key (a broken one waits TEMPLATE_RETRY_MS before its next build). */
+static void template_mark(struct drv *d, const char *key, enum tmpl_state state)
+{
+	pthread_mutex_lock(&d->mu);
+	for (struct tmpl *t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0) {
+			t->state = state;
+			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
+		}
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* Save a paused template VM's memory and device state to path (QMP migrate to an fd). */
 static int template_save(struct drv *d, virDomainPtr dom, const char *path, int64_t *bytes)
 {
@@ -264,6 +276,12 @@ static int template_build(struct tmpl_job *job)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", tdir, strerror(errno));
 		goto out;
 	}
+	/*
+	 * Ready before it is said to be: a create that reads "ready" (a test,
+	 * an operator) and comes in before the builder thread ends would
+	 * otherwise still find it building, and boot cold.
+	 */
+	template_mark(d, job->key, TMPL_READY);
 	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %lld MiB of state)", job->key,
 	             (long long)ms_since(&t0), im->name, job->vcpus, job->memory_mb, (long long)(bytes >> 20));
 	template_prune(d, job);
@@ -289,37 +307,47 @@ static void *builder_main(void *arg)
 	struct tmpl_job *job = arg;
 	struct drv *d = job->d;
 	int rc = template_build(job);
-	struct tmpl *t;
 
 	if (rc < 0 && !closing(d))
 		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
 		             job->key, job->image, job->vcpus, job->memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+	template_mark(d, job->key, rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN);
 	pthread_mutex_lock(&d->mu);
-	for (t = d->tmpls; t; t = t->next)
-		if (strcmp(t->key, job->key) == 0) {
-			t->state = rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN;
-			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
-		}
 	d->builder_busy = false;
 	pthread_mutex_unlock(&d->mu);
 	free(job);
 	return NULL;
 }
 
-/* Start building the template of key (if no build runs and it is due). Caller holds d->mu. */
-void saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec, const struct image *im)
+/*
+ * Start building the template of key (if no build runs and it is due), and
+ * say why it cannot serve this create: a cold boot's reason, for the log
+ * (static text; SAAS_LOG_WARN in *level when something is wrong, not merely
+ * not done yet). Caller holds d->mu.
+ */
+const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
+                                             const struct image *im, int *level)
 {
 	struct tmpl_job *job;
 
-	if (d->builder_busy || closing(d) || t->state == TMPL_BUILDING || t->state == TMPL_READY ||
-	    (t->state == TMPL_BROKEN && saas__now_ms() < t->retry_at_ms))
-		return;
+	*level = SAAS_LOG_INFO;
+	if (closing(d))
+		return "the engine is closing";
+	if (t->state == TMPL_BUILDING)
+		return "its template is being built";
+	if (t->state == TMPL_BROKEN && saas__now_ms() < t->retry_at_ms) {
+		*level = SAAS_LOG_WARN;
+		return "its template failed (see above) and is not tried again yet";
+	}
+	if (d->builder_busy)
+		return "its template waits for another one's build to end";
 	if (d->builder_started) {
 		pthread_join(d->builder, NULL); /* finished: builder_busy is false */
 		d->builder_started = false;
 	}
+	*level = SAAS_LOG_WARN;
 	if (!(job = calloc(1, sizeof(*job))))
-		return;
+		return "its template cannot be built: out of memory";
 	job->d = d;
 	saas__strlcpy(job->key, t->key, sizeof(job->key));
 	saas__strlcpy(job->image, im->name, sizeof(job->image));
@@ -328,27 +356,22 @@ void saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_
 	job->disk_gb = spec->disk_gb;
 	if (pthread_create(&d->builder, NULL, builder_main, job) != 0) {
 		free(job);
-		return;
+		return "its template cannot be built: no thread for the builder";
 	}
+	*level = SAAS_LOG_INFO;
 	d->builder_started = d->builder_busy = true;
 	t->state = TMPL_BUILDING;
 	saas__lv_log(d, SAAS_LOG_INFO, "building template %s (%s, %u vCPU, %u MiB) in the background", t->key, im->name,
 	             spec->vcpus, spec->memory_mb);
+	return "its template is being built";
 }
 
 /* A template that failed to clone: delete it and build it again later. */
 void saas__lv_template_break(struct drv *d, const char *key)
 {
 	char *dir = saas__lv_drv_path(d, "templates", key);
-	struct tmpl *t;
 
-	pthread_mutex_lock(&d->mu);
-	for (t = d->tmpls; t; t = t->next)
-		if (strcmp(t->key, key) == 0) {
-			t->state = TMPL_BROKEN;
-			t->retry_at_ms = saas__now_ms() + TEMPLATE_RETRY_MS;
-		}
-	pthread_mutex_unlock(&d->mu);
+	template_mark(d, key, TMPL_BROKEN);
 	if (dir)
 		saas__lv_rm_tree(dir);
 	free(dir);
