@@ -19,7 +19,6 @@
  *
  * Needs root (libvirt makes cgroups only as root); skipped otherwise.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -37,6 +36,7 @@
 #include <cmocka.h>
 
 #include "saas.h"
+#include "vmtest.h"
 
 #define SIZE_VCPUS 2
 #define SIZE_MEMORY_MB 512
@@ -54,36 +54,20 @@ static saas_engine *engine;
 static saas_client *client;
 static char *key;
 
-static void check(int rc, const char *what)
-{
-	if (rc != SAAS_OK)
-		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
-}
-
-static void log_to_stderr(void *ud, int level, const char *msg)
-{
-	(void)ud;
-	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
-		fprintf(stderr, "  [engine] %s\n", msg);
-}
-
 static void open_engine(const char *cpu_limit)
 {
 	static const saas_size two = { "two", SIZE_VCPUS, SIZE_MEMORY_MB, 1, 100000 };
 	static const saas_size disk = { "disk", 1, 1024, DISK_GB, 100000 };
 	static const saas_size *const sizes[] = { &two, &disk };
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine_options o;
 	char config[8192];
 
 	/* No templates: every VM boots cold, so that no template build competes for the CPU measured. */
 	snprintf(config, sizeof(config), "images=%s boot_timeout=300 templates=off cpu_limit=%s", images, cpu_limit);
-	o.state_dir = state_dir;
-	o.driver_config = config;
+	o = vmtest_engine_options(state_dir, config);
 	o.default_image = image;
 	o.sizes = sizes;
 	o.nsizes = 2;
-	o.log = log_to_stderr;
-	o.log_level = SAAS_LOG_INFO;
 	check(saas_engine_open(&engine, &o), "engine open");
 	if (key)
 		check(saas_client_open_local(&client, engine, key, 0), "client");
@@ -98,38 +82,6 @@ static void close_engine(void)
 }
 
 /* ---- the real QEMU's cgroups ----------------------------------------------------------------- */
-
-/* The pid of the QEMU whose guest is named name (its command line says guest=NAME), or 0. */
-static long qemu_pid(const char *name)
-{
-	DIR *proc = opendir("/proc");
-	struct dirent *e;
-	char want[128];
-	long found = 0;
-
-	snprintf(want, sizeof(want), "guest=%s,", name);
-	while (proc && !found && (e = readdir(proc))) {
-		char path[300], buf[8192];
-		FILE *f;
-		size_t n;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		for (size_t i = 0; i < n; i++)
-			if (!buf[i])
-				buf[i] = ' ';
-		buf[n] = '\0';
-		if (strstr(buf, "qemu-system") && strstr(buf, want))
-			found = strtol(e->d_name, NULL, 10);
-	}
-	if (proc)
-		closedir(proc);
-	return found;
-}
 
 static bool cgroup_v2(void)
 {
@@ -413,21 +365,15 @@ static void test_disk_full(void **state)
 
 static int group_setup(void **state)
 {
-	const char *img = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE");
-	saas_account *a;
+	const char *img, *dir;
 
 	(void)state;
-	if (!img || !dir) {
-		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set\n");
+	if (vmtest_env(&img, &dir) < 0)
 		return -1;
-	}
 	snprintf(images, sizeof(images), "%s", img);
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
 	open_engine("0.25");
-	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account");
-	check(saas_key_create(&key, NULL, engine, a->id, NULL, 0), "key");
-	saas_account_free(a);
-	check(saas_client_open_local(&client, engine, key, 0), "client");
+	vmtest_tenant(engine, "alice", &key, &client);
 	return 0;
 }
 

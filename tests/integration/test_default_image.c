@@ -5,7 +5,6 @@
  *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,61 +17,27 @@
 #include <cmocka.h>
 
 #include "saas.h"
+#include "vmtest.h"
 
 static saas_engine *engine;
 static saas_client *client;
 static saas_sandbox *sb;
 static char *key;
 
-/* Template lines of the engine's log: the clone test waits for the template. */
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static int templates_ready, templates_failed;
-static char clone_lines[4096];
-
-static void on_log(void *ud, int level, const char *msg)
-{
-	(void)ud;
-	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
-		fprintf(stderr, "  [engine] %s\n", msg);
-	pthread_mutex_lock(&log_mu);
-	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " ready in "))
-		templates_ready++;
-	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
-		templates_failed++;
-	if (strstr(msg, " up in ") && strstr(msg, "(clone,") &&
-	    strlen(clone_lines) + strlen(msg) + 2 < sizeof(clone_lines)) {
-		strcat(clone_lines, msg);
-		strcat(clone_lines, "\n");
-	}
-	pthread_mutex_unlock(&log_mu);
-}
-
-static void check(int rc, const char *what)
-{
-	if (rc != SAAS_OK)
-		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
-}
-
 static int setup(void **state)
 {
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine_options o;
 	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
-	saas_account *acc = NULL;
+	const char *images, *dir;
 	char config[4200];
 
 	(void)state;
-	if (!getenv("SAAS_TEST_IMAGES") || !getenv("SAAS_TEST_STATE"))
+	if (vmtest_env(&images, &dir) < 0)
 		return -1;
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600", getenv("SAAS_TEST_IMAGES"));
-	o.state_dir = getenv("SAAS_TEST_STATE");
-	o.driver_config = config;
-	o.log = on_log;
-	o.log_level = SAAS_LOG_INFO;
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600", images);
+	o = vmtest_engine_options(dir, config);
 	check(saas_engine_open(&engine, &o), "engine");
-	check(saas_account_create(&acc, engine, "default-image", SAAS_CREDIT_DEFAULT, 0), "account");
-	check(saas_key_create(&key, NULL, engine, acc->id, NULL, 0), "key");
-	saas_account_free(acc);
-	check(saas_client_open_local(&client, engine, key, 0), "client");
+	vmtest_tenant(engine, "default-image", &key, &client);
 	co.image = "default";
 	check(saas_sandbox_create(&sb, client, &co, 0), "create from the default image");
 	return 0;
@@ -156,10 +121,8 @@ static void test_clones(void **state)
 	(void)state;
 	co.image = "default";
 	for (int i = 0; i < 1200 && !ready; i++) {
-		pthread_mutex_lock(&log_mu);
-		ready = templates_ready > 0;
-		assert_int_equal(templates_failed, 0);
-		pthread_mutex_unlock(&log_mu);
+		ready = logged("^template ", " ready in ");
+		assert_false(logged("^template ", " failed"));
 		if (!ready)
 			usleep(500 * 1000);
 	}
@@ -167,9 +130,7 @@ static void test_clones(void **state)
 	for (int i = 0; i < 2; i++) {
 		check(saas_sandbox_create(&c[i], client, &co, 0), "create a clone of the default image");
 		snprintf(line, sizeof(line), "VM %s up in", c[i]->id);
-		pthread_mutex_lock(&log_mu);
-		assert_non_null(strstr(clone_lines, line));
-		pthread_mutex_unlock(&log_mu);
+		assert_true(logged(line, "(clone,"));
 		expect_in(c[i]->id, "hostname", c[i]->id);
 	}
 	/* Written at the template's boot, before its snapshot: on the frozen disk every clone starts from. */

@@ -40,6 +40,7 @@
 
 #include "saas/sys/driver.h"
 #include "util/util.h"
+#include "vmtest.h"
 
 extern const saas_driver saas__driver_libvirt;
 
@@ -56,20 +57,6 @@ static pid_t dnsmasq = -1;
 static bool vm_made;
 
 /* ---- the world ------------------------------------------------------------------------------- */
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 /* One listener on every address of the namespace: counts connections per local address. */
 struct listener {
@@ -239,13 +226,6 @@ static bool upstream_asked(const char *name)
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
-static void log_fn(void *ud, int level, const char *msg)
-{
-	(void)ud;
-	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
-		fprintf(stderr, "  [driver] %s\n", msg);
-}
-
 static int64_t clock_fn(void *ud)
 {
 	struct timespec ts;
@@ -253,12 +233,6 @@ static int64_t clock_fn(void *ud)
 	(void)ud;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void check(int rc, const char *what)
-{
-	if (rc != SAAS_OK)
-		fail_msg("%s: %d (%s)", what, rc, saas_error_last()->message);
 }
 
 struct out {
@@ -375,19 +349,17 @@ static void check_host_unreachable(void)
 
 static int group_setup(void **state)
 {
-	const char *images = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE");
+	const char *images, *dir;
 	static const char *const allow[] = { "allowed.test", "*.wild.test", NS_CIDR "/32", NULL };
 	saas_vm_network policy = { SAAS_NET_POLICY, allow, NULL };
 	saas_driver_env env;
 	saas_vm_spec spec;
-	static char config[8192];
+	static char config[8192], driver_name[] = "driver";
 	int rc;
 
 	(void)state;
-	if (!images || !dir) {
-		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set (ctest sets them)\n");
+	if (vmtest_env(&images, &dir) < 0)
 		return -1;
-	}
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
 	if (geteuid() != 0) {
 		snprintf(skip_why, sizeof(skip_why), "not root: no namespaces, nftables or per-VM uids");
@@ -409,7 +381,8 @@ static int group_setup(void **state)
 	memset(&env, 0, sizeof(env));
 	env.state_dir = state_dir;
 	env.config = config;
-	env.log = log_fn;
+	env.log = vmtest_log;
+	env.log_userdata = driver_name;
 	env.clock = clock_fn;
 	if (drv->open(&ctx, &env) != SAAS_OK) {
 		fprintf(stderr, "opening the libvirt driver: %s\n", saas_error_last()->message);

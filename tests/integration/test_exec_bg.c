@@ -28,25 +28,13 @@
 #include <cmocka.h>
 
 #include "saas.h"
+#include "vmtest.h"
 
 static char state_dir[4096], config[4096];
 static saas_engine *engine;
 static saas_client *client;
 static char *key;
 static saas_sandbox *sb;
-
-static void check(int rc, const char *what)
-{
-	if (rc != SAAS_OK)
-		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
-}
-
-static void log_to_stderr(void *ud, int level, const char *msg)
-{
-	(void)ud;
-	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
-		fprintf(stderr, "  [engine] %s\n", msg);
-}
 
 static saas_execution *run_timeout(const char *cmd, int64_t timeout_s)
 {
@@ -107,27 +95,18 @@ static char *http_get(unsigned int port, const char *path)
 
 static int group_setup(void **state)
 {
-	const char *images = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE");
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
-	saas_account *a;
+	const char *images, *dir;
+	saas_engine_options o;
 
 	(void)state;
-	if (!images || !dir) {
-		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set (ctest sets them)\n");
+	if (vmtest_env(&images, &dir) < 0)
 		return -1;
-	}
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
 	snprintf(config, sizeof(config), "images=%s boot_timeout=300", images);
-	o.state_dir = state_dir;
-	o.driver_config = config;
+	o = vmtest_engine_options(state_dir, config);
 	o.default_image = "tiny";
-	o.log = log_to_stderr;
-	o.log_level = SAAS_LOG_INFO;
 	check(saas_engine_open(&engine, &o), "engine open");
-	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account");
-	check(saas_key_create(&key, NULL, engine, a->id, NULL, 0), "key");
-	saas_account_free(a);
-	check(saas_client_open_local(&client, engine, key, 0), "client");
+	vmtest_tenant(engine, "alice", &key, &client);
 	check(saas_sandbox_create(&sb, client, NULL, 0), "create the sandbox");
 	return 0;
 }

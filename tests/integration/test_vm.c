@@ -35,6 +35,7 @@
 
 #include "saas.h"
 #include "../gate.h"
+#include "vmtest.h"
 
 static char state_dir[4096], config[4096];
 static saas_engine *engine;
@@ -42,72 +43,14 @@ static char *key_a, *key_b;
 static saas_client *ca, *cb;
 static saas_sandbox *shared;
 
-static void check(int rc, const char *what)
-{
-	if (rc != SAAS_OK)
-		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
-}
-
-/* The engine's log, kept for tests that check what the driver did (clone or cold boot). */
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char *log_text;
-static size_t log_len;
-
-static void log_to_stderr(void *ud, int level, const char *msg)
-{
-	size_t n = strlen(msg);
-	char *grown;
-
-	(void)ud;
-	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
-		fprintf(stderr, "  [engine] %s\n", msg);
-	pthread_mutex_lock(&log_mu);
-	if ((grown = realloc(log_text, log_len + n + 2))) {
-		log_text = grown;
-		memcpy(log_text + log_len, msg, n);
-		log_text[log_len + n] = '\n';
-		log_len += n + 1;
-		log_text[log_len] = '\0';
-	}
-	pthread_mutex_unlock(&log_mu);
-}
-
-/* Did the engine log a line holding both a and b (b may be NULL)? */
-static bool logged(const char *a, const char *b)
-{
-	bool found = false;
-
-	pthread_mutex_lock(&log_mu);
-	for (char *line = log_text; line && *line && !found;) {
-		char *end = strchr(line, '\n');
-		size_t len = end ? (size_t)(end - line) : strlen(line);
-		char *copy = strndup(line, len);
-		found = copy && strstr(copy, a) && (!b || strstr(copy, b));
-		free(copy);
-		line = end ? end + 1 : NULL;
-	}
-	pthread_mutex_unlock(&log_mu);
-	return found;
-}
-
 static void open_engine(unsigned int flags)
 {
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine_options o = vmtest_engine_options(state_dir, config);
 
-	o.state_dir = state_dir;
-	o.driver_config = config;
 	o.default_image = "tiny";
-	o.log = log_to_stderr;
-	o.log_level = SAAS_LOG_INFO;
 	o.reaper_interval_ms = 200;
 	o.flags = flags;
 	check(saas_engine_open(&engine, &o), "engine open");
-}
-
-static void open_clients(void)
-{
-	check(saas_client_open_local(&ca, engine, key_a, 0), "client a");
-	check(saas_client_open_local(&cb, engine, key_b, 0), "client b");
 }
 
 static void close_all(void)
@@ -121,14 +64,11 @@ static void close_all(void)
 
 static int group_setup(void **state)
 {
-	const char *images = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE");
-	saas_account *a, *b;
+	const char *images, *dir;
 
 	(void)state;
-	if (!images || !dir) {
-		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set (ctest sets them)\n");
+	if (vmtest_env(&images, &dir) < 0)
 		return -1;
-	}
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
 	/* A private copy of the image: one test rebuilds it (in name) under the engine's feet. */
 	{
@@ -141,13 +81,8 @@ static int group_setup(void **state)
 	}
 	snprintf(config, sizeof(config), "images=%s/images boot_timeout=300", dir);
 	open_engine(0);
-	check(saas_account_create(&a, engine, "alice", SAAS_CREDIT_DEFAULT, 0), "account a");
-	check(saas_account_create(&b, engine, "bob", SAAS_CREDIT_DEFAULT, 0), "account b");
-	check(saas_key_create(&key_a, NULL, engine, a->id, NULL, 0), "key a");
-	check(saas_key_create(&key_b, NULL, engine, b->id, NULL, 0), "key b");
-	saas_account_free(a);
-	saas_account_free(b);
-	open_clients();
+	vmtest_tenant(engine, "alice", &key_a, &ca);
+	vmtest_tenant(engine, "bob", &key_b, &cb);
 	check(saas_sandbox_create(&shared, ca, NULL, 0), "create the shared sandbox");
 	return 0;
 }
@@ -170,8 +105,7 @@ static int group_teardown(void **state)
 	close_all();
 	saas_free(key_a);
 	saas_free(key_b);
-	free(log_text);
-	log_text = NULL;
+	vmtest_log_reset();
 	return 0;
 }
 
@@ -478,20 +412,6 @@ static void test_host_isolation(void **state)
 #define NET_ADDR "198.51.100.2"
 static char net_ns[32], net_veth[16], net_skip[256];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static int net_teardown(void **state)
 {
 	(void)state;
@@ -683,38 +603,6 @@ static void test_tenancy(void **state)
 	saas_sandbox_list_free(list);
 }
 
-/* Is a QEMU process for this sandbox running? (Scans /proc; touches nothing.) */
-static int qemu_running(const char *id)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	int found = 0;
-
-	while (d && (e = readdir(d)) && !found) {
-		char path[300], buf[8192];
-		ssize_t n;
-		int fd;
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-		if ((fd = open(path, O_RDONLY)) < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		for (ssize_t i = 0; i < n; i++)
-			if (buf[i] == '\0')
-				buf[i] = ' ';
-		if (strstr(buf, "qemu-system") && strstr(buf, id))
-			found = 1;
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
 static char *run_in(saas_client *c, const char *id, const char *cmd)
 {
 	saas_execution *x = NULL;
@@ -780,54 +668,6 @@ static void test_clones(void **state)
 		check(saas_sandbox_destroy(NULL, ca, sb[i]->id, 0), "destroy a clone");
 		saas_sandbox_free(sb[i]);
 	}
-}
-
-/* The pid of the QEMU of VM name (its -name guest=NAME,...), 0 if none runs. */
-static pid_t qemu_pid(const char *name)
-{
-	DIR *proc = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
-
-	while (proc && !found && (e = readdir(proc))) {
-		char path[300], args[8192];
-		size_t n;
-		FILE *f;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		n = fread(args, 1, sizeof(args) - 1, f);
-		fclose(f);
-		args[n] = '\0';
-		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
-			const char *a = args + i;
-			if (strncmp(a, "guest=", 6) == 0 && strncmp(a + 6, name, strlen(name)) == 0 &&
-			    (a[6 + strlen(name)] == ',' || a[6 + strlen(name)] == '\0'))
-				found = (pid_t)atoi(e->d_name);
-		}
-	}
-	if (proc)
-		closedir(proc);
-	return found;
-}
-
-/* The value of a /proc/PID/status field ("Uid:"), its first word as a number in base. */
-static unsigned long long proc_status(pid_t pid, const char *field, int base)
-{
-	char path[64], line[512];
-	unsigned long long v = ~0ULL;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	assert_non_null(f = fopen(path, "re"));
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, field, strlen(field)) == 0)
-			v = strtoull(line + strlen(field), NULL, base);
-	fclose(f);
-	assert_true(v != ~0ULL);
-	return v;
 }
 
 /* Does cmd (a shell command) succeed as uid:gid with no supplementary groups and no capabilities? */
@@ -1050,17 +890,17 @@ static void test_reaper_destroys(void **state)
 	(void)state;
 	co.timeout_s = 5;
 	check(saas_sandbox_create(&sb, ca, &co, 0), "create short-lived");
-	assert_true(qemu_running(sb->id));
+	assert_true(qemu_pid(sb->id));
 	do {
 		saas_sandbox_free(got);
 		got = NULL;
 		check(saas_sandbox_get(&got, ca, sb->id), "get");
-		if (got->status != SAAS_SANDBOX_DESTROYED || qemu_running(sb->id))
+		if (got->status != SAAS_SANDBOX_DESTROYED || qemu_pid(sb->id))
 			usleep(200000);
-	} while ((got->status != SAAS_SANDBOX_DESTROYED || qemu_running(sb->id)) && ++tries < 300);
+	} while ((got->status != SAAS_SANDBOX_DESTROYED || qemu_pid(sb->id)) && ++tries < 300);
 	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
-	assert_false(qemu_running(sb->id));
+	assert_false(qemu_pid(sb->id));
 	/* Billed exactly to its expiry: 5 s of small. */
 	assert_int_equal(got->cost_usd_micro, 5 * 25);
 	saas_sandbox_free(got);
@@ -1147,12 +987,12 @@ static void test_engine_killed(void **state)
 	assert_non_null(fgets(line, sizeof(line), p));
 	fclose(p);
 	assert_int_equal(sscanf(line, "%127s %63s %63s", key, id1, id2), 3);
-	assert_true(qemu_running(id1) && qemu_running(id2));
+	assert_true(qemu_pid(id1) && qemu_pid(id2));
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	assert_true(WIFSIGNALED(status));
 	/* The VMs outlive their engine. */
-	assert_true(qemu_running(id1) && qemu_running(id2));
+	assert_true(qemu_pid(id1) && qemu_pid(id2));
 	snprintf(cmd, sizeof(cmd), "'%s' --check '%s' '%s' '%s' %s %s", self, dir, config, key, id1, id2);
 	p = popen(cmd, "r");
 	assert_non_null(p);
@@ -1164,8 +1004,8 @@ static void test_engine_killed(void **state)
 		assert_true(cost > 0);
 	}
 	assert_int_equal(pclose(p), 0);
-	assert_false(qemu_running(id1));
-	assert_false(qemu_running(id2));
+	assert_false(qemu_pid(id1));
+	assert_false(qemu_pid(id2));
 }
 
 int main(int argc, char **argv)

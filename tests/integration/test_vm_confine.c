@@ -17,8 +17,6 @@
  * Environment: SAAS_TEST_IMAGES (where the tiny image is), SAAS_TEST_STATE;
  * SAAS_TEST_URI (a system libvirtd's URI) for vm.system.
  */
-#include <dirent.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,105 +31,21 @@
 #include <cmocka.h>
 
 #include "saas.h"
+#include "vmtest.h"
 
 static saas_engine *engine;
 static saas_client *client;
 static char *key;
 static char images[4200];
 
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char log_lines[32768];
-
-static void on_log(void *ud, int level, const char *msg)
-{
-	(void)ud;
-	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
-		fprintf(stderr, "  [engine] %s\n", msg);
-	pthread_mutex_lock(&log_mu);
-	if (strlen(log_lines) + strlen(msg) + 2 < sizeof(log_lines)) {
-		strcat(log_lines, msg);
-		strcat(log_lines, "\n");
-	}
-	pthread_mutex_unlock(&log_mu);
-}
-
-/* Has the engine logged a line holding a (and b, when not NULL)? */
-static bool logged(const char *a, const char *b)
-{
-	bool found = false;
-
-	pthread_mutex_lock(&log_mu);
-	for (const char *p = log_lines; !found && (p = strstr(p, a)); p++) {
-		const char *eol = strchr(p, '\n');
-		found = !b || (eol && memmem(p, (size_t)(eol - p), b, strlen(b)));
-	}
-	pthread_mutex_unlock(&log_mu);
-	return found;
-}
-
-static void check(int rc, const char *what)
-{
-	if (rc != SAAS_OK)
-		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
-}
-
-/* The pid of the QEMU running the domain called name (its -name guest=NAME), or 0. */
-static pid_t qemu_pid(const char *name)
-{
-	DIR *proc = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
-
-	while (proc && !found && (e = readdir(proc))) {
-		char path[300], args[8192];
-		size_t n;
-		FILE *f;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		n = fread(args, 1, sizeof(args) - 1, f);
-		fclose(f);
-		args[n] = '\0';
-		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
-			const char *a = args + i;
-			if (strncmp(a, "guest=", 6) == 0 && strncmp(a + 6, name, strlen(name)) == 0 &&
-			    (a[6 + strlen(name)] == ',' || a[6 + strlen(name)] == '\0'))
-				found = (pid_t)atoi(e->d_name);
-		}
-	}
-	if (proc)
-		closedir(proc);
-	return found;
-}
-
-/* The value of a /proc/PID/status field ("Uid:"), its first word as a number in base. */
-static unsigned long long proc_status(pid_t pid, const char *field, int base)
-{
-	char path[64], line[512];
-	unsigned long long v = ~0ULL;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	assert_non_null(f = fopen(path, "re"));
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, field, strlen(field)) == 0)
-			v = strtoull(line + strlen(field), NULL, base);
-	fclose(f);
-	assert_true(v != ~0ULL);
-	return v;
-}
-
 static int setup(void **state)
 {
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
-	saas_account *acc = NULL;
-	const char *src = getenv("SAAS_TEST_IMAGES"), *dir = getenv("SAAS_TEST_STATE"), *uri = getenv("SAAS_TEST_URI");
+	saas_engine_options o;
+	const char *src, *dir, *uri = getenv("SAAS_TEST_URI");
 	char config[9000], cmd[40000];
 
 	(void)state;
-	if (!src || !dir)
+	if (vmtest_env(&src, &dir) < 0)
 		return -1;
 	if (!uri && geteuid() != 0) {
 		/* Per-VM uids under the embedded driver need root: docs/security.md. */
@@ -166,16 +80,11 @@ static int setup(void **state)
 	snprintf(config, sizeof(config), "%s%s images=%s boot_timeout=600 templates=%s%s", uri ? "uri=" : "",
 	         uri ? uri : "", images, getenv("SAAS_TEST_CLONE") ? "on" : "off",
 	         uri ? " network=isolated dns_upstream=127.0.0.1#9" : "");
-	o.state_dir = dir;
-	o.driver_config = config;
+	o = vmtest_engine_options(dir, config);
 	o.default_image = "tiny";
-	o.log = on_log;
 	o.log_level = SAAS_LOG_DEBUG;
 	check(saas_engine_open(&engine, &o), "engine");
-	check(saas_account_create(&acc, engine, "confine", SAAS_CREDIT_DEFAULT, 0), "account");
-	check(saas_key_create(&key, NULL, engine, acc->id, NULL, 0), "key");
-	saas_account_free(acc);
-	check(saas_client_open_local(&client, engine, key, 0), "client");
+	vmtest_tenant(engine, "confine", &key, &client);
 	return 0;
 }
 

@@ -1,0 +1,177 @@
+/* What the real-VM test programs share: see vmtest.h. */
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "vmtest.h"
+
+int vmtest_env(const char **images, const char **state)
+{
+	*images = getenv("SAAS_TEST_IMAGES");
+	*state = getenv("SAAS_TEST_STATE");
+	if (!*images || !*state) {
+		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set (ctest sets them)\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the engine's log -------------------------------------------------------------------------- */
+
+/* Every line logged, each ended by '\n'; the callback may run on any of the engine's threads. */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *log_text;
+static size_t log_len;
+
+void vmtest_log(void *userdata, int level, const char *msg)
+{
+	size_t n = strlen(msg);
+	char *grown;
+
+	if (level <= SAAS_LOG_WARN || getenv("SAAS_TEST_VERBOSE"))
+		fprintf(stderr, "  [%s] %s\n", userdata ? (const char *)userdata : "engine", msg);
+	pthread_mutex_lock(&log_mu);
+	if ((grown = realloc(log_text, log_len + n + 2))) {
+		log_text = grown;
+		memcpy(log_text + log_len, msg, n);
+		log_text[log_len + n] = '\n';
+		log_len += n + 1;
+		log_text[log_len] = '\0';
+	}
+	pthread_mutex_unlock(&log_mu);
+}
+
+bool logged(const char *a, const char *b)
+{
+	bool anchored = a[0] == '^', found = false;
+	size_t alen;
+
+	if (anchored)
+		a++;
+	alen = strlen(a);
+	pthread_mutex_lock(&log_mu);
+	for (const char *line = log_text; line && *line && !found;) {
+		const char *eol = strchr(line, '\n'), *p = line;
+		size_t len = (size_t)(eol - line);
+		/* Each place a starts on this line, and b somewhere after that place. */
+		while (!found && (p = memmem(p, len - (size_t)(p - line), a, alen)) && (!anchored || p == line)) {
+			found = !b || memmem(p, len - (size_t)(p - line), b, strlen(b));
+			p++;
+		}
+		line = eol + 1;
+	}
+	pthread_mutex_unlock(&log_mu);
+	return found;
+}
+
+void vmtest_log_reset(void)
+{
+	pthread_mutex_lock(&log_mu);
+	free(log_text);
+	log_text = NULL;
+	log_len = 0;
+	pthread_mutex_unlock(&log_mu);
+}
+
+/* ---- the engine -------------------------------------------------------------------------------- */
+
+saas_engine_options vmtest_engine_options(const char *state_dir, const char *driver_config)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+
+	o.state_dir = state_dir;
+	o.driver_config = driver_config;
+	o.log = vmtest_log;
+	o.log_level = SAAS_LOG_INFO;
+	return o;
+}
+
+void vmtest_tenant(saas_engine *engine, const char *name, char **key, saas_client **client)
+{
+	saas_account *a = NULL;
+
+	check(saas_account_create(&a, engine, name, SAAS_CREDIT_DEFAULT, 0), name);
+	check(saas_key_create(key, NULL, engine, a->id, NULL, 0), "key");
+	saas_account_free(a);
+	check(saas_client_open_local(client, engine, *key, 0), "client");
+}
+
+void check(int rc, const char *what)
+{
+	if (rc != SAAS_OK)
+		fail_msg("%s: %s (%s)", what, saas_strerror(rc), saas_error_last()->message);
+}
+
+/* ---- the host ---------------------------------------------------------------------------------- */
+
+int sh(const char *fmt, ...)
+{
+	char *cmd = NULL;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&cmd, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return -1;
+	rc = system(cmd);
+	free(cmd);
+	return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+pid_t qemu_pid(const char *name)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	size_t nlen = strlen(name);
+	pid_t found = 0;
+
+	while (proc && !found && (e = readdir(proc))) {
+		char path[300], args[8192];
+		size_t n;
+		FILE *f;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		n = fread(args, 1, sizeof(args) - 1, f);
+		fclose(f);
+		args[n] = '\0';
+		/* The arguments are NUL-separated; QEMU's -name takes "guest=NAME,debug-threads=on". */
+		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
+			const char *a = args + i;
+			if (strncmp(a, "guest=", 6) == 0 && strncmp(a + 6, name, nlen) == 0 &&
+			    (a[6 + nlen] == ',' || a[6 + nlen] == '\0'))
+				found = (pid_t)atoi(e->d_name);
+		}
+	}
+	if (proc)
+		closedir(proc);
+	return found;
+}
+
+unsigned long long proc_status(pid_t pid, const char *field, int base)
+{
+	char path[64], line[512];
+	unsigned long long v = ~0ULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	assert_non_null(f = fopen(path, "re"));
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			v = strtoull(line + strlen(field), NULL, base);
+	fclose(f);
+	assert_true(v != ~0ULL);
+	return v;
+}

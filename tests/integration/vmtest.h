@@ -1,0 +1,57 @@
+/*
+ * What the real-VM test programs (tests/integration/test_*.c) share: their
+ * environment, the engine's log kept for checks, failing on a status, a shell,
+ * and finding a sandbox's QEMU on the host. cmocka's fail_msg() and asserts
+ * end the test on any failure here, as they would in the test itself.
+ *
+ * Include after <cmocka.h> (which needs <setjmp.h>, <stdarg.h>, <stddef.h>).
+ */
+#ifndef SAAS_TESTS_VMTEST_H
+#define SAAS_TESTS_VMTEST_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "saas.h"
+
+/*
+ * SAAS_TEST_IMAGES (the built images) and SAAS_TEST_STATE (this test's state
+ * directory), which ctest sets: 0, or -1 with a message when either is unset.
+ */
+int vmtest_env(const char **images, const char **state);
+
+/*
+ * The engine's (or a driver's) log callback: warnings and errors, or every
+ * line with SAAS_TEST_VERBOSE set, go to stderr as "  [WHO] line", WHO being
+ * userdata (a string) or "engine" when NULL; every line is kept for logged().
+ */
+void vmtest_log(void *userdata, int level, const char *msg);
+
+/*
+ * Has a line been logged that holds a and, after it, b (b NULL: a alone)?
+ * A leading '^' anchors a at the start of the line.
+ */
+bool logged(const char *a, const char *b);
+
+/* Forgets the lines kept so far (and frees them). */
+void vmtest_log_reset(void);
+
+/* SAAS_ENGINE_OPTIONS_INIT on state_dir with driver_config, the log to vmtest_log at INFO. */
+saas_engine_options vmtest_engine_options(const char *state_dir, const char *driver_config);
+
+/* A new account called name with a key (*key, for saas_free) and a local client on it (*client). */
+void vmtest_tenant(saas_engine *engine, const char *name, char **key, saas_client **client);
+
+/* Fails the test unless rc is SAAS_OK, with what was being done and the library's message. */
+void check(int rc, const char *what);
+
+/* Runs a shell command made from fmt: its exit status, or -1 when it did not exit. */
+int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The pid of the QEMU running the domain called name (an argument guest=NAME[,...]), or 0. */
+pid_t qemu_pid(const char *name);
+
+/* The first word of a /proc/PID/status field ("Uid:"), as a number in base; fails if absent. */
+unsigned long long proc_status(pid_t pid, const char *field, int base);
+
+#endif
