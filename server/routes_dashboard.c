@@ -29,9 +29,17 @@
 #define EXTEND_MINUTES_DEFAULT 30
 #define EXTEND_MINUTES_MAX 1440
 
+/* "$4.987500": dollars to the micro-dollar, as billed (a sandbox's minutes cost fractions of a cent). */
 static const char *usd(char buf[40], int64_t micro)
 {
-	return saas_usd_format(buf, 40, micro);
+	char n[32];
+
+	saas_usd_format(n, sizeof(n), micro);
+	if (n[0] == '-')
+		snprintf(buf, 40, "-$%s", n + 1);
+	else
+		snprintf(buf, 40, "$%s", n);
+	return buf;
 }
 
 static const char *when(char buf[40], int64_t ms)
