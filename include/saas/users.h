@@ -174,7 +174,7 @@ SAAS_EXTERN(int) saas_session_create(char **token_out, saas_engine *engine, cons
  * it was last used, or `max_ms` since it began (either 0: no such bound), or
  * its account was disabled; such a session is deleted and the call answers
  * SAAS_EAUTH. Using a session moves its last use forward (written at most
- * once a minute).
+ * once a minute, or a quarter of idle_ms when that is shorter).
  *
  * @param out   [out] the user; free with saas_user_free().
  * @param token as saas_session_create() gave it.

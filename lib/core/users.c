@@ -19,7 +19,7 @@
 #define INVITE_RANDOM_CHARS 24  /* ~143 bits: one use, never a login */
 /* The longest token these calls take from a caller; anything longer is no token of ours. */
 #define TOKEN_MAX 128
-/* A session's last use is written at most this often: a page view should not always be a write. */
+/* A session's last use is written at most this often (a quarter of a shorter idle bound): a page view should not always be a write. */
 #define SESSION_TOUCH_MS 60000
 
 /* "prefix" and n characters of [A-Za-z0-9], each from one random byte (rejection sampled). */
@@ -406,7 +406,9 @@ SAAS_EXTERN(int) saas_session_get(saas_user **out, saas_engine *e, const char *t
 		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "%s",
 		                   s.user.disabled_at_ms ? "this user's account is disabled" : "the session expired");
 	}
-	if (now - s.last_seen_at_ms >= SESSION_TOUCH_MS && (rc = e->store->session_touch(e->store_ctx, hash, now)) < 0)
+	/* Written at most once a minute, and often enough that a short idle bound still counts from the last use. */
+	if (now - s.last_seen_at_ms >= (idle_ms && idle_ms / 4 < SESSION_TOUCH_MS ? idle_ms / 4 : SESSION_TOUCH_MS) &&
+	    (rc = e->store->session_touch(e->store_ctx, hash, now)) < 0)
 		return rc;
 	return user_public(&s.user, out);
 }
