@@ -95,8 +95,10 @@ static bool form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_v
 
 /* ---- sandboxes ---- */
 
-static void sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
+/* Extend and Destroy forms; from the sandbox's own page (`back`), they come back to it. */
+static void sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, bool back)
 {
+	const char *here = back ? "<input type=\"hidden\" name=\"back\" value=\"sandbox\">" : "";
 	char action[128];
 
 	if (sb->status == SAAS_SANDBOX_DESTROYED)
@@ -104,12 +106,14 @@ static void sandbox_actions(struct aas_html *h, const struct aas_viewer *v, cons
 	if (sb->status == SAAS_SANDBOX_READY) {
 		snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/extend", sb->id);
 		form_begin(h, v, "extend", action);
+		aas_html_raw(h, here);
 		aas_html_printf(h, "<label>Minutes <input name=\"minutes\" type=\"number\" min=\"1\" max=\"%d\" "
 		                   "value=\"%d\" required></label> <button type=\"submit\">Extend</button></form>",
 		                EXTEND_MINUTES_MAX, EXTEND_MINUTES_DEFAULT);
 	}
 	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/destroy", sb->id);
 	form_begin(h, v, "destroy", action);
+	aas_html_raw(h, here);
 	aas_html_printf(h, "<button type=\"submit\" aria-label=\"Destroy %s\">Destroy</button></form>", sb->id);
 }
 
@@ -128,7 +132,7 @@ static void sandbox_row(struct aas_html *h, const struct aas_viewer *v, const sa
 		aas_html_printf(h, "<td><time datetime=\"%s\" data-expires=\"%lld\">in %s</time></td>",
 		                when(b3, sb->expires_at_ms), (long long)sb->expires_at_ms, span(b2, sb->expires_at_ms - now));
 	aas_html_printf(h, "<td class=\"cost\">%s</td><td>", usd(b1, sb->cost_usd_micro));
-	sandbox_actions(h, v, sb);
+	sandbox_actions(h, v, sb, false);
 	aas_html_raw(h, "</td></tr>");
 }
 
@@ -240,7 +244,7 @@ void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 		aas_html_printf(&h, "<dt>Expires</dt><dd><time datetime=\"%s\" data-expires=\"%lld\">%s</time></dd>",
 		                when(b1, sb->expires_at_ms), (long long)sb->expires_at_ms, when(b2, sb->expires_at_ms));
 	aas_html_printf(&h, "<dt>Cost so far</dt><dd class=\"cost\">%s</dd></dl>", usd(b1, sb->cost_usd_micro));
-	sandbox_actions(&h, &v, sb);
+	sandbox_actions(&h, &v, sb, true);
 	aas_html_raw(&h, "<h2>Exposed ports</h2>");
 	if (!sb->nports) {
 		aas_html_raw(&h, "<p>None.</p>");

@@ -169,6 +169,22 @@ def test_closed():
     check("the old password no longer works", r.status == 401, r.status)
     r = b.login("op@example.org", "a new password 2")
     check("the new password works", r.status == 303, r.status)
+    out = s.admin("user", "operator", "--email", "op@example.org", "--off")
+    check("admin: user operator --off", out.returncode == 0, out.stderr)
+    r = b.req("GET", "/dashboard/operator")
+    check("no longer an operator: the page is refused", r.status == 403, r.status)
+    acc = re.search(r"(acc-[a-z0-9]+)", s.admin("user", "list").stdout)
+    acc = acc.group(1) if acc else "acc-none"
+    out = s.admin("account", "disable", "--id", acc)
+    check("admin: account disable", out.returncode == 0, out.stderr)
+    r = b.req("GET", "/dashboard")
+    check("a disabled account's session ended", r.status == 303 and r.headers["Location"] == "/login")
+    r = b.login("op@example.org", "a new password 2")
+    check("a disabled account cannot log in", r.status == 403 and "disabled" in r.text, r.status)
+    out = s.admin("account", "disable", "--id", "acc-none")
+    check("admin: disabling no account fails", out.returncode == 1 and out.stdout == "", out.stderr)
+    out = s.admin("user", "password", "--email", "nobody@example.org", stdin="a long enough one\n")
+    check("admin: no such user", out.returncode == 1, out.stderr)
     s.stop()
 
 
