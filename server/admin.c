@@ -10,6 +10,12 @@
  *   aas-server key create --account ID [--name N]           prints the new API key, alone
  *   aas-server key list --account ID
  *   aas-server key revoke --id KEY_ID
+ *   aas-server account disable|enable --id ID
+ *   aas-server user create --email E [--account ID] [--credit USD] [--operator]   password on stdin
+ *   aas-server user list
+ *   aas-server user password --email E                    new password on stdin; ends the user's sessions
+ *   aas-server user operator --email E [--off]
+ *   aas-server invite create [--count N]                   prints the codes, one a line
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -26,9 +32,9 @@ static const char *const limit_names[NLIMITS] = { "max_sandboxes", "max_executio
 	                                          "requests_per_second" };
 
 struct args {
-	const char *state_dir, *store, *name, *id, *account, *usd, *credit, *note;
+	const char *state_dir, *store, *name, *id, *account, *usd, *credit, *note, *email, *count;
 	const char *limits[NLIMITS];     /* as given, or NULL */
-	bool help;
+	bool help, operator, off;
 };
 
 static const char usage[] =
@@ -41,6 +47,14 @@ static const char usage[] =
 	"       aas-server key create --account ACCOUNT_ID [--name N]   issue an API key and print it\n"
 	"       aas-server key list --account ACCOUNT_ID                list an account's keys\n"
 	"       aas-server key revoke --id KEY_ID                       revoke a key\n"
+	"       aas-server account disable|enable --id ACCOUNT_ID       refuse (or accept again) its keys and log-ins\n"
+	"       aas-server user create --email E [--account ACCOUNT_ID] [--credit USD] [--operator]\n"
+	"                              a person who logs in to the dashboard; the password is read from stdin;\n"
+	"                              without --account, a new account with the credit (default: the engine's)\n"
+	"       aas-server user list                                    list users\n"
+	"       aas-server user password --email E                      set the password (from stdin); logs the user out\n"
+	"       aas-server user operator --email E [--off]              make the user an operator (or not)\n"
+	"       aas-server invite create [--count N]                    print N (default 1) sign-up invite codes\n"
 	"common options: --state-dir DIR [AAS_STATE_DIR], --store URL [AAS_STORE_URL], --help\n"
 	"Money is in dollars with up to six decimals (\"5\", \"0.25\"). Works beside a running server.\n";
 
@@ -58,6 +72,8 @@ static int parse(struct args *a, int argc, char **argv)
 		{ "name", required_argument, NULL, 'n' },      { "id", required_argument, NULL, 'i' },
 		{ "account", required_argument, NULL, 'a' },   { "usd", required_argument, NULL, 'u' },
 		{ "credit", required_argument, NULL, 'c' },    { "note", required_argument, NULL, 'N' },
+		{ "email", required_argument, NULL, 'e' },     { "count", required_argument, NULL, 'C' },
+		{ "operator", no_argument, NULL, 'o' },        { "off", no_argument, NULL, 'O' },
 		{ "max-sandboxes", required_argument, NULL, 1000 + L_SANDBOXES },
 		{ "max-executions", required_argument, NULL, 1000 + L_EXECUTIONS },
 		{ "creates-per-minute", required_argument, NULL, 1000 + L_CREATES },
@@ -81,6 +97,10 @@ static int parse(struct args *a, int argc, char **argv)
 		case 'u': a->usd = optarg; break;
 		case 'c': a->credit = optarg; break;
 		case 'N': a->note = optarg; break;
+		case 'e': a->email = optarg; break;
+		case 'C': a->count = optarg; break;
+		case 'o': a->operator = true; break;
+		case 'O': a->off = true; break;
 		case 'h': a->help = true; break;
 		case 1000 + L_SANDBOXES:
 		case 1000 + L_EXECUTIONS:
@@ -286,6 +306,169 @@ static int key_revoke(saas_engine *e, const struct args *a)
 	return 0;
 }
 
+static int account_disable(saas_engine *e, const struct args *a, bool disable)
+{
+	int rc;
+
+	if (need(a->id, "--id") < 0)
+		return 2;
+	if ((rc = saas_account_disable(e, a->id, disable)) < 0)
+		return fail(disable ? "cannot disable the account" : "cannot enable the account", rc);
+	fprintf(stderr, "account %s %s\n", a->id, disable ? "disabled: its keys and log-ins are refused" : "enabled");
+	return 0;
+}
+
+/*
+ * A password from stdin: its first line, without the newline. Read whole
+ * before hashing; never echoed or logged. 0, or 2 after saying what is wrong.
+ */
+static int read_password(char *buf, size_t size)
+{
+	size_t n;
+
+	if (!fgets(buf, (int)size, stdin)) {
+		fprintf(stderr, "aas-server: give the password on stdin (one line)\n");
+		return 2;
+	}
+	n = strcspn(buf, "\r\n");
+	if (buf[n] == '\0' && n == size - 1) {
+		fprintf(stderr, "aas-server: the password is longer than %d bytes\n", AAS_PASSWORD_MAX);
+		return 2;
+	}
+	buf[n] = '\0';
+	if (n < AAS_PASSWORD_MIN) {
+		fprintf(stderr, "aas-server: the password must be at least %d characters\n", AAS_PASSWORD_MIN);
+		return 2;
+	}
+	return 0;
+}
+
+/* The password on stdin, hashed into hash; 0, or an exit status. */
+static int password_from_stdin(char hash[SAAS_PASSWORD_HASH_MAX + 1])
+{
+	char pw[AAS_PASSWORD_MAX + 2];
+	int rc;
+
+	if ((rc = read_password(pw, sizeof(pw))) != 0)
+		return rc;
+	if (aas_password_hash(hash, pw) < 0) {
+		fprintf(stderr, "aas-server: cannot hash the password\n");
+		rc = 1;
+	}
+	memset(pw, 0, sizeof(pw));
+	return rc;
+}
+
+static int user_create(saas_engine *e, const struct args *a)
+{
+	char hash[SAAS_PASSWORD_HASH_MAX + 1];
+	int64_t credit = SAAS_CREDIT_DEFAULT;
+	saas_user *u = NULL;
+	int rc;
+
+	if (need(a->email, "--email") < 0)
+		return 2;
+	if (a->credit && aas_parse_usd(&credit, a->credit) < 0) {
+		fprintf(stderr, "aas-server: --credit: expected dollars like 5 or 0.25 (at most %lld), got \"%s\"\n",
+		        AAS_USD_MAX, a->credit);
+		return 2;
+	}
+	if ((rc = password_from_stdin(hash)) != 0)
+		return rc;
+	if ((rc = saas_user_create(&u, e, a->email, hash, a->account, credit, NULL, a->operator ? SAAS_USER_OPERATOR : 0)) < 0)
+		return fail("cannot create the user", rc);
+	printf("%s %s\n", u->id, u->account_id);
+	fprintf(stderr, "user %s (%s) created for account %s%s\n", u->id, u->email, u->account_id,
+	        u->is_operator ? ", an operator" : "");
+	saas_user_free(u);
+	return 0;
+}
+
+static int user_list(saas_engine *e)
+{
+	saas_user_list *l = NULL;
+	char when[40];
+	int rc;
+
+	if ((rc = saas_user_list_get(&l, e)) < 0)
+		return fail("cannot list users", rc);
+	printf("%-28s %-32s %-28s %-8s %-8s %s\n", "ID", "EMAIL", "ACCOUNT", "OPERATOR", "STATE", "CREATED");
+	for (size_t i = 0; i < l->count; i++) {
+		const saas_user *u = l->items[i];
+		printf("%-28s %-32s %-28s %-8s %-8s %s\n", u->id, u->email, u->account_id, u->is_operator ? "yes" : "no",
+		       u->disabled_at_ms ? "disabled" : "active", saas_time_format(when, sizeof(when), u->created_at_ms));
+	}
+	saas_user_list_free(l);
+	return 0;
+}
+
+static int user_password(saas_engine *e, const struct args *a)
+{
+	char hash[SAAS_PASSWORD_HASH_MAX + 1];
+	int rc;
+
+	if (need(a->email, "--email") < 0)
+		return 2;
+	if ((rc = password_from_stdin(hash)) != 0)
+		return rc;
+	if ((rc = saas_user_password_set(e, a->email, hash)) < 0)
+		return fail("cannot set the password", rc);
+	fprintf(stderr, "password of %s replaced; the user's sessions ended\n", a->email);
+	return 0;
+}
+
+static int user_operator(saas_engine *e, const struct args *a)
+{
+	int rc;
+
+	if (need(a->email, "--email") < 0)
+		return 2;
+	if ((rc = saas_user_operator_set(e, a->email, !a->off)) < 0)
+		return fail("cannot change the user", rc);
+	fprintf(stderr, "%s %s an operator\n", a->email, a->off ? "is no longer" : "is now");
+	return 0;
+}
+
+static int invite_create(saas_engine *e, const struct args *a)
+{
+	unsigned long count = 1;
+	char *end, *code = NULL;
+	int rc;
+
+	if (a->count) {
+		count = strtoul(a->count, &end, 10);
+		if (!*a->count || *end || a->count[0] == '-' || count < 1 || count > 1000) {
+			fprintf(stderr, "aas-server: --count: expected 1 to 1000, got \"%s\"\n", a->count);
+			return 2;
+		}
+	}
+	for (unsigned long i = 0; i < count; i++) {
+		if ((rc = saas_invite_create(&code, e, 0)) < 0)
+			return fail("cannot make an invite code", rc);
+		printf("%s\n", code);
+		saas_free(code);
+	}
+	fprintf(stderr, "%lu invite code%s made; each signs up one account (aas-server --signup invite)\n", count,
+	        count == 1 ? "" : "s");
+	return 0;
+}
+
+/* Is "noun verb" a command of ours? */
+static bool known_command(const char *noun, const char *verb)
+{
+	static const char *const commands[][2] = {
+		{ "account", "create" }, { "account", "list" },   { "account", "credit" },   { "account", "limits" },
+		{ "account", "disable" }, { "account", "enable" }, { "key", "create" },      { "key", "list" },
+		{ "key", "revoke" },      { "user", "create" },    { "user", "list" },        { "user", "password" },
+		{ "user", "operator" },   { "invite", "create" },
+	};
+
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(noun, commands[i][0]) == 0 && strcmp(verb, commands[i][1]) == 0)
+			return true;
+	return false;
+}
+
 int aas_admin_main(int argc, char **argv)
 {
 	const char *noun = argv[1], *verb = argc > 2 ? argv[2] : NULL;
@@ -303,25 +486,29 @@ int aas_admin_main(int argc, char **argv)
 		fputs(usage, stdout);
 		return 0;
 	}
-	bool known = (strcmp(noun, "account") == 0 &&
-	              (strcmp(verb, "create") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "credit") == 0 ||
-	               strcmp(verb, "limits") == 0)) ||
-	             (strcmp(noun, "key") == 0 &&
-	              (strcmp(verb, "create") == 0 || strcmp(verb, "list") == 0 || strcmp(verb, "revoke") == 0));
-	if (!known) {
+	if (!known_command(noun, verb)) {
 		fprintf(stderr, "aas-server: unknown command \"%s %s\" (see aas-server %s --help)\n", noun, verb, noun);
 		return 2;
 	}
 	if (open_store(&e, &a) != 0)
 		return 1;
 	if (strcmp(noun, "account") == 0)
-		rc = strcmp(verb, "create") == 0   ? account_create(e, &a)
-		     : strcmp(verb, "list") == 0   ? account_list(e)
-		     : strcmp(verb, "limits") == 0 ? account_limits(e, &a)
-		                                   : account_credit(e, &a);
-	else
+		rc = strcmp(verb, "create") == 0    ? account_create(e, &a)
+		     : strcmp(verb, "list") == 0    ? account_list(e)
+		     : strcmp(verb, "limits") == 0  ? account_limits(e, &a)
+		     : strcmp(verb, "disable") == 0 ? account_disable(e, &a, true)
+		     : strcmp(verb, "enable") == 0  ? account_disable(e, &a, false)
+		                                    : account_credit(e, &a);
+	else if (strcmp(noun, "key") == 0)
 		rc = strcmp(verb, "create") == 0 ? key_create(e, &a)
 		     : strcmp(verb, "list") == 0 ? key_list(e, &a) : key_revoke(e, &a);
+	else if (strcmp(noun, "user") == 0)
+		rc = strcmp(verb, "create") == 0     ? user_create(e, &a)
+		     : strcmp(verb, "list") == 0     ? user_list(e)
+		     : strcmp(verb, "password") == 0 ? user_password(e, &a)
+		                                     : user_operator(e, &a);
+	else
+		rc = invite_create(e, &a);
 	saas_engine_free(e);
 	return rc;
 }

@@ -98,6 +98,7 @@ static bool drain(unsigned int grace_s)
 
 static void print_routes(void)
 {
+	/* The API's routes, which openapi.json documents; the pages for people are not the API. */
 	for (size_t i = 0; i < aas_nroutes; i++)
 		if (!(aas_routes[i].flags & AAS_R_PAGE))
 			printf("%s %s\n", aas_routes[i].method, aas_routes[i].pattern);
@@ -119,6 +120,8 @@ int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *
 	if (aas_service_set(cfg, *port, *engine) < 0 || aas_pages_init(cfg) < 0)
 		goto fail;
 	aas_mcp_http_init(*engine, cfg, *port);
+	if (aas_people_init(*engine, cfg) < 0)
+		goto fail;
 	if (aas_http_start(cfg, listen_fd) < 0)
 		goto fail;
 	return 0;
@@ -146,7 +149,8 @@ int aas_main(int argc, char **argv)
 	sigset_t set;
 	int rc, status = 1;
 
-	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0))
+	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0 ||
+	                 strcmp(argv[1], "user") == 0 || strcmp(argv[1], "invite") == 0))
 		return aas_admin_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "routes") == 0) {
 		print_routes();

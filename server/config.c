@@ -16,6 +16,7 @@ const char *aas_config_usage(void)
 {
 	return "usage: aas-server [options]                 serve the REST API\n"
 	       "       aas-server account|key ... --help      administer accounts and keys (beside a running server)\n"
+	       "       aas-server user|invite ... --help      administer the dashboard's people and invite codes\n"
 	       "       aas-server routes                      print the routes served\n"
 	       "\n"
 	       "options (environment variable in brackets):\n"
@@ -60,6 +61,17 @@ const char *aas_config_usage(void)
 	       "  --docs-viewer DIR       where the API viewer of /docs/api was installed (npm ci of server/viewer);\n"
 	       "                          default ../share/libsaas/api-viewer from the executable's directory\n"
 	       "                          [AAS_DOCS_VIEWER]\n"
+	       "accounts for people (the dashboard, docs/dashboard.md):\n"
+	       "  --signup MODE           who may sign up on /signup: closed (only `aas-server user create`),\n"
+	       "                          invite (with a code of `aas-server invite create`) or open;\n"
+	       "                          default closed [AAS_SIGNUP]\n"
+	       "  --secure-cookies on|off the server is reached over HTTPS (a TLS proxy in front): Secure\n"
+	       "                          \"__Host-\" cookies and https Origins only; default off [AAS_SECURE_COOKIES]\n"
+	       "  --session-idle SECS     a session unused this long ends; default 28800 (8 h) [AAS_SESSION_IDLE]\n"
+	       "  --session-max SECS      every session ends this long after log-in; default 604800 (7 days)\n"
+	       "                          [AAS_SESSION_MAX]\n"
+	       "  --login-attempts N      log-ins and sign-ups an e-mail may try at once, refilled N an hour (an\n"
+	       "                          address: 3 N); default 10 [AAS_LOGIN_ATTEMPTS]\n"
 	       "tenant limits, every account's default (`aas-server account limits` sets one account's):\n"
 	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
 	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
@@ -121,6 +133,14 @@ static int parse_level(const char *s)
 	return -1;
 }
 
+/* AAS_SIGNUP_* for its name, -1 for anything else. */
+static int parse_signup(const char *s)
+{
+	return strcmp(s, "closed") == 0 ? AAS_SIGNUP_CLOSED
+	       : strcmp(s, "invite") == 0 ? AAS_SIGNUP_INVITE
+	       : strcmp(s, "open") == 0 ? AAS_SIGNUP_OPEN : -1;
+}
+
 /* 1 for "on", 0 for "off", -1 for anything else. */
 static int parse_on_off(const char *s)
 {
@@ -174,6 +194,10 @@ static const struct num_option {
 	  100000, "connections" },
 	{ "header-timeout", "AAS_HEADER_TIMEOUT", offsetof(struct aas_config, header_timeout_s), 1, 3600, "seconds" },
 	{ "body-timeout", "AAS_BODY_TIMEOUT", offsetof(struct aas_config, body_timeout_s), 1, 3600, "seconds" },
+	/* Accounts for people. */
+	{ "session-idle", "AAS_SESSION_IDLE", offsetof(struct aas_config, session_idle_s), 60, 366u * 86400, "seconds" },
+	{ "session-max", "AAS_SESSION_MAX", offsetof(struct aas_config, session_max_s), 60, 366u * 86400, "seconds" },
+	{ "login-attempts", "AAS_LOGIN_ATTEMPTS", offsetof(struct aas_config, login_attempts), 1, 100000, "attempts" },
 	/* The preview proxy's bounds on a guest's server. */
 	{ "preview-connect-timeout", "AAS_PREVIEW_CONNECT_TIMEOUT", offsetof(struct aas_config, preview_connect_timeout_s),
 	  1, AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
@@ -244,6 +268,14 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0) ||
 	    ((v = getenv("AAS_DOCS_VIEWER")) && *v && set(&cfg->docs_viewer, v) < 0))
 		return -1;
+	if ((v = getenv("AAS_SIGNUP")) && *v && (cfg->signup = parse_signup(v)) < 0) {
+		fprintf(stderr, "aas-server: AAS_SIGNUP: expected closed, invite or open, got \"%s\"\n", v);
+		return -1;
+	}
+	if ((v = getenv("AAS_SECURE_COOKIES")) && *v && (cfg->secure_cookies = parse_on_off(v)) < 0) {
+		fprintf(stderr, "aas-server: AAS_SECURE_COOKIES: expected on or off, got \"%s\"\n", v);
+		return -1;
+	}
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
 		return -1;
@@ -254,7 +286,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -273,6 +305,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
 		{ "docs-viewer", required_argument, NULL, O_VIEWER },
+		{ "signup", required_argument, NULL, O_SIGNUP },
+		{ "secure-cookies", required_argument, NULL, O_SECURE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -302,6 +336,10 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->preview_connect_timeout_s = AAS_PREVIEW_CONNECT_TIMEOUT_DEFAULT;
 	cfg->preview_first_byte_timeout_s = AAS_PREVIEW_FIRST_BYTE_TIMEOUT_DEFAULT;
 	cfg->preview_idle_timeout_s = AAS_PREVIEW_IDLE_TIMEOUT_DEFAULT;
+	cfg->signup = AAS_SIGNUP_CLOSED;
+	cfg->session_idle_s = AAS_SESSION_IDLE_DEFAULT;
+	cfg->session_max_s = AAS_SESSION_MAX_DEFAULT;
+	cfg->login_attempts = AAS_LOGIN_ATTEMPTS_DEFAULT;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
 	optind = 1;
@@ -332,6 +370,18 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_TEMPLATES:
 			if ((cfg->templates = parse_on_off(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --templates: expected on or off, got \"%s\"\n", optarg);
+				rc = -1;
+			}
+			break;
+		case O_SIGNUP:
+			if ((cfg->signup = parse_signup(optarg)) < 0) {
+				fprintf(stderr, "aas-server: --signup: expected closed, invite or open, got \"%s\"\n", optarg);
+				rc = -1;
+			}
+			break;
+		case O_SECURE:
+			if ((cfg->secure_cookies = parse_on_off(optarg)) < 0) {
+				fprintf(stderr, "aas-server: --secure-cookies: expected on or off, got \"%s\"\n", optarg);
 				rc = -1;
 			}
 			break;

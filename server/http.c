@@ -543,8 +543,14 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 		return false;
 	if (r->route->flags & AAS_R_KEY)
 		optional_key(r);
-	r->body_max = (r->route->flags & AAS_R_KEY) && !r->client ? AAS_ANON_BODY_MAX : AAS_JSON_BODY_MAX;
+	r->body_max = (r->route->flags & AAS_R_FORM)                  ? AAS_FORM_BODY_MAX
+	              : (r->route->flags & AAS_R_KEY) && !r->client ? AAS_ANON_BODY_MAX
+	                                                            : AAS_JSON_BODY_MAX;
 	len = content_length(r, &known);
+	if ((r->route->flags & AAS_R_FORM) && known && len > r->body_max) {
+		aas_reply_page_error(r, rep, 413, "Too large", "The form sent is larger than any form of this site.");
+		return false;
+	}
 	if ((r->route->flags & AAS_R_JSON) && known && len > r->body_max) {
 		reply_too_large(r, rep);
 		return false;
@@ -565,7 +571,7 @@ static void take_body(struct aas_req *r, const char *data, size_t len)
 			r->too_big = true; /* the sink stopped: drop the rest */
 		return;
 	}
-	if (!(r->route->flags & AAS_R_JSON) || r->too_big)
+	if (!(r->route->flags & (AAS_R_JSON | AAS_R_FORM)) || r->too_big)
 		return;
 	if (r->body_len + len > r->body_max) {
 		r->too_big = true;

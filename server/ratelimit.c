@@ -19,13 +19,19 @@
 
 #define SLOTS 16384          /* buckets held at once: 16384 x 32 bytes */
 #define PROBES 8             /* slots a name may occupy, from its hash on */
-#define MILLI 1000           /* tokens are counted in thousandths of a request */
+/*
+ * Tokens are counted in 1/3600000ths of a request, so that a rate per second
+ * (3600 a millisecond each) and a rate per hour (1 a millisecond each) both
+ * refill by whole units.
+ */
+#define MILLI 3600000
 
 struct bucket {
 	uint64_t name;       /* hash of the name; 0: empty */
-	int64_t milli;       /* tokens left, in thousandths */
+	int64_t milli;       /* tokens left, in units of 1/MILLI */
 	int64_t at_ms;       /* when milli was last brought up to date */
-	unsigned int rate;   /* the rate it was last taken at (its capacity) */
+	int64_t add;         /* units added per millisecond: the rate it was last taken at */
+	int64_t cap;         /* units it holds when full */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -43,28 +49,28 @@ static uint64_t hash_name(const char *s, size_t n)
 	return h ? h : 1;
 }
 
-static int64_t capacity(unsigned int rate)
+/* The units a bucket holds at `now` (a clock that went back refills nothing). */
+static int64_t level(const struct bucket *b, int64_t now)
 {
-	return (int64_t)rate * AAS_RATE_BURST * MILLI;
+	int64_t dt = now > b->at_ms ? now - b->at_ms : 0;
+
+	/* Compared before multiplying: a bucket idle for a long time would overflow. */
+	if (dt >= (b->cap - b->milli) / b->add + 1)
+		return b->cap;
+	return b->milli + dt * b->add;
 }
 
-/* Bring a bucket's tokens up to `now` (a clock that went back refills nothing). */
 static void refill(struct bucket *b, int64_t now)
 {
-	int64_t cap = capacity(b->rate), add;
-
-	if (now > b->at_ms) {
-		/* rate per second is rate thousandths per millisecond */
-		add = (now - b->at_ms) * (int64_t)b->rate;
-		b->milli = b->milli + add > cap ? cap : b->milli + add;
+	b->milli = level(b, now);
+	if (now > b->at_ms)
 		b->at_ms = now;
-	}
 }
 
 /* Would the bucket be full by now? Then it holds nothing worth keeping. */
 static bool full_by(const struct bucket *b, int64_t now)
 {
-	return b->milli + (now > b->at_ms ? (now - b->at_ms) * (int64_t)b->rate : 0) >= capacity(b->rate);
+	return level(b, now) >= b->cap;
 }
 
 /* The name's bucket, or a slot taken over for it (then milli is -1). */
@@ -92,34 +98,50 @@ static struct bucket *slot_for(uint64_t name, int64_t now)
 	return victim;
 }
 
-int64_t aas_ratelimit_take(const char *name, size_t len, unsigned int rate, int64_t now_ms)
+/* Take one request from a bucket refilling `add` units a millisecond up to `cap`. */
+static int64_t take(const char *name, size_t len, int64_t add, int64_t cap, int64_t now_ms)
 {
 	struct bucket *b;
 	int64_t wait_ms = 0;
 
-	if (rate == 0)
-		return 0;
 	pthread_mutex_lock(&mu);
 	b = slot_for(hash_name(name, len), now_ms);
 	if (b->milli < 0) {
 		/* New: it starts full. */
-		b->rate = rate;
-		b->milli = capacity(rate);
+		b->add = add;
+		b->cap = cap;
+		b->milli = cap;
 	} else {
 		refill(b, now_ms);
-		if (b->rate != rate) {
+		if (b->add != add || b->cap != cap) {
 			/* The limit changed (an operator set it): keep the tokens, within the new capacity. */
-			b->rate = rate;
-			if (b->milli > capacity(rate))
-				b->milli = capacity(rate);
+			b->add = add;
+			b->cap = cap;
+			if (b->milli > cap)
+				b->milli = cap;
 		}
 	}
 	if (b->milli >= MILLI)
 		b->milli -= MILLI;
 	else
-		wait_ms = (MILLI - b->milli + rate - 1) / rate; /* rounded up: a whole request is there then */
+		wait_ms = (MILLI - b->milli + add - 1) / add; /* rounded up: a whole request is there then */
 	pthread_mutex_unlock(&mu);
 	return wait_ms;
+}
+
+int64_t aas_ratelimit_take(const char *name, size_t len, unsigned int rate, int64_t now_ms)
+{
+	if (rate == 0)
+		return 0;
+	/* rate a second is rate * MILLI / 1000 units a millisecond */
+	return take(name, len, (int64_t)rate * (MILLI / 1000), (int64_t)rate * AAS_RATE_BURST * MILLI, now_ms);
+}
+
+int64_t aas_ratelimit_take_hourly(const char *name, size_t len, unsigned int per_hour, int64_t now_ms)
+{
+	if (per_hour == 0)
+		return 0;
+	return take(name, len, (int64_t)per_hour * (MILLI / 3600000), (int64_t)per_hour * MILLI, now_ms);
 }
 
 int64_t aas_ratelimit_peek(const char *name, size_t len, unsigned int rate, int64_t now_ms)
@@ -136,7 +158,7 @@ int64_t aas_ratelimit_peek(const char *name, size_t len, unsigned int rate, int6
 		if (b->name == h) {
 			refill(b, now_ms);
 			if (b->milli < MILLI)
-				wait_ms = (MILLI - b->milli + b->rate - 1) / b->rate;
+				wait_ms = (MILLI - b->milli + b->add - 1) / b->add;
 			break;
 		}
 	}

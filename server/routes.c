@@ -39,6 +39,23 @@ const struct aas_route aas_routes[] = {
 	{ "GET", "/security", AAS_R_PAGE, aas_h_page_security, NULL, NULL },
 	{ "GET", "/static/{file}", AAS_R_PAGE, aas_h_static, NULL, NULL },
 	{ "GET", "/static/viewer/{file}", AAS_R_PAGE, aas_h_static_viewer, NULL, NULL },
+	/* Accounts for people and the dashboard: a session cookie, never an API key (people.c). */
+	{ "GET", "/signup", AAS_R_PAGE, aas_h_signup_page, NULL, NULL },
+	{ "POST", "/signup", AAS_R_PAGE | AAS_R_FORM, aas_h_signup, NULL, NULL },
+	{ "GET", "/login", AAS_R_PAGE, aas_h_login_page, NULL, NULL },
+	{ "POST", "/login", AAS_R_PAGE | AAS_R_FORM, aas_h_login, NULL, NULL },
+	{ "POST", "/logout", AAS_R_PAGE | AAS_R_FORM, aas_h_logout, NULL, NULL },
+	{ "GET", "/dashboard", AAS_R_PAGE, aas_h_dashboard, NULL, NULL },
+	{ "GET", "/dashboard/sandboxes/{id}", AAS_R_PAGE, aas_h_dash_sandbox, NULL, NULL },
+	{ "POST", "/dashboard/sandboxes/{id}/destroy", AAS_R_PAGE | AAS_R_FORM, aas_h_dash_sandbox_destroy, NULL, NULL },
+	{ "POST", "/dashboard/sandboxes/{id}/extend", AAS_R_PAGE | AAS_R_FORM, aas_h_dash_sandbox_extend, NULL, NULL },
+	{ "GET", "/dashboard/keys", AAS_R_PAGE, aas_h_dash_keys, NULL, NULL },
+	{ "POST", "/dashboard/keys", AAS_R_PAGE | AAS_R_FORM, aas_h_dash_key_create, NULL, NULL },
+	{ "POST", "/dashboard/keys/{id}/revoke", AAS_R_PAGE | AAS_R_FORM, aas_h_dash_key_revoke, NULL, NULL },
+	{ "GET", "/dashboard/usage", AAS_R_PAGE, aas_h_dash_usage, NULL, NULL },
+	{ "GET", "/dashboard/operator", AAS_R_PAGE, aas_h_dash_operator, NULL, NULL },
+	{ "POST", "/dashboard/operator/accounts/{id}/credit", AAS_R_PAGE | AAS_R_FORM, aas_h_dash_op_credit, NULL, NULL },
+	{ "POST", "/dashboard/operator/accounts/{id}/disable", AAS_R_PAGE | AAS_R_FORM, aas_h_dash_op_disable, NULL, NULL },
 };
 
 const size_t aas_nroutes = sizeof(aas_routes) / sizeof(aas_routes[0]);

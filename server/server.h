@@ -60,7 +60,18 @@ struct aas_config {
 	unsigned int preview_connect_timeout_s;    /* to open the tunnel */
 	unsigned int preview_first_byte_timeout_s; /* from the request sent to the answer's whole head */
 	unsigned int preview_idle_timeout_s;       /* no byte either way, in a body or a WebSocket */
+	/* Accounts for people and their pages (people.c). */
+	int signup;                      /* AAS_SIGNUP_*: who may make an account on /signup */
+	int secure_cookies;              /* 1 behind TLS: Secure "__Host-" cookies, https Origins only */
+	unsigned int session_idle_s;     /* a session not used this long ends */
+	unsigned int session_max_s;      /* and every session ends this long after log-in */
+	unsigned int login_attempts;     /* log-ins and sign-ups one account may try at once (refilled hourly) */
 };
+
+enum { AAS_SIGNUP_CLOSED, AAS_SIGNUP_INVITE, AAS_SIGNUP_OPEN };
+#define AAS_SESSION_IDLE_DEFAULT 28800    /* 8 hours */
+#define AAS_SESSION_MAX_DEFAULT 604800    /* 7 days */
+#define AAS_LOGIN_ATTEMPTS_DEFAULT 10
 
 #define AAS_HEADER_TIMEOUT_DEFAULT 30     /* seconds */
 #define AAS_BODY_TIMEOUT_DEFAULT 60       /* seconds, plus 1 per AAS_BODY_MIN_RATE bytes */
@@ -135,6 +146,12 @@ void aas_auth_counts(uint64_t *lookups, uint64_t *negative_hits);
  * 0 if there was one, else how many ms until there is. rate 0: no limit.
  */
 int64_t aas_ratelimit_take(const char *name, size_t len, unsigned int rate, int64_t now_ms);
+/*
+ * The same for a slow rate: a bucket holding `per_hour` requests (a burst of
+ * all of them) and refilling that many an hour. Its own names: the rates
+ * of a name must not change between calls.
+ */
+int64_t aas_ratelimit_take_hourly(const char *name, size_t len, unsigned int per_hour, int64_t now_ms);
 /* How many ms until the bucket `name` holds a request (0: now). Takes nothing; one never seen is full. */
 int64_t aas_ratelimit_peek(const char *name, size_t len, unsigned int rate, int64_t now_ms);
 struct aas_req;
@@ -188,6 +205,8 @@ typedef void (*aas_handler)(struct aas_req *r, struct aas_reply *out);
 #define AAS_R_KEY (1u << 3)
 /* An HTML page or a static file, not part of the REST API: not in openapi.json (`aas-server routes` omits it). */
 #define AAS_R_PAGE (1u << 4)
+/* Takes an HTML form's body (application/x-www-form-urlencoded), at most AAS_FORM_BODY_MAX. */
+#define AAS_R_FORM (1u << 5)
 
 struct aas_route {
 	const char *method;
@@ -368,6 +387,89 @@ const saas_engine_info *aas_service_info(void);
 /* The engine get_service_info reads, and the bound port (the loopback Origins allowed). */
 void aas_mcp_http_init(saas_engine *engine, const struct aas_config *cfg, unsigned int port);
 void aas_mcp_http_free(void);
+
+/* ---- accounts for people and their pages (people.c, routes_people.c, routes_dashboard.c) ---- */
+
+/* The largest form a page posts: an e-mail, a password, a name, a token. */
+#define AAS_FORM_BODY_MAX ((size_t)16 << 10)
+/* A password: at least this long, and at most the other (Argon2 takes any length; the bound is ours). */
+#define AAS_PASSWORD_MIN 10
+#define AAS_PASSWORD_MAX 1024
+
+/* The engine and options the pages use; 0, or -1 after logging (libsodium would not start). */
+int aas_people_init(saas_engine *engine, const struct aas_config *cfg);
+/* Argon2id (libsodium's crypto_pwhash_str, its interactive limits) into out; 0, or -1 (out of memory). */
+int aas_password_hash(char out[SAAS_PASSWORD_HASH_MAX + 1], const char *password);
+bool aas_password_verify(const char *hash, const char *password);
+
+/* A parsed form: fields point into its own copy of the body. */
+#define AAS_FORM_FIELDS_MAX 16
+struct aas_form {
+	char *buf;
+	size_t n;
+	const char *name[AAS_FORM_FIELDS_MAX];
+	const char *value[AAS_FORM_FIELDS_MAX];
+};
+/* Parse the request's form body; false after replying 400 (a field twice, too many, a NUL, bad %-escapes). */
+bool aas_form_parse(struct aas_req *r, struct aas_reply *out, struct aas_form *f);
+/* A field's value, or NULL when absent. */
+const char *aas_form_get(const struct aas_form *f, const char *name);
+void aas_form_free(struct aas_form *f);
+
+/* Who is looking at a page: the session's user, its account's client and the session's CSRF token. */
+struct aas_viewer {
+	saas_user *user;
+	saas_client *client;
+	char csrf[65];
+};
+/*
+ * The viewer of a page from its session cookie. false when there is none
+ * (or it ended): then, if `required`, a 303 to /login has been replied.
+ */
+bool aas_viewer_get(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, bool required);
+void aas_viewer_free(struct aas_viewer *v);
+/* The page shell's description of the viewer (v may be NULL: nobody signed in). */
+struct aas_page;
+void aas_viewer_page(const struct aas_viewer *v, struct aas_page *page, const char *title, const char *nav);
+/*
+ * May this state-changing form post be acted on? Its Origin (or
+ * Sec-Fetch-Site) must be this server's own, and its "csrf" field `token`.
+ * false after replying 403.
+ */
+bool aas_form_allowed(struct aas_req *r, struct aas_reply *out, const struct aas_form *f, const char *token);
+/* 303 See Other to `location` (a path of ours), the end of every form post that worked. */
+void aas_reply_redirect(struct aas_reply *out, const char *location);
+/* The session token the request's cookie holds, or NULL. */
+const char *aas_session_token(struct aas_req *r);
+/* Set (token non-NULL, for max_age_s) or clear the session cookie on a reply. */
+void aas_session_cookie(struct aas_reply *out, const char *token, unsigned int max_age_s);
+/* The "before log-in" token of the sign-up and log-in forms (a cookie of its own): read, or make and set. */
+bool aas_prelogin_token(struct aas_req *r, char out[65], bool make);
+void aas_prelogin_cookie(struct aas_reply *out, const char *token);
+/* Take one log-in attempt for this address and e-mail; false after a 429 page. */
+bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email);
+const struct aas_config *aas_people_config(void);
+saas_engine *aas_people_engine(void);
+/* An error page (or a form shown again) with the message in a role="alert" paragraph. */
+void aas_reply_page_error(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,
+                          const char *message);
+
+void aas_h_signup_page(struct aas_req *r, struct aas_reply *out);
+void aas_h_signup(struct aas_req *r, struct aas_reply *out);
+void aas_h_login_page(struct aas_req *r, struct aas_reply *out);
+void aas_h_login(struct aas_req *r, struct aas_reply *out);
+void aas_h_logout(struct aas_req *r, struct aas_reply *out);
+void aas_h_dashboard(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_keys(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_key_create(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_key_revoke(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_sandbox_destroy(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_sandbox_extend(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_usage(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_operator(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_op_credit(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out);
 
 /* ---- connection policy (conn.c) ---- */
 

@@ -399,6 +399,7 @@ typedef struct saas_account {
 	int64_t credit_usd_micro;       /**< Everything credited, ever. */
 	int64_t spent_usd_micro;        /**< Charged for closed sandboxes plus accrued by running ones. */
 	int64_t balance_usd_micro;      /**< credit - spent; may dip below zero by at most a sweep's worth. */
+	int64_t disabled_at_ms;         /**< When an operator disabled it (saas_account_disable()); 0 while enabled. */
 } saas_account;
 
 /**
@@ -536,6 +537,7 @@ typedef struct saas_key {
 	char *prefix;                      /**< The first characters of the key, for recognising it: "aas_sk_ab12". */
 	int64_t created_at_ms;
 	int64_t revoked_at_ms;             /**< 0 while the key is valid. */
+	int64_t last_used_at_ms;           /**< When a client last opened with it (to within a server's key cache time); 0: never. */
 } saas_key;
 
 /**

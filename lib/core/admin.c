@@ -35,6 +35,7 @@ static int fill_account(saas_engine *e, const saas_store_account *row, saas_acco
 	a->credit_usd_micro = credit;
 	a->spent_usd_micro = spent;
 	a->balance_usd_micro = balance;
+	a->disabled_at_ms = row->disabled_at_ms;
 	*out = a;
 	return SAAS_OK;
 }
@@ -167,6 +168,7 @@ static int key_public(const saas_store_key *row, saas_key **out)
 		return saas__oom();
 	k->created_at_ms = row->created_at_ms;
 	k->revoked_at_ms = row->revoked_at_ms;
+	k->last_used_at_ms = row->last_used_at_ms;
 	if (!(k->id = saas__strdup(row->id)) || !(k->account_id = saas__strdup(row->account_id)) ||
 	    !(k->prefix = saas__strdup(row->prefix)) || !(k->name = saas__strdup(row->name))) {
 		saas_key_free(k);

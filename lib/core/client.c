@@ -112,11 +112,46 @@ SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, 
 		                   rc == SAAS_OK ? "this API key was revoked" : "invalid API key");
 	if (rc < 0)
 		return rc;
+	if (key.account_disabled_at_ms)
+		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "this API key's account is disabled");
+	/* "Last used" is shown to people, who need the day, not the request: once per open is enough. */
+	if ((rc = engine->store->key_touch(engine->store_ctx, hash, saas__engine_now(engine))) < 0)
+		saas__log(engine, SAAS_LOG_WARN, "cannot record the use of key %s: %s", key.id, saas_error_last()->message);
 	if (!(c = calloc(1, sizeof(*c))))
 		return saas__oom();
 	c->ops = &saas__local_ops;
 	c->engine = engine;
 	saas__strlcpy(c->account_id, key.account_id, sizeof(c->account_id));
+	*out = c;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_client_open_account(saas_client **out, saas_engine *engine, const char *account_id,
+                                          unsigned int flags)
+{
+	saas_store_account acc;
+	saas_client *c;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!engine)
+		return saas__inval("engine is NULL");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!saas__valid_text(account_id, SAAS_ID_MAX))
+		return saas__inval("account id is empty, too long or not printable");
+	if ((rc = engine->store->account_get(engine->store_ctx, account_id, &acc)) < 0)
+		return rc;
+	if (acc.disabled_at_ms)
+		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "account %s is disabled", account_id);
+	if (!(c = calloc(1, sizeof(*c))))
+		return saas__oom();
+	c->ops = &saas__local_ops;
+	c->engine = engine;
+	saas__strlcpy(c->account_id, acc.id, sizeof(c->account_id));
 	*out = c;
 	return SAAS_OK;
 }

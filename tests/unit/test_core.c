@@ -260,6 +260,108 @@ static void test_accounts(void **state)
 	saas_account_free(acc);
 }
 
+/* People: users, sessions on the engine's clock, invites, disabled accounts, and no token passing for another. */
+static void test_people(void **state)
+{
+	struct fixture *f = *state;
+	saas_user *u = NULL, *got = NULL;
+	saas_user_list *l = NULL;
+	saas_account *acc = NULL;
+	saas_client *c = NULL;
+	char *token = NULL, *token2 = NULL, *code = NULL;
+
+	assert_int_equal(saas_user_create(&u, f->engine, "Ann@Example.ORG", "$argon2id$h1", NULL, SAAS_CREDIT_DEFAULT,
+	                                  NULL, 0), SAAS_OK);
+	assert_string_equal(u->email, "ann@example.org");
+	assert_int_equal(u->is_operator, 0);
+	assert_int_equal(saas_account_get(&acc, f->engine, u->account_id), SAAS_OK);
+	assert_int_equal(acc->balance_usd_micro, SAAS_USD(5));
+	saas_account_free(acc);
+	assert_int_equal(saas_user_create(NULL, f->engine, "ANN@example.org", "$argon2id$h2", NULL, 0, NULL, 0),
+	                 SAAS_EEXISTS);
+	assert_int_equal(saas_user_create(NULL, f->engine, "no-at-sign", "$h", NULL, 0, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_user_create(NULL, f->engine, "a b@c.d", "$h", NULL, 0, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_user_create(NULL, f->engine, "x@y.z", "has space", NULL, 0, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_user_create(NULL, f->engine, "x@y.z", "$h", NULL, 0, NULL, 2), SAAS_EINVAL);
+	/* Bound to an existing account, as an operator. */
+	assert_int_equal(saas_user_create(&got, f->engine, "op@example.org", "$argon2id$h3", f->account_a, 0, NULL,
+	                                  SAAS_USER_OPERATOR), SAAS_OK);
+	assert_string_equal(got->account_id, f->account_a);
+	assert_int_equal(got->is_operator, 1);
+	saas_user_free(got);
+	got = NULL;
+
+	/* Invites: once each; an unknown one makes nothing. */
+	assert_int_equal(saas_invite_create(&code, f->engine, 0), SAAS_OK);
+	assert_memory_equal(code, "aas_inv_", 8);
+	assert_int_equal(saas_user_create(NULL, f->engine, "inv@example.org", "$h", NULL, 0, "aas_inv_nope", 0),
+	                 SAAS_ENOTFOUND);
+	assert_int_equal(saas_user_create(NULL, f->engine, "inv@example.org", "$h", NULL, 0, code, 0), SAAS_OK);
+	assert_int_equal(saas_user_create(NULL, f->engine, "inv2@example.org", "$h", NULL, 0, code, 0), SAAS_ENOTFOUND);
+	saas_free(code);
+	assert_int_equal(saas_user_list_get(&l, f->engine), SAAS_OK);
+	assert_int_equal(l->count, 3);
+	saas_user_list_free(l);
+
+	/* Sessions: idle and absolute bounds on the engine's clock. */
+	assert_int_equal(saas_session_create(&token, f->engine, "ann@example.org", 0), SAAS_OK);
+	assert_memory_equal(token, "aas_ss_", 7);
+	assert_int_equal(saas_session_get(&got, f->engine, token, 60000, 3600000), SAAS_OK);
+	assert_string_equal(got->email, "ann@example.org");
+	saas_user_free(got);
+	got = NULL;
+	advance(50000);
+	assert_int_equal(saas_session_get(&got, f->engine, token, 60000, 3600000), SAAS_OK);
+	saas_user_free(got);
+	got = NULL;
+	advance(50000); /* used 50 s ago: not idle, though 100 s since log-in */
+	assert_int_equal(saas_session_get(&got, f->engine, token, 60000, 3600000), SAAS_OK);
+	saas_user_free(got);
+	got = NULL;
+	advance(61000);
+	assert_int_equal(saas_session_get(&got, f->engine, token, 60000, 3600000), SAAS_EAUTH);
+	assert_null(got);
+	/* ... and it was deleted: no looser bound brings it back. */
+	assert_int_equal(saas_session_get(&got, f->engine, token, 0, 0), SAAS_EAUTH);
+	saas_free(token);
+	assert_int_equal(saas_session_create(&token, f->engine, "ann@example.org", 0), SAAS_OK);
+	advance(3600001);
+	assert_int_equal(saas_session_get(&got, f->engine, token, 0, 3600000), SAAS_EAUTH);
+	saas_free(token);
+
+	/* A session is no key, and a key no session. */
+	assert_int_equal(saas_session_create(&token, f->engine, "ann@example.org", 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&c, f->engine, token, 0), SAAS_EAUTH);
+	assert_int_equal(saas_session_get(&got, f->engine, f->key_a, 0, 0), SAAS_EAUTH);
+
+	/* A new password ends the sessions; logging out ends one. */
+	assert_int_equal(saas_user_password_set(f->engine, "ann@example.org", "$argon2id$new"), SAAS_OK);
+	assert_int_equal(saas_session_get(&got, f->engine, token, 0, 0), SAAS_EAUTH);
+	saas_free(token);
+	assert_int_equal(saas_session_create(&token, f->engine, "ann@example.org", 0), SAAS_OK);
+	assert_int_equal(saas_session_end(f->engine, token), SAAS_OK);
+	assert_int_equal(saas_session_get(&got, f->engine, token, 0, 0), SAAS_EAUTH);
+	saas_free(token);
+
+	/* Disabling an account: its keys, its sessions, new sessions and account clients are refused. */
+	assert_int_equal(saas_session_create(&token, f->engine, "op@example.org", 0), SAAS_OK);
+	assert_int_equal(saas_client_open_account(&c, f->engine, f->account_a, 0), SAAS_OK);
+	saas_client_free(c);
+	c = NULL;
+	assert_int_equal(saas_account_disable(f->engine, f->account_a, 1), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&c, f->engine, f->key_a, 0), SAAS_EAUTH);
+	assert_int_equal(saas_client_open_account(&c, f->engine, f->account_a, 0), SAAS_EAUTH);
+	assert_int_equal(saas_session_get(&got, f->engine, token, 0, 0), SAAS_EAUTH);
+	assert_int_equal(saas_session_create(&token2, f->engine, "op@example.org", 0), SAAS_EAUTH);
+	assert_int_equal(saas_account_disable(f->engine, f->account_a, 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&c, f->engine, f->key_a, 0), SAAS_OK);
+	saas_client_free(c);
+	saas_free(token);
+	assert_int_equal(saas_account_disable(f->engine, "acc-none", 1), SAAS_ENOTFOUND);
+	assert_int_equal(saas_session_prune(f->engine, 1000, 1000), SAAS_OK);
+	saas_user_free(u);
+}
+
 static void test_keys(void **state)
 {
 	struct fixture *f = *state;
@@ -2109,6 +2211,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_state_dir_is_exclusive, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_accounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_people, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_network, setup, teardown),

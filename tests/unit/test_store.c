@@ -303,6 +303,11 @@ static void test_sqlite_newer_schema_refused(void **state)
  * version put back) migrates on open, keeping its rows, and gains the
  * account_limits table (and step 3's ports, made anew).
  */
+/* What step 5 added, dropped by the tests that rewind a database to an older schema. */
+#define UNDO_SCHEMA_5 \
+	"DROP TABLE sessions; DROP TABLE invites; DROP TABLE users;" \
+	"ALTER TABLE accounts DROP COLUMN disabled_at; ALTER TABLE api_keys DROP COLUMN last_used_at;"
+
 static void test_sqlite_migrates_v1(void **state)
 {
 	struct fx *f = *state;
@@ -319,7 +324,7 @@ static void test_sqlite_migrates_v1(void **state)
 	f->ctx = NULL;
 	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db,
-	                              "DROP TABLE account_limits; DROP INDEX executions_finished;"
+	                              UNDO_SCHEMA_5 "DROP TABLE account_limits; DROP INDEX executions_finished;"
 	                              "ALTER TABLE sandboxes DROP COLUMN network_mode;"
 	                              "ALTER TABLE sandboxes DROP COLUMN network_allow;"
 	                              "ALTER TABLE sandboxes DROP COLUMN network_deny;"
@@ -1378,7 +1383,7 @@ static void test_sqlite_migrates_network(void **state)
 	f->st->close(f->ctx);
 	f->ctx = NULL;
 	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "ALTER TABLE sandboxes DROP COLUMN network_mode;"
+	assert_int_equal(sqlite3_exec(db, UNDO_SCHEMA_5 "ALTER TABLE sandboxes DROP COLUMN network_mode;"
 	                                  "ALTER TABLE sandboxes DROP COLUMN network_allow;"
 	                                  "ALTER TABLE sandboxes DROP COLUMN network_deny;"
 	                                  "UPDATE meta SET value = '3' WHERE key = 'schema_version';",
@@ -1411,7 +1416,7 @@ static void test_sqlite_migrates_ports_to_names(void **state)
 	f->ctx = NULL;
 	/* Back to version 1: its ports table, with an exposure in it, and no step-2 objects. */
 	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "DROP TABLE account_limits; DROP INDEX executions_finished;"
+	assert_int_equal(sqlite3_exec(db, UNDO_SCHEMA_5 "DROP TABLE account_limits; DROP INDEX executions_finished;"
 	                                  "DROP TABLE ports;"
 	                                  "CREATE TABLE ports (sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),"
 	                                  "  port INT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (sandbox_id, port));"
@@ -1454,6 +1459,257 @@ static int close_each(void *userdata, const saas_store_sandbox *b)
 	if (r->rc == SAAS_OK)
 		r->rc = r->f->st->account_get(r->f->ctx, b->account_id, &a);
 	return 0;
+}
+
+/* ---- people: users, sessions, invites, disabled accounts, key use ---- */
+
+static saas_store_user user_rec(const char *id, const char *account, const char *email, int64_t created)
+{
+	saas_store_user u;
+
+	memset(&u, 0, sizeof(u));
+	snprintf(u.id, sizeof(u.id), "%s", id);
+	snprintf(u.account_id, sizeof(u.account_id), "%s", account);
+	snprintf(u.email, sizeof(u.email), "%s", email);
+	snprintf(u.password_hash, sizeof(u.password_hash), "$argon2id$v=19$m=65536,t=2,p=1$%s", id);
+	u.created_at_ms = created;
+	return u;
+}
+
+static void hash_of(char out[65], char c)
+{
+	memset(out, c, 64);
+	out[64] = '\0';
+}
+
+struct users {
+	saas_store_user row[MAXROWS];
+	size_t n;
+};
+
+static int collect_user(void *userdata, const saas_store_user *u)
+{
+	struct users *c = userdata;
+
+	assert_true(c->n < MAXROWS);
+	c->row[c->n++] = *u;
+	return 0;
+}
+
+static void test_users(void **state)
+{
+	struct fx *f = *state;
+	saas_store_user u, got;
+	saas_store_account acc, a2;
+	struct users c;
+	char inv[65], inv2[65];
+
+	/* With a new account and its credit, all at once. */
+	memset(&acc, 0, sizeof(acc));
+	snprintf(acc.id, sizeof(acc.id), "acc-u");
+	snprintf(acc.name, sizeof(acc.name), "a@example.org");
+	acc.created_at_ms = 10;
+	u = user_rec("usr-a", "acc-u", "a@example.org", 10);
+	u.is_operator = 1;
+	assert_int_equal(f->st->user_insert(f->ctx, &u, &acc, 5000000, NULL), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-u", &a2), SAAS_OK);
+	assert_int_equal(a2.credit_usd_micro, 5000000);
+	assert_int_equal(a2.disabled_at_ms, 0);
+	assert_int_equal(f->st->user_find(f->ctx, "a@example.org", &got), SAAS_OK);
+	assert_string_equal(got.id, "usr-a");
+	assert_string_equal(got.account_id, "acc-u");
+	assert_string_equal(got.password_hash, u.password_hash);
+	assert_int_equal(got.is_operator, 1);
+	assert_int_equal(got.created_at_ms, 10);
+	assert_fails(f->st->user_find(f->ctx, "nobody@example.org", &got), SAAS_ENOTFOUND);
+
+	/* A taken e-mail: nothing is made, the new account included. */
+	snprintf(acc.id, sizeof(acc.id), "acc-dup");
+	u = user_rec("usr-dup", "acc-dup", "a@example.org", 20);
+	assert_fails(f->st->user_insert(f->ctx, &u, &acc, 1000, NULL), SAAS_EEXISTS);
+	assert_fails(f->st->account_get(f->ctx, "acc-dup", &a2), SAAS_ENOTFOUND);
+	/* Bound to an existing account, or to none that exists. */
+	u = user_rec("usr-b", "acc-u", "b@example.org", 30);
+	assert_int_equal(f->st->user_insert(f->ctx, &u, NULL, 0, NULL), SAAS_OK);
+	u = user_rec("usr-c", "acc-none", "c@example.org", 40);
+	assert_fails(f->st->user_insert(f->ctx, &u, NULL, 0, NULL), SAAS_ENOTFOUND);
+
+	/* Invites: unknown refused (and nothing made), each used once. */
+	hash_of(inv, 'a');
+	hash_of(inv2, 'b');
+	assert_int_equal(f->st->invite_insert(f->ctx, inv, 50), SAAS_OK);
+	assert_fails(f->st->invite_insert(f->ctx, inv, 60), SAAS_EEXISTS);
+	snprintf(acc.id, sizeof(acc.id), "acc-i");
+	u = user_rec("usr-i", "acc-i", "i@example.org", 70);
+	assert_fails(f->st->user_insert(f->ctx, &u, &acc, 0, inv2), SAAS_ENOTFOUND);
+	assert_fails(f->st->account_get(f->ctx, "acc-i", &a2), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->user_insert(f->ctx, &u, &acc, 0, inv), SAAS_OK);
+	snprintf(acc.id, sizeof(acc.id), "acc-j");
+	u = user_rec("usr-j", "acc-j", "j@example.org", 80);
+	assert_fails(f->st->user_insert(f->ctx, &u, &acc, 0, inv), SAAS_ENOTFOUND);
+
+	/* List, oldest first. */
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->user_list(f->ctx, collect_user, &c), SAAS_OK);
+	assert_int_equal(c.n, 3);
+	assert_string_equal(c.row[0].id, "usr-a");
+	assert_string_equal(c.row[1].id, "usr-b");
+	assert_string_equal(c.row[2].id, "usr-i");
+
+	/* Update: operator only, then the password. */
+	assert_int_equal(f->st->user_update(f->ctx, "usr-b", NULL, 1), SAAS_OK);
+	assert_int_equal(f->st->user_find(f->ctx, "b@example.org", &got), SAAS_OK);
+	assert_int_equal(got.is_operator, 1);
+	assert_string_equal(got.password_hash, "$argon2id$v=19$m=65536,t=2,p=1$usr-b");
+	assert_int_equal(f->st->user_update(f->ctx, "usr-b", "$argon2id$new", -1), SAAS_OK);
+	assert_int_equal(f->st->user_find(f->ctx, "b@example.org", &got), SAAS_OK);
+	assert_string_equal(got.password_hash, "$argon2id$new");
+	assert_int_equal(got.is_operator, 1);
+	assert_fails(f->st->user_update(f->ctx, "usr-none", NULL, 0), SAAS_ENOTFOUND);
+}
+
+static void add_session(struct fx *f, char c, const char *user, int64_t at)
+{
+	saas_store_session s;
+
+	memset(&s, 0, sizeof(s));
+	hash_of(s.hash, c);
+	snprintf(s.user.id, sizeof(s.user.id), "%s", user);
+	s.created_at_ms = s.last_seen_at_ms = at;
+	assert_int_equal(f->st->session_insert(f->ctx, &s), SAAS_OK);
+}
+
+static void test_sessions(void **state)
+{
+	struct fx *f = *state;
+	saas_store_session s, got;
+	saas_store_user u;
+	saas_store_account a;
+	char h[65];
+
+	add_account(f, "acc-s", 1, 0);
+	add_account(f, "acc-t", 1, 0);
+	u = user_rec("usr-s", "acc-s", "s@example.org", 1);
+	assert_int_equal(f->st->user_insert(f->ctx, &u, NULL, 0, NULL), SAAS_OK);
+	u = user_rec("usr-t", "acc-t", "t@example.org", 1);
+	assert_int_equal(f->st->user_insert(f->ctx, &u, NULL, 0, NULL), SAAS_OK);
+
+	add_session(f, '1', "usr-s", 100);
+	add_session(f, '2', "usr-s", 200);
+	add_session(f, '3', "usr-t", 300);
+	memset(&s, 0, sizeof(s));
+	hash_of(s.hash, '9');
+	snprintf(s.user.id, sizeof(s.user.id), "usr-none");
+	assert_fails(f->st->session_insert(f->ctx, &s), SAAS_ENOTFOUND);
+
+	/* Found with its user; touched only forward. */
+	hash_of(h, '1');
+	assert_int_equal(f->st->session_find(f->ctx, h, &got), SAAS_OK);
+	assert_string_equal(got.user.id, "usr-s");
+	assert_string_equal(got.user.email, "s@example.org");
+	assert_string_equal(got.user.account_id, "acc-s");
+	assert_int_equal(got.created_at_ms, 100);
+	assert_int_equal(got.last_seen_at_ms, 100);
+	assert_int_equal(f->st->session_touch(f->ctx, h, 500), SAAS_OK);
+	assert_int_equal(f->st->session_touch(f->ctx, h, 400), SAAS_OK);
+	assert_int_equal(f->st->session_find(f->ctx, h, &got), SAAS_OK);
+	assert_int_equal(got.last_seen_at_ms, 500);
+	hash_of(h, '8');
+	assert_fails(f->st->session_find(f->ctx, h, &got), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->session_touch(f->ctx, h, 500), SAAS_OK);
+	assert_int_equal(f->st->session_delete(f->ctx, h), SAAS_OK);
+
+	/* A new password ends the user's sessions, only theirs. */
+	assert_int_equal(f->st->user_update(f->ctx, "usr-s", "$argon2id$other", -1), SAAS_OK);
+	hash_of(h, '1');
+	assert_fails(f->st->session_find(f->ctx, h, &got), SAAS_ENOTFOUND);
+	hash_of(h, '2');
+	assert_fails(f->st->session_find(f->ctx, h, &got), SAAS_ENOTFOUND);
+	hash_of(h, '3');
+	assert_int_equal(f->st->session_find(f->ctx, h, &got), SAAS_OK);
+
+	/* Disabling an account ends its sessions; enabling keeps the users. */
+	add_session(f, '4', "usr-s", 600);
+	assert_int_equal(f->st->account_disable(f->ctx, "acc-t", 700), SAAS_OK);
+	assert_int_equal(f->st->account_disable(f->ctx, "acc-t", 900), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-t", &a), SAAS_OK);
+	assert_int_equal(a.disabled_at_ms, 700);
+	assert_fails(f->st->session_find(f->ctx, h, &got), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->user_find(f->ctx, "t@example.org", &u), SAAS_OK);
+	assert_int_equal(u.disabled_at_ms, 700);
+	hash_of(h, '4');
+	assert_int_equal(f->st->session_find(f->ctx, h, &got), SAAS_OK);
+	assert_int_equal(f->st->account_disable(f->ctx, "acc-t", 0), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-t", &a), SAAS_OK);
+	assert_int_equal(a.disabled_at_ms, 0);
+	assert_fails(f->st->account_disable(f->ctx, "acc-none", 5), SAAS_ENOTFOUND);
+
+	/* Prune by age and by idleness; delete one. */
+	add_session(f, '5', "usr-t", 1000);
+	add_session(f, '6', "usr-t", 2000);
+	hash_of(h, '6');
+	assert_int_equal(f->st->session_touch(f->ctx, h, 5000), SAAS_OK);
+	assert_int_equal(f->st->session_prune(f->ctx, 1500, 1200), SAAS_OK);
+	hash_of(h, '4');
+	assert_fails(f->st->session_find(f->ctx, h, &got), SAAS_ENOTFOUND);
+	hash_of(h, '5');
+	assert_fails(f->st->session_find(f->ctx, h, &got), SAAS_ENOTFOUND);
+	hash_of(h, '6');
+	assert_int_equal(f->st->session_find(f->ctx, h, &got), SAAS_OK);
+	assert_int_equal(f->st->session_delete(f->ctx, h), SAAS_OK);
+	assert_fails(f->st->session_find(f->ctx, h, &got), SAAS_ENOTFOUND);
+}
+
+static void test_key_use_and_disabled(void **state)
+{
+	struct fx *f = *state;
+	saas_store_key k, got;
+	struct keys c;
+
+	add_account(f, "acc-l", 1, 0);
+	k = key_rec("key-l", "acc-l", 'l', 100);
+	assert_int_equal(f->st->key_insert(f->ctx, &k), SAAS_OK);
+	assert_int_equal(f->st->key_find(f->ctx, k.hash, &got), SAAS_OK);
+	assert_int_equal(got.last_used_at_ms, 0);
+	assert_int_equal(got.account_disabled_at_ms, 0);
+	assert_int_equal(f->st->key_touch(f->ctx, k.hash, 300), SAAS_OK);
+	assert_int_equal(f->st->key_touch(f->ctx, k.hash, 200), SAAS_OK); /* only forward */
+	assert_int_equal(f->st->account_disable(f->ctx, "acc-l", 400), SAAS_OK);
+	assert_int_equal(f->st->key_find(f->ctx, k.hash, &got), SAAS_OK);
+	assert_int_equal(got.last_used_at_ms, 300);
+	assert_int_equal(got.account_disabled_at_ms, 400);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->key_list(f->ctx, "acc-l", collect_key, &c), SAAS_OK);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.row[0].last_used_at_ms, 300);
+	assert_int_equal(f->st->key_touch(f->ctx, "0000000000000000000000000000000000000000000000000000000000000000", 1),
+	                 SAAS_OK);
+}
+
+/* A database of schema 4 gets the people's tables and columns, its rows kept. */
+static void test_sqlite_migrates_people(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account a;
+	saas_store_user u;
+	sqlite3 *db = NULL;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-p", 1, 0);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, UNDO_SCHEMA_5 "UPDATE meta SET value = '4' WHERE key = 'schema_version';",
+	                              NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-p", &a), SAAS_OK);
+	assert_int_equal(a.disabled_at_ms, 0);
+	u = user_rec("usr-p", "acc-p", "p@example.org", 2);
+	assert_int_equal(f->st->user_insert(f->ctx, &u, NULL, 0, NULL), SAAS_OK);
 }
 
 static void test_callback_may_call_store(void **state)
@@ -1647,6 +1903,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_ports_to_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_network, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_network, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_users, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_key_use_and_disabled, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_people, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_callback_may_call_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_shared_handle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_two_handles, setup, teardown),

@@ -25,12 +25,15 @@ SAAS_BEGIN_DECLS
  * takes the expiry it was decided on; port_insert and port_list carry the
  * exposure's name; sandbox_delete, execution_prune, limits_get, limits_set,
  * port_find and port_delete are new. Version 3: a sandbox has a network_mode;
- * sandbox_network_get and sandbox_network_set are new.
+ * sandbox_network_get and sandbox_network_set are new. Version 4: people's
+ * accounts (users, sessions, invites), an account may be disabled and a key
+ * records when it was last used: account_disable, key_touch, user_* ,
+ * session_* and invite_insert are new, saas_store_account has disabled_at_ms.
  */
-#define SAAS_STORE_VERSION 3
+#define SAAS_STORE_VERSION 4
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 4
+#define SAAS_STORE_SCHEMA 5
 
 #define SAAS_STORE_NAME_MAX 255
 #define SAAS_STORE_IMAGE_MAX 63
@@ -39,6 +42,10 @@ SAAS_BEGIN_DECLS
 #define SAAS_STORE_PORT_NAME_MAX 63
 /** network_mode of a sandbox made before the store kept it (schema 3 and older). */
 #define SAAS_STORE_NETWORK_UNKNOWN (-1)
+/** Longest e-mail address of a user (RFC 5321's path limit). */
+#define SAAS_STORE_EMAIL_MAX 254
+/** Longest password hash a store keeps (an Argon2id string is about 100 bytes). */
+#define SAAS_STORE_PASSWORD_HASH_MAX 255
 
 /** What the engine hands a store when opening it. Valid until close. */
 typedef struct {
@@ -60,6 +67,7 @@ typedef struct {
 	int64_t created_at_ms;
 	int64_t credit_usd_micro;      /**< Sum of the ledger's credit entries (filled by get/list). */
 	int64_t charged_usd_micro;     /**< Sum of the ledger's charges, positive (filled by get/list). */
+	int64_t disabled_at_ms;        /**< 0 unless an operator disabled it (version 4; ignored by account_insert). */
 } saas_store_account;
 
 typedef struct {
@@ -70,7 +78,28 @@ typedef struct {
 	char hash[SAAS_STORE_HASH_HEX + 1]; /**< SHA-256 of the key, lowercase hex. */
 	int64_t created_at_ms;
 	int64_t revoked_at_ms;
+	int64_t last_used_at_ms;       /**< Version 4: set by key_touch; 0: never used (ignored by key_insert). */
+	int64_t account_disabled_at_ms; /**< Version 4: its account's disabled_at (filled by find/list). */
 } saas_store_key;
+
+/** A person who logs in to the pages (version 4), bound to one account. */
+typedef struct {
+	char id[SAAS_ID_MAX + 1];
+	char account_id[SAAS_ID_MAX + 1];
+	char email[SAAS_STORE_EMAIL_MAX + 1];        /**< Lowercased by the core; unique. */
+	char password_hash[SAAS_STORE_PASSWORD_HASH_MAX + 1]; /**< Opaque to the store (the frontend's hash). */
+	int is_operator;
+	int64_t created_at_ms;
+	int64_t disabled_at_ms;        /**< Its account's (filled by find/list; ignored by insert). */
+} saas_store_user;
+
+/** A log-in session (version 4): only the token's SHA-256 is kept, as for keys. */
+typedef struct {
+	char hash[SAAS_STORE_HASH_HEX + 1];
+	int64_t created_at_ms;
+	int64_t last_seen_at_ms;
+	saas_store_user user;          /**< Filled by session_find; only user.id is read by session_insert. */
+} saas_store_session;
 
 typedef struct {
 	char id[SAAS_ID_MAX + 1];
@@ -144,6 +173,7 @@ typedef int (*saas_store_account_fn)(void *userdata, const saas_store_account *a
 typedef int (*saas_store_key_fn)(void *userdata, const saas_store_key *key);
 typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *sandbox);
 typedef int (*saas_store_port_fn)(void *userdata, const saas_store_port *port);
+typedef int (*saas_store_user_fn)(void *userdata, const saas_store_user *user);
 
 /**
  * A store. Every slot returns SAAS_OK or a negative SAAS_E* code, says why it
@@ -258,6 +288,48 @@ typedef struct saas_store {
 	 * if it is, SAAS_ENOTFOUND if none.
 	 */
 	int (*sandbox_network_set)(void *ctx, const char *id, int mode, const char *allow, const char *deny);
+
+	/* Version 4. */
+
+	/**
+	 * Disable an account at `at_ms` (0: enable it again). Disabling also ends
+	 * every session of its users, in the same transaction. SAAS_ENOTFOUND if
+	 * no such account.
+	 */
+	int (*account_disable)(void *ctx, const char *account_id, int64_t at_ms);
+	/** Record that a key was used at `at_ms` (only ever moves forward). A key not found is success. */
+	int (*key_touch)(void *ctx, const char *hash, int64_t at_ms);
+	/**
+	 * Insert a user, atomically with its new account (and that account's first
+	 * credit, if > 0) when `account` is not NULL, and taking the invite whose
+	 * hash is `invite_hash` when that is not NULL. All or nothing:
+	 * SAAS_EEXISTS when the e-mail is taken, SAAS_ENOTFOUND when the invite is
+	 * unknown or used, or (account NULL) when user->account_id does not exist.
+	 */
+	int (*user_insert)(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
+	                   const char *invite_hash);
+	/** The user with this e-mail (as lowercased by the core). SAAS_ENOTFOUND if none. */
+	int (*user_find)(void *ctx, const char *email, saas_store_user *out);
+	/** Every user, oldest first. */
+	int (*user_list)(void *ctx, saas_store_user_fn fn, void *userdata);
+	/**
+	 * Change a user: a new password hash (NULL: keep it), which also ends every
+	 * session of the user in the same transaction; is_operator 0 or 1 (-1:
+	 * keep it). SAAS_ENOTFOUND if no such user.
+	 */
+	int (*user_update)(void *ctx, const char *user_id, const char *password_hash, int is_operator);
+	/** Insert a session (hash, created_at_ms, last_seen_at_ms, user.id). SAAS_ENOTFOUND if no such user. */
+	int (*session_insert)(void *ctx, const saas_store_session *session);
+	/** The session with this token hash, with its user. SAAS_ENOTFOUND if none. */
+	int (*session_find)(void *ctx, const char *hash, saas_store_session *out);
+	/** Set a session's last_seen_at (only ever forward). A session not found is success. */
+	int (*session_touch)(void *ctx, const char *hash, int64_t at_ms);
+	/** End a session; one not found is success. */
+	int (*session_delete)(void *ctx, const char *hash);
+	/** Delete sessions created before `created_before_ms` or last seen before `seen_before_ms`. */
+	int (*session_prune)(void *ctx, int64_t created_before_ms, int64_t seen_before_ms);
+	/** Record an invite code by its hash, usable once. SAAS_EEXISTS on a duplicate. */
+	int (*invite_insert)(void *ctx, const char *hash, int64_t at_ms);
 } saas_store;
 
 SAAS_END_DECLS

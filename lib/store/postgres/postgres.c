@@ -153,6 +153,32 @@ static const char *const steps[] = {
 	"ALTER TABLE sandboxes ADD COLUMN network_mode INT;"
 	"ALTER TABLE sandboxes ADD COLUMN network_allow TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE sandboxes ADD COLUMN network_deny TEXT NOT NULL DEFAULT '';",
+	/*
+	 * 4 -> 5: accounts for people (issue #14): users who log in to the pages,
+	 * their sessions (hashed, as keys are), invite codes (hashed); an account
+	 * an operator disabled; when each key was last used.
+	 */
+	"ALTER TABLE accounts ADD COLUMN disabled_at BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE api_keys ADD COLUMN last_used_at BIGINT NOT NULL DEFAULT 0;"
+	"CREATE TABLE users ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  account_id TEXT COLLATE \"C\" NOT NULL REFERENCES accounts(id),"
+	"  email TEXT COLLATE \"C\" NOT NULL UNIQUE,"
+	"  password_hash TEXT NOT NULL,"
+	"  is_operator INT NOT NULL DEFAULT 0,"
+	"  created_at BIGINT NOT NULL);"
+	"CREATE INDEX users_account ON users (account_id);"
+	"CREATE TABLE sessions ("
+	"  hash TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  user_id TEXT COLLATE \"C\" NOT NULL REFERENCES users(id),"
+	"  created_at BIGINT NOT NULL,"
+	"  last_seen_at BIGINT NOT NULL);"
+	"CREATE INDEX sessions_user ON sessions (user_id);"
+	"CREATE TABLE invites ("
+	"  hash TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  created_at BIGINT NOT NULL,"
+	"  used_at BIGINT NOT NULL DEFAULT 0,"
+	"  used_by TEXT COLLATE \"C\");",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
@@ -579,8 +605,8 @@ static int pg_schema_version(void *ctx, int *version)
 #define ACCOUNT_SELECT \
 	"SELECT a.id, a.name, a.created_at," \
 	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'credit')," \
-	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'charge')" \
-	" FROM accounts a"
+	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'charge')," \
+	" a.disabled_at FROM accounts a"
 
 static int account_row(saas_store_account *out, const PGresult *res, int row)
 {
@@ -593,6 +619,7 @@ static int account_row(saas_store_account *out, const PGresult *res, int row)
 	out->created_at_ms = get_i64(res, row, 2);
 	out->credit_usd_micro = get_i64(res, row, 3);
 	out->charged_usd_micro = get_i64(res, row, 4);
+	out->disabled_at_ms = get_i64(res, row, 5);
 	return SAAS_OK;
 }
 
@@ -708,7 +735,9 @@ static int pg_credit_add(void *ctx, const char *account_id, int64_t amount, cons
 
 /* ---- API keys ----------------------------------------------------------- */
 
-#define KEY_SELECT "SELECT id, account_id, name, prefix, hash, created_at, revoked_at FROM api_keys"
+#define KEY_SELECT \
+	"SELECT id, account_id, name, prefix, hash, created_at, revoked_at, last_used_at," \
+	" (SELECT disabled_at FROM accounts WHERE accounts.id = api_keys.account_id) FROM api_keys"
 
 static int key_row(saas_store_key *out, const PGresult *res, int row)
 {
@@ -723,6 +752,8 @@ static int key_row(saas_store_key *out, const PGresult *res, int row)
 		return rc;
 	out->created_at_ms = get_i64(res, row, 5);
 	out->revoked_at_ms = get_i64(res, row, 6);
+	out->last_used_at_ms = get_i64(res, row, 7);
+	out->account_disabled_at_ms = get_i64(res, row, 8);
 	return SAAS_OK;
 }
 
@@ -1659,6 +1690,349 @@ static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const cha
 	return rc;
 }
 
+/* ---- people: disabled accounts, key use, users, sessions, invites ----- */
+
+static int pg_account_disable(void *ctx, const char *account_id, int64_t at_ms)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char buf[24];
+	const char *v[2];
+	int rc, in_tx = 0;
+
+	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")))
+		return rc;
+	v[0] = account_id;
+	v[1] = i64(buf, at_ms);
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	if ((rc = tx_begin(pg)))
+		goto out;
+	in_tx = 1;
+	/* A second disabling keeps the first time: it is when the account stopped. */
+	rc = run(pg, &res, "disabling an account",
+	         "UPDATE accounts SET disabled_at = CASE WHEN $2::bigint = 0 OR disabled_at = 0 THEN $2::bigint"
+	         " ELSE disabled_at END WHERE id = $1", 2, v);
+	if (rc)
+		goto out;
+	if (changed(res) == 0) {
+		rc = not_found("account", account_id);
+		goto out;
+	}
+	if (at_ms && (rc = run(pg, NULL, "ending sessions",
+	                       "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE account_id = $1)", 1, v)))
+		goto out;
+	rc = tx_commit(pg);
+	in_tx = 0;
+out:
+	if (rc && in_tx)
+		tx_rollback(pg);
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+/* One write of text parameters, under the connection's lock. */
+static int pg_write(struct pg *pg, const char *what, const char *sql, int n, const char *const *v)
+{
+	int rc = pg_enter(pg);
+
+	if (rc)
+		return rc;
+	rc = run(pg, NULL, what, sql, n, v);
+	pg_leave(pg);
+	return rc;
+}
+
+static int pg_key_touch(void *ctx, const char *hash, int64_t at_ms)
+{
+	char buf[24];
+	const char *v[2] = { hash, i64(buf, at_ms) };
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "key hash")))
+		return rc;
+	return pg_write(ctx, "recording a key's use",
+	                "UPDATE api_keys SET last_used_at = $2 WHERE hash = $1 AND last_used_at < $2", 2, v);
+}
+
+static int pg_user_insert(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
+                          const char *invite_hash)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b[3][24];
+	const char *v[6];
+	int rc, in_tx = 0;
+
+	if (!user)
+		return saas__inval("user is NULL");
+	if ((rc = check_field(user->id, sizeof(user->id), "user id")) ||
+	    (rc = check_field(user->account_id, sizeof(user->account_id), "account id")) ||
+	    (rc = check_field(user->email, sizeof(user->email), "e-mail")) ||
+	    (rc = check_field(user->password_hash, sizeof(user->password_hash), "password hash")))
+		return rc;
+	if (account && ((rc = check_field(account->id, sizeof(account->id), "account id")) ||
+	                (rc = check_field(account->name, sizeof(account->name), "account name"))))
+		return rc;
+	if (credit < 0)
+		return saas__inval("initial credit is negative");
+	if (invite_hash && (rc = check_arg(invite_hash, SAAS_STORE_HASH_HEX, "invite hash")))
+		return rc;
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	if ((rc = tx_begin(pg)))
+		goto out;
+	in_tx = 1;
+	if (invite_hash) {
+		v[0] = invite_hash;
+		v[1] = i64(b[0], user->created_at_ms);
+		v[2] = user->id;
+		rc = run(pg, &res, "taking an invite",
+		         "UPDATE invites SET used_at = $2, used_by = $3 WHERE hash = $1 AND used_at = 0", 3, v);
+		if (rc)
+			goto out;
+		if (changed(res) == 0) {
+			rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no unused invite with that code");
+			goto out;
+		}
+		PQclear(res);
+		res = NULL;
+	}
+	if (account) {
+		v[0] = account->id;
+		v[1] = account->name;
+		v[2] = i64(b[0], account->created_at_ms);
+		v[3] = i64(b[1], credit);
+		rc = run(pg, NULL, "inserting an account",
+		         "WITH a AS (INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3) RETURNING id) "
+		         "INSERT INTO ledger (account_id, kind, amount, note, at) "
+		         "SELECT id, 'credit', $4::bigint, 'initial credit', $3::bigint FROM a WHERE $4::bigint > 0",
+		         4, v);
+		if (rc)
+			goto out;
+	}
+	v[0] = user->id;
+	v[1] = user->account_id;
+	v[2] = user->email;
+	v[3] = user->password_hash;
+	v[4] = user->is_operator ? "1" : "0";
+	v[5] = i64(b[2], user->created_at_ms);
+	rc = run(pg, NULL, "inserting a user",
+	         "INSERT INTO users (id, account_id, email, password_hash, is_operator, created_at)"
+	         " VALUES ($1, $2, $3, $4, $5, $6)", 6, v);
+	if (rc)
+		goto out;
+	rc = tx_commit(pg);
+	in_tx = 0;
+out:
+	if (rc && in_tx)
+		tx_rollback(pg);
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+#define USER_COLUMNS "u.id, u.account_id, u.email, u.password_hash, u.is_operator, u.created_at, a.disabled_at"
+#define USER_SELECT "SELECT " USER_COLUMNS " FROM users u JOIN accounts a ON a.id = u.account_id"
+
+/* A user from USER_COLUMNS, starting at column `c`. */
+static int user_row(saas_store_user *out, const PGresult *res, int row, int c)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = get_text(out->id, sizeof(out->id), res, row, c)) ||
+	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, c + 1)) ||
+	    (rc = get_text(out->email, sizeof(out->email), res, row, c + 2)) ||
+	    (rc = get_text(out->password_hash, sizeof(out->password_hash), res, row, c + 3)))
+		return rc;
+	out->is_operator = get_i64(res, row, c + 4) != 0;
+	out->created_at_ms = get_i64(res, row, c + 5);
+	out->disabled_at_ms = get_i64(res, row, c + 6);
+	return SAAS_OK;
+}
+
+static int pg_user_find(void *ctx, const char *email, saas_store_user *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { email };
+	int rc;
+
+	if (!email || !out)
+		return saas__inval("e-mail or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "finding a user", USER_SELECT " WHERE u.email = $1", 1, v);
+	pg_leave(pg);
+	if (!rc)
+		rc = PQntuples(res) == 0 ? not_found("user", email) : user_row(out, res, 0, 0);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_user_list(void *ctx, saas_store_user_fn fn, void *userdata)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	saas_store_user user;
+	int rc, i;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "listing users", USER_SELECT " ORDER BY u.created_at, u.id COLLATE \"C\"", 0, NULL);
+	pg_leave(pg);
+	for (i = 0; !rc && i < PQntuples(res); i++) {
+		rc = user_row(&user, res, i, 0);
+		if (!rc && fn(userdata, &user))
+			break;
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int pg_user_update(void *ctx, const char *user_id, const char *password_hash, int is_operator)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[3];
+	int rc, in_tx = 0;
+
+	if ((rc = check_arg(user_id, SAAS_ID_MAX, "user id")) ||
+	    (password_hash && (rc = check_arg(password_hash, SAAS_STORE_PASSWORD_HASH_MAX, "password hash"))))
+		return rc;
+	v[0] = user_id;
+	v[1] = password_hash;
+	v[2] = is_operator < 0 ? NULL : is_operator ? "1" : "0";
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	if ((rc = tx_begin(pg)))
+		goto out;
+	in_tx = 1;
+	rc = run(pg, &res, "changing a user",
+	         "UPDATE users SET password_hash = COALESCE($2::text, password_hash),"
+	         " is_operator = COALESCE($3::int, is_operator) WHERE id = $1", 3, v);
+	if (rc)
+		goto out;
+	if (changed(res) == 0) {
+		rc = not_found("user", user_id);
+		goto out;
+	}
+	/* Whoever knew the old password is logged out with it. */
+	if (password_hash && (rc = run(pg, NULL, "ending sessions", "DELETE FROM sessions WHERE user_id = $1", 1, v)))
+		goto out;
+	rc = tx_commit(pg);
+	in_tx = 0;
+out:
+	if (rc && in_tx)
+		tx_rollback(pg);
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_session_insert(void *ctx, const saas_store_session *session)
+{
+	char b1[24], b2[24];
+	const char *v[4];
+	int rc;
+
+	if (!session)
+		return saas__inval("session is NULL");
+	if ((rc = check_field(session->hash, sizeof(session->hash), "session hash")) ||
+	    (rc = check_field(session->user.id, sizeof(session->user.id), "user id")))
+		return rc;
+	v[0] = session->hash;
+	v[1] = session->user.id;
+	v[2] = i64(b1, session->created_at_ms);
+	v[3] = i64(b2, session->last_seen_at_ms);
+	return pg_write(ctx, "inserting a session",
+	                "INSERT INTO sessions (hash, user_id, created_at, last_seen_at) VALUES ($1, $2, $3, $4)", 4, v);
+}
+
+static int pg_session_find(void *ctx, const char *hash, saas_store_session *out)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	const char *v[] = { hash };
+	int rc;
+
+	if (!hash || !out)
+		return saas__inval("session hash or output is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run_read(pg, &res, "finding a session",
+	              "SELECT x.hash, x.created_at, x.last_seen_at, " USER_COLUMNS " FROM sessions x"
+	              " JOIN users u ON u.id = x.user_id JOIN accounts a ON a.id = u.account_id WHERE x.hash = $1",
+	              1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no session with that hash");
+		goto out;
+	}
+	memset(out, 0, sizeof(*out));
+	if ((rc = get_text(out->hash, sizeof(out->hash), res, 0, 0)))
+		goto out;
+	out->created_at_ms = get_i64(res, 0, 1);
+	out->last_seen_at_ms = get_i64(res, 0, 2);
+	rc = user_row(&out->user, res, 0, 3);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_session_touch(void *ctx, const char *hash, int64_t at_ms)
+{
+	char buf[24];
+	const char *v[2] = { hash, i64(buf, at_ms) };
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")))
+		return rc;
+	return pg_write(ctx, "touching a session",
+	                "UPDATE sessions SET last_seen_at = $2 WHERE hash = $1 AND last_seen_at < $2", 2, v);
+}
+
+static int pg_session_delete(void *ctx, const char *hash)
+{
+	const char *v[1] = { hash };
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")))
+		return rc;
+	return pg_write(ctx, "ending a session", "DELETE FROM sessions WHERE hash = $1", 1, v);
+}
+
+static int pg_session_prune(void *ctx, int64_t created_before_ms, int64_t seen_before_ms)
+{
+	char b1[24], b2[24];
+	const char *v[2] = { i64(b1, created_before_ms), i64(b2, seen_before_ms) };
+
+	return pg_write(ctx, "pruning sessions", "DELETE FROM sessions WHERE created_at < $1 OR last_seen_at < $2", 2, v);
+}
+
+static int pg_invite_insert(void *ctx, const char *hash, int64_t at_ms)
+{
+	char buf[24];
+	const char *v[2] = { hash, i64(buf, at_ms) };
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "invite hash")))
+		return rc;
+	return pg_write(ctx, "inserting an invite", "INSERT INTO invites (hash, created_at) VALUES ($1, $2)", 2, v);
+}
+
 const saas_store saas__store_postgres = {
 	.version = SAAS_STORE_VERSION,
 	.name = "postgresql",
@@ -1693,4 +2067,16 @@ const saas_store saas__store_postgres = {
 	.port_delete = pg_port_delete,
 	.sandbox_network_get = pg_sandbox_network_get,
 	.sandbox_network_set = pg_sandbox_network_set,
+	.account_disable = pg_account_disable,
+	.key_touch = pg_key_touch,
+	.user_insert = pg_user_insert,
+	.user_find = pg_user_find,
+	.user_list = pg_user_list,
+	.user_update = pg_user_update,
+	.session_insert = pg_session_insert,
+	.session_find = pg_session_find,
+	.session_touch = pg_session_touch,
+	.session_delete = pg_session_delete,
+	.session_prune = pg_session_prune,
+	.invite_insert = pg_invite_insert,
 };

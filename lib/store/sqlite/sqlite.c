@@ -161,6 +161,35 @@ static const char *const migrations[] = {
 	"ALTER TABLE sandboxes ADD COLUMN network_mode INT;"
 	"ALTER TABLE sandboxes ADD COLUMN network_allow TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE sandboxes ADD COLUMN network_deny TEXT NOT NULL DEFAULT '';",
+	/*
+	 * 4 -> 5: accounts for people (issue #14): users who log in to the pages,
+	 * their sessions (hashed, as keys are), invite codes (hashed); an account
+	 * an operator disabled; when each key was last used.
+	 */
+	"ALTER TABLE accounts ADD COLUMN disabled_at BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE api_keys ADD COLUMN last_used_at BIGINT NOT NULL DEFAULT 0;"
+	"CREATE TABLE users ("
+	"  id TEXT PRIMARY KEY,"
+	"  account_id TEXT NOT NULL REFERENCES accounts(id),"
+	"  email TEXT NOT NULL UNIQUE,"
+	"  password_hash TEXT NOT NULL,"
+	"  is_operator INT NOT NULL DEFAULT 0,"
+	"  created_at BIGINT NOT NULL"
+	");"
+	"CREATE INDEX users_account ON users(account_id);"
+	"CREATE TABLE sessions ("
+	"  hash TEXT PRIMARY KEY,"
+	"  user_id TEXT NOT NULL REFERENCES users(id),"
+	"  created_at BIGINT NOT NULL,"
+	"  last_seen_at BIGINT NOT NULL"
+	");"
+	"CREATE INDEX sessions_user ON sessions(user_id);"
+	"CREATE TABLE invites ("
+	"  hash TEXT PRIMARY KEY,"
+	"  created_at BIGINT NOT NULL,"
+	"  used_at BIGINT NOT NULL DEFAULT 0,"
+	"  used_by TEXT"
+	");",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
@@ -574,8 +603,8 @@ static int sq_schema_version(void *ctx, int *version)
 #define ACCOUNT_SELECT \
 	"SELECT a.id, a.name, a.created_at," \
 	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'credit'), 0)," \
-	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'charge'), 0)" \
-	" FROM accounts a"
+	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'charge'), 0)," \
+	" a.disabled_at FROM accounts a"
 
 static int account_row(sqlite3_stmt *st, saas_store_account *a)
 {
@@ -588,6 +617,7 @@ static int account_row(sqlite3_stmt *st, saas_store_account *a)
 	a->created_at_ms = sqlite3_column_int64(st, 2);
 	a->credit_usd_micro = sqlite3_column_int64(st, 3);
 	a->charged_usd_micro = sqlite3_column_int64(st, 4);
+	a->disabled_at_ms = sqlite3_column_int64(st, 5);
 	return SAAS_OK;
 }
 
@@ -609,11 +639,9 @@ out:
 	return rc;
 }
 
-static int sq_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
+static int account_check(const saas_store_account *account, int64_t credit)
 {
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
+	int rc;
 
 	if (!account)
 		return saas__inval("account is NULL");
@@ -622,10 +650,15 @@ static int sq_account_insert(void *ctx, const saas_store_account *account, int64
 		return rc;
 	if (credit < 0)
 		return saas__inval("initial credit is negative");
+	return SAAS_OK;
+}
 
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
+/* The account's row and first credit, inside the caller's transaction. */
+static int account_insert_tx(struct sq *s, const saas_store_account *account, int64_t credit)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
 	if ((rc = prep(s, &st, "INSERT INTO accounts (id, name, created_at) VALUES (?1, ?2, ?3)")) < 0)
 		goto out;
 	if ((rc = bind_check(s, bind_text(st, 1, account->id) | bind_text(st, 2, account->name) |
@@ -635,11 +668,27 @@ static int sq_account_insert(void *ctx, const saas_store_account *account, int64
 		rc = write_error(s, src, "account", account->id, NULL, NULL);
 		goto out;
 	}
-	if (credit > 0 && (rc = ledger_credit(s, account->id, credit, "initial credit", account->created_at_ms)) < 0)
+	if (credit > 0)
+		rc = ledger_credit(s, account->id, credit, "initial credit", account->created_at_ms);
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int sq_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
+{
+	struct sq *s = ctx;
+	int rc;
+
+	if ((rc = account_check(account, credit)) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = account_insert_tx(s, account, credit)) < 0)
 		goto out;
 	rc = tx_commit(s);
 out:
-	sqlite3_finalize(st);
 	if (rc < 0)
 		tx_rollback(s);
 	pthread_mutex_unlock(&s->lock);
@@ -737,7 +786,9 @@ out:
 
 /* ---- API keys ---- */
 
-#define KEY_SELECT "SELECT id, account_id, name, prefix, hash, created_at, revoked_at FROM api_keys"
+#define KEY_SELECT \
+	"SELECT id, account_id, name, prefix, hash, created_at, revoked_at, last_used_at," \
+	" (SELECT disabled_at FROM accounts WHERE accounts.id = api_keys.account_id) FROM api_keys"
 
 static int key_row(sqlite3_stmt *st, saas_store_key *k)
 {
@@ -752,6 +803,8 @@ static int key_row(sqlite3_stmt *st, saas_store_key *k)
 		return rc;
 	k->created_at_ms = sqlite3_column_int64(st, 5);
 	k->revoked_at_ms = sqlite3_column_int64(st, 6);
+	k->last_used_at_ms = sqlite3_column_int64(st, 7);
+	k->account_disabled_at_ms = sqlite3_column_int64(st, 8);
 	return SAAS_OK;
 }
 
@@ -1726,6 +1779,394 @@ out:
 	return rc;
 }
 
+/* ---- people: disabled accounts, key use, users, sessions, invites ---- */
+
+/* Delete the sessions of the users of an account (?1), inside the caller's transaction. */
+#define SESSIONS_OF_ACCOUNT "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE account_id = ?1)"
+
+/* Run a prepared statement that returns no row. */
+static int step_done(struct sq *s, sqlite3_stmt *st, const char *what)
+{
+	int src = sqlite3_step(st);
+
+	return src == SQLITE_DONE ? SAAS_OK : db_error(s, src, what);
+}
+
+/* Run `sql` with one text parameter ?1 and, if `n` is 2, one integer ?2; nothing returned. */
+static int exec_text_int(struct sq *s, const char *sql, const char *text, int n, int64_t v, const char *what)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if ((rc = prep(s, &st, sql)) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, text) | (n == 2 ? sqlite3_bind_int64(st, 2, v) : SQLITE_OK))) < 0)
+		goto out;
+	rc = step_done(s, st, what);
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int sq_account_disable(void *ctx, const char *account_id, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	int rc, found = 0;
+
+	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", account_id, &found)) < 0)
+		goto out;
+	if (!found) {
+		rc = not_found("account", account_id);
+		goto out;
+	}
+	/* A second disabling keeps the first time: it is when the account stopped. */
+	if ((rc = exec_text_int(s, at_ms ? "UPDATE accounts SET disabled_at = ?2 WHERE id = ?1 AND disabled_at = 0"
+	                                 : "UPDATE accounts SET disabled_at = 0 WHERE id = ?1",
+	                        account_id, at_ms ? 2 : 1, at_ms, "disabling an account")) < 0)
+		goto out;
+	if (at_ms && (rc = exec_text_int(s, SESSIONS_OF_ACCOUNT, account_id, 1, 0, "ending sessions")) < 0)
+		goto out;
+	rc = tx_commit(s);
+out:
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_key_touch(void *ctx, const char *hash, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "key hash")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	rc = exec_text_int(s, "UPDATE api_keys SET last_used_at = ?2 WHERE hash = ?1 AND last_used_at < ?2", hash, 2,
+	                   at_ms, "recording a key's use");
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int user_check(const saas_store_user *u)
+{
+	int rc;
+
+	if (!u)
+		return saas__inval("user is NULL");
+	if ((rc = check_field(u->id, sizeof(u->id), "user id")) < 0 ||
+	    (rc = check_field(u->account_id, sizeof(u->account_id), "account id")) < 0 ||
+	    (rc = check_field(u->email, sizeof(u->email), "e-mail")) < 0 ||
+	    (rc = check_field(u->password_hash, sizeof(u->password_hash), "password hash")) < 0)
+		return rc;
+	return SAAS_OK;
+}
+
+static int sq_user_insert(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
+                          const char *invite_hash)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = user_check(user)) < 0 || (account && (rc = account_check(account, credit)) < 0))
+		return rc;
+	if (invite_hash && (rc = check_arg(invite_hash, SAAS_STORE_HASH_HEX, "invite hash")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if (invite_hash) {
+		if ((rc = prep(s, &st, "UPDATE invites SET used_at = ?2, used_by = ?3 WHERE hash = ?1 AND used_at = 0")) < 0)
+			goto out;
+		if ((rc = bind_check(s, bind_text(st, 1, invite_hash) | sqlite3_bind_int64(st, 2, user->created_at_ms) |
+		                            bind_text(st, 3, user->id))) < 0 ||
+		    (rc = step_done(s, st, "taking an invite")) < 0)
+			goto out;
+		if (sqlite3_changes(s->db) == 0) {
+			rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no unused invite with that code");
+			goto out;
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	if (account && (rc = account_insert_tx(s, account, credit)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "INSERT INTO users (id, account_id, email, password_hash, is_operator, created_at)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, user->id) | bind_text(st, 2, user->account_id) |
+	                            bind_text(st, 3, user->email) | bind_text(st, 4, user->password_hash) |
+	                            sqlite3_bind_int(st, 5, user->is_operator ? 1 : 0) |
+	                            sqlite3_bind_int64(st, 6, user->created_at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = write_error(s, src, "user", user->email, "account", user->account_id);
+		goto out;
+	}
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+#define USER_SELECT \
+	"SELECT u.id, u.account_id, u.email, u.password_hash, u.is_operator, u.created_at, a.disabled_at" \
+	" FROM users u JOIN accounts a ON a.id = u.account_id"
+
+/* A user from USER_SELECT's columns, starting at column `c`. */
+static int user_row(sqlite3_stmt *st, int c, saas_store_user *u)
+{
+	int rc;
+
+	memset(u, 0, sizeof(*u));
+	if ((rc = col_text(st, c, u->id, sizeof(u->id))) < 0 ||
+	    (rc = col_text(st, c + 1, u->account_id, sizeof(u->account_id))) < 0 ||
+	    (rc = col_text(st, c + 2, u->email, sizeof(u->email))) < 0 ||
+	    (rc = col_text(st, c + 3, u->password_hash, sizeof(u->password_hash))) < 0)
+		return rc;
+	u->is_operator = sqlite3_column_int(st, c + 4) != 0;
+	u->created_at_ms = sqlite3_column_int64(st, c + 5);
+	u->disabled_at_ms = sqlite3_column_int64(st, c + 6);
+	return SAAS_OK;
+}
+
+static int sq_user_find(void *ctx, const char *email, saas_store_user *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!email || !out)
+		return saas__inval("e-mail or output is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, USER_SELECT " WHERE u.email = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, email))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		rc = user_row(st, 0, out);
+	else if (src == SQLITE_DONE)
+		rc = not_found("user", email);
+	else
+		rc = db_error(s, src, "finding a user");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_user_list(void *ctx, saas_store_user_fn fn, void *userdata)
+{
+	struct sq *s = ctx;
+	struct rows rows = { NULL, 0, 0, sizeof(saas_store_user) };
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, USER_SELECT " ORDER BY u.created_at, u.id")) < 0)
+		goto out_locked;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		saas_store_user *u = rows_add(&rows);
+
+		if (!u) {
+			rc = SAAS_ENOMEM;
+			goto out_locked;
+		}
+		if ((rc = user_row(st, 0, u)) < 0)
+			goto out_locked;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_error(s, src, "listing users");
+out_locked:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
+		if (fn(userdata, (saas_store_user *)(rows.data + i * rows.elem)) != 0)
+			break;
+	free(rows.data);
+	return rc;
+}
+
+static int sq_user_update(void *ctx, const char *user_id, const char *password_hash, int is_operator)
+{
+	struct sq *s = ctx;
+	int rc, found = 0;
+
+	if ((rc = check_arg(user_id, SAAS_ID_MAX, "user id")) < 0 ||
+	    (password_hash && (rc = check_arg(password_hash, SAAS_STORE_PASSWORD_HASH_MAX, "password hash")) < 0))
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = exists(s, "SELECT 1 FROM users WHERE id = ?1", user_id, &found)) < 0)
+		goto out;
+	if (!found) {
+		rc = not_found("user", user_id);
+		goto out;
+	}
+	if (password_hash) {
+		sqlite3_stmt *st = NULL;
+
+		if ((rc = prep(s, &st, "UPDATE users SET password_hash = ?2 WHERE id = ?1")) == SAAS_OK &&
+		    (rc = bind_check(s, bind_text(st, 1, user_id) | bind_text(st, 2, password_hash))) == SAAS_OK)
+			rc = step_done(s, st, "setting a password");
+		sqlite3_finalize(st);
+		/* Whoever knew the old password is logged out with it. */
+		if (rc < 0 || (rc = exec_text_int(s, "DELETE FROM sessions WHERE user_id = ?1", user_id, 1, 0,
+		                                  "ending sessions")) < 0)
+			goto out;
+	}
+	if (is_operator >= 0 && (rc = exec_text_int(s, "UPDATE users SET is_operator = ?2 WHERE id = ?1", user_id, 2,
+	                                            is_operator ? 1 : 0, "setting a user's role")) < 0)
+		goto out;
+	rc = tx_commit(s);
+out:
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_session_insert(void *ctx, const saas_store_session *session)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!session)
+		return saas__inval("session is NULL");
+	if ((rc = check_field(session->hash, sizeof(session->hash), "session hash")) < 0 ||
+	    (rc = check_field(session->user.id, sizeof(session->user.id), "user id")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "INSERT INTO sessions (hash, user_id, created_at, last_seen_at) VALUES (?1, ?2, ?3, ?4)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, session->hash) | bind_text(st, 2, session->user.id) |
+	                            sqlite3_bind_int64(st, 3, session->created_at_ms) |
+	                            sqlite3_bind_int64(st, 4, session->last_seen_at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE)
+		rc = write_error(s, src, "session", "(hash)", "user", session->user.id);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_session_find(void *ctx, const char *hash, saas_store_session *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!hash || !out)
+		return saas__inval("session hash or output is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "SELECT x.hash, x.created_at, x.last_seen_at, u.id, u.account_id, u.email,"
+	                       " u.password_hash, u.is_operator, u.created_at, a.disabled_at"
+	                       " FROM sessions x JOIN users u ON u.id = x.user_id JOIN accounts a ON a.id = u.account_id"
+	                       " WHERE x.hash = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, hash))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		memset(out, 0, sizeof(*out));
+		if ((rc = col_text(st, 0, out->hash, sizeof(out->hash))) < 0)
+			goto out;
+		out->created_at_ms = sqlite3_column_int64(st, 1);
+		out->last_seen_at_ms = sqlite3_column_int64(st, 2);
+		rc = user_row(st, 3, &out->user);
+	} else if (src == SQLITE_DONE) {
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no session with that hash");
+	} else {
+		rc = db_error(s, src, "finding a session");
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_session_touch(void *ctx, const char *hash, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	rc = exec_text_int(s, "UPDATE sessions SET last_seen_at = ?2 WHERE hash = ?1 AND last_seen_at < ?2", hash, 2,
+	                   at_ms, "touching a session");
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_session_delete(void *ctx, const char *hash)
+{
+	struct sq *s = ctx;
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	rc = exec_text_int(s, "DELETE FROM sessions WHERE hash = ?1", hash, 1, 0, "ending a session");
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_session_prune(void *ctx, int64_t created_before_ms, int64_t seen_before_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "DELETE FROM sessions WHERE created_at < ?1 OR last_seen_at < ?2")) < 0)
+		goto out;
+	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, created_before_ms) |
+	                            sqlite3_bind_int64(st, 2, seen_before_ms))) < 0)
+		goto out;
+	rc = step_done(s, st, "pruning sessions");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_invite_insert(void *ctx, const char *hash, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "invite hash")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "INSERT INTO invites (hash, created_at) VALUES (?1, ?2)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, hash) | sqlite3_bind_int64(st, 2, at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE)
+		rc = write_error(s, src, "invite", "(hash)", NULL, NULL);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 const saas_store saas__store_sqlite = {
 	.version = SAAS_STORE_VERSION,
 	.name = "sqlite",
@@ -1760,4 +2201,16 @@ const saas_store saas__store_sqlite = {
 	.port_delete = sq_port_delete,
 	.sandbox_network_get = sq_sandbox_network_get,
 	.sandbox_network_set = sq_sandbox_network_set,
+	.account_disable = sq_account_disable,
+	.key_touch = sq_key_touch,
+	.user_insert = sq_user_insert,
+	.user_find = sq_user_find,
+	.user_list = sq_user_list,
+	.user_update = sq_user_update,
+	.session_insert = sq_session_insert,
+	.session_find = sq_session_find,
+	.session_touch = sq_session_touch,
+	.session_delete = sq_session_delete,
+	.session_prune = sq_session_prune,
+	.invite_insert = sq_invite_insert,
 };

@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+"""Accounts for people and the dashboard, over real HTTP through real sockets.
+
+Starts aas-server (the fake VM driver) in each sign-up mode on a free loopback
+port with a state directory of its own, and checks: sign-up modes and invite
+codes, log-in and log-out, bad passwords, the log-in rate, CSRF refusals
+(missing and wrong token, cross-site Origin and Sec-Fetch-Site), that a
+session is no API key and a key no session, that a key made on a page works
+on the API, the cookies' attributes, destroy and extend from the page, the
+operator's pages, and the admin commands for users, invites and accounts.
+
+usage: test_dashboard.py AAS_SERVER_FAKE
+"""
+import http.client
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+SERVER = sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="aas-dashboard-test.")
+FAILS = []
+CHECKS = [0]
+PROCS = []
+
+
+def check(what, ok, detail=""):
+    CHECKS[0] += 1
+    if not ok:
+        FAILS.append(what)
+        print(f"FAIL: {what} {detail}", flush=True)
+
+
+class Server:
+    """One aas-server with its own state directory; stopped by stop() or at exit."""
+
+    def __init__(self, name, *args):
+        self.state = os.path.join(WORK, name)
+        portfile = os.path.join(WORK, name + ".port")
+        self.log = open(os.path.join(WORK, name + ".log"), "w")
+        self.proc = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--port-file", portfile,
+                                      "--state-dir", self.state, "--key-cache-ttl", "0", *args],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        PROCS.append(self.proc)
+        for _ in range(600):
+            if os.path.exists(portfile) and open(portfile).read().strip():
+                break
+            if self.proc.poll() is not None:
+                raise SystemExit(f"server {name} exited early: " + open(self.log.name).read())
+            time.sleep(0.1)
+        self.port = int(open(portfile).read())
+        self.origin = f"http://127.0.0.1:{self.port}"
+
+    def admin(self, *args, stdin=None):
+        return subprocess.run([SERVER, *args, "--state-dir", self.state], input=stdin, capture_output=True, text=True)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+class Browser:
+    """A cookie jar and the requests of a browser on this server's pages (no redirects followed)."""
+
+    def __init__(self, server):
+        self.s = server
+        self.cookies = {}
+
+    def req(self, method, path, form=None, headers=None, cookies=True):
+        c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=60)
+        h = dict(headers or {})
+        body = None
+        if form is not None:
+            body = urllib.parse.urlencode(form)
+            h.setdefault("Content-Type", "application/x-www-form-urlencoded")
+        if cookies and self.cookies:
+            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        r.text = r.read().decode("utf-8", "replace")
+        r.set_cookies = r.headers.get_all("Set-Cookie") or []
+        for sc in r.set_cookies:
+            name, _, rest = sc.partition("=")
+            value = rest.split(";", 1)[0]
+            if "Max-Age=0" in sc:
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = value
+        c.close()
+        return r
+
+    def csrf(self, path):
+        r = self.req("GET", path)
+        m = re.search(r'name="csrf" value="([0-9a-f]+)"', r.text)
+        return m.group(1) if m else ""
+
+    def post(self, path, form, token_from=None, origin=True, **kw):
+        form = dict(form)
+        if "csrf" not in form:
+            form["csrf"] = self.csrf(token_from or path)
+        h = {"Origin": self.s.origin} if origin else {}
+        h.update(kw.pop("headers", {}))
+        return self.req("POST", path, form=form, headers=h, **kw)
+
+    def signup(self, email, password="correct horse battery", **extra):
+        return self.post("/signup", {"email": email, "password": password, **extra})
+
+    def login(self, email, password="correct horse battery"):
+        return self.post("/login", {"email": email, "password": password})
+
+
+def api(server, method, path, key, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    h = {"Authorization": f"Bearer {key}"}
+    if body is not None:
+        h["Content-Type"] = "application/json"
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    r.text = r.read().decode()
+    c.close()
+    return r
+
+
+def session_cookie(b):
+    return b.cookies.get("aas_session") or b.cookies.get("__Host-aas_session")
+
+
+def test_closed():
+    s = Server("closed")
+    b = Browser(s)
+    r = b.req("GET", "/signup")
+    check("closed: the sign-up page says so", r.status == 200 and 'id="signup-closed"' in r.text, r.text[:300])
+    r = b.signup("a@example.org")
+    check("closed: sign-up refused", r.status == 403, r.status)
+    r = b.req("GET", "/dashboard")
+    check("no session: /dashboard goes to /login", r.status == 303 and r.headers["Location"] == "/login")
+    r = b.req("GET", "/login")
+    check("log-in page", r.status == 200 and 'id="login-form"' in r.text and 'id="email"' in r.text
+          and 'id="password"' in r.text)
+
+    # The admin commands make people: the password on stdin, never in argv.
+    out = s.admin("user", "create", "--email", "Op@Example.org", "--operator", stdin="operator password 1\n")
+    check("admin: user create", out.returncode == 0 and out.stdout.startswith("usr-"), out.stderr)
+    out = s.admin("user", "create", "--email", "op@example.org", stdin="operator password 1\n")
+    check("admin: the e-mail is unique whatever its case", out.returncode != 0 and "exists" in out.stderr,
+          out.stderr)
+    out = s.admin("user", "create", "--email", "short@example.org", stdin="short\n")
+    check("admin: a short password is refused", out.returncode == 2 and "at least" in out.stderr, out.stderr)
+    out = s.admin("user", "list")
+    check("admin: user list", out.returncode == 0 and "op@example.org" in out.stdout and " yes " in out.stdout,
+          out.stdout)
+    r = b.login("op@example.org", "operator password 1")
+    check("operator logs in", r.status == 303 and r.headers["Location"] == "/dashboard", r.status)
+    r = b.req("GET", "/dashboard/operator")
+    check("operator page", r.status == 200 and 'id="accounts"' in r.text and 'id="host-load"' in r.text,
+          r.text[:500])
+    # A reset ends the sessions that knew the old password.
+    out = s.admin("user", "password", "--email", "op@example.org", stdin="a new password 2\n")
+    check("admin: user password", out.returncode == 0, out.stderr)
+    r = b.req("GET", "/dashboard")
+    check("a password reset ends the sessions", r.status == 303 and r.headers["Location"] == "/login")
+    r = b.login("op@example.org", "operator password 1")
+    check("the old password no longer works", r.status == 401, r.status)
+    r = b.login("op@example.org", "a new password 2")
+    check("the new password works", r.status == 303, r.status)
+    out = s.admin("user", "operator", "--email", "op@example.org", "--off")
+    check("admin: user operator --off", out.returncode == 0, out.stderr)
+    r = b.req("GET", "/dashboard/operator")
+    check("no longer an operator: the page is refused", r.status == 403, r.status)
+    acc = re.search(r"(acc-[a-z0-9]+)", s.admin("user", "list").stdout)
+    acc = acc.group(1) if acc else "acc-none"
+    out = s.admin("account", "disable", "--id", acc)
+    check("admin: account disable", out.returncode == 0, out.stderr)
+    r = b.req("GET", "/dashboard")
+    check("a disabled account's session ended", r.status == 303 and r.headers["Location"] == "/login")
+    r = b.login("op@example.org", "a new password 2")
+    check("a disabled account cannot log in", r.status == 403 and "disabled" in r.text, r.status)
+    out = s.admin("account", "disable", "--id", "acc-none")
+    check("admin: disabling no account fails", out.returncode == 1 and out.stdout == "", out.stderr)
+    out = s.admin("user", "password", "--email", "nobody@example.org", stdin="a long enough one\n")
+    check("admin: no such user", out.returncode == 1, out.stderr)
+    s.stop()
+
+
+def test_invite():
+    s = Server("invite", "--signup", "invite")
+    b = Browser(s)
+    r = b.req("GET", "/signup")
+    check("invite: the form asks for a code", 'id="invite"' in r.text)
+    r = b.signup("b@example.org")
+    check("invite: no code refused", r.status == 403, r.status)
+    r = b.signup("b@example.org", invite="aas_inv_madeup")
+    check("invite: an unknown code refused", r.status == 403 and 'id="error"' in r.text, r.status)
+    out = s.admin("invite", "create", "--count", "2")
+    codes = out.stdout.split()
+    check("admin: invite create prints the codes", out.returncode == 0 and len(codes) == 2
+          and all(c.startswith("aas_inv_") for c in codes), out.stdout + out.stderr)
+    r = b.signup("b@example.org", invite=codes[0])
+    check("invite: a code signs up", r.status == 303 and r.headers["Location"] == "/dashboard/keys", r.status)
+    b2 = Browser(s)
+    r = b2.signup("c@example.org", invite=codes[0])
+    check("invite: a code works once", r.status == 403, r.status)
+    r = b2.signup("c@example.org", invite=codes[1])
+    check("invite: the other code works", r.status == 303, r.status)
+    s.stop()
+
+
+def test_open():
+    s = Server("open", "--signup", "open", "--login-attempts", "4")
+    b = Browser(s)
+    r = b.signup("d@example.org", password="short")
+    check("a short password is refused", r.status == 400 and 'id="error"' in r.text, r.status)
+    r = b.signup("d@example.org")
+    check("open: sign-up", r.status == 303 and r.headers["Location"] == "/dashboard/keys", r.status)
+    sc = [c for c in r.set_cookies if c.startswith("aas_session=")]
+    check("a session cookie is set", len(sc) == 1, r.set_cookies)
+    attrs = [a.strip() for a in sc[0].split(";")[1:]] if sc else []
+    check("cookie: HttpOnly, SameSite=Strict, Path=/, not Secure without TLS",
+          "HttpOnly" in attrs and "SameSite=Strict" in attrs and "Path=/" in attrs and "Secure" not in attrs, attrs)
+    token = session_cookie(b)
+    check("the session is a session token", token and token.startswith("aas_ss_"), token)
+
+    r = b.req("GET", "/dashboard")
+    check("dashboard: the balance of a new account", r.status == 200 and
+          re.search(r'id="balance">\$?5\.00', r.text) is not None, r.text[:800])
+    r = Browser(s).signup("D@example.org")
+    check("open: an e-mail signs up once", r.status == 409, r.status)
+
+    # CSRF: the token and the origin.
+    good = b.csrf("/dashboard/keys")
+    r = b.post("/dashboard/keys", {"name": "x", "csrf": ""})
+    check("csrf: a missing token is refused", r.status == 403, r.status)
+    r = b.req("POST", "/dashboard/keys", form={"name": "x"}, headers={"Origin": s.origin})
+    check("csrf: no token field is refused", r.status == 403, r.status)
+    r = b.post("/dashboard/keys", {"name": "x", "csrf": "0" * 64})
+    check("csrf: a wrong token is refused", r.status == 403, r.status)
+    r = b.post("/dashboard/keys", {"name": "x", "csrf": good}, origin=False,
+               headers={"Origin": "http://evil.example"})
+    check("csrf: a cross-site Origin is refused", r.status == 403, r.status)
+    r = b.post("/dashboard/keys", {"name": "x", "csrf": good}, origin=False, headers={"Sec-Fetch-Site": "cross-site"})
+    check("csrf: Sec-Fetch-Site cross-site is refused", r.status == 403, r.status)
+    r = b.post("/dashboard/keys", {"name": "x", "csrf": good}, origin=False, headers={"Origin": "null"})
+    check("csrf: Origin null is refused", r.status == 403, r.status)
+    r = Browser(s).post("/dashboard/keys", {"name": "x", "csrf": good}, cookies=False)
+    check("no session: a form post goes to /login", r.status == 303 and r.headers["Location"] == "/login")
+
+    # A key made on the page works on the API.
+    r = b.post("/dashboard/keys", {"name": "laptop"}, headers={"Sec-Fetch-Site": "same-origin"})
+    m = re.search(r'<output id="new-key">(aas_sk_[A-Za-z0-9]+)</output>', r.text)
+    check("keys: a new key is shown once", r.status == 201 and m is not None and 'data-copy="new-key"' in r.text,
+          r.text[:600])
+    key = m.group(1) if m else "none"
+    r = b.req("GET", "/dashboard/keys")
+    check("keys: listed by name and prefix, never whole", "laptop" in r.text and key[:11] in r.text
+          and key not in r.text, r.text[:600])
+    r = api(s, "GET", "/v1/account", key)
+    check("the page's key works on the API", r.status == 200, r.status)
+    r = b.req("GET", "/dashboard/keys")
+    row = re.search(r"<tr id=\"key-[^\"]+\"><td>laptop</td>.*?</tr>", r.text)
+    check("keys: last used is recorded", row is not None and "<td>never</td>" not in row.group(0), r.text[:900])
+
+    # A session is no API key, and a key no session.
+    r = api(s, "GET", "/v1/account", token)
+    check("a session token is refused by the API", r.status == 401, r.status)
+    other = Browser(s)
+    other.cookies["aas_session"] = key
+    r = other.req("GET", "/dashboard")
+    check("an API key is refused as a session", r.status == 303 and r.headers["Location"] == "/login")
+
+    # Sandboxes: made with the key, seen, extended and destroyed on the page.
+    r = api(s, "POST", "/v1/sandboxes", key, '{"timeout_s": 600}')
+    check("create with the page's key", r.status == 201, r.text)
+    sid = re.search(r'"id":"(sbx-[a-z0-9-]+)"', r.text)
+    sid = sid.group(1) if sid else "sbx-none"
+    r = b.req("GET", "/dashboard")
+    check("the sandbox is on the dashboard", f'id="sandbox-{sid}"' in r.text and 'data-expires="' in r.text,
+          r.text[:1200])
+    r = b.req("GET", f"/dashboard/sandboxes/{sid}")
+    check("the sandbox's page", r.status == 200 and 'id="sandbox"' in r.text, r.status)
+    r = b.post(f"/dashboard/sandboxes/{sid}/extend", {"minutes": "5"}, token_from="/dashboard")
+    check("extend from the page", r.status == 303, r.text[:300])
+    r = b.post(f"/dashboard/sandboxes/{sid}/extend", {"minutes": "0"}, token_from="/dashboard")
+    check("extend by 0 minutes is refused", r.status == 400, r.status)
+    r = b.post(f"/dashboard/sandboxes/{sid}/destroy", {}, token_from="/dashboard")
+    check("destroy from the page", r.status == 303 and r.headers["Location"] == "/dashboard", r.status)
+    r = api(s, "GET", f"/v1/sandboxes/{sid}", key)
+    check("destroyed for the API too", '"status":"destroyed"' in r.text, r.text)
+    r = b.req("GET", "/dashboard")
+    check("the page shows it destroyed", re.search(f'id="sandbox-{sid}" data-status="destroyed"', r.text), r.text[:900])
+    r = b.req("GET", "/dashboard/usage")
+    check("usage: chart, lines, prices and limits", r.status == 200 and all(
+        f'id="{i}"' in r.text for i in ("balance", "spend-chart", "usage-lines", "prices", "limits")), r.text[:500])
+    r = b.req("GET", "/dashboard/usage?from=yesterday")
+    check("usage: a bad period is refused", r.status == 400, r.status)
+    # Another account's sandbox is not found from this session.
+    b2 = Browser(s)
+    b2.signup("e@example.org")
+    r = b2.req("GET", f"/dashboard/sandboxes/{sid}")
+    check("tenancy: another account's sandbox is not found", r.status == 404, r.status)
+    r = b2.post(f"/dashboard/sandboxes/{sid}/destroy", {}, token_from="/dashboard")
+    check("tenancy: nor destroyed", r.status == 404, r.status)
+    r = b2.req("GET", "/dashboard/operator")
+    check("operator pages: refused to others", r.status == 403, r.status)
+
+    # Revoking on the page stops the key.
+    kid = re.search(r'id="key-(key-[a-z0-9]+)"', b.req("GET", "/dashboard/keys").text)
+    kid = kid.group(1) if kid else "key-none"
+    r = b2.post(f"/dashboard/keys/{kid}/revoke", {}, token_from="/dashboard/keys")
+    check("tenancy: another account cannot revoke the key", r.status == 404, r.status)
+    r = b.post(f"/dashboard/keys/{kid}/revoke", {}, token_from="/dashboard/keys")
+    check("revoke on the page", r.status == 303, r.status)
+    r = api(s, "GET", "/v1/account", key)
+    check("a revoked key is refused", r.status == 401, r.status)
+
+    # Log-in: bad passwords, unknown e-mails, the rate.
+    anon = Browser(s)
+    r = anon.login("d@example.org", "wrong password!")
+    check("a wrong password: 401", r.status == 401 and "Wrong e-mail or password" in r.text, r.status)
+    r = anon.login("nobody@example.org", "wrong password!")
+    check("an unknown e-mail says the same", r.status == 401 and "Wrong e-mail or password" in r.text, r.status)
+    r = anon.req("POST", "/login", form={"email": "d@example.org", "password": "x", "csrf": "f" * 64},
+                 headers={"Origin": s.origin})
+    check("log-in: the form's token must match its cookie", r.status == 403, r.status)
+    statuses = [anon.login("d@example.org", "wrong password!").status for _ in range(3)]
+    check("log-in: attempts for one e-mail are limited", statuses[-1] == 429, statuses)
+    r = Browser(s).login("d@example.org")
+    check("log-in: even with the right password while limited", r.status == 429, r.status)
+
+    # Log out: the session ends on the server, not only in the browser.
+    old = dict(b.cookies)
+    r = b.post("/logout", {}, token_from="/dashboard")
+    check("log out", r.status == 303 and r.headers["Location"] == "/" and session_cookie(b) is None, r.status)
+    replay = Browser(s)
+    replay.cookies = old
+    r = replay.req("GET", "/dashboard")
+    check("a logged-out session is gone", r.status == 303 and r.headers["Location"] == "/login")
+
+    # The operator disables an account: its keys and its sessions stop.
+    out = s.admin("user", "create", "--email", "root@example.org", "--operator", stdin="operator password 1\n")
+    check("admin: an operator on an open server", out.returncode == 0, out.stderr)
+    op = Browser(s)
+    op.cookies.clear()
+    r = op.post("/login", {"email": "root@example.org", "password": "operator password 1"})
+    k2 = b2.post("/dashboard/keys", {"name": "ci"})
+    k2 = re.search(r'<output id="new-key">(aas_sk_[A-Za-z0-9]+)</output>', k2.text)
+    k2 = k2.group(1) if k2 else "none"
+    acc = re.search(r'"id":"(acc-[a-z0-9]+)"', api(s, "GET", "/v1/account", k2).text)
+    acc = acc.group(1) if acc else "acc-none"
+    r = op.post(f"/dashboard/operator/accounts/{acc}/credit", {"usd": "2.5"}, token_from="/dashboard/operator")
+    check("operator: add credit", r.status == 303, r.status)
+    r = b2.req("GET", "/dashboard")
+    check("the credit shows on the account's balance", re.search(r'id="balance">\$?7\.50', r.text), r.text[:600])
+    r = op.post(f"/dashboard/operator/accounts/{acc}/disable", {"disabled": "1"}, token_from="/dashboard/operator")
+    check("operator: disable", r.status == 303, r.status)
+    r = api(s, "GET", "/v1/account", k2)
+    check("a disabled account's key is refused", r.status == 401, r.status)
+    r = b2.req("GET", "/dashboard")
+    check("a disabled account's session ended", r.status == 303, r.status)
+    out = s.admin("account", "enable", "--id", acc)
+    check("admin: account enable", out.returncode == 0, out.stderr)
+    r = api(s, "GET", "/v1/account", k2)
+    check("an enabled account's key works again", r.status == 200, r.status)
+    s.stop()
+
+
+def test_secure():
+    s = Server("secure", "--signup", "open", "--secure-cookies", "on")
+    b = Browser(s)
+    form = b.csrf("/signup")
+    check("secure: the form cookie is __Host- and Secure",
+          any(c.startswith("__Host-aas_form=") and "; Secure" in c for c in
+              b.req("GET", "/signup").set_cookies))
+    r = b.post("/signup", {"email": "f@example.org", "password": "correct horse battery", "csrf": form})
+    check("secure: an http:// Origin is refused behind TLS", r.status == 403, r.status)
+    r = b.post("/signup", {"email": "f@example.org", "password": "correct horse battery", "csrf": form},
+               origin=False, headers={"Origin": "https://127.0.0.1:%d" % s.port})
+    sc = [c for c in r.set_cookies if c.startswith("__Host-aas_session=")]
+    check("secure: the session cookie is __Host- and Secure", r.status == 303 and sc and "; Secure" in sc[0],
+          r.set_cookies)
+    s.stop()
+
+
+try:
+    test_closed()
+    test_invite()
+    test_open()
+    test_secure()
+finally:
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if FAILS:
+        for name in os.listdir(WORK):
+            if name.endswith(".log"):
+                print(f"---- {name} (tail) ----")
+                print("".join(open(os.path.join(WORK, name)).readlines()[-40:]))
+    shutil.rmtree(WORK, ignore_errors=True)
+
+print(f"{CHECKS[0]} checks, {len(FAILS)} failed")
+sys.exit(1 if FAILS else 0)
