@@ -3,22 +3,19 @@
 // to create a sandbox, see it on the dashboard, destroy it from the page, see
 // the balance change, log out; and a forged cross-site form post is refused.
 //
-// Written against the dashboard's contract (issue 14), ahead of its routes:
-//   GET/POST /signup and /login (fields email, password), POST /logout (csrf),
-//   GET /dashboard (the balance in #balance), GET/POST /dashboard/keys (field
-//   name; the new key in #new-key), GET /dashboard/sandboxes (a row
-//   #sandbox-<id> per sandbox, with a destroy form's button); every form
-//   carries a hidden "csrf" field.
-// TO ENABLE AT MERGE: while the server has no /signup (404) this test prints
-// SKIP and passes; once the dashboard is merged, that skip must become a failure.
+// The dashboard's contract (docs/dashboard.md): GET/POST /signup and /login
+// (fields email, password), POST /logout (csrf), GET /dashboard (the balance
+// in #balance, a row #sandbox-<id> per sandbox with a form.destroy),
+// GET/POST /dashboard/keys (field name; the new key in #new-key); every form
+// carries a hidden "csrf" field.
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
 import { ARTIFACTS, BASE, check, cspViolations, finish, launch, newPage } from './harness.mjs';
 
 const probe = await fetch(`${BASE}/signup`);
-if (probe.status === 404) {
-  console.log('SKIP: this server has no /signup yet (the dashboard of issue 14 is not merged): the flow test waits for it');
-  process.exit(0);
+if (probe.status !== 200) {
+  console.log(`FAIL: /signup answered ${probe.status}: the server runs without open sign-up`);
+  process.exit(1);
 }
 
 function curl(...args) {
@@ -72,11 +69,11 @@ try {
   check('the key creates a sandbox through the API', !!created.id, JSON.stringify(created));
 
   // On the dashboard, and destroyed from it.
-  await page.goto(`${BASE}/dashboard/sandboxes`);
+  await page.goto(`${BASE}/dashboard`);
   const row = `#sandbox-${created.id}`;
   check('the sandbox is on the dashboard', !!(await page.$(row)));
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-sandboxes.png`, fullPage: true });
-  const destroy = await page.$(`${row} form button, ${row} form [type="submit"]`);
+  const destroy = await page.$(`${row} form.destroy [type="submit"], ${row} form.destroy button`);
   check('its row has a destroy button', !!destroy);
   if (destroy) await Promise.all([page.waitForNavigation(), destroy.click()]);
   const after = JSON.parse(curl('-H', `Authorization: Bearer ${key}`, `${BASE}/v1/sandboxes/${created.id}`));
