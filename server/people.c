@@ -247,7 +247,14 @@ bool aas_viewer_get(struct aas_req *r, struct aas_reply *out, struct aas_viewer 
 	}
 	if (required) {
 		aas_reply_redirect(out, "/login");
-		aas_session_cookie(out, NULL, 0);
+		/*
+		 * Clear only a cookie that was sent and is no longer good. A request
+		 * without one may be a cross-site one, which the browser sends
+		 * without the SameSite=Strict cookie: clearing it there would let
+		 * any site log the person out.
+		 */
+		if (token && *token)
+			aas_session_cookie(out, NULL, 0);
 	}
 	return false;
 }

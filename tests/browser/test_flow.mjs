@@ -69,9 +69,17 @@ try {
   check('the key creates a sandbox through the API', !!created.id, JSON.stringify(created));
 
   // On the dashboard, and destroyed from it.
-  await page.goto(`${BASE}/dashboard`);
+  // Billing is per whole second: reload until the row's cost so far is more than nothing.
   const row = `#sandbox-${created.id}`;
+  let cost = null;
+  for (let i = 0; i < 40; i++) {
+    await page.goto(`${BASE}/dashboard`);
+    cost = await text(page, `${row} td.cost`);
+    if (cost && /[1-9]/.test(cost)) break;
+    await new Promise((ok) => setTimeout(ok, 250));
+  }
   check('the sandbox is on the dashboard', !!(await page.$(row)));
+  check('its cost so far grows', /[1-9]/.test(cost || ''), cost);
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-sandboxes.png`, fullPage: true });
   const destroy = await page.$(`${row} form.destroy [type="submit"], ${row} form.destroy button`);
   check('its row has a destroy button', !!destroy);
