@@ -25,5 +25,6 @@
 #include "saas/exec.h"
 #include "saas/files.h"
 #include "saas/ports.h"
+#include "saas/pty.h"
 
 #endif
