@@ -19,6 +19,10 @@
 #include "server.h"
 #include "ws.h"
 
+/* What a client may still send after our close frame, before we hang up anyway (linger_close). */
+#define PTY_LINGER_MS 2000
+#define PTY_LINGER_BYTES ((size_t)1 << 20)
+
 /* One table of the sessions open, by sandbox and by account, for the bounds above. */
 struct pty_count {
 	char id[SAAS_ID_MAX + 1];
@@ -191,6 +195,29 @@ static int take_frames(struct pty_session *s, MHD_socket sock, unsigned int *cod
 	}
 }
 
+/*
+ * After our close frame: read what the client still sends until it closes
+ * too, a little while at most. Closing with unread bytes would reset the
+ * connection, and the client could lose the close frame, and the exit
+ * message before it, to the reset.
+ */
+static void linger_close(MHD_socket sock)
+{
+	char scratch[4096];
+	size_t drained = 0;
+
+	shutdown(sock, SHUT_WR);
+	while (drained < PTY_LINGER_BYTES) {
+		struct pollfd pf = { sock, POLLIN, 0 };
+		ssize_t k;
+		if (poll(&pf, 1, PTY_LINGER_MS) <= 0)
+			break;
+		if ((k = recv(sock, scratch, sizeof(scratch), 0)) <= 0)
+			break;
+		drained += (size_t)k;
+	}
+}
+
 static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in, size_t extra_in_size,
                    MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
@@ -251,6 +278,7 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 		}
 	}
 	ws_close(sock, code, why);
+	linger_close(sock);
 	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 	/* The session (the shell hung up on if it still runs) is freed with the request. */
 }

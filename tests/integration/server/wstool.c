@@ -16,6 +16,7 @@
  *                                       wait:TEXT   read until the output so far holds TEXT
  *                                       big:N       a binary frame of N bytes of 'x'
  *                                       plain:TEXT  an unmasked text frame (clients must mask)
+ *                                       close       a close frame (1000)
  *                                     then read to the server's close. A refusal prints
  *                                     "status N" and the body; exit 3.
  */
@@ -416,6 +417,9 @@ static int pty(const char *addr, const char *port, const char *path, const char 
 				return 1;
 		} else if (strncmp(st, "plain:", 6) == 0) {
 			if (write_frame(s, 1, (const unsigned char *)st + 6, strlen(st + 6), 0))
+				return 1;
+		} else if (strcmp(st, "close") == 0) {
+			if (write_frame(s, 8, (const unsigned char *)"\x03\xe8", 2, 1))
 				return 1;
 		} else if (strncmp(st, "big:", 4) == 0) {
 			size_t n = strtoul(st + 4, NULL, 10);
