@@ -32,6 +32,9 @@ struct pty_count {
 static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct pty_count *counts;
 static size_t ncounts;
+/* The sessions being bridged, for aas_pty_shutdown; and whether it ran. */
+static struct pty_session *bridges;
+static bool stopping;
 
 /* Add delta to id's count if it stays within max; false if it would not. count_mu held. */
 static bool count_add(const char *id, int delta, unsigned int max)
@@ -60,6 +63,8 @@ static bool count_add(const char *id, int delta, unsigned int max)
 }
 
 struct pty_session {
+	struct pty_session *next, **prevp; /* on the bridges list while bridged (count_mu) */
+	MHD_socket sock;
 	saas_pty *pty;
 	char sandbox_id[SAAS_ID_MAX + 1];
 	char account_id[SAAS_ID_MAX + 1];
@@ -230,6 +235,15 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 	(void)conn;
 	(void)con_cls;
 	aas_send_timeout(sock, AAS_PTY_IDLE_TIMEOUT_S * 1000);
+	pthread_mutex_lock(&count_mu);
+	s->sock = sock;
+	if ((s->next = bridges))
+		bridges->prevp = &s->next;
+	s->prevp = &bridges;
+	bridges = s;
+	if (stopping)
+		shutdown(sock, SHUT_RD);
+	pthread_mutex_unlock(&count_mu);
 	if (extra_in_size <= sizeof(s->in)) {
 		memcpy(s->in, extra_in, extra_in_size);
 		s->in_len = extra_in_size;
@@ -271,12 +285,24 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 		}
 		if (pf[0].revents) {
 			ssize_t k = recv(sock, s->in + s->in_len, sizeof(s->in) - s->in_len, 0);
-			if (k <= 0)
-				break; /* the client went; the session is hung up below */
+			if (k <= 0) {
+				/* The client went (the session is hung up below), or the server stops. */
+				pthread_mutex_lock(&count_mu);
+				if (stopping) {
+					code = 1001;
+					why = "the server is shutting down";
+				}
+				pthread_mutex_unlock(&count_mu);
+				break;
+			}
 			s->in_len += (size_t)k;
 			done = take_frames(s, sock, &code, &why);
 		}
 	}
+	pthread_mutex_lock(&count_mu);
+	if ((*s->prevp = s->next))
+		s->next->prevp = s->prevp;
+	pthread_mutex_unlock(&count_mu);
 	ws_close(sock, code, why);
 	linger_close(sock);
 	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
@@ -347,4 +373,14 @@ void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 	MHD_add_response_header(out->response, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(out->response, "Sec-WebSocket-Accept", accept);
 	out->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+}
+
+void aas_pty_shutdown(void)
+{
+	pthread_mutex_lock(&count_mu);
+	stopping = true;
+	/* Each bridge reads the end of its client's stream, says why in its close frame and hangs up. */
+	for (struct pty_session *s = bridges; s; s = s->next)
+		shutdown(s->sock, SHUT_RD);
+	pthread_mutex_unlock(&count_mu);
 }

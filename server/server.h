@@ -453,6 +453,8 @@ void aas_send_timeout(int fd, unsigned int ms);
 #define AAS_PTY_IDLE_TIMEOUT_S 3600
 
 void aas_h_pty(struct aas_req *r, struct aas_reply *out);
+/* End every terminal (close 1001) as the server stops: they would hold the drain for an hour. */
+void aas_pty_shutdown(void);
 
 /* ---- metrics (metrics.c) ---- */
 

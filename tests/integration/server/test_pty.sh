@@ -13,7 +13,7 @@ AAS=$3
 admin() { "$SERVER" "$@" --state-dir "${WORK}/state"; }
 TMUX_SOCK="${WORK}/tmux.sock"
 tm() { tmux -S "$TMUX_SOCK" "$@"; }
-before_stop() { tm kill-server 2>/dev/null || :; }
+after_stop() { tm kill-server 2>/dev/null || :; }
 
 start_server "$SERVER"
 KEY=$(admin account create --name alice 2>/dev/null)
@@ -130,5 +130,13 @@ check "a second terminal" pane_has two 'fake-shell'
 kill -TERM "$(cat "${WORK}/two.pid")" 2>/dev/null || :
 check "SIGTERM: aas exits 143" file_has "${WORK}/two.rc" '^exit=143$'
 check "and leaves the terminal restored" file_has "${WORK}/two.stty" ' icanon '
+
+# ---- a server that stops ends its terminals, saying why ----
+"$WSTOOL" pty 127.0.0.1 "$PORT" "$PTY" "$KEY" 'wait:fake-shell' >"${WORK}/stopping" 2>&1 & PIDS+=($!); LAST=$!
+check "a terminal is open" file_has "${WORK}/stopping" 'fake-shell'
+stop_server; RC=$?
+check "the server stops with a terminal open ($RC)" test "$RC" = 0
+wait "$LAST"
+check "the terminal is closed with 1001: $(tail -c 200 "${WORK}/stopping")" grep -q '^close 1001 the server is shutting down' "${WORK}/stopping"
 
 finish

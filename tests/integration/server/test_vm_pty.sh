@@ -18,12 +18,11 @@ TMUX_SOCK="${WORK}/tmux.sock"
 tm() { tmux -S "$TMUX_SOCK" "$@"; }
 
 before_stop() {
-	tm kill-server 2>/dev/null || :
 	local ids
 	ids=$(curl -s -H "Authorization: Bearer ${KEY:-}" "${BASE}/v1/sandboxes?status=active" | jq -r '.sandboxes[]?.id')
 	for id in $ids; do curl -s -o /dev/null -X DELETE -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${id}"; done
 }
-after_stop() { "$(dirname "$0")/../vm-cleanup" "$STATE" >/dev/null 2>&1; }
+after_stop() { tm kill-server 2>/dev/null || :; "$(dirname "$0")/../vm-cleanup" "$STATE" >/dev/null 2>&1; }
 
 [ -d "${IMAGES}/tiny" ] || { echo "no tiny image in ${IMAGES} (run the vmimage fixture)"; exit 1; }
 command -v tmux >/dev/null || { echo "tmux is missing (scripts/lib/common.sh lists it)"; exit 1; }
