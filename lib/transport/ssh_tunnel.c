@@ -152,7 +152,8 @@ void *saas__ssh_pump_main(void *arg)
 				broken = 1;
 			}
 		}
-		if ((local_eof && eof_sent && remote_eof && !p->down_len) || (p->pty && shut_wr))
+		/* A tunnel ends when both directions did; a terminal once its status is in and delivered. */
+		if (p->pty ? shut_wr : (local_eof && eof_sent && remote_eof && !p->down_len))
 			break;
 		if (progress || broken)
 			continue;

@@ -50,9 +50,9 @@ check "not root" test "$USER_EXEC" != root
 check "a resize reaches the terminal" grep -aq 'NOW 40 120' <<<"$OUT"
 check "the exit status comes before the close" grep -aq '^text: {"type":"exit","status":3}$' <<<"$OUT"
 check "then a normal close" grep -aq '^close 1000 ' <<<"$OUT"
-OUT=$(ws "${PTY}?tty=false" "$KEY" 'send:echo N""O $(tty)\n' 'wait:NO ' 'text:{"type":"eof"}')
+OUT=$(ws "${PTY}?tty=false" "$KEY" 'send:echo N""O $(tty); (exit 6)\n' 'wait:NO ' 'text:{"type":"eof"}')
 check "tty=false: no terminal: $OUT" grep -aq 'NO not a tty' <<<"$OUT"
-check "end-of-input ends it with its last status (tty's: 1)" grep -aq '"type":"exit","status":1' <<<"$OUT"
+check "end-of-input ends it with its last status" grep -aq '"type":"exit","status":6' <<<"$OUT"
 
 # ---- aas shell, piped ----
 OUT=$(printf 'echo P""IPED\nexit 4\n' | "$AAS" --url "$BASE" --key "$KEY" shell "$SB"); RC=$?
