@@ -78,9 +78,12 @@ check "aas shell in tmux: the terminal's size" pane_has one 'SIZE 30 100'
 tm resize-window -t one -x 120 -y 40
 tm send-keys -t one 'echo N""OW $(stty size)' Enter
 check "SIGWINCH resizes the remote terminal" pane_has one 'NOW 40 120'
-tm send-keys -t one 'sleep 300' Enter C-c
-tm send-keys -t one 'echo A""FTER $?' Enter
-check "^C interrupts the remote command, not aas" pane_has one 'AFTER 130'
+tm send-keys -t one 'echo S""LEEPING; sleep 300' Enter
+check "a long command runs" pane_has one '^SLEEPING'
+tm send-keys -t one C-c
+tm send-keys -t one 'echo A""FTER' Enter
+check "^C interrupts the remote command (the shell answers before its 300 s)" pane_has one '^AFTER'
+check "and leaves aas running" test ! -e "${WORK}/one.rc"
 tm send-keys -t one 'exit 7' Enter
 check "aas exits with the shell's status" file_has "${WORK}/one.rc" '^exit=7$'
 check "and leaves the terminal as it found it" file_has "${WORK}/one.stty" ' icanon '
