@@ -4,7 +4,7 @@ _aas() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create ls get exec cp files expose extend network rm usage account login help"
+	local cmds="create ls get exec shell cp files expose extend network rm usage account login help"
 	local global="--url --key --json --help --version"
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
@@ -14,7 +14,7 @@ _aas() {
 		esac
 	done
 	case $prev in
-	--url|--key|--image|--cwd|-e|--env|--from|--to|--depth|--allow|--deny) return ;;
+	--url|--key|--image|--cwd|-e|--env|--from|--to|--depth|--allow|--deny|--term) return ;;
 	--size) COMPREPLY=($(compgen -W "small medium large" -- "$cur")); return ;;
 	--network) COMPREPLY=($(compgen -W "isolated internet" -- "$cur")); return ;;
 	--timeout) COMPREPLY=($(compgen -W "90s 15m 1h 2h" -- "$cur")); return ;;
@@ -29,6 +29,7 @@ _aas() {
 	network) opts="$opts --isolated --internet --allow --deny" ;;
 	ls) opts="$opts --all" ;;
 	exec) opts="$opts --timeout --cwd -e -n --" ;;
+	shell) opts="$opts -t -T --term" ;;
 	files) opts="$opts --depth" ;;
 	usage) opts="$opts --from --to" ;;
 	cp) [[ $cur != -* ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
@@ -36,7 +37,7 @@ _aas() {
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-	elif [[ $cmd =~ ^(get|exec|files|expose|extend|network|rm)$ ]]; then
+	elif [[ $cmd =~ ^(get|exec|shell|files|expose|extend|network|rm)$ ]]; then
 		# Sandbox ids from the server, quietly (nothing if it cannot be reached).
 		COMPREPLY=($(compgen -W "$(aas ls 2>/dev/null | awk 'NR > 1 {print $1}')" -- "$cur"))
 	fi

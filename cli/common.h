@@ -48,6 +48,7 @@ int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_account(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_login(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_network(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_shell(aas_ctx *ctx, int argc, char **argv);
 
 /* --network, --isolated, --internet, --allow and --deny, as aas create and aas network take them. */
 typedef struct {

@@ -20,6 +20,7 @@ static const char usage_text[] =
 	"  ls [--all]              list sandboxes, newest first\n"
 	"  get ID                  show one sandbox\n"
 	"  exec ID -- CMD...       run a command; exits with its exit code\n"
+	"  shell ID                open a terminal in a sandbox (as ssh); exits with the shell's status\n"
 	"  cp SRC DST              copy a file in or out (ID:/path like scp, - for stdin/stdout)\n"
 	"  files ID [PATH]         show a directory tree\n"
 	"  expose ID PORT          expose a port and print its preview URL\n"
@@ -46,7 +47,8 @@ static const char usage_text[] =
 	"  1  any other failure            5  server or network failure\n"
 	"  2  usage error                  6  insufficient credit or account limit\n"
 	"  3  missing or invalid API key\n"
-	"  `aas exec` exits with the command's own exit code (124 if it timed out);\n"
+	"  `aas exec` exits with the command's own exit code (124 if it timed out),\n"
+	"  `aas shell` with the shell's;\n"
 	"  when the command could not run at all, 2, 3, 4 or 6 as above and 5 otherwise.\n";
 
 static const struct {
@@ -58,6 +60,7 @@ static const struct {
 	{ "files", aas_cmd_files },   { "expose", aas_cmd_expose }, { "extend", aas_cmd_extend },
 	{ "rm", aas_cmd_rm },         { "usage", aas_cmd_usage },   { "account", aas_cmd_account },
 	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose }, { "network", aas_cmd_network },
+	{ "shell", aas_cmd_shell },
 };
 
 int main(int argc, char **argv)

@@ -25,6 +25,7 @@
 #include "saas/exec.h"
 #include "saas/files.h"
 #include "saas/ports.h"
+#include "saas/pty.h"
 #include "saas/users.h"
 
 #endif

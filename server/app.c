@@ -177,6 +177,7 @@ int aas_main(int argc, char **argv)
 		write_port_file(cfg.port_file, port);
 	wait_for_signal(&set);
 	aas_http_quiesce();
+	aas_pty_shutdown();
 	if (!drain(cfg.grace_s)) {
 		/* A long exec is still running: leave it; the sandbox stays, its execution is marked failed at the next start. */
 		aas_log(SAAS_LOG_WARN, "%u requests still in flight after %us; exiting without them", aas_http_inflight(),

@@ -315,7 +315,7 @@ static enum MHD_Result fail(struct aas_req *r, unsigned int status, const char *
 	return aas_queue(r, &rep);
 }
 
-static int send_all(int fd, const void *data, size_t len)
+int aas_send_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 
@@ -331,10 +331,9 @@ static int send_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-/* Sends that block longer than the idle timeout fail: a peer that stops reading cannot hold a thread. */
-static void send_timeout(int fd)
+void aas_send_timeout(int fd, unsigned int ms)
 {
-	struct timeval tv = { (time_t)(idle_ms / 1000), (suseconds_t)(idle_ms % 1000) * 1000 };
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
@@ -458,7 +457,7 @@ static int build_head(struct aas_req *r, struct proxy *p, unsigned int port)
 	return head_add(p, "\r\n", "", "");
 }
 
-static bool wants_upgrade(struct aas_req *r)
+bool aas_wants_upgrade(struct aas_req *r)
 {
 	const char *c = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Connection");
 	const char *u = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Upgrade");
@@ -589,7 +588,7 @@ static enum MHD_Result start(struct aas_req *r, const char *name)
 	for (n = 0; host && host[n] && host[n] != ':' && n + 1 < sizeof(p->host); n++)
 		p->host[n] = (char)tolower((unsigned char)host[n]);
 	p->host[n] = '\0';
-	p->upgrade = wants_upgrade(r);
+	p->upgrade = aas_wants_upgrade(r);
 	if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Transfer-Encoding") &&
 	    !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length"))
 		return fail(r, 411, "length_required", "preview requests with a body need a Content-Length");
@@ -622,11 +621,11 @@ static enum MHD_Result start(struct aas_req *r, const char *name)
 	snprintf(p->t->sandbox_id, sizeof(p->t->sandbox_id), "%s", id);
 	p->t->port = port;
 	memcpy(p->t->name, name, sizeof(p->t->name));
-	send_timeout(fd);
+	aas_send_timeout(fd, idle_ms);
 	tunnel_register(p->t);
 	if (build_head(r, p, port) < 0)
 		return MHD_NO;
-	if (send_all(fd, p->head, p->head_len) < 0)
+	if (aas_send_all(fd, p->head, p->head_len) < 0)
 		p->failed = true;
 	return MHD_YES;
 }
@@ -769,9 +768,9 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 
 	(void)conn;
 	(void)con_cls;
-	send_timeout(sock);
-	if ((extra_in_size && send_all(t->fd, extra_in, extra_in_size) < 0) ||
-	    (rl->extra_len && send_all(sock, rl->extra, rl->extra_len) < 0))
+	aas_send_timeout(sock, idle_ms);
+	if ((extra_in_size && aas_send_all(t->fd, extra_in, extra_in_size) < 0) ||
+	    (rl->extra_len && aas_send_all(sock, rl->extra, rl->extra_len) < 0))
 		up_open = down_open = false;
 	while ((up_open || down_open) && !atomic_load(&t->revoked)) {
 		struct pollfd pf[2] = { { sock, up_open ? POLLIN : 0, 0 }, { t->fd, down_open ? POLLIN : 0, 0 } };
@@ -785,14 +784,14 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 			break;
 		if (up_open && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
 			ssize_t k = recv(sock, buf, sizeof(buf), 0);
-			if (k <= 0 || send_all(t->fd, buf, (size_t)k) < 0) {
+			if (k <= 0 || aas_send_all(t->fd, buf, (size_t)k) < 0) {
 				up_open = false;
 				shutdown(t->fd, SHUT_WR);
 			}
 		}
 		if (down_open && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			ssize_t k = recv(t->fd, buf, sizeof(buf), 0);
-			if (k <= 0 || send_all(sock, buf, (size_t)k) < 0) {
+			if (k <= 0 || aas_send_all(sock, buf, (size_t)k) < 0) {
 				down_open = false;
 				shutdown(sock, SHUT_WR);
 			}
@@ -955,7 +954,7 @@ enum MHD_Result aas_preview_handle(struct aas_req *r, const char *name, const ch
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!p->failed && send_all(p->t->fd, upload, *upload_size) < 0)
+		if (!p->failed && aas_send_all(p->t->fd, upload, *upload_size) < 0)
 			p->failed = true;
 		*upload_size = 0;
 		return MHD_YES;

@@ -26,6 +26,7 @@ const struct aas_route aas_routes[] = {
 	{ "POST", "/v1/sandboxes/{id}/ports", AAS_R_AUTH | AAS_R_JSON, aas_h_port_expose, NULL, NULL },
 	{ "GET", "/v1/sandboxes/{id}/ports", AAS_R_AUTH, aas_h_port_list, NULL, NULL },
 	{ "DELETE", "/v1/sandboxes/{id}/ports/{port}", AAS_R_AUTH, aas_h_port_unexpose, NULL, NULL },
+	{ "GET", "/v1/sandboxes/{id}/pty", AAS_R_AUTH, aas_h_pty, NULL, NULL },
 	{ "GET", "/v1/executions/{id}", AAS_R_AUTH, aas_h_execution_get, NULL, NULL },
 	/* MCP authenticates per tool (keyless discovery), so not AAS_R_AUTH. */
 	{ "POST", "/v1/mcp", AAS_R_JSON | AAS_R_KEY, aas_h_mcp_post, NULL, NULL },

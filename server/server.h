@@ -572,6 +572,27 @@ void aas_preview_free(struct aas_req *r);
  */
 void aas_preview_revoke(const char *sandbox_id, unsigned int port);
 
+/* Pieces of the proxy other upgrades use: does the request ask for one ("Connection: Upgrade" and an Upgrade)? */
+bool aas_wants_upgrade(struct aas_req *r);
+/* Send all of data on a socket (no SIGPIPE); 0, or -1 once the peer is gone or a send timed out. */
+int aas_send_all(int fd, const void *data, size_t len);
+/* Sends on fd that block longer than ms fail: a peer that stops reading cannot hold a thread. */
+void aas_send_timeout(int fd, unsigned int ms);
+
+/* ---- terminals (routes_pty.c) ---- */
+
+/* Terminals open at once per sandbox and per account; more get 429 (limit "pty_sessions"). */
+#define AAS_PTY_PER_SANDBOX 4
+#define AAS_PTY_PER_ACCOUNT 16
+/* The largest WebSocket frame a client may send; larger closes with 1009. */
+#define AAS_PTY_FRAME_MAX (64u << 10)
+/* A terminal silent both ways this long is closed (1001). */
+#define AAS_PTY_IDLE_TIMEOUT_S 3600
+
+void aas_h_pty(struct aas_req *r, struct aas_reply *out);
+/* End every terminal (close 1001) as the server stops: they would hold the drain for an hour. */
+void aas_pty_shutdown(void);
+
 /* ---- metrics (metrics.c) ---- */
 
 /* The engine whose live sandboxes /metrics counts at each scrape. */

@@ -28,6 +28,7 @@ const struct saas__client_ops saas__local_ops = {
 	saas__local_port_unexpose,
 	NULL,
 	saas__local_sandbox_network_set,
+	saas__local_pty_open,
 };
 
 #define CHECK_CLIENT(c)                                      \

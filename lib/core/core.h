@@ -175,6 +175,7 @@ int saas__local_file_list(saas_client *c, const char *id, const char *path, unsi
 int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, char **url);
 int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd);
 int saas__local_port_unexpose(saas_client *c, const char *id, unsigned int port);
+int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
 /* The preview URL of an exposure: the engine's template filled in. NULL when out of memory. */
 char *saas__preview_url(saas_engine *e, const saas_store_port *exposure);
 

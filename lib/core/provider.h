@@ -41,6 +41,26 @@ void saas__rules_free(char **rules);
 int saas__network_info_new(saas_network_info **out, int mode, char *const *allow, char *const *deny);
 void saas__network_info_free(saas_network_info *ni);
 
+/* A terminal session as a provider made it (core/pty.c holds the public calls on it). */
+struct saas__pty_ops {
+	int (*resize)(saas_pty *pty, unsigned int cols, unsigned int rows);
+	/* Hang up, give the exit status and free what the provider holds (not fd, not pty). */
+	void (*close)(saas_pty *pty, int *exit_status);
+};
+
+struct saas_pty {
+	const struct saas__pty_ops *ops;
+	int fd;                        /* a stream socket: the terminal's bytes both ways, EOF once it ended */
+	void *provider;                /* provider-private state */
+};
+
+/* A terminal to open, validated by core/pty.c. */
+struct saas__pty_req {
+	const char *term;              /* never NULL */
+	unsigned int cols, rows;
+	int tty;
+};
+
 /* What a client is: the same calls, served locally (core/) or over REST (remote/). */
 struct saas__client_ops {
 	int (*account)(saas_client *c, saas_account_info **out);
@@ -67,6 +87,8 @@ struct saas__client_ops {
 	int (*port_unexpose)(saas_client *c, const char *id, unsigned int port);
 	void (*free)(saas_client *c);
 	int (*sandbox_network_set)(saas_client *c, const char *id, const struct saas__network *net, saas_sandbox **out);
+	/* *out is calloc'd by the provider, its fd and ops set. */
+	int (*pty_open)(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
 };
 
 struct saas_client {

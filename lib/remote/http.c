@@ -159,7 +159,7 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 	return (size_t)got;
 }
 
-static int set_error_from_body(long status, const saas__buf *body)
+int saas__http_error_from_body(long status, const saas__buf *body)
 {
 	json_t *j = body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
 	json_t *e = j ? json_object_get(j, "error") : NULL;
@@ -327,7 +327,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		if (status == 503 && can_retry)
 			goto again;
 		if (status < 200 || status >= 300) {
-			rc = set_error_from_body(status, &x.out);
+			rc = saas__http_error_from_body(status, &x.out);
 			goto out;
 		}
 		if (req->writer) {

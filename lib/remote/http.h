@@ -54,6 +54,12 @@ struct saas_http_req {
  */
 int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **json);
 
+/* The error a non-2xx answer says (its JSON error body, else its status), set and returned. */
+int saas__http_error_from_body(long status, const saas__buf *body);
+
+/* The terminal (pty.c). */
+int saas__remote_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
+
 /* Percent-encode everything but RFC 3986 unreserved characters; NULL on OOM. */
 char *saas__url_escape(const char *s);
 

@@ -490,6 +490,7 @@ static const struct saas__client_ops remote_ops = {
 	remote_port_unexpose,
 	remote_free,
 	remote_sandbox_network_set,
+	saas__remote_pty_open,
 };
 
 /* ---- open ---- */

@@ -98,4 +98,13 @@ int saas__ssh_file_list(saas__ssh *ssh, const char *path, unsigned int max_depth
  */
 int saas__ssh_port_connect(saas__ssh *ssh, unsigned int port, int *fd);
 
+/*
+ * A terminal (ssh_pty.c), with the semantics of the driver table's pty_open,
+ * pty_resize and pty_close. The session holds a reference to the connection.
+ */
+typedef struct saas__ssh_pty saas__ssh_pty;
+int saas__ssh_pty_open(saas__ssh *ssh, const saas_driver_pty *req, int *fd, saas__ssh_pty **out);
+int saas__ssh_pty_resize(saas__ssh_pty *pty, unsigned int cols, unsigned int rows);
+void saas__ssh_pty_close(saas__ssh_pty *pty, int *exit_status);
+
 #endif

@@ -775,3 +775,19 @@ void saas__ssh_close(saas__ssh *ssh)
 	ssh_free(ssh);
 }
 
+
+int saas__ssh_signal_number(const char *name)
+{
+	static const struct { const char *name; int num; } sigs[] = {
+		{ "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "ILL", 4 }, { "TRAP", 5 }, { "ABRT", 6 },
+		{ "BUS", 7 }, { "FPE", 8 }, { "KILL", 9 }, { "USR1", 10 }, { "SEGV", 11 }, { "USR2", 12 },
+		{ "PIPE", 13 }, { "ALRM", 14 }, { "TERM", 15 }, { "XCPU", 24 }, { "XFSZ", 25 }, { "SYS", 31 },
+	};
+
+	if (!strncmp(name, "SIG", 3))
+		name += 3;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(sigs); i++)
+		if (!strcmp(sigs[i].name, name))
+			return sigs[i].num;
+	return 0;
+}

@@ -165,6 +165,37 @@ void saas__ssh_channel_release(struct ssh_op *op, LIBSSH2_CHANNEL *ch, int sessi
 int saas__ssh_run_quick(saas__ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize,
                         int *exit_code);
 
+/*
+ * A channel bridged to a local socket pair by a thread of its own
+ * (ssh_tunnel.c): a tunnel, or a terminal (ssh_pty.c), which also resizes,
+ * waits for the shell's exit status before it ends its side of the pair, and
+ * belongs to its owner rather than to the connection's list.
+ */
+enum pump_call { PCALL_NONE, PCALL_WRITE, PCALL_EOF, PCALL_READ, PCALL_RESIZE, PCALL_CLOSE };
+
+struct pump {
+	struct pump *next;
+	struct ssh_op op;
+	LIBSSH2_CHANNEL *ch;
+	int fd;                   /* our end of the socketpair */
+	pthread_t tid;
+	int done;                 /* the thread has finished and can be joined */
+	enum pump_call last;
+	/* A terminal's; all 0 for a tunnel. Fields but exit_status are guarded by mu. */
+	int pty;
+	int stop;                 /* the owner hangs up */
+	int resize;               /* cols x rows is to be sent */
+	unsigned int cols, rows;
+	int exit_status;          /* the shell's once the thread is done; -1 unknown */
+	char up[SSH_CHUNK], down[SSH_CHUNK];
+	size_t up_len, up_off, down_len, down_off;
+};
+
+/* The pump thread (ssh_tunnel.c). */
+void *saas__ssh_pump_main(void *arg);
+/* "TERM", "SIGTERM" -> 15; 0 for a name it does not know. */
+int saas__ssh_signal_number(const char *name);
+
 /* Tunnels (ssh_tunnel.c): take the finished ones (all: every one) off the list, mu held... */
 struct pump *saas__ssh_pumps_take(saas__ssh *ssh, int all);
 /* ...then, without mu, join their threads and free them. */

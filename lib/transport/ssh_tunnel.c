@@ -1,6 +1,7 @@
 /*
  * Tunnels: a direct-tcpip channel into the guest, bridged to a local socket
  * pair by a pump thread of its own. The pumps end with their connection.
+ * A terminal (ssh_pty.c) is a session channel bridged by the same pump.
  */
 #include <errno.h>
 #include <poll.h>
@@ -19,20 +20,6 @@
 
 /* ---- tunnels --------------------------------------------------------------------------------- */
 
-enum pump_call { PCALL_NONE, PCALL_WRITE, PCALL_EOF, PCALL_READ };
-
-struct pump {
-	struct pump *next;
-	struct ssh_op op;
-	LIBSSH2_CHANNEL *ch;
-	int fd;                   /* our end of the socketpair */
-	pthread_t tid;
-	int done;                 /* the thread has finished and can be joined */
-	enum pump_call last;
-	char up[SSH_CHUNK], down[SSH_CHUNK];
-	size_t up_len, up_off, down_len, down_off;
-};
-
 /* As exec_call: one call site, so a repeated call finds libssh2's pending packet. */
 __attribute__((noinline)) static ssize_t pump_call(struct pump *p, enum pump_call what)
 {
@@ -44,17 +31,22 @@ __attribute__((noinline)) static ssize_t pump_call(struct pump *p, enum pump_cal
 	case PCALL_WRITE: n = libssh2_channel_write_ex(p->ch, 0, p->up + p->up_off, p->up_len - p->up_off); break;
 	case PCALL_EOF: n = libssh2_channel_send_eof(p->ch); break;
 	case PCALL_READ: n = libssh2_channel_read_ex(p->ch, 0, p->down, sizeof(p->down)); break;
+	case PCALL_RESIZE: n = libssh2_channel_request_pty_size_ex(p->ch, (int)p->cols, (int)p->rows, 0, 0); break;
+	case PCALL_CLOSE: n = libssh2_channel_wait_closed(p->ch); break;
 	case PCALL_NONE: break;
 	}
 	saas__ssh_call_leave(&p->op, sn, (int)n);
 	return n;
 }
 
-static void *pump_main(void *arg)
+void *saas__ssh_pump_main(void *arg)
 {
 	struct pump *p = arg;
 	saas__ssh *ssh = p->op.ssh;
 	int local_eof = 0, eof_sent = 0, remote_eof = 0, shut_wr = 0, broken = 0;
+	/* A terminal's end: the shell's exit status is in (or given up on at close_by). */
+	int status_known = !p->pty;
+	int64_t close_by = 0;
 
 	while (!broken) {
 		int progress = 0;
@@ -62,12 +54,12 @@ static void *pump_main(void *arg)
 		ssize_t n;
 
 		pthread_mutex_lock(&ssh->mu);
-		if (ssh->closing || ssh->dead) {
+		if (ssh->closing || ssh->dead || (p->stop && ssh->pending != &p->op)) {
 			pthread_mutex_unlock(&ssh->mu);
 			break;
 		}
 		if (op_may_call(&p->op)) {
-			enum pump_call todo[3];
+			enum pump_call todo[4];
 			size_t k = 0;
 			if (ssh->pending == &p->op) {
 				todo[k++] = p->last;
@@ -78,6 +70,11 @@ static void *pump_main(void *arg)
 					todo[k++] = PCALL_EOF;
 				if (!p->down_len && !remote_eof)
 					todo[k++] = PCALL_READ;
+				if (p->resize)
+					todo[k++] = PCALL_RESIZE;
+				/* sshd sends the exit status before its close: wait for the close (the EOF may come first). */
+				if (remote_eof && !p->down_len && !status_known)
+					todo[k++] = PCALL_CLOSE;
 			}
 			for (size_t i = 0; i < k && !broken; i++) {
 				n = pump_call(p, todo[i]);
@@ -99,6 +96,23 @@ static void *pump_main(void *arg)
 					} else if (n == 0 || (n < 0 && n != LIBSSH2_ERROR_EAGAIN) || libssh2_channel_eof(p->ch)) {
 						remote_eof = 1;
 						progress = 1;
+					}
+				} else if (todo[i] == PCALL_RESIZE) {
+					if (n != LIBSSH2_ERROR_EAGAIN)
+						p->resize = 0; /* a refusal changes nothing worth ending the session for */
+				} else if (todo[i] == PCALL_CLOSE) {
+					if (!close_by)
+						close_by = saas__now_ms() + SSH_CLOSE_TIMEOUT_MS;
+					if (n != LIBSSH2_ERROR_EAGAIN || saas__now_ms() >= close_by) {
+						char *sig = NULL;
+						libssh2_channel_get_exit_signal(p->ch, &sig, NULL, NULL, NULL, NULL, NULL);
+						if (sig) {
+							p->exit_status = 128 + saas__ssh_signal_number(sig);
+							libssh2_free(ssh->session, sig);
+						} else if (n == 0) {
+							p->exit_status = libssh2_channel_get_exit_status(p->ch);
+						}
+						status_known = progress = 1;
 					}
 				}
 				if (ssh->pending == &p->op)
@@ -122,7 +136,7 @@ static void *pump_main(void *arg)
 			if (p->down_off == p->down_len)
 				p->down_len = p->down_off = 0;
 		}
-		if (remote_eof && !p->down_len && !shut_wr) {
+		if (remote_eof && !p->down_len && !shut_wr && status_known) {
 			shutdown(p->fd, SHUT_WR);
 			shut_wr = 1;
 		}
@@ -138,7 +152,8 @@ static void *pump_main(void *arg)
 				broken = 1;
 			}
 		}
-		if (local_eof && eof_sent && remote_eof && !p->down_len)
+		/* A tunnel ends when both directions did; a terminal once its status is in and delivered. */
+		if (p->pty ? shut_wr : (local_eof && eof_sent && remote_eof && !p->down_len))
 			break;
 		if (progress || broken)
 			continue;
@@ -155,7 +170,7 @@ static void *pump_main(void *arg)
 	pthread_mutex_lock(&ssh->mu);
 	/* At connection close the session's teardown frees the channel. */
 	if (!ssh->closing)
-		saas__ssh_channel_release(&p->op, p->ch, 0);
+		saas__ssh_channel_release(&p->op, p->ch, p->pty);
 	p->ch = NULL;
 	close(p->fd);
 	p->fd = -1;
@@ -225,7 +240,7 @@ int saas__ssh_port_connect(saas__ssh *ssh, unsigned int port, int *fd)
 		goto fail;
 	}
 	p->fd = sv[1];
-	if ((rc = pthread_create(&p->tid, NULL, pump_main, p)) != 0) {
+	if ((rc = pthread_create(&p->tid, NULL, saas__ssh_pump_main, p)) != 0) {
 		rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start a tunnel thread");
 		saas__ssh_channel_release(&p->op, p->ch, 0);
 		goto fail;

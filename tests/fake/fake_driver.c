@@ -602,6 +602,143 @@ static int fake_network_stats(void *ctx, const char *name, saas_vm_network_stats
 	return rc;
 }
 
+/*
+ * A terminal: a thread that plays a shell on a socket pair. It greets with
+ * "fake-shell TERM CxR tty|notty\r\n", echoes every byte as a terminal
+ * would, answers a resize with "resize CxR\r\n", and ends at a line
+ * "exit N" (status N) or at end-of-input (status 0).
+ */
+struct fake_pty {
+	int fd;                   /* the shell's end */
+	pthread_t tid;
+	pthread_mutex_t mu;
+	unsigned int cols, rows;
+	int resized;
+	int stop;
+	int status;
+};
+
+static void *fake_pty_main(void *arg)
+{
+	struct fake_pty *t = arg;
+	char line[256], buf[512];
+	size_t used = 0;
+
+	for (;;) {
+		ssize_t n;
+		int stop, resized;
+		unsigned int cols, rows;
+
+		pthread_mutex_lock(&t->mu);
+		stop = t->stop;
+		resized = t->resized;
+		t->resized = 0;
+		cols = t->cols;
+		rows = t->rows;
+		pthread_mutex_unlock(&t->mu);
+		if (stop)
+			break;
+		if (resized) {
+			int k = snprintf(buf, sizeof(buf), "resize %ux%u\r\n", cols, rows);
+			send(t->fd, buf, (size_t)k, MSG_NOSIGNAL);
+		}
+		n = recv(t->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0) {
+			t->status = 0;
+			break;
+		}
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				break;
+			usleep(2000);
+			continue;
+		}
+		send(t->fd, buf, (size_t)n, MSG_NOSIGNAL);
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] == '\r' || buf[i] == '\n') {
+				int code;
+				line[used] = '\0';
+				used = 0;
+				if (sscanf(line, "exit %d", &code) == 1) {
+					pthread_mutex_lock(&t->mu);
+					t->status = code;
+					pthread_mutex_unlock(&t->mu);
+					goto out;
+				}
+			} else if (used < sizeof(line) - 1) {
+				line[used++] = buf[i];
+			}
+		}
+	}
+out:
+	shutdown(t->fd, SHUT_RDWR);
+	return NULL;
+}
+
+static int fake_pty_open(void *ctx, const char *name, const saas_driver_pty *req, int *fd, void **pty)
+{
+	struct fake_pty *t;
+	int sv[2];
+	char greet[160];
+	int k, ok;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	ok = find_vm(name) != NULL;
+	pthread_mutex_unlock(&mu);
+	if (!ok)
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: no VM %s", name);
+	if (!(t = calloc(1, sizeof(*t))))
+		return SAAS_ENOMEM;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		free(t);
+		return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "fake: socketpair");
+	}
+	t->fd = sv[1];
+	t->status = -1;
+	pthread_mutex_init(&t->mu, NULL);
+	k = snprintf(greet, sizeof(greet), "fake-shell %s %ux%u %s\r\n", req->term, req->cols, req->rows,
+	             req->tty ? "tty" : "notty");
+	send(t->fd, greet, (size_t)k, MSG_NOSIGNAL);
+	if (pthread_create(&t->tid, NULL, fake_pty_main, t) != 0) {
+		close(sv[0]);
+		close(sv[1]);
+		free(t);
+		return saas_sys_error_set(SAAS_ENOMEM, SAAS_ERRCLASS_OS, 0, "fake: thread");
+	}
+	*fd = sv[0];
+	*pty = t;
+	return SAAS_OK;
+}
+
+static int fake_pty_resize(void *ctx, void *pty, unsigned int cols, unsigned int rows)
+{
+	struct fake_pty *t = pty;
+
+	(void)ctx;
+	pthread_mutex_lock(&t->mu);
+	t->cols = cols;
+	t->rows = rows;
+	t->resized = 1;
+	pthread_mutex_unlock(&t->mu);
+	return SAAS_OK;
+}
+
+static void fake_pty_close(void *ctx, void *pty, int *exit_status)
+{
+	struct fake_pty *t = pty;
+
+	(void)ctx;
+	pthread_mutex_lock(&t->mu);
+	t->stop = 1;
+	pthread_mutex_unlock(&t->mu);
+	pthread_join(t->tid, NULL);
+	*exit_status = t->status;
+	close(t->fd);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
 const saas_driver saas_fake_driver = {
 	SAAS_DRIVER_VERSION,
 	"fake",
@@ -619,4 +756,7 @@ const saas_driver saas_fake_driver = {
 	fake_network_default,
 	fake_network_set,
 	fake_network_stats,
+	fake_pty_open,
+	fake_pty_resize,
+	fake_pty_close,
 };

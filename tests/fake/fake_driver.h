@@ -11,6 +11,7 @@
  *   spew N              prints N bytes of 'x' to stdout and N of 'y' to stderr
  *   block               waits until the engine cancels it
  * anything else exits 127 with "not found" on stderr. Files live in a map.
+ * Its terminal echoes, reports resizes, and ends at "exit N" (fake_driver.c).
  * Never part of the library.
  */
 #ifndef SAAS_FAKE_DRIVER_H

@@ -1356,6 +1356,75 @@ static void test_port_connect(void **state)
 	free(got);
 }
 
+/* Read fd into acc until it holds want, or the end (1 then). */
+static int pty_read_until(int fd, saas__buf *acc, const char *want)
+{
+	char b[4096];
+
+	for (;;) {
+		ssize_t r;
+		if (acc->data && memmem(acc->data, acc->len, want, strlen(want)))
+			return 0;
+		if ((r = read(fd, b, sizeof(b))) <= 0)
+			return 1;
+		saas__buf_put(acc, b, (size_t)r);
+	}
+}
+
+static void test_pty(void **state)
+{
+	saas__ssh *ssh = connect_ok();
+	saas_driver_pty req = { "vt100", 90, 20, 1 };
+	saas__ssh_pty *t = NULL;
+	saas__buf acc = SAAS__BUF_INIT;
+	int fd = -1, status = 0;
+
+	(void)state;
+	/* A terminal of the size asked for, resized, ended by the shell's own exit. */
+	assert_int_equal(saas__ssh_pty_open(ssh, &req, &fd, &t), SAAS_OK);
+	assert_int_equal(write(fd, "echo S\"\"IZE $(stty size) $TERM\r", 31), 31);
+	assert_int_equal(pty_read_until(fd, &acc, "SIZE 20 90 vt100"), 0);
+	assert_int_equal(saas__ssh_pty_resize(t, 100, 30), SAAS_OK);
+	assert_int_equal(write(fd, "echo N\"\"OW $(stty size)\r", 24), 24);
+	assert_int_equal(pty_read_until(fd, &acc, "NOW 30 100"), 0);
+	assert_int_equal(write(fd, "exit 3\r", 7), 7);
+	assert_int_equal(pty_read_until(fd, &acc, "\x01never"), 1);
+	saas__ssh_pty_close(t, &status);
+	assert_int_equal(status, 3);
+	close(fd);
+
+	/* No terminal: a pipe, ended by end-of-input, with the last command's status. */
+	acc.len = 0;
+	req.tty = 0;
+	assert_int_equal(saas__ssh_pty_open(ssh, &req, &fd, &t), SAAS_OK);
+	{
+		static const char cmd[] = "echo N\"\"O $(tty); (exit 6)\n";
+		assert_int_equal(write(fd, cmd, sizeof(cmd) - 1), (ssize_t)sizeof(cmd) - 1);
+	}
+	shutdown(fd, SHUT_WR);
+	assert_int_equal(pty_read_until(fd, &acc, "\x01never"), 1);
+	assert_non_null(memmem(acc.data, acc.len, "NO not a tty", 12));
+	saas__ssh_pty_close(t, &status);
+	assert_int_equal(status, 6);
+	close(fd);
+
+	/* Hung up while the shell runs: no status, and the connection still serves. */
+	req.tty = 1;
+	assert_int_equal(saas__ssh_pty_open(ssh, &req, &fd, &t), SAAS_OK);
+	saas__ssh_pty_close(t, &status);
+	assert_int_equal(status, -1);
+	close(fd);
+	{
+		struct out x = { 0 };
+		int code;
+		assert_int_equal(run(ssh, "echo after", &x, &code), SAAS_OK);
+		assert_memory_equal(x.o.data, "after\n", 6);
+		out_free(&x);
+	}
+	saas__buf_free(&acc);
+	saas__ssh_close(ssh);
+}
+
 static void test_close_idle(void **state)
 {
 	saas__ssh *ssh = connect_ok();
@@ -1387,6 +1456,7 @@ int main(void)
 		cmocka_unit_test(test_files_list),
 		cmocka_unit_test(test_files_list_cap),
 		cmocka_unit_test(test_port_connect),
+		cmocka_unit_test(test_pty),
 		cmocka_unit_test(test_close_idle),
 		cmocka_unit_test(test_session_dies_mid_upload),
 	};

@@ -16,12 +16,13 @@
 #include "../common.h"
 #include "../engine.h"
 #include "../files.h"
+#include "../pty.h"
 #include "error.h"
 
 SAAS_BEGIN_DECLS
 
 /** Version of struct saas_driver this header describes. */
-#define SAAS_DRIVER_VERSION 2
+#define SAAS_DRIVER_VERSION 3
 
 /** What the engine hands a driver when opening it. Valid until close. */
 typedef struct {
@@ -108,6 +109,13 @@ typedef struct {
 	const int *cancel;
 } saas_driver_exec;
 
+/** A terminal session to start (version 3); every field is validated by the core. */
+typedef struct {
+	const char *term;          /**< TERM for the shell; never NULL. */
+	unsigned int cols, rows;   /**< 1 to SAAS_PTY_SIZE_MAX. */
+	int tty;                   /**< 0: no terminal; the shell reads a pipe and its stderr joins its output. */
+} saas_driver_pty;
+
 /** Receives a listing's entries, depth first, each directory's entries sorted by name. Return non-zero to stop. */
 typedef int (*saas_entry_fn)(void *userdata, const saas_file_entry *entry);
 
@@ -183,6 +191,24 @@ typedef struct saas_driver {
 	int (*vm_network_set)(void *ctx, const char *name, const saas_vm_network *network);
 	/** A VM's egress counters. NULL: the core reports zeros. */
 	int (*vm_network_stats)(void *ctx, const char *name, saas_vm_network_stats *out);
+
+	/* Version 3. */
+
+	/**
+	 * Start the unprivileged user's login shell on a pseudo-terminal. *fd is
+	 * the caller's end of a stream socket carrying the terminal's bytes both
+	 * ways: its shutdown(SHUT_WR) is end-of-input; its EOF means the shell
+	 * ended, and its exit status is known by then. *pty is passed to
+	 * pty_resize and pty_close. NULL: SAAS_ENOTSUP.
+	 */
+	int (*pty_open)(void *ctx, const char *name, const saas_driver_pty *req, int *fd, void **pty);
+	/** Tell the terminal its new size. */
+	int (*pty_resize)(void *ctx, void *pty, unsigned int cols, unsigned int rows);
+	/**
+	 * Hang up if the shell still runs and free the session; the caller then
+	 * closes its fd. *exit_status: the shell's, 128+N for signal N, -1 unknown.
+	 */
+	void (*pty_close)(void *ctx, void *pty, int *exit_status);
 } saas_driver;
 
 SAAS_END_DECLS

@@ -771,6 +771,35 @@ static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *
 	return rc;
 }
 
+/* ---- terminals ------------------------------------------------------------------------------- */
+
+static int lv_pty_open(void *ctx, const char *name, const saas_driver_pty *req, int *fd, void **pty)
+{
+	struct drv *d = ctx;
+	saas__ssh_pty *t = NULL;
+	saas__ssh *ssh;
+	int rc;
+
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
+		return rc;
+	rc = saas__ssh_pty_open(ssh, req, fd, &t);
+	saas__ssh_close(ssh);
+	*pty = t;
+	return rc;
+}
+
+static int lv_pty_resize(void *ctx, void *pty, unsigned int cols, unsigned int rows)
+{
+	(void)ctx;
+	return saas__ssh_pty_resize(pty, cols, rows);
+}
+
+static void lv_pty_close(void *ctx, void *pty, int *exit_status)
+{
+	(void)ctx;
+	saas__ssh_pty_close(pty, exit_status);
+}
+
 /* ---- egress ---------------------------------------------------------------------------------- */
 
 static int lv_network_default(void *ctx)
@@ -850,4 +879,7 @@ const saas_driver saas__driver_libvirt = {
 	lv_network_default,
 	lv_network_set,
 	lv_network_stats,
+	lv_pty_open,
+	lv_pty_resize,
+	lv_pty_close,
 };
