@@ -23,6 +23,8 @@ static const char instructions[] =
 	"command to finish; start servers in the background with `&` (e.g. `python3 -m http.server 8000 &`): "
 	"they keep running after the call returns, and what they print after it is dropped, so redirect it "
 	"(`>/tmp/log 2>&1 &`) to keep it. A sandbox is destroyed when its timeout expires; extend_sandbox pushes it out. "
+	"The `default` image has Python 3.13 (requests, numpy, pandas), Node.js 22 with npm, git, curl, jq and "
+	"build-essential. "
 	"Account tools need an API key sent with each request.";
 
 bool aas_mcp_version_supported(const char *version)

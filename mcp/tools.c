@@ -842,7 +842,10 @@ static json_t *t_service(struct call *c)
 	              "--break-system-packages` or `npm install`. Start servers with `&`: they keep running after the "
 	              "call returns, and what they print after it is dropped (redirect it to a file to keep it). "
 	              "A command's timeout kills everything it started. Sandboxes are destroyed "
-	              "when they expire; destroy_sandbox returns the unused minutes.");
+	              "when they expire; destroy_sandbox returns the unused minutes. "
+	              "The `default` image is Debian 13 with Python 3.13 (requests, numpy, pandas, pip, venv), "
+	              "Node.js 22 with npm (`npm install -g` installs into ~/.local), git, curl, wget, jq, unzip, "
+	              "gnupg and build-essential.");
 	saas__wire_money(o, "new_account_credit_usd", info->new_account_credit_usd_micro);
 	saas_engine_info_free(info);
 	return ok(o);

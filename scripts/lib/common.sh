@@ -22,6 +22,7 @@ SAAS_VM_PACKAGES=(
 	qemu-system-x86 qemu-utils libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients
 	openssh-client openssh-server openssh-sftp-server busybox-static cpio linux-image-amd64
 	mmdebstrap e2fsprogs util-linux nftables iproute2
+	curl debian-archive-keyring # the default image: Node.js from the npm registry, Debian 13's keys
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

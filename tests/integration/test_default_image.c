@@ -3,8 +3,16 @@
  * works as the unprivileged user. Slow (the image takes minutes to build the
  * first time), so it has a label of its own.
  *
+ * What the seeds promise is checked by version (Python >= 3.13, Node.js 22,
+ * npm), and installing as the sandbox user works from packages made in the
+ * test itself (a wheel, an npm tarball: no network needed). The docs'
+ * background server, `python3 -m http.server 8000 &`, is started first and
+ * asked a minute later, after the other tests have run in that minute.
+ *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -12,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -72,6 +82,148 @@ static void expect_in(const char *id, const char *cmd, const char *want_stdout)
 static void expect(const char *cmd, const char *want_stdout)
 {
 	expect_in(sb->id, cmd, want_stdout);
+}
+
+/* When the background server was started (CLOCK_MONOTONIC), 0 if it was not. */
+static time_t server_started;
+
+/* The docs' background server (docs/rest.md), started as they say and left running. */
+static void test_server_start(void **state)
+{
+	struct timespec now;
+
+	(void)state;
+	expect("mkdir -p /tmp/www && cd /tmp/www && echo hello from python > index.html; "
+	       "python3 -m http.server 8000 & echo $! > /tmp/http.pid; echo serving",
+	       "serving");
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	server_started = now.tv_sec;
+}
+
+static void test_versions(void **state)
+{
+	(void)state;
+	expect("python3 -c 'import sys; print(sys.version_info >= (3, 13), sys.version.split()[0])'", "True 3.");
+	expect("node --version", "v22.");
+	expect("node -e 'console.log(process.versions.node.split(\".\")[0])'", "22");
+	expect("npm --version && npx --version", ".");
+	expect("python3 -c 'import numpy, pandas, requests; print(numpy.__version__, pandas.__version__, "
+	       "requests.__version__)'",
+	       ".");
+}
+
+/*
+ * pip as the sandbox user, no index: a wheel written here (a zip with the
+ * module, its dist-info and a RECORD of sha256 digests, so no build backend
+ * is needed), installed into ~/.local; its console script lands in
+ * ~/.local/bin, which exec finds on PATH.
+ */
+static void test_pip_install_user(void **state)
+{
+	(void)state;
+	expect("mkdir -p /workspace/wheel && cd /workspace/wheel && python3 - <<'EOF'\n"
+	       "import base64, hashlib, zipfile\n"
+	       "files = {\n"
+	       "    'aas_hello.py': 'def hi():\\n    return \"hello from a wheel\"\\n"
+	       "def main():\\n    print(hi())\\n',\n"
+	       "    'aas_hello-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\\nName: aas-hello\\nVersion: 1.0\\n',\n"
+	       "    'aas_hello-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\\nGenerator: test\\n"
+	       "Root-Is-Purelib: true\\nTag: py3-none-any\\n',\n"
+	       "    'aas_hello-1.0.dist-info/entry_points.txt': '[console_scripts]\\naas-hello = aas_hello:main\\n',\n"
+	       "}\n"
+	       "record = ''\n"
+	       "with zipfile.ZipFile('aas_hello-1.0-py3-none-any.whl', 'w') as z:\n"
+	       "    for name, text in files.items():\n"
+	       "        z.writestr(name, text)\n"
+	       "        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()\n"
+	       "        record += '%s,sha256=%s,%d\\n' % (name, digest, len(text))\n"
+	       "    z.writestr('aas_hello-1.0.dist-info/RECORD', record + 'aas_hello-1.0.dist-info/RECORD,,\\n')\n"
+	       "EOF\n"
+	       "echo wheel-made",
+	       "wheel-made");
+	expect("cd /workspace/wheel && python3 -m pip install --user --break-system-packages --no-index "
+	       "--disable-pip-version-check aas_hello-1.0-py3-none-any.whl",
+	       "Successfully installed aas-hello-1.0");
+	expect("python3 -c 'import aas_hello, sys; print(aas_hello.hi(), aas_hello.__file__.startswith(sys.argv[1]))' "
+	       "\"$HOME/.local/\"",
+	       "hello from a wheel True");
+	expect("command -v aas-hello && aas-hello", "/home/sandbox/.local/bin/aas-hello\nhello from a wheel");
+}
+
+/*
+ * npm as the sandbox user, offline: a package packed here with `npm pack`,
+ * installed into a project (./node_modules) and globally, which lands in
+ * ~/.local (the image's npmrc prefix), its bin on PATH.
+ */
+static void test_npm_install(void **state)
+{
+	(void)state;
+	expect("mkdir -p /workspace/npmpkg && cd /workspace/npmpkg && "
+	       "printf '%s\\n' '{\"name\": \"aas-hello\", \"version\": \"1.0.0\", \"main\": \"index.js\", "
+	       "\"bin\": {\"aas-hello-js\": \"cli.js\"}}' > package.json && "
+	       "echo 'exports.hi = () => \"hello from npm\";' > index.js && "
+	       "printf '%s\\n' '#!/usr/bin/env node' 'console.log(require(\"./index.js\").hi());' > cli.js && "
+	       "npm pack --offline 2>/dev/null",
+	       "aas-hello-1.0.0.tgz");
+	expect("mkdir -p /workspace/npmapp && cd /workspace/npmapp && npm init -y >/dev/null && "
+	       "npm install --offline --no-audit --no-fund ../npmpkg/aas-hello-1.0.0.tgz >/dev/null && "
+	       "node -e 'console.log(require(\"aas-hello\").hi())'",
+	       "hello from npm");
+	expect("cd /workspace/npmpkg && npm install -g --offline --no-audit --no-fund ./aas-hello-1.0.0.tgz >/dev/null && "
+	       "command -v aas-hello-js && aas-hello-js",
+	       "/home/sandbox/.local/bin/aas-hello-js\nhello from npm");
+}
+
+/* One HTTP/1.0 GET through the engine's tunnel to a sandbox port: the whole answer, malloc()ed. */
+static char *http_get(unsigned int port, const char *path)
+{
+	char req[256], *buf = calloc(1, 65536);
+	size_t got = 0;
+	int fd = -1;
+
+	assert_non_null(buf);
+	check(saas_port_connect(&fd, client, sb->id, port), "port connect");
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+		if (poll(&p, 1, 60000) <= 0)
+			break;
+		n = recv(fd, buf + got, 65535 - got, 0);
+		if (n <= 0 || (got += (size_t)n) >= 65535)
+			break;
+	}
+	close(fd);
+	return buf;
+}
+
+/*
+ * A minute after it was started (the other tests ran meanwhile; the rest of
+ * the minute is waited here): the server still runs and answers every
+ * request, each of which it logs to the stderr of a call long returned.
+ */
+static void test_server_minute_later(void **state)
+{
+	struct timespec now;
+	char *url = NULL, *page;
+
+	(void)state;
+	assert_true(server_started != 0);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec - server_started < 60)
+		sleep((unsigned int)(60 - (now.tv_sec - server_started)));
+	expect("kill -0 $(cat /tmp/http.pid) && echo alive", "alive");
+	check(saas_port_expose(&url, client, sb->id, 8000, 0), "expose 8000");
+	assert_true(url && url[0]);
+	saas_free(url);
+	for (int i = 0; i < 10; i++) {
+		page = http_get(8000, "/");
+		if (!strstr(page, " 200 ") || !strstr(page, "hello from python"))
+			fail_msg("request %d to the background python3 server: %.200s", i, page);
+		free(page);
+	}
+	expect("kill -0 $(cat /tmp/http.pid) && kill $(cat /tmp/http.pid) && echo stopped", "stopped");
 }
 
 static void test_python_stack(void **state)
@@ -150,12 +302,18 @@ static void test_clones(void **state)
 
 int main(void)
 {
+	/* The server first and asked last: the minute it must live is spent on the other tests. */
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_server_start),
+		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_python_stack),
 		cmocka_unit_test(test_node),
 		cmocka_unit_test(test_tools),
 		cmocka_unit_test(test_user_installs),
+		cmocka_unit_test(test_pip_install_user),
+		cmocka_unit_test(test_npm_install),
 		cmocka_unit_test(test_clones),
+		cmocka_unit_test(test_server_minute_later),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
