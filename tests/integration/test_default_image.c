@@ -12,7 +12,6 @@
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
 #include <poll.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
