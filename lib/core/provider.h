@@ -67,6 +67,14 @@ struct saas__client_ops {
 	int (*port_unexpose)(saas_client *c, const char *id, unsigned int port);
 	void (*free)(saas_client *c);
 	int (*sandbox_network_set)(saas_client *c, const char *id, const struct saas__network *net, saas_sandbox **out);
+	/* Executions as they run (0.2.0); NULL: SAAS_ENOTSUP. */
+	int (*exec_stream)(saas_client *c, const char *id, const char *command, const saas_exec_options *opts,
+	                   const saas_exec_callbacks *cb, unsigned int flags, saas_execution **out);
+	int (*execution_follow)(saas_client *c, const char *id, saas_exec_cursor *cursor, const saas_exec_callbacks *cb,
+	                        unsigned int wait_ms, unsigned int flags, saas_execution **out);
+	int (*execution_stdin)(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags);
+	int (*execution_signal)(saas_client *c, const char *id, int signum, unsigned int flags);
+	int (*execution_list_running)(saas_client *c, const char *sandbox_id, saas_execution_list **out);
 };
 
 struct saas_client {
