@@ -242,6 +242,16 @@ SAAS_EXTERN(int) saas_execution_signal(saas_client *client, const char *executio
                                        unsigned int flags);
 
 /**
+ * Stop a running execution and every process it started (its background
+ * processes too), as a timeout does. It is recorded as failed, "cancelled".
+ *
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND; SAAS_ESTATE (ended).
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_execution_cancel(saas_client *client, const char *execution_id, unsigned int flags);
+
+/**
  * Executions of a sandbox. Library-allocated; fields may be appended.
  *
  * Since: 0.2.0

@@ -33,6 +33,7 @@ const struct saas__client_ops saas__local_ops = {
 	saas__local_execution_stdin,
 	saas__local_execution_signal,
 	saas__local_execution_list_running,
+	saas__local_execution_cancel,
 };
 
 #define CHECK_CLIENT(c)                                      \
@@ -449,6 +450,21 @@ SAAS_EXTERN(int) saas_execution_signal(saas_client *c, const char *id, const cha
 	if (!c->ops->execution_signal)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot signal an execution");
 	return c->ops->execution_signal(c, id, num, flags);
+}
+
+SAAS_EXTERN(int) saas_execution_cancel(saas_client *c, const char *id, unsigned int flags)
+{
+	int rc;
+
+	saas__error_clear();
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "execution")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!c->ops->execution_cancel)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot cancel an execution");
+	return c->ops->execution_cancel(c, id);
 }
 
 SAAS_EXTERN(int) saas_execution_list_running(saas_execution_list **out, saas_client *c, const char *sandbox_id,

@@ -306,6 +306,7 @@ int saas__live_signal_number(const char *name);
 int saas__live_get(saas_client *c, const char *id, saas_execution **out);
 int saas__local_execution_stdin(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags);
 int saas__local_execution_signal(saas_client *c, const char *id, int signum, unsigned int flags);
+int saas__local_execution_cancel(saas_client *c, const char *id);
 int saas__local_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out);
 int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_cursor *cur,
                                  const saas_exec_callbacks *cb, unsigned int wait_ms, unsigned int flags,

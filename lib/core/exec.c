@@ -261,6 +261,7 @@ int saas__local_exec_stream(saas_client *c, const char *id, const char *command,
 		saas_execution *p = NULL;
 		if ((rc = execution_public(&j->rec, &p)) < 0)
 			goto fail_record;
+		p->stdin_open = j->stdin_open;
 		pthread_mutex_lock(&e->mu);
 		if (__atomic_load_n(&e->cancel, __ATOMIC_SEQ_CST)) {
 			pthread_mutex_unlock(&e->mu);

@@ -218,31 +218,47 @@ bool saas__live_cancelled(saas_engine *e, struct saas__live *l)
 	return c;
 }
 
-/* A running execution's refusal when it is not (live_mu held). */
-static int live_running(struct saas__live *l)
+/*
+ * The live execution to act on, referenced and with live_mu held; or, when
+ * it ended or is unknown, the error that says which (SAAS_ESTATE, SAAS_ENOTFOUND).
+ */
+static int live_act(saas_client *c, const char *id, struct saas__live **out)
 {
-	if (l->done)
-		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "execution '%s' has ended", l->id);
-	return SAAS_OK;
+	saas_engine *e = c->engine;
+	struct saas__live *l = live_find(c, id);
+	saas_execution *x = NULL;
+	int rc;
+
+	if (l) {
+		pthread_mutex_lock(&e->live_mu);
+		if (!l->done) {
+			*out = l;
+			return SAAS_OK;
+		}
+		pthread_mutex_unlock(&e->live_mu);
+		saas__live_unref(e, l);
+	}
+	/* Ended, or never ours: say which, as execution_get would. */
+	if ((rc = saas__local_execution_get(c, id, &x)) == SAAS_OK)
+		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "execution '%s' has ended", id);
+	saas_execution_free(x);
+	return rc;
+}
+
+static void live_act_done(saas_engine *e, struct saas__live *l)
+{
+	pthread_mutex_unlock(&e->live_mu);
+	saas__live_unref(e, l);
 }
 
 int saas__local_execution_stdin(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags)
 {
 	saas_engine *e = c->engine;
-	struct saas__live *l = live_find(c, id);
-	int rc = SAAS_OK;
+	struct saas__live *l = NULL;
+	int rc;
 
-	if (!l) {
-		/* Ended, or never ours: say which, as execution_get would. */
-		saas_execution *x = NULL;
-		if ((rc = saas__local_execution_get(c, id, &x)) == SAAS_OK)
-			rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "execution '%s' has ended", id);
-		saas_execution_free(x);
+	if ((rc = live_act(c, id, &l)) < 0)
 		return rc;
-	}
-	pthread_mutex_lock(&e->live_mu);
-	if ((rc = live_running(l)) < 0)
-		goto out;
 	if (!l->stdin_open) {
 		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
 		                 l->in_eof ? "the stdin of execution '%s' is closed"
@@ -266,8 +282,7 @@ int saas__local_execution_stdin(saas_client *c, const char *id, const void *data
 		l->stdin_open = false;
 	}
 out:
-	pthread_mutex_unlock(&e->live_mu);
-	saas__live_unref(e, l);
+	live_act_done(e, l);
 	return rc;
 }
 
@@ -284,31 +299,34 @@ int saas__live_signal_number(const char *name)
 int saas__local_execution_signal(saas_client *c, const char *id, int signum, unsigned int flags)
 {
 	saas_engine *e = c->engine;
-	struct saas__live *l = live_find(c, id);
+	struct saas__live *l = NULL;
 	int rc;
 
-	if (!l) {
-		saas_execution *x = NULL;
-		if ((rc = saas__local_execution_get(c, id, &x)) == SAAS_OK)
-			rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "execution '%s' has ended", id);
-		saas_execution_free(x);
+	if ((rc = live_act(c, id, &l)) < 0)
 		return rc;
+	if (l->nsig == SAAS_ARRAY_SIZE(l->sig)) {
+		rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_ARGS, 0,
+		                 "execution '%s' has %zu signals waiting to be sent; send again later", id,
+		                 SAAS_ARRAY_SIZE(l->sig));
+	} else {
+		l->sig[l->nsig].num = signum;
+		l->sig[l->nsig].group = (flags & SAAS_SIGNAL_GROUP) != 0;
+		l->nsig++;
 	}
-	pthread_mutex_lock(&e->live_mu);
-	if ((rc = live_running(l)) == SAAS_OK) {
-		if (l->nsig == SAAS_ARRAY_SIZE(l->sig)) {
-			rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_ARGS, 0,
-			                 "execution '%s' has %zu signals waiting to be sent; send again later", id,
-			                 SAAS_ARRAY_SIZE(l->sig));
-		} else {
-			l->sig[l->nsig].num = signum;
-			l->sig[l->nsig].group = (flags & SAAS_SIGNAL_GROUP) != 0;
-			l->nsig++;
-		}
-	}
-	pthread_mutex_unlock(&e->live_mu);
-	saas__live_unref(e, l);
+	live_act_done(e, l);
 	return rc;
+}
+
+int saas__local_execution_cancel(saas_client *c, const char *id)
+{
+	struct saas__live *l = NULL;
+	int rc;
+
+	if ((rc = live_act(c, id, &l)) < 0)
+		return rc;
+	l->cancel = true;
+	live_act_done(c->engine, l);
+	return SAAS_OK;
 }
 
 /* The public form of a live execution, without output (live_mu held). */
@@ -480,6 +498,16 @@ static int follow_record(const saas_execution *x, saas_exec_cursor *cur, const s
 	return 0;
 }
 
+/* Wait for output or the end (live_mu held), until the deadline. */
+static void follow_wait(struct saas__live *l, saas_engine *e, int64_t deadline)
+{
+	struct timespec ts;
+
+	/* The live cond waits on the monotonic clock (saas__live_new). */
+	saas__deadline(&ts, CLOCK_MONOTONIC, deadline - saas__now_ms());
+	pthread_cond_timedwait(&l->cond, &e->live_mu, &ts);
+}
+
 int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_cursor *cur,
                                  const saas_exec_callbacks *cb, unsigned int wait_ms, unsigned int flags,
                                  saas_execution **out)
@@ -489,7 +517,7 @@ int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_curso
 	saas_execution *x = NULL;
 	char *buf = NULL;
 	int64_t deadline = saas__now_ms() + (wait_ms ? wait_ms : SAAS_EXEC_FOLLOW_WAIT_MAX);
-	int rc = SAAS_OK, moved;
+	int rc = SAAS_OK, moved = 0;
 	bool done = false;
 
 	if (l) {
@@ -499,38 +527,38 @@ int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_curso
 		}
 		for (;;) {
 			if ((moved = follow_step(e, l, cur, cb, buf)) < 0)
-				goto out; /* the caller stops following; the command goes on */
+				break; /* the caller stops following; the command goes on */
 			if (moved)
 				continue;
 			pthread_mutex_lock(&e->live_mu);
-			done = l->done;
-			if (!done && (flags & SAAS_FOLLOW_WAIT) && saas__now_ms() < deadline &&
-			    cur->stdout_offset >= l->s[0].total && cur->stderr_offset >= l->s[1].total) {
-				struct timespec ts;
-				/* The live cond waits on the monotonic clock (saas__live_new). */
-				saas__deadline(&ts, CLOCK_MONOTONIC, deadline - saas__now_ms());
-				pthread_cond_timedwait(&l->cond, &e->live_mu, &ts);
+			/* Nothing new since the step: done now means all was delivered. */
+			done = l->done && cur->stdout_offset >= l->s[0].total && cur->stderr_offset >= l->s[1].total;
+			if (done || !(flags & SAAS_FOLLOW_WAIT) || saas__now_ms() >= deadline) {
 				pthread_mutex_unlock(&e->live_mu);
-				continue;
-			}
-			pthread_mutex_unlock(&e->live_mu);
-			if (done || !(flags & SAAS_FOLLOW_WAIT) || saas__now_ms() >= deadline)
 				break;
+			}
+			if (!l->done && cur->stdout_offset >= l->s[0].total && cur->stderr_offset >= l->s[1].total)
+				follow_wait(l, e, deadline);
+			pthread_mutex_unlock(&e->live_mu);
 		}
 		if (!done) {
-			/* Still running: the execution as it stands. */
+			/* Still running, or the caller stopped: the execution as it stands. */
 			if (out) {
 				pthread_mutex_lock(&e->live_mu);
-				rc = live_public(l, true, &x);
+				bool ended = l->done;
+				if (!ended)
+					rc = live_public(l, true, &x);
 				pthread_mutex_unlock(&e->live_mu);
+				if (ended)
+					rc = saas__local_execution_get(c, id, &x);
 			}
 			goto out;
 		}
 	}
-	/* Ended: the record has the rest (a cursor past the window saw it all live). */
+	/* Ended: the record has the rest (a cursor past what it kept saw it all live). */
 	if ((rc = saas__local_execution_get(c, id, &x)) < 0)
 		goto out;
-	if (!l && follow_record(x, cur, cb) < 0)
+	if (!l && (moved = follow_record(x, cur, cb)) < 0)
 		goto out;
 	if (x->status != SAAS_EXEC_RUNNING && cb && cb->exit)
 		cb->exit(cb->userdata, x);

@@ -75,6 +75,7 @@ struct saas__client_ops {
 	int (*execution_stdin)(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags);
 	int (*execution_signal)(saas_client *c, const char *id, int signum, unsigned int flags);
 	int (*execution_list_running)(saas_client *c, const char *sandbox_id, saas_execution_list **out);
+	int (*execution_cancel)(saas_client *c, const char *id);
 };
 
 struct saas_client {
