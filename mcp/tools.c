@@ -931,7 +931,8 @@ static const struct tool tools[] = {
 	  "background with `&` (e.g. `python3 -m http.server 8000 &`; they keep running after the call, and "
 	  "what they print after it is dropped: add `>/tmp/http.log 2>&1` to keep it), or the call waits until "
 	  "timeout_seconds and the command is killed with everything it started. Output that is not valid UTF-8 comes back base64 "
-	  "(stdout_encoding/stderr_encoding say which).",
+	  "(stdout_encoding/stderr_encoding say which). With a progressToken (_meta), the output also comes as "
+	  "notifications/progress while the command runs.",
 	  false, true, false, true, true, 0, t_run },
 	{ "write_file", "Write a file",
 	  "Write a file in a sandbox, creating missing parent directories; an existing file is replaced. The content "

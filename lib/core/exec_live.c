@@ -109,7 +109,7 @@ static void stream_keep(struct saas__live *l, struct saas__live_stream *st, cons
 	size_t room = l->max > st->kept.len ? l->max - st->kept.len : 0, k = n < room ? n : room;
 
 	if (k && saas__buf_put(&st->kept, d, k) < 0)
-		room = k = 0; /* out of memory: what follows goes to the window only */
+		k = 0; /* out of memory: the chunk goes to the window only */
 	if (k < n)
 		st->truncated = 1;
 	st->total += k;

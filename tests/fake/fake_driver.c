@@ -376,6 +376,10 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 			req->output(req->output_userdata, SAAS_STREAM_STDOUT, req->stdin_data, req->stdin_len);
 		if (req->input)
 			return fake_running(name, req, exit_code, true);
+	} else if (strcmp(cmd, "tick") == 0) {
+		/* A line, then on until a signal or a cancel (the CLI's live output). */
+		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "tick\n", 5);
+		return fake_running(name, req, exit_code, false);
 	} else if (strcmp(cmd, "wait") == 0) {
 		/* Until a signal ends it (or a cancel, or the VM goes). */
 		return fake_running(name, req, exit_code, false);
