@@ -14,8 +14,22 @@ static const char help[] =
 	"\n"
 	"Run a command in a sandbox. The words are quoted for the shell and joined into one\n"
 	"command line (use `-- sh -c '...'` for pipes and redirections). Its stdout and stderr\n"
-	"go to yours; aas exits with its exit code (124 if it timed out). Stdin is passed\n"
-	"through when it is not a terminal (up to 16 MiB); -n gives the command no stdin.\n";
+	"go to yours as it writes them; aas exits with its exit code (124 if it timed out).\n"
+	"Stdin is passed through when it is not a terminal (up to 16 MiB); -n gives the\n"
+	"command no stdin. --json prints the execution, output included, at the end.\n";
+
+/* Output as it comes, to ours: each chunk flushed, so a pipe sees lines as the command writes them. */
+static int print_chunk(void *userdata, int stream, uint64_t offset, const void *data, size_t len)
+{
+	FILE *f = stream == SAAS_EXEC_STDERR ? stderr : stdout;
+
+	(void)userdata;
+	(void)offset;
+	/* A reader that went away (EPIPE) does not stop the command: it runs to its end, as it would have. */
+	if (fwrite(data, 1, len, f) == len)
+		fflush(f);
+	return 0;
+}
 
 /* Append `w` to `s`, quoted for /bin/sh unless it needs none. */
 static int append_word(char **s, size_t *len, size_t *cap, const char *w)
@@ -162,24 +176,23 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 	}
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		goto out;
-	if ((rc = saas_exec(&ex, client, id, cmd, &opts, 0)) != SAAS_OK) {
+	if (ctx->json) {
+		rc = saas_exec(&ex, client, id, cmd, &opts, 0);
+	} else {
+		saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+		cb.output = print_chunk;
+		rc = saas_exec_stream(&ex, client, id, cmd, &opts, &cb, 0);
+	}
+	if (rc != SAAS_OK) {
 		code = aas_fail(rc, id);
 		/* The command could not run at all (docs/cli.md): 5, which a command's own 1 cannot be taken for. */
 		if (code == AAS_EXIT_ERROR)
 			code = AAS_EXIT_SERVER;
 		goto out;
 	}
-	if (ctx->json) {
+	/* Streamed, the output was all printed as it came; only the record keeps no more than max_output. */
+	if (ctx->json)
 		aas_json_print(saas__wire_execution(ex));
-	} else {
-		if (ex->stdout_len)
-			fwrite(ex->stdout_data, 1, ex->stdout_len, stdout);
-		fflush(stdout);
-		if (ex->stderr_len)
-			fwrite(ex->stderr_data, 1, ex->stderr_len, stderr);
-		if (ex->stdout_truncated || ex->stderr_truncated)
-			fprintf(stderr, "aas: warning: output was cut at 1 MiB per stream: write it to a file and `aas cp` it out\n");
-	}
 	switch (ex->status) {
 	case SAAS_EXEC_EXITED:
 		code = ex->exit_code & 255;

@@ -474,6 +474,50 @@ static json_t *t_create(struct call *c)
 	return res;
 }
 
+/*
+ * run_command's output as progress, while it runs: one notification per
+ * chunk, its text the message (base64 when not UTF-8, said in _meta). At most
+ * the output the result keeps (max_output) per stream goes out this way, so
+ * a transport that buffers notifications holds no more than the result will.
+ */
+struct run_progress {
+	struct call *c;
+	size_t sent[2];
+	bool said_cut;
+};
+
+static int run_chunk(void *userdata, int stream, uint64_t offset, const void *data, size_t len)
+{
+	struct run_progress *p = userdata;
+	struct call *c = p->c;
+	int s = stream == SAAS_EXEC_STDERR;
+	json_t *chunk, *n;
+
+	if (cancelled(c))
+		return 1; /* notifications/cancelled: the command dies with all it started */
+	if (p->sent[s] >= SAAS_EXEC_OUTPUT_DEFAULT) {
+		if (!p->said_cut) {
+			p->said_cut = true;
+			progress(c, "(more output: the result holds what was kept)");
+		}
+		return 0;
+	}
+	if (len > SAAS_EXEC_OUTPUT_DEFAULT - p->sent[s])
+		len = SAAS_EXEC_OUTPUT_DEFAULT - p->sent[s];
+	p->sent[s] += len;
+	if (!(chunk = saas__wire_exec_chunk(stream, offset, data, len)))
+		return 0;
+	n = json_pack("{s:s,s:s,s:{s:O,s:I,s:O,s:{s:O,s:O,s:O}}}", "jsonrpc", "2.0", "method", "notifications/progress",
+	              "params", "progressToken", (json_t *)c->progress, "progress", ++c->progress_n, "message",
+	              json_object_get(chunk, json_is_string(json_object_get(chunk, "data")) ? "data" : "data_base64"),
+	              "_meta", "stream", json_object_get(chunk, "stream"), "offset", json_object_get(chunk, "offset"),
+	              "encoding", json_object_get(chunk, "data_encoding"));
+	json_decref(chunk);
+	if (n)
+		c->ctx->notify(c->ctx->userdata, n);
+	return 0;
+}
+
 static json_t *t_run(struct call *c)
 {
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
@@ -518,7 +562,16 @@ static json_t *t_run(struct call *c)
 		o.stdin_data = in;
 		o.stdin_len = strlen(in);
 	}
-	if ((rc = saas_exec(&x, c->ctx->client, id, cmd, &o, 0)) < 0) {
+	if (c->progress && c->ctx->notify) {
+		struct run_progress p = { c, { 0, 0 }, false };
+		saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+		cb.output = run_chunk;
+		cb.userdata = &p;
+		rc = saas_exec_stream(&x, c->ctx->client, id, cmd, &o, &cb, 0);
+	} else {
+		rc = saas_exec(&x, c->ctx->client, id, cmd, &o, 0);
+	}
+	if (rc < 0) {
 		res = fail_saas(c, rc);
 		goto out;
 	}
@@ -881,7 +934,8 @@ static const struct tool tools[] = {
 	  "background with `&` (e.g. `python3 -m http.server 8000 &`; they keep running after the call, and "
 	  "what they print after it is dropped: add `>/tmp/http.log 2>&1` to keep it), or the call waits until "
 	  "timeout_seconds and the command is killed with everything it started. Output that is not valid UTF-8 comes back base64 "
-	  "(stdout_encoding/stderr_encoding say which).",
+	  "(stdout_encoding/stderr_encoding say which). With a progressToken (_meta), the output also comes as "
+	  "notifications/progress while the command runs.",
 	  false, true, false, true, true, 0, t_run },
 	{ "write_file", "Write a file",
 	  "Write a file in a sandbox, creating missing parent directories; an existing file is replaced. The content "
@@ -1032,7 +1086,7 @@ out:
 
 bool aas_mcp_tool_reports_progress(const char *name)
 {
-	return name && strcmp(name, "create_sandbox") == 0;
+	return name && (strcmp(name, "create_sandbox") == 0 || strcmp(name, "run_command") == 0);
 }
 
 json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t *args, const json_t *id,

@@ -28,6 +28,12 @@ const struct aas_route aas_routes[] = {
 	{ "DELETE", "/v1/sandboxes/{id}/ports/{port}", AAS_R_AUTH, aas_h_port_unexpose, NULL, NULL },
 	{ "GET", "/v1/sandboxes/{id}/pty", AAS_R_AUTH, aas_h_pty, NULL, NULL },
 	{ "GET", "/v1/executions/{id}", AAS_R_AUTH, aas_h_execution_get, NULL, NULL },
+	/* Executions as they run (issue #13): follow, stdin, signals, cancel, the running list. */
+	{ "GET", "/v1/executions/{id}/events", AAS_R_AUTH, aas_h_execution_events, NULL, NULL },
+	{ "POST", "/v1/executions/{id}/stdin", AAS_R_AUTH | AAS_R_JSON, aas_h_execution_stdin, NULL, NULL },
+	{ "POST", "/v1/executions/{id}/signal", AAS_R_AUTH | AAS_R_JSON, aas_h_execution_signal, NULL, NULL },
+	{ "POST", "/v1/executions/{id}/cancel", AAS_R_AUTH, aas_h_execution_cancel, NULL, NULL },
+	{ "GET", "/v1/sandboxes/{id}/executions", AAS_R_AUTH, aas_h_execution_list, NULL, NULL },
 	/* MCP authenticates per tool (keyless discovery), so not AAS_R_AUTH. */
 	{ "POST", "/v1/mcp", AAS_R_JSON | AAS_R_KEY, aas_h_mcp_post, NULL, NULL },
 	{ "DELETE", "/v1/mcp", 0, aas_h_mcp_delete, NULL, NULL },

@@ -73,6 +73,10 @@ typedef struct saas_execution {
 	int64_t finished_at_ms;            /**< 0 while running. */
 	int64_t duration_ms;
 	char *error;                       /**< Why it failed (status FAILED), else "". */
+	/* Since 0.2.0. */
+	uint64_t stdout_total;             /**< Bytes the command wrote to stdout so far, kept or not. */
+	uint64_t stderr_total;
+	int stdin_open;                    /**< Non-zero while saas_execution_stdin() is taken. */
 } saas_execution;
 
 /** Return at once with a running execution; poll it with saas_execution_get(). */
@@ -97,6 +101,184 @@ typedef struct saas_execution {
  */
 SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *client, const char *sandbox_id,
                            const char *command, const saas_exec_options *options, unsigned int flags);
+
+/**
+ * Keep the command's stdin open after stdin_data, for saas_execution_stdin()
+ * until it is closed (otherwise stdin ends after stdin_data).
+ *
+ * Since: 0.2.0
+ */
+#define SAAS_EXEC_STDIN_OPEN (1u << 1)
+
+/** Largest stdin of a running execution written but not yet taken by the command, in bytes. */
+#define SAAS_EXEC_STDIN_PENDING_MAX (1u << 20)
+/**
+ * Output a follower can still catch up on past the kept max_output of each
+ * stream: the last this many bytes. A follower further behind is told how
+ * much it lost (saas_exec_callbacks.lost).
+ */
+#define SAAS_EXEC_FOLLOW_WINDOW (1u << 20)
+/** Longest wait of one saas_execution_follow() with SAAS_FOLLOW_WAIT, in milliseconds. */
+#define SAAS_EXEC_FOLLOW_WAIT_MAX 60000
+
+/**
+ * Where a reader is in an execution's output: the bytes of each stream it has
+ * seen. Zero it to start from the beginning.
+ *
+ * Since: 0.2.0
+ */
+typedef struct saas_exec_cursor {
+	uint64_t stdout_offset;
+	uint64_t stderr_offset;
+} saas_exec_cursor;
+
+/** Version of saas_exec_callbacks this header describes. */
+#define SAAS_EXEC_CALLBACKS_VERSION 1
+
+/**
+ * What a streaming exec or a follower is told as the command runs. Every
+ * member but version may be NULL. The callbacks run on the calling thread,
+ * one at a time; the pointers they get are borrowed for the call.
+ *
+ * Since: 0.2.0
+ */
+typedef struct saas_exec_callbacks {
+	unsigned int version;  /**< SAAS_EXEC_CALLBACKS_VERSION */
+	/** The execution is recorded under this id and runs. Return non-zero to cancel. */
+	int (*started)(void *userdata, const char *execution_id);
+	/**
+	 * Output as it arrives: `stream` is SAAS_EXEC_STDOUT or SAAS_EXEC_STDERR,
+	 * `offset` where the chunk starts in that stream. Return non-zero to cancel.
+	 */
+	int (*output)(void *userdata, int stream, uint64_t offset, const void *data, size_t len);
+	/** A follower fell behind: `len` bytes of `stream` from `offset` are gone. */
+	void (*lost)(void *userdata, int stream, uint64_t offset, uint64_t len);
+	/** The execution ended; it is the same one the call then returns. */
+	void (*exit)(void *userdata, const struct saas_execution *execution);
+	void *userdata;
+} saas_exec_callbacks;
+
+#define SAAS_EXEC_CALLBACKS_INIT { SAAS_EXEC_CALLBACKS_VERSION, NULL, NULL, NULL, NULL, NULL }
+
+/** The streams of saas_exec_callbacks.output. */
+#define SAAS_EXEC_STDOUT 1
+#define SAAS_EXEC_STDERR 2
+
+/**
+ * Run a command as saas_exec() does (without SAAS_EXEC_BACKGROUND), telling
+ * `callbacks` of its output as it comes. Every byte is delivered, in order
+ * per stream, including what is past max_output (which the record keeps no
+ * more of than saas_exec() would).
+ *
+ * Cancelling (a callback returned non-zero) kills the command and every
+ * process it started; the execution is then recorded as failed, "cancelled".
+ *
+ * @param out        [out] the finished execution; free with saas_execution_free().
+ * @param callbacks  [in] may be NULL (then this is saas_exec()).
+ * @param flags      0 or SAAS_EXEC_STDIN_OPEN.
+ * @return as saas_exec().
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_exec_stream(saas_execution **out, saas_client *client, const char *sandbox_id,
+                                  const char *command, const saas_exec_options *options,
+                                  const saas_exec_callbacks *callbacks, unsigned int flags);
+
+/** saas_execution_follow(): wait for new output (and for the end) rather than return at once. */
+#define SAAS_FOLLOW_WAIT (1u << 0)
+
+/**
+ * Read an execution's output from a cursor: what is there now, or (with
+ * SAAS_FOLLOW_WAIT) until the execution ends, or for at most `wait_ms`.
+ * Reconnecting is following again from the cursor reached.
+ *
+ * Output past what the record keeps (max_output) can be followed only while
+ * it is among the last SAAS_EXEC_FOLLOW_WINDOW bytes; older bytes are
+ * reported through `lost`. A callback returning non-zero stops the call
+ * (SAAS_OK), not the command.
+ *
+ * @param out        [out] the execution as it stands when the call returns (running or ended), or NULL.
+ * @param cursor     [in,out] where to start; updated to where the call stopped.
+ * @param wait_ms    with SAAS_FOLLOW_WAIT: at most this long (at most SAAS_EXEC_FOLLOW_WAIT_MAX); 0: the most.
+ * @param flags      0 or SAAS_FOLLOW_WAIT.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_execution_follow(saas_execution **out, saas_client *client, const char *execution_id,
+                                       saas_exec_cursor *cursor, const saas_exec_callbacks *callbacks,
+                                       unsigned int wait_ms, unsigned int flags);
+
+/** saas_execution_stdin(): end the command's input after `data`. */
+#define SAAS_STDIN_CLOSE (1u << 0)
+
+/**
+ * Write to the stdin of a running execution started with SAAS_EXEC_STDIN_OPEN,
+ * and (SAAS_STDIN_CLOSE) end it.
+ *
+ * @param data, len  bytes to send; len may be 0 (to close only).
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND; SAAS_ESTATE (ended, or its
+ *         stdin is not open); SAAS_EBUSY (SAAS_EXEC_STDIN_PENDING_MAX bytes
+ *         are waiting for the command to read them: try again).
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_execution_stdin(saas_client *client, const char *execution_id, const void *data,
+                                      size_t len, unsigned int flags);
+
+/** saas_execution_signal(): to the command's whole process group, not its shell alone. */
+#define SAAS_SIGNAL_GROUP (1u << 0)
+
+/**
+ * Send a signal to a running execution: its shell, or (SAAS_SIGNAL_GROUP) its
+ * process group, which holds every process it started that did not leave it.
+ *
+ * @param signal  "TERM", "KILL", "INT" or "HUP" ("SIG" prefix allowed).
+ * @return SAAS_OK; SAAS_EINVAL (another signal); SAAS_ENOTFOUND; SAAS_ESTATE (ended).
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_execution_signal(saas_client *client, const char *execution_id, const char *signal,
+                                       unsigned int flags);
+
+/**
+ * Stop a running execution and every process it started (its background
+ * processes too), as a timeout does. It is recorded as failed, "cancelled".
+ *
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND; SAAS_ESTATE (ended).
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_execution_cancel(saas_client *client, const char *execution_id, unsigned int flags);
+
+/**
+ * Executions of a sandbox. Library-allocated; fields may be appended.
+ *
+ * Since: 0.2.0
+ */
+typedef struct saas_execution_list {
+	size_t count;
+	saas_execution **items;      /**< Without their output (lengths 0). */
+} saas_execution_list;
+
+/**
+ * The running executions of a sandbox, oldest first.
+ *
+ * @param out     [out] free with saas_execution_list_free().
+ * @param flags   0.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ENOMEM.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_execution_list_running(saas_execution_list **out, saas_client *client,
+                                             const char *sandbox_id, unsigned int flags);
+
+/**
+ * Free a list; NULL is ignored.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(void) saas_execution_list_free(saas_execution_list *list);
 
 /**
  * Read an execution back, running or finished.

@@ -29,6 +29,12 @@ const struct saas__client_ops saas__local_ops = {
 	NULL,
 	saas__local_sandbox_network_set,
 	saas__local_pty_open,
+	saas__local_exec_stream,
+	saas__local_execution_follow,
+	saas__local_execution_stdin,
+	saas__local_execution_signal,
+	saas__local_execution_list_running,
+	saas__local_execution_cancel,
 };
 
 #define CHECK_CLIENT(c)                                      \
@@ -343,24 +349,23 @@ static int check_env(const char *const *env)
 	return SAAS_OK;
 }
 
-SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id, const char *command,
-                           const saas_exec_options *options, unsigned int flags)
+/* The arguments of an exec, checked once for saas_exec and saas_exec_stream; `o` holds the defaults. */
+static int check_exec(saas_execution **out, saas_client *c, const char *id, const char *command,
+                      saas_exec_options *o, const saas_exec_options *options, unsigned int flags,
+                      unsigned int known)
 {
 	static const size_t sizes[] = { 0, sizeof(saas_exec_options) };
-	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
-	const saas_exec_options *o = &opts;
 	int rc;
 
-	saas__error_clear();
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
-	if ((rc = saas__options_read(&opts, options, sizes, SAAS_EXEC_OPTIONS_VERSION, "exec")) < 0)
+	if ((rc = saas__options_read(o, options, sizes, SAAS_EXEC_OPTIONS_VERSION, "exec")) < 0)
 		return rc;
-	if (flags & ~SAAS_EXEC_BACKGROUND)
+	if (flags & ~known)
 		return saas__inval("unknown flags 0x%x", flags);
 	if (!command || !*command)
 		return saas__inval("command is missing");
@@ -380,7 +385,141 @@ SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id,
 		return saas__inval("command timeout must be between 1 and %d seconds", SAAS_EXEC_TIMEOUT_MAX);
 	if (o->max_output > SAAS_EXEC_OUTPUT_MAX)
 		return saas__inval("max_output is over %u bytes", SAAS_EXEC_OUTPUT_MAX);
-	return c->ops->exec(c, id, command, o, flags, out);
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_exec(saas_execution **out, saas_client *c, const char *id, const char *command,
+                           const saas_exec_options *options, unsigned int flags)
+{
+	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
+	int rc;
+
+	saas__error_clear();
+	if ((rc = check_exec(out, c, id, command, &opts, options, flags,
+	                     SAAS_EXEC_BACKGROUND | SAAS_EXEC_STDIN_OPEN)) < 0)
+		return rc;
+	return c->ops->exec(c, id, command, &opts, flags, out);
+}
+
+/* A callbacks struct of any version up to this header's, read into the current one. */
+static int callbacks_read(saas_exec_callbacks *cb, const saas_exec_callbacks *in)
+{
+	static const size_t sizes[] = { 0, sizeof(saas_exec_callbacks) };
+
+	return saas__options_read(cb, in, sizes, SAAS_EXEC_CALLBACKS_VERSION, "exec callbacks");
+}
+
+SAAS_EXTERN(int) saas_exec_stream(saas_execution **out, saas_client *c, const char *id, const char *command,
+                                  const saas_exec_options *options, const saas_exec_callbacks *callbacks,
+                                  unsigned int flags)
+{
+	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
+	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+	int rc;
+
+	saas__error_clear();
+	if ((rc = check_exec(out, c, id, command, &opts, options, flags, SAAS_EXEC_STDIN_OPEN)) < 0 ||
+	    (rc = callbacks_read(&cb, callbacks)) < 0)
+		return rc;
+	if (!c->ops->exec_stream)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot stream an exec");
+	return c->ops->exec_stream(c, id, command, &opts, &cb, flags, out);
+}
+
+SAAS_EXTERN(int) saas_execution_follow(saas_execution **out, saas_client *c, const char *id,
+                                       saas_exec_cursor *cursor, const saas_exec_callbacks *callbacks,
+                                       unsigned int wait_ms, unsigned int flags)
+{
+	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+	int rc;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "execution")) < 0 || (rc = callbacks_read(&cb, callbacks)) < 0)
+		return rc;
+	if (!cursor)
+		return saas__inval("cursor is NULL");
+	if (flags & ~SAAS_FOLLOW_WAIT)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (wait_ms > SAAS_EXEC_FOLLOW_WAIT_MAX)
+		return saas__inval("wait_ms is over %u", SAAS_EXEC_FOLLOW_WAIT_MAX);
+	if (!c->ops->execution_follow)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot follow an execution");
+	return c->ops->execution_follow(c, id, cursor, &cb, wait_ms, flags, out);
+}
+
+SAAS_EXTERN(int) saas_execution_stdin(saas_client *c, const char *id, const void *data, size_t len,
+                                      unsigned int flags)
+{
+	int rc;
+
+	saas__error_clear();
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "execution")) < 0)
+		return rc;
+	if (len && !data)
+		return saas__inval("len is set but data is NULL");
+	if (flags & ~SAAS_STDIN_CLOSE)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (len > SAAS_EXEC_STDIN_PENDING_MAX)
+		return saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, 0, "stdin writes are at most %u bytes",
+		                   SAAS_EXEC_STDIN_PENDING_MAX);
+	if (!c->ops->execution_stdin)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot write to an execution");
+	return c->ops->execution_stdin(c, id, data, len, flags);
+}
+
+SAAS_EXTERN(int) saas_execution_signal(saas_client *c, const char *id, const char *signal, unsigned int flags)
+{
+	int rc, num;
+
+	saas__error_clear();
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "execution")) < 0)
+		return rc;
+	if (!signal || !(num = saas__live_signal_number(signal)))
+		return saas__inval("signal must be TERM, KILL, INT or HUP");
+	if (flags & ~SAAS_SIGNAL_GROUP)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!c->ops->execution_signal)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot signal an execution");
+	return c->ops->execution_signal(c, id, num, flags);
+}
+
+SAAS_EXTERN(int) saas_execution_cancel(saas_client *c, const char *id, unsigned int flags)
+{
+	int rc;
+
+	saas__error_clear();
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "execution")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!c->ops->execution_cancel)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot cancel an execution");
+	return c->ops->execution_cancel(c, id);
+}
+
+SAAS_EXTERN(int) saas_execution_list_running(saas_execution_list **out, saas_client *c, const char *sandbox_id,
+                                             unsigned int flags)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(sandbox_id, "sandbox")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!c->ops->execution_list_running)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot list executions");
+	return c->ops->execution_list_running(c, sandbox_id, out);
 }
 
 SAAS_EXTERN(int) saas_execution_get(saas_execution **out, saas_client *c, const char *id)

@@ -91,6 +91,10 @@ struct saas_engine {
 	/* Serialises network changes, so that the driver and the store end up with the same last one. */
 	pthread_mutex_t network_mu;
 
+	/* Executions running now (exec_live.c), newest first, under live_mu. */
+	pthread_mutex_t live_mu;
+	struct saas__live *lives;
+
 	/* Background executions still running; engine_free waits for them. */
 	unsigned int background;
 	int cancel;                    /* set atomically when the engine shuts down */
@@ -249,6 +253,67 @@ size_t saas__closes_retry(saas_engine *e);
 bool saas__closes_pending(saas_engine *e, const char *id);
 /* Show a live row whose close is pending as it will be recorded; true if it was. */
 bool saas__closes_view(saas_engine *e, saas_store_sandbox *row);
+
+/* exec_live.c: an execution while it runs (all under the engine's live_mu) */
+struct saas__live_stream {
+	saas__buf kept;                /* the first max_output bytes: what the record keeps */
+	int truncated;
+	char *ring;                    /* the last SAAS_EXEC_FOLLOW_WINDOW bytes past `kept`, for followers */
+	uint64_t ring_from;            /* the first offset the ring ever held */
+	uint64_t total;                /* bytes written to the stream so far */
+};
+
+struct saas__live {
+	struct saas__live *next;
+	saas_engine *engine;
+	unsigned int refs;             /* the job's, and each follower's or caller's */
+	char id[SAAS_ID_MAX + 1];
+	char account_id[SAAS_ID_MAX + 1];
+	char sandbox_id[SAAS_ID_MAX + 1];
+	int64_t started_at_ms;
+	size_t max;                    /* max_output */
+	struct saas__live_stream s[2]; /* stdout, stderr */
+	pthread_cond_t cond;           /* output came, or the end */
+	bool stdin_open;               /* writes are taken */
+	bool in_eof;                   /* the writer closed stdin */
+	saas__buf in;                  /* stdin written and not yet taken: bytes from in_off */
+	size_t in_off;
+	struct {
+		int num;
+		bool group;
+	} sig[8];                      /* signals to send, oldest first */
+	size_t nsig;
+	bool cancel;                   /* the caller cancelled: kill all it started */
+	bool done;
+	int status, exit_code;
+};
+
+/* Register a running execution (one reference, the job's). */
+int saas__live_new(saas_engine *e, const saas_store_execution *rec, size_t max_output, bool stdin_open,
+                   struct saas__live **out);
+void saas__live_unref(saas_engine *e, struct saas__live *l);
+/* Keep a chunk of output and wake the followers. */
+void saas__live_output(saas_engine *e, struct saas__live *l, int stream, const void *data, size_t len);
+/* The record is written: followers read the rest and the end. */
+void saas__live_end(saas_engine *e, struct saas__live *l, const saas_store_execution *rec);
+void saas__live_cancel(saas_engine *e, struct saas__live *l);
+bool saas__live_cancelled(saas_engine *e, struct saas__live *l);
+/* The driver's input and control callbacks (saas_driver_exec), userdata a saas__live. */
+long saas__live_input(void *userdata, void *buf, size_t cap);
+int saas__live_control(void *userdata, int *group);
+/* "TERM" ("SIGTERM") -> 15 for the signals a caller may send; 0 for any other. */
+int saas__live_signal_number(const char *name);
+/* A running execution of the client's as it stands: 0 and *out, 1 if none runs, or an error. */
+int saas__live_get(saas_client *c, const char *id, saas_execution **out);
+int saas__local_execution_stdin(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags);
+int saas__local_execution_signal(saas_client *c, const char *id, int signum, unsigned int flags);
+int saas__local_execution_cancel(saas_client *c, const char *id);
+int saas__local_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out);
+int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_cursor *cur,
+                                 const saas_exec_callbacks *cb, unsigned int wait_ms, unsigned int flags,
+                                 saas_execution **out);
+int saas__local_exec_stream(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
+                            const saas_exec_callbacks *cb, unsigned int flags, saas_execution **out);
 
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);

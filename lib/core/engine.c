@@ -454,6 +454,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	pthread_cond_init(&e->cond, NULL);
 	pthread_mutex_init(&e->tenants_mu, NULL);
 	pthread_mutex_init(&e->network_mu, NULL);
+	pthread_mutex_init(&e->live_mu, NULL);
 	pthread_mutex_init(&e->closes.mu, NULL);
 	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
 	e->disk_budget_gb = o->disk_budget_gb;
@@ -578,6 +579,7 @@ void saas__engine_release(saas_engine *e)
 	saas__tenants_free(e);
 	pthread_mutex_destroy(&e->tenants_mu);
 	pthread_mutex_destroy(&e->network_mu);
+	pthread_mutex_destroy(&e->live_mu);
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->mu);
 	free(e);

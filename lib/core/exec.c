@@ -8,29 +8,6 @@
 
 #include "core/core.h"
 
-struct capture {
-	saas__buf out, err;
-	size_t max;
-	int out_truncated, err_truncated;
-};
-
-/* Keep what fits under the cap, count the rest away: the driver never blocks on us. */
-static int capture_output(void *ud, int stream, const void *data, size_t len)
-{
-	struct capture *c = ud;
-	saas__buf *b = stream == SAAS_STREAM_STDERR ? &c->err : &c->out;
-	int *trunc = stream == SAAS_STREAM_STDERR ? &c->err_truncated : &c->out_truncated;
-	size_t room = c->max > b->len ? c->max - b->len : 0;
-
-	if (len > room) {
-		*trunc = 1;
-		len = room;
-	}
-	if (len && saas__buf_put(b, data, len) < 0)
-		*trunc = 1; /* out of memory: keep what we have, say it was cut */
-	return 0;
-}
-
 /* Everything one run needs, owned, so a background thread can outlive the caller's buffers. */
 struct job {
 	saas_engine *engine;
@@ -44,7 +21,28 @@ struct job {
 	int64_t timeout_ms;
 	size_t max_output;
 	bool slot;             /* holds one of the account's max_executions */
+	bool stdin_open;       /* SAAS_EXEC_STDIN_OPEN */
+	struct saas__live *live;
+	const saas_exec_callbacks *cb; /* a streaming caller's, on its own thread (foreground only) */
+	uint64_t offset[2];    /* what cb was given of stdout, stderr */
 };
+
+/*
+ * Keep what fits under the cap, count the rest away: the driver never blocks
+ * on us. A streaming caller is given every byte, on its own thread.
+ */
+static int job_output(void *ud, int stream, const void *data, size_t len)
+{
+	struct job *j = ud;
+	int s = stream == SAAS_STREAM_STDERR;
+
+	saas__live_output(j->engine, j->live, stream, data, len);
+	if (j->cb && j->cb->output && !saas__live_cancelled(j->engine, j->live) &&
+	    j->cb->output(j->cb->userdata, s + 1, j->offset[s], data, len))
+		saas__live_cancel(j->engine, j->live);
+	j->offset[s] += len;
+	return 0;
+}
 
 static void job_free(struct job *j)
 {
@@ -52,6 +50,7 @@ static void job_free(struct job *j)
 		return;
 	if (j->slot)
 		saas__exec_slot_release(j->engine, j->rec.account_id);
+	saas__live_unref(j->engine, j->live);
 	free(j->command);
 	free(j->cwd);
 	if (j->env)
@@ -77,6 +76,9 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 	p->duration_ms = x->finished_at_ms ? x->finished_at_ms - x->started_at_ms : 0;
 	p->stdout_len = x->stdout_len;
 	p->stderr_len = x->stderr_len;
+	/* The store keeps no totals: what it kept is what there is to read. */
+	p->stdout_total = x->stdout_len;
+	p->stderr_total = x->stderr_len;
 	if (!(p->id = saas__strdup(x->id)) || !(p->sandbox_id = saas__strdup(x->sandbox_id)) ||
 	    !(p->stdout_data = malloc(x->stdout_len + 1)) || !(p->stderr_data = malloc(x->stderr_len + 1)) ||
 	    !(p->error = saas__strdup(x->error ? x->error : ""))) {
@@ -97,12 +99,10 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 static int job_run(struct job *j)
 {
 	saas_engine *e = j->engine;
-	struct capture cap;
+	struct saas__live *l = j->live;
 	saas_driver_exec req;
 	int exit_code = -1, rc;
 
-	memset(&cap, 0, sizeof(cap));
-	cap.max = j->max_output;
 	memset(&req, 0, sizeof(req));
 	req.command = j->command;
 	req.cwd = j->cwd;
@@ -110,23 +110,29 @@ static int job_run(struct job *j)
 	req.stdin_data = j->stdin_data;
 	req.stdin_len = j->stdin_len;
 	req.timeout_ms = j->timeout_ms;
-	req.output = capture_output;
-	req.output_userdata = &cap;
+	req.output = job_output;
+	req.output_userdata = j;
 	req.cancel = &e->cancel;
+	req.input = j->stdin_open ? saas__live_input : NULL;
+	req.control = saas__live_control;
+	req.control_userdata = l;
 
 	if (!e->driver->exec)
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot run commands",
 		                 e->driver->name);
+	else if (saas__live_cancelled(e, l))
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "cancelled before it started");
 	else
 		rc = e->driver->exec(e->driver_ctx, j->sandbox_id, &req, &exit_code);
 
+	/* The driver is done with the live streams: what they kept is read without the lock from here on. */
 	j->rec.finished_at_ms = saas__engine_now(e);
-	j->rec.stdout_data = cap.out.data;
-	j->rec.stdout_len = cap.out.len;
-	j->rec.stderr_data = cap.err.data;
-	j->rec.stderr_len = cap.err.len;
-	j->rec.stdout_truncated = cap.out_truncated;
-	j->rec.stderr_truncated = cap.err_truncated;
+	j->rec.stdout_data = l->s[0].kept.data;
+	j->rec.stdout_len = l->s[0].kept.len;
+	j->rec.stderr_data = l->s[1].kept.data;
+	j->rec.stderr_len = l->s[1].kept.len;
+	j->rec.stdout_truncated = l->s[0].truncated;
+	j->rec.stderr_truncated = l->s[1].truncated;
 	if (rc == SAAS_OK) {
 		j->rec.status = SAAS_EXEC_EXITED;
 		j->rec.exit_code = exit_code;
@@ -134,12 +140,17 @@ static int job_run(struct job *j)
 		j->rec.status = SAAS_EXEC_TIMEDOUT;
 		j->rec.exit_code = -1;
 		j->rec.error = saas__strdup("the command ran past its timeout and was killed, with every process it started");
+	} else if (rc == SAAS_EIO && saas__live_cancelled(e, l)) {
+		j->rec.status = SAAS_EXEC_FAILED;
+		j->rec.exit_code = -1;
+		j->rec.error = saas__strdup("cancelled: the command was killed, with every process it started");
 	} else {
 		j->rec.status = SAAS_EXEC_FAILED;
 		j->rec.exit_code = -1;
 		j->rec.error = saas__strdup(saas_error_last()->message);
 	}
 	rc = e->store->execution_finish(e->store_ctx, &j->rec);
+	saas__live_end(e, l, &j->rec);
 	saas__log(e, SAAS_LOG_DEBUG, "execution %s in %s: %s, exit %d, %lld ms", j->rec.id, j->sandbox_id,
 	          saas_exec_status_name(j->rec.status), j->rec.exit_code,
 	          (long long)(j->rec.finished_at_ms - j->rec.started_at_ms));
@@ -154,8 +165,6 @@ static void *background_main(void *arg)
 	saas__error_clear();
 	if (job_run(j) < 0)
 		saas__log(e, SAAS_LOG_ERROR, "recording execution %s failed: %s", j->rec.id, saas_error_last()->message);
-	free(j->rec.stdout_data);
-	free(j->rec.stderr_data);
 	free(j->rec.error);
 	job_free(j);
 	pthread_mutex_lock(&e->mu);
@@ -204,6 +213,12 @@ oom:
 int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
                      unsigned int flags, saas_execution **out)
 {
+	return saas__local_exec_stream(c, id, command, o, NULL, flags, out);
+}
+
+int saas__local_exec_stream(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
+                            const saas_exec_callbacks *cb, unsigned int flags, saas_execution **out)
+{
 	saas_engine *e = c->engine;
 	saas_store_sandbox sb;
 	saas_limits lim;
@@ -236,13 +251,17 @@ int saas__local_exec(saas_client *c, const char *id, const char *command, const 
 	j->rec.exit_code = -1;
 	j->rec.command = j->command;
 	j->rec.started_at_ms = saas__engine_now(e);
+	j->stdin_open = (flags & SAAS_EXEC_STDIN_OPEN) != 0;
 	if ((rc = e->store->execution_insert(e->store_ctx, &j->rec)) < 0)
 		goto out;
+	if ((rc = saas__live_new(e, &j->rec, j->max_output, j->stdin_open, &j->live)) < 0)
+		goto fail_record;
 
 	if (flags & SAAS_EXEC_BACKGROUND) {
 		saas_execution *p = NULL;
 		if ((rc = execution_public(&j->rec, &p)) < 0)
 			goto fail_record;
+		p->stdin_open = j->stdin_open;
 		pthread_mutex_lock(&e->mu);
 		if (__atomic_load_n(&e->cancel, __ATOMIC_SEQ_CST)) {
 			pthread_mutex_unlock(&e->mu);
@@ -266,11 +285,15 @@ int saas__local_exec(saas_client *c, const char *id, const char *command, const 
 		return SAAS_OK;
 	}
 
+	j->cb = cb;
+	if (cb && cb->started && cb->started(cb->userdata, j->rec.id))
+		saas__live_cancel(e, j->live);
 	if ((rc = job_run(j)) == SAAS_OK)
 		rc = execution_public(&j->rec, out);
-	free(j->rec.stdout_data);
-	free(j->rec.stderr_data);
 	free(j->rec.error);
+	j->rec.error = NULL;
+	if (rc == SAAS_OK && cb && cb->exit)
+		cb->exit(cb->userdata, *out);
 	goto out;
 
 fail_record:
@@ -279,6 +302,8 @@ fail_record:
 	j->rec.finished_at_ms = saas__engine_now(e);
 	j->rec.error = (char *)"could not be started";
 	e->store->execution_finish(e->store_ctx, &j->rec);
+	if (j->live)
+		saas__live_end(e, j->live, &j->rec);
 	j->rec.error = NULL;
 out:
 	job_free(j);
@@ -291,6 +316,8 @@ int saas__local_execution_get(saas_client *c, const char *id, saas_execution **o
 	saas_store_execution x;
 	int rc;
 
+	if ((rc = saas__live_get(c, id, out)) <= 0)
+		return rc; /* running: as it stands */
 	memset(&x, 0, sizeof(x));
 	rc = e->store->execution_get(e->store_ctx, id, &x);
 	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && strcmp(x.account_id, c->account_id) != 0)) {

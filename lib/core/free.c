@@ -117,6 +117,16 @@ SAAS_EXTERN(void) saas_execution_free(saas_execution *x)
 	free(x);
 }
 
+SAAS_EXTERN(void) saas_execution_list_free(saas_execution_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->count; i++)
+		saas_execution_free(list->items[i]);
+	free(list->items);
+	free(list);
+}
+
 SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list)
 {
 	if (!list)

@@ -89,6 +89,15 @@ struct saas__client_ops {
 	int (*sandbox_network_set)(saas_client *c, const char *id, const struct saas__network *net, saas_sandbox **out);
 	/* *out is calloc'd by the provider, its fd and ops set. */
 	int (*pty_open)(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
+	/* Executions as they run (0.2.0); NULL: SAAS_ENOTSUP. */
+	int (*exec_stream)(saas_client *c, const char *id, const char *command, const saas_exec_options *opts,
+	                   const saas_exec_callbacks *cb, unsigned int flags, saas_execution **out);
+	int (*execution_follow)(saas_client *c, const char *id, saas_exec_cursor *cursor, const saas_exec_callbacks *cb,
+	                        unsigned int wait_ms, unsigned int flags, saas_execution **out);
+	int (*execution_stdin)(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags);
+	int (*execution_signal)(saas_client *c, const char *id, int signum, unsigned int flags);
+	int (*execution_list_running)(saas_client *c, const char *sandbox_id, saas_execution_list **out);
+	int (*execution_cancel)(saas_client *c, const char *id);
 };
 
 struct saas_client {

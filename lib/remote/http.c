@@ -223,7 +223,13 @@ static int configure(struct saas_remote *r, struct xfer *x, struct curl_slist **
 	if (asprintf(&url, "%s%s", r->base, req->path) < 0)
 		return saas__oom();
 	*headers = curl_slist_append(*headers, r->auth_header);
-	*headers = curl_slist_append(*headers, "Accept: application/json");
+	if (req->accept) {
+		char accept[128];
+		snprintf(accept, sizeof(accept), "Accept: %s", req->accept);
+		*headers = curl_slist_append(*headers, accept);
+	} else {
+		*headers = curl_slist_append(*headers, "Accept: application/json");
+	}
 	if (req->body)
 		*headers = curl_slist_append(*headers, "Content-Type: application/json");
 	else if (req->reader)

@@ -45,6 +45,7 @@ struct saas_http_req {
 	bool idempotent;
 	bool transfer;           /* bounded by stalls, not by total time */
 	long timeout_ms;         /* 0: the client's */
+	const char *accept;      /* the Accept header's value; NULL: application/json */
 };
 
 /*
@@ -59,6 +60,22 @@ int saas__http_error_from_body(long status, const saas__buf *body);
 
 /* The terminal (pty.c). */
 int saas__remote_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
+
+/* The remote operations on executions as they run (remote_exec.c). */
+int saas__remote_exec_stream(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
+                             const saas_exec_callbacks *cb, unsigned int flags, saas_execution **out);
+int saas__remote_execution_follow(saas_client *c, const char *id, saas_exec_cursor *cur,
+                                  const saas_exec_callbacks *cb, unsigned int wait_ms, unsigned int flags,
+                                  saas_execution **out);
+int saas__remote_execution_stdin(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags);
+int saas__remote_execution_signal(saas_client *c, const char *id, int signum, unsigned int flags);
+int saas__remote_execution_cancel(saas_client *c, const char *id);
+int saas__remote_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out);
+/* Shared with remote.c: the JSON body of an exec, "/v1/COLLECTION/ID" + suffix, a decoder's verdict. */
+int saas__remote_exec_body(const char *command, const saas_exec_options *o, unsigned int flags, json_t **out);
+char *saas__remote_path(const char *collection, const char *id, const char *suffix);
+int saas__remote_decoded(int rc, const char *bad);
+#define SAAS_REMOTE_EXEC_MARGIN_MS 60000L
 
 /* Percent-encode everything but RFC 3986 unreserved characters; NULL on OOM. */
 char *saas__url_escape(const char *s);

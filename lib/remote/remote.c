@@ -14,7 +14,7 @@
 #include "remote/http.h"
 #include "wire/wire.h"
 
-#define EXEC_MARGIN_MS 60000L
+#define EXEC_MARGIN_MS SAAS_REMOTE_EXEC_MARGIN_MS
 
 static struct saas_remote *R(saas_client *c)
 {
@@ -27,7 +27,7 @@ static struct saas_remote *R(saas_client *c)
  * An answer through its decoder (lib/wire), with the library's error detail:
  * a malformed answer is the server's protocol error, named by its member.
  */
-static int decoded(int rc, const char *bad)
+int saas__remote_decoded(int rc, const char *bad)
 {
 	if (rc == SAAS_ENOMEM)
 		return saas__oom();
@@ -37,10 +37,15 @@ static int decoded(int rc, const char *bad)
 	return rc;
 }
 
+static int decoded(int rc, const char *bad)
+{
+	return saas__remote_decoded(rc, bad);
+}
+
 /* ---- requests ---- */
 
 /* "/v1/sandboxes/ID" + suffix, the id escaped. */
-static char *sandbox_path(const char *collection, const char *id, const char *suffix)
+char *saas__remote_path(const char *collection, const char *id, const char *suffix)
 {
 	char *eid = saas__url_escape(id), *path = NULL;
 
@@ -52,6 +57,11 @@ static char *sandbox_path(const char *collection, const char *id, const char *su
 	}
 	free(eid);
 	return path;
+}
+
+static char *sandbox_path(const char *collection, const char *id, const char *suffix)
+{
+	return saas__remote_path(collection, id, suffix);
 }
 
 /* A request whose answer, if wanted, is a sandbox. */
@@ -212,7 +222,7 @@ static int remote_sandbox_destroy(saas_client *c, const char *id, saas_sandbox *
 	return sandbox_call(c, "DELETE", sandbox_path("sandboxes", id, NULL), NULL, true, out);
 }
 
-static int exec_body(const char *command, const saas_exec_options *o, unsigned int flags, json_t **out)
+int saas__remote_exec_body(const char *command, const saas_exec_options *o, unsigned int flags, json_t **out)
 {
 	json_t *body = json_object(), *env = NULL;
 
@@ -246,6 +256,8 @@ static int exec_body(const char *command, const saas_exec_options *o, unsigned i
 		goto oom;
 	if ((flags & SAAS_EXEC_BACKGROUND) && json_object_set_new(body, "background", json_true()) < 0)
 		goto oom;
+	if ((flags & SAAS_EXEC_STDIN_OPEN) && json_object_set_new(body, "stdin_open", json_true()) < 0)
+		goto oom;
 	*out = body;
 	return SAAS_OK;
 oom:
@@ -265,7 +277,7 @@ static int remote_exec(saas_client *c, const char *id, const char *command, cons
 
 	if (!path)
 		return SAAS_ENOMEM;
-	if ((rc = exec_body(command, o, flags, &body)) < 0)
+	if ((rc = saas__remote_exec_body(command, o, flags, &body)) < 0)
 		goto out;
 	req.method = "POST";
 	req.path = path;
@@ -491,6 +503,12 @@ static const struct saas__client_ops remote_ops = {
 	remote_free,
 	remote_sandbox_network_set,
 	saas__remote_pty_open,
+	saas__remote_exec_stream,
+	saas__remote_execution_follow,
+	saas__remote_execution_stdin,
+	saas__remote_execution_signal,
+	saas__remote_execution_list_running,
+	saas__remote_execution_cancel,
 };
 
 /* ---- open ---- */

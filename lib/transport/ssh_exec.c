@@ -174,8 +174,10 @@ struct exec_run {
 	struct ssh_op op;
 	LIBSSH2_CHANNEL *ch;
 	const saas_driver_exec *req;
-	size_t in_off;
+	const char *in_data;      /* the stdin being written: stdin_data, then each chunk of req->input */
+	size_t in_len, in_off;
 	int in_done;              /* stdin written (or abandoned) */
+	char in_buf[SSH_CHUNK];
 	int eof_sent;
 	enum exec_call last;      /* the call that left a packet pending, to repeat */
 	char out[SSH_CHUNK], err[SSH_CHUNK];
@@ -195,9 +197,8 @@ __attribute__((noinline)) static ssize_t exec_call(struct exec_run *x, enum exec
 	x->last = what;
 	switch (what) {
 	case CALL_WRITE: {
-		size_t len = x->req->stdin_len - x->in_off;
-		n = libssh2_channel_write_ex(x->ch, 0, (const char *)x->req->stdin_data + x->in_off,
-		                             len > SSH_CHUNK ? SSH_CHUNK : len);
+		size_t len = x->in_len - x->in_off;
+		n = libssh2_channel_write_ex(x->ch, 0, x->in_data + x->in_off, len > SSH_CHUNK ? SSH_CHUNK : len);
 		break;
 	}
 	case CALL_EOF: n = libssh2_channel_send_eof(x->ch); break;
@@ -216,7 +217,7 @@ static int exec_result(struct exec_run *x, enum exec_call what, ssize_t n)
 	case CALL_WRITE:
 		if (n > 0) {
 			x->in_off += (size_t)n;
-			if (x->in_off >= x->req->stdin_len)
+			if (x->in_off >= x->in_len && !x->req->input)
 				x->in_done = 1;
 			return 1;
 		}
@@ -240,6 +241,26 @@ static int exec_result(struct exec_run *x, enum exec_call what, ssize_t n)
 	return 0;
 }
 
+/*
+ * The next piece of a running command's input, once the last is written (mu
+ * held: the input callback takes only its own lock, never ours).
+ */
+static void exec_refill(struct exec_run *x)
+{
+	long n;
+
+	if (x->in_done || x->in_off < x->in_len || !x->req->input)
+		return;
+	n = x->req->input(x->req->control_userdata, x->in_buf, sizeof(x->in_buf));
+	if (n < 0) {
+		x->in_done = 1;
+	} else if (n > 0) {
+		x->in_data = x->in_buf;
+		x->in_len = (size_t)n;
+		x->in_off = 0;
+	}
+}
+
 /* One pass of calls (mu held): feed stdin, read both streams. Returns 1 if anything moved. */
 static int exec_pass(struct exec_run *x)
 {
@@ -257,7 +278,10 @@ static int exec_pass(struct exec_run *x)
 	}
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(order); i++) {
 		enum exec_call what = order[i];
-		if ((what == CALL_WRITE && x->in_done) || (what == CALL_EOF && (!x->in_done || x->eof_sent)))
+		if (what == CALL_WRITE)
+			exec_refill(x);
+		if ((what == CALL_WRITE && (x->in_done || x->in_off >= x->in_len)) ||
+		    (what == CALL_EOF && (!x->in_done || x->eof_sent)))
 			continue;
 		progress |= exec_result(x, what, exec_call(x, what));
 		if (ssh->pending == &x->op || ssh->dead)
@@ -302,6 +326,16 @@ static void exec_go(saas__ssh *ssh, long pid, const char *token)
 	saas__ssh_run_quick(ssh, cmd, 10000, NULL, 0, NULL);
 }
 
+/* A signal the engine was asked to send (mu held): to the wrapper shell, or to its process group. */
+static void exec_signal(saas__ssh *ssh, long pid, int sig, int group)
+{
+	char cmd[96];
+
+	snprintf(cmd, sizeof(cmd), group ? "kill -%d -- -%ld 2>/dev/null; exit 0" : "kill -%d %ld 2>/dev/null; exit 0",
+	         sig, pid);
+	saas__ssh_run_quick(ssh, cmd, 10000, NULL, 0, NULL);
+}
+
 int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 {
 	struct exec_run *x = NULL;
@@ -312,6 +346,7 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 	int64_t start = saas__now_ms(), deadline = req->timeout_ms > 0 ? start + req->timeout_ms : 0;
 	int64_t exit_at = 0, last_data = start, eof_at = 0, stop_at = 0;
 	int rc, lrc, stop = 0; /* stop: SAAS_ETIMEOUT or SAAS_EIO once we decided to kill */
+	int cancelled = 0;     /* the engine's caller, not the engine, stopped it */
 	int have_slot = 0;
 
 	*exit_code = -1;
@@ -331,7 +366,9 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 	}
 	x->op.ssh = ssh;
 	x->req = req;
-	x->in_done = req->stdin_len == 0 || !req->stdin_data;
+	x->in_data = req->stdin_data;
+	x->in_len = req->stdin_data ? req->stdin_len : 0;
+	x->in_done = x->in_len == 0 && !req->input;
 
 	pthread_mutex_lock(&ssh->mu);
 	x->op.deadline = deadline ? deadline : saas__now_ms() + SSH_CALL_TIMEOUT_MS;
@@ -385,6 +422,17 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 		if ((mf.exit_seen || mo.exit_seen) && !exit_at)
 			exit_at = now;
 
+		/*
+		 * Signals and a caller's cancel, once we know whom to signal (the PID
+		 * comes first thing: until then they wait).
+		 */
+		if (!stop && req->control && mf.pid && ssh->pending != &x->op && !mf.exit_seen && !mo.exit_seen) {
+			int group, sig;
+			while ((sig = req->control(req->control_userdata, &group)) > 0)
+				exec_signal(ssh, mf.pid, sig, group);
+			if (sig < 0)
+				stop = SAAS_EIO, cancelled = 1, stop_at = now;
+		}
 		/* Timeout or cancel: kill once we know whom to kill (the PID comes first thing). */
 		if (!stop) {
 			if (deadline && now >= deadline)
@@ -438,6 +486,7 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 		             ? saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the command ran past its timeout of %lld ms and was killed, "
 		                                                       "with every process it started",
 		                           (long long)req->timeout_ms)
+		     : cancelled ? saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled by its caller")
 		             : saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled: the engine is shutting down");
 		goto out;
 	}

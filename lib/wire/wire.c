@@ -479,7 +479,69 @@ json_t *saas__wire_execution(const saas_execution *x)
 	json_object_set_new(o, "finished_at", saas__wire_time(x->finished_at_ms));
 	json_object_set_new(o, "duration_ms", finished ? json_integer(x->duration_ms) : json_null());
 	json_object_set_new(o, "error", x->error && *x->error ? json_string(x->error) : json_null());
+	json_object_set_new(o, "stdout_total", json_integer((json_int_t)x->stdout_total));
+	json_object_set_new(o, "stderr_total", json_integer((json_int_t)x->stderr_total));
+	json_object_set_new(o, "stdin_open", json_boolean(x->stdin_open));
 	return o;
+}
+
+json_t *saas__wire_execution_brief(const saas_execution *x)
+{
+	json_t *o = saas__wire_execution(x);
+
+	if (o) {
+		static const char *const output[] = { "stdout", "stdout_base64", "stdout_encoding",
+		                                      "stderr", "stderr_base64", "stderr_encoding" };
+		for (size_t i = 0; i < sizeof(output) / sizeof(output[0]); i++)
+			json_object_del(o, output[i]);
+	}
+	return o;
+}
+
+json_t *saas__wire_execution_list(const saas_execution_list *list)
+{
+	json_t *o = json_object(), *a = json_array();
+
+	if (!o || !a) {
+		json_decref(o);
+		json_decref(a);
+		return NULL;
+	}
+	for (size_t i = 0; i < list->count; i++)
+		json_array_append_new(a, saas__wire_execution_brief(list->items[i]));
+	json_object_set_new(o, "executions", a);
+	return o;
+}
+
+json_t *saas__wire_exec_chunk(int stream, uint64_t offset, const void *data, size_t len)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "stream", json_string(stream == SAAS_EXEC_STDERR ? "stderr" : "stdout"));
+	json_object_set_new(o, "offset", json_integer((json_int_t)offset));
+	set_output(o, "data", data, len);
+	return o;
+}
+
+int saas__wire_exec_chunk_decode(int *stream, uint64_t *offset, char **data, size_t *len, const json_t *o,
+                                 const char **bad)
+{
+	const char *name = jstr(o, "stream");
+	const json_t *off = json_object_get(o, "offset");
+
+	if (!name || (strcmp(name, "stdout") && strcmp(name, "stderr"))) {
+		*bad = "chunk stream";
+		return SAAS_EPROTOCOL;
+	}
+	if (!json_is_integer(off) || json_integer_value(off) < 0) {
+		*bad = "chunk offset";
+		return SAAS_EPROTOCOL;
+	}
+	*stream = strcmp(name, "stderr") ? SAAS_EXEC_STDOUT : SAAS_EXEC_STDERR;
+	*offset = (uint64_t)json_integer_value(off);
+	return get_output(o, "data", data, len, bad);
 }
 
 int saas__wire_execution_decode(saas_execution **out, const json_t *o, const char **bad)
@@ -509,6 +571,12 @@ int saas__wire_execution_decode(saas_execution **out, const json_t *o, const cha
 	x->started_at_ms = jtime(o, "started_at");
 	x->finished_at_ms = jtime(o, "finished_at");
 	x->duration_ms = jint(o, "duration_ms");
+	/* A server before 0.2.0 sends no totals: what it sent is all there is. */
+	x->stdout_total = json_is_integer(json_object_get(o, "stdout_total")) ? (uint64_t)jint(o, "stdout_total")
+	                                                                       : x->stdout_len;
+	x->stderr_total = json_is_integer(json_object_get(o, "stderr_total")) ? (uint64_t)jint(o, "stderr_total")
+	                                                                       : x->stderr_len;
+	x->stdin_open = json_is_true(json_object_get(o, "stdin_open"));
 	if (!(x->error = jdup(o, "error"))) {
 		rc = SAAS_ENOMEM;
 		goto out;

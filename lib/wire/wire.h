@@ -32,6 +32,12 @@ json_t *saas__wire_sandbox(const saas_sandbox *sb);
 /* {"sandboxes": [...], "next_cursor": text or null} */
 json_t *saas__wire_sandbox_list(const saas_sandbox_list *list);
 json_t *saas__wire_execution(const saas_execution *x);
+/* An execution without its output (lists, and the events of a stream). */
+json_t *saas__wire_execution_brief(const saas_execution *x);
+/* {"executions": [brief, ...]} */
+json_t *saas__wire_execution_list(const saas_execution_list *list);
+/* A chunk of output: {"stream", "offset", "data" (UTF-8) or "data_base64", "data_encoding"}. */
+json_t *saas__wire_exec_chunk(int stream, uint64_t offset, const void *data, size_t len);
 json_t *saas__wire_size(const saas_size *s);
 json_t *saas__wire_limits(const saas_limits *l);
 json_t *saas__wire_account(const saas_account_info *ai);
@@ -64,6 +70,9 @@ int saas__wire_network_req_decode(saas__wire_network_req *out, const json_t *v, 
 int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **bad);
 int saas__wire_sandbox_list_decode(saas_sandbox_list **out, const json_t *o, const char **bad);
 int saas__wire_execution_decode(saas_execution **out, const json_t *o, const char **bad);
+/* *data is malloc()ed and NUL-terminated. */
+int saas__wire_exec_chunk_decode(int *stream, uint64_t *offset, char **data, size_t *len, const json_t *o,
+                                 const char **bad);
 int saas__wire_account_decode(saas_account_info **out, const json_t *o, const char **bad);
 int saas__wire_usage_decode(saas_usage **out, const json_t *o, const char **bad);
 int saas__wire_file_list_decode(saas_file_list **out, const json_t *o, const char **bad);

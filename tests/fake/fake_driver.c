@@ -328,6 +328,33 @@ static int running(const char *name)
 	return ok;
 }
 
+/*
+ * A command that runs until told: echoes its input (echo) until its end, and
+ * ends at a signal (128+N, as a shell reports it), a cancel (SAAS_EIO) or the
+ * VM's end, as the SSH transport does.
+ */
+static int fake_running(const char *name, const saas_driver_exec *req, int *exit_code, bool echo)
+{
+	char buf[4096];
+
+	for (;;) {
+		int group, sig = req->control ? req->control(req->control_userdata, &group) : 0;
+		long n = echo && req->input ? req->input(req->control_userdata, buf, sizeof(buf)) : 0;
+		if (sig < 0 || __atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) || !running(name))
+			return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "fake: cancelled");
+		if (sig > 0) {
+			*exit_code = 128 + sig;
+			return SAAS_OK;
+		}
+		if (n > 0)
+			req->output(req->output_userdata, SAAS_STREAM_STDOUT, buf, (size_t)n);
+		else if (n < 0)
+			return SAAS_OK;
+		else
+			usleep(1000);
+	}
+}
+
 static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	const char *cmd = req->command;
@@ -347,6 +374,23 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 	} else if (strcmp(cmd, "cat") == 0) {
 		if (req->stdin_len)
 			req->output(req->output_userdata, SAAS_STREAM_STDOUT, req->stdin_data, req->stdin_len);
+		if (req->input)
+			return fake_running(name, req, exit_code, true);
+	} else if (strcmp(cmd, "tick") == 0) {
+		/* A line, then on until a signal or a cancel (the CLI's live output). */
+		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "tick\n", 5);
+		return fake_running(name, req, exit_code, false);
+	} else if (strcmp(cmd, "wait") == 0) {
+		/* Until a signal ends it (or a cancel, or the VM goes). */
+		return fake_running(name, req, exit_code, false);
+	} else if (strncmp(cmd, "lines ", 6) == 0) {
+		/* N lines on stdout, one chunk each, then one on stderr. */
+		char line[32];
+		for (int i = 1, n = atoi(cmd + 6); i <= n; i++) {
+			int k = snprintf(line, sizeof(line), "line %d\n", i);
+			req->output(req->output_userdata, SAAS_STREAM_STDOUT, line, (size_t)k);
+		}
+		req->output(req->output_userdata, SAAS_STREAM_STDERR, "done\n", 5);
 	} else if (strcmp(cmd, "pwd") == 0) {
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, req->cwd, strlen(req->cwd));
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "\n", 1);

@@ -3,7 +3,12 @@
  * real QEMU VM, the `tiny` image): a background job keeps running and writing
  * after the call that started it returned, a background web server keeps
  * answering (and logging each request to the output it inherited) a minute
- * later, and a timeout kills everything the command started.
+ * later, and a timeout kills everything the command started. And output as
+ * it comes (issue #13, section 2 and 3): a command's first line reaches the
+ * caller while it runs, stdin reaches a running command, a signal ends a
+ * sleep, and a reader that reconnects from its cursor gets what it missed and
+ * the end. Each is shown by the order of events (the command waits for what
+ * the test sends after it saw the line), never by the clock.
  *
  * The `tiny` image has no python3: busybox httpd stands in for the docs'
  * `python3 -m http.server 8000 &` (same shape: started with &, logs every
@@ -17,6 +22,7 @@
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,12 +226,140 @@ static void test_round_trip(void **state)
 	        (double)t[95] / 1000.0);
 }
 
+/* ---- output as it comes, stdin, signals, reconnects ---- */
+
+struct seen {
+	char id[64];
+	char out[4096];
+	size_t len;
+	const char *until;    /* stop following once out holds this */
+	bool sent;
+};
+
+static int seen_started(void *ud, const char *id)
+{
+	struct seen *s = ud;
+
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	return 0;
+}
+
+static int seen_output(void *ud, int stream, uint64_t offset, const void *data, size_t len)
+{
+	struct seen *s = ud;
+
+	(void)offset;
+	if (stream == SAAS_EXEC_STDOUT && s->len + len < sizeof(s->out)) {
+		memcpy(s->out + s->len, data, len);
+		s->len += len;
+		s->out[s->len] = '\0';
+	}
+	return s->until && strstr(s->out, s->until) != NULL;
+}
+
+/* The foreground stream's callback: once "first" is in, the command is told to go on (it waits for that). */
+static int answer_first(void *ud, int stream, uint64_t offset, const void *data, size_t len)
+{
+	struct seen *s = ud;
+
+	seen_output(ud, stream, offset, data, len);
+	if (!s->sent && strstr(s->out, "first\n")) {
+		s->sent = true;
+		check(saas_execution_stdin(client, s->id, "go\n", 3, SAAS_STDIN_CLOSE), "stdin from the callback");
+	}
+	return 0;
+}
+
+static void test_streaming(void **state)
+{
+	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+	saas_exec_cursor cur = { 0, 0 }, saved;
+	saas_execution *x = NULL, *y = NULL;
+	saas_execution_list *list = NULL;
+	struct seen s;
+
+	(void)state;
+	/*
+	 * The first line arrives before the end: the command ends only after the
+	 * stdin the callback sends once it has seen that line.
+	 */
+	memset(&s, 0, sizeof(s));
+	cb.started = seen_started;
+	cb.output = answer_first;
+	cb.userdata = &s;
+	check(saas_exec_stream(&x, client, sb->id, "echo first; read line; echo \"got $line\"", NULL, &cb,
+	                       SAAS_EXEC_STDIN_OPEN),
+	      "streamed exec");
+	assert_true(s.sent);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 0);
+	assert_string_equal(s.out, "first\ngot go\n");
+	assert_string_equal(x->stdout_data, "first\ngot go\n");
+	saas_execution_free(x);
+	x = NULL;
+
+	/* stdin reaches a running cat, which echoes it while it runs; closing it ends the cat. */
+	check(saas_exec(&x, client, sb->id, "cat", NULL, SAAS_EXEC_BACKGROUND | SAAS_EXEC_STDIN_OPEN), "cat");
+	check(saas_execution_stdin(client, x->id, "ping\n", 5, 0), "stdin to cat");
+	memset(&s, 0, sizeof(s));
+	cb.started = NULL;
+	cb.output = seen_output;
+	s.until = "ping\n";
+	check(saas_execution_follow(&y, client, x->id, &cur, &cb, 0, SAAS_FOLLOW_WAIT), "follow cat");
+	assert_string_equal(s.out, "ping\n");
+	assert_int_equal(y->status, SAAS_EXEC_RUNNING);
+	saas_execution_free(y);
+	y = NULL;
+	check(saas_execution_list_running(&list, client, sb->id, 0), "running list");
+	assert_int_equal(list->count, 1);
+	assert_string_equal(list->items[0]->id, x->id);
+	saas_execution_list_free(list);
+	list = NULL;
+
+	/* A reconnect from the cursor: what the cat wrote while nobody read, then its end. */
+	saved = cur;
+	check(saas_execution_stdin(client, x->id, "pong\n", 5, SAAS_STDIN_CLOSE), "stdin and its end");
+	memset(&s, 0, sizeof(s));
+	check(saas_execution_follow(&y, client, x->id, &saved, &cb, 0, SAAS_FOLLOW_WAIT), "reconnect");
+	assert_string_equal(s.out, "pong\n");
+	assert_int_equal(y->status, SAAS_EXEC_EXITED);
+	assert_int_equal(y->exit_code, 0);
+	assert_string_equal(y->stdout_data, "ping\npong\n");
+	saas_execution_free(y);
+	y = NULL;
+	saas_execution_free(x);
+	x = NULL;
+
+	/* A signal ends a sleep: TERM to its process group, reported as a shell reports it. */
+	check(saas_exec(&x, client, sb->id, "echo sleeping; sleep 1000", NULL, SAAS_EXEC_BACKGROUND), "sleep");
+	memset(&s, 0, sizeof(s));
+	s.until = "sleeping\n";
+	cur.stdout_offset = cur.stderr_offset = 0;
+	check(saas_execution_follow(NULL, client, x->id, &cur, &cb, 0, SAAS_FOLLOW_WAIT), "follow sleep");
+	check(saas_execution_signal(client, x->id, "TERM", SAAS_SIGNAL_GROUP), "TERM");
+	for (int i = 0; i < 10; i++) {
+		saas_execution_free(y);
+		y = NULL;
+		check(saas_execution_follow(&y, client, x->id, &cur, NULL, 0, SAAS_FOLLOW_WAIT), "wait for the end");
+		if (y->status != SAAS_EXEC_RUNNING)
+			break;
+	}
+	assert_int_equal(y->status, SAAS_EXEC_EXITED);
+	assert_int_equal(y->exit_code, 128 + 15);
+	saas_execution_free(y);
+	saas_execution_free(x);
+	check(saas_execution_list_running(&list, client, sb->id, 0), "running list at the end");
+	assert_int_equal(list->count, 0);
+	saas_execution_list_free(list);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_background_lives),
 		cmocka_unit_test(test_timeout_kills_tree),
+		cmocka_unit_test(test_streaming),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

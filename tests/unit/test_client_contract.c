@@ -686,6 +686,244 @@ static void test_background(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* ---- executions as they run: streaming, following, stdin, signals, the running list ---- */
+
+struct seen {
+	char id[64];
+	saas__buf out, err;       /* what the output callback was given, in order */
+	uint64_t next[2];         /* the offset the next chunk of each stream must start at */
+	int exits, exit_status, exit_code;
+	const char *stop_after;   /* stop (return 1) once stdout holds this */
+	bool started_cancels;
+};
+
+static int seen_started(void *ud, const char *id)
+{
+	struct seen *s = ud;
+
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	return s->started_cancels;
+}
+
+static int seen_output(void *ud, int stream, uint64_t offset, const void *data, size_t len)
+{
+	struct seen *s = ud;
+
+	assert_true(stream == SAAS_EXEC_STDOUT || stream == SAAS_EXEC_STDERR);
+	/* In order, nothing twice, nothing skipped. */
+	assert_int_equal(offset, s->next[stream - 1]);
+	s->next[stream - 1] += len;
+	saas__buf_put(stream == SAAS_EXEC_STDOUT ? &s->out : &s->err, data, len);
+	return s->stop_after && s->out.data && strstr(s->out.data, s->stop_after) != NULL;
+}
+
+static void seen_exit(void *ud, const saas_execution *x)
+{
+	struct seen *s = ud;
+
+	s->exits++;
+	s->exit_status = x->status;
+	s->exit_code = x->exit_code;
+}
+
+static saas_exec_callbacks seen_callbacks(struct seen *s)
+{
+	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+
+	cb.started = seen_started;
+	cb.output = seen_output;
+	cb.exit = seen_exit;
+	cb.userdata = s;
+	return cb;
+}
+
+static void seen_clear(struct seen *s)
+{
+	saas__buf_free(&s->out);
+	saas__buf_free(&s->err);
+	memset(s, 0, sizeof(*s));
+}
+
+static void test_exec_stream(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	struct seen s;
+	saas_exec_callbacks cb;
+	saas_execution *x = NULL;
+
+	memset(&s, 0, sizeof(s));
+	cb = seen_callbacks(&s);
+	EXPECT(saas_exec_stream(&x, f->a, sb->id, "lines 3", NULL, &cb, 0), SAAS_OK);
+	assert_string_equal(s.out.data, "line 1\nline 2\nline 3\n");
+	assert_string_equal(s.err.data, "done\n");
+	assert_string_equal(s.id, x->id);
+	assert_int_equal(s.exits, 1);
+	assert_int_equal(s.exit_status, SAAS_EXEC_EXITED);
+	/* The result is the whole of it, as saas_exec's. */
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_string_equal(x->stdout_data, "line 1\nline 2\nline 3\n");
+	saas_execution_free(x);
+	seen_clear(&s);
+
+	/* Cancelled from the output callback: killed, recorded as failed. */
+	cb = seen_callbacks(&s);
+	s.stop_after = "x";
+	o.stdin_data = "x";
+	o.stdin_len = 1;
+	EXPECT(saas_exec_stream(&x, f->a, sb->id, "cat", &o, &cb, SAAS_EXEC_STDIN_OPEN), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_FAILED);
+	assert_non_null(strstr(x->error, "cancel"));
+	assert_string_equal(x->stdout_data, "x");
+	saas_execution_free(x);
+	seen_clear(&s);
+
+	/*
+	 * Cancelled from `started`: locally before it runs; over REST the server
+	 * tells of the start once it has started, so a quick command may be done.
+	 */
+	cb = seen_callbacks(&s);
+	s.started_cancels = true;
+	EXPECT(saas_exec_stream(&x, f->a, sb->id, P.remote ? "wait" : "echo never", NULL, &cb, 0), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_FAILED);
+	assert_int_equal(x->stdout_len, 0);
+	saas_execution_free(x);
+	seen_clear(&s);
+
+	/* No callbacks: saas_exec. Bad flags and versions are refused. */
+	EXPECT(saas_exec_stream(&x, f->a, sb->id, "echo plain", NULL, NULL, 0), SAAS_OK);
+	assert_string_equal(x->stdout_data, "plain\n");
+	saas_execution_free(x);
+	x = NULL;
+	EXPECT(saas_exec_stream(&x, f->a, sb->id, "echo", NULL, NULL, SAAS_EXEC_BACKGROUND), SAAS_EINVAL);
+	cb = seen_callbacks(&s);
+	cb.version = SAAS_EXEC_CALLBACKS_VERSION + 1;
+	EXPECT(saas_exec_stream(&x, f->a, sb->id, "echo", NULL, &cb, 0), SAAS_EINVAL);
+	assert_null(x);
+	saas_sandbox_free(sb);
+}
+
+/* The running executions of a sandbox, as ids joined by spaces. */
+static void running_ids(saas_client *c, const char *sandbox_id, char *out, size_t cap)
+{
+	saas_execution_list *l = NULL;
+
+	EXPECT(saas_execution_list_running(&l, c, sandbox_id, 0), SAAS_OK);
+	out[0] = '\0';
+	for (size_t i = 0; i < l->count; i++) {
+		assert_int_equal(l->items[i]->status, SAAS_EXEC_RUNNING);
+		snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? " " : "", l->items[i]->id);
+	}
+	saas_execution_list_free(l);
+}
+
+static void test_exec_live(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_execution *cat = NULL, *w = NULL, *x = NULL, *plain = NULL;
+	saas_exec_cursor cur = { 0, 0 };
+	saas_exec_callbacks cb;
+	struct seen s;
+	char ids[256], both[256];
+
+	/* A cat that reads what it is sent while it runs. */
+	EXPECT(saas_exec(&cat, f->a, sb->id, "cat", NULL, SAAS_EXEC_BACKGROUND | SAAS_EXEC_STDIN_OPEN), SAAS_OK);
+	EXPECT(saas_exec(&w, f->a, sb->id, "wait", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	running_ids(f->a, sb->id, ids, sizeof(ids));
+	snprintf(both, sizeof(both), "%s %s", cat->id, w->id);
+	assert_string_equal(ids, both);
+
+	EXPECT(saas_execution_stdin(f->a, cat->id, "hello\n", 6, 0), SAAS_OK);
+	memset(&s, 0, sizeof(s));
+	cb = seen_callbacks(&s);
+	s.stop_after = "hello\n";
+	EXPECT(saas_execution_follow(NULL, f->a, cat->id, &cur, &cb, 0, SAAS_FOLLOW_WAIT), SAAS_OK);
+	assert_string_equal(s.out.data, "hello\n");
+	assert_int_equal(cur.stdout_offset, 6);
+	assert_int_equal(s.exits, 0);
+	/* Its output so far, while it runs. */
+	EXPECT(saas_execution_get(&x, f->a, cat->id), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_RUNNING);
+	assert_string_equal(x->stdout_data, "hello\n");
+	assert_true(x->stdin_open);
+	saas_execution_free(x);
+	x = NULL;
+
+	/* The rest and the end, from where the reader was: nothing twice. */
+	EXPECT(saas_execution_stdin(f->a, cat->id, "bye\n", 4, SAAS_STDIN_CLOSE), SAAS_OK);
+	seen_clear(&s);
+	cb = seen_callbacks(&s);
+	s.next[0] = 6;
+	EXPECT(saas_execution_follow(&x, f->a, cat->id, &cur, &cb, 0, SAAS_FOLLOW_WAIT), SAAS_OK);
+	assert_string_equal(s.out.data, "bye\n");
+	assert_int_equal(s.exits, 1);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 0);
+	assert_string_equal(x->stdout_data, "hello\nbye\n");
+	saas_execution_free(x);
+	x = NULL;
+	/* A reconnect from the start of an ended execution gets it all again. */
+	seen_clear(&s);
+	cb = seen_callbacks(&s);
+	cur.stdout_offset = cur.stderr_offset = 0;
+	EXPECT(saas_execution_follow(NULL, f->a, cat->id, &cur, &cb, 0, 0), SAAS_OK);
+	assert_string_equal(s.out.data, "hello\nbye\n");
+	assert_int_equal(s.exits, 1);
+	seen_clear(&s);
+	EXPECT(saas_execution_stdin(f->a, cat->id, "late", 4, 0), SAAS_ESTATE);
+
+	/* Signals: a bad name is refused; TERM to the group ends it as a shell reports it. */
+	EXPECT(saas_execution_signal(f->a, w->id, "STOP", SAAS_SIGNAL_GROUP), SAAS_EINVAL);
+	EXPECT(saas_execution_signal(f->a, w->id, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_execution_stdin(f->a, w->id, "x", 1, 0), SAAS_ESTATE); /* its stdin was never open */
+	/* Another account sees none of it. */
+	EXPECT(saas_execution_signal(f->b, w->id, "TERM", SAAS_SIGNAL_GROUP), SAAS_ENOTFOUND);
+	EXPECT(saas_execution_stdin(f->b, w->id, "x", 1, 0), SAAS_ENOTFOUND);
+	saas_execution_list *l = (saas_execution_list *)1;
+	EXPECT(saas_execution_list_running(&l, f->b, sb->id, 0), SAAS_ENOTFOUND);
+	assert_null(l);
+	EXPECT(saas_execution_signal(f->a, w->id, "SIGTERM", SAAS_SIGNAL_GROUP), SAAS_OK);
+	cur.stdout_offset = cur.stderr_offset = 0;
+	EXPECT(saas_execution_follow(&x, f->a, w->id, &cur, NULL, 0, SAAS_FOLLOW_WAIT), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 128 + 15);
+	saas_execution_free(x);
+	x = NULL;
+	EXPECT(saas_execution_signal(f->a, w->id, "KILL", 0), SAAS_ESTATE);
+	running_ids(f->a, sb->id, ids, sizeof(ids));
+	assert_string_equal(ids, "");
+
+	/* Without SAAS_FOLLOW_WAIT a follow returns at once with what there is. */
+	EXPECT(saas_exec(&plain, f->a, sb->id, "wait", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	cur.stdout_offset = cur.stderr_offset = 0;
+	EXPECT(saas_execution_follow(&x, f->a, plain->id, &cur, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_RUNNING);
+	saas_execution_free(x);
+	x = NULL;
+	EXPECT(saas_execution_signal(f->a, plain->id, "KILL", SAAS_SIGNAL_GROUP), SAAS_OK);
+	EXPECT(saas_execution_follow(&x, f->a, plain->id, &cur, NULL, 0, SAAS_FOLLOW_WAIT), SAAS_OK);
+	assert_int_equal(x->exit_code, 128 + 9);
+	saas_execution_free(x);
+	x = NULL;
+
+	/* Bad arguments. */
+	EXPECT(saas_execution_follow(NULL, f->a, cat->id, NULL, NULL, 0, 0), SAAS_EINVAL);
+	EXPECT(saas_execution_follow(NULL, f->a, cat->id, &cur, NULL, SAAS_EXEC_FOLLOW_WAIT_MAX + 1, SAAS_FOLLOW_WAIT),
+	       SAAS_EINVAL);
+	EXPECT(saas_execution_follow(NULL, f->a, "exe-nosuch", &cur, NULL, 0, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_execution_stdin(f->a, "exe-nosuch", "x", 1, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_execution_stdin(f->a, cat->id, NULL, 1, 0), SAAS_EINVAL);
+	EXPECT(saas_execution_stdin(f->a, cat->id, "x", SAAS_EXEC_STDIN_PENDING_MAX + 1, 0), SAAS_ETOOBIG);
+	EXPECT(saas_execution_signal(f->a, "exe-nosuch", "TERM", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_execution_list_running(&l, f->a, "sbx-nosuch", 0), SAAS_ENOTFOUND);
+	saas_execution_free(plain);
+	saas_execution_free(w);
+	saas_execution_free(cat);
+	saas_sandbox_free(sb);
+}
+
 struct chunks {
 	const unsigned char *data;
 	size_t len, off, chunk;
@@ -1202,6 +1440,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_background, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_stream, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_live, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extend, setup, teardown),

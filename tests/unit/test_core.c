@@ -883,7 +883,7 @@ static void test_exec_bad_input(void **state)
 	assert_int_equal(saas_exec(&x, f->a, NULL, "echo", NULL, 0), SAAS_EINVAL);
 	assert_int_equal(saas_exec(&x, f->a, "", "echo", NULL, 0), SAAS_EINVAL);
 	assert_int_equal(saas_exec(&x, f->a, "sbx-nope", "echo", NULL, 0), SAAS_ENOTFOUND);
-	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", NULL, 2), SAAS_EINVAL);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo", NULL, 1u << 9), SAAS_EINVAL);
 	o.env = bad_env1;
 	assert_int_equal(saas_exec(&x, f->a, sb->id, "env", &o, 0), SAAS_EINVAL);
 	o.env = bad_env2;

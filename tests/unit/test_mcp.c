@@ -941,6 +941,44 @@ static void test_progress(void **state)
 		assert_string_not_equal(json_string_value(json_object_get(json_object_get(n, "params"), "message")), "ready");
 }
 
+/* run_command with a progress token: each chunk of output as a notification while it runs; the result whole. */
+static void test_run_progress(void **state)
+{
+	struct fixture *f = *state;
+	json_t *res = call_tool(&f->ctx, "create_sandbox", "{}"), *resp, *n;
+	char msg[512], out[256] = "";
+	size_t i;
+
+	snprintf(msg, sizeof(msg),
+	         "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"run_command\","
+	         "\"arguments\":{\"sandbox_id\":\"%s\",\"command\":\"lines 3\"},\"_meta\":{\"progressToken\":\"run\"}}}",
+	         json_string_value(json_object_get(json_object_get(res, "structuredContent"), "id")));
+	json_decref(res);
+	f->ctx.notify = notify;
+	json_array_clear(f->notes);
+	resp = handle(&f->ctx, msg);
+	res = result_of(resp);
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	/* The result is the complete one. */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(res, "structuredContent"), "stdout")),
+	                    "line 1\nline 2\nline 3\n");
+	/* The notifications carry the output in order, with increasing progress, stream and offset in _meta. */
+	assert_true(json_array_size(f->notes) >= 2);
+	json_array_foreach(f->notes, i, n) {
+		json_t *p = json_object_get(n, "params"), *meta = json_object_get(p, "_meta");
+		assert_string_equal(json_string_value(json_object_get(n, "method")), "notifications/progress");
+		assert_string_equal(json_string_value(json_object_get(p, "progressToken")), "run");
+		assert_int_equal(json_integer_value(json_object_get(p, "progress")), (json_int_t)i + 1);
+		if (!strcmp(json_string_value(json_object_get(meta, "stream")), "stdout"))
+			snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s",
+			         json_string_value(json_object_get(p, "message")));
+		else
+			assert_string_equal(json_string_value(json_object_get(p, "message")), "done\n");
+	}
+	assert_string_equal(out, "line 1\nline 2\nline 3\n");
+	json_decref(resp);
+}
+
 static void test_reports_progress(void **state)
 {
 	static const struct {
@@ -952,7 +990,7 @@ static void test_reports_progress(void **state)
 		{ "[{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"},{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":1}}}]", true },
 		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\"}}", false },
 		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":[]}}}", false },
-		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"run_command\",\"_meta\":{\"progressToken\":1}}}", false },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"run_command\",\"_meta\":{\"progressToken\":1}}}", true },
 		{ "{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":\"create_sandbox\",\"_meta\":{\"progressToken\":1}}}", false },
 		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"progressToken\":1}}}", false },
 	};
@@ -1253,6 +1291,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unexpose_port, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage_period, setup, teardown),
 		cmocka_unit_test(test_reports_progress),
+		cmocka_unit_test_setup_teardown(test_run_progress, setup, teardown),
 		cmocka_unit_test(test_cancelled_request),
 		cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),

@@ -107,6 +107,24 @@ typedef struct {
 	 * kill the command and return SAAS_EIO. Never NULL.
 	 */
 	const int *cancel;
+	/*
+	 * Appended in 0.2.0 (a running command's input and signals); a driver that
+	 * ignores them runs commands as before.
+	 */
+	/**
+	 * More stdin after stdin_data: copies up to `cap` bytes into buf and
+	 * returns how many, 0 when none waits yet (ask again after a while), or
+	 * -1 at the end of input. NULL: the input ends after stdin_data.
+	 */
+	long (*input)(void *userdata, void *buf, size_t cap);
+	/**
+	 * Asked while the command runs: a signal to deliver now (its number;
+	 * *group non-zero for the command's whole process group, else its shell
+	 * alone), 0 for none, or -1 to kill the command and all it started, as at
+	 * a timeout, and return SAAS_EIO. NULL: never.
+	 */
+	int (*control)(void *userdata, int *group);
+	void *control_userdata;    /**< For input and control. */
 } saas_driver_exec;
 
 /** A terminal session to start (version 3); every field is validated by the core. */

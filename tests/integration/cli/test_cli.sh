@@ -126,6 +126,20 @@ run exec "$SB" --json -- exit 7; expect_rc 7 "exec --json exit code"; expect_jq 
 expect_jq .status exited "exec --json status"
 run exec sbx-doesnotexist -- echo hi; expect_rc 4 "exec unknown id"
 run exec "$SB" --timeout 2 -- sleep 10; expect_rc 124 "exec timeout"
+# Output as it comes: the command's first line is printed while it still runs (it runs until
+# cancelled through the API, which only happens once that line is there).
+if [ -n "$IMAGES" ]; then TICK=(sh -c 'echo tick; sleep 600'); else TICK=(tick); fi
+"$AAS" exec "$SB" -- "${TICK[@]}" </dev/null >"${WORK}/live.out" 2>"${WORK}/live.err" &
+LIVE=$!
+PIDS+=("$LIVE")
+for _ in $(seq 1 600); do grep -q tick "${WORK}/live.out" && break; sleep 0.1; done
+check "exec prints while the command runs" grep -qx tick "${WORK}/live.out"
+check "exec still runs" kill -0 "$LIVE"
+for x in $(curl -s -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${SB}/executions" | jq -r '.executions[].execution_id'); do
+	curl -s -o /dev/null -X POST -H "Authorization: Bearer ${KEY}" "${BASE}/v1/executions/${x}/cancel"
+done
+wait "$LIVE"; RC=$?; ERR=$(cat "${WORK}/live.err")
+expect_rc 5 "a cancelled exec could not run to its end"
 
 # ---- cp both ways, binary ----
 head -c 300000 /dev/urandom >"${WORK}/bin"; printf '\0\0\377\0end' >>"${WORK}/bin"

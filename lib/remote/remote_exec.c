@@ -1,0 +1,441 @@
+/*
+ * The remote provider's executions as they run: an exec read as the server's
+ * event stream (docs/rest.md), a follow from a cursor (the events route, or
+ * one GET from the cursor when the caller does not wait), stdin, signals,
+ * cancel and the running list.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remote/http.h"
+#include "wire/wire.h"
+
+/* The largest event the server sends is a 64 KiB chunk in base64 and JSON; more is not the API talking. */
+#define SSE_EVENT_MAX ((size_t)1 << 20)
+
+static struct saas_remote *R(saas_client *c)
+{
+	return c->provider;
+}
+
+/* An event stream being read: lines into events, events to the callbacks. */
+struct sse {
+	saas_client *client;
+	const saas_exec_callbacks *cb;
+	saas_exec_cursor *cur;        /* advanced past every chunk delivered */
+	saas__buf line, data;
+	char event[16];
+	char id[SAAS_ID_MAX + 1];     /* the execution, from "started" */
+	bool ended;                   /* "exit" came */
+	bool stopped;                 /* a callback asked to stop */
+	bool cancel_on_stop;          /* ... and that means cancelling the command (an exec) */
+	bool follow;                  /* ... and that means reading no further (a follow) */
+	int fail;                     /* a saas_status that ended the read, or 0 */
+};
+
+static int sse_protocol(struct sse *s, const char *what)
+{
+	s->fail = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 200, "the server's event stream has a bad %s", what);
+	return -1;
+}
+
+/* One event; non-zero stops the read. */
+static int sse_event(struct sse *s)
+{
+	const char *bad = NULL;
+	json_error_t jerr;
+	json_t *o = json_loadb(s->data.data ? s->data.data : "", s->data.len, 0, &jerr);
+	int rc = 0;
+
+	if (!o || !json_is_object(o)) {
+		json_decref(o);
+		return sse_protocol(s, "event");
+	}
+	if (!strcmp(s->event, "started")) {
+		const char *id = json_string_value(json_object_get(o, "execution_id"));
+		if (!id || strlen(id) > SAAS_ID_MAX) {
+			rc = sse_protocol(s, "started event");
+		} else {
+			snprintf(s->id, sizeof(s->id), "%s", id);
+			if (s->cb->started && s->cb->started(s->cb->userdata, s->id))
+				s->stopped = true;
+		}
+	} else if (!strcmp(s->event, "stdout") || !strcmp(s->event, "stderr")) {
+		int stream;
+		uint64_t offset;
+		char *data = NULL;
+		size_t len = 0;
+		if (saas__wire_exec_chunk_decode(&stream, &offset, &data, &len, o, &bad) < 0) {
+			rc = data ? sse_protocol(s, bad ? bad : "chunk") : (s->fail = saas__oom(), -1);
+		} else {
+			uint64_t *at = stream == SAAS_EXEC_STDOUT ? &s->cur->stdout_offset : &s->cur->stderr_offset;
+			*at = offset + len;
+			if (!s->stopped && s->cb->output && s->cb->output(s->cb->userdata, stream, offset, data, len))
+				s->stopped = true;
+		}
+		free(data);
+	} else if (!strcmp(s->event, "lost")) {
+		const char *name = json_string_value(json_object_get(o, "stream"));
+		json_int_t off = json_integer_value(json_object_get(o, "offset"));
+		json_int_t len = json_integer_value(json_object_get(o, "length"));
+		int stream = name && !strcmp(name, "stderr") ? SAAS_EXEC_STDERR : SAAS_EXEC_STDOUT;
+		if (off < 0 || len < 0)
+			rc = sse_protocol(s, "lost event");
+		else if (s->cb->lost && !s->stopped)
+			s->cb->lost(s->cb->userdata, stream, (uint64_t)off, (uint64_t)len);
+	} else if (!strcmp(s->event, "exit")) {
+		s->ended = true;
+	} else if (!strcmp(s->event, "error")) {
+		json_t *e = json_object_get(o, "error");
+		const char *code = json_string_value(json_object_get(e, "code"));
+		const char *msg = json_string_value(json_object_get(e, "message"));
+		int st = saas__error_from_name(code);
+		s->fail = saas__error(st ? st : SAAS_ERROR, SAAS_ERRCLASS_HTTP, 200, "%s", msg ? msg : "the stream failed");
+		rc = -1;
+	}
+	/* Other events are for later versions: skipped. */
+	json_decref(o);
+	if (s->stopped && s->cancel_on_stop && s->id[0]) {
+		/* Once: the command dies with all it started; the stream goes on to its exit event. */
+		s->cancel_on_stop = false;
+		saas__remote_execution_cancel(s->client, s->id);
+	}
+	/* A follower that stops reads no further (sse_read takes that for success). */
+	return rc ? rc : s->stopped && s->follow ? -1 : 0;
+}
+
+/* A line of the stream (without its end); non-zero stops the read. */
+static int sse_line(struct sse *s, const char *l, size_t n)
+{
+	if (n == 0) {
+		int rc = 0;
+		if (s->data.len || s->event[0])
+			rc = sse_event(s);
+		s->data.len = 0;
+		s->event[0] = '\0';
+		return rc;
+	}
+	if (l[0] == ':')
+		return 0; /* a comment: the keepalive */
+	if (n > 6 && !memcmp(l, "event:", 6)) {
+		l += 6, n -= 6;
+		if (*l == ' ')
+			l++, n--;
+		if (n >= sizeof(s->event))
+			n = sizeof(s->event) - 1; /* a name this long is none of ours: it is skipped */
+		memcpy(s->event, l, n);
+		s->event[n] = '\0';
+	} else if (n >= 5 && !memcmp(l, "data:", 5)) {
+		l += 5, n -= 5;
+		if (n && *l == ' ')
+			l++, n--;
+		if (s->data.len + n + 1 > SSE_EVENT_MAX)
+			return sse_protocol(s, "event (too long)");
+		if ((s->data.len && saas__buf_put(&s->data, "\n", 1) < 0) || saas__buf_put(&s->data, l, n) < 0) {
+			s->fail = saas__oom();
+			return -1;
+		}
+	}
+	/* "id:" needs no reading: the chunks carry their offsets. */
+	return 0;
+}
+
+/* The writer of the stream's body. */
+static int sse_write(void *ud, const void *data, size_t len)
+{
+	struct sse *s = ud;
+	const char *d = data;
+
+	while (len) {
+		const char *nl = memchr(d, '\n', len);
+		size_t k = nl ? (size_t)(nl - d) : len;
+		if (s->line.len + k > SSE_EVENT_MAX)
+			return sse_protocol(s, "line (too long)");
+		if (k && saas__buf_put(&s->line, d, k) < 0) {
+			s->fail = saas__oom();
+			return -1;
+		}
+		if (!nl)
+			break;
+		size_t n = s->line.len;
+		if (n && s->line.data[n - 1] == '\r')
+			n--;
+		if (sse_line(s, s->line.data ? s->line.data : "", n))
+			return -1;
+		s->line.len = 0;
+		d += k + 1;
+		len -= k + 1;
+	}
+	return 0;
+}
+
+/* Read an event stream; SAAS_OK at its end (or, with `timeout_ok`, when curl's timeout ends it). */
+static int sse_read(struct sse *s, struct saas_http_req *req, bool timeout_ok)
+{
+	int rc;
+
+	req->accept = "text/event-stream";
+	req->writer = sse_write;
+	req->writer_ud = s;
+	req->max = INT64_MAX;
+	rc = saas__http(R(s->client), req, NULL);
+	if (s->fail)
+		rc = s->fail;
+	else if (s->stopped && s->follow)
+		rc = SAAS_OK; /* we ended the read */
+	else if (rc == SAAS_ETIMEOUT && timeout_ok)
+		rc = SAAS_OK;
+	saas__buf_free(&s->line);
+	saas__buf_free(&s->data);
+	return rc;
+}
+
+static int get_execution(saas_client *c, const char *id, saas_execution **out)
+{
+	return c->ops->execution_get(c, id, out);
+}
+
+int saas__remote_exec_stream(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
+                             const saas_exec_callbacks *cb, unsigned int flags, saas_execution **out)
+{
+	struct saas_http_req req = { 0 };
+	saas_exec_cursor cur = { 0, 0 };
+	struct sse s;
+	char *path = saas__remote_path("sandboxes", id, "/exec");
+	json_t *body = NULL;
+	int64_t t = o->timeout_s ? o->timeout_s : SAAS_EXEC_TIMEOUT_DEFAULT;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	s.client = c;
+	s.cb = cb;
+	s.cur = &cur;
+	s.cancel_on_stop = true;
+	if (!path)
+		return SAAS_ENOMEM;
+	if ((rc = saas__remote_exec_body(command, o, flags, &body)) < 0)
+		goto out;
+	req.method = "POST";
+	req.path = path;
+	req.body = body;
+	req.timeout_ms = (long)(t * 1000 + SAAS_REMOTE_EXEC_MARGIN_MS);
+	if ((rc = sse_read(&s, &req, false)) < 0)
+		goto out;
+	if (!s.id[0] || !s.ended) {
+		rc = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 200, "the server's event stream ended before the %s",
+		                 s.id[0] ? "command" : "command started");
+		goto out;
+	}
+	/* The exit event carries no output: the record, whole, is the answer (as saas_exec's). */
+	if ((rc = get_execution(c, s.id, out)) == SAAS_OK && cb->exit)
+		cb->exit(cb->userdata, *out);
+out:
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+int saas__remote_execution_follow(saas_client *c, const char *id, saas_exec_cursor *cur,
+                                  const saas_exec_callbacks *cb, unsigned int wait_ms, unsigned int flags,
+                                  saas_execution **out)
+{
+	struct saas_http_req req = { 0 };
+	saas_execution *x = NULL;
+	char *path = NULL;
+	int rc;
+
+	if (flags & SAAS_FOLLOW_WAIT) {
+		struct sse s;
+		memset(&s, 0, sizeof(s));
+		s.client = c;
+		s.cb = cb;
+		s.cur = cur;
+		s.follow = true;
+		snprintf(s.id, sizeof(s.id), "%s", id);
+		if (!(path = saas__remote_path("executions", id, "/events")))
+			return SAAS_ENOMEM;
+		char *full = NULL;
+		if (asprintf(&full, "%s?stdout_offset=%llu&stderr_offset=%llu", path,
+		             (unsigned long long)cur->stdout_offset, (unsigned long long)cur->stderr_offset) < 0) {
+			free(path);
+			return saas__oom();
+		}
+		free(path);
+		path = full;
+		req.method = "GET";
+		req.path = path;
+		req.idempotent = true;
+		req.timeout_ms = wait_ms ? (long)wait_ms : SAAS_EXEC_FOLLOW_WAIT_MAX;
+		if ((rc = sse_read(&s, &req, true)) < 0)
+			goto out;
+		if ((out || (s.ended && cb->exit)) && (rc = get_execution(c, id, &x)) < 0)
+			goto out;
+		if (s.ended && !s.stopped && cb->exit)
+			cb->exit(cb->userdata, x);
+	} else {
+		/* What there is now: one read from the cursor. */
+		const char *bad = NULL;
+		json_t *ans = NULL;
+		char *base = saas__remote_path("executions", id, NULL);
+		if (!base)
+			return SAAS_ENOMEM;
+		if (asprintf(&path, "%s?stdout_offset=%llu&stderr_offset=%llu", base, (unsigned long long)cur->stdout_offset,
+		             (unsigned long long)cur->stderr_offset) < 0) {
+			free(base);
+			return saas__oom();
+		}
+		free(base);
+		req.method = "GET";
+		req.path = path;
+		req.idempotent = true;
+		if ((rc = saas__http(R(c), &req, &ans)) == SAAS_OK)
+			rc = saas__remote_decoded(saas__wire_execution_decode(&x, ans, &bad), bad);
+		if (rc == SAAS_OK) {
+			json_int_t so = json_integer_value(json_object_get(ans, "stdout_offset"));
+			json_int_t se = json_integer_value(json_object_get(ans, "stderr_offset"));
+			bool stop = false;
+			if (so > (json_int_t)cur->stdout_offset && cb->lost)
+				cb->lost(cb->userdata, SAAS_EXEC_STDOUT, cur->stdout_offset, (uint64_t)so - cur->stdout_offset);
+			if (se > (json_int_t)cur->stderr_offset && cb->lost)
+				cb->lost(cb->userdata, SAAS_EXEC_STDERR, cur->stderr_offset, (uint64_t)se - cur->stderr_offset);
+			if (so >= 0 && x->stdout_len) {
+				cur->stdout_offset = (uint64_t)so + x->stdout_len;
+				stop = cb->output && cb->output(cb->userdata, SAAS_EXEC_STDOUT, (uint64_t)so, x->stdout_data,
+				                                x->stdout_len);
+			}
+			if (se >= 0 && x->stderr_len && !stop) {
+				cur->stderr_offset = (uint64_t)se + x->stderr_len;
+				stop = cb->output && cb->output(cb->userdata, SAAS_EXEC_STDERR, (uint64_t)se, x->stderr_data,
+				                                x->stderr_len);
+			}
+			if (!stop && x->status != SAAS_EXEC_RUNNING && cb->exit) {
+				/* The record whole, as a local follow gives it. */
+				saas_execution *whole = NULL;
+				if ((rc = get_execution(c, id, &whole)) == SAAS_OK)
+					cb->exit(cb->userdata, whole);
+				saas_execution_free(x);
+				x = whole;
+			}
+		}
+		json_decref(ans);
+		if (rc < 0)
+			goto out;
+	}
+	rc = SAAS_OK;
+	if (out) {
+		*out = x;
+		x = NULL;
+	}
+out:
+	saas_execution_free(x);
+	free(path);
+	return rc;
+}
+
+/* A POST on /v1/executions/ID/SUFFIX whose answer is not needed. */
+static int execution_post(saas_client *c, const char *id, const char *suffix, json_t *body)
+{
+	struct saas_http_req req = { 0 };
+	char *path = saas__remote_path("executions", id, suffix);
+	json_t *ans = NULL;
+	int rc;
+
+	if (!path) {
+		json_decref(body);
+		return SAAS_ENOMEM;
+	}
+	req.method = "POST";
+	req.path = path;
+	req.body = body;
+	rc = saas__http(R(c), &req, &ans);
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+int saas__remote_execution_stdin(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags)
+{
+	json_t *body = json_object();
+	char *b = NULL;
+
+	if (!body)
+		return saas__oom();
+	if (len) {
+		/* Always base64: stdin is bytes. */
+		if (!(b = saas_base64_encode(data, len)) || json_object_set_new(body, "stdin_base64", json_string(b)) < 0)
+			goto oom;
+		saas_free(b);
+		b = NULL;
+	}
+	if ((flags & SAAS_STDIN_CLOSE) && json_object_set_new(body, "close", json_true()) < 0)
+		goto oom;
+	return execution_post(c, id, "/stdin", body);
+oom:
+	saas_free(b);
+	json_decref(body);
+	return saas__oom();
+}
+
+int saas__remote_execution_signal(saas_client *c, const char *id, int signum, unsigned int flags)
+{
+	static const struct { int num; const char *name; } names[] = { { 1, "HUP" }, { 2, "INT" }, { 9, "KILL" }, { 15, "TERM" } };
+	const char *name = NULL;
+	json_t *body;
+
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(names); i++)
+		if (names[i].num == signum)
+			name = names[i].name;
+	if (!name)
+		return saas__inval("signal %d cannot be sent", signum);
+	if (!(body = json_pack("{s:s,s:b}", "signal", name, "group", (flags & SAAS_SIGNAL_GROUP) != 0)))
+		return saas__oom();
+	return execution_post(c, id, "/signal", body);
+}
+
+int saas__remote_execution_cancel(saas_client *c, const char *id)
+{
+	return execution_post(c, id, "/cancel", NULL);
+}
+
+int saas__remote_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out)
+{
+	struct saas_http_req req = { 0 };
+	char *path = saas__remote_path("sandboxes", sandbox_id, "/executions?running=true");
+	saas_execution_list *list = NULL;
+	const json_t *a, *v;
+	const char *bad = NULL;
+	json_t *ans = NULL;
+	size_t i;
+	int rc;
+
+	if (!path)
+		return SAAS_ENOMEM;
+	req.method = "GET";
+	req.path = path;
+	req.idempotent = true;
+	if ((rc = saas__http(R(c), &req, &ans)) < 0)
+		goto out;
+	a = json_object_get(ans, "executions");
+	if (!json_is_array(a)) {
+		rc = saas__remote_decoded(SAAS_EPROTOCOL, "executions");
+		goto out;
+	}
+	if (!(list = calloc(1, sizeof(*list))) || !(list->items = calloc(json_array_size(a) + 1, sizeof(*list->items)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	json_array_foreach(a, i, v) {
+		if ((rc = saas__remote_decoded(saas__wire_execution_decode(&list->items[i], v, &bad), bad)) < 0)
+			goto out;
+		list->count++;
+	}
+	*out = list;
+	list = NULL;
+out:
+	saas_execution_list_free(list);
+	json_decref(ans);
+	free(path);
+	return rc;
+}
