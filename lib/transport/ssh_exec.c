@@ -47,22 +47,6 @@ static void shell_quote(saas__buf *b, const char *s)
 
 /* ---- exec ------------------------------------------------------------------------------------ */
 
-static int signal_number(const char *name)
-{
-	static const struct { const char *name; int num; } sigs[] = {
-		{ "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "ILL", 4 }, { "TRAP", 5 }, { "ABRT", 6 },
-		{ "BUS", 7 }, { "FPE", 8 }, { "KILL", 9 }, { "USR1", 10 }, { "SEGV", 11 }, { "USR2", 12 },
-		{ "PIPE", 13 }, { "ALRM", 14 }, { "TERM", 15 }, { "XCPU", 24 }, { "XFSZ", 25 }, { "SYS", 31 },
-	};
-
-	if (!strncmp(name, "SIG", 3))
-		name += 3;
-	for (size_t i = 0; i < SAAS_ARRAY_SIZE(sigs); i++)
-		if (!strcmp(sigs[i].name, name))
-			return sigs[i].num;
-	return 0;
-}
-
 /*
  * The remote command, run by the user's login shell (POSIX): a wrapper that
  * reports its PID (the process group: OpenSSH starts every session in a new
@@ -513,7 +497,7 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 		char *sig = NULL;
 		libssh2_channel_get_exit_signal(x->ch, &sig, NULL, NULL, NULL, NULL, NULL);
 		if (sig) {
-			*exit_code = 128 + signal_number(sig);
+			*exit_code = 128 + saas__ssh_signal_number(sig);
 			libssh2_free(ssh->session, sig);
 		} else {
 			*exit_code = libssh2_channel_get_exit_status(x->ch);
