@@ -214,6 +214,44 @@ void aas_h_dashboard(struct aas_req *r, struct aas_reply *out)
 	aas_viewer_free(&v);
 }
 
+/*
+ * The commands running in the sandbox now, with how much they have written.
+ * Ended ones are kept by id only (GET /v1/executions/{id}): libsaas lists the
+ * running ones, not the history.
+ */
+static void executions_running(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
+{
+	saas_execution_list *list = NULL;
+	char b1[64];
+	int rc;
+
+	aas_html_raw(h, "<h2>Running executions</h2>");
+	if (sb->status == SAAS_SANDBOX_DESTROYED) {
+		aas_html_raw(h, "<p>None: the sandbox has ended.</p>");
+	} else if ((rc = saas_execution_list_running(&list, v->client, sb->id, 0)) < 0) {
+		aas_html_printf(h, "<p class=\"error\">The running executions cannot be read now: %s.</p>",
+		                saas_error_last()->message);
+	} else if (!list->count) {
+		aas_html_raw(h, "<p id=\"no-executions\">None.</p>");
+	} else {
+		aas_html_raw(h, "<table id=\"executions\"><thead><tr><th scope=\"col\">Execution</th>"
+		                "<th scope=\"col\">Started</th><th scope=\"col\">Output so far (stdout, stderr)</th>"
+		                "</tr></thead><tbody>");
+		for (size_t i = 0; i < list->count; i++) {
+			const saas_execution *e = list->items[i];
+
+			aas_html_printf(h, "<tr id=\"execution-%s\"><td><code>%s</code></td><td>%s</td>"
+			                   "<td>%llu B, %llu B</td></tr>",
+			                e->id, e->id, when(b1, e->started_at_ms), (unsigned long long)e->stdout_total,
+			                (unsigned long long)e->stderr_total);
+		}
+		aas_html_raw(h, "</tbody></table>");
+	}
+	aas_html_printf(h, "<p>An execution's output, running or ended, is in the API: <code>GET /v1/executions/{id}</code>, "
+	                   "from the id that <code>POST /v1/sandboxes/%s/exec</code> answered.</p>", sb->id);
+	saas_execution_list_free(list);
+}
+
 void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 {
 	struct aas_html h = { 0 };
@@ -256,9 +294,7 @@ void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 			                sb->ports[i]->port, sb->ports[i]->url, sb->ports[i]->url);
 		aas_html_raw(&h, "</tbody></table>");
 	}
-	aas_html_printf(&h, "<h2>Executions</h2><p>Each execution's output is in the API: "
-	                    "<code>GET /v1/executions/{id}</code>, from the id that <code>POST /v1/sandboxes/%s/exec</code> "
-	                    "answered.</p>", sb->id);
+	executions_running(&h, &v, sb);
 end:
 	page_end(out, &h, rc, 200);
 out:

@@ -283,6 +283,14 @@ def test_open():
           r.text[:1200])
     r = b.req("GET", f"/dashboard/sandboxes/{sid}")
     check("the sandbox's page", r.status == 200 and 'id="sandbox"' in r.text, r.status)
+    check("the sandbox's page: no running execution", 'id="no-executions"' in r.text, r.text[:1500])
+    # A command left running in the background (the fake's "wait" runs until a signal) is listed.
+    r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", key, '{"command": "wait", "background": true}')
+    eid = re.search(r'"execution_id":"(exe-[a-z0-9-]+)"', r.text)
+    eid = eid.group(1) if eid else "exe-none"
+    check("a background execution starts", r.status in (200, 201, 202) and eid != "exe-none", r.text)
+    r = b.req("GET", f"/dashboard/sandboxes/{sid}")
+    check("the sandbox's page lists the running execution", f'id="execution-{eid}"' in r.text, r.text[:2000])
     r = b.post(f"/dashboard/sandboxes/{sid}/extend", {"minutes": "5"}, token_from="/dashboard")
     check("extend from the page", r.status == 303, r.text[:300])
     r = b.post(f"/dashboard/sandboxes/{sid}/extend", {"minutes": "0"}, token_from="/dashboard")
