@@ -61,15 +61,6 @@ static int setup(void **state)
 	         "rm -rf '%s/private' && mkdir -p '%s' && chmod 700 '%s/private' && "
 	         "{ cp -rl '%s/tiny' '%s/' 2>/dev/null || cp -r '%s/tiny' '%s/'; }",
 	         dir, images, dir, src, images, src, images);
-	/* The per-build-tree parent may have been made 0700 (by an engine's mkdir): QEMU's uids pass through it. */
-	if (geteuid() == 0) {
-		char parent[4200], *slash;
-		snprintf(parent, sizeof(parent), "%s", dir);
-		if ((slash = strrchr(parent, '/')) && slash != parent) {
-			*slash = '\0';
-			chmod(parent, 0711);
-		}
-	}
 	if (system(cmd) != 0)
 		return -1;
 	/*

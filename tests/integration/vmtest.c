@@ -1,5 +1,6 @@
 /* What the real-VM test programs share: see vmtest.h. */
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -83,9 +86,32 @@ void vmtest_log_reset(void)
 
 /* ---- the engine -------------------------------------------------------------------------------- */
 
+/*
+ * The per-build-tree parent of the state directories (/var/tmp/aas-test-KEY)
+ * is made by whichever test runs first, and an engine's mkdir makes it 0700;
+ * vm-cleanup removes it when it is empty. As root, QEMU runs under uids of
+ * its own that must pass through it (docs/security.md), so it is made 0711
+ * here, whatever ran before: otherwise confinement depends on test order.
+ */
+void vmtest_state_parent_traversable(const char *state_dir)
+{
+	char parent[4096], *slash;
+
+	if (geteuid() != 0 || snprintf(parent, sizeof(parent), "%s", state_dir) >= (int)sizeof(parent))
+		return;
+	if (!(slash = strrchr(parent, '/')) || slash == parent)
+		return;
+	*slash = '\0';
+	if (mkdir(parent, 0711) < 0 && errno != EEXIST)
+		return;
+	chmod(parent, 0711);
+}
+
 saas_engine_options vmtest_engine_options(const char *state_dir, const char *driver_config)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+
+	vmtest_state_parent_traversable(state_dir);
 
 	o.state_dir = state_dir;
 	o.driver_config = driver_config;

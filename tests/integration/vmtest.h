@@ -36,7 +36,13 @@ bool logged(const char *a, const char *b);
 /* Forgets the lines kept so far (and frees them). */
 void vmtest_log_reset(void);
 
-/* SAAS_ENGINE_OPTIONS_INIT on state_dir with driver_config, the log to vmtest_log at INFO. */
+/*
+ * As root, make the state directory's parent (the build tree's /var/tmp/aas-test-KEY)
+ * 0711, so that QEMU's own uids pass through it whichever test made it first.
+ */
+void vmtest_state_parent_traversable(const char *state_dir);
+
+/* SAAS_ENGINE_OPTIONS_INIT on state_dir with driver_config (its parent made traversable), the log to vmtest_log at INFO. */
 saas_engine_options vmtest_engine_options(const char *state_dir, const char *driver_config);
 
 /* A new account called name with a key (*key, for saas_free) and a local client on it (*client). */
