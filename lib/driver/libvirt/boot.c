@@ -156,6 +156,8 @@ int saas__lv_launch_start(struct launch *l)
 /* Wait until the engine's SSH session is up; a VM that dies meanwhile fails fast. */
 int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t budget_ms)
 {
+	int64_t knock_ms = 2000, before;
+
 	for (;;) {
 		int state = 0;
 		if (ms_since(t0) > budget_ms)
@@ -172,11 +174,21 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 		 * runs sshd, and a handshake cut short (under load one takes over a
 		 * second) is work thrown away and leaks in libssh2: give it the time.
 		 */
+		before = ms_since(t0);
 		if (saas__lv_ssh_connect(l->d, l->port, l->host_key,
-		                         l->tdir ? (int)(budget_ms - ms_since(t0)) + 1 : 2000, &l->ssh) == SAAS_OK)
+		                         l->tdir ? (int)(budget_ms - before) + 1 : (int)knock_ms, &l->ssh) == SAAS_OK)
 			return SAAS_OK;
 		if (saas__ssh_host_key_mismatch(saas_error_last()))
 			return SAAS_EBACKEND;
+		/*
+		 * A knock that used all its time met an sshd that answers, only too
+		 * slowly for it: OpenSSH 10 (Debian 13) executes a new sshd-session
+		 * for every connection, which takes a 1-vCPU TCG guest over 2 s, so
+		 * every knock was cut short and the guest never became reachable.
+		 * Each such knock waits twice as long as the last.
+		 */
+		if (ms_since(t0) - before >= knock_ms && knock_ms < budget_ms)
+			knock_ms *= 2;
 	}
 }
 
