@@ -10,7 +10,7 @@
 // carries a hidden "csrf" field.
 import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { ARTIFACTS, BASE, check, cspViolations, finish, launch, newPage } from './harness.mjs';
+import { ARTIFACTS, BASE, axe, check, cspViolations, finish, keyboardReach, launch, newPage } from './harness.mjs';
 
 const probe = await fetch(`${BASE}/signup`);
 if (probe.status !== 200) {
@@ -34,6 +34,14 @@ async function submit(page, form, fields) {
   return res;
 }
 
+// The dashboard's pages meet the same accessibility bar as the service's (test_pages.mjs).
+async function accessible(page, what) {
+  const v = await axe(page);
+  check(`${what}: axe finds no WCAG A/AA violation`, v.length === 0, v.join('; '));
+  const missing = await keyboardReach(page);
+  check(`${what}: Tab reaches every link and control`, missing.length === 0, missing.join('; '));
+}
+
 const text = (page, sel) => page.$eval(sel, (e) => e.textContent.trim()).catch(() => null);
 
 const email = `person-${process.pid}@example.test`, password = 'a long enough passphrase 42';
@@ -45,6 +53,7 @@ try {
   await page.goto(`${BASE}/signup`);
   check('every form carries a csrf field', (await page.$$('form')).length === (await page.$$('form input[type=hidden][name=csrf]')).length);
   await page.screenshot({ path: `${ARTIFACTS}/signup.png`, fullPage: true });
+  await accessible(page, '/signup');
   let res = await submit(page, 'form[action="/signup"]', { email, password });
   check('sign-up succeeds', res && res.status() < 400, res && String(res.status()));
   await page.goto(`${BASE}/login`);
@@ -57,6 +66,7 @@ try {
   const balanceBefore = await text(page, '#balance');
   check('the dashboard shows the balance', !!balanceBefore);
   await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true });
+  await accessible(page, '/dashboard');
 
   // A key, made on the page and used with curl.
   await page.goto(`${BASE}/dashboard/keys`);
@@ -64,6 +74,7 @@ try {
   const key = await text(page, '#new-key');
   check('the new key is shown once', /^aas_sk_/.test(key || ''), key);
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-keys.png`, fullPage: true });
+  await accessible(page, '/dashboard/keys (a new key shown)');
   const created = JSON.parse(curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`,
     '-H', 'Content-Type: application/json', '-d', '{}', `${BASE}/v1/sandboxes`));
   check('the key creates a sandbox through the API', !!created.id, JSON.stringify(created));
@@ -81,6 +92,14 @@ try {
   check('the sandbox is on the dashboard', !!(await page.$(row)));
   check('its cost so far grows', /[1-9]/.test(cost || ''), cost);
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-sandboxes.png`, fullPage: true });
+  await accessible(page, '/dashboard (a live sandbox)');
+  await page.goto(`${BASE}/dashboard/sandboxes/${created.id}`);
+  await page.screenshot({ path: `${ARTIFACTS}/dashboard-sandbox.png`, fullPage: true });
+  await accessible(page, "a sandbox's page");
+  await page.goto(`${BASE}/dashboard/usage`);
+  await page.screenshot({ path: `${ARTIFACTS}/dashboard-usage.png`, fullPage: true });
+  await accessible(page, '/dashboard/usage');
+  await page.goto(`${BASE}/dashboard`);
   const destroy = await page.$(`${row} form.destroy [type="submit"], ${row} form.destroy button`);
   check('its row has a destroy button', !!destroy);
   if (destroy) await Promise.all([page.waitForNavigation(), destroy.click()]);
