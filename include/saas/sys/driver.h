@@ -22,7 +22,7 @@
 SAAS_BEGIN_DECLS
 
 /** Version of struct saas_driver this header describes. */
-#define SAAS_DRIVER_VERSION 3
+#define SAAS_DRIVER_VERSION 4
 
 /** What the engine hands a driver when opening it. Valid until close. */
 typedef struct {
@@ -227,6 +227,37 @@ typedef struct saas_driver {
 	 * closes its fd. *exit_status: the shell's, 128+N for signal N, -1 unknown.
 	 */
 	void (*pty_close)(void *ctx, void *pty, int *exit_status);
+
+	/* Version 4: snapshots, for fork and for pause and resume. */
+
+	/**
+	 * Save a running VM's memory, device state and disk, as they are at one
+	 * moment, into snapshot `snap` (a name the core chooses: 1 to 63 of
+	 * [a-z0-9-], unique for this driver). keep non-zero (a fork): the VM is
+	 * paused only while its state is taken and then runs on. keep zero (a
+	 * pause): once the state is saved the VM is gone, as after vm_destroy, and
+	 * lives on only in the snapshot. On failure the VM runs on as before and
+	 * no snapshot is left. *bytes (may be NULL): what the snapshot holds on
+	 * storage. SAAS_ENOTFOUND: no such VM.
+	 */
+	int (*vm_snapshot)(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes);
+	/**
+	 * Make VM spec->name from snapshot `snap`, with the memory, processes and
+	 * disk its source had at that moment, as a machine of its own: spec->name
+	 * is its hostname, its kernel RNG is reseeded, its clock set to now. The
+	 * spec's shape (vcpus, memory_mb, disk_gb, image) is its source's; network
+	 * is the new VM's own. Returns once commands can run; the snapshot stays
+	 * and may be restored again (a fork restores it N times). On failure
+	 * nothing is left behind. SAAS_ENOTFOUND: no such snapshot.
+	 */
+	int (*vm_restore)(void *ctx, const saas_vm_spec *spec, const char *snap);
+	/**
+	 * Delete a snapshot. VMs restored from it run on: the driver keeps what
+	 * they still use until they are destroyed. A missing snapshot is success.
+	 */
+	int (*snapshot_delete)(void *ctx, const char *snap);
+	/** Every snapshot this driver holds for this state directory (for reconcile). */
+	int (*snapshot_list)(void *ctx, saas_name_fn fn, void *userdata);
 } saas_driver;
 
 SAAS_END_DECLS
