@@ -491,6 +491,40 @@ static void test_domain_limits(void **state)
 	free(xml);
 }
 
+/*
+ * Guest RAM: one backend of id aas-mem in every VM, chosen with -machine
+ * memory-backend (after libvirt's own -machine, so it wins): anonymous for a
+ * cold boot, a template's file shared, a clone's the same file private.
+ * Commas in the path are doubled (QEMU's option syntax), XML escaped.
+ */
+static void test_domain_memory(void **state)
+{
+	struct image im = test_image(true);
+	saas_vm_spec spec = test_spec();
+	struct saas__lv_domain def = {
+		&spec, &im, "/var/lib/aas", "c3NoLWVkMjU1MTkgQUFBQUMzTnphQzFsWkRJMU5URTVBQUFBSUVuZ2luZSBhYXMtZW5naW5l",
+		VMDIR, VMDIR "/disk.qcow2", 40022, false, false, false, 200007, 994, false, 0, 0, LV_MEM_RAM, NULL,
+	};
+	char *xml;
+
+	(void)state;
+	xml = saas__lv_domain_xml(&def);
+	assert_non_null(strstr(xml, "<qemu:arg value='memory-backend-ram,id=aas-mem,size=1024M'/>"));
+	assert_non_null(strstr(xml, "<qemu:arg value='-machine'/>\n    <qemu:arg value='memory-backend=aas-mem'/>"));
+	free(xml);
+	def.mem = LV_MEM_SHARED;
+	def.mem_path = "/proc/4242/fd/7";
+	golden("domain-template-mapped.xml", xml = saas__lv_domain_xml(&def));
+	assert_non_null(strstr(xml, "memory-backend-file,id=aas-mem,size=1024M,share=on,mem-path=/proc/4242/fd/7'"));
+	free(xml);
+	def.mem = LV_MEM_PRIVATE;
+	def.incoming = true;
+	def.mem_path = "/run/a,b&c";
+	xml = saas__lv_domain_xml(&def);
+	assert_non_null(strstr(xml, "size=1024M,share=off,mem-path=/run/a,,b&amp;c'"));
+	free(xml);
+}
+
 /* Per size: pids, memory and I/O weight. */
 static void test_limits_per_size(void **state)
 {
@@ -2091,6 +2125,7 @@ int main(void)
 		cmocka_unit_test(test_domain_initramfs_kvm),
 		cmocka_unit_test(test_domain_confined),
 		cmocka_unit_test(test_domain_limits),
+		cmocka_unit_test(test_domain_memory),
 		cmocka_unit_test(test_limits_per_size),
 		cmocka_unit_test(test_cgroup_v1_ours),
 		cmocka_unit_test(test_cgroup_v1_machined),

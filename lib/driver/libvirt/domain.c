@@ -10,9 +10,9 @@
 
 #include "driver/libvirt/libvirt_driver.h"
 
-static void xml_escape(saas__buf *b, const char *s)
+static void xml_escape_n(saas__buf *b, const char *s, size_t n)
 {
-	for (; *s; s++) {
+	for (; n-- && *s; s++) {
 		switch (*s) {
 		case '&': saas__buf_puts(b, "&amp;"); break;
 		case '<': saas__buf_puts(b, "&lt;"); break;
@@ -24,9 +24,32 @@ static void xml_escape(saas__buf *b, const char *s)
 	}
 }
 
+static void xml_escape(saas__buf *b, const char *s)
+{
+	xml_escape_n(b, s, strlen(s));
+}
+
 unsigned int saas__lv_domain_memory(const saas_vm_spec *spec, const struct image *im)
 {
 	return im->min_memory_mib && spec->memory_mb < im->min_memory_mib ? im->min_memory_mib : spec->memory_mb;
+}
+
+void saas__lv_domain_memory_args(saas__buf *b, int mode, const char *path, unsigned int mib)
+{
+	saas__buf_puts(b, "    <qemu:arg value='-object'/>\n    <qemu:arg value='");
+	if (mode == LV_MEM_RAM) {
+		saas__buf_printf(b, "memory-backend-ram,id=" MEM_ID ",size=%uM", mib);
+	} else {
+		saas__buf_printf(b, "memory-backend-file,id=" MEM_ID ",size=%uM,share=%s,mem-path=", mib,
+		                 mode == LV_MEM_SHARED ? "on" : "off");
+		/* QEMU's option syntax: a comma in a value is written twice. */
+		for (const char *c = path; *c; c++) {
+			if (*c == ',')
+				saas__buf_puts(b, ",");
+			xml_escape_n(b, c, 1);
+		}
+	}
+	saas__buf_puts(b, "'/>\n    <qemu:arg value='-machine'/>\n    <qemu:arg value='memory-backend=" MEM_ID "'/>\n");
 }
 
 /*
@@ -139,10 +162,11 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	                 "    <qemu:arg value='user,id=aasnet,%shostfwd=tcp:127.0.0.1:%u-:22'/>\n"
 	                 "    <qemu:arg value='-device'/>\n"
 	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
-	                 "%s"
-	                 "  </qemu:commandline>\n</domain>\n",
+	                 "%s",
 	                 def->internet ? "" : "restrict=on,", def->port,
 	                 def->incoming ? "    <qemu:arg value='-incoming'/>\n    <qemu:arg value='defer'/>\n" : "");
+	saas__lv_domain_memory_args(&b, def->mem, def->mem_path, mem);
+	saas__buf_puts(&b, "  </qemu:commandline>\n</domain>\n");
 	return saas__buf_detach(&b, NULL);
 }
 

@@ -77,7 +77,7 @@ struct ifaddrs;
  * key: bump it when what a template holds changes.
  */
 #define TPL_PREFIX "aas-tpl-"
-#define TEMPLATE_FORMAT 1
+#define TEMPLATE_FORMAT 2                  /* 2: the guest RAM is the backend MEM_ID */
 #define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
 #define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
 #define TEMPLATE_SAVE_TIMEOUT_MS 120000
@@ -543,6 +543,27 @@ int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key,
 
 /* ---- domains (domain.c) ---------------------------------------------------------------------- */
 
+/*
+ * A VM's guest RAM: one QEMU memory backend whose id is MEM_ID in every VM,
+ * given with -machine memory-backend=, so that its RAM block has one name
+ * whether the VM was booted, cloned from a template or restored from a
+ * snapshot (a migration stream names the blocks it carries). libvirt's own
+ * backend (pc.ram) stays defined and unused, in every VM alike.
+ */
+#define MEM_ID "aas-mem"
+enum saas__lv_mem {
+	LV_MEM_RAM,                      /* anonymous memory: a cold boot, a VM restored from a snapshot */
+	LV_MEM_SHARED,                   /* a template VM: the file at mem_path, its writes going to the file */
+	LV_MEM_PRIVATE,                  /* a template's clone: the same file mapped copy-on-write (MAP_PRIVATE) */
+};
+
+/*
+ * The <qemu:arg> elements of the memory backend of mode (enum saas__lv_mem):
+ * mem_path (unused for LV_MEM_RAM) holds mib MiB. Never LV_MEM_SHARED for a
+ * clone: its writes would change every other clone's memory.
+ */
+void saas__lv_domain_memory_args(saas__buf *b, int mode, const char *mem_path, unsigned int mib);
+
 /* Everything a domain's XML depends on. */
 struct saas__lv_domain {
 	const saas_vm_spec *spec;        /* name, vcpus, memory_mb */
@@ -559,6 +580,8 @@ struct saas__lv_domain {
 	bool policy;                     /* internet, and the metadata says "policy" (egress.c decides) */
 	unsigned int cpu_milli;          /* host CPU per vCPU in thousandths (<cputune>); 0: no limit */
 	unsigned int io_weight;          /* <blkiotune> weight; 0: none */
+	int mem;                         /* enum saas__lv_mem (0: LV_MEM_RAM) */
+	const char *mem_path;            /* LV_MEM_SHARED, LV_MEM_PRIVATE: the file QEMU opens */
 };
 
 /*
