@@ -121,6 +121,8 @@ int saas__lv_launch_start(struct launch *l)
 		def.policy = l->policy;
 		def.cpu_milli = d->lim_cpu ? d->cpu_milli : 0;
 		def.io_weight = d->lim_io ? saas__lv_io_weight(l->spec->vcpus) : 0;
+		def.mem = l->mem;
+		def.mem_path = l->mem_path;
 		pthread_mutex_lock(&d->mu); /* d->kvm changes when KVM turns out not to work */
 		def.kvm = d->kvm;
 		pthread_mutex_unlock(&d->mu);

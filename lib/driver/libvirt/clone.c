@@ -14,14 +14,20 @@
 
 #include "driver/libvirt/libvirt_driver.h"
 
-/* Restore a template's saved state into a clone's paused domain, then let it run. */
+/*
+ * Restore a template's saved state into a clone's paused domain, then let it
+ * run. A mapped template's state holds no RAM: the clone's backend maps it.
+ */
 static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
 {
-	int fd = open(state_path, O_RDONLY | O_CLOEXEC), rc;
+	int fd = open(state_path, O_RDONLY | O_CLOEXEC), rc = SAAS_OK;
 
 	if (fd < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
-	rc = saas__lv_qmp_getfd(l->dom, "aas-restore", fd);
+	if (l->mem == LV_MEM_PRIVATE)
+		rc = saas__lv_qmp(l->dom, IGNORE_SHARED_ON, -1, NULL);
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp_getfd(l->dom, "aas-restore", fd);
 	close(fd);
 	if (rc < 0 ||
 	    (rc = saas__lv_qmp(l->dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:aas-restore\"}}", -1,
@@ -134,11 +140,12 @@ int saas__lv_boot_clone(struct launch *l)
 	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
 	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
 	struct fixup_run fix = { l, budget, false, SAAS_OK, 0, 0, "" };
+	struct saas__lv_holder holder = { -1, -1, "" };
 	struct timespec t0;
 	pthread_t thread;
 	bool threaded;
 	char *state = NULL;
-	int rc;
+	int rc, ram = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!(state = saas__lv_path_join(l->tdir, "state"))) {
@@ -147,8 +154,22 @@ int saas__lv_boot_clone(struct launch *l)
 	}
 	if ((rc = saas__lv_launch_prepare(l)) < 0)
 		goto out;
+	/* A mapped template: the clone's QEMU maps its sealed RAM, opened through a holder of its own uid. */
+	rc = saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20, &ram,
+	                           &l->template_bad);
+	if (rc == SAAS_OK)
+		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->guest_gid ? l->d->guest_gid : l->uid);
+	if (rc == SAAS_OK) {
+		l->mem = LV_MEM_PRIVATE;
+		l->mem_path = holder.path;
+	} else if (rc != SAAS_ENOTFOUND) {
+		goto out;
+	}
 	at[0] = ms_since(&t0);
-	if ((rc = saas__lv_launch_start(l)) < 0)
+	rc = saas__lv_launch_start(l);
+	saas__lv_holder_stop(&holder); /* QEMU has the file open (or is gone) */
+	l->mem_path = NULL;
+	if (rc < 0)
 		goto out;
 	at[1] = ms_since(&t0);
 	if ((rc = clone_restore(l, state, &t0, budget)) < 0) {
@@ -169,14 +190,19 @@ int saas__lv_boot_clone(struct launch *l)
 	at[3] = ms_since(&t0);
 	/* Where a clone's time goes, for whoever tunes it. */
 	if (rc == SAAS_OK)
-		saas__lv_log(l->d, SAAS_LOG_DEBUG, "VM %s cloned: disk %lld ms, domain %lld ms, restore %lld ms, "
-		             "SSH and fix-ups %lld ms", l->spec->name, (long long)at[0], (long long)(at[1] - at[0]),
-		             (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
+		saas__lv_log(l->d, SAAS_LOG_DEBUG, "VM %s cloned (memory %s): disk %lld ms, domain %lld ms, restore %lld ms, "
+		             "SSH and fix-ups %lld ms", l->spec->name, l->mem == LV_MEM_PRIVATE ? "mapped" : "loaded",
+		             (long long)at[0], (long long)(at[1] - at[0]), (long long)(at[2] - at[1]),
+		             (long long)(at[3] - at[2]));
 out:
+	saas__lv_holder_stop(&holder);
+	if (ram >= 0)
+		close(ram);
 	free(state);
 	if (rc < 0) {
 		saas__lv_launch_blame_console(l, rc);
 		saas__lv_launch_undo(l);
+		l->mem = LV_MEM_RAM; /* a cold boot may follow */
 	}
 	return rc;
 }

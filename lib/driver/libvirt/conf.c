@@ -182,6 +182,10 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			rc = (cfg->dns_upstream = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
 		} else if (strcmp(tok, "cpu_limit") == 0) {
 			rc = parse_cpu_limit(cfg, val);
+		} else if (strcmp(tok, "template_memory") == 0) {
+			if (strcmp(val, "mapped") != 0 && strcmp(val, "loaded") != 0)
+				rc = saas__inval("template_memory must be mapped or loaded, not '%s'", val);
+			cfg->template_memory = strcmp(val, "loaded") == 0 ? TMPL_MEM_LOADED : TMPL_MEM_MAPPED;
 		} else {
 			rc = saas__inval("unknown libvirt driver option '%s'", tok);
 		}

@@ -286,6 +286,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->uid_count = cfg.uid_count;
 	d->dns_upstream = cfg.dns_upstream;
 	d->cpu_milli = cfg.cpu_milli;
+	d->mapped = cfg.template_memory == TMPL_MEM_MAPPED;
 	if (!d->images && !(d->images = saas__lv_default_images_dir())) {
 		rc = SAAS_ENOMEM;
 		goto fail;
@@ -367,6 +368,11 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	}
 	saas__lv_limits_setup(d, d->root != NULL);
 	saas__lv_templates_cleanup(d);
+	/* Said once: every template of this engine is then a loaded one. */
+	if (d->templates && d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {
+		d->mapped = false;
+		saas__lv_log(d, SAAS_LOG_INFO, "templates' memory is loaded by each clone, not mapped: %s", d->mapped_why);
+	}
 	if (d->confined) {
 		saas__lv_own_domains(d, VM_PREFIX, adopt_uid, NULL);
 		saas__lv_images_prune(d);
@@ -426,6 +432,8 @@ static void lv_close(void *ctx)
 	while (d->tmpls) {
 		struct tmpl *t = d->tmpls;
 		d->tmpls = t->next;
+		if (t->memfd >= 0)
+			close(t->memfd);
 		free(t);
 	}
 

@@ -77,10 +77,21 @@ struct ifaddrs;
  * key: bump it when what a template holds changes.
  */
 #define TPL_PREFIX "aas-tpl-"
-#define TEMPLATE_FORMAT 2                  /* 2: the guest RAM is the backend MEM_ID */
+#define TEMPLATE_FORMAT 2                  /* 2: the guest RAM is the backend MEM_ID; mapped or loaded */
 #define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
 #define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
 #define TEMPLATE_SAVE_TIMEOUT_MS 120000
+/*
+ * A mapped template's RAM stays in memory for as long as the template does,
+ * and can grow to the guest's whole RAM (clones reading never-written pages
+ * fill them in): one is built only while the host has that much available
+ * and this much more; else the template is built loaded.
+ */
+#define MAPPED_RESERVE_MIB 2048u
+/* Both ends of a mapped template's save and clone: RAM in a shared backend is neither sent nor read. */
+#define IGNORE_SHARED_ON                                                                                      \
+	"{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":[{\"capability\":" \
+	"\"x-ignore-shared\",\"state\":true}]}}"
 
 /* The guard (guard.c): QEMU runs under GUEST_GROUP, which the nftables table GUARD_TABLE restrains. */
 #define GUEST_GROUP "aas-guest"
@@ -129,6 +140,8 @@ struct ifaddrs;
 
 enum accel { ACCEL_AUTO, ACCEL_KVM, ACCEL_TCG };
 enum netcfg { NET_AUTO, NET_ISOLATED, NET_INTERNET };
+/* template_memory=mapped: clones map the template's RAM copy-on-write (memfile.c); loaded: they read a copy. */
+enum tmplmem { TMPL_MEM_MAPPED, TMPL_MEM_LOADED };
 /* uids=auto: per-VM uids when the host allows them; off: QEMU runs as today; a range: per-VM uids or fail. */
 enum uidcfg { UIDS_AUTO, UIDS_OFF, UIDS_ON };
 
@@ -144,13 +157,15 @@ struct saas__lv_config {
 	unsigned int uid_first, uid_count;
 	char *dns_upstream;              /* the policy resolver's upstream "ADDR" or "ADDR#PORT"; NULL: resolv.conf's */
 	unsigned int cpu_milli;          /* host CPU per vCPU in thousandths (cpu_limit); 0: no limit */
+	int template_memory;             /* enum tmplmem */
 };
 
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
  * templates=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
- * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO. NULL or "" gives the defaults. On
+ * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded.
+ * NULL or "" gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
@@ -259,6 +274,7 @@ enum tmpl_state { TMPL_NONE, TMPL_BUILDING, TMPL_READY, TMPL_BROKEN };
 struct tmpl {
 	char key[33];
 	int state;                       /* enum tmpl_state */
+	int memfd;                       /* a mapped template's sealed RAM (memfile.c); -1: not loaded (yet) */
 	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
 	struct tmpl *next;
 };
@@ -291,6 +307,8 @@ struct drv {
 	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
 	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
+	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
+	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
 	virConnectPtr conn;
 	pthread_mutex_t mu;
 	struct vm *vms;
@@ -649,6 +667,8 @@ struct launch {
 	virDomainPtr dom;
 	unsigned int port;
 	saas__ssh *ssh;
+	int mem;                         /* enum saas__lv_mem of its domain */
+	const char *mem_path;            /* LV_MEM_SHARED, LV_MEM_PRIVATE: the file its QEMU opens */
 };
 
 int saas__lv_launch_prepare(struct launch *l);
@@ -679,6 +699,37 @@ int saas__lv_uid_take(struct drv *d, unsigned int *uid);
 int saas__lv_confine_vm_files(struct launch *l);
 int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk);
 
+/* ---- template memory mapped by clones (memfile.c) -------------------------------------------- */
+
+/* A process holding a memfd as the VM's QEMU uid, so that QEMU can open it by path. */
+struct saas__lv_holder {
+	pid_t pid;
+	int go;                          /* closing it ends the holder */
+	char path[48];                   /* /proc/PID/fd/3 */
+};
+
+/* A new memfd of bytes (holes), sealable, for a template VM's RAM. */
+int saas__lv_memfd_new(uint64_t bytes, int *out);
+/* Seal it for good: no write, no shared writable mapping, no hole punched, no resize, no unsealing. */
+int saas__lv_memfd_seal(int fd);
+/* Does fd carry every one of those seals? */
+bool saas__lv_memfd_sealed(int fd);
+/* The memfd's bytes into a new file at path (0600, sparse where the memory is). */
+int saas__lv_memfd_save(int fd, uint64_t bytes, const char *path);
+/* A sealed memfd of the file at path, which must hold exactly bytes. */
+int saas__lv_memfd_load(const char *path, uint64_t bytes, int *out);
+/*
+ * Start a holder of memfd running as uid:gid (uid 0: the engine's own), with
+ * nothing else of the engine's; h->path is where QEMU of that uid opens it.
+ * Stop it once QEMU has started. saas__lv_holder_stop is idempotent.
+ */
+int saas__lv_holder_start(struct saas__lv_holder *h, int memfd, uid_t uid, gid_t gid);
+void saas__lv_holder_stop(struct saas__lv_holder *h);
+/* Can this engine hand QEMU a memfd under QEMU's uid? Why not, in why. */
+bool saas__lv_mapped_possible(const struct drv *d, char *why, size_t why_len);
+/* The host's MemAvailable in MiB (0 when unknown). */
+uint64_t saas__lv_mem_available_mib(void);
+
 /* ---- QEMU's monitor (qmp.c) ------------------------------------------------------------------ */
 
 int saas__lv_qmp(virDomainPtr dom, const char *cmd, int fd, json_t **ret);
@@ -694,6 +745,13 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
 const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
                                              const struct image *im, int *level);
 void saas__lv_template_break(struct drv *d, const char *key);
+/*
+ * The sealed RAM of the mapped template in tdir, loaded from its "ram" file
+ * on first use, as a new descriptor the caller closes: SAAS_OK;
+ * SAAS_ENOTFOUND when the template is a loaded one; an error otherwise
+ * (*broken: the template's file is bad).
+ */
+int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *fd, bool *broken);
 /* What a previous engine on this state directory left of template builds. */
 void saas__lv_templates_cleanup(struct drv *d);
 

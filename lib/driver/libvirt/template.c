@@ -3,6 +3,11 @@
  * memory and device state, and its disk overlay frozen), from which clones
  * are restored (clone.c). One background builder makes them, one at a time;
  * creates never wait for it: until its template is ready, a sandbox boots cold.
+ *
+ * A mapped template (template_memory=mapped, memfile.c) keeps its RAM out of
+ * its saved state: the RAM is a sealed memfd that clones map copy-on-write,
+ * kept on disk as the template's "ram" file. A loaded one's state holds its
+ * RAM, which each clone reads.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -63,9 +68,10 @@ void saas__lv_templates_cleanup(struct drv *d)
 
 /*
  * A template is keyed by everything its saved state depends on: the format,
- * the accelerator, the image build, the VM's shape and the engine's key (the
- * guest holds it). A rebuilt image or a new size gets a new key, so a new
- * template; the old one is deleted once the new one is ready.
+ * the accelerator, the image build, the VM's shape, the engine's key (the
+ * guest holds it) and how clones get its RAM. A rebuilt image or a new size
+ * gets a new key, so a new template; the old one is deleted once the new one
+ * is ready.
  */
 void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33])
 {
@@ -74,8 +80,9 @@ void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct
 
 	if (im->min_memory_mib && mem < im->min_memory_mib)
 		mem = im->min_memory_mib;
-	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name, im->recipe,
-	             im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub) < 0) {
+	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s|%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name,
+	             im->recipe, im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub,
+	             d->mapped ? "mapped" : "loaded") < 0) {
 		key[0] = '\0';
 		return;
 	}
@@ -98,6 +105,7 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 	if (!(t = calloc(1, sizeof(*t))))
 		return NULL;
 	saas__strlcpy(t->key, key, sizeof(t->key));
+	t->memfd = -1;
 	if ((dir = saas__lv_drv_path(d, "templates", key)) && (meta = saas__lv_path_join(dir, "template.json"))) {
 		if (stat(meta, &st) == 0)
 			t->state = TMPL_READY;
@@ -107,6 +115,18 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 	t->next = d->tmpls;
 	d->tmpls = t;
 	return t;
+}
+
+/* Let go of the sealed RAM of the template of key (clones that map it keep it until they end). */
+static void template_ram_drop(struct drv *d, const char *key)
+{
+	pthread_mutex_lock(&d->mu);
+	for (struct tmpl *t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0 && t->memfd >= 0) {
+			close(t->memfd);
+			t->memfd = -1;
+		}
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* Delete the other templates of the same image and shape: a newer build of it replaced them. */
@@ -131,6 +151,7 @@ static void template_prune(struct drv *d, const struct tmpl_job *job)
 			    json_integer_value(json_object_get(j, "disk_gb")) == job->disk_gb) {
 				saas__lv_log(d, SAAS_LOG_INFO, "template %s replaced by %s; deleting it", e->d_name, job->key);
 				saas__lv_rm_tree(sub);
+				template_ram_drop(d, e->d_name);
 			}
 			json_decref(j);
 		}
@@ -154,16 +175,23 @@ static void template_mark(struct drv *d, const char *key, enum tmpl_state state)
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* Save a paused template VM's memory and device state to path (QMP migrate to an fd). */
-static int template_save(struct drv *d, virDomainPtr dom, const char *path, int64_t *bytes)
+/*
+ * Save a paused template VM's memory and device state to path (QMP migrate
+ * to an fd); a mapped one's RAM stays out (x-ignore-shared skips the shared
+ * backend), as its clones map it.
+ */
+static int template_save(struct drv *d, virDomainPtr dom, const char *path, bool mapped, int64_t *bytes)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc = SAAS_OK;
 
 	if (fd < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
+	if (mapped)
+		rc = saas__lv_qmp(dom, IGNORE_SHARED_ON, -1, NULL);
 	/* QEMU caps migration bandwidth by default (128 MiB/s); a file takes what it gets. */
-	rc = saas__lv_qmp(dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":1099511627776}}", -1,
-	         NULL);
+	if (rc == SAAS_OK)
+		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":1099511627776}}",
+		                  -1, NULL);
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp_getfd(dom, "aas-save", fd);
 	close(fd);
@@ -179,6 +207,7 @@ static int template_save(struct drv *d, virDomainPtr dom, const char *path, int6
  * makes no connection), let it settle, pause it, save its state, and freeze
  * its disk overlay as the base of every clone's. Written under KEY.tmp and
  * renamed into place when complete, so a half-built template is never used.
+ * Mapped, its RAM is a memfd from the start, sealed once its VM is gone.
  */
 static int template_build(struct tmpl_job *job)
 {
@@ -187,11 +216,14 @@ static int template_build(struct tmpl_job *job)
 	saas_vm_spec spec;
 	static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 	struct launch l;
+	struct saas__lv_holder holder = { -1, -1, "" };
 	char name[64], *tdir = NULL, *tmp = NULL, *path = NULL, *host_key = NULL;
 	struct timespec t0;
 	int64_t bytes = 0;
+	uint64_t ram_bytes = 0, avail;
 	json_t *meta = NULL;
-	int rc;
+	bool mapped;
+	int rc, memfd = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	snprintf(name, sizeof(name), TPL_PREFIX "%.16s", job->key);
@@ -210,6 +242,7 @@ static int template_build(struct tmpl_job *job)
 	/* The template VM is confined as its clones will be: it runs the same guest. */
 	if (rc == SAAS_OK && d->confined && (rc = saas__lv_uid_take(d, &l.uid)) < 0)
 		free(host_key);
+	mapped = d->mapped;
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)
 		return rc;
@@ -222,7 +255,24 @@ static int template_build(struct tmpl_job *job)
 		rc = saas__oom();
 		goto out;
 	}
-	if ((rc = saas__lv_boot_cold(&l)) < 0)
+	ram_bytes = (uint64_t)saas__lv_domain_memory(&spec, im) << 20;
+	if (mapped && (avail = saas__lv_mem_available_mib()) < (ram_bytes >> 20) + MAPPED_RESERVE_MIB) {
+		saas__lv_log(d, SAAS_LOG_WARN, "template %s: its memory is loaded by each clone, not mapped: the host has "
+		             "%llu MiB available, less than its %llu MiB and %u MiB to spare", job->key,
+		             (unsigned long long)avail, (unsigned long long)(ram_bytes >> 20), MAPPED_RESERVE_MIB);
+		mapped = false;
+	}
+	if (mapped) {
+		if ((rc = saas__lv_memfd_new(ram_bytes, &memfd)) < 0 ||
+		    (rc = saas__lv_holder_start(&holder, memfd, l.uid, d->guest_gid ? d->guest_gid : l.uid)) < 0)
+			goto out;
+		l.mem = LV_MEM_SHARED;
+		l.mem_path = holder.path;
+	}
+	rc = saas__lv_boot_cold(&l);
+	saas__lv_holder_stop(&holder); /* QEMU has its RAM open (or is gone) */
+	l.mem_path = NULL;
+	if (rc < 0)
 		goto out;
 	/* The engine's session must not live on in every clone, half open. */
 	saas__ssh_close(l.ssh);
@@ -242,11 +292,19 @@ static int template_build(struct tmpl_job *job)
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
-	if ((rc = template_save(d, l.dom, path, &bytes)) < 0)
+	if ((rc = template_save(d, l.dom, path, mapped, &bytes)) < 0)
 		goto out;
 	virDomainDestroy(l.dom);
 	virDomainFree(l.dom);
 	l.dom = NULL;
+	free(path);
+	path = NULL;
+	/* Its one writer gone, the RAM is sealed: from here on nobody, root included, can change it. */
+	if (mapped && ((rc = saas__lv_memfd_seal(memfd)) < 0 || !(path = saas__lv_path_join(tmp, "ram")) ||
+	               (rc = saas__lv_memfd_save(memfd, ram_bytes, path)) < 0)) {
+		rc = rc < 0 ? rc : SAAS_ENOMEM;
+		goto out;
+	}
 	free(path);
 	path = NULL;
 	if (l.overlay) {
@@ -263,10 +321,11 @@ static int template_build(struct tmpl_job *job)
 		goto out;
 	free(path);
 	path = NULL;
-	meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I}", "format", TEMPLATE_FORMAT, "image", im->name,
-	                 "recipe", im->recipe, "vcpus", (json_int_t)job->vcpus, "memory_mb", (json_int_t)job->memory_mb,
-	                 "disk_gb", (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg", "state_bytes",
-	                 (json_int_t)bytes, "build_ms", (json_int_t)ms_since(&t0));
+	meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:I, s:I}", "format", TEMPLATE_FORMAT, "image",
+	                 im->name, "recipe", im->recipe, "vcpus", (json_int_t)job->vcpus, "memory_mb",
+	                 (json_int_t)job->memory_mb, "disk_gb", (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg",
+	                 "memory", mapped ? "mapped" : "loaded", "state_bytes", (json_int_t)bytes, "build_ms",
+	                 (json_int_t)ms_since(&t0));
 	if (!meta || !(path = saas__lv_path_join(tmp, "template.json")) || json_dump_file(meta, path, JSON_INDENT(2)) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "writing the template's description");
 		goto out;
@@ -276,17 +335,31 @@ static int template_build(struct tmpl_job *job)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", tdir, strerror(errno));
 		goto out;
 	}
+	/* Its clones map the memfd it has, not a copy loaded from disk. */
+	if (mapped) {
+		pthread_mutex_lock(&d->mu);
+		for (struct tmpl *t = d->tmpls; t; t = t->next)
+			if (strcmp(t->key, job->key) == 0 && t->memfd < 0) {
+				t->memfd = memfd;
+				memfd = -1;
+			}
+		pthread_mutex_unlock(&d->mu);
+	}
 	/*
 	 * Ready before it is said to be: a create that reads "ready" (a test,
 	 * an operator) and comes in before the builder thread ends would
 	 * otherwise still find it building, and boot cold.
 	 */
 	template_mark(d, job->key, TMPL_READY);
-	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %lld MiB of state)", job->key,
-	             (long long)ms_since(&t0), im->name, job->vcpus, job->memory_mb, (long long)(bytes >> 20));
+	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %s, %lld KiB of state)",
+	             job->key, (long long)ms_since(&t0), im->name, job->vcpus, job->memory_mb,
+	             mapped ? "memory mapped by clones" : "memory loaded by clones", (long long)(bytes >> 10));
 	template_prune(d, job);
 out:
+	saas__lv_holder_stop(&holder);
 	saas__lv_launch_undo(&l);
+	if (memfd >= 0)
+		close(memfd);
 	if (l.uid) {
 		pthread_mutex_lock(&d->mu);
 		saas__lv_uids_put(&d->uids, l.uid);
@@ -372,7 +445,61 @@ void saas__lv_template_break(struct drv *d, const char *key)
 	char *dir = saas__lv_drv_path(d, "templates", key);
 
 	template_mark(d, key, TMPL_BROKEN);
+	template_ram_drop(d, key);
 	if (dir)
 		saas__lv_rm_tree(dir);
 	free(dir);
+}
+
+int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *fd, bool *broken)
+{
+	const char *key = strrchr(tdir, '/') ? strrchr(tdir, '/') + 1 : tdir;
+	char *path = saas__lv_path_join(tdir, "ram");
+	struct stat st;
+	struct tmpl *t;
+	int rc, loaded = -1;
+
+	*fd = -1;
+	*broken = false;
+	if (!path)
+		return SAAS_ENOMEM;
+	if (stat(path, &st) < 0) {
+		free(path);
+		return SAAS_ENOTFOUND;
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		pthread_mutex_lock(&d->mu);
+		for (t = d->tmpls; t && strcmp(t->key, key) != 0; t = t->next)
+			;
+		if (t && t->memfd < 0 && loaded >= 0) {
+			t->memfd = loaded;
+			loaded = -1;
+		}
+		/* A copy for this clone: the template's may be let go of (pruned) while the clone starts. */
+		if (t && t->memfd >= 0 && (*fd = fcntl(t->memfd, F_DUPFD_CLOEXEC, 3)) < 0)
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
+		else
+			rc = SAAS_OK;
+		pthread_mutex_unlock(&d->mu);
+		if (rc < 0 || *fd >= 0 || !t)
+			break;
+		/* Not in memory yet (an engine that did not build it): loaded once, outside the lock (it takes a while). */
+		if ((rc = saas__lv_memfd_load(path, bytes, &loaded)) < 0) {
+			*broken = true;
+			break;
+		}
+	}
+	if (loaded >= 0)
+		close(loaded);
+	if (rc == SAAS_OK && *fd < 0)
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "template %s is not known", key);
+	/* Whatever it came from, only a sealed memory may be handed to a clone. */
+	if (rc == SAAS_OK && !saas__lv_memfd_sealed(*fd)) {
+		close(*fd);
+		*fd = -1;
+		*broken = true;
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "template %s's memory is not sealed", key);
+	}
+	free(path);
+	return rc;
 }

@@ -1,0 +1,297 @@
+/*
+ * Templates whose memory clones map copy-on-write (template_memory=mapped,
+ * the default where it is safe): a template saved without its RAM, clones
+ * that share its pages, that are still distinct machines, and whose QEMU (or
+ * a tenant who escaped into it) cannot change the memory every other clone
+ * maps. Real VMs, the `tiny` image, one template and two clones.
+ *
+ * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE (vmtest.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "saas.h"
+#include "vmtest.h"
+
+static char state_dir[4096], config[4096];
+static saas_engine *engine;
+static char *key;
+static saas_client *client;
+static saas_sandbox *first;
+
+static int group_setup(void **state)
+{
+	const char *images, *dir;
+
+	(void)state;
+	if (vmtest_env(&images, &dir) < 0)
+		return -1;
+	snprintf(state_dir, sizeof(state_dir), "%s", dir);
+	snprintf(config, sizeof(config), "images=%s boot_timeout=300", images);
+	saas_engine_options o = vmtest_engine_options(state_dir, config);
+	o.default_image = "tiny";
+	check(saas_engine_open(&engine, &o), "engine open");
+	vmtest_tenant(engine, "alice", &key, &client);
+	/* A cold boot, which starts the template's build in the background. */
+	check(saas_sandbox_create(&first, client, NULL, 0), "create the first sandbox");
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	saas_sandbox_list *list = NULL;
+
+	(void)state;
+	if (client && saas_sandbox_list_get(&list, client, NULL, 1000, SAAS_LIST_ACTIVE) == SAAS_OK) {
+		for (size_t j = 0; j < list->count; j++)
+			saas_sandbox_destroy(NULL, client, list->items[j]->id, 0);
+		saas_sandbox_list_free(list);
+	}
+	saas_sandbox_free(first);
+	saas_client_free(client);
+	saas_engine_free(engine);
+	saas_free(key);
+	vmtest_log_reset();
+	return 0;
+}
+
+static char *run_in(const char *id, const char *cmd)
+{
+	saas_execution *x = NULL;
+	char *out;
+
+	check(saas_exec(&x, client, id, cmd, NULL, 0), cmd);
+	assert_int_equal(x->exit_code, 0);
+	out = strdup(x->stdout_data ? x->stdout_data : "");
+	saas_execution_free(x);
+	assert_non_null(out);
+	out[strcspn(out, "\n")] = '\0';
+	return out;
+}
+
+/* The fd of pid's QEMU that holds the template's memory (its memfd), or -1. */
+static int memfd_of(pid_t pid)
+{
+	char dir[64], path[PATH_MAX], target[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+	int fd = -1;
+
+	snprintf(dir, sizeof(dir), "/proc/%ld/fd", (long)pid);
+	assert_non_null(d = opendir(dir));
+	while (fd < 0 && (e = readdir(d))) {
+		ssize_t n;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if ((n = readlink(path, target, sizeof(target) - 1)) > 0) {
+			target[n] = '\0';
+			if (strstr(target, "memfd:aas-template-ram"))
+				fd = atoi(e->d_name);
+		}
+	}
+	closedir(d);
+	return fd;
+}
+
+/* A field of pid's /proc/PID/smaps_rollup, in KiB. */
+static unsigned long long rollup_kib(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	unsigned long long sum = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", (long)pid);
+	assert_non_null(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			sum += strtoull(line + strlen(field), NULL, 10);
+	fclose(f);
+	return sum;
+}
+
+/* Rss and Anonymous (the pages it copied on write) of pid's mapping of the template's memory, in KiB. */
+static void memfd_mapping_kib(pid_t pid, unsigned long long *rss, unsigned long long *anon)
+{
+	char path[64], line[512];
+	bool in = false;
+	FILE *f;
+
+	*rss = *anon = 0;
+	snprintf(path, sizeof(path), "/proc/%ld/smaps", (long)pid);
+	assert_non_null(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f)) {
+		/* A mapping's header: "start-end perms offset dev inode [path]"; its fields are "Name:  N kB". */
+		if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') && !strstr(line, " kB"))
+			in = strstr(line, "memfd:aas-template-ram") != NULL;
+		else if (in && strncmp(line, "Rss:", 4) == 0)
+			*rss += strtoull(line + 4, NULL, 10);
+		else if (in && strncmp(line, "Anonymous:", 10) == 0)
+			*anon += strtoull(line + 10, NULL, 10);
+	}
+	fclose(f);
+}
+
+/*
+ * As the clone's QEMU uid, with no capability, the template's memory (opened
+ * the way QEMU opened it) cannot be changed: not written, not mapped shared
+ * and writable, no hole punched, not truncated, its seals not touched. A
+ * private mapping still works (that is how QEMU maps it). Exit 0: all held.
+ */
+static int try_to_change(pid_t qemu, int fd, uid_t uid, gid_t gid)
+{
+	char path[64];
+	int f;
+	void *m;
+
+	snprintf(path, sizeof(path), "/proc/%ld/fd/%d", (long)qemu, fd);
+	if ((f = open(path, O_RDWR)) < 0)
+		return 10;
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		return 11;
+	if (pwrite(f, "X", 1, 0) >= 0 || errno != EPERM)
+		return 12;
+	if (fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == 0 || errno != EPERM)
+		return 13;
+	if (ftruncate(f, 0) == 0 || errno != EPERM)
+		return 14;
+	if (mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0) != MAP_FAILED || errno != EPERM)
+		return 15;
+	if (fcntl(f, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) == 0 || errno != EPERM)
+		return 16;
+	if ((m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, f, 0)) == MAP_FAILED)
+		return 17;
+	((char *)m)[0] ^= 1;
+	return 0;
+}
+
+/* The template of this run: its description (template.json), the one whose memory is mapped. */
+static json_t *mapped_template(void)
+{
+	char root[4200], path[4700];
+	struct dirent *e;
+	json_t *found = NULL;
+	DIR *d;
+
+	snprintf(root, sizeof(root), "%s/libvirt/templates", state_dir);
+	assert_non_null(d = opendir(root));
+	while (!found && (e = readdir(d))) {
+		json_t *j;
+		snprintf(path, sizeof(path), "%s/%s/template.json", root, e->d_name);
+		if (e->d_name[0] != '.' && (j = json_load_file(path, 0, NULL))) {
+			const char *mem = json_string_value(json_object_get(j, "memory"));
+			if (mem && strcmp(mem, "mapped") == 0)
+				found = j;
+			else
+				json_decref(j);
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static void test_mapped_clones(void **state)
+{
+	saas_sandbox *sb[2] = { NULL, NULL };
+	char *out[2][3];
+	static const char *const probes[3] = { "hostname", "cat /proc/sys/kernel/random/boot_id",
+		                               "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'" };
+	json_t *tpl;
+	unsigned long long mib;
+
+	(void)state;
+	for (int i = 0; i < 600 && !logged("template ", " ready in"); i++) {
+		assert_false(logged("template ", " failed"));
+		usleep(500 * 1000);
+	}
+	if (!logged("memory mapped by clones", NULL)) {
+		/* The engine said why once (no per-VM uid, a system libvirtd, too little memory). */
+		print_message("SKIP: templates' memory is not mapped on this host\n");
+		skip();
+	}
+	/* Its saved state holds no RAM: device state and a few bookkeeping bytes per page of it. */
+	assert_non_null(tpl = mapped_template());
+	mib = (unsigned long long)json_integer_value(json_object_get(tpl, "memory_mb"));
+	print_message("template state %lld bytes for %llu MiB of guest RAM\n",
+	              (long long)json_integer_value(json_object_get(tpl, "state_bytes")), mib);
+	assert_true(json_integer_value(json_object_get(tpl, "state_bytes")) < (8 << 20));
+	json_decref(tpl);
+	for (int i = 0; i < 2; i++) {
+		char line[256];
+		check(saas_sandbox_create(&sb[i], client, NULL, 0), "create a clone");
+		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
+		assert_true(logged(line, "(clone,"));
+	}
+	/* Two machines: their own hostname, boot id and random bytes. */
+	for (int i = 0; i < 2; i++)
+		for (int p = 0; p < 3; p++)
+			out[i][p] = run_in(sb[i]->id, probes[p]);
+	assert_string_equal(out[0][0], sb[0]->id);
+	assert_string_equal(out[1][0], sb[1]->id);
+	for (int p = 0; p < 3; p++) {
+		assert_true(strlen(out[0][p]) > 8);
+		assert_string_not_equal(out[0][p], out[1][p]);
+	}
+	for (int i = 0; i < 2; i++)
+		for (int p = 0; p < 3; p++)
+			free(out[i][p]);
+	for (int i = 0; i < 2; i++) {
+		pid_t pid = qemu_pid(sb[i]->id), child;
+		int fd, status;
+		unsigned long long rss, anon, priv, map_rss, map_anon;
+		assert_true(pid > 0);
+		/* Its RAM is the template's sealed memory, mapped... */
+		assert_true((fd = memfd_of(pid)) >= 0);
+		/* ...which its uid cannot change (as root without the uid's switch, neither: the seals bind root too). */
+		if (geteuid() == 0) {
+			uid_t uid = (uid_t)proc_status(pid, "Uid:", 10);
+			gid_t gid = (gid_t)proc_status(pid, "Gid:", 10);
+			if ((child = fork()) == 0)
+				_exit(try_to_change(pid, fd, uid, gid));
+			assert_true(child > 0);
+			assert_int_equal(waitpid(child, &status, 0), child);
+			assert_true(WIFEXITED(status));
+			assert_int_equal(WEXITSTATUS(status), 0);
+		}
+		/*
+		 * ...and shared: of the guest RAM it has touched, most is still the
+		 * template's pages, not copies of its own.
+		 */
+		rss = rollup_kib(pid, "Rss:");
+		anon = rollup_kib(pid, "Anonymous:");
+		priv = rollup_kib(pid, "Private_Clean:") + rollup_kib(pid, "Private_Dirty:");
+		memfd_mapping_kib(pid, &map_rss, &map_anon);
+		print_message("clone %d: Rss %llu KiB, Pss %llu KiB, Private %llu KiB, Anonymous %llu KiB; guest RAM "
+		              "(%llu MiB) resident %llu KiB, of which copied %llu KiB\n", i, rss, rollup_kib(pid, "Pss:"),
+		              priv, anon, mib, map_rss, map_anon);
+		assert_true(map_rss > 0);
+		assert_true(map_anon * 2 < map_rss);
+		assert_true(priv < mib * 1024);
+	}
+	for (int i = 0; i < 2; i++) {
+		check(saas_sandbox_destroy(NULL, client, sb[i]->id, 0), "destroy a clone");
+		saas_sandbox_free(sb[i]);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mapped_clones),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
