@@ -223,6 +223,14 @@ enum {
 void saas__pool_release(saas_engine *e, const char *name, int outcome);
 /* Fill the pool fields of stats. */
 int saas__pool_stats(saas_engine *e, saas_engine_stats *stats);
+/* Is VM name outdated (made from an image build the driver no longer has as current)? False when it cannot tell. */
+bool saas__vm_outdated(saas_engine *e, const char *name);
+/*
+ * Destroy the ready pooled VMs that are outdated (the refill then makes them
+ * again from the image's current build); how many went. The refill thread
+ * calls it every POOL_CHECK_MS.
+ */
+unsigned int saas__pool_drop_outdated(saas_engine *e);
 
 /* limits.c */
 /* The account's effective limits: the engine's defaults and what an operator set for it. */

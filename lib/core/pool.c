@@ -11,6 +11,12 @@
  * is freed, and after a crash reconcile finds them without a row and destroys
  * them too: either way none was ever handed out.
  *
+ * A pooled VM made from an image build that is no longer current (the image
+ * was rebuilt since, as the driver tells) is never handed out: a claim
+ * destroys it instead, and the refill thread looks for such VMs every
+ * POOL_CHECK_MS, so that a rebuild replaces the pools without waiting for a
+ * claim.
+ *
  * The refill is bounded: one create in flight at a time, engine-wide, so a
  * burst of claims is replaced as fast as the driver makes one VM after
  * another and never by a stampede of boots; a failing driver is retried after
@@ -35,6 +41,7 @@
 #define BACKOFF_MAX_MS 60000
 #define SPEC_MAX 4096
 #define ENTRIES_MAX 64
+#define POOL_CHECK_MS 10000
 
 enum { SLOT_READY, SLOT_CLAIMING };
 
@@ -330,12 +337,14 @@ static void *refill_main(void *arg)
 			if (wait_ms > BACKOFF_MAX_MS)
 				wait_ms = BACKOFF_MAX_MS;
 		}
-		if (wait_ms < 0) {
-			pthread_cond_wait(&p->cond, &p->mu);
-			continue;
-		}
+		if (wait_ms < 0 || wait_ms > POOL_CHECK_MS)
+			wait_ms = POOL_CHECK_MS;
 		saas__deadline(&ts, CLOCK_MONOTONIC, wait_ms);
-		pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+		if (pthread_cond_timedwait(&p->cond, &p->mu, &ts) == ETIMEDOUT && !p->stopping) {
+			pthread_mutex_unlock(&p->mu);
+			saas__pool_drop_outdated(e);
+			pthread_mutex_lock(&p->mu);
+		}
 	}
 	abandoned = p->abandoned;
 	p->exited = true;
@@ -446,6 +455,72 @@ bool saas__pool_owns(saas_engine *e, const char *name)
 			found = strcmp(p->items[i].slots[j].name, name) == 0;
 	pthread_mutex_unlock(&p->mu);
 	return found;
+}
+
+bool saas__vm_outdated(saas_engine *e, const char *name)
+{
+	int outdated = 0;
+
+	/* A table older than version 4 is a smaller struct: the slot is not there to read. */
+	if (e->driver->version < 4 || !e->driver->vm_outdated ||
+	    e->driver->vm_outdated(e->driver_ctx, name, &outdated) < 0)
+		return false;
+	return outdated != 0;
+}
+
+/* The first ready slot not yet in seen (n names), marked claiming so that no create takes it meanwhile. */
+static bool take_unseen_locked(struct saas__pools *p, char (*seen)[SAAS_ID_MAX + 1], size_t n,
+                               char name[SAAS_ID_MAX + 1])
+{
+	for (size_t i = 0; i < p->n; i++)
+		for (unsigned int j = 0; j < p->items[i].nslots; j++) {
+			struct slot *s = &p->items[i].slots[j];
+			bool known = false;
+			for (size_t k = 0; k < n && !known; k++)
+				known = strcmp(seen[k], s->name) == 0;
+			if (s->state == SLOT_READY && !known) {
+				s->state = SLOT_CLAIMING;
+				saas__strlcpy(name, s->name, SAAS_ID_MAX + 1);
+				return true;
+			}
+		}
+	return false;
+}
+
+unsigned int saas__pool_drop_outdated(saas_engine *e)
+{
+	struct saas__pools *p = e->pools;
+	char (*seen)[SAAS_ID_MAX + 1] = NULL;
+	size_t n = 0, cap = 0;
+	unsigned int dropped = 0;
+
+	if (!p || !e->driver || e->driver->version < 4 || !e->driver->vm_outdated)
+		return 0;
+	for (size_t i = 0; i < p->n; i++)
+		cap += p->items[i].target;
+	if (!cap || !(seen = calloc(cap, sizeof(*seen))))
+		return 0;
+	for (;;) {
+		char name[SAAS_ID_MAX + 1];
+		bool got;
+		pthread_mutex_lock(&p->mu);
+		got = n < cap && !p->stopping && take_unseen_locked(p, seen, n, name);
+		pthread_mutex_unlock(&p->mu);
+		if (!got)
+			break;
+		saas__strlcpy(seen[n++], name, sizeof(seen[0]));
+		if (!saas__vm_outdated(e, name)) {
+			saas__pool_release(e, name, SAAS_POOL_RETURN);
+			continue;
+		}
+		saas__log(e, SAAS_LOG_INFO, "pooled VM %s was made from an image build that is no longer current; "
+		          "destroying it", name);
+		e->driver->vm_destroy(e->driver_ctx, name);
+		saas__pool_release(e, name, SAAS_POOL_DROP);
+		dropped++;
+	}
+	free(seen);
+	return dropped;
 }
 
 int saas__pool_claim(saas_engine *e, const char *size, const char *image, char name[SAAS_ID_MAX + 1])

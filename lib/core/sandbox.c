@@ -237,6 +237,14 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 			saas__pool_release(e, name, SAAS_POOL_DROP);
 			continue;
 		}
+		/* Its image was rebuilt since it was made: the create gets the new build, never the old. */
+		if (saas__vm_outdated(e, name)) {
+			saas__log(e, SAAS_LOG_INFO, "pooled VM %s was made from an image build that is no longer current; "
+			          "destroying it", name);
+			e->driver->vm_destroy(e->driver_ctx, name);
+			saas__pool_release(e, name, SAAS_POOL_DROP);
+			continue;
+		}
 		now = saas__engine_now(e);
 		/* Pooled VMs were made without a network: the driver's default. */
 		row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started, saas__network_default(e));

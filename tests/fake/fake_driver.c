@@ -28,6 +28,8 @@ struct vm {
 	int net_mode;
 	char net_rules[4096];
 	saas_vm_network_stats stats;
+	char image[64];
+	int outdated;                    /* its image was "rebuilt" since (saas_fake_image_rebuilt) */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -149,6 +151,26 @@ void saas_fake_vm_stop(const char *name)
 	pthread_mutex_unlock(&mu);
 }
 
+void saas_fake_image_rebuilt(const char *image)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_VMS; i++)
+		if (vms[i].state != SAAS_VM_ABSENT && strcmp(vms[i].image, image) == 0)
+			vms[i].outdated = 1;
+	pthread_mutex_unlock(&mu);
+}
+
+static int fake_outdated(void *ctx, const char *name, int *outdated)
+{
+	struct vm *v;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	*outdated = (v = find_vm(name)) && v->outdated;
+	pthread_mutex_unlock(&mu);
+	return SAAS_OK;
+}
+
 /* "allow a,b deny c" into v: what a test reads back with saas_fake_vm_network. */
 static void net_store(struct vm *v, const saas_vm_network *net)
 {
@@ -265,6 +287,8 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		return saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
 	}
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name, spec->network);
+	if (rc == SAAS_OK)
+		snprintf(find_vm(spec->name)->image, sizeof(vms[0].image), "%s", spec->image ? spec->image : "");
 	fn = on_create;
 	ud = on_create_ud;
 	pthread_mutex_unlock(&mu);
@@ -803,4 +827,5 @@ const saas_driver saas_fake_driver = {
 	fake_pty_open,
 	fake_pty_resize,
 	fake_pty_close,
+	.vm_outdated = fake_outdated,
 };

@@ -31,6 +31,8 @@ int saas_fake_vm_exists(const char *name);
 void saas_fake_fail_creates(unsigned int n);
 /* Simulate a VM dying (it stays listed, state STOPPED) or vanishing (gone). */
 void saas_fake_vm_stop(const char *name);
+/* The image was rebuilt: every VM made from it so far is outdated (vm_outdated says so). */
+void saas_fake_image_rebuilt(const char *image);
 /* Add a VM nobody asked for (what a crashed engine might leave). */
 void saas_fake_vm_add(const char *name);
 /* Refuse (SAAS_ENOTSUP) every create that asks for the internet, as a host that cannot guard it does. */

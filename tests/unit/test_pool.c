@@ -487,6 +487,42 @@ static void test_pool_dead_vm(void **state)
 	saas_sandbox_free(again);
 }
 
+/*
+ * A pooled VM made from an image build that is no longer current is never
+ * handed out: a claim destroys it and the create makes its own; the refill
+ * thread's check destroys the rest, and the refill makes them again.
+ */
+static void test_pool_image_rebuilt(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb;
+
+	fill(f); /* small: made[0], made[2]; medium (tiny): made[1] */
+	assert_int_equal(saas_fake_create_calls(), 3);
+	saas_fake_image_rebuilt("default");
+	sb = create(f->a, "small");
+	assert_int_equal(saas_fake_create_calls(), 4);
+	assert_string_equal(sb->id, made[3].name);
+	assert_false(saas_fake_vm_exists(made[0].name));
+	assert_false(saas_fake_vm_exists(made[2].name));
+	assert_true(logged("no longer current; destroying it"));
+	assert_true(saas_fake_vm_exists(made[1].name)); /* another image's pool is untouched */
+	assert_int_equal(saas__pool_drop_outdated(f->engine), 0);
+	assert_int_equal(pool_ready(f, "medium", "tiny"), 1);
+
+	/* Without a claim: the check finds it, and the pool is filled from the new build. */
+	fill(f);
+	saas_fake_image_rebuilt("tiny");
+	assert_int_equal(saas__pool_drop_outdated(f->engine), 1);
+	assert_false(saas_fake_vm_exists(made[1].name));
+	assert_false(saas__pool_owns(f->engine, made[1].name));
+	assert_int_equal(pool_ready(f, "medium", "tiny"), 0);
+	assert_int_equal(pool_ready(f, "small", "default"), 2);
+	fill(f);
+	assert_int_equal(pool_ready(f, "medium", "tiny"), 1);
+	saas_sandbox_free(sb);
+}
+
 /* Every check of an ordinary create holds for a pooled one; a refused create leaves the pool as it was. */
 static void test_pool_checks_kept(void **state)
 {
@@ -853,6 +889,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_network_bypass, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_empty_falls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_dead_vm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_image_rebuilt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_checks_kept, setup_tight, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_orphan_sweep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_engine_free, setup, teardown),

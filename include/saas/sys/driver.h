@@ -258,6 +258,14 @@ typedef struct saas_driver {
 	int (*snapshot_delete)(void *ctx, const char *snap);
 	/** Every snapshot this driver holds for this state directory (for reconcile). */
 	int (*snapshot_list)(void *ctx, saas_name_fn fn, void *userdata);
+	/**
+	 * Was VM name made from a build of its image that is no longer the
+	 * current one (the image was rebuilt since)? *outdated: 1 if so, else 0
+	 * (also for a VM the driver cannot tell about). The core never hands out
+	 * a pooled VM that is outdated: it destroys it and makes a new one. NULL:
+	 * never outdated.
+	 */
+	int (*vm_outdated)(void *ctx, const char *name, int *outdated);
 } saas_driver;
 
 SAAS_END_DECLS

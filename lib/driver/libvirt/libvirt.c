@@ -601,7 +601,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	}
 	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;
-	if ((rc = saas__lv_vm_add(d, spec->name, l.port, uid, host_key, l.ssh)) < 0) {
+	if ((rc = saas__lv_vm_add(d, spec->name, im, l.port, uid, host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
@@ -672,7 +672,7 @@ static int lv_state(void *ctx, const char *name, int *state)
 				saas__lv_uids_mark(&d->uids, uid);
 				pthread_mutex_unlock(&d->mu);
 			}
-			saas__lv_vm_add(d, name, port, uid, host_key, NULL);
+			saas__lv_vm_add(d, name, NULL, port, uid, host_key, NULL);
 			adopt_limits(d, dom, name);
 		}
 		free(host_key);
@@ -870,6 +870,30 @@ static int lv_network_stats(void *ctx, const char *name, saas_vm_network_stats *
 	return saas__lv_egress_vm_stats(ctx, name, out);
 }
 
+/*
+ * A VM is outdated when its image's build is no longer the one a create
+ * would use: images are reloaded when their manifest changes (a rebuild),
+ * and a replaced build is retired, never freed, so its address says which
+ * build a VM came from. An image gone altogether outdates its VMs too.
+ */
+static int lv_vm_outdated(void *ctx, const char *name, int *outdated)
+{
+	struct drv *d = ctx;
+	struct vm *v = saas__lv_vm_get(d, name);
+	struct image *im;
+
+	*outdated = 0;
+	if (!v)
+		return SAAS_OK;
+	pthread_mutex_lock(&d->mu);
+	if (v->im)
+		*outdated = saas__lv_image_get(d, v->im->name, &im) < 0 || im != v->im;
+	pthread_mutex_unlock(&d->mu);
+	saas__lv_vm_put(d, v);
+	saas__error_clear();
+	return SAAS_OK;
+}
+
 const saas_driver saas__driver_libvirt = {
 	SAAS_DRIVER_VERSION,
 	"libvirt",
@@ -890,4 +914,5 @@ const saas_driver saas__driver_libvirt = {
 	lv_pty_open,
 	lv_pty_resize,
 	lv_pty_close,
+	.vm_outdated = lv_vm_outdated,
 };

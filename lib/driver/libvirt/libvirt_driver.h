@@ -259,6 +259,7 @@ struct image {
 
 struct vm {
 	char name[SAAS_ID_MAX + 1];
+	const struct image *im;          /* the image build it was made from; NULL: adopted, not known */
 	unsigned int port;
 	unsigned int uid;                /* its QEMU's own uid, 0 when not confined */
 	char *host_key;
@@ -546,9 +547,12 @@ void saas__lv_images_prune(struct drv *d);
 
 /* ---- running VMs (vm.c) ---------------------------------------------------------------------- */
 
-/* Register a running VM; ssh (may be NULL: connected on first use) becomes the registry's. */
-int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, unsigned int uid, const char *host_key,
-                    saas__ssh *ssh);
+/*
+ * Register a running VM made from im (NULL: adopted, its build not known);
+ * ssh (may be NULL: connected on first use) becomes the registry's.
+ */
+int saas__lv_vm_add(struct drv *d, const char *name, const struct image *im, unsigned int port, unsigned int uid,
+                    const char *host_key, saas__ssh *ssh);
 /* A reference to the VM of name, or NULL; let go with saas__lv_vm_put. */
 struct vm *saas__lv_vm_get(struct drv *d, const char *name);
 void saas__lv_vm_put(struct drv *d, struct vm *v);

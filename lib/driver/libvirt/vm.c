@@ -60,8 +60,8 @@ struct vm *saas__lv_vm_unlink(struct drv *d, const char *name)
 	return v;
 }
 
-int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, unsigned int uid, const char *host_key,
-                    saas__ssh *ssh)
+int saas__lv_vm_add(struct drv *d, const char *name, const struct image *im, unsigned int port, unsigned int uid,
+                    const char *host_key, saas__ssh *ssh)
 {
 	struct vm *v = calloc(1, sizeof(*v));
 
@@ -70,6 +70,7 @@ int saas__lv_vm_add(struct drv *d, const char *name, unsigned int port, unsigned
 		return saas__oom();
 	}
 	saas__strlcpy(v->name, name, sizeof(v->name));
+	v->im = im;
 	v->port = port;
 	v->uid = uid;
 	v->ssh = ssh;
