@@ -23,6 +23,14 @@
  * own (driver option uids=auto, which must take effect: run as root) and with
  * uids=off, in one run: the four create phases run in turn (cold auto, cold
  * off, clone auto, clone off), each clone checked to be one.
+ *
+ * vm_bench --cow STATE_DIR IMAGES_DIR: templates whose memory clones map
+ * (template_memory=mapped) against loaded ones, `tiny`, in one run: the
+ * template's state bytes, clone create -> first `true`, and the memory of
+ * idle clones (RSS, PSS, private); then the measured density: idle clones
+ * started one after another until MemAvailable falls under BENCH_KEEP_MIB
+ * (default 3072: 2 GiB for the host and a margin) or BENCH_DENSITY_MAX
+ * (default 400) run; BENCH_DENSITY=0 leaves it out.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -54,6 +62,14 @@ struct results {
 	/* --confine: [0] uids=auto, [1] uids=off; p50, p95 ms */
 	double conf_cold[2][2], conf_clone[2][2], conf_exec[2][2];
 	bool conf_confined[2];
+	/* --cow: [0] mapped, [1] loaded */
+	double cow_clone[2][2];                  /* create -> `true`: p50, p95 ms */
+	long long cow_state[2];                  /* the template's state, bytes */
+	long cow_rss[2], cow_pss[2], cow_priv[2]; /* an idle clone's QEMU, KiB (mean of COW_IDLE) */
+	bool cow_mapped[2];                      /* the engine built the template that way */
+	int dens_count;
+	long dens_rss, dens_pss, dens_avail0, dens_avail1; /* KiB */
+	char dens_stop[128], load[2][64];
 };
 static struct results *res;
 
@@ -71,10 +87,13 @@ static saas_client *client;        /* the clone engine's: exec, files and idle f
 static const char *state_dir;      /* the clone engine's */
 static int runs = 20, at_once = 20;
 static const char *uids = "auto";  /* the driver option uids of the engines opened next */
+static const char *template_memory = "mapped"; /* the driver option template_memory of the engines opened next */
+static int max_sandboxes = MAX_AT_ONCE + 8;
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int templates_ready, templates_failed, clones_made, cold_boots;
 static bool confined;               /* the engine said its QEMUs run under uids of their own */
+static bool mapped;                 /* the engine built a template whose memory clones map */
 
 static double now_ms(void)
 {
@@ -105,6 +124,8 @@ static void on_log(void *ud, int level, const char *msg)
 		cold_boots++;
 	if (strstr(msg, "QEMU uids per VM"))
 		confined = true;
+	if (strstr(msg, "memory mapped by clones"))
+		mapped = true;
 	pthread_mutex_unlock(&log_mu);
 	if (level <= SAAS_LOG_WARN)
 		fprintf(stderr, "vm_bench: [engine] %s\n", msg);
@@ -119,12 +140,12 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 
 	b->name = name;
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=%s uids=%s", images,
-	         templates ? "on" : "off", uids);
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s", images,
+	         templates ? "on" : "off", uids, template_memory);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
-	o.max_sandboxes = MAX_AT_ONCE + 8;
+	o.max_sandboxes = (unsigned int)max_sandboxes;
 	o.log = on_log;
 	o.log_level = SAAS_LOG_INFO;
 	o.pool = pool_spec;
@@ -660,13 +681,230 @@ static int confine_main(const char *dir)
 	return 0;
 }
 
+/* ---- --cow: templates whose memory clones map, against loaded ones ---- */
+
+static const char *const cow_modes[2] = { "mapped", "loaded" };
+#define COW_IDLE 3
+
+/* A field of /proc/meminfo (KiB). */
+static long meminfo_kib(const char *field)
+{
+	char line[256];
+	long kib = 0;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			kib = atol(line + strlen(field));
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/* The load, as uptime says it: the 1, 5 and 15 minute averages. */
+static void load_now(char *out, size_t size)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double a = 0, b = 0, c = 0;
+
+	if (!f || fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
+		a = b = c = -1;
+	if (f)
+		fclose(f);
+	snprintf(out, size, "%.2f, %.2f, %.2f", a, b, c);
+}
+
+/* Rss, Pss and private memory (clean + dirty) of a sandbox's QEMU, KiB. */
+static void smaps_of(const char *id, long *rss, long *pss, long *priv)
+{
+	char path[64], line[256];
+	int pid = qemu_of(id, NULL);
+	FILE *f;
+
+	*rss = *pss = *priv = 0;
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
+	if (!pid || !(f = fopen(path, "r")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "Rss:", 4) == 0)
+			*rss = atol(line + 4);
+		else if (strncmp(line, "Pss:", 4) == 0)
+			*pss = atol(line + 4);
+		else if (strncmp(line, "Private_Clean:", 14) == 0 || strncmp(line, "Private_Dirty:", 14) == 0)
+			*priv += atol(line + 14);
+	}
+	fclose(f);
+}
+
+/* The state_bytes of the (one) template under dir's libvirt/templates. */
+static long long template_state_bytes(const char *dir)
+{
+	char root[4400], path[4700], buf[4096];
+	struct dirent *e;
+	long long bytes = -1;
+	DIR *d;
+
+	snprintf(root, sizeof(root), "%s/libvirt/templates", dir);
+	if (!(d = opendir(root)))
+		return -1;
+	while (bytes < 0 && (e = readdir(d))) {
+		FILE *f;
+		size_t n;
+		char *p;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/template.json", root, e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		buf[n] = '\0';
+		fclose(f);
+		if ((p = strstr(buf, "\"state_bytes\":")))
+			bytes = atoll(p + strlen("\"state_bytes\":"));
+	}
+	closedir(d);
+	return bytes;
+}
+
+/* Idle clones: each has run `true`, then all are left alone for 10 s; the mean of their QEMUs' memory. */
+static void idle_clones(saas_sandbox **sb, int n, long *rss, long *pss, long *priv)
+{
+	long r, p, v;
+
+	*rss = *pss = *priv = 0;
+	sleep(10);
+	for (int i = 0; i < n; i++) {
+		smaps_of(sb[i]->id, &r, &p, &v);
+		*rss += r;
+		*pss += p;
+		*priv += v;
+	}
+	*rss /= n;
+	*pss /= n;
+	*priv /= n;
+}
+
+static void phase_cow(char **images, int mode, const char *dir)
+{
+	saas_sandbox *sb[COW_IDLE];
+
+	(void)images;
+	template_memory = cow_modes[mode];
+	engine_open(&cloned, cow_modes[mode], dir, true, NULL);
+	client = cloned.client;
+	template_warm("tiny");
+	res->cow_mapped[mode] = mapped;
+	res->cow_state[mode] = template_state_bytes(cloned.dir);
+	time_creates(&cloned, "tiny", false, res->cow_clone[mode]);
+	for (int i = 0; i < COW_IDLE; i++) {
+		sb[i] = create_on(cloned.client, "tiny");
+		exec_ok(sb[i]->id, "true");
+	}
+	idle_clones(sb, COW_IDLE, &res->cow_rss[mode], &res->cow_pss[mode], &res->cow_priv[mode]);
+	for (int i = 0; i < COW_IDLE; i++) {
+		saas_sandbox_destroy(NULL, cloned.client, sb[i]->id, 0);
+		saas_sandbox_free(sb[i]);
+	}
+	engine_close(&cloned);
+}
+
+/* Idle small clones, one after another, until the host has only keep_kib available (or max run). */
+static void phase_density(char **images, int max, const char *dir)
+{
+	long keep_kib = (getenv("BENCH_KEEP_MIB") ? atol(getenv("BENCH_KEEP_MIB")) : 3072) * 1024;
+	saas_sandbox **sb = calloc((size_t)max, sizeof(*sb));
+	int n = 0;
+
+	(void)images;
+	template_memory = "mapped";
+	max_sandboxes = max + 8;
+	engine_open(&cloned, "density", dir, true, NULL);
+	client = cloned.client;
+	template_warm("tiny");
+	res->dens_avail0 = meminfo_kib("MemAvailable:");
+	snprintf(res->dens_stop, sizeof(res->dens_stop), "BENCH_DENSITY_MAX (%d) reached", max);
+	while (n < max) {
+		long avail = meminfo_kib("MemAvailable:");
+		if (avail < keep_kib) {
+			snprintf(res->dens_stop, sizeof(res->dens_stop), "MemAvailable %ld MiB, under the %ld MiB kept",
+			         avail >> 10, keep_kib >> 10);
+			break;
+		}
+		sb[n] = create_on(cloned.client, "tiny");
+		exec_ok(sb[n]->id, "true");
+		n++;
+	}
+	res->dens_count = n;
+	if (n > 0)
+		idle_clones(sb, n, &res->dens_rss, &res->dens_pss, &(long){ 0 });
+	res->dens_avail1 = meminfo_kib("MemAvailable:");
+	for (int i = 0; i < n; i++) {
+		saas_sandbox_destroy(NULL, cloned.client, sb[i]->id, 0);
+		saas_sandbox_free(sb[i]);
+	}
+	free(sb);
+	engine_close(&cloned);
+}
+
+static int cow_main(const char *dir)
+{
+	int max = getenv("BENCH_DENSITY_MAX") ? atoi(getenv("BENCH_DENSITY_MAX")) : 400;
+	bool density = !getenv("BENCH_DENSITY") || atoi(getenv("BENCH_DENSITY")) != 0;
+
+	load_now(res->load[0], sizeof(res->load[0]));
+	for (int mode = 0; mode < 2; mode++)
+		run_child(cow_modes[mode], phase_cow, NULL, mode, dir);
+	if (!res->cow_mapped[0] || res->cow_mapped[1]) {
+		fprintf(stderr, "vm_bench: template_memory=mapped did not map here (see the engine's log)\n");
+		return 1;
+	}
+	if (density && max > 0)
+		run_child("density", phase_density, NULL, max, dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	printf("| what, `tiny` | memory mapped by clones | loaded by each clone (same run) |\n|---|---|---|\n");
+	printf("| the template's saved state | %.2f MB | %.1f MB |\n", res->cow_state[0] / 1e6, res->cow_state[1] / 1e6);
+	printf("| create -> first `true`, clone (%d runs) | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; mapped "
+	       "%.2fx at p50 |\n",
+	       runs, res->cow_clone[0][0], res->cow_clone[0][1], res->cow_clone[1][0], res->cow_clone[1][1],
+	       res->cow_clone[0][0] / res->cow_clone[1][0]);
+	printf("| an idle clone's QEMU (mean of %d, 10 s idle) | RSS %ld MiB, PSS %ld MiB, private %ld MiB | RSS %ld MiB, "
+	       "PSS %ld MiB, private %ld MiB |\n",
+	       COW_IDLE, res->cow_rss[0] >> 10, res->cow_pss[0] >> 10, res->cow_priv[0] >> 10, res->cow_rss[1] >> 10,
+	       res->cow_pss[1] >> 10, res->cow_priv[1] >> 10);
+	if (density && max > 0)
+		printf("| idle small sandboxes started (measured, mapped) | %d, stopped at: %s | MemAvailable %ld -> %ld MiB: "
+		       "%ld MiB per sandbox; RSS %ld MiB, PSS %ld MiB each (mean, 10 s idle) |\n",
+		       res->dens_count, res->dens_stop, res->dens_avail0 >> 10, res->dens_avail1 >> 10,
+		       res->dens_count ? ((res->dens_avail0 - res->dens_avail1) >> 10) / res->dens_count : 0,
+		       res->dens_rss >> 10, res->dens_pss >> 10);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char **images = argv + 3;
 	int nimages = argc - 3;
 	long total = mem_total_kib();
 	bool confine = argc > 1 && strcmp(argv[1], "--confine") == 0;
+	bool cow = argc > 1 && strcmp(argv[1], "--cow") == 0;
 
+	if (cow) {
+		if (argc != 4) {
+			fprintf(stderr, "usage: vm_bench --cow STATE_DIR IMAGES_DIR\n");
+			return 2;
+		}
+		if (getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0)
+			runs = atoi(getenv("BENCH_RUNS"));
+		state_dir = argv[2];
+		res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (res == MAP_FAILED) {
+			perror("vm_bench: mmap");
+			return 1;
+		}
+		memset(res, 0, sizeof(*res));
+		return cow_main(argv[3]);
+	}
 	if (confine) {
 		argv++;
 		argc--;
