@@ -3,7 +3,9 @@
  * the default where it is safe): a template saved without its RAM, clones
  * that share its pages, that are still distinct machines, and whose QEMU (or
  * a tenant who escaped into it) cannot change the memory every other clone
- * maps. Real VMs, the `tiny` image, one template and two clones.
+ * maps. Then a warm pool whose VM's image is rebuilt: it is destroyed, never
+ * handed out. Real VMs, the `tiny` image (a private copy), one template, two
+ * clones and one pooled clone.
  *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE (vmtest.h).
  */
@@ -34,6 +36,15 @@ static char *key;
 static saas_client *client;
 static saas_sandbox *first;
 
+static void open_engine(const char *pool)
+{
+	saas_engine_options o = vmtest_engine_options(state_dir, config);
+
+	o.default_image = "tiny";
+	o.pool = pool;
+	check(saas_engine_open(&engine, &o), "engine open");
+}
+
 static int group_setup(void **state)
 {
 	const char *images, *dir;
@@ -42,10 +53,11 @@ static int group_setup(void **state)
 	if (vmtest_env(&images, &dir) < 0)
 		return -1;
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
-	snprintf(config, sizeof(config), "images=%s boot_timeout=300", images);
-	saas_engine_options o = vmtest_engine_options(state_dir, config);
-	o.default_image = "tiny";
-	check(saas_engine_open(&engine, &o), "engine open");
+	/* A private copy of the image: the pool's test rebuilds it (in name) under the engine's feet. */
+	if (sh("mkdir -p '%s/images' && cp -r '%s/tiny' '%s/images/'", dir, images, dir) != 0)
+		return -1;
+	snprintf(config, sizeof(config), "images=%s/images boot_timeout=300", dir);
+	open_engine(NULL);
 	vmtest_tenant(engine, "alice", &key, &client);
 	/* A cold boot, which starts the template's build in the background. */
 	check(saas_sandbox_create(&first, client, NULL, 0), "create the first sandbox");
@@ -287,10 +299,75 @@ static void test_mapped_clones(void **state)
 	}
 }
 
+/*
+ * A pooled VM whose image is rebuilt is never handed out: the refill
+ * thread's check (every 10 s) finds it outdated and destroys it. The
+ * "rebuild" names a kernel that is not there, so that the refill's next
+ * create fails fast instead of booting and building a template.
+ */
+static void test_pool_follows_image(void **state)
+{
+	char manifest[4200], *text = NULL, *p;
+	saas_engine_stats *st = NULL;
+	unsigned int ready = 0;
+	FILE *f;
+	long len;
+
+	(void)state;
+	saas_client_free(client);
+	client = NULL;
+	saas_engine_free(engine);
+	open_engine("small=1");
+	check(saas_client_open_local(&client, engine, key, 0), "client");
+	for (int i = 0; i < 600 && ready == 0; i++) {
+		if (saas_engine_stats_get(&st, engine) == SAAS_OK)
+			ready = st->pool_ready;
+		saas_engine_stats_free(st);
+		st = NULL;
+		if (!ready)
+			usleep(500 * 1000);
+	}
+	assert_int_equal(ready, 1);
+	snprintf(manifest, sizeof(manifest), "%s/images/tiny/manifest.json", state_dir);
+	assert_non_null(f = fopen(manifest, "r"));
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	assert_non_null(text = calloc(1, (size_t)len + 16));
+	assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	assert_non_null(p = strstr(text, "\"recipe_hash\": \""));
+	p += strlen("\"recipe_hash\": \"");
+	memmove(p + 1, p, strlen(p) + 1);
+	*p = 'f'; /* a different recipe, as a rebuild would have */
+	assert_non_null(p = strstr(text, "\"kernel\": \""));
+	p += strlen("\"kernel\": \"");
+	memmove(p + 8, p, strlen(p) + 1);
+	memcpy(p, "missing-", 8);
+	assert_non_null(f = fopen(manifest, "w"));
+	fputs(text, f);
+	fclose(f);
+	free(text);
+	for (int i = 0; i < 120 && !logged("no longer current; destroying it", NULL); i++)
+		usleep(500 * 1000);
+	assert_true(logged("no longer current; destroying it", NULL));
+	/* Gone from the pool (the log line comes just before), and none made since: the new build cannot boot. */
+	for (int i = 0; i < 60 && ready > 0; i++) {
+		assert_int_equal(saas_engine_stats_get(&st, engine), SAAS_OK);
+		ready = st->pool_ready;
+		saas_engine_stats_free(st);
+		st = NULL;
+		if (ready)
+			usleep(500 * 1000);
+	}
+	assert_int_equal(ready, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mapped_clones),
+		cmocka_unit_test(test_pool_follows_image),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
