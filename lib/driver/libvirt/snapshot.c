@@ -355,6 +355,28 @@ void saas__lv_snapshots_cleanup(struct drv *d)
 /* ---- QEMU ------------------------------------------------------------------------------------ */
 
 /*
+ * The file of a block node as query-block names it: its path, or, when the
+ * node's backing is not the one its header names (a forked VM's overlay:
+ * its header names the snapshot's path for the file QEMU opened under the
+ * VM's), a "json:{...}" pseudo-filename whose "file" member holds the path.
+ * NULL when neither (or out of memory).
+ */
+static char *node_file(const char *name)
+{
+	json_t *j;
+	const char *path;
+	char *out = NULL;
+
+	if (strncmp(name, "json:", 5) != 0)
+		return saas__strdup(name);
+	if ((j = json_loads(name + 5, 0, NULL)) &&
+	    (path = json_string_value(json_object_get(json_object_get(j, "file"), "filename"))) && path[0] == '/')
+		out = saas__strdup(path);
+	json_decref(j);
+	return out;
+}
+
+/*
  * The VM's disk as QEMU has it: its top node's name, its file and its
  * virtual size. SAAS_ENOTFOUND for a VM without one (initramfs images).
  */
@@ -375,10 +397,10 @@ static int disk_top(virDomainPtr dom, char **node, char **file, uint64_t *size)
 		if (!n || !f)
 			continue;
 		*size = (uint64_t)json_integer_value(json_object_get(json_object_get(in, "image"), "virtual-size"));
-		if (!(*node = saas__strdup(n)) || !(*file = saas__strdup(f))) {
+		if (!(*node = saas__strdup(n)) || !(*file = node_file(f))) {
 			free(*node);
 			*node = NULL;
-			rc = SAAS_ENOMEM;
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the VM's disk has no file QEMU names: %s", f);
 		} else {
 			rc = SAAS_OK;
 		}
@@ -581,7 +603,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 			goto out;
 		}
 		if (link(top, frozen) < 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "freezing the VM's disk: %s", strerror(errno));
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "freezing the VM's disk %s: %s", top, strerror(errno));
 			goto out;
 		}
 		if (keep) {
