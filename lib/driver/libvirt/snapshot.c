@@ -208,7 +208,7 @@ static int snapshot_read(struct drv *d, const char *snap, struct saas__lv_snapsh
 	else if (exists(gone) || !(text = saas__lv_read_file(meta, SNAPSHOT_JSON_MAX)))
 		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
 	else if (saas__lv_snapshot_parse(text, s) < 0)
-		rc = saas__error_wrap(SAAS_EBACKEND, "snapshot %s", snap);
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s: %s", snap, saas_error_last()->message);
 	else
 		rc = SAAS_OK;
 	free(text);
@@ -778,8 +778,7 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	l.tdir = dir;
 	l.snapshot = true;
 	if ((rc = saas__lv_boot_clone(&l)) < 0) {
-		if (s.ram_block[0])
-			saas__error_wrap(rc, "%s (the snapshot's RAM block: %s)", saas_error_last()->message, s.ram_block);
+		saas__error_wrap(rc, "snapshot %s (its RAM block: %s)", snap, s.ram_block[0] ? s.ram_block : "unknown");
 		goto out;
 	}
 	pthread_rwlock_unlock(&d->snaps_lock);
