@@ -834,6 +834,86 @@ static void test_meta_incomplete(void **state)
 	}
 }
 
+/* Snapshot names: what the core chooses (driver.h), and nothing that could leave the snapshots directory. */
+static void test_snapshot_names(void **state)
+{
+	static const char *const good[] = { "a", "0", "fork-1", "pause-abc-123",
+		"abcdefghijklmnopqrstuvwxyz0123456789-abcdefghijklmnopqrstuvwxyz" };
+	static const char *const bad[] = { "", ".", "..", "a/b", "../x", "A", "a_b", "a.tmp", "a b", "snap\n",
+		"abcdefghijklmnopqrstuvwxyz0123456789-abcdefghijklmnopqrstuvwxyz0" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_true(saas__lv_snapshot_name_ok(good[i]));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(saas__lv_snapshot_name_ok(bad[i]));
+	assert_false(saas__lv_snapshot_name_ok(NULL));
+}
+
+/* A snapshot's description reads back as it was written; one this driver did not write is refused. */
+static void test_snapshot_json(void **state)
+{
+	static const char *const refused[] = {
+		"",
+		"[]",
+		"{\"format\": 1}",
+		/* a format to come */
+		"{\"format\": 2, \"source\": \"sbx-a\", \"image\": \"tiny\", \"host_key\": \"k\", \"vcpus\": 1, "
+		"\"memory_mib\": 512, \"disk_gb\": 0, \"ram_block\": \"pc.ram\", \"state_bytes\": 1, \"disk_bytes\": 0, "
+		"\"chain\": []}",
+		/* no vCPU */
+		"{\"format\": 1, \"source\": \"sbx-a\", \"image\": \"tiny\", \"host_key\": \"k\", \"vcpus\": 0, "
+		"\"memory_mib\": 512, \"disk_gb\": 0, \"ram_block\": \"pc.ram\", \"state_bytes\": 1, \"disk_bytes\": 0, "
+		"\"chain\": []}",
+		/* a relative path in the chain */
+		"{\"format\": 1, \"source\": \"sbx-a\", \"image\": \"tiny\", \"host_key\": \"k\", \"vcpus\": 1, "
+		"\"memory_mib\": 512, \"disk_gb\": 1, \"ram_block\": \"pc.ram\", \"state_bytes\": 1, \"disk_bytes\": 0, "
+		"\"chain\": [\"disk.qcow2\"]}",
+		/* an image name longer than any */
+		"{\"format\": 1, \"source\": \"sbx-a\", \"image\": \"iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii\", "
+		"\"host_key\": \"k\", \"vcpus\": 1, \"memory_mib\": 512, \"disk_gb\": 0, \"ram_block\": \"pc.ram\", "
+		"\"state_bytes\": 1, \"disk_bytes\": 0, \"chain\": []}",
+	};
+	char *chain[] = { (char *)"/s/libvirt/snapshots/a/disk.qcow2", (char *)"/s/libvirt/images/default-1/disk.qcow2",
+		          NULL };
+	struct saas__lv_snapshot in, out;
+	char *text;
+
+	(void)state;
+	memset(&in, 0, sizeof(in));
+	strcpy(in.source, "sbx-parent");
+	strcpy(in.image, "default");
+	in.host_key = (char *)"ssh-ed25519 AAAA test";
+	in.vcpus = 2;
+	in.memory_mib = 1024;
+	in.disk_gb = 4;
+	strcpy(in.ram_block, "aas-mem");
+	in.state_bytes = 123456789;
+	in.disk_bytes = 4096;
+	in.chain = chain;
+	assert_non_null(text = saas__lv_snapshot_json(&in));
+	assert_int_equal(saas__lv_snapshot_parse(text, &out), SAAS_OK);
+	assert_string_equal(out.source, in.source);
+	assert_string_equal(out.image, in.image);
+	assert_string_equal(out.host_key, in.host_key);
+	assert_int_equal(out.vcpus, 2);
+	assert_int_equal(out.memory_mib, 1024);
+	assert_int_equal(out.disk_gb, 4);
+	assert_string_equal(out.ram_block, "aas-mem");
+	assert_int_equal(out.state_bytes, 123456789);
+	assert_int_equal(out.disk_bytes, 4096);
+	assert_string_equal(out.chain[0], chain[0]);
+	assert_string_equal(out.chain[1], chain[1]);
+	assert_null(out.chain[2]);
+	saas__lv_snapshot_clear(&out);
+	free(text);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		assert_int_equal(saas__lv_snapshot_parse(refused[i], &out), SAAS_EINVAL);
+		assert_null(out.host_key);
+		assert_null(out.chain);
+	}
+}
+
 /*
  * A runtime change of a VM's egress is recorded in its metadata, so that an
  * engine adopting it after a restart loads the rules of the mode it runs
@@ -2133,6 +2213,8 @@ int main(void)
 		cmocka_unit_test(test_domain_clone_matches_template),
 		cmocka_unit_test(test_meta_round_trip),
 		cmocka_unit_test(test_meta_incomplete),
+		cmocka_unit_test(test_snapshot_names),
+		cmocka_unit_test(test_snapshot_json),
 		cmocka_unit_test(test_meta_network_rewrite),
 		cmocka_unit_test(test_meta_uid),
 		cmocka_unit_test(test_uids_allocate_release),

@@ -15,11 +15,13 @@
 #include "driver/libvirt/libvirt_driver.h"
 
 /*
- * Restore a template's saved state into a clone's paused domain, then let it
- * run. A mapped template's state holds no RAM: the clone's backend maps it.
+ * Restore a template's or a snapshot's saved state into a clone's paused
+ * domain, then let it run. A mapped template's state holds no RAM: the
+ * clone's backend maps it.
  */
 static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
 {
+	const char *what = l->snapshot ? "restoring the snapshot" : "restoring the template";
 	int fd = open(state_path, O_RDONLY | O_CLOEXEC), rc = SAAS_OK;
 
 	if (fd < 0)
@@ -32,25 +34,25 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 	if (rc < 0 ||
 	    (rc = saas__lv_qmp(l->dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:aas-restore\"}}", -1,
 	              NULL)) < 0)
-		return saas__error_wrap(rc, "restoring the template");
+		return saas__error_wrap(rc, "%s", what);
 	/* The incoming side leaves "inmigrate" when the whole state is in; QEMU exits if it cannot load it. */
 	for (;;) {
 		json_t *r = NULL;
 		const char *status;
 		bool in;
 		if ((rc = saas__lv_qmp(l->dom, "{\"execute\":\"query-status\"}", -1, &r)) < 0)
-			return saas__error_wrap(rc, "restoring the template");
+			return saas__error_wrap(rc, "%s", what);
 		status = json_string_value(json_object_get(r, "status"));
 		in = status && strcmp(status, "inmigrate") == 0;
 		json_decref(r);
 		if (!in)
 			break;
 		if (ms_since(t0) > budget_ms || closing(l->d))
-			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "restoring the template took too long");
+			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "%s took too long", what);
 		sleep_ms(2);
 	}
 	if ((rc = saas__lv_qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
-		return saas__error_wrap(rc, "restoring the template");
+		return saas__error_wrap(rc, "%s", what);
 	if (virDomainResume(l->dom) < 0)
 		return saas__lv_virt_error("resuming the restored VM");
 	return SAAS_OK;
@@ -129,7 +131,8 @@ static void *fixup_main(void *arg)
 }
 
 /*
- * A clone of the template in tdir. Once it runs, the engine's session and
+ * A clone of the template in tdir (or of the snapshot there: l->snapshot,
+ * whose directory holds the same state and disk.qcow2). Once it runs, the engine's session and
  * the root fix-ups connect at the same time (each is an SSH handshake, which
  * the guest's CPUs do side by side). Failures leave nothing behind; the
  * caller boots cold instead, and rebuilds the template when the failure

@@ -210,8 +210,8 @@ static void backings(struct drv *d, const char *kind, saas__buf *list)
 }
 
 /*
- * At open: remove the stagings no disk backs onto (a VM's overlay or a
- * template's frozen disk). Those of a current image build are made again at
+ * At open: remove the stagings no disk backs onto (a VM's overlay, a
+ * template's or a snapshot's frozen disk). Those of a current image build are made again at
  * its first use: links cost nothing, copies once per start.
  */
 void saas__lv_images_prune(struct drv *d)
@@ -223,6 +223,7 @@ void saas__lv_images_prune(struct drv *d)
 
 	backings(d, "vms", &list);
 	backings(d, "templates", &list);
+	backings(d, "snapshots", &list);
 	while (dh && (e = readdir(dh))) {
 		char *dir, *prefix;
 		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))

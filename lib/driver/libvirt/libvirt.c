@@ -271,6 +271,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		return saas__oom();
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->keeper_cond, NULL);
+	pthread_rwlock_init(&d->snaps_lock, NULL);
 	d->log = env->log;
 	d->log_userdata = env->log_userdata;
 	if ((rc = saas__lv_config_parse(&cfg, env->config)) < 0)
@@ -373,6 +374,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		d->mapped = false;
 		saas__lv_log(d, SAAS_LOG_INFO, "templates' memory is loaded by each clone, not mapped: %s", d->mapped_why);
 	}
+	saas__lv_snapshots_cleanup(d);
 	if (d->confined) {
 		saas__lv_own_domains(d, VM_PREFIX, adopt_uid, NULL);
 		saas__lv_images_prune(d);
@@ -406,6 +408,7 @@ fail:
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
+	pthread_rwlock_destroy(&d->snaps_lock);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
 	return rc;
@@ -469,13 +472,14 @@ static void lv_close(void *ctx)
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
+	pthread_rwlock_destroy(&d->snaps_lock);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
 }
 
 /* ---- VMs ------------------------------------------------------------------------------------- */
 
-static int lv_destroy(void *ctx, const char *name)
+int saas__lv_vm_destroy(void *ctx, const char *name)
 {
 	struct drv *d = ctx;
 	virDomainPtr dom = virDomainLookupByName(d->conn, name);
@@ -506,6 +510,8 @@ static int lv_destroy(void *ctx, const char *name)
 		saas__lv_rm_tree(dir);
 		free(dir);
 	}
+	/* Its disk may have been the last user of a deleted snapshot's. */
+	saas__lv_snapshots_collect(d);
 	/* Before its uid can serve another VM: that one starts from its own rules. */
 	saas__lv_egress_vm_remove(d, name);
 	/* Its QEMU is gone (virDomainDestroy waits for it): the uid may serve another VM. */
@@ -517,6 +523,26 @@ static int lv_destroy(void *ctx, const char *name)
 	return SAAS_OK;
 }
 
+int saas__lv_net_admit(struct drv *d, const saas_vm_spec *spec, saas_vm_network *fallback,
+                       const saas_vm_network **net)
+{
+	int rc;
+
+	fallback->mode = d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED;
+	fallback->allow = fallback->deny = NULL;
+	*net = spec->network ? spec->network : fallback;
+	if ((rc = saas__lv_egress_check(*net)) < 0)
+		return rc;
+	if ((*net)->mode == SAAS_NET_POLICY && !d->egress)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policies are not available here: %s",
+		                   d->egress_why);
+	/* Never an internet guest without the guard, nor after something flushed it. */
+	if ((*net)->mode != SAAS_NET_ISOLATED &&
+	    ((rc = saas__lv_guard_ensure(d)) < 0 || (rc = saas__lv_egress_ensure(d)) < 0))
+		return rc;
+	return SAAS_OK;
+}
+
 static int lv_create(void *ctx, const saas_vm_spec *spec)
 {
 	struct drv *d = ctx;
@@ -525,20 +551,15 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	struct timespec t0;
 	char key[33] = "", *tdir = NULL, *host_key = NULL;
 	unsigned int uid = 0;
-	saas_vm_network fallback = { d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED, NULL, NULL };
-	const saas_vm_network *net = spec->network ? spec->network : &fallback;
-	bool internet = net->mode != SAAS_NET_ISOLATED, cloned = false, egress = false;
+	saas_vm_network fallback;
+	const saas_vm_network *net;
+	bool internet, cloned = false, egress = false;
 	const char *cold = NULL; /* with templates on, why this VM boots cold */
 	int rc, cold_level = SAAS_LOG_WARN;
 
-	if ((rc = saas__lv_egress_check(net)) < 0)
+	if ((rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
 		return rc;
-	if (net->mode == SAAS_NET_POLICY && !d->egress)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policies are not available here: %s",
-		                   d->egress_why);
-	/* Never an internet guest without the guard, nor after something flushed it. */
-	if (internet && ((rc = saas__lv_guard_ensure(d)) < 0 || (rc = saas__lv_egress_ensure(d)) < 0))
-		return rc;
+	internet = net->mode != SAAS_NET_ISOLATED;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_mutex_lock(&d->mu);
 	rc = saas__lv_image_get(d, spec->image, &im);
@@ -900,7 +921,7 @@ const saas_driver saas__driver_libvirt = {
 	lv_open,
 	lv_close,
 	lv_create,
-	lv_destroy,
+	saas__lv_vm_destroy,
 	lv_state,
 	lv_list,
 	lv_exec,
@@ -914,5 +935,9 @@ const saas_driver saas__driver_libvirt = {
 	lv_pty_open,
 	lv_pty_resize,
 	lv_pty_close,
-	.vm_outdated = lv_vm_outdated,
+	saas__lv_vm_snapshot,
+	saas__lv_vm_restore,
+	saas__lv_snapshot_delete,
+	saas__lv_snapshot_list,
+	lv_vm_outdated,
 };

@@ -32,6 +32,7 @@
  *   qmp.c       QEMU monitor commands (migration to and from a file)
  *   clone.c     a VM restored from a template's saved state
  *   template.c  templates: keys, the background builder, pruning
+ *   snapshot.c  snapshots of running VMs (fork, pause) and VMs restored from them
  *   console.c   the console log's bounds (console.h)
  *
  * The pure parts (config parsing, the qemu.conf text, the guard ruleset, the
@@ -323,6 +324,11 @@ struct drv {
 	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
 	bool keeper_started;
 	pthread_cond_t keeper_cond;      /* with mu: signalled at close */
+	/*
+	 * Snapshots (snapshot.c): restores hold it shared while they read a
+	 * snapshot's files; deleting and collecting snapshots hold it exclusive.
+	 */
+	pthread_rwlock_t snaps_lock;
 	saas_log_fn log;
 	void *log_userdata;
 };
@@ -334,7 +340,7 @@ void saas__lv_log(struct drv *d, int level, const char *fmt, ...) SAAS_PRINTF(3,
 int saas__lv_virt_error(const char *what);
 /* "a/b"; NULL (and the error recorded) when out of memory. */
 char *saas__lv_path_join(const char *a, const char *b);
-/* A directory of the driver's: DIR/kind/name (kind "vms" or "templates"); NULL when out of memory. */
+/* A directory of the driver's: DIR/kind/name (kind "vms", "templates", "snapshots"); NULL when out of memory. */
 char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name);
 void saas__lv_rm_tree(const char *path);
 /* A whole file (read up to about max bytes) as a string; NULL if it cannot be opened. */
@@ -663,7 +669,12 @@ struct launch {
 	const char *host_key;
 	bool internet;                   /* a way out (no restrict=on): internet or a policy */
 	bool policy;
-	const char *tdir;                /* clone: the template's directory */
+	const char *tdir;                /* clone: the template's directory (or the snapshot's) */
+	/*
+	 * A restore of the snapshot in tdir: its RAM comes whole in the stream
+	 * (memory-backend-ram, never a mapped file; x-ignore-shared off).
+	 */
+	bool snapshot;
 	bool template_bad;               /* clone: failed in a way that says the template is broken */
 	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */
 	unsigned int uid;                /* its QEMU's own uid (0: not confined), held by the caller */
@@ -701,6 +712,8 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 /* A free uid of d->uids that no process on the host runs as (another engine's VMs); caller holds d->mu. */
 int saas__lv_uid_take(struct drv *d, unsigned int *uid);
 int saas__lv_confine_vm_files(struct launch *l);
+/* One more file of a VM's (a disk overlay made while it runs) given to its uid. */
+int saas__lv_confine_vm_file(struct drv *d, const char *path, unsigned int uid);
 int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk);
 
 /* ---- template memory mapped by clones (memfile.c) -------------------------------------------- */
@@ -742,6 +755,13 @@ int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout
 
 /* ---- templates (template.c) ------------------------------------------------------------------ */
 
+/*
+ * Save a paused VM's memory and device state to path (a template's, a
+ * snapshot's); ignore_shared: leave out RAM mapped shared (x-ignore-shared).
+ * *bytes (may be NULL): the RAM bytes the stream carried.
+ */
+int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool ignore_shared, int64_t *bytes);
+
 /* The key of the template for spec and im ("" when out of memory). */
 void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct image *im, char key[33]);
 struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
@@ -758,5 +778,51 @@ void saas__lv_template_break(struct drv *d, const char *key);
 int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *fd, bool *broken);
 /* What a previous engine on this state directory left of template builds. */
 void saas__lv_templates_cleanup(struct drv *d);
+
+/* ---- snapshots (snapshot.c) ------------------------------------------------------------------ */
+
+#define SNAPSHOT_FORMAT 1
+#define SNAPSHOT_NAME_MAX 63
+#define SNAPSHOT_CHAIN_MAX 64            /* backing files followed from one disk, at most */
+
+/* A snapshot's description (its snapshot.json). */
+struct saas__lv_snapshot {
+	char source[SAAS_ID_MAX + 1];    /* the VM it was taken of */
+	char image[64];
+	char *host_key;                  /* the guest's, as its memory holds it (a rebuilt image has another) */
+	unsigned int vcpus, memory_mib;  /* memory as the domain had it */
+	unsigned int disk_gb;            /* 0: no disk (an initramfs image) */
+	char ram_block[64];              /* the guest RAM's block name in the migration stream */
+	int64_t state_bytes, disk_bytes; /* on storage */
+	char **chain;                    /* the frozen disk's backing files, nearest first (NULL-terminated; may be NULL) */
+};
+
+/* Is name one the core may choose (1 to SNAPSHOT_NAME_MAX of [a-z0-9-])? */
+bool saas__lv_snapshot_name_ok(const char *name);
+/* The description as JSON text (free with free()), and read back (SAAS_EINVAL saying what is wrong). Pure. */
+char *saas__lv_snapshot_json(const struct saas__lv_snapshot *s);
+int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s);
+void saas__lv_snapshot_clear(struct saas__lv_snapshot *s);
+
+/* The driver table's version 4 slots. */
+int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes);
+int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap);
+int saas__lv_snapshot_delete(void *ctx, const char *snap);
+int saas__lv_snapshot_list(void *ctx, saas_name_fn fn, void *userdata);
+/* At open: half-written snapshots removed; deleted ones nobody uses any more collected. */
+void saas__lv_snapshots_cleanup(struct drv *d);
+/* Remove the snapshots whose deletion was asked and whose disk no VM or snapshot backs onto any more. */
+void saas__lv_snapshots_collect(struct drv *d);
+
+/* ---- the driver table's calls other rooms make (libvirt.c) ------------------------------------ */
+
+int saas__lv_vm_destroy(void *ctx, const char *name);
+/*
+ * The egress a new VM gets from spec (*net: its own, or the driver's default
+ * in *fallback), checked and admitted: a policy only where per-VM egress is,
+ * an internet guest only with the guard in place.
+ */
+int saas__lv_net_admit(struct drv *d, const saas_vm_spec *spec, saas_vm_network *fallback,
+                       const saas_vm_network **net);
 
 #endif

@@ -176,19 +176,22 @@ static void template_mark(struct drv *d, const char *key, enum tmpl_state state)
 }
 
 /*
- * Save a paused template VM's memory and device state to path (QMP migrate
- * to an fd); a mapped one's RAM stays out (x-ignore-shared skips the shared
- * backend), as its clones map it.
+ * Save a paused VM's memory and device state to path (QMP migrate to an fd):
+ * a template's, and a snapshot's (snapshot.c). ignore_shared: RAM mapped
+ * shared is left out (x-ignore-shared); set on every save, as a QEMU keeps
+ * its capabilities from one migration to the next.
  */
-static int template_save(struct drv *d, virDomainPtr dom, const char *path, bool mapped, int64_t *bytes)
+int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool ignore_shared, int64_t *bytes)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc = SAAS_OK;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc;
+	char caps[160];
 
 	if (fd < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
-	if (mapped)
-		rc = saas__lv_qmp(dom, IGNORE_SHARED_ON, -1, NULL);
+	snprintf(caps, sizeof(caps), "{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+	         "[{\"capability\":\"x-ignore-shared\",\"state\":%s}]}}", ignore_shared ? "true" : "false");
 	/* QEMU caps migration bandwidth by default (128 MiB/s); a file takes what it gets. */
+	rc = saas__lv_qmp(dom, caps, -1, NULL);
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":{\"max-bandwidth\":1099511627776}}",
 		                  -1, NULL);
@@ -199,7 +202,7 @@ static int template_save(struct drv *d, virDomainPtr dom, const char *path, bool
 		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL);
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_TIMEOUT_MS, bytes);
-	return rc < 0 ? saas__error_wrap(rc, "saving the template") : SAAS_OK;
+	return rc < 0 ? saas__error_wrap(rc, "saving the VM's state") : SAAS_OK;
 }
 
 /*
@@ -292,7 +295,7 @@ static int template_build(struct tmpl_job *job)
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
-	if ((rc = template_save(d, l.dom, path, mapped, &bytes)) < 0)
+	if ((rc = saas__lv_state_save(d, l.dom, path, mapped, &bytes)) < 0)
 		goto out;
 	virDomainDestroy(l.dom);
 	virDomainFree(l.dom);

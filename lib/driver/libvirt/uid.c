@@ -258,7 +258,7 @@ static void templates_open(struct drv *d, const char *templates)
 /* The driver's directories QEMU passes through (0711), its files private, old templates opened, the allocator. */
 static int confine_dirs(struct drv *d)
 {
-	static const char *const kinds[] = { "vms", "templates", "images" };
+	static const char *const kinds[] = { "vms", "templates", "images", "snapshots" };
 	char *dir = NULL;
 	int rc;
 
@@ -339,6 +339,16 @@ int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *roo
 out:
 	free(base);
 	return rc;
+}
+
+int saas__lv_confine_vm_file(struct drv *d, const char *path, unsigned int uid)
+{
+	if (!uid)
+		return SAAS_OK;
+	if (geteuid() == 0 ? chown(path, uid, d->guest_gid) < 0 || chmod(path, 0600) < 0 : acl_grant(path, uid, 6, 6) < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot give %s to QEMU's uid %u: %s", path, uid,
+		                   strerror(errno));
+	return SAAS_OK;
 }
 
 int saas__lv_confine_vm_files(struct launch *l)

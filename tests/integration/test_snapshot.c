@@ -1,0 +1,448 @@
+/*
+ * Snapshots on real VMs: the libvirt driver's table (its version 4 slots:
+ * vm_snapshot, vm_restore, snapshot_delete, snapshot_list), driven directly,
+ * so that what fork and pause/resume rest on is tested apart from the core
+ * and the surfaces that carry them.
+ *
+ * One booted VM for everything. Before its snapshot it holds a file, a
+ * background process and a web server on a port. A fork (keep=1) into two
+ * restored VMs while the parent runs on: each has the file, the process and
+ * the port, and each is a machine of its own (its hostname, its random
+ * bytes, its disk writes). The fork's snapshot is deleted while both run:
+ * they run on. Then a pause (keep=0) and a restore under the same name, as a
+ * resume is: the file, the process and the port are back. Every VM and
+ * snapshot destroyed leaves nothing in the state directory. As root, every
+ * VM's QEMU runs under a uid of its own.
+ *
+ * Prints what a fork, a pause and a resume took (ms) and what a pause wrote
+ * per GiB of guest RAM: these are TCG figures on a shared host, not asserted.
+ *
+ * `test_snapshot disk` does the same with the default image, whose disk the
+ * snapshots freeze (vm.snapshot.disk, slow).
+ *
+ * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "saas/sys/driver.h"
+#include "util/util.h"
+#include "vmtest.h"
+
+extern const saas_driver saas__driver_libvirt;
+
+#define PARENT "sbx-snap-parent"
+#define CHILD1 "sbx-snap-child1"
+#define CHILD2 "sbx-snap-child2"
+#define WEB_PORT 8080
+
+static const saas_driver *drv = &saas__driver_libvirt;
+static void *ctx;
+static char state_dir[4096], mark[64];
+static const char *image = "tiny";
+static bool with_disk;
+static saas_vm_spec shape;
+static const char *made[3];      /* VMs to destroy at teardown */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t clock_fn(void *ud)
+{
+	(void)ud;
+	return now_ms();
+}
+
+/* ---- the guest ------------------------------------------------------------------------------- */
+
+struct out {
+	char text[8192];
+	size_t len;
+};
+
+static int collect(void *ud, int stream, const void *data, size_t len)
+{
+	struct out *o = ud;
+
+	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
+		memcpy(o->text + o->len, data, len);
+		o->len += len;
+		o->text[o->len] = '\0';
+	}
+	return 0;
+}
+
+/* Run cmd in VM vm; its stdout, with trailing newlines cut (a static buffer: copy what is kept). */
+static char *run(const char *vm, const char *cmd)
+{
+	static struct out o;
+	static const int cancel = 0;
+	saas_driver_exec req;
+	int code = -1;
+
+	memset(&req, 0, sizeof(req));
+	memset(&o, 0, sizeof(o));
+	req.command = cmd;
+	req.cwd = "/";
+	req.timeout_ms = 120000;
+	req.output = collect;
+	req.output_userdata = &o;
+	req.cancel = &cancel;
+	check(drv->exec(ctx, vm, &req, &code), cmd);
+	assert_int_equal(code, 0);
+	while (o.len && o.text[o.len - 1] == '\n')
+		o.text[--o.len] = '\0';
+	return o.text;
+}
+
+/* The web server's answer for /mark over a connection to the VM's port (its body's first line). */
+static char *web_get(const char *vm)
+{
+	static char buf[4096];
+	const char *req = "GET /mark HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	size_t got = 0;
+	char *body;
+	int fd = -1;
+
+	check(drv->port_connect(ctx, vm, WEB_PORT, &fd), "port_connect");
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+		if (poll(&p, 1, 60000) <= 0)
+			break;
+		n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+		if (n <= 0 || (got += (size_t)n) >= sizeof(buf) - 1)
+			break;
+	}
+	close(fd);
+	buf[got] = '\0';
+	body = strstr(buf, "\r\n\r\n");
+	assert_non_null(body);
+	body += 4;
+	body[strcspn(body, "\n")] = '\0';
+	return body;
+}
+
+/* The file, the background process and the web server of the parent, as they were before the snapshot. */
+static void assert_survived(const char *vm)
+{
+	assert_string_equal(run(vm, "cat /workspace/mark"), mark);
+	assert_string_equal(run(vm, "kill -0 \"$(cat /workspace/sleeper.pid)\" && echo alive"), "alive");
+	assert_string_equal(web_get(vm), mark);
+}
+
+/* 32 bytes of the guest's /dev/urandom, in hex. */
+static void urandom(const char *vm, char out[65])
+{
+	snprintf(out, 65, "%s", run(vm, "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'"));
+	assert_int_equal(strlen(out), 64);
+}
+
+/* The uid VM's QEMU runs under (0 when not confined or not found). */
+static unsigned int qemu_uid(const char *vm)
+{
+	pid_t pid = qemu_pid(vm);
+
+	return pid > 0 ? (unsigned int)proc_status(pid, "Uid:", 10) : 0;
+}
+
+struct names {
+	char list[8][64];
+	int n;
+};
+
+static int add_name(void *ud, const char *name)
+{
+	struct names *ns = ud;
+
+	if (ns->n < 8)
+		snprintf(ns->list[ns->n++], sizeof(ns->list[0]), "%s", name);
+	return 0;
+}
+
+static bool listed(const char *snap)
+{
+	struct names ns = { .n = 0 };
+
+	check(drv->snapshot_list(ctx, add_name, &ns), "snapshot_list");
+	for (int i = 0; i < ns.n; i++)
+		if (strcmp(ns.list[i], snap) == 0)
+			return true;
+	return false;
+}
+
+/* Does the driver still keep snapshot snap's directory? */
+static bool kept(const char *snap)
+{
+	char path[4400];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/libvirt/snapshots/%s", state_dir, snap);
+	return stat(path, &st) == 0;
+}
+
+static int vm_state(const char *vm)
+{
+	int s = -1;
+
+	check(drv->vm_state(ctx, vm, &s), "vm_state");
+	return s;
+}
+
+static void destroy(const char *vm)
+{
+	check(drv->vm_destroy(ctx, vm), "vm_destroy");
+	assert_int_equal(vm_state(vm), SAAS_VM_ABSENT);
+	for (int i = 0; i < 100 && qemu_pid(vm); i++)
+		usleep(100 * 1000);
+	assert_int_equal(qemu_pid(vm), 0);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(made); i++)
+		if (made[i] && strcmp(made[i], vm) == 0)
+			made[i] = NULL;
+}
+
+static void restore(const char *vm, const char *snap, size_t slot)
+{
+	saas_vm_spec spec = shape;
+
+	spec.name = vm;
+	check(drv->vm_restore(ctx, &spec, snap), "vm_restore");
+	made[slot] = vm;
+	assert_int_equal(vm_state(vm), SAAS_VM_RUNNING);
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+	const char *images, *dir;
+	saas_driver_env env;
+	static char config[8192], driver_name[] = "driver";
+	static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
+	unsigned char seed[8];
+	FILE *f;
+
+	(void)state;
+	if (vmtest_env(&images, &dir) < 0)
+		return -1;
+	snprintf(state_dir, sizeof(state_dir), "%s", dir);
+	vmtest_state_parent_traversable(state_dir);
+	if (sh("mkdir -p '%s'", state_dir) != 0)
+		return -1;
+	snprintf(config, sizeof(config), "images=%s templates=off boot_timeout=600", images);
+	memset(&env, 0, sizeof(env));
+	env.state_dir = state_dir;
+	env.config = config;
+	env.log = vmtest_log;
+	env.log_userdata = driver_name;
+	env.clock = clock_fn;
+	if (drv->open(&ctx, &env) != SAAS_OK) {
+		fprintf(stderr, "opening the libvirt driver: %s\n", saas_error_last()->message);
+		ctx = NULL;
+		return -1;
+	}
+	memset(&shape, 0, sizeof(shape));
+	shape.name = PARENT;
+	shape.image = image;
+	shape.vcpus = 1;
+	shape.memory_mb = 512;
+	shape.disk_gb = with_disk ? 4 : 1;
+	shape.network = &isolated;
+	if (drv->vm_create(ctx, &shape) != SAAS_OK) {
+		fprintf(stderr, "creating the VM: %s\n", saas_error_last()->message);
+		return -1;
+	}
+	made[0] = PARENT;
+	if (!(f = fopen("/dev/urandom", "rb")) || fread(seed, 1, sizeof(seed), f) != sizeof(seed))
+		return -1;
+	fclose(f);
+	snprintf(mark, sizeof(mark), "mark-%02x%02x%02x%02x%02x%02x%02x%02x", seed[0], seed[1], seed[2], seed[3], seed[4],
+	         seed[5], seed[6], seed[7]);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (ctx) {
+		for (size_t i = 0; i < SAAS_ARRAY_SIZE(made); i++)
+			if (made[i])
+				drv->vm_destroy(ctx, made[i]);
+		drv->snapshot_delete(ctx, "t-fork");
+		drv->snapshot_delete(ctx, "t-pause");
+		drv->close(ctx);
+	}
+	return 0;
+}
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+/*
+ * Fork: two VMs restored from the parent's snapshot while it runs on. Then
+ * the snapshot is deleted while they run, and they run on.
+ */
+static void test_fork(void **state)
+{
+	char cmd[1024], rnd[3][65], boot[3][64];
+	const char *const vms[3] = { PARENT, CHILD1, CHILD2 };
+	int64_t bytes = 0, t0, fork_ms, restore_ms[2];
+	unsigned int uids[3];
+
+	(void)state;
+	/* The file and the process the children must find, and a web server with the file to serve. */
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir -p /workspace/www && echo %s >/workspace/mark && cp /workspace/mark /workspace/www/mark && sync && "
+	         "(setsid sleep 100000 </dev/null >/dev/null 2>&1 & echo $! >/workspace/sleeper.pid) && "
+	         "if command -v python3 >/dev/null; then "
+	         "setsid python3 -m http.server %d --directory /workspace/www </dev/null >/dev/null 2>&1 & "
+	         "else setsid busybox httpd -f -p %d -h /workspace/www </dev/null >/dev/null 2>&1 & fi; "
+	         "for i in $(seq 50); do nc -z 127.0.0.1 %d 2>/dev/null && break; sleep 0.2; done; echo ready",
+	         mark, WEB_PORT, WEB_PORT, WEB_PORT);
+	assert_string_equal(run(PARENT, cmd), "ready");
+	assert_survived(PARENT);
+	/* Read before the fork, so that the kernel has one to carry into the children. */
+	snprintf(boot[0], sizeof(boot[0]), "%s", run(PARENT, "cat /proc/sys/kernel/random/boot_id"));
+
+	t0 = now_ms();
+	check(drv->vm_snapshot(ctx, PARENT, "t-fork", 1, &bytes), "vm_snapshot keep=1");
+	fork_ms = now_ms() - t0;
+	assert_true(bytes > 0);
+	assert_true(listed("t-fork"));
+	/* The parent paused only for the snapshot: it runs on, with all it had. */
+	assert_int_equal(vm_state(PARENT), SAAS_VM_RUNNING);
+	assert_survived(PARENT);
+	/* A snapshot's name is the core's choice, once. */
+	assert_int_equal(drv->vm_snapshot(ctx, PARENT, "t-fork", 1, NULL), SAAS_EINVAL);
+	assert_int_equal(drv->vm_snapshot(ctx, PARENT, "Bad/Name", 1, NULL), SAAS_EINVAL);
+	assert_int_equal(drv->vm_snapshot(ctx, "sbx-snap-none", "t-none", 1, NULL), SAAS_ENOTFOUND);
+
+	for (int i = 0; i < 2; i++) {
+		t0 = now_ms();
+		restore(vms[i + 1], "t-fork", (size_t)i + 1);
+		restore_ms[i] = now_ms() - t0;
+	}
+	for (int i = 0; i < 3; i++) {
+		assert_survived(vms[i]);
+		/* Each its own machine: its name, and random bytes of its own. */
+		assert_string_equal(run(vms[i], "hostname"), vms[i]);
+		urandom(vms[i], rnd[i]);
+		if (i > 0)
+			snprintf(boot[i], sizeof(boot[i]), "%s", run(vms[i], "cat /proc/sys/kernel/random/boot_id"));
+		uids[i] = qemu_uid(vms[i]);
+	}
+	assert_string_not_equal(rnd[0], rnd[1]);
+	assert_string_not_equal(rnd[0], rnd[2]);
+	assert_string_not_equal(rnd[1], rnd[2]);
+	/* A boot_id the kernel made before the snapshot stays in its memory: vmgenid reseeds the RNG only. */
+	printf("boot_id: parent %s, children %s %s (%s)\n", boot[0], boot[1], boot[2],
+	       strcmp(boot[0], boot[1]) == 0 && strcmp(boot[1], boot[2]) == 0 ? "the same" : "different");
+	/* A write in one is in no other. */
+	run(CHILD1, "echo child1 >/workspace/own && sync");
+	assert_string_equal(run(CHILD1, "cat /workspace/own"), "child1");
+	assert_string_equal(run(CHILD2, "test -e /workspace/own && echo there || echo absent"), "absent");
+	assert_string_equal(run(PARENT, "test -e /workspace/own && echo there || echo absent"), "absent");
+	run(PARENT, "echo parent >/workspace/after && sync");
+	assert_string_equal(run(CHILD2, "test -e /workspace/after && echo there || echo absent"), "absent");
+	/* Confined: every VM's QEMU under a uid of its own. */
+	if (geteuid() == 0 && uids[0]) {
+		assert_int_not_equal(uids[0], 0);
+		assert_int_not_equal(uids[0], uids[1]);
+		assert_int_not_equal(uids[0], uids[2]);
+		assert_int_not_equal(uids[1], uids[2]);
+	} else {
+		printf("not confined (not root, or no QEMU uids here): uids not compared\n");
+	}
+
+	/* Deleted while both run: they run on, and it is neither listed nor restored again. */
+	check(drv->snapshot_delete(ctx, "t-fork"), "snapshot_delete");
+	assert_false(listed("t-fork"));
+	{
+		saas_vm_spec spec = shape;
+		spec.name = "sbx-snap-late";
+		assert_int_equal(drv->vm_restore(ctx, &spec, "t-fork"), SAAS_ENOTFOUND);
+		assert_int_equal(vm_state("sbx-snap-late"), SAAS_VM_ABSENT);
+	}
+	check(drv->snapshot_delete(ctx, "t-fork"), "snapshot_delete again");
+	assert_string_equal(run(CHILD1, "cat /workspace/own"), "child1");
+	assert_survived(CHILD2);
+	/* With a disk, its frozen disk stays while a VM backs onto it (the parent does, too). */
+	if (with_disk)
+		assert_true(kept("t-fork"));
+	else
+		assert_false(kept("t-fork"));
+	destroy(CHILD1);
+	destroy(CHILD2);
+	assert_survived(PARENT);
+	printf("fork: snapshot %lld ms (%lld MiB), restores %lld and %lld ms (load: ", (long long)fork_ms,
+	       (long long)(bytes >> 20), (long long)restore_ms[0], (long long)restore_ms[1]);
+	fflush(stdout);
+	sh("cut -d' ' -f1-3 /proc/loadavg | tr -d '\\n'");
+	printf(")\n");
+}
+
+/* Pause and resume: the VM gone into its snapshot, then restored under its own name. */
+static void test_pause_resume(void **state)
+{
+	int64_t bytes = 0, t0, pause_ms, resume_ms;
+
+	(void)state;
+	t0 = now_ms();
+	check(drv->vm_snapshot(ctx, PARENT, "t-pause", 0, &bytes), "vm_snapshot keep=0");
+	pause_ms = now_ms() - t0;
+	made[0] = NULL;
+	assert_int_equal(vm_state(PARENT), SAAS_VM_ABSENT);
+	assert_int_equal(qemu_pid(PARENT), 0);
+	assert_true(listed("t-pause"));
+	t0 = now_ms();
+	restore(PARENT, "t-pause", 0);
+	resume_ms = now_ms() - t0;
+	assert_survived(PARENT);
+	assert_string_equal(run(PARENT, "cat /workspace/after"), "parent");
+	assert_string_equal(run(PARENT, "hostname"), PARENT);
+	/* A snapshot restores again (a fork of N does): deleted, it does not. */
+	check(drv->snapshot_delete(ctx, "t-pause"), "snapshot_delete");
+	assert_false(listed("t-pause"));
+	destroy(PARENT);
+	/* Everything is gone: no snapshot is left, deleted or half-written, and no VM's directory. */
+	assert_false(kept("t-pause"));
+	assert_false(kept("t-fork"));
+	assert_int_equal(sh("test -z \"$(ls -A '%s/libvirt/snapshots')$(ls -A '%s/libvirt/vms')\"", state_dir, state_dir), 0);
+	printf("pause: %lld ms, %lld MiB on storage (%lld MiB per GiB of guest RAM); resume: %lld ms (load: ",
+	       (long long)pause_ms, (long long)(bytes >> 20), (long long)((bytes >> 20) * 1024 / shape.memory_mb),
+	       (long long)resume_ms);
+	fflush(stdout);
+	sh("cut -d' ' -f1-3 /proc/loadavg | tr -d '\\n'");
+	printf(")\n");
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_pause_resume),
+	};
+
+	if (argc > 1 && strcmp(argv[1], "disk") == 0) {
+		with_disk = true;
+		image = "default";
+	}
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
