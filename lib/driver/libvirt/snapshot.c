@@ -783,7 +783,7 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	}
 	pthread_rwlock_unlock(&d->snaps_lock);
 	locked = false;
-	if ((rc = saas__lv_vm_add(d, spec->name, l.port, uid, s.host_key, l.ssh)) < 0) {
+	if ((rc = saas__lv_vm_add(d, spec->name, NULL, l.port, uid, s.host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
