@@ -171,6 +171,13 @@ static void test_config_uids(void **state)
 	(void)state;
 	assert_int_equal(saas__lv_config_parse(&cfg, "uids=off"), SAAS_OK);
 	assert_int_equal(cfg.uids, UIDS_OFF);
+	/* Template memory: mapped unless told otherwise. */
+	assert_int_equal(cfg.template_memory, TMPL_MEM_MAPPED);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "template_memory=loaded"), SAAS_OK);
+	assert_int_equal(cfg.template_memory, TMPL_MEM_LOADED);
+	assert_int_equal(saas__lv_config_parse(&cfg, "template_memory=loaded template_memory=mapped"), SAAS_OK);
+	assert_int_equal(cfg.template_memory, TMPL_MEM_MAPPED);
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "uids=off,uids=auto"), SAAS_OK);
 	assert_int_equal(cfg.uids, UIDS_AUTO);
@@ -221,6 +228,7 @@ static void test_config_bad_values(void **state)
 		{ "accel=fast", "accel must be auto, kvm or tcg, not 'fast'" },
 		{ "network=open", "network must be auto, isolated or internet, not 'open'" },
 		{ "templates=yes", "templates must be on or off, not 'yes'" },
+		{ "template_memory=shared", "template_memory must be mapped or loaded, not 'shared'" },
 		{ "boot_timeout=0", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=3601", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=-5", "boot_timeout must be 1 to 3600 seconds" },
