@@ -199,6 +199,30 @@ static void test_pause_resume(void **state)
 	saas_sandbox_free(r);
 }
 
+/* An execution running when the sandbox is paused ends failed, and says why. */
+static void test_pause_ends_executions(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->c, 3600);
+	saas_store_execution rec;
+	saas_execution *x = NULL;
+
+	memset(&rec, 0, sizeof(rec));
+	saas__strlcpy(rec.id, "exe-running", sizeof(rec.id));
+	saas__strlcpy(rec.sandbox_id, sb->id, sizeof(rec.sandbox_id));
+	saas__strlcpy(rec.account_id, f->account, sizeof(rec.account_id));
+	rec.status = SAAS_EXEC_RUNNING;
+	rec.command = (char *)"sleep 100";
+	rec.started_at_ms = fake_now;
+	assert_int_equal(f->engine->store->execution_insert(f->engine->store_ctx, &rec), SAAS_OK);
+	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_execution_get(&x, f->c, "exe-running"), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_FAILED);
+	assert_string_equal(x->error, "the sandbox was paused");
+	saas_execution_free(x);
+	saas_sandbox_free(sb);
+}
+
 static void test_pause_billing(void **state)
 {
 	struct fixture *f = *state;
@@ -489,6 +513,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_paused_price, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pause_ends_executions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pause_billing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pause_expiry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_paused_out_of_credit, setup, teardown),
