@@ -49,6 +49,9 @@ int aas_cmd_account(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_login(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_network(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_shell(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_fork(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_pause(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_resume(aas_ctx *ctx, int argc, char **argv);
 
 /* --network, --isolated, --internet, --allow and --deny, as aas create and aas network take them. */
 typedef struct {

@@ -26,6 +26,9 @@ static const char usage_text[] =
 	"  expose ID PORT          expose a port and print its preview URL\n"
 	"  unexpose ID PORT        stop exposing a port (its URL stops working)\n"
 	"  extend ID DURATION      push the expiry out (90, 90s, 15m, 2h)\n"
+	"  fork ID [-n N]          make N sandboxes from a running one's state; prints their ids\n"
+	"  pause ID                save a sandbox and stop its VM (billed its paused price)\n"
+	"  resume ID               bring a paused sandbox back\n"
 	"  network ID [--isolated|--internet|--allow RULE... --deny RULE...]\n"
 	"                          show or change a sandbox's network policy\n"
 	"  rm ID...                destroy sandboxes\n"
@@ -60,7 +63,8 @@ static const struct {
 	{ "files", aas_cmd_files },   { "expose", aas_cmd_expose }, { "extend", aas_cmd_extend },
 	{ "rm", aas_cmd_rm },         { "usage", aas_cmd_usage },   { "account", aas_cmd_account },
 	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose }, { "network", aas_cmd_network },
-	{ "shell", aas_cmd_shell },
+	{ "shell", aas_cmd_shell },   { "fork", aas_cmd_fork },     { "pause", aas_cmd_pause },
+	{ "resume", aas_cmd_resume },
 };
 
 int main(int argc, char **argv)

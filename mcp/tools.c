@@ -119,8 +119,8 @@ static const struct {
 	                   "no longer need (list_sandboxes shows them); get_usage shows the limits." },
 	[-SAAS_ESTATE] = { SAAS_ESTATE,
 	                   "The sandbox cannot be used now: it was destroyed (by destroy_sandbox, by expiring, or for "
-	                   "lack of credit) or is still starting. get_sandbox shows its status; create_sandbox makes a "
-	                   "new one." },
+	                   "lack of credit), is still starting, or is paused (resume_sandbox brings it back). "
+	                   "get_sandbox shows its status; create_sandbox makes a new one." },
 	[-SAAS_ETIMEOUT] = { SAAS_ETIMEOUT, "It did not finish in time. Retry, or give a longer timeout." },
 	[-SAAS_EBACKEND] = { SAAS_EBACKEND, service_failed },
 	[-SAAS_ESTORE] = { SAAS_ESTORE, service_failed },
@@ -772,6 +772,51 @@ static json_t *t_network(struct call *c)
 	return sandbox_result(c, rc, sb);
 }
 
+static json_t *t_fork(struct call *c)
+{
+	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
+	saas_sandbox_list *kids = NULL;
+	json_t *items, *res;
+	const char *id;
+	int64_t count = 0, timeout = 0;
+	int rc;
+
+	if (!arg_str(c, "sandbox_id", true, &id) || !arg_int(c, "count", 1, SAAS_FORK_MAX, &count) ||
+	    !arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout))
+		return arg_fail(c);
+	o.timeout_s = timeout;
+	if ((rc = saas_sandbox_fork(&kids, c->ctx->client, id, count ? (unsigned int)count : 1, &o, 0)) < 0)
+		return fail_saas(c, rc);
+	items = json_array();
+	for (size_t i = 0; items && i < kids->count; i++)
+		json_array_append_new(items, sandbox_json(kids->items[i]));
+	saas_sandbox_list_free(kids);
+	res = items ? ok(json_pack("{s:o}", "sandboxes", items)) : NULL;
+	return res;
+}
+
+static json_t *t_pause(struct call *c)
+{
+	saas_sandbox *sb = NULL;
+	const char *id;
+
+	if (!arg_str(c, "sandbox_id", true, &id))
+		return arg_fail(c);
+	int rc = saas_sandbox_pause(&sb, c->ctx->client, id, 0);
+	return sandbox_result(c, rc, sb);
+}
+
+static json_t *t_resume(struct call *c)
+{
+	saas_sandbox *sb = NULL;
+	const char *id;
+
+	if (!arg_str(c, "sandbox_id", true, &id))
+		return arg_fail(c);
+	int rc = saas_sandbox_resume(&sb, c->ctx->client, id, 0);
+	return sandbox_result(c, rc, sb);
+}
+
 static json_t *t_destroy(struct call *c)
 {
 	saas_sandbox *sb = NULL;
@@ -881,7 +926,7 @@ static json_t *t_service(struct call *c)
 		return fail_saas(c, rc);
 	sizes = json_array();
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, saas__wire_size(info->sizes[i]));
+		json_array_append_new(sizes, saas__wire_size(info->sizes[i], info->paused_usd_micro_per_gib_hour));
 	o = json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:s,s:s}", "name", "libsaas", "version", saas_version(),
 	              "description",
 	              "Disposable Linux sandboxes for agents: each sandbox is a dedicated virtual machine with its "
@@ -965,7 +1010,8 @@ static const struct tool tools[] = {
 	  "is fine.",
 	  false, true, true, false, true, 0, t_unexpose },
 	{ "get_sandbox", "Get a sandbox",
-	  "A sandbox's status (creating, ready, destroyed and why), size, exposed ports, expiry and cost so far.",
+	  "A sandbox's status (creating, ready, paused, destroyed and why), size, exposed ports, expiry and cost so "
+	  "far.",
 	  true, false, true, false, true, 0, t_get },
 	{ "list_sandboxes", "List sandboxes",
 	  "Every sandbox on the account, newest first, with status, expiry and cost: useful for finding strays to "
@@ -988,6 +1034,24 @@ static const struct tool tools[] = {
 	  "final cost. A sandbox is destroyed anyway when it expires, but destroying it when done returns the "
 	  "minutes you were not going to use. Destroying a destroyed sandbox changes nothing.",
 	  false, true, true, false, true, 0, t_destroy },
+	{ "fork_sandbox", "Fork a sandbox",
+	  "Make `count` (1 to 10, default 1) new sandboxes from a running one, each with its memory, running "
+	  "processes and files as they are now: explore several alternatives from one prepared state. Each child is "
+	  "a machine of its own (its own id, hostname and random seed), of the parent's size and image, with its "
+	  "own expiry (timeout_seconds, default the account's) and billed on its own like a new sandbox. The parent "
+	  "pauses only while its state is taken, then runs on. All or nothing: if one child cannot be made, none is.",
+	  false, false, false, true, true, 0, t_fork },
+	{ "pause_sandbox", "Pause a sandbox",
+	  "Pause a running sandbox: its memory, processes and files are saved and its VM stops. It then costs only "
+	  "its paused price (get_service_info shows each size's), not its running price. Commands running in it "
+	  "end (their results say so); exposed ports keep their URLs and work again after resume_sandbox. Its "
+	  "expiry keeps running while it is paused (extend_sandbox works): a paused sandbox that expires is "
+	  "destroyed.",
+	  false, false, false, false, true, 0, t_pause },
+	{ "resume_sandbox", "Resume a sandbox",
+	  "Resume a paused sandbox on a new VM, with its processes, files and exposed ports as they were when it "
+	  "was paused. Running billing starts again.",
+	  false, false, false, false, true, 0, t_resume },
 	{ "get_usage", "Get balance and usage",
 	  "The account's remaining credit, limits, and what each sandbox cost over a period: the last 30 days "
 	  "unless `from`/`to` (RFC 3339 times, YYYY-MM-DD dates or unix seconds, UTC; a date `to` includes that day) or `days` "

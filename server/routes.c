@@ -20,6 +20,10 @@ const struct aas_route aas_routes[] = {
 	{ "POST", "/v1/sandboxes/{id}/exec", AAS_R_AUTH | AAS_R_JSON, aas_h_exec, NULL, NULL },
 	{ "POST", "/v1/sandboxes/{id}/extend", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_extend, NULL, NULL },
 	{ "PUT", "/v1/sandboxes/{id}/network", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_network_set, NULL, NULL },
+	/* Fork, pause and resume (issue #15). */
+	{ "POST", "/v1/sandboxes/{id}/fork", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_fork, NULL, NULL },
+	{ "POST", "/v1/sandboxes/{id}/pause", AAS_R_AUTH, aas_h_sandbox_pause, NULL, NULL },
+	{ "POST", "/v1/sandboxes/{id}/resume", AAS_R_AUTH, aas_h_sandbox_resume, NULL, NULL },
 	{ "PUT", "/v1/sandboxes/{id}/files", AAS_R_AUTH | AAS_R_STREAM, aas_h_file_put, aas_file_put_start,
 	  aas_file_put_data },
 	{ "GET", "/v1/sandboxes/{id}/files", AAS_R_AUTH, aas_h_file_get, NULL, NULL },

@@ -92,8 +92,9 @@ void aas_h_service(struct aas_req *r, struct aas_reply *out)
 	json_object_set_new(o, "version", json_string(saas_version()));
 	json_object_set_new(o, "api_version", json_string("v1"));
 	for (size_t i = 0; i < info->nsizes; i++)
-		json_array_append_new(sizes, saas__wire_size(info->sizes[i]));
+		json_array_append_new(sizes, saas__wire_size(info->sizes[i], info->paused_usd_micro_per_gib_hour));
 	json_object_set_new(o, "sizes", sizes);
+	saas__wire_money(o, "paused_usd_per_gib_hour", info->paused_usd_micro_per_gib_hour);
 	json_object_set_new(o, "default_size", json_string(info->default_size));
 	json_object_set_new(o, "default_image", json_string(info->default_image));
 	json_object_set_new(o, "limits", saas__wire_limits(info->limits));

@@ -1,5 +1,5 @@
 /*
- * /v1/sandboxes, extend, network, ports (exec and executions: routes_exec.c).
+ * /v1/sandboxes, extend, network, fork, pause, resume, ports (exec and executions: routes_exec.c).
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -214,6 +214,86 @@ void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out)
 out:
 	saas_sandbox_free(sb);
 	json_decref(body);
+}
+
+/*
+ * POST /v1/sandboxes/{id}/fork {"count": N, "timeout": S, "network": ...}:
+ * N (1 to SAAS_FORK_MAX, default 1) children, all or none, as a list.
+ */
+void aas_h_sandbox_fork(struct aas_req *r, struct aas_reply *out)
+{
+	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
+	saas__wire_network_req *net = NULL;
+	saas_sandbox_list *kids = NULL;
+	json_t *body = NULL, *network;
+	int64_t count = 1;
+	bool present, timeout_present;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "count", &count, &present, out) ||
+	    !aas_field_int(body, "timeout", &o.timeout_s, &timeout_present, out))
+		goto out;
+	if (present && (count < 1 || count > SAAS_FORK_MAX)) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"count\" must be from 1 to %d", SAAS_FORK_MAX);
+		goto out;
+	}
+	if (timeout_present && o.timeout_s <= 0) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"timeout\" must be a positive number of seconds");
+		goto out;
+	}
+	/* The children's egress; absent or null: the parent's. */
+	if ((network = json_object_get(body, "network")) && !json_is_null(network)) {
+		if (!(net = malloc(sizeof(*net)))) {
+			aas_reply_saas(out, SAAS_ENOMEM);
+			goto out;
+		}
+		if (!network_field(network, net, out))
+			goto out;
+		o.network_spec = &net->spec;
+	}
+	if ((rc = saas_sandbox_fork(&kids, r->client, r->route_id, (unsigned int)count, &o, 0)) < 0) {
+		aas_reply_saas(out, rc);
+		goto out;
+	}
+	/* As after a create (aas_h_sandbox_create): nobody learns the ids, so nothing may run on. */
+	if (aas_client_gone(r)) {
+		for (size_t i = 0; i < kids->count; i++)
+			if (saas_sandbox_destroy(NULL, r->client, kids->items[i]->id, 0) < 0)
+				aas_log(SAAS_LOG_WARN, "sandbox %s: the client left before the fork ended; cannot destroy it "
+				        "(%s), it runs until it expires", kids->items[i]->id, saas_error_last()->message);
+		aas_reply_error(out, 499, "client_closed", "the client closed the connection; the children were destroyed");
+		goto out;
+	}
+	aas_reply_json(out, 201, saas__wire_sandbox_list(kids));
+out:
+	saas_sandbox_list_free(kids);
+	free(net);
+	json_decref(body);
+}
+
+/* POST /v1/sandboxes/{id}/pause and /resume: no body (an empty JSON object is fine too). */
+void aas_h_sandbox_pause(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_pause(&sb, r->client, r->route_id, 0);
+
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+	saas_sandbox_free(sb);
+}
+
+void aas_h_sandbox_resume(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_resume(&sb, r->client, r->route_id, 0);
+
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+	saas_sandbox_free(sb);
 }
 
 void aas_h_port_expose(struct aas_req *r, struct aas_reply *out)

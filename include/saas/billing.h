@@ -58,6 +58,12 @@ typedef struct saas_account_info {
 	saas_size **sizes;            /**< Every size class with its price. */
 	unsigned int running_executions; /**< Executions running now (this engine's count). */
 	saas_limits *limits;          /**< The account's effective limits. */
+	/**
+	 * Since 0.2.0: the price of keeping a paused sandbox, per GiB-hour of its
+	 * size's memory and disk; saas_size_paused_usd_micro_per_hour() gives each
+	 * size's. Billed per whole second paused, as compute is.
+	 */
+	int64_t paused_usd_micro_per_gib_hour;
 } saas_account_info;
 
 /**
@@ -133,6 +139,17 @@ SAAS_EXTERN(void) saas_usage_free(saas_usage *usage);
  * Since: 0.1.0
  */
 SAAS_EXTERN(int64_t) saas_cost(int64_t usd_micro_per_hour, int64_t seconds);
+
+/**
+ * What an hour paused costs a sandbox of this size: the per-GiB-hour price
+ * times its memory and disk in GiB ((memory_mb + 1024 x disk_gb) / 1024),
+ * rounded down once. A sandbox keeps the rate it was created with.
+ *
+ * @return micro-dollars per hour; 0 for a NULL size or a price <= 0.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int64_t) saas_size_paused_usd_micro_per_hour(const saas_size *size, int64_t usd_micro_per_gib_hour);
 
 /**
  * Format micro-dollars as a decimal string with six places: 5000000 -> "5.000000",

@@ -285,6 +285,8 @@ typedef struct saas_engine_info {
 	char *driver;                     /**< The VM driver's name, or "" for a store-only engine. */
 	char *default_size;               /**< The size a create that names none gets. */
 	saas_limits *limits;              /**< The limits every account has unless set for it. */
+	/** Since 0.2.0: a paused sandbox's price per GiB-hour of its size (saas_size_paused_usd_micro_per_hour()). */
+	int64_t paused_usd_micro_per_gib_hour;
 } saas_engine_info;
 
 /**

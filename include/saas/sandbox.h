@@ -12,14 +12,21 @@ SAAS_BEGIN_DECLS
 
 /**
  * A sandbox's place in its life: creating -> ready -> destroyed. A create that
- * fails goes straight from creating to destroyed. Values are append-only.
+ * fails goes straight from creating to destroyed. A ready sandbox may be
+ * paused (ready -> pausing -> paused) and resumed (paused -> resuming ->
+ * ready); a fork shows its parent pausing while its snapshot is taken. Any
+ * state may end in destroyed. Values are append-only (docs/sandboxes.md,
+ * "Pause and resume").
  *
- * Since: 0.1.0
+ * Since: 0.1.0 (PAUSED, PAUSING, RESUMING since 0.2.0)
  */
 typedef enum {
 	SAAS_SANDBOX_CREATING = 1,
 	SAAS_SANDBOX_READY = 2,
-	SAAS_SANDBOX_DESTROYED = 3
+	SAAS_SANDBOX_DESTROYED = 3,
+	SAAS_SANDBOX_PAUSED = 4,        /**< Saved to storage, no VM; billed the size's paused price. */
+	SAAS_SANDBOX_PAUSING = 5,       /**< Its state is being saved (a pause, or a fork's snapshot). */
+	SAAS_SANDBOX_RESUMING = 6       /**< A new VM is being made from its saved state. */
 } saas_sandbox_status;
 
 /**
@@ -135,6 +142,12 @@ typedef struct saas_sandbox {
 	saas_port_info **ports;
 	/** Its egress and what was refused; NULL only from a server too old to say. Since 0.1.0. */
 	saas_network_info *network;
+	/** The sandbox it was forked from, or NULL. Since 0.2.0. */
+	char *parent_id;
+	/** When its current pause began; 0 unless paused (or resuming). Since 0.2.0. */
+	int64_t paused_at_ms;
+	/** Whole seconds it has spent paused so far (billed at the paused price). Since 0.2.0. */
+	int64_t paused_seconds;
 } saas_sandbox;
 
 /**
@@ -234,6 +247,8 @@ SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *cli
  *
  * @param out   [out, optional] the sandbox as extended; free with saas_sandbox_free().
  * @param flags 0.
+ * A paused sandbox may be extended too (its expiry runs while it is paused).
+ *
  * @return SAAS_OK, SAAS_EINVAL (seconds <= 0, or past the maximum: as a create's
  *         timeout, no retry can succeed; an unknown flag), SAAS_ENOTFOUND, SAAS_ESTATE
  *         (destroyed or still creating), SAAS_ESTORE.
@@ -278,6 +293,93 @@ SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, c
 SAAS_EXTERN(int) saas_sandbox_network_set(saas_sandbox **out, saas_client *client, const char *sandbox_id,
                                           const saas_network_spec *spec, unsigned int flags);
 
+/** Most children one saas_sandbox_fork() call makes. */
+#define SAAS_FORK_MAX 10
+
+/** Version of saas_fork_options this header describes. */
+#define SAAS_FORK_OPTIONS_VERSION 1
+
+/**
+ * Options for saas_sandbox_fork(). Initialise with SAAS_FORK_OPTIONS_INIT.
+ *
+ * Since: 0.2.0
+ */
+typedef struct saas_fork_options {
+	unsigned int version;      /**< SAAS_FORK_OPTIONS_VERSION */
+	/** Each child's lifetime in seconds, from when it is ready; 0: the account default. At most the maximum. */
+	int64_t timeout_s;
+	/**
+	 * The children's egress policy, or NULL: the parent's (mode and rules).
+	 * Copied during the call.
+	 */
+	const saas_network_spec *network_spec;
+} saas_fork_options;
+
+#define SAAS_FORK_OPTIONS_INIT { SAAS_FORK_OPTIONS_VERSION, 0, NULL }
+
+/**
+ * Fork a ready sandbox: `count` new sandboxes, each with the parent's memory,
+ * processes and disk as they were at one moment, each a machine of its own
+ * (its own id, hostname, kernel RNG seed and expiry), of the parent's size and
+ * image, owned and billed by the same account from when it is ready. The
+ * parent pauses only while its state is taken (it shows "pausing"), then runs
+ * on; executions running in it go on. The snapshot is deleted once the
+ * children are made. All or nothing: if one child cannot be made, those made
+ * are destroyed unbilled and the call fails.
+ *
+ * Each child counts as a create: against max_sandboxes, creates_per_minute,
+ * and the balance, which must pay each child's minimum (min_balance_s of the
+ * size), all of them together.
+ *
+ * @param out     [out, optional] the children, in the order made; free with saas_sandbox_list_free().
+ * @param count   1 to SAAS_FORK_MAX.
+ * @param options options, or NULL for the defaults.
+ * @param flags   0.
+ * @return SAAS_OK; SAAS_EINVAL (count, timeout, network, version or flag);
+ *         SAAS_ENOTFOUND; SAAS_ESTATE (not ready: creating, paused, pausing,
+ *         resuming, expired or destroyed); SAAS_ECREDIT; SAAS_ELIMIT;
+ *         SAAS_ENOTSUP (the driver cannot snapshot); SAAS_EBACKEND; SAAS_EBUSY;
+ *         SAAS_ESTORE; SAAS_ENOMEM.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_sandbox_fork(saas_sandbox_list **out, saas_client *client, const char *sandbox_id,
+                                   unsigned int count, const saas_fork_options *options, unsigned int flags);
+
+/**
+ * Pause a ready sandbox: its memory, processes and disk are saved to storage
+ * and its VM goes. Compute billing stops; the size's paused price
+ * (saas_size_paused_usd_micro_per_hour()) runs until it is resumed or ends.
+ * Executions running in it end, recorded as failed ("the sandbox was
+ * paused"); exposed ports stay recorded and serve again after resume. Its
+ * expiry keeps running: a paused sandbox that expires, or whose account runs
+ * out of credit, is destroyed with its saved state. Extend works while paused.
+ *
+ * @param out   [out, optional] the sandbox as paused.
+ * @param flags 0.
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND; SAAS_ESTATE (not ready);
+ *         SAAS_ENOTSUP (the driver cannot snapshot); SAAS_EBACKEND (it could
+ *         not be saved: it runs on as before); SAAS_ESTORE; SAAS_ENOMEM.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_sandbox_pause(saas_sandbox **out, saas_client *client, const char *sandbox_id, unsigned int flags);
+
+/**
+ * Resume a paused sandbox on a new VM, with its processes, files and exposed
+ * ports as they were. Compute billing starts again when it is ready.
+ *
+ * @param out   [out, optional] the sandbox as resumed.
+ * @param flags 0.
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND; SAAS_ESTATE (not paused, or
+ *         expired); SAAS_ECREDIT (the balance cannot pay for the size's
+ *         minimum); SAAS_ENOTSUP; SAAS_EBACKEND (it stays paused);
+ *         SAAS_ESTORE; SAAS_ENOMEM.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_sandbox_resume(saas_sandbox **out, saas_client *client, const char *sandbox_id, unsigned int flags);
+
 /**
  * Name of a network mode ("isolated", "internet", "policy"); "unknown" otherwise. Static.
  *
@@ -286,7 +388,8 @@ SAAS_EXTERN(int) saas_sandbox_network_set(saas_sandbox **out, saas_client *clien
 SAAS_EXTERN(const char *) saas_network_mode_name(int mode);
 
 /**
- * Name of a status ("creating", "ready", "destroyed"); "unknown" otherwise. Static.
+ * Name of a status ("creating", "ready", "destroyed", "paused", "pausing",
+ * "resuming"); "unknown" otherwise. Static.
  *
  * Since: 0.1.0
  */

@@ -1,6 +1,8 @@
 /*
  * Money. Integer micro-dollars throughout; a sandbox's cost is its rate times
- * the whole seconds it ran, divided by 3600 and rounded down once.
+ * the whole seconds it ran, divided by 3600 and rounded down once, plus, if
+ * it was ever paused, its paused rate times the whole seconds it spent
+ * paused, rounded down once too: never rounded up, never per tick.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,21 +44,58 @@ int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms)
 	return end < sb->expires_at_ms ? end : sb->expires_at_ms;
 }
 
+SAAS_EXTERN(int64_t) saas_size_paused_usd_micro_per_hour(const saas_size *size, int64_t usd_micro_per_gib_hour)
+{
+	int64_t mib;
+
+	if (!size || usd_micro_per_gib_hour <= 0)
+		return 0;
+	mib = (int64_t)size->memory_mb + (int64_t)size->disk_gb * 1024;
+	/* Sizes are bounded by the engine (at most ~1e7 MiB); a price past this would be absurd: saturate. */
+	if (mib > 0 && usd_micro_per_gib_hour > INT64_MAX / mib)
+		return INT64_MAX;
+	return usd_micro_per_gib_hour * mib / 1024;
+}
+
+void saas__billed_split(const saas_store_sandbox *sb, int64_t t, int64_t *run_s, int64_t *paused_s)
+{
+	int64_t life, paused;
+
+	*run_s = *paused_s = 0;
+	if (sb->ready_at_ms <= 0 || t <= sb->ready_at_ms)
+		return;
+	life = t - sb->ready_at_ms;
+	/* Pauses that ended, and the one under way up to t. */
+	paused = sb->paused_ms;
+	if (sb->paused_at_ms > 0 && t > sb->paused_at_ms)
+		paused += t - sb->paused_at_ms;
+	if (paused > life)
+		paused = life;
+	*paused_s = paused / 1000;
+	*run_s = (life - paused) / 1000;
+}
+
+int64_t saas__cost_at(const saas_store_sandbox *sb, int64_t t)
+{
+	int64_t run_s, paused_s;
+
+	saas__billed_split(sb, t, &run_s, &paused_s);
+	return saas_cost(sb->usd_micro_per_hour, run_s) + saas_cost(sb->paused_usd_micro_per_hour, paused_s);
+}
+
 int64_t saas__billed_seconds(const saas_store_sandbox *sb, int64_t now_ms)
 {
-	int64_t end;
+	int64_t run_s, paused_s;
 
-	if (sb->ready_at_ms <= 0)
-		return 0;
-	end = saas__billing_end(sb, now_ms);
-	return end > sb->ready_at_ms ? (end - sb->ready_at_ms) / 1000 : 0;
+	saas__billed_split(sb, saas__billing_end(sb, now_ms), &run_s, &paused_s);
+	return run_s;
 }
 
 int64_t saas__accrued(const saas_store_sandbox *sb, int64_t now_ms)
 {
 	if (sb->status == SAAS_SANDBOX_DESTROYED)
 		return sb->cost_usd_micro;
-	return saas_cost(sb->usd_micro_per_hour, saas__billed_seconds(sb, now_ms));
+	return saas__cost_at(sb, saas__billing_end(sb, now_ms));
 }
 
 struct sum_live {
@@ -164,6 +203,7 @@ int saas__local_account(saas_client *c, saas_account_info **out)
 		saas_account_info_free(info);
 		return rc;
 	}
+	info->paused_usd_micro_per_gib_hour = SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR;
 	if (!(info->id = saas__strdup(acc.id)) || !(info->name = saas__strdup(acc.name)) ||
 	    saas__sizes_public(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
 		goto oom;
@@ -181,11 +221,19 @@ struct usage_acc {
 	int rc;
 };
 
-/* Whole seconds and cost of a sandbox's run up to t: the two functions of time
- * that usage differences, so consecutive periods add up to exactly the charge. */
+/*
+ * Whole seconds run and cost of a sandbox up to t: the two functions of time
+ * that usage differences, so consecutive periods add up to exactly the charge.
+ * Both only grow with t. The store keeps a sandbox's paused total, not each
+ * pause's times, so a period is given the pauses that ended as if they came
+ * first: the totals are exact, a past period's split of them is not.
+ */
 static int64_t seconds_until(const saas_store_sandbox *sb, int64_t t)
 {
-	return t > sb->ready_at_ms ? (t - sb->ready_at_ms) / 1000 : 0;
+	int64_t run_s, paused_s;
+
+	saas__billed_split(sb, t, &run_s, &paused_s);
+	return run_s;
 }
 
 static int add_usage(void *ud, const saas_store_sandbox *sb)
@@ -214,7 +262,7 @@ static int add_usage(void *ud, const saas_store_sandbox *sb)
 		return 1;
 	}
 	line->seconds = s1 - s0;
-	line->cost_usd_micro = saas_cost(sb->usd_micro_per_hour, s1) - saas_cost(sb->usd_micro_per_hour, s0);
+	line->cost_usd_micro = saas__cost_at(sb, end) - saas__cost_at(sb, start);
 	line->running = sb->status != SAAS_SANDBOX_DESTROYED;
 	a->u->total_seconds += line->seconds;
 	a->u->total_usd_micro += line->cost_usd_micro;

@@ -35,6 +35,9 @@ const struct saas__client_ops saas__local_ops = {
 	saas__local_execution_signal,
 	saas__local_execution_list_running,
 	saas__local_execution_cancel,
+	saas__local_sandbox_fork,
+	saas__local_sandbox_pause,
+	saas__local_sandbox_resume,
 };
 
 #define CHECK_CLIENT(c)                                      \
@@ -259,6 +262,72 @@ SAAS_EXTERN(int) saas_sandbox_network_set(saas_sandbox **out, saas_client *c, co
 	                                               "this client cannot change a sandbox's network");
 	saas__network_clear(&net);
 	return rc;
+}
+
+SAAS_EXTERN(int) saas_sandbox_fork(saas_sandbox_list **out, saas_client *c, const char *id, unsigned int count,
+                                   const saas_fork_options *options, unsigned int flags)
+{
+	static const size_t sizes[] = { 0, sizeof(saas_fork_options) };
+	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
+	struct saas__network net;
+	int rc;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if ((rc = saas__options_read(&o, options, sizes, SAAS_FORK_OPTIONS_VERSION, "fork")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (count < 1 || count > SAAS_FORK_MAX)
+		return saas__inval("a fork makes 1 to %d sandboxes, not %u", SAAS_FORK_MAX, count);
+	if (o.timeout_s < 0)
+		return saas__inval("timeout may not be negative");
+	if (!c->ops->sandbox_fork)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot fork a sandbox");
+	if (!o.network_spec)
+		return c->ops->sandbox_fork(c, id, count, o.timeout_s, NULL, out);
+	if ((rc = saas__network_read(&net, o.network_spec)) < 0)
+		return rc;
+	rc = c->ops->sandbox_fork(c, id, count, o.timeout_s, &net, out);
+	saas__network_clear(&net);
+	return rc;
+}
+
+/* Pause and resume share their checks; `op` is the provider's slot, NULL where it has none. */
+static int pause_or_resume(saas_sandbox **out, saas_client *c, const char *id, unsigned int flags,
+                           int (*op)(saas_client *, const char *, saas_sandbox **), const char *what)
+{
+	int rc;
+
+	if ((rc = check_id(id, "sandbox")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!op)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot %s a sandbox", what);
+	return op(c, id, out);
+}
+
+SAAS_EXTERN(int) saas_sandbox_pause(saas_sandbox **out, saas_client *c, const char *id, unsigned int flags)
+{
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	return pause_or_resume(out, c, id, flags, c->ops->sandbox_pause, "pause");
+}
+
+SAAS_EXTERN(int) saas_sandbox_resume(saas_sandbox **out, saas_client *c, const char *id, unsigned int flags)
+{
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	CHECK_CLIENT(c);
+	return pause_or_resume(out, c, id, flags, c->ops->sandbox_resume, "resume");
 }
 
 SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *c, const char *id)

@@ -166,8 +166,17 @@ int saas__sandbox_end(saas_engine *e, const saas_store_sandbox *sb, int reason, 
 		if (closes_add(e, sb->id, reason, destroyed_at_ms, bill_until_ms) == SAAS_OK)
 			rc = SAAS_OK;
 	}
-	/* Whatever the store said: no row that can pay for it (any more) means no VM. */
+	/* Whatever the store said: no row that can pay for it (any more) means no VM, and no saved state. */
 	destroy_vm(e, sb->id);
+	if (sb->snapshot[0])
+		saas__snapshot_drop(e, sb->snapshot);
+	/* Paused (or being paused) since sb was read: the row names the snapshot its close leaves behind. */
+	if (e->driver && saas__can_snapshot(e)) {
+		saas_store_sandbox now;
+		if (e->store->sandbox_get(e->store_ctx, sb->id, &now) == SAAS_OK && now.snapshot[0] &&
+		    strcmp(now.snapshot, sb->snapshot) != 0)
+			saas__snapshot_drop(e, now.snapshot);
+	}
 	return rc;
 }
 

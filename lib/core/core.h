@@ -22,6 +22,13 @@
 
 #define SAAS_WORKSPACE "/workspace"
 
+/*
+ * A paused sandbox's price per GiB-hour of its size's memory and disk
+ * (docs/billing.md): $0.0001, about $0.07 a GiB-month, near what block
+ * storage costs; "small" (4 GiB + 40 GiB) pays $0.0044 an hour paused.
+ */
+#define SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR 100
+
 /* How long a create may take before its sandbox counts as expired on top of its lifetime. */
 #define SAAS_CREATE_GRACE_S 900
 
@@ -125,7 +132,12 @@ bool saas__valid_image(const char *s);
 
 /* billing.c */
 int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms);
+/* Whole seconds billed (compute) up to the billing end. */
 int64_t saas__billed_seconds(const saas_store_sandbox *sb, int64_t now_ms);
+/* Whole seconds run and paused from ready up to t (t at most the billing end). */
+void saas__billed_split(const saas_store_sandbox *sb, int64_t t, int64_t *run_s, int64_t *paused_s);
+/* What sb has cost up to t (at most its billing end): compute and paused, each rounded down once. */
+int64_t saas__cost_at(const saas_store_sandbox *sb, int64_t t);
 int64_t saas__accrued(const saas_store_sandbox *sb, int64_t now_ms);
 int saas__account_live_balance(saas_engine *e, const char *account_id, int64_t now_ms, int64_t *balance,
                                int64_t *spent, int64_t *credit, unsigned int *live);
@@ -150,6 +162,25 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
                         int64_t bill_until_ms, int64_t if_expires_at_ms);
 int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
 int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out);
+/* A new row for an account's sandbox of this size and image; the caller sets times and status. */
+void saas__row_init(saas_store_sandbox *row, const char *id, const char *account_id, const saas_size *size,
+                    const char *image, int status, int64_t created_at_ms, int network_mode);
+/* The store refuses the account's last place with a bare SAAS_ELIMIT; name the limit for the caller. */
+int saas__live_limit(int rc, unsigned int max);
+/* Store a new sandbox's rules; if that fails, its row goes (no VM was made yet). */
+int saas__store_rules(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net);
+
+/* fork.c: snapshots (driver version 4): fork, pause, resume */
+int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count, int64_t timeout_s,
+                             const struct saas__network *net, saas_sandbox_list **out);
+int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out);
+int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **out);
+/* Is the driver able to snapshot (version 4, every snapshot slot)? */
+bool saas__can_snapshot(const saas_engine *e);
+/* Delete a snapshot, logging a failure (reconcile deletes it later). */
+void saas__snapshot_drop(saas_engine *e, const char *snap);
+/* reconcile: paused, pausing and resuming rows against the driver's snapshots; unowned snapshots go. */
+void saas__snapshots_reconcile(saas_engine *e, saas_store_sandbox *rows, size_t n, int64_t last_known);
 
 /* The local provider's operations (client.c holds the table). */
 int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
@@ -163,6 +194,8 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
                                     saas_sandbox **out);
 /* A row's egress as a sandbox reports it (rules from the store, counters from the driver). */
 int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, saas_network_info **out);
+/* A row's policy as lists: its rules for POLICY (from the store), none (NULL) otherwise. */
+int saas__sandbox_rules_get(saas_engine *e, const saas_store_sandbox *row, char ***allow, char ***deny);
 /* The mode a VM made without a network gets from the driver. */
 int saas__network_default(saas_engine *e);
 /* After the driver opened: give every live VM its stored policy again, or end it (reconcile). */

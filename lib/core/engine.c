@@ -615,6 +615,7 @@ SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *e)
 	if (!(info->limits = malloc(sizeof(*info->limits))))
 		goto oom;
 	*info->limits = e->limits;
+	info->paused_usd_micro_per_gib_hour = SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR;
 	if (!(info->default_image = saas__strdup(e->default_image)) ||
 	    !(info->default_size = saas__strdup(e->default_size->name)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
 	    !(info->driver = saas__strdup(e->driver ? e->driver->name : "")) ||

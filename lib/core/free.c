@@ -90,6 +90,7 @@ SAAS_EXTERN(void) saas_sandbox_free(saas_sandbox *sb)
 	free(sb->id);
 	free(sb->size);
 	free(sb->image);
+	free(sb->parent_id);
 	saas__network_info_free(sb->network);
 	free(sb);
 }

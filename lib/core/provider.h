@@ -98,6 +98,11 @@ struct saas__client_ops {
 	int (*execution_signal)(saas_client *c, const char *id, int signum, unsigned int flags);
 	int (*execution_list_running)(saas_client *c, const char *sandbox_id, saas_execution_list **out);
 	int (*execution_cancel)(saas_client *c, const char *id);
+	/* Fork, pause, resume (0.2.0); net: the children's validated policy, or NULL for the parent's. */
+	int (*sandbox_fork)(saas_client *c, const char *id, unsigned int count, int64_t timeout_s,
+	                    const struct saas__network *net, saas_sandbox_list **out);
+	int (*sandbox_pause)(saas_client *c, const char *id, saas_sandbox **out);
+	int (*sandbox_resume)(saas_client *c, const char *id, saas_sandbox **out);
 };
 
 struct saas_client {

@@ -160,6 +160,8 @@ int saas__reconcile(saas_engine *e)
 		return saas__error_wrap(rc, "reconcile");
 	if (last_known <= 0 || last_known > now)
 		last_known = now;
+	/* Paused ones (and pauses, resumes, forks cut short) against the driver's snapshots first. */
+	saas__snapshots_reconcile(e, live.items, live.count, last_known);
 	for (size_t i = 0; i < live.count; i++) {
 		saas_store_sandbox *sb = &live.items[i];
 		int state = SAAS_VM_ABSENT;
@@ -176,6 +178,12 @@ int saas__reconcile(saas_engine *e)
 			saas__sandbox_end(e, sb, SAAS_END_FAILED, now, 0, 0);
 			continue;
 		}
+		/* Saved to a snapshot, with no VM: settled above. */
+		if (sb->status == SAAS_SANDBOX_DESTROYED || sb->status == SAAS_SANDBOX_PAUSED)
+			continue;
+		/* The driver cannot snapshot, so nothing could have paused it: a row another engine left so. */
+		if (sb->status == SAAS_SANDBOX_PAUSING || sb->status == SAAS_SANDBOX_RESUMING)
+			continue;
 		if (e->driver->vm_state(e->driver_ctx, sb->id, &state) < 0)
 			state = SAAS_VM_ABSENT;
 		if (state != SAAS_VM_RUNNING) {
@@ -232,9 +240,10 @@ static int by_account(const void *a, const void *b)
 }
 
 /*
- * Accounts whose credit is gone: every ready sandbox of theirs stops at the
- * moment the balance reached zero, even if that moment passed while no engine
- * ran. `ready` holds only ready sandboxes; it is reordered by account.
+ * Accounts whose credit is gone: every ready (or paused) sandbox of theirs
+ * stops at the moment the balance reached zero, even if that moment passed
+ * while no engine ran. `ready` holds no creating sandboxes; it is reordered
+ * by account.
  */
 static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int64_t now, unsigned int *destroyed)
 {
@@ -303,8 +312,9 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 			goto out;
 		}
 		/* Those whose end waits to be recorded are over: nothing more to decide about them. */
+		/* Paused ones too: they cost their paused price, and end with the credit as running ones do. */
 		for (size_t i = 0; i < live.count; i++)
-			if (live.items[i].status == SAAS_SANDBOX_READY && !saas__closes_pending(e, live.items[i].id))
+			if (live.items[i].status != SAAS_SANDBOX_CREATING && !saas__closes_pending(e, live.items[i].id))
 				sorted[k++] = live.items[i];
 		nready = k;
 		for (size_t i = 0; i < live.count; i++)

@@ -39,6 +39,14 @@ int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out)
 		return SAAS_OK;
 	case SAAS_SANDBOX_CREATING:
 		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' is still being created", id);
+	case SAAS_SANDBOX_PAUSED:
+		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' is paused; resume it first", id);
+	case SAAS_SANDBOX_PAUSING:
+		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
+		                   "sandbox '%s' is being paused or forked; try again in a moment", id);
+	case SAAS_SANDBOX_RESUMING:
+		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
+		                   "sandbox '%s' is being resumed; try again in a moment", id);
 	default:
 		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' was destroyed (%s)", id,
 		                   saas_end_reason_name(out->end_reason));
@@ -127,8 +135,14 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 	sb->expires_at_ms = row->expires_at_ms;
 	sb->destroyed_at_ms = row->destroyed_at_ms;
 	sb->cost_usd_micro = saas__accrued(row, saas__engine_now(e));
+	sb->paused_at_ms = row->status == SAAS_SANDBOX_DESTROYED ? 0 : row->paused_at_ms;
+	{
+		int64_t run_s;
+		saas__billed_split(row, saas__billing_end(row, saas__engine_now(e)), &run_s, &sb->paused_seconds);
+	}
 	if (!(sb->id = saas__strdup(row->id)) || !(sb->size = saas__strdup(row->size)) ||
-	    !(sb->image = saas__strdup(row->image))) {
+	    !(sb->image = saas__strdup(row->image)) ||
+	    (row->parent_id[0] && !(sb->parent_id = saas__strdup(row->parent_id)))) {
 		saas_sandbox_free(sb);
 		return SAAS_ENOMEM;
 	}
@@ -160,7 +174,7 @@ int64_t saas__close_cost(const saas_store_sandbox *sb, int64_t bill_until_ms)
 
 	billed.status = SAAS_SANDBOX_DESTROYED;
 	billed.destroyed_at_ms = bill_until_ms;
-	return saas_cost(sb->usd_micro_per_hour, saas__billed_seconds(&billed, bill_until_ms));
+	return saas__cost_at(sb, saas__billing_end(&billed, bill_until_ms));
 }
 
 /*
@@ -186,8 +200,7 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
 	return SAAS_OK;
 }
 
-/* A new row for an account's sandbox of this size and image; the caller sets times and status. */
-static void row_init(saas_store_sandbox *row, const char *id, const char *account_id, const saas_size *size,
+void saas__row_init(saas_store_sandbox *row, const char *id, const char *account_id, const saas_size *size,
                      const char *image, int status, int64_t created_at_ms, int network_mode)
 {
 	memset(row, 0, sizeof(*row));
@@ -200,6 +213,7 @@ static void row_init(saas_store_sandbox *row, const char *id, const char *accoun
 	row->disk_gb = size->disk_gb;
 	saas__strlcpy(row->image, image, sizeof(row->image));
 	row->usd_micro_per_hour = size->usd_micro_per_hour;
+	row->paused_usd_micro_per_hour = saas_size_paused_usd_micro_per_hour(size, SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR);
 	row->created_at_ms = created_at_ms;
 	row->network_mode = network_mode;
 }
@@ -210,8 +224,7 @@ static void row_init(saas_store_sandbox *row, const char *id, const char *accoun
  * its name, so it is billed from this moment. Returns SAAS_OK, an error, or 1
  * when the pool has no live VM (make one the ordinary way).
  */
-/* The store refuses the account's last place with a bare SAAS_ELIMIT; name the limit for the caller. */
-static int live_limit(int rc, unsigned int max)
+int saas__live_limit(int rc, unsigned int max)
 {
 	if (rc != SAAS_ELIMIT)
 		return rc;
@@ -247,7 +260,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 		}
 		now = saas__engine_now(e);
 		/* Pooled VMs were made without a network: the driver's default. */
-		row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started, saas__network_default(e));
+		saas__row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started, saas__network_default(e));
 		row.ready_at_ms = now;
 		row.expires_at_ms = now + timeout * 1000;
 		/* Ready at insert: the VM already runs, and the store still counts the account's limit atomically. */
@@ -255,7 +268,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 			if (rc == SAAS_ELIMIT || rc == SAAS_ENOTFOUND) {
 				/* Refused before anyone had it: it goes back, still never handed out. */
 				saas__pool_release(e, name, SAAS_POOL_RETURN);
-				return live_limit(rc, max_live);
+				return saas__live_limit(rc, max_live);
 			}
 			/* The store failed and might have kept the row: close it unbilled and let the VM go. */
 			saas_error saved = *saas_error_last();
@@ -277,8 +290,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 	return 1;
 }
 
-/* Store a new sandbox's rules; if that fails, its row goes (no VM was made yet). */
-static int store_rules(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net)
+int saas__store_rules(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net)
 {
 	char *allow = saas__network_join(net->allow), *deny = saas__network_join(net->deny);
 	int rc;
@@ -362,7 +374,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 		char id[SAAS_ID_MAX + 1];
 		if ((rc = saas__id_new(id, "sbx-", 20)) < 0)
 			return rc;
-		row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
+		saas__row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
 		         now, net ? net->mode : saas__network_default(e));
 	}
 	/*
@@ -372,9 +384,9 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 	 */
 	row.expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
 	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, lim.max_sandboxes)) < 0)
-		return live_limit(rc, lim.max_sandboxes);
+		return saas__live_limit(rc, lim.max_sandboxes);
 	/* A policy's rules are stored before its VM exists: a restart then finds them (or ends the VM). */
-	if (net && net->mode == SAAS_NETWORK_POLICY && (rc = store_rules(e, &row, net)) < 0)
+	if (net && net->mode == SAAS_NETWORK_POLICY && (rc = saas__store_rules(e, &row, net)) < 0)
 		return rc;
 
 	spec.name = row.id;
@@ -531,8 +543,13 @@ int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, 
 	int64_t now, expires;
 	int rc;
 
-	if ((rc = saas__sandbox_ready(c, id, &row)) < 0)
+	/* A paused sandbox's expiry runs on: it may be extended as a ready one may. */
+	if ((rc = saas__sandbox_ready(c, id, &row)) < 0 &&
+	    !(rc == SAAS_ESTATE && (row.status == SAAS_SANDBOX_PAUSED || row.status == SAAS_SANDBOX_PAUSING ||
+	                            row.status == SAAS_SANDBOX_RESUMING) &&
+	      row.expires_at_ms > saas__engine_now(e)))
 		return rc;
+	saas__error_clear();
 	now = saas__engine_now(e);
 	/* An argument no retry can make right (as a create's timeout over the maximum): EINVAL, not ELIMIT. */
 	expires = seconds > e->limits.max_timeout_s ? INT64_MAX : row.expires_at_ms + seconds * 1000;
@@ -578,6 +595,9 @@ SAAS_EXTERN(const char *) saas_sandbox_status_name(int status)
 	case SAAS_SANDBOX_CREATING: return "creating";
 	case SAAS_SANDBOX_READY: return "ready";
 	case SAAS_SANDBOX_DESTROYED: return "destroyed";
+	case SAAS_SANDBOX_PAUSED: return "paused";
+	case SAAS_SANDBOX_PAUSING: return "pausing";
+	case SAAS_SANDBOX_RESUMING: return "resuming";
 	}
 	return "unknown";
 }

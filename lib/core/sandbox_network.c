@@ -29,8 +29,7 @@ int saas__network_default(saas_engine *e)
 	return mode == SAAS_NETWORK_INTERNET ? SAAS_NETWORK_INTERNET : SAAS_NETWORK_ISOLATED;
 }
 
-/* A row's policy as lists: its rules for POLICY (from the store), none otherwise. */
-static int rules_get(saas_engine *e, const saas_store_sandbox *row, char ***allow, char ***deny)
+int saas__sandbox_rules_get(saas_engine *e, const saas_store_sandbox *row, char ***allow, char ***deny)
 {
 	char *a = NULL, *d = NULL;
 	int rc;
@@ -56,7 +55,7 @@ int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, 
 	saas_vm_network_stats st;
 	int rc;
 
-	if ((rc = rules_get(e, row, &allow, &deny)) < 0)
+	if ((rc = saas__sandbox_rules_get(e, row, &allow, &deny)) < 0)
 		return rc;
 	rc = saas__network_info_new(out, mode, allow, deny);
 	saas__rules_free(allow);
@@ -100,7 +99,7 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 	pthread_mutex_lock(&e->network_mu);
 	locked = true;
 	/* Read under the lock: the policy to go back to is the last one set, not one a racing change replaces. */
-	if ((rc = saas__sandbox_ready(c, id, &row)) < 0 || (rc = rules_get(e, &row, &old_allow, &old_deny)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &row)) < 0 || (rc = saas__sandbox_rules_get(e, &row, &old_allow, &old_deny)) < 0)
 		goto out;
 	old_mode = row.network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row.network_mode;
 
@@ -160,7 +159,7 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 	 */
 	if (sb->network_mode == SAAS_STORE_NETWORK_UNKNOWN)
 		return;
-	if ((rc = rules_get(e, sb, &allow, &deny)) == SAAS_OK)
+	if ((rc = saas__sandbox_rules_get(e, sb, &allow, &deny)) == SAAS_OK)
 		rc = driver_set(e, sb->id, sb->network_mode, allow, deny);
 	saas__rules_free(allow);
 	saas__rules_free(deny);

@@ -484,6 +484,51 @@ static int remote_sandbox_network_set(saas_client *c, const char *id, const stru
 	return sandbox_call(c, "PUT", sandbox_path("sandboxes", id, "/network"), body, true, out);
 }
 
+static int remote_sandbox_fork(saas_client *c, const char *id, unsigned int count, int64_t timeout_s,
+                               const struct saas__network *net, saas_sandbox_list **out)
+{
+	struct saas_http_req req = { 0 };
+	json_t *body = json_pack("{s:I}", "count", (json_int_t)count), *ans = NULL;
+	char *path = sandbox_path("sandboxes", id, "/fork");
+	const char *bad = NULL;
+	int rc = SAAS_ENOMEM;
+
+	if (!body || !path)
+		goto out;
+	if (timeout_s)
+		json_object_set_new(body, "timeout", json_integer(timeout_s));
+	if (net)
+		json_object_set_new(body, "network", network_json(net));
+	req.method = "POST";
+	req.path = path;
+	req.body = body;
+	/* Not idempotent: a retry after a lost answer would make the children twice. */
+	rc = saas__http(R(c), &req, &ans);
+	if (rc == SAAS_OK) {
+		saas_sandbox_list *list = NULL;
+		rc = decoded(saas__wire_sandbox_list_decode(&list, ans, &bad), bad);
+		if (out)
+			*out = list;
+		else
+			saas_sandbox_list_free(list);
+	}
+out:
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+static int remote_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out)
+{
+	return sandbox_call(c, "POST", sandbox_path("sandboxes", id, "/pause"), NULL, false, out);
+}
+
+static int remote_sandbox_resume(saas_client *c, const char *id, saas_sandbox **out)
+{
+	return sandbox_call(c, "POST", sandbox_path("sandboxes", id, "/resume"), NULL, false, out);
+}
+
 static const struct saas__client_ops remote_ops = {
 	remote_account,
 	remote_usage,
@@ -509,6 +554,9 @@ static const struct saas__client_ops remote_ops = {
 	saas__remote_execution_signal,
 	saas__remote_execution_list_running,
 	saas__remote_execution_cancel,
+	remote_sandbox_fork,
+	remote_sandbox_pause,
+	remote_sandbox_resume,
 };
 
 /* ---- open ---- */

@@ -299,6 +299,9 @@ json_t *saas__wire_sandbox(const saas_sandbox *sb)
 	json_object_set_new(o, "ports", ports);
 	if (sb->network)
 		json_object_set_new(o, "network", saas__wire_network(sb->network));
+	json_object_set_new(o, "parent_id", sb->parent_id ? json_string(sb->parent_id) : json_null());
+	json_object_set_new(o, "paused_at", saas__wire_time(sb->paused_at_ms));
+	json_object_set_new(o, "paused_seconds", json_integer(sb->paused_seconds));
 	return o;
 }
 
@@ -315,7 +318,7 @@ int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **
 		return SAAS_ENOMEM;
 	if ((rc = copy_id(&sb->id, o, "id", bad)) < 0)
 		goto out;
-	sb->status = enum_of(jstr(o, "status"), saas_sandbox_status_name, SAAS_SANDBOX_CREATING, SAAS_SANDBOX_DESTROYED);
+	sb->status = enum_of(jstr(o, "status"), saas_sandbox_status_name, SAAS_SANDBOX_CREATING, SAAS_SANDBOX_RESUMING);
 	if (sb->status < 0) {
 		*bad = "sandbox status";
 		rc = SAAS_EPROTOCOL;
@@ -333,6 +336,10 @@ int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **
 	sb->expires_at_ms = jtime(o, "expires_at");
 	sb->destroyed_at_ms = jtime(o, "destroyed_at");
 	sb->cost_usd_micro = jint(o, "cost_usd_micro");
+	sb->paused_at_ms = jtime(o, "paused_at");
+	sb->paused_seconds = jint(o, "paused_seconds");
+	if (jstr(o, "parent_id") && (rc = copy_id(&sb->parent_id, o, "parent_id", bad)) < 0)
+		goto out;
 	if (!(sb->size = jdup(o, "size")) || !(sb->image = jdup(o, "image"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
@@ -590,13 +597,16 @@ out:
 
 /* ---- sizes, limits, the account ---- */
 
-json_t *saas__wire_size(const saas_size *s)
+json_t *saas__wire_size(const saas_size *s, int64_t paused_usd_micro_per_gib_hour)
 {
 	json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "name", s->name ? s->name : "", "vcpus", (json_int_t)s->vcpus,
 	                      "memory_mb", (json_int_t)s->memory_mb, "disk_gb", (json_int_t)s->disk_gb);
 
-	if (o)
+	if (o) {
 		saas__wire_money(o, "usd_per_hour", s->usd_micro_per_hour);
+		saas__wire_money(o, "paused_usd_per_hour",
+		                 saas_size_paused_usd_micro_per_hour(s, paused_usd_micro_per_gib_hour));
+	}
 	return o;
 }
 
@@ -650,7 +660,8 @@ json_t *saas__wire_account(const saas_account_info *ai)
 	if (ai->limits)
 		json_object_set_new(o, "limits", saas__wire_limits(ai->limits));
 	for (size_t i = 0; i < ai->nsizes; i++)
-		json_array_append_new(sizes, saas__wire_size(ai->sizes[i]));
+		json_array_append_new(sizes, saas__wire_size(ai->sizes[i], ai->paused_usd_micro_per_gib_hour));
+	saas__wire_money(o, "paused_usd_per_gib_hour", ai->paused_usd_micro_per_gib_hour);
 	json_object_set_new(o, "sizes", sizes);
 	return o;
 }
@@ -676,6 +687,7 @@ int saas__wire_account_decode(saas_account_info **out, const json_t *o, const ch
 	ai->balance_usd_micro = jint(o, "balance_usd_micro");
 	ai->active_sandboxes = (unsigned int)jint(o, "active_sandboxes");
 	ai->running_executions = (unsigned int)jint(o, "running_executions");
+	ai->paused_usd_micro_per_gib_hour = jint(o, "paused_usd_per_gib_hour_micro");
 	if (!(ai->limits = saas__wire_limits_decode(json_object_get(o, "limits")))) {
 		rc = SAAS_ENOMEM;
 		goto out;

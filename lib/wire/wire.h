@@ -38,7 +38,8 @@ json_t *saas__wire_execution_brief(const saas_execution *x);
 json_t *saas__wire_execution_list(const saas_execution_list *list);
 /* A chunk of output: {"stream", "offset", "data" (UTF-8) or "data_base64", "data_encoding"}. */
 json_t *saas__wire_exec_chunk(int stream, uint64_t offset, const void *data, size_t len);
-json_t *saas__wire_size(const saas_size *s);
+/* A size with its price, and its paused price at this per-GiB-hour price. */
+json_t *saas__wire_size(const saas_size *s, int64_t paused_usd_micro_per_gib_hour);
 json_t *saas__wire_limits(const saas_limits *l);
 json_t *saas__wire_account(const saas_account_info *ai);
 json_t *saas__wire_usage(const saas_usage *u);

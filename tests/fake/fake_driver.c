@@ -12,6 +12,7 @@
 
 #define MAX_VMS 256
 #define MAX_FILES 256
+#define MAX_SNAPS 64
 
 struct file {
 	char vm[SAAS_ID_MAX + 1];
@@ -42,6 +43,14 @@ static unsigned int fail_network_sets;
 static int network_set_enotsup;
 static saas_fake_create_fn on_create;
 static void *on_create_ud;
+
+/* A snapshot: its files are kept in `files` under the owner "=NAME", which no VM name can be. */
+struct snap {
+	char name[SAAS_ID_MAX];
+	bool used;
+};
+static struct snap snaps[MAX_SNAPS];
+static unsigned int fail_snapshots, fail_restores, snapshot_calls, restore_calls;
 
 static struct vm *find_vm(const char *name)
 {
@@ -85,6 +94,8 @@ void saas_fake_reset(void)
 	network_set_enotsup = 0;
 	on_create = NULL;
 	on_create_ud = NULL;
+	memset(snaps, 0, sizeof(snaps));
+	fail_snapshots = fail_restores = snapshot_calls = restore_calls = 0;
 	pthread_mutex_unlock(&mu);
 }
 
@@ -807,6 +818,248 @@ static void fake_pty_close(void *ctx, void *pty, int *exit_status)
 	free(t);
 }
 
+/* ---- snapshots (version 4) ---- */
+
+static struct snap *find_snap(const char *name)
+{
+	for (int i = 0; i < MAX_SNAPS; i++)
+		if (snaps[i].used && strcmp(snaps[i].name, name) == 0)
+			return &snaps[i];
+	return NULL;
+}
+
+static void snap_owner(char out[SAAS_ID_MAX + 1], const char *snap)
+{
+	snprintf(out, SAAS_ID_MAX + 1, "=%s", snap);
+}
+
+/* Copy every file of owner `from` to owner `to`; the caller holds mu. */
+static int copy_files_locked(const char *from, const char *to)
+{
+	for (int i = 0; i < MAX_FILES; i++) {
+		struct file *src = &files[i], *dst = NULL;
+
+		if (!src->path || strcmp(src->vm, from) != 0)
+			continue;
+		for (int j = 0; j < MAX_FILES && !dst; j++)
+			if (!files[j].path)
+				dst = &files[j];
+		if (!dst)
+			return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "fake: no room for more files");
+		snprintf(dst->vm, sizeof(dst->vm), "%s", to);
+		dst->mode = src->mode;
+		dst->len = src->len;
+		if (!(dst->path = strdup(src->path)) || !(dst->data = malloc(src->len ? src->len : 1))) {
+			free(dst->path);
+			memset(dst, 0, sizeof(*dst));
+			return saas_sys_error_set(SAAS_ENOMEM, SAAS_ERRCLASS_OS, ENOMEM, "fake: out of memory");
+		}
+		memcpy(dst->data, src->data, src->len);
+	}
+	return SAAS_OK;
+}
+
+void saas_fake_fail_snapshots(unsigned int n)
+{
+	pthread_mutex_lock(&mu);
+	fail_snapshots = n;
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_fail_restores(unsigned int n)
+{
+	pthread_mutex_lock(&mu);
+	fail_restores = n;
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int saas_fake_snapshot_count(void)
+{
+	unsigned int n = 0;
+
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_SNAPS; i++)
+		n += snaps[i].used;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+int saas_fake_snapshot_exists(const char *name)
+{
+	int found;
+
+	pthread_mutex_lock(&mu);
+	found = find_snap(name) != NULL;
+	pthread_mutex_unlock(&mu);
+	return found;
+}
+
+void saas_fake_snapshot_add(const char *name)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_SNAPS; i++)
+		if (!snaps[i].used) {
+			snaps[i].used = true;
+			snprintf(snaps[i].name, sizeof(snaps[i].name), "%s", name);
+			break;
+		}
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_snapshot_lose(const char *name)
+{
+	char owner[SAAS_ID_MAX + 1];
+	struct snap *sn;
+
+	pthread_mutex_lock(&mu);
+	if ((sn = find_snap(name))) {
+		snap_owner(owner, name);
+		drop_files(owner);
+		memset(sn, 0, sizeof(*sn));
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int saas_fake_snapshot_calls(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mu);
+	n = snapshot_calls;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+unsigned int saas_fake_restore_calls(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mu);
+	n = restore_calls;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+static int fake_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
+{
+	char owner[SAAS_ID_MAX + 1];
+	struct snap *sn = NULL;
+	struct vm *v;
+	int64_t held = 0;
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	snapshot_calls++;
+	if (!(v = find_vm(name)) || v->state != SAAS_VM_RUNNING) {
+		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no running VM '%s'", name);
+		goto out;
+	}
+	if (fail_snapshots > 0) {
+		fail_snapshots--;
+		rc = saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this snapshot fails as the test asked");
+		goto out;
+	}
+	if (strlen(snap) >= sizeof(sn->name) || find_snap(snap)) {
+		rc = saas_sys_error_set(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER, 0, "fake: bad or taken snapshot name '%s'", snap);
+		goto out;
+	}
+	for (int i = 0; i < MAX_SNAPS && !sn; i++)
+		if (!snaps[i].used)
+			sn = &snaps[i];
+	if (!sn) {
+		rc = saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "fake: no room for more snapshots");
+		goto out;
+	}
+	snap_owner(owner, snap);
+	if ((rc = copy_files_locked(name, owner)) < 0) {
+		drop_files(owner);
+		goto out;
+	}
+	sn->used = true;
+	snprintf(sn->name, sizeof(sn->name), "%s", snap);
+	for (int i = 0; i < MAX_FILES; i++)
+		if (files[i].path && strcmp(files[i].vm, owner) == 0)
+			held += (int64_t)files[i].len;
+	/* A pause: the VM is gone, as after vm_destroy. */
+	if (!keep) {
+		v->state = SAAS_VM_ABSENT;
+		drop_files(name);
+	}
+out:
+	pthread_mutex_unlock(&mu);
+	if (rc == SAAS_OK && bytes)
+		*bytes = held;
+	return rc;
+}
+
+static int fake_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
+{
+	char owner[SAAS_ID_MAX + 1];
+	int rc;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	restore_calls++;
+	if (!find_snap(snap)) {
+		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no snapshot '%s'", snap);
+		goto out;
+	}
+	if (fail_restores > 0) {
+		fail_restores--;
+		rc = saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this restore fails as the test asked");
+		goto out;
+	}
+	if (find_vm(spec->name)) {
+		rc = saas_sys_error_set(SAAS_EEXISTS, SAAS_ERRCLASS_DRIVER, 0, "fake: VM '%s' exists", spec->name);
+		goto out;
+	}
+	if ((rc = add_vm_locked(spec->name, spec->network)) < 0)
+		goto out;
+	snap_owner(owner, snap);
+	if ((rc = copy_files_locked(owner, spec->name)) < 0) {
+		/* Nothing left behind. */
+		find_vm(spec->name)->state = SAAS_VM_ABSENT;
+		drop_files(spec->name);
+	}
+out:
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static int fake_snapshot_delete(void *ctx, const char *snap)
+{
+	char owner[SAAS_ID_MAX + 1];
+	struct snap *sn;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	if ((sn = find_snap(snap))) {
+		snap_owner(owner, snap);
+		drop_files(owner);
+		memset(sn, 0, sizeof(*sn));
+	}
+	pthread_mutex_unlock(&mu);
+	return SAAS_OK;
+}
+
+static int fake_snapshot_list(void *ctx, saas_name_fn fn, void *ud)
+{
+	char names[MAX_SNAPS][SAAS_ID_MAX];
+	int n = 0;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAX_SNAPS; i++)
+		if (snaps[i].used)
+			memcpy(names[n++], snaps[i].name, sizeof(names[0]));
+	pthread_mutex_unlock(&mu);
+	for (int i = 0; i < n; i++)
+		if (fn(ud, names[i]))
+			break;
+	return SAAS_OK;
+}
+
 const saas_driver saas_fake_driver = {
 	SAAS_DRIVER_VERSION,
 	"fake",
@@ -827,5 +1080,9 @@ const saas_driver saas_fake_driver = {
 	fake_pty_open,
 	fake_pty_resize,
 	fake_pty_close,
-	.vm_outdated = fake_outdated,
+	fake_snapshot,
+	fake_restore,
+	fake_snapshot_delete,
+	fake_snapshot_list,
+	fake_outdated,
 };

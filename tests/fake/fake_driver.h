@@ -59,4 +59,20 @@ unsigned int saas_fake_create_calls(void);
 typedef void (*saas_fake_create_fn)(void *userdata, const saas_vm_spec *spec);
 void saas_fake_on_create(saas_fake_create_fn fn, void *userdata);
 
+/*
+ * Snapshots (driver version 4): a snapshot keeps a copy of its VM's files; a
+ * restore makes a VM with a copy of them. Make the next n vm_snapshot /
+ * vm_restore calls fail (SAAS_EBACKEND; the VM runs on, nothing is left).
+ */
+void saas_fake_fail_snapshots(unsigned int n);
+void saas_fake_fail_restores(unsigned int n);
+unsigned int saas_fake_snapshot_count(void);
+int saas_fake_snapshot_exists(const char *name);
+/* Add a snapshot nobody made (what a crashed engine might leave), or lose one (a disk lost it). */
+void saas_fake_snapshot_add(const char *name);
+void saas_fake_snapshot_lose(const char *name);
+/* How many times vm_snapshot / vm_restore were called. */
+unsigned int saas_fake_snapshot_calls(void);
+unsigned int saas_fake_restore_calls(void);
+
 #endif

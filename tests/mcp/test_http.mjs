@@ -94,9 +94,9 @@ test('initialize, 14 tools, annotations and schemas', async () => {
   const { tools, nextCursor } = await client.listTools();
   assert.equal(nextCursor, undefined);
   const names = tools.map(t => t.name).sort();
-  assert.deepEqual(names, ['create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_sandbox',
-    'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command', 'set_network_policy',
-    'unexpose_port', 'write_file']);
+  assert.deepEqual(names, ['create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'fork_sandbox',
+    'get_sandbox', 'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'pause_sandbox', 'read_file',
+    'resume_sandbox', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
   // Strict, as the MCP Inspector's strict mode: no union types (type: [..., "null"]), no unknown keywords,
   // and whole schemas (mcp/schemas/ names shared shapes with $ref; tools/list sends them inlined).
   const ajv = new Ajv({ strict: true, allowUnionTypes: false });

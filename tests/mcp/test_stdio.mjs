@@ -76,8 +76,8 @@ test('initialize, 13 tools (no get_service_info), a whole agent session with val
   const { tools, nextCursor } = await client.listTools();
   assert.equal(nextCursor, undefined);
   assert.deepEqual(tools.map(t => t.name).sort(), ['create_sandbox', 'destroy_sandbox', 'expose_port',
-    'extend_sandbox', 'get_sandbox', 'get_usage', 'list_files', 'list_sandboxes', 'read_file', 'run_command',
-    'set_network_policy', 'unexpose_port', 'write_file']);
+    'extend_sandbox', 'fork_sandbox', 'get_sandbox', 'get_usage', 'list_files', 'list_sandboxes', 'pause_sandbox',
+    'read_file', 'resume_sandbox', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
   const ajv = new Ajv({ strict: false });
   const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
   const seen = new Set();

@@ -1212,6 +1212,63 @@ static void test_extend(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* Fork, pause, resume: the same answers locally and over REST. A driver without snapshots: ENOTSUP alike. */
+static void test_fork_pause_resume(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 600), *p = NULL, *r = NULL, *got = NULL;
+	saas_sandbox_list *kids = NULL;
+	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
+	int rc;
+
+	/* What every provider refuses before asking anyone. */
+	EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, 0, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, SAAS_FORK_MAX + 1, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, 1, NULL, 1), SAAS_EINVAL);
+	EXPECT(saas_sandbox_pause(&p, f->a, NULL, 0), SAAS_EINVAL);
+	EXPECT(saas_sandbox_resume(&r, f->a, sb->id, 2), SAAS_EINVAL);
+	EXPECT(saas_sandbox_pause(&p, f->a, "sbx-nosuch", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_pause(&p, f->b, sb->id, 0), SAAS_ENOTFOUND);
+	if ((rc = saas_sandbox_pause(&p, f->a, sb->id, 0)) == SAAS_ENOTSUP) {
+		print_message("skipped: this driver cannot snapshot (%s)\n", saas_error_last()->message);
+		EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, 1, NULL, 0), SAAS_ENOTSUP);
+		saas_sandbox_free(sb);
+		return;
+	}
+	EXPECT(rc, SAAS_OK);
+	assert_int_equal(p->status, SAAS_SANDBOX_PAUSED);
+	assert_true(p->paused_at_ms > 0);
+	EXPECT(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_ESTATE);
+	EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, 1, NULL, 0), SAAS_ESTATE);
+	assert_null(kids);
+	EXPECT(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_PAUSED);
+	EXPECT(saas_sandbox_resume(&r, f->a, sb->id, 0), SAAS_OK);
+	assert_int_equal(r->status, SAAS_SANDBOX_READY);
+	assert_int_equal(r->paused_at_ms, 0);
+	EXPECT(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_ESTATE);
+
+	o.timeout_s = 300;
+	EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, 2, &o, 0), SAAS_OK);
+	assert_int_equal(kids->count, 2);
+	for (size_t i = 0; i < kids->count; i++) {
+		assert_int_equal(kids->items[i]->status, SAAS_SANDBOX_READY);
+		assert_string_equal(kids->items[i]->parent_id, sb->id);
+		assert_string_equal(kids->items[i]->size, sb->size);
+		assert_true(kids->items[i]->expires_at_ms - kids->items[i]->ready_at_ms == 300000);
+		EXPECT(saas_sandbox_destroy(NULL, f->a, kids->items[i]->id, 0), SAAS_OK);
+	}
+	assert_string_not_equal(kids->items[0]->id, kids->items[1]->id);
+	EXPECT(saas_sandbox_fork(NULL, f->a, sb->id, 1, NULL, 0), SAAS_OK);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_ESTATE);
+	saas_sandbox_list_free(kids);
+	saas_sandbox_free(got);
+	saas_sandbox_free(p);
+	saas_sandbox_free(r);
+	saas_sandbox_free(sb);
+}
+
 static void test_destroy_idempotent(void **state)
 {
 	struct fixture *f = *state;
@@ -1445,6 +1502,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extend, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_pause_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_account, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage, setup, teardown),

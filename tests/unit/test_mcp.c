@@ -523,29 +523,29 @@ static void test_tools_list_pages(void **state)
 		                           "\"t+1\"", "\"t 1\"", "\"t-0\"", "\"t\\n2\"" };
 	char buf[256];
 
-	/* One page with everything: 13 tools on stdio, 14 with get_service_info. */
+	/* One page with everything: 16 tools on stdio, 17 with get_service_info. */
 	ctx.page_size = 0;
 	assert_int_equal(list_all(&ctx, all), 1);
-	assert_int_equal(json_array_size(all), 13);
+	assert_int_equal(json_array_size(all), 16);
 	ctx.flags = AAS_MCP_SERVICE_INFO;
 	json_array_clear(all);
 	assert_int_equal(list_all(&ctx, all), 1);
-	assert_int_equal(json_array_size(all), 14);
-	/* Pages of 5: 5 + 5 + 4, the same tools in the same order, none twice. */
+	assert_int_equal(json_array_size(all), 17);
+	/* Pages of 5: 5 + 5 + 5 + 2, the same tools in the same order, none twice. */
 	ctx.page_size = 5;
-	assert_int_equal(list_all(&ctx, paged), 3);
+	assert_int_equal(list_all(&ctx, paged), 4);
 	assert_true(json_equal(all, paged));
-	/* Without get_service_info (the last tool), pages of 5 end after 13. */
+	/* Without get_service_info (the last tool), pages of 5 end after 16. */
 	ctx.flags = 0;
 	json_array_clear(paged);
-	assert_int_equal(list_all(&ctx, paged), 3);
-	assert_int_equal(json_array_size(paged), 13);
-	ctx.page_size = 13;
+	assert_int_equal(list_all(&ctx, paged), 4);
+	assert_int_equal(json_array_size(paged), 16);
+	ctx.page_size = 16;
 	json_array_clear(paged);
 	assert_int_equal(list_all(&ctx, paged), 1);
 	/* A null cursor is the first page; a cursor not from nextCursor is -32602. */
 	resp = handle(&ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":null}}");
-	assert_int_equal(json_array_size(json_object_get(result_of(resp), "tools")), 13);
+	assert_int_equal(json_array_size(json_object_get(result_of(resp), "tools")), 16);
 	json_decref(resp);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":%s}}",
@@ -687,8 +687,60 @@ static void test_tool_errors(void **state)
 	/* tools/list needs no key. */
 	json_t *names = json_array();
 	list_all(&ctx, names);
-	assert_int_equal(json_array_size(names), 13);
+	assert_int_equal(json_array_size(names), 16);
 	json_decref(names);
+}
+
+/* fork_sandbox, pause_sandbox, resume_sandbox over the fake driver's snapshots. */
+static void test_fork_pause_resume(void **state)
+{
+	struct fixture *f = *state;
+	aas_mcp_ctx ctx = f->ctx;
+	const json_t *st, *kids;
+	json_t *res, *sb;
+	char args[512];
+
+	res = call_tool(&ctx, "create_sandbox", "{}");
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	sb = json_incref(json_object_get(json_object_get(res, "structuredContent"), "id"));
+	json_decref(res);
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"count\":2,\"timeout_seconds\":300}",
+	         json_string_value(sb));
+	res = call_tool(&ctx, "fork_sandbox", args);
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	kids = json_object_get(json_object_get(res, "structuredContent"), "sandboxes");
+	assert_int_equal(json_array_size(kids), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(kids, 0), "parent_id")),
+	                    json_string_value(sb));
+	json_decref(res);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"count\":11}", json_string_value(sb));
+	res = call_tool(&ctx, "fork_sandbox", args);
+	assert_tool_error(res, "count", NULL);
+	json_decref(res);
+
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", json_string_value(sb));
+	res = call_tool(&ctx, "pause_sandbox", args);
+	st = json_object_get(json_object_get(res, "structuredContent"), "status");
+	assert_string_equal(json_string_value(st), "paused");
+	json_decref(res);
+	/* A paused sandbox runs nothing; the hint says how to bring it back. */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo hi\"}", json_string_value(sb));
+	res = call_tool(&ctx, "run_command", args);
+	assert_tool_error(res, "paused", "resume_sandbox", NULL);
+	json_decref(res);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", json_string_value(sb));
+	res = call_tool(&ctx, "pause_sandbox", args);
+	assert_tool_error(res, "pause_sandbox failed", NULL);
+	json_decref(res);
+	res = call_tool(&ctx, "resume_sandbox", args);
+	st = json_object_get(json_object_get(res, "structuredContent"), "status");
+	assert_string_equal(json_string_value(st), "ready");
+	json_decref(res);
+	res = call_tool(&ctx, "resume_sandbox", "{}");
+	assert_tool_error(res, "sandbox_id", NULL);
+	json_decref(res);
+	json_decref(sb);
 }
 
 /* A tool call over a tenant limit is an isError result naming the limit and when to retry. */
@@ -1288,6 +1340,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tools_list_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tool_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tool_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_pause_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unexpose_port, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage_period, setup, teardown),
 		cmocka_unit_test(test_reports_progress),

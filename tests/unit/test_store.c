@@ -303,8 +303,12 @@ static void test_sqlite_newer_schema_refused(void **state)
  * version put back) migrates on open, keeping its rows, and gains the
  * account_limits table (and step 3's ports, made anew).
  */
-/* What step 5 added, dropped by the tests that rewind a database to an older schema. */
-#define UNDO_SCHEMA_5 \
+/* What step 6 added (pause and fork), and step 5, dropped by the tests that rewind a database. */
+#define UNDO_SCHEMA_6 \
+	"ALTER TABLE sandboxes DROP COLUMN paused_at; ALTER TABLE sandboxes DROP COLUMN paused_ms;" \
+	"ALTER TABLE sandboxes DROP COLUMN paused_usd_micro_per_hour; ALTER TABLE sandboxes DROP COLUMN snapshot;" \
+	"ALTER TABLE sandboxes DROP COLUMN parent_id;"
+#define UNDO_SCHEMA_5 UNDO_SCHEMA_6 \
 	"DROP TABLE sessions; DROP TABLE invites; DROP TABLE users;" \
 	"ALTER TABLE accounts DROP COLUMN disabled_at; ALTER TABLE api_keys DROP COLUMN last_used_at;"
 
@@ -891,6 +895,51 @@ static void test_sandbox_set_expiry(void **state)
 	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-e", &got), SAAS_OK);
 	assert_int_equal(got.expires_at_ms, 6000);
 	assert_fails(f->st->sandbox_set_expiry(f->ctx, "sbx-none", 9000), SAAS_ENOTFOUND);
+}
+
+/* Pause, resume and fork steps: conditional on the state, carrying the pause fields and the snapshot. */
+static void test_sandbox_set_state(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox b = sandbox_rec("sbx-p", "acc-p", 10), to, got;
+
+	add_account(f, "acc-p", 1, 0);
+	b.paused_usd_micro_per_hour = 4400;
+	snprintf(b.parent_id, sizeof(b.parent_id), "sbx-parent");
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-p", &got), SAAS_OK);
+	assert_string_equal(got.parent_id, "sbx-parent");
+	assert_int_equal(got.paused_usd_micro_per_hour, 4400);
+	assert_string_equal(got.snapshot, "");
+	to = got;
+	to.status = SAAS_SANDBOX_PAUSING;
+	snprintf(to.snapshot, sizeof(to.snapshot), "snap-1");
+	assert_fails(f->st->sandbox_set_state(f->ctx, "sbx-p", SAAS_SANDBOX_READY, &to), SAAS_ESTATE); /* creating */
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-p", 20, 5000), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_state(f->ctx, "sbx-p", SAAS_SANDBOX_READY, &to), SAAS_OK);
+	to.status = SAAS_SANDBOX_PAUSED;
+	to.paused_at_ms = 100;
+	to.paused_ms = 7;
+	assert_fails(f->st->sandbox_set_state(f->ctx, "sbx-p", SAAS_SANDBOX_READY, &to), SAAS_ESTATE); /* pausing now */
+	assert_int_equal(f->st->sandbox_set_state(f->ctx, "sbx-p", SAAS_SANDBOX_PAUSING, &to), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-p", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_PAUSED);
+	assert_int_equal(got.paused_at_ms, 100);
+	assert_int_equal(got.paused_ms, 7);
+	assert_string_equal(got.snapshot, "snap-1");
+	assert_int_equal(got.ready_at_ms, 20); /* nothing else changes */
+	/* Extend works on a paused row; not on a creating or destroyed one. */
+	assert_int_equal(f->st->sandbox_set_expiry(f->ctx, "sbx-p", 9000), SAAS_OK);
+	/* Paused rows are live: they count against the limit and are listed as live. */
+	assert_fails(add_sandbox(f, "sbx-q", "acc-p", 11, 1), SAAS_ELIMIT);
+	/* Only the four movable states; a missing row is not found. */
+	to.status = SAAS_SANDBOX_DESTROYED;
+	assert_fails(f->st->sandbox_set_state(f->ctx, "sbx-p", SAAS_SANDBOX_PAUSED, &to), SAAS_EINVAL);
+	to.status = SAAS_SANDBOX_READY;
+	assert_fails(f->st->sandbox_set_state(f->ctx, "sbx-none", SAAS_SANDBOX_PAUSED, &to), SAAS_ENOTFOUND);
+	close_sandbox(f, "sbx-p", 200, 0);
+	assert_fails(f->st->sandbox_set_state(f->ctx, "sbx-p", SAAS_SANDBOX_PAUSED, &to), SAAS_ESTATE);
+	assert_fails(f->st->sandbox_set_expiry(f->ctx, "sbx-p", 9500), SAAS_ESTATE);
 }
 
 static void test_sandbox_close_charges_once(void **state)
@@ -1686,6 +1735,38 @@ static void test_key_use_and_disabled(void **state)
 	                 SAAS_OK);
 }
 
+/* A database of schema 5 gets the pause and fork columns, its sandboxes read as never paused. */
+static void test_sqlite_migrates_pause(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got, to;
+	sqlite3 *db = NULL;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-m", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-m", "acc-m", 10, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-m", 20, 5000), SAAS_OK);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, UNDO_SCHEMA_6 "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
+	                              NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-m", &got), SAAS_OK);
+	assert_int_equal(got.status, SAAS_SANDBOX_READY);
+	assert_int_equal(got.paused_at_ms, 0);
+	assert_int_equal(got.paused_usd_micro_per_hour, 0);
+	assert_string_equal(got.snapshot, "");
+	assert_string_equal(got.parent_id, "");
+	to = got;
+	to.status = SAAS_SANDBOX_PAUSING;
+	assert_int_equal(f->st->sandbox_set_state(f->ctx, "sbx-m", SAAS_SANDBOX_READY, &to), SAAS_OK);
+}
+
 /* A database of schema 4 gets the people's tables and columns, its rows kept. */
 static void test_sqlite_migrates_people(void **state)
 {
@@ -1890,6 +1971,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sandbox_list_cursor, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_set_ready, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_set_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_set_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_pause, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_close_charges_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_close_zero_cost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_close_if_expiry, setup, teardown),

@@ -129,6 +129,7 @@ static saas_account_info account(void)
 	ai.balance_usd_micro = 8765433;
 	ai.active_sandboxes = 2;
 	ai.running_executions = 1;
+	ai.paused_usd_micro_per_gib_hour = 100;
 	ai.nsizes = 2;
 	ai.sizes = sizes;
 	account_limits = limits();
@@ -312,7 +313,7 @@ static void test_account(void **state)
 
 	(void)state;
 	golden("account", saas__wire_account(&ai));
-	golden("size", saas__wire_size(sizes[0]));
+	golden("size", saas__wire_size(sizes[0], 100));
 	golden("limits", saas__wire_limits(&l));
 	ROUND_TRIP(saas_account_info, saas__wire_account, saas__wire_account_decode, saas_account_info_free, &ai);
 	o = saas__wire_limits(&l);

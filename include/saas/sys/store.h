@@ -29,11 +29,17 @@ SAAS_BEGIN_DECLS
  * accounts (users, sessions, invites), an account may be disabled and a key
  * records when it was last used: account_disable, key_touch, user_* ,
  * session_* and invite_insert are new, saas_store_account has disabled_at_ms.
+ * Version 5: pause and fork: saas_store_sandbox has paused_at_ms, paused_ms,
+ * paused_usd_micro_per_hour, snapshot and parent_id; sandbox_set_state is new,
+ * and sandbox_set_expiry takes any live sandbox but a creating one.
  */
-#define SAAS_STORE_VERSION 4
+#define SAAS_STORE_VERSION 5
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 5
+#define SAAS_STORE_SCHEMA 6
+
+/** Longest snapshot name a driver is given (saas/sys/driver.h, vm_snapshot). */
+#define SAAS_STORE_SNAPSHOT_MAX 63
 
 #define SAAS_STORE_NAME_MAX 255
 #define SAAS_STORE_IMAGE_MAX 63
@@ -122,6 +128,12 @@ typedef struct {
 	 * or SAAS_STORE_NETWORK_UNKNOWN. A POLICY's rules: sandbox_network_get.
 	 */
 	int network_mode;
+	/* Version 5: pause and fork. */
+	int64_t paused_at_ms;          /**< When the current pause began; 0 unless paused or resuming. */
+	int64_t paused_ms;             /**< Time spent in pauses that ended (resumed), in ms. */
+	int64_t paused_usd_micro_per_hour; /**< The paused price when it was created; kept for its whole life. */
+	char snapshot[SAAS_STORE_SNAPSHOT_MAX + 1]; /**< Its saved state while pausing, paused or resuming; "" otherwise. */
+	char parent_id[SAAS_ID_MAX + 1];            /**< The sandbox it was forked from; "" if none. */
 } saas_store_sandbox;
 
 /** Which sandboxes a list returns; every field is a further condition. */
@@ -219,7 +231,10 @@ typedef struct saas_store {
 	int (*sandbox_list)(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata);
 	/** creating -> ready, setting ready_at and expires_at. SAAS_ESTATE if it is not creating. */
 	int (*sandbox_set_ready)(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms);
-	/** Set expires_at of a ready sandbox. SAAS_ESTATE if it is not ready. */
+	/**
+	 * Set expires_at of a sandbox that is neither creating nor destroyed
+	 * (version 5; ready only before). SAAS_ESTATE otherwise.
+	 */
 	int (*sandbox_set_expiry)(void *ctx, const char *id, int64_t expires_at_ms);
 	/**
 	 * Close a sandbox: status destroyed, end reason, destroyed_at, cost, and a
@@ -330,6 +345,16 @@ typedef struct saas_store {
 	int (*session_prune)(void *ctx, int64_t created_before_ms, int64_t seen_before_ms);
 	/** Record an invite code by its hash, usable once. SAAS_EEXISTS on a duplicate. */
 	int (*invite_insert)(void *ctx, const char *hash, int64_t at_ms);
+
+	/* Version 5. */
+
+	/**
+	 * Move a sandbox from status `from` to to->status, setting paused_at_ms,
+	 * paused_ms and snapshot from `to` (nothing else), in one statement and only
+	 * if its status is still `from`: SAAS_ESTATE if not, SAAS_ENOTFOUND if none.
+	 * `from` and to->status are ready, paused, pausing or resuming.
+	 */
+	int (*sandbox_set_state)(void *ctx, const char *id, int from, const saas_store_sandbox *to);
 } saas_store;
 
 SAAS_END_DECLS

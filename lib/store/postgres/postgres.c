@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,16 @@ static const char *const steps[] = {
 	"  created_at BIGINT NOT NULL,"
 	"  used_at BIGINT NOT NULL DEFAULT 0,"
 	"  used_by TEXT COLLATE \"C\");",
+	/*
+	 * 5 -> 6: pause and fork (issue #15): when the current pause began, the
+	 * time spent in pauses that ended, the paused price the sandbox was made
+	 * with, the snapshot holding its state, and the sandbox it was forked from.
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN paused_at BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN paused_ms BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN paused_usd_micro_per_hour BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN snapshot TEXT COLLATE \"C\" NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN parent_id TEXT COLLATE \"C\" NOT NULL DEFAULT '';",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
@@ -874,7 +885,8 @@ static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, 
 
 #define SANDBOX_SELECT \
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image, usd_micro_per_hour," \
-	" created_at, ready_at, expires_at, destroyed_at, cost, network_mode FROM sandboxes"
+	" created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
+	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id FROM sandboxes"
 
 static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 {
@@ -884,8 +896,13 @@ static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
 	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, 1)) ||
 	    (rc = get_text(out->size, sizeof(out->size), res, row, 4)) ||
-	    (rc = get_text(out->image, sizeof(out->image), res, row, 8)))
+	    (rc = get_text(out->image, sizeof(out->image), res, row, 8)) ||
+	    (rc = get_text(out->snapshot, sizeof(out->snapshot), res, row, 19)) ||
+	    (rc = get_text(out->parent_id, sizeof(out->parent_id), res, row, 20)))
 		return rc;
+	out->paused_at_ms = get_i64(res, row, 16);
+	out->paused_ms = get_i64(res, row, 17);
+	out->paused_usd_micro_per_hour = get_i64(res, row, 18);
 	out->status = (int)get_i64(res, row, 2);
 	out->end_reason = (int)get_i64(res, row, 3);
 	out->vcpus = (unsigned int)get_i64(res, row, 5);
@@ -905,8 +922,8 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 {
 	struct pg *pg = ctx;
 	PGresult *res = NULL;
-	char b[12][24];
-	const char *v[16];
+	char b[15][24];
+	const char *v[21];
 	int rc, in_tx = 0;
 	long long live;
 
@@ -915,7 +932,9 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	if ((rc = check_field(s->id, sizeof(s->id), "sandbox id")) ||
 	    (rc = check_field(s->account_id, sizeof(s->account_id), "sandbox account id")) ||
 	    (rc = check_field(s->size, sizeof(s->size), "sandbox size")) ||
-	    (rc = check_field(s->image, sizeof(s->image), "sandbox image")))
+	    (rc = check_field(s->image, sizeof(s->image), "sandbox image")) ||
+	    (rc = check_field(s->snapshot, sizeof(s->snapshot), "sandbox snapshot")) ||
+	    (rc = check_field(s->parent_id, sizeof(s->parent_id), "sandbox parent")))
 		return rc;
 	if (s->vcpus > INT_MAX || s->memory_mb > INT_MAX || s->disk_gb > INT_MAX)
 		return saas__inval("sandbox resources out of range");
@@ -935,6 +954,11 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	v[13] = i64(b[9], s->destroyed_at_ms);
 	v[14] = i64(b[10], s->cost_usd_micro);
 	v[15] = s->network_mode == SAAS_STORE_NETWORK_UNKNOWN ? NULL : i64(b[11], s->network_mode);
+	v[16] = i64(b[12], s->paused_at_ms);
+	v[17] = i64(b[13], s->paused_ms);
+	v[18] = i64(b[14], s->paused_usd_micro_per_hour);
+	v[19] = s->snapshot;
+	v[20] = s->parent_id;
 
 	rc = pg_enter(pg);
 	if (rc)
@@ -973,8 +997,10 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	}
 	rc = run(pg, NULL, "inserting a sandbox",
 	         "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image,"
-	         " usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode)"
-	         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)", 16, v);
+	         " usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode,"
+	         " paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id)"
+	         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
+	         " $17, $18, $19, $20, $21)", 21, v);
 	if (rc)
 		goto out;
 	rc = tx_commit(pg);
@@ -1140,9 +1166,51 @@ static int pg_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_m
 	if (rc)
 		return rc;
 	rc = run(pg, &res, "setting a sandbox's expiry",
-	         "UPDATE sandboxes SET expires_at = $2 WHERE id = $1 AND status = 2", 2, v);
+	         "UPDATE sandboxes SET expires_at = $2 WHERE id = $1 AND status NOT IN (1, 3)", 2, v);
 	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "is not ready");
+		rc = state_or_missing(pg, id, "is being created or was destroyed");
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+/* The states a pause, a resume or a fork moves a sandbox between (never creating or destroyed). */
+static bool movable_state(int status)
+{
+	return status == SAAS_SANDBOX_READY || status == SAAS_SANDBOX_PAUSED || status == SAAS_SANDBOX_PAUSING ||
+	       status == SAAS_SANDBOX_RESUMING;
+}
+
+static int pg_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	char b[4][24], msg[64];
+	const char *v[6];
+	int rc;
+
+	if (!id || !to)
+		return saas__inval("sandbox id or state is NULL");
+	if (!movable_state(from) || !movable_state(to->status))
+		return saas__inval("sandbox state %d -> %d is not a pause, resume or fork step", from, to->status);
+	if ((rc = check_field(to->snapshot, sizeof(to->snapshot), "sandbox snapshot")))
+		return rc;
+	v[0] = id;
+	v[1] = i64(b[0], from);
+	v[2] = i64(b[1], to->status);
+	v[3] = i64(b[2], to->paused_at_ms);
+	v[4] = i64(b[3], to->paused_ms);
+	v[5] = to->snapshot;
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	rc = run(pg, &res, "changing a sandbox's state",
+	         "UPDATE sandboxes SET status = $3, paused_at = $4, paused_ms = $5, snapshot = $6"
+	         " WHERE id = $1 AND status = $2", 6, v);
+	if (!rc && changed(res) == 0) {
+		snprintf(msg, sizeof(msg), "is no longer %s", saas_sandbox_status_name(from));
+		rc = state_or_missing(pg, id, msg);
+	}
 	pg_leave(pg);
 	PQclear(res);
 	return rc;
@@ -2052,6 +2120,7 @@ const saas_store saas__store_postgres = {
 	.sandbox_list = pg_sandbox_list,
 	.sandbox_set_ready = pg_sandbox_set_ready,
 	.sandbox_set_expiry = pg_sandbox_set_expiry,
+	.sandbox_set_state = pg_sandbox_set_state,
 	.sandbox_close = pg_sandbox_close,
 	.sandbox_delete = pg_sandbox_delete,
 	.execution_insert = pg_execution_insert,

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,16 @@ static const char *const migrations[] = {
 	"  used_at BIGINT NOT NULL DEFAULT 0,"
 	"  used_by TEXT"
 	");",
+	/*
+	 * 5 -> 6: pause and fork (issue #15): when the current pause began, the
+	 * time spent in pauses that ended, the paused price the sandbox was made
+	 * with, the snapshot holding its state, and the sandbox it was forked from.
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN paused_at BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN paused_ms BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN paused_usd_micro_per_hour BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
@@ -952,7 +963,8 @@ out_locked:
 
 #define SANDBOX_SELECT \
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
-	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode FROM sandboxes"
+	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
+	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id FROM sandboxes"
 
 static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 {
@@ -962,8 +974,13 @@ static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 	if ((rc = col_text(st, 0, b->id, sizeof(b->id))) < 0 ||
 	    (rc = col_text(st, 1, b->account_id, sizeof(b->account_id))) < 0 ||
 	    (rc = col_text(st, 4, b->size, sizeof(b->size))) < 0 ||
-	    (rc = col_text(st, 8, b->image, sizeof(b->image))) < 0)
+	    (rc = col_text(st, 8, b->image, sizeof(b->image))) < 0 ||
+	    (rc = col_text(st, 19, b->snapshot, sizeof(b->snapshot))) < 0 ||
+	    (rc = col_text(st, 20, b->parent_id, sizeof(b->parent_id))) < 0)
 		return rc;
+	b->paused_at_ms = sqlite3_column_int64(st, 16);
+	b->paused_ms = sqlite3_column_int64(st, 17);
+	b->paused_usd_micro_per_hour = sqlite3_column_int64(st, 18);
 	b->status = sqlite3_column_int(st, 2);
 	b->end_reason = sqlite3_column_int(st, 3);
 	/* NULL (not recorded) reads as 0. */
@@ -993,7 +1010,9 @@ static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned in
 	if ((rc = check_field(b->id, sizeof(b->id), "sandbox id")) < 0 ||
 	    (rc = check_field(b->account_id, sizeof(b->account_id), "account id")) < 0 ||
 	    (rc = check_field(b->size, sizeof(b->size), "sandbox size")) < 0 ||
-	    (rc = check_field(b->image, sizeof(b->image), "sandbox image")) < 0)
+	    (rc = check_field(b->image, sizeof(b->image), "sandbox image")) < 0 ||
+	    (rc = check_field(b->snapshot, sizeof(b->snapshot), "sandbox snapshot")) < 0 ||
+	    (rc = check_field(b->parent_id, sizeof(b->parent_id), "sandbox parent")) < 0)
 		return rc;
 
 	pthread_mutex_lock(&s->lock);
@@ -1025,8 +1044,10 @@ static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned in
 	}
 	if ((rc = prep(s, &st, "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb,"
 	                       " disk_gb, image, usd_micro_per_hour, created_at, ready_at, expires_at,"
-	                       " destroyed_at, cost, network_mode)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)")) < 0)
+	                       " destroyed_at, cost, network_mode, paused_at, paused_ms, paused_usd_micro_per_hour,"
+	                       " snapshot, parent_id)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
+	                       " ?17, ?18, ?19, ?20, ?21)")) < 0)
 		goto out;
 	if ((rc = bind_check(s, bind_text(st, 1, b->id) | bind_text(st, 2, b->account_id) |
 	                            sqlite3_bind_int(st, 3, b->status) | sqlite3_bind_int(st, 4, b->end_reason) |
@@ -1040,7 +1061,11 @@ static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned in
 	                            sqlite3_bind_int64(st, 15, b->cost_usd_micro) |
 	                            (b->network_mode == SAAS_STORE_NETWORK_UNKNOWN
 	                                     ? sqlite3_bind_null(st, 16)
-	                                     : sqlite3_bind_int(st, 16, b->network_mode)))) < 0)
+	                                     : sqlite3_bind_int(st, 16, b->network_mode)) |
+	                            sqlite3_bind_int64(st, 17, b->paused_at_ms) |
+	                            sqlite3_bind_int64(st, 18, b->paused_ms) |
+	                            sqlite3_bind_int64(st, 19, b->paused_usd_micro_per_hour) |
+	                            bind_text(st, 20, b->snapshot) | bind_text(st, 21, b->parent_id))) < 0)
 		goto out;
 	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
 		rc = write_error(s, src, "sandbox", b->id, "account", b->account_id);
@@ -1203,8 +1228,52 @@ static int sq_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, 
 
 static int sq_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
 {
-	return sandbox_transition(ctx, "UPDATE sandboxes SET expires_at = ?2 WHERE id = ?1 AND status = 2",
-	                          id, expires_at_ms, 0, "is not ready");
+	return sandbox_transition(ctx, "UPDATE sandboxes SET expires_at = ?2 WHERE id = ?1 AND status NOT IN (1, 3)",
+	                          id, expires_at_ms, 0, "is being created or was destroyed");
+}
+
+/* The states a pause, a resume or a fork moves a sandbox between (never creating or destroyed). */
+static bool movable_state(int status)
+{
+	return status == SAAS_SANDBOX_READY || status == SAAS_SANDBOX_PAUSED || status == SAAS_SANDBOX_PAUSING ||
+	       status == SAAS_SANDBOX_RESUMING;
+}
+
+static int sq_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src, found = 0;
+
+	if (!id || !to)
+		return saas__inval("sandbox id or state is NULL");
+	if (!movable_state(from) || !movable_state(to->status))
+		return saas__inval("sandbox state %d -> %d is not a pause, resume or fork step", from, to->status);
+	if ((rc = check_field(to->snapshot, sizeof(to->snapshot), "sandbox snapshot")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "UPDATE sandboxes SET status = ?3, paused_at = ?4, paused_ms = ?5, snapshot = ?6"
+	                       " WHERE id = ?1 AND status = ?2")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, from) |
+	                            sqlite3_bind_int(st, 3, to->status) | sqlite3_bind_int64(st, 4, to->paused_at_ms) |
+	                            sqlite3_bind_int64(st, 5, to->paused_ms) | bind_text(st, 6, to->snapshot))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, "changing a sandbox's state");
+		goto out;
+	}
+	if (sqlite3_changes(s->db) == 0) {
+		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
+			goto out;
+		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' is no longer %s", id,
+		                         saas_sandbox_status_name(from))
+		           : not_found("sandbox", id);
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 static int sq_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
@@ -2186,6 +2255,7 @@ const saas_store saas__store_sqlite = {
 	.sandbox_list = sq_sandbox_list,
 	.sandbox_set_ready = sq_sandbox_set_ready,
 	.sandbox_set_expiry = sq_sandbox_set_expiry,
+	.sandbox_set_state = sq_sandbox_set_state,
 	.sandbox_close = sq_sandbox_close,
 	.sandbox_delete = sq_sandbox_delete,
 	.execution_insert = sq_execution_insert,

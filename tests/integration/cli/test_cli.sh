@@ -59,7 +59,7 @@ one_line_err() { # the error is one line starting with "aas"
 # ---- help and usage errors (no server needed) ----
 run --help; expect_rc 0 "aas --help"
 check "help documents exit codes" grep -q 'Exit status' <<<"$OUT"
-for c in create ls get exec cp files expose unexpose extend network rm usage account login; do
+for c in create ls get exec cp files expose unexpose extend network rm usage account login fork pause resume; do
 	run "$c" --help; expect_rc 0 "aas $c --help"
 	check "aas $c --help prints usage" grep -q "^usage: aas $c" <<<"$OUT"
 done
@@ -70,6 +70,11 @@ run create --timeout 5x; expect_rc 2 "bad duration"
 run get; expect_rc 2 "get without id"
 run exec sbx-x; expect_rc 2 "exec without command"
 run cp a b; expect_rc 2 "cp local to local"
+run fork; expect_rc 2 "fork without id"
+run fork sbx-x -n 11; expect_rc 2 "fork: count past 10"; one_line_err "fork count"
+run fork sbx-x -n two; expect_rc 2 "fork: count not a number"
+run pause; expect_rc 2 "pause without id"
+run resume sbx-x sbx-y; expect_rc 2 "resume: two ids"
 run expose sbx-x 70000; expect_rc 2 "bad port"
 run unexpose sbx-x 0; expect_rc 2 "unexpose: bad port"
 run unexpose sbx-x; expect_rc 2 "unexpose without a port"
@@ -268,6 +273,29 @@ run ls --all --json; expect_jq '[.[] | select(.status == "destroyed")] | length'
 run rm sbx-doesnotexist; expect_rc 4 "rm unknown id"
 # A command that cannot run at all exits 5 (docs/cli.md), never the 1 a command returns for itself.
 run exec "$SB" -- true; expect_rc 5 "exec on a destroyed sandbox"; one_line_err "exec on a destroyed sandbox"
+
+# ---- fork, pause, resume (the fake driver's snapshots; server.fork.vm runs them on real VMs) ----
+if [ -z "$IMAGES" ]; then
+	run create --timeout 10m; expect_rc 0 "create a sandbox to fork"; FSB=$OUT
+	run fork "$FSB" -n 2; expect_rc 0 "fork -n 2"
+	check "fork prints two ids" test "$(printf '%s\n' "$OUT" | grep -c '^sbx-')" = 2
+	KIDS=$OUT
+	KID=$(printf '%s\n' "$KIDS" | head -n1)
+	run get "$KID" --json; expect_jq .parent_id "$FSB" "a child names its parent"
+	run fork "$FSB" --json; expect_rc 0 "fork --json"; expect_jq '.sandboxes | length' 1 "fork --json: one child"
+	KIDS="$KIDS $(jout '.sandboxes[0].id')"
+	run pause "$KID"; expect_rc 0 pause
+	check "pause says paused" grep -q "^$KID paused, expires at" <<<"$OUT"
+	run pause "$KID"; expect_rc 1 "pause a paused sandbox"; one_line_err "pause twice"
+	check "pause twice says why" grep -q "paused" <<<"$ERR"
+	run exec "$KID" -- echo hi; check "exec in a paused sandbox fails" test "$RC" != 0
+	run fork "$KID"; expect_rc 1 "fork a paused sandbox"; one_line_err "fork paused"
+	run resume "$KID" --json; expect_rc 0 "resume --json"; expect_jq .status ready "resumed: ready"
+	run resume "$KID"; expect_rc 1 "resume a running sandbox"; one_line_err "resume running"
+	run pause sbx-doesnotexist; expect_rc 4 "pause: unknown sandbox"
+	# shellcheck disable=SC2086 # the ids, one word each
+	run rm "$FSB" $KIDS; expect_rc 0 "rm the parent and its children"
+fi
 
 # ---- login: writes a 0600 config that later commands use ----
 unset AAS_API_KEY AAS_BASE_URL
