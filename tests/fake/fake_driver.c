@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -330,10 +331,10 @@ static int running(const char *name)
 
 /*
  * A command that runs until told: echoes its input (echo) until its end, and
- * ends at a signal (128+N, as a shell reports it), a cancel (SAAS_EIO) or the
- * VM's end, as the SSH transport does.
+ * ends at a signal but `ignored` (128+N, as a shell reports it), a cancel
+ * (SAAS_EIO) or the VM's end, as the SSH transport does.
  */
-static int fake_running(const char *name, const saas_driver_exec *req, int *exit_code, bool echo)
+static int fake_running(const char *name, const saas_driver_exec *req, int *exit_code, bool echo, int ignored)
 {
 	char buf[4096];
 
@@ -342,7 +343,7 @@ static int fake_running(const char *name, const saas_driver_exec *req, int *exit
 		long n = echo && req->input ? req->input(req->control_userdata, buf, sizeof(buf)) : 0;
 		if (sig < 0 || __atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) || !running(name))
 			return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "fake: cancelled");
-		if (sig > 0) {
+		if (sig > 0 && sig != ignored) {
 			*exit_code = 128 + sig;
 			return SAAS_OK;
 		}
@@ -375,14 +376,17 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 		if (req->stdin_len)
 			req->output(req->output_userdata, SAAS_STREAM_STDOUT, req->stdin_data, req->stdin_len);
 		if (req->input)
-			return fake_running(name, req, exit_code, true);
+			return fake_running(name, req, exit_code, true, 0);
 	} else if (strcmp(cmd, "tick") == 0) {
 		/* A line, then on until a signal or a cancel (the CLI's live output). */
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "tick\n", 5);
-		return fake_running(name, req, exit_code, false);
+		return fake_running(name, req, exit_code, false, 0);
 	} else if (strcmp(cmd, "wait") == 0) {
 		/* Until a signal ends it (or a cancel, or the VM goes). */
-		return fake_running(name, req, exit_code, false);
+		return fake_running(name, req, exit_code, false, 0);
+	} else if (strcmp(cmd, "wait-noint") == 0) {
+		/* The same, but deaf to SIGINT, as `trap '' INT` makes a shell (the CLI's second Ctrl-C). */
+		return fake_running(name, req, exit_code, false, SIGINT);
 	} else if (strncmp(cmd, "lines ", 6) == 0) {
 		/* N lines on stdout, one chunk each, then one on stderr. */
 		char line[32];
