@@ -654,7 +654,8 @@ static int fake_network_stats(void *ctx, const char *name, saas_vm_network_stats
  * A terminal: a thread that plays a shell on a socket pair. It greets with
  * "fake-shell TERM CxR tty|notty\r\n", echoes every byte as a terminal
  * would, answers a resize with "resize CxR\r\n", and ends at a line
- * "exit N" (status N) or at end-of-input (status 0).
+ * "exit N" (status N) or at end-of-input (status 0). After a line "hold" it
+ * reads nothing more, as a busy shell does, until it is hung up on.
  */
 struct fake_pty {
 	int fd;                   /* the shell's end */
@@ -671,6 +672,7 @@ static void *fake_pty_main(void *arg)
 	struct fake_pty *t = arg;
 	char line[256], buf[512];
 	size_t used = 0;
+	bool holding = false;
 
 	for (;;) {
 		ssize_t n;
@@ -689,6 +691,10 @@ static void *fake_pty_main(void *arg)
 		if (resized) {
 			int k = snprintf(buf, sizeof(buf), "resize %ux%u\r\n", cols, rows);
 			send(t->fd, buf, (size_t)k, MSG_NOSIGNAL);
+		}
+		if (holding) {
+			usleep(2000);
+			continue;
 		}
 		n = recv(t->fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n == 0) {
@@ -713,6 +719,8 @@ static void *fake_pty_main(void *arg)
 					pthread_mutex_unlock(&t->mu);
 					goto out;
 				}
+				if (strcmp(line, "hold") == 0)
+					holding = true;
 			} else if (used < sizeof(line) - 1) {
 				line[used++] = buf[i];
 			}
