@@ -784,8 +784,8 @@ static void phase_stream(char **images, int n, const char *dir)
 		collected[i] = now_ms() - t0;
 		saas_execution_free(x);
 	}
-	row("| 100 MB of stdout streamed, every byte to a callback (%d runs) | median %.0f ms (%.0f MB/s) | collected by "
-	    "saas_exec (keeps 16 MiB, reads all): median %.0f ms (%.0f MB/s); ratio %.2fx |\n",
+	row("| 100 MB of stdout streamed, every byte to a callback (%d runs) | median %.0f ms (%.2f MB/s) | collected by "
+	    "saas_exec (keeps 16 MiB, reads all): median %.0f ms (%.2f MB/s); ratio %.2fx |\n",
 	    STREAM_BIG_RUNS, pct(streamed, STREAM_BIG_RUNS, 0.5), 1e5 / pct(streamed, STREAM_BIG_RUNS, 0.5),
 	    pct(collected, STREAM_BIG_RUNS, 0.5), 1e5 / pct(collected, STREAM_BIG_RUNS, 0.5),
 	    pct(streamed, STREAM_BIG_RUNS, 0.5) / pct(collected, STREAM_BIG_RUNS, 0.5));
