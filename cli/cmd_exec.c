@@ -3,6 +3,9 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,7 +19,135 @@ static const char help[] =
 	"command line (use `-- sh -c '...'` for pipes and redirections). Its stdout and stderr\n"
 	"go to yours as it writes them; aas exits with its exit code (124 if it timed out).\n"
 	"Stdin is passed through when it is not a terminal (up to 16 MiB); -n gives the\n"
-	"command no stdin. --json prints the execution, output included, at the end.\n";
+	"command no stdin. --json prints the execution, output included, at the end.\n"
+	"Ctrl-C sends SIGINT to the command's process group; a second Ctrl-C cancels it\n"
+	"(it and everything it started are killed) and aas exits with 130; a third leaves\n"
+	"at once.\n";
+
+/*
+ * Ctrl-C while the command runs is the command's, as it is over ssh: the
+ * first sends INT to its process group (it may handle it, as it could at a
+ * local terminal), the second cancels it, the third leaves without waiting
+ * for the server. SIGINT is blocked in every thread and taken by one of ours
+ * with sigwait(): it never interrupts the transfer, and the library is
+ * called from an ordinary thread, never from a handler.
+ */
+struct interrupts {
+	pthread_mutex_t mu;
+	pthread_t tid;
+	sigset_t set, old;          /* {SIGINT}; the mask to restore */
+	saas_client *client;
+	char id[SAAS_ID_MAX + 1];   /* the execution, once started */
+	unsigned int count;         /* Ctrl-Cs so far */
+	bool done;                  /* the call returned: the thread leaves */
+};
+
+/* Act on the first or second Ctrl-C; id is "" until the execution started (then on_started acts). */
+static void interrupt_act(saas_client *client, const char *id, unsigned int count)
+{
+	if (!*id)
+		return;
+	if (count == 1) {
+		saas_execution_signal(client, id, "INT", SAAS_SIGNAL_GROUP);
+	} else {
+		fprintf(stderr, "aas: cancelling %s (Ctrl-C again to leave without waiting)\n", id);
+		saas_execution_cancel(client, id, 0);
+	}
+}
+
+/* The third Ctrl-C: die of SIGINT, as a shell expects of a program its user interrupted. */
+static void interrupt_leave(const sigset_t *set, const char *id)
+{
+	fprintf(stderr, "aas: left without waiting; the command may still be running%s%s\n", *id ? ": " : "", id);
+	signal(SIGINT, SIG_DFL);
+	pthread_sigmask(SIG_UNBLOCK, set, NULL);
+	raise(SIGINT);
+	_exit(130); /* not reached */
+}
+
+static void *interrupt_main(void *arg)
+{
+	struct interrupts *in = arg;
+
+	for (;;) {
+		char id[SAAS_ID_MAX + 1];
+		unsigned int count;
+		int sig;
+
+		if (sigwait(&in->set, &sig) != 0)
+			continue;
+		pthread_mutex_lock(&in->mu);
+		if (in->done) {
+			pthread_mutex_unlock(&in->mu);
+			break;
+		}
+		count = ++in->count;
+		memcpy(id, in->id, sizeof(id));
+		pthread_mutex_unlock(&in->mu);
+		if (count >= 3)
+			interrupt_leave(&in->set, id);
+		interrupt_act(in->client, id, count);
+	}
+	return NULL;
+}
+
+/*
+ * Take Ctrl-C from here on (before any thread of the library starts, so that
+ * they all block it). Not when SIGINT is ignored (aas run in the background
+ * by a shell without job control, or under nohup): then it stays ignored.
+ * false when not taken.
+ */
+static bool interrupts_take(struct interrupts *in)
+{
+	struct sigaction sa;
+
+	memset(in, 0, sizeof(*in));
+	if (sigaction(SIGINT, NULL, &sa) < 0 || sa.sa_handler == SIG_IGN)
+		return false;
+	sigemptyset(&in->set);
+	sigaddset(&in->set, SIGINT);
+	pthread_mutex_init(&in->mu, NULL);
+	pthread_sigmask(SIG_BLOCK, &in->set, &in->old);
+	if (pthread_create(&in->tid, NULL, interrupt_main, in) != 0) {
+		pthread_sigmask(SIG_SETMASK, &in->old, NULL);
+		pthread_mutex_destroy(&in->mu);
+		return false;
+	}
+	return true;
+}
+
+/* Stop taking Ctrl-C; how many there were. */
+static unsigned int interrupts_release(struct interrupts *in)
+{
+	unsigned int count;
+
+	pthread_mutex_lock(&in->mu);
+	in->done = true;
+	pthread_mutex_unlock(&in->mu);
+	pthread_kill(in->tid, SIGINT);
+	pthread_join(in->tid, NULL);
+	count = in->count;
+	pthread_mutex_destroy(&in->mu);
+	pthread_sigmask(SIG_SETMASK, &in->old, NULL);
+	return count;
+}
+
+/* The execution runs: Ctrl-Cs from now on reach it; one that came before does now (non-zero: cancel). */
+static int on_started(void *userdata, const char *execution_id)
+{
+	struct interrupts *in = userdata;
+	unsigned int count;
+
+	if (!in)
+		return 0;
+	pthread_mutex_lock(&in->mu);
+	snprintf(in->id, sizeof(in->id), "%s", execution_id);
+	count = in->count;
+	pthread_mutex_unlock(&in->mu);
+	if (count == 1)
+		interrupt_act(in->client, execution_id, count);
+	return count >= 2;
+}
 
 /* Output as it comes, to ours: each chunk flushed, so a pipe sees lines as the command writes them. */
 static int print_chunk(void *userdata, int stream, uint64_t offset, const void *data, size_t len)
@@ -104,6 +235,10 @@ static char *read_stdin(size_t *len)
 int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 {
 	saas_exec_options opts = SAAS_EXEC_OPTIONS_INIT;
+	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+	struct interrupts intr;
+	bool taking = false;
+	unsigned int interrupted = 0;
 	saas_client *client = NULL;
 	saas_execution *ex = NULL;
 	const char *id = NULL, *v, **env = NULL;
@@ -174,14 +309,28 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 			opts.stdin_len = inlen;
 		}
 	}
+	taking = interrupts_take(&intr);
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		goto out;
-	if (ctx->json) {
-		rc = saas_exec(&ex, client, id, cmd, &opts, 0);
-	} else {
-		saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
+	if (taking) {
+		pthread_mutex_lock(&intr.mu);
+		intr.client = client;
+		pthread_mutex_unlock(&intr.mu);
+		cb.userdata = &intr;
+	}
+	/* A stream with --json too: the execution's id comes at its start, for Ctrl-C. */
+	cb.started = on_started;
+	if (!ctx->json)
 		cb.output = print_chunk;
-		rc = saas_exec_stream(&ex, client, id, cmd, &opts, &cb, 0);
+	rc = saas_exec_stream(&ex, client, id, cmd, &opts, &cb, 0);
+	if (taking) {
+		interrupted = interrupts_release(&intr);
+		taking = false;
+	}
+	/* Interrupted and not ended by its own exit (cancelled, or the stream cut): 128 + SIGINT, silently. */
+	if (interrupted && (rc != SAAS_OK || ex->status != SAAS_EXEC_EXITED)) {
+		code = 128 + SIGINT;
+		goto out;
 	}
 	if (rc != SAAS_OK) {
 		code = aas_fail(rc, id);
@@ -210,6 +359,8 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 usage:
 	code = AAS_EXIT_USAGE;
 out:
+	if (taking)
+		interrupts_release(&intr);
 	saas_execution_free(ex);
 	saas_client_free(client);
 	free(cmd);

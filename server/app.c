@@ -116,6 +116,7 @@ int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *
 	aas_auth_init(*engine, cfg->key_ttl_s);
 	if (aas_preview_init(*engine, cfg) < 0)
 		goto fail;
+	aas_pty_init(cfg);
 	aas_metrics_init(*engine);
 	if (aas_service_set(cfg, *port, *engine) < 0 || aas_pages_init(cfg) < 0)
 		goto fail;

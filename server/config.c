@@ -36,6 +36,15 @@ const char *aas_config_usage(void)
 	       "                          default 60 [AAS_PREVIEW_FIRST_BYTE_TIMEOUT]\n"
 	       "  --preview-idle-timeout SECS        a body or WebSocket silent both ways this long is closed;\n"
 	       "                          default 300 [AAS_PREVIEW_IDLE_TIMEOUT]\n"
+	       "  --pty-per-sandbox N     terminals open at once per sandbox; more get 429; default 4\n"
+	       "                          [AAS_PTY_PER_SANDBOX]\n"
+	       "  --pty-per-account N     terminals open at once per account; default 16 [AAS_PTY_PER_ACCOUNT]\n"
+	       "  --pty-frame-max BYTES   the largest WebSocket frame a terminal's client may send (larger:\n"
+	       "                          close 1009); default 65536 [AAS_PTY_FRAME_MAX]\n"
+	       "  --pty-idle-timeout SECS a terminal silent both ways this long is closed (1001); default 3600\n"
+	       "                          [AAS_PTY_IDLE_TIMEOUT]\n"
+	       "  --pty-write-timeout SECS a terminal whose shell takes none of its input this long is closed\n"
+	       "                          (1008); default 30 [AAS_PTY_WRITE_TIMEOUT]\n"
 	       "  --templates on|off      make sandboxes as clones of snapshot templates; default on [AAS_TEMPLATES]\n"
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
@@ -205,6 +214,17 @@ static const struct num_option {
 	  offsetof(struct aas_config, preview_first_byte_timeout_s), 1, AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
 	{ "preview-idle-timeout", "AAS_PREVIEW_IDLE_TIMEOUT", offsetof(struct aas_config, preview_idle_timeout_s), 1,
 	  AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
+	/* Terminals. */
+	{ "pty-per-sandbox", "AAS_PTY_PER_SANDBOX", offsetof(struct aas_config, pty_per_sandbox), 1, 1024, "terminals" },
+	{ "pty-per-account", "AAS_PTY_PER_ACCOUNT", offsetof(struct aas_config, pty_per_account), 1, 100000,
+	  "terminals" },
+	/* A frame is held whole (its bytes and a head) while it is read: 16 MiB per terminal at most. */
+	{ "pty-frame-max", "AAS_PTY_FRAME_MAX", offsetof(struct aas_config, pty_frame_max), 1024, AAS_PTY_FRAME_MAX_MAX,
+	  "bytes" },
+	{ "pty-idle-timeout", "AAS_PTY_IDLE_TIMEOUT", offsetof(struct aas_config, pty_idle_timeout_s), 1, 86400,
+	  "seconds" },
+	{ "pty-write-timeout", "AAS_PTY_WRITE_TIMEOUT", offsetof(struct aas_config, pty_write_timeout_s), 1, 3600,
+	  "seconds" },
 };
 
 #define NUM_OPTIONS (sizeof(num_options) / sizeof(num_options[0]))
@@ -340,6 +360,11 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->session_idle_s = AAS_SESSION_IDLE_DEFAULT;
 	cfg->session_max_s = AAS_SESSION_MAX_DEFAULT;
 	cfg->login_attempts = AAS_LOGIN_ATTEMPTS_DEFAULT;
+	cfg->pty_per_sandbox = AAS_PTY_PER_SANDBOX_DEFAULT;
+	cfg->pty_per_account = AAS_PTY_PER_ACCOUNT_DEFAULT;
+	cfg->pty_frame_max = AAS_PTY_FRAME_MAX_DEFAULT;
+	cfg->pty_idle_timeout_s = AAS_PTY_IDLE_TIMEOUT_DEFAULT;
+	cfg->pty_write_timeout_s = AAS_PTY_WRITE_TIMEOUT_DEFAULT;
 	if (!cfg->listen_host || !cfg->preview_domain || from_env(cfg) < 0)
 		return -1;
 	optind = 1;

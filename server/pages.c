@@ -436,9 +436,14 @@ void aas_h_page_limits(struct aas_req *r, struct aas_reply *out)
 	aas_html_printf(&h, "<dt>Requests per second from one address without a valid key</dt><dd>%u</dd>"
 	                    "<dt>Connections one address holds at once</dt><dd>%u</dd>"
 	                    "<dt>Largest file moved in or out</dt><dd>%lld MiB</dd>"
-	                    "<dt>Largest JSON request body</dt><dd>%zu MiB</dd></dl>",
+	                    "<dt>Largest JSON request body</dt><dd>%zu MiB</dd>"
+	                    "<dt>Terminals open at once</dt><dd>%u per sandbox, %u per account</dd>"
+	                    "<dt>Largest frame a terminal's client sends</dt><dd>%u bytes</dd>"
+	                    "<dt>A terminal is closed after</dt><dd>%u s silent both ways, or %u s of its shell "
+	                    "taking none of its input</dd></dl>",
 	                config->address_rate, config->per_ip_connections, (long long)(SAAS_FILE_MAX >> 20),
-	                AAS_JSON_BODY_MAX >> 20);
+	                AAS_JSON_BODY_MAX >> 20, config->pty_per_sandbox, config->pty_per_account, config->pty_frame_max,
+	                config->pty_idle_timeout_s, config->pty_write_timeout_s);
 	aas_html_raw(&h, "<h2 id=\"startup\">Measured startup times</h2><p>These figures were measured by the "
 	                 "project's benchmark (<code>bench/run</code>) on the machine and the date each section "
 	                 "names, not on this server: they are the results this build was made with. Your server's own "

@@ -29,6 +29,8 @@ struct pty_count {
 	unsigned int n;
 };
 
+/* The bounds (--pty-*), set once before the server serves. */
+static const struct aas_config *config;
 static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct pty_count *counts;
 static size_t ncounts;
@@ -68,9 +70,10 @@ struct pty_session {
 	saas_pty *pty;
 	char sandbox_id[SAAS_ID_MAX + 1];
 	char account_id[SAAS_ID_MAX + 1];
-	unsigned char in[SAAS_WS_HEAD_MAX + AAS_PTY_FRAME_MAX];
-	size_t in_len;
 	uint64_t binary;          /* a fragmented binary message is being received */
+	char why[96];             /* a close reason with numbers in it */
+	size_t in_len, in_cap;    /* in: a whole frame of the largest size and its head */
+	unsigned char in[];
 };
 
 static void session_free(void *cls)
@@ -158,9 +161,10 @@ static int take_frames(struct pty_session *s, MHD_socket sock, unsigned int *cod
 		}
 		if (r == 0)
 			return 0;
-		if (f.len > AAS_PTY_FRAME_MAX) {
+		if (f.len > config->pty_frame_max) {
 			*code = 1009;
-			*why = "frame over 65536 bytes";
+			snprintf(s->why, sizeof(s->why), "frame over %u bytes", config->pty_frame_max);
+			*why = s->why;
 			return -1;
 		}
 		if (s->in_len - f.head < f.len)
@@ -177,8 +181,14 @@ static int take_frames(struct pty_session *s, MHD_socket sock, unsigned int *cod
 			/* fall through */
 		case SAAS_WS_BINARY:
 			s->binary = !f.fin;
-			if (f.len && saas_pty_write(s->pty, payload, (size_t)f.len) < 0)
-				return 0; /* the shell ended: its exit comes from the other side */
+			if (f.len && saas_pty_write(s->pty, payload, (size_t)f.len) == SAAS_ETIMEOUT) {
+				/* A shell that reads none of its input would hold this thread for ever. */
+				*code = 1008;
+				snprintf(s->why, sizeof(s->why), "the shell took no input for %u s", config->pty_write_timeout_s);
+				*why = s->why;
+				return -1;
+			}
+			/* Otherwise the shell ended: its exit comes from the other side. */
 			break;
 		case SAAS_WS_TEXT:
 			if (!f.fin) {
@@ -234,7 +244,8 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 
 	(void)conn;
 	(void)con_cls;
-	aas_send_timeout(sock, AAS_PTY_IDLE_TIMEOUT_S * 1000);
+	aas_send_timeout(sock, config->pty_idle_timeout_s * 1000);
+	saas_pty_set_write_timeout(s->pty, config->pty_write_timeout_s * 1000);
 	pthread_mutex_lock(&count_mu);
 	s->sock = sock;
 	if ((s->next = bridges))
@@ -244,18 +255,19 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 	if (stopping)
 		shutdown(sock, SHUT_RD);
 	pthread_mutex_unlock(&count_mu);
-	if (extra_in_size <= sizeof(s->in)) {
+	if (extra_in_size <= s->in_cap) {
 		memcpy(s->in, extra_in, extra_in_size);
 		s->in_len = extra_in_size;
 		done = take_frames(s, sock, &code, &why);
 	} else {
 		done = -1;
 		code = 1009;
-		why = "frame over 65536 bytes";
+		snprintf(s->why, sizeof(s->why), "frame over %u bytes", config->pty_frame_max);
+		why = s->why;
 	}
 	while (!done) {
 		struct pollfd pf[2] = { { sock, POLLIN, 0 }, { saas_pty_fd(s->pty), POLLIN, 0 } };
-		int n = poll(pf, 2, AAS_PTY_IDLE_TIMEOUT_S * 1000);
+		int n = poll(pf, 2, (int)config->pty_idle_timeout_s * 1000);
 		size_t got = 0;
 
 		if (n < 0 && errno == EINTR)
@@ -284,7 +296,7 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 				break;
 		}
 		if (pf[0].revents) {
-			ssize_t k = recv(sock, s->in + s->in_len, sizeof(s->in) - s->in_len, 0);
+			ssize_t k = recv(sock, s->in + s->in_len, s->in_cap - s->in_len, 0);
 			if (k <= 0) {
 				/* The client went (the session is hung up below), or the server stops. */
 				pthread_mutex_lock(&count_mu);
@@ -339,22 +351,23 @@ void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 	    !aas_query_uint(r, "rows", 1, SAAS_PTY_SIZE_MAX, &opts.rows, out) || !aas_query(r, "term", &opts.term, out) ||
 	    !aas_query_bool(r, "tty", &tty, out))
 		return;
-	if (!(s = calloc(1, sizeof(*s)))) {
+	if (!(s = calloc(1, sizeof(*s) + SAAS_WS_HEAD_MAX + config->pty_frame_max))) {
 		aas_reply_saas(out, SAAS_ENOMEM);
 		return;
 	}
+	s->in_cap = SAAS_WS_HEAD_MAX + config->pty_frame_max;
 	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", r->route_id);
 	snprintf(s->account_id, sizeof(s->account_id), "%s", r->account_id);
 	pthread_mutex_lock(&count_mu);
-	room = count_add(s->sandbox_id, 1, AAS_PTY_PER_SANDBOX);
-	if (room && !(room = count_add(s->account_id, 1, AAS_PTY_PER_ACCOUNT)))
+	room = count_add(s->sandbox_id, 1, config->pty_per_sandbox);
+	if (room && !(room = count_add(s->account_id, 1, config->pty_per_account)))
 		count_add(s->sandbox_id, -1, 0);
 	pthread_mutex_unlock(&count_mu);
 	if (!room) {
 		free(s);
 		aas_reply_limit(out, "pty_sessions", 1000,
 		                "at most %u terminals per sandbox and %u per account are open at once; close one first",
-		                AAS_PTY_PER_SANDBOX, AAS_PTY_PER_ACCOUNT);
+		                config->pty_per_sandbox, config->pty_per_account);
 		return;
 	}
 	if ((rc = saas_pty_open(&s->pty, r->client, r->route_id, &opts, tty ? 0 : SAAS_PTY_NOTTY)) < 0) {
@@ -373,6 +386,14 @@ void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 	MHD_add_response_header(out->response, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(out->response, "Sec-WebSocket-Accept", accept);
 	out->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+}
+
+void aas_pty_init(const struct aas_config *cfg)
+{
+	pthread_mutex_lock(&count_mu);
+	config = cfg;
+	stopping = false; /* an in-process server may be started again */
+	pthread_mutex_unlock(&count_mu);
 }
 
 void aas_pty_shutdown(void)

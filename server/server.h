@@ -66,6 +66,12 @@ struct aas_config {
 	unsigned int session_idle_s;     /* a session not used this long ends */
 	unsigned int session_max_s;      /* and every session ends this long after log-in */
 	unsigned int login_attempts;     /* log-ins and sign-ups one account may try at once (refilled hourly) */
+	/* Terminals (routes_pty.c): AAS_PTY_*_DEFAULT. */
+	unsigned int pty_per_sandbox;
+	unsigned int pty_per_account;
+	unsigned int pty_frame_max;      /* bytes */
+	unsigned int pty_idle_timeout_s;
+	unsigned int pty_write_timeout_s;
 };
 
 enum { AAS_SIGNUP_CLOSED, AAS_SIGNUP_INVITE, AAS_SIGNUP_OPEN };
@@ -589,14 +595,16 @@ void aas_send_timeout(int fd, unsigned int ms);
 
 /* ---- terminals (routes_pty.c) ---- */
 
-/* Terminals open at once per sandbox and per account; more get 429 (limit "pty_sessions"). */
-#define AAS_PTY_PER_SANDBOX 4
-#define AAS_PTY_PER_ACCOUNT 16
-/* The largest WebSocket frame a client may send; larger closes with 1009. */
-#define AAS_PTY_FRAME_MAX (64u << 10)
-/* A terminal silent both ways this long is closed (1001). */
-#define AAS_PTY_IDLE_TIMEOUT_S 3600
+/* The bounds' defaults (struct aas_config's pty_* and --pty-*; docs/operations.md). */
+#define AAS_PTY_PER_SANDBOX_DEFAULT 4      /* terminals open at once per sandbox; more get 429 "pty_sessions" */
+#define AAS_PTY_PER_ACCOUNT_DEFAULT 16     /* ... and per account */
+#define AAS_PTY_FRAME_MAX_DEFAULT (64u << 10) /* the largest frame a client may send; larger closes with 1009 */
+#define AAS_PTY_FRAME_MAX_MAX (16u << 20)
+#define AAS_PTY_IDLE_TIMEOUT_DEFAULT 3600  /* seconds silent both ways before a close with 1001 */
+#define AAS_PTY_WRITE_TIMEOUT_DEFAULT 30   /* seconds a shell may take no input before a close with 1008 */
 
+/* Take the bounds from cfg (borrowed until aas_stop), before the server serves. */
+void aas_pty_init(const struct aas_config *cfg);
 void aas_h_pty(struct aas_req *r, struct aas_reply *out);
 /* End every terminal (close 1001) as the server stops: they would hold the drain for an hour. */
 void aas_pty_shutdown(void);

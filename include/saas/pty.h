@@ -89,13 +89,29 @@ SAAS_EXTERN(int) saas_pty_fd(const saas_pty *pty);
 SAAS_EXTERN(int) saas_pty_read(saas_pty *pty, void *buf, size_t size, size_t *got, int timeout_ms);
 
 /**
- * Send keystrokes (or any bytes) to the terminal; blocks until all are taken.
+ * Send keystrokes (or any bytes) to the terminal; blocks until all are taken,
+ * or (saas_pty_set_write_timeout()) until the terminal has taken nothing for
+ * that long. A shell that reads no input (busy, or stopped) takes none once
+ * the buffers between are full: about 2 MB.
  *
- * @return SAAS_OK; SAAS_EINVAL; SAAS_ESTATE (the shell ended, or end-of-input was sent); SAAS_EIO.
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ESTATE (the shell ended, or end-of-input
+ *         was sent); SAAS_ETIMEOUT (no progress within the write timeout: a
+ *         part of data may have been taken); SAAS_EIO.
  *
  * Since: 0.2.0
  */
 SAAS_EXTERN(int) saas_pty_write(saas_pty *pty, const void *data, size_t len);
+
+/**
+ * Bound saas_pty_write(): a write that makes no progress for `timeout_ms`
+ * fails with SAAS_ETIMEOUT. 0 (the default) waits for ever. Take the same
+ * thread as saas_pty_write()'s, or set it before any write.
+ *
+ * @return SAAS_OK; SAAS_EINVAL (pty is NULL).
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_pty_set_write_timeout(saas_pty *pty, unsigned int timeout_ms);
 
 /**
  * Send end-of-input. With SAAS_PTY_NOTTY the shell reads EOF and ends once

@@ -51,6 +51,7 @@ struct saas__pty_ops {
 struct saas_pty {
 	const struct saas__pty_ops *ops;
 	int fd;                        /* a stream socket: the terminal's bytes both ways, EOF once it ended */
+	unsigned int write_timeout_ms; /* saas_pty_write() without progress this long fails; 0: never */
 	void *provider;                /* provider-private state */
 };
 

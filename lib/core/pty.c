@@ -4,6 +4,7 @@
  * session, which is the driver's.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,22 @@ SAAS_EXTERN(int) saas_pty_write(saas_pty *pty, const void *data, size_t len)
 	if (!pty || (!data && len))
 		return saas__inval("pty or data is NULL");
 	while (len) {
-		ssize_t n = send(pty->fd, p, len, MSG_NOSIGNAL);
+		ssize_t n;
+		if (pty->write_timeout_ms) {
+			/* Wait for room, then take what fits: each wait is a new chance to progress. */
+			struct pollfd pf = { pty->fd, POLLOUT, 0 };
+			int ready = poll(&pf, 1, (int)pty->write_timeout_ms);
+			if (ready < 0 && errno == EINTR)
+				continue;
+			if (ready == 0)
+				return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_ARGS, 0,
+				                   "the terminal took no input for %u ms: its shell reads none", pty->write_timeout_ms);
+			n = send(pty->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				continue;
+		} else {
+			n = send(pty->fd, p, len, MSG_NOSIGNAL);
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
@@ -124,6 +140,15 @@ SAAS_EXTERN(int) saas_pty_write(saas_pty *pty, const void *data, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_pty_set_write_timeout(saas_pty *pty, unsigned int timeout_ms)
+{
+	saas__error_clear();
+	if (!pty)
+		return saas__inval("pty is NULL");
+	pty->write_timeout_ms = timeout_ms > INT_MAX ? INT_MAX : timeout_ms;
 	return SAAS_OK;
 }
 

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -365,10 +366,10 @@ static int running(const char *name)
 
 /*
  * A command that runs until told: echoes its input (echo) until its end, and
- * ends at a signal (128+N, as a shell reports it), a cancel (SAAS_EIO) or the
- * VM's end, as the SSH transport does.
+ * ends at a signal but `ignored` (128+N, as a shell reports it), a cancel
+ * (SAAS_EIO) or the VM's end, as the SSH transport does.
  */
-static int fake_running(const char *name, const saas_driver_exec *req, int *exit_code, bool echo)
+static int fake_running(const char *name, const saas_driver_exec *req, int *exit_code, bool echo, int ignored)
 {
 	char buf[4096];
 
@@ -377,7 +378,7 @@ static int fake_running(const char *name, const saas_driver_exec *req, int *exit
 		long n = echo && req->input ? req->input(req->control_userdata, buf, sizeof(buf)) : 0;
 		if (sig < 0 || __atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) || !running(name))
 			return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "fake: cancelled");
-		if (sig > 0) {
+		if (sig > 0 && sig != ignored) {
 			*exit_code = 128 + sig;
 			return SAAS_OK;
 		}
@@ -410,14 +411,17 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 		if (req->stdin_len)
 			req->output(req->output_userdata, SAAS_STREAM_STDOUT, req->stdin_data, req->stdin_len);
 		if (req->input)
-			return fake_running(name, req, exit_code, true);
+			return fake_running(name, req, exit_code, true, 0);
 	} else if (strcmp(cmd, "tick") == 0) {
 		/* A line, then on until a signal or a cancel (the CLI's live output). */
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "tick\n", 5);
-		return fake_running(name, req, exit_code, false);
+		return fake_running(name, req, exit_code, false, 0);
 	} else if (strcmp(cmd, "wait") == 0) {
 		/* Until a signal ends it (or a cancel, or the VM goes). */
-		return fake_running(name, req, exit_code, false);
+		return fake_running(name, req, exit_code, false, 0);
+	} else if (strcmp(cmd, "wait-noint") == 0) {
+		/* The same, but deaf to SIGINT, as `trap '' INT` makes a shell (the CLI's second Ctrl-C). */
+		return fake_running(name, req, exit_code, false, SIGINT);
 	} else if (strncmp(cmd, "lines ", 6) == 0) {
 		/* N lines on stdout, one chunk each, then one on stderr. */
 		char line[32];
@@ -685,7 +689,8 @@ static int fake_network_stats(void *ctx, const char *name, saas_vm_network_stats
  * A terminal: a thread that plays a shell on a socket pair. It greets with
  * "fake-shell TERM CxR tty|notty\r\n", echoes every byte as a terminal
  * would, answers a resize with "resize CxR\r\n", and ends at a line
- * "exit N" (status N) or at end-of-input (status 0).
+ * "exit N" (status N) or at end-of-input (status 0). After a line "hold" it
+ * reads nothing more, as a busy shell does, until it is hung up on.
  */
 struct fake_pty {
 	int fd;                   /* the shell's end */
@@ -702,6 +707,7 @@ static void *fake_pty_main(void *arg)
 	struct fake_pty *t = arg;
 	char line[256], buf[512];
 	size_t used = 0;
+	bool holding = false;
 
 	for (;;) {
 		ssize_t n;
@@ -720,6 +726,10 @@ static void *fake_pty_main(void *arg)
 		if (resized) {
 			int k = snprintf(buf, sizeof(buf), "resize %ux%u\r\n", cols, rows);
 			send(t->fd, buf, (size_t)k, MSG_NOSIGNAL);
+		}
+		if (holding) {
+			usleep(2000);
+			continue;
 		}
 		n = recv(t->fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n == 0) {
@@ -744,6 +754,8 @@ static void *fake_pty_main(void *arg)
 					pthread_mutex_unlock(&t->mu);
 					goto out;
 				}
+				if (strcmp(line, "hold") == 0)
+					holding = true;
 			} else if (used < sizeof(line) - 1) {
 				line[used++] = buf[i];
 			}

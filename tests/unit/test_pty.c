@@ -171,6 +171,32 @@ static void test_notty_and_hangup(void **state)
 	assert_int_equal(status, -1);
 }
 
+/* A shell that reads no input: a bounded write gives up (and says so) rather than block for ever. */
+static void test_write_timeout(void **state)
+{
+	struct fixture *f = *state;
+	size_t big = (size_t)8 << 20;
+	char *flood = calloc(1, big);
+	saas_pty *t = NULL;
+	int ended;
+
+	assert_non_null(flood);
+	memset(flood, 'x', big);
+	assert_int_equal(saas_pty_open(&t, f->a, f->sb, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_pty_set_write_timeout(NULL, 100), SAAS_EINVAL);
+	read_until(NULL, NULL, NULL);
+	read_until(t, "\r\n", &ended);
+	assert_int_equal(saas_pty_write(t, "hold\r", 5), SAAS_OK);
+	read_until(t, "hold", &ended);
+	assert_false(ended);
+	assert_int_equal(saas_pty_set_write_timeout(t, 100), SAAS_OK);
+	assert_int_equal(saas_pty_write(t, flood, big), SAAS_ETIMEOUT);
+	assert_non_null(strstr(saas_error_last()->message, "took no input"));
+	/* The session is still whole: it ends as any does. */
+	saas_pty_close(t, NULL);
+	free(flood);
+}
+
 static void test_bad_input(void **state)
 {
 	struct fixture *f = *state;
@@ -306,6 +332,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_session, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notty_and_hangup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_v2, setup_v2, teardown),
 		cmocka_unit_test(test_ws_accept),

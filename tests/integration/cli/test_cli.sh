@@ -146,6 +146,41 @@ done
 wait "$LIVE"; RC=$?; ERR=$(cat "${WORK}/live.err")
 expect_rc 5 "a cancelled exec could not run to its end"
 
+# Ctrl-C: a real SIGINT to aas while the command runs. The first reaches the command's process
+# group (a sleep dies of it: 128+2); one it ignores is followed by a second, which cancels it.
+# SIGINT is set back to its default for aas: a shell without job control has it ignored in `&` jobs.
+if [ -n "$IMAGES" ]; then SLEEP=(sleep 600); NOINT=(sh -c "trap '' INT; sleep 600"); else SLEEP=(wait); NOINT=(wait-noint); fi
+running_exe() { # the id of the sandbox's one running execution, once there is one
+	local x
+	for _ in $(seq 1 600); do
+		x=$(curl -s -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${SB}/executions?running=true" | jq -r '.executions[0].execution_id // empty')
+		[ -n "$x" ] && { echo "$x"; return; }
+		sleep 0.1
+	done
+}
+exe_get() { curl -s -H "Authorization: Bearer ${KEY}" "${BASE}/v1/executions/$1" | jq -r "$2"; }
+env --default-signal=INT "$AAS" exec "$SB" -- "${SLEEP[@]}" </dev/null >"${WORK}/int.out" 2>"${WORK}/int.err" &
+LIVE=$!; PIDS+=("$LIVE")
+X=$(running_exe); check "the command runs before Ctrl-C" test -n "$X"
+kill -INT "$LIVE"
+wait "$LIVE"; RC=$?; ERR=$(cat "${WORK}/int.err")
+expect_rc 130 "Ctrl-C: aas exits 130"
+check "Ctrl-C: the command died of SIGINT" test "$(exe_get "$X" '.status + "/" + (.exit_code|tostring)')" = "exited/130"
+env --default-signal=INT "$AAS" exec "$SB" -- "${NOINT[@]}" </dev/null >"${WORK}/int.out" 2>"${WORK}/int.err" &
+LIVE=$!; PIDS+=("$LIVE")
+X=$(running_exe); check "the INT-deaf command runs before Ctrl-C" test -n "$X"
+# Signals do not queue: Ctrl-C again until aas says it cancels (a third would only make it leave sooner).
+for _ in $(seq 1 100); do
+	kill -INT "$LIVE" 2>/dev/null || break
+	sleep 0.3
+	grep -q cancelling "${WORK}/int.err" && break
+done
+wait "$LIVE"; RC=$?; ERR=$(cat "${WORK}/int.err")
+for _ in $(seq 1 100); do [ "$(exe_get "$X" .status)" = running ] || break; sleep 0.1; done
+expect_rc 130 "second Ctrl-C: aas exits 130"
+check "second Ctrl-C cancelled the command" test "$(exe_get "$X" '.status + "/" + (.error | split(":")[0])')" = "failed/cancelled"
+check "second Ctrl-C says so" grep -q "cancelling ${X}" <<<"$ERR"
+
 # ---- cp both ways, binary ----
 head -c 300000 /dev/urandom >"${WORK}/bin"; printf '\0\0\377\0end' >>"${WORK}/bin"
 run cp "${WORK}/bin" "${SB}:/workspace/data/blob.bin"; expect_rc 0 "cp up"

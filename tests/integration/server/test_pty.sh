@@ -15,7 +15,8 @@ TMUX_SOCK="${WORK}/tmux.sock"
 tm() { tmux -S "$TMUX_SOCK" "$@"; }
 after_stop() { tm kill-server 2>/dev/null || :; }
 
-start_server "$SERVER"
+# Bounds set low (and so shown to be options): 2 terminals per sandbox, 4 KiB frames, 1 s of a shell taking no input.
+start_server "$SERVER" --pty-per-sandbox 2 --pty-frame-max 4096 --pty-write-timeout 1
 KEY=$(admin account create --name alice 2>/dev/null)
 OTHER=$(admin account create --name mallory 2>/dev/null)
 auth POST /v1/sandboxes -d '{"timeout":600}'; expect_status 201 create; SB=$(jqr .id)
@@ -61,19 +62,27 @@ auth DELETE "/v1/sandboxes/${SB2}"; expect_status 200 "destroy the second sandbo
 OUT=$(ws "/v1/sandboxes/${SB2}/pty" "$KEY"); check "a destroyed sandbox has no terminal: $OUT" grep -Eq '^status 4(09|04)' <<<"$OUT"
 
 # ---- bounds ----
-OUT=$(ws "$PTY" "$KEY" "big:70000"); check "a frame over 64 KiB closes with 1009: $OUT" grep -q '^close 1009' <<<"$OUT"
+OUT=$(ws "$PTY" "$KEY" "big:4097"); check "a frame over --pty-frame-max closes with 1009: $OUT" grep -q '^close 1009 frame over 4096 bytes' <<<"$OUT"
+OUT=$(ws "$PTY" "$KEY" "big:4096" 'wait:xxxx' close); check "a frame at the bound is taken: ${OUT:0:200}" grep -q '^close 1000' <<<"$OUT"
+# A shell that reads no input ("hold"), fed until the buffers between are full: the terminal is
+# closed after --pty-write-timeout, saying why, and its place (and thread) is free again (below).
+FLOOD=(); for _ in $(seq 1 300); do FLOOD+=("big:4000"); done
+OUT=$(ws "$PTY" "$KEY" 'wait:fake-shell' 'send:hold\r' 'wait:hold' "${FLOOD[@]}" 2>&1)
+check "a shell that takes no input closes with 1008: $(tail -c 200 <<<"$OUT")" grep -q '^close 1008 the shell took no input for 1 s' <<<"$OUT"
 OUT=$(ws "$PTY" "$KEY" 'plain:{"type":"eof"}'); check "an unmasked frame closes with 1002: $OUT" grep -q '^close 1002' <<<"$OUT"
 OUT=$(ws "$PTY" "$KEY" 'text:{"type":"dance"}'); check "an unknown message closes with 1003: $OUT" grep -q '^close 1003' <<<"$OUT"
 OUT=$(ws "$PTY" "$KEY" 'text:{"type":"resize","cols":0,"rows":5}'); check "a bad resize closes with 1003" grep -q '^close 1003' <<<"$OUT"
 HOLD=()
-for n in 1 2 3 4; do
+for n in 1 2; do
 	"$WSTOOL" pty 127.0.0.1 "$PORT" "$PTY" "$KEY" 'wait:never comes' >"${WORK}/hold$n" 2>&1 & HOLD+=($!); PIDS+=($!)
 done
-for n in 1 2 3 4; do
+for n in 1 2; do
 	for _ in $(seq 1 100); do grep -q fake-shell "${WORK}/hold$n" && break; sleep 0.1; done
+	check "terminal $n of 2 opens (every ended one gave its place back)" grep -q fake-shell "${WORK}/hold$n"
 done
-OUT=$(ws "$PTY" "$KEY"); check "a fifth terminal on one sandbox is 429: $OUT" grep -q '^status 429' <<<"$OUT"
+OUT=$(ws "$PTY" "$KEY"); check "a third terminal on one sandbox is 429 (--pty-per-sandbox 2): $OUT" grep -q '^status 429' <<<"$OUT"
 check "it names the limit" grep -q '"limit":"pty_sessions"' <<<"$OUT"
+check "and the bound" grep -q 'at most 2 terminals per sandbox and 16 per account' <<<"$OUT"
 kill "${HOLD[@]}" 2>/dev/null; wait "${HOLD[@]}" 2>/dev/null
 for _ in $(seq 1 100); do OUT=$(ws "$PTY" "$KEY" 'wait:fake-shell' close 2>&1) && break; sleep 0.1; done
 check "closed sessions give their places back: $OUT" grep -q 'fake-shell' <<<"$OUT"

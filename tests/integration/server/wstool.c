@@ -33,60 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void sha1(const unsigned char *msg, size_t len, unsigned char out[20])
-{
-	uint32_t h[5] = { 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0 };
-	size_t total = ((len + 8) / 64 + 1) * 64;
-	unsigned char *m = calloc(1, total);
-	uint64_t bits = (uint64_t)len * 8;
-
-	memcpy(m, msg, len);
-	m[len] = 0x80;
-	for (int i = 0; i < 8; i++)
-		m[total - 1 - i] = (unsigned char)(bits >> (8 * i));
-	for (size_t off = 0; off < total; off += 64) {
-		uint32_t w[80], a, b, c, d, e;
-		for (int i = 0; i < 16; i++)
-			w[i] = (uint32_t)m[off + 4 * i] << 24 | (uint32_t)m[off + 4 * i + 1] << 16 |
-			       (uint32_t)m[off + 4 * i + 2] << 8 | m[off + 4 * i + 3];
-		for (int i = 16; i < 80; i++) {
-			uint32_t x = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16];
-			w[i] = x << 1 | x >> 31;
-		}
-		a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-		for (int i = 0; i < 80; i++) {
-			uint32_t f, k;
-			if (i < 20)
-				f = (b & c) | (~b & d), k = 0x5A827999;
-			else if (i < 40)
-				f = b ^ c ^ d, k = 0x6ED9EBA1;
-			else if (i < 60)
-				f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
-			else
-				f = b ^ c ^ d, k = 0xCA62C1D6;
-			uint32_t t = (a << 5 | a >> 27) + f + e + k + w[i];
-			e = d, d = c, c = b << 30 | b >> 2, b = a, a = t;
-		}
-		h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
-	}
-	free(m);
-	for (int i = 0; i < 5; i++)
-		for (int j = 0; j < 4; j++)
-			out[4 * i + j] = (unsigned char)(h[i] >> (24 - 8 * j));
-}
-
-static void b64(const unsigned char *in, size_t len, char *out)
-{
-	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0) | (i + 2 < len ? in[i + 2] : 0);
-		*out++ = t[v >> 18 & 63];
-		*out++ = t[v >> 12 & 63];
-		*out++ = i + 1 < len ? t[v >> 6 & 63] : '=';
-		*out++ = i + 2 < len ? t[v & 63] : '=';
-	}
-	*out = '\0';
-}
+#include "ws.h"
 
 static int read_full(int fd, void *buf, size_t len)
 {
@@ -144,63 +91,41 @@ static const char *header(const char *head, const char *name, char *val, size_t 
 	return NULL;
 }
 
-/* One frame: returns opcode, payload in *out (malloc), or -1. */
+/* One frame, its head read as the server reads it (ws.h): returns opcode, payload in *out (malloc), or -1. */
 static int read_frame(int fd, unsigned char **out, size_t *len)
 {
-	unsigned char h[2], mask[4] = { 0 }, ext[8];
-	uint64_t n;
+	unsigned char h[SAAS_WS_HEAD_MAX];
+	struct saas__ws_frame f;
+	size_t hl = 0;
+	int r;
 
-	if (read_full(fd, h, 2))
-		return -1;
-	n = h[1] & 0x7f;
-	if (n == 126) {
-		if (read_full(fd, ext, 2))
+	do {
+		if (read_full(fd, h + hl, 1))
 			return -1;
-		n = (uint64_t)ext[0] << 8 | ext[1];
-	} else if (n == 127) {
-		if (read_full(fd, ext, 8))
-			return -1;
-		n = 0;
-		for (int i = 0; i < 8; i++)
-			n = n << 8 | ext[i];
-	}
-	if (n > (1u << 24) || ((h[1] & 0x80) && read_full(fd, mask, 4)))
+		hl++;
+	} while ((r = saas__ws_frame_parse(h, hl, &f)) == 0 && hl < sizeof(h));
+	if (r != 1 || f.len > (1u << 24))
 		return -1;
-	*out = malloc(n + 1);
-	if (!*out || read_full(fd, *out, n))
+	*out = malloc((size_t)f.len + 1);
+	if (!*out || read_full(fd, *out, (size_t)f.len))
 		return -1;
-	for (uint64_t i = 0; i < n; i++)
-		(*out)[i] ^= mask[i % 4];
-	(*out)[n] = 0;
-	*len = n;
-	return h[0] & 0x0f;
+	if (f.masked)
+		saas__ws_unmask(*out, (size_t)f.len, f.mask, 0);
+	(*out)[f.len] = 0;
+	*len = (size_t)f.len;
+	return f.opcode;
 }
 
 static int write_frame(int fd, int opcode, const unsigned char *data, size_t len, int masked)
 {
-	unsigned char h[14], mask[4] = { 0x12, 0x34, 0x56, 0x78 };
-	size_t hl = 2;
-	unsigned char *copy = malloc(len + 1);
+	static const unsigned char mask[4] = { 0x12, 0x34, 0x56, 0x78 };
+	unsigned char h[SAAS_WS_HEAD_MAX], *copy = malloc(len + 1);
+	size_t hl = saas__ws_head(h, opcode, len, masked ? mask : NULL);
 	int rc;
 
-	h[0] = (unsigned char)(0x80 | opcode);
-	if (len < 126) {
-		h[1] = (unsigned char)len;
-	} else if (len < 65536) {
-		h[1] = 126, h[2] = (unsigned char)(len >> 8), h[3] = (unsigned char)len, hl = 4;
-	} else {
-		h[1] = 127;
-		for (int i = 0; i < 8; i++)
-			h[2 + i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
-		hl = 10;
-	}
-	if (masked) {
-		h[1] |= 0x80;
-		memcpy(h + hl, mask, 4);
-		hl += 4;
-	}
-	for (size_t i = 0; i < len; i++)
-		copy[i] = masked ? data[i] ^ mask[i % 4] : data[i];
+	memcpy(copy, data, len);
+	if (masked)
+		saas__ws_unmask(copy, len, mask, 0);
 	rc = write_full(fd, h, hl) || write_full(fd, copy, len) ? -1 : 0;
 	free(copy);
 	return rc;
@@ -208,8 +133,8 @@ static int write_frame(int fd, int opcode, const unsigned char *data, size_t len
 
 static void serve_one(int fd)
 {
-	char head[8192], key[256], accept_src[512], accept[64], resp[512];
-	unsigned char digest[20], *data;
+	char head[8192], key[256], accept[29], resp[512];
+	unsigned char *data;
 	size_t len;
 	int op;
 
@@ -222,9 +147,7 @@ static void serve_one(int fd)
 		write_full(fd, resp, strlen(resp));
 		return;
 	}
-	snprintf(accept_src, sizeof(accept_src), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key);
-	sha1((unsigned char *)accept_src, strlen(accept_src), digest);
-	b64(digest, 20, accept);
+	saas__ws_accept(key, accept);
 	snprintf(resp, sizeof(resp),
 	         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
 	         "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
