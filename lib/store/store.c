@@ -35,7 +35,7 @@ int saas__store_for_url(const saas_store **out, const char *url)
 	return SAAS_OK;
 }
 
-/* Every slot of a version-4 table, by name, for saas__store_check's message. */
+/* Every slot of a version-5 table, by name, for saas__store_check's message. */
 #define SLOT(name) { #name, offsetof(saas_store, name) }
 static const struct {
 	const char *name;
@@ -54,10 +54,11 @@ static const struct {
 	SLOT(account_disable), SLOT(key_touch), SLOT(user_insert), SLOT(user_find), SLOT(user_list),
 	SLOT(user_update), SLOT(session_insert), SLOT(session_find), SLOT(session_touch), SLOT(session_delete),
 	SLOT(session_prune), SLOT(invite_insert),
+	SLOT(sandbox_egress_record), SLOT(sandbox_egress_rebase),
 };
 #undef SLOT
 /* A slot appended to struct saas_store and not here would go unchecked. */
-_Static_assert(offsetof(saas_store, invite_insert) + sizeof(void (*)(void)) == sizeof(saas_store),
+_Static_assert(offsetof(saas_store, sandbox_egress_rebase) + sizeof(void (*)(void)) == sizeof(saas_store),
                "store_slots must name every slot of struct saas_store");
 
 int saas__store_check(const saas_store *store)

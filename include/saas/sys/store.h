@@ -29,11 +29,13 @@ SAAS_BEGIN_DECLS
  * accounts (users, sessions, invites), an account may be disabled and a key
  * records when it was last used: account_disable, key_touch, user_* ,
  * session_* and invite_insert are new, saas_store_account has disabled_at_ms.
+ * Version 5: a sandbox keeps its egress counters (saas_store_sandbox's
+ * denied_*); sandbox_egress_record and sandbox_egress_rebase are new.
  */
-#define SAAS_STORE_VERSION 4
+#define SAAS_STORE_VERSION 5
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 5
+#define SAAS_STORE_SCHEMA 6
 
 #define SAAS_STORE_NAME_MAX 255
 #define SAAS_STORE_IMAGE_MAX 63
@@ -122,6 +124,16 @@ typedef struct {
 	 * or SAAS_STORE_NETWORK_UNKNOWN. A POLICY's rules: sandbox_network_get.
 	 */
 	int network_mode;
+	/*
+	 * Version 5: its egress refusals as last recorded (sandbox_egress_record),
+	 * totals over its whole life; and the part of them counted before its
+	 * driver last opened (sandbox_egress_rebase), which the driver's own
+	 * counters, restarted from zero, no longer include. Ignored by sandbox_insert.
+	 */
+	int64_t denied_connections;
+	int64_t denied_lookups;
+	int64_t denied_connections_base;
+	int64_t denied_lookups_base;
 } saas_store_sandbox;
 
 /** Which sandboxes a list returns; every field is a further condition. */
@@ -330,6 +342,22 @@ typedef struct saas_store {
 	int (*session_prune)(void *ctx, int64_t created_before_ms, int64_t seen_before_ms);
 	/** Record an invite code by its hash, usable once. SAAS_EEXISTS on a duplicate. */
 	int (*invite_insert)(void *ctx, const char *hash, int64_t at_ms);
+
+	/* Version 5. */
+
+	/**
+	 * Raise a sandbox's recorded egress counts (denied_connections,
+	 * denied_lookups) to these totals, whatever its state. A count is never
+	 * lowered, in the same statement: of two recorders racing, the higher
+	 * stays. SAAS_ENOTFOUND if no such sandbox.
+	 */
+	int (*sandbox_egress_record)(void *ctx, const char *id, int64_t denied_connections, int64_t denied_lookups);
+	/**
+	 * The driver that counts a sandbox's refusals was opened anew and counts
+	 * from zero: make its recorded counts the base (denied_*_base = denied_*),
+	 * in one statement. SAAS_ENOTFOUND if no such sandbox.
+	 */
+	int (*sandbox_egress_rebase)(void *ctx, const char *id);
 } saas_store;
 
 SAAS_END_DECLS
