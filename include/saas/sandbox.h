@@ -115,8 +115,8 @@ typedef struct saas_network_info {
 	int mode;                      /**< saas_network_mode */
 	char **allow;                  /**< NULL-terminated normalised rules; never NULL (empty unless POLICY). */
 	char **deny;                   /**< NULL-terminated normalised rules; never NULL (empty unless POLICY). */
-	int64_t denied_connections;    /**< Connections refused by policy since the VM was made (0 once destroyed). */
-	int64_t denied_lookups;        /**< Name lookups refused (and never sent upstream) since the VM was made. */
+	int64_t denied_connections;    /**< Connections refused by policy over the sandbox's life (kept once destroyed). */
+	int64_t denied_lookups;        /**< Name lookups refused (and never sent upstream) over the sandbox's life. */
 } saas_network_info;
 
 /**

@@ -154,8 +154,12 @@ static void destroy_vm(saas_engine *e, const char *id)
 int saas__sandbox_end(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
                       int64_t bill_until_ms, unsigned int flags)
 {
-	int rc = saas__sandbox_close(e, sb, reason, destroyed_at_ms, bill_until_ms,
-	                             (flags & SAAS__END_IF_EXPIRY) ? sb->expires_at_ms : 0);
+	int rc;
+
+	/* The VM's counters go with it: its last counts are recorded first, and stay on the destroyed sandbox. */
+	saas__network_counts_save(e, sb);
+	rc = saas__sandbox_close(e, sb, reason, destroyed_at_ms, bill_until_ms,
+	                         (flags & SAAS__END_IF_EXPIRY) ? sb->expires_at_ms : 0);
 
 	/* Extended since it was read: it is not over, and its VM stays. */
 	if (rc == SAAS_ESTATE)

@@ -198,8 +198,15 @@ int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, 
 int saas__sandbox_rules_get(saas_engine *e, const saas_store_sandbox *row, char ***allow, char ***deny);
 /* The mode a VM made without a network gets from the driver. */
 int saas__network_default(saas_engine *e);
-/* After the driver opened: give every live VM its stored policy again, or end it (reconcile). */
+/*
+ * After the driver opened: carry the VM's egress counts over (the driver
+ * counts from zero), give it its stored policy again, or end it (reconcile).
+ */
 void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb);
+/* Record a sandbox's egress counts as the driver has them now (before its VM goes). */
+void saas__network_counts_save(saas_engine *e, const saas_store_sandbox *row);
+/* The same for every live sandbox (before the driver closes). */
+void saas__network_counts_save_all(saas_engine *e);
 int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
                      unsigned int flags, saas_execution **out);
 int saas__local_execution_get(saas_client *c, const char *id, saas_execution **out);

@@ -544,6 +544,8 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	/* A last try for ends the store refused; what is left waits in STATE for the next start. */
 	if (e->store && e->driver)
 		saas__closes_retry(e);
+	/* The driver's counters go with it; the next engine's add to what is recorded now. */
+	saas__network_counts_save_all(e);
 	/*
 	 * After the reaper (which asks the pool what it owns), before the driver
 	 * goes. A pooled VM still being made past the bound is left to the refill

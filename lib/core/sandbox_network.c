@@ -1,7 +1,8 @@
 /*
  * A sandbox's egress as the engine keeps it: the mode and rules in the store
  * (the truth across restarts), the same handed to the driver (which keeps
- * nothing across restarts), and the driver's counters of what it refused.
+ * nothing across restarts), and the driver's counters of what it refused,
+ * recorded in the store so that they outlive a restart and the VM.
  *
  * The rule throughout: a VM never has more egress than its stored policy.
  * A change reaches the driver before the store, and is taken back if the
@@ -48,11 +49,69 @@ int saas__sandbox_rules_get(saas_engine *e, const saas_store_sandbox *row, char 
 	return rc;
 }
 
+/*
+ * A sandbox's egress counts. The driver counts from the moment it opened (it
+ * keeps nothing across restarts); the store keeps the totals recorded so far
+ * and, as the base, the part of them counted before the driver last opened.
+ * So the total now is the base plus what the driver says, and a total above
+ * the recorded one is recorded: a restart or a destroy then loses nothing
+ * counted up to the last reading. Without a driver reading (not running, no
+ * such slot, the driver failing) the recorded counts are the answer.
+ */
+static void counts_get(saas_engine *e, const saas_store_sandbox *row, int64_t *connections, int64_t *lookups)
+{
+	saas_vm_network_stats st;
+	int64_t c, l;
+
+	*connections = row->denied_connections;
+	*lookups = row->denied_lookups;
+	if (row->status != SAAS_SANDBOX_READY || !e->driver || !e->driver->vm_network_stats)
+		return;
+	memset(&st, 0, sizeof(st));
+	if (e->driver->vm_network_stats(e->driver_ctx, row->id, &st) != SAAS_OK)
+		return;
+	c = row->denied_connections_base + st.denied_connections;
+	l = row->denied_lookups_base + st.denied_lookups;
+	if (c <= *connections && l <= *lookups)
+		return;
+	*connections = c > *connections ? c : *connections;
+	*lookups = l > *lookups ? l : *lookups;
+	/* A reading not recorded is only a reading: the next one tries again. */
+	if (e->store->sandbox_egress_record(e->store_ctx, row->id, *connections, *lookups) < 0)
+		saas__log(e, SAAS_LOG_WARN, "sandbox %s: recording its egress counts failed: %s", row->id,
+		          saas_error_last()->message);
+}
+
+void saas__network_counts_save(saas_engine *e, const saas_store_sandbox *row)
+{
+	int64_t c, l;
+
+	counts_get(e, row, &c, &l);
+}
+
+static int save_one(void *userdata, const saas_store_sandbox *row)
+{
+	saas__network_counts_save(userdata, row);
+	return 0;
+}
+
+void saas__network_counts_save_all(saas_engine *e)
+{
+	saas_store_filter f;
+
+	if (!e->store || !e->driver || !e->driver->vm_network_stats)
+		return;
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	/* The driver knows only this engine's VMs: another engine's read as nothing new, and stay as recorded. */
+	if (e->store->sandbox_list(e->store_ctx, &f, save_one, e) < 0)
+		saas__log(e, SAAS_LOG_WARN, "recording the sandboxes' egress counts failed: %s", saas_error_last()->message);
+}
+
 int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, saas_network_info **out)
 {
 	int mode = row->network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row->network_mode;
 	char **allow = NULL, **deny = NULL;
-	saas_vm_network_stats st;
 	int rc;
 
 	if ((rc = saas__sandbox_rules_get(e, row, &allow, &deny)) < 0)
@@ -62,13 +121,7 @@ int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, 
 	saas__rules_free(deny);
 	if (rc < 0)
 		return rc;
-	/* Counters live with the VM: none before it runs, none after it is gone. */
-	memset(&st, 0, sizeof(st));
-	if (row->status == SAAS_SANDBOX_READY && e->driver && e->driver->vm_network_stats &&
-	    e->driver->vm_network_stats(e->driver_ctx, row->id, &st) == SAAS_OK) {
-		(*out)->denied_connections = st.denied_connections;
-		(*out)->denied_lookups = st.denied_lookups;
-	}
+	counts_get(e, row, &(*out)->denied_connections, &(*out)->denied_lookups);
 	return SAAS_OK;
 }
 
@@ -153,6 +206,18 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 	int64_t now;
 	int rc;
 
+	/*
+	 * This driver counts the VM's refusals from zero: what was recorded before
+	 * is the base its counts add to. Not done (the store failing), the totals
+	 * read short until a restart does it; the record itself never goes down.
+	 */
+	if (e->store->sandbox_egress_rebase(e->store_ctx, sb->id) == SAAS_OK) {
+		sb->denied_connections_base = sb->denied_connections;
+		sb->denied_lookups_base = sb->denied_lookups;
+	} else {
+		saas__log(e, SAAS_LOG_WARN, "sandbox %s: its egress counts could not be carried over the restart: %s",
+		          sb->id, saas_error_last()->message);
+	}
 	/*
 	 * Made before the store kept a mode: the driver's default, baked into the
 	 * VM when it was made, and never changed since (nothing could change it).

@@ -266,11 +266,16 @@ static int fake_open(void **ctx, const saas_driver_env *env)
 {
 	(void)env;
 	*ctx = NULL;
-	/* As a real driver: the VMs run on, their policies were the last engine's and are gone. */
+	/*
+	 * As a real driver: the VMs run on, their policies were the last engine's
+	 * and are gone, and so are its counters (this one counts from zero).
+	 */
 	pthread_mutex_lock(&mu);
-	for (int i = 0; i < MAX_VMS; i++)
+	for (int i = 0; i < MAX_VMS; i++) {
 		if (vms[i].state != SAAS_VM_ABSENT && vms[i].net_mode == SAAS_NET_POLICY)
 			vms[i].net_mode = -1;
+		memset(&vms[i].stats, 0, sizeof(vms[i].stats));
+	}
 	pthread_mutex_unlock(&mu);
 	return SAAS_OK;
 }

@@ -108,7 +108,8 @@ static int group_setup(void **state)
 	if (vmtest_env(&images, &dir) < 0)
 		return -1;
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
-	snprintf(config, sizeof(config), "images=%s boot_timeout=300", images);
+	/* One sandbox, never cloned: a template built beside it would be a second boot for nothing. */
+	snprintf(config, sizeof(config), "images=%s boot_timeout=300 templates=off", images);
 	o = vmtest_engine_options(state_dir, config);
 	o.default_image = "tiny";
 	check(saas_engine_open(&engine, &o), "engine open");

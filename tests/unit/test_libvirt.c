@@ -160,7 +160,15 @@ static void test_config_every_option(void **state)
 	assert_int_equal(cfg.accel, ACCEL_AUTO);
 	assert_int_equal(cfg.network, NET_AUTO);
 	assert_int_equal(cfg.boot_timeout_ms, 1000);
+	assert_null(cfg.nft_helper);
 	saas__lv_config_clear(&cfg);
+
+	/* The nftables helper is run by path, never looked up in PATH. */
+	assert_int_equal(saas__lv_config_parse(&cfg, "nft_helper=/opt/aas/libexec/aas-nft"), SAAS_OK);
+	assert_string_equal(cfg.nft_helper, "/opt/aas/libexec/aas-nft");
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "nft_helper=aas-nft"), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "absolute path"));
 }
 
 /* uids=auto|off|FIRST-LAST: a range keeps its bounds exactly, from one uid to UIDS_COUNT_MAX. */

@@ -261,10 +261,72 @@ static void test_create_with_policy(void **state)
 	assert_rules(got->network->allow, want_allow);
 	saas_sandbox_free(got);
 
-	/* Destroyed: the policy stays on record, the counters went with the VM. */
+	/* Destroyed: the policy and the last counts stay on record, those since the last reading included. */
+	saas_fake_vm_denied(sb->id, 1, 0);
 	assert_int_equal(saas_sandbox_destroy(&got, f->c, sb->id, 0), SAAS_OK);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_POLICY);
-	assert_int_equal(got->network->denied_connections, 0);
+	assert_int_equal(got->network->denied_connections, 4);
+	assert_int_equal(got->network->denied_lookups, 2);
+	saas_sandbox_free(got);
+	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(got->network->denied_connections, 4);
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
+/* What a sandbox refused outlives the engine: the next driver counts from zero, the store adds the rest. */
+static void test_counts_survive_restart(void **state)
+{
+	struct fixture *f = *state;
+	const char *const allow[] = { "example.com", NULL };
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL, *got = NULL;
+
+	spec.allow = allow;
+	o.network_spec = &spec;
+	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_OK);
+	saas_fake_vm_denied(sb->id, 3, 2);
+	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(got->network->denied_connections, 3);
+	saas_sandbox_free(got);
+	/* Counted after the last reading: recorded as the engine stops. */
+	saas_fake_vm_denied(sb->id, 1, 1);
+	close_all(f);
+	open_all(f);
+	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(got->network->denied_connections, 4);
+	assert_int_equal(got->network->denied_lookups, 3);
+	saas_sandbox_free(got);
+	/* The new driver's counts add to them, through a second restart too. */
+	saas_fake_vm_denied(sb->id, 2, 0);
+	close_all(f);
+	open_all(f);
+	saas_fake_vm_denied(sb->id, 0, 5);
+	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(got->network->denied_connections, 6);
+	assert_int_equal(got->network->denied_lookups, 8);
+	saas_sandbox_free(got);
+	/* Listed, the same counts. */
+	{
+		saas_sandbox_list *list = NULL;
+
+		assert_int_equal(saas_sandbox_list_get(&list, f->c, NULL, 0, 0), SAAS_OK);
+		assert_int_equal(list->count, 1);
+		assert_int_equal(list->items[0]->network->denied_connections, 6);
+		saas_sandbox_list_free(list);
+	}
+	assert_int_equal(saas_sandbox_destroy(&got, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(got->network->denied_connections, 6);
+	assert_int_equal(got->network->denied_lookups, 8);
+	saas_sandbox_free(got);
+	/* And a destroyed sandbox's counts stay after the next restart. */
+	close_all(f);
+	open_all(f);
+	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->network->denied_connections, 6);
+	assert_int_equal(got->network->denied_lookups, 8);
 	saas_sandbox_free(got);
 	saas_sandbox_free(sb);
 }
@@ -475,6 +537,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_set_at_runtime, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_set_store_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_reapplies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counts_survive_restart, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -303,8 +303,12 @@ static void test_sqlite_newer_schema_refused(void **state)
  * version put back) migrates on open, keeping its rows, and gains the
  * account_limits table (and step 3's ports, made anew).
  */
-/* What step 6 added (pause and fork), and step 5, dropped by the tests that rewind a database. */
-#define UNDO_SCHEMA_6 \
+/* What steps 7 (egress counters), 6 (pause and fork) and 5 added, dropped by the tests that rewind a database. */
+#define UNDO_SCHEMA_7 \
+	"ALTER TABLE sandboxes DROP COLUMN denied_connections; ALTER TABLE sandboxes DROP COLUMN denied_lookups;" \
+	"ALTER TABLE sandboxes DROP COLUMN denied_connections_base;" \
+	"ALTER TABLE sandboxes DROP COLUMN denied_lookups_base;"
+#define UNDO_SCHEMA_6 UNDO_SCHEMA_7 \
 	"ALTER TABLE sandboxes DROP COLUMN paused_at; ALTER TABLE sandboxes DROP COLUMN paused_ms;" \
 	"ALTER TABLE sandboxes DROP COLUMN paused_usd_micro_per_hour; ALTER TABLE sandboxes DROP COLUMN snapshot;" \
 	"ALTER TABLE sandboxes DROP COLUMN parent_id;"
@@ -1415,6 +1419,69 @@ static void test_sandbox_network(void **state)
 	assert_fails(f->st->sandbox_network_set(f->ctx, "sbx-n", 0, "", ""), SAAS_ESTATE);
 }
 
+/* Egress counts: raised, never lowered; rebased; kept past the sandbox's end. */
+static void test_sandbox_egress(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+
+	add_account(f, "acc-e", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-e", "acc-e", 10, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-e", &got), SAAS_OK);
+	assert_true(got.denied_connections == 0 && got.denied_lookups == 0);
+	assert_true(got.denied_connections_base == 0 && got.denied_lookups_base == 0);
+	assert_int_equal(f->st->sandbox_egress_record(f->ctx, "sbx-e", 7, 3), SAAS_OK);
+	/* A racing recorder with older counts lowers nothing; each count goes its own way. */
+	assert_int_equal(f->st->sandbox_egress_record(f->ctx, "sbx-e", 5, 4), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-e", &got), SAAS_OK);
+	assert_int_equal(got.denied_connections, 7);
+	assert_int_equal(got.denied_lookups, 4);
+	assert_int_equal(got.denied_connections_base, 0);
+	assert_int_equal(f->st->sandbox_egress_rebase(f->ctx, "sbx-e"), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-e", &got), SAAS_OK);
+	assert_int_equal(got.denied_connections_base, 7);
+	assert_int_equal(got.denied_lookups_base, 4);
+	assert_int_equal(got.denied_connections, 7);
+	/* A destroyed sandbox keeps its counts, and its last ones are still taken. */
+	close_sandbox(f, "sbx-e", 20, 0);
+	assert_int_equal(f->st->sandbox_egress_record(f->ctx, "sbx-e", 9, 4), SAAS_OK);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-e", &got), SAAS_OK);
+	assert_int_equal(got.denied_connections, 9);
+	assert_int_equal(got.status, SAAS_SANDBOX_DESTROYED);
+
+	assert_fails(f->st->sandbox_egress_record(f->ctx, "sbx-none", 1, 1), SAAS_ENOTFOUND);
+	assert_fails(f->st->sandbox_egress_rebase(f->ctx, "sbx-none"), SAAS_ENOTFOUND);
+	assert_fails(f->st->sandbox_egress_record(f->ctx, NULL, 1, 1), SAAS_EINVAL);
+}
+
+/* Schema 5 -> 6: rows made before read as having refused nothing. */
+static void test_sqlite_migrates_egress(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox got;
+	sqlite3 *db = NULL;
+	int v = -1;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-g", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-g", "acc-g", 10, 5), SAAS_OK);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, UNDO_SCHEMA_6 "UPDATE meta SET value = '5' WHERE key = 'schema_version';",
+	                              NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->schema_version(f->ctx, &v), SAAS_OK);
+	assert_int_equal(v, SAAS_STORE_SCHEMA);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-g", &got), SAAS_OK);
+	assert_int_equal(got.denied_connections, 0);
+	assert_int_equal(f->st->sandbox_egress_record(f->ctx, "sbx-g", 2, 1), SAAS_OK);
+}
+
 /* Schema 3 -> 4: rows made before keep working, their network unknown. */
 static void test_sqlite_migrates_network(void **state)
 {
@@ -1985,6 +2052,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_ports_to_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_network, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_egress, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_egress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_network, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_users, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),

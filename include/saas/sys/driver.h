@@ -55,7 +55,11 @@ typedef struct saas_vm_network {
 	const char *const *deny;   /**< POLICY: NULL-terminated rules; NULL is empty. */
 } saas_vm_network;
 
-/** What a driver counted of a VM's egress since the VM was made. */
+/**
+ * What a driver counted of a VM's egress since the VM was made, or since the
+ * driver opened if later: a driver need keep no counts across restarts. The
+ * core records them in the store and adds what earlier drivers counted.
+ */
 typedef struct {
 	int64_t denied_connections; /**< Connection attempts refused by policy (or the host guard). */
 	int64_t denied_lookups;     /**< Name lookups refused by policy (never sent upstream). */

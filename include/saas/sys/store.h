@@ -31,12 +31,14 @@ SAAS_BEGIN_DECLS
  * session_* and invite_insert are new, saas_store_account has disabled_at_ms.
  * Version 5: pause and fork: saas_store_sandbox has paused_at_ms, paused_ms,
  * paused_usd_micro_per_hour, snapshot and parent_id; sandbox_set_state is new,
- * and sandbox_set_expiry takes any live sandbox but a creating one.
+ * and sandbox_set_expiry takes any live sandbox but a creating one. A sandbox
+ * keeps its egress counters (saas_store_sandbox's denied_*);
+ * sandbox_egress_record and sandbox_egress_rebase are new.
  */
 #define SAAS_STORE_VERSION 5
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 6
+#define SAAS_STORE_SCHEMA 7
 
 /** Longest snapshot name a driver is given (saas/sys/driver.h, vm_snapshot). */
 #define SAAS_STORE_SNAPSHOT_MAX 63
@@ -134,6 +136,16 @@ typedef struct {
 	int64_t paused_usd_micro_per_hour; /**< The paused price when it was created; kept for its whole life. */
 	char snapshot[SAAS_STORE_SNAPSHOT_MAX + 1]; /**< Its saved state while pausing, paused or resuming; "" otherwise. */
 	char parent_id[SAAS_ID_MAX + 1];            /**< The sandbox it was forked from; "" if none. */
+	/*
+	 * Version 5: its egress refusals as last recorded (sandbox_egress_record),
+	 * totals over its whole life; and the part of them counted before its
+	 * driver last opened (sandbox_egress_rebase), which the driver's own
+	 * counters, restarted from zero, no longer include. Ignored by sandbox_insert.
+	 */
+	int64_t denied_connections;
+	int64_t denied_lookups;
+	int64_t denied_connections_base;
+	int64_t denied_lookups_base;
 } saas_store_sandbox;
 
 /** Which sandboxes a list returns; every field is a further condition. */
@@ -355,6 +367,19 @@ typedef struct saas_store {
 	 * `from` and to->status are ready, paused, pausing or resuming.
 	 */
 	int (*sandbox_set_state)(void *ctx, const char *id, int from, const saas_store_sandbox *to);
+	/**
+	 * Raise a sandbox's recorded egress counts (denied_connections,
+	 * denied_lookups) to these totals, whatever its state. A count is never
+	 * lowered, in the same statement: of two recorders racing, the higher
+	 * stays. SAAS_ENOTFOUND if no such sandbox.
+	 */
+	int (*sandbox_egress_record)(void *ctx, const char *id, int64_t denied_connections, int64_t denied_lookups);
+	/**
+	 * The driver that counts a sandbox's refusals was opened anew and counts
+	 * from zero: make its recorded counts the base (denied_*_base = denied_*),
+	 * in one statement. SAAS_ENOTFOUND if no such sandbox.
+	 */
+	int (*sandbox_egress_rebase)(void *ctx, const char *id);
 } saas_store;
 
 SAAS_END_DECLS

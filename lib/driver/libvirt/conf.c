@@ -120,7 +120,8 @@ void saas__lv_config_clear(struct saas__lv_config *cfg)
 	free(cfg->uri);
 	free(cfg->images);
 	free(cfg->dns_upstream);
-	cfg->uri = cfg->images = cfg->dns_upstream = NULL;
+	free(cfg->nft_helper);
+	cfg->uri = cfg->images = cfg->dns_upstream = cfg->nft_helper = NULL;
 }
 
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
@@ -186,6 +187,12 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			if (strcmp(val, "mapped") != 0 && strcmp(val, "loaded") != 0)
 				rc = saas__inval("template_memory must be mapped or loaded, not '%s'", val);
 			cfg->template_memory = strcmp(val, "loaded") == 0 ? TMPL_MEM_LOADED : TMPL_MEM_MAPPED;
+		} else if (strcmp(tok, "nft_helper") == 0) {
+			free(cfg->nft_helper);
+			if (val[0] != '/')
+				rc = saas__inval("nft_helper must be an absolute path, not '%s'", val);
+			else
+				rc = (cfg->nft_helper = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
 		} else {
 			rc = saas__inval("unknown libvirt driver option '%s'", tok);
 		}

@@ -411,7 +411,7 @@ out:
 int saas__lv_egress_ensure(struct drv *d)
 {
 	struct saas__lv_egress *e = d->egress;
-	const char *argv[] = { "nft", "list", "chain", "inet", e ? e->table : "", "output", NULL };
+	const char *argv[] = { saas__lv_nft(d), "list", "chain", "inet", e ? e->table : "", "output", NULL };
 	char why[512];
 	int rc = SAAS_OK;
 
@@ -557,7 +557,7 @@ void saas__lv_egress_close(struct drv *d)
 	 * outlive them all.
 	 */
 	if (!e->vms) {
-		const char *argv[] = { "nft", "delete", "table", "inet", e->table, NULL };
+		const char *argv[] = { saas__lv_nft(d), "delete", "table", "inet", e->table, NULL };
 		if (saas__run(argv, NULL) < 0) {
 			saas__lv_log(d, SAAS_LOG_WARN, "egress: removing table inet %s failed: %s", e->table,
 			             saas_error_last()->message);
@@ -686,7 +686,7 @@ int saas__lv_egress_vm_stats(struct drv *d, const char *name, saas_vm_network_st
 {
 	struct saas__lv_egress *e = d->egress;
 	char uid[16], counter[32], *text = NULL, *p;
-	const char *argv[] = { "nft", "list", "counter", "inet", e ? e->table : "", counter, NULL };
+	const char *argv[] = { saas__lv_nft(d), "list", "counter", "inet", e ? e->table : "", counter, NULL };
 	struct evm *v;
 	int rc = SAAS_OK;
 

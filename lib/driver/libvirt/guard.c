@@ -340,9 +340,14 @@ static int guard_rules_now(char **rules, char *marker, char *why, size_t why_len
 	return rc;
 }
 
+const char *saas__lv_nft(const struct drv *d)
+{
+	return d->nft ? d->nft : "nft";
+}
+
 int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *why, size_t why_len)
 {
-	const char *argv[] = { "nft", "-f", NULL, NULL };
+	const char *argv[] = { saas__lv_nft(d), "-f", NULL, NULL };
 	char *tmp = NULL, *path = NULL, *out = NULL, name[64];
 	bool written = false;
 	FILE *f;
@@ -385,13 +390,32 @@ out:
 }
 
 /*
- * Can the nft this engine runs load rules? Root can; an unprivileged engine
- * can when CAP_NET_ADMIN is in its ambient set, which its children (nft)
- * keep across exec: a capability only effective here would be lost there.
+ * Can this engine load rules, and with what (d->nft)? Root can, with nft; an
+ * unprivileged engine can when CAP_NET_ADMIN is in its ambient set, which its
+ * children (nft) keep across exec: a capability only effective here would be
+ * lost there. Without either, the aas-nft helper can, when it is installed
+ * with that capability (its file's) and this engine may run it: it loads
+ * only rules of the engine's own tables, and the engine holds nothing.
  */
-static bool nft_capable(void)
+static bool nft_capable(struct drv *d)
 {
-	return geteuid() == 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_NET_ADMIN, 0, 0) == 1;
+	const char *helper = d->nft_helper ? d->nft_helper : SAAS_NFT_HELPER;
+	const char *argv[] = { helper, "--check", NULL };
+
+	d->nft = NULL;
+	if (geteuid() == 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_NET_ADMIN, 0, 0) == 1)
+		return true;
+	if (access(helper, X_OK) < 0)
+		return false;
+	if (saas__run(argv, NULL) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "%s does not hold CAP_NET_ADMIN (setcap cap_net_admin+ep %s)", helper,
+		             helper);
+		saas__error_clear();
+		return false;
+	}
+	d->nft = helper;
+	saas__lv_log(d, SAAS_LOG_INFO, "nftables: the engine's tables are loaded by %s", helper);
+	return true;
 }
 
 /*
@@ -425,9 +449,11 @@ static int guard_install(struct drv *d, bool embedded)
 		         "--system " GUEST_GROUP ")");
 		goto out;
 	}
-	if (!nft_capable()) {
+	if (!nft_capable(d)) {
 		snprintf(d->guard_why, sizeof(d->guard_why), "the engine has no CAP_NET_ADMIN to install the nftables "
-		         "guard with (as a systemd unit: AmbientCapabilities=CAP_NET_ADMIN; docs/operations.md)");
+		         "guard with, nor an aas-nft helper that has it (%s; as a systemd unit: install the helper with "
+		         "its capability, or AmbientCapabilities=CAP_NET_ADMIN; docs/operations.md)",
+		         d->nft_helper ? d->nft_helper : SAAS_NFT_HELPER);
 		goto out;
 	}
 	if ((rc = guard_rules_now(&rules, marker, d->guard_why, sizeof(d->guard_why))) == SAAS_OK &&
@@ -441,7 +467,7 @@ out:
 
 int saas__lv_guard_ensure(struct drv *d)
 {
-	const char *argv[] = { "nft", "list", "table", "inet", GUARD_TABLE, NULL };
+	const char *argv[] = { saas__lv_nft(d), "list", "table", "inet", GUARD_TABLE, NULL };
 	char *rules = NULL, *out = NULL, marker[GUARD_MARKER_SIZE], needle[GUARD_MARKER_SIZE + 16], why[512];
 	bool listed;
 	int rc, found = 0;

@@ -286,6 +286,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->uid_first = cfg.uid_first;
 	d->uid_count = cfg.uid_count;
 	d->dns_upstream = cfg.dns_upstream;
+	d->nft_helper = cfg.nft_helper;
 	d->cpu_milli = cfg.cpu_milli;
 	d->mapped = cfg.template_memory == TMPL_MEM_MAPPED;
 	if (!d->images && !(d->images = saas__lv_default_images_dir())) {
@@ -404,6 +405,7 @@ fail:
 	free(d->authkey_b64);
 	free(d->owner);
 	free(d->dns_upstream);
+	free(d->nft_helper);
 	free(d->root);
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);
@@ -468,6 +470,7 @@ static void lv_close(void *ctx)
 	free(d->authkey_b64);
 	free(d->owner);
 	free(d->dns_upstream);
+	free(d->nft_helper);
 	free(d->root);
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);

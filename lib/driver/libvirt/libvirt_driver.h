@@ -159,14 +159,15 @@ struct saas__lv_config {
 	char *dns_upstream;              /* the policy resolver's upstream "ADDR" or "ADDR#PORT"; NULL: resolv.conf's */
 	unsigned int cpu_milli;          /* host CPU per vCPU in thousandths (cpu_limit); 0: no limit */
 	int template_memory;             /* enum tmplmem */
+	char *nft_helper;                /* aas-nft to run when the engine cannot run nft; NULL: SAAS_NFT_HELPER */
 };
 
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
  * templates=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
- * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded.
- * NULL or "" gives the defaults. On
+ * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
+ * nft_helper=PATH. NULL or "" gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
@@ -306,6 +307,8 @@ struct drv {
 	struct saas__lv_egress *egress;  /* per-VM egress by uid (egress.c); NULL: only the guard, by group */
 	char egress_why[512];            /* why not, when !egress */
 	char *dns_upstream;              /* driver option dns_upstream, or NULL */
+	char *nft_helper;                /* driver option nft_helper, or NULL */
+	const char *nft;                 /* the aas-nft helper when it loads our tables; NULL: nft (saas__lv_nft) */
 	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
 	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
@@ -447,6 +450,8 @@ void saas__lv_guard_sets(saas__buf *b, const char *r4, const char *r6, const str
  * SAAS_OK; SAAS_ENOTSUP with why; SAAS_ENOMEM.
  */
 int saas__lv_nft_load(struct drv *d, const char *rules, const char *keep, char *why, size_t why_len);
+/* What loads and lists the engine's tables: nft, or the aas-nft helper (argv[0] for saas__run). */
+const char *saas__lv_nft(const struct drv *d);
 
 /*
  * Install the guard when it can be relied on (the group exists, and either

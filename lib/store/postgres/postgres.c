@@ -190,6 +190,14 @@ static const char *const steps[] = {
 	"ALTER TABLE sandboxes ADD COLUMN paused_usd_micro_per_hour BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN snapshot TEXT COLLATE \"C\" NOT NULL DEFAULT '';"
 	"ALTER TABLE sandboxes ADD COLUMN parent_id TEXT COLLATE \"C\" NOT NULL DEFAULT '';",
+	/*
+	 * 6 -> 7: each sandbox's egress refusals (issue #12), kept past a restart
+	 * of the engine (whose driver counts from zero again) and past its end.
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN denied_connections BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN denied_lookups BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN denied_connections_base BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN denied_lookups_base BIGINT NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
@@ -886,7 +894,8 @@ static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, 
 #define SANDBOX_SELECT \
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image, usd_micro_per_hour," \
 	" created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id FROM sandboxes"
+	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
+	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base FROM sandboxes"
 
 static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 {
@@ -915,6 +924,10 @@ static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 	out->destroyed_at_ms = get_i64(res, row, 13);
 	out->cost_usd_micro = get_i64(res, row, 14);
 	out->network_mode = PQgetisnull(res, row, 15) ? SAAS_STORE_NETWORK_UNKNOWN : (int)get_i64(res, row, 15);
+	out->denied_connections = get_i64(res, row, 21);
+	out->denied_lookups = get_i64(res, row, 22);
+	out->denied_connections_base = get_i64(res, row, 23);
+	out->denied_lookups_base = get_i64(res, row, 24);
 	return SAAS_OK;
 }
 
@@ -1758,6 +1771,46 @@ static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const cha
 	return rc;
 }
 
+/* An UPDATE of one sandbox ($1 its id); SAAS_ENOTFOUND if no row matched. */
+static int sandbox_update(struct pg *pg, const char *what, const char *sql, int n, const char *const *v)
+{
+	PGresult *res = NULL;
+	int rc;
+
+	if ((rc = check_arg(v[0], SAAS_ID_MAX, "sandbox id")))
+		return rc;
+	if ((rc = pg_enter(pg)))
+		return rc;
+	rc = run(pg, &res, what, sql, n, v);
+	pg_leave(pg);
+	/* Every matched row counts, even with the same values: 0 is no such sandbox. */
+	if (!rc && changed(res) == 0)
+		rc = not_found("sandbox", v[0]);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups)
+{
+	char b[2][24];
+	const char *v[3] = { id, i64(b[0], connections), i64(b[1], lookups) };
+
+	return sandbox_update(ctx, "recording a sandbox's egress counts",
+	                      "UPDATE sandboxes SET denied_connections = GREATEST(denied_connections, $2::bigint),"
+	                      " denied_lookups = GREATEST(denied_lookups, $3::bigint) WHERE id = $1",
+	                      3, v);
+}
+
+static int pg_sandbox_egress_rebase(void *ctx, const char *id)
+{
+	const char *v[1] = { id };
+
+	return sandbox_update(ctx, "rebasing a sandbox's egress counts",
+	                      "UPDATE sandboxes SET denied_connections_base = denied_connections,"
+	                      " denied_lookups_base = denied_lookups WHERE id = $1",
+	                      1, v);
+}
+
 /* ---- people: disabled accounts, key use, users, sessions, invites ----- */
 
 static int pg_account_disable(void *ctx, const char *account_id, int64_t at_ms)
@@ -2148,4 +2201,6 @@ const saas_store saas__store_postgres = {
 	.session_delete = pg_session_delete,
 	.session_prune = pg_session_prune,
 	.invite_insert = pg_invite_insert,
+	.sandbox_egress_record = pg_sandbox_egress_record,
+	.sandbox_egress_rebase = pg_sandbox_egress_rebase,
 };

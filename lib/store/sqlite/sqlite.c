@@ -201,6 +201,14 @@ static const char *const migrations[] = {
 	"ALTER TABLE sandboxes ADD COLUMN paused_usd_micro_per_hour BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE sandboxes ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';",
+	/*
+	 * 6 -> 7: each sandbox's egress refusals (issue #12), kept past a restart
+	 * of the engine (whose driver counts from zero again) and past its end.
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN denied_connections BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN denied_lookups BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN denied_connections_base BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN denied_lookups_base BIGINT NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
@@ -964,7 +972,8 @@ out_locked:
 #define SANDBOX_SELECT \
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
 	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id FROM sandboxes"
+	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
+	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base FROM sandboxes"
 
 static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 {
@@ -995,6 +1004,10 @@ static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 	b->cost_usd_micro = sqlite3_column_int64(st, 14);
 	b->network_mode = sqlite3_column_type(st, 15) == SQLITE_NULL ? SAAS_STORE_NETWORK_UNKNOWN
 	                                                               : sqlite3_column_int(st, 15);
+	b->denied_connections = sqlite3_column_int64(st, 21);
+	b->denied_lookups = sqlite3_column_int64(st, 22);
+	b->denied_connections_base = sqlite3_column_int64(st, 23);
+	b->denied_lookups_base = sqlite3_column_int64(st, 24);
 	return SAAS_OK;
 }
 
@@ -1848,6 +1861,49 @@ out:
 	return rc;
 }
 
+/* Run an UPDATE of one sandbox (?1 its id, ?2 and ?3 two integers when n is 3); SAAS_ENOTFOUND if no row matched. */
+static int sandbox_update(struct sq *s, const char *sql, const char *id, int n, int64_t a, int64_t b, const char *what)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(id, SAAS_ID_MAX, "sandbox id")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, sql)) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id) |
+	                            (n == 3 ? sqlite3_bind_int64(st, 2, a) | sqlite3_bind_int64(st, 3, b) : SQLITE_OK))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+		rc = db_error(s, src, what);
+		goto out;
+	}
+	/* Every matched row counts as changed, even with the same values: 0 is no such sandbox. */
+	if (sqlite3_changes(s->db) == 0)
+		rc = not_found("sandbox", id);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups)
+{
+	return sandbox_update(ctx,
+	                      "UPDATE sandboxes SET denied_connections = MAX(denied_connections, ?2),"
+	                      " denied_lookups = MAX(denied_lookups, ?3) WHERE id = ?1",
+	                      id, 3, connections, lookups, "recording a sandbox's egress counts");
+}
+
+static int sq_sandbox_egress_rebase(void *ctx, const char *id)
+{
+	return sandbox_update(ctx,
+	                      "UPDATE sandboxes SET denied_connections_base = denied_connections,"
+	                      " denied_lookups_base = denied_lookups WHERE id = ?1",
+	                      id, 1, 0, 0, "rebasing a sandbox's egress counts");
+}
+
 /* ---- people: disabled accounts, key use, users, sessions, invites ---- */
 
 /* Delete the sessions of the users of an account (?1), inside the caller's transaction. */
@@ -2283,4 +2339,6 @@ const saas_store saas__store_sqlite = {
 	.session_delete = sq_session_delete,
 	.session_prune = sq_session_prune,
 	.invite_insert = sq_invite_insert,
+	.sandbox_egress_record = sq_sandbox_egress_record,
+	.sandbox_egress_rebase = sq_sandbox_egress_rebase,
 };

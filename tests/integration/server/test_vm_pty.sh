@@ -28,7 +28,8 @@ after_stop() { tm kill-server 2>/dev/null || :; "$(dirname "$0")/../vm-cleanup" 
 command -v tmux >/dev/null || { echo "tmux is missing (scripts/lib/common.sh lists it)"; exit 1; }
 "$(dirname "$0")/../vm-cleanup" "$STATE" >/dev/null 2>&1
 mkdir -p "$STATE"
-start_server "$SERVER" --images "$IMAGES" --image tiny --state-dir "$STATE"
+# One sandbox, never cloned: no template built beside it (a second boot for nothing).
+start_server "$SERVER" --images "$IMAGES" --image tiny --state-dir "$STATE" --templates off
 KEY=$(admin account create --name pty 2>/dev/null)
 auth POST /v1/sandboxes -d '{"timeout":900}'; expect_status 201 create; SB=$(jqr .id)
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"id -un"}'; USER_EXEC=$(jqr .stdout | tr -d '\n')
