@@ -38,6 +38,11 @@
  * byte to a callback) next to the same collected by saas_exec() (which keeps
  * max_output and reads the rest); a terminal's keystroke echo round trip next
  * to the plain exec's round trip.
+ *
+ * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
+ * figures alone, on one cold-booted `tiny` sandbox, BENCH_RUNS times (default
+ * 3) in turn with their OpenSSH baselines: minutes instead of half an hour,
+ * for whoever tunes the transport.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -1015,6 +1020,30 @@ static void phase_stream(char **images, int n, const char *dir)
 	engine_close(&cold);
 }
 
+/* ---- --transport: exec and files only ---- */
+
+static void phase_transport(char **images, int n, const char *dir)
+{
+	char key[4300];
+	saas_sandbox *sb;
+	unsigned int port = 0;
+
+	(void)images;
+	engine_open(&cold, "transport", dir, false, NULL);
+	client = cold.client;
+	state_dir = cold.dir;
+	snprintf(key, sizeof(key), "%s/libvirt/id_ed25519", cold.dir);
+	sb = create_on(cold.client, "tiny");
+	qemu_of(sb->id, &port);
+	for (int i = 0; i < n; i++) {
+		bench_exec(sb->id, port, key);
+		bench_files(sb->id, port, key);
+	}
+	saas_sandbox_destroy(NULL, cold.client, sb->id, 0);
+	saas_sandbox_free(sb);
+	engine_close(&cold);
+}
+
 int main(int argc, char **argv)
 {
 	char **images = argv + 3;
@@ -1023,6 +1052,7 @@ int main(int argc, char **argv)
 	bool confine = argc > 1 && strcmp(argv[1], "--confine") == 0;
 	bool cow = argc > 1 && strcmp(argv[1], "--cow") == 0;
 	bool stream = argc > 1 && strcmp(argv[1], "--stream") == 0;
+	bool transport = argc > 1 && strcmp(argv[1], "--transport") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1054,14 +1084,15 @@ int main(int argc, char **argv)
 		fputs(res->rows, stdout);
 		return 0;
 	}
-	if (confine) {
+	if (confine || transport) {
 		argv++;
 		argc--;
 		images = argv + 3;
 		nimages = 1;
 	}
-	if ((argc < 4 && !confine) || (confine && argc != 3) || nimages > MAX_IMAGES) {
-		fprintf(stderr, "usage: vm_bench STATE_DIR IMAGES_DIR image...\n       vm_bench --confine STATE_DIR IMAGES_DIR\n");
+	if ((argc < 4 && !confine && !transport) || ((confine || transport) && argc != 3) || nimages > MAX_IMAGES) {
+		fprintf(stderr, "usage: vm_bench STATE_DIR IMAGES_DIR image...\n       vm_bench --confine STATE_DIR IMAGES_DIR\n"
+		                "       vm_bench --transport STATE_DIR IMAGES_DIR\n");
 		return 2;
 	}
 	if (getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0)
@@ -1077,6 +1108,12 @@ int main(int argc, char **argv)
 	memset(res, 0, sizeof(*res));
 	if (confine)
 		return confine_main(argv[2]);
+	if (transport) {
+		run_child("transport", phase_transport, NULL, getenv("BENCH_RUNS") ? runs : 3, argv[2]);
+		printf("| what | libsaas | baseline (same run) |\n|---|---|---|\n");
+		fputs(res->rows, stdout);
+		return 0;
+	}
 	run_child("cold", phase_cold, images, nimages, argv[2]);
 	run_child("clone", phase_clone, images, nimages, argv[2]);
 	for (int i = 0; i < nimages; i++)

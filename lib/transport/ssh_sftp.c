@@ -17,7 +17,18 @@
 #include "util/error.h"
 #include "util/util.h"
 
-#define SSH_FILE_CHUNK (256 * 1024)
+/*
+ * How much of a file one libssh2 call moves, which is also how deep libssh2
+ * pipelines SFTP requests (of ~30000 bytes each): a write keeps the whole
+ * buffer in flight and waits for every acknowledgement before the next one
+ * is filled; a read asks for up to four buffers ahead. Under TCG a request's
+ * round trip through the guest's sshd is long, so a shallow pipeline leaves
+ * the link idle between answers: 1 MiB puts ~35 write requests and ~140 read
+ * requests in flight (OpenSSH's sftp keeps 64 of 32 KiB), for at most 1 MiB
+ * here and 4 MiB buffered inside libssh2 per transfer (one at a time per
+ * connection).
+ */
+#define SSH_FILE_CHUNK (1024 * 1024)
 
 /* ---- files (SFTP) ---------------------------------------------------------------------------- */
 

@@ -25,6 +25,7 @@
 #include "saas.h"
 #include "testutil.h"
 #include "transport/ssh.h"
+#include "transport/ssh_session.h"
 #include "util/error.h"
 #include "util/util.h"
 #include "gate.h"
@@ -961,6 +962,72 @@ static void test_files_rw(void **state)
 	saas__ssh_close(ssh);
 }
 
+/*
+ * Sizes around every boundary of the pipelined transfer (libssh2's ~30000-byte
+ * SFTP requests, the transport's 1 MiB buffer, the reader's odd chunks), each
+ * written and read back byte for byte; the download also of a file this side
+ * wrote itself, so that a read is checked apart from our own upload.
+ */
+static void test_files_pipelined(void **state)
+{
+	static const size_t sizes[] = { 1, 29999, 30000, 30001, (1u << 20) - 1, 1u << 20, (1u << 20) + 1,
+		                             (3u << 20) + 12345, (4u << 20) + 7 };
+	saas__ssh *ssh = connect_ok();
+	size_t max = (4u << 20) + 7;
+	char *data = malloc(max);
+
+	(void)state;
+	assert_non_null(data);
+	assert_int_equal(saas__random(data, max), 0);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(sizes); i++) {
+		struct src s = { data, sizes[i], 0, 0 };
+		struct sink k = { SAAS__BUF_INIT, 0 };
+		int64_t size = -1;
+		struct stat st;
+		FILE *f;
+
+		assert_int_equal(saas__ssh_file_write(ssh, tpath("pipe/up.bin"), 0644, src_read, &s, (int64_t)sizes[i]),
+		                 SAAS_OK);
+		assert_int_equal(stat(tpath("pipe/up.bin"), &st), 0);
+		assert_int_equal(st.st_size, (off_t)sizes[i]);
+		assert_int_equal(saas__ssh_file_read(ssh, tpath("pipe/up.bin"), 0, sink_write, &k, &size), SAAS_OK);
+		assert_int_equal(size, (int64_t)sizes[i]);
+		assert_int_equal(k.b.len, sizes[i]);
+		assert_memory_equal(k.b.data, data, sizes[i]);
+		saas__buf_free(&k.b);
+
+		/* Reversed bytes, written here: a download that repeated or skipped a request shows. */
+		f = fopen(tpath("pipe/down.bin"), "wb");
+		assert_non_null(f);
+		for (size_t j = sizes[i]; j > 0; j--)
+			fputc(data[j - 1], f);
+		assert_int_equal(fclose(f), 0);
+		size = -1;
+		assert_int_equal(saas__ssh_file_read(ssh, tpath("pipe/down.bin"), 0, sink_write, &k, &size), SAAS_OK);
+		assert_int_equal(size, (int64_t)sizes[i]);
+		assert_int_equal(k.b.len, sizes[i]);
+		for (size_t j = 0; j < sizes[i]; j++)
+			if (((const char *)k.b.data)[j] != data[sizes[i] - 1 - j])
+				fail_msg("size %zu: byte %zu differs", sizes[i], j);
+		saas__buf_free(&k.b);
+	}
+	free(data);
+	saas__ssh_close(ssh);
+}
+
+/* The algorithms a connection settles on: the ones the guest's emulated CPU pays least for, nothing weaker. */
+static void test_algorithms(void **state)
+{
+	saas__ssh *ssh = connect_ok();
+
+	(void)state;
+	assert_string_equal(libssh2_session_methods(ssh->session, LIBSSH2_METHOD_CRYPT_CS), "aes128-ctr");
+	assert_string_equal(libssh2_session_methods(ssh->session, LIBSSH2_METHOD_CRYPT_SC), "aes128-ctr");
+	assert_string_equal(libssh2_session_methods(ssh->session, LIBSSH2_METHOD_MAC_CS), "hmac-sha2-512");
+	assert_string_equal(libssh2_session_methods(ssh->session, LIBSSH2_METHOD_MAC_SC), "hmac-sha2-512");
+	saas__ssh_close(ssh);
+}
+
 struct listing {
 	char paths[64][512];
 	int types[64];
@@ -1453,6 +1520,8 @@ int main(void)
 		cmocka_unit_test(test_exec_threads),
 		cmocka_unit_test(test_exec_latency),
 		cmocka_unit_test(test_files_rw),
+		cmocka_unit_test(test_files_pipelined),
+		cmocka_unit_test(test_algorithms),
 		cmocka_unit_test(test_files_list),
 		cmocka_unit_test(test_files_list_cap),
 		cmocka_unit_test(test_port_connect),
