@@ -247,6 +247,12 @@ def test_open():
     check("csrf: Sec-Fetch-Site cross-site is refused", r.status == 403, r.status)
     r = b.post("/dashboard/keys", {"name": "x", "csrf": good}, origin=False, headers={"Origin": "null"})
     check("csrf: Origin null is refused", r.status == 403, r.status)
+    r = b.post("/dashboard/keys", {"name": "x", "csrf": good},
+               headers={"Content-Type": "application/x-www-form-urlencodedx"})
+    check("a form of another media type that begins like one is refused", r.status == 415, r.status)
+    r = b.post("/dashboard/keys", {"name": "form-charset", "csrf": good},
+               headers={"Content-Type": "application/x-www-form-urlencoded; charset=UTF-8"})
+    check("a form with a charset parameter is taken", r.status == 201, r.status)
     r = Browser(s).post("/dashboard/keys", {"name": "x", "csrf": good}, cookies=False)
     check("no session: a form post goes to /login", r.status == 303 and r.headers["Location"] == "/login")
 
