@@ -362,6 +362,76 @@ static void test_people(void **state)
 	saas_user_free(u);
 }
 
+/*
+ * Disabling an account is an operator's answer to abuse: its sandboxes stop
+ * at once, billed to that moment, whoever's engine disables it. Another
+ * account's sandboxes run on.
+ */
+static void test_disable_ends_sandboxes(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options o = f->opts;
+	saas_engine *admin = NULL;
+	saas_sandbox *a1 = create(f->a, NULL, 600), *a2 = create(f->a, NULL, 600), *b1 = create(f->b, NULL, 600);
+	saas_sandbox *got = NULL;
+	int64_t at;
+	unsigned int n = 0;
+
+	fake_now += 60000;
+	at = fake_now;
+	assert_int_equal(saas_account_disable(f->engine, f->account_a, 1), SAAS_OK);
+	for (int i = 0; i < 2; i++) {
+		const char *id = i ? a2->id : a1->id;
+		assert_int_equal(saas_sandbox_get(&got, f->a, id), SAAS_OK);
+		assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+		assert_int_equal(got->end_reason, SAAS_END_DISABLED);
+		assert_string_equal(saas_end_reason_name(got->end_reason), "disabled");
+		assert_true(got->destroyed_at_ms == at);
+		assert_true(got->cost_usd_micro > 0);
+		assert_false(saas_fake_vm_exists(id));
+		saas_sandbox_free(got);
+	}
+	assert_int_equal(saas_sandbox_get(&got, f->b, b1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	assert_true(saas_fake_vm_exists(b1->id));
+	saas_sandbox_free(got);
+	/* Enabling gives nothing back. */
+	assert_int_equal(saas_account_disable(f->engine, f->account_a, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, a1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	saas_sandbox_free(got);
+	saas_sandbox_free(a1);
+	saas_sandbox_free(a2);
+
+	/*
+	 * The admin commands' store-only engine runs no VM: the engine that runs
+	 * them ends them at its next sweep, billed to the disable, not to the sweep.
+	 */
+	a1 = create(f->a, NULL, 600);
+	o.flags = SAAS_ENGINE_STORE_ONLY;
+	o.driver = NULL;
+	assert_int_equal(saas_engine_open(&admin, &o), SAAS_OK);
+	fake_now += 60000;
+	at = fake_now;
+	assert_int_equal(saas_account_disable(admin, f->account_a, 1), SAAS_OK);
+	assert_true(saas_fake_vm_exists(a1->id));
+	fake_now += 120000;
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(saas_sandbox_get(&got, f->a, a1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_DISABLED);
+	assert_true(got->destroyed_at_ms == at);
+	assert_false(saas_fake_vm_exists(a1->id));
+	saas_sandbox_free(got);
+	assert_int_equal(saas_sandbox_get(&got, f->b, b1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	saas_sandbox_free(got);
+	saas_engine_free(admin);
+	saas_sandbox_free(a1);
+	saas_sandbox_free(b1);
+}
+
 static void test_keys(void **state)
 {
 	struct fixture *f = *state;
@@ -2210,6 +2280,7 @@ int main(void)
 		cmocka_unit_test(test_engine_bad_options),
 		cmocka_unit_test_setup_teardown(test_state_dir_is_exclusive, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_accounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disable_ends_sandboxes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_people, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
