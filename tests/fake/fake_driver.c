@@ -12,6 +12,7 @@
 
 #define MAX_VMS 256
 #define MAX_FILES 256
+#define MAX_TEMPLATES 32
 
 struct file {
 	char vm[SAAS_ID_MAX + 1];
@@ -40,6 +41,12 @@ static unsigned int fail_network_sets;
 static int network_set_enotsup;
 static saas_fake_create_fn on_create;
 static void *on_create_ud;
+/* Templates as template_list reports them: one per image and shape made, or as a test set it. */
+static struct {
+	char image[64];
+	saas_driver_template t;
+} templates[MAX_TEMPLATES];
+static unsigned int ntemplates;
 
 static struct vm *find_vm(const char *name)
 {
@@ -83,6 +90,39 @@ void saas_fake_reset(void)
 	network_set_enotsup = 0;
 	on_create = NULL;
 	on_create_ud = NULL;
+	memset(templates, 0, sizeof(templates));
+	ntemplates = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+/* Set the template of image and shape (added if new; the table holds MAX_TEMPLATES). Caller holds mu. */
+static void template_set_locked(const char *image, unsigned int vcpus, unsigned int memory_mb, unsigned int disk_gb,
+                                int state, int64_t state_bytes)
+{
+	unsigned int i;
+
+	for (i = 0; i < ntemplates; i++)
+		if (strcmp(templates[i].image, image) == 0 && templates[i].t.vcpus == vcpus &&
+		    templates[i].t.memory_mb == memory_mb && templates[i].t.disk_gb == disk_gb)
+			break;
+	if (i == MAX_TEMPLATES)
+		return;
+	if (i == ntemplates)
+		ntemplates++;
+	snprintf(templates[i].image, sizeof(templates[i].image), "%s", image);
+	templates[i].t.image = templates[i].image;
+	templates[i].t.vcpus = vcpus;
+	templates[i].t.memory_mb = memory_mb;
+	templates[i].t.disk_gb = disk_gb;
+	templates[i].t.state = state;
+	templates[i].t.state_bytes = state_bytes;
+}
+
+void saas_fake_template_set(const char *image, unsigned int vcpus, unsigned int memory_mb, unsigned int disk_gb,
+                            int state, int64_t state_bytes)
+{
+	pthread_mutex_lock(&mu);
+	template_set_locked(image, vcpus, memory_mb, disk_gb, state, state_bytes);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -265,6 +305,17 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		return saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
 	}
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name, spec->network);
+	/* Its shape's template, ready at once (as if saved from this VM: its memory's worth of state). */
+	if (rc == SAAS_OK) {
+		unsigned int i;
+		for (i = 0; i < ntemplates; i++)
+			if (strcmp(templates[i].image, spec->image) == 0 && templates[i].t.vcpus == spec->vcpus &&
+			    templates[i].t.memory_mb == spec->memory_mb && templates[i].t.disk_gb == spec->disk_gb)
+				break;
+		if (i == ntemplates)
+			template_set_locked(spec->image, spec->vcpus, spec->memory_mb, spec->disk_gb, SAAS_TEMPLATE_READY,
+			                    (int64_t)spec->memory_mb << 20);
+	}
 	fn = on_create;
 	ud = on_create_ud;
 	pthread_mutex_unlock(&mu);
@@ -783,6 +834,28 @@ static void fake_pty_close(void *ctx, void *pty, int *exit_status)
 	free(t);
 }
 
+static int fake_template_list(void *ctx, saas_template_fn fn, void *ud)
+{
+	saas_driver_template copy[MAX_TEMPLATES];
+	char images[MAX_TEMPLATES][64];
+	unsigned int n;
+
+	(void)ctx;
+	/* Called back without the lock held: the callback may call into the driver. */
+	pthread_mutex_lock(&mu);
+	n = ntemplates;
+	for (unsigned int i = 0; i < n; i++) {
+		memcpy(images[i], templates[i].image, sizeof(images[i]));
+		copy[i] = templates[i].t;
+		copy[i].image = images[i];
+	}
+	pthread_mutex_unlock(&mu);
+	for (unsigned int i = 0; i < n; i++)
+		if (fn(ud, &copy[i]))
+			break;
+	return SAAS_OK;
+}
+
 const saas_driver saas_fake_driver = {
 	SAAS_DRIVER_VERSION,
 	"fake",
@@ -803,4 +876,5 @@ const saas_driver saas_fake_driver = {
 	fake_pty_open,
 	fake_pty_resize,
 	fake_pty_close,
+	.template_list = fake_template_list,
 };

@@ -1362,6 +1362,59 @@ static void test_usage(void **state)
 	saas_sandbox_free(s2);
 }
 
+/*
+ * The driver's templates in the engine's stats: each with its state, the
+ * size class of its shape ("" for none) and its saved state's size (only
+ * when ready), by image then shape; and none from a table older than
+ * version 5, whose template_list slot is past its end.
+ */
+static void test_stats_templates(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_stats *st = NULL;
+	saas_sandbox *sb;
+	saas_driver old = saas_fake_driver;
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine *e2 = NULL;
+	char *dir = NULL, *url = NULL;
+
+	assert_int_equal(saas_engine_stats_get(&st, f->engine), SAAS_OK);
+	assert_int_equal(st->ntemplates, 0);
+	saas_engine_stats_free(st);
+	saas_fake_template_set("zz", 4, 8192, 80, SAAS_TEMPLATE_BUILDING, 123);
+	saas_fake_template_set("default", 3, 1000, 5, SAAS_TEMPLATE_FAILED, 0);
+	sb = create(f->a, NULL, 0); /* "small" of the default image: its template, ready */
+	assert_int_equal(saas_engine_stats_get(&st, f->engine), SAAS_OK);
+	assert_int_equal(st->ntemplates, 3);
+	assert_string_equal(st->templates[0]->image, "default");
+	assert_string_equal(st->templates[0]->size, "small");
+	assert_int_equal(st->templates[0]->state, SAAS_TEMPLATE_READY);
+	assert_true(st->templates[0]->state_bytes == (int64_t)4096 << 20);
+	assert_string_equal(st->templates[1]->image, "default");
+	assert_string_equal(st->templates[1]->size, "");
+	assert_int_equal(st->templates[1]->vcpus, 3);
+	assert_string_equal(saas_template_state_name(st->templates[1]->state), "failed");
+	assert_string_equal(st->templates[2]->image, "zz");
+	assert_string_equal(st->templates[2]->size, "medium");
+	assert_string_equal(saas_template_state_name(st->templates[2]->state), "building");
+	assert_true(st->templates[2]->state_bytes == 0);
+	assert_string_equal(saas_template_state_name(99), "unknown");
+	saas_engine_stats_free(st);
+	saas_sandbox_free(sb);
+
+	/* A version 4 table ends before template_list: never read. */
+	old.version = 4;
+	assert_int_equal(saas_test_engine_options(&o, &old, &dir, &url), 0);
+	o.flags = SAAS_ENGINE_NO_REAPER;
+	assert_int_equal(saas_engine_open(&e2, &o), SAAS_OK);
+	assert_int_equal(saas_engine_stats_get(&st, e2), SAAS_OK);
+	assert_int_equal(st->ntemplates, 0);
+	saas_engine_stats_free(st);
+	saas_engine_free(e2);
+	saas_test_rmdir(dir);
+	free(url);
+}
+
 static void test_account_info(void **state)
 {
 	struct fixture *f = *state;
@@ -2281,6 +2334,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_state_dir_is_exclusive, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_accounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disable_ends_sandboxes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stats_templates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_people, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),

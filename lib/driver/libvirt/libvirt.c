@@ -882,4 +882,5 @@ const saas_driver saas__driver_libvirt = {
 	lv_pty_open,
 	lv_pty_resize,
 	lv_pty_close,
+	.template_list = saas__lv_template_list,
 };

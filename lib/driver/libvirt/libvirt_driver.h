@@ -260,6 +260,8 @@ struct tmpl {
 	char key[33];
 	int state;                       /* enum tmpl_state */
 	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
+	char image[64];                  /* what it boots and its shape, once a build was asked for (template_list) */
+	unsigned int vcpus, memory_mb, disk_gb;
 	struct tmpl *next;
 };
 
@@ -673,5 +675,7 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 void saas__lv_template_break(struct drv *d, const char *key);
 /* What a previous engine on this state directory left of template builds. */
 void saas__lv_templates_cleanup(struct drv *d);
+/* The driver's template_list slot: the ready templates on disk, then those building or failed. */
+int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata);
 
 #endif

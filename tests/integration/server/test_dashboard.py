@@ -377,6 +377,10 @@ def test_open():
     r = op.req("GET", "/dashboard/operator")
     check("operator: the account reads disabled", re.search(f'id="account-{acc}">.*?<td>disabled</td>', r.text),
           r.text[:1500])
+    # The fake driver keeps a template, ready, for each image and shape it made a VM of.
+    check("operator: host load lists the templates", re.search(
+        r'<table id="templates">.*?<tr data-state="ready"><td>default</td><td>small \(2 vCPU, 4096 MiB, 40 GiB\)</td>'
+        r'<td class="status">ready</td><td>4096 MiB</td>', r.text), r.text[:3000])
     r = api(s, "GET", "/v1/account", k2)
     check("a disabled account's key is refused", r.status == 401, r.status)
     r = b2.req("GET", "/dashboard")
