@@ -314,7 +314,10 @@ static int account_disable(saas_engine *e, const struct args *a, bool disable)
 		return 2;
 	if ((rc = saas_account_disable(e, a->id, disable)) < 0)
 		return fail(disable ? "cannot disable the account" : "cannot enable the account", rc);
-	fprintf(stderr, "account %s %s\n", a->id, disable ? "disabled: its keys and log-ins are refused" : "enabled");
+	fprintf(stderr, "account %s %s\n", a->id,
+	        disable ? "disabled: its keys and log-ins are refused, and the running server destroys its sandboxes "
+	                  "at its next sweep"
+	                : "enabled");
 	return 0;
 }
 

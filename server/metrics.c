@@ -206,6 +206,24 @@ static const char *label(char *buf, size_t size, const char *v)
 }
 
 /* One series per pool; pooled VMs are not sandboxes, so they are counted here only. */
+/* Templates by state, and the storage their saved state takes (none from a driver that makes none). */
+static void put_templates(struct out *o, const saas_engine_stats *st)
+{
+	unsigned int n[SAAS_TEMPLATE_FAILED + 1] = { 0 };
+	int64_t bytes = 0;
+
+	for (size_t i = 0; i < st->ntemplates; i++) {
+		n[st->templates[i]->state]++;
+		bytes += st->templates[i]->state_bytes;
+	}
+	put(o, "# HELP aas_templates The driver's templates (the VMs sandboxes are cloned from) by state.\n"
+	       "# TYPE aas_templates gauge\naas_templates{state=\"building\"} %u\naas_templates{state=\"ready\"} %u\n"
+	       "aas_templates{state=\"failed\"} %u\n"
+	       "# HELP aas_template_state_bytes Storage the ready templates' saved state takes.\n"
+	       "# TYPE aas_template_state_bytes gauge\naas_template_state_bytes %lld\n",
+	    n[SAAS_TEMPLATE_BUILDING], n[SAAS_TEMPLATE_READY], n[SAAS_TEMPLATE_FAILED], (long long)bytes);
+}
+
 static void put_pools(struct out *o, const saas_engine_stats *st)
 {
 	static const struct {
@@ -295,6 +313,7 @@ char *aas_metrics_render(size_t *len)
 		        "# TYPE aas_accounts_with_sandboxes gauge\naas_accounts_with_sandboxes %u\n",
 		    st->creating, st->ready, st->accounts_with_sandboxes);
 		put_pools(&o, st);
+		put_templates(&o, st);
 	} else {
 		/* Leave the gauges out rather than report a zero that is not true. */
 		aas_log(SAAS_LOG_WARN, "metrics: cannot count sandboxes: %s (%s)", saas_error_last()->message,

@@ -33,6 +33,7 @@
 #define SESSION_COOKIE_SECURE "__Host-aas_session"
 #define PRELOGIN_COOKIE "aas_form"
 #define PRELOGIN_COOKIE_SECURE "__Host-aas_form"
+#define FORM_TYPE "application/x-www-form-urlencoded"
 
 static saas_engine *engine;
 static const struct aas_config *config;
@@ -126,28 +127,20 @@ static int form_decode(char *s)
 	return 0;
 }
 
-bool aas_form_parse(struct aas_req *r, struct aas_reply *out, struct aas_form *f)
+int aas_form_decode(struct aas_form *f, const char *body, size_t len, const char **why)
 {
-	const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
 	char *p, *save = NULL;
 
 	memset(f, 0, sizeof(*f));
-	if (r->too_big) {
-		aas_reply_page_error(r, out, 413, "Too large", "The form sent is larger than any form of this site.");
-		return false;
+	if (memchr(body ? body : "", '\0', len)) {
+		*why = "The form holds a NUL byte.";
+		return SAAS_EINVAL;
 	}
-	if (r->body_len && (!ct || strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0)) {
-		aas_reply_page_error(r, out, 415, "Not a form", "Send the form as application/x-www-form-urlencoded.");
-		return false;
+	if (!(f->buf = strndup(body ? body : "", len))) {
+		*why = "Out of memory.";
+		return SAAS_ENOMEM;
 	}
-	if (memchr(r->body ? r->body : "", '\0', r->body_len)) {
-		aas_reply_page_error(r, out, 400, "Bad form", "The form holds a NUL byte.");
-		return false;
-	}
-	if (!(f->buf = strndup(r->body ? r->body : "", r->body_len))) {
-		aas_reply_error(out, 500, "out_of_memory", "out of memory");
-		return false;
-	}
+	f->len = len;
 	for (p = strtok_r(f->buf, "&", &save); p; p = strtok_r(NULL, "&", &save)) {
 		char *eq = strchr(p, '=');
 
@@ -156,12 +149,42 @@ bool aas_form_parse(struct aas_req *r, struct aas_reply *out, struct aas_form *f
 		if (f->n == AAS_FORM_FIELDS_MAX || form_decode(p) < 0 || (eq && form_decode(eq) < 0) ||
 		    aas_form_get(f, p)) {
 			aas_form_free(f);
-			aas_reply_page_error(r, out, 400, "Bad form",
-			                     "The form is malformed: a field given twice, too many fields, or a bad %-escape.");
-			return false;
+			*why = "The form is malformed: a field given twice, too many fields, or a bad %-escape.";
+			return SAAS_EINVAL;
 		}
 		f->name[f->n] = p;
 		f->value[f->n++] = eq ? eq : "";
+	}
+	return SAAS_OK;
+}
+
+bool aas_form_parse(struct aas_req *r, struct aas_reply *out, struct aas_form *f)
+{
+	const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	const char *why = NULL;
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	if (r->too_big) {
+		aas_reply_page_error(r, out, 413, "Too large", "The form sent is larger than any form of this site.");
+		return false;
+	}
+	/*
+	 * The media type exactly, then its parameters if any ("; charset=UTF-8"),
+	 * not a longer name it begins (strchr finds the terminator too: the end is fine).
+	 */
+	if (r->body_len && (!ct || strncasecmp(ct, FORM_TYPE, strlen(FORM_TYPE)) != 0 ||
+	                    !strchr("; \t", ct[strlen(FORM_TYPE)]))) {
+		aas_reply_page_error(r, out, 415, "Not a form", "Send the form as application/x-www-form-urlencoded.");
+		return false;
+	}
+	if ((rc = aas_form_decode(f, r->body, r->body_len, &why)) == SAAS_ENOMEM) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return false;
+	}
+	if (rc < 0) {
+		aas_reply_page_error(r, out, 400, "Bad form", why);
+		return false;
 	}
 	return true;
 }
@@ -177,7 +200,8 @@ const char *aas_form_get(const struct aas_form *f, const char *name)
 void aas_form_free(struct aas_form *f)
 {
 	if (f->buf) {
-		sodium_memzero(f->buf, strlen(f->buf)); /* it held a password */
+		/* It held a password: all of it, past the NULs that parsing wrote between the fields. */
+		sodium_memzero(f->buf, f->len);
 		free(f->buf);
 	}
 	memset(f, 0, sizeof(*f));
@@ -206,8 +230,7 @@ void aas_session_cookie(struct aas_reply *out, const char *token, unsigned int m
 	set_cookie(out, session_cookie_name(), token ? token : "", token ? max_age_s : 0);
 }
 
-/* The CSRF token of a session: a hash of its token, domain-separated from the hash the store keeps. */
-static void csrf_of(char out[65], const char *token)
+void aas_session_csrf(char out[65], const char *token)
 {
 	char buf[160];
 
@@ -235,7 +258,7 @@ bool aas_viewer_get(struct aas_req *r, struct aas_reply *out, struct aas_viewer 
 			v->user = NULL;
 		}
 		if (rc == SAAS_OK) {
-			csrf_of(v->csrf, token);
+			aas_session_csrf(v->csrf, token);
 			snprintf(r->account_id, sizeof(r->account_id), "%s", v->user->account_id);
 			return true;
 		}

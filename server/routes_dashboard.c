@@ -658,6 +658,29 @@ static int host_load(struct aas_html *h)
 		}
 		aas_html_raw(h, "</tbody></table>");
 	}
+	aas_html_raw(h, "<h3>Templates</h3>");
+	if (!st->ntemplates) {
+		aas_html_raw(h, "<p id=\"no-templates\">None: sandboxes boot cold (the driver makes no templates, or none "
+		                "was asked for yet).</p>");
+	} else {
+		aas_html_raw(h, "<table id=\"templates\"><caption>The VMs sandboxes are cloned from, by image and size"
+		                "</caption><thead><tr><th scope=\"col\">Image</th><th scope=\"col\">Size</th>"
+		                "<th scope=\"col\">State</th><th scope=\"col\">Saved state</th></tr></thead><tbody>");
+		for (size_t i = 0; i < st->ntemplates; i++) {
+			const saas_engine_template *t = st->templates[i];
+
+			aas_html_printf(h, "<tr data-state=\"%s\"><td>%s</td><td>%s%s(%u vCPU, %u MiB, %u GiB)</td>"
+			                   "<td class=\"status\">%s</td><td>",
+			                saas_template_state_name(t->state), t->image, t->size, *t->size ? " " : "", t->vcpus,
+			                t->memory_mb, t->disk_gb, saas_template_state_name(t->state));
+			if (t->state == SAAS_TEMPLATE_READY)
+				aas_html_printf(h, "%lld MiB", (long long)((t->state_bytes + (1 << 20) - 1) >> 20));
+			else
+				aas_html_raw(h, "-");
+			aas_html_raw(h, "</td></tr>");
+		}
+		aas_html_raw(h, "</tbody></table>");
+	}
 	saas_engine_stats_free(st);
 	return SAAS_OK;
 }

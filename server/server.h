@@ -420,10 +420,18 @@ bool aas_password_verify(const char *hash, const char *password);
 #define AAS_FORM_FIELDS_MAX 16
 struct aas_form {
 	char *buf;
+	size_t len;                      /* of buf, whose fields are NUL-separated once parsed */
 	size_t n;
 	const char *name[AAS_FORM_FIELDS_MAX];
 	const char *value[AAS_FORM_FIELDS_MAX];
 };
+/*
+ * Parse an application/x-www-form-urlencoded body of len bytes into f:
+ * SAAS_OK, SAAS_EINVAL (a NUL, a field given twice, more than
+ * AAS_FORM_FIELDS_MAX, a bad %-escape or "%00") with *why the page's words for
+ * it, or SAAS_ENOMEM. f is empty on failure; aas_form_free() it either way.
+ */
+int aas_form_decode(struct aas_form *f, const char *body, size_t len, const char **why);
 /* Parse the request's form body; false after replying 400 (a field twice, too many, a NUL, bad %-escapes). */
 bool aas_form_parse(struct aas_req *r, struct aas_reply *out, struct aas_form *f);
 /* A field's value, or NULL when absent. */
@@ -455,6 +463,8 @@ bool aas_form_allowed(struct aas_req *r, struct aas_reply *out, const struct aas
 void aas_reply_redirect(struct aas_reply *out, const char *location);
 /* The session token the request's cookie holds, or NULL. */
 const char *aas_session_token(struct aas_req *r);
+/* The CSRF token of a session: a hash of its token, domain-separated from the hash the store keeps. */
+void aas_session_csrf(char out[65], const char *token);
 /* Set (token non-NULL, for max_age_s) or clear the session cookie on a reply. */
 void aas_session_cookie(struct aas_reply *out, const char *token, unsigned int max_age_s);
 /* The "before log-in" token of the sign-up and log-in forms (a cookie of its own): read, or make and set. */

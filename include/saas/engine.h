@@ -322,6 +322,40 @@ typedef struct saas_engine_pool {
 } saas_engine_pool;
 
 /**
+ * The state of a template (a VM booted once and saved, which sandboxes are
+ * cloned from). Values are append-only.
+ *
+ * Since: 0.2.0
+ */
+typedef enum {
+	SAAS_TEMPLATE_BUILDING = 1,     /**< Being built; sandboxes of its shape boot cold meanwhile. */
+	SAAS_TEMPLATE_READY = 2,        /**< Sandboxes of its shape are cloned from it. */
+	SAAS_TEMPLATE_FAILED = 3        /**< Its build failed; tried again later, sandboxes boot cold. */
+} saas_template_state;
+
+/**
+ * "building", "ready", "failed"; "unknown" otherwise. Static text.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(const char *) saas_template_state_name(int state);
+
+/**
+ * One template of the driver, as saas_engine_stats reports it. Library-allocated; fields may be appended.
+ *
+ * Since: 0.2.0
+ */
+typedef struct saas_engine_template {
+	char *image;                    /**< The image it boots. */
+	char *size;                     /**< The size class of its shape, or "" when no size has it. */
+	unsigned int vcpus;
+	unsigned int memory_mb;
+	unsigned int disk_gb;
+	int state;                      /**< saas_template_state */
+	int64_t state_bytes;            /**< What its saved memory and device state take on storage; 0 unless ready. */
+} saas_engine_template;
+
+/**
  * Sandboxes across every account, by state, at one moment. Library-allocated; fields may be appended.
  *
  * Since: 0.1.0
@@ -336,10 +370,14 @@ typedef struct saas_engine_stats {
 	uint64_t pool_claims;           /**< Creates served from a pool since the engine opened. */
 	size_t npools;                  /**< Entries in `pools`; 0 when none is configured. */
 	saas_engine_pool **pools;       /**< Each pool, in the order the spec named them. */
+	/* Since 0.2.0: the driver's templates (none from a driver that makes none, or a store-only engine). */
+	size_t ntemplates;              /**< Entries in `templates`. */
+	saas_engine_template **templates; /**< By image, then shape. */
 } saas_engine_stats;
 
 /**
- * Count live sandboxes by state, across every account, and the warm pools (for metrics).
+ * Count live sandboxes by state, across every account, the warm pools and the
+ * driver's templates (for metrics and the operator's view of the host).
  *
  * @param out [out] free with saas_engine_stats_free().
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ESTORE, SAAS_ENOMEM. Thread-safe.

@@ -40,7 +40,8 @@ typedef enum {
 	SAAS_END_EXPIRED = 2,    /**< Its lifetime ran out. */
 	SAAS_END_CREDIT = 3,     /**< The account ran out of credit. */
 	SAAS_END_FAILED = 4,     /**< Create failed, or the VM died. */
-	SAAS_END_LOST = 5        /**< The VM was gone when the engine reconciled. */
+	SAAS_END_LOST = 5,       /**< The VM was gone when the engine reconciled. */
+	SAAS_END_DISABLED = 6    /**< An operator disabled its account (saas_account_disable()). Since: 0.2.0 */
 } saas_end_reason;
 
 /**

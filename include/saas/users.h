@@ -134,10 +134,16 @@ SAAS_EXTERN(void) saas_user_list_free(saas_user_list *list);
 /**
  * Disable an account (disabled 1) or enable it again (0). A disabled
  * account's keys are refused (SAAS_EAUTH) by the next saas_client_open_local()
- * and its users' sessions end; its sandboxes run on until they expire or are
- * destroyed (an operator destroys them if they must stop now).
+ * and its users' sessions end. Its live sandboxes are destroyed, billed to
+ * that moment, with end reason SAAS_END_DISABLED: by this call on an engine
+ * that runs VMs, else (a SAAS_ENGINE_STORE_ONLY engine) by the next sweep of
+ * the engine that runs them, which also ends any sandbox of a disabled
+ * account that a client opened before the disable still made. Enabling gives
+ * nothing back: destroyed sandboxes stay destroyed.
  *
- * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE.
+ * @return SAAS_OK once the account is disabled (a sandbox that cannot be
+ *         ended now is left to the sweeps, and logged), SAAS_EINVAL,
+ *         SAAS_ENOTFOUND, SAAS_ESTORE.
  *
  * Since: 0.1.0
  */

@@ -231,7 +231,7 @@ static bool parse_line(const char *line, struct saas__pending_close *p)
 
 	if (sscanf(line, "%63s %d %lld %lld%n", id, &reason, &destroyed, &until, &used) != 4 || line[used] != '\0')
 		return false;
-	if (!saas__valid_text(id, SAAS_ID_MAX) || reason < SAAS_END_USER || reason > SAAS_END_LOST)
+	if (!saas__valid_text(id, SAAS_ID_MAX) || reason < SAAS_END_USER || reason > SAAS_END_DISABLED)
 		return false;
 	saas__strlcpy(p->id, id, sizeof(p->id));
 	p->reason = reason;

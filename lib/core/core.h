@@ -295,6 +295,12 @@ void saas__tenants_free(saas_engine *e);
 int saas__sandbox_end(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
                       int64_t bill_until_ms, unsigned int flags);
 int saas__closes_open(saas_engine *e);
+/*
+ * End every live sandbox of an account now (reason SAAS_END_DISABLED, billed
+ * to now), as the engine that runs them; *ended: how many. The first failure
+ * is returned after trying them all: the sweeps end what is left.
+ */
+int saas__account_sandboxes_end(saas_engine *e, const char *account_id, unsigned int *ended);
 void saas__closes_free(saas_engine *e);
 /* Try again to record every pending close; returns how many are still pending. */
 size_t saas__closes_retry(saas_engine *e);

@@ -673,6 +673,98 @@ static int count_live(void *ud, const saas_store_sandbox *sb)
 	return 0;
 }
 
+SAAS_EXTERN(const char *) saas_template_state_name(int state)
+{
+	switch (state) {
+	case SAAS_TEMPLATE_BUILDING: return "building";
+	case SAAS_TEMPLATE_READY: return "ready";
+	case SAAS_TEMPLATE_FAILED: return "failed";
+	}
+	return "unknown";
+}
+
+struct collect_templates {
+	saas_engine *e;
+	saas_engine_stats *stats;
+	size_t cap;
+	int rc;
+};
+
+static int collect_template(void *ud, const saas_driver_template *t)
+{
+	struct collect_templates *c = ud;
+	saas_engine_stats *st = c->stats;
+	saas_engine_template *o;
+	const char *size = "";
+
+	/* What the driver says is shown to operators: only what it may say. */
+	if (!t || !saas__valid_text(t->image, SAAS_NAME_MAX) || t->state < SAAS_TEMPLATE_BUILDING ||
+	    t->state > SAAS_TEMPLATE_FAILED)
+		return 0;
+	for (size_t i = 0; i < c->e->nsizes; i++) {
+		const saas_size *s = &c->e->sizes[i];
+		if (s->vcpus == t->vcpus && s->memory_mb == t->memory_mb && s->disk_gb == t->disk_gb) {
+			size = s->name;
+			break;
+		}
+	}
+	if ((c->rc = SAAS__ARRAY_RESERVE(st->templates, c->cap, st->ntemplates + 1)) < 0)
+		return 1;
+	if (!(o = calloc(1, sizeof(*o))) || !(o->image = saas__strdup(t->image)) || !(o->size = saas__strdup(size))) {
+		if (o)
+			free(o->image);
+		free(o);
+		c->rc = saas__oom();
+		return 1;
+	}
+	o->vcpus = t->vcpus;
+	o->memory_mb = t->memory_mb;
+	o->disk_gb = t->disk_gb;
+	o->state = t->state;
+	o->state_bytes = t->state == SAAS_TEMPLATE_READY && t->state_bytes > 0 ? t->state_bytes : 0;
+	st->templates[st->ntemplates++] = o;
+	return 0;
+}
+
+static int by_shape(const void *a, const void *b)
+{
+	const saas_engine_template *x = *(saas_engine_template *const *)a, *y = *(saas_engine_template *const *)b;
+	int d = strcmp(x->image, y->image);
+
+	if (d)
+		return d;
+	if (x->vcpus != y->vcpus)
+		return x->vcpus < y->vcpus ? -1 : 1;
+	if (x->memory_mb != y->memory_mb)
+		return x->memory_mb < y->memory_mb ? -1 : 1;
+	return x->disk_gb < y->disk_gb ? -1 : x->disk_gb > y->disk_gb;
+}
+
+/*
+ * The driver's templates into st (version 5 tables only). A driver that
+ * cannot list them now costs the view its templates, not the rest of the
+ * stats (metrics read them too): logged, and none reported.
+ */
+static int template_stats(saas_engine *e, saas_engine_stats *st)
+{
+	struct collect_templates c = { e, st, 0, SAAS_OK };
+	int rc;
+
+	if (!e->driver || e->driver->version < 5 || !e->driver->template_list)
+		return SAAS_OK;
+	if ((rc = e->driver->template_list(e->driver_ctx, collect_template, &c)) == SAAS_OK)
+		rc = c.rc;
+	if (rc == SAAS_ENOMEM)
+		return rc;
+	if (rc < 0) {
+		saas__log(e, SAAS_LOG_WARN, "the driver's templates cannot be listed: %s", saas_error_last()->message);
+		saas__error_clear();
+	}
+	if (st->ntemplates > 1)
+		qsort(st->templates, st->ntemplates, sizeof(*st->templates), by_shape);
+	return SAAS_OK;
+}
+
 SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
 {
 	struct count_live c = { e, NULL, NULL, 0, 0, SAAS_OK };
@@ -696,6 +788,8 @@ SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
 	free(c.accounts);
 	if (rc == SAAS_OK)
 		rc = saas__pool_stats(e, c.stats);
+	if (rc == SAAS_OK)
+		rc = template_stats(e, c.stats);
 	if (rc < 0) {
 		saas_engine_stats_free(c.stats);
 		return rc;
@@ -714,5 +808,11 @@ SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats)
 		free(stats->pools[i]);
 	}
 	free(stats->pools);
+	for (size_t i = 0; i < stats->ntemplates; i++) {
+		free(stats->templates[i]->image);
+		free(stats->templates[i]->size);
+		free(stats->templates[i]);
+	}
+	free(stats->templates);
 	free(stats);
 }

@@ -242,8 +242,11 @@ static int by_account(const void *a, const void *b)
 /*
  * Accounts whose credit is gone: every ready (or paused) sandbox of theirs
  * stops at the moment the balance reached zero, even if that moment passed
- * while no engine ran. `ready` holds no creating sandboxes; it is reordered
- * by account.
+ * while no engine ran. Accounts an operator disabled: every ready sandbox of
+ * theirs stops, billed to the moment of the disable (an engine that did not
+ * do it then, as the store-only admin commands' cannot, or a create that
+ * slipped past it). `ready` holds no creating sandboxes; it is reordered by
+ * account.
  */
 static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int64_t now, unsigned int *destroyed)
 {
@@ -257,6 +260,14 @@ static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int
 			;
 		if ((rc = e->store->account_get(e->store_ctx, ready[i].account_id, &acc)) < 0)
 			return rc;
+		if (acc.disabled_at_ms) {
+			for (size_t k = i; k < j; k++) {
+				saas__log(e, SAAS_LOG_WARN, "account %s is disabled; destroying %s", acc.id, ready[k].id);
+				if (sweep_end(e, &ready[k], SAAS_END_DISABLED, now, acc.disabled_at_ms) == SAAS_OK)
+					(*destroyed)++;
+			}
+			continue;
+		}
 		at = saas__exhausted_at(acc.credit_usd_micro - acc.charged_usd_micro, &ready[i], j - i, now);
 		if (at < 0)
 			continue;
@@ -267,6 +278,38 @@ static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int
 		}
 	}
 	return SAAS_OK;
+}
+
+int saas__account_sandboxes_end(saas_engine *e, const char *account_id, unsigned int *ended)
+{
+	saas_store_filter f;
+	struct rows r;
+	int64_t now = saas__engine_now(e);
+	int rc, failed = SAAS_OK;
+
+	*ended = 0;
+	memset(&f, 0, sizeof(f));
+	memset(&r, 0, sizeof(r));
+	f.account_id = account_id;
+	f.live = 1;
+	if ((rc = e->store->sandbox_list(e->store_ctx, &f, collect_row, &r)) == SAAS_OK)
+		rc = r.rc;
+	for (size_t i = 0; rc == SAAS_OK && i < r.count; i++) {
+		saas_store_sandbox *sb = &r.items[i];
+		int one;
+
+		if (saas__closes_pending(e, sb->id))
+			continue;
+		/* A creating one: its row is closed, and its create call finds that and unmakes the VM (as at expiry). */
+		one = sb->status == SAAS_SANDBOX_CREATING ? saas__sandbox_close(e, sb, SAAS_END_DISABLED, now, now, 0)
+		                                           : saas__sandbox_end(e, sb, SAAS_END_DISABLED, now, now, 0);
+		if (one == SAAS_OK)
+			(*ended)++;
+		else if (failed == SAAS_OK)
+			failed = one;
+	}
+	free(r.items);
+	return rc < 0 ? rc : failed;
 }
 
 /*

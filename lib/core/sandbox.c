@@ -611,6 +611,7 @@ SAAS_EXTERN(const char *) saas_end_reason_name(int reason)
 	case SAAS_END_CREDIT: return "credit";
 	case SAAS_END_FAILED: return "failed";
 	case SAAS_END_LOST: return "lost";
+	case SAAS_END_DISABLED: return "disabled";
 	}
 	return "unknown";
 }

@@ -286,10 +286,25 @@ SAAS_EXTERN(int) saas_account_disable(saas_engine *e, const char *account_id, in
 		return saas__inval("engine is NULL");
 	if (!saas__valid_text(account_id, SAAS_ID_MAX))
 		return saas__inval("account id is empty, too long or not printable");
-	rc = e->store->account_disable(e->store_ctx, account_id, disabled ? saas__engine_now(e) : 0);
-	if (rc == SAAS_OK)
-		saas__log(e, SAAS_LOG_INFO, "account %s %s", account_id, disabled ? "disabled" : "enabled");
-	return rc;
+	if ((rc = e->store->account_disable(e->store_ctx, account_id, disabled ? saas__engine_now(e) : 0)) < 0)
+		return rc;
+	saas__log(e, SAAS_LOG_INFO, "account %s %s", account_id, disabled ? "disabled" : "enabled");
+	/*
+	 * Disabling is an operator's answer to abuse: what the account runs stops
+	 * now, not at its expiry. A store-only engine (the admin commands) runs no
+	 * VM: the engine that does ends them at its next sweep (reaper.c).
+	 */
+	if (disabled && e->driver) {
+		unsigned int ended = 0;
+
+		if (saas__account_sandboxes_end(e, account_id, &ended) < 0)
+			saas__log(e, SAAS_LOG_WARN, "account %s: not every sandbox could be ended now (%s); the reaper "
+			          "ends the rest", account_id, saas_error_last()->message);
+		else if (ended)
+			saas__log(e, SAAS_LOG_INFO, "account %s: %u sandboxes destroyed", account_id, ended);
+		saas__error_clear();
+	}
+	return SAAS_OK;
 }
 
 /* Make a token, store its hash with `insert`, and hand the token out once. */

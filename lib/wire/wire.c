@@ -325,7 +325,7 @@ int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **
 		goto out;
 	}
 	/* A reason this client does not know yet reads as none rather than failing the whole answer. */
-	sb->end_reason = end ? enum_of(end, saas_end_reason_name, SAAS_END_USER, SAAS_END_LOST) : SAAS_END_NONE;
+	sb->end_reason = end ? enum_of(end, saas_end_reason_name, SAAS_END_USER, SAAS_END_DISABLED) : SAAS_END_NONE;
 	if (sb->end_reason < 0)
 		sb->end_reason = SAAS_END_NONE;
 	sb->vcpus = (unsigned int)jint(o, "vcpus");

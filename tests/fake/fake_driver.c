@@ -14,6 +14,7 @@
 #define MAX_VMS 256
 #define MAX_FILES 256
 #define MAX_SNAPS 64
+#define MAX_TEMPLATES 32
 
 struct file {
 	char vm[SAAS_ID_MAX + 1];
@@ -44,6 +45,12 @@ static unsigned int fail_network_sets;
 static int network_set_enotsup;
 static saas_fake_create_fn on_create;
 static void *on_create_ud;
+/* Templates as template_list reports them: one per image and shape made, or as a test set it. */
+static struct {
+	char image[64];
+	saas_driver_template t;
+} templates[MAX_TEMPLATES];
+static unsigned int ntemplates;
 
 /* A snapshot: its files are kept in `files` under the owner "=NAME", which no VM name can be. */
 struct snap {
@@ -97,6 +104,39 @@ void saas_fake_reset(void)
 	on_create_ud = NULL;
 	memset(snaps, 0, sizeof(snaps));
 	fail_snapshots = fail_restores = snapshot_calls = restore_calls = 0;
+	memset(templates, 0, sizeof(templates));
+	ntemplates = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+/* Set the template of image and shape (added if new; the table holds MAX_TEMPLATES). Caller holds mu. */
+static void template_set_locked(const char *image, unsigned int vcpus, unsigned int memory_mb, unsigned int disk_gb,
+                                int state, int64_t state_bytes)
+{
+	unsigned int i;
+
+	for (i = 0; i < ntemplates; i++)
+		if (strcmp(templates[i].image, image) == 0 && templates[i].t.vcpus == vcpus &&
+		    templates[i].t.memory_mb == memory_mb && templates[i].t.disk_gb == disk_gb)
+			break;
+	if (i == MAX_TEMPLATES)
+		return;
+	if (i == ntemplates)
+		ntemplates++;
+	snprintf(templates[i].image, sizeof(templates[i].image), "%s", image);
+	templates[i].t.image = templates[i].image;
+	templates[i].t.vcpus = vcpus;
+	templates[i].t.memory_mb = memory_mb;
+	templates[i].t.disk_gb = disk_gb;
+	templates[i].t.state = state;
+	templates[i].t.state_bytes = state_bytes;
+}
+
+void saas_fake_template_set(const char *image, unsigned int vcpus, unsigned int memory_mb, unsigned int disk_gb,
+                            int state, int64_t state_bytes)
+{
+	pthread_mutex_lock(&mu);
+	template_set_locked(image, vcpus, memory_mb, disk_gb, state, state_bytes);
 	pthread_mutex_unlock(&mu);
 }
 
@@ -306,6 +346,17 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name, spec->network);
 	if (rc == SAAS_OK)
 		snprintf(find_vm(spec->name)->image, sizeof(vms[0].image), "%s", spec->image ? spec->image : "");
+	/* Its shape's template, ready at once (as if saved from this VM: its memory's worth of state). */
+	if (rc == SAAS_OK) {
+		unsigned int i;
+		for (i = 0; i < ntemplates; i++)
+			if (strcmp(templates[i].image, spec->image) == 0 && templates[i].t.vcpus == spec->vcpus &&
+			    templates[i].t.memory_mb == spec->memory_mb && templates[i].t.disk_gb == spec->disk_gb)
+				break;
+		if (i == ntemplates)
+			template_set_locked(spec->image, spec->vcpus, spec->memory_mb, spec->disk_gb, SAAS_TEMPLATE_READY,
+			                    (int64_t)spec->memory_mb << 20);
+	}
 	fn = on_create;
 	ud = on_create_ud;
 	pthread_mutex_unlock(&mu);
@@ -1077,6 +1128,28 @@ static int fake_snapshot_list(void *ctx, saas_name_fn fn, void *ud)
 	return SAAS_OK;
 }
 
+static int fake_template_list(void *ctx, saas_template_fn fn, void *ud)
+{
+	saas_driver_template copy[MAX_TEMPLATES];
+	char images[MAX_TEMPLATES][64];
+	unsigned int n;
+
+	(void)ctx;
+	/* Called back without the lock held: the callback may call into the driver. */
+	pthread_mutex_lock(&mu);
+	n = ntemplates;
+	for (unsigned int i = 0; i < n; i++) {
+		memcpy(images[i], templates[i].image, sizeof(images[i]));
+		copy[i] = templates[i].t;
+		copy[i].image = images[i];
+	}
+	pthread_mutex_unlock(&mu);
+	for (unsigned int i = 0; i < n; i++)
+		if (fn(ud, &copy[i]))
+			break;
+	return SAAS_OK;
+}
+
 const saas_driver saas_fake_driver = {
 	SAAS_DRIVER_VERSION,
 	"fake",
@@ -1102,4 +1175,5 @@ const saas_driver saas_fake_driver = {
 	fake_snapshot_delete,
 	fake_snapshot_list,
 	fake_outdated,
+	.template_list = fake_template_list,
 };

@@ -57,6 +57,13 @@ unsigned int saas_fake_create_calls(void);
  * Reset clears it.
  */
 typedef void (*saas_fake_create_fn)(void *userdata, const saas_vm_spec *spec);
+/*
+ * Set what template_list says of the template of image and shape (added if
+ * new). Every vm_create also adds its shape's template, ready, if it has none.
+ * Reset forgets them.
+ */
+void saas_fake_template_set(const char *image, unsigned int vcpus, unsigned int memory_mb, unsigned int disk_gb,
+                            int state, int64_t state_bytes);
 void saas_fake_on_create(saas_fake_create_fn fn, void *userdata);
 
 /*

@@ -62,6 +62,7 @@ static void cleanup(void)
 	if (tenant) {
 		saas_client_free(tenant->client);
 		saas_free(tenant->key);
+		saas_free(tenant->session);
 		tenant = NULL;
 	}
 	if (server_port) {
@@ -159,6 +160,21 @@ static void mcp_session(struct fuzz_tenant *t)
 	snprintf(t->mcp_session, sizeof(t->mcp_session), "%s", h);
 }
 
+/* An operator user of the tenant's account, logged in, for the dashboard's pages. */
+static void user_session(struct fuzz_tenant *t)
+{
+	char hash[SAAS_PASSWORD_HASH_MAX + 1];
+
+	if (aas_password_hash(hash, FUZZ_PASSWORD) < 0)
+		die("a password hash");
+	if (saas_user_create(NULL, server_engine, FUZZ_EMAIL, hash, saas_client_account_id(t->client), 0, NULL,
+	                     SAAS_USER_OPERATOR) < 0)
+		die("a user");
+	if (saas_session_create(&t->session, server_engine, FUZZ_EMAIL, 0) < 0)
+		die("a session");
+	aas_session_csrf(t->csrf, t->session);
+}
+
 void fuzz_server_start(const saas_driver *drv, struct fuzz_tenant *t)
 {
 	char state[4096];
@@ -176,6 +192,7 @@ void fuzz_server_start(const saas_driver *drv, struct fuzz_tenant *t)
 		die("server start");
 	fuzz_tenant_make(t, server_engine);
 	mcp_session(t);
+	user_session(t);
 }
 
 size_t fuzz_server_exchange(const void *data, size_t len, char *answer, size_t cap)
@@ -248,8 +265,8 @@ size_t fuzz_server_exchange(const void *data, size_t len, char *answer, size_t c
 
 char *fuzz_substitute(const uint8_t *data, size_t *len, const struct fuzz_tenant *t)
 {
-	static const char *const names[] = { "@KEY@", "@SB@", "@SID@" };
-	const char *values[] = { t->key, t->sandbox_id, t->mcp_session };
+	static const char *const names[] = { "@KEY@", "@SB@", "@SID@", "@SESSION@", "@CSRF@" };
+	const char *values[] = { t->key, t->sandbox_id, t->mcp_session, t->session ? t->session : "", t->csrf };
 	size_t n = *len, cap = n + 1, used = 0;
 	char *out;
 

@@ -30,7 +30,14 @@ struct fuzz_tenant {
 	char sandbox_id[SAAS_ID_MAX + 1];
 	char mcp_session[128];  /* an initialized MCP session on the server (fuzz_server_start), or "" */
 	char preview_name[SAAS_PREVIEW_NAME_LEN + 1]; /* port 8000's preview host label */
+	/* fuzz_server_start: an operator user of the account (FUZZ_EMAIL, FUZZ_PASSWORD), logged in. */
+	char *session;                   /* its session token */
+	char csrf[65];                   /* that session's CSRF token */
 };
+
+/* The tenant's user on the server (fuzz_server_start). */
+#define FUZZ_EMAIL "fuzz@example.org"
+#define FUZZ_PASSWORD "fuzz-password"
 
 /* The fake driver with bounded commands; port_connect, when not NULL, replaces the fake guest's ports. */
 const saas_driver *fuzz_driver(int (*port_connect)(void *ctx, const char *name, unsigned int port, int *fd));
@@ -57,9 +64,11 @@ size_t fuzz_server_exchange(const void *data, size_t len, char *answer, size_t c
 
 /*
  * data with "@KEY@" replaced by the tenant's API key, "@SB@" by its
- * sandbox's id and "@SID@" by its MCP session, so that seeds (and what the
- * fuzzer makes of them) reach authenticated routes, a real sandbox and MCP
- * past initialize. malloc()ed, NUL-terminated; *len in/out.
+ * sandbox's id, "@SID@" by its MCP session, "@SESSION@" by its user's
+ * session token and "@CSRF@" by that session's CSRF token, so that seeds
+ * (and what the fuzzer makes of them) reach authenticated routes, a real
+ * sandbox, MCP past initialize and the dashboard's pages and forms.
+ * malloc()ed, NUL-terminated; *len in/out.
  */
 char *fuzz_substitute(const uint8_t *data, size_t *len, const struct fuzz_tenant *t);
 

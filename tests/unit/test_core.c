@@ -362,6 +362,76 @@ static void test_people(void **state)
 	saas_user_free(u);
 }
 
+/*
+ * Disabling an account is an operator's answer to abuse: its sandboxes stop
+ * at once, billed to that moment, whoever's engine disables it. Another
+ * account's sandboxes run on.
+ */
+static void test_disable_ends_sandboxes(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options o = f->opts;
+	saas_engine *admin = NULL;
+	saas_sandbox *a1 = create(f->a, NULL, 600), *a2 = create(f->a, NULL, 600), *b1 = create(f->b, NULL, 600);
+	saas_sandbox *got = NULL;
+	int64_t at;
+	unsigned int n = 0;
+
+	fake_now += 60000;
+	at = fake_now;
+	assert_int_equal(saas_account_disable(f->engine, f->account_a, 1), SAAS_OK);
+	for (int i = 0; i < 2; i++) {
+		const char *id = i ? a2->id : a1->id;
+		assert_int_equal(saas_sandbox_get(&got, f->a, id), SAAS_OK);
+		assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+		assert_int_equal(got->end_reason, SAAS_END_DISABLED);
+		assert_string_equal(saas_end_reason_name(got->end_reason), "disabled");
+		assert_true(got->destroyed_at_ms == at);
+		assert_true(got->cost_usd_micro > 0);
+		assert_false(saas_fake_vm_exists(id));
+		saas_sandbox_free(got);
+	}
+	assert_int_equal(saas_sandbox_get(&got, f->b, b1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	assert_true(saas_fake_vm_exists(b1->id));
+	saas_sandbox_free(got);
+	/* Enabling gives nothing back. */
+	assert_int_equal(saas_account_disable(f->engine, f->account_a, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, a1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	saas_sandbox_free(got);
+	saas_sandbox_free(a1);
+	saas_sandbox_free(a2);
+
+	/*
+	 * The admin commands' store-only engine runs no VM: the engine that runs
+	 * them ends them at its next sweep, billed to the disable, not to the sweep.
+	 */
+	a1 = create(f->a, NULL, 600);
+	o.flags = SAAS_ENGINE_STORE_ONLY;
+	o.driver = NULL;
+	assert_int_equal(saas_engine_open(&admin, &o), SAAS_OK);
+	fake_now += 60000;
+	at = fake_now;
+	assert_int_equal(saas_account_disable(admin, f->account_a, 1), SAAS_OK);
+	assert_true(saas_fake_vm_exists(a1->id));
+	fake_now += 120000;
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
+	assert_int_equal(n, 1);
+	assert_int_equal(saas_sandbox_get(&got, f->a, a1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_DISABLED);
+	assert_true(got->destroyed_at_ms == at);
+	assert_false(saas_fake_vm_exists(a1->id));
+	saas_sandbox_free(got);
+	assert_int_equal(saas_sandbox_get(&got, f->b, b1->id), SAAS_OK);
+	assert_int_equal(got->status, SAAS_SANDBOX_READY);
+	saas_sandbox_free(got);
+	saas_engine_free(admin);
+	saas_sandbox_free(a1);
+	saas_sandbox_free(b1);
+}
+
 static void test_keys(void **state)
 {
 	struct fixture *f = *state;
@@ -1292,6 +1362,59 @@ static void test_usage(void **state)
 	saas_sandbox_free(s2);
 }
 
+/*
+ * The driver's templates in the engine's stats: each with its state, the
+ * size class of its shape ("" for none) and its saved state's size (only
+ * when ready), by image then shape; and none from a table older than
+ * version 5, whose template_list slot is past its end.
+ */
+static void test_stats_templates(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_stats *st = NULL;
+	saas_sandbox *sb;
+	saas_driver old = saas_fake_driver;
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine *e2 = NULL;
+	char *dir = NULL, *url = NULL;
+
+	assert_int_equal(saas_engine_stats_get(&st, f->engine), SAAS_OK);
+	assert_int_equal(st->ntemplates, 0);
+	saas_engine_stats_free(st);
+	saas_fake_template_set("zz", 4, 8192, 80, SAAS_TEMPLATE_BUILDING, 123);
+	saas_fake_template_set("default", 3, 1000, 5, SAAS_TEMPLATE_FAILED, 0);
+	sb = create(f->a, NULL, 0); /* "small" of the default image: its template, ready */
+	assert_int_equal(saas_engine_stats_get(&st, f->engine), SAAS_OK);
+	assert_int_equal(st->ntemplates, 3);
+	assert_string_equal(st->templates[0]->image, "default");
+	assert_string_equal(st->templates[0]->size, "small");
+	assert_int_equal(st->templates[0]->state, SAAS_TEMPLATE_READY);
+	assert_true(st->templates[0]->state_bytes == (int64_t)4096 << 20);
+	assert_string_equal(st->templates[1]->image, "default");
+	assert_string_equal(st->templates[1]->size, "");
+	assert_int_equal(st->templates[1]->vcpus, 3);
+	assert_string_equal(saas_template_state_name(st->templates[1]->state), "failed");
+	assert_string_equal(st->templates[2]->image, "zz");
+	assert_string_equal(st->templates[2]->size, "medium");
+	assert_string_equal(saas_template_state_name(st->templates[2]->state), "building");
+	assert_true(st->templates[2]->state_bytes == 0);
+	assert_string_equal(saas_template_state_name(99), "unknown");
+	saas_engine_stats_free(st);
+	saas_sandbox_free(sb);
+
+	/* A version 4 table ends before template_list: never read. */
+	old.version = 4;
+	assert_int_equal(saas_test_engine_options(&o, &old, &dir, &url), 0);
+	o.flags = SAAS_ENGINE_NO_REAPER;
+	assert_int_equal(saas_engine_open(&e2, &o), SAAS_OK);
+	assert_int_equal(saas_engine_stats_get(&st, e2), SAAS_OK);
+	assert_int_equal(st->ntemplates, 0);
+	saas_engine_stats_free(st);
+	saas_engine_free(e2);
+	saas_test_rmdir(dir);
+	free(url);
+}
+
 static void test_account_info(void **state)
 {
 	struct fixture *f = *state;
@@ -2210,6 +2333,8 @@ int main(void)
 		cmocka_unit_test(test_engine_bad_options),
 		cmocka_unit_test_setup_teardown(test_state_dir_is_exclusive, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_accounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disable_ends_sandboxes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stats_templates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_people, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),

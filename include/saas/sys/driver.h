@@ -22,7 +22,7 @@
 SAAS_BEGIN_DECLS
 
 /** Version of struct saas_driver this header describes. */
-#define SAAS_DRIVER_VERSION 4
+#define SAAS_DRIVER_VERSION 5
 
 /** What the engine hands a driver when opening it. Valid until close. */
 typedef struct {
@@ -143,6 +143,19 @@ typedef int (*saas_entry_fn)(void *userdata, const saas_file_entry *entry);
 
 /** Receives a VM name from vm_list. Return non-zero to stop. */
 typedef int (*saas_name_fn)(void *userdata, const char *name);
+
+/** A template, as template_list reports it (version 5). Valid during the callback only. */
+typedef struct {
+	const char *image;         /**< The image it boots. */
+	unsigned int vcpus;        /**< The VM shape its clones have. */
+	unsigned int memory_mb;
+	unsigned int disk_gb;
+	int state;                 /**< saas_template_state: building, ready or failed. */
+	int64_t state_bytes;       /**< What its saved state takes on storage; 0 unless ready. */
+} saas_driver_template;
+
+/** Receives a template from template_list. Return non-zero to stop. */
+typedef int (*saas_template_fn)(void *userdata, const saas_driver_template *tmpl);
 
 /**
  * A VM driver. Every slot returns SAAS_OK or a negative SAAS_E* code, says why
@@ -270,6 +283,15 @@ typedef struct saas_driver {
 	 * never outdated.
 	 */
 	int (*vm_outdated)(void *ctx, const char *name, int *outdated);
+
+	/* Version 5. */
+
+	/**
+	 * Every template the driver holds, is building or failed to build, for
+	 * the operator's view of the host (saas_engine_stats). Cheap: no VM is
+	 * touched. NULL: the driver makes no templates.
+	 */
+	int (*template_list)(void *ctx, saas_template_fn fn, void *userdata);
 } saas_driver;
 
 SAAS_END_DECLS

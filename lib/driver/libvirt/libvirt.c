@@ -943,4 +943,5 @@ const saas_driver saas__driver_libvirt = {
 	saas__lv_snapshot_delete,
 	saas__lv_snapshot_list,
 	lv_vm_outdated,
+	.template_list = saas__lv_template_list,
 };

@@ -279,6 +279,8 @@ struct tmpl {
 	int state;                       /* enum tmpl_state */
 	int memfd;                       /* a mapped template's sealed RAM (memfile.c); -1: not loaded (yet) */
 	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
+	char image[64];                  /* what it boots and its shape, once a build was asked for (template_list) */
+	unsigned int vcpus, memory_mb, disk_gb;
 	struct tmpl *next;
 };
 
@@ -783,6 +785,8 @@ void saas__lv_template_break(struct drv *d, const char *key);
 int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *fd, bool *broken);
 /* What a previous engine on this state directory left of template builds. */
 void saas__lv_templates_cleanup(struct drv *d);
+/* The driver's template_list slot: the ready templates on disk, then those building or failed. */
+int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata);
 
 /* ---- snapshots (snapshot.c) ------------------------------------------------------------------ */
 

@@ -437,6 +437,10 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 	*level = SAAS_LOG_INFO;
 	d->builder_started = d->builder_busy = true;
 	t->state = TMPL_BUILDING;
+	saas__strlcpy(t->image, job->image, sizeof(t->image));
+	t->vcpus = job->vcpus;
+	t->memory_mb = job->memory_mb;
+	t->disk_gb = job->disk_gb;
 	saas__lv_log(d, SAAS_LOG_INFO, "building template %s (%s, %u vCPU, %u MiB) in the background", t->key, im->name,
 	             spec->vcpus, spec->memory_mb);
 	return "its template is being built";
@@ -505,4 +509,65 @@ int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *
 	}
 	free(path);
 	return rc;
+}
+
+/*
+ * Report each template: the ready ones as their description on disk says
+ * (a previous engine's too), then the builds this driver asked for that run
+ * or failed. The callback is called without d->mu held.
+ */
+int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
+{
+	struct drv *d = ctx;
+	char *root = saas__lv_path_join(d->dir, "templates");
+	DIR *dir = root ? opendir(root) : NULL;
+	struct dirent *e;
+	struct tmpl *pending = NULL;
+	size_t npending = 0, cap = 0;
+	int rc = root ? SAAS_OK : SAAS_ENOMEM, stop = 0;
+
+	while (dir && !stop && (e = readdir(dir))) {
+		saas_driver_template t;
+		char *sub, *meta = NULL;
+		json_t *j = NULL;
+		if (e->d_name[0] == '.' || strlen(e->d_name) != 32) /* "KEY.tmp" is a build not done yet */
+			continue;
+		if (!(sub = saas__lv_path_join(root, e->d_name)) || !(meta = saas__lv_path_join(sub, "template.json"))) {
+			free(sub);
+			rc = SAAS_ENOMEM;
+			break;
+		}
+		free(sub);
+		if ((j = json_load_file(meta, 0, NULL)) && json_is_string(json_object_get(j, "image"))) {
+			memset(&t, 0, sizeof(t));
+			t.image = json_string_value(json_object_get(j, "image"));
+			t.vcpus = (unsigned int)json_integer_value(json_object_get(j, "vcpus"));
+			t.memory_mb = (unsigned int)json_integer_value(json_object_get(j, "memory_mb"));
+			t.disk_gb = (unsigned int)json_integer_value(json_object_get(j, "disk_gb"));
+			t.state = SAAS_TEMPLATE_READY;
+			t.state_bytes = json_integer_value(json_object_get(j, "state_bytes"));
+			stop = fn(userdata, &t);
+		}
+		json_decref(j);
+		free(meta);
+	}
+	if (dir)
+		closedir(dir);
+	free(root);
+	pthread_mutex_lock(&d->mu);
+	for (struct tmpl *t = d->tmpls; rc == SAAS_OK && t; t = t->next) {
+		if ((t->state != TMPL_BUILDING && t->state != TMPL_BROKEN) || !t->image[0])
+			continue;
+		if ((rc = SAAS__ARRAY_RESERVE(pending, cap, npending + 1)) == SAAS_OK)
+			pending[npending++] = *t;
+	}
+	pthread_mutex_unlock(&d->mu);
+	for (size_t i = 0; rc == SAAS_OK && !stop && i < npending; i++) {
+		saas_driver_template t = { pending[i].image, pending[i].vcpus, pending[i].memory_mb, pending[i].disk_gb,
+			                       pending[i].state == TMPL_BUILDING ? SAAS_TEMPLATE_BUILDING : SAAS_TEMPLATE_FAILED,
+			                       0 };
+		stop = fn(userdata, &t);
+	}
+	free(pending);
+	return rc == SAAS_ENOMEM ? saas__oom() : rc;
 }

@@ -247,6 +247,12 @@ def test_open():
     check("csrf: Sec-Fetch-Site cross-site is refused", r.status == 403, r.status)
     r = b.post("/dashboard/keys", {"name": "x", "csrf": good}, origin=False, headers={"Origin": "null"})
     check("csrf: Origin null is refused", r.status == 403, r.status)
+    r = b.post("/dashboard/keys", {"name": "x", "csrf": good},
+               headers={"Content-Type": "application/x-www-form-urlencodedx"})
+    check("a form of another media type that begins like one is refused", r.status == 415, r.status)
+    r = b.post("/dashboard/keys", {"name": "form-charset", "csrf": good},
+               headers={"Content-Type": "application/x-www-form-urlencoded; charset=UTF-8"})
+    check("a form with a charset parameter is taken", r.status == 201, r.status)
     r = Browser(s).post("/dashboard/keys", {"name": "x", "csrf": good}, cookies=False)
     check("no session: a form post goes to /login", r.status == 303 and r.headers["Location"] == "/login")
 
@@ -364,8 +370,17 @@ def test_open():
     check("operator: add credit", r.status == 303, r.status)
     r = b2.req("GET", "/dashboard")
     check("the credit shows on the account's balance", re.search(r'id="balance">\$?7\.50', r.text), r.text[:600])
+    live = re.search(r'"id":"(sbx-[a-z0-9-]+)"', api(s, "POST", "/v1/sandboxes", k2, '{"timeout_s": 600}').text)
+    live = live.group(1) if live else "sbx-none"
     r = op.post(f"/dashboard/operator/accounts/{acc}/disable", {"disabled": "1"}, token_from="/dashboard/operator")
     check("operator: disable", r.status == 303, r.status)
+    r = op.req("GET", "/dashboard/operator")
+    check("operator: the account reads disabled", re.search(f'id="account-{acc}">.*?<td>disabled</td>', r.text),
+          r.text[:1500])
+    # The fake driver keeps a template, ready, for each image and shape it made a VM of.
+    check("operator: host load lists the templates", re.search(
+        r'<table id="templates">.*?<tr data-state="ready"><td>default</td><td>small \(2 vCPU, 4096 MiB, 40 GiB\)</td>'
+        r'<td class="status">ready</td><td>4096 MiB</td>', r.text), r.text[:3000])
     r = api(s, "GET", "/v1/account", k2)
     check("a disabled account's key is refused", r.status == 401, r.status)
     r = b2.req("GET", "/dashboard")
@@ -374,6 +389,21 @@ def test_open():
     check("admin: account enable", out.returncode == 0, out.stderr)
     r = api(s, "GET", "/v1/account", k2)
     check("an enabled account's key works again", r.status == 200, r.status)
+    r = api(s, "GET", f"/v1/sandboxes/{live}", k2)
+    check("disabling destroyed the account's sandbox", '"status":"destroyed"' in r.text and
+          '"end_reason":"disabled"' in r.text, r.text)
+    # The admin command opens the store only: the running server's next sweep destroys them.
+    live = re.search(r'"id":"(sbx-[a-z0-9-]+)"', api(s, "POST", "/v1/sandboxes", k2, '{"timeout_s": 600}').text)
+    live = live.group(1) if live else "sbx-none"
+    out = s.admin("account", "disable", "--id", acc)
+    check("admin: account disable", out.returncode == 0 and "sandboxes" in out.stderr, out.stderr)
+    for _ in range(300):
+        if f"is disabled; destroying {live}" in open(s.log.name).read():
+            break
+        time.sleep(0.1)
+    s.admin("account", "enable", "--id", acc)
+    r = api(s, "GET", f"/v1/sandboxes/{live}", k2)
+    check("admin disable: the server's sweep destroys the sandbox", '"end_reason":"disabled"' in r.text, r.text)
     s.stop()
 
 
