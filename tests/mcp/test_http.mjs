@@ -86,7 +86,7 @@ async function rawSession(extra = {}) {
   return sid;
 }
 
-test('initialize, 14 tools, annotations and schemas', async () => {
+test('initialize, 17 tools, annotations and schemas', async () => {
   const { client, transport } = await connect();
   assert.equal(client.getServerVersion().name, 'libsaas');
   assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
@@ -354,7 +354,7 @@ test('transport rules: sessions, Origin, Accept, versions, methods', async () =>
   assert.match(sse.res.headers.get('content-type'), /text\/event-stream/);
   assert.equal(sse.res.headers.get('cache-control'), 'no-cache');
   const data = JSON.parse(sse.text.split('\n').find(l => l.startsWith('data: ')).slice(6));
-  assert.equal(data.result.tools.length, 14);
+  assert.equal(data.result.tools.length, 17);
   // GET: 405 with Allow.
   const get = await fetch(endpoint, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
   await get.text();

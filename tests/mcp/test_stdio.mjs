@@ -171,7 +171,7 @@ test('initialize, 13 tools (no get_service_info), a whole agent session with val
 test('no AAS_API_KEY: tools/list works, a tool call is isError saying how to set AAS_API_KEY', async () => {
   const { client, stderr } = await connect(envWith({}));
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 13);
+  assert.equal(tools.length, 16);
   const r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /AAS_API_KEY/);
@@ -219,7 +219,7 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   assert.equal(batch[1].error.code, -32601);
   assert.equal(inval.error.code, -32600);
   assert.equal(list.id, 5);
-  assert.equal(list.result.tools.length, 13);
+  assert.equal(list.result.tools.length, 16);
 });
 
 // Spawn aas-mcp, write `input` to it and close stdin; its exit code and its output lines, parsed.
