@@ -28,6 +28,9 @@
 /* What the extend form adds unless told otherwise, and at most (the engine bounds it further). */
 #define EXTEND_MINUTES_DEFAULT 30
 #define EXTEND_MINUTES_MAX 1440
+/* Executions the sandbox's page lists, newest first; and the bytes of a command it shows (up to 128 KiB each). */
+#define EXECUTIONS_RECENT_MAX 20
+#define COMMAND_SHOWN_MAX 200
 
 /* "$4.987500": dollars to the micro-dollar, as billed (a sandbox's minutes cost fractions of a cent). */
 static const char *usd(char buf[40], int64_t micro)
@@ -214,11 +217,7 @@ void aas_h_dashboard(struct aas_req *r, struct aas_reply *out)
 	aas_viewer_free(&v);
 }
 
-/*
- * The commands running in the sandbox now, with how much they have written.
- * Ended ones are kept by id only (GET /v1/executions/{id}): libsaas lists the
- * running ones, not the history.
- */
+/* The commands running in the sandbox now, with how much they have written. */
 static void executions_running(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
 {
 	saas_execution_list *list = NULL;
@@ -247,8 +246,74 @@ static void executions_running(struct aas_html *h, const struct aas_viewer *v, c
 		}
 		aas_html_raw(h, "</tbody></table>");
 	}
-	aas_html_printf(h, "<p>An execution's output, running or ended, is in the API: <code>GET /v1/executions/{id}</code>, "
-	                   "from the id that <code>POST /v1/sandboxes/%s/exec</code> answered.</p>", sb->id);
+	saas_execution_list_free(list);
+}
+
+/* A command's first COMMAND_SHOWN_MAX bytes, cut before a UTF-8 character's continuation, then "…". */
+static const char *command_shown(char buf[COMMAND_SHOWN_MAX + 4], const char *command)
+{
+	size_t n = strlen(command);
+
+	if (n <= COMMAND_SHOWN_MAX)
+		return command;
+	n = COMMAND_SHOWN_MAX;
+	while (n > 0 && ((unsigned char)command[n] & 0xc0) == 0x80)
+		n--;
+	memcpy(buf, command, n);
+	memcpy(buf + n, "\xe2\x80\xa6", 4);
+	return buf;
+}
+
+/* How an execution ended, for people: "exited 0", "failed: why", "timeout", "running". */
+static void outcome(struct aas_html *h, const saas_execution *e)
+{
+	if (e->status == SAAS_EXEC_EXITED)
+		aas_html_printf(h, "exited %d", e->exit_code);
+	else if (e->status == SAAS_EXEC_FAILED && e->error && *e->error)
+		aas_html_printf(h, "failed: %s", e->error);
+	else
+		aas_html_printf(h, "%s", saas_exec_status_name(e->status));
+}
+
+/* The sandbox's history: its latest executions, running or ended, newest first. */
+static void executions_recent(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
+{
+	saas_execution_list *list = NULL;
+	char cmd[COMMAND_SHOWN_MAX + 4], b2[40], b3[64];
+	int rc;
+
+	aas_html_raw(h, "<h2>Recent executions</h2>");
+	if ((rc = saas_execution_list_get(&list, v->client, sb->id, NULL, EXECUTIONS_RECENT_MAX, 0)) < 0) {
+		aas_html_printf(h, "<p class=\"error\">The executions cannot be read now: %s.</p>",
+		                saas_error_last()->message);
+	} else if (!list->count) {
+		aas_html_raw(h, "<p id=\"no-history\">None yet.</p>");
+	} else {
+		aas_html_raw(h, "<table id=\"history\"><thead><tr><th scope=\"col\">Command</th>"
+		                "<th scope=\"col\">Status</th><th scope=\"col\">Duration</th>"
+		                "<th scope=\"col\">Started</th><th scope=\"col\">Execution</th></tr></thead><tbody>");
+		for (size_t i = 0; i < list->count; i++) {
+			const saas_execution *e = list->items[i];
+
+			if (e->finished_at_ms && e->duration_ms < 1000)
+				snprintf(b2, sizeof(b2), "%lld ms", (long long)e->duration_ms);
+			else if (e->finished_at_ms)
+				span(b2, e->duration_ms);
+			else
+				snprintf(b2, sizeof(b2), "%s", "still running");
+			aas_html_printf(h, "<tr id=\"ran-%s\" data-status=\"%s\"><td><code>%s</code></td><td>", e->id,
+			                saas_exec_status_name(e->status), command_shown(cmd, e->command ? e->command : ""));
+			outcome(h, e);
+			aas_html_printf(h, "</td><td>%s</td><td>%s</td><td><code>%s</code></td></tr>", b2,
+			                when(b3, e->started_at_ms), e->id);
+		}
+		aas_html_raw(h, "</tbody></table>");
+		if (list->next_cursor)
+			aas_html_printf(h, "<p>The latest %u; every one: <code>GET /v1/sandboxes/%s/executions</code>.</p>",
+			                (unsigned int)EXECUTIONS_RECENT_MAX, sb->id);
+	}
+	aas_html_raw(h, "<p>An execution's output, running or ended, is in the API: "
+	                "<code>GET /v1/executions/{id}</code>, with the id listed here.</p>");
 	saas_execution_list_free(list);
 }
 
@@ -295,6 +360,7 @@ void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 		aas_html_raw(&h, "</tbody></table>");
 	}
 	executions_running(&h, &v, sb);
+	executions_recent(&h, &v, sb);
 end:
 	page_end(out, &h, rc, 200);
 out:

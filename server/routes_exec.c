@@ -667,21 +667,33 @@ void aas_h_execution_cancel(struct aas_req *r, struct aas_reply *out)
 		reply_brief(r, out);
 }
 
-/* GET /v1/sandboxes/{id}/executions?running=true */
+/*
+ * GET /v1/sandboxes/{id}/executions: the history, newest first, a page at a
+ * time (limit, cursor); ?running=true: only the running ones, oldest first.
+ */
 void aas_h_execution_list(struct aas_req *r, struct aas_reply *out)
 {
 	saas_execution_list *list = NULL;
-	bool running = true;
+	const char *cursor;
+	bool running = false;
+	unsigned int limit = 0;
 	int rc;
 
-	if (!aas_query_bool(r, "running", &running, out))
+	if (!aas_query_bool(r, "running", &running, out) || !aas_query(r, "cursor", &cursor, out) ||
+	    !aas_query_uint(r, "limit", 1, SAAS_EXECUTION_LIST_MAX, &limit, out))
 		return;
-	if (!running) {
+	if (running && (cursor || limit)) {
 		aas_reply_error(out, 400, "invalid_argument",
-		                "only running executions are listed (running=true); read an ended one by its id");
+		                "running=true lists every running execution: it takes no limit or cursor");
 		return;
 	}
-	if ((rc = saas_execution_list_running(&list, r->client, r->route_id, 0)) < 0)
+	if (cursor && !*cursor)
+		cursor = NULL;
+	if (running)
+		rc = saas_execution_list_running(&list, r->client, r->route_id, 0);
+	else
+		rc = saas_execution_list_get(&list, r->client, r->route_id, cursor, limit, 0);
+	if (rc < 0)
 		aas_reply_saas(out, rc);
 	else
 		aas_reply_json(out, 200, saas__wire_execution_list(list));

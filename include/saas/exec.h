@@ -77,6 +77,8 @@ typedef struct saas_execution {
 	uint64_t stdout_total;             /**< Bytes the command wrote to stdout so far, kept or not. */
 	uint64_t stderr_total;
 	int stdin_open;                    /**< Non-zero while saas_execution_stdin() is taken. */
+	/** The command line as given; NULL where it is not known (a running one, an older server). */
+	char *command;
 } saas_execution;
 
 /** Return at once with a running execution; poll it with saas_execution_get(). */
@@ -259,6 +261,7 @@ SAAS_EXTERN(int) saas_execution_cancel(saas_client *client, const char *executio
 typedef struct saas_execution_list {
 	size_t count;
 	saas_execution **items;      /**< Without their output (lengths 0). */
+	char *next_cursor;           /**< saas_execution_list_get(): pass it back for the next page; NULL at the end. */
 } saas_execution_list;
 
 /**
@@ -272,6 +275,29 @@ typedef struct saas_execution_list {
  */
 SAAS_EXTERN(int) saas_execution_list_running(saas_execution_list **out, saas_client *client,
                                              const char *sandbox_id, unsigned int flags);
+
+/** saas_execution_list_get(): the page size when limit is 0. */
+#define SAAS_EXECUTION_LIST_DEFAULT 50
+/** saas_execution_list_get(): the largest page. */
+#define SAAS_EXECUTION_LIST_MAX 500
+
+/**
+ * A sandbox's executions, running and ended, newest first (by start, then
+ * id): its history. Ended ones stay until the engine prunes them.
+ *
+ * @param out         [out] free with saas_execution_list_free(); its items lack their output
+ *                    (read one with saas_execution_get()); next_cursor is NULL on the last page.
+ * @param sandbox_id  a sandbox of the client's account, live or destroyed.
+ * @param cursor      NULL for the newest, or a previous page's next_cursor (at most 128 bytes).
+ * @param limit       at most this many (at most SAAS_EXECUTION_LIST_MAX); 0: SAAS_EXECUTION_LIST_DEFAULT.
+ * @param flags       0.
+ * @return SAAS_OK; SAAS_EINVAL (a bad cursor, a limit over the maximum, an unknown flag);
+ *         SAAS_ENOTFOUND (unknown, or another account's sandbox); SAAS_ESTORE; SAAS_ENOMEM.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_execution_list_get(saas_execution_list **out, saas_client *client, const char *sandbox_id,
+                                         const char *cursor, unsigned int limit, unsigned int flags);
 
 /**
  * Free a list; NULL is ignored.

@@ -38,6 +38,7 @@ const struct saas__client_ops saas__local_ops = {
 	saas__local_sandbox_fork,
 	saas__local_sandbox_pause,
 	saas__local_sandbox_resume,
+	saas__local_execution_list,
 };
 
 #define CHECK_CLIENT(c)                                      \
@@ -589,6 +590,30 @@ SAAS_EXTERN(int) saas_execution_list_running(saas_execution_list **out, saas_cli
 	if (!c->ops->execution_list_running)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot list executions");
 	return c->ops->execution_list_running(c, sandbox_id, out);
+}
+
+SAAS_EXTERN(int) saas_execution_list_get(saas_execution_list **out, saas_client *c, const char *sandbox_id,
+                                         const char *cursor, unsigned int limit, unsigned int flags)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(sandbox_id, "sandbox")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (limit > SAAS_EXECUTION_LIST_MAX)
+		return saas__inval("list limit %u is over %u", limit, SAAS_EXECUTION_LIST_MAX);
+	/* The shape is checked where it is parsed (the engine, or the server behind a remote client). */
+	if (cursor && (!*cursor || strlen(cursor) > 128))
+		return saas__inval("invalid list cursor");
+	if (!c->ops->execution_list)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot list executions");
+	return c->ops->execution_list(c, sandbox_id, cursor, limit ? limit : SAAS_EXECUTION_LIST_DEFAULT, out);
 }
 
 SAAS_EXTERN(int) saas_execution_get(saas_execution **out, saas_client *c, const char *id)

@@ -175,6 +175,10 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
                              const struct saas__network *net, saas_sandbox_list **out);
 int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out);
 int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **out);
+/* A list cursor "<time_ms>.<id>" (sandbox.c): SAAS_EINVAL if it is not one. */
+int saas__list_cursor_parse(const char *cursor, int64_t *at_ms, char *id, size_t idsize);
+int saas__local_execution_list(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
+                               saas_execution_list **out);
 /* Is the driver able to snapshot (version 4, every snapshot slot)? */
 bool saas__can_snapshot(const saas_engine *e);
 /* Delete a snapshot, logging a failure (reconcile deletes it later). */

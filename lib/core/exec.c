@@ -3,6 +3,7 @@
  * in the foreground or the background.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,7 +82,8 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 	p->stderr_total = x->stderr_len;
 	if (!(p->id = saas__strdup(x->id)) || !(p->sandbox_id = saas__strdup(x->sandbox_id)) ||
 	    !(p->stdout_data = malloc(x->stdout_len + 1)) || !(p->stderr_data = malloc(x->stderr_len + 1)) ||
-	    !(p->error = saas__strdup(x->error ? x->error : ""))) {
+	    !(p->error = saas__strdup(x->error ? x->error : "")) ||
+	    (x->command && !(p->command = saas__strdup(x->command)))) {
 		saas_execution_free(p);
 		return saas__oom();
 	}
@@ -92,6 +94,63 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 		memcpy(p->stderr_data, x->stderr_data, x->stderr_len);
 	p->stderr_data[x->stderr_len] = '\0';
 	*out = p;
+	return SAAS_OK;
+}
+
+struct collect_executions {
+	saas_execution_list *list;
+	size_t cap;
+	int rc;
+};
+
+static int collect_execution(void *ud, const saas_store_execution *x)
+{
+	struct collect_executions *c = ud;
+
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0 ||
+	    (c->rc = execution_public(x, &c->list->items[c->list->count])) < 0)
+		return 1;
+	c->list->count++;
+	return 0;
+}
+
+int saas__local_execution_list(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
+                               saas_execution_list **out)
+{
+	saas_engine *e = c->engine;
+	struct collect_executions ce = { NULL, 0, SAAS_OK };
+	saas_store_sandbox sb;
+	char cursor_id[SAAS_ID_MAX + 1];
+	int64_t cursor_ms = 0;
+	int rc;
+
+	if (cursor && (rc = saas__list_cursor_parse(cursor, &cursor_ms, cursor_id, sizeof(cursor_id))) < 0)
+		return rc;
+	/* Tenancy: another account's sandbox is not found, and so are its executions. */
+	if ((rc = saas__sandbox_get_owned(c, sandbox_id, &sb)) < 0)
+		return rc;
+	if (!(ce.list = calloc(1, sizeof(*ce.list))))
+		return saas__oom();
+	/* One more than asked tells whether another page exists. */
+	rc = e->store->execution_list(e->store_ctx, sandbox_id, cursor_ms, cursor ? cursor_id : NULL, limit + 1,
+	                              collect_execution, &ce);
+	if (rc == SAAS_OK)
+		rc = ce.rc;
+	if (rc == SAAS_OK && ce.list->count > limit) {
+		saas_execution *last = ce.list->items[limit - 1];
+
+		saas_execution_free(ce.list->items[limit]);
+		ce.list->count = limit;
+		if (asprintf(&ce.list->next_cursor, "%lld.%s", (long long)last->started_at_ms, last->id) < 0) {
+			ce.list->next_cursor = NULL;
+			rc = saas__oom();
+		}
+	}
+	if (rc < 0) {
+		saas_execution_list_free(ce.list);
+		return rc;
+	}
+	*out = ce.list;
 	return SAAS_OK;
 }
 

@@ -115,6 +115,7 @@ SAAS_EXTERN(void) saas_execution_free(saas_execution *x)
 	free(x->stdout_data);
 	free(x->stderr_data);
 	free(x->error);
+	free(x->command);
 	free(x);
 }
 
@@ -125,6 +126,7 @@ SAAS_EXTERN(void) saas_execution_list_free(saas_execution_list *list)
 	for (size_t i = 0; i < list->count; i++)
 		saas_execution_free(list->items[i]);
 	free(list->items);
+	free(list->next_cursor);
 	free(list);
 }
 

@@ -104,6 +104,9 @@ struct saas__client_ops {
 	                    const struct saas__network *net, saas_sandbox_list **out);
 	int (*sandbox_pause)(saas_client *c, const char *id, saas_sandbox **out);
 	int (*sandbox_resume)(saas_client *c, const char *id, saas_sandbox **out);
+	/* A sandbox's executions, newest first; limit already bounded and defaulted. */
+	int (*execution_list)(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
+	                      saas_execution_list **out);
 };
 
 struct saas_client {

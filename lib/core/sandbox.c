@@ -457,8 +457,11 @@ int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out)
 /* Digits of a cursor's time: 18 cannot overflow an int64_t (a time in ms has 13). */
 #define CURSOR_DIGITS_MAX 18
 
-/* Cursors are "<created_at_ms>.<id>" of the last item of the previous page, as written: digits only. */
-static int parse_cursor(const char *cursor, int64_t *created, char *id, size_t idsize)
+/*
+ * Cursors are "<time_ms>.<id>" of the last item of the previous page (a
+ * sandbox's created_at, an execution's started_at), as written: digits only.
+ */
+int saas__list_cursor_parse(const char *cursor, int64_t *created, char *id, size_t idsize)
 {
 	size_t n = strspn(cursor, "0123456789");
 	int64_t v = 0;
@@ -510,7 +513,7 @@ int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int li
 	f.live = (flags & SAAS_LIST_ACTIVE) ? 1 : (flags & SAAS_LIST_DESTROYED) ? -1 : 0;
 	f.limit = limit + 1; /* one more tells whether another page exists */
 	if (cursor) {
-		if ((rc = parse_cursor(cursor, &f.before_created_ms, cursor_id, sizeof(cursor_id))) < 0)
+		if ((rc = saas__list_cursor_parse(cursor, &f.before_created_ms, cursor_id, sizeof(cursor_id))) < 0)
 			return rc;
 		f.before_id = cursor_id;
 	}

@@ -71,6 +71,8 @@ int saas__remote_execution_stdin(saas_client *c, const char *id, const void *dat
 int saas__remote_execution_signal(saas_client *c, const char *id, int signum, unsigned int flags);
 int saas__remote_execution_cancel(saas_client *c, const char *id);
 int saas__remote_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out);
+int saas__remote_execution_list(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
+                                saas_execution_list **out);
 /* Shared with remote.c: the JSON body of an exec, "/v1/COLLECTION/ID" + suffix, a decoder's verdict. */
 int saas__remote_exec_body(const char *command, const saas_exec_options *o, unsigned int flags, json_t **out);
 char *saas__remote_path(const char *collection, const char *id, const char *suffix);

@@ -557,6 +557,7 @@ static const struct saas__client_ops remote_ops = {
 	remote_sandbox_fork,
 	remote_sandbox_pause,
 	remote_sandbox_resume,
+	saas__remote_execution_list,
 };
 
 /* ---- open ---- */

@@ -245,12 +245,12 @@ int saas__remote_execution_cancel(saas_client *c, const char *id)
 	return execution_post(c, id, "/cancel", NULL);
 }
 
-int saas__remote_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out)
+/* GET a list of executions at `path` (owned: freed here). */
+static int execution_list_at(saas_client *c, char *path, saas_execution_list **out)
 {
 	struct saas_http_req req = { 0 };
-	char *path = saas__remote_path("sandboxes", sandbox_id, "/executions?running=true");
 	saas_execution_list *list = NULL;
-	const json_t *a, *v;
+	const json_t *a, *v, *next;
 	const char *bad = NULL;
 	json_t *ans = NULL;
 	size_t i;
@@ -277,11 +277,39 @@ int saas__remote_execution_list_running(saas_client *c, const char *sandbox_id, 
 			goto out;
 		list->count++;
 	}
+	next = json_object_get(ans, "next_cursor");
+	if (json_is_string(next) && !(list->next_cursor = strdup(json_string_value(next)))) {
+		rc = saas__oom();
+		goto out;
+	}
 	*out = list;
 	list = NULL;
 out:
 	saas_execution_list_free(list);
 	json_decref(ans);
 	free(path);
+	return rc;
+}
+
+int saas__remote_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out)
+{
+	return execution_list_at(c, saas__remote_path("sandboxes", sandbox_id, "/executions?running=true"), out);
+}
+
+int saas__remote_execution_list(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
+                                saas_execution_list **out)
+{
+	char *ecur = cursor ? saas__url_escape(cursor) : NULL, *suffix = NULL;
+	int rc;
+
+	if (cursor && !ecur)
+		return saas__oom();
+	if (asprintf(&suffix, "/executions?limit=%u%s%s", limit, ecur ? "&cursor=" : "", ecur ? ecur : "") < 0) {
+		free(ecur);
+		return saas__oom();
+	}
+	rc = execution_list_at(c, saas__remote_path("sandboxes", sandbox_id, suffix), out);
+	free(ecur);
+	free(suffix);
 	return rc;
 }

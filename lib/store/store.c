@@ -55,11 +55,11 @@ static const struct {
 	SLOT(user_update), SLOT(session_insert), SLOT(session_find), SLOT(session_touch), SLOT(session_delete),
 	SLOT(session_prune), SLOT(invite_insert),
 	SLOT(sandbox_set_state),
-	SLOT(sandbox_egress_record), SLOT(sandbox_egress_rebase),
+	SLOT(sandbox_egress_record), SLOT(sandbox_egress_rebase), SLOT(execution_list),
 };
 #undef SLOT
 /* A slot appended to struct saas_store and not here would go unchecked. */
-_Static_assert(offsetof(saas_store, sandbox_egress_rebase) + sizeof(void (*)(void)) == sizeof(saas_store),
+_Static_assert(offsetof(saas_store, execution_list) + sizeof(void (*)(void)) == sizeof(saas_store),
                "store_slots must name every slot of struct saas_store");
 
 int saas__store_check(const saas_store *store)

@@ -489,6 +489,9 @@ json_t *saas__wire_execution(const saas_execution *x)
 	json_object_set_new(o, "stdout_total", json_integer((json_int_t)x->stdout_total));
 	json_object_set_new(o, "stderr_total", json_integer((json_int_t)x->stderr_total));
 	json_object_set_new(o, "stdin_open", json_boolean(x->stdin_open));
+	/* Absent where the engine does not know it (a running execution). */
+	if (x->command)
+		json_object_set_new(o, "command", json_string(x->command));
 	return o;
 }
 
@@ -517,6 +520,7 @@ json_t *saas__wire_execution_list(const saas_execution_list *list)
 	for (size_t i = 0; i < list->count; i++)
 		json_array_append_new(a, saas__wire_execution_brief(list->items[i]));
 	json_object_set_new(o, "executions", a);
+	json_object_set_new(o, "next_cursor", list->next_cursor ? json_string(list->next_cursor) : json_null());
 	return o;
 }
 
@@ -584,7 +588,7 @@ int saas__wire_execution_decode(saas_execution **out, const json_t *o, const cha
 	x->stderr_total = json_is_integer(json_object_get(o, "stderr_total")) ? (uint64_t)jint(o, "stderr_total")
 	                                                                       : x->stderr_len;
 	x->stdin_open = json_is_true(json_object_get(o, "stdin_open"));
-	if (!(x->error = jdup(o, "error"))) {
+	if (!(x->error = jdup(o, "error")) || (jstr(o, "command") && !(x->command = jdup(o, "command")))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}

@@ -518,6 +518,79 @@ static void test_list(void **state)
 		saas_sandbox_free(s[i]);
 }
 
+/* A sandbox's history: every execution, running or ended, newest first, a page at a time. */
+static void test_execution_history(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_execution *x[3] = { NULL, NULL, NULL };
+	saas_execution_list *l = NULL, *page = NULL;
+	char *cursor = NULL;
+	size_t seen = 0;
+
+	x[0] = run(f->a, sb->id, "echo one", NULL);
+	usleep(5000); /* newest first means a later start */
+	x[1] = run(f->a, sb->id, "exit 3", NULL);
+	usleep(5000);
+	EXPECT(saas_exec(&x[2], f->a, sb->id, "wait", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+
+	EXPECT(saas_execution_list_get(&l, f->a, sb->id, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(l->count, 3);
+	assert_null(l->next_cursor);
+	for (size_t i = 0; i < 3; i++)
+		assert_string_equal(l->items[i]->id, x[2 - i]->id);
+	assert_int_equal(l->items[0]->status, SAAS_EXEC_RUNNING);
+	assert_string_equal(l->items[0]->command, "wait");
+	assert_int_equal(l->items[1]->status, SAAS_EXEC_EXITED);
+	assert_int_equal(l->items[1]->exit_code, 3);
+	assert_string_equal(l->items[1]->command, "exit 3");
+	assert_string_equal(l->items[2]->command, "echo one");
+	assert_true(l->items[2]->finished_at_ms >= l->items[2]->started_at_ms);
+	/* Without output: read one by its id for that. */
+	assert_int_equal(l->items[2]->stdout_len, 0);
+	saas_execution_list_free(l);
+	l = NULL;
+
+	/* One at a time from each page's cursor: the same three, in order, then the end. */
+	do {
+		EXPECT(saas_execution_list_get(&page, f->a, sb->id, cursor, 1, 0), SAAS_OK);
+		free(cursor);
+		cursor = page->next_cursor ? strdup(page->next_cursor) : NULL;
+		assert_true(page->count <= 1);
+		if (page->count) {
+			assert_true(seen < 3);
+			assert_string_equal(page->items[0]->id, x[2 - seen]->id);
+			seen++;
+		}
+		saas_execution_list_free(page);
+		page = NULL;
+	} while (cursor);
+	assert_int_equal(seen, 3);
+
+	/* Another account's sandbox is not found; bad input is refused before any work. */
+	l = (saas_execution_list *)1;
+	EXPECT(saas_execution_list_get(&l, f->b, sb->id, NULL, 0, 0), SAAS_ENOTFOUND);
+	assert_null(l);
+	EXPECT(saas_execution_list_get(&l, f->a, "sbx-nosuch", NULL, 0, 0), SAAS_ENOTFOUND);
+	EXPECT(saas_execution_list_get(&l, f->a, sb->id, NULL, SAAS_EXECUTION_LIST_MAX + 1, 0), SAAS_EINVAL);
+	EXPECT(saas_execution_list_get(&l, f->a, sb->id, NULL, 0, 1u << 3), SAAS_EINVAL);
+	EXPECT(saas_execution_list_get(&l, f->a, sb->id, "", 0, 0), SAAS_EINVAL);
+	EXPECT(saas_execution_list_get(&l, f->a, sb->id, "garbage!", 0, 0), SAAS_EINVAL);
+	EXPECT(saas_execution_list_get(NULL, f->a, sb->id, NULL, 0, 0), SAAS_EINVAL);
+	assert_null(l);
+
+	/* A destroyed sandbox keeps its history; what ran failed with it. */
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_execution_list_get(&l, f->a, sb->id, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(l->count, 3);
+	assert_string_equal(l->items[0]->id, x[2]->id);
+	assert_int_equal(l->items[0]->status, SAAS_EXEC_FAILED);
+	saas_execution_list_free(l);
+	for (int i = 0; i < 3; i++)
+		saas_execution_free(x[i]);
+	saas_sandbox_free(sb);
+}
+
 static void test_exec(void **state)
 {
 	struct fixture *f = *state;
@@ -1495,6 +1568,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_execution_history, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_background, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_stream, setup, teardown),

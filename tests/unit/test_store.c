@@ -1860,6 +1860,100 @@ static void test_sqlite_migrates_people(void **state)
 	assert_int_equal(f->st->user_insert(f->ctx, &u, NULL, 0, NULL), SAAS_OK);
 }
 
+struct exec_seen {
+	char ids[8][SAAS_ID_MAX + 1];
+	int status[8];
+	char command[8][64];
+	char error[8][32];
+	int stop_after; /* 0: never */
+	int n;
+};
+
+static int see_execution(void *ud, const saas_store_execution *e)
+{
+	struct exec_seen *s = ud;
+
+	assert_true(s->n < 8);
+	snprintf(s->ids[s->n], sizeof(s->ids[s->n]), "%s", e->id);
+	s->status[s->n] = e->status;
+	snprintf(s->command[s->n], sizeof(s->command[s->n]), "%s", e->command ? e->command : "(null)");
+	snprintf(s->error[s->n], sizeof(s->error[s->n]), "%s", e->error ? e->error : "");
+	/* The list carries no output, whatever was kept. */
+	assert_null(e->stdout_data);
+	assert_int_equal(e->stdout_len, 0);
+	s->n++;
+	return s->stop_after && s->n >= s->stop_after;
+}
+
+/* A sandbox's history: newest first, ties by id, a page at a time from a cursor, no other sandbox's. */
+static void test_execution_list(void **state)
+{
+	struct fx *f = *state;
+	saas_store_execution e;
+	struct exec_seen s;
+	static const struct {
+		const char *id, *sandbox;
+		int64_t started;
+		int status; /* running: left so */
+	} rows[] = { { "exe-a", "sbx-h", 100, SAAS_EXEC_EXITED },   { "exe-b", "sbx-h", 200, SAAS_EXEC_FAILED },
+		     { "exe-c", "sbx-h", 200, SAAS_EXEC_RUNNING },  { "exe-d", "sbx-h", 300, SAAS_EXEC_TIMEDOUT },
+		     { "exe-o", "sbx-o", 400, SAAS_EXEC_EXITED } };
+
+	add_account(f, "acc-h", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-h", "acc-h", 10, 5), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-o", "acc-h", 11, 5), SAAS_OK);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		e = exec_rec(rows[i].id, rows[i].sandbox, "acc-h");
+		e.started_at_ms = rows[i].started;
+		assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+		if (rows[i].status == SAAS_EXEC_RUNNING)
+			continue;
+		e.status = rows[i].status;
+		e.exit_code = rows[i].status == SAAS_EXEC_EXITED ? 0 : -1;
+		e.stdout_data = (char *)"out";
+		e.stdout_len = 3;
+		e.error = rows[i].status == SAAS_EXEC_FAILED ? (char *)"boom" : NULL;
+		e.finished_at_ms = rows[i].started + 50;
+		assert_int_equal(f->st->execution_finish(f->ctx, &e), SAAS_OK);
+	}
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(f->st->execution_list(f->ctx, "sbx-h", 0, NULL, 0, see_execution, &s), SAAS_OK);
+	assert_int_equal(s.n, 4);
+	assert_string_equal(s.ids[0], "exe-d");
+	assert_string_equal(s.ids[1], "exe-c"); /* same start as exe-b: the greater id first */
+	assert_string_equal(s.ids[2], "exe-b");
+	assert_string_equal(s.ids[3], "exe-a");
+	assert_int_equal(s.status[0], SAAS_EXEC_TIMEDOUT);
+	assert_int_equal(s.status[1], SAAS_EXEC_RUNNING);
+	assert_string_equal(s.error[2], "boom");
+	assert_string_equal(s.command[3], "echo 'hi' && printf '\\0'");
+
+	/* A page, then the next from its last item: nothing skipped, nothing twice. */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(f->st->execution_list(f->ctx, "sbx-h", 0, NULL, 2, see_execution, &s), SAAS_OK);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.ids[1], "exe-c");
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(f->st->execution_list(f->ctx, "sbx-h", 200, "exe-c", 2, see_execution, &s), SAAS_OK);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.ids[0], "exe-b");
+	assert_string_equal(s.ids[1], "exe-a");
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(f->st->execution_list(f->ctx, "sbx-h", 100, "exe-a", 2, see_execution, &s), SAAS_OK);
+	assert_int_equal(s.n, 0);
+
+	/* The callback stops the list; a sandbox with none (or unknown) lists none. */
+	memset(&s, 0, sizeof(s));
+	s.stop_after = 1;
+	assert_int_equal(f->st->execution_list(f->ctx, "sbx-h", 0, NULL, 0, see_execution, &s), SAAS_OK);
+	assert_int_equal(s.n, 1);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(f->st->execution_list(f->ctx, "sbx-nosuch", 0, NULL, 0, see_execution, &s), SAAS_OK);
+	assert_int_equal(s.n, 0);
+	assert_fails(f->st->execution_list(f->ctx, NULL, 0, NULL, 0, see_execution, &s), SAAS_EINVAL);
+}
+
 static void test_callback_may_call_store(void **state)
 {
 	struct fx *f = *state;
@@ -2047,6 +2141,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_execution_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_fail_running, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_prune, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_execution_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_account_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_v1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),

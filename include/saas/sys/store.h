@@ -33,7 +33,8 @@ SAAS_BEGIN_DECLS
  * paused_usd_micro_per_hour, snapshot and parent_id; sandbox_set_state is new,
  * and sandbox_set_expiry takes any live sandbox but a creating one. A sandbox
  * keeps its egress counters (saas_store_sandbox's denied_*);
- * sandbox_egress_record and sandbox_egress_rebase are new.
+ * sandbox_egress_record and sandbox_egress_rebase are new; execution_list
+ * is new.
  */
 #define SAAS_STORE_VERSION 5
 
@@ -198,6 +199,7 @@ typedef int (*saas_store_key_fn)(void *userdata, const saas_store_key *key);
 typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *sandbox);
 typedef int (*saas_store_port_fn)(void *userdata, const saas_store_port *port);
 typedef int (*saas_store_user_fn)(void *userdata, const saas_store_user *user);
+typedef int (*saas_store_execution_fn)(void *userdata, const saas_store_execution *execution);
 
 /**
  * A store. Every slot returns SAAS_OK or a negative SAAS_E* code, says why it
@@ -380,6 +382,17 @@ typedef struct saas_store {
 	 * in one statement. SAAS_ENOTFOUND if no such sandbox.
 	 */
 	int (*sandbox_egress_rebase)(void *ctx, const char *id);
+	/**
+	 * A sandbox's executions, newest first (started_at, then id, descending),
+	 * without their output (stdout_data, stderr_data NULL, lengths 0). Only
+	 * those before the cursor (started before `before_started_ms`, or then
+	 * with an id below `before_id`) when before_id is not NULL; at most
+	 * `limit` (0: all). A record and its command and error are the store's,
+	 * valid during fn only; fn returning non-zero stops the list. An unknown
+	 * sandbox has none.
+	 */
+	int (*execution_list)(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
+	                      unsigned int limit, saas_store_execution_fn fn, void *userdata);
 } saas_store;
 
 SAAS_END_DECLS

@@ -1475,6 +1475,53 @@ out:
 	return rc;
 }
 
+static int pg_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
+                             unsigned int limit, saas_store_execution_fn fn, void *userdata)
+{
+	struct pg *pg = ctx;
+	PGresult *res = NULL;
+	saas_store_execution e;
+	char b[2][24];
+	/* A NULL before_id is no cursor, a NULL limit no LIMIT. */
+	const char *v[] = { sandbox_id, i64(b[0], before_started_ms), before_id, limit ? i64(b[1], limit) : NULL };
+	int rc, i;
+
+	if (!sandbox_id || !fn)
+		return saas__inval("sandbox id or callback is NULL");
+	rc = pg_enter(pg);
+	if (rc)
+		return rc;
+	/* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
+	rc = run_read(pg, &res, "listing executions",
+	              "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout_truncated,"
+	              " stderr_truncated, error, started_at, finished_at FROM executions WHERE sandbox_id = $1"
+	              " AND ($3::text IS NULL OR started_at < $2::bigint"
+	              " OR (started_at = $2::bigint AND id COLLATE \"C\" < $3::text))"
+	              " ORDER BY started_at DESC, id COLLATE \"C\" DESC LIMIT $4::bigint",
+	              4, v);
+	pg_leave(pg);
+	for (i = 0; !rc && i < PQntuples(res); i++) {
+		memset(&e, 0, sizeof(e));
+		if ((rc = get_text(e.id, sizeof(e.id), res, i, 0)) ||
+		    (rc = get_text(e.sandbox_id, sizeof(e.sandbox_id), res, i, 1)) ||
+		    (rc = get_text(e.account_id, sizeof(e.account_id), res, i, 2)))
+			break;
+		e.status = (int)get_i64(res, i, 3);
+		e.exit_code = (int)get_i64(res, i, 4);
+		/* Text-format columns: the record borrows them from res, valid during fn as the slot says. */
+		e.command = PQgetvalue(res, i, 5);
+		e.stdout_truncated = (int)get_i64(res, i, 6);
+		e.stderr_truncated = (int)get_i64(res, i, 7);
+		e.error = PQgetisnull(res, i, 8) ? NULL : PQgetvalue(res, i, 8);
+		e.started_at_ms = get_i64(res, i, 9);
+		e.finished_at_ms = get_i64(res, i, 10);
+		if (fn(userdata, &e))
+			break;
+	}
+	PQclear(res);
+	return rc;
+}
+
 static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
 {
 	struct pg *pg = ctx;
@@ -2203,4 +2250,5 @@ const saas_store saas__store_postgres = {
 	.invite_insert = pg_invite_insert,
 	.sandbox_egress_record = pg_sandbox_egress_record,
 	.sandbox_egress_rebase = pg_sandbox_egress_rebase,
+	.execution_list = pg_execution_list,
 };

@@ -1509,6 +1509,66 @@ out:
 	return rc;
 }
 
+/* The rows are read under the lock and handed to fn after it, as every list here does. */
+static int sq_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
+                             unsigned int limit, saas_store_execution_fn fn, void *userdata)
+{
+	struct sq *s = ctx;
+	struct rows rows = { NULL, 0, 0, sizeof(saas_store_execution) };
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!sandbox_id || !fn)
+		return saas__inval("sandbox id or callback is NULL");
+	pthread_mutex_lock(&s->lock);
+	/* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
+	if ((rc = prep(s, &st, "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout_truncated,"
+	                       " stderr_truncated, error, started_at, finished_at FROM executions"
+	                       " WHERE sandbox_id = ?1 AND (?3 IS NULL OR started_at < ?2 OR (started_at = ?2 AND id < ?3))"
+	                       " ORDER BY started_at DESC, id DESC LIMIT ?4")) < 0)
+		goto out;
+	/* SQLite: a negative LIMIT is no limit. */
+	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, before_started_ms) |
+	                            (before_id ? bind_text(st, 3, before_id) : sqlite3_bind_null(st, 3)) |
+	                            sqlite3_bind_int64(st, 4, limit ? (sqlite3_int64)limit : -1))) < 0)
+		goto out;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		saas_store_execution *e = rows_add(&rows);
+
+		if (!e) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		memset(e, 0, sizeof(*e));
+		if ((rc = col_text(st, 0, e->id, sizeof(e->id))) < 0 ||
+		    (rc = col_text(st, 1, e->sandbox_id, sizeof(e->sandbox_id))) < 0 ||
+		    (rc = col_text(st, 2, e->account_id, sizeof(e->account_id))) < 0 ||
+		    (rc = col_dup(st, 5, 0, &e->command, NULL)) < 0 || (rc = col_dup(st, 8, 1, &e->error, NULL)) < 0)
+			goto out;
+		e->status = sqlite3_column_int(st, 3);
+		e->exit_code = sqlite3_column_int(st, 4);
+		e->stdout_truncated = sqlite3_column_int(st, 6);
+		e->stderr_truncated = sqlite3_column_int(st, 7);
+		e->started_at_ms = sqlite3_column_int64(st, 9);
+		e->finished_at_ms = sqlite3_column_int64(st, 10);
+	}
+	if (src != SQLITE_DONE)
+		rc = db_error(s, src, "listing executions");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
+		if (fn(userdata, (saas_store_execution *)(rows.data + i * rows.elem)) != 0)
+			break;
+	for (size_t i = 0; i < rows.n; i++) {
+		saas_store_execution *e = (saas_store_execution *)(rows.data + i * rows.elem);
+		free(e->command);
+		free(e->error);
+	}
+	free(rows.data);
+	return rc;
+}
+
 static int sq_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
 {
 	struct sq *s = ctx;
@@ -2341,4 +2401,5 @@ const saas_store saas__store_sqlite = {
 	.invite_insert = sq_invite_insert,
 	.sandbox_egress_record = sq_sandbox_egress_record,
 	.sandbox_egress_rebase = sq_sandbox_egress_rebase,
+	.execution_list = sq_execution_list,
 };

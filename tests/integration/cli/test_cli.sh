@@ -140,7 +140,7 @@ PIDS+=("$LIVE")
 for _ in $(seq 1 600); do grep -q tick "${WORK}/live.out" && break; sleep 0.1; done
 check "exec prints while the command runs" grep -qx tick "${WORK}/live.out"
 check "exec still runs" kill -0 "$LIVE"
-for x in $(curl -s -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${SB}/executions" | jq -r '.executions[].execution_id'); do
+for x in $(curl -s -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${SB}/executions?running=true" | jq -r '.executions[].execution_id'); do
 	curl -s -o /dev/null -X POST -H "Authorization: Bearer ${KEY}" "${BASE}/v1/executions/${x}/cancel"
 done
 wait "$LIVE"; RC=$?; ERR=$(cat "${WORK}/live.err")

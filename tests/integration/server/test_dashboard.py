@@ -12,6 +12,7 @@ operator's pages, and the admin commands for users, invites and accounts.
 usage: test_dashboard.py AAS_SERVER_FAKE
 """
 import http.client
+import json
 import os
 import re
 import shutil
@@ -297,6 +298,29 @@ def test_open():
     check("a background execution starts", r.status in (200, 201, 202) and eid != "exe-none", r.text)
     r = b.req("GET", f"/dashboard/sandboxes/{sid}")
     check("the sandbox's page lists the running execution", f'id="execution-{eid}"' in r.text, r.text[:2000])
+    # The history below: ended ones too, newest first, each command escaped and a long one cut.
+    check("the history holds the running one", f'id="ran-{eid}" data-status="running"' in r.text, r.text[:3000])
+    time.sleep(0.005)  # newest first means a later start
+    r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", key, '{"command": "exit 3"}')
+    check("an execution that ends", r.status == 200 and '"exit_code":3' in r.text, r.text)
+    xid = re.search(r'"execution_id":"(exe-[a-z0-9-]+)"', r.text)
+    xid = xid.group(1) if xid else "exe-none"
+    long_cmd = "echo <b>&amp;\"" + "x" * 300
+    time.sleep(0.005)
+    r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", key, json.dumps({"command": long_cmd}))
+    lid = re.search(r'"execution_id":"(exe-[a-z0-9-]+)"', r.text)
+    lid = lid.group(1) if lid else "exe-none"
+    r = b.req("GET", f"/dashboard/sandboxes/{sid}")
+    row = re.search(f'<tr id="ran-{xid}" data-status="exited">(.*?)</tr>', r.text)
+    check("the history shows an ended one: command and exit code", row is not None and
+          "<code>exit 3</code>" in row.group(1) and "exited 3" in row.group(1), r.text[:3000])
+    row = re.search(f'<tr id="ran-{lid}"[^>]*>(.*?)</tr>', r.text)
+    check("the history escapes a command", row is not None and
+          "<code>echo &lt;b&gt;&amp;amp;&quot;xxx" in row.group(1) and "<b>" not in row.group(1), r.text[:3000])
+    check("the history cuts a long command", row is not None and "x" * 301 not in row.group(1) and
+          "x" * 150 + "\u2026" in row.group(1), row.group(1) if row else "")
+    order = [m.group(1) for m in re.finditer(r'<tr id="ran-(exe-[a-z0-9-]+)"', r.text)]
+    check("the history is newest first", order == [lid, xid, eid], order)
     r = b.post(f"/dashboard/sandboxes/{sid}/extend", {"minutes": "5"}, token_from="/dashboard")
     check("extend from the page", r.status == 303, r.text[:300])
     r = b.post(f"/dashboard/sandboxes/{sid}/extend", {"minutes": "0"}, token_from="/dashboard")

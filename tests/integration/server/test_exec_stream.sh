@@ -4,8 +4,8 @@
 # are not UTF-8 in base64), a reconnect from a cursor (query and
 # Last-Event-ID) that gets what was missed and what follows, the output so far
 # of a running execution and a long poll from a cursor, stdin and its end,
-# signals, cancel, the running list, and every refusal (bad input, ended,
-# another account's, too many streams).
+# signals, cancel, the running list, the history a page at a time, and every
+# refusal (bad input, ended, another account's, too many streams).
 #
 # usage: test_exec_stream.sh AAS_SERVER_FAKE
 . "$(dirname "$0")/common.sh"
@@ -62,8 +62,10 @@ expect_json .stdout_total 13 "total so far"
 auth GET "/v1/sandboxes/${SB}/executions?running=true"; expect_status 200 "running list"
 expect_json '[.executions[].execution_id] | join(" ")' "$CAT" "running list holds it"
 expect_json '.executions[0].stdout' null "the list carries no output"
-auth GET "/v1/sandboxes/${SB}/executions?running=false"; expect_status 400 "only the running are listed"
+auth GET "/v1/sandboxes/${SB}/executions?running=true&limit=5"; expect_status 400 "the running list takes no limit"
+expect_json .error.code invalid_argument "the running list's refusal"
 KEY=$OTHER auth GET "/v1/sandboxes/${SB}/executions"; expect_status 404 "another's sandbox list"
+KEY=$OTHER auth GET "/v1/sandboxes/${SB}/executions?running=true"; expect_status 404 "another's running list"
 KEY=$OTHER auth POST "/v1/executions/${CAT}/stdin" -d '{"stdin":"x"}'; expect_status 404 "another's stdin"
 # A reconnect after the first line: what was missed, then what follows, then the end.
 ( sleep 0.5; curl -sS -o /dev/null -H "Authorization: Bearer ${KEY}" -d '{"stdin":"third\n","close":true}' \
@@ -78,7 +80,33 @@ sse "/v1/executions/${CAT}/events?stdout_offset=13" "${WORK}/s5"
 check "reconnect to an ended one" test "$(events "${WORK}/s5")" = "stdout exit"
 check "reconnect to an ended one: from the cursor" test "$(data "${WORK}/s5" stdout | jq -j .data)" = third
 auth POST "/v1/executions/${CAT}/stdin" -d '{"stdin":"late"}'; expect_status 409 "stdin after the end"
-auth GET "/v1/sandboxes/${SB}/executions"; expect_json '.executions | length' 0 "none running"
+auth GET "/v1/sandboxes/${SB}/executions?running=true"; expect_json '.executions | length' 0 "none running"
+
+# ---- the history: newest first, a page at a time ----
+auth GET "/v1/sandboxes/${SB}/executions?running=false"; expect_status 200 history
+expect_json '.executions[0].execution_id' "$CAT" "the newest first"
+expect_json '.executions[0].command' cat "with its command"
+expect_json '.executions[0].status' exited "ended, and listed"
+expect_json '.executions[0].stdout' null "the history carries no output"
+expect_json .next_cursor null "one page"
+ALL=$(jqr '[.executions[].execution_id] | join(" ")')
+check "the history is in start order" test "$(jqr '[.executions[].started_at] | . == (sort | reverse)')" = true
+PAGED="" CUR=""
+for _ in $(seq 1 20); do
+	auth GET "/v1/sandboxes/${SB}/executions?limit=1${CUR:+&cursor=$CUR}"; expect_status 200 "a page"
+	PAGED="${PAGED:+$PAGED }$(jqr '.executions[].execution_id')"
+	CUR=$(jqr '.next_cursor // empty')
+	[ -z "$CUR" ] && break
+done
+check "page by page: the same history" test "$PAGED" = "$ALL"
+auth GET "/v1/sandboxes/${SB}/executions?limit=0"; expect_status 400 "limit 0"
+expect_json .error.code invalid_argument "limit 0: the error body"
+auth GET "/v1/sandboxes/${SB}/executions?limit=501"; expect_status 400 "limit over the maximum"
+auth GET "/v1/sandboxes/${SB}/executions?limit=x"; expect_status 400 "limit not a number"
+auth GET "/v1/sandboxes/${SB}/executions?cursor=garbage"; expect_status 400 "bad cursor"
+expect_json .error.code invalid_argument "bad cursor: the error body"
+auth GET "/v1/sandboxes/${SB}/executions?cursor=1.x&cursor=2.y"; expect_status 400 "two cursors"
+auth GET "/v1/sandboxes/sbx-nosuch/executions"; expect_status 404 "history of an unknown sandbox"
 
 # ---- signals and cancel ----
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"wait","background":true}'; W=$(jqr .execution_id)
@@ -107,7 +135,7 @@ for i in $(seq 1 16); do
 	PIDS+=($!)
 done
 for _ in $(seq 1 100); do
-	auth GET "/v1/sandboxes/${SB}/executions"; [ "$(jqr '.executions | length')" -ge 8 ] && break; sleep 0.1
+	auth GET "/v1/sandboxes/${SB}/executions?running=true"; [ "$(jqr '.executions | length')" -ge 8 ] && break; sleep 0.1
 done
 # max_executions (8) is the first bound a tenant meets; with them all running, a follower is the 17th stream.
 RUNNING=$(jqr '.executions[0].execution_id')
@@ -124,7 +152,7 @@ for _ in $(seq 1 60); do
 done
 BODY=$(cat "${WORK}/body")
 expect_status 429 "17th stream"; expect_json .error.limit streams "the limit named"
-auth GET "/v1/sandboxes/${SB}/executions"
+auth GET "/v1/sandboxes/${SB}/executions?running=true"
 for x in $(jqr '.executions[].execution_id'); do auth POST "/v1/executions/${x}/cancel"; done
 
 finish
