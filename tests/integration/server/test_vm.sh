@@ -12,6 +12,8 @@
 . "$(dirname "$0")/common.sh"
 SERVER=$1
 WSTOOL_SRC=$(dirname "$0")/wstool.c
+# wstool frames with the library's own WebSocket code (lib/wire/ws.c, which needs nothing else).
+WS_DIR=$(dirname "$0")/../../../lib/wire
 IMAGES=$3
 admin() { "$SERVER" "$@" --state-dir "${WORK}/state"; }
 
@@ -78,7 +80,7 @@ N8002=$(preview_name 8002)
 req GET / -H "Host: ${N8002}.localhost:${PORT}"; expect_status 502 "nothing listens inside"
 
 # A WebSocket echo from a static binary built here.
-if cc -static -O2 -o "${WORK}/wstool" "$WSTOOL_SRC" 2>"${WORK}/cc.err"; then
+if cc -static -O2 -I "$WS_DIR" -o "${WORK}/wstool" "$WSTOOL_SRC" "$WS_DIR/ws.c" 2>"${WORK}/cc.err"; then
 	auth PUT "/v1/sandboxes/${SB}/files?path=wstool&mode=0755" --data-binary @"${WORK}/wstool"
 	auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"./wstool serve 8001 >/dev/null 2>&1 &"}'
 	N8001=$(preview_name 8001)
