@@ -22,7 +22,7 @@
 SAAS_BEGIN_DECLS
 
 /** Version of struct saas_driver this header describes. */
-#define SAAS_DRIVER_VERSION 5
+#define SAAS_DRIVER_VERSION 6
 
 /** What the engine hands a driver when opening it. Valid until close. */
 typedef struct {
@@ -156,6 +156,13 @@ typedef struct {
 
 /** Receives a template from template_list. Return non-zero to stop. */
 typedef int (*saas_template_fn)(void *userdata, const saas_driver_template *tmpl);
+
+/** The machine a driver runs its VMs on, as host_info reports it (version 6). */
+typedef struct {
+	unsigned int cpus;         /**< Host CPUs (libvirt's node info: active CPUs). */
+	uint64_t memory_mb;        /**< Host memory in MiB. */
+	unsigned int vms;          /**< VMs of this driver's owner running there now (sandboxes, pooled, templates). */
+} saas_driver_host;
 
 /**
  * A VM driver. Every slot returns SAAS_OK or a negative SAAS_E* code, says why
@@ -292,6 +299,17 @@ typedef struct saas_driver {
 	 * touched. NULL: the driver makes no templates.
 	 */
 	int (*template_list)(void *ctx, saas_template_fn fn, void *userdata);
+
+	/* Version 6. */
+
+	/**
+	 * Reach the machine the VMs run on and say what it has, for placement by
+	 * capacity and to tell that the host is alive: the engine calls it every
+	 * few seconds for each VM host. It must answer within a few seconds or
+	 * fail (SAAS_EBACKEND, naming why), never
+	 * hang. NULL: the core assumes the host is alive and has room.
+	 */
+	int (*host_info)(void *ctx, saas_driver_host *out);
 } saas_driver;
 
 SAAS_END_DECLS
