@@ -4,7 +4,7 @@ _aas() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create ls get exec shell cp files expose extend fork pause resume network rm usage account login help"
+	local cmds="create ls get exec shell cp files expose extend fork pause resume history network rm usage account login help"
 	local global="--url --key --json --help --version"
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
@@ -38,7 +38,7 @@ _aas() {
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-	elif [[ $cmd =~ ^(get|exec|shell|files|expose|extend|fork|pause|resume|network|rm)$ ]]; then
+	elif [[ $cmd =~ ^(get|exec|shell|files|expose|extend|fork|pause|resume|history|network|rm)$ ]]; then
 		# Sandbox ids from the server, quietly (nothing if it cannot be reached).
 		COMPREPLY=($(compgen -W "$(aas ls 2>/dev/null | awk 'NR > 1 {print $1}')" -- "$cur"))
 	fi

@@ -29,6 +29,7 @@ static const char usage_text[] =
 	"  fork ID [-n N]          make N sandboxes from a running one's state; prints their ids\n"
 	"  pause ID                save a sandbox and stop its VM (billed its paused price)\n"
 	"  resume ID               bring a paused sandbox back\n"
+	"  history ID [-n N]       a sandbox's commands, newest first\n"
 	"  network ID [--isolated|--internet|--allow RULE... --deny RULE...]\n"
 	"                          show or change a sandbox's network policy\n"
 	"  rm ID...                destroy sandboxes\n"
@@ -64,7 +65,7 @@ static const struct {
 	{ "rm", aas_cmd_rm },         { "usage", aas_cmd_usage },   { "account", aas_cmd_account },
 	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose }, { "network", aas_cmd_network },
 	{ "shell", aas_cmd_shell },   { "fork", aas_cmd_fork },     { "pause", aas_cmd_pause },
-	{ "resume", aas_cmd_resume },
+	{ "resume", aas_cmd_resume }, { "history", aas_cmd_history },
 };
 
 int main(int argc, char **argv)

@@ -59,7 +59,7 @@ one_line_err() { # the error is one line starting with "aas"
 # ---- help and usage errors (no server needed) ----
 run --help; expect_rc 0 "aas --help"
 check "help documents exit codes" grep -q 'Exit status' <<<"$OUT"
-for c in create ls get exec cp files expose unexpose extend network rm usage account login fork pause resume; do
+for c in create ls get exec cp files expose unexpose extend network rm usage account login fork pause resume history; do
 	run "$c" --help; expect_rc 0 "aas $c --help"
 	check "aas $c --help prints usage" grep -q "^usage: aas $c" <<<"$OUT"
 done
@@ -75,6 +75,9 @@ run fork sbx-x -n 11; expect_rc 2 "fork: count past 10"; one_line_err "fork coun
 run fork sbx-x -n two; expect_rc 2 "fork: count not a number"
 run pause; expect_rc 2 "pause without id"
 run resume sbx-x sbx-y; expect_rc 2 "resume: two ids"
+run history; expect_rc 2 "history without id"
+run history sbx-x -n 0; expect_rc 2 "history: -n 0"; one_line_err "history count"
+run history sbx-x -n 501; expect_rc 2 "history: -n past 500"
 run expose sbx-x 70000; expect_rc 2 "bad port"
 run unexpose sbx-x 0; expect_rc 2 "unexpose: bad port"
 run unexpose sbx-x; expect_rc 2 "unexpose without a port"
@@ -180,6 +183,16 @@ for _ in $(seq 1 100); do [ "$(exe_get "$X" .status)" = running ] || break; slee
 expect_rc 130 "second Ctrl-C: aas exits 130"
 check "second Ctrl-C cancelled the command" test "$(exe_get "$X" '.status + "/" + (.error | split(":")[0])')" = "failed/cancelled"
 check "second Ctrl-C says so" grep -q "cancelling ${X}" <<<"$ERR"
+
+# ---- history: the commands above, newest first ----
+run history "$SB" -n 3; expect_rc 0 "history -n 3"
+check "history: a header and three rows" test "$(printf '%s\n' "$OUT" | wc -l)" = 4
+check "history: the newest first (the second Ctrl-C's, failed)" grep -q '^exe-[^ ]* *failed ' <<<"$(sed -n 2p <<<"$OUT")"
+run history "$SB" --all --json; expect_rc 0 "history --all --json"
+expect_jq '[.[] | select(.command == "echo hello")] | length' 1 "history --json: the first command, whole"
+expect_jq '[.[] | select(.command == "exit 7")] | .[0].exit_code' 7 "history --json: its exit code"
+check "history --all has every command run" test "$(jq length <<<"$OUT")" -ge 10
+run history sbx-doesnotexist; expect_rc 4 "history: unknown sandbox"
 
 # ---- cp both ways, binary ----
 head -c 300000 /dev/urandom >"${WORK}/bin"; printf '\0\0\377\0end' >>"${WORK}/bin"
