@@ -2241,7 +2241,7 @@ static int place(struct fx *f, void *ctx, const char *id, const char *account, u
                  unsigned int memory_mb, int64_t seen_after, unsigned int max_live, char *host_out)
 {
 	saas_store_sandbox b = sandbox_rec(id, account, 10);
-	saas_store_placement p = { seen_after, max_live };
+	saas_store_placement p = { seen_after, max_live, NULL };
 	int rc;
 
 	b.vcpus = vcpus;
@@ -2314,12 +2314,37 @@ static void test_sandbox_place(void **state)
 	assert_int_equal(place(f, f->ctx, "sbx-o2", "acc-p", 1, 1024, 2000, 10, host), SAAS_OK);
 	assert_fails(place(f, f->ctx, "sbx-o3", "acc-p", 0, 1, 2000, 10, host), SAAS_EBUSY);
 
+	/* On one given host only (a fork's child beside its parent's snapshot), or not at all. */
+	{
+		saas_store_placement on = { 1000, 100, "small" };
+		saas_store_sandbox b = sandbox_rec("sbx-on", "acc-p", 10);
+
+		b.vcpus = 1;
+		b.memory_mb = 1;
+		/* small is full: big has room but is not the one asked for. */
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.host_id = "drained";
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.host_id = "unseen";
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.seen_after_ms = 999;
+		assert_int_equal(f->st->sandbox_place(f->ctx, &b, &on), SAAS_OK);
+		assert_string_equal(b.host_id, "unseen");
+		/* "" is any host: the one with the most memory left among those seen since 999. */
+		b = sandbox_rec("sbx-on2", "acc-p", 10);
+		on.host_id = "";
+		assert_int_equal(f->st->sandbox_place(f->ctx, &b, &on), SAAS_OK);
+		assert_string_equal(b.host_id, "unseen");
+		close_sandbox(f, "sbx-on", 30, 0);
+		close_sandbox(f, "sbx-on2", 30, 0);
+	}
+
 	/* The account's limit counts every live sandbox, wherever it runs. */
 	assert_fails(place(f, f->ctx, "sbx-l1", "acc-p", 1, 1, 0, 8, host), SAAS_ELIMIT);
 	assert_fails(place(f, f->ctx, "sbx-l1", "acc-none", 1, 1, 0, 8, host), SAAS_ENOTFOUND);
 	/* A duplicate id is refused and nothing is placed. */
 	assert_fails(place(f, f->ctx, "sbx-p1", "acc-p", 1, 1, 0, 100, host), SAAS_EEXISTS);
-	assert_fails(f->st->sandbox_place(f->ctx, NULL, &(saas_store_placement){ 0, 1 }), SAAS_EINVAL);
+	assert_fails(f->st->sandbox_place(f->ctx, NULL, &(saas_store_placement){ 0, 1, NULL }), SAAS_EINVAL);
 }
 
 static void test_mcp_sessions(void **state)

@@ -2770,12 +2770,12 @@ out:
  * us committed. One statement would count in the snapshot it started with,
  * before its locks were granted, and could miss the last placement.
  */
-static int place_pick(struct pg *pg, const saas_store_sandbox *s, int64_t seen_after_ms,
+static int place_pick(struct pg *pg, const saas_store_sandbox *s, const saas_store_placement *p,
                       char host_id[SAAS_ID_MAX + 1])
 {
 	PGresult *hosts = NULL, *used = NULL;
 	char buf[24];
-	const char *v[1] = { i64(buf, seen_after_ms) };
+	const char *v[2] = { i64(buf, p->seen_after_ms), p->host_id ? p->host_id : "" };
 	int64_t best_left = -1;
 	int rc, i, j;
 
@@ -2783,7 +2783,8 @@ static int place_pick(struct pg *pg, const saas_store_sandbox *s, int64_t seen_a
 	/* In id order, so that placements locking overlapping sets of hosts cannot deadlock. */
 	rc = run(pg, &hosts, "locking the hosts",
 	         "SELECT id, cpus::bigint * cpu_overcommit_milli / 1000, memory_mb * mem_overcommit_milli / 1000"
-	         " FROM hosts WHERE state = 0 AND last_seen_at >= $1::bigint ORDER BY id FOR UPDATE", 1, v);
+	         " FROM hosts WHERE state = 0 AND last_seen_at >= $1::bigint AND ($2 = '' OR id = $2)"
+	         " ORDER BY id FOR UPDATE", 2, v);
 	if (rc || PQntuples(hosts) == 0)
 		goto out;
 	rc = run(pg, &used, "counting what the hosts hold",
@@ -2828,6 +2829,8 @@ static int pg_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_s
 
 	if (!p)
 		return saas__inval("placement is NULL");
+	if (p->host_id && (rc = check_arg(p->host_id, SAAS_ID_MAX, "placement host id")))
+		return rc;
 	if ((rc = sandbox_params(sandbox, v, nb)))
 		return rc;
 	b = *sandbox;
@@ -2847,12 +2850,16 @@ static int pg_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_s
 	 */
 	if ((rc = live_check(pg, b.account_id, p->max_live)))
 		goto out;
-	if ((rc = place_pick(pg, &b, p->seen_after_ms, b.host_id)))
+	if ((rc = place_pick(pg, &b, p, b.host_id)))
 		goto out;
 	if (!b.host_id[0]) {
-		rc = saas__error_sqlstate(SAAS_EBUSY, NULL,
-		                          "no active host seen lately has room for %u vCPUs and %u MiB; add or undrain a host",
-		                          b.vcpus, b.memory_mb);
+		rc = p->host_id && *p->host_id
+		             ? saas__error_sqlstate(SAAS_EBUSY, NULL,
+		                                    "host '%.64s' is not active, not seen lately or has no room for "
+		                                    "%u vCPUs and %u MiB", p->host_id, b.vcpus, b.memory_mb)
+		             : saas__error_sqlstate(SAAS_EBUSY, NULL,
+		                                    "no active host seen lately has room for %u vCPUs and %u MiB; "
+		                                    "add or undrain a host", b.vcpus, b.memory_mb);
 		goto out;
 	}
 	if ((rc = run(pg, NULL, "inserting a sandbox", SANDBOX_INSERT, SANDBOX_PARAMS, v)))

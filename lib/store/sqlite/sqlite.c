@@ -2721,7 +2721,8 @@ out:
  * Room compares in thousandths, (used + need) x 1000 <= capacity x milli, so
  * no rounding of the overcommitted capacity lets a sandbox too many in.
  */
-static int place_pick(struct sq *s, const saas_store_sandbox *b, int64_t seen_after_ms, char host_id[SAAS_ID_MAX + 1])
+static int place_pick(struct sq *s, const saas_store_sandbox *b, const saas_store_placement *p,
+                      char host_id[SAAS_ID_MAX + 1])
 {
 	sqlite3_stmt *st = NULL;
 	int rc, src;
@@ -2729,15 +2730,16 @@ static int place_pick(struct sq *s, const saas_store_sandbox *b, int64_t seen_af
 	host_id[0] = '\0';
 	if ((rc = prep(s, &st, "SELECT h.id FROM hosts h"
 	                       " LEFT JOIN sandboxes b ON b.host_id = h.id AND b.status != 3"
-	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1"
+	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1 AND (?4 = '' OR h.id = ?4)"
 	                       " GROUP BY h.id"
 	                       " HAVING (COALESCE(SUM(b.vcpus), 0) + ?2) * 1000 <= h.cpus * h.cpu_overcommit_milli"
 	                       " AND (COALESCE(SUM(b.memory_mb), 0) + ?3) * 1000 <= h.memory_mb * h.mem_overcommit_milli"
 	                       " ORDER BY h.memory_mb * h.mem_overcommit_milli - COALESCE(SUM(b.memory_mb), 0) * 1000"
 	                       " DESC, h.id LIMIT 1")) < 0)
 		goto out;
-	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, seen_after_ms) | sqlite3_bind_int64(st, 2, b->vcpus) |
-	                            sqlite3_bind_int64(st, 3, b->memory_mb))) < 0)
+	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, p->seen_after_ms) | sqlite3_bind_int64(st, 2, b->vcpus) |
+	                            sqlite3_bind_int64(st, 3, b->memory_mb) |
+	                            bind_text(st, 4, p->host_id ? p->host_id : ""))) < 0)
 		goto out;
 	src = sqlite3_step(st);
 	if (src == SQLITE_ROW)
@@ -2759,6 +2761,8 @@ static int sq_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_s
 		return rc;
 	if (!p)
 		return saas__inval("placement is NULL");
+	if (p->host_id && (rc = check_arg(p->host_id, SAAS_ID_MAX, "placement host id")) < 0)
+		return rc;
 	b = *sandbox;
 	pthread_mutex_lock(&s->lock);
 	/*
@@ -2771,12 +2775,16 @@ static int sq_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_s
 		goto out;
 	if ((rc = live_check(s, b.account_id, p->max_live)) < 0)
 		goto out;
-	if ((rc = place_pick(s, &b, p->seen_after_ms, b.host_id)) < 0)
+	if ((rc = place_pick(s, &b, p, b.host_id)) < 0)
 		goto out;
 	if (!b.host_id[0]) {
-		rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
-		                 "no active host seen lately has room for %u vCPUs and %u MiB; add or undrain a host",
-		                 b.vcpus, b.memory_mb);
+		rc = p->host_id && *p->host_id
+		             ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                           "host '%.64s' is not active, not seen lately or has no room for %u vCPUs and "
+		                           "%u MiB", p->host_id, b.vcpus, b.memory_mb)
+		             : saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                           "no active host seen lately has room for %u vCPUs and %u MiB; "
+		                           "add or undrain a host", b.vcpus, b.memory_mb);
 		goto out;
 	}
 	if ((rc = sandbox_write(s, &b)) < 0 || (rc = tx_commit(s)) < 0)
