@@ -34,12 +34,15 @@ SAAS_BEGIN_DECLS
  * and sandbox_set_expiry takes any live sandbox but a creating one. A sandbox
  * keeps its egress counters (saas_store_sandbox's denied_*);
  * sandbox_egress_record and sandbox_egress_rebase are new; execution_list
- * is new.
+ * is new. Version 6: many engines on one database, many VM hosts: a sandbox
+ * has a host_id and the filter may name one; leases (lease_take,
+ * lease_release, lease_get), VM hosts (host_*, sandbox_place) and MCP
+ * sessions (mcp_session_*) are new.
  */
-#define SAAS_STORE_VERSION 5
+#define SAAS_STORE_VERSION 6
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 7
+#define SAAS_STORE_SCHEMA 8
 
 /** Longest snapshot name a driver is given (saas/sys/driver.h, vm_snapshot). */
 #define SAAS_STORE_SNAPSHOT_MAX 63
@@ -55,6 +58,15 @@ SAAS_BEGIN_DECLS
 #define SAAS_STORE_EMAIL_MAX 254
 /** Longest password hash a store keeps (an Argon2id string is about 100 bytes). */
 #define SAAS_STORE_PASSWORD_HASH_MAX 255
+/** Longest lease name and holder (version 6). */
+#define SAAS_STORE_LEASE_NAME_MAX 127
+#define SAAS_STORE_HOLDER_MAX 63
+/** Longest VM host name (one DNS label), libvirt URI and address (version 6). */
+#define SAAS_STORE_HOST_NAME_MAX 63
+#define SAAS_STORE_URI_MAX 1023
+#define SAAS_STORE_ADDRESS_MAX 63
+/** Longest MCP protocol version string a session records (version 6). */
+#define SAAS_STORE_MCP_VERSION_MAX 15
 
 /** What the engine hands a store when opening it. Valid until close. */
 typedef struct {
@@ -147,6 +159,12 @@ typedef struct {
 	int64_t denied_lookups;
 	int64_t denied_connections_base;
 	int64_t denied_lookups_base;
+	/*
+	 * Version 6: the VM host it runs on (saas_store_host.id); "" for the
+	 * engine's own driver (a single machine). Written by sandbox_insert and
+	 * sandbox_place, never changed after.
+	 */
+	char host_id[SAAS_ID_MAX + 1];
 } saas_store_sandbox;
 
 /** Which sandboxes a list returns; every field is a further condition. */
@@ -158,6 +176,7 @@ typedef struct {
 	int64_t before_created_ms;     /**< Cursor: only those created before this ... */
 	const char *before_id;         /**< ... or at the same time with a smaller id. NULL: no cursor. */
 	unsigned int limit;            /**< 0: no limit. */
+	const char *host_id;           /**< Version 6: only those on this host ("" the engine's own); NULL: any. */
 } saas_store_filter;
 
 typedef struct {
@@ -194,6 +213,40 @@ typedef struct {
 	int64_t created_at_ms;
 } saas_store_port;
 
+/** The states of a VM host (version 6). */
+enum {
+	SAAS_STORE_HOST_ACTIVE = 0,    /**< Takes new sandboxes. */
+	SAAS_STORE_HOST_DRAINING = 1,  /**< Takes none; its sandboxes live out their time. */
+	SAAS_STORE_HOST_LOST = 2       /**< Stopped answering past the grace period; its sandboxes were closed. */
+};
+
+/**
+ * A VM host (version 6): a machine running libvirtd that every engine on the
+ * database reaches by `uri`, its guests' SSH forwards listening on `address`.
+ */
+typedef struct {
+	char id[SAAS_ID_MAX + 1];
+	char name[SAAS_STORE_HOST_NAME_MAX + 1];   /**< Unique; chosen by the operator. */
+	char uri[SAAS_STORE_URI_MAX + 1];          /**< libvirt URI (qemu+ssh://, qemu+tls://, ...). */
+	char address[SAAS_STORE_ADDRESS_MAX + 1];  /**< IP literal the engines reach its guests' forwards on. */
+	int state;                                 /**< SAAS_STORE_HOST_* */
+	unsigned int cpu_overcommit_milli;         /**< vCPUs placed per host CPU, in thousandths (1000: none). */
+	unsigned int mem_overcommit_milli;         /**< Guest MiB placed per host MiB, in thousandths. */
+	unsigned int cpus;                         /**< As the host last reported (host_seen); 0: never seen. */
+	uint64_t memory_mb;
+	int64_t created_at_ms;
+	int64_t last_seen_ms;                      /**< The last time any engine reached it; 0: never. */
+	int64_t state_at_ms;                       /**< When it entered its state (drained, lost). */
+} saas_store_host;
+
+/** How sandbox_place picks a host (version 6). */
+typedef struct {
+	int64_t seen_after_ms;         /**< Only hosts whose last_seen_ms is at or after this. */
+	unsigned int max_live;         /**< As for sandbox_insert: the account's limit on live sandboxes. */
+	const char *host_id;           /**< NULL or "": any host with room; else only this host (still ACTIVE, seen, with room). */
+} saas_store_placement;
+
+typedef int (*saas_store_host_fn)(void *userdata, const saas_store_host *host);
 typedef int (*saas_store_account_fn)(void *userdata, const saas_store_account *account);
 typedef int (*saas_store_key_fn)(void *userdata, const saas_store_key *key);
 typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *sandbox);
@@ -393,6 +446,76 @@ typedef struct saas_store {
 	 */
 	int (*execution_list)(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
 	                      unsigned int limit, saas_store_execution_fn fn, void *userdata);
+
+	/* Version 6: many engines on one database, many VM hosts. */
+
+	/**
+	 * Take lease `name` for `holder` until now_ms + ttl_ms, in one statement:
+	 * if nobody holds it, its holder's time ran out (expires_at <= now_ms), or
+	 * `holder` holds it already (then it is renewed). *held: 1 if `holder`
+	 * holds it now, 0 if another holder's lease runs on (success either way).
+	 * The clock is the caller's: every engine on one database needs clocks
+	 * within a small part of the ttl of each other (docs/operations.md).
+	 */
+	int (*lease_take)(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms,
+	                  int *held);
+	/** Give up lease `name` if `holder` holds it; otherwise (or none) success and nothing changes. */
+	int (*lease_release)(void *ctx, const char *name, const char *holder);
+	/**
+	 * Who holds lease `name` and until when (expired or not). `holder` has
+	 * room for SAAS_STORE_HOLDER_MAX + 1 bytes. SAAS_ENOTFOUND if none.
+	 */
+	int (*lease_get)(void *ctx, const char *name, char *holder, int64_t *expires_at_ms);
+
+	/** Insert a host (state, cpus, memory_mb, last_seen_ms as given). SAAS_EEXISTS on a duplicate id or name. */
+	int (*host_insert)(void *ctx, const saas_store_host *host);
+	/** The host with this id or, failing that, this name. SAAS_ENOTFOUND if none. */
+	int (*host_get)(void *ctx, const char *id_or_name, saas_store_host *out);
+	/** Every host, oldest first. */
+	int (*host_list)(void *ctx, saas_store_host_fn fn, void *userdata);
+	/**
+	 * Move a host from state `from` (-1: any) to `to`, setting state_at_ms,
+	 * in one statement and only if its state is still `from`: SAAS_ESTATE if
+	 * not, SAAS_ENOTFOUND if none.
+	 */
+	int (*host_set_state)(void *ctx, const char *id, int from, int to, int64_t at_ms);
+	/**
+	 * An engine reached the host at `at_ms` and it reported cpus and
+	 * memory_mb: record them; last_seen_ms only ever moves forward. Its state
+	 * is not changed. SAAS_ENOTFOUND if none.
+	 */
+	int (*host_seen)(void *ctx, const char *id, int64_t at_ms, unsigned int cpus, uint64_t memory_mb);
+	/** Forget a host. SAAS_EBUSY while a sandbox not destroyed is on it; SAAS_ENOTFOUND if none. */
+	int (*host_delete)(void *ctx, const char *id);
+	/**
+	 * Insert a sandbox (as sandbox_insert, refusing past p->max_live) on the
+	 * host with the most memory left that has room for it, and set
+	 * sandbox->host_id to that host's id, all in one transaction that no
+	 * other placement on the same hosts can interleave with (PostgreSQL: the
+	 * host rows locked FOR UPDATE). A host has room when it is ACTIVE, was
+	 * seen at or after p->seen_after_ms, and the vCPUs and memory of its
+	 * sandboxes not destroyed plus this one's fit in cpus x
+	 * cpu_overcommit_milli / 1000 and memory_mb x mem_overcommit_milli / 1000.
+	 * SAAS_EBUSY when no host has room, SAAS_ELIMIT past max_live.
+	 */
+	int (*sandbox_place)(void *ctx, saas_store_sandbox *sandbox, const saas_store_placement *p);
+
+	/**
+	 * Record an MCP session by the SHA-256 of its id (hex), with its
+	 * protocol version, at `at_ms`. SAAS_EEXISTS on a duplicate.
+	 */
+	int (*mcp_session_insert)(void *ctx, const char *hash, const char *version, int64_t at_ms);
+	/**
+	 * Use a session: if it exists and was last used at or after
+	 * `used_after_ms`, set its last use to at_ms and copy its version into
+	 * `version` (room for SAAS_STORE_MCP_VERSION_MAX + 1). SAAS_ENOTFOUND if
+	 * none or idle since before used_after_ms.
+	 */
+	int (*mcp_session_touch)(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version);
+	/** End a session; one not found is success. */
+	int (*mcp_session_delete)(void *ctx, const char *hash);
+	/** Delete sessions last used before `used_before_ms`. */
+	int (*mcp_session_prune)(void *ctx, int64_t used_before_ms);
 } saas_store;
 
 SAAS_END_DECLS
