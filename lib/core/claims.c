@@ -73,15 +73,18 @@ static void holder_write(saas_engine *e)
 	free(path);
 }
 
-/* Take a lease of this engine's for one ttl; the previous holder of the state directory is dead. */
-static int lease_take(saas_engine *e, const char *name, int *held)
+/*
+ * Take (or renew) a lease for one ttl. takeover: first release it if the state
+ * directory's previous holder has it, as that engine is dead for sure.
+ */
+static int lease_take(saas_engine *e, const char *name, bool takeover, int *held)
 {
 	struct saas__claims *cl = &e->claims;
 	char holder[SAAS_STORE_HOLDER_MAX + 1];
 	int64_t until;
 	int rc;
 
-	if (cl->prev[0] && e->store->lease_get(e->store_ctx, name, holder, &until) == SAAS_OK &&
+	if (takeover && cl->prev[0] && e->store->lease_get(e->store_ctx, name, holder, &until) == SAAS_OK &&
 	    strcmp(holder, cl->prev) == 0)
 		e->store->lease_release(e->store_ctx, name, cl->prev);
 	rc = e->store->lease_take(e->store_ctx, name, cl->holder, claims_now(e), cl->ttl_ms, held);
@@ -103,7 +106,7 @@ int saas__claim_once(saas_engine *e, const char *name)
 {
 	int held = 0, rc;
 
-	if ((rc = lease_take(e, name, &held)) < 0)
+	if ((rc = lease_take(e, name, true, &held)) < 0)
 		return rc;
 	return held;
 }
@@ -188,7 +191,7 @@ static void renew(saas_engine *e)
 
 	if (saas__claim_name(server, "server", cl->holder) == SAAS_OK) {
 		int held = 0;
-		if (lease_take(e, server, &held) < 0)
+		if (lease_take(e, server, false, &held) < 0)
 			saas__log(e, SAAS_LOG_WARN, "renewing the server's lease failed: %s", saas_error_last()->message);
 		else if (!held)
 			saas__log(e, SAAS_LOG_ERROR, "lease %s is held by another holder", server);
@@ -204,7 +207,7 @@ static void renew(saas_engine *e)
 		}
 		saas__strlcpy(name, cl->names[i], sizeof(name));
 		pthread_mutex_unlock(&cl->mu);
-		if (lease_take(e, name, &held) < 0) {
+		if (lease_take(e, name, false, &held) < 0) {
 			/* The store is down: every engine's leases wait for it alike. */
 			saas__log(e, SAAS_LOG_WARN, "renewing lease %s failed: %s", name, saas_error_last()->message);
 			i++;
@@ -235,7 +238,7 @@ static void renew(saas_engine *e)
 			char name[SAAS_STORE_LEASE_NAME_MAX + 1];
 			int held = 0;
 			if (saas__claim_name(name, "exec", ids[k]) == SAAS_OK)
-				lease_take(e, name, &held);
+				lease_take(e, name, false, &held);
 		}
 		free(ids);
 	}
@@ -274,8 +277,11 @@ int saas__claims_open(saas_engine *e, int64_t ttl_ms)
 	if ((rc = saas__id_new(cl->holder, "srv-", 16)) < 0)
 		return rc;
 	holder_read(e, cl->prev);
-	if ((rc = saas__claim_name(server, "server", cl->holder)) < 0 || (rc = lease_take(e, server, &held)) < 0)
+	if ((rc = saas__claim_name(server, "server", cl->holder)) < 0)
 		return rc;
+	/* A store that cannot write now (a full disk) must not keep the engine from opening: renewals retry. */
+	if (lease_take(e, server, false, &held) < 0)
+		saas__log(e, SAAS_LOG_WARN, "cannot take lease %s: %s", server, saas_error_last()->message);
 	if (cl->prev[0]) {
 		char prev[SAAS_STORE_LEASE_NAME_MAX + 1];
 		if (saas__claim_name(prev, "server", cl->prev) == SAAS_OK)

@@ -270,8 +270,9 @@ int saas__reconcile(saas_engine *e)
 	 * whatever a dead engine left, once that engine's leases run out.
 	 */
 	if ((rc = saas__claim_once(e, "reconcile")) < 0)
-		return saas__error_wrap(rc, "reconcile");
-	if (rc == 0) {
+		saas__log(e, SAAS_LOG_WARN, "reconcile: the store cannot record its lease (%s); reconciling anyway",
+		          saas_error_last()->message);
+	else if (rc == 0) {
 		saas__log(e, SAAS_LOG_INFO, "another server is reconciling the store; this one's reaper sweeps after it");
 		heartbeat_write(e, now);
 		return SAAS_OK;
@@ -499,9 +500,16 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 	/* Without background threads the sweep renews this engine's leases too. */
 	if (e->flags & SAAS_ENGINE_NO_REAPER)
 		saas__claims_renew(e);
+	/*
+	 * The lease spares the engines duplicate work; it is not what makes the
+	 * work safe. Every close the sweep makes is conditional in the store and
+	 * every destroy idempotent, so a store that cannot record the lease (down,
+	 * or full) gets a sweep all the same: its expired VMs must still go.
+	 */
 	if ((rc = reaper_lease(e, &fresh)) < 0)
-		return rc;
-	if (rc == 0) {
+		saas__log(e, SAAS_LOG_WARN, "reaper: the store cannot record the reaper's lease (%s); sweeping anyway",
+		          saas_error_last()->message);
+	else if (rc == 0) {
 		/* Another engine sweeps the store; this one keeps its own heartbeat and pools. */
 		heartbeat_write(e, now);
 		if (e->flags & SAAS_ENGINE_NO_REAPER)
