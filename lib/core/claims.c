@@ -106,6 +106,9 @@ int saas__claim_once(saas_engine *e, const char *name)
 {
 	int held = 0, rc;
 
+	/* One engine owns a store nobody shares: what it claims is its own already. */
+	if (!e->claims.shared)
+		return 1;
 	if ((rc = lease_take(e, name, true, &held)) < 0)
 		return rc;
 	return held;
@@ -116,7 +119,7 @@ int saas__claim(saas_engine *e, const char *name)
 	struct saas__claims *cl = &e->claims;
 	int held, rc;
 
-	if ((held = saas__claim_once(e, name)) <= 0)
+	if ((held = saas__claim_once(e, name)) <= 0 || !cl->shared)
 		return held;
 	pthread_mutex_lock(&cl->mu);
 	rc = SAAS__ARRAY_RESERVE(cl->names, cl->cap, cl->count + 1);
@@ -156,6 +159,8 @@ void saas__claim_drop(saas_engine *e, const char *name)
 {
 	struct saas__claims *cl = &e->claims;
 
+	if (!cl->shared)
+		return;
 	pthread_mutex_lock(&cl->mu);
 	for (size_t i = 0; i < cl->count; i++)
 		if (strcmp(cl->names[i], name) == 0) {
@@ -189,6 +194,8 @@ static void renew(saas_engine *e)
 	char server[SAAS_STORE_LEASE_NAME_MAX + 1];
 	size_t i = 0;
 
+	if (!cl->shared)
+		return;
 	if (saas__claim_name(server, "server", cl->holder) == SAAS_OK) {
 		int held = 0;
 		if (lease_take(e, server, false, &held) < 0)
@@ -225,7 +232,7 @@ static void renew(saas_engine *e)
 		}
 	}
 	/* Executions running here: their leases say their runner lives. */
-	if (e->claims.shared) {
+	{
 		char (*ids)[SAAS_ID_MAX + 1] = NULL;
 		size_t n = 0, cap = 0;
 
@@ -272,11 +279,21 @@ int saas__claims_open(saas_engine *e, int64_t ttl_ms)
 	int held = 0, rc;
 
 	cl->ttl_ms = ttl_ms;
-	/* One engine per SQLite file (it lives in the state directory): executions need no lease there. */
+	/*
+	 * A SQLite store is one engine's (its file in the state directory, whose
+	 * lock that engine holds): nothing needs claiming there, and the single
+	 * machine runs exactly as it did before leases. Any other store may be
+	 * shared by many engines.
+	 */
 	cl->shared = strcmp(e->store->name, "sqlite") != 0;
 	if ((rc = saas__id_new(cl->holder, "srv-", 16)) < 0)
 		return rc;
 	holder_read(e, cl->prev);
+	holder_write(e);
+	if (!cl->shared) {
+		saas__log(e, SAAS_LOG_INFO, "engine holder %s (a store of its own: no leases)", cl->holder);
+		return SAAS_OK;
+	}
 	if ((rc = saas__claim_name(server, "server", cl->holder)) < 0)
 		return rc;
 	/* A store that cannot write now (a full disk) must not keep the engine from opening: renewals retry. */
@@ -287,7 +304,6 @@ int saas__claims_open(saas_engine *e, int64_t ttl_ms)
 		if (saas__claim_name(prev, "server", cl->prev) == SAAS_OK)
 			e->store->lease_release(e->store_ctx, prev, cl->prev);
 	}
-	holder_write(e);
 	saas__log(e, SAAS_LOG_INFO, "engine holder %s (leases of %lld ms, renewed every %lld ms%s%s)", cl->holder,
 	          (long long)ttl_ms, (long long)ttl_ms / 3, cl->prev[0] ? "; this state directory's last was " : "",
 	          cl->prev);
@@ -297,9 +313,11 @@ int saas__claims_open(saas_engine *e, int64_t ttl_ms)
 int saas__claims_start(saas_engine *e)
 {
 	struct saas__claims *cl = &e->claims;
-	int rc = pthread_create(&cl->thread, NULL, renew_main, e);
+	int rc;
 
-	if (rc != 0)
+	if (!cl->shared)
+		return SAAS_OK;
+	if ((rc = pthread_create(&cl->thread, NULL, renew_main, e)) != 0)
 		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the lease thread");
 	cl->running = true;
 	return SAAS_OK;
@@ -330,7 +348,7 @@ void saas__claims_close(saas_engine *e)
 	char name[SAAS_STORE_LEASE_NAME_MAX + 1];
 
 	claims_stop(e);
-	if (!e->store || !cl->holder[0])
+	if (!e->store || !cl->holder[0] || !cl->shared)
 		return;
 	/* A clean close: nothing of this engine's needs another to wait a ttl. */
 	while (cl->count > 0) {
@@ -355,7 +373,7 @@ bool saas__claims_alive(saas_engine *e, const char *holder)
 	char name[SAAS_STORE_LEASE_NAME_MAX + 1], who[SAAS_STORE_HOLDER_MAX + 1];
 	int64_t until;
 
-	if (strcmp(holder, e->claims.holder) == 0)
+	if (strcmp(holder, e->claims.holder) == 0 || !e->claims.shared)
 		return true;
 	if (e->claims.prev[0] && strcmp(holder, e->claims.prev) == 0)
 		return false;

@@ -142,7 +142,7 @@ static int destroy_if_orphan(void *ud, const char *name)
 	 * destroys it at the same time.
 	 */
 	if (saas__claim_name(lease, "pool", name) < 0 || saas__claim_once(s->e, lease) != 1)
-		return 0;
+		return 0; /* (a store of its own: always taken, as only this engine's pool could own it) */
 	saas__log(s->e, SAAS_LOG_WARN, "VM %s belongs to no live sandbox; destroying it", name);
 	if (s->e->driver->vm_destroy(s->e->driver_ctx, name) == SAAS_OK)
 		s->destroyed++;
@@ -171,9 +171,9 @@ static int create_undo(saas_engine *e, saas_store_sandbox *sb, int64_t now)
 	char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
 	int rc;
 
-	if ((rc = saas__claim_name(lease, "create", sb->id)) < 0)
+	if ((rc = saas__claim_name(lease, "create", sb->id)) < 0 || saas__claim_mine(e, lease))
 		return rc;
-	if (saas__claim_mine(e, lease) || (rc = saas__claim_once(e, lease)) <= 0)
+	if ((rc = saas__claim_once(e, lease)) <= 0)
 		return rc;
 	saas__log(e, SAAS_LOG_WARN, "sandbox %s: the server that was creating it is gone; undoing the create", sb->id);
 	rc = saas__sandbox_end(e, sb, SAAS_END_FAILED, now, 0, SAAS__END_IF_EXPIRY);
@@ -278,7 +278,7 @@ int saas__reconcile(saas_engine *e)
 		return SAAS_OK;
 	}
 	if ((rc = live_rows(e, &live)) < 0) {
-		e->store->lease_release(e->store_ctx, "reconcile", saas__engine_holder(e));
+		saas__claim_drop(e, "reconcile");
 		return saas__error_wrap(rc, "reconcile");
 	}
 	if (last_known <= 0 || last_known > now)
@@ -335,7 +335,7 @@ int saas__reconcile(saas_engine *e)
 	}
 	free(live.items);
 	heartbeat_write(e, now);
-	e->store->lease_release(e->store_ctx, "reconcile", saas__engine_holder(e));
+	saas__claim_drop(e, "reconcile");
 	/* The orphans were just looked for: a first sweep that takes the reaper's lease need not again. */
 	e->reaping = true;
 	return rc < 0 ? saas__error_wrap(rc, "reconcile: listing VMs") : SAAS_OK;
@@ -479,12 +479,15 @@ static int reaper_lease(saas_engine *e, bool *fresh)
 	return rc;
 }
 
-/* Renew the reaper's lease when a third of its ttl has passed; false once another engine holds it. */
+/*
+ * Renew the reaper's lease when a third of its ttl has passed; false once
+ * another engine holds it (a store that cannot say lets the pass go on).
+ */
 static bool reaper_lease_keep(saas_engine *e)
 {
 	if (saas__engine_now(e) - e->reaper_lease_at_ms < e->claims.ttl_ms / 3)
 		return true;
-	return reaper_lease(e, NULL) == 1;
+	return reaper_lease(e, NULL) != 0;
 }
 
 int saas__sweep(saas_engine *e, unsigned int *destroyed)
@@ -555,8 +558,12 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 			saas__log(e, SAAS_LOG_WARN, "reaper: another server took the sweep over; stopping this pass");
 			break;
 		}
-		/* A create whose server is gone: undone now, not at its expiry. */
-		if (sb->status == SAAS_SANDBOX_CREATING && create_undo(e, sb, now) == 1) {
+		/*
+		 * On a shared store, a create whose server is gone: undone now, not at
+		 * its expiry. (With a store of its own, only this engine creates, and
+		 * its reconcile undid what the last one left.)
+		 */
+		if (sb->status == SAAS_SANDBOX_CREATING && e->claims.shared && create_undo(e, sb, now) == 1) {
 			count++;
 			continue;
 		}
