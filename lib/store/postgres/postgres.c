@@ -198,6 +198,37 @@ static const char *const steps[] = {
 	"ALTER TABLE sandboxes ADD COLUMN denied_lookups BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN denied_connections_base BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN denied_lookups_base BIGINT NOT NULL DEFAULT 0;",
+	/*
+	 * 7 -> 8: many engines on one database, many VM hosts (issue #16): the
+	 * host each sandbox runs on ('' the engine's own), leases that make
+	 * once-only work claimable by one engine, the VM hosts, and MCP sessions
+	 * that any engine may serve. The partial index is what placement counts.
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN host_id TEXT COLLATE \"C\" NOT NULL DEFAULT '';"
+	"CREATE INDEX sandboxes_host_live ON sandboxes (host_id) WHERE status != 3;"
+	"CREATE TABLE leases ("
+	"  name TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  holder TEXT COLLATE \"C\" NOT NULL,"
+	"  expires_at BIGINT NOT NULL);"
+	"CREATE TABLE hosts ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  name TEXT COLLATE \"C\" NOT NULL UNIQUE,"
+	"  uri TEXT NOT NULL,"
+	"  address TEXT NOT NULL,"
+	"  state INT NOT NULL DEFAULT 0,"
+	"  cpu_overcommit_milli INT NOT NULL,"
+	"  mem_overcommit_milli INT NOT NULL,"
+	"  cpus INT NOT NULL DEFAULT 0,"
+	"  memory_mb BIGINT NOT NULL DEFAULT 0,"
+	"  created_at BIGINT NOT NULL,"
+	"  last_seen_at BIGINT NOT NULL DEFAULT 0,"
+	"  state_at BIGINT NOT NULL DEFAULT 0);"
+	"CREATE TABLE mcp_sessions ("
+	"  hash TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  version TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  last_used_at BIGINT NOT NULL);"
+	"CREATE INDEX mcp_sessions_used ON mcp_sessions (last_used_at);",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
