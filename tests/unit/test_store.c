@@ -18,6 +18,9 @@
 
 #include <cmocka.h>
 #include <sqlite3.h>
+#ifdef SAAS_WITH_POSTGRES
+#include <libpq-fe.h>
+#endif
 
 #include "saas/exec.h"
 #include "saas/sandbox.h"
@@ -2238,7 +2241,7 @@ static int place(struct fx *f, void *ctx, const char *id, const char *account, u
                  unsigned int memory_mb, int64_t seen_after, unsigned int max_live, char *host_out)
 {
 	saas_store_sandbox b = sandbox_rec(id, account, 10);
-	saas_store_placement p = { seen_after, max_live };
+	saas_store_placement p = { seen_after, max_live, NULL };
 	int rc;
 
 	b.vcpus = vcpus;
@@ -2311,12 +2314,37 @@ static void test_sandbox_place(void **state)
 	assert_int_equal(place(f, f->ctx, "sbx-o2", "acc-p", 1, 1024, 2000, 10, host), SAAS_OK);
 	assert_fails(place(f, f->ctx, "sbx-o3", "acc-p", 0, 1, 2000, 10, host), SAAS_EBUSY);
 
+	/* On one given host only (a fork's child beside its parent's snapshot), or not at all. */
+	{
+		saas_store_placement on = { 1000, 100, "small" };
+		saas_store_sandbox b = sandbox_rec("sbx-on", "acc-p", 10);
+
+		b.vcpus = 1;
+		b.memory_mb = 1;
+		/* small is full: big has room but is not the one asked for. */
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.host_id = "drained";
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.host_id = "unseen";
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.seen_after_ms = 999;
+		assert_int_equal(f->st->sandbox_place(f->ctx, &b, &on), SAAS_OK);
+		assert_string_equal(b.host_id, "unseen");
+		/* "" is any host: the one with the most memory left among those seen since 999. */
+		b = sandbox_rec("sbx-on2", "acc-p", 10);
+		on.host_id = "";
+		assert_int_equal(f->st->sandbox_place(f->ctx, &b, &on), SAAS_OK);
+		assert_string_equal(b.host_id, "unseen");
+		close_sandbox(f, "sbx-on", 30, 0);
+		close_sandbox(f, "sbx-on2", 30, 0);
+	}
+
 	/* The account's limit counts every live sandbox, wherever it runs. */
 	assert_fails(place(f, f->ctx, "sbx-l1", "acc-p", 1, 1, 0, 8, host), SAAS_ELIMIT);
 	assert_fails(place(f, f->ctx, "sbx-l1", "acc-none", 1, 1, 0, 8, host), SAAS_ENOTFOUND);
 	/* A duplicate id is refused and nothing is placed. */
 	assert_fails(place(f, f->ctx, "sbx-p1", "acc-p", 1, 1, 0, 100, host), SAAS_EEXISTS);
-	assert_fails(f->st->sandbox_place(f->ctx, NULL, &(saas_store_placement){ 0, 1 }), SAAS_EINVAL);
+	assert_fails(f->st->sandbox_place(f->ctx, NULL, &(saas_store_placement){ 0, 1, NULL }), SAAS_EINVAL);
 }
 
 static void test_mcp_sessions(void **state)
@@ -2533,9 +2561,9 @@ static void test_concurrent_two_handles(void **state)
 
 /*
  * Eight placers at once, each on its own store handle (its own connection:
- * what eight servers do), into hosts with room for 24 sandboxes in all: 24
- * are placed, no host holds more than it has room for, and the rest are told
- * SAAS_EBUSY.
+ * what eight servers do) and for its own account, into hosts with room for
+ * 24 sandboxes in all: 24 are placed, no host holds more than it has room
+ * for, and the rest are told SAAS_EBUSY.
  */
 #define PLACERS 8
 #define PLACE_EACH 6
@@ -2554,11 +2582,12 @@ static void *place_many(void *arg)
 
 	pthread_barrier_wait(r->start);
 	for (int i = 0; i < PLACE_EACH; i++) {
-		char id[48];
+		char id[48], account[32];
 		int rc;
 
 		snprintf(id, sizeof(id), "sbx-place-t%d-%d", r->index, i);
-		rc = place(r->f, r->ctx, id, "acc-place", 1, 1024, 0, 1000, NULL);
+		snprintf(account, sizeof(account), "acc-place%d", r->index);
+		rc = place(r->f, r->ctx, id, account, 1, 1024, 0, 1000, NULL);
 		if (rc == SAAS_OK)
 			r->ok++;
 		else if (rc == SAAS_EBUSY)
@@ -2571,57 +2600,196 @@ static void *place_many(void *arg)
 	return NULL;
 }
 
-static void test_place_concurrent(void **state)
+/* Run the placers on ctx[i] each (several may share one handle) and check the outcome. */
+static void place_race(struct fx *f, void *const ctx[PLACERS])
 {
-	struct fx *f = *state;
 	struct placer r[PLACERS];
 	pthread_t t[PLACERS];
 	pthread_barrier_t start;
 	struct sandboxes c;
 	saas_store_filter flt;
-	int ok = 0, busy = 0, opened = 0;
+	int ok = 0, busy = 0;
 	const char *hosts[] = { "ph-a", "ph-b", "ph-c" };
 	/* Room by memory for 10, by vCPUs (2 x 2.5) for 5, and by memory for 9. */
 	const unsigned int cpus[] = { 64, 2, 64 }, cpu_milli[] = { 1000, 2500, 1000 };
 	const uint64_t mem[] = { 10240, 65536, 9300 };
+	const size_t want[] = { 10, 5, 9 };
 
-	add_account(f, "acc-place", 1, 0);
+	/* An account each, so that nothing but the hosts' locks stands between the placers. */
+	for (int i = 0; i < PLACERS; i++) {
+		char account[32];
+
+		snprintf(account, sizeof(account), "acc-place%d", i);
+		add_account(f, account, 1, 0);
+	}
 	for (int i = 0; i < 3; i++) {
 		saas_store_host h = host_rec(hosts[i], cpus[i], mem[i], 1);
 
 		h.cpu_overcommit_milli = cpu_milli[i];
 		assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
 	}
-	memset(r, 0, sizeof(r));
+	assert_int_equal(pthread_barrier_init(&start, NULL, PLACERS), 0);
 	for (int i = 0; i < PLACERS; i++) {
-		r[i] = (struct placer){ f, NULL, &start, i, 0, 0, 0 };
-		if (open_store(f, &r[i].ctx) != SAAS_OK)
-			break;
-		opened++;
-	}
-	assert_int_equal(pthread_barrier_init(&start, NULL, opened), 0);
-	for (int i = 0; i < opened; i++)
+		r[i] = (struct placer){ f, ctx[i], &start, i, 0, 0, 0 };
 		assert_int_equal(pthread_create(&t[i], NULL, place_many, &r[i]), 0);
+	}
 	/* Join them all before any assertion can jump out of this function. */
-	for (int i = 0; i < opened; i++)
+	for (int i = 0; i < PLACERS; i++)
 		pthread_join(t[i], NULL);
 	pthread_barrier_destroy(&start);
-	for (int i = 0; i < opened; i++) {
-		f->st->close(r[i].ctx);
+	for (int i = 0; i < PLACERS; i++) {
 		ok += r[i].ok;
 		busy += r[i].busy;
 		assert_int_equal(r[i].other, 0);
 	}
-	assert_int_equal(opened, PLACERS);
 	assert_int_equal(ok, 24);
 	assert_int_equal(busy, PLACERS * PLACE_EACH - 24);
 	memset(&flt, 0, sizeof(flt));
 	flt.live = 1;
-	const size_t want[] = { 10, 5, 9 };
 	for (int i = 0; i < 3; i++) {
 		flt.host_id = hosts[i];
 		assert_int_equal(list_sandboxes(f, &flt, &c), want[i]);
 	}
+}
+
+static void test_place_concurrent(void **state)
+{
+	struct fx *f = *state;
+	void *ctx[PLACERS] = { NULL };
+	int opened = 0;
+
+	for (int i = 0; i < PLACERS && open_store(f, &ctx[i]) == SAAS_OK; i++)
+		opened++;
+	if (opened == PLACERS)
+		place_race(f, ctx);
+	for (int i = 0; i < opened; i++)
+		f->st->close(ctx[i]);
+	assert_int_equal(opened, PLACERS);
+}
+
+/* The URL with `param` added to its query, first or last. */
+static char *url_with(const char *url, const char *param, int first)
+{
+	const char *q = strchr(url, '?');
+	char *out = NULL;
+	int n;
+
+	if (first && q)
+		n = asprintf(&out, "%.*s?%s&%s", (int)(q - url), url, param, q + 1);
+	else
+		n = asprintf(&out, "%s%c%s", url, q ? '&' : '?', param);
+	return n < 0 ? NULL : out;
+}
+
+/*
+ * One handle shared by more threads than it has connections (PostgreSQL:
+ * aas_pool=2): callers wait for a free connection, nobody fails, and each
+ * transaction stays on its connection (no overcommit, no lost update).
+ */
+static void test_pool_many_threads(void **state)
+{
+	struct fx *f = *state;
+	void *small = NULL, *ctx[PLACERS];
+	saas_store_env env = f->env;
+	char *url = NULL;
+
+	if (f->st != &saas__store_sqlite) {
+		assert_non_null(url = url_with(f->url, "aas_pool=2", 0));
+		env.url = url;
+		assert_int_equal(f->st->open(&small, &env), SAAS_OK);
+	} else {
+		small = f->ctx; /* one connection behind a mutex: the same test of waiting */
+	}
+	for (int i = 0; i < PLACERS; i++)
+		ctx[i] = small;
+	place_race(f, ctx);
+	if (small != f->ctx)
+		f->st->close(small);
+	free(url);
+}
+
+/* aas_pool: bounded, given once, taken out of the URL wherever it stands in the query. */
+static void test_pg_pool_option(void **state)
+{
+	struct fx *f = *state;
+	const char *bad[] = { "aas_pool=0", "aas_pool=65", "aas_pool=", "aas_pool=x", "aas_pool=-1", "aas_pool=007",
+		              "aas_pool=2&aas_pool=3" };
+	saas_store_env env = f->env;
+	void *ctx = NULL;
+	char *url;
+	int v = 0;
+
+	if (f->st == &saas__store_sqlite) {
+		print_message("skipped: the pool is PostgreSQL's\n");
+		skip();
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_non_null(url = url_with(f->url, bad[i], 0));
+		env.url = url;
+		assert_fails(f->st->open(&ctx, &env), SAAS_EINVAL);
+		assert_null(ctx);
+		assert_non_null(strstr(saas_error_last()->message, "aas_pool"));
+		free(url);
+	}
+	for (int first = 0; first < 2; first++) {
+		assert_non_null(url = url_with(f->url, first ? "aas_pool=1" : "aas_pool=64", first));
+		env.url = url;
+		assert_int_equal(f->st->open(&ctx, &env), SAAS_OK);
+		assert_int_equal(f->st->schema_version(ctx, &v), SAAS_OK);
+		assert_int_equal(v, SAAS_STORE_SCHEMA);
+		f->st->close(ctx);
+		ctx = NULL;
+		free(url);
+	}
+	/* What libpq does not know it still refuses: the store only takes its own out. */
+	assert_non_null(url = url_with(f->url, "aas_pools=2", 0));
+	env.url = url;
+	assert_fails(f->st->open(&ctx, &env), SAAS_ESTORE);
+	free(url);
+}
+
+/*
+ * Every connection of the pool killed by the server while idle (a restart,
+ * an administrator's pg_terminate_backend): the next calls reconnect and
+ * succeed, from many threads at once.
+ */
+static void test_pg_reconnect(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account a;
+	void *ctx[PLACERS];
+
+	if (f->st == &saas__store_sqlite) {
+		print_message("skipped: reconnecting is PostgreSQL's\n");
+		skip();
+	}
+#ifdef SAAS_WITH_POSTGRES
+	add_account(f, "acc-rc", 1, 0);
+	{
+		/* Use several connections of the pool first, so that there are several to kill. */
+		struct sandboxes c;
+
+		assert_int_equal(list_sandboxes(f, NULL, &c), 0);
+	}
+	PGconn *admin = PQconnectdb(f->url);
+	PGresult *res;
+
+	assert_int_equal(PQstatus(admin), CONNECTION_OK);
+	res = PQexec(admin, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+	                    " WHERE datname = current_database() AND pid <> pg_backend_pid()");
+	assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+	assert_true(atoi(PQgetvalue(res, 0, 0)) >= 1);
+	PQclear(res);
+	PQfinish(admin);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-rc", &a), SAAS_OK);
+	for (int i = 0; i < PLACERS; i++)
+		ctx[i] = f->ctx;
+	place_race(f, ctx);
+#else
+	(void)f;
+	(void)a;
+	(void)ctx;
+#endif
 }
 
 int main(void)
@@ -2674,6 +2842,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hosts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_place, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_place_concurrent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_many_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_pool_option, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_reconnect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mcp_sessions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_hosts, setup, teardown),
 	};

@@ -2423,40 +2423,16 @@ out:
 
 /* ---- version 6: leases, VM hosts, placement, MCP sessions ---- */
 
-/*
- * Bounds that keep placement's arithmetic (memory_mb x mem_overcommit_milli,
- * in BIGINT) far from overflowing: 2^40 MiB is an exbibyte, and no operator
- * overcommits a thousandfold.
- */
-#define HOST_MEMORY_MB_MAX (UINT64_C(1) << 40)
-#define OVERCOMMIT_MILLI_MAX 1000000u
-/* host_get takes an id or a name: the longer of the two. */
-#define HOST_KEY_MAX (SAAS_STORE_HOST_NAME_MAX > SAAS_ID_MAX ? SAAS_STORE_HOST_NAME_MAX : SAAS_ID_MAX)
-
-static int lease_args(const char *name, const char *holder)
-{
-	int rc;
-
-	if ((rc = check_arg(name, SAAS_STORE_LEASE_NAME_MAX, "lease name")) < 0 ||
-	    (rc = check_arg(holder, SAAS_STORE_HOLDER_MAX, "lease holder")) < 0)
-		return rc;
-	if (!*name || !*holder)
-		return saas__inval("a lease needs a name and a holder");
-	return SAAS_OK;
-}
-
 static int sq_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held)
 {
 	struct sq *s = ctx;
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if ((rc = lease_args(name, holder)) < 0)
+	if ((rc = saas__store_lease_check(name, holder)) < 0 || (rc = saas__store_lease_time_check(now_ms, ttl_ms)) < 0)
 		return rc;
 	if (!held)
 		return saas__inval("output is NULL");
-	if (ttl_ms <= 0 || now_ms < 0 || now_ms > INT64_MAX - ttl_ms)
-		return saas__inval("lease time %lld + %lld ms is out of range", (long long)now_ms, (long long)ttl_ms);
 	*held = 0;
 	pthread_mutex_lock(&s->lock);
 	/*
@@ -2487,7 +2463,7 @@ static int sq_lease_release(void *ctx, const char *name, const char *holder)
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if ((rc = lease_args(name, holder)) < 0)
+	if ((rc = saas__store_lease_check(name, holder)) < 0)
 		return rc;
 	pthread_mutex_lock(&s->lock);
 	if ((rc = prep(s, &st, "DELETE FROM leases WHERE name = ?1 AND holder = ?2")) < 0)
@@ -2531,42 +2507,13 @@ out:
 	return rc;
 }
 
-static bool host_state_ok(int state)
-{
-	return state == SAAS_STORE_HOST_ACTIVE || state == SAAS_STORE_HOST_DRAINING || state == SAAS_STORE_HOST_LOST;
-}
-
-static int host_check(const saas_store_host *h)
-{
-	int rc;
-
-	if (!h)
-		return saas__inval("host is NULL");
-	if ((rc = check_field(h->id, sizeof(h->id), "host id")) < 0 ||
-	    (rc = check_field(h->name, sizeof(h->name), "host name")) < 0 ||
-	    (rc = check_field(h->uri, sizeof(h->uri), "host URI")) < 0 ||
-	    (rc = check_field(h->address, sizeof(h->address), "host address")) < 0)
-		return rc;
-	if (!h->id[0] || !h->name[0] || !h->uri[0])
-		return saas__inval("a host needs an id, a name and a URI");
-	if (!host_state_ok(h->state))
-		return saas__inval("host state %d is not active, draining or lost", h->state);
-	if (h->cpu_overcommit_milli < 1 || h->cpu_overcommit_milli > OVERCOMMIT_MILLI_MAX ||
-	    h->mem_overcommit_milli < 1 || h->mem_overcommit_milli > OVERCOMMIT_MILLI_MAX)
-		return saas__inval("host overcommit %u/%u is out of range (1 to %u thousandths)", h->cpu_overcommit_milli,
-		                   h->mem_overcommit_milli, OVERCOMMIT_MILLI_MAX);
-	if (h->memory_mb > HOST_MEMORY_MB_MAX)
-		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)h->memory_mb);
-	return SAAS_OK;
-}
-
 static int sq_host_insert(void *ctx, const saas_store_host *h)
 {
 	struct sq *s = ctx;
 	sqlite3_stmt *st = NULL;
 	int rc, src;
 
-	if ((rc = host_check(h)) < 0)
+	if ((rc = saas__store_host_check(h)) < 0)
 		return rc;
 	pthread_mutex_lock(&s->lock);
 	if ((rc = prep(s, &st, "INSERT INTO hosts (id, name, uri, address, state, cpu_overcommit_milli,"
@@ -2620,7 +2567,7 @@ static int sq_host_get(void *ctx, const char *id_or_name, saas_store_host *out)
 	sqlite3_stmt *st = NULL;
 	int rc, src;
 
-	if ((rc = check_arg(id_or_name, HOST_KEY_MAX, "host id or name")) < 0)
+	if ((rc = check_arg(id_or_name, SAAS__HOST_KEY_MAX, "host id or name")) < 0)
 		return rc;
 	if (!out)
 		return saas__inval("output is NULL");
@@ -2685,7 +2632,7 @@ static int sq_host_set_state(void *ctx, const char *id, int from, int to, int64_
 
 	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
 		return rc;
-	if ((from != -1 && !host_state_ok(from)) || !host_state_ok(to))
+	if ((from != -1 && !saas__store_host_state_valid(from)) || !saas__store_host_state_valid(to))
 		return saas__inval("host state %d -> %d is not between active, draining and lost", from, to);
 	pthread_mutex_lock(&s->lock);
 	if ((rc = prep(s, &st, "UPDATE hosts SET state = ?3, state_at = ?4 WHERE id = ?1 AND (?2 < 0 OR state = ?2)")) < 0)
@@ -2716,7 +2663,7 @@ static int sq_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int c
 
 	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
 		return rc;
-	if (memory_mb > HOST_MEMORY_MB_MAX)
+	if (memory_mb > SAAS__HOST_MEMORY_MB_MAX)
 		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)memory_mb);
 	pthread_mutex_lock(&s->lock);
 	if ((rc = prep(s, &st, "UPDATE hosts SET cpus = ?3, memory_mb = ?4, last_seen_at = MAX(last_seen_at, ?2)"
@@ -2774,7 +2721,8 @@ out:
  * Room compares in thousandths, (used + need) x 1000 <= capacity x milli, so
  * no rounding of the overcommitted capacity lets a sandbox too many in.
  */
-static int place_pick(struct sq *s, const saas_store_sandbox *b, int64_t seen_after_ms, char host_id[SAAS_ID_MAX + 1])
+static int place_pick(struct sq *s, const saas_store_sandbox *b, const saas_store_placement *p,
+                      char host_id[SAAS_ID_MAX + 1])
 {
 	sqlite3_stmt *st = NULL;
 	int rc, src;
@@ -2782,15 +2730,16 @@ static int place_pick(struct sq *s, const saas_store_sandbox *b, int64_t seen_af
 	host_id[0] = '\0';
 	if ((rc = prep(s, &st, "SELECT h.id FROM hosts h"
 	                       " LEFT JOIN sandboxes b ON b.host_id = h.id AND b.status != 3"
-	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1"
+	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1 AND (?4 = '' OR h.id = ?4)"
 	                       " GROUP BY h.id"
 	                       " HAVING (COALESCE(SUM(b.vcpus), 0) + ?2) * 1000 <= h.cpus * h.cpu_overcommit_milli"
 	                       " AND (COALESCE(SUM(b.memory_mb), 0) + ?3) * 1000 <= h.memory_mb * h.mem_overcommit_milli"
 	                       " ORDER BY h.memory_mb * h.mem_overcommit_milli - COALESCE(SUM(b.memory_mb), 0) * 1000"
 	                       " DESC, h.id LIMIT 1")) < 0)
 		goto out;
-	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, seen_after_ms) | sqlite3_bind_int64(st, 2, b->vcpus) |
-	                            sqlite3_bind_int64(st, 3, b->memory_mb))) < 0)
+	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, p->seen_after_ms) | sqlite3_bind_int64(st, 2, b->vcpus) |
+	                            sqlite3_bind_int64(st, 3, b->memory_mb) |
+	                            bind_text(st, 4, p->host_id ? p->host_id : ""))) < 0)
 		goto out;
 	src = sqlite3_step(st);
 	if (src == SQLITE_ROW)
@@ -2812,6 +2761,8 @@ static int sq_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_s
 		return rc;
 	if (!p)
 		return saas__inval("placement is NULL");
+	if (p->host_id && (rc = check_arg(p->host_id, SAAS_ID_MAX, "placement host id")) < 0)
+		return rc;
 	b = *sandbox;
 	pthread_mutex_lock(&s->lock);
 	/*
@@ -2824,12 +2775,16 @@ static int sq_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_s
 		goto out;
 	if ((rc = live_check(s, b.account_id, p->max_live)) < 0)
 		goto out;
-	if ((rc = place_pick(s, &b, p->seen_after_ms, b.host_id)) < 0)
+	if ((rc = place_pick(s, &b, p, b.host_id)) < 0)
 		goto out;
 	if (!b.host_id[0]) {
-		rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
-		                 "no active host seen lately has room for %u vCPUs and %u MiB; add or undrain a host",
-		                 b.vcpus, b.memory_mb);
+		rc = p->host_id && *p->host_id
+		             ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                           "host '%.64s' is not active, not seen lately or has no room for %u vCPUs and "
+		                           "%u MiB", p->host_id, b.vcpus, b.memory_mb)
+		             : saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                           "no active host seen lately has room for %u vCPUs and %u MiB; "
+		                           "add or undrain a host", b.vcpus, b.memory_mb);
 		goto out;
 	}
 	if ((rc = sandbox_write(s, &b)) < 0 || (rc = tx_commit(s)) < 0)
