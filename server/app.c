@@ -65,6 +65,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsig
 	o.execution_retention_s = cfg->retention_s;
 	o.min_free_mb = cfg->min_free_mb;
 	o.disk_budget_gb = cfg->disk_budget_gb;
+	o.lease_ttl_ms = cfg->lease_ttl_s * 1000;
 	/* Sizes, prices and credit are the library's defaults; /v1/service reads them back. */
 	o.log = aas_engine_log;
 	o.log_level = cfg->log_level;

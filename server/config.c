@@ -52,6 +52,9 @@ const char *aas_config_usage(void)
 	       "                          default 1024 [AAS_MIN_FREE_MB]\n"
 	       "  --disk-budget-gb N      refuse creates (503) whose disk would take the sandboxes' disks, all full,\n"
 	       "                          past N GiB; default 4 times the overlays' filesystem [AAS_DISK_BUDGET_GB]\n"
+	       "  --lease-ttl SECS        how long this server's leases in the store last unrenewed (renewed every\n"
+	       "                          third of it): with many servers on one database, a dead one's work is\n"
+	       "                          taken over this long after it died; default 15 [AAS_LEASE_TTL]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -196,6 +199,9 @@ static const struct num_option {
 	  "MiB" },
 	{ "disk-budget-gb", "AAS_DISK_BUDGET_GB", offsetof(struct aas_config, disk_budget_gb), 1,
 	  SAAS_ENGINE_DISK_BUDGET_GB_MAX, "GiB" },
+	/* Many servers on one database (docs/operations.md). */
+	{ "lease-ttl", "AAS_LEASE_TTL", offsetof(struct aas_config, lease_ttl_s), 1, SAAS_ENGINE_LEASE_TTL_MS_MAX / 1000,
+	  "seconds" },
 	/* The connection policy. */
 	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
 	  "connections" },

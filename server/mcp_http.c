@@ -42,18 +42,12 @@
 #include "aas_mcp.h"
 #include "server.h"
 
-#define SESSIONS_MAX 4096
 #define SESSION_IDLE_MS ((int64_t)24 * 3600 * 1000)
-
-struct session {
-	char id[33];             /* 32 hex digits; "" when free */
-	char version[16];
-	int64_t last_used_ms;
-};
+#define SESSION_PRUNE_MS ((int64_t)60 * 1000)
 
 /* A request running on a session: what ctx.userdata points at. */
 struct running {
-	char session[33];
+	char session[SAAS_MCP_SESSION_ID_LEN + 1];
 	struct stream *stream;   /* when it is answered as an event stream */
 };
 
@@ -65,8 +59,7 @@ struct inflight {
 	struct inflight *next;
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* sessions and inflight */
-static struct session sessions[SESSIONS_MAX];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* inflight, pruned_at_ms */
 static struct inflight *inflight;
 static saas_engine *engine_;
 static unsigned int port_;
@@ -87,79 +80,64 @@ void aas_mcp_http_free(void)
 {
 	free(origins_);
 	origins_ = NULL;
-	pthread_mutex_lock(&mu);
-	memset(sessions, 0, sizeof(sessions));
-	pthread_mutex_unlock(&mu);
 }
 
 /* ---- sessions ---- */
 
-static int session_new(char id[33], const char *version)
-{
-	unsigned char rnd[16];
-	struct session *slot = NULL;
-	int64_t now = aas_now_ms();
+/*
+ * Sessions live in the engine's store (saas_mcp_session_*), so a session
+ * initialized through one server is used through any other on the same
+ * database. Pruning is one idempotent DELETE: each server runs it at most
+ * once per SESSION_PRUNE_MS, whichever server that is.
+ */
+static int64_t pruned_at_ms;
 
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -1;
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(id + 2 * i, 3, "%02x", rnd[i]);
+static void sessions_prune(void)
+{
+	int64_t now = aas_now_ms(), last;
+
 	pthread_mutex_lock(&mu);
-	/* A free or expired slot, else the least recently used one. */
-	for (size_t i = 0; i < SESSIONS_MAX; i++) {
-		struct session *s = &sessions[i];
-		if (!s->id[0] || now - s->last_used_ms > SESSION_IDLE_MS) {
-			slot = s;
-			break;
-		}
-		if (!slot || s->last_used_ms < slot->last_used_ms)
-			slot = s;
-	}
-	snprintf(slot->id, sizeof(slot->id), "%s", id);
-	snprintf(slot->version, sizeof(slot->version), "%s", version);
-	slot->last_used_ms = now;
+	last = pruned_at_ms;
+	if (now - last >= SESSION_PRUNE_MS)
+		pruned_at_ms = now;
 	pthread_mutex_unlock(&mu);
+	if (now - last >= SESSION_PRUNE_MS && saas_mcp_session_prune(engine_, SESSION_IDLE_MS) < 0)
+		aas_log(SAAS_LOG_WARN, "pruning idle MCP sessions failed: %s", saas_error_last()->message);
+}
+
+/* A new session's id into id (SAAS_MCP_SESSION_ID_LEN + 1 bytes); 0, or -1 after logging. */
+static int session_new(char id[SAAS_MCP_SESSION_ID_LEN + 1], const char *version)
+{
+	char *made = NULL;
+
+	sessions_prune();
+	if (saas_mcp_session_create(&made, engine_, version, 0) < 0) {
+		aas_log(SAAS_LOG_ERROR, "cannot start an MCP session: %s", saas_error_last()->message);
+		return -1;
+	}
+	snprintf(id, SAAS_MCP_SESSION_ID_LEN + 1, "%s", made);
+	saas_free(made);
 	return 0;
 }
 
-static struct session *find_locked(const char *id)
+/*
+ * Touch a session and say whether its protocol version has batches: 1, 0 when
+ * it is unknown or expired, -1 (logged) when the store cannot say.
+ */
+static int session_use(const char *id, bool *batches)
 {
-	if (!id || strlen(id) != 32)
-		return NULL;
-	for (size_t i = 0; i < SESSIONS_MAX; i++)
-		if (sessions[i].id[0] && strcmp(sessions[i].id, id) == 0) {
-			if (aas_now_ms() - sessions[i].last_used_ms > SESSION_IDLE_MS) {
-				memset(&sessions[i], 0, sizeof(sessions[i]));
-				return NULL;
-			}
-			return &sessions[i];
-		}
-	return NULL;
-}
+	char *version = NULL;
+	int rc = saas_mcp_session_use(&version, engine_, id, SESSION_IDLE_MS);
 
-/* Touch a session and say whether its protocol version has batches; false when unknown or expired. */
-static bool session_use(const char *id, bool *batches)
-{
-	struct session *s;
-
-	pthread_mutex_lock(&mu);
-	if ((s = find_locked(id))) {
-		s->last_used_ms = aas_now_ms();
-		*batches = aas_mcp_version_batches(s->version);
+	if (rc == SAAS_ENOTFOUND)
+		return 0;
+	if (rc < 0) {
+		aas_log(SAAS_LOG_ERROR, "looking up an MCP session failed: %s", saas_error_last()->message);
+		return -1;
 	}
-	pthread_mutex_unlock(&mu);
-	return s != NULL;
-}
-
-static bool session_end(const char *id)
-{
-	struct session *s;
-
-	pthread_mutex_lock(&mu);
-	if ((s = find_locked(id)))
-		memset(s, 0, sizeof(*s));
-	pthread_mutex_unlock(&mu);
-	return s != NULL;
+	*batches = aas_mcp_version_batches(version);
+	saas_free(version);
+	return 1;
 }
 
 /* ---- requests in flight, and their cancellation ---- */
@@ -514,12 +492,18 @@ static bool check_session(struct aas_req *r, struct aas_reply *out, bool *batche
 		                "Bad Request: Mcp-Session-Id header is required (send initialize first)");
 		return false;
 	}
-	if (!session_use(sid, batches)) {
+	switch (session_use(sid, batches)) {
+	case 1:
+		return true;
+	case 0:
 		reply_rpc_error(out, 404, AAS_MCP_INVALID_REQUEST,
 		                "Session not found: it ended or expired; send initialize again");
 		return false;
+	default:
+		reply_rpc_error(out, 503, AAS_MCP_INTERNAL_ERROR,
+		                "Service Unavailable: the session store cannot be reached; try again");
+		return false;
 	}
-	return true;
 }
 
 static void log_detail(const char *msg)
@@ -537,7 +521,7 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 	json_t *msg, *err = NULL, *resp;
 	enum aas_mcp_kind kind;
 	struct running run = { "", NULL };
-	char sid[33];
+	char sid[SAAS_MCP_SESSION_ID_LEN + 1];
 
 	if (!precheck(r, out))
 		return;
@@ -591,7 +575,8 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 		if (v) {
 			if (session_new(sid, v) < 0) {
 				json_decref(resp);
-				reply_rpc_error(out, 500, AAS_MCP_INTERNAL_ERROR, "cannot make a session id (no randomness)");
+				reply_rpc_error(out, 503, AAS_MCP_INTERNAL_ERROR,
+				                "Service Unavailable: a session could not be started; try again");
 				return;
 			}
 			reply_message(r, out, resp);
@@ -606,6 +591,7 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 void aas_h_mcp_delete(struct aas_req *r, struct aas_reply *out)
 {
 	const char *sid;
+	bool batches;
 
 	if (!precheck(r, out))
 		return;
@@ -614,8 +600,18 @@ void aas_h_mcp_delete(struct aas_req *r, struct aas_reply *out)
 		reply_rpc_error(out, 400, AAS_MCP_INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required");
 		return;
 	}
-	if (!session_end(sid)) {
+	switch (session_use(sid, &batches)) {
+	case 0:
 		reply_rpc_error(out, 404, AAS_MCP_INVALID_REQUEST, "Session not found");
+		return;
+	case 1:
+		if (saas_mcp_session_end(engine_, sid) == SAAS_OK)
+			break;
+		aas_log(SAAS_LOG_ERROR, "ending an MCP session failed: %s", saas_error_last()->message);
+		/* fall through */
+	default:
+		reply_rpc_error(out, 503, AAS_MCP_INTERNAL_ERROR,
+		                "Service Unavailable: the session store cannot be reached; try again");
 		return;
 	}
 	reply_empty(out, 204);

@@ -56,6 +56,7 @@ struct aas_config {
 	unsigned int preview_rate;     /* requests per second per client address to previews */
 	unsigned int min_free_mb;  /* creates refused below this free on the state filesystem; 0: the engine's default */
 	unsigned int disk_budget_gb; /* creates refused past this disk held by sandboxes; 0: the engine's default */
+	unsigned int lease_ttl_s;  /* the engine's leases in the store; 0: the engine's default (15 s) */
 	/* The preview proxy's bounds on a guest's server, in seconds (AAS_PREVIEW_*_TIMEOUT_DEFAULT). */
 	unsigned int preview_connect_timeout_s;    /* to open the tunnel */
 	unsigned int preview_first_byte_timeout_s; /* from the request sent to the answer's whole head */

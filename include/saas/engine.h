@@ -59,12 +59,13 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * Version of saas_engine_options this header describes. Version 2 appended
  * `pool`, version 3 the tenant limits (`max_executions` to
  * `execution_retention_s`) and `min_free_mb`, version 4 `store`,
- * `store_userdata` and `default_size`, version 5 `disk_budget_gb`; callers
+ * `store_userdata` and `default_size`, version 5 `disk_budget_gb`, version 6
+ * `lease_ttl_ms`; callers
  * built against an older version
  * are still accepted (their struct is read only as far as their version
  * reached, and what it lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 5
+#define SAAS_ENGINE_OPTIONS_VERSION 6
 
 /** Default of saas_engine_options.max_executions. */
 #define SAAS_MAX_EXECUTIONS_DEFAULT 8
@@ -97,6 +98,12 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * (the VM has no row).
  */
 #define SAAS_ENGINE_STOP_WAIT_MS 10000
+
+/** Default of saas_engine_options.lease_ttl_ms: 15 s (renewed every 5 s). */
+#define SAAS_ENGINE_LEASE_TTL_MS 15000
+/** The shortest and longest saas_engine_options.lease_ttl_ms. */
+#define SAAS_ENGINE_LEASE_TTL_MS_MIN 300
+#define SAAS_ENGINE_LEASE_TTL_MS_MAX 600000
 
 /** The most VMs one warm pool may hold (the N of "SIZE=N"). */
 #define SAAS_ENGINE_POOL_MAX 64
@@ -218,9 +225,20 @@ typedef struct saas_engine_options {
 	 * `min_free_mb`. At most SAAS_ENGINE_DISK_BUDGET_GB_MAX.
 	 */
 	unsigned int disk_budget_gb;
+	/**
+	 * How long the leases this engine holds in the store last unrenewed, in
+	 * ms (since version 6); it renews them every third of it. Many engines
+	 * on one database (docs/operations.md) find a dead one's work through
+	 * them: its creates cut short are undone, its pooled VMs destroyed, its
+	 * running executions marked failed, and its reaper passes taken over,
+	 * within about this long after it died. Their clocks must agree to well
+	 * within it. 0: SAAS_ENGINE_LEASE_TTL_MS. SAAS_ENGINE_LEASE_TTL_MS_MIN to
+	 * SAAS_ENGINE_LEASE_TTL_MS_MAX.
+	 */
+	unsigned int lease_ttl_ms;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
 
 /**
  * Open an engine on a state directory.

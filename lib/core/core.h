@@ -50,6 +50,20 @@ struct saas__closes {
 	int fd;                        /* STATE/closes.pending, allocated ahead; -1 if it could not be */
 };
 
+/* Leases this engine holds in the store (claims.c). */
+struct saas__claims {
+	char holder[SAAS_STORE_HOLDER_MAX + 1];  /* made at open: "srv-" and 16 random characters */
+	char prev[SAAS_STORE_HOLDER_MAX + 1];    /* the state directory's previous holder (dead: we hold its lock) */
+	int64_t ttl_ms;
+	bool shared;                   /* the store may have other engines (not SQLite): executions hold leases */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool running, stopping;
+	char (*names)[SAAS_STORE_LEASE_NAME_MAX + 1]; /* renewed with the server's lease, under mu */
+	size_t count, cap;
+};
+
 struct saas_engine {
 	char *state_dir;
 	char *default_image;
@@ -79,6 +93,7 @@ struct saas_engine {
 	unsigned int stop_wait_ms;     /* how long saas_engine_free waits for a pool create in flight */
 
 	struct saas__closes closes;
+	struct saas__claims claims;
 
 	/* The reaper. */
 	pthread_mutex_t mu;
@@ -88,6 +103,8 @@ struct saas_engine {
 	bool stopping;
 	unsigned int reaper_interval_ms;
 	unsigned int sweeps;
+	bool reaping;                  /* this engine held the reaper's lease at its last sweep */
+	int64_t reaper_lease_at_ms;    /* when it last took it */
 
 	/* Warm pools (pool.c); NULL when none is configured. */
 	struct saas__pools *pools;
@@ -361,6 +378,8 @@ long saas__live_input(void *userdata, void *buf, size_t cap);
 int saas__live_control(void *userdata, int *group);
 /* "TERM" ("SIGTERM") -> 15 for the signals a caller may send; 0 for any other. */
 int saas__live_signal_number(const char *name);
+/* Does this engine run execution `id` now? */
+bool saas__live_here(saas_engine *e, const char *id);
 /* A running execution of the client's as it stands: 0 and *out, 1 if none runs, or an error. */
 int saas__live_get(saas_client *c, const char *id, saas_execution **out);
 int saas__local_execution_stdin(saas_client *c, const char *id, const void *data, size_t len, unsigned int flags);
@@ -372,6 +391,41 @@ int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_curso
                                  saas_execution **out);
 int saas__local_exec_stream(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
                             const saas_exec_callbacks *cb, unsigned int flags, saas_execution **out);
+
+/* claims.c: leases, so that many engines on one store do once-only work once */
+/*
+ * This engine's holder id, made at open (logged), for leases other modules
+ * take: "server:<holder>" is held while the engine runs. Borrowed until the
+ * engine is freed.
+ */
+const char *saas__engine_holder(saas_engine *e);
+/* Make the holder id, take the server's lease, forget the state directory's previous holder's. */
+int saas__claims_open(saas_engine *e, int64_t ttl_ms);
+/* The thread that renews the server's lease and the claims every ttl/3 (engines with background threads). */
+int saas__claims_start(saas_engine *e);
+/* Renew now (the sweep does it when the engine has no background threads). */
+void saas__claims_renew(saas_engine *e);
+/* Stop the thread, release every lease held (a clean close); then saas__claims_free. */
+void saas__claims_close(saas_engine *e);
+void saas__claims_free(saas_engine *e);
+/* "KIND:ID" into out; SAAS_EINVAL when too long. */
+int saas__claim_name(char out[SAAS_STORE_LEASE_NAME_MAX + 1], const char *kind, const char *id);
+/*
+ * Take lease `name` for one ttl, and keep renewing it until saas__claim_drop:
+ * 1 taken (nobody held it, or its holder's time ran out: what it guarded is
+ * ours now), 0 another live holder has it, or an error.
+ */
+int saas__claim(saas_engine *e, const char *name);
+int saas__claim_kind(saas_engine *e, const char *kind, const char *id);
+/* Take lease `name` for one ttl, not renewed (the reaper's and reconcile's: their pass renews it). */
+int saas__claim_once(saas_engine *e, const char *name);
+/* Is `name` one this engine holds and renews (a create or pooled VM of its own)? */
+bool saas__claim_mine(saas_engine *e, const char *name);
+/* Stop renewing `name` and release it. */
+void saas__claim_drop(saas_engine *e, const char *name);
+void saas__claim_drop_kind(saas_engine *e, const char *kind, const char *id);
+/* Does the engine with this holder id still hold its server lease? (true when the store cannot say) */
+bool saas__claims_alive(saas_engine *e, const char *holder);
 
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);

@@ -36,7 +36,8 @@ static const saas_size *const default_size_list[] = { &default_sizes[0], &defaul
 /*
  * How much of saas_engine_options a caller of each version has: version 1 ends
  * before `pool`, 2 before the tenant limits, 3 before `store` (version 4 added
- * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`.
+ * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`,
+ * 5 before `lease_ttl_ms`.
  */
 static const size_t options_size[] = {
 	0,
@@ -44,6 +45,7 @@ static const size_t options_size[] = {
 	offsetof(saas_engine_options, max_executions),
 	offsetof(saas_engine_options, store),
 	offsetof(saas_engine_options, disk_budget_gb),
+	offsetof(saas_engine_options, lease_ttl_ms),
 	sizeof(saas_engine_options),
 };
 
@@ -443,6 +445,9 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return saas__inval("new_account_credit may not be negative");
 	if (o->min_free_mb > SAAS_ENGINE_MIN_FREE_MB_MAX)
 		return saas__inval("min_free_mb %u is over %u (16 TiB)", o->min_free_mb, SAAS_ENGINE_MIN_FREE_MB_MAX);
+	if (o->lease_ttl_ms && (o->lease_ttl_ms < SAAS_ENGINE_LEASE_TTL_MS_MIN || o->lease_ttl_ms > SAAS_ENGINE_LEASE_TTL_MS_MAX))
+		return saas__inval("lease_ttl_ms %u is out of range (%u to %u)", o->lease_ttl_ms, SAAS_ENGINE_LEASE_TTL_MS_MIN,
+		                   SAAS_ENGINE_LEASE_TTL_MS_MAX);
 	if (o->disk_budget_gb > SAAS_ENGINE_DISK_BUDGET_GB_MAX)
 		return saas__inval("disk_budget_gb %u is over %u (1 PiB)", o->disk_budget_gb, SAAS_ENGINE_DISK_BUDGET_GB_MAX);
 
@@ -456,6 +461,8 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	pthread_mutex_init(&e->network_mu, NULL);
 	pthread_mutex_init(&e->live_mu, NULL);
 	pthread_mutex_init(&e->closes.mu, NULL);
+	pthread_mutex_init(&e->claims.mu, NULL);
+	pthread_cond_init(&e->claims.cond, NULL);
 	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
 	e->disk_budget_gb = o->disk_budget_gb;
 	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
@@ -512,13 +519,16 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	if ((rc = open_store(e, o)) < 0)
 		goto fail;
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY)) {
+		/* Before reconcile: it must know who this engine is, and whose work the last crash left. */
+		if ((rc = saas__claims_open(e, o->lease_ttl_ms ? (int64_t)o->lease_ttl_ms : SAAS_ENGINE_LEASE_TTL_MS)) < 0)
+			goto fail;
 		if ((rc = saas__closes_open(e)) < 0 || (rc = open_driver(e, o)) < 0)
 			goto fail;
 		/* Reconcile first: it destroys a previous run's pooled VMs, which have no row. */
 		if ((rc = saas__reconcile(e)) < 0)
 			goto fail;
 		if (!(e->flags & SAAS_ENGINE_NO_REAPER) &&
-		    ((rc = saas__pool_start(e)) < 0 || (rc = saas__reaper_start(e)) < 0))
+		    ((rc = saas__claims_start(e)) < 0 || (rc = saas__pool_start(e)) < 0 || (rc = saas__reaper_start(e)) < 0))
 			goto fail;
 	}
 	saas__log(e, SAAS_LOG_INFO, "engine open on %s (store %s, driver %s)", e->state_dir, e->store->name,
@@ -555,6 +565,7 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	if (saas__pool_stop(e)) {
 		saas__log(e, SAAS_LOG_WARN, "a pooled VM is still being made after %u ms; not waiting for it "
 		          "(it is destroyed when made, or by the next start)", e->stop_wait_ms);
+		saas__claims_close(e);
 		if (e->store)
 			e->store->close(e->store_ctx);
 		e->store = NULL;
@@ -566,12 +577,17 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 void saas__engine_release(saas_engine *e)
 {
 	saas__pool_free(e);
+	/* The last of the store's users here: the pool let its VMs' leases go. */
+	saas__claims_close(e);
 	if (e->driver && e->driver->close)
 		e->driver->close(e->driver_ctx);
 	if (e->store)
 		e->store->close(e->store_ctx);
 	saas__closes_free(e);
 	pthread_mutex_destroy(&e->closes.mu);
+	saas__claims_free(e);
+	pthread_cond_destroy(&e->claims.cond);
+	pthread_mutex_destroy(&e->claims.mu);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
 	sizes_free(e->sizes, e->nsizes);

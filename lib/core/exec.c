@@ -22,6 +22,7 @@ struct job {
 	int64_t timeout_ms;
 	size_t max_output;
 	bool slot;             /* holds one of the account's max_executions */
+	bool leased;           /* holds lease "exec:<id>" (a shared store: claims.c) */
 	bool stdin_open;       /* SAAS_EXEC_STDIN_OPEN */
 	struct saas__live *live;
 	const saas_exec_callbacks *cb; /* a streaming caller's, on its own thread (foreground only) */
@@ -51,6 +52,9 @@ static void job_free(struct job *j)
 		return;
 	if (j->slot)
 		saas__exec_slot_release(j->engine, j->rec.account_id);
+	/* Recorded as ended (or never recorded): its runner's lease is over. */
+	if (j->leased)
+		saas__claim_drop_kind(j->engine, "exec", j->rec.id);
 	saas__live_unref(j->engine, j->live);
 	free(j->command);
 	free(j->cwd);
@@ -311,6 +315,17 @@ int saas__local_exec_stream(saas_client *c, const char *id, const char *command,
 	j->rec.command = j->command;
 	j->rec.started_at_ms = saas__engine_now(e);
 	j->stdin_open = (flags & SAAS_EXEC_STDIN_OPEN) != 0;
+	/*
+	 * On a store other engines share, the execution's lease says its runner
+	 * lives (renewed with the server's, claims.c); taken before its record
+	 * exists, so no other engine ever sees it running and unleased.
+	 */
+	if (e->claims.shared) {
+		char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
+		if ((rc = saas__claim_name(lease, "exec", j->rec.id)) < 0 || (rc = saas__claim_once(e, lease)) < 0)
+			goto out;
+		j->leased = true;
+	}
 	if ((rc = e->store->execution_insert(e->store_ctx, &j->rec)) < 0)
 		goto out;
 	if ((rc = saas__live_new(e, &j->rec, j->max_output, j->stdin_open, &j->live)) < 0)

@@ -53,6 +53,17 @@ int saas__live_new(saas_engine *e, const saas_store_execution *rec, size_t max_o
 	return SAAS_OK;
 }
 
+bool saas__live_here(saas_engine *e, const char *id)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&e->live_mu);
+	for (struct saas__live *l = e->lives; l && !found; l = l->next)
+		found = !l->done && strcmp(l->id, id) == 0;
+	pthread_mutex_unlock(&e->live_mu);
+	return found;
+}
+
 static void live_free(struct saas__live *l)
 {
 	for (int s = 0; s < 2; s++) {
@@ -219,6 +230,18 @@ bool saas__live_cancelled(saas_engine *e, struct saas__live *l)
 }
 
 /*
+ * Recorded as running, but not by this engine: another server on the same
+ * store runs it, and only that one holds its output stream, its stdin and its
+ * process. Not proxied: the servers need not reach each other, only the store.
+ */
+static int elsewhere(const char *id)
+{
+	return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
+	                   "execution '%s' runs on another server: its live output, stdin, signals and cancel are "
+	                   "reachable only through that server; its record shows the result once it ends", id);
+}
+
+/*
  * The live execution to act on, referenced and with live_mu held; or, when
  * it ended or is unknown, the error that says which (SAAS_ESTATE, SAAS_ENOTFOUND).
  */
@@ -240,7 +263,8 @@ static int live_act(saas_client *c, const char *id, struct saas__live **out)
 	}
 	/* Ended, or never ours: say which, as execution_get would. */
 	if ((rc = saas__local_execution_get(c, id, &x)) == SAAS_OK)
-		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "execution '%s' has ended", id);
+		rc = x->status == SAAS_EXEC_RUNNING ? elsewhere(id)
+		                                    : saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "execution '%s' has ended", id);
 	saas_execution_free(x);
 	return rc;
 }
@@ -558,6 +582,11 @@ int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_curso
 	/* Ended: the record has the rest (a cursor past what it kept saw it all live). */
 	if ((rc = saas__local_execution_get(c, id, &x)) < 0)
 		goto out;
+	/* Or another server runs it: its output streams to that one only. */
+	if (!l && x->status == SAAS_EXEC_RUNNING) {
+		rc = elsewhere(id);
+		goto out;
+	}
 	if (!l && (moved = follow_record(x, cur, cb)) < 0)
 		goto out;
 	if (x->status != SAAS_EXEC_RUNNING && cb && cb->exit)

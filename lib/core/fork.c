@@ -320,20 +320,37 @@ static int fork_snapshot(saas_engine *e, saas_store_sandbox *parent, char snap[S
 	return rc < 0 ? driver_failed(&k, "the sandbox's state could not be saved for the fork") : SAAS_OK;
 }
 
-/* Make one child from the snapshot: a create whose VM is a restore. */
+static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, const saas_size *size, const char *snap,
+                           int64_t timeout, unsigned int max_live, const struct saas__network *net,
+                           const saas_vm_network *vmnet, const char *id, saas_store_sandbox *row);
+
+/* Make one child from the snapshot: a create whose VM is a restore, its lease held as a create's (sandbox.c). */
 static int fork_child(saas_client *c, const saas_store_sandbox *parent, const saas_size *size, const char *snap,
                       int64_t timeout, unsigned int max_live, const struct saas__network *net,
                       const saas_vm_network *vmnet, saas_store_sandbox *row)
 {
-	saas_engine *e = c->engine;
-	saas_vm_spec spec;
-	struct kept_error k;
 	char id[SAAS_ID_MAX + 1];
-	int64_t now = saas__engine_now(e);
 	int rc;
 
 	if ((rc = saas__id_new(id, "sbx-", 20)) < 0)
 		return rc;
+	if ((rc = saas__claim_kind(c->engine, "create", id)) <= 0)
+		return rc < 0 ? rc : saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_ARGS, 0, "sandbox id %s is taken", id);
+	rc = fork_child_made(c, parent, size, snap, timeout, max_live, net, vmnet, id, row);
+	saas__claim_drop_kind(c->engine, "create", id);
+	return rc;
+}
+
+static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, const saas_size *size, const char *snap,
+                           int64_t timeout, unsigned int max_live, const struct saas__network *net,
+                           const saas_vm_network *vmnet, const char *id, saas_store_sandbox *row)
+{
+	saas_engine *e = c->engine;
+	saas_vm_spec spec;
+	struct kept_error k;
+	int64_t now = saas__engine_now(e);
+	int rc;
+
 	saas__row_init(row, id, c->account_id, size, parent->image, SAAS_SANDBOX_CREATING, now,
 	               vmnet ? vmnet->mode : parent->network_mode);
 	saas__strlcpy(row->parent_id, parent->id, sizeof(row->parent_id));

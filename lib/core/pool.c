@@ -269,6 +269,18 @@ int saas__pool_refill(saas_engine *e)
 	saas__strlcpy(p->creating, name, sizeof(p->creating));
 	pl->creating = true;
 	pthread_mutex_unlock(&p->mu);
+	/*
+	 * Other engines on the store see the VM but no row: its lease, renewed
+	 * while it is pooled, tells them it is this engine's (reaper.c).
+	 */
+	if ((rc = saas__claim_kind(e, "pool", name)) <= 0) {
+		pthread_mutex_lock(&p->mu);
+		p->creating[0] = '\0';
+		pl->creating = false;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->mu);
+		return rc < 0 ? rc : 0;
+	}
 
 	size = saas__engine_size(e, pl->size);
 	spec.name = name;
@@ -306,6 +318,7 @@ int saas__pool_refill(saas_engine *e)
 	pthread_mutex_unlock(&p->mu);
 
 	if (rc < 0) {
+		saas__claim_drop_kind(e, "pool", name);
 		saas__log(e, SAAS_LOG_WARN, "pool %s (image %s): making a VM failed (%s); next try in %u s", pl->size,
 		          pl->image, msg, backoff / 1000);
 		return rc;
@@ -395,6 +408,8 @@ static void destroy_unclaimed(saas_engine *e, struct saas__pools *p)
 			if (e->driver->vm_destroy(e->driver_ctx, name) < 0)
 				saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the next start destroys it",
 				          name, saas_error_last()->message);
+			if (e->store)
+				saas__claim_drop_kind(e, "pool", name);
 		}
 	}
 }
@@ -553,6 +568,9 @@ void saas__pool_release(saas_engine *e, const char *name, int outcome)
 
 	if (!p)
 		return;
+	/* Claimed, its row protects it now; dropped, it is gone: either way no lease needs to. */
+	if (outcome != SAAS_POOL_RETURN)
+		saas__claim_drop_kind(e, "pool", name);
 	pthread_mutex_lock(&p->mu);
 	for (size_t i = 0; i < p->n; i++) {
 		struct pool *pl = &p->items[i];

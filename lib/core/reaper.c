@@ -109,6 +109,7 @@ static int destroy_if_orphan(void *ud, const char *name)
 {
 	struct name_set *s = ud;
 	saas_store_sandbox row;
+	char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
 	int rc;
 
 	for (size_t i = 0; i < s->live->count; i++)
@@ -134,9 +135,18 @@ static int destroy_if_orphan(void *ud, const char *name)
 	 */
 	if (rc == SAAS_OK && saas__engine_now(s->e) - row.destroyed_at_ms < ORPHAN_GRACE_MS)
 		return 0;
+	/*
+	 * Another engine's pooled VM (or one it is making for a pool) has no row
+	 * either, but its lease: taking it means that engine is gone, and so the
+	 * VM is nobody's. The lease stays ours while it goes, so no other sweep
+	 * destroys it at the same time.
+	 */
+	if (saas__claim_name(lease, "pool", name) < 0 || saas__claim_once(s->e, lease) != 1)
+		return 0; /* (a store of its own: always taken, as only this engine's pool could own it) */
 	saas__log(s->e, SAAS_LOG_WARN, "VM %s belongs to no live sandbox; destroying it", name);
 	if (s->e->driver->vm_destroy(s->e->driver_ctx, name) == SAAS_OK)
 		s->destroyed++;
+	saas__claim_drop(s->e, lease);
 	return 0;
 }
 
@@ -148,6 +158,104 @@ static int sweep_orphans(saas_engine *e, const struct rows *live)
 	return e->driver->vm_list(e->driver_ctx, destroy_if_orphan, &s);
 }
 
+/*
+ * A create (or a fork's child) whose engine is gone: its lease "create:<id>"
+ * ran out, or the state directory's last engine held it. Taking the lease
+ * makes the undo this engine's alone; the close is conditional on the
+ * creating row's expiry, so a create that finished meanwhile (ready, with a
+ * new expiry) is left alone. Nothing is billed: it never became ready. 1
+ * undone, 0 its engine lives (this one included), or an error.
+ */
+static int create_undo(saas_engine *e, saas_store_sandbox *sb, int64_t now)
+{
+	char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
+	int rc;
+
+	if ((rc = saas__claim_name(lease, "create", sb->id)) < 0 || saas__claim_mine(e, lease))
+		return rc;
+	if ((rc = saas__claim_once(e, lease)) <= 0)
+		return rc;
+	saas__log(e, SAAS_LOG_WARN, "sandbox %s: the server that was creating it is gone; undoing the create", sb->id);
+	rc = saas__sandbox_end(e, sb, SAAS_END_FAILED, now, 0, SAAS__END_IF_EXPIRY);
+	saas__claim_drop(e, lease);
+	if (rc == SAAS_ESTATE)
+		return 0;
+	if (rc < 0)
+		return rc;
+	sb->status = SAAS_SANDBOX_DESTROYED;
+	return 1;
+}
+
+/* How many of a sandbox's newest executions are looked at for ones left running. */
+#define EXEC_CHECK_MAX 100
+/* Look for executions a dead server left running once every this many sweeps. */
+#define EXEC_CHECK_EVERY 10
+
+struct exec_ids {
+	char (*ids)[SAAS_ID_MAX + 1];
+	size_t count, cap;
+	int rc;
+};
+
+static int collect_running(void *ud, const saas_store_execution *x)
+{
+	struct exec_ids *r = ud;
+
+	if (x->status != SAAS_EXEC_RUNNING)
+		return 0;
+	if ((r->rc = SAAS__ARRAY_RESERVE(r->ids, r->cap, r->count + 1)) < 0)
+		return 1;
+	saas__strlcpy(r->ids[r->count++], x->id, sizeof(r->ids[0]));
+	return 0;
+}
+
+/*
+ * Executions whose server is gone (their lease "exec:<id>" ran out) are
+ * marked failed: the command's output streamed to that server only, and
+ * nobody can follow, signal or cancel it any more. Only on a shared store:
+ * with one engine, reconcile at its next start does it, as it always did.
+ */
+static void executions_orphaned(saas_engine *e, const struct rows *live, int64_t now)
+{
+	for (size_t i = 0; e->claims.shared && i < live->count; i++) {
+		struct exec_ids r = { NULL, 0, 0, SAAS_OK };
+
+		if (live->items[i].status == SAAS_SANDBOX_DESTROYED)
+			continue;
+		if (e->store->execution_list(e->store_ctx, live->items[i].id, 0, NULL, EXEC_CHECK_MAX, collect_running,
+		                             &r) < 0 ||
+		    r.rc < 0) {
+			saas__log(e, SAAS_LOG_WARN, "listing the executions of %s failed: %s", live->items[i].id,
+			          saas_error_last()->message);
+			free(r.ids);
+			continue;
+		}
+		for (size_t k = 0; k < r.count; k++) {
+			char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
+			saas_store_execution x;
+
+			if (saas__live_here(e, r.ids[k]) || saas__claim_name(lease, "exec", r.ids[k]) < 0 ||
+			    saas__claim_once(e, lease) != 1)
+				continue;
+			memset(&x, 0, sizeof(x));
+			if (e->store->execution_get(e->store_ctx, r.ids[k], &x) == SAAS_OK && x.status == SAAS_EXEC_RUNNING) {
+				char *kept = x.error;
+				saas__log(e, SAAS_LOG_WARN, "execution %s: the server that ran it is gone; marking it failed",
+				          x.id);
+				x.status = SAAS_EXEC_FAILED;
+				x.exit_code = -1;
+				x.error = (char *)"the server that ran it stopped while it ran";
+				x.finished_at_ms = now;
+				e->store->execution_finish(e->store_ctx, &x);
+				x.error = kept;
+			}
+			saas__store_execution_clear(&x);
+			saas__claim_drop(e, lease);
+		}
+		free(r.ids);
+	}
+}
+
 int saas__reconcile(saas_engine *e)
 {
 	struct rows live;
@@ -156,8 +264,23 @@ int saas__reconcile(saas_engine *e)
 
 	/* Ends a previous engine could not record (closes.c read them at open), at the moments they happened. */
 	saas__closes_retry(e);
-	if ((rc = live_rows(e, &live)) < 0)
+	/*
+	 * One engine at a time: two starting together would otherwise both judge
+	 * the same rows. The one that waits loses nothing: its reaper finishes
+	 * whatever a dead engine left, once that engine's leases run out.
+	 */
+	if ((rc = saas__claim_once(e, "reconcile")) < 0)
+		saas__log(e, SAAS_LOG_WARN, "reconcile: the store cannot record its lease (%s); reconciling anyway",
+		          saas_error_last()->message);
+	else if (rc == 0) {
+		saas__log(e, SAAS_LOG_INFO, "another server is reconciling the store; this one's reaper sweeps after it");
+		heartbeat_write(e, now);
+		return SAAS_OK;
+	}
+	if ((rc = live_rows(e, &live)) < 0) {
+		saas__claim_drop(e, "reconcile");
 		return saas__error_wrap(rc, "reconcile");
+	}
 	if (last_known <= 0 || last_known > now)
 		last_known = now;
 	/* Paused ones (and pauses, resumes, forks cut short) against the driver's snapshots first. */
@@ -171,11 +294,12 @@ int saas__reconcile(saas_engine *e)
 			sb->status = SAAS_SANDBOX_DESTROYED;
 			continue;
 		}
-		/* Executions that were running belonged to the engine that died. */
-		e->store->execution_fail_running(e->store_ctx, sb->id, "the engine restarted while it ran", now);
+		/* Executions that were running belonged to the engine that died (on a shared store: below). */
+		if (!e->claims.shared)
+			e->store->execution_fail_running(e->store_ctx, sb->id, "the engine restarted while it ran", now);
 		if (sb->status == SAAS_SANDBOX_CREATING) {
-			/* A create that never finished: nothing was billed, nothing may remain. */
-			saas__sandbox_end(e, sb, SAAS_END_FAILED, now, 0, 0);
+			/* A create that never finished, its engine gone: nothing was billed, nothing may remain. */
+			create_undo(e, sb, now);
 			continue;
 		}
 		/* Saved to a snapshot, with no VM: settled above. */
@@ -197,18 +321,23 @@ int saas__reconcile(saas_engine *e)
 		/* The driver keeps no policy across restarts: give it again, or end the VM. */
 		saas__network_reapply(e, sb);
 	}
+	executions_orphaned(e, &live, now);
 	/* Only the still-live rows protect their VMs. */
 	{
 		struct rows keep = live;
 		size_t k = 0;
+		/* Creating rows still here are another live engine's creates: their VMs are being made. */
 		for (size_t i = 0; i < live.count; i++)
-			if (live.items[i].status != SAAS_SANDBOX_DESTROYED && live.items[i].status != SAAS_SANDBOX_CREATING)
+			if (live.items[i].status != SAAS_SANDBOX_DESTROYED)
 				keep.items[k++] = live.items[i];
 		keep.count = k;
 		rc = sweep_orphans(e, &keep);
 	}
 	free(live.items);
 	heartbeat_write(e, now);
+	saas__claim_drop(e, "reconcile");
+	/* The orphans were just looked for: a first sweep that takes the reaper's lease need not again. */
+	e->reaping = true;
 	return rc < 0 ? saas__error_wrap(rc, "reconcile: listing VMs") : SAAS_OK;
 }
 
@@ -331,15 +460,67 @@ static void prune_executions(saas_engine *e, int64_t now)
 		          (long long)e->limits.execution_retention_s);
 }
 
+/*
+ * The reaper's lease: one engine of those sharing a store sweeps at a time.
+ * Taken at each sweep (which renews it), and again during a long pass, so a
+ * pass stops where it is once another engine took over. 1 held, 0 not, or an
+ * error. *fresh: this engine just took it over (or took it first).
+ */
+static int reaper_lease(saas_engine *e, bool *fresh)
+{
+	int rc = saas__claim_once(e, "reaper");
+
+	if (fresh)
+		*fresh = rc == 1 && !e->reaping;
+	if (rc >= 0)
+		e->reaping = rc == 1;
+	if (rc >= 0)
+		e->reaper_lease_at_ms = saas__engine_now(e);
+	return rc;
+}
+
+/*
+ * Renew the reaper's lease when a third of its ttl has passed; false once
+ * another engine holds it (a store that cannot say lets the pass go on).
+ */
+static bool reaper_lease_keep(saas_engine *e)
+{
+	if (saas__engine_now(e) - e->reaper_lease_at_ms < e->claims.ttl_ms / 3)
+		return true;
+	return reaper_lease(e, NULL) != 0;
+}
+
 int saas__sweep(saas_engine *e, unsigned int *destroyed)
 {
 	struct rows live;
 	int64_t now = saas__engine_now(e);
 	unsigned int count = 0;
+	bool fresh = false;
 	int rc;
 
-	/* Ends the store could not record before: their VMs are gone already. */
+	/* Ends this engine could not record before (kept in its memory and state directory): their VMs are gone already. */
 	saas__closes_retry(e);
+	/* Without background threads the sweep renews this engine's leases too. */
+	if (e->flags & SAAS_ENGINE_NO_REAPER)
+		saas__claims_renew(e);
+	/*
+	 * The lease spares the engines duplicate work; it is not what makes the
+	 * work safe. Every close the sweep makes is conditional in the store and
+	 * every destroy idempotent, so a store that cannot record the lease (down,
+	 * or full) gets a sweep all the same: its expired VMs must still go.
+	 */
+	if ((rc = reaper_lease(e, &fresh)) < 0)
+		saas__log(e, SAAS_LOG_WARN, "reaper: the store cannot record the reaper's lease (%s); sweeping anyway",
+		          saas_error_last()->message);
+	else if (rc == 0) {
+		/* Another engine sweeps the store; this one keeps its own heartbeat and pools. */
+		heartbeat_write(e, now);
+		if (e->flags & SAAS_ENGINE_NO_REAPER)
+			saas__pool_refill(e);
+		if (destroyed)
+			*destroyed = 0;
+		return SAAS_OK;
+	}
 	if ((rc = live_rows(e, &live)) < 0)
 		return rc;
 	/*
@@ -373,6 +554,19 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 	/* One sandbox the store fails on must not spare the others: each is ended on its own. */
 	for (size_t i = 0; i < live.count; i++) {
 		saas_store_sandbox *sb = &live.items[i];
+		if (!reaper_lease_keep(e)) {
+			saas__log(e, SAAS_LOG_WARN, "reaper: another server took the sweep over; stopping this pass");
+			break;
+		}
+		/*
+		 * On a shared store, a create whose server is gone: undone now, not at
+		 * its expiry. (With a store of its own, only this engine creates, and
+		 * its reconcile undid what the last one left.)
+		 */
+		if (sb->status == SAAS_SANDBOX_CREATING && e->claims.shared && create_undo(e, sb, now) == 1) {
+			count++;
+			continue;
+		}
 		if (sb->status == SAAS_SANDBOX_DESTROYED || sb->expires_at_ms > now)
 			continue;
 		if (sb->status == SAAS_SANDBOX_CREATING) {
@@ -385,7 +579,10 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 			count++;
 		}
 	}
-	if (++e->sweeps % ORPHAN_SWEEP_EVERY == 0) {
+	if (++e->sweeps % EXEC_CHECK_EVERY == 0 || fresh)
+		executions_orphaned(e, &live, now);
+	/* A reaper that just took over looks for what the last one's engine may have left at once. */
+	if (e->sweeps % ORPHAN_SWEEP_EVERY == 0 || fresh) {
 		size_t k = 0;
 		for (size_t i = 0; i < live.count; i++)
 			if (live.items[i].status != SAAS_SANDBOX_DESTROYED)

@@ -310,14 +310,15 @@ int saas__store_rules(saas_engine *e, const saas_store_sandbox *row, const struc
 	return SAAS_OK;
 }
 
+static int create_vm(saas_client *c, const saas_store_sandbox *init, const struct saas__network *net, int64_t timeout,
+                     unsigned int max_live, saas_sandbox **out);
+
 int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
                                saas_sandbox **out)
 {
 	saas_engine *e = c->engine;
 	const saas_size *size;
 	saas_store_sandbox row;
-	saas_vm_spec spec;
-	saas_vm_network vmnet;
 	saas_limits lim;
 	int64_t timeout, balance, spent, credit, need, now;
 	unsigned int live;
@@ -378,13 +379,36 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 		         now, net ? net->mode : saas__network_default(e));
 	}
 	/*
+	 * The create's lease, taken before its row exists and held until the row
+	 * is ready or gone: while this engine lives, no other undoes the create;
+	 * if it dies, the first to take the lease after it ran out does.
+	 */
+	if ((rc = saas__claim_kind(e, "create", row.id)) <= 0)
+		return rc < 0 ? rc : saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_ARGS, 0, "sandbox id %s is taken", row.id);
+	rc = create_vm(c, &row, net, timeout, lim.max_sandboxes, out);
+	saas__claim_drop_kind(e, "create", row.id);
+	return rc;
+}
+
+/* The ordinary create, row.id's lease held: its row, then its VM. */
+static int create_vm(saas_client *c, const saas_store_sandbox *init, const struct saas__network *net, int64_t timeout,
+                     unsigned int max_live, saas_sandbox **out)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox row = *init;
+	saas_vm_spec spec;
+	saas_vm_network vmnet;
+	int64_t now = row.created_at_ms;
+	int rc;
+
+	/*
 	 * The lifetime counts from ready. Until then the row expires a boot's
 	 * allowance past its lifetime, so that a create stuck for good (its engine
 	 * died) is still swept, while a slow boot is not cut short.
 	 */
 	row.expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
-	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, lim.max_sandboxes)) < 0)
-		return saas__live_limit(rc, lim.max_sandboxes);
+	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, max_live)) < 0)
+		return saas__live_limit(rc, max_live);
 	/* A policy's rules are stored before its VM exists: a restart then finds them (or ends the VM). */
 	if (net && net->mode == SAAS_NETWORK_POLICY && (rc = saas__store_rules(e, &row, net)) < 0)
 		return rc;

@@ -1,4 +1,6 @@
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/socket.h>
@@ -60,12 +62,61 @@ struct snap {
 static struct snap snaps[MAX_SNAPS];
 static unsigned int fail_snapshots, fail_restores, snapshot_calls, restore_calls;
 
+/*
+ * Shared mode (saas_fake_shared): a VM exists while a file of its name does
+ * in this directory, so that several server processes on one store see the
+ * same VMs, as engines sharing VM hosts do. The records in memory then only
+ * cache what the directory says; files written to a VM stay per process.
+ */
+static char shared_dir[512];
+
+static bool shared_path(char *out, size_t size, const char *name)
+{
+	int n = snprintf(out, size, "%s/%s", shared_dir, name);
+
+	return n > 0 && (size_t)n < size && !strchr(name, '/');
+}
+
+static void drop_files(const char *vm);
+
 static struct vm *find_vm(const char *name)
 {
-	for (int i = 0; i < MAX_VMS; i++)
+	char path[600];
+	int i, free_slot = -1;
+
+	for (i = 0; i < MAX_VMS; i++) {
 		if (vms[i].state != SAAS_VM_ABSENT && strcmp(vms[i].name, name) == 0)
-			return &vms[i];
-	return NULL;
+			break;
+		if (free_slot < 0 && vms[i].state == SAAS_VM_ABSENT)
+			free_slot = i;
+	}
+	if (!shared_dir[0])
+		return i < MAX_VMS ? &vms[i] : NULL;
+	if (!shared_path(path, sizeof(path), name) || access(path, F_OK) != 0) {
+		/* Destroyed through another process. */
+		if (i < MAX_VMS) {
+			vms[i].state = SAAS_VM_ABSENT;
+			drop_files(name);
+		}
+		return NULL;
+	}
+	if (i < MAX_VMS)
+		return &vms[i];
+	/* Made through another process: it runs, with the driver's default network. */
+	if (free_slot < 0)
+		return NULL;
+	memset(&vms[free_slot], 0, sizeof(vms[free_slot]));
+	snprintf(vms[free_slot].name, sizeof(vms[free_slot].name), "%s", name);
+	vms[free_slot].state = SAAS_VM_RUNNING;
+	vms[free_slot].net_mode = -1;
+	return &vms[free_slot];
+}
+
+void saas_fake_shared(const char *dir)
+{
+	pthread_mutex_lock(&mu);
+	snprintf(shared_dir, sizeof(shared_dir), "%s", dir ? dir : "");
+	pthread_mutex_unlock(&mu);
 }
 
 static struct file *find_file(const char *vm, const char *path)
@@ -243,6 +294,17 @@ static void net_store(struct vm *v, const saas_vm_network *net)
 
 static int add_vm_locked(const char *name, const saas_vm_network *net)
 {
+	char path[600];
+	int fd;
+
+	/* Exclusive, as a hypervisor refuses a second domain of one name. */
+	if (shared_dir[0]) {
+		if (!shared_path(path, sizeof(path), name))
+			return SAAS_EINVAL;
+		if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+			return errno == EEXIST ? SAAS_EEXISTS : SAAS_EIO;
+		close(fd);
+	}
 	for (int i = 0; i < MAX_VMS; i++)
 		if (vms[i].state == SAAS_VM_ABSENT) {
 			memset(&vms[i], 0, sizeof(vms[i]));
@@ -372,8 +434,11 @@ static int fake_destroy(void *ctx, const char *name)
 	(void)ctx;
 	pthread_mutex_lock(&mu);
 	if ((v = find_vm(name))) {
+		char path[600];
 		v->state = SAAS_VM_ABSENT;
 		drop_files(name);
+		if (shared_dir[0] && shared_path(path, sizeof(path), name))
+			unlink(path);
 	}
 	pthread_mutex_unlock(&mu);
 	return SAAS_OK;
@@ -398,9 +463,19 @@ static int fake_list(void *ctx, saas_name_fn fn, void *ud)
 
 	(void)ctx;
 	pthread_mutex_lock(&mu);
-	for (int i = 0; i < MAX_VMS; i++)
-		if (vms[i].state != SAAS_VM_ABSENT)
-			memcpy(names[n++], vms[i].name, sizeof(names[0]));
+	if (shared_dir[0]) {
+		DIR *d = opendir(shared_dir);
+		struct dirent *de;
+		while (d && n < MAX_VMS && (de = readdir(d)))
+			if (de->d_name[0] != '.' && strlen(de->d_name) <= SAAS_ID_MAX)
+				snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+		if (d)
+			closedir(d);
+	} else {
+		for (int i = 0; i < MAX_VMS; i++)
+			if (vms[i].state != SAAS_VM_ABSENT)
+				memcpy(names[n++], vms[i].name, sizeof(names[0]));
+	}
 	pthread_mutex_unlock(&mu);
 	for (int i = 0; i < n; i++)
 		if (fn(ud, names[i]))

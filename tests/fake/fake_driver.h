@@ -21,6 +21,12 @@
 
 extern const saas_driver saas_fake_driver;
 
+/*
+ * Keep the VMs' existence as files in `dir` (NULL or "": in memory again), so
+ * that several processes see the same VMs, as servers sharing VM hosts do.
+ * Files written to a VM stay in the process that wrote them.
+ */
+void saas_fake_shared(const char *dir);
 /* Forget every VM and file (between tests). */
 void saas_fake_reset(void);
 /* How many VMs exist. */

@@ -10,6 +10,13 @@
  *
  * AAS_FAKE_CONNECT_DELAY_MS=N makes every tunnel take N ms to open, as a guest
  * that does not take the connection, for the preview proxy's connect timeout.
+ *
+ * AAS_FAKE_SHARED=DIR keeps the VMs as files in DIR (saas_fake_shared), so
+ * that several servers on one store share them, as they share VM hosts.
+ * AAS_FAKE_BOOT_MS=N makes every create take N ms after its VM exists (a boot
+ * under way: a server killed then leaves a VM with a creating row), and
+ * AAS_FAKE_DESTROY_DELAY_MS=N every destroy N ms before the VM goes (a reaper
+ * pass over many sandboxes then takes long enough to be killed midway).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -67,11 +74,29 @@ static int slow_vm_create(void *ctx, const saas_vm_spec *spec)
 	return saas_fake_driver.vm_create(ctx, spec);
 }
 
+static long boot_ms, destroy_delay_ms;
+
+static int booting_vm_create(void *ctx, const saas_vm_spec *spec)
+{
+	int rc = saas_fake_driver.vm_create(ctx, spec);
+
+	if (rc == SAAS_OK)
+		sleep_ms(boot_ms);
+	return rc;
+}
+
+static int slow_vm_destroy(void *ctx, const char *name)
+{
+	sleep_ms(destroy_delay_ms);
+	return saas_fake_driver.vm_destroy(ctx, name);
+}
+
 int main(int argc, char **argv)
 {
 	static saas_driver driver;
 	const char *delay = getenv("AAS_FAKE_CREATE_DELAY_MS"), *fail = getenv("AAS_FAKE_FAIL_CREATES");
-	const char *cdelay = getenv("AAS_FAKE_CONNECT_DELAY_MS");
+	const char *cdelay = getenv("AAS_FAKE_CONNECT_DELAY_MS"), *shared = getenv("AAS_FAKE_SHARED");
+	const char *v;
 
 	driver = saas_fake_driver;
 	driver.port_connect = loopback_connect;
@@ -82,6 +107,12 @@ int main(int argc, char **argv)
 		saas_fake_fail_creates((unsigned int)strtoul(fail, NULL, 10));
 	if (cdelay && (connect_delay_ms = strtol(cdelay, NULL, 10)) > 0)
 		driver.port_connect = slow_connect;
+	if (shared && *shared)
+		saas_fake_shared(shared);
+	if ((v = getenv("AAS_FAKE_BOOT_MS")) && (boot_ms = strtol(v, NULL, 10)) > 0)
+		driver.vm_create = booting_vm_create;
+	if ((v = getenv("AAS_FAKE_DESTROY_DELAY_MS")) && (destroy_delay_ms = strtol(v, NULL, 10)) > 0)
+		driver.vm_destroy = slow_vm_destroy;
 	aas_testing_driver_set(&driver);
 	return aas_main(argc, argv);
 }
