@@ -243,6 +243,7 @@ typedef struct {
 typedef struct {
 	int64_t seen_after_ms;         /**< Only hosts whose last_seen_ms is at or after this. */
 	unsigned int max_live;         /**< As for sandbox_insert: the account's limit on live sandboxes. */
+	const char *host_id;           /**< NULL or "": any host with room; else only this host (still ACTIVE, seen, with room). */
 } saas_store_placement;
 
 typedef int (*saas_store_host_fn)(void *userdata, const saas_store_host *host);
