@@ -52,6 +52,9 @@ const char *aas_config_usage(void)
 	       "                          default 1024 [AAS_MIN_FREE_MB]\n"
 	       "  --disk-budget-gb N      refuse creates (503) whose disk would take the sandboxes' disks, all full,\n"
 	       "                          past N GiB; default 4 times the overlays' filesystem [AAS_DISK_BUDGET_GB]\n"
+	       "  --host-heartbeat SECS   how often each VM host is asked what it has; default 5 [AAS_HOST_HEARTBEAT]\n"
+	       "  --host-grace SECS       a VM host no server reached this long is lost: its sandboxes are closed,\n"
+	       "                          billed to when it was last reached; default 60 [AAS_HOST_GRACE]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -196,6 +199,9 @@ static const struct num_option {
 	  "MiB" },
 	{ "disk-budget-gb", "AAS_DISK_BUDGET_GB", offsetof(struct aas_config, disk_budget_gb), 1,
 	  SAAS_ENGINE_DISK_BUDGET_GB_MAX, "GiB" },
+	/* VM hosts (aas-server host add): the engine checks heartbeat * 2 <= grace. */
+	{ "host-heartbeat", "AAS_HOST_HEARTBEAT", offsetof(struct aas_config, host_heartbeat_s), 1, 600, "seconds" },
+	{ "host-grace", "AAS_HOST_GRACE", offsetof(struct aas_config, host_grace_s), 2, 86400, "seconds" },
 	/* The connection policy. */
 	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
 	  "connections" },
