@@ -1,4 +1,5 @@
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "store/store.h"
@@ -82,5 +83,62 @@ int saas__store_check(const saas_store *store)
 			return saas__inval("the store table \"%s\" has no %s slot; a store implements every one",
 			                   store->name, store_slots[i].name);
 	}
+	return SAAS_OK;
+}
+
+int saas__store_lease_check(const char *name, const char *holder)
+{
+	if (!name || !holder)
+		return saas__inval("lease name or holder is NULL");
+	if (!*name || !*holder)
+		return saas__inval("a lease needs a name and a holder");
+	if (strlen(name) > SAAS_STORE_LEASE_NAME_MAX)
+		return saas__inval("lease name is too long (at most %d bytes)", SAAS_STORE_LEASE_NAME_MAX);
+	if (strlen(holder) > SAAS_STORE_HOLDER_MAX)
+		return saas__inval("lease holder is too long (at most %d bytes)", SAAS_STORE_HOLDER_MAX);
+	return SAAS_OK;
+}
+
+int saas__store_lease_time_check(int64_t now_ms, int64_t ttl_ms)
+{
+	if (ttl_ms <= 0 || now_ms < 0 || now_ms > INT64_MAX - ttl_ms)
+		return saas__inval("lease time %lld + %lld ms is out of range", (long long)now_ms, (long long)ttl_ms);
+	return SAAS_OK;
+}
+
+int saas__store_host_state_valid(int state)
+{
+	return state == SAAS_STORE_HOST_ACTIVE || state == SAAS_STORE_HOST_DRAINING || state == SAAS_STORE_HOST_LOST;
+}
+
+/* A fixed-size field of a record must be NUL-terminated inside its array, and not empty if `required`. */
+static int host_field(const char *field, size_t size, int required, const char *what)
+{
+	if (!memchr(field, '\0', size))
+		return saas__inval("%s is too long (at most %zu bytes)", what, size - 1);
+	if (required && !*field)
+		return saas__inval("a host needs a %s", what);
+	return SAAS_OK;
+}
+
+int saas__store_host_check(const saas_store_host *h)
+{
+	int rc;
+
+	if (!h)
+		return saas__inval("host is NULL");
+	if ((rc = host_field(h->id, sizeof(h->id), 1, "host id")) < 0 ||
+	    (rc = host_field(h->name, sizeof(h->name), 1, "host name")) < 0 ||
+	    (rc = host_field(h->uri, sizeof(h->uri), 1, "host URI")) < 0 ||
+	    (rc = host_field(h->address, sizeof(h->address), 0, "host address")) < 0)
+		return rc;
+	if (!saas__store_host_state_valid(h->state))
+		return saas__inval("host state %d is not active, draining or lost", h->state);
+	if (h->cpu_overcommit_milli < 1 || h->cpu_overcommit_milli > SAAS__OVERCOMMIT_MILLI_MAX ||
+	    h->mem_overcommit_milli < 1 || h->mem_overcommit_milli > SAAS__OVERCOMMIT_MILLI_MAX)
+		return saas__inval("host overcommit %u/%u thousandths is out of range (1 to %u)", h->cpu_overcommit_milli,
+		                   h->mem_overcommit_milli, SAAS__OVERCOMMIT_MILLI_MAX);
+	if (h->memory_mb > SAAS__HOST_MEMORY_MB_MAX)
+		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)h->memory_mb);
 	return SAAS_OK;
 }

@@ -18,6 +18,9 @@
 
 #include <cmocka.h>
 #include <sqlite3.h>
+#ifdef SAAS_WITH_POSTGRES
+#include <libpq-fe.h>
+#endif
 
 #include "saas/exec.h"
 #include "saas/sandbox.h"
@@ -303,8 +306,11 @@ static void test_sqlite_newer_schema_refused(void **state)
  * version put back) migrates on open, keeping its rows, and gains the
  * account_limits table (and step 3's ports, made anew).
  */
-/* What steps 7 (egress counters), 6 (pause and fork) and 5 added, dropped by the tests that rewind a database. */
-#define UNDO_SCHEMA_7 \
+/* What steps 8 (hosts, leases, MCP sessions), 7 (egress counters), 6 (pause and fork) and 5 added, dropped by the tests that rewind a database. */
+#define UNDO_SCHEMA_8 \
+	"DROP INDEX sandboxes_host_live; ALTER TABLE sandboxes DROP COLUMN host_id;" \
+	"DROP TABLE leases; DROP TABLE hosts; DROP TABLE mcp_sessions;"
+#define UNDO_SCHEMA_7 UNDO_SCHEMA_8 \
 	"ALTER TABLE sandboxes DROP COLUMN denied_connections; ALTER TABLE sandboxes DROP COLUMN denied_lookups;" \
 	"ALTER TABLE sandboxes DROP COLUMN denied_connections_base;" \
 	"ALTER TABLE sandboxes DROP COLUMN denied_lookups_base;"
@@ -1975,6 +1981,447 @@ static void test_callback_may_call_store(void **state)
 	assert_int_equal(charged(f, "acc-re"), 500);
 }
 
+/* ---- version 6: hosts of sandboxes, leases, VM hosts, placement, MCP sessions ---- */
+
+/* A sandbox's host comes back from every read, and the fields around it are not shifted. */
+static void test_sandbox_host_id(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox b, got;
+	saas_store_filter flt;
+	struct sandboxes c;
+
+	add_account(f, "acc-h", 1, 0);
+	b = sandbox_rec("sbx-on-h1", "acc-h", 10);
+	strcpy(b.host_id, "host-1");
+	strcpy(b.parent_id, "sbx-parent");
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-local", "acc-h", 20, 5), SAAS_OK);
+	assert_int_equal(f->st->sandbox_egress_record(f->ctx, "sbx-on-h1", 7, 3), SAAS_OK);
+	assert_int_equal(f->st->sandbox_egress_rebase(f->ctx, "sbx-on-h1"), SAAS_OK);
+
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-on-h1", &got), SAAS_OK);
+	assert_string_equal(got.host_id, "host-1");
+	assert_string_equal(got.parent_id, "sbx-parent");
+	assert_int_equal(got.denied_lookups, 3);
+	assert_int_equal(got.denied_lookups_base, 3);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-local", &got), SAAS_OK);
+	assert_string_equal(got.host_id, "");
+
+	memset(&flt, 0, sizeof(flt));
+	flt.host_id = "host-1";
+	assert_int_equal(list_sandboxes(f, &flt, &c), 1);
+	assert_string_equal(c.row[0].host_id, "host-1");
+	assert_int_equal(c.row[0].denied_connections_base, 7);
+	flt.host_id = "";
+	assert_int_equal(list_sandboxes(f, &flt, &c), 1);
+	assert_string_equal(c.row[0].id, "sbx-local");
+	flt.host_id = NULL;
+	assert_int_equal(list_sandboxes(f, &flt, &c), 2);
+	flt.host_id = "host-none";
+	assert_int_equal(list_sandboxes(f, &flt, &c), 0);
+
+	b = sandbox_rec("sbx-long-host", "acc-h", 30);
+	memset(b.host_id, 'h', sizeof(b.host_id));
+	assert_fails(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_EINVAL);
+}
+
+static int lease_holder(struct fx *f, const char *name, char *holder, int64_t *until)
+{
+	return f->st->lease_get(f->ctx, name, holder, until);
+}
+
+static void test_leases(void **state)
+{
+	struct fx *f = *state;
+	char holder[SAAS_STORE_HOLDER_MAX + 1], long_name[SAAS_STORE_LEASE_NAME_MAX + 2];
+	int64_t until = 0;
+	int held = -1;
+
+	assert_fails(lease_holder(f, "reaper", holder, &until), SAAS_ENOTFOUND);
+	/* A free lease goes to the first taker. */
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-a", 1000, 500, &held), SAAS_OK);
+	assert_int_equal(held, 1);
+	assert_int_equal(lease_holder(f, "reaper", holder, &until), SAAS_OK);
+	assert_string_equal(holder, "srv-a");
+	assert_int_equal(until, 1500);
+	/* Refused to another holder while it runs, up to the last millisecond. */
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-b", 1200, 500, &held), SAAS_OK);
+	assert_int_equal(held, 0);
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-b", 1499, 500, &held), SAAS_OK);
+	assert_int_equal(held, 0);
+	assert_int_equal(lease_holder(f, "reaper", holder, &until), SAAS_OK);
+	assert_string_equal(holder, "srv-a");
+	assert_int_equal(until, 1500);
+	/* Its holder renews it. */
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-a", 1400, 500, &held), SAAS_OK);
+	assert_int_equal(held, 1);
+	assert_int_equal(lease_holder(f, "reaper", holder, &until), SAAS_OK);
+	assert_int_equal(until, 1900);
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-b", 1600, 500, &held), SAAS_OK);
+	assert_int_equal(held, 0);
+	/* Run out: the other gets it, and the first is refused in turn. */
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-b", 1900, 500, &held), SAAS_OK);
+	assert_int_equal(held, 1);
+	assert_int_equal(lease_holder(f, "reaper", holder, &until), SAAS_OK);
+	assert_string_equal(holder, "srv-b");
+	assert_int_equal(until, 2400);
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-a", 2000, 500, &held), SAAS_OK);
+	assert_int_equal(held, 0);
+	/* Leases are independent of each other. */
+	assert_int_equal(f->st->lease_take(f->ctx, "host:h1", "srv-a", 2000, 500, &held), SAAS_OK);
+	assert_int_equal(held, 1);
+
+	/* Only the holder releases; someone else's release changes nothing. */
+	assert_int_equal(f->st->lease_release(f->ctx, "reaper", "srv-a"), SAAS_OK);
+	assert_int_equal(lease_holder(f, "reaper", holder, &until), SAAS_OK);
+	assert_string_equal(holder, "srv-b");
+	assert_int_equal(f->st->lease_release(f->ctx, "reaper", "srv-b"), SAAS_OK);
+	assert_fails(lease_holder(f, "reaper", holder, &until), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->lease_release(f->ctx, "reaper", "srv-b"), SAAS_OK);
+	/* Released early: free for anyone at once. */
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv-a", 2001, 500, &held), SAAS_OK);
+	assert_int_equal(held, 1);
+
+	/* Bounds. */
+	memset(long_name, 'n', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	assert_fails(f->st->lease_take(f->ctx, long_name, "srv-a", 1, 1, &held), SAAS_EINVAL);
+	long_name[sizeof(long_name) - 2] = '\0'; /* the longest name */
+	assert_int_equal(f->st->lease_take(f->ctx, long_name, "srv-a", 1, 1, &held), SAAS_OK);
+	assert_int_equal(held, 1);
+	assert_fails(f->st->lease_take(f->ctx, "reaper", "", 1, 1, &held), SAAS_EINVAL);
+	assert_fails(f->st->lease_take(f->ctx, "reaper", "srv-a", 1, 0, &held), SAAS_EINVAL);
+	assert_fails(f->st->lease_take(f->ctx, "reaper", "srv-a", INT64_MAX, 1, &held), SAAS_EINVAL);
+	assert_fails(f->st->lease_take(f->ctx, NULL, "srv-a", 1, 1, &held), SAAS_EINVAL);
+}
+
+static saas_store_host host_rec(const char *id, unsigned int cpus, uint64_t memory_mb, int64_t seen)
+{
+	saas_store_host h;
+
+	memset(&h, 0, sizeof(h));
+	snprintf(h.id, sizeof(h.id), "%s", id);
+	snprintf(h.name, sizeof(h.name), "name-%s", id);
+	snprintf(h.uri, sizeof(h.uri), "qemu+tls://%s.example/system", id);
+	snprintf(h.address, sizeof(h.address), "192.0.2.1");
+	h.state = SAAS_STORE_HOST_ACTIVE;
+	h.cpu_overcommit_milli = 1000;
+	h.mem_overcommit_milli = 1000;
+	h.cpus = cpus;
+	h.memory_mb = memory_mb;
+	h.created_at_ms = 100;
+	h.last_seen_ms = seen;
+	return h;
+}
+
+static void add_host(struct fx *f, const char *id, unsigned int cpus, uint64_t memory_mb, int64_t seen)
+{
+	saas_store_host h = host_rec(id, cpus, memory_mb, seen);
+
+	assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+}
+
+struct hosts {
+	saas_store_host row[8];
+	size_t n;
+};
+
+static int collect_host(void *userdata, const saas_store_host *h)
+{
+	struct hosts *c = userdata;
+
+	assert_true(c->n < 8);
+	c->row[c->n++] = *h;
+	return 0;
+}
+
+static void test_hosts(void **state)
+{
+	struct fx *f = *state;
+	saas_store_host h, got;
+	struct hosts c;
+
+	h = host_rec("h1", 16, 65536, 500);
+	h.cpu_overcommit_milli = 4000;
+	h.mem_overcommit_milli = 1500;
+	memset(h.uri, 'u', SAAS_STORE_URI_MAX); /* the longest URI */
+	assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+	assert_int_equal(f->st->host_get(f->ctx, "h1", &got), SAAS_OK);
+	assert_string_equal(got.id, "h1");
+	assert_string_equal(got.name, "name-h1");
+	assert_string_equal(got.uri, h.uri);
+	assert_string_equal(got.address, "192.0.2.1");
+	assert_int_equal(got.state, SAAS_STORE_HOST_ACTIVE);
+	assert_int_equal(got.cpu_overcommit_milli, 4000);
+	assert_int_equal(got.mem_overcommit_milli, 1500);
+	assert_int_equal(got.cpus, 16);
+	assert_int_equal(got.memory_mb, 65536);
+	assert_int_equal(got.created_at_ms, 100);
+	assert_int_equal(got.last_seen_ms, 500);
+	assert_int_equal(got.state_at_ms, 0);
+	/* By name too. */
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(f->st->host_get(f->ctx, "name-h1", &got), SAAS_OK);
+	assert_string_equal(got.id, "h1");
+	assert_fails(f->st->host_get(f->ctx, "h9", &got), SAAS_ENOTFOUND);
+
+	/* Duplicates of id or name. */
+	h = host_rec("h1", 1, 1, 0);
+	strcpy(h.name, "other");
+	assert_fails(f->st->host_insert(f->ctx, &h), SAAS_EEXISTS);
+	h = host_rec("h2", 1, 1, 0);
+	strcpy(h.name, "name-h1");
+	assert_fails(f->st->host_insert(f->ctx, &h), SAAS_EEXISTS);
+	/* Bad records are refused. */
+	h = host_rec("h2", 1, 1, 0);
+	h.state = 7;
+	assert_fails(f->st->host_insert(f->ctx, &h), SAAS_EINVAL);
+	h = host_rec("h2", 1, 1, 0);
+	h.mem_overcommit_milli = 0;
+	assert_fails(f->st->host_insert(f->ctx, &h), SAAS_EINVAL);
+	h = host_rec("h2", 1, 1, 0);
+	memset(h.name, 'n', sizeof(h.name));
+	assert_fails(f->st->host_insert(f->ctx, &h), SAAS_EINVAL);
+
+	h = host_rec("h0", 2, 2048, 0);
+	h.created_at_ms = 200;
+	assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(f->st->host_list(f->ctx, collect_host, &c), SAAS_OK);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.row[0].id, "h1"); /* oldest first */
+	assert_string_equal(c.row[1].id, "h0");
+	assert_int_equal(c.row[1].memory_mb, 2048);
+
+	/* State moves only from the state the caller saw. */
+	assert_int_equal(f->st->host_set_state(f->ctx, "h1", SAAS_STORE_HOST_ACTIVE, SAAS_STORE_HOST_DRAINING, 600),
+	                 SAAS_OK);
+	assert_fails(f->st->host_set_state(f->ctx, "h1", SAAS_STORE_HOST_ACTIVE, SAAS_STORE_HOST_LOST, 700),
+	             SAAS_ESTATE);
+	assert_int_equal(f->st->host_get(f->ctx, "h1", &got), SAAS_OK);
+	assert_int_equal(got.state, SAAS_STORE_HOST_DRAINING);
+	assert_int_equal(got.state_at_ms, 600);
+	assert_int_equal(f->st->host_set_state(f->ctx, "h1", -1, SAAS_STORE_HOST_ACTIVE, 800), SAAS_OK);
+	assert_fails(f->st->host_set_state(f->ctx, "h9", -1, SAAS_STORE_HOST_ACTIVE, 800), SAAS_ENOTFOUND);
+	assert_fails(f->st->host_set_state(f->ctx, "h1", -1, 3, 800), SAAS_EINVAL);
+
+	/* Heartbeats: capacity as reported; last seen never goes back. */
+	assert_int_equal(f->st->host_seen(f->ctx, "h1", 900, 32, 131072), SAAS_OK);
+	assert_int_equal(f->st->host_seen(f->ctx, "h1", 850, 32, 131072), SAAS_OK);
+	assert_int_equal(f->st->host_get(f->ctx, "h1", &got), SAAS_OK);
+	assert_int_equal(got.last_seen_ms, 900);
+	assert_int_equal(got.cpus, 32);
+	assert_int_equal(got.memory_mb, 131072);
+	assert_int_equal(got.state, SAAS_STORE_HOST_ACTIVE); /* unchanged by a heartbeat */
+	assert_fails(f->st->host_seen(f->ctx, "h9", 900, 1, 1), SAAS_ENOTFOUND);
+
+	/* A host with a sandbox not destroyed on it is not forgotten. */
+	add_account(f, "acc-hd", 1, 0);
+	{
+		saas_store_sandbox b = sandbox_rec("sbx-hd", "acc-hd", 10);
+
+		strcpy(b.host_id, "h1");
+		assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_OK);
+	}
+	assert_fails(f->st->host_delete(f->ctx, "h1"), SAAS_EBUSY);
+	assert_int_equal(f->st->host_get(f->ctx, "h1", &got), SAAS_OK);
+	close_sandbox(f, "sbx-hd", 20, 0);
+	assert_int_equal(f->st->host_delete(f->ctx, "h1"), SAAS_OK);
+	assert_fails(f->st->host_get(f->ctx, "h1", &got), SAAS_ENOTFOUND);
+	assert_fails(f->st->host_delete(f->ctx, "h1"), SAAS_ENOTFOUND);
+	/* Its name is free again. */
+	add_host(f, "h3", 1, 1, 0);
+	h = host_rec("h4", 1, 1, 0);
+	strcpy(h.name, "name-h1");
+	assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+}
+
+static int place(struct fx *f, void *ctx, const char *id, const char *account, unsigned int vcpus,
+                 unsigned int memory_mb, int64_t seen_after, unsigned int max_live, char *host_out)
+{
+	saas_store_sandbox b = sandbox_rec(id, account, 10);
+	saas_store_placement p = { seen_after, max_live, NULL };
+	int rc;
+
+	b.vcpus = vcpus;
+	b.memory_mb = memory_mb;
+	rc = f->st->sandbox_place(ctx, &b, &p);
+	if (host_out)
+		strcpy(host_out, rc == SAAS_OK ? b.host_id : "");
+	return rc;
+}
+
+static void test_sandbox_place(void **state)
+{
+	struct fx *f = *state;
+	char host[SAAS_ID_MAX + 1];
+	saas_store_sandbox got;
+	saas_store_host h;
+
+	add_account(f, "acc-p", 1, 0);
+	/* No host at all. */
+	assert_fails(place(f, f->ctx, "sbx-p0", "acc-p", 1, 512, 0, 10, host), SAAS_EBUSY);
+	assert_fails(f->st->sandbox_get(f->ctx, "sbx-p0", &got), SAAS_ENOTFOUND);
+
+	add_host(f, "big", 4, 8192, 1000);
+	add_host(f, "small", 4, 4096, 1000);
+	h = host_rec("drained", 64, 1 << 20, 1000);
+	h.state = SAAS_STORE_HOST_DRAINING;
+	assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+	h = host_rec("lost", 64, 1 << 20, 1000);
+	h.state = SAAS_STORE_HOST_LOST;
+	assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+	add_host(f, "unseen", 64, 1 << 20, 999);   /* seen before seen_after */
+	add_host(f, "never", 0, 0, 0);
+
+	/* The most memory left wins, and the row says so. */
+	assert_int_equal(place(f, f->ctx, "sbx-p1", "acc-p", 1, 4096, 1000, 10, host), SAAS_OK);
+	assert_string_equal(host, "big");
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-p1", &got), SAAS_OK);
+	assert_string_equal(got.host_id, "big");
+	assert_int_equal(got.memory_mb, 4096);
+	/* Now both have 4096 left: a tie goes to the smaller id. */
+	assert_int_equal(place(f, f->ctx, "sbx-p2", "acc-p", 1, 1024, 1000, 10, host), SAAS_OK);
+	assert_string_equal(host, "big");
+	assert_int_equal(place(f, f->ctx, "sbx-p3", "acc-p", 1, 2048, 1000, 10, host), SAAS_OK);
+	assert_string_equal(host, "small");
+	/* big: 3072 MiB and 2 vCPUs left; small: 2048 and 3. */
+	assert_fails(place(f, f->ctx, "sbx-p4", "acc-p", 1, 4096, 1000, 10, host), SAAS_EBUSY);
+	assert_fails(place(f, f->ctx, "sbx-p4", "acc-p", 4, 512, 1000, 10, host), SAAS_EBUSY);
+	assert_int_equal(place(f, f->ctx, "sbx-p4", "acc-p", 3, 2048, 1000, 10, host), SAAS_OK);
+	assert_string_equal(host, "small"); /* big has the memory but not the vCPUs */
+	assert_int_equal(place(f, f->ctx, "sbx-p5", "acc-p", 2, 3072, 1000, 10, host), SAAS_OK);
+	assert_string_equal(host, "big"); /* exactly full */
+	assert_fails(place(f, f->ctx, "sbx-p6", "acc-p", 1, 1, 1000, 10, host), SAAS_EBUSY);
+	/* The hosts that were skipped take them when they are the ones seen lately. */
+	assert_int_equal(place(f, f->ctx, "sbx-p6", "acc-p", 1, 1, 999, 10, host), SAAS_OK);
+	assert_string_equal(host, "unseen");
+
+	/* A destroyed sandbox frees its room. */
+	close_sandbox(f, "sbx-p5", 20, 0);
+	assert_int_equal(place(f, f->ctx, "sbx-p7", "acc-p", 2, 3072, 1000, 10, host), SAAS_OK);
+	assert_string_equal(host, "big");
+
+	/* Overcommit: 2 CPUs x 1.5 take 3 vCPUs, not 4. */
+	h = host_rec("over", 2, 1024, 2000);
+	h.cpu_overcommit_milli = 1500;
+	h.mem_overcommit_milli = 2000;
+	assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+	assert_int_equal(place(f, f->ctx, "sbx-o1", "acc-p", 2, 1024, 2000, 10, host), SAAS_OK);
+	assert_string_equal(host, "over");
+	assert_fails(place(f, f->ctx, "sbx-o2", "acc-p", 2, 1, 2000, 10, host), SAAS_EBUSY);
+	assert_int_equal(place(f, f->ctx, "sbx-o2", "acc-p", 1, 1024, 2000, 10, host), SAAS_OK);
+	assert_fails(place(f, f->ctx, "sbx-o3", "acc-p", 0, 1, 2000, 10, host), SAAS_EBUSY);
+
+	/* On one given host only (a fork's child beside its parent's snapshot), or not at all. */
+	{
+		saas_store_placement on = { 1000, 100, "small" };
+		saas_store_sandbox b = sandbox_rec("sbx-on", "acc-p", 10);
+
+		b.vcpus = 1;
+		b.memory_mb = 1;
+		/* small is full: big has room but is not the one asked for. */
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.host_id = "drained";
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.host_id = "unseen";
+		assert_fails(f->st->sandbox_place(f->ctx, &b, &on), SAAS_EBUSY);
+		on.seen_after_ms = 999;
+		assert_int_equal(f->st->sandbox_place(f->ctx, &b, &on), SAAS_OK);
+		assert_string_equal(b.host_id, "unseen");
+		/* "" is any host: the one with the most memory left among those seen since 999. */
+		b = sandbox_rec("sbx-on2", "acc-p", 10);
+		on.host_id = "";
+		assert_int_equal(f->st->sandbox_place(f->ctx, &b, &on), SAAS_OK);
+		assert_string_equal(b.host_id, "unseen");
+		close_sandbox(f, "sbx-on", 30, 0);
+		close_sandbox(f, "sbx-on2", 30, 0);
+	}
+
+	/* The account's limit counts every live sandbox, wherever it runs. */
+	assert_fails(place(f, f->ctx, "sbx-l1", "acc-p", 1, 1, 0, 8, host), SAAS_ELIMIT);
+	assert_fails(place(f, f->ctx, "sbx-l1", "acc-none", 1, 1, 0, 8, host), SAAS_ENOTFOUND);
+	/* A duplicate id is refused and nothing is placed. */
+	assert_fails(place(f, f->ctx, "sbx-p1", "acc-p", 1, 1, 0, 100, host), SAAS_EEXISTS);
+	assert_fails(f->st->sandbox_place(f->ctx, NULL, &(saas_store_placement){ 0, 1, NULL }), SAAS_EINVAL);
+}
+
+static void test_mcp_sessions(void **state)
+{
+	struct fx *f = *state;
+	char a[65], b[65], version[SAAS_STORE_MCP_VERSION_MAX + 1];
+
+	hash_of(a, 'a');
+	hash_of(b, 'b');
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, a, "2025-06-18", 1000), SAAS_OK);
+	assert_fails(f->st->mcp_session_insert(f->ctx, a, "2025-06-18", 1000), SAAS_EEXISTS);
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, b, "2025-03-26", 1000), SAAS_OK);
+
+	/* Used within its idle time: its version comes back and its clock restarts. */
+	memset(version, 0, sizeof(version));
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, a, 1500, 1000, version), SAAS_OK);
+	assert_string_equal(version, "2025-06-18");
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, a, 2000, 1500, version), SAAS_OK);
+	/* An older use does not move it back. */
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, a, 1800, 1500, version), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, a, 2100, 2000, version), SAAS_OK);
+	/* Idle since before the cut: gone, as if it never was. */
+	assert_fails(f->st->mcp_session_touch(f->ctx, b, 2100, 1001, version), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, b, 2100, 1000, version), SAAS_OK);
+	assert_string_equal(version, "2025-03-26");
+
+	/* Pruning takes those idle before the cut and leaves the rest. */
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, "c", "2025-06-18", 100), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_prune(f->ctx, 2100), SAAS_OK);
+	assert_fails(f->st->mcp_session_touch(f->ctx, "c", 2200, 0, version), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, a, 2200, 0, version), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, b, 2200, 0, version), SAAS_OK);
+
+	assert_int_equal(f->st->mcp_session_delete(f->ctx, a), SAAS_OK);
+	assert_fails(f->st->mcp_session_touch(f->ctx, a, 2300, 0, version), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->mcp_session_delete(f->ctx, a), SAAS_OK);
+
+	/* Bounds: the version must fit the caller's buffer. */
+	assert_fails(f->st->mcp_session_insert(f->ctx, "d", "0123456789abcdefX", 1), SAAS_EINVAL);
+	assert_fails(f->st->mcp_session_insert(f->ctx, NULL, "v", 1), SAAS_EINVAL);
+}
+
+/* Schema 7 -> 8: rows made before run on the engine's own driver; the new tables work. */
+static void test_sqlite_migrates_hosts(void **state)
+{
+	struct fx *f = *state;
+	char host[SAAS_ID_MAX + 1];
+	saas_store_sandbox got;
+	sqlite3 *db = NULL;
+	int v = -1, held = 0;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-v7", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-v7", "acc-v7", 10, 5), SAAS_OK);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, UNDO_SCHEMA_8 "UPDATE meta SET value = '7' WHERE key = 'schema_version';",
+	                              NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->schema_version(f->ctx, &v), SAAS_OK);
+	assert_int_equal(v, SAAS_STORE_SCHEMA);
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-v7", &got), SAAS_OK);
+	assert_string_equal(got.host_id, "");
+	assert_int_equal(got.expires_at_ms, 10 + 3600000);
+	assert_int_equal(f->st->lease_take(f->ctx, "reaper", "srv", 1, 1, &held), SAAS_OK);
+	assert_int_equal(held, 1);
+	add_host(f, "h-v8", 2, 2048, 5);
+	assert_int_equal(place(f, f->ctx, "sbx-v8", "acc-v7", 1, 1024, 5, 5, host), SAAS_OK);
+	assert_string_equal(host, "h-v8");
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, "m", "2025-06-18", 1), SAAS_OK);
+}
+
 /* ---- concurrency ---- */
 
 #define THREADS 4
@@ -2112,6 +2559,239 @@ static void test_concurrent_two_handles(void **state)
 	f->st->close(ctx2);
 }
 
+/*
+ * Eight placers at once, each on its own store handle (its own connection:
+ * what eight servers do) and for its own account, into hosts with room for
+ * 24 sandboxes in all: 24 are placed, no host holds more than it has room
+ * for, and the rest are told SAAS_EBUSY.
+ */
+#define PLACERS 8
+#define PLACE_EACH 6
+
+struct placer {
+	struct fx *f;
+	void *ctx;
+	pthread_barrier_t *start;
+	int index;
+	int ok, busy, other;
+};
+
+static void *place_many(void *arg)
+{
+	struct placer *r = arg;
+
+	pthread_barrier_wait(r->start);
+	for (int i = 0; i < PLACE_EACH; i++) {
+		char id[48], account[32];
+		int rc;
+
+		snprintf(id, sizeof(id), "sbx-place-t%d-%d", r->index, i);
+		snprintf(account, sizeof(account), "acc-place%d", r->index);
+		rc = place(r->f, r->ctx, id, account, 1, 1024, 0, 1000, NULL);
+		if (rc == SAAS_OK)
+			r->ok++;
+		else if (rc == SAAS_EBUSY)
+			r->busy++;
+		else {
+			fprintf(stderr, "placer %d: %s: %s\n", r->index, saas_strerror(rc), saas_error_last()->message);
+			r->other++;
+		}
+	}
+	return NULL;
+}
+
+/* Run the placers on ctx[i] each (several may share one handle) and check the outcome. */
+static void place_race(struct fx *f, void *const ctx[PLACERS])
+{
+	struct placer r[PLACERS];
+	pthread_t t[PLACERS];
+	pthread_barrier_t start;
+	struct sandboxes c;
+	saas_store_filter flt;
+	int ok = 0, busy = 0;
+	const char *hosts[] = { "ph-a", "ph-b", "ph-c" };
+	/* Room by memory for 10, by vCPUs (2 x 2.5) for 5, and by memory for 9. */
+	const unsigned int cpus[] = { 64, 2, 64 }, cpu_milli[] = { 1000, 2500, 1000 };
+	const uint64_t mem[] = { 10240, 65536, 9300 };
+	const size_t want[] = { 10, 5, 9 };
+
+	/* An account each, so that nothing but the hosts' locks stands between the placers. */
+	for (int i = 0; i < PLACERS; i++) {
+		char account[32];
+
+		snprintf(account, sizeof(account), "acc-place%d", i);
+		add_account(f, account, 1, 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		saas_store_host h = host_rec(hosts[i], cpus[i], mem[i], 1);
+
+		h.cpu_overcommit_milli = cpu_milli[i];
+		assert_int_equal(f->st->host_insert(f->ctx, &h), SAAS_OK);
+	}
+	assert_int_equal(pthread_barrier_init(&start, NULL, PLACERS), 0);
+	for (int i = 0; i < PLACERS; i++) {
+		r[i] = (struct placer){ f, ctx[i], &start, i, 0, 0, 0 };
+		assert_int_equal(pthread_create(&t[i], NULL, place_many, &r[i]), 0);
+	}
+	/* Join them all before any assertion can jump out of this function. */
+	for (int i = 0; i < PLACERS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&start);
+	for (int i = 0; i < PLACERS; i++) {
+		ok += r[i].ok;
+		busy += r[i].busy;
+		assert_int_equal(r[i].other, 0);
+	}
+	assert_int_equal(ok, 24);
+	assert_int_equal(busy, PLACERS * PLACE_EACH - 24);
+	memset(&flt, 0, sizeof(flt));
+	flt.live = 1;
+	for (int i = 0; i < 3; i++) {
+		flt.host_id = hosts[i];
+		assert_int_equal(list_sandboxes(f, &flt, &c), want[i]);
+	}
+}
+
+static void test_place_concurrent(void **state)
+{
+	struct fx *f = *state;
+	void *ctx[PLACERS] = { NULL };
+	int opened = 0;
+
+	for (int i = 0; i < PLACERS && open_store(f, &ctx[i]) == SAAS_OK; i++)
+		opened++;
+	if (opened == PLACERS)
+		place_race(f, ctx);
+	for (int i = 0; i < opened; i++)
+		f->st->close(ctx[i]);
+	assert_int_equal(opened, PLACERS);
+}
+
+/* The URL with `param` added to its query, first or last. */
+static char *url_with(const char *url, const char *param, int first)
+{
+	const char *q = strchr(url, '?');
+	char *out = NULL;
+	int n;
+
+	if (first && q)
+		n = asprintf(&out, "%.*s?%s&%s", (int)(q - url), url, param, q + 1);
+	else
+		n = asprintf(&out, "%s%c%s", url, q ? '&' : '?', param);
+	return n < 0 ? NULL : out;
+}
+
+/*
+ * One handle shared by more threads than it has connections (PostgreSQL:
+ * aas_pool=2): callers wait for a free connection, nobody fails, and each
+ * transaction stays on its connection (no overcommit, no lost update).
+ */
+static void test_pool_many_threads(void **state)
+{
+	struct fx *f = *state;
+	void *small = NULL, *ctx[PLACERS];
+	saas_store_env env = f->env;
+	char *url = NULL;
+
+	if (f->st != &saas__store_sqlite) {
+		assert_non_null(url = url_with(f->url, "aas_pool=2", 0));
+		env.url = url;
+		assert_int_equal(f->st->open(&small, &env), SAAS_OK);
+	} else {
+		small = f->ctx; /* one connection behind a mutex: the same test of waiting */
+	}
+	for (int i = 0; i < PLACERS; i++)
+		ctx[i] = small;
+	place_race(f, ctx);
+	if (small != f->ctx)
+		f->st->close(small);
+	free(url);
+}
+
+/* aas_pool: bounded, given once, taken out of the URL wherever it stands in the query. */
+static void test_pg_pool_option(void **state)
+{
+	struct fx *f = *state;
+	const char *bad[] = { "aas_pool=0", "aas_pool=65", "aas_pool=", "aas_pool=x", "aas_pool=-1", "aas_pool=007",
+		              "aas_pool=2&aas_pool=3" };
+	saas_store_env env = f->env;
+	void *ctx = NULL;
+	char *url;
+	int v = 0;
+
+	if (f->st == &saas__store_sqlite) {
+		print_message("skipped: the pool is PostgreSQL's\n");
+		skip();
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_non_null(url = url_with(f->url, bad[i], 0));
+		env.url = url;
+		assert_fails(f->st->open(&ctx, &env), SAAS_EINVAL);
+		assert_null(ctx);
+		assert_non_null(strstr(saas_error_last()->message, "aas_pool"));
+		free(url);
+	}
+	for (int first = 0; first < 2; first++) {
+		assert_non_null(url = url_with(f->url, first ? "aas_pool=1" : "aas_pool=64", first));
+		env.url = url;
+		assert_int_equal(f->st->open(&ctx, &env), SAAS_OK);
+		assert_int_equal(f->st->schema_version(ctx, &v), SAAS_OK);
+		assert_int_equal(v, SAAS_STORE_SCHEMA);
+		f->st->close(ctx);
+		ctx = NULL;
+		free(url);
+	}
+	/* What libpq does not know it still refuses: the store only takes its own out. */
+	assert_non_null(url = url_with(f->url, "aas_pools=2", 0));
+	env.url = url;
+	assert_fails(f->st->open(&ctx, &env), SAAS_ESTORE);
+	free(url);
+}
+
+/*
+ * Every connection of the pool killed by the server while idle (a restart,
+ * an administrator's pg_terminate_backend): the next calls reconnect and
+ * succeed, from many threads at once.
+ */
+static void test_pg_reconnect(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account a;
+	void *ctx[PLACERS];
+
+	if (f->st == &saas__store_sqlite) {
+		print_message("skipped: reconnecting is PostgreSQL's\n");
+		skip();
+	}
+#ifdef SAAS_WITH_POSTGRES
+	add_account(f, "acc-rc", 1, 0);
+	{
+		/* Use several connections of the pool first, so that there are several to kill. */
+		struct sandboxes c;
+
+		assert_int_equal(list_sandboxes(f, NULL, &c), 0);
+	}
+	PGconn *admin = PQconnectdb(f->url);
+	PGresult *res;
+
+	assert_int_equal(PQstatus(admin), CONNECTION_OK);
+	res = PQexec(admin, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+	                    " WHERE datname = current_database() AND pid <> pg_backend_pid()");
+	assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+	assert_true(atoi(PQgetvalue(res, 0, 0)) >= 1);
+	PQclear(res);
+	PQfinish(admin);
+	assert_int_equal(f->st->account_get(f->ctx, "acc-rc", &a), SAAS_OK);
+	for (int i = 0; i < PLACERS; i++)
+		ctx[i] = f->ctx;
+	place_race(f, ctx);
+#else
+	(void)f;
+	(void)a;
+	(void)ctx;
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2157,6 +2837,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_callback_may_call_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_shared_handle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_two_handles, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_host_id, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_leases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hosts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_place, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_place_concurrent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_many_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_pool_option, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_reconnect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mcp_sessions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_hosts, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name(saas_test_store_is_postgres() ? "store (postgres)" : "store (sqlite)",

@@ -20,6 +20,7 @@
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <endian.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <libpq-fe.h>
 
@@ -43,11 +45,33 @@
 /* Longest store error message kept from the server. */
 #define PG_MESSAGE_MAX 512
 
+/*
+ * The pool's size: `aas_pool=N` in the URL's query, which the store takes
+ * out before libpq sees the URL (docs/operations.md).
+ */
+#define POOL_DEFAULT 4
+#define POOL_MAX 64
+#define POOL_OPTION "aas_pool="
+/* How long a call waits for a free connection before it gives up. */
+#define POOL_WAIT_MS 30000
+
+struct pool;
+
+/* One connection of the pool: a store call has it to itself from pg_enter() to pg_leave(). */
 struct pg {
-	pthread_mutex_t lock;
-	PGconn *conn;
+	PGconn *conn;              /* NULL until the pool first needs it */
+	struct pool *pool;
+	bool busy;
 	saas_log_fn log;
 	void *log_userdata;
+};
+
+struct pool {
+	pthread_mutex_t lock;      /* guards every conns[i].busy */
+	pthread_cond_t freed;      /* a connection went back to the pool */
+	char *conninfo;            /* the URL without the store's own options */
+	unsigned int size;
+	struct pg conns[];
 };
 
 /*
@@ -198,6 +222,37 @@ static const char *const steps[] = {
 	"ALTER TABLE sandboxes ADD COLUMN denied_lookups BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN denied_connections_base BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN denied_lookups_base BIGINT NOT NULL DEFAULT 0;",
+	/*
+	 * 7 -> 8: many engines on one database, many VM hosts (issue #16): the
+	 * host each sandbox runs on ('' the engine's own), leases that make
+	 * once-only work claimable by one engine, the VM hosts, and MCP sessions
+	 * that any engine may serve. The partial index is what placement counts.
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN host_id TEXT COLLATE \"C\" NOT NULL DEFAULT '';"
+	"CREATE INDEX sandboxes_host_live ON sandboxes (host_id) WHERE status != 3;"
+	"CREATE TABLE leases ("
+	"  name TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  holder TEXT COLLATE \"C\" NOT NULL,"
+	"  expires_at BIGINT NOT NULL);"
+	"CREATE TABLE hosts ("
+	"  id TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  name TEXT COLLATE \"C\" NOT NULL UNIQUE,"
+	"  uri TEXT NOT NULL,"
+	"  address TEXT NOT NULL,"
+	"  state INT NOT NULL DEFAULT 0,"
+	"  cpu_overcommit_milli INT NOT NULL,"
+	"  mem_overcommit_milli INT NOT NULL,"
+	"  cpus INT NOT NULL DEFAULT 0,"
+	"  memory_mb BIGINT NOT NULL DEFAULT 0,"
+	"  created_at BIGINT NOT NULL,"
+	"  last_seen_at BIGINT NOT NULL DEFAULT 0,"
+	"  state_at BIGINT NOT NULL DEFAULT 0);"
+	"CREATE TABLE mcp_sessions ("
+	"  hash TEXT COLLATE \"C\" PRIMARY KEY,"
+	"  version TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  last_used_at BIGINT NOT NULL);"
+	"CREATE INDEX mcp_sessions_used ON mcp_sessions (last_used_at);",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
@@ -356,35 +411,104 @@ static void notice_hangup(struct pg *pg)
 	}
 }
 
-/*
- * Take the connection for one store call. A connection found broken is
- * re-opened once before giving up.
- */
-static int pg_enter(struct pg *pg)
+/* Open a pool connection. */
+static int pg_connect(struct pg *pg)
 {
 	char msg[PG_MESSAGE_MAX];
 
-	pthread_mutex_lock(&pg->lock);
-	if (PQstatus(pg->conn) == CONNECTION_OK)
-		notice_hangup(pg);
+	pg->conn = PQconnectdb(pg->pool->conninfo);
+	if (!pg->conn)
+		return saas__oom();
 	if (PQstatus(pg->conn) != CONNECTION_OK) {
-		pg_log(pg, SAAS_LOG_WARN, "postgresql: connection broken; reconnecting");
-		PQreset(pg->conn);
-		if (PQstatus(pg->conn) != CONNECTION_OK) {
-			one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
-			pthread_mutex_unlock(&pg->lock);
-			return saas__error_sqlstate(SAAS_ESTORE, NULL, "reconnecting to PostgreSQL: %s", msg);
-		}
+		/* The message names host and database, never the password. */
+		one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
+		PQfinish(pg->conn);
+		pg->conn = NULL;
+		return saas__error_sqlstate(SAAS_ESTORE, NULL, "connecting to PostgreSQL: %s", msg);
 	}
-	/* Every path ends its transactions; this only guards against a bug. */
-	if (PQtransactionStatus(pg->conn) != PQTRANS_IDLE)
-		tx_rollback(pg);
+	PQsetNoticeProcessor(pg->conn, on_notice, pg);
 	return SAAS_OK;
 }
 
 static void pg_leave(struct pg *pg)
 {
-	pthread_mutex_unlock(&pg->lock);
+	struct pool *pool = pg->pool;
+
+	pthread_mutex_lock(&pool->lock);
+	pg->busy = false;
+	pthread_cond_signal(&pool->freed);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+/*
+ * Take a connection of the pool for one store call, waiting up to
+ * POOL_WAIT_MS for one to be free. An open idle connection is preferred to
+ * opening another, so a pool only grows as far as its callers' concurrency.
+ * A connection found broken is re-opened once before giving up. Connecting
+ * and resetting happen without the pool's lock, so a slow server does not
+ * hold up callers that have a connection already.
+ */
+static int pg_enter(struct pool *pool, struct pg **out)
+{
+	struct timespec deadline;
+	char msg[PG_MESSAGE_MAX];
+	struct pg *pg = NULL;
+	int rc = 0;
+
+	*out = NULL;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += POOL_WAIT_MS / 1000;
+	deadline.tv_nsec += (long)(POOL_WAIT_MS % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		for (unsigned int i = 0; i < pool->size; i++) {
+			struct pg *c = &pool->conns[i];
+
+			if (!c->busy && (!pg || (c->conn && !pg->conn)))
+				pg = c;
+		}
+		if (pg || rc == ETIMEDOUT)
+			break;
+		rc = pthread_cond_timedwait(&pool->freed, &pool->lock, &deadline);
+	}
+	if (pg)
+		pg->busy = true;
+	pthread_mutex_unlock(&pool->lock);
+	if (!pg)
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                   "all %u PostgreSQL connections of this store stayed busy for %d s; "
+		                   "raise aas_pool in the store URL (docs/operations.md)",
+		                   pool->size, POOL_WAIT_MS / 1000);
+
+	if (!pg->conn) {
+		if ((rc = pg_connect(pg)))
+			goto fail;
+	} else {
+		if (PQstatus(pg->conn) == CONNECTION_OK)
+			notice_hangup(pg);
+		if (PQstatus(pg->conn) != CONNECTION_OK) {
+			pg_log(pg, SAAS_LOG_WARN, "postgresql: connection broken; reconnecting");
+			PQreset(pg->conn);
+			if (PQstatus(pg->conn) != CONNECTION_OK) {
+				one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
+				rc = saas__error_sqlstate(SAAS_ESTORE, NULL, "reconnecting to PostgreSQL: %s", msg);
+				goto fail;
+			}
+		}
+	}
+	/* Every path ends its transactions; this only guards against a bug. */
+	if (PQtransactionStatus(pg->conn) != PQTRANS_IDLE)
+		tx_rollback(pg);
+	*out = pg;
+	return SAAS_OK;
+fail:
+	/* Back to the pool as it is: the next caller tries to reconnect it. */
+	pg_leave(pg);
+	return rc;
 }
 
 static const char *i64(char buf[24], int64_t v)
@@ -555,63 +679,133 @@ out:
 
 static void pg_close(void *ctx)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
 
-	if (!pg)
+	if (!pool)
 		return;
-	PQfinish(pg->conn);
-	pthread_mutex_destroy(&pg->lock);
-	free(pg);
+	for (unsigned int i = 0; i < pool->size; i++)
+		PQfinish(pool->conns[i].conn);
+	pthread_cond_destroy(&pool->freed);
+	pthread_mutex_destroy(&pool->lock);
+	free(pool->conninfo);
+	free(pool);
+}
+
+/*
+ * Take the store's own options out of the URL's query, so that libpq (which
+ * refuses parameters it does not know) gets the rest: *conninfo is the URL
+ * without them, *size the pool's size. Only the URL form reaches this store
+ * (saas__store_for_url picks it by the postgresql:// prefix), so there is no
+ * keyword/value form to parse.
+ */
+static int pool_options(const char *url, char **conninfo, unsigned int *size)
+{
+	const char *q = strchr(url, '?'), *p, *end;
+	saas__buf out = SAAS__BUF_INIT;
+	bool seen = false;
+	int rc;
+
+	*conninfo = NULL;
+	*size = POOL_DEFAULT;
+	rc = saas__buf_put(&out, url, q ? (size_t)(q - url) : strlen(url));
+	for (p = q ? q + 1 : NULL; !rc && p && *p; p = *end ? end + 1 : end) {
+		size_t n;
+
+		end = p + strcspn(p, "&");
+		n = (size_t)(end - p);
+		if (n >= sizeof(POOL_OPTION) - 1 && memcmp(p, POOL_OPTION, sizeof(POOL_OPTION) - 1) == 0) {
+			const char *v = p + sizeof(POOL_OPTION) - 1;
+			size_t len = (size_t)(end - v);
+			unsigned long value = 0;
+
+			/* At most two digits: the bound is checked on a number that cannot overflow. */
+			if (seen || len < 1 || len > 2 || strspn(v, "0123456789") < len ||
+			    (value = strtoul(v, NULL, 10)) < 1 || value > POOL_MAX) {
+				rc = saas__inval("%s in the PostgreSQL URL is '%.*s'%s: give it once, a whole number "
+				                 "from 1 to %d", POOL_OPTION, (int)(len < 16 ? len : 16), v,
+				                 seen ? " again" : "", POOL_MAX);
+				break;
+			}
+			*size = (unsigned int)value;
+			seen = true;
+			continue;
+		}
+		if (n > 0)
+			rc = saas__buf_put(&out, out.len == (size_t)(q - url) ? "?" : "&", 1);
+		if (!rc)
+			rc = saas__buf_put(&out, p, n);
+	}
+	if (rc) {
+		saas__buf_free(&out);
+		return rc;
+	}
+	*conninfo = out.data;
+	return SAAS_OK;
 }
 
 static int pg_open(void **ctx, const saas_store_env *env)
 {
-	struct pg *pg;
-	char msg[PG_MESSAGE_MAX];
+	pthread_condattr_t attr;
+	struct pool *pool;
+	unsigned int size;
+	char *conninfo;
 	int rc;
 
 	*ctx = NULL;
 	if (!env || !env->url || !*env->url)
 		return saas__inval("empty PostgreSQL URL");
-	pg = calloc(1, sizeof(*pg));
-	if (!pg)
+	if ((rc = pool_options(env->url, &conninfo, &size)))
+		return rc;
+	pool = calloc(1, sizeof(*pool) + size * sizeof(pool->conns[0]));
+	if (!pool) {
+		free(conninfo);
 		return saas__oom();
-	rc = pthread_mutex_init(&pg->lock, NULL);
+	}
+	pool->conninfo = conninfo;
+	pool->size = size;
+	for (unsigned int i = 0; i < size; i++) {
+		pool->conns[i].pool = pool;
+		pool->conns[i].log = env->log;
+		pool->conns[i].log_userdata = env->log_userdata;
+	}
+	rc = pthread_mutex_init(&pool->lock, NULL);
 	if (rc) {
-		free(pg);
+		free(conninfo);
+		free(pool);
 		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_OS, rc, "pthread_mutex_init: %s", strerror(rc));
 	}
-	pg->log = env->log;
-	pg->log_userdata = env->log_userdata;
-
-	pg->conn = PQconnectdb(env->url);
-	if (!pg->conn) {
-		rc = saas__oom();
-		goto out;
+	/* Waits are bounded on the monotonic clock, which no clock adjustment moves. */
+	if ((rc = pthread_condattr_init(&attr)) == 0) {
+		rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+		if (!rc)
+			rc = pthread_cond_init(&pool->freed, &attr);
+		pthread_condattr_destroy(&attr);
 	}
-	if (PQstatus(pg->conn) != CONNECTION_OK) {
-		/* The message names host and database, never the password. */
-		one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
-		rc = saas__error_sqlstate(SAAS_ESTORE, NULL, "connecting to PostgreSQL: %s", msg);
-		goto out;
-	}
-	PQsetNoticeProcessor(pg->conn, on_notice, pg);
-	rc = migrate(pg);
-out:
 	if (rc) {
-		pg_close(pg);
+		pthread_mutex_destroy(&pool->lock);
+		free(conninfo);
+		free(pool);
+		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_OS, rc, "pthread_cond_init: %s", strerror(rc));
+	}
+	/* The first connection is opened now, so that a wrong URL fails the open, and migrates. */
+	rc = pg_connect(&pool->conns[0]);
+	if (!rc)
+		rc = migrate(&pool->conns[0]);
+	if (rc) {
+		pg_close(pool);
 		return rc;
 	}
-	*ctx = pg;
+	*ctx = pool;
 	return SAAS_OK;
 }
 
 static int pg_schema_version(void *ctx, int *version)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	int rc;
 
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = read_version(pg, version);
@@ -644,7 +838,8 @@ static int account_row(saas_store_account *out, const PGresult *res, int row)
 
 static int pg_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	char b1[24], b2[24];
 	const char *v[4];
 	int rc;
@@ -660,7 +855,7 @@ static int pg_account_insert(void *ctx, const saas_store_account *account, int64
 	v[1] = account->name;
 	v[2] = i64(b1, account->created_at_ms);
 	v[3] = i64(b2, credit);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	/* One statement, so the account and its first credit commit together. */
@@ -675,14 +870,15 @@ static int pg_account_insert(void *ctx, const saas_store_account *account, int64
 
 static int pg_account_get(void *ctx, const char *id, saas_store_account *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { id };
 	int rc;
 
 	if (!id || !out)
 		return saas__inval("account id or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "reading an account", ACCOUNT_SELECT " WHERE a.id = $1", 1, v);
@@ -701,14 +897,15 @@ out:
 
 static int pg_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	saas_store_account account;
 	int rc, i;
 
 	if (!fn)
 		return saas__inval("callback is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "listing accounts", ACCOUNT_SELECT " ORDER BY a.created_at, a.id COLLATE \"C\"", 0, NULL);
@@ -725,7 +922,8 @@ static int pg_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
 
 static int pg_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char b1[24], b2[24];
 	const char *v[4];
@@ -739,7 +937,7 @@ static int pg_credit_add(void *ctx, const char *account_id, int64_t amount, cons
 	v[1] = i64(b1, amount);
 	v[2] = note;
 	v[3] = i64(b2, at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, &res, "adding credit",
@@ -778,7 +976,8 @@ static int key_row(saas_store_key *out, const PGresult *res, int row)
 
 static int pg_key_insert(void *ctx, const saas_store_key *key)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	char b1[24], b2[24];
 	const char *v[7];
 	int rc;
@@ -798,7 +997,7 @@ static int pg_key_insert(void *ctx, const saas_store_key *key)
 	v[4] = key->hash;
 	v[5] = i64(b1, key->created_at_ms);
 	v[6] = i64(b2, key->revoked_at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, NULL, "inserting a key",
@@ -810,14 +1009,15 @@ static int pg_key_insert(void *ctx, const saas_store_key *key)
 
 static int pg_key_find(void *ctx, const char *hash, saas_store_key *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { hash };
 	int rc;
 
 	if (!hash || !out)
 		return saas__inval("key hash or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "finding a key", KEY_SELECT " WHERE hash = $1", 1, v);
@@ -836,7 +1036,8 @@ out:
 
 static int pg_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL, *found = NULL;
 	char buf[24];
 	const char *v[2];
@@ -848,7 +1049,7 @@ static int pg_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
 		return saas__inval("revocation time must be positive (0 means not revoked)");
 	v[0] = key_id;
 	v[1] = i64(buf, at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	/* revoked_at = 0 in the condition keeps the first revocation's time. */
@@ -867,7 +1068,8 @@ out:
 
 static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { account_id };
 	saas_store_key key;
@@ -875,7 +1077,7 @@ static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, 
 
 	if (!account_id || !fn)
 		return saas__inval("account id or callback is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "listing keys", KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id COLLATE \"C\"", 1, v);
@@ -895,7 +1097,7 @@ static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, 
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image, usd_micro_per_hour," \
 	" created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
 	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
-	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base FROM sandboxes"
+	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id FROM sandboxes"
 
 static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 {
@@ -907,7 +1109,8 @@ static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 	    (rc = get_text(out->size, sizeof(out->size), res, row, 4)) ||
 	    (rc = get_text(out->image, sizeof(out->image), res, row, 8)) ||
 	    (rc = get_text(out->snapshot, sizeof(out->snapshot), res, row, 19)) ||
-	    (rc = get_text(out->parent_id, sizeof(out->parent_id), res, row, 20)))
+	    (rc = get_text(out->parent_id, sizeof(out->parent_id), res, row, 20)) ||
+	    (rc = get_text(out->host_id, sizeof(out->host_id), res, row, 25)))
 		return rc;
 	out->paused_at_ms = get_i64(res, row, 16);
 	out->paused_ms = get_i64(res, row, 17);
@@ -931,14 +1134,11 @@ static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
 	return SAAS_OK;
 }
 
-static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned int max_live)
+/* The text parameters of a sandbox's INSERT, in SANDBOX_INSERT's order; `b` holds the numbers' text. */
+#define SANDBOX_PARAMS 22
+static int sandbox_params(const saas_store_sandbox *s, const char *v[SANDBOX_PARAMS], char b[15][24])
 {
-	struct pg *pg = ctx;
-	PGresult *res = NULL;
-	char b[15][24];
-	const char *v[21];
-	int rc, in_tx = 0;
-	long long live;
+	int rc;
 
 	if (!s)
 		return saas__inval("sandbox is NULL");
@@ -947,7 +1147,8 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	    (rc = check_field(s->size, sizeof(s->size), "sandbox size")) ||
 	    (rc = check_field(s->image, sizeof(s->image), "sandbox image")) ||
 	    (rc = check_field(s->snapshot, sizeof(s->snapshot), "sandbox snapshot")) ||
-	    (rc = check_field(s->parent_id, sizeof(s->parent_id), "sandbox parent")))
+	    (rc = check_field(s->parent_id, sizeof(s->parent_id), "sandbox parent")) ||
+	    (rc = check_field(s->host_id, sizeof(s->host_id), "sandbox host")))
 		return rc;
 	if (s->vcpus > INT_MAX || s->memory_mb > INT_MAX || s->disk_gb > INT_MAX)
 		return saas__inval("sandbox resources out of range");
@@ -972,14 +1173,28 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	v[18] = i64(b[14], s->paused_usd_micro_per_hour);
 	v[19] = s->snapshot;
 	v[20] = s->parent_id;
+	v[21] = s->host_id;
+	return SAAS_OK;
+}
 
-	rc = pg_enter(pg);
-	if (rc)
-		return rc;
-	rc = tx_begin(pg);
-	if (rc)
-		goto out;
-	in_tx = 1;
+#define SANDBOX_INSERT \
+	"INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
+	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
+	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id, host_id)" \
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16," \
+	" $17, $18, $19, $20, $21, $22)"
+
+/*
+ * Inside the caller's transaction: lock the account's row and check that it
+ * has fewer than `max_live` sandboxes not destroyed.
+ */
+static int live_check(struct pg *pg, const char *account_id, unsigned int max_live)
+{
+	const char *v[] = { account_id };
+	PGresult *res = NULL;
+	long long live;
+	int rc;
+
 	/*
 	 * The account's row lock makes count-then-insert atomic against other
 	 * servers: a second insert for the account waits here, then counts
@@ -987,33 +1202,48 @@ static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned in
 	 * NO KEY UPDATE, because it still lets ledger and key inserts that only
 	 * reference the account proceed.
 	 */
-	rc = run(pg, &res, "locking the account", "SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE", 1, &v[1]);
+	rc = run(pg, &res, "locking the account", "SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE", 1, v);
 	if (rc)
 		goto out;
 	if (PQntuples(res) == 0) {
-		rc = not_found("account", s->account_id);
+		rc = not_found("account", account_id);
 		goto out;
 	}
 	PQclear(res);
 	res = NULL;
 	rc = run(pg, &res, "counting live sandboxes",
-	         "SELECT count(*) FROM sandboxes WHERE account_id = $1 AND status <> 3", 1, &v[1]);
+	         "SELECT count(*) FROM sandboxes WHERE account_id = $1 AND status <> 3", 1, v);
 	if (rc)
 		goto out;
 	live = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	res = NULL;
-	if (live >= (long long)max_live) {
+	if (live >= (long long)max_live)
 		rc = saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
-		                 "account %s already has %lld sandboxes (at most %u at once)", s->account_id, live, max_live);
+		                 "account %s already has %lld sandboxes (at most %u at once)", account_id, live, max_live);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned int max_live)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	char b[15][24];
+	const char *v[SANDBOX_PARAMS];
+	int rc, in_tx = 0;
+
+	if ((rc = sandbox_params(s, v, b)))
+		return rc;
+	rc = pg_enter(pool, &pg);
+	if (rc)
+		return rc;
+	rc = tx_begin(pg);
+	if (rc)
 		goto out;
-	}
-	rc = run(pg, NULL, "inserting a sandbox",
-	         "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image,"
-	         " usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode,"
-	         " paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id)"
-	         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
-	         " $17, $18, $19, $20, $21)", 21, v);
+	in_tx = 1;
+	if ((rc = live_check(pg, s->account_id, max_live)))
+		goto out;
+	rc = run(pg, NULL, "inserting a sandbox", SANDBOX_INSERT, SANDBOX_PARAMS, v);
 	if (rc)
 		goto out;
 	rc = tx_commit(pg);
@@ -1022,20 +1252,20 @@ out:
 	if (rc && in_tx)
 		tx_rollback(pg);
 	pg_leave(pg);
-	PQclear(res);
 	return rc;
 }
 
 static int pg_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { id };
 	int rc;
 
 	if (!id || !out)
 		return saas__inval("sandbox id or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "reading a sandbox", SANDBOX_SELECT " WHERE id = $1", 1, v);
@@ -1062,7 +1292,8 @@ static int add_param(saas__buf *sql, const char **values, int *n, const char *va
 
 static int pg_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	static const saas_store_filter all = { 0 };
 	saas__buf sql = SAAS__BUF_INIT;
 	PGresult *res = NULL;
@@ -1112,6 +1343,11 @@ static int pg_sandbox_list(void *ctx, const saas_store_filter *filter, saas_stor
 		if (!rc)
 			rc = saas__buf_puts(&sql, "))");
 	}
+	if (!rc && filter->host_id) {
+		rc = saas__buf_puts(&sql, " AND host_id = ");
+		if (!rc)
+			rc = add_param(&sql, v, &n, filter->host_id);
+	}
 	if (!rc)
 		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id COLLATE \"C\" DESC");
 	if (!rc && filter->limit) {
@@ -1122,7 +1358,7 @@ static int pg_sandbox_list(void *ctx, const saas_store_filter *filter, saas_stor
 	if (rc)
 		goto out;
 
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		goto out;
 	rc = run_read(pg, &res, "listing sandboxes", sql.data, n, v);
@@ -1140,7 +1376,8 @@ out:
 
 static int pg_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char b1[24], b2[24];
 	const char *v[3];
@@ -1151,7 +1388,7 @@ static int pg_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, 
 	v[0] = id;
 	v[1] = i64(b1, ready_at_ms);
 	v[2] = i64(b2, expires_at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, &res, "marking a sandbox ready",
@@ -1165,7 +1402,8 @@ static int pg_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, 
 
 static int pg_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char buf[24];
 	const char *v[2];
@@ -1175,7 +1413,7 @@ static int pg_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_m
 		return saas__inval("sandbox id is NULL");
 	v[0] = id;
 	v[1] = i64(buf, expires_at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, &res, "setting a sandbox's expiry",
@@ -1196,7 +1434,8 @@ static bool movable_state(int status)
 
 static int pg_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char b[4][24], msg[64];
 	const char *v[6];
@@ -1214,7 +1453,7 @@ static int pg_sandbox_set_state(void *ctx, const char *id, int from, const saas_
 	v[3] = i64(b[2], to->paused_at_ms);
 	v[4] = i64(b[3], to->paused_ms);
 	v[5] = to->snapshot;
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, &res, "changing a sandbox's state",
@@ -1232,7 +1471,8 @@ static int pg_sandbox_set_state(void *ctx, const char *id, int from, const saas_
 static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
                             int64_t if_expires_at_ms, int *closed)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL, *found = NULL;
 	char b1[24], b2[24], b3[24], b4[24];
 	const char *v[5];
@@ -1248,7 +1488,7 @@ static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t d
 	v[2] = i64(b2, destroyed_at_ms);
 	v[3] = i64(b3, cost);
 	v[4] = i64(b4, if_expires_at_ms > 0 ? if_expires_at_ms : 0);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	/*
@@ -1285,7 +1525,8 @@ out:
 
 static int pg_sandbox_delete(void *ctx, const char *id)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[1];
 	int rc;
@@ -1293,7 +1534,7 @@ static int pg_sandbox_delete(void *ctx, const char *id)
 	if (!id)
 		return saas__inval("sandbox id is NULL");
 	v[0] = id;
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, &res, "deleting a sandbox", "DELETE FROM sandboxes WHERE id = $1 AND status = 1", 1, v);
@@ -1308,7 +1549,8 @@ static int pg_sandbox_delete(void *ctx, const char *id)
 
 static int pg_execution_insert(void *ctx, const saas_store_execution *e)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	char b1[24], b2[24];
 	const char *v[6];
 	int rc;
@@ -1325,7 +1567,7 @@ static int pg_execution_insert(void *ctx, const saas_store_execution *e)
 	v[3] = i64(b1, SAAS_EXEC_RUNNING);
 	v[4] = e->command;
 	v[5] = i64(b2, e->started_at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, NULL, "inserting an execution",
@@ -1337,7 +1579,8 @@ static int pg_execution_insert(void *ctx, const saas_store_execution *e)
 
 static int pg_execution_finish(void *ctx, const saas_store_execution *e)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char b[6][24];
 	const char *v[9];
@@ -1368,7 +1611,7 @@ static int pg_execution_finish(void *ctx, const saas_store_execution *e)
 	v[6] = i64(b[3], e->stderr_truncated ? 1 : 0);
 	v[7] = e->error;
 	v[8] = i64(b[4], e->finished_at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_ex(pg, &res, "finishing an execution",
@@ -1425,7 +1668,8 @@ static int bin_dup(char **out, size_t *len, int keep_null, const PGresult *res, 
 
 static int pg_execution_get(void *ctx, const char *id, saas_store_execution *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { id };
 	saas_store_execution e;
@@ -1434,7 +1678,7 @@ static int pg_execution_get(void *ctx, const char *id, saas_store_execution *out
 	memset(&e, 0, sizeof(e));
 	if (!id || !out)
 		return saas__inval("execution id or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_ex(pg, &res, "reading an execution",
@@ -1478,7 +1722,8 @@ out:
 static int pg_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
                              unsigned int limit, saas_store_execution_fn fn, void *userdata)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	saas_store_execution e;
 	char b[2][24];
@@ -1488,7 +1733,7 @@ static int pg_execution_list(void *ctx, const char *sandbox_id, int64_t before_s
 
 	if (!sandbox_id || !fn)
 		return saas__inval("sandbox id or callback is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	/* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
@@ -1524,7 +1769,8 @@ static int pg_execution_list(void *ctx, const char *sandbox_id, int64_t before_s
 
 static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	char b1[24], b2[24];
 	const char *v[4];
 	int rc;
@@ -1535,7 +1781,7 @@ static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const ch
 	v[1] = i64(b1, SAAS_EXEC_FAILED);
 	v[2] = error;
 	v[3] = i64(b2, at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, NULL, "failing running executions",
@@ -1547,7 +1793,8 @@ static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const ch
 
 static int pg_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char b1[24], b2[24];
 	const char *v[2];
@@ -1558,7 +1805,7 @@ static int pg_execution_prune(void *ctx, int64_t finished_before_ms, unsigned in
 	*pruned = 0;
 	v[0] = i64(b1, finished_before_ms);
 	v[1] = i64(b2, max);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	/* finished_at > 0: a running execution (0) is never old enough. */
@@ -1577,14 +1824,15 @@ static int pg_execution_prune(void *ctx, int64_t finished_before_ms, unsigned in
 
 static int pg_limits_get(void *ctx, const char *account_id, saas_store_limits *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { account_id };
 	int rc;
 
 	if (!account_id || !out)
 		return saas__inval("account id or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	/* Through accounts, so that "no such account" and "nothing set" differ. NULLs read as 0. */
@@ -1610,7 +1858,8 @@ out:
 
 static int pg_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	char b[5][24];
 	const char *v[6];
 	int rc;
@@ -1625,7 +1874,7 @@ static int pg_limits_set(void *ctx, const char *account_id, const saas_store_lim
 	v[3] = i64(b[2], l->creates_per_minute);
 	v[4] = i64(b[3], l->requests_per_second);
 	v[5] = i64(b[4], at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, NULL, "setting account limits",
@@ -1646,7 +1895,8 @@ static int pg_limits_set(void *ctx, const char *account_id, const saas_store_lim
 
 static int pg_port_insert(void *ctx, const saas_store_port *p)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	char b1[24], b2[24];
 	const char *v[4];
 	int rc;
@@ -1662,7 +1912,7 @@ static int pg_port_insert(void *ctx, const saas_store_port *p)
 	v[1] = i64(b1, p->port);
 	v[2] = p->name;
 	v[3] = i64(b2, p->created_at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	/* Exposing a port twice is success; the first row is the one kept. A taken name is not. */
@@ -1690,7 +1940,8 @@ static int port_row(saas_store_port *out, const PGresult *res, int row)
 
 static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { sandbox_id };
 	saas_store_port p;
@@ -1698,7 +1949,7 @@ static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn
 
 	if (!sandbox_id || !fn)
 		return saas__inval("sandbox id or callback is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "listing ports", PORT_SELECT " WHERE sandbox_id = $1 ORDER BY port", 1, v);
@@ -1713,14 +1964,15 @@ static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn
 
 static int pg_port_find(void *ctx, const char *name, saas_store_port *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { name };
 	int rc;
 
 	if (!name || !out)
 		return saas__inval("port name or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "finding a port", PORT_SELECT " WHERE name = $1", 1, v);
@@ -1740,7 +1992,8 @@ out:
 
 static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	char b1[24];
 	const char *v[2];
 	int rc;
@@ -1749,7 +2002,7 @@ static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
 		return rc;
 	v[0] = sandbox_id;
 	v[1] = i64(b1, port);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, NULL, "un-exposing a port", "DELETE FROM ports WHERE sandbox_id = $1 AND port = $2", 2, v);
@@ -1761,7 +2014,8 @@ static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
 
 static int pg_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { id };
 	int rc;
@@ -1769,7 +2023,7 @@ static int pg_sandbox_network_get(void *ctx, const char *id, char **allow, char 
 	if (!id || !allow || !deny)
 		return saas__inval("sandbox id or output is NULL");
 	*allow = *deny = NULL;
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "reading a sandbox's network",
@@ -1793,7 +2047,8 @@ out:
 
 static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char b1[24];
 	const char *v[4];
@@ -1805,7 +2060,7 @@ static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const cha
 	v[1] = i64(b1, mode);
 	v[2] = allow;
 	v[3] = deny;
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run(pg, &res, "setting a sandbox's network",
@@ -1819,14 +2074,15 @@ static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const cha
 }
 
 /* An UPDATE of one sandbox ($1 its id); SAAS_ENOTFOUND if no row matched. */
-static int sandbox_update(struct pg *pg, const char *what, const char *sql, int n, const char *const *v)
+static int sandbox_update(struct pool *pool, const char *what, const char *sql, int n, const char *const *v)
 {
 	PGresult *res = NULL;
+	struct pg *pg;
 	int rc;
 
 	if ((rc = check_arg(v[0], SAAS_ID_MAX, "sandbox id")))
 		return rc;
-	if ((rc = pg_enter(pg)))
+	if ((rc = pg_enter(pool, &pg)))
 		return rc;
 	rc = run(pg, &res, what, sql, n, v);
 	pg_leave(pg);
@@ -1862,7 +2118,8 @@ static int pg_sandbox_egress_rebase(void *ctx, const char *id)
 
 static int pg_account_disable(void *ctx, const char *account_id, int64_t at_ms)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char buf[24];
 	const char *v[2];
@@ -1872,7 +2129,7 @@ static int pg_account_disable(void *ctx, const char *account_id, int64_t at_ms)
 		return rc;
 	v[0] = account_id;
 	v[1] = i64(buf, at_ms);
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	if ((rc = tx_begin(pg)))
@@ -1901,10 +2158,11 @@ out:
 	return rc;
 }
 
-/* One write of text parameters, under the connection's lock. */
-static int pg_write(struct pg *pg, const char *what, const char *sql, int n, const char *const *v)
+/* One write of text parameters, on a connection of the pool. */
+static int pg_write(struct pool *pool, const char *what, const char *sql, int n, const char *const *v)
 {
-	int rc = pg_enter(pg);
+	struct pg *pg;
+	int rc = pg_enter(pool, &pg);
 
 	if (rc)
 		return rc;
@@ -1928,7 +2186,8 @@ static int pg_key_touch(void *ctx, const char *hash, int64_t at_ms)
 static int pg_user_insert(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
                           const char *invite_hash)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	char b[3][24];
 	const char *v[6];
@@ -1948,7 +2207,7 @@ static int pg_user_insert(void *ctx, const saas_store_user *user, const saas_sto
 		return saas__inval("initial credit is negative");
 	if (invite_hash && (rc = check_arg(invite_hash, SAAS_STORE_HASH_HEX, "invite hash")))
 		return rc;
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	if ((rc = tx_begin(pg)))
@@ -2025,14 +2284,15 @@ static int user_row(saas_store_user *out, const PGresult *res, int row, int c)
 
 static int pg_user_find(void *ctx, const char *email, saas_store_user *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { email };
 	int rc;
 
 	if (!email || !out)
 		return saas__inval("e-mail or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "finding a user", USER_SELECT " WHERE u.email = $1", 1, v);
@@ -2045,14 +2305,15 @@ static int pg_user_find(void *ctx, const char *email, saas_store_user *out)
 
 static int pg_user_list(void *ctx, saas_store_user_fn fn, void *userdata)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	saas_store_user user;
 	int rc, i;
 
 	if (!fn)
 		return saas__inval("callback is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "listing users", USER_SELECT " ORDER BY u.created_at, u.id COLLATE \"C\"", 0, NULL);
@@ -2068,7 +2329,8 @@ static int pg_user_list(void *ctx, saas_store_user_fn fn, void *userdata)
 
 static int pg_user_update(void *ctx, const char *user_id, const char *password_hash, int is_operator)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[3];
 	int rc, in_tx = 0;
@@ -2079,7 +2341,7 @@ static int pg_user_update(void *ctx, const char *user_id, const char *password_h
 	v[0] = user_id;
 	v[1] = password_hash;
 	v[2] = is_operator < 0 ? NULL : is_operator ? "1" : "0";
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	if ((rc = tx_begin(pg)))
@@ -2128,14 +2390,15 @@ static int pg_session_insert(void *ctx, const saas_store_session *session)
 
 static int pg_session_find(void *ctx, const char *hash, saas_store_session *out)
 {
-	struct pg *pg = ctx;
+	struct pool *pool = ctx;
+	struct pg *pg;
 	PGresult *res = NULL;
 	const char *v[] = { hash };
 	int rc;
 
 	if (!hash || !out)
 		return saas__inval("session hash or output is NULL");
-	rc = pg_enter(pg);
+	rc = pg_enter(pool, &pg);
 	if (rc)
 		return rc;
 	rc = run_read(pg, &res, "finding a session",
@@ -2201,6 +2464,480 @@ static int pg_invite_insert(void *ctx, const char *hash, int64_t at_ms)
 	return pg_write(ctx, "inserting an invite", "INSERT INTO invites (hash, created_at) VALUES ($1, $2)", 2, v);
 }
 
+/* ---- version 6: leases, VM hosts, placement, MCP sessions ---------------- */
+
+static int pg_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	char b1[24], b2[24];
+	const char *v[4];
+	int rc;
+
+	if ((rc = saas__store_lease_check(name, holder)) || (rc = saas__store_lease_time_check(now_ms, ttl_ms)))
+		return rc;
+	if (!held)
+		return saas__inval("output is NULL");
+	*held = 0;
+	v[0] = name;
+	v[1] = holder;
+	v[2] = i64(b1, now_ms);
+	v[3] = i64(b2, now_ms + ttl_ms);
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	/*
+	 * One statement: a free or run-out lease is taken, the holder's own is
+	 * renewed, and another holder's that runs on is left alone (no row
+	 * returned). Two engines racing for one lease are serialised on its row
+	 * (or on its key in the unique index) by PostgreSQL itself.
+	 */
+	rc = run(pg, &res, "taking a lease",
+	         "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $4)"
+	         " ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
+	         " WHERE leases.holder = EXCLUDED.holder OR leases.expires_at <= $3::bigint RETURNING 1",
+	         4, v);
+	pg_leave(pg);
+	if (!rc)
+		*held = PQntuples(res) > 0;
+	PQclear(res);
+	return rc;
+}
+
+static int pg_lease_release(void *ctx, const char *name, const char *holder)
+{
+	const char *v[2] = { name, holder };
+	int rc;
+
+	if ((rc = saas__store_lease_check(name, holder)))
+		return rc;
+	return pg_write(ctx, "releasing a lease", "DELETE FROM leases WHERE name = $1 AND holder = $2", 2, v);
+}
+
+static int pg_lease_get(void *ctx, const char *name, char *holder, int64_t *expires_at_ms)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	const char *v[1] = { name };
+	int rc;
+
+	if ((rc = check_arg(name, SAAS_STORE_LEASE_NAME_MAX, "lease name")))
+		return rc;
+	if (!holder || !expires_at_ms)
+		return saas__inval("output is NULL");
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	rc = run_read(pg, &res, "reading a lease", "SELECT holder, expires_at FROM leases WHERE name = $1", 1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("lease", name);
+		goto out;
+	}
+	if ((rc = get_text(holder, SAAS_STORE_HOLDER_MAX + 1, res, 0, 0)))
+		goto out;
+	*expires_at_ms = get_i64(res, 0, 1);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_host_insert(void *ctx, const saas_store_host *h)
+{
+	char b[8][24];
+	const char *v[12];
+	int rc;
+
+	if ((rc = saas__store_host_check(h)))
+		return rc;
+	v[0] = h->id;
+	v[1] = h->name;
+	v[2] = h->uri;
+	v[3] = h->address;
+	v[4] = i64(b[0], h->state);
+	v[5] = i64(b[1], h->cpu_overcommit_milli);
+	v[6] = i64(b[2], h->mem_overcommit_milli);
+	v[7] = i64(b[3], h->cpus);
+	v[8] = i64(b[4], (int64_t)h->memory_mb);
+	v[9] = i64(b[5], h->created_at_ms);
+	v[10] = i64(b[6], h->last_seen_ms);
+	v[11] = i64(b[7], h->state_at_ms);
+	return pg_write(ctx, "inserting a host",
+	                "INSERT INTO hosts (id, name, uri, address, state, cpu_overcommit_milli, mem_overcommit_milli,"
+	                " cpus, memory_mb, created_at, last_seen_at, state_at)"
+	                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)", 12, v);
+}
+
+#define HOST_SELECT \
+	"SELECT id, name, uri, address, state, cpu_overcommit_milli, mem_overcommit_milli, cpus, memory_mb," \
+	" created_at, last_seen_at, state_at FROM hosts"
+
+static int host_row(saas_store_host *out, const PGresult *res, int row)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
+	    (rc = get_text(out->name, sizeof(out->name), res, row, 1)) ||
+	    (rc = get_text(out->uri, sizeof(out->uri), res, row, 2)) ||
+	    (rc = get_text(out->address, sizeof(out->address), res, row, 3)))
+		return rc;
+	out->state = (int)get_i64(res, row, 4);
+	out->cpu_overcommit_milli = (unsigned int)get_i64(res, row, 5);
+	out->mem_overcommit_milli = (unsigned int)get_i64(res, row, 6);
+	out->cpus = (unsigned int)get_i64(res, row, 7);
+	out->memory_mb = (uint64_t)get_i64(res, row, 8);
+	out->created_at_ms = get_i64(res, row, 9);
+	out->last_seen_ms = get_i64(res, row, 10);
+	out->state_at_ms = get_i64(res, row, 11);
+	return SAAS_OK;
+}
+
+static int pg_host_get(void *ctx, const char *id_or_name, saas_store_host *out)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	const char *v[1] = { id_or_name };
+	int rc;
+
+	if ((rc = check_arg(id_or_name, SAAS__HOST_KEY_MAX, "host id or name")))
+		return rc;
+	if (!out)
+		return saas__inval("output is NULL");
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	/* An id wins over a name, so a name that looks like another host's id cannot shadow it. */
+	rc = run_read(pg, &res, "reading a host",
+	              HOST_SELECT " WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1", 1, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("host", id_or_name);
+		goto out;
+	}
+	rc = host_row(out, res, 0);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_host_list(void *ctx, saas_store_host_fn fn, void *userdata)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	saas_store_host host;
+	int rc, i;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	rc = run_read(pg, &res, "listing hosts", HOST_SELECT " ORDER BY created_at, id", 0, NULL);
+	/* Callbacks run without a connection, so they may call the store again. */
+	pg_leave(pg);
+	for (i = 0; !rc && i < PQntuples(res); i++) {
+		rc = host_row(&host, res, i);
+		if (!rc && fn(userdata, &host))
+			break;
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int pg_host_set_state(void *ctx, const char *id, int from, int to, int64_t at_ms)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	char b[3][24];
+	const char *v[4];
+	int rc;
+
+	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")))
+		return rc;
+	if ((from != -1 && !saas__store_host_state_valid(from)) || !saas__store_host_state_valid(to))
+		return saas__inval("host state %d -> %d is not between active, draining and lost", from, to);
+	v[0] = id;
+	v[1] = i64(b[0], from);
+	v[2] = i64(b[1], to);
+	v[3] = i64(b[2], at_ms);
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	rc = run(pg, &res, "changing a host's state",
+	         "UPDATE hosts SET state = $3, state_at = $4 WHERE id = $1 AND ($2::int < 0 OR state = $2::int)", 4, v);
+	if (!rc && changed(res) == 0) {
+		PQclear(res);
+		res = NULL;
+		rc = run_read(pg, &res, "reading a host", "SELECT 1 FROM hosts WHERE id = $1", 1, v);
+		if (!rc)
+			rc = PQntuples(res) > 0 ? saas__error_sqlstate(SAAS_ESTATE, NULL,
+			                                               "host '%.64s' is no longer in state %d", id, from)
+			                        : not_found("host", id);
+	}
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int cpus, uint64_t memory_mb)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	char b[3][24];
+	const char *v[4];
+	int rc;
+
+	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")))
+		return rc;
+	if (memory_mb > SAAS__HOST_MEMORY_MB_MAX)
+		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)memory_mb);
+	v[0] = id;
+	v[1] = i64(b[0], at_ms);
+	v[2] = i64(b[1], cpus);
+	v[3] = i64(b[2], (int64_t)memory_mb);
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	rc = run(pg, &res, "recording a host's heartbeat",
+	         "UPDATE hosts SET cpus = $3, memory_mb = $4, last_seen_at = GREATEST(last_seen_at, $2::bigint)"
+	         " WHERE id = $1", 4, v);
+	pg_leave(pg);
+	if (!rc && changed(res) == 0)
+		rc = not_found("host", id);
+	PQclear(res);
+	return rc;
+}
+
+static int pg_host_delete(void *ctx, const char *id)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	const char *v[1] = { id };
+	int rc, in_tx = 0;
+
+	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")))
+		return rc;
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	if ((rc = tx_begin(pg)))
+		goto out;
+	in_tx = 1;
+	/*
+	 * Every placement onto the host holds this row lock until it commits, so
+	 * once we have it the count below (a new snapshot) sees each sandbox
+	 * placed there, and none can be placed before the delete commits.
+	 */
+	if ((rc = run(pg, &res, "locking a host", "SELECT 1 FROM hosts WHERE id = $1 FOR UPDATE", 1, v)))
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = not_found("host", id);
+		goto out;
+	}
+	PQclear(res);
+	res = NULL;
+	if ((rc = run(pg, &res, "counting a host's sandboxes",
+	              "SELECT 1 FROM sandboxes WHERE host_id = $1 AND status <> 3 LIMIT 1", 1, v)))
+		goto out;
+	if (PQntuples(res) > 0) {
+		rc = saas__error_sqlstate(SAAS_EBUSY, NULL,
+		                          "host '%.64s' still has sandboxes that are not destroyed; drain it first", id);
+		goto out;
+	}
+	if ((rc = run(pg, NULL, "deleting a host", "DELETE FROM hosts WHERE id = $1", 1, v)))
+		goto out;
+	rc = tx_commit(pg);
+	in_tx = 0;
+out:
+	if (rc && in_tx)
+		tx_rollback(pg);
+	pg_leave(pg);
+	PQclear(res);
+	return rc;
+}
+
+/*
+ * Inside the caller's transaction: lock every host that may take `s` and
+ * pick the one with the most memory left that has room for it; *host_id is
+ * "" if none has. Two statements on purpose: the row locks come first, and
+ * only then is what the hosts hold counted, in a new snapshot (READ
+ * COMMITTED), which sees every sandbox a placement that held a lock before
+ * us committed. One statement would count in the snapshot it started with,
+ * before its locks were granted, and could miss the last placement.
+ */
+static int place_pick(struct pg *pg, const saas_store_sandbox *s, const saas_store_placement *p,
+                      char host_id[SAAS_ID_MAX + 1])
+{
+	PGresult *hosts = NULL, *used = NULL;
+	char buf[24];
+	const char *v[2] = { i64(buf, p->seen_after_ms), p->host_id ? p->host_id : "" };
+	int64_t best_left = -1;
+	int rc, i, j;
+
+	host_id[0] = '\0';
+	/* In id order, so that placements locking overlapping sets of hosts cannot deadlock. */
+	rc = run(pg, &hosts, "locking the hosts",
+	         "SELECT id, cpus::bigint * cpu_overcommit_milli / 1000, memory_mb * mem_overcommit_milli / 1000"
+	         " FROM hosts WHERE state = 0 AND last_seen_at >= $1::bigint AND ($2 = '' OR id = $2)"
+	         " ORDER BY id FOR UPDATE", 2, v);
+	if (rc || PQntuples(hosts) == 0)
+		goto out;
+	rc = run(pg, &used, "counting what the hosts hold",
+	         "SELECT host_id, COALESCE(SUM(vcpus), 0), COALESCE(SUM(memory_mb), 0) FROM sandboxes"
+	         " WHERE status <> 3 AND host_id <> '' GROUP BY host_id", 0, NULL);
+	if (rc)
+		goto out;
+	for (i = 0; i < PQntuples(hosts); i++) {
+		/* Room is compared on whole capacities: used + need <= floor(capacity x milli / 1000) is exact. */
+		int64_t cpu_cap = get_i64(hosts, i, 1), mem_cap = get_i64(hosts, i, 2);
+		int64_t cpu_used = 0, mem_used = 0;
+
+		for (j = 0; j < PQntuples(used); j++)
+			if (strcmp(PQgetvalue(used, j, 0), PQgetvalue(hosts, i, 0)) == 0) {
+				cpu_used = get_i64(used, j, 1);
+				mem_used = get_i64(used, j, 2);
+				break;
+			}
+		if (cpu_used + (int64_t)s->vcpus > cpu_cap || mem_used + (int64_t)s->memory_mb > mem_cap)
+			continue;
+		/* Strictly more: of equals the first in id order wins, as in SQLite. */
+		if (mem_cap - mem_used > best_left) {
+			best_left = mem_cap - mem_used;
+			if ((rc = get_text(host_id, SAAS_ID_MAX + 1, hosts, i, 0)))
+				goto out;
+		}
+	}
+out:
+	PQclear(hosts);
+	PQclear(used);
+	return rc;
+}
+
+static int pg_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_store_placement *p)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	saas_store_sandbox b;
+	char nb[15][24];
+	const char *v[SANDBOX_PARAMS];
+	int rc, in_tx = 0;
+
+	if (!p)
+		return saas__inval("placement is NULL");
+	if (p->host_id && (rc = check_arg(p->host_id, SAAS_ID_MAX, "placement host id")))
+		return rc;
+	if ((rc = sandbox_params(sandbox, v, nb)))
+		return rc;
+	b = *sandbox;
+	v[21] = b.host_id;
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	if ((rc = tx_begin(pg)))
+		goto out;
+	in_tx = 1;
+	/*
+	 * Why this cannot overcommit: the account's row lock (live_check), then
+	 * every candidate host's row lock (place_pick), are held from the count
+	 * to the commit. A placement racing for the same host waits for ours to
+	 * commit, then counts what we inserted; so no two placements both see
+	 * room that only one of them fits in. Always account first, then hosts in
+	 * id order: one order for everyone, no deadlock.
+	 */
+	if ((rc = live_check(pg, b.account_id, p->max_live)))
+		goto out;
+	if ((rc = place_pick(pg, &b, p, b.host_id)))
+		goto out;
+	if (!b.host_id[0]) {
+		rc = p->host_id && *p->host_id
+		             ? saas__error_sqlstate(SAAS_EBUSY, NULL,
+		                                    "host '%.64s' is not active, not seen lately or has no room for "
+		                                    "%u vCPUs and %u MiB", p->host_id, b.vcpus, b.memory_mb)
+		             : saas__error_sqlstate(SAAS_EBUSY, NULL,
+		                                    "no active host seen lately has room for %u vCPUs and %u MiB; "
+		                                    "add or undrain a host", b.vcpus, b.memory_mb);
+		goto out;
+	}
+	if ((rc = run(pg, NULL, "inserting a sandbox", SANDBOX_INSERT, SANDBOX_PARAMS, v)))
+		goto out;
+	rc = tx_commit(pg);
+	in_tx = 0;
+	if (!rc)
+		memcpy(sandbox->host_id, b.host_id, sizeof(b.host_id));
+out:
+	if (rc && in_tx)
+		tx_rollback(pg);
+	pg_leave(pg);
+	return rc;
+}
+
+static int pg_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms)
+{
+	char buf[24];
+	const char *v[3] = { hash, version, i64(buf, at_ms) };
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) ||
+	    (rc = check_arg(version, SAAS_STORE_MCP_VERSION_MAX, "MCP protocol version")))
+		return rc;
+	return pg_write(ctx, "inserting an MCP session",
+	                "INSERT INTO mcp_sessions (hash, version, created_at, last_used_at) VALUES ($1, $2, $3, $3)", 3,
+	                v);
+}
+
+static int pg_mcp_session_touch(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version)
+{
+	struct pool *pool = ctx;
+	struct pg *pg;
+	PGresult *res = NULL;
+	char b1[24], b2[24];
+	const char *v[3] = { hash, i64(b1, at_ms), i64(b2, used_after_ms) };
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")))
+		return rc;
+	if (!version)
+		return saas__inval("output is NULL");
+	if ((rc = pg_enter(pool, &pg)))
+		return rc;
+	rc = run(pg, &res, "using an MCP session",
+	         "UPDATE mcp_sessions SET last_used_at = GREATEST(last_used_at, $2::bigint)"
+	         " WHERE hash = $1 AND last_used_at >= $3::bigint RETURNING version", 3, v);
+	pg_leave(pg);
+	if (rc)
+		goto out;
+	if (PQntuples(res) == 0) {
+		rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no MCP session with this id, or it was idle too long");
+		goto out;
+	}
+	rc = get_text(version, SAAS_STORE_MCP_VERSION_MAX + 1, res, 0, 0);
+out:
+	PQclear(res);
+	return rc;
+}
+
+static int pg_mcp_session_delete(void *ctx, const char *hash)
+{
+	const char *v[1] = { hash };
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")))
+		return rc;
+	return pg_write(ctx, "ending an MCP session", "DELETE FROM mcp_sessions WHERE hash = $1", 1, v);
+}
+
+static int pg_mcp_session_prune(void *ctx, int64_t used_before_ms)
+{
+	char buf[24];
+	const char *v[1] = { i64(buf, used_before_ms) };
+
+	return pg_write(ctx, "pruning MCP sessions", "DELETE FROM mcp_sessions WHERE last_used_at < $1", 1, v);
+}
+
 const saas_store saas__store_postgres = {
 	.version = SAAS_STORE_VERSION,
 	.name = "postgresql",
@@ -2251,4 +2988,18 @@ const saas_store saas__store_postgres = {
 	.sandbox_egress_record = pg_sandbox_egress_record,
 	.sandbox_egress_rebase = pg_sandbox_egress_rebase,
 	.execution_list = pg_execution_list,
+	.lease_take = pg_lease_take,
+	.lease_release = pg_lease_release,
+	.lease_get = pg_lease_get,
+	.host_insert = pg_host_insert,
+	.host_get = pg_host_get,
+	.host_list = pg_host_list,
+	.host_set_state = pg_host_set_state,
+	.host_seen = pg_host_seen,
+	.host_delete = pg_host_delete,
+	.sandbox_place = pg_sandbox_place,
+	.mcp_session_insert = pg_mcp_session_insert,
+	.mcp_session_touch = pg_mcp_session_touch,
+	.mcp_session_delete = pg_mcp_session_delete,
+	.mcp_session_prune = pg_mcp_session_prune,
 };

@@ -209,6 +209,40 @@ static const char *const migrations[] = {
 	"ALTER TABLE sandboxes ADD COLUMN denied_lookups BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN denied_connections_base BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN denied_lookups_base BIGINT NOT NULL DEFAULT 0;",
+	/*
+	 * 7 -> 8: many engines on one database, many VM hosts (issue #16): the
+	 * host each sandbox runs on ('' the engine's own), leases that make
+	 * once-only work claimable by one engine, the VM hosts, and MCP sessions
+	 * that any engine may serve. The partial index is what placement counts.
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN host_id TEXT NOT NULL DEFAULT '';"
+	"CREATE INDEX sandboxes_host_live ON sandboxes(host_id) WHERE status != 3;"
+	"CREATE TABLE leases ("
+	"  name TEXT PRIMARY KEY,"
+	"  holder TEXT NOT NULL,"
+	"  expires_at BIGINT NOT NULL"
+	");"
+	"CREATE TABLE hosts ("
+	"  id TEXT PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  uri TEXT NOT NULL,"
+	"  address TEXT NOT NULL,"
+	"  state INT NOT NULL DEFAULT 0,"
+	"  cpu_overcommit_milli INT NOT NULL,"
+	"  mem_overcommit_milli INT NOT NULL,"
+	"  cpus INT NOT NULL DEFAULT 0,"
+	"  memory_mb BIGINT NOT NULL DEFAULT 0,"
+	"  created_at BIGINT NOT NULL,"
+	"  last_seen_at BIGINT NOT NULL DEFAULT 0,"
+	"  state_at BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE TABLE mcp_sessions ("
+	"  hash TEXT PRIMARY KEY,"
+	"  version TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  last_used_at BIGINT NOT NULL"
+	");"
+	"CREATE INDEX mcp_sessions_used ON mcp_sessions(last_used_at);",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
@@ -973,7 +1007,7 @@ out_locked:
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
 	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
 	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
-	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base FROM sandboxes"
+	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id FROM sandboxes"
 
 static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 {
@@ -985,7 +1019,8 @@ static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 	    (rc = col_text(st, 4, b->size, sizeof(b->size))) < 0 ||
 	    (rc = col_text(st, 8, b->image, sizeof(b->image))) < 0 ||
 	    (rc = col_text(st, 19, b->snapshot, sizeof(b->snapshot))) < 0 ||
-	    (rc = col_text(st, 20, b->parent_id, sizeof(b->parent_id))) < 0)
+	    (rc = col_text(st, 20, b->parent_id, sizeof(b->parent_id))) < 0 ||
+	    (rc = col_text(st, 25, b->host_id, sizeof(b->host_id))) < 0)
 		return rc;
 	b->paused_at_ms = sqlite3_column_int64(st, 16);
 	b->paused_ms = sqlite3_column_int64(st, 17);
@@ -1011,12 +1046,9 @@ static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
 	return SAAS_OK;
 }
 
-static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned int max_live)
+static int sandbox_check(const saas_store_sandbox *b)
 {
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-	int64_t live;
+	int rc;
 
 	if (!b)
 		return saas__inval("sandbox is NULL");
@@ -1025,42 +1057,59 @@ static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned in
 	    (rc = check_field(b->size, sizeof(b->size), "sandbox size")) < 0 ||
 	    (rc = check_field(b->image, sizeof(b->image), "sandbox image")) < 0 ||
 	    (rc = check_field(b->snapshot, sizeof(b->snapshot), "sandbox snapshot")) < 0 ||
-	    (rc = check_field(b->parent_id, sizeof(b->parent_id), "sandbox parent")) < 0)
+	    (rc = check_field(b->parent_id, sizeof(b->parent_id), "sandbox parent")) < 0 ||
+	    (rc = check_field(b->host_id, sizeof(b->host_id), "sandbox host")) < 0)
 		return rc;
+	return SAAS_OK;
+}
 
-	pthread_mutex_lock(&s->lock);
-	/* Count and insert under one write lock, so two engines cannot both take the last place. */
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", b->account_id, &found)) < 0)
+/*
+ * Inside the caller's write transaction: the account exists and has fewer
+ * than `max_live` sandboxes not destroyed. The write lock held from the count
+ * to the insert is what keeps two engines from both taking the last place.
+ */
+static int live_check(struct sq *s, const char *account_id, unsigned int max_live)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src, found = 0;
+	int64_t live;
+
+	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", account_id, &found)) < 0)
 		goto out;
 	if (!found) {
-		rc = not_found("account", b->account_id);
+		rc = not_found("account", account_id);
 		goto out;
 	}
 	if ((rc = prep(s, &st, "SELECT COUNT(*) FROM sandboxes WHERE account_id = ?1 AND status != 3")) < 0)
 		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, b->account_id))) < 0)
+	if ((rc = bind_check(s, bind_text(st, 1, account_id))) < 0)
 		goto out;
 	if ((src = sqlite3_step(st)) != SQLITE_ROW) {
 		rc = db_error(s, src, "counting live sandboxes");
 		goto out;
 	}
 	live = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	st = NULL;
-	if (live >= (int64_t)max_live) {
+	if (live >= (int64_t)max_live)
 		rc = saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
-		                 "account '%s' already has %lld live sandboxes; the limit is %u", b->account_id,
+		                 "account '%s' already has %lld live sandboxes; the limit is %u", account_id,
 		                 (long long)live, max_live);
-		goto out;
-	}
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Inside the caller's write transaction, after live_check. */
+static int sandbox_write(struct sq *s, const saas_store_sandbox *b)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
 	if ((rc = prep(s, &st, "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb,"
 	                       " disk_gb, image, usd_micro_per_hour, created_at, ready_at, expires_at,"
 	                       " destroyed_at, cost, network_mode, paused_at, paused_ms, paused_usd_micro_per_hour,"
-	                       " snapshot, parent_id)"
+	                       " snapshot, parent_id, host_id)"
 	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-	                       " ?17, ?18, ?19, ?20, ?21)")) < 0)
+	                       " ?17, ?18, ?19, ?20, ?21, ?22)")) < 0)
 		goto out;
 	if ((rc = bind_check(s, bind_text(st, 1, b->id) | bind_text(st, 2, b->account_id) |
 	                            sqlite3_bind_int(st, 3, b->status) | sqlite3_bind_int(st, 4, b->end_reason) |
@@ -1078,15 +1127,31 @@ static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned in
 	                            sqlite3_bind_int64(st, 17, b->paused_at_ms) |
 	                            sqlite3_bind_int64(st, 18, b->paused_ms) |
 	                            sqlite3_bind_int64(st, 19, b->paused_usd_micro_per_hour) |
-	                            bind_text(st, 20, b->snapshot) | bind_text(st, 21, b->parent_id))) < 0)
+	                            bind_text(st, 20, b->snapshot) | bind_text(st, 21, b->parent_id) |
+	                            bind_text(st, 22, b->host_id))) < 0)
 		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+	if ((src = sqlite3_step(st)) != SQLITE_DONE)
 		rc = write_error(s, src, "sandbox", b->id, "account", b->account_id);
-		goto out;
-	}
-	rc = tx_commit(s);
 out:
 	sqlite3_finalize(st);
+	return rc;
+}
+
+static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned int max_live)
+{
+	struct sq *s = ctx;
+	int rc;
+
+	if ((rc = sandbox_check(b)) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	/* Count and insert under one write lock, so two engines cannot both take the last place. */
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = live_check(s, b->account_id, max_live)) < 0 || (rc = sandbox_write(s, b)) < 0)
+		goto out;
+	rc = tx_commit(s);
+out:
 	if (rc < 0)
 		tx_rollback(s);
 	pthread_mutex_unlock(&s->lock);
@@ -1121,7 +1186,7 @@ out:
 
 static int sq_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
 {
-	static const saas_store_filter none = { NULL, 0, 0, 0, 0, NULL, 0 };
+	static const saas_store_filter none = { NULL, 0, 0, 0, 0, NULL, 0, NULL };
 	struct sq *s = ctx;
 	struct rows rows = { NULL, 0, 0, sizeof(saas_store_sandbox) };
 	saas__buf sql = SAAS__BUF_INIT;
@@ -1147,6 +1212,8 @@ static int sq_sandbox_list(void *ctx, const saas_store_filter *filter, saas_stor
 		                          " AND (status != 3 OR MIN(destroyed_at, expires_at) > ?2)");
 	if (rc == SAAS_OK && filter->before_id)
 		rc = saas__buf_puts(&sql, " AND (created_at < ?4 OR (created_at = ?4 AND id < ?5))");
+	if (rc == SAAS_OK && filter->host_id)
+		rc = saas__buf_puts(&sql, " AND host_id = ?7");
 	if (rc == SAAS_OK)
 		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id DESC");
 	if (rc == SAAS_OK && filter->limit)
@@ -1165,6 +1232,8 @@ static int sq_sandbox_list(void *ctx, const saas_store_filter *filter, saas_stor
 		brc |= sqlite3_bind_int64(st, 4, filter->before_created_ms) | bind_text(st, 5, filter->before_id);
 	if (filter->limit)
 		brc |= sqlite3_bind_int64(st, 6, filter->limit);
+	if (filter->host_id)
+		brc |= bind_text(st, 7, filter->host_id);
 	if ((rc = bind_check(s, brc)) < 0)
 		goto out_locked;
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -2352,6 +2421,485 @@ out:
 	return rc;
 }
 
+/* ---- version 6: leases, VM hosts, placement, MCP sessions ---- */
+
+static int sq_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if ((rc = saas__store_lease_check(name, holder)) < 0 || (rc = saas__store_lease_time_check(now_ms, ttl_ms)) < 0)
+		return rc;
+	if (!held)
+		return saas__inval("output is NULL");
+	*held = 0;
+	pthread_mutex_lock(&s->lock);
+	/*
+	 * One statement: a free or run-out lease is taken, the holder's own is
+	 * renewed, and another holder's that runs on is left alone (no row
+	 * changed). No read-then-write window for a second engine to slip into.
+	 */
+	if ((rc = prep(s, &st, "INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?3 + ?4)"
+	                       " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
+	                       " expires_at = excluded.expires_at"
+	                       " WHERE leases.holder = excluded.holder OR leases.expires_at <= ?3")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, name) | bind_text(st, 2, holder) | sqlite3_bind_int64(st, 3, now_ms) |
+	                            sqlite3_bind_int64(st, 4, ttl_ms))) < 0)
+		goto out;
+	if ((rc = step_done(s, st, "taking a lease")) < 0)
+		goto out;
+	*held = sqlite3_changes(s->db) > 0;
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_lease_release(void *ctx, const char *name, const char *holder)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if ((rc = saas__store_lease_check(name, holder)) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "DELETE FROM leases WHERE name = ?1 AND holder = ?2")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, name) | bind_text(st, 2, holder))) < 0)
+		goto out;
+	rc = step_done(s, st, "releasing a lease");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_lease_get(void *ctx, const char *name, char *holder, int64_t *expires_at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(name, SAAS_STORE_LEASE_NAME_MAX, "lease name")) < 0)
+		return rc;
+	if (!holder || !expires_at_ms)
+		return saas__inval("output is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "SELECT holder, expires_at FROM leases WHERE name = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, name))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		if ((rc = col_text(st, 0, holder, SAAS_STORE_HOLDER_MAX + 1)) == SAAS_OK)
+			*expires_at_ms = sqlite3_column_int64(st, 1);
+	} else if (src == SQLITE_DONE) {
+		rc = not_found("lease", name);
+	} else {
+		rc = db_error(s, src, "reading a lease");
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_host_insert(void *ctx, const saas_store_host *h)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = saas__store_host_check(h)) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "INSERT INTO hosts (id, name, uri, address, state, cpu_overcommit_milli,"
+	                       " mem_overcommit_milli, cpus, memory_mb, created_at, last_seen_at, state_at)"
+	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, h->id) | bind_text(st, 2, h->name) | bind_text(st, 3, h->uri) |
+	                            bind_text(st, 4, h->address) | sqlite3_bind_int(st, 5, h->state) |
+	                            sqlite3_bind_int64(st, 6, h->cpu_overcommit_milli) |
+	                            sqlite3_bind_int64(st, 7, h->mem_overcommit_milli) |
+	                            sqlite3_bind_int64(st, 8, h->cpus) | sqlite3_bind_int64(st, 9, (int64_t)h->memory_mb) |
+	                            sqlite3_bind_int64(st, 10, h->created_at_ms) |
+	                            sqlite3_bind_int64(st, 11, h->last_seen_ms) |
+	                            sqlite3_bind_int64(st, 12, h->state_at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE)
+		rc = write_error(s, src, "host", h->name, NULL, NULL);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+#define HOST_SELECT \
+	"SELECT id, name, uri, address, state, cpu_overcommit_milli, mem_overcommit_milli, cpus, memory_mb," \
+	" created_at, last_seen_at, state_at FROM hosts"
+
+static int host_row(sqlite3_stmt *st, saas_store_host *h)
+{
+	int rc;
+
+	memset(h, 0, sizeof(*h));
+	if ((rc = col_text(st, 0, h->id, sizeof(h->id))) < 0 || (rc = col_text(st, 1, h->name, sizeof(h->name))) < 0 ||
+	    (rc = col_text(st, 2, h->uri, sizeof(h->uri))) < 0 ||
+	    (rc = col_text(st, 3, h->address, sizeof(h->address))) < 0)
+		return rc;
+	h->state = sqlite3_column_int(st, 4);
+	h->cpu_overcommit_milli = (unsigned int)sqlite3_column_int64(st, 5);
+	h->mem_overcommit_milli = (unsigned int)sqlite3_column_int64(st, 6);
+	h->cpus = (unsigned int)sqlite3_column_int64(st, 7);
+	h->memory_mb = (uint64_t)sqlite3_column_int64(st, 8);
+	h->created_at_ms = sqlite3_column_int64(st, 9);
+	h->last_seen_ms = sqlite3_column_int64(st, 10);
+	h->state_at_ms = sqlite3_column_int64(st, 11);
+	return SAAS_OK;
+}
+
+static int sq_host_get(void *ctx, const char *id_or_name, saas_store_host *out)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(id_or_name, SAAS__HOST_KEY_MAX, "host id or name")) < 0)
+		return rc;
+	if (!out)
+		return saas__inval("output is NULL");
+	pthread_mutex_lock(&s->lock);
+	/* An id wins over a name, so a name that looks like another host's id cannot shadow it. */
+	if ((rc = prep(s, &st, HOST_SELECT " WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id_or_name))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		rc = host_row(st, out);
+	else if (src == SQLITE_DONE)
+		rc = not_found("host", id_or_name);
+	else
+		rc = db_error(s, src, "reading a host");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_host_list(void *ctx, saas_store_host_fn fn, void *userdata)
+{
+	struct sq *s = ctx;
+	struct rows rows = { NULL, 0, 0, sizeof(saas_store_host) };
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, HOST_SELECT " ORDER BY created_at, id")) < 0)
+		goto out;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		saas_store_host *h = rows_add(&rows);
+
+		if (!h) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		if ((rc = host_row(st, h)) < 0)
+			goto out;
+	}
+	if (src != SQLITE_DONE)
+		rc = db_error(s, src, "listing hosts");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
+		if (fn(userdata, (saas_store_host *)(rows.data + i * rows.elem)) != 0)
+			break;
+	free(rows.data);
+	return rc;
+}
+
+static int sq_host_set_state(void *ctx, const char *id, int from, int to, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, found = 0;
+
+	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
+		return rc;
+	if ((from != -1 && !saas__store_host_state_valid(from)) || !saas__store_host_state_valid(to))
+		return saas__inval("host state %d -> %d is not between active, draining and lost", from, to);
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "UPDATE hosts SET state = ?3, state_at = ?4 WHERE id = ?1 AND (?2 < 0 OR state = ?2)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, from) | sqlite3_bind_int(st, 3, to) |
+	                            sqlite3_bind_int64(st, 4, at_ms))) < 0)
+		goto out;
+	if ((rc = step_done(s, st, "changing a host's state")) < 0)
+		goto out;
+	if (sqlite3_changes(s->db) == 0) {
+		if ((rc = exists(s, "SELECT 1 FROM hosts WHERE id = ?1", id, &found)) < 0)
+			goto out;
+		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "host '%.64s' is no longer in state %d", id,
+		                         from)
+		           : not_found("host", id);
+	}
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int cpus, uint64_t memory_mb)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
+		return rc;
+	if (memory_mb > SAAS__HOST_MEMORY_MB_MAX)
+		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)memory_mb);
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "UPDATE hosts SET cpus = ?3, memory_mb = ?4, last_seen_at = MAX(last_seen_at, ?2)"
+	                       " WHERE id = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, at_ms) |
+	                            sqlite3_bind_int64(st, 3, cpus) | sqlite3_bind_int64(st, 4, (int64_t)memory_mb))) < 0)
+		goto out;
+	if ((rc = step_done(s, st, "recording a host's heartbeat")) < 0)
+		goto out;
+	if (sqlite3_changes(s->db) == 0)
+		rc = not_found("host", id);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_host_delete(void *ctx, const char *id)
+{
+	struct sq *s = ctx;
+	int rc, found = 0, busy = 0;
+
+	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	/* The write lock keeps a placement from landing between the check and the delete. */
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = exists(s, "SELECT 1 FROM hosts WHERE id = ?1", id, &found)) < 0)
+		goto out;
+	if (!found) {
+		rc = not_found("host", id);
+		goto out;
+	}
+	if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE host_id = ?1 AND status != 3", id, &busy)) < 0)
+		goto out;
+	if (busy) {
+		rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                 "host '%.64s' still has sandboxes that are not destroyed; drain it first", id);
+		goto out;
+	}
+	if ((rc = exec_text_int(s, "DELETE FROM hosts WHERE id = ?1", id, 1, 0, "deleting a host")) < 0)
+		goto out;
+	rc = tx_commit(s);
+out:
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/*
+ * The host with the most memory left that has room for `b`, or "" if none.
+ * Room compares in thousandths, (used + need) x 1000 <= capacity x milli, so
+ * no rounding of the overcommitted capacity lets a sandbox too many in.
+ */
+static int place_pick(struct sq *s, const saas_store_sandbox *b, const saas_store_placement *p,
+                      char host_id[SAAS_ID_MAX + 1])
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	host_id[0] = '\0';
+	if ((rc = prep(s, &st, "SELECT h.id FROM hosts h"
+	                       " LEFT JOIN sandboxes b ON b.host_id = h.id AND b.status != 3"
+	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1 AND (?4 = '' OR h.id = ?4)"
+	                       " GROUP BY h.id"
+	                       " HAVING (COALESCE(SUM(b.vcpus), 0) + ?2) * 1000 <= h.cpus * h.cpu_overcommit_milli"
+	                       " AND (COALESCE(SUM(b.memory_mb), 0) + ?3) * 1000 <= h.memory_mb * h.mem_overcommit_milli"
+	                       " ORDER BY h.memory_mb * h.mem_overcommit_milli - COALESCE(SUM(b.memory_mb), 0) * 1000"
+	                       " DESC, h.id LIMIT 1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, p->seen_after_ms) | sqlite3_bind_int64(st, 2, b->vcpus) |
+	                            sqlite3_bind_int64(st, 3, b->memory_mb) |
+	                            bind_text(st, 4, p->host_id ? p->host_id : ""))) < 0)
+		goto out;
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW)
+		rc = col_text(st, 0, host_id, SAAS_ID_MAX + 1);
+	else if (src != SQLITE_DONE)
+		rc = db_error(s, src, "choosing a host");
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int sq_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_store_placement *p)
+{
+	struct sq *s = ctx;
+	saas_store_sandbox b;
+	int rc;
+
+	if ((rc = sandbox_check(sandbox)) < 0)
+		return rc;
+	if (!p)
+		return saas__inval("placement is NULL");
+	if (p->host_id && (rc = check_arg(p->host_id, SAAS_ID_MAX, "placement host id")) < 0)
+		return rc;
+	b = *sandbox;
+	pthread_mutex_lock(&s->lock);
+	/*
+	 * BEGIN IMMEDIATE takes the database's one write lock before the count:
+	 * no other placement or insert, from this process or another, can add a
+	 * sandbox between reading what a host holds and inserting onto it, so
+	 * two placements cannot both take a host's last room.
+	 */
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = live_check(s, b.account_id, p->max_live)) < 0)
+		goto out;
+	if ((rc = place_pick(s, &b, p, b.host_id)) < 0)
+		goto out;
+	if (!b.host_id[0]) {
+		rc = p->host_id && *p->host_id
+		             ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                           "host '%.64s' is not active, not seen lately or has no room for %u vCPUs and "
+		                           "%u MiB", p->host_id, b.vcpus, b.memory_mb)
+		             : saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
+		                           "no active host seen lately has room for %u vCPUs and %u MiB; "
+		                           "add or undrain a host", b.vcpus, b.memory_mb);
+		goto out;
+	}
+	if ((rc = sandbox_write(s, &b)) < 0 || (rc = tx_commit(s)) < 0)
+		goto out;
+	memcpy(sandbox->host_id, b.host_id, sizeof(b.host_id));
+out:
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) < 0 ||
+	    (rc = check_arg(version, SAAS_STORE_MCP_VERSION_MAX, "MCP protocol version")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "INSERT INTO mcp_sessions (hash, version, created_at, last_used_at)"
+	                       " VALUES (?1, ?2, ?3, ?3)")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, hash) | bind_text(st, 2, version) | sqlite3_bind_int64(st, 3, at_ms))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_DONE)
+		rc = write_error(s, src, "MCP session", "(hash)", NULL, NULL);
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_mcp_session_touch(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) < 0)
+		return rc;
+	if (!version)
+		return saas__inval("output is NULL");
+	pthread_mutex_lock(&s->lock);
+	/* One transaction, so that what is read is the row the use was recorded on. */
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
+	if ((rc = prep(s, &st, "UPDATE mcp_sessions SET last_used_at = MAX(last_used_at, ?2)"
+	                       " WHERE hash = ?1 AND last_used_at >= ?3")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, hash) | sqlite3_bind_int64(st, 2, at_ms) |
+	                            sqlite3_bind_int64(st, 3, used_after_ms))) < 0)
+		goto out;
+	if ((rc = step_done(s, st, "using an MCP session")) < 0)
+		goto out;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sqlite3_changes(s->db) == 0) {
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no MCP session with this id, or it was idle too long");
+		goto out;
+	}
+	if ((rc = prep(s, &st, "SELECT version FROM mcp_sessions WHERE hash = ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, bind_text(st, 1, hash))) < 0)
+		goto out;
+	if ((src = sqlite3_step(st)) != SQLITE_ROW) {
+		rc = db_error(s, src, "reading an MCP session");
+		goto out;
+	}
+	if ((rc = col_text(st, 0, version, SAAS_STORE_MCP_VERSION_MAX + 1)) < 0)
+		goto out;
+	sqlite3_finalize(st);
+	st = NULL;
+	rc = tx_commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_mcp_session_delete(void *ctx, const char *hash)
+{
+	struct sq *s = ctx;
+	int rc;
+
+	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) < 0)
+		return rc;
+	pthread_mutex_lock(&s->lock);
+	rc = exec_text_int(s, "DELETE FROM mcp_sessions WHERE hash = ?1", hash, 1, 0, "ending an MCP session");
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int sq_mcp_session_prune(void *ctx, int64_t used_before_ms)
+{
+	struct sq *s = ctx;
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	if ((rc = prep(s, &st, "DELETE FROM mcp_sessions WHERE last_used_at < ?1")) < 0)
+		goto out;
+	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, used_before_ms))) < 0)
+		goto out;
+	rc = step_done(s, st, "pruning MCP sessions");
+out:
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 const saas_store saas__store_sqlite = {
 	.version = SAAS_STORE_VERSION,
 	.name = "sqlite",
@@ -2402,4 +2950,18 @@ const saas_store saas__store_sqlite = {
 	.sandbox_egress_record = sq_sandbox_egress_record,
 	.sandbox_egress_rebase = sq_sandbox_egress_rebase,
 	.execution_list = sq_execution_list,
+	.lease_take = sq_lease_take,
+	.lease_release = sq_lease_release,
+	.lease_get = sq_lease_get,
+	.host_insert = sq_host_insert,
+	.host_get = sq_host_get,
+	.host_list = sq_host_list,
+	.host_set_state = sq_host_set_state,
+	.host_seen = sq_host_seen,
+	.host_delete = sq_host_delete,
+	.sandbox_place = sq_sandbox_place,
+	.mcp_session_insert = sq_mcp_session_insert,
+	.mcp_session_touch = sq_mcp_session_touch,
+	.mcp_session_delete = sq_mcp_session_delete,
+	.mcp_session_prune = sq_mcp_session_prune,
 };
