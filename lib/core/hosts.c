@@ -663,8 +663,11 @@ static int host_reach(saas_engine *e, const saas_store_host *row, void **ctx, sa
 	rc = host_ctx(e, row->id, ctx);
 	if (rc == SAAS_OK) {
 		if (e->driver->version >= 6 && e->driver->host_info) {
-			if ((rc = e->driver->host_info(*ctx, info)) < 0)
-				rc = unreachable(row->name, saas_error_last()->message);
+			if ((rc = e->driver->host_info(*ctx, info)) < 0) {
+				char why[600]; /* the message lives in this thread's error slot, which unreachable() writes */
+				snprintf(why, sizeof(why), "%s", saas_error_last()->message);
+				rc = unreachable(row->name, why);
+			}
 		} else {
 			info->cpus = UNKNOWN_CPUS;
 			info->memory_mb = UNKNOWN_MEMORY_MB;
