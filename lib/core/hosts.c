@@ -632,6 +632,16 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 	p.max_live = max_live;
 	p.host_id = on_host;
 	rc = e->store->sandbox_place(e->store_ctx, row, &p);
+	if (rc == SAAS_EBUSY && !on_host) {
+		/* The last host was removed since the heartbeat: a single machine again, at once. */
+		struct host_rows r;
+		if (hosts_refresh(e, &r) == SAAS_OK && r.count == 0) {
+			free(r.items);
+			row->host_id[0] = '\0';
+			return saas__live_limit(e->store->sandbox_insert(e->store_ctx, row, max_live), max_live);
+		}
+		free(r.items);
+	}
 	if (rc == SAAS_EBUSY)
 		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
 		                   on_host ? "the VM host of this sandbox's snapshot has no room for a %s sandbox "

@@ -850,6 +850,28 @@ static void test_lost_host(void **state)
 	saas_sandbox_free(p);
 }
 
+/* The last host removed: creates go to the engine's own driver at once, not 503 until the next heartbeat. */
+static void test_last_host_removed(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_sandbox *x;
+
+	host_add(f, "a", 4, 8192, a);
+	sweep(f);
+	x = create(f);
+	host_of(f, x->id, where);
+	assert_string_equal(where, a);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, x->id, 0), SAAS_OK);
+	saas_sandbox_free(x);
+	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_OK);
+	x = create(f);
+	host_of(f, x->id, where);
+	assert_string_equal(where, "");
+	assert_ptr_equal(owner_of(x->id), sim_find("local"));
+	saas_sandbox_free(x);
+}
+
 /* The engine options for hosts are checked. */
 static void test_options(void **state)
 {
@@ -879,6 +901,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unreachable_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_host, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_last_host_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
 	};
 
