@@ -17,6 +17,7 @@ const char *aas_config_usage(void)
 	return "usage: aas-server [options]                 serve the REST API\n"
 	       "       aas-server account|key ... --help      administer accounts and keys (beside a running server)\n"
 	       "       aas-server user|invite ... --help      administer the dashboard's people and invite codes\n"
+	       "       aas-server host ... --help             register, drain and list VM hosts (docs/operations.md)\n"
 	       "       aas-server routes                      print the routes served\n"
 	       "\n"
 	       "options (environment variable in brackets):\n"
