@@ -27,5 +27,6 @@
 #include "saas/ports.h"
 #include "saas/pty.h"
 #include "saas/users.h"
+#include "saas/hosts.h"
 
 #endif

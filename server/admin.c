@@ -16,6 +16,10 @@
  *   aas-server user password --email E                    new password on stdin; ends the user's sessions
  *   aas-server user operator --email E [--off]
  *   aas-server invite create [--count N]                   prints the codes, one a line
+ *   aas-server host add --name N --uri URI --address IP [--cpu-overcommit R] [--memory-overcommit R]
+ *                       [--insecure-tcp]                  prints the new host's id, alone
+ *   aas-server host drain|activate|remove --id ID_OR_NAME
+ *   aas-server host list
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -34,7 +38,8 @@ static const char *const limit_names[NLIMITS] = { "max_sandboxes", "max_executio
 struct args {
 	const char *state_dir, *store, *name, *id, *account, *usd, *credit, *note, *email, *count;
 	const char *limits[NLIMITS];     /* as given, or NULL */
-	bool help, operator, off;
+	const char *uri, *address, *cpu_overcommit, *mem_overcommit;
+	bool help, operator, off, insecure_tcp;
 };
 
 static const char usage[] =
@@ -55,6 +60,14 @@ static const char usage[] =
 	"       aas-server user password --email E                      set the password (from stdin); logs the user out\n"
 	"       aas-server user operator --email E [--off]              make the user an operator (or not)\n"
 	"       aas-server invite create [--count N]                    print N (default 1) sign-up invite codes\n"
+	"       aas-server host add --name NAME --uri LIBVIRT_URI --address IP [--cpu-overcommit R]\n"
+	"                           [--memory-overcommit R] [--insecure-tcp]\n"
+	"                           register a VM host (qemu+ssh:// or qemu+tls://; qemu+tcp:// only with\n"
+	"                           --insecure-tcp, for test networks) and print its id; ratios like 4 or 1.5\n"
+	"                           (defaults 4 and 1); servers take it up within a heartbeat\n"
+	"       aas-server host drain|activate --id HOST            stop (or resume) placing sandboxes on it\n"
+	"       aas-server host remove --id HOST                        forget a host with no sandboxes left\n"
+	"       aas-server host list                                    hosts with their capacity, use and state\n"
 	"common options: --state-dir DIR [AAS_STATE_DIR], --store URL [AAS_STORE_URL], --help\n"
 	"Money is in dollars with up to six decimals (\"5\", \"0.25\"). Works beside a running server.\n";
 
@@ -74,6 +87,9 @@ static int parse(struct args *a, int argc, char **argv)
 		{ "credit", required_argument, NULL, 'c' },    { "note", required_argument, NULL, 'N' },
 		{ "email", required_argument, NULL, 'e' },     { "count", required_argument, NULL, 'C' },
 		{ "operator", no_argument, NULL, 'o' },        { "off", no_argument, NULL, 'O' },
+		{ "uri", required_argument, NULL, 'U' },       { "address", required_argument, NULL, 'A' },
+		{ "cpu-overcommit", required_argument, NULL, 'P' }, { "memory-overcommit", required_argument, NULL, 'M' },
+		{ "insecure-tcp", no_argument, NULL, 'T' },
 		{ "max-sandboxes", required_argument, NULL, 1000 + L_SANDBOXES },
 		{ "max-executions", required_argument, NULL, 1000 + L_EXECUTIONS },
 		{ "creates-per-minute", required_argument, NULL, 1000 + L_CREATES },
@@ -101,6 +117,11 @@ static int parse(struct args *a, int argc, char **argv)
 		case 'C': a->count = optarg; break;
 		case 'o': a->operator = true; break;
 		case 'O': a->off = true; break;
+		case 'U': a->uri = optarg; break;
+		case 'A': a->address = optarg; break;
+		case 'P': a->cpu_overcommit = optarg; break;
+		case 'M': a->mem_overcommit = optarg; break;
+		case 'T': a->insecure_tcp = true; break;
 		case 'h': a->help = true; break;
 		case 1000 + L_SANDBOXES:
 		case 1000 + L_EXECUTIONS:
@@ -456,6 +477,104 @@ static int invite_create(saas_engine *e, const struct args *a)
 	return 0;
 }
 
+/* An overcommit ratio ("4", "1.5", "0.25") in thousandths; 0 when absent; -1 (said) when bad. */
+static long parse_ratio(const char *s, const char *opt)
+{
+	unsigned long whole = 0, frac = 0, scale = 1000;
+	const char *p = s;
+
+	if (!s)
+		return 0;
+	if (*p < '0' || *p > '9')
+		goto bad;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if ((whole = whole * 10 + (unsigned long)(*p - '0')) > SAAS_HOST_OVERCOMMIT_MAX / 1000)
+			goto bad;
+	if (*p == '.') {
+		for (p++; *p >= '0' && *p <= '9'; p++) {
+			if (scale == 1)
+				goto bad;
+			scale /= 10;
+			frac += (unsigned long)(*p - '0') * scale;
+		}
+	}
+	if (*p || whole * 1000 + frac < 100 || whole * 1000 + frac > SAAS_HOST_OVERCOMMIT_MAX)
+		goto bad;
+	return (long)(whole * 1000 + frac);
+bad:
+	fprintf(stderr, "aas-server: %s: expected a ratio from 0.1 to %d with up to three decimals (like 4 or 1.5), "
+	        "got \"%s\"\n", opt, SAAS_HOST_OVERCOMMIT_MAX / 1000, s);
+	return -1;
+}
+
+static int host_add(saas_engine *e, const struct args *a)
+{
+	saas_host_options o = SAAS_HOST_OPTIONS_INIT;
+	saas_host *h = NULL;
+	long cpu, mem;
+	int rc;
+
+	if (need(a->name, "--name") < 0 || need(a->uri, "--uri") < 0 || need(a->address, "--address") < 0)
+		return 2;
+	if ((cpu = parse_ratio(a->cpu_overcommit, "--cpu-overcommit")) < 0 ||
+	    (mem = parse_ratio(a->mem_overcommit, "--memory-overcommit")) < 0)
+		return 2;
+	o.cpu_overcommit_milli = (unsigned int)cpu;
+	o.mem_overcommit_milli = (unsigned int)mem;
+	if ((rc = saas_host_add(&h, e, a->name, a->uri, a->address, &o, a->insecure_tcp ? SAAS_HOST_ALLOW_TCP : 0)) < 0)
+		return fail("cannot register the host", rc);
+	printf("%s\n", h->id);
+	fprintf(stderr, "VM host %s (%s) registered; servers place sandboxes on it once they reach it\n", h->name, h->id);
+	saas_host_free(h);
+	return 0;
+}
+
+static int host_change(saas_engine *e, const struct args *a, const char *verb)
+{
+	int rc;
+
+	if (need(a->id, "--id") < 0)
+		return 2;
+	rc = strcmp(verb, "drain") == 0      ? saas_host_drain(e, a->id)
+	     : strcmp(verb, "activate") == 0 ? saas_host_activate(e, a->id)
+	                                     : saas_host_remove(e, a->id);
+	if (rc < 0)
+		return fail(strcmp(verb, "drain") == 0      ? "cannot drain the host"
+		            : strcmp(verb, "activate") == 0 ? "cannot activate the host"
+		                                            : "cannot remove the host",
+		            rc);
+	fprintf(stderr, "VM host %s %s\n", a->id,
+	        strcmp(verb, "drain") == 0      ? "is draining: no new sandboxes; those on it live out their time"
+	        : strcmp(verb, "activate") == 0 ? "takes new sandboxes"
+	                                        : "removed");
+	return 0;
+}
+
+static int host_list(saas_engine *e)
+{
+	saas_host_list *l = NULL;
+	char seen[40];
+	int rc;
+
+	if ((rc = saas_host_list_get(&l, e)) < 0)
+		return fail("cannot list the VM hosts", rc);
+	printf("%-26s %-16s %-9s %-9s %-17s %-9s %-24s %s\n", "ID", "NAME", "STATE", "VCPUS", "MEMORY_MB", "SANDBOXES",
+	       "LAST_SEEN", "URI");
+	for (size_t i = 0; i < l->count; i++) {
+		const saas_host *h = l->items[i];
+		char vcpus[24], mem[40];
+
+		snprintf(vcpus, sizeof(vcpus), "%u/%u", h->vcpus_used, h->vcpus_capacity);
+		snprintf(mem, sizeof(mem), "%llu/%llu", (unsigned long long)h->memory_mb_used,
+		         (unsigned long long)h->memory_mb_capacity);
+		printf("%-26s %-16s %-9s %-9s %-17s %-9u %-24s %s\n", h->id, h->name, saas_host_state_name(h->state), vcpus, mem,
+		       h->sandboxes, h->last_seen_ms ? saas_time_format(seen, sizeof(seen), h->last_seen_ms) : "never",
+		       h->uri);
+	}
+	saas_host_list_free(l);
+	return 0;
+}
+
 /* Is "noun verb" a command of ours? */
 static bool known_command(const char *noun, const char *verb)
 {
@@ -463,7 +582,8 @@ static bool known_command(const char *noun, const char *verb)
 		{ "account", "create" }, { "account", "list" },   { "account", "credit" },   { "account", "limits" },
 		{ "account", "disable" }, { "account", "enable" }, { "key", "create" },      { "key", "list" },
 		{ "key", "revoke" },      { "user", "create" },    { "user", "list" },        { "user", "password" },
-		{ "user", "operator" },   { "invite", "create" },
+		{ "user", "operator" },   { "invite", "create" },  { "host", "add" },         { "host", "drain" },
+		{ "host", "activate" },   { "host", "remove" },    { "host", "list" },
 	};
 
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
@@ -510,6 +630,8 @@ int aas_admin_main(int argc, char **argv)
 		     : strcmp(verb, "list") == 0     ? user_list(e)
 		     : strcmp(verb, "password") == 0 ? user_password(e, &a)
 		                                     : user_operator(e, &a);
+	else if (strcmp(noun, "host") == 0)
+		rc = strcmp(verb, "add") == 0 ? host_add(e, &a) : strcmp(verb, "list") == 0 ? host_list(e) : host_change(e, &a, verb);
 	else
 		rc = invite_create(e, &a);
 	saas_engine_free(e);

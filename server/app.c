@@ -66,6 +66,8 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsig
 	o.min_free_mb = cfg->min_free_mb;
 	o.disk_budget_gb = cfg->disk_budget_gb;
 	o.lease_ttl_ms = cfg->lease_ttl_s * 1000;
+	o.host_heartbeat_ms = cfg->host_heartbeat_s * 1000;
+	o.host_grace_ms = cfg->host_grace_s * 1000;
 	/* Sizes, prices and credit are the library's defaults; /v1/service reads them back. */
 	o.log = aas_engine_log;
 	o.log_level = cfg->log_level;
@@ -119,6 +121,7 @@ int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *
 		goto fail;
 	aas_pty_init(cfg);
 	aas_metrics_init(*engine);
+	aas_metrics_host_heartbeat(cfg->host_heartbeat_s ? cfg->host_heartbeat_s * 1000 : SAAS_ENGINE_HOST_HEARTBEAT_MS);
 	if (aas_service_set(cfg, *port, *engine) < 0 || aas_pages_init(cfg) < 0)
 		goto fail;
 	aas_mcp_http_init(*engine, cfg, *port);
@@ -152,7 +155,7 @@ int aas_main(int argc, char **argv)
 	int rc, status = 1;
 
 	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0 ||
-	                 strcmp(argv[1], "user") == 0 || strcmp(argv[1], "invite") == 0))
+	                 strcmp(argv[1], "user") == 0 || strcmp(argv[1], "invite") == 0 || strcmp(argv[1], "host") == 0))
 		return aas_admin_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "routes") == 0) {
 		print_routes();

@@ -17,6 +17,7 @@ const char *aas_config_usage(void)
 	return "usage: aas-server [options]                 serve the REST API\n"
 	       "       aas-server account|key ... --help      administer accounts and keys (beside a running server)\n"
 	       "       aas-server user|invite ... --help      administer the dashboard's people and invite codes\n"
+	       "       aas-server host ... --help             register, drain and list VM hosts (docs/operations.md)\n"
 	       "       aas-server routes                      print the routes served\n"
 	       "\n"
 	       "options (environment variable in brackets):\n"
@@ -55,6 +56,9 @@ const char *aas_config_usage(void)
 	       "  --lease-ttl SECS        how long this server's leases in the store last unrenewed (renewed every\n"
 	       "                          third of it): with many servers on one database, a dead one's work is\n"
 	       "                          taken over this long after it died; default 15 [AAS_LEASE_TTL]\n"
+	       "  --host-heartbeat SECS   how often each VM host is asked what it has; default 5 [AAS_HOST_HEARTBEAT]\n"
+	       "  --host-grace SECS       a VM host no server reached this long is lost: its sandboxes are closed,\n"
+	       "                          billed to when it was last reached; default 60 [AAS_HOST_GRACE]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -202,6 +206,9 @@ static const struct num_option {
 	/* Many servers on one database (docs/operations.md). */
 	{ "lease-ttl", "AAS_LEASE_TTL", offsetof(struct aas_config, lease_ttl_s), 1, SAAS_ENGINE_LEASE_TTL_MS_MAX / 1000,
 	  "seconds" },
+	/* VM hosts (aas-server host add): the engine checks heartbeat * 2 <= grace. */
+	{ "host-heartbeat", "AAS_HOST_HEARTBEAT", offsetof(struct aas_config, host_heartbeat_s), 1, 600, "seconds" },
+	{ "host-grace", "AAS_HOST_GRACE", offsetof(struct aas_config, host_grace_s), 2, 86400, "seconds" },
 	/* The connection policy. */
 	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
 	  "connections" },

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server.h"
 
@@ -34,6 +35,7 @@ struct histo {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static saas_engine *engine;
+static unsigned int host_heartbeat_ms = SAAS_ENGINE_HOST_HEARTBEAT_MS;
 static struct counter *counters;
 static size_t ncounters, capcounters;
 static struct histo *histos;
@@ -81,6 +83,13 @@ static struct histo *histo_locked(const char *route)
 	memset(&histos[nhistos], 0, sizeof(histos[nhistos]));
 	histos[nhistos].route = route;
 	return &histos[nhistos++];
+}
+
+void aas_metrics_host_heartbeat(unsigned int ms)
+{
+	pthread_mutex_lock(&mu);
+	host_heartbeat_ms = ms;
+	pthread_mutex_unlock(&mu);
 }
 
 void aas_metrics_init(saas_engine *e)
@@ -251,6 +260,53 @@ static void put_pools(struct out *o, const saas_engine_stats *st)
 	}
 }
 
+/* One series per VM host (none on a single machine): what operators watch to add or drain one. */
+static void put_hosts(struct out *o)
+{
+	static const struct {
+		const char *name, *help;
+	} series[] = {
+		{ "aas_host_up", "1 if some server reached the VM host within the last three heartbeats and it is not lost." },
+		{ "aas_host_state", "The VM host's state: 0 active, 1 draining, 2 lost." },
+		{ "aas_host_vcpus_capacity", "vCPUs placement fills the VM host up to (its CPUs times the overcommit)." },
+		{ "aas_host_vcpus_used", "vCPUs of the sandboxes on the VM host." },
+		{ "aas_host_memory_mb_capacity", "Memory (MiB) placement fills the VM host up to." },
+		{ "aas_host_memory_mb_used", "Memory (MiB) of the sandboxes on the VM host." },
+		{ "aas_host_sandboxes", "Sandboxes not destroyed on the VM host (paused ones keep their place)." },
+		{ "aas_host_last_seen_seconds", "When a server last reached the VM host (Unix time; 0: never)." },
+	};
+	saas_host_list *l = NULL;
+	int64_t now = (int64_t)time(NULL) * 1000, fresh;
+	char name[128];
+	int rc;
+
+	pthread_mutex_lock(&mu);
+	fresh = 3 * (int64_t)host_heartbeat_ms;
+	pthread_mutex_unlock(&mu);
+	if ((rc = saas_host_list_get(&l, engine)) < 0) {
+		aas_log(SAAS_LOG_WARN, "metrics: cannot list the VM hosts: %s (%s)", saas_error_last()->message,
+		        saas_strerror(rc));
+		return;
+	}
+	for (size_t k = 0; l->count && k < sizeof(series) / sizeof(series[0]); k++) {
+		put(o, "# HELP %s %s\n# TYPE %s gauge\n", series[k].name, series[k].help, series[k].name);
+		for (size_t i = 0; i < l->count; i++) {
+			const saas_host *h = l->items[i];
+			bool up = h->state != SAAS_HOST_LOST && h->last_seen_ms && now - h->last_seen_ms < fresh;
+			unsigned long long v = k == 0   ? up
+			                       : k == 1 ? (unsigned long long)h->state
+			                       : k == 2 ? h->vcpus_capacity
+			                       : k == 3 ? h->vcpus_used
+			                       : k == 4 ? h->memory_mb_capacity
+			                       : k == 5 ? h->memory_mb_used
+			                       : k == 6 ? h->sandboxes
+			                                : (unsigned long long)(h->last_seen_ms / 1000);
+			put(o, "%s{host=\"%s\"} %llu\n", series[k].name, label(name, sizeof(name), h->name), v);
+		}
+	}
+	saas_host_list_free(l);
+}
+
 char *aas_metrics_render(size_t *len)
 {
 	struct out o = { malloc(8192), 0, 8192, false };
@@ -314,6 +370,7 @@ char *aas_metrics_render(size_t *len)
 		    st->creating, st->ready, st->accounts_with_sandboxes);
 		put_pools(&o, st);
 		put_templates(&o, st);
+		put_hosts(&o);
 	} else {
 		/* Leave the gauges out rather than report a zero that is not true. */
 		aas_log(SAAS_LOG_WARN, "metrics: cannot count sandboxes: %s (%s)", saas_error_last()->message,

@@ -700,6 +700,35 @@ static bool operator_get(struct aas_req *r, struct aas_reply *out, struct aas_vi
 	return false;
 }
 
+/* The VM hosts, when sandboxes run on several (none on a single machine). */
+static int vm_hosts(struct aas_html *h)
+{
+	saas_host_list *l = NULL;
+	char when[40];
+	int rc;
+
+	if ((rc = saas_host_list_get(&l, aas_people_engine())) < 0)
+		return rc;
+	if (l->count) {
+		aas_html_raw(h, "<h3>VM hosts</h3><table id=\"vm-hosts\"><thead><tr><th scope=\"col\">Host</th>"
+		                "<th scope=\"col\">State</th><th scope=\"col\">Sandboxes</th><th scope=\"col\">vCPUs</th>"
+		                "<th scope=\"col\">Memory (MiB)</th><th scope=\"col\">Last seen</th></tr></thead><tbody>");
+		for (size_t i = 0; i < l->count; i++) {
+			const saas_host *x = l->items[i];
+
+			aas_html_printf(h, "<tr data-state=\"%s\"><td>%s</td><td class=\"status\">%s</td><td>%u</td>"
+			                   "<td>%u of %u</td><td>%llu of %llu</td><td>%s</td></tr>",
+			                saas_host_state_name(x->state), x->name, saas_host_state_name(x->state), x->sandboxes,
+			                x->vcpus_used, x->vcpus_capacity, (unsigned long long)x->memory_mb_used,
+			                (unsigned long long)x->memory_mb_capacity,
+			                x->last_seen_ms ? saas_time_format(when, sizeof(when), x->last_seen_ms) : "never");
+		}
+		aas_html_raw(h, "</tbody></table>");
+	}
+	saas_host_list_free(l);
+	return SAAS_OK;
+}
+
 static int host_load(struct aas_html *h)
 {
 	saas_engine_stats *st = NULL;
@@ -723,6 +752,10 @@ static int host_load(struct aas_html *h)
 			                (unsigned long long)p->failures);
 		}
 		aas_html_raw(h, "</tbody></table>");
+	}
+	if ((rc = vm_hosts(h)) < 0) {
+		saas_engine_stats_free(st);
+		return rc;
 	}
 	aas_html_raw(h, "<h3>Templates</h3>");
 	if (!st->ntemplates) {

@@ -57,6 +57,8 @@ struct aas_config {
 	unsigned int min_free_mb;  /* creates refused below this free on the state filesystem; 0: the engine's default */
 	unsigned int disk_budget_gb; /* creates refused past this disk held by sandboxes; 0: the engine's default */
 	unsigned int lease_ttl_s;  /* the engine's leases in the store; 0: the engine's default (15 s) */
+	unsigned int host_heartbeat_s; /* how often the VM hosts are asked what they have; 0: the engine's default */
+	unsigned int host_grace_s;     /* a VM host unreached this long is lost; 0: the engine's default */
 	/* The preview proxy's bounds on a guest's server, in seconds (AAS_PREVIEW_*_TIMEOUT_DEFAULT). */
 	unsigned int preview_connect_timeout_s;    /* to open the tunnel */
 	unsigned int preview_first_byte_timeout_s; /* from the request sent to the answer's whole head */
@@ -624,6 +626,8 @@ void aas_pty_shutdown(void);
 
 /* The engine whose live sandboxes /metrics counts at each scrape. */
 void aas_metrics_init(saas_engine *engine);
+/* The engine's VM host heartbeat (ms): a host counts as up when reached within three of them. */
+void aas_metrics_host_heartbeat(unsigned int ms);
 void aas_metrics_request(const char *route, const char *method, unsigned int status, double seconds);
 /* A create through the REST API answered rc (counted by result) after `seconds`. */
 void aas_metrics_create(int rc, double seconds);

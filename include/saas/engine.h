@@ -60,7 +60,7 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * `pool`, version 3 the tenant limits (`max_executions` to
  * `execution_retention_s`) and `min_free_mb`, version 4 `store`,
  * `store_userdata` and `default_size`, version 5 `disk_budget_gb`, version 6
- * `lease_ttl_ms`; callers
+ * `lease_ttl_ms`, `host_heartbeat_ms` and `host_grace_ms`; callers
  * built against an older version
  * are still accepted (their struct is read only as far as their version
  * reached, and what it lacks takes the defaults).
@@ -104,6 +104,11 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
 /** The shortest and longest saas_engine_options.lease_ttl_ms. */
 #define SAAS_ENGINE_LEASE_TTL_MS_MIN 300
 #define SAAS_ENGINE_LEASE_TTL_MS_MAX 600000
+
+/** Default of saas_engine_options.host_heartbeat_ms: 5 s. */
+#define SAAS_ENGINE_HOST_HEARTBEAT_MS 5000
+/** Default of saas_engine_options.host_grace_ms: 60 s. */
+#define SAAS_ENGINE_HOST_GRACE_MS 60000
 
 /** The most VMs one warm pool may hold (the N of "SIZE=N"). */
 #define SAAS_ENGINE_POOL_MAX 64
@@ -236,9 +241,23 @@ typedef struct saas_engine_options {
 	 * SAAS_ENGINE_LEASE_TTL_MS_MAX.
 	 */
 	unsigned int lease_ttl_ms;
+	/**
+	 * How often (ms) the engine asks every VM host (saas/hosts.h) what it has,
+	 * which also tells that it is alive (since version 6). 0:
+	 * SAAS_ENGINE_HOST_HEARTBEAT_MS. Placement takes only hosts some engine
+	 * reached within three of these. 100 to 600000.
+	 */
+	unsigned int host_heartbeat_ms;
+	/**
+	 * How long (ms) a VM host may go unreached by every engine before it is
+	 * marked lost and its sandboxes are closed, billed up to the moment it was
+	 * last reached (since version 6). 0: SAAS_ENGINE_HOST_GRACE_MS. At least
+	 * twice host_heartbeat_ms; at most one day.
+	 */
+	unsigned int host_grace_ms;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0 }
 
 /**
  * Open an engine on a state directory.

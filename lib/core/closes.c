@@ -143,11 +143,13 @@ bool saas__closes_view(saas_engine *e, saas_store_sandbox *row)
 	return true;
 }
 
-static void destroy_vm(saas_engine *e, const char *id)
+static void destroy_vm(saas_engine *e, const saas_store_sandbox *sb)
 {
-	/* A VM that outlives a closed row is found and destroyed by the orphan sweep. */
-	if (e->driver->vm_destroy(e->driver_ctx, id) < 0)
-		saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the reaper will retry", id,
+	void *ctx;
+
+	/* A VM that outlives a closed row is found and destroyed by the orphan sweep (of its host, once it answers). */
+	if (saas__vm_driver(e, sb->host_id, &ctx) < 0 || e->driver->vm_destroy(ctx, sb->id) < 0)
+		saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the reaper will retry", sb->id,
 		          saas_error_last()->message);
 }
 
@@ -171,15 +173,15 @@ int saas__sandbox_end(saas_engine *e, const saas_store_sandbox *sb, int reason, 
 			rc = SAAS_OK;
 	}
 	/* Whatever the store said: no row that can pay for it (any more) means no VM, and no saved state. */
-	destroy_vm(e, sb->id);
+	destroy_vm(e, sb);
 	if (sb->snapshot[0])
-		saas__snapshot_drop(e, sb->snapshot);
+		saas__snapshot_drop(e, sb->host_id, sb->snapshot);
 	/* Paused (or being paused) since sb was read: the row names the snapshot its close leaves behind. */
 	if (e->driver && saas__can_snapshot(e)) {
 		saas_store_sandbox now;
 		if (e->store->sandbox_get(e->store_ctx, sb->id, &now) == SAAS_OK && now.snapshot[0] &&
 		    strcmp(now.snapshot, sb->snapshot) != 0)
-			saas__snapshot_drop(e, now.snapshot);
+			saas__snapshot_drop(e, sb->host_id, now.snapshot);
 	}
 	return rc;
 }
@@ -202,7 +204,12 @@ size_t saas__closes_retry(saas_engine *e)
 		}
 		p = c->items[i];
 		pthread_mutex_unlock(&c->mu);
-		/* Again, in case the first destroy failed: the orphan sweep spares a VM whose row is live. */
+		/*
+		 * Again, in case the first destroy failed: the orphan sweep spares a VM
+		 * whose row is live. Only the engine's own driver: the store that would
+		 * name a VM host is what fails here, and each host's orphan sweep
+		 * finds what a failed destroy left there.
+		 */
 		if (e->driver)
 			e->driver->vm_destroy(e->driver_ctx, p.id);
 		rc = e->store->sandbox_get(e->store_ctx, p.id, &row);

@@ -64,6 +64,25 @@ struct saas__claims {
 	size_t count, cap;
 };
 
+/*
+ * The VM hosts this engine reaches (hosts.c): one driver context each,
+ * opened on first use and closed only when the engine is freed, so that a
+ * context handed out by saas__vm_driver stays valid however the set changes.
+ */
+struct saas__vmhost;
+
+struct saas__hosts {
+	pthread_mutex_t mu;            /* the table; never held across a driver or store call */
+	pthread_mutex_t open_mu;       /* one driver open at a time */
+	struct saas__vmhost **items;
+	size_t count, cap;
+	bool any;                      /* hosts are registered (at the last refresh): new sandboxes go to them */
+	unsigned int heartbeat_ms;
+	unsigned int grace_ms;
+	pthread_t thread;
+	bool running;
+};
+
 struct saas_engine {
 	char *state_dir;
 	char *default_image;
@@ -78,7 +97,9 @@ struct saas_engine {
 	const saas_store *store;
 	void *store_ctx;
 	const saas_driver *driver;     /* NULL when opened store-only */
-	void *driver_ctx;
+	void *driver_ctx;              /* the engine's own machine: sandboxes whose host_id is "" */
+	char *driver_config;           /* as given; each VM host's context gets it with its uri and address */
+	struct saas__hosts hosts;
 
 	saas_clock_fn clock;
 	void *clock_userdata;
@@ -199,7 +220,7 @@ int saas__local_execution_list(saas_client *c, const char *sandbox_id, const cha
 /* Is the driver able to snapshot (version 4, every snapshot slot)? */
 bool saas__can_snapshot(const saas_engine *e);
 /* Delete a snapshot, logging a failure (reconcile deletes it later). */
-void saas__snapshot_drop(saas_engine *e, const char *snap);
+void saas__snapshot_drop(saas_engine *e, const char *host_id, const char *snap);
 /* reconcile: paused, pausing and resuming rows against the driver's snapshots; unowned snapshots go. */
 void saas__snapshots_reconcile(saas_engine *e, saas_store_sandbox *rows, size_t n, int64_t last_known);
 
@@ -426,6 +447,41 @@ void saas__claim_drop(saas_engine *e, const char *name);
 void saas__claim_drop_kind(saas_engine *e, const char *kind, const char *id);
 /* Does the engine with this holder id still hold its server lease? (true when the store cannot say) */
 bool saas__claims_alive(saas_engine *e, const char *holder);
+
+/* hosts.c: VM hosts (saas/hosts.h) */
+/* Read the options and load the registered hosts; nothing is opened yet. */
+int saas__hosts_open(saas_engine *e, const saas_engine_options *o);
+/* Start the heartbeat thread (full engines with a reaper). */
+int saas__hosts_start(saas_engine *e);
+void saas__hosts_stop(saas_engine *e);
+/* Close every host's driver context and free the table (before the engine's own driver closes). */
+void saas__hosts_free(saas_engine *e);
+/*
+ * The driver context that runs the VMs of host_id ("" or NULL: the engine's
+ * own), opened on first use. SAAS_EBACKEND naming the host when it is not
+ * registered or cannot be reached. The context stays valid until the engine
+ * is freed.
+ */
+int saas__vm_driver(saas_engine *e, const char *host_id, void **ctx);
+/* Are VM hosts registered (new sandboxes are placed on them, not on the engine's own driver)? */
+bool saas__hosts_any(saas_engine *e);
+/*
+ * Insert a new sandbox's row where its VM will run: on the engine's own
+ * driver when no host is registered, else on the host with the most memory
+ * left (on_host: only that one; "" the engine's own). Sets row->host_id.
+ * SAAS_EBUSY when no host has room, SAAS_ELIMIT past max_live (named).
+ */
+int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigned int max_live, const char *on_host);
+/*
+ * One heartbeat pass: refresh the host set from the store, ask each host what
+ * it has (host_seen), mark the ones nobody reached within the grace lost and
+ * close their sandboxes, and take back the lost ones that answer again. The
+ * heartbeat thread runs it; without one, every sweep does.
+ */
+void saas__hosts_beat(saas_engine *e);
+
+/* reaper.c: destroy the VMs a driver context runs that no row of `live` owns; how many went in *destroyed. */
+int saas__orphans_destroy(saas_engine *e, void *ctx, const saas_store_sandbox *live, size_t n, unsigned int *destroyed);
 
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);

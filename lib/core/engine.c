@@ -37,7 +37,7 @@ static const saas_size *const default_size_list[] = { &default_sizes[0], &defaul
  * How much of saas_engine_options a caller of each version has: version 1 ends
  * before `pool`, 2 before the tenant limits, 3 before `store` (version 4 added
  * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`,
- * 5 before `lease_ttl_ms`.
+ * 5 before `lease_ttl_ms` and the VM hosts' heartbeat and grace.
  */
 static const size_t options_size[] = {
 	0,
@@ -133,6 +133,8 @@ static int disk_budget(saas_engine *e, unsigned int need_gb, uint64_t fs_size)
 
 	if (!e->disk_budget_gb && !fs_size)
 		return SAAS_OK; /* a driver whose disks are not ours to see, or the overlays' directory not there yet */
+	if (saas__hosts_any(e))
+		return SAAS_OK; /* new sandboxes go to VM hosts, whose disks are theirs: placement weighs them */
 	memset(&filter, 0, sizeof(filter));
 	filter.live = 1;
 	if ((rc = e->store->sandbox_list(e->store_ctx, &filter, add_disk, &held)) < 0)
@@ -450,6 +452,12 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		                   SAAS_ENGINE_LEASE_TTL_MS_MAX);
 	if (o->disk_budget_gb > SAAS_ENGINE_DISK_BUDGET_GB_MAX)
 		return saas__inval("disk_budget_gb %u is over %u (1 PiB)", o->disk_budget_gb, SAAS_ENGINE_DISK_BUDGET_GB_MAX);
+	if (o->host_heartbeat_ms && (o->host_heartbeat_ms < 100 || o->host_heartbeat_ms > 600000))
+		return saas__inval("host_heartbeat_ms %u is out of range (100 to 600000)", o->host_heartbeat_ms);
+	if (o->host_grace_ms > 86400000)
+		return saas__inval("host_grace_ms %u is over a day", o->host_grace_ms);
+	if (o->driver_config && strlen(o->driver_config) > 4096)
+		return saas__inval("driver_config is over 4096 bytes");
 
 	if (!(e = calloc(1, sizeof(*e))))
 		return saas__oom();
@@ -463,6 +471,8 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	pthread_mutex_init(&e->closes.mu, NULL);
 	pthread_mutex_init(&e->claims.mu, NULL);
 	pthread_cond_init(&e->claims.cond, NULL);
+	pthread_mutex_init(&e->hosts.mu, NULL);
+	pthread_mutex_init(&e->hosts.open_mu, NULL);
 	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
 	e->disk_budget_gb = o->disk_budget_gb;
 	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
@@ -502,6 +512,10 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	e->state_dir = o->state_dir ? saas__strdup(o->state_dir) : default_state_dir();
 	e->default_image = saas__strdup(o->default_image ? o->default_image : "default");
 	e->preview_url = saas__strdup(o->preview_url ? o->preview_url : DEFAULT_PREVIEW);
+	if (o->driver_config && !(e->driver_config = saas__strdup(o->driver_config))) {
+		rc = SAAS_ENOMEM;
+		goto fail;
+	}
 	if (!e->state_dir || !e->default_image || !e->preview_url) {
 		rc = SAAS_ENOMEM;
 		goto fail;
@@ -516,7 +530,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	}
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY) && (rc = lock_state_dir(e)) < 0)
 		goto fail;
-	if ((rc = open_store(e, o)) < 0)
+	if ((rc = open_store(e, o)) < 0 || (rc = saas__hosts_open(e, o)) < 0)
 		goto fail;
 	if (!(e->flags & SAAS_ENGINE_STORE_ONLY)) {
 		/* Before reconcile: it must know who this engine is, and whose work the last crash left. */
@@ -528,7 +542,8 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		if ((rc = saas__reconcile(e)) < 0)
 			goto fail;
 		if (!(e->flags & SAAS_ENGINE_NO_REAPER) &&
-		    ((rc = saas__claims_start(e)) < 0 || (rc = saas__pool_start(e)) < 0 || (rc = saas__reaper_start(e)) < 0))
+		    ((rc = saas__claims_start(e)) < 0 || (rc = saas__pool_start(e)) < 0 || (rc = saas__reaper_start(e)) < 0 ||
+		     (rc = saas__hosts_start(e)) < 0))
 			goto fail;
 	}
 	saas__log(e, SAAS_LOG_INFO, "engine open on %s (store %s, driver %s)", e->state_dir, e->store->name,
@@ -545,6 +560,7 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	if (!e)
 		return;
 	saas__reaper_stop(e);
+	saas__hosts_stop(e);
 	/* Background executions hold the engine; tell them to stop and wait. */
 	pthread_mutex_lock(&e->mu);
 	__atomic_store_n(&e->cancel, 1, __ATOMIC_SEQ_CST);
@@ -579,6 +595,7 @@ void saas__engine_release(saas_engine *e)
 	saas__pool_free(e);
 	/* The last of the store's users here: the pool let its VMs' leases go. */
 	saas__claims_close(e);
+	saas__hosts_free(e);
 	if (e->driver && e->driver->close)
 		e->driver->close(e->driver_ctx);
 	if (e->store)
@@ -588,12 +605,15 @@ void saas__engine_release(saas_engine *e)
 	saas__claims_free(e);
 	pthread_cond_destroy(&e->claims.cond);
 	pthread_mutex_destroy(&e->claims.mu);
+	pthread_mutex_destroy(&e->hosts.mu);
+	pthread_mutex_destroy(&e->hosts.open_mu);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
 	sizes_free(e->sizes, e->nsizes);
 	free(e->state_dir);
 	free(e->default_image);
 	free(e->preview_url);
+	free(e->driver_config);
 	saas__tenants_free(e);
 	pthread_mutex_destroy(&e->tenants_mu);
 	pthread_mutex_destroy(&e->network_mu);

@@ -13,6 +13,7 @@
 struct job {
 	saas_engine *engine;
 	char sandbox_id[SAAS_ID_MAX + 1];
+	void *ctx;             /* the driver context of the sandbox's host */
 	saas_store_execution rec;
 	char *command;
 	char *cwd;
@@ -186,7 +187,7 @@ static int job_run(struct job *j)
 	else if (saas__live_cancelled(e, l))
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "cancelled before it started");
 	else
-		rc = e->driver->exec(e->driver_ctx, j->sandbox_id, &req, &exit_code);
+		rc = e->driver->exec(j->ctx, j->sandbox_id, &req, &exit_code);
 
 	/* The driver is done with the live streams: what they kept is read without the lock from here on. */
 	j->rec.finished_at_ms = saas__engine_now(e);
@@ -288,9 +289,10 @@ int saas__local_exec_stream(saas_client *c, const char *id, const char *command,
 	struct job *j = NULL;
 	pthread_t tid;
 	pthread_attr_t attr;
+	void *ctx;
 	int rc;
 
-	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0)
 		return rc;
 	if ((rc = saas__account_limits(e, c->account_id, &lim)) < 0)
 		return rc;
@@ -306,6 +308,7 @@ int saas__local_exec_stream(saas_client *c, const char *id, const char *command,
 		return rc;
 	}
 	saas__strlcpy(j->rec.account_id, c->account_id, sizeof(j->rec.account_id));
+	j->ctx = ctx;
 	j->slot = true;
 	if ((rc = saas__id_new(j->rec.id, "exe-", 20)) < 0)
 		goto out;

@@ -30,16 +30,17 @@ int saas__local_file_write(saas_client *c, const char *id, const char *path, saa
 	saas_engine *e = c->engine;
 	saas_store_sandbox sb;
 	char *abs;
+	void *ctx;
 	int rc;
 
-	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0)
 		return rc;
 	if (!e->driver->file_write)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot write files",
 		                   e->driver->name);
 	if (!(abs = absolute_path(path)))
 		return SAAS_ENOMEM;
-	rc = e->driver->file_write(e->driver_ctx, id, abs, mode ? mode : 0644, reader, ud, size);
+	rc = e->driver->file_write(ctx, id, abs, mode ? mode : 0644, reader, ud, size);
 	free(abs);
 	return rc;
 }
@@ -50,16 +51,17 @@ int saas__local_file_read(saas_client *c, const char *id, const char *path, int6
 	saas_engine *e = c->engine;
 	saas_store_sandbox sb;
 	char *abs;
+	void *ctx;
 	int rc;
 
-	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0)
 		return rc;
 	if (!e->driver->file_read)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot read files",
 		                   e->driver->name);
 	if (!(abs = absolute_path(path)))
 		return SAAS_ENOMEM;
-	rc = e->driver->file_read(e->driver_ctx, id, abs, max, writer, ud, size);
+	rc = e->driver->file_read(ctx, id, abs, max, writer, ud, size);
 	free(abs);
 	return rc;
 }
@@ -101,9 +103,10 @@ int saas__local_file_list(saas_client *c, const char *id, const char *path, unsi
 	saas_engine *e = c->engine;
 	struct collect_entries ce = { NULL, 0, max_entries, SAAS_OK };
 	saas_store_sandbox sb;
+	void *ctx;
 	int rc;
 
-	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0)
 		return rc;
 	if (!e->driver->file_list)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot list files",
@@ -114,7 +117,7 @@ int saas__local_file_list(saas_client *c, const char *id, const char *path, unsi
 		saas_file_list_free(ce.list);
 		return SAAS_ENOMEM;
 	}
-	rc = e->driver->file_list(e->driver_ctx, id, ce.list->root, depth, collect_entry, &ce);
+	rc = e->driver->file_list(ctx, id, ce.list->root, depth, collect_entry, &ce);
 	if (rc == SAAS_OK)
 		rc = ce.rc;
 	if (rc < 0) {
@@ -200,6 +203,7 @@ int saas__local_port_unexpose(saas_client *c, const char *id, unsigned int port)
 /* A tunnel to an exposed port of a ready sandbox; `sb` is its row (owner checked or not by the caller). */
 static int port_connect_row(saas_engine *e, const saas_store_sandbox *sb, unsigned int port, int *fd)
 {
+	void *ctx;
 	int rc;
 
 	if ((rc = port_exposure(e, sb->id, port, NULL)) < 0)
@@ -210,7 +214,9 @@ static int port_connect_row(saas_engine *e, const saas_store_sandbox *sb, unsign
 	if (!e->driver->port_connect)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot open tunnels",
 		                   e->driver->name);
-	return e->driver->port_connect(e->driver_ctx, sb->id, port, fd);
+	if ((rc = saas__vm_driver(e, sb->host_id, &ctx)) < 0)
+		return rc;
+	return e->driver->port_connect(ctx, sb->id, port, fd);
 }
 
 int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd)

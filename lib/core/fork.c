@@ -45,11 +45,13 @@ static int need_snapshots(saas_engine *e)
 	return SAAS_OK;
 }
 
-void saas__snapshot_drop(saas_engine *e, const char *snap)
+void saas__snapshot_drop(saas_engine *e, const char *host_id, const char *snap)
 {
+	void *ctx;
+
 	if (!snap[0] || !saas__can_snapshot(e))
 		return;
-	if (e->driver->snapshot_delete(e->driver_ctx, snap) < 0)
+	if (saas__vm_driver(e, host_id, &ctx) < 0 || e->driver->snapshot_delete(ctx, snap) < 0)
 		saas__log(e, SAAS_LOG_WARN, "deleting snapshot %s failed (%s); the next start deletes it", snap,
 		          saas_error_last()->message);
 }
@@ -180,11 +182,12 @@ int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out
 	struct kept_error k;
 	char snap[SAAS_STORE_SNAPSHOT_MAX + 1];
 	int64_t bytes = 0, started, now;
+	void *ctx;
 	int rc;
 
 	if ((rc = need_snapshots(e)) < 0)
 		return rc;
-	if ((rc = saas__sandbox_ready(c, id, &row)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &row)) < 0 || (rc = saas__vm_driver(e, row.host_id, &ctx)) < 0)
 		return rc;
 	if ((rc = snapshot_name(snap)) < 0)
 		return rc;
@@ -192,7 +195,7 @@ int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out
 	/* The name goes to the row before the snapshot exists: after a crash, reconcile finds it either way. */
 	if ((rc = set_state(e, &row, SAAS_SANDBOX_READY, SAAS_SANDBOX_PAUSING, 0, row.paused_ms, snap)) < 0)
 		return moved_meanwhile(rc, id, "paused");
-	if ((rc = e->driver->vm_snapshot(e->driver_ctx, row.id, snap, 0, &bytes)) < 0) {
+	if ((rc = e->driver->vm_snapshot(ctx, row.id, snap, 0, &bytes)) < 0) {
 		keep_error(&k, rc);
 		/* The driver's contract: the VM runs on as before and no snapshot is left. */
 		if (set_state(e, &row, SAAS_SANDBOX_PAUSING, SAAS_SANDBOX_READY, 0, row.paused_ms, "") < 0)
@@ -204,7 +207,7 @@ int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out
 	if ((rc = set_state(e, &row, SAAS_SANDBOX_PAUSING, SAAS_SANDBOX_PAUSED, now, row.paused_ms, snap)) < 0) {
 		/* Ended meanwhile (destroyed, expired): its saved state goes with it. A store outage: reconcile decides. */
 		if (rc == SAAS_ESTATE || rc == SAAS_ENOTFOUND)
-			saas__snapshot_drop(e, snap);
+			saas__snapshot_drop(e, row.host_id, snap);
 		return moved_meanwhile(rc, id, "paused");
 	}
 	/*
@@ -246,6 +249,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 	char snap[SAAS_STORE_SNAPSHOT_MAX + 1];
 	unsigned int live;
 	int64_t started, now;
+	void *ctx;
 	int rc;
 
 	if ((rc = need_snapshots(e)) < 0)
@@ -254,6 +258,9 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 		return rc;
 	if (row.status != SAAS_SANDBOX_PAUSED)
 		return not_paused(&row);
+	/* On the host that holds its snapshot, where its place was kept while it was paused. */
+	if ((rc = saas__vm_driver(e, row.host_id, &ctx)) < 0)
+		return rc;
 	started = saas__engine_now(e);
 	if (row.expires_at_ms <= started)
 		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
@@ -267,7 +274,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 		return moved_meanwhile(rc, id, "resumed");
 	if ((rc = row_policy_get(e, &row, &pol, &vmnet)) == SAAS_OK) {
 		spec_of(&spec, &row, vmnet);
-		rc = e->driver->vm_restore(e->driver_ctx, &spec, snap);
+		rc = e->driver->vm_restore(ctx, &spec, snap);
 	}
 	row_policy_free(&pol);
 	if (rc < 0) {
@@ -284,14 +291,14 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 	                    row.paused_ms + (now > row.paused_at_ms ? now - row.paused_at_ms : 0), "")) < 0) {
 		keep_error(&k, rc);
 		/* Nothing pays for the new VM: it goes. The row keeps the snapshot if it still stands. */
-		e->driver->vm_destroy(e->driver_ctx, row.id);
+		e->driver->vm_destroy(ctx, row.id);
 		if (rc != SAAS_ESTATE && rc != SAAS_ENOTFOUND &&
 		    set_state(e, &row, SAAS_SANDBOX_RESUMING, SAAS_SANDBOX_PAUSED, row.paused_at_ms, row.paused_ms, snap) < 0)
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s: left resuming; the next start decides", id);
 		return rc == SAAS_ESTATE || rc == SAAS_ENOTFOUND ? moved_meanwhile(rc, id, "resumed")
 		                                                 : saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
 	}
-	saas__snapshot_drop(e, snap);
+	saas__snapshot_drop(e, row.host_id, snap);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s resumed in %lld ms", row.id, (long long)(now - started));
 	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
 }
@@ -302,19 +309,20 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 static int fork_snapshot(saas_engine *e, saas_store_sandbox *parent, char snap[SAAS_STORE_SNAPSHOT_MAX + 1])
 {
 	struct kept_error k;
+	void *ctx;
 	int rc;
 
-	if ((rc = snapshot_name(snap)) < 0)
+	if ((rc = snapshot_name(snap)) < 0 || (rc = saas__vm_driver(e, parent->host_id, &ctx)) < 0)
 		return rc;
 	if ((rc = set_state(e, parent, SAAS_SANDBOX_READY, SAAS_SANDBOX_PAUSING, 0, parent->paused_ms, snap)) < 0)
 		return moved_meanwhile(rc, parent->id, "forked");
-	rc = e->driver->vm_snapshot(e->driver_ctx, parent->id, snap, 1, NULL);
+	rc = e->driver->vm_snapshot(ctx, parent->id, snap, 1, NULL);
 	if (rc < 0)
 		keep_error(&k, rc);
 	/* The parent runs on either way; if it ended meanwhile, the snapshot is of no use to anyone. */
 	if (set_state(e, parent, SAAS_SANDBOX_PAUSING, SAAS_SANDBOX_READY, 0, parent->paused_ms, "") < 0) {
 		if (rc == SAAS_OK)
-			saas__snapshot_drop(e, snap);
+			saas__snapshot_drop(e, parent->host_id, snap);
 		return moved_meanwhile(SAAS_ESTATE, parent->id, "forked");
 	}
 	return rc < 0 ? driver_failed(&k, "the sandbox's state could not be saved for the fork") : SAAS_OK;
@@ -349,21 +357,25 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 	saas_vm_spec spec;
 	struct kept_error k;
 	int64_t now = saas__engine_now(e);
+	void *ctx;
 	int rc;
 
+	if ((rc = saas__vm_driver(e, parent->host_id, &ctx)) < 0)
+		return rc;
 	saas__row_init(row, id, c->account_id, size, parent->image, SAAS_SANDBOX_CREATING, now,
 	               vmnet ? vmnet->mode : parent->network_mode);
 	saas__strlcpy(row->parent_id, parent->id, sizeof(row->parent_id));
 	/* As a create's: a restore stuck for good (its engine died) is still swept. */
 	row->expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
-	if ((rc = e->store->sandbox_insert(e->store_ctx, row, max_live)) < 0)
-		return saas__live_limit(rc, max_live);
+	/* On the parent's host, which holds the snapshot: if it has no room, there is none. */
+	if ((rc = saas__sandbox_insert_placed(e, row, max_live, parent->host_id)) < 0)
+		return rc;
 	if (net && net->mode == SAAS_NETWORK_POLICY && (rc = saas__store_rules(e, row, net)) < 0)
 		return rc;
 	spec_of(&spec, row, vmnet);
-	if ((rc = e->driver->vm_restore(e->driver_ctx, &spec, snap)) < 0) {
+	if ((rc = e->driver->vm_restore(ctx, &spec, snap)) < 0) {
 		keep_error(&k, rc);
-		e->driver->vm_destroy(e->driver_ctx, row->id);
+		e->driver->vm_destroy(ctx, row->id);
 		saas__sandbox_close(e, row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
 		row->status = SAAS_SANDBOX_DESTROYED;
 		return driver_failed(&k, "a fork's child could not be made");
@@ -373,7 +385,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 	row->expires_at_ms = now + timeout * 1000;
 	if ((rc = e->store->sandbox_set_ready(e->store_ctx, row->id, row->ready_at_ms, row->expires_at_ms)) < 0) {
 		keep_error(&k, rc);
-		e->driver->vm_destroy(e->driver_ctx, row->id);
+		e->driver->vm_destroy(ctx, row->id);
 		if (rc != SAAS_ESTATE)
 			saas__sandbox_close(e, row, SAAS_END_FAILED, now, 0, 0);
 		row->status = SAAS_SANDBOX_DESTROYED;
@@ -480,7 +492,7 @@ out:
 		list = NULL;
 		rc = saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
 	}
-	saas__snapshot_drop(e, snap);
+	saas__snapshot_drop(e, parent.host_id, snap);
 	row_policy_free(&pol);
 	if (out)
 		*out = list;
@@ -546,6 +558,9 @@ void saas__snapshots_reconcile(saas_engine *e, saas_store_sandbox *rows, size_t 
 		if (sb->status != SAAS_SANDBOX_PAUSED && sb->status != SAAS_SANDBOX_PAUSING &&
 		    sb->status != SAAS_SANDBOX_RESUMING)
 			continue;
+		/* The snapshots listed are the engine's own driver's; a VM host's are its own. */
+		if (sb->host_id[0])
+			continue;
 		if (saas__closes_pending(e, sb->id))
 			continue;
 		if (e->driver->vm_state(e->driver_ctx, sb->id, &state) < 0)
@@ -580,7 +595,7 @@ void saas__snapshots_reconcile(saas_engine *e, saas_store_sandbox *rows, size_t 
 			owned = rows[i].status != SAAS_SANDBOX_DESTROYED && strcmp(rows[i].snapshot, have.names[j]) == 0;
 		if (!owned) {
 			saas__log(e, SAAS_LOG_WARN, "snapshot %s belongs to no sandbox; deleting it", have.names[j]);
-			saas__snapshot_drop(e, have.names[j]);
+			saas__snapshot_drop(e, "", have.names[j]);
 		}
 	}
 	free(have.names);

@@ -192,6 +192,7 @@ SAAS_EXTERN(void) saas_pty_close(saas_pty *pty, int *exit_status)
 
 struct local_pty {
 	saas_engine *engine;
+	void *ctx;             /* the driver context of the sandbox's host */
 	void *session;
 };
 
@@ -199,14 +200,14 @@ static int local_resize(saas_pty *pty, unsigned int cols, unsigned int rows)
 {
 	struct local_pty *l = pty->provider;
 
-	return l->engine->driver->pty_resize(l->engine->driver_ctx, l->session, cols, rows);
+	return l->engine->driver->pty_resize(l->ctx, l->session, cols, rows);
 }
 
 static void local_close(saas_pty *pty, int *exit_status)
 {
 	struct local_pty *l = pty->provider;
 
-	l->engine->driver->pty_close(l->engine->driver_ctx, l->session, exit_status);
+	l->engine->driver->pty_close(l->ctx, l->session, exit_status);
 	free(l);
 	pty->provider = NULL;
 }
@@ -221,9 +222,10 @@ int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_
 	saas_store_sandbox sb;
 	saas_pty *pty = NULL;
 	struct local_pty *l = NULL;
+	void *ctx;
 	int rc;
 
-	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0)
 		return rc;
 	d = e->driver;
 	/* A version 2 table ends before the terminal slots. */
@@ -238,9 +240,10 @@ int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_
 	dreq.rows = req->rows;
 	dreq.tty = req->tty;
 	pty->fd = -1;
-	if ((rc = d->pty_open(e->driver_ctx, sb.id, &dreq, &pty->fd, &l->session)) < 0)
+	if ((rc = d->pty_open(ctx, sb.id, &dreq, &pty->fd, &l->session)) < 0)
 		goto fail;
 	l->engine = e;
+	l->ctx = ctx;
 	pty->ops = &local_pty_ops;
 	pty->provider = l;
 	*out = pty;

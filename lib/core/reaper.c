@@ -100,8 +100,10 @@ static int64_t heartbeat_read(saas_engine *e)
 #define ORPHAN_GRACE_MS 30000
 
 struct name_set {
-	const struct rows *live;
+	const saas_store_sandbox *live;
+	size_t n;
 	saas_engine *e;
+	void *ctx;                     /* the driver context listed: the engine's own or a VM host's */
 	unsigned int destroyed;
 };
 
@@ -112,8 +114,8 @@ static int destroy_if_orphan(void *ud, const char *name)
 	char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
 	int rc;
 
-	for (size_t i = 0; i < s->live->count; i++)
-		if (strcmp(s->live->items[i].id, name) == 0)
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->live[i].id, name) == 0)
 			return 0;
 	/* Pooled VMs, and the one being made for a pool, have no row until claimed. */
 	if (saas__pool_owns(s->e, name))
@@ -144,18 +146,64 @@ static int destroy_if_orphan(void *ud, const char *name)
 	if (saas__claim_name(lease, "pool", name) < 0 || saas__claim_once(s->e, lease) != 1)
 		return 0; /* (a store of its own: always taken, as only this engine's pool could own it) */
 	saas__log(s->e, SAAS_LOG_WARN, "VM %s belongs to no live sandbox; destroying it", name);
-	if (s->e->driver->vm_destroy(s->e->driver_ctx, name) == SAAS_OK)
+	if (s->e->driver->vm_destroy(s->ctx, name) == SAAS_OK)
 		s->destroyed++;
 	saas__claim_drop(s->e, lease);
 	return 0;
 }
 
-/* Destroy what the driver runs that no live sandbox owns. */
+int saas__orphans_destroy(saas_engine *e, void *ctx, const saas_store_sandbox *live, size_t n, unsigned int *destroyed)
+{
+	struct name_set s = { live, n, e, ctx, 0 };
+	int rc = e->driver->vm_list(ctx, destroy_if_orphan, &s);
+
+	if (destroyed)
+		*destroyed = s.destroyed;
+	return rc;
+}
+
+struct host_ids {
+	char (*ids)[SAAS_ID_MAX + 1];
+	size_t count, cap;
+	int rc;
+};
+
+static int collect_host_id(void *ud, const saas_store_host *host)
+{
+	struct host_ids *h = ud;
+
+	if (host->state == SAAS_STORE_HOST_LOST)
+		return 0; /* its VMs go when it answers again (hosts.c) */
+	if ((h->rc = SAAS__ARRAY_RESERVE(h->ids, h->cap, h->count + 1)) < 0)
+		return 1;
+	saas__strlcpy(h->ids[h->count++], host->id, SAAS_ID_MAX + 1);
+	return 0;
+}
+
+/*
+ * Destroy what the engine's own driver runs that no live sandbox owns, then
+ * what each VM host runs. A host out of reach is skipped (logged): the lost
+ * host's return sweeps it, and so does the next pass.
+ */
 static int sweep_orphans(saas_engine *e, const struct rows *live)
 {
-	struct name_set s = { live, e, 0 };
+	struct host_ids hosts = { NULL, 0, 0, SAAS_OK };
+	int rc = saas__orphans_destroy(e, e->driver_ctx, live->items, live->count, NULL);
 
-	return e->driver->vm_list(e->driver_ctx, destroy_if_orphan, &s);
+	if (rc < 0 || !saas__hosts_any(e))
+		return rc;
+	if (e->store->host_list(e->store_ctx, collect_host_id, &hosts) < 0 || hosts.rc < 0) {
+		saas__log(e, SAAS_LOG_WARN, "orphan sweep: cannot list the VM hosts: %s", saas_error_last()->message);
+		saas__error_clear();
+	}
+	for (size_t i = 0; i < hosts.count; i++) {
+		void *ctx;
+		if (saas__vm_driver(e, hosts.ids[i], &ctx) < 0 || saas__orphans_destroy(e, ctx, live->items, live->count, NULL) < 0)
+			saas__log(e, SAAS_LOG_WARN, "orphan sweep of VM host %s: %s", hosts.ids[i], saas_error_last()->message);
+		saas__error_clear();
+	}
+	free(hosts.ids);
+	return SAAS_OK;
 }
 
 /*
@@ -308,8 +356,17 @@ int saas__reconcile(saas_engine *e)
 		/* The driver cannot snapshot, so nothing could have paused it: a row another engine left so. */
 		if (sb->status == SAAS_SANDBOX_PAUSING || sb->status == SAAS_SANDBOX_RESUMING)
 			continue;
-		if (e->driver->vm_state(e->driver_ctx, sb->id, &state) < 0)
-			state = SAAS_VM_ABSENT;
+		{
+			void *ctx;
+			/* A VM host out of reach: its heartbeats decide (lost, or back); nothing is known here. */
+			if (saas__vm_driver(e, sb->host_id, &ctx) < 0) {
+				saas__log(e, SAAS_LOG_WARN, "reconcile: sandbox %s: %s", sb->id, saas_error_last()->message);
+				saas__error_clear();
+				continue;
+			}
+			if (e->driver->vm_state(ctx, sb->id, &state) < 0)
+				state = SAAS_VM_ABSENT;
+		}
 		if (state != SAAS_VM_RUNNING) {
 			/* The VM died while no engine watched: bill to the last moment we knew it ran. */
 			int64_t until = last_known > sb->ready_at_ms ? last_known : sb->ready_at_ms;
@@ -500,6 +557,9 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 
 	/* Ends this engine could not record before (kept in its memory and state directory): their VMs are gone already. */
 	saas__closes_retry(e);
+	/* Without a heartbeat thread, the sweep is the VM hosts' heartbeat too. */
+	if (!e->hosts.running)
+		saas__hosts_beat(e);
 	/* Without background threads the sweep renews this engine's leases too. */
 	if (e->flags & SAAS_ENGINE_NO_REAPER)
 		saas__claims_renew(e);

@@ -366,8 +366,12 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 	    (rc = saas__create_token_take(e, c->account_id, lim.creates_per_minute)) < 0)
 		return rc;
 
-	/* Pooled VMs have the default network policy; a create that names one is made for it. */
-	if (!net && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
+	/*
+	 * Pooled VMs have the default network policy; a create that names one is
+	 * made for it. The pools are the engine's own driver's: with VM hosts
+	 * registered, every new sandbox is placed on one of them instead.
+	 */
+	if (!net && !saas__hosts_any(e) && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
 	                                          lim.max_sandboxes, out)) <= 0)
 		return rc;
 
@@ -399,6 +403,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	saas_vm_spec spec;
 	saas_vm_network vmnet;
 	int64_t now = row.created_at_ms;
+	void *ctx;
 	int rc;
 
 	/*
@@ -407,8 +412,13 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	 * died) is still swept, while a slow boot is not cut short.
 	 */
 	row.expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
-	if ((rc = e->store->sandbox_insert(e->store_ctx, &row, max_live)) < 0)
-		return saas__live_limit(rc, max_live);
+	if ((rc = saas__sandbox_insert_placed(e, &row, max_live, NULL)) < 0)
+		return rc;
+	/* A host placed on a moment ago that cannot be reached now: the row goes, nothing was made. */
+	if ((rc = saas__vm_driver(e, row.host_id, &ctx)) < 0) {
+		saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
+		return rc;
+	}
 	/* A policy's rules are stored before its VM exists: a restart then finds them (or ends the VM). */
 	if (net && net->mode == SAAS_NETWORK_POLICY && (rc = saas__store_rules(e, &row, net)) < 0)
 		return rc;
@@ -426,9 +436,10 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		vmnet.deny = (const char *const *)net->deny;
 		spec.network = &vmnet;
 	}
-	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s, network %s) for %s", row.id, row.size,
-	          row.image, net ? saas_network_mode_name(net->mode) : "default", row.account_id);
-	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s, network %s) for %s%s%s", row.id, row.size,
+	          row.image, net ? saas_network_mode_name(net->mode) : "default", row.account_id,
+	          row.host_id[0] ? " on VM host " : "", row.host_id);
+	if ((rc = e->driver->vm_create(ctx, &spec)) < 0) {
 		saas_error saved = *saas_error_last();
 		char msg[1024];
 		/* ENOTSUP: the driver cannot give what was asked (a network policy); say so as such. */
@@ -436,7 +447,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		           : rc == SAAS_ENOTSUP                      ? SAAS_ENOTSUP
 		                                                     : SAAS_EBACKEND;
 		snprintf(msg, sizeof(msg), "%s", saved.message);
-		e->driver->vm_destroy(e->driver_ctx, row.id);
+		e->driver->vm_destroy(ctx, row.id);
 		/*
 		 * A request the driver refuses (an image it lacks, a network it cannot
 		 * guard) never made a sandbox: its row goes, and the account's list and
@@ -457,7 +468,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		saas_error saved = *saas_error_last();
 		char msg[1024];
 		snprintf(msg, sizeof(msg), "%s", saved.message); /* the calls below overwrite this thread's error */
-		e->driver->vm_destroy(e->driver_ctx, row.id);
+		e->driver->vm_destroy(ctx, row.id);
 		if (rc != SAAS_ESTATE)
 			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0, 0);
 		return saas__error(rc, saved.klass, saved.backend_code, "%s",

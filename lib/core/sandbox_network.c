@@ -62,13 +62,18 @@ static void counts_get(saas_engine *e, const saas_store_sandbox *row, int64_t *c
 {
 	saas_vm_network_stats st;
 	int64_t c, l;
+	void *ctx;
 
 	*connections = row->denied_connections;
 	*lookups = row->denied_lookups;
 	if (row->status != SAAS_SANDBOX_READY || !e->driver || !e->driver->vm_network_stats)
 		return;
 	memset(&st, 0, sizeof(st));
-	if (e->driver->vm_network_stats(e->driver_ctx, row->id, &st) != SAAS_OK)
+	if (saas__vm_driver(e, row->host_id, &ctx) < 0) {
+		saas__error_clear(); /* a host out of reach: the recorded counts are the answer */
+		return;
+	}
+	if (e->driver->vm_network_stats(ctx, row->id, &st) != SAAS_OK)
 		return;
 	c = row->denied_connections_base + st.denied_connections;
 	l = row->denied_lookups_base + st.denied_lookups;
@@ -125,15 +130,19 @@ int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, 
 	return SAAS_OK;
 }
 
-/* Hand a policy to the driver. */
-static int driver_set(saas_engine *e, const char *id, int mode, char *const *allow, char *const *deny)
+/* Hand a policy to the driver of the sandbox's host. */
+static int driver_set(saas_engine *e, const saas_store_sandbox *row, int mode, char *const *allow, char *const *deny)
 {
 	saas_vm_network vm = { mode, (const char *const *)allow, (const char *const *)deny };
+	void *ctx;
+	int rc;
 
 	if (!e->driver->vm_network_set)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
 		                   "the %s driver cannot change a running sandbox's network", e->driver->name);
-	return e->driver->vm_network_set(e->driver_ctx, id, &vm);
+	if ((rc = saas__vm_driver(e, row->host_id, &ctx)) < 0)
+		return rc;
+	return e->driver->vm_network_set(ctx, row->id, &vm);
 }
 
 int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
@@ -156,7 +165,7 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 		goto out;
 	old_mode = row.network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row.network_mode;
 
-	if ((rc = driver_set(e, id, net->mode, net->allow, net->deny)) < 0) {
+	if ((rc = driver_set(e, &row, net->mode, net->allow, net->deny)) < 0) {
 		saas_error saved = *saas_error_last();
 		/* What the driver cannot give is said as such; a refusal of the rules is the caller's to fix. */
 		int code = rc == SAAS_ENOTSUP || rc == SAAS_EINVAL ? rc : SAAS_EBACKEND;
@@ -173,7 +182,7 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 		char msg[1024];
 
 		snprintf(msg, sizeof(msg), "%s", saved.message); /* the calls below overwrite this thread's error */
-		if (driver_set(e, id, old_mode, old_allow, old_deny) < 0) {
+		if (driver_set(e, &row, old_mode, old_allow, old_deny) < 0) {
 			/* The VM has a policy no store records; it may not run on with it. */
 			saas__log(e, SAAS_LOG_ERROR, "sandbox %s: its network change could not be stored nor undone (%s); "
 			          "destroying it", id, saas_error_last()->message);
@@ -225,7 +234,7 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 	if (sb->network_mode == SAAS_STORE_NETWORK_UNKNOWN)
 		return;
 	if ((rc = saas__sandbox_rules_get(e, sb, &allow, &deny)) == SAAS_OK)
-		rc = driver_set(e, sb->id, sb->network_mode, allow, deny);
+		rc = driver_set(e, sb, sb->network_mode, allow, deny);
 	saas__rules_free(allow);
 	saas__rules_free(deny);
 	if (rc == SAAS_OK)

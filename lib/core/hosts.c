@@ -1,0 +1,920 @@
+/*
+ * VM hosts: the machines running libvirtd that sandboxes are placed on when
+ * one machine is not enough (docs/operations.md, "Many VM hosts").
+ *
+ * The registry is the store's, shared by every engine on one database. Each
+ * engine opens its driver once per host, with the host's URI and address
+ * after its own driver configuration, and routes every call for a sandbox by
+ * its row's host_id (saas__vm_driver). Placement is the store's
+ * sandbox_place: one transaction, so two engines never overfill a host.
+ *
+ * Liveness: every engine asks every host what it has once a heartbeat
+ * (host_info, then host_seen, whose last_seen_ms only moves forward). A host
+ * that no engine reached within the grace period is marked lost by one engine
+ * (under the lease "host:<id>", by a conditional state change), which closes
+ * its sandboxes billed up to last_seen_ms: the last moment anyone knew they
+ * ran. When a lost host answers again, the lease holder destroys every VM on
+ * it that no live row owns, and it is active again. While a lost host still
+ * has sandboxes to close, nobody records it as seen, so that what they are
+ * billed cannot run past the moment it was lost.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+
+struct saas__vmhost {
+	char id[SAAS_ID_MAX + 1];
+	char name[SAAS_STORE_HOST_NAME_MAX + 1];
+	void *ctx;                 /* the driver opened on it, once `opened` */
+	bool opened;
+	bool down;                 /* its last heartbeat failed: logged once per outage */
+	int64_t open_failed_ms;    /* engine clock of the last failed open: not tried again for a heartbeat */
+};
+
+/* What a driver without host_info is taken to have: room for anything (driver.h says the core assumes so). */
+#define UNKNOWN_CPUS 65536u
+#define UNKNOWN_MEMORY_MB ((uint64_t)1 << 32)
+
+/* Placement takes hosts that some engine reached within this many heartbeats. */
+#define FRESH_BEATS 3
+
+SAAS_EXTERN(const char *) saas_host_state_name(int state)
+{
+	switch (state) {
+	case SAAS_HOST_ACTIVE: return "active";
+	case SAAS_HOST_DRAINING: return "draining";
+	case SAAS_HOST_LOST: return "lost";
+	}
+	return "unknown";
+}
+
+_Static_assert((int)SAAS_HOST_ACTIVE == (int)SAAS_STORE_HOST_ACTIVE &&
+                       (int)SAAS_HOST_DRAINING == (int)SAAS_STORE_HOST_DRAINING &&
+                       (int)SAAS_HOST_LOST == (int)SAAS_STORE_HOST_LOST,
+               "the public host states are the store's");
+
+/* ---- validation ---- */
+
+/* One DNS label, lower case: it names the host in logs, metrics labels and commands. */
+static bool valid_name(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > SAAS_STORE_HOST_NAME_MAX || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
+/*
+ * The libvirt transports an engine may reach a host by. ssh and tls
+ * authenticate both ends; unix and plain qemu reach a libvirtd on the
+ * engine's own machine (the socket's permissions guard it). tcp is neither
+ * encrypted nor authenticated: only when the caller says so (tests).
+ */
+static int check_uri(const char *uri, unsigned int flags)
+{
+	static const char *const schemes[] = { "qemu+ssh", "qemu+tls", "qemu+unix", "qemu", "qemu+tcp" };
+	const char *sep;
+	size_t n;
+
+	if (!uri || !*uri)
+		return saas__inval("a libvirt URI is required (e.g. qemu+ssh://root@10.0.0.2/system)");
+	if (strlen(uri) > SAAS_STORE_URI_MAX)
+		return saas__inval("uri is over %d bytes", SAAS_STORE_URI_MAX);
+	/* It is passed on in the driver's configuration, whose options are separated by spaces. */
+	for (const char *p = uri; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f || *p == '"' || *p == '\'' || *p == '\\')
+			return saas__inval("uri must be printable ASCII with no spaces, quotes or backslashes "
+			                   "(percent-encode them)");
+	if (!(sep = strstr(uri, "://")) || sep == uri)
+		return saas__inval("uri '%s' is not a libvirt URI (scheme://[user@]host/system)", uri);
+	n = (size_t)(sep - uri);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(schemes); i++) {
+		if (strlen(schemes[i]) != n || strncmp(uri, schemes[i], n) != 0)
+			continue;
+		if (strcmp(schemes[i], "qemu+tcp") == 0 && !(flags & SAAS_HOST_ALLOW_TCP))
+			return saas__inval("qemu+tcp:// is neither encrypted nor authenticated: anyone who reaches the port "
+			                   "owns the host; use qemu+ssh:// or qemu+tls:// (qemu+tcp only for a test network, "
+			                   "allowed explicitly)");
+		return SAAS_OK;
+	}
+	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+tls, qemu+unix, qemu (qemu+tcp only for tests)",
+	                   (int)(n > 32 ? 32 : n), uri);
+}
+
+static int check_address(const char *address)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+
+	if (!address || !*address)
+		return saas__inval("the host's address is required: the IP its guests' forwards listen on");
+	if (strlen(address) > SAAS_STORE_ADDRESS_MAX ||
+	    (inet_pton(AF_INET, address, buf) != 1 && inet_pton(AF_INET6, address, buf) != 1))
+		return saas__inval("address '%.*s' is not an IPv4 or IPv6 literal (no names: an address cannot be "
+		                   "spoofed by a DNS answer)", 64, address);
+	return SAAS_OK;
+}
+
+static int overcommit(unsigned int *out, unsigned int given, unsigned int def, const char *what)
+{
+	if (given == 0)
+		given = def;
+	if (given < 100 || given > SAAS_HOST_OVERCOMMIT_MAX)
+		return saas__inval("%s overcommit %u.%03u is out of range (0.1 to %u)", what, given / 1000, given % 1000,
+		                   SAAS_HOST_OVERCOMMIT_MAX / 1000);
+	*out = given;
+	return SAAS_OK;
+}
+
+static int check_ref(const char *id_or_name)
+{
+	if (!saas__valid_text(id_or_name, SAAS_ID_MAX))
+		return saas__inval("host id or name is empty, too long or not printable");
+	return SAAS_OK;
+}
+
+/* ---- the public form ---- */
+
+/* What runs on each host: sandboxes not destroyed, by host_id. */
+struct usage {
+	const char *host_id;       /* NULL: every host's, into `hosts` */
+	saas_host_list *hosts;
+	saas_host *one;
+};
+
+static void use(saas_host *h, const saas_store_sandbox *sb)
+{
+	h->sandboxes++;
+	h->vcpus_used += sb->vcpus;
+	h->memory_mb_used += sb->memory_mb;
+}
+
+static int add_usage(void *ud, const saas_store_sandbox *sb)
+{
+	struct usage *u = ud;
+
+	if (u->one) {
+		use(u->one, sb);
+		return 0;
+	}
+	for (size_t i = 0; i < u->hosts->count; i++)
+		if (strcmp(u->hosts->items[i]->id, sb->host_id) == 0)
+			use(u->hosts->items[i], sb);
+	return 0;
+}
+
+static int usage_read(saas_engine *e, struct usage *u)
+{
+	saas_store_filter f;
+
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	f.host_id = u->host_id;
+	return e->store->sandbox_list(e->store_ctx, &f, add_usage, u);
+}
+
+static int host_public(const saas_store_host *row, saas_host **out)
+{
+	saas_host *h = calloc(1, sizeof(*h));
+
+	*out = NULL;
+	if (!h)
+		return saas__oom();
+	if (!(h->id = saas__strdup(row->id)) || !(h->name = saas__strdup(row->name)) ||
+	    !(h->uri = saas__strdup(row->uri)) || !(h->address = saas__strdup(row->address))) {
+		saas_host_free(h);
+		return SAAS_ENOMEM;
+	}
+	h->state = row->state;
+	h->cpu_overcommit_milli = row->cpu_overcommit_milli;
+	h->mem_overcommit_milli = row->mem_overcommit_milli;
+	h->cpus = row->cpus;
+	h->memory_mb = row->memory_mb;
+	h->vcpus_capacity = (unsigned int)((uint64_t)row->cpus * row->cpu_overcommit_milli / 1000);
+	h->memory_mb_capacity = row->memory_mb * row->mem_overcommit_milli / 1000;
+	h->created_at_ms = row->created_at_ms;
+	h->last_seen_ms = row->last_seen_ms;
+	h->state_at_ms = row->state_at_ms;
+	*out = h;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(void) saas_host_free(saas_host *h)
+{
+	if (!h)
+		return;
+	free(h->id);
+	free(h->name);
+	free(h->uri);
+	free(h->address);
+	free(h);
+}
+
+SAAS_EXTERN(void) saas_host_list_free(saas_host_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->count; i++)
+		saas_host_free(list->items[i]);
+	free(list->items);
+	free(list);
+}
+
+/* ---- the registry ---- */
+
+SAAS_EXTERN(int) saas_host_add(saas_host **out, saas_engine *e, const char *name, const char *uri, const char *address,
+                               const saas_host_options *options, unsigned int flags)
+{
+	saas_host_options o = SAAS_HOST_OPTIONS_INIT;
+	saas_store_host row;
+	int rc;
+
+	saas__error_clear();
+	if (out)
+		*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (flags & ~SAAS_HOST_ALLOW_TCP)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (options) {
+		if (options->version < 1 || options->version > SAAS_HOST_OPTIONS_VERSION)
+			return saas__inval("host options of version %u (want 1 to %u)", options->version,
+			                   SAAS_HOST_OPTIONS_VERSION);
+		o = *options;
+	}
+	if (!valid_name(name))
+		return saas__inval("host name must be one DNS label: 1 to %d of a-z, 0-9 and '-', not starting or "
+		                   "ending with '-'", SAAS_STORE_HOST_NAME_MAX);
+	if ((rc = check_uri(uri, flags)) < 0 || (rc = check_address(address)) < 0)
+		return rc;
+	memset(&row, 0, sizeof(row));
+	if ((rc = overcommit(&row.cpu_overcommit_milli, o.cpu_overcommit_milli, SAAS_HOST_CPU_OVERCOMMIT_DEFAULT,
+	                     "CPU")) < 0 ||
+	    (rc = overcommit(&row.mem_overcommit_milli, o.mem_overcommit_milli, SAAS_HOST_MEM_OVERCOMMIT_DEFAULT,
+	                     "memory")) < 0)
+		return rc;
+	if ((rc = saas__id_new(row.id, "host-", 20)) < 0)
+		return rc;
+	saas__strlcpy(row.name, name, sizeof(row.name));
+	saas__strlcpy(row.uri, uri, sizeof(row.uri));
+	saas__strlcpy(row.address, address, sizeof(row.address));
+	row.state = SAAS_STORE_HOST_ACTIVE;
+	row.created_at_ms = row.state_at_ms = saas__engine_now(e);
+	if ((rc = e->store->host_insert(e->store_ctx, &row)) < 0) {
+		if (rc == SAAS_EEXISTS)
+			return saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_ARGS, 0, "a VM host named '%s' is registered already",
+			                   name);
+		return rc;
+	}
+	saas__log(e, SAAS_LOG_INFO, "VM host %s (%s) registered: %s, address %s", row.name, row.id, row.uri, row.address);
+	return out ? host_public(&row, out) : SAAS_OK;
+}
+
+/* A host by id or name, with a message that names what was asked for. */
+static int host_find(saas_engine *e, const char *id_or_name, saas_store_host *row)
+{
+	int rc = e->store->host_get(e->store_ctx, id_or_name, row);
+
+	if (rc == SAAS_ENOTFOUND)
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "no VM host '%s' (see the host list)", id_or_name);
+	return rc;
+}
+
+/* Move a host between active and draining; `to` already is success. */
+static int host_move(saas_engine *e, const char *id_or_name, int from, int to)
+{
+	saas_store_host row;
+	int rc;
+
+	saas__error_clear();
+	if (!e)
+		return saas__inval("engine is NULL");
+	if ((rc = check_ref(id_or_name)) < 0 || (rc = host_find(e, id_or_name, &row)) < 0)
+		return rc;
+	if (row.state == to)
+		return SAAS_OK;
+	if (row.state == SAAS_STORE_HOST_LOST)
+		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
+		                   "VM host '%s' is lost; it becomes active by itself when it answers again", row.name);
+	rc = e->store->host_set_state(e->store_ctx, row.id, from, to, saas__engine_now(e));
+	if (rc == SAAS_ESTATE)
+		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "VM host '%s' changed state meanwhile; look again",
+		                   row.name);
+	if (rc == SAAS_OK)
+		saas__log(e, SAAS_LOG_INFO, "VM host %s (%s) is %s now", row.name, row.id, saas_host_state_name(to));
+	return rc;
+}
+
+SAAS_EXTERN(int) saas_host_drain(saas_engine *e, const char *id_or_name)
+{
+	return host_move(e, id_or_name, SAAS_STORE_HOST_ACTIVE, SAAS_STORE_HOST_DRAINING);
+}
+
+SAAS_EXTERN(int) saas_host_activate(saas_engine *e, const char *id_or_name)
+{
+	return host_move(e, id_or_name, SAAS_STORE_HOST_DRAINING, SAAS_STORE_HOST_ACTIVE);
+}
+
+SAAS_EXTERN(int) saas_host_remove(saas_engine *e, const char *id_or_name)
+{
+	saas_store_host row;
+	int rc;
+
+	saas__error_clear();
+	if (!e)
+		return saas__inval("engine is NULL");
+	if ((rc = check_ref(id_or_name)) < 0 || (rc = host_find(e, id_or_name, &row)) < 0)
+		return rc;
+	rc = e->store->host_delete(e->store_ctx, row.id);
+	if (rc == SAAS_EBUSY) {
+		saas_host h = { 0 };
+		struct usage u = { row.id, NULL, &h };
+		if (usage_read(e, &u) < 0)
+			saas__error_clear();
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_ARGS, 0,
+		                   "VM host '%s' still has %u sandboxes; drain it and remove it once they have ended "
+		                   "(or destroy them)", row.name, h.sandboxes);
+	}
+	if (rc == SAAS_OK)
+		saas__log(e, SAAS_LOG_INFO, "VM host %s (%s) removed", row.name, row.id);
+	return rc;
+}
+
+SAAS_EXTERN(int) saas_host_get(saas_host **out, saas_engine *e, const char *id_or_name)
+{
+	saas_store_host row;
+	struct usage u = { NULL, NULL, NULL };
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if ((rc = check_ref(id_or_name)) < 0 || (rc = host_find(e, id_or_name, &row)) < 0 ||
+	    (rc = host_public(&row, &u.one)) < 0)
+		return rc;
+	u.host_id = row.id;
+	if ((rc = usage_read(e, &u)) < 0) {
+		saas_host_free(u.one);
+		return rc;
+	}
+	*out = u.one;
+	return SAAS_OK;
+}
+
+struct collect_hosts {
+	saas_host_list *list;
+	size_t cap;
+	int rc;
+};
+
+static int collect_host_public(void *ud, const saas_store_host *row)
+{
+	struct collect_hosts *c = ud;
+
+	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0 ||
+	    (c->rc = host_public(row, &c->list->items[c->list->count])) < 0)
+		return 1;
+	c->list->count++;
+	return 0;
+}
+
+SAAS_EXTERN(int) saas_host_list_get(saas_host_list **out, saas_engine *e)
+{
+	struct collect_hosts c = { NULL, 0, SAAS_OK };
+	struct usage u = { NULL, NULL, NULL };
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!(c.list = calloc(1, sizeof(*c.list))))
+		return saas__oom();
+	rc = e->store->host_list(e->store_ctx, collect_host_public, &c);
+	if (rc == SAAS_OK)
+		rc = c.rc;
+	u.hosts = c.list;
+	/* One pass over the live sandboxes for every host: the list is an operator's, not a hot path. */
+	if (rc == SAAS_OK && c.list->count)
+		rc = usage_read(e, &u);
+	if (rc < 0) {
+		saas_host_list_free(c.list);
+		return rc;
+	}
+	*out = c.list;
+	return SAAS_OK;
+}
+
+/* ---- the engine's table of hosts and their driver contexts ---- */
+
+static struct saas__vmhost *find_locked(struct saas__hosts *h, const char *id)
+{
+	for (size_t i = 0; i < h->count; i++)
+		if (strcmp(h->items[i]->id, id) == 0)
+			return h->items[i];
+	return NULL;
+}
+
+static struct saas__vmhost *add_locked(struct saas__hosts *h, const char *id, const char *name)
+{
+	struct saas__vmhost *vh = find_locked(h, id);
+
+	if (vh)
+		return vh;
+	if (SAAS__ARRAY_RESERVE(h->items, h->cap, h->count + 1) < 0 || !(vh = calloc(1, sizeof(*vh))))
+		return NULL;
+	saas__strlcpy(vh->id, id, sizeof(vh->id));
+	saas__strlcpy(vh->name, name, sizeof(vh->name));
+	h->items[h->count++] = vh;
+	return vh;
+}
+
+struct host_rows {
+	saas_store_host *items;
+	size_t count, cap;
+	int rc;
+};
+
+static int collect_host(void *ud, const saas_store_host *row)
+{
+	struct host_rows *r = ud;
+
+	if ((r->rc = SAAS__ARRAY_RESERVE(r->items, r->cap, r->count + 1)) < 0)
+		return 1;
+	r->items[r->count++] = *row;
+	return 0;
+}
+
+/* Read the registry and note what this engine needs of it: whether any host is registered. */
+static int hosts_refresh(saas_engine *e, struct host_rows *r)
+{
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	rc = e->store->host_list(e->store_ctx, collect_host, r);
+	if (rc == SAAS_OK)
+		rc = r->rc;
+	if (rc < 0) {
+		free(r->items);
+		memset(r, 0, sizeof(*r));
+		return rc;
+	}
+	pthread_mutex_lock(&e->hosts.mu);
+	e->hosts.any = r->count > 0;
+	pthread_mutex_unlock(&e->hosts.mu);
+	return SAAS_OK;
+}
+
+bool saas__hosts_any(saas_engine *e)
+{
+	bool any;
+
+	pthread_mutex_lock(&e->hosts.mu);
+	any = e->hosts.any;
+	pthread_mutex_unlock(&e->hosts.mu);
+	return any;
+}
+
+static int unreachable(const char *name, const char *why)
+{
+	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "VM host %s is unreachable: %s; try again later", name,
+	                   why);
+}
+
+/* Open the driver on a host: its own state directory, the engine's configuration and the host's uri and address. */
+static int driver_open(saas_engine *e, const saas_store_host *row, void **ctx)
+{
+	const char *base = e->driver_config ? e->driver_config : "";
+	saas_driver_env env;
+	char *dir = NULL, *config = NULL;
+	int rc;
+
+	if (asprintf(&dir, "%s/hosts/%s", e->state_dir, row->id) < 0) {
+		dir = NULL;
+		rc = saas__oom();
+		goto out;
+	}
+	if (asprintf(&config, "%s%suri=%s listen=%s", base, *base ? " " : "", row->uri, row->address) < 0) {
+		config = NULL;
+		rc = saas__oom();
+		goto out;
+	}
+	if ((rc = saas__mkdir_p(dir, 0700)) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, -rc, "cannot create %s: %s", dir, strerror(-rc));
+		goto out;
+	}
+	env.state_dir = dir;
+	env.config = config;
+	env.log = e->log;
+	env.log_userdata = e->log_userdata;
+	env.clock = e->clock;
+	env.clock_userdata = e->clock_userdata;
+	rc = e->driver->open(ctx, &env);
+out:
+	free(dir);
+	free(config);
+	return rc;
+}
+
+/* The context of a registered host, opened now if it was not (at most once a heartbeat while that fails). */
+static int host_ctx(saas_engine *e, const char *id, void **ctx)
+{
+	struct saas__hosts *h = &e->hosts;
+	struct saas__vmhost *vh;
+	saas_store_host row;
+	char name[SAAS_STORE_HOST_NAME_MAX + 1];
+	int64_t now = saas__engine_now(e);
+	void *opened = NULL;
+	int rc;
+
+	pthread_mutex_lock(&h->mu);
+	if ((vh = find_locked(h, id)) && vh->opened) {
+		*ctx = vh->ctx;
+		pthread_mutex_unlock(&h->mu);
+		return SAAS_OK;
+	}
+	pthread_mutex_unlock(&h->mu);
+	/* Opening reaches the host and may take seconds: one at a time, never under the table's lock. */
+	pthread_mutex_lock(&h->open_mu);
+	pthread_mutex_lock(&h->mu);
+	vh = find_locked(h, id);
+	if (vh && vh->opened) {
+		*ctx = vh->ctx;
+		rc = SAAS_OK;
+	} else if (vh && vh->open_failed_ms && now - vh->open_failed_ms < (int64_t)h->heartbeat_ms) {
+		saas__strlcpy(name, vh->name, sizeof(name));
+		rc = 1;
+	} else {
+		rc = 2;
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (rc == 1) {
+		rc = unreachable(name, "it could not be reached a moment ago");
+		goto out;
+	}
+	if (rc == SAAS_OK)
+		goto out;
+	if ((rc = e->store->host_get(e->store_ctx, id, &row)) < 0) {
+		if (rc == SAAS_ENOTFOUND)
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "VM host %s is not registered (any more)", id);
+		goto out;
+	}
+	rc = driver_open(e, &row, &opened);
+	if (rc < 0) {
+		char why[600];
+		snprintf(why, sizeof(why), "%s", saas_error_last()->message);
+		rc = unreachable(row.name, why);
+	}
+	pthread_mutex_lock(&h->mu);
+	if (!(vh = add_locked(h, row.id, row.name))) {
+		pthread_mutex_unlock(&h->mu);
+		if (rc == SAAS_OK)
+			e->driver->close(opened);
+		rc = saas__oom();
+		goto out;
+	}
+	if (rc == SAAS_OK) {
+		vh->ctx = *ctx = opened;
+		vh->opened = true;
+		vh->open_failed_ms = 0;
+	} else {
+		vh->open_failed_ms = now ? now : 1;
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (rc == SAAS_OK)
+		saas__log(e, SAAS_LOG_INFO, "VM host %s (%s) opened: %s", row.name, row.id, row.uri);
+out:
+	pthread_mutex_unlock(&h->open_mu);
+	return rc;
+}
+
+int saas__vm_driver(saas_engine *e, const char *host_id, void **ctx)
+{
+	int rc;
+
+	*ctx = NULL;
+	if ((rc = saas__engine_need_driver(e)) < 0)
+		return rc;
+	if (!host_id || !*host_id) {
+		*ctx = e->driver_ctx;
+		return SAAS_OK;
+	}
+	return host_ctx(e, host_id, ctx);
+}
+
+/* ---- placement ---- */
+
+int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigned int max_live, const char *on_host)
+{
+	saas_store_placement p;
+	int rc;
+
+	/* A single machine, or a fork of a sandbox on the engine's own driver: where it always went. */
+	if ((on_host && !*on_host) || (!on_host && !saas__hosts_any(e))) {
+		row->host_id[0] = '\0';
+		return saas__live_limit(e->store->sandbox_insert(e->store_ctx, row, max_live), max_live);
+	}
+	memset(&p, 0, sizeof(p));
+	p.seen_after_ms = saas__engine_now(e) - (int64_t)FRESH_BEATS * e->hosts.heartbeat_ms;
+	p.max_live = max_live;
+	p.host_id = on_host;
+	rc = e->store->sandbox_place(e->store_ctx, row, &p);
+	if (rc == SAAS_EBUSY && !on_host) {
+		/* The last host was removed since the heartbeat: a single machine again, at once. */
+		struct host_rows r;
+		if (hosts_refresh(e, &r) == SAAS_OK && r.count == 0) {
+			free(r.items);
+			row->host_id[0] = '\0';
+			return saas__live_limit(e->store->sandbox_insert(e->store_ctx, row, max_live), max_live);
+		}
+		free(r.items);
+	}
+	if (rc == SAAS_EBUSY)
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		                   on_host ? "the VM host of this sandbox's snapshot has no room for a %s sandbox "
+		                             "(%u vCPUs, %u MiB) now; try again later"
+		                           : "no VM host has room for a %s sandbox (%u vCPUs, %u MiB) now; try again later",
+		                   row->size, row->vcpus, row->memory_mb);
+	if (rc < 0)
+		return saas__live_limit(rc, max_live);
+	/* A store that cannot keep to one host would put the VM where its snapshot is not: undo, and say busy. */
+	if (on_host && strcmp(row->host_id, on_host) != 0) {
+		saas__sandbox_close(e, row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		                   "the store placed a %s sandbox off the VM host of its snapshot; try again later",
+		                   row->size);
+	}
+	return SAAS_OK;
+}
+
+/* ---- heartbeats and lost hosts ---- */
+
+/* Reach a host and ask what it has; an outage is logged when it starts and when it ends. */
+static int host_reach(saas_engine *e, const saas_store_host *row, void **ctx, saas_driver_host *info)
+{
+	struct saas__vmhost *vh;
+	bool was_down = false;
+	int rc;
+
+	memset(info, 0, sizeof(*info));
+	rc = host_ctx(e, row->id, ctx);
+	if (rc == SAAS_OK) {
+		if (e->driver->version >= 6 && e->driver->host_info) {
+			if ((rc = e->driver->host_info(*ctx, info)) < 0) {
+				char why[600]; /* the message lives in this thread's error slot, which unreachable() writes */
+				snprintf(why, sizeof(why), "%s", saas_error_last()->message);
+				rc = unreachable(row->name, why);
+			}
+		} else {
+			info->cpus = UNKNOWN_CPUS;
+			info->memory_mb = UNKNOWN_MEMORY_MB;
+		}
+	}
+	pthread_mutex_lock(&e->hosts.mu);
+	if ((vh = find_locked(&e->hosts, row->id))) {
+		was_down = vh->down;
+		vh->down = rc < 0;
+	}
+	pthread_mutex_unlock(&e->hosts.mu);
+	if (rc < 0 && !was_down)
+		saas__log(e, SAAS_LOG_WARN, "%s", saas_error_last()->message);
+	else if (rc == SAAS_OK && was_down)
+		saas__log(e, SAAS_LOG_INFO, "VM host %s (%s) answers again", row->name, row->id);
+	return rc;
+}
+
+static bool lease_take(saas_engine *e, const char *name, int64_t now)
+{
+	int held = 0;
+
+	if (e->store->lease_take(e->store_ctx, name, saas__engine_holder(e), now, e->hosts.grace_ms, &held) < 0) {
+		saas__log(e, SAAS_LOG_WARN, "cannot take lease %s: %s", name, saas_error_last()->message);
+		return false;
+	}
+	return held != 0;
+}
+
+struct live_rows {
+	saas_store_sandbox *items;
+	size_t count, cap;
+	int rc;
+};
+
+static int collect_live(void *ud, const saas_store_sandbox *sb)
+{
+	struct live_rows *r = ud;
+
+	if ((r->rc = SAAS__ARRAY_RESERVE(r->items, r->cap, r->count + 1)) < 0)
+		return 1;
+	r->items[r->count++] = *sb;
+	return 0;
+}
+
+/*
+ * Close the sandboxes of a lost host, billed up to the moment it was last
+ * seen (never beyond: nothing is known of them after it). How many are left
+ * open, or an error.
+ */
+static int lost_close(saas_engine *e, const saas_store_host *row)
+{
+	struct live_rows r = { NULL, 0, 0, SAAS_OK };
+	saas_store_filter f;
+	unsigned int left = 0;
+	int rc;
+
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	f.host_id = row->id;
+	if ((rc = e->store->sandbox_list(e->store_ctx, &f, collect_live, &r)) == SAAS_OK)
+		rc = r.rc;
+	for (size_t i = 0; rc == SAAS_OK && i < r.count; i++) {
+		const saas_store_sandbox *sb = &r.items[i];
+		int64_t at = row->last_seen_ms > sb->created_at_ms ? row->last_seen_ms : sb->created_at_ms;
+
+		saas__log(e, SAAS_LOG_WARN, "sandbox %s was on lost VM host %s; closing it", sb->id, row->name);
+		if (saas__sandbox_close(e, sb, SAAS_END_LOST, at, row->last_seen_ms, 0) < 0) {
+			saas__log(e, SAAS_LOG_ERROR, "closing sandbox %s failed: %s", sb->id, saas_error_last()->message);
+			left++;
+		}
+	}
+	free(r.items);
+	return rc < 0 ? rc : (int)left;
+}
+
+/* A lost host answers again: what runs on it belongs to nobody now; then it takes sandboxes again. */
+static void host_back(saas_engine *e, const saas_store_host *row, void *ctx, const saas_driver_host *info, int64_t now)
+{
+	unsigned int destroyed = 0;
+	int rc;
+
+	/* Every VM there: no live row can be on a lost host (placement skips it), and each is checked again. */
+	if ((rc = saas__orphans_destroy(e, ctx, NULL, 0, &destroyed)) < 0) {
+		saas__log(e, SAAS_LOG_WARN, "VM host %s answers, but its VMs cannot be listed (%s); it stays lost",
+		          row->name, saas_error_last()->message);
+		return;
+	}
+	if (e->store->host_seen(e->store_ctx, row->id, now, info->cpus, info->memory_mb) < 0 ||
+	    e->store->host_set_state(e->store_ctx, row->id, SAAS_STORE_HOST_LOST, SAAS_STORE_HOST_ACTIVE, now) < 0) {
+		saas__log(e, SAAS_LOG_WARN, "VM host %s answers again but cannot be made active: %s", row->name,
+		          saas_error_last()->message);
+		return;
+	}
+	saas__log(e, SAAS_LOG_WARN, "lost VM host %s (%s) answers again: %u VMs nobody owned destroyed; active again",
+	          row->name, row->id, destroyed);
+}
+
+/* How long since anyone reached the host (since it was registered, if never). */
+static int64_t unseen_ms(const saas_store_host *row, int64_t now)
+{
+	return now - (row->last_seen_ms > row->created_at_ms ? row->last_seen_ms : row->created_at_ms);
+}
+
+static void host_beat(saas_engine *e, saas_store_host *row)
+{
+	saas_driver_host info;
+	char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
+	int64_t now = saas__engine_now(e);
+	void *ctx = NULL;
+	bool up = host_reach(e, row, &ctx, &info) == SAAS_OK;
+	int left;
+
+	if (row->state != SAAS_STORE_HOST_LOST) {
+		if (up) {
+			if (e->store->host_seen(e->store_ctx, row->id, now, info.cpus, info.memory_mb) < 0)
+				saas__log(e, SAAS_LOG_WARN, "cannot record VM host %s as seen: %s", row->name,
+				          saas_error_last()->message);
+			return;
+		}
+		if (unseen_ms(row, now) <= (int64_t)e->hosts.grace_ms)
+			return;
+	}
+	/* Lost, or about to be: one engine at a time decides and cleans up. */
+	snprintf(lease, sizeof(lease), "host:%s", row->id);
+	if (!lease_take(e, lease, now))
+		return;
+	if (row->state != SAAS_STORE_HOST_LOST) {
+		/* Under the lease, as the store has it now: another engine may have reached it since the list. */
+		if (e->store->host_get(e->store_ctx, row->id, row) < 0 || row->state == SAAS_STORE_HOST_LOST ||
+		    unseen_ms(row, now) <= (int64_t)e->hosts.grace_ms)
+			goto out;
+		if (e->store->host_set_state(e->store_ctx, row->id, row->state, SAAS_STORE_HOST_LOST, now) < 0)
+			goto out;
+		row->state = SAAS_STORE_HOST_LOST;
+		saas__log(e, SAAS_LOG_WARN, "VM host %s (%s) is lost: no engine reached it for %lld s; closing its sandboxes",
+		          row->name, row->id, (long long)(unseen_ms(row, now) / 1000));
+	}
+	/* Only once none is left open may it be seen again: its last_seen_ms is what they are billed to. */
+	left = lost_close(e, row);
+	if (left == 0 && up)
+		host_back(e, row, ctx, &info, now);
+out:
+	e->store->lease_release(e->store_ctx, lease, saas__engine_holder(e));
+}
+
+void saas__hosts_beat(saas_engine *e)
+{
+	struct host_rows r;
+
+	if (!e->driver)
+		return;
+	if (hosts_refresh(e, &r) < 0) {
+		saas__log(e, SAAS_LOG_WARN, "cannot read the VM hosts: %s", saas_error_last()->message);
+		saas__error_clear();
+		return;
+	}
+	for (size_t i = 0; i < r.count; i++) {
+		host_beat(e, &r.items[i]);
+		saas__error_clear();
+	}
+	free(r.items);
+}
+
+/* ---- the engine's side ---- */
+
+int saas__hosts_open(saas_engine *e, const saas_engine_options *o)
+{
+	struct host_rows r;
+	int rc;
+
+	e->hosts.heartbeat_ms = o->host_heartbeat_ms ? o->host_heartbeat_ms : SAAS_ENGINE_HOST_HEARTBEAT_MS;
+	e->hosts.grace_ms = o->host_grace_ms ? o->host_grace_ms : SAAS_ENGINE_HOST_GRACE_MS;
+	if (e->hosts.grace_ms < 2 * e->hosts.heartbeat_ms)
+		return saas__inval("host_grace_ms (%u) must be at least twice host_heartbeat_ms (%u)", e->hosts.grace_ms,
+		                   e->hosts.heartbeat_ms);
+	if (e->flags & SAAS_ENGINE_STORE_ONLY)
+		return SAAS_OK;
+	/* Placement must know at once whether hosts are registered; their contexts open on first use. */
+	if ((rc = hosts_refresh(e, &r)) < 0)
+		return saas__error_wrap(rc, "reading the VM hosts");
+	free(r.items);
+	return SAAS_OK;
+}
+
+static void *hosts_main(void *arg)
+{
+	saas_engine *e = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&e->mu);
+	while (!e->stopping) {
+		pthread_mutex_unlock(&e->mu);
+		saas__error_clear();
+		saas__hosts_beat(e);
+		pthread_mutex_lock(&e->mu);
+		/* The engine's condition is also signalled for other reasons: sleep the whole heartbeat. */
+		saas__deadline(&ts, CLOCK_REALTIME, e->hosts.heartbeat_ms);
+		while (!e->stopping && pthread_cond_timedwait(&e->cond, &e->mu, &ts) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+int saas__hosts_start(saas_engine *e)
+{
+	int rc = pthread_create(&e->hosts.thread, NULL, hosts_main, e);
+
+	if (rc != 0)
+		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the VM hosts' heartbeat thread");
+	e->hosts.running = true;
+	return SAAS_OK;
+}
+
+void saas__hosts_stop(saas_engine *e)
+{
+	if (!e->hosts.running)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stopping = true;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->hosts.thread, NULL);
+	e->hosts.running = false;
+}
+
+void saas__hosts_free(saas_engine *e)
+{
+	struct saas__hosts *h = &e->hosts;
+
+	for (size_t i = 0; i < h->count; i++) {
+		if (h->items[i]->opened && e->driver && e->driver->close)
+			e->driver->close(h->items[i]->ctx);
+		free(h->items[i]);
+	}
+	free(h->items);
+	h->items = NULL;
+	h->count = h->cap = 0;
+}

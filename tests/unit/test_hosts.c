@@ -1,0 +1,909 @@
+/*
+ * VM hosts in the core: the registry, placement by capacity, routing every
+ * call by the sandbox's host, drain, lost hosts billed to when they were last
+ * seen, and their return. The "hosts" are one fake driver (its VMs in
+ * memory) seen through a thin table of our own: each context the engine opens
+ * is one simulated host, named by the host part of its uri= option, and sees
+ * only the VMs and snapshots made through it, as a libvirtd on another machine
+ * would. A clock the test moves; the same suite on SQLite and PostgreSQL.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "fake/fake_driver.h"
+#include "saas/sys/error.h"
+#include "testutil.h"
+
+static int64_t fake_now;
+
+static int64_t test_clock(void *ud)
+{
+	(void)ud;
+	return __atomic_load_n(&fake_now, __ATOMIC_SEQ_CST);
+}
+
+static void advance(int64_t ms)
+{
+	__atomic_add_fetch(&fake_now, ms, __ATOMIC_SEQ_CST);
+}
+
+/* ---- simulated hosts over the fake driver ---- */
+
+#define SIM_HOSTS 8
+#define SIM_OWNED 256
+
+struct sim_host {
+	char name[64];                 /* "local": the engine's own context (no uri=) */
+	char config[512];              /* the configuration it was last opened with */
+	char state_dir[512];
+	unsigned int cpus;
+	uint64_t memory_mb;
+	int down;                      /* unreachable: open and every call fail */
+	unsigned int execs;            /* commands run on it */
+};
+
+static struct sim_host sims[SIM_HOSTS];
+static unsigned int nsims;
+/* Which host holds each VM and snapshot. */
+static struct {
+	char name[SAAS_ID_MAX + 1];
+	struct sim_host *host;
+} owned[SIM_OWNED];
+
+static void sim_reset(void)
+{
+	memset(sims, 0, sizeof(sims));
+	nsims = 0;
+	memset(owned, 0, sizeof(owned));
+}
+
+static struct sim_host *sim_find(const char *name)
+{
+	for (unsigned int i = 0; i < nsims; i++)
+		if (strcmp(sims[i].name, name) == 0)
+			return &sims[i];
+	return NULL;
+}
+
+/* A host of that name with cpus and memory, made now if new. */
+static struct sim_host *sim_host(const char *name, unsigned int cpus, uint64_t memory_mb)
+{
+	struct sim_host *h = sim_find(name);
+
+	if (!h) {
+		assert_true(nsims < SIM_HOSTS);
+		h = &sims[nsims++];
+		snprintf(h->name, sizeof(h->name), "%s", name);
+	}
+	h->cpus = cpus;
+	h->memory_mb = memory_mb;
+	return h;
+}
+
+static struct sim_host *owner_of(const char *name)
+{
+	for (int i = 0; i < SIM_OWNED; i++)
+		if (owned[i].host && strcmp(owned[i].name, name) == 0)
+			return owned[i].host;
+	return NULL;
+}
+
+static void own(const char *name, struct sim_host *h)
+{
+	for (int i = 0; i < SIM_OWNED; i++)
+		if (!owned[i].host || strcmp(owned[i].name, name) == 0) {
+			snprintf(owned[i].name, sizeof(owned[i].name), "%s", name);
+			owned[i].host = h;
+			return;
+		}
+	fail_msg("sim: too many VMs");
+}
+
+static void disown(const char *name)
+{
+	for (int i = 0; i < SIM_OWNED; i++)
+		if (owned[i].host && strcmp(owned[i].name, name) == 0)
+			owned[i].host = NULL;
+}
+
+/* VMs of one host, as its libvirtd would count them. */
+static unsigned int sim_vms(const struct sim_host *h)
+{
+	unsigned int n = 0;
+
+	for (int i = 0; i < SIM_OWNED; i++)
+		if (owned[i].host == h && saas_fake_vm_exists(owned[i].name))
+			n++;
+	return n;
+}
+
+static int sim_down(const struct sim_host *h)
+{
+	return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "sim: host %s does not answer", h->name);
+}
+
+/* A call about VM `name` through host h: is it there? */
+static int sim_check(const struct sim_host *h, const char *name)
+{
+	if (h->down)
+		return sim_down(h);
+	if (owner_of(name) != h)
+		return saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "sim: no VM %s on host %s", name, h->name);
+	return SAAS_OK;
+}
+
+static int sim_open(void **ctx, const saas_driver_env *env)
+{
+	const char *uri = env->config ? strstr(env->config, "uri=") : NULL;
+	char name[64] = "local";
+	struct sim_host *h;
+	int rc;
+
+	if (uri) {
+		const char *at = strstr(uri, "://"), *end;
+		assert_non_null(at);
+		at += 3;
+		end = strchr(at, '/');
+		assert_non_null(end);
+		snprintf(name, sizeof(name), "%.*s", (int)(end - at), at);
+	}
+	if (!(h = sim_find(name)))
+		h = sim_host(name, 4, 8192);
+	if (h->down)
+		return sim_down(h);
+	snprintf(h->config, sizeof(h->config), "%s", env->config ? env->config : "");
+	snprintf(h->state_dir, sizeof(h->state_dir), "%s", env->state_dir);
+	if ((rc = saas_fake_driver.open(ctx, env)) < 0)
+		return rc;
+	*ctx = h;
+	return SAAS_OK;
+}
+
+static void sim_close(void *ctx)
+{
+	(void)ctx;
+}
+
+static int sim_create(void *ctx, const saas_vm_spec *spec)
+{
+	struct sim_host *h = ctx;
+	int rc;
+
+	if (h->down)
+		return sim_down(h);
+	if ((rc = saas_fake_driver.vm_create(NULL, spec)) == SAAS_OK)
+		own(spec->name, h);
+	return rc;
+}
+
+static int sim_destroy(void *ctx, const char *name)
+{
+	struct sim_host *h = ctx;
+
+	if (h->down)
+		return sim_down(h);
+	/* Another host's VM: there is no such domain here, which a destroy takes as done. */
+	if (owner_of(name) != h)
+		return SAAS_OK;
+	disown(name);
+	return saas_fake_driver.vm_destroy(NULL, name);
+}
+
+static int sim_state(void *ctx, const char *name, int *state)
+{
+	struct sim_host *h = ctx;
+
+	if (h->down)
+		return sim_down(h);
+	if (owner_of(name) != h) {
+		*state = SAAS_VM_ABSENT;
+		return SAAS_OK;
+	}
+	return saas_fake_driver.vm_state(NULL, name, state);
+}
+
+struct sim_list {
+	struct sim_host *h;
+	saas_name_fn fn;
+	void *ud;
+};
+
+static int sim_list_one(void *ud, const char *name)
+{
+	struct sim_list *l = ud;
+
+	return owner_of(name) == l->h ? l->fn(l->ud, name) : 0;
+}
+
+static int sim_list(void *ctx, saas_name_fn fn, void *userdata)
+{
+	struct sim_list l = { ctx, fn, userdata };
+
+	if (l.h->down)
+		return sim_down(l.h);
+	return saas_fake_driver.vm_list(NULL, sim_list_one, &l);
+}
+
+static int sim_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
+{
+	struct sim_host *h = ctx;
+	int rc;
+
+	if ((rc = sim_check(h, name)) < 0)
+		return rc;
+	h->execs++;
+	return saas_fake_driver.exec(NULL, name, req, exit_code);
+}
+
+static int sim_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader, void *ud,
+                     int64_t size)
+{
+	int rc = sim_check(ctx, name);
+
+	return rc < 0 ? rc : saas_fake_driver.file_write(NULL, name, path, mode, reader, ud, size);
+}
+
+static int sim_read(void *ctx, const char *name, const char *path, int64_t max, saas_write_fn writer, void *ud,
+                    int64_t *size)
+{
+	int rc = sim_check(ctx, name);
+
+	return rc < 0 ? rc : saas_fake_driver.file_read(NULL, name, path, max, writer, ud, size);
+}
+
+static int sim_network_default(void *ctx)
+{
+	(void)ctx;
+	return saas_fake_driver.network_default(NULL);
+}
+
+static int sim_network_set(void *ctx, const char *name, const saas_vm_network *net)
+{
+	int rc = sim_check(ctx, name);
+
+	return rc < 0 ? rc : saas_fake_driver.vm_network_set(NULL, name, net);
+}
+
+static int sim_network_stats(void *ctx, const char *name, saas_vm_network_stats *out)
+{
+	int rc = sim_check(ctx, name);
+
+	return rc < 0 ? rc : saas_fake_driver.vm_network_stats(NULL, name, out);
+}
+
+static int sim_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
+{
+	int rc = sim_check(ctx, name);
+
+	if (rc == SAAS_OK && (rc = saas_fake_driver.vm_snapshot(NULL, name, snap, keep, bytes)) == SAAS_OK) {
+		if (!keep)
+			disown(name);
+		own(snap, ctx);
+	}
+	return rc;
+}
+
+static int sim_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
+{
+	int rc = sim_check(ctx, snap);
+
+	if (rc == SAAS_OK && (rc = saas_fake_driver.vm_restore(NULL, spec, snap)) == SAAS_OK)
+		own(spec->name, ctx);
+	return rc;
+}
+
+static int sim_snapshot_delete(void *ctx, const char *snap)
+{
+	struct sim_host *h = ctx;
+
+	if (h->down)
+		return sim_down(h);
+	if (owner_of(snap) != h)
+		return SAAS_OK;
+	disown(snap);
+	return saas_fake_driver.snapshot_delete(NULL, snap);
+}
+
+static int sim_snapshot_list(void *ctx, saas_name_fn fn, void *userdata)
+{
+	struct sim_list l = { ctx, fn, userdata };
+
+	if (l.h->down)
+		return sim_down(l.h);
+	return saas_fake_driver.snapshot_list(NULL, sim_list_one, &l);
+}
+
+static int sim_host_info(void *ctx, saas_driver_host *out)
+{
+	struct sim_host *h = ctx;
+
+	if (h->down)
+		return sim_down(h);
+	out->cpus = h->cpus;
+	out->memory_mb = h->memory_mb;
+	out->vms = sim_vms(h);
+	return SAAS_OK;
+}
+
+static const saas_driver sim_driver = {
+	.version = SAAS_DRIVER_VERSION,
+	.name = "sim",
+	.open = sim_open,
+	.close = sim_close,
+	.vm_create = sim_create,
+	.vm_destroy = sim_destroy,
+	.vm_state = sim_state,
+	.vm_list = sim_list,
+	.exec = sim_exec,
+	.file_write = sim_write,
+	.file_read = sim_read,
+	.network_default = sim_network_default,
+	.vm_network_set = sim_network_set,
+	.vm_network_stats = sim_network_stats,
+	.vm_snapshot = sim_snapshot,
+	.vm_restore = sim_restore,
+	.snapshot_delete = sim_snapshot_delete,
+	.snapshot_list = sim_snapshot_list,
+	.host_info = sim_host_info,
+};
+
+/* ---- fixture ---- */
+
+struct fixture {
+	char *dir;
+	char *url;
+	saas_engine *engine;
+	saas_engine *admin;            /* store-only, as `aas-server host ...` opens it */
+	char *key;
+	char account[SAAS_ID_MAX + 1];
+	saas_client *c;
+	saas_engine_options opts;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT, admin;
+
+	assert_non_null(f);
+	saas_fake_reset();
+	sim_reset();
+	fake_now = 1700000000000LL;
+	f->opts = defaults;
+	assert_int_equal(saas_test_engine_options(&f->opts, &sim_driver, &f->dir, &f->url), 0);
+	f->opts.clock = test_clock;
+	f->opts.flags = SAAS_ENGINE_NO_REAPER;
+	f->opts.max_sandboxes = 20;
+	f->opts.driver_config = "owner=test";
+	if (saas_engine_open(&f->engine, &f->opts) != SAAS_OK)
+		fail_msg("engine open: %s", saas_error_last()->message);
+	admin = f->opts;
+	admin.flags = SAAS_ENGINE_STORE_ONLY;
+	admin.driver = NULL;
+	if (saas_engine_open(&f->admin, &admin) != SAAS_OK)
+		fail_msg("admin engine open: %s", saas_error_last()->message);
+	f->key = saas_test_account_key(f->engine, "alice", SAAS_USD(100), f->account, sizeof(f->account));
+	assert_non_null(f->key);
+	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	saas_client_free(f->c);
+	saas_engine_free(f->engine);
+	saas_engine_free(f->admin);
+	saas_free(f->key);
+	free(f->url);
+	saas_test_rmdir(f->dir);
+	free(f);
+	saas_fake_reset();
+	sim_reset();
+	return 0;
+}
+
+/* Register host `name` (reached as qemu+ssh://NAME/system) of cpus and memory; its id into id. */
+static void host_add(struct fixture *f, const char *name, unsigned int cpus, uint64_t memory_mb, char *id)
+{
+	char uri[128];
+	saas_host *h = NULL;
+
+	sim_host(name, cpus, memory_mb);
+	snprintf(uri, sizeof(uri), "qemu+ssh://%s/system", name);
+	if (saas_host_add(&h, f->admin, name, uri, "10.0.0.2", NULL, 0) != SAAS_OK)
+		fail_msg("host add: %s", saas_error_last()->message);
+	if (id)
+		snprintf(id, SAAS_ID_MAX + 1, "%s", h->id);
+	saas_host_free(h);
+}
+
+/* One reaper sweep: with no heartbeat thread, also the hosts' heartbeat. */
+static void sweep(struct fixture *f)
+{
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
+}
+
+static saas_sandbox *create(struct fixture *f)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+
+	o.timeout_s = 3600;
+	if (saas_sandbox_create(&sb, f->c, &o, 0) != SAAS_OK)
+		fail_msg("create: %s", saas_error_last()->message);
+	return sb;
+}
+
+/* The host a sandbox's row names. */
+static void host_of(struct fixture *f, const char *id, char *out)
+{
+	saas_store_sandbox row;
+
+	assert_int_equal(f->engine->store->sandbox_get(f->engine->store_ctx, id, &row), SAAS_OK);
+	snprintf(out, SAAS_ID_MAX + 1, "%s", row.host_id);
+}
+
+/* A sandbox's prices per hour, running and paused, as its row has them. */
+static void rates(struct fixture *f, const char *id, int64_t *run, int64_t *paused)
+{
+	saas_store_sandbox row;
+
+	assert_int_equal(f->engine->store->sandbox_get(f->engine->store_ctx, id, &row), SAAS_OK);
+	*run = row.usd_micro_per_hour;
+	*paused = row.paused_usd_micro_per_hour;
+}
+
+static saas_host *host_get(struct fixture *f, const char *name)
+{
+	saas_host *h = NULL;
+
+	assert_int_equal(saas_host_get(&h, f->admin, name), SAAS_OK);
+	return h;
+}
+
+/* ---- tests ---- */
+
+/* No host registered: the engine's own driver runs every VM, as it always did. */
+static void test_single_machine(void **state)
+{
+	struct fixture *f = *state;
+	saas_host_list *l = NULL;
+	saas_sandbox *sb;
+	char host[SAAS_ID_MAX + 1];
+
+	sweep(f);
+	sb = create(f);
+	host_of(f, sb->id, host);
+	assert_string_equal(host, "");
+	assert_ptr_equal(owner_of(sb->id), sim_find("local"));
+	assert_int_equal(saas_host_list_get(&l, f->engine), SAAS_OK);
+	assert_int_equal(l->count, 0);
+	saas_host_list_free(l);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
+	saas_sandbox_free(sb);
+}
+
+static void test_registry(void **state)
+{
+	struct fixture *f = *state;
+	saas_host_options o = SAAS_HOST_OPTIONS_INIT;
+	saas_host *h = NULL;
+	saas_host_list *l = NULL;
+	static const char *const bad_names[] = { "", "-a", "a-", "A", "a.b", "a_b",
+		                                 "a234567890123456789012345678901234567890123456789012345678901234" };
+	static const char *const bad_uris[] = { "", "ssh://h/system", "qemu+ssh//h/system", "qemu+ssh://h/system x",
+		                                "qemu+ssh://h/\"system", "xen://h/", "://h/" };
+	static const char *const bad_addresses[] = { "", "host.example", "10.0.0.256", "10.0.0.1 ", "fe80::1%eth0" };
+
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
+		assert_int_equal(saas_host_add(NULL, f->admin, bad_names[i], "qemu+ssh://h/system", "10.0.0.2", NULL, 0),
+		                 SAAS_EINVAL);
+	for (size_t i = 0; i < sizeof(bad_uris) / sizeof(bad_uris[0]); i++)
+		assert_int_equal(saas_host_add(NULL, f->admin, "h", bad_uris[i], "10.0.0.2", NULL, 0), SAAS_EINVAL);
+	for (size_t i = 0; i < sizeof(bad_addresses) / sizeof(bad_addresses[0]); i++)
+		assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", bad_addresses[i], NULL, 0),
+		                 SAAS_EINVAL);
+	/* Unauthenticated TCP only when asked for by name. */
+	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+tcp://h/system", "10.0.0.2", NULL, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "qemu+tcp"));
+	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", NULL, 4), SAAS_EINVAL);
+	o.cpu_overcommit_milli = 99;
+	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
+	o.cpu_overcommit_milli = SAAS_HOST_OVERCOMMIT_MAX + 1;
+	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
+	o.cpu_overcommit_milli = 0;
+	o.version = 2;
+	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
+
+	o.version = SAAS_HOST_OPTIONS_VERSION;
+	o.mem_overcommit_milli = 1500;
+	assert_int_equal(saas_host_add(&h, f->admin, "h1", "qemu+tcp://h1/system", "fd00::2", &o, SAAS_HOST_ALLOW_TCP),
+	                 SAAS_OK);
+	assert_string_equal(h->name, "h1");
+	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
+	assert_int_equal(h->cpu_overcommit_milli, SAAS_HOST_CPU_OVERCOMMIT_DEFAULT);
+	assert_int_equal(h->mem_overcommit_milli, 1500);
+	assert_int_equal(h->last_seen_ms, 0);
+	saas_host_free(h);
+	assert_int_equal(saas_host_add(NULL, f->admin, "h1", "qemu+ssh://other/system", "10.0.0.3", NULL, 0),
+	                 SAAS_EEXISTS);
+	advance(1); /* listed oldest first */
+	host_add(f, "h2", 8, 16384, NULL);
+
+	/* Drain and back; by name or id; twice is fine. */
+	assert_int_equal(saas_host_drain(f->admin, "h1"), SAAS_OK);
+	assert_int_equal(saas_host_drain(f->admin, "h1"), SAAS_OK);
+	h = host_get(f, "h1");
+	assert_int_equal(h->state, SAAS_HOST_DRAINING);
+	assert_int_equal(saas_host_activate(f->admin, h->id), SAAS_OK);
+	saas_host_free(h);
+	h = host_get(f, "h1");
+	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
+	saas_host_free(h);
+	assert_int_equal(saas_host_drain(f->admin, "nope"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_host_remove(f->admin, "nope"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_host_drain(f->admin, ""), SAAS_EINVAL);
+
+	/* The engine reaches them: their capacity is what they report times the overcommit. */
+	sweep(f);
+	assert_int_equal(saas_host_list_get(&l, f->admin), SAAS_OK);
+	assert_int_equal(l->count, 2);
+	assert_string_equal(l->items[0]->name, "h1");
+	assert_int_equal(l->items[0]->cpus, 4);
+	assert_int_equal(l->items[0]->vcpus_capacity, 16);
+	assert_int_equal(l->items[0]->memory_mb_capacity, 8192 * 3 / 2);
+	assert_int_equal(l->items[0]->last_seen_ms, fake_now);
+	assert_string_equal(l->items[1]->name, "h2");
+	assert_int_equal(l->items[1]->vcpus_capacity, 32);
+	assert_int_equal(l->items[1]->memory_mb_capacity, 16384);
+	saas_host_list_free(l);
+	/* Each host's context: its own state directory, the engine's configuration with its uri and address. */
+	h = host_get(f, "h2");
+	{
+		char want[512];
+		snprintf(want, sizeof(want), "%s/hosts/%s", f->dir, h->id);
+		assert_string_equal(sim_find("h2")->state_dir, want);
+	}
+	assert_string_equal(sim_find("h2")->config, "owner=test uri=qemu+ssh://h2/system listen=10.0.0.2");
+	assert_int_equal(saas_host_remove(f->admin, h->id), SAAS_OK);
+	saas_host_free(h);
+	assert_int_equal(saas_host_get(&h, f->admin, "h2"), SAAS_ENOTFOUND);
+}
+
+/* New sandboxes go to the host with the most memory left, and none past every host's capacity. */
+static void test_placement(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_sandbox *sb[4];
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *none = NULL;
+	unsigned int on_a = 0, on_b = 0;
+
+	/* Registered by another process; this engine takes them up at its next heartbeat. */
+	host_add(f, "a", 4, 8192, a);
+	host_add(f, "b", 4, 8192, b);
+	sweep(f);
+	for (int i = 0; i < 4; i++) {
+		sb[i] = create(f);
+		host_of(f, sb[i]->id, where);
+		if (strcmp(where, a) == 0)
+			on_a++;
+		else if (strcmp(where, b) == 0)
+			on_b++;
+		/* The VM runs where the row says. */
+		assert_ptr_equal(owner_of(sb[i]->id), sim_find(strcmp(where, a) == 0 ? "a" : "b"));
+		/* Spread: never two more on one than the other. */
+		assert_true(on_a <= on_b + 1 && on_b <= on_a + 1);
+	}
+	assert_int_equal(on_a, 2);
+	assert_int_equal(on_b, 2);
+	assert_int_equal(sim_vms(sim_find("local")), 0);
+	/* Both full (two smalls of 4096 MiB each): busy, and nothing made. */
+	o.timeout_s = 3600;
+	assert_int_equal(saas_sandbox_create(&none, f->c, &o, 0), SAAS_EBUSY);
+	assert_non_null(strstr(saas_error_last()->message, "no VM host has room for a small sandbox"));
+	assert_null(none);
+	assert_int_equal(saas_fake_vm_count(), 4);
+	/* One ends: its room is free again. */
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb[0]->id, 0), SAAS_OK);
+	none = create(f);
+	saas_sandbox_free(none);
+	for (int i = 0; i < 4; i++)
+		saas_sandbox_free(sb[i]);
+}
+
+/* Every call for a sandbox goes to its host's context. */
+static void test_routing(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
+	saas_sandbox *x, *y;
+	saas_execution *ex = NULL;
+	struct sim_host *ha, *hb;
+
+	host_add(f, "a", 4, 8192, a);
+	host_add(f, "b", 4, 16384, b);
+	sweep(f);
+	/* b has the most memory left, then a. */
+	x = create(f);
+	y = create(f);
+	ha = sim_find("a");
+	hb = sim_find("b");
+	assert_ptr_equal(owner_of(x->id), hb);
+	assert_ptr_equal(owner_of(y->id), hb);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, y->id, 0), SAAS_OK);
+	assert_null(owner_of(y->id));
+	saas_sandbox_free(y);
+	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_OK);
+	assert_int_equal(ex->exit_code, 0);
+	saas_execution_free(ex);
+	assert_int_equal(hb->execs, 1);
+	assert_int_equal(ha->execs, 0);
+	assert_int_equal(saas_file_write(f->c, x->id, "f.txt", "data", 4, NULL), SAAS_OK);
+	{
+		void *data = NULL;
+		size_t len = 0;
+		assert_int_equal(saas_file_read(&data, &len, f->c, x->id, "f.txt", 0), SAAS_OK);
+		assert_int_equal(len, 4);
+		saas_free(data);
+	}
+	/* Pause and resume stay on the host that holds the snapshot. */
+	assert_int_equal(saas_sandbox_pause(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_int_equal(sim_vms(hb), 0);
+	assert_int_equal(saas_sandbox_resume(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_ptr_equal(owner_of(x->id), hb);
+	/* A fork's children too. */
+	{
+		saas_sandbox_list *kids = NULL;
+		if (saas_sandbox_fork(&kids, f->c, x->id, 2, NULL, 0) != SAAS_OK)
+			fail_msg("fork: %s", saas_error_last()->message);
+		for (size_t i = 0; i < kids->count; i++)
+			assert_ptr_equal(owner_of(kids->items[i]->id), hb);
+		saas_sandbox_list_free(kids);
+	}
+	/* Its host out of reach: a clear error, not a crash. */
+	hb->down = 1;
+	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_OK);
+	assert_int_equal(ex->status, SAAS_EXEC_FAILED);
+	assert_non_null(strstr(ex->error, "host b does not answer"));
+	saas_execution_free(ex);
+	hb->down = 0;
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_null(owner_of(x->id));
+	saas_sandbox_free(x);
+}
+
+/* An engine that cannot open a host's context at all says which host is unreachable. */
+static void test_unreachable_open(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1];
+	saas_sandbox *x;
+	saas_execution *ex = NULL;
+
+	host_add(f, "a", 4, 8192, a);
+	sweep(f);
+	x = create(f);
+	/* A new engine (a restart) while the host is down: reconcile leaves its sandbox to the heartbeats. */
+	saas_client_free(f->c);
+	saas_engine_free(f->engine);
+	sim_find("a")->down = 1;
+	assert_int_equal(saas_engine_open(&f->engine, &f->opts), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "VM host a is unreachable"));
+	{
+		saas_sandbox *now = NULL;
+		assert_int_equal(saas_sandbox_get(&now, f->c, x->id), SAAS_OK);
+		assert_int_equal(now->status, SAAS_SANDBOX_READY);
+		saas_sandbox_free(now);
+	}
+	sim_find("a")->down = 0;
+	advance(10000); /* past the retry's back-off */
+	ex = NULL;
+	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_OK);
+	saas_execution_free(ex);
+	saas_sandbox_free(x);
+}
+
+/* A draining host takes nothing new; its sandboxes run on; it is removed once empty. */
+static void test_drain(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_sandbox *x, *y, *z = NULL;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_execution *ex = NULL;
+	saas_host *h;
+
+	host_add(f, "a", 4, 16384, a);
+	host_add(f, "b", 4, 8192, b);
+	sweep(f);
+	x = create(f);
+	host_of(f, x->id, where);
+	assert_string_equal(where, a);
+	assert_int_equal(saas_host_drain(f->admin, "a"), SAAS_OK);
+	/* Though a has the most room left, new ones go to b, until b is full. */
+	y = create(f);
+	host_of(f, y->id, where);
+	assert_string_equal(where, b);
+	saas_sandbox_free(create(f));
+	o.timeout_s = 60;
+	assert_int_equal(saas_sandbox_create(&z, f->c, &o, 0), SAAS_EBUSY);
+	/* x lives on. */
+	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo still here", NULL, 0), SAAS_OK);
+	saas_execution_free(ex);
+	h = host_get(f, "a");
+	assert_int_equal(h->state, SAAS_HOST_DRAINING);
+	assert_int_equal(h->sandboxes, 1);
+	assert_int_equal(h->memory_mb_used, 4096);
+	saas_host_free(h);
+	/* Not removed while x lives. */
+	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_EBUSY);
+	assert_non_null(strstr(saas_error_last()->message, "still has 1 sandboxes"));
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_OK);
+	sweep(f);
+	saas_sandbox_free(x);
+	saas_sandbox_free(y);
+}
+
+/*
+ * A host nobody reaches past the grace is lost; its sandboxes are closed billed
+ * to the moment it was last seen, to the micro-dollar; when it answers again,
+ * its VMs go and it takes sandboxes again.
+ */
+static void test_lost_host(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1];
+	saas_sandbox *x, *p, *now = NULL;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_account *acc = NULL;
+	struct sim_host *ha;
+	int64_t ready, last_seen, credit_before, run, paused;
+	saas_host *h;
+
+	host_add(f, "a", 4, 16384, a);
+	sweep(f);
+	ha = sim_find("a");
+	x = create(f);
+	p = create(f);
+	ready = x->ready_at_ms;
+	rates(f, x->id, &run, &paused);
+	assert_true(run > 0 && paused > 0);
+	advance(100000);
+	assert_int_equal(saas_sandbox_pause(NULL, f->c, p->id, 0), SAAS_OK);
+	advance(200500);
+	sweep(f);
+	last_seen = fake_now;
+	ha->down = 1;
+	/* Within the grace (60 s): not lost, nothing closed. */
+	advance(30000);
+	sweep(f);
+	advance(30000);
+	sweep(f);
+	h = host_get(f, "a");
+	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
+	assert_int_equal(h->last_seen_ms, last_seen);
+	saas_host_free(h);
+	assert_int_equal(saas_sandbox_get(&now, f->c, x->id), SAAS_OK);
+	assert_int_equal(now->status, SAAS_SANDBOX_READY);
+	saas_sandbox_free(now);
+	/* Meanwhile nothing is placed on it (not reached within three heartbeats). */
+	o.timeout_s = 60;
+	now = NULL;
+	assert_int_equal(saas_sandbox_create(&now, f->c, &o, 0), SAAS_EBUSY);
+	/* Past the grace: lost, and its sandboxes closed, billed to last_seen and not a millisecond more. */
+	advance(1);
+	sweep(f);
+	h = host_get(f, "a");
+	assert_int_equal(h->state, SAAS_HOST_LOST);
+	assert_int_equal(h->state_at_ms, fake_now);
+	assert_int_equal(h->sandboxes, 0);
+	saas_host_free(h);
+	assert_int_equal(saas_sandbox_get(&now, f->c, x->id), SAAS_OK);
+	assert_int_equal(now->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(now->end_reason, SAAS_END_LOST);
+	assert_int_equal(now->cost_usd_micro, saas_cost(run, (last_seen - ready) / 1000));
+	saas_sandbox_free(now);
+	assert_int_equal(saas_sandbox_get(&now, f->c, p->id), SAAS_OK);
+	assert_int_equal(now->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(now->end_reason, SAAS_END_LOST);
+	/* 100 s running, then paused to last_seen. */
+	assert_int_equal(now->cost_usd_micro,
+	                 saas_cost(run, 100) + saas_cost(paused, (last_seen - p->ready_at_ms - 100000) / 1000));
+	saas_sandbox_free(now);
+	/* Time passes while it is lost: nothing more is billed. */
+	assert_int_equal(saas_account_get(&acc, f->admin, f->account), SAAS_OK);
+	credit_before = acc->balance_usd_micro;
+	saas_account_free(acc);
+	advance(3600000);
+	sweep(f);
+	assert_int_equal(saas_account_get(&acc, f->admin, f->account), SAAS_OK);
+	assert_int_equal(acc->balance_usd_micro, credit_before);
+	saas_account_free(acc);
+	assert_int_equal(sim_vms(ha), 1);
+	/* It answers again: what ran there belongs to nobody and goes; it is active again. */
+	ha->down = 0;
+	sweep(f);
+	assert_int_equal(sim_vms(ha), 0);
+	h = host_get(f, "a");
+	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
+	assert_int_equal(h->last_seen_ms, fake_now);
+	saas_host_free(h);
+	now = create(f);
+	assert_ptr_equal(owner_of(now->id), ha);
+	saas_sandbox_free(now);
+	saas_sandbox_free(x);
+	saas_sandbox_free(p);
+}
+
+/* The last host removed: creates go to the engine's own driver at once, not 503 until the next heartbeat. */
+static void test_last_host_removed(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_sandbox *x;
+
+	host_add(f, "a", 4, 8192, a);
+	sweep(f);
+	x = create(f);
+	host_of(f, x->id, where);
+	assert_string_equal(where, a);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, x->id, 0), SAAS_OK);
+	saas_sandbox_free(x);
+	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_OK);
+	x = create(f);
+	host_of(f, x->id, where);
+	assert_string_equal(where, "");
+	assert_ptr_equal(owner_of(x->id), sim_find("local"));
+	saas_sandbox_free(x);
+}
+
+/* The engine options for hosts are checked. */
+static void test_options(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options o = f->opts;
+	saas_engine *e = NULL;
+
+	o.flags = SAAS_ENGINE_STORE_ONLY;
+	o.host_heartbeat_ms = 50;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	o.host_heartbeat_ms = 10000;
+	o.host_grace_ms = 15000;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "twice"));
+	o.host_grace_ms = 20000;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_OK);
+	saas_engine_free(e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_single_machine, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_registry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_placement, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_routing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unreachable_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_host, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_last_host_removed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
