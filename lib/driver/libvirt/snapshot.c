@@ -508,6 +508,158 @@ static void disk_unswitch(struct drv *d, virDomainPtr dom, const char *name, con
 	json_decref(args);
 }
 
+/*
+ * The merge that keeps a VM's disk chain short. A fork leaves the parent
+ * on a new overlay over the frozen disk, which itself backs onto the
+ * previous fork's, and so on: each fork would add a file to the parent's
+ * chain, which nothing else ever releases. So once the parent runs again,
+ * QEMU streams into its top overlay the data of every snapshot's disk in its
+ * chain (block-stream down to the first disk that is no snapshot's, the
+ * image's), and the top then backs onto that disk: the parent's chain is as
+ * deep as a new VM's again, and the snapshots' disks are held only by the
+ * VMs restored from them, to be collected once those go. The frozen disks
+ * are only read: what the children restore is untouched.
+ *
+ * The stream runs in QEMU while the VM runs, as one job of a name of ours,
+ * kept when it ends (auto-dismiss off) so that its outcome can be read: the
+ * next snapshot of the VM waits for it (the chain must hold still while it
+ * is frozen) and dismisses it. A stream that fails leaves the chain as it
+ * was, valid, only deeper. Done behind libvirt's back, like the switch onto
+ * the new overlay, on node names QEMU reports.
+ */
+#define STREAM_JOB "aas-stream"
+#define STREAM_WAIT_MS (10 * 60 * 1000)   /* a snapshot waits this long for a merge still running */
+
+/* Is path a snapshot's disk (DIR/snapshots/NAME/disk.qcow2)? */
+static bool in_snapshots(struct drv *d, const char *path)
+{
+	size_t n = strlen(d->dir);
+
+	return strncmp(path, d->dir, n) == 0 && strncmp(path + n, "/snapshots/", 11) == 0;
+}
+
+/* The name of the format node (not the protocol one) whose file is path; NULL when QEMU has none. */
+static char *format_node(virDomainPtr dom, const char *path)
+{
+	json_t *r = NULL, *n;
+	char *out = NULL;
+	size_t i;
+
+	if (saas__lv_qmp(dom, "{\"execute\":\"query-named-block-nodes\",\"arguments\":{\"flat\":true}}", -1, &r) < 0) {
+		saas__error_clear();
+		return NULL;
+	}
+	json_array_foreach(r, i, n) {
+		const char *drv = json_string_value(json_object_get(n, "drv"));
+		const char *name = json_string_value(json_object_get(n, "node-name"));
+		const char *file = json_string_value(json_object_get(n, "file"));
+		char *path_of = drv && name && file && strcmp(drv, "file") != 0 ? node_file(file) : NULL;
+		bool match = path_of && strcmp(path_of, path) == 0;
+
+		free(path_of);
+		if (match) {
+			out = saas__strdup(name);
+			break;
+		}
+	}
+	json_decref(r);
+	return out;
+}
+
+/*
+ * Start merging into VM name's top overlay the snapshots' disks its chain
+ * goes through, when there are more than `allowed` of them. Never fails the
+ * caller: a chain left as it is stays valid, and the failure is logged.
+ */
+static void disk_flatten(struct drv *d, virDomainPtr dom, const char *name, size_t allowed)
+{
+	struct saas__lv_snapshot c;
+	char *node = NULL, *top = NULL, *base_node = NULL, *cmd = NULL;
+	const char *base = NULL;
+	uint64_t size = 0;
+	size_t snaps = 0, depth = 0;
+	json_t *args;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	if ((rc = disk_top(dom, &node, &top, &size)) < 0 || (rc = chain_of(top, &c)) < 0)
+		goto out;
+	for (; c.chain && c.chain[depth]; depth++) {
+		if (in_snapshots(d, c.chain[depth]))
+			snaps++;
+		else if (!base)
+			base = c.chain[depth];
+	}
+	/* A chain of snapshots only (none is made so): merging would copy the whole disk. */
+	if (snaps <= allowed || !base)
+		goto out;
+	base_node = format_node(dom, base);
+	args = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:b}}", "execute", "block-stream", "arguments", "job-id", STREAM_JOB,
+	                 "device", node, base_node ? "base-node" : "base", base_node ? base_node : base, "backing-file",
+	                 base, "auto-dismiss", 0);
+	if (!args || !(cmd = json_dumps(args, JSON_COMPACT))) {
+		json_decref(args);
+		rc = saas__oom();
+		goto out;
+	}
+	json_decref(args);
+	if ((rc = saas__lv_qmp(dom, cmd, -1, NULL)) < 0)
+		goto out;
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s: merging %zu snapshot disks back into its own (its chain was %zu deep)", name,
+	             snaps, depth + 1);
+out:
+	if (rc < 0 && rc != SAAS_ENOTFOUND) /* ENOTFOUND: a VM without a disk */
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its disk chain stays %zu deep, not merged: %s", name, depth + 1,
+		             saas_error_last()->message);
+	saas__error_clear();
+	saas__lv_snapshot_clear(&c);
+	free(cmd);
+	free(base_node);
+	free(top);
+	free(node);
+}
+
+/*
+ * Wait for the VM's merge (disk_flatten) to end, and dismiss its job. A
+ * merge that failed is logged: the chain it leaves is whole.
+ */
+static int disk_settle(struct drv *d, virDomainPtr dom, const char *name)
+{
+	int64_t deadline = saas__now_ms() + STREAM_WAIT_MS;
+
+	for (;;) {
+		json_t *r = NULL, *job, *found = NULL;
+		const char *status;
+		size_t i;
+		int rc;
+
+		if ((rc = saas__lv_qmp(dom, "{\"execute\":\"query-jobs\"}", -1, &r)) < 0)
+			return saas__error_wrap(rc, "reading the VM's block jobs");
+		json_array_foreach(r, i, job) {
+			const char *id = json_string_value(json_object_get(job, "id"));
+			if (id && strcmp(id, STREAM_JOB) == 0)
+				found = job;
+		}
+		status = json_string_value(json_object_get(found, "status"));
+		if (!found || (status && strcmp(status, "concluded") == 0)) {
+			const char *err = json_string_value(json_object_get(found, "error"));
+			if (err)
+				saas__lv_log(d, SAAS_LOG_WARN, "VM %s: merging its disk chain failed, which stays as it was: %s",
+				             name, err);
+			json_decref(r);
+			if (found && (rc = saas__lv_qmp(dom, "{\"execute\":\"job-dismiss\",\"arguments\":{\"id\":\"" STREAM_JOB
+			                                     "\"}}", -1, NULL)) < 0)
+				return saas__error_wrap(rc, "dismissing the VM's disk merge");
+			return SAAS_OK;
+		}
+		json_decref(r);
+		if (closing(d) || saas__now_ms() > deadline)
+			return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+			                   "VM %s's disk is still being merged after a fork; try again later", name);
+		usleep(50 * 1000);
+	}
+}
+
 /* ---- the slots ------------------------------------------------------------------------------- */
 
 /* A failure's error, kept across the calls that undo what came before it. */
@@ -584,6 +736,9 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	}
 
+	/* The chain as it will stay: a merge of the last fork's still running must end first. */
+	if (top && (rc = disk_settle(d, dom, name)) < 0)
+		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (virDomainSuspend(dom) < 0) {
 		rc = saas__lv_virt_error("pausing the VM");
@@ -659,6 +814,8 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	}
 	paused = false;
+	if (switched)
+		disk_flatten(d, dom, name, 0);
 	if (!keep) {
 		virDomainFree(dom);
 		dom = NULL;
@@ -783,6 +940,13 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	}
 	pthread_rwlock_unlock(&d->snaps_lock);
 	locked = false;
+	/*
+	 * A snapshot of a VM that was itself restored (a pause after a resume)
+	 * backs onto the one before: one snapshot's disk under this VM's is
+	 * what a restore needs, more are merged away.
+	 */
+	if (s.disk_gb)
+		disk_flatten(d, l.dom, spec->name, 1);
 	if ((rc = saas__lv_vm_add(d, spec->name, NULL, l.port, uid, s.host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
