@@ -65,6 +65,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsig
 	o.execution_retention_s = cfg->retention_s;
 	o.min_free_mb = cfg->min_free_mb;
 	o.disk_budget_gb = cfg->disk_budget_gb;
+	o.paused_usd_micro_per_gib_hour = cfg->paused_price;
 	/* Sizes, prices and credit are the library's defaults; /v1/service reads them back. */
 	o.log = aas_engine_log;
 	o.log_level = cfg->log_level;

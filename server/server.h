@@ -56,6 +56,8 @@ struct aas_config {
 	unsigned int preview_rate;     /* requests per second per client address to previews */
 	unsigned int min_free_mb;  /* creates refused below this free on the state filesystem; 0: the engine's default */
 	unsigned int disk_budget_gb; /* creates refused past this disk held by sandboxes; 0: the engine's default */
+	/* Micro-dollars per GiB-hour a paused sandbox costs: 0 the engine's default, SAAS_ENGINE_PAUSED_PRICE_FREE free. */
+	int64_t paused_price;
 	/* The preview proxy's bounds on a guest's server, in seconds (AAS_PREVIEW_*_TIMEOUT_DEFAULT). */
 	unsigned int preview_connect_timeout_s;    /* to open the tunnel */
 	unsigned int preview_first_byte_timeout_s; /* from the request sent to the answer's whole head */
