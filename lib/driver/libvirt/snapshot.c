@@ -94,8 +94,9 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 		rc = saas__inval("the snapshot's description is not one this driver wrote");
 		goto out;
 	}
-	if (format != SNAPSHOT_FORMAT) {
-		rc = saas__inval("the snapshot is of format %lld, this driver reads %d", (long long)format, SNAPSHOT_FORMAT);
+	if (format < SNAPSHOT_FORMAT_MIN || format > SNAPSHOT_FORMAT) {
+		rc = saas__inval("the snapshot is of format %lld, this driver reads %d to %d", (long long)format,
+		                 SNAPSHOT_FORMAT_MIN, SNAPSHOT_FORMAT);
 		goto out;
 	}
 	if (!saas__strlcpy(s->source, source, sizeof(s->source)) || !saas__strlcpy(s->image, image, sizeof(s->image)) ||
@@ -120,6 +121,7 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 			goto out;
 		}
 	}
+	s->format = (unsigned int)format;
 	s->vcpus = (unsigned int)vcpus;
 	s->memory_mib = (unsigned int)memory;
 	s->disk_gb = (unsigned int)disk;
@@ -130,6 +132,24 @@ out:
 		saas__lv_snapshot_clear(s);
 	json_decref(j);
 	return rc;
+}
+
+int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap)
+{
+	/*
+	 * A migration stream names the RAM blocks it carries, and QEMU loads it
+	 * only into a VM whose blocks have those names. Every VM this driver
+	 * makes has one, MEM_ID; a snapshot of format 1 may record QEMU's own
+	 * ("pc.ram"), or nothing, from before. Refused here, the sandbox stays
+	 * paused and says why, rather than a VM that fails to load or runs broken.
+	 */
+	if (strcmp(s->ram_block, MEM_ID) == 0 || (s->format >= 2 && !s->ram_block[0]))
+		return SAAS_OK;
+	return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
+	                   "snapshot %s was saved by an older version of this driver (format %u, its RAM block %s%s%s, "
+	                   "not \"" MEM_ID "\"), whose memory layout this one no longer makes: it cannot be restored; "
+	                   "destroy its sandbox", snap, s->format, s->ram_block[0] ? "\"" : "",
+	                   s->ram_block[0] ? s->ram_block : "unrecorded", s->ram_block[0] ? "\"" : "");
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -330,28 +350,6 @@ void saas__lv_snapshots_collect(struct drv *d)
 	free(root);
 }
 
-void saas__lv_snapshots_cleanup(struct drv *d)
-{
-	char *root = saas__lv_path_join(d->dir, "snapshots");
-	DIR *dir;
-	struct dirent *e;
-
-	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
-		while ((e = readdir(dir))) {
-			size_t len = strlen(e->d_name);
-			char *sub;
-			if (len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0 && (sub = saas__lv_path_join(root, e->d_name))) {
-				saas__lv_log(d, SAAS_LOG_INFO, "removing snapshot %.*s, left half-written", (int)(len - 4), e->d_name);
-				saas__lv_rm_tree(sub);
-				free(sub);
-			}
-		}
-		closedir(dir);
-	}
-	free(root);
-	saas__lv_snapshots_collect(d);
-}
-
 /* ---- QEMU ------------------------------------------------------------------------------------ */
 
 /*
@@ -493,19 +491,23 @@ out:
 }
 
 /* Undo the name in the header of a switched VM's overlay: back onto its old top, when the snapshot failed. */
-static void disk_unswitch(struct drv *d, virDomainPtr dom, const char *name, const char *new_node, const char *top)
+static bool disk_unswitch(struct drv *d, virDomainPtr dom, const char *name, const char *new_node, const char *top)
 {
+	bool done = true;
+
 	json_t *args = json_pack("{s:s, s:{s:s, s:s, s:s}}", "execute", "change-backing-file", "arguments", "device",
 	                         new_node, "image-node-name", new_node, "backing-file", top);
 	char *cmd = args ? json_dumps(args, JSON_COMPACT) : NULL;
 
 	if (!cmd || saas__lv_qmp(dom, cmd, -1, NULL) < 0) {
-		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs on, but its disk's header names a snapshot that failed: %s", name,
-		             cmd ? saas_error_last()->message : "out of memory");
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs on, but its disk's header names a snapshot that failed, whose "
+		             "disk is kept: %s", name, cmd ? saas_error_last()->message : "out of memory");
 		saas__error_clear();
+		done = false;
 	}
 	free(cmd);
 	json_decref(args);
+	return done;
 }
 
 /*
@@ -660,6 +662,136 @@ static int disk_settle(struct drv *d, virDomainPtr dom, const char *name)
 	}
 }
 
+/* ---- what a fork or pause cut short leaves ---------------------------------------------------- */
+
+/*
+ * A snapshot's directory is written as NAME.tmp and renamed once whole, so
+ * an engine that dies while taking one leaves NAME.tmp. Its "vm" file, written
+ * before the VM is paused, names the VM it was being taken of: that VM may be
+ * left paused (resumed at the next open), and, for a fork, may already run
+ * on its new overlay (DIR/vms/VM/disk-NAME.qcow2), whose header names the
+ * frozen disk by its final path, DIR/snapshots/NAME/disk.qcow2.
+ */
+#define SNAPSHOT_VM_FILE "vm"
+
+void saas__lv_snapshot_left(struct drv *d, const char *snap, const char *vm, bool on_overlay)
+{
+	char *tmp = NULL, *dir = snap_path(d, snap, NULL), *overlay = NULL, *gone = NULL;
+	static const char *const useless[] = { "state", "snapshot.json", SNAPSHOT_VM_FILE };
+	int fd;
+
+	if (!dir || asprintf(&tmp, "%s.tmp", dir) < 0) {
+		tmp = NULL;
+		goto out;
+	}
+	if (!on_overlay) {
+		/* Made, perhaps, but never switched to: nothing backs onto the snapshot, which goes whole. */
+		if (vm && saas__lv_snapshot_name_ok(vm) && asprintf(&overlay, "%s/vms/%s/disk-%s.qcow2", d->dir, vm, snap) >= 0)
+			unlink(overlay);
+		else
+			overlay = NULL;
+		saas__lv_log(d, SAAS_LOG_INFO, "removing snapshot %s, left half-written", snap);
+		saas__lv_rm_tree(tmp);
+		goto out;
+	}
+	/*
+	 * The VM reads its frozen disk under the snapshot's final name: that
+	 * disk stays there, as a deleted snapshot's would, until no disk backs
+	 * onto it. The rest is of no use: the snapshot was never whole.
+	 */
+	if (!exists(dir) && rename(tmp, dir) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s, left half-written under VM %s's disk, cannot be kept: %s", snap,
+		             vm, strerror(errno));
+		goto out;
+	}
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(useless); i++) {
+		char *p = snap_path(d, snap, useless[i]);
+		if (p)
+			unlink(p);
+		free(p);
+	}
+	if ((gone = snap_path(d, snap, "deleted")) && (fd = open(gone, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)
+		close(fd);
+	saas__lv_log(d, SAAS_LOG_INFO, "snapshot %s was left half-written by a fork; VM %s runs on over its disk, which "
+	             "is kept until nothing backs onto it", snap, vm);
+out:
+	free(gone);
+	free(overlay);
+	free(tmp);
+	free(dir);
+}
+
+/*
+ * Decide what snapshot snap's half-written directory was cut short at, by
+ * asking the VM it names (QEMU knows its own top overlay), and act on it.
+ */
+static void snapshot_recover(struct drv *d, const char *snap)
+{
+	char *tmp = snap_path(d, snap, NULL), *file = NULL, *vm = NULL, *next = NULL, *node = NULL, *top = NULL;
+	virDomainPtr dom = NULL;
+	uint64_t size = 0;
+	bool on_overlay = false;
+	int state = 0;
+
+	if (!tmp || asprintf(&file, "%s.tmp/" SNAPSHOT_VM_FILE, tmp) < 0) {
+		file = NULL;
+		goto out;
+	}
+	if ((vm = saas__lv_read_file(file, SNAPSHOT_NAME_MAX + 1)) && !saas__lv_snapshot_name_ok(vm)) {
+		free(vm);
+		vm = NULL;
+	}
+	if (vm && d->conn && (dom = virDomainLookupByName(d->conn, vm))) {
+		if (virDomainGetState(dom, &state, NULL, 0) == 0 && state == VIR_DOMAIN_PAUSED) {
+			if (virDomainResume(dom) < 0)
+				saas__lv_log(d, SAAS_LOG_WARN, "VM %s, left paused by snapshot %s cut short, does not run again: %s",
+				             vm, snap, virGetLastError() ? virGetLastError()->message : "unknown libvirt error");
+			else
+				saas__lv_log(d, SAAS_LOG_INFO, "VM %s, left paused by snapshot %s cut short, runs again", vm, snap);
+		}
+		if (asprintf(&next, "%s/vms/%s/disk-%s.qcow2", d->dir, vm, snap) < 0)
+			next = NULL;
+		else if (disk_top(dom, &node, &top, &size) == 0)
+			on_overlay = strcmp(top, next) == 0;
+		saas__error_clear();
+	}
+	saas__lv_snapshot_left(d, snap, vm, on_overlay);
+	/* Its chain goes through a snapshot now: merged as after any fork. */
+	if (on_overlay)
+		disk_flatten(d, dom, vm, 0);
+out:
+	if (dom)
+		virDomainFree(dom);
+	free(top);
+	free(node);
+	free(next);
+	free(vm);
+	free(file);
+	free(tmp);
+}
+
+void saas__lv_snapshots_cleanup(struct drv *d)
+{
+	char *root = saas__lv_path_join(d->dir, "snapshots");
+	DIR *dir;
+	struct dirent *e;
+
+	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
+		while ((e = readdir(dir))) {
+			size_t len = strlen(e->d_name);
+			char snap[SNAPSHOT_NAME_MAX + 1];
+			if (len > 4 && len - 4 <= SNAPSHOT_NAME_MAX && strcmp(e->d_name + len - 4, ".tmp") == 0) {
+				snprintf(snap, sizeof(snap), "%.*s", (int)(len - 4), e->d_name);
+				if (saas__lv_snapshot_name_ok(snap))
+					snapshot_recover(d, snap);
+			}
+		}
+		closedir(dir);
+	}
+	free(root);
+	saas__lv_snapshots_collect(d);
+}
+
 /* ---- the slots ------------------------------------------------------------------------------- */
 
 /* A failure's error, kept across the calls that undo what came before it. */
@@ -735,6 +867,15 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
+	/* Before the VM is paused: an engine that dies from here on leaves it named for the next (snapshot_recover). */
+	if (!(path = saas__lv_path_join(tmp, SNAPSHOT_VM_FILE))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((rc = write_file(path, name)) < 0)
+		goto out;
+	free(path);
+	path = NULL;
 
 	/* The chain as it will stay: a merge of the last fork's still running must end first. */
 	if (top && (rc = disk_settle(d, dom, name)) < 0)
@@ -840,15 +981,23 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	rc = SAAS_OK;
 out:
 	if (rc < 0) {
+		bool named = false;   /* the VM's overlay still names the snapshot's disk */
 		error_keep(&failed, rc);
-		if (tmp)
-			saas__lv_rm_tree(tmp);
 		/* cont also makes the disks active again after a failed migration. */
 		if (paused && virDomainResume(dom) < 0)
 			saas__lv_log(d, SAAS_LOG_WARN, "VM %s stays paused after its failed snapshot: %s", name,
 			             virGetLastError() ? virGetLastError()->message : "unknown libvirt error");
-		else if (switched)
-			disk_unswitch(d, dom, name, new_node, top);
+		if (switched)
+			named = !disk_unswitch(d, dom, name, new_node, top);
+		/*
+		 * Its disk kept under the name the overlay gives it, as after a
+		 * crash; otherwise all of it goes (a switched VM's new overlay is
+		 * its disk now: never removed here).
+		 */
+		if (named)
+			saas__lv_snapshot_left(d, snap, name, true);
+		else if (tmp)
+			saas__lv_rm_tree(tmp);
 		error_restore(&failed);
 	}
 	if (dom)
@@ -891,7 +1040,7 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	/* Held while the snapshot's files are read: a delete waits, and then the new VM's disk holds it. */
 	pthread_rwlock_rdlock(&d->snaps_lock);
 	locked = true;
-	if ((rc = snapshot_read(d, snap, &s)) < 0)
+	if ((rc = snapshot_read(d, snap, &s)) < 0 || (rc = saas__lv_snapshot_check(&s, snap)) < 0)
 		goto out;
 	/* The stream holds devices and RAM of the source's shape: a restore cannot change it. */
 	if (spec->vcpus != s.vcpus || spec->memory_mb > s.memory_mib || (s.disk_gb && spec->disk_gb != s.disk_gb)) {
