@@ -199,6 +199,17 @@ static void test_paused_price_option(void **state)
 	bad.paused_usd_micro_per_gib_hour = -2;
 	assert_int_equal(saas_engine_open(&e, &bad), SAAS_EINVAL);
 	assert_null(e);
+	/* A caller of version 5 has no such field: whatever lies past its struct is not read, the default holds. */
+	saas_client_free(f->c);
+	f->c = NULL;
+	saas_engine_free(f->engine);
+	bad.version = 5;
+	bad.paused_usd_micro_per_gib_hour = SAAS_ENGINE_PAUSED_PRICE_MAX + 1;
+	assert_int_equal(saas_engine_open(&f->engine, &bad), SAAS_OK);
+	assert_int_equal(saas_engine_info_get(&ei, f->engine), SAAS_OK);
+	assert_int_equal(ei->paused_usd_micro_per_gib_hour, SAAS_ENGINE_PAUSED_PRICE_DEFAULT);
+	saas_engine_info_free(ei);
+	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
 
 	/* $0.00025 per GiB-hour: small's 44 GiB pay 250 * 45056 / 1024 = 11000 micro-dollars an hour. */
 	f->opts.paused_usd_micro_per_gib_hour = 250;
