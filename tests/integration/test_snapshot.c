@@ -18,7 +18,10 @@
  * per GiB of guest RAM: these are TCG figures on a shared host, not asserted.
  *
  * `test_snapshot disk` does the same with the default image, whose disk the
- * snapshots freeze (vm.snapshot.disk, slow).
+ * snapshots freeze (vm.snapshot.disk, slow), and between the two forks the
+ * parent three times more: its disk chain stays as deep as a new VM's (the
+ * merge after each fork), children restored late still have their fork's
+ * disk, and each snapshot's files go with its children.
  *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
