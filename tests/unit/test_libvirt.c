@@ -1146,7 +1146,7 @@ static void test_snapshot_old_format(void **state)
 	old_snapshot(text, sizeof(text), 1, NULL);
 	assert_int_equal(saas__lv_snapshot_parse(text, &s), SAAS_OK);
 	assert_int_equal(saas__lv_snapshot_check(&s, "snap-old"), SAAS_ENOTSUP);
-	assert_non_null(strstr(saas_error_last()->message, "its RAM block unrecorded"));
+	assert_non_null(strstr(saas_error_last()->message, "its RAM block not found in its saved state"));
 	saas__lv_snapshot_clear(&s);
 	old_snapshot(text, sizeof(text), 1, "aas-mem");
 	assert_int_equal(saas__lv_snapshot_parse(text, &s), SAAS_OK);
@@ -1157,7 +1157,39 @@ static void test_snapshot_old_format(void **state)
 	assert_int_equal(saas__lv_snapshot_check(&s, "snap-new"), SAAS_OK);
 	saas__lv_snapshot_clear(&s);
 
-	/* Through the driver's slot: refused before any VM, uid or file is made. */
+	/* Format 1 recorded a wrong name ("4", a column of HMP's table): the stream says which block it holds. */
+	{
+		static const char aas[] = "QEVM\0\0\0\3\7\0\0\0\4pc-q\1\0\0\0\2\3ram\0\0\0\0\0\0\0\4"
+		                          "\0\0\0\0\40\0\0\4\7aas-mem\0\0\0\0\40\0\0\0";
+		static const char pc[] = "QEVM\0\0\0\3\7\0\0\0\4pc-q\1\0\0\0\2\3ram\0\0\0\0\0\0\0\4"
+		                         "\0\0\0\0\40\0\0\4\6pc.ram\0\0\0\0\40\0\0\0";
+		char block[64], path[4300];
+		FILE *f;
+
+		assert_non_null(top = saas_test_tmpdir());
+		snprintf(path, sizeof(path), "%s/state", top);
+		assert_non_null(f = fopen(path, "w"));
+		assert_int_equal(fwrite(aas, 1, sizeof(aas) - 1, f), sizeof(aas) - 1);
+		assert_int_equal(fclose(f), 0);
+		saas__lv_state_ram_block(path, block, sizeof(block));
+		assert_string_equal(block, "aas-mem");
+		assert_non_null(f = fopen(path, "w"));
+		assert_int_equal(fwrite(pc, 1, sizeof(pc) - 1, f), sizeof(pc) - 1);
+		assert_int_equal(fclose(f), 0);
+		saas__lv_state_ram_block(path, block, sizeof(block));
+		assert_string_equal(block, "pc.ram");
+		/* "pc.ram" unframed (a device's text) is no block. */
+		assert_non_null(f = fopen(path, "w"));
+		fputs("QEVM pc.ram aas-mem", f);
+		assert_int_equal(fclose(f), 0);
+		saas__lv_state_ram_block(path, block, sizeof(block));
+		assert_string_equal(block, "");
+		saas__lv_state_ram_block("/nonexistent/state", block, sizeof(block));
+		assert_string_equal(block, "");
+		saas_test_rmdir(top);
+	}
+
+	/* Through the driver's slot: the stream read, refused before any VM, uid or file is made. */
 	assert_non_null(top = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
 	d.dir = top;
@@ -1166,8 +1198,17 @@ static void test_snapshot_old_format(void **state)
 	d.log = quiet_log;
 	snprintf(dir, sizeof(dir), "%s/snapshots/snap-old", top);
 	assert_int_equal(saas__mkdir_p(dir, 0700), 0);
-	old_snapshot(text, sizeof(text), 1, "pc.ram");
+	old_snapshot(text, sizeof(text), 1, "4"); /* what format 1 recorded */
 	write_text(dir, "snapshot.json", text, 0600);
+	{
+		static const char pc[] = "QEVM\0\0\0\3\3ram\0\0\0\0\0\0\0\4\6pc.ram\0\0\0\0\40\0\0\0";
+		char path[4300];
+		FILE *f;
+		snprintf(path, sizeof(path), "%s/state", dir);
+		assert_non_null(f = fopen(path, "w"));
+		assert_int_equal(fwrite(pc, 1, sizeof(pc) - 1, f), sizeof(pc) - 1);
+		assert_int_equal(fclose(f), 0);
+	}
 	memset(&spec, 0, sizeof(spec));
 	spec.name = "sbx-resumed";
 	spec.image = "tiny";
@@ -1178,6 +1219,7 @@ static void test_snapshot_old_format(void **state)
 	assert_int_equal(saas__lv_vm_restore(&d, &spec, "snap-old"), SAAS_ENOTSUP);
 	msg = saas_error_last()->message;
 	assert_non_null(strstr(msg, "snapshot snap-old was saved by an older version"));
+	assert_non_null(strstr(msg, "its RAM block \"pc.ram\""));
 	assert_int_equal(stat(dir, &st), 0);
 	snprintf(dir, sizeof(dir), "%s/vms", top);
 	assert_int_not_equal(stat(dir, &st), 0);

@@ -791,10 +791,12 @@ int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata);
 /* ---- snapshots (snapshot.c) ------------------------------------------------------------------ */
 
 /*
- * The format of a snapshot's description. 1: the first; its RAM block is
- * whatever it records (QEMU's own "pc.ram" before every VM's RAM was the
- * backend MEM_ID). 2: the RAM block is MEM_ID. Both are read; a restore
- * refuses a snapshot whose RAM block is not MEM_ID (saas__lv_snapshot_check).
+ * The format of a snapshot's description. 1: the first, whose ram_block
+ * is not to be trusted (read from a column of HMP's `info ramblock`); its
+ * stream may hold QEMU's own block "pc.ram", from before every VM's RAM was
+ * the backend MEM_ID. 2: ram_block is the block its stream holds. Both are
+ * read; a restore refuses a snapshot whose RAM block is not MEM_ID, reading
+ * a format 1 stream for it (saas__lv_snapshot_check, saas__lv_state_ram_block).
  */
 #define SNAPSHOT_FORMAT 2
 #define SNAPSHOT_FORMAT_MIN 1
@@ -826,6 +828,14 @@ void saas__lv_snapshot_clear(struct saas__lv_snapshot *s);
  * block MEM_ID). Pure.
  */
 int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap);
+/* How much of a migration stream's head is searched for its RAM block's name. */
+#define STATE_HEAD_MAX 65536
+/*
+ * The guest RAM's block that the migration stream at path holds: MEM_ID or
+ * "pc.ram", found framed as QEMU writes it in the stream's first
+ * STATE_HEAD_MAX bytes; "" when neither is there.
+ */
+void saas__lv_state_ram_block(const char *path, char *out, size_t len);
 
 /* The driver table's version 4 slots. */
 int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes);

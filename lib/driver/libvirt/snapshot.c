@@ -134,13 +134,43 @@ out:
 	return rc;
 }
 
+void saas__lv_state_ram_block(const char *path, char *out, size_t len)
+{
+	/*
+	 * The RAM section's setup comes first after the configuration: the
+	 * total size, then each block as a length byte, its name and its size
+	 * (QEMU's ram_save_setup). Two names are possible here, looked for as
+	 * they are framed: a block of this driver's VMs, or QEMU's own.
+	 */
+	static const char *const names[] = { MEM_ID, "pc.ram" };
+	char head[STATE_HEAD_MAX], want[64];
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	out[0] = '\0';
+	if (fd >= 0) {
+		n = read(fd, head, sizeof(head));
+		close(fd);
+	}
+	for (size_t i = 0; n > 0 && i < SAAS_ARRAY_SIZE(names); i++) {
+		size_t w = strlen(names[i]);
+		want[0] = (char)w;
+		memcpy(want + 1, names[i], w);
+		if (memmem(head, (size_t)n, want, w + 1)) {
+			saas__strlcpy(out, names[i], len);
+			return;
+		}
+	}
+}
+
 int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap)
 {
 	/*
 	 * A migration stream names the RAM blocks it carries, and QEMU loads it
 	 * only into a VM whose blocks have those names. Every VM this driver
-	 * makes has one, MEM_ID; a snapshot of format 1 may record QEMU's own
-	 * ("pc.ram"), or nothing, from before. Refused here, the sandbox stays
+	 * makes has one, MEM_ID; a snapshot of format 1 may be from before
+	 * (QEMU's own, "pc.ram"), and what it recorded is not to be trusted (the
+	 * restore reads its stream instead). Refused here, the sandbox stays
 	 * paused and says why, rather than a VM that fails to load or runs broken.
 	 */
 	if (strcmp(s->ram_block, MEM_ID) == 0 || (s->format >= 2 && !s->ram_block[0]))
@@ -149,7 +179,7 @@ int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap)
 	                   "snapshot %s was saved by an older version of this driver (format %u, its RAM block %s%s%s, "
 	                   "not \"" MEM_ID "\"), whose memory layout this one no longer makes: it cannot be restored; "
 	                   "destroy its sandbox", snap, s->format, s->ram_block[0] ? "\"" : "",
-	                   s->ram_block[0] ? s->ram_block : "unrecorded", s->ram_block[0] ? "\"" : "");
+	                   s->ram_block[0] ? s->ram_block : "not found in its saved state", s->ram_block[0] ? "\"" : "");
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -406,36 +436,6 @@ static int disk_top(virDomainPtr dom, char **node, char **file, uint64_t *size)
 	}
 	json_decref(r);
 	return rc;
-}
-
-/*
- * The name of the guest RAM's block, which a restore must give its own (the
- * largest block of HMP's `info ramblock`: its lines read "NAME PSIZE UNIT
- * OFFSET USED TOTAL"). Empty when QEMU does not say.
- */
-static void ram_block(virDomainPtr dom, char *out, size_t len)
-{
-	json_t *r = NULL;
-	const char *text;
-	unsigned long long best = 0;
-
-	out[0] = '\0';
-	if (saas__lv_qmp(dom, "{\"execute\":\"human-monitor-command\",\"arguments\":{\"command-line\":\"info ramblock\"}}",
-	                 -1, &r) < 0) {
-		saas__error_clear();
-		return;
-	}
-	for (text = json_string_value(r); text && *text;) {
-		char name[64];
-		unsigned long long used;
-		if (sscanf(text, "%63s %*s %*s %*s 0x%llx", name, &used) == 2 && used > best) {
-			best = used;
-			saas__strlcpy(out, name, len);
-		}
-		text += strcspn(text, "\n");
-		text += *text == '\n';
-	}
-	json_decref(r);
 }
 
 /* The image name in our metadata element ("" when it is not there or not a name). */
@@ -858,7 +858,6 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	domain_image(dom, s.image, sizeof(s.image));
 	s.vcpus = info.nrVirtCpu;
 	s.memory_mib = (unsigned int)(info.maxMem >> 10);
-	ram_block(dom, s.ram_block, sizeof(s.ram_block));
 	if ((rc = disk_top(dom, &node, &top, &size)) < 0 && rc != SAAS_ENOTFOUND)
 		goto out;
 	s.disk_gb = top ? (unsigned int)(size >> 30) : 0;
@@ -926,6 +925,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	at[1] = ms_since(&t0);
 	s.state_bytes = stored_bytes(path);
+	saas__lv_state_ram_block(path, s.ram_block, sizeof(s.ram_block));
 	if (frozen) {
 		s.disk_bytes = stored_bytes(frozen);
 		if ((rc = chain_of(frozen, &s)) < 0)
@@ -1040,7 +1040,16 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	/* Held while the snapshot's files are read: a delete waits, and then the new VM's disk holds it. */
 	pthread_rwlock_rdlock(&d->snaps_lock);
 	locked = true;
-	if ((rc = snapshot_read(d, snap, &s)) < 0 || (rc = saas__lv_snapshot_check(&s, snap)) < 0)
+	if ((rc = snapshot_read(d, snap, &s)) < 0)
+		goto out;
+	/* Format 1 recorded a wrong name (an HMP column): its stream says which block it holds. */
+	if (s.format < 2) {
+		char *state = snap_path(d, snap, "state");
+		if (state)
+			saas__lv_state_ram_block(state, s.ram_block, sizeof(s.ram_block));
+		free(state);
+	}
+	if ((rc = saas__lv_snapshot_check(&s, snap)) < 0)
 		goto out;
 	/* The stream holds devices and RAM of the source's shape: a restore cannot change it. */
 	if (spec->vcpus != s.vcpus || spec->memory_mb > s.memory_mib || (s.disk_gb && spec->disk_gb != s.disk_gb)) {
