@@ -59,6 +59,9 @@ const char *aas_config_usage(void)
 	       "  --host-heartbeat SECS   how often each VM host is asked what it has; default 5 [AAS_HOST_HEARTBEAT]\n"
 	       "  --host-grace SECS       a VM host no server reached this long is lost: its sandboxes are closed,\n"
 	       "                          billed to when it was last reached; default 60 [AAS_HOST_GRACE]\n"
+	       "  --paused-price USD      what a paused sandbox costs per GiB-hour of its size's memory and disk,\n"
+	       "                          up to 1000 with at most six decimals, 0 for free; default 0.0001\n"
+	       "                          [AAS_PAUSED_PRICE]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -161,6 +164,23 @@ static int parse_signup(const char *s)
 static int parse_on_off(const char *s)
 {
 	return strcasecmp(s, "on") == 0 ? 1 : strcasecmp(s, "off") == 0 ? 0 : -1;
+}
+
+/*
+ * --paused-price: dollars per GiB-hour, as aas_parse_usd reads money, into the
+ * engine's micro-dollars (0: free); 0, or -1 after printing why, named `from`.
+ */
+static int parse_paused_price(struct aas_config *cfg, const char *val, const char *from)
+{
+	int64_t micro;
+
+	if (aas_parse_usd(&micro, val) < 0 || micro > SAAS_ENGINE_PAUSED_PRICE_MAX) {
+		fprintf(stderr, "aas-server: %s: expected US dollars per GiB-hour, 0 to %lld with at most six decimals "
+		                "(e.g. 0.0001), got \"%s\"\n", from, (long long)(SAAS_ENGINE_PAUSED_PRICE_MAX / 1000000), val);
+		return -1;
+	}
+	cfg->paused_price = micro ? micro : SAAS_ENGINE_PAUSED_PRICE_FREE;
+	return 0;
 }
 
 static int parse_uint(const char *s, unsigned int *out, unsigned int max)
@@ -286,6 +306,8 @@ static int from_env(struct aas_config *cfg)
 		fprintf(stderr, "aas-server: AAS_LOG_LEVEL: expected error, warn, info or debug\n");
 		return -1;
 	}
+	if ((v = getenv("AAS_PAUSED_PRICE")) && *v && parse_paused_price(cfg, v, "AAS_PAUSED_PRICE") < 0)
+		return -1;
 	if ((v = getenv("AAS_KEY_CACHE_TTL")) && *v && parse_uint(v, &cfg->key_ttl_s, 3600) < 0) {
 		fprintf(stderr, "aas-server: AAS_KEY_CACHE_TTL: expected seconds (0 to 3600)\n");
 		return -1;
@@ -319,7 +341,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -340,6 +362,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "docs-viewer", required_argument, NULL, O_VIEWER },
 		{ "signup", required_argument, NULL, O_SIGNUP },
 		{ "secure-cookies", required_argument, NULL, O_SECURE },
+		{ "paused-price", required_argument, NULL, O_PAUSED },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -423,6 +446,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 				rc = -1;
 			}
 			break;
+		case O_PAUSED: rc = parse_paused_price(cfg, optarg, "--paused-price"); break;
 		case O_LEVEL:
 			if ((cfg->log_level = parse_level(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --log-level: expected error, warn, info or debug\n");

@@ -59,6 +59,8 @@ struct aas_config {
 	unsigned int lease_ttl_s;  /* the engine's leases in the store; 0: the engine's default (15 s) */
 	unsigned int host_heartbeat_s; /* how often the VM hosts are asked what they have; 0: the engine's default */
 	unsigned int host_grace_s;     /* a VM host unreached this long is lost; 0: the engine's default */
+	/* Micro-dollars per GiB-hour a paused sandbox costs: 0 the engine's default, SAAS_ENGINE_PAUSED_PRICE_FREE free. */
+	int64_t paused_price;
 	/* The preview proxy's bounds on a guest's server, in seconds (AAS_PREVIEW_*_TIMEOUT_DEFAULT). */
 	unsigned int preview_connect_timeout_s;    /* to open the tunnel */
 	unsigned int preview_first_byte_timeout_s; /* from the request sent to the answer's whole head */

@@ -60,12 +60,23 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * `pool`, version 3 the tenant limits (`max_executions` to
  * `execution_retention_s`) and `min_free_mb`, version 4 `store`,
  * `store_userdata` and `default_size`, version 5 `disk_budget_gb`, version 6
- * `lease_ttl_ms`, `host_heartbeat_ms` and `host_grace_ms`; callers
- * built against an older version
+ * `lease_ttl_ms`, `host_heartbeat_ms`, `host_grace_ms` and
+ * `paused_usd_micro_per_gib_hour`; callers built against an older version
  * are still accepted (their struct is read only as far as their version
  * reached, and what it lacks takes the defaults).
  */
 #define SAAS_ENGINE_OPTIONS_VERSION 6
+
+/**
+ * Default of saas_engine_options.paused_usd_micro_per_gib_hour: $0.0001 per
+ * GiB-hour of a size's memory and disk, about $0.07 a GiB-month, near what
+ * block storage costs ("small", 4 GiB + 40 GiB, pays $0.0044 an hour paused).
+ */
+#define SAAS_ENGINE_PAUSED_PRICE_DEFAULT 100
+/** saas_engine_options.paused_usd_micro_per_gib_hour for paused sandboxes that cost nothing. */
+#define SAAS_ENGINE_PAUSED_PRICE_FREE (-1)
+/** The highest saas_engine_options.paused_usd_micro_per_gib_hour: $1000 per GiB-hour. */
+#define SAAS_ENGINE_PAUSED_PRICE_MAX SAAS_USD(1000)
 
 /** Default of saas_engine_options.max_executions. */
 #define SAAS_MAX_EXECUTIONS_DEFAULT 8
@@ -255,9 +266,17 @@ typedef struct saas_engine_options {
 	 * twice host_heartbeat_ms; at most one day.
 	 */
 	unsigned int host_grace_ms;
+	/**
+	 * What a paused sandbox costs (since version 6), in micro-dollars per GiB-hour
+	 * of its size's memory and disk. Each sandbox keeps the price it was made
+	 * with (a fork's children and a pool's claimed VMs: the price when they
+	 * became sandboxes). 0: SAAS_ENGINE_PAUSED_PRICE_DEFAULT;
+	 * SAAS_ENGINE_PAUSED_PRICE_FREE: nothing. At most SAAS_ENGINE_PAUSED_PRICE_MAX.
+	 */
+	int64_t paused_usd_micro_per_gib_hour;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0 }
 
 /**
  * Open an engine on a state directory.

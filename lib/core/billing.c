@@ -203,7 +203,7 @@ int saas__local_account(saas_client *c, saas_account_info **out)
 		saas_account_info_free(info);
 		return rc;
 	}
-	info->paused_usd_micro_per_gib_hour = SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR;
+	info->paused_usd_micro_per_gib_hour = e->paused_price;
 	if (!(info->id = saas__strdup(acc.id)) || !(info->name = saas__strdup(acc.name)) ||
 	    saas__sizes_public(&info->sizes, &info->nsizes, e->sizes, e->nsizes) < 0)
 		goto oom;

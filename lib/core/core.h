@@ -22,13 +22,6 @@
 
 #define SAAS_WORKSPACE "/workspace"
 
-/*
- * A paused sandbox's price per GiB-hour of its size's memory and disk
- * (docs/billing.md): $0.0001, about $0.07 a GiB-month, near what block
- * storage costs; "small" (4 GiB + 40 GiB) pays $0.0044 an hour paused.
- */
-#define SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR 100
-
 /* How long a create may take before its sandbox counts as expired on top of its lifetime. */
 #define SAAS_CREATE_GRACE_S 900
 
@@ -110,6 +103,7 @@ struct saas_engine {
 	int lock_fd;                   /* flock on STATE/engine.lock; -1 store-only */
 	uint64_t min_free_bytes;       /* creates are refused with less free on the state filesystem */
 	unsigned int disk_budget_gb;   /* 0: a share of the overlays' filesystem (SAAS_ENGINE_DISK_BUDGET_PCT) */
+	int64_t paused_price;          /* micro-dollars per GiB-hour of a paused sandbox's size (0: free) */
 	uint64_t pool_disk_gb;         /* the warm pools' disk at full count, held against the budget */
 	unsigned int stop_wait_ms;     /* how long saas_engine_free waits for a pool create in flight */
 
@@ -200,9 +194,13 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
                         int64_t bill_until_ms, int64_t if_expires_at_ms);
 int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
 int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out);
-/* A new row for an account's sandbox of this size and image; the caller sets times and status. */
+/*
+ * A new row for an account's sandbox of this size and image, paused at
+ * paused_price per GiB-hour (the engine's now: the row keeps it); the
+ * caller sets times and status.
+ */
 void saas__row_init(saas_store_sandbox *row, const char *id, const char *account_id, const saas_size *size,
-                    const char *image, int status, int64_t created_at_ms, int network_mode);
+                    const char *image, int status, int64_t created_at_ms, int network_mode, int64_t paused_price);
 /* The store refuses the account's last place with a bare SAAS_ELIMIT; name the limit for the caller. */
 int saas__live_limit(int rc, unsigned int max);
 /* Store a new sandbox's rules; if that fails, its row goes (no VM was made yet). */

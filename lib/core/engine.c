@@ -37,7 +37,8 @@ static const saas_size *const default_size_list[] = { &default_sizes[0], &defaul
  * How much of saas_engine_options a caller of each version has: version 1 ends
  * before `pool`, 2 before the tenant limits, 3 before `store` (version 4 added
  * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`,
- * 5 before `lease_ttl_ms` and the VM hosts' heartbeat and grace.
+ * 5 before `lease_ttl_ms`, the VM hosts' heartbeat and grace, and
+ * `paused_usd_micro_per_gib_hour`.
  */
 static const size_t options_size[] = {
 	0,
@@ -458,6 +459,11 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return saas__inval("host_grace_ms %u is over a day", o->host_grace_ms);
 	if (o->driver_config && strlen(o->driver_config) > 4096)
 		return saas__inval("driver_config is over 4096 bytes");
+	if (o->paused_usd_micro_per_gib_hour < SAAS_ENGINE_PAUSED_PRICE_FREE ||
+	    o->paused_usd_micro_per_gib_hour > SAAS_ENGINE_PAUSED_PRICE_MAX)
+		return saas__inval("paused_usd_micro_per_gib_hour %lld is not a price: 1 to %lld micro-dollars, "
+		                   "0 for the default or %d for free", (long long)o->paused_usd_micro_per_gib_hour,
+		                   (long long)SAAS_ENGINE_PAUSED_PRICE_MAX, SAAS_ENGINE_PAUSED_PRICE_FREE);
 
 	if (!(e = calloc(1, sizeof(*e))))
 		return saas__oom();
@@ -475,6 +481,9 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	pthread_mutex_init(&e->hosts.open_mu, NULL);
 	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
 	e->disk_budget_gb = o->disk_budget_gb;
+	e->paused_price = o->paused_usd_micro_per_gib_hour == SAAS_ENGINE_PAUSED_PRICE_FREE ? 0
+	                  : o->paused_usd_micro_per_gib_hour        ? o->paused_usd_micro_per_gib_hour
+	                                                            : SAAS_ENGINE_PAUSED_PRICE_DEFAULT;
 	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
 	e->flags = o->flags;
 	e->clock = o->clock ? o->clock : real_clock;
@@ -653,7 +662,7 @@ SAAS_EXTERN(int) saas_engine_info_get(saas_engine_info **out, saas_engine *e)
 	if (!(info->limits = malloc(sizeof(*info->limits))))
 		goto oom;
 	*info->limits = e->limits;
-	info->paused_usd_micro_per_gib_hour = SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR;
+	info->paused_usd_micro_per_gib_hour = e->paused_price;
 	if (!(info->default_image = saas__strdup(e->default_image)) ||
 	    !(info->default_size = saas__strdup(e->default_size->name)) || !(info->preview_url = saas__strdup(e->preview_url)) ||
 	    !(info->driver = saas__strdup(e->driver ? e->driver->name : "")) ||

@@ -363,7 +363,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 	if ((rc = saas__vm_driver(e, parent->host_id, &ctx)) < 0)
 		return rc;
 	saas__row_init(row, id, c->account_id, size, parent->image, SAAS_SANDBOX_CREATING, now,
-	               vmnet ? vmnet->mode : parent->network_mode);
+	               vmnet ? vmnet->mode : parent->network_mode, e->paused_price);
 	saas__strlcpy(row->parent_id, parent->id, sizeof(row->parent_id));
 	/* As a create's: a restore stuck for good (its engine died) is still swept. */
 	row->expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;

@@ -201,7 +201,7 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
 }
 
 void saas__row_init(saas_store_sandbox *row, const char *id, const char *account_id, const saas_size *size,
-                     const char *image, int status, int64_t created_at_ms, int network_mode)
+                     const char *image, int status, int64_t created_at_ms, int network_mode, int64_t paused_price)
 {
 	memset(row, 0, sizeof(*row));
 	saas__strlcpy(row->id, id, sizeof(row->id));
@@ -213,7 +213,7 @@ void saas__row_init(saas_store_sandbox *row, const char *id, const char *account
 	row->disk_gb = size->disk_gb;
 	saas__strlcpy(row->image, image, sizeof(row->image));
 	row->usd_micro_per_hour = size->usd_micro_per_hour;
-	row->paused_usd_micro_per_hour = saas_size_paused_usd_micro_per_hour(size, SAAS_PAUSED_USD_MICRO_PER_GIB_HOUR);
+	row->paused_usd_micro_per_hour = saas_size_paused_usd_micro_per_hour(size, paused_price);
 	row->created_at_ms = created_at_ms;
 	row->network_mode = network_mode;
 }
@@ -260,7 +260,8 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 		}
 		now = saas__engine_now(e);
 		/* Pooled VMs were made without a network: the driver's default. */
-		saas__row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started, saas__network_default(e));
+		saas__row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started, saas__network_default(e),
+		               e->paused_price);
 		row.ready_at_ms = now;
 		row.expires_at_ms = now + timeout * 1000;
 		/* Ready at insert: the VM already runs, and the store still counts the account's limit atomically. */
@@ -380,7 +381,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 		if ((rc = saas__id_new(id, "sbx-", 20)) < 0)
 			return rc;
 		saas__row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
-		         now, net ? net->mode : saas__network_default(e));
+		         now, net ? net->mode : saas__network_default(e), e->paused_price);
 	}
 	/*
 	 * The create's lease, taken before its row exists and held until the row

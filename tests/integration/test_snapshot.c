@@ -18,7 +18,10 @@
  * per GiB of guest RAM: these are TCG figures on a shared host, not asserted.
  *
  * `test_snapshot disk` does the same with the default image, whose disk the
- * snapshots freeze (vm.snapshot.disk, slow).
+ * snapshots freeze (vm.snapshot.disk, slow), and between the two forks the
+ * parent three times more: its disk chain stays as deep as a new VM's (the
+ * merge after each fork), children restored late still have their fork's
+ * disk, and each snapshot's files go with its children.
  *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
@@ -46,6 +49,7 @@ extern const saas_driver saas__driver_libvirt;
 #define PARENT "sbx-snap-parent"
 #define CHILD1 "sbx-snap-child1"
 #define CHILD2 "sbx-snap-child2"
+#define CHAIN_FORKS 3
 #define WEB_PORT 8080
 
 static const saas_driver *drv = &saas__driver_libvirt;
@@ -55,6 +59,7 @@ static const char *image = "tiny";
 static bool with_disk;
 static saas_vm_spec shape;
 static const char *made[3];      /* VMs to destroy at teardown */
+static int depth0;               /* files in a new VM's disk chain (with_disk) */
 
 static int64_t now_ms(void)
 {
@@ -229,6 +234,60 @@ static void restore(const char *vm, const char *snap, size_t slot)
 	assert_int_equal(vm_state(vm), SAAS_VM_RUNNING);
 }
 
+/* Files in the chain of the disk at path (itself included), as qemu-img reads them; -1 when it cannot. */
+static int chain_depth(const char *path)
+{
+	char cmd[4600];
+	int n = -1;
+	FILE *p;
+
+	/* -U: QEMU holds the image's lock while the VM runs. */
+	snprintf(cmd, sizeof(cmd), "qemu-img info -U --backing-chain '%s' 2>/dev/null | grep -c '^image:'", path);
+	if ((p = popen(cmd, "r"))) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
+/* The parent's top overlay after a fork of it into snap (the driver names it after the snapshot). */
+static const char *parent_top(const char *snap)
+{
+	static char path[4400];
+
+	snprintf(path, sizeof(path), "%s/libvirt/vms/%s/disk-%s.qcow2", state_dir, PARENT, snap);
+	return path;
+}
+
+/* Wait until the parent's disk chain is as deep as a new VM's again (the merge after a fork runs in QEMU). */
+static int parent_depth_settled(const char *snap)
+{
+	int depth = chain_depth(parent_top(snap));
+
+	for (int i = 0; i < 1200 && depth != depth0; i++) {
+		usleep(250 * 1000);
+		depth = chain_depth(parent_top(snap));
+	}
+	return depth;
+}
+
+/* Disk image files QEMU of vm holds open (every node of its chain opens its file once). */
+static int qcow2_fds(const char *vm)
+{
+	char cmd[256];
+	int n = -1;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd 2>/dev/null | grep -c '\\.qcow2'", (int)qemu_pid(vm));
+	if ((p = popen(cmd, "r"))) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static int group_setup(void **state)
@@ -271,6 +330,14 @@ static int group_setup(void **state)
 		return -1;
 	}
 	made[0] = PARENT;
+	if (with_disk) {
+		char disk[4400];
+		snprintf(disk, sizeof(disk), "%s/libvirt/vms/%s/disk.qcow2", state_dir, PARENT);
+		if ((depth0 = chain_depth(disk)) < 1) {
+			fprintf(stderr, "cannot read the chain of %s\n", disk);
+			return -1;
+		}
+	}
 	if (!(f = fopen("/dev/urandom", "rb")) || fread(seed, 1, sizeof(seed), f) != sizeof(seed))
 		return -1;
 	fclose(f);
@@ -288,6 +355,11 @@ static int group_teardown(void **state)
 				drv->vm_destroy(ctx, made[i]);
 		drv->snapshot_delete(ctx, "t-fork");
 		drv->snapshot_delete(ctx, "t-pause");
+		for (int i = 1; i <= CHAIN_FORKS; i++) {
+			char snap[32];
+			snprintf(snap, sizeof(snap), "t-chain-%d", i);
+			drv->snapshot_delete(ctx, snap);
+		}
 		drv->close(ctx);
 	}
 	return 0;
@@ -398,6 +470,70 @@ static void test_fork(void **state)
 	printf(")\n");
 }
 
+/*
+ * A parent forked again and again (with a disk): its disk chain stays as
+ * deep as a new VM's, as the merge after each fork leaves it. The first
+ * fork's child, restored only after every later merge, still has the disk
+ * of its fork's moment, as the last fork's child has its own; the parent
+ * keeps what it wrote after each fork; and each snapshot's files go once its
+ * children do (at once for a fork without any), while the parent runs on.
+ */
+static void test_fork_chain(void **state)
+{
+	char snap[32], cmd[256], want[64];
+	int fds_first = -1;
+
+	(void)state;
+	if (!with_disk) {
+		printf("no disk to chain (the tiny image runs from its initramfs)\n");
+		return;
+	}
+	for (int i = 1; i <= CHAIN_FORKS; i++) {
+		snprintf(snap, sizeof(snap), "t-chain-%d", i);
+		snprintf(cmd, sizeof(cmd), "echo gen-%d >/workspace/gen && sync", i);
+		run(PARENT, cmd);
+		check(drv->vm_snapshot(ctx, PARENT, snap, 1, NULL), "vm_snapshot keep=1");
+		/* Written while the merge may be running: the parent's own from now on. */
+		snprintf(cmd, sizeof(cmd), "echo after-%d >/workspace/after-gen && sync", i);
+		run(PARENT, cmd);
+		assert_int_equal(parent_depth_settled(snap), depth0);
+		if (i == 1)
+			fds_first = qcow2_fds(PARENT);
+		if (i > 1 && i < CHAIN_FORKS) {
+			/* A fork whose children are gone (none here): deleted, nothing backs onto it any more. */
+			check(drv->snapshot_delete(ctx, snap), "snapshot_delete");
+			assert_false(kept(snap));
+		}
+	}
+	/* Restored after the later merges of the parent: the frozen disks are as their forks left them. */
+	restore(CHILD1, "t-chain-1", 1);
+	snprintf(snap, sizeof(snap), "t-chain-%d", CHAIN_FORKS);
+	restore(CHILD2, snap, 2);
+	assert_string_equal(run(CHILD1, "echo $(cat /workspace/gen) $(cat /workspace/after-gen 2>/dev/null || echo none)"),
+	                    "gen-1 none");
+	snprintf(want, sizeof(want), "gen-%d after-%d", CHAIN_FORKS, CHAIN_FORKS - 1);
+	assert_string_equal(run(CHILD2, "echo $(cat /workspace/gen /workspace/after-gen)"), want);
+	check(drv->snapshot_delete(ctx, "t-chain-1"), "snapshot_delete");
+	check(drv->snapshot_delete(ctx, snap), "snapshot_delete");
+	snprintf(want, sizeof(want), "gen-%d after-%d", CHAIN_FORKS, CHAIN_FORKS);
+	assert_string_equal(run(PARENT, "echo $(cat /workspace/gen /workspace/after-gen)"), want);
+	assert_survived(PARENT);
+	/* QEMU holds no more of the parent's files after the last fork than after the first. */
+	if (geteuid() == 0 && fds_first > 0)
+		assert_int_equal(qcow2_fds(PARENT), fds_first);
+	/* Each fork's files go with its last child, while the parent runs on. */
+	assert_true(kept("t-chain-1"));
+	destroy(CHILD1);
+	assert_false(kept("t-chain-1"));
+	assert_false(kept("t-fork"));
+	assert_true(kept(snap));
+	destroy(CHILD2);
+	assert_false(kept(snap));
+	assert_int_equal(vm_state(PARENT), SAAS_VM_RUNNING);
+	printf("parent's chain: %d files after %d forks (a new VM's: %d); QEMU holds %d disk files\n",
+	       chain_depth(parent_top(snap)), CHAIN_FORKS + 1, depth0, qcow2_fds(PARENT));
+}
+
 /* Pause and resume: the VM gone into its snapshot, then restored under its own name. */
 static void test_pause_resume(void **state)
 {
@@ -437,6 +573,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_fork_chain),
 		cmocka_unit_test(test_pause_resume),
 	};
 

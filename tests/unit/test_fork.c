@@ -158,6 +158,97 @@ static void test_paused_price(void **state)
 	assert_int_equal(saas_size_paused_usd_micro_per_hour(NULL, 100), 0);
 }
 
+/* Pause each of ids[0..n), let half an hour pass, destroy them: what each cost. */
+static void paused_half_hour(saas_client *c, const char *const *ids, size_t n, int64_t *cost)
+{
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(saas_sandbox_pause(NULL, c, ids[i], 0), SAAS_OK);
+	advance(1800 * 1000);
+	for (size_t i = 0; i < n; i++) {
+		saas_sandbox *d = NULL;
+		assert_int_equal(saas_sandbox_destroy(&d, c, ids[i], 0), SAAS_OK);
+		assert_int_equal(d->paused_seconds, 1800);
+		cost[i] = d->cost_usd_micro;
+		saas_sandbox_free(d);
+	}
+}
+
+/*
+ * The paused price is the engine's option: out-of-bounds values are refused,
+ * both info calls show it, and each sandbox keeps the price it was made with
+ * (a fork's child: the price when it was made, not its parent's).
+ */
+static void test_paused_price_option(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options bad = f->opts;
+	saas_engine *e = NULL;
+	saas_account_info *ai;
+	saas_engine_info *ei;
+	saas_sandbox *before = create(f->c, 7200), *after, *free_one;
+	saas_sandbox_list *kids = NULL;
+	char kid[SAAS_ID_MAX + 1];
+	const char *ids[3];
+	int64_t cost[3];
+	saas_fork_options fo = SAAS_FORK_OPTIONS_INIT;
+
+	bad.paused_usd_micro_per_gib_hour = SAAS_ENGINE_PAUSED_PRICE_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &bad), SAAS_EINVAL);
+	assert_string_equal(saas_error_last()->message, "paused_usd_micro_per_gib_hour 1000000001 is not a price: 1 to "
+	                                                "1000000000 micro-dollars, 0 for the default or -1 for free");
+	bad.paused_usd_micro_per_gib_hour = -2;
+	assert_int_equal(saas_engine_open(&e, &bad), SAAS_EINVAL);
+	assert_null(e);
+	/* A caller of version 5 has no such field: whatever lies past its struct is not read, the default holds. */
+	saas_client_free(f->c);
+	f->c = NULL;
+	saas_engine_free(f->engine);
+	bad.version = 5;
+	bad.paused_usd_micro_per_gib_hour = SAAS_ENGINE_PAUSED_PRICE_MAX + 1;
+	assert_int_equal(saas_engine_open(&f->engine, &bad), SAAS_OK);
+	assert_int_equal(saas_engine_info_get(&ei, f->engine), SAAS_OK);
+	assert_int_equal(ei->paused_usd_micro_per_gib_hour, SAAS_ENGINE_PAUSED_PRICE_DEFAULT);
+	saas_engine_info_free(ei);
+	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+
+	/* $0.00025 per GiB-hour: small's 44 GiB pay 250 * 45056 / 1024 = 11000 micro-dollars an hour. */
+	f->opts.paused_usd_micro_per_gib_hour = 250;
+	reopen(f);
+	assert_int_equal(saas_account_info_get(&ai, f->c), SAAS_OK);
+	assert_int_equal(ai->paused_usd_micro_per_gib_hour, 250);
+	assert_int_equal(saas_size_paused_usd_micro_per_hour(ai->sizes[0], ai->paused_usd_micro_per_gib_hour), 11000);
+	saas_account_info_free(ai);
+	assert_int_equal(saas_engine_info_get(&ei, f->engine), SAAS_OK);
+	assert_int_equal(ei->paused_usd_micro_per_gib_hour, 250);
+	saas_engine_info_free(ei);
+	after = create(f->c, 7200);
+	fo.timeout_s = 7200;
+	assert_int_equal(saas_sandbox_fork(&kids, f->c, before->id, 1, &fo, 0), SAAS_OK);
+	snprintf(kid, sizeof(kid), "%s", kids->items[0]->id);
+	saas_sandbox_list_free(kids);
+	/* Half an hour paused each, not a second running: 4400 / 2, 11000 / 2. */
+	ids[0] = before->id;
+	ids[1] = after->id;
+	ids[2] = kid;
+	paused_half_hour(f->c, ids, 3, cost);
+	assert_int_equal(cost[0], SMALL_PAUSED_RATE / 2);
+	assert_int_equal(cost[1], 5500);
+	assert_int_equal(cost[2], 5500);
+
+	f->opts.paused_usd_micro_per_gib_hour = SAAS_ENGINE_PAUSED_PRICE_FREE;
+	reopen(f);
+	assert_int_equal(saas_engine_info_get(&ei, f->engine), SAAS_OK);
+	assert_int_equal(ei->paused_usd_micro_per_gib_hour, 0);
+	saas_engine_info_free(ei);
+	free_one = create(f->c, 7200);
+	ids[0] = free_one->id;
+	paused_half_hour(f->c, ids, 1, cost);
+	assert_int_equal(cost[0], 0);
+	saas_sandbox_free(before);
+	saas_sandbox_free(after);
+	saas_sandbox_free(free_one);
+}
+
 static void test_pause_resume(void **state)
 {
 	struct fixture *f = *state;
@@ -512,6 +603,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_paused_price, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_paused_price_option, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pause_ends_executions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pause_billing, setup, teardown),

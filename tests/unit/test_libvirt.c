@@ -874,7 +874,7 @@ static void test_snapshot_json(void **state)
 		"[]",
 		"{\"format\": 1}",
 		/* a format to come */
-		"{\"format\": 2, \"source\": \"sbx-a\", \"image\": \"tiny\", \"host_key\": \"k\", \"vcpus\": 1, "
+		"{\"format\": 3, \"source\": \"sbx-a\", \"image\": \"tiny\", \"host_key\": \"k\", \"vcpus\": 1, "
 		"\"memory_mib\": 512, \"disk_gb\": 0, \"ram_block\": \"pc.ram\", \"state_bytes\": 1, \"disk_bytes\": 0, "
 		"\"chain\": []}",
 		/* no vCPU */
@@ -921,6 +921,7 @@ static void test_snapshot_json(void **state)
 	assert_string_equal(out.chain[0], chain[0]);
 	assert_string_equal(out.chain[1], chain[1]);
 	assert_null(out.chain[2]);
+	assert_int_equal(out.format, SNAPSHOT_FORMAT);
 	saas__lv_snapshot_clear(&out);
 	free(text);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
@@ -1104,6 +1105,228 @@ static void quiet_log(void *userdata, int level, const char *msg)
 	(void)userdata;
 	(void)level;
 	print_message("  driver: %s\n", msg);
+}
+
+/* A snapshot's description of this format with the RAM block ram (NULL: none recorded, an empty string). */
+static void old_snapshot(char *out, size_t len, int format, const char *ram)
+{
+	snprintf(out, len,
+	         "{\"format\": %d, \"source\": \"sbx-a\", \"image\": \"tiny\", \"host_key\": \"k\", \"vcpus\": 1, "
+	         "\"memory_mib\": 512, \"disk_gb\": 0, \"ram_block\": \"%s\", \"state_bytes\": 1, \"disk_bytes\": 0, "
+	         "\"chain\": []}", format, ram ? ram : "");
+}
+
+/*
+ * A snapshot saved before every VM's RAM was the backend "aas-mem" (its
+ * block QEMU's "pc.ram") is read, but no VM of this driver can load it: the
+ * restore refuses it before making anything, saying why, and the snapshot
+ * stays. Those of format 2, and of format 1 with the block "aas-mem", pass.
+ */
+static void test_snapshot_old_format(void **state)
+{
+	struct saas__lv_snapshot s;
+	struct drv d;
+	saas_vm_spec spec;
+	static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
+	char text[1024], dir[4200], *top;
+	const char *msg;
+	struct stat st;
+
+	(void)state;
+	old_snapshot(text, sizeof(text), 1, "pc.ram");
+	assert_int_equal(saas__lv_snapshot_parse(text, &s), SAAS_OK);
+	assert_int_equal(s.format, 1);
+	assert_int_equal(saas__lv_snapshot_check(&s, "snap-old"), SAAS_ENOTSUP);
+	assert_string_equal(saas_error_last()->message,
+	                    "snapshot snap-old was saved by an older version of this driver (format 1, its RAM block "
+	                    "\"pc.ram\", not \"aas-mem\"), whose memory layout this one no longer makes: it cannot be "
+	                    "restored; destroy its sandbox");
+	saas__lv_snapshot_clear(&s);
+	/* Nothing recorded in format 1: it cannot be told apart from the old layout. */
+	old_snapshot(text, sizeof(text), 1, NULL);
+	assert_int_equal(saas__lv_snapshot_parse(text, &s), SAAS_OK);
+	assert_int_equal(saas__lv_snapshot_check(&s, "snap-old"), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "its RAM block not found in its saved state"));
+	saas__lv_snapshot_clear(&s);
+	old_snapshot(text, sizeof(text), 1, "aas-mem");
+	assert_int_equal(saas__lv_snapshot_parse(text, &s), SAAS_OK);
+	assert_int_equal(saas__lv_snapshot_check(&s, "snap-new"), SAAS_OK);
+	saas__lv_snapshot_clear(&s);
+	old_snapshot(text, sizeof(text), 2, NULL);
+	assert_int_equal(saas__lv_snapshot_parse(text, &s), SAAS_OK);
+	assert_int_equal(saas__lv_snapshot_check(&s, "snap-new"), SAAS_OK);
+	saas__lv_snapshot_clear(&s);
+
+	/* Format 1 recorded a wrong name ("4", a column of HMP's table): the stream says which block it holds. */
+	{
+		static const char aas[] = "QEVM\0\0\0\3\7\0\0\0\4pc-q\1\0\0\0\2\3ram\0\0\0\0\0\0\0\4"
+		                          "\0\0\0\0\40\0\0\4\7aas-mem\0\0\0\0\40\0\0\0";
+		static const char pc[] = "QEVM\0\0\0\3\7\0\0\0\4pc-q\1\0\0\0\2\3ram\0\0\0\0\0\0\0\4"
+		                         "\0\0\0\0\40\0\0\4\6pc.ram\0\0\0\0\40\0\0\0";
+		char block[64], path[4300];
+		FILE *f;
+
+		assert_non_null(top = saas_test_tmpdir());
+		snprintf(path, sizeof(path), "%s/state", top);
+		assert_non_null(f = fopen(path, "w"));
+		assert_int_equal(fwrite(aas, 1, sizeof(aas) - 1, f), sizeof(aas) - 1);
+		assert_int_equal(fclose(f), 0);
+		saas__lv_state_ram_block(path, block, sizeof(block));
+		assert_string_equal(block, "aas-mem");
+		assert_non_null(f = fopen(path, "w"));
+		assert_int_equal(fwrite(pc, 1, sizeof(pc) - 1, f), sizeof(pc) - 1);
+		assert_int_equal(fclose(f), 0);
+		saas__lv_state_ram_block(path, block, sizeof(block));
+		assert_string_equal(block, "pc.ram");
+		/* "pc.ram" unframed (a device's text) is no block. */
+		assert_non_null(f = fopen(path, "w"));
+		fputs("QEVM pc.ram aas-mem", f);
+		assert_int_equal(fclose(f), 0);
+		saas__lv_state_ram_block(path, block, sizeof(block));
+		assert_string_equal(block, "");
+		saas__lv_state_ram_block("/nonexistent/state", block, sizeof(block));
+		assert_string_equal(block, "");
+		saas_test_rmdir(top);
+	}
+
+	/* Through the driver's slot: the stream read, refused before any VM, uid or file is made. */
+	assert_non_null(top = saas_test_tmpdir());
+	memset(&d, 0, sizeof(d));
+	d.dir = top;
+	pthread_rwlock_init(&d.snaps_lock, NULL);
+	pthread_mutex_init(&d.mu, NULL);
+	d.log = quiet_log;
+	snprintf(dir, sizeof(dir), "%s/snapshots/snap-old", top);
+	assert_int_equal(saas__mkdir_p(dir, 0700), 0);
+	old_snapshot(text, sizeof(text), 1, "4"); /* what format 1 recorded */
+	write_text(dir, "snapshot.json", text, 0600);
+	{
+		static const char pc[] = "QEVM\0\0\0\3\3ram\0\0\0\0\0\0\0\4\6pc.ram\0\0\0\0\40\0\0\0";
+		char path[4300];
+		FILE *f;
+		snprintf(path, sizeof(path), "%s/state", dir);
+		assert_non_null(f = fopen(path, "w"));
+		assert_int_equal(fwrite(pc, 1, sizeof(pc) - 1, f), sizeof(pc) - 1);
+		assert_int_equal(fclose(f), 0);
+	}
+	memset(&spec, 0, sizeof(spec));
+	spec.name = "sbx-resumed";
+	spec.image = "tiny";
+	spec.vcpus = 1;
+	spec.memory_mb = 512;
+	spec.disk_gb = 1;
+	spec.network = &isolated;
+	assert_int_equal(saas__lv_vm_restore(&d, &spec, "snap-old"), SAAS_ENOTSUP);
+	msg = saas_error_last()->message;
+	assert_non_null(strstr(msg, "snapshot snap-old was saved by an older version"));
+	assert_non_null(strstr(msg, "its RAM block \"pc.ram\""));
+	assert_int_equal(stat(dir, &st), 0);
+	snprintf(dir, sizeof(dir), "%s/vms", top);
+	assert_int_not_equal(stat(dir, &st), 0);
+	pthread_mutex_destroy(&d.mu);
+	pthread_rwlock_destroy(&d.snaps_lock);
+	saas_test_rmdir(top);
+}
+
+/* A qcow2 file at dir/name, backing onto `backing` by name only (NULL: none). */
+static void qcow2_at(const char *dir, const char *name, const char *backing)
+{
+	char path[4400];
+	const char *plain[] = { "qemu-img", "create", "-q", "-f", "qcow2", path, "16M", NULL };
+	const char *over[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-u", "-b", backing, path, "16M",
+		               NULL };
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	assert_int_equal(saas__run(backing ? over : plain, NULL), 0);
+}
+
+static int count_name(void *ud, const char *name)
+{
+	(void)name;
+	++*(int *)ud;
+	return 0;
+}
+
+static bool path_exists(const char *dir, const char *name)
+{
+	char path[4400];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return lstat(path, &st) == 0;
+}
+
+/*
+ * What an engine that died during a fork leaves (snapshots/NAME.tmp, the
+ * VM named in its "vm" file), as the next open makes of it. Cut short before
+ * the VM ran on its new overlay (or the VM is gone): the snapshot and that
+ * overlay go. Cut short after: the overlay's header names the snapshot's
+ * disk by its final name, so that disk is kept there, marked deleted, never
+ * listed, and collected once nothing backs onto it. A directory left by an
+ * older engine (no "vm" file) goes as before.
+ */
+static void test_snapshot_left(void **state)
+{
+	struct drv d;
+	char *top, snaps[4200], vmdir[4200], tmp[4300], final[4300], base[4400];
+	int listed = 0;
+
+	(void)state;
+	assert_non_null(top = saas_test_tmpdir());
+	memset(&d, 0, sizeof(d));
+	d.dir = top;
+	d.log = quiet_log;
+	pthread_rwlock_init(&d.snaps_lock, NULL);
+	snprintf(snaps, sizeof(snaps), "%s/snapshots", top);
+	snprintf(vmdir, sizeof(vmdir), "%s/vms/sbx-p", top);
+	assert_int_equal(saas__mkdir_p(vmdir, 0700), 0);
+
+	/* Before the switch, or a VM no longer there: everything goes, the unused overlay too. */
+	snprintf(tmp, sizeof(tmp), "%s/snap-a.tmp", snaps);
+	assert_int_equal(saas__mkdir_p(tmp, 0700), 0);
+	write_text(tmp, "vm", "sbx-p", 0600);
+	write_text(tmp, "state", "half a stream", 0600);
+	qcow2_at(tmp, "disk.qcow2", NULL);
+	snprintf(base, sizeof(base), "%s/snap-a/disk.qcow2", snaps);
+	qcow2_at(vmdir, "disk-snap-a.qcow2", base);
+	/* And one an older engine left, with no "vm" file. */
+	snprintf(tmp, sizeof(tmp), "%s/snap-c.tmp", snaps);
+	assert_int_equal(saas__mkdir_p(tmp, 0700), 0);
+	write_text(tmp, "state", "half a stream", 0600);
+	saas__lv_snapshots_cleanup(&d); /* no libvirt here: no VM runs on anything */
+	assert_false(path_exists(snaps, "snap-a.tmp"));
+	assert_false(path_exists(snaps, "snap-a"));
+	assert_false(path_exists(vmdir, "disk-snap-a.qcow2"));
+	assert_false(path_exists(snaps, "snap-c.tmp"));
+
+	/* After the switch: the VM reads the frozen disk under the snapshot's name. */
+	snprintf(tmp, sizeof(tmp), "%s/snap-b.tmp", snaps);
+	assert_int_equal(saas__mkdir_p(tmp, 0700), 0);
+	write_text(tmp, "vm", "sbx-p", 0600);
+	write_text(tmp, "state", "half a stream", 0600);
+	qcow2_at(tmp, "disk.qcow2", NULL);
+	snprintf(base, sizeof(base), "%s/snap-b/disk.qcow2", snaps);
+	qcow2_at(vmdir, "disk-snap-b.qcow2", base);
+	saas__lv_snapshot_left(&d, "snap-b", "sbx-p", true);
+	snprintf(final, sizeof(final), "%s/snap-b", snaps);
+	assert_false(path_exists(snaps, "snap-b.tmp"));
+	assert_true(path_exists(final, "disk.qcow2"));
+	assert_true(path_exists(final, "deleted"));
+	assert_false(path_exists(final, "state"));
+	assert_false(path_exists(final, "vm"));
+	assert_true(path_exists(vmdir, "disk-snap-b.qcow2"));
+	assert_int_equal(saas__lv_snapshot_list(&d, count_name, &listed), SAAS_OK);
+	assert_int_equal(listed, 0);
+	/* Kept while the VM's overlay backs onto it; collected once it does not (the VM destroyed). */
+	saas__lv_snapshots_collect(&d);
+	assert_true(path_exists(final, "disk.qcow2"));
+	snprintf(base, sizeof(base), "%s/disk-snap-b.qcow2", vmdir);
+	assert_int_equal(unlink(base), 0);
+	saas__lv_snapshots_collect(&d);
+	assert_false(path_exists(snaps, "snap-b"));
+
+	pthread_rwlock_destroy(&d.snaps_lock);
+	saas_test_rmdir(top);
 }
 
 /*
@@ -2231,6 +2454,8 @@ int main(void)
 		cmocka_unit_test(test_meta_incomplete),
 		cmocka_unit_test(test_snapshot_names),
 		cmocka_unit_test(test_snapshot_json),
+		cmocka_unit_test(test_snapshot_old_format),
+		cmocka_unit_test(test_snapshot_left),
 		cmocka_unit_test(test_meta_network_rewrite),
 		cmocka_unit_test(test_meta_uid),
 		cmocka_unit_test(test_uids_allocate_release),

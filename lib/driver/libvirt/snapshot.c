@@ -94,8 +94,9 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 		rc = saas__inval("the snapshot's description is not one this driver wrote");
 		goto out;
 	}
-	if (format != SNAPSHOT_FORMAT) {
-		rc = saas__inval("the snapshot is of format %lld, this driver reads %d", (long long)format, SNAPSHOT_FORMAT);
+	if (format < SNAPSHOT_FORMAT_MIN || format > SNAPSHOT_FORMAT) {
+		rc = saas__inval("the snapshot is of format %lld, this driver reads %d to %d", (long long)format,
+		                 SNAPSHOT_FORMAT_MIN, SNAPSHOT_FORMAT);
 		goto out;
 	}
 	if (!saas__strlcpy(s->source, source, sizeof(s->source)) || !saas__strlcpy(s->image, image, sizeof(s->image)) ||
@@ -120,6 +121,7 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 			goto out;
 		}
 	}
+	s->format = (unsigned int)format;
 	s->vcpus = (unsigned int)vcpus;
 	s->memory_mib = (unsigned int)memory;
 	s->disk_gb = (unsigned int)disk;
@@ -130,6 +132,54 @@ out:
 		saas__lv_snapshot_clear(s);
 	json_decref(j);
 	return rc;
+}
+
+void saas__lv_state_ram_block(const char *path, char *out, size_t len)
+{
+	/*
+	 * The RAM section's setup comes first after the configuration: the
+	 * total size, then each block as a length byte, its name and its size
+	 * (QEMU's ram_save_setup). Two names are possible here, looked for as
+	 * they are framed: a block of this driver's VMs, or QEMU's own.
+	 */
+	static const char *const names[] = { MEM_ID, "pc.ram" };
+	char head[STATE_HEAD_MAX], want[64];
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	out[0] = '\0';
+	if (fd >= 0) {
+		n = read(fd, head, sizeof(head));
+		close(fd);
+	}
+	for (size_t i = 0; n > 0 && i < SAAS_ARRAY_SIZE(names); i++) {
+		size_t w = strlen(names[i]);
+		want[0] = (char)w;
+		memcpy(want + 1, names[i], w);
+		if (memmem(head, (size_t)n, want, w + 1)) {
+			saas__strlcpy(out, names[i], len);
+			return;
+		}
+	}
+}
+
+int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap)
+{
+	/*
+	 * A migration stream names the RAM blocks it carries, and QEMU loads it
+	 * only into a VM whose blocks have those names. Every VM this driver
+	 * makes has one, MEM_ID; a snapshot of format 1 may be from before
+	 * (QEMU's own, "pc.ram"), and what it recorded is not to be trusted (the
+	 * restore reads its stream instead). Refused here, the sandbox stays
+	 * paused and says why, rather than a VM that fails to load or runs broken.
+	 */
+	if (strcmp(s->ram_block, MEM_ID) == 0 || (s->format >= 2 && !s->ram_block[0]))
+		return SAAS_OK;
+	return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
+	                   "snapshot %s was saved by an older version of this driver (format %u, its RAM block %s%s%s, "
+	                   "not \"" MEM_ID "\"), whose memory layout this one no longer makes: it cannot be restored; "
+	                   "destroy its sandbox", snap, s->format, s->ram_block[0] ? "\"" : "",
+	                   s->ram_block[0] ? s->ram_block : "not found in its saved state", s->ram_block[0] ? "\"" : "");
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -330,28 +380,6 @@ void saas__lv_snapshots_collect(struct drv *d)
 	free(root);
 }
 
-void saas__lv_snapshots_cleanup(struct drv *d)
-{
-	char *root = saas__lv_path_join(d->dir, "snapshots");
-	DIR *dir;
-	struct dirent *e;
-
-	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
-		while ((e = readdir(dir))) {
-			size_t len = strlen(e->d_name);
-			char *sub;
-			if (len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0 && (sub = saas__lv_path_join(root, e->d_name))) {
-				saas__lv_log(d, SAAS_LOG_INFO, "removing snapshot %.*s, left half-written", (int)(len - 4), e->d_name);
-				saas__lv_rm_tree(sub);
-				free(sub);
-			}
-		}
-		closedir(dir);
-	}
-	free(root);
-	saas__lv_snapshots_collect(d);
-}
-
 /* ---- QEMU ------------------------------------------------------------------------------------ */
 
 /*
@@ -410,36 +438,6 @@ static int disk_top(virDomainPtr dom, char **node, char **file, uint64_t *size)
 	return rc;
 }
 
-/*
- * The name of the guest RAM's block, which a restore must give its own (the
- * largest block of HMP's `info ramblock`: its lines read "NAME PSIZE UNIT
- * OFFSET USED TOTAL"). Empty when QEMU does not say.
- */
-static void ram_block(virDomainPtr dom, char *out, size_t len)
-{
-	json_t *r = NULL;
-	const char *text;
-	unsigned long long best = 0;
-
-	out[0] = '\0';
-	if (saas__lv_qmp(dom, "{\"execute\":\"human-monitor-command\",\"arguments\":{\"command-line\":\"info ramblock\"}}",
-	                 -1, &r) < 0) {
-		saas__error_clear();
-		return;
-	}
-	for (text = json_string_value(r); text && *text;) {
-		char name[64];
-		unsigned long long used;
-		if (sscanf(text, "%63s %*s %*s %*s 0x%llx", name, &used) == 2 && used > best) {
-			best = used;
-			saas__strlcpy(out, name, len);
-		}
-		text += strcspn(text, "\n");
-		text += *text == '\n';
-	}
-	json_decref(r);
-}
-
 /* The image name in our metadata element ("" when it is not there or not a name). */
 static void domain_image(virDomainPtr dom, char *out, size_t len)
 {
@@ -493,19 +491,305 @@ out:
 }
 
 /* Undo the name in the header of a switched VM's overlay: back onto its old top, when the snapshot failed. */
-static void disk_unswitch(struct drv *d, virDomainPtr dom, const char *name, const char *new_node, const char *top)
+static bool disk_unswitch(struct drv *d, virDomainPtr dom, const char *name, const char *new_node, const char *top)
 {
+	bool done = true;
+
 	json_t *args = json_pack("{s:s, s:{s:s, s:s, s:s}}", "execute", "change-backing-file", "arguments", "device",
 	                         new_node, "image-node-name", new_node, "backing-file", top);
 	char *cmd = args ? json_dumps(args, JSON_COMPACT) : NULL;
 
 	if (!cmd || saas__lv_qmp(dom, cmd, -1, NULL) < 0) {
-		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs on, but its disk's header names a snapshot that failed: %s", name,
-		             cmd ? saas_error_last()->message : "out of memory");
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs on, but its disk's header names a snapshot that failed, whose "
+		             "disk is kept: %s", name, cmd ? saas_error_last()->message : "out of memory");
 		saas__error_clear();
+		done = false;
 	}
 	free(cmd);
 	json_decref(args);
+	return done;
+}
+
+/*
+ * The merge that keeps a VM's disk chain short. A fork leaves the parent
+ * on a new overlay over the frozen disk, which itself backs onto the
+ * previous fork's, and so on: each fork would add a file to the parent's
+ * chain, which nothing else ever releases. So once the parent runs again,
+ * QEMU streams into its top overlay the data of every snapshot's disk in its
+ * chain (block-stream down to the first disk that is no snapshot's, the
+ * image's), and the top then backs onto that disk: the parent's chain is as
+ * deep as a new VM's again, and the snapshots' disks are held only by the
+ * VMs restored from them, to be collected once those go. The frozen disks
+ * are only read: what the children restore is untouched.
+ *
+ * The stream runs in QEMU while the VM runs, as one job of a name of ours,
+ * kept when it ends (auto-dismiss off) so that its outcome can be read: the
+ * next snapshot of the VM waits for it (the chain must hold still while it
+ * is frozen) and dismisses it. A stream that fails leaves the chain as it
+ * was, valid, only deeper. Done behind libvirt's back, like the switch onto
+ * the new overlay, on node names QEMU reports.
+ */
+#define STREAM_JOB "aas-stream"
+#define STREAM_WAIT_MS (10 * 60 * 1000)   /* a snapshot waits this long for a merge still running */
+
+/* Is path a snapshot's disk (DIR/snapshots/NAME/disk.qcow2)? */
+static bool in_snapshots(struct drv *d, const char *path)
+{
+	size_t n = strlen(d->dir);
+
+	return strncmp(path, d->dir, n) == 0 && strncmp(path + n, "/snapshots/", 11) == 0;
+}
+
+/* The name of the format node (not the protocol one) whose file is path; NULL when QEMU has none. */
+static char *format_node(virDomainPtr dom, const char *path)
+{
+	json_t *r = NULL, *n;
+	char *out = NULL;
+	size_t i;
+
+	if (saas__lv_qmp(dom, "{\"execute\":\"query-named-block-nodes\",\"arguments\":{\"flat\":true}}", -1, &r) < 0) {
+		saas__error_clear();
+		return NULL;
+	}
+	json_array_foreach(r, i, n) {
+		const char *drv = json_string_value(json_object_get(n, "drv"));
+		const char *name = json_string_value(json_object_get(n, "node-name"));
+		const char *file = json_string_value(json_object_get(n, "file"));
+		char *path_of = drv && name && file && strcmp(drv, "file") != 0 ? node_file(file) : NULL;
+		bool match = path_of && strcmp(path_of, path) == 0;
+
+		free(path_of);
+		if (match) {
+			out = saas__strdup(name);
+			break;
+		}
+	}
+	json_decref(r);
+	return out;
+}
+
+/*
+ * Start merging into VM name's top overlay the snapshots' disks its chain
+ * goes through, when there are more than `allowed` of them. Never fails the
+ * caller: a chain left as it is stays valid, and the failure is logged.
+ */
+static void disk_flatten(struct drv *d, virDomainPtr dom, const char *name, size_t allowed)
+{
+	struct saas__lv_snapshot c;
+	char *node = NULL, *top = NULL, *base_node = NULL, *cmd = NULL;
+	const char *base = NULL;
+	uint64_t size = 0;
+	size_t snaps = 0, depth = 0;
+	json_t *args;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	if ((rc = disk_top(dom, &node, &top, &size)) < 0 || (rc = chain_of(top, &c)) < 0)
+		goto out;
+	for (; c.chain && c.chain[depth]; depth++) {
+		if (in_snapshots(d, c.chain[depth]))
+			snaps++;
+		else if (!base)
+			base = c.chain[depth];
+	}
+	/* A chain of snapshots only (none is made so): merging would copy the whole disk. */
+	if (snaps <= allowed || !base)
+		goto out;
+	base_node = format_node(dom, base);
+	args = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:b}}", "execute", "block-stream", "arguments", "job-id", STREAM_JOB,
+	                 "device", node, base_node ? "base-node" : "base", base_node ? base_node : base, "backing-file",
+	                 base, "auto-dismiss", 0);
+	if (!args || !(cmd = json_dumps(args, JSON_COMPACT))) {
+		json_decref(args);
+		rc = saas__oom();
+		goto out;
+	}
+	json_decref(args);
+	if ((rc = saas__lv_qmp(dom, cmd, -1, NULL)) < 0)
+		goto out;
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s: merging %zu snapshot disks back into its own (its chain was %zu deep)", name,
+	             snaps, depth + 1);
+out:
+	if (rc < 0 && rc != SAAS_ENOTFOUND) /* ENOTFOUND: a VM without a disk */
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its disk chain stays %zu deep, not merged: %s", name, depth + 1,
+		             saas_error_last()->message);
+	saas__error_clear();
+	saas__lv_snapshot_clear(&c);
+	free(cmd);
+	free(base_node);
+	free(top);
+	free(node);
+}
+
+/*
+ * Wait for the VM's merge (disk_flatten) to end, and dismiss its job. A
+ * merge that failed is logged: the chain it leaves is whole.
+ */
+static int disk_settle(struct drv *d, virDomainPtr dom, const char *name)
+{
+	int64_t deadline = saas__now_ms() + STREAM_WAIT_MS;
+
+	for (;;) {
+		json_t *r = NULL, *job, *found = NULL;
+		const char *status;
+		size_t i;
+		int rc;
+
+		if ((rc = saas__lv_qmp(dom, "{\"execute\":\"query-jobs\"}", -1, &r)) < 0)
+			return saas__error_wrap(rc, "reading the VM's block jobs");
+		json_array_foreach(r, i, job) {
+			const char *id = json_string_value(json_object_get(job, "id"));
+			if (id && strcmp(id, STREAM_JOB) == 0)
+				found = job;
+		}
+		status = json_string_value(json_object_get(found, "status"));
+		if (!found || (status && strcmp(status, "concluded") == 0)) {
+			const char *err = json_string_value(json_object_get(found, "error"));
+			if (err)
+				saas__lv_log(d, SAAS_LOG_WARN, "VM %s: merging its disk chain failed, which stays as it was: %s",
+				             name, err);
+			json_decref(r);
+			if (found && (rc = saas__lv_qmp(dom, "{\"execute\":\"job-dismiss\",\"arguments\":{\"id\":\"" STREAM_JOB
+			                                     "\"}}", -1, NULL)) < 0)
+				return saas__error_wrap(rc, "dismissing the VM's disk merge");
+			return SAAS_OK;
+		}
+		json_decref(r);
+		if (closing(d) || saas__now_ms() > deadline)
+			return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+			                   "VM %s's disk is still being merged after a fork; try again later", name);
+		usleep(50 * 1000);
+	}
+}
+
+/* ---- what a fork or pause cut short leaves ---------------------------------------------------- */
+
+/*
+ * A snapshot's directory is written as NAME.tmp and renamed once whole, so
+ * an engine that dies while taking one leaves NAME.tmp. Its "vm" file, written
+ * before the VM is paused, names the VM it was being taken of: that VM may be
+ * left paused (resumed at the next open), and, for a fork, may already run
+ * on its new overlay (DIR/vms/VM/disk-NAME.qcow2), whose header names the
+ * frozen disk by its final path, DIR/snapshots/NAME/disk.qcow2.
+ */
+#define SNAPSHOT_VM_FILE "vm"
+
+void saas__lv_snapshot_left(struct drv *d, const char *snap, const char *vm, bool on_overlay)
+{
+	char *tmp = NULL, *dir = snap_path(d, snap, NULL), *overlay = NULL, *gone = NULL;
+	static const char *const useless[] = { "state", "snapshot.json", SNAPSHOT_VM_FILE };
+	int fd;
+
+	if (!dir || asprintf(&tmp, "%s.tmp", dir) < 0) {
+		tmp = NULL;
+		goto out;
+	}
+	if (!on_overlay) {
+		/* Made, perhaps, but never switched to: nothing backs onto the snapshot, which goes whole. */
+		if (vm && saas__lv_snapshot_name_ok(vm) && asprintf(&overlay, "%s/vms/%s/disk-%s.qcow2", d->dir, vm, snap) >= 0)
+			unlink(overlay);
+		else
+			overlay = NULL;
+		saas__lv_log(d, SAAS_LOG_INFO, "removing snapshot %s, left half-written", snap);
+		saas__lv_rm_tree(tmp);
+		goto out;
+	}
+	/*
+	 * The VM reads its frozen disk under the snapshot's final name: that
+	 * disk stays there, as a deleted snapshot's would, until no disk backs
+	 * onto it. The rest is of no use: the snapshot was never whole.
+	 */
+	if (!exists(dir) && rename(tmp, dir) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s, left half-written under VM %s's disk, cannot be kept: %s", snap,
+		             vm, strerror(errno));
+		goto out;
+	}
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(useless); i++) {
+		char *p = snap_path(d, snap, useless[i]);
+		if (p)
+			unlink(p);
+		free(p);
+	}
+	if ((gone = snap_path(d, snap, "deleted")) && (fd = open(gone, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)
+		close(fd);
+	saas__lv_log(d, SAAS_LOG_INFO, "snapshot %s was left half-written by a fork; VM %s runs on over its disk, which "
+	             "is kept until nothing backs onto it", snap, vm);
+out:
+	free(gone);
+	free(overlay);
+	free(tmp);
+	free(dir);
+}
+
+/*
+ * Decide what snapshot snap's half-written directory was cut short at, by
+ * asking the VM it names (QEMU knows its own top overlay), and act on it.
+ */
+static void snapshot_recover(struct drv *d, const char *snap)
+{
+	char *tmp = snap_path(d, snap, NULL), *file = NULL, *vm = NULL, *next = NULL, *node = NULL, *top = NULL;
+	virDomainPtr dom = NULL;
+	uint64_t size = 0;
+	bool on_overlay = false;
+	int state = 0;
+
+	if (!tmp || asprintf(&file, "%s.tmp/" SNAPSHOT_VM_FILE, tmp) < 0) {
+		file = NULL;
+		goto out;
+	}
+	if ((vm = saas__lv_read_file(file, SNAPSHOT_NAME_MAX + 1)) && !saas__lv_snapshot_name_ok(vm)) {
+		free(vm);
+		vm = NULL;
+	}
+	if (vm && d->conn && (dom = virDomainLookupByName(d->conn, vm))) {
+		if (virDomainGetState(dom, &state, NULL, 0) == 0 && state == VIR_DOMAIN_PAUSED) {
+			if (virDomainResume(dom) < 0)
+				saas__lv_log(d, SAAS_LOG_WARN, "VM %s, left paused by snapshot %s cut short, does not run again: %s",
+				             vm, snap, virGetLastError() ? virGetLastError()->message : "unknown libvirt error");
+			else
+				saas__lv_log(d, SAAS_LOG_INFO, "VM %s, left paused by snapshot %s cut short, runs again", vm, snap);
+		}
+		if (asprintf(&next, "%s/vms/%s/disk-%s.qcow2", d->dir, vm, snap) < 0)
+			next = NULL;
+		else if (disk_top(dom, &node, &top, &size) == 0)
+			on_overlay = strcmp(top, next) == 0;
+		saas__error_clear();
+	}
+	saas__lv_snapshot_left(d, snap, vm, on_overlay);
+	/* Its chain goes through a snapshot now: merged as after any fork. */
+	if (on_overlay)
+		disk_flatten(d, dom, vm, 0);
+out:
+	if (dom)
+		virDomainFree(dom);
+	free(top);
+	free(node);
+	free(next);
+	free(vm);
+	free(file);
+	free(tmp);
+}
+
+void saas__lv_snapshots_cleanup(struct drv *d)
+{
+	char *root = saas__lv_path_join(d->dir, "snapshots");
+	DIR *dir;
+	struct dirent *e;
+
+	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
+		while ((e = readdir(dir))) {
+			size_t len = strlen(e->d_name);
+			char snap[SNAPSHOT_NAME_MAX + 1];
+			if (len > 4 && len - 4 <= SNAPSHOT_NAME_MAX && strcmp(e->d_name + len - 4, ".tmp") == 0) {
+				snprintf(snap, sizeof(snap), "%.*s", (int)(len - 4), e->d_name);
+				if (saas__lv_snapshot_name_ok(snap))
+					snapshot_recover(d, snap);
+			}
+		}
+		closedir(dir);
+	}
+	free(root);
+	saas__lv_snapshots_collect(d);
 }
 
 /* ---- the slots ------------------------------------------------------------------------------- */
@@ -574,7 +858,6 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	domain_image(dom, s.image, sizeof(s.image));
 	s.vcpus = info.nrVirtCpu;
 	s.memory_mib = (unsigned int)(info.maxMem >> 10);
-	ram_block(dom, s.ram_block, sizeof(s.ram_block));
 	if ((rc = disk_top(dom, &node, &top, &size)) < 0 && rc != SAAS_ENOTFOUND)
 		goto out;
 	s.disk_gb = top ? (unsigned int)(size >> 30) : 0;
@@ -583,7 +866,19 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
+	/* Before the VM is paused: an engine that dies from here on leaves it named for the next (snapshot_recover). */
+	if (!(path = saas__lv_path_join(tmp, SNAPSHOT_VM_FILE))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((rc = write_file(path, name)) < 0)
+		goto out;
+	free(path);
+	path = NULL;
 
+	/* The chain as it will stay: a merge of the last fork's still running must end first. */
+	if (top && (rc = disk_settle(d, dom, name)) < 0)
+		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (virDomainSuspend(dom) < 0) {
 		rc = saas__lv_virt_error("pausing the VM");
@@ -630,6 +925,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	at[1] = ms_since(&t0);
 	s.state_bytes = stored_bytes(path);
+	saas__lv_state_ram_block(path, s.ram_block, sizeof(s.ram_block));
 	if (frozen) {
 		s.disk_bytes = stored_bytes(frozen);
 		if ((rc = chain_of(frozen, &s)) < 0)
@@ -659,6 +955,8 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	}
 	paused = false;
+	if (switched)
+		disk_flatten(d, dom, name, 0);
 	if (!keep) {
 		virDomainFree(dom);
 		dom = NULL;
@@ -683,15 +981,23 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	rc = SAAS_OK;
 out:
 	if (rc < 0) {
+		bool named = false;   /* the VM's overlay still names the snapshot's disk */
 		error_keep(&failed, rc);
-		if (tmp)
-			saas__lv_rm_tree(tmp);
 		/* cont also makes the disks active again after a failed migration. */
 		if (paused && virDomainResume(dom) < 0)
 			saas__lv_log(d, SAAS_LOG_WARN, "VM %s stays paused after its failed snapshot: %s", name,
 			             virGetLastError() ? virGetLastError()->message : "unknown libvirt error");
-		else if (switched)
-			disk_unswitch(d, dom, name, new_node, top);
+		if (switched)
+			named = !disk_unswitch(d, dom, name, new_node, top);
+		/*
+		 * Its disk kept under the name the overlay gives it, as after a
+		 * crash; otherwise all of it goes (a switched VM's new overlay is
+		 * its disk now: never removed here).
+		 */
+		if (named)
+			saas__lv_snapshot_left(d, snap, name, true);
+		else if (tmp)
+			saas__lv_rm_tree(tmp);
 		error_restore(&failed);
 	}
 	if (dom)
@@ -735,6 +1041,15 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	pthread_rwlock_rdlock(&d->snaps_lock);
 	locked = true;
 	if ((rc = snapshot_read(d, snap, &s)) < 0)
+		goto out;
+	/* Format 1 recorded a wrong name (an HMP column): its stream says which block it holds. */
+	if (s.format < 2) {
+		char *state = snap_path(d, snap, "state");
+		if (state)
+			saas__lv_state_ram_block(state, s.ram_block, sizeof(s.ram_block));
+		free(state);
+	}
+	if ((rc = saas__lv_snapshot_check(&s, snap)) < 0)
 		goto out;
 	/* The stream holds devices and RAM of the source's shape: a restore cannot change it. */
 	if (spec->vcpus != s.vcpus || spec->memory_mb > s.memory_mib || (s.disk_gb && spec->disk_gb != s.disk_gb)) {
@@ -783,6 +1098,13 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	}
 	pthread_rwlock_unlock(&d->snaps_lock);
 	locked = false;
+	/*
+	 * A snapshot of a VM that was itself restored (a pause after a resume)
+	 * backs onto the one before: one snapshot's disk under this VM's is
+	 * what a restore needs, more are merged away.
+	 */
+	if (s.disk_gb)
+		disk_flatten(d, l.dom, spec->name, 1);
 	if ((rc = saas__lv_vm_add(d, spec->name, NULL, l.port, uid, s.host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;

@@ -77,4 +77,26 @@ auth DELETE "/v1/sandboxes/${KID2}"; expect_status 200 "destroy a paused sandbox
 expect_json .status destroyed "destroyed"
 auth POST "/v1/sandboxes/${KID2}/resume"; expect_status 409 "resume a destroyed sandbox"
 
+# ---- the paused price as an option: bad values named, a good one shown, kept by the sandboxes made before ----
+stop_server || fail "the server stopped badly"
+check "--help lists --paused-price" bash -c "'$SERVER' --help | grep -q -- '--paused-price USD'"
+for bad in -1 abc 0.0000001 1000.000001 1e-4 ''; do
+	check "--paused-price '$bad' refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/state' \
+		--paused-price '$bad' >'${WORK}/badprice.log' 2>&1"
+	check "the bad --paused-price '$bad' is named" grep -q -- "--paused-price: expected US dollars per GiB-hour, 0 to 1000" \
+		"${WORK}/badprice.log"
+done
+check "a bad AAS_PAUSED_PRICE refuses to start" bash -c "! AAS_PAUSED_PRICE=free '$SERVER' --listen 127.0.0.1:0 \
+	--state-dir '${WORK}/state' >'${WORK}/badprice.log' 2>&1"
+check "the bad AAS_PAUSED_PRICE is named" grep -q 'AAS_PAUSED_PRICE: expected US dollars per GiB-hour' "${WORK}/badprice.log"
+start_server "$SERVER" --paused-price 0.00025
+auth GET /v1/account; expect_status 200 "account at --paused-price 0.00025"
+expect_json .paused_usd_per_gib_hour_micro 250 "account: the option's paused price per GiB-hour"
+expect_json '.sizes[] | select(.name == "small") | .paused_usd_per_hour_micro' 11000 "account: small's paused price"
+req GET /v1/service; expect_status 200 service
+expect_json .paused_usd_per_gib_hour 0.000250 "service: the option's paused price per GiB-hour"
+stop_server || fail "the server stopped badly"
+AAS_PAUSED_PRICE=0 start_server "$SERVER"
+req GET /v1/service; expect_json .paused_usd_per_gib_hour 0.000000 "service: AAS_PAUSED_PRICE=0 makes pausing free"
+
 finish
