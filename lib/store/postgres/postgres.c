@@ -8,19 +8,20 @@
  * unique index on the ledger backs that up. Migrations take an advisory lock
  * so that servers starting together migrate once.
  *
- * One connection per store, guarded by a mutex: simple, and enough while the
- * store is a small part of each request. Every value travels as a query
+ * A pool of connections per store (aas_pool=N in the URL, default 4): a
+ * store call takes one for itself from its first statement to its last, so
+ * a transaction never spans two connections, and other threads' calls run
+ * on the others at the same time. Every value travels as a query
  * parameter, never formatted into SQL; execution output travels as binary
  * bytea so NUL bytes survive.
  *
- * List callbacks run after the lock is released, on a result already read
- * whole, so that a callback may call the store again (the reaper closes the
- * sandboxes it lists).
+ * List callbacks run after the connection went back to the pool, on a
+ * result already read whole, so that a callback may call the store again
+ * (the reaper closes the sandboxes it lists).
  *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <endian.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -471,7 +472,8 @@ static int pg_enter(struct pool *pool, struct pg **out)
 			if (!c->busy && (!pg || (c->conn && !pg->conn)))
 				pg = c;
 		}
-		if (pg || rc == ETIMEDOUT)
+		/* After a timeout, one last look: a connection may have come back meanwhile. */
+		if (pg || rc)
 			break;
 		rc = pthread_cond_timedwait(&pool->freed, &pool->lock, &deadline);
 	}
