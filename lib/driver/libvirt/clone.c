@@ -98,7 +98,7 @@ static int clone_fixup_ssh(struct launch *l, const char *seed_hex, int64_t time_
 	if (status != 0 || strncmp(out, "ok", 2) != 0) {
 		*bad = true;
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status,
-		                   "fix-ups of the clone failed (exit %d): the image lacks aas-restored? rebuild it", status);
+		                   "fix-ups of the clone failed (exit %d): the image lacks its fix-ups command? rebuild it", status);
 	}
 	return SAAS_OK;
 }

@@ -70,7 +70,7 @@ struct ifaddrs;
 #define DEFAULT_BOOT_TIMEOUT_MS 180000
 #define BOOT_TIMEOUT_MAX_S 3600
 #define SSH_USER "sandbox"
-/* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-restored). */
+/* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-control --restored). */
 #define FIXUP_USER "root"
 
 /*
