@@ -36,7 +36,7 @@ static void open_engine(const char *extra)
 	static char config[8192];
 	saas_engine_options o;
 
-	snprintf(config, sizeof(config), "images=%s boot_timeout=300%s", images_dir, extra);
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600%s", images_dir, extra);
 	o = vmtest_engine_options(state_dir, config);
 	o.default_image = "tiny";
 	check(saas_engine_open(&engine, &o), "engine open");
