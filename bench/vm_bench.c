@@ -32,6 +32,13 @@
  * (default 3072: 2 GiB for the host and a margin) or BENCH_DENSITY_MAX
  * (default 400) run; BENCH_DENSITY=0 leaves it out.
  *
+ * vm_bench --control STATE_DIR IMAGES_DIR: a clone's fix-ups over the
+ * control port (control_port=on) against over SSH as root (control_port=off),
+ * `tiny`, in one run on one template: clone create -> first `true`, in
+ * BENCH_ROUNDS (default 2) alternating rounds of BENCH_RUNS (default 10)
+ * creates each way, every create checked to be a clone whose fix-ups went
+ * the way asked; the load at the start and the end.
+ *
  * vm_bench --stream STATE_DIR IMAGES_DIR: output as it happens, on one
  * cold-booted `tiny` sandbox: a streaming exec's first byte next to a plain
  * exec's round trip of the same command; 100 MB of stdout streamed (every
@@ -63,6 +70,7 @@
 #define ROUNDS 200
 #define MAX_AT_ONCE 64
 #define MAX_IMAGES 8
+#define CONTROL_SAMPLES 400
 
 /* What the child processes measured, in memory shared with the parent. */
 struct results {
@@ -82,6 +90,9 @@ struct results {
 	int dens_count;
 	long dens_rss, dens_pss, dens_avail0, dens_avail1; /* KiB */
 	char dens_stop[256], load[2][64];
+	/* --control: [0] control_port=on, [1] off; every create -> `true`, ms */
+	double ctl_t[2][CONTROL_SAMPLES];
+	int ctl_n[2];
 };
 static struct results *res;
 
@@ -100,11 +111,13 @@ static const char *state_dir;      /* the clone engine's */
 static int runs = 20, at_once = 20;
 static const char *uids = "auto";  /* the driver option uids of the engines opened next */
 static const char *template_memory = "mapped"; /* the driver option template_memory of the engines opened next */
+static const char *control_port = "on"; /* the driver option control_port of the engines opened next */
 static int max_sandboxes = MAX_AT_ONCE + 8;
 static unsigned int disk_budget_gb; /* the engines opened next; 0: the engine's default */
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int templates_ready, templates_failed, clones_made, cold_boots;
+static int fixups_port, fixups_ssh; /* clones whose fix-ups went over the control port, over SSH */
 static bool confined;               /* the engine said its QEMUs run under uids of their own */
 static bool mapped;                 /* the engine built a template whose memory clones map */
 
@@ -133,6 +146,10 @@ static void on_log(void *ud, int level, const char *msg)
 		templates_failed++;
 	if (strstr(msg, " up in ") && strstr(msg, "(clone,"))
 		clones_made++;
+	if (strstr(msg, " up in ") && strstr(msg, "(clone, fix-ups over the control port,"))
+		fixups_port++;
+	if (strstr(msg, " up in ") && strstr(msg, "(clone, fix-ups over SSH,"))
+		fixups_ssh++;
 	if (strstr(msg, " up in ") && strstr(msg, "(cold boot,"))
 		cold_boots++;
 	if (strstr(msg, "QEMU uids per VM"))
@@ -153,8 +170,9 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 
 	b->name = name;
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s", images,
-	         templates ? "on" : "off", uids, template_memory);
+	snprintf(config, sizeof(config),
+	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s", images,
+	         templates ? "on" : "off", uids, template_memory, control_port);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -910,6 +928,76 @@ static int cow_main(const char *dir)
 	return 0;
 }
 
+/* ---- --control: a clone's fix-ups over the control port, against over SSH ---- */
+
+static const char *const control_modes[2] = { "on", "off" };
+
+/*
+ * One round of one way: n creates of clones of the template, each timed to
+ * its first `true`. The first round builds the template (which every later
+ * round of either way reuses: control_port is no part of its key).
+ */
+static void phase_control(char **images, int n, const char *dir)
+{
+	int mode = n & 1, count = n >> 1, made, port, ssh;
+
+	(void)images;
+	control_port = control_modes[mode];
+	engine_open(&cloned, "control", dir, true, NULL);
+	client = cloned.client;
+	if (res->ctl_n[0] + res->ctl_n[1] == 0)
+		template_warm("tiny");
+	pthread_mutex_lock(&log_mu);
+	made = clones_made;
+	port = fixups_port;
+	ssh = fixups_ssh;
+	pthread_mutex_unlock(&log_mu);
+	for (int i = 0; i < count && res->ctl_n[mode] < CONTROL_SAMPLES; i++) {
+		double t0 = now_ms();
+		saas_sandbox *sb = create_on(cloned.client, "tiny");
+		exec_on(cloned.client, sb->id, "true");
+		res->ctl_t[mode][res->ctl_n[mode]++] = now_ms() - t0;
+		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
+		saas_sandbox_free(sb);
+	}
+	/* A cold boot, or fix-ups that went the other way, would be timed as what they are not. */
+	pthread_mutex_lock(&log_mu);
+	made = clones_made - made;
+	port = fixups_port - port;
+	ssh = fixups_ssh - ssh;
+	pthread_mutex_unlock(&log_mu);
+	if (made != count || (mode == 0 ? port : ssh) != count) {
+		fprintf(stderr, "vm_bench: control_port=%s: %d of %d creates were clones, %d with fix-ups over the port, %d "
+		        "over SSH (see the engine's log)\n", control_port, made, count, port, ssh);
+		exit(1);
+	}
+	engine_close(&cloned);
+}
+
+static int control_main(const char *dir)
+{
+	int rounds = getenv("BENCH_ROUNDS") && atoi(getenv("BENCH_ROUNDS")) > 0 ? atoi(getenv("BENCH_ROUNDS")) : 2;
+	int per = getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : 10;
+	double p[2][2];
+
+	load_now(res->load[0], sizeof(res->load[0]));
+	for (int r = 0; r < rounds; r++)
+		for (int mode = 0; mode < 2; mode++)
+			run_child(control_modes[mode], phase_control, NULL, per << 1 | mode, dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	for (int mode = 0; mode < 2; mode++) {
+		p[mode][0] = pct(res->ctl_t[mode], res->ctl_n[mode], 0.5);
+		p[mode][1] = pct(res->ctl_t[mode], res->ctl_n[mode], 0.95);
+	}
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	printf("| what, `tiny` | fix-ups over the control port | over SSH as root (same run, same template) |\n"
+	       "|---|---|---|\n");
+	printf("| create -> first `true`, clone (%d rounds of %d, alternating) | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, "
+	       "p95 %.0f ms; the port %.2fx at p50 |\n",
+	       rounds, per, p[0][0], p[0][1], p[1][0], p[1][1], p[0][0] / p[1][0]);
+	return 0;
+}
+
 /* ---- --stream: output as it happens, and the terminal ---- */
 
 #define STREAM_ROUNDS 50
@@ -1070,6 +1158,7 @@ int main(int argc, char **argv)
 	bool cow = argc > 1 && strcmp(argv[1], "--cow") == 0;
 	bool stream = argc > 1 && strcmp(argv[1], "--stream") == 0;
 	bool transport = argc > 1 && strcmp(argv[1], "--transport") == 0;
+	bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1086,6 +1175,17 @@ int main(int argc, char **argv)
 		}
 		memset(res, 0, sizeof(*res));
 		return cow_main(argv[3]);
+	}
+	if (control) {
+		if (argc != 4) {
+			fprintf(stderr, "usage: vm_bench --control STATE_DIR IMAGES_DIR\n");
+			return 2;
+		}
+		state_dir = argv[2];
+		if ((res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+			return 1;
+		memset(res, 0, sizeof(*res));
+		return control_main(argv[3]);
 	}
 	if (stream) {
 		if (argc != 4) {

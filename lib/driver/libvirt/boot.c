@@ -16,6 +16,7 @@
 #include <libvirt/libvirt.h>
 
 #include "driver/libvirt/console.h"
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "util/spawn.h"
 
@@ -78,6 +79,11 @@ int saas__lv_launch_prepare(struct launch *l)
 
 	if (!(l->dir = saas__lv_drv_path(l->d, "vms", l->spec->name)))
 		return SAAS_ENOMEM;
+	/*
+	 * VMs' names are all of one length (ids, templates' keys): a state
+	 * directory too long for the socket's path has the port in none of them.
+	 */
+	l->control = l->im->control && saas__lv_control_fits(l->dir);
 	saas__lv_rm_tree(l->dir); /* a leftover of a failed attempt */
 	if (saas__mkdir_p(l->dir, 0700) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
@@ -123,6 +129,7 @@ int saas__lv_launch_start(struct launch *l)
 		def.io_weight = d->lim_io ? saas__lv_io_weight(l->spec->vcpus) : 0;
 		def.mem = l->mem;
 		def.mem_path = l->mem_path;
+		def.control = l->control;
 		pthread_mutex_lock(&d->mu); /* d->kvm changes when KVM turns out not to work */
 		def.kvm = d->kvm;
 		pthread_mutex_unlock(&d->mu);

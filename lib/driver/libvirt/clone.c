@@ -1,7 +1,8 @@
 /*
  * Clones: a VM restored from a template's saved state instead of booted.
  * Its domain starts paused with -incoming defer, the state comes in through
- * QMP, and the guest's root then makes it its own machine (aas-restored).
+ * QMP, and the guest's root then makes it its own machine: aas-control,
+ * told over the control port (control.c), or over SSH in older images.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /*
@@ -59,18 +61,16 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 }
 
 /*
- * Make a restored clone its own machine: the guest's root runs aas-restored
- * (the one command the engine's key may run as root) with the clone's
- * hostname, the time now and fresh random bytes. The guest kernel reseeded
- * its RNG already, from the new VM generation id.
+ * The fix-ups over SSH, for images without the control port: the guest's
+ * root runs its one forced command (aas-control --restored, aas-restored in
+ * older images) with the clone's hostname, the time now and seed_hex.
  */
-static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
+static int clone_fixup_ssh(struct launch *l, const char *seed_hex, int64_t time_ms, bool *bad)
 {
 	struct drv *d = l->d;
 	saas__ssh_config cfg;
 	saas__ssh *root = NULL;
-	unsigned char seed[32];
-	char cmd[256], out[64], hex[65];
+	char cmd[256], out[64];
 	struct timespec now;
 	int status = -1, rc;
 
@@ -82,19 +82,15 @@ static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
 	cfg.public_key = d->pub;
 	cfg.host_key = l->host_key;
 	cfg.connect_timeout_ms = (int)time_ms;
-	if ((rc = saas__random(seed, sizeof(seed))) < 0)
-		return rc;
-	for (size_t i = 0; i < sizeof(seed); i++)
-		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	if ((rc = saas__ssh_open(&root, &cfg)) < 0) {
 		/* A guest that refuses root's key, or shows another host key, was not made from this image's build. */
 		*bad = saas__ssh_key_refused(saas_error_last()) || saas__ssh_host_key_mismatch(saas_error_last());
 		return saas__error_wrap(rc, "fix-ups of the clone");
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
-	/* date -s takes whole seconds: round to the nearest. */
+	/* The command takes whole seconds: round to the nearest. */
 	snprintf(cmd, sizeof(cmd), "%s %lld %s", l->spec->name, (long long)now.tv_sec + (now.tv_nsec >= 500000000L),
-	         hex);
+	         seed_hex);
 	rc = saas__ssh_run(root, cmd, 30000, out, sizeof(out), &status);
 	saas__ssh_close(root);
 	if (rc < 0)
@@ -102,15 +98,44 @@ static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad)
 	if (status != 0 || strncmp(out, "ok", 2) != 0) {
 		*bad = true;
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status,
-		                   "fix-ups of the clone failed (exit %d): the image lacks aas-restored? rebuild it", status);
+		                   "fix-ups of the clone failed (exit %d): the image lacks its fix-ups command? rebuild it", status);
 	}
 	return SAAS_OK;
+}
+
+/*
+ * Make a restored clone its own machine: its hostname, the time now and
+ * fresh random bytes (the guest kernel reseeded its RNG already, from the new
+ * VM generation id). Over the control port when the domain has one, with no
+ * SSH login; over SSH as root when it has none, or when the port failed
+ * (said in the log). *via says which way they went.
+ */
+static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad, const char **via)
+{
+	unsigned char seed[32];
+	char hex[65];
+	int rc;
+
+	if ((rc = saas__random(seed, sizeof(seed))) < 0)
+		return rc;
+	for (size_t i = 0; i < sizeof(seed); i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	if (l->control && l->d->control_port) {
+		*via = "the control port";
+		if ((rc = saas__lv_control_fixup(l->dir, l->spec->name, hex, CONTROL_TIMEOUT_MS)) == SAAS_OK)
+			return SAAS_OK;
+		saas__lv_log(l->d, SAAS_LOG_WARN, "VM %s: fix-ups over SSH instead: %s", l->spec->name,
+		             saas_error_last()->message);
+	}
+	*via = "SSH";
+	return clone_fixup_ssh(l, hex, time_ms, bad);
 }
 
 struct fixup_run {
 	struct launch *l;
 	int64_t time_ms;
 	bool bad;
+	const char *via;                 /* "the control port" or "SSH" */
 	int rc;
 	int klass;
 	long code;
@@ -121,7 +146,7 @@ static void *fixup_main(void *arg)
 {
 	struct fixup_run *f = arg;
 
-	if ((f->rc = clone_fixup(f->l, f->time_ms, &f->bad)) < 0) {
+	if ((f->rc = clone_fixup(f->l, f->time_ms, &f->bad, &f->via)) < 0) {
 		const saas_error *e = saas_error_last();
 		f->klass = e->klass;
 		f->code = e->backend_code;
@@ -132,9 +157,9 @@ static void *fixup_main(void *arg)
 
 /*
  * A clone of the template in tdir (or of the snapshot there: l->snapshot,
- * whose directory holds the same state and disk.qcow2). Once it runs, the engine's session and
- * the root fix-ups connect at the same time (each is an SSH handshake, which
- * the guest's CPUs do side by side). Failures leave nothing behind; the
+ * whose directory holds the same state and disk.qcow2). Once it runs, the
+ * engine's session connects while the fix-ups go over the control port (or,
+ * without one, a second SSH login as root, side by side with the first). Failures leave nothing behind; the
  * caller boots cold instead, and rebuilds the template when the failure
  * says it is broken (l->template_bad), not merely slow.
  */
@@ -142,7 +167,7 @@ int saas__lv_boot_clone(struct launch *l)
 {
 	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
 	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
-	struct fixup_run fix = { l, budget, false, SAAS_OK, 0, 0, "" };
+	struct fixup_run fix = { l, budget, false, "SSH", SAAS_OK, 0, 0, "" };
 	struct saas__lv_holder holder = { -1, -1, "" };
 	struct timespec t0;
 	pthread_t thread;
@@ -185,6 +210,7 @@ int saas__lv_boot_clone(struct launch *l)
 	rc = saas__lv_launch_wait_ssh(l, &t0, budget);
 	if (threaded)
 		pthread_join(thread, NULL);
+	l->fixups = fix.via;
 	if (rc == SAAS_OK && fix.rc < 0) {
 		rc = fix.rc;
 		l->template_bad = fix.bad;
@@ -193,10 +219,10 @@ int saas__lv_boot_clone(struct launch *l)
 	at[3] = ms_since(&t0);
 	/* Where a clone's time goes, for whoever tunes it. */
 	if (rc == SAAS_OK)
-		saas__lv_log(l->d, SAAS_LOG_DEBUG, "VM %s cloned (memory %s): disk %lld ms, domain %lld ms, restore %lld ms, "
-		             "SSH and fix-ups %lld ms", l->spec->name, l->mem == LV_MEM_PRIVATE ? "mapped" : "loaded",
-		             (long long)at[0], (long long)(at[1] - at[0]), (long long)(at[2] - at[1]),
-		             (long long)(at[3] - at[2]));
+		saas__lv_log(l->d, SAAS_LOG_DEBUG, "VM %s cloned (memory %s, fix-ups over %s): disk %lld ms, domain %lld ms, "
+		             "restore %lld ms, SSH and fix-ups %lld ms", l->spec->name,
+		             l->mem == LV_MEM_PRIVATE ? "mapped" : "loaded", fix.via, (long long)at[0],
+		             (long long)(at[1] - at[0]), (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
 out:
 	saas__lv_holder_stop(&holder);
 	if (ram >= 0)

@@ -8,6 +8,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 static void xml_escape_n(saas__buf *b, const char *s, size_t n)
@@ -80,6 +81,9 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	/* A VM adopted after a restart keeps its uid: the allocator learns it from here. */
 	if (def->uid)
 		saas__buf_printf(&b, "      <" META_PREFIX ":uid>%u</" META_PREFIX ":uid>\n", def->uid);
+	/* A snapshot of it restores into a domain with the same devices: it reads this back. */
+	if (def->control)
+		saas__buf_puts(&b, "      <" META_PREFIX ":control>" CONTROL_PORT_NAME "</" META_PREFIX ":control>\n");
 	saas__buf_puts(&b, "    </" META_PREFIX ":vm>\n  </metadata>\n");
 	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
 	saas__buf_puts(&b, "  <genid/>\n");
@@ -135,7 +139,19 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	}
 	saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='file'>\n      <source path='");
 	xml_escape(&b, def->vmdir);
-	saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n"
+	saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n");
+	/*
+	 * The control port: QEMU listens on a socket in the VM's directory, which
+	 * only this VM's uid and the engine can reach; libvirt adds the
+	 * virtio-serial controller, in the same slot in a template and its clones.
+	 */
+	if (def->control) {
+		saas__buf_puts(&b, "    <channel type='unix'>\n      <source mode='bind' path='");
+		xml_escape(&b, def->vmdir);
+		saas__buf_puts(&b, "/" CONTROL_SOCKET "'/>\n      <target type='virtio' name='" CONTROL_PORT_NAME
+		                   "'/>\n    </channel>\n");
+	}
+	saas__buf_puts(&b, ""
 	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
 	                   "    <memballoon model='none'/>\n  </devices>\n");
 	/*
@@ -219,6 +235,11 @@ int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, ch
 	free(*owner);
 	*host_key = *owner = NULL;
 	return SAAS_ENOTFOUND;
+}
+
+bool saas__lv_meta_control(const char *xml)
+{
+	return strstr(xml, "control>" CONTROL_PORT_NAME "<") != NULL;
 }
 
 unsigned int saas__lv_meta_uid(const char *xml)

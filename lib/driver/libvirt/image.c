@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 void saas__lv_image_free(struct image *im)
@@ -296,6 +297,9 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 			im->disk_bytes = (uint64_t)json_integer_value(json_object_get(disk, "virtual_size"));
 	}
 	im->min_memory_mib = (unsigned int)json_integer_value(json_object_get(root, "min_memory_mib"));
+	/* An image built before the control port has none: its clones get their fix-ups over SSH. */
+	s = json_string_value(json_object_get(root, "control_port"));
+	im->control = s && strcmp(s, CONTROL_PORT_NAME) == 0;
 	/* A rebuilt image must never restore an old template: key them by the recipe (or, lacking one, the build). */
 	if ((s = json_string_value(json_object_get(root, "recipe_hash"))) ||
 	    (s = json_string_value(json_object_get(root, "built_at"))))

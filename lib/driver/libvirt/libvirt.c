@@ -281,6 +281,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->accel = cfg.accel;
 	d->network = cfg.network;
 	d->templates = cfg.templates;
+	d->control_port = cfg.control_port;
 	d->boot_timeout_ms = cfg.boot_timeout_ms;
 	d->uids_mode = cfg.uids;
 	d->uid_first = cfg.uid_first;
@@ -629,8 +630,9 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s, %s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
-	             (long long)ms_since(&t0), cloned ? "clone" : "cold boot", spec->image, spec->vcpus, spec->memory_mb,
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s%s, %s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
+	             (long long)ms_since(&t0), cloned ? "clone, fix-ups over " : "cold boot", cloned ? l.fixups : "",
+	             spec->image, spec->vcpus, spec->memory_mb,
 	             net->mode == SAAS_NET_POLICY ? "policy" : internet ? "internet" : "isolated", l.port);
 	virDomainFree(l.dom);
 	free(l.dir);

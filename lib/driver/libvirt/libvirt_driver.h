@@ -31,6 +31,7 @@
  *   boot.c      making a VM: its directory, overlay, domain; cold boots
  *   qmp.c       QEMU monitor commands (migration to and from a file)
  *   clone.c     a VM restored from a template's saved state
+ *   control.c   the control port: a clone's fix-ups without SSH (control.h)
  *   template.c  templates: keys, the background builder, pruning
  *   snapshot.c  snapshots of running VMs (fork, pause) and VMs restored from them
  *   console.c   the console log's bounds (console.h)
@@ -69,7 +70,7 @@ struct ifaddrs;
 #define DEFAULT_BOOT_TIMEOUT_MS 180000
 #define BOOT_TIMEOUT_MAX_S 3600
 #define SSH_USER "sandbox"
-/* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-restored). */
+/* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-control --restored). */
 #define FIXUP_USER "root"
 
 /*
@@ -153,6 +154,7 @@ struct saas__lv_config {
 	int accel;                       /* enum accel */
 	int network;                     /* enum netcfg */
 	bool templates;                  /* make sandboxes as clones of templates */
+	bool control_port;               /* clones' fix-ups over the control port where the image serves it */
 	int boot_timeout_ms;
 	int uids;                        /* enum uidcfg */
 	unsigned int uid_first, uid_count;
@@ -165,7 +167,7 @@ struct saas__lv_config {
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
- * templates=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
+ * templates=on|off control_port=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH. NULL or "" gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
@@ -255,6 +257,7 @@ struct image {
 	char *host_key;                  /* "ssh-ed25519 AAAA..." */
 	char *recipe;                    /* what the image was built from (its recipe hash), for template keys */
 	unsigned int min_memory_mib;
+	bool control;                    /* its guest serves the control port (manifest "control_port", control.h) */
 	struct timespec mtime;           /* of the manifest, to notice rebuilds */
 	struct image *next;
 };
@@ -314,6 +317,11 @@ struct drv {
 	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
 	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
+	/*
+	 * control_port=off: clones' fix-ups go over SSH even where the port is
+	 * there (it stays in the domains: a template is the same either way).
+	 */
+	bool control_port;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
 	virConnectPtr conn;
@@ -617,6 +625,12 @@ struct saas__lv_domain {
 	unsigned int io_weight;          /* <blkiotune> weight; 0: none */
 	int mem;                         /* enum saas__lv_mem (0: LV_MEM_RAM) */
 	const char *mem_path;            /* LV_MEM_SHARED, LV_MEM_PRIVATE: the file QEMU opens */
+	/*
+	 * The control port (control.h): a virtio-serial channel whose host end
+	 * is the socket vmdir/CONTROL_SOCKET. A device like any other: a clone
+	 * has it exactly when its template (or snapshot) has it.
+	 */
+	bool control;
 };
 
 /*
@@ -636,6 +650,8 @@ unsigned int saas__lv_domain_memory(const saas_vm_spec *spec, const struct image
  */
 int saas__lv_meta_parse(const char *xml, unsigned int *port, char **host_key, char **owner);
 int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, char **owner);
+/* Does our metadata element say the domain has the control port? */
+bool saas__lv_meta_control(const char *xml);
 /* The uid recorded in our metadata element (0: none, a VM not confined). */
 unsigned int saas__lv_meta_uid(const char *xml);
 unsigned int saas__lv_domain_uid(virDomainPtr dom);
@@ -691,6 +707,8 @@ struct launch {
 	saas__ssh *ssh;
 	int mem;                         /* enum saas__lv_mem of its domain */
 	const char *mem_path;            /* LV_MEM_SHARED, LV_MEM_PRIVATE: the file its QEMU opens */
+	bool control;                    /* its domain has the control port (set by saas__lv_launch_prepare) */
+	const char *fixups;              /* a clone: which way its fix-ups went, for the log ("the control port", "SSH") */
 };
 
 int saas__lv_launch_prepare(struct launch *l);
@@ -814,6 +832,7 @@ struct saas__lv_snapshot {
 	char ram_block[64];              /* the guest RAM's block name in the migration stream */
 	int64_t state_bytes, disk_bytes; /* on storage */
 	char **chain;                    /* the frozen disk's backing files, nearest first (NULL-terminated; may be NULL) */
+	bool control;                    /* the VM had the control port: its restores have it too ("control", absent: no) */
 };
 
 /* Is name one the core may choose (1 to SNAPSHOT_NAME_MAX of [a-z0-9-])? */

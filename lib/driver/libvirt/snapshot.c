@@ -71,6 +71,9 @@ char *saas__lv_snapshot_json(const struct saas__lv_snapshot *s)
 	              (json_int_t)s->vcpus, "memory_mib", (json_int_t)s->memory_mib, "disk_gb", (json_int_t)s->disk_gb,
 	              "ram_block", s->ram_block, "state_bytes", (json_int_t)s->state_bytes, "disk_bytes",
 	              (json_int_t)s->disk_bytes, "chain", chain);
+	/* Only when there is one: a snapshot without the port reads the same to an older driver. */
+	if (j && s->control)
+		json_object_set_new(j, "control", json_true());
 	if (j)
 		text = json_dumps(j, JSON_INDENT(2));
 	json_decref(j);
@@ -122,6 +125,7 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 		}
 	}
 	s->format = (unsigned int)format;
+	s->control = json_is_true(json_object_get(j, "control"));
 	s->vcpus = (unsigned int)vcpus;
 	s->memory_mib = (unsigned int)memory;
 	s->disk_gb = (unsigned int)disk;
@@ -438,14 +442,15 @@ static int disk_top(virDomainPtr dom, char **node, char **file, uint64_t *size)
 	return rc;
 }
 
-/* The image name in our metadata element ("" when it is not there or not a name). */
-static void domain_image(virDomainPtr dom, char *out, size_t len)
+/* The image name in our metadata element ("" when it is not there or not a name), and whether it has the control port. */
+static void domain_image(virDomainPtr dom, char *out, size_t len, bool *control)
 {
 	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);
 	const char *p = xml ? strstr(xml, "image>") : NULL;
 	size_t n = p ? strcspn(p += 6, "<") : 0;
 
 	out[0] = '\0';
+	*control = xml && saas__lv_meta_control(xml);
 	/* Image names are [a-z0-9._-]: nothing in them is escaped. */
 	if (p && n > 0 && n < len && strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n)
 		snprintf(out, len, "%.*s", (int)n, p);
@@ -855,7 +860,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	}
 	uid = saas__lv_domain_uid(dom);
 	saas__strlcpy(s.source, name, sizeof(s.source));
-	domain_image(dom, s.image, sizeof(s.image));
+	domain_image(dom, s.image, sizeof(s.image), &s.control);
 	s.vcpus = info.nrVirtCpu;
 	s.memory_mib = (unsigned int)(info.maxMem >> 10);
 	if ((rc = disk_top(dom, &node, &top, &size)) < 0 && rc != SAAS_ENOTFOUND)
@@ -1071,6 +1076,7 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	im.host_key = s.host_key;
 	im.disk = disk;
 	im.min_memory_mib = s.memory_mib;
+	im.control = s.control;
 	if (d->confined) {
 		pthread_mutex_lock(&d->mu);
 		rc = saas__lv_uid_take(d, &uid);
@@ -1109,8 +1115,8 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (restored from snapshot %s of %s, %s, %u vCPU, %u MiB, %s, "
-	             "ssh 127.0.0.1:%u)", spec->name, (long long)ms_since(&t0), snap, s.source, s.image, s.vcpus,
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (restored from snapshot %s of %s, fix-ups over %s, %s, %u vCPU, "
+	             "%u MiB, %s, ssh 127.0.0.1:%u)", spec->name, (long long)ms_since(&t0), snap, s.source, l.fixups, s.image, s.vcpus,
 	             s.memory_mib, l.policy ? "policy" : l.internet ? "internet" : "isolated", l.port);
 	virDomainFree(l.dom);
 	free(l.dir);
