@@ -310,8 +310,9 @@ int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, 
 
 int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn fn, void *ud)
 {
+	virConnectPtr conn = __atomic_load_n(&d->conn, __ATOMIC_ACQUIRE);
 	virDomainPtr *doms = NULL;
-	int n = virConnectListAllDomains(d->conn, &doms, 0), stop = 0;
+	int n = virConnectListAllDomains(conn, &doms, 0), stop = 0;
 
 	if (n < 0)
 		return saas__lv_virt_error("listing VMs");
@@ -327,5 +328,12 @@ int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn f
 		virDomainFree(doms[i]);
 	}
 	free(doms);
+	/*
+	 * A host that stopped answering half-way fails each domain's metadata:
+	 * a list missing those would have reconcile close sandboxes still running.
+	 */
+	if (d->remote && virConnectIsAlive(conn) != 1)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "VM host %s stopped answering while its VMs "
+		                   "were listed", d->uri);
 	return SAAS_OK;
 }

@@ -870,7 +870,10 @@ static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 {
 	struct list_call lc = { fn, ud };
+	int rc;
 
+	if ((rc = saas__lv_host_check(ctx)) < 0)
+		return rc;
 	return saas__lv_own_domains(ctx, VM_PREFIX, list_one, &lc);
 }
 
