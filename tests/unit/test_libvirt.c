@@ -204,6 +204,15 @@ static void test_config_remote(void **state)
 	                 SAAS_OK);
 	assert_string_equal(cfg.uri, "qemu+ssh://root@h2/system");
 	saas__lv_config_clear(&cfg);
+	/* A bare URI followed by options (a VM host's, appended by the engine) is the first uri=. */
+	assert_int_equal(saas__lv_config_parse(&cfg, "qemu:///system uri=qemu+tcp://10.231.1.2/system listen=10.231.1.2"),
+	                 SAAS_OK);
+	assert_string_equal(cfg.uri, "qemu+tcp://10.231.1.2/system");
+	assert_string_equal(cfg.listen, "10.231.1.2");
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "qemu+unix:///system?socket=/run/l.sock accel=tcg"), SAAS_OK);
+	assert_string_equal(cfg.uri, "qemu+unix:///system?socket=/run/l.sock");
+	saas__lv_config_clear(&cfg);
 }
 
 /* A URI that names a host is a remote VM host (remote=auto). */

@@ -169,7 +169,17 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	if (!(copy = saas__strdup(text)))
 		return SAAS_ENOMEM;
 	for (tok = strtok_r(copy, " ,", &save); tok && rc == SAAS_OK; tok = strtok_r(NULL, " ,", &save)) {
-		char *eq = strchr(tok, '='), *val;
+		char *eq = strchr(tok, '='), *val, *scheme = strstr(tok, "://");
+		/*
+		 * A bare URI among options is uri=: an engine's driver_config that is
+		 * a URI, with a VM host's " uri=... listen=..." appended (or a URI
+		 * whose query holds an '=').
+		 */
+		if (scheme && (!eq || eq > scheme)) {
+			free(cfg->uri);
+			rc = (cfg->uri = saas__strdup(tok)) ? SAAS_OK : SAAS_ENOMEM;
+			continue;
+		}
 		if (!eq) {
 			rc = saas__inval("libvirt driver option '%s' is not key=value", tok);
 			break;
