@@ -164,6 +164,14 @@ int saas__lv_launch_start(struct launch *l)
 			return saas__lv_limits_apply(d, l->dom, l->spec->name, l->spec->vcpus,
 			                             saas__lv_domain_memory(l->spec, l->im), def.kvm);
 		rc = saas__lv_virt_error("starting the VM");
+		/* A host whose libvirtd has no cpu controller cannot hold the CPU limit: say what to do. */
+		if (d->remote && def.cpu_milli && strstr(saas_error_last()->message, "cgroup cpu")) {
+			char msg[512];
+			snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
+			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "%s: VM host %s gives libvirt no cpu "
+			                   "cgroup controller; enable it there (machine.slice) or set cpu_limit=off", msg,
+			                   d->uri);
+		}
 		/*
 		 * /dev/kvm can open and still not run a guest (nested virtualisation
 		 * that lacks pieces): fall back to TCG for good, and say so once. A
