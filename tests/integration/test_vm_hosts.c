@@ -220,8 +220,8 @@ static void *open_ctx(const char *name, int host, const char *images, const char
 	if (sh("mkdir -p '%s'", dirs[i]) != 0)
 		return NULL;
 	snprintf(configs[i], sizeof(configs[i]),
-	         /* The test's daemons run in whatever cgroup the test has, which may not delegate cpu. */
-	         "images=%s boot_timeout=600 cpu_limit=off owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s",
+	         /* The test's daemons run in the test's cgroup: without cpu or memory there, VMs go unlimited. */
+	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s",
 	         images, key,
 	         addr[host], addr[host]);
 	memset(&env, 0, sizeof(env));

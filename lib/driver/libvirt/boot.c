@@ -164,13 +164,19 @@ int saas__lv_launch_start(struct launch *l)
 			return saas__lv_limits_apply(d, l->dom, l->spec->name, l->spec->vcpus,
 			                             saas__lv_domain_memory(l->spec, l->im), def.kvm);
 		rc = saas__lv_virt_error("starting the VM");
-		/* A host whose libvirtd has no cpu controller cannot hold the CPU limit: say what to do. */
+		/*
+		 * A remote host whose libvirtd has no cpu controller: as on a host
+		 * without one here (cgroup.c), VMs run without the CPU limit, said
+		 * once in the log.
+		 */
 		if (d->remote && def.cpu_milli && strstr(saas_error_last()->message, "cgroup cpu")) {
-			char msg[512];
-			snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
-			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "%s: VM host %s gives libvirt no cpu "
-			                   "cgroup controller; enable it there (machine.slice) or set cpu_limit=off", msg,
-			                   d->uri);
+			saas__lv_log(d, SAAS_LOG_WARN, "VM host %s gives libvirt no cpu cgroup controller: VMs run there "
+			             "without their CPU limit (enable it in machine.slice, or set cpu_limit=off)", d->uri);
+			pthread_mutex_lock(&d->mu);
+			d->lim_cpu = false;
+			pthread_mutex_unlock(&d->mu);
+			attempt--;
+			continue;
 		}
 		/*
 		 * /dev/kvm can open and still not run a guest (nested virtualisation
