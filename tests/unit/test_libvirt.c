@@ -172,6 +172,65 @@ static void test_config_every_option(void **state)
 }
 
 /* uids=auto|off|FIRST-LAST: a range keeps its bounds exactly, from one uid to UIDS_COUNT_MAX. */
+/* The options of a remote VM host and of the cluster its engines form. */
+static void test_config_remote(void **state)
+{
+	struct saas__lv_config cfg;
+
+	(void)state;
+	assert_int_equal(saas__lv_config_parse(&cfg, "uri=qemu+tls://vm1.example/system listen=10.0.0.5 owner=prod-1 "
+	                                             "ssh_key=/etc/aas/cluster_key pool=aasvm pool_dir=/srv/aas remote=on"),
+	                 SAAS_OK);
+	assert_string_equal(cfg.uri, "qemu+tls://vm1.example/system");
+	assert_string_equal(cfg.listen, "10.0.0.5");
+	assert_string_equal(cfg.owner, "prod-1");
+	assert_string_equal(cfg.ssh_key, "/etc/aas/cluster_key");
+	assert_string_equal(cfg.pool, "aasvm");
+	assert_string_equal(cfg.pool_dir, "/srv/aas");
+	assert_int_equal(cfg.remote, REMOTE_ON);
+	saas__lv_config_clear(&cfg);
+	/* Unset, each has its default (the driver fills them in at open). */
+	assert_int_equal(saas__lv_config_parse(&cfg, "accel=tcg"), SAAS_OK);
+	assert_int_equal(cfg.remote, REMOTE_AUTO);
+	assert_null(cfg.listen);
+	assert_null(cfg.owner);
+	assert_null(cfg.ssh_key);
+	assert_null(cfg.pool);
+	assert_null(cfg.pool_dir);
+	saas__lv_config_clear(&cfg);
+	/* The engine's driver_config, then the host's uri= and listen= (what the core appends) win. */
+	assert_int_equal(saas__lv_config_parse(&cfg, "owner=c1 uri=qemu:///system uri=qemu+ssh://root@h2/system "
+	                                             "listen=10.1.0.2"),
+	                 SAAS_OK);
+	assert_string_equal(cfg.uri, "qemu+ssh://root@h2/system");
+	saas__lv_config_clear(&cfg);
+	/* A bare URI followed by options (a VM host's, appended by the engine) is the first uri=. */
+	assert_int_equal(saas__lv_config_parse(&cfg, "qemu:///system uri=qemu+tcp://10.231.1.2/system listen=10.231.1.2"),
+	                 SAAS_OK);
+	assert_string_equal(cfg.uri, "qemu+tcp://10.231.1.2/system");
+	assert_string_equal(cfg.listen, "10.231.1.2");
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "qemu+unix:///system?socket=/run/l.sock accel=tcg"), SAAS_OK);
+	assert_string_equal(cfg.uri, "qemu+unix:///system?socket=/run/l.sock");
+	saas__lv_config_clear(&cfg);
+}
+
+/* A URI that names a host is a remote VM host (remote=auto). */
+static void test_uri_remote(void **state)
+{
+	(void)state;
+	assert_true(saas__lv_uri_remote("qemu+tcp://10.231.1.2/system"));
+	assert_true(saas__lv_uri_remote("qemu+ssh://root@vm1.example/system?keyfile=/k"));
+	assert_true(saas__lv_uri_remote("qemu+tls://vm1.example:16514/system"));
+	assert_true(saas__lv_uri_remote("qemu+ssh://a@b@vm1/system"));
+	assert_false(saas__lv_uri_remote("qemu:///system"));
+	assert_false(saas__lv_uri_remote("qemu+unix:///system?socket=/run/x.sock"));
+	assert_false(saas__lv_uri_remote("qemu:///embed?root=/run/aas-libvirt/x"));
+	assert_false(saas__lv_uri_remote("qemu+ssh://root@/system"));
+	assert_false(saas__lv_uri_remote(NULL));
+	assert_false(saas__lv_uri_remote("qemu"));
+}
+
 static void test_config_uids(void **state)
 {
 	struct saas__lv_config cfg;
@@ -271,6 +330,21 @@ static void test_config_bad_values(void **state)
 		{ "cpu_limit=16.001", "cpu_limit must be a ratio of host CPUs per vCPU from 0.01 to 16, not '16.001'" },
 		{ "cpu_limit=99999", "cpu_limit must be a ratio of host CPUs per vCPU from 0.01 to 16, not '99999'" },
 		{ "accel=tcg,oops", "libvirt driver option 'oops' is not key=value" },
+		{ "remote=yes", "remote must be auto, off or on, not 'yes'" },
+		{ "listen=host.example", "listen must be the VM host's IPv4 address, not 'host.example'" },
+		{ "listen=::1", "listen must be the VM host's IPv4 address, not '::1'" },
+		{ "listen=10.0.0.256", "listen must be the VM host's IPv4 address, not '10.0.0.256'" },
+		{ "owner=", "owner must be 1 to 64 letters, digits, '.', '_' or '-', not ''" },
+		{ "owner=a/b", "owner must be 1 to 64 letters, digits, '.', '_' or '-', not 'a/b'" },
+		{ "owner=-x", "owner must be 1 to 64 letters, digits, '.', '_' or '-', not '-x'" },
+		{ "owner=a<b>", "owner must be 1 to 64 letters, digits, '.', '_' or '-', not 'a<b>'" },
+		{ "owner=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		  "owner must be 1 to 64 letters, digits, '.', '_' or '-', not "
+		  "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'" },
+		{ "ssh_key=cluster_key", "ssh_key must be an absolute path, not 'cluster_key'" },
+		{ "pool=a'b", "pool must be 1 to 64 letters, digits, '.', '_' or '-', not 'a'b'" },
+		{ "pool_dir=srv/aas", "pool_dir must be an absolute path on the VM host, not 'srv/aas'" },
+		{ "pool_dir=/srv/a'b", "pool_dir must be an absolute path on the VM host, not '/srv/a'b'" },
 		/* Whatever was parsed before the bad option is let go of (the leak checkers see to it). */
 		{ "uri=qemu:///system images=/srv accel=none", "accel must be auto, kvm or tcg, not 'none'" },
 	};
@@ -453,6 +527,32 @@ static void test_domain_initramfs_kvm(void **state)
 	golden("domain-cold-initramfs-kvm.xml", xml);
 	assert_non_null(strstr(xml, "<memory unit='MiB'>512</memory>"));
 	assert_null(strstr(xml, "a&b"));
+	free(xml);
+}
+
+/*
+ * On a remote host: the SSH forward on the host's address, the image's files
+ * as the host has them (volumes), the console a pty (no file of the engine's).
+ */
+static void test_domain_remote(void **state)
+{
+	struct image im = test_image(false);
+	saas_vm_spec spec = test_spec();
+	struct saas__lv_domain def = { &spec, &im, "prod-1", "a2V5", NULL, NULL, 20022, false, false, false };
+	char *xml;
+
+	(void)state;
+	def.listen = "10.231.1.2";
+	def.kernel = "/var/lib/libvirt/images/aas/img-0123-kernel";
+	def.initrd = "/var/lib/libvirt/images/aas/img-0123-initrd";
+	assert_non_null(xml = saas__lv_domain_xml(&def));
+	assert_non_null(strstr(xml, "restrict=on,hostfwd=tcp:10.231.1.2:20022-:22'"));
+	assert_non_null(strstr(xml, "<kernel>/var/lib/libvirt/images/aas/img-0123-kernel</kernel>"));
+	assert_non_null(strstr(xml, "<initrd>/var/lib/libvirt/images/aas/img-0123-initrd</initrd>"));
+	assert_non_null(strstr(xml, "<serial type='pty'>"));
+	assert_non_null(strstr(xml, "<aas:owner>prod-1</aas:owner>"));
+	assert_null(strstr(xml, "console.log"));
+	assert_null(strstr(xml, im.kernel));
 	free(xml);
 }
 
@@ -2436,10 +2536,13 @@ int main(void)
 		cmocka_unit_test(test_config_every_option),
 		cmocka_unit_test(test_config_bad_values),
 		cmocka_unit_test(test_config_cpu_limit),
+		cmocka_unit_test(test_config_remote),
+		cmocka_unit_test(test_uri_remote),
 		cmocka_unit_test(test_config_uids),
 		cmocka_unit_test(test_default_images_dir),
 		cmocka_unit_test(test_qemu_conf),
 		cmocka_unit_test(test_domain_cold),
+		cmocka_unit_test(test_domain_remote),
 		cmocka_unit_test(test_domain_clone),
 		cmocka_unit_test(test_domain_initramfs_kvm),
 		cmocka_unit_test(test_domain_confined),

@@ -53,6 +53,20 @@ static int free_port(unsigned int *port)
 	return SAAS_OK;
 }
 
+/*
+ * A port for the guest's SSH forward on a remote host, which the engine
+ * cannot probe: one at random from a range, tried again (launch_start) when
+ * QEMU finds it taken.
+ */
+static unsigned int remote_port(void)
+{
+	uint32_t r;
+
+	if (saas__random(&r, sizeof(r)) < 0)
+		r = (uint32_t)rand();
+	return REMOTE_PORT_FIRST + r % REMOTE_PORT_COUNT;
+}
+
 void saas__lv_launch_undo(struct launch *l)
 {
 	saas__ssh_close(l->ssh);
@@ -63,6 +77,8 @@ void saas__lv_launch_undo(struct launch *l)
 		l->dom = NULL;
 	}
 	saas__lv_limits_release(l->d, l->spec->name);
+	if (l->d->remote && l->overlay)
+		saas__lv_overlay_remote_delete(l->d, l->spec->name);
 	if (l->dir)
 		saas__lv_rm_tree(l->dir);
 	free(l->dir);
@@ -87,6 +103,10 @@ int saas__lv_launch_prepare(struct launch *l)
 	saas__lv_rm_tree(l->dir); /* a leftover of a failed attempt */
 	if (saas__mkdir_p(l->dir, 0700) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
+	/* Remote: the overlay is a volume on the host, on the image's disk there (lv_create uploaded it). */
+	if (l->d->remote)
+		return base ? saas__lv_overlay_remote(l->d, l->spec->name, l->im->host_disk, l->spec->disk_gb, &l->overlay)
+		            : SAAS_OK;
 	if (!base)
 		return saas__lv_confine_vm_files(l);
 	if (l->tdir && !(base = tbase = saas__lv_path_join(l->tdir, "disk.qcow2")))
@@ -119,8 +139,16 @@ int saas__lv_launch_start(struct launch *l)
 		struct saas__lv_domain def = { l->spec, l->im, d->owner, d->authkey_b64, l->dir, l->overlay, 0, false,
 			                       l->internet, incoming };
 		char *xml;
-		if ((rc = free_port(&l->port)) < 0)
+		if (d->remote)
+			l->port = remote_port();
+		else if ((rc = free_port(&l->port)) < 0)
 			return rc;
+		if (d->remote) {
+			def.vmdir = NULL;
+			def.listen = d->listen;
+			def.kernel = l->im->host_kernel;
+			def.initrd = l->im->host_initrd;
+		}
 		def.port = l->port;
 		def.uid = l->uid;
 		def.gid = d->guest_gid ? (unsigned int)d->guest_gid : l->uid;
@@ -144,6 +172,20 @@ int saas__lv_launch_start(struct launch *l)
 			                             saas__lv_domain_memory(l->spec, l->im), def.kvm);
 		rc = saas__lv_virt_error("starting the VM");
 		/*
+		 * A remote host whose libvirtd has no cpu controller: as on a host
+		 * without one here (cgroup.c), VMs run without the CPU limit, said
+		 * once in the log.
+		 */
+		if (d->remote && def.cpu_milli && strstr(saas_error_last()->message, "cgroup cpu")) {
+			saas__lv_log(d, SAAS_LOG_WARN, "VM host %s gives libvirt no cpu cgroup controller: VMs run there "
+			             "without their CPU limit (enable it in machine.slice, or set cpu_limit=off)", d->uri);
+			pthread_mutex_lock(&d->mu);
+			d->lim_cpu = false;
+			pthread_mutex_unlock(&d->mu);
+			attempt--;
+			continue;
+		}
+		/*
 		 * /dev/kvm can open and still not run a guest (nested virtualisation
 		 * that lacks pieces): fall back to TCG for good, and say so once. A
 		 * clone cannot: its template was saved under KVM.
@@ -156,7 +198,8 @@ int saas__lv_launch_start(struct launch *l)
 			attempt--;
 			continue;
 		}
-		if (!strstr(saas_error_last()->message, "hostfwd") && !strstr(saas_error_last()->message, "address"))
+		if (!strstr(saas_error_last()->message, "hostfwd") && !strstr(saas_error_last()->message, "address") &&
+		    !strstr(saas_error_last()->message, "forwarding"))
 			return rc;
 	}
 	return rc;

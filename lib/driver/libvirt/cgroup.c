@@ -354,8 +354,22 @@ int saas__lv_limits_apply(struct drv *d, virDomainPtr dom, const char *name, uns
 		saas__strlcpy(p.field, VIR_DOMAIN_MEMORY_HARD_LIMIT, sizeof(p.field));
 		p.type = VIR_TYPED_PARAM_ULLONG;
 		p.value.ul = (unsigned long long)saas__lv_memory_limit_mib(memory_mib, kvm) << 10; /* KiB */
-		if (virDomainSetMemoryParameters(dom, &p, 1, VIR_DOMAIN_AFFECT_LIVE) < 0)
-			return saas__error_wrap(saas__lv_virt_error("setting the VM's memory limit"), "%s", name);
+		if (virDomainSetMemoryParameters(dom, &p, 1, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+			rc = saas__error_wrap(saas__lv_virt_error("setting the VM's memory limit"), "%s", name);
+			/*
+			 * A remote host whose libvirtd has no memory controller: as on a
+			 * host without one here (limits_setup), VMs run without the limit,
+			 * said once in the log.
+			 */
+			if (!d->remote || !strstr(saas_error_last()->message, "memory controller"))
+				return rc;
+			saas__lv_log(d, SAAS_LOG_WARN, "VM host %s gives libvirt no memory cgroup controller: VMs run there "
+			             "without their memory limit (%s)", d->uri, saas_error_last()->message);
+			saas__error_clear();
+			pthread_mutex_lock(&d->mu);
+			d->lim_memory = false;
+			pthread_mutex_unlock(&d->mu);
+		}
 	}
 	if (d->lim_pids && (rc = pids_apply(d, name, vcpus)) < 0)
 		return saas__error_wrap(rc, "setting the VM's pids limit");

@@ -2,6 +2,7 @@
  * The libvirt driver's configuration: driver_config, the engine's SSH key
  * pair, and the embedded libvirt's root and qemu.conf.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -121,7 +122,30 @@ void saas__lv_config_clear(struct saas__lv_config *cfg)
 	free(cfg->images);
 	free(cfg->dns_upstream);
 	free(cfg->nft_helper);
+	free(cfg->listen);
+	free(cfg->owner);
+	free(cfg->ssh_key);
+	free(cfg->pool);
+	free(cfg->pool_dir);
 	cfg->uri = cfg->images = cfg->dns_upstream = cfg->nft_helper = NULL;
+	cfg->listen = cfg->owner = cfg->ssh_key = cfg->pool = cfg->pool_dir = NULL;
+}
+
+/* A name that goes into domain metadata and volume names as it is: 1 to max of [A-Za-z0-9._-]. */
+static bool plain_name(const char *s, size_t max)
+{
+	size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-");
+
+	return n > 0 && n <= max && !s[n] && s[0] != '.' && s[0] != '-';
+}
+
+/* key=VALUE for a string option, checked by ok (NULL: anything) which says what it must be. */
+static int set_string(char **dst, const char *key, const char *val, bool ok, const char *must)
+{
+	if (!ok)
+		return saas__inval("%s must be %s, not '%s'", key, must, val);
+	free(*dst);
+	return (*dst = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
 }
 
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
@@ -146,7 +170,17 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	if (!(copy = saas__strdup(text)))
 		return SAAS_ENOMEM;
 	for (tok = strtok_r(copy, " ,", &save); tok && rc == SAAS_OK; tok = strtok_r(NULL, " ,", &save)) {
-		char *eq = strchr(tok, '='), *val;
+		char *eq = strchr(tok, '='), *val, *scheme = strstr(tok, "://");
+		/*
+		 * A bare URI among options is uri=: an engine's driver_config that is
+		 * a URI, with a VM host's " uri=... listen=..." appended (or a URI
+		 * whose query holds an '=').
+		 */
+		if (scheme && (!eq || eq > scheme)) {
+			free(cfg->uri);
+			rc = (cfg->uri = saas__strdup(tok)) ? SAAS_OK : SAAS_ENOMEM;
+			continue;
+		}
 		if (!eq) {
 			rc = saas__inval("libvirt driver option '%s' is not key=value", tok);
 			break;
@@ -198,6 +232,26 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 				rc = saas__inval("nft_helper must be an absolute path, not '%s'", val);
 			else
 				rc = (cfg->nft_helper = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
+		} else if (strcmp(tok, "remote") == 0) {
+			static const char *const remotes[] = { "auto", "off", "on" }; /* enum remotecfg order */
+			rc = parse_choice("remote", val, remotes, &cfg->remote);
+		} else if (strcmp(tok, "listen") == 0) {
+			/* QEMU's hostfwd takes an IPv4 address (and the engine connects to it). */
+			struct in_addr a;
+			rc = set_string(&cfg->listen, "listen", val, inet_pton(AF_INET, val, &a) == 1,
+			                "the VM host's IPv4 address");
+		} else if (strcmp(tok, "owner") == 0) {
+			rc = set_string(&cfg->owner, "owner", val, plain_name(val, OWNER_MAX),
+			                "1 to 64 letters, digits, '.', '_' or '-'");
+		} else if (strcmp(tok, "ssh_key") == 0) {
+			rc = set_string(&cfg->ssh_key, "ssh_key", val, val[0] == '/', "an absolute path");
+		} else if (strcmp(tok, "pool") == 0) {
+			rc = set_string(&cfg->pool, "pool", val, plain_name(val, OWNER_MAX),
+			                "1 to 64 letters, digits, '.', '_' or '-'");
+		} else if (strcmp(tok, "pool_dir") == 0) {
+			/* It goes into the pool's XML as it is: no character that needs escaping. */
+			rc = set_string(&cfg->pool_dir, "pool_dir", val, val[0] == '/' && !strpbrk(val, "<>&'\" \t"),
+			                "an absolute path on the VM host");
 		} else {
 			rc = saas__inval("unknown libvirt driver option '%s'", tok);
 		}
@@ -208,17 +262,37 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	return rc;
 }
 
-/* The engine's SSH key pair: made once per state directory, private part 0600. */
-int saas__lv_ensure_key(struct drv *d)
+/*
+ * The engine's SSH key pair: made once per state directory, private part
+ * 0600; or the cluster's (ssh_key=PATH, with PATH.pub), which every server
+ * shares so that each reaches the guests another made. That one is the
+ * operator's: never made, never changed here.
+ */
+int saas__lv_ensure_key(struct drv *d, const char *path)
 {
 	struct stat st;
 	char *pubtext = NULL;
 	size_t len;
 	int rc;
 
-	if (!(d->key = saas__lv_path_join(d->dir, "id_ed25519")) || !(d->pub = saas__lv_path_join(d->dir, "id_ed25519.pub")))
+	if (path) {
+		if (!(d->key = saas__strdup(path)) || asprintf(&d->pub, "%s.pub", path) < 0) {
+			d->pub = NULL;
+			return saas__oom();
+		}
+		if (stat(d->pub, &st) < 0 || stat(d->key, &st) < 0)
+			return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER, errno,
+			                   "ssh_key=%s: the cluster's key pair needs both %s and %s.pub (ssh-keygen -t "
+			                   "ed25519 -N '' -f %s)", path, path, path, path);
+		/* A key others can read is every guest of the cluster theirs. */
+		if (st.st_mode & 0077)
+			return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER, 0,
+			                   "ssh_key=%s is readable by others: chmod 600 it", path);
+	} else if (!(d->key = saas__lv_path_join(d->dir, "id_ed25519")) ||
+	           !(d->pub = saas__lv_path_join(d->dir, "id_ed25519.pub"))) {
 		return SAAS_ENOMEM;
-	if (stat(d->key, &st) < 0 || stat(d->pub, &st) < 0) {
+	}
+	if (!path && (stat(d->key, &st) < 0 || stat(d->pub, &st) < 0)) {
 		const char *argv[] = { "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aas-engine", "-f", d->key, NULL };
 		unlink(d->key);
 		unlink(d->pub);

@@ -108,9 +108,9 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	 */
 	if (!def->incoming) {
 		saas__buf_puts(&b, "    <kernel>");
-		xml_escape(&b, im->kernel);
+		xml_escape(&b, def->kernel ? def->kernel : im->kernel);
 		saas__buf_puts(&b, "</kernel>\n    <initrd>");
-		xml_escape(&b, im->initrd);
+		xml_escape(&b, def->initrd ? def->initrd : im->initrd);
 		saas__buf_puts(&b, "</initrd>\n    <cmdline>");
 		xml_escape(&b, im->boot_args);
 		saas__buf_puts(&b, " aas.hostname=");
@@ -137,22 +137,32 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 		xml_escape(&b, def->overlay);
 		saas__buf_puts(&b, "'/>\n      <target dev='vda' bus='virtio'/>\n    </disk>\n");
 	}
-	saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='file'>\n      <source path='");
-	xml_escape(&b, def->vmdir);
-	saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n");
+	/*
+	 * The console: a file the engine reads; on a remote host, whose files the
+	 * engine cannot read, a pty (QEMU drops what nobody reads; `virsh
+	 * console` on the host attaches to it).
+	 */
+	if (def->vmdir) {
+		saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='file'>\n      <source path='");
+		xml_escape(&b, def->vmdir);
+		saas__buf_puts(&b, "/console.log' append='on'/>\n      <target port='0'/>\n    </serial>\n");
+	} else {
+		saas__buf_puts(&b, "    <controller type='usb' model='none'/>\n    <serial type='pty'>\n"
+		                   "      <target port='0'/>\n    </serial>\n");
+	}
 	/*
 	 * The control port: QEMU listens on a socket in the VM's directory, which
 	 * only this VM's uid and the engine can reach; libvirt adds the
 	 * virtio-serial controller, in the same slot in a template and its clones.
+	 * A remote host's VM has no directory the engine can reach, and no port.
 	 */
-	if (def->control) {
+	if (def->control && def->vmdir) {
 		saas__buf_puts(&b, "    <channel type='unix'>\n      <source mode='bind' path='");
 		xml_escape(&b, def->vmdir);
 		saas__buf_puts(&b, "/" CONTROL_SOCKET "'/>\n      <target type='virtio' name='" CONTROL_PORT_NAME
 		                   "'/>\n    </channel>\n");
 	}
-	saas__buf_puts(&b, ""
-	                   "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
+	saas__buf_puts(&b, "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
 	                   "    <memballoon model='none'/>\n  </devices>\n");
 	/*
 	 * QEMU's own uid (uid.c): libvirt starts it under this label with no
@@ -163,7 +173,8 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 		saas__buf_printf(&b, "  <seclabel type='static' model='dac' relabel='no'>\n"
 		                     "    <label>+%u:+%u</label>\n  </seclabel>\n", def->uid, def->gid);
 	/*
-	 * User-mode networking with the one way in an SSH forward on host loopback.
+	 * User-mode networking with the one way in an SSH forward on host loopback
+	 * (on a remote host: on its cluster address, def->listen).
 	 * The NIC gets a fixed slot: libvirt hands out pcie.0 slots from 1 upwards.
 	 * Isolated, restrict=on: the guest may open no connection at all, so it can
 	 * never reach the host's own services (10.0.2.2 is the host's loopback
@@ -175,11 +186,11 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	saas__buf_printf(&b,
 	                 "  <qemu:commandline>\n"
 	                 "    <qemu:arg value='-netdev'/>\n"
-	                 "    <qemu:arg value='user,id=aasnet,%shostfwd=tcp:127.0.0.1:%u-:22'/>\n"
+	                 "    <qemu:arg value='user,id=aasnet,%shostfwd=tcp:%s:%u-:22'/>\n"
 	                 "    <qemu:arg value='-device'/>\n"
 	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
 	                 "%s",
-	                 def->internet ? "" : "restrict=on,", def->port,
+	                 def->internet ? "" : "restrict=on,", def->listen ? def->listen : "127.0.0.1", def->port,
 	                 def->incoming ? "    <qemu:arg value='-incoming'/>\n    <qemu:arg value='defer'/>\n" : "");
 	saas__lv_domain_memory_args(&b, def->mem, def->mem_path, mem);
 	saas__buf_puts(&b, "  </qemu:commandline>\n</domain>\n");
@@ -320,8 +331,9 @@ int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, 
 
 int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn fn, void *ud)
 {
+	virConnectPtr conn = __atomic_load_n(&d->conn, __ATOMIC_ACQUIRE);
 	virDomainPtr *doms = NULL;
-	int n = virConnectListAllDomains(d->conn, &doms, 0), stop = 0;
+	int n = virConnectListAllDomains(conn, &doms, 0), stop = 0;
 
 	if (n < 0)
 		return saas__lv_virt_error("listing VMs");
@@ -337,5 +349,12 @@ int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn f
 		virDomainFree(doms[i]);
 	}
 	free(doms);
+	/*
+	 * A host that stopped answering half-way fails each domain's metadata:
+	 * a list missing those would have reconcile close sandboxes still running.
+	 */
+	if (d->remote && virConnectIsAlive(conn) != 1)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "VM host %s stopped answering while its VMs "
+		                   "were listed", d->uri);
 	return SAAS_OK;
 }

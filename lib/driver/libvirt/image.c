@@ -37,6 +37,9 @@ void saas__lv_image_free(struct image *im)
 	free(im->boot_args);
 	free(im->host_key);
 	free(im->recipe);
+	free(im->host_kernel);
+	free(im->host_initrd);
+	free(im->host_disk);
 	free(im);
 }
 

@@ -260,11 +260,58 @@ static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud
 	return 0;
 }
 
+/*
+ * A remote host's network: the guard and per-VM egress are nftables of this
+ * machine's, which a remote host's QEMU sockets never meet. Its guests are
+ * isolated (restrict=on: slirp opens no connection for them), the one
+ * egress that needs nothing of the host's.
+ */
+static void remote_network(struct drv *d)
+{
+	snprintf(d->guard_why, sizeof(d->guard_why),
+	         "VM host %s is remote: the guard that keeps guests off a host's own services and private networks "
+	         "is this machine's nftables (only isolated guests run on a remote host)", d->uri);
+	snprintf(d->egress_why, sizeof(d->egress_why),
+	         "VM host %s is remote: per-VM egress is this machine's nftables (only isolated guests run on a "
+	         "remote host)", d->uri);
+	d->internet = false;
+	if (d->network != NET_INTERNET)
+		saas__lv_log(d, SAAS_LOG_INFO, "network: guests are isolated; internet and policies are refused: %s",
+		             d->guard_why);
+}
+
+/* accel=auto on a remote host: KVM when its libvirt offers a kvm domain for x86_64. */
+static bool remote_kvm(struct drv *d)
+{
+	char *caps = virConnectGetDomainCapabilities(d->conn, NULL, "x86_64", "q35", "kvm", 0);
+	bool kvm = caps != NULL;
+
+	free(caps);
+	saas__error_clear();
+	return kvm;
+}
+
+/*
+ * A remote host's limits: what the domain's XML and libvirt's API carry
+ * (the CPU quota, the memory limit) are the host's libvirtd to apply; the
+ * pids cgroup and the I/O weight are not given (the first is this
+ * machine's cgroup files; the second needs the io controller, which not
+ * every host delegates to libvirt).
+ */
+static void remote_limits(struct drv *d)
+{
+	d->lim_cpu = d->cpu_milli != 0;
+	d->lim_memory = true;
+	d->lim_pids = d->lim_io = false;
+	saas__lv_log(d, SAAS_LOG_INFO, "VM limits on VM host %s: CPU %s, memory on (the host's cgroups, by its "
+	             "libvirtd); pids and I/O weight not given", d->uri, d->lim_cpu ? "on" : "off (cpu_limit=off)");
+}
+
 static int lv_open(void **ctx, const saas_driver_env *env)
 {
 	struct drv *d = calloc(1, sizeof(*d));
 	struct saas__lv_config cfg;
-	char *root = NULL, *vms = NULL;
+	char *root = NULL, *vms = NULL, *ssh_key = NULL;
 	int rc;
 
 	if (!d)
@@ -272,6 +319,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->keeper_cond, NULL);
 	pthread_rwlock_init(&d->snaps_lock, NULL);
+	pthread_mutex_init(&d->upload_mu, NULL);
+	pthread_mutex_init(&d->conn_mu, NULL);
 	d->log = env->log;
 	d->log_userdata = env->log_userdata;
 	if ((rc = saas__lv_config_parse(&cfg, env->config)) < 0)
@@ -290,12 +339,25 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->nft_helper = cfg.nft_helper;
 	d->cpu_milli = cfg.cpu_milli;
 	d->mapped = cfg.template_memory == TMPL_MEM_MAPPED;
-	if (!d->images && !(d->images = saas__lv_default_images_dir())) {
+	d->remote = cfg.remote == REMOTE_ON || (cfg.remote == REMOTE_AUTO && saas__lv_uri_remote(d->uri));
+	/* The cluster's options: owned by d now (cfg's copies go with cfg). */
+	d->listen = cfg.listen;
+	d->owner = cfg.owner;
+	d->pool_name = cfg.pool;
+	d->pool_dir = cfg.pool_dir;
+	ssh_key = cfg.ssh_key;
+	if (cfg.remote == REMOTE_ON && !d->uri) {
+		rc = saas__inval("remote=on needs uri=, the VM host's libvirt URI");
+		goto fail;
+	}
+	if ((!d->images && !(d->images = saas__lv_default_images_dir())) || (!d->listen && !(d->listen = saas__strdup("127.0.0.1"))) ||
+	    (!d->pool_name && !(d->pool_name = saas__strdup(POOL_DEFAULT))) ||
+	    (!d->pool_dir && !(d->pool_dir = saas__strdup(POOL_DIR_DEFAULT)))) {
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
-	if (!(d->dir = saas__lv_path_join(env->state_dir, "libvirt")) || !(d->owner = saas__strdup(env->state_dir)) ||
-	    !(vms = saas__lv_path_join(d->dir, "vms"))) {
+	if (!(d->dir = saas__lv_path_join(env->state_dir, "libvirt")) ||
+	    (!d->owner && !(d->owner = saas__strdup(env->state_dir))) || !(vms = saas__lv_path_join(d->dir, "vms"))) {
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
@@ -303,14 +365,21 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s", vms);
 		goto fail;
 	}
-	if ((rc = saas__lv_ensure_key(d)) < 0 || (rc = saas__ssh_global_init()) < 0)
+	if ((rc = saas__lv_ensure_key(d, ssh_key)) < 0 || (rc = saas__ssh_global_init()) < 0)
 		goto fail;
-	d->kvm = d->accel == ACCEL_KVM || (d->accel == ACCEL_AUTO && kvm_usable());
-	if (d->accel == ACCEL_KVM && !kvm_usable()) {
+	/* A remote host's KVM is its own: accel=auto asks libvirt there (remote_accel). */
+	d->kvm = d->accel == ACCEL_KVM || (d->accel == ACCEL_AUTO && !d->remote && kvm_usable());
+	if (d->accel == ACCEL_KVM && !d->remote && !kvm_usable()) {
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "accel=kvm, but /dev/kvm is not usable");
 		goto fail;
 	}
-	if (!d->uri) {
+	if (d->remote) {
+		remote_network(d);
+		if (d->network == NET_INTERNET) {
+			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network=internet, but %s", d->guard_why);
+			goto fail;
+		}
+	} else if (!d->uri) {
 		if ((rc = saas__lv_embed_root(env->state_dir, &root)) < 0)
 			goto fail;
 		/* Confinement last: the guard's files are among those it makes private. */
@@ -345,7 +414,12 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot start libvirt's event loop");
 		goto fail;
 	}
-	if (!(d->conn = virConnectOpen(d->uri))) {
+	if (d->remote) {
+		if ((rc = saas__lv_connect_remote(d->uri, &d->conn)) < 0 || (rc = saas__lv_pool_open(d)) < 0)
+			goto fail;
+		if (d->accel == ACCEL_AUTO)
+			d->kvm = remote_kvm(d);
+	} else if (!(d->conn = virConnectOpen(d->uri))) {
 		rc = saas__lv_virt_error("cannot connect to libvirt");
 		saas__error_wrap(rc, "%s", d->uri);
 		goto fail;
@@ -355,7 +429,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	 * shows. The guard and per-VM egress follow, as in the embedded mode:
 	 * both match what only confinement decides (QEMU's group and uid).
 	 */
-	if (!d->root) {
+	if (!d->root && !d->remote) {
 		if (d->uids_mode != UIDS_OFF &&
 		    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
 			goto fail;
@@ -369,7 +443,19 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__sha256_hex(hash, env->state_dir, strlen(env->state_dir));
 		snprintf(d->cg_group, sizeof(d->cg_group), "aas-%.16s", hash);
 	}
-	saas__lv_limits_setup(d, d->root != NULL);
+	if (d->remote)
+		remote_limits(d);
+	else
+		saas__lv_limits_setup(d, d->root != NULL);
+	/*
+	 * A template is a state file QEMU saves and every clone reads, on the
+	 * host that runs them: not made on a remote host yet.
+	 */
+	if (d->remote && d->templates) {
+		d->templates = false;
+		saas__lv_log(d, SAAS_LOG_INFO, "templates off on VM host %s: a template's saved state lives on the host "
+		             "that runs its clones, which a remote host does not offer yet (every VM boots cold)", d->uri);
+	}
 	saas__lv_templates_cleanup(d);
 	/* Said once: every template of this engine is then a loaded one. */
 	if (d->templates && d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {
@@ -386,18 +472,29 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	d->keeper_started = true;
-	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s, %s, images in %s, templates %s, QEMU uids %s", d->uri,
-	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off", d->confined ? "per VM" : "shared");
+	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s%s, %s, images in %s, templates %s, QEMU uids %s, owner %s",
+	             d->uri, d->remote ? " (remote: guests' SSH on its address, volumes in its pool)" : "",
+	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off",
+	             d->remote ? "the host's" : d->confined ? "per VM" : "shared", d->owner);
 	*ctx = d;
 	free(root);
 	free(vms);
+	free(ssh_key);
 	return SAAS_OK;
 fail:
 	free(root);
 	free(vms);
 	saas__lv_egress_close(d);
+	free(ssh_key);
+	if (d->pool)
+		virStoragePoolFree(d->pool);
 	if (d->conn)
 		virConnectClose(d->conn);
+	free(d->listen);
+	free(d->pool_name);
+	free(d->pool_dir);
+	pthread_mutex_destroy(&d->upload_mu);
+	pthread_mutex_destroy(&d->conn_mu);
 	free(d->dir);
 	free(d->uri);
 	free(d->images);
@@ -462,7 +559,17 @@ static void lv_close(void *ctx)
 		d->imgs = im->next;
 		saas__lv_image_free(im);
 	}
+	if (d->pool)
+		virStoragePoolFree(d->pool);
 	virConnectClose(d->conn);
+	for (size_t i = 0; i < d->n_retired; i++)
+		virConnectClose(d->retired[i]);
+	free(d->retired);
+	free(d->listen);
+	free(d->pool_name);
+	free(d->pool_dir);
+	pthread_mutex_destroy(&d->upload_mu);
+	pthread_mutex_destroy(&d->conn_mu);
 	free(d->dir);
 	free(d->uri);
 	free(d->images);
@@ -483,15 +590,38 @@ static void lv_close(void *ctx)
 
 /* ---- VMs ------------------------------------------------------------------------------------- */
 
+/*
+ * A domain looked up by name: NULL with SAAS_OK when there is none, NULL
+ * with an error when libvirt could not tell (a host that does not answer is
+ * never taken for a host without the VM).
+ */
+static virDomainPtr domain_lookup(struct drv *d, const char *name, int *rc)
+{
+	virDomainPtr dom = virDomainLookupByName(d->conn, name);
+	virErrorPtr e;
+
+	*rc = SAAS_OK;
+	if (!dom && (e = virGetLastError()) && e->code != VIR_ERR_NO_DOMAIN) {
+		*rc = saas__lv_virt_error("looking the VM up");
+		saas__error_wrap(*rc, "%s on %s", name, d->uri);
+	}
+	return dom;
+}
+
 int saas__lv_vm_destroy(void *ctx, const char *name)
 {
 	struct drv *d = ctx;
-	virDomainPtr dom = virDomainLookupByName(d->conn, name);
+	virDomainPtr dom;
 	struct vm *v;
 	char *dir;
 	unsigned int uid = 0;
-	int rc = SAAS_OK;
+	int rc;
 
+	if ((rc = saas__lv_host_check(d)) < 0)
+		return rc;
+	/* Not known to be gone is not gone: nothing of it is forgotten here then. */
+	if (!(dom = domain_lookup(d, name, &rc)) && rc < 0)
+		return rc;
 	if (dom) {
 		uid = saas__lv_domain_uid(dom);
 		if (virDomainDestroy(dom) < 0) {
@@ -510,6 +640,8 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 		saas__lv_vm_put(d, v);
 	}
 	saas__lv_limits_release(d, name);
+	if (d->remote)
+		saas__lv_overlay_remote_delete(d, name);
 	if ((dir = saas__lv_drv_path(d, "vms", name))) {
 		saas__lv_rm_tree(dir);
 		free(dir);
@@ -593,6 +725,9 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 			cold = "out of memory for its template";
 	}
 	pthread_mutex_unlock(&d->mu);
+	/* A remote host gets the image's files once per build (the image stays valid until close). */
+	if (rc == SAAS_OK && d->remote && ((rc = saas__lv_host_check(d)) < 0 || (rc = saas__lv_image_remote(d, im)) < 0))
+		goto out;
 	if (rc < 0)
 		return rc;
 	/* Its rules in place before its QEMU opens a socket: under its uid, nothing is ever unruled. */
@@ -630,10 +765,10 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s%s, %s, %u vCPU, %u MiB, %s, ssh 127.0.0.1:%u)", spec->name,
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s%s, %s, %u vCPU, %u MiB, %s, ssh %s:%u)", spec->name,
 	             (long long)ms_since(&t0), cloned ? "clone, fix-ups over " : "cold boot", cloned ? l.fixups : "",
 	             spec->image, spec->vcpus, spec->memory_mb,
-	             net->mode == SAAS_NET_POLICY ? "policy" : internet ? "internet" : "isolated", l.port);
+	             net->mode == SAAS_NET_POLICY ? "policy" : internet ? "internet" : "isolated", d->listen, l.port);
 	virDomainFree(l.dom);
 	free(l.dir);
 	free(l.overlay);
@@ -671,20 +806,21 @@ static void adopt_limits(struct drv *d, virDomainPtr dom, const char *name)
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s adopted without its limits: %s", name, saas_error_last()->message);
 }
 
-static int lv_state(void *ctx, const char *name, int *state)
+int saas__lv_vm_adopt(struct drv *d, const char *name, int *state)
 {
-	struct drv *d = ctx;
-	virDomainPtr dom = virDomainLookupByName(d->conn, name);
-	int s = 0;
+	virDomainPtr dom;
+	int s = 0, rc;
 
 	*state = SAAS_VM_ABSENT;
-	if (!dom)
-		return SAAS_OK;
+	if (!(dom = domain_lookup(d, name, &rc)))
+		return rc;
 	if (virDomainGetState(dom, &s, NULL, 0) == 0)
 		*state = s == VIR_DOMAIN_RUNNING || s == VIR_DOMAIN_PAUSED || s == VIR_DOMAIN_BLOCKED
 		                 ? SAAS_VM_RUNNING
 		                 : SAAS_VM_STOPPED;
-	/* A running VM this driver has not seen yet (the engine restarted): adopt it. */
+	else if (d->remote)
+		rc = saas__lv_virt_error("reading the VM's state");
+	/* A running VM this driver has not seen yet (the engine restarted, or another of the cluster made it). */
 	if (*state == SAAS_VM_RUNNING) {
 		unsigned int port = 0;
 		char *host_key = NULL, *owner = NULL;
@@ -705,7 +841,17 @@ static int lv_state(void *ctx, const char *name, int *state)
 		free(owner);
 	}
 	virDomainFree(dom);
-	return SAAS_OK;
+	return rc;
+}
+
+static int lv_state(void *ctx, const char *name, int *state)
+{
+	struct drv *d = ctx;
+	int rc;
+
+	if ((rc = saas__lv_host_check(d)) < 0)
+		return rc;
+	return saas__lv_vm_adopt(d, name, state);
 }
 
 struct list_call {
@@ -726,7 +872,10 @@ static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 {
 	struct list_call lc = { fn, ud };
+	int rc;
 
+	if ((rc = saas__lv_host_check(ctx)) < 0)
+		return rc;
 	return saas__lv_own_domains(ctx, VM_PREFIX, list_one, &lc);
 }
 
@@ -946,4 +1095,5 @@ const saas_driver saas__driver_libvirt = {
 	saas__lv_snapshot_list,
 	lv_vm_outdated,
 	.template_list = saas__lv_template_list,
+	.host_info = saas__lv_host_info,
 };

@@ -35,6 +35,8 @@
  *   template.c  templates: keys, the background builder, pruning
  *   snapshot.c  snapshots of running VMs (fork, pause) and VMs restored from them
  *   console.c   the console log's bounds (console.h)
+ *   remote.c    a VM host reached by a remote URI: its storage pool and
+ *               volumes, the bounded connection, host_info
  *
  * The pure parts (config parsing, the qemu.conf text, the guard ruleset, the
  * domain XML, the metadata parser) take their inputs as arguments and touch
@@ -146,6 +148,12 @@ enum netcfg { NET_AUTO, NET_ISOLATED, NET_INTERNET };
 enum tmplmem { TMPL_MEM_MAPPED, TMPL_MEM_LOADED };
 /* uids=auto: per-VM uids when the host allows them; off: QEMU runs as today; a range: per-VM uids or fail. */
 enum uidcfg { UIDS_AUTO, UIDS_OFF, UIDS_ON };
+/* remote=auto: the VM host is remote when the URI names a host; on/off: say so (remote.c). */
+enum remotecfg { REMOTE_AUTO, REMOTE_OFF, REMOTE_ON };
+
+#define OWNER_MAX 64                     /* owner=NAME: 1 to this many of [A-Za-z0-9._-] */
+#define POOL_DEFAULT "aas"
+#define POOL_DIR_DEFAULT "/var/lib/libvirt/images/aas"
 
 /* driver_config, parsed. */
 struct saas__lv_config {
@@ -162,6 +170,12 @@ struct saas__lv_config {
 	unsigned int cpu_milli;          /* host CPU per vCPU in thousandths (cpu_limit); 0: no limit */
 	int template_memory;             /* enum tmplmem */
 	char *nft_helper;                /* aas-nft to run when the engine cannot run nft; NULL: SAAS_NFT_HELPER */
+	int remote;                      /* enum remotecfg */
+	char *listen;                    /* the VM host's address for guests' SSH forwards; NULL: 127.0.0.1 */
+	char *owner;                     /* the cluster's name in each domain; NULL: the state directory */
+	char *ssh_key;                   /* the cluster's private key (PATH.pub beside it); NULL: the engine's own */
+	char *pool;                      /* remote: the storage pool's name; NULL: POOL_DEFAULT */
+	char *pool_dir;                  /* remote: its directory on the VM host; NULL: POOL_DIR_DEFAULT */
 };
 
 /*
@@ -169,7 +183,8 @@ struct saas__lv_config {
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
  * templates=on|off control_port=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
- * nft_helper=PATH. NULL or "" gives the defaults. On
+ * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
+ * pool=NAME pool_dir=PATH. NULL or "" gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
@@ -256,6 +271,8 @@ struct image {
 	char *boot_args;
 	char *host_key;                  /* "ssh-ed25519 AAAA..." */
 	char *recipe;                    /* what the image was built from (its recipe hash), for template keys */
+	/* Remote (remote.c): the files as the VM host's QEMU sees them, once uploaded (under d->upload_mu). */
+	char *host_kernel, *host_initrd, *host_disk;
 	unsigned int min_memory_mib;
 	bool control;                    /* its guest serves the control port (manifest "control_port", control.h) */
 	struct timespec mtime;           /* of the manifest, to notice rebuilds */
@@ -324,7 +341,19 @@ struct drv {
 	bool control_port;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
-	virConnectPtr conn;
+	virConnectPtr conn;              /* remote: replaced when it died (saas__lv_host_check); read atomically */
+	/*
+	 * A remote VM host (remote.c): nothing of the engine's filesystem is
+	 * QEMU's; images and overlays are volumes of a pool on the host.
+	 */
+	bool remote;
+	char *listen;                    /* where guests' SSH forwards listen and the engine connects */
+	char *pool_name, *pool_dir;
+	virStoragePoolPtr pool;          /* remote: the host's pool */
+	pthread_mutex_t upload_mu;       /* one image upload at a time */
+	pthread_mutex_t conn_mu;         /* reconnecting */
+	virConnectPtr *retired;          /* dead connections other threads may still hold, closed at close */
+	size_t n_retired;
 	pthread_mutex_t mu;
 	struct vm *vms;
 	struct image *imgs;
@@ -382,8 +411,11 @@ static inline void sleep_ms(int ms)
 
 /* ---- the engine's key and the embedded root (conf.c) ----------------------------------------- */
 
-/* The engine's SSH key pair (d->key, d->pub, d->authkey_b64): made once per state directory. */
-int saas__lv_ensure_key(struct drv *d);
+/*
+ * The engine's SSH key pair (d->key, d->pub, d->authkey_b64): the cluster's
+ * at path (ssh_key=PATH and PATH.pub), else made once per state directory.
+ */
+int saas__lv_ensure_key(struct drv *d, const char *path);
 /* The embedded driver's root for state_dir, created; *out freed by the caller. */
 int saas__lv_embed_root(const char *state_dir, char **out);
 /* Write ROOT/etc/qemu.conf for the embedded driver (confined: per-VM uids). */
@@ -581,7 +613,7 @@ void saas__lv_vm_put(struct drv *d, struct vm *v);
 struct vm *saas__lv_vm_unlink(struct drv *d, const char *name);
 /* The VM's SSH session, reopened if it died, with a reference the caller lets go with saas__ssh_close. */
 int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out);
-/* Open the engine's session to a VM's SSH forward on loopback. */
+/* Open the engine's session to a VM's SSH forward (on d->listen). */
 int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas__ssh **out);
 
 /* ---- domains (domain.c) ---------------------------------------------------------------------- */
@@ -613,9 +645,9 @@ struct saas__lv_domain {
 	const struct image *im;
 	const char *owner;               /* the engine's state directory */
 	const char *authkey_b64;         /* the engine's public key, for the kernel command line */
-	const char *vmdir;               /* the VM's directory (console log) */
+	const char *vmdir;               /* the VM's directory (console log); NULL: the console is a pty (remote) */
 	const char *overlay;             /* the disk overlay, or NULL (initramfs images) */
-	unsigned int port;               /* the SSH forward on host loopback */
+	unsigned int port;               /* the SSH forward on the host's address listen */
 	bool kvm;
 	bool internet;
 	bool incoming;                   /* a clone: -incoming defer, no kernel */
@@ -631,6 +663,8 @@ struct saas__lv_domain {
 	 * has it exactly when its template (or snapshot) has it.
 	 */
 	bool control;
+	const char *listen;              /* the SSH forward's address; NULL: 127.0.0.1 */
+	const char *kernel, *initrd;     /* as the host's QEMU sees them; NULL: the image's own */
 };
 
 /*
@@ -877,9 +911,51 @@ void saas__lv_snapshots_cleanup(struct drv *d);
 /* Remove the snapshots whose deletion was asked and whose disk no VM or snapshot backs onto any more. */
 void saas__lv_snapshots_collect(struct drv *d);
 
+/* ---- a remote VM host (remote.c) ------------------------------------------------------------- */
+
+/*
+ * A dead host is told by libvirt's keepalive: a probe every INTERVAL
+ * seconds, the connection closed (every call on it failing) after COUNT
+ * unanswered, so within about INTERVAL * (COUNT + 1) seconds.
+ */
+#define KEEPALIVE_INTERVAL_S 2
+#define KEEPALIVE_COUNT 2
+#define REMOTE_CONNECT_TIMEOUT_MS 5000   /* opening a connection to a host */
+#define UPLOAD_WAIT_MS (5 * 60 * 1000)   /* another engine's upload of one image build, at most */
+/* A guest's SSH forward on a remote host: a port of this range (below Linux's ephemeral ports). */
+#define REMOTE_PORT_FIRST 20000u
+#define REMOTE_PORT_COUNT 12000u
+
+/* Does uri name a host (qemu+tcp://HOST/system), i.e. a VM host that may not be this machine? Pure. */
+bool saas__lv_uri_remote(const char *uri);
+/* Open uri within REMOTE_CONNECT_TIMEOUT_MS, with libvirt's keepalive on. */
+int saas__lv_connect_remote(const char *uri, virConnectPtr *out);
+/*
+ * Remote: is the host's connection alive? If the keepalive closed it, open
+ * it again (bounded). SAAS_EBACKEND, naming the host, when it does not answer.
+ * SAAS_OK at once when not remote.
+ */
+int saas__lv_host_check(struct drv *d);
+/* The driver table's host_info slot. */
+int saas__lv_host_info(void *ctx, saas_driver_host *out);
+/* The host's storage pool (d->pool_name at d->pool_dir), made and started if missing. */
+int saas__lv_pool_open(struct drv *d);
+/* im's files on the host (im->host_*), uploaded once per build by one engine of all that share the pool. */
+int saas__lv_image_remote(struct drv *d, struct image *im);
+/* VM vm's overlay volume on base (a host path) of disk_gb GiB; *path (freed by the caller) on the host. */
+int saas__lv_overlay_remote(struct drv *d, const char *vm, const char *base, unsigned int disk_gb, char **path);
+/* VM vm's overlay volume deleted, if there is one. */
+void saas__lv_overlay_remote_delete(struct drv *d, const char *vm);
+
 /* ---- the driver table's calls other rooms make (libvirt.c) ------------------------------------ */
 
 int saas__lv_vm_destroy(void *ctx, const char *name);
+/*
+ * The state of VM name (SAAS_VM_*); a running one of this owner that the
+ * registry lacks (made by another engine of the cluster, or before a
+ * restart) is added to it. An error when the host cannot tell.
+ */
+int saas__lv_vm_adopt(struct drv *d, const char *name, int *state);
 /*
  * The egress a new VM gets from spec (*net: its own, or the driver's default
  * in *fallback), checked and admitted: a policy only where per-VM egress is,

@@ -821,6 +821,17 @@ static int error_restore(const struct kept_error *k)
 	return saas__error(k->rc, k->klass, k->code, "%s", k->message);
 }
 
+/*
+ * A snapshot's state and frozen disk are files QEMU writes and a restore
+ * reads on one machine, kept in the engine's state directory: not on a
+ * remote host yet.
+ */
+static int no_remote_snapshots(struct drv *d)
+{
+	return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
+	                   "snapshots (fork, pause) are not available on remote VM host %s yet", d->uri);
+}
+
 int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
 {
 	struct drv *d = ctx;
@@ -838,6 +849,8 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	int state = 0, rc;
 
 	memset(&s, 0, sizeof(s));
+	if (d->remote)
+		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__inval("a snapshot's name is 1 to %d of a-z, 0-9 and '-'", SNAPSHOT_NAME_MAX);
 	if (!(dom = virDomainLookupByName(d->conn, name)) || saas__lv_domain_meta(dom, &port, &s.host_key, &owner) < 0 ||
@@ -1037,6 +1050,8 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 
 	memset(&s, 0, sizeof(s));
 	memset(&l, 0, sizeof(l));
+	if (d->remote)
+		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
 	if ((rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)

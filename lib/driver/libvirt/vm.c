@@ -88,7 +88,7 @@ int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key,
 	saas__ssh_config cfg;
 
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.host = "127.0.0.1";
+	cfg.host = d->listen;
 	cfg.port = port;
 	cfg.user = SSH_USER;
 	cfg.private_key = d->key;
@@ -106,9 +106,19 @@ int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key,
  */
 int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out)
 {
-	struct vm *v = saas__lv_vm_get(d, name);
-	int rc = SAAS_OK;
+	struct vm *v;
+	int rc;
 
+	/* A dead host fails here at once, not at the end of an SSH timeout. */
+	if ((rc = saas__lv_host_check(d)) < 0)
+		return rc;
+	/* Another engine of the cluster may have made it: adopted at first use, as after a restart. */
+	if (!(v = saas__lv_vm_get(d, name))) {
+		int state;
+		if ((rc = saas__lv_vm_adopt(d, name, &state)) < 0)
+			return rc;
+		v = saas__lv_vm_get(d, name);
+	}
 	if (!v)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
 	pthread_mutex_lock(&v->mu);

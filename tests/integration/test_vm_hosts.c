@@ -1,0 +1,446 @@
+/*
+ * VM hosts reached by remote URIs, for real: the libvirt driver's table,
+ * driven directly, on two hosts the harness (tests/integration/vm-hosts)
+ * makes on this machine, each a network namespace with its own address and
+ * its own libvirtd listening there.
+ *
+ * Three driver contexts stand for servers of one cluster (same owner= and
+ * ssh_key=, each its own state directory): A and B on host 1, C on host 2.
+ * A VM made through A is used through B (exec, files, a port) as if B had
+ * made it; C's VM on host 2 is not A's to see. host_info reports each host's
+ * size and this owner's VMs. Host 1 then stops answering (every packet
+ * dropped, its libvirtd killed): host_info, exec and vm_state fail, within
+ * the keepalive's seconds rather than TCP's minutes (a watchdog fails the
+ * test past WATCHDOG_S), while host 2 serves on. Revived, the host's new
+ * libvirtd takes over the QEMU that ran on, and the driver reconnects by
+ * itself: the VM is listed and used again, then destroyed through B, after
+ * which A lists nothing. What a remote host cannot give safely is refused
+ * with a reason (internet, policies, snapshots).
+ *
+ * Root only (namespaces, a system libvirtd); skipped otherwise.
+ * Usage: test_vm_hosts VM-HOSTS-SCRIPT. Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
+ */
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "saas/sys/driver.h"
+#include "util/util.h"
+#include "vmtest.h"
+
+extern const saas_driver saas__driver_libvirt;
+
+#define VM1 "sbx-hosts-one"
+#define VM2 "sbx-hosts-two"
+#define OWNER "test-cluster"
+/* A call on a dead host fails in seconds (the keepalive's); past this it hung. */
+#define WATCHDOG_S 60
+
+static const saas_driver *drv = &saas__driver_libvirt;
+static const char *script;
+static char state_dir[2048], top[2200], addr[3][32];
+static void *ctx_a, *ctx_b, *ctx_c;
+static const char *made[2]; /* VMs to destroy at teardown, with the context that reaches them */
+static void *made_ctx[2];
+static saas_vm_spec shape;
+static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t clock_fn(void *ud)
+{
+	(void)ud;
+	return now_ms();
+}
+
+static void watchdog(int sig)
+{
+	static const char msg[] = "a call on a dead VM host did not fail within the watchdog's time: it hangs\n";
+
+	(void)sig;
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(1);
+}
+
+/* ---- the guest ------------------------------------------------------------------------------- */
+
+struct out {
+	char text[4096];
+	size_t len;
+};
+
+static int collect(void *ud, int stream, const void *data, size_t len)
+{
+	struct out *o = ud;
+
+	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
+		memcpy(o->text + o->len, data, len);
+		o->len += len;
+		o->text[o->len] = '\0';
+	}
+	return 0;
+}
+
+/* Run cmd in vm through ctx: the status; its stdout (trailing newlines cut) in a static buffer. */
+static int run_rc(void *ctx, const char *vm, const char *cmd, char **stdout_text)
+{
+	static struct out o;
+	static const int cancel = 0;
+	saas_driver_exec req;
+	int code = -1, rc;
+
+	memset(&req, 0, sizeof(req));
+	memset(&o, 0, sizeof(o));
+	req.command = cmd;
+	req.cwd = "/";
+	req.timeout_ms = 60000;
+	req.output = collect;
+	req.output_userdata = &o;
+	req.cancel = &cancel;
+	rc = drv->exec(ctx, vm, &req, &code);
+	if (rc == SAAS_OK && code != 0)
+		fail_msg("%s exited %d", cmd, code);
+	while (o.len && o.text[o.len - 1] == '\n')
+		o.text[--o.len] = '\0';
+	*stdout_text = o.text;
+	return rc;
+}
+
+static char *run(void *ctx, const char *vm, const char *cmd)
+{
+	char *text;
+
+	check(run_rc(ctx, vm, cmd, &text), cmd);
+	return text;
+}
+
+struct src {
+	const char *data;
+	size_t off, len;
+};
+
+static long read_src(void *ud, void *buf, size_t size)
+{
+	struct src *s = ud;
+	size_t n = s->len - s->off < size ? s->len - s->off : size;
+
+	memcpy(buf, s->data + s->off, n);
+	s->off += n;
+	return (long)n;
+}
+
+static int write_out(void *ud, const void *data, size_t size)
+{
+	struct out *o = ud;
+
+	if (o->len + size >= sizeof(o->text))
+		return 1;
+	memcpy(o->text + o->len, data, size);
+	o->len += size;
+	o->text[o->len] = '\0';
+	return 0;
+}
+
+struct names {
+	char list[8][64];
+	int n;
+};
+
+static int add_name(void *ud, const char *name)
+{
+	struct names *ns = ud;
+
+	if (ns->n < 8)
+		snprintf(ns->list[ns->n++], sizeof(ns->list[0]), "%s", name);
+	return 0;
+}
+
+static bool listed(void *ctx, const char *vm)
+{
+	struct names ns = { .n = 0 };
+
+	check(drv->vm_list(ctx, add_name, &ns), "vm_list");
+	for (int i = 0; i < ns.n; i++)
+		if (strcmp(ns.list[i], vm) == 0)
+			return true;
+	return false;
+}
+
+static int vm_state(void *ctx, const char *vm)
+{
+	int s = -1;
+
+	check(drv->vm_state(ctx, vm, &s), "vm_state");
+	return s;
+}
+
+static void create(void *ctx, const char *vm, size_t slot)
+{
+	saas_vm_spec spec = shape;
+
+	spec.name = vm;
+	check(drv->vm_create(ctx, &spec), "vm_create");
+	made[slot] = vm;
+	made_ctx[slot] = ctx;
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+
+static int harness(const char *cmd, int n)
+{
+	return sh("'%s' %s '%s' %d", script, cmd, top, n);
+}
+
+static void *open_ctx(const char *name, int host, const char *images, const char *key)
+{
+	static char configs[3][4096], dirs[3][2400];
+	static const char *who[3] = { "A", "B", "C" };
+	int i = name[0] - 'a';
+	saas_driver_env env;
+	void *ctx = NULL;
+
+	snprintf(dirs[i], sizeof(dirs[i]), "%s/%s", state_dir, name);
+	if (sh("mkdir -p '%s'", dirs[i]) != 0)
+		return NULL;
+	snprintf(configs[i], sizeof(configs[i]),
+	         /* The test's daemons run in the test's cgroup: without cpu or memory there, VMs go unlimited. */
+	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s",
+	         images, key,
+	         addr[host], addr[host]);
+	memset(&env, 0, sizeof(env));
+	env.state_dir = dirs[i];
+	env.config = configs[i];
+	env.log = vmtest_log;
+	env.log_userdata = (void *)who[i];
+	env.clock = clock_fn;
+	if (drv->open(&ctx, &env) != SAAS_OK) {
+		fprintf(stderr, "opening driver %s on host %d: %s\n", who[i], host, saas_error_last()->message);
+		return NULL;
+	}
+	return ctx;
+}
+
+static int group_setup(void **state)
+{
+	const char *images, *dir;
+	char key[2400];
+
+	(void)state;
+	if (geteuid() != 0) {
+		printf("SKIP: VM hosts need root (network namespaces, a system libvirtd)\n");
+		exit(0);
+	}
+	if (vmtest_env(&images, &dir) < 0)
+		return -1;
+	snprintf(state_dir, sizeof(state_dir), "%s", dir);
+	snprintf(top, sizeof(top), "%s.d", dir);
+	vmtest_state_parent_traversable(state_dir);
+	if (sh("rm -rf '%s' && mkdir -p '%s'", state_dir, state_dir) != 0)
+		return -1;
+	for (int n = 1; n <= 2; n++) {
+		FILE *p;
+		char cmd[4400];
+		if (harness("start", n) != 0)
+			return -1;
+		snprintf(cmd, sizeof(cmd), "'%s' addr '%s' %d", script, top, n);
+		if (!(p = popen(cmd, "r")) || !fgets(addr[n], sizeof(addr[n]), p))
+			return -1;
+		pclose(p);
+		addr[n][strcspn(addr[n], "\n")] = '\0';
+	}
+	/* The cluster's key pair, which every server of it is given. */
+	snprintf(key, sizeof(key), "%s/cluster_key", state_dir);
+	if (sh("ssh-keygen -q -t ed25519 -N '' -C aas-cluster -f '%s'", key) != 0)
+		return -1;
+	if (!(ctx_a = open_ctx("a", 1, images, key)) || !(ctx_b = open_ctx("b", 1, images, key)) ||
+	    !(ctx_c = open_ctx("c", 2, images, key)))
+		return -1;
+	memset(&shape, 0, sizeof(shape));
+	shape.image = "tiny";
+	shape.vcpus = 1;
+	shape.memory_mb = 512;
+	shape.disk_gb = 1;
+	shape.network = &isolated;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(made); i++)
+		if (made[i])
+			drv->vm_destroy(made_ctx[i], made[i]);
+	if (ctx_a)
+		drv->close(ctx_a);
+	if (ctx_b)
+		drv->close(ctx_b);
+	if (ctx_c)
+		drv->close(ctx_c);
+	/* Whatever is left (a VM of a failed test), its host's namespace takes with it. */
+	sh("'%s' stopall '%s'", script, top);
+	return 0;
+}
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+/* What a remote host cannot give safely is refused, saying why, before any VM is made. */
+static void test_refused(void **state)
+{
+	static const saas_vm_network internet = { SAAS_NET_INTERNET, NULL, NULL };
+	saas_vm_spec spec = shape;
+	int64_t bytes;
+
+	(void)state;
+	spec.name = "sbx-hosts-internet";
+	spec.network = &internet;
+	assert_int_equal(drv->vm_create(ctx_a, &spec), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "remote"));
+	assert_int_equal(drv->vm_snapshot(ctx_a, "sbx-hosts-none", "s1", 1, &bytes), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "remote"));
+	assert_false(listed(ctx_a, "sbx-hosts-internet"));
+}
+
+/* A VM made through A is B's too: exec, files and a port through B, listed by both, counted by host_info. */
+static void test_shared(void **state)
+{
+	static const char data[] = "written through B, read through A\n";
+	saas_driver_host h1, h2;
+	struct src s = { data, 0, sizeof(data) - 1 };
+	struct out o;
+	int64_t size = -1;
+	char banner[64] = "";
+	int fd = -1;
+	size_t got = 0;
+
+	(void)state;
+	create(ctx_a, VM1, 0);
+	/* Its SSH forward listens on the host's address, not on this machine's loopback. */
+	assert_true(listed(ctx_a, VM1));
+	assert_true(listed(ctx_b, VM1));
+	assert_string_equal(run(ctx_b, VM1, "hostname"), VM1);
+	check(drv->file_write(ctx_b, VM1, "/workspace/shared.txt", 0644, read_src, &s, (int64_t)s.len), "file_write B");
+	memset(&o, 0, sizeof(o));
+	check(drv->file_read(ctx_a, VM1, "/workspace/shared.txt", 4096, write_out, &o, &size), "file_read A");
+	assert_string_equal(o.text, data);
+	/* A port of the guest's, through B: its sshd's banner. */
+	check(drv->port_connect(ctx_b, VM1, 22, &fd), "port_connect B");
+	while (got < sizeof(banner) - 1 && !strchr(banner, '\n')) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+		if (poll(&p, 1, 30000) <= 0 || (n = recv(fd, banner + got, sizeof(banner) - 1 - got, 0)) <= 0)
+			break;
+		got += (size_t)n;
+		banner[got] = '\0';
+	}
+	close(fd);
+	assert_true(strncmp(banner, "SSH-2.0-", 8) == 0);
+
+	/* Host 2: C's VM, which host 1's contexts neither list nor count. */
+	create(ctx_c, VM2, 1);
+	assert_string_equal(run(ctx_c, VM2, "hostname"), VM2);
+	assert_false(listed(ctx_a, VM2));
+	assert_false(listed(ctx_c, VM1));
+	check(drv->host_info(ctx_a, &h1), "host_info A");
+	check(drv->host_info(ctx_c, &h2), "host_info C");
+	printf("host 1: %u CPUs, %llu MiB, %u VMs; host 2: %u CPUs, %llu MiB, %u VMs\n", h1.cpus,
+	       (unsigned long long)h1.memory_mb, h1.vms, h2.cpus, (unsigned long long)h2.memory_mb, h2.vms);
+	assert_true(h1.cpus > 0 && h1.memory_mb > 0 && h2.cpus > 0 && h2.memory_mb > 0);
+	assert_int_equal(h1.vms, 1);
+	assert_int_equal(h2.vms, 1);
+}
+
+/*
+ * Host 1 stops answering: every call on it fails (in seconds: the watchdog
+ * fails the test if one hangs); host 2 serves on. Revived, its VM is
+ * listed and used again, through the connection the driver opens again.
+ */
+static void test_dead_host(void **state)
+{
+	saas_driver_host h;
+	char *text;
+	int64_t t0;
+	int s = -1, rc;
+
+	(void)state;
+	assert_int_equal(harness("kill", 1), 0);
+	signal(SIGALRM, watchdog);
+	alarm(WATCHDOG_S);
+	t0 = now_ms();
+	rc = drv->host_info(ctx_a, &h);
+	printf("host_info on the dead host: %s after %lld ms (%s)\n", saas_strerror(rc), (long long)(now_ms() - t0),
+	       saas_error_last()->message);
+	assert_int_equal(rc, SAAS_EBACKEND);
+	alarm(WATCHDOG_S);
+	t0 = now_ms();
+	rc = run_rc(ctx_b, VM1, "true", &text);
+	printf("exec on the dead host: %s after %lld ms (%s)\n", saas_strerror(rc), (long long)(now_ms() - t0),
+	       saas_error_last()->message);
+	assert_true(rc < 0);
+	alarm(WATCHDOG_S);
+	/* Not known is not absent: a dead host's VM is never reported gone. */
+	assert_true(drv->vm_state(ctx_a, VM1, &s) < 0);
+	alarm(0);
+	/* Host 2 is not host 1. */
+	check(drv->host_info(ctx_c, &h), "host_info C while host 1 is dead");
+	assert_string_equal(run(ctx_c, VM2, "echo alive"), "alive");
+
+	assert_int_equal(harness("revive", 1), 0);
+	alarm(WATCHDOG_S);
+	check(drv->host_info(ctx_a, &h), "host_info A after the host came back");
+	alarm(0);
+	assert_int_equal(h.vms, 1);
+	assert_true(listed(ctx_a, VM1));
+	assert_int_equal(vm_state(ctx_b, VM1), SAAS_VM_RUNNING);
+	assert_string_equal(run(ctx_b, VM1, "cat /workspace/shared.txt"), "written through B, read through A");
+}
+
+/* Destroyed through B, the VM is gone for A too; host 2's VM destroyed by C. */
+static void test_destroy(void **state)
+{
+	saas_driver_host h;
+
+	(void)state;
+	check(drv->vm_destroy(ctx_b, VM1), "vm_destroy B");
+	made[0] = NULL;
+	assert_false(listed(ctx_a, VM1));
+	assert_int_equal(vm_state(ctx_a, VM1), SAAS_VM_ABSENT);
+	check(drv->host_info(ctx_a, &h), "host_info A");
+	assert_int_equal(h.vms, 0);
+	check(drv->vm_destroy(ctx_c, VM2), "vm_destroy C");
+	made[1] = NULL;
+	assert_false(listed(ctx_c, VM2));
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_shared),
+		cmocka_unit_test(test_dead_host),
+		cmocka_unit_test(test_destroy),
+	};
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: test_vm_hosts VM-HOSTS-SCRIPT\n");
+		return 2;
+	}
+	script = argv[1];
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
