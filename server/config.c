@@ -26,6 +26,9 @@ const char *aas_config_usage(void)
 	       "  --store URL             sqlite:PATH or postgresql://...; default aas.db in the state dir [AAS_STORE_URL]\n"
 	       "  --image NAME            image used when create names none; default \"default\" [AAS_IMAGE]\n"
 	       "  --libvirt-uri URI       libvirt connection URI [AAS_LIBVIRT_URI]\n"
+	       "  --driver-config OPTS    more VM driver options, after the ones above: e.g. the cluster's\n"
+	       "                          \"owner=prod ssh_key=/etc/aas/cluster_key\" (docs/vm-hosts.md)\n"
+	       "                          [AAS_DRIVER_CONFIG]\n"
 	       "  --images DIR            guest image directory [AAS_IMAGE_DIR]\n"
 	       "  --preview-domain D      preview URLs are http://NAME.D:PORT/, NAME each exposure's own\n"
 	       "                          unguessable label; default localhost [AAS_PREVIEW_DOMAIN]\n"
@@ -317,6 +320,7 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_IMAGE")) && *v && set(&cfg->image, v) < 0) ||
 	    ((v = getenv("AAS_IMAGE_DIR")) && *v && set(&cfg->image_dir, v) < 0) ||
 	    ((v = getenv("AAS_LIBVIRT_URI")) && *v && set(&cfg->libvirt_uri, v) < 0) ||
+	    ((v = getenv("AAS_DRIVER_CONFIG")) && *v && set(&cfg->driver_config, v) < 0) ||
 	    ((v = getenv("AAS_PREVIEW_DOMAIN")) && *v && set(&cfg->preview_domain, v) < 0) ||
 	    ((v = getenv("AAS_PREVIEW_URL")) && *v && set(&cfg->preview_url, v) < 0) ||
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
@@ -341,13 +345,14 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
 		{ "store", required_argument, NULL, O_STORE },
 		{ "image", required_argument, NULL, O_IMAGE },
 		{ "libvirt-uri", required_argument, NULL, O_URI },
+		{ "driver-config", required_argument, NULL, O_DRIVER },
 		{ "images", required_argument, NULL, O_IMAGES },
 		{ "preview-domain", required_argument, NULL, O_DOMAIN },
 		{ "preview-url", required_argument, NULL, O_PURL },
@@ -421,6 +426,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_STORE: rc = set(&cfg->store_url, optarg); break;
 		case O_IMAGE: rc = set(&cfg->image, optarg); break;
 		case O_URI: rc = set(&cfg->libvirt_uri, optarg); break;
+		case O_DRIVER: rc = set(&cfg->driver_config, optarg); break;
 		case O_IMAGES: rc = set(&cfg->image_dir, optarg); break;
 		case O_DOMAIN: rc = set(&cfg->preview_domain, optarg); break;
 		case O_PURL: rc = set(&cfg->preview_url, optarg); break;
@@ -494,6 +500,7 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->store_url);
 	free(cfg->image);
 	free(cfg->libvirt_uri);
+	free(cfg->driver_config);
 	free(cfg->image_dir);
 	free(cfg->preview_domain);
 	free(cfg->preview_url);
@@ -508,11 +515,13 @@ char *aas_config_driver_string(const struct aas_config *cfg)
 {
 	char *s = NULL;
 
-	if (!cfg->libvirt_uri && !cfg->image_dir && cfg->templates < 0)
+	if (!cfg->libvirt_uri && !cfg->image_dir && cfg->templates < 0 && !cfg->driver_config)
 		return NULL;
-	if (asprintf(&s, "%s%s %s%s %s", cfg->libvirt_uri ? "uri=" : "", cfg->libvirt_uri ? cfg->libvirt_uri : "",
+	/* --driver-config last: the driver takes the last of an option given twice. */
+	if (asprintf(&s, "%s%s %s%s %s %s", cfg->libvirt_uri ? "uri=" : "", cfg->libvirt_uri ? cfg->libvirt_uri : "",
 	             cfg->image_dir ? "images=" : "", cfg->image_dir ? cfg->image_dir : "",
-	             cfg->templates < 0 ? "" : cfg->templates ? "templates=on" : "templates=off") < 0)
+	             cfg->templates < 0 ? "" : cfg->templates ? "templates=on" : "templates=off",
+	             cfg->driver_config ? cfg->driver_config : "") < 0)
 		return NULL;
 	return s;
 }

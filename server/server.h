@@ -29,6 +29,7 @@ struct aas_config {
 	char *store_url;
 	char *image;
 	char *libvirt_uri;
+	char *driver_config;       /* --driver-config: more driver options, appended; NULL: none */
 	char *image_dir;
 	int templates;             /* clones of snapshot templates: -1 the driver's default (on), 0 off, 1 on */
 	char *preview_domain;      /* "localhost" */
