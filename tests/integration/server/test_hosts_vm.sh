@@ -1,0 +1,182 @@
+#!/bin/bash
+# Many aas-servers and many VM hosts, all real (issue #16): two aas-server
+# processes on one PostgreSQL, two VM hosts each a network namespace with a
+# libvirtd of its own (tests/integration/vm-hosts), real `tiny` VMs.
+#
+#   - sandboxes made through server 1 spread over both hosts, and each is used
+#     (exec, files) through server 2;
+#   - a drained host takes no new sandbox, and the one on it runs on;
+#   - a host that stops answering is lost after the grace: its sandboxes are
+#     closed, billed up to the moment it was last reached and never beyond,
+#     while the other host's keep working; with no host left to take one, a
+#     create is 503;
+#   - kill -9 of the server making a sandbox: the other undoes it (no charge,
+#     no VM left on the host);
+#   - the lost host answers again: every VM still on it is destroyed and it
+#     takes sandboxes again;
+#   - the ledger against the rows, to the micro-dollar.
+# Every wait polls for an outcome with a generous deadline: no timing is asserted.
+#
+# usage: test_hosts_vm.sh AAS_SERVER IMAGES PGDIR VM_HOSTS STATE
+. "$(dirname "$0")/common.sh"
+SERVER=$1
+IMAGES=$2
+PGDIR=$3
+VMHOSTS=$4
+STATE=$5
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "SKIP: VM hosts are network namespaces with a libvirtd each, which needs root"
+	exit 0
+fi
+
+ADMIN_URL=$(cat "${PGDIR}/url")
+DB="t_hosts_vm_$$_${RANDOM}"
+psql -qX "$ADMIN_URL" -c "CREATE DATABASE ${DB}" >/dev/null || { echo "cannot create database ${DB}"; exit 1; }
+URL=${ADMIN_URL/\/\/\/postgres\?/\/\/\/${DB}?}
+TOP="${STATE}/hosts"
+mkdir -p "$STATE"
+CLUSTER="e2e-$$"
+ssh-keygen -q -t ed25519 -N '' -f "${WORK}/cluster_key" -C "$CLUSTER" || { echo "ssh-keygen failed"; exit 1; }
+
+declare -A SPID SBASE
+sql() { psql -qAtX "$URL" -c "$1"; }
+admin() { AAS_STORE_URL="$URL" "$SERVER" "$@" --state-dir "${WORK}/admin"; }
+# The domains a host's libvirtd runs, one name a line (the harness's URI: this machine only).
+domains() { virsh -c "$("$VMHOSTS" uri "$TOP" "$1")" list --name 2>/dev/null | grep -v '^$'; }
+runs_on() { domains "$1" | grep -qx "$2"; } # runs_on N ID: host N runs VM ID
+
+start() { # start N: server N on its own state directory and port
+	local n=$1
+	rm -f "${WORK}/port${n}"
+	"$SERVER" --listen 127.0.0.1:0 --port-file "${WORK}/port${n}" --state-dir "${STATE}/s${n}" --store "$URL" \
+		--images "$IMAGES" --image tiny --templates off \
+		--driver-config "owner=${CLUSTER} ssh_key=${WORK}/cluster_key network=isolated boot_timeout=600" \
+		--lease-ttl 3 --host-heartbeat 1 --host-grace 10 --creates-per-minute 1000 \
+		>>"${WORK}/server${n}.log" 2>&1 &
+	SPID[$n]=$!
+	PIDS+=("${SPID[$n]}")
+	for _ in $(seq 1 600); do
+		[ -s "${WORK}/port${n}" ] && break
+		kill -0 "${SPID[$n]}" 2>/dev/null || { echo "server ${n} exited early"; cat "${WORK}/server${n}.log"; exit 1; }
+		sleep 0.1
+	done
+	SBASE[$n]="http://127.0.0.1:$(cat "${WORK}/port${n}")"
+}
+on() { BASE=${SBASE[$1]}; } # the server the next requests go to
+
+after_stop() {
+	local n
+	# Every sandbox still live goes through the API while a server runs, then the servers, then the hosts.
+	for n in "${!SPID[@]}"; do
+		[ -n "${SPID[$n]}" ] || continue
+		on "$n"
+		for id in $(sql "SELECT id FROM sandboxes WHERE status <> 3" 2>/dev/null); do
+			auth DELETE "/v1/sandboxes/${id}" >/dev/null 2>&1
+		done
+		break
+	done
+	for n in "${!SPID[@]}"; do
+		[ -n "${SPID[$n]}" ] && kill -TERM "${SPID[$n]}" 2>/dev/null && wait "${SPID[$n]}" 2>/dev/null
+	done
+	if [ "${FAILS}" -ne 0 ]; then
+		for f in "${WORK}"/server*.log; do echo "---- ${f##*/} (tail) ----"; tail -n 60 "$f"; done
+	fi
+	"$VMHOSTS" stopall "$TOP"
+	psql -qX "$ADMIN_URL" -c "DROP DATABASE IF EXISTS ${DB} WITH (FORCE)" >/dev/null 2>&1
+}
+
+until_true() { # until_true SECONDS COMMAND...: false past the deadline
+	local deadline=$((SECONDS + $1)); shift
+	until "$@"; do
+		[ "$SECONDS" -ge "$deadline" ] && return 1
+		sleep 0.5
+	done
+}
+host_of() { sql "SELECT h.name FROM sandboxes s JOIN hosts h ON h.id = s.host_id WHERE s.id = '$1'"; }
+seen() { [ "$(sql "SELECT count(*) FROM hosts WHERE last_seen_at > 0")" = 2 ]; }
+status_of() { sql "SELECT status FROM sandboxes WHERE id = '$1'"; }
+host_state() { sql "SELECT state FROM hosts WHERE name = '$1'"; }
+
+# ---- --driver-config reaches the driver: a bad cluster name refuses to start, saying which ----
+check "a bad --driver-config owner refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/bad' \
+	--images '$IMAGES' --driver-config 'owner=no/slash' >'${WORK}/bad.log' 2>&1"
+check "the bad owner is named" grep -q "owner" "${WORK}/bad.log"
+
+# ---- two hosts, two servers, one database ----
+check "host 1 starts" "$VMHOSTS" start "$TOP" 1
+check "host 2 starts" "$VMHOSTS" start "$TOP" 2
+start 1
+start 2
+for n in 1 2; do
+	check "host h${n} registered" admin host add --name "h${n}" --uri "$("$VMHOSTS" uri "$TOP" "$n")" \
+		--address "$("$VMHOSTS" addr "$TOP" "$n")" --insecure-tcp
+done
+check "the servers reach both hosts" until_true 60 seen
+KEY=$(admin account create --name alice 2>"${WORK}/admin.err")
+check "account create prints a key" grep -q '^aas_sk_' <<<"$KEY"
+
+# ---- two sandboxes through server 1: one on each host (the most memory left), used through server 2 ----
+on 1
+auth POST /v1/sandboxes -d '{"size":"small","timeout":1800}'; expect_status 201 "first create on 1"; A=$(jqr .id)
+auth POST /v1/sandboxes -d '{"size":"small","timeout":1800}'; expect_status 201 "second create on 1"; B=$(jqr .id)
+H_A=$(host_of "$A"); H_B=$(host_of "$B")
+check "the two sandboxes are on different hosts" test -n "$H_A" -a -n "$H_B" -a "$H_A" != "$H_B"
+check "A's VM runs on A's host" runs_on "${H_A#h}" "$A"
+check "B's VM runs on B's host" runs_on "${H_B#h}" "$B"
+on 2
+for id in "$A" "$B"; do
+	auth POST "/v1/sandboxes/${id}/exec" -d '{"command":"hostname"}'; expect_status 200 "exec on 2 in ${id}"
+	expect_json '.stdout | rtrimstr("\n")' "$id" "exec on 2 reaches ${id}'s own VM"
+done
+auth PUT "/v1/sandboxes/${A}/files?path=/workspace/a.bin" --data-binary @"${WORK}/cluster_key.pub"
+expect_status 200 "file written through 2"
+on 1; auth GET "/v1/sandboxes/${A}/files?path=/workspace/a.bin"; expect_status 200 "file read through 1"
+check "the file's bytes through the other server" test "$BODY" = "$(cat "${WORK}/cluster_key.pub")"
+
+# ---- drain the host of B: a new sandbox goes to A's host, B runs on ----
+check "drain ${H_B}" admin host drain --id "$H_B"
+on 2; auth POST /v1/sandboxes -d '{"size":"small","timeout":1800}'; expect_status 201 "create with one host draining"
+C=$(jqr .id)
+check "it went to the host not draining" test "$(host_of "$C")" = "$H_A"
+auth POST "/v1/sandboxes/${B}/exec" -d '{"command":"echo still"}'; expect_status 200 "the drained host's sandbox runs on"
+
+# ---- A's host stops answering: lost after the grace, its sandboxes closed, billed to its last sight ----
+N_A=${H_A#h}
+check "host ${H_A} killed" "$VMHOSTS" kill "$TOP" "$N_A"
+lost() { [ "$(host_state "$H_A")" = 2 ] && [ "$(status_of "$A")" = 3 ] && [ "$(status_of "$C")" = 3 ]; }
+check "the host is marked lost and its sandboxes closed" until_true 120 lost
+check "closed as lost (end reason 5)" test "$(sql "SELECT count(*) FROM sandboxes WHERE id IN ('$A', '$C') AND end_reason = 5")" = 2
+check "billed up to the host's last sight, never beyond" test "$(sql "SELECT count(*) FROM sandboxes s JOIN hosts h ON h.id = s.host_id WHERE s.id IN ('$A', '$C') AND s.destroyed_at <= h.last_seen_at AND s.cost > 0")" = 2
+on 1; auth POST "/v1/sandboxes/${B}/exec" -d '{"command":"echo alive"}'; expect_status 200 "the other host's sandbox works through 1"
+expect_json '.stdout | rtrimstr("\n")' alive "its output"
+auth POST /v1/sandboxes -d '{"size":"small"}'; expect_status 503 "no host takes a sandbox: one lost, one draining"
+
+# ---- kill -9 of the server making a sandbox: the other undoes it ----
+check "activate ${H_B}" admin host activate --id "$H_B"
+on 1
+curl -s -o /dev/null -X POST -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes" -d '{"size":"small"}' &
+CURL=$!
+creating() { [ -n "$(sql "SELECT id FROM sandboxes WHERE status = 1")" ]; }
+check "a create is under way on 1" until_true 60 creating
+D=$(sql "SELECT id FROM sandboxes WHERE status = 1 LIMIT 1")
+kill -KILL "${SPID[1]}"; wait "${SPID[1]}" 2>/dev/null; SPID[1]=
+wait "$CURL" 2>/dev/null
+undone() { [ "$(status_of "$D")" = 3 ] && ! runs_on "${H_B#h}" "$D"; }
+check "server 2 undoes the create of the dead server (row closed, no VM)" until_true 240 undone
+check "the undone create is closed failed, nothing charged" test "$(sql "SELECT end_reason || '/' || cost FROM sandboxes WHERE id = '$D'")" = "4/0"
+check "and has no charge in the ledger" test "$(sql "SELECT count(*) FROM ledger WHERE sandbox_id = '$D'")" = 0
+
+# ---- the lost host answers again: what still runs on it goes, and it takes sandboxes again ----
+check "host ${H_A} revived" "$VMHOSTS" revive "$TOP" "$N_A"
+back() { [ "$(host_state "$H_A")" = 0 ] && [ -z "$(domains "$N_A" | grep sbx-)" ]; }
+check "the lost host is active again, with none of its old VMs" until_true 180 back
+
+# ---- money: every closed sandbox charged exactly its cost, once ----
+on 2; auth DELETE "/v1/sandboxes/${B}"; expect_status 200 "destroy B through 2"
+gone_b() { ! runs_on "${H_B#h}" "$B"; }
+check "B's VM is gone from its host" until_true 60 gone_b
+check "ledger charges equal the rows' costs" test "$(sql "SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE kind = 'charge'")" = "$(sql "SELECT COALESCE(SUM(cost), 0) FROM sandboxes")"
+check "no sandbox charged twice" test "$(sql "SELECT count(*) FROM (SELECT sandbox_id FROM ledger WHERE kind = 'charge' GROUP BY sandbox_id HAVING count(*) > 1) t")" = 0
+
+finish
