@@ -707,22 +707,6 @@ static bool lease_take(saas_engine *e, const char *name, int64_t now)
 	return held != 0;
 }
 
-struct live_rows {
-	saas_store_sandbox *items;
-	size_t count, cap;
-	int rc;
-};
-
-static int collect_live(void *ud, const saas_store_sandbox *sb)
-{
-	struct live_rows *r = ud;
-
-	if ((r->rc = SAAS__ARRAY_RESERVE(r->items, r->cap, r->count + 1)) < 0)
-		return 1;
-	r->items[r->count++] = *sb;
-	return 0;
-}
-
 /*
  * Close the sandboxes of a lost host, billed up to the moment it was last
  * seen (never beyond: nothing is known of them after it). How many are left
@@ -730,7 +714,7 @@ static int collect_live(void *ud, const saas_store_sandbox *sb)
  */
 static int lost_close(saas_engine *e, const saas_store_host *row)
 {
-	struct live_rows r = { NULL, 0, 0, SAAS_OK };
+	struct saas__rows r = { NULL, 0, 0, SAAS_OK };
 	saas_store_filter f;
 	unsigned int left = 0;
 	int rc;
@@ -738,7 +722,7 @@ static int lost_close(saas_engine *e, const saas_store_host *row)
 	memset(&f, 0, sizeof(f));
 	f.live = 1;
 	f.host_id = row->id;
-	if ((rc = e->store->sandbox_list(e->store_ctx, &f, collect_live, &r)) == SAAS_OK)
+	if ((rc = e->store->sandbox_list(e->store_ctx, &f, saas__collect_row, &r)) == SAAS_OK)
 		rc = r.rc;
 	for (size_t i = 0; rc == SAAS_OK && i < r.count; i++) {
 		const saas_store_sandbox *sb = &r.items[i];

@@ -17,15 +17,9 @@
 /* Look for VMs that no live sandbox owns once every this many sweeps. */
 #define ORPHAN_SWEEP_EVERY 60
 
-struct rows {
-	saas_store_sandbox *items;
-	size_t count, cap;
-	int rc;
-};
-
-static int collect_row(void *ud, const saas_store_sandbox *sb)
+int saas__collect_row(void *ud, const saas_store_sandbox *sb)
 {
-	struct rows *r = ud;
+	struct saas__rows *r = ud;
 
 	if ((r->rc = SAAS__ARRAY_RESERVE(r->items, r->cap, r->count + 1)) < 0)
 		return 1;
@@ -33,7 +27,7 @@ static int collect_row(void *ud, const saas_store_sandbox *sb)
 	return 0;
 }
 
-static int live_rows(saas_engine *e, struct rows *r)
+static int live_rows(saas_engine *e, struct saas__rows *r)
 {
 	saas_store_filter f;
 	int rc;
@@ -41,7 +35,7 @@ static int live_rows(saas_engine *e, struct rows *r)
 	memset(r, 0, sizeof(*r));
 	memset(&f, 0, sizeof(f));
 	f.live = 1;
-	rc = e->store->sandbox_list(e->store_ctx, &f, collect_row, r);
+	rc = e->store->sandbox_list(e->store_ctx, &f, saas__collect_row, r);
 	if (rc == SAAS_OK)
 		rc = r->rc;
 	if (rc < 0)
@@ -185,7 +179,7 @@ static int collect_host_id(void *ud, const saas_store_host *host)
  * what each VM host runs. A host out of reach is skipped (logged): the lost
  * host's return sweeps it, and so does the next pass.
  */
-static int sweep_orphans(saas_engine *e, const struct rows *live)
+static int sweep_orphans(saas_engine *e, const struct saas__rows *live)
 {
 	struct host_ids hosts = { NULL, 0, 0, SAAS_OK };
 	int rc = saas__orphans_destroy(e, e->driver_ctx, live->items, live->count, NULL);
@@ -263,7 +257,7 @@ static int collect_running(void *ud, const saas_store_execution *x)
  * nobody can follow, signal or cancel it any more. Only on a shared store:
  * with one engine, reconcile at its next start does it, as it always did.
  */
-static void executions_orphaned(saas_engine *e, const struct rows *live, int64_t now)
+static void executions_orphaned(saas_engine *e, const struct saas__rows *live, int64_t now)
 {
 	for (size_t i = 0; e->claims.shared && i < live->count; i++) {
 		struct exec_ids r = { NULL, 0, 0, SAAS_OK };
@@ -306,7 +300,7 @@ static void executions_orphaned(saas_engine *e, const struct rows *live, int64_t
 
 int saas__reconcile(saas_engine *e)
 {
-	struct rows live;
+	struct saas__rows live;
 	int64_t now = saas__engine_now(e), last_known = heartbeat_read(e);
 	int rc;
 
@@ -381,7 +375,7 @@ int saas__reconcile(saas_engine *e)
 	executions_orphaned(e, &live, now);
 	/* Only the still-live rows protect their VMs. */
 	{
-		struct rows keep = live;
+		struct saas__rows keep = live;
 		size_t k = 0;
 		/* Creating rows still here are another live engine's creates: their VMs are being made. */
 		for (size_t i = 0; i < live.count; i++)
@@ -469,7 +463,7 @@ static int sweep_credit(saas_engine *e, saas_store_sandbox *ready, size_t n, int
 int saas__account_sandboxes_end(saas_engine *e, const char *account_id, unsigned int *ended)
 {
 	saas_store_filter f;
-	struct rows r;
+	struct saas__rows r;
 	int64_t now = saas__engine_now(e);
 	int rc, failed = SAAS_OK;
 
@@ -478,7 +472,7 @@ int saas__account_sandboxes_end(saas_engine *e, const char *account_id, unsigned
 	memset(&r, 0, sizeof(r));
 	f.account_id = account_id;
 	f.live = 1;
-	if ((rc = e->store->sandbox_list(e->store_ctx, &f, collect_row, &r)) == SAAS_OK)
+	if ((rc = e->store->sandbox_list(e->store_ctx, &f, saas__collect_row, &r)) == SAAS_OK)
 		rc = r.rc;
 	for (size_t i = 0; rc == SAAS_OK && i < r.count; i++) {
 		saas_store_sandbox *sb = &r.items[i];
@@ -549,7 +543,7 @@ static bool reaper_lease_keep(saas_engine *e)
 
 int saas__sweep(saas_engine *e, unsigned int *destroyed)
 {
-	struct rows live;
+	struct saas__rows live;
 	int64_t now = saas__engine_now(e);
 	unsigned int count = 0;
 	bool fresh = false;
@@ -668,7 +662,7 @@ out:
 /* Destroy what the driver runs that no live sandbox owns, now. */
 int saas__orphan_sweep(saas_engine *e)
 {
-	struct rows live;
+	struct saas__rows live;
 	size_t k = 0;
 	int rc;
 
