@@ -68,6 +68,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsig
 	o.lease_ttl_ms = cfg->lease_ttl_s * 1000;
 	o.host_heartbeat_ms = cfg->host_heartbeat_s * 1000;
 	o.host_grace_ms = cfg->host_grace_s * 1000;
+	o.mcp_sessions_max = cfg->mcp_sessions;
 	o.paused_usd_micro_per_gib_hour = cfg->paused_price;
 	/* Sizes, prices and credit are the library's defaults; /v1/service reads them back. */
 	o.log = aas_engine_log;

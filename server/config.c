@@ -78,6 +78,9 @@ const char *aas_config_usage(void)
 	       "  --body-timeout SECS     a request's body must arrive within SECS, plus 1 s per 64 KiB received,\n"
 	       "                          or the connection is closed; default 60 [AAS_BODY_TIMEOUT]\n"
 	       "  --port-file FILE        write the port listened on to FILE once listening\n"
+	       "  --mcp-sessions N        MCP sessions kept, every server's on one store together; a new one past\n"
+	       "                          N ends the least recently used (its client initializes again);\n"
+	       "                          default 4096 [AAS_MCP_SESSIONS]\n"
 	       "  --mcp-allowed-origins L browser Origins allowed on /v1/mcp besides this server's loopback ones,\n"
 	       "                          comma-separated, \"*\" for any; default none [AAS_MCP_ALLOWED_ORIGINS]\n"
 	       "  --docs-viewer DIR       where the API viewer of /docs/api was installed (npm ci of server/viewer);\n"
@@ -232,6 +235,9 @@ static const struct num_option {
 	/* VM hosts (aas-server host add): the engine checks heartbeat * 2 <= grace. */
 	{ "host-heartbeat", "AAS_HOST_HEARTBEAT", offsetof(struct aas_config, host_heartbeat_s), 1, 600, "seconds" },
 	{ "host-grace", "AAS_HOST_GRACE", offsetof(struct aas_config, host_grace_s), 2, 86400, "seconds" },
+	/* MCP sessions in the store, every server's together (an initialize needs no key). */
+	{ "mcp-sessions", "AAS_MCP_SESSIONS", offsetof(struct aas_config, mcp_sessions), 1, SAAS_ENGINE_MCP_SESSIONS_MAX,
+	  "sessions" },
 	/* The connection policy. */
 	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
 	  "connections" },

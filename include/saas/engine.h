@@ -61,11 +61,12 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * `execution_retention_s`) and `min_free_mb`, version 4 `store`,
  * `store_userdata` and `default_size`, version 5 `disk_budget_gb`, version 6
  * `lease_ttl_ms`, `host_heartbeat_ms`, `host_grace_ms` and
- * `paused_usd_micro_per_gib_hour`; callers built against an older version
+ * `paused_usd_micro_per_gib_hour`, version 7 `mcp_sessions_max`; callers
+ * built against an older version
  * are still accepted (their struct is read only as far as their version
  * reached, and what it lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 6
+#define SAAS_ENGINE_OPTIONS_VERSION 7
 
 /**
  * Default of saas_engine_options.paused_usd_micro_per_gib_hour: $0.0001 per
@@ -120,6 +121,15 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
 #define SAAS_ENGINE_HOST_HEARTBEAT_MS 5000
 /** Default of saas_engine_options.host_grace_ms: 60 s. */
 #define SAAS_ENGINE_HOST_GRACE_MS 60000
+
+/**
+ * Default of saas_engine_options.mcp_sessions_max: MCP sessions kept in the
+ * store, every engine's together. An initialize needs no key, so this is what
+ * bounds what anonymous clients can make the store hold.
+ */
+#define SAAS_ENGINE_MCP_SESSIONS_DEFAULT 4096
+/** The largest saas_engine_options.mcp_sessions_max. */
+#define SAAS_ENGINE_MCP_SESSIONS_MAX 1000000
 
 /** The most VMs one warm pool may hold (the N of "SIZE=N"). */
 #define SAAS_ENGINE_POOL_MAX 64
@@ -274,9 +284,17 @@ typedef struct saas_engine_options {
 	 * SAAS_ENGINE_PAUSED_PRICE_FREE: nothing. At most SAAS_ENGINE_PAUSED_PRICE_MAX.
 	 */
 	int64_t paused_usd_micro_per_gib_hour;
+	/**
+	 * The most MCP sessions the store keeps (since version 7; every engine on
+	 * one store shares them). A new session past it ends the least recently
+	 * used one, whose client gets "no such session" on its next request and
+	 * initializes again, as the MCP transport prescribes. 0:
+	 * SAAS_ENGINE_MCP_SESSIONS_DEFAULT. At most SAAS_ENGINE_MCP_SESSIONS_MAX.
+	 */
+	unsigned int mcp_sessions_max;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0 }
 
 /**
  * Open an engine on a state directory.

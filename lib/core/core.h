@@ -104,6 +104,7 @@ struct saas_engine {
 	uint64_t min_free_bytes;       /* creates are refused with less free on the state filesystem */
 	unsigned int disk_budget_gb;   /* 0: a share of the overlays' filesystem (SAAS_ENGINE_DISK_BUDGET_PCT) */
 	int64_t paused_price;          /* micro-dollars per GiB-hour of a paused sandbox's size (0: free) */
+	unsigned int mcp_sessions_max; /* MCP sessions the store keeps; past it the least recently used ends */
 	uint64_t pool_disk_gb;         /* the warm pools' disk at full count, held against the budget */
 	unsigned int stop_wait_ms;     /* how long saas_engine_free waits for a pool create in flight */
 

@@ -38,7 +38,7 @@ static const saas_size *const default_size_list[] = { &default_sizes[0], &defaul
  * before `pool`, 2 before the tenant limits, 3 before `store` (version 4 added
  * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`,
  * 5 before `lease_ttl_ms`, the VM hosts' heartbeat and grace, and
- * `paused_usd_micro_per_gib_hour`.
+ * `paused_usd_micro_per_gib_hour`, 6 before `mcp_sessions_max`.
  */
 static const size_t options_size[] = {
 	0,
@@ -47,6 +47,7 @@ static const size_t options_size[] = {
 	offsetof(saas_engine_options, store),
 	offsetof(saas_engine_options, disk_budget_gb),
 	offsetof(saas_engine_options, lease_ttl_ms),
+	offsetof(saas_engine_options, mcp_sessions_max),
 	sizeof(saas_engine_options),
 };
 
@@ -464,6 +465,8 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		return saas__inval("paused_usd_micro_per_gib_hour %lld is not a price: 1 to %lld micro-dollars, "
 		                   "0 for the default or %d for free", (long long)o->paused_usd_micro_per_gib_hour,
 		                   (long long)SAAS_ENGINE_PAUSED_PRICE_MAX, SAAS_ENGINE_PAUSED_PRICE_FREE);
+	if (o->mcp_sessions_max > SAAS_ENGINE_MCP_SESSIONS_MAX)
+		return saas__inval("mcp_sessions_max %u is over %u", o->mcp_sessions_max, SAAS_ENGINE_MCP_SESSIONS_MAX);
 
 	if (!(e = calloc(1, sizeof(*e))))
 		return saas__oom();
@@ -484,6 +487,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	e->paused_price = o->paused_usd_micro_per_gib_hour == SAAS_ENGINE_PAUSED_PRICE_FREE ? 0
 	                  : o->paused_usd_micro_per_gib_hour        ? o->paused_usd_micro_per_gib_hour
 	                                                            : SAAS_ENGINE_PAUSED_PRICE_DEFAULT;
+	e->mcp_sessions_max = o->mcp_sessions_max ? o->mcp_sessions_max : SAAS_ENGINE_MCP_SESSIONS_DEFAULT;
 	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
 	e->flags = o->flags;
 	e->clock = o->clock ? o->clock : real_clock;

@@ -46,7 +46,7 @@ SAAS_EXTERN(int) saas_mcp_session_create(char **id_out, saas_engine *e, const ch
 	}
 	id[SAAS_MCP_SESSION_ID_LEN] = '\0';
 	saas__sha256_hex(hash, id, SAAS_MCP_SESSION_ID_LEN);
-	if ((rc = e->store->mcp_session_insert(e->store_ctx, hash, version, saas__engine_now(e))) < 0)
+	if ((rc = e->store->mcp_session_insert(e->store_ctx, hash, version, saas__engine_now(e), e->mcp_sessions_max)) < 0)
 		return rc;
 	if (!(*id_out = saas__strdup(id)))
 		return SAAS_ENOMEM;

@@ -393,10 +393,51 @@ static void test_mcp_sessions(void **state)
 	saas_free(id);
 }
 
+/* The sessions kept are every engine's together: past mcp_sessions_max the least recently used end. */
+static void test_mcp_session_cap(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options o = f->opts;
+	saas_engine *c = NULL;
+	char *dir = saas_test_tmpdir(), *ids[4] = { NULL }, *version = NULL;
+
+	assert_non_null(dir);
+	o.state_dir = dir;
+	o.mcp_sessions_max = 2;
+	assert_int_equal(saas_engine_open(&c, &o), SAAS_OK);
+	/* Made through the default engines (4096 kept), then one more through c (2 kept). */
+	assert_int_equal(saas_mcp_session_create(&ids[0], f->a, "2025-06-18", 0), SAAS_OK);
+	advance(1);
+	assert_int_equal(saas_mcp_session_create(&ids[1], f->b, "2025-06-18", 0), SAAS_OK);
+	advance(1);
+	assert_int_equal(saas_mcp_session_use(&version, f->a, ids[0], 60000), SAAS_OK);
+	saas_free(version);
+	advance(1);
+	assert_int_equal(saas_mcp_session_create(&ids[2], c, "2025-03-26", 0), SAAS_OK);
+	/* ids[1] was the least recently used: ended; ids[0] (used since) and the new one stay. */
+	assert_int_equal(saas_mcp_session_use(&version, f->b, ids[1], 60000), SAAS_ENOTFOUND);
+	assert_int_equal(saas_mcp_session_use(&version, f->b, ids[0], 60000), SAAS_OK);
+	saas_free(version);
+	assert_int_equal(saas_mcp_session_use(&version, f->a, ids[2], 60000), SAAS_OK);
+	assert_string_equal(version, "2025-03-26");
+	saas_free(version);
+	saas_engine_free(c);
+	/* The bound itself is checked at open. */
+	o.mcp_sessions_max = SAAS_ENGINE_MCP_SESSIONS_MAX + 1;
+	c = NULL;
+	assert_int_equal(saas_engine_open(&c, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "mcp_sessions_max"));
+	assert_null(c);
+	for (size_t i = 0; i < 4; i++)
+		saas_free(ids[i]);
+	saas_test_rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_holders, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mcp_session_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_create_undone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_create_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_pool_destroyed, setup_pooled, teardown),

@@ -2354,9 +2354,9 @@ static void test_mcp_sessions(void **state)
 
 	hash_of(a, 'a');
 	hash_of(b, 'b');
-	assert_int_equal(f->st->mcp_session_insert(f->ctx, a, "2025-06-18", 1000), SAAS_OK);
-	assert_fails(f->st->mcp_session_insert(f->ctx, a, "2025-06-18", 1000), SAAS_EEXISTS);
-	assert_int_equal(f->st->mcp_session_insert(f->ctx, b, "2025-03-26", 1000), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, a, "2025-06-18", 1000, 0), SAAS_OK);
+	assert_fails(f->st->mcp_session_insert(f->ctx, a, "2025-06-18", 1000, 0), SAAS_EEXISTS);
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, b, "2025-03-26", 1000, 0), SAAS_OK);
 
 	/* Used within its idle time: its version comes back and its clock restarts. */
 	memset(version, 0, sizeof(version));
@@ -2372,7 +2372,7 @@ static void test_mcp_sessions(void **state)
 	assert_string_equal(version, "2025-03-26");
 
 	/* Pruning takes those idle before the cut and leaves the rest. */
-	assert_int_equal(f->st->mcp_session_insert(f->ctx, "c", "2025-06-18", 100), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, "c", "2025-06-18", 100, 0), SAAS_OK);
 	assert_int_equal(f->st->mcp_session_prune(f->ctx, 2100), SAAS_OK);
 	assert_fails(f->st->mcp_session_touch(f->ctx, "c", 2200, 0, version), SAAS_ENOTFOUND);
 	assert_int_equal(f->st->mcp_session_touch(f->ctx, a, 2200, 0, version), SAAS_OK);
@@ -2383,8 +2383,42 @@ static void test_mcp_sessions(void **state)
 	assert_int_equal(f->st->mcp_session_delete(f->ctx, a), SAAS_OK);
 
 	/* Bounds: the version must fit the caller's buffer. */
-	assert_fails(f->st->mcp_session_insert(f->ctx, "d", "0123456789abcdefX", 1), SAAS_EINVAL);
-	assert_fails(f->st->mcp_session_insert(f->ctx, NULL, "v", 1), SAAS_EINVAL);
+	assert_fails(f->st->mcp_session_insert(f->ctx, "d", "0123456789abcdefX", 1, 0), SAAS_EINVAL);
+	assert_fails(f->st->mcp_session_insert(f->ctx, NULL, "v", 1, 0), SAAS_EINVAL);
+}
+
+/* The cap: a new session past `max` ends the least recently used ones, never itself. */
+static void test_mcp_sessions_cap(void **state)
+{
+	struct fx *f = *state;
+	char h[5][65], version[SAAS_STORE_MCP_VERSION_MAX + 1];
+
+	for (int i = 0; i < 5; i++)
+		hash_of(h[i], (char)('a' + i));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(f->st->mcp_session_insert(f->ctx, h[i], "2025-06-18", 1000 + i, 3), SAAS_OK);
+	/* The oldest is used again: now the second is the least recently used. */
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[0], 1010, 0, version), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, h[3], "2025-06-18", 1020, 3), SAAS_OK);
+	assert_fails(f->st->mcp_session_touch(f->ctx, h[1], 1030, 0, version), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[0], 1030, 0, version), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[2], 1031, 0, version), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[3], 1032, 0, version), SAAS_OK);
+	/* A new session whose clock is behind every other still stays: the others make room. */
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, h[4], "2025-03-26", 1, 3), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[4], 1040, 0, version), SAAS_OK);
+	assert_string_equal(version, "2025-03-26");
+	assert_fails(f->st->mcp_session_touch(f->ctx, h[0], 1041, 0, version), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[2], 1042, 0, version), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[3], 1043, 0, version), SAAS_OK);
+	/* A cap of one keeps only the new one; a refused duplicate ends nothing. */
+	assert_fails(f->st->mcp_session_insert(f->ctx, h[2], "2025-06-18", 1050, 1), SAAS_EEXISTS);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[3], 1051, 0, version), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_delete(f->ctx, h[4]), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, h[4], "2025-06-18", 1060, 1), SAAS_OK);
+	assert_fails(f->st->mcp_session_touch(f->ctx, h[2], 1061, 0, version), SAAS_ENOTFOUND);
+	assert_fails(f->st->mcp_session_touch(f->ctx, h[3], 1061, 0, version), SAAS_ENOTFOUND);
+	assert_int_equal(f->st->mcp_session_touch(f->ctx, h[4], 1061, 0, version), SAAS_OK);
 }
 
 /* Schema 7 -> 8: rows made before run on the engine's own driver; the new tables work. */
@@ -2419,7 +2453,7 @@ static void test_sqlite_migrates_hosts(void **state)
 	add_host(f, "h-v8", 2, 2048, 5);
 	assert_int_equal(place(f, f->ctx, "sbx-v8", "acc-v7", 1, 1024, 5, 5, host), SAAS_OK);
 	assert_string_equal(host, "h-v8");
-	assert_int_equal(f->st->mcp_session_insert(f->ctx, "m", "2025-06-18", 1), SAAS_OK);
+	assert_int_equal(f->st->mcp_session_insert(f->ctx, "m", "2025-06-18", 1, 0), SAAS_OK);
 }
 
 /* ---- concurrency ---- */
@@ -2845,6 +2879,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_many_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pg_pool_option, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pg_reconnect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mcp_sessions_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mcp_sessions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_hosts, setup, teardown),
 	};

@@ -502,9 +502,13 @@ typedef struct saas_store {
 
 	/**
 	 * Record an MCP session by the SHA-256 of its id (hex), with its
-	 * protocol version, at `at_ms`. SAAS_EEXISTS on a duplicate.
+	 * protocol version, at `at_ms`. SAAS_EEXISTS on a duplicate. With `max`
+	 * (not 0), the same statement or transaction then deletes the least
+	 * recently used sessions past the newest `max` (the new one among them),
+	 * so that no more than `max` are kept, save for inserts that run at the
+	 * same moment on other connections (each keeps the cap it saw).
 	 */
-	int (*mcp_session_insert)(void *ctx, const char *hash, const char *version, int64_t at_ms);
+	int (*mcp_session_insert)(void *ctx, const char *hash, const char *version, int64_t at_ms, unsigned int max);
 	/**
 	 * Use a session: if it exists and was last used at or after
 	 * `used_after_ms`, set its last use to at_ms and copy its version into

@@ -2877,18 +2877,31 @@ out:
 	return rc;
 }
 
-static int pg_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms)
+static int pg_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms, unsigned int max)
 {
-	char buf[24];
-	const char *v[3] = { hash, version, i64(buf, at_ms) };
+	char at[24], keep[24];
+	const char *v[4] = { hash, version, i64(at, at_ms), i64(keep, max ? (int64_t)max - 1 : 0) };
 	int rc;
 
 	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) ||
 	    (rc = check_arg(version, SAAS_STORE_MCP_VERSION_MAX, "MCP protocol version")))
 		return rc;
+	if (!max)
+		return pg_write(ctx, "inserting an MCP session",
+		                "INSERT INTO mcp_sessions (hash, version, created_at, last_used_at) VALUES ($1, $2, $3, $3)",
+		                3, v);
+	/*
+	 * One statement, so one transaction: the DELETE keeps the newest max - 1
+	 * others (whatever the clocks of other engines wrote) and the new session
+	 * is the max-th. It never takes the new hash: a duplicate fails the whole
+	 * statement and ends nothing.
+	 */
 	return pg_write(ctx, "inserting an MCP session",
-	                "INSERT INTO mcp_sessions (hash, version, created_at, last_used_at) VALUES ($1, $2, $3, $3)", 3,
-	                v);
+	                "WITH made AS (INSERT INTO mcp_sessions (hash, version, created_at, last_used_at)"
+	                " VALUES ($1, $2, $3, $3) RETURNING hash)"
+	                " DELETE FROM mcp_sessions WHERE hash IN (SELECT hash FROM mcp_sessions WHERE hash <> $1"
+	                " ORDER BY last_used_at DESC, hash DESC OFFSET $4::bigint)",
+	                4, v);
 }
 
 static int pg_mcp_session_touch(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version)

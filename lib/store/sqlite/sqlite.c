@@ -2797,7 +2797,7 @@ out:
 	return rc;
 }
 
-static int sq_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms)
+static int sq_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms, unsigned int max)
 {
 	struct sq *s = ctx;
 	sqlite3_stmt *st = NULL;
@@ -2807,15 +2807,38 @@ static int sq_mcp_session_insert(void *ctx, const char *hash, const char *versio
 	    (rc = check_arg(version, SAAS_STORE_MCP_VERSION_MAX, "MCP protocol version")) < 0)
 		return rc;
 	pthread_mutex_lock(&s->lock);
+	if ((rc = tx_begin(s)) < 0)
+		goto out;
 	if ((rc = prep(s, &st, "INSERT INTO mcp_sessions (hash, version, created_at, last_used_at)"
 	                       " VALUES (?1, ?2, ?3, ?3)")) < 0)
 		goto out;
 	if ((rc = bind_check(s, bind_text(st, 1, hash) | bind_text(st, 2, version) | sqlite3_bind_int64(st, 3, at_ms))) < 0)
 		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE)
+	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
 		rc = write_error(s, src, "MCP session", "(hash)", NULL, NULL);
+		goto out;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	/*
+	 * The others past the newest max - 1, so that the new one is the max-th
+	 * whatever the clocks of other engines wrote (ties: the hash decides).
+	 */
+	if (max) {
+		if ((rc = prep(s, &st, "DELETE FROM mcp_sessions WHERE hash IN (SELECT hash FROM mcp_sessions WHERE hash <> ?2"
+		                       " ORDER BY last_used_at DESC, hash DESC LIMIT -1 OFFSET ?1)")) < 0 ||
+		    (rc = bind_check(s, sqlite3_bind_int64(st, 1, (int64_t)max - 1) | bind_text(st, 2, hash))) < 0)
+			goto out;
+		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
+			rc = db_error(s, src, "ending the least recently used MCP sessions");
+			goto out;
+		}
+	}
+	rc = tx_commit(s);
 out:
 	sqlite3_finalize(st);
+	if (rc < 0)
+		tx_rollback(s);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

@@ -4,7 +4,9 @@
 # past it, before anything is parsed), initialize never comes in a batch,
 # batches exist only in sessions of protocol version 2025-03-26 and hold at
 # most 32 messages; and the reported attack (one initialize and thousands of
-# tools/list in one batch) leaves the server's peak RSS where it was.
+# tools/list in one batch) leaves the server's peak RSS where it was. The
+# sessions kept are bounded (--mcp-sessions): a flood of initializes ends the
+# least recently used.
 #
 # usage: test_mcp_bounds.sh AAS_SERVER_FAKE
 . "$(dirname "$0")/common.sh"
@@ -130,4 +132,26 @@ mcp "${WORK}/i2.json" -H "Mcp-Session-Id: ${SID}"
 expect_status 400 "initialize in a batch of a 2025-03-26 session"
 
 echo "server RSS at the end: $(rss) KiB (peak $(hwm) KiB)"
+
+# ---- the sessions kept: a flood of initializes (they need no key) ends the least recently used ----
+check "the server stops cleanly" stop_server
+start_server "$SERVER" --mcp-sessions 3
+# ping SID: one request in that session; sets STATUS.
+ping() { printf "$PING" 1 >"${WORK}/p.json"; mcp "${WORK}/p.json" -H "Mcp-Session-Id: $1"; }
+session 2025-06-18; S1=$SID
+session 2025-06-18; S2=$SID
+session 2025-06-18; S3=$SID
+check "three distinct sessions" test "$(printf '%s\n' "$S1" "$S2" "$S3" | sort -u | wc -l)" -eq 3
+sleep 0.01; ping "$S1"; expect_status 200 "the first session, used again"
+for i in 1 2 3 4 5 6; do session 2025-06-18; F[i]=$SID; expect_status 200 "flooding initialize $i"; done
+ping "${F[6]}"; expect_status 200 "the newest session works"
+ping "${F[5]}"; expect_status 200 "the one before it works"
+ping "${F[4]}"; expect_status 200 "the third newest works"
+for s in "$S1" "$S2" "$S3" "${F[1]}" "${F[2]}" "${F[3]}"; do
+	ping "$s"; expect_status 404 "a session past the 3 kept is ended"
+	expect_json .error.code -32600 "its error is an invalid request"
+done
+check "--mcp-sessions over its maximum is refused with a reason" \
+	bash -c "! '$SERVER' --mcp-sessions 1000001 --state-dir '${WORK}/x' --listen 127.0.0.1:0 2>'${WORK}/over.err' &&
+		grep -q 'mcp-sessions' '${WORK}/over.err'"
 finish
