@@ -767,6 +767,40 @@ static void test_cgroup_v1_ours(void **state)
 }
 
 /* v1 under machined: the domain's scope is in the pids hierarchy too, and is the one limited. */
+/* libvirt's cpuset partition is made before any VM starts, with the root's CPUs and memory nodes. */
+static void test_cgroup_cpuset_prime(void **state)
+{
+	char *t = saas_test_tmpdir(), *cpuset = fake_mount(t, "cpuset"), *mounts, *part, *text;
+
+	(void)state;
+	put_text(cpuset, "cpuset.cpus", "0-3\n");
+	put_text(cpuset, "cpuset.mems", "0\n");
+	assert_true(asprintf(&mounts, "cgroup %s/cpu cgroup rw,cpu 0 0\ncgroup %s cgroup rw,relatime,cpuset 0 0\n", t,
+	                     cpuset) > 0);
+	assert_true(asprintf(&part, "%s/machine", cpuset) > 0);
+	/* Not there: made and filled. */
+	assert_int_equal(saas__lv_cg_cpuset_prime(mounts, "machine"), SAAS_OK);
+	assert_string_equal(text = get_text(part, "cpuset.cpus"), "0-3\n");
+	free(text);
+	assert_string_equal(text = get_text(part, "cpuset.mems"), "0\n");
+	free(text);
+	/* There, empty (another start made it a moment ago): filled; there and set: left as it is. */
+	put_text(part, "cpuset.cpus", "1\n");
+	put_text(part, "cpuset.mems", "\n");
+	assert_int_equal(saas__lv_cg_cpuset_prime(mounts, "machine"), SAAS_OK);
+	assert_string_equal(text = get_text(part, "cpuset.cpus"), "1\n");
+	free(text);
+	assert_string_equal(text = get_text(part, "cpuset.mems"), "0\n");
+	free(text);
+	/* No cpuset hierarchy of v1 (cgroup v2, or none): nothing to do, nothing made. */
+	assert_int_equal(saas__lv_cg_cpuset_prime("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "other"), SAAS_OK);
+	assert_int_equal(saas__lv_cg_cpuset_prime("", "other"), SAAS_OK);
+	free(mounts);
+	free(part);
+	free(cpuset);
+	saas_test_rmdir(t);
+}
+
 static void test_cgroup_v1_machined(void **state)
 {
 	char *t = saas_test_tmpdir(), *pids = fake_mount(t, "pids"), *cpu = fake_mount(t, "cpu"), *mounts, *dir = NULL;
@@ -2551,6 +2585,7 @@ int main(void)
 		cmocka_unit_test(test_limits_per_size),
 		cmocka_unit_test(test_cgroup_v1_ours),
 		cmocka_unit_test(test_cgroup_v1_machined),
+		cmocka_unit_test(test_cgroup_cpuset_prime),
 		cmocka_unit_test(test_cgroup_v2),
 		cmocka_unit_test(test_domain_clone_matches_template),
 		cmocka_unit_test(test_meta_round_trip),

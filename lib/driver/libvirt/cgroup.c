@@ -281,6 +281,55 @@ void saas__lv_cg_pids_sweep(const struct saas__lv_cg *cg, const char *group)
 	free(parent);
 }
 
+/*
+ * libvirt without machined on a cgroup v1 host makes its partition
+ * ("machine") under the cpuset hierarchy at the first VM start after boot:
+ * mkdir, then the root's cpuset.cpus and cpuset.mems copied in. Two starts at
+ * that moment (a create beside the template builder, or two engines) race:
+ * the second finds the directory, makes its VM's group under it while it is
+ * still empty, and its QEMU cannot join an empty cpuset ("No space left on
+ * device"). Made here, before the driver starts anything, there is no first
+ * start to race. What this process may not write (not root) is left alone.
+ */
+int saas__lv_cg_cpuset_prime(const char *mounts, const char *partition)
+{
+	static const char *const files[] = { "cpuset.cpus", "cpuset.mems" };
+	const char *line = mounts;
+	char root[512] = "", *dir = NULL;
+	int rc = SAAS_OK;
+
+	while (line && *line && !root[0]) {
+		char type[32], opts[512];
+		const char *nl = strchr(line, '\n');
+		if (sscanf(line, "%*s %511s %31s %511s", root, type, opts) != 3 || strcmp(type, "cgroup") != 0 ||
+		    !has_word(opts, "cpuset", ","))
+			root[0] = '\0';
+		line = nl ? nl + 1 : NULL;
+	}
+	if (!root[0])
+		return SAAS_OK; /* no cpuset hierarchy of v1: nothing to race on */
+	if (!(dir = saas__lv_path_join(root, partition)))
+		return SAAS_ENOMEM;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		free(dir);
+		return SAAS_OK;
+	}
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(files) && rc == SAAS_OK; i++) {
+		char *path = saas__lv_path_join(dir, files[i]), *have = path ? saas__lv_read_file(path, 4096) : NULL;
+		char *from = saas__lv_path_join(root, files[i]), *want = from ? saas__lv_read_file(from, 4096) : NULL;
+		if (!path || !from)
+			rc = SAAS_ENOMEM;
+		else if ((!have || strspn(have, " \n") == strlen(have)) && want && strspn(want, " \n") < strlen(want))
+			rc = write_file(dir, files[i], want);
+		free(path);
+		free(have);
+		free(from);
+		free(want);
+	}
+	free(dir);
+	return rc;
+}
+
 /* ---- the driver's side ----------------------------------------------------------------------- */
 
 void saas__lv_limits_setup(struct drv *d, bool embedded)
@@ -291,6 +340,9 @@ void saas__lv_limits_setup(struct drv *d, bool embedded)
 
 	if (!mounts || saas__lv_cg_detect(&d->cg, mounts) < 0)
 		memset(&d->cg, 0, sizeof(d->cg));
+	if (mounts && embedded && geteuid() == 0 && saas__lv_cg_cpuset_prime(mounts, "machine") < 0)
+		saas__lv_log(d, SAAS_LOG_WARN, "cannot prepare the cpuset cgroup \"machine\" (two VMs starting at once "
+		             "right after boot may fail): %s", saas_error_last()->message);
 	free(mounts);
 	d->lim_cpu = cgroups && d->cpu_milli && saas__lv_cg_has(&d->cg, CG_CPU);
 	d->lim_memory = cgroups && saas__lv_cg_has(&d->cg, CG_MEMORY);

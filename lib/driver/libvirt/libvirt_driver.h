@@ -239,6 +239,8 @@ struct saas__lv_cg {
 /* Read the hierarchies from mounts (the text of /proc/self/mounts) and v2's cgroup.controllers. */
 int saas__lv_cg_detect(struct saas__lv_cg *cg, const char *mounts);
 void saas__lv_cg_clear(struct saas__lv_cg *cg);
+/* Make the v1 cpuset hierarchy's PARTITION (libvirt's "machine") with the root's CPUs and memory nodes, if empty. */
+int saas__lv_cg_cpuset_prime(const char *mounts, const char *partition);
 bool saas__lv_cg_has(const struct saas__lv_cg *cg, int ctl);
 
 /* Per size: the pids limit, the memory hard limit (MiB; memory_mib as the domain has it), the I/O weight. */
