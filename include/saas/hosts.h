@@ -116,8 +116,10 @@ typedef struct saas_host_list {
  * @param name    one DNS label: 1 to 63 of [a-z0-9-], not starting or ending with '-'.
  * @param uri     a libvirt URI of scheme qemu+ssh, qemu+tls, qemu+unix or qemu (the
  *                last two reach a libvirtd on the engine's own machine), or qemu+tcp
- *                with SAAS_HOST_ALLOW_TCP; at most 1023 bytes, no spaces or quotes.
- * @param address an IPv4 or IPv6 literal: where the engines reach the host's guests.
+ *                with SAAS_HOST_ALLOW_TCP; at most 1023 bytes, no spaces, commas, quotes
+ *                or backslashes (percent-encode them).
+ * @param address an IPv4 literal: where the engines reach the host's guests (an IPv6
+ *                one is refused with a message saying so: the forwards are IPv4).
  * @param options overcommit ratios, or NULL for the defaults.
  * @param flags   0 or SAAS_HOST_ALLOW_TCP.
  * @return SAAS_OK, SAAS_EINVAL (the message names the bad input), SAAS_EEXISTS (the

@@ -89,10 +89,11 @@ static int check_uri(const char *uri, unsigned int flags)
 		return saas__inval("a libvirt URI is required (e.g. qemu+ssh://root@10.0.0.2/system)");
 	if (strlen(uri) > SAAS_STORE_URI_MAX)
 		return saas__inval("uri is over %d bytes", SAAS_STORE_URI_MAX);
-	/* It is passed on in the driver's configuration, whose options are separated by spaces. */
+	/* It is passed on in the driver's configuration, whose options are separated by spaces and commas. */
 	for (const char *p = uri; *p; p++)
-		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f || *p == '"' || *p == '\'' || *p == '\\')
-			return saas__inval("uri must be printable ASCII with no spaces, quotes or backslashes "
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f || *p == '"' || *p == '\'' || *p == '\\' ||
+		    *p == ',')
+			return saas__inval("uri must be printable ASCII with no spaces, commas, quotes or backslashes "
 			                   "(percent-encode them)");
 	if (!(sep = strstr(uri, "://")) || sep == uri)
 		return saas__inval("uri '%s' is not a libvirt URI (scheme://[user@]host/system)", uri);
@@ -116,10 +117,12 @@ static int check_address(const char *address)
 
 	if (!address || !*address)
 		return saas__inval("the host's address is required: the IP its guests' forwards listen on");
-	if (strlen(address) > SAAS_STORE_ADDRESS_MAX ||
-	    (inet_pton(AF_INET, address, buf) != 1 && inet_pton(AF_INET6, address, buf) != 1))
-		return saas__inval("address '%.*s' is not an IPv4 or IPv6 literal (no names: an address cannot be "
-		                   "spoofed by a DNS answer)", 64, address);
+	if (strlen(address) <= SAAS_STORE_ADDRESS_MAX && inet_pton(AF_INET6, address, buf) == 1)
+		return saas__inval("address '%s' is IPv6: the guests' SSH forwards on a VM host listen on an IPv4 "
+		                   "address only (give the host's IPv4 cluster address)", address);
+	if (strlen(address) > SAAS_STORE_ADDRESS_MAX || inet_pton(AF_INET, address, buf) != 1)
+		return saas__inval("address '%.*s' is not an IPv4 literal (no names: an address cannot be spoofed by a "
+		                   "DNS answer)", 64, address);
 	return SAAS_OK;
 }
 

@@ -502,8 +502,9 @@ static void test_registry(void **state)
 	static const char *const bad_names[] = { "", "-a", "a-", "A", "a.b", "a_b",
 		                                 "a234567890123456789012345678901234567890123456789012345678901234" };
 	static const char *const bad_uris[] = { "", "ssh://h/system", "qemu+ssh//h/system", "qemu+ssh://h/system x",
-		                                "qemu+ssh://h/\"system", "xen://h/", "://h/" };
-	static const char *const bad_addresses[] = { "", "host.example", "10.0.0.256", "10.0.0.1 ", "fe80::1%eth0" };
+		                                "qemu+ssh://h/\"system", "xen://h/", "://h/",
+		                                "qemu+ssh://h/system?keyfile=/k,x" };
+	static const char *const bad_addresses[] = { "", "host.example", "10.0.0.256", "10.0.0.1 ", "fe80::1%eth0", "fd00::2" };
 
 	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
 		assert_int_equal(saas_host_add(NULL, f->admin, bad_names[i], "qemu+ssh://h/system", "10.0.0.2", NULL, 0),
@@ -513,6 +514,9 @@ static void test_registry(void **state)
 	for (size_t i = 0; i < sizeof(bad_addresses) / sizeof(bad_addresses[0]); i++)
 		assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", bad_addresses[i], NULL, 0),
 		                 SAAS_EINVAL);
+	/* IPv6: said so, not "not an address". */
+	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "fd00::2", NULL, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "IPv4"));
 	/* Unauthenticated TCP only when asked for by name. */
 	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+tcp://h/system", "10.0.0.2", NULL, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "qemu+tcp"));
@@ -527,7 +531,7 @@ static void test_registry(void **state)
 
 	o.version = SAAS_HOST_OPTIONS_VERSION;
 	o.mem_overcommit_milli = 1500;
-	assert_int_equal(saas_host_add(&h, f->admin, "h1", "qemu+tcp://h1/system", "fd00::2", &o, SAAS_HOST_ALLOW_TCP),
+	assert_int_equal(saas_host_add(&h, f->admin, "h1", "qemu+tcp://h1/system", "10.0.0.9", &o, SAAS_HOST_ALLOW_TCP),
 	                 SAAS_OK);
 	assert_string_equal(h->name, "h1");
 	assert_int_equal(h->state, SAAS_HOST_ACTIVE);

@@ -24,7 +24,9 @@ errs "name not a DNS label" "DNS label" host add --name Bad_Name --uri qemu+ssh:
 errs "no uri" "--uri is required" host add --name vm1 --address 10.0.0.2
 errs "unknown scheme" "not one of" host add --name vm1 --uri xen://h/ --address 10.0.0.2
 errs "tcp needs --insecure-tcp" "qemu+tcp" host add --name vm1 --uri qemu+tcp://h/system --address 10.0.0.2
-errs "address not an IP" "IPv4 or IPv6" host add --name vm1 --uri qemu+ssh://h/system --address vm1.example
+errs "address not an IP" "not an IPv4 literal" host add --name vm1 --uri qemu+ssh://h/system --address vm1.example
+errs "address IPv6" "IPv6: the guests' SSH forwards" host add --name vm1 --uri qemu+ssh://h/system --address fd00::2
+errs "uri with a comma" "commas" host add --name vm1 --uri 'qemu+ssh://h/system?keyfile=/k,x' --address 10.0.0.2
 errs "bad overcommit" "--cpu-overcommit" host add --name vm1 --uri qemu+ssh://h/system --address 10.0.0.2 \
 	--cpu-overcommit 4x
 errs "overcommit out of range" "--memory-overcommit" host add --name vm1 --uri qemu+ssh://h/system \
