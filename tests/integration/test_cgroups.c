@@ -20,6 +20,7 @@
  * Needs root (libvirt makes cgroups only as root); skipped otherwise.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -221,25 +222,46 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Host CPUs QEMU used on average while its guest spun (measured in the middle of the spin). */
-static double busy_cpus(const char *id, long pid)
+/* The host's busy clock ticks, every CPU's (the first line of /proc/stat: all but idle and iowait). */
+static long long host_busy_ticks(void)
+{
+	unsigned long long v[8] = { 0 };
+	char buf[512];
+	FILE *f;
+
+	assert_non_null(f = fopen("/proc/stat", "re"));
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_true(sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+	                   &v[6], &v[7]) >= 7);
+	return (long long)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+}
+
+/*
+ * Host CPUs QEMU used on average while its guest spun (measured in the middle
+ * of the spin); in *others, the CPUs everything else on the host used meanwhile.
+ */
+static double busy_cpus(const char *id, long pid, double *others)
 {
 	struct spin s = { id, SAAS_OK };
 	pthread_t t;
-	long long t0, t1;
-	double w0, w1, cpus;
+	long long t0, t1, h0, h1;
+	double w0, w1, cpus, hz = (double)sysconf(_SC_CLK_TCK);
 
 	assert_int_equal(pthread_create(&t, NULL, spin_main, &s), 0);
 	sleep(4); /* the exec's SSH channel up, the loops started */
 	t0 = cpu_ticks(pid);
+	h0 = host_busy_ticks();
 	w0 = now_s();
 	sleep(6);
 	t1 = cpu_ticks(pid);
+	h1 = host_busy_ticks();
 	w1 = now_s();
 	pthread_join(t, NULL);
 	check(s.rc, "spinning in the guest");
-	cpus = (double)(t1 - t0) / (double)sysconf(_SC_CLK_TCK) / (w1 - w0);
-	print_message("  QEMU of %s used %.2f host CPUs\n", id, cpus);
+	cpus = (double)(t1 - t0) / hz / (w1 - w0);
+	*others = (double)((h1 - h0) - (t1 - t0)) / hz / (w1 - w0);
+	print_message("  QEMU of %s used %.2f host CPUs (everything else %.2f)\n", id, cpus, *others);
 	return cpus;
 }
 
@@ -250,7 +272,7 @@ static void test_limits(void **state)
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *limited = NULL, *free_run = NULL, *got = NULL;
 	char pids_a[4096], pids_b[4096];
-	double cpus_limited, cpus_free;
+	double cpus_limited, cpus_free, others;
 	long pa, pb;
 
 	(void)state;
@@ -264,7 +286,7 @@ static void test_limits(void **state)
 	assert_int_equal(memory_limit(pa), (long long)WANT_MEMORY_LIMIT);
 	assert_int_equal(pids_max(pa, pids_a, sizeof(pids_a)), WANT_PIDS_MAX);
 	assert_true(read_number(pids_a, "pids.current") < WANT_PIDS_MAX);
-	cpus_limited = busy_cpus(limited->id, pa);
+	cpus_limited = busy_cpus(limited->id, pa, &others);
 	assert_true(cpus_limited < 0.7);
 
 	/* A new engine with the limit off adopts the first VM, limits and all. */
@@ -282,9 +304,18 @@ static void test_limits(void **state)
 	assert_int_equal(cpu_quota(pb), -1);
 	assert_int_equal(memory_limit(pb), (long long)WANT_MEMORY_LIMIT);
 	assert_int_equal(pids_max(pb, pids_b, sizeof(pids_b)), WANT_PIDS_MAX);
-	/* The first VM sits idle meanwhile: the second has the host's CPUs to itself. */
-	cpus_free = busy_cpus(free_run->id, pb);
-	assert_true(cpus_free > 1.5 * cpus_limited);
+	/*
+	 * The first VM sits idle meanwhile: the second has the host's CPUs to
+	 * itself, unless other work took them (tests beside this one, a shared
+	 * machine): then the comparison says nothing, and is only printed. The
+	 * limit itself is checked above, whatever the load: the quota in the
+	 * cgroup, and the first VM under it.
+	 */
+	cpus_free = busy_cpus(free_run->id, pb, &others);
+	if (others < 0.5)
+		assert_true(cpus_free > 1.5 * cpus_limited);
+	else
+		print_message("  not compared: other work used %.2f host CPUs while the second VM spun\n", others);
 
 	/* Destroyed, neither leaves a pids cgroup of the driver's behind. */
 	check(saas_sandbox_destroy(NULL, client, limited->id, 0), "destroy the first");
@@ -307,6 +338,25 @@ static unsigned long long free_bytes(const char *path)
 	return (unsigned long long)st.f_bavail * st.f_frsize;
 }
 
+/* What a VM's directory holds on the host: every file's allocated bytes (not their sizes). */
+static unsigned long long dir_allocated;
+
+static int add_allocated(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)path;
+	(void)ftw;
+	if (type == FTW_F)
+		dir_allocated += (unsigned long long)st->st_blocks * 512;
+	return 0;
+}
+
+static unsigned long long allocated_under(const char *dir)
+{
+	dir_allocated = 0;
+	assert_int_equal(nftw(dir, add_allocated, 16, FTW_PHYS), 0);
+	return dir_allocated;
+}
+
 static saas_execution *run(const char *id, const char *cmd)
 {
 	saas_exec_options xo = SAAS_EXEC_OPTIONS_INIT;
@@ -323,8 +373,8 @@ static void test_disk_full(void **state)
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = NULL;
 	saas_execution *x;
-	unsigned long long size = 0, before, after, allocated;
-	char overlay[8192];
+	unsigned long long size = 0, before, after, allocated, vm_total;
+	char overlay[8192 + 16], vmdir[8192];
 	struct stat st;
 
 	(void)state;
@@ -332,7 +382,8 @@ static void test_disk_full(void **state)
 	o.timeout_s = 900;
 	before = free_bytes(state_dir);
 	check(saas_sandbox_create(&sb, client, &o, 0), "create (5 GiB disk)");
-	snprintf(overlay, sizeof(overlay), "%s/libvirt/vms/%s/disk.qcow2", state_dir, sb->id);
+	snprintf(vmdir, sizeof(vmdir), "%s/libvirt/vms/%s", state_dir, sb->id);
+	snprintf(overlay, sizeof(overlay), "%s/disk.qcow2", vmdir);
 
 	/* The guest's filesystem is the whole disk (the image's is 4 GiB: it grew at boot). */
 	x = run(sb->id, "df -B1 --output=size / | tail -1");
@@ -349,14 +400,21 @@ static void test_disk_full(void **state)
 	assert_non_null(strstr(x->stdout_data, "dd-exit=1"));
 	saas_execution_free(x);
 
-	/* The host: the overlay holds at most the disk and its tables, and so much free space went at most. */
+	/*
+	 * The host: the overlay holds at most the disk and its tables, and the
+	 * VM's whole directory (state, logs, sockets) not much more. The fall of
+	 * the filesystem's free space is printed, not asserted: other tests and
+	 * builds write to the same filesystem meanwhile.
+	 */
 	assert_int_equal(stat(overlay, &st), 0);
 	allocated = (unsigned long long)st.st_blocks * 512;
+	vm_total = allocated_under(vmdir);
 	after = free_bytes(state_dir);
-	print_message("  overlay: %llu bytes allocated (virtual %llu); host free space fell by %lld bytes\n", allocated,
-	              (unsigned long long)DISK_GB << 30, (long long)(before - after));
+	print_message("  overlay: %llu bytes allocated (virtual %llu), the VM's directory %llu; host free space fell "
+	              "by %lld bytes\n", allocated, (unsigned long long)DISK_GB << 30, vm_total, (long long)(before - after));
 	assert_true(allocated <= ((unsigned long long)DISK_GB << 30) + DISK_SLACK);
-	assert_true(after + ((unsigned long long)DISK_GB << 30) + DISK_SLACK >= before);
+	/* Besides the overlay: the console log (bounded at 1 MiB), keys, sockets, the domain's XML. */
+	assert_true(vm_total <= allocated + (4ull << 20));
 	/* It did fill: most of what the guest had free was written through. */
 	assert_true(allocated > (1ull << 30));
 	check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy");
