@@ -601,6 +601,27 @@ out:
 	return rc;
 }
 
+bool saas__vm_driver_opened(saas_engine *e, const char *host_id, void **ctx)
+{
+	struct saas__vmhost *vh;
+	bool open = false;
+
+	*ctx = NULL;
+	if (!e->driver)
+		return false;
+	if (!host_id || !*host_id) {
+		*ctx = e->driver_ctx;
+		return true;
+	}
+	pthread_mutex_lock(&e->hosts.mu);
+	if ((vh = find_locked(&e->hosts, host_id)) && vh->opened) {
+		*ctx = vh->ctx;
+		open = true;
+	}
+	pthread_mutex_unlock(&e->hosts.mu);
+	return open;
+}
+
 int saas__vm_driver(saas_engine *e, const char *host_id, void **ctx)
 {
 	int rc;
@@ -617,9 +638,83 @@ int saas__vm_driver(saas_engine *e, const char *host_id, void **ctx)
 
 /* ---- placement ---- */
 
+/* What runs on each host: its sandboxes not destroyed, and this engine's pooled VMs. */
+struct pick {
+	struct host_rows *hosts;
+	uint64_t *vcpus, *memory_mb;   /* used on hosts->items[i] */
+};
+
+static int pick_add(void *ud, const saas_store_sandbox *sb)
+{
+	struct pick *k = ud;
+
+	for (size_t i = 0; i < k->hosts->count; i++)
+		if (strcmp(k->hosts->items[i].id, sb->host_id) == 0) {
+			k->vcpus[i] += sb->vcpus;
+			k->memory_mb[i] += sb->memory_mb;
+			break;
+		}
+	return 0;
+}
+
+int saas__host_pick(saas_engine *e, unsigned int vcpus, unsigned int memory_mb, char host_id[SAAS_ID_MAX + 1])
+{
+	struct host_rows r;
+	struct pick k = { &r, NULL, NULL };
+	struct saas__pool_use u = { NULL, NULL, 0 };
+	saas_store_filter f;
+	int64_t seen_after = saas__engine_now(e) - (int64_t)FRESH_BEATS * e->hosts.heartbeat_ms, best_left = -1;
+	int rc;
+
+	host_id[0] = '\0';
+	if ((rc = hosts_refresh(e, &r)) < 0)
+		return rc;
+	if (!r.count)
+		goto out;
+	if (!(k.vcpus = calloc(r.count, sizeof(*k.vcpus))) || !(k.memory_mb = calloc(r.count, sizeof(*k.memory_mb)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	if ((rc = e->store->sandbox_list(e->store_ctx, &f, pick_add, &k)) < 0 || (rc = saas__pool_use(e, NULL, &u)) < 0)
+		goto out;
+	/* This engine's pooled VMs there take room as its sandboxes do. */
+	for (size_t j = 0; j < u.count; j++)
+		for (size_t i = 0; i < r.count; i++)
+			if (strcmp(r.items[i].id, u.ids[j]) == 0) {
+				k.vcpus[i] += u.items[j].vcpus;
+				k.memory_mb[i] += u.items[j].memory_mb;
+				break;
+			}
+	for (size_t i = 0; i < r.count; i++) {
+		const saas_store_host *h = &r.items[i];
+		int64_t cpu_cap = (int64_t)h->cpus * h->cpu_overcommit_milli;
+		int64_t mem_cap = (int64_t)h->memory_mb * h->mem_overcommit_milli;
+		int64_t mem_used = (int64_t)k.memory_mb[i];
+
+		if (h->state != SAAS_STORE_HOST_ACTIVE || h->last_seen_ms < seen_after)
+			continue;
+		/* In thousandths, as sandbox_place compares: no rounding of the capacity lets one too many in. */
+		if ((int64_t)(k.vcpus[i] + vcpus) * 1000 > cpu_cap || (mem_used + memory_mb) * 1000 > mem_cap)
+			continue;
+		if (mem_cap - mem_used * 1000 > best_left) {
+			best_left = mem_cap - mem_used * 1000;
+			saas__strlcpy(host_id, h->id, SAAS_ID_MAX + 1);
+		}
+	}
+out:
+	saas__pool_use_free(&u);
+	free(k.vcpus);
+	free(k.memory_mb);
+	free(r.items);
+	return rc < 0 ? rc : host_id[0] != '\0';
+}
+
 int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigned int max_live, const char *on_host)
 {
 	saas_store_placement p;
+	struct saas__pool_use u;
 	int rc;
 
 	/* A single machine, or a fork of a sandbox on the engine's own driver: where it always went. */
@@ -627,11 +722,21 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 		row->host_id[0] = '\0';
 		return saas__live_limit(e->store->sandbox_insert(e->store_ctx, row, max_live), max_live);
 	}
+	/*
+	 * This engine's pooled VMs take room on their hosts as sandboxes do; the
+	 * store counts them in the same transaction. A claimed one is this row:
+	 * counted once, as a sandbox.
+	 */
+	if ((rc = saas__pool_use(e, row->id, &u)) < 0)
+		return rc;
 	memset(&p, 0, sizeof(p));
 	p.seen_after_ms = saas__engine_now(e) - (int64_t)FRESH_BEATS * e->hosts.heartbeat_ms;
 	p.max_live = max_live;
 	p.host_id = on_host;
+	p.extra = u.items;
+	p.nextra = u.count;
 	rc = e->store->sandbox_place(e->store_ctx, row, &p);
+	saas__pool_use_free(&u);
 	if (rc == SAAS_EBUSY && !on_host) {
 		/* The last host was removed since the heartbeat: a single machine again, at once. */
 		struct host_rows r;
@@ -823,6 +928,9 @@ void saas__hosts_beat(saas_engine *e)
 		host_beat(e, &r.items[i]);
 		saas__error_clear();
 	}
+	/* As the hosts are now (a lost one marked so above): the pools let go of what they may not hand out. */
+	saas__pool_hosts_check(e, r.items, r.count);
+	saas__error_clear();
 	free(r.items);
 }
 
