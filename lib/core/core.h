@@ -520,6 +520,8 @@ void saas__pool_hosts_check(saas_engine *e, const saas_store_host *hosts, size_t
  * an error. A read, not a reservation: only sandbox_place is atomic.
  */
 int saas__host_pick(saas_engine *e, unsigned int vcpus, unsigned int memory_mb, char host_id[SAAS_ID_MAX + 1]);
+/* The largest size (by memory) this engine keeps pooled VMs of; NULL if none. */
+const saas_size *saas__pool_largest(saas_engine *e);
 /* The driver context of host_id ("": the engine's own) if it is open already: true and *ctx; never opens one. */
 bool saas__vm_driver_opened(saas_engine *e, const char *host_id, void **ctx);
 

@@ -818,3 +818,17 @@ void saas__pool_hosts_check(saas_engine *e, const saas_store_host *hosts, size_t
 		saas__pool_release(e, name, SAAS_POOL_DROP);
 	}
 }
+
+const saas_size *saas__pool_largest(saas_engine *e)
+{
+	const struct saas__pools *p = e->pools;
+	const saas_size *big = NULL;
+
+	/* The sizes are fixed once the engine is open: no lock needed to read them. */
+	for (size_t i = 0; p && i < p->n; i++) {
+		const saas_size *z = saas__engine_size(e, p->items[i].size);
+		if (z && p->items[i].target && (!big || z->memory_mb > big->memory_mb))
+			big = z;
+	}
+	return big;
+}

@@ -1191,6 +1191,71 @@ static int shared_open(void **ctx, const saas_store_env *env)
 	return sqlite->open(ctx, &inner);
 }
 
+/* The fixture's engines take their store for one that other engines share (PostgreSQL is). */
+static void shared_store(struct fixture *f)
+{
+	if (!saas_test_store_is_postgres()) {
+		const saas_store *sqlite = NULL;
+		assert_int_equal(saas__store_for_url(&sqlite, "sqlite:x"), SAAS_OK);
+		shared_sqlite = *sqlite;
+		shared_sqlite.name = "shared-sqlite";
+		shared_sqlite.open = shared_open;
+		free(shared_url);
+		shared_url = saas__strdup(f->opts.store_url);
+		f->opts.store_url = NULL;
+		f->opts.store = &shared_sqlite;
+	}
+}
+
+/*
+ * Another engine's pooled VMs have no row and are not this engine's: the
+ * heartbeat estimates them from what the host runs, and placement leaves
+ * them their room.
+ */
+static void test_pool_other_engine_counted(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options o;
+	saas_engine *e2 = NULL;
+	char *dir2 = saas_test_tmpdir();
+	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb, *none = NULL;
+
+	assert_non_null(dir2);
+	shared_store(f);
+	reopen_pooled(f, NULL); /* this engine pools nothing */
+	o = f->opts;
+	o.pool = "small=1";
+	o.state_dir = dir2;
+	/* Room for two smalls; the other engine pools one there. */
+	host_add(f, "a", 4, 8192, a);
+	if (saas_engine_open(&e2, &o) != SAAS_OK)
+		fail_msg("second engine open: %s", saas_error_last()->message);
+	assert_int_equal(saas_engine_sweep(NULL, e2), SAAS_OK);
+	refill(e2);
+	assert_int_equal(sim_vms(sim_find("a")), 1);
+	/* This engine's heartbeat sees a VM that is neither a sandbox nor its own: one sandbox fits, not two. */
+	sweep(f);
+	sb = create(f);
+	host_of(f, sb->id, where);
+	assert_string_equal(where, a);
+	co.timeout_s = 60;
+	assert_int_equal(saas_sandbox_create(&none, f->c, &co, 0), SAAS_EBUSY);
+	assert_null(none);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	/* The other engine goes, its pooled VM with it: at the next heartbeat the room is free again. */
+	saas_engine_free(e2);
+	assert_int_equal(sim_vms(sim_find("a")), 1);
+	advance(5000);
+	sweep(f);
+	none = create(f);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	saas_sandbox_free(none);
+	saas_sandbox_free(sb);
+	saas_test_rmdir(dir2);
+}
+
 /*
  * Two engines on one store, pools on the same hosts: neither one's orphan
  * sweep destroys the other's pooled VMs (their leases say whose they are),
@@ -1208,18 +1273,8 @@ static void test_pool_two_engines(void **state)
 	saas_sandbox *sb = NULL;
 
 	assert_non_null(dir2);
-	if (!saas_test_store_is_postgres()) {
-		const saas_store *sqlite = NULL;
-		assert_int_equal(saas__store_for_url(&sqlite, "sqlite:x"), SAAS_OK);
-		shared_sqlite = *sqlite;
-		shared_sqlite.name = "shared-sqlite";
-		shared_sqlite.open = shared_open;
-		free(shared_url);
-		shared_url = saas__strdup(f->opts.store_url);
-		f->opts.store_url = NULL;
-		f->opts.store = &shared_sqlite;
-		o = f->opts;
-	}
+	shared_store(f);
+	o = f->opts;
 	reopen_pooled(f, "small=1");
 	assert_true(f->engine->claims.shared);
 	o.pool = "small=1";
@@ -1274,6 +1329,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_host_set_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_two_engines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_other_engine_counted, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
