@@ -1177,6 +1177,37 @@ static void test_pool_host_set_changes(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* A claim on a host still counts the account's limit: refused, the pooled VM stays pooled. */
+static void test_pool_limit(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1];
+	saas_sandbox *sb, *none = NULL;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+
+	host_add(f, "a", 4, 16384, a);
+	f->opts.max_sandboxes = 1;
+	reopen_pooled(f, "small=2");
+	sweep(f);
+	advance(5000);
+	refill(f->engine);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	sb = create(f);
+	assert_true(pooled_on(f, sim_find("a"), name));
+	o.timeout_s = 60;
+	assert_int_equal(saas_sandbox_create(&none, f->c, &o, 0), SAAS_ELIMIT);
+	assert_non_null(strstr(saas_error_last()->message, "max_sandboxes"));
+	assert_null(none);
+	assert_true(saas__pool_owns(f->engine, name));
+	assert_true(saas_fake_vm_exists(name));
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
+	/* Room in the limit again: the pooled VM is handed out now. */
+	none = create(f);
+	assert_string_equal(none->id, name);
+	saas_sandbox_free(none);
+	saas_sandbox_free(sb);
+}
+
 /* SQLite under another name: a store two engines take for shared (as in test_claims.c). */
 static saas_store shared_sqlite;
 
@@ -1329,6 +1360,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_host_set_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_two_engines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_other_engine_counted, setup, teardown),
 	};
 
