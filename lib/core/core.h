@@ -493,4 +493,37 @@ int saas__orphans_destroy(saas_engine *e, void *ctx, const saas_store_sandbox *l
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);
 
+/* Warm pools on VM hosts (pool.c, hosts.c) */
+/* Like saas__pool_claim; host: the VM host it runs on ("" the engine's own driver). */
+int saas__pool_claim_on(saas_engine *e, const char *size, const char *image, char name[SAAS_ID_MAX + 1],
+                        char host[SAAS_ID_MAX + 1]);
+/* Like saas__vm_outdated, asking the driver context the VM runs in. */
+bool saas__vm_outdated_on(saas_engine *e, void *ctx, const char *name);
+/* This engine's pooled VMs on VM hosts, one entry each, as placement counts them (saas_store_placement.extra). */
+struct saas__pool_use {
+	saas_store_host_use *items;
+	char (*ids)[SAAS_ID_MAX + 1];  /* items[i].host_id points here */
+	size_t count;
+};
+/* Fill u (every pooled VM on a VM host, and the one being made there, but `except`); free it with saas__pool_use_free. */
+int saas__pool_use(saas_engine *e, const char *except, struct saas__pool_use *u);
+void saas__pool_use_free(struct saas__pool_use *u);
+/*
+ * The heartbeat's host list (n rows, as the store has them): destroy the
+ * pooled VMs on hosts that drain or were removed, and the engine's own ones
+ * when hosts exist; forget those on lost hosts (their return destroys them).
+ */
+void saas__pool_hosts_check(saas_engine *e, const saas_store_host *hosts, size_t n);
+/*
+ * The VM host a new pooled VM of this shape goes on: active, seen lately,
+ * with room for it beside its sandboxes and this engine's pooled VMs there,
+ * the one with the most memory left. 1 and its id, 0 when none has room, or
+ * an error. A read, not a reservation: only sandbox_place is atomic.
+ */
+int saas__host_pick(saas_engine *e, unsigned int vcpus, unsigned int memory_mb, char host_id[SAAS_ID_MAX + 1]);
+/* The largest size (by memory) this engine keeps pooled VMs of; NULL if none. */
+const saas_size *saas__pool_largest(saas_engine *e);
+/* The driver context of host_id ("": the engine's own) if it is open already: true and *ctx; never opens one. */
+bool saas__vm_driver_opened(saas_engine *e, const char *host_id, void **ctx);
+
 #endif

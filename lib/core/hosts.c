@@ -34,6 +34,7 @@ struct saas__vmhost {
 	bool opened;
 	bool down;                 /* its last heartbeat failed: logged once per outage */
 	int64_t open_failed_ms;    /* engine clock of the last failed open: not tried again for a heartbeat */
+	unsigned int foreign;      /* VMs there at the last heartbeat that are neither sandboxes nor our pool's */
 };
 
 /* What a driver without host_info is taken to have: room for anything (driver.h says the core assumes so). */
@@ -604,6 +605,27 @@ out:
 	return rc;
 }
 
+bool saas__vm_driver_opened(saas_engine *e, const char *host_id, void **ctx)
+{
+	struct saas__vmhost *vh;
+	bool open = false;
+
+	*ctx = NULL;
+	if (!e->driver)
+		return false;
+	if (!host_id || !*host_id) {
+		*ctx = e->driver_ctx;
+		return true;
+	}
+	pthread_mutex_lock(&e->hosts.mu);
+	if ((vh = find_locked(&e->hosts, host_id)) && vh->opened) {
+		*ctx = vh->ctx;
+		open = true;
+	}
+	pthread_mutex_unlock(&e->hosts.mu);
+	return open;
+}
+
 int saas__vm_driver(saas_engine *e, const char *host_id, void **ctx)
 {
 	int rc;
@@ -620,9 +642,170 @@ int saas__vm_driver(saas_engine *e, const char *host_id, void **ctx)
 
 /* ---- placement ---- */
 
+/*
+ * Other engines' pooled VMs have no row and are not in this engine's pools:
+ * the store cannot count them. The heartbeat estimates how many run on each
+ * host (what the driver counts there, less the sandboxes with a VM and this
+ * engine's pooled VMs) and placement counts each as the largest size this
+ * engine pools (the default size when it has none): every server of a
+ * deployment normally runs one pool spec. An estimate, a heartbeat old.
+ */
+static const saas_size *foreign_size(saas_engine *e)
+{
+	const saas_size *big = saas__pool_largest(e);
+
+	return big ? big : e->default_size;
+}
+
+static int count_with_vm(void *ud, const saas_store_sandbox *sb)
+{
+	/* A paused one's VM is a snapshot on disk; the others may have one running. */
+	if (sb->status != SAAS_SANDBOX_PAUSED && sb->status != SAAS_SANDBOX_DESTROYED)
+		(*(unsigned int *)ud)++;
+	return 0;
+}
+
+static void foreign_update(saas_engine *e, const saas_store_host *row, unsigned int vms)
+{
+	struct saas__pool_use u;
+	struct saas__vmhost *vh;
+	saas_store_filter f;
+	unsigned int rows = 0, own = 0;
+
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	f.host_id = row->id;
+	if (e->store->sandbox_list(e->store_ctx, &f, count_with_vm, &rows) < 0 || saas__pool_use(e, NULL, &u) < 0) {
+		saas__error_clear();
+		return;
+	}
+	for (size_t i = 0; i < u.count; i++)
+		own += strcmp(u.ids[i], row->id) == 0;
+	saas__pool_use_free(&u);
+	pthread_mutex_lock(&e->hosts.mu);
+	if ((vh = find_locked(&e->hosts, row->id)))
+		vh->foreign = vms > rows + own ? vms - rows - own : 0;
+	pthread_mutex_unlock(&e->hosts.mu);
+}
+
+/* This engine's pooled VMs (but `except`), and the estimate of other engines' on each host: what placement adds. */
+static int room_use(saas_engine *e, const char *except, struct saas__pool_use *u)
+{
+	const saas_size *z = foreign_size(e);
+	size_t extra = 0;
+	int rc;
+
+	if ((rc = saas__pool_use(e, except, u)) < 0)
+		return rc;
+	pthread_mutex_lock(&e->hosts.mu);
+	for (size_t i = 0; z && i < e->hosts.count; i++)
+		extra += e->hosts.items[i]->foreign > 0;
+	if (extra) {
+		saas_store_host_use *items = realloc(u->items, (u->count + extra) * sizeof(*items));
+		char (*ids)[SAAS_ID_MAX + 1] = items ? realloc(u->ids, (u->count + extra) * sizeof(*ids)) : NULL;
+		if (items)
+			u->items = items;
+		if (ids)
+			u->ids = ids;
+		if (!items || !ids) {
+			pthread_mutex_unlock(&e->hosts.mu);
+			saas__pool_use_free(u);
+			return saas__oom();
+		}
+		for (size_t i = 0; i < e->hosts.count; i++) {
+			const struct saas__vmhost *vh = e->hosts.items[i];
+			if (!vh->foreign)
+				continue;
+			saas__strlcpy(u->ids[u->count], vh->id, sizeof(u->ids[0]));
+			u->items[u->count].vcpus = vh->foreign * z->vcpus;
+			u->items[u->count].memory_mb = (uint64_t)vh->foreign * z->memory_mb;
+			u->count++;
+		}
+	}
+	pthread_mutex_unlock(&e->hosts.mu);
+	/* The ids may have moved: point at them again. */
+	for (size_t i = 0; i < u->count; i++)
+		u->items[i].host_id = u->ids[i];
+	return SAAS_OK;
+}
+
+/* What runs on each host: its sandboxes not destroyed, and the pooled VMs (ours, and the estimate of others'). */
+struct pick {
+	struct host_rows *hosts;
+	uint64_t *vcpus, *memory_mb;   /* used on hosts->items[i] */
+};
+
+static int pick_add(void *ud, const saas_store_sandbox *sb)
+{
+	struct pick *k = ud;
+
+	for (size_t i = 0; i < k->hosts->count; i++)
+		if (strcmp(k->hosts->items[i].id, sb->host_id) == 0) {
+			k->vcpus[i] += sb->vcpus;
+			k->memory_mb[i] += sb->memory_mb;
+			break;
+		}
+	return 0;
+}
+
+int saas__host_pick(saas_engine *e, unsigned int vcpus, unsigned int memory_mb, char host_id[SAAS_ID_MAX + 1])
+{
+	struct host_rows r;
+	struct pick k = { &r, NULL, NULL };
+	struct saas__pool_use u = { NULL, NULL, 0 };
+	saas_store_filter f;
+	int64_t seen_after = saas__engine_now(e) - (int64_t)FRESH_BEATS * e->hosts.heartbeat_ms, best_left = -1;
+	int rc;
+
+	host_id[0] = '\0';
+	if ((rc = hosts_refresh(e, &r)) < 0)
+		return rc;
+	if (!r.count)
+		goto out;
+	if (!(k.vcpus = calloc(r.count, sizeof(*k.vcpus))) || !(k.memory_mb = calloc(r.count, sizeof(*k.memory_mb)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	if ((rc = e->store->sandbox_list(e->store_ctx, &f, pick_add, &k)) < 0 || (rc = room_use(e, NULL, &u)) < 0)
+		goto out;
+	/* Pooled VMs there take room as sandboxes do. */
+	for (size_t j = 0; j < u.count; j++)
+		for (size_t i = 0; i < r.count; i++)
+			if (strcmp(r.items[i].id, u.ids[j]) == 0) {
+				k.vcpus[i] += u.items[j].vcpus;
+				k.memory_mb[i] += u.items[j].memory_mb;
+				break;
+			}
+	for (size_t i = 0; i < r.count; i++) {
+		const saas_store_host *h = &r.items[i];
+		int64_t cpu_cap = (int64_t)h->cpus * h->cpu_overcommit_milli;
+		int64_t mem_cap = (int64_t)h->memory_mb * h->mem_overcommit_milli;
+		int64_t mem_used = (int64_t)k.memory_mb[i];
+
+		if (h->state != SAAS_STORE_HOST_ACTIVE || h->last_seen_ms < seen_after)
+			continue;
+		/* In thousandths, as sandbox_place compares: no rounding of the capacity lets one too many in. */
+		if ((int64_t)(k.vcpus[i] + vcpus) * 1000 > cpu_cap || (mem_used + memory_mb) * 1000 > mem_cap)
+			continue;
+		if (mem_cap - mem_used * 1000 > best_left) {
+			best_left = mem_cap - mem_used * 1000;
+			saas__strlcpy(host_id, h->id, SAAS_ID_MAX + 1);
+		}
+	}
+out:
+	saas__pool_use_free(&u);
+	free(k.vcpus);
+	free(k.memory_mb);
+	free(r.items);
+	return rc < 0 ? rc : host_id[0] != '\0';
+}
+
 int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigned int max_live, const char *on_host)
 {
 	saas_store_placement p;
+	struct saas__pool_use u;
 	int rc;
 
 	/* A single machine, or a fork of a sandbox on the engine's own driver: where it always went. */
@@ -630,11 +813,21 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 		row->host_id[0] = '\0';
 		return saas__live_limit(e->store->sandbox_insert(e->store_ctx, row, max_live), max_live);
 	}
+	/*
+	 * Pooled VMs take room on their hosts as sandboxes do; the store counts
+	 * this engine's (and the estimate of others') in the same transaction. A
+	 * claimed one is this row: counted once, as a sandbox.
+	 */
+	if ((rc = room_use(e, row->id, &u)) < 0)
+		return rc;
 	memset(&p, 0, sizeof(p));
 	p.seen_after_ms = saas__engine_now(e) - (int64_t)FRESH_BEATS * e->hosts.heartbeat_ms;
 	p.max_live = max_live;
 	p.host_id = on_host;
+	p.extra = u.items;
+	p.nextra = u.count;
 	rc = e->store->sandbox_place(e->store_ctx, row, &p);
+	saas__pool_use_free(&u);
 	if (rc == SAAS_EBUSY && !on_host) {
 		/* The last host was removed since the heartbeat: a single machine again, at once. */
 		struct host_rows r;
@@ -783,6 +976,7 @@ static void host_beat(saas_engine *e, saas_store_host *row)
 			if (e->store->host_seen(e->store_ctx, row->id, now, info.cpus, info.memory_mb) < 0)
 				saas__log(e, SAAS_LOG_WARN, "cannot record VM host %s as seen: %s", row->name,
 				          saas_error_last()->message);
+			foreign_update(e, row, info.vms);
 			return;
 		}
 		if (unseen_ms(row, now) <= (int64_t)e->hosts.grace_ms)
@@ -826,6 +1020,9 @@ void saas__hosts_beat(saas_engine *e)
 		host_beat(e, &r.items[i]);
 		saas__error_clear();
 	}
+	/* As the hosts are now (a lost one marked so above): the pools let go of what they may not hand out. */
+	saas__pool_hosts_check(e, r.items, r.count);
+	saas__error_clear();
 	free(r.items);
 }
 

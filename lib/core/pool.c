@@ -17,6 +17,17 @@
  * POOL_CHECK_MS, so that a rebuild replaces the pools without waiting for a
  * claim.
  *
+ * With VM hosts registered, the pools are on them: each pooled VM is placed
+ * on an active host with room (saas__host_pick: the same rule as a
+ * sandbox's placement, counting this engine's pooled VMs there), made
+ * through that host's driver context, and remembered with its host; a claim
+ * inserts its row on that host (saas__sandbox_insert_placed, which refuses a
+ * host that is no longer active). The heartbeat hands the pools the host
+ * list (saas__pool_hosts_check): pooled VMs on a host that drains or was
+ * removed are destroyed, those on a lost host forgotten (its return destroys
+ * every VM no row owns), and the engine's own ones go once hosts exist, as
+ * new sandboxes no longer run on the engine's own driver.
+ *
  * The refill is bounded: one create in flight at a time, engine-wide, so a
  * burst of claims is replaced as fast as the driver makes one VM after
  * another and never by a stampede of boots; a failing driver is retried after
@@ -48,6 +59,7 @@ enum { SLOT_READY, SLOT_CLAIMING };
 struct slot {
 	char name[SAAS_ID_MAX + 1];
 	int state;
+	char host[SAAS_ID_MAX + 1];    /* the VM host it runs on; "" the engine's own driver */
 };
 
 struct pool {
@@ -66,6 +78,8 @@ struct saas__pools {
 	struct pool *items;
 	size_t n;
 	char creating[SAAS_ID_MAX + 1];/* the VM being made now, "" if none */
+	char creating_host[SAAS_ID_MAX + 1]; /* where it is being made, once chosen */
+	const struct pool *creating_pool;    /* and of which size */
 	unsigned int backoff_ms;
 	int64_t retry_at_ms;           /* engine clock: after a failure, no create before this */
 	pthread_t thread;
@@ -227,15 +241,26 @@ static bool short_locked(const struct saas__pools *p)
 	return false;
 }
 
+/* The refill's create ends (made or not): the name is no longer being made. Under p->mu. */
+static void creating_clear_locked(struct saas__pools *p, struct pool *pl)
+{
+	p->creating[0] = '\0';
+	p->creating_host[0] = '\0';
+	p->creating_pool = NULL;
+	pl->creating = false;
+	pthread_cond_broadcast(&p->cond);
+}
+
 int saas__pool_refill(saas_engine *e)
 {
 	struct saas__pools *p = e->pools;
 	struct pool *pl = NULL;
 	const saas_size *size;
 	saas_vm_spec spec;
-	char name[SAAS_ID_MAX + 1], msg[512] = "";
+	char name[SAAS_ID_MAX + 1], host[SAAS_ID_MAX + 1] = "", msg[512] = "";
 	int64_t started, now;
 	unsigned int have, backoff = 0;
+	void *ctx = NULL;
 	int rc;
 
 	if (!p || !e->driver)
@@ -267,22 +292,46 @@ int saas__pool_refill(saas_engine *e)
 	}
 	/* Named before it exists, so the orphan sweep leaves it alone while it is made. */
 	saas__strlcpy(p->creating, name, sizeof(p->creating));
+	p->creating_pool = pl;
 	pl->creating = true;
 	pthread_mutex_unlock(&p->mu);
+	size = saas__engine_size(e, pl->size);
+
+	/*
+	 * With VM hosts, on one with room. None has: not a failure of the
+	 * driver's; look again a heartbeat later, when sandboxes may have ended.
+	 */
+	if (saas__hosts_any(e)) {
+		if ((rc = saas__host_pick(e, size->vcpus, size->memory_mb, host)) <= 0) {
+			if (rc < 0)
+				snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
+			pthread_mutex_lock(&p->mu);
+			creating_clear_locked(p, pl);
+			p->retry_at_ms = saas__engine_now(e) + e->hosts.heartbeat_ms;
+			pthread_mutex_unlock(&p->mu);
+			if (rc < 0)
+				saas__log(e, SAAS_LOG_WARN, "pool %s (image %s): choosing a VM host failed (%s)", pl->size,
+				          pl->image, msg);
+			else
+				saas__log(e, SAAS_LOG_DEBUG, "pool %s (image %s): no VM host has room for a pooled VM now",
+				          pl->size, pl->image);
+			return rc;
+		}
+		pthread_mutex_lock(&p->mu);
+		saas__strlcpy(p->creating_host, host, sizeof(p->creating_host));
+		pthread_mutex_unlock(&p->mu);
+	}
 	/*
 	 * Other engines on the store see the VM but no row: its lease, renewed
 	 * while it is pooled, tells them it is this engine's (reaper.c).
 	 */
 	if ((rc = saas__claim_kind(e, "pool", name)) <= 0) {
 		pthread_mutex_lock(&p->mu);
-		p->creating[0] = '\0';
-		pl->creating = false;
-		pthread_cond_broadcast(&p->cond);
+		creating_clear_locked(p, pl);
 		pthread_mutex_unlock(&p->mu);
 		return rc < 0 ? rc : 0;
 	}
 
-	size = saas__engine_size(e, pl->size);
 	spec.name = name;
 	spec.image = pl->image;
 	spec.vcpus = size->vcpus;
@@ -290,20 +339,22 @@ int saas__pool_refill(saas_engine *e)
 	spec.disk_gb = size->disk_gb;
 	spec.network = NULL; /* the default policy: only creates that ask for none are served from a pool */
 	started = saas__engine_now(e);
-	if ((rc = e->driver->vm_create(e->driver_ctx, &spec)) < 0) {
+	if ((rc = saas__vm_driver(e, host, &ctx)) < 0) {
+		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
+	} else if ((rc = e->driver->vm_create(ctx, &spec)) < 0) {
 		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
 		/* The driver promises to leave nothing; make sure while the name is still protected. */
-		e->driver->vm_destroy(e->driver_ctx, name);
+		e->driver->vm_destroy(ctx, name);
 	}
 
 	pthread_mutex_lock(&p->mu);
 	now = saas__engine_now(e);
-	p->creating[0] = '\0';
-	pl->creating = false;
+	creating_clear_locked(p, pl);
 	if (rc == SAAS_OK) {
-		saas__strlcpy(pl->slots[pl->nslots].name, name, sizeof(pl->slots[0].name));
-		pl->slots[pl->nslots].state = SLOT_READY;
-		pl->nslots++;
+		struct slot *sl = &pl->slots[pl->nslots++];
+		saas__strlcpy(sl->name, name, sizeof(sl->name));
+		saas__strlcpy(sl->host, host, sizeof(sl->host));
+		sl->state = SLOT_READY;
 		p->backoff_ms = 0;
 		p->retry_at_ms = 0;
 	} else {
@@ -314,17 +365,16 @@ int saas__pool_refill(saas_engine *e)
 		backoff = p->backoff_ms;
 	}
 	have = pl->nslots;
-	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->mu);
 
 	if (rc < 0) {
 		saas__claim_drop_kind(e, "pool", name);
-		saas__log(e, SAAS_LOG_WARN, "pool %s (image %s): making a VM failed (%s); next try in %u s", pl->size,
-		          pl->image, msg, backoff / 1000);
+		saas__log(e, SAAS_LOG_WARN, "pool %s (image %s): making a VM%s%s failed (%s); next try in %u s", pl->size,
+		          pl->image, host[0] ? " on VM host " : "", host, msg, backoff / 1000);
 		return rc;
 	}
-	saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): VM %s ready in %lld ms (%u of %u)", pl->size, pl->image, name,
-	          (long long)(now - started), have, pl->target);
+	saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): VM %s ready%s%s in %lld ms (%u of %u)", pl->size, pl->image,
+	          name, host[0] ? " on VM host " : "", host, (long long)(now - started), have, pl->target);
 	return 1;
 }
 
@@ -393,7 +443,8 @@ static void destroy_unclaimed(saas_engine *e, struct saas__pools *p)
 {
 	for (size_t i = 0; e->driver && i < p->n; i++) {
 		struct pool *pl = &p->items[i];
-		char name[SAAS_ID_MAX + 1];
+		char name[SAAS_ID_MAX + 1], host[SAAS_ID_MAX + 1];
+		void *ctx;
 
 		for (;;) {
 			pthread_mutex_lock(&p->mu);
@@ -401,11 +452,17 @@ static void destroy_unclaimed(saas_engine *e, struct saas__pools *p)
 				pthread_mutex_unlock(&p->mu);
 				break;
 			}
-			saas__strlcpy(name, pl->slots[--pl->nslots].name, sizeof(name));
+			pl->nslots--;
+			saas__strlcpy(name, pl->slots[pl->nslots].name, sizeof(name));
+			saas__strlcpy(host, pl->slots[pl->nslots].host, sizeof(host));
 			pthread_mutex_unlock(&p->mu);
-			saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): destroying unclaimed VM %s", pl->size, pl->image,
-			          name);
-			if (e->driver->vm_destroy(e->driver_ctx, name) < 0)
+			saas__log(e, SAAS_LOG_INFO, "pool %s (image %s): destroying unclaimed VM %s%s%s", pl->size, pl->image,
+			          name, host[0] ? " on VM host " : "", host);
+			/* Its host's context was opened to make it, and stays open until the engine is released. */
+			if (!saas__vm_driver_opened(e, host, &ctx))
+				saas__log(e, SAAS_LOG_ERROR, "VM %s: its VM host %s is not open; a sweep of the host destroys it",
+				          name, host);
+			else if (e->driver->vm_destroy(ctx, name) < 0)
 				saas__log(e, SAAS_LOG_ERROR, "destroying VM %s failed (%s); the next start destroys it",
 				          name, saas_error_last()->message);
 			if (e->store)
@@ -472,20 +529,24 @@ bool saas__pool_owns(saas_engine *e, const char *name)
 	return found;
 }
 
-bool saas__vm_outdated(saas_engine *e, const char *name)
+bool saas__vm_outdated_on(saas_engine *e, void *ctx, const char *name)
 {
 	int outdated = 0;
 
 	/* A table older than version 4 is a smaller struct: the slot is not there to read. */
-	if (e->driver->version < 4 || !e->driver->vm_outdated ||
-	    e->driver->vm_outdated(e->driver_ctx, name, &outdated) < 0)
+	if (e->driver->version < 4 || !e->driver->vm_outdated || e->driver->vm_outdated(ctx, name, &outdated) < 0)
 		return false;
 	return outdated != 0;
 }
 
+bool saas__vm_outdated(saas_engine *e, const char *name)
+{
+	return saas__vm_outdated_on(e, e->driver_ctx, name);
+}
+
 /* The first ready slot not yet in seen (n names), marked claiming so that no create takes it meanwhile. */
 static bool take_unseen_locked(struct saas__pools *p, char (*seen)[SAAS_ID_MAX + 1], size_t n,
-                               char name[SAAS_ID_MAX + 1])
+                               char name[SAAS_ID_MAX + 1], char host[SAAS_ID_MAX + 1])
 {
 	for (size_t i = 0; i < p->n; i++)
 		for (unsigned int j = 0; j < p->items[i].nslots; j++) {
@@ -496,6 +557,7 @@ static bool take_unseen_locked(struct saas__pools *p, char (*seen)[SAAS_ID_MAX +
 			if (s->state == SLOT_READY && !known) {
 				s->state = SLOT_CLAIMING;
 				saas__strlcpy(name, s->name, SAAS_ID_MAX + 1);
+				saas__strlcpy(host, s->host, SAAS_ID_MAX + 1);
 				return true;
 			}
 		}
@@ -516,21 +578,22 @@ unsigned int saas__pool_drop_outdated(saas_engine *e)
 	if (!cap || !(seen = calloc(cap, sizeof(*seen))))
 		return 0;
 	for (;;) {
-		char name[SAAS_ID_MAX + 1];
+		char name[SAAS_ID_MAX + 1], host[SAAS_ID_MAX + 1];
+		void *ctx;
 		bool got;
 		pthread_mutex_lock(&p->mu);
-		got = n < cap && !p->stopping && take_unseen_locked(p, seen, n, name);
+		got = n < cap && !p->stopping && take_unseen_locked(p, seen, n, name, host);
 		pthread_mutex_unlock(&p->mu);
 		if (!got)
 			break;
 		saas__strlcpy(seen[n++], name, sizeof(seen[0]));
-		if (!saas__vm_outdated(e, name)) {
+		if (!saas__vm_driver_opened(e, host, &ctx) || !saas__vm_outdated_on(e, ctx, name)) {
 			saas__pool_release(e, name, SAAS_POOL_RETURN);
 			continue;
 		}
 		saas__log(e, SAAS_LOG_INFO, "pooled VM %s was made from an image build that is no longer current; "
 		          "destroying it", name);
-		e->driver->vm_destroy(e->driver_ctx, name);
+		e->driver->vm_destroy(ctx, name);
 		saas__pool_release(e, name, SAAS_POOL_DROP);
 		dropped++;
 	}
@@ -539,6 +602,14 @@ unsigned int saas__pool_drop_outdated(saas_engine *e)
 }
 
 int saas__pool_claim(saas_engine *e, const char *size, const char *image, char name[SAAS_ID_MAX + 1])
+{
+	char host[SAAS_ID_MAX + 1];
+
+	return saas__pool_claim_on(e, size, image, name, host);
+}
+
+int saas__pool_claim_on(saas_engine *e, const char *size, const char *image, char name[SAAS_ID_MAX + 1],
+                        char host[SAAS_ID_MAX + 1])
 {
 	struct saas__pools *p = e->pools;
 	int got = 0;
@@ -555,6 +626,7 @@ int saas__pool_claim(saas_engine *e, const char *size, const char *image, char n
 			if (pl->slots[j].state == SLOT_READY) {
 				pl->slots[j].state = SLOT_CLAIMING;
 				saas__strlcpy(name, pl->slots[j].name, SAAS_ID_MAX + 1);
+				saas__strlcpy(host, pl->slots[j].host, SAAS_ID_MAX + 1);
 				got = 1;
 			}
 	}
@@ -629,4 +701,134 @@ int saas__pool_stats(saas_engine *e, saas_engine_stats *st)
 out:
 	pthread_mutex_unlock(&p->mu);
 	return rc;
+}
+
+void saas__pool_use_free(struct saas__pool_use *u)
+{
+	free(u->items);
+	free(u->ids);
+	memset(u, 0, sizeof(*u));
+}
+
+static void use_add(struct saas__pool_use *u, const char *host, const saas_size *size)
+{
+	saas__strlcpy(u->ids[u->count], host, sizeof(u->ids[0]));
+	u->items[u->count].vcpus = size->vcpus;
+	u->items[u->count].memory_mb = size->memory_mb;
+	u->count++;
+}
+
+int saas__pool_use(saas_engine *e, const char *except, struct saas__pool_use *u)
+{
+	struct saas__pools *p = e->pools;
+	size_t cap = 1;
+	int rc = SAAS_OK;
+
+	memset(u, 0, sizeof(*u));
+	if (!p)
+		return SAAS_OK;
+	pthread_mutex_lock(&p->mu);
+	for (size_t i = 0; i < p->n; i++)
+		cap += p->items[i].nslots;
+	if (!(u->items = calloc(cap, sizeof(*u->items))) || !(u->ids = calloc(cap, sizeof(*u->ids)))) {
+		rc = saas__oom();
+		goto out;
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		const struct pool *pl = &p->items[i];
+		const saas_size *size = saas__engine_size(e, pl->size);
+		for (unsigned int j = 0; size && j < pl->nslots; j++)
+			if (pl->slots[j].host[0] && (!except || strcmp(pl->slots[j].name, except) != 0))
+				use_add(u, pl->slots[j].host, size);
+	}
+	/* The one being made takes its room from the moment its host was chosen. */
+	if (p->creating_host[0] && p->creating_pool && saas__engine_size(e, p->creating_pool->size))
+		use_add(u, p->creating_host, saas__engine_size(e, p->creating_pool->size));
+	/* The store reads host ids by pointer: set once the array is final. */
+	for (size_t i = 0; i < u->count; i++)
+		u->items[i].host_id = u->ids[i];
+out:
+	pthread_mutex_unlock(&p->mu);
+	if (rc < 0)
+		saas__pool_use_free(u);
+	return rc;
+}
+
+enum { KEEP, DESTROY, FORGET };
+
+/* What becomes of a pooled VM on `host` ("" the engine's own), given the registry's n hosts. */
+static int host_verdict(const char *host, const saas_store_host *hosts, size_t n, const char **why)
+{
+	if (!host[0]) {
+		*why = "VM hosts are registered, and new sandboxes run on them";
+		return n ? DESTROY : KEEP;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(hosts[i].id, host) != 0)
+			continue;
+		switch (hosts[i].state) {
+		case SAAS_STORE_HOST_DRAINING:
+			*why = "its VM host is draining";
+			return DESTROY;
+		case SAAS_STORE_HOST_LOST:
+			*why = "its VM host is lost (its return destroys it)";
+			return FORGET;
+		default:
+			return KEEP;
+		}
+	}
+	*why = "its VM host was removed";
+	return DESTROY;
+}
+
+void saas__pool_hosts_check(saas_engine *e, const saas_store_host *hosts, size_t n)
+{
+	struct saas__pools *p = e->pools;
+
+	if (!p || !e->driver)
+		return;
+	for (;;) {
+		char name[SAAS_ID_MAX + 1], host[SAAS_ID_MAX + 1];
+		const char *why = "";
+		int verdict = KEEP;
+		void *ctx;
+
+		/* One at a time, taken as a claim would (so no create gets it), the driver called unlocked. */
+		pthread_mutex_lock(&p->mu);
+		for (size_t i = 0; i < p->n && verdict == KEEP; i++)
+			for (unsigned int j = 0; j < p->items[i].nslots && verdict == KEEP; j++) {
+				struct slot *sl = &p->items[i].slots[j];
+				if (sl->state != SLOT_READY || (verdict = host_verdict(sl->host, hosts, n, &why)) == KEEP)
+					continue;
+				sl->state = SLOT_CLAIMING;
+				saas__strlcpy(name, sl->name, sizeof(name));
+				saas__strlcpy(host, sl->host, sizeof(host));
+			}
+		pthread_mutex_unlock(&p->mu);
+		if (verdict == KEEP)
+			break;
+		if (verdict == DESTROY) {
+			saas__log(e, SAAS_LOG_INFO, "pooled VM %s: %s; destroying it", name, why);
+			if (saas__vm_driver_opened(e, host, &ctx) && e->driver->vm_destroy(ctx, name) < 0)
+				saas__log(e, SAAS_LOG_WARN, "destroying pooled VM %s failed (%s)",
+				          name, saas_error_last()->message);
+		} else {
+			saas__log(e, SAAS_LOG_WARN, "pooled VM %s: %s; forgetting it", name, why);
+		}
+		saas__pool_release(e, name, SAAS_POOL_DROP);
+	}
+}
+
+const saas_size *saas__pool_largest(saas_engine *e)
+{
+	const struct saas__pools *p = e->pools;
+	const saas_size *big = NULL;
+
+	/* The sizes are fixed once the engine is open: no lock needed to read them. */
+	for (size_t i = 0; p && i < p->n; i++) {
+		const saas_size *z = saas__engine_size(e, p->items[i].size);
+		if (z && p->items[i].target && (!big || z->memory_mb > big->memory_mb))
+			big = z;
+	}
+	return big;
 }

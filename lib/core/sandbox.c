@@ -238,23 +238,39 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox row;
-	char name[SAAS_ID_MAX + 1];
+	char name[SAAS_ID_MAX + 1], host[SAAS_ID_MAX + 1];
 	int64_t now;
 	int rc, state;
+	void *ctx;
 
-	while (saas__pool_claim(e, size->name, image, name)) {
-		state = SAAS_VM_ABSENT;
-		if (e->driver->vm_state(e->driver_ctx, name, &state) < 0 || state != SAAS_VM_RUNNING) {
-			saas__log(e, SAAS_LOG_WARN, "pooled VM %s is not running; destroying it", name);
+	while (saas__pool_claim_on(e, size->name, image, name, host)) {
+		/* Made on the engine's own driver before hosts were registered: new sandboxes run on hosts now. */
+		if (!host[0] && saas__hosts_any(e)) {
+			saas__log(e, SAAS_LOG_INFO, "pooled VM %s is on this server, and VM hosts are registered; destroying it",
+			          name);
 			e->driver->vm_destroy(e->driver_ctx, name);
 			saas__pool_release(e, name, SAAS_POOL_DROP);
 			continue;
 		}
+		/* Its host out of reach: not handed out; the heartbeats decide what becomes of the host. */
+		if (saas__vm_driver(e, host, &ctx) < 0) {
+			saas__log(e, SAAS_LOG_WARN, "pooled VM %s: %s; not using it", name, saas_error_last()->message);
+			saas__pool_release(e, name, SAAS_POOL_RETURN);
+			saas__error_clear();
+			return 1;
+		}
+		state = SAAS_VM_ABSENT;
+		if (e->driver->vm_state(ctx, name, &state) < 0 || state != SAAS_VM_RUNNING) {
+			saas__log(e, SAAS_LOG_WARN, "pooled VM %s is not running; destroying it", name);
+			e->driver->vm_destroy(ctx, name);
+			saas__pool_release(e, name, SAAS_POOL_DROP);
+			continue;
+		}
 		/* Its image was rebuilt since it was made: the create gets the new build, never the old. */
-		if (saas__vm_outdated(e, name)) {
+		if (saas__vm_outdated_on(e, ctx, name)) {
 			saas__log(e, SAAS_LOG_INFO, "pooled VM %s was made from an image build that is no longer current; "
 			          "destroying it", name);
-			e->driver->vm_destroy(e->driver_ctx, name);
+			e->driver->vm_destroy(ctx, name);
 			saas__pool_release(e, name, SAAS_POOL_DROP);
 			continue;
 		}
@@ -264,12 +280,25 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 		               e->paused_price);
 		row.ready_at_ms = now;
 		row.expires_at_ms = now + timeout * 1000;
-		/* Ready at insert: the VM already runs, and the store still counts the account's limit atomically. */
-		if ((rc = e->store->sandbox_insert(e->store_ctx, &row, max_live)) < 0) {
+		/*
+		 * Ready at insert: the VM already runs, and the store still counts the
+		 * account's limit atomically. On its VM host, which must still be
+		 * active and seen: a draining or lost host's pooled VM is never handed out.
+		 */
+		if ((rc = saas__sandbox_insert_placed(e, &row, max_live, host)) < 0) {
 			if (rc == SAAS_ELIMIT || rc == SAAS_ENOTFOUND) {
 				/* Refused before anyone had it: it goes back, still never handed out. */
 				saas__pool_release(e, name, SAAS_POOL_RETURN);
-				return saas__live_limit(rc, max_live);
+				return rc;
+			}
+			if (rc == SAAS_EBUSY) {
+				/* Its host takes no new sandbox (draining, not seen lately, or full): it goes. */
+				saas__log(e, SAAS_LOG_INFO, "pooled VM %s cannot be handed out (%s); destroying it", name,
+				          saas_error_last()->message);
+				e->driver->vm_destroy(ctx, name);
+				saas__pool_release(e, name, SAAS_POOL_DROP);
+				saas__error_clear();
+				continue;
 			}
 			/* The store failed and might have kept the row: close it unbilled and let the VM go. */
 			saas_error saved = *saas_error_last();
@@ -277,13 +306,13 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 			/* The message lives in this thread's error slot, which the calls below overwrite. */
 			snprintf(msg, sizeof(msg), "%s", saved.message);
 			saas__sandbox_close(e, &row, SAAS_END_FAILED, now, 0, 0);
-			e->driver->vm_destroy(e->driver_ctx, name);
+			e->driver->vm_destroy(ctx, name);
 			saas__pool_release(e, name, SAAS_POOL_DROP);
 			return saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
 		}
 		saas__pool_release(e, name, SAAS_POOL_CLAIMED);
-		saas__log(e, SAAS_LOG_INFO, "sandbox %s claimed from the pool (%s, image %s) for %s", row.id, row.size,
-		          row.image, row.account_id);
+		saas__log(e, SAAS_LOG_INFO, "sandbox %s claimed from the pool (%s, image %s) for %s%s%s", row.id, row.size,
+		          row.image, row.account_id, row.host_id[0] ? " on VM host " : "", row.host_id);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms (from the pool)", row.id,
 		          (long long)(saas__engine_now(e) - started));
 		return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
@@ -369,11 +398,10 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 
 	/*
 	 * Pooled VMs have the default network policy; a create that names one is
-	 * made for it. The pools are the engine's own driver's: with VM hosts
-	 * registered, every new sandbox is placed on one of them instead.
+	 * made for it. With VM hosts registered, the pools are on them (pool.c).
 	 */
-	if (!net && !saas__hosts_any(e) && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
-	                                          lim.max_sandboxes, out)) <= 0)
+	if (!net && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
+	                                   lim.max_sandboxes, out)) <= 0)
 		return rc;
 
 	{

@@ -18,6 +18,7 @@
 
 #include "core/core.h"
 #include "fake/fake_driver.h"
+#include "store/store.h"
 #include "saas/sys/error.h"
 #include "testutil.h"
 
@@ -356,6 +357,8 @@ static const saas_driver sim_driver = {
 
 /* ---- fixture ---- */
 
+static char *shared_url;       /* test_pool_two_engines: the SQLite file both engines open */
+
 struct fixture {
 	char *dir;
 	char *url;
@@ -409,6 +412,8 @@ static int teardown(void **state)
 	free(f);
 	saas_fake_reset();
 	sim_reset();
+	free(shared_url);
+	shared_url = NULL;
 	return 0;
 }
 
@@ -895,6 +900,452 @@ static void test_options(void **state)
 	saas_engine_free(e);
 }
 
+/* ---- warm pools on VM hosts ---- */
+
+/* The engine reopened with a pool spec (the fixture's has none). */
+static void reopen_pooled(struct fixture *f, const char *pool)
+{
+	saas_client_free(f->c);
+	saas_engine_free(f->engine);
+	f->opts.pool = pool;
+	if (saas_engine_open(&f->engine, &f->opts) != SAAS_OK)
+		fail_msg("engine open: %s", saas_error_last()->message);
+	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+}
+
+/* Refill until the pools are full or nothing more can be made; how many were made. */
+static unsigned int refill(saas_engine *e)
+{
+	unsigned int made = 0;
+	int rc;
+
+	while ((rc = saas__pool_refill(e)) == 1)
+		made++;
+	assert_true(rc >= 0);
+	return made;
+}
+
+/* Which pooled VM the engine holds on a host: the first VM owned by h that has no row. */
+static int pooled_on(struct fixture *f, const struct sim_host *h, char *name)
+{
+	for (int i = 0; i < SIM_OWNED; i++) {
+		saas_store_sandbox row;
+		if (owned[i].host != h || !saas_fake_vm_exists(owned[i].name) ||
+		    f->engine->store->sandbox_get(f->engine->store_ctx, owned[i].name, &row) == SAAS_OK)
+			continue;
+		saas__strlcpy(name, owned[i].name, SAAS_ID_MAX + 1);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * With hosts registered the pools fill on them, spread by room; a create is
+ * served from a pooled VM, its row on that VM's host, billed from the claim.
+ */
+static void test_pool_on_hosts(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	struct sim_host *ha, *hb;
+	saas_sandbox *sb, *now = NULL;
+	unsigned int calls;
+	int64_t claimed_at, run, paused;
+
+	host_add(f, "a", 4, 8192, a);
+	host_add(f, "b", 4, 8192, b);
+	reopen_pooled(f, "small=2");
+	/* Before any host is seen, nothing is made (no host has room), not even on the engine's own driver. */
+	assert_int_equal(refill(f->engine), 0);
+	assert_int_equal(saas_fake_vm_count(), 0);
+	sweep(f);
+	advance(10000); /* the refill looks again a heartbeat later */
+	assert_int_equal(refill(f->engine), 2);
+	ha = sim_find("a");
+	hb = sim_find("b");
+	/* One on each: the second goes where the most memory is left. */
+	assert_int_equal(sim_vms(ha), 1);
+	assert_int_equal(sim_vms(hb), 1);
+	assert_int_equal(sim_vms(sim_find("local")), 0);
+	/* The host list does not count pooled VMs as sandboxes: they belong to nobody yet. */
+	{
+		saas_host *h = host_get(f, "a");
+		assert_int_equal(h->sandboxes, 0);
+		saas_host_free(h);
+	}
+	advance(5000);
+	claimed_at = fake_now;
+	calls = saas_fake_create_calls();
+	sb = create(f);
+	/* Claimed: no VM was made for it, and it is one of the pooled VMs, on its host. */
+	assert_int_equal(saas_fake_create_calls(), calls);
+	assert_false(saas__pool_owns(f->engine, sb->id));
+	host_of(f, sb->id, where);
+	assert_ptr_equal(owner_of(sb->id), strcmp(where, a) == 0 ? ha : hb);
+	assert_true(strcmp(where, a) == 0 || strcmp(where, b) == 0);
+	assert_int_equal(sb->ready_at_ms, claimed_at);
+	/* Billed from the claim, to the micro-dollar. */
+	rates(f, sb->id, &run, &paused);
+	advance(100000);
+	assert_int_equal(saas_sandbox_get(&now, f->c, sb->id), SAAS_OK);
+	assert_int_equal(now->cost_usd_micro, saas_cost(run, 100));
+	saas_sandbox_free(now);
+	/* Commands run on its host. */
+	{
+		saas_execution *ex = NULL;
+		struct sim_host *on = owner_of(sb->id);
+		unsigned int before = on->execs;
+		assert_int_equal(saas_exec(&ex, f->c, sb->id, "echo hi", NULL, 0), SAAS_OK);
+		assert_int_equal(ex->exit_code, 0);
+		saas_execution_free(ex);
+		assert_int_equal(on->execs, before + 1);
+	}
+	/* The pool makes its replacement (a heartbeat first: the hosts were seen too long ago to take it). */
+	assert_int_equal(refill(f->engine), 0);
+	advance(5000);
+	sweep(f);
+	refill(f->engine);
+	assert_int_equal(sim_vms(ha) + sim_vms(hb), 3);
+	saas_client_free(f->c);
+	saas_engine_free(f->engine);
+	f->c = NULL;
+	f->engine = NULL;
+	assert_int_equal(sim_vms(ha) + sim_vms(hb), 1);
+	assert_ptr_not_equal(owner_of(sb->id), NULL);
+	f->opts.pool = NULL;
+	assert_int_equal(saas_engine_open(&f->engine, &f->opts), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	saas_sandbox_free(sb);
+}
+
+/* Pooled VMs take room on their host: placement and the refill leave it to them. */
+static void test_pool_room(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+
+	/* Room for two smalls (4096 MiB each). */
+	host_add(f, "a", 4, 8192, a);
+	reopen_pooled(f, "small=3");
+	/* The sweep's refill makes the first, ours the second; a third finds no room. */
+	sweep(f);
+	advance(10000);
+	refill(f->engine);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	/* A create the pool cannot serve (it names a network) finds no room: the pooled VMs hold it. */
+	o.timeout_s = 3600;
+	o.network = "isolated";
+	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_EBUSY);
+	assert_null(sb);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	/* One served from the pool takes the room its pooled VM held: no more, no less. */
+	sb = create(f);
+	host_of(f, sb->id, where);
+	assert_string_equal(where, a);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	/* The refill makes nothing while the host is full. */
+	assert_int_equal(saas__pool_refill(f->engine), 0);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	/* The sandbox ends: the refill takes its room. */
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(sim_vms(sim_find("a")), 1);
+	advance(10000); /* past the no-room wait (a heartbeat); the sweep sees the host again */
+	sweep(f);
+	refill(f->engine);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	saas_sandbox_free(sb);
+}
+
+/* A draining host's pooled VMs are never handed out, and go at the next heartbeat. */
+static void test_pool_drain(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1];
+	struct sim_host *ha, *hb;
+	saas_sandbox *sb;
+
+	host_add(f, "a", 4, 8192, a);
+	host_add(f, "b", 4, 8192, b);
+	reopen_pooled(f, "small=2");
+	sweep(f);
+	advance(10000);
+	refill(f->engine);
+	assert_int_equal(saas_fake_vm_count(), 2);
+	ha = sim_find("a");
+	hb = sim_find("b");
+	assert_true(pooled_on(f, ha, name));
+	/* Drained by an operator; this engine has not had a heartbeat since. */
+	assert_int_equal(saas_host_drain(f->admin, "a"), SAAS_OK);
+	sb = create(f);
+	host_of(f, sb->id, where);
+	assert_string_equal(where, b);
+	assert_ptr_equal(owner_of(sb->id), hb);
+	/* If a's pooled VM was offered first, the claim destroyed it; either way it is nobody's sandbox. */
+	{
+		saas_sandbox *gone = NULL;
+		assert_int_equal(saas_sandbox_get(&gone, f->c, name), SAAS_ENOTFOUND);
+		assert_null(gone);
+	}
+	/* The heartbeat: what is pooled on a goes, and nothing new is made there. */
+	sweep(f);
+	assert_int_equal(sim_vms(ha), 0);
+	assert_false(saas__pool_owns(f->engine, name));
+	advance(10000);
+	sweep(f);
+	refill(f->engine);
+	assert_int_equal(sim_vms(ha), 0);
+	saas_sandbox_free(sb);
+}
+
+/* A lost host's pooled VMs are forgotten; its return destroys them. */
+static void test_pool_lost(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1];
+	struct sim_host *ha;
+	saas_host *h;
+
+	host_add(f, "a", 4, 8192, a);
+	reopen_pooled(f, "small=1");
+	sweep(f);
+	advance(10000);
+	refill(f->engine);
+	ha = sim_find("a");
+	assert_int_equal(sim_vms(ha), 1);
+	assert_true(pooled_on(f, ha, name));
+	assert_true(saas__pool_owns(f->engine, name));
+	ha->down = 1;
+	for (int i = 0; i < 7; i++) {
+		advance(10000);
+		sweep(f);
+	}
+	h = host_get(f, "a");
+	assert_int_equal(h->state, SAAS_HOST_LOST);
+	saas_host_free(h);
+	/* Forgotten, not destroyed (the host does not answer); a create is not served by it. */
+	assert_false(saas__pool_owns(f->engine, name));
+	assert_int_equal(sim_vms(ha), 1);
+	{
+		saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+		saas_sandbox *none = NULL;
+		o.timeout_s = 60;
+		assert_int_equal(saas_sandbox_create(&none, f->c, &o, 0), SAAS_EBUSY);
+		assert_null(none);
+	}
+	/* Back: its VMs nobody owns go, the pooled one with them; then the pool fills there again. */
+	ha->down = 0;
+	sweep(f);
+	assert_false(saas_fake_vm_exists(name));
+	h = host_get(f, "a");
+	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
+	saas_host_free(h);
+	/* (that sweep's refill may have made it already) */
+	advance(10000);
+	refill(f->engine);
+	assert_int_equal(sim_vms(ha), 1);
+}
+
+/* A removed host's pooled VMs go; once hosts exist, the engine's own pooled VMs go too. */
+static void test_pool_host_set_changes(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], local_vm[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	struct sim_host *local;
+	saas_sandbox *sb;
+
+	reopen_pooled(f, "small=1");
+	/* A single machine: the pool is the engine's own. */
+	assert_int_equal(refill(f->engine), 1);
+	local = sim_find("local");
+	assert_int_equal(sim_vms(local), 1);
+	assert_true(pooled_on(f, local, local_vm));
+	/* A host registered: the local pooled VM goes at the heartbeat, and the pool fills on the host (the sweep's refill). */
+	host_add(f, "a", 4, 8192, a);
+	sweep(f);
+	assert_false(saas_fake_vm_exists(local_vm));
+	refill(f->engine);
+	assert_int_equal(sim_vms(local), 0);
+	assert_true(pooled_on(f, sim_find("a"), name));
+	/* The host removed (no sandbox holds it): its pooled VM goes, and the pool is local again. */
+	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_OK);
+	sweep(f);
+	assert_false(saas_fake_vm_exists(name));
+	assert_false(saas__pool_owns(f->engine, name));
+	refill(f->engine);
+	assert_int_equal(sim_vms(local), 1);
+	sb = create(f);
+	host_of(f, sb->id, where);
+	assert_string_equal(where, "");
+	saas_sandbox_free(sb);
+}
+
+/* A claim on a host still counts the account's limit: refused, the pooled VM stays pooled. */
+static void test_pool_limit(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1];
+	saas_sandbox *sb, *none = NULL;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+
+	host_add(f, "a", 4, 16384, a);
+	f->opts.max_sandboxes = 1;
+	reopen_pooled(f, "small=2");
+	sweep(f);
+	advance(5000);
+	refill(f->engine);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	sb = create(f);
+	assert_true(pooled_on(f, sim_find("a"), name));
+	o.timeout_s = 60;
+	assert_int_equal(saas_sandbox_create(&none, f->c, &o, 0), SAAS_ELIMIT);
+	assert_non_null(strstr(saas_error_last()->message, "max_sandboxes"));
+	assert_null(none);
+	assert_true(saas__pool_owns(f->engine, name));
+	assert_true(saas_fake_vm_exists(name));
+	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
+	/* Room in the limit again: the pooled VM is handed out now. */
+	none = create(f);
+	assert_string_equal(none->id, name);
+	saas_sandbox_free(none);
+	saas_sandbox_free(sb);
+}
+
+/* SQLite under another name: a store two engines take for shared (as in test_claims.c). */
+static saas_store shared_sqlite;
+
+static int shared_open(void **ctx, const saas_store_env *env)
+{
+	const saas_store *sqlite = NULL;
+	saas_store_env inner = *env;
+
+	if (saas__store_for_url(&sqlite, "sqlite:x") != SAAS_OK)
+		return SAAS_EINVAL;
+	inner.url = shared_url;
+	return sqlite->open(ctx, &inner);
+}
+
+/* The fixture's engines take their store for one that other engines share (PostgreSQL is). */
+static void shared_store(struct fixture *f)
+{
+	if (!saas_test_store_is_postgres()) {
+		const saas_store *sqlite = NULL;
+		assert_int_equal(saas__store_for_url(&sqlite, "sqlite:x"), SAAS_OK);
+		shared_sqlite = *sqlite;
+		shared_sqlite.name = "shared-sqlite";
+		shared_sqlite.open = shared_open;
+		free(shared_url);
+		shared_url = saas__strdup(f->opts.store_url);
+		f->opts.store_url = NULL;
+		f->opts.store = &shared_sqlite;
+	}
+}
+
+/*
+ * Another engine's pooled VMs have no row and are not this engine's: the
+ * heartbeat estimates them from what the host runs, and placement leaves
+ * them their room.
+ */
+static void test_pool_other_engine_counted(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options o;
+	saas_engine *e2 = NULL;
+	char *dir2 = saas_test_tmpdir();
+	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb, *none = NULL;
+
+	assert_non_null(dir2);
+	shared_store(f);
+	reopen_pooled(f, NULL); /* this engine pools nothing */
+	o = f->opts;
+	o.pool = "small=1";
+	o.state_dir = dir2;
+	/* Room for two smalls; the other engine pools one there. */
+	host_add(f, "a", 4, 8192, a);
+	if (saas_engine_open(&e2, &o) != SAAS_OK)
+		fail_msg("second engine open: %s", saas_error_last()->message);
+	assert_int_equal(saas_engine_sweep(NULL, e2), SAAS_OK);
+	refill(e2);
+	assert_int_equal(sim_vms(sim_find("a")), 1);
+	/* This engine's heartbeat sees a VM that is neither a sandbox nor its own: one sandbox fits, not two. */
+	sweep(f);
+	sb = create(f);
+	host_of(f, sb->id, where);
+	assert_string_equal(where, a);
+	co.timeout_s = 60;
+	assert_int_equal(saas_sandbox_create(&none, f->c, &co, 0), SAAS_EBUSY);
+	assert_null(none);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	/* The other engine goes, its pooled VM with it: at the next heartbeat the room is free again. */
+	saas_engine_free(e2);
+	assert_int_equal(sim_vms(sim_find("a")), 1);
+	advance(5000);
+	sweep(f);
+	none = create(f);
+	assert_int_equal(sim_vms(sim_find("a")), 2);
+	saas_sandbox_free(none);
+	saas_sandbox_free(sb);
+	saas_test_rmdir(dir2);
+}
+
+/*
+ * Two engines on one store, pools on the same hosts: neither one's orphan
+ * sweep destroys the other's pooled VMs (their leases say whose they are),
+ * and each one's claim takes its own.
+ */
+static void test_pool_two_engines(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_options o = f->opts;
+	saas_engine *e2 = NULL;
+	saas_client *c2 = NULL;
+	char *dir2 = saas_test_tmpdir();
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
+	unsigned int vms;
+	saas_sandbox *sb = NULL;
+
+	assert_non_null(dir2);
+	shared_store(f);
+	o = f->opts;
+	reopen_pooled(f, "small=1");
+	assert_true(f->engine->claims.shared);
+	o.pool = "small=1";
+	o.state_dir = dir2;
+	if (saas_engine_open(&e2, &o) != SAAS_OK)
+		fail_msg("second engine open: %s", saas_error_last()->message);
+	assert_int_equal(saas_client_open_local(&c2, e2, f->key, 0), SAAS_OK);
+	host_add(f, "a", 4, 16384, a);
+	host_add(f, "b", 4, 16384, b);
+	/* Each one's heartbeat, then its refill (the sweep's, or ours). */
+	sweep(f);
+	assert_int_equal(saas_engine_sweep(NULL, e2), SAAS_OK);
+	refill(f->engine);
+	refill(e2);
+	vms = saas_fake_vm_count();
+	assert_int_equal(vms, 2);
+	/* Each sweeps every host for VMs without a row: the other's pooled VM has none, but its lease. */
+	assert_int_equal(saas__orphan_sweep(f->engine), SAAS_OK);
+	assert_int_equal(saas__orphan_sweep(e2), SAAS_OK);
+	assert_int_equal(saas_fake_vm_count(), vms);
+	/* A claim through the second engine takes its own pooled VM. */
+	assert_int_equal(saas_sandbox_create(&sb, c2, &(saas_create_options)SAAS_CREATE_OPTIONS_INIT, 0), SAAS_OK);
+	assert_int_equal(saas_fake_vm_count(), vms);
+	assert_false(saas__pool_owns(f->engine, sb->id));
+	saas_sandbox_free(sb);
+	assert_int_equal(refill(e2), 1);
+	assert_int_equal(saas_fake_vm_count(), vms + 1);
+	/* The second engine goes: its pooled VM with it; the first one's stays. */
+	saas_client_free(c2);
+	saas_engine_free(e2);
+	assert_int_equal(saas_fake_vm_count(), vms);
+	assert_int_equal(saas__orphan_sweep(f->engine), SAAS_OK);
+	assert_int_equal(saas_fake_vm_count(), vms);
+	saas_test_rmdir(dir2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -907,6 +1358,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lost_host, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_last_host_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_on_hosts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_room, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_host_set_changes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_two_engines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_other_engine_counted, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -239,11 +239,28 @@ typedef struct {
 	int64_t state_at_ms;                       /**< When it entered its state (drained, lost). */
 } saas_store_host;
 
+/**
+ * What runs on a host without a sandbox row (version 6): the caller's warm
+ * pool VMs there, which take its vCPUs and memory as much as a sandbox does.
+ */
+typedef struct {
+	const char *host_id;
+	unsigned int vcpus;
+	uint64_t memory_mb;
+} saas_store_host_use;
+
 /** How sandbox_place picks a host (version 6). */
 typedef struct {
 	int64_t seen_after_ms;         /**< Only hosts whose last_seen_ms is at or after this. */
 	unsigned int max_live;         /**< As for sandbox_insert: the account's limit on live sandboxes. */
 	const char *host_id;           /**< NULL or "": any host with room; else only this host (still ACTIVE, seen, with room). */
+	/**
+	 * nextra entries (NULL/0: none), counted as used on their hosts with the
+	 * sandboxes not destroyed there, in the same transaction. Several may name
+	 * one host; hosts not placed on are ignored.
+	 */
+	const saas_store_host_use *extra;
+	size_t nextra;
 } saas_store_placement;
 
 typedef int (*saas_store_host_fn)(void *userdata, const saas_store_host *host);
@@ -494,7 +511,7 @@ typedef struct saas_store {
 	 * other placement on the same hosts can interleave with (PostgreSQL: the
 	 * host rows locked FOR UPDATE). A host has room when it is ACTIVE, was
 	 * seen at or after p->seen_after_ms, and the vCPUs and memory of its
-	 * sandboxes not destroyed plus this one's fit in cpus x
+	 * sandboxes not destroyed, plus p->extra's for it, plus this one's fit in cpus x
 	 * cpu_overcommit_milli / 1000 and memory_mb x mem_overcommit_milli / 1000.
 	 * SAAS_EBUSY when no host has room, SAAS_ELIMIT past max_live.
 	 */

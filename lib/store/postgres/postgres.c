@@ -2805,6 +2805,12 @@ static int place_pick(struct pg *pg, const saas_store_sandbox *s, const saas_sto
 				mem_used = get_i64(used, j, 2);
 				break;
 			}
+		/* What runs there without a row (the caller's pooled VMs) takes room as well. */
+		for (size_t k = 0; p->extra && k < p->nextra; k++)
+			if (p->extra[k].host_id && strcmp(p->extra[k].host_id, PQgetvalue(hosts, i, 0)) == 0) {
+				cpu_used += p->extra[k].vcpus;
+				mem_used += (int64_t)p->extra[k].memory_mb;
+			}
 		if (cpu_used + (int64_t)s->vcpus > cpu_cap || mem_used + (int64_t)s->memory_mb > mem_cap)
 			continue;
 		/* Strictly more: of equals the first in id order wins, as in SQLite. */

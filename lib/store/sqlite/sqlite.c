@@ -2719,32 +2719,47 @@ out:
 /*
  * The host with the most memory left that has room for `b`, or "" if none.
  * Room compares in thousandths, (used + need) x 1000 <= capacity x milli, so
- * no rounding of the overcommitted capacity lets a sandbox too many in.
+ * no rounding of the overcommitted capacity lets a sandbox too many in. What
+ * the caller says runs there without a row (p->extra) counts as used, so the
+ * choice is made here, in id order: of equals, the smallest id wins.
  */
 static int place_pick(struct sq *s, const saas_store_sandbox *b, const saas_store_placement *p,
                       char host_id[SAAS_ID_MAX + 1])
 {
 	sqlite3_stmt *st = NULL;
-	int rc, src;
+	int64_t best_left = -1;
+	int rc = SAAS_OK, src;
 
 	host_id[0] = '\0';
-	if ((rc = prep(s, &st, "SELECT h.id FROM hosts h"
+	if ((rc = prep(s, &st, "SELECT h.id, h.cpus * h.cpu_overcommit_milli, h.memory_mb * h.mem_overcommit_milli,"
+	                       " COALESCE(SUM(b.vcpus), 0), COALESCE(SUM(b.memory_mb), 0) FROM hosts h"
 	                       " LEFT JOIN sandboxes b ON b.host_id = h.id AND b.status != 3"
-	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1 AND (?4 = '' OR h.id = ?4)"
-	                       " GROUP BY h.id"
-	                       " HAVING (COALESCE(SUM(b.vcpus), 0) + ?2) * 1000 <= h.cpus * h.cpu_overcommit_milli"
-	                       " AND (COALESCE(SUM(b.memory_mb), 0) + ?3) * 1000 <= h.memory_mb * h.mem_overcommit_milli"
-	                       " ORDER BY h.memory_mb * h.mem_overcommit_milli - COALESCE(SUM(b.memory_mb), 0) * 1000"
-	                       " DESC, h.id LIMIT 1")) < 0)
+	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1 AND (?2 = '' OR h.id = ?2)"
+	                       " GROUP BY h.id ORDER BY h.id")) < 0)
 		goto out;
-	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, p->seen_after_ms) | sqlite3_bind_int64(st, 2, b->vcpus) |
-	                            sqlite3_bind_int64(st, 3, b->memory_mb) |
-	                            bind_text(st, 4, p->host_id ? p->host_id : ""))) < 0)
+	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, p->seen_after_ms) |
+	                            bind_text(st, 2, p->host_id ? p->host_id : ""))) < 0)
 		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = col_text(st, 0, host_id, SAAS_ID_MAX + 1);
-	else if (src != SQLITE_DONE)
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		char id[SAAS_ID_MAX + 1];
+		int64_t cpu_cap = sqlite3_column_int64(st, 1), mem_cap = sqlite3_column_int64(st, 2);
+		int64_t cpu_used = sqlite3_column_int64(st, 3), mem_used = sqlite3_column_int64(st, 4);
+
+		if ((rc = col_text(st, 0, id, sizeof(id))) < 0)
+			goto out;
+		for (size_t k = 0; p->extra && k < p->nextra; k++)
+			if (p->extra[k].host_id && strcmp(p->extra[k].host_id, id) == 0) {
+				cpu_used += p->extra[k].vcpus;
+				mem_used += (int64_t)p->extra[k].memory_mb;
+			}
+		if ((cpu_used + (int64_t)b->vcpus) * 1000 > cpu_cap || (mem_used + (int64_t)b->memory_mb) * 1000 > mem_cap)
+			continue;
+		if (mem_cap - mem_used * 1000 > best_left) {
+			best_left = mem_cap - mem_used * 1000;
+			saas__strlcpy(host_id, id, SAAS_ID_MAX + 1);
+		}
+	}
+	if (src != SQLITE_DONE)
 		rc = db_error(s, src, "choosing a host");
 out:
 	sqlite3_finalize(st);

@@ -14,6 +14,9 @@
 #     no VM left on the host);
 #   - the lost host answers again: every VM still on it is destroyed and it
 #     takes sandboxes again;
+#   - a warm pool of 1 on the hosts: its VM is made on a host, a create is
+#     served by it (on that host, billed from the claim), and a host that
+#     drains loses its pooled VM to the other;
 #   - the ledger against the rows, to the micro-dollar.
 # Every wait polls for an outcome with a generous deadline: no timing is asserted.
 #
@@ -49,13 +52,13 @@ admin() { AAS_STORE_URL="$URL" "$SERVER" "$@" --state-dir "${WORK}/admin"; }
 domains() { virsh -c "$("$VMHOSTS" uri "$TOP" "$1")" list --name 2>/dev/null | grep -v '^$'; }
 runs_on() { domains "$1" | grep -qx "$2"; } # runs_on N ID: host N runs VM ID
 
-start() { # start N: server N on its own state directory and port
-	local n=$1
+start() { # start N [ARGS...]: server N on its own state directory and port
+	local n=$1; shift
 	rm -f "${WORK}/port${n}"
 	"$SERVER" --listen 127.0.0.1:0 --port-file "${WORK}/port${n}" --state-dir "${STATE}/s${n}" --store "$URL" \
 		--images "$IMAGES" --image tiny --templates off \
 		--driver-config "owner=${CLUSTER} ssh_key=${WORK}/cluster_key network=isolated boot_timeout=600" \
-		--lease-ttl 3 --host-heartbeat 1 --host-grace 10 --creates-per-minute 1000 \
+		--lease-ttl 3 --host-heartbeat 1 --host-grace 10 --creates-per-minute 1000 "$@" \
 		>>"${WORK}/server${n}.log" 2>&1 &
 	SPID[$n]=$!
 	PIDS+=("${SPID[$n]}")
@@ -180,6 +183,45 @@ check "and has no charge in the ledger" test "$(sql "SELECT count(*) FROM ledger
 check "host ${H_A} revived" "$VMHOSTS" revive "$TOP" "$N_A"
 back() { [ "$(host_state "$H_A")" = 0 ] && [ -z "$(domains "$N_A" | grep sbx-)" ]; }
 check "the lost host is active again, with none of its old VMs" until_true 180 back
+
+# ---- a warm pool of 1 on the hosts (server 2 restarted with one): a create is served by it ----
+kill -TERM "${SPID[2]}"; wait "${SPID[2]}" 2>/dev/null; SPID[2]=
+start 2 --pool small=1
+on 2
+pooled() { # pooled N: the VMs on host N that no sandbox row names (pooled ones), one a line
+	local d
+	for d in $(domains "$1" | grep '^sbx-'); do
+		[ -z "$(sql "SELECT 1 FROM sandboxes WHERE id = '${d}'")" ] && echo "$d"
+	done
+}
+pool_ready() { req GET /metrics; grep -qx 'aas_pool_ready{size="small",image="tiny"} 1' <<<"$BODY"; }
+check "server 2's pool has a VM ready" until_true 300 pool_ready
+POOL_READY_MS=$(($(date +%s%N) / 1000000))
+P_HOST=
+for n in 1 2; do [ -n "$(pooled "$n")" ] && P_HOST=$n; done
+check "the pooled VM runs on a VM host (a VM no row names)" test -n "$P_HOST"
+P_VM=$(pooled "$P_HOST")
+auth POST /v1/sandboxes -d '{"size":"small","timeout":600}'; expect_status 201 "a create with a VM pooled"
+P=$(jqr .id)
+check "the create is the pooled VM" test "$P" = "$P_VM"
+check "served from the pool (server log)" grep -q "sandbox ${P} ready in [0-9]* ms (from the pool)" "${WORK}/server2.log"
+check "metrics: aas_pool_claims_total 1" bash -c "curl -s '${BASE}/metrics' | grep -qx 'aas_pool_claims_total{size=\"small\",image=\"tiny\"} 1'"
+check "its row is on the pooled VM's host" test "$(host_of "$P")" = "h${P_HOST}"
+check "billed from the claim, not from when the pooled VM was made" \
+	test "$(sql "SELECT ready_at >= ${POOL_READY_MS} AND status = 2 FROM sandboxes WHERE id = '$P'")" = t
+auth POST "/v1/sandboxes/${P}/exec" -d '{"command":"hostname"}'; expect_status 200 "exec in the claimed sandbox"
+expect_json '.stdout | rtrimstr("\n")' "$P" "the claimed sandbox's own VM answers"
+# The replacement, then its host drained: it goes, never handed out, and the next is made on the other host.
+check "the pool is refilled" until_true 300 pool_ready
+R_HOST=
+for n in 1 2; do [ -n "$(pooled "$n")" ] && R_HOST=$n; done
+check "the replacement runs on a VM host" test -n "$R_HOST"
+O_HOST=$((3 - R_HOST))
+check "drain h${R_HOST}, the replacement's host" admin host drain --id "h${R_HOST}"
+moved() { [ -z "$(pooled "$R_HOST")" ] && [ -n "$(pooled "$O_HOST")" ]; }
+check "the draining host's pooled VM goes and the pool fills on h${O_HOST}" until_true 300 moved
+check "activate h${R_HOST}" admin host activate --id "h${R_HOST}"
+auth DELETE "/v1/sandboxes/${P}"; expect_status 200 "destroy the claimed sandbox"
 
 # ---- money: every closed sandbox charged exactly its cost, once ----
 on 2; auth DELETE "/v1/sandboxes/${B}"; expect_status 200 "destroy B through 2"
