@@ -966,9 +966,15 @@ static void host_beat(saas_engine *e, saas_store_host *row)
 {
 	saas_driver_host info;
 	char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
-	int64_t now = saas__engine_now(e);
 	void *ctx = NULL;
 	bool up = host_reach(e, row, &ctx, &info) == SAAS_OK;
+	/*
+	 * Seen when it answered, not when it was asked: a host busy starting VMs
+	 * may take seconds to list them (libvirt holds each domain while it
+	 * starts), and an answer that came back stale already kept a live host
+	 * out of placement (503 "no VM host has room", found by bench/hosts-bench).
+	 */
+	int64_t now = saas__engine_now(e);
 	int left;
 
 	if (row->state != SAAS_STORE_HOST_LOST) {

@@ -47,6 +47,7 @@ struct sim_host {
 	unsigned int cpus;
 	uint64_t memory_mb;
 	int down;                      /* unreachable: open and every call fail */
+	int64_t answer_ms;             /* how long host_info takes to answer (the fake clock moves) */
 	unsigned int execs;            /* commands run on it */
 };
 
@@ -327,6 +328,7 @@ static int sim_host_info(void *ctx, saas_driver_host *out)
 
 	if (h->down)
 		return sim_down(h);
+	advance(h->answer_ms);
 	out->cpus = h->cpus;
 	out->memory_mb = h->memory_mb;
 	out->vms = sim_vms(h);
@@ -860,6 +862,28 @@ static void test_lost_host(void **state)
 }
 
 /* The last host removed: creates go to the engine's own driver at once, not 503 until the next heartbeat. */
+/*
+ * A host slow to answer (libvirt busy starting VMs) is seen when it answered:
+ * an answer that took longer than placement's three heartbeats must not keep
+ * a live host out of placement.
+ */
+static void test_slow_answer(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1];
+	saas_host *h = NULL;
+	saas_sandbox *x;
+
+	host_add(f, "a", 4, 16384, a);
+	sim_find("a")->answer_ms = 4 * SAAS_ENGINE_HOST_HEARTBEAT_MS;
+	sweep(f);
+	assert_int_equal(saas_host_get(&h, f->admin, "a"), SAAS_OK);
+	assert_int_equal(h->last_seen_ms, fake_now);
+	saas_host_free(h);
+	x = create(f);
+	saas_sandbox_free(x);
+}
+
 static void test_last_host_removed(void **state)
 {
 	struct fixture *f = *state;
@@ -1356,6 +1380,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unreachable_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_host, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slow_answer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_last_host_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_on_hosts, setup, teardown),
