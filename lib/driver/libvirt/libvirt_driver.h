@@ -36,7 +36,8 @@
  *   snapshot.c  snapshots of running VMs (fork, pause) and VMs restored from them
  *   console.c   the console log's bounds (console.h)
  *   remote.c    a VM host reached by a remote URI: its storage pool and
- *               volumes, the bounded connection, host_info
+ *               volumes, the bounded connection, host_info, templates kept
+ *               on the host (built once under the store's lease)
  *
  * The pure parts (config parsing, the qemu.conf text, the guard ruleset, the
  * domain XML, the metadata parser) take their inputs as arguments and touch

@@ -8,6 +8,10 @@
  * its saved state: the RAM is a sealed memfd that clones map copy-on-write,
  * kept on disk as the template's "ram" file. A loaded one's state holds its
  * RAM, which each clone reads.
+ *
+ * On a remote VM host the template lives in the host's pool and is built
+ * once across every engine that shares the host (remote.c); its memory is
+ * always loaded.
  */
 #include <dirent.h>
 #include <errno.h>
