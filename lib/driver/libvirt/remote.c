@@ -621,6 +621,13 @@ static int pool_names(struct drv *d, char ***names, int *n)
 		virStorageVolFree(vols[i]);
 	}
 	free(vols);
+	if (rc < 0) {
+		for (int i = 0; i < *n; i++)
+			free((*names)[i]);
+		free(*names);
+		*names = NULL;
+		*n = 0;
+	}
 	return rc;
 }
 
@@ -1039,7 +1046,8 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	             im->name, job->vcpus, job->memory_mb, (unsigned long long)(info.allocation >> 10));
 	tpl_prune(d, job, stem);
 out:
-	saas__lv_launch_undo(&l);
+	if (l.d)
+		saas__lv_launch_undo(&l);
 	if (rc < 0 && stem[0]) {
 		char msg[512];
 		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);

@@ -609,9 +609,15 @@ int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
 	size_t npending = 0, cap = 0;
 	int rc = root || d->remote ? SAAS_OK : SAAS_ENOMEM, stop = 0;
 
-	/* A remote host's ready templates are its volumes, this owner's (every engine of the cluster sees them). */
-	if (d->remote && (rc = saas__lv_tpl_remote_list(d, fn, userdata, &stop)) < 0)
-		return rc;
+	/*
+	 * A remote host's ready templates are its volumes, this owner's (every
+	 * engine of the cluster sees them). A host that does not answer has
+	 * none to report now: the builds this driver knows of still are.
+	 */
+	if (d->remote && saas__lv_tpl_remote_list(d, fn, userdata, &stop) < 0) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "templates on VM host %s not listed: %s", d->uri, saas_error_last()->message);
+		saas__error_clear();
+	}
 	while (dir && !stop && (e = readdir(dir))) {
 		saas_driver_template t;
 		char *sub, *meta = NULL;
