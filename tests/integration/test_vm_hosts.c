@@ -22,7 +22,10 @@
  * the core gives them). The template is built once, by whichever took the
  * lease, the other booting cold meanwhile; then sandboxes made through
  * either are clones restored on the host, each its own machine (hostname,
- * boot id); template_list reports the template.
+ * boot id); template_list reports the template. A build that died is then
+ * played: the template's ready mark gone, volumes of a build never marked
+ * ready left beside it; a new context, F, takes the lease, deletes what
+ * the dead build left and builds the template again.
  *
  * Root only (namespaces, a system libvirtd); skipped otherwise.
  * Usage: test_vm_hosts VM-HOSTS-SCRIPT. Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
@@ -58,9 +61,10 @@ extern const saas_driver saas__driver_libvirt;
 static const saas_driver *drv = &saas__driver_libvirt;
 static const char *script;
 static char state_dir[2048], top[2200], addr[3][32];
-static void *ctx_a, *ctx_b, *ctx_c, *ctx_d, *ctx_e;
-static const char *made[6]; /* VMs to destroy at teardown, with the context that reaches them */
-static void *made_ctx[6];
+static void *ctx_a, *ctx_b, *ctx_c, *ctx_d, *ctx_e, *ctx_f;
+static char images_dir[2048], key_path[2400];
+static const char *made[7]; /* VMs to destroy at teardown, with the context that reaches them */
+static void *made_ctx[7];
 static saas_vm_spec shape;
 static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 
@@ -261,11 +265,11 @@ static int harness(const char *cmd, int n)
 	return sh("'%s' %s '%s' %d", script, cmd, top, n);
 }
 
-/* Context name (a to e) on host; D and E make templates, with the shared lease table. */
+/* Context name (a to f) on host; D, E and F make templates, with the shared lease table. */
 static void *open_ctx(const char *name, int host, const char *images, const char *key)
 {
-	static char configs[5][4096], dirs[5][2400];
-	static const char *who[5] = { "A", "B", "C", "D", "E" };
+	static char configs[6][4096], dirs[6][2400];
+	static const char *who[6] = { "A", "B", "C", "D", "E", "F" };
 	int i = name[0] - 'a';
 	bool templates = i >= 3;
 	saas_driver_env env;
@@ -325,6 +329,8 @@ static int group_setup(void **state)
 	}
 	/* The cluster's key pair, which every server of it is given. */
 	snprintf(key, sizeof(key), "%s/cluster_key", state_dir);
+	snprintf(key_path, sizeof(key_path), "%s", key);
+	snprintf(images_dir, sizeof(images_dir), "%s", images);
 	if (sh("ssh-keygen -q -t ed25519 -N '' -C aas-cluster -f '%s'", key) != 0)
 		return -1;
 	if (!(ctx_a = open_ctx("a", 1, images, key)) || !(ctx_b = open_ctx("b", 1, images, key)) ||
@@ -356,6 +362,8 @@ static int group_teardown(void **state)
 		drv->close(ctx_d);
 	if (ctx_e)
 		drv->close(ctx_e);
+	if (ctx_f)
+		drv->close(ctx_f);
 	/* Whatever is left (a VM of a failed test), its host's namespace takes with it. */
 	sh("'%s' stopall '%s'", script, top);
 	return 0;
@@ -567,6 +575,66 @@ static void test_templates(void **state)
 	}
 }
 
+/* The stems (aas-tpl-KEY-GEN) of host 2's template volumes with this suffix, one a line, in out. */
+static int host2_volumes(const char *suffix, char *out, size_t len)
+{
+	char cmd[512];
+	FILE *p;
+	size_t n = 0;
+
+	snprintf(cmd, sizeof(cmd),
+	         "virsh -q -c qemu+tcp://%s/system vol-list aas | awk '{print $1}' | grep '^aas-tpl-.*\\.%s$' | "
+	         "sed 's/\\.%s$//'", addr[2], suffix, suffix);
+	if (!(p = popen(cmd, "r")))
+		return -1;
+	n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	pclose(p);
+	return 0;
+}
+
+/*
+ * A build that died: the template is no longer marked ready and a build of
+ * it that never finished left volumes. The next engine to take the lease
+ * deletes them and builds it again, under a new name.
+ */
+static void test_template_rebuilt(void **state)
+{
+	char ready[512], stale[512], stem[128], dead[160];
+
+	(void)state;
+	assert_int_equal(host2_volumes("ready", ready, sizeof(ready)), 0);
+	assert_int_equal(sscanf(ready, "%127s", stem), 1);
+	assert_true(strlen(stem) == strlen("aas-tpl-") + 32 + 1 + 8);
+	/* The same key, a generation of a build that died before its ready mark. */
+	snprintf(dead, sizeof(dead), "%.*sdeadbeef", (int)(strlen(stem) - 8), stem);
+	assert_int_equal(sh("virsh -q -c qemu+tcp://%s/system vol-delete --pool aas %s.ready >/dev/null && "
+	                    "virsh -q -c qemu+tcp://%s/system vol-create-as aas %s.state 1M --format raw >/dev/null && "
+	                    "virsh -q -c qemu+tcp://%s/system vol-create-as aas %s.json 1K --format raw >/dev/null",
+	                    addr[2], stem, addr[2], dead, addr[2], dead), 0);
+	assert_non_null(ctx_f = open_ctx("f", 2, images_dir, key_path));
+	create(ctx_f, "sbx-hosts-t5", 6);
+	assert_false(cloned("sbx-hosts-t5"));
+	for (int i = 0; i < 1200 && __atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST) < 2; i++) {
+		assert_false(logged("template ", "failed"));
+		usleep(500 * 1000);
+	}
+	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 2);
+	assert_true(logged("template build ", "did not complete: deleted"));
+	assert_int_equal(host2_volumes("ready", ready, sizeof(ready)), 0);
+	printf("template %s rebuilt as %s", stem, ready);
+	assert_null(strstr(ready, stem));
+	assert_true(strlen(ready) == strlen(stem) + 1); /* one template, ready */
+	/* Nothing of the dead build, nor of the unmarked one, is left. */
+	assert_int_equal(host2_volumes("state", stale, sizeof(stale)), 0);
+	assert_null(strstr(stale, dead));
+	assert_null(strstr(stale, stem));
+	assert_int_equal(host2_volumes("json", stale, sizeof(stale)), 0);
+	assert_null(strstr(stale, dead));
+	check(drv->vm_destroy(ctx_f, "sbx-hosts-t5"), "vm_destroy t5");
+	made[6] = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -575,6 +643,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dead_host),
 		cmocka_unit_test(test_destroy),
 		cmocka_unit_test(test_templates),
+		cmocka_unit_test(test_template_rebuilt),
 	};
 
 	if (argc < 2) {
