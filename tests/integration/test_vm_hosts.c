@@ -25,7 +25,9 @@
  * boot id); template_list reports the template. A build that died is then
  * played: the template's ready mark gone, volumes of a build never marked
  * ready left beside it; a new context, F, takes the lease, deletes what
- * the dead build left and builds the template again.
+ * the dead build left and builds the template again. Once it is ready, an
+ * older template of the same image and shape (another key: a rebuilt
+ * image) is deleted, another cluster's is not.
  *
  * Root only (namespaces, a system libvirtd); skipped otherwise.
  * Usage: test_vm_hosts VM-HOSTS-SCRIPT. Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
@@ -593,6 +595,24 @@ static int host2_volumes(const char *suffix, char *out, size_t len)
 	return 0;
 }
 
+/* A complete template of another key on host 2 (volumes only), described as owner's, of this test's shape. */
+static void fake_template(const char *stem, const char *owner)
+{
+	char path[2600];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.json", state_dir, stem);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "{\"owner\":\"%s\",\"image\":\"tiny\",\"vcpus\":%u,\"memory_mb\":%u,\"disk_gb\":%u}", owner,
+	        shape.vcpus, shape.memory_mb, shape.disk_gb);
+	fclose(f);
+	assert_int_equal(sh("c=qemu+tcp://%s/system; virsh -q -c $c vol-create-as aas %s.json 1K --format raw >/dev/null && "
+	                    "virsh -q -c $c vol-upload --pool aas %s.json '%s' && "
+	                    "virsh -q -c $c vol-create-as aas %s.state 1M --format raw >/dev/null && "
+	                    "virsh -q -c $c vol-create-as aas %s.ready 0 --format raw >/dev/null",
+	                    addr[2], stem, stem, path, stem, stem), 0);
+}
+
 /*
  * A build that died: the template is no longer marked ready and a build of
  * it that never finished left volumes. The next engine to take the lease
@@ -612,6 +632,9 @@ static void test_template_rebuilt(void **state)
 	                    "virsh -q -c qemu+tcp://%s/system vol-create-as aas %s.state 1M --format raw >/dev/null && "
 	                    "virsh -q -c qemu+tcp://%s/system vol-create-as aas %s.json 1K --format raw >/dev/null",
 	                    addr[2], stem, addr[2], dead, addr[2], dead), 0);
+	/* An older template of this cluster, and another cluster's: both of the same image and shape. */
+	fake_template("aas-tpl-00000000000000000000000000000000-00000000", OWNER);
+	fake_template("aas-tpl-11111111111111111111111111111111-00000000", "another-cluster");
 	assert_non_null(ctx_f = open_ctx("f", 2, images_dir, key_path));
 	create(ctx_f, "sbx-hosts-t5", 6);
 	assert_false(cloned("sbx-hosts-t5"));
@@ -624,7 +647,14 @@ static void test_template_rebuilt(void **state)
 	assert_int_equal(host2_volumes("ready", ready, sizeof(ready)), 0);
 	printf("template %s rebuilt as %s", stem, ready);
 	assert_null(strstr(ready, stem));
-	assert_true(strlen(ready) == strlen(stem) + 1); /* one template, ready */
+	/* The new one, and the other cluster's: this cluster's older one is gone, volumes and all. */
+	assert_null(strstr(ready, "aas-tpl-0000"));
+	assert_non_null(strstr(ready, "aas-tpl-1111"));
+	assert_true(strlen(ready) == 2 * (strlen(stem) + 1));
+	assert_true(logged("template aas-tpl-0000", "replaced by"));
+	assert_int_equal(host2_volumes("json", stale, sizeof(stale)), 0);
+	assert_null(strstr(stale, "aas-tpl-0000"));
+	assert_non_null(strstr(stale, "aas-tpl-1111"));
 	/* Nothing of the dead build, nor of the unmarked one, is left. */
 	assert_int_equal(host2_volumes("state", stale, sizeof(stale)), 0);
 	assert_null(strstr(stale, dead));

@@ -743,7 +743,7 @@ static json_t *tpl_json(struct drv *d, const char *stem)
 
 	snprintf(name, sizeof(name), "%s.json", stem);
 	if (buf && vol_get(d, name, 0, buf, 65535, &got) == SAAS_OK)
-		j = json_loadb((const char *)buf, got, 0, NULL);
+		j = json_loadb((const char *)buf, got, JSON_DISABLE_EOF_CHECK, NULL); /* a volume may be longer than its text */
 	free(buf);
 	saas__error_clear();
 	return j;
