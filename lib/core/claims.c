@@ -183,6 +183,41 @@ void saas__claim_drop_kind(saas_engine *e, const char *kind, const char *id)
 }
 
 /*
+ * The drivers' leases (saas_driver_env.lease): work a driver does once across
+ * the engines of one store, such as a template built once per VM host. Taken
+ * and renewed by the driver itself, for the ttl it asks (not renewed here: a
+ * driver that stops renewing gives the work up). The holder is this engine's,
+ * so the state directory's next engine takes over a dead one's at once.
+ */
+int saas__driver_lease(void *userdata, const char *name, int64_t ttl_ms, int take)
+{
+	saas_engine *e = userdata;
+	struct saas__claims *cl = &e->claims;
+	int held = 0, rc;
+
+	if (!name || strlen(name) > SAAS_STORE_LEASE_NAME_MAX)
+		return saas__inval("driver lease name is missing or too long");
+	if (!cl->shared)
+		return take ? 1 : 0;
+	if (!take) {
+		if (e->store->lease_release(e->store_ctx, name, cl->holder) < 0)
+			saas__log(e, SAAS_LOG_DEBUG, "releasing lease %s failed: %s", name, saas_error_last()->message);
+		return 0;
+	}
+	if (cl->prev[0]) {
+		char holder[SAAS_STORE_HOLDER_MAX + 1];
+		int64_t until;
+		if (e->store->lease_get(e->store_ctx, name, holder, &until) == SAAS_OK && strcmp(holder, cl->prev) == 0)
+			e->store->lease_release(e->store_ctx, name, cl->prev);
+	}
+	rc = e->store->lease_take(e->store_ctx, name, cl->holder, claims_now(e), ttl_ms > 0 ? ttl_ms : cl->ttl_ms,
+	                          &held);
+	if (rc < 0)
+		return saas__error_wrap(rc, "taking lease %s", name);
+	return held ? 1 : 0;
+}
+
+/*
  * Renew the server's lease and every lease of this engine's. One that another
  * holder took meanwhile (this engine stalled past its ttl) is lost: the work
  * it guarded is someone else's to finish now, and what this engine still

@@ -444,6 +444,8 @@ bool saas__claim_mine(saas_engine *e, const char *name);
 /* Stop renewing `name` and release it. */
 void saas__claim_drop(saas_engine *e, const char *name);
 void saas__claim_drop_kind(saas_engine *e, const char *kind, const char *id);
+/* saas_driver_env.lease for the drivers this engine opens (userdata: the engine). */
+int saas__driver_lease(void *userdata, const char *name, int64_t ttl_ms, int take);
 /* Does the engine with this holder id still hold its server lease? (true when the store cannot say) */
 bool saas__claims_alive(saas_engine *e, const char *holder);
 

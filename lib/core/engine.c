@@ -407,6 +407,8 @@ static int open_driver(saas_engine *e, const saas_engine_options *o)
 	env.log_userdata = e->log_userdata;
 	env.clock = e->clock;
 	env.clock_userdata = e->clock_userdata;
+	env.lease = saas__driver_lease;
+	env.lease_userdata = e;
 	if ((rc = e->driver->open(&e->driver_ctx, &env)) < 0) {
 		e->driver = NULL;
 		return saas__error_wrap(rc, "cannot open the VM driver");

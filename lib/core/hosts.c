@@ -526,6 +526,8 @@ static int driver_open(saas_engine *e, const saas_store_host *row, void **ctx)
 	env.log_userdata = e->log_userdata;
 	env.clock = e->clock;
 	env.clock_userdata = e->clock_userdata;
+	env.lease = saas__driver_lease;
+	env.lease_userdata = e;
 	rc = e->driver->open(ctx, &env);
 out:
 	free(dir);

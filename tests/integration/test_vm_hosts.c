@@ -17,10 +17,23 @@
  * which A lists nothing. What a remote host cannot give safely is refused
  * with a reason (internet, policies, snapshots).
  *
+ * Templates on a remote host: two more contexts, D and E, on host 2 with
+ * templates on and one lease table between them (the store's leases, as
+ * the core gives them). The template is built once, by whichever took the
+ * lease, the other booting cold meanwhile; then sandboxes made through
+ * either are clones restored on the host, each its own machine (hostname,
+ * boot id); template_list reports the template. A build that died is then
+ * played: the template's ready mark gone, volumes of a build never marked
+ * ready left beside it; a new context, F, takes the lease, deletes what
+ * the dead build left and builds the template again. Once it is ready, an
+ * older template of the same image and shape (another key: a rebuilt
+ * image) is deleted, another cluster's is not.
+ *
  * Root only (namespaces, a system libvirtd); skipped otherwise.
  * Usage: test_vm_hosts VM-HOSTS-SCRIPT. Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -50,9 +63,10 @@ extern const saas_driver saas__driver_libvirt;
 static const saas_driver *drv = &saas__driver_libvirt;
 static const char *script;
 static char state_dir[2048], top[2200], addr[3][32];
-static void *ctx_a, *ctx_b, *ctx_c;
-static const char *made[2]; /* VMs to destroy at teardown, with the context that reaches them */
-static void *made_ctx[2];
+static void *ctx_a, *ctx_b, *ctx_c, *ctx_d, *ctx_e, *ctx_f;
+static char images_dir[2048], key_path[2400];
+static const char *made[7]; /* VMs to destroy at teardown, with the context that reaches them */
+static void *made_ctx[7];
 static saas_vm_spec shape;
 static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 
@@ -77,6 +91,51 @@ static void watchdog(int sig)
 	(void)sig;
 	(void)!write(2, msg, sizeof(msg) - 1);
 	_exit(1);
+}
+
+/* ---- the store's leases, as the core hands them to drivers, and the drivers' logs ----------- */
+
+/* One lease table for D and E (userdata: the context's name), with expiry as the store has it. */
+static struct {
+	pthread_mutex_t mu;
+	char name[128], holder[8];
+	int64_t until;
+	int taken, refused;              /* takes that got it fresh, takes refused while another held it */
+} leases = { PTHREAD_MUTEX_INITIALIZER, "", "", 0, 0, 0 };
+
+static int test_lease(void *ud, const char *name, int64_t ttl_ms, int take)
+{
+	const char *who = ud;
+	int64_t now = now_ms();
+	int rc = 1;
+
+	pthread_mutex_lock(&leases.mu);
+	if (!take) {
+		if (strcmp(leases.name, name) == 0 && strcmp(leases.holder, who) == 0)
+			leases.until = 0;
+		rc = 0;
+	} else if (strcmp(leases.name, name) == 0 && leases.until > now && strcmp(leases.holder, who) != 0) {
+		leases.refused++;
+		rc = 0;
+	} else {
+		if (strcmp(leases.name, name) != 0 || leases.until <= now || strcmp(leases.holder, who) != 0)
+			leases.taken++;
+		snprintf(leases.name, sizeof(leases.name), "%s", name);
+		snprintf(leases.holder, sizeof(leases.holder), "%s", who);
+		leases.until = now + ttl_ms;
+	}
+	pthread_mutex_unlock(&leases.mu);
+	return rc;
+}
+
+/* Templates finished on a host, counted over D's and E's logs. */
+static int templates_ready;
+
+static void count_log(void *ud, int level, const char *msg)
+{
+	if (strstr(msg, "template ") && strstr(msg, " ready on VM host "))
+		__atomic_add_fetch(&templates_ready, 1, __ATOMIC_SEQ_CST);
+	vmtest_log(ud, level, msg);
 }
 
 /* ---- the guest ------------------------------------------------------------------------------- */
@@ -208,11 +267,13 @@ static int harness(const char *cmd, int n)
 	return sh("'%s' %s '%s' %d", script, cmd, top, n);
 }
 
+/* Context name (a to f) on host; D, E and F make templates, with the shared lease table. */
 static void *open_ctx(const char *name, int host, const char *images, const char *key)
 {
-	static char configs[3][4096], dirs[3][2400];
-	static const char *who[3] = { "A", "B", "C" };
+	static char configs[6][4096], dirs[6][2400];
+	static const char *who[6] = { "A", "B", "C", "D", "E", "F" };
 	int i = name[0] - 'a';
+	bool templates = i >= 3;
 	saas_driver_env env;
 	void *ctx = NULL;
 
@@ -221,15 +282,18 @@ static void *open_ctx(const char *name, int host, const char *images, const char
 		return NULL;
 	snprintf(configs[i], sizeof(configs[i]),
 	         /* The test's daemons run in the test's cgroup: without cpu or memory there, VMs go unlimited. */
-	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s",
-	         images, key,
-	         addr[host], addr[host]);
+	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s templates=%s",
+	         images, key, addr[host], addr[host], templates ? "on" : "off");
 	memset(&env, 0, sizeof(env));
 	env.state_dir = dirs[i];
 	env.config = configs[i];
-	env.log = vmtest_log;
+	env.log = templates ? count_log : vmtest_log;
 	env.log_userdata = (void *)who[i];
 	env.clock = clock_fn;
+	if (templates) {
+		env.lease = test_lease;
+		env.lease_userdata = (void *)who[i];
+	}
 	if (drv->open(&ctx, &env) != SAAS_OK) {
 		fprintf(stderr, "opening driver %s on host %d: %s\n", who[i], host, saas_error_last()->message);
 		return NULL;
@@ -267,10 +331,13 @@ static int group_setup(void **state)
 	}
 	/* The cluster's key pair, which every server of it is given. */
 	snprintf(key, sizeof(key), "%s/cluster_key", state_dir);
+	snprintf(key_path, sizeof(key_path), "%s", key);
+	snprintf(images_dir, sizeof(images_dir), "%s", images);
 	if (sh("ssh-keygen -q -t ed25519 -N '' -C aas-cluster -f '%s'", key) != 0)
 		return -1;
 	if (!(ctx_a = open_ctx("a", 1, images, key)) || !(ctx_b = open_ctx("b", 1, images, key)) ||
-	    !(ctx_c = open_ctx("c", 2, images, key)))
+	    !(ctx_c = open_ctx("c", 2, images, key)) || !(ctx_d = open_ctx("d", 2, images, key)) ||
+	    !(ctx_e = open_ctx("e", 2, images, key)))
 		return -1;
 	memset(&shape, 0, sizeof(shape));
 	shape.image = "tiny";
@@ -293,6 +360,12 @@ static int group_teardown(void **state)
 		drv->close(ctx_b);
 	if (ctx_c)
 		drv->close(ctx_c);
+	if (ctx_d)
+		drv->close(ctx_d);
+	if (ctx_e)
+		drv->close(ctx_e);
+	if (ctx_f)
+		drv->close(ctx_f);
 	/* Whatever is left (a VM of a failed test), its host's namespace takes with it. */
 	sh("'%s' stopall '%s'", script, top);
 	return 0;
@@ -428,6 +501,170 @@ static void test_destroy(void **state)
 	assert_false(listed(ctx_c, VM2));
 }
 
+static int add_template(void *ud, const saas_driver_template *t)
+{
+	int *ready = ud;
+
+	if (t->state == SAAS_TEMPLATE_READY && strcmp(t->image, "tiny") == 0 && t->vcpus == shape.vcpus &&
+	    t->memory_mb == shape.memory_mb && t->disk_gb == shape.disk_gb && t->state_bytes > 0)
+		(*ready)++;
+	return 0;
+}
+
+/* Was VM vm made as a clone of a template (the driver's line for it says so)? */
+static bool cloned(const char *vm)
+{
+	char line[128];
+
+	snprintf(line, sizeof(line), "VM %s up in", vm);
+	assert_true(logged(line, NULL));
+	return logged(line, "(clone, fix-ups over");
+}
+
+/*
+ * Templates on host 2, built once between D and E (one lease table), then
+ * cloned through both: each clone its own machine.
+ */
+static void test_templates(void **state)
+{
+	static const char *const vms[4] = { "sbx-hosts-t1", "sbx-hosts-t2", "sbx-hosts-t3", "sbx-hosts-t4" };
+	char host[2][64], boot[2][64];
+	int ready = 0;
+
+	(void)state;
+	/* D's create boots cold and starts the build; E's, while it runs, boots cold too and builds nothing. */
+	create(ctx_d, vms[0], 2);
+	assert_false(cloned(vms[0]));
+	create(ctx_e, vms[1], 3);
+	for (int i = 0; i < 1200 && !__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST); i++) {
+		assert_false(logged("template ", "failed"));
+		usleep(500 * 1000);
+	}
+	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 1);
+	pthread_mutex_lock(&leases.mu);
+	printf("template lease: taken %d time(s), refused %d time(s); E's create %s\n", leases.taken, leases.refused,
+	       cloned(vms[1]) ? "was already a clone" : "booted cold");
+	assert_int_equal(leases.taken, 1);
+	pthread_mutex_unlock(&leases.mu);
+	check(drv->vm_destroy(ctx_d, vms[0]), "vm_destroy t1");
+	made[2] = NULL;
+	check(drv->vm_destroy(ctx_e, vms[1]), "vm_destroy t2");
+	made[3] = NULL;
+
+	/* Clones through E (which did not build it, or found it built) and D, restored on the host. */
+	create(ctx_e, vms[2], 4);
+	assert_true(cloned(vms[2]));
+	create(ctx_d, vms[3], 5);
+	assert_true(cloned(vms[3]));
+	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 1);
+	for (int i = 0; i < 2; i++) {
+		void *ctx = i ? ctx_d : ctx_e;
+		snprintf(host[i], sizeof(host[i]), "%s", run(ctx, vms[2 + i], "hostname"));
+		snprintf(boot[i], sizeof(boot[i]), "%s", run(ctx, vms[2 + i], "cat /proc/sys/kernel/random/boot_id"));
+		assert_string_equal(host[i], vms[2 + i]);
+		assert_true(strlen(boot[i]) > 8);
+	}
+	assert_string_not_equal(boot[0], boot[1]);
+	/* Each engine of the cluster sees it, and nothing else of the host's counts as one. */
+	check(drv->template_list(ctx_e, add_template, &ready), "template_list E");
+	assert_int_equal(ready, 1);
+	ready = 0;
+	check(drv->template_list(ctx_c, add_template, &ready), "template_list C");
+	assert_int_equal(ready, 1);
+	for (int i = 0; i < 2; i++) {
+		check(drv->vm_destroy(i ? ctx_d : ctx_e, vms[2 + i]), "vm_destroy a clone");
+		made[4 + i] = NULL;
+	}
+}
+
+/* The stems (aas-tpl-KEY-GEN) of host 2's template volumes with this suffix, one a line, in out. */
+static int host2_volumes(const char *suffix, char *out, size_t len)
+{
+	char cmd[512];
+	FILE *p;
+	size_t n = 0;
+
+	snprintf(cmd, sizeof(cmd),
+	         "virsh -q -c qemu+tcp://%s/system vol-list aas | awk '{print $1}' | grep '^aas-tpl-.*\\.%s$' | "
+	         "sed 's/\\.%s$//'", addr[2], suffix, suffix);
+	if (!(p = popen(cmd, "r")))
+		return -1;
+	n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	pclose(p);
+	return 0;
+}
+
+/* A complete template of another key on host 2 (volumes only), described as owner's, of this test's shape. */
+static void fake_template(const char *stem, const char *owner)
+{
+	char path[2600];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.json", state_dir, stem);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "{\"owner\":\"%s\",\"image\":\"tiny\",\"vcpus\":%u,\"memory_mb\":%u,\"disk_gb\":%u}", owner,
+	        shape.vcpus, shape.memory_mb, shape.disk_gb);
+	fclose(f);
+	assert_int_equal(sh("c=qemu+tcp://%s/system; virsh -q -c $c vol-create-as aas %s.json 1K --format raw >/dev/null && "
+	                    "virsh -q -c $c vol-upload --pool aas %s.json '%s' && "
+	                    "virsh -q -c $c vol-create-as aas %s.state 1M --format raw >/dev/null && "
+	                    "virsh -q -c $c vol-create-as aas %s.ready 0 --format raw >/dev/null",
+	                    addr[2], stem, stem, path, stem, stem), 0);
+}
+
+/*
+ * A build that died: the template is no longer marked ready and a build of
+ * it that never finished left volumes. The next engine to take the lease
+ * deletes them and builds it again, under a new name.
+ */
+static void test_template_rebuilt(void **state)
+{
+	char ready[512], stale[512], stem[128], dead[160];
+
+	(void)state;
+	assert_int_equal(host2_volumes("ready", ready, sizeof(ready)), 0);
+	assert_int_equal(sscanf(ready, "%127s", stem), 1);
+	assert_true(strlen(stem) == strlen("aas-tpl-") + 32 + 1 + 8);
+	/* The same key, a generation of a build that died before its ready mark. */
+	snprintf(dead, sizeof(dead), "%.*sdeadbeef", (int)(strlen(stem) - 8), stem);
+	assert_int_equal(sh("virsh -q -c qemu+tcp://%s/system vol-delete --pool aas %s.ready >/dev/null && "
+	                    "virsh -q -c qemu+tcp://%s/system vol-create-as aas %s.state 1M --format raw >/dev/null && "
+	                    "virsh -q -c qemu+tcp://%s/system vol-create-as aas %s.json 1K --format raw >/dev/null",
+	                    addr[2], stem, addr[2], dead, addr[2], dead), 0);
+	/* An older template of this cluster, and another cluster's: both of the same image and shape. */
+	fake_template("aas-tpl-00000000000000000000000000000000-00000000", OWNER);
+	fake_template("aas-tpl-11111111111111111111111111111111-00000000", "another-cluster");
+	assert_non_null(ctx_f = open_ctx("f", 2, images_dir, key_path));
+	create(ctx_f, "sbx-hosts-t5", 6);
+	assert_false(cloned("sbx-hosts-t5"));
+	for (int i = 0; i < 1200 && __atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST) < 2; i++) {
+		assert_false(logged("template ", "failed"));
+		usleep(500 * 1000);
+	}
+	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 2);
+	assert_true(logged("template build ", "did not complete: deleted"));
+	assert_int_equal(host2_volumes("ready", ready, sizeof(ready)), 0);
+	printf("template %s rebuilt as %s", stem, ready);
+	assert_null(strstr(ready, stem));
+	/* The new one, and the other cluster's: this cluster's older one is gone, volumes and all. */
+	assert_null(strstr(ready, "aas-tpl-0000"));
+	assert_non_null(strstr(ready, "aas-tpl-1111"));
+	assert_true(strlen(ready) == 2 * (strlen(stem) + 1));
+	assert_true(logged("template aas-tpl-0000", "replaced by"));
+	assert_int_equal(host2_volumes("json", stale, sizeof(stale)), 0);
+	assert_null(strstr(stale, "aas-tpl-0000"));
+	assert_non_null(strstr(stale, "aas-tpl-1111"));
+	/* Nothing of the dead build, nor of the unmarked one, is left. */
+	assert_int_equal(host2_volumes("state", stale, sizeof(stale)), 0);
+	assert_null(strstr(stale, dead));
+	assert_null(strstr(stale, stem));
+	assert_int_equal(host2_volumes("json", stale, sizeof(stale)), 0);
+	assert_null(strstr(stale, dead));
+	check(drv->vm_destroy(ctx_f, "sbx-hosts-t5"), "vm_destroy t5");
+	made[6] = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -435,6 +672,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_shared),
 		cmocka_unit_test(test_dead_host),
 		cmocka_unit_test(test_destroy),
+		cmocka_unit_test(test_templates),
+		cmocka_unit_test(test_template_rebuilt),
 	};
 
 	if (argc < 2) {

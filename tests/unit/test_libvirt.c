@@ -216,6 +216,85 @@ static void test_config_remote(void **state)
 }
 
 /* A URI that names a host is a remote VM host (remote=auto). */
+/* A libvirt save image's head: the header, data_len bytes of description, then QEMU's stream. */
+static size_t save_head(unsigned char *buf, size_t cap, const char *magic, uint32_t version, uint32_t data_len,
+                        uint32_t format, bool swap, const char *stream)
+{
+	uint32_t words[5] = { version, data_len, 1, format, 0 };
+	size_t n = LV_SAVE_HEADER_BYTES + data_len + strlen(stream);
+
+	assert_true(n <= cap);
+	memset(buf, 0, n);
+	memcpy(buf, magic, 16);
+	for (size_t i = 0; i < 5; i++) {
+		uint32_t w = swap ? __builtin_bswap32(words[i]) : words[i];
+		memcpy(buf + 16 + 4 * i, &w, 4);
+	}
+	memcpy(buf + LV_SAVE_HEADER_BYTES, "<domain/>", 9);
+	memcpy(buf + LV_SAVE_HEADER_BYTES + data_len, stream, strlen(stream));
+	return n;
+}
+
+static void test_save_stream_offset(void **state)
+{
+	unsigned char buf[4096];
+	uint64_t off = 0;
+	size_t n;
+
+	(void)state;
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 2, 1000, 0, false, "QEVM");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_OK);
+	assert_int_equal(off, LV_SAVE_HEADER_BYTES + 1000);
+	/* Only the header at hand: the offset, the stream's magic unchecked. */
+	assert_int_equal(saas__lv_save_stream_offset(buf, LV_SAVE_HEADER_BYTES, &off), SAAS_OK);
+	assert_int_equal(off, LV_SAVE_HEADER_BYTES + 1000);
+	/* Written on a host of the other byte order. */
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 2, 1000, 0, true, "QEVM");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_OK);
+	assert_int_equal(off, LV_SAVE_HEADER_BYTES + 1000);
+	/* A save libvirt did not finish, another file, a compressed one, another version, no stream after it. */
+	n = save_head(buf, sizeof(buf), "LibvirtQemudPart", 2, 1000, 0, false, "QEVM");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "partial"));
+	n = save_head(buf, sizeof(buf), "QEVMQEVMQEVMQEVM", 2, 1000, 0, false, "QEVM");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_EINVAL);
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 2, 1000, 1, false, "QEVM");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "save_image_format"));
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 3, 1000, 0, false, "QEVM");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_EINVAL);
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 2, 1000, 0, false, "JUNK");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_EINVAL);
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 2, 0, 0, false, "");
+	assert_int_equal(saas__lv_save_stream_offset(buf, n, &off), SAAS_EINVAL);
+	assert_int_equal(saas__lv_save_stream_offset(buf, LV_SAVE_HEADER_BYTES - 1, &off), SAAS_EINVAL);
+}
+
+static void test_tpl_volume_names(void **state)
+{
+	const char *key = "0123456789abcdef0123456789abcdef";
+	char stem[TPL_STEM_MAX], lease[160];
+
+	(void)state;
+	assert_true(saas__lv_tpl_volume(TPL_PREFIX "0123456789abcdef0123456789abcdef-a1b2c3d4.ready", key, "ready", stem));
+	assert_string_equal(stem, TPL_PREFIX "0123456789abcdef0123456789abcdef-a1b2c3d4");
+	assert_true(saas__lv_tpl_volume(TPL_PREFIX "ffffffffffffffffffffffffffffffff-00000000.json", NULL, "json", stem));
+	assert_string_equal(stem, TPL_PREFIX "ffffffffffffffffffffffffffffffff-00000000");
+	/* Another key, another suffix, a suffix that only starts alike, no generation, not ours at all. */
+	assert_false(saas__lv_tpl_volume(TPL_PREFIX "ffffffffffffffffffffffffffffffff-00000000.ready", key, "ready", stem));
+	assert_false(saas__lv_tpl_volume(TPL_PREFIX "0123456789abcdef0123456789abcdef-a1b2c3d4.state", key, "ready", stem));
+	assert_false(saas__lv_tpl_volume(TPL_PREFIX "0123456789abcdef0123456789abcdef-a1b2c3d4.readyx", key, "ready", stem));
+	assert_false(saas__lv_tpl_volume(TPL_PREFIX "0123456789abcdef0123456789abcdef.ready", key, "ready", stem));
+	assert_false(saas__lv_tpl_volume(TPL_PREFIX "0123456789abcdef0123456789abcdeX-a1b2c3d4.ready", NULL, "ready", stem));
+	assert_false(saas__lv_tpl_volume("sbx-abc.qcow2", NULL, "qcow2", stem));
+	assert_false(saas__lv_tpl_volume("img-0123-disk", NULL, "ready", stem));
+	/* The lease name fits the store's limit. */
+	assert_true(saas__lv_tpl_lease_name(lease, sizeof(lease), "0011223344556677", key));
+	assert_string_equal(lease, "template:0011223344556677:0123456789abcdef0123456789abcdef");
+	assert_true(strlen(lease) <= 127);
+	assert_false(saas__lv_tpl_lease_name(lease, 20, "0011223344556677", key));
+}
+
 static void test_uri_remote(void **state)
 {
 	(void)state;
@@ -2572,6 +2651,8 @@ int main(void)
 		cmocka_unit_test(test_config_cpu_limit),
 		cmocka_unit_test(test_config_remote),
 		cmocka_unit_test(test_uri_remote),
+		cmocka_unit_test(test_save_stream_offset),
+		cmocka_unit_test(test_tpl_volume_names),
 		cmocka_unit_test(test_config_uids),
 		cmocka_unit_test(test_default_images_dir),
 		cmocka_unit_test(test_qemu_conf),

@@ -21,8 +21,26 @@
 
 SAAS_BEGIN_DECLS
 
-/** Version of struct saas_driver this header describes. */
-#define SAAS_DRIVER_VERSION 6
+/**
+ * Version of struct saas_driver this header describes. History:
+ * 1 the VM and guest calls; 2 port_open and the rest of the guest calls;
+ * 3 terminals (pty_*); 4 snapshots (fork, pause, resume); 5 template_list;
+ * 6 host_info (VM hosts); 7 saas_driver_env.lease (work done once across the
+ * engines that share a store, such as a template built once per VM host).
+ */
+#define SAAS_DRIVER_VERSION 7
+
+/**
+ * A lease in the store the engines share, for work a driver must do once
+ * across all of them (since version 7). take 1: take `name` for ttl_ms, or
+ * renew it if this engine holds it; take 0: let it go. Returns 1 held by
+ * this engine (taken or renewed), 0 held by another live engine (take 0:
+ * always 0), or a negative SAAS_E* code. A lease not renewed runs out after
+ * ttl_ms: an engine that died while holding one gives it up within that time.
+ * Names are at most 127 bytes; the core prefixes nothing, so a driver chooses
+ * names of its own kind ("template:HOST:KEY"). May be called from any thread.
+ */
+typedef int (*saas_driver_lease_fn)(void *userdata, const char *name, int64_t ttl_ms, int take);
 
 /** What the engine hands a driver when opening it. Valid until close. */
 typedef struct {
@@ -32,6 +50,13 @@ typedef struct {
 	void *log_userdata;
 	saas_clock_fn clock;       /**< Never NULL. */
 	void *clock_userdata;
+	/**
+	 * Version 7: the store's leases (saas_driver_lease_fn), or NULL when this
+	 * engine is the only one (a store nobody shares): then whatever the
+	 * driver would take is its own already.
+	 */
+	saas_driver_lease_fn lease;
+	void *lease_userdata;
 } saas_driver_env;
 
 /** Egress modes (docs/sandboxes.md, "Network policy"). */

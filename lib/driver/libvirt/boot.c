@@ -78,7 +78,7 @@ void saas__lv_launch_undo(struct launch *l)
 	}
 	saas__lv_limits_release(l->d, l->spec->name);
 	if (l->d->remote && l->overlay)
-		saas__lv_overlay_remote_delete(l->d, l->spec->name);
+		saas__lv_overlay_remote_delete(l->d, l->vol ? l->vol : l->spec->name);
 	if (l->dir)
 		saas__lv_rm_tree(l->dir);
 	free(l->dir);
@@ -103,10 +103,23 @@ int saas__lv_launch_prepare(struct launch *l)
 	saas__lv_rm_tree(l->dir); /* a leftover of a failed attempt */
 	if (saas__mkdir_p(l->dir, 0700) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
-	/* Remote: the overlay is a volume on the host, on the image's disk there (lv_create uploaded it). */
-	if (l->d->remote)
-		return base ? saas__lv_overlay_remote(l->d, l->spec->name, l->im->host_disk, l->spec->disk_gb, &l->overlay)
-		            : SAAS_OK;
+	/*
+	 * Remote: the overlay is a volume on the host, on the image's disk there
+	 * (lv_create uploaded it) or a template's frozen one. The control port is
+	 * a socket on the host, out of the engine's reach: none there, in
+	 * templates and clones alike.
+	 */
+	if (l->d->remote) {
+		l->control = false;
+		if (!base)
+			return SAAS_OK;
+		if (l->tdir && (rc = saas__lv_tpl_remote_disk(l->d, l->tdir, &tbase)) < 0)
+			return rc;
+		rc = saas__lv_overlay_remote(l->d, l->vol ? l->vol : l->spec->name, tbase ? tbase : l->im->host_disk,
+		                             l->spec->disk_gb, &l->overlay);
+		free(tbase);
+		return rc;
+	}
 	if (!base)
 		return saas__lv_confine_vm_files(l);
 	if (l->tdir && !(base = tbase = saas__lv_path_join(l->tdir, "disk.qcow2")))

@@ -323,6 +323,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	pthread_mutex_init(&d->conn_mu, NULL);
 	d->log = env->log;
 	d->log_userdata = env->log_userdata;
+	d->lease = env->lease;
+	d->lease_userdata = env->lease_userdata;
 	if ((rc = saas__lv_config_parse(&cfg, env->config)) < 0)
 		goto fail;
 	d->uri = cfg.uri;
@@ -448,13 +450,21 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	else
 		saas__lv_limits_setup(d, d->root != NULL);
 	/*
-	 * A template is a state file QEMU saves and every clone reads, on the
-	 * host that runs them: not made on a remote host yet.
+	 * A remote host's templates live there, as volumes of its pool, built
+	 * once across the engines that share the host (remote.c). Their memory
+	 * is loaded by each clone: mapping it needs a memfd held on the machine
+	 * that runs QEMU.
 	 */
-	if (d->remote && d->templates) {
-		d->templates = false;
-		saas__lv_log(d, SAAS_LOG_INFO, "templates off on VM host %s: a template's saved state lives on the host "
-		             "that runs its clones, which a remote host does not offer yet (every VM boots cold)", d->uri);
+	if (d->remote) {
+		char hash[65];
+		saas__sha256_hex(hash, d->uri, strlen(d->uri));
+		snprintf(d->host_tag, sizeof(d->host_tag), "%.16s", hash);
+		if (d->templates)
+			saas__lv_log(d, SAAS_LOG_INFO, "templates on VM host %s: kept in its pool, built once for every engine "
+			             "that shares it, memory loaded by each clone%s", d->uri,
+			             d->mapped ? " (template_memory=mapped needs this machine's memory: not on a remote host)"
+			                       : "");
+		d->mapped = false;
 	}
 	saas__lv_templates_cleanup(d);
 	/* Said once: every template of this engine is then a loaded one. */
@@ -689,7 +699,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	unsigned int uid = 0;
 	saas_vm_network fallback;
 	const saas_vm_network *net;
-	bool internet, cloned = false, egress = false;
+	bool internet, cloned = false, egress = false, probe = false;
 	const char *cold = NULL; /* with templates on, why this VM boots cold */
 	int rc, cold_level = SAAS_LOG_WARN;
 
@@ -719,12 +729,35 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 		saas__lv_template_key(d, spec, im, key);
 		if (!key[0] || !(t = saas__lv_template_get_locked(d, key)))
 			cold = "out of memory for its template";
+		else if (t->state == TMPL_READY && d->remote) {
+			if (!(tdir = saas__strdup(t->stem)))
+				cold = "out of memory for its template";
+		}
+		else if (d->remote && t->state != TMPL_BUILDING)
+			probe = true;    /* finished on the host by another engine? looked for below, outside the lock */
 		else if (t->state != TMPL_READY)
 			cold = saas__lv_template_request_locked(d, t, spec, im, &cold_level);
 		else if (!(tdir = saas__lv_drv_path(d, "templates", key)))
 			cold = "out of memory for its template";
 	}
 	pthread_mutex_unlock(&d->mu);
+	if (probe) {
+		char stem[TPL_STEM_MAX];
+		if (saas__lv_host_check(d) == SAAS_OK && saas__lv_tpl_remote_find(d, key, stem) == 1) {
+			saas__lv_template_remote_ready(d, key, stem);
+			if (!(tdir = saas__strdup(stem)))
+				cold = "out of memory for its template";
+		} else {
+			struct tmpl *t;
+			saas__error_clear();
+			pthread_mutex_lock(&d->mu);
+			if (!(t = saas__lv_template_get_locked(d, key)))
+				cold = "out of memory for its template";
+			else
+				cold = saas__lv_template_request_locked(d, t, spec, im, &cold_level);
+			pthread_mutex_unlock(&d->mu);
+		}
+	}
 	/* A remote host gets the image's files once per build (the image stays valid until close). */
 	if (rc == SAAS_OK && d->remote && ((rc = saas__lv_host_check(d)) < 0 || (rc = saas__lv_image_remote(d, im)) < 0))
 		goto out;
@@ -753,6 +786,8 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 			             saas_error_last()->message, l.template_bad ? ", and the template will be built again" : "");
 			if (l.template_bad)
 				saas__lv_template_break(d, key);
+			else if (d->remote)
+				saas__lv_template_remote_ready(d, key, NULL); /* pruned meanwhile? looked for again */
 		}
 		l.tdir = NULL;
 	} else if (cold) {

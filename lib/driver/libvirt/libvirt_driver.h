@@ -36,7 +36,8 @@
  *   snapshot.c  snapshots of running VMs (fork, pause) and VMs restored from them
  *   console.c   the console log's bounds (console.h)
  *   remote.c    a VM host reached by a remote URI: its storage pool and
- *               volumes, the bounded connection, host_info
+ *               volumes, the bounded connection, host_info, templates kept
+ *               on the host (built once under the store's lease)
  *
  * The pure parts (config parsing, the qemu.conf text, the guard ruleset, the
  * domain XML, the metadata parser) take their inputs as arguments and touch
@@ -92,6 +93,18 @@ struct ifaddrs;
  * and this much more; else the template is built loaded.
  */
 #define MAPPED_RESERVE_MIB 2048u
+/*
+ * A template on a remote VM host (remote.c) is built once across the
+ * engines that share the host, under the store's lease
+ * "template:HOST:KEY" (saas_driver_env.lease), taken for TEMPLATE_LEASE_MS
+ * and renewed every third of it while the build runs. An engine that finds
+ * the lease held looks for the finished template again after
+ * TEMPLATE_ELSEWHERE_MS.
+ */
+#define TEMPLATE_LEASE_MS 15000
+#define TEMPLATE_ELSEWHERE_MS 5000
+/* A remote template's volumes: TPL_PREFIX KEY "-" GEN, then ".qcow2", ".state", ".json", ".ready". */
+#define TPL_STEM_MAX 64
 /* Both ends of a mapped template's save and clone: RAM in a shared backend is neither sent nor read. */
 #define IGNORE_SHARED_ON                                                                                      \
 	"{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":[{\"capability\":" \
@@ -294,7 +307,8 @@ struct vm {
 };
 
 /* A template's state, by key: one per image build, size and accelerator. */
-enum tmpl_state { TMPL_NONE, TMPL_BUILDING, TMPL_READY, TMPL_BROKEN };
+enum tmpl_state { TMPL_NONE, TMPL_BUILDING, TMPL_READY, TMPL_BROKEN, TMPL_ELSEWHERE };
+/* TMPL_ELSEWHERE: remote, another engine holds the build's lease; looked for again at retry_at_ms. */
 
 struct tmpl {
 	char key[33];
@@ -303,6 +317,7 @@ struct tmpl {
 	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
 	char image[64];                  /* what it boots and its shape, once a build was asked for (template_list) */
 	unsigned int vcpus, memory_mb, disk_gb;
+	char stem[TPL_STEM_MAX];         /* remote, TMPL_READY: its volumes' common name on the host */
 	struct tmpl *next;
 };
 
@@ -355,6 +370,9 @@ struct drv {
 	pthread_mutex_t upload_mu;       /* one image upload at a time */
 	pthread_mutex_t conn_mu;         /* reconnecting */
 	virConnectPtr *retired;          /* dead connections other threads may still hold, closed at close */
+	char host_tag[17];               /* remote: the URI's hash, naming the host in template leases */
+	saas_driver_lease_fn lease;      /* the store's leases (NULL: this engine is alone) */
+	void *lease_userdata;
 	size_t n_retired;
 	pthread_mutex_t mu;
 	struct vm *vms;
@@ -728,7 +746,8 @@ struct launch {
 	const char *host_key;
 	bool internet;                   /* a way out (no restrict=on): internet or a policy */
 	bool policy;
-	const char *tdir;                /* clone: the template's directory (or the snapshot's) */
+	const char *tdir;                /* clone: the template's directory (or the snapshot's); remote: its volumes' stem */
+	const char *vol;                 /* remote: its overlay volume's stem (NULL: the VM's name) */
 	/*
 	 * A restore of the snapshot in tdir: its RAM comes whole in the stream
 	 * (memory-backend-ram, never a mapped file; x-ignore-shared off).
@@ -830,6 +849,8 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
 const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
                                              const struct image *im, int *level);
 void saas__lv_template_break(struct drv *d, const char *key);
+/* Remote: the template of key found complete on the host, at stem (NULL: not there after all, look again). */
+void saas__lv_template_remote_ready(struct drv *d, const char *key, const char *stem);
 /*
  * The sealed RAM of the mapped template in tdir, loaded from its "ram" file
  * on first use, as a new descriptor the caller closes: SAAS_OK;
@@ -948,6 +969,52 @@ int saas__lv_image_remote(struct drv *d, struct image *im);
 int saas__lv_overlay_remote(struct drv *d, const char *vm, const char *base, unsigned int disk_gb, char **path);
 /* VM vm's overlay volume deleted, if there is one. */
 void saas__lv_overlay_remote_delete(struct drv *d, const char *vm);
+
+/*
+ * Templates on a remote host. A template's saved state (libvirt's save
+ * image, virDomainSaveFlags), its frozen disk and its description are
+ * volumes of the pool named STEM.state, STEM.qcow2 and STEM.json, where STEM
+ * is TPL_PREFIX KEY "-" GEN (GEN: random, per build, so that a build never
+ * writes over a template clones may use); STEM.ready, made last, says the
+ * template is complete. Clones are restored on the host: QEMU listens for
+ * the migration stream on the host's address and the engine pours the
+ * state volume's stream into it.
+ */
+
+/* libvirt's save image header (qemu_saveimage.h), as it is on disk. */
+#define LV_SAVE_HEADER_BYTES 92u
+/*
+ * Where QEMU's migration stream starts in a save image whose first bytes
+ * are head (n of them, at least LV_SAVE_HEADER_BYTES): SAAS_OK and *offset;
+ * SAAS_EINVAL saying why it is not a complete, uncompressed save image of
+ * a version this code reads. Pure.
+ */
+int saas__lv_save_stream_offset(const unsigned char *head, size_t n, uint64_t *offset);
+/* Is name one of a remote template's volumes of key (TPL_PREFIX KEY "-" GEN ".suffix")? Its stem in stem. Pure. */
+bool saas__lv_tpl_volume(const char *name, const char *key, const char *suffix, char stem[TPL_STEM_MAX]);
+/* The lease name of the template of key on the host tagged host ("template:HOST:KEY"); false if too long. Pure. */
+bool saas__lv_tpl_lease_name(char *out, size_t len, const char *host, const char *key);
+/* The complete template of key on the host: 1 (its stem in stem), 0 none, or an error. */
+int saas__lv_tpl_remote_find(struct drv *d, const char *key, char stem[TPL_STEM_MAX]);
+/* Build the template of key on the host (template.c's builder for a remote host): see template.c. */
+struct saas__lv_tpl_job {
+	char key[33];
+	char image[64];
+	unsigned int vcpus, memory_mb, disk_gb;
+};
+/*
+ * SAAS_OK and *stem when it is ready (built here, or found built);
+ * SAAS_EBUSY when another engine holds its lease (it builds it).
+ */
+int saas__lv_tpl_remote_build(struct drv *d, const struct saas__lv_tpl_job *job, char stem[TPL_STEM_MAX]);
+/* A remote template that failed its clones: its ready mark goes (its volumes are pruned once nothing uses them). */
+void saas__lv_tpl_remote_break(struct drv *d, const char *key);
+/* The template's disk volume's path on the host (freed by the caller). */
+int saas__lv_tpl_remote_disk(struct drv *d, const char *stem, char **path);
+/* Pour the template's state into the clone's QEMU, paused with -incoming defer; then it runs. */
+int saas__lv_tpl_remote_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms);
+/* template_list's part of a remote host: its complete templates of this owner. */
+int saas__lv_tpl_remote_list(struct drv *d, saas_template_fn fn, void *userdata, int *stop);
 
 /* ---- the driver table's calls other rooms make (libvirt.c) ------------------------------------ */
 

@@ -8,6 +8,10 @@
  * its saved state: the RAM is a sealed memfd that clones map copy-on-write,
  * kept on disk as the template's "ram" file. A loaded one's state holds its
  * RAM, which each clone reads.
+ *
+ * On a remote VM host the template lives in the host's pool and is built
+ * once across every engine that shares the host (remote.c); its memory is
+ * always loaded.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -51,7 +55,13 @@ void saas__lv_templates_cleanup(struct drv *d)
 	DIR *dir;
 	struct dirent *e;
 
-	saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
+	/*
+	 * A remote host's template VMs may be other engines' builds, under
+	 * their lease: one a dead engine left is destroyed by the next build of
+	 * its template (remote.c).
+	 */
+	if (!d->remote)
+		saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
 	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
 		while ((e = readdir(dir))) {
 			size_t len = strlen(e->d_name);
@@ -106,12 +116,14 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 		return NULL;
 	saas__strlcpy(t->key, key, sizeof(t->key));
 	t->memfd = -1;
-	if ((dir = saas__lv_drv_path(d, "templates", key)) && (meta = saas__lv_path_join(dir, "template.json"))) {
+	/* Remote: the host says whether it is complete (lv_create looks, outside the lock). */
+	if (!d->remote && (dir = saas__lv_drv_path(d, "templates", key)) && (meta = saas__lv_path_join(dir, "template.json"))) {
 		if (stat(meta, &st) == 0)
 			t->state = TMPL_READY;
 		free(meta);
 	}
-	free(dir);
+	if (!d->remote)
+		free(dir);
 	t->next = d->tmpls;
 	d->tmpls = t;
 	return t;
@@ -378,16 +390,80 @@ out:
 	return rc;
 }
 
+/* Mark the template of key ready at stem on the host (remote). */
+static void template_mark_remote(struct drv *d, const char *key, const char *stem)
+{
+	pthread_mutex_lock(&d->mu);
+	for (struct tmpl *t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0) {
+			t->state = stem ? TMPL_READY : TMPL_NONE;
+			saas__strlcpy(t->stem, stem ? stem : "", sizeof(t->stem));
+		}
+	pthread_mutex_unlock(&d->mu);
+}
+
+void saas__lv_template_remote_ready(struct drv *d, const char *key, const char *stem)
+{
+	template_mark_remote(d, key, stem);
+}
+
+/*
+ * A remote host's build: once across the engines that share the host
+ * (remote.c). Another engine's build under way is no failure: this engine
+ * looks for its result again soon.
+ */
+static int template_build_remote(struct tmpl_job *job)
+{
+	struct drv *d = job->d;
+	struct saas__lv_tpl_job rj;
+	char stem[TPL_STEM_MAX] = "";
+	int rc;
+
+	memset(&rj, 0, sizeof(rj));
+	saas__strlcpy(rj.key, job->key, sizeof(rj.key));
+	saas__strlcpy(rj.image, job->image, sizeof(rj.image));
+	rj.vcpus = job->vcpus;
+	rj.memory_mb = job->memory_mb;
+	rj.disk_gb = job->disk_gb;
+	rc = saas__lv_tpl_remote_build(d, &rj, stem);
+	if (rc == SAAS_OK) {
+		template_mark_remote(d, job->key, stem);
+	} else if (rc == SAAS_EBUSY) {
+		saas__lv_log(d, SAAS_LOG_INFO, "%s; sandboxes boot cold until it is ready", saas_error_last()->message);
+		pthread_mutex_lock(&d->mu);
+		for (struct tmpl *t = d->tmpls; t; t = t->next)
+			if (strcmp(t->key, job->key) == 0) {
+				t->state = TMPL_ELSEWHERE;
+				t->retry_at_ms = saas__now_ms() + TEMPLATE_ELSEWHERE_MS;
+			}
+		pthread_mutex_unlock(&d->mu);
+	}
+	return rc;
+}
+
 static void *builder_main(void *arg)
 {
 	struct tmpl_job *job = arg;
 	struct drv *d = job->d;
-	int rc = template_build(job);
+	int rc = d->remote ? template_build_remote(job) : template_build(job);
+
+	if (d->remote && rc != SAAS_OK) {
+		if (rc != SAAS_EBUSY && !closing(d))
+			saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) on VM host %s failed: %s; sandboxes "
+			             "boot cold, next try in %d s", job->key, job->image, job->vcpus, job->memory_mb, d->uri,
+			             saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+		if (rc != SAAS_EBUSY)
+			template_mark(d, job->key, TMPL_BROKEN);
+		goto out;
+	}
+	if (d->remote)
+		goto out;
 
 	if (rc < 0 && !closing(d))
 		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
 		             job->key, job->image, job->vcpus, job->memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
 	template_mark(d, job->key, rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN);
+out:
 	pthread_mutex_lock(&d->mu);
 	d->builder_busy = false;
 	pthread_mutex_unlock(&d->mu);
@@ -411,6 +487,8 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 		return "the engine is closing";
 	if (t->state == TMPL_BUILDING)
 		return "its template is being built";
+	if (t->state == TMPL_ELSEWHERE && saas__now_ms() < t->retry_at_ms)
+		return "its template is being built by another engine on this VM host";
 	if (t->state == TMPL_BROKEN && saas__now_ms() < t->retry_at_ms) {
 		*level = SAAS_LOG_WARN;
 		return "its template failed (see above) and is not tried again yet";
@@ -449,9 +527,14 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 /* A template that failed to clone: delete it and build it again later. */
 void saas__lv_template_break(struct drv *d, const char *key)
 {
-	char *dir = saas__lv_drv_path(d, "templates", key);
+	char *dir;
 
 	template_mark(d, key, TMPL_BROKEN);
+	if (d->remote) {
+		saas__lv_tpl_remote_break(d, key);
+		return;
+	}
+	dir = saas__lv_drv_path(d, "templates", key);
 	template_ram_drop(d, key);
 	if (dir)
 		saas__lv_rm_tree(dir);
@@ -519,13 +602,22 @@ int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *
 int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
 {
 	struct drv *d = ctx;
-	char *root = saas__lv_path_join(d->dir, "templates");
+	char *root = d->remote ? NULL : saas__lv_path_join(d->dir, "templates");
 	DIR *dir = root ? opendir(root) : NULL;
 	struct dirent *e;
 	struct tmpl *pending = NULL;
 	size_t npending = 0, cap = 0;
-	int rc = root ? SAAS_OK : SAAS_ENOMEM, stop = 0;
+	int rc = root || d->remote ? SAAS_OK : SAAS_ENOMEM, stop = 0;
 
+	/*
+	 * A remote host's ready templates are its volumes, this owner's (every
+	 * engine of the cluster sees them). A host that does not answer has
+	 * none to report now: the builds this driver knows of still are.
+	 */
+	if (d->remote && saas__lv_tpl_remote_list(d, fn, userdata, &stop) < 0) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "templates on VM host %s not listed: %s", d->uri, saas_error_last()->message);
+		saas__error_clear();
+	}
 	while (dir && !stop && (e = readdir(dir))) {
 		saas_driver_template t;
 		char *sub, *meta = NULL;
