@@ -393,6 +393,31 @@ static void test_mcp_sessions(void **state)
 	saas_free(id);
 }
 
+/* A driver's lease (saas_driver_env.lease): one engine at a time holds it, until it lets go or stops renewing. */
+static void test_driver_lease(void **state)
+{
+	struct fixture *f = *state;
+	char long_name[SAAS_STORE_LEASE_NAME_MAX + 2];
+
+	assert_int_equal(saas__driver_lease(f->a, "template:h:k", 1000, 1), 1);
+	assert_int_equal(saas__driver_lease(f->a, "template:h:k", 1000, 1), 1); /* renewed */
+	assert_int_equal(saas__driver_lease(f->b, "template:h:k", 1000, 1), 0);
+	/* Let go: the other takes it at once. */
+	assert_int_equal(saas__driver_lease(f->a, "template:h:k", 0, 0), 0);
+	assert_int_equal(saas__driver_lease(f->b, "template:h:k", 1000, 1), 1);
+	assert_int_equal(saas__driver_lease(f->a, "template:h:k", 1000, 1), 0);
+	/* Not renewed past its ttl: the other takes it over. */
+	advance(1001);
+	assert_int_equal(saas__driver_lease(f->a, "template:h:k", 1000, 1), 1);
+	assert_int_equal(saas__driver_lease(f->b, "template:h:k", 1000, 1), 0);
+	/* Another name is another lease. */
+	assert_int_equal(saas__driver_lease(f->b, "template:h:other", 1000, 1), 1);
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	assert_true(saas__driver_lease(f->a, long_name, 1000, 1) < 0);
+	assert_true(saas__driver_lease(f->a, NULL, 1000, 1) < 0);
+}
+
 /* The sessions kept are every engine's together: past mcp_sessions_max the least recently used end. */
 static void test_mcp_session_cap(void **state)
 {
@@ -438,6 +463,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_holders, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mcp_session_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_lease, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_create_undone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_create_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_pool_destroyed, setup_pooled, teardown),
