@@ -1007,6 +1007,8 @@ struct saas__lv_tpl_job {
  * SAAS_EBUSY when another engine holds its lease (it builds it).
  */
 int saas__lv_tpl_remote_build(struct drv *d, const struct saas__lv_tpl_job *job, char stem[TPL_STEM_MAX]);
+/* The template VM of a job's shape (template.c): its spec, isolated, and its name (64 bytes) after the key. */
+void saas__lv_tpl_spec(const struct saas__lv_tpl_job *job, saas_vm_spec *spec, char name[64]);
 /* A remote template that failed its clones: its ready mark goes (its volumes are pruned once nothing uses them). */
 void saas__lv_tpl_remote_break(struct drv *d, const char *key);
 /* The template's disk volume's path on the host (freed by the caller). */

@@ -949,7 +949,6 @@ static int still_held(struct renewer *r)
 /* Boot the template VM, save it into STEM.state and its disk STEM.qcow2; describe it; mark it ready. */
 static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, struct renewer *r, char stem[TPL_STEM_MAX])
 {
-	static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 	struct image *im;
 	saas_vm_spec spec;
 	struct launch l;
@@ -973,14 +972,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	if (rc < 0 || (rc = saas__lv_image_remote(d, im)) < 0 || (rc = saas__random(gen, sizeof(gen))) < 0)
 		goto out;
 	snprintf(stem, TPL_STEM_MAX, TPL_PREFIX "%s-%02x%02x%02x%02x", job->key, gen[0], gen[1], gen[2], gen[3]);
-	snprintf(name, sizeof(name), TPL_PREFIX "%.16s", job->key);
-	memset(&spec, 0, sizeof(spec));
-	spec.name = name;
-	spec.image = job->image;
-	spec.vcpus = job->vcpus;
-	spec.memory_mb = job->memory_mb;
-	spec.disk_gb = job->disk_gb;
-	spec.network = &isolated;
+	saas__lv_tpl_spec(job, &spec, name);
 	l.d = d;
 	l.spec = &spec;
 	l.im = im;

@@ -29,9 +29,7 @@
 /* What the template builder makes: a template VM of this shape. */
 struct tmpl_job {
 	struct drv *d;
-	char key[33];
-	char image[64];
-	unsigned int vcpus, memory_mb, disk_gb;
+	struct saas__lv_tpl_job s;
 };
 
 static int destroy_template_vm(struct drv *d, virDomainPtr dom, const char *name, void *ud)
@@ -151,17 +149,17 @@ static void template_prune(struct drv *d, const struct tmpl_job *job)
 	while (dir && (e = readdir(dir))) {
 		char *sub, *meta;
 		json_t *j;
-		if (e->d_name[0] == '.' || strcmp(e->d_name, job->key) == 0)
+		if (e->d_name[0] == '.' || strcmp(e->d_name, job->s.key) == 0)
 			continue;
 		if (!(sub = saas__lv_path_join(root, e->d_name)))
 			break;
 		if ((meta = saas__lv_path_join(sub, "template.json")) && (j = json_load_file(meta, 0, NULL))) {
 			const char *image = json_string_value(json_object_get(j, "image"));
-			if (image && strcmp(image, job->image) == 0 &&
-			    json_integer_value(json_object_get(j, "vcpus")) == job->vcpus &&
-			    json_integer_value(json_object_get(j, "memory_mb")) == job->memory_mb &&
-			    json_integer_value(json_object_get(j, "disk_gb")) == job->disk_gb) {
-				saas__lv_log(d, SAAS_LOG_INFO, "template %s replaced by %s; deleting it", e->d_name, job->key);
+			if (image && strcmp(image, job->s.image) == 0 &&
+			    json_integer_value(json_object_get(j, "vcpus")) == job->s.vcpus &&
+			    json_integer_value(json_object_get(j, "memory_mb")) == job->s.memory_mb &&
+			    json_integer_value(json_object_get(j, "disk_gb")) == job->s.disk_gb) {
+				saas__lv_log(d, SAAS_LOG_INFO, "template %s replaced by %s; deleting it", e->d_name, job->s.key);
 				saas__lv_rm_tree(sub);
 				template_ram_drop(d, e->d_name);
 			}
@@ -217,6 +215,21 @@ int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool 
 	return rc < 0 ? saas__error_wrap(rc, "saving the VM's state") : SAAS_OK;
 }
 
+/* The template VM of a job's shape, here or on a remote host: isolated, named after its key. */
+void saas__lv_tpl_spec(const struct saas__lv_tpl_job *job, saas_vm_spec *spec, char name[64])
+{
+	static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
+
+	snprintf(name, 64, TPL_PREFIX "%.16s", job->key);
+	memset(spec, 0, sizeof(*spec));
+	spec->name = name;
+	spec->image = job->image;
+	spec->vcpus = job->vcpus;
+	spec->memory_mb = job->memory_mb;
+	spec->disk_gb = job->disk_gb;
+	spec->network = &isolated;
+}
+
 /*
  * Build one template: boot a VM of the job's shape to ready (isolated: it
  * makes no connection), let it settle, pause it, save its state, and freeze
@@ -229,7 +242,6 @@ static int template_build(struct tmpl_job *job)
 	struct drv *d = job->d;
 	struct image *im;
 	saas_vm_spec spec;
-	static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 	struct launch l;
 	struct saas__lv_holder holder = { -1, -1, "" };
 	char name[64], *tdir = NULL, *tmp = NULL, *path = NULL, *host_key = NULL;
@@ -241,17 +253,10 @@ static int template_build(struct tmpl_job *job)
 	int rc, memfd = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	snprintf(name, sizeof(name), TPL_PREFIX "%.16s", job->key);
-	memset(&spec, 0, sizeof(spec));
-	spec.name = name;
-	spec.image = job->image;
-	spec.vcpus = job->vcpus;
-	spec.memory_mb = job->memory_mb;
-	spec.disk_gb = job->disk_gb;
-	spec.network = &isolated;
+	saas__lv_tpl_spec(&job->s, &spec, name);
 	memset(&l, 0, sizeof(l));
 	pthread_mutex_lock(&d->mu);
-	rc = saas__lv_image_get(d, job->image, &im);
+	rc = saas__lv_image_get(d, job->s.image, &im);
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	/* The template VM is confined as its clones will be: it runs the same guest. */
@@ -265,7 +270,7 @@ static int template_build(struct tmpl_job *job)
 	l.spec = &spec;
 	l.im = im;
 	l.host_key = host_key;
-	if (!(tdir = saas__lv_drv_path(d, "templates", job->key)) || asprintf(&tmp, "%s.tmp", tdir) < 0) {
+	if (!(tdir = saas__lv_drv_path(d, "templates", job->s.key)) || asprintf(&tmp, "%s.tmp", tdir) < 0) {
 		tmp = NULL;
 		rc = saas__oom();
 		goto out;
@@ -273,7 +278,7 @@ static int template_build(struct tmpl_job *job)
 	ram_bytes = (uint64_t)saas__lv_domain_memory(&spec, im) << 20;
 	if (mapped && (avail = saas__lv_mem_available_mib()) < (ram_bytes >> 20) + MAPPED_RESERVE_MIB) {
 		saas__lv_log(d, SAAS_LOG_WARN, "template %s: its memory is loaded by each clone, not mapped: the host has "
-		             "%llu MiB available, less than its %llu MiB and %u MiB to spare", job->key,
+		             "%llu MiB available, less than its %llu MiB and %u MiB to spare", job->s.key,
 		             (unsigned long long)avail, (unsigned long long)(ram_bytes >> 20), MAPPED_RESERVE_MIB);
 		mapped = false;
 	}
@@ -337,8 +342,8 @@ static int template_build(struct tmpl_job *job)
 	free(path);
 	path = NULL;
 	meta = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:I, s:I}", "format", TEMPLATE_FORMAT, "image",
-	                 im->name, "recipe", im->recipe, "vcpus", (json_int_t)job->vcpus, "memory_mb",
-	                 (json_int_t)job->memory_mb, "disk_gb", (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg",
+	                 im->name, "recipe", im->recipe, "vcpus", (json_int_t)job->s.vcpus, "memory_mb",
+	                 (json_int_t)job->s.memory_mb, "disk_gb", (json_int_t)job->s.disk_gb, "accel", d->kvm ? "kvm" : "tcg",
 	                 "memory", mapped ? "mapped" : "loaded", "state_bytes", (json_int_t)bytes, "build_ms",
 	                 (json_int_t)ms_since(&t0));
 	if (!meta || !(path = saas__lv_path_join(tmp, "template.json")) || json_dump_file(meta, path, JSON_INDENT(2)) < 0) {
@@ -354,7 +359,7 @@ static int template_build(struct tmpl_job *job)
 	if (mapped) {
 		pthread_mutex_lock(&d->mu);
 		for (struct tmpl *t = d->tmpls; t; t = t->next)
-			if (strcmp(t->key, job->key) == 0 && t->memfd < 0) {
+			if (strcmp(t->key, job->s.key) == 0 && t->memfd < 0) {
 				t->memfd = memfd;
 				memfd = -1;
 			}
@@ -365,9 +370,9 @@ static int template_build(struct tmpl_job *job)
 	 * an operator) and comes in before the builder thread ends would
 	 * otherwise still find it building, and boot cold.
 	 */
-	template_mark(d, job->key, TMPL_READY);
+	template_mark(d, job->s.key, TMPL_READY);
 	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %s, %lld KiB of state)",
-	             job->key, (long long)ms_since(&t0), im->name, job->vcpus, job->memory_mb,
+	             job->s.key, (long long)ms_since(&t0), im->name, job->s.vcpus, job->s.memory_mb,
 	             mapped ? "memory mapped by clones" : "memory loaded by clones", (long long)(bytes >> 10));
 	template_prune(d, job);
 out:
@@ -415,24 +420,17 @@ void saas__lv_template_remote_ready(struct drv *d, const char *key, const char *
 static int template_build_remote(struct tmpl_job *job)
 {
 	struct drv *d = job->d;
-	struct saas__lv_tpl_job rj;
 	char stem[TPL_STEM_MAX] = "";
 	int rc;
 
-	memset(&rj, 0, sizeof(rj));
-	saas__strlcpy(rj.key, job->key, sizeof(rj.key));
-	saas__strlcpy(rj.image, job->image, sizeof(rj.image));
-	rj.vcpus = job->vcpus;
-	rj.memory_mb = job->memory_mb;
-	rj.disk_gb = job->disk_gb;
-	rc = saas__lv_tpl_remote_build(d, &rj, stem);
+	rc = saas__lv_tpl_remote_build(d, &job->s, stem);
 	if (rc == SAAS_OK) {
-		template_mark_remote(d, job->key, stem);
+		template_mark_remote(d, job->s.key, stem);
 	} else if (rc == SAAS_EBUSY) {
 		saas__lv_log(d, SAAS_LOG_INFO, "%s; sandboxes boot cold until it is ready", saas_error_last()->message);
 		pthread_mutex_lock(&d->mu);
 		for (struct tmpl *t = d->tmpls; t; t = t->next)
-			if (strcmp(t->key, job->key) == 0) {
+			if (strcmp(t->key, job->s.key) == 0) {
 				t->state = TMPL_ELSEWHERE;
 				t->retry_at_ms = saas__now_ms() + TEMPLATE_ELSEWHERE_MS;
 			}
@@ -450,10 +448,10 @@ static void *builder_main(void *arg)
 	if (d->remote && rc != SAAS_OK) {
 		if (rc != SAAS_EBUSY && !closing(d))
 			saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) on VM host %s failed: %s; sandboxes "
-			             "boot cold, next try in %d s", job->key, job->image, job->vcpus, job->memory_mb, d->uri,
+			             "boot cold, next try in %d s", job->s.key, job->s.image, job->s.vcpus, job->s.memory_mb, d->uri,
 			             saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
 		if (rc != SAAS_EBUSY)
-			template_mark(d, job->key, TMPL_BROKEN);
+			template_mark(d, job->s.key, TMPL_BROKEN);
 		goto out;
 	}
 	if (d->remote)
@@ -461,8 +459,8 @@ static void *builder_main(void *arg)
 
 	if (rc < 0 && !closing(d))
 		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
-		             job->key, job->image, job->vcpus, job->memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
-	template_mark(d, job->key, rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN);
+		             job->s.key, job->s.image, job->s.vcpus, job->s.memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+	template_mark(d, job->s.key, rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN);
 out:
 	pthread_mutex_lock(&d->mu);
 	d->builder_busy = false;
@@ -503,11 +501,11 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 	if (!(job = calloc(1, sizeof(*job))))
 		return "its template cannot be built: out of memory";
 	job->d = d;
-	saas__strlcpy(job->key, t->key, sizeof(job->key));
-	saas__strlcpy(job->image, im->name, sizeof(job->image));
-	job->vcpus = spec->vcpus;
-	job->memory_mb = spec->memory_mb;
-	job->disk_gb = spec->disk_gb;
+	saas__strlcpy(job->s.key, t->key, sizeof(job->s.key));
+	saas__strlcpy(job->s.image, im->name, sizeof(job->s.image));
+	job->s.vcpus = spec->vcpus;
+	job->s.memory_mb = spec->memory_mb;
+	job->s.disk_gb = spec->disk_gb;
 	if (pthread_create(&d->builder, NULL, builder_main, job) != 0) {
 		free(job);
 		return "its template cannot be built: no thread for the builder";
@@ -515,10 +513,10 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 	*level = SAAS_LOG_INFO;
 	d->builder_started = d->builder_busy = true;
 	t->state = TMPL_BUILDING;
-	saas__strlcpy(t->image, job->image, sizeof(t->image));
-	t->vcpus = job->vcpus;
-	t->memory_mb = job->memory_mb;
-	t->disk_gb = job->disk_gb;
+	saas__strlcpy(t->image, job->s.image, sizeof(t->image));
+	t->vcpus = job->s.vcpus;
+	t->memory_mb = job->s.memory_mb;
+	t->disk_gb = job->s.disk_gb;
 	saas__lv_log(d, SAAS_LOG_INFO, "building template %s (%s, %u vCPU, %u MiB) in the background", t->key, im->name,
 	             spec->vcpus, spec->memory_mb);
 	return "its template is being built";
