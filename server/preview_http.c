@@ -143,8 +143,9 @@ int aas_http_head_parse(char *buf, size_t len, struct aas_http_head *h, const ch
 		*why = "a NUL byte in its head";
 		return -1;
 	}
-	while (p < end && (*p == '\r' || *p == '\n'))
-		p++;
+	/* Empty lines (LF or CRLF) before the status line; a lone CR there is refused below, as anywhere. */
+	while (p < end && (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')))
+		p += *p == '\r' ? 2 : 1;
 	if (!(h->fields = calloc(len / 2 + 1, sizeof(*h->fields)))) {
 		*why = "out of memory";
 		return -1;

@@ -152,6 +152,9 @@ static void test_head_lenient(void **state)
 	assert_int_equal(parse("\r\nHTTP/1.2 201 \r\n\r\n", &h, &why), 0);
 	assert_int_equal(h.status, 201);
 	aas_http_head_free(&h);
+	assert_int_equal(parse("\n\r\n\nHTTP/1.1 202 OK\n\n", &h, &why), 0);
+	assert_int_equal(h.status, 202);
+	aas_http_head_free(&h);
 	/* obs-fold: one SP each; before any field it is ignored. */
 	assert_int_equal(parse("HTTP/1.1 200 OK\r\n folded-first\r\nX-Long: one\r\n  two\r\n\tthree \r\nX-C: c\r\n\r\n",
 	                       &h, &why), 0);
@@ -204,6 +207,9 @@ static void test_head_refused(void **state)
 		{ "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\nTransfer-Encoding: identity\n\n", "transfer coding" },
 		{ "HTTP/1.1 200 OK\nX: a\rb\n\n", "CR without LF" },
 		{ "HTTP/1.1 200 OK\rX: a\n\n", "CR without LF" },
+		{ "\rHTTP/1.1 200 OK\n\n", "CR without LF" },
+		{ "\r\n\rHTTP/1.1 200 OK\n\n", "CR without LF" },
+		{ "\n\r\rHTTP/1.1 200 OK\n\n", "CR without LF" },
 		{ "HTTP/2 200\n\n", "status line" },
 		{ "HTTP/1.1 20\n\n", "status line" },
 		{ "HTTP/1.1 2000\n\n", "status line" },
