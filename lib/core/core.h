@@ -64,6 +64,8 @@ struct saas__claims {
  */
 struct saas__vmhost;
 
+struct saas__beat;
+
 struct saas__hosts {
 	pthread_mutex_t mu;            /* the table; never held across a driver or store call */
 	pthread_mutex_t open_mu;       /* one driver open at a time */
@@ -74,6 +76,13 @@ struct saas__hosts {
 	unsigned int grace_ms;
 	pthread_t thread;
 	bool running;
+	/*
+	 * The beats in flight, each in a thread of its own (hosts.c): a host that
+	 * does not answer holds up no other host's beat. Under mu; beat_cond
+	 * says one ended.
+	 */
+	struct saas__beat *beats;
+	pthread_cond_t beat_cond;
 };
 
 struct saas_engine {

@@ -484,6 +484,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	pthread_cond_init(&e->claims.cond, NULL);
 	pthread_mutex_init(&e->hosts.mu, NULL);
 	pthread_mutex_init(&e->hosts.open_mu, NULL);
+	pthread_cond_init(&e->hosts.beat_cond, NULL);
 	e->min_free_bytes = (uint64_t)(o->min_free_mb ? o->min_free_mb : SAAS_ENGINE_MIN_FREE_MB) << 20;
 	e->disk_budget_gb = o->disk_budget_gb;
 	e->paused_price = o->paused_usd_micro_per_gib_hour == SAAS_ENGINE_PAUSED_PRICE_FREE ? 0
@@ -622,6 +623,7 @@ void saas__engine_release(saas_engine *e)
 	pthread_mutex_destroy(&e->claims.mu);
 	pthread_mutex_destroy(&e->hosts.mu);
 	pthread_mutex_destroy(&e->hosts.open_mu);
+	pthread_cond_destroy(&e->hosts.beat_cond);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
 	sizes_free(e->sizes, e->nsizes);

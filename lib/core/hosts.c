@@ -1013,9 +1013,66 @@ out:
 	e->store->lease_release(e->store_ctx, lease, saas__engine_holder(e));
 }
 
+/*
+ * One host's beat, in a thread of its own. Reaching a host that stopped
+ * answering takes seconds (libvirt's keepalive, then REMOTE_CONNECT_TIMEOUT_MS
+ * for each new connection); one after another, a dead host held up the beats
+ * of the live ones past FRESH_BEATS, and placement refused them (503 "no VM
+ * host has room") for as long as it stayed dead.
+ */
+struct saas__beat {
+	struct saas__beat *next;
+	saas_engine *e;
+	saas_store_host row;
+	/* While the beat that started it waits: its count of beats not ended, and where the row goes back. */
+	unsigned int *left;
+	saas_store_host *out;
+};
+
+static void *beat_main(void *arg)
+{
+	struct saas__beat *b = arg, **p;
+	struct saas__hosts *h = &b->e->hosts;
+
+	host_beat(b->e, &b->row);
+	saas__error_clear();
+	pthread_mutex_lock(&h->mu);
+	for (p = &h->beats; *p != b; p = &(*p)->next)
+		;
+	*p = b->next;
+	if (b->left) {
+		(*b->left)--;
+		*b->out = b->row;
+	}
+	pthread_cond_broadcast(&h->beat_cond);
+	pthread_mutex_unlock(&h->mu);
+	free(b);
+	return NULL;
+}
+
+static bool beating_locked(const struct saas__hosts *h, const char *id)
+{
+	for (const struct saas__beat *b = h->beats; b; b = b->next)
+		if (strcmp(b->row.id, id) == 0)
+			return true;
+	return false;
+}
+
+/* Waits until no beat is in flight: none outlives the engine. */
+static void beats_wait_all(struct saas__hosts *h)
+{
+	pthread_mutex_lock(&h->mu);
+	while (h->beats)
+		pthread_cond_wait(&h->beat_cond, &h->mu);
+	pthread_mutex_unlock(&h->mu);
+}
+
 void saas__hosts_beat(saas_engine *e)
 {
+	struct saas__hosts *h = &e->hosts;
 	struct host_rows r;
+	struct timespec ts;
+	unsigned int left = 0;
 
 	if (!e->driver)
 		return;
@@ -1025,9 +1082,43 @@ void saas__hosts_beat(saas_engine *e)
 		return;
 	}
 	for (size_t i = 0; i < r.count; i++) {
-		host_beat(e, &r.items[i]);
-		saas__error_clear();
+		struct saas__beat *b;
+		pthread_t t;
+
+		pthread_mutex_lock(&h->mu);
+		/* Its last beat has not ended (the host is slow to answer, or dead): that one goes on. */
+		if (beating_locked(h, r.items[i].id) || !(b = calloc(1, sizeof(*b)))) {
+			pthread_mutex_unlock(&h->mu);
+			continue;
+		}
+		b->e = e;
+		b->row = r.items[i];
+		b->left = &left;
+		b->out = &r.items[i];
+		b->next = h->beats;
+		h->beats = b;
+		left++;
+		pthread_mutex_unlock(&h->mu);
+		if (pthread_create(&t, NULL, beat_main, b) == 0) {
+			pthread_detach(t);
+			continue;
+		}
+		/* No thread to spare: this one beats here. */
+		beat_main(b);
 	}
+	/*
+	 * Waits half a heartbeat at most for the beats it started, so that a sweep
+	 * that beats sees their results; the beats of a host that does not answer
+	 * go on alone, and its next beats are skipped until they end.
+	 */
+	saas__deadline(&ts, CLOCK_REALTIME, h->heartbeat_ms / 2);
+	pthread_mutex_lock(&h->mu);
+	while (left && pthread_cond_timedwait(&h->beat_cond, &h->mu, &ts) != ETIMEDOUT)
+		;
+	for (struct saas__beat *b = h->beats; b; b = b->next)
+		if (b->left == &left)
+			b->left = NULL;
+	pthread_mutex_unlock(&h->mu);
 	/* As the hosts are now (a lost one marked so above): the pools let go of what they may not hand out. */
 	saas__pool_hosts_check(e, r.items, r.count);
 	saas__error_clear();
@@ -1087,19 +1178,24 @@ int saas__hosts_start(saas_engine *e)
 
 void saas__hosts_stop(saas_engine *e)
 {
-	if (!e->hosts.running)
-		return;
-	pthread_mutex_lock(&e->mu);
-	e->stopping = true;
-	pthread_cond_broadcast(&e->cond);
-	pthread_mutex_unlock(&e->mu);
-	pthread_join(e->hosts.thread, NULL);
-	e->hosts.running = false;
+	if (e->hosts.running) {
+		pthread_mutex_lock(&e->mu);
+		e->stopping = true;
+		pthread_cond_broadcast(&e->cond);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->hosts.thread, NULL);
+		e->hosts.running = false;
+	}
+	/* The beats of a host that was slow to answer (or of a sweep, without the thread) end first. */
+	beats_wait_all(&e->hosts);
 }
 
 void saas__hosts_free(saas_engine *e)
 {
 	struct saas__hosts *h = &e->hosts;
+
+	/* A sweep's beats (no heartbeat thread) may still be in flight. */
+	beats_wait_all(h);
 
 	for (size_t i = 0; i < h->count; i++) {
 		if (h->items[i]->opened && e->driver && e->driver->close)

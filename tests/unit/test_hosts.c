@@ -7,6 +7,7 @@
  * only the VMs and snapshots made through it, as a libvirtd on another machine
  * would. A clock the test moves; the same suite on SQLite and PostgreSQL.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,6 +49,8 @@ struct sim_host {
 	uint64_t memory_mb;
 	int down;                      /* unreachable: open and every call fail */
 	int64_t answer_ms;             /* how long host_info takes to answer (the fake clock moves) */
+	int stuck;                     /* host_info waits until it is cleared (sim_unstick), for real */
+	unsigned int stuck_calls;      /* host_info calls that waited */
 	unsigned int execs;            /* commands run on it */
 };
 
@@ -322,12 +325,29 @@ static int sim_snapshot_list(void *ctx, saas_name_fn fn, void *userdata)
 	return saas_fake_driver.snapshot_list(NULL, sim_list_one, &l);
 }
 
+static pthread_mutex_t stuck_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stuck_cond = PTHREAD_COND_INITIALIZER;
+
+static void sim_unstick(struct sim_host *h)
+{
+	pthread_mutex_lock(&stuck_mu);
+	h->stuck = 0;
+	pthread_cond_broadcast(&stuck_cond);
+	pthread_mutex_unlock(&stuck_mu);
+}
+
 static int sim_host_info(void *ctx, saas_driver_host *out)
 {
 	struct sim_host *h = ctx;
 
 	if (h->down)
 		return sim_down(h);
+	pthread_mutex_lock(&stuck_mu);
+	if (h->stuck)
+		h->stuck_calls++;
+	while (h->stuck)
+		pthread_cond_wait(&stuck_cond, &stuck_mu);
+	pthread_mutex_unlock(&stuck_mu);
 	advance(h->answer_ms);
 	out->cpus = h->cpus;
 	out->memory_mb = h->memory_mb;
@@ -884,6 +904,54 @@ static void test_slow_answer(void **state)
 	saas_sandbox_free(x);
 }
 
+/*
+ * A host that does not answer (libvirt's keepalive and connect timeouts take
+ * seconds) holds up no other host's beat: each host beats in a thread of its
+ * own, and the next heartbeats skip a host whose last beat has not ended.
+ */
+static void test_stuck_host(void **state)
+{
+	struct fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
+	saas_host *h = NULL;
+	unsigned int calls;
+
+	host_add(f, "a", 4, 16384, a);
+	host_add(f, "b", 4, 16384, b);
+	sweep(f);
+	pthread_mutex_lock(&stuck_mu);
+	sim_find("a")->stuck = 1;
+	pthread_mutex_unlock(&stuck_mu);
+	for (int beat = 0; beat < 2; beat++) {
+		advance(1000);
+		sweep(f);
+		assert_int_equal(saas_host_get(&h, f->admin, "b"), SAAS_OK);
+		assert_int_equal(h->last_seen_ms, fake_now);
+		saas_host_free(h);
+		assert_int_equal(saas_host_get(&h, f->admin, "a"), SAAS_OK);
+		assert_true(h->last_seen_ms < fake_now - 500);
+		saas_host_free(h);
+	}
+	pthread_mutex_lock(&stuck_mu);
+	calls = sim_find("a")->stuck_calls;
+	pthread_mutex_unlock(&stuck_mu);
+	/* One beat waits on it; the second heartbeat did not start another. */
+	assert_int_equal(calls, 1);
+	/* Placement takes the host that answers. */
+	saas_sandbox_free(create(f));
+	sim_unstick(sim_find("a"));
+	/* Its beat ends, and it is seen again: the next heartbeat beats it. */
+	for (int i = 0; i < 100; i++) {
+		sweep(f);
+		assert_int_equal(saas_host_get(&h, f->admin, "a"), SAAS_OK);
+		calls = h->last_seen_ms == fake_now;
+		saas_host_free(h);
+		if (calls)
+			break;
+	}
+	assert_true(calls);
+}
+
 static void test_last_host_removed(void **state)
 {
 	struct fixture *f = *state;
@@ -1381,6 +1449,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_host, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_slow_answer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stuck_host, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_last_host_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_on_hosts, setup, teardown),
