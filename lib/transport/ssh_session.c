@@ -599,7 +599,7 @@ int saas__ssh_alive(saas__ssh *ssh)
 	if (!ssh)
 		return 0;
 	pthread_mutex_lock(&ssh->mu);
-	alive = !ssh->dead;
+	alive = !ssh->dead && !ssh->retired;
 	if (alive) {
 		p.fd = ssh->fd;
 		p.events = POLLIN | POLLRDHUP;
@@ -626,7 +626,7 @@ int saas__ssh_alive(saas__ssh *ssh)
 			ssh->dead = 1;
 		alive = !ssh->dead;
 	}
-	if (!alive)
+	if (!alive && !ssh->retired)
 		ssh->dead = 1;
 	pthread_mutex_unlock(&ssh->mu);
 	return alive;
@@ -650,6 +650,9 @@ int saas__ssh_channel_open(struct ssh_op *op, LIBSSH2_CHANNEL **out, int for_kil
 	for (;;) {
 		if (ssh->dead)
 			return saas__ssh_err(LIBSSH2_ERROR_SOCKET_DISCONNECT, "opening a channel");
+		if (ssh->retired)
+			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0,
+			                   "opening a channel: the SSH connection takes no more (an open gave up on it)");
 		if (stop && __atomic_load_n(stop, __ATOMIC_SEQ_CST))
 			return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled");
 		if (ssh->sessions < limit)
@@ -676,6 +679,9 @@ int saas__ssh_channel_open(struct ssh_op *op, LIBSSH2_CHANNEL **out, int for_kil
 	if (!ch) {
 		ssh->sessions--;
 		wake_all(ssh);
+		/* Given up half-way (its deadline): libssh2 holds that open's state, so no other open here. */
+		if (rc == LIBSSH2_ERROR_TIMEOUT)
+			ssh->retired = 1;
 		if (rc == LIBSSH2_ERROR_TIMEOUT && !ssh->dead)
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, rc, "opening a channel timed out");
 		return saas__ssh_err(rc, "opening a channel");

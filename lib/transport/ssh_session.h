@@ -50,6 +50,13 @@ struct saas__ssh {
 	uint64_t rx_gen;          /* bumped whenever bytes were read from the socket */
 	int polling;              /* a thread is in poll() on the socket */
 	int dead;
+	/*
+	 * No new channel: a channel open gave up half-way, and libssh2 keeps that
+	 * open's state in the session, so the next open would go on with it. What
+	 * runs on the session goes on; saas__ssh_alive says 0, so callers connect
+	 * anew.
+	 */
+	int retired;
 	int closing;
 	unsigned int sessions;    /* session channels open */
 	struct pump *pumps;

@@ -1291,6 +1291,41 @@ static void test_session_dies_mid_upload(void **state)
 	saas__ssh_close(ssh);
 }
 
+/*
+ * A channel open that gives up half-way (the guest stopped answering until
+ * the command's timeout) leaves its state in libssh2's session: the next open
+ * would go on with it and fail ("SSH failure", seen after a VM host came
+ * back). The session says it is no longer alive, so the driver connects anew.
+ */
+static void test_open_gave_up(void **state)
+{
+	saas__ssh *ssh = connect_ok();
+	struct out x = { SAAS__BUF_INIT, SAAS__BUF_INIT, 0 };
+	long sshd;
+	int code;
+
+	(void)state;
+	assert_true(saas__ssh_alive(ssh));
+	sshd = session_sshd_pid(ssh);
+	assert_int_equal(kill((pid_t)sshd, SIGSTOP), 0);
+	assert_int_equal(run_full(ssh, "echo never", NULL, NULL, NULL, 0, 1000, NULL, &x, &code), SAAS_ETIMEOUT);
+	out_free(&x);
+	assert_int_equal(kill((pid_t)sshd, SIGCONT), 0);
+	assert_false(saas__ssh_alive(ssh));
+	/* A new operation on it is refused at once, with what happened. */
+	assert_int_equal(run(ssh, "echo again", &x, &code), SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "an open gave up"));
+	out_free(&x);
+	saas__ssh_close(ssh);
+	/* A new connection works. */
+	ssh = connect_ok();
+	assert_int_equal(run(ssh, "echo fresh", &x, &code), SAAS_OK);
+	saas__buf_put(&x.o, "", 1);
+	assert_string_equal(x.o.data, "fresh\n");
+	out_free(&x);
+	saas__ssh_close(ssh);
+}
+
 /* ---- tunnels ---------------------------------------------------------------------------------- */
 
 struct echo_server {
@@ -1528,6 +1563,7 @@ int main(void)
 		cmocka_unit_test(test_pty),
 		cmocka_unit_test(test_close_idle),
 		cmocka_unit_test(test_session_dies_mid_upload),
+		cmocka_unit_test(test_open_gave_up),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
