@@ -1194,9 +1194,6 @@ void saas__hosts_free(saas_engine *e)
 {
 	struct saas__hosts *h = &e->hosts;
 
-	/* A sweep's beats (no heartbeat thread) may still be in flight. */
-	beats_wait_all(h);
-
 	for (size_t i = 0; i < h->count; i++) {
 		if (h->items[i]->opened && e->driver && e->driver->close)
 			e->driver->close(h->items[i]->ctx);
