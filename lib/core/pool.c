@@ -53,6 +53,8 @@
 #define SPEC_MAX 4096
 #define ENTRIES_MAX 64
 #define POOL_CHECK_MS 10000
+/* A pooled VM's first command (pool_warm): `true`, on a guest that has just answered. */
+#define POOL_WARM_TIMEOUT_MS 60000
 
 enum { SLOT_READY, SLOT_CLAIMING };
 
@@ -251,6 +253,43 @@ static void creating_clear_locked(struct saas__pools *p, struct pool *pl)
 	pthread_cond_broadcast(&p->cond);
 }
 
+static int warm_output(void *ud, int stream, const void *data, size_t len)
+{
+	(void)ud;
+	(void)stream;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+/*
+ * A pooled VM runs one command, as the sandbox's user, before it is offered:
+ * the first command of whoever claims it then costs what any later one does
+ * (the transport's first channel, the guest's shell and, under TCG, QEMU's
+ * translation of their code are warm), and a VM that cannot run a command is
+ * never handed out. The command is `true`: it leaves nothing in the guest.
+ */
+static int pool_warm(saas_engine *e, void *ctx, const char *name)
+{
+	saas_driver_exec req;
+	int exit_code = -1, rc;
+
+	if (!e->driver->exec)
+		return SAAS_OK;
+	memset(&req, 0, sizeof(req));
+	req.command = "true";
+	req.cwd = SAAS_WORKSPACE;
+	req.timeout_ms = POOL_WARM_TIMEOUT_MS;
+	req.output = warm_output;
+	req.cancel = &e->cancel;
+	if ((rc = e->driver->exec(ctx, name, &req, &exit_code)) < 0)
+		return saas__error_wrap(rc, "its first command");
+	if (exit_code != 0)
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "its first command, `true`, exited %d",
+		                   exit_code);
+	return SAAS_OK;
+}
+
 int saas__pool_refill(saas_engine *e)
 {
 	struct saas__pools *p = e->pools;
@@ -341,7 +380,7 @@ int saas__pool_refill(saas_engine *e)
 	started = saas__engine_now(e);
 	if ((rc = saas__vm_driver(e, host, &ctx)) < 0) {
 		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
-	} else if ((rc = e->driver->vm_create(ctx, &spec)) < 0) {
+	} else if ((rc = e->driver->vm_create(ctx, &spec)) < 0 || (rc = pool_warm(e, ctx, name)) < 0) {
 		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
 		/* The driver promises to leave nothing; make sure while the name is still protected. */
 		e->driver->vm_destroy(ctx, name);

@@ -35,12 +35,13 @@ struct vm {
 	saas_vm_network_stats stats;
 	char image[64];
 	int outdated;                    /* its image was "rebuilt" since (saas_fake_image_rebuilt) */
+	unsigned int execs;              /* commands run in it (saas_fake_vm_execs) */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vm vms[MAX_VMS];
 static struct file files[MAX_FILES];
-static unsigned int fail_creates, create_calls;
+static unsigned int fail_creates, create_calls, fail_execs;
 static int refuse_internet;
 static int default_mode = SAAS_NET_ISOLATED;
 static unsigned int fail_network_sets;
@@ -146,7 +147,7 @@ void saas_fake_reset(void)
 	}
 	memset(files, 0, sizeof(files));
 	memset(vms, 0, sizeof(vms));
-	fail_creates = create_calls = 0;
+	fail_creates = create_calls = fail_execs = 0;
 	refuse_internet = 0;
 	default_mode = SAAS_NET_ISOLATED;
 	fail_network_sets = 0;
@@ -217,6 +218,25 @@ void saas_fake_fail_creates(unsigned int n)
 	pthread_mutex_lock(&mu);
 	fail_creates = n;
 	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_fail_execs(unsigned int n)
+{
+	pthread_mutex_lock(&mu);
+	fail_execs = n;
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int saas_fake_vm_execs(const char *name)
+{
+	struct vm *v;
+	unsigned int n;
+
+	pthread_mutex_lock(&mu);
+	v = find_vm(name);
+	n = v ? v->execs : 0;
+	pthread_mutex_unlock(&mu);
+	return n;
 }
 
 void saas_fake_refuse_internet(int on)
@@ -525,12 +545,24 @@ static int fake_running(const char *name, const saas_driver_exec *req, int *exit
 static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	const char *cmd = req->command;
+	struct vm *v;
+	bool fail;
 
 	(void)ctx;
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	pthread_mutex_lock(&mu);
+	if ((v = find_vm(name)))
+		v->execs++;
+	if ((fail = fail_execs > 0))
+		fail_execs--;
+	pthread_mutex_unlock(&mu);
+	if (fail)
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: an exec made to fail");
 	*exit_code = 0;
-	if (strncmp(cmd, "echo ", 5) == 0) {
+	if (strcmp(cmd, "true") == 0) {
+		/* Nothing, as the shell's builtin. */
+	} else if (strncmp(cmd, "echo ", 5) == 0) {
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, cmd + 5, strlen(cmd + 5));
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "\n", 1);
 	} else if (strncmp(cmd, "exit ", 5) == 0) {

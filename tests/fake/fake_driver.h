@@ -35,6 +35,10 @@ unsigned int saas_fake_vm_count(void);
 int saas_fake_vm_exists(const char *name);
 /* Make the next n vm_create calls fail. */
 void saas_fake_fail_creates(unsigned int n);
+/* Make the next n exec calls fail (SAAS_EBACKEND), in whatever VM. */
+void saas_fake_fail_execs(unsigned int n);
+/* How many commands ran (or were tried) in a VM: 0 for one that does not exist. */
+unsigned int saas_fake_vm_execs(const char *name);
 /* Simulate a VM dying (it stays listed, state STOPPED) or vanishing (gone). */
 void saas_fake_vm_stop(const char *name);
 /* The image was rebuilt: every VM made from it so far is outdated (vm_outdated says so). */

@@ -291,6 +291,8 @@ static void test_pool_fills(void **state)
 		assert_int_equal(strlen(made[i].name), 24);
 		assert_int_equal(made[i].internet, -1);
 		assert_true(saas__pool_owns(f->engine, made[i].name));
+		/* Each ran its first command before it was offered (pool_warm), and only that. */
+		assert_int_equal(saas_fake_vm_execs(made[i].name), 1);
 	}
 	assert_true(logged("pool small (image default): VM "));
 
@@ -652,6 +654,41 @@ static void test_pool_backoff(void **state)
 	assert_int_equal(saas_fake_create_calls(), 11);
 }
 
+/*
+ * A pooled VM that cannot run its first command is never offered: it is
+ * destroyed, the failure is logged and backed off as a failed create's, and
+ * the next try makes another.
+ */
+static void test_pool_warm_fails(void **state)
+{
+	struct fixture *f = *state;
+	saas_engine_stats *st;
+	saas_sandbox *sb;
+
+	saas_fake_fail_execs(1);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
+	assert_int_equal(saas_fake_create_calls(), 1);
+	assert_false(saas_fake_vm_exists(made[0].name));
+	assert_false(saas__pool_owns(f->engine, made[0].name));
+	assert_true(logged("its first command: fake: an exec made to fail"));
+	assert_true(logged("next try in 1 s"));
+	st = stats(f);
+	assert_int_equal(st->pool_ready, 0);
+	assert_int_equal(st->pools[0]->failures, 1);
+	saas_engine_stats_free(st);
+	/* The backoff passes: the pools fill with VMs that each ran one command, and a claim gets one of them. */
+	advance(1000);
+	assert_int_equal(fill(f), 3);
+	assert_int_equal(saas_fake_create_calls(), 4);
+	for (unsigned int i = 1; i < nmade; i++)
+		assert_int_equal(saas_fake_vm_execs(made[i].name), 1);
+	sb = create(f->a, "small");
+	assert_string_not_equal(sb->id, made[0].name);
+	assert_true(saas__pool_owns(f->engine, sb->id) == false);
+	assert_int_equal(saas_fake_create_calls(), 4);
+	saas_sandbox_free(sb);
+}
+
 static void expect_bad(struct fixture *f, const char *spec, const char *msg)
 {
 	saas_engine_options o = f->opts;
@@ -894,6 +931,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_orphan_sweep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_engine_free, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_backoff, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_warm_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_bad_specs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_v1_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_store_only, setup, teardown),
