@@ -93,6 +93,11 @@ struct results {
 	/* --control: [0] control_port=on, [1] off; every create -> `true`, ms */
 	double ctl_t[2][CONTROL_SAMPLES];
 	int ctl_n[2];
+	/* --snapshot: ms; p50 and p95 over the runs where there are several */
+	double snap_clone[2], snap_fork1[2], snap_fork10, snap_at_once10, snap_pause[2], snap_resume[2];
+	long long snap_pause_bytes;            /* what the last pause saved (state and disk), bytes */
+	unsigned int snap_memory_mb;           /* the paused sandbox's guest RAM */
+	int snap_runs, snap_fork10_runs;
 };
 static struct results *res;
 
@@ -120,6 +125,7 @@ static int templates_ready, templates_failed, clones_made, cold_boots;
 static int fixups_port, fixups_ssh; /* clones whose fix-ups went over the control port, over SSH */
 static bool confined;               /* the engine said its QEMUs run under uids of their own */
 static bool mapped;                 /* the engine built a template whose memory clones map */
+static long long paused_bytes;      /* what the engine's last pause saved, from its log line */
 
 static double now_ms(void)
 {
@@ -156,6 +162,8 @@ static void on_log(void *ud, int level, const char *msg)
 		confined = true;
 	if (strstr(msg, "memory mapped by clones"))
 		mapped = true;
+	if (strncmp(msg, "sandbox ", 8) == 0 && strstr(msg, " paused in ") && strstr(msg, " bytes saved as "))
+		paused_bytes = atoll(strstr(msg, " ms (") + 5);
 	pthread_mutex_unlock(&log_mu);
 	if (level <= SAAS_LOG_WARN)
 		fprintf(stderr, "vm_bench: [engine] %s\n", msg);
@@ -177,6 +185,9 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	o.driver_config = config;
 	o.default_image = "tiny";
 	o.max_sandboxes = (unsigned int)max_sandboxes;
+	/* The figures are the VMs', not the account limits': no create or execution waits for one. */
+	o.creates_per_minute = SAAS_LIMIT_MAX;
+	o.max_executions = SAAS_LIMIT_MAX;
 	o.disk_budget_gb = disk_budget_gb;
 	o.log = on_log;
 	o.log_level = SAAS_LOG_INFO;
@@ -998,6 +1009,191 @@ static int control_main(const char *dir)
 	return 0;
 }
 
+/* ---- --snapshot: fork, pause and resume through the engine ---- */
+
+/*
+ * The sandbox a snapshot is taken of is not a fresh one: it holds a 16 MiB
+ * file, a background process and a warm page cache, as a prepared sandbox an
+ * agent forks or pauses would.
+ */
+#define SNAP_PREPARE                                                                                \
+	"head -c 16777216 /dev/urandom > /tmp/prepared && sha256sum /tmp/prepared > /tmp/prepared.sum && " \
+	"(sleep 100000 > /dev/null 2>&1 &)"
+
+struct runner {
+	const char *id;
+	double done_ms;
+};
+
+static double run_t0;
+
+static void *run_true(void *arg)
+{
+	struct runner *r = arg;
+
+	exec_ok(r->id, "true");
+	r->done_ms = now_ms() - run_t0;
+	return NULL;
+}
+
+/* `true` in every sandbox of a list at once; ms from t0 until the last ran it. */
+static double all_run_true(saas_sandbox_list *l, double t0)
+{
+	struct runner r[SAAS_FORK_MAX];
+	pthread_t t[SAAS_FORK_MAX];
+	double last = 0;
+
+	run_t0 = t0;
+	for (size_t i = 0; i < l->count; i++) {
+		r[i].id = l->items[i]->id;
+		pthread_create(&t[i], NULL, run_true, &r[i]);
+	}
+	for (size_t i = 0; i < l->count; i++) {
+		pthread_join(t[i], NULL);
+		if (r[i].done_ms > last)
+			last = r[i].done_ms;
+	}
+	return last;
+}
+
+static void destroy_all(saas_sandbox_list *l)
+{
+	for (size_t i = 0; i < l->count; i++)
+		saas_sandbox_destroy(NULL, client, l->items[i]->id, 0);
+	saas_sandbox_list_free(l);
+}
+
+/* Fork count children of parent: ms from the call until every child ran `true`. */
+static double fork_ms(const char *parent, unsigned int count)
+{
+	saas_sandbox_list *l = NULL;
+	double t0 = now_ms(), ms;
+	int rc;
+
+	if ((rc = saas_sandbox_fork(&l, client, parent, count, NULL, 0)) < 0)
+		die("fork", rc);
+	if (l->count != count) {
+		fprintf(stderr, "vm_bench: a fork of %u made %zu\n", count, l->count);
+		exit(1);
+	}
+	ms = all_run_true(l, t0);
+	destroy_all(l);
+	return ms;
+}
+
+static void phase_snapshot(char **images, int n, const char *dir)
+{
+	int forks10 = getenv("BENCH_FORK10") && atoi(getenv("BENCH_FORK10")) > 0 ? atoi(getenv("BENCH_FORK10")) : 1;
+	double *clone_t = calloc((size_t)runs, sizeof(double)), *fork_t = calloc((size_t)runs, sizeof(double));
+	double *pause_t = calloc((size_t)runs, sizeof(double)), *resume_t = calloc((size_t)runs, sizeof(double));
+	double t10 = 0;
+	saas_sandbox *sb;
+
+	(void)n;
+	engine_open(&cloned, "snapshot", dir, true, NULL);
+	client = cloned.client;
+	template_warm(images[0]);
+	sb = create_on(client, images[0]);
+	exec_ok(sb->id, SNAP_PREPARE);
+	{
+		saas_account_info *ai = NULL;
+		int rc = saas_account_info_get(&ai, client);
+		if (rc < 0)
+			die("account info", rc);
+		for (size_t i = 0; i < ai->nsizes; i++)
+			if (strcmp(ai->sizes[i]->name, sb->size) == 0)
+				res->snap_memory_mb = ai->sizes[i]->memory_mb;
+		saas_account_info_free(ai);
+	}
+	/*
+	 * Each run: a clone's create (the baseline), a fork of one, a pause and
+	 * a resume of the same prepared sandbox, in turn, so that a load that
+	 * changes weighs on all four alike.
+	 */
+	for (int i = 0; i < runs; i++) {
+		double t0 = now_ms();
+		saas_sandbox *c = create_on(client, images[0]), *p = NULL;
+		int rc;
+		exec_ok(c->id, "true");
+		clone_t[i] = now_ms() - t0;
+		saas_sandbox_destroy(NULL, client, c->id, 0);
+		saas_sandbox_free(c);
+		fork_t[i] = fork_ms(sb->id, 1);
+		t0 = now_ms();
+		if ((rc = saas_sandbox_pause(&p, client, sb->id, 0)) < 0)
+			die("pause", rc);
+		pause_t[i] = now_ms() - t0;
+		saas_sandbox_free(p);
+		p = NULL;
+		t0 = now_ms();
+		if ((rc = saas_sandbox_resume(&p, client, sb->id, 0)) < 0)
+			die("resume", rc);
+		exec_ok(sb->id, "true");
+		resume_t[i] = now_ms() - t0;
+		saas_sandbox_free(p);
+	}
+	/* What was prepared survived every pause, resume and fork. */
+	exec_ok(sb->id, "sha256sum -c /tmp/prepared.sum > /dev/null && pgrep -x sleep > /dev/null");
+	pthread_mutex_lock(&log_mu);
+	res->snap_pause_bytes = paused_bytes;
+	pthread_mutex_unlock(&log_mu);
+	for (int i = 0; i < forks10; i++) {
+		double ms = fork_ms(sb->id, SAAS_FORK_MAX);
+		if (ms > t10)
+			t10 = ms;
+	}
+	res->snap_fork10 = t10;
+	res->snap_fork10_runs = forks10;
+	/* The baseline of a fork of ten: ten clones of the template created at once. */
+	res->snap_at_once10 = at_once_ms(&cloned, images[0], SAAS_FORK_MAX);
+	res->snap_runs = runs;
+	res->snap_clone[0] = pct(clone_t, runs, 0.5);
+	res->snap_clone[1] = pct(clone_t, runs, 0.95);
+	res->snap_fork1[0] = pct(fork_t, runs, 0.5);
+	res->snap_fork1[1] = pct(fork_t, runs, 0.95);
+	res->snap_pause[0] = pct(pause_t, runs, 0.5);
+	res->snap_pause[1] = pct(pause_t, runs, 0.95);
+	res->snap_resume[0] = pct(resume_t, runs, 0.5);
+	res->snap_resume[1] = pct(resume_t, runs, 0.95);
+	saas_sandbox_destroy(NULL, client, sb->id, 0);
+	saas_sandbox_free(sb);
+	free(clone_t);
+	free(fork_t);
+	free(pause_t);
+	free(resume_t);
+	engine_close(&cloned);
+}
+
+static int snapshot_main(const char *dir, char *image)
+{
+	double per_gib;
+
+	load_now(res->load[0], sizeof(res->load[0]));
+	run_child("snapshot", phase_snapshot, &image, 1, dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	per_gib = res->snap_memory_mb ? res->snap_pause_bytes / (res->snap_memory_mb / 1024.0) : 0;
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	printf("| what, `%s`, size `small` (%u MiB of guest RAM) | libsaas | baseline (same run) |\n|---|---|---|\n", image,
+	       res->snap_memory_mb);
+	printf("| fork of 1: the call until the child ran `true` (%d runs) | p50 %.0f ms, p95 %.0f ms | a clone of the "
+	       "template, create -> first `true`: p50 %.0f ms, p95 %.0f ms; fork %.2fx at p50 |\n",
+	       res->snap_runs, res->snap_fork1[0], res->snap_fork1[1], res->snap_clone[0], res->snap_clone[1],
+	       res->snap_fork1[0] / res->snap_clone[0]);
+	printf("| fork of %d: the call until every child ran `true` (slowest of %d) | %.0f ms | %d clones of the template "
+	       "created at once, until all ran `true`: %.0f ms; fork %.2fx |\n",
+	       SAAS_FORK_MAX, res->snap_fork10_runs, res->snap_fork10, SAAS_FORK_MAX, res->snap_at_once10,
+	       res->snap_fork10 / res->snap_at_once10);
+	printf("| pause: the call (%d runs) | p50 %.0f ms, p95 %.0f ms; %.1f MiB saved (state and disk), %.1f MiB per GiB "
+	       "of guest RAM | |\n",
+	       res->snap_runs, res->snap_pause[0], res->snap_pause[1], res->snap_pause_bytes / 1048576.0,
+	       per_gib / 1048576.0);
+	printf("| resume: the call until `true` ran (%d runs) | p50 %.0f ms, p95 %.0f ms | a clone of the template, create "
+	       "-> first `true`: p50 %.0f ms; resume %.2fx at p50 |\n",
+	       res->snap_runs, res->snap_resume[0], res->snap_resume[1], res->snap_clone[0],
+	       res->snap_resume[0] / res->snap_clone[0]);
+	return 0;
+}
+
 /* ---- --stream: output as it happens, and the terminal ---- */
 
 #define STREAM_ROUNDS 50
@@ -1159,6 +1355,7 @@ int main(int argc, char **argv)
 	bool stream = argc > 1 && strcmp(argv[1], "--stream") == 0;
 	bool transport = argc > 1 && strcmp(argv[1], "--transport") == 0;
 	bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
+	bool snapshot = argc > 1 && strcmp(argv[1], "--snapshot") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1186,6 +1383,18 @@ int main(int argc, char **argv)
 			return 1;
 		memset(res, 0, sizeof(*res));
 		return control_main(argv[3]);
+	}
+	if (snapshot) {
+		if (argc != 4 && argc != 5) {
+			fprintf(stderr, "usage: vm_bench --snapshot STATE_DIR IMAGES_DIR [image]\n");
+			return 2;
+		}
+		runs = getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : 5;
+		state_dir = argv[2];
+		if ((res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+			return 1;
+		memset(res, 0, sizeof(*res));
+		return snapshot_main(argv[3], argc == 5 ? argv[4] : "tiny");
 	}
 	if (stream) {
 		if (argc != 4) {
