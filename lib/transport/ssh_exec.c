@@ -505,8 +505,9 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 	}
 	rc = SAAS_OK;
 out:
+	/* Everything the command said was read: its close is not waited for (a round trip into the guest). */
 	if (x && x->ch)
-		saas__ssh_channel_release(&x->op, x->ch, have_slot);
+		saas__ssh_channel_park(&x->op, x->ch, have_slot);
 	pthread_mutex_unlock(&ssh->mu);
 out_nolock:
 	free(x);

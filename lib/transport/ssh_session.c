@@ -73,6 +73,14 @@
 #define SSH_CIPHERS "aes128-ctr,aes256-ctr,aes192-ctr"
 #define SSH_MACS "hmac-sha2-512,hmac-sha2-256"
 
+/* A channel whose close was sent, waiting for the guest's answer (saas__ssh_channel_park). */
+struct parked {
+	LIBSSH2_CHANNEL *ch;
+	int session_slot;
+	int64_t deadline;          /* then it is left to the session's teardown, as a release leaves it */
+	struct parked *next;
+};
+
 static const struct ssh_op orphan_op; /* owns a packet half-sent outside any operation (cannot be flushed) */
 
 static int global_rc = -1;
@@ -418,6 +426,12 @@ static void ssh_free(saas__ssh *ssh)
 		SSH_TEARDOWN(ssh, rc, libssh2_session_free(ssh->session));
 		pthread_mutex_unlock(&ssh->mu);
 	}
+	/* The session's free freed their channels. */
+	while (ssh->parked) {
+		struct parked *p = ssh->parked;
+		ssh->parked = p->next;
+		free(p);
+	}
 	if (ssh->fd >= 0)
 		close(ssh->fd);
 	if (ssh->wake_fd >= 0)
@@ -640,6 +654,47 @@ int saas__ssh_alive(saas__ssh *ssh)
  * refuses (MaxSessions reached by someone else) is asked again until the
  * deadline. `stop`, if given, cuts the wait short when it becomes non-zero.
  */
+/*
+ * Free the parked channels whose close was answered, or whose wait is over
+ * (mu held). The list is taken off the session while it is worked through: a
+ * call that must finish a half-sent packet lets go of mu, and another thread
+ * may park or reap meanwhile.
+ */
+static void parked_reap(saas__ssh *ssh)
+{
+	struct parked *list = ssh->parked, *keep = NULL;
+
+	ssh->parked = NULL;
+	ssh->nparked = 0;
+	while (list) {
+		struct parked *p = list;
+		/* One try: a deadline already passed stops SSH_LOOP at the first EAGAIN, unless a packet is half-sent. */
+		struct ssh_op op = { ssh, saas__now_ms() };
+		int rc;
+
+		list = p->next;
+		SSH_LOOP(&op, rc, libssh2_channel_free(p->ch));
+		if (rc == LIBSSH2_ERROR_TIMEOUT && !ssh->dead && saas__now_ms() < p->deadline) {
+			p->next = keep;
+			keep = p;
+			continue;
+		}
+		/* Freed; or, the connection gone or the guest silent, left to the teardown. */
+		if (p->session_slot) {
+			ssh->sessions--;
+			wake_all(ssh);
+		}
+		free(p);
+	}
+	while (keep) {
+		struct parked *p = keep;
+		keep = p->next;
+		p->next = ssh->parked;
+		ssh->parked = p;
+		ssh->nparked++;
+	}
+}
+
 int saas__ssh_channel_open(struct ssh_op *op, LIBSSH2_CHANNEL **out, int for_kill, const int *stop)
 {
 	saas__ssh *ssh = op->ssh;
@@ -648,6 +703,8 @@ int saas__ssh_channel_open(struct ssh_op *op, LIBSSH2_CHANNEL **out, int for_kil
 	int rc = 0;
 
 	for (;;) {
+		if (ssh->parked)
+			parked_reap(ssh);
 		if (ssh->dead)
 			return saas__ssh_err(LIBSSH2_ERROR_SOCKET_DISCONNECT, "opening a channel");
 		if (ssh->retired)
@@ -709,6 +766,41 @@ void saas__ssh_channel_release(struct ssh_op *op, LIBSSH2_CHANNEL *ch, int sessi
 		ssh->sessions--;
 		wake_all(ssh);
 	}
+}
+
+void saas__ssh_channel_park(struct ssh_op *op, LIBSSH2_CHANNEL *ch, int session_slot)
+{
+	saas__ssh *ssh = op->ssh;
+	int64_t saved = op->deadline;
+	struct parked *p;
+	int rc;
+
+	if (ssh->dead || ssh->nparked >= SSH_PARKED_MAX || !(p = calloc(1, sizeof(*p)))) {
+		saas__ssh_channel_release(op, ch, session_slot);
+		return;
+	}
+	/*
+	 * The EOF and close go out now: one try, which SSH_LOOP carries on only
+	 * to finish a packet half-sent. If the answer came with it (or another
+	 * thread owns the socket's half-sent packet and nothing went out), the
+	 * free below or a later reap does the rest.
+	 */
+	op->deadline = saas__now_ms();
+	SSH_LOOP(op, rc, libssh2_channel_close(ch));
+	op->deadline = saved;
+	if (rc != LIBSSH2_ERROR_TIMEOUT || ssh->dead) {
+		/* Answered already (the free does not wait), or the connection failed. */
+		free(p);
+		saas__ssh_channel_release(op, ch, session_slot);
+		return;
+	}
+	p->ch = ch;
+	p->session_slot = session_slot;
+	p->deadline = saas__now_ms() + SSH_CLOSE_TIMEOUT_MS;
+	p->next = ssh->parked;
+	ssh->parked = p;
+	ssh->nparked++;
+	ssh->parks++;
 }
 
 /*

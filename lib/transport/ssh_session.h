@@ -25,9 +25,12 @@
 /* Closing a channel waits this long for the guest's close before leaving it to the session's teardown. */
 #define SSH_CLOSE_TIMEOUT_MS 3000
 #define SSH_CHUNK 32768
+/* Channels parked at once; past it, closes wait for their answer again (saas__ssh_channel_park). */
+#define SSH_PARKED_MAX 16
 
 struct ssh_op;
 struct pump;
+struct parked;
 
 struct saas__ssh {
 	/*
@@ -58,8 +61,16 @@ struct saas__ssh {
 	 */
 	int retired;
 	int closing;
-	unsigned int sessions;    /* session channels open */
+	unsigned int sessions;    /* session channels open (parked ones included) */
 	struct pump *pumps;
+	/*
+	 * Channels whose close went out but whose answer had not come
+	 * (saas__ssh_channel_park): each keeps its session slot until the next
+	 * channel open finds it answered and frees it.
+	 */
+	struct parked *parked;
+	unsigned int nparked;
+	unsigned long parks;      /* channels ever parked (for tests and debugging) */
 };
 
 /* One thread's use of the session; its address identifies the owner of a pending packet. */
@@ -168,6 +179,14 @@ const char *saas__ssh_strerror(int rc);
 int saas__ssh_channel_open(struct ssh_op *op, LIBSSH2_CHANNEL **out, int for_kill, const int *stop);
 /* Close and free a channel (mu held), giving back its session slot if it holds one. */
 void saas__ssh_channel_release(struct ssh_op *op, LIBSSH2_CHANNEL *ch, int session_slot);
+/*
+ * The same without waiting for the guest's close (mu held): the close goes
+ * out now and the channel is freed by a later channel open once the answer
+ * came (at most SSH_CLOSE_TIMEOUT_MS later, then it is left to the teardown,
+ * as saas__ssh_channel_release leaves it). For a channel whose results were
+ * all read: a command's, after its exit markers.
+ */
+void saas__ssh_channel_park(struct ssh_op *op, LIBSSH2_CHANNEL *ch, int session_slot);
 /* saas__ssh_run with mu held. */
 int saas__ssh_run_quick(saas__ssh *ssh, const char *command, int timeout_ms, char *out, size_t outsize,
                         int *exit_code);
