@@ -1034,7 +1034,7 @@ static int control_main(const char *dir)
  */
 #define SNAP_PREPARE                                                                                \
 	"head -c 16777216 /dev/urandom > /tmp/prepared && sha256sum /tmp/prepared > /tmp/prepared.sum && " \
-	"(sleep 100000 > /dev/null 2>&1 &)"
+	"{ sleep 100000 > /dev/null 2>&1 & echo $! > /tmp/prepared.pid; }"
 
 struct runner {
 	const char *id;
@@ -1149,7 +1149,7 @@ static void phase_snapshot(char **images, int n, const char *dir)
 		saas_sandbox_free(p);
 	}
 	/* What was prepared survived every pause, resume and fork. */
-	exec_ok(sb->id, "sha256sum -c /tmp/prepared.sum > /dev/null && pgrep -x sleep > /dev/null");
+	exec_ok(sb->id, "sha256sum -c /tmp/prepared.sum > /dev/null && kill -0 $(cat /tmp/prepared.pid)");
 	pthread_mutex_lock(&log_mu);
 	res->snap_pause_bytes = paused_bytes;
 	pthread_mutex_unlock(&log_mu);
