@@ -99,6 +99,7 @@ struct results {
 	long long snap_pause_bytes;            /* what the last pause saved (state and disk), bytes */
 	unsigned int snap_memory_mb;           /* the paused sandbox's guest RAM */
 	int snap_runs, snap_fork10_runs;
+	bool clone_mapped, clone_confined;     /* the clone engine's templates were mapped, its QEMUs confined */
 };
 static struct results *res;
 
@@ -601,6 +602,8 @@ static void phase_clone(char **images, int nimages, const char *dir)
 		template_warm(images[i]);
 		time_creates(&cloned, images[i], false, res->clone[i]);
 	}
+	res->clone_mapped = mapped;
+	res->clone_confined = confined;
 	res->at_once_clone = at_once_ms(&cloned, "tiny", at_once);
 	idle_fresh(&cloned, true, &res->rss_clone, &res->cpu_clone);
 	/* The transport figures, on a clone. */
@@ -1483,5 +1486,9 @@ int main(int argc, char **argv)
 	       "cold-booted |\n",
 	       total >> 20, (total - (2L << 20)) / res->rss_clone, (total - (2L << 20)) / res->rss_cold);
 	fputs(res->rows, stdout);
+	printf("\nTemplates: %s; QEMU %s.\n",
+	       res->clone_mapped ? "memory mapped by clones (`template_memory=mapped`)"
+	                         : "memory loaded by each clone (mapping was not possible: see the engine's log)",
+	       res->clone_confined ? "under a uid of its own per VM" : "as the engine's user");
 	return 0;
 }
