@@ -589,6 +589,49 @@ static void test_network_internet_refused(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "network=internet"));
 }
 
+/*
+ * A host short of memory refuses a VM before it starts it: the create fails
+ * with SAAS_EBUSY (a 503 for a tenant) saying so, no QEMU runs for it, the
+ * account has no sandbox and pays nothing. Short here means under the
+ * reserve (min_free_memory_mb, as large as it may be) plus the size's memory.
+ */
+static void test_memory_short(void **state)
+{
+	saas_engine_options o;
+	saas_engine *e = NULL;
+	saas_client *c = NULL;
+	saas_sandbox *sb = NULL;
+	saas_account_info *info = NULL;
+	char dir[4200], cfg[8400], *key = NULL;
+	int rc;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s-memory", state_dir);
+	snprintf(cfg, sizeof(cfg), "%s min_free_memory_mb=16777216", config);
+	o = vmtest_engine_options(dir, cfg);
+	o.default_image = "tiny";
+	check(saas_engine_open(&e, &o), "engine open (min_free_memory_mb)");
+	vmtest_tenant(e, "carol", &key, &c);
+	rc = saas_sandbox_create(&sb, c, NULL, 0);
+	if (rc == SAAS_OK) {
+		pid_t pid = qemu_pid(sb->id);
+		saas_sandbox_destroy(NULL, c, sb->id, 0);
+		saas_sandbox_free(sb);
+		fail_msg("a create on a host without the memory kept started VM %d", (int)pid);
+	}
+	assert_int_equal(rc, SAAS_EBUSY);
+	assert_non_null(strstr(saas_error_last()->message, "the server is short of memory for a sandbox of 4096 MiB"));
+	assert_true(logged("not started: the server is short of memory", NULL));
+	check(saas_account_info_get(&info, c), "account");
+	assert_int_equal(info->active_sandboxes, 0);
+	assert_int_equal(info->spent_usd_micro, 0);
+	saas_account_info_free(info);
+	saas_client_free(c);
+	saas_free(key);
+	saas_engine_free(e);
+	sh("rm -rf '%s'", dir);
+}
+
 static void test_tenancy(void **state)
 {
 	saas_sandbox *sb = NULL;
@@ -1024,6 +1067,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_network_internet, net_setup, net_teardown),
 		cmocka_unit_test_setup_teardown(test_network_isolated, net_setup, net_teardown),
 		cmocka_unit_test(test_network_internet_refused),
+		cmocka_unit_test(test_memory_short),
 		cmocka_unit_test(test_tenancy),
 		cmocka_unit_test(test_clones),
 		cmocka_unit_test(test_confined),

@@ -101,6 +101,7 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	assert_int_equal(cfg->uid_first, 200000);
 	assert_int_equal(cfg->uid_count, 1000);
 	assert_int_equal(cfg->cpu_milli, 1000);
+	assert_int_equal(cfg->min_free_memory_mb, 1024);
 }
 
 static void test_config_defaults(void **state)
@@ -169,6 +170,35 @@ static void test_config_every_option(void **state)
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "nft_helper=aas-nft"), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "absolute path"));
+
+	/* The memory a host keeps: 0 (keep none) to 16 TiB. */
+	assert_int_equal(saas__lv_config_parse(&cfg, "min_free_memory_mb=0"), SAAS_OK);
+	assert_int_equal(cfg.min_free_memory_mb, 0);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "min_free_memory_mb=16777216"), SAAS_OK);
+	assert_int_equal(cfg.min_free_memory_mb, 16u << 20);
+	saas__lv_config_clear(&cfg);
+}
+
+/*
+ * A VM starts only where the host has its memory and the reserve available;
+ * short, the refusal is SAAS_EBUSY (a 503 for a tenant) and names no path.
+ * An unknown reading (0) refuses nothing.
+ */
+static void test_memory_room(void **state)
+{
+	(void)state;
+	assert_int_equal(saas__lv_memory_room(5120, 4096, 1024), SAAS_OK);
+	assert_int_equal(saas__lv_memory_room(65536, 4096, 1024), SAAS_OK);
+	assert_int_equal(saas__lv_memory_room(0, 4096, 1024), SAAS_OK);
+	assert_int_equal(saas__lv_memory_room(4096, 4096, 0), SAAS_OK);
+	assert_int_equal(saas__lv_memory_room(5119, 4096, 1024), SAAS_EBUSY);
+	assert_string_equal(saas_error_last()->message,
+	                    "the server is short of memory for a sandbox of 4096 MiB (5119 MiB available, 1024 MiB kept "
+	                    "free); try again later or choose a smaller size");
+	/* No overflow: the largest reserve with the largest size. */
+	assert_int_equal(saas__lv_memory_room(UINT64_MAX >> 20, UINT32_MAX, 16u << 20), SAAS_OK);
+	assert_int_equal(saas__lv_memory_room(1, UINT32_MAX, 16u << 20), SAAS_EBUSY);
 }
 
 /* uids=auto|off|FIRST-LAST: a range keeps its bounds exactly, from one uid to UIDS_COUNT_MAX. */
@@ -376,6 +406,11 @@ static void test_config_bad_values(void **state)
 		{ "templates=yes", "templates must be on or off, not 'yes'" },
 		{ "template_memory=shared", "template_memory must be mapped or loaded, not 'shared'" },
 		{ "boot_timeout=0", "boot_timeout must be 1 to 3600 seconds" },
+		{ "min_free_memory_mb=-1", "min_free_memory_mb must be 0 to 16777216 MiB, not '-1'" },
+		{ "min_free_memory_mb=16777217", "min_free_memory_mb must be 0 to 16777216 MiB, not '16777217'" },
+		{ "min_free_memory_mb=", "min_free_memory_mb must be 0 to 16777216 MiB, not ''" },
+		{ "min_free_memory_mb=1g", "min_free_memory_mb must be 0 to 16777216 MiB, not '1g'" },
+		{ "min_free_memory_mb=99999999999999999999", "min_free_memory_mb must be 0 to 16777216 MiB, not '99999999999999999999'" },
 		{ "boot_timeout=3601", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=-5", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=60s", "boot_timeout must be 1 to 3600 seconds" },
@@ -2647,6 +2682,7 @@ int main(void)
 		cmocka_unit_test(test_config_defaults),
 		cmocka_unit_test(test_config_bare_uri),
 		cmocka_unit_test(test_config_every_option),
+		cmocka_unit_test(test_memory_room),
 		cmocka_unit_test(test_config_bad_values),
 		cmocka_unit_test(test_config_cpu_limit),
 		cmocka_unit_test(test_config_remote),

@@ -163,6 +163,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->uid_first = UIDS_FIRST_DEFAULT;
 	cfg->uid_count = UIDS_COUNT_DEFAULT;
 	cfg->cpu_milli = CPU_MILLI_DEFAULT;
+	cfg->min_free_memory_mb = MIN_FREE_MEMORY_MB_DEFAULT;
 	if (!text || !*text)
 		return SAAS_OK;
 	if (!strchr(text, '='))
@@ -214,6 +215,15 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 				rc = saas__inval("boot_timeout must be 1 to %d seconds", BOOT_TIMEOUT_MAX_S);
 			else
 				cfg->boot_timeout_ms = (int)v * 1000;
+		} else if (strcmp(tok, "min_free_memory_mb") == 0) {
+			char *end;
+			unsigned long v;
+			errno = 0;
+			v = strtoul(val, &end, 10);
+			if (!*val || *end || errno || val[0] == '-' || v > MIN_FREE_MEMORY_MB_MAX)
+				rc = saas__inval("min_free_memory_mb must be 0 to %u MiB, not '%s'", MIN_FREE_MEMORY_MB_MAX, val);
+			else
+				cfg->min_free_memory_mb = (unsigned int)v;
 		} else if (strcmp(tok, "uids") == 0) {
 			rc = parse_uids(cfg, val);
 		} else if (strcmp(tok, "dns_upstream") == 0) {

@@ -340,6 +340,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->dns_upstream = cfg.dns_upstream;
 	d->nft_helper = cfg.nft_helper;
 	d->cpu_milli = cfg.cpu_milli;
+	d->min_free_memory_mb = cfg.min_free_memory_mb;
 	d->mapped = cfg.template_memory == TMPL_MEM_MAPPED;
 	d->remote = cfg.remote == REMOTE_ON || (cfg.remote == REMOTE_AUTO && saas__lv_uri_remote(d->uri));
 	/* The cluster's options: owned by d now (cfg's copies go with cfg). */
@@ -703,7 +704,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	const char *cold = NULL; /* with templates on, why this VM boots cold */
 	int rc, cold_level = SAAS_LOG_WARN;
 
-	if ((rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
+	if ((rc = saas__lv_memory_check(d, spec)) < 0 || (rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
 		return rc;
 	internet = net->mode != SAAS_NET_ISOLATED;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -189,6 +189,7 @@ struct saas__lv_config {
 	char *ssh_key;                   /* the cluster's private key (PATH.pub beside it); NULL: the engine's own */
 	char *pool;                      /* remote: the storage pool's name; NULL: POOL_DEFAULT */
 	char *pool_dir;                  /* remote: its directory on the VM host; NULL: POOL_DIR_DEFAULT */
+	unsigned int min_free_memory_mb; /* a local VM starts only with this and its memory available */
 };
 
 /*
@@ -197,7 +198,7 @@ struct saas__lv_config {
  * templates=on|off control_port=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
- * pool=NAME pool_dir=PATH. NULL or "" gives the defaults. On
+ * pool=NAME pool_dir=PATH min_free_memory_mb=MIB. NULL or "" gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
@@ -339,6 +340,7 @@ struct drv {
 	unsigned int uid_first, uid_count;
 	char *root;                      /* the embedded driver's root, or NULL */
 	unsigned int cpu_milli;          /* from cpu_limit */
+	unsigned int min_free_memory_mb; /* from driver_config: local VMs start only with it and their memory available */
 	struct saas__lv_cg cg;           /* the host's cgroup hierarchies */
 	char cg_group[32];               /* our pids cgroups' parent: aas-HASH of the state directory */
 	bool lim_cpu, lim_memory, lim_pids, lim_io; /* the limits this host gives VMs (cgroup.c) */
@@ -826,6 +828,24 @@ void saas__lv_holder_stop(struct saas__lv_holder *h);
 bool saas__lv_mapped_possible(const struct drv *d, char *why, size_t why_len);
 /* The host's MemAvailable in MiB (0 when unknown). */
 uint64_t saas__lv_mem_available_mib(void);
+
+/* Default and largest min_free_memory_mb (driver_config). */
+#define MIN_FREE_MEMORY_MB_DEFAULT 1024u
+#define MIN_FREE_MEMORY_MB_MAX (16u << 20)
+
+/*
+ * May a VM of need_mb start on a host with avail_mib available, keeping
+ * reserve_mb? SAAS_OK, or SAAS_EBUSY saying so (`what`: "a sandbox", "the
+ * restored sandbox"...). avail_mib 0 (unknown) passes.
+ */
+int saas__lv_memory_room(uint64_t avail_mib, unsigned int need_mb, unsigned int reserve_mb);
+
+/*
+ * The same for a VM of spec's shape about to start on this driver's host:
+ * checked on the machine the engine runs on only (a remote host's memory is
+ * its placement's business, saas/hosts.h).
+ */
+int saas__lv_memory_check(struct drv *d, const saas_vm_spec *spec);
 
 /* ---- QEMU's monitor (qmp.c) ------------------------------------------------------------------ */
 

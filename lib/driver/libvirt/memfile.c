@@ -261,3 +261,33 @@ uint64_t saas__lv_mem_available_mib(void)
 	free(text);
 	return kib >> 10;
 }
+
+int saas__lv_memory_room(uint64_t avail_mib, unsigned int need_mb, unsigned int reserve_mb)
+{
+	if (!avail_mib || avail_mib >= (uint64_t)need_mb + reserve_mb)
+		return SAAS_OK;
+	/* The tenant learns that the server is short, not what it runs. */
+	return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+	                   "the server is short of memory for a sandbox of %u MiB (%llu MiB available, %u MiB kept "
+	                   "free); try again later or choose a smaller size",
+	                   need_mb, (unsigned long long)avail_mib, reserve_mb);
+}
+
+/*
+ * Every VM the driver starts here could come to hold its whole memory: a cold
+ * boot's guest touches what it uses, a loaded clone or a restored snapshot
+ * can hold all of it at once (docs/sandboxes.md, "Memory, loaded"). A host
+ * that has not that much and the reserve says so now, before a VM starts that
+ * would have the kernel kill VMs to make room.
+ */
+int saas__lv_memory_check(struct drv *d, const saas_vm_spec *spec)
+{
+	int rc;
+
+	if (d->remote)
+		return SAAS_OK;
+	rc = saas__lv_memory_room(saas__lv_mem_available_mib(), spec->memory_mb, d->min_free_memory_mb);
+	if (rc < 0)
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s not started: %s", spec->name, saas_error_last()->message);
+	return rc;
+}

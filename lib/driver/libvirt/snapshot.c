@@ -1054,7 +1054,7 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
-	if ((rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
+	if ((rc = saas__lv_memory_check(d, spec)) < 0 || (rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
 		return rc;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	/* Held while the snapshot's files are read: a delete waits, and then the new VM's disk holds it. */
