@@ -203,6 +203,13 @@ int64_t saas__close_cost(const saas_store_sandbox *sb, int64_t bill_until_ms);
 int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason, int64_t destroyed_at_ms,
                         int64_t bill_until_ms, int64_t if_expires_at_ms);
 int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
+/*
+ * The same for a sandbox whose VM has just started (a create, a claim, a
+ * fork's child, a resume): its egress counts are the row's, not read from the
+ * driver, which for the libvirt driver runs nft, tens of ms under load, on
+ * the create's critical path for a count that is the row's anyway.
+ */
+int saas__sandbox_public_new(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
 int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out);
 /*
  * A new row for an account's sandbox of this size and image, paused at
@@ -242,8 +249,8 @@ int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, 
 int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **out);
 int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
                                     saas_sandbox **out);
-/* A row's egress as a sandbox reports it (rules from the store, counters from the driver). */
-int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, saas_network_info **out);
+/* A row's egress as a sandbox reports it (rules from the store, counters from the driver when live, else the row's). */
+int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, bool live, saas_network_info **out);
 /* A row's policy as lists: its rules for POLICY (from the store), none (NULL) otherwise. */
 int saas__sandbox_rules_get(saas_engine *e, const saas_store_sandbox *row, char ***allow, char ***deny);
 /* The mode a VM made without a network gets from the driver. */

@@ -300,7 +300,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 	}
 	saas__snapshot_drop(e, row.host_id, snap);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s resumed in %lld ms", row.id, (long long)(now - started));
-	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
 }
 
 /* ---- fork ---- */
@@ -473,7 +473,7 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 		goto out;
 	}
 	for (unsigned int i = 0; out && i < count; i++) {
-		if ((rc = saas__sandbox_public(e, &rows[i], &list->items[i])) < 0)
+		if ((rc = saas__sandbox_public_new(e, &rows[i], &list->items[i])) < 0)
 			goto out;
 		list->count = i + 1;
 	}

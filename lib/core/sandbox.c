@@ -117,7 +117,7 @@ static int collect_port(void *ud, const saas_store_port *exposure)
 	return 0;
 }
 
-int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_sandbox **out)
+static int sandbox_public(saas_engine *e, const saas_store_sandbox *row, bool live, saas_sandbox **out)
 {
 	struct collect_ports cp;
 	saas_sandbox *sb;
@@ -146,7 +146,7 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 		saas_sandbox_free(sb);
 		return SAAS_ENOMEM;
 	}
-	if ((rc = saas__sandbox_network_public(e, row, &sb->network)) < 0) {
+	if ((rc = saas__sandbox_network_public(e, row, live, &sb->network)) < 0) {
 		saas_sandbox_free(sb);
 		return rc;
 	}
@@ -166,6 +166,16 @@ int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_san
 	}
 	*out = sb;
 	return SAAS_OK;
+}
+
+int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *row, saas_sandbox **out)
+{
+	return sandbox_public(e, row, true, out);
+}
+
+int saas__sandbox_public_new(saas_engine *e, const saas_store_sandbox *row, saas_sandbox **out)
+{
+	return sandbox_public(e, row, false, out);
 }
 
 int64_t saas__close_cost(const saas_store_sandbox *sb, int64_t bill_until_ms)
@@ -315,7 +325,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 		          row.image, row.account_id, row.host_id[0] ? " on VM host " : "", row.host_id);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms (from the pool)", row.id,
 		          (long long)(saas__engine_now(e) - started));
-		return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+		return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
 	}
 	return 1;
 }
@@ -505,7 +515,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	}
 	row.status = SAAS_SANDBOX_READY;
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms", row.id, (long long)(now - row.created_at_ms));
-	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
 }
 
 int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out)

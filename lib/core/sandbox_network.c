@@ -113,7 +113,7 @@ void saas__network_counts_save_all(saas_engine *e)
 		saas__log(e, SAAS_LOG_WARN, "recording the sandboxes' egress counts failed: %s", saas_error_last()->message);
 }
 
-int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, saas_network_info **out)
+int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, bool live, saas_network_info **out)
 {
 	int mode = row->network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row->network_mode;
 	char **allow = NULL, **deny = NULL;
@@ -126,7 +126,12 @@ int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, 
 	saas__rules_free(deny);
 	if (rc < 0)
 		return rc;
-	counts_get(e, row, &(*out)->denied_connections, &(*out)->denied_lookups);
+	if (live) {
+		counts_get(e, row, &(*out)->denied_connections, &(*out)->denied_lookups);
+	} else {
+		(*out)->denied_connections = row->denied_connections;
+		(*out)->denied_lookups = row->denied_lookups;
+	}
 	return SAAS_OK;
 }
 
