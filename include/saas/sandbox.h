@@ -210,7 +210,8 @@ typedef struct saas_create_options {
  *         listed: a request the driver refuses leaves no row); SAAS_EBACKEND (the
  *         VM did not come up; nothing is left behind and nothing is billed; the
  *         list shows it "failed"); SAAS_EBUSY (the server's state filesystem is
- *         under its free-space threshold: try again later); SAAS_ESTORE; SAAS_ENOMEM.
+ *         under its free-space threshold, or the host has not the memory for
+ *         it now: try again later; no row is left); SAAS_ESTORE; SAAS_ENOMEM.
  *
  * Since: 0.1.0
  */
@@ -374,8 +375,9 @@ SAAS_EXTERN(int) saas_sandbox_pause(saas_sandbox **out, saas_client *client, con
  * @param flags 0.
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND; SAAS_ESTATE (not paused, or
  *         expired); SAAS_ECREDIT (the balance cannot pay for the size's
- *         minimum); SAAS_ENOTSUP; SAAS_EBACKEND (it stays paused);
- *         SAAS_ESTORE; SAAS_ENOMEM.
+ *         minimum); SAAS_ENOTSUP; SAAS_EBACKEND (it stays paused); SAAS_EBUSY
+ *         (the host has not the memory for it now: it stays paused, try
+ *         again later); SAAS_ESTORE; SAAS_ENOMEM.
  *
  * Since: 0.2.0
  */

@@ -74,10 +74,14 @@ static void keep_error(struct kept_error *k, int code)
 	snprintf(k->message, sizeof(k->message), "%s", err->message);
 }
 
-/* A driver's failure as the caller sees it: a VM or snapshot the driver cannot find is the backend's fault too. */
+/*
+ * A driver's failure as the caller sees it: a VM or snapshot the driver
+ * cannot find is the backend's fault too; a host with no room now (EBUSY:
+ * its memory) is said as such, a 503 to try again.
+ */
 static int driver_failed(const struct kept_error *k, const char *what)
 {
-	int code = k->code == SAAS_ENOTSUP || k->code == SAAS_ENOMEM ? k->code : SAAS_EBACKEND;
+	int code = k->code == SAAS_ENOTSUP || k->code == SAAS_ENOMEM || k->code == SAAS_EBUSY ? k->code : SAAS_EBACKEND;
 
 	return saas__error(code, k->klass, k->backend_code, "%s: %s", what, k->message);
 }

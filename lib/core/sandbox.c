@@ -481,15 +481,19 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	if ((rc = e->driver->vm_create(ctx, &spec)) < 0) {
 		saas_error saved = *saas_error_last();
 		char msg[1024];
-		/* ENOTSUP: the driver cannot give what was asked (a network policy); say so as such. */
+		/*
+		 * ENOTSUP: the driver cannot give what was asked (a network policy);
+		 * EBUSY: the host has no room for it now (its memory); say so as such.
+		 */
 		int code = rc == SAAS_EINVAL || rc == SAAS_ENOTFOUND ? SAAS_EINVAL
 		           : rc == SAAS_ENOTSUP                      ? SAAS_ENOTSUP
+		           : rc == SAAS_EBUSY                        ? SAAS_EBUSY
 		                                                     : SAAS_EBACKEND;
 		snprintf(msg, sizeof(msg), "%s", saved.message);
 		e->driver->vm_destroy(ctx, row.id);
 		/*
 		 * A request the driver refuses (an image it lacks, a network it cannot
-		 * guard) never made a sandbox: its row goes, and the account's list and
+		 * guard, no room on the host) never made a sandbox: its row goes, and the account's list and
 		 * count show nothing. A create that failed keeps its failed row. If the
 		 * row cannot go, it is closed failed, unbilled, as a failure's is.
 		 */
