@@ -47,6 +47,17 @@
  * max_output and reads the rest); a terminal's keystroke echo round trip next
  * to the plain exec's round trip.
  *
+ * vm_bench --pool STATE_DIR IMAGES_DIR image...: a warm pool's create ->
+ * first `true`, with the claim alone and the same sandbox's next `true` (the
+ * baseline: a pooled sandbox's first command should cost what the next does),
+ * BENCH_RUNS times (default 20) per image, each from a full pool whose refill
+ * is idle.
+ *
+ * vm_bench --snapshot STATE_DIR IMAGES_DIR [image]: fork of 1 and of 10,
+ * pause and resume of one prepared sandbox through the engine, between
+ * clones of the same template (BENCH_RUNS, default 5; BENCH_FORK10, default
+ * 1; BENCH_SNAPSHOT_MB, the guest's RAM, default 1024).
+ *
  * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
  * figures alone, on one cold-booted `tiny` sandbox, BENCH_RUNS times (default
  * 3) in turn with their OpenSSH baselines: minutes instead of half an hour,
@@ -100,6 +111,8 @@ struct results {
 	unsigned int snap_memory_mb;           /* the paused sandbox's guest RAM */
 	int snap_runs, snap_fork10_runs;
 	bool clone_mapped, clone_confined;     /* the clone engine's templates were mapped, its QEMUs confined */
+	/* --pool: p50, p95 ms per image: the claim (the create call), claim -> first `true`, the next `true` */
+	double pl_claim[MAX_IMAGES][2], pl_first[MAX_IMAGES][2], pl_next[MAX_IMAGES][2];
 };
 static struct results *res;
 
@@ -1232,6 +1245,79 @@ static int snapshot_main(const char *dir, char *image)
 	return 0;
 }
 
+/* ---- --pool: a claim from a full pool, its first command, and the next ---- */
+
+/* Wait until every pool is full and its refill idle: the claim is measured alone, not beside a refill. */
+static void pool_full(void)
+{
+	for (int i = 0; i < 6000; i++) {
+		saas_engine_stats *st = NULL;
+		bool full = false;
+		if (saas_engine_stats_get(&st, pool.engine) == SAAS_OK)
+			full = st->pool_ready == st->pool_target;
+		saas_engine_stats_free(st);
+		if (full)
+			return;
+		usleep(100 * 1000);
+	}
+	fprintf(stderr, "vm_bench: the pool did not fill in 10 minutes\n");
+	exit(1);
+}
+
+static void phase_pool_only(char **images, int i, const char *dir)
+{
+	double *claim = calloc((size_t)runs, sizeof(double)), *first = calloc((size_t)runs, sizeof(double));
+	double *next = calloc((size_t)runs, sizeof(double));
+	char spec[128];
+
+	snprintf(spec, sizeof(spec), "small:%s=2", images[i]);
+	engine_open(&pool, "pool", dir, true, spec);
+	for (int r = 0; r < runs; r++) {
+		double t0, t1, t2;
+		saas_sandbox *sb;
+		pool_full();
+		t0 = now_ms();
+		sb = create_on(pool.client, images[i]);
+		t1 = now_ms();
+		exec_on(pool.client, sb->id, "true");
+		t2 = now_ms();
+		exec_on(pool.client, sb->id, "true");
+		claim[r] = t1 - t0;
+		first[r] = t2 - t0;
+		next[r] = now_ms() - t2;
+		saas_sandbox_destroy(NULL, pool.client, sb->id, 0);
+		saas_sandbox_free(sb);
+	}
+	res->pl_claim[i][0] = pct(claim, runs, 0.5);
+	res->pl_claim[i][1] = pct(claim, runs, 0.95);
+	res->pl_first[i][0] = pct(first, runs, 0.5);
+	res->pl_first[i][1] = pct(first, runs, 0.95);
+	res->pl_next[i][0] = pct(next, runs, 0.5);
+	res->pl_next[i][1] = pct(next, runs, 0.95);
+	free(claim);
+	free(first);
+	free(next);
+	engine_close(&pool);
+}
+
+static int pool_main(const char *dir, char **images, int n)
+{
+	load_now(res->load[0], sizeof(res->load[0]));
+	for (int i = 0; i < n; i++)
+		run_child("pool", phase_pool_only, images, i, dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	printf("| what (%d runs each, a full pool of 2 before each) | libsaas | baseline (same run, same sandbox) |\n"
+	       "|---|---|---|\n", runs);
+	for (int i = 0; i < n; i++) {
+		printf("| create -> first `true`, `%s`, warm pool | p50 %.0f ms, p95 %.0f ms (the claim alone: p50 %.0f ms) | "
+		       "its next `true`: p50 %.0f ms, p95 %.0f ms; the first %.2fx the next at p50 |\n",
+		       images[i], res->pl_first[i][0], res->pl_first[i][1], res->pl_claim[i][0], res->pl_next[i][0],
+		       res->pl_next[i][1], res->pl_first[i][0] / res->pl_next[i][0]);
+	}
+	return 0;
+}
+
 /* ---- --stream: output as it happens, and the terminal ---- */
 
 #define STREAM_ROUNDS 50
@@ -1394,6 +1480,7 @@ int main(int argc, char **argv)
 	bool transport = argc > 1 && strcmp(argv[1], "--transport") == 0;
 	bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
 	bool snapshot = argc > 1 && strcmp(argv[1], "--snapshot") == 0;
+	bool pool_only = argc > 1 && strcmp(argv[1], "--pool") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1421,6 +1508,18 @@ int main(int argc, char **argv)
 			return 1;
 		memset(res, 0, sizeof(*res));
 		return control_main(argv[3]);
+	}
+	if (pool_only) {
+		if (argc < 5 || argc - 4 > MAX_IMAGES) {
+			fprintf(stderr, "usage: vm_bench --pool STATE_DIR IMAGES_DIR image...\n");
+			return 2;
+		}
+		runs = getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : 20;
+		state_dir = argv[2];
+		if ((res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+			return 1;
+		memset(res, 0, sizeof(*res));
+		return pool_main(argv[3], argv + 4, argc - 4);
 	}
 	if (snapshot) {
 		if (argc != 4 && argc != 5) {
