@@ -1469,6 +1469,24 @@ static void phase_transport(char **images, int n, const char *dir)
 	engine_close(&cold);
 }
 
+/* The results the phases' child processes fill in, shared with this one; false if they cannot be mapped. */
+static bool results_map(void)
+{
+	res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (res == MAP_FAILED) {
+		perror("vm_bench: mmap");
+		return false;
+	}
+	memset(res, 0, sizeof(*res));
+	return true;
+}
+
+/* BENCH_RUNS if set to a positive number, else def. */
+static int env_runs(int def)
+{
+	return getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : def;
+}
+
 int main(int argc, char **argv)
 {
 	char **images = argv + 3;
@@ -1514,11 +1532,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "usage: vm_bench --pool STATE_DIR IMAGES_DIR image...\n");
 			return 2;
 		}
-		runs = getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : 20;
+		runs = env_runs(20);
 		state_dir = argv[2];
-		if ((res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+		if (!results_map())
 			return 1;
-		memset(res, 0, sizeof(*res));
 		return pool_main(argv[3], argv + 4, argc - 4);
 	}
 	if (snapshot) {
@@ -1526,11 +1543,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "usage: vm_bench --snapshot STATE_DIR IMAGES_DIR [image]\n");
 			return 2;
 		}
-		runs = getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : 5;
+		runs = env_runs(5);
 		state_dir = argv[2];
-		if ((res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+		if (!results_map())
 			return 1;
-		memset(res, 0, sizeof(*res));
 		return snapshot_main(argv[3], argc == 5 ? argv[4] : "tiny");
 	}
 	if (stream) {

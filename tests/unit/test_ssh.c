@@ -722,13 +722,12 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static void test_exec_threads(void **state)
+/* Eight threads running commands on one connection at once; none may fail. */
+static void run_workers(saas__ssh *ssh)
 {
-	saas__ssh *ssh = connect_ok();
 	struct worker w[8];
 	pthread_t t[8];
 
-	(void)state;
 	for (int i = 0; i < 8; i++) {
 		w[i].ssh = ssh;
 		w[i].id = i;
@@ -739,6 +738,14 @@ static void test_exec_threads(void **state)
 		pthread_join(t[i], NULL);
 		assert_int_equal(w[i].failures, 0);
 	}
+}
+
+static void test_exec_threads(void **state)
+{
+	saas__ssh *ssh = connect_ok();
+
+	(void)state;
+	run_workers(ssh);
 	saas__ssh_close(ssh);
 }
 
@@ -796,21 +803,8 @@ static void test_exec_parked(void **state)
 		slots_parked_only(ssh);
 	}
 	/* Commands from many threads at once on the same connection: the same once they are done. */
-	{
-		struct worker w[8];
-		pthread_t t[8];
-		for (int i = 0; i < 8; i++) {
-			w[i].ssh = ssh;
-			w[i].id = i;
-			w[i].failures = 0;
-			assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
-		}
-		for (int i = 0; i < 8; i++) {
-			pthread_join(t[i], NULL);
-			assert_int_equal(w[i].failures, 0);
-		}
-		slots_parked_only(ssh);
-	}
+	run_workers(ssh);
+	slots_parked_only(ssh);
 	/* The guest answered every close by now: the next open frees them all but its own. */
 	usleep(200 * 1000);
 	assert_int_equal(run(ssh, "exit 3", &x, &code), SAAS_OK);
