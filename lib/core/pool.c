@@ -53,6 +53,13 @@
 #define SPEC_MAX 4096
 #define ENTRIES_MAX 64
 #define POOL_CHECK_MS 10000
+/*
+ * After a claim, the refill waits this long before it makes the replacement,
+ * so that the claimer's first commands run while the host's CPUs are
+ * otherwise idle: on 2 cores under TCG a VM being made beside them took
+ * their time from ~20 ms to 50-70 ms (bench/RESULTS.md).
+ */
+#define POOL_CLAIM_HOLD_MS 2000
 /* A pooled VM's first command (pool_warm): `true`, on a guest that has just answered. */
 #define POOL_WARM_TIMEOUT_MS 60000
 
@@ -691,8 +698,12 @@ void saas__pool_release(saas_engine *e, const char *name, int outcome)
 			if (outcome == SAAS_POOL_RETURN) {
 				pl->slots[j].state = SLOT_READY;
 			} else {
-				if (outcome == SAAS_POOL_CLAIMED)
+				if (outcome == SAAS_POOL_CLAIMED) {
+					int64_t hold = saas__engine_now(e) + POOL_CLAIM_HOLD_MS;
 					pl->claims++;
+					if (p->retry_at_ms < hold)
+						p->retry_at_ms = hold;
+				}
 				memmove(&pl->slots[j], &pl->slots[j + 1], (pl->nslots - j - 1) * sizeof(pl->slots[0]));
 				pl->nslots--;
 				pthread_cond_broadcast(&p->cond);

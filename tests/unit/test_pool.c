@@ -201,10 +201,14 @@ static unsigned int pool_ready(struct fixture *f, const char *size, const char *
 	return n;
 }
 
-/* Sweep until every pool is full; the sweeps it took. */
+/*
+ * Sweep until every pool is full; the sweeps it took. A sweep that made
+ * nothing waited on the refill's hold after a claim (POOL_CLAIM_HOLD_MS):
+ * the clock moves past it before the next.
+ */
 static unsigned int fill(struct fixture *f)
 {
-	unsigned int sweeps = 0;
+	unsigned int sweeps = 0, calls = saas_fake_create_calls();
 
 	for (;;) {
 		saas_engine_stats *st = stats(f);
@@ -213,6 +217,9 @@ static unsigned int fill(struct fixture *f)
 		if (full)
 			return sweeps;
 		assert_true(++sweeps <= 64);
+		if (sweeps > 1 && saas_fake_create_calls() == calls)
+			advance(2000);
+		calls = saas_fake_create_calls();
 		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	}
 }
@@ -590,10 +597,11 @@ static void test_pool_orphan_sweep(void **state)
 	assert_true(saas_fake_vm_exists(sb->id));
 	for (unsigned int i = 0; i < nmade; i++)
 		assert_true(saas_fake_vm_exists(made[i].name));
-	/* And the VM the refill is making right now is left alone too. */
+	/* And the VM the refill is making right now is left alone too (once the hold after the claim passed). */
 	hook_engine = f->engine;
 	hook_ok = -1;
 	saas_fake_on_create(sweep_during_create, NULL);
+	advance(2000);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(hook_ok, 1);
 	assert_int_equal(pool_ready(f, "small", "default"), 2);
@@ -652,6 +660,32 @@ static void test_pool_backoff(void **state)
 	/* The driver works again: the next sweeps fill the pools without waiting. */
 	assert_int_equal(fill(f), 3);
 	assert_int_equal(saas_fake_create_calls(), 11);
+}
+
+/*
+ * After a claim the refill holds off for POOL_CLAIM_HOLD_MS (2 s): the
+ * claimer's first commands get the host's CPUs to themselves. Then it makes
+ * the replacement as before.
+ */
+static void test_pool_claim_hold(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sb;
+
+	fill(f);
+	assert_int_equal(saas_fake_create_calls(), 3);
+	sb = create(f->a, "small");
+	assert_int_equal(pool_ready(f, "small", "default"), 1);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
+	assert_int_equal(saas_fake_create_calls(), 3);
+	advance(1999);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
+	assert_int_equal(saas_fake_create_calls(), 3);
+	advance(1);
+	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
+	assert_int_equal(saas_fake_create_calls(), 4);
+	assert_int_equal(pool_ready(f, "small", "default"), 2);
+	saas_sandbox_free(sb);
 }
 
 /*
@@ -843,6 +877,13 @@ static void test_pool_thread(void **state)
 	assert_true(wait_ready(f, 2, 1));
 	sb = create(f->a, "small");
 	assert_true(saas_fake_vm_exists(sb->id));
+	/* The refill holds off after a claim (POOL_CLAIM_HOLD_MS), then makes the replacement. */
+	assert_true(wait_ready(f, 1, 1));
+	assert_int_equal(saas_fake_create_calls(), 3);
+	advance(1999);
+	usleep(100 * 1000);
+	assert_int_equal(saas_fake_create_calls(), 3);
+	advance(1);
 	assert_true(wait_ready(f, 2, 1));
 	assert_int_equal(saas_fake_create_calls(), 4);
 	assert_int_equal(saas_fake_vm_count(), 3);
@@ -932,6 +973,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_engine_free, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_backoff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_warm_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_claim_hold, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_bad_specs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_v1_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_store_only, setup, teardown),
