@@ -366,6 +366,9 @@ check "metrics: aas_pool_claims_total 1" test "$(pool_metric claims_total)" = 1
 auth GET "/v1/sandboxes?status=active"
 check "the account lists its claimed sandbox and no pooled VM" test "$(jqr '[.sandboxes[].id] | join(" ")')" = "$PSB"
 auth DELETE "/v1/sandboxes/${PSB}"; expect_status 200 "destroy the pooled one"
+# The refill holds off 2 s after a claim, then makes the replacement.
+for _ in $(seq 1 100); do [ "$(pool_metric ready)" = 1 ] && break; sleep 0.1; done
+check "the pool refills after the claim" test "$(pool_metric ready)" = 1
 check "SIGTERM with a pool exits 0" stop_server
 check "the unclaimed pooled VM is destroyed at stop" grep -q "destroying unclaimed VM" "${WORK}/server.log"
 
