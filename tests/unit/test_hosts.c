@@ -1427,6 +1427,9 @@ static void test_pool_two_engines(void **state)
 	assert_int_equal(saas_fake_vm_count(), vms);
 	assert_false(saas__pool_owns(f->engine, sb->id));
 	saas_sandbox_free(sb);
+	/* Its refill holds off 2 s after the claim, then makes the replacement. */
+	assert_int_equal(refill(e2), 0);
+	advance(2000);
 	assert_int_equal(refill(e2), 1);
 	assert_int_equal(saas_fake_vm_count(), vms + 1);
 	/* The second engine goes: its pooled VM with it; the first one's stays. */
