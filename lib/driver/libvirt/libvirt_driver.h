@@ -835,8 +835,7 @@ uint64_t saas__lv_mem_available_mib(void);
 
 /*
  * May a VM of need_mb start on a host with avail_mib available, keeping
- * reserve_mb? SAAS_OK, or SAAS_EBUSY saying so (`what`: "a sandbox", "the
- * restored sandbox"...). avail_mib 0 (unknown) passes.
+ * reserve_mb? SAAS_OK, or SAAS_EBUSY saying so. avail_mib 0 (unknown) passes.
  */
 int saas__lv_memory_room(uint64_t avail_mib, unsigned int need_mb, unsigned int reserve_mb);
 
