@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "util/error.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 int64_t saas__now_ms(void)
@@ -278,4 +279,21 @@ int saas__mkdir_p(const char *path, unsigned int mode)
 	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+void saas__sha256(uint8_t out[32], const void *data, size_t len)
+{
+	saas__sha256_ctx c;
+
+	saas__sha256_init(&c);
+	saas__sha256_update(&c, data, len);
+	saas__sha256_final(&c, out);
+}
+
+void saas__sha256_hex(char out[65], const void *data, size_t len)
+{
+	uint8_t d[SAAS_SHA256_LEN];
+
+	saas__sha256(d, data, len);
+	saas__sha256_tohex(out, d);
 }

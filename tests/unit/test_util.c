@@ -17,6 +17,7 @@
 #include "transport/marker.h"
 #endif
 #include "util/error.h"
+#include "util/sha256.h"
 #include "util/util.h"
 
 static void test_sha256_vectors(void **state)
@@ -46,6 +47,49 @@ static void test_sha256_vectors(void **state)
 	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	saas_key_fingerprint(hex, NULL);
 	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+/* Fed in pieces of any sizes, the digest is the one-shot's (the file transfers hash as the bytes stream). */
+static void test_sha256_incremental(void **state)
+{
+	static unsigned char data[1000];
+	char want[65], got[65];
+	uint8_t d[SAAS_SHA256_LEN];
+	saas__sha256_ctx c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 131 + 7);
+	for (size_t len = 0; len <= 200; len += len < 70 ? 1 : 13) {
+		saas__sha256_hex(want, data, len);
+		/* Two pieces, split everywhere. */
+		for (size_t cut = 0; cut <= len; cut++) {
+			saas__sha256_init(&c);
+			saas__sha256_update(&c, data, cut);
+			saas__sha256_update(&c, data + cut, len - cut);
+			saas__sha256_final(&c, d);
+			saas__sha256_tohex(got, d);
+			assert_string_equal(got, want);
+		}
+		/* Pieces of 1 to 9 bytes, and empty ones between them. */
+		for (size_t step = 1; step < 10; step++) {
+			saas__sha256_init(&c);
+			for (size_t off = 0; off < len; off += step) {
+				saas__sha256_update(&c, data + off, off + step <= len ? step : len - off);
+				saas__sha256_update(&c, data, 0);
+			}
+			saas__sha256_final(&c, d);
+			saas__sha256_tohex(got, d);
+			assert_string_equal(got, want);
+		}
+	}
+	saas__sha256_hex(want, data, sizeof(data));
+	saas__sha256_init(&c);
+	saas__sha256_update(&c, data, 1);
+	saas__sha256_update(&c, data + 1, sizeof(data) - 1);
+	saas__sha256_final(&c, d);
+	saas__sha256_tohex(got, d);
+	assert_string_equal(got, want);
 }
 
 static void test_base64(void **state)
@@ -386,6 +430,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha256_vectors),
+		cmocka_unit_test(test_sha256_incremental),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_time),
 #ifdef SAAS_WITH_LIBVIRT

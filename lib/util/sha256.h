@@ -1,0 +1,27 @@
+/*
+ * Internal: SHA-256 (FIPS 180-4), incremental. Self-contained (the C library
+ * only): images/build compiles sha256.c into the guest's aas-control too, so
+ * that both ends of the control port's file transfers hash the same way.
+ */
+#ifndef SAAS_SHA256_H
+#define SAAS_SHA256_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SAAS_SHA256_LEN 32
+
+typedef struct {
+	uint32_t h[8];
+	uint64_t len;                  /* bytes fed so far */
+	uint8_t buf[64];               /* a partial block: len % 64 bytes of it */
+} saas__sha256_ctx;
+
+void saas__sha256_init(saas__sha256_ctx *c);
+void saas__sha256_update(saas__sha256_ctx *c, const void *data, size_t len);
+/* The digest; c is spent (init it again to reuse it). */
+void saas__sha256_final(saas__sha256_ctx *c, uint8_t out[SAAS_SHA256_LEN]);
+/* A digest as 64 lowercase hex digits and a NUL. */
+void saas__sha256_tohex(char out[2 * SAAS_SHA256_LEN + 1], const uint8_t digest[SAAS_SHA256_LEN]);
+
+#endif
