@@ -36,6 +36,48 @@ struct aas_fixup {
 int aas_control_parse(const char *line, size_t n, struct aas_fixup *out, const char **why);
 
 /*
+ * Files over the port (the bulk path: no SSH, no guest-side cipher). After a
+ * request line the bytes are binary, framed:
+ *   engine: files NONCE                       guest: ok NONCE       (the helper serves files)
+ *   engine: put NONCE MODE PATHLEN\n PATH      guest: ready NONCE   or error NONCE ERRNO WHAT
+ *           frames..., a 0 frame, 32 bytes of SHA-256 of the data
+ *                                             guest: ok NONCE      or error NONCE ERRNO WHAT
+ *   engine: get NONCE MAX PATHLEN\n PATH       guest: size NONCE N  or error NONCE ERRNO WHAT
+ *           guest: frames of the file's N bytes, then a 0 frame and ok NONCE HEX_SHA256,
+ *                  or an abort frame and error NONCE ERRNO WHAT; nothing when N > MAX > 0
+ * A frame is a 4-byte big-endian length (1 to AAS_FILES_FRAME_MAX) and that
+ * many bytes; 0 ends the data, AAS_FILES_FRAME_ABORT gives it up. MODE is 1
+ * to 4 octal digits (at most 07777), MAX 1 to 18 decimal digits (0: no
+ * bound), PATHLEN 1 to AAS_FILES_PATH_MAX, PATH absolute with no NUL. ERRNO is the guest's errno in decimal.
+ * The guest does the work as the sandbox user, exactly as its SFTP would: a
+ * put creates the missing directories (0755), writes a temporary file beside
+ * the target and renames it over the target once the digest matched.
+ */
+#define AAS_FILES_PATH_MAX 4096
+#define AAS_FILES_FRAME_MAX (1024 * 1024)
+#define AAS_FILES_FRAME_ABORT 0xffffffffu
+#define AAS_FILES_USER "sandbox"
+
+enum aas_request { AAS_REQ_FIXUP, AAS_REQ_FILES, AAS_REQ_PUT, AAS_REQ_GET };
+
+struct aas_file_req {
+	int kind;                      /* AAS_REQ_FILES, _PUT or _GET */
+	char nonce[AAS_CONTROL_NONCE_LEN + 1];
+	unsigned int mode;             /* put */
+	long long max;                 /* get: the most bytes the engine takes (0: any) */
+	size_t path_len;               /* put, get */
+};
+
+/* Which request a line is (by its first word): enum aas_request, or -1. */
+int aas_request_kind(const char *line, size_t n);
+
+/*
+ * A files, put or get line (without its '\n'): 0, or -1 with *why saying what
+ * is wrong (out->nonce set when the nonce itself was well formed).
+ */
+int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const char **why);
+
+/*
  * The line reader: bytes in, whole lines out. A line longer than
  * AAS_CONTROL_LINE_MAX - 1 bytes is dropped whole (reported once, as
  * overlong), never cut into requests.

@@ -34,7 +34,6 @@
 #include <cmocka.h>
 
 #include "saas.h"
-#include "../gate.h"
 #include "vmtest.h"
 
 static char state_dir[4096], config[4096];
@@ -342,57 +341,6 @@ static void check_host_unreachable(const char *id)
 	pthread_join(t, NULL);
 	assert_int_equal(l.accepted, 0);
 	close(l.fds[0]);
-}
-
-struct slow_upload {
-	struct saas_test_gate gate;
-	int rc;
-	char message[512];
-};
-
-static void *slow_upload_main(void *arg)
-{
-	struct slow_upload *u = arg;
-
-	u->rc = saas_file_write_stream(ca, shared->id, "/workspace/slow.bin", saas_test_gate_read, &u->gate, -1, NULL);
-	snprintf(u->message, sizeof(u->message), "%s", saas_error_last()->message);
-	return NULL;
-}
-
-/*
- * The tenant kills its own SSH session (`kill -9 -1` as the sandbox user)
- * while an upload waits for its slow client. The next operation replaces the
- * dead session; the upload, which still holds the old one, fails cleanly.
- */
-static void test_session_killed_mid_upload(void **state)
-{
-	struct slow_upload u = { SAAS_TEST_GATE_INIT, 0, "" };
-	saas_execution *x = NULL;
-	pthread_t tid;
-	int rc = SAAS_EBACKEND;
-
-	(void)state;
-	assert_int_equal(pthread_create(&tid, NULL, slow_upload_main, &u), 0);
-	saas_test_gate_reached(&u.gate);
-
-	/* Kills the session carrying it too: whatever this call says, the session is gone. */
-	if (saas_exec(&x, ca, shared->id, "kill -9 -1", NULL, 0) == SAAS_OK)
-		saas_execution_free(x);
-	x = NULL;
-	/* The guest's sshd may take a moment to drop the connection; until then a call can still fail on it. */
-	for (int i = 0; i < 100 && (rc = saas_exec(&x, ca, shared->id, "echo fresh", NULL, 0)) != SAAS_OK; i++)
-		usleep(100 * 1000);
-	check(rc, "exec on a fresh session");
-	assert_string_equal(x->stdout_data, "fresh\n");
-	saas_execution_free(x);
-
-	saas_test_gate_open(&u.gate);
-	assert_int_equal(pthread_join(tid, NULL), 0);
-	assert_int_equal(u.rc, SAAS_EBACKEND);
-	assert_non_null(strstr(u.message, "connection"));
-	x = run("test -e /workspace/slow.bin && echo there || echo absent");
-	assert_string_equal(x->stdout_data, "absent\n");
-	saas_execution_free(x);
 }
 
 /* The shared sandbox has the engine's default policy (isolated, or internet behind the guard). */
@@ -1088,7 +1036,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timeout_kills),
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_files_binary),
-		cmocka_unit_test(test_session_killed_mid_upload),
 		cmocka_unit_test(test_host_isolation),
 		cmocka_unit_test_setup_teardown(test_network_internet, net_setup, net_teardown),
 		cmocka_unit_test_setup_teardown(test_network_isolated, net_setup, net_teardown),

@@ -159,6 +159,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->boot_timeout_ms = DEFAULT_BOOT_TIMEOUT_MS;
 	cfg->templates = true;
 	cfg->control_port = true;
+	cfg->control_files = true;
 	cfg->uids = UIDS_AUTO;
 	cfg->uid_first = UIDS_FIRST_DEFAULT;
 	cfg->uid_count = UIDS_COUNT_DEFAULT;
@@ -208,6 +209,10 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
 				rc = saas__inval("control_port must be on or off, not '%s'", val);
 			cfg->control_port = strcmp(val, "on") == 0;
+		} else if (strcmp(tok, "control_files") == 0) {
+			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
+				rc = saas__inval("control_files must be on or off, not '%s'", val);
+			cfg->control_files = strcmp(val, "on") == 0;
 		} else if (strcmp(tok, "boot_timeout") == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);

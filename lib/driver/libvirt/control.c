@@ -42,8 +42,7 @@ int saas__lv_control_request(char *out, size_t cap, const char *nonce, const cha
 	return n;
 }
 
-/* The guest's words, for an error message: printable ASCII only, at most max bytes. */
-static void printable(char *out, size_t cap, const char *s, size_t n)
+void saas__lv_control_printable(char *out, size_t cap, const char *s, size_t n)
 {
 	size_t w = 0;
 
@@ -66,11 +65,11 @@ int saas__lv_control_reply(const char *buf, size_t len, const char *nonce)
 	if (len > 6 && memcmp(buf, "error ", 6) == 0) {
 		const char *what = memchr(buf + 6, ' ', len - 6);
 		size_t wl = what ? len - (size_t)(what + 1 - buf) : 0;
-		printable(said, sizeof(said), what ? what + 1 : "", wl);
+		saas__lv_control_printable(said, sizeof(said), what ? what + 1 : "", wl);
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's control port refused the fix-ups: %s",
 		                   said[0] ? said : "no reason given");
 	}
-	printable(said, sizeof(said), buf, len);
+	saas__lv_control_printable(said, sizeof(said), buf, len);
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's control port answered '%s'", said);
 }
 
@@ -81,32 +80,52 @@ static int remaining(const struct timespec *t0, int timeout_ms)
 	return left > 0 ? (int)left : 0;
 }
 
-int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms)
+int saas__lv_control_nonce(char nonce[CONTROL_NONCE_LEN + 1])
+{
+	unsigned char raw[CONTROL_NONCE_LEN / 2];
+	int rc;
+
+	if ((rc = saas__random(raw, sizeof(raw))) < 0)
+		return rc;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
+	return SAAS_OK;
+}
+
+int saas__lv_control_connect(const char *vmdir, int *out)
 {
 	struct sockaddr_un sa;
-	struct timespec t0, now;
-	unsigned char raw[CONTROL_NONCE_LEN / 2];
-	char nonce[CONTROL_NONCE_LEN + 1], req[CONTROL_LINE_MAX + 1], buf[CONTROL_REPLY_MAX];
-	size_t got = 0, sent = 0;
-	int fd = -1, rc, n;
+	int fd, rc;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	*out = -1;
 	if (!saas__lv_control_fits(vmdir))
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "the VM's directory %s is too long for a socket",
 		                   vmdir);
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", vmdir, CONTROL_SOCKET);
-	if ((rc = saas__random(raw, sizeof(raw))) < 0)
-		return rc;
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
 	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot connect to the control port %s: %s", sa.sun_path,
 		                 strerror(errno));
-		goto out;
+		if (fd >= 0)
+			close(fd);
+		return rc;
 	}
+	*out = fd;
+	return SAAS_OK;
+}
+
+int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms)
+{
+	struct timespec t0, now;
+	char nonce[CONTROL_NONCE_LEN + 1], req[CONTROL_LINE_MAX + 1], buf[CONTROL_REPLY_MAX];
+	size_t got = 0, sent = 0;
+	int fd = -1, rc, n;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if ((rc = saas__lv_control_nonce(nonce)) < 0 || (rc = saas__lv_control_connect(vmdir, &fd)) < 0)
+		goto out;
 	/* The clock is read last: what the guest sets is as close to now as the engine can make it. */
 	clock_gettime(CLOCK_REALTIME, &now);
 	if ((n = saas__lv_control_request(req, sizeof(req), nonce, hostname, &now, seed_hex)) < 0) {

@@ -11,7 +11,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
+
+#include "saas/files.h"
 
 /* The virtio-serial port's name: the guest finds its device by it. The manifest's "control_port" must say it. */
 #define CONTROL_PORT_NAME "org.libsaas.control.0"
@@ -47,6 +50,19 @@ int saas__lv_control_request(char *out, size_t cap, const char *nonce, const cha
  */
 int saas__lv_control_reply(const char *buf, size_t len, const char *nonce);
 
+/* The guest's words, n bytes at s, for an error message: printable ASCII only, at most cap - 1 bytes. */
+void saas__lv_control_printable(char *out, size_t cap, const char *s, size_t n);
+
+/* A fresh nonce: CONTROL_NONCE_LEN lowercase hex digits. */
+int saas__lv_control_nonce(char nonce[CONTROL_NONCE_LEN + 1]);
+
+/*
+ * A non-blocking connection to the control port of the VM in vmdir, in *fd:
+ * SAAS_OK, SAAS_ENOTSUP (the directory is too long for a socket) or SAAS_EIO
+ * (no socket there, or QEMU does not take connections).
+ */
+int saas__lv_control_connect(const char *vmdir, int *fd);
+
 /*
  * The fix-ups of the restored VM whose directory is vmdir, over its control
  * port: connect, send the request, read the answer, all within timeout_ms.
@@ -55,5 +71,70 @@ int saas__lv_control_reply(const char *buf, size_t len, const char *nonce);
  * wrong answer) otherwise, and the caller does them over SSH instead.
  */
 int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms);
+
+/*
+ * Files over the control port (control_files.c): the bulk path, with no SSH
+ * and no cipher in the guest. The protocol is images/guest/aas-control.h's
+ * (these constants must match its AAS_FILES_*: tests/unit/test_control.c
+ * checks). The guest's helper does each transfer as the sandbox user, with
+ * SFTP's semantics; both ends check the bytes' SHA-256.
+ */
+#define CONTROL_FILES_PATH_MAX 4096
+#define CONTROL_FILES_FRAME_MAX (1024 * 1024)
+#define CONTROL_FILES_FRAME_ABORT 0xffffffffu
+/* How long the engine waits for the guest to move anything (an answer, a frame) before it gives up. */
+#define CONTROL_FILES_IDLE_MS 60000
+
+/* What one line of the guest's says during a transfer. */
+enum files_said { FILES_SAID_READY, FILES_SAID_OK, FILES_SAID_SIZE, FILES_SAID_ERROR };
+
+struct files_reply {
+	int kind;                      /* enum files_said */
+	int64_t size;                  /* FILES_SAID_SIZE: the file's bytes */
+	char sha256[65];               /* FILES_SAID_OK after a get: 64 lowercase hex digits; else "" */
+	int err;                       /* FILES_SAID_ERROR: the guest's errno (0: it gave none) */
+	char what[CONTROL_SAID_MAX + 1]; /* FILES_SAID_ERROR: its words, printable ASCII */
+};
+
+/*
+ * One line of the guest's, len bytes at buf with its '\n' last: SAAS_OK and
+ * *out when it is a well-formed answer to nonce (any of enum files_said);
+ * SAAS_EBACKEND otherwise, quoting the guest's words. Pure; reads nothing
+ * past len.
+ */
+int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct files_reply *out);
+
+/*
+ * The saas error for a guest's errno while doing `verb` ("writing",
+ * "reading") to path, as SFTP's status codes map: ENOENT is SAAS_ENOTFOUND,
+ * EACCES SAAS_EPERM, EISDIR SAAS_EISDIR, a refused path SAAS_EINVAL, a full
+ * disk and the rest SAAS_EIO. Pure.
+ */
+int saas__lv_files_error(int err, const char *what, const char *verb, const char *path);
+
+/*
+ * A VM's connection to its port for files, kept between transfers (each
+ * connection and disconnection reaches the guest out of order with the
+ * data, so the engine makes few): NULL until the first transfer, closed with
+ * saas__lv_ctl_close when the VM goes.
+ */
+struct saas__lv_ctl;
+void saas__lv_ctl_close(struct saas__lv_ctl *c);
+
+/*
+ * Write path in the guest of the VM in vmdir from reader (SFTP's
+ * saas__ssh_file_write, over the port), or read it into writer, at most
+ * max bytes when max > 0 (SFTP's saas__ssh_file_read), over *ctl (opened
+ * when NULL; closed and NULL again when the stream was lost). *serves is the
+ * VM's answer to "does your helper serve files": 0 not asked yet (asked, and
+ * set), 1 yes, -1 no. SAAS_ENOTSUP, before the reader or writer was ever
+ * called, when the port cannot be used (no socket, a helper that predates
+ * files, no answer): the caller uses SFTP. The caller serialises calls per
+ * VM (the port takes one connection at a time).
+ */
+int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path,
+                         unsigned int mode, saas_read_fn reader, void *ud);
+int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
+                        saas_write_fn writer, void *ud, int64_t *size);
 
 #endif

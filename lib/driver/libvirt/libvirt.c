@@ -24,6 +24,7 @@
 #include <libvirt/virterror.h>
 
 #include "driver/libvirt/console.h"
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /* ---- the event loop and shared helpers ------------------------------------------------------- */
@@ -333,6 +334,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->network = cfg.network;
 	d->templates = cfg.templates;
 	d->control_port = cfg.control_port;
+	d->control_files = cfg.control_files;
 	d->boot_timeout_ms = cfg.boot_timeout_ms;
 	d->uids_mode = cfg.uids;
 	d->uid_first = cfg.uid_first;
@@ -930,32 +932,82 @@ static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int
 	return rc;
 }
 
-static int lv_file_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
-                         void *ud, int64_t size)
+/* A file transfer over the control port (control_files.c), or over SFTP where the port cannot take it. */
+struct file_call {
+	const char *path;
+	unsigned int mode;
+	saas_read_fn reader;
+	saas_write_fn writer;
+	void *ud;
+	int64_t max, size, *sizep;
+};
+
+/*
+ * Over the VM's control port where its guest's helper serves files (asked
+ * once per VM, then remembered): SAAS_ENOTSUP, with nothing of the file
+ * moved, where it cannot be used and SFTP must do it.
+ */
+static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 {
-	struct drv *d = ctx;
+	struct vm *v;
+	char *dir;
+	bool asked;
+	int rc;
+
+	if (d->remote || !d->control_files || !(v = saas__lv_vm_get(d, name)))
+		return SAAS_ENOTSUP;
+	if (!(dir = saas__lv_drv_path(d, "vms", name))) {
+		saas__lv_vm_put(d, v);
+		return saas__oom();
+	}
+	pthread_mutex_lock(&v->ctl_mu);
+	asked = v->files == 0;
+	if (fc->reader)
+		rc = saas__lv_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud);
+	else
+		rc = saas__lv_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep);
+	if (asked && v->files > 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over the control port", name);
+	else if (asked && v->files < 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over SFTP: %s", name, saas_error_last()->message);
+	pthread_mutex_unlock(&v->ctl_mu);
+	saas__lv_vm_put(d, v);
+	free(dir);
+	return rc;
+}
+
+static int file_call(struct drv *d, const char *name, struct file_call *fc)
+{
 	saas__ssh *ssh;
 	int rc;
 
+	if ((rc = file_over_port(d, name, fc)) != SAAS_ENOTSUP)
+		return rc;
+	saas__error_clear();
 	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
-	rc = saas__ssh_file_write(ssh, path, mode, reader, ud, size);
+	if (fc->reader)
+		rc = saas__ssh_file_write(ssh, fc->path, fc->mode, fc->reader, fc->ud, fc->size);
+	else
+		rc = saas__ssh_file_read(ssh, fc->path, fc->max, fc->writer, fc->ud, fc->sizep);
 	saas__ssh_close(ssh);
 	return rc;
+}
+
+static int lv_file_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
+                         void *ud, int64_t size)
+{
+	struct file_call fc = { .path = path, .mode = mode, .reader = reader, .ud = ud, .size = size };
+
+	return file_call(ctx, name, &fc);
 }
 
 static int lv_file_read(void *ctx, const char *name, const char *path, int64_t max, saas_write_fn writer,
                         void *ud, int64_t *size)
 {
-	struct drv *d = ctx;
-	saas__ssh *ssh;
-	int rc;
+	struct file_call fc = { .path = path, .writer = writer, .ud = ud, .max = max, .sizep = size };
 
-	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
-		return rc;
-	rc = saas__ssh_file_read(ssh, path, max, writer, ud, size);
-	saas__ssh_close(ssh);
-	return rc;
+	return file_call(ctx, name, &fc);
 }
 
 static int lv_file_list(void *ctx, const char *name, const char *path, unsigned int depth, saas_entry_fn fn,

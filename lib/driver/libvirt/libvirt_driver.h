@@ -176,6 +176,7 @@ struct saas__lv_config {
 	int network;                     /* enum netcfg */
 	bool templates;                  /* make sandboxes as clones of templates */
 	bool control_port;               /* clones' fix-ups over the control port where the image serves it */
+	bool control_files;              /* files over the control port where the guest's helper serves them */
 	int boot_timeout_ms;
 	int uids;                        /* enum uidcfg */
 	unsigned int uid_first, uid_count;
@@ -195,7 +196,7 @@ struct saas__lv_config {
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
- * templates=on|off control_port=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
+ * templates=on|off control_port=on|off control_files=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
  * pool=NAME pool_dir=PATH min_free_memory_mb=MIB. NULL or "" gives the defaults. On
@@ -303,6 +304,9 @@ struct vm {
 	char *host_key;
 	saas__ssh *ssh;
 	pthread_mutex_t mu;              /* serialises (re)connecting */
+	pthread_mutex_t ctl_mu;          /* one file transfer at a time over its control port */
+	int files;                       /* under ctl_mu: its helper serves files (1), does not (-1), not asked (0) */
+	struct saas__lv_ctl *ctl;        /* under ctl_mu: the connection for files (control.h), or NULL */
 	unsigned int refs;
 	struct vm *next;
 };
@@ -358,6 +362,11 @@ struct drv {
 	 * there (it stays in the domains: a template is the same either way).
 	 */
 	bool control_port;
+	/*
+	 * control_files=off: files go over SFTP even where the guest's helper
+	 * serves them over the port (control_files.c).
+	 */
+	bool control_files;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
 	virConnectPtr conn;              /* remote: replaced when it died (saas__lv_host_check); read atomically */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 void saas__lv_vm_put(struct drv *d, struct vm *v)
@@ -19,8 +20,10 @@ void saas__lv_vm_put(struct drv *d, struct vm *v)
 	if (!last)
 		return;
 	saas__ssh_close(v->ssh);
+	saas__lv_ctl_close(v->ctl);
 	free(v->host_key);
 	pthread_mutex_destroy(&v->mu);
+	pthread_mutex_destroy(&v->ctl_mu);
 	free(v);
 }
 
@@ -76,6 +79,7 @@ int saas__lv_vm_add(struct drv *d, const char *name, const struct image *im, uns
 	v->ssh = ssh;
 	v->refs = 1;
 	pthread_mutex_init(&v->mu, NULL);
+	pthread_mutex_init(&v->ctl_mu, NULL);
 	pthread_mutex_lock(&d->mu);
 	v->next = d->vms;
 	d->vms = v;
