@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "aas-control.h"
-#include "util/sha256.h"
+#include "util/xxh64.h"
 
 /* The next space-separated word of *p (no empty words, nothing but one space between them). */
 static const char *next_word(const char **p, const char *end, size_t *len)
@@ -667,9 +667,9 @@ static int mkdir_p(char *dir)
 static void files_put(struct xfer *x, const char *path)
 {
 	char dir[AAS_FILES_PATH_MAX + 1], tmp[AAS_FILES_PATH_MAX + 32];
-	unsigned char hdr[4], want[SAAS_SHA256_LEN], got[SAAS_SHA256_LEN], *buf;
-	uint64_t rnd = 0;
-	saas__sha256_ctx sha;
+	unsigned char hdr[4], want[8], *buf;
+	uint64_t rnd = 0, got;
+	saas__xxh64_ctx sum;
 	struct stat st;
 	char *slash;
 	int fd, err = 0;
@@ -699,7 +699,7 @@ static void files_put(struct xfer *x, const char *path)
 		unlink(tmp);
 		return;
 	}
-	saas__sha256_init(&sha);
+	saas__xxh64_init(&sum, 0);
 	for (;;) {
 		uint32_t len;
 		if (!port_read(x, hdr, sizeof(hdr)))
@@ -718,7 +718,7 @@ static void files_put(struct xfer *x, const char *path)
 		}
 		if (!port_read(x, buf, len))
 			goto gone;
-		saas__sha256_update(&sha, buf, len);
+		saas__xxh64_update(&sum, buf, len);
 		/* A failed write (the disk full) still takes the rest: the answer comes at the end. */
 		for (size_t off = 0; !err && off < len;) {
 			ssize_t w = write(fd, buf + off, len - off);
@@ -730,19 +730,20 @@ static void files_put(struct xfer *x, const char *path)
 	}
 	if (!port_read(x, want, sizeof(want)))
 		goto gone;
-	saas__sha256_final(&sha, got);
+	got = saas__xxh64_digest(&sum);
 	if (!err && fchmod(fd, x->q->mode & 07777) < 0)
 		err = errno;
 	if (close(fd) < 0 && !err)
 		err = errno;
 	fd = -1;
-	if (!err && memcmp(want, got, sizeof(got)) != 0)
-		err = EBADMSG;
+	for (int i = 0; !err && i < 8; i++)
+		if (want[i] != (unsigned char)(got >> (56 - 8 * i)))
+			err = EBADMSG;
 	if (!err && rename(tmp, path) < 0)
 		err = errno;
 	if (err) {
 		unlink(tmp);
-		files_fail(x, err, err == EBADMSG ? "the bytes' digest does not match" : "writing");
+		files_fail(x, err, err == EBADMSG ? "the bytes' checksum does not match" : "writing");
 	} else {
 		port_say(x->port, "ok %s", x->q->nonce);
 	}
@@ -757,9 +758,8 @@ gone:
 
 static void files_get(struct xfer *x, const char *path)
 {
-	unsigned char *frame, got[SAAS_SHA256_LEN];
-	char hex[2 * SAAS_SHA256_LEN + 1];
-	saas__sha256_ctx sha;
+	unsigned char *frame;
+	saas__xxh64_ctx sum;
 	struct stat st;
 	long long left;
 	int fd;
@@ -782,7 +782,7 @@ static void files_get(struct xfer *x, const char *path)
 		close(fd);
 		return;
 	}
-	saas__sha256_init(&sha);
+	saas__xxh64_init(&sum, 0);
 	/* Exactly the size announced, even if the file grows meanwhile. */
 	while (left > 0) {
 		ssize_t n = read(fd, frame + 4, left < FILES_CHUNK ? (size_t)left : FILES_CHUNK);
@@ -796,16 +796,14 @@ static void files_get(struct xfer *x, const char *path)
 		if (n < 0)
 			continue;
 		be32_put(frame, (uint32_t)n);
-		saas__sha256_update(&sha, frame + 4, (size_t)n);
+		saas__xxh64_update(&sum, frame + 4, (size_t)n);
 		if (!port_write(x->port, frame, 4 + (size_t)n))
 			goto out;
 		left -= n;
 	}
-	saas__sha256_final(&sha, got);
-	saas__sha256_tohex(hex, got);
 	be32_put(frame, 0);
 	if (port_write(x->port, frame, 4))
-		port_say(x->port, "ok %s %s", x->q->nonce, hex);
+		port_say(x->port, "ok %s %016llx", x->q->nonce, (unsigned long long)saas__xxh64_digest(&sum));
 out:
 	free(frame);
 	close(fd);

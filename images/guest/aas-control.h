@@ -40,18 +40,21 @@ int aas_control_parse(const char *line, size_t n, struct aas_fixup *out, const c
  * request line the bytes are binary, framed:
  *   engine: files NONCE                       guest: ok NONCE       (the helper serves files)
  *   engine: put NONCE MODE PATHLEN\n PATH      guest: ready NONCE   or error NONCE ERRNO WHAT
- *           frames..., a 0 frame, 32 bytes of SHA-256 of the data
+ *           frames..., a 0 frame, the data's XXH64 (8 bytes, big-endian)
  *                                             guest: ok NONCE      or error NONCE ERRNO WHAT
  *   engine: get NONCE MAX PATHLEN\n PATH       guest: size NONCE N  or error NONCE ERRNO WHAT
- *           guest: frames of the file's N bytes, then a 0 frame and ok NONCE HEX_SHA256,
+ *           guest: frames of the file's N bytes, then a 0 frame and ok NONCE HEX_XXH64,
  *                  or an abort frame and error NONCE ERRNO WHAT; nothing when N > MAX > 0
  * A frame is a 4-byte big-endian length (1 to AAS_FILES_FRAME_MAX) and that
  * many bytes; 0 ends the data, AAS_FILES_FRAME_ABORT gives it up. MODE is 1
  * to 4 octal digits (at most 07777), MAX 1 to 18 decimal digits (0: no
- * bound), PATHLEN 1 to AAS_FILES_PATH_MAX, PATH absolute with no NUL. ERRNO is the guest's errno in decimal.
- * The guest does the work as the sandbox user, exactly as its SFTP would: a
- * put creates the missing directories (0755), writes a temporary file beside
- * the target and renames it over the target once the digest matched.
+ * bound), PATHLEN 1 to AAS_FILES_PATH_MAX, PATH absolute with no NUL. ERRNO
+ * is the guest's errno in decimal. XXH64 (lib/util/xxh64.h, seed 0) checks
+ * the bytes: a put is renamed over its target only when the guest's hash of
+ * what it received is the engine's, a get is taken only when the engine's
+ * is the guest's. The guest does the work as the sandbox user, exactly as
+ * its SFTP would: a put creates the missing directories (0755), writes a
+ * temporary file beside the target and renames it over the target.
  */
 #define AAS_FILES_PATH_MAX 4096
 #define AAS_FILES_FRAME_MAX (1024 * 1024)

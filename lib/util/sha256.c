@@ -1,9 +1,7 @@
 /*
  * SHA-256 (FIPS 180-4), incremental (sha256.h): API keys are stored only as
  * their digest (the key carries 256 bits of entropy, so a fast hash is the
- * right one), and the control port's file transfers are checked end to end
- * with it. Nothing here but the C library: the guest's aas-control is built
- * with this file too.
+ * right one), and the hashes that name templates, snapshots and tables.
  */
 #include <string.h>
 

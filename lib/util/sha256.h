@@ -1,7 +1,7 @@
 /*
- * Internal: SHA-256 (FIPS 180-4), incremental. Self-contained (the C library
- * only): images/build compiles sha256.c into the guest's aas-control too, so
- * that both ends of the control port's file transfers hash the same way.
+ * Internal: SHA-256 (FIPS 180-4), incremental, for what streams its bytes;
+ * util.h's saas__sha256 and saas__sha256_hex hash a buffer whole. Needs
+ * nothing but the C library.
  */
 #ifndef SAAS_SHA256_H
 #define SAAS_SHA256_H

@@ -10,8 +10,8 @@
  * message is printable ASCII and bounded; the guest's lines never pass
  * AAS_CONTROL_LINE_MAX - 1 bytes, and a request it takes has every field
  * within its bounds; a file line is taken only in one of its four forms,
- * with this nonce (or none, for an error), a size in range and a digest of
- * 64 lowercase hex digits; a file request has its fields in their bounds.
+ * with this nonce (or none, for an error), a size in range and a checksum of
+ * 16 lowercase hex digits; a file request has its fields in their bounds.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
@@ -71,8 +71,8 @@ static void files_line(const char *in, size_t size)
 		if (size > CONTROL_REPLY_MAX || in[size - 1] != '\n' || r.kind < FILES_SAID_READY || r.kind > FILES_SAID_ERROR ||
 		    r.size < 0 || r.size > 999999999999999999LL || r.err < 0 || r.err > 9999)
 			abort();
-		n = strlen(r.sha256);
-		if ((n != 0 && n != 64) || strspn(r.sha256, "0123456789abcdef") != n ||
+		n = strlen(r.digest);
+		if ((n != 0 && n != 16) || strspn(r.digest, "0123456789abcdef") != n ||
 		    (n && r.kind != FILES_SAID_OK))
 			abort();
 		n = strlen(r.what);

@@ -27,8 +27,8 @@
 #include "driver/libvirt/libvirt_driver.h"
 #include "saas/errors.h"
 #include "util/error.h"
-#include "util/sha256.h"
 #include "util/util.h"
+#include "util/xxh64.h"
 
 /* The guest's side: images/guest/aas-control.c, compiled into this test with AAS_CONTROL_NO_MAIN. */
 #include "aas-control.h"
@@ -479,9 +479,9 @@ static void test_files_reply(void **state)
 	assert_int_equal(r.kind, FILES_SAID_READY);
 	assert_int_equal(freply("ok " NONCE "\n", &r), SAAS_OK);
 	assert_int_equal(r.kind, FILES_SAID_OK);
-	assert_string_equal(r.sha256, "");
-	assert_int_equal(freply("ok " NONCE " " SEED64 "\n", &r), SAAS_OK);
-	assert_string_equal(r.sha256, SEED64);
+	assert_string_equal(r.digest, "");
+	assert_int_equal(freply("ok " NONCE " 0123456789abcdef\n", &r), SAAS_OK);
+	assert_string_equal(r.digest, "0123456789abcdef");
 	assert_int_equal(freply("size " NONCE " 0\n", &r), SAAS_OK);
 	assert_int_equal(r.kind, FILES_SAID_SIZE);
 	assert_true(r.size == 0);
@@ -507,10 +507,10 @@ static void test_files_reply(void **state)
 	assert_int_equal(freply("size " NONCE " -1\n", &r), SAAS_EBACKEND);
 	assert_int_equal(freply("size " NONCE " 1 2\n", &r), SAAS_EBACKEND);
 	assert_int_equal(freply("size " NONCE "\n", &r), SAAS_EBACKEND);
-	assert_int_equal(freply("ok " NONCE " 000102030405060708090A0B0C0D0E0F101112131415161718191a1b1c1d1e1f\n", &r),
-	                 SAAS_EBACKEND);
+	assert_int_equal(freply("ok " NONCE " 0123456789ABCDEF\n", &r), SAAS_EBACKEND);
 	assert_int_equal(freply("ok " NONCE " 0001\n", &r), SAAS_EBACKEND);
-	assert_int_equal(freply("ready " NONCE " " SEED64 "\n", &r), SAAS_EBACKEND);
+	assert_int_equal(freply("ok " NONCE " " SEED64 "\n", &r), SAAS_EBACKEND);
+	assert_int_equal(freply("ready " NONCE " 0123456789abcdef\n", &r), SAAS_EBACKEND);
 	assert_int_equal(freply("ready " NONCE "x\n", &r), SAAS_EBACKEND);
 	assert_string_equal(saas_error_last()->message, "the guest's control port answered 'ready " NONCE "x'");
 	assert_int_equal(freply("readyx " NONCE "\n", &r), SAAS_EBACKEND);
@@ -543,9 +543,9 @@ static void test_files_error(void **state)
 	assert_int_equal(saas__lv_files_error(ENAMETOOLONG, "x", "writing", "/a"), SAAS_EINVAL);
 	assert_int_equal(saas__lv_files_error(ENOSPC, "x", "writing", "/a"), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "writing /a: no space left on the sandbox's disk");
-	assert_int_equal(saas__lv_files_error(EBADMSG, "the bytes' digest does not match", "writing", "/a"), SAAS_EIO);
+	assert_int_equal(saas__lv_files_error(EBADMSG, "the bytes' checksum does not match", "writing", "/a"), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message,
-	                    "writing /a failed in the guest: the bytes' digest does not match");
+	                    "writing /a failed in the guest: the bytes' checksum does not match");
 	assert_int_equal(saas__lv_files_error(0, "", "writing", "/a"), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "writing /a failed in the guest: no reason given");
 	assert_int_equal(saas__lv_files_error(-5, NULL, "writing", "/a"), SAAS_EIO);
@@ -576,7 +576,7 @@ static void test_files_no_port(void **state)
  * port's socket: a get and a put as the protocol has them, a guest that
  * lies (a frame past the size it announced: the connection is dropped), the
  * next connection resynchronised through a guest still sending the rest of
- * an old transfer, a digest that does not match, a helper that predates
+ * an old transfer, a checksum that does not match, a helper that predates
  * files. What a real guest does is vm.control's.
  */
 struct fake_guest {
@@ -636,10 +636,10 @@ static void fake_frame(int fd, const char *data, uint32_t len)
 /* Serve a get of `content` for the request line in `line` (its path read and checked), with `digest` to claim. */
 static void fake_get(int fd, const char *line, const char *content, const char *digest)
 {
-	char nonce[17], path[64], out[160], hex[65];
+	char nonce[17], path[64], out[160], hex[17];
 	long long max;
 	size_t plen;
-	uint8_t d[32];
+	saas__xxh64_ctx sum;
 
 	assert_int_equal(sscanf(line, "get %16s %lld %zu", nonce, &max, &plen), 3);
 	assert_true(plen < sizeof(path));
@@ -649,8 +649,9 @@ static void fake_get(int fd, const char *line, const char *content, const char *
 	fake_frame(fd, content, 4);
 	fake_frame(fd, content + 4, (uint32_t)strlen(content) - 4);
 	fake_frame(fd, NULL, 0);
-	saas__sha256(d, content, strlen(content));
-	saas__sha256_tohex(hex, d);
+	saas__xxh64_init(&sum, 0);
+	saas__xxh64_update(&sum, content, strlen(content));
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)saas__xxh64_digest(&sum));
 	snprintf(out, sizeof(out), "ok %s %s\n", nonce, digest ? digest : hex);
 	fake_say(fd, out, strlen(out));
 }
@@ -665,7 +666,9 @@ static void *fake_main(void *arg)
 		int step = g->step++;
 		if (step == 0) {
 			/* A first connection: the probe, a get, a put, then a get that lies (the engine drops the connection). */
-			unsigned char hdr[4], digest[32], want[32];
+			unsigned char hdr[4], digest[8];
+			saas__xxh64_ctx sum;
+			uint64_t want;
 			char path[64], data[64];
 			size_t plen, got = 0;
 			unsigned int mode;
@@ -692,9 +695,12 @@ static void *fake_main(void *arg)
 				assert_true(fake_exact(fd, data + got, len));
 				got += len;
 			}
-			assert_true(fake_exact(fd, digest, 32));
-			saas__sha256(want, data, got);
-			assert_memory_equal(digest, want, 32);
+			assert_true(fake_exact(fd, digest, 8));
+			saas__xxh64_init(&sum, 0);
+			saas__xxh64_update(&sum, data, got);
+			want = saas__xxh64_digest(&sum);
+			for (int i = 0; i < 8; i++)
+				assert_int_equal(digest[i], (unsigned char)(want >> (56 - 8 * i)));
 			assert_int_equal(got, 7);
 			assert_memory_equal(data, "payload", 7);
 			snprintf(out, sizeof(out), "ok %s\n", nonce);
@@ -739,8 +745,7 @@ static void *fake_main(void *arg)
 			assert_true(fake_line(fd, line, sizeof(line)));
 			fake_get(fd, line, "second file", NULL);
 			assert_true(fake_line(fd, line, sizeof(line)));
-			fake_get(fd, line, "third file",
-			         "0000000000000000000000000000000000000000000000000000000000000000");
+			fake_get(fd, line, "third file", "0000000000000000");
 			assert_true(fake_line(fd, line, sizeof(line)));
 			fake_get(fd, line, "fourth", NULL);
 			assert_false(fake_line(fd, line, sizeof(line)));
@@ -826,7 +831,7 @@ static void test_files_engine(void **state)
 	assert_non_null(ctl);
 	k.len = 0;
 	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/c", 0, sink_write, &k, &size), SAAS_EIO);
-	assert_string_equal(saas_error_last()->message, "reading /w/c: the bytes' digest does not match the guest's");
+	assert_string_equal(saas_error_last()->message, "reading /w/c: the bytes' checksum does not match the guest's");
 	assert_non_null(ctl); /* the stream is whole: the connection stays */
 	k.len = 0;
 	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/d", 0, sink_write, &k, &size), SAAS_OK);

@@ -19,6 +19,7 @@
 #include "util/error.h"
 #include "util/sha256.h"
 #include "util/util.h"
+#include "util/xxh64.h"
 
 static void test_sha256_vectors(void **state)
 {
@@ -47,6 +48,46 @@ static void test_sha256_vectors(void **state)
 	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	saas_key_fingerprint(hex, NULL);
 	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+/* XXH64 against the reference tool's values (xxhsum -H64), whole and fed in pieces of every split. */
+static void test_xxh64_vectors(void **state)
+{
+	static const struct {
+		size_t len;
+		uint64_t want;
+	} v[] = { { 0, 0xef46db3751d8e999ULL },   { 1, 0xa96c7f0ce858bbb7ULL },    { 3, 0xbed43740ee6332bbULL },
+		  { 4, 0xfa212ae44b3bb23dULL },   { 7, 0x2744460dd675d2c0ULL },    { 8, 0x994b676b71ce94ddULL },
+		  { 9, 0x572b84c18b983af8ULL },   { 31, 0x6711d55e306b5d8fULL },   { 32, 0x07f7b8e3bc5d6e25ULL },
+		  { 33, 0x09f85eeb4e1cbe9fULL },  { 63, 0xb7c9968c066cb6a5ULL },   { 64, 0x50d4159a0411632eULL },
+		  { 100, 0x9ddada11d3dc2d8fULL }, { 1000, 0x0bf0bdbcc82eb373ULL } };
+	unsigned char data[1000];
+	saas__xxh64_ctx c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 131 + 7);
+	for (size_t k = 0; k < SAAS_ARRAY_SIZE(v); k++) {
+		saas__xxh64_init(&c, 0);
+		saas__xxh64_update(&c, data, v[k].len);
+		assert_true(saas__xxh64_digest(&c) == v[k].want);
+		for (size_t cut = 0; cut <= v[k].len && v[k].len <= 100; cut++) {
+			saas__xxh64_init(&c, 0);
+			saas__xxh64_update(&c, data, cut);
+			(void)saas__xxh64_digest(&c); /* a look midway changes nothing */
+			saas__xxh64_update(&c, data + cut, v[k].len - cut);
+			assert_true(saas__xxh64_digest(&c) == v[k].want);
+		}
+	}
+	/* Byte by byte, and one byte moved: another hash. */
+	saas__xxh64_init(&c, 0);
+	for (size_t i = 0; i < sizeof(data); i++)
+		saas__xxh64_update(&c, data + i, 1);
+	assert_true(saas__xxh64_digest(&c) == 0x0bf0bdbcc82eb373ULL);
+	data[500] ^= 1;
+	saas__xxh64_init(&c, 0);
+	saas__xxh64_update(&c, data, sizeof(data));
+	assert_true(saas__xxh64_digest(&c) != 0x0bf0bdbcc82eb373ULL);
 }
 
 /* Fed in pieces of any sizes, the digest is the one-shot's (the file transfers hash as the bytes stream). */
@@ -431,6 +472,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sha256_vectors),
 		cmocka_unit_test(test_sha256_incremental),
+		cmocka_unit_test(test_xxh64_vectors),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_time),
 #ifdef SAAS_WITH_LIBVIRT

@@ -77,7 +77,7 @@ int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *
  * and no cipher in the guest. The protocol is images/guest/aas-control.h's
  * (these constants must match its AAS_FILES_*: tests/unit/test_control.c
  * checks). The guest's helper does each transfer as the sandbox user, with
- * SFTP's semantics; both ends check the bytes' SHA-256.
+ * SFTP's semantics; both ends check the bytes' XXH64.
  */
 #define CONTROL_FILES_PATH_MAX 4096
 #define CONTROL_FILES_FRAME_MAX (1024 * 1024)
@@ -91,7 +91,7 @@ enum files_said { FILES_SAID_READY, FILES_SAID_OK, FILES_SAID_SIZE, FILES_SAID_E
 struct files_reply {
 	int kind;                      /* enum files_said */
 	int64_t size;                  /* FILES_SAID_SIZE: the file's bytes */
-	char sha256[65];               /* FILES_SAID_OK after a get: 64 lowercase hex digits; else "" */
+	char digest[17];               /* FILES_SAID_OK after a get: the XXH64, 16 lowercase hex digits; else "" */
 	int err;                       /* FILES_SAID_ERROR: the guest's errno (0: it gave none) */
 	char what[CONTROL_SAID_MAX + 1]; /* FILES_SAID_ERROR: its words, printable ASCII */
 };
