@@ -46,6 +46,15 @@ static int parse_choice(const char *key, const char *val, const char *const name
 	return saas__inval("%s must be %s, %s or %s, not '%s'", key, names[0], names[1], names[2], val);
 }
 
+/* A switch: on or off. */
+static int parse_onoff(const char *key, const char *val, bool *out)
+{
+	if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
+		return saas__inval("%s must be on or off, not '%s'", key, val);
+	*out = strcmp(val, "on") == 0;
+	return SAAS_OK;
+}
+
 /* uids=auto|off|FIRST-LAST: a range of at most UIDS_COUNT_MAX uids, clear of the host's own users. */
 static int parse_uids(struct saas__lv_config *cfg, const char *val)
 {
@@ -202,17 +211,11 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			static const char *const networks[] = { "auto", "isolated", "internet" }; /* enum netcfg order */
 			rc = parse_choice("network", val, networks, &cfg->network);
 		} else if (strcmp(tok, "templates") == 0) {
-			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
-				rc = saas__inval("templates must be on or off, not '%s'", val);
-			cfg->templates = strcmp(val, "on") == 0;
+			rc = parse_onoff(tok, val, &cfg->templates);
 		} else if (strcmp(tok, "control_port") == 0) {
-			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
-				rc = saas__inval("control_port must be on or off, not '%s'", val);
-			cfg->control_port = strcmp(val, "on") == 0;
+			rc = parse_onoff(tok, val, &cfg->control_port);
 		} else if (strcmp(tok, "control_files") == 0) {
-			if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
-				rc = saas__inval("control_files must be on or off, not '%s'", val);
-			cfg->control_files = strcmp(val, "on") == 0;
+			rc = parse_onoff(tok, val, &cfg->control_files);
 		} else if (strcmp(tok, "boot_timeout") == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);

@@ -58,14 +58,6 @@ static bool take_number(const char **p, const char *end, int maxdigits, int64_t 
 	return true;
 }
 
-static bool is_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
 int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct files_reply *out)
 {
 	size_t nl = strlen(nonce);
@@ -111,7 +103,7 @@ int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct 
 		p += nl;
 		if (p == end)
 			return SAAS_OK;
-		if (out->kind == FILES_SAID_OK && end - p == 17 && *p == ' ' && is_hex(p + 1, 16)) {
+		if (out->kind == FILES_SAID_OK && end - p == 17 && *p == ' ' && saas__lv_is_hex(p + 1, 16)) {
 			memcpy(out->digest, p + 1, 16);
 			return SAAS_OK;
 		}

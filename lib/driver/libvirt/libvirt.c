@@ -140,6 +140,14 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 	return p;
 }
 
+bool saas__lv_is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
 /* ---- the host -------------------------------------------------------------------------------- */
 
 /*

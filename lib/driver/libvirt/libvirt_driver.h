@@ -418,6 +418,8 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name);
 void saas__lv_rm_tree(const char *path);
 /* A whole file (read up to about max bytes) as a string; NULL if it cannot be opened. */
 char *saas__lv_read_file(const char *path, size_t max);
+/* Are the n bytes at s all lowercase hex digits? (Names and hashes read back from a host or a guest.) */
+bool saas__lv_is_hex(const char *s, size_t n);
 
 static inline bool closing(struct drv *d)
 {

@@ -569,14 +569,6 @@ int saas__lv_save_stream_offset(const unsigned char *head, size_t n, uint64_t *o
 	return SAAS_OK;
 }
 
-static bool is_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
 #define TPL_KEY_LEN 32
 #define TPL_GEN_LEN 8
 
@@ -584,8 +576,8 @@ bool saas__lv_tpl_volume(const char *name, const char *key, const char *suffix, 
 {
 	size_t pre = strlen(TPL_PREFIX), stem_len = pre + TPL_KEY_LEN + 1 + TPL_GEN_LEN;
 
-	if (strncmp(name, TPL_PREFIX, pre) != 0 || strlen(name) <= stem_len || !is_hex(name + pre, TPL_KEY_LEN) ||
-	    name[pre + TPL_KEY_LEN] != '-' || !is_hex(name + pre + TPL_KEY_LEN + 1, TPL_GEN_LEN) ||
+	if (strncmp(name, TPL_PREFIX, pre) != 0 || strlen(name) <= stem_len || !saas__lv_is_hex(name + pre, TPL_KEY_LEN) ||
+	    name[pre + TPL_KEY_LEN] != '-' || !saas__lv_is_hex(name + pre + TPL_KEY_LEN + 1, TPL_GEN_LEN) ||
 	    name[stem_len] != '.' || strcmp(name + stem_len + 1, suffix) != 0)
 		return false;
 	if (key && strncmp(name + pre, key, TPL_KEY_LEN) != 0)
