@@ -140,20 +140,18 @@ static bool nonce_parse(const char **p, const char *end, char *out)
 	return true;
 }
 
-/* A decimal number of 1 to 9 digits, no leading zero, in [1, max]. */
-static bool count_parse(const char *s, size_t n, size_t max, size_t *out)
+/* A decimal number of 1 to maxdigits digits (at most 18), with no leading zero but "0" itself. */
+static bool decimal_parse(const char *s, size_t n, size_t maxdigits, long long *out)
 {
-	size_t v = 0;
+	long long v = 0;
 
-	if (n < 1 || n > 9 || s[0] == '0')
+	if (n < 1 || n > maxdigits || (n > 1 && s[0] == '0'))
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] < '0' || s[i] > '9')
 			return false;
-		v = v * 10 + (size_t)(s[i] - '0');
+		v = v * 10 + (s[i] - '0');
 	}
-	if (v > max)
-		return false;
 	*out = v;
 	return true;
 }
@@ -177,7 +175,8 @@ int aas_request_kind(const char *line, size_t n)
 int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const char **why)
 {
 	const char *p = line, *end = line + n, *w;
-	size_t len, v;
+	size_t len;
+	long long v;
 
 	memset(out, 0, sizeof(*out));
 	*why = "not a request";
@@ -199,19 +198,14 @@ int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const 
 	}
 	if (out->kind == AAS_REQ_GET) {
 		*why = "bad bound";
-		if (!(w = next_word(&p, end, &len)) || len > 18 || (len > 1 && w[0] == '0'))
+		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 18, &out->max))
 			return -1;
-		for (size_t i = 0; i < len; i++) {
-			if (w[i] < '0' || w[i] > '9')
-				return -1;
-			out->max = out->max * 10 + (w[i] - '0');
-		}
 	}
 	if (out->kind != AAS_REQ_FILES) {
 		*why = "bad path length";
-		if (!(w = next_word(&p, end, &len)) || !count_parse(w, len, AAS_FILES_PATH_MAX, &v))
+		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 1 || v > AAS_FILES_PATH_MAX)
 			return -1;
-		out->path_len = v;
+		out->path_len = (size_t)v;
 	}
 	*why = "trailing words";
 	if (p != end || line[n - 1] == ' ')
