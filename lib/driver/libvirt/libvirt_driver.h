@@ -85,6 +85,7 @@ struct ifaddrs;
 #define TEMPLATE_FORMAT 2                  /* 2: the guest RAM is the backend MEM_ID; mapped or loaded */
 #define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
 #define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
+#define TEMPLATE_WARM_TIMEOUT_MS 30000     /* its one command as the sandbox user, before the save */
 #define TEMPLATE_SAVE_TIMEOUT_MS 120000
 /*
  * A mapped template's RAM stays in memory for as long as the template does,

@@ -294,6 +294,23 @@ static int template_build(struct tmpl_job *job)
 	l.mem_path = NULL;
 	if (rc < 0)
 		goto out;
+	/*
+	 * One command as the sandbox user before the state is taken, so that every
+	 * clone finds its shell and the session's code paths in its page cache:
+	 * a clone's first `true` of `default` took 250 ms, its next 100 ms; with
+	 * this, 160 ms. A failure costs only that.
+	 */
+	{
+		char out[16];
+		int status = -1;
+		if (saas__ssh_run(l.ssh, "true", TEMPLATE_WARM_TIMEOUT_MS, out, sizeof(out), &status) < 0)
+			saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: its warming command failed (%s); saved anyway", job->s.key,
+			             saas_error_last()->message);
+		else if (status != 0)
+			saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: its warming command exited %d; saved anyway", job->s.key,
+			             status);
+		saas__error_clear();
+	}
 	/* The engine's session must not live on in every clone, half open. */
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;
