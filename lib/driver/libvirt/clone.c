@@ -161,32 +161,18 @@ static void *fixup_main(void *arg)
 }
 
 /*
- * A clone of the template in tdir (or of the snapshot there: l->snapshot,
- * whose directory holds the same state and disk.qcow2). Once it runs, the
- * engine's session connects while the fix-ups go over the control port (or,
- * without one, a second SSH login as root, side by side with the first). Failures leave nothing behind; the
- * caller boots cold instead, and rebuilds the template when the failure
- * says it is broken (l->template_bad), not merely slow.
+ * The first half of a clone, which needs nothing of the create but its spec:
+ * its disk (an overlay of the template's frozen one) and its domain, started
+ * paused for the state to come in, its template's RAM mapped. Times go into
+ * at[0] (disk) and at[1] (domain), from t0. On failure the caller undoes l.
  */
-int saas__lv_boot_clone(struct launch *l)
+int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at[2])
 {
-	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
-	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
-	struct fixup_run fix = { l, budget, false, "SSH", SAAS_OK, 0, 0, "" };
 	struct saas__lv_holder holder = { -1, -1, "" };
-	struct timespec t0;
-	pthread_t thread;
-	bool threaded;
-	char *state = NULL;
 	int rc, ram = -1;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (!(state = saas__lv_path_join(l->tdir, "state"))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
 	if ((rc = saas__lv_launch_prepare(l)) < 0)
-		goto out;
+		return rc;
 	/* A mapped template: the clone's QEMU maps its sealed RAM, opened through a holder of its own uid. */
 	rc = l->d->remote ? SAAS_ENOTFOUND /* always loaded there */
 	                  : saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20,
@@ -199,21 +185,44 @@ int saas__lv_boot_clone(struct launch *l)
 	} else if (rc != SAAS_ENOTFOUND) {
 		goto out;
 	}
-	at[0] = ms_since(&t0);
+	at[0] = ms_since(t0);
 	rc = saas__lv_launch_start(l);
+	at[1] = ms_since(t0);
+out:
 	saas__lv_holder_stop(&holder); /* QEMU has the file open (or is gone) */
 	l->mem_path = NULL;
-	if (rc < 0)
-		goto out;
-	at[1] = ms_since(&t0);
-	if ((rc = clone_restore(l, state, &t0, budget)) < 0) {
+	if (ram >= 0)
+		close(ram);
+	return rc;
+}
+
+/*
+ * The second half: the state in, the guest running and made its own machine,
+ * the engine's session up. Once it runs, the engine's session connects while
+ * the fix-ups go over the control port (or, without one, a second SSH login
+ * as root, side by side with the first). Times go into at[0] (restore) and
+ * at[1] (SSH and fix-ups), from t0; budget counts from t0 too.
+ */
+int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2])
+{
+	struct fixup_run fix = { l, budget, false, "SSH", SAAS_OK, 0, 0, "" };
+	pthread_t thread;
+	bool threaded;
+	char *state;
+	int rc;
+
+	if (!(state = saas__lv_path_join(l->tdir, "state")))
+		return SAAS_ENOMEM;
+	rc = clone_restore(l, state, t0, budget);
+	free(state);
+	if (rc < 0) {
 		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
-		goto out;
+		return rc;
 	}
-	at[2] = ms_since(&t0);
+	at[0] = ms_since(t0);
 	if (!(threaded = pthread_create(&thread, NULL, fixup_main, &fix) == 0))
 		fixup_main(&fix);
-	rc = saas__lv_launch_wait_ssh(l, &t0, budget);
+	rc = saas__lv_launch_wait_ssh(l, t0, budget);
 	if (threaded)
 		pthread_join(thread, NULL);
 	l->fixups = fix.via;
@@ -222,22 +231,41 @@ int saas__lv_boot_clone(struct launch *l)
 		l->template_bad = fix.bad;
 		saas__error(rc, fix.klass, fix.code, "%s", fix.message);
 	}
-	at[3] = ms_since(&t0);
+	at[1] = ms_since(t0);
+	return rc;
+}
+
+/*
+ * A clone of the template in tdir (or of the snapshot there: l->snapshot,
+ * whose directory holds the same state and disk.qcow2). Failures leave
+ * nothing behind; the caller boots cold instead, and rebuilds the template
+ * when the failure says it is broken (l->template_bad), not merely slow.
+ */
+int saas__lv_boot_clone(struct launch *l)
+{
+	/* A clone waits as long as a cold boot would: on a loaded host it is slow too, and still the faster way. */
+	int64_t budget = l->d->boot_timeout_ms, at[4] = { 0 };
+	struct timespec t0;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if ((rc = saas__lv_clone_start(l, &t0, at)) == SAAS_OK)
+		rc = saas__lv_clone_finish(l, &t0, budget, at + 2);
 	/* Where a clone's time goes, for whoever tunes it. */
 	if (rc == SAAS_OK)
 		saas__lv_log(l->d, SAAS_LOG_DEBUG, "VM %s cloned (memory %s, fix-ups over %s): disk %lld ms, domain %lld ms, "
 		             "restore %lld ms, SSH and fix-ups %lld ms", l->spec->name,
-		             l->mem == LV_MEM_PRIVATE ? "mapped" : "loaded", fix.via, (long long)at[0],
+		             l->mem == LV_MEM_PRIVATE ? "mapped" : "loaded", l->fixups, (long long)at[0],
 		             (long long)(at[1] - at[0]), (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
-out:
-	saas__lv_holder_stop(&holder);
-	if (ram >= 0)
-		close(ram);
-	free(state);
-	if (rc < 0) {
-		saas__lv_launch_blame_console(l, rc);
-		saas__lv_launch_undo(l);
-		l->mem = LV_MEM_RAM; /* a cold boot may follow */
-	}
+	else
+		saas__lv_clone_undo(l, rc);
 	return rc;
+}
+
+/* A clone that failed at any point: everything of it goes (a cold boot may follow). */
+void saas__lv_clone_undo(struct launch *l, int rc)
+{
+	saas__lv_launch_blame_console(l, rc);
+	saas__lv_launch_undo(l);
+	l->mem = LV_MEM_RAM;
 }

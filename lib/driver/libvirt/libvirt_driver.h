@@ -789,6 +789,11 @@ void saas__lv_launch_undo(struct launch *l);
 int saas__lv_boot_cold(struct launch *l);
 /* A clone of the template in l->tdir; on failure l->template_bad says whether to rebuild it. */
 int saas__lv_boot_clone(struct launch *l);
+/* Its two halves (clone.c): disk and paused domain; then state, fix-ups and session. at[]: ms since t0. */
+int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at[2]);
+int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2]);
+/* Undo a clone that failed in either half (its console's last words added to the error). */
+void saas__lv_clone_undo(struct launch *l, int rc);
 
 /*
  * Confinement's files (uid.c): the directories QEMU must traverse (0711) and
