@@ -330,6 +330,41 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 	return 1;
 }
 
+/* A sandbox id as saas__id_new makes them with "sbx-" and 20 characters. */
+static bool sandbox_id_fresh(const char *id)
+{
+	return strlen(id) == 24 && strncmp(id, "sbx-", 4) == 0 && strspn(id + 4, "abcdefghijklmnopqrstuvwxyz234567") == 20;
+}
+
+/*
+ * A VM the engine's own driver started ahead for a create of this size and
+ * image (driver.h, vm_take): its name, written to id, becomes the sandbox's,
+ * and vm_create then makes it sooner. Not with VM hosts: new sandboxes run
+ * on those. A driver that fails to say is a create made the ordinary way.
+ */
+static bool take_started(saas_engine *e, const saas_size *size, const char *image, char id[SAAS_ID_MAX + 1])
+{
+	saas_vm_spec spec = { NULL, image, size->vcpus, size->memory_mb, size->disk_gb, NULL };
+	int rc;
+
+	if (e->driver->version < 8 || !e->driver->vm_take || saas__hosts_any(e))
+		return false;
+	if ((rc = e->driver->vm_take(e->driver_ctx, &spec, id, SAAS_ID_MAX + 1)) < 0) {
+		saas__log(e, SAAS_LOG_WARN, "taking a VM started ahead: %s", saas_error_last()->message);
+		saas__error_clear();
+		return false;
+	}
+	if (rc == 1 && !sandbox_id_fresh(id)) {
+		/* Not a name a sandbox may have: the VM is let go, and the create made the ordinary way. */
+		saas__log(e, SAAS_LOG_WARN, "driver '%s' started a VM ahead under a name no sandbox may have; destroying it",
+		          e->driver->name);
+		e->driver->vm_destroy(e->driver_ctx, id);
+		saas__error_clear();
+		return false;
+	}
+	return rc == 1;
+}
+
 int saas__store_rules(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net)
 {
 	char *allow = saas__network_join(net->allow), *deny = saas__network_join(net->deny);
@@ -416,21 +451,27 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 
 	{
 		char id[SAAS_ID_MAX + 1];
-		if ((rc = saas__id_new(id, "sbx-", 20)) < 0)
+		bool taken = !net && take_started(e, size, o->image ? o->image : e->default_image, id);
+		if (!taken && (rc = saas__id_new(id, "sbx-", 20)) < 0)
 			return rc;
 		saas__row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
 		         now, net ? net->mode : saas__network_default(e), e->paused_price);
+		/*
+		 * The create's lease, taken before its row exists and held until the
+		 * row is ready or gone: while this engine lives, no other undoes the
+		 * create; if it dies, the first to take the lease after it ran out does.
+		 */
+		if ((rc = saas__claim_kind(e, "create", row.id)) <= 0) {
+			rc = rc < 0 ? rc : saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_ARGS, 0, "sandbox id %s is taken", row.id);
+		} else {
+			rc = create_vm(c, &row, net, timeout, lim.max_sandboxes, out);
+			saas__claim_drop_kind(e, "create", row.id);
+		}
+		/* A VM started ahead that the create did not make (refused before its turn) goes. */
+		if (rc < 0 && taken)
+			e->driver->vm_destroy(e->driver_ctx, id);
+		return rc;
 	}
-	/*
-	 * The create's lease, taken before its row exists and held until the row
-	 * is ready or gone: while this engine lives, no other undoes the create;
-	 * if it dies, the first to take the lease after it ran out does.
-	 */
-	if ((rc = saas__claim_kind(e, "create", row.id)) <= 0)
-		return rc < 0 ? rc : saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_ARGS, 0, "sandbox id %s is taken", row.id);
-	rc = create_vm(c, &row, net, timeout, lim.max_sandboxes, out);
-	saas__claim_drop_kind(e, "create", row.id);
-	return rc;
 }
 
 /* The ordinary create, row.id's lease held: its row, then its VM. */

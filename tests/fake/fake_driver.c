@@ -42,6 +42,9 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vm vms[MAX_VMS];
 static struct file files[MAX_FILES];
 static unsigned int fail_creates, create_calls, fail_execs;
+/* A VM "started ahead" (vm_take): its name, whether a create took it, and whether it is gone. */
+static char ahead[SAAS_ID_MAX + 1];
+static int ahead_state; /* 0 none, 1 held, 2 taken */
 static int refuse_internet;
 static int default_mode = SAAS_NET_ISOLATED;
 static unsigned int fail_network_sets;
@@ -158,7 +161,43 @@ void saas_fake_reset(void)
 	fail_snapshots = fail_restores = snapshot_calls = restore_calls = 0;
 	memset(templates, 0, sizeof(templates));
 	ntemplates = 0;
+	ahead[0] = '\0';
+	ahead_state = 0;
 	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_ahead(const char *name)
+{
+	pthread_mutex_lock(&mu);
+	snprintf(ahead, sizeof(ahead), "%s", name);
+	ahead_state = 1;
+	pthread_mutex_unlock(&mu);
+}
+
+int saas_fake_ahead_state(void)
+{
+	int state;
+
+	pthread_mutex_lock(&mu);
+	state = ahead_state;
+	pthread_mutex_unlock(&mu);
+	return state;
+}
+
+/* The one VM started ahead, for any shape of the default network. */
+static int fake_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
+{
+	int taken = 0;
+
+	(void)ctx;
+	pthread_mutex_lock(&mu);
+	if (ahead_state == 1 && !spec->network && spec->image && spec->vcpus) {
+		snprintf(name, size, "%s", ahead);
+		ahead_state = 2;
+		taken = 1;
+	}
+	pthread_mutex_unlock(&mu);
+	return taken;
 }
 
 /* Set the template of image and shape (added if new; the table holds MAX_TEMPLATES). Caller holds mu. */
@@ -425,6 +464,9 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		pthread_mutex_unlock(&mu);
 		return saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: internet access cannot be guarded here");
 	}
+	/* The VM started ahead under this name is made now: no longer the driver's to let go. */
+	if (ahead_state == 2 && strcmp(ahead, spec->name) == 0)
+		ahead_state = 0;
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name, spec->network);
 	if (rc == SAAS_OK)
 		snprintf(find_vm(spec->name)->image, sizeof(vms[0].image), "%s", spec->image ? spec->image : "");
@@ -453,6 +495,8 @@ static int fake_destroy(void *ctx, const char *name)
 
 	(void)ctx;
 	pthread_mutex_lock(&mu);
+	if (ahead_state && strcmp(ahead, name) == 0)
+		ahead_state = 0;
 	if ((v = find_vm(name))) {
 		char path[600];
 		v->state = SAAS_VM_ABSENT;
@@ -1283,4 +1327,5 @@ const saas_driver saas_fake_driver = {
 	fake_snapshot_list,
 	fake_outdated,
 	.template_list = fake_template_list,
+	.vm_take = fake_take,
 };

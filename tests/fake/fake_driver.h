@@ -59,6 +59,13 @@ void saas_fake_fail_network_sets(unsigned int n, int enotsup);
 int saas_fake_vm_network(const char *name, char *rules, size_t size);
 /* Count denied attempts against a VM, as its guest's refused traffic would. */
 void saas_fake_vm_denied(const char *name, int64_t connections, int64_t lookups);
+/*
+ * Hold one VM "started ahead" under name (vm_take, driver version 8): the
+ * next create of the default network takes it. Its state: 0 none (never
+ * held, made by a create, or destroyed), 1 held, 2 taken and not yet made.
+ */
+void saas_fake_ahead(const char *name);
+int saas_fake_ahead_state(void);
 /* How many times vm_create was called. */
 unsigned int saas_fake_create_calls(void);
 /*

@@ -3,9 +3,12 @@
  * the default where it is safe): a template saved without its RAM, clones
  * that share its pages, that are still distinct machines, and whose QEMU (or
  * a tenant who escaped into it) cannot change the memory every other clone
- * maps. Then a warm pool whose VM's image is rebuilt: it is destroyed, never
- * handed out. Real VMs, the `tiny` image (a private copy), one template, two
- * clones and one pooled clone.
+ * maps. Clones' QEMUs started ahead (spares): a create takes one and makes
+ * it a machine of its own, a create with a network of its own does not, the
+ * orphan sweep leaves them be, the engine's close takes them down. Then a
+ * warm pool whose VM's image is rebuilt: it is destroyed, never handed out,
+ * and so is the VM started ahead for its template. Real VMs, the `tiny` image
+ * (a private copy), one template, its clones and one pooled clone.
  *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE (vmtest.h).
  */
@@ -35,6 +38,38 @@ static saas_engine *engine;
 static char *key;
 static saas_client *client;
 static saas_sandbox *first;
+
+/* The engine's own orphan sweep (core/reaper.c), run at once instead of after the reaper's minute. */
+extern int saas__orphan_sweep(saas_engine *e);
+
+#define SPARES_SEEN_MAX 64
+static char spares[SPARES_SEEN_MAX][64];
+
+static size_t spares_seen(void)
+{
+	return logged_vms("started ahead", spares, SPARES_SEEN_MAX);
+}
+
+/*
+ * A VM started ahead, waited for: the latest of those logged from the
+ * `from`th on that no create has made and that was not destroyed.
+ */
+static const char *ready_spare(size_t from)
+{
+	for (int i = 0; i < 240; i++) {
+		size_t n = spares_seen();
+		assert_true(n <= SPARES_SEEN_MAX);
+		for (size_t j = n; j-- > from;) {
+			char up[128];
+			snprintf(up, sizeof(up), "VM %s up in", spares[j]);
+			if (!logged(up, NULL) && !logged(spares[j], "destroying it"))
+				return spares[j];
+		}
+		usleep(500 * 1000);
+	}
+	fail_msg("no VM was started ahead");
+	return NULL;
+}
 
 static void open_engine(const char *pool)
 {
@@ -223,6 +258,7 @@ static void test_mapped_clones(void **state)
 		                               "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'" };
 	json_t *tpl;
 	unsigned long long mib;
+	char spare[64];
 
 	(void)state;
 	for (int i = 0; i < 600 && !logged("template ", " ready in"); i++) {
@@ -241,12 +277,20 @@ static void test_mapped_clones(void **state)
 	              (long long)json_integer_value(json_object_get(tpl, "state_bytes")), mib);
 	assert_true(json_integer_value(json_object_get(tpl, "state_bytes")) < (8 << 20));
 	json_decref(tpl);
+	/*
+	 * The first clone from the VM started ahead for the template (its name is
+	 * the sandbox's); the second at once after, before the next is started:
+	 * both ways make a machine of its own.
+	 */
+	snprintf(spare, sizeof(spare), "%s", ready_spare(0));
 	for (int i = 0; i < 2; i++) {
 		char line[256];
 		check(saas_sandbox_create(&sb[i], client, NULL, 0), "create a clone");
 		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
 		assert_true(logged(line, "(clone,"));
+		assert_true(logged(line, ", started ahead,") == (i == 0));
 	}
+	assert_string_equal(sb[0]->id, spare);
 	/* Two machines: their own hostname, boot id and random bytes. */
 	for (int i = 0; i < 2; i++)
 		for (int p = 0; p < 3; p++)
@@ -300,8 +344,55 @@ static void test_mapped_clones(void **state)
 }
 
 /*
+ * A VM started ahead belongs to no sandbox until a create takes it: the
+ * orphan sweep leaves it running, a create with a network of its own leaves
+ * it be, a create without takes it (its name the sandbox's and hostname's),
+ * and the engine's close takes the next one down.
+ */
+static void test_spares(void **state)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL, *isolated = NULL;
+	char name[64], line[160], *host;
+
+	(void)state;
+	snprintf(name, sizeof(name), "%s", ready_spare(0));
+	assert_true(qemu_pid(name) > 0);
+	check(saas__orphan_sweep(engine), "orphan sweep");
+	assert_true(qemu_pid(name) > 0);
+	assert_false(logged(name, "belongs to no live sandbox"));
+	o.network = "isolated";
+	check(saas_sandbox_create(&isolated, client, &o, 0), "create an isolated sandbox");
+	assert_string_not_equal(isolated->id, name);
+	assert_true(qemu_pid(name) > 0);
+	check(saas_sandbox_destroy(NULL, client, isolated->id, 0), "destroy the isolated sandbox");
+	saas_sandbox_free(isolated);
+	check(saas_sandbox_create(&sb, client, NULL, 0), "create from the VM started ahead");
+	assert_string_equal(sb->id, name);
+	snprintf(line, sizeof(line), "VM %s up in", name);
+	assert_true(logged(line, ", started ahead,"));
+	host = run_in(sb->id, "hostname");
+	assert_string_equal(host, name);
+	free(host);
+	check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy it");
+	saas_sandbox_free(sb);
+	assert_true(qemu_pid(name) <= 0);
+	/* The next one started after the create; nobody's, it goes with the engine. */
+	snprintf(name, sizeof(name), "%s", ready_spare(0));
+	assert_true(qemu_pid(name) > 0);
+	saas_client_free(client);
+	client = NULL;
+	saas_engine_free(engine);
+	engine = NULL;
+	assert_true(qemu_pid(name) <= 0);
+	open_engine(NULL);
+	check(saas_client_open_local(&client, engine, key, 0), "client");
+}
+
+/*
  * A pooled VM whose image is rebuilt is never handed out: the refill
- * thread's check (every 10 s) finds it outdated and destroys it. The
+ * thread's check (every 10 s) finds it outdated and destroys it; the VM
+ * started ahead for its template goes too, at once. The
  * "rebuild" names a kernel that is not there, so that the refill's next
  * create fails fast instead of booting and building a template.
  */
@@ -310,6 +401,8 @@ static void test_pool_follows_image(void **state)
 	char manifest[4200], *text = NULL, *p;
 	saas_engine_stats *st = NULL;
 	unsigned int ready = 0;
+	size_t seen = spares_seen();
+	char spare[64];
 	FILE *f;
 	long len;
 
@@ -328,6 +421,9 @@ static void test_pool_follows_image(void **state)
 			usleep(500 * 1000);
 	}
 	assert_int_equal(ready, 1);
+	/* The pooled VM's create asked for the template: a VM is started ahead for it too. */
+	snprintf(spare, sizeof(spare), "%s", ready_spare(seen));
+	assert_true(qemu_pid(spare) > 0);
 	snprintf(manifest, sizeof(manifest), "%s/images/tiny/manifest.json", state_dir);
 	assert_non_null(f = fopen(manifest, "r"));
 	fseek(f, 0, SEEK_END);
@@ -351,6 +447,12 @@ static void test_pool_follows_image(void **state)
 	for (int i = 0; i < 120 && !logged("no longer current; destroying it", NULL); i++)
 		usleep(500 * 1000);
 	assert_true(logged("no longer current; destroying it", NULL));
+	for (int i = 0; i < 20 && !logged(spare, "is of an outdated template; destroying it"); i++)
+		usleep(500 * 1000);
+	assert_true(logged(spare, "is of an outdated template; destroying it"));
+	for (int i = 0; i < 20 && qemu_pid(spare) > 0; i++)
+		usleep(500 * 1000); /* logged just before it is destroyed */
+	assert_true(qemu_pid(spare) <= 0);
 	/* Gone from the pool (the log line comes just before), and none made since: the new build cannot boot. */
 	for (int i = 0; i < 60 && ready > 0; i++) {
 		assert_int_equal(saas_engine_stats_get(&st, engine), SAAS_OK);
@@ -367,6 +469,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mapped_clones),
+		cmocka_unit_test(test_spares),
 		cmocka_unit_test(test_pool_follows_image),
 	};
 

@@ -75,6 +75,25 @@ bool logged(const char *a, const char *b)
 	return found;
 }
 
+size_t logged_vms(const char *what, char (*names)[64], size_t max)
+{
+	size_t count = 0, wlen = strlen(what);
+
+	pthread_mutex_lock(&log_mu);
+	for (const char *line = log_text; line && *line;) {
+		const char *eol = strchr(line, '\n'), *name = line + 3, *end;
+		if (strncmp(line, "VM ", 3) == 0 && (end = strchr(name, ' ')) && end < eol && (size_t)(eol - end - 1) >= wlen &&
+		    strncmp(end + 1, what, wlen) == 0) {
+			if (count < max)
+				snprintf(names[count], 64, "%.*s", (int)(end - name), name);
+			count++;
+		}
+		line = eol + 1;
+	}
+	pthread_mutex_unlock(&log_mu);
+	return count;
+}
+
 void vmtest_log_reset(void)
 {
 	pthread_mutex_lock(&log_mu);

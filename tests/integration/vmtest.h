@@ -33,6 +33,12 @@ void vmtest_log(void *userdata, int level, const char *msg);
  */
 bool logged(const char *a, const char *b);
 
+/*
+ * The VMs named by lines "VM NAME WHAT...", in the order logged: up to max
+ * names into names; returns how many such lines there are.
+ */
+size_t logged_vms(const char *what, char (*names)[64], size_t max);
+
 /* Forgets the lines kept so far (and frees them). */
 void vmtest_log_reset(void);
 

@@ -590,6 +590,62 @@ static void test_create_failure_leaves_nothing(void **state)
 	assert_int_equal(balance(f->a), 5000000);
 }
 
+/*
+ * A VM the driver started ahead (vm_take) becomes the next create's of the
+ * default network: the sandbox gets its name. A create with a network of its
+ * own never takes it; one refused before its VM is made lets it go (its VM
+ * destroyed); a name no sandbox may have is let go and the create made the
+ * ordinary way.
+ */
+static void test_create_started_ahead(void **state)
+{
+	struct fixture *f = *state;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL, *isolated = NULL;
+
+	saas_fake_ahead("sbx-aheadaheadaheadahead");
+	o.network = "isolated";
+	assert_int_equal(saas_sandbox_create(&isolated, f->a, &o, 0), SAAS_OK);
+	assert_string_not_equal(isolated->id, "sbx-aheadaheadaheadahead");
+	assert_int_equal(saas_fake_ahead_state(), 1);
+	sb = create(f->a, NULL, 0);
+	assert_string_equal(sb->id, "sbx-aheadaheadaheadahead");
+	assert_int_equal(sb->status, SAAS_SANDBOX_READY);
+	assert_int_equal(saas_fake_ahead_state(), 0);
+	assert_true(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(sb);
+	/* The next create has none to take. */
+	sb = create(f->a, NULL, 0);
+	assert_string_not_equal(sb->id, "sbx-aheadaheadaheadahead");
+	saas_sandbox_free(sb);
+	/* A driver's name that no sandbox may have: let go, and the create is made anyway. */
+	saas_fake_ahead("sbx-NOT-an-id");
+	sb = create(f->a, NULL, 0);
+	assert_string_not_equal(sb->id, "sbx-NOT-an-id");
+	assert_int_equal(saas_fake_ahead_state(), 0);
+	saas_sandbox_free(sb);
+	saas_sandbox_free(isolated);
+}
+
+/* Taken by a create the account's limit refuses: the VM started ahead is destroyed, not left running. */
+static void test_started_ahead_refused(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *s1 = create(f->a, NULL, 0), *s2 = create(f->a, NULL, 0), *s3 = NULL;
+	saas_sandbox_list *list = NULL;
+
+	saas_fake_ahead("sbx-aheadaheadaheadahead");
+	assert_int_equal(saas_sandbox_create(&s3, f->a, NULL, 0), SAAS_ELIMIT);
+	assert_null(s3);
+	assert_int_equal(saas_fake_ahead_state(), 0);
+	assert_false(saas_fake_vm_exists("sbx-aheadaheadaheadahead"));
+	assert_int_equal(saas_sandbox_list_get(&list, f->a, NULL, 0, 0), SAAS_OK);
+	assert_int_equal(list->count, 2);
+	saas_sandbox_list_free(list);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+}
+
 static void test_tenancy(void **state)
 {
 	struct fixture *f = *state;
@@ -2341,6 +2397,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_network, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_failure_leaves_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_started_ahead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_started_ahead_refused, setup_limit2, teardown),
 		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits, setup_limit2, teardown),
 		cmocka_unit_test_setup_teardown(test_no_credit, setup_poor, teardown),

@@ -102,6 +102,7 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	assert_int_equal(cfg->uid_count, 1000);
 	assert_int_equal(cfg->cpu_milli, 1000);
 	assert_int_equal(cfg->min_free_memory_mb, 1024);
+	assert_int_equal(cfg->spares, 1);
 }
 
 static void test_config_defaults(void **state)
@@ -177,6 +178,14 @@ static void test_config_every_option(void **state)
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "min_free_memory_mb=16777216"), SAAS_OK);
 	assert_int_equal(cfg.min_free_memory_mb, 16u << 20);
+	saas__lv_config_clear(&cfg);
+
+	/* Clones' QEMUs started ahead: none to SPARES_MAX. */
+	assert_int_equal(saas__lv_config_parse(&cfg, "spares=0"), SAAS_OK);
+	assert_int_equal(cfg.spares, 0);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spares=16"), SAAS_OK);
+	assert_int_equal(cfg.spares, SPARES_MAX);
 	saas__lv_config_clear(&cfg);
 }
 
@@ -411,6 +420,11 @@ static void test_config_bad_values(void **state)
 		{ "min_free_memory_mb=", "min_free_memory_mb must be 0 to 16777216 MiB, not ''" },
 		{ "min_free_memory_mb=1g", "min_free_memory_mb must be 0 to 16777216 MiB, not '1g'" },
 		{ "min_free_memory_mb=99999999999999999999", "min_free_memory_mb must be 0 to 16777216 MiB, not '99999999999999999999'" },
+		{ "spares=17", "spares must be 0 to 16, not '17'" },
+		{ "spares=-1", "spares must be 0 to 16, not '-1'" },
+		{ "spares=+1", "spares must be 0 to 16, not '+1'" },
+		{ "spares=", "spares must be 0 to 16, not ''" },
+		{ "spares=one", "spares must be 0 to 16, not 'one'" },
 		{ "boot_timeout=3601", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=-5", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=60s", "boot_timeout must be 1 to 3600 seconds" },

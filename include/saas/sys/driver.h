@@ -26,9 +26,10 @@ SAAS_BEGIN_DECLS
  * 1 the VM and guest calls; 2 port_open and the rest of the guest calls;
  * 3 terminals (pty_*); 4 snapshots (fork, pause, resume); 5 template_list;
  * 6 host_info (VM hosts); 7 saas_driver_env.lease (work done once across the
- * engines that share a store, such as a template built once per VM host).
+ * engines that share a store, such as a template built once per VM host);
+ * 8 vm_take (VMs started ahead of the creates that take them).
  */
-#define SAAS_DRIVER_VERSION 7
+#define SAAS_DRIVER_VERSION 8
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -335,6 +336,23 @@ typedef struct saas_driver {
 	 * hang. NULL: the core assumes the host is alive and has room.
 	 */
 	int (*host_info)(void *ctx, saas_driver_host *out);
+
+	/* Version 8. */
+
+	/**
+	 * Hand over a VM the driver started ahead for a create of spec's shape
+	 * (image, vcpus, memory_mb, disk_gb; spec->name is not read) and the
+	 * driver's default network (spec->network NULL: a spec with a network is
+	 * never given one), so that its vm_create returns sooner. Returns 1 with
+	 * the VM's name in name (size bytes): a fresh sandbox id, "sbx-" and 20
+	 * of [a-z2-7], that the caller makes the sandbox's; the caller then
+	 * either makes it with vm_create under that name or lets it go with
+	 * vm_destroy. Returns 0 when the driver has none for that shape. Until
+	 * then such VMs belong to no sandbox and vm_list leaves them out; the
+	 * driver destroys them at close and when they can no longer serve (their
+	 * image rebuilt). NULL: creates are made the ordinary way.
+	 */
+	int (*vm_take)(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
 } saas_driver;
 
 SAAS_END_DECLS

@@ -55,6 +55,20 @@ static int parse_onoff(const char *key, const char *val, bool *out)
 	return SAAS_OK;
 }
 
+/* A count from 0 to max; what says what it counts in the error ("MiB", or "" for a plain number). */
+static int parse_count(const char *key, const char *val, unsigned int max, const char *what, unsigned int *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(val, &end, 10);
+	if (!*val || *end || errno || val[0] < '0' || val[0] > '9' || v > max)
+		return saas__inval("%s must be 0 to %u%s%s, not '%s'", key, max, *what ? " " : "", what, val);
+	*out = (unsigned int)v;
+	return SAAS_OK;
+}
+
 /* uids=auto|off|FIRST-LAST: a range of at most UIDS_COUNT_MAX uids, clear of the host's own users. */
 static int parse_uids(struct saas__lv_config *cfg, const char *val)
 {
@@ -174,6 +188,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->uid_count = UIDS_COUNT_DEFAULT;
 	cfg->cpu_milli = CPU_MILLI_DEFAULT;
 	cfg->min_free_memory_mb = MIN_FREE_MEMORY_MB_DEFAULT;
+	cfg->spares = SPARES_DEFAULT;
 	if (!text || !*text)
 		return SAAS_OK;
 	if (!strchr(text, '='))
@@ -224,14 +239,9 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			else
 				cfg->boot_timeout_ms = (int)v * 1000;
 		} else if (strcmp(tok, "min_free_memory_mb") == 0) {
-			char *end;
-			unsigned long v;
-			errno = 0;
-			v = strtoul(val, &end, 10);
-			if (!*val || *end || errno || val[0] == '-' || v > MIN_FREE_MEMORY_MB_MAX)
-				rc = saas__inval("min_free_memory_mb must be 0 to %u MiB, not '%s'", MIN_FREE_MEMORY_MB_MAX, val);
-			else
-				cfg->min_free_memory_mb = (unsigned int)v;
+			rc = parse_count(tok, val, MIN_FREE_MEMORY_MB_MAX, "MiB", &cfg->min_free_memory_mb);
+		} else if (strcmp(tok, "spares") == 0) {
+			rc = parse_count(tok, val, SPARES_MAX, "", &cfg->spares);
 		} else if (strcmp(tok, "uids") == 0) {
 			rc = parse_uids(cfg, val);
 		} else if (strcmp(tok, "dns_upstream") == 0) {

@@ -327,6 +327,14 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		return saas__oom();
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->keeper_cond, NULL);
+	{
+		/* The spare thread waits on the monotonic clock: a clock step must not stall it, nor make it spin. */
+		pthread_condattr_t attr;
+		pthread_condattr_init(&attr);
+		pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+		pthread_cond_init(&d->spare_cond, &attr);
+		pthread_condattr_destroy(&attr);
+	}
 	pthread_rwlock_init(&d->snaps_lock, NULL);
 	pthread_mutex_init(&d->upload_mu, NULL);
 	pthread_mutex_init(&d->conn_mu, NULL);
@@ -351,6 +359,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->nft_helper = cfg.nft_helper;
 	d->cpu_milli = cfg.cpu_milli;
 	d->min_free_memory_mb = cfg.min_free_memory_mb;
+	d->spares_max = cfg.spares;
 	d->mapped = cfg.template_memory == TMPL_MEM_MAPPED;
 	d->remote = cfg.remote == REMOTE_ON || (cfg.remote == REMOTE_AUTO && saas__lv_uri_remote(d->uri));
 	/* The cluster's options: owned by d now (cfg's copies go with cfg). */
@@ -493,6 +502,14 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	d->keeper_started = true;
+	if ((rc = saas__lv_spares_start(d)) < 0) {
+		__atomic_store_n(&d->closing, 1, __ATOMIC_RELEASE);
+		pthread_mutex_lock(&d->mu);
+		pthread_cond_broadcast(&d->keeper_cond);
+		pthread_mutex_unlock(&d->mu);
+		pthread_join(d->keeper, NULL);
+		goto fail;
+	}
 	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s%s, %s, images in %s, templates %s, QEMU uids %s, owner %s",
 	             d->uri, d->remote ? " (remote: guests' SSH on its address, volumes in its pool)" : "",
 	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off",
@@ -529,6 +546,7 @@ fail:
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
+	pthread_cond_destroy(&d->spare_cond);
 	pthread_rwlock_destroy(&d->snaps_lock);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
@@ -551,6 +569,8 @@ static void lv_close(void *ctx)
 		pthread_join(d->builder, NULL);
 	if (d->keeper_started)
 		pthread_join(d->keeper, NULL);
+	/* VMs started ahead are nobody's: they go, before their egress rules can. */
+	saas__lv_spares_stop(d);
 	/* The egress table stays while VMs do (it goes with none left); the resolver stops until the next open. */
 	saas__lv_egress_close(d);
 	while (d->tmpls) {
@@ -604,6 +624,7 @@ static void lv_close(void *ctx)
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->uids);
 	pthread_cond_destroy(&d->keeper_cond);
+	pthread_cond_destroy(&d->spare_cond);
 	pthread_rwlock_destroy(&d->snaps_lock);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
@@ -640,6 +661,9 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 
 	if ((rc = saas__lv_host_check(d)) < 0)
 		return rc;
+	/* A VM started ahead that a create took and then did not make. */
+	if (saas__lv_spare_destroy(d, name))
+		return SAAS_OK;
 	/* Not known to be gone is not gone: nothing of it is forgotten here then. */
 	if (!(dom = domain_lookup(d, name, &rc)) && rc < 0)
 		return rc;
@@ -700,9 +724,34 @@ int saas__lv_net_admit(struct drv *d, const saas_vm_spec *spec, saas_vm_network 
 	return SAAS_OK;
 }
 
+static int create(struct drv *d, const saas_vm_spec *spec);
+
+/* A create: from a VM started ahead when it took one (spare.c), else made here. No spare is made meanwhile. */
 static int lv_create(void *ctx, const saas_vm_spec *spec)
 {
 	struct drv *d = ctx;
+	int rc;
+
+	pthread_mutex_lock(&d->mu);
+	d->creating++;
+	pthread_mutex_unlock(&d->mu);
+	if ((rc = saas__lv_memory_check(d, spec)) == SAAS_OK && (rc = saas__lv_spare_create(d, spec)) < 0 && !closing(d)) {
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its clone started ahead failed (%s); making it anew", spec->name,
+		             saas_error_last()->message);
+		saas__error_clear();
+		rc = 1;
+	}
+	if (rc == 1)
+		rc = create(d, spec);
+	pthread_mutex_lock(&d->mu);
+	d->creating--;
+	d->spare_hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+static int create(struct drv *d, const saas_vm_spec *spec)
+{
 	struct image *im = NULL;
 	struct launch l;
 	struct timespec t0;
@@ -714,7 +763,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	const char *cold = NULL; /* with templates on, why this VM boots cold */
 	int rc, cold_level = SAAS_LOG_WARN;
 
-	if ((rc = saas__lv_memory_check(d, spec)) < 0 || (rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
+	if ((rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
 		return rc;
 	internet = net->mode != SAAS_NET_ISOLATED;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -738,7 +787,16 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
 		saas__lv_template_key(d, spec, im, key);
-		if (!key[0] || !(t = saas__lv_template_get_locked(d, key)))
+		t = key[0] ? saas__lv_template_get_locked(d, key) : NULL;
+		if (t) {
+			/* Spares go to the templates asked for last, of the shape asked for (spare.c). */
+			t->asked_ms = saas__now_ms();
+			saas__strlcpy(t->image, spec->image, sizeof(t->image));
+			t->vcpus = spec->vcpus;
+			t->memory_mb = spec->memory_mb;
+			t->disk_gb = spec->disk_gb;
+		}
+		if (!t)
 			cold = "out of memory for its template";
 		else if (t->state == TMPL_READY && d->remote) {
 			if (!(tdir = saas__strdup(t->stem)))
@@ -909,8 +967,10 @@ static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 {
 	struct list_call *lc = ud;
 
-	(void)d;
 	(void)dom;
+	/* VMs started ahead have no sandbox until a create takes one (spare.c). */
+	if (saas__lv_spare_listed(d, name))
+		return 0;
 	return lc->fn(lc->ud, name);
 }
 
@@ -1192,4 +1252,5 @@ const saas_driver saas__driver_libvirt = {
 	lv_vm_outdated,
 	.template_list = saas__lv_template_list,
 	.host_info = saas__lv_host_info,
+	.vm_take = saas__lv_take,
 };

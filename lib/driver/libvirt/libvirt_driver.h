@@ -86,6 +86,12 @@ struct ifaddrs;
 #define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
 #define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
 #define TEMPLATE_WARM_TIMEOUT_MS 30000     /* its one command as the sandbox user, before the save */
+#define SPARES_DEFAULT 1                   /* spares=N: clones' QEMUs started ahead (spare.c) */
+#define SPARES_MAX 16
+#define SPARE_HOLD_MS 2000                 /* no spare made this soon after a create */
+#define SPARE_CHECK_MS 1000                /* the spare thread looks again at least this often */
+#define SPARE_BACKOFF_FIRST_MS 1000
+#define SPARE_BACKOFF_MAX_MS 60000
 #define TEMPLATE_SAVE_TIMEOUT_MS 120000
 /*
  * A mapped template's RAM stays in memory for as long as the template does,
@@ -192,6 +198,7 @@ struct saas__lv_config {
 	char *pool;                      /* remote: the storage pool's name; NULL: POOL_DEFAULT */
 	char *pool_dir;                  /* remote: its directory on the VM host; NULL: POOL_DIR_DEFAULT */
 	unsigned int min_free_memory_mb; /* a local VM starts only with this and its memory available */
+	unsigned int spares;             /* clones' QEMUs started ahead (spare.c) */
 };
 
 /*
@@ -200,7 +207,7 @@ struct saas__lv_config {
  * templates=on|off control_port=on|off control_files=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
- * pool=NAME pool_dir=PATH min_free_memory_mb=MIB. NULL or "" gives the defaults. On
+ * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=N. NULL or "" gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);
@@ -321,9 +328,10 @@ struct tmpl {
 	int state;                       /* enum tmpl_state */
 	int memfd;                       /* a mapped template's sealed RAM (memfile.c); -1: not loaded (yet) */
 	int64_t retry_at_ms;             /* TMPL_BROKEN: not built again before this */
-	char image[64];                  /* what it boots and its shape, once a build was asked for (template_list) */
+	char image[64];                  /* what it boots and its shape, once a build or a clone was asked for */
 	unsigned int vcpus, memory_mb, disk_gb;
 	char stem[TPL_STEM_MAX];         /* remote, TMPL_READY: its volumes' common name on the host */
+	int64_t asked_ms;                /* when a create last asked for it (0: not since open): spares go to the latest */
 	struct tmpl *next;
 };
 
@@ -397,6 +405,15 @@ struct drv {
 	int closing;                     /* atomic: the driver is closing; long waits give up */
 	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
 	bool keeper_started;
+	/* Clones' QEMUs started ahead (spare.c), under mu. */
+	struct spare *spares;
+	unsigned int spares_max;         /* driver option spares=N */
+	unsigned int creating;           /* lv_create calls running: no spare is made meanwhile */
+	int64_t spare_hold_until_ms;     /* nor before this (after a create) */
+	int64_t spare_retry_at_ms;       /* nor before this (after a failure) */
+	pthread_t spare_thread;
+	bool spare_started;
+	pthread_cond_t spare_cond;       /* with mu: signalled at close */
 	pthread_cond_t keeper_cond;      /* with mu: signalled at close */
 	/*
 	 * Snapshots (snapshot.c): restores hold it shared while they read a
@@ -789,6 +806,20 @@ void saas__lv_launch_undo(struct launch *l);
 int saas__lv_boot_cold(struct launch *l);
 /* A clone of the template in l->tdir; on failure l->template_bad says whether to rebuild it. */
 int saas__lv_boot_clone(struct launch *l);
+/*
+ * Spares (spare.c): clones' QEMUs started ahead. saas__lv_take is the driver's
+ * vm_take; saas__lv_spare_create makes VM spec->name from the spare a create
+ * took under that name (SAAS_OK), or says there is none (1), or fails with
+ * everything of it undone (the caller makes the VM the ordinary way).
+ * saas__lv_spare_listed: a spare of that name exists (vm_list leaves it out);
+ * saas__lv_spare_destroy: destroys it if so (true).
+ */
+int saas__lv_spares_start(struct drv *d);
+void saas__lv_spares_stop(struct drv *d);
+int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
+int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec);
+bool saas__lv_spare_listed(struct drv *d, const char *name);
+bool saas__lv_spare_destroy(struct drv *d, const char *name);
 /* Its two halves (clone.c): disk and paused domain; then state, fix-ups and session. at[]: ms since t0. */
 int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at[2]);
 int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2]);
