@@ -58,6 +58,12 @@
  * clones of the same template (BENCH_RUNS, default 5; BENCH_FORK10, default
  * 1; BENCH_SNAPSHOT_MB, the guest's RAM, default 1024).
  *
+ * vm_bench --spares STATE_DIR IMAGES_DIR image...: clone create -> first
+ * `true` with the clone's QEMU started ahead (driver option spares=1, each
+ * create waiting until one is) and without (spares=0), BENCH_ROUNDS rounds
+ * (default 2) of BENCH_RUNS creates (default 6) each way, alternating, 3.5 s
+ * apart both ways; every create checked to be the kind it is timed as.
+ *
  * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
  * figures alone, on one cold-booted `tiny` sandbox, BENCH_RUNS times (default
  * 3) in turn with their OpenSSH baselines: minutes instead of half an hour,
@@ -83,6 +89,8 @@
 #define MAX_AT_ONCE 64
 #define MAX_IMAGES 8
 #define CONTROL_SAMPLES 400
+#define SPARE_SAMPLES 64
+#define SPARE_GAP_MS 3500 /* between creates, both ways: past the driver's 2 s hold and one start */
 
 /* What the child processes measured, in memory shared with the parent. */
 struct results {
@@ -113,6 +121,9 @@ struct results {
 	bool clone_mapped, clone_confined;     /* the clone engine's templates were mapped, its QEMUs confined */
 	/* --pool: p50, p95 ms per image: the claim (the create call), claim -> first `true`, the next `true` */
 	double pl_claim[MAX_IMAGES][2], pl_first[MAX_IMAGES][2], pl_next[MAX_IMAGES][2];
+	/* --spares: [0] started ahead, [1] none; every create -> `true`, ms, per image */
+	double sp_t[2][MAX_IMAGES][SPARE_SAMPLES];
+	int sp_n[2][MAX_IMAGES];
 };
 static struct results *res;
 
@@ -132,6 +143,7 @@ static int runs = 20, at_once = 20;
 static const char *uids = "auto";  /* the driver option uids of the engines opened next */
 static const char *template_memory = "mapped"; /* the driver option template_memory of the engines opened next */
 static const char *control_port = "on"; /* the driver option control_port of the engines opened next */
+static const char *spares_opt = "1";      /* the driver option spares of the engines opened next */
 static int max_sandboxes = MAX_AT_ONCE + 8;
 static unsigned int disk_budget_gb; /* the engines opened next; 0: the engine's default */
 static const saas_size *const *bench_sizes; /* the engines opened next; NULL: the engine's sizes */
@@ -140,6 +152,7 @@ static size_t bench_nsizes;
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int templates_ready, templates_failed, clones_made, cold_boots;
 static int fixups_port, fixups_ssh; /* clones whose fix-ups went over the control port, over SSH */
+static int spares_started, clones_ahead; /* VMs started ahead; clones made from one */
 static bool confined;               /* the engine said its QEMUs run under uids of their own */
 static bool mapped;                 /* the engine built a template whose memory clones map */
 static long long paused_bytes;      /* what the engine's last pause saved, from its log line */
@@ -150,6 +163,14 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A positive count from the environment, else def. */
+static int env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+
+	return v && atoi(v) > 0 ? atoi(v) : def;
 }
 
 static void die(const char *what, int rc)
@@ -167,12 +188,15 @@ static void on_log(void *ud, int level, const char *msg)
 		templates_ready++;
 	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
 		templates_failed++;
-	if (strstr(msg, " up in ") && strstr(msg, "(clone,"))
+	/* A clone, made the whole way or from a QEMU started ahead (", started ahead,"). */
+	if (strstr(msg, " up in ") && strstr(msg, "(clone,")) {
 		clones_made++;
-	if (strstr(msg, " up in ") && strstr(msg, "(clone, fix-ups over the control port,"))
-		fixups_port++;
-	if (strstr(msg, " up in ") && strstr(msg, "(clone, fix-ups over SSH,"))
-		fixups_ssh++;
+		clones_ahead += strstr(msg, ", started ahead,") != NULL;
+		fixups_port += strstr(msg, " fix-ups over the control port,") != NULL;
+		fixups_ssh += strstr(msg, " fix-ups over SSH,") != NULL;
+	}
+	if (strncmp(msg, "VM ", 3) == 0 && strstr(msg, " started ahead for template "))
+		spares_started++;
 	if (strstr(msg, " up in ") && strstr(msg, "(cold boot,"))
 		cold_boots++;
 	if (strstr(msg, "QEMU uids per VM"))
@@ -196,8 +220,8 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	b->name = name;
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
 	snprintf(config, sizeof(config),
-	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s", images,
-	         templates ? "on" : "off", uids, template_memory, control_port);
+	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s spares=%s", images,
+	         templates ? "on" : "off", uids, template_memory, control_port, spares_opt);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -1021,10 +1045,88 @@ static void phase_control(char **images, int n, const char *dir)
 	engine_close(&cloned);
 }
 
+/* ---- --spares: clones from a QEMU started ahead, and without ---- */
+
+static const char *const spare_modes[2] = { "1", "0" };
+
+/* n: the image's index, the mode (0 ahead, 1 none) and the count: count << 4 | mode << 3 | image. */
+static void phase_spares(char **images, int n, const char *dir)
+{
+	int image = n & 7, mode = n >> 3 & 1, count = n >> 4, made, ahead;
+	const char *name = images[image];
+
+	spares_opt = spare_modes[mode];
+	engine_open(&cloned, "spares", dir, true, NULL);
+	client = cloned.client;
+	if (res->sp_n[0][image] + res->sp_n[1][image] == 0)
+		template_warm(name);
+	pthread_mutex_lock(&log_mu);
+	made = clones_made;
+	ahead = clones_ahead;
+	pthread_mutex_unlock(&log_mu);
+	for (int i = 0; i < count && res->sp_n[mode][image] < SPARE_SAMPLES; i++) {
+		double t0;
+		saas_sandbox *sb;
+		usleep(SPARE_GAP_MS * 1000);
+		/* Ahead: the next is started after the last create's hold; wait for it (a minute at most). */
+		for (int w = 0; mode == 0 && w < 600; w++) {
+			bool ready;
+			pthread_mutex_lock(&log_mu);
+			ready = spares_started > clones_ahead;
+			pthread_mutex_unlock(&log_mu);
+			if (ready)
+				break;
+			usleep(100 * 1000);
+		}
+		t0 = now_ms();
+		sb = create_on(cloned.client, name);
+		exec_on(cloned.client, sb->id, "true");
+		res->sp_t[mode][image][res->sp_n[mode][image]++] = now_ms() - t0;
+		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
+		saas_sandbox_free(sb);
+	}
+	/* A cold boot, or a clone of the other kind, would be timed as what it is not. */
+	pthread_mutex_lock(&log_mu);
+	made = clones_made - made;
+	ahead = clones_ahead - ahead;
+	pthread_mutex_unlock(&log_mu);
+	if (made != count || ahead != (mode == 0 ? count : 0)) {
+		fprintf(stderr, "vm_bench: spares=%s, %s: %d of %d creates were clones, %d of them from a QEMU started ahead "
+		        "(see the engine's log)\n", spares_opt, name, made, count, ahead);
+		exit(1);
+	}
+	engine_close(&cloned);
+}
+
+static int spares_main(const char *dir, char **images, int n)
+{
+	int rounds = env_int("BENCH_ROUNDS", 2), per = env_int("BENCH_RUNS", 6);
+
+	load_now(res->load[0], sizeof(res->load[0]));
+	for (int i = 0; i < n; i++)
+		for (int r = 0; r < rounds; r++)
+			for (int mode = 0; mode < 2; mode++)
+				run_child(mode ? "no spare" : "spare", phase_spares, images, per << 4 | mode << 3 | i, dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	printf("| create -> first `true`, clone (%d rounds of %d each way, alternating, %.1f s apart) | its QEMU started "
+	       "ahead (`spares=1`) | made whole (`spares=0`, same run, same template) |\n|---|---|---|\n",
+	       rounds, per, SPARE_GAP_MS / 1000.0);
+	for (int i = 0; i < n; i++) {
+		double p[2][2];
+		for (int mode = 0; mode < 2; mode++) {
+			p[mode][0] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.5);
+			p[mode][1] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.95);
+		}
+		printf("| `%s` | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; started ahead %.2fx at p50 |\n",
+		       images[i], p[0][0], p[0][1], p[1][0], p[1][1], p[0][0] / p[1][0]);
+	}
+	return 0;
+}
+
 static int control_main(const char *dir)
 {
-	int rounds = getenv("BENCH_ROUNDS") && atoi(getenv("BENCH_ROUNDS")) > 0 ? atoi(getenv("BENCH_ROUNDS")) : 2;
-	int per = getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : 10;
+	int rounds = env_int("BENCH_ROUNDS", 2), per = env_int("BENCH_RUNS", 10);
 	double p[2][2];
 
 	load_now(res->load[0], sizeof(res->load[0]));
@@ -1484,7 +1586,7 @@ static bool results_map(void)
 /* BENCH_RUNS if set to a positive number, else def. */
 static int env_runs(int def)
 {
-	return getenv("BENCH_RUNS") && atoi(getenv("BENCH_RUNS")) > 0 ? atoi(getenv("BENCH_RUNS")) : def;
+	return env_int("BENCH_RUNS", def);
 }
 
 int main(int argc, char **argv)
@@ -1499,6 +1601,7 @@ int main(int argc, char **argv)
 	bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
 	bool snapshot = argc > 1 && strcmp(argv[1], "--snapshot") == 0;
 	bool pool_only = argc > 1 && strcmp(argv[1], "--pool") == 0;
+	bool spares = argc > 1 && strcmp(argv[1], "--spares") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1537,6 +1640,16 @@ int main(int argc, char **argv)
 		if (!results_map())
 			return 1;
 		return pool_main(argv[3], argv + 4, argc - 4);
+	}
+	if (spares) {
+		if (argc < 5 || argc - 4 > MAX_IMAGES) {
+			fprintf(stderr, "usage: vm_bench --spares STATE_DIR IMAGES_DIR image...\n");
+			return 2;
+		}
+		state_dir = argv[2];
+		if (!results_map())
+			return 1;
+		return spares_main(argv[3], argv + 4, argc - 4);
 	}
 	if (snapshot) {
 		if (argc != 4 && argc != 5) {
