@@ -732,9 +732,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	struct drv *d = ctx;
 	int rc;
 
-	pthread_mutex_lock(&d->mu);
-	d->creating++;
-	pthread_mutex_unlock(&d->mu);
+	saas__lv_spares_busy(d, true);
 	if ((rc = saas__lv_memory_check(d, spec)) == SAAS_OK && (rc = saas__lv_spare_create(d, spec)) < 0 && !closing(d)) {
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its clone started ahead failed (%s); making it anew", spec->name,
 		             saas_error_last()->message);
@@ -743,10 +741,7 @@ static int lv_create(void *ctx, const saas_vm_spec *spec)
 	}
 	if (rc == 1)
 		rc = create(d, spec);
-	pthread_mutex_lock(&d->mu);
-	d->creating--;
-	d->spare_hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
-	pthread_mutex_unlock(&d->mu);
+	saas__lv_spares_busy(d, false);
 	return rc;
 }
 

@@ -408,8 +408,8 @@ struct drv {
 	/* Clones' QEMUs started ahead (spare.c), under mu. */
 	struct spare *spares;
 	unsigned int spares_max;         /* driver option spares=N */
-	unsigned int creating;           /* lv_create calls running: no spare is made meanwhile */
-	int64_t spare_hold_until_ms;     /* nor before this (after a create) */
+	unsigned int creating;           /* creates and restores running: no spare is made meanwhile */
+	int64_t spare_hold_until_ms;     /* nor before this (after one) */
 	int64_t spare_retry_at_ms;       /* nor before this (after a failure) */
 	pthread_t spare_thread;
 	bool spare_started;
@@ -816,6 +816,8 @@ int saas__lv_boot_clone(struct launch *l);
  */
 int saas__lv_spares_start(struct drv *d);
 void saas__lv_spares_stop(struct drv *d);
+/* A VM being made (begin true) or made: no spare is started meanwhile nor for SPARE_HOLD_MS after. */
+void saas__lv_spares_busy(struct drv *d, bool begin);
 int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
 int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec);
 bool saas__lv_spare_listed(struct drv *d, const char *name);

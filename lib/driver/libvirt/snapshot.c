@@ -1034,9 +1034,22 @@ out:
 	return rc;
 }
 
+static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap);
+
+/* A fork's child or a resume: no clone is started ahead meanwhile (spare.c), its CPUs are this one's. */
 int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 {
 	struct drv *d = ctx;
+	int rc;
+
+	saas__lv_spares_busy(d, true);
+	rc = restore(d, spec, snap);
+	saas__lv_spares_busy(d, false);
+	return rc;
+}
+
+static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
+{
 	struct saas__lv_snapshot s;
 	struct image im;
 	struct launch l;

@@ -202,7 +202,8 @@ static void *spare_main(void *arg)
 		t = !stale && !d->creating && now >= d->spare_hold_until_ms && now >= d->spare_retry_at_ms
 		            ? spare_wanted_locked(d)
 		            : NULL;
-		if (t && (s = calloc(1, sizeof(*s))) && saas__id_new(s->name, "sbx-", 20) < 0) {
+		s = t ? calloc(1, sizeof(*s)) : NULL;
+		if (s && saas__id_new(s->name, "sbx-", 20) < 0) {
 			free(s);
 			s = NULL;
 		}
@@ -259,6 +260,18 @@ static void *spare_main(void *arg)
 	}
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
+}
+
+void saas__lv_spares_busy(struct drv *d, bool begin)
+{
+	pthread_mutex_lock(&d->mu);
+	if (begin) {
+		d->creating++;
+	} else {
+		d->creating--;
+		d->spare_hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
+	}
+	pthread_mutex_unlock(&d->mu);
 }
 
 int saas__lv_spares_start(struct drv *d)
