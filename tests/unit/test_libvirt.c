@@ -1247,8 +1247,10 @@ static void test_uids_allocate_release(void **state)
 
 	(void)state;
 	assert_int_equal(saas__lv_uids_init(&u, 200000, 3), SAAS_OK);
+	assert_int_equal(saas__lv_uids_free(&u), 3);
 	assert_int_equal(saas__lv_uids_take(&u, &a), SAAS_OK);
 	assert_int_equal(saas__lv_uids_take(&u, &b), SAAS_OK);
+	assert_int_equal(saas__lv_uids_free(&u), 1);
 	assert_int_equal(a, 200000);
 	assert_int_equal(b, 200001);
 	/* A uid let go is reused last: the next VM gets one no QEMU had a moment ago. */
@@ -1262,6 +1264,7 @@ static void test_uids_allocate_release(void **state)
 	saas__lv_uids_put(&u, 199999);
 	saas__lv_uids_put(&u, 200003);
 	saas__error_clear();
+	assert_int_equal(saas__lv_uids_free(&u), 0);
 	assert_int_equal(saas__lv_uids_take(&u, &a), SAAS_EBUSY);
 	saas__lv_uids_clear(&u);
 }

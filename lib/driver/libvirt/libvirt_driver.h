@@ -239,6 +239,8 @@ void saas__lv_uids_clear(struct saas__lv_uids *u);
 int saas__lv_uids_take(struct saas__lv_uids *u, unsigned int *uid);
 /* Hold a uid a running VM already has (adoption); false when it is outside the range. */
 bool saas__lv_uids_mark(struct saas__lv_uids *u, unsigned int uid);
+/* How many uids of the range are free. */
+unsigned int saas__lv_uids_free(const struct saas__lv_uids *u);
 /* Let a uid go (0 and uids outside the range are ignored). */
 void saas__lv_uids_put(struct saas__lv_uids *u, unsigned int uid);
 /*

@@ -17,8 +17,8 @@
  * (none for a template nobody asked for since the driver opened); one made at
  * a time, never while a create runs nor within SPARE_HOLD_MS after one (the
  * creates' first commands need the CPUs), never while the host is short of
- * memory for its size, and after a failure not again for a while that
- * doubles up to SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory
+ * memory for its size nor with the last free uid, and after a failure not
+ * again for a while that doubles up to SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory
  * (its guest's RAM is the template's, mapped, and untouched until it runs), a
  * uid and a port; no CPU.
  *
@@ -126,8 +126,11 @@ static int spare_make(struct drv *d, struct spare *s)
 		rc = SAAS_ENOMEM;
 	if (rc == SAAS_OK && !(s->tdir = saas__lv_drv_path(d, "templates", s->key)))
 		rc = SAAS_ENOMEM;
+	/* A spare never takes the last free uid: a create with a network of its own needs one. */
 	if (rc == SAAS_OK && d->confined)
-		rc = saas__lv_uid_take(d, &s->l.uid);
+		rc = saas__lv_uids_free(&d->uids) < 2
+		             ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "one uid left: kept for a create")
+		             : saas__lv_uid_take(d, &s->l.uid);
 	pthread_mutex_unlock(&d->mu);
 	if (rc < 0)
 		return rc;

@@ -75,6 +75,15 @@ bool saas__lv_uids_mark(struct saas__lv_uids *u, unsigned int uid)
 	return true;
 }
 
+unsigned int saas__lv_uids_free(const struct saas__lv_uids *u)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < u->count; i++)
+		n += !u->used[i];
+	return n;
+}
+
 void saas__lv_uids_put(struct saas__lv_uids *u, unsigned int uid)
 {
 	if (uid >= u->first && uid - u->first < u->count)
