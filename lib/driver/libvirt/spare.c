@@ -47,6 +47,7 @@ struct spare {
 	int state;
 	bool cancelled;                  /* SPARE_MAKING: destroyed meanwhile; its maker undoes it */
 	bool egress;                     /* its egress rules are set */
+	int64_t at[2];                   /* ms to its disk, to its domain (for the log) */
 	saas_vm_spec spec;               /* its shape; network NULL: the driver's default */
 	struct launch l;                 /* its half-made clone: l.dom paused, l.uid, l.port, l.dir, l.tdir */
 	char *tdir, *host_key;
@@ -115,7 +116,6 @@ static int spare_make(struct drv *d, struct spare *s)
 	const saas_vm_network *net;
 	struct image *im = NULL;
 	struct timespec t0;
-	int64_t at[2];
 	int rc;
 
 	if ((rc = saas__lv_net_admit(d, &s->spec, &fallback, &net)) < 0)
@@ -148,14 +148,9 @@ static int spare_make(struct drv *d, struct spare *s)
 	s->l.policy = false;
 	s->l.tdir = s->tdir;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((rc = saas__lv_clone_start(&s->l, &t0, at)) < 0) {
+	if ((rc = saas__lv_clone_start(&s->l, &t0, s->at)) < 0)
 		saas__lv_clone_undo(&s->l, rc);
-		return rc;
-	}
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s started ahead for template %s (%s, %u vCPU, %u MiB) in %lld ms "
-	             "(disk %lld ms, domain %lld ms)", s->name, s->key, s->image, s->spec.vcpus, s->spec.memory_mb,
-	             (long long)at[1], (long long)at[0], (long long)(at[1] - at[0]));
-	return SAAS_OK;
+	return rc;
 }
 
 /* The template to make a spare for: the one asked for last that is ready, local and has none. Under d->mu. */
@@ -235,8 +230,13 @@ static void *spare_main(void *arg)
 				rc = spare_make(d, s);
 			pthread_mutex_lock(&d->mu);
 			if (rc == SAAS_OK && !s->cancelled && !closing(d)) {
+				/* Said once it can be taken: whoever reads the line may create at once. */
 				s->state = SPARE_READY;
 				backoff_ms = SPARE_BACKOFF_FIRST_MS;
+				saas__lv_log(d, SAAS_LOG_INFO, "VM %s started ahead for template %s (%s, %u vCPU, %u MiB) in %lld ms "
+				             "(disk %lld ms, domain %lld ms)", s->name, s->key, s->image, s->spec.vcpus,
+				             s->spec.memory_mb, (long long)s->at[1], (long long)s->at[0],
+				             (long long)(s->at[1] - s->at[0]));
 				s = NULL;
 			} else {
 				if (rc < 0 && rc != SAAS_EBUSY && !closing(d)) {
