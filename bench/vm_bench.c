@@ -64,6 +64,8 @@
  * (default 2) of BENCH_RUNS creates (default 6) each way, alternating, 3.5 s
  * apart both ways; every create checked to be the kind it is timed as.
  *
+ * BENCH_VERBOSE=1: every engine log line to stderr, not only warnings.
+ *
  * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
  * figures alone, on one cold-booted `tiny` sandbox, BENCH_RUNS times (default
  * 3) in turn with their OpenSSH baselines: minutes instead of half an hour,
@@ -206,7 +208,7 @@ static void on_log(void *ud, int level, const char *msg)
 	if (strncmp(msg, "sandbox ", 8) == 0 && strstr(msg, " paused in ") && strstr(msg, " bytes saved as "))
 		paused_bytes = atoll(strstr(msg, " ms (") + 5);
 	pthread_mutex_unlock(&log_mu);
-	if (level <= SAAS_LOG_WARN)
+	if (level <= SAAS_LOG_WARN || getenv("BENCH_VERBOSE"))
 		fprintf(stderr, "vm_bench: [engine] %s\n", msg);
 }
 
@@ -1058,8 +1060,14 @@ static void phase_spares(char **images, int n, const char *dir)
 	spares_opt = spare_modes[mode];
 	engine_open(&cloned, "spares", dir, true, NULL);
 	client = cloned.client;
-	if (res->sp_n[0][image] + res->sp_n[1][image] == 0)
+	if (res->sp_n[0][image] + res->sp_n[1][image] == 0) {
 		template_warm(name);
+	} else {
+		/* A new engine starts VMs ahead only for templates a create asked for since it opened: one, untimed. */
+		saas_sandbox *sb = create_on(cloned.client, name);
+		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
+		saas_sandbox_free(sb);
+	}
 	pthread_mutex_lock(&log_mu);
 	made = clones_made;
 	ahead = clones_ahead;
