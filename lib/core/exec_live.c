@@ -29,7 +29,6 @@ int saas__live_new(saas_engine *e, const saas_store_execution *rec, size_t max_o
                    struct saas__live **out)
 {
 	struct saas__live *l = calloc(1, sizeof(*l));
-	pthread_condattr_t ca;
 
 	if (!l)
 		return saas__oom();
@@ -41,10 +40,7 @@ int saas__live_new(saas_engine *e, const saas_store_execution *rec, size_t max_o
 	l->stdin_open = stdin_open;
 	l->refs = 1;
 	l->engine = e;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&l->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	saas__cond_init_monotonic(&l->cond);
 	pthread_mutex_lock(&e->live_mu);
 	l->next = e->lives;
 	e->lives = l;

@@ -183,7 +183,6 @@ static void pools_free(struct saas__pools *p)
 static struct saas__pools *pools_new(void)
 {
 	struct saas__pools *p = calloc(1, sizeof(*p));
-	pthread_condattr_t attr;
 
 	if (!p || !(p->items = calloc(ENTRIES_MAX, sizeof(*p->items)))) {
 		free(p);
@@ -192,10 +191,7 @@ static struct saas__pools *pools_new(void)
 	}
 	pthread_mutex_init(&p->mu, NULL);
 	/* The refill waits out its backoff on the monotonic clock: a clock step must not stall it. */
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cond, &attr);
-	pthread_condattr_destroy(&attr);
+	saas__cond_init_monotonic(&p->cond);
 	return p;
 }
 

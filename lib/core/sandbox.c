@@ -330,12 +330,6 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 	return 1;
 }
 
-/* A sandbox id as saas__id_new makes them with "sbx-" and 20 characters. */
-static bool sandbox_id_fresh(const char *id)
-{
-	return strlen(id) == 24 && strncmp(id, "sbx-", 4) == 0 && strspn(id + 4, "abcdefghijklmnopqrstuvwxyz234567") == 20;
-}
-
 /*
  * A VM the engine's own driver started ahead for a create of this size and
  * image (driver.h, vm_take): its name, written to id, becomes the sandbox's,
@@ -354,7 +348,7 @@ static bool take_started(saas_engine *e, const saas_size *size, const char *imag
 		saas__error_clear();
 		return false;
 	}
-	if (rc == 1 && !sandbox_id_fresh(id)) {
+	if (rc == 1 && !saas__id_valid(id, "sbx-", 20)) {
 		/* Not a name a sandbox may have: the VM is let go, and the create made the ordinary way. */
 		saas__log(e, SAAS_LOG_WARN, "driver '%s' started a VM ahead under a name no sandbox may have; destroying it",
 		          e->driver->name);

@@ -30,6 +30,19 @@ void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms)
 	}
 }
 
+int saas__cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+	int rc;
+
+	if ((rc = pthread_condattr_init(&attr)) != 0)
+		return rc;
+	if ((rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)) == 0)
+		rc = pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+	return rc;
+}
+
 int saas__random(void *buf, size_t len)
 {
 	unsigned char *p = buf;
@@ -47,9 +60,11 @@ int saas__random(void *buf, size_t len)
 	return SAAS_OK;
 }
 
+/* Ids' characters: lowercase base32, 5 bits each. */
+static const char id_alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+
 int saas__id_new(char *out, const char *prefix, size_t nchars)
 {
-	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
 	unsigned char rnd[SAAS_ID_MAX];
 	size_t plen = strlen(prefix);
 	int rc;
@@ -60,9 +75,16 @@ int saas__id_new(char *out, const char *prefix, size_t nchars)
 		return rc;
 	memcpy(out, prefix, plen);
 	for (size_t i = 0; i < nchars; i++)
-		out[plen + i] = alphabet[rnd[i] & 31];
+		out[plen + i] = id_alphabet[rnd[i] & 31];
 	out[plen + nchars] = '\0';
 	return SAAS_OK;
+}
+
+bool saas__id_valid(const char *id, const char *prefix, size_t nchars)
+{
+	size_t plen = strlen(prefix);
+
+	return strncmp(id, prefix, plen) == 0 && strlen(id + plen) == nchars && strspn(id + plen, id_alphabet) == nchars;
 }
 
 bool saas__strlcpy(char *dst, const char *src, size_t size)

@@ -5,6 +5,7 @@
 #define SAAS_UTIL_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -17,6 +18,8 @@
 int64_t saas__now_ms(void);
 /* *ts = now on `clock` plus ms (ms >= 0): a deadline for pthread_cond_timedwait and friends. */
 void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms);
+/* A condition variable whose timed waits take CLOCK_MONOTONIC deadlines (saas__deadline). 0 or an errno. */
+int saas__cond_init_monotonic(pthread_cond_t *cond);
 /* saas_time_parse() without touching the thread's error: 0, or -1 when text is not a time. */
 int saas__time_parse(int64_t *ms, const char *text, unsigned int flags);
 
@@ -28,6 +31,8 @@ int saas__random(void *buf, size_t len);
  * (a-z, 2-7), each carrying 5 random bits. `out` holds SAAS_ID_MAX + 1.
  */
 int saas__id_new(char *out, const char *prefix, size_t nchars);
+/* Is id one saas__id_new could have made with this prefix and length? */
+bool saas__id_valid(const char *id, const char *prefix, size_t nchars);
 
 /* SHA-256 of `len` bytes as 64 lowercase hex characters and a NUL. */
 void saas__sha256_hex(char out[65], const void *data, size_t len);

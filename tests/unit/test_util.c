@@ -296,6 +296,16 @@ static void test_ids(void **state)
 	assert_string_not_equal(a, b);
 	for (const char *p = a + 4; *p; p++)
 		assert_true((*p >= 'a' && *p <= 'z') || (*p >= '2' && *p <= '7'));
+	/* What saas__id_new makes, and nothing else, passes saas__id_valid. */
+	assert_true(saas__id_valid(a, "sbx-", 20));
+	assert_false(saas__id_valid(a, "exe-", 20));
+	assert_false(saas__id_valid(a, "sbx-", 19));
+	assert_false(saas__id_valid("sbx-aaaaaaaaaaaaaaaaaaa", "sbx-", 20));
+	assert_false(saas__id_valid("sbx-aaaaaaaaaaaaaaaaaaaaa", "sbx-", 20));
+	assert_false(saas__id_valid("sbx-aaaaaaaaaaaaaaaaaaa8", "sbx-", 20));
+	assert_false(saas__id_valid("sbx-aaaaaaaaaaaaaaaaaaaA", "sbx-", 20));
+	assert_false(saas__id_valid("sbx-aaaaaaaaaa/aaaaaaaaa", "sbx-", 20));
+	assert_true(saas__id_valid("sbx-abcdefghijklmnop2345", "sbx-", 20));
 	assert_int_equal(saas__id_new(a, "prefix-", 60), SAAS_EINVAL);
 }
 

@@ -327,14 +327,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		return saas__oom();
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->keeper_cond, NULL);
-	{
-		/* The spare thread waits on the monotonic clock: a clock step must not stall it, nor make it spin. */
-		pthread_condattr_t attr;
-		pthread_condattr_init(&attr);
-		pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-		pthread_cond_init(&d->spare_cond, &attr);
-		pthread_condattr_destroy(&attr);
-	}
+	/* The spare thread waits on the monotonic clock: a clock step must not stall it, nor make it spin. */
+	saas__cond_init_monotonic(&d->spare_cond);
 	pthread_rwlock_init(&d->snaps_lock, NULL);
 	pthread_mutex_init(&d->upload_mu, NULL);
 	pthread_mutex_init(&d->conn_mu, NULL);

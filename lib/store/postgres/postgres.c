@@ -747,7 +747,6 @@ static int pool_options(const char *url, char **conninfo, unsigned int *size)
 
 static int pg_open(void **ctx, const saas_store_env *env)
 {
-	pthread_condattr_t attr;
 	struct pool *pool;
 	unsigned int size;
 	char *conninfo;
@@ -777,13 +776,7 @@ static int pg_open(void **ctx, const saas_store_env *env)
 		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_OS, rc, "pthread_mutex_init: %s", strerror(rc));
 	}
 	/* Waits are bounded on the monotonic clock, which no clock adjustment moves. */
-	if ((rc = pthread_condattr_init(&attr)) == 0) {
-		rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-		if (!rc)
-			rc = pthread_cond_init(&pool->freed, &attr);
-		pthread_condattr_destroy(&attr);
-	}
-	if (rc) {
+	if ((rc = saas__cond_init_monotonic(&pool->freed)) != 0) {
 		pthread_mutex_destroy(&pool->lock);
 		free(conninfo);
 		free(pool);
