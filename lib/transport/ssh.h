@@ -10,6 +10,7 @@
 
 #include "saas/errors.h"
 #include "saas/sys/driver.h"
+#include "util/util.h"
 
 typedef struct saas__ssh saas__ssh;
 
@@ -69,6 +70,14 @@ int saas__ssh_alive(saas__ssh *ssh);
  * on one connection from different threads.
  */
 int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code);
+
+/*
+ * The script a command runs as, without the SSH wrapper's markers (for a
+ * transport that knows the shell's status itself: the control port's): into
+ * req->cwd (or exit 126), req->env exported, the wrapper's signal traps, then
+ * `eval COMMAND`. Appended to out; SAAS_OK or SAAS_ENOMEM.
+ */
+int saas__exec_script(saas__buf *out, const saas_driver_exec *req);
 
 /*
  * Run a short command exactly as given (no wrapper, no cwd, no env, no stdin)

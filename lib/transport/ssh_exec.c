@@ -32,18 +32,33 @@
 #define SSH_EXIT_QUIET_MS 250
 #define SSH_EXIT_MAX_MS 2000
 
-static void shell_quote(saas__buf *b, const char *s)
+/* s in single quotes for a POSIX shell: SAAS_OK, or SAAS_ENOMEM with b's end undefined. */
+static int shell_quote(saas__buf *b, const char *s)
 {
-	saas__buf_puts(b, "'");
-	for (; *s; s++) {
-		if (*s == '\'')
-			saas__buf_puts(b, "'\\''");
-		else
-			saas__buf_put(b, s, 1);
-	}
-	saas__buf_puts(b, "'");
+	int rc = saas__buf_puts(b, "'");
+
+	for (const char *q; rc == SAAS_OK && (q = strchr(s, '\'')); s = q + 1)
+		if ((rc = saas__buf_put(b, s, (size_t)(q - s))) == SAAS_OK)
+			rc = saas__buf_puts(b, "'\\''");
+	if (rc == SAAS_OK && (rc = saas__buf_puts(b, s)) == SAAS_OK)
+		rc = saas__buf_puts(b, "'");
+	return rc;
 }
 
+/* Into the command's directory (or exit 126, as a shell that cannot enter it), its variables exported. */
+static int exec_enter(saas__buf *b, const saas_driver_exec *req)
+{
+	int rc;
+
+	if ((rc = saas__buf_puts(b, "cd -- ")) < 0 || (rc = shell_quote(b, req->cwd)) < 0 ||
+	    (rc = saas__buf_puts(b, " || exit 126; ")) < 0)
+		return rc;
+	for (const char *const *e = req->env; e && *e; e++)
+		if ((rc = saas__buf_puts(b, "export ")) < 0 || (rc = shell_quote(b, *e)) < 0 ||
+		    (rc = saas__buf_puts(b, "; ")) < 0)
+			return rc;
+	return SAAS_OK;
+}
 
 /* ---- exec ------------------------------------------------------------------------------------ */
 
@@ -84,6 +99,30 @@ static const struct {
 } wrapper_signals[] = { { "HUP", 1 }, { "INT", 2 }, { "QUIT", 3 }, { "USR1", 10 }, { "USR2", 12 },
                         { "PIPE", 13 }, { "ALRM", 14 }, { "TERM", 15 } };
 
+/*
+ * The signal traps (a shell that takes one exits 128+N once its command
+ * returns, whichever shell it is), then the command.
+ */
+static int exec_run_command(saas__buf *b, const saas_driver_exec *req)
+{
+	int rc = SAAS_OK;
+
+	for (size_t i = 0; rc == SAAS_OK && i < SAAS_ARRAY_SIZE(wrapper_signals); i++)
+		rc = saas__buf_printf(b, "trap 'exit %d' %s; ", 128 + wrapper_signals[i].num, wrapper_signals[i].name);
+	if (rc == SAAS_OK && (rc = saas__buf_puts(b, "eval ")) == SAAS_OK)
+		rc = shell_quote(b, req->command);
+	return rc;
+}
+
+int saas__exec_script(saas__buf *out, const saas_driver_exec *req)
+{
+	int rc;
+
+	if ((rc = exec_enter(out, req)) < 0)
+		return rc;
+	return exec_run_command(out, req);
+}
+
 /* How long a shell that reported "held" waits for the engine's go before it drains anyway. */
 #define EXEC_GO_WAIT_S 30
 /* A command that made more processes than this is taken to have left some behind, unchecked. */
@@ -92,23 +131,17 @@ static const struct {
 static int build_command(saas__buf *out, const saas_driver_exec *req, const char *token)
 {
 	saas__buf w = SAAS__BUF_INIT;
-	int rc = SAAS_OK;
+	int rc;
 
-	saas__buf_printf(&w, "printf '\\036aas-%s:pid=%%d\\036' $$ >&2; "
-	                     "read -r _ _ _ _ __aas_p </proc/loadavg 2>/dev/null; cd -- ", token);
-	shell_quote(&w, req->cwd);
-	saas__buf_puts(&w, " || exit 126; ");
-	if (req->env)
-		for (const char *const *e = req->env; *e; e++) {
-			saas__buf_puts(&w, "export ");
-			shell_quote(&w, *e);
-			saas__buf_puts(&w, "; ");
-		}
+	if ((rc = saas__buf_printf(&w, "printf '\\036aas-%s:pid=%%d\\036' $$ >&2; "
+	                               "read -r _ _ _ _ __aas_p </proc/loadavg 2>/dev/null; ", token)) < 0 ||
+	    (rc = exec_enter(&w, req)) < 0)
+		goto out;
 	/*
 	 * The EXIT trap (above). Its variables and its function start with
 	 * __aas_ so that a command has no reason to touch them.
 	 */
-	saas__buf_printf(&w,
+	rc = saas__buf_printf(&w,
 	                 "__aas_end() { __aas_s=$1 __aas_h=0; "
 	                 "if [ -n \"$__aas_p\" ] && read -r _ _ _ _ __aas_q </proc/loadavg 2>/dev/null && "
 	                 "[ \"$__aas_q\" != \"$__aas_p\" ]; then __aas_h=1; "
@@ -130,24 +163,18 @@ static int build_command(saas__buf *out, const saas_driver_exec *req, const char
 	 * The command runs in the wrapper's own shell (eval), not a child
 	 * /bin/sh: under TCG every fork and exec in the guest costs milliseconds,
 	 * and this one bought nothing. The EXIT trap reports the status however
-	 * the command ends, `exit N` included; the signal traps keep what a shell
-	 * killed by a catchable signal would report (128+N), whichever shell runs
-	 * it. SIGKILL cannot be trapped: then no marker comes and the exit signal
-	 * does.
-	 */
-	saas__buf_puts(&w, "trap '__aas_end $?' EXIT; ");
-	for (size_t i = 0; i < SAAS_ARRAY_SIZE(wrapper_signals); i++)
-		saas__buf_printf(&w, "trap 'exit %d' %s; ", 128 + wrapper_signals[i].num, wrapper_signals[i].name);
-	saas__buf_puts(&w, "eval ");
-	shell_quote(&w, req->command);
-	/*
+	 * the command ends, `exit N` included; the signal traps (exec_run_command)
+	 * keep what a shell killed by a catchable signal would report (128+N),
+	 * whichever shell runs it. SIGKILL cannot be trapped: then no marker
+	 * comes and the exit signal does.
+	 *
 	 * sshd hands this to the user's login shell, which the guest contract says
 	 * is a POSIX shell; going through it directly saves an exec in the guest.
 	 */
-	if (w.data)
-		saas__buf_put(out, w.data, w.len);
-	if (!w.data || !out->data)
-		rc = saas__oom();
+	if (rc == SAAS_OK && (rc = saas__buf_puts(&w, "trap '__aas_end $?' EXIT; ")) == SAAS_OK &&
+	    (rc = exec_run_command(&w, req)) == SAAS_OK)
+		rc = saas__buf_put(out, w.data, w.len);
+out:
 	saas__buf_free(&w);
 	return rc;
 }
