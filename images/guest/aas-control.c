@@ -43,7 +43,10 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,7 +164,8 @@ int aas_request_kind(const char *line, size_t n)
 	static const struct {
 		const char *verb;
 		int kind;
-	} verbs[] = { { "fixup", AAS_REQ_FIXUP }, { "files", AAS_REQ_FILES }, { "put", AAS_REQ_PUT }, { "get", AAS_REQ_GET } };
+	} verbs[] = { { "fixup", AAS_REQ_FIXUP }, { "files", AAS_REQ_FILES }, { "put", AAS_REQ_PUT }, { "get", AAS_REQ_GET },
+	              { "exec", AAS_REQ_EXEC } };
 	const char *p = line;
 	size_t len;
 	const char *w = next_word(&p, line + n, &len);
@@ -201,7 +205,12 @@ int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const 
 		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 18, &out->max))
 			return -1;
 	}
-	if (out->kind != AAS_REQ_FILES) {
+	if (out->kind == AAS_REQ_EXEC) {
+		*why = "bad script length";
+		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 0 || v > AAS_EXEC_SCRIPT_MAX)
+			return -1;
+		out->path_len = (size_t)v;
+	} else if (out->kind != AAS_REQ_FILES) {
 		*why = "bad path length";
 		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 1 || v > AAS_FILES_PATH_MAX)
 			return -1;
@@ -541,35 +550,50 @@ static void be32_put(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
+/* The sandbox user, as /etc/passwd and /etc/group say. */
+struct user {
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[USER_GROUPS_MAX + 1]; /* its primary group first, then the others */
+	int ngroups;
+	char home[256], shell[256];
+};
+
 /*
- * The sandbox user's uid, gid and supplementary groups, read from /etc/passwd
- * and /etc/group: a static helper has no NSS, and the tiny image no libc to
- * load one from. 0, or -1 when the user is not there.
+ * The sandbox user's uid, gid, supplementary groups, home and shell, read
+ * from /etc/passwd and /etc/group: a static helper has no NSS, and the tiny
+ * image no libc to load one from. 0, or -1 when the user is not there.
  */
-static int user_lookup(uid_t *uid, gid_t *gid, gid_t *groups, int *ngroups)
+static int user_lookup(struct user *u)
 {
 	char *line = NULL;
 	size_t cap = 0;
 	bool found = false;
 	FILE *f;
 
-	*ngroups = 0;
+	memset(u, 0, sizeof(*u));
 	if (!(f = fopen("/etc/passwd", "re")))
 		return -1;
 	while (!found && getline(&line, &cap, f) > 0) {
-		unsigned long u, g;
-		char *p = line, *name = strsep(&p, ":");
-		if (strcmp(name, AAS_FILES_USER) != 0 || !strsep(&p, ":") || !p)
+		char *p = line, *name, *id, *gid, *home, *shell;
+		unsigned long uv, gv;
+		line[strcspn(line, "\n")] = '\0';
+		name = strsep(&p, ":");
+		if (strcmp(name, AAS_FILES_USER) != 0 || !strsep(&p, ":") || !(id = strsep(&p, ":")) ||
+		    !(gid = strsep(&p, ":")) || !strsep(&p, ":") || !(home = strsep(&p, ":")) || !(shell = p))
 			continue;
-		if (sscanf(p, "%lu:%lu:", &u, &g) == 2) {
-			*uid = (uid_t)u;
-			*gid = (gid_t)g;
-			found = u != 0;
+		if (sscanf(id, "%lu", &uv) == 1 && sscanf(gid, "%lu", &gv) == 1 && uv != 0) {
+			u->uid = (uid_t)uv;
+			u->gid = (gid_t)gv;
+			snprintf(u->home, sizeof(u->home), "%s", *home == '/' ? home : "/");
+			snprintf(u->shell, sizeof(u->shell), "%s", *shell == '/' ? shell : "/bin/sh");
+			found = true;
 		}
 	}
 	fclose(f);
+	u->groups[u->ngroups++] = u->gid;
 	if (found && (f = fopen("/etc/group", "re"))) {
-		while (*ngroups < USER_GROUPS_MAX && getline(&line, &cap, f) > 0) {
+		while (u->ngroups < USER_GROUPS_MAX + 1 && getline(&line, &cap, f) > 0) {
 			char *p = line, *m, *gidtext;
 			unsigned long g;
 			line[strcspn(line, "\n")] = '\0';
@@ -577,8 +601,8 @@ static int user_lookup(uid_t *uid, gid_t *gid, gid_t *groups, int *ngroups)
 			    sscanf(gidtext, "%lu", &g) != 1)
 				continue;
 			while ((m = strsep(&p, ",")))
-				if (strcmp(m, AAS_FILES_USER) == 0 && (gid_t)g != *gid) {
-					groups[(*ngroups)++] = (gid_t)g;
+				if (strcmp(m, AAS_FILES_USER) == 0 && (gid_t)g != u->gid) {
+					u->groups[u->ngroups++] = (gid_t)g;
 					break;
 				}
 		}
@@ -595,22 +619,18 @@ static int user_lookup(uid_t *uid, gid_t *gid, gid_t *groups, int *ngroups)
  */
 static int user_enter(void)
 {
-	gid_t groups[USER_GROUPS_MAX + 1];
-	uid_t uid = 0;
-	gid_t gid = 0;
-	int n = 0;
+	struct user u;
 
-	if (user_lookup(&uid, &gid, groups + 1, &n) < 0) {
+	if (user_lookup(&u) < 0) {
 		errno = ENOENT;
 		return -1;
 	}
-	groups[0] = gid;
-	if (setgroups((size_t)n + 1, groups) < 0)
+	if (setgroups((size_t)u.ngroups, u.groups) < 0)
 		return -1;
 	/* setfsuid and setfsgid say no failure: each is asked again for what it holds. */
-	setfsgid(gid);
-	setfsuid(uid);
-	if ((gid_t)setfsgid((gid_t)-1) != gid || (uid_t)setfsuid((uid_t)-1) != uid) {
+	setfsgid(u.gid);
+	setfsuid(u.uid);
+	if ((gid_t)setfsgid((gid_t)-1) != u.gid || (uid_t)setfsuid((uid_t)-1) != u.uid) {
 		errno = EPERM;
 		return -1;
 	}
@@ -828,6 +848,602 @@ static void files_serve(int port, const struct aas_file_req *q, const char *pre,
 	user_leave();
 }
 
+/* ---- commands -------------------------------------------------------------------------------- */
+
+/*
+ * A command over the port runs as it would under the engine's SSH session:
+ * `SHELL -c SCRIPT` (the engine's script enters the directory, exports the
+ * variables and evaluates the command, as its SSH wrapper does) as the
+ * sandbox user with all its groups, in its home, as the leader of a new
+ * session, with sshd's environment for a command (USER, LOGNAME, HOME, PATH,
+ * MAIL, SHELL) and its file creation mask. Its stdin is a socket, as a
+ * network login's is, so that bash reads ~/.bashrc as it does under sshd.
+ *
+ * The helper forwards the command's output (reading its pipes only once the
+ * port took what came before: a command that writes faster than the engine
+ * reads waits, as on an SSH channel), its stdin (within the window the engine
+ * keeps to, so that a frame from the engine is always read at once, a KILL
+ * behind unread stdin included), signals and kills, and reports the shell's
+ * status once it exited and its pipes gave all they held. Processes the
+ * command left behind may hold the pipes after that: a drainer forked for
+ * them reads and drops what they write until they close them, as the SSH
+ * wrapper's cat does.
+ *
+ * Signals and kills are sent from a child that took the user's identity:
+ * they reach exactly what the command could have signalled itself, never
+ * another process that happens to get a pid the scan saw.
+ */
+#define EXEC_SCAN_ROUNDS 16        /* the kill's search for what left the process group */
+#define EXEC_SCAN_MAX 4096         /* and the most processes it collects */
+#define EXEC_END_WAIT_MS 2000      /* after a kill at END, how long the shell's exit is waited for */
+#define EXEC_GONE_MS 200           /* no host end: how long the port is left alone before it is read again */
+
+struct xrun {
+	int port;
+	const char *nonce;
+	pid_t pid;                     /* the shell, leader of its session and process group */
+	int pidfd;                     /* readable once it exited; -1: polled with waitpid */
+	int in, out, err;              /* the helper's ends (-1 once closed) */
+	bool in_eof;                   /* the engine ended stdin: close it once written */
+	unsigned char *inbuf;          /* stdin taken from the engine, not yet written: [in_off, in_len) */
+	size_t in_off, in_len;
+	unsigned char *rbuf;           /* the port's bytes: [r_off, r_len) */
+	size_t r_off, r_len;
+	struct timespec gone;          /* when the port last read 0 (no host end), or 0 */
+	bool exited, ended, broken;    /* the shell's status is known; END came; the stream is lost */
+	int status;
+	struct user u;
+};
+
+static long ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (long)(b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+static bool frame_send(struct xrun *x, unsigned int type, const void *data, size_t len)
+{
+	unsigned char hdr[4];
+
+	be32_put(hdr, (uint32_t)type << 24 | (uint32_t)len);
+	return port_write(x->port, hdr, sizeof(hdr)) && (!len || port_write(x->port, data, len));
+}
+
+static bool frame_send_u32(struct xrun *x, unsigned int type, uint32_t v)
+{
+	unsigned char b[4];
+
+	be32_put(b, v);
+	return frame_send(x, type, b, sizeof(b));
+}
+
+static void fd_close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* The child's side: the user's identity, its fds, its environment, the shell. Never returns. */
+static void exec_child(struct xrun *x, const char *script, int in, int out, int err, int status)
+{
+	char home[300], user[64], logname[64], mail[300], shell[300], *argv0, *argv[4], *envp[7];
+	sigset_t none;
+	int e;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	if (setsid() < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		goto fail;
+	/* Nothing of the helper's but the three: the port above all. */
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != status)
+			close(fd);
+	if (setgroups((size_t)x->u.ngroups, x->u.groups) < 0 || setresgid(x->u.gid, x->u.gid, x->u.gid) < 0 ||
+	    setresuid(x->u.uid, x->u.uid, x->u.uid) < 0 || getuid() != x->u.uid || geteuid() != x->u.uid)
+		goto fail;
+	umask(022);
+	if (chdir(x->u.home) < 0 && chdir("/") < 0)
+		goto fail;
+	snprintf(home, sizeof(home), "HOME=%s", x->u.home);
+	snprintf(user, sizeof(user), "USER=%s", AAS_FILES_USER);
+	snprintf(logname, sizeof(logname), "LOGNAME=%s", AAS_FILES_USER);
+	snprintf(mail, sizeof(mail), "MAIL=/var/mail/%s", AAS_FILES_USER);
+	snprintf(shell, sizeof(shell), "SHELL=%s", x->u.shell);
+	envp[0] = user;
+	envp[1] = logname;
+	envp[2] = home;
+	envp[3] = (char *)"PATH=" AAS_EXEC_PATH;
+	envp[4] = mail;
+	envp[5] = shell;
+	envp[6] = NULL;
+	argv0 = strrchr(x->u.shell, '/');
+	argv[0] = argv0 ? argv0 + 1 : x->u.shell;
+	argv[1] = (char *)"-c";
+	argv[2] = (char *)script;
+	argv[3] = NULL;
+	execve(x->u.shell, argv, envp);
+fail:
+	e = errno;
+	if (write(status, &e, sizeof(e)) < 0) {
+		/* the helper reads EOF then, and says the command could not start */
+	}
+	_exit(127);
+}
+
+/* Start the shell; 0, or -1 with errno (nothing left running). */
+static int exec_start(struct xrun *x, const char *script)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, st[2] = { -1, -1 }, e = 0;
+	ssize_t n;
+
+	if (user_lookup(&x->u) < 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+	    pipe2(err, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0)
+		goto fail;
+	/* The child's stdin end reads only; the helper's writes only (its shutdown is the command's EOF). */
+	if ((x->pid = fork()) < 0)
+		goto fail;
+	if (x->pid == 0)
+		exec_child(x, script, in[1], out[1], err[1], st[1]);
+	close(in[1]);
+	close(out[1]);
+	close(err[1]);
+	close(st[1]);
+	in[1] = out[1] = err[1] = st[1] = -1;
+	/* EOF: the shell runs (close-on-exec); an errno: it could not. */
+	while ((n = read(st[0], &e, sizeof(e))) < 0 && errno == EINTR)
+		;
+	close(st[0]);
+	if (n == (ssize_t)sizeof(e)) {
+		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		close(in[0]);
+		close(out[0]);
+		close(err[0]);
+		errno = e;
+		return -1;
+	}
+	x->in = in[0];
+	x->out = out[0];
+	x->err = err[0];
+	shutdown(x->in, SHUT_RD);
+	fcntl(x->in, F_SETFL, O_NONBLOCK);
+	fcntl(x->out, F_SETFL, O_NONBLOCK);
+	fcntl(x->err, F_SETFL, O_NONBLOCK);
+#ifdef SYS_pidfd_open
+	x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
+#endif
+	return 0;
+fail:
+	e = errno;
+	for (int i = 0; i < 2; i++) {
+		fd_close(&in[i]);
+		fd_close(&out[i]);
+		fd_close(&err[i]);
+		fd_close(&st[i]);
+	}
+	errno = e;
+	return -1;
+}
+
+/* One /proc/PID/stat's ppid and session: false when it is gone or unreadable. */
+static bool proc_stat(pid_t pid, pid_t *ppid, pid_t *sid)
+{
+	char path[64], buf[512], *p;
+	long pp, pg, se;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "PID (COMM) STATE PPID PGRP SESSION ...": the command name may hold anything but the last ')'. */
+	if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %ld %ld %ld", &pp, &pg, &se) != 3)
+		return false;
+	*ppid = (pid_t)pp;
+	*sid = (pid_t)se;
+	return true;
+}
+
+/*
+ * Kill all the command started, as the user: its process group stopped, then
+ * what left the group (the rest of its session, and the descendants of any of
+ * them: a child that called setsid) found in /proc, stopped, and all killed.
+ */
+static void kill_all(pid_t pid)
+{
+	static pid_t found[EXEC_SCAN_MAX];
+	size_t n = 0;
+	bool more = true;
+
+	kill(-pid, SIGSTOP);
+	found[n++] = pid;
+	for (int round = 0; more && round < EXEC_SCAN_ROUNDS; round++) {
+		DIR *dir = opendir("/proc");
+		struct dirent *e;
+		more = false;
+		if (!dir)
+			break;
+		while ((e = readdir(dir)) && n < EXEC_SCAN_MAX) {
+			pid_t p = (pid_t)atoi(e->d_name), ppid, sid;
+			bool known = false;
+			if (p <= 1)
+				continue;
+			for (size_t i = 0; i < n && !known; i++)
+				known = found[i] == p;
+			if (known || !proc_stat(p, &ppid, &sid))
+				continue;
+			for (size_t i = 0; i < n && !known; i++)
+				known = found[i] == ppid;
+			if (known || sid == pid) {
+				found[n++] = p;
+				kill(p, SIGSTOP);
+				more = true;
+			}
+		}
+		closedir(dir);
+	}
+	kill(-pid, SIGKILL);
+	for (size_t i = 0; i < n; i++)
+		kill(found[i], SIGKILL);
+}
+
+/* A signal (sig > 0: to the shell, or its group when group) or the kill (sig 0), sent as the user. */
+static void exec_signal(struct xrun *x, int sig, bool group)
+{
+	pid_t k = fork();
+
+	if (k == 0) {
+		if (setgroups((size_t)x->u.ngroups, x->u.groups) < 0 || setresgid(x->u.gid, x->u.gid, x->u.gid) < 0 ||
+		    setresuid(x->u.uid, x->u.uid, x->u.uid) < 0)
+			_exit(1);
+		if (sig == 0)
+			kill_all(x->pid);
+		else
+			kill(group ? -x->pid : x->pid, sig);
+		_exit(0);
+	}
+	if (k > 0)
+		while (waitpid(k, NULL, 0) < 0 && errno == EINTR)
+			;
+}
+
+/* Has the shell exited? Its status, reaped, into x. */
+static bool exec_reap(struct xrun *x, bool block)
+{
+	int st;
+	pid_t r;
+
+	if (x->exited)
+		return true;
+	while ((r = waitpid(x->pid, &st, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (r != x->pid)
+		return false;
+	x->exited = true;
+	x->status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
+	fd_close(&x->pidfd);
+	return true;
+}
+
+/* Up to one frame of a pipe's bytes to the port: 1 sent, 0 nothing there now, -1 its end (or the port's loss). */
+static int exec_forward(struct xrun *x, int *fd, unsigned int type, unsigned char *buf)
+{
+	ssize_t n = read(*fd, buf, AAS_EXEC_FRAME_MAX);
+
+	if (n > 0) {
+		if (!frame_send(x, type, buf, (size_t)n))
+			x->broken = true;
+		return x->broken ? -1 : 1;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	fd_close(fd);
+	return -1;
+}
+
+/* Stdin the engine sent, into the command as it takes it; what it took goes back to the window. */
+static void exec_feed(struct xrun *x)
+{
+	size_t took = 0;
+
+	while (x->in >= 0 && x->in_off < x->in_len) {
+		ssize_t w = write(x->in, x->inbuf + x->in_off, x->in_len - x->in_off);
+		if (w > 0) {
+			x->in_off += (size_t)w;
+			took += (size_t)w;
+		} else if (w < 0 && errno == EINTR) {
+			continue;
+		} else if (w < 0 && errno == EAGAIN) {
+			break;
+		} else {
+			/* The command closed its stdin: the rest is dropped, and given back all the same. */
+			took += x->in_len - x->in_off;
+			x->in_off = x->in_len;
+			fd_close(&x->in);
+		}
+	}
+	if (x->in_off == x->in_len) {
+		x->in_off = x->in_len = 0;
+		if (x->in_eof)
+			fd_close(&x->in);
+	}
+	if (took && !x->exited && !frame_send_u32(x, AAS_X_TOOK, (uint32_t)took))
+		x->broken = true;
+}
+
+/* The frames the port brought, in x->rbuf: false when the stream broke the protocol (the exec ends). */
+static bool exec_frames(struct xrun *x)
+{
+	while (x->r_len - x->r_off >= 4) {
+		const unsigned char *h = x->rbuf + x->r_off;
+		unsigned int type = h[0];
+		size_t len = (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+		const unsigned char *data = h + 4;
+		if (type > AAS_X_KILL || len > AAS_EXEC_FRAME_MAX)
+			return false;
+		if (x->r_len - x->r_off < 4 + len)
+			break;
+		x->r_off += 4 + len;
+		switch (type) {
+		case AAS_X_END:
+			x->ended = true;
+			return true;
+		case AAS_X_IN:
+			if (x->exited)
+				break;
+			if (x->in < 0) {
+				/* The command closed its stdin: dropped, and the window given back. */
+				if (len && !frame_send_u32(x, AAS_X_TOOK, (uint32_t)len))
+					x->broken = true;
+				break;
+			}
+			if (x->in_len + len > AAS_EXEC_WINDOW) {
+				if (x->in_off) {
+					memmove(x->inbuf, x->inbuf + x->in_off, x->in_len - x->in_off);
+					x->in_len -= x->in_off;
+					x->in_off = 0;
+				}
+				if (x->in_len + len > AAS_EXEC_WINDOW)
+					return false; /* more than the window: not our engine's */
+			}
+			memcpy(x->inbuf + x->in_len, data, len);
+			x->in_len += len;
+			break;
+		case AAS_X_EOF:
+			x->in_eof = true;
+			if (x->in_off == x->in_len)
+				fd_close(&x->in);
+			break;
+		case AAS_X_SIGNAL:
+			if (len == 2 && data[0] >= 1 && data[0] <= 64 && !x->exited)
+				exec_signal(x, data[0], data[1] != 0);
+			break;
+		case AAS_X_KILL:
+			if (!x->exited)
+				exec_signal(x, 0, false);
+			break;
+		}
+	}
+	if (x->r_off == x->r_len)
+		x->r_off = x->r_len = 0;
+	return true;
+}
+
+/* Read what the port has: false when its stream broke the protocol. */
+static bool exec_port_read(struct xrun *x)
+{
+	ssize_t n;
+
+	if (x->r_off) {
+		memmove(x->rbuf, x->rbuf + x->r_off, x->r_len - x->r_off);
+		x->r_len -= x->r_off;
+		x->r_off = 0;
+	}
+	n = read(x->port, x->rbuf + x->r_len, AAS_EXEC_FRAME_MAX + 4 - x->r_len);
+	if (n > 0) {
+		x->r_len += (size_t)n;
+		return exec_frames(x);
+	}
+	if (n == 0)
+		clock_gettime(CLOCK_MONOTONIC, &x->gone); /* no host end now: looked at again in a while */
+	else if (errno != EAGAIN && errno != EINTR)
+		x->broken = true;
+	return true;
+}
+
+/*
+ * The pipes after the shell's exit: what they hold now is the command's; if
+ * something it left behind still holds them, a drainer (a grandchild, so
+ * that init reaps it) reads and drops what comes until they close.
+ */
+static void exec_drain(struct xrun *x, unsigned char *buf)
+{
+	pid_t k;
+
+	while (x->out >= 0 && exec_forward(x, &x->out, AAS_X_OUT, buf) > 0)
+		;
+	while (x->err >= 0 && exec_forward(x, &x->err, AAS_X_ERR, buf) > 0)
+		;
+	if (x->out < 0 && x->err < 0)
+		return;
+	if ((k = fork()) == 0) {
+		if (fork() == 0) {
+			struct pollfd p[2] = { { x->out, POLLIN, 0 }, { x->err, POLLIN, 0 } };
+			for (int fd = 0; fd < 1024; fd++)
+				if (fd != x->out && fd != x->err)
+					close(fd);
+			/* The user's, as the SSH wrapper's cat is: its processes count, and it can end it. */
+			if (setsid() < 0 || setgroups((size_t)x->u.ngroups, x->u.groups) < 0 ||
+			    setresgid(x->u.gid, x->u.gid, x->u.gid) < 0 || setresuid(x->u.uid, x->u.uid, x->u.uid) < 0)
+				_exit(1);
+			while ((p[0].fd >= 0 || p[1].fd >= 0) && poll(p, 2, -1) >= 0)
+				for (int i = 0; i < 2; i++)
+					if (p[i].fd >= 0 && p[i].revents) {
+						fcntl(p[i].fd, F_SETFL, 0);
+						if (read(p[i].fd, buf, AAS_EXEC_FRAME_MAX) <= 0) {
+							close(p[i].fd);
+							p[i].fd = -1;
+						}
+					}
+			_exit(0);
+		}
+		_exit(0);
+	}
+	if (k > 0)
+		while (waitpid(k, NULL, 0) < 0 && errno == EINTR)
+			;
+	fd_close(&x->out);
+	fd_close(&x->err);
+}
+
+/* Kill what still runs (END, or a broken stream) and reap the shell if it goes within EXEC_END_WAIT_MS. */
+static void exec_stop(struct xrun *x)
+{
+	if (!x->exited) {
+		exec_signal(x, 0, false);
+		for (int i = 0; i < EXEC_END_WAIT_MS / 10 && !exec_reap(x, false); i++)
+			usleep(10000);
+		/* One that does not go (stuck in the kernel) is left to the serve loop's reaping. */
+	}
+	fd_close(&x->in);
+	fd_close(&x->out);
+	fd_close(&x->err);
+	fd_close(&x->pidfd);
+}
+
+static void exec_run(struct xrun *x)
+{
+	unsigned char *buf = malloc(AAS_EXEC_FRAME_MAX);
+	bool said_exit = false;
+
+	if (!buf) {
+		x->broken = true;
+		return;
+	}
+	while (!x->ended && !x->broken) {
+		struct pollfd p[5];
+		struct timespec now;
+		int n = 0, ip = -1, io = -1, ie = -1, ix = -1, ii = -1, wait = -1;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (x->gone.tv_sec && ms_between(&x->gone, &now) >= EXEC_GONE_MS)
+			x->gone.tv_sec = 0;
+		if (!x->gone.tv_sec) {
+			ip = n;
+			p[n++] = (struct pollfd){ x->port, POLLIN, 0 };
+		} else {
+			wait = EXEC_GONE_MS;
+		}
+		if (!x->exited) {
+			if (x->out >= 0) {
+				io = n;
+				p[n++] = (struct pollfd){ x->out, POLLIN, 0 };
+			}
+			if (x->err >= 0) {
+				ie = n;
+				p[n++] = (struct pollfd){ x->err, POLLIN, 0 };
+			}
+			if (x->in >= 0 && x->in_off < x->in_len) {
+				ii = n;
+				p[n++] = (struct pollfd){ x->in, POLLOUT, 0 };
+			}
+			if (x->pidfd >= 0) {
+				ix = n;
+				p[n++] = (struct pollfd){ x->pidfd, POLLIN, 0 };
+			} else {
+				wait = 10; /* no pidfd (an old kernel): its exit is looked for this often */
+			}
+		}
+		if (poll(p, (nfds_t)n, wait) < 0 && errno != EINTR) {
+			x->broken = true;
+			break;
+		}
+		if (ip >= 0 && (p[ip].revents & (POLLIN | POLLHUP | POLLERR)) && !exec_port_read(x))
+			break;
+		if (ii >= 0 && p[ii].revents)
+			exec_feed(x);
+		else if (x->in >= 0 && x->in_off < x->in_len && !x->exited)
+			exec_feed(x); /* a frame just read */
+		if (io >= 0 && p[io].revents)
+			exec_forward(x, &x->out, AAS_X_OUT, buf);
+		if (ie >= 0 && p[ie].revents)
+			exec_forward(x, &x->err, AAS_X_ERR, buf);
+		if (!x->exited && ((ix >= 0 && p[ix].revents) || x->pidfd < 0) && exec_reap(x, ix >= 0)) {
+			exec_drain(x, buf);
+			fd_close(&x->in);
+			if (!frame_send_u32(x, AAS_X_EXIT, (uint32_t)x->status))
+				x->broken = true;
+			said_exit = true;
+		}
+	}
+	free(buf);
+	if (!x->ended || !said_exit)
+		exec_stop(x);
+	if (x->ended)
+		frame_send(x, AAS_X_DONE, NULL, 0);
+	if (!x->ended)
+		LOG("control: a command's stream broke the protocol: it was killed");
+}
+
+/* exec: the script, the shell started, "ready", then the command's frames until the engine's END. */
+static void exec_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len)
+{
+	struct xfer xf = { port, pre, pre_len, q };
+	struct xrun x = { .port = port, .nonce = q->nonce, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1 };
+	char *script = malloc(q->path_len + 1);
+
+	x.inbuf = malloc(AAS_EXEC_WINDOW);
+	x.rbuf = malloc(AAS_EXEC_FRAME_MAX + 4);
+	if (!script || !x.inbuf || !x.rbuf) {
+		/* The script is read all the same: the stream must stay in step. */
+		char sink[4096];
+		for (size_t left = q->path_len; left;) {
+			size_t take = left < sizeof(sink) ? left : sizeof(sink);
+			if (!port_read(&xf, sink, take))
+				break;
+			left -= take;
+		}
+		port_say(port, "error %s %d out of memory", q->nonce, ENOMEM);
+		goto out;
+	}
+	if (!port_read(&xf, script, q->path_len))
+		goto out;
+	script[q->path_len] = '\0';
+	if (memchr(script, '\0', q->path_len)) {
+		port_say(port, "error %s %d the script holds a NUL", q->nonce, EINVAL);
+		goto out;
+	}
+	if (exec_start(&x, script) < 0) {
+		port_say(port, "error %s %d starting the shell: %s", q->nonce, errno, strerror(errno));
+		goto out;
+	}
+	if (!port_say(port, "ready %s", q->nonce)) {
+		exec_stop(&x);
+		goto out;
+	}
+	/* What the line reader read past the script is the first frames'. */
+	memcpy(x.rbuf, xf.pre, xf.pre_len);
+	x.r_len = xf.pre_len;
+	if (exec_frames(&x))
+		exec_run(&x);
+	else
+		exec_stop(&x);
+out:
+	free(script);
+	free(x.inbuf);
+	free(x.rbuf);
+}
+
 struct serve {
 	int fd;
 	struct timespec window;        /* the second the last requests were counted in */
@@ -845,11 +1461,12 @@ static int serve_line(const char *line, size_t len, bool overlong, void *ud)
 	char out[128];
 
 	if (!overlong && aas_request_kind(line, len) > AAS_REQ_FIXUP) {
-		/* Files: the engine's transfers, not rate-bound (each waits for the one before). */
+		/* Files and commands: the engine's, not rate-bound (each waits for the one before). */
 		if (aas_files_parse(line, len, &s->q, &why) < 0) {
 			snprintf(out, sizeof(out), "error %s %d %s\n", s->q.nonce[0] ? s->q.nonce : "-", EINVAL, why);
 			LOG("control: refused a request: %s", why);
-		} else if (s->q.kind == AAS_REQ_FILES) {
+		} else if (s->q.kind == AAS_REQ_FILES || (s->q.kind == AAS_REQ_EXEC && s->q.path_len == 0)) {
+			/* The probes: this helper serves files, and commands. */
 			snprintf(out, sizeof(out), "ok %s\n", s->q.nonce);
 		} else {
 			s->pending = true;
@@ -905,6 +1522,8 @@ static int serve_main(void)
 	sigemptyset(&io);
 	sigaddset(&io, SIGIO);
 	sigprocmask(SIG_BLOCK, &io, NULL);
+	/* A command that closed its stdin is no reason for the helper to die. */
+	signal(SIGPIPE, SIG_IGN);
 	for (int i = 0; port_find(dev, sizeof(dev)) < 0; i++) {
 		if (i == PORT_WAIT_S * 10) {
 			LOG("control: no port %s: clones get their fix-ups over SSH", AAS_CONTROL_PORT_NAME);
@@ -922,10 +1541,16 @@ static int serve_main(void)
 		if (n > 0) {
 			size_t used = aas_lines_feed(&lines, buf, (size_t)n, serve_line, &s);
 			if (s.pending) {
-				/* The transfer reads the rest itself; the host closes the connection after it. */
-				files_serve(s.fd, &s.q, buf + used, (size_t)n - used);
+				/* The transfer (or the command) reads the rest itself. */
+				if (s.q.kind == AAS_REQ_EXEC)
+					exec_serve(s.fd, &s.q, buf + used, (size_t)n - used);
+				else
+					files_serve(s.fd, &s.q, buf + used, (size_t)n - used);
 				s.pending = false;
 				aas_lines_reset(&lines);
+				/* A command's shell that outlived its kill is reaped once it goes. */
+				while (waitpid(-1, NULL, WNOHANG) > 0)
+					;
 			}
 		} else if (n == 0) {
 			struct timespec wait = { IDLE_RECHECK_S, 0 };

@@ -61,21 +61,55 @@ int aas_control_parse(const char *line, size_t n, struct aas_fixup *out, const c
 #define AAS_FILES_FRAME_ABORT 0xffffffffu
 #define AAS_FILES_USER "sandbox"
 
-enum aas_request { AAS_REQ_FIXUP, AAS_REQ_FILES, AAS_REQ_PUT, AAS_REQ_GET };
+/*
+ * Commands over the port (a clone's first commands, before the engine's SSH
+ * session is up: no login on a create's critical path):
+ *   engine: exec NONCE 0                  guest: ok NONCE      (the helper serves commands)
+ *   engine: exec NONCE LEN\n SCRIPT       guest: ready NONCE   or error NONCE ERRNO WHAT
+ * (a helper that predates commands answers the probe "error - not a request",
+ * and is never sent a script: it would read it as request lines).
+ * SCRIPT (1 to AAS_EXEC_SCRIPT_MAX bytes, no NUL) runs as `SHELL -c SCRIPT`
+ * by the sandbox user's login shell, in its home, in a session of its own,
+ * with the environment sshd gives a command; "ready" once the shell runs.
+ * Then frames both ways until the command's end, each a 4-byte big-endian
+ * header, the frame's type in its top byte and its length (0 to
+ * AAS_EXEC_FRAME_MAX) in the low 24 bits, then that many bytes:
+ *   engine: IN (stdin bytes; never more outstanding than AAS_EXEC_WINDOW),
+ *           EOF (end of stdin), SIGNAL (2 bytes: the number, 1 for the
+ *           process group or 0 for the shell), KILL (the command and all it
+ *           started), END (a 0 header: the engine is done with it; anything
+ *           still running is killed)
+ *   guest:  OUT, ERR (output), TOOK (4 bytes: stdin bytes the command took,
+ *           given back to the window), EXIT (4 bytes: the shell's status,
+ *           128+N for signal N, once it and its output are done), DONE
+ *           (after END: the port takes requests again)
+ * A header of an unknown type or an overlong frame ends the exec as END
+ * does: a stream of zeros (the engine's resynchronisation, control_files.c)
+ * ends one wherever it is.
+ */
+#define AAS_EXEC_SCRIPT_MAX (1024 * 1024)
+#define AAS_EXEC_FRAME_MAX (64 * 1024)
+#define AAS_EXEC_WINDOW (256 * 1024)
+enum aas_exec_to_guest { AAS_X_END = 0, AAS_X_IN = 1, AAS_X_EOF = 2, AAS_X_SIGNAL = 3, AAS_X_KILL = 4 };
+enum aas_exec_to_engine { AAS_X_OUT = 1, AAS_X_ERR = 2, AAS_X_TOOK = 3, AAS_X_EXIT = 4, AAS_X_DONE = 5 };
+/* sshd's PATH for a user's command (Debian's OpenSSH), which a command over the port gets too. */
+#define AAS_EXEC_PATH "/usr/local/bin:/usr/bin:/bin:/usr/games"
+
+enum aas_request { AAS_REQ_FIXUP, AAS_REQ_FILES, AAS_REQ_PUT, AAS_REQ_GET, AAS_REQ_EXEC };
 
 struct aas_file_req {
-	int kind;                      /* AAS_REQ_FILES, _PUT or _GET */
+	int kind;                      /* AAS_REQ_FILES, _PUT, _GET or _EXEC */
 	char nonce[AAS_CONTROL_NONCE_LEN + 1];
 	unsigned int mode;             /* put */
 	long long max;                 /* get: the most bytes the engine takes (0: any) */
-	size_t path_len;               /* put, get */
+	size_t path_len;               /* put, get: the path's length; exec: the script's */
 };
 
 /* Which request a line is (by its first word): enum aas_request, or -1. */
 int aas_request_kind(const char *line, size_t n);
 
 /*
- * A files, put or get line (without its '\n'): 0, or -1 with *why saying what
+ * A files, put, get or exec line (without its '\n'): 0, or -1 with *why saying what
  * is wrong (out->nonce set when the nonce itself was well formed).
  */
 int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const char **why);

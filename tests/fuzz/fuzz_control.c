@@ -12,6 +12,10 @@
  * within its bounds; a file line is taken only in one of its four forms,
  * with this nonce (or none, for an error), a size in range and a checksum of
  * 16 lowercase hex digits; a file request has its fields in their bounds.
+ * A command's frames (control_exec.c) are taken the same whichever way the
+ * bytes were cut into reads: the same output, the same status, the same end
+ * or the same refusal; never a byte past the input, never an output frame
+ * longer than the protocol's, never a status past 255.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
@@ -51,8 +55,10 @@ static int on_line(const char *line, size_t len, bool overlong, void *ud)
 		why = NULL;
 		if (aas_files_parse(line, len, &q, &why) == 0) {
 			if (overlong || strlen(q.nonce) != AAS_CONTROL_NONCE_LEN || q.kind < AAS_REQ_FILES ||
-			    q.kind > AAS_REQ_GET || q.mode > 07777 || q.max < 0 || q.max > 999999999999999999LL ||
-			    (q.kind != AAS_REQ_FILES && (q.path_len < 1 || q.path_len > AAS_FILES_PATH_MAX)))
+			    q.kind > AAS_REQ_EXEC || q.mode > 07777 || q.max < 0 || q.max > 999999999999999999LL ||
+			    ((q.kind == AAS_REQ_PUT || q.kind == AAS_REQ_GET) &&
+			     (q.path_len < 1 || q.path_len > AAS_FILES_PATH_MAX)) ||
+			    (q.kind == AAS_REQ_EXEC && q.path_len > AAS_EXEC_SCRIPT_MAX))
 				abort();
 		} else if (!why) {
 			abort();
@@ -88,6 +94,68 @@ static void files_line(const char *in, size_t size)
 	}
 }
 
+/* What a command's frames delivered: its output, in order, with the stream of each byte. */
+struct xseen {
+	unsigned char bytes[4096];
+	size_t n;
+};
+
+static int xseen_output(void *ud, int stream, const void *data, size_t len)
+{
+	struct xseen *x = ud;
+
+	if ((stream != SAAS_STREAM_STDOUT && stream != SAAS_STREAM_STDERR) || len == 0 || len > CONTROL_EXEC_FRAME_MAX)
+		abort();
+	for (size_t i = 0; i < len && x->n + 2 <= sizeof(x->bytes); i++) {
+		x->bytes[x->n++] = (unsigned char)stream;
+		x->bytes[x->n++] = ((const unsigned char *)data)[i];
+	}
+	return 0;
+}
+
+/* The bytes in reads cut at `cut` (what one read left untaken comes again first in the next): the taker's result. */
+static long exec_run(const char *in, size_t size, size_t cut, struct saas__lv_xread *r, struct xseen *seen)
+{
+	char *joined;
+	long a, b;
+
+	memset(r, 0, sizeof(*r));
+	memset(seen, 0, sizeof(*seen));
+	r->ahead = 1000;
+	r->end_sent = size && (in[0] & 1);
+	if ((a = saas__lv_exec_take(r, in, cut, xseen_output, seen)) < 0)
+		return a;
+	if ((size_t)a > cut)
+		abort();
+	if (!(joined = malloc(size - (size_t)a + 1)))
+		abort();
+	memcpy(joined, in + a, size - (size_t)a);
+	b = saas__lv_exec_take(r, joined, size - (size_t)a, xseen_output, seen);
+	free(joined);
+	if (b >= 0 && (size_t)b > size - (size_t)a)
+		abort();
+	return b < 0 ? b : a + b;
+}
+
+/* A command's frames from the guest, cut into reads two ways. */
+static void exec_frames(const char *in, size_t size)
+{
+	static struct xseen s1, s2;
+	struct saas__lv_xread r1, r2;
+	long n1 = exec_run(in, size, size, &r1, &s1), n2 = exec_run(in, size, size / 2, &r2, &s2);
+
+	if ((n1 < 0) != (n2 < 0) || (n1 >= 0 && n1 != n2))
+		abort();
+	if (n1 < 0)
+		return;
+	if (s1.n != s2.n || memcmp(s1.bytes, s2.bytes, s1.n) != 0 || r1.exited != r2.exited || r1.done != r2.done ||
+	    r1.status != r2.status || r1.ahead != r2.ahead || r1.rleft != r2.rleft)
+		abort();
+	if (r1.status < 0 || r1.status > 255 || r1.ahead > 1000 || r1.rleft > CONTROL_EXEC_FRAME_MAX ||
+	    (r1.done && !r1.end_sent) || (r1.done && (size_t)n1 < 4))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *in = (const char *)data;
@@ -108,6 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 	}
 	files_line(in, size);
+	exec_frames(in, size);
 	/* The guest: the bytes in two reads, split anywhere, then a host gone and back. */
 	aas_lines_feed(&lines, in, half, on_line, NULL);
 	aas_lines_feed(&lines, in + half, size - half, on_line, NULL);

@@ -10,6 +10,13 @@
  * the end. Each is shown by the order of events (the command waits for what
  * the test sends after it saw the line), never by the clock.
  *
+ * Run with "port" (vm.exec.port), the same tests run on clones of a
+ * template, one fresh clone each, whose commands go over the control port
+ * (control_exec: no SSH session until something needs one), and
+ * test_parity runs one battery of commands over the port and then over SSH
+ * in the same sandbox: everything they show (status, output, environment,
+ * identity, limits) is the same but SSH's own variables.
+ *
  * The `tiny` image has no python3: busybox httpd stands in for the docs'
  * `python3 -m http.server 8000 &` (same shape: started with &, logs every
  * request to the stderr it inherited from the call).
@@ -41,6 +48,7 @@ static saas_engine *engine;
 static saas_client *client;
 static char *key;
 static saas_sandbox *sb;
+static bool port_mode;          /* "port": each test on a fresh clone, its commands over the control port */
 
 static saas_execution *run_timeout(const char *cmd, int64_t timeout_s)
 {
@@ -59,8 +67,8 @@ static char *run_ok(const char *cmd)
 	char *out;
 
 	if (x->status != SAAS_EXEC_EXITED || x->exit_code != 0)
-		fail_msg("%s: status %s, exit %d, stderr: %s", cmd, saas_exec_status_name(x->status), x->exit_code,
-		         x->stderr_data);
+		fail_msg("%s: status %s, exit %d, stderr: %s, error: %s", cmd, saas_exec_status_name(x->status),
+		         x->exit_code, x->stderr_data, x->error ? x->error : "none");
 	out = strdup(x->stdout_data);
 	saas_execution_free(x);
 	return out;
@@ -108,13 +116,64 @@ static int group_setup(void **state)
 	if (vmtest_env(&images, &dir) < 0)
 		return -1;
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
-	/* One sandbox, never cloned: a template built beside it would be a second boot for nothing. */
-	snprintf(config, sizeof(config), "images=%s boot_timeout=300 templates=off", images);
+	/*
+	 * Over SSH: one sandbox, never cloned (a template built beside it would
+	 * be a second boot for nothing). Over the port: the template, then a
+	 * clone per test.
+	 */
+	snprintf(config, sizeof(config), "images=%s boot_timeout=300 %s", images,
+	         port_mode ? "control_exec=on" : "templates=off");
 	o = vmtest_engine_options(state_dir, config);
 	o.default_image = "tiny";
 	check(saas_engine_open(&engine, &o), "engine open");
 	vmtest_tenant(engine, "alice", &key, &client);
 	check(saas_sandbox_create(&sb, client, NULL, 0), "create the sandbox");
+	if (port_mode) {
+		for (int i = 0; i < 1200 && !logged("template ", " ready in"); i++) {
+			assert_false(logged("template ", " failed"));
+			usleep(500 * 1000);
+		}
+		assert_true(logged("template ", " ready in"));
+		check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy the first sandbox");
+		saas_sandbox_free(sb);
+		sb = NULL;
+	}
+	return 0;
+}
+
+/* Where the sandbox's commands go now: SSH's own variables say it. */
+static void expect_over_ssh(bool ssh)
+{
+	char *out = run_ok("echo \"[$SSH_CONNECTION]\"");
+
+	if (ssh ? strcmp(out, "[]\n") == 0 : strcmp(out, "[]\n") != 0)
+		fail_msg("commands were to go over %s, and SSH_CONNECTION is %s", ssh ? "SSH" : "the control port", out);
+	free(out);
+}
+
+/* Port mode: a fresh clone for the test, its commands over the control port. */
+static int test_setup(void **state)
+{
+	char line[256];
+
+	(void)state;
+	if (!port_mode)
+		return 0;
+	check(saas_sandbox_create(&sb, client, NULL, 0), "create a clone");
+	snprintf(line, sizeof(line), "VM %s up in", sb->id);
+	assert_true(logged(line, "(clone, fix-ups over the control port"));
+	expect_over_ssh(false);
+	return 0;
+}
+
+static int test_teardown(void **state)
+{
+	(void)state;
+	if (port_mode && sb) {
+		saas_sandbox_destroy(NULL, client, sb->id, 0);
+		saas_sandbox_free(sb);
+		sb = NULL;
+	}
 	return 0;
 }
 
@@ -200,6 +259,8 @@ static void test_timeout_kills_tree(void **state)
 			usleep(100 * 1000);
 	}
 	assert_int_equal(left, 0);
+	if (port_mode)
+		expect_over_ssh(false);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -223,8 +284,10 @@ static void test_round_trip(void **state)
 		t[i] = (b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
 	}
 	qsort(t, sizeof(t) / sizeof(t[0]), sizeof(t[0]), cmp_i64);
-	fprintf(stderr, "# exec `true` round trip: median %.2f ms, p95 %.2f ms (100 runs)\n", (double)t[50] / 1000.0,
-	        (double)t[95] / 1000.0);
+	fprintf(stderr, "# exec `true` round trip%s: median %.2f ms, p95 %.2f ms (100 runs)\n",
+	        port_mode ? " over the control port" : "", (double)t[50] / 1000.0, (double)t[95] / 1000.0);
+	if (port_mode)
+		expect_over_ssh(false);
 }
 
 /* ---- output as it comes, stdin, signals, reconnects ---- */
@@ -352,16 +415,145 @@ static void test_streaming(void **state)
 	check(saas_execution_list_running(&list, client, sb->id, 0), "running list at the end");
 	assert_int_equal(list->count, 0);
 	saas_execution_list_free(list);
+	if (port_mode)
+		expect_over_ssh(false);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_background_lives),
-		cmocka_unit_test(test_timeout_kills_tree),
-		cmocka_unit_test(test_streaming),
-	};
+/* ---- the port and SSH side by side ---- */
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+struct said {
+	saas_exec_status status;
+	int exit_code;
+	char *out, *err;
+};
+
+/* One command of the battery: what it showed, with SSH's own variables taken out of its output. */
+static struct said run_said(const char *cmd, const char *cwd, const char *const *env, const void *in, size_t in_len)
+{
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+	struct said r;
+
+	o.timeout_s = 60;
+	o.cwd = cwd;
+	o.env = env;
+	o.stdin_data = in;
+	o.stdin_len = in_len;
+	check(saas_exec(&x, client, sb->id, cmd, &o, 0), cmd);
+	r.status = x->status;
+	r.exit_code = x->exit_code;
+	r.out = malloc(x->stdout_len + 1);
+	r.err = strdup(x->stderr_data ? x->stderr_data : "");
+	assert_non_null(r.out);
+	memcpy(r.out, x->stdout_data, x->stdout_len);
+	r.out[x->stdout_len] = '\0';
+	if (strlen(r.out) != x->stdout_len) {
+		/* Binary output: compared as hex. */
+		char *hex = malloc(2 * x->stdout_len + 1);
+		for (size_t i = 0; i < x->stdout_len; i++)
+			snprintf(hex + 2 * i, 3, "%02x", (unsigned char)x->stdout_data[i]);
+		free(r.out);
+		r.out = hex;
+	}
+	saas_execution_free(x);
+	return r;
+}
+
+/*
+ * The same battery over the control port (a fresh clone's first commands)
+ * and over SSH (after a tunnel connected the session), in one sandbox: the
+ * same status, exit code, stdout and stderr for each, SSH_* aside.
+ */
+static void test_parity(void **state)
+{
+	static const char zeros_in[] = "one\0two\nthree";
+	static const char *const env[] = { "AAS_A=it's \"quoted\" $HOME", "AAS_B=", NULL };
+	static const struct {
+		const char *cmd, *cwd;
+		bool env, in;
+	} battery[] = {
+		{ "env | grep -v -e '^SSH_' -e '^_=' | sort", NULL, false, false },
+		{ "env | grep '^AAS_' | sort; pwd", "/tmp", true, false },
+		{ "umask; id; pwd; echo \"$0\" \"$-\"; ulimit -a", NULL, false, false },
+		{ "read -r a b c d e f rest </proc/$$/stat; [ \"$f\" = $$ ] && echo leads its session", NULL, false, false },
+		{ "exit 7", NULL, false, false },
+		{ "echo out; echo err >&2; kill -TERM $$; echo never", NULL, false, false },
+		{ "cd /nonexistent-aas", NULL, false, false },
+		{ "printf 'a\\000b\\377'; printf 'to stderr' >&2", NULL, false, false },
+		{ "cat; echo; echo end", NULL, false, true },
+		{ "head -c 1048576 /dev/zero | tr '\\0' x | md5sum; head -c 300000 /dev/zero | tr '\\0' y | wc -c", NULL, false,
+		  false },
+		{ "sleep 100 & echo left one behind", NULL, false, false },
+		{ "this-is-no-command", NULL, false, false },
+		{ "(", NULL, false, false },
+		{ "echo never", "/nonexistent-aas", false, false },
+	};
+	enum { N = sizeof(battery) / sizeof(battery[0]) };
+	struct said over[2][N];
+	saas_file_list *list = NULL;
+
+	(void)state;
+	for (int way = 0; way < 2; way++) {
+		if (way == 1) {
+			/* A listing goes over SFTP, which needs the session: from now on commands go over SSH. */
+			check(saas_file_list_get(&list, client, sb->id, "/workspace", 1, 10, 0), "a listing");
+			saas_file_list_free(list);
+			expect_over_ssh(true);
+		}
+		for (int i = 0; i < N; i++)
+			over[way][i] = run_said(battery[i].cmd, battery[i].cwd, battery[i].env ? env : NULL,
+			                        battery[i].in ? zeros_in : NULL, battery[i].in ? sizeof(zeros_in) - 1 : 0);
+		if (way == 0)
+			expect_over_ssh(false);
+	}
+	for (int i = 0; i < N; i++) {
+		struct said *p = &over[0][i], *q = &over[1][i];
+		if (p->status != q->status || p->exit_code != q->exit_code || strcmp(p->out, q->out) != 0 ||
+		    strcmp(p->err, q->err) != 0)
+			fail_msg("`%s`: over the port %s exit %d, stdout [%s] stderr [%s]; over SSH %s exit %d, stdout [%s] "
+			         "stderr [%s]",
+			         battery[i].cmd, saas_exec_status_name(p->status), p->exit_code, p->out, p->err,
+			         saas_exec_status_name(q->status), q->exit_code, q->out, q->err);
+	}
+	/* And what they are: not two ways of getting it equally wrong. */
+	assert_int_equal(over[0][4].exit_code, 7);
+	assert_int_equal(over[0][5].exit_code, 128 + 15);
+	assert_string_equal(over[0][5].out, "out\n");
+	assert_string_equal(over[0][5].err, "err\n");
+	assert_true(over[0][6].exit_code != 0 && strstr(over[0][6].err, "/nonexistent-aas"));
+	assert_true(over[0][13].exit_code != 0 && strstr(over[0][13].err, "/nonexistent-aas"));
+	assert_string_equal(over[0][13].out, "");
+	assert_string_equal(over[0][3].out, "leads its session\n");
+	assert_string_equal(over[0][7].out, "610062ff");
+	assert_string_equal(over[0][7].err, "to stderr");
+	assert_string_equal(over[0][8].out, "6f6e650074776f0a74687265650a656e640a");
+	assert_non_null(strstr(over[0][1].out, "AAS_A=it's \"quoted\" $HOME\nAAS_B=\n/tmp\n"));
+	assert_non_null(strstr(over[0][0].out, "USER=sandbox\n"));
+	assert_non_null(strstr(over[0][2].out, "uid=1000(sandbox)"));
+	assert_non_null(strstr(over[0][9].out, "300000"));
+	assert_string_equal(over[0][10].out, "left one behind\n");
+	assert_int_equal(over[0][11].exit_code, 127);
+	for (int way = 0; way < 2; way++)
+		for (int i = 0; i < N; i++) {
+			free(over[way][i].out);
+			free(over[way][i].err);
+		}
+}
+
+#define EXEC_TESTS                                                                       \
+	cmocka_unit_test_setup_teardown(test_round_trip, test_setup, test_teardown),         \
+	cmocka_unit_test_setup_teardown(test_background_lives, test_setup, test_teardown),   \
+	cmocka_unit_test_setup_teardown(test_timeout_kills_tree, test_setup, test_teardown), \
+	cmocka_unit_test_setup_teardown(test_streaming, test_setup, test_teardown)
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest over_ssh[] = { EXEC_TESTS };
+	/* test_parity is the port's alone: over SSH it would compare SSH with itself. */
+	const struct CMUnitTest over_port[] = { EXEC_TESTS,
+		                                cmocka_unit_test_setup_teardown(test_parity, test_setup, test_teardown) };
+
+	port_mode = argc > 1 && strcmp(argv[1], "port") == 0;
+	return port_mode ? cmocka_run_group_tests(over_port, group_setup, group_teardown)
+	                 : cmocka_run_group_tests(over_ssh, group_setup, group_teardown);
 }

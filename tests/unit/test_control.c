@@ -9,6 +9,7 @@
  * driver option.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -633,6 +634,17 @@ static void fake_frame(int fd, const char *data, uint32_t len)
 		fake_say(fd, data, len);
 }
 
+/* The engine's probe, "VERB NONCE" or "VERB NONCE 0" as the format says, answered "ok NONCE". */
+static void fake_probe(int fd, const char *format)
+{
+	char line[128], nonce[17], out[64];
+
+	assert_true(fake_line(fd, line, sizeof(line)));
+	assert_int_equal(sscanf(line, format, nonce), 1);
+	snprintf(out, sizeof(out), "ok %s\n", nonce);
+	fake_say(fd, out, strlen(out));
+}
+
 /* Serve a get of `content` for the request line in `line` (its path read and checked), with `digest` to claim. */
 static void fake_get(int fd, const char *line, const char *content, const char *digest)
 {
@@ -672,10 +684,7 @@ static void *fake_main(void *arg)
 			char path[64], data[64];
 			size_t plen, got = 0;
 			unsigned int mode;
-			assert_true(fake_line(fd, line, sizeof(line)));
-			assert_int_equal(sscanf(line, "files %16s", nonce), 1);
-			snprintf(out, sizeof(out), "ok %s\n", nonce);
-			fake_say(fd, out, strlen(out));
+			fake_probe(fd, "files %16s");
 			assert_true(fake_line(fd, line, sizeof(line)));
 			fake_get(fd, line, "abcdefghij", NULL);
 			assert_true(fake_line(fd, line, sizeof(line)));
@@ -850,6 +859,327 @@ static void test_files_engine(void **state)
 	rmdir(g.dir);
 }
 
+/* ---- commands over the port ---- */
+
+_Static_assert(AAS_EXEC_SCRIPT_MAX == CONTROL_EXEC_SCRIPT_MAX, "the script bound differs between engine and guest");
+_Static_assert(AAS_EXEC_FRAME_MAX == CONTROL_EXEC_FRAME_MAX, "the exec frame bound differs between engine and guest");
+_Static_assert(AAS_EXEC_WINDOW == CONTROL_EXEC_WINDOW, "the stdin window differs between engine and guest");
+_Static_assert((int)AAS_X_END == (int)CTL_X_END && (int)AAS_X_IN == (int)CTL_X_IN && (int)AAS_X_EOF == (int)CTL_X_EOF &&
+                       (int)AAS_X_SIGNAL == (int)CTL_X_SIGNAL && (int)AAS_X_KILL == (int)CTL_X_KILL,
+               "the engine's frame types differ between engine and guest");
+_Static_assert((int)AAS_X_OUT == (int)CTL_X_OUT && (int)AAS_X_ERR == (int)CTL_X_ERR && (int)AAS_X_TOOK == (int)CTL_X_TOOK &&
+                       (int)AAS_X_EXIT == (int)CTL_X_EXIT && (int)AAS_X_DONE == (int)CTL_X_DONE,
+               "the guest's frame types differ between engine and guest");
+/* A resynchronisation's zeros must end a script the guest is reading, whatever its length. */
+_Static_assert(AAS_EXEC_SCRIPT_MAX <= CONTROL_FILES_FRAME_MAX, "a script longer than the resync's zeros");
+
+/* The exec lines the engine writes (control_exec.c's), as the guest reads them, and their bounds. */
+static void test_exec_request(void **state)
+{
+	struct aas_file_req q;
+	const char *why = NULL;
+	char line[CONTROL_LINE_MAX];
+
+	(void)state;
+	assert_int_equal(aas_request_kind("exec " NONCE " 0", 23), AAS_REQ_EXEC);
+	assert_int_equal(aas_request_kind("execs", 5), -1);
+	/* The probe: a length of 0. */
+	assert_int_equal(files_parse("exec " NONCE " 0", &q, &why), 0);
+	assert_int_equal(q.kind, AAS_REQ_EXEC);
+	assert_int_equal(q.path_len, 0);
+	assert_string_equal(q.nonce, NONCE);
+	snprintf(line, sizeof(line), "exec %s %d", NONCE, CONTROL_EXEC_SCRIPT_MAX);
+	assert_int_equal(files_parse(line, &q, &why), 0);
+	assert_int_equal(q.path_len, AAS_EXEC_SCRIPT_MAX);
+	/* One past the bound, malformed, missing, trailing. */
+	snprintf(line, sizeof(line), "exec %s %d", NONCE, CONTROL_EXEC_SCRIPT_MAX + 1);
+	assert_int_equal(files_parse(line, &q, &why), -1);
+	assert_string_equal(why, "bad script length");
+	assert_string_equal(q.nonce, NONCE);
+	assert_int_equal(files_parse("exec " NONCE " 00", &q, &why), -1);
+	assert_int_equal(files_parse("exec " NONCE " -1", &q, &why), -1);
+	assert_int_equal(files_parse("exec " NONCE, &q, &why), -1);
+	assert_int_equal(files_parse("exec " NONCE " 5 5", &q, &why), -1);
+	assert_string_equal(why, "trailing words");
+	assert_int_equal(files_parse("exec 0123 5", &q, &why), -1);
+	assert_string_equal(why, "bad nonce");
+	/* Not a fix-up either. */
+	{
+		struct aas_fixup f;
+		assert_int_equal(parse("exec " NONCE " 5", &f, &why), -1);
+	}
+}
+
+/* A frame from the scripted guest: a header of type and length, then the bytes. */
+static void fake_xframe(int fd, unsigned int type, const void *data, uint32_t len)
+{
+	unsigned char h[4] = { (unsigned char)type, (unsigned char)(len >> 16), (unsigned char)(len >> 8),
+		               (unsigned char)len };
+
+	fake_say(fd, h, 4);
+	if (data && len)
+		fake_say(fd, data, len);
+}
+
+static void fake_xword(int fd, unsigned int type, uint32_t v)
+{
+	unsigned char b[4] = { (unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+		               (unsigned char)v };
+
+	fake_xframe(fd, type, b, 4);
+}
+
+/* The engine's next frame: its type, its bytes into buf (cap), their count into *len. */
+static unsigned int fake_xread(int fd, void *buf, size_t cap, size_t *len)
+{
+	unsigned char h[4];
+
+	assert_true(fake_exact(fd, h, 4));
+	*len = (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
+	assert_true(*len <= cap);
+	assert_true(fake_exact(fd, buf, *len));
+	return h[0];
+}
+
+/* An exec line and its script: the nonce out, the script into a malloc()ed string. */
+static char *fake_exec_line(int fd, char nonce[17])
+{
+	char line[128], *script;
+	size_t len;
+
+	assert_true(fake_line(fd, line, sizeof(line)));
+	assert_int_equal(sscanf(line, "exec %16s %zu", nonce, &len), 2);
+	assert_true(len > 0);
+	assert_non_null(script = malloc(len + 1));
+	assert_true(fake_exact(fd, script, len));
+	script[len] = '\0';
+	return script;
+}
+
+#define BIG_STDIN (CONTROL_EXEC_WINDOW + 50000)
+
+static void *fake_exec_main(void *arg)
+{
+	struct fake_guest *g = arg;
+	static unsigned char buf[CONTROL_EXEC_FRAME_MAX];
+	char line[512], nonce[17], out[160], *script;
+	size_t len, got;
+	int fd;
+
+	while ((fd = accept(g->lfd, NULL, NULL)) >= 0) {
+		int step = g->step++;
+		if (step == 0) {
+			/* The probes, then a command with more stdin than the window. */
+			fake_probe(fd, "files %16s");
+			fake_probe(fd, "exec %16s 0");
+			script = fake_exec_line(fd, nonce);
+			/* The SSH wrapper's script without its markers. */
+			assert_non_null(strstr(script, "cd -- '/w' || exit 126; export 'A=it'\\''s'; "));
+			assert_non_null(strstr(script, "trap 'exit 143' TERM; "));
+			assert_non_null(strstr(script, "eval 'cat; echo hi'"));
+			assert_null(strstr(script, "aas-"));
+			free(script);
+			snprintf(out, sizeof(out), "ready %s\n", nonce);
+			fake_say(fd, out, strlen(out));
+			/* A window's worth of stdin, and not a byte more until it is taken. */
+			for (got = 0; got < CONTROL_EXEC_WINDOW;) {
+				assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_IN);
+				for (size_t i = 0; i < len; i++)
+					assert_int_equal(buf[i], (unsigned char)((got + i) % 251));
+				got += len;
+			}
+			assert_int_equal(got, CONTROL_EXEC_WINDOW);
+			{
+				struct pollfd p = { fd, POLLIN, 0 };
+				assert_int_equal(poll(&p, 1, 300), 0);
+			}
+			fake_xword(fd, CTL_X_TOOK, CONTROL_EXEC_WINDOW);
+			while (got < BIG_STDIN) {
+				assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_IN);
+				got += len;
+			}
+			assert_int_equal(got, BIG_STDIN);
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_EOF);
+			assert_int_equal(len, 0);
+			fake_xword(fd, CTL_X_TOOK, BIG_STDIN - CONTROL_EXEC_WINDOW);
+			fake_xframe(fd, CTL_X_OUT, "h", 1);
+			fake_xframe(fd, CTL_X_OUT, "i\n", 2);
+			fake_xframe(fd, CTL_X_ERR, "oops", 4);
+			fake_xword(fd, CTL_X_EXIT, 3);
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_END);
+			fake_xframe(fd, CTL_X_DONE, NULL, 0);
+
+			/* A command past its timeout: the engine kills it, ends it, and waits for DONE. */
+			free(fake_exec_line(fd, nonce));
+			snprintf(out, sizeof(out), "ready %s\n", nonce);
+			fake_say(fd, out, strlen(out));
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_SIGNAL);
+			assert_int_equal(len, 2);
+			assert_int_equal(buf[0], 2);
+			assert_int_equal(buf[1], 1);
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_EOF);
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_KILL);
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_END);
+			fake_xframe(fd, CTL_X_OUT, "late", 4);
+			fake_xframe(fd, CTL_X_DONE, NULL, 0);
+
+			/* A guest that lies: an output frame past the bound. The engine hangs up. */
+			free(fake_exec_line(fd, nonce));
+			snprintf(out, sizeof(out), "ready %s\n", nonce);
+			fake_say(fd, out, strlen(out));
+			fake_xframe(fd, CTL_X_OUT, NULL, CONTROL_EXEC_FRAME_MAX + 1);
+			while (read(fd, buf, sizeof(buf)) > 0)
+				;
+		} else if (step == 1) {
+			/* Resynchronised (the zeros, the abort frame, the probe), then a shell that cannot start. */
+			unsigned char c;
+			size_t zeros = 0;
+			while (fake_exact(fd, &c, 1) && c == 0)
+				zeros++;
+			assert_true(zeros >= CONTROL_FILES_FRAME_MAX + 4);
+			assert_true(fake_exact(fd, line, 3));
+			assert_true(fake_line(fd, line, sizeof(line)));
+			fake_probe(fd, "files %16s");
+			free(fake_exec_line(fd, nonce));
+			snprintf(out, sizeof(out), "error %s 12 starting the shell: Cannot allocate memory\n", nonce);
+			fake_say(fd, out, strlen(out));
+			assert_false(fake_line(fd, line, sizeof(line)));
+		} else {
+			/* A helper that predates commands: never sent a script. */
+			fake_probe(fd, "files %16s");
+			assert_true(fake_line(fd, line, sizeof(line)));
+			assert_int_equal(strncmp(line, "exec ", 5), 0);
+			fake_say(fd, "error - not a request\n", 22);
+			assert_false(fake_line(fd, line, sizeof(line)));
+		}
+		close(fd);
+		if (step == 2) {
+			g->ok = 1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+struct xout {
+	char out[64], err[64];
+	size_t nout, nerr;
+	int signals;                   /* control: how many signals it gave */
+};
+
+static int xout_output(void *ud, int stream, const void *data, size_t len)
+{
+	struct xout *o = ud;
+	char *b = stream == SAAS_STREAM_STDOUT ? o->out : o->err;
+	size_t *n = stream == SAAS_STREAM_STDOUT ? &o->nout : &o->nerr;
+
+	assert_true(*n + len < sizeof(o->out));
+	memcpy(b + *n, data, len);
+	*n += len;
+	b[*n] = '\0';
+	return 0;
+}
+
+static int xout_control(void *ud, int *group)
+{
+	struct xout *o = ud;
+
+	*group = 1;
+	return o->signals++ == 0 ? 2 : 0; /* one SIGINT to the group */
+}
+
+/*
+ * The engine's end of commands against a scripted guest: the script it
+ * sends, stdin within the window, output in frames that straddle reads, the
+ * status; a timeout (KILL, END, then DONE awaited); a lying guest (the
+ * connection dropped); a resynchronised connection and a shell that could not
+ * start; a helper that predates commands (never sent a script). What a real
+ * guest does is vm.exec.port's.
+ */
+static void test_exec_engine(void **state)
+{
+	static const char *const env[] = { "A=it's", NULL };
+	struct fake_guest g = { .lfd = -1 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct saas__lv_ctl *ctl = NULL;
+	saas_driver_exec req;
+	struct xout o;
+	unsigned char *in;
+	int serves = 0, execs = 0, code = 0, cancel = 0;
+
+	(void)state;
+	snprintf(g.dir, sizeof(g.dir), "/tmp/aas-test-exec-XXXXXX");
+	assert_non_null(mkdtemp(g.dir));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" CONTROL_SOCKET, g.dir);
+	assert_true((g.lfd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0);
+	assert_int_equal(bind(g.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(g.lfd, 4), 0);
+	assert_int_equal(pthread_create(&g.tid, NULL, fake_exec_main, &g), 0);
+	assert_non_null(in = malloc(BIG_STDIN));
+	for (size_t i = 0; i < BIG_STDIN; i++)
+		in[i] = (unsigned char)(i % 251);
+
+	memset(&req, 0, sizeof(req));
+	memset(&o, 0, sizeof(o));
+	req.command = "cat; echo hi";
+	req.cwd = "/w";
+	req.env = env;
+	req.stdin_data = in;
+	req.stdin_len = BIG_STDIN;
+	req.output = xout_output;
+	req.output_userdata = &o;
+	req.cancel = &cancel;
+	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_OK);
+	assert_int_equal(serves, 1);
+	assert_int_equal(execs, 1);
+	assert_int_equal(code, 3);
+	assert_string_equal(o.out, "hi\n");
+	assert_string_equal(o.err, "oops");
+
+	/* Past its timeout, after a signal to its group. */
+	memset(&o, 0, sizeof(o));
+	req.stdin_data = NULL;
+	req.stdin_len = 0;
+	req.timeout_ms = 300;
+	req.control = xout_control;
+	req.control_userdata = &o;
+	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
+	assert_int_equal(code, -1);
+	assert_non_null(strstr(saas_error_last()->message, "timeout of 300 ms"));
+	assert_non_null(ctl); /* the stream is whole: the connection stays */
+	req.control = NULL;
+
+	/* The lie. */
+	req.timeout_ms = 0;
+	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_non_null(strstr(saas_error_last()->message, "an output frame out of bounds"));
+	assert_null(ctl);
+
+	/* Resynchronised; the guest could not start the shell. */
+	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_string_equal(saas_error_last()->message,
+	                    "the command could not start in the guest: starting the shell: Cannot allocate memory");
+	assert_non_null(ctl);
+	saas__lv_ctl_close(ctl);
+	ctl = NULL;
+
+	/* A helper that predates commands: SSH's turn, and remembered. */
+	serves = execs = 0;
+	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_int_equal(execs, -1);
+	saas__lv_ctl_close(ctl);
+	ctl = NULL;
+	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_null(ctl);
+
+	assert_int_equal(pthread_join(g.tid, NULL), 0);
+	assert_int_equal(g.ok, 1);
+	free(in);
+	close(g.lfd);
+	unlink(sa.sun_path);
+	rmdir(g.dir);
+}
+
 static void test_config(void **state)
 {
 	struct saas__lv_config cfg;
@@ -871,6 +1201,15 @@ static void test_config(void **state)
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "control_files=1"), SAAS_EINVAL);
 	assert_string_equal(saas_error_last()->message, "control_files must be on or off, not '1'");
+	assert_int_equal(saas__lv_config_parse(&cfg, ""), SAAS_OK);
+	assert_true(cfg.control_exec);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "control_exec=off"), SAAS_OK);
+	assert_false(cfg.control_exec);
+	assert_true(cfg.control_files);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "control_exec=no"), SAAS_EINVAL);
+	assert_string_equal(saas_error_last()->message, "control_exec must be on or off, not 'no'");
 }
 
 int main(void)
@@ -889,6 +1228,8 @@ int main(void)
 		cmocka_unit_test(test_files_error),
 		cmocka_unit_test(test_files_no_port),
 		cmocka_unit_test(test_files_engine),
+		cmocka_unit_test(test_exec_request),
+		cmocka_unit_test(test_exec_engine),
 		cmocka_unit_test(test_config),
 	};
 

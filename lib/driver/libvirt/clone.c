@@ -197,11 +197,15 @@ out:
 }
 
 /*
- * The second half: the state in, the guest running and made its own machine,
- * the engine's session up. Once it runs, the engine's session connects while
- * the fix-ups go over the control port (or, without one, a second SSH login
- * as root, side by side with the first). Times go into at[0] (restore) and
- * at[1] (SSH and fix-ups), from t0; budget counts from t0 too.
+ * The second half: the state in, the guest running and made its own machine.
+ * With the control port and control_exec (the default), that is all: the
+ * fix-ups go over the port, the first commands too (control_exec.c), and the
+ * engine's SSH session is connected when something first needs it
+ * (l->session_later). Otherwise the engine's session connects while the
+ * fix-ups go over the port (or, without one, a second SSH login as root,
+ * side by side with the first). Times go into at[0] (restore) and at[1]
+ * (fix-ups, and the session when waited for), from t0; budget counts from t0
+ * too.
  */
 int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2])
 {
@@ -220,12 +224,24 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 		return rc;
 	}
 	at[0] = ms_since(t0);
-	if (!(threaded = pthread_create(&thread, NULL, fixup_main, &fix) == 0))
+	if (l->control && l->d->control_port && l->d->control_exec && !l->d->remote) {
 		fixup_main(&fix);
-	rc = saas__lv_launch_wait_ssh(l, t0, budget);
-	if (threaded)
-		pthread_join(thread, NULL);
-	l->fixups = fix.via;
+		l->fixups = fix.via;
+		if (fix.rc == SAAS_OK && strcmp(fix.via, "SSH") != 0) {
+			l->session_later = true;
+			at[1] = ms_since(t0);
+			return SAAS_OK;
+		}
+		/* The port failed them (and SSH did them, or not): the session is waited for, as without the port. */
+		rc = saas__lv_launch_wait_ssh(l, t0, budget);
+	} else {
+		if (!(threaded = pthread_create(&thread, NULL, fixup_main, &fix) == 0))
+			fixup_main(&fix);
+		rc = saas__lv_launch_wait_ssh(l, t0, budget);
+		if (threaded)
+			pthread_join(thread, NULL);
+		l->fixups = fix.via;
+	}
 	if (rc == SAAS_OK && fix.rc < 0) {
 		rc = fix.rc;
 		l->template_bad = fix.bad;
@@ -254,9 +270,11 @@ int saas__lv_boot_clone(struct launch *l)
 	/* Where a clone's time goes, for whoever tunes it. */
 	if (rc == SAAS_OK)
 		saas__lv_log(l->d, SAAS_LOG_DEBUG, "VM %s cloned (memory %s, fix-ups over %s): disk %lld ms, domain %lld ms, "
-		             "restore %lld ms, SSH and fix-ups %lld ms", l->spec->name,
+		             "restore %lld ms, %s %lld ms", l->spec->name,
 		             l->mem == LV_MEM_PRIVATE ? "mapped" : "loaded", l->fixups, (long long)at[0],
-		             (long long)(at[1] - at[0]), (long long)(at[2] - at[1]), (long long)(at[3] - at[2]));
+		             (long long)(at[1] - at[0]), (long long)(at[2] - at[1]),
+		             l->session_later ? "fix-ups (the session on first need)" : "SSH and fix-ups",
+		             (long long)(at[3] - at[2]));
 	else
 		saas__lv_clone_undo(l, rc);
 	return rc;

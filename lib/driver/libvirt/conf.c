@@ -183,6 +183,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->templates = true;
 	cfg->control_port = true;
 	cfg->control_files = true;
+	cfg->control_exec = true;
 	cfg->uids = UIDS_AUTO;
 	cfg->uid_first = UIDS_FIRST_DEFAULT;
 	cfg->uid_count = UIDS_COUNT_DEFAULT;
@@ -231,6 +232,8 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			rc = parse_onoff(tok, val, &cfg->control_port);
 		} else if (strcmp(tok, "control_files") == 0) {
 			rc = parse_onoff(tok, val, &cfg->control_files);
+		} else if (strcmp(tok, "control_exec") == 0) {
+			rc = parse_onoff(tok, val, &cfg->control_exec);
 		} else if (strcmp(tok, "boot_timeout") == 0) {
 			char *end;
 			long v = strtol(val, &end, 10);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "saas/files.h"
+#include "saas/sys/driver.h"
 
 /* The virtio-serial port's name: the guest finds its device by it. The manifest's "control_port" must say it. */
 #define CONTROL_PORT_NAME "org.libsaas.control.0"
@@ -118,8 +119,27 @@ int saas__lv_files_error(int err, const char *what, const char *verb, const char
  * data, so the engine makes few): NULL until the first transfer, closed with
  * saas__lv_ctl_close when the VM goes.
  */
-struct saas__lv_ctl;
+struct saas__lv_ctl {
+	int fd;                        /* non-blocking */
+	size_t off, len;               /* buf[off, len): read, not yet taken */
+	char buf[64 * 1024];
+};
 void saas__lv_ctl_close(struct saas__lv_ctl *c);
+
+/*
+ * The connection's parts that commands share with files: the VM's connection,
+ * opened (and asked whether the helper serves files, or brought back to the
+ * start of a request when it was lost in a stream) when *ctl is NULL:
+ * SAAS_ENOTSUP, with *serves -1, when the port cannot be used. Then all of
+ * iov sent, and one line of the guest's read and parsed (both waiting at
+ * most CONTROL_FILES_IDLE_MS for the guest to move).
+ */
+int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves);
+struct iovec;
+int saas__lv_ctl_send(struct saas__lv_ctl *c, struct iovec *iov, int n);
+int saas__lv_ctl_line(struct saas__lv_ctl *c, const char *nonce, struct files_reply *out);
+void saas__lv_be32_put(unsigned char *p, uint32_t v);
+uint32_t saas__lv_be32_get(const unsigned char *p);
 
 /*
  * Write path in the guest of the VM in vmdir from reader (SFTP's
@@ -136,5 +156,56 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
                          unsigned int mode, saas_read_fn reader, void *ud);
 int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
                         saas_write_fn writer, void *ud, int64_t *size);
+
+/*
+ * Commands over the control port (control_exec.c): a clone's first commands,
+ * before the engine's SSH session is up, with no login on the create's
+ * critical path. The protocol is images/guest/aas-control.h's (these
+ * constants must match its AAS_EXEC_*: tests/unit/test_control.c checks).
+ */
+#define CONTROL_EXEC_SCRIPT_MAX (1024 * 1024)
+#define CONTROL_EXEC_FRAME_MAX (64 * 1024)
+#define CONTROL_EXEC_WINDOW (256 * 1024)
+enum { CTL_X_END = 0, CTL_X_IN = 1, CTL_X_EOF = 2, CTL_X_SIGNAL = 3, CTL_X_KILL = 4 };
+enum { CTL_X_OUT = 1, CTL_X_ERR = 2, CTL_X_TOOK = 3, CTL_X_EXIT = 4, CTL_X_DONE = 5 };
+/* After END, how long the engine waits for the guest's DONE before it gives the connection up. */
+#define CONTROL_EXEC_END_MS 15000
+
+/*
+ * What the guest sends during a command, read as hostile bytes: the frame
+ * being read, the stdin window and the end. Zeroed before the first byte.
+ */
+struct saas__lv_xread {
+	unsigned int rtype;            /* CTL_X_OUT or CTL_X_ERR: the frame whose bytes are coming */
+	size_t rleft;                  /* its bytes still to come (0: a header is next) */
+	size_t ahead;                  /* stdin sent (the engine adds), not yet taken by the command */
+	bool end_sent;                 /* the engine sent END (it sets this): a DONE may come */
+	bool exited, done;             /* the guest said EXIT (status), DONE */
+	int status;
+};
+
+/*
+ * Take frames from len bytes at buf: output to output(ud, ...) as it comes,
+ * TOOK given back to the window, EXIT and DONE noted. Returns how many bytes
+ * it used (a header or a 4-byte word cut short waits for more; nothing after
+ * DONE is taken), or SAAS_EIO for a stream that breaks the protocol (a type
+ * unknown, a frame past its bound, more stdin taken than sent, a second
+ * status, a DONE before END). Pure but for output; tests/fuzz/fuzz_control.c.
+ */
+long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, saas_output_fn output, void *ud);
+
+/*
+ * Run req as saas__ssh_exec would (the same script, its status, its
+ * timeout, cancel, input and signals), over *ctl (opened when NULL; closed
+ * and NULL again when the stream was lost). *serves is as for files;
+ * *execs the VM's answer to "does your helper run commands": 0 not asked
+ * (asked, and set), 1 yes, -1 no. SAAS_ENOTSUP, before anything of the
+ * command happened in the guest, when the port cannot run it (no socket, a
+ * helper that predates commands, a script longer than the protocol
+ * allows): the caller runs it over SSH. The caller serialises the port's
+ * users per VM.
+ */
+int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, int *execs,
+                       const saas_driver_exec *req, int *exit_code);
 
 #endif

@@ -144,15 +144,8 @@ int saas__lv_files_error(int err, const char *what, const char *verb, const char
 
 /* ---- the connection -------------------------------------------------------------------------- */
 
-#define CONN_BUF (64 * 1024)
 /* How long a connection's first exchange may take (the helper answers in milliseconds when it runs). */
 #define CTL_HELLO_MS CONTROL_TIMEOUT_MS
-
-struct saas__lv_ctl {
-	int fd;
-	size_t off, len;               /* buf[off, len): read, not yet taken */
-	char buf[CONN_BUF];
-};
 
 void saas__lv_ctl_close(struct saas__lv_ctl *c)
 {
@@ -231,7 +224,7 @@ static int conn_read(struct saas__lv_ctl *c, void *dst, size_t n)
 }
 
 /* One line of the guest's, parsed: at most CONTROL_REPLY_MAX bytes with its '\n'. */
-static int conn_line(struct saas__lv_ctl *c, const char *nonce, struct files_reply *out)
+int saas__lv_ctl_line(struct saas__lv_ctl *c, const char *nonce, struct files_reply *out)
 {
 	for (;;) {
 		const char *nl = memchr(c->buf + c->off, '\n', c->len - c->off);
@@ -256,7 +249,7 @@ static int conn_line(struct saas__lv_ctl *c, const char *nonce, struct files_rep
 }
 
 /* Everything in iov, as a whole. */
-static int conn_send(struct saas__lv_ctl *c, struct iovec *iov, int n)
+int saas__lv_ctl_send(struct saas__lv_ctl *c, struct iovec *iov, int n)
 {
 	while (n > 0) {
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
@@ -289,10 +282,10 @@ static int conn_send_text(struct saas__lv_ctl *c, const char *text, size_t n)
 {
 	struct iovec v = { (void *)text, n };
 
-	return conn_send(c, &v, 1);
+	return saas__lv_ctl_send(c, &v, 1);
 }
 
-static void be32_put(unsigned char *p, uint32_t v)
+void saas__lv_be32_put(unsigned char *p, uint32_t v)
 {
 	p[0] = (unsigned char)(v >> 24);
 	p[1] = (unsigned char)(v >> 16);
@@ -300,7 +293,7 @@ static void be32_put(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
-static uint32_t be32_get(const unsigned char *p)
+uint32_t saas__lv_be32_get(const unsigned char *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -327,7 +320,7 @@ static int conn_resync(struct saas__lv_ctl *c)
 
 	if ((rc = saas__lv_control_nonce(nonce)) < 0)
 		return rc;
-	be32_put(abort_frame, CONTROL_FILES_FRAME_ABORT);
+	saas__lv_be32_put(abort_frame, CONTROL_FILES_FRAME_ABORT);
 	tlen = (size_t)snprintf(tail, sizeof(tail), "\nfiles %s\n", nonce);
 	total = pad + sizeof(abort_frame) + tlen;
 	want = (size_t)snprintf(okline, sizeof(okline), "ok %s\n", nonce);
@@ -378,12 +371,7 @@ static int conn_resync(struct saas__lv_ctl *c)
 	}
 }
 
-/*
- * The VM's connection, opened (and asked whether the helper serves files)
- * when there is none. SAAS_ENOTSUP, with *serves -1, when the port cannot be
- * used: nothing of the transfer has happened yet.
- */
-static int ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
+int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
 {
 	struct saas__lv_ctl *c;
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
@@ -417,7 +405,7 @@ static int ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
 		rc = conn_send_text(c, line, (size_t)n);
 		if (rc == SAAS_OK) {
 			struct pollfd p = { c->fd, POLLIN, 0 };
-			rc = poll(&p, 1, CTL_HELLO_MS) > 0 ? conn_line(c, nonce, &r) : SAAS_ETIMEOUT;
+			rc = poll(&p, 1, CTL_HELLO_MS) > 0 ? saas__lv_ctl_line(c, nonce, &r) : SAAS_ETIMEOUT;
 		}
 		if (rc == SAAS_OK && r.kind == FILES_SAID_ERROR && r.err == 0 && strstr(r.what, "not a request")) {
 			*serves = -1;
@@ -448,7 +436,7 @@ static int conn_request(struct saas__lv_ctl *c, const char *line, const char *pa
 {
 	struct iovec v[2] = { { (void *)line, strlen(line) }, { (void *)path, strlen(path) } };
 
-	return conn_send(c, v, 2);
+	return saas__lv_ctl_send(c, v, 2);
 }
 
 static int path_check(const char *path)
@@ -491,13 +479,13 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 	long failed = 0;
 	int rc;
 
-	if ((rc = path_check(path)) < 0 || (rc = ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
 	if ((rc = saas__lv_control_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "put %s %o %zu\n", nonce, mode & 07777, strlen(path));
-	if ((rc = conn_request(c, line, path)) < 0 || (rc = conn_line(c, nonce, &r)) < 0)
+	if ((rc = conn_request(c, line, path)) < 0 || (rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
 		goto out;
 	lost = false;
 	if (r.kind != FILES_SAID_READY) {
@@ -520,10 +508,10 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 		if (n > CONTROL_FILES_FRAME_MAX)
 			n = CONTROL_FILES_FRAME_MAX;
 		saas__xxh64_update(&sum, buf, (size_t)n);
-		be32_put(hdr, (uint32_t)n);
+		saas__lv_be32_put(hdr, (uint32_t)n);
 		v[0] = (struct iovec){ hdr, sizeof(hdr) };
 		v[1] = (struct iovec){ buf, (size_t)n };
-		if ((rc = conn_send(c, v, 2)) < 0)
+		if ((rc = saas__lv_ctl_send(c, v, 2)) < 0)
 			goto out;
 	}
 	{
@@ -531,8 +519,8 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 		struct iovec v[2] = { { hdr, sizeof(hdr) }, { digest, sizeof(digest) } };
 		for (int i = 0; i < 8; i++)
 			digest[i] = (unsigned char)(h >> (56 - 8 * i));
-		be32_put(hdr, 0);
-		if ((rc = conn_send(c, v, 2)) < 0 || (rc = conn_line(c, nonce, &r)) < 0)
+		saas__lv_be32_put(hdr, 0);
+		if ((rc = saas__lv_ctl_send(c, v, 2)) < 0 || (rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
 			goto out;
 	}
 	lost = false;
@@ -540,8 +528,8 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 	goto out;
 abort:
 	/* The source failed (or memory did): an abort frame ends the put in the guest, no file, and the stream goes on. */
-	be32_put(hdr, CONTROL_FILES_FRAME_ABORT);
-	if (conn_send_text(c, (const char *)hdr, sizeof(hdr)) == SAAS_OK && conn_line(c, nonce, &r) == SAAS_OK &&
+	saas__lv_be32_put(hdr, CONTROL_FILES_FRAME_ABORT);
+	if (conn_send_text(c, (const char *)hdr, sizeof(hdr)) == SAAS_OK && saas__lv_ctl_line(c, nonce, &r) == SAAS_OK &&
 	    r.kind == FILES_SAID_ERROR)
 		lost = false;
 	rc = buf ? saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, failed, "writing %s: the data source failed", path)
@@ -564,13 +552,13 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 	bool lost = true, stopped = false;
 	int rc, stop = 0;
 
-	if ((rc = path_check(path)) < 0 || (rc = ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
 	if ((rc = saas__lv_control_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "get %s %lld %zu\n", nonce, (long long)(max > 0 ? max : 0), strlen(path));
-	if ((rc = conn_request(c, line, path)) < 0 || (rc = conn_line(c, nonce, &r)) < 0)
+	if ((rc = conn_request(c, line, path)) < 0 || (rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
 		goto out;
 	lost = false;
 	if (r.kind != FILES_SAID_SIZE) {
@@ -596,11 +584,11 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 		uint32_t len;
 		if ((rc = conn_read(c, hdr, sizeof(hdr))) < 0)
 			goto out;
-		len = be32_get(hdr);
+		len = saas__lv_be32_get(hdr);
 		if (len == 0)
 			break;
 		if (len == CONTROL_FILES_FRAME_ABORT) {
-			if ((rc = conn_line(c, nonce, &r)) == SAAS_OK) {
+			if ((rc = saas__lv_ctl_line(c, nonce, &r)) == SAAS_OK) {
 				lost = false;
 				rc = unexpected(&r, "reading", path, &lost);
 			}
@@ -627,7 +615,7 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 		                 (long long)got, (long long)want);
 		goto out;
 	}
-	if ((rc = conn_line(c, nonce, &r)) < 0)
+	if ((rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
 		goto out;
 	lost = false;
 	if (r.kind != FILES_SAID_OK || !r.digest[0]) {

@@ -345,6 +345,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->templates = cfg.templates;
 	d->control_port = cfg.control_port;
 	d->control_files = cfg.control_files;
+	d->control_exec = cfg.control_exec;
 	d->boot_timeout_ms = cfg.boot_timeout_ms;
 	d->uids_mode = cfg.uids;
 	d->uid_first = cfg.uid_first;
@@ -976,12 +977,103 @@ static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 
 /* ---- the guest ------------------------------------------------------------------------------- */
 
+/*
+ * The VM's control port for one user: a file transfer waits for another to
+ * end, but neither waits for a command (which may run for an hour): they go
+ * over SSH instead (false). wait: a transfer's; a command takes the port
+ * only when it is free.
+ */
+static bool port_take(struct vm *v, int user)
+{
+	bool got;
+
+	pthread_mutex_lock(&v->ctl_mu);
+	while (user == PORT_FILES && v->ctl_user == PORT_FILES)
+		pthread_cond_wait(&v->ctl_cv, &v->ctl_mu);
+	if ((got = v->ctl_user == PORT_FREE))
+		v->ctl_user = user;
+	pthread_mutex_unlock(&v->ctl_mu);
+	return got;
+}
+
+static void port_give(struct vm *v)
+{
+	pthread_mutex_lock(&v->ctl_mu);
+	v->ctl_user = PORT_FREE;
+	pthread_cond_broadcast(&v->ctl_cv);
+	pthread_mutex_unlock(&v->ctl_mu);
+}
+
+/*
+ * Whether its helper serves files was asked for the first time (by a
+ * transfer, or by a command that opened the port first): said once per VM.
+ */
+static void port_files_said(struct drv *d, const char *name, int before, int now)
+{
+	if (before == 0 && now > 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over the control port", name);
+	else if (before == 0 && now < 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over SFTP: %s", name, saas_error_last()->message);
+}
+
+/* Is the VM's SSH session up (not being connected, not dead)? */
+static bool session_up(struct vm *v)
+{
+	bool up;
+
+	if (pthread_mutex_trylock(&v->mu) != 0)
+		return false; /* being connected */
+	up = v->ssh && saas__ssh_alive(v->ssh);
+	pthread_mutex_unlock(&v->mu);
+	return up;
+}
+
+/*
+ * A command over the control port (control_exec.c) while the VM has no SSH
+ * session: a clone's first commands need no login. SAAS_ENOTSUP, with
+ * nothing run, where it goes over SSH: a session is up, the port is in use
+ * or cannot run it.
+ */
+static int exec_over_port(struct drv *d, const char *name, const saas_driver_exec *req, int *exit_code)
+{
+	struct vm *v;
+	char *dir = NULL;
+	int rc = SAAS_ENOTSUP, execs, files;
+
+	if (d->remote || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
+		return SAAS_ENOTSUP;
+	if (session_up(v) || !port_take(v, PORT_EXEC))
+		goto out;
+	if (v->execs < 0) {
+		/* Its helper predates commands: asked once. */
+	} else if (!(dir = saas__lv_drv_path(d, "vms", name))) {
+		rc = saas__oom();
+	} else {
+		execs = v->execs;
+		files = v->files;
+		rc = saas__lv_exec_port(&v->ctl, dir, &v->files, &v->execs, req, exit_code);
+		if (d->control_files)
+			port_files_said(d, name, files, v->files);
+		if (execs == 0 && v->execs < 0)
+			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over SSH: %s", name,
+			             saas_error_last()->message);
+	}
+	port_give(v);
+out:
+	saas__lv_vm_put(d, v);
+	free(dir);
+	return rc;
+}
+
 static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	struct drv *d = ctx;
 	saas__ssh *ssh;
 	int rc;
 
+	if ((rc = exec_over_port(d, name, req, exit_code)) != SAAS_ENOTSUP)
+		return rc;
+	saas__error_clear();
 	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	rc = saas__ssh_exec(ssh, req, exit_code);
@@ -1008,8 +1100,7 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 {
 	struct vm *v;
 	char *dir;
-	bool asked;
-	int rc;
+	int rc, files;
 
 	if (d->remote || !d->control_files || !(v = saas__lv_vm_get(d, name)))
 		return SAAS_ENOTSUP;
@@ -1017,17 +1108,19 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 		saas__lv_vm_put(d, v);
 		return saas__oom();
 	}
-	pthread_mutex_lock(&v->ctl_mu);
-	asked = v->files == 0;
+	if (!port_take(v, PORT_FILES)) {
+		/* A command has the port: SFTP, not a wait of unknown length. */
+		saas__lv_vm_put(d, v);
+		free(dir);
+		return SAAS_ENOTSUP;
+	}
+	files = v->files;
 	if (fc->reader)
 		rc = saas__lv_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud);
 	else
 		rc = saas__lv_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep);
-	if (asked && v->files > 0)
-		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over the control port", name);
-	else if (asked && v->files < 0)
-		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over SFTP: %s", name, saas_error_last()->message);
-	pthread_mutex_unlock(&v->ctl_mu);
+	port_files_said(d, name, files, v->files);
+	port_give(v);
 	saas__lv_vm_put(d, v);
 	free(dir);
 	return rc;

@@ -184,6 +184,7 @@ struct saas__lv_config {
 	bool templates;                  /* make sandboxes as clones of templates */
 	bool control_port;               /* clones' fix-ups over the control port where the image serves it */
 	bool control_files;              /* files over the control port where the guest's helper serves them */
+	bool control_exec;               /* a clone's commands over the control port until its SSH session is up */
 	int boot_timeout_ms;
 	int uids;                        /* enum uidcfg */
 	unsigned int uid_first, uid_count;
@@ -204,7 +205,7 @@ struct saas__lv_config {
 /*
  * Parse driver_config: a libvirt URI, or space- or comma-separated key=value
  * pairs: uri=URI images=DIR accel=auto|kvm|tcg network=auto|isolated|internet
- * templates=on|off control_port=on|off control_files=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
+ * templates=on|off control_port=on|off control_files=on|off control_exec=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
  * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=N. NULL or "" gives the defaults. On
@@ -314,12 +315,22 @@ struct vm {
 	char *host_key;
 	saas__ssh *ssh;
 	pthread_mutex_t mu;              /* serialises (re)connecting */
-	pthread_mutex_t ctl_mu;          /* one file transfer at a time over its control port */
-	int files;                       /* under ctl_mu: its helper serves files (1), does not (-1), not asked (0) */
-	struct saas__lv_ctl *ctl;        /* under ctl_mu: the connection for files (control.h), or NULL */
+	/*
+	 * Its control port takes one user at a time: a file transfer or a
+	 * command (libvirt.c, port_take). The fields after ctl_user belong to the
+	 * user that has it.
+	 */
+	pthread_mutex_t ctl_mu;
+	pthread_cond_t ctl_cv;           /* signalled when ctl_user goes back to PORT_FREE */
+	int ctl_user;                    /* under ctl_mu: enum port_user */
+	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
+	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
+	struct saas__lv_ctl *ctl;        /* the connection (control.h), or NULL */
 	unsigned int refs;
 	struct vm *next;
 };
+
+enum port_user { PORT_FREE, PORT_FILES, PORT_EXEC };
 
 /* A template's state, by key: one per image build, size and accelerator. */
 enum tmpl_state { TMPL_NONE, TMPL_BUILDING, TMPL_READY, TMPL_BROKEN, TMPL_ELSEWHERE };
@@ -378,6 +389,11 @@ struct drv {
 	 * serves them over the port (control_files.c).
 	 */
 	bool control_files;
+	/*
+	 * control_exec=off: a clone returns once its SSH session is up, and every
+	 * command goes over SSH (control_exec.c says what it changes).
+	 */
+	bool control_exec;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
 	virConnectPtr conn;              /* remote: replaced when it died (saas__lv_host_check); read atomically */
@@ -797,6 +813,7 @@ struct launch {
 	const char *mem_path;            /* LV_MEM_SHARED, LV_MEM_PRIVATE: the file its QEMU opens */
 	bool control;                    /* its domain has the control port (set by saas__lv_launch_prepare) */
 	const char *fixups;              /* a clone: which way its fix-ups went, for the log ("the control port", "SSH") */
+	bool session_later;              /* a clone made without the engine's SSH session: ssh is NULL, connected on first need */
 };
 
 int saas__lv_launch_prepare(struct launch *l);

@@ -394,7 +394,9 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 		return rc;
 	}
 	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s cloned from its start ahead (fix-ups over %s): restore %lld ms, "
-	             "SSH and fix-ups %lld ms", spec->name, s->l.fixups, (long long)at[0], (long long)(at[1] - at[0]));
+	             "%s %lld ms", spec->name, s->l.fixups, (long long)at[0],
+	             s->l.session_later ? "fix-ups (the session on first need)" : "SSH and fix-ups",
+	             (long long)(at[1] - at[0]));
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead, %s, %u vCPU, %u MiB, "
 	             "%s, ssh %s:%u)", spec->name, (long long)ms_since(&t0), s->l.fixups, spec->image, spec->vcpus,
 	             spec->memory_mb, s->l.internet ? "internet" : "isolated", d->listen, s->l.port);

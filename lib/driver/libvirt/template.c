@@ -24,6 +24,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /* What the template builder makes: a template VM of this shape. */
@@ -230,6 +231,41 @@ void saas__lv_tpl_spec(const struct saas__lv_tpl_job *job, saas_vm_spec *spec, c
 	spec->network = &isolated;
 }
 
+static int discard_output(void *ud, int stream, const void *data, size_t len)
+{
+	(void)ud;
+	(void)stream;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+/*
+ * `true` over the template's control port (control_exec.c), so that a
+ * clone's first command finds the helper's fork, the user's shell and its
+ * start-up files in memory. The connection is closed before the state is
+ * taken. A failure costs only that.
+ */
+static void template_warm_port(struct drv *d, struct launch *l, const char *key)
+{
+	static const int no_cancel;
+	struct saas__lv_ctl *ctl = NULL;
+	saas_driver_exec req;
+	int serves = 0, execs = 0, status = -1;
+
+	memset(&req, 0, sizeof(req));
+	req.command = "true";
+	req.cwd = "/";
+	req.timeout_ms = TEMPLATE_WARM_TIMEOUT_MS;
+	req.output = discard_output;
+	req.cancel = &no_cancel;
+	if (saas__lv_exec_port(&ctl, l->dir, &serves, &execs, &req, &status) < 0 || status != 0)
+		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: its warming command over the control port failed (%s, exit %d); "
+		             "saved anyway", key, saas_error_last()->message, status);
+	saas__error_clear();
+	saas__lv_ctl_close(ctl);
+}
+
 /*
  * Build one template: boot a VM of the job's shape to ready (isolated: it
  * makes no connection), let it settle, pause it, save its state, and freeze
@@ -311,6 +347,9 @@ static int template_build(struct tmpl_job *job)
 			             status);
 		saas__error_clear();
 	}
+	/* And once over the control port, where a clone's first commands go: the helper's way to the shell. */
+	if (l.control && d->control_port && d->control_exec)
+		template_warm_port(d, &l, job->s.key);
 	/* The engine's session must not live on in every clone, half open. */
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;

@@ -24,6 +24,7 @@ void saas__lv_vm_put(struct drv *d, struct vm *v)
 	free(v->host_key);
 	pthread_mutex_destroy(&v->mu);
 	pthread_mutex_destroy(&v->ctl_mu);
+	pthread_cond_destroy(&v->ctl_cv);
 	free(v);
 }
 
@@ -80,6 +81,7 @@ int saas__lv_vm_add(struct drv *d, const char *name, const struct image *im, uns
 	v->refs = 1;
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_mutex_init(&v->ctl_mu, NULL);
+	pthread_cond_init(&v->ctl_cv, NULL);
 	pthread_mutex_lock(&d->mu);
 	v->next = d->vms;
 	d->vms = v;
