@@ -64,6 +64,14 @@
  * (default 2) of BENCH_RUNS creates (default 6) each way, alternating, 3.5 s
  * apart both ways; every create checked to be the kind it is timed as.
  *
+ * vm_bench --first STATE_DIR IMAGES_DIR image...: a clone's first commands
+ * over the control port, with no SSH login (control_exec=on) against the
+ * clone waiting for the engine's SSH session and its commands going over
+ * SSH (control_exec=off), both from a QEMU started ahead (spares=1): create
+ * -> first `true`, and the next `true` (over the port, over SSH), as
+ * --spares runs (BENCH_ROUNDS, BENCH_RUNS), every create checked to be a
+ * clone from a QEMU started ahead.
+ *
  * BENCH_VERBOSE=1: every engine log line to stderr, not only warnings.
  *
  * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
@@ -125,6 +133,7 @@ struct results {
 	double pl_claim[MAX_IMAGES][2], pl_first[MAX_IMAGES][2], pl_next[MAX_IMAGES][2];
 	/* --spares: [0] started ahead, [1] none; every create -> `true`, ms, per image */
 	double sp_t[2][MAX_IMAGES][SPARE_SAMPLES];
+	double sp_next[2][MAX_IMAGES][SPARE_SAMPLES]; /* --first: the same sandbox's next `true` */
 	int sp_n[2][MAX_IMAGES];
 };
 static struct results *res;
@@ -146,6 +155,7 @@ static const char *uids = "auto";  /* the driver option uids of the engines open
 static const char *template_memory = "mapped"; /* the driver option template_memory of the engines opened next */
 static const char *control_port = "on"; /* the driver option control_port of the engines opened next */
 static const char *spares_opt = "1";      /* the driver option spares of the engines opened next */
+static const char *control_exec = "on";   /* the driver option control_exec of the engines opened next */
 static int max_sandboxes = MAX_AT_ONCE + 8;
 static unsigned int disk_budget_gb; /* the engines opened next; 0: the engine's default */
 static const saas_size *const *bench_sizes; /* the engines opened next; NULL: the engine's sizes */
@@ -222,8 +232,9 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	b->name = name;
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
 	snprintf(config, sizeof(config),
-	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s spares=%s", images,
-	         templates ? "on" : "off", uids, template_memory, control_port, spares_opt);
+	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s spares=%s "
+	         "control_exec=%s",
+	         images, templates ? "on" : "off", uids, template_memory, control_port, spares_opt, control_exec);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -1050,14 +1061,20 @@ static void phase_control(char **images, int n, const char *dir)
 /* ---- --spares: clones from a QEMU started ahead, and without ---- */
 
 static const char *const spare_modes[2] = { "1", "0" };
+static const char *const exec_modes[2] = { "on", "off" };
 
-/* n: the image's index, the mode (0 ahead, 1 none) and the count: count << 4 | mode << 3 | image. */
+/*
+ * n: the image's index, the mode (--spares: 0 ahead, 1 none; --first: 0
+ * control_exec=on, 1 off), the kind (0 --spares, 1 --first) and the count:
+ * count << 5 | kind << 4 | mode << 3 | image.
+ */
 static void phase_spares(char **images, int n, const char *dir)
 {
-	int image = n & 7, mode = n >> 3 & 1, count = n >> 4, made, ahead;
+	int image = n & 7, mode = n >> 3 & 1, first = n >> 4 & 1, count = n >> 5, made, ahead;
 	const char *name = images[image];
 
-	spares_opt = spare_modes[mode];
+	spares_opt = first ? "1" : spare_modes[mode];
+	control_exec = first ? exec_modes[mode] : "on";
 	engine_open(&cloned, "spares", dir, true, NULL);
 	client = cloned.client;
 	if (res->sp_n[0][image] + res->sp_n[1][image] == 0) {
@@ -1077,7 +1094,7 @@ static void phase_spares(char **images, int n, const char *dir)
 		saas_sandbox *sb;
 		usleep(SPARE_GAP_MS * 1000);
 		/* Ahead: the next is started after the last create's hold; wait for it (a minute at most). */
-		for (int w = 0; mode == 0 && w < 600; w++) {
+		for (int w = 0; (mode == 0 || first) && w < 600; w++) {
 			bool ready;
 			pthread_mutex_lock(&log_mu);
 			ready = spares_started > clones_ahead;
@@ -1089,7 +1106,10 @@ static void phase_spares(char **images, int n, const char *dir)
 		t0 = now_ms();
 		sb = create_on(cloned.client, name);
 		exec_on(cloned.client, sb->id, "true");
-		res->sp_t[mode][image][res->sp_n[mode][image]++] = now_ms() - t0;
+		res->sp_t[mode][image][res->sp_n[mode][image]] = now_ms() - t0;
+		t0 = now_ms();
+		exec_on(cloned.client, sb->id, "true");
+		res->sp_next[mode][image][res->sp_n[mode][image]++] = now_ms() - t0;
 		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
 		saas_sandbox_free(sb);
 	}
@@ -1098,15 +1118,15 @@ static void phase_spares(char **images, int n, const char *dir)
 	made = clones_made - made;
 	ahead = clones_ahead - ahead;
 	pthread_mutex_unlock(&log_mu);
-	if (made != count || ahead != (mode == 0 ? count : 0)) {
-		fprintf(stderr, "vm_bench: spares=%s, %s: %d of %d creates were clones, %d of them from a QEMU started ahead "
-		        "(see the engine's log)\n", spares_opt, name, made, count, ahead);
+	if (made != count || ahead != (mode == 0 || first ? count : 0)) {
+		fprintf(stderr, "vm_bench: spares=%s control_exec=%s, %s: %d of %d creates were clones, %d of them from a QEMU "
+		        "started ahead (see the engine's log)\n", spares_opt, control_exec, name, made, count, ahead);
 		exit(1);
 	}
 	engine_close(&cloned);
 }
 
-static int spares_main(const char *dir, char **images, int n)
+static int spares_main(const char *dir, char **images, int n, bool first)
 {
 	int rounds = env_int("BENCH_ROUNDS", 2), per = env_int("BENCH_RUNS", 6);
 
@@ -1114,9 +1134,32 @@ static int spares_main(const char *dir, char **images, int n)
 	for (int i = 0; i < n; i++)
 		for (int r = 0; r < rounds; r++)
 			for (int mode = 0; mode < 2; mode++)
-				run_child(mode ? "no spare" : "spare", phase_spares, images, per << 4 | mode << 3 | i, dir);
+				run_child(first ? (mode ? "over SSH" : "over the port") : mode ? "no spare" : "spare", phase_spares,
+				          images, per << 5 | (int)first << 4 | mode << 3 | i, dir);
 	load_now(res->load[1], sizeof(res->load[1]));
 	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	if (first) {
+		printf("| clone started ahead (%d rounds of %d each way, alternating, %.1f s apart) | commands over the control "
+		       "port, no login (`control_exec=on`) | the create waits for the SSH login, commands over SSH "
+		       "(`control_exec=off`) |\n|---|---|---|\n",
+		       rounds, per, SPARE_GAP_MS / 1000.0);
+		for (int i = 0; i < n; i++) {
+			double p[2][4];
+			for (int mode = 0; mode < 2; mode++) {
+				p[mode][0] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.5);
+				p[mode][1] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.95);
+				p[mode][2] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.5);
+				p[mode][3] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.95);
+			}
+			printf("| `%s`: create -> first `true` | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; over the "
+			       "port %.2fx at p50 |\n",
+			       images[i], p[0][0], p[0][1], p[1][0], p[1][1], p[0][0] / p[1][0]);
+			printf("| `%s`: the next `true` | p50 %.1f ms, p95 %.1f ms | p50 %.1f ms, p95 %.1f ms; over the port "
+			       "%.2fx at p50 |\n",
+			       images[i], p[0][2], p[0][3], p[1][2], p[1][3], p[0][2] / p[1][2]);
+		}
+		return 0;
+	}
 	printf("| create -> first `true`, clone (%d rounds of %d each way, alternating, %.1f s apart) | its QEMU started "
 	       "ahead (`spares=1`) | made whole (`spares=0`, same run, same template) |\n|---|---|---|\n",
 	       rounds, per, SPARE_GAP_MS / 1000.0);
@@ -1610,6 +1653,7 @@ int main(int argc, char **argv)
 	bool snapshot = argc > 1 && strcmp(argv[1], "--snapshot") == 0;
 	bool pool_only = argc > 1 && strcmp(argv[1], "--pool") == 0;
 	bool spares = argc > 1 && strcmp(argv[1], "--spares") == 0;
+	bool first = argc > 1 && strcmp(argv[1], "--first") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1649,15 +1693,15 @@ int main(int argc, char **argv)
 			return 1;
 		return pool_main(argv[3], argv + 4, argc - 4);
 	}
-	if (spares) {
+	if (spares || first) {
 		if (argc < 5 || argc - 4 > MAX_IMAGES) {
-			fprintf(stderr, "usage: vm_bench --spares STATE_DIR IMAGES_DIR image...\n");
+			fprintf(stderr, "usage: vm_bench %s STATE_DIR IMAGES_DIR image...\n", argv[1]);
 			return 2;
 		}
 		state_dir = argv[2];
 		if (!results_map())
 			return 1;
-		return spares_main(argv[3], argv + 4, argc - 4);
+		return spares_main(argv[3], argv + 4, argc - 4, first);
 	}
 	if (snapshot) {
 		if (argc != 4 && argc != 5) {
