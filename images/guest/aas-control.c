@@ -880,7 +880,6 @@ static void files_serve(int port, const struct aas_file_req *q, const char *pre,
 
 struct xrun {
 	int port;
-	const char *nonce;
 	pid_t pid;                     /* the shell, leader of its session and process group */
 	int pidfd;                     /* readable once it exited; -1: polled with waitpid */
 	int in, out, err;              /* the helper's ends (-1 once closed) */
@@ -1399,7 +1398,7 @@ static void exec_run(struct xrun *x)
 static void exec_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len)
 {
 	struct xfer xf = { port, pre, pre_len, q };
-	struct xrun x = { .port = port, .nonce = q->nonce, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1 };
+	struct xrun x = { .port = port, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1 };
 	char *script = malloc(q->path_len + 1);
 
 	x.inbuf = malloc(AAS_EXEC_WINDOW);
