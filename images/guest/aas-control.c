@@ -43,7 +43,6 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -856,8 +855,14 @@ static void files_serve(int port, const struct aas_file_req *q, const char *pre,
  * variables and evaluates the command, as its SSH wrapper does) as the
  * sandbox user with all its groups, in its home, as the leader of a new
  * session, with sshd's environment for a command (USER, LOGNAME, HOME, PATH,
- * MAIL, SHELL) and its file creation mask. Its stdin is a socket, as a
- * network login's is, so that bash reads ~/.bashrc as it does under sshd.
+ * MAIL, SHELL), its file creation mask and pipes for stdin, stdout and
+ * stderr. Debian's bash reads ~/.bashrc when sshd starts it (it sees
+ * SSH_CLIENT), so bash is given the same first: a prelude sources it, then
+ * evaluates the script, passed as an argument and never spliced into text.
+ * (Not a socket for stdin, which would make bash read it the same way:
+ * busybox cat sendfile()s from a socket into its stdout pipe, and the kernel
+ * then holds the pipe's lock while it waits for stdin, so the helper could
+ * neither read the output nor write the input the command waits for.)
  *
  * The helper forwards the command's output (reading its pipes only once the
  * port took what came before: a command that writes faster than the engine
@@ -925,7 +930,9 @@ static void fd_close(int *fd)
 /* The child's side: the user's identity, its fds, its environment, the shell. Never returns. */
 static void exec_child(struct xrun *x, const char *script, int in, int out, int err, int status)
 {
-	char home[300], user[64], logname[64], mail[300], shell[300], *argv0, *argv[4], *envp[7];
+	static const char bash_prelude[] = "__aas_script=$1; shift; if [ -e ~/.bashrc ]; then . ~/.bashrc; fi; "
+	                                   "eval \"unset __aas_script; $__aas_script\"";
+	char home[300], user[64], logname[64], mail[300], shell[300], *argv0, *argv[6], *envp[7];
 	sigset_t none;
 	int e;
 
@@ -938,6 +945,9 @@ static void exec_child(struct xrun *x, const char *script, int in, int out, int 
 	for (int fd = 3; fd < 1024; fd++)
 		if (fd != status)
 			close(fd);
+	/* The user's processes are the OOM killer's to choose, as under sshd; the helper is not (serve_main). */
+	if (write_file("/proc/self/oom_score_adj", "0") < 0)
+		goto fail;
 	if (setgroups((size_t)x->u.ngroups, x->u.groups) < 0 || setresgid(x->u.gid, x->u.gid, x->u.gid) < 0 ||
 	    setresuid(x->u.uid, x->u.uid, x->u.uid) < 0 || getuid() != x->u.uid || geteuid() != x->u.uid)
 		goto fail;
@@ -959,8 +969,16 @@ static void exec_child(struct xrun *x, const char *script, int in, int out, int 
 	argv0 = strrchr(x->u.shell, '/');
 	argv[0] = argv0 ? argv0 + 1 : x->u.shell;
 	argv[1] = (char *)"-c";
-	argv[2] = (char *)script;
-	argv[3] = NULL;
+	if (strcmp(argv[0], "bash") == 0) {
+		/* $0 stays "bash" and $# 0, as under sshd. */
+		argv[2] = (char *)bash_prelude;
+		argv[3] = argv[0];
+		argv[4] = (char *)script;
+		argv[5] = NULL;
+	} else {
+		argv[2] = (char *)script;
+		argv[3] = NULL;
+	}
 	execve(x->u.shell, argv, envp);
 fail:
 	e = errno;
@@ -980,19 +998,18 @@ static int exec_start(struct xrun *x, const char *script)
 		errno = ENOENT;
 		return -1;
 	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
-	    pipe2(err, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0)
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+	    pipe2(st, O_CLOEXEC) < 0)
 		goto fail;
-	/* The child's stdin end reads only; the helper's writes only (its shutdown is the command's EOF). */
 	if ((x->pid = fork()) < 0)
 		goto fail;
 	if (x->pid == 0)
-		exec_child(x, script, in[1], out[1], err[1], st[1]);
-	close(in[1]);
+		exec_child(x, script, in[0], out[1], err[1], st[1]);
+	close(in[0]);
 	close(out[1]);
 	close(err[1]);
 	close(st[1]);
-	in[1] = out[1] = err[1] = st[1] = -1;
+	in[0] = out[1] = err[1] = st[1] = -1;
 	/* EOF: the shell runs (close-on-exec); an errno: it could not. */
 	while ((n = read(st[0], &e, sizeof(e))) < 0 && errno == EINTR)
 		;
@@ -1000,16 +1017,15 @@ static int exec_start(struct xrun *x, const char *script)
 	if (n == (ssize_t)sizeof(e)) {
 		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
 			;
-		close(in[0]);
+		close(in[1]);
 		close(out[0]);
 		close(err[0]);
 		errno = e;
 		return -1;
 	}
-	x->in = in[0];
+	x->in = in[1];
 	x->out = out[0];
 	x->err = err[0];
-	shutdown(x->in, SHUT_RD);
 	fcntl(x->in, F_SETFL, O_NONBLOCK);
 	fcntl(x->out, F_SETFL, O_NONBLOCK);
 	fcntl(x->err, F_SETFL, O_NONBLOCK);
@@ -1282,7 +1298,7 @@ static void exec_drain(struct xrun *x, unsigned char *buf)
 				if (fd != x->out && fd != x->err)
 					close(fd);
 			/* The user's, as the SSH wrapper's cat is: its processes count, and it can end it. */
-			if (setsid() < 0 || setgroups((size_t)x->u.ngroups, x->u.groups) < 0 ||
+			if (setsid() < 0 || write_file("/proc/self/oom_score_adj", "0") < 0 || setgroups((size_t)x->u.ngroups, x->u.groups) < 0 ||
 			    setresgid(x->u.gid, x->u.gid, x->u.gid) < 0 || setresuid(x->u.uid, x->u.uid, x->u.uid) < 0)
 				_exit(1);
 			while ((p[0].fd >= 0 || p[1].fd >= 0) && poll(p, 2, -1) >= 0)
@@ -1523,6 +1539,13 @@ static int serve_main(void)
 	sigprocmask(SIG_BLOCK, &io, NULL);
 	/* A command that closed its stdin is no reason for the helper to die. */
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Nor is a tenant that fills the guest's memory: the OOM killer never
+	 * picks the helper (sshd protects itself the same way), and what it
+	 * starts for the user is back at 0.
+	 */
+	if (write_file("/proc/self/oom_score_adj", "-1000") < 0)
+		LOG("control: cannot protect the helper from the OOM killer: %s", strerror(errno));
 	for (int i = 0; port_find(dev, sizeof(dev)) < 0; i++) {
 		if (i == PORT_WAIT_S * 10) {
 			LOG("control: no port %s: clones get their fix-ups over SSH", AAS_CONTROL_PORT_NAME);

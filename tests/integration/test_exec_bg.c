@@ -487,6 +487,8 @@ static void test_parity(void **state)
 		{ "this-is-no-command", NULL, false, false },
 		{ "(", NULL, false, false },
 		{ "echo never", "/nonexistent-aas", false, false },
+		{ "cat /proc/self/oom_score_adj", NULL, false, false },
+		{ "for f in 0 1 2; do [ -p /dev/fd/$f ] && echo $f is a pipe; done", NULL, false, false },
 	};
 	enum { N = sizeof(battery) / sizeof(battery[0]) };
 	struct said over[2][N];
@@ -533,6 +535,19 @@ static void test_parity(void **state)
 	assert_non_null(strstr(over[0][9].out, "300000"));
 	assert_string_equal(over[0][10].out, "left one behind\n");
 	assert_int_equal(over[0][11].exit_code, 127);
+	/* The OOM killer may pick the user's processes, never the helper (nor sshd). */
+	assert_string_equal(over[0][14].out, "0\n");
+	/*
+	 * Pipes, as sshd gives: never a socket for stdin (busybox cat sendfile()s
+	 * from one into its stdout pipe, holding the pipe's lock while it waits).
+	 */
+	assert_string_equal(over[0][15].out, "0 is a pipe\n1 is a pipe\n2 is a pipe\n");
+	{
+		char *adj = run_ok("for p in /proc/[0-9]*; do [ \"$(tr '\\0' ' ' <$p/cmdline 2>/dev/null)\" = "
+		                   "'/usr/lib/aas/control ' ] && cat $p/oom_score_adj; done; true");
+		assert_string_equal(adj, "-1000\n");
+		free(adj);
+	}
 	for (int way = 0; way < 2; way++)
 		for (int i = 0; i < N; i++) {
 			free(over[way][i].out);
