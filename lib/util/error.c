@@ -37,10 +37,14 @@ void saas__error_clear(void)
 
 static int set_v(int code, int klass, long backend_code, const char *sqlstate, const char *fmt, va_list ap)
 {
+	char message[MESSAGE_MAX];
+
+	/* Formatted aside first: an argument may be the last message itself ("%s", saas_error_last()->message). */
+	vsnprintf(message, sizeof(message), fmt, ap);
+	memcpy(last.message, message, sizeof(last.message));
 	last.pub.code = code;
 	last.pub.klass = klass;
 	last.pub.backend_code = backend_code;
-	vsnprintf(last.message, sizeof(last.message), fmt, ap);
 	snprintf(last.sqlstate, sizeof(last.sqlstate), "%s", sqlstate ? sqlstate : "");
 	last.limit[0] = '\0';
 	last.pub.retry_after_ms = 0;

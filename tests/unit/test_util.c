@@ -401,6 +401,14 @@ static void test_error_state(void **state)
 	assert_string_equal(saas_error_last()->message, "writing x: disk gone");
 	assert_int_equal(saas__error_sqlstate(SAAS_ESTORE, "23505", "dup"), SAAS_ESTORE);
 	assert_string_equal(saas_error_last()->sqlstate, "23505");
+	/* The last message as an argument of the next: kept, not read while it is overwritten. */
+	saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, 0, "cannot connect to %s: %s", "the port", "Permission denied");
+	assert_int_equal(saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "%s", saas_error_last()->message),
+	                 SAAS_ENOTSUP);
+	assert_string_equal(saas_error_last()->message, "cannot connect to the port: Permission denied");
+	assert_int_equal(saas_error_last()->code, SAAS_ENOTSUP);
+	saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s: %s", "s1", saas_error_last()->message);
+	assert_string_equal(saas_error_last()->message, "snapshot s1: cannot connect to the port: Permission denied");
 	saas__error_clear();
 	assert_int_equal(saas_error_last()->code, SAAS_OK);
 	assert_string_equal(saas_error_last()->message, "");
