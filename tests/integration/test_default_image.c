@@ -284,6 +284,20 @@ static void test_clones(void **state)
 		assert_true(logged(line, "(clone,"));
 		expect_in(c[i]->id, "hostname", c[i]->id);
 	}
+	/*
+	 * A clone's first commands go over the control port, with no SSH login;
+	 * bash reads ~/.bashrc there as under sshd (~/.local/bin on PATH), and
+	 * the same commands say the same once a listing made the session.
+	 */
+	expect_in(c[0]->id, "echo \"[$SSH_CONNECTION] $0 $# $PATH\"",
+	          "[] bash 0 /home/sandbox/.local/bin:/usr/local/bin:/usr/bin:/bin:/usr/games\n");
+	{
+		saas_file_list *list = NULL;
+		check(saas_file_list_get(&list, client, c[0]->id, "/workspace", 1, 10, 0), "a listing");
+		saas_file_list_free(list);
+	}
+	expect_in(c[0]->id, "[ -n \"$SSH_CONNECTION\" ] && echo \"over SSH: $0 $# $PATH\"",
+	          "over SSH: bash 0 /home/sandbox/.local/bin:/usr/local/bin:/usr/bin:/bin:/usr/games\n");
 	/* Written at the template's boot, before its snapshot: on the frozen disk every clone starts from. */
 	expect_in(c[0]->id, "cat /etc/resolv.conf", "nameserver 10.0.2.3");
 	expect_in(c[1]->id, "cat /etc/resolv.conf", "nameserver 10.0.2.3");
