@@ -26,6 +26,7 @@
 
 #include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "transport/ssh.h"
 #include "saas/errors.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -1162,6 +1163,33 @@ static void test_exec_engine(void **state)
 	assert_non_null(ctl);
 	saas__lv_ctl_close(ctl);
 	ctl = NULL;
+
+	/*
+	 * One past the script's bound (the variables make it 1 MiB + 1 byte):
+	 * SSH's turn, before the port is asked anything.
+	 */
+	{
+		static char big[CONTROL_EXEC_SCRIPT_MAX + 1];
+		const char *const bigenv[] = { big, NULL };
+		size_t fixed;
+		saas__buf probe = SAAS__BUF_INIT;
+		memcpy(big, "B=", 2);
+		memset(big + 2, 'x', 8);
+		big[10] = '\0';
+		req.env = bigenv;
+		assert_int_equal(saas__exec_script(&probe, &req), SAAS_OK);
+		fixed = probe.len - 8; /* the script with an empty value */
+		saas__buf_free(&probe);
+		memset(big + 2, 'x', CONTROL_EXEC_SCRIPT_MAX + 1 - fixed);
+		big[2 + CONTROL_EXEC_SCRIPT_MAX + 1 - fixed] = '\0';
+		assert_int_equal(saas__exec_script(&probe, &req), SAAS_OK);
+		assert_int_equal(probe.len, CONTROL_EXEC_SCRIPT_MAX + 1);
+		saas__buf_free(&probe);
+		assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+		assert_null(ctl);
+		assert_non_null(strstr(saas_error_last()->message, "longer than the control port takes"));
+		req.env = NULL;
+	}
 
 	/* A helper that predates commands: SSH's turn, and remembered. */
 	serves = execs = 0;

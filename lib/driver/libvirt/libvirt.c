@@ -978,10 +978,10 @@ static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 /* ---- the guest ------------------------------------------------------------------------------- */
 
 /*
- * The VM's control port for one user: a file transfer waits for another to
- * end, but neither waits for a command (which may run for an hour): they go
- * over SSH instead (false). wait: a transfer's; a command takes the port
- * only when it is free.
+ * The VM's control port for one user (true), or false: a file transfer
+ * waits for another transfer to end, but nothing waits for a command (which
+ * may run for an hour), and a command takes the port only when it is free;
+ * what does not get it goes over SFTP or SSH.
  */
 static bool port_take(struct vm *v, int user)
 {
