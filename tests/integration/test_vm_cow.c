@@ -390,6 +390,62 @@ static void test_spares(void **state)
 }
 
 /*
+ * spares=2 on one template: both are started for it (each template has one
+ * before any has two, and there is only one here), and two creates in a row,
+ * within the driver's hold after a create, take one each.
+ */
+static void test_spares_of_one_template(void **state)
+{
+	char cfg[sizeof(config)], want[2][64], line[160];
+	saas_sandbox *sb[3] = { NULL, NULL, NULL };
+	size_t seen = spares_seen(), ready = 0;
+
+	(void)state;
+	saas_client_free(client);
+	client = NULL;
+	saas_engine_free(engine);
+	memcpy(cfg, config, sizeof(cfg));
+	assert_true(strlen(config) + sizeof(" spares=2") <= sizeof(config));
+	strcat(config, " spares=2");
+	open_engine(NULL);
+	check(saas_client_open_local(&client, engine, key, 0), "client");
+	/* The template is asked for by a create: none was started ahead for it by this engine yet. */
+	check(saas_sandbox_create(&sb[0], client, NULL, 0), "create a sandbox");
+	check(saas_sandbox_destroy(NULL, client, sb[0]->id, 0), "destroy it");
+	saas_sandbox_free(sb[0]);
+	for (int i = 0; i < 240 && ready < 2; i++) {
+		size_t n = spares_seen();
+		ready = 0;
+		for (size_t j = seen; j < n && ready < 2; j++) {
+			snprintf(line, sizeof(line), "VM %s up in", spares[j]);
+			if (!logged(line, NULL) && !logged(spares[j], "destroying it"))
+				snprintf(want[ready++], sizeof(want[0]), "%s", spares[j]);
+		}
+		if (ready < 2)
+			usleep(500 * 1000);
+	}
+	assert_int_equal(ready, 2);
+	assert_true(qemu_pid(want[0]) > 0 && qemu_pid(want[1]) > 0);
+	check(saas_sandbox_create(&sb[1], client, NULL, 0), "create from the first VM started ahead");
+	check(saas_sandbox_create(&sb[2], client, NULL, 0), "create from the second");
+	assert_string_not_equal(sb[1]->id, sb[2]->id);
+	for (int i = 1; i < 3; i++) {
+		assert_true(strcmp(sb[i]->id, want[0]) == 0 || strcmp(sb[i]->id, want[1]) == 0);
+		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
+		assert_true(logged(line, ", started ahead,"));
+		check(saas_sandbox_destroy(NULL, client, sb[i]->id, 0), "destroy it");
+		saas_sandbox_free(sb[i]);
+	}
+	saas_client_free(client);
+	client = NULL;
+	saas_engine_free(engine);
+	engine = NULL;
+	memcpy(config, cfg, sizeof(config));
+	open_engine(NULL);
+	check(saas_client_open_local(&client, engine, key, 0), "client");
+}
+
+/*
  * A pooled VM whose image is rebuilt is never handed out: the refill
  * thread's check (every 10 s) finds it outdated and destroys it; the VM
  * started ahead for its template goes too, at once. The
@@ -470,6 +526,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mapped_clones),
 		cmocka_unit_test(test_spares),
+		cmocka_unit_test(test_spares_of_one_template),
 		cmocka_unit_test(test_pool_follows_image),
 	};
 

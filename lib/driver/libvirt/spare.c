@@ -13,8 +13,9 @@
  * session).
  *
  * Bounds: at most d->spares at once (driver option spares=N, default 1, 0:
- * none), one per template, for the templates creates asked for most recently
- * (none for a template nobody asked for since the driver opened); one made at
+ * none), spread over the templates creates asked for (none for a template
+ * nobody asked for since the driver opened): each has one before any has a
+ * second, the one asked for last first (spare_wanted_locked); one made at
  * a time, never while a create runs nor within SPARE_HOLD_MS after one (the
  * creates' first commands need the CPUs), never while the host is short of
  * memory for its size nor with the last free uid, and after a failure not
@@ -153,24 +154,32 @@ static int spare_make(struct drv *d, struct spare *s)
 	return rc;
 }
 
-/* The template to make a spare for: the one asked for last that is ready, local and has none. Under d->mu. */
+/*
+ * The template to make a spare for: of those ready, local and asked for since
+ * the driver opened, the one with the fewest spares not taken yet, and of
+ * those the one asked for last. Every such template has one before any has
+ * two, so spares=1 keeps one for the template asked for last, and a larger
+ * count covers a burst of creates of one template. Under d->mu.
+ */
 static struct tmpl *spare_wanted_locked(struct drv *d)
 {
 	struct tmpl *best = NULL;
-	unsigned int live = 0;
+	unsigned int live = 0, best_has = 0;
 
 	for (struct spare *s = d->spares; s; s = s->next)
 		live++;
 	if (live >= d->spares_max)
 		return NULL;
 	for (struct tmpl *t = d->tmpls; t; t = t->next) {
-		bool has = false;
-		if (t->state != TMPL_READY || !t->asked_ms || !t->image[0] || (best && best->asked_ms >= t->asked_ms))
+		unsigned int has = 0;
+		if (t->state != TMPL_READY || !t->asked_ms || !t->image[0])
 			continue;
-		for (struct spare *s = d->spares; s && !has; s = s->next)
-			has = s->state != SPARE_TAKEN && strcmp(s->key, t->key) == 0;
-		if (!has)
+		for (struct spare *s = d->spares; s; s = s->next)
+			has += s->state != SPARE_TAKEN && strcmp(s->key, t->key) == 0;
+		if (!best || has < best_has || (has == best_has && t->asked_ms > best->asked_ms)) {
 			best = t;
+			best_has = has;
+		}
 	}
 	return best;
 }
