@@ -72,6 +72,14 @@
  * --spares runs (BENCH_ROUNDS, BENCH_RUNS), every create checked to be a
  * clone from a QEMU started ahead.
  *
+ * vm_bench --burst STATE_DIR IMAGES_DIR [image]: BENCH_AT_ONCE creates at
+ * once (default 20) of one image (`tiny` unless named), ms until every one
+ * ran `true`, three ways on the same template, each in an engine of its own:
+ * the defaults (one QEMU started ahead, spares=1), the most QEMUs started
+ * ahead the driver allows (spares=16, every one started before the burst),
+ * and a warm pool as large as the burst; BENCH_ROUNDS rounds (default 2),
+ * alternating. Each burst's creates are checked to be what the row says.
+ *
  * BENCH_VERBOSE=1: every engine log line to stderr, not only warnings.
  *
  * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
@@ -135,6 +143,9 @@ struct results {
 	double sp_t[2][MAX_IMAGES][SPARE_SAMPLES];
 	double sp_next[2][MAX_IMAGES][SPARE_SAMPLES]; /* --first: the same sandbox's next `true` */
 	int sp_n[2][MAX_IMAGES];
+	/* --burst: per way, per round: ms until all ran `true`, the median create's, the creates served ahead */
+	double bu_all[3][SPARE_SAMPLES], bu_p50[3][SPARE_SAMPLES];
+	int bu_ahead[3][SPARE_SAMPLES], bu_n[3];
 };
 static struct results *res;
 
@@ -609,12 +620,12 @@ static void *race(void *arg)
 	return NULL;
 }
 
-/* n creates at once on one engine: ms until all ran `true`. */
-static double at_once_ms(struct bench_engine *b, const char *image, int n)
+/* n creates at once on one engine: ms until all ran `true`; the median create's into *median if not NULL. */
+static double at_once_ms(struct bench_engine *b, const char *image, int n, double *median)
 {
 	struct racer r[MAX_AT_ONCE];
 	pthread_t t[MAX_AT_ONCE];
-	double last = 0;
+	double each[MAX_AT_ONCE], last = 0;
 
 	race_t0 = now_ms();
 	for (int i = 0; i < n; i++) {
@@ -624,11 +635,14 @@ static double at_once_ms(struct bench_engine *b, const char *image, int n)
 	}
 	for (int i = 0; i < n; i++) {
 		pthread_join(t[i], NULL);
+		each[i] = r[i].ready_ms;
 		if (r[i].ready_ms > last)
 			last = r[i].ready_ms;
 	}
 	for (int i = 0; i < n; i++)
 		saas_sandbox_destroy(NULL, b->client, r[i].id, 0);
+	if (median)
+		*median = pct(each, n, 0.5);
 	return last;
 }
 
@@ -639,7 +653,7 @@ static void phase_cold(char **images, int nimages, const char *dir)
 	engine_open(&cold, "cold", dir, false, NULL);
 	for (int i = 0; i < nimages; i++)
 		time_creates(&cold, images[i], false, res->cold[i]);
-	res->at_once_cold = at_once_ms(&cold, "tiny", at_once);
+	res->at_once_cold = at_once_ms(&cold, "tiny", at_once, NULL);
 	idle_fresh(&cold, false, &res->rss_cold, &res->cpu_cold);
 	engine_close(&cold);
 }
@@ -658,7 +672,7 @@ static void phase_clone(char **images, int nimages, const char *dir)
 	}
 	res->clone_mapped = mapped;
 	res->clone_confined = confined;
-	res->at_once_clone = at_once_ms(&cloned, "tiny", at_once);
+	res->at_once_clone = at_once_ms(&cloned, "tiny", at_once, NULL);
 	idle_fresh(&cloned, true, &res->rss_clone, &res->cpu_clone);
 	/* The transport figures, on a clone. */
 	state_dir = cloned.dir;
@@ -1198,6 +1212,133 @@ static int control_main(const char *dir)
 	return 0;
 }
 
+/* ---- --burst: creates at once, with what the driver can have ready for them ---- */
+
+/* The ways of a --burst run: [0] the defaults, [1] spares=16, [2] a warm pool as large as the burst. */
+static const char *const burst_ways[3] = { "the defaults (`spares=1`)", "`spares=16`, all started before",
+	                                   "a warm pool of the burst's size" };
+
+/* Until want becomes true (checked every 100 ms), ten minutes at most. */
+static void wait_until(bool (*want)(int), int arg, const char *what)
+{
+	for (int i = 0; i < 6000; i++) {
+		if (want(arg))
+			return;
+		usleep(100 * 1000);
+	}
+	fprintf(stderr, "vm_bench: %s: not in ten minutes\n", what);
+	exit(1);
+}
+
+static bool spares_at_least(int n)
+{
+	bool ok;
+
+	pthread_mutex_lock(&log_mu);
+	ok = spares_started - clones_ahead >= n;
+	pthread_mutex_unlock(&log_mu);
+	return ok;
+}
+
+static bool pool_holds(int n)
+{
+	saas_engine_stats *st = NULL;
+	bool ok = saas_engine_stats_get(&st, pool.engine) == SAAS_OK && st->pool_ready >= (unsigned int)n;
+
+	saas_engine_stats_free(st);
+	return ok;
+}
+
+static uint64_t pool_claims(void)
+{
+	saas_engine_stats *st = NULL;
+	uint64_t n = 0;
+
+	if (saas_engine_stats_get(&st, pool.engine) == SAAS_OK)
+		n = st->pool_claims;
+	saas_engine_stats_free(st);
+	return n;
+}
+
+static void phase_burst(char **images, int way, const char *dir)
+{
+	struct bench_engine *b = way == 2 ? &pool : &cloned;
+	char spec[128];
+	int made, ahead, i = res->bu_n[way];
+	uint64_t claims = 0;
+	double ms, median;
+
+	snprintf(spec, sizeof(spec), "small:%s=%d", images[0], at_once);
+	spares_opt = way == 1 ? "16" : "1";
+	/* The pool's full count and the burst's sandboxes together, against a budget that would refuse some. */
+	disk_budget_gb = (unsigned int)(2 * at_once + 8) * 160;
+	engine_open(b, "burst", dir, true, way == 2 ? spec : NULL);
+	client = b->client;
+	if (way == 2) {
+		wait_until(pool_holds, at_once, "the pool filling up");
+		claims = pool_claims();
+	} else {
+		/* The first create builds the template (or finds it) and asks for it: spares follow. */
+		saas_sandbox *sb = create_on(b->client, images[0]);
+		saas_sandbox_destroy(NULL, b->client, sb->id, 0);
+		saas_sandbox_free(sb);
+		wait_until(spares_at_least, way == 1 ? 16 : 1, "the QEMUs started ahead");
+	}
+	sleep(3); /* past the driver's hold after a start */
+	pthread_mutex_lock(&log_mu);
+	made = clones_made;
+	ahead = clones_ahead;
+	pthread_mutex_unlock(&log_mu);
+	ms = at_once_ms(b, images[0], at_once, &median);
+	pthread_mutex_lock(&log_mu);
+	made = clones_made - made;
+	ahead = clones_ahead - ahead;
+	pthread_mutex_unlock(&log_mu);
+	if (way == 2) {
+		/* Every create a claim; the refill's clones, made meanwhile, are not the burst's. */
+		made = ahead = (int)(pool_claims() - claims);
+	}
+	if (made != at_once) {
+		fprintf(stderr, "vm_bench: --burst, %s: %d of %d creates were clones or claims (see the engine's log)\n",
+		        burst_ways[way], made, at_once);
+		exit(1);
+	}
+	res->bu_all[way][i] = ms;
+	res->bu_p50[way][i] = median;
+	res->bu_ahead[way][i] = ahead;
+	res->bu_n[way]++;
+	engine_close(b);
+}
+
+static int burst_main(const char *dir, const char *image)
+{
+	int rounds = env_int("BENCH_ROUNDS", 2);
+	char *images[1] = { (char *)image };
+
+	load_now(res->load[0], sizeof(res->load[0]));
+	for (int r = 0; r < rounds && r < SPARE_SAMPLES; r++)
+		for (int way = 0; way < 3; way++)
+			run_child(burst_ways[way], phase_burst, images, way, dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	printf("| %d creates of `%s` at once (%d rounds, alternating) | all ran `true` (each round) | the median create "
+	       "(each round) | served by a VM made ahead (each round) |\n|---|---|---|---|\n",
+	       at_once, image, rounds);
+	for (int way = 0; way < 3; way++) {
+		char all[512] = "", mid[512] = "", ahead[256] = "";
+		for (int r = 0; r < res->bu_n[way]; r++) {
+			snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%.1f s", r ? ", " : "",
+			         res->bu_all[way][r] / 1000);
+			snprintf(mid + strlen(mid), sizeof(mid) - strlen(mid), "%s%.1f s", r ? ", " : "",
+			         res->bu_p50[way][r] / 1000);
+			snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), "%s%d", r ? ", " : "",
+			         res->bu_ahead[way][r]);
+		}
+		printf("| %s | %s | %s | %s of %d |\n", burst_ways[way], all, mid, ahead, at_once);
+	}
+	return 0;
+}
+
 /* ---- --snapshot: fork, pause and resume through the engine ---- */
 
 /*
@@ -1349,7 +1490,7 @@ static void phase_snapshot(char **images, int n, const char *dir)
 	res->snap_fork10 = t10;
 	res->snap_fork10_runs = forks10;
 	/* The baseline of a fork of ten: ten clones of the template created at once. */
-	res->snap_at_once10 = at_once_ms(&cloned, images[0], SAAS_FORK_MAX);
+	res->snap_at_once10 = at_once_ms(&cloned, images[0], SAAS_FORK_MAX, NULL);
 	res->snap_runs = runs;
 	res->snap_clone[0] = pct(clone_t, runs, 0.5);
 	res->snap_clone[1] = pct(clone_t, runs, 0.95);
@@ -1654,6 +1795,7 @@ int main(int argc, char **argv)
 	bool pool_only = argc > 1 && strcmp(argv[1], "--pool") == 0;
 	bool spares = argc > 1 && strcmp(argv[1], "--spares") == 0;
 	bool first = argc > 1 && strcmp(argv[1], "--first") == 0;
+	bool burst = argc > 1 && strcmp(argv[1], "--burst") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1702,6 +1844,18 @@ int main(int argc, char **argv)
 		if (!results_map())
 			return 1;
 		return spares_main(argv[3], argv + 4, argc - 4, first);
+	}
+	if (burst) {
+		if (argc != 4 && argc != 5) {
+			fprintf(stderr, "usage: vm_bench --burst STATE_DIR IMAGES_DIR [image]\n");
+			return 2;
+		}
+		if (getenv("BENCH_AT_ONCE") && atoi(getenv("BENCH_AT_ONCE")) > 0)
+			at_once = atoi(getenv("BENCH_AT_ONCE")) > MAX_AT_ONCE ? MAX_AT_ONCE : atoi(getenv("BENCH_AT_ONCE"));
+		state_dir = argv[2];
+		if (!results_map())
+			return 1;
+		return burst_main(argv[3], argc == 5 ? argv[4] : "tiny");
 	}
 	if (snapshot) {
 		if (argc != 4 && argc != 5) {
