@@ -384,21 +384,35 @@ static void template_warm(const char *image)
 	exit(1);
 }
 
-/* Wait until the pool holds a ready VM (it refills in the background). */
-static void pool_wait(void)
+/* Until want becomes true (checked every 100 ms), ten minutes at most. */
+static void wait_until(bool (*want)(int), int arg, const char *what)
 {
 	for (int i = 0; i < 6000; i++) {
-		saas_engine_stats *st = NULL;
-		unsigned int ready = 0;
-		if (saas_engine_stats_get(&st, pool.engine) == SAAS_OK)
-			ready = st->pool_ready;
-		saas_engine_stats_free(st);
-		if (ready > 0)
+		if (want(arg))
 			return;
 		usleep(100 * 1000);
 	}
-	fprintf(stderr, "vm_bench: the pool did not refill in 10 minutes\n");
+	fprintf(stderr, "vm_bench: %s: not in ten minutes\n", what);
 	exit(1);
+}
+
+static bool spares_at_least(int n)
+{
+	bool ok;
+
+	pthread_mutex_lock(&log_mu);
+	ok = spares_started - clones_ahead >= n;
+	pthread_mutex_unlock(&log_mu);
+	return ok;
+}
+
+static bool pool_holds(int n)
+{
+	saas_engine_stats *st = NULL;
+	bool ok = saas_engine_stats_get(&st, pool.engine) == SAAS_OK && st->pool_ready >= (unsigned int)n;
+
+	saas_engine_stats_free(st);
+	return ok;
 }
 
 /* create -> first `true`, `runs` times, one at a time; p50 and p95 into out[0..1]. */
@@ -410,7 +424,7 @@ static void time_creates(struct bench_engine *b, const char *image, bool from_po
 		double t0;
 		saas_sandbox *sb;
 		if (from_pool)
-			pool_wait();
+			wait_until(pool_holds, 1, "the pool refilling");
 		t0 = now_ms();
 		sb = create_on(b->client, image);
 		exec_on(b->client, sb->id, "true");
@@ -1217,37 +1231,6 @@ static int control_main(const char *dir)
 /* The ways of a --burst run: [0] the defaults, [1] spares=16, [2] a warm pool as large as the burst. */
 static const char *const burst_ways[3] = { "the defaults (`spares=1`)", "`spares=16`, all started before",
 	                                   "a warm pool of the burst's size" };
-
-/* Until want becomes true (checked every 100 ms), ten minutes at most. */
-static void wait_until(bool (*want)(int), int arg, const char *what)
-{
-	for (int i = 0; i < 6000; i++) {
-		if (want(arg))
-			return;
-		usleep(100 * 1000);
-	}
-	fprintf(stderr, "vm_bench: %s: not in ten minutes\n", what);
-	exit(1);
-}
-
-static bool spares_at_least(int n)
-{
-	bool ok;
-
-	pthread_mutex_lock(&log_mu);
-	ok = spares_started - clones_ahead >= n;
-	pthread_mutex_unlock(&log_mu);
-	return ok;
-}
-
-static bool pool_holds(int n)
-{
-	saas_engine_stats *st = NULL;
-	bool ok = saas_engine_stats_get(&st, pool.engine) == SAAS_OK && st->pool_ready >= (unsigned int)n;
-
-	saas_engine_stats_free(st);
-	return ok;
-}
 
 static uint64_t pool_claims(void)
 {

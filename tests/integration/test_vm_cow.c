@@ -50,21 +50,27 @@ static size_t spares_seen(void)
 	return logged_vms("started ahead", spares, SPARES_SEEN_MAX);
 }
 
+/* A VM started ahead that no create has made and that was not destroyed. */
+static bool spare_unused(const char *name)
+{
+	char up[128];
+
+	snprintf(up, sizeof(up), "VM %s up in", name);
+	return !logged(up, NULL) && !logged(name, "destroying it");
+}
+
 /*
  * A VM started ahead, waited for: the latest of those logged from the
- * `from`th on that no create has made and that was not destroyed.
+ * `from`th on that is unused.
  */
 static const char *ready_spare(size_t from)
 {
 	for (int i = 0; i < 240; i++) {
 		size_t n = spares_seen();
 		assert_true(n <= SPARES_SEEN_MAX);
-		for (size_t j = n; j-- > from;) {
-			char up[128];
-			snprintf(up, sizeof(up), "VM %s up in", spares[j]);
-			if (!logged(up, NULL) && !logged(spares[j], "destroying it"))
+		for (size_t j = n; j-- > from;)
+			if (spare_unused(spares[j]))
 				return spares[j];
-		}
 		usleep(500 * 1000);
 	}
 	fail_msg("no VM was started ahead");
@@ -416,11 +422,9 @@ static void test_spares_of_one_template(void **state)
 	for (int i = 0; i < 240 && ready < 2; i++) {
 		size_t n = spares_seen();
 		ready = 0;
-		for (size_t j = seen; j < n && ready < 2; j++) {
-			snprintf(line, sizeof(line), "VM %s up in", spares[j]);
-			if (!logged(line, NULL) && !logged(spares[j], "destroying it"))
+		for (size_t j = seen; j < n && ready < 2; j++)
+			if (spare_unused(spares[j]))
 				snprintf(want[ready++], sizeof(want[0]), "%s", spares[j]);
-		}
 		if (ready < 2)
 			usleep(500 * 1000);
 	}
