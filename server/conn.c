@@ -72,6 +72,8 @@
 #define ENGINE_RESERVE 512
 /* Mappings per connection: the thread's stack and its guard page, and libmicrohttpd's pool. */
 #define MAPS_PER_CONN 3
+/* Mappings of the engine itself: its libraries, heaps and threads. */
+#define ENGINE_MAPS 2048
 
 enum phase { PHASE_HEADERS, PHASE_BODY, PHASE_HANDLER };
 
@@ -377,10 +379,10 @@ static unsigned int fit_limits(unsigned int want)
 		aas_log(SAAS_LOG_WARN, "kernel.threads-max (%lu) or kernel.pid_max (%lu) is below the %u threads "
 		        "--max-connections %u may need: connections past it will be refused", threads_max, pid_max,
 		        limit + ENGINE_RESERVE, limit);
-	if (maps_max && maps_max < (unsigned long)limit * MAPS_PER_CONN + 4 * ENGINE_RESERVE)
+	if (maps_max && maps_max < (unsigned long)limit * MAPS_PER_CONN + ENGINE_MAPS)
 		aas_log(SAAS_LOG_WARN, "vm.max_map_count (%lu) is below the %lu mappings --max-connections %u may need "
 		        "(%d each): connections past it will be refused", maps_max,
-		        (unsigned long)limit * MAPS_PER_CONN + 4 * ENGINE_RESERVE, limit, MAPS_PER_CONN);
+		        (unsigned long)limit * MAPS_PER_CONN + ENGINE_MAPS, limit, MAPS_PER_CONN);
 	return limit;
 }
 
