@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Slow and idle HTTP clients, and a guest server that never answers, for the
-connection-policy tests (test_conn.sh). Loopback only; every loop is bounded.
+connection-policy tests (test_conn.sh, test_idle.sh) and bench/server-bench --idle.
+Loopback only; every loop is bounded.
 
   slowclients.py hold SRC PORT N MODE STATE [SECONDS]
       Open N connections from address SRC to 127.0.0.1:PORT and keep each
