@@ -68,13 +68,15 @@ const char *aas_config_usage(void)
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
-	       "  --max-connections N     connections at once (one thread each); default 512\n"
+	       "  --max-connections N     connections at once (one thread each); default 8192\n"
 	       "  --per-ip-connections N  connections one client address (IPv6: one /64) may hold; more are\n"
-	       "                          refused at accept; default 32 [AAS_PER_IP_CONNECTIONS]\n"
+	       "                          refused at accept; default 24 [AAS_PER_IP_CONNECTIONS]\n"
+	       "  --connection-stack-kb K each connection thread's stack, in KiB; default 1024\n"
+	       "                          [AAS_CONNECTION_STACK_KB]\n"
 	       "  --preview-connections N preview requests at once, the rest of --max-connections kept for the\n"
 	       "                          API; more get 503; default a quarter of --max-connections [AAS_PREVIEW_CONNECTIONS]\n"
 	       "  --header-timeout SECS   a request's headers must arrive within SECS of the connection (or of\n"
-	       "                          the previous request on it), or it is closed; default 30 [AAS_HEADER_TIMEOUT]\n"
+	       "                          the previous request on it), or it is closed; default 10 [AAS_HEADER_TIMEOUT]\n"
 	       "  --body-timeout SECS     a request's body must arrive within SECS, plus 1 s per 64 KiB received,\n"
 	       "                          or the connection is closed; default 60 [AAS_BODY_TIMEOUT]\n"
 	       "  --port-file FILE        write the port listened on to FILE once listening\n"
@@ -243,6 +245,8 @@ static const struct num_option {
 	  "connections" },
 	{ "preview-connections", "AAS_PREVIEW_CONNECTIONS", offsetof(struct aas_config, preview_connections), 1,
 	  100000, "connections" },
+	{ "connection-stack-kb", "AAS_CONNECTION_STACK_KB", offsetof(struct aas_config, connection_stack_kb),
+	  AAS_CONNECTION_STACK_KB_MIN, AAS_CONNECTION_STACK_KB_MAX, "KiB" },
 	{ "header-timeout", "AAS_HEADER_TIMEOUT", offsetof(struct aas_config, header_timeout_s), 1, 3600, "seconds" },
 	{ "body-timeout", "AAS_BODY_TIMEOUT", offsetof(struct aas_config, body_timeout_s), 1, 3600, "seconds" },
 	/* Accounts for people. */
@@ -394,7 +398,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->log_level = SAAS_LOG_INFO;
 	cfg->key_ttl_s = 5;
 	cfg->grace_s = 10;
-	cfg->max_connections = 512;
+	cfg->max_connections = AAS_MAX_CONNECTIONS_DEFAULT;
+	cfg->connection_stack_kb = AAS_CONNECTION_STACK_KB_DEFAULT;
 	cfg->header_timeout_s = AAS_HEADER_TIMEOUT_DEFAULT;
 	cfg->body_timeout_s = AAS_BODY_TIMEOUT_DEFAULT;
 	cfg->templates = -1;

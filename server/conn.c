@@ -24,15 +24,38 @@
  * under the same lock the watchdog holds: the watchdog never touches an fd
  * that may have been reused.
  *
+ * Why threads and not an event loop. The handlers block, by design and for
+ * long: an exec streamed as SSE for its whole run, a terminal's WebSocket for
+ * hours, the preview proxy waiting on a guest, a create of many seconds, long
+ * polls. An event loop that reads requests and hands them to a pool of
+ * workers moves the problem rather than solving it: a fixed pool is starved
+ * by a few hundred blocked handlers (the same outage as a full connection
+ * table, now for everyone with a request), and a pool that grows per
+ * blocked handler is a thread per request again. What made 512 idle clients
+ * expensive was not the thread but its 8 MiB of stack and the low limit that
+ * followed from it. So: one thread per connection with a small stack
+ * (--connection-stack-kb, 1 MiB: jansson's deepest parse fits in it with
+ * room to spare), thousands of them (--max-connections 8192), the headers'
+ * deadline above (--header-timeout 10 s) so a trickle holds a thread only
+ * that long, and a lower per-address cap (24) so filling the table takes 342
+ * addresses. An idle connection then costs its socket, a thread that touched
+ * a few pages of its stack, and libmicrohttpd's lazily touched pool: some
+ * tens of KiB resident (bench/RESULTS.md has the figures). The bound on
+ * memory is max-connections x (stack + 128 KiB pool): 9 GiB of address space
+ * at the defaults, of which only what is touched is resident.
+ *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server.h"
 
@@ -40,6 +63,17 @@
 #define AAS_BODY_MIN_RATE ((uint64_t)64 * 1024)
 /* How often the watchdog looks for connections past their deadline. */
 #define WATCH_INTERVAL_MS 250
+/*
+ * Open files a connection may need: its socket, and one more its answer may
+ * hold (an SSH session, a preview's tunnel, a control-port connection).
+ */
+#define FDS_PER_CONN 2
+/* Open files and threads kept for the engine itself: the store, libvirt, logs, its workers. */
+#define ENGINE_RESERVE 512
+/* Mappings per connection: the thread's stack and its guard page, and libmicrohttpd's pool. */
+#define MAPS_PER_CONN 3
+/* Mappings of the engine itself: its libraries, heaps and threads. */
+#define ENGINE_MAPS 2048
 
 enum phase { PHASE_HEADERS, PHASE_BODY, PHASE_HANDLER };
 
@@ -264,15 +298,107 @@ static void *watch(void *arg)
 	return NULL;
 }
 
-int aas_conn_start(const struct aas_config *cfg)
+/* A number in /proc/sys (threads-max, pid_max, max_map_count); 0 when it cannot be read. */
+static unsigned long proc_number(const char *path)
+{
+	unsigned long v = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+/*
+ * Raise a soft limit to what `want` needs, up to the hard limit; the soft
+ * limit that holds afterwards (RLIM_INFINITY included).
+ */
+static rlim_t raise_soft(int resource, const char *name, rlim_t want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(resource, &rl) < 0)
+		return RLIM_INFINITY; /* unknown: assume the kernel will say when it runs out */
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+		return rl.rlim_cur;
+	rlim_t old = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+	if (setrlimit(resource, &rl) < 0) {
+		aas_log(SAAS_LOG_WARN, "cannot raise %s from %llu to %llu: %s", name, (unsigned long long)old,
+		        (unsigned long long)rl.rlim_cur, strerror(errno));
+		return old;
+	}
+	aas_log(SAAS_LOG_INFO, "%s raised from %llu to %llu", name, (unsigned long long)old,
+	        (unsigned long long)rl.rlim_cur);
+	return rl.rlim_cur;
+}
+
+/*
+ * Fit the connection limit to the process's limits. Open files are the one
+ * that must fit: a server that takes a connection it has no fd left to answer
+ * fails everyone (the store, libvirt and the engine's sockets get EMFILE too),
+ * where one that stops accepting at its limit fails only newcomers. So the
+ * soft RLIMIT_NOFILE is raised to what max_connections needs (the default
+ * 1024 holds about 250 connections), and if even the hard limit is short the
+ * limit is lowered to what fits, with a warning saying how to raise it.
+ * Threads and mappings are the host's to give: they are checked and a
+ * shortfall logged, since a thread that cannot be made only refuses its one
+ * connection.
+ */
+static unsigned int fit_limits(unsigned int want)
+{
+	rlim_t nofile, nproc;
+	unsigned long threads_max, pid_max, maps_max;
+	unsigned int limit = want;
+	rlim_t need = (rlim_t)want * FDS_PER_CONN + ENGINE_RESERVE;
+
+	nofile = raise_soft(RLIMIT_NOFILE, "RLIMIT_NOFILE (open files)", need);
+	if (nofile != RLIM_INFINITY && nofile < need) {
+		limit = nofile > ENGINE_RESERVE + FDS_PER_CONN ? (unsigned int)((nofile - ENGINE_RESERVE) / FDS_PER_CONN) : 1;
+		aas_log(SAAS_LOG_WARN, "--max-connections %u needs %llu open files and the hard RLIMIT_NOFILE allows %llu: "
+		        "taking %u connections at once (raise it with `ulimit -Hn` or LimitNOFILE= in the service)",
+		        want, (unsigned long long)need, (unsigned long long)nofile, limit);
+	}
+	/* RLIMIT_NPROC counts every thread of this uid (QEMUs included when they share it); root is exempt. */
+	if (geteuid() != 0) {
+		nproc = raise_soft(RLIMIT_NPROC, "RLIMIT_NPROC (processes and threads of this uid)",
+		                   (rlim_t)limit + ENGINE_RESERVE);
+		if (nproc != RLIM_INFINITY && nproc < (rlim_t)limit + ENGINE_RESERVE)
+			aas_log(SAAS_LOG_WARN, "RLIMIT_NPROC allows %llu processes and threads for this uid, fewer than "
+			        "--max-connections %u needs: connections past it will be refused (raise `ulimit -u` or "
+			        "LimitNPROC=)", (unsigned long long)nproc, limit);
+	}
+	threads_max = proc_number("/proc/sys/kernel/threads-max");
+	pid_max = proc_number("/proc/sys/kernel/pid_max");
+	maps_max = proc_number("/proc/sys/vm/max_map_count");
+	if ((threads_max && threads_max < (unsigned long)limit + ENGINE_RESERVE) ||
+	    (pid_max && pid_max < (unsigned long)limit + ENGINE_RESERVE))
+		aas_log(SAAS_LOG_WARN, "kernel.threads-max (%lu) or kernel.pid_max (%lu) is below the %u threads "
+		        "--max-connections %u may need: connections past it will be refused", threads_max, pid_max,
+		        limit + ENGINE_RESERVE, limit);
+	if (maps_max && maps_max < (unsigned long)limit * MAPS_PER_CONN + ENGINE_MAPS)
+		aas_log(SAAS_LOG_WARN, "vm.max_map_count (%lu) is below the %lu mappings --max-connections %u may need "
+		        "(%d each): connections past it will be refused", maps_max,
+		        (unsigned long)limit * MAPS_PER_CONN + ENGINE_MAPS, limit, MAPS_PER_CONN);
+	return limit;
+}
+
+int aas_conn_start(const struct aas_config *cfg, unsigned int *limit)
 {
 	pthread_condattr_t ca;
 	int rc;
 
+	*limit = fit_limits(cfg->max_connections);
 	header_ms = cfg->header_timeout_s * 1000;
 	body_ms = cfg->body_timeout_s * 1000;
 	per_address = cfg->per_ip_connections;
 	preview_max = cfg->preview_connections;
+	/* Fewer connections than asked for: previews still leave the API three quarters of them. */
+	if (*limit < cfg->max_connections && preview_max > *limit / 4)
+		preview_max = *limit / 4 ? *limit / 4 : 1;
 	stopping = false;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

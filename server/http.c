@@ -760,21 +760,41 @@ int aas_http_bind(const struct aas_config *cfg, unsigned int *bound_port)
 	return fd;
 }
 
+/*
+ * ASan puts redzones around every local and keeps frames of its own: its
+ * builds get twice the stack, so that a test passing there says the same of
+ * a release build.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define STACK_FACTOR 2
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STACK_FACTOR 2
+#endif
+#endif
+#ifndef STACK_FACTOR
+#define STACK_FACTOR 1
+#endif
+
 int aas_http_start(const struct aas_config *cfg, int listen_fd)
 {
 	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 	                     MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+	size_t stack = (size_t)cfg->connection_stack_kb * 1024 * STACK_FACTOR;
+	unsigned int limit;
 
 	config = cfg;
-	if (aas_conn_start(cfg) < 0)
+	if (aas_conn_start(cfg, &limit) < 0)
 		return -1;
+	/* The thread of each connection, and the daemon's own, get this stack (conn.c says why it is small). */
 	daemon_ = MHD_start_daemon(flags, 0, aas_conn_accept, NULL, access_cb, NULL,
 	                           MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
 	                           MHD_OPTION_URI_LOG_CALLBACK, uri_log, NULL,
 	                           MHD_OPTION_NOTIFY_COMPLETED, done_cb, NULL,
 	                           MHD_OPTION_NOTIFY_CONNECTION, aas_conn_notify, NULL,
 	                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	                           MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+	                           MHD_OPTION_CONNECTION_LIMIT, limit,
+	                           MHD_OPTION_THREAD_STACK_SIZE, stack,
 	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)300,
 	                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024,
 	                           MHD_OPTION_END);
@@ -783,6 +803,9 @@ int aas_http_start(const struct aas_config *cfg, int listen_fd)
 		aas_conn_stop();
 		return -1;
 	}
+	aas_log(SAAS_LOG_INFO, "taking %u connections at once, %u per address, one thread each with a %zu KiB stack "
+	        "(at most %zu MiB of stacks)", limit, cfg->per_ip_connections, stack / 1024,
+	        (size_t)limit * (stack / 1024) / 1024);
 	return 0;
 }
 

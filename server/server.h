@@ -3,7 +3,9 @@
  *
  * One thread per connection (libmicrohttpd's MHD_USE_THREAD_PER_CONNECTION):
  * a create that takes seconds or an exec that takes minutes blocks only its
- * own connection. Every handler is synchronous on that thread.
+ * own connection. Every handler is synchronous on that thread. Threads with a
+ * small stack (--connection-stack-kb) and a deadline for a request's headers
+ * keep idle clients cheap; conn.c says why this is not an event loop.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -42,6 +44,7 @@ struct aas_config {
 	unsigned int body_timeout_s;      /* and its body within this, plus 1 s per AAS_BODY_MIN_RATE bytes */
 	unsigned int per_ip_connections;  /* connections one address (IPv6: one /64) may hold at once */
 	unsigned int preview_connections; /* preview requests at once; the rest of max_connections is the API's */
+	unsigned int connection_stack_kb; /* each connection thread's stack (conn.c) */
 	char *port_file;           /* write the bound port here once listening (tests) */
 	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
 	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
@@ -86,9 +89,23 @@ enum { AAS_SIGNUP_CLOSED, AAS_SIGNUP_INVITE, AAS_SIGNUP_OPEN };
 #define AAS_SESSION_MAX_DEFAULT 604800    /* 7 days */
 #define AAS_LOGIN_ATTEMPTS_DEFAULT 10
 
-#define AAS_HEADER_TIMEOUT_DEFAULT 30     /* seconds */
+/*
+ * The front end's defaults (conn.c has the reasoning): connections in all,
+ * per address, and each one's thread stack. 8192 x 1 MiB bounds the stacks at
+ * 8 GiB of address space, of which an idle connection touches a few pages;
+ * 342 addresses are needed to fill it. 24 per address holds what one
+ * account may legitimately keep open (16 streamed execs, a browser's 6) with
+ * 2 to spare. 1 MiB holds jansson's deepest parse (2048 levels, about
+ * 640 KiB) with room to spare: an escaped QEMU or a guest may send that, and
+ * a stack overflow would end the whole server.
+ */
+#define AAS_MAX_CONNECTIONS_DEFAULT 8192
+#define AAS_PER_IP_CONNECTIONS_DEFAULT 24
+#define AAS_CONNECTION_STACK_KB_DEFAULT 1024
+#define AAS_CONNECTION_STACK_KB_MIN 256
+#define AAS_CONNECTION_STACK_KB_MAX 65536
+#define AAS_HEADER_TIMEOUT_DEFAULT 10     /* seconds */
 #define AAS_BODY_TIMEOUT_DEFAULT 60       /* seconds, plus 1 per AAS_BODY_MIN_RATE bytes */
-#define AAS_PER_IP_CONNECTIONS_DEFAULT 32
 /* Default of --address-requests-per-second. */
 #define AAS_ADDRESS_RATE_DEFAULT 20
 /* Default of --preview-requests-per-second. */
@@ -504,8 +521,14 @@ void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out);
 
 /* ---- connection policy (conn.c) ---- */
 
-/* Start and stop the watchdog that cuts connections past their header or body deadline. */
-int aas_conn_start(const struct aas_config *cfg);
+/*
+ * Start and stop the watchdog that cuts connections past their header or body
+ * deadline. Start also fits the front end to the process's limits (raising
+ * RLIMIT_NOFILE's soft limit to its hard one when short) and sets *limit to
+ * the connections to take at once: max_connections, or fewer when even the
+ * hard limit on open files cannot hold them (logged).
+ */
+int aas_conn_start(const struct aas_config *cfg, unsigned int *limit);
 void aas_conn_stop(void);
 /*
  * The part of a client's address one client is assumed to hold, as 16 bytes
