@@ -49,7 +49,6 @@ struct xrun {
 /* A whole frame onto obuf (there is room: control frames are small, stdin's is queued only on an empty obuf). */
 static void queue(struct xrun *x, unsigned int type, const void *data, size_t len)
 {
-	if (getenv("XDBG")) fprintf(stderr, "XDBG %lld queue type %u len %zu\n", (long long)saas__now_ms(), type, len);
 	if (x->ooff == x->olen)
 		x->ooff = x->olen = 0;
 	saas__lv_be32_put(x->obuf + x->olen, (uint32_t)type << 24 | (uint32_t)len);
@@ -121,7 +120,6 @@ static int lost(const char *what)
 long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, saas_output_fn output, void *ud)
 {
 	size_t off = 0;
-	if (getenv("XDBG")) fprintf(stderr, "XDBG %lld take %zu bytes rleft %zu\n", (long long)saas__now_ms(), len, r->rleft);
 
 	while (off < len && !r->done) {
 		size_t have = len - off;
