@@ -141,7 +141,8 @@ if [ -n "$IMAGES" ]; then TICK=(sh -c 'echo tick; sleep 600'); else TICK=(tick);
 "$AAS" exec "$SB" -- "${TICK[@]}" </dev/null >"${WORK}/live.out" 2>"${WORK}/live.err" &
 LIVE=$!
 PIDS+=("$LIVE")
-for _ in $(seq 1 100); do grep -q tick "${WORK}/live.out" && break; sleep 0.1; done
+UNTIL=$((SECONDS + 10))
+while ((SECONDS < UNTIL)); do grep -q tick "${WORK}/live.out" && break; sleep 0.1; done
 check "exec prints while the command runs" grep -qx tick "${WORK}/live.out"
 check "exec still runs" kill -0 "$LIVE"
 for x in $(curl -s -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${SB}/executions?running=true" | jq -r '.executions[].execution_id'); do

@@ -47,8 +47,9 @@ check "binary chunk in base64" test "$(data "${WORK}/s2" stdout | jq -r '.data_e
 # which would let the line out at last: a stream that holds output fails here rather than passing late.)
 # live_wait FILE: until FILE holds a stdout event (at most 10 s); its execution id into LIVE_ID.
 live_wait() {
+	local until=$((SECONDS + 10))
 	LIVE_ID=
-	for _ in $(seq 1 100); do
+	while ((SECONDS < until)); do
 		grep -q '^event: stdout' "$1" 2>/dev/null && break
 		sleep 0.1
 	done

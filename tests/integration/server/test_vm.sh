@@ -136,7 +136,8 @@ live_exec() { # live_exec LABEL VIA EXTRA_JSON: VIA is what the command says of 
 		--argjson x "$3" '{command: $c} + $x')
 	curl -sS -N -o "$out" -H "$H" -H 'Accept: text/event-stream' -d "$body" "${BASE}/v1/sandboxes/${P}/exec" &
 	pid=$!; PIDS+=("$pid")
-	for _ in $(seq 1 100); do grep -q '^event: stdout' "$out" 2>/dev/null && break; sleep 0.1; done
+	local until=$((SECONDS + 10))
+	while ((SECONDS < until)); do grep -q '^event: stdout' "$out" 2>/dev/null && break; sleep 0.1; done
 	check "${label}: 'a' streams while the command runs ($(events "$out"))" test "$(events "$out")" = "started stdout"
 	check "${label}: 'a' alone" test "$(data "$out" stdout | jq -j .data)" = a
 	auth POST "/v1/sandboxes/${P}/exec" -d "{\"command\":\"touch ${go}\"}"; expect_status 200 "${label}: the go file"
