@@ -224,7 +224,26 @@ static int recv_some(struct xrun *x)
 	}
 }
 
-/* Ask once per VM whether its helper runs commands: SAAS_OK (yes), SAAS_ENOTSUP (no), or the connection lost. */
+/*
+ * Why a command stopped before it started in the guest, when its caller's
+ * bounds did it (a cancel, its timeout): then it must not go over SSH
+ * instead. 0 when neither did.
+ */
+static int stopped_early(const saas_driver_exec *req, int64_t deadline)
+{
+	if (__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST))
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled: the engine is shutting down");
+	if (deadline && saas__now_ms() >= deadline)
+		return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0,
+		                   "the command's timeout of %lld ms passed before the guest started it",
+		                   (long long)req->timeout_ms);
+	return 0;
+}
+
+/*
+ * Ask once per VM whether its helper runs commands: SAAS_OK (yes), SAAS_ENOTSUP (no), or the connection lost.
+ * Within the command's bounds (saas__lv_ctl_begin): its timeout and cancel end the wait for the answer.
+ */
 static int probe(struct saas__lv_ctl *c, int *execs)
 {
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
@@ -275,11 +294,15 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 	}
 	if ((rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		goto out_free;
+	/* The waits for the guest's lines (the probe's, "ready") end at the command's timeout and cancel. */
+	saas__lv_ctl_begin(*ctl, deadline, req->cancel);
 	if (*execs == 0 && (rc = probe(*ctl, execs)) < 0) {
 		if (rc != SAAS_ENOTSUP) {
+			int why = stopped_early(req, deadline);
 			saas__lv_ctl_close(*ctl); /* the next use brings the stream back */
 			*ctl = NULL;
-			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
+			/* Not asked to the end: asked again next time. */
+			rc = why ? why : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
 		}
 		goto out_free;
 	}
@@ -301,7 +324,8 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 	v[1].iov_len = script.len;
 	if ((rc = saas__lv_ctl_send(x->c, v, 2)) < 0) {
 		/* The helper waits for the rest of a script: it never started it, and the next use resynchronises. */
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
+		int why = stopped_early(req, deadline);
+		rc = why ? why : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
 		goto out;
 	}
 	if ((rc = saas__lv_ctl_line(x->c, nonce, &r)) < 0)
