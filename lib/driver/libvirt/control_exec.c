@@ -13,8 +13,10 @@
  * Who can use it: the same as the fix-ups and files (control.c,
  * control_files.c). What comes back is hostile input all the same: every
  * frame is checked against the protocol's bounds, a line against
- * CONTROL_REPLY_MAX, and a guest that stops moving after the end is given
- * up after CONTROL_EXEC_END_MS.
+ * CONTROL_REPLY_MAX, a guest that stops moving after the end is given up
+ * after CONTROL_EXEC_END_MS, and the waits before the command starts (the
+ * probe, "ready") end at its timeout and cancel, which then send it nowhere
+ * else.
  */
 #include <errno.h>
 #include <poll.h>

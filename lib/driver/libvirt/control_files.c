@@ -11,7 +11,9 @@
  * socket in the VM's directory that only the engine and that VM's QEMU
  * reach, and the guest end a device node only root opens. What comes back
  * is hostile input all the same: every line is read to a bound, every frame
- * is checked against the size announced, every wait has a deadline.
+ * is checked against the size announced, every wait has a deadline, and all
+ * of one operation's waits together fit the guest's budget (control.h's
+ * CONTROL_GUEST_GRACE_MS): a guest that trickles is given up, not followed.
  */
 #include <errno.h>
 #include <poll.h>
