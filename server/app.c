@@ -60,6 +60,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsig
 	o.pool = cfg->pool;
 	o.max_sandboxes = cfg->max_sandboxes;
 	o.max_executions = cfg->max_executions;
+	o.max_transfers = cfg->max_transfers;
 	o.creates_per_minute = cfg->creates_per_minute;
 	o.requests_per_second = cfg->requests_per_second;
 	o.execution_retention_s = cfg->retention_s;

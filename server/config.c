@@ -102,6 +102,8 @@ const char *aas_config_usage(void)
 	       "tenant limits, every account's default (`aas-server account limits` sets one account's):\n"
 	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
 	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
+	       "  --max-transfers N       file uploads and downloads under way at once, per account (every\n"
+	       "                          account's, not set per account); default 4 [AAS_MAX_TRANSFERS]\n"
 	       "  --creates-per-minute N  sandbox creates per account per minute; default 20 [AAS_CREATES_PER_MINUTE]\n"
 	       "  --requests-per-second N API requests per second per key (bursts of 2 s); default 100\n"
 	       "                          [AAS_REQUESTS_PER_SECOND]\n"
@@ -217,6 +219,8 @@ static const struct num_option {
 	  "sandboxes" },
 	{ "max-executions", "AAS_MAX_EXECUTIONS", offsetof(struct aas_config, max_executions), 1, SAAS_LIMIT_MAX,
 	  "executions" },
+	{ "max-transfers", "AAS_MAX_TRANSFERS", offsetof(struct aas_config, max_transfers), 1, SAAS_LIMIT_MAX,
+	  "transfers" },
 	{ "creates-per-minute", "AAS_CREATES_PER_MINUTE", offsetof(struct aas_config, creates_per_minute), 1,
 	  SAAS_LIMIT_MAX, "creates" },
 	{ "requests-per-second", "AAS_REQUESTS_PER_SECOND", offsetof(struct aas_config, requests_per_second), 1,

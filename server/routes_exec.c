@@ -193,6 +193,7 @@ struct follower {
 	char *buf;
 	size_t len, off, cap;
 	bool ended, oom;
+	bool first;                    /* a waiting follow: stop at the first chunk, so that it goes out now */
 };
 
 static void put(struct follower *f, const char *s, size_t n)
@@ -242,7 +243,7 @@ static int on_chunk(void *ud, int stream, uint64_t offset, const void *data, siz
 	else
 		f->cur.stderr_offset = offset + len;
 	put_event(f, stream == SAAS_EXEC_STDOUT ? "stdout" : "stderr", saas__wire_exec_chunk(stream, offset, data, len));
-	return f->oom || f->len >= STREAM_BUF_MAX;
+	return f->first || f->oom || f->len >= STREAM_BUF_MAX;
 }
 
 static void on_gap(void *ud, int stream, uint64_t offset, uint64_t len)
@@ -261,7 +262,16 @@ static void on_end(void *ud, const saas_execution *x)
 	f->ended = true;
 }
 
-/* Fill the buffer: what the execution has for the cursor, waiting for it up to the keepalive. */
+/*
+ * Fill the buffer: what the execution has for the cursor now; or, when it has
+ * nothing yet, the first chunk to come, waiting for it up to the keepalive.
+ * A waiting follow runs until the end or its deadline, whatever its callbacks
+ * were given on the way: one that went on after a chunk would hold that chunk
+ * here, out of the client's sight, until the command ended. So the wait stops
+ * at the first chunk (it goes out at once), and the next fill takes whatever
+ * followed it from both streams without waiting, so that a busy stdout
+ * cannot keep stderr back.
+ */
 static void follow_more(struct follower *f)
 {
 	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
@@ -273,7 +283,13 @@ static void follow_more(struct follower *f)
 	cb.exit = on_end;
 	cb.userdata = f;
 	f->len = f->off = 0;
-	rc = saas_execution_follow(NULL, f->client, f->id, &cur, &cb, STREAM_KEEPALIVE_MS, SAAS_FOLLOW_WAIT);
+	f->first = false;
+	rc = saas_execution_follow(NULL, f->client, f->id, &cur, &cb, 0, 0);
+	if (rc == SAAS_OK && !f->len && !f->ended) {
+		f->first = true;
+		cur = f->cur;
+		rc = saas_execution_follow(NULL, f->client, f->id, &cur, &cb, STREAM_KEEPALIVE_MS, SAAS_FOLLOW_WAIT);
+	}
 	if (rc < 0) {
 		const saas_error *e = saas_error_last();
 		put_event(f, "error", json_pack("{s:{s:s,s:s}}", "error", "code", saas_error_name(rc), "message",
@@ -471,6 +487,7 @@ struct collect {
 	size_t len[2];
 	uint64_t from[2];
 	bool any, oom;
+	bool first;                    /* the long poll's wait: stop at the first chunk */
 };
 
 static int collect_output(void *ud, int stream, uint64_t offset, const void *data, size_t len)
@@ -490,7 +507,7 @@ static int collect_output(void *ud, int stream, uint64_t offset, const void *dat
 	p[c->len[s]] = '\0';
 	c->data[s] = p;
 	c->any = true;
-	return 0;
+	return c->first;
 }
 
 static void collect_lost(void *ud, int stream, uint64_t offset, uint64_t len)
@@ -541,6 +558,8 @@ void aas_h_execution_get(struct aas_req *r, struct aas_reply *out)
 		saas_execution_free(x);
 		x = NULL;
 		cb.output = collect_output;
+		/* A waiting follow goes on to the end or wait_ms unless its callback stops it at the first chunk. */
+		col.first = true;
 		rc = saas_execution_follow(&x, r->client, r->route_id, &cur, &cb, wait_ms, SAAS_FOLLOW_WAIT);
 		wait_ms = 0;
 	}

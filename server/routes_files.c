@@ -134,6 +134,8 @@ struct upload {
 	int rc;
 	int klass;
 	char message[512];
+	char limit[32];                /* SAAS_ELIMIT: which, and when to retry (the worker's error, for the reply) */
+	int64_t retry_after_ms;
 	bool done;
 };
 
@@ -155,6 +157,10 @@ static void *upload_main(void *arg)
 	u->klass = e->code == u->rc ? e->klass : SAAS_ERRCLASS_NONE;
 	snprintf(u->message, sizeof(u->message), "%s",
 	         u->rc < 0 && e->code == u->rc && *e->message ? e->message : saas_strerror(u->rc));
+	if (u->rc == SAAS_ELIMIT && e->code == u->rc) {
+		snprintf(u->limit, sizeof(u->limit), "%s", e->limit);
+		u->retry_after_ms = e->retry_after_ms;
+	}
 	/* Whatever happened, the connection's thread must not wait on us any more. */
 	pthread_mutex_lock(&u->pipe.mu);
 	u->done = true;
@@ -255,6 +261,10 @@ void aas_h_file_put(struct aas_req *r, struct aas_reply *out)
 	bpipe_set(&u->pipe, true, false);
 	pthread_join(u->thread, NULL);
 	u->running = false;
+	if (u->rc < 0 && u->limit[0]) {
+		aas_reply_limit(out, u->limit, u->retry_after_ms, "%s", u->message);
+		return;
+	}
 	if (u->rc < 0) {
 		aas_reply_failure(out, u->rc, u->klass, u->message);
 		return;
@@ -278,6 +288,8 @@ struct download {
 	int rc;
 	int klass;
 	char message[512];
+	char limit[32];                /* as the upload's */
+	int64_t retry_after_ms;
 };
 
 static int download_writer(void *ud, const void *data, size_t len)
@@ -304,6 +316,10 @@ static void *download_main(void *arg)
 	d->klass = e->code == rc ? e->klass : SAAS_ERRCLASS_NONE;
 	snprintf(d->message, sizeof(d->message), "%s",
 	         rc < 0 && e->code == rc && *e->message ? e->message : saas_strerror(rc));
+	if (rc == SAAS_ELIMIT && e->code == rc) {
+		snprintf(d->limit, sizeof(d->limit), "%s", e->limit);
+		d->retry_after_ms = e->retry_after_ms;
+	}
 	d->finished = true;
 	d->pipe.eof = true;
 	pthread_cond_broadcast(&d->pipe.cv);
@@ -397,7 +413,10 @@ void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 	bool failed = !d->started && d->rc < 0;
 	pthread_mutex_unlock(&d->pipe.mu);
 	if (failed) {
-		aas_reply_failure(out, d->rc, d->klass, d->message);
+		if (d->limit[0])
+			aas_reply_limit(out, d->limit, d->retry_after_ms, "%s", d->message);
+		else
+			aas_reply_failure(out, d->rc, d->klass, d->message);
 		download_free(d);
 		return;
 	}

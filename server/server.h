@@ -52,6 +52,7 @@ struct aas_config {
 	/* Tenant limits: every account's defaults (0: the library's); `aas-server limits` sets one account's. */
 	unsigned int max_sandboxes;
 	unsigned int max_executions;
+	unsigned int max_transfers;
 	unsigned int creates_per_minute;
 	unsigned int requests_per_second;  /* per API key */
 	unsigned int retention_s;          /* finished executions are kept this long */

@@ -61,12 +61,12 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * `execution_retention_s`) and `min_free_mb`, version 4 `store`,
  * `store_userdata` and `default_size`, version 5 `disk_budget_gb`, version 6
  * `lease_ttl_ms`, `host_heartbeat_ms`, `host_grace_ms` and
- * `paused_usd_micro_per_gib_hour`, version 7 `mcp_sessions_max`; callers
- * built against an older version
+ * `paused_usd_micro_per_gib_hour`, version 7 `mcp_sessions_max`, version 8
+ * `max_transfers`; callers built against an older version
  * are still accepted (their struct is read only as far as their version
  * reached, and what it lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 7
+#define SAAS_ENGINE_OPTIONS_VERSION 8
 
 /**
  * Default of saas_engine_options.paused_usd_micro_per_gib_hour: $0.0001 per
@@ -81,6 +81,12 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
 
 /** Default of saas_engine_options.max_executions. */
 #define SAAS_MAX_EXECUTIONS_DEFAULT 8
+/**
+ * Default of saas_engine_options.max_transfers: file reads and writes under
+ * way at once per account. Each holds a thread of the caller's (a server's
+ * request) for as long as the guest and the client take.
+ */
+#define SAAS_MAX_TRANSFERS_DEFAULT 4
 /** Default of saas_engine_options.creates_per_minute. */
 #define SAAS_CREATES_PER_MINUTE_DEFAULT 20
 /** Default of saas_engine_options.requests_per_second. */
@@ -292,9 +298,17 @@ typedef struct saas_engine_options {
 	 * SAAS_ENGINE_MCP_SESSIONS_DEFAULT. At most SAAS_ENGINE_MCP_SESSIONS_MAX.
 	 */
 	unsigned int mcp_sessions_max;
+	/**
+	 * File transfers (saas_file_read*, saas_file_write*) under way at once
+	 * per account, whatever carries them (since version 8); one past it is
+	 * refused with SAAS_ELIMIT (limit "max_transfers", REST 429). Every
+	 * account's, not set per account. 0: SAAS_MAX_TRANSFERS_DEFAULT; at most
+	 * SAAS_LIMIT_MAX.
+	 */
+	unsigned int max_transfers;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0 }
 
 /**
  * Open an engine on a state directory.

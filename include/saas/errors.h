@@ -72,7 +72,8 @@ typedef struct saas_error {
 	/**
 	 * For SAAS_ELIMIT: the name of the limit that was hit, as saas_limits
 	 * and the REST API spell it ("max_sandboxes", "max_executions",
-	 * "creates_per_minute", "requests_per_second"); "" otherwise.
+	 * "max_transfers", "creates_per_minute", "requests_per_second"); ""
+	 * otherwise.
 	 */
 	const char *limit;
 	/**

@@ -114,6 +114,7 @@ struct saas_engine {
 	unsigned int disk_budget_gb;   /* 0: a share of the overlays' filesystem (SAAS_ENGINE_DISK_BUDGET_PCT) */
 	int64_t paused_price;          /* micro-dollars per GiB-hour of a paused sandbox's size (0: free) */
 	unsigned int mcp_sessions_max; /* MCP sessions the store keeps; past it the least recently used ends */
+	unsigned int max_transfers;    /* file transfers under way at once per account */
 	uint64_t pool_disk_gb;         /* the warm pools' disk at full count, held against the budget */
 	unsigned int stop_wait_ms;     /* how long saas_engine_free waits for a pool create in flight */
 
@@ -336,6 +337,9 @@ int saas__account_limits(saas_engine *e, const char *account_id, saas_limits *ou
 int saas__exec_slot_take(saas_engine *e, const char *account_id, unsigned int max);
 void saas__exec_slot_release(saas_engine *e, const char *account_id);
 unsigned int saas__exec_running(saas_engine *e, const char *account_id);
+/* Count one more file transfer under way, or SAAS_ELIMIT ("max_transfers") at e->max_transfers. */
+int saas__transfer_slot_take(saas_engine *e, const char *account_id);
+void saas__transfer_slot_release(saas_engine *e, const char *account_id);
 /* Take one create from the account's bucket, or SAAS_ELIMIT ("creates_per_minute") with the wait. */
 int saas__create_token_take(saas_engine *e, const char *account_id, unsigned int per_minute);
 void saas__tenants_free(saas_engine *e);

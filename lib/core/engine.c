@@ -38,7 +38,8 @@ static const saas_size *const default_size_list[] = { &default_sizes[0], &defaul
  * before `pool`, 2 before the tenant limits, 3 before `store` (version 4 added
  * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`,
  * 5 before `lease_ttl_ms`, the VM hosts' heartbeat and grace, and
- * `paused_usd_micro_per_gib_hour`, 6 before `mcp_sessions_max`.
+ * `paused_usd_micro_per_gib_hour`, 6 before `mcp_sessions_max`, 7 before
+ * `max_transfers`.
  */
 static const size_t options_size[] = {
 	0,
@@ -48,6 +49,7 @@ static const size_t options_size[] = {
 	offsetof(saas_engine_options, disk_budget_gb),
 	offsetof(saas_engine_options, lease_ttl_ms),
 	offsetof(saas_engine_options, mcp_sessions_max),
+	offsetof(saas_engine_options, max_transfers),
 	sizeof(saas_engine_options),
 };
 
@@ -251,6 +253,8 @@ static int check_limits(const saas_engine_options *o)
 		return saas__inval("max_executions is over %u", SAAS_LIMIT_MAX);
 	if (o->creates_per_minute > SAAS_LIMIT_MAX)
 		return saas__inval("creates_per_minute is over %u", SAAS_LIMIT_MAX);
+	if (o->max_transfers > SAAS_LIMIT_MAX)
+		return saas__inval("max_transfers is over %u", SAAS_LIMIT_MAX);
 	if (o->requests_per_second > SAAS_LIMIT_MAX)
 		return saas__inval("requests_per_second is over %u", SAAS_LIMIT_MAX);
 	if (o->execution_retention_s < 0 || o->execution_retention_s > RETENTION_MAX_S)
@@ -491,6 +495,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 	                  : o->paused_usd_micro_per_gib_hour        ? o->paused_usd_micro_per_gib_hour
 	                                                            : SAAS_ENGINE_PAUSED_PRICE_DEFAULT;
 	e->mcp_sessions_max = o->mcp_sessions_max ? o->mcp_sessions_max : SAAS_ENGINE_MCP_SESSIONS_DEFAULT;
+	e->max_transfers = o->max_transfers ? o->max_transfers : SAAS_MAX_TRANSFERS_DEFAULT;
 	e->stop_wait_ms = SAAS_ENGINE_STOP_WAIT_MS;
 	e->flags = o->flags;
 	e->clock = o->clock ? o->clock : real_clock;

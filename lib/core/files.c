@@ -40,7 +40,10 @@ int saas__local_file_write(saas_client *c, const char *id, const char *path, saa
 		                   e->driver->name);
 	if (!(abs = absolute_path(path)))
 		return SAAS_ENOMEM;
-	rc = e->driver->file_write(ctx, id, abs, mode ? mode : 0644, reader, ud, size);
+	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
+		rc = e->driver->file_write(ctx, id, abs, mode ? mode : 0644, reader, ud, size);
+		saas__transfer_slot_release(e, c->account_id);
+	}
 	free(abs);
 	return rc;
 }
@@ -61,7 +64,10 @@ int saas__local_file_read(saas_client *c, const char *id, const char *path, int6
 		                   e->driver->name);
 	if (!(abs = absolute_path(path)))
 		return SAAS_ENOMEM;
-	rc = e->driver->file_read(ctx, id, abs, max, writer, ud, size);
+	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
+		rc = e->driver->file_read(ctx, id, abs, max, writer, ud, size);
+		saas__transfer_slot_release(e, c->account_id);
+	}
 	free(abs);
 	return rc;
 }

@@ -21,10 +21,13 @@
 
 /* A running execution is short-lived: a retry a second later may well find a free slot. */
 #define EXEC_RETRY_MS 1000
+/* So is a transfer, mostly: the same. */
+#define TRANSFER_RETRY_MS 1000
 
 struct saas__tenant {
 	char account_id[SAAS_ID_MAX + 1];
 	unsigned int running;            /* executions running now */
+	unsigned int transfers;          /* file transfers under way now */
 	int64_t create_milli;            /* creates left in the bucket, in thousandths */
 	int64_t create_at_ms;            /* when create_milli was last brought up to date */
 	bool create_started;             /* create_milli has been filled once */
@@ -106,6 +109,44 @@ void saas__exec_slot_release(saas_engine *e, const char *account_id)
 	for (t = e->tenants; t; t = t->next)
 		if (strcmp(t->account_id, account_id) == 0 && t->running > 0) {
 			t->running--;
+			break;
+		}
+	pthread_mutex_unlock(&e->tenants_mu);
+}
+
+/*
+ * A file transfer holds its caller's thread for as long as the guest and the
+ * client take (the transport bounds the guest's part, not the client's): an
+ * account's at once are bounded, so that one tenant cannot hold a server's
+ * threads, whichever transport carries them.
+ */
+int saas__transfer_slot_take(saas_engine *e, const char *account_id)
+{
+	struct saas__tenant *t;
+	int rc = SAAS_OK;
+
+	pthread_mutex_lock(&e->tenants_mu);
+	if (!(t = tenant_locked(e, account_id)))
+		rc = saas__oom();
+	else if (t->transfers >= e->max_transfers)
+		rc = saas__error_limit("max_transfers", TRANSFER_RETRY_MS,
+		                       "%u file transfers are already under way in this account, its limit "
+		                       "(max_transfers); wait for one to finish",
+		                       t->transfers);
+	else
+		t->transfers++;
+	pthread_mutex_unlock(&e->tenants_mu);
+	return rc;
+}
+
+void saas__transfer_slot_release(saas_engine *e, const char *account_id)
+{
+	struct saas__tenant *t;
+
+	pthread_mutex_lock(&e->tenants_mu);
+	for (t = e->tenants; t; t = t->next)
+		if (strcmp(t->account_id, account_id) == 0 && t->transfers > 0) {
+			t->transfers--;
 			break;
 		}
 	pthread_mutex_unlock(&e->tenants_mu);

@@ -1208,6 +1208,132 @@ static void test_exec_engine(void **state)
 	rmdir(g.dir);
 }
 
+/*
+ * The bounds on what the guest makes the engine wait for (#30): a guest that
+ * trickles a get (a byte now and then, each well within the idle bound) is
+ * given up once the guest's budget is spent, with a clear error, long before
+ * it runs out of bytes to trickle; a command's probe that the guest never
+ * answers ends at the caller's cancel, and at its timeout, with that error
+ * and not a fall back to SSH.
+ */
+#define TRICKLE_MAX 400            /* bytes the trickling guest has; at 20 ms each, 8 s */
+
+struct slow_guest {
+	struct fake_guest g;
+	int trickled;                  /* bytes the guest sent before the engine hung up */
+	int cancel;                    /* the probe test's flag, set by the guest once it saw the probe */
+};
+
+static void *slow_main(void *arg)
+{
+	struct slow_guest *s = arg;
+	struct fake_guest *g = &s->g;
+	char line[512], nonce[17], out[160], path[64];
+	size_t plen;
+	int fd;
+
+	while ((fd = accept(g->lfd, NULL, NULL)) >= 0) {
+		int step = g->step++;
+		if (step == 0) {
+			/* A get of a megabyte, trickled a byte at a time until the engine hangs up. */
+			unsigned char h[4] = { 0, 0x10, 0, 0 };
+			fake_probe(fd, "files %16s");
+			assert_true(fake_line(fd, line, sizeof(line)));
+			assert_int_equal(sscanf(line, "get %16s %*d %zu", nonce, &plen), 2);
+			assert_true(plen < sizeof(path) && fake_exact(fd, path, plen));
+			snprintf(out, sizeof(out), "size %s %d\n", nonce, 1 << 20);
+			fake_say(fd, out, strlen(out));
+			fake_say(fd, h, 4);
+			for (s->trickled = 0; s->trickled < TRICKLE_MAX; s->trickled++) {
+				struct pollfd p = { fd, POLLIN, 0 };
+				if (send(fd, "x", 1, MSG_NOSIGNAL) != 1 || (poll(&p, 1, 20) > 0 && (p.revents & (POLLIN | POLLHUP))))
+					break; /* the engine hung up */
+			}
+		} else {
+			/* Commands: a probe never answered, once for a cancel, once for a timeout. */
+			fake_probe(fd, "files %16s");
+			assert_true(fake_line(fd, line, sizeof(line)));
+			assert_int_equal(sscanf(line, "exec %16s 0", nonce), 1);
+			if (step == 1)
+				__atomic_store_n(&s->cancel, 1, __ATOMIC_SEQ_CST);
+			assert_false(fake_line(fd, line, sizeof(line))); /* until the engine hangs up */
+		}
+		close(fd);
+		if (step == 2) {
+			g->ok = 1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int discard_write(void *ud, const void *data, size_t size)
+{
+	(void)ud;
+	(void)data;
+	(void)size;
+	return 0;
+}
+
+static void test_guest_bounds(void **state)
+{
+	struct slow_guest s = { .g = { .lfd = -1 } };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct saas__lv_ctl *ctl = NULL;
+	saas_driver_exec req;
+	struct xout o;
+	int serves = 0, execs = 0, code = 0;
+	int64_t size = 0;
+
+	(void)state;
+	snprintf(s.g.dir, sizeof(s.g.dir), "/tmp/aas-test-slow-XXXXXX");
+	assert_non_null(mkdtemp(s.g.dir));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" CONTROL_SOCKET, s.g.dir);
+	assert_true((s.g.lfd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0);
+	assert_int_equal(bind(s.g.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(s.g.lfd, 4), 0);
+	assert_int_equal(pthread_create(&s.g.tid, NULL, slow_main, &s), 0);
+
+	/* The trickle: the budget (shortened from its minute) is spent on a few bytes. */
+	assert_int_equal(saas__lv_ctl_get(&ctl, s.g.dir, &serves), SAAS_OK);
+	ctl->grace_ms = 300;
+	assert_int_equal(saas__lv_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size),
+	                 SAAS_ETIMEOUT);
+	assert_non_null(strstr(saas_error_last()->message, "slower than the least it must (256 KiB/s after 0 s)"));
+	assert_null(ctl); /* the stream is lost: the next use resynchronises */
+
+	/* The probe of a command, cancelled while the guest says nothing: no SSH instead. */
+	memset(&req, 0, sizeof(req));
+	memset(&o, 0, sizeof(o));
+	req.command = "true";
+	req.cwd = "/w";
+	req.output = xout_output;
+	req.output_userdata = &o;
+	req.cancel = &s.cancel;
+	serves = 0;
+	assert_int_equal(saas__lv_exec_port(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_string_equal(saas_error_last()->message, "cancelled: the engine is shutting down");
+	assert_int_equal(execs, 0); /* not answered: asked again next time */
+	assert_null(ctl);
+
+	/* And at its timeout. */
+	s.cancel = 0;
+	serves = 0;
+	req.timeout_ms = 300;
+	assert_int_equal(saas__lv_exec_port(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
+	assert_string_equal(saas_error_last()->message, "the command's timeout of 300 ms passed before the guest started it");
+	assert_int_equal(execs, 0);
+	assert_null(ctl);
+
+	assert_int_equal(pthread_join(s.g.tid, NULL), 0);
+	assert_int_equal(s.g.ok, 1);
+	/* The engine gave up, not the guest: it had bytes left to trickle. */
+	assert_true(s.trickled < TRICKLE_MAX);
+	close(s.g.lfd);
+	unlink(sa.sun_path);
+	rmdir(s.g.dir);
+}
+
 static void test_config(void **state)
 {
 	struct saas__lv_config cfg;
@@ -1258,6 +1384,7 @@ int main(void)
 		cmocka_unit_test(test_files_engine),
 		cmocka_unit_test(test_exec_request),
 		cmocka_unit_test(test_exec_engine),
+		cmocka_unit_test(test_guest_bounds),
 		cmocka_unit_test(test_config),
 	};
 

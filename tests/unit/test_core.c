@@ -176,6 +176,10 @@ static void test_engine_bad_options(void **state)
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "max_executions"));
 	o.max_executions = 0;
+	o.max_transfers = SAAS_LIMIT_MAX + 1;
+	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "max_transfers"));
+	o.max_transfers = 0;
 	o.creates_per_minute = SAAS_LIMIT_MAX + 1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	o.creates_per_minute = 0;
@@ -1672,6 +1676,7 @@ static int setup_tenant(void **state)
 	saas_client_free(f->b);
 	saas_engine_free(f->engine);
 	f->opts.max_executions = 2;
+	f->opts.max_transfers = 1;
 	f->opts.creates_per_minute = 3;
 	f->opts.execution_retention_s = 60;
 	open_engine(f);
@@ -1733,6 +1738,65 @@ static void test_max_executions(void **state)
 	saas_execution_free(x1);
 	saas_execution_free(x2);
 	saas_execution_free(x3);
+	saas_sandbox_free(sa);
+	saas_sandbox_free(sb);
+}
+
+/* A transfer held open by its source (a slow client, or a guest the transport waits on). */
+struct held {
+	saas_client *c;
+	const char *id;
+	int entered, release, rc;
+};
+
+static long held_reader(void *ud, void *buf, size_t cap)
+{
+	struct held *h = ud;
+
+	(void)cap;
+	if (__atomic_exchange_n(&h->entered, 1, __ATOMIC_SEQ_CST))
+		return 0;
+	while (!__atomic_load_n(&h->release, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	memcpy(buf, "x", 1);
+	return 1;
+}
+
+static void *held_main(void *arg)
+{
+	struct held *h = arg;
+
+	h->rc = saas_file_write_stream(h->c, h->id, "held", held_reader, h, 1, NULL);
+	return NULL;
+}
+
+/* File transfers under way at once, per account, whichever way they go (#30). */
+static void test_max_transfers(void **state)
+{
+	struct fixture *f = *state;
+	saas_sandbox *sa = create(f->a, NULL, 0), *sb = create(f->b, NULL, 0);
+	struct held h = { f->a, sa->id, 0, 0, -1 };
+	void *data = NULL;
+	size_t len = 0;
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, held_main, &h), 0);
+	while (!__atomic_load_n(&h.entered, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	/* At the bound (one): a write and a read are refused, and told when to try again. */
+	assert_limit(saas_file_write(f->a, sa->id, "x", "1", 1, NULL), "max_transfers");
+	assert_true(saas_error_last()->retry_after_ms > 0);
+	assert_limit(saas_file_read(&data, &len, f->a, sa->id, "held", 0), "max_transfers");
+	assert_null(data);
+	/* Another account has its own. */
+	assert_int_equal(saas_file_write(f->b, sb->id, "x", "1", 1, NULL), SAAS_OK);
+	__atomic_store_n(&h.release, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(h.rc, SAAS_OK);
+	/* Its end gave the place back. */
+	assert_int_equal(saas_file_read(&data, &len, f->a, sa->id, "held", 0), SAAS_OK);
+	assert_int_equal(len, 1);
+	saas_free(data);
 	saas_sandbox_free(sa);
 	saas_sandbox_free(sb);
 }
@@ -2424,6 +2488,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_refused_leaves_no_row, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown_small),
 		cmocka_unit_test_setup_teardown(test_max_executions, setup_tenant, teardown),
+		cmocka_unit_test_setup_teardown(test_max_transfers, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_creates_per_minute, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_max_sandboxes_override, setup_tenant, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_retention, setup_tenant, teardown),

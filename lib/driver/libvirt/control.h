@@ -85,6 +85,16 @@ int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *
 #define CONTROL_FILES_FRAME_ABORT 0xffffffffu
 /* How long the engine waits for the guest to move anything (an answer, a frame) before it gives up. */
 #define CONTROL_FILES_IDLE_MS 60000
+/*
+ * The whole of an operation's waiting on the guest, whatever arrives on the
+ * way: CONTROL_GUEST_GRACE_MS, plus a second for each CONTROL_GUEST_MIN_RATE
+ * bytes moved either way. A guest that trickles (a byte now and then, each
+ * under the idle bound) is given up once its grace is spent; a transfer that
+ * moves its bytes is never cut short. Time spent in the caller's reader or
+ * writer (a slow client of the server) is not the guest's and does not count.
+ */
+#define CONTROL_GUEST_GRACE_MS 60000
+#define CONTROL_GUEST_MIN_RATE (256 * 1024)
 
 /* What one line of the guest's says during a transfer. */
 enum files_said { FILES_SAID_READY, FILES_SAID_OK, FILES_SAID_SIZE, FILES_SAID_ERROR };
@@ -121,9 +131,21 @@ int saas__lv_files_error(int err, const char *what, const char *verb, const char
  */
 struct saas__lv_ctl {
 	int fd;                        /* non-blocking */
+	/*
+	 * The operation under way (each sets these when it starts): every wait on
+	 * the guest ends by `deadline` (monotonic ms, 0: none) and at `cancel`
+	 * (non-zero: stop; NULL: never), and all of them together within the
+	 * guest's budget (CONTROL_GUEST_GRACE_MS, `grace_ms` here so that a test
+	 * can shorten it, plus `moved` / CONTROL_GUEST_MIN_RATE seconds).
+	 */
+	int64_t deadline;
+	const int *cancel;
+	int64_t grace_ms, waited_ms, moved;
 	size_t off, len;               /* buf[off, len): read, not yet taken */
 	char buf[64 * 1024];
 };
+/* Start an operation on c: nothing waited or moved yet, its deadline and cancel flag (either may be 0/NULL). */
+void saas__lv_ctl_begin(struct saas__lv_ctl *c, int64_t deadline, const int *cancel);
 void saas__lv_ctl_close(struct saas__lv_ctl *c);
 
 /*
@@ -132,7 +154,9 @@ void saas__lv_ctl_close(struct saas__lv_ctl *c);
  * start of a request when it was lost in a stream) when *ctl is NULL:
  * SAAS_ENOTSUP, with *serves -1, when the port cannot be used. Then all of
  * iov sent, and one line of the guest's read and parsed (both waiting at
- * most CONTROL_FILES_IDLE_MS for the guest to move).
+ * most CONTROL_FILES_IDLE_MS for the guest to move, and within the
+ * operation's bounds: SAAS_ETIMEOUT past its deadline or the guest's budget,
+ * SAAS_EIO, "cancelled", at its cancel flag).
  */
 int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves);
 struct iovec;

@@ -13,8 +13,10 @@
  * Who can use it: the same as the fix-ups and files (control.c,
  * control_files.c). What comes back is hostile input all the same: every
  * frame is checked against the protocol's bounds, a line against
- * CONTROL_REPLY_MAX, and a guest that stops moving after the end is given
- * up after CONTROL_EXEC_END_MS.
+ * CONTROL_REPLY_MAX, a guest that stops moving after the end is given up
+ * after CONTROL_EXEC_END_MS, and the waits before the command starts (the
+ * probe, "ready") end at its timeout and cancel, which then send it nowhere
+ * else.
  */
 #include <errno.h>
 #include <poll.h>
@@ -49,7 +51,6 @@ struct xrun {
 /* A whole frame onto obuf (there is room: control frames are small, stdin's is queued only on an empty obuf). */
 static void queue(struct xrun *x, unsigned int type, const void *data, size_t len)
 {
-	if (getenv("XDBG")) fprintf(stderr, "XDBG %lld queue type %u len %zu\n", (long long)saas__now_ms(), type, len);
 	if (x->ooff == x->olen)
 		x->ooff = x->olen = 0;
 	saas__lv_be32_put(x->obuf + x->olen, (uint32_t)type << 24 | (uint32_t)len);
@@ -121,7 +122,6 @@ static int lost(const char *what)
 long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, saas_output_fn output, void *ud)
 {
 	size_t off = 0;
-	if (getenv("XDBG")) fprintf(stderr, "XDBG %lld take %zu bytes rleft %zu\n", (long long)saas__now_ms(), len, r->rleft);
 
 	while (off < len && !r->done) {
 		size_t have = len - off;
@@ -226,7 +226,26 @@ static int recv_some(struct xrun *x)
 	}
 }
 
-/* Ask once per VM whether its helper runs commands: SAAS_OK (yes), SAAS_ENOTSUP (no), or the connection lost. */
+/*
+ * Why a command stopped before it started in the guest, when its caller's
+ * bounds did it (a cancel, its timeout): then it must not go over SSH
+ * instead. 0 when neither did.
+ */
+static int stopped_early(const saas_driver_exec *req, int64_t deadline)
+{
+	if (__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST))
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled: the engine is shutting down");
+	if (deadline && saas__now_ms() >= deadline)
+		return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0,
+		                   "the command's timeout of %lld ms passed before the guest started it",
+		                   (long long)req->timeout_ms);
+	return 0;
+}
+
+/*
+ * Ask once per VM whether its helper runs commands: SAAS_OK (yes), SAAS_ENOTSUP (no), or the connection lost.
+ * Within the command's bounds (saas__lv_ctl_begin): its timeout and cancel end the wait for the answer.
+ */
 static int probe(struct saas__lv_ctl *c, int *execs)
 {
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
@@ -277,11 +296,15 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 	}
 	if ((rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		goto out_free;
+	/* The waits for the guest's lines (the probe's, "ready") end at the command's timeout and cancel. */
+	saas__lv_ctl_begin(*ctl, deadline, req->cancel);
 	if (*execs == 0 && (rc = probe(*ctl, execs)) < 0) {
 		if (rc != SAAS_ENOTSUP) {
+			int why = stopped_early(req, deadline);
 			saas__lv_ctl_close(*ctl); /* the next use brings the stream back */
 			*ctl = NULL;
-			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
+			/* Not asked to the end: asked again next time. */
+			rc = why ? why : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
 		}
 		goto out_free;
 	}
@@ -303,7 +326,8 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 	v[1].iov_len = script.len;
 	if ((rc = saas__lv_ctl_send(x->c, v, 2)) < 0) {
 		/* The helper waits for the rest of a script: it never started it, and the next use resynchronises. */
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
+		int why = stopped_early(req, deadline);
+		rc = why ? why : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
 		goto out;
 	}
 	if ((rc = saas__lv_ctl_line(x->c, nonce, &r)) < 0)

@@ -11,7 +11,9 @@
  * socket in the VM's directory that only the engine and that VM's QEMU
  * reach, and the guest end a device node only root opens. What comes back
  * is hostile input all the same: every line is read to a bound, every frame
- * is checked against the size announced, every wait has a deadline.
+ * is checked against the size announced, every wait has a deadline, and all
+ * of one operation's waits together fit the guest's budget (control.h's
+ * CONTROL_GUEST_GRACE_MS): a guest that trickles is given up, not followed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -156,20 +158,68 @@ void saas__lv_ctl_close(struct saas__lv_ctl *c)
 	free(c);
 }
 
-/* Wait for ev, at most ms. */
-static int conn_wait(struct saas__lv_ctl *c, short ev, int ms)
-{
-	struct pollfd p = { c->fd, ev, 0 };
-	int r;
+/* How often a wait looks at the cancel flag. */
+#define CTL_CANCEL_POLL_MS 100
 
-	while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
-		;
-	if (r < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "waiting on the control port: %s", strerror(errno));
-	if (r == 0)
-		return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the guest moved nothing on the control port in %d s",
-		                   ms / 1000);
-	return SAAS_OK;
+void saas__lv_ctl_begin(struct saas__lv_ctl *c, int64_t deadline, const int *cancel)
+{
+	c->deadline = deadline;
+	c->cancel = cancel;
+	c->waited_ms = c->moved = 0;
+}
+
+/*
+ * Wait for ev: at most idle_ms, and within the operation's bounds (its
+ * deadline, its cancel flag, the guest's budget: control.h). Only here does
+ * the engine wait on the guest, so the budget counts exactly that time.
+ */
+static int conn_wait(struct saas__lv_ctl *c, short ev, int idle_ms)
+{
+	int64_t start = saas__now_ms(), now = start, budget = c->grace_ms + c->moved / (CONTROL_GUEST_MIN_RATE / 1000);
+	int rc;
+
+	for (;;) {
+		struct pollfd p = { c->fd, ev, 0 };
+		int64_t left = idle_ms - (now - start), b = budget - c->waited_ms - (now - start);
+		int r, why = 0; /* what ends the wait: 0 idle, 1 the budget, 2 the deadline */
+		if (c->cancel && __atomic_load_n(c->cancel, __ATOMIC_SEQ_CST)) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "cancelled: the engine is shutting down");
+			break;
+		}
+		if (b < left)
+			left = b, why = 1;
+		if (c->deadline && c->deadline - now < left)
+			left = c->deadline - now, why = 2;
+		if (left <= 0) {
+			if (why == 0)
+				rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0,
+				                 "the guest moved nothing on the control port in %d s", idle_ms / 1000);
+			else if (why == 1)
+				rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0,
+				                 "the guest moved %lld bytes on the control port in %lld s of waiting, slower than "
+				                 "the least it must (%d KiB/s after %lld s): given up",
+				                 (long long)c->moved, (long long)((c->waited_ms + now - start) / 1000),
+				                 CONTROL_GUEST_MIN_RATE / 1024, (long long)(c->grace_ms / 1000));
+			else
+				rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0,
+				                 "the operation on the control port ran past its deadline");
+			break;
+		}
+		if (c->cancel && left > CTL_CANCEL_POLL_MS)
+			left = CTL_CANCEL_POLL_MS;
+		r = poll(&p, 1, (int)left);
+		now = saas__now_ms();
+		if (r > 0) {
+			rc = SAAS_OK;
+			break;
+		}
+		if (r < 0 && errno != EINTR) {
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "waiting on the control port: %s", strerror(errno));
+			break;
+		}
+	}
+	c->waited_ms += now - start;
+	return rc;
 }
 
 /* Up to n bytes into dst, straight from the socket: how many (> 0), or an error. */
@@ -178,8 +228,10 @@ static long conn_recv(struct saas__lv_ctl *c, void *dst, size_t n)
 	for (;;) {
 		ssize_t r = recv(c->fd, dst, n, 0);
 		int rc;
-		if (r > 0)
+		if (r > 0) {
+			c->moved += r;
 			return (long)r;
+		}
 		if (r == 0)
 			return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "the control port closed");
 		if (errno == EINTR)
@@ -265,6 +317,7 @@ int saas__lv_ctl_send(struct saas__lv_ctl *c, struct iovec *iov, int n)
 				return rc;
 			continue;
 		}
+		c->moved += w;
 		while (n > 0 && (size_t)w >= iov->iov_len) {
 			w -= (ssize_t)iov->iov_len;
 			iov++;
@@ -385,6 +438,9 @@ int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
 	if (!(c = malloc(sizeof(*c))))
 		return saas__oom();
 	c->off = c->len = 0;
+	c->grace_ms = CONTROL_GUEST_GRACE_MS;
+	/* The first exchange is a line or two: it has the hello's bound, whatever the guest trickles. */
+	saas__lv_ctl_begin(c, saas__now_ms() + CTL_HELLO_MS, NULL);
 	if (saas__lv_control_connect(vmdir, &c->fd) < 0) {
 		/* No socket: a domain without the port (it stays without one). */
 		*serves = -1;
@@ -482,6 +538,7 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
+	saas__lv_ctl_begin(c, 0, NULL);
 	if ((rc = saas__lv_control_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "put %s %o %zu\n", nonce, mode & 07777, strlen(path));
@@ -555,6 +612,7 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
+	saas__lv_ctl_begin(c, 0, NULL);
 	if ((rc = saas__lv_control_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "get %s %lld %zu\n", nonce, (long long)(max > 0 ? max : 0), strlen(path));

@@ -135,12 +135,14 @@ expect_jq .status exited "exec --json status"
 run exec sbx-doesnotexist -- echo hi; expect_rc 4 "exec unknown id"
 run exec "$SB" --timeout 2 -- sleep 10; expect_rc 124 "exec timeout"
 # Output as it comes: the command's first line is printed while it still runs (it runs until
-# cancelled through the API, which only happens once that line is there).
+# cancelled through the API, which only happens once that line is there). The wait is under the
+# server's 15 s keepalive, which would let a held line out at last.
 if [ -n "$IMAGES" ]; then TICK=(sh -c 'echo tick; sleep 600'); else TICK=(tick); fi
 "$AAS" exec "$SB" -- "${TICK[@]}" </dev/null >"${WORK}/live.out" 2>"${WORK}/live.err" &
 LIVE=$!
 PIDS+=("$LIVE")
-for _ in $(seq 1 600); do grep -q tick "${WORK}/live.out" && break; sleep 0.1; done
+UNTIL=$((SECONDS + 10))
+while ((SECONDS < UNTIL)); do grep -q tick "${WORK}/live.out" && break; sleep 0.1; done
 check "exec prints while the command runs" grep -qx tick "${WORK}/live.out"
 check "exec still runs" kill -0 "$LIVE"
 for x in $(curl -s -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes/${SB}/executions?running=true" | jq -r '.executions[].execution_id'); do

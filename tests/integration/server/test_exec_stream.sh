@@ -42,6 +42,39 @@ auth GET "/v1/executions/${EXE}"; expect_json .stdout $'line 1\nline 2\nline 3' 
 # Bytes that are not UTF-8 come in base64.
 sse "/v1/sandboxes/${SB}/exec" "${WORK}/s2" -X POST -d '{"command":"cat","stdin_base64":"/wBh"}'
 check "binary chunk in base64" test "$(data "${WORK}/s2" stdout | jq -r '.data_encoding + " " + .data_base64')" = "base64 /wBh"
+# Output goes out as it is written, not when the command ends: `tick` writes a line, then runs until a
+# signal, which the test sends only once the line came. (The guard is under the stream's 15 s keepalive,
+# which would let the line out at last: a stream that holds output fails here rather than passing late.)
+# live_wait FILE: until FILE holds a stdout event (at most 10 s); its execution id into LIVE_ID.
+live_wait() {
+	local until=$((SECONDS + 10))
+	LIVE_ID=
+	while ((SECONDS < until)); do
+		grep -q '^event: stdout' "$1" 2>/dev/null && break
+		sleep 0.1
+	done
+	LIVE_ID=$(data "$1" started | jq -r .execution_id)
+}
+curl -sS -N -o "${WORK}/live" -H "Authorization: Bearer ${KEY}" -H 'Accept: text/event-stream' \
+	-d '{"command":"tick"}' "${BASE}/v1/sandboxes/${SB}/exec" &
+LIVE=$!; PIDS+=("$LIVE")
+live_wait "${WORK}/live"
+check "output streams while the command runs: $(events "${WORK}/live")" test "$(events "${WORK}/live")" = "started stdout"
+auth POST "/v1/executions/${LIVE_ID}/signal" -d '{"signal":"TERM"}'; expect_status 200 "end the ticking command"
+wait "$LIVE"
+check "then the end" test "$(events "${WORK}/live")" = "started stdout exit"
+check "the line, once" test "$(data "${WORK}/live" stdout | jq -j .data)" = tick
+# A long poll answers with the first output, not at its wait_ms: a cat given a line, and its stdin closed
+# only 20 s later (a poll that held the line to the end would see it exited).
+auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"cat","background":true,"stdin_open":true}'
+LIVE_ID=$(jqr .execution_id)
+( sleep 0.5; auth POST "/v1/executions/${LIVE_ID}/stdin" -d '{"stdin":"x"}'; sleep 20
+  auth POST "/v1/executions/${LIVE_ID}/stdin" -d '{"close":true}' ) &
+LIVE=$!; PIDS+=("$LIVE")
+auth GET "/v1/executions/${LIVE_ID}?stdout_offset=0&wait_ms=30000"; expect_json .stdout x "long poll: the first output"
+expect_json .status running "long poll: answered while the command runs"
+kill "$LIVE" 2>/dev/null; wait "$LIVE" 2>/dev/null
+auth POST "/v1/executions/${LIVE_ID}/stdin" -d '{"close":true}'; expect_status 200 "the cat's stdin closed"
 # A refusal before the command starts is an ordinary JSON error.
 sse "/v1/sandboxes/sbx-nosuch/exec" "${WORK}/s3" -X POST -d '{"command":"echo"}'
 check "stream of a missing sandbox is a 404" grep -q '"not_found"' "${WORK}/s3"

@@ -14,7 +14,7 @@ SERVER=$1
 admin() { "$SERVER" "$@" --state-dir "${WORK}/state"; }
 
 # Keyless requests from this test share one address bucket: 5 a second, a burst of 10.
-start_server "$SERVER" --key-cache-ttl 60 --max-executions 1 --creates-per-minute 2 \
+start_server "$SERVER" --key-cache-ttl 60 --max-executions 1 --max-transfers 1 --creates-per-minute 2 \
 	--requests-per-second 1000 --address-requests-per-second 5 --execution-retention 3600
 KEY=$(admin account create --name alice 2>/dev/null)
 KEY2=$(admin account create --name bob 2>"${WORK}/admin.err")
@@ -75,6 +75,29 @@ auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"block","background":true}';
 auth GET /v1/account; expect_json .running_executions 1 "running_executions while one runs"
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"echo hi"}'; expect_limit max_executions 1 "second exec"
 auth DELETE "/v1/sandboxes/${SB}"; expect_status 200 "destroy ends the blocked exec"
+
+# ---- file transfers at once: an upload held open by its client, the next is refused ----
+# (carol's: bob's key is cached with his limits, which the next section changes.)
+KEY3=$(admin account create --name carol 2>/dev/null)
+KEY=$KEY3 auth POST /v1/sandboxes -d '{}'; expect_status 201 "carol's create"; SBB=$(jqr .id)
+exec 7<>"/dev/tcp/127.0.0.1/${PORT}"
+printf 'PUT /v1/sandboxes/%s/files?path=held HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\nContent-Length: 10\r\n\r\nx' \
+	"$SBB" "$KEY3" >&7
+# The held one starts in its own time: ask until it has.
+for _ in $(seq 1 100); do
+	KEY=$KEY3 auth PUT "/v1/sandboxes/${SBB}/files?path=second" --data-binary 'y'; [ "$STATUS" = 429 ] && break
+	sleep 0.1
+done
+expect_limit max_transfers 1 "a second transfer"
+KEY=$KEY3 auth GET "/v1/sandboxes/${SBB}/files?path=second"; expect_limit max_transfers 1 "a download"
+exec 7>&-
+# The held one's end gives its place back (its client went: the upload fails, in its own time).
+for _ in $(seq 1 100); do
+	KEY=$KEY3 auth PUT "/v1/sandboxes/${SBB}/files?path=third" --data-binary 'z'; [ "$STATUS" = 200 ] && break
+	sleep 0.1
+done
+expect_status 200 "a transfer once the held one ended"
+KEY=$KEY3 auth DELETE "/v1/sandboxes/${SBB}"; expect_status 200 "carol's destroy"
 
 # ---- one account's own limits, set beside the running server ----
 OUT=$(admin account limits --id "$BOB" --requests-per-second 1 --max-sandboxes 3)

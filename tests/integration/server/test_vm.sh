@@ -125,6 +125,31 @@ check "billing (from ready_at) starts at the claim, not when the pooled VM was m
 check "served from the pool" grep -q "sandbox ${P} ready in [0-9]* ms (from the pool)" "${WORK}/server.log"
 auth POST "/v1/sandboxes/${P}/exec" -d '{"command":"hostname"}'; expect_status 200 "exec in the claimed VM"
 check "the claimed VM is named after its sandbox" test "$(jqr .stdout)" = "${P}"
+# Output as it is written, on every path: an event stream's 'a' reaches the client while the command
+# still runs (it waits for a file the test makes only once 'a' came, so 'b' cannot be printed
+# before). First over the control port (a clone's commands, until something brings its SSH session
+# up: the file's exec does), then over SSH, then over SSH with stdin open. The wait for 'a' is under
+# the stream's 15 s keepalive, which would let a held 'a' out at last.
+live_exec() { # live_exec LABEL VIA EXTRA_JSON: VIA is what the command says of SSH_CONNECTION
+	local label=$1 via=$2 go="/tmp/go-$RANDOM" out="${WORK}/live-$1" pid body
+	body=$(jq -nc --arg c "echo a; while [ ! -e ${go} ]; do sleep 0.1; done; echo b; echo \"via \${SSH_CONNECTION:+ssh}\"" \
+		--argjson x "$3" '{command: $c} + $x')
+	curl -sS -N -o "$out" -H "$H" -H 'Accept: text/event-stream' -d "$body" "${BASE}/v1/sandboxes/${P}/exec" &
+	pid=$!; PIDS+=("$pid")
+	local until=$((SECONDS + 10))
+	while ((SECONDS < until)); do grep -q '^event: stdout' "$out" 2>/dev/null && break; sleep 0.1; done
+	check "${label}: 'a' streams while the command runs ($(events "$out"))" test "$(events "$out")" = "started stdout"
+	check "${label}: 'a' alone" test "$(data "$out" stdout | jq -j .data)" = a
+	auth POST "/v1/sandboxes/${P}/exec" -d "{\"command\":\"touch ${go}\"}"; expect_status 200 "${label}: the go file"
+	wait "$pid"
+	check "${label}: then 'b' and the end" test "$(data "$out" stdout | jq -j .data)" = $'a\nb\nvia '"${via}"
+	check "${label}: exit 0" test "$(data "$out" exit | jq -r .exit_code)" = 0
+}
+events() { sed -n 's/^event: //p' "$1" | tr '\n' ' ' | sed 's/ $//'; }
+data() { awk -v n="$2" '/^event: /{e=substr($0, 8)} /^data: /{if (e == n) print substr($0, 7)}' "$1"; }
+live_exec port "" '{}'
+live_exec ssh ssh '{}'
+live_exec ssh-stdin ssh '{"stdin_open":true}'
 req GET /metrics
 check "a claim is counted" grep -Eq '^aas_pool_claims_total\{size="small",image="tiny"\} 1' <<<"$BODY"
 auth DELETE "/v1/sandboxes/${P}"; expect_status 200 "destroy the claimed sandbox"
