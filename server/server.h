@@ -594,6 +594,12 @@ void aas_preview_shutdown(void);
 bool aas_preview_match(const char *host, const char *domain, char name[SAAS_PREVIEW_NAME_LEN + 1]);
 /* May a guest's Set-Cookie header (its value) reach a browser that asked `host` (lowercase, no port)? */
 bool aas_preview_cookie_ok(const char *set_cookie, const char *host);
+/*
+ * Is a cookie of a request's Cookie header (its "name=value", len bytes) one of
+ * this server's own, "aas_*" or "__Host-aas_*" (--secure-cookies)? Those never
+ * reach a guest.
+ */
+bool aas_preview_cookie_ours(const char *pair, size_t len);
 /* Called for every call of the access handler on a preview request. */
 enum MHD_Result aas_preview_handle(struct aas_req *r, const char *name, const char *upload, size_t *upload_size);
 void aas_preview_free(struct aas_req *r);
