@@ -17,7 +17,7 @@
  *   aas-server user operator --email E [--off]
  *   aas-server invite create [--count N]                   prints the codes, one a line
  *   aas-server host add --name N --uri URI --address IP [--cpu-overcommit R] [--memory-overcommit R]
- *                       [--insecure-tcp]                  prints the new host's id, alone
+ *                       [--insecure-tcp] [--insecure-unverified]  prints the new host's id, alone
  *   aas-server host drain|activate|remove --id ID_OR_NAME
  *   aas-server host list
  *
@@ -39,7 +39,7 @@ struct args {
 	const char *state_dir, *store, *name, *id, *account, *usd, *credit, *note, *email, *count;
 	const char *limits[NLIMITS];     /* as given, or NULL */
 	const char *uri, *address, *cpu_overcommit, *mem_overcommit;
-	bool help, operator, off, insecure_tcp;
+	bool help, operator, off, insecure_tcp, insecure_unverified;
 };
 
 static const char usage[] =
@@ -61,9 +61,11 @@ static const char usage[] =
 	"       aas-server user operator --email E [--off]              make the user an operator (or not)\n"
 	"       aas-server invite create [--count N]                    print N (default 1) sign-up invite codes\n"
 	"       aas-server host add --name NAME --uri LIBVIRT_URI --address IP [--cpu-overcommit R]\n"
-	"                           [--memory-overcommit R] [--insecure-tcp]\n"
+	"                           [--memory-overcommit R] [--insecure-tcp] [--insecure-unverified]\n"
 	"                           register a VM host (qemu+ssh:// or qemu+tls://; qemu+tcp:// only with\n"
-	"                           --insecure-tcp, for test networks) and print its id; ratios like 4 or 1.5\n"
+	"                           --insecure-tcp, and a URI with no_verify=1 or known_hosts_verify=ignore\n"
+	"                           only with --insecure-unverified, for test networks) and print its id;\n"
+	"                           ratios like 4 or 1.5\n"
 	"                           (defaults 4 and 1); servers take it up within a heartbeat\n"
 	"       aas-server host drain|activate --id HOST            stop (or resume) placing sandboxes on it\n"
 	"       aas-server host remove --id HOST                        forget a host with no sandboxes left\n"
@@ -89,7 +91,7 @@ static int parse(struct args *a, int argc, char **argv)
 		{ "operator", no_argument, NULL, 'o' },        { "off", no_argument, NULL, 'O' },
 		{ "uri", required_argument, NULL, 'U' },       { "address", required_argument, NULL, 'A' },
 		{ "cpu-overcommit", required_argument, NULL, 'P' }, { "memory-overcommit", required_argument, NULL, 'M' },
-		{ "insecure-tcp", no_argument, NULL, 'T' },
+		{ "insecure-tcp", no_argument, NULL, 'T' },    { "insecure-unverified", no_argument, NULL, 'V' },
 		{ "max-sandboxes", required_argument, NULL, 1000 + L_SANDBOXES },
 		{ "max-executions", required_argument, NULL, 1000 + L_EXECUTIONS },
 		{ "creates-per-minute", required_argument, NULL, 1000 + L_CREATES },
@@ -122,6 +124,7 @@ static int parse(struct args *a, int argc, char **argv)
 		case 'P': a->cpu_overcommit = optarg; break;
 		case 'M': a->mem_overcommit = optarg; break;
 		case 'T': a->insecure_tcp = true; break;
+		case 'V': a->insecure_unverified = true; break;
 		case 'h': a->help = true; break;
 		case 1000 + L_SANDBOXES:
 		case 1000 + L_EXECUTIONS:
@@ -521,7 +524,9 @@ static int host_add(saas_engine *e, const struct args *a)
 		return 2;
 	o.cpu_overcommit_milli = (unsigned int)cpu;
 	o.mem_overcommit_milli = (unsigned int)mem;
-	if ((rc = saas_host_add(&h, e, a->name, a->uri, a->address, &o, a->insecure_tcp ? SAAS_HOST_ALLOW_TCP : 0)) < 0)
+	if ((rc = saas_host_add(&h, e, a->name, a->uri, a->address, &o,
+	                        (a->insecure_tcp ? SAAS_HOST_ALLOW_TCP : 0) |
+	                            (a->insecure_unverified ? SAAS_HOST_ALLOW_UNVERIFIED : 0))) < 0)
 		return fail("cannot register the host", rc);
 	printf("%s\n", h->id);
 	fprintf(stderr, "VM host %s (%s) registered; servers place sandboxes on it once they reach it\n", h->name, h->id);
