@@ -15,6 +15,7 @@
  *   aas-server user list
  *   aas-server user password --email E                    new password on stdin; ends the user's sessions
  *   aas-server user operator --email E [--off]
+ *   aas-server user approve --email E [--usd N]            the sign-up credit (--signup-credit approval)
  *   aas-server invite create [--count N]                   prints the codes, one a line
  *   aas-server host add --name N --uri URI --address IP [--cpu-overcommit R] [--memory-overcommit R]
  *                       [--insecure-tcp] [--insecure-unverified]  prints the new host's id, alone
@@ -59,6 +60,8 @@ static const char usage[] =
 	"       aas-server user list                                    list users\n"
 	"       aas-server user password --email E                      set the password (from stdin); logs the user out\n"
 	"       aas-server user operator --email E [--off]              make the user an operator (or not)\n"
+	"       aas-server user approve --email E [--usd N]             approve a sign-up: add N (default: the\n"
+	"                              new-account credit, $5) to the user's account (--signup-credit approval)\n"
 	"       aas-server invite create [--count N]                    print N (default 1) sign-up invite codes\n"
 	"       aas-server host add --name NAME --uri LIBVIRT_URI --address IP [--cpu-overcommit R]\n"
 	"                           [--memory-overcommit R] [--insecure-tcp] [--insecure-unverified]\n"
@@ -456,6 +459,54 @@ static int user_operator(saas_engine *e, const struct args *a)
 	return 0;
 }
 
+/*
+ * Approve an account made on /signup under --signup-credit approval: it gets
+ * the credit an invite would have given. Each run adds it (the ledger notes
+ * "sign-up approved"): approve once.
+ */
+static int user_approve(saas_engine *e, const struct args *a)
+{
+	saas_engine_info *info = NULL;
+	saas_account *acc = NULL;
+	saas_user *u = NULL;
+	char bal[40], amount[40];
+	int64_t micro = 0;
+	int rc, status = 1;
+
+	if (need(a->email, "--email") < 0)
+		return 2;
+	if (a->usd && (aas_parse_usd(&micro, a->usd) < 0 || micro <= 0)) {
+		fprintf(stderr, "aas-server: --usd: expected a positive amount like 5 or 0.5 (at most %lld), got \"%s\"\n",
+		        AAS_USD_MAX, a->usd);
+		return 2;
+	}
+	if ((rc = saas_user_get(&u, e, a->email)) < 0) {
+		status = fail("cannot find the user", rc);
+		goto out;
+	}
+	if (!a->usd) {
+		if ((rc = saas_engine_info_get(&info, e)) < 0) {
+			status = fail("cannot read the new-account credit", rc);
+			goto out;
+		}
+		micro = info->new_account_credit_usd_micro;
+	}
+	if ((rc = saas_account_add_credit(e, u->account_id, micro, "sign-up approved", 0)) < 0) {
+		status = fail("cannot add credit", rc);
+		goto out;
+	}
+	if (saas_account_get(&acc, e, u->account_id) == SAAS_OK)
+		printf("%s balance %s\n", acc->id, saas_usd_format(bal, sizeof(bal), acc->balance_usd_micro));
+	fprintf(stderr, "sign-up of %s approved: %s added to account %s\n", u->email,
+	        saas_usd_format(amount, sizeof(amount), micro), u->account_id);
+	status = 0;
+out:
+	saas_account_free(acc);
+	saas_engine_info_free(info);
+	saas_user_free(u);
+	return status;
+}
+
 static int invite_create(saas_engine *e, const struct args *a)
 {
 	unsigned long count = 1;
@@ -587,8 +638,8 @@ static bool known_command(const char *noun, const char *verb)
 		{ "account", "create" }, { "account", "list" },   { "account", "credit" },   { "account", "limits" },
 		{ "account", "disable" }, { "account", "enable" }, { "key", "create" },      { "key", "list" },
 		{ "key", "revoke" },      { "user", "create" },    { "user", "list" },        { "user", "password" },
-		{ "user", "operator" },   { "invite", "create" },  { "host", "add" },         { "host", "drain" },
-		{ "host", "activate" },   { "host", "remove" },    { "host", "list" },
+		{ "user", "operator" },   { "user", "approve" },   { "invite", "create" },    { "host", "add" },
+		{ "host", "drain" },      { "host", "activate" },  { "host", "remove" },      { "host", "list" },
 	};
 
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
@@ -634,6 +685,7 @@ int aas_admin_main(int argc, char **argv)
 		rc = strcmp(verb, "create") == 0     ? user_create(e, &a)
 		     : strcmp(verb, "list") == 0     ? user_list(e)
 		     : strcmp(verb, "password") == 0 ? user_password(e, &a)
+		     : strcmp(verb, "approve") == 0  ? user_approve(e, &a)
 		                                     : user_operator(e, &a);
 	else if (strcmp(noun, "host") == 0)
 		rc = strcmp(verb, "add") == 0 ? host_add(e, &a) : strcmp(verb, "list") == 0 ? host_list(e) : host_change(e, &a, verb);

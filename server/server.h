@@ -73,6 +73,9 @@ struct aas_config {
 	unsigned int session_idle_s;     /* a session not used this long ends */
 	unsigned int session_max_s;      /* and every session ends this long after log-in */
 	unsigned int login_attempts;     /* log-ins and sign-ups one account may try at once (refilled hourly) */
+	unsigned int max_password_hashes; /* Argon2id hashes at once (64 MiB each); 0: the CPUs (people.c) */
+	unsigned int signups_per_hour;   /* sign-ups taken from everyone together, per hour */
+	int signup_credit;               /* AAS_SIGNUP_CREDIT_*: when an account made on /signup gets its credit */
 	/* Terminals (routes_pty.c): AAS_PTY_*_DEFAULT. */
 	unsigned int pty_per_sandbox;
 	unsigned int pty_per_account;
@@ -85,6 +88,10 @@ enum { AAS_SIGNUP_CLOSED, AAS_SIGNUP_INVITE, AAS_SIGNUP_OPEN };
 #define AAS_SESSION_IDLE_DEFAULT 28800    /* 8 hours */
 #define AAS_SESSION_MAX_DEFAULT 604800    /* 7 days */
 #define AAS_LOGIN_ATTEMPTS_DEFAULT 10
+/* Sign-ups every client together may make in an hour: the free credit they give away is bounded. */
+#define AAS_SIGNUPS_PER_HOUR_DEFAULT 100
+/* An account made on /signup gets the new-account credit at once, or (open sign-up) when approved. */
+enum { AAS_SIGNUP_CREDIT_AUTO, AAS_SIGNUP_CREDIT_APPROVAL };
 
 #define AAS_HEADER_TIMEOUT_DEFAULT 30     /* seconds */
 #define AAS_BODY_TIMEOUT_DEFAULT 60       /* seconds, plus 1 per AAS_BODY_MIN_RATE bytes */
@@ -419,6 +426,23 @@ void aas_mcp_http_free(void);
 
 /* The engine and options the pages use; 0, or -1 after logging (libsodium would not start). */
 int aas_people_init(saas_engine *engine, const struct aas_config *cfg);
+/*
+ * The bound on password hashes at once (--max-password-hashes): each takes
+ * 64 MiB. Its default is the machine's CPUs (at most AAS_PASSWORD_HASHES_MAX).
+ */
+#define AAS_PASSWORD_HASHES_MAX 1024
+unsigned int aas_password_hashes_default(void);
+/* How long a log-in or sign-up waits for a hash's turn before 503 (as many may wait as may run). */
+#define AAS_HASH_WAIT_MS 1000
+/*
+ * Take a turn to hash (within --max-password-hashes, waiting at most
+ * AAS_HASH_WAIT_MS): true, then aas_hash_leave() after; false when the server
+ * is busy (aas_reply_hash_busy() says so).
+ */
+bool aas_hash_enter(void);
+void aas_hash_leave(void);
+/* 503 with Retry-After: every password hash's turn is taken. */
+void aas_reply_hash_busy(struct aas_req *r, struct aas_reply *out);
 /* Argon2id (libsodium's crypto_pwhash_str, its interactive limits) into out; 0, or -1 (out of memory). */
 int aas_password_hash(char out[SAAS_PASSWORD_HASH_MAX + 1], const char *password);
 bool aas_password_verify(const char *hash, const char *password);
