@@ -41,6 +41,7 @@ struct args {
 	const char *limits[NLIMITS];     /* as given, or NULL */
 	const char *uri, *address, *cpu_overcommit, *mem_overcommit;
 	bool help, operator, off, insecure_tcp, insecure_unverified;
+	bool store_argv; /* --store, not AAS_STORE_URL: readable in /proc */
 };
 
 static const char usage[] =
@@ -111,7 +112,10 @@ static int parse(struct args *a, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': a->state_dir = optarg; break;
-		case 'S': a->store = optarg; break;
+		case 'S':
+			a->store = optarg;
+			a->store_argv = true;
+			break;
 		case 'n': a->name = optarg; break;
 		case 'i': a->id = optarg; break;
 		case 'a': a->account = optarg; break;
@@ -161,6 +165,8 @@ static int open_store(saas_engine **e, const struct args *a)
 	o.state_dir = a->state_dir && *a->state_dir ? a->state_dir : NULL;
 	o.store_url = a->store && *a->store ? a->store : NULL;
 	o.flags = SAAS_ENGINE_STORE_ONLY;
+	if (a->store_argv && aas_store_url_has_password(a->store))
+		fprintf(stderr, "aas-server: warning: %s\n", AAS_STORE_PASSWORD_WARNING);
 	if ((rc = saas_engine_open(e, &o)) < 0)
 		return fail("cannot open the store", rc);
 	return 0;

@@ -453,7 +453,10 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 				fprintf(stderr, "aas-server: --listen: expected ADDRESS:PORT, got \"%s\"\n", optarg);
 			break;
 		case O_STATE: rc = set(&cfg->state_dir, optarg); break;
-		case O_STORE: rc = set(&cfg->store_url, optarg); break;
+		case O_STORE:
+			rc = set(&cfg->store_url, optarg);
+			cfg->store_url_argv = true;
+			break;
 		case O_IMAGE: rc = set(&cfg->image, optarg); break;
 		case O_URI: rc = set(&cfg->libvirt_uri, optarg); break;
 		case O_DRIVER: rc = set(&cfg->driver_config, optarg); break;
@@ -560,4 +563,25 @@ char *aas_config_driver_string(const struct aas_config *cfg)
 	             cfg->driver_config ? cfg->driver_config : "") < 0)
 		return NULL;
 	return s;
+}
+
+bool aas_store_url_has_password(const char *url)
+{
+	const char *a, *q;
+	size_t auth;
+
+	if (!url || !(a = strstr(url, "://")))
+		return false;
+	a += 3;
+	/* As libpq reads it: user info up to the first '@' before the host's end, the password after its ':'. */
+	auth = strcspn(a, "/?");
+	q = memchr(a, '@', auth);
+	if (q && memchr(a, ':', (size_t)(q - a)))
+		return true;
+	for (q = strchr(url, '?'); q && *q; q = strchr(q, '&')) {
+		q++;
+		if (strncmp(q, "password=", 9) == 0)
+			return true;
+	}
+	return false;
 }

@@ -27,6 +27,7 @@ struct aas_config {
 	unsigned int listen_port;  /* 8080; 0 picks a free port (tests read it from the log) */
 	char *state_dir;
 	char *store_url;
+	bool store_url_argv;       /* store_url came from --store: every local user can read it in /proc */
 	char *image;
 	char *libvirt_uri;
 	char *driver_config;       /* --driver-config: more driver options, appended; NULL: none */
@@ -112,6 +113,16 @@ void aas_config_free(struct aas_config *cfg);
 /* "uri=... images=..." for the libvirt driver, or NULL; free(). */
 char *aas_config_driver_string(const struct aas_config *cfg);
 const char *aas_config_usage(void);
+/*
+ * Does a store URL carry a password (postgresql://user:PASSWORD@... or a
+ * password= parameter)? On a command line, every local uid, the QEMUs'
+ * included, can read it in /proc/PID/cmdline.
+ */
+bool aas_store_url_has_password(const char *url);
+/* The warning said at start when it does (docs/operations.md: PGPASSFILE, PGPASSWORD, AAS_STORE_URL). */
+#define AAS_STORE_PASSWORD_WARNING                                                                                 \
+	"--store carries a password, which every local user (each VM's QEMU too) can read in /proc: give it in "   \
+	"PGPASSFILE or PGPASSWORD instead, or the whole URL in AAS_STORE_URL (docs/operations.md)"
 
 /* ---- logging (main.c) ---- */
 
