@@ -128,6 +128,13 @@ bool aas_store_url_has_password(const char *url);
 
 void aas_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void aas_log_set_level(int level);
+/*
+ * What a tenant may read of this thread's last error (rc): its message, or,
+ * for a failure whose detail is the operator's (aas_error_is_internal: the
+ * host's facts, paths, what libvirt said), a fixed text, the detail logged
+ * with `where`. Borrowed until the thread's next libsaas call.
+ */
+const char *aas_tenant_message(int rc, const char *where);
 void aas_engine_log(void *ud, int level, const char *msg);
 int64_t aas_now_ms(void);
 

@@ -928,8 +928,13 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 		}
 		free(r.items);
 	}
+	/*
+	 * The engine's own words, written for the tenant (a size, never a host's
+	 * facts): of no class, as the driver's "busy" (which names the host's
+	 * memory or uids) is kept from tenants.
+	 */
 	if (rc == SAAS_EBUSY)
-		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
 		                   on_host ? "the VM host of this sandbox's snapshot has no room for a %s sandbox "
 		                             "(%u vCPUs, %u MiB) now; try again later"
 		                           : "no VM host has room for a %s sandbox (%u vCPUs, %u MiB) now; try again later",
@@ -939,7 +944,7 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 	/* A store that cannot keep to one host would put the VM where its snapshot is not: undo, and say busy. */
 	if (on_host && strcmp(row->host_id, on_host) != 0) {
 		saas__sandbox_close(e, row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
-		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
 		                   "the store placed a %s sandbox off the VM host of its snapshot; try again later",
 		                   row->size);
 	}
