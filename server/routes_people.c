@@ -167,11 +167,14 @@ void aas_h_signup(struct aas_req *r, struct aas_reply *out)
 		credentials_page(r, out, 400, true, email, msg, NULL);
 		goto out;
 	}
-	if (!signup_admit(r, out))
-		goto out;
 	/* Hashed whether or not the e-mail has an account: the answer takes as long either way. */
 	if (!aas_hash_enter()) {
 		aas_reply_hash_busy(r, out);
+		goto out;
+	}
+	/* Taken once the hash may run: a sign-up turned away busy has not spent the hour's budget. */
+	if (!signup_admit(r, out)) {
+		aas_hash_leave();
 		goto out;
 	}
 	rc = aas_password_hash(hash, password);
