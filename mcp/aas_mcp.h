@@ -173,9 +173,13 @@ const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err)
  * a failure inside the tenant's own guest (SAAS_EIO of class GUEST: its disk
  * is full) is the tenant's to see, and so is SAAS_EBUSY: the server's own
  * "full, try again later" (short of disk space, no preview slot), written
- * for the caller and naming no path. REST and MCP answer tenants by this rule.
+ * for the caller and naming no path. SAAS_EBUSY and SAAS_ENOTSUP of class
+ * DRIVER are not: the VM driver's words name the host (its free memory, its
+ * QEMU uid range). REST and MCP answer tenants by this rule.
  */
 bool aas_error_is_internal(int rc, int klass);
+/* What a tenant reads in place of an internal failure's detail (static text). */
+const char *aas_error_tenant_text(int rc);
 
 /*
  * Classify a parsed message. A batch is REQUEST if a member needs a response,

@@ -162,8 +162,18 @@ const char *aas_json_error_text(char *buf, size_t size, const json_error_t *err)
 
 bool aas_error_is_internal(int rc, int klass)
 {
+	/* The driver's "busy" and "cannot" name the host's facts: its free memory, its QEMU uid range. */
+	if ((rc == SAAS_ENOTSUP || rc == SAAS_EBUSY) && klass == SAAS_ERRCLASS_DRIVER)
+		return true;
 	return saas_error_http_status(rc) >= 500 && rc != SAAS_ENOTSUP && rc != SAAS_EBUSY &&
 	       !(rc == SAAS_EIO && klass == SAAS_ERRCLASS_GUEST);
+}
+
+const char *aas_error_tenant_text(int rc)
+{
+	return rc == SAAS_EBUSY     ? "the server has no room for it right now; its log has the detail"
+	       : rc == SAAS_ENOTSUP ? "this server cannot do that; its log has the detail"
+	                            : "the server failed; its log has the detail";
 }
 
 static bool valid_id(const json_t *id)

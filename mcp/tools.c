@@ -183,7 +183,7 @@ static json_t *fail_saas_msg(struct call *c, int rc, const char *msg)
 			snprintf(line, sizeof(line), "MCP %s answered %s for: %s", c->tool, saas_error_name(rc), msg);
 			c->ctx->log(line);
 		}
-		msg = "the server failed; its log has the detail";
+		msg = aas_error_tenant_text(rc);
 	}
 	/* A limit that names itself: which one, when to retry, and what to do meanwhile. */
 	if (rc == SAAS_ELIMIT && e->code == rc && e->limit[0])

@@ -15,9 +15,10 @@
  *   aas-server user list
  *   aas-server user password --email E                    new password on stdin; ends the user's sessions
  *   aas-server user operator --email E [--off]
+ *   aas-server user approve --email E [--usd N]            the sign-up credit (--signup-credit approval)
  *   aas-server invite create [--count N]                   prints the codes, one a line
  *   aas-server host add --name N --uri URI --address IP [--cpu-overcommit R] [--memory-overcommit R]
- *                       [--insecure-tcp]                  prints the new host's id, alone
+ *                       [--insecure-tcp] [--insecure-unverified]  prints the new host's id, alone
  *   aas-server host drain|activate|remove --id ID_OR_NAME
  *   aas-server host list
  *
@@ -39,7 +40,8 @@ struct args {
 	const char *state_dir, *store, *name, *id, *account, *usd, *credit, *note, *email, *count;
 	const char *limits[NLIMITS];     /* as given, or NULL */
 	const char *uri, *address, *cpu_overcommit, *mem_overcommit;
-	bool help, operator, off, insecure_tcp;
+	bool help, operator, off, insecure_tcp, insecure_unverified;
+	bool store_argv; /* --store, not AAS_STORE_URL: readable in /proc */
 };
 
 static const char usage[] =
@@ -59,11 +61,15 @@ static const char usage[] =
 	"       aas-server user list                                    list users\n"
 	"       aas-server user password --email E                      set the password (from stdin); logs the user out\n"
 	"       aas-server user operator --email E [--off]              make the user an operator (or not)\n"
+	"       aas-server user approve --email E [--usd N]             approve a sign-up: add N (default: the\n"
+	"                              new-account credit, $5) to the user's account (--signup-credit approval)\n"
 	"       aas-server invite create [--count N]                    print N (default 1) sign-up invite codes\n"
 	"       aas-server host add --name NAME --uri LIBVIRT_URI --address IP [--cpu-overcommit R]\n"
-	"                           [--memory-overcommit R] [--insecure-tcp]\n"
+	"                           [--memory-overcommit R] [--insecure-tcp] [--insecure-unverified]\n"
 	"                           register a VM host (qemu+ssh:// or qemu+tls://; qemu+tcp:// only with\n"
-	"                           --insecure-tcp, for test networks) and print its id; ratios like 4 or 1.5\n"
+	"                           --insecure-tcp, and a URI with no_verify=1 or known_hosts_verify=ignore\n"
+	"                           only with --insecure-unverified, for test networks) and print its id;\n"
+	"                           ratios like 4 or 1.5\n"
 	"                           (defaults 4 and 1); servers take it up within a heartbeat\n"
 	"       aas-server host drain|activate --id HOST            stop (or resume) placing sandboxes on it\n"
 	"       aas-server host remove --id HOST                        forget a host with no sandboxes left\n"
@@ -89,7 +95,7 @@ static int parse(struct args *a, int argc, char **argv)
 		{ "operator", no_argument, NULL, 'o' },        { "off", no_argument, NULL, 'O' },
 		{ "uri", required_argument, NULL, 'U' },       { "address", required_argument, NULL, 'A' },
 		{ "cpu-overcommit", required_argument, NULL, 'P' }, { "memory-overcommit", required_argument, NULL, 'M' },
-		{ "insecure-tcp", no_argument, NULL, 'T' },
+		{ "insecure-tcp", no_argument, NULL, 'T' },    { "insecure-unverified", no_argument, NULL, 'V' },
 		{ "max-sandboxes", required_argument, NULL, 1000 + L_SANDBOXES },
 		{ "max-executions", required_argument, NULL, 1000 + L_EXECUTIONS },
 		{ "creates-per-minute", required_argument, NULL, 1000 + L_CREATES },
@@ -106,7 +112,10 @@ static int parse(struct args *a, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': a->state_dir = optarg; break;
-		case 'S': a->store = optarg; break;
+		case 'S':
+			a->store = optarg;
+			a->store_argv = true;
+			break;
 		case 'n': a->name = optarg; break;
 		case 'i': a->id = optarg; break;
 		case 'a': a->account = optarg; break;
@@ -122,6 +131,7 @@ static int parse(struct args *a, int argc, char **argv)
 		case 'P': a->cpu_overcommit = optarg; break;
 		case 'M': a->mem_overcommit = optarg; break;
 		case 'T': a->insecure_tcp = true; break;
+		case 'V': a->insecure_unverified = true; break;
 		case 'h': a->help = true; break;
 		case 1000 + L_SANDBOXES:
 		case 1000 + L_EXECUTIONS:
@@ -155,6 +165,8 @@ static int open_store(saas_engine **e, const struct args *a)
 	o.state_dir = a->state_dir && *a->state_dir ? a->state_dir : NULL;
 	o.store_url = a->store && *a->store ? a->store : NULL;
 	o.flags = SAAS_ENGINE_STORE_ONLY;
+	if (a->store_argv && aas_store_url_has_password(a->store))
+		fprintf(stderr, "aas-server: warning: %s\n", AAS_STORE_PASSWORD_WARNING);
 	if ((rc = saas_engine_open(e, &o)) < 0)
 		return fail("cannot open the store", rc);
 	return 0;
@@ -453,6 +465,54 @@ static int user_operator(saas_engine *e, const struct args *a)
 	return 0;
 }
 
+/*
+ * Approve an account made on /signup under --signup-credit approval: it gets
+ * the credit an invite would have given. Each run adds it (the ledger notes
+ * "sign-up approved"): approve once.
+ */
+static int user_approve(saas_engine *e, const struct args *a)
+{
+	saas_engine_info *info = NULL;
+	saas_account *acc = NULL;
+	saas_user *u = NULL;
+	char bal[40], amount[40];
+	int64_t micro = 0;
+	int rc, status = 1;
+
+	if (need(a->email, "--email") < 0)
+		return 2;
+	if (a->usd && (aas_parse_usd(&micro, a->usd) < 0 || micro <= 0)) {
+		fprintf(stderr, "aas-server: --usd: expected a positive amount like 5 or 0.5 (at most %lld), got \"%s\"\n",
+		        AAS_USD_MAX, a->usd);
+		return 2;
+	}
+	if ((rc = saas_user_get(&u, e, a->email)) < 0) {
+		status = fail("cannot find the user", rc);
+		goto out;
+	}
+	if (!a->usd) {
+		if ((rc = saas_engine_info_get(&info, e)) < 0) {
+			status = fail("cannot read the new-account credit", rc);
+			goto out;
+		}
+		micro = info->new_account_credit_usd_micro;
+	}
+	if ((rc = saas_account_add_credit(e, u->account_id, micro, "sign-up approved", 0)) < 0) {
+		status = fail("cannot add credit", rc);
+		goto out;
+	}
+	if (saas_account_get(&acc, e, u->account_id) == SAAS_OK)
+		printf("%s balance %s\n", acc->id, saas_usd_format(bal, sizeof(bal), acc->balance_usd_micro));
+	fprintf(stderr, "sign-up of %s approved: %s added to account %s\n", u->email,
+	        saas_usd_format(amount, sizeof(amount), micro), u->account_id);
+	status = 0;
+out:
+	saas_account_free(acc);
+	saas_engine_info_free(info);
+	saas_user_free(u);
+	return status;
+}
+
 static int invite_create(saas_engine *e, const struct args *a)
 {
 	unsigned long count = 1;
@@ -521,7 +581,9 @@ static int host_add(saas_engine *e, const struct args *a)
 		return 2;
 	o.cpu_overcommit_milli = (unsigned int)cpu;
 	o.mem_overcommit_milli = (unsigned int)mem;
-	if ((rc = saas_host_add(&h, e, a->name, a->uri, a->address, &o, a->insecure_tcp ? SAAS_HOST_ALLOW_TCP : 0)) < 0)
+	if ((rc = saas_host_add(&h, e, a->name, a->uri, a->address, &o,
+	                        (a->insecure_tcp ? SAAS_HOST_ALLOW_TCP : 0) |
+	                            (a->insecure_unverified ? SAAS_HOST_ALLOW_UNVERIFIED : 0))) < 0)
 		return fail("cannot register the host", rc);
 	printf("%s\n", h->id);
 	fprintf(stderr, "VM host %s (%s) registered; servers place sandboxes on it once they reach it\n", h->name, h->id);
@@ -582,8 +644,8 @@ static bool known_command(const char *noun, const char *verb)
 		{ "account", "create" }, { "account", "list" },   { "account", "credit" },   { "account", "limits" },
 		{ "account", "disable" }, { "account", "enable" }, { "key", "create" },      { "key", "list" },
 		{ "key", "revoke" },      { "user", "create" },    { "user", "list" },        { "user", "password" },
-		{ "user", "operator" },   { "invite", "create" },  { "host", "add" },         { "host", "drain" },
-		{ "host", "activate" },   { "host", "remove" },    { "host", "list" },
+		{ "user", "operator" },   { "user", "approve" },   { "invite", "create" },    { "host", "add" },
+		{ "host", "drain" },      { "host", "activate" },  { "host", "remove" },      { "host", "list" },
 	};
 
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
@@ -629,6 +691,7 @@ int aas_admin_main(int argc, char **argv)
 		rc = strcmp(verb, "create") == 0     ? user_create(e, &a)
 		     : strcmp(verb, "list") == 0     ? user_list(e)
 		     : strcmp(verb, "password") == 0 ? user_password(e, &a)
+		     : strcmp(verb, "approve") == 0  ? user_approve(e, &a)
 		                                     : user_operator(e, &a);
 	else if (strcmp(noun, "host") == 0)
 		rc = strcmp(verb, "add") == 0 ? host_add(e, &a) : strcmp(verb, "list") == 0 ? host_list(e) : host_change(e, &a, verb);

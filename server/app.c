@@ -169,6 +169,8 @@ int aas_main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	}
 	aas_log_set_level(cfg.log_level);
+	if (cfg.store_url_argv && aas_store_url_has_password(cfg.store_url))
+		aas_log(SAAS_LOG_WARN, "%s", AAS_STORE_PASSWORD_WARNING);
 	/* Signals go to sigwait() here, never to the connection threads. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);

@@ -97,8 +97,15 @@ const char *aas_config_usage(void)
 	       "  --session-idle SECS     a session unused this long ends; default 28800 (8 h) [AAS_SESSION_IDLE]\n"
 	       "  --session-max SECS      every session ends this long after log-in; default 604800 (7 days)\n"
 	       "                          [AAS_SESSION_MAX]\n"
-	       "  --login-attempts N      log-ins and sign-ups an e-mail may try at once, refilled N an hour (an\n"
-	       "                          address: 3 N); default 10 [AAS_LOGIN_ATTEMPTS]\n"
+	       "  --login-attempts N      log-ins and sign-ups an address may try for one e-mail at once, refilled\n"
+	       "                          N an hour (for all e-mails: 3 N); default 10 [AAS_LOGIN_ATTEMPTS]\n"
+	       "  --max-password-hashes N password hashes (Argon2id, 64 MiB each) at once; as many more wait up to\n"
+	       "                          1 s, the rest get 503; default the number of CPUs [AAS_MAX_PASSWORD_HASHES]\n"
+	       "  --signups-per-hour N    sign-ups taken from everyone together in an hour; more get 503;\n"
+	       "                          default 100 [AAS_SIGNUPS_PER_HOUR]\n"
+	       "  --signup-credit MODE    auto: accounts made on /signup get the free credit at once; approval:\n"
+	       "                          with --signup open, only once `aas-server user approve` (an invite\n"
+	       "                          counts as approval); default auto [AAS_SIGNUP_CREDIT]\n"
 	       "tenant limits, every account's default (`aas-server account limits` sets one account's):\n"
 	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
 	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
@@ -168,6 +175,12 @@ static int parse_signup(const char *s)
 	return strcmp(s, "closed") == 0 ? AAS_SIGNUP_CLOSED
 	       : strcmp(s, "invite") == 0 ? AAS_SIGNUP_INVITE
 	       : strcmp(s, "open") == 0 ? AAS_SIGNUP_OPEN : -1;
+}
+
+/* AAS_SIGNUP_CREDIT_* for its name, -1 for anything else. */
+static int parse_signup_credit(const char *s)
+{
+	return strcmp(s, "auto") == 0 ? AAS_SIGNUP_CREDIT_AUTO : strcmp(s, "approval") == 0 ? AAS_SIGNUP_CREDIT_APPROVAL : -1;
 }
 
 /* 1 for "on", 0 for "off", -1 for anything else. */
@@ -257,6 +270,10 @@ static const struct num_option {
 	{ "session-idle", "AAS_SESSION_IDLE", offsetof(struct aas_config, session_idle_s), 60, 366u * 86400, "seconds" },
 	{ "session-max", "AAS_SESSION_MAX", offsetof(struct aas_config, session_max_s), 60, 366u * 86400, "seconds" },
 	{ "login-attempts", "AAS_LOGIN_ATTEMPTS", offsetof(struct aas_config, login_attempts), 1, 100000, "attempts" },
+	{ "max-password-hashes", "AAS_MAX_PASSWORD_HASHES", offsetof(struct aas_config, max_password_hashes), 1,
+	  AAS_PASSWORD_HASHES_MAX, "hashes" },
+	{ "signups-per-hour", "AAS_SIGNUPS_PER_HOUR", offsetof(struct aas_config, signups_per_hour), 1, 1000000,
+	  "sign-ups" },
 	/* The preview proxy's bounds on a guest's server. */
 	{ "preview-connect-timeout", "AAS_PREVIEW_CONNECT_TIMEOUT", offsetof(struct aas_config, preview_connect_timeout_s),
 	  1, AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
@@ -345,6 +362,10 @@ static int from_env(struct aas_config *cfg)
 		fprintf(stderr, "aas-server: AAS_SIGNUP: expected closed, invite or open, got \"%s\"\n", v);
 		return -1;
 	}
+	if ((v = getenv("AAS_SIGNUP_CREDIT")) && *v && (cfg->signup_credit = parse_signup_credit(v)) < 0) {
+		fprintf(stderr, "aas-server: AAS_SIGNUP_CREDIT: expected auto or approval, got \"%s\"\n", v);
+		return -1;
+	}
 	if ((v = getenv("AAS_SECURE_COOKIES")) && *v && (cfg->secure_cookies = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_SECURE_COOKIES: expected on or off, got \"%s\"\n", v);
 		return -1;
@@ -359,7 +380,8 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION };
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION,
+	       O_SIGNUP_CREDIT };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -380,6 +402,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "templates", required_argument, NULL, O_TEMPLATES },
 		{ "docs-viewer", required_argument, NULL, O_VIEWER },
 		{ "signup", required_argument, NULL, O_SIGNUP },
+		{ "signup-credit", required_argument, NULL, O_SIGNUP_CREDIT },
 		{ "secure-cookies", required_argument, NULL, O_SECURE },
 		{ "paused-price", required_argument, NULL, O_PAUSED },
 		{ "help", no_argument, NULL, O_HELP },
@@ -416,6 +439,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 	cfg->session_idle_s = AAS_SESSION_IDLE_DEFAULT;
 	cfg->session_max_s = AAS_SESSION_MAX_DEFAULT;
 	cfg->login_attempts = AAS_LOGIN_ATTEMPTS_DEFAULT;
+	cfg->signups_per_hour = AAS_SIGNUPS_PER_HOUR_DEFAULT;
 	cfg->pty_per_sandbox = AAS_PTY_PER_SANDBOX_DEFAULT;
 	cfg->pty_per_account = AAS_PTY_PER_ACCOUNT_DEFAULT;
 	cfg->pty_frame_max = AAS_PTY_FRAME_MAX_DEFAULT;
@@ -438,7 +462,10 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 				fprintf(stderr, "aas-server: --listen: expected ADDRESS:PORT, got \"%s\"\n", optarg);
 			break;
 		case O_STATE: rc = set(&cfg->state_dir, optarg); break;
-		case O_STORE: rc = set(&cfg->store_url, optarg); break;
+		case O_STORE:
+			rc = set(&cfg->store_url, optarg);
+			cfg->store_url_argv = true;
+			break;
 		case O_IMAGE: rc = set(&cfg->image, optarg); break;
 		case O_URI: rc = set(&cfg->libvirt_uri, optarg); break;
 		case O_DRIVER: rc = set(&cfg->driver_config, optarg); break;
@@ -458,6 +485,12 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_SIGNUP:
 			if ((cfg->signup = parse_signup(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --signup: expected closed, invite or open, got \"%s\"\n", optarg);
+				rc = -1;
+			}
+			break;
+		case O_SIGNUP_CREDIT:
+			if ((cfg->signup_credit = parse_signup_credit(optarg)) < 0) {
+				fprintf(stderr, "aas-server: --signup-credit: expected auto or approval, got \"%s\"\n", optarg);
 				rc = -1;
 			}
 			break;
@@ -539,4 +572,25 @@ char *aas_config_driver_string(const struct aas_config *cfg)
 	             cfg->driver_config ? cfg->driver_config : "") < 0)
 		return NULL;
 	return s;
+}
+
+bool aas_store_url_has_password(const char *url)
+{
+	const char *a, *q;
+	size_t auth;
+
+	if (!url || !(a = strstr(url, "://")))
+		return false;
+	a += 3;
+	/* As libpq reads it: user info up to the first '@' before the host's end, the password after its ':'. */
+	auth = strcspn(a, "/?");
+	q = memchr(a, '@', auth);
+	if (q && memchr(a, ':', (size_t)(q - a)))
+		return true;
+	for (q = strchr(url, '?'); q && *q; q = strchr(q, '&')) {
+		q++;
+		if (strncmp(q, "password=", 9) == 0)
+			return true;
+	}
+	return false;
 }

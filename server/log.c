@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "aas_mcp.h"
 #include "server.h"
 
 static int max_level = SAAS_LOG_INFO;
@@ -46,4 +47,15 @@ void aas_engine_log(void *ud, int level, const char *msg)
 {
 	(void)ud;
 	aas_log(level, "engine: %s", msg);
+}
+
+const char *aas_tenant_message(int rc, const char *where)
+{
+	const saas_error *e = saas_error_last();
+	const char *detail = e->code == rc && e->message[0] ? e->message : saas_strerror(rc);
+
+	if (!aas_error_is_internal(rc, e->code == rc ? e->klass : SAAS_ERRCLASS_NONE))
+		return detail;
+	aas_log(SAAS_LOG_WARN, "%s: answering %s for: %s", where, saas_error_name(rc), detail);
+	return aas_error_tenant_text(rc);
 }

@@ -19,10 +19,13 @@
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -40,6 +43,99 @@ static const struct aas_config *config;
 /* A hash of a password nobody has: unknown e-mails are verified against it, so they take as long as known ones. */
 static char decoy_hash[SAAS_PASSWORD_HASH_MAX + 1];
 
+/*
+ * The password hashes running at once. Each Argon2id takes 64 MiB and a core
+ * for a good part of a second, on a connection's thread: without a bound, a
+ * flood of log-ins from a few addresses (each under its rate, which refills)
+ * runs hundreds at once, gigabytes on the machine that runs the VMs, and the
+ * server stops answering anything. With hash_max at once, and as many more
+ * waiting at most AAS_HASH_WAIT_MS for a turn, the hashes' memory is
+ * hash_max x 64 MiB; the rest are told to come back (503, Retry-After).
+ */
+static pthread_mutex_t hash_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hash_cond;
+static pthread_once_t hash_once = PTHREAD_ONCE_INIT;
+static unsigned int hash_max = 1, hash_running, hash_waiting;
+
+static void hash_cond_init(void)
+{
+	pthread_condattr_t a;
+
+	/* Waits are measured on the monotonic clock: a clock set back must not hold a waiter for hours. */
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&hash_cond, &a);
+	pthread_condattr_destroy(&a);
+}
+
+unsigned int aas_password_hashes_default(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > AAS_PASSWORD_HASHES_MAX ? AAS_PASSWORD_HASHES_MAX : (unsigned int)n;
+}
+
+bool aas_hash_enter(void)
+{
+	struct timespec until;
+	bool ok = false;
+	int rc = 0;
+
+	pthread_once(&hash_once, hash_cond_init);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += (long)(AAS_HASH_WAIT_MS % 1000) * 1000000L;
+	until.tv_sec += AAS_HASH_WAIT_MS / 1000 + until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&hash_mu);
+	/* The queue is bounded too: each waiter is a connection's thread held. */
+	if (hash_running >= hash_max && hash_waiting >= hash_max)
+		goto out;
+	hash_waiting++;
+	while (hash_running >= hash_max && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&hash_cond, &hash_mu, &until);
+	hash_waiting--;
+	if (hash_running < hash_max) {
+		hash_running++;
+		ok = true;
+	}
+out:
+	pthread_mutex_unlock(&hash_mu);
+	return ok;
+}
+
+void aas_hash_leave(void)
+{
+	pthread_mutex_lock(&hash_mu);
+	hash_running--;
+	pthread_cond_signal(&hash_cond);
+	pthread_mutex_unlock(&hash_mu);
+}
+
+void aas_reply_hash_busy(struct aas_req *r, struct aas_reply *out)
+{
+	static int64_t logged_ms;
+	static unsigned int unlogged;
+	int64_t now = aas_now_ms();
+	unsigned int n = 0;
+
+	/* A flood is told once a second, with how many were refused, not once a request. */
+	pthread_mutex_lock(&hash_mu);
+	unlogged++;
+	if (now - logged_ms >= 1000) {
+		logged_ms = now;
+		n = unlogged;
+		unlogged = 0;
+	}
+	pthread_mutex_unlock(&hash_mu);
+	if (n)
+		aas_log(SAAS_LOG_WARN, "%u log-ins or sign-ups refused (503, latest %s): %u password hashes running, as "
+		        "many waiting (--max-password-hashes)", n, r->path, hash_max);
+	aas_reply_page_error(r, out, 503, "Busy", "Too many people are logging in or signing up right now. "
+	                                          "Try again in a moment.");
+	if (out->response)
+		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+}
+
 int aas_people_init(saas_engine *e, const struct aas_config *cfg)
 {
 	unsigned char pw[16];
@@ -47,6 +143,9 @@ int aas_people_init(saas_engine *e, const struct aas_config *cfg)
 
 	engine = e;
 	config = cfg;
+	pthread_mutex_lock(&hash_mu);
+	hash_max = cfg->max_password_hashes ? cfg->max_password_hashes : aas_password_hashes_default();
+	pthread_mutex_unlock(&hash_mu);
 	if (sodium_init() < 0) {
 		aas_log(SAAS_LOG_ERROR, "libsodium cannot start: no password can be checked");
 		return -1;
@@ -376,16 +475,19 @@ void aas_reply_redirect(struct aas_reply *out, const char *location)
 /*
  * Log-ins and sign-ups take from two buckets: the client address's ("l" and
  * its part one client holds, as conn.c groups them) holds 3 x login_attempts,
- * the e-mail's ("m" and its hash) login_attempts; each refills that many an
- * hour. A guesser spread over many addresses still meets the e-mail's bucket,
- * and one address cannot try many e-mails.
+ * and the pair of that address and the e-mail ("m" and their hash)
+ * login_attempts; each refills that many an hour. The e-mail alone is no
+ * bucket: anyone could then spend a victim's and keep the owner from logging
+ * in. A guesser is bounded by each address's budget and, spread over many
+ * addresses, by the password hashes at once (aas_hash_enter()) and Argon2id's
+ * cost.
  */
 bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email)
 {
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	unsigned int per = config->login_attempts;
 	unsigned char key[16];
-	char name[80], lower[SAAS_EMAIL_MAX + 1];
+	char name[80], pair[2 * sizeof(key) + 2 + SAAS_EMAIL_MAX + 1];
 	size_t n = 1;
 	int64_t wait, now = aas_now_ms();
 
@@ -395,20 +497,23 @@ bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email
 		n += (size_t)snprintf(name + n, sizeof(name) - n, "%02x", key[i]);
 	wait = aas_ratelimit_take_hourly(name, n, 3 * per, now);
 	if (wait <= 0 && email) {
-		size_t i;
+		size_t i, m = n - 1;
 
+		/* The address's hex, a separator no hex digit is, and the e-mail as the store keeps it (lowercase). */
+		memcpy(pair, name + 1, m);
+		pair[m++] = '/';
 		for (i = 0; email[i] && i < SAAS_EMAIL_MAX; i++)
-			lower[i] = (char)tolower((unsigned char)email[i]);
-		lower[i] = '\0';
+			pair[m++] = (char)tolower((unsigned char)email[i]);
+		pair[m] = '\0';
 		name[0] = 'm';
-		saas_key_fingerprint(name + 1, lower);
+		saas_key_fingerprint(name + 1, pair);
 		wait = aas_ratelimit_take_hourly(name, 65, per, now);
 	}
 	if (wait <= 0)
 		return true;
-	aas_log(SAAS_LOG_WARN, "log-in attempts limited for %s", email ? "an address or e-mail" : "an address");
+	aas_log(SAAS_LOG_WARN, "log-in attempts limited for %s", email ? "an address or an address and e-mail" : "an address");
 	aas_reply_page_error(r, out, 429, "Too many attempts",
-	                     "Too many log-in or sign-up attempts from here or for this e-mail. Wait a while and try again.");
+	                     "Too many log-in or sign-up attempts from here. Wait a while and try again.");
 	if (out->response) {
 		char secs[24];
 

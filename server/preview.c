@@ -53,8 +53,12 @@
 #define HEAD_MAX (64 * 1024)
 /* How often the watcher re-checks the exposure of every open tunnel. */
 #define AAS_PREVIEW_RECHECK_MS 1000
-/* This server's own cookies (reserved: none is set today); never forwarded into a guest. */
-#define AAS_COOKIE_PREFIX "aas_"
+/*
+ * This server's own cookies (the dashboard's session and form tokens): never
+ * forwarded into a guest. With --secure-cookies they carry a "__Host-" prefix
+ * (people.c); "__Secure-" is the other prefix a browser knows.
+ */
+static const char *const own_cookie_prefixes[] = { "aas_", "__Host-aas_", "__Secure-aas_" };
 
 static saas_engine *engine;
 static unsigned int connect_ms, first_byte_ms, idle_ms;
@@ -373,6 +377,18 @@ static bool credential(const char *name)
 	       strcasecmp(name, "Proxy-Authorization") == 0;
 }
 
+bool aas_preview_cookie_ours(const char *pair, size_t len)
+{
+	/* Case-insensitive: browsers match the "__Host-" prefix so, and a guest must not see any spelling of ours. */
+	for (size_t i = 0; i < sizeof(own_cookie_prefixes) / sizeof(own_cookie_prefixes[0]); i++) {
+		size_t n = strlen(own_cookie_prefixes[i]);
+
+		if (len >= n && strncasecmp(pair, own_cookie_prefixes[i], n) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* A Cookie header without this server's own cookies; nothing when none is left. */
 static int add_cookies(struct proxy *p, const char *value)
 {
@@ -386,7 +402,7 @@ static int add_cookies(struct proxy *p, const char *value)
 		len = strcspn(c, ";");
 		while (len && (c[len - 1] == ' ' || c[len - 1] == '\t'))
 			len--;
-		if (len && strncasecmp(c, AAS_COOKIE_PREFIX, strlen(AAS_COOKIE_PREFIX)) != 0) {
+		if (len && !aas_preview_cookie_ours(c, len)) {
 			char *one = strndup(c, len);
 			int rc = one ? head_add(p, first ? "Cookie: " : "; ", one, "") : -1;
 			free(one);

@@ -229,7 +229,7 @@ static void executions_running(struct aas_html *h, const struct aas_viewer *v, c
 		aas_html_raw(h, "<p>None: the sandbox has ended.</p>");
 	} else if ((rc = saas_execution_list_running(&list, v->client, sb->id, 0)) < 0) {
 		aas_html_printf(h, "<p class=\"error\">The running executions cannot be read now: %s.</p>",
-		                saas_error_last()->message);
+		                aas_tenant_message(rc, "the running executions of a sandbox page"));
 	} else if (!list->count) {
 		aas_html_raw(h, "<p id=\"no-executions\">None.</p>");
 	} else {
@@ -285,7 +285,7 @@ static void executions_recent(struct aas_html *h, const struct aas_viewer *v, co
 	aas_html_raw(h, "<h2>Recent executions</h2>");
 	if ((rc = saas_execution_list_get(&list, v->client, sb->id, NULL, EXECUTIONS_RECENT_MAX, 0)) < 0) {
 		aas_html_printf(h, "<p class=\"error\">The executions cannot be read now: %s.</p>",
-		                saas_error_last()->message);
+		                aas_tenant_message(rc, "the executions of a sandbox page"));
 	} else if (!list->count) {
 		aas_html_raw(h, "<p id=\"no-history\">None yet.</p>");
 	} else {
@@ -392,7 +392,7 @@ void aas_h_dash_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
 	if (!form_ok(r, out, &v, &f))
 		goto out;
 	if ((rc = saas_sandbox_destroy(NULL, v.client, r->route_id, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot destroy", saas_error_last()->message);
+		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot destroy", aas_tenant_message(rc, r->path));
 		goto out;
 	}
 	aas_preview_revoke(r->route_id, 0);
@@ -426,7 +426,7 @@ void aas_h_dash_sandbox_extend(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if ((rc = saas_sandbox_extend(NULL, v.client, r->route_id, (int64_t)minutes * 60, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot extend", saas_error_last()->message);
+		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot extend", aas_tenant_message(rc, r->path));
 		goto out;
 	}
 	back_to(out, &f, r->route_id);
@@ -507,7 +507,7 @@ void aas_h_dash_key_create(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	name = aas_form_get(&f, "name");
 	if ((rc = saas_key_create(&key, NULL, aas_people_engine(), v.user->account_id, name, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot create the key", saas_error_last()->message);
+		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot create the key", aas_tenant_message(rc, r->path));
 		goto out;
 	}
 	keys_page(out, &v, key, name ? name : "");
@@ -843,7 +843,7 @@ void aas_h_dash_op_credit(struct aas_req *r, struct aas_reply *out)
 	}
 	snprintf(note, sizeof(note), "by %s", v.user->email);
 	if ((rc = saas_account_add_credit(aas_people_engine(), r->route_id, micro, note, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot add credit", saas_error_last()->message);
+		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot add credit", aas_tenant_message(rc, r->path));
 		goto out;
 	}
 	aas_reply_redirect(out, "/dashboard/operator");
@@ -869,7 +869,7 @@ void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if ((rc = saas_account_disable(aas_people_engine(), r->route_id, d[0] == '1')) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot change the account", saas_error_last()->message);
+		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot change the account", aas_tenant_message(rc, r->path));
 		goto out;
 	}
 	aas_reply_redirect(out, "/dashboard/operator");

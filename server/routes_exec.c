@@ -291,9 +291,8 @@ static void follow_more(struct follower *f)
 		rc = saas_execution_follow(NULL, f->client, f->id, &cur, &cb, STREAM_KEEPALIVE_MS, SAAS_FOLLOW_WAIT);
 	}
 	if (rc < 0) {
-		const saas_error *e = saas_error_last();
 		put_event(f, "error", json_pack("{s:{s:s,s:s}}", "error", "code", saas_error_name(rc), "message",
-		                                e->message[0] ? e->message : saas_strerror(rc)));
+		                                aas_tenant_message(rc, "an execution's event stream")));
 		f->ended = true;
 	} else if (!f->len && !f->ended) {
 		put(f, ": keepalive\n\n", 13);

@@ -29,6 +29,7 @@ struct aas_config {
 	unsigned int listen_port;  /* 8080; 0 picks a free port (tests read it from the log) */
 	char *state_dir;
 	char *store_url;
+	bool store_url_argv;       /* store_url came from --store: every local user can read it in /proc */
 	char *image;
 	char *libvirt_uri;
 	char *driver_config;       /* --driver-config: more driver options, appended; NULL: none */
@@ -77,6 +78,9 @@ struct aas_config {
 	unsigned int session_idle_s;     /* a session not used this long ends */
 	unsigned int session_max_s;      /* and every session ends this long after log-in */
 	unsigned int login_attempts;     /* log-ins and sign-ups one account may try at once (refilled hourly) */
+	unsigned int max_password_hashes; /* Argon2id hashes at once (64 MiB each); 0: the CPUs (people.c) */
+	unsigned int signups_per_hour;   /* sign-ups taken from everyone together, per hour */
+	int signup_credit;               /* AAS_SIGNUP_CREDIT_*: when an account made on /signup gets its credit */
 	/* Terminals (routes_pty.c): AAS_PTY_*_DEFAULT. */
 	unsigned int pty_per_sandbox;
 	unsigned int pty_per_account;
@@ -89,6 +93,10 @@ enum { AAS_SIGNUP_CLOSED, AAS_SIGNUP_INVITE, AAS_SIGNUP_OPEN };
 #define AAS_SESSION_IDLE_DEFAULT 28800    /* 8 hours */
 #define AAS_SESSION_MAX_DEFAULT 604800    /* 7 days */
 #define AAS_LOGIN_ATTEMPTS_DEFAULT 10
+/* Sign-ups every client together may make in an hour: the free credit they give away is bounded. */
+#define AAS_SIGNUPS_PER_HOUR_DEFAULT 100
+/* An account made on /signup gets the new-account credit at once, or (open sign-up) when approved. */
+enum { AAS_SIGNUP_CREDIT_AUTO, AAS_SIGNUP_CREDIT_APPROVAL };
 
 /*
  * The front end's defaults (conn.c has the reasoning): connections in all,
@@ -123,11 +131,28 @@ void aas_config_free(struct aas_config *cfg);
 /* "uri=... images=..." for the libvirt driver, or NULL; free(). */
 char *aas_config_driver_string(const struct aas_config *cfg);
 const char *aas_config_usage(void);
+/*
+ * Does a store URL carry a password (postgresql://user:PASSWORD@... or a
+ * password= parameter)? On a command line, every local uid, the QEMUs'
+ * included, can read it in /proc/PID/cmdline.
+ */
+bool aas_store_url_has_password(const char *url);
+/* The warning said at start when it does (docs/operations.md: PGPASSFILE, PGPASSWORD, AAS_STORE_URL). */
+#define AAS_STORE_PASSWORD_WARNING                                                                                 \
+	"--store carries a password, which every local user (each VM's QEMU too) can read in /proc: give it in "   \
+	"PGPASSFILE or PGPASSWORD instead, or the whole URL in AAS_STORE_URL (docs/operations.md)"
 
 /* ---- logging (main.c) ---- */
 
 void aas_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void aas_log_set_level(int level);
+/*
+ * What a tenant may read of this thread's last error (rc): its message, or,
+ * for a failure whose detail is the operator's (aas_error_is_internal: the
+ * host's facts, paths, what libvirt said), a fixed text, the detail logged
+ * with `where`. Borrowed until the thread's next libsaas call.
+ */
+const char *aas_tenant_message(int rc, const char *where);
 void aas_engine_log(void *ud, int level, const char *msg);
 int64_t aas_now_ms(void);
 
@@ -437,6 +462,23 @@ void aas_mcp_http_free(void);
 
 /* The engine and options the pages use; 0, or -1 after logging (libsodium would not start). */
 int aas_people_init(saas_engine *engine, const struct aas_config *cfg);
+/*
+ * The bound on password hashes at once (--max-password-hashes): each takes
+ * 64 MiB. Its default is the machine's CPUs (at most AAS_PASSWORD_HASHES_MAX).
+ */
+#define AAS_PASSWORD_HASHES_MAX 1024
+unsigned int aas_password_hashes_default(void);
+/* How long a log-in or sign-up waits for a hash's turn before 503 (as many may wait as may run). */
+#define AAS_HASH_WAIT_MS 1000
+/*
+ * Take a turn to hash (within --max-password-hashes, waiting at most
+ * AAS_HASH_WAIT_MS): true, then aas_hash_leave() after; false when the server
+ * is busy (aas_reply_hash_busy() says so).
+ */
+bool aas_hash_enter(void);
+void aas_hash_leave(void);
+/* 503 with Retry-After: every password hash's turn is taken. */
+void aas_reply_hash_busy(struct aas_req *r, struct aas_reply *out);
 /* Argon2id (libsodium's crypto_pwhash_str, its interactive limits) into out; 0, or -1 (out of memory). */
 int aas_password_hash(char out[SAAS_PASSWORD_HASH_MAX + 1], const char *password);
 bool aas_password_verify(const char *hash, const char *password);
@@ -618,6 +660,12 @@ void aas_preview_shutdown(void);
 bool aas_preview_match(const char *host, const char *domain, char name[SAAS_PREVIEW_NAME_LEN + 1]);
 /* May a guest's Set-Cookie header (its value) reach a browser that asked `host` (lowercase, no port)? */
 bool aas_preview_cookie_ok(const char *set_cookie, const char *host);
+/*
+ * Is a cookie of a request's Cookie header (its "name=value", len bytes) one of
+ * this server's own, "aas_*" or "__Host-aas_*" (--secure-cookies)? Those never
+ * reach a guest.
+ */
+bool aas_preview_cookie_ours(const char *pair, size_t len);
 /* Called for every call of the access handler on a preview request. */
 enum MHD_Result aas_preview_handle(struct aas_req *r, const char *name, const char *upload, size_t *upload_size);
 void aas_preview_free(struct aas_req *r);

@@ -47,6 +47,17 @@ SAAS_EXTERN(const char *) saas_host_state_name(int state);
  */
 #define SAAS_HOST_ALLOW_TCP (1u << 0)
 
+/**
+ * Accept a URI whose query turns off the check of the host's identity in
+ * saas_host_add(): libvirt's `no_verify=1` (the TLS server's certificate is not
+ * checked) or `known_hosts_verify=ignore` (any SSH host key is taken). Whoever
+ * sits between the engine and the host can then pose as it. For tests on a
+ * private network only.
+ *
+ * Since: 0.2.0
+ */
+#define SAAS_HOST_ALLOW_UNVERIFIED (1u << 1)
+
 /** Version of saas_host_options this header describes. */
 #define SAAS_HOST_OPTIONS_VERSION 1
 
@@ -117,11 +128,13 @@ typedef struct saas_host_list {
  * @param uri     a libvirt URI of scheme qemu+ssh, qemu+tls, qemu+unix or qemu (the
  *                last two reach a libvirtd on the engine's own machine), or qemu+tcp
  *                with SAAS_HOST_ALLOW_TCP; at most 1023 bytes, no spaces, commas, quotes
- *                or backslashes (percent-encode them).
+ *                or backslashes (percent-encode them). A query that turns off the check of
+ *                the host's identity (no_verify not 0, known_hosts_verify=ignore) only with
+ *                SAAS_HOST_ALLOW_UNVERIFIED.
  * @param address an IPv4 literal: where the engines reach the host's guests (an IPv6
  *                one is refused with a message saying so: the forwards are IPv4).
  * @param options overcommit ratios, or NULL for the defaults.
- * @param flags   0 or SAAS_HOST_ALLOW_TCP.
+ * @param flags   0, or SAAS_HOST_ALLOW_TCP and/or SAAS_HOST_ALLOW_UNVERIFIED.
  * @return SAAS_OK, SAAS_EINVAL (the message names the bad input), SAAS_EEXISTS (the
  *         name is taken), SAAS_ESTORE, SAAS_ENOMEM. Thread-safe.
  *

@@ -19,10 +19,12 @@
  * billed cannot run past the moment it was lost.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "core/core.h"
@@ -80,11 +82,87 @@ static bool valid_name(const char *s)
  * engine's own machine (the socket's permissions guard it). tcp is neither
  * encrypted nor authenticated: only when the caller says so (tests).
  */
+
+static int hexdigit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : (tolower((unsigned char)c) - 'a' + 10);
+}
+
+/* One %XX-decoded query field (libvirt decodes them so) into out; false if it does not fit or is malformed. */
+static bool query_decode(char *out, size_t size, const char *s, size_t len)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		int c = (unsigned char)s[i];
+
+		if (c == '%') {
+			if (len - i < 3 || !isxdigit((unsigned char)s[i + 1]) || !isxdigit((unsigned char)s[i + 2]))
+				return false;
+			c = hexdigit(s[i + 1]) * 16 + hexdigit(s[i + 2]);
+			i += 2;
+		}
+		if (n + 1 >= size)
+			return false;
+		out[n++] = (char)c;
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/*
+ * Does the URI's query turn off the check of who answers? libvirt's
+ * no_verify=N (N not 0: the TLS server's certificate is not checked) and
+ * known_hosts_verify=ignore (the libssh/libssh2 transports: any host key is
+ * taken) let whoever sits on the path be the host, and be handed every VM.
+ * libvirt splits the query at '&' and ';', decodes %XX and matches names
+ * without regard to case: so does this. 1 with the field in `field`, 0 when
+ * none does, -1 (`field` set) for a field this cannot read, which is refused
+ * too: the engine cannot vouch for what it cannot read.
+ */
+static int unverified_param(const char *uri, char *field, size_t size)
+{
+	const char *q = strchr(uri, '?');
+
+	if (!q)
+		return 0;
+	for (q++; *q; q += *q != '\0') {
+		size_t len = strcspn(q, "&;");
+		const char *eq = memchr(q, '=', len);
+		size_t nlen = eq ? (size_t)(eq - q) : len;
+		char name[64], value[64];
+
+		snprintf(field, size, "%.*s", (int)(len > 128 ? 128 : len), q);
+		/* Either name takes at most 54 bytes however it is escaped: a longer one is some other field. */
+		if (!query_decode(name, sizeof(name), q, nlen)) {
+			if (nlen < sizeof(name))
+				return -1;
+		} else if (strcasecmp(name, "no_verify") == 0 || strcasecmp(name, "known_hosts_verify") == 0) {
+			if (!query_decode(value, sizeof(value), eq ? eq + 1 : "", eq ? len - nlen - 1 : 0))
+				return -1;
+			if (strcasecmp(name, "known_hosts_verify") == 0) {
+				if (strcasecmp(value, "ignore") == 0)
+					return 1;
+			} else {
+				/* A decimal int to libvirt: anything but a zero turns the check off (or fails there). */
+				const char *v = value + (value[0] == '+' || value[0] == '-');
+
+				if (!*v || v[strspn(v, "0")] != '\0')
+					return 1;
+			}
+		}
+		q += len;
+	}
+	return 0;
+}
+
 static int check_uri(const char *uri, unsigned int flags)
 {
 	static const char *const schemes[] = { "qemu+ssh", "qemu+tls", "qemu+unix", "qemu", "qemu+tcp" };
 	const char *sep;
+	char field[160];
 	size_t n;
+	int bad;
 
 	if (!uri || !*uri)
 		return saas__inval("a libvirt URI is required (e.g. qemu+ssh://root@10.0.0.2/system)");
@@ -106,6 +184,16 @@ static int check_uri(const char *uri, unsigned int flags)
 			return saas__inval("qemu+tcp:// is neither encrypted nor authenticated: anyone who reaches the port "
 			                   "owns the host; use qemu+ssh:// or qemu+tls:// (qemu+tcp only for a test network, "
 			                   "allowed explicitly)");
+		if (flags & SAAS_HOST_ALLOW_UNVERIFIED)
+			return SAAS_OK;
+		if ((bad = unverified_param(uri, field, sizeof(field))) < 0)
+			return saas__inval("the uri's query field '%s' cannot be read (a bad %%-escape, or too long): give "
+			                   "its value plainly", field);
+		if (bad > 0)
+			return saas__inval("the uri's '%s' turns off the check of the host's identity: whoever sits between "
+			                   "the engine and the host could pose as it and be handed every sandbox; remove it "
+			                   "(install the host's certificate or key) or, on a test network only, allow it "
+			                   "explicitly", field);
 		return SAAS_OK;
 	}
 	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+tls, qemu+unix, qemu (qemu+tcp only for tests)",
@@ -246,7 +334,7 @@ SAAS_EXTERN(int) saas_host_add(saas_host **out, saas_engine *e, const char *name
 		*out = NULL;
 	if (!e)
 		return saas__inval("engine is NULL");
-	if (flags & ~SAAS_HOST_ALLOW_TCP)
+	if (flags & ~(SAAS_HOST_ALLOW_TCP | SAAS_HOST_ALLOW_UNVERIFIED))
 		return saas__inval("unknown flags 0x%x", flags);
 	if (options) {
 		if (options->version < 1 || options->version > SAAS_HOST_OPTIONS_VERSION)
@@ -840,8 +928,13 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 		}
 		free(r.items);
 	}
+	/*
+	 * The engine's own words, written for the tenant (a size, never a host's
+	 * facts): of no class, as the driver's "busy" (which names the host's
+	 * memory or uids) is kept from tenants.
+	 */
 	if (rc == SAAS_EBUSY)
-		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
 		                   on_host ? "the VM host of this sandbox's snapshot has no room for a %s sandbox "
 		                             "(%u vCPUs, %u MiB) now; try again later"
 		                           : "no VM host has room for a %s sandbox (%u vCPUs, %u MiB) now; try again later",
@@ -851,7 +944,7 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 	/* A store that cannot keep to one host would put the VM where its snapshot is not: undo, and say busy. */
 	if (on_host && strcmp(row->host_id, on_host) != 0) {
 		saas__sandbox_close(e, row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
-		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
 		                   "the store placed a %s sandbox off the VM host of its snapshot; try again later",
 		                   row->size);
 	}

@@ -28,8 +28,10 @@ int saas__store_for_url(const saas_store **out, const char *url)
 		                   "this libsaas was built without PostgreSQL support");
 #endif
 	}
+	/* The scheme alone: what follows it may hold a password. */
 	if (strstr(url, "://") && strncmp(url, "sqlite://", 9) != 0)
-		return saas__inval("unknown store URL scheme in '%.64s' (use a path, sqlite:PATH or postgresql://...)", url);
+		return saas__inval("unknown store URL scheme '%.*s' (use a path, sqlite:PATH or postgresql://...)",
+		                   (int)(strstr(url, "://") - url > 32 ? 32 : strstr(url, "://") - url), url);
 	if (!*saas__sqlite_path(url))
 		return saas__inval("empty SQLite path");
 	*out = &saas__store_sqlite;

@@ -547,6 +547,45 @@ static void test_registry(void **state)
 	/* Unauthenticated TCP only when asked for by name. */
 	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+tcp://h/system", "10.0.0.2", NULL, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "qemu+tcp"));
+	/* A query that turns off the check of the host's identity, however it is spelled, only when allowed by name. */
+	{
+		static const char *const unverified[] = {
+			"qemu+tls://h/system?no_verify=1",
+			"qemu+tls://h/system?pkipath=/etc/pki&no_verify=1",
+			"qemu+tls://h/system?NO_VERIFY=2",
+			"qemu+tls://h/system?no_verify=-1",
+			"qemu+tls://h/system?no_verify=",
+			"qemu+tls://h/system?no%5Fverify=1",
+			"qemu+tls://h/system?keyfile=k;no_verify=1",
+			"qemu+ssh://h/system?known_hosts_verify=ignore",
+			"qemu+ssh://h/system?sshauth=privkey&known_hosts_verify=IGNORE",
+			"qemu+ssh://h/system?known_hosts_verify=%69gnore",
+			"qemu+ssh://h/system?no_verify=%1",
+		};
+		static const char *const verified[] = {
+			"qemu+tls://h/system?no_verify=0",
+			"qemu+tls://h/system?no_verify=00",
+			"qemu+ssh://h/system?known_hosts_verify=normal",
+			"qemu+ssh://h/system?keyfile=/k&no_tty=1",
+			"qemu+ssh://h/system?",
+		};
+
+		for (size_t i = 0; i < sizeof(unverified) / sizeof(unverified[0]); i++) {
+			assert_int_equal(saas_host_add(NULL, f->admin, "h", unverified[i], "10.0.0.2", NULL, 0), SAAS_EINVAL);
+			assert_non_null(strstr(saas_error_last()->message, "query field") ||
+			                strstr(saas_error_last()->message, "identity"));
+		}
+		for (size_t i = 0; i < sizeof(verified) / sizeof(verified[0]); i++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "v%zu", i);
+			assert_int_equal(saas_host_add(NULL, f->admin, name, verified[i], "10.0.0.2", NULL, 0), SAAS_OK);
+			assert_int_equal(saas_host_remove(f->admin, name), SAAS_OK);
+		}
+		assert_int_equal(saas_host_add(NULL, f->admin, "u1", unverified[0], "10.0.0.2", NULL,
+		                               SAAS_HOST_ALLOW_UNVERIFIED), SAAS_OK);
+		assert_int_equal(saas_host_remove(f->admin, "u1"), SAAS_OK);
+	}
 	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", NULL, 4), SAAS_EINVAL);
 	o.cpu_overcommit_milli = 99;
 	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);

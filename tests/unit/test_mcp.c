@@ -1329,10 +1329,29 @@ static void test_service_default_size(void **state)
 	free(url);
 }
 
+/* Whose words a failure's detail is: the VM driver's "busy" and "cannot" name the host, the server's own do not. */
+static void test_error_is_internal(void **state)
+{
+	(void)state;
+	assert_true(aas_error_is_internal(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER));
+	assert_true(aas_error_is_internal(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER));
+	assert_true(aas_error_is_internal(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER));
+	/* The server's own "full, try again later" (disk space, the disk budget) is written for the caller. */
+	assert_false(aas_error_is_internal(SAAS_EBUSY, SAAS_ERRCLASS_OS));
+	assert_false(aas_error_is_internal(SAAS_EBUSY, SAAS_ERRCLASS_ARGS));
+	assert_false(aas_error_is_internal(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS));
+	assert_false(aas_error_is_internal(SAAS_EIO, SAAS_ERRCLASS_GUEST));
+	assert_false(aas_error_is_internal(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER));
+	assert_non_null(strstr(aas_error_tenant_text(SAAS_EBUSY), "no room"));
+	assert_non_null(strstr(aas_error_tenant_text(SAAS_ENOTSUP), "cannot do that"));
+	assert_non_null(strstr(aas_error_tenant_text(SAAS_EBACKEND), "failed"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_errors),
+		cmocka_unit_test(test_error_is_internal),
 		cmocka_unit_test(test_json_bounds),
 		cmocka_unit_test_setup_teardown(test_invalid_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_methods, setup, teardown),

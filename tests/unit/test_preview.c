@@ -82,6 +82,24 @@ static void test_cookies(void **state)
 	assert_true(aas_preview_cookie_ok("a=1; Domainx=localhost", host));
 }
 
+#define OURS(s) aas_preview_cookie_ours(s, strlen(s))
+
+/* The server's own cookies never reach a guest, with --secure-cookies' "__Host-" names too. */
+static void test_own_cookies(void **state)
+{
+	(void)state;
+	assert_true(OURS("aas_session=aas_ss_x"));
+	assert_true(OURS("aas_form=00"));
+	assert_true(OURS("__Host-aas_session=aas_ss_x"));
+	assert_true(OURS("__host-AAS_form=00"));
+	assert_true(OURS("__Secure-aas_session=x"));
+	assert_false(OURS("session=1"));
+	assert_false(OURS("__Host-session=1"));
+	assert_false(OURS("my_aas_session=1"));
+	/* Only the pair's own bytes count: a short pair does not match what follows it. */
+	assert_false(aas_preview_cookie_ours("__Host-aas_session", 7));
+}
+
 /* Parse text as a whole head (it must end as one); the parser's verdict, h filled. */
 static int parse(const char *text, struct aas_http_head *h, const char **why)
 {
@@ -295,6 +313,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_match),
 		cmocka_unit_test(test_cookies),
+		cmocka_unit_test(test_own_cookies),
 		cmocka_unit_test(test_head_end),
 		cmocka_unit_test(test_head_lenient),
 		cmocka_unit_test(test_head_refused),

@@ -21,6 +21,7 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <ctype.h>
 #include <endian.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -301,6 +302,68 @@ static void one_line(char *out, size_t size, const char *msg)
 	out[n] = '\0';
 }
 
+/* Replace every occurrence of s[0..n) in msg with "***". */
+static void redact(char *msg, const char *s, size_t n)
+{
+	char *hit, *from = msg;
+
+	while (n && (hit = memmem(from, strlen(from), s, n))) {
+		memmove(hit + 3, hit + n, strlen(hit + n) + 1);
+		memcpy(hit, "***", 3);
+		from = hit + 3;
+	}
+}
+
+/* The password, as written and %-decoded (as libpq may quote either), out of msg. */
+static void redact_both(char *msg, const char *s, size_t n)
+{
+	char dec[512];
+	size_t m = 0;
+
+	if (n == 0 || n >= sizeof(dec))
+		return;
+	redact(msg, s, n);
+	for (size_t i = 0; i < n; i++) {
+		unsigned int v;
+
+		if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) && isxdigit((unsigned char)s[i + 2]) &&
+		    sscanf(s + i + 1, "%2x", &v) == 1) {
+			dec[m++] = (char)v;
+			i += 2;
+		} else {
+			dec[m++] = s[i];
+		}
+	}
+	redact(msg, dec, m);
+}
+
+/*
+ * Blank out the URL's password (in its user info or a password= parameter)
+ * wherever msg repeats it: libpq quotes pieces of a URL it cannot parse (a bad
+ * %-escape, say), and the message goes to the log and to whoever opened the
+ * engine.
+ */
+static void scrub_password(char *msg, const char *url)
+{
+	const char *a = strstr(url, "://"), *q = strchr(url, '?'), *at, *colon;
+	size_t auth;
+
+	if (!a)
+		return;
+	a += 3;
+	/* libpq's user info ends at the first '@' before the host's end. */
+	auth = strcspn(a, "/?");
+	if ((at = memchr(a, '@', auth)) && (colon = memchr(a, ':', (size_t)(at - a))))
+		redact_both(msg, colon + 1, (size_t)(at - colon - 1));
+	for (const char *p = q ? q + 1 : NULL; p && *p; p += *p != '\0') {
+		size_t n = strcspn(p, "&");
+
+		if (n > 9 && strncmp(p, "password=", 9) == 0)
+			redact_both(msg, p + 9, n - 9);
+		p += n;
+	}
+}
+
 /*
  * Record a failed statement. A unique violation is the caller's duplicate
  * and a foreign key violation names a parent that does not exist; anything
@@ -421,8 +484,9 @@ static int pg_connect(struct pg *pg)
 	if (!pg->conn)
 		return saas__oom();
 	if (PQstatus(pg->conn) != CONNECTION_OK) {
-		/* The message names host and database, never the password. */
+		/* The message names host and database, and never the password: libpq may quote the URL. */
 		one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
+		scrub_password(msg, pg->pool->conninfo);
 		PQfinish(pg->conn);
 		pg->conn = NULL;
 		return saas__error_sqlstate(SAAS_ESTORE, NULL, "connecting to PostgreSQL: %s", msg);
@@ -497,6 +561,7 @@ static int pg_enter(struct pool *pool, struct pg **out)
 			PQreset(pg->conn);
 			if (PQstatus(pg->conn) != CONNECTION_OK) {
 				one_line(msg, sizeof(msg), PQerrorMessage(pg->conn));
+				scrub_password(msg, pg->pool->conninfo);
 				rc = saas__error_sqlstate(SAAS_ESTORE, NULL, "reconnecting to PostgreSQL: %s", msg);
 				goto fail;
 			}

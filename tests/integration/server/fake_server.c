@@ -17,9 +17,14 @@
  * under way: a server killed then leaves a VM with a creating row), and
  * AAS_FAKE_DESTROY_DELAY_MS=N every destroy N ms before the VM goes (a reaper
  * pass over many sandboxes then takes long enough to be killed midway).
+ * AAS_FAKE_BUSY_CREATES=N makes the first N creates fail busy in the driver,
+ * with the host's facts in the message as a real driver's (free memory, the
+ * QEMU uid range), which a tenant must not read.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 #include <netinet/in.h>
@@ -85,6 +90,24 @@ static int booting_vm_create(void *ctx, const saas_vm_spec *spec)
 	return rc;
 }
 
+static unsigned int busy_creates;
+static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER;
+static int (*busy_next_create)(void *ctx, const saas_vm_spec *spec);
+
+static int busy_vm_create(void *ctx, const saas_vm_spec *spec)
+{
+	bool busy;
+
+	pthread_mutex_lock(&busy_mu);
+	if ((busy = busy_creates > 0))
+		busy_creates--;
+	pthread_mutex_unlock(&busy_mu);
+	if (busy)
+		return saas_sys_error_set(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		                          "fake: every QEMU uid of the range 70000-70063 is in use; 312 MiB of memory free");
+	return busy_next_create(ctx, spec);
+}
+
 static int slow_vm_destroy(void *ctx, const char *name)
 {
 	sleep_ms(destroy_delay_ms);
@@ -113,6 +136,10 @@ int main(int argc, char **argv)
 		driver.vm_create = booting_vm_create;
 	if ((v = getenv("AAS_FAKE_DESTROY_DELAY_MS")) && (destroy_delay_ms = strtol(v, NULL, 10)) > 0)
 		driver.vm_destroy = slow_vm_destroy;
+	if ((v = getenv("AAS_FAKE_BUSY_CREATES")) && (busy_creates = (unsigned int)strtoul(v, NULL, 10)) > 0) {
+		busy_next_create = driver.vm_create;
+		driver.vm_create = busy_vm_create;
+	}
 	aas_testing_driver_set(&driver);
 	return aas_main(argc, argv);
 }

@@ -55,4 +55,22 @@ errs "revoke unknown key" key revoke --id key-nope "${S[@]}"
 errs "unknown verb" account frobnicate "${S[@]}"
 errs "unknown option" account list --bogus "${S[@]}"
 errs "server bad option" --listen nowhere
+
+# A store URL with a password on the command line: a warning at start, and the password never in a
+# message, even where libpq quotes the URL it cannot read. Port 1 of loopback: nothing listens.
+secret_not_shown() { # secret_not_shown DESCRIPTION WARNED(yes|no) OUTPUT
+	if grep -q "s3cr" <<<"$3"; then fail "$1: the password was echoed: $3"
+	elif [ "$2" = yes ] && ! grep -q "carries a password.*PGPASSFILE" <<<"$3"; then fail "$1: no warning: $3"
+	elif [ "$2" = no ] && grep -q "carries a password" <<<"$3"; then fail "$1: warned: $3"
+	else pass; fi
+}
+for url in 'postgresql://aas:s3cr3t@127.0.0.1:1/aas' 'postgresql://aas:s3cr%zz3t@127.0.0.1:1/aas' \
+	'postgres://aas:s3cr3t@[::1/aas' 'postgresql://aas@127.0.0.1:1/aas?password=s3cr%7a3t' 'mysql://aas:s3cr3t@h/aas'; do
+	secret_not_shown "admin --store $url" yes "$("$SERVER" account list --store "$url" "${S[@]}" 2>&1)"
+done
+secret_not_shown "server --store" yes "$("$SERVER" --listen 127.0.0.1:0 "${S[@]}" \
+	--store 'postgres://aas:s3cr3t@[::1/aas' 2>&1)"
+secret_not_shown "AAS_STORE_URL: not on the command line, no warning" no \
+	"$(AAS_STORE_URL='postgresql://aas:s3cr3t@127.0.0.1:1/aas' "$SERVER" account list "${S[@]}" 2>&1)"
+secret_not_shown "no password, no warning" no "$("$SERVER" account list --store 'postgresql://aas@127.0.0.1:1/aas' 2>&1)"
 finish

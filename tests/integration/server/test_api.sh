@@ -341,6 +341,16 @@ check "the driver's words are in the operator's log" grep -q "answering 502 back
 req GET /metrics; check "metrics: a failed create is an error" grep -Eq '^aas_sandbox_creates_total\{result="error"\} 1$' <<<"$BODY"
 check "SIGTERM after a failed create exits 0" stop_server
 
+# ---- the driver's "busy" names host facts (free memory, the QEMU uid range): plain words for the tenant ----
+AAS_FAKE_BUSY_CREATES=1 start_server "$SERVER"
+auth POST /v1/sandboxes -d '{}'; expect_status 503 "a create the driver finds no room for"
+expect_json .error.code busy "a busy create: code"
+check "the host's facts are not the tenant's" bash -c "! grep -Eq 'fake:|uid|MiB' <<<'$(jqr .error.message)'"
+check "a busy create says so in plain words" grep -q "resource busy" <<<"$(jqr .error.message)"
+check "the host's facts are in the operator's log" grep -q "answering 503 busy for: .*QEMU uid of the range 70000" \
+	"${WORK}/server.log"
+check "SIGTERM after a busy create exits 0" stop_server
+
 # ---- warm pools: a bad spec stops the start; AAS_POOL fills a pool, /metrics shows it, a create claims it ----
 check "a bad pool spec refuses to start" bash -c "! '$SERVER' --listen 127.0.0.1:0 --state-dir '${WORK}/state' \
 	--pool huge=1 >'${WORK}/badpool.log' 2>&1"

@@ -8,6 +8,11 @@ codes, log-in and log-out, bad passwords, the log-in rate, CSRF refusals
 session is no API key and a key no session, that a key made on a page works
 on the API, the cookies' attributes, destroy and extend from the page, the
 operator's pages, and the admin commands for users, invites and accounts.
+Sign-up answers the same whether the e-mail had an account or not; a stranger
+cannot spend an owner's log-in budget; sign-ups are bounded for everyone
+together and may wait for the operator's approval for their credit; and a
+flood of log-ins from many loopback addresses keeps the server's peak memory
+within --max-password-hashes hashes while /healthz answers throughout.
 
 usage: test_dashboard.py AAS_SERVER_FAKE
 """
@@ -20,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -40,7 +46,7 @@ def check(what, ok, detail=""):
 class Server:
     """One aas-server with its own state directory; stopped by stop() or at exit."""
 
-    def __init__(self, name, *args):
+    def __init__(self, name, *args, env=None):
         self.state = os.path.join(WORK, name)
         portfile = os.path.join(WORK, name + ".port")
         self.log = open(os.path.join(WORK, name + ".log"), "w")
@@ -50,7 +56,7 @@ class Server:
         self.proc = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--port-file", portfile,
                                       "--state-dir", self.state, "--key-cache-ttl", "0",
                                       "--address-requests-per-second", "10000", *args],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
         PROCS.append(self.proc)
         for _ in range(600):
             if os.path.exists(portfile) and open(portfile).read().strip():
@@ -73,12 +79,14 @@ class Server:
 class Browser:
     """A cookie jar and the requests of a browser on this server's pages (no redirects followed)."""
 
-    def __init__(self, server):
+    def __init__(self, server, source=None):
         self.s = server
         self.cookies = {}
+        # Another loopback address (127.0.0.x) to come from: another client, as the server counts them.
+        self.source = (source, 0) if source else None
 
     def req(self, method, path, form=None, headers=None, cookies=True):
-        c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=60)
+        c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=60, source_address=self.source)
         h = dict(headers or {})
         body = None
         if form is not None:
@@ -116,6 +124,13 @@ class Browser:
     def signup(self, email, password="correct horse battery", **extra):
         return self.post("/signup", {"email": email, "password": password, **extra})
 
+    def join(self, email, password="correct horse battery", **extra):
+        """Sign up, then log in as a new user does: the (log-in's) answer, with the session."""
+        r = self.signup(email, password, **extra)
+        if r.status != 303 or r.headers["Location"] != SIGNED_UP:
+            return r
+        return self.login(email, password)
+
     def login(self, email, password="correct horse battery"):
         return self.post("/login", {"email": email, "password": password})
 
@@ -130,6 +145,10 @@ def api(server, method, path, key, body=None):
     r.text = r.read().decode()
     c.close()
     return r
+
+
+# Where every sign-up goes, made or not (the e-mail had an account): the log-in page, saying both.
+SIGNED_UP = "/login?signed-up=1"
 
 
 def session_cookie(b):
@@ -206,13 +225,13 @@ def test_invite():
     codes = out.stdout.split()
     check("admin: invite create prints the codes", out.returncode == 0 and len(codes) == 2
           and all(c.startswith("aas_inv_") for c in codes), out.stdout + out.stderr)
-    r = b.signup("b@example.org", invite=codes[0])
-    check("invite: a code signs up", r.status == 303 and r.headers["Location"] == "/dashboard/keys", r.status)
+    r = b.join("b@example.org", invite=codes[0])
+    check("invite: a code signs up", r.status == 303 and r.headers["Location"] == "/dashboard", r.status)
     b2 = Browser(s)
     r = b2.signup("c@example.org", invite=codes[0])
     check("invite: a code works once", r.status == 403, r.status)
     r = b2.signup("c@example.org", invite=codes[1])
-    check("invite: the other code works", r.status == 303, r.status)
+    check("invite: the other code works", r.status == 303 and r.headers["Location"] == SIGNED_UP, r.status)
     s.stop()
 
 
@@ -222,7 +241,14 @@ def test_open():
     r = b.signup("d@example.org", password="short")
     check("a short password is refused", r.status == 400 and 'id="error"' in r.text, r.status)
     r = b.signup("d@example.org")
-    check("open: sign-up", r.status == 303 and r.headers["Location"] == "/dashboard/keys", r.status)
+    check("open: sign-up goes to the log-in page", r.status == 303 and r.headers["Location"] == SIGNED_UP, r.status)
+    check("open: sign-up starts no session", not any("session" in c for c in r.set_cookies), r.set_cookies)
+    made = r
+    r = b.req("GET", SIGNED_UP)
+    check("the log-in page after a sign-up says what happened either way", r.status == 200 and
+          'id="notice"' in r.text and "had one already" in r.text, r.text[:600])
+    r = b.login("d@example.org")
+    check("a new account logs in", r.status == 303 and r.headers["Location"] == "/dashboard", r.status)
     sc = [c for c in r.set_cookies if c.startswith("aas_session=")]
     check("a session cookie is set", len(sc) == 1, r.set_cookies)
     attrs = [a.strip() for a in sc[0].split(";")[1:]] if sc else []
@@ -234,8 +260,17 @@ def test_open():
     r = b.req("GET", "/dashboard")
     check("dashboard: the balance of a new account", r.status == 200 and
           re.search(r'id="balance">\$?5\.00', r.text) is not None, r.text[:800])
-    r = Browser(s).signup("D@example.org")
-    check("open: an e-mail signs up once", r.status == 409, r.status)
+    # An e-mail that has an account: the very same answer (status, headers, cookies, body), and nothing changed.
+    other = Browser(s, "127.0.0.5")
+    r = other.signup("D@example.org", password="another password 9")
+    same = (r.status, r.headers.get("Location"), r.set_cookies, r.text)
+    check("open: sign-up of an e-mail with an account answers as one without",
+          same == (made.status, made.headers.get("Location"), made.set_cookies, made.text), (same, made.status))
+    check("... and its headers are the same ones", sorted(k for k, _ in r.getheaders() if k != "Date") ==
+          sorted(k for k, _ in made.getheaders() if k != "Date"), r.getheaders())
+    check("... and changed nothing: the owner's password still works, the other not",
+          other.login("d@example.org", "another password 9").status == 401 and
+          Browser(s, "127.0.0.6").login("d@example.org").status == 303)
 
     # CSRF: the token and the origin.
     good = b.csrf("/dashboard/keys")
@@ -342,7 +377,7 @@ def test_open():
     check("usage: a bad period is refused", r.status == 400, r.status)
     # Another account's sandbox is not found from this session.
     b2 = Browser(s)
-    b2.signup("e@example.org")
+    b2.join("e@example.org")
     r = b2.req("GET", f"/dashboard/sandboxes/{sid}")
     check("tenancy: another account's sandbox is not found", r.status == 404, r.status)
     r = b2.post(f"/dashboard/sandboxes/{sid}/destroy", {}, token_from="/dashboard")
@@ -373,6 +408,12 @@ def test_open():
     check("log-in: attempts for one e-mail are limited", statuses[-1] == 429, statuses)
     r = Browser(s).login("d@example.org")
     check("log-in: even with the right password while limited", r.status == 429, r.status)
+    # A stranger spending an e-mail's attempts from their address does not lock its owner out from theirs.
+    stranger = Browser(s, "127.0.0.7")
+    statuses = [stranger.login("d@example.org", "wrong password!").status for _ in range(5)]
+    check("log-in: a stranger's attempts are limited", statuses[-1] == 429, statuses)
+    r = Browser(s, "127.0.0.8").login("d@example.org")
+    check("log-in: the owner, from another address, still logs in", r.status == 303, r.status)
 
     # Log out: the session ends on the server, not only in the browser.
     old = dict(b.cookies)
@@ -446,9 +487,124 @@ def test_secure():
     check("secure: an http:// Origin is refused behind TLS", r.status == 403, r.status)
     r = b.post("/signup", {"email": "f@example.org", "password": "correct horse battery", "csrf": form},
                origin=False, headers={"Origin": "https://127.0.0.1:%d" % s.port})
+    check("secure: sign-up with an https Origin", r.status == 303 and r.headers["Location"] == SIGNED_UP, r.status)
+    r = b.post("/login", {"email": "f@example.org", "password": "correct horse battery"}, origin=False,
+               headers={"Origin": "https://127.0.0.1:%d" % s.port})
     sc = [c for c in r.set_cookies if c.startswith("__Host-aas_session=")]
     check("secure: the session cookie is __Host- and Secure", r.status == 303 and sc and "; Secure" in sc[0],
           r.set_cookies)
+    s.stop()
+
+
+def test_approval():
+    """Sign-ups bounded for everyone together, and their credit only once the operator approves."""
+    s = Server("approval", "--signup", "open", "--signup-credit", "approval", "--signups-per-hour", "2")
+    r = Browser(s).req("GET", "/signup")
+    check("approval: the sign-up page says the credit waits", "once this server's operator approves" in r.text,
+          r.text[:800])
+    b = Browser(s, "127.0.0.11")
+    r = b.join("g@example.org")
+    check("approval: sign-up and log-in", r.status == 303, r.status)
+    r = b.req("GET", "/dashboard")
+    check("approval: no credit before approval", re.search(r'id="balance">\$?0\.00', r.text), r.text[:800])
+    out = s.admin("user", "approve", "--email", "G@example.org")
+    check("admin: user approve", out.returncode == 0 and "approved" in out.stderr and "5.00" in out.stdout,
+          out.stdout + out.stderr)
+    r = b.req("GET", "/dashboard")
+    check("approval: the credit after approval", re.search(r'id="balance">\$?5\.00', r.text), r.text[:800])
+    out = s.admin("user", "approve", "--email", "nobody@example.org")
+    check("admin: approving nobody fails", out.returncode == 1 and out.stdout == "", out.stderr)
+    out = s.admin("user", "approve")
+    check("admin: approve needs --email", out.returncode == 2, out.stderr)
+    # Two an hour: the second passes (from anywhere), the third is refused for everyone, with when to come back.
+    r = Browser(s, "127.0.0.12").signup("h@example.org")
+    check("signups-per-hour: the second sign-up", r.status == 303, r.status)
+    r = Browser(s, "127.0.0.13").signup("i@example.org")
+    check("signups-per-hour: the third is refused (503, Retry-After)", r.status == 503 and
+          int(r.headers.get("Retry-After", "0")) > 0, (r.status, r.headers.get("Retry-After")))
+    r = Browser(s, "127.0.0.13").login("i@example.org")
+    check("signups-per-hour: and made no account", r.status == 401, r.status)
+    s.stop()
+
+
+def vm_kib(pid, field):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_hash_flood():
+    """Wrong-password log-ins from 16 loopback addresses at once: the hashes at once are bounded, so is memory."""
+    hashes = 2
+    # Under AddressSanitizer freed memory waits in a quarantine (256 MiB) before it is unmapped: that is
+    # the sanitizer's memory, not the server's, and would count against the bound. Without it, it is not.
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "quarantine_size_mb=0") if x)
+    s = Server("flood", "--signup", "open", "--max-password-hashes", str(hashes), "--login-attempts", "100000",
+               env=env)
+    b = Browser(s)
+    r = b.join("flood@example.org")
+    check("flood: an account", r.status == 303, r.status)
+    anon = Browser(s)
+    token = anon.csrf("/login")
+    form_cookie = anon.cookies.get("aas_form", "")
+    time.sleep(0.5)
+    base = vm_kib(s.proc.pid, "VmRSS")
+    until = time.monotonic() + 6
+    statuses, health, lock = {}, [], threading.Lock()
+    retry_after = []
+
+    def flood(addr):
+        body = urllib.parse.urlencode({"email": "flood@example.org", "password": "wrong password!", "csrf": token})
+        while time.monotonic() < until:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30, source_address=(addr, 0))
+                c.request("POST", "/login", body=body, headers={
+                    "Content-Type": "application/x-www-form-urlencoded", "Origin": s.origin,
+                    "Cookie": f"aas_form={form_cookie}"})
+                r = c.getresponse()
+                r.read()
+                c.close()
+                st = r.status
+                if st == 503:
+                    with lock:
+                        retry_after.append(r.headers.get("Retry-After"))
+            except OSError as e:
+                st = type(e).__name__
+            with lock:
+                statuses[st] = statuses.get(st, 0) + 1
+
+    def healthz():
+        while time.monotonic() < until:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=5, source_address=("127.0.0.250", 0))
+                c.request("GET", "/healthz")
+                st = c.getresponse().status
+                c.close()
+            except OSError as e:
+                st = type(e).__name__
+            health.append(st)
+            time.sleep(0.1)
+
+    threads = [threading.Thread(target=flood, args=(f"127.0.0.{100 + i}",)) for i in range(16) for _ in range(8)]
+    threads.append(threading.Thread(target=healthz))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    peak = vm_kib(s.proc.pid, "VmHWM")
+    # The hashes at once (64 MiB each) and two more of margin for everything else a flood brings.
+    bound = base + (hashes + 2) * 64 * 1024
+    print(f"flood: {sum(v for v in statuses.values())} log-ins {statuses}; RSS before {base // 1024} MiB, "
+          f"peak {peak // 1024} MiB, bound {bound // 1024} MiB; /healthz {len(health)} polls", flush=True)
+    check("flood: the server's peak memory stays within its hashes", peak <= bound, (base, peak, bound))
+    check("flood: past the bound, 503 with Retry-After", statuses.get(503, 0) > 0 and
+          all(x and int(x) > 0 for x in retry_after), statuses)
+    check("flood: the hashes still ran (401)", statuses.get(401, 0) > 0, statuses)
+    check("flood: /healthz answered throughout", health and all(h == 200 for h in health), health)
+    r = Browser(s, "127.0.0.251").login("flood@example.org")
+    check("flood: afterwards the owner logs in", r.status == 303, r.status)
     s.stop()
 
 
@@ -457,6 +613,8 @@ try:
     test_invite()
     test_open()
     test_secure()
+    test_approval()
+    test_hash_flood()
 finally:
     for p in PROCS:
         if p.poll() is None:

@@ -24,6 +24,12 @@ errs "name not a DNS label" "DNS label" host add --name Bad_Name --uri qemu+ssh:
 errs "no uri" "--uri is required" host add --name vm1 --address 10.0.0.2
 errs "unknown scheme" "not one of" host add --name vm1 --uri xen://h/ --address 10.0.0.2
 errs "tcp needs --insecure-tcp" "qemu+tcp" host add --name vm1 --uri qemu+tcp://h/system --address 10.0.0.2
+errs "no_verify=1 needs --insecure-unverified" "turns off the check of the host's identity" host add --name vm1 \
+	--uri 'qemu+tls://h/system?no_verify=1' --address 10.0.0.2
+errs "known_hosts_verify=ignore needs --insecure-unverified" "known_hosts_verify=ignore" host add --name vm1 \
+	--uri 'qemu+ssh://h/system?known_hosts_verify=ignore' --address 10.0.0.2
+errs "--insecure-tcp is no consent to an unverified host" "identity" host add --name vm1 \
+	--uri 'qemu+tcp://h/system?no_verify=1' --address 10.0.0.2 --insecure-tcp
 errs "address not an IP" "not an IPv4 literal" host add --name vm1 --uri qemu+ssh://h/system --address vm1.example
 errs "address IPv6" "IPv6: the guests' SSH forwards" host add --name vm1 --uri qemu+ssh://h/system --address fd00::2
 errs "uri with a comma" "commas" host add --name vm1 --uri 'qemu+ssh://h/system?keyfile=/k,x' --address 10.0.0.2
@@ -51,6 +57,9 @@ errs "duplicate name" "registered already" host add --name vm1 --uri qemu+ssh://
 check "--insecure-tcp takes qemu+tcp" admin host add --name vm2 --uri qemu+tcp://10.0.0.3/system \
 	--address 10.0.0.3 --insecure-tcp
 check "remove the tcp one" admin host remove --id vm2
+check "--insecure-unverified takes known_hosts_verify=ignore" admin host add --name vm3 \
+	--uri 'qemu+ssh://10.0.0.4/system?known_hosts_verify=ignore' --address 10.0.0.4 --insecure-unverified
+check "remove the unverified one" admin host remove --id vm3
 # The server reaches it within a heartbeat or so (polled, no time asserted).
 for _ in $(seq 1 100); do
 	admin host list | awk '$2 == "vm1"' | grep -qv never && break
