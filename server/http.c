@@ -110,8 +110,7 @@ void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg
 	/* The operator's log gets a server-side failure's detail, the tenant its fixed text. */
 	if (aas_error_is_internal(rc, klass)) {
 		aas_log(SAAS_LOG_WARN, "answering %u %s for: %s", status, saas_error_name(rc), msg);
-		aas_reply_error(out, status, saas_error_name(rc), "%s: the server failed; its log has the detail",
-		                saas_strerror(rc));
+		aas_reply_error(out, status, saas_error_name(rc), "%s: %s", saas_strerror(rc), aas_error_tenant_text(rc));
 		return;
 	}
 	aas_reply_error(out, status, saas_error_name(rc), "%s", msg);
