@@ -28,7 +28,8 @@ SAAS_BEGIN_DECLS
  * 6 host_info (VM hosts); 7 saas_driver_env.lease (work done once across the
  * engines that share a store, such as a template built once per VM host);
  * 8 vm_take (VMs started ahead of the creates that take them); 9
- * saas_vm_network.account (whose VM a policy is for).
+ * saas_vm_network.account (whose VM a policy is for) and
+ * saas_driver_env.stopping.
  */
 #define SAAS_DRIVER_VERSION 9
 
@@ -59,6 +60,13 @@ typedef struct {
 	 */
 	saas_driver_lease_fn lease;
 	void *lease_userdata;
+	/**
+	 * Version 9: read with __atomic_load_n; once non-zero the engine is
+	 * stopping (saas_engine_stop, or its free has begun): work the driver
+	 * does on its own behalf, such as building a template, gives up at once
+	 * and destroys its VMs. Calls in flight go on until close. Never NULL.
+	 */
+	const int *stopping;
 } saas_driver_env;
 
 /** Egress modes (docs/sandboxes.md, "Network policy"). */
