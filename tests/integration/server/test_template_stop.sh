@@ -26,11 +26,12 @@ after_stop() { "$(dirname "$0")/../vm-cleanup" "${STATE}" >/dev/null 2>&1; mkdir
 # line names the state directory or its embedded libvirt root (as vm-cleanup finds them).
 HASH=$(printf '%s' "${STATE}" | sha256sum | cut -c1-16)
 tpl_qemus() {
-	local proc cmd
-	for proc in /proc/[0-9]*; do
-		cmd=$( (tr '\0' ' ' <"$proc/cmdline") 2>/dev/null) || continue
-		case "$cmd" in *qemu-system*guest=aas-tpl-*) ;; *) continue ;; esac
-		case "$cmd" in *"${STATE}/"* | *"/aas-libvirt/${HASH}/"* | *"/aas-libvirt-"*"/${HASH}/"*) echo "${proc#/proc/}" ;; esac
+	local f cmd
+	# One grep over every command line first: a scan forking per process is slower than a build.
+	for f in $(grep -lsa -- 'guest=aas-tpl-' /proc/[0-9]*/cmdline 2>/dev/null); do
+		cmd=$( (tr '\0' ' ' <"$f") 2>/dev/null) || continue
+		case "$cmd" in *qemu-system*) ;; *) continue ;; esac
+		case "$cmd" in *"${STATE}/"* | *"/aas-libvirt/${HASH}/"* | *"/aas-libvirt-"*"/${HASH}/"*) f=${f#/proc/}; echo "${f%/cmdline}" ;; esac
 	done
 }
 # wait_for WHAT SECONDS COMMAND...: poll until COMMAND succeeds; fails the check at the bound.
@@ -80,6 +81,7 @@ check "no template was made ready after the stop" \
 	bash -c "! tail -n +${LOG_AT} '${WORK}/server.log' | grep -q 'template [0-9a-f]* ready in'"
 
 # ---- SIGKILL mid-build: the next start destroys the leftover and says so ----
+# The same shape: its template was abandoned above, so this create builds it again.
 start_server "$SERVER" --images "$IMAGES" --image tiny
 LOG_AT=$(wc -l <"${WORK}/server.log")
 create_async
