@@ -7,6 +7,9 @@
  * socket and a random id per query), and the addresses of its answer go into
  * the VM's learned sets (egress.c) before the answer goes back; any other
  * name is answered REFUSED at once, counted, and never leaves the host.
+ * Queries waiting for an upstream are bounded per VM and per account
+ * (egress.h): one account's VMs asking a nameserver that never answers hold
+ * only their account's share of the pool.
  */
 #include <arpa/inet.h>
 #include <errno.h>
