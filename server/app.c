@@ -186,6 +186,13 @@ int aas_main(int argc, char **argv)
 	if (cfg.port_file)
 		write_port_file(cfg.port_file, port);
 	wait_for_signal(&set);
+	/*
+	 * The engine's own work (a template being built) is abandoned now and
+	 * its VM destroyed: requests in flight may take the whole grace, and a
+	 * server that then exits without them must leave no VM of its own.
+	 */
+	if (saas_engine_stop(engine, 0) < 0)
+		aas_log(SAAS_LOG_WARN, "stopping the engine's own work: %s", saas_error_last()->message);
 	aas_http_quiesce();
 	aas_pty_shutdown();
 	if (!drain(cfg.grace_s)) {

@@ -332,6 +332,24 @@ typedef struct saas_engine_options {
 SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *options) SAAS_WARN_UNUSED;
 
 /**
+ * Begin stopping: the work the engine does on its own behalf is abandoned
+ * now and its VMs destroyed (a template being built), so that a process
+ * that then waits for requests in flight, or gives up on them and exits,
+ * leaves none of it running. Calls in flight and later calls go on as
+ * before; saas_engine_free() still releases the engine, and begins the
+ * same way when this was not called. Calling it again changes nothing.
+ *
+ * @param engine the engine; NULL is ignored.
+ * @param flags  0.
+ * @return SAAS_OK, SAAS_EINVAL (an unknown flag).
+ *
+ * Thread safety: any thread, while the engine is not being freed.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_engine_stop(saas_engine *engine, unsigned int flags);
+
+/**
  * Stop the reaper and the pools' refill and release the engine. Sandboxes keep
  * running and keep their expiry; the next engine opened on the same state
  * reconciles them. Pooled VMs nobody claimed are destroyed. A pooled VM being

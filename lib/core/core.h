@@ -148,6 +148,7 @@ struct saas_engine {
 	/* Background executions still running; engine_free waits for them. */
 	unsigned int background;
 	int cancel;                    /* set atomically when the engine shuts down */
+	int abandon;                   /* atomic: saas_engine_stop or free began; the drivers' saas_driver_env.stopping */
 };
 
 extern const struct saas__client_ops saas__local_ops;

@@ -413,6 +413,7 @@ static int open_driver(saas_engine *e, const saas_engine_options *o)
 	env.clock_userdata = e->clock_userdata;
 	env.lease = saas__driver_lease;
 	env.lease_userdata = e;
+	env.stopping = &e->abandon;
 	if ((rc = e->driver->open(&e->driver_ctx, &env)) < 0) {
 		e->driver = NULL;
 		return saas__error_wrap(rc, "cannot open the VM driver");
@@ -576,10 +577,23 @@ fail:
 	return rc;
 }
 
+SAAS_EXTERN(int) saas_engine_stop(saas_engine *e, unsigned int flags)
+{
+	saas__error_clear();
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	/* The drivers read it (saas_driver_env.stopping): their own work gives up at its next look. */
+	if (e)
+		__atomic_store_n(&e->abandon, 1, __ATOMIC_RELEASE);
+	return SAAS_OK;
+}
+
 SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 {
 	if (!e)
 		return;
+	/* First: a pooled create or a request may hold up what follows, a template build need not wait for them. */
+	__atomic_store_n(&e->abandon, 1, __ATOMIC_RELEASE);
 	saas__reaper_stop(e);
 	saas__hosts_stop(e);
 	/* Background executions hold the engine; tell them to stop and wait. */

@@ -157,6 +157,7 @@ static int row_policy_get(saas_engine *e, const saas_store_sandbox *row, struct 
 	p->net.mode = row->network_mode;
 	p->net.allow = (const char *const *)p->allow;
 	p->net.deny = (const char *const *)p->deny;
+	p->net.account = row->account_id;
 	*vmnet = &p->net;
 	return SAAS_OK;
 }
@@ -446,6 +447,7 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 		given.mode = net->mode;
 		given.allow = (const char *const *)net->allow;
 		given.deny = (const char *const *)net->deny;
+		given.account = parent.account_id;
 		vmnet = &given;
 	} else if ((rc = row_policy_get(e, &parent, &pol, &vmnet)) < 0) {
 		return rc;

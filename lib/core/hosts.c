@@ -616,6 +616,7 @@ static int driver_open(saas_engine *e, const saas_store_host *row, void **ctx)
 	env.clock_userdata = e->clock_userdata;
 	env.lease = saas__driver_lease;
 	env.lease_userdata = e;
+	env.stopping = &e->abandon;
 	rc = e->driver->open(ctx, &env);
 out:
 	free(dir);

@@ -508,6 +508,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		vmnet.mode = net->mode;
 		vmnet.allow = (const char *const *)net->allow;
 		vmnet.deny = (const char *const *)net->deny;
+		vmnet.account = row.account_id;
 		spec.network = &vmnet;
 	}
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s creating (%s, image %s, network %s) for %s%s%s", row.id, row.size,

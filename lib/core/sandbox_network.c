@@ -138,7 +138,7 @@ int saas__sandbox_network_public(saas_engine *e, const saas_store_sandbox *row, 
 /* Hand a policy to the driver of the sandbox's host. */
 static int driver_set(saas_engine *e, const saas_store_sandbox *row, int mode, char *const *allow, char *const *deny)
 {
-	saas_vm_network vm = { mode, (const char *const *)allow, (const char *const *)deny };
+	saas_vm_network vm = { mode, (const char *const *)allow, (const char *const *)deny, row->account_id };
 	void *ctx;
 	int rc;
 

@@ -23,6 +23,15 @@ typedef struct {
 	/* The guest's host key, pinned: "ssh-ed25519 AAAA..." as in the image manifest. NULL: not checked (tests only). */
 	const char *host_key;
 	int connect_timeout_ms;       /* whole connect + handshake + auth; <= 0: 10000 */
+	/*
+	 * Asked between tries and, while no sshd has answered yet, every 250 ms:
+	 * non-zero gives up at once, so that a VM being abandoned (the engine
+	 * stopping) is not waited for to the end of a long timeout. Once a
+	 * banner came the attempt finishes: a key exchange cut short leaks
+	 * libssh2's state. NULL: never.
+	 */
+	int (*cancelled)(void *ud);
+	void *cancelled_ud;
 } saas__ssh_config;
 
 /* Global libssh2 setup; call once per process before anything else (the engine does). */

@@ -515,8 +515,12 @@ static int open_once(saas__ssh **out, const saas__ssh_config *cfg, int64_t deadl
 	}
 
 	pthread_mutex_lock(&ssh->mu);
-	for (int extended = 0;; extended = 1) {
+	for (int extended = 0;;) {
 		const char *banner;
+		/* Until an sshd answers, in slices when it may be cancelled: the handshake resumes where it was. */
+		bool sliced = !extended && cfg->cancelled && ms_left(deadline) > SSH_CANCEL_SLICE_MS;
+		if (!extended)
+			op.deadline = sliced ? saas__now_ms() + SSH_CANCEL_SLICE_MS : deadline;
 		SSH_LOOP(&op, lrc, libssh2_session_handshake(ssh->session, ssh->fd));
 		/*
 		 * The caller's deadline is for reaching an sshd. Once its banner came,
@@ -524,8 +528,14 @@ static int open_once(saas__ssh **out, const saas__ssh_config *cfg, int64_t deadl
 		 * session freed in the middle of one leaks libssh2's exchange state.
 		 */
 		banner = libssh2_session_banner_get(ssh->session);
+		if (lrc == LIBSSH2_ERROR_TIMEOUT && sliced && (!banner || !*banner)) {
+			if (cfg->cancelled(cfg->cancelled_ud))
+				break;
+			continue;
+		}
 		if (lrc != LIBSSH2_ERROR_TIMEOUT || extended || !banner || !*banner)
 			break;
+		extended = 1;
 		op.deadline = saas__now_ms() + SSH_CALL_TIMEOUT_MS;
 	}
 	pthread_mutex_unlock(&ssh->mu);
@@ -594,6 +604,9 @@ int saas__ssh_open(saas__ssh **out, const saas__ssh_config *cfg)
 		return rc;
 	deadline = saas__now_ms() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000);
 	for (;;) {
+		if (cfg->cancelled && cfg->cancelled(cfg->cancelled_ud))
+			return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "waiting for SSH on %s:%u: cancelled", cfg->host,
+			                   cfg->port);
 		if ((rc = open_once(out, cfg, deadline)) <= 0)
 			return rc;
 		if (ms_left(deadline) <= 0)

@@ -22,6 +22,8 @@
 #define SSH_POLL_MS 20
 /* How long one blocking-style libssh2 call (open, request, SFTP packet) may take before the guest counts as gone. */
 #define SSH_CALL_TIMEOUT_MS 60000
+/* How often a connect that may be cancelled (saas__ssh_config.cancelled) asks, while no sshd has answered. */
+#define SSH_CANCEL_SLICE_MS 250
 /* Closing a channel waits this long for the guest's close before leaving it to the session's teardown. */
 #define SSH_CLOSE_TIMEOUT_MS 3000
 #define SSH_CHUNK 32768

@@ -27,9 +27,11 @@ SAAS_BEGIN_DECLS
  * 3 terminals (pty_*); 4 snapshots (fork, pause, resume); 5 template_list;
  * 6 host_info (VM hosts); 7 saas_driver_env.lease (work done once across the
  * engines that share a store, such as a template built once per VM host);
- * 8 vm_take (VMs started ahead of the creates that take them).
+ * 8 vm_take (VMs started ahead of the creates that take them); 9
+ * saas_vm_network.account (whose VM a policy is for) and
+ * saas_driver_env.stopping.
  */
-#define SAAS_DRIVER_VERSION 8
+#define SAAS_DRIVER_VERSION 9
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -58,6 +60,13 @@ typedef struct {
 	 */
 	saas_driver_lease_fn lease;
 	void *lease_userdata;
+	/**
+	 * Version 9: read with __atomic_load_n; once non-zero the engine is
+	 * stopping (saas_engine_stop, or its free has begun): work the driver
+	 * does on its own behalf, such as building a template, gives up at once
+	 * and destroys its VMs. Calls in flight go on until close. Never NULL.
+	 */
+	const int *stopping;
 } saas_driver_env;
 
 /** Egress modes (docs/sandboxes.md, "Network policy"). */
@@ -79,6 +88,14 @@ typedef struct saas_vm_network {
 	int mode;                  /**< saas_vm_network_mode */
 	const char *const *allow;  /**< POLICY: NULL-terminated rules; NULL is empty. */
 	const char *const *deny;   /**< POLICY: NULL-terminated rules; NULL is empty. */
+	/**
+	 * Version 9: the account whose sandbox the VM is, so that a driver can
+	 * share what its VMs use in common (a policy VM's pending name lookups)
+	 * by account rather than by VM, and one account's many VMs cannot take
+	 * all of it. The core always sets it; NULL (a caller that predates it):
+	 * the VM counts as an account of its own.
+	 */
+	const char *account;
 } saas_vm_network;
 
 /**

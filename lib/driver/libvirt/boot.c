@@ -228,7 +228,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 		if (ms_since(t0) > budget_ms)
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM did not become reachable in %lld s",
 			                   (long long)(budget_ms / 1000));
-		if (closing(l->d))
+		if (saas__lv_launch_quit(l))
 			return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is shutting down");
 		if (virDomainGetState(l->dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING) {
 			l->died = true;
@@ -240,7 +240,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 		 * second) is work thrown away and leaks in libssh2: give it the time.
 		 */
 		before = ms_since(t0);
-		if (saas__lv_ssh_connect(l->d, l->port, l->host_key,
+		if (saas__lv_ssh_connect(l->d, l->background, l->port, l->host_key,
 		                         l->tdir ? (int)(budget_ms - before) + 1 : (int)knock_ms, &l->ssh) == SAAS_OK)
 			return SAAS_OK;
 		if (saas__ssh_host_key_mismatch(saas_error_last()))
@@ -297,7 +297,7 @@ int saas__lv_boot_cold(struct launch *l)
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		l->died = false;
-		if ((rc = boot_cold_once(l, d->boot_timeout_ms / 2)) == SAAS_OK || closing(d) ||
+		if ((rc = boot_cold_once(l, d->boot_timeout_ms / 2)) == SAAS_OK || saas__lv_launch_quit(l) ||
 		    (rc != SAAS_ETIMEOUT && !l->died))
 			break;
 		if (attempt == 0)

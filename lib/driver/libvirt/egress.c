@@ -334,6 +334,60 @@ static struct evm *find_name(struct saas__lv_egress *e, const char *name)
 	return NULL;
 }
 
+/* The entry of account id, made (unreferenced) when there is none. NULL: out of memory. Under e->mu. */
+static struct eacct *acct_get(struct saas__lv_egress *e, const char *id)
+{
+	struct eacct *a;
+	size_t len = strlen(id);
+
+	for (a = e->accts; a; a = a->next)
+		if (strcmp(a->id, id) == 0)
+			return a;
+	if (!(a = calloc(1, sizeof(*a) + len + 1)))
+		return NULL;
+	memcpy(a->id, id, len + 1);
+	a->next = e->accts;
+	e->accts = a;
+	return a;
+}
+
+void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a)
+{
+	if (!a || a->vms || a->pending)
+		return;
+	for (struct eacct **pp = &e->accts; *pp; pp = &(*pp)->next)
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	free(a);
+}
+
+unsigned int saas__lv_egress_share(const struct saas__lv_egress *e)
+{
+	unsigned int n = 0, share;
+
+	for (const struct eacct *a = e->accts; a; a = a->next)
+		if (a->policy_vms)
+			n++;
+	share = EGRESS_PENDING_MAX / (n ? n : 1);
+	return share < EGRESS_PENDING_ACCOUNT_MIN ? EGRESS_PENDING_ACCOUNT_MIN : share;
+}
+
+/* v leaves its account (it goes, or moves to another). Under e->mu. */
+static void acct_leave(struct saas__lv_egress *e, struct evm *v)
+{
+	struct eacct *a = v->acct;
+
+	if (!a)
+		return;
+	if (v->mode == SAAS_NET_POLICY)
+		a->policy_vms--;
+	a->vms--;
+	v->acct = NULL;
+	saas__lv_egress_acct_drop(e, a);
+}
+
 static void rules_free(char **rules)
 {
 	for (char **r = rules; r && *r; r++)
@@ -567,6 +621,7 @@ void saas__lv_egress_close(struct drv *d)
 	while (e->vms) {
 		struct evm *v = e->vms;
 		e->vms = v->next;
+		acct_leave(e, v);
 		evm_free(v);
 	}
 	close(e->wake);
@@ -591,6 +646,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 	int mode = net ? net->mode : SAAS_NET_ISOLATED, rc;
 	char **allow = NULL, **deny = NULL;
 	struct evm *v, saved;
+	struct eacct *acct = NULL;
+	char own[SAAS_ID_MAX + 8];
 	bool made = false;
 
 	if (!e)
@@ -613,6 +670,20 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 		v->restricted = restricted;
 		v->udp4 = v->udp6 = v->tcp4 = v->tcp6 = -1;
 		made = true;
+	}
+	/*
+	 * Its account, for its share of the resolver's pool. A call without one
+	 * (the driver adopting a running VM at open, before the engine says
+	 * whose it is) keeps the one it has; a VM never told is its own.
+	 */
+	snprintf(own, sizeof(own), "vm %s", name);
+	if (net && net->account)
+		acct = acct_get(e, net->account);
+	else
+		acct = v->acct ? v->acct : acct_get(e, own);
+	if (!acct) {
+		rc = saas__oom();
+		goto out;
 	}
 	if (v->restricted && mode != SAAS_NET_ISOLATED) {
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s was made isolated: its network device has no "
@@ -640,6 +711,19 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 	allow = deny = NULL;
 	if (mode != SAAS_NET_POLICY)
 		saas__lv_resolver_unbind(v);
+	/* Counted under its account as it now stands (saved.mode is what it was counted as). */
+	v->mode = saved.mode;
+	if (acct != v->acct) {
+		acct_leave(e, v);
+		v->acct = acct;
+		acct->vms++;
+	} else if (v->mode == SAAS_NET_POLICY) {
+		acct->policy_vms--;
+	}
+	v->mode = mode;
+	if (mode == SAAS_NET_POLICY)
+		acct->policy_vms++;
+	acct = NULL;
 	if (made) {
 		v->next = e->vms;
 		e->vms = v;
@@ -647,6 +731,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 	}
 	wake(e);
 out:
+	/* Made for nothing (the VM kept its own, or failed): gone again. */
+	saas__lv_egress_acct_drop(e, acct);
 	pthread_mutex_unlock(&e->mu);
 	if (made)
 		evm_free(v);
@@ -676,6 +762,7 @@ void saas__lv_egress_vm_remove(struct drv *d, const char *name)
 		free(text);
 	}
 	if (v) {
+		acct_leave(e, v);
 		evm_free(v);
 		wake(e);
 	}

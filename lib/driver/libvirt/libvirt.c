@@ -336,6 +336,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->log_userdata = env->log_userdata;
 	d->lease = env->lease;
 	d->lease_userdata = env->lease_userdata;
+	d->stopping = env->stopping ? env->stopping : &d->closing;
 	if ((rc = saas__lv_config_parse(&cfg, env->config)) < 0)
 		goto fail;
 	d->uri = cfg.uri;

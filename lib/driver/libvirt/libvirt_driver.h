@@ -411,6 +411,7 @@ struct drv {
 	char host_tag[17];               /* remote: the URI's hash, naming the host in template leases */
 	saas_driver_lease_fn lease;      /* the store's leases (NULL: this engine is alone) */
 	void *lease_userdata;
+	const int *stopping;             /* atomic: the engine is stopping (saas_driver_env.stopping) */
 	size_t n_retired;
 	pthread_mutex_t mu;
 	struct vm *vms;
@@ -460,6 +461,12 @@ bool saas__lv_is_hex(const char *s, size_t n);
 static inline bool closing(struct drv *d)
 {
 	return __atomic_load_n(&d->closing, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The engine is stopping, or the driver closing: the driver's own work (a template build) gives up. */
+static inline bool stopping(struct drv *d)
+{
+	return closing(d) || (d->stopping && __atomic_load_n(d->stopping, __ATOMIC_ACQUIRE) != 0);
 }
 
 static inline int64_t ms_since(const struct timespec *t0)
@@ -682,8 +689,13 @@ void saas__lv_vm_put(struct drv *d, struct vm *v);
 struct vm *saas__lv_vm_unlink(struct drv *d, const char *name);
 /* The VM's SSH session, reopened if it died, with a reference the caller lets go with saas__ssh_close. */
 int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out);
-/* Open the engine's session to a VM's SSH forward (on d->listen). */
-int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas__ssh **out);
+/*
+ * Open the engine's session to a VM's SSH forward (on d->listen). It gives up
+ * while it waits once the driver closes, or for background (a template's VM)
+ * once the engine stops.
+ */
+int saas__lv_ssh_connect(struct drv *d, bool background, unsigned int port, const char *host_key, int timeout_ms,
+                         saas__ssh **out);
 
 /* ---- domains (domain.c) ---------------------------------------------------------------------- */
 
@@ -814,7 +826,14 @@ struct launch {
 	bool control;                    /* its domain has the control port (set by saas__lv_launch_prepare) */
 	const char *fixups;              /* a clone: which way its fix-ups went, for the log ("the control port", "SSH") */
 	bool session_later;              /* a clone made without the engine's SSH session: ssh is NULL, connected on first need */
+	bool background;                 /* a template's VM: its waits give up once the engine stops, not at close */
 };
+
+/* Should l's launch give up now? The driver closing, or (a template's) the engine stopping. */
+static inline bool saas__lv_launch_quit(struct launch *l)
+{
+	return l->background ? stopping(l->d) : closing(l->d);
+}
 
 int saas__lv_launch_prepare(struct launch *l);
 int saas__lv_launch_start(struct launch *l);

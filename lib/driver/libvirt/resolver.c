@@ -7,6 +7,9 @@
  * socket and a random id per query), and the addresses of its answer go into
  * the VM's learned sets (egress.c) before the answer goes back; any other
  * name is answered REFUSED at once, counted, and never leaves the host.
+ * Queries waiting for an upstream are bounded per VM and per account
+ * (egress.h): one account's VMs asking a nameserver that never answers hold
+ * only their account's share of the pool.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +29,7 @@
 /* A query waiting for its upstream. */
 struct pending {
 	unsigned int uid;                /* the VM's: looked up again at the answer (it may be gone) */
+	struct eacct *acct;              /* its account's: counted there until the query is done */
 	int fd;                          /* the socket to the upstream */
 	uint16_t id;                     /* ours, random; the guest's is in query */
 	unsigned int upstream;           /* which one was asked */
@@ -209,7 +213,7 @@ static void reply_error(struct resolver *r, struct saas__lv_egress *e, struct ev
 		conn_close(r, e, c);
 }
 
-static void pending_free(struct resolver *r, struct pending *p)
+static void pending_free(struct saas__lv_egress *e, struct resolver *r, struct pending *p)
 {
 	for (struct pending **pp = &r->pending; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
@@ -217,6 +221,10 @@ static void pending_free(struct resolver *r, struct pending *p)
 			break;
 		}
 	r->n_pending--;
+	if (p->acct) {
+		p->acct->pending--;
+		saas__lv_egress_acct_drop(e, p->acct);
+	}
 	close_fd(&p->fd);
 	free(p->query);
 	free(p);
@@ -257,6 +265,7 @@ static void query(struct drv *d, struct resolver *r, struct evm *v, const uint8_
 	struct saas__lv_egress *e = d->egress;
 	struct saas__dns_question q;
 	struct pending *p;
+	unsigned int share;
 
 	if (saas__dns_query_parse(msg, len, &q) < 0) {
 		/* Answered with FORMERR when there is a header to answer, and it is not itself an answer. */
@@ -272,12 +281,20 @@ static void query(struct drv *d, struct resolver *r, struct evm *v, const uint8_
 		reply_error(r, e, v, family, from, from_len, c, msg, &q, DNS_RCODE_REFUSED);
 		return;
 	}
-	if (!e->n_upstream || v->pending >= EGRESS_PENDING_VM || r->n_pending >= EGRESS_PENDING_MAX ||
-	    !(p = calloc(1, sizeof(*p)))) {
+	/* Its VM's bound, and its account's share of the pool: another account's flood leaves this one its own. */
+	if (v->acct && v->acct->pending >= (share = saas__lv_egress_share(e))) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s: lookup of %s refused: its account has %u in flight, its share",
+		             v->name, q.name, share);
+		reply_error(r, e, v, family, from, from_len, c, msg, &q, DNS_RCODE_SERVFAIL);
+		return;
+	}
+	if (!e->n_upstream || !v->acct || v->pending >= EGRESS_PENDING_VM || !(p = calloc(1, sizeof(*p)))) {
 		reply_error(r, e, v, family, from, from_len, c, msg, &q, DNS_RCODE_SERVFAIL);
 		return;
 	}
 	p->uid = v->uid;
+	p->acct = v->acct;
+	p->acct->pending++;
 	p->fd = -1;
 	p->q = q;
 	p->family = family;
@@ -295,7 +312,7 @@ static void query(struct drv *d, struct resolver *r, struct evm *v, const uint8_
 	if (!p->query || ask(e, p, 0) < 0) {
 		v->pending--;
 		reply_error(r, e, v, family, from, from_len, c, msg, &q, DNS_RCODE_SERVFAIL);
-		pending_free(r, p);
+		pending_free(e, r, p);
 		return;
 	}
 	if (c)
@@ -349,7 +366,7 @@ static void answered(struct drv *d, struct resolver *r, struct pending *p, uint8
 	}
 	reply_error(r, e, v, p->family, &p->client, p->client_len, p->conn, p->query, &p->q, rcode);
 out:
-	pending_free(r, p);
+	pending_free(e, r, p);
 }
 
 /* ---- the loop -------------------------------------------------------------------------------- */
@@ -602,7 +619,7 @@ void saas__lv_resolver_stop(struct drv *d)
 	pthread_join(e->thread, NULL);
 	e->thread_started = false;
 	while (r->pending)
-		pending_free(r, r->pending);
+		pending_free(e, r, r->pending);
 	while (r->conns) {
 		struct tcpconn *c = r->conns;
 		r->conns = c->next;

@@ -231,6 +231,17 @@ void saas__lv_tpl_spec(const struct saas__lv_tpl_job *job, saas_vm_spec *spec, c
 	spec->network = &isolated;
 }
 
+/*
+ * A build gives up at its next step once the driver closes (the engine
+ * stops): its VM is destroyed on the way out, never left running with no
+ * engine. Every wait of a step sees it too (the boot's knocks, the warming
+ * command's cancel, the save's wait).
+ */
+static int abandoned(struct drv *d)
+{
+	return stopping(d) ? saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is stopping") : SAAS_OK;
+}
+
 static int discard_output(void *ud, int stream, const void *data, size_t len)
 {
 	(void)ud;
@@ -248,7 +259,6 @@ static int discard_output(void *ud, int stream, const void *data, size_t len)
  */
 static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 {
-	static const int no_cancel;
 	struct saas__lv_ctl *ctl = NULL;
 	saas_driver_exec req;
 	int serves = 0, execs = 0, status = -1;
@@ -258,7 +268,7 @@ static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 	req.cwd = "/";
 	req.timeout_ms = TEMPLATE_WARM_TIMEOUT_MS;
 	req.output = discard_output;
-	req.cancel = &no_cancel;
+	req.cancel = d->stopping;
 	/* Worded without "failed": that word after "template" is the log's news of a template that did. */
 	if (saas__lv_exec_port(&ctl, l->dir, &serves, &execs, &req, &status) < 0)
 		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: no warming command over the control port (%s); saved anyway",
@@ -307,6 +317,7 @@ static int template_build(struct tmpl_job *job)
 	if (rc < 0)
 		return rc;
 	l.d = d;
+	l.background = true;
 	l.spec = &spec;
 	l.im = im;
 	l.host_key = host_key;
@@ -332,7 +343,7 @@ static int template_build(struct tmpl_job *job)
 	rc = saas__lv_boot_cold(&l);
 	saas__lv_holder_stop(&holder); /* QEMU has its RAM open (or is gone) */
 	l.mem_path = NULL;
-	if (rc < 0)
+	if (rc < 0 || (rc = abandoned(d)) < 0)
 		goto out;
 	/*
 	 * One command as the sandbox user before the state is taken, so that every
@@ -352,13 +363,17 @@ static int template_build(struct tmpl_job *job)
 		saas__error_clear();
 	}
 	/* And once over the control port, where a clone's first commands go: the helper's way to the shell. */
+	if ((rc = abandoned(d)) < 0)
+		goto out;
 	if (l.control && d->control_port && d->control_exec)
 		template_warm_port(d, &l, job->s.key);
 	/* The engine's session must not live on in every clone, half open. */
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;
-	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !closing(d); waited += 50)
+	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !stopping(d); waited += 50)
 		sleep_ms(50);
+	if ((rc = abandoned(d)) < 0)
+		goto out;
 	saas__lv_rm_tree(tmp);
 	if (saas__mkdir_p(tmp, 0700) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", tmp, strerror(errno));
@@ -517,9 +532,12 @@ static void *builder_main(void *arg)
 	if (d->remote)
 		goto out;
 
-	if (rc < 0 && !closing(d))
+	if (rc < 0 && !stopping(d))
 		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
 		             job->s.key, job->s.image, job->s.vcpus, job->s.memory_mb, saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+	else if (rc < 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "template %s: build abandoned, the engine is stopping; its VM is destroyed",
+		             job->s.key);
 	template_mark(d, job->s.key, rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN);
 out:
 	pthread_mutex_lock(&d->mu);
@@ -541,8 +559,8 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 	struct tmpl_job *job;
 
 	*level = SAAS_LOG_INFO;
-	if (closing(d))
-		return "the engine is closing";
+	if (stopping(d))
+		return "the engine is stopping";
 	if (t->state == TMPL_BUILDING)
 		return "its template is being built";
 	if (t->state == TMPL_ELSEWHERE && saas__now_ms() < t->retry_at_ms)

@@ -89,7 +89,20 @@ int saas__lv_vm_add(struct drv *d, const char *name, const struct image *im, uns
 	return SAAS_OK;
 }
 
-int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key, int timeout_ms, saas__ssh **out)
+/* A booting guest's knock can last many seconds under TCG: the driver closing does not wait for it... */
+static int ssh_cancelled(void *ud)
+{
+	return closing(ud);
+}
+
+/* ...nor, for a template's VM, the engine stopping. */
+static int ssh_abandoned(void *ud)
+{
+	return stopping(ud);
+}
+
+int saas__lv_ssh_connect(struct drv *d, bool background, unsigned int port, const char *host_key, int timeout_ms,
+                         saas__ssh **out)
 {
 	saas__ssh_config cfg;
 
@@ -101,6 +114,8 @@ int saas__lv_ssh_connect(struct drv *d, unsigned int port, const char *host_key,
 	cfg.public_key = d->pub;
 	cfg.host_key = host_key;
 	cfg.connect_timeout_ms = timeout_ms;
+	cfg.cancelled = background ? ssh_abandoned : ssh_cancelled;
+	cfg.cancelled_ud = d;
 	return saas__ssh_open(out, &cfg);
 }
 
@@ -131,7 +146,7 @@ int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out)
 	if (!v->ssh || !saas__ssh_alive(v->ssh)) {
 		saas__ssh_close(v->ssh);
 		v->ssh = NULL;
-		if ((rc = saas__lv_ssh_connect(d, v->port, v->host_key, 15000, &v->ssh)) < 0)
+		if ((rc = saas__lv_ssh_connect(d, false, v->port, v->host_key, 15000, &v->ssh)) < 0)
 			saas__error_wrap(rc, "reconnecting to %s", name);
 	}
 	if (rc == SAAS_OK)
