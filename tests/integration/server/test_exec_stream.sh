@@ -68,8 +68,9 @@ check "the line, once" test "$(data "${WORK}/live" stdout | jq -j .data)" = tick
 # only 20 s later (a poll that held the line to the end would see it exited).
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"cat","background":true,"stdin_open":true}'
 LIVE_ID=$(jqr .execution_id)
-( sleep 0.5; auth POST "/v1/executions/${LIVE_ID}/stdin" -d '{"stdin":"x"}'; sleep 20
-  auth POST "/v1/executions/${LIVE_ID}/stdin" -d '{"close":true}' ) &
+# (Its requests keep their answers to themselves: req's files are the long poll's.)
+stdin_to() { curl -sS -o /dev/null -H "Authorization: Bearer ${KEY}" -d "$2" "${BASE}/v1/executions/$1/stdin"; }
+( sleep 0.5; stdin_to "$LIVE_ID" '{"stdin":"x"}'; sleep 20; stdin_to "$LIVE_ID" '{"close":true}' ) &
 LIVE=$!; PIDS+=("$LIVE")
 auth GET "/v1/executions/${LIVE_ID}?stdout_offset=0&wait_ms=30000"; expect_json .stdout x "long poll: the first output"
 expect_json .status running "long poll: answered while the command runs"
