@@ -5,8 +5,8 @@
  * login: its one login is the engine's own session.
  *
  * The host end is a socket QEMU listens on in the VM's directory (libvirt
- * makes it, root's and 0664, and hands QEMU the listening fd): no other
- * tenant's QEMU can write a request. Nor can this VM's own QEMU, escaped,
+ * makes it, root's and writable by no other, and hands QEMU the listening
+ * fd): no other tenant's QEMU can write a request. Nor can this VM's own QEMU, escaped,
  * point the engine at another's socket: the directory is the engine's, so
  * the name cannot be swapped, the engine connects through the directory it
  * opened and checked, and the listener's credentials (SO_PEERCRED) must be

@@ -451,7 +451,8 @@ int saas__lv_confine_vm_files(struct launch *l)
 	 * files (x for others; its name is known), and write those files, but
 	 * never add, rename or remove a name in it. Other VMs' QEMUs pass too and
 	 * find nothing of theirs: the files are 0600, the control socket root's
-	 * and 0664 (libvirt makes it and hands QEMU the listening fd). An
+	 * and writable by no other (libvirt makes it, 0775, and hands QEMU the
+	 * listening fd; a connect needs write access). An
 	 * unprivileged engine (a system libvirtd) grants the VM's uid r-x on the
 	 * directory instead, the same in effect.
 	 */
