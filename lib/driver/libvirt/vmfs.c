@@ -120,8 +120,10 @@ bool saas__lv_vm_disk_name(const char *vmdir, const char *path, char *name, size
 	if (strcmp(base, "disk.qcow2") != 0) {
 		/* disk-SNAP.qcow2: the overlay a fork or pause switched the VM onto (snapshot.c). */
 		char snap[SNAPSHOT_NAME_MAX + 1];
-		size_t sl = len - strlen("disk-.qcow2");
-		if (strncmp(base, "disk-", 5) != 0 || strcmp(base + len - 6, ".qcow2") != 0 || sl == 0 || sl > SNAPSHOT_NAME_MAX)
+		size_t sl;
+		if (len <= strlen("disk-.qcow2") || strncmp(base, "disk-", 5) != 0 || strcmp(base + len - 6, ".qcow2") != 0)
+			return false;
+		if ((sl = len - strlen("disk-.qcow2")) > SNAPSHOT_NAME_MAX)
 			return false;
 		memcpy(snap, base + 5, sl);
 		snap[sl] = '\0';
