@@ -14,10 +14,22 @@
  * systemd unit gives it: its clone is made under a network policy, and the
  * host's nftables refuse what the policy does not allow, counted.
  *
+ * Under the embedded driver the second clone is made, used, paused and
+ * destroyed with an escaped QEMU at work beside it: a process under that
+ * VM's uid that keeps trying to swap the names in the VM's directory for
+ * symlinks (the control socket to the first clone's, the console and a new
+ * name to a file of root's). The names cannot change, no file outside
+ * changes, the first clone never hears the second's requests, and both
+ * sandboxes go on working.
+ *
  * Environment: SAAS_TEST_IMAGES (where the tiny image is), SAAS_TEST_STATE;
  * SAAS_TEST_URI (a system libvirtd's URI) for vm.system.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -26,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -193,6 +207,210 @@ static void assert_policy_enforced(const char *id)
 	saas_sandbox_free(sb);
 }
 
+/* ---- an escaped QEMU at work ------------------------------------------------------------------ */
+
+/* The uid a VM's QEMU runs as (0: no QEMU of that name now), read without cmocka's asserts (in a child). */
+static unsigned int qemu_uid(const char *name)
+{
+	pid_t pid = qemu_pid(name);
+	char path[64], line[256];
+	unsigned int uid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!pid || !(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "Uid:", 4) == 0)
+			uid = (unsigned int)strtoul(line + 4, NULL, 10);
+	fclose(f);
+	return uid;
+}
+
+/*
+ * Play the escaped QEMU of the VM in vmdir, as its uid, until killed (or
+ * 300 s): swap its control socket for a symlink to victim_ctl, its console
+ * for one to canary, and plant a new name. Every swap that works writes a
+ * byte to won.
+ */
+static void escaped_qemu(const char *vmdir, unsigned int uid, const char *victim_ctl, const char *canary, int won)
+{
+	char ctl[4100], aside[4100], console[4100], planted[4100];
+	time_t end = time(NULL) + 300;
+	struct stat st;
+
+	if (setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+		_exit(1);
+	snprintf(ctl, sizeof(ctl), "%.4000s/ctl", vmdir);
+	snprintf(aside, sizeof(aside), "%.4000s/ctl.real", vmdir);
+	snprintf(console, sizeof(console), "%.4000s/console.log", vmdir);
+	snprintf(planted, sizeof(planted), "%.4000s/disk-planted.qcow2", vmdir);
+	/* "here": the test knows a player ran, so that no swap is not for want of one. */
+	if (write(won, "r", 1) < 0)
+		_exit(1);
+	while (time(NULL) < end) {
+		if (lstat(ctl, &st) == 0 && S_ISSOCK(st.st_mode) && rename(ctl, aside) == 0 && symlink(victim_ctl, ctl) == 0 &&
+		    write(won, "c", 1) < 0)
+			_exit(1);
+		if (lstat(console, &st) == 0 && S_ISREG(st.st_mode) && unlink(console) == 0 && symlink(canary, console) == 0 &&
+		    write(won, "l", 1) < 0)
+			_exit(1);
+		if (symlink(canary, planted) == 0 && write(won, "p", 1) < 0)
+			_exit(1);
+		usleep(1000);
+	}
+	_exit(0);
+}
+
+/*
+ * Watch the VMs' directories (as root) and put an escaped QEMU beside every
+ * VM but the victim and the template's as soon as its QEMU runs: the one a
+ * create takes may be a spare, started ahead. The watcher and its players
+ * are one process group: the caller's kill(-pid) ends them all.
+ */
+static pid_t escape_start(const char *victim, const char *canary, int won)
+{
+	char vms[4200], victim_ctl[4400], seen[16][64];
+	size_t nseen = 0;
+	pid_t pid;
+
+	snprintf(vms, sizeof(vms), "%.4000s/libvirt/vms", getenv("SAAS_TEST_STATE"));
+	snprintf(victim_ctl, sizeof(victim_ctl), "%.4000s/%.128s/ctl", vms, victim);
+	assert_true((pid = fork()) >= 0);
+	if (pid > 0) {
+		setpgid(pid, pid);
+		return pid;
+	}
+	setpgid(0, 0);
+	for (time_t end = time(NULL) + 300; time(NULL) < end;) {
+		DIR *dh = opendir(vms);
+		struct dirent *e;
+		while (dh && (e = readdir(dh))) {
+			bool known = e->d_name[0] == '.' || strcmp(e->d_name, victim) == 0 || strncmp(e->d_name, "aas-tpl-", 8) == 0;
+			unsigned int uid;
+			char vmdir[4400];
+			for (size_t i = 0; i < nseen && !known; i++)
+				known = strcmp(seen[i], e->d_name) == 0;
+			if (known || nseen == 16 || !(uid = qemu_uid(e->d_name)))
+				continue;
+			snprintf(seen[nseen++], sizeof(seen[0]), "%.63s", e->d_name);
+			snprintf(vmdir, sizeof(vmdir), "%.4000s/%.255s", vms, e->d_name);
+			if (fork() == 0)
+				escaped_qemu(vmdir, uid, victim_ctl, canary, won);
+		}
+		if (dh)
+			closedir(dh);
+		usleep(1000);
+	}
+	_exit(0);
+}
+
+/* The swaps that worked, and in *players how many escaped QEMUs ran (the group is ended first). */
+static size_t escape_stop(pid_t pid, int won, size_t *players)
+{
+	char buf[256];
+	size_t n = 0;
+	ssize_t r;
+
+	kill(-pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	*players = 0;
+	while ((r = read(won, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			*(buf[i] == 'r' ? players : &n) += 1;
+	return n;
+}
+
+/* What a file outside the VMs' directories is: owner, mode, links and content. */
+static void file_state(const char *path, char *out, size_t cap)
+{
+	char text[256] = "";
+	struct stat st;
+	FILE *f;
+
+	assert_int_equal(lstat(path, &st), 0);
+	assert_non_null(f = fopen(path, "re"));
+	text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+	fclose(f);
+	snprintf(out, cap, "%u:%u %o %lu [%s]", (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)st.st_mode,
+	         (unsigned long)st.st_nlink, text);
+}
+
+/* The output of cmd in sandbox id (a fresh string for free). */
+static char *exec_out(const char *id, const char *cmd)
+{
+	saas_exec_options eo = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+	char *out;
+
+	eo.timeout_s = 120;
+	check(saas_exec(&x, client, id, cmd, &eo, 0), "exec");
+	assert_int_equal(x->exit_code, 0);
+	assert_non_null(out = strdup(x->stdout_data ? x->stdout_data : ""));
+	saas_execution_free(x);
+	return out;
+}
+
+/*
+ * The second clone made, used, paused and destroyed with an escaped QEMU of
+ * its uid at work (escaped_qemu): nothing it tries works, the victim (the
+ * first clone, still running) never hears the attacked one's requests, the
+ * canary (a root file outside) is as it was, and both sandboxes serve.
+ */
+static void attacked_clone(saas_sandbox *victim)
+{
+	saas_sandbox *sb = NULL, *paused = NULL;
+	char canary[4200], before[512], after[512], *out;
+	int won[2], fd;
+	pid_t watcher;
+	size_t swaps, players;
+
+	snprintf(canary, sizeof(canary), "%.4000s/private/canary", getenv("SAAS_TEST_STATE"));
+	assert_true((fd = open(canary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(write(fd, "root's own\n", 11), 11);
+	close(fd);
+	file_state(canary, before, sizeof(before));
+	assert_int_equal(pipe2(won, O_CLOEXEC | O_NONBLOCK), 0);
+	watcher = escape_start(victim->id, canary, won[1]);
+	close(won[1]);
+
+	/* Its first commands: the fix-ups at create, then an exec and a file over its control port. */
+	check(saas_sandbox_create(&sb, client, NULL, 0), "create the attacked clone");
+	assert_confined(sb);
+	/* Its directory is root's, 0711: its QEMU passes through, and changes no name in it. */
+	{
+		char vmdir[4300];
+		struct stat st;
+		snprintf(vmdir, sizeof(vmdir), "%.4000s/libvirt/vms/%.128s", getenv("SAAS_TEST_STATE"), sb->id);
+		assert_int_equal(stat(vmdir, &st), 0);
+		assert_int_equal(st.st_uid, 0);
+		assert_int_equal(st.st_mode & 0777, 0711);
+	}
+	out = exec_out(sb->id, "hostname");
+	assert_non_null(strstr(out, sb->id));
+	free(out);
+	check(saas_file_write(client, sb->id, "/tmp/from-attacked", "attacked's\n", 11, NULL), "file write");
+	/* Its pause (its state saved, its VM and directory destroyed), then its end. */
+	check(saas_sandbox_pause(&paused, client, sb->id, 0), "pause the attacked clone");
+	saas_sandbox_free(paused);
+	swaps = escape_stop(watcher, won[0], &players);
+	close(won[0]);
+	check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy the attacked clone");
+
+	/* It ran (beside the attacked clone at least), nothing it tried worked, nothing outside changed. */
+	assert_true(players >= 1);
+	assert_int_equal(swaps, 0);
+	file_state(canary, after, sizeof(after));
+	assert_string_equal(before, after);
+	/* The victim never took the attacked one's fix-ups nor its file, and serves still. */
+	out = exec_out(victim->id, "hostname; ls /tmp; echo served");
+	assert_null(strstr(out, sb->id));
+	assert_null(strstr(out, "from-attacked"));
+	assert_non_null(strstr(out, "served"));
+	free(out);
+	saas_sandbox_free(sb);
+}
+
 /*
  * Clones of a template (SAAS_TEST_CLONE): each under its own uid, the
  * template's base shared. Under a system libvirtd one clone, made under a
@@ -224,13 +442,22 @@ static void test_clones_confined(void **state)
 		char line[256];
 		check(saas_sandbox_create(&sb[i], client, system ? &co : NULL, 0), "create a clone");
 		snprintf(line, sizeof(line), "VM %s up in", sb[i]->id);
-		assert_true(logged(line, "(clone,"));
+		/*
+		 * Embedded, over the control port (its listener checked). A system
+		 * libvirtd makes the socket root's, 0775: the unprivileged engine
+		 * cannot connect, and the fix-ups go over SSH.
+		 */
+		assert_true(logged(line, system ? "(clone," : "(clone, fix-ups over the control port"));
 		uids[i] = assert_confined(sb[i]);
 		if (system)
 			assert_policy_enforced(sb[i]->id);
 	}
 	if (n == 2)
 		assert_int_not_equal(uids[0], uids[1]);
+	/* The engine's control connections were all to libvirt's listeners: none was refused. */
+	assert_false(logged("control port's listener", NULL));
+	if (!system)
+		attacked_clone(sb[0]);
 	for (int i = 0; i < n; i++)
 		destroy_gone(sb[i]);
 }

@@ -21,20 +21,25 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <ifaddrs.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "driver/libvirt/control.h"
 #include "driver/libvirt/egress.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "testutil.h"
@@ -2693,10 +2698,314 @@ static void test_egress_table_dropped(void **state)
 	saas_test_rmdir(dir);
 }
 
+/* ---- the engine's hands in a VM's files (vmfs.c) and its control port's listener (control.c) -- */
+
+/* A file at path holding text, mode 0600. */
+static void put_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/*
+ * A QMP reply naming a disk that is not one of the VM's own is refused before
+ * anything is resolved: the engine's key, a file beside the VM's directory,
+ * a name that climbs out or goes down, a sibling directory sharing a prefix.
+ */
+static void test_vmfs_disk_name(void **state)
+{
+	static const char *const refused[] = {
+		"/var/lib/aas/libvirt/id_ed25519",
+		"/var/lib/aas/quickstart.key",
+		"/var/lib/aas/libvirt/vms/sbx-a/../sbx-b/disk.qcow2",
+		"/var/lib/aas/libvirt/vms/sbx-a/sub/disk.qcow2",
+		"/var/lib/aas/libvirt/vms/sbx-a/disk.qcow2/x",
+		"/var/lib/aas/libvirt/vms/sbx-ab/disk.qcow2",
+		"/var/lib/aas/libvirt/vms/sbx-a/disk-.qcow2",
+		"/var/lib/aas/libvirt/vms/sbx-a/disk-Fork.qcow2",
+		"/var/lib/aas/libvirt/vms/sbx-a/disk-../../x.qcow2",
+		"/var/lib/aas/libvirt/vms/sbx-a/disk-a.qcow2x",
+		"/var/lib/aas/libvirt/vms/sbx-a/disk.raw",
+		"/var/lib/aas/libvirt/vms/sbx-a/",
+		"/var/lib/aas/libvirt/vms/sbx-a",
+		"json:{\"file\":{\"filename\":\"/var/lib/aas/libvirt/vms/sbx-a/disk.qcow2\"}}",
+		"",
+	};
+	const char *vmdir = "/var/lib/aas/libvirt/vms/sbx-a";
+	char name[NAME_MAX + 1];
+
+	(void)state;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(refused); i++) {
+		if (saas__lv_vm_disk_name(vmdir, refused[i], name, sizeof(name)))
+			fail_msg("accepted %s", refused[i]);
+	}
+	assert_true(saas__lv_vm_disk_name(vmdir, "/var/lib/aas/libvirt/vms/sbx-a/disk.qcow2", name, sizeof(name)));
+	assert_string_equal(name, "disk.qcow2");
+	assert_true(saas__lv_vm_disk_name(vmdir, "/var/lib/aas/libvirt/vms/sbx-a/disk-fork-1.qcow2", name, sizeof(name)));
+	assert_string_equal(name, "disk-fork-1.qcow2");
+	/* No room for the name: refused, not cut. */
+	assert_false(saas__lv_vm_disk_name(vmdir, "/var/lib/aas/libvirt/vms/sbx-a/disk.qcow2", name, 8));
+}
+
+/*
+ * A name that passes is still opened without following and checked on the
+ * fd: a symlink put in its place (to a root file), a FIFO (which must not
+ * hang the engine), another owner's file, a directory others may write:
+ * all refused, and the file outside untouched. The one right file is linked
+ * by its fd.
+ */
+static void test_vmfs_disk_open(void **state)
+{
+	char *t = saas_test_tmpdir(), vmdir[4200], path[4300], secret[4300], link[4300];
+	unsigned int me = (unsigned int)geteuid();
+	struct stat st, st2;
+	int fd = -1;
+
+	(void)state;
+	snprintf(vmdir, sizeof(vmdir), "%s/vm", t);
+	snprintf(secret, sizeof(secret), "%s/secret", t);
+	assert_int_equal(mkdir(vmdir, 0711), 0);
+	put_file(secret, "the engine's key");
+	/* A symlink at the disk's name. */
+	snprintf(path, sizeof(path), "%s/disk.qcow2", vmdir);
+	assert_int_equal(symlink(secret, path), 0);
+	assert_int_equal(saas__lv_vm_disk_open(vmdir, path, me, &fd), SAAS_EBACKEND);
+	assert_int_equal(fd, -1);
+	assert_int_equal(unlink(path), 0);
+	/* A FIFO: refused at once. */
+	snprintf(path, sizeof(path), "%s/disk-a.qcow2", vmdir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(saas__lv_vm_disk_open(vmdir, path, me, &fd), SAAS_EBACKEND);
+	assert_int_equal(unlink(path), 0);
+	/* Not the expected owner's. */
+	put_file(path, "QFI");
+	assert_int_equal(saas__lv_vm_disk_open(vmdir, path, me + 1, &fd), SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "refused"));
+	/* A directory others may write: the names in it could be anyone's. */
+	assert_int_equal(chmod(vmdir, 0777), 0);
+	assert_int_equal(saas__lv_vm_disk_open(vmdir, path, me, &fd), SAAS_EIO);
+	assert_int_equal(chmod(vmdir, 0711), 0);
+	/* The right one: linked by its inode. */
+	assert_int_equal(saas__lv_vm_disk_open(vmdir, path, me, &fd), SAAS_OK);
+	snprintf(link, sizeof(link), "%s/frozen", t);
+	assert_int_equal(saas__lv_link_fd(fd, link), SAAS_OK);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(stat(link, &st2), 0);
+	assert_int_equal(st.st_ino, st2.st_ino);
+	close(fd);
+	/* The secret is as it was. */
+	assert_int_equal(stat(secret, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(st.st_nlink, 1);
+	/* A file made for QEMU: never over a name already there, never through a symlink. */
+	snprintf(path, sizeof(path), "%s/disk-b.qcow2", vmdir);
+	assert_int_equal(symlink(secret, path), 0);
+	assert_int_equal(saas__lv_vm_file_create(vmdir, "disk-b.qcow2", &fd), SAAS_EIO);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(saas__lv_vm_file_create(vmdir, "disk-b.qcow2", &fd), SAAS_OK);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	close(fd);
+	saas_test_rmdir(t);
+}
+
+/*
+ * Removing a VM's tree never follows: a symlink in it (to a directory
+ * outside) goes as a link, and a directory swapped for a symlink while the
+ * removal runs (what a surviving process of the VM's uid could do) takes the
+ * removal nowhere outside. The swap is made by a child once the removal has
+ * started on the directory's files, a bounded number of times.
+ */
+static void test_vmfs_rm_tree(void **state)
+{
+	enum { FILES = 2000 };
+	char *t = saas_test_tmpdir(), tree[4200], sub[4300], outside[4200], path[4400];
+	struct stat st;
+	pid_t pid;
+	int left = 0, status = 0;
+
+	(void)state;
+	snprintf(tree, sizeof(tree), "%s/vm", t);
+	snprintf(sub, sizeof(sub), "%s/vm/sub", t);
+	snprintf(outside, sizeof(outside), "%s/outside", t);
+	assert_int_equal(mkdir(tree, 0711), 0);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	assert_int_equal(mkdir(outside, 0700), 0);
+	for (int i = 0; i < FILES; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", sub, i);
+		put_file(path, "x");
+		snprintf(path, sizeof(path), "%s/f%d", outside, i);
+		put_file(path, "keep");
+	}
+	snprintf(path, sizeof(path), "%s/link", tree);
+	assert_int_equal(symlink(outside, path), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Wait (bounded) for the removal to start on sub, then swap it for a link to outside. */
+		char moved[4400];
+		snprintf(moved, sizeof(moved), "%s/moved", t);
+		for (long n = 0; n < 50000000; n++) {
+			snprintf(path, sizeof(path), "%s/f%d", sub, FILES / 2);
+			if (access(path, F_OK) < 0) {
+				if (rename(sub, moved) == 0 && symlink(outside, sub) == 0)
+					_exit(0);
+				_exit(2);
+			}
+		}
+		_exit(3);
+	}
+	saas__lv_rm_tree(tree);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	/* Whether or not the swap won its race, nothing outside went. */
+	for (int i = 0; i < FILES; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", outside, i);
+		left += stat(path, &st) == 0;
+	}
+	assert_int_equal(left, FILES);
+	/* A link as the tree's own name goes as a link. */
+	snprintf(tree, sizeof(tree), "%s/vm2", t);
+	assert_int_equal(symlink(outside, tree), 0);
+	saas__lv_rm_tree(tree);
+	assert_int_equal(lstat(tree, &st), -1);
+	assert_int_equal(stat(outside, &st), 0);
+	saas_test_rmdir(t);
+}
+
+/* Listen on dir/ctl, as uid when not 0 (a child that binds, drops to uid, listens): the child's pid, or 0 for ours. */
+static pid_t listen_as(const char *dir, unsigned int uid, int *lfd)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ready[2];
+	pid_t pid;
+	char c;
+
+	assert_true(fd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ctl", dir);
+	unlink(sa.sun_path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	*lfd = fd;
+	if (!uid) {
+		assert_int_equal(listen(fd, 4), 0);
+		return 0;
+	}
+	assert_int_equal(pipe(ready), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* The listener's credentials are the listening process's at listen(). */
+		if (setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0 || listen(fd, 4) < 0)
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	return pid;
+}
+
+/*
+ * The control port's listener: root's or libvirt's in this process is
+ * accepted, the VM's own QEMU too (its pid where known); another VM's QEMU
+ * (another uid) is refused before a byte is sent, and so is a socket whose
+ * name is a symlink.
+ */
+static void test_control_peer(void **state)
+{
+	struct saas__lv_peer_want want = { 1000, 4242, 0, 0 };
+	struct ucred cr;
+	char *t = saas_test_tmpdir(), vmdir[4200], other[4200], path[4300], target[4300];
+	int fd = -1, lfd = -1, dfd;
+	pid_t pid;
+
+	(void)state;
+	/* A VM without a uid of its own: its QEMU's uid is everyone's, nothing to tell apart. */
+	cr = (struct ucred){ .pid = 77, .uid = 63001, .gid = 63001 };
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	/* With one: its QEMU, root, or libvirt in the engine's own process; not another VM's QEMU. */
+	want.vm_uid = 63000;
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	assert_non_null(strstr(saas_error_last()->message, "uid 63001"));
+	cr.uid = 63000;
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	want.qemu_pid = 78;
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	want.qemu_pid = 77;
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	cr = (struct ucred){ .pid = 1, .uid = 0, .gid = 0 };
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	cr = (struct ucred){ .pid = 4242, .uid = 1000, .gid = 1000 };
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	cr.pid = 4243;
+	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+
+	/* For real: the VM's directory with the engine's record of its uid, 63000. */
+	snprintf(vmdir, sizeof(vmdir), "%s/vm", t);
+	snprintf(other, sizeof(other), "%s/other", t);
+	assert_int_equal(mkdir(vmdir, 0711), 0);
+	assert_int_equal(mkdir(other, 0711), 0);
+	assert_true((dfd = open(vmdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0);
+	assert_int_equal(saas__lv_vm_uid_write(dfd, 63000), SAAS_OK);
+	close(dfd);
+	/* A listener of the engine's own (libvirt in this process) is taken. */
+	listen_as(vmdir, 0, &lfd);
+	assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_OK);
+	close(fd);
+	close(lfd);
+	/* A symlink at the socket's name (to another VM's socket): refused, nothing connected. */
+	listen_as(other, 0, &lfd);
+	snprintf(path, sizeof(path), "%s/ctl", vmdir);
+	snprintf(target, sizeof(target), "%s/ctl", other);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink(target, path), 0);
+	assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+	assert_int_equal(fd, -1);
+	assert_int_equal(unlink(path), 0);
+	close(lfd);
+	if (geteuid() == 0) {
+		/* Another VM's QEMU (uid 63001) listening there: refused before a byte is sent. */
+		pid = listen_as(vmdir, 63001, &lfd);
+		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+		assert_non_null(strstr(saas_error_last()->message, "uid 63001"));
+		assert_int_equal(fd, -1);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(lfd);
+		/* The VM's own QEMU: taken. */
+		pid = listen_as(vmdir, 63000, &lfd);
+		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_OK);
+		close(fd);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(lfd);
+	}
+	/* A record that is not the engine's (a VM's uid wrote it): nothing is connected. */
+	snprintf(path, sizeof(path), "%s/" VM_UID_FILE, vmdir);
+	assert_int_equal(chown(path, 63000, 63000) == 0 || geteuid() != 0, true);
+	if (geteuid() == 0) {
+		listen_as(vmdir, 0, &lfd);
+		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+		close(lfd);
+	}
+	saas_test_rmdir(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_defaults),
+		cmocka_unit_test(test_vmfs_disk_name),
+		cmocka_unit_test(test_vmfs_disk_open),
+		cmocka_unit_test(test_vmfs_rm_tree),
+		cmocka_unit_test(test_control_peer),
 		cmocka_unit_test(test_config_bare_uri),
 		cmocka_unit_test(test_config_every_option),
 		cmocka_unit_test(test_memory_room),

@@ -4,9 +4,13 @@
  * clone gets its fix-ups over it (hostname, clock, random bytes) with no SSH
  * login: its one login is the engine's own session.
  *
- * The host end is a socket QEMU listens on in the VM's directory, which only
- * the VM's own uid and the engine can reach (uid.c): no other tenant's QEMU
- * can write a request. The guest end is a device node only root may open,
+ * The host end is a socket QEMU listens on in the VM's directory (libvirt
+ * makes it, root's and writable by no other, and hands QEMU the listening
+ * fd): no other tenant's QEMU can write a request. Nor can this VM's own QEMU, escaped,
+ * point the engine at another's socket: the directory is the engine's, so
+ * the name cannot be swapped, the engine connects through the directory it
+ * opened and checked, and the listener's credentials (SO_PEERCRED) must be
+ * the VM's QEMU's (its uid as the engine recorded it) before a byte is sent. The guest end is a device node only root may open,
  * held open by the helper. What comes back from the guest is hostile input
  * all the same: the reply is read to a bound and within a deadline, and must
  * be exactly the answer to this request's nonce.
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -92,28 +97,79 @@ int saas__lv_control_nonce(char nonce[CONTROL_NONCE_LEN + 1])
 	return SAAS_OK;
 }
 
+int saas__lv_control_peer_check(const struct ucred *peer, const struct saas__lv_peer_want *want)
+{
+	/*
+	 * A VM without a uid of its own shares its QEMU's uid with every other:
+	 * no listener can be told from another's by its credentials.
+	 */
+	if (!want->vm_uid)
+		return SAAS_OK;
+	/*
+	 * The VM's own QEMU (its pid, where known): libvirt binds the socket and
+	 * hands QEMU the fd, and QEMU's listen() makes the credentials its own.
+	 * Root's, or libvirt's in this very process: a listener no VM's uid can
+	 * make. Another VM's QEMU is none of these.
+	 */
+	if ((peer->uid == want->vm_uid && (!want->qemu_pid || peer->pid == want->qemu_pid)) || peer->uid == 0 ||
+	    (peer->uid == want->self_uid && peer->pid == want->self_pid))
+		return SAAS_OK;
+	return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0,
+	                   "the control port's listener is uid %u (pid %ld), not this VM's QEMU (uid %u): refused",
+	                   (unsigned)peer->uid, (long)peer->pid, want->vm_uid);
+}
+
 int saas__lv_control_connect(const char *vmdir, int *out)
 {
 	struct sockaddr_un sa;
-	int fd, rc;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct saas__lv_peer_want want = { (unsigned int)geteuid(), getpid(), 0, 0 };
+	struct stat st;
+	int fd = -1, dfd = -1, rc;
 
 	*out = -1;
 	if (!saas__lv_control_fits(vmdir))
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "the VM's directory %s is too long for a socket",
 		                   vmdir);
+	/*
+	 * Through the directory as opened and checked (the engine's alone), to
+	 * a name that is a socket there: nothing the VM's QEMU can rename.
+	 */
+	if ((rc = saas__lv_vm_dir_open(vmdir, &dfd)) < 0 || (rc = saas__lv_vm_uid_read(dfd, &want.vm_uid)) < 0)
+		goto out;
+	if (fstatat(dfd, CONTROL_SOCKET, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode)) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "no control port socket in %s%s", vmdir,
+		                 errno == ENOENT ? "" : " (something else under its name)");
+		goto out;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", vmdir, CONTROL_SOCKET);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, CONTROL_SOCKET);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
 	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot connect to the control port %s: %s", sa.sun_path,
-		                 strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return rc;
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot connect to the control port %s/%s: %s", vmdir,
+		                 CONTROL_SOCKET, strerror(errno));
+		goto out;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "who listens on the control port %s/%s: %s", vmdir,
+		                 CONTROL_SOCKET, strerror(errno));
+		goto out;
+	}
+	if ((rc = saas__lv_control_peer_check(&cred, &want)) < 0) {
+		saas__error_wrap(rc, "%s/%s", vmdir, CONTROL_SOCKET);
+		goto out;
 	}
 	*out = fd;
-	return SAAS_OK;
+	fd = -1;
+	rc = SAAS_OK;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	return rc;
 }
 
 int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "saas/files.h"
@@ -57,10 +58,29 @@ void saas__lv_control_printable(char *out, size_t cap, const char *s, size_t n);
 /* A fresh nonce: CONTROL_NONCE_LEN lowercase hex digits. */
 int saas__lv_control_nonce(char nonce[CONTROL_NONCE_LEN + 1]);
 
+/* Whose listener the engine talks to on a control port (saas__lv_control_peer_check). */
+struct saas__lv_peer_want {
+	unsigned int self_uid; /* the engine's euid and pid: libvirt embedded in it made the socket */
+	pid_t self_pid;
+	unsigned int vm_uid;   /* the VM's QEMU's uid (0: it has none of its own), and its pid (0: not known) */
+	pid_t qemu_pid;
+};
+
+struct ucred;
+/*
+ * Is peer (SO_PEERCRED of a control port connection) a listener the engine
+ * may send to: the VM's own QEMU (want->vm_uid, and want->qemu_pid when not
+ * 0), root or libvirt in this process; anyone when the VM has no uid of its
+ * own (want->vm_uid 0)? SAAS_OK, or SAAS_EIO naming the uid and pid refused
+ * (another VM's QEMU). Pure.
+ */
+int saas__lv_control_peer_check(const struct ucred *peer, const struct saas__lv_peer_want *want);
+
 /*
  * A non-blocking connection to the control port of the VM in vmdir, in *fd:
  * SAAS_OK, SAAS_ENOTSUP (the directory is too long for a socket) or SAAS_EIO
- * (no socket there, or QEMU does not take connections).
+ * (no socket there, QEMU does not take connections, the directory is not
+ * the engine's alone, or the listener is not libvirt's nor the VM's).
  */
 int saas__lv_control_connect(const char *vmdir, int *fd);
 

@@ -167,11 +167,17 @@ char *saas__lv_qcow2_backing(const char *path)
 	uint64_t off = 0;
 	uint32_t len = 0;
 	char *name = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	/*
+	 * The names come from headers a VM's QEMU writes: one naming a FIFO or a
+	 * device must not hang or touch anything; only a regular file is read.
+	 */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 
 	if (fd < 0)
 		return NULL;
-	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h, "QFI\xfb", 4) != 0)
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h, "QFI\xfb", 4) != 0)
 		goto out;
 	for (int i = 0; i < 8; i++)
 		off = off << 8 | h[8 + i];

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -99,19 +98,6 @@ char *saas__lv_path_join(const char *a, const char *b)
 		return NULL;
 	}
 	return p;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-void saas__lv_rm_tree(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 char *saas__lv_read_file(const char *path, size_t max)

@@ -26,6 +26,8 @@
  *               files staged where confined QEMUs can reach them
  *   vm.c        the registry of running VMs and their SSH sessions
  *   uid.c       each VM's own QEMU uid: the range, the allocator, the files
+ *   vmfs.c      the engine's hands in a VM's files: fds, never paths a VM
+ *               can redirect (the rule below)
  *   cgroup.c    each VM's host limits: memory and pids cgroups, what the host has
  *   domain.c    domain XML and the metadata read back from running domains
  *   boot.c      making a VM: its directory, overlay, domain; cold boots
@@ -45,6 +47,22 @@
  *
  * Names shared between the rooms take the saas__lv_ prefix (the static
  * library exposes every non-static symbol to its consumers).
+ *
+ * The rule every file of the driver keeps (docs/security.md): a tenant may
+ * have escaped into their QEMU, which then runs as the VM's uid and says
+ * what it likes over QMP and on its sockets. So the engine never resolves a
+ * path through a directory a VM's uid can write, and never acts on a path,
+ * a file or a socket a VM can choose without checking it on an fd first:
+ *  - a VM's directory is the engine's, 0711 (uid.c): its QEMU reaches its
+ *    files by name but can neither add, rename nor remove one; a file the
+ *    engine makes there is made O_CREAT|O_EXCL|O_NOFOLLOW and given to the
+ *    VM's uid through its fd (vmfs.c);
+ *  - a path from QEMU (query-block's disk) must be one of the VM's own disk
+ *    names in its directory, opened O_NOFOLLOW and checked on the fd
+ *    (saas__lv_vm_disk_open) before it is linked, chowned or chmodded;
+ *  - the control socket's listener is checked with SO_PEERCRED before a
+ *    byte is sent (control.c);
+ *  - trees are removed through directory fds, never following (vmfs.c).
  */
 #ifndef SAAS_DRIVER_LIBVIRT_DRIVER_H
 #define SAAS_DRIVER_LIBVIRT_DRIVER_H
@@ -66,6 +84,7 @@
 #include "util/util.h"
 
 struct ifaddrs;
+struct stat;
 
 #define VM_PREFIX "sbx-"
 #define META_NS "https://libsaas.org/xmlns/vm/1"
@@ -452,6 +471,7 @@ int saas__lv_virt_error(const char *what);
 char *saas__lv_path_join(const char *a, const char *b);
 /* A directory of the driver's: DIR/kind/name (kind "vms", "templates", "snapshots"); NULL when out of memory. */
 char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name);
+/* Remove the tree at path, whose parent is one of the driver's directories, never following a link (vmfs.c). */
 void saas__lv_rm_tree(const char *path);
 /* A whole file (read up to about max bytes) as a string; NULL if it cannot be opened. */
 char *saas__lv_read_file(const char *path, size_t max);
@@ -882,9 +902,49 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 /* A free uid of d->uids that no process on the host runs as (another engine's VMs); caller holds d->mu. */
 int saas__lv_uid_take(struct drv *d, unsigned int *uid);
 int saas__lv_confine_vm_files(struct launch *l);
-/* One more file of a VM's (a disk overlay made while it runs) given to its uid. */
-int saas__lv_confine_vm_file(struct drv *d, const char *path, unsigned int uid);
+/* One more file of a VM's (a disk overlay made while it runs, open as fd) given to its uid; path for errors. */
+int saas__lv_confine_vm_fd(struct drv *d, int fd, const char *path, unsigned int uid);
 int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk);
+/* The same for a frozen disk the engine holds open (fd): no path is resolved again. */
+int saas__lv_confine_template_fd(struct drv *d, const char *tdir, int fd);
+/* Who owns a VM's disks: its QEMU's uid under a root engine that confines it, else the engine. */
+unsigned int saas__lv_disk_owner(struct drv *d, unsigned int uid);
+
+/* ---- the engine's hands in a VM's files (vmfs.c) --------------------------------------------- */
+
+/* Remove name under the directory parent (a tree: depth levels below the first), never following a link. */
+int saas__lv_rm_tree_at(int parent, const char *name, int depth);
+/*
+ * Is path, as QEMU reports it, one of the VM's own disks: vmdir/disk.qcow2
+ * or vmdir/disk-SNAP.qcow2 (SNAP a snapshot's name)? Its name in *name (cap
+ * bytes). Pure: nothing is resolved.
+ */
+bool saas__lv_vm_disk_name(const char *vmdir, const char *path, char *name, size_t cap);
+/* Is st a VM's disk as the engine made it: a regular file of owner? Pure. */
+bool saas__lv_vm_disk_stat_ok(const struct stat *st, unsigned int owner);
+/* Is st a directory no VM's uid can write (root's or the engine's euid, no group or other write)? Pure. */
+bool saas__lv_dir_stat_ok(const struct stat *st, unsigned int euid);
+/* vmdir opened O_NOFOLLOW into *fd, and checked to be the engine's alone: SAAS_OK or SAAS_EIO. */
+int saas__lv_vm_dir_open(const char *vmdir, int *fd);
+/*
+ * The disk QEMU reports at path, opened (read-only, O_NOFOLLOW) into *fd
+ * after the checks above, owner its expected owner: SAAS_OK, or
+ * SAAS_EBACKEND saying what was refused.
+ */
+int saas__lv_vm_disk_open(const char *vmdir, const char *path, unsigned int owner, int *fd);
+/* A hard link at to of the file open as fd (its inode, not a path): SAAS_OK or SAAS_EIO. */
+int saas__lv_link_fd(int fd, const char *to);
+/* A new file vmdir/name, 0600, made O_EXCL|O_NOFOLLOW, open read-write in *fd: SAAS_OK or SAAS_EIO. */
+int saas__lv_vm_file_create(const char *vmdir, const char *name, int *fd);
+/*
+ * The engine's record of a VM's QEMU uid, in its directory (dfd): what the
+ * control port's listener must run as (control.c). Written at the VM's
+ * making (uid.c); read back as *uid, 0 when there is none (a VM without a
+ * uid of its own). SAAS_EIO when the record is not the engine's or unreadable.
+ */
+#define VM_UID_FILE "uid"
+int saas__lv_vm_uid_read(int dfd, unsigned int *uid);
+int saas__lv_vm_uid_write(int dfd, unsigned int uid);
 
 /* ---- template memory mapped by clones (memfile.c) -------------------------------------------- */
 

@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,19 +464,29 @@ static void domain_image(virDomainPtr dom, char *out, size_t len, bool *control)
  * snapshot's path for the frozen disk. QEMU opens `next` as it is
  * (mode existing), so its header keeps that name.
  */
-static int disk_switch(struct drv *d, virDomainPtr dom, const char *node, const char *next, const char *base,
-                       uint64_t size, unsigned int uid, const char *new_node)
+static int disk_switch(struct drv *d, virDomainPtr dom, const char *node, const char *vmdir, const char *next,
+                       const char *base, uint64_t size, unsigned int uid, const char *new_node)
 {
 	char bytes[32], *cmd = NULL;
 	const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-u", "-b", base, next, bytes,
 		               NULL };
 	json_t *args;
-	int rc;
+	int rc, fd = -1;
 
+	/*
+	 * The name is made first, by the engine, O_EXCL|O_NOFOLLOW in the VM's
+	 * directory, which its QEMU cannot write (checked as it is opened): what
+	 * qemu-img then writes and the engine gives to the VM's uid (on the fd)
+	 * is that file and no other.
+	 */
+	if ((rc = saas__lv_vm_file_create(vmdir, strrchr(next, '/') + 1, &fd)) < 0)
+		return saas__error_wrap(rc, "creating the VM's new disk overlay");
 	snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)size);
-	if (saas__run(argv, NULL) < 0)
-		return saas__error_wrap(SAAS_EBACKEND, "creating the VM's new disk overlay");
-	if ((rc = saas__lv_confine_vm_file(d, next, uid)) < 0)
+	if (saas__run(argv, NULL) < 0) {
+		rc = saas__error_wrap(SAAS_EBACKEND, "creating the VM's new disk overlay");
+		goto out;
+	}
+	if ((rc = saas__lv_confine_vm_fd(d, fd, next, uid)) < 0)
 		goto out;
 	args = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "execute", "blockdev-snapshot-sync", "arguments",
 	                 "node-name", node, "snapshot-file", next, "snapshot-node-name", new_node, "format", "qcow2",
@@ -489,6 +500,8 @@ static int disk_switch(struct drv *d, virDomainPtr dom, const char *node, const 
 	if ((rc = saas__lv_qmp(dom, cmd, -1, NULL)) < 0)
 		saas__error_wrap(rc, "freezing the VM's disk");
 out:
+	if (fd >= 0)
+		close(fd);
 	free(cmd);
 	if (rc < 0)
 		unlink(next);
@@ -581,7 +594,7 @@ static char *format_node(virDomainPtr dom, const char *path)
 static void disk_flatten(struct drv *d, virDomainPtr dom, const char *name, size_t allowed)
 {
 	struct saas__lv_snapshot c;
-	char *node = NULL, *top = NULL, *base_node = NULL, *cmd = NULL;
+	char *node = NULL, *top = NULL, *base_node = NULL, *cmd = NULL, *vmdir = NULL, disk[NAME_MAX + 1];
 	const char *base = NULL;
 	uint64_t size = 0;
 	size_t snaps = 0, depth = 0;
@@ -589,7 +602,19 @@ static void disk_flatten(struct drv *d, virDomainPtr dom, const char *name, size
 	int rc;
 
 	memset(&c, 0, sizeof(c));
-	if ((rc = disk_top(dom, &node, &top, &size)) < 0 || (rc = chain_of(top, &c)) < 0)
+	if ((rc = disk_top(dom, &node, &top, &size)) < 0)
+		goto out;
+	/* Its chain is read from its top's header as root: only if QEMU names one of the VM's own disks. */
+	if (!(vmdir = saas__lv_drv_path(d, "vms", name))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if (!saas__lv_vm_disk_name(vmdir, top, disk, sizeof(disk))) {
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "QEMU names %s as the VM's disk, which is none of "
+		                 "the VM's own: refused", top);
+		goto out;
+	}
+	if ((rc = chain_of(top, &c)) < 0)
 		goto out;
 	for (; c.chain && c.chain[depth]; depth++) {
 		if (in_snapshots(d, c.chain[depth]))
@@ -620,6 +645,7 @@ out:
 		             saas_error_last()->message);
 	saas__error_clear();
 	saas__lv_snapshot_clear(&c);
+	free(vmdir);
 	free(cmd);
 	free(base_node);
 	free(top);
@@ -840,13 +866,13 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	virDomainPtr dom = NULL;
 	virDomainInfo info;
 	char *dir = NULL, *tmp = NULL, *path = NULL, *node = NULL, *top = NULL, *next = NULL, *frozen = NULL,
-	     *base = NULL, *text = NULL, *owner = NULL, new_node[32] = "", hash[65];
+	     *base = NULL, *text = NULL, *owner = NULL, *vmdir = NULL, new_node[32] = "", hash[65];
 	unsigned int port = 0, uid = 0;
 	uint64_t size = 0;
 	struct timespec t0;
 	int64_t paused_ms, ram = 0, at[2] = { 0, 0 };
 	bool paused = false, switched = false;
-	int state = 0, rc;
+	int state = 0, rc, topfd = -1;
 
 	memset(&s, 0, sizeof(s));
 	if (d->remote)
@@ -878,6 +904,17 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	s.memory_mib = (unsigned int)(info.maxMem >> 10);
 	if ((rc = disk_top(dom, &node, &top, &size)) < 0 && rc != SAAS_ENOTFOUND)
 		goto out;
+	/*
+	 * QEMU's word for its disk is checked before anything is done with it:
+	 * one of the VM's own disks, in its directory, a file of its uid (a
+	 * QEMU that names the engine's key would have it linked and opened to
+	 * all). From here on the file is the fd, never the name.
+	 */
+	if (top && (!(vmdir = saas__lv_drv_path(d, "vms", name)) ||
+	            (rc = saas__lv_vm_disk_open(vmdir, top, saas__lv_disk_owner(d, uid), &topfd)) < 0)) {
+		rc = vmdir ? saas__error_wrap(rc, "VM %s", name) : SAAS_ENOMEM;
+		goto out;
+	}
 	s.disk_gb = top ? (unsigned int)(size >> 30) : 0;
 	saas__lv_rm_tree(tmp);
 	if (saas__mkdir_p(tmp, 0700) < 0) {
@@ -915,8 +952,8 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 			rc = SAAS_ENOMEM;
 			goto out;
 		}
-		if (link(top, frozen) < 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "freezing the VM's disk %s: %s", top, strerror(errno));
+		if ((rc = saas__lv_link_fd(topfd, frozen)) < 0) {
+			saas__error_wrap(rc, "freezing the VM's disk %s", top);
 			goto out;
 		}
 		if (keep) {
@@ -928,7 +965,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 				rc = saas__oom();
 				goto out;
 			}
-			if ((rc = disk_switch(d, dom, node, next, base, size, uid, new_node)) < 0)
+			if ((rc = disk_switch(d, dom, node, vmdir, next, base, size, uid, new_node)) < 0)
 				goto out;
 			switched = true;
 		}
@@ -950,7 +987,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 			goto out;
 	}
 	/* Every restored VM's QEMU, each under a uid of its own, reads the frozen disk by path; none writes it. */
-	if (d->confined && (rc = saas__lv_confine_template(d, tmp, frozen)) < 0)
+	if (d->confined && (rc = saas__lv_confine_template_fd(d, tmp, topfd)) < 0)
 		goto out;
 	free(path);
 	if (!(text = saas__lv_snapshot_json(&s)) || !(path = saas__lv_path_join(tmp, "snapshot.json"))) {
@@ -1020,7 +1057,10 @@ out:
 	}
 	if (dom)
 		virDomainFree(dom);
+	if (topfd >= 0)
+		close(topfd);
 	saas__lv_snapshot_clear(&s);
+	free(vmdir);
 	free(text);
 	free(base);
 	free(frozen);

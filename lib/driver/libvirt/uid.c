@@ -6,8 +6,12 @@
  * and QEMU's seccomp sandbox. A QEMU opens by path only what its label may
  * open: its own directory and overlay (given to its uid), the read-only
  * image and template files (readable by all), through directories it may
- * traverse but not list (0711). The engine's store and key stay the
- * engine's: its files in the state directory are made private at open.
+ * traverse but not list (0711). A VM's own directory stays the engine's
+ * (0711): its QEMU opens its overlay and console in it by name, but cannot
+ * add, rename or remove a name there, so nothing the engine later finds in
+ * it by name is the VM's choice (the rule in libvirt_driver.h). The
+ * engine's store and key stay the engine's: its files in the state
+ * directory are made private at open.
  *
  * Under a system libvirtd (uri=qemu:///system) the engine is an unprivileged
  * user and libvirtd (root) starts QEMU under the same static labels. The
@@ -167,12 +171,12 @@ static bool traversable(const char *path, bool self, char *why, size_t whylen)
 }
 
 /*
- * Give uid perm (ACL_* bits: 4 r, 2 w, 1 x) on path, which the engine owns,
- * besides the owner's own rights: a POSIX access ACL, written as the kernel's
- * xattr (linux/posix_acl_xattr.h) so no library is needed. The group and
- * others get nothing.
+ * Give uid perm (ACL_* bits: 4 r, 2 w, 1 x) on the file open as fd, which
+ * the engine owns, besides the owner's own rights: a POSIX access ACL,
+ * written as the kernel's xattr (linux/posix_acl_xattr.h) so no library is
+ * needed. The group and others get nothing.
  */
-static int acl_grant(const char *path, unsigned int uid, unsigned int owner_perm, unsigned int perm)
+static int acl_grant(int fd, unsigned int uid, unsigned int owner_perm, unsigned int perm)
 {
 	enum { USER_OBJ = 0x01, USER = 0x02, GROUP_OBJ = 0x04, MASK = 0x10, OTHER = 0x20 };
 	const struct {
@@ -195,7 +199,7 @@ static int acl_grant(const char *path, unsigned int uid, unsigned int owner_perm
 		memcpy(p + 4, &id, 4);
 		p += 8;
 	}
-	return setxattr(path, "system.posix_acl_access", buf, sizeof(buf), 0);
+	return fsetxattr(fd, "system.posix_acl_access", buf, sizeof(buf), 0);
 }
 
 /* The regular files of dir made private to their owner (the store, its journal, the key, the logs). */
@@ -223,22 +227,49 @@ static int dir_traversable(const char *dir)
 	return SAAS_OK;
 }
 
-int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk)
+unsigned int saas__lv_disk_owner(struct drv *d, unsigned int uid)
+{
+	return d->confined && uid && geteuid() == 0 ? uid : (unsigned int)geteuid();
+}
+
+int saas__lv_confine_template_fd(struct drv *d, const char *tdir, int fd)
 {
 	(void)d;
 	/*
 	 * Every clone's QEMU reads the frozen disk by path; nobody may write it.
 	 * It was the template VM's overlay: its owner (root) or ACL entry (an
 	 * unprivileged engine) gave that VM's uid write access, which a clone
-	 * given the same uid later must not have.
+	 * given the same uid later must not have. Done on the fd the engine
+	 * checked: whatever a path names by now is not what was checked.
 	 */
-	if (disk)
-		removexattr(disk, "system.posix_acl_access");
+	if (fd >= 0)
+		fremovexattr(fd, "system.posix_acl_access");
 	if (chmod(tdir, 0711) < 0 ||
-	    (disk && ((geteuid() == 0 && chown(disk, 0, 0) < 0) || chmod(disk, 0644) < 0)))
+	    (fd >= 0 && ((geteuid() == 0 && fchown(fd, 0, 0) < 0) || fchmod(fd, 0644) < 0)))
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot open the template %s to clones: %s", tdir,
 		                   strerror(errno));
 	return SAAS_OK;
+}
+
+int saas__lv_confine_template(struct drv *d, const char *tdir, const char *disk)
+{
+	int fd = -1, rc;
+
+	/* The disk is in the engine's own directory (tdir); a link there is not followed all the same. */
+	if (disk && (fd = open(disk, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot open the template's disk %s: %s", disk,
+		                   strerror(errno));
+	if (fd >= 0) {
+		struct stat st;
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the template's disk %s is not a file", disk);
+		}
+	}
+	rc = saas__lv_confine_template_fd(d, tdir, fd);
+	if (fd >= 0)
+		close(fd);
+	return rc;
 }
 
 /* Templates built before confinement was on: their directories and disks opened to every clone. */
@@ -264,6 +295,35 @@ static void templates_open(struct drv *d, const char *templates)
 		closedir(dh);
 }
 
+/*
+ * VMs' directories from before they stayed the engine's (given to the VM's
+ * uid, 0700), of VMs still running: taken back, so that no QEMU of theirs
+ * can rename anything in them from now on. Their files stay the VMs'.
+ */
+static void vms_take_back(const char *vms)
+{
+	DIR *dh = opendir(vms);
+	struct dirent *e;
+
+	while (dh && (e = readdir(dh))) {
+		struct stat st;
+		int fd;
+		if (e->d_name[0] == '.' ||
+		    (fd = openat(dirfd(dh), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			continue;
+		/*
+		 * Root's first, so that its QEMU can no longer add a name; then the
+		 * engine's record of its uid (the owner it had), for the control port.
+		 */
+		if (fstat(fd, &st) == 0 && st.st_uid != 0 && fchown(fd, 0, 0) == 0 && fchmod(fd, 0711) == 0 &&
+		    saas__lv_vm_uid_write(fd, (unsigned int)st.st_uid) < 0)
+			saas__error_clear();
+		close(fd);
+	}
+	if (dh)
+		closedir(dh);
+}
+
 /* The driver's directories QEMU passes through (0711), its files private, old templates opened, the allocator. */
 static int confine_dirs(struct drv *d)
 {
@@ -281,6 +341,8 @@ static int confine_dirs(struct drv *d)
 			goto out;
 		if (strcmp(kinds[i], "templates") == 0)
 			templates_open(d, dir);
+		if (strcmp(kinds[i], "vms") == 0 && geteuid() == 0)
+			vms_take_back(dir);
 		free(dir);
 		dir = NULL;
 	}
@@ -350,48 +412,73 @@ out:
 	return rc;
 }
 
-int saas__lv_confine_vm_file(struct drv *d, const char *path, unsigned int uid)
+int saas__lv_confine_vm_fd(struct drv *d, int fd, const char *path, unsigned int uid)
 {
 	if (!uid)
 		return SAAS_OK;
-	if (geteuid() == 0 ? chown(path, uid, d->guest_gid) < 0 || chmod(path, 0600) < 0 : acl_grant(path, uid, 6, 6) < 0)
+	if (geteuid() == 0 ? fchown(fd, uid, d->guest_gid) < 0 || fchmod(fd, 0600) < 0 : acl_grant(fd, uid, 6, 6) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot give %s to QEMU's uid %u: %s", path, uid,
 		                   strerror(errno));
 	return SAAS_OK;
 }
 
+/* The VM's file name in its directory dfd, open without following (made when flags say O_CREAT), given to its uid when give. */
+static int vm_file_give(struct launch *l, int dfd, const char *name, int flags, bool give)
+{
+	int fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | flags, 0600), rc = SAAS_OK;
+	struct stat st;
+
+	if (fd < 0)
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot give %s/%s to QEMU's uid %u: %s", l->dir, name,
+		                   l->uid, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "%s/%s is not a file", l->dir, name);
+	else if (give)
+		rc = saas__lv_confine_vm_fd(l->d, fd, name, l->uid);
+	close(fd);
+	return rc;
+}
+
 int saas__lv_confine_vm_files(struct launch *l)
 {
-	char *console = NULL;
-	int rc = SAAS_OK, fd;
+	const char *overlay = l->overlay ? strrchr(l->overlay, '/') : NULL;
+	int rc, dfd = -1;
 
 	if (!l->uid)
 		return SAAS_OK;
-	if (geteuid() == 0) {
-		if (chown(l->dir, l->uid, l->d->guest_gid) < 0 || chmod(l->dir, 0700) < 0 ||
-		    (l->overlay && (chown(l->overlay, l->uid, l->d->guest_gid) < 0 || chmod(l->overlay, 0600) < 0)))
-			goto fail;
-		return SAAS_OK;
-	}
 	/*
-	 * An unprivileged engine keeps its files and grants the VM's uid what it
-	 * needs. The console log is made here too: libvirtd would create it as
-	 * root, and the engine reads it back (a failed boot's last words) and cuts
-	 * it down (console.h).
+	 * The directory stays the engine's: its QEMU may pass through it to its
+	 * files (x for others; its name is known), and write those files, but
+	 * never add, rename or remove a name in it. Other VMs' QEMUs pass too and
+	 * find nothing of theirs: the files are 0600, the control socket root's
+	 * and writable by no other (libvirt makes it, 0775, and hands QEMU the
+	 * listening fd; a connect needs write access). An
+	 * unprivileged engine (a system libvirtd) grants the VM's uid r-x on the
+	 * directory instead, the same in effect.
 	 */
-	if (!(console = saas__lv_path_join(l->dir, "console.log")))
-		return SAAS_ENOMEM;
-	if ((fd = open(console, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0)
+	if ((dfd = open(l->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		goto fail;
-	close(fd);
-	if (acl_grant(l->dir, l->uid, 7, 5) < 0 || (l->overlay && acl_grant(l->overlay, l->uid, 6, 6) < 0))
+	if (geteuid() == 0 ? fchmod(dfd, 0711) < 0 : acl_grant(dfd, l->uid, 7, 5) < 0)
 		goto fail;
+	/*
+	 * The console log is made here, the engine's: libvirt opens it and hands
+	 * QEMU the fd, so the VM's uid needs no name made in the directory, nor
+	 * access to the file. An unprivileged engine reads it back (a failed
+	 * boot's last words) and cuts it down (console.h), which libvirtd's
+	 * root-made file would not let it.
+	 */
+	if ((rc = vm_file_give(l, dfd, "console.log", O_CREAT | O_EXCL, false)) < 0 ||
+	    (overlay && (rc = vm_file_give(l, dfd, overlay + 1, 0, true)) < 0) ||
+	    (rc = saas__lv_vm_uid_write(dfd, l->uid)) < 0)
+		goto out;
+	rc = SAAS_OK;
 	goto out;
 fail:
 	rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot give %s to QEMU's uid %u: %s", l->dir, l->uid,
 	                 strerror(errno));
 out:
-	free(console);
+	if (dfd >= 0)
+		close(dfd);
 	return rc;
 }
 
@@ -421,10 +508,12 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 		goto out;
 	}
 	if (!why[0]) {
-		if ((fd = open(probe, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0 || close(fd) < 0 ||
-		    acl_grant(probe, d->uid_first, 6, 4) < 0)
+		if ((fd = open(probe, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0 ||
+		    acl_grant(fd, d->uid_first, 6, 4) < 0)
 			snprintf(why, sizeof(why), "the state directory's filesystem takes no POSIX ACLs (%s), which give each "
 			         "VM's uid its files", strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		unlink(probe);
 	}
 	if (why[0]) {
