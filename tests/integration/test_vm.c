@@ -772,9 +772,17 @@ static void test_confined(void **state)
 	snprintf(path, sizeof(path), "%s/libvirt", state_dir);
 	assert_engine_files_unreadable(uids[1], gid, state_dir);
 	assert_engine_files_unreadable(uids[1], gid, path);
-	/* Its own directory it may list (the check above is not setpriv failing); another's, not. */
-	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms/%s\"", state_dir, names[1]);
+	/*
+	 * Its own disk it may read (the check above is not setpriv failing);
+	 * another's, not. No VM's directory may be listed, its own included:
+	 * it is root's (0711), so nothing in it can be renamed or planted.
+	 */
+	snprintf(cmd, sizeof(cmd), "head -c 4 \"%s/libvirt/vms/%s/disk.qcow2\" >/dev/null", state_dir, names[1]);
 	assert_true(as_uid(uids[1], gid, cmd));
+	snprintf(cmd, sizeof(cmd), "head -c 4 \"%s/libvirt/vms/%s/disk.qcow2\" >/dev/null", state_dir, names[2]);
+	assert_false(as_uid(uids[1], gid, cmd));
+	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms/%s\"", state_dir, names[1]);
+	assert_false(as_uid(uids[1], gid, cmd));
 	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms/%s\"", state_dir, names[2]);
 	assert_false(as_uid(uids[1], gid, cmd));
 	/* Nor can it list the state directory, the VMs' or the templates'. */

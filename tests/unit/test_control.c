@@ -563,12 +563,12 @@ static void test_files_no_port(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(saas__lv_files_read(&ctl, dir, &serves, "/etc/hostname", 0, NULL, &calls, &size), SAAS_ENOTSUP);
+	assert_int_equal(saas__lv_files_read(&ctl, dir, &serves, "/etc/hostname", 0, NULL, &calls, &size, NULL), SAAS_ENOTSUP);
 	assert_int_equal(serves, -1);
 	assert_null(ctl);
 	assert_true(size == -1);
-	assert_int_equal(saas__lv_files_write(&ctl, dir, &serves, "/tmp/x", 0644, NULL, &calls), SAAS_ENOTSUP);
-	assert_int_equal(saas__lv_files_read(&ctl, "/nonexistent", &serves, "relative", 0, NULL, NULL, NULL),
+	assert_int_equal(saas__lv_files_write(&ctl, dir, &serves, "/tmp/x", 0644, NULL, &calls, NULL), SAAS_ENOTSUP);
+	assert_int_equal(saas__lv_files_read(&ctl, "/nonexistent", &serves, "relative", 0, NULL, NULL, NULL, NULL),
 	                 SAAS_EINVAL);
 	rmdir(dir);
 }
@@ -847,33 +847,33 @@ static void test_files_engine(void **state)
 	assert_int_equal(listen(g.lfd, 4), 0);
 	assert_int_equal(pthread_create(&g.tid, NULL, fake_main, &g), 0);
 
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/a", 0, sink_write, &k, &size), SAAS_OK);
+	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/a", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_int_equal(serves, 1);
 	assert_true(size == 10);
 	assert_string_equal(k.buf, "abcdefghij");
-	assert_int_equal(saas__lv_files_write(&ctl, g.dir, &serves, "/w/put.bin", 0600, payload_read, &calls), SAAS_OK);
+	assert_int_equal(saas__lv_files_write(&ctl, g.dir, &serves, "/w/put.bin", 0600, payload_read, &calls, NULL), SAAS_OK);
 	/* The lie: the connection is given up. */
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/x", 0, sink_write, &k, &size), SAAS_EBACKEND);
+	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/x", 0, sink_write, &k, &size, NULL), SAAS_EBACKEND);
 	assert_non_null(strstr(saas_error_last()->message, "a frame of 5 bytes with 3 of 3 left"));
 	assert_null(ctl);
 	/* Reconnected and resynchronised, through the rest of an old get and a fake answer. */
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/b", 0, sink_write, &k, &size), SAAS_OK);
+	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/b", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_string_equal(k.buf, "second file");
 	assert_non_null(ctl);
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/c", 0, sink_write, &k, &size), SAAS_EIO);
+	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/c", 0, sink_write, &k, &size, NULL), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "reading /w/c: the bytes' checksum does not match the guest's");
 	assert_non_null(ctl); /* the stream is whole: the connection stays */
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/d", 0, sink_write, &k, &size), SAAS_OK);
+	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/d", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_string_equal(k.buf, "fourth");
 	saas__lv_ctl_close(ctl);
 	ctl = NULL;
 	/* A helper that predates files: SFTP's turn, at once, and remembered. */
 	serves = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/e", 0, sink_write, &k, &size), SAAS_ENOTSUP);
+	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/e", 0, sink_write, &k, &size, NULL), SAAS_ENOTSUP);
 	assert_int_equal(serves, -1);
 	assert_null(ctl);
 	assert_int_equal(pthread_join(g.tid, NULL), 0);
@@ -1238,14 +1238,15 @@ static void test_exec_engine(void **state)
  * given up once the guest's budget is spent, with a clear error, long before
  * it runs out of bytes to trickle; a command's probe that the guest never
  * answers ends at the caller's cancel, and at its timeout, with that error
- * and not a fall back to SSH.
+ * and not a fall back to SSH; a transfer under way ends at the driver's
+ * close (its cancel flag), whatever the guest's budget still allows.
  */
 #define TRICKLE_MAX 400            /* bytes the trickling guest has; at 20 ms each, 8 s */
 
 struct slow_guest {
 	struct fake_guest g;
 	int trickled;                  /* bytes the guest sent before the engine hung up */
-	int cancel;                    /* the probe test's flag, set by the guest once it saw the probe */
+	int cancel;                    /* the probe's and the transfer's flag, set by the guest once it saw them */
 };
 
 static void *slow_main(void *arg)
@@ -1258,8 +1259,8 @@ static void *slow_main(void *arg)
 
 	while ((fd = accept(g->lfd, NULL, NULL)) >= 0) {
 		int step = g->step++;
-		if (step == 0) {
-			/* A get of a megabyte, trickled a byte at a time until the engine hangs up. */
+		if (step == 0 || step == 3) {
+			/* A get of a megabyte, trickled a byte at a time until the engine hangs up (the last: cancelled). */
 			unsigned char h[4] = { 0, 0x10, 0, 0 };
 			fake_probe(fd, "files %16s");
 			assert_true(fake_line(fd, line, sizeof(line)));
@@ -1270,6 +1271,8 @@ static void *slow_main(void *arg)
 			fake_say(fd, h, 4);
 			for (s->trickled = 0; s->trickled < TRICKLE_MAX; s->trickled++) {
 				struct pollfd p = { fd, POLLIN, 0 };
+				if (step == 3 && s->trickled == 10)
+					__atomic_store_n(&s->cancel, 1, __ATOMIC_SEQ_CST);
 				if (send(fd, "x", 1, MSG_NOSIGNAL) != 1 || (poll(&p, 1, 20) > 0 && (p.revents & (POLLIN | POLLHUP))))
 					break; /* the engine hung up */
 			}
@@ -1283,7 +1286,7 @@ static void *slow_main(void *arg)
 			assert_false(fake_line(fd, line, sizeof(line))); /* until the engine hangs up */
 		}
 		close(fd);
-		if (step == 2) {
+		if (step == 3) {
 			g->ok = 1;
 			break;
 		}
@@ -1321,7 +1324,7 @@ static void test_guest_bounds(void **state)
 	/* The trickle: the budget (shortened from its minute) is spent on a few bytes. */
 	assert_int_equal(saas__lv_ctl_get(&ctl, s.g.dir, &serves), SAAS_OK);
 	ctl->grace_ms = 300;
-	assert_int_equal(saas__lv_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size),
+	assert_int_equal(saas__lv_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, NULL),
 	                 SAAS_ETIMEOUT);
 	assert_non_null(strstr(saas_error_last()->message, "slower than the least it must (256 KiB/s after 0 s)"));
 	assert_null(ctl); /* the stream is lost: the next use resynchronises */
@@ -1347,6 +1350,14 @@ static void test_guest_bounds(void **state)
 	assert_int_equal(saas__lv_exec_port(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
 	assert_string_equal(saas_error_last()->message, "the command's timeout of 300 ms passed before the guest started it");
 	assert_int_equal(execs, 0);
+	assert_null(ctl);
+
+	/* A transfer under way, with a budget of a minute left: the driver's close ends it. */
+	s.cancel = 0;
+	serves = 0;
+	assert_int_equal(saas__lv_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, &s.cancel),
+	                 SAAS_EIO);
+	assert_string_equal(saas_error_last()->message, "cancelled: the engine is shutting down");
 	assert_null(ctl);
 
 	assert_int_equal(pthread_join(s.g.tid, NULL), 0);

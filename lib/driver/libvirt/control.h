@@ -194,12 +194,13 @@ uint32_t saas__lv_be32_get(const unsigned char *p);
  * set), 1 yes, -1 no. SAAS_ENOTSUP, before the reader or writer was ever
  * called, when the port cannot be used (no socket, a helper that predates
  * files, no answer): the caller uses SFTP. The caller serialises calls per
- * VM (the port takes one connection at a time).
+ * VM (the port takes one connection at a time). A transfer ends, lost, with
+ * SAAS_EIO once *cancel (atomic, may be NULL) is set: the driver's close.
  */
 int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path,
-                         unsigned int mode, saas_read_fn reader, void *ud);
+                         unsigned int mode, saas_read_fn reader, void *ud, const int *cancel);
 int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
-                        saas_write_fn writer, void *ud, int64_t *size);
+                        saas_write_fn writer, void *ud, int64_t *size, const int *cancel);
 
 /*
  * Commands over the control port (control_exec.c): a clone's first commands,

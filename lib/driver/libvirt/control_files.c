@@ -524,7 +524,7 @@ static void ctl_done(struct saas__lv_ctl **ctl, bool lost)
 }
 
 int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path,
-                         unsigned int mode, saas_read_fn reader, void *ud)
+                         unsigned int mode, saas_read_fn reader, void *ud, const int *cancel)
 {
 	struct saas__lv_ctl *c;
 	struct files_reply r;
@@ -538,7 +538,7 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
-	saas__lv_ctl_begin(c, 0, NULL);
+	saas__lv_ctl_begin(c, 0, cancel);
 	if ((rc = saas__lv_control_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "put %s %o %zu\n", nonce, mode & 07777, strlen(path));
@@ -598,7 +598,7 @@ out:
 }
 
 int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
-                        saas_write_fn writer, void *ud, int64_t *size)
+                        saas_write_fn writer, void *ud, int64_t *size, const int *cancel)
 {
 	struct saas__lv_ctl *c;
 	struct files_reply r;
@@ -612,7 +612,7 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
-	saas__lv_ctl_begin(c, 0, NULL);
+	saas__lv_ctl_begin(c, 0, cancel);
 	if ((rc = saas__lv_control_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "get %s %lld %zu\n", nonce, (long long)(max > 0 ? max : 0), strlen(path));

@@ -334,6 +334,12 @@ static struct evm *find_name(struct saas__lv_egress *e, const char *name)
 	return NULL;
 }
 
+int saas__lv_egress_refused(const char *what)
+{
+	return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0,
+	                   "%s are not available on this server (its operator's log says why)", what);
+}
+
 /* The entry of account id, made (unreferenced) when there is none. NULL: out of memory. Under e->mu. */
 static struct eacct *acct_get(struct saas__lv_egress *e, const char *id)
 {
@@ -651,8 +657,7 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 	bool made = false;
 
 	if (!e)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policies are not available here: %s",
-		                   d->egress_why);
+		return saas__lv_egress_refused("network policies");
 	if ((rc = saas__lv_egress_check(net)) < 0)
 		return rc;
 	if (mode == SAAS_NET_POLICY && (!(allow = rules_dup(net->allow)) || !(deny = rules_dup(net->deny)))) {
@@ -686,7 +691,7 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 		goto out;
 	}
 	if (v->restricted && mode != SAAS_NET_ISOLATED) {
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s was made isolated: its network device has no "
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "VM %s was made isolated: its network device has no "
 		                 "way out to open (slirp's restrict=on); make it with a policy (an empty allow list is "
 		                 "isolated too) to change its egress later", name);
 		goto out;

@@ -693,12 +693,12 @@ int saas__lv_net_admit(struct drv *d, const saas_vm_spec *spec, saas_vm_network 
 
 	fallback->mode = d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED;
 	fallback->allow = fallback->deny = NULL;
+	fallback->account = NULL; /* whose it is: not said with the default network, so the VM counts as its own */
 	*net = spec->network ? spec->network : fallback;
 	if ((rc = saas__lv_egress_check(*net)) < 0)
 		return rc;
 	if ((*net)->mode == SAAS_NET_POLICY && !d->egress)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network policies are not available here: %s",
-		                   d->egress_why);
+		return saas__lv_egress_refused("network policies");
 	/* Never an internet guest without the guard, nor after something flushed it. */
 	if ((*net)->mode != SAAS_NET_ISOLATED &&
 	    ((rc = saas__lv_guard_ensure(d)) < 0 || (rc = saas__lv_egress_ensure(d)) < 0))
@@ -1103,9 +1103,10 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 	}
 	files = v->files;
 	if (fc->reader)
-		rc = saas__lv_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud);
+		rc = saas__lv_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
 	else
-		rc = saas__lv_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep);
+		rc = saas__lv_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
+		                         &d->closing);
 	port_files_said(d, name, files, v->files);
 	port_give(v);
 	saas__lv_vm_put(d, v);
@@ -1229,8 +1230,7 @@ static int lv_network_set(void *ctx, const char *name, const saas_vm_network *ne
 	if (v)
 		saas__lv_vm_put(d, v);
 	if (!d->egress)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "changing a VM's network is not available here: %s",
-		                   d->egress_why);
+		return saas__lv_egress_refused("changes to a running sandbox's network");
 	if (!(dom = virDomainLookupByName(d->conn, name)))
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
 	if (!uid)

@@ -634,6 +634,14 @@ bool saas__lv_egress_name_allowed(const char *const *allow, const char *const *d
  * saying which rule. (Checked again here: CIDRs go into nft's input.)
  */
 int saas__lv_egress_check(const saas_vm_network *net);
+/*
+ * SAAS_ENOTSUP for a tenant who asked for what needs policies (what: "network
+ * policies", "changes to a running sandbox's network") on a driver that has
+ * none: plain words of the arguments' class (what was asked cannot be had
+ * here), so that they reach the tenant, as a driver's class would not. Why it has none
+ * (d->egress_why: the host's nft, its uid, its resolver) was logged at open.
+ */
+int saas__lv_egress_refused(const char *what);
 
 /*
  * The egress table: the guard's sets (saas__lv_guard_sets), and two maps from
