@@ -733,6 +733,7 @@ static void test_confined(void **state)
 	unsigned int uids[3], gid = 0;
 	struct group *gr = getgrnam("aas-guest");
 	char path[4400], cmd[4500];
+	struct stat st;
 
 	(void)state;
 	if (geteuid() != 0 || !getpwnam("aas-qemu") || !gr)
@@ -773,14 +774,16 @@ static void test_confined(void **state)
 	assert_engine_files_unreadable(uids[1], gid, state_dir);
 	assert_engine_files_unreadable(uids[1], gid, path);
 	/*
-	 * Its own disk it may read (the check above is not setpriv failing);
-	 * another's, not. No VM's directory may be listed, its own included:
-	 * it is root's (0711), so nothing in it can be renamed or planted.
+	 * Into its own directory it may go (the checks below are not setpriv
+	 * failing), but no VM's directory may be listed, its own included: it
+	 * is root's (0711), so nothing in it can be renamed or planted.
 	 */
-	snprintf(cmd, sizeof(cmd), "head -c 4 \"%s/libvirt/vms/%s/disk.qcow2\" >/dev/null", state_dir, names[1]);
+	snprintf(cmd, sizeof(cmd), "cd \"%s/libvirt/vms/%s\"", state_dir, names[1]);
 	assert_true(as_uid(uids[1], gid, cmd));
-	snprintf(cmd, sizeof(cmd), "head -c 4 \"%s/libvirt/vms/%s/disk.qcow2\" >/dev/null", state_dir, names[2]);
-	assert_false(as_uid(uids[1], gid, cmd));
+	snprintf(path, sizeof(path), "%s/libvirt/vms/%s", state_dir, names[1]);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	assert_int_equal(st.st_mode & 07777, 0711);
 	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms/%s\"", state_dir, names[1]);
 	assert_false(as_uid(uids[1], gid, cmd));
 	snprintf(cmd, sizeof(cmd), "ls \"%s/libvirt/vms/%s\"", state_dir, names[2]);
