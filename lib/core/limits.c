@@ -10,6 +10,7 @@
  * they are. With several engines on one PostgreSQL database each engine counts
  * its own, so those two limits hold per engine.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +83,24 @@ int saas__account_limits(saas_engine *e, const char *account_id, saas_limits *ou
 	return SAAS_OK;
 }
 
-int saas__exec_slot_take(saas_engine *e, const char *account_id, unsigned int max)
+/* What an account holds at once, one counter of struct saas__tenant each, and what is said past its limit. */
+struct slot_kind {
+	size_t field;                    /* offsetof the counter */
+	const char *limit, *what;        /* the limit's name; "N <what> in this account" */
+	int64_t retry_ms;
+};
+
+static const struct slot_kind exec_slots = { offsetof(struct saas__tenant, running), "max_executions",
+	                                     "executions are already running", EXEC_RETRY_MS };
+static const struct slot_kind transfer_slots = { offsetof(struct saas__tenant, transfers), "max_transfers",
+	                                         "file transfers are already under way", TRANSFER_RETRY_MS };
+
+static unsigned int *slot_count(struct saas__tenant *t, const struct slot_kind *k)
+{
+	return (unsigned int *)((char *)t + k->field);
+}
+
+static int slot_take(saas_engine *e, const char *account_id, const struct slot_kind *k, unsigned int max)
 {
 	struct saas__tenant *t;
 	int rc = SAAS_OK;
@@ -90,28 +108,36 @@ int saas__exec_slot_take(saas_engine *e, const char *account_id, unsigned int ma
 	pthread_mutex_lock(&e->tenants_mu);
 	if (!(t = tenant_locked(e, account_id)))
 		rc = saas__oom();
-	else if (t->running >= max)
-		rc = saas__error_limit("max_executions", EXEC_RETRY_MS,
-		                       "%u executions are already running in this account, its limit "
-		                       "(max_executions); wait for one to finish",
-		                       t->running);
+	else if (*slot_count(t, k) >= max)
+		rc = saas__error_limit(k->limit, k->retry_ms, "%u %s in this account, its limit (%s); wait for one to finish",
+		                       *slot_count(t, k), k->what, k->limit);
 	else
-		t->running++;
+		(*slot_count(t, k))++;
 	pthread_mutex_unlock(&e->tenants_mu);
 	return rc;
 }
 
-void saas__exec_slot_release(saas_engine *e, const char *account_id)
+static void slot_release(saas_engine *e, const char *account_id, const struct slot_kind *k)
 {
 	struct saas__tenant *t;
 
 	pthread_mutex_lock(&e->tenants_mu);
 	for (t = e->tenants; t; t = t->next)
-		if (strcmp(t->account_id, account_id) == 0 && t->running > 0) {
-			t->running--;
+		if (strcmp(t->account_id, account_id) == 0 && *slot_count(t, k) > 0) {
+			(*slot_count(t, k))--;
 			break;
 		}
 	pthread_mutex_unlock(&e->tenants_mu);
+}
+
+int saas__exec_slot_take(saas_engine *e, const char *account_id, unsigned int max)
+{
+	return slot_take(e, account_id, &exec_slots, max);
+}
+
+void saas__exec_slot_release(saas_engine *e, const char *account_id)
+{
+	slot_release(e, account_id, &exec_slots);
 }
 
 /*
@@ -122,34 +148,12 @@ void saas__exec_slot_release(saas_engine *e, const char *account_id)
  */
 int saas__transfer_slot_take(saas_engine *e, const char *account_id)
 {
-	struct saas__tenant *t;
-	int rc = SAAS_OK;
-
-	pthread_mutex_lock(&e->tenants_mu);
-	if (!(t = tenant_locked(e, account_id)))
-		rc = saas__oom();
-	else if (t->transfers >= e->max_transfers)
-		rc = saas__error_limit("max_transfers", TRANSFER_RETRY_MS,
-		                       "%u file transfers are already under way in this account, its limit "
-		                       "(max_transfers); wait for one to finish",
-		                       t->transfers);
-	else
-		t->transfers++;
-	pthread_mutex_unlock(&e->tenants_mu);
-	return rc;
+	return slot_take(e, account_id, &transfer_slots, e->max_transfers);
 }
 
 void saas__transfer_slot_release(saas_engine *e, const char *account_id)
 {
-	struct saas__tenant *t;
-
-	pthread_mutex_lock(&e->tenants_mu);
-	for (t = e->tenants; t; t = t->next)
-		if (strcmp(t->account_id, account_id) == 0 && t->transfers > 0) {
-			t->transfers--;
-			break;
-		}
-	pthread_mutex_unlock(&e->tenants_mu);
+	slot_release(e, account_id, &transfer_slots);
 }
 
 unsigned int saas__exec_running(saas_engine *e, const char *account_id)
