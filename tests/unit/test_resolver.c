@@ -43,6 +43,33 @@ static void quiet(void *ud, int level, const char *msg)
 	(void)msg;
 }
 
+/* A driver with an egress table and no nft (its "true" takes every ruleset), its state in dir (made). */
+static struct drv *fake_driver(char *dir)
+{
+	struct drv *d = calloc(1, sizeof(*d));
+	struct saas__lv_egress *e = calloc(1, sizeof(*e));
+
+	assert_non_null(d);
+	assert_non_null(e);
+	assert_non_null(mkdtemp(dir));
+	d->dir = dir;
+	d->nft = "true";
+	d->log = quiet;
+	pthread_mutex_init(&e->mu, NULL);
+	e->wake = -1;
+	snprintf(e->table, sizeof(e->table), "aas_egress_test");
+	d->egress = e;
+	return d;
+}
+
+static void fake_driver_free(struct drv *d)
+{
+	pthread_mutex_destroy(&d->egress->mu);
+	free(d->egress);
+	rmdir(d->dir);
+	free(d);
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -182,8 +209,8 @@ static void test_share_under_flood(void **state)
 	static const char *const flood_allow[] = { "*.blackhole.test", NULL };
 	static const char *const other_allow[] = { "*.ok.test", NULL };
 	char dir[] = "/tmp/test_resolver.XXXXXX", name[64];
-	struct drv *d = calloc(1, sizeof(*d));
-	struct saas__lv_egress *e = calloc(1, sizeof(*e));
+	struct drv *d = fake_driver(dir);
+	struct saas__lv_egress *e = d->egress;
 	struct upstream u = { .fd = -1 };
 	struct flood f = { .sent = 0 };
 	struct sockaddr_in *up;
@@ -192,14 +219,6 @@ static void test_share_under_flood(void **state)
 	int64_t until;
 
 	(void)state;
-	assert_non_null(d);
-	assert_non_null(e);
-	assert_non_null(mkdtemp(dir));
-	d->dir = dir;
-	d->nft = "true";
-	d->log = quiet;
-	pthread_mutex_init(&e->mu, NULL);
-	snprintf(e->table, sizeof(e->table), "aas_egress_test");
 	assert_true((e->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) >= 0);
 	u.fd = udp_loopback(&port);
 	up = (struct sockaddr_in *)&e->upstream[0];
@@ -207,7 +226,6 @@ static void test_share_under_flood(void **state)
 	up->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	up->sin_port = htons((uint16_t)port);
 	e->n_upstream = 1;
-	d->egress = e;
 	assert_int_equal(pthread_create(&u.thread, NULL, upstream_main, &u), 0);
 
 	/* Account acc-flood: FLOOD_VMS policy VMs; account acc-other: one. */
@@ -277,10 +295,7 @@ static void test_share_under_flood(void **state)
 	pthread_join(u.thread, NULL);
 	close(u.fd);
 	close(e->wake);
-	pthread_mutex_destroy(&e->mu);
-	free(e);
-	free(d);
-	rmdir(dir);
+	fake_driver_free(d);
 }
 
 /* The share as accounts come and go, and as their VMs change mode. */
@@ -288,21 +303,11 @@ static void test_share_accounts(void **state)
 {
 	static const char *const allow[] = { "example.com", NULL };
 	char dir[] = "/tmp/test_resolver.XXXXXX", name[64], acct[32];
-	struct drv *d = calloc(1, sizeof(*d));
-	struct saas__lv_egress *e = calloc(1, sizeof(*e));
+	struct drv *d = fake_driver(dir);
+	struct saas__lv_egress *e = d->egress;
 	saas_vm_network internet = { SAAS_NET_INTERNET, NULL, NULL, NULL };
 
 	(void)state;
-	assert_non_null(d);
-	assert_non_null(e);
-	assert_non_null(mkdtemp(dir));
-	d->dir = dir;
-	d->nft = "true";
-	d->log = quiet;
-	pthread_mutex_init(&e->mu, NULL);
-	e->wake = -1;
-	snprintf(e->table, sizeof(e->table), "aas_egress_test");
-	d->egress = e;
 
 	/* No policy VM: the whole pool. */
 	assert_int_equal(saas__lv_egress_share(e), EGRESS_PENDING_MAX);
@@ -353,10 +358,7 @@ static void test_share_accounts(void **state)
 	saas__lv_egress_vm_remove(d, "sbx-b");
 	saas__lv_egress_vm_remove(d, "sbx-c");
 	assert_null(e->accts);
-	pthread_mutex_destroy(&e->mu);
-	free(e);
-	free(d);
-	rmdir(dir);
+	fake_driver_free(d);
 }
 
 int main(void)
