@@ -15,16 +15,20 @@
  * A command's frames (control_exec.c) are taken the same whichever way the
  * bytes were cut into reads: the same output, the same status, the same end
  * or the same refusal; never a byte past the input, never an output frame
- * longer than the protocol's, never a status past 255.
+ * longer than the protocol's, never a status past 255. A disk path as QEMU
+ * reports it (query-block: a VM's QEMU may lie) is taken only as one of the
+ * VM's own names in its directory: disk.qcow2 or disk-SNAP.qcow2, no '/'.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
 #endif
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aas-control.h"
 #include "driver/libvirt/control.h"
+#include "driver/libvirt/libvirt_driver.h"
 #include "util/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -156,6 +160,27 @@ static void exec_frames(const char *in, size_t size)
 		abort();
 }
 
+#define VMDIR "/var/lib/aas/libvirt/vms/sbx-fuzz"
+
+/* The input as the path QEMU names as the VM's disk. */
+static void disk_name(const char *in, size_t size)
+{
+	char *path = strndup(in, size), name[NAME_MAX + 1];
+	size_t n;
+
+	if (!path)
+		abort();
+	if (saas__lv_vm_disk_name(VMDIR, path, name, sizeof(name))) {
+		n = strlen(name);
+		if (strchr(name, '/') || strncmp(path, VMDIR "/", strlen(VMDIR) + 1) != 0 ||
+		    strcmp(path + strlen(VMDIR) + 1, name) != 0 ||
+		    (strcmp(name, "disk.qcow2") != 0 &&
+		     (n <= strlen("disk-.qcow2") || strncmp(name, "disk-", 5) != 0 || strcmp(name + n - 6, ".qcow2") != 0)))
+			abort();
+	}
+	free(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *in = (const char *)data;
@@ -177,6 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	files_line(in, size);
 	exec_frames(in, size);
+	disk_name(in, size);
 	/* The guest: the bytes in two reads, split anywhere, then a host gone and back. */
 	aas_lines_feed(&lines, in, half, on_line, NULL);
 	aas_lines_feed(&lines, in + half, size - half, on_line, NULL);
