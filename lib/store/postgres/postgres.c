@@ -37,6 +37,7 @@
 
 #include "saas/exec.h"
 #include "saas/sandbox.h"
+#include "store/dialect.h"
 #include "store/store.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -69,6 +70,7 @@ struct pg {
 };
 
 struct pool {
+	const struct saas__dialect *dialect; /* first: the shared slots find it there */
 	pthread_mutex_t lock;      /* guards every conns[i].busy */
 	pthread_cond_t freed;      /* a connection went back to the pool */
 	char *conninfo;            /* the URL without the store's own options */
@@ -384,7 +386,7 @@ static int pg_fail(struct pg *pg, const PGresult *res, const char *what)
 }
 
 /* Run one statement; on failure record it, clear the result and return the code. */
-static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *sql, int n,
+static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *sql, int n, const Oid *types,
                   const char *const *values, const int *lengths, const int *formats, int binary_result,
                   int retry)
 {
@@ -392,7 +394,7 @@ static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *s
 	ExecStatusType st;
 	int rc;
 
-	res = PQexecParams(pg->conn, sql, n, NULL, values, lengths, formats, binary_result);
+	res = PQexecParams(pg->conn, sql, n, types, values, lengths, formats, binary_result);
 	st = PQresultStatus(res);
 	/*
 	 * pg_enter() catches a connection that died while idle; this catches one
@@ -405,7 +407,7 @@ static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *s
 		PQclear(res);
 		pg_log(pg, SAAS_LOG_WARN, "postgresql: connection lost; reconnecting");
 		PQreset(pg->conn);
-		res = PQexecParams(pg->conn, sql, n, NULL, values, lengths, formats, binary_result);
+		res = PQexecParams(pg->conn, sql, n, types, values, lengths, formats, binary_result);
 		st = PQresultStatus(res);
 	}
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -425,19 +427,19 @@ static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *s
 /* A write with text parameters. */
 static int run(struct pg *pg, PGresult **out, const char *what, const char *sql, int n, const char *const *values)
 {
-	return run_ex(pg, out, what, sql, n, values, NULL, NULL, 0, 0);
+	return run_ex(pg, out, what, sql, n, NULL, values, NULL, NULL, 0, 0);
 }
 
 /* A read with text parameters: repeated once on a new connection if the old one broke. */
 static int run_read(struct pg *pg, PGresult **out, const char *what, const char *sql, int n,
                     const char *const *values)
 {
-	return run_ex(pg, out, what, sql, n, values, NULL, NULL, 0, 1);
+	return run_ex(pg, out, what, sql, n, NULL, values, NULL, NULL, 0, 1);
 }
 
 static int tx_begin(struct pg *pg)
 {
-	return run_ex(pg, NULL, "BEGIN", "BEGIN", 0, NULL, NULL, NULL, 0, 1);
+	return run_ex(pg, NULL, "BEGIN", "BEGIN", 0, NULL, NULL, NULL, NULL, 0, 1);
 }
 
 static int tx_commit(struct pg *pg)
@@ -646,6 +648,122 @@ out:
 	return rc;
 }
 
+/* ---- the dialect (dialect.h) ------------------------------------------ */
+
+/* The most parameters one statement of slots.c takes. */
+#define PARAMS_MAX 32
+/* Parameter types (pg_type.h): declared, so that one SQL text needs no casts. */
+#define OID_BYTEA 17
+#define OID_INT8 20
+#define OID_TEXT 25
+
+struct saas__row {
+	const PGresult *res;
+	int row;
+};
+
+static int d_enter(void *store, void **conn)
+{
+	struct pg *pg = NULL;
+	int rc = pg_enter(store, &pg);
+
+	*conn = pg;
+	return rc;
+}
+
+static void d_leave(void *store, void *conn)
+{
+	(void)store;
+	pg_leave(conn);
+}
+
+static int d_begin(void *conn)
+{
+	return tx_begin(conn);
+}
+
+static int d_commit(void *conn)
+{
+	return tx_commit(conn);
+}
+
+static void d_rollback(void *conn)
+{
+	tx_rollback(conn);
+}
+
+static int d_run(void *conn, const saas__sql *q, const saas__param *p, int n, saas__row_fn fn, void *userdata,
+                 int64_t *nchanged)
+{
+	struct pg *pg = conn;
+	const char *values[PARAMS_MAX];
+	char nums[PARAMS_MAX][24];
+	int lengths[PARAMS_MAX], formats[PARAMS_MAX];
+	Oid types[PARAMS_MAX];
+	PGresult *res = NULL;
+	int rc;
+
+	if (n < 0 || n > PARAMS_MAX)
+		return saas__inval("postgresql: %d parameters; a statement takes at most %d", n, PARAMS_MAX);
+	for (int i = 0; i < n; i++) {
+		lengths[i] = 0;
+		formats[i] = 0;
+		values[i] = p[i].text;
+		if (p[i].type == SAAS__P_I64) {
+			types[i] = OID_INT8;
+			values[i] = i64(nums[i], p[i].i64);
+		} else if (p[i].type == SAAS__P_BLOB) {
+			/* Binary, so NUL bytes survive. */
+			if (p[i].len > INT_MAX)
+				return saas__inval("postgresql: a value of %zu bytes is too long", p[i].len);
+			types[i] = OID_BYTEA;
+			lengths[i] = (int)p[i].len;
+			formats[i] = 1;
+		} else {
+			types[i] = OID_TEXT;
+		}
+	}
+	if ((rc = run_ex(pg, &res, q->what, q->pg ? q->pg : q->sql, n, types, values, lengths, formats, 0, q->read)))
+		return rc;
+	for (int r = 0; fn && r < PQntuples(res); r++) {
+		struct saas__row row = { res, r };
+
+		if ((rc = fn(userdata, &row)) != 0)
+			break;
+	}
+	if (nchanged)
+		*nchanged = changed(res);
+	PQclear(res);
+	return rc;
+}
+
+static int64_t d_col_i64(const saas__row *row, int col)
+{
+	return get_i64(row->res, row->row, col);
+}
+
+static const char *d_col_text(const saas__row *row, int col, size_t *len)
+{
+	if (PQgetisnull(row->res, row->row, col)) {
+		*len = 0;
+		return NULL;
+	}
+	*len = (size_t)PQgetlength(row->res, row->row, col);
+	return PQgetvalue(row->res, row->row, col);
+}
+
+static const struct saas__dialect pg_dialect = {
+	.name = "postgresql",
+	.enter = d_enter,
+	.leave = d_leave,
+	.begin = d_begin,
+	.commit = d_commit,
+	.rollback = d_rollback,
+	.run = d_run,
+	.col_i64 = d_col_i64,
+	.col_text = d_col_text,
+};
+
 /* ---- open, migrate, close ---------------------------------------------- */
 
 static int read_version(struct pg *pg, int *version)
@@ -827,6 +945,7 @@ static int pg_open(void **ctx, const saas_store_env *env)
 		free(conninfo);
 		return saas__oom();
 	}
+	pool->dialect = &pg_dialect;
 	pool->conninfo = conninfo;
 	pool->size = size;
 	for (unsigned int i = 0; i < size; i++) {
@@ -875,281 +994,7 @@ static int pg_schema_version(void *ctx, int *version)
 
 /* ---- accounts and the ledger ------------------------------------------- */
 
-#define ACCOUNT_SELECT \
-	"SELECT a.id, a.name, a.created_at," \
-	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'credit')," \
-	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'charge')," \
-	" a.disabled_at FROM accounts a"
-
-static int account_row(saas_store_account *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
-	    (rc = get_text(out->name, sizeof(out->name), res, row, 1)))
-		return rc;
-	out->created_at_ms = get_i64(res, row, 2);
-	out->credit_usd_micro = get_i64(res, row, 3);
-	out->charged_usd_micro = get_i64(res, row, 4);
-	out->disabled_at_ms = get_i64(res, row, 5);
-	return SAAS_OK;
-}
-
-static int pg_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!account)
-		return saas__inval("account is NULL");
-	if ((rc = check_field(account->id, sizeof(account->id), "account id")) ||
-	    (rc = check_field(account->name, sizeof(account->name), "account name")))
-		return rc;
-	if (credit < 0)
-		return saas__inval("initial credit is negative");
-	v[0] = account->id;
-	v[1] = account->name;
-	v[2] = i64(b1, account->created_at_ms);
-	v[3] = i64(b2, credit);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* One statement, so the account and its first credit commit together. */
-	rc = run(pg, NULL, "inserting an account",
-	         "WITH a AS (INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3) RETURNING id) "
-	         "INSERT INTO ledger (account_id, kind, amount, note, at) "
-	         "SELECT id, 'credit', $4::bigint, 'initial credit', $3::bigint FROM a WHERE $4::bigint > 0",
-	         4, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_account_get(void *ctx, const char *id, saas_store_account *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	int rc;
-
-	if (!id || !out)
-		return saas__inval("account id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "reading an account", ACCOUNT_SELECT " WHERE a.id = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("account", id);
-		goto out;
-	}
-	rc = account_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	saas_store_account account;
-	int rc, i;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "listing accounts", ACCOUNT_SELECT " ORDER BY a.created_at, a.id COLLATE \"C\"", 0, NULL);
-	/* Callbacks run without the lock, so they may call the store again. */
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = account_row(&account, res, i);
-		if (!rc && fn(userdata, &account))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!account_id)
-		return saas__inval("account id is NULL");
-	if (amount <= 0)
-		return saas__inval("a credit must be positive");
-	v[0] = account_id;
-	v[1] = i64(b1, amount);
-	v[2] = note;
-	v[3] = i64(b2, at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "adding credit",
-	         "INSERT INTO ledger (account_id, kind, amount, note, at) "
-	         "SELECT id, 'credit', $2::bigint, $3::text, $4::bigint FROM accounts WHERE id = $1", 4, v);
-	pg_leave(pg);
-	if (!rc && changed(res) == 0)
-		rc = not_found("account", account_id);
-	PQclear(res);
-	return rc;
-}
-
 /* ---- API keys ----------------------------------------------------------- */
-
-#define KEY_SELECT \
-	"SELECT id, account_id, name, prefix, hash, created_at, revoked_at, last_used_at," \
-	" (SELECT disabled_at FROM accounts WHERE accounts.id = api_keys.account_id) FROM api_keys"
-
-static int key_row(saas_store_key *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
-	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, 1)) ||
-	    (rc = get_text(out->name, sizeof(out->name), res, row, 2)) ||
-	    (rc = get_text(out->prefix, sizeof(out->prefix), res, row, 3)) ||
-	    (rc = get_text(out->hash, sizeof(out->hash), res, row, 4)))
-		return rc;
-	out->created_at_ms = get_i64(res, row, 5);
-	out->revoked_at_ms = get_i64(res, row, 6);
-	out->last_used_at_ms = get_i64(res, row, 7);
-	out->account_disabled_at_ms = get_i64(res, row, 8);
-	return SAAS_OK;
-}
-
-static int pg_key_insert(void *ctx, const saas_store_key *key)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[7];
-	int rc;
-
-	if (!key)
-		return saas__inval("key is NULL");
-	if ((rc = check_field(key->id, sizeof(key->id), "key id")) ||
-	    (rc = check_field(key->account_id, sizeof(key->account_id), "key account id")) ||
-	    (rc = check_field(key->name, sizeof(key->name), "key name")) ||
-	    (rc = check_field(key->prefix, sizeof(key->prefix), "key prefix")) ||
-	    (rc = check_field(key->hash, sizeof(key->hash), "key hash")))
-		return rc;
-	v[0] = key->id;
-	v[1] = key->account_id;
-	v[2] = key->name;
-	v[3] = key->prefix;
-	v[4] = key->hash;
-	v[5] = i64(b1, key->created_at_ms);
-	v[6] = i64(b2, key->revoked_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "inserting a key",
-	         "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at) "
-	         "VALUES ($1, $2, $3, $4, $5, $6, $7)", 7, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_key_find(void *ctx, const char *hash, saas_store_key *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { hash };
-	int rc;
-
-	if (!hash || !out)
-		return saas__inval("key hash or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "finding a key", KEY_SELECT " WHERE hash = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no key with that hash");
-		goto out;
-	}
-	rc = key_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL, *found = NULL;
-	char buf[24];
-	const char *v[2];
-	int rc;
-
-	if (!key_id)
-		return saas__inval("key id is NULL");
-	if (at_ms <= 0)
-		return saas__inval("revocation time must be positive (0 means not revoked)");
-	v[0] = key_id;
-	v[1] = i64(buf, at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* revoked_at = 0 in the condition keeps the first revocation's time. */
-	rc = run(pg, &res, "revoking a key", "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0", 2, v);
-	if (rc || changed(res) > 0)
-		goto out;
-	rc = run_read(pg, &found, "revoking a key", "SELECT 1 FROM api_keys WHERE id = $1", 1, v);
-	if (!rc && PQntuples(found) == 0)
-		rc = not_found("key", key_id);
-out:
-	pg_leave(pg);
-	PQclear(found);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { account_id };
-	saas_store_key key;
-	int rc, i;
-
-	if (!account_id || !fn)
-		return saas__inval("account id or callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "listing keys", KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id COLLATE \"C\"", 1, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = key_row(&key, res, i);
-		if (!rc && fn(userdata, &key))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
 
 /* ---- sandboxes ---------------------------------------------------------- */
 
@@ -1677,7 +1522,7 @@ static int pg_execution_finish(void *ctx, const saas_store_execution *e)
 	rc = run_ex(pg, &res, "finishing an execution",
 	            "UPDATE executions SET status = $2, exit_code = $3, stdout = $4, stderr = $5,"
 	            " stdout_truncated = $6, stderr_truncated = $7, error = $8, finished_at = $9 WHERE id = $1",
-	            9, v, len, fmt, 0, 0);
+	            9, NULL, v, len, fmt, 0, 0);
 	pg_leave(pg);
 	if (!rc && changed(res) == 0)
 		rc = not_found("execution", e->id);
@@ -1744,7 +1589,7 @@ static int pg_execution_get(void *ctx, const char *id, saas_store_execution *out
 	rc = run_ex(pg, &res, "reading an execution",
 	            "SELECT id, sandbox_id, account_id, status, exit_code, stdout, stderr, stdout_truncated,"
 	            " stderr_truncated, command, error, started_at, finished_at FROM executions WHERE id = $1",
-	            1, v, NULL, NULL, 1, 1);
+	            1, NULL, v, NULL, NULL, 1, 1);
 	pg_leave(pg);
 	if (rc)
 		goto out;
@@ -2229,18 +2074,6 @@ static int pg_write(struct pool *pool, const char *what, const char *sql, int n,
 	rc = run(pg, NULL, what, sql, n, v);
 	pg_leave(pg);
 	return rc;
-}
-
-static int pg_key_touch(void *ctx, const char *hash, int64_t at_ms)
-{
-	char buf[24];
-	const char *v[2] = { hash, i64(buf, at_ms) };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "key hash")))
-		return rc;
-	return pg_write(ctx, "recording a key's use",
-	                "UPDATE api_keys SET last_used_at = $2 WHERE hash = $1 AND last_used_at < $2", 2, v);
 }
 
 static int pg_user_insert(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
@@ -3023,14 +2856,14 @@ const saas_store saas__store_postgres = {
 	.open = pg_open,
 	.close = pg_close,
 	.schema_version = pg_schema_version,
-	.account_insert = pg_account_insert,
-	.account_get = pg_account_get,
-	.account_list = pg_account_list,
-	.credit_add = pg_credit_add,
-	.key_insert = pg_key_insert,
-	.key_find = pg_key_find,
-	.key_revoke = pg_key_revoke,
-	.key_list = pg_key_list,
+	.account_insert = saas__st_account_insert,
+	.account_get = saas__st_account_get,
+	.account_list = saas__st_account_list,
+	.credit_add = saas__st_credit_add,
+	.key_insert = saas__st_key_insert,
+	.key_find = saas__st_key_find,
+	.key_revoke = saas__st_key_revoke,
+	.key_list = saas__st_key_list,
 	.sandbox_insert = pg_sandbox_insert,
 	.sandbox_get = pg_sandbox_get,
 	.sandbox_list = pg_sandbox_list,
@@ -3053,7 +2886,7 @@ const saas_store saas__store_postgres = {
 	.sandbox_network_get = pg_sandbox_network_get,
 	.sandbox_network_set = pg_sandbox_network_set,
 	.account_disable = pg_account_disable,
-	.key_touch = pg_key_touch,
+	.key_touch = saas__st_key_touch,
 	.user_insert = pg_user_insert,
 	.user_find = pg_user_find,
 	.user_list = pg_user_list,

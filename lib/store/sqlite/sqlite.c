@@ -32,6 +32,7 @@
 
 #include "saas/exec.h"
 #include "saas/sandbox.h"
+#include "store/dialect.h"
 #include "store/store.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -46,7 +47,10 @@
 #define BUSY_ATTEMPTS 3
 
 struct sq {
+	const struct saas__dialect *dialect; /* first: the shared slots find it there */
 	sqlite3 *db;
+	/* Statements of slots.c, prepared once on this connection (by saas__sql.id). */
+	sqlite3_stmt *cache[SAAS__SQL_CACHE];
 	pthread_mutex_t lock;
 	saas_log_fn log;
 	void *log_userdata;
@@ -439,6 +443,144 @@ static void *rows_add(struct rows *r)
 	return r->data + r->n++ * r->elem;
 }
 
+/* ---- the dialect (dialect.h) ---- */
+
+static int sq_enter(void *store, void **conn)
+{
+	struct sq *s = store;
+
+	pthread_mutex_lock(&s->lock);
+	*conn = s;
+	return SAAS_OK;
+}
+
+static void sq_leave(void *store, void *conn)
+{
+	struct sq *s = store;
+
+	(void)conn;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int sq_begin(void *conn)
+{
+	return tx_begin(conn);
+}
+
+static int sq_commit(void *conn)
+{
+	return tx_commit(conn);
+}
+
+static void sq_rollback(void *conn)
+{
+	tx_rollback(conn);
+}
+
+/* slots.c writes $1, $2 ...: SQLite's ?1, ?2 ... (outside quoted literals). */
+static int sq_prepare(struct sq *s, const saas__sql *q, sqlite3_stmt **st)
+{
+	size_t n = strlen(q->sql);
+	char quote = 0, *text;
+	int rc = SAAS_OK, src;
+
+	if (q->id && (*st = s->cache[q->id]))
+		return SAAS_OK;
+	if (!(text = malloc(n + 1)))
+		return saas__oom();
+	for (size_t i = 0; i <= n; i++) {
+		char c = q->sql[i];
+
+		if (quote && c == quote)
+			quote = 0;
+		else if (!quote && (c == '\'' || c == '"'))
+			quote = c;
+		else if (!quote && c == '$' && q->sql[i + 1] >= '0' && q->sql[i + 1] <= '9')
+			c = '?';
+		text[i] = c;
+	}
+	src = sqlite3_prepare_v3(s->db, text, -1, q->id ? SQLITE_PREPARE_PERSISTENT : 0, st, NULL);
+	if (src != SQLITE_OK) {
+		*st = NULL;
+		rc = db_error(s, src, "prepare");
+	} else if (q->id) {
+		s->cache[q->id] = *st;
+	}
+	free(text);
+	return rc;
+}
+
+static int sq_run(void *conn, const saas__sql *q, const saas__param *p, int n, saas__row_fn fn, void *userdata,
+                  int64_t *changed)
+{
+	struct sq *s = conn;
+	sqlite3_stmt *st = NULL;
+	int rc, src, brc = SQLITE_OK;
+
+	if ((rc = sq_prepare(s, q, &st)) < 0)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		if (p[i].type == SAAS__P_I64)
+			brc |= sqlite3_bind_int64(st, i + 1, p[i].i64);
+		else if (p[i].type == SAAS__P_BLOB && p[i].text)
+			brc |= sqlite3_bind_blob64(st, i + 1, p[i].text, p[i].len, SQLITE_STATIC);
+		else
+			brc |= bind_text(st, i + 1, p[i].text);
+	}
+	if ((rc = bind_check(s, brc)) < 0)
+		goto out;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn && (rc = fn(userdata, (const saas__row *)st)) != 0)
+			goto out;
+	if (src != SQLITE_DONE) {
+		/* A duplicate is the caller's, and so is a parent that does not exist; slots.c names them. */
+		if (src == SQLITE_CONSTRAINT_PRIMARYKEY || src == SQLITE_CONSTRAINT_UNIQUE ||
+		    src == SQLITE_CONSTRAINT_FOREIGNKEY)
+			rc = saas__error(src == SQLITE_CONSTRAINT_FOREIGNKEY ? SAAS_ENOTFOUND : SAAS_EEXISTS,
+			                 SAAS_ERRCLASS_STORE, src, "sqlite: %s: %s", q->what, sqlite3_errmsg(s->db));
+		else
+			rc = db_error(s, src, q->what);
+		goto out;
+	}
+	if (changed)
+		*changed = sqlite3_changes64(s->db);
+out:
+	/* A cached statement stays prepared, reset, its parameters unbound (they may point into freed memory). */
+	if (q->id) {
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+	} else {
+		sqlite3_finalize(st);
+	}
+	return rc;
+}
+
+static int64_t sq_col_i64(const saas__row *row, int col)
+{
+	return sqlite3_column_int64((sqlite3_stmt *)(void *)row, col);
+}
+
+static const char *sq_col_text(const saas__row *row, int col, size_t *len)
+{
+	sqlite3_stmt *st = (sqlite3_stmt *)(void *)row;
+	const char *t = (const char *)sqlite3_column_text(st, col);
+
+	*len = t ? (size_t)sqlite3_column_bytes(st, col) : 0;
+	return t;
+}
+
+static const struct saas__dialect sq_dialect = {
+	.name = "sqlite",
+	.enter = sq_enter,
+	.leave = sq_leave,
+	.begin = sq_begin,
+	.commit = sq_commit,
+	.rollback = sq_rollback,
+	.run = sq_run,
+	.col_i64 = sq_col_i64,
+	.col_text = sq_col_text,
+};
+
 /* ---- open, migrate, close ---- */
 
 static int schema_read(struct sq *s, int *version)
@@ -558,6 +700,8 @@ static void sq_close(void *ctx)
 
 	if (!s)
 		return;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(s->cache); i++)
+		sqlite3_finalize(s->cache[i]);
 	if (s->db) {
 		/* Cheap, and keeps the query planner's statistics useful for the next process. */
 		sqlite3_exec(s->db, "PRAGMA optimize", NULL, NULL, NULL);
@@ -582,6 +726,7 @@ static int sq_open(void **ctx, const saas_store_env *env)
 		return saas__inval("empty SQLite path");
 	if (!(s = calloc(1, sizeof(*s))))
 		return saas__oom();
+	s->dialect = &sq_dialect;
 	s->log = env->log;
 	s->log_userdata = env->log_userdata;
 	if ((rc = pthread_mutex_init(&s->lock, NULL)) != 0) {
@@ -653,27 +798,6 @@ static int sq_schema_version(void *ctx, int *version)
 
 /* ---- accounts and credit ---- */
 
-#define ACCOUNT_SELECT \
-	"SELECT a.id, a.name, a.created_at," \
-	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'credit'), 0)," \
-	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'charge'), 0)," \
-	" a.disabled_at FROM accounts a"
-
-static int account_row(sqlite3_stmt *st, saas_store_account *a)
-{
-	int rc;
-
-	memset(a, 0, sizeof(*a));
-	if ((rc = col_text(st, 0, a->id, sizeof(a->id))) < 0 ||
-	    (rc = col_text(st, 1, a->name, sizeof(a->name))) < 0)
-		return rc;
-	a->created_at_ms = sqlite3_column_int64(st, 2);
-	a->credit_usd_micro = sqlite3_column_int64(st, 3);
-	a->charged_usd_micro = sqlite3_column_int64(st, 4);
-	a->disabled_at_ms = sqlite3_column_int64(st, 5);
-	return SAAS_OK;
-}
-
 static int ledger_credit(struct sq *s, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
 {
 	sqlite3_stmt *st = NULL;
@@ -728,278 +852,7 @@ out:
 	return rc;
 }
 
-static int sq_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = account_check(account, credit)) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = account_insert_tx(s, account, credit)) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_account_get(void *ctx, const char *id, saas_store_account *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!id || !out)
-		return saas__inval("account id or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, ACCOUNT_SELECT " WHERE a.id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = account_row(st, out);
-	else if (src == SQLITE_DONE)
-		rc = not_found("account", id);
-	else
-		rc = db_error(s, src, "reading an account");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_account) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, ACCOUNT_SELECT " ORDER BY a.created_at, a.id")) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_account *a = rows_add(&rows);
-
-		if (!a) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = account_row(st, a)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing accounts");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_account *)(rows.data + i * rows.elem)) != 0)
-			break;
-	free(rows.data);
-	return rc;
-}
-
-static int sq_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	int rc, found = 0;
-
-	if (!account_id)
-		return saas__inval("account id is NULL");
-	if (amount <= 0)
-		return saas__inval("a credit must be positive");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/* Checked first for a clear message; the foreign key would refuse it anyway. */
-	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", account_id, &found)) < 0)
-		goto out;
-	if (!found) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	if ((rc = ledger_credit(s, account_id, amount, note, at_ms)) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
 /* ---- API keys ---- */
-
-#define KEY_SELECT \
-	"SELECT id, account_id, name, prefix, hash, created_at, revoked_at, last_used_at," \
-	" (SELECT disabled_at FROM accounts WHERE accounts.id = api_keys.account_id) FROM api_keys"
-
-static int key_row(sqlite3_stmt *st, saas_store_key *k)
-{
-	int rc;
-
-	memset(k, 0, sizeof(*k));
-	if ((rc = col_text(st, 0, k->id, sizeof(k->id))) < 0 ||
-	    (rc = col_text(st, 1, k->account_id, sizeof(k->account_id))) < 0 ||
-	    (rc = col_text(st, 2, k->name, sizeof(k->name))) < 0 ||
-	    (rc = col_text(st, 3, k->prefix, sizeof(k->prefix))) < 0 ||
-	    (rc = col_text(st, 4, k->hash, sizeof(k->hash))) < 0)
-		return rc;
-	k->created_at_ms = sqlite3_column_int64(st, 5);
-	k->revoked_at_ms = sqlite3_column_int64(st, 6);
-	k->last_used_at_ms = sqlite3_column_int64(st, 7);
-	k->account_disabled_at_ms = sqlite3_column_int64(st, 8);
-	return SAAS_OK;
-}
-
-static int sq_key_insert(void *ctx, const saas_store_key *key)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!key)
-		return saas__inval("key is NULL");
-	if ((rc = check_field(key->id, sizeof(key->id), "key id")) < 0 ||
-	    (rc = check_field(key->account_id, sizeof(key->account_id), "account id")) < 0 ||
-	    (rc = check_field(key->name, sizeof(key->name), "key name")) < 0 ||
-	    (rc = check_field(key->prefix, sizeof(key->prefix), "key prefix")) < 0 ||
-	    (rc = check_field(key->hash, sizeof(key->hash), "key hash")) < 0)
-		return rc;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, key->id) | bind_text(st, 2, key->account_id) |
-	                            bind_text(st, 3, key->name) | bind_text(st, 4, key->prefix) |
-	                            bind_text(st, 5, key->hash) | sqlite3_bind_int64(st, 6, key->created_at_ms) |
-	                            sqlite3_bind_int64(st, 7, key->revoked_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "key", key->id, "account", key->account_id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_key_find(void *ctx, const char *hash, saas_store_key *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!hash || !out)
-		return saas__inval("key hash or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, KEY_SELECT " WHERE hash = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, hash))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = key_row(st, out);
-	else if (src == SQLITE_DONE)
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no key with that hash");
-	else
-		rc = db_error(s, src, "finding a key");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!key_id)
-		return saas__inval("key id is NULL");
-	if (at_ms <= 0)
-		return saas__inval("revocation time must be positive (0 means not revoked)");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/* The first revocation time stands: it is when the key stopped working. */
-	if ((rc = prep(s, &st, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at = 0")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, key_id) | sqlite3_bind_int64(st, 2, at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "revoking a key");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM api_keys WHERE id = ?1", key_id, &found)) < 0)
-			goto out;
-		if (!found) {
-			rc = not_found("key", key_id);
-			goto out;
-		}
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_key) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!account_id || !fn)
-		return saas__inval("account id or callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, KEY_SELECT " WHERE account_id = ?1 ORDER BY created_at, id")) < 0)
-		goto out_locked;
-	if ((rc = bind_check(s, bind_text(st, 1, account_id))) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_key *k = rows_add(&rows);
-
-		if (!k) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = key_row(st, k)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing keys");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_key *)(rows.data + i * rows.elem)) != 0)
-			break;
-	free(rows.data);
-	return rc;
-}
 
 /* ---- sandboxes ---- */
 
@@ -2093,20 +1946,6 @@ out:
 	return rc;
 }
 
-static int sq_key_touch(void *ctx, const char *hash, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "key hash")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	rc = exec_text_int(s, "UPDATE api_keys SET last_used_at = ?2 WHERE hash = ?1 AND last_used_at < ?2", hash, 2,
-	                   at_ms, "recording a key's use");
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
 static int user_check(const saas_store_user *u)
 {
 	int rc;
@@ -2944,14 +2783,14 @@ const saas_store saas__store_sqlite = {
 	.open = sq_open,
 	.close = sq_close,
 	.schema_version = sq_schema_version,
-	.account_insert = sq_account_insert,
-	.account_get = sq_account_get,
-	.account_list = sq_account_list,
-	.credit_add = sq_credit_add,
-	.key_insert = sq_key_insert,
-	.key_find = sq_key_find,
-	.key_revoke = sq_key_revoke,
-	.key_list = sq_key_list,
+	.account_insert = saas__st_account_insert,
+	.account_get = saas__st_account_get,
+	.account_list = saas__st_account_list,
+	.credit_add = saas__st_credit_add,
+	.key_insert = saas__st_key_insert,
+	.key_find = saas__st_key_find,
+	.key_revoke = saas__st_key_revoke,
+	.key_list = saas__st_key_list,
 	.sandbox_insert = sq_sandbox_insert,
 	.sandbox_get = sq_sandbox_get,
 	.sandbox_list = sq_sandbox_list,
@@ -2974,7 +2813,7 @@ const saas_store saas__store_sqlite = {
 	.sandbox_network_get = sq_sandbox_network_get,
 	.sandbox_network_set = sq_sandbox_network_set,
 	.account_disable = sq_account_disable,
-	.key_touch = sq_key_touch,
+	.key_touch = saas__st_key_touch,
 	.user_insert = sq_user_insert,
 	.user_find = sq_user_find,
 	.user_list = sq_user_list,

@@ -1,0 +1,107 @@
+/*
+ * Internal: the seam between the store's logic (slots.c, written once) and a
+ * database dialect (sqlite/, postgres/).
+ *
+ * A dialect opens and closes its database, lends out a connection for one
+ * store call (enter/leave), runs transactions, and runs one statement with
+ * typed parameters, handing each result row to a callback. It maps its
+ * database's failures to library codes: a unique violation is SAAS_EEXISTS,
+ * a foreign key violation SAAS_ENOTFOUND, anything else SAAS_ESTORE.
+ * Everything else (checking arguments, the SQL, which statements run in one
+ * transaction, turning rows into records, lists into arrays) is slots.c's.
+ *
+ * A dialect's store handle (the `ctx` of every slot) starts with a pointer to
+ * its dialect, so the shared slots find it.
+ */
+#ifndef SAAS_STORE_DIALECT_H
+#define SAAS_STORE_DIALECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+/* A statement's parameter: text (NULL text binds SQL NULL), a 64-bit integer, or bytes. */
+enum { SAAS__P_TEXT, SAAS__P_I64, SAAS__P_BLOB };
+
+typedef struct {
+	int type;
+	const char *text;          /* SAAS__P_TEXT, SAAS__P_BLOB */
+	size_t len;                /* SAAS__P_BLOB */
+	int64_t i64;               /* SAAS__P_I64 */
+} saas__param;
+
+#define SAAS__TEXT(s) ((saas__param){ .type = SAAS__P_TEXT, .text = (s) })
+#define SAAS__I64(v) ((saas__param){ .type = SAAS__P_I64, .i64 = (int64_t)(v) })
+
+/*
+ * One statement. `sql` is written once for both dialects, with $1, $2 ...
+ * for its parameters (the SQLite dialect reads them as ?1, ?2 ...); `pg`,
+ * when not NULL, is PostgreSQL's own text where the two disagree. `id`
+ * (1 .. SAAS__SQL_CACHE - 1) names it in a dialect's per-connection cache of
+ * prepared statements; 0 for a statement built at run time. `read`: safe to
+ * run again on a new connection if the old one broke under it.
+ */
+typedef struct {
+	unsigned int id;
+	const char *sql;
+	const char *pg;
+	const char *what;          /* for error messages: "reading an account" */
+	int read;
+} saas__sql;
+
+#define SAAS__SQL_CACHE 96
+
+/* One result row, the dialect's own; read it with the dialect's col_* functions. */
+typedef struct saas__row saas__row;
+/* Called for each row; non-zero stops the statement with that code. */
+typedef int (*saas__row_fn)(void *userdata, const saas__row *row);
+
+struct saas__dialect {
+	const char *name;
+	/* Take a connection for one store call (waiting for it); give it back. */
+	int (*enter)(void *store, void **conn);
+	void (*leave)(void *store, void *conn);
+	/* A write transaction: SQLite takes its write lock at BEGIN. */
+	int (*begin)(void *conn);
+	int (*commit)(void *conn);
+	/* Undo an open transaction, if any; the error already recorded stays. */
+	void (*rollback)(void *conn);
+	/*
+	 * Run one statement; fn (may be NULL) gets each row. *changed (may be
+	 * NULL): rows the statement inserted, updated or deleted.
+	 */
+	int (*run)(void *conn, const saas__sql *sql, const saas__param *params, int n, saas__row_fn fn, void *userdata,
+	           int64_t *changed);
+	int64_t (*col_i64)(const saas__row *row, int col);
+	/* NULL for SQL NULL; *len its length in bytes (NUL-terminated too). */
+	const char *(*col_text)(const saas__row *row, int col, size_t *len);
+};
+
+/* The start of every dialect's store handle. */
+struct saas__db {
+	const struct saas__dialect *dialect;
+};
+
+/* ---- checks every store makes (store.c) ---- */
+
+/* A fixed-size field of a record must be NUL-terminated inside its array. */
+int saas__store_field(const char *field, size_t size, const char *what);
+/* A string argument that the store keeps: set, and it must fit the record it comes back in. */
+int saas__store_arg(const char *arg, size_t max, const char *what);
+/* "no account 'acc-1'". */
+int saas__store_not_found(const char *what, const char *id);
+
+/* ---- the shared slots (slots.c) ---- */
+
+int saas__st_account_insert(void *ctx, const saas_store_account *account, int64_t credit);
+int saas__st_account_get(void *ctx, const char *id, saas_store_account *out);
+int saas__st_account_list(void *ctx, saas_store_account_fn fn, void *userdata);
+int saas__st_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms);
+int saas__st_key_insert(void *ctx, const saas_store_key *key);
+int saas__st_key_find(void *ctx, const char *hash, saas_store_key *out);
+int saas__st_key_revoke(void *ctx, const char *key_id, int64_t at_ms);
+int saas__st_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata);
+int saas__st_key_touch(void *ctx, const char *hash, int64_t at_ms);
+
+#endif

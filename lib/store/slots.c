@@ -1,0 +1,454 @@
+/*
+ * The store's logic, written once for every dialect (dialect.h): argument
+ * checks, the statements, which of them share a transaction, and records
+ * made from rows. A dialect only runs what this file asks.
+ *
+ * Statements are written once with $1, $2 ... parameters; where SQLite and
+ * PostgreSQL disagree (PostgreSQL sorts text by locale unless told COLLATE
+ * "C"; SQLite's BINARY is its default), a statement carries PostgreSQL's own
+ * text beside it. Each statement has an id so a dialect may keep it
+ * prepared on each connection.
+ *
+ * List callbacks run after the connection went back (the rows copied out
+ * first), so that a callback may call the store again (the reaper closes
+ * the sandboxes it lists) without waiting on itself.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/dialect.h"
+#include "util/error.h"
+#include "util/util.h"
+
+/* Each statement's id in a dialect's cache of prepared statements. */
+enum {
+	Q_NONE,
+	Q_ACCOUNT_INSERT,
+	Q_LEDGER_CREDIT,
+	Q_ACCOUNT_GET,
+	Q_ACCOUNT_LIST,
+	Q_CREDIT_ADD,
+	Q_KEY_INSERT,
+	Q_KEY_FIND,
+	Q_KEY_REVOKE,
+	Q_KEY_EXISTS,
+	Q_KEY_LIST,
+	Q_KEY_TOUCH,
+	Q_COUNT
+};
+_Static_assert(Q_COUNT <= SAAS__SQL_CACHE, "a dialect's statement cache holds every statement");
+
+/* ---- one store call: a connection from enter to leave ---- */
+
+struct call {
+	const struct saas__dialect *d;
+	void *store;
+	void *conn;
+};
+
+static int enter(void *ctx, struct call *c)
+{
+	const struct saas__db *db = ctx;
+
+	c->d = db->dialect;
+	c->store = ctx;
+	c->conn = NULL;
+	return c->d->enter(ctx, &c->conn);
+}
+
+static void leave(struct call *c)
+{
+	c->d->leave(c->store, c->conn);
+}
+
+static int run(struct call *c, const saas__sql *q, const saas__param *p, int n, int64_t *changed)
+{
+	return c->d->run(c->conn, q, p, n, NULL, NULL, changed);
+}
+
+static int begin(struct call *c)
+{
+	return c->d->begin(c->conn);
+}
+
+/* Commit, or (rc < 0) undo: the end of every transaction. */
+static int finish(struct call *c, int rc)
+{
+	if (rc == SAAS_OK)
+		rc = c->d->commit(c->conn);
+	if (rc < 0)
+		c->d->rollback(c->conn);
+	return rc;
+}
+
+/* ---- rows into records ---- */
+
+/* Copy a text column into a record field; writes are checked, so it fits unless someone else wrote it. */
+static int get_text(const struct saas__dialect *d, const saas__row *row, int col, char *dst, size_t size)
+{
+	size_t n = 0;
+	const char *t = d->col_text(row, col, &n);
+
+	if (!t) {
+		dst[0] = '\0';
+		return SAAS_OK;
+	}
+	if (n >= size)
+		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
+		                   "%s: stored column %d is %zu bytes, more than the %zu its record field holds", d->name,
+		                   col, n, size - 1);
+	memcpy(dst, t, n);
+	dst[n] = '\0';
+	return SAAS_OK;
+}
+
+typedef int (*convert_fn)(const struct saas__dialect *d, const saas__row *row, void *out);
+
+/* Rows read into an array of records, so that callbacks run without the connection. */
+struct fetch {
+	const struct saas__dialect *d;
+	convert_fn convert;
+	size_t elem;
+	char *data;
+	size_t n, cap;
+};
+
+static int fetch_row(void *userdata, const saas__row *row)
+{
+	struct fetch *f = userdata;
+	char *slot;
+
+	if (saas__array_reserve(&f->data, &f->cap, f->n + 1, f->elem) < 0)
+		return SAAS_ENOMEM;
+	slot = f->data + f->n * f->elem;
+	memset(slot, 0, f->elem);
+	f->n++;
+	return f->convert(f->d, row, slot);
+}
+
+/* Run a read statement on a connection already entered; the rows land in *f (free f->data). */
+static int fetch_in(struct call *c, const saas__sql *q, const saas__param *p, int n, convert_fn convert,
+                    size_t elem, struct fetch *f)
+{
+	*f = (struct fetch){ c->d, convert, elem, NULL, 0, 0 };
+	return c->d->run(c->conn, q, p, n, fetch_row, f, NULL);
+}
+
+/* The same as a whole store call. */
+static int fetch(void *ctx, const saas__sql *q, const saas__param *p, int n, convert_fn convert, size_t elem,
+                 struct fetch *f)
+{
+	struct call c;
+	int rc;
+
+	*f = (struct fetch){ NULL, convert, elem, NULL, 0, 0 };
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = fetch_in(&c, q, p, n, convert, elem, f);
+	leave(&c);
+	return rc;
+}
+
+/* One record: its first row into *out, or `missing` when there is none. */
+static int fetch_one(void *ctx, const saas__sql *q, const saas__param *p, int n, convert_fn convert, size_t elem,
+                     void *out, int *found)
+{
+	struct fetch f;
+	int rc = fetch(ctx, q, p, n, convert, elem, &f);
+
+	*found = rc == SAAS_OK && f.n > 0;
+	if (*found)
+		memcpy(out, f.data, elem);
+	free(f.data);
+	return rc;
+}
+
+/* Hand each record of a fetch to fn until it returns non-zero; frees the records. */
+#define FOR_EACH(f, type, rc, fn, userdata)                                                                   \
+	do {                                                                                                   \
+		for (size_t i_ = 0; (rc) == SAAS_OK && i_ < (f).n; i_++)                                      \
+			if ((fn)((userdata), (const type *)(void *)((f).data + i_ * (f).elem)) != 0)          \
+				break;                                                                         \
+		free((f).data);                                                                                \
+	} while (0)
+
+/* ---- accounts and credit ---- */
+
+#define ACCOUNT_SELECT \
+	"SELECT a.id, a.name, a.created_at," \
+	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'credit'), 0)," \
+	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'charge'), 0)," \
+	" a.disabled_at FROM accounts a"
+
+static const saas__sql q_account_get = {
+	Q_ACCOUNT_GET, ACCOUNT_SELECT " WHERE a.id = $1", NULL, "reading an account", 1
+};
+static const saas__sql q_account_list = {
+	Q_ACCOUNT_LIST, ACCOUNT_SELECT " ORDER BY a.created_at, a.id",
+	ACCOUNT_SELECT " ORDER BY a.created_at, a.id COLLATE \"C\"", "listing accounts", 1
+};
+static const saas__sql q_account_insert = {
+	Q_ACCOUNT_INSERT, "INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3)", NULL,
+	"inserting an account", 0
+};
+static const saas__sql q_ledger_credit = {
+	Q_LEDGER_CREDIT, "INSERT INTO ledger (account_id, kind, amount, note, at) VALUES ($1, 'credit', $2, $3, $4)",
+	NULL, "adding credit", 0
+};
+/* Through the account's row: no row inserted means no such account, in the same statement. */
+static const saas__sql q_credit_add = {
+	Q_CREDIT_ADD,
+	"INSERT INTO ledger (account_id, kind, amount, note, at) SELECT id, 'credit', $2, $3, $4 FROM accounts"
+	" WHERE id = $1", NULL, "adding credit", 0
+};
+
+static int account_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	saas_store_account *a = out;
+	int rc;
+
+	if ((rc = get_text(d, row, 0, a->id, sizeof(a->id))) < 0 ||
+	    (rc = get_text(d, row, 1, a->name, sizeof(a->name))) < 0)
+		return rc;
+	a->created_at_ms = d->col_i64(row, 2);
+	a->credit_usd_micro = d->col_i64(row, 3);
+	a->charged_usd_micro = d->col_i64(row, 4);
+	a->disabled_at_ms = d->col_i64(row, 5);
+	return SAAS_OK;
+}
+
+/* The account's row and first credit, inside the caller's transaction. */
+static int account_insert_in(struct call *c, const saas_store_account *account, int64_t credit)
+{
+	saas__param p[4] = { SAAS__TEXT(account->id), SAAS__TEXT(account->name), SAAS__I64(account->created_at_ms) };
+	int rc;
+
+	if ((rc = run(c, &q_account_insert, p, 3, NULL)) < 0) {
+		if (rc == SAAS_EEXISTS)
+			saas__error_wrap(rc, "account '%.64s' already exists", account->id);
+		return rc;
+	}
+	if (credit <= 0)
+		return SAAS_OK;
+	p[1] = SAAS__I64(credit);
+	p[2] = SAAS__TEXT("initial credit");
+	p[3] = SAAS__I64(account->created_at_ms);
+	return run(c, &q_ledger_credit, p, 4, NULL);
+}
+
+static int account_check(const saas_store_account *account, int64_t credit)
+{
+	int rc;
+
+	if (!account)
+		return saas__inval("account is NULL");
+	if ((rc = saas__store_field(account->id, sizeof(account->id), "account id")) < 0 ||
+	    (rc = saas__store_field(account->name, sizeof(account->name), "account name")) < 0)
+		return rc;
+	if (credit < 0)
+		return saas__inval("initial credit is negative");
+	return SAAS_OK;
+}
+
+int saas__st_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
+{
+	struct call c;
+	int rc;
+
+	if ((rc = account_check(account, credit)) < 0)
+		return rc;
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	if ((rc = begin(&c)) == SAAS_OK)
+		rc = finish(&c, account_insert_in(&c, account, credit));
+	leave(&c);
+	return rc;
+}
+
+int saas__st_account_get(void *ctx, const char *id, saas_store_account *out)
+{
+	int rc, found;
+
+	if (!id || !out)
+		return saas__inval("account id or output is NULL");
+	rc = fetch_one(ctx, &q_account_get, &SAAS__TEXT(id), 1, account_row, sizeof(*out), out, &found);
+	if (rc == SAAS_OK && !found)
+		rc = saas__store_not_found("account", id);
+	return rc;
+}
+
+int saas__st_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
+{
+	struct fetch f;
+	int rc;
+
+	if (!fn)
+		return saas__inval("callback is NULL");
+	rc = fetch(ctx, &q_account_list, NULL, 0, account_row, sizeof(saas_store_account), &f);
+	FOR_EACH(f, saas_store_account, rc, fn, userdata);
+	return rc;
+}
+
+int saas__st_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
+{
+	const saas__param p[] = { SAAS__TEXT(account_id), SAAS__I64(amount), SAAS__TEXT(note), SAAS__I64(at_ms) };
+	struct call c;
+	int64_t added = 0;
+	int rc;
+
+	if (!account_id)
+		return saas__inval("account id is NULL");
+	if (amount <= 0)
+		return saas__inval("a credit must be positive");
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_credit_add, p, 4, &added);
+	leave(&c);
+	if (rc == SAAS_OK && added == 0)
+		rc = saas__store_not_found("account", account_id);
+	return rc;
+}
+
+/* ---- API keys ---- */
+
+#define KEY_SELECT \
+	"SELECT id, account_id, name, prefix, hash, created_at, revoked_at, last_used_at," \
+	" (SELECT disabled_at FROM accounts WHERE accounts.id = api_keys.account_id) FROM api_keys"
+
+static const saas__sql q_key_insert = {
+	Q_KEY_INSERT,
+	"INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at)"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7)", NULL, "inserting a key", 0
+};
+static const saas__sql q_key_find = { Q_KEY_FIND, KEY_SELECT " WHERE hash = $1", NULL, "finding a key", 1 };
+/* The first revocation time stands: it is when the key stopped working. */
+static const saas__sql q_key_revoke = {
+	Q_KEY_REVOKE, "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0", NULL, "revoking a key", 0
+};
+static const saas__sql q_key_exists = {
+	Q_KEY_EXISTS, "SELECT id FROM api_keys WHERE id = $1", NULL, "revoking a key", 1
+};
+static const saas__sql q_key_list = {
+	Q_KEY_LIST, KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id",
+	KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id COLLATE \"C\"", "listing keys", 1
+};
+static const saas__sql q_key_touch = {
+	Q_KEY_TOUCH, "UPDATE api_keys SET last_used_at = $2 WHERE hash = $1 AND last_used_at < $2", NULL,
+	"recording a key's use", 0
+};
+
+static int key_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	saas_store_key *k = out;
+	int rc;
+
+	if ((rc = get_text(d, row, 0, k->id, sizeof(k->id))) < 0 ||
+	    (rc = get_text(d, row, 1, k->account_id, sizeof(k->account_id))) < 0 ||
+	    (rc = get_text(d, row, 2, k->name, sizeof(k->name))) < 0 ||
+	    (rc = get_text(d, row, 3, k->prefix, sizeof(k->prefix))) < 0 ||
+	    (rc = get_text(d, row, 4, k->hash, sizeof(k->hash))) < 0)
+		return rc;
+	k->created_at_ms = d->col_i64(row, 5);
+	k->revoked_at_ms = d->col_i64(row, 6);
+	k->last_used_at_ms = d->col_i64(row, 7);
+	k->account_disabled_at_ms = d->col_i64(row, 8);
+	return SAAS_OK;
+}
+
+/* A single-row id, for "is it there?" */
+static int id_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	return get_text(d, row, 0, out, SAAS_ID_MAX + 1);
+}
+
+int saas__st_key_insert(void *ctx, const saas_store_key *key)
+{
+	struct call c;
+	int rc;
+
+	if (!key)
+		return saas__inval("key is NULL");
+	if ((rc = saas__store_field(key->id, sizeof(key->id), "key id")) < 0 ||
+	    (rc = saas__store_field(key->account_id, sizeof(key->account_id), "account id")) < 0 ||
+	    (rc = saas__store_field(key->name, sizeof(key->name), "key name")) < 0 ||
+	    (rc = saas__store_field(key->prefix, sizeof(key->prefix), "key prefix")) < 0 ||
+	    (rc = saas__store_field(key->hash, sizeof(key->hash), "key hash")) < 0)
+		return rc;
+	const saas__param p[] = {
+		SAAS__TEXT(key->id), SAAS__TEXT(key->account_id), SAAS__TEXT(key->name), SAAS__TEXT(key->prefix),
+		SAAS__TEXT(key->hash), SAAS__I64(key->created_at_ms), SAAS__I64(key->revoked_at_ms),
+	};
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_key_insert, p, 7, NULL);
+	leave(&c);
+	if (rc == SAAS_EEXISTS)
+		saas__error_wrap(rc, "key '%.64s' already exists", key->id);
+	else if (rc == SAAS_ENOTFOUND)
+		rc = saas__store_not_found("account", key->account_id);
+	return rc;
+}
+
+int saas__st_key_find(void *ctx, const char *hash, saas_store_key *out)
+{
+	int rc, found;
+
+	if (!hash || !out)
+		return saas__inval("key hash or output is NULL");
+	rc = fetch_one(ctx, &q_key_find, &SAAS__TEXT(hash), 1, key_row, sizeof(*out), out, &found);
+	if (rc == SAAS_OK && !found)
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no key with that hash");
+	return rc;
+}
+
+int saas__st_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
+{
+	const saas__param p[] = { SAAS__TEXT(key_id), SAAS__I64(at_ms) };
+	char id[SAAS_ID_MAX + 1];
+	struct call c;
+	int64_t changed = 0;
+	int rc, found = 0;
+
+	if (!key_id)
+		return saas__inval("key id is NULL");
+	if (at_ms <= 0)
+		return saas__inval("revocation time must be positive (0 means not revoked)");
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_key_revoke, p, 2, &changed);
+	leave(&c);
+	/* Nothing changed: revoked already (success), or no such key. */
+	if (rc == SAAS_OK && changed == 0 &&
+	    (rc = fetch_one(ctx, &q_key_exists, p, 1, id_row, sizeof(id), id, &found)) == SAAS_OK && !found)
+		rc = saas__store_not_found("key", key_id);
+	return rc;
+}
+
+int saas__st_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
+{
+	struct fetch f;
+	int rc;
+
+	if (!account_id || !fn)
+		return saas__inval("account id or callback is NULL");
+	rc = fetch(ctx, &q_key_list, &SAAS__TEXT(account_id), 1, key_row, sizeof(saas_store_key), &f);
+	FOR_EACH(f, saas_store_key, rc, fn, userdata);
+	return rc;
+}
+
+int saas__st_key_touch(void *ctx, const char *hash, int64_t at_ms)
+{
+	const saas__param p[] = { SAAS__TEXT(hash), SAAS__I64(at_ms) };
+	struct call c;
+	int rc;
+
+	if ((rc = saas__store_arg(hash, SAAS_STORE_HASH_HEX, "key hash")) < 0)
+		return rc;
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_key_touch, p, 2, NULL);
+	leave(&c);
+	return rc;
+}
