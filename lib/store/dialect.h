@@ -21,8 +21,11 @@
 
 #include "store/store.h"
 
-/* A statement's parameter: text (NULL text binds SQL NULL), a 64-bit integer, or bytes. */
-enum { SAAS__P_TEXT, SAAS__P_I64, SAAS__P_BLOB };
+/*
+ * A statement's parameter: text (NULL text binds SQL NULL), a 64-bit
+ * integer, an integer's NULL, or bytes.
+ */
+enum { SAAS__P_TEXT, SAAS__P_I64, SAAS__P_NULL_I64, SAAS__P_BLOB };
 
 typedef struct {
 	int type;
@@ -33,6 +36,7 @@ typedef struct {
 
 #define SAAS__TEXT(s) ((saas__param){ .type = SAAS__P_TEXT, .text = (s) })
 #define SAAS__I64(v) ((saas__param){ .type = SAAS__P_I64, .i64 = (int64_t)(v) })
+#define SAAS__NULL_I64 ((saas__param){ .type = SAAS__P_NULL_I64 })
 
 /*
  * One statement. `sql` is written once for both dialects, with $1, $2 ...
@@ -59,6 +63,8 @@ typedef int (*saas__row_fn)(void *userdata, const saas__row *row);
 
 struct saas__dialect {
 	const char *name;
+	/* After an id in ORDER BY or a comparison: byte order, as SQLite's default (PostgreSQL: COLLATE "C"). */
+	const char *collate;
 	/* Take a connection for one store call (waiting for it); give it back. */
 	int (*enter)(void *store, void **conn);
 	void (*leave)(void *store, void *conn);
@@ -74,6 +80,7 @@ struct saas__dialect {
 	int (*run)(void *conn, const saas__sql *sql, const saas__param *params, int n, saas__row_fn fn, void *userdata,
 	           int64_t *changed);
 	int64_t (*col_i64)(const saas__row *row, int col);
+	int (*col_null)(const saas__row *row, int col);
 	/* NULL for SQL NULL; *len its length in bytes (NUL-terminated too). */
 	const char *(*col_text)(const saas__row *row, int col, size_t *len);
 };
@@ -103,5 +110,18 @@ int saas__st_key_find(void *ctx, const char *hash, saas_store_key *out);
 int saas__st_key_revoke(void *ctx, const char *key_id, int64_t at_ms);
 int saas__st_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata);
 int saas__st_key_touch(void *ctx, const char *hash, int64_t at_ms);
+int saas__st_sandbox_insert(void *ctx, const saas_store_sandbox *sandbox, unsigned int max_live);
+int saas__st_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out);
+int saas__st_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata);
+int saas__st_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms);
+int saas__st_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms);
+int saas__st_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to);
+int saas__st_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
+                           int64_t if_expires_at_ms, int *closed);
+int saas__st_sandbox_delete(void *ctx, const char *id);
+int saas__st_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny);
+int saas__st_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny);
+int saas__st_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups);
+int saas__st_sandbox_egress_rebase(void *ctx, const char *id);
 
 #endif

@@ -631,23 +631,6 @@ static int not_found(const char *what, const char *id)
 	return saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no %s '%.64s'", what, id);
 }
 
-/* After an UPDATE of a sandbox that changed nothing: the wrong state, or no such sandbox? */
-static int state_or_missing(struct pg *pg, const char *id, const char *state_msg)
-{
-	const char *v[] = { id };
-	PGresult *res = NULL;
-	int rc;
-
-	rc = run_read(pg, &res, "reading a sandbox", "SELECT 1 FROM sandboxes WHERE id = $1", 1, v);
-	if (rc)
-		goto out;
-	rc = PQntuples(res) > 0 ? saas__error_sqlstate(SAAS_ESTATE, NULL, "sandbox '%.64s' %s", id, state_msg)
-	                        : not_found("sandbox", id);
-out:
-	PQclear(res);
-	return rc;
-}
-
 /* ---- the dialect (dialect.h) ------------------------------------------ */
 
 /* The most parameters one statement of slots.c takes. */
@@ -712,6 +695,8 @@ static int d_run(void *conn, const saas__sql *q, const saas__param *p, int n, sa
 		if (p[i].type == SAAS__P_I64) {
 			types[i] = OID_INT8;
 			values[i] = i64(nums[i], p[i].i64);
+		} else if (p[i].type == SAAS__P_NULL_I64) {
+			types[i] = OID_INT8;
 		} else if (p[i].type == SAAS__P_BLOB) {
 			/* Binary, so NUL bytes survive. */
 			if (p[i].len > INT_MAX)
@@ -742,6 +727,11 @@ static int64_t d_col_i64(const saas__row *row, int col)
 	return get_i64(row->res, row->row, col);
 }
 
+static int d_col_null(const saas__row *row, int col)
+{
+	return PQgetisnull(row->res, row->row, col);
+}
+
 static const char *d_col_text(const saas__row *row, int col, size_t *len)
 {
 	if (PQgetisnull(row->res, row->row, col)) {
@@ -754,6 +744,7 @@ static const char *d_col_text(const saas__row *row, int col, size_t *len)
 
 static const struct saas__dialect pg_dialect = {
 	.name = "postgresql",
+	.collate = " COLLATE \"C\"",
 	.enter = d_enter,
 	.leave = d_leave,
 	.begin = d_begin,
@@ -761,6 +752,7 @@ static const struct saas__dialect pg_dialect = {
 	.rollback = d_rollback,
 	.run = d_run,
 	.col_i64 = d_col_i64,
+	.col_null = d_col_null,
 	.col_text = d_col_text,
 };
 
@@ -998,47 +990,6 @@ static int pg_schema_version(void *ctx, int *version)
 
 /* ---- sandboxes ---------------------------------------------------------- */
 
-#define SANDBOX_SELECT \
-	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image, usd_micro_per_hour," \
-	" created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
-	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id FROM sandboxes"
-
-static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
-	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, 1)) ||
-	    (rc = get_text(out->size, sizeof(out->size), res, row, 4)) ||
-	    (rc = get_text(out->image, sizeof(out->image), res, row, 8)) ||
-	    (rc = get_text(out->snapshot, sizeof(out->snapshot), res, row, 19)) ||
-	    (rc = get_text(out->parent_id, sizeof(out->parent_id), res, row, 20)) ||
-	    (rc = get_text(out->host_id, sizeof(out->host_id), res, row, 25)))
-		return rc;
-	out->paused_at_ms = get_i64(res, row, 16);
-	out->paused_ms = get_i64(res, row, 17);
-	out->paused_usd_micro_per_hour = get_i64(res, row, 18);
-	out->status = (int)get_i64(res, row, 2);
-	out->end_reason = (int)get_i64(res, row, 3);
-	out->vcpus = (unsigned int)get_i64(res, row, 5);
-	out->memory_mb = (unsigned int)get_i64(res, row, 6);
-	out->disk_gb = (unsigned int)get_i64(res, row, 7);
-	out->usd_micro_per_hour = get_i64(res, row, 9);
-	out->created_at_ms = get_i64(res, row, 10);
-	out->ready_at_ms = get_i64(res, row, 11);
-	out->expires_at_ms = get_i64(res, row, 12);
-	out->destroyed_at_ms = get_i64(res, row, 13);
-	out->cost_usd_micro = get_i64(res, row, 14);
-	out->network_mode = PQgetisnull(res, row, 15) ? SAAS_STORE_NETWORK_UNKNOWN : (int)get_i64(res, row, 15);
-	out->denied_connections = get_i64(res, row, 21);
-	out->denied_lookups = get_i64(res, row, 22);
-	out->denied_connections_base = get_i64(res, row, 23);
-	out->denied_lookups_base = get_i64(res, row, 24);
-	return SAAS_OK;
-}
-
 /* The text parameters of a sandbox's INSERT, in SANDBOX_INSERT's order; `b` holds the numbers' text. */
 #define SANDBOX_PARAMS 22
 static int sandbox_params(const saas_store_sandbox *s, const char *v[SANDBOX_PARAMS], char b[15][24])
@@ -1125,327 +1076,6 @@ static int live_check(struct pg *pg, const char *account_id, unsigned int max_li
 		rc = saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
 		                 "account %s already has %lld sandboxes (at most %u at once)", account_id, live, max_live);
 out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned int max_live)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b[15][24];
-	const char *v[SANDBOX_PARAMS];
-	int rc, in_tx = 0;
-
-	if ((rc = sandbox_params(s, v, b)))
-		return rc;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = tx_begin(pg);
-	if (rc)
-		goto out;
-	in_tx = 1;
-	if ((rc = live_check(pg, s->account_id, max_live)))
-		goto out;
-	rc = run(pg, NULL, "inserting a sandbox", SANDBOX_INSERT, SANDBOX_PARAMS, v);
-	if (rc)
-		goto out;
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	if (rc && in_tx)
-		tx_rollback(pg);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	int rc;
-
-	if (!id || !out)
-		return saas__inval("sandbox id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "reading a sandbox", SANDBOX_SELECT " WHERE id = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("sandbox", id);
-		goto out;
-	}
-	rc = sandbox_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-/* Bind the next parameter to `value` and append its placeholder ($n) to the query. */
-static int add_param(saas__buf *sql, const char **values, int *n, const char *value)
-{
-	values[*n] = value;
-	(*n)++;
-	return saas__buf_printf(sql, "$%d", *n);
-}
-
-static int pg_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	static const saas_store_filter all = { 0 };
-	saas__buf sql = SAAS__BUF_INIT;
-	PGresult *res = NULL;
-	saas_store_sandbox sandbox;
-	char b[5][24];
-	const char *v[8];
-	int rc, n = 0, i;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	if (!filter)
-		filter = &all;
-
-	rc = saas__buf_puts(&sql, SANDBOX_SELECT " WHERE TRUE");
-	if (!rc && filter->account_id) {
-		rc = saas__buf_puts(&sql, " AND account_id = ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, filter->account_id);
-	}
-	if (!rc && filter->live > 0)
-		rc = saas__buf_puts(&sql, " AND status <> 3");
-	else if (!rc && filter->live < 0)
-		rc = saas__buf_puts(&sql, " AND status = 3");
-	if (!rc && (filter->ran_from_ms || filter->ran_to_ms)) {
-		/* Ran during [from, to): became ready before `to`, and had not ended by `from`. */
-		rc = saas__buf_puts(&sql, " AND ready_at > 0 AND ready_at < ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[0], filter->ran_to_ms));
-		if (!rc)
-			rc = saas__buf_puts(&sql, "::bigint AND (status <> 3 OR LEAST(destroyed_at, expires_at) > ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[1], filter->ran_from_ms));
-		if (!rc)
-			rc = saas__buf_puts(&sql, "::bigint)");
-	}
-	if (!rc && filter->before_id) {
-		int at;
-
-		rc = saas__buf_puts(&sql, " AND (created_at < ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[2], filter->before_created_ms));
-		at = n;
-		if (!rc)
-			rc = saas__buf_printf(&sql, "::bigint OR (created_at = $%d::bigint AND id COLLATE \"C\" < ", at);
-		if (!rc)
-			rc = add_param(&sql, v, &n, filter->before_id);
-		if (!rc)
-			rc = saas__buf_puts(&sql, "))");
-	}
-	if (!rc && filter->host_id) {
-		rc = saas__buf_puts(&sql, " AND host_id = ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, filter->host_id);
-	}
-	if (!rc)
-		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id COLLATE \"C\" DESC");
-	if (!rc && filter->limit) {
-		rc = saas__buf_puts(&sql, " LIMIT ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[3], filter->limit));
-	}
-	if (rc)
-		goto out;
-
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		goto out;
-	rc = run_read(pg, &res, "listing sandboxes", sql.data, n, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = sandbox_row(&sandbox, res, i);
-		if (!rc && fn(userdata, &sandbox))
-			break;
-	}
-out:
-	PQclear(res);
-	saas__buf_free(&sql);
-	return rc;
-}
-
-static int pg_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[3];
-	int rc;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = id;
-	v[1] = i64(b1, ready_at_ms);
-	v[2] = i64(b2, expires_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "marking a sandbox ready",
-	         "UPDATE sandboxes SET status = 2, ready_at = $2, expires_at = $3 WHERE id = $1 AND status = 1", 3, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "is not being created");
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char buf[24];
-	const char *v[2];
-	int rc;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = id;
-	v[1] = i64(buf, expires_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "setting a sandbox's expiry",
-	         "UPDATE sandboxes SET expires_at = $2 WHERE id = $1 AND status NOT IN (1, 3)", 2, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "is being created or was destroyed");
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-/* The states a pause, a resume or a fork moves a sandbox between (never creating or destroyed). */
-static bool movable_state(int status)
-{
-	return status == SAAS_SANDBOX_READY || status == SAAS_SANDBOX_PAUSED || status == SAAS_SANDBOX_PAUSING ||
-	       status == SAAS_SANDBOX_RESUMING;
-}
-
-static int pg_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b[4][24], msg[64];
-	const char *v[6];
-	int rc;
-
-	if (!id || !to)
-		return saas__inval("sandbox id or state is NULL");
-	if (!movable_state(from) || !movable_state(to->status))
-		return saas__inval("sandbox state %d -> %d is not a pause, resume or fork step", from, to->status);
-	if ((rc = check_field(to->snapshot, sizeof(to->snapshot), "sandbox snapshot")))
-		return rc;
-	v[0] = id;
-	v[1] = i64(b[0], from);
-	v[2] = i64(b[1], to->status);
-	v[3] = i64(b[2], to->paused_at_ms);
-	v[4] = i64(b[3], to->paused_ms);
-	v[5] = to->snapshot;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "changing a sandbox's state",
-	         "UPDATE sandboxes SET status = $3, paused_at = $4, paused_ms = $5, snapshot = $6"
-	         " WHERE id = $1 AND status = $2", 6, v);
-	if (!rc && changed(res) == 0) {
-		snprintf(msg, sizeof(msg), "is no longer %s", saas_sandbox_status_name(from));
-		rc = state_or_missing(pg, id, msg);
-	}
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
-                            int64_t if_expires_at_ms, int *closed)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL, *found = NULL;
-	char b1[24], b2[24], b3[24], b4[24];
-	const char *v[5];
-	int rc;
-
-	if (!id || !closed)
-		return saas__inval("sandbox id or output is NULL");
-	if (cost < 0)
-		return saas__inval("cost is negative");
-	*closed = 0;
-	v[0] = id;
-	v[1] = i64(b1, end_reason);
-	v[2] = i64(b2, destroyed_at_ms);
-	v[3] = i64(b3, cost);
-	v[4] = i64(b4, if_expires_at_ms > 0 ? if_expires_at_ms : 0);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/*
-	 * One statement, so one transaction. A second close running at the same
-	 * time waits on the row lock the UPDATE takes, then re-checks
-	 * status <> 3 against the committed row and changes nothing: only the
-	 * first close writes a charge. An extend committed in between is seen by
-	 * the same re-check of expires_at, so a close decided on an older read
-	 * leaves the sandbox running.
-	 */
-	rc = run(pg, &res, "closing a sandbox",
-	         "WITH c AS (UPDATE sandboxes SET status = 3, end_reason = $2, destroyed_at = $3, cost = $4"
-	         "  WHERE id = $1 AND status <> 3 AND ($5::bigint = 0 OR expires_at = $5::bigint) RETURNING account_id),"
-	         " l AS (INSERT INTO ledger (account_id, kind, amount, sandbox_id, note, at)"
-	         "  SELECT account_id, 'charge', $4::bigint, $1, 'sandbox usage', $3::bigint FROM c WHERE $4::bigint > 0)"
-	         " SELECT account_id FROM c", 5, v);
-	if (rc)
-		goto out;
-	if (PQntuples(res) > 0) {
-		*closed = 1;
-		goto out;
-	}
-	rc = run_read(pg, &found, "closing a sandbox", "SELECT status FROM sandboxes WHERE id = $1", 1, v);
-	if (!rc && PQntuples(found) == 0)
-		rc = not_found("sandbox", id);
-	else if (!rc && strcmp(PQgetvalue(found, 0, 0), "3") != 0)
-		rc = saas__error_sqlstate(SAAS_ESTATE, NULL, "sandbox '%.64s' has a new expiry; not closed", id);
-out:
-	pg_leave(pg);
-	PQclear(found);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_delete(void *ctx, const char *id)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[1];
-	int rc;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = id;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "deleting a sandbox", "DELETE FROM sandboxes WHERE id = $1 AND status = 1", 1, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "is not being created");
-	pg_leave(pg);
 	PQclear(res);
 	return rc;
 }
@@ -1916,108 +1546,6 @@ static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
 }
 
 /* ---- network ------------------------------------------------------------ */
-
-static int pg_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	int rc;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or output is NULL");
-	*allow = *deny = NULL;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "reading a sandbox's network",
-	              "SELECT network_allow, network_deny FROM sandboxes WHERE id = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("sandbox", id);
-		goto out;
-	}
-	if (!(*allow = saas__strdup(PQgetvalue(res, 0, 0))) || !(*deny = saas__strdup(PQgetvalue(res, 0, 1)))) {
-		free(*allow);
-		*allow = NULL;
-		rc = saas__oom();
-	}
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24];
-	const char *v[4];
-	int rc;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or rules are NULL");
-	v[0] = id;
-	v[1] = i64(b1, mode);
-	v[2] = allow;
-	v[3] = deny;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "setting a sandbox's network",
-	         "UPDATE sandboxes SET network_mode = $2, network_allow = $3, network_deny = $4"
-	         " WHERE id = $1 AND status <> 3", 4, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "was destroyed");
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-/* An UPDATE of one sandbox ($1 its id); SAAS_ENOTFOUND if no row matched. */
-static int sandbox_update(struct pool *pool, const char *what, const char *sql, int n, const char *const *v)
-{
-	PGresult *res = NULL;
-	struct pg *pg;
-	int rc;
-
-	if ((rc = check_arg(v[0], SAAS_ID_MAX, "sandbox id")))
-		return rc;
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	rc = run(pg, &res, what, sql, n, v);
-	pg_leave(pg);
-	/* Every matched row counts, even with the same values: 0 is no such sandbox. */
-	if (!rc && changed(res) == 0)
-		rc = not_found("sandbox", v[0]);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups)
-{
-	char b[2][24];
-	const char *v[3] = { id, i64(b[0], connections), i64(b[1], lookups) };
-
-	return sandbox_update(ctx, "recording a sandbox's egress counts",
-	                      "UPDATE sandboxes SET denied_connections = GREATEST(denied_connections, $2::bigint),"
-	                      " denied_lookups = GREATEST(denied_lookups, $3::bigint) WHERE id = $1",
-	                      3, v);
-}
-
-static int pg_sandbox_egress_rebase(void *ctx, const char *id)
-{
-	const char *v[1] = { id };
-
-	return sandbox_update(ctx, "rebasing a sandbox's egress counts",
-	                      "UPDATE sandboxes SET denied_connections_base = denied_connections,"
-	                      " denied_lookups_base = denied_lookups WHERE id = $1",
-	                      1, v);
-}
 
 /* ---- people: disabled accounts, key use, users, sessions, invites ----- */
 
@@ -2864,14 +2392,14 @@ const saas_store saas__store_postgres = {
 	.key_find = saas__st_key_find,
 	.key_revoke = saas__st_key_revoke,
 	.key_list = saas__st_key_list,
-	.sandbox_insert = pg_sandbox_insert,
-	.sandbox_get = pg_sandbox_get,
-	.sandbox_list = pg_sandbox_list,
-	.sandbox_set_ready = pg_sandbox_set_ready,
-	.sandbox_set_expiry = pg_sandbox_set_expiry,
-	.sandbox_set_state = pg_sandbox_set_state,
-	.sandbox_close = pg_sandbox_close,
-	.sandbox_delete = pg_sandbox_delete,
+	.sandbox_insert = saas__st_sandbox_insert,
+	.sandbox_get = saas__st_sandbox_get,
+	.sandbox_list = saas__st_sandbox_list,
+	.sandbox_set_ready = saas__st_sandbox_set_ready,
+	.sandbox_set_expiry = saas__st_sandbox_set_expiry,
+	.sandbox_set_state = saas__st_sandbox_set_state,
+	.sandbox_close = saas__st_sandbox_close,
+	.sandbox_delete = saas__st_sandbox_delete,
 	.execution_insert = pg_execution_insert,
 	.execution_finish = pg_execution_finish,
 	.execution_get = pg_execution_get,
@@ -2883,8 +2411,8 @@ const saas_store saas__store_postgres = {
 	.limits_set = pg_limits_set,
 	.port_find = pg_port_find,
 	.port_delete = pg_port_delete,
-	.sandbox_network_get = pg_sandbox_network_get,
-	.sandbox_network_set = pg_sandbox_network_set,
+	.sandbox_network_get = saas__st_sandbox_network_get,
+	.sandbox_network_set = saas__st_sandbox_network_set,
 	.account_disable = pg_account_disable,
 	.key_touch = saas__st_key_touch,
 	.user_insert = pg_user_insert,
@@ -2897,8 +2425,8 @@ const saas_store saas__store_postgres = {
 	.session_delete = pg_session_delete,
 	.session_prune = pg_session_prune,
 	.invite_insert = pg_invite_insert,
-	.sandbox_egress_record = pg_sandbox_egress_record,
-	.sandbox_egress_rebase = pg_sandbox_egress_rebase,
+	.sandbox_egress_record = saas__st_sandbox_egress_record,
+	.sandbox_egress_rebase = saas__st_sandbox_egress_rebase,
 	.execution_list = pg_execution_list,
 	.lease_take = pg_lease_take,
 	.lease_release = pg_lease_release,

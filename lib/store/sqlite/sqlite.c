@@ -522,6 +522,8 @@ static int sq_run(void *conn, const saas__sql *q, const saas__param *p, int n, s
 	for (int i = 0; i < n; i++) {
 		if (p[i].type == SAAS__P_I64)
 			brc |= sqlite3_bind_int64(st, i + 1, p[i].i64);
+		else if (p[i].type == SAAS__P_NULL_I64)
+			brc |= sqlite3_bind_null(st, i + 1);
 		else if (p[i].type == SAAS__P_BLOB && p[i].text)
 			brc |= sqlite3_bind_blob64(st, i + 1, p[i].text, p[i].len, SQLITE_STATIC);
 		else
@@ -560,6 +562,11 @@ static int64_t sq_col_i64(const saas__row *row, int col)
 	return sqlite3_column_int64((sqlite3_stmt *)(void *)row, col);
 }
 
+static int sq_col_null(const saas__row *row, int col)
+{
+	return sqlite3_column_type((sqlite3_stmt *)(void *)row, col) == SQLITE_NULL;
+}
+
 static const char *sq_col_text(const saas__row *row, int col, size_t *len)
 {
 	sqlite3_stmt *st = (sqlite3_stmt *)(void *)row;
@@ -571,6 +578,7 @@ static const char *sq_col_text(const saas__row *row, int col, size_t *len)
 
 static const struct saas__dialect sq_dialect = {
 	.name = "sqlite",
+	.collate = "",
 	.enter = sq_enter,
 	.leave = sq_leave,
 	.begin = sq_begin,
@@ -578,6 +586,7 @@ static const struct saas__dialect sq_dialect = {
 	.rollback = sq_rollback,
 	.run = sq_run,
 	.col_i64 = sq_col_i64,
+	.col_null = sq_col_null,
 	.col_text = sq_col_text,
 };
 
@@ -856,49 +865,6 @@ out:
 
 /* ---- sandboxes ---- */
 
-#define SANDBOX_SELECT \
-	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
-	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
-	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id FROM sandboxes"
-
-static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
-{
-	int rc;
-
-	memset(b, 0, sizeof(*b));
-	if ((rc = col_text(st, 0, b->id, sizeof(b->id))) < 0 ||
-	    (rc = col_text(st, 1, b->account_id, sizeof(b->account_id))) < 0 ||
-	    (rc = col_text(st, 4, b->size, sizeof(b->size))) < 0 ||
-	    (rc = col_text(st, 8, b->image, sizeof(b->image))) < 0 ||
-	    (rc = col_text(st, 19, b->snapshot, sizeof(b->snapshot))) < 0 ||
-	    (rc = col_text(st, 20, b->parent_id, sizeof(b->parent_id))) < 0 ||
-	    (rc = col_text(st, 25, b->host_id, sizeof(b->host_id))) < 0)
-		return rc;
-	b->paused_at_ms = sqlite3_column_int64(st, 16);
-	b->paused_ms = sqlite3_column_int64(st, 17);
-	b->paused_usd_micro_per_hour = sqlite3_column_int64(st, 18);
-	b->status = sqlite3_column_int(st, 2);
-	b->end_reason = sqlite3_column_int(st, 3);
-	/* NULL (not recorded) reads as 0. */
-	b->vcpus = (unsigned int)sqlite3_column_int64(st, 5);
-	b->memory_mb = (unsigned int)sqlite3_column_int64(st, 6);
-	b->disk_gb = (unsigned int)sqlite3_column_int64(st, 7);
-	b->usd_micro_per_hour = sqlite3_column_int64(st, 9);
-	b->created_at_ms = sqlite3_column_int64(st, 10);
-	b->ready_at_ms = sqlite3_column_int64(st, 11);
-	b->expires_at_ms = sqlite3_column_int64(st, 12);
-	b->destroyed_at_ms = sqlite3_column_int64(st, 13);
-	b->cost_usd_micro = sqlite3_column_int64(st, 14);
-	b->network_mode = sqlite3_column_type(st, 15) == SQLITE_NULL ? SAAS_STORE_NETWORK_UNKNOWN
-	                                                               : sqlite3_column_int(st, 15);
-	b->denied_connections = sqlite3_column_int64(st, 21);
-	b->denied_lookups = sqlite3_column_int64(st, 22);
-	b->denied_connections_base = sqlite3_column_int64(st, 23);
-	b->denied_lookups_base = sqlite3_column_int64(st, 24);
-	return SAAS_OK;
-}
-
 static int sandbox_check(const saas_store_sandbox *b)
 {
 	int rc;
@@ -988,304 +954,6 @@ static int sandbox_write(struct sq *s, const saas_store_sandbox *b)
 out:
 	sqlite3_finalize(st);
 	return rc;
-}
-
-static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned int max_live)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = sandbox_check(b)) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	/* Count and insert under one write lock, so two engines cannot both take the last place. */
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = live_check(s, b->account_id, max_live)) < 0 || (rc = sandbox_write(s, b)) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!id || !out)
-		return saas__inval("sandbox id or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, SANDBOX_SELECT " WHERE id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = sandbox_row(st, out);
-	else if (src == SQLITE_DONE)
-		rc = not_found("sandbox", id);
-	else
-		rc = db_error(s, src, "reading a sandbox");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
-{
-	static const saas_store_filter none = { NULL, 0, 0, 0, 0, NULL, 0, NULL };
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_sandbox) };
-	saas__buf sql = SAAS__BUF_INIT;
-	sqlite3_stmt *st = NULL;
-	int rc, src, brc = SQLITE_OK;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	if (!filter)
-		filter = &none;
-
-	/* The text holds only fixed fragments; every value is a numbered parameter bound below. */
-	rc = saas__buf_puts(&sql, SANDBOX_SELECT " WHERE 1");
-	if (rc == SAAS_OK && filter->account_id)
-		rc = saas__buf_puts(&sql, " AND account_id = ?1");
-	if (rc == SAAS_OK && filter->live > 0)
-		rc = saas__buf_puts(&sql, " AND status != 3");
-	if (rc == SAAS_OK && filter->live < 0)
-		rc = saas__buf_puts(&sql, " AND status = 3");
-	/* Billing's view: it ran from ready_at until it was destroyed or expired, whichever came first. */
-	if (rc == SAAS_OK && (filter->ran_from_ms || filter->ran_to_ms))
-		rc = saas__buf_puts(&sql, " AND ready_at > 0 AND ready_at < ?3"
-		                          " AND (status != 3 OR MIN(destroyed_at, expires_at) > ?2)");
-	if (rc == SAAS_OK && filter->before_id)
-		rc = saas__buf_puts(&sql, " AND (created_at < ?4 OR (created_at = ?4 AND id < ?5))");
-	if (rc == SAAS_OK && filter->host_id)
-		rc = saas__buf_puts(&sql, " AND host_id = ?7");
-	if (rc == SAAS_OK)
-		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id DESC");
-	if (rc == SAAS_OK && filter->limit)
-		rc = saas__buf_puts(&sql, " LIMIT ?6");
-	if (rc < 0)
-		goto out_unlocked;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, sql.data)) < 0)
-		goto out_locked;
-	if (filter->account_id)
-		brc |= bind_text(st, 1, filter->account_id);
-	if (filter->ran_from_ms || filter->ran_to_ms)
-		brc |= sqlite3_bind_int64(st, 2, filter->ran_from_ms) | sqlite3_bind_int64(st, 3, filter->ran_to_ms);
-	if (filter->before_id)
-		brc |= sqlite3_bind_int64(st, 4, filter->before_created_ms) | bind_text(st, 5, filter->before_id);
-	if (filter->limit)
-		brc |= sqlite3_bind_int64(st, 6, filter->limit);
-	if (filter->host_id)
-		brc |= bind_text(st, 7, filter->host_id);
-	if ((rc = bind_check(s, brc)) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_sandbox *b = rows_add(&rows);
-
-		if (!b) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = sandbox_row(st, b)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing sandboxes");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_sandbox *)(rows.data + i * rows.elem)) != 0)
-			break;
-out_unlocked:
-	free(rows.data);
-	saas__buf_free(&sql);
-	return rc;
-}
-
-/*
- * Run an UPDATE or DELETE of one sandbox (parameters: ?1 id, then ?2 and ?3
- * if used) whose WHERE clause includes the state it requires; if no row
- * changed, tell "not found" from "wrong state".
- */
-static int sandbox_transition(struct sq *s, const char *sql, const char *id, int64_t a, int64_t b,
-                              const char *state_msg)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, sql)) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, a) |
-	                            (sqlite3_bind_parameter_count(st) >= 3 ? sqlite3_bind_int64(st, 3, b) : 0))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "updating a sandbox");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
-			goto out;
-		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' %s", id, state_msg)
-		           : not_found("sandbox", id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
-{
-	return sandbox_transition(ctx, "UPDATE sandboxes SET status = 2, ready_at = ?2, expires_at = ?3"
-	                               " WHERE id = ?1 AND status = 1",
-	                          id, ready_at_ms, expires_at_ms, "is not being created");
-}
-
-static int sq_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
-{
-	return sandbox_transition(ctx, "UPDATE sandboxes SET expires_at = ?2 WHERE id = ?1 AND status NOT IN (1, 3)",
-	                          id, expires_at_ms, 0, "is being created or was destroyed");
-}
-
-/* The states a pause, a resume or a fork moves a sandbox between (never creating or destroyed). */
-static bool movable_state(int status)
-{
-	return status == SAAS_SANDBOX_READY || status == SAAS_SANDBOX_PAUSED || status == SAAS_SANDBOX_PAUSING ||
-	       status == SAAS_SANDBOX_RESUMING;
-}
-
-static int sq_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id || !to)
-		return saas__inval("sandbox id or state is NULL");
-	if (!movable_state(from) || !movable_state(to->status))
-		return saas__inval("sandbox state %d -> %d is not a pause, resume or fork step", from, to->status);
-	if ((rc = check_field(to->snapshot, sizeof(to->snapshot), "sandbox snapshot")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "UPDATE sandboxes SET status = ?3, paused_at = ?4, paused_ms = ?5, snapshot = ?6"
-	                       " WHERE id = ?1 AND status = ?2")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, from) |
-	                            sqlite3_bind_int(st, 3, to->status) | sqlite3_bind_int64(st, 4, to->paused_at_ms) |
-	                            sqlite3_bind_int64(st, 5, to->paused_ms) | bind_text(st, 6, to->snapshot))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "changing a sandbox's state");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
-			goto out;
-		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' is no longer %s", id,
-		                         saas_sandbox_status_name(from))
-		           : not_found("sandbox", id);
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
-                            int64_t if_expires_at_ms, int *closed)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id || !closed)
-		return saas__inval("sandbox id or output is NULL");
-	if (cost < 0)
-		return saas__inval("cost is negative");
-	*closed = 0;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/*
-	 * The status condition is what makes a second close (from any engine) a
-	 * no-op; the expiry condition is what keeps a close decided on an older
-	 * read from ending a sandbox extended since.
-	 */
-	if ((rc = prep(s, &st, "UPDATE sandboxes SET status = 3, end_reason = ?2, destroyed_at = ?3, cost = ?4"
-	                       " WHERE id = ?1 AND status != 3 AND (?5 = 0 OR expires_at = ?5)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, end_reason) |
-	                            sqlite3_bind_int64(st, 3, destroyed_at_ms) | sqlite3_bind_int64(st, 4, cost) |
-	                            sqlite3_bind_int64(st, 5, if_expires_at_ms > 0 ? if_expires_at_ms : 0))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "closing a sandbox");
-		goto out;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (sqlite3_changes(s->db) == 0) {
-		int live = 0;
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0 ||
-		    (rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1 AND status != 3", id, &live)) < 0)
-			goto out;
-		if (!found)
-			rc = not_found("sandbox", id);
-		else if (live)
-			rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0,
-			                 "sandbox '%.64s' has a new expiry; not closed", id);
-		/* Closed already: leave everything as it was. */
-		goto out;
-	}
-	if (cost > 0) {
-		if ((rc = prep(s, &st, "INSERT INTO ledger (account_id, kind, amount, sandbox_id, note, at)"
-		                       " SELECT account_id, 'charge', ?2, id, 'sandbox usage', ?3"
-		                       " FROM sandboxes WHERE id = ?1")) < 0)
-			goto out;
-		if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, cost) |
-		                            sqlite3_bind_int64(st, 3, destroyed_at_ms))) < 0)
-			goto out;
-		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-			rc = db_error(s, src, "charging a sandbox");
-			goto out;
-		}
-	}
-	if ((rc = tx_commit(s)) < 0)
-		goto out;
-	*closed = 1;
-out:
-	sqlite3_finalize(st);
-	/* Also when it was closed already: that transaction changed nothing. */
-	if (rc < 0 || !*closed)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_delete(void *ctx, const char *id)
-{
-	return sandbox_transition(ctx, "DELETE FROM sandboxes WHERE id = ?1 AND status = ?2", id,
-	                          SAAS_SANDBOX_CREATING, 0, "is not being created");
 }
 
 /* ---- executions ---- */
@@ -1776,115 +1444,6 @@ out:
 }
 
 /* ---- network ---- */
-
-static int sq_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or output is NULL");
-	*allow = *deny = NULL;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "SELECT network_allow, network_deny FROM sandboxes WHERE id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_DONE) {
-		rc = not_found("sandbox", id);
-		goto out;
-	}
-	if (src != SQLITE_ROW) {
-		rc = db_error(s, src, "reading a sandbox's network");
-		goto out;
-	}
-	if (!(*allow = saas__strdup((const char *)sqlite3_column_text(st, 0))) ||
-	    !(*deny = saas__strdup((const char *)sqlite3_column_text(st, 1)))) {
-		free(*allow);
-		*allow = NULL;
-		rc = saas__oom();
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or rules are NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "UPDATE sandboxes SET network_mode = ?2, network_allow = ?3, network_deny = ?4"
-	                       " WHERE id = ?1 AND status != 3")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, mode) | bind_text(st, 3, allow) |
-	                            bind_text(st, 4, deny))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "setting a sandbox's network");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
-			goto out;
-		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' was destroyed", id)
-		           : not_found("sandbox", id);
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* Run an UPDATE of one sandbox (?1 its id, ?2 and ?3 two integers when n is 3); SAAS_ENOTFOUND if no row matched. */
-static int sandbox_update(struct sq *s, const char *sql, const char *id, int n, int64_t a, int64_t b, const char *what)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "sandbox id")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, sql)) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) |
-	                            (n == 3 ? sqlite3_bind_int64(st, 2, a) | sqlite3_bind_int64(st, 3, b) : SQLITE_OK))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, what);
-		goto out;
-	}
-	/* Every matched row counts as changed, even with the same values: 0 is no such sandbox. */
-	if (sqlite3_changes(s->db) == 0)
-		rc = not_found("sandbox", id);
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups)
-{
-	return sandbox_update(ctx,
-	                      "UPDATE sandboxes SET denied_connections = MAX(denied_connections, ?2),"
-	                      " denied_lookups = MAX(denied_lookups, ?3) WHERE id = ?1",
-	                      id, 3, connections, lookups, "recording a sandbox's egress counts");
-}
-
-static int sq_sandbox_egress_rebase(void *ctx, const char *id)
-{
-	return sandbox_update(ctx,
-	                      "UPDATE sandboxes SET denied_connections_base = denied_connections,"
-	                      " denied_lookups_base = denied_lookups WHERE id = ?1",
-	                      id, 1, 0, 0, "rebasing a sandbox's egress counts");
-}
 
 /* ---- people: disabled accounts, key use, users, sessions, invites ---- */
 
@@ -2791,14 +2350,14 @@ const saas_store saas__store_sqlite = {
 	.key_find = saas__st_key_find,
 	.key_revoke = saas__st_key_revoke,
 	.key_list = saas__st_key_list,
-	.sandbox_insert = sq_sandbox_insert,
-	.sandbox_get = sq_sandbox_get,
-	.sandbox_list = sq_sandbox_list,
-	.sandbox_set_ready = sq_sandbox_set_ready,
-	.sandbox_set_expiry = sq_sandbox_set_expiry,
-	.sandbox_set_state = sq_sandbox_set_state,
-	.sandbox_close = sq_sandbox_close,
-	.sandbox_delete = sq_sandbox_delete,
+	.sandbox_insert = saas__st_sandbox_insert,
+	.sandbox_get = saas__st_sandbox_get,
+	.sandbox_list = saas__st_sandbox_list,
+	.sandbox_set_ready = saas__st_sandbox_set_ready,
+	.sandbox_set_expiry = saas__st_sandbox_set_expiry,
+	.sandbox_set_state = saas__st_sandbox_set_state,
+	.sandbox_close = saas__st_sandbox_close,
+	.sandbox_delete = saas__st_sandbox_delete,
 	.execution_insert = sq_execution_insert,
 	.execution_finish = sq_execution_finish,
 	.execution_get = sq_execution_get,
@@ -2810,8 +2369,8 @@ const saas_store saas__store_sqlite = {
 	.limits_set = sq_limits_set,
 	.port_find = sq_port_find,
 	.port_delete = sq_port_delete,
-	.sandbox_network_get = sq_sandbox_network_get,
-	.sandbox_network_set = sq_sandbox_network_set,
+	.sandbox_network_get = saas__st_sandbox_network_get,
+	.sandbox_network_set = saas__st_sandbox_network_set,
 	.account_disable = sq_account_disable,
 	.key_touch = saas__st_key_touch,
 	.user_insert = sq_user_insert,
@@ -2824,8 +2383,8 @@ const saas_store saas__store_sqlite = {
 	.session_delete = sq_session_delete,
 	.session_prune = sq_session_prune,
 	.invite_insert = sq_invite_insert,
-	.sandbox_egress_record = sq_sandbox_egress_record,
-	.sandbox_egress_rebase = sq_sandbox_egress_rebase,
+	.sandbox_egress_record = saas__st_sandbox_egress_record,
+	.sandbox_egress_rebase = saas__st_sandbox_egress_rebase,
 	.execution_list = sq_execution_list,
 	.lease_take = sq_lease_take,
 	.lease_release = sq_lease_release,
