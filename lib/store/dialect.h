@@ -52,6 +52,8 @@ typedef struct {
 	const char *pg;
 	const char *what;          /* for error messages: "reading an account" */
 	int read;
+	/* Its bytes columns come back raw (PostgreSQL: a binary result, not bytea's hex text). */
+	int binary;
 } saas__sql;
 
 #define SAAS__SQL_CACHE 96
@@ -123,5 +125,18 @@ int saas__st_sandbox_network_get(void *ctx, const char *id, char **allow, char *
 int saas__st_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny);
 int saas__st_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups);
 int saas__st_sandbox_egress_rebase(void *ctx, const char *id);
+int saas__st_execution_insert(void *ctx, const saas_store_execution *execution);
+int saas__st_execution_finish(void *ctx, const saas_store_execution *execution);
+int saas__st_execution_get(void *ctx, const char *id, saas_store_execution *out);
+int saas__st_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms);
+int saas__st_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned);
+int saas__st_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
+                            unsigned int limit, saas_store_execution_fn fn, void *userdata);
+int saas__st_limits_get(void *ctx, const char *account_id, saas_store_limits *out);
+int saas__st_limits_set(void *ctx, const char *account_id, const saas_store_limits *limits, int64_t at_ms);
+int saas__st_port_insert(void *ctx, const saas_store_port *port);
+int saas__st_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata);
+int saas__st_port_find(void *ctx, const char *name, saas_store_port *out);
+int saas__st_port_delete(void *ctx, const char *sandbox_id, unsigned int port);
 
 #endif

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "saas/exec.h"
 #include "saas/sandbox.h"
 
 #include "store/dialect.h"
@@ -57,6 +58,18 @@ enum {
 	Q_NETWORK_SET,
 	Q_EGRESS_RECORD,
 	Q_EGRESS_REBASE,
+	Q_EXECUTION_INSERT,
+	Q_EXECUTION_FINISH,
+	Q_EXECUTION_GET,
+	Q_EXECUTION_LIST,
+	Q_EXECUTION_FAIL,
+	Q_EXECUTION_PRUNE,
+	Q_LIMITS_GET,
+	Q_LIMITS_SET,
+	Q_PORT_INSERT,
+	Q_PORT_LIST,
+	Q_PORT_FIND,
+	Q_PORT_DELETE,
 	Q_COUNT
 };
 _Static_assert(Q_COUNT <= SAAS__SQL_CACHE, "a dialect's statement cache holds every statement");
@@ -964,4 +977,422 @@ int saas__st_sandbox_egress_record(void *ctx, const char *id, int64_t connection
 int saas__st_sandbox_egress_rebase(void *ctx, const char *id)
 {
 	return sandbox_update(ctx, &q_egress_rebase, &SAAS__TEXT(id), 1);
+}
+
+/* ---- executions ---- */
+
+/* An execution is recorded when it starts; execution_finish records the rest. */
+static const saas__sql q_execution_insert = {
+	Q_EXECUTION_INSERT,
+	"INSERT INTO executions (id, sandbox_id, account_id, status, exit_code, command, started_at)"
+	" VALUES ($1, $2, $3, 1, -1, $4, $5)", NULL, "inserting an execution", 0
+};
+static const saas__sql q_execution_finish = {
+	Q_EXECUTION_FINISH,
+	"UPDATE executions SET status = $2, exit_code = $3, stdout = $4, stderr = $5, stdout_truncated = $6,"
+	" stderr_truncated = $7, error = $8, finished_at = $9 WHERE id = $1", NULL, "finishing an execution", 0
+};
+static const saas__sql q_execution_get = {
+	.id = Q_EXECUTION_GET,
+	.sql = "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout, stderr, stdout_truncated,"
+	       " stderr_truncated, error, started_at, finished_at FROM executions WHERE id = $1",
+	.what = "reading an execution",
+	.read = 1,
+	.binary = 1,
+};
+/* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
+#define EXECUTION_LIST(collate) \
+	"SELECT id, sandbox_id, account_id, status, exit_code, command, NULL, NULL, stdout_truncated," \
+	" stderr_truncated, error, started_at, finished_at FROM executions WHERE sandbox_id = $1" \
+	" AND ($3 IS NULL OR started_at < $2 OR (started_at = $2 AND id" collate " < $3))" \
+	" ORDER BY started_at DESC, id" collate " DESC LIMIT $4"
+static const saas__sql q_execution_list = {
+	Q_EXECUTION_LIST, EXECUTION_LIST(""), EXECUTION_LIST(" COLLATE \"C\""), "listing executions", 1
+};
+static const saas__sql q_execution_fail = {
+	Q_EXECUTION_FAIL,
+	"UPDATE executions SET status = $2, error = $3, finished_at = $4 WHERE sandbox_id = $1 AND status = 1", NULL,
+	"failing running executions", 0
+};
+/* finished_at > 0: a running execution (0) is never old enough. */
+static const saas__sql q_execution_prune = {
+	Q_EXECUTION_PRUNE,
+	"DELETE FROM executions WHERE id IN (SELECT id FROM executions"
+	" WHERE finished_at > 0 AND finished_at < $1 AND status != 1 LIMIT $2)", NULL, "pruning executions", 0
+};
+
+static void execution_free(saas_store_execution *e)
+{
+	free(e->command);
+	free(e->stdout_data);
+	free(e->stderr_data);
+	free(e->error);
+	e->command = e->stdout_data = e->stderr_data = e->error = NULL;
+}
+
+/* A malloc()ed copy of a column with a NUL after it; SQL NULL stays NULL if `keep_null`, else "". */
+static int get_dup(const struct saas__dialect *d, const saas__row *row, int col, int keep_null, char **out,
+                   size_t *len)
+{
+	size_t n = 0;
+	const char *t = d->col_text(row, col, &n);
+
+	*out = NULL;
+	if (len)
+		*len = 0;
+	if (!t && keep_null)
+		return SAAS_OK;
+	if (!(*out = malloc(n + 1)))
+		return saas__oom();
+	if (n)
+		memcpy(*out, t, n);
+	(*out)[n] = '\0';
+	if (len)
+		*len = n;
+	return SAAS_OK;
+}
+
+/* The columns of q_execution_get; a list has NULL output columns, left NULL. */
+static int execution_row(const struct saas__dialect *d, const saas__row *row, void *out, int output)
+{
+	saas_store_execution *e = out;
+	int rc;
+
+	if ((rc = get_text(d, row, 0, e->id, sizeof(e->id))) < 0 ||
+	    (rc = get_text(d, row, 1, e->sandbox_id, sizeof(e->sandbox_id))) < 0 ||
+	    (rc = get_text(d, row, 2, e->account_id, sizeof(e->account_id))) < 0 ||
+	    (rc = get_dup(d, row, 5, 0, &e->command, NULL)) < 0 ||
+	    (output && (rc = get_dup(d, row, 6, 0, &e->stdout_data, &e->stdout_len)) < 0) ||
+	    (output && (rc = get_dup(d, row, 7, 0, &e->stderr_data, &e->stderr_len)) < 0) ||
+	    (rc = get_dup(d, row, 10, 1, &e->error, NULL)) < 0) {
+		execution_free(e);
+		return rc;
+	}
+	e->status = (int)d->col_i64(row, 3);
+	e->exit_code = (int)d->col_i64(row, 4);
+	e->stdout_truncated = (int)d->col_i64(row, 8);
+	e->stderr_truncated = (int)d->col_i64(row, 9);
+	e->started_at_ms = d->col_i64(row, 11);
+	e->finished_at_ms = d->col_i64(row, 12);
+	return SAAS_OK;
+}
+
+static int execution_full_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	return execution_row(d, row, out, 1);
+}
+
+static int execution_list_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	return execution_row(d, row, out, 0);
+}
+
+/* Free the records of a fetch of executions. */
+static void executions_free(struct fetch *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		execution_free((saas_store_execution *)(void *)(f->data + i * f->elem));
+	free(f->data);
+	f->data = NULL;
+	f->n = 0;
+}
+
+int saas__st_execution_insert(void *ctx, const saas_store_execution *e)
+{
+	struct call c;
+	int rc;
+
+	if (!e || !e->command)
+		return saas__inval("execution or its command is NULL");
+	if ((rc = saas__store_field(e->id, sizeof(e->id), "execution id")) < 0 ||
+	    (rc = saas__store_field(e->sandbox_id, sizeof(e->sandbox_id), "sandbox id")) < 0 ||
+	    (rc = saas__store_field(e->account_id, sizeof(e->account_id), "account id")) < 0)
+		return rc;
+	const saas__param p[] = {
+		SAAS__TEXT(e->id), SAAS__TEXT(e->sandbox_id), SAAS__TEXT(e->account_id), SAAS__TEXT(e->command),
+		SAAS__I64(e->started_at_ms),
+	};
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_execution_insert, p, 5, NULL);
+	leave(&c);
+	if (rc == SAAS_EEXISTS)
+		saas__error_wrap(rc, "execution '%.64s' already exists", e->id);
+	else if (rc == SAAS_ENOTFOUND)
+		rc = saas__store_not_found("sandbox", e->sandbox_id);
+	return rc;
+}
+
+/* Output is whatever the command wrote, NUL bytes included; an empty one is stored as NULL. */
+static saas__param output_param(const char *data, size_t len)
+{
+	return (saas__param){ .type = SAAS__P_BLOB, .text = len ? data : NULL, .len = len };
+}
+
+int saas__st_execution_finish(void *ctx, const saas_store_execution *e)
+{
+	struct call c;
+	int64_t changed = 0;
+	int rc;
+
+	if (!e)
+		return saas__inval("execution is NULL");
+	if ((e->stdout_len && !e->stdout_data) || (e->stderr_len && !e->stderr_data))
+		return saas__inval("execution output has a length but no data");
+	if (e->stdout_len > INT_MAX || e->stderr_len > INT_MAX)
+		return saas__inval("execution output is too long");
+	if ((rc = saas__store_field(e->id, sizeof(e->id), "execution id")) < 0)
+		return rc;
+	const saas__param p[] = {
+		SAAS__TEXT(e->id), SAAS__I64(e->status), SAAS__I64(e->exit_code),
+		output_param(e->stdout_data, e->stdout_len), output_param(e->stderr_data, e->stderr_len),
+		SAAS__I64(e->stdout_truncated ? 1 : 0), SAAS__I64(e->stderr_truncated ? 1 : 0), SAAS__TEXT(e->error),
+		SAAS__I64(e->finished_at_ms),
+	};
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_execution_finish, p, 9, &changed);
+	leave(&c);
+	if (rc == SAAS_OK && changed == 0)
+		rc = saas__store_not_found("execution", e->id);
+	return rc;
+}
+
+int saas__st_execution_get(void *ctx, const char *id, saas_store_execution *out)
+{
+	struct fetch f;
+	int rc;
+
+	if (!id || !out)
+		return saas__inval("execution id or output is NULL");
+	rc = fetch(ctx, &q_execution_get, &SAAS__TEXT(id), 1, execution_full_row, sizeof(*out), &f);
+	if (rc == SAAS_OK && f.n == 0)
+		rc = saas__store_not_found("execution", id);
+	if (rc == SAAS_OK) {
+		/* The first row's memory becomes the caller's. */
+		memcpy(out, f.data, sizeof(*out));
+		memset(f.data, 0, sizeof(*out));
+	}
+	executions_free(&f);
+	return rc;
+}
+
+int saas__st_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
+                            unsigned int limit, saas_store_execution_fn fn, void *userdata)
+{
+	/* A NULL before_id is no cursor; no limit is the largest one, which both dialects take. */
+	const saas__param p[] = {
+		SAAS__TEXT(sandbox_id), SAAS__I64(before_started_ms), SAAS__TEXT(before_id),
+		SAAS__I64(limit ? (int64_t)limit : INT64_MAX),
+	};
+	struct fetch f;
+	int rc;
+
+	if (!sandbox_id || !fn)
+		return saas__inval("sandbox id or callback is NULL");
+	rc = fetch(ctx, &q_execution_list, p, 4, execution_list_row, sizeof(saas_store_execution), &f);
+	for (size_t i = 0; rc == SAAS_OK && i < f.n; i++)
+		if (fn(userdata, (const saas_store_execution *)(void *)(f.data + i * f.elem)) != 0)
+			break;
+	executions_free(&f);
+	return rc;
+}
+
+int saas__st_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
+{
+	const saas__param p[] = { SAAS__TEXT(sandbox_id), SAAS__I64(SAAS_EXEC_FAILED), SAAS__TEXT(error),
+		                  SAAS__I64(at_ms) };
+	struct call c;
+	int rc;
+
+	if (!sandbox_id)
+		return saas__inval("sandbox id is NULL");
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_execution_fail, p, 4, NULL);
+	leave(&c);
+	return rc;
+}
+
+int saas__st_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
+{
+	const saas__param p[] = { SAAS__I64(finished_before_ms), SAAS__I64(max) };
+	struct call c;
+	int64_t changed = 0;
+	int rc;
+
+	if (!pruned)
+		return saas__inval("pruned is NULL");
+	*pruned = 0;
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_execution_prune, p, 2, &changed);
+	leave(&c);
+	if (rc == SAAS_OK)
+		*pruned = (unsigned int)changed;
+	return rc;
+}
+
+/* ---- account limits ---- */
+
+/* Through accounts, so that "no such account" and "nothing set" differ. NULLs read as 0. */
+static const saas__sql q_limits_get = {
+	Q_LIMITS_GET,
+	"SELECT l.max_sandboxes, l.max_executions, l.creates_per_minute, l.requests_per_second"
+	" FROM accounts a LEFT JOIN account_limits l ON l.account_id = a.id WHERE a.id = $1", NULL,
+	"reading account limits", 1
+};
+static const saas__sql q_limits_set = {
+	Q_LIMITS_SET,
+	"INSERT INTO account_limits (account_id, max_sandboxes, max_executions, creates_per_minute,"
+	" requests_per_second, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"
+	" ON CONFLICT (account_id) DO UPDATE SET max_sandboxes = excluded.max_sandboxes,"
+	" max_executions = excluded.max_executions, creates_per_minute = excluded.creates_per_minute,"
+	" requests_per_second = excluded.requests_per_second, updated_at = excluded.updated_at", NULL,
+	"setting account limits", 0
+};
+
+static int limits_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	saas_store_limits *l = out;
+
+	l->max_sandboxes = (unsigned int)d->col_i64(row, 0);
+	l->max_executions = (unsigned int)d->col_i64(row, 1);
+	l->creates_per_minute = (unsigned int)d->col_i64(row, 2);
+	l->requests_per_second = (unsigned int)d->col_i64(row, 3);
+	return SAAS_OK;
+}
+
+int saas__st_limits_get(void *ctx, const char *account_id, saas_store_limits *out)
+{
+	int rc, found;
+
+	if (!account_id || !out)
+		return saas__inval("account id or output is NULL");
+	rc = fetch_one(ctx, &q_limits_get, &SAAS__TEXT(account_id), 1, limits_row, sizeof(*out), out, &found);
+	if (rc == SAAS_OK && !found)
+		rc = saas__store_not_found("account", account_id);
+	return rc;
+}
+
+int saas__st_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
+{
+	struct call c;
+	int rc;
+
+	if ((rc = saas__store_arg(account_id, SAAS_ID_MAX, "account id")) < 0)
+		return rc;
+	if (!l)
+		return saas__inval("limits are NULL");
+	const saas__param p[] = {
+		SAAS__TEXT(account_id), SAAS__I64(l->max_sandboxes), SAAS__I64(l->max_executions),
+		SAAS__I64(l->creates_per_minute), SAAS__I64(l->requests_per_second), SAAS__I64(at_ms),
+	};
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_limits_set, p, 6, NULL);
+	leave(&c);
+	/* The only foreign key is the account. */
+	if (rc == SAAS_ENOTFOUND)
+		rc = saas__store_not_found("account", account_id);
+	return rc;
+}
+
+/* ---- ports ---- */
+
+#define PORT_SELECT "SELECT sandbox_id, port, name, created_at FROM ports"
+
+/* Exposing a port twice is success; the first row is the one kept. A taken name is not. */
+static const saas__sql q_port_insert = {
+	Q_PORT_INSERT,
+	"INSERT INTO ports (sandbox_id, port, name, created_at) VALUES ($1, $2, $3, $4)"
+	" ON CONFLICT (sandbox_id, port) DO NOTHING", NULL, "exposing a port", 0
+};
+static const saas__sql q_port_list = {
+	Q_PORT_LIST, PORT_SELECT " WHERE sandbox_id = $1 ORDER BY port", NULL, "listing ports", 1
+};
+static const saas__sql q_port_find = { Q_PORT_FIND, PORT_SELECT " WHERE name = $1", NULL, "finding a port", 1 };
+static const saas__sql q_port_delete = {
+	Q_PORT_DELETE, "DELETE FROM ports WHERE sandbox_id = $1 AND port = $2", NULL, "un-exposing a port", 0
+};
+
+static int port_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	saas_store_port *p = out;
+	int rc;
+
+	if ((rc = get_text(d, row, 0, p->sandbox_id, sizeof(p->sandbox_id))) < 0 ||
+	    (rc = get_text(d, row, 2, p->name, sizeof(p->name))) < 0)
+		return rc;
+	p->port = (unsigned int)d->col_i64(row, 1);
+	p->created_at_ms = d->col_i64(row, 3);
+	return SAAS_OK;
+}
+
+int saas__st_port_insert(void *ctx, const saas_store_port *port)
+{
+	struct call c;
+	int rc;
+
+	if (!port)
+		return saas__inval("port is NULL");
+	if ((rc = saas__store_field(port->sandbox_id, sizeof(port->sandbox_id), "sandbox id")) < 0 ||
+	    (rc = saas__store_field(port->name, sizeof(port->name), "port name")) < 0)
+		return rc;
+	if (port->port < 1 || port->port > 65535)
+		return saas__inval("port %u is not in 1-65535", port->port);
+	const saas__param p[] = {
+		SAAS__TEXT(port->sandbox_id), SAAS__I64(port->port), SAAS__TEXT(port->name),
+		SAAS__I64(port->created_at_ms),
+	};
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_port_insert, p, 4, NULL);
+	leave(&c);
+	/* The name is a capability: never echo it. */
+	if (rc == SAAS_EEXISTS)
+		saas__error_wrap(rc, "another exposed port has this name");
+	else if (rc == SAAS_ENOTFOUND)
+		rc = saas__store_not_found("sandbox", port->sandbox_id);
+	return rc;
+}
+
+int saas__st_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
+{
+	struct fetch f;
+	int rc;
+
+	if (!sandbox_id || !fn)
+		return saas__inval("sandbox id or callback is NULL");
+	rc = fetch(ctx, &q_port_list, &SAAS__TEXT(sandbox_id), 1, port_row, sizeof(saas_store_port), &f);
+	FOR_EACH(f, saas_store_port, rc, fn, userdata);
+	return rc;
+}
+
+int saas__st_port_find(void *ctx, const char *name, saas_store_port *out)
+{
+	int rc, found;
+
+	if (!name || !out)
+		return saas__inval("port name or output is NULL");
+	rc = fetch_one(ctx, &q_port_find, &SAAS__TEXT(name), 1, port_row, sizeof(*out), out, &found);
+	/* The name is a capability: never echo it. */
+	if (rc == SAAS_OK && !found)
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no exposed port by that name");
+	return rc;
+}
+
+int saas__st_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
+{
+	const saas__param p[] = { SAAS__TEXT(sandbox_id), SAAS__I64(port) };
+	struct call c;
+	int rc;
+
+	if ((rc = saas__store_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")) < 0)
+		return rc;
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, &q_port_delete, p, 2, NULL);
+	leave(&c);
+	return rc;
 }

@@ -631,6 +631,26 @@ static int not_found(const char *what, const char *id)
 	return saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no %s '%.64s'", what, id);
 }
 
+/* Binary-format result columns (execution_get asks for binary to get bytea raw). */
+static int64_t bin_int(const PGresult *res, int row, int col)
+{
+	const char *p = PQgetvalue(res, row, col);
+	uint32_t u32;
+	uint64_t u64;
+
+	if (PQgetisnull(res, row, col))
+		return 0;
+	switch (PQgetlength(res, row, col)) {
+	case 4:
+		memcpy(&u32, p, 4);
+		return (int32_t)be32toh(u32);
+	case 8:
+		memcpy(&u64, p, 8);
+		return (int64_t)be64toh(u64);
+	}
+	return 0;
+}
+
 /* ---- the dialect (dialect.h) ------------------------------------------ */
 
 /* The most parameters one statement of slots.c takes. */
@@ -643,6 +663,7 @@ static int not_found(const char *what, const char *id)
 struct saas__row {
 	const PGresult *res;
 	int row;
+	int binary;                /* a binary result: integers big-endian, bytes raw */
 };
 
 static int d_enter(void *store, void **conn)
@@ -708,10 +729,11 @@ static int d_run(void *conn, const saas__sql *q, const saas__param *p, int n, sa
 			types[i] = OID_TEXT;
 		}
 	}
-	if ((rc = run_ex(pg, &res, q->what, q->pg ? q->pg : q->sql, n, types, values, lengths, formats, 0, q->read)))
+	if ((rc = run_ex(pg, &res, q->what, q->pg ? q->pg : q->sql, n, types, values, lengths, formats, q->binary,
+	                 q->read)))
 		return rc;
 	for (int r = 0; fn && r < PQntuples(res); r++) {
-		struct saas__row row = { res, r };
+		struct saas__row row = { res, r, q->binary };
 
 		if ((rc = fn(userdata, &row)) != 0)
 			break;
@@ -724,7 +746,7 @@ static int d_run(void *conn, const saas__sql *q, const saas__param *p, int n, sa
 
 static int64_t d_col_i64(const saas__row *row, int col)
 {
-	return get_i64(row->res, row->row, col);
+	return row->binary ? bin_int(row->res, row->row, col) : get_i64(row->res, row->row, col);
 }
 
 static int d_col_null(const saas__row *row, int col)
@@ -1082,468 +1104,10 @@ out:
 
 /* ---- executions ---------------------------------------------------------- */
 
-static int pg_execution_insert(void *ctx, const saas_store_execution *e)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[6];
-	int rc;
-
-	if (!e || !e->command)
-		return saas__inval("execution or its command is NULL");
-	if ((rc = check_field(e->id, sizeof(e->id), "execution id")) ||
-	    (rc = check_field(e->sandbox_id, sizeof(e->sandbox_id), "execution sandbox id")) ||
-	    (rc = check_field(e->account_id, sizeof(e->account_id), "execution account id")))
-		return rc;
-	v[0] = e->id;
-	v[1] = e->sandbox_id;
-	v[2] = e->account_id;
-	v[3] = i64(b1, SAAS_EXEC_RUNNING);
-	v[4] = e->command;
-	v[5] = i64(b2, e->started_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "inserting an execution",
-	         "INSERT INTO executions (id, sandbox_id, account_id, status, command, started_at)"
-	         " VALUES ($1, $2, $3, $4, $5, $6)", 6, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_execution_finish(void *ctx, const saas_store_execution *e)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b[6][24];
-	const char *v[9];
-	int len[9] = { 0 }, fmt[9] = { 0 };
-	int rc;
-
-	if (!e)
-		return saas__inval("execution is NULL");
-	if ((rc = check_field(e->id, sizeof(e->id), "execution id")))
-		return rc;
-	if (e->stdout_len > INT_MAX || e->stderr_len > INT_MAX ||
-	    (e->stdout_len && !e->stdout_data) || (e->stderr_len && !e->stderr_data))
-		return saas__inval("execution output is invalid");
-	v[0] = e->id;
-	v[1] = i64(b[0], e->status);
-	v[2] = i64(b[1], e->exit_code);
-	/*
-	 * Output as binary bytea: it is whatever the command wrote, NULs
-	 * included. An empty one is stored as NULL, as SQLite does.
-	 */
-	v[3] = e->stdout_len ? e->stdout_data : NULL;
-	len[3] = (int)e->stdout_len;
-	fmt[3] = 1;
-	v[4] = e->stderr_len ? e->stderr_data : NULL;
-	len[4] = (int)e->stderr_len;
-	fmt[4] = 1;
-	v[5] = i64(b[2], e->stdout_truncated ? 1 : 0);
-	v[6] = i64(b[3], e->stderr_truncated ? 1 : 0);
-	v[7] = e->error;
-	v[8] = i64(b[4], e->finished_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_ex(pg, &res, "finishing an execution",
-	            "UPDATE executions SET status = $2, exit_code = $3, stdout = $4, stderr = $5,"
-	            " stdout_truncated = $6, stderr_truncated = $7, error = $8, finished_at = $9 WHERE id = $1",
-	            9, NULL, v, len, fmt, 0, 0);
-	pg_leave(pg);
-	if (!rc && changed(res) == 0)
-		rc = not_found("execution", e->id);
-	PQclear(res);
-	return rc;
-}
-
-/* Binary-format result columns (execution_get asks for binary to get bytea raw). */
-static int64_t bin_int(const PGresult *res, int row, int col)
-{
-	const char *p = PQgetvalue(res, row, col);
-	uint32_t u32;
-	uint64_t u64;
-
-	if (PQgetisnull(res, row, col))
-		return 0;
-	switch (PQgetlength(res, row, col)) {
-	case 4:
-		memcpy(&u32, p, 4);
-		return (int32_t)be32toh(u32);
-	case 8:
-		memcpy(&u64, p, 8);
-		return (int64_t)be64toh(u64);
-	}
-	return 0;
-}
-
-/* A malloc()ed copy of a binary column with a NUL after it; SQL NULL gives NULL if `keep_null`, else "". */
-static int bin_dup(char **out, size_t *len, int keep_null, const PGresult *res, int row, int col)
-{
-	size_t n;
-
-	*out = NULL;
-	if (len)
-		*len = 0;
-	if (PQgetisnull(res, row, col) && keep_null)
-		return SAAS_OK;
-	n = (size_t)PQgetlength(res, row, col);
-	*out = malloc(n + 1);
-	if (!*out)
-		return saas__oom();
-	memcpy(*out, PQgetvalue(res, row, col), n);
-	(*out)[n] = '\0';
-	if (len)
-		*len = n;
-	return SAAS_OK;
-}
-
-static int pg_execution_get(void *ctx, const char *id, saas_store_execution *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	saas_store_execution e;
-	int rc;
-
-	memset(&e, 0, sizeof(e));
-	if (!id || !out)
-		return saas__inval("execution id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_ex(pg, &res, "reading an execution",
-	            "SELECT id, sandbox_id, account_id, status, exit_code, stdout, stderr, stdout_truncated,"
-	            " stderr_truncated, command, error, started_at, finished_at FROM executions WHERE id = $1",
-	            1, NULL, v, NULL, NULL, 1, 1);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("execution", id);
-		goto out;
-	}
-	/* In binary format a text column is its bytes, NUL-terminated by libpq. */
-	if ((rc = get_text(e.id, sizeof(e.id), res, 0, 0)) ||
-	    (rc = get_text(e.sandbox_id, sizeof(e.sandbox_id), res, 0, 1)) ||
-	    (rc = get_text(e.account_id, sizeof(e.account_id), res, 0, 2)))
-		goto out;
-	e.status = (int)bin_int(res, 0, 3);
-	e.exit_code = (int)bin_int(res, 0, 4);
-	e.stdout_truncated = (int)bin_int(res, 0, 7);
-	e.stderr_truncated = (int)bin_int(res, 0, 8);
-	e.started_at_ms = bin_int(res, 0, 11);
-	e.finished_at_ms = bin_int(res, 0, 12);
-	if ((rc = bin_dup(&e.stdout_data, &e.stdout_len, 0, res, 0, 5)) ||
-	    (rc = bin_dup(&e.stderr_data, &e.stderr_len, 0, res, 0, 6)) ||
-	    (rc = bin_dup(&e.command, NULL, 0, res, 0, 9)) ||
-	    (rc = bin_dup(&e.error, NULL, 1, res, 0, 10)))
-		goto out;
-	*out = e;
-	memset(&e, 0, sizeof(e));
-out:
-	free(e.stdout_data);
-	free(e.stderr_data);
-	free(e.command);
-	free(e.error);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
-                             unsigned int limit, saas_store_execution_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	saas_store_execution e;
-	char b[2][24];
-	/* A NULL before_id is no cursor, a NULL limit no LIMIT. */
-	const char *v[] = { sandbox_id, i64(b[0], before_started_ms), before_id, limit ? i64(b[1], limit) : NULL };
-	int rc, i;
-
-	if (!sandbox_id || !fn)
-		return saas__inval("sandbox id or callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
-	rc = run_read(pg, &res, "listing executions",
-	              "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout_truncated,"
-	              " stderr_truncated, error, started_at, finished_at FROM executions WHERE sandbox_id = $1"
-	              " AND ($3::text IS NULL OR started_at < $2::bigint"
-	              " OR (started_at = $2::bigint AND id COLLATE \"C\" < $3::text))"
-	              " ORDER BY started_at DESC, id COLLATE \"C\" DESC LIMIT $4::bigint",
-	              4, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		memset(&e, 0, sizeof(e));
-		if ((rc = get_text(e.id, sizeof(e.id), res, i, 0)) ||
-		    (rc = get_text(e.sandbox_id, sizeof(e.sandbox_id), res, i, 1)) ||
-		    (rc = get_text(e.account_id, sizeof(e.account_id), res, i, 2)))
-			break;
-		e.status = (int)get_i64(res, i, 3);
-		e.exit_code = (int)get_i64(res, i, 4);
-		/* Text-format columns: the record borrows them from res, valid during fn as the slot says. */
-		e.command = PQgetvalue(res, i, 5);
-		e.stdout_truncated = (int)get_i64(res, i, 6);
-		e.stderr_truncated = (int)get_i64(res, i, 7);
-		e.error = PQgetisnull(res, i, 8) ? NULL : PQgetvalue(res, i, 8);
-		e.started_at_ms = get_i64(res, i, 9);
-		e.finished_at_ms = get_i64(res, i, 10);
-		if (fn(userdata, &e))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!sandbox_id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = sandbox_id;
-	v[1] = i64(b1, SAAS_EXEC_FAILED);
-	v[2] = error;
-	v[3] = i64(b2, at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "failing running executions",
-	         "UPDATE executions SET status = $2, error = $3, finished_at = $4 WHERE sandbox_id = $1 AND status = 1",
-	         4, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[2];
-	int rc;
-
-	if (!pruned)
-		return saas__inval("pruned is NULL");
-	*pruned = 0;
-	v[0] = i64(b1, finished_before_ms);
-	v[1] = i64(b2, max);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* finished_at > 0: a running execution (0) is never old enough. */
-	rc = run(pg, &res, "pruning executions",
-	         "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
-	         " WHERE finished_at > 0 AND finished_at < $1 AND status != 1 LIMIT $2)",
-	         2, v);
-	pg_leave(pg);
-	if (!rc)
-		*pruned = (unsigned int)changed(res);
-	PQclear(res);
-	return rc;
-}
 
 /* ---- account limits -------------------------------------------------------- */
 
-static int pg_limits_get(void *ctx, const char *account_id, saas_store_limits *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { account_id };
-	int rc;
-
-	if (!account_id || !out)
-		return saas__inval("account id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* Through accounts, so that "no such account" and "nothing set" differ. NULLs read as 0. */
-	rc = run_read(pg, &res, "reading account limits",
-	              "SELECT l.max_sandboxes, l.max_executions, l.creates_per_minute, l.requests_per_second"
-	              " FROM accounts a LEFT JOIN account_limits l ON l.account_id = a.id WHERE a.id = $1",
-	              1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	out->max_sandboxes = (unsigned int)get_i64(res, 0, 0);
-	out->max_executions = (unsigned int)get_i64(res, 0, 1);
-	out->creates_per_minute = (unsigned int)get_i64(res, 0, 2);
-	out->requests_per_second = (unsigned int)get_i64(res, 0, 3);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b[5][24];
-	const char *v[6];
-	int rc;
-
-	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")))
-		return rc;
-	if (!l)
-		return saas__inval("limits are NULL");
-	v[0] = account_id;
-	v[1] = i64(b[0], l->max_sandboxes);
-	v[2] = i64(b[1], l->max_executions);
-	v[3] = i64(b[2], l->creates_per_minute);
-	v[4] = i64(b[3], l->requests_per_second);
-	v[5] = i64(b[4], at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "setting account limits",
-	         "INSERT INTO account_limits (account_id, max_sandboxes, max_executions, creates_per_minute,"
-	         " requests_per_second, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"
-	         " ON CONFLICT (account_id) DO UPDATE SET max_sandboxes = EXCLUDED.max_sandboxes,"
-	         " max_executions = EXCLUDED.max_executions, creates_per_minute = EXCLUDED.creates_per_minute,"
-	         " requests_per_second = EXCLUDED.requests_per_second, updated_at = EXCLUDED.updated_at",
-	         6, v);
-	pg_leave(pg);
-	/* The only foreign key is the account. */
-	if (rc == SAAS_ENOTFOUND)
-		rc = not_found("account", account_id);
-	return rc;
-}
-
 /* ---- ports ----------------------------------------------------------------- */
-
-static int pg_port_insert(void *ctx, const saas_store_port *p)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!p)
-		return saas__inval("port is NULL");
-	if ((rc = check_field(p->sandbox_id, sizeof(p->sandbox_id), "sandbox id")) ||
-	    (rc = check_field(p->name, sizeof(p->name), "port name")))
-		return rc;
-	if (p->port == 0 || p->port > 65535)
-		return saas__inval("port %u is not in 1-65535", p->port);
-	v[0] = p->sandbox_id;
-	v[1] = i64(b1, p->port);
-	v[2] = p->name;
-	v[3] = i64(b2, p->created_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* Exposing a port twice is success; the first row is the one kept. A taken name is not. */
-	rc = run(pg, NULL, "exposing a port",
-	         "INSERT INTO ports (sandbox_id, port, name, created_at) VALUES ($1, $2, $3, $4) "
-	         "ON CONFLICT (sandbox_id, port) DO NOTHING", 4, v);
-	pg_leave(pg);
-	return rc;
-}
-
-#define PORT_SELECT "SELECT sandbox_id, port, name, created_at FROM ports"
-
-static int port_row(saas_store_port *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->sandbox_id, sizeof(out->sandbox_id), res, row, 0)) ||
-	    (rc = get_text(out->name, sizeof(out->name), res, row, 2)))
-		return rc;
-	out->port = (unsigned int)get_i64(res, row, 1);
-	out->created_at_ms = get_i64(res, row, 3);
-	return SAAS_OK;
-}
-
-static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { sandbox_id };
-	saas_store_port p;
-	int rc, i;
-
-	if (!sandbox_id || !fn)
-		return saas__inval("sandbox id or callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "listing ports", PORT_SELECT " WHERE sandbox_id = $1 ORDER BY port", 1, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		if ((rc = port_row(&p, res, i)) || fn(userdata, &p))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_port_find(void *ctx, const char *name, saas_store_port *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { name };
-	int rc;
-
-	if (!name || !out)
-		return saas__inval("port name or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "finding a port", PORT_SELECT " WHERE name = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		/* The name is a capability: never echo it. */
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no exposed port by that name");
-		goto out;
-	}
-	rc = port_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24];
-	const char *v[2];
-	int rc;
-
-	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")))
-		return rc;
-	v[0] = sandbox_id;
-	v[1] = i64(b1, port);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "un-exposing a port", "DELETE FROM ports WHERE sandbox_id = $1 AND port = $2", 2, v);
-	pg_leave(pg);
-	return rc;
-}
 
 /* ---- network ------------------------------------------------------------ */
 
@@ -2400,17 +1964,17 @@ const saas_store saas__store_postgres = {
 	.sandbox_set_state = saas__st_sandbox_set_state,
 	.sandbox_close = saas__st_sandbox_close,
 	.sandbox_delete = saas__st_sandbox_delete,
-	.execution_insert = pg_execution_insert,
-	.execution_finish = pg_execution_finish,
-	.execution_get = pg_execution_get,
-	.execution_fail_running = pg_execution_fail_running,
-	.port_insert = pg_port_insert,
-	.port_list = pg_port_list,
-	.execution_prune = pg_execution_prune,
-	.limits_get = pg_limits_get,
-	.limits_set = pg_limits_set,
-	.port_find = pg_port_find,
-	.port_delete = pg_port_delete,
+	.execution_insert = saas__st_execution_insert,
+	.execution_finish = saas__st_execution_finish,
+	.execution_get = saas__st_execution_get,
+	.execution_fail_running = saas__st_execution_fail_running,
+	.port_insert = saas__st_port_insert,
+	.port_list = saas__st_port_list,
+	.execution_prune = saas__st_execution_prune,
+	.limits_get = saas__st_limits_get,
+	.limits_set = saas__st_limits_set,
+	.port_find = saas__st_port_find,
+	.port_delete = saas__st_port_delete,
 	.sandbox_network_get = saas__st_sandbox_network_get,
 	.sandbox_network_set = saas__st_sandbox_network_set,
 	.account_disable = pg_account_disable,
@@ -2427,7 +1991,7 @@ const saas_store saas__store_postgres = {
 	.invite_insert = pg_invite_insert,
 	.sandbox_egress_record = saas__st_sandbox_egress_record,
 	.sandbox_egress_rebase = saas__st_sandbox_egress_rebase,
-	.execution_list = pg_execution_list,
+	.execution_list = saas__st_execution_list,
 	.lease_take = pg_lease_take,
 	.lease_release = pg_lease_release,
 	.lease_get = pg_lease_get,
