@@ -138,5 +138,17 @@ int saas__st_port_insert(void *ctx, const saas_store_port *port);
 int saas__st_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata);
 int saas__st_port_find(void *ctx, const char *name, saas_store_port *out);
 int saas__st_port_delete(void *ctx, const char *sandbox_id, unsigned int port);
+int saas__st_account_disable(void *ctx, const char *account_id, int64_t at_ms);
+int saas__st_user_insert(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
+                         const char *invite_hash);
+int saas__st_user_find(void *ctx, const char *email, saas_store_user *out);
+int saas__st_user_list(void *ctx, saas_store_user_fn fn, void *userdata);
+int saas__st_user_update(void *ctx, const char *user_id, const char *password_hash, int is_operator);
+int saas__st_session_insert(void *ctx, const saas_store_session *session);
+int saas__st_session_find(void *ctx, const char *hash, saas_store_session *out);
+int saas__st_session_touch(void *ctx, const char *hash, int64_t at_ms);
+int saas__st_session_delete(void *ctx, const char *hash);
+int saas__st_session_prune(void *ctx, int64_t created_before_ms, int64_t seen_before_ms);
+int saas__st_invite_insert(void *ctx, const char *hash, int64_t at_ms);
 
 #endif
