@@ -150,5 +150,83 @@ int saas__st_session_touch(void *ctx, const char *hash, int64_t at_ms);
 int saas__st_session_delete(void *ctx, const char *hash);
 int saas__st_session_prune(void *ctx, int64_t created_before_ms, int64_t seen_before_ms);
 int saas__st_invite_insert(void *ctx, const char *hash, int64_t at_ms);
+int saas__st_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held);
+int saas__st_lease_release(void *ctx, const char *name, const char *holder);
+int saas__st_lease_get(void *ctx, const char *name, char *holder, int64_t *expires_at_ms);
+int saas__st_host_insert(void *ctx, const saas_store_host *host);
+int saas__st_host_get(void *ctx, const char *id_or_name, saas_store_host *out);
+int saas__st_host_list(void *ctx, saas_store_host_fn fn, void *userdata);
+int saas__st_host_set_state(void *ctx, const char *id, int from, int to, int64_t at_ms);
+int saas__st_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int cpus, uint64_t memory_mb);
+int saas__st_host_delete(void *ctx, const char *id);
+int saas__st_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_store_placement *p);
+int saas__st_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms, unsigned int max);
+int saas__st_mcp_session_touch(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version);
+int saas__st_mcp_session_delete(void *ctx, const char *hash);
+int saas__st_mcp_session_prune(void *ctx, int64_t used_before_ms);
+
+/*
+ * The slots every built-in store takes from slots.c, for a table's
+ * initializer: everything but open, close and schema_version.
+ */
+#define SAAS__STORE_SHARED_SLOTS \
+	.account_insert = saas__st_account_insert, \
+	.account_get = saas__st_account_get, \
+	.account_list = saas__st_account_list, \
+	.credit_add = saas__st_credit_add, \
+	.key_insert = saas__st_key_insert, \
+	.key_find = saas__st_key_find, \
+	.key_revoke = saas__st_key_revoke, \
+	.key_list = saas__st_key_list, \
+	.key_touch = saas__st_key_touch, \
+	.sandbox_insert = saas__st_sandbox_insert, \
+	.sandbox_get = saas__st_sandbox_get, \
+	.sandbox_list = saas__st_sandbox_list, \
+	.sandbox_set_ready = saas__st_sandbox_set_ready, \
+	.sandbox_set_expiry = saas__st_sandbox_set_expiry, \
+	.sandbox_set_state = saas__st_sandbox_set_state, \
+	.sandbox_close = saas__st_sandbox_close, \
+	.sandbox_delete = saas__st_sandbox_delete, \
+	.sandbox_network_get = saas__st_sandbox_network_get, \
+	.sandbox_network_set = saas__st_sandbox_network_set, \
+	.sandbox_egress_record = saas__st_sandbox_egress_record, \
+	.sandbox_egress_rebase = saas__st_sandbox_egress_rebase, \
+	.execution_insert = saas__st_execution_insert, \
+	.execution_finish = saas__st_execution_finish, \
+	.execution_get = saas__st_execution_get, \
+	.execution_fail_running = saas__st_execution_fail_running, \
+	.execution_prune = saas__st_execution_prune, \
+	.execution_list = saas__st_execution_list, \
+	.limits_get = saas__st_limits_get, \
+	.limits_set = saas__st_limits_set, \
+	.port_insert = saas__st_port_insert, \
+	.port_list = saas__st_port_list, \
+	.port_find = saas__st_port_find, \
+	.port_delete = saas__st_port_delete, \
+	.account_disable = saas__st_account_disable, \
+	.user_insert = saas__st_user_insert, \
+	.user_find = saas__st_user_find, \
+	.user_list = saas__st_user_list, \
+	.user_update = saas__st_user_update, \
+	.session_insert = saas__st_session_insert, \
+	.session_find = saas__st_session_find, \
+	.session_touch = saas__st_session_touch, \
+	.session_delete = saas__st_session_delete, \
+	.session_prune = saas__st_session_prune, \
+	.invite_insert = saas__st_invite_insert, \
+	.lease_take = saas__st_lease_take, \
+	.lease_release = saas__st_lease_release, \
+	.lease_get = saas__st_lease_get, \
+	.host_insert = saas__st_host_insert, \
+	.host_get = saas__st_host_get, \
+	.host_list = saas__st_host_list, \
+	.host_set_state = saas__st_host_set_state, \
+	.host_seen = saas__st_host_seen, \
+	.host_delete = saas__st_host_delete, \
+	.sandbox_place = saas__st_sandbox_place, \
+	.mcp_session_insert = saas__st_mcp_session_insert, \
+	.mcp_session_touch = saas__st_mcp_session_touch, \
+	.mcp_session_delete = saas__st_mcp_session_delete, \
+	.mcp_session_prune = saas__st_mcp_session_prune
 
 #endif
