@@ -81,6 +81,22 @@ struct saas__dialect {
 	 */
 	int (*run)(void *conn, const saas__sql *sql, const saas__param *params, int n, saas__row_fn fn, void *userdata,
 	           int64_t *changed);
+	/* Run a script of several statements with no parameters (a migration step). */
+	int (*script)(void *conn, const char *sql, const char *what);
+	/* Log through the store's env->log. */
+	void (*log)(void *conn, int level, const char *msg);
+	/*
+	 * The schema's steps: steps[n] takes a database from version n to n + 1.
+	 * Written per dialect (types, collations, triggers differ); the columns
+	 * are the same (lib/store/schema.md).
+	 */
+	const char *const *steps;
+	/*
+	 * Run first in each migration transaction: make sure the meta table
+	 * exists, and (PostgreSQL) take the lock that makes engines starting
+	 * together migrate once (SQLite's write lock, taken at BEGIN, does).
+	 */
+	const char *migrate_prologue;
 	int64_t (*col_i64)(const saas__row *row, int col);
 	int (*col_null)(const saas__row *row, int col);
 	/* NULL for SQL NULL; *len its length in bytes (NUL-terminated too). */
@@ -102,6 +118,14 @@ int saas__store_arg(const char *arg, size_t max, const char *what);
 int saas__store_not_found(const char *what, const char *id);
 
 /* ---- the shared slots (slots.c) ---- */
+
+/*
+ * Migrate the schema up to SAAS_STORE_SCHEMA, one step per transaction; a
+ * dialect's open calls it on its complete handle. `where` names the
+ * database in the log ("sqlite: /path", "postgresql").
+ */
+int saas__store_migrate(void *ctx, const char *where);
+int saas__st_schema_version(void *ctx, int *version);
 
 int saas__st_account_insert(void *ctx, const saas_store_account *account, int64_t credit);
 int saas__st_account_get(void *ctx, const char *id, saas_store_account *out);
@@ -167,9 +191,10 @@ int saas__st_mcp_session_prune(void *ctx, int64_t used_before_ms);
 
 /*
  * The slots every built-in store takes from slots.c, for a table's
- * initializer: everything but open, close and schema_version.
+ * initializer: everything but open and close.
  */
 #define SAAS__STORE_SHARED_SLOTS \
+	.schema_version = saas__st_schema_version, \
 	.account_insert = saas__st_account_insert, \
 	.account_get = saas__st_account_get, \
 	.account_list = saas__st_account_list, \

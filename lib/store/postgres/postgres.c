@@ -430,13 +430,6 @@ static int run(struct pg *pg, PGresult **out, const char *what, const char *sql,
 	return run_ex(pg, out, what, sql, n, NULL, values, NULL, NULL, 0, 0);
 }
 
-/* A read with text parameters: repeated once on a new connection if the old one broke. */
-static int run_read(struct pg *pg, PGresult **out, const char *what, const char *sql, int n,
-                    const char *const *values)
-{
-	return run_ex(pg, out, what, sql, n, NULL, values, NULL, NULL, 0, 1);
-}
-
 static int tx_begin(struct pg *pg)
 {
 	return run_ex(pg, NULL, "BEGIN", "BEGIN", 0, NULL, NULL, NULL, NULL, 0, 1);
@@ -717,6 +710,24 @@ static int64_t d_col_i64(const saas__row *row, int col)
 	return row->binary ? bin_int(row->res, row->row, col) : get_i64(row->res, row->row, col);
 }
 
+/* A script of several statements: a migration step. */
+static int d_script(void *conn, const char *sql, const char *what)
+{
+	struct pg *pg = conn;
+	PGresult *res = PQexec(pg->conn, sql);
+	int rc = SAAS_OK;
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+		rc = pg_fail(pg, res, what);
+	PQclear(res);
+	return rc;
+}
+
+static void d_log(void *conn, int level, const char *msg)
+{
+	pg_log(conn, level, msg);
+}
+
 static int d_col_null(const saas__row *row, int col)
 {
 	return PQgetisnull(row->res, row->row, col);
@@ -742,107 +753,22 @@ static const struct saas__dialect pg_dialect = {
 	.rollback = d_rollback,
 	.run = d_run,
 	.col_i64 = d_col_i64,
+	.script = d_script,
+	.log = d_log,
+	.steps = steps,
+	/*
+	 * The advisory lock serialises engines migrating at once. The meta table
+	 * is only created when missing: CREATE ... IF NOT EXISTS would still need
+	 * the CREATE privilege on a database already migrated.
+	 */
+	.migrate_prologue = "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ");"
+	                    "DO $$BEGIN IF to_regclass('meta') IS NULL THEN"
+	                    " CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); END IF; END$$",
 	.col_null = d_col_null,
 	.col_text = d_col_text,
 };
 
 /* ---- open, migrate, close ---------------------------------------------- */
-
-static int read_version(struct pg *pg, int *version)
-{
-	PGresult *res = NULL;
-	int rc;
-	char *end;
-	long v;
-
-	*version = 0;
-	rc = run_read(pg, &res, "reading the schema version",
-	              "SELECT value FROM meta WHERE key = 'schema_version'", 0, NULL);
-	if (rc || PQntuples(res) == 0)
-		goto out;
-	v = strtol(PQgetvalue(res, 0, 0), &end, 10);
-	if (*end || v < 0 || v > INT_MAX) {
-		rc = saas__error_sqlstate(SAAS_ESTORE, NULL, "meta.schema_version is not a version: '%.32s'",
-		                          PQgetvalue(res, 0, 0));
-		goto out;
-	}
-	*version = (int)v;
-out:
-	PQclear(res);
-	return rc;
-}
-
-/*
- * One step per transaction, each under the advisory lock, so a server that
- * finds the schema being migrated waits and then sees it done.
- */
-static int migrate(struct pg *pg)
-{
-	PGresult *res = NULL;
-	char buf[24], msg[64];
-	const char *v[1];
-	int rc, version, in_tx = 0;
-
-	for (;;) {
-		rc = tx_begin(pg);
-		if (rc)
-			goto out;
-		in_tx = 1;
-		rc = run(pg, NULL, "taking the migration lock", "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", 0, NULL);
-		if (rc)
-			goto out;
-		/* Only CREATE when missing: CREATE ... IF NOT EXISTS would still need the CREATE privilege. */
-		rc = run(pg, &res, "looking for the meta table", "SELECT to_regclass('meta') IS NULL", 0, NULL);
-		if (rc)
-			goto out;
-		if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
-			rc = run(pg, NULL, "creating the meta table",
-			         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)", 0, NULL);
-			if (rc)
-				goto out;
-		}
-		PQclear(res);
-		res = NULL;
-		rc = read_version(pg, &version);
-		if (rc)
-			goto out;
-		if (version > SAAS_STORE_SCHEMA) {
-			rc = saas__error_sqlstate(SAAS_ESTORE, NULL,
-			                          "the database has schema version %d, newer than the %d this libsaas knows; "
-			                          "upgrade libsaas", version, SAAS_STORE_SCHEMA);
-			goto out;
-		}
-		if (version == SAAS_STORE_SCHEMA)
-			break;
-		res = PQexec(pg->conn, steps[version]);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			snprintf(msg, sizeof(msg), "migrating the schema to version %d", version + 1);
-			rc = pg_fail(pg, res, msg);
-			goto out;
-		}
-		PQclear(res);
-		res = NULL;
-		v[0] = i64(buf, version + 1);
-		rc = run(pg, NULL, "recording the schema version",
-		         "INSERT INTO meta (key, value) VALUES ('schema_version', $1) "
-		         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", 1, v);
-		if (rc)
-			goto out;
-		rc = tx_commit(pg);
-		in_tx = 0;
-		if (rc)
-			goto out;
-		snprintf(msg, sizeof(msg), "postgresql: migrated the schema to version %d", version + 1);
-		pg_log(pg, SAAS_LOG_INFO, msg);
-	}
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	PQclear(res);
-	if (rc && in_tx)
-		tx_rollback(pg);
-	return rc;
-}
 
 static void pg_close(void *ctx)
 {
@@ -951,7 +877,7 @@ static int pg_open(void **ctx, const saas_store_env *env)
 	/* The first connection is opened now, so that a wrong URL fails the open, and migrates. */
 	rc = pg_connect(&pool->conns[0]);
 	if (!rc)
-		rc = migrate(&pool->conns[0]);
+		rc = saas__store_migrate(pool, "postgresql: the database");
 	if (rc) {
 		pg_close(pool);
 		return rc;
@@ -960,19 +886,6 @@ static int pg_open(void **ctx, const saas_store_env *env)
 	return SAAS_OK;
 }
 
-static int pg_schema_version(void *ctx, int *version)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	int rc;
-
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = read_version(pg, version);
-	pg_leave(pg);
-	return rc;
-}
 
 const saas_store saas__store_postgres = {
 	.version = SAAS_STORE_VERSION,
@@ -980,5 +893,4 @@ const saas_store saas__store_postgres = {
 	.open = pg_open,
 	.close = pg_close,
 	SAAS__STORE_SHARED_SLOTS,
-	.schema_version = pg_schema_version,
 };

@@ -61,7 +61,7 @@ struct sq {
  * its own transaction together with the new schema_version. Append only; a
  * released step is never edited.
  */
-static const char *const migrations[] = {
+static const char *const steps[] = {
 	/* 0 -> 1 */
 	"CREATE TABLE accounts ("
 	"  id TEXT PRIMARY KEY,"
@@ -249,7 +249,7 @@ static const char *const migrations[] = {
 	"CREATE INDEX mcp_sessions_used ON mcp_sessions(last_used_at);",
 };
 
-_Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
+_Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA,
                "one migration step per schema version");
 
 /* ---- errors and small helpers ---- */
@@ -452,6 +452,21 @@ static int64_t sq_col_i64(const saas__row *row, int col)
 	return sqlite3_column_int64((sqlite3_stmt *)(void *)row, col);
 }
 
+static int sq_script(void *conn, const char *sql, const char *what)
+{
+	struct sq *s = conn;
+	int src = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+
+	return src == SQLITE_OK ? SAAS_OK : db_error(s, src, what);
+}
+
+static void sq_log(void *conn, int level, const char *msg)
+{
+	struct sq *s = conn;
+
+	s->log(s->log_userdata, level, msg);
+}
+
 static int sq_col_null(const saas__row *row, int col)
 {
 	return sqlite3_column_type((sqlite3_stmt *)(void *)row, col) == SQLITE_NULL;
@@ -476,97 +491,15 @@ static const struct saas__dialect sq_dialect = {
 	.rollback = sq_rollback,
 	.run = sq_run,
 	.col_i64 = sq_col_i64,
+	.script = sq_script,
+	.log = sq_log,
+	.steps = steps,
+	.migrate_prologue = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
 	.col_null = sq_col_null,
 	.col_text = sq_col_text,
 };
 
 /* ---- open, migrate, close ---- */
-
-static int schema_read(struct sq *s, int *version)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	*version = 0;
-	if ((rc = prep(s, &st, "SELECT value FROM meta WHERE key = 'schema_version'")) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		const char *v = (const char *)sqlite3_column_text(st, 0);
-		char *end;
-		long n;
-
-		errno = 0;
-		n = v ? strtol(v, &end, 10) : -1;
-		if (!v || errno || *end || end == v || n < 0 || n > 1000000) {
-			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
-			                 "sqlite: meta.schema_version is '%.32s', not a version number",
-			                 v ? v : "NULL");
-			goto out;
-		}
-		*version = (int)n;
-	} else if (src != SQLITE_DONE) {
-		rc = db_error(s, src, "reading the schema version");
-	}
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int migrate(struct sq *s, const char *path)
-{
-	for (;;) {
-		sqlite3_stmt *st = NULL;
-		char text[16];
-		int version = -1, rc, src;
-
-		if ((rc = tx_begin(s)) < 0)
-			return rc;
-		/* Inside the transaction, so that two processes opening a new file do not both migrate it. */
-		if ((src = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
-		                        NULL, NULL, NULL)) != SQLITE_OK) {
-			rc = db_error(s, src, "creating the meta table");
-			goto out;
-		}
-		if ((rc = schema_read(s, &version)) < 0)
-			goto out;
-		if (version > SAAS_STORE_SCHEMA) {
-			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
-			                 "sqlite: %s has schema version %d, newer than the %d this libsaas knows; "
-			                 "use a newer libsaas", path, version, SAAS_STORE_SCHEMA);
-			goto out;
-		}
-		if (version == SAAS_STORE_SCHEMA) {
-			rc = tx_commit(s);
-			goto out;
-		}
-		if ((src = sqlite3_exec(s->db, migrations[version], NULL, NULL, NULL)) != SQLITE_OK) {
-			rc = db_error(s, src, "migrating the schema");
-			goto out;
-		}
-		snprintf(text, sizeof(text), "%d", version + 1);
-		if ((rc = prep(s, &st, "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)")) < 0)
-			goto out;
-		if ((rc = bind_check(s, sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC))) < 0)
-			goto out;
-		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-			rc = db_error(s, src, "recording the schema version");
-			goto out;
-		}
-		if ((rc = tx_commit(s)) < 0)
-			goto out;
-		say(s, SAAS_LOG_INFO, "sqlite: %s: schema migrated from version %d to %d", path, version,
-		      version + 1);
-out:
-		sqlite3_finalize(st);
-		if (rc < 0) {
-			tx_rollback(s);
-			return rc;
-		}
-		if (version == SAAS_STORE_SCHEMA)
-			return SAAS_OK;
-	}
-}
 
 /* Run a statement that needs no parameters, such as a PRAGMA; `want` is the first column expected, or NULL. */
 static int pragma(struct sq *s, const char *sql, const char *want)
@@ -615,6 +548,7 @@ static int sq_open(void **ctx, const saas_store_env *env)
 	const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
 	struct sq *s = NULL;
 	const char *path;
+	char where[256];
 	int rc, src, fd;
 
 	*ctx = NULL;
@@ -675,7 +609,8 @@ static int sq_open(void **ctx, const saas_store_env *env)
 	/* In WAL mode NORMAL loses at most the last transactions on power loss, never consistency. */
 	if ((rc = pragma(s, "PRAGMA synchronous = NORMAL", NULL)) < 0)
 		goto out;
-	if ((rc = migrate(s, path)) < 0)
+	snprintf(where, sizeof(where), "sqlite: %s", path);
+	if ((rc = saas__store_migrate(s, where)) < 0)
 		goto out;
 	*ctx = s;
 	s = NULL;
@@ -684,16 +619,6 @@ out:
 	return rc;
 }
 
-static int sq_schema_version(void *ctx, int *version)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	rc = schema_read(s, version);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
 
 const saas_store saas__store_sqlite = {
 	.version = SAAS_STORE_VERSION,
@@ -701,5 +626,4 @@ const saas_store saas__store_sqlite = {
 	.open = sq_open,
 	.close = sq_close,
 	SAAS__STORE_SHARED_SLOTS,
-	.schema_version = sq_schema_version,
 };
