@@ -153,6 +153,19 @@ static int finish(struct call *c, int rc)
 	return rc;
 }
 
+/* One statement as a whole store call; *changed (may be NULL) as the dialect's run. */
+static int run1(void *ctx, const saas__sql *q, const saas__param *p, int n, int64_t *changed)
+{
+	struct call c;
+	int rc;
+
+	if ((rc = enter(ctx, &c)) < 0)
+		return rc;
+	rc = run(&c, q, p, n, changed);
+	leave(&c);
+	return rc;
+}
+
 /* ---- rows into records ---- */
 
 /* Copy a text column into a record field; writes are checked, so it fits unless someone else wrote it. */
@@ -364,7 +377,6 @@ int saas__st_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
 int saas__st_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
 {
 	const saas__param p[] = { SAAS__TEXT(account_id), SAAS__I64(amount), SAAS__TEXT(note), SAAS__I64(at_ms) };
-	struct call c;
 	int64_t added = 0;
 	int rc;
 
@@ -372,10 +384,7 @@ int saas__st_credit_add(void *ctx, const char *account_id, int64_t amount, const
 		return saas__inval("account id is NULL");
 	if (amount <= 0)
 		return saas__inval("a credit must be positive");
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_credit_add, p, 4, &added);
-	leave(&c);
+	rc = run1(ctx, &q_credit_add, p, 4, &added);
 	if (rc == SAAS_OK && added == 0)
 		rc = saas__store_not_found("account", account_id);
 	return rc;
@@ -435,7 +444,6 @@ static int id_row(const struct saas__dialect *d, const saas__row *row, void *out
 
 int saas__st_key_insert(void *ctx, const saas_store_key *key)
 {
-	struct call c;
 	int rc;
 
 	if (!key)
@@ -450,10 +458,7 @@ int saas__st_key_insert(void *ctx, const saas_store_key *key)
 		SAAS__TEXT(key->id), SAAS__TEXT(key->account_id), SAAS__TEXT(key->name), SAAS__TEXT(key->prefix),
 		SAAS__TEXT(key->hash), SAAS__I64(key->created_at_ms), SAAS__I64(key->revoked_at_ms),
 	};
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_key_insert, p, 7, NULL);
-	leave(&c);
+	rc = run1(ctx, &q_key_insert, p, 7, NULL);
 	if (rc == SAAS_EEXISTS)
 		saas__error_wrap(rc, "key '%.64s' already exists", key->id);
 	else if (rc == SAAS_ENOTFOUND)
@@ -477,7 +482,6 @@ int saas__st_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
 {
 	const saas__param p[] = { SAAS__TEXT(key_id), SAAS__I64(at_ms) };
 	char id[SAAS_ID_MAX + 1];
-	struct call c;
 	int64_t changed = 0;
 	int rc, found = 0;
 
@@ -485,10 +489,7 @@ int saas__st_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
 		return saas__inval("key id is NULL");
 	if (at_ms <= 0)
 		return saas__inval("revocation time must be positive (0 means not revoked)");
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_key_revoke, p, 2, &changed);
-	leave(&c);
+	rc = run1(ctx, &q_key_revoke, p, 2, &changed);
 	/* Nothing changed: revoked already (success), or no such key. */
 	if (rc == SAAS_OK && changed == 0 &&
 	    (rc = fetch_one(ctx, &q_key_exists, p, 1, id_row, sizeof(id), id, &found)) == SAAS_OK && !found)
@@ -511,15 +512,11 @@ int saas__st_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, v
 int saas__st_key_touch(void *ctx, const char *hash, int64_t at_ms)
 {
 	const saas__param p[] = { SAAS__TEXT(hash), SAAS__I64(at_ms) };
-	struct call c;
 	int rc;
 
 	if ((rc = saas__store_arg(hash, SAAS_STORE_HASH_HEX, "key hash")) < 0)
 		return rc;
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_key_touch, p, 2, NULL);
-	leave(&c);
+	rc = run1(ctx, &q_key_touch, p, 2, NULL);
 	return rc;
 }
 
@@ -833,16 +830,12 @@ static int state_or_missing(void *ctx, const char *id, const char *state_msg)
  */
 static int sandbox_change(void *ctx, const saas__sql *q, const saas__param *p, int n, const char *state_msg)
 {
-	struct call c;
 	int64_t changed = 0;
 	int rc;
 
 	if (!p[0].text)
 		return saas__inval("sandbox id is NULL");
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, q, p, n, &changed);
-	leave(&c);
+	rc = run1(ctx, q, p, n, &changed);
 	if (rc == SAAS_OK && changed == 0)
 		rc = state_or_missing(ctx, p[0].text, state_msg);
 	return rc;
@@ -988,16 +981,12 @@ int saas__st_sandbox_network_set(void *ctx, const char *id, int mode, const char
 /* A change that every row it matches counts as changed, even with the same values: 0 is no such sandbox. */
 static int sandbox_update(void *ctx, const saas__sql *q, const saas__param *p, int n)
 {
-	struct call c;
 	int64_t changed = 0;
 	int rc;
 
 	if ((rc = saas__store_arg(p[0].text, SAAS_ID_MAX, "sandbox id")) < 0)
 		return rc;
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, q, p, n, &changed);
-	leave(&c);
+	rc = run1(ctx, q, p, n, &changed);
 	if (rc == SAAS_OK && changed == 0)
 		rc = saas__store_not_found("sandbox", p[0].text);
 	return rc;
@@ -1135,7 +1124,6 @@ static void executions_free(struct fetch *f)
 
 int saas__st_execution_insert(void *ctx, const saas_store_execution *e)
 {
-	struct call c;
 	int rc;
 
 	if (!e || !e->command)
@@ -1148,10 +1136,7 @@ int saas__st_execution_insert(void *ctx, const saas_store_execution *e)
 		SAAS__TEXT(e->id), SAAS__TEXT(e->sandbox_id), SAAS__TEXT(e->account_id), SAAS__TEXT(e->command),
 		SAAS__I64(e->started_at_ms),
 	};
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_execution_insert, p, 5, NULL);
-	leave(&c);
+	rc = run1(ctx, &q_execution_insert, p, 5, NULL);
 	if (rc == SAAS_EEXISTS)
 		saas__error_wrap(rc, "execution '%.64s' already exists", e->id);
 	else if (rc == SAAS_ENOTFOUND)
@@ -1167,7 +1152,6 @@ static saas__param output_param(const char *data, size_t len)
 
 int saas__st_execution_finish(void *ctx, const saas_store_execution *e)
 {
-	struct call c;
 	int64_t changed = 0;
 	int rc;
 
@@ -1185,10 +1169,7 @@ int saas__st_execution_finish(void *ctx, const saas_store_execution *e)
 		SAAS__I64(e->stdout_truncated ? 1 : 0), SAAS__I64(e->stderr_truncated ? 1 : 0), SAAS__TEXT(e->error),
 		SAAS__I64(e->finished_at_ms),
 	};
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_execution_finish, p, 9, &changed);
-	leave(&c);
+	rc = run1(ctx, &q_execution_finish, p, 9, &changed);
 	if (rc == SAAS_OK && changed == 0)
 		rc = saas__store_not_found("execution", e->id);
 	return rc;
@@ -1238,32 +1219,24 @@ int saas__st_execution_fail_running(void *ctx, const char *sandbox_id, const cha
 {
 	const saas__param p[] = { SAAS__TEXT(sandbox_id), SAAS__I64(SAAS_EXEC_FAILED), SAAS__TEXT(error),
 		                  SAAS__I64(at_ms) };
-	struct call c;
 	int rc;
 
 	if (!sandbox_id)
 		return saas__inval("sandbox id is NULL");
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_execution_fail, p, 4, NULL);
-	leave(&c);
+	rc = run1(ctx, &q_execution_fail, p, 4, NULL);
 	return rc;
 }
 
 int saas__st_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
 {
 	const saas__param p[] = { SAAS__I64(finished_before_ms), SAAS__I64(max) };
-	struct call c;
 	int64_t changed = 0;
 	int rc;
 
 	if (!pruned)
 		return saas__inval("pruned is NULL");
 	*pruned = 0;
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_execution_prune, p, 2, &changed);
-	leave(&c);
+	rc = run1(ctx, &q_execution_prune, p, 2, &changed);
 	if (rc == SAAS_OK)
 		*pruned = (unsigned int)changed;
 	return rc;
@@ -1313,7 +1286,6 @@ int saas__st_limits_get(void *ctx, const char *account_id, saas_store_limits *ou
 
 int saas__st_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
 {
-	struct call c;
 	int rc;
 
 	if ((rc = saas__store_arg(account_id, SAAS_ID_MAX, "account id")) < 0)
@@ -1324,10 +1296,7 @@ int saas__st_limits_set(void *ctx, const char *account_id, const saas_store_limi
 		SAAS__TEXT(account_id), SAAS__I64(l->max_sandboxes), SAAS__I64(l->max_executions),
 		SAAS__I64(l->creates_per_minute), SAAS__I64(l->requests_per_second), SAAS__I64(at_ms),
 	};
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_limits_set, p, 6, NULL);
-	leave(&c);
+	rc = run1(ctx, &q_limits_set, p, 6, NULL);
 	/* The only foreign key is the account. */
 	if (rc == SAAS_ENOTFOUND)
 		rc = saas__store_not_found("account", account_id);
@@ -1367,7 +1336,6 @@ static int port_row(const struct saas__dialect *d, const saas__row *row, void *o
 
 int saas__st_port_insert(void *ctx, const saas_store_port *port)
 {
-	struct call c;
 	int rc;
 
 	if (!port)
@@ -1381,10 +1349,7 @@ int saas__st_port_insert(void *ctx, const saas_store_port *port)
 		SAAS__TEXT(port->sandbox_id), SAAS__I64(port->port), SAAS__TEXT(port->name),
 		SAAS__I64(port->created_at_ms),
 	};
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_port_insert, p, 4, NULL);
-	leave(&c);
+	rc = run1(ctx, &q_port_insert, p, 4, NULL);
 	/* The name is a capability: never echo it. */
 	if (rc == SAAS_EEXISTS)
 		saas__error_wrap(rc, "another exposed port has this name");
@@ -1421,15 +1386,11 @@ int saas__st_port_find(void *ctx, const char *name, saas_store_port *out)
 int saas__st_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
 {
 	const saas__param p[] = { SAAS__TEXT(sandbox_id), SAAS__I64(port) };
-	struct call c;
 	int rc;
 
 	if ((rc = saas__store_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")) < 0)
 		return rc;
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_port_delete, p, 2, NULL);
-	leave(&c);
+	rc = run1(ctx, &q_port_delete, p, 2, NULL);
 	return rc;
 }
 
@@ -1494,18 +1455,6 @@ static const saas__sql q_invite_insert = {
 	Q_INVITE_INSERT, "INSERT INTO invites (hash, created_at) VALUES ($1, $2)", NULL, "inserting an invite", 0
 };
 
-/* One statement that returns nothing, as a whole store call. */
-static int write1(void *ctx, const saas__sql *q, const saas__param *p, int n)
-{
-	struct call c;
-	int rc;
-
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, q, p, n, NULL);
-	leave(&c);
-	return rc;
-}
 
 int saas__st_account_disable(void *ctx, const char *account_id, int64_t at_ms)
 {
@@ -1687,7 +1636,7 @@ int saas__st_session_insert(void *ctx, const saas_store_session *session)
 		SAAS__TEXT(session->hash), SAAS__TEXT(session->user.id), SAAS__I64(session->created_at_ms),
 		SAAS__I64(session->last_seen_at_ms),
 	};
-	rc = write1(ctx, &q_session_insert, p, 4);
+	rc = run1(ctx, &q_session_insert, p, 4, NULL);
 	if (rc == SAAS_EEXISTS)
 		saas__error_wrap(rc, "that session already exists");
 	else if (rc == SAAS_ENOTFOUND)
@@ -1714,7 +1663,7 @@ int saas__st_session_touch(void *ctx, const char *hash, int64_t at_ms)
 
 	if ((rc = saas__store_arg(hash, SAAS_STORE_HASH_HEX, "session hash")) < 0)
 		return rc;
-	return write1(ctx, &q_session_touch, p, 2);
+	return run1(ctx, &q_session_touch, p, 2, NULL);
 }
 
 int saas__st_session_delete(void *ctx, const char *hash)
@@ -1723,14 +1672,14 @@ int saas__st_session_delete(void *ctx, const char *hash)
 
 	if ((rc = saas__store_arg(hash, SAAS_STORE_HASH_HEX, "session hash")) < 0)
 		return rc;
-	return write1(ctx, &q_session_delete, &SAAS__TEXT(hash), 1);
+	return run1(ctx, &q_session_delete, &SAAS__TEXT(hash), 1, NULL);
 }
 
 int saas__st_session_prune(void *ctx, int64_t created_before_ms, int64_t seen_before_ms)
 {
 	const saas__param p[] = { SAAS__I64(created_before_ms), SAAS__I64(seen_before_ms) };
 
-	return write1(ctx, &q_session_prune, p, 2);
+	return run1(ctx, &q_session_prune, p, 2, NULL);
 }
 
 int saas__st_invite_insert(void *ctx, const char *hash, int64_t at_ms)
@@ -1740,7 +1689,7 @@ int saas__st_invite_insert(void *ctx, const char *hash, int64_t at_ms)
 
 	if ((rc = saas__store_arg(hash, SAAS_STORE_HASH_HEX, "invite hash")) < 0)
 		return rc;
-	rc = write1(ctx, &q_invite_insert, p, 2);
+	rc = run1(ctx, &q_invite_insert, p, 2, NULL);
 	if (rc == SAAS_EEXISTS)
 		saas__error_wrap(rc, "that invite already exists");
 	return rc;
@@ -1782,7 +1731,6 @@ static int lease_row(const struct saas__dialect *d, const saas__row *row, void *
 
 int saas__st_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held)
 {
-	struct call c;
 	int64_t changed = 0;
 	int rc;
 
@@ -1792,10 +1740,7 @@ int saas__st_lease_take(void *ctx, const char *name, const char *holder, int64_t
 		return saas__inval("output is NULL");
 	*held = 0;
 	const saas__param p[] = { SAAS__TEXT(name), SAAS__TEXT(holder), SAAS__I64(now_ms), SAAS__I64(now_ms + ttl_ms) };
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_lease_take, p, 4, &changed);
-	leave(&c);
+	rc = run1(ctx, &q_lease_take, p, 4, &changed);
 	*held = rc == SAAS_OK && changed > 0;
 	return rc;
 }
@@ -1807,7 +1752,7 @@ int saas__st_lease_release(void *ctx, const char *name, const char *holder)
 
 	if ((rc = saas__store_lease_check(name, holder)) < 0)
 		return rc;
-	return write1(ctx, &q_lease_release, p, 2);
+	return run1(ctx, &q_lease_release, p, 2, NULL);
 }
 
 int saas__st_lease_get(void *ctx, const char *name, char *holder, int64_t *expires_at_ms)
@@ -1906,7 +1851,7 @@ int saas__st_host_insert(void *ctx, const saas_store_host *h)
 		SAAS__I64(h->cpu_overcommit_milli), SAAS__I64(h->mem_overcommit_milli), SAAS__I64(h->cpus),
 		SAAS__I64(h->memory_mb), SAAS__I64(h->created_at_ms), SAAS__I64(h->last_seen_ms), SAAS__I64(h->state_at_ms),
 	};
-	rc = write1(ctx, &q_host_insert, p, 12);
+	rc = run1(ctx, &q_host_insert, p, 12, NULL);
 	if (rc == SAAS_EEXISTS)
 		saas__error_wrap(rc, "host '%.64s' already exists", h->name);
 	return rc;
@@ -1942,7 +1887,6 @@ int saas__st_host_set_state(void *ctx, const char *id, int from, int to, int64_t
 {
 	const saas__param p[] = { SAAS__TEXT(id), SAAS__I64(from), SAAS__I64(to), SAAS__I64(at_ms) };
 	char found_id[SAAS_ID_MAX + 1];
-	struct call c;
 	int64_t changed = 0;
 	int rc, found;
 
@@ -1950,10 +1894,7 @@ int saas__st_host_set_state(void *ctx, const char *id, int from, int to, int64_t
 		return rc;
 	if ((from != -1 && !saas__store_host_state_valid(from)) || !saas__store_host_state_valid(to))
 		return saas__inval("host state %d -> %d is not between active, draining and lost", from, to);
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_host_set_state, p, 4, &changed);
-	leave(&c);
+	rc = run1(ctx, &q_host_set_state, p, 4, &changed);
 	if (rc < 0 || changed > 0)
 		return rc;
 	if ((rc = fetch_one(ctx, &q_host_exists, p, 1, id_row, sizeof(found_id), found_id, &found)) < 0)
@@ -1965,7 +1906,6 @@ int saas__st_host_set_state(void *ctx, const char *id, int from, int to, int64_t
 int saas__st_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int cpus, uint64_t memory_mb)
 {
 	const saas__param p[] = { SAAS__TEXT(id), SAAS__I64(at_ms), SAAS__I64(cpus), SAAS__I64(memory_mb) };
-	struct call c;
 	int64_t changed = 0;
 	int rc;
 
@@ -1973,10 +1913,7 @@ int saas__st_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int cp
 		return rc;
 	if (memory_mb > SAAS__HOST_MEMORY_MB_MAX)
 		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)memory_mb);
-	if ((rc = enter(ctx, &c)) < 0)
-		return rc;
-	rc = run(&c, &q_host_seen, p, 4, &changed);
-	leave(&c);
+	rc = run1(ctx, &q_host_seen, p, 4, &changed);
 	if (rc == SAAS_OK && changed == 0)
 		rc = saas__store_not_found("host", id);
 	return rc;
@@ -2246,12 +2183,12 @@ int saas__st_mcp_session_delete(void *ctx, const char *hash)
 
 	if ((rc = saas__store_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) < 0)
 		return rc;
-	return write1(ctx, &q_mcp_delete, &SAAS__TEXT(hash), 1);
+	return run1(ctx, &q_mcp_delete, &SAAS__TEXT(hash), 1, NULL);
 }
 
 int saas__st_mcp_session_prune(void *ctx, int64_t used_before_ms)
 {
-	return write1(ctx, &q_mcp_prune, &SAAS__I64(used_before_ms), 1);
+	return run1(ctx, &q_mcp_prune, &SAAS__I64(used_before_ms), 1, NULL);
 }
 
 /* ---- the schema ---- */

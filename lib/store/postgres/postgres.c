@@ -424,25 +424,25 @@ static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *s
 	return SAAS_OK;
 }
 
-/* A write with text parameters. */
-static int run(struct pg *pg, PGresult **out, const char *what, const char *sql, int n, const char *const *values)
+static int tx_begin(void *conn)
 {
-	return run_ex(pg, out, what, sql, n, NULL, values, NULL, NULL, 0, 0);
-}
+	struct pg *pg = conn;
 
-static int tx_begin(struct pg *pg)
-{
 	return run_ex(pg, NULL, "BEGIN", "BEGIN", 0, NULL, NULL, NULL, NULL, 0, 1);
 }
 
-static int tx_commit(struct pg *pg)
+static int tx_commit(void *conn)
 {
-	return run(pg, NULL, "COMMIT", "COMMIT", 0, NULL);
+	struct pg *pg = conn;
+
+	return run_ex(pg, NULL, "COMMIT", "COMMIT", 0, NULL, NULL, NULL, NULL, 0, 0);
 }
 
 /* Abandon a transaction; the error already recorded is the one that matters. */
-static void tx_rollback(struct pg *pg)
+static void tx_rollback(void *conn)
 {
+	struct pg *pg = conn;
+
 	PQclear(PQexec(pg->conn, "ROLLBACK"));
 }
 
@@ -642,21 +642,6 @@ static void d_leave(void *store, void *conn)
 	pg_leave(conn);
 }
 
-static int d_begin(void *conn)
-{
-	return tx_begin(conn);
-}
-
-static int d_commit(void *conn)
-{
-	return tx_commit(conn);
-}
-
-static void d_rollback(void *conn)
-{
-	tx_rollback(conn);
-}
-
 static int d_run(void *conn, const saas__sql *q, const saas__param *p, int n, saas__row_fn fn, void *userdata,
                  int64_t *nchanged)
 {
@@ -748,9 +733,9 @@ static const struct saas__dialect pg_dialect = {
 	.collate = " COLLATE \"C\"",
 	.enter = d_enter,
 	.leave = d_leave,
-	.begin = d_begin,
-	.commit = d_commit,
-	.rollback = d_rollback,
+	.begin = tx_begin,
+	.commit = tx_commit,
+	.rollback = tx_rollback,
 	.run = d_run,
 	.col_i64 = d_col_i64,
 	.script = d_script,

@@ -294,8 +294,10 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v)
 	return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
 }
 
-static int tx_begin(struct sq *s)
+static int tx_begin(void *conn)
 {
+	struct sq *s = conn;
+
 	for (int attempt = 1;; attempt++) {
 		int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 
@@ -309,14 +311,17 @@ static int tx_begin(struct sq *s)
 }
 
 /* Undo an open transaction, if any; the thread's error detail is left as it is. */
-static void tx_rollback(struct sq *s)
+static void tx_rollback(void *conn)
 {
+	struct sq *s = conn;
+
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-static int tx_commit(struct sq *s)
+static int tx_commit(void *conn)
 {
+	struct sq *s = conn;
 	int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 
 	if (rc != SQLITE_OK) {
@@ -350,21 +355,6 @@ static void sq_leave(void *store, void *conn)
 
 	(void)conn;
 	pthread_mutex_unlock(&s->lock);
-}
-
-static int sq_begin(void *conn)
-{
-	return tx_begin(conn);
-}
-
-static int sq_commit(void *conn)
-{
-	return tx_commit(conn);
-}
-
-static void sq_rollback(void *conn)
-{
-	tx_rollback(conn);
 }
 
 /* slots.c writes $1, $2 ...: SQLite's ?1, ?2 ... (outside quoted literals). */
@@ -486,9 +476,9 @@ static const struct saas__dialect sq_dialect = {
 	.collate = "",
 	.enter = sq_enter,
 	.leave = sq_leave,
-	.begin = sq_begin,
-	.commit = sq_commit,
-	.rollback = sq_rollback,
+	.begin = tx_begin,
+	.commit = tx_commit,
+	.rollback = tx_rollback,
 	.run = sq_run,
 	.col_i64 = sq_col_i64,
 	.script = sq_script,
