@@ -65,8 +65,6 @@ typedef int (*saas__row_fn)(void *userdata, const saas__row *row);
 
 struct saas__dialect {
 	const char *name;
-	/* After an id in ORDER BY or a comparison: byte order, as SQLite's default (PostgreSQL: COLLATE "C"). */
-	const char *collate;
 	/* Take a connection for one store call (waiting for it); give it back. */
 	int (*enter)(void *store, void **conn);
 	void (*leave)(void *store, void *conn);

@@ -3,15 +3,22 @@
  * checks, the statements, which of them share a transaction, and records
  * made from rows. A dialect only runs what this file asks.
  *
- * Statements are written once with $1, $2 ... parameters; where SQLite and
- * PostgreSQL disagree (PostgreSQL sorts text by locale unless told COLLATE
- * "C"; SQLite's BINARY is its default), a statement carries PostgreSQL's own
- * text beside it. Each statement has an id so a dialect may keep it
- * prepared on each connection.
+ * Statements are written once with $1, $2 ... parameters. Where SQLite and
+ * PostgreSQL disagree, a statement carries PostgreSQL's own text beside it:
+ * only its row locks. Ids sort bytewise in both: SQLite's BINARY is its
+ * default, and PostgreSQL's schema declares every id and hash COLLATE "C".
+ * Each statement has an id so a dialect may keep it prepared on each
+ * connection.
  *
  * List callbacks run after the connection went back (the rows copied out
  * first), so that a callback may call the store again (the reaper closes
  * the sandboxes it lists) without waiting on itself.
+ *
+ * One file for every slot, over 2,000 lines on purpose: a slot, its
+ * statements and the records they make read together, in the order of
+ * saas/sys/store.h's areas (accounts, keys, sandboxes, executions, limits,
+ * ports, people, leases, hosts, placement, MCP sessions, the schema). Split
+ * it by those areas, behind one internal header, when it grows further.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -109,6 +116,10 @@ enum {
 	Q_COUNT
 };
 _Static_assert(Q_COUNT <= SAAS__SQL_CACHE, "a dialect's statement cache holds every statement");
+/* The SQL below spells these values out (and the schema's partial index status != 3). */
+_Static_assert(SAAS_SANDBOX_CREATING == 1 && SAAS_SANDBOX_READY == 2 && SAAS_SANDBOX_DESTROYED == 3,
+               "sandbox status values used in SQL");
+_Static_assert(SAAS_EXEC_RUNNING == 1, "execution status value used in SQL");
 
 /* ---- one store call: a connection from enter to leave ---- */
 
@@ -269,8 +280,7 @@ static const saas__sql q_account_get = {
 	Q_ACCOUNT_GET, ACCOUNT_SELECT " WHERE a.id = $1", NULL, "reading an account", 1
 };
 static const saas__sql q_account_list = {
-	Q_ACCOUNT_LIST, ACCOUNT_SELECT " ORDER BY a.created_at, a.id",
-	ACCOUNT_SELECT " ORDER BY a.created_at, a.id COLLATE \"C\"", "listing accounts", 1
+	Q_ACCOUNT_LIST, ACCOUNT_SELECT " ORDER BY a.created_at, a.id", NULL, "listing accounts", 1
 };
 static const saas__sql q_account_insert = {
 	Q_ACCOUNT_INSERT, "INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3)", NULL,
@@ -410,8 +420,7 @@ static const saas__sql q_key_exists = {
 	Q_KEY_EXISTS, "SELECT id FROM api_keys WHERE id = $1", NULL, "revoking a key", 1
 };
 static const saas__sql q_key_list = {
-	Q_KEY_LIST, KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id",
-	KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id COLLATE \"C\"", "listing keys", 1
+	Q_KEY_LIST, KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id", NULL, "listing keys", 1
 };
 static const saas__sql q_key_touch = {
 	Q_KEY_TOUCH, "UPDATE api_keys SET last_used_at = $2 WHERE hash = $1 AND last_used_at < $2", NULL,
@@ -765,7 +774,6 @@ static int add_cond(saas__buf *sql, saas__param *p, int *n, const char *fragment
 int saas__st_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
 {
 	static const saas_store_filter all = { 0 };
-	const char *collate = ((const struct saas__db *)ctx)->dialect->collate;
 	saas__buf sql = SAAS__BUF_INIT;
 	saas__param p[8];
 	saas__sql q = { 0, NULL, NULL, "listing sandboxes", 1 };
@@ -792,13 +800,12 @@ int saas__st_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store
 	if (rc == SAAS_OK && filter->before_id) {
 		p[n++] = SAAS__I64(filter->before_created_ms);
 		p[n++] = SAAS__TEXT(filter->before_id);
-		rc = saas__buf_printf(&sql, " AND (created_at < $%d OR (created_at = $%d AND id%s < $%d))", n - 1, n - 1,
-		                      collate, n);
+		rc = saas__buf_printf(&sql, " AND (created_at < $%d OR (created_at = $%d AND id < $%d))", n - 1, n - 1, n);
 	}
 	if (rc == SAAS_OK && filter->host_id)
 		rc = add_cond(&sql, p, &n, " AND host_id = $%d", SAAS__TEXT(filter->host_id));
 	if (rc == SAAS_OK)
-		rc = saas__buf_printf(&sql, " ORDER BY created_at DESC, id%s DESC", collate);
+		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id DESC");
 	if (rc == SAAS_OK && filter->limit)
 		rc = add_cond(&sql, p, &n, " LIMIT $%d", SAAS__I64(filter->limit));
 	if (rc == SAAS_OK) {
@@ -1026,13 +1033,12 @@ static const saas__sql q_execution_get = {
 	.binary = 1,
 };
 /* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
-#define EXECUTION_LIST(collate) \
-	"SELECT id, sandbox_id, account_id, status, exit_code, command, NULL, NULL, stdout_truncated," \
-	" stderr_truncated, error, started_at, finished_at FROM executions WHERE sandbox_id = $1" \
-	" AND ($3 IS NULL OR started_at < $2 OR (started_at = $2 AND id" collate " < $3))" \
-	" ORDER BY started_at DESC, id" collate " DESC LIMIT $4"
 static const saas__sql q_execution_list = {
-	Q_EXECUTION_LIST, EXECUTION_LIST(""), EXECUTION_LIST(" COLLATE \"C\""), "listing executions", 1
+	Q_EXECUTION_LIST,
+	"SELECT id, sandbox_id, account_id, status, exit_code, command, NULL, NULL, stdout_truncated,"
+	" stderr_truncated, error, started_at, finished_at FROM executions WHERE sandbox_id = $1"
+	" AND ($3 IS NULL OR started_at < $2 OR (started_at = $2 AND id < $3))"
+	" ORDER BY started_at DESC, id DESC LIMIT $4", NULL, "listing executions", 1
 };
 static const saas__sql q_execution_fail = {
 	Q_EXECUTION_FAIL,
@@ -1419,8 +1425,7 @@ static const saas__sql q_user_insert = {
 #define USER_SELECT "SELECT " USER_COLUMNS " FROM users u JOIN accounts a ON a.id = u.account_id"
 static const saas__sql q_user_find = { Q_USER_FIND, USER_SELECT " WHERE u.email = $1", NULL, "finding a user", 1 };
 static const saas__sql q_user_list = {
-	Q_USER_LIST, USER_SELECT " ORDER BY u.created_at, u.id", USER_SELECT " ORDER BY u.created_at, u.id COLLATE \"C\"",
-	"listing users", 1
+	Q_USER_LIST, USER_SELECT " ORDER BY u.created_at, u.id", NULL, "listing users", 1
 };
 /* NULL keeps a field; every matched row counts, so none changed is no such user. */
 static const saas__sql q_user_update = {
@@ -2106,9 +2111,7 @@ static const saas__sql q_mcp_insert = {
 static const saas__sql q_mcp_trim = {
 	Q_MCP_TRIM,
 	"DELETE FROM mcp_sessions WHERE hash IN (SELECT hash FROM mcp_sessions WHERE hash <> $1"
-	" ORDER BY last_used_at DESC, hash DESC LIMIT $3 OFFSET $2)",
-	"DELETE FROM mcp_sessions WHERE hash IN (SELECT hash FROM mcp_sessions WHERE hash <> $1"
-	" ORDER BY last_used_at DESC, hash COLLATE \"C\" DESC LIMIT $3 OFFSET $2)",
+	" ORDER BY last_used_at DESC, hash DESC LIMIT $3 OFFSET $2)", NULL,
 	"ending the least recently used MCP sessions", 0
 };
 /* One statement, so that what is read is the row the use was recorded on. */

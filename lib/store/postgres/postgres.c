@@ -15,9 +15,9 @@
  * parameter, never formatted into SQL; execution output travels as binary
  * bytea so NUL bytes survive.
  *
- * List callbacks run after the connection went back to the pool, on a
- * result already read whole, so that a callback may call the store again
- * (the reaper closes the sandboxes it lists).
+ * This file is the PostgreSQL dialect (store/dialect.h): the pool,
+ * transactions, running one statement with declared parameter types, and the
+ * schema's steps. What every slot does is slots.c's, shared with SQLite.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -35,8 +35,6 @@
 
 #include <libpq-fe.h>
 
-#include "saas/exec.h"
-#include "saas/sandbox.h"
 #include "store/dialect.h"
 #include "store/store.h"
 #include "util/error.h"
@@ -260,10 +258,6 @@ static const char *const steps[] = {
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
-/* The SQL below spells these values out. */
-_Static_assert(SAAS_SANDBOX_CREATING == 1 && SAAS_SANDBOX_READY == 2 && SAAS_SANDBOX_DESTROYED == 3,
-               "sandbox status values used in SQL");
-_Static_assert(SAAS_EXEC_RUNNING == 1, "execution status value used in SQL");
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -730,7 +724,6 @@ static const char *d_col_text(const saas__row *row, int col, size_t *len)
 
 static const struct saas__dialect pg_dialect = {
 	.name = "postgresql",
-	.collate = " COLLATE \"C\"",
 	.enter = d_enter,
 	.leave = d_leave,
 	.begin = tx_begin,

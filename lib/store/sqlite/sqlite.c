@@ -10,11 +10,10 @@
  * through when a read lock cannot be upgraded. Reads are single statements in
  * autocommit mode; in WAL mode each sees one consistent snapshot.
  *
- * List callbacks run after the lock is released, on rows copied out first, so
- * that a callback may call the store again (the reaper closes the sandboxes it
- * lists) without deadlocking.
- *
- * The schema is documented in lib/store/schema.md and shared with PostgreSQL.
+ * This file is the SQLite dialect (store/dialect.h): opening the file,
+ * transactions, running one statement (each of slots.c's kept prepared on the
+ * connection), and the schema's steps. What every slot does is slots.c's,
+ * shared with PostgreSQL; the schema is documented in lib/store/schema.md.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -22,7 +21,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +28,6 @@
 
 #include <sqlite3.h>
 
-#include "saas/exec.h"
-#include "saas/sandbox.h"
 #include "store/dialect.h"
 #include "store/store.h"
 #include "util/error.h"
@@ -473,7 +469,6 @@ static const char *sq_col_text(const saas__row *row, int col, size_t *len)
 
 static const struct saas__dialect sq_dialect = {
 	.name = "sqlite",
-	.collate = "",
 	.enter = sq_enter,
 	.leave = sq_leave,
 	.begin = tx_begin,
