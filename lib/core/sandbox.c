@@ -705,30 +705,3 @@ int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **o
 	}
 	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
 }
-
-SAAS_EXTERN(const char *) saas_sandbox_status_name(int status)
-{
-	switch (status) {
-	case SAAS_SANDBOX_CREATING: return "creating";
-	case SAAS_SANDBOX_READY: return "ready";
-	case SAAS_SANDBOX_DESTROYED: return "destroyed";
-	case SAAS_SANDBOX_PAUSED: return "paused";
-	case SAAS_SANDBOX_PAUSING: return "pausing";
-	case SAAS_SANDBOX_RESUMING: return "resuming";
-	}
-	return "unknown";
-}
-
-SAAS_EXTERN(const char *) saas_end_reason_name(int reason)
-{
-	switch (reason) {
-	case SAAS_END_NONE: return "";
-	case SAAS_END_USER: return "destroyed";
-	case SAAS_END_EXPIRED: return "expired";
-	case SAAS_END_CREDIT: return "credit";
-	case SAAS_END_FAILED: return "failed";
-	case SAAS_END_LOST: return "lost";
-	case SAAS_END_DISABLED: return "disabled";
-	}
-	return "unknown";
-}

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "store/dialect.h"
 #include "store/store.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -143,4 +144,25 @@ int saas__store_host_check(const saas_store_host *h)
 	if (h->memory_mb > SAAS__HOST_MEMORY_MB_MAX)
 		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)h->memory_mb);
 	return SAAS_OK;
+}
+
+int saas__store_field(const char *field, size_t size, const char *what)
+{
+	if (!memchr(field, '\0', size))
+		return saas__inval("%s is too long (at most %zu bytes)", what, size - 1);
+	return SAAS_OK;
+}
+
+int saas__store_arg(const char *arg, size_t max, const char *what)
+{
+	if (!arg)
+		return saas__inval("%s is NULL", what);
+	if (strnlen(arg, max + 1) > max)
+		return saas__inval("%s is too long (at most %zu bytes)", what, max);
+	return SAAS_OK;
+}
+
+int saas__store_not_found(const char *what, const char *id)
+{
+	return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no %s '%.64s'", what, id);
 }

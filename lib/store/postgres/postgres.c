@@ -15,9 +15,9 @@
  * parameter, never formatted into SQL; execution output travels as binary
  * bytea so NUL bytes survive.
  *
- * List callbacks run after the connection went back to the pool, on a
- * result already read whole, so that a callback may call the store again
- * (the reaper closes the sandboxes it lists).
+ * This file is the PostgreSQL dialect (store/dialect.h): the pool,
+ * transactions, running one statement with declared parameter types, and the
+ * schema's steps. What every slot does is slots.c's, shared with SQLite.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -35,8 +35,7 @@
 
 #include <libpq-fe.h>
 
-#include "saas/exec.h"
-#include "saas/sandbox.h"
+#include "store/dialect.h"
 #include "store/store.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -69,6 +68,7 @@ struct pg {
 };
 
 struct pool {
+	const struct saas__dialect *dialect; /* first: the shared slots find it there */
 	pthread_mutex_t lock;      /* guards every conns[i].busy */
 	pthread_cond_t freed;      /* a connection went back to the pool */
 	char *conninfo;            /* the URL without the store's own options */
@@ -258,10 +258,6 @@ static const char *const steps[] = {
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA, "one migration step per schema version");
-/* The SQL below spells these values out. */
-_Static_assert(SAAS_SANDBOX_CREATING == 1 && SAAS_SANDBOX_READY == 2 && SAAS_SANDBOX_DESTROYED == 3,
-               "sandbox status values used in SQL");
-_Static_assert(SAAS_EXEC_RUNNING == 1, "execution status value used in SQL");
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -384,7 +380,7 @@ static int pg_fail(struct pg *pg, const PGresult *res, const char *what)
 }
 
 /* Run one statement; on failure record it, clear the result and return the code. */
-static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *sql, int n,
+static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *sql, int n, const Oid *types,
                   const char *const *values, const int *lengths, const int *formats, int binary_result,
                   int retry)
 {
@@ -392,7 +388,7 @@ static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *s
 	ExecStatusType st;
 	int rc;
 
-	res = PQexecParams(pg->conn, sql, n, NULL, values, lengths, formats, binary_result);
+	res = PQexecParams(pg->conn, sql, n, types, values, lengths, formats, binary_result);
 	st = PQresultStatus(res);
 	/*
 	 * pg_enter() catches a connection that died while idle; this catches one
@@ -405,7 +401,7 @@ static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *s
 		PQclear(res);
 		pg_log(pg, SAAS_LOG_WARN, "postgresql: connection lost; reconnecting");
 		PQreset(pg->conn);
-		res = PQexecParams(pg->conn, sql, n, NULL, values, lengths, formats, binary_result);
+		res = PQexecParams(pg->conn, sql, n, types, values, lengths, formats, binary_result);
 		st = PQresultStatus(res);
 	}
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -422,32 +418,25 @@ static int run_ex(struct pg *pg, PGresult **out, const char *what, const char *s
 	return SAAS_OK;
 }
 
-/* A write with text parameters. */
-static int run(struct pg *pg, PGresult **out, const char *what, const char *sql, int n, const char *const *values)
+static int tx_begin(void *conn)
 {
-	return run_ex(pg, out, what, sql, n, values, NULL, NULL, 0, 0);
+	struct pg *pg = conn;
+
+	return run_ex(pg, NULL, "BEGIN", "BEGIN", 0, NULL, NULL, NULL, NULL, 0, 1);
 }
 
-/* A read with text parameters: repeated once on a new connection if the old one broke. */
-static int run_read(struct pg *pg, PGresult **out, const char *what, const char *sql, int n,
-                    const char *const *values)
+static int tx_commit(void *conn)
 {
-	return run_ex(pg, out, what, sql, n, values, NULL, NULL, 0, 1);
-}
+	struct pg *pg = conn;
 
-static int tx_begin(struct pg *pg)
-{
-	return run_ex(pg, NULL, "BEGIN", "BEGIN", 0, NULL, NULL, NULL, 0, 1);
-}
-
-static int tx_commit(struct pg *pg)
-{
-	return run(pg, NULL, "COMMIT", "COMMIT", 0, NULL);
+	return run_ex(pg, NULL, "COMMIT", "COMMIT", 0, NULL, NULL, NULL, NULL, 0, 0);
 }
 
 /* Abandon a transaction; the error already recorded is the one that matters. */
-static void tx_rollback(struct pg *pg)
+static void tx_rollback(void *conn)
 {
+	struct pg *pg = conn;
+
 	PQclear(PQexec(pg->conn, "ROLLBACK"));
 }
 
@@ -597,152 +586,167 @@ static int64_t get_i64(const PGresult *res, int row, int col)
 	return strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
-/* Copy a text column into a fixed-size record field. */
-static int get_text(char *dst, size_t size, const PGresult *res, int row, int col)
+/* Binary-format result columns (execution_get asks for binary to get bytea raw). */
+static int64_t bin_int(const PGresult *res, int row, int col)
 {
-	if (!saas__strlcpy(dst, PQgetisnull(res, row, col) ? "" : PQgetvalue(res, row, col), size))
-		return saas__error_sqlstate(SAAS_ESTORE, NULL, "column %s holds a value too long for its record field",
-		                            PQfname(res, col));
-	return SAAS_OK;
+	const char *p = PQgetvalue(res, row, col);
+	uint32_t u32;
+	uint64_t u64;
+
+	if (PQgetisnull(res, row, col))
+		return 0;
+	switch (PQgetlength(res, row, col)) {
+	case 4:
+		memcpy(&u32, p, 4);
+		return (int32_t)be32toh(u32);
+	case 8:
+		memcpy(&u64, p, 8);
+		return (int64_t)be64toh(u64);
+	}
+	return 0;
 }
 
-/* A string argument the store keeps: it must fit the record it comes back in. */
-static int check_arg(const char *s, size_t max, const char *what)
+/* ---- the dialect (dialect.h) ------------------------------------------ */
+
+/* The most parameters one statement of slots.c takes. */
+#define PARAMS_MAX 32
+/* Parameter types (pg_type.h): declared, so that one SQL text needs no casts. */
+#define OID_BYTEA 17
+#define OID_INT8 20
+#define OID_TEXT 25
+
+struct saas__row {
+	const PGresult *res;
+	int row;
+	int binary;                /* a binary result: integers big-endian, bytes raw */
+};
+
+static int d_enter(void *store, void **conn)
 {
-	if (!s)
-		return saas__inval("%s is NULL", what);
-	if (strnlen(s, max + 1) > max)
-		return saas__inval("%s is too long (at most %zu bytes)", what, max);
-	return SAAS_OK;
+	struct pg *pg = NULL;
+	int rc = pg_enter(store, &pg);
+
+	*conn = pg;
+	return rc;
 }
 
-/* A fixed-size field of a record must be NUL-terminated inside its array. */
-static int check_field(const char *field, size_t size, const char *what)
+static void d_leave(void *store, void *conn)
 {
-	if (!memchr(field, '\0', size))
-		return saas__inval("%s is too long (at most %zu bytes)", what, size - 1);
-	return SAAS_OK;
+	(void)store;
+	pg_leave(conn);
 }
 
-static int not_found(const char *what, const char *id)
+static int d_run(void *conn, const saas__sql *q, const saas__param *p, int n, saas__row_fn fn, void *userdata,
+                 int64_t *nchanged)
 {
-	return saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no %s '%.64s'", what, id);
-}
-
-/* After an UPDATE of a sandbox that changed nothing: the wrong state, or no such sandbox? */
-static int state_or_missing(struct pg *pg, const char *id, const char *state_msg)
-{
-	const char *v[] = { id };
+	struct pg *pg = conn;
+	const char *values[PARAMS_MAX];
+	char nums[PARAMS_MAX][24];
+	int lengths[PARAMS_MAX], formats[PARAMS_MAX];
+	Oid types[PARAMS_MAX];
 	PGresult *res = NULL;
 	int rc;
 
-	rc = run_read(pg, &res, "reading a sandbox", "SELECT 1 FROM sandboxes WHERE id = $1", 1, v);
-	if (rc)
-		goto out;
-	rc = PQntuples(res) > 0 ? saas__error_sqlstate(SAAS_ESTATE, NULL, "sandbox '%.64s' %s", id, state_msg)
-	                        : not_found("sandbox", id);
-out:
+	if (n < 0 || n > PARAMS_MAX)
+		return saas__inval("postgresql: %d parameters; a statement takes at most %d", n, PARAMS_MAX);
+	for (int i = 0; i < n; i++) {
+		lengths[i] = 0;
+		formats[i] = 0;
+		values[i] = p[i].text;
+		if (p[i].type == SAAS__P_I64) {
+			types[i] = OID_INT8;
+			values[i] = i64(nums[i], p[i].i64);
+		} else if (p[i].type == SAAS__P_NULL_I64) {
+			types[i] = OID_INT8;
+		} else if (p[i].type == SAAS__P_BLOB) {
+			/* Binary, so NUL bytes survive. */
+			if (p[i].len > INT_MAX)
+				return saas__inval("postgresql: a value of %zu bytes is too long", p[i].len);
+			types[i] = OID_BYTEA;
+			lengths[i] = (int)p[i].len;
+			formats[i] = 1;
+		} else {
+			types[i] = OID_TEXT;
+		}
+	}
+	if ((rc = run_ex(pg, &res, q->what, q->pg ? q->pg : q->sql, n, types, values, lengths, formats, q->binary,
+	                 q->read)))
+		return rc;
+	for (int r = 0; fn && r < PQntuples(res); r++) {
+		struct saas__row row = { res, r, q->binary };
+
+		if ((rc = fn(userdata, &row)) != 0)
+			break;
+	}
+	if (nchanged)
+		*nchanged = changed(res);
 	PQclear(res);
 	return rc;
 }
+
+static int64_t d_col_i64(const saas__row *row, int col)
+{
+	return row->binary ? bin_int(row->res, row->row, col) : get_i64(row->res, row->row, col);
+}
+
+/* A script of several statements: a migration step. */
+static int d_script(void *conn, const char *sql, const char *what)
+{
+	struct pg *pg = conn;
+	PGresult *res = PQexec(pg->conn, sql);
+	int rc = SAAS_OK;
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+		rc = pg_fail(pg, res, what);
+	PQclear(res);
+	return rc;
+}
+
+static void d_log(void *conn, int level, const char *msg)
+{
+	pg_log(conn, level, msg);
+}
+
+static int d_col_null(const saas__row *row, int col)
+{
+	return PQgetisnull(row->res, row->row, col);
+}
+
+static const char *d_col_text(const saas__row *row, int col, size_t *len)
+{
+	if (PQgetisnull(row->res, row->row, col)) {
+		*len = 0;
+		return NULL;
+	}
+	*len = (size_t)PQgetlength(row->res, row->row, col);
+	return PQgetvalue(row->res, row->row, col);
+}
+
+static const struct saas__dialect pg_dialect = {
+	.name = "postgresql",
+	.enter = d_enter,
+	.leave = d_leave,
+	.begin = tx_begin,
+	.commit = tx_commit,
+	.rollback = tx_rollback,
+	.run = d_run,
+	.col_i64 = d_col_i64,
+	.script = d_script,
+	.log = d_log,
+	.steps = steps,
+	/*
+	 * The advisory lock serialises engines migrating at once. The meta table
+	 * is only created when missing: CREATE ... IF NOT EXISTS would still need
+	 * the CREATE privilege on a database already migrated.
+	 */
+	.migrate_prologue = "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ");"
+	                    "DO $$BEGIN IF to_regclass('meta') IS NULL THEN"
+	                    " CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); END IF; END$$",
+	.col_null = d_col_null,
+	.col_text = d_col_text,
+};
 
 /* ---- open, migrate, close ---------------------------------------------- */
-
-static int read_version(struct pg *pg, int *version)
-{
-	PGresult *res = NULL;
-	int rc;
-	char *end;
-	long v;
-
-	*version = 0;
-	rc = run_read(pg, &res, "reading the schema version",
-	              "SELECT value FROM meta WHERE key = 'schema_version'", 0, NULL);
-	if (rc || PQntuples(res) == 0)
-		goto out;
-	v = strtol(PQgetvalue(res, 0, 0), &end, 10);
-	if (*end || v < 0 || v > INT_MAX) {
-		rc = saas__error_sqlstate(SAAS_ESTORE, NULL, "meta.schema_version is not a version: '%.32s'",
-		                          PQgetvalue(res, 0, 0));
-		goto out;
-	}
-	*version = (int)v;
-out:
-	PQclear(res);
-	return rc;
-}
-
-/*
- * One step per transaction, each under the advisory lock, so a server that
- * finds the schema being migrated waits and then sees it done.
- */
-static int migrate(struct pg *pg)
-{
-	PGresult *res = NULL;
-	char buf[24], msg[64];
-	const char *v[1];
-	int rc, version, in_tx = 0;
-
-	for (;;) {
-		rc = tx_begin(pg);
-		if (rc)
-			goto out;
-		in_tx = 1;
-		rc = run(pg, NULL, "taking the migration lock", "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", 0, NULL);
-		if (rc)
-			goto out;
-		/* Only CREATE when missing: CREATE ... IF NOT EXISTS would still need the CREATE privilege. */
-		rc = run(pg, &res, "looking for the meta table", "SELECT to_regclass('meta') IS NULL", 0, NULL);
-		if (rc)
-			goto out;
-		if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
-			rc = run(pg, NULL, "creating the meta table",
-			         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)", 0, NULL);
-			if (rc)
-				goto out;
-		}
-		PQclear(res);
-		res = NULL;
-		rc = read_version(pg, &version);
-		if (rc)
-			goto out;
-		if (version > SAAS_STORE_SCHEMA) {
-			rc = saas__error_sqlstate(SAAS_ESTORE, NULL,
-			                          "the database has schema version %d, newer than the %d this libsaas knows; "
-			                          "upgrade libsaas", version, SAAS_STORE_SCHEMA);
-			goto out;
-		}
-		if (version == SAAS_STORE_SCHEMA)
-			break;
-		res = PQexec(pg->conn, steps[version]);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			snprintf(msg, sizeof(msg), "migrating the schema to version %d", version + 1);
-			rc = pg_fail(pg, res, msg);
-			goto out;
-		}
-		PQclear(res);
-		res = NULL;
-		v[0] = i64(buf, version + 1);
-		rc = run(pg, NULL, "recording the schema version",
-		         "INSERT INTO meta (key, value) VALUES ('schema_version', $1) "
-		         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", 1, v);
-		if (rc)
-			goto out;
-		rc = tx_commit(pg);
-		in_tx = 0;
-		if (rc)
-			goto out;
-		snprintf(msg, sizeof(msg), "postgresql: migrated the schema to version %d", version + 1);
-		pg_log(pg, SAAS_LOG_INFO, msg);
-	}
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	PQclear(res);
-	if (rc && in_tx)
-		tx_rollback(pg);
-	return rc;
-}
 
 static void pg_close(void *ctx)
 {
@@ -827,6 +831,7 @@ static int pg_open(void **ctx, const saas_store_env *env)
 		free(conninfo);
 		return saas__oom();
 	}
+	pool->dialect = &pg_dialect;
 	pool->conninfo = conninfo;
 	pool->size = size;
 	for (unsigned int i = 0; i < size; i++) {
@@ -850,7 +855,7 @@ static int pg_open(void **ctx, const saas_store_env *env)
 	/* The first connection is opened now, so that a wrong URL fails the open, and migrates. */
 	rc = pg_connect(&pool->conns[0]);
 	if (!rc)
-		rc = migrate(&pool->conns[0]);
+		rc = saas__store_migrate(pool, "postgresql: the database");
 	if (rc) {
 		pg_close(pool);
 		return rc;
@@ -859,2226 +864,11 @@ static int pg_open(void **ctx, const saas_store_env *env)
 	return SAAS_OK;
 }
 
-static int pg_schema_version(void *ctx, int *version)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	int rc;
-
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = read_version(pg, version);
-	pg_leave(pg);
-	return rc;
-}
-
-/* ---- accounts and the ledger ------------------------------------------- */
-
-#define ACCOUNT_SELECT \
-	"SELECT a.id, a.name, a.created_at," \
-	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'credit')," \
-	" (SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id AND kind = 'charge')," \
-	" a.disabled_at FROM accounts a"
-
-static int account_row(saas_store_account *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
-	    (rc = get_text(out->name, sizeof(out->name), res, row, 1)))
-		return rc;
-	out->created_at_ms = get_i64(res, row, 2);
-	out->credit_usd_micro = get_i64(res, row, 3);
-	out->charged_usd_micro = get_i64(res, row, 4);
-	out->disabled_at_ms = get_i64(res, row, 5);
-	return SAAS_OK;
-}
-
-static int pg_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!account)
-		return saas__inval("account is NULL");
-	if ((rc = check_field(account->id, sizeof(account->id), "account id")) ||
-	    (rc = check_field(account->name, sizeof(account->name), "account name")))
-		return rc;
-	if (credit < 0)
-		return saas__inval("initial credit is negative");
-	v[0] = account->id;
-	v[1] = account->name;
-	v[2] = i64(b1, account->created_at_ms);
-	v[3] = i64(b2, credit);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* One statement, so the account and its first credit commit together. */
-	rc = run(pg, NULL, "inserting an account",
-	         "WITH a AS (INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3) RETURNING id) "
-	         "INSERT INTO ledger (account_id, kind, amount, note, at) "
-	         "SELECT id, 'credit', $4::bigint, 'initial credit', $3::bigint FROM a WHERE $4::bigint > 0",
-	         4, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_account_get(void *ctx, const char *id, saas_store_account *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	int rc;
-
-	if (!id || !out)
-		return saas__inval("account id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "reading an account", ACCOUNT_SELECT " WHERE a.id = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("account", id);
-		goto out;
-	}
-	rc = account_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	saas_store_account account;
-	int rc, i;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "listing accounts", ACCOUNT_SELECT " ORDER BY a.created_at, a.id COLLATE \"C\"", 0, NULL);
-	/* Callbacks run without the lock, so they may call the store again. */
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = account_row(&account, res, i);
-		if (!rc && fn(userdata, &account))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!account_id)
-		return saas__inval("account id is NULL");
-	if (amount <= 0)
-		return saas__inval("a credit must be positive");
-	v[0] = account_id;
-	v[1] = i64(b1, amount);
-	v[2] = note;
-	v[3] = i64(b2, at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "adding credit",
-	         "INSERT INTO ledger (account_id, kind, amount, note, at) "
-	         "SELECT id, 'credit', $2::bigint, $3::text, $4::bigint FROM accounts WHERE id = $1", 4, v);
-	pg_leave(pg);
-	if (!rc && changed(res) == 0)
-		rc = not_found("account", account_id);
-	PQclear(res);
-	return rc;
-}
-
-/* ---- API keys ----------------------------------------------------------- */
-
-#define KEY_SELECT \
-	"SELECT id, account_id, name, prefix, hash, created_at, revoked_at, last_used_at," \
-	" (SELECT disabled_at FROM accounts WHERE accounts.id = api_keys.account_id) FROM api_keys"
-
-static int key_row(saas_store_key *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
-	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, 1)) ||
-	    (rc = get_text(out->name, sizeof(out->name), res, row, 2)) ||
-	    (rc = get_text(out->prefix, sizeof(out->prefix), res, row, 3)) ||
-	    (rc = get_text(out->hash, sizeof(out->hash), res, row, 4)))
-		return rc;
-	out->created_at_ms = get_i64(res, row, 5);
-	out->revoked_at_ms = get_i64(res, row, 6);
-	out->last_used_at_ms = get_i64(res, row, 7);
-	out->account_disabled_at_ms = get_i64(res, row, 8);
-	return SAAS_OK;
-}
-
-static int pg_key_insert(void *ctx, const saas_store_key *key)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[7];
-	int rc;
-
-	if (!key)
-		return saas__inval("key is NULL");
-	if ((rc = check_field(key->id, sizeof(key->id), "key id")) ||
-	    (rc = check_field(key->account_id, sizeof(key->account_id), "key account id")) ||
-	    (rc = check_field(key->name, sizeof(key->name), "key name")) ||
-	    (rc = check_field(key->prefix, sizeof(key->prefix), "key prefix")) ||
-	    (rc = check_field(key->hash, sizeof(key->hash), "key hash")))
-		return rc;
-	v[0] = key->id;
-	v[1] = key->account_id;
-	v[2] = key->name;
-	v[3] = key->prefix;
-	v[4] = key->hash;
-	v[5] = i64(b1, key->created_at_ms);
-	v[6] = i64(b2, key->revoked_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "inserting a key",
-	         "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at) "
-	         "VALUES ($1, $2, $3, $4, $5, $6, $7)", 7, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_key_find(void *ctx, const char *hash, saas_store_key *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { hash };
-	int rc;
-
-	if (!hash || !out)
-		return saas__inval("key hash or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "finding a key", KEY_SELECT " WHERE hash = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no key with that hash");
-		goto out;
-	}
-	rc = key_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL, *found = NULL;
-	char buf[24];
-	const char *v[2];
-	int rc;
-
-	if (!key_id)
-		return saas__inval("key id is NULL");
-	if (at_ms <= 0)
-		return saas__inval("revocation time must be positive (0 means not revoked)");
-	v[0] = key_id;
-	v[1] = i64(buf, at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* revoked_at = 0 in the condition keeps the first revocation's time. */
-	rc = run(pg, &res, "revoking a key", "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at = 0", 2, v);
-	if (rc || changed(res) > 0)
-		goto out;
-	rc = run_read(pg, &found, "revoking a key", "SELECT 1 FROM api_keys WHERE id = $1", 1, v);
-	if (!rc && PQntuples(found) == 0)
-		rc = not_found("key", key_id);
-out:
-	pg_leave(pg);
-	PQclear(found);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { account_id };
-	saas_store_key key;
-	int rc, i;
-
-	if (!account_id || !fn)
-		return saas__inval("account id or callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "listing keys", KEY_SELECT " WHERE account_id = $1 ORDER BY created_at, id COLLATE \"C\"", 1, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = key_row(&key, res, i);
-		if (!rc && fn(userdata, &key))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-/* ---- sandboxes ---------------------------------------------------------- */
-
-#define SANDBOX_SELECT \
-	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image, usd_micro_per_hour," \
-	" created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
-	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id FROM sandboxes"
-
-static int sandbox_row(saas_store_sandbox *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
-	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, 1)) ||
-	    (rc = get_text(out->size, sizeof(out->size), res, row, 4)) ||
-	    (rc = get_text(out->image, sizeof(out->image), res, row, 8)) ||
-	    (rc = get_text(out->snapshot, sizeof(out->snapshot), res, row, 19)) ||
-	    (rc = get_text(out->parent_id, sizeof(out->parent_id), res, row, 20)) ||
-	    (rc = get_text(out->host_id, sizeof(out->host_id), res, row, 25)))
-		return rc;
-	out->paused_at_ms = get_i64(res, row, 16);
-	out->paused_ms = get_i64(res, row, 17);
-	out->paused_usd_micro_per_hour = get_i64(res, row, 18);
-	out->status = (int)get_i64(res, row, 2);
-	out->end_reason = (int)get_i64(res, row, 3);
-	out->vcpus = (unsigned int)get_i64(res, row, 5);
-	out->memory_mb = (unsigned int)get_i64(res, row, 6);
-	out->disk_gb = (unsigned int)get_i64(res, row, 7);
-	out->usd_micro_per_hour = get_i64(res, row, 9);
-	out->created_at_ms = get_i64(res, row, 10);
-	out->ready_at_ms = get_i64(res, row, 11);
-	out->expires_at_ms = get_i64(res, row, 12);
-	out->destroyed_at_ms = get_i64(res, row, 13);
-	out->cost_usd_micro = get_i64(res, row, 14);
-	out->network_mode = PQgetisnull(res, row, 15) ? SAAS_STORE_NETWORK_UNKNOWN : (int)get_i64(res, row, 15);
-	out->denied_connections = get_i64(res, row, 21);
-	out->denied_lookups = get_i64(res, row, 22);
-	out->denied_connections_base = get_i64(res, row, 23);
-	out->denied_lookups_base = get_i64(res, row, 24);
-	return SAAS_OK;
-}
-
-/* The text parameters of a sandbox's INSERT, in SANDBOX_INSERT's order; `b` holds the numbers' text. */
-#define SANDBOX_PARAMS 22
-static int sandbox_params(const saas_store_sandbox *s, const char *v[SANDBOX_PARAMS], char b[15][24])
-{
-	int rc;
-
-	if (!s)
-		return saas__inval("sandbox is NULL");
-	if ((rc = check_field(s->id, sizeof(s->id), "sandbox id")) ||
-	    (rc = check_field(s->account_id, sizeof(s->account_id), "sandbox account id")) ||
-	    (rc = check_field(s->size, sizeof(s->size), "sandbox size")) ||
-	    (rc = check_field(s->image, sizeof(s->image), "sandbox image")) ||
-	    (rc = check_field(s->snapshot, sizeof(s->snapshot), "sandbox snapshot")) ||
-	    (rc = check_field(s->parent_id, sizeof(s->parent_id), "sandbox parent")) ||
-	    (rc = check_field(s->host_id, sizeof(s->host_id), "sandbox host")))
-		return rc;
-	if (s->vcpus > INT_MAX || s->memory_mb > INT_MAX || s->disk_gb > INT_MAX)
-		return saas__inval("sandbox resources out of range");
-	v[0] = s->id;
-	v[1] = s->account_id;
-	v[2] = i64(b[0], s->status);
-	v[3] = i64(b[1], s->end_reason);
-	v[4] = s->size;
-	v[5] = i64(b[2], s->vcpus);
-	v[6] = i64(b[3], s->memory_mb);
-	v[7] = i64(b[4], s->disk_gb);
-	v[8] = s->image;
-	v[9] = i64(b[5], s->usd_micro_per_hour);
-	v[10] = i64(b[6], s->created_at_ms);
-	v[11] = i64(b[7], s->ready_at_ms);
-	v[12] = i64(b[8], s->expires_at_ms);
-	v[13] = i64(b[9], s->destroyed_at_ms);
-	v[14] = i64(b[10], s->cost_usd_micro);
-	v[15] = s->network_mode == SAAS_STORE_NETWORK_UNKNOWN ? NULL : i64(b[11], s->network_mode);
-	v[16] = i64(b[12], s->paused_at_ms);
-	v[17] = i64(b[13], s->paused_ms);
-	v[18] = i64(b[14], s->paused_usd_micro_per_hour);
-	v[19] = s->snapshot;
-	v[20] = s->parent_id;
-	v[21] = s->host_id;
-	return SAAS_OK;
-}
-
-#define SANDBOX_INSERT \
-	"INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
-	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id, host_id)" \
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16," \
-	" $17, $18, $19, $20, $21, $22)"
-
-/*
- * Inside the caller's transaction: lock the account's row and check that it
- * has fewer than `max_live` sandboxes not destroyed.
- */
-static int live_check(struct pg *pg, const char *account_id, unsigned int max_live)
-{
-	const char *v[] = { account_id };
-	PGresult *res = NULL;
-	long long live;
-	int rc;
-
-	/*
-	 * The account's row lock makes count-then-insert atomic against other
-	 * servers: a second insert for the account waits here, then counts
-	 * (in a new snapshot, READ COMMITTED) the sandbox the first one added.
-	 * NO KEY UPDATE, because it still lets ledger and key inserts that only
-	 * reference the account proceed.
-	 */
-	rc = run(pg, &res, "locking the account", "SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE", 1, v);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	PQclear(res);
-	res = NULL;
-	rc = run(pg, &res, "counting live sandboxes",
-	         "SELECT count(*) FROM sandboxes WHERE account_id = $1 AND status <> 3", 1, v);
-	if (rc)
-		goto out;
-	live = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	if (live >= (long long)max_live)
-		rc = saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
-		                 "account %s already has %lld sandboxes (at most %u at once)", account_id, live, max_live);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_insert(void *ctx, const saas_store_sandbox *s, unsigned int max_live)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b[15][24];
-	const char *v[SANDBOX_PARAMS];
-	int rc, in_tx = 0;
-
-	if ((rc = sandbox_params(s, v, b)))
-		return rc;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = tx_begin(pg);
-	if (rc)
-		goto out;
-	in_tx = 1;
-	if ((rc = live_check(pg, s->account_id, max_live)))
-		goto out;
-	rc = run(pg, NULL, "inserting a sandbox", SANDBOX_INSERT, SANDBOX_PARAMS, v);
-	if (rc)
-		goto out;
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	if (rc && in_tx)
-		tx_rollback(pg);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	int rc;
-
-	if (!id || !out)
-		return saas__inval("sandbox id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "reading a sandbox", SANDBOX_SELECT " WHERE id = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("sandbox", id);
-		goto out;
-	}
-	rc = sandbox_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-/* Bind the next parameter to `value` and append its placeholder ($n) to the query. */
-static int add_param(saas__buf *sql, const char **values, int *n, const char *value)
-{
-	values[*n] = value;
-	(*n)++;
-	return saas__buf_printf(sql, "$%d", *n);
-}
-
-static int pg_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	static const saas_store_filter all = { 0 };
-	saas__buf sql = SAAS__BUF_INIT;
-	PGresult *res = NULL;
-	saas_store_sandbox sandbox;
-	char b[5][24];
-	const char *v[8];
-	int rc, n = 0, i;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	if (!filter)
-		filter = &all;
-
-	rc = saas__buf_puts(&sql, SANDBOX_SELECT " WHERE TRUE");
-	if (!rc && filter->account_id) {
-		rc = saas__buf_puts(&sql, " AND account_id = ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, filter->account_id);
-	}
-	if (!rc && filter->live > 0)
-		rc = saas__buf_puts(&sql, " AND status <> 3");
-	else if (!rc && filter->live < 0)
-		rc = saas__buf_puts(&sql, " AND status = 3");
-	if (!rc && (filter->ran_from_ms || filter->ran_to_ms)) {
-		/* Ran during [from, to): became ready before `to`, and had not ended by `from`. */
-		rc = saas__buf_puts(&sql, " AND ready_at > 0 AND ready_at < ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[0], filter->ran_to_ms));
-		if (!rc)
-			rc = saas__buf_puts(&sql, "::bigint AND (status <> 3 OR LEAST(destroyed_at, expires_at) > ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[1], filter->ran_from_ms));
-		if (!rc)
-			rc = saas__buf_puts(&sql, "::bigint)");
-	}
-	if (!rc && filter->before_id) {
-		int at;
-
-		rc = saas__buf_puts(&sql, " AND (created_at < ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[2], filter->before_created_ms));
-		at = n;
-		if (!rc)
-			rc = saas__buf_printf(&sql, "::bigint OR (created_at = $%d::bigint AND id COLLATE \"C\" < ", at);
-		if (!rc)
-			rc = add_param(&sql, v, &n, filter->before_id);
-		if (!rc)
-			rc = saas__buf_puts(&sql, "))");
-	}
-	if (!rc && filter->host_id) {
-		rc = saas__buf_puts(&sql, " AND host_id = ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, filter->host_id);
-	}
-	if (!rc)
-		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id COLLATE \"C\" DESC");
-	if (!rc && filter->limit) {
-		rc = saas__buf_puts(&sql, " LIMIT ");
-		if (!rc)
-			rc = add_param(&sql, v, &n, i64(b[3], filter->limit));
-	}
-	if (rc)
-		goto out;
-
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		goto out;
-	rc = run_read(pg, &res, "listing sandboxes", sql.data, n, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = sandbox_row(&sandbox, res, i);
-		if (!rc && fn(userdata, &sandbox))
-			break;
-	}
-out:
-	PQclear(res);
-	saas__buf_free(&sql);
-	return rc;
-}
-
-static int pg_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[3];
-	int rc;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = id;
-	v[1] = i64(b1, ready_at_ms);
-	v[2] = i64(b2, expires_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "marking a sandbox ready",
-	         "UPDATE sandboxes SET status = 2, ready_at = $2, expires_at = $3 WHERE id = $1 AND status = 1", 3, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "is not being created");
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char buf[24];
-	const char *v[2];
-	int rc;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = id;
-	v[1] = i64(buf, expires_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "setting a sandbox's expiry",
-	         "UPDATE sandboxes SET expires_at = $2 WHERE id = $1 AND status NOT IN (1, 3)", 2, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "is being created or was destroyed");
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-/* The states a pause, a resume or a fork moves a sandbox between (never creating or destroyed). */
-static bool movable_state(int status)
-{
-	return status == SAAS_SANDBOX_READY || status == SAAS_SANDBOX_PAUSED || status == SAAS_SANDBOX_PAUSING ||
-	       status == SAAS_SANDBOX_RESUMING;
-}
-
-static int pg_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b[4][24], msg[64];
-	const char *v[6];
-	int rc;
-
-	if (!id || !to)
-		return saas__inval("sandbox id or state is NULL");
-	if (!movable_state(from) || !movable_state(to->status))
-		return saas__inval("sandbox state %d -> %d is not a pause, resume or fork step", from, to->status);
-	if ((rc = check_field(to->snapshot, sizeof(to->snapshot), "sandbox snapshot")))
-		return rc;
-	v[0] = id;
-	v[1] = i64(b[0], from);
-	v[2] = i64(b[1], to->status);
-	v[3] = i64(b[2], to->paused_at_ms);
-	v[4] = i64(b[3], to->paused_ms);
-	v[5] = to->snapshot;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "changing a sandbox's state",
-	         "UPDATE sandboxes SET status = $3, paused_at = $4, paused_ms = $5, snapshot = $6"
-	         " WHERE id = $1 AND status = $2", 6, v);
-	if (!rc && changed(res) == 0) {
-		snprintf(msg, sizeof(msg), "is no longer %s", saas_sandbox_status_name(from));
-		rc = state_or_missing(pg, id, msg);
-	}
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
-                            int64_t if_expires_at_ms, int *closed)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL, *found = NULL;
-	char b1[24], b2[24], b3[24], b4[24];
-	const char *v[5];
-	int rc;
-
-	if (!id || !closed)
-		return saas__inval("sandbox id or output is NULL");
-	if (cost < 0)
-		return saas__inval("cost is negative");
-	*closed = 0;
-	v[0] = id;
-	v[1] = i64(b1, end_reason);
-	v[2] = i64(b2, destroyed_at_ms);
-	v[3] = i64(b3, cost);
-	v[4] = i64(b4, if_expires_at_ms > 0 ? if_expires_at_ms : 0);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/*
-	 * One statement, so one transaction. A second close running at the same
-	 * time waits on the row lock the UPDATE takes, then re-checks
-	 * status <> 3 against the committed row and changes nothing: only the
-	 * first close writes a charge. An extend committed in between is seen by
-	 * the same re-check of expires_at, so a close decided on an older read
-	 * leaves the sandbox running.
-	 */
-	rc = run(pg, &res, "closing a sandbox",
-	         "WITH c AS (UPDATE sandboxes SET status = 3, end_reason = $2, destroyed_at = $3, cost = $4"
-	         "  WHERE id = $1 AND status <> 3 AND ($5::bigint = 0 OR expires_at = $5::bigint) RETURNING account_id),"
-	         " l AS (INSERT INTO ledger (account_id, kind, amount, sandbox_id, note, at)"
-	         "  SELECT account_id, 'charge', $4::bigint, $1, 'sandbox usage', $3::bigint FROM c WHERE $4::bigint > 0)"
-	         " SELECT account_id FROM c", 5, v);
-	if (rc)
-		goto out;
-	if (PQntuples(res) > 0) {
-		*closed = 1;
-		goto out;
-	}
-	rc = run_read(pg, &found, "closing a sandbox", "SELECT status FROM sandboxes WHERE id = $1", 1, v);
-	if (!rc && PQntuples(found) == 0)
-		rc = not_found("sandbox", id);
-	else if (!rc && strcmp(PQgetvalue(found, 0, 0), "3") != 0)
-		rc = saas__error_sqlstate(SAAS_ESTATE, NULL, "sandbox '%.64s' has a new expiry; not closed", id);
-out:
-	pg_leave(pg);
-	PQclear(found);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_delete(void *ctx, const char *id)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[1];
-	int rc;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = id;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "deleting a sandbox", "DELETE FROM sandboxes WHERE id = $1 AND status = 1", 1, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "is not being created");
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-/* ---- executions ---------------------------------------------------------- */
-
-static int pg_execution_insert(void *ctx, const saas_store_execution *e)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[6];
-	int rc;
-
-	if (!e || !e->command)
-		return saas__inval("execution or its command is NULL");
-	if ((rc = check_field(e->id, sizeof(e->id), "execution id")) ||
-	    (rc = check_field(e->sandbox_id, sizeof(e->sandbox_id), "execution sandbox id")) ||
-	    (rc = check_field(e->account_id, sizeof(e->account_id), "execution account id")))
-		return rc;
-	v[0] = e->id;
-	v[1] = e->sandbox_id;
-	v[2] = e->account_id;
-	v[3] = i64(b1, SAAS_EXEC_RUNNING);
-	v[4] = e->command;
-	v[5] = i64(b2, e->started_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "inserting an execution",
-	         "INSERT INTO executions (id, sandbox_id, account_id, status, command, started_at)"
-	         " VALUES ($1, $2, $3, $4, $5, $6)", 6, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_execution_finish(void *ctx, const saas_store_execution *e)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b[6][24];
-	const char *v[9];
-	int len[9] = { 0 }, fmt[9] = { 0 };
-	int rc;
-
-	if (!e)
-		return saas__inval("execution is NULL");
-	if ((rc = check_field(e->id, sizeof(e->id), "execution id")))
-		return rc;
-	if (e->stdout_len > INT_MAX || e->stderr_len > INT_MAX ||
-	    (e->stdout_len && !e->stdout_data) || (e->stderr_len && !e->stderr_data))
-		return saas__inval("execution output is invalid");
-	v[0] = e->id;
-	v[1] = i64(b[0], e->status);
-	v[2] = i64(b[1], e->exit_code);
-	/*
-	 * Output as binary bytea: it is whatever the command wrote, NULs
-	 * included. An empty one is stored as NULL, as SQLite does.
-	 */
-	v[3] = e->stdout_len ? e->stdout_data : NULL;
-	len[3] = (int)e->stdout_len;
-	fmt[3] = 1;
-	v[4] = e->stderr_len ? e->stderr_data : NULL;
-	len[4] = (int)e->stderr_len;
-	fmt[4] = 1;
-	v[5] = i64(b[2], e->stdout_truncated ? 1 : 0);
-	v[6] = i64(b[3], e->stderr_truncated ? 1 : 0);
-	v[7] = e->error;
-	v[8] = i64(b[4], e->finished_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_ex(pg, &res, "finishing an execution",
-	            "UPDATE executions SET status = $2, exit_code = $3, stdout = $4, stderr = $5,"
-	            " stdout_truncated = $6, stderr_truncated = $7, error = $8, finished_at = $9 WHERE id = $1",
-	            9, v, len, fmt, 0, 0);
-	pg_leave(pg);
-	if (!rc && changed(res) == 0)
-		rc = not_found("execution", e->id);
-	PQclear(res);
-	return rc;
-}
-
-/* Binary-format result columns (execution_get asks for binary to get bytea raw). */
-static int64_t bin_int(const PGresult *res, int row, int col)
-{
-	const char *p = PQgetvalue(res, row, col);
-	uint32_t u32;
-	uint64_t u64;
-
-	if (PQgetisnull(res, row, col))
-		return 0;
-	switch (PQgetlength(res, row, col)) {
-	case 4:
-		memcpy(&u32, p, 4);
-		return (int32_t)be32toh(u32);
-	case 8:
-		memcpy(&u64, p, 8);
-		return (int64_t)be64toh(u64);
-	}
-	return 0;
-}
-
-/* A malloc()ed copy of a binary column with a NUL after it; SQL NULL gives NULL if `keep_null`, else "". */
-static int bin_dup(char **out, size_t *len, int keep_null, const PGresult *res, int row, int col)
-{
-	size_t n;
-
-	*out = NULL;
-	if (len)
-		*len = 0;
-	if (PQgetisnull(res, row, col) && keep_null)
-		return SAAS_OK;
-	n = (size_t)PQgetlength(res, row, col);
-	*out = malloc(n + 1);
-	if (!*out)
-		return saas__oom();
-	memcpy(*out, PQgetvalue(res, row, col), n);
-	(*out)[n] = '\0';
-	if (len)
-		*len = n;
-	return SAAS_OK;
-}
-
-static int pg_execution_get(void *ctx, const char *id, saas_store_execution *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	saas_store_execution e;
-	int rc;
-
-	memset(&e, 0, sizeof(e));
-	if (!id || !out)
-		return saas__inval("execution id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_ex(pg, &res, "reading an execution",
-	            "SELECT id, sandbox_id, account_id, status, exit_code, stdout, stderr, stdout_truncated,"
-	            " stderr_truncated, command, error, started_at, finished_at FROM executions WHERE id = $1",
-	            1, v, NULL, NULL, 1, 1);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("execution", id);
-		goto out;
-	}
-	/* In binary format a text column is its bytes, NUL-terminated by libpq. */
-	if ((rc = get_text(e.id, sizeof(e.id), res, 0, 0)) ||
-	    (rc = get_text(e.sandbox_id, sizeof(e.sandbox_id), res, 0, 1)) ||
-	    (rc = get_text(e.account_id, sizeof(e.account_id), res, 0, 2)))
-		goto out;
-	e.status = (int)bin_int(res, 0, 3);
-	e.exit_code = (int)bin_int(res, 0, 4);
-	e.stdout_truncated = (int)bin_int(res, 0, 7);
-	e.stderr_truncated = (int)bin_int(res, 0, 8);
-	e.started_at_ms = bin_int(res, 0, 11);
-	e.finished_at_ms = bin_int(res, 0, 12);
-	if ((rc = bin_dup(&e.stdout_data, &e.stdout_len, 0, res, 0, 5)) ||
-	    (rc = bin_dup(&e.stderr_data, &e.stderr_len, 0, res, 0, 6)) ||
-	    (rc = bin_dup(&e.command, NULL, 0, res, 0, 9)) ||
-	    (rc = bin_dup(&e.error, NULL, 1, res, 0, 10)))
-		goto out;
-	*out = e;
-	memset(&e, 0, sizeof(e));
-out:
-	free(e.stdout_data);
-	free(e.stderr_data);
-	free(e.command);
-	free(e.error);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
-                             unsigned int limit, saas_store_execution_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	saas_store_execution e;
-	char b[2][24];
-	/* A NULL before_id is no cursor, a NULL limit no LIMIT. */
-	const char *v[] = { sandbox_id, i64(b[0], before_started_ms), before_id, limit ? i64(b[1], limit) : NULL };
-	int rc, i;
-
-	if (!sandbox_id || !fn)
-		return saas__inval("sandbox id or callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
-	rc = run_read(pg, &res, "listing executions",
-	              "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout_truncated,"
-	              " stderr_truncated, error, started_at, finished_at FROM executions WHERE sandbox_id = $1"
-	              " AND ($3::text IS NULL OR started_at < $2::bigint"
-	              " OR (started_at = $2::bigint AND id COLLATE \"C\" < $3::text))"
-	              " ORDER BY started_at DESC, id COLLATE \"C\" DESC LIMIT $4::bigint",
-	              4, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		memset(&e, 0, sizeof(e));
-		if ((rc = get_text(e.id, sizeof(e.id), res, i, 0)) ||
-		    (rc = get_text(e.sandbox_id, sizeof(e.sandbox_id), res, i, 1)) ||
-		    (rc = get_text(e.account_id, sizeof(e.account_id), res, i, 2)))
-			break;
-		e.status = (int)get_i64(res, i, 3);
-		e.exit_code = (int)get_i64(res, i, 4);
-		/* Text-format columns: the record borrows them from res, valid during fn as the slot says. */
-		e.command = PQgetvalue(res, i, 5);
-		e.stdout_truncated = (int)get_i64(res, i, 6);
-		e.stderr_truncated = (int)get_i64(res, i, 7);
-		e.error = PQgetisnull(res, i, 8) ? NULL : PQgetvalue(res, i, 8);
-		e.started_at_ms = get_i64(res, i, 9);
-		e.finished_at_ms = get_i64(res, i, 10);
-		if (fn(userdata, &e))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!sandbox_id)
-		return saas__inval("sandbox id is NULL");
-	v[0] = sandbox_id;
-	v[1] = i64(b1, SAAS_EXEC_FAILED);
-	v[2] = error;
-	v[3] = i64(b2, at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "failing running executions",
-	         "UPDATE executions SET status = $2, error = $3, finished_at = $4 WHERE sandbox_id = $1 AND status = 1",
-	         4, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[2];
-	int rc;
-
-	if (!pruned)
-		return saas__inval("pruned is NULL");
-	*pruned = 0;
-	v[0] = i64(b1, finished_before_ms);
-	v[1] = i64(b2, max);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* finished_at > 0: a running execution (0) is never old enough. */
-	rc = run(pg, &res, "pruning executions",
-	         "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
-	         " WHERE finished_at > 0 AND finished_at < $1 AND status != 1 LIMIT $2)",
-	         2, v);
-	pg_leave(pg);
-	if (!rc)
-		*pruned = (unsigned int)changed(res);
-	PQclear(res);
-	return rc;
-}
-
-/* ---- account limits -------------------------------------------------------- */
-
-static int pg_limits_get(void *ctx, const char *account_id, saas_store_limits *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { account_id };
-	int rc;
-
-	if (!account_id || !out)
-		return saas__inval("account id or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* Through accounts, so that "no such account" and "nothing set" differ. NULLs read as 0. */
-	rc = run_read(pg, &res, "reading account limits",
-	              "SELECT l.max_sandboxes, l.max_executions, l.creates_per_minute, l.requests_per_second"
-	              " FROM accounts a LEFT JOIN account_limits l ON l.account_id = a.id WHERE a.id = $1",
-	              1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	out->max_sandboxes = (unsigned int)get_i64(res, 0, 0);
-	out->max_executions = (unsigned int)get_i64(res, 0, 1);
-	out->creates_per_minute = (unsigned int)get_i64(res, 0, 2);
-	out->requests_per_second = (unsigned int)get_i64(res, 0, 3);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b[5][24];
-	const char *v[6];
-	int rc;
-
-	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")))
-		return rc;
-	if (!l)
-		return saas__inval("limits are NULL");
-	v[0] = account_id;
-	v[1] = i64(b[0], l->max_sandboxes);
-	v[2] = i64(b[1], l->max_executions);
-	v[3] = i64(b[2], l->creates_per_minute);
-	v[4] = i64(b[3], l->requests_per_second);
-	v[5] = i64(b[4], at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "setting account limits",
-	         "INSERT INTO account_limits (account_id, max_sandboxes, max_executions, creates_per_minute,"
-	         " requests_per_second, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"
-	         " ON CONFLICT (account_id) DO UPDATE SET max_sandboxes = EXCLUDED.max_sandboxes,"
-	         " max_executions = EXCLUDED.max_executions, creates_per_minute = EXCLUDED.creates_per_minute,"
-	         " requests_per_second = EXCLUDED.requests_per_second, updated_at = EXCLUDED.updated_at",
-	         6, v);
-	pg_leave(pg);
-	/* The only foreign key is the account. */
-	if (rc == SAAS_ENOTFOUND)
-		rc = not_found("account", account_id);
-	return rc;
-}
-
-/* ---- ports ----------------------------------------------------------------- */
-
-static int pg_port_insert(void *ctx, const saas_store_port *p)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!p)
-		return saas__inval("port is NULL");
-	if ((rc = check_field(p->sandbox_id, sizeof(p->sandbox_id), "sandbox id")) ||
-	    (rc = check_field(p->name, sizeof(p->name), "port name")))
-		return rc;
-	if (p->port == 0 || p->port > 65535)
-		return saas__inval("port %u is not in 1-65535", p->port);
-	v[0] = p->sandbox_id;
-	v[1] = i64(b1, p->port);
-	v[2] = p->name;
-	v[3] = i64(b2, p->created_at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	/* Exposing a port twice is success; the first row is the one kept. A taken name is not. */
-	rc = run(pg, NULL, "exposing a port",
-	         "INSERT INTO ports (sandbox_id, port, name, created_at) VALUES ($1, $2, $3, $4) "
-	         "ON CONFLICT (sandbox_id, port) DO NOTHING", 4, v);
-	pg_leave(pg);
-	return rc;
-}
-
-#define PORT_SELECT "SELECT sandbox_id, port, name, created_at FROM ports"
-
-static int port_row(saas_store_port *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->sandbox_id, sizeof(out->sandbox_id), res, row, 0)) ||
-	    (rc = get_text(out->name, sizeof(out->name), res, row, 2)))
-		return rc;
-	out->port = (unsigned int)get_i64(res, row, 1);
-	out->created_at_ms = get_i64(res, row, 3);
-	return SAAS_OK;
-}
-
-static int pg_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { sandbox_id };
-	saas_store_port p;
-	int rc, i;
-
-	if (!sandbox_id || !fn)
-		return saas__inval("sandbox id or callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "listing ports", PORT_SELECT " WHERE sandbox_id = $1 ORDER BY port", 1, v);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		if ((rc = port_row(&p, res, i)) || fn(userdata, &p))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_port_find(void *ctx, const char *name, saas_store_port *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { name };
-	int rc;
-
-	if (!name || !out)
-		return saas__inval("port name or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "finding a port", PORT_SELECT " WHERE name = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		/* The name is a capability: never echo it. */
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no exposed port by that name");
-		goto out;
-	}
-	rc = port_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	char b1[24];
-	const char *v[2];
-	int rc;
-
-	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")))
-		return rc;
-	v[0] = sandbox_id;
-	v[1] = i64(b1, port);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, "un-exposing a port", "DELETE FROM ports WHERE sandbox_id = $1 AND port = $2", 2, v);
-	pg_leave(pg);
-	return rc;
-}
-
-/* ---- network ------------------------------------------------------------ */
-
-static int pg_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { id };
-	int rc;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or output is NULL");
-	*allow = *deny = NULL;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "reading a sandbox's network",
-	              "SELECT network_allow, network_deny FROM sandboxes WHERE id = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("sandbox", id);
-		goto out;
-	}
-	if (!(*allow = saas__strdup(PQgetvalue(res, 0, 0))) || !(*deny = saas__strdup(PQgetvalue(res, 0, 1)))) {
-		free(*allow);
-		*allow = NULL;
-		rc = saas__oom();
-	}
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24];
-	const char *v[4];
-	int rc;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or rules are NULL");
-	v[0] = id;
-	v[1] = i64(b1, mode);
-	v[2] = allow;
-	v[3] = deny;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run(pg, &res, "setting a sandbox's network",
-	         "UPDATE sandboxes SET network_mode = $2, network_allow = $3, network_deny = $4"
-	         " WHERE id = $1 AND status <> 3", 4, v);
-	if (!rc && changed(res) == 0)
-		rc = state_or_missing(pg, id, "was destroyed");
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-/* An UPDATE of one sandbox ($1 its id); SAAS_ENOTFOUND if no row matched. */
-static int sandbox_update(struct pool *pool, const char *what, const char *sql, int n, const char *const *v)
-{
-	PGresult *res = NULL;
-	struct pg *pg;
-	int rc;
-
-	if ((rc = check_arg(v[0], SAAS_ID_MAX, "sandbox id")))
-		return rc;
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	rc = run(pg, &res, what, sql, n, v);
-	pg_leave(pg);
-	/* Every matched row counts, even with the same values: 0 is no such sandbox. */
-	if (!rc && changed(res) == 0)
-		rc = not_found("sandbox", v[0]);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups)
-{
-	char b[2][24];
-	const char *v[3] = { id, i64(b[0], connections), i64(b[1], lookups) };
-
-	return sandbox_update(ctx, "recording a sandbox's egress counts",
-	                      "UPDATE sandboxes SET denied_connections = GREATEST(denied_connections, $2::bigint),"
-	                      " denied_lookups = GREATEST(denied_lookups, $3::bigint) WHERE id = $1",
-	                      3, v);
-}
-
-static int pg_sandbox_egress_rebase(void *ctx, const char *id)
-{
-	const char *v[1] = { id };
-
-	return sandbox_update(ctx, "rebasing a sandbox's egress counts",
-	                      "UPDATE sandboxes SET denied_connections_base = denied_connections,"
-	                      " denied_lookups_base = denied_lookups WHERE id = $1",
-	                      1, v);
-}
-
-/* ---- people: disabled accounts, key use, users, sessions, invites ----- */
-
-static int pg_account_disable(void *ctx, const char *account_id, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char buf[24];
-	const char *v[2];
-	int rc, in_tx = 0;
-
-	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")))
-		return rc;
-	v[0] = account_id;
-	v[1] = i64(buf, at_ms);
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	if ((rc = tx_begin(pg)))
-		goto out;
-	in_tx = 1;
-	/* A second disabling keeps the first time: it is when the account stopped. */
-	rc = run(pg, &res, "disabling an account",
-	         "UPDATE accounts SET disabled_at = CASE WHEN $2::bigint = 0 OR disabled_at = 0 THEN $2::bigint"
-	         " ELSE disabled_at END WHERE id = $1", 2, v);
-	if (rc)
-		goto out;
-	if (changed(res) == 0) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	if (at_ms && (rc = run(pg, NULL, "ending sessions",
-	                       "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE account_id = $1)", 1, v)))
-		goto out;
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	if (rc && in_tx)
-		tx_rollback(pg);
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-/* One write of text parameters, on a connection of the pool. */
-static int pg_write(struct pool *pool, const char *what, const char *sql, int n, const char *const *v)
-{
-	struct pg *pg;
-	int rc = pg_enter(pool, &pg);
-
-	if (rc)
-		return rc;
-	rc = run(pg, NULL, what, sql, n, v);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_key_touch(void *ctx, const char *hash, int64_t at_ms)
-{
-	char buf[24];
-	const char *v[2] = { hash, i64(buf, at_ms) };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "key hash")))
-		return rc;
-	return pg_write(ctx, "recording a key's use",
-	                "UPDATE api_keys SET last_used_at = $2 WHERE hash = $1 AND last_used_at < $2", 2, v);
-}
-
-static int pg_user_insert(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
-                          const char *invite_hash)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b[3][24];
-	const char *v[6];
-	int rc, in_tx = 0;
-
-	if (!user)
-		return saas__inval("user is NULL");
-	if ((rc = check_field(user->id, sizeof(user->id), "user id")) ||
-	    (rc = check_field(user->account_id, sizeof(user->account_id), "account id")) ||
-	    (rc = check_field(user->email, sizeof(user->email), "e-mail")) ||
-	    (rc = check_field(user->password_hash, sizeof(user->password_hash), "password hash")))
-		return rc;
-	if (account && ((rc = check_field(account->id, sizeof(account->id), "account id")) ||
-	                (rc = check_field(account->name, sizeof(account->name), "account name"))))
-		return rc;
-	if (credit < 0)
-		return saas__inval("initial credit is negative");
-	if (invite_hash && (rc = check_arg(invite_hash, SAAS_STORE_HASH_HEX, "invite hash")))
-		return rc;
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	if ((rc = tx_begin(pg)))
-		goto out;
-	in_tx = 1;
-	if (invite_hash) {
-		v[0] = invite_hash;
-		v[1] = i64(b[0], user->created_at_ms);
-		v[2] = user->id;
-		rc = run(pg, &res, "taking an invite",
-		         "UPDATE invites SET used_at = $2, used_by = $3 WHERE hash = $1 AND used_at = 0", 3, v);
-		if (rc)
-			goto out;
-		if (changed(res) == 0) {
-			rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no unused invite with that code");
-			goto out;
-		}
-		PQclear(res);
-		res = NULL;
-	}
-	if (account) {
-		v[0] = account->id;
-		v[1] = account->name;
-		v[2] = i64(b[0], account->created_at_ms);
-		v[3] = i64(b[1], credit);
-		rc = run(pg, NULL, "inserting an account",
-		         "WITH a AS (INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3) RETURNING id) "
-		         "INSERT INTO ledger (account_id, kind, amount, note, at) "
-		         "SELECT id, 'credit', $4::bigint, 'initial credit', $3::bigint FROM a WHERE $4::bigint > 0",
-		         4, v);
-		if (rc)
-			goto out;
-	}
-	v[0] = user->id;
-	v[1] = user->account_id;
-	v[2] = user->email;
-	v[3] = user->password_hash;
-	v[4] = user->is_operator ? "1" : "0";
-	v[5] = i64(b[2], user->created_at_ms);
-	rc = run(pg, NULL, "inserting a user",
-	         "INSERT INTO users (id, account_id, email, password_hash, is_operator, created_at)"
-	         " VALUES ($1, $2, $3, $4, $5, $6)", 6, v);
-	if (rc)
-		goto out;
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	if (rc && in_tx)
-		tx_rollback(pg);
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-#define USER_COLUMNS "u.id, u.account_id, u.email, u.password_hash, u.is_operator, u.created_at, a.disabled_at"
-#define USER_SELECT "SELECT " USER_COLUMNS " FROM users u JOIN accounts a ON a.id = u.account_id"
-
-/* A user from USER_COLUMNS, starting at column `c`. */
-static int user_row(saas_store_user *out, const PGresult *res, int row, int c)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, c)) ||
-	    (rc = get_text(out->account_id, sizeof(out->account_id), res, row, c + 1)) ||
-	    (rc = get_text(out->email, sizeof(out->email), res, row, c + 2)) ||
-	    (rc = get_text(out->password_hash, sizeof(out->password_hash), res, row, c + 3)))
-		return rc;
-	out->is_operator = get_i64(res, row, c + 4) != 0;
-	out->created_at_ms = get_i64(res, row, c + 5);
-	out->disabled_at_ms = get_i64(res, row, c + 6);
-	return SAAS_OK;
-}
-
-static int pg_user_find(void *ctx, const char *email, saas_store_user *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { email };
-	int rc;
-
-	if (!email || !out)
-		return saas__inval("e-mail or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "finding a user", USER_SELECT " WHERE u.email = $1", 1, v);
-	pg_leave(pg);
-	if (!rc)
-		rc = PQntuples(res) == 0 ? not_found("user", email) : user_row(out, res, 0, 0);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_user_list(void *ctx, saas_store_user_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	saas_store_user user;
-	int rc, i;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "listing users", USER_SELECT " ORDER BY u.created_at, u.id COLLATE \"C\"", 0, NULL);
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = user_row(&user, res, i, 0);
-		if (!rc && fn(userdata, &user))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_user_update(void *ctx, const char *user_id, const char *password_hash, int is_operator)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[3];
-	int rc, in_tx = 0;
-
-	if ((rc = check_arg(user_id, SAAS_ID_MAX, "user id")) ||
-	    (password_hash && (rc = check_arg(password_hash, SAAS_STORE_PASSWORD_HASH_MAX, "password hash"))))
-		return rc;
-	v[0] = user_id;
-	v[1] = password_hash;
-	v[2] = is_operator < 0 ? NULL : is_operator ? "1" : "0";
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	if ((rc = tx_begin(pg)))
-		goto out;
-	in_tx = 1;
-	rc = run(pg, &res, "changing a user",
-	         "UPDATE users SET password_hash = COALESCE($2::text, password_hash),"
-	         " is_operator = COALESCE($3::int, is_operator) WHERE id = $1", 3, v);
-	if (rc)
-		goto out;
-	if (changed(res) == 0) {
-		rc = not_found("user", user_id);
-		goto out;
-	}
-	/* Whoever knew the old password is logged out with it. */
-	if (password_hash && (rc = run(pg, NULL, "ending sessions", "DELETE FROM sessions WHERE user_id = $1", 1, v)))
-		goto out;
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	if (rc && in_tx)
-		tx_rollback(pg);
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_session_insert(void *ctx, const saas_store_session *session)
-{
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if (!session)
-		return saas__inval("session is NULL");
-	if ((rc = check_field(session->hash, sizeof(session->hash), "session hash")) ||
-	    (rc = check_field(session->user.id, sizeof(session->user.id), "user id")))
-		return rc;
-	v[0] = session->hash;
-	v[1] = session->user.id;
-	v[2] = i64(b1, session->created_at_ms);
-	v[3] = i64(b2, session->last_seen_at_ms);
-	return pg_write(ctx, "inserting a session",
-	                "INSERT INTO sessions (hash, user_id, created_at, last_seen_at) VALUES ($1, $2, $3, $4)", 4, v);
-}
-
-static int pg_session_find(void *ctx, const char *hash, saas_store_session *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[] = { hash };
-	int rc;
-
-	if (!hash || !out)
-		return saas__inval("session hash or output is NULL");
-	rc = pg_enter(pool, &pg);
-	if (rc)
-		return rc;
-	rc = run_read(pg, &res, "finding a session",
-	              "SELECT x.hash, x.created_at, x.last_seen_at, " USER_COLUMNS " FROM sessions x"
-	              " JOIN users u ON u.id = x.user_id JOIN accounts a ON a.id = u.account_id WHERE x.hash = $1",
-	              1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no session with that hash");
-		goto out;
-	}
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->hash, sizeof(out->hash), res, 0, 0)))
-		goto out;
-	out->created_at_ms = get_i64(res, 0, 1);
-	out->last_seen_at_ms = get_i64(res, 0, 2);
-	rc = user_row(&out->user, res, 0, 3);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_session_touch(void *ctx, const char *hash, int64_t at_ms)
-{
-	char buf[24];
-	const char *v[2] = { hash, i64(buf, at_ms) };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")))
-		return rc;
-	return pg_write(ctx, "touching a session",
-	                "UPDATE sessions SET last_seen_at = $2 WHERE hash = $1 AND last_seen_at < $2", 2, v);
-}
-
-static int pg_session_delete(void *ctx, const char *hash)
-{
-	const char *v[1] = { hash };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")))
-		return rc;
-	return pg_write(ctx, "ending a session", "DELETE FROM sessions WHERE hash = $1", 1, v);
-}
-
-static int pg_session_prune(void *ctx, int64_t created_before_ms, int64_t seen_before_ms)
-{
-	char b1[24], b2[24];
-	const char *v[2] = { i64(b1, created_before_ms), i64(b2, seen_before_ms) };
-
-	return pg_write(ctx, "pruning sessions", "DELETE FROM sessions WHERE created_at < $1 OR last_seen_at < $2", 2, v);
-}
-
-static int pg_invite_insert(void *ctx, const char *hash, int64_t at_ms)
-{
-	char buf[24];
-	const char *v[2] = { hash, i64(buf, at_ms) };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "invite hash")))
-		return rc;
-	return pg_write(ctx, "inserting an invite", "INSERT INTO invites (hash, created_at) VALUES ($1, $2)", 2, v);
-}
-
-/* ---- version 6: leases, VM hosts, placement, MCP sessions ---------------- */
-
-static int pg_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[4];
-	int rc;
-
-	if ((rc = saas__store_lease_check(name, holder)) || (rc = saas__store_lease_time_check(now_ms, ttl_ms)))
-		return rc;
-	if (!held)
-		return saas__inval("output is NULL");
-	*held = 0;
-	v[0] = name;
-	v[1] = holder;
-	v[2] = i64(b1, now_ms);
-	v[3] = i64(b2, now_ms + ttl_ms);
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	/*
-	 * One statement: a free or run-out lease is taken, the holder's own is
-	 * renewed, and another holder's that runs on is left alone (no row
-	 * returned). Two engines racing for one lease are serialised on its row
-	 * (or on its key in the unique index) by PostgreSQL itself.
-	 */
-	rc = run(pg, &res, "taking a lease",
-	         "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $4)"
-	         " ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at"
-	         " WHERE leases.holder = EXCLUDED.holder OR leases.expires_at <= $3::bigint RETURNING 1",
-	         4, v);
-	pg_leave(pg);
-	if (!rc)
-		*held = PQntuples(res) > 0;
-	PQclear(res);
-	return rc;
-}
-
-static int pg_lease_release(void *ctx, const char *name, const char *holder)
-{
-	const char *v[2] = { name, holder };
-	int rc;
-
-	if ((rc = saas__store_lease_check(name, holder)))
-		return rc;
-	return pg_write(ctx, "releasing a lease", "DELETE FROM leases WHERE name = $1 AND holder = $2", 2, v);
-}
-
-static int pg_lease_get(void *ctx, const char *name, char *holder, int64_t *expires_at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[1] = { name };
-	int rc;
-
-	if ((rc = check_arg(name, SAAS_STORE_LEASE_NAME_MAX, "lease name")))
-		return rc;
-	if (!holder || !expires_at_ms)
-		return saas__inval("output is NULL");
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	rc = run_read(pg, &res, "reading a lease", "SELECT holder, expires_at FROM leases WHERE name = $1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("lease", name);
-		goto out;
-	}
-	if ((rc = get_text(holder, SAAS_STORE_HOLDER_MAX + 1, res, 0, 0)))
-		goto out;
-	*expires_at_ms = get_i64(res, 0, 1);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_host_insert(void *ctx, const saas_store_host *h)
-{
-	char b[8][24];
-	const char *v[12];
-	int rc;
-
-	if ((rc = saas__store_host_check(h)))
-		return rc;
-	v[0] = h->id;
-	v[1] = h->name;
-	v[2] = h->uri;
-	v[3] = h->address;
-	v[4] = i64(b[0], h->state);
-	v[5] = i64(b[1], h->cpu_overcommit_milli);
-	v[6] = i64(b[2], h->mem_overcommit_milli);
-	v[7] = i64(b[3], h->cpus);
-	v[8] = i64(b[4], (int64_t)h->memory_mb);
-	v[9] = i64(b[5], h->created_at_ms);
-	v[10] = i64(b[6], h->last_seen_ms);
-	v[11] = i64(b[7], h->state_at_ms);
-	return pg_write(ctx, "inserting a host",
-	                "INSERT INTO hosts (id, name, uri, address, state, cpu_overcommit_milli, mem_overcommit_milli,"
-	                " cpus, memory_mb, created_at, last_seen_at, state_at)"
-	                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)", 12, v);
-}
-
-#define HOST_SELECT \
-	"SELECT id, name, uri, address, state, cpu_overcommit_milli, mem_overcommit_milli, cpus, memory_mb," \
-	" created_at, last_seen_at, state_at FROM hosts"
-
-static int host_row(saas_store_host *out, const PGresult *res, int row)
-{
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = get_text(out->id, sizeof(out->id), res, row, 0)) ||
-	    (rc = get_text(out->name, sizeof(out->name), res, row, 1)) ||
-	    (rc = get_text(out->uri, sizeof(out->uri), res, row, 2)) ||
-	    (rc = get_text(out->address, sizeof(out->address), res, row, 3)))
-		return rc;
-	out->state = (int)get_i64(res, row, 4);
-	out->cpu_overcommit_milli = (unsigned int)get_i64(res, row, 5);
-	out->mem_overcommit_milli = (unsigned int)get_i64(res, row, 6);
-	out->cpus = (unsigned int)get_i64(res, row, 7);
-	out->memory_mb = (uint64_t)get_i64(res, row, 8);
-	out->created_at_ms = get_i64(res, row, 9);
-	out->last_seen_ms = get_i64(res, row, 10);
-	out->state_at_ms = get_i64(res, row, 11);
-	return SAAS_OK;
-}
-
-static int pg_host_get(void *ctx, const char *id_or_name, saas_store_host *out)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[1] = { id_or_name };
-	int rc;
-
-	if ((rc = check_arg(id_or_name, SAAS__HOST_KEY_MAX, "host id or name")))
-		return rc;
-	if (!out)
-		return saas__inval("output is NULL");
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	/* An id wins over a name, so a name that looks like another host's id cannot shadow it. */
-	rc = run_read(pg, &res, "reading a host",
-	              HOST_SELECT " WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1", 1, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("host", id_or_name);
-		goto out;
-	}
-	rc = host_row(out, res, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_host_list(void *ctx, saas_store_host_fn fn, void *userdata)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	saas_store_host host;
-	int rc, i;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	rc = run_read(pg, &res, "listing hosts", HOST_SELECT " ORDER BY created_at, id", 0, NULL);
-	/* Callbacks run without a connection, so they may call the store again. */
-	pg_leave(pg);
-	for (i = 0; !rc && i < PQntuples(res); i++) {
-		rc = host_row(&host, res, i);
-		if (!rc && fn(userdata, &host))
-			break;
-	}
-	PQclear(res);
-	return rc;
-}
-
-static int pg_host_set_state(void *ctx, const char *id, int from, int to, int64_t at_ms)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b[3][24];
-	const char *v[4];
-	int rc;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")))
-		return rc;
-	if ((from != -1 && !saas__store_host_state_valid(from)) || !saas__store_host_state_valid(to))
-		return saas__inval("host state %d -> %d is not between active, draining and lost", from, to);
-	v[0] = id;
-	v[1] = i64(b[0], from);
-	v[2] = i64(b[1], to);
-	v[3] = i64(b[2], at_ms);
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	rc = run(pg, &res, "changing a host's state",
-	         "UPDATE hosts SET state = $3, state_at = $4 WHERE id = $1 AND ($2::int < 0 OR state = $2::int)", 4, v);
-	if (!rc && changed(res) == 0) {
-		PQclear(res);
-		res = NULL;
-		rc = run_read(pg, &res, "reading a host", "SELECT 1 FROM hosts WHERE id = $1", 1, v);
-		if (!rc)
-			rc = PQntuples(res) > 0 ? saas__error_sqlstate(SAAS_ESTATE, NULL,
-			                                               "host '%.64s' is no longer in state %d", id, from)
-			                        : not_found("host", id);
-	}
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int cpus, uint64_t memory_mb)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b[3][24];
-	const char *v[4];
-	int rc;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")))
-		return rc;
-	if (memory_mb > SAAS__HOST_MEMORY_MB_MAX)
-		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)memory_mb);
-	v[0] = id;
-	v[1] = i64(b[0], at_ms);
-	v[2] = i64(b[1], cpus);
-	v[3] = i64(b[2], (int64_t)memory_mb);
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	rc = run(pg, &res, "recording a host's heartbeat",
-	         "UPDATE hosts SET cpus = $3, memory_mb = $4, last_seen_at = GREATEST(last_seen_at, $2::bigint)"
-	         " WHERE id = $1", 4, v);
-	pg_leave(pg);
-	if (!rc && changed(res) == 0)
-		rc = not_found("host", id);
-	PQclear(res);
-	return rc;
-}
-
-static int pg_host_delete(void *ctx, const char *id)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	const char *v[1] = { id };
-	int rc, in_tx = 0;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")))
-		return rc;
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	if ((rc = tx_begin(pg)))
-		goto out;
-	in_tx = 1;
-	/*
-	 * Every placement onto the host holds this row lock until it commits, so
-	 * once we have it the count below (a new snapshot) sees each sandbox
-	 * placed there, and none can be placed before the delete commits.
-	 */
-	if ((rc = run(pg, &res, "locking a host", "SELECT 1 FROM hosts WHERE id = $1 FOR UPDATE", 1, v)))
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = not_found("host", id);
-		goto out;
-	}
-	PQclear(res);
-	res = NULL;
-	if ((rc = run(pg, &res, "counting a host's sandboxes",
-	              "SELECT 1 FROM sandboxes WHERE host_id = $1 AND status <> 3 LIMIT 1", 1, v)))
-		goto out;
-	if (PQntuples(res) > 0) {
-		rc = saas__error_sqlstate(SAAS_EBUSY, NULL,
-		                          "host '%.64s' still has sandboxes that are not destroyed; drain it first", id);
-		goto out;
-	}
-	if ((rc = run(pg, NULL, "deleting a host", "DELETE FROM hosts WHERE id = $1", 1, v)))
-		goto out;
-	rc = tx_commit(pg);
-	in_tx = 0;
-out:
-	if (rc && in_tx)
-		tx_rollback(pg);
-	pg_leave(pg);
-	PQclear(res);
-	return rc;
-}
-
-/*
- * Inside the caller's transaction: lock every host that may take `s` and
- * pick the one with the most memory left that has room for it; *host_id is
- * "" if none has. Two statements on purpose: the row locks come first, and
- * only then is what the hosts hold counted, in a new snapshot (READ
- * COMMITTED), which sees every sandbox a placement that held a lock before
- * us committed. One statement would count in the snapshot it started with,
- * before its locks were granted, and could miss the last placement.
- */
-static int place_pick(struct pg *pg, const saas_store_sandbox *s, const saas_store_placement *p,
-                      char host_id[SAAS_ID_MAX + 1])
-{
-	PGresult *hosts = NULL, *used = NULL;
-	char buf[24];
-	const char *v[2] = { i64(buf, p->seen_after_ms), p->host_id ? p->host_id : "" };
-	int64_t best_left = -1;
-	int rc, i, j;
-
-	host_id[0] = '\0';
-	/* In id order, so that placements locking overlapping sets of hosts cannot deadlock. */
-	rc = run(pg, &hosts, "locking the hosts",
-	         "SELECT id, cpus::bigint * cpu_overcommit_milli / 1000, memory_mb * mem_overcommit_milli / 1000"
-	         " FROM hosts WHERE state = 0 AND last_seen_at >= $1::bigint AND ($2 = '' OR id = $2)"
-	         " ORDER BY id FOR UPDATE", 2, v);
-	if (rc || PQntuples(hosts) == 0)
-		goto out;
-	rc = run(pg, &used, "counting what the hosts hold",
-	         "SELECT host_id, COALESCE(SUM(vcpus), 0), COALESCE(SUM(memory_mb), 0) FROM sandboxes"
-	         " WHERE status <> 3 AND host_id <> '' GROUP BY host_id", 0, NULL);
-	if (rc)
-		goto out;
-	for (i = 0; i < PQntuples(hosts); i++) {
-		/* Room is compared on whole capacities: used + need <= floor(capacity x milli / 1000) is exact. */
-		int64_t cpu_cap = get_i64(hosts, i, 1), mem_cap = get_i64(hosts, i, 2);
-		int64_t cpu_used = 0, mem_used = 0;
-
-		for (j = 0; j < PQntuples(used); j++)
-			if (strcmp(PQgetvalue(used, j, 0), PQgetvalue(hosts, i, 0)) == 0) {
-				cpu_used = get_i64(used, j, 1);
-				mem_used = get_i64(used, j, 2);
-				break;
-			}
-		/* What runs there without a row (the caller's pooled VMs) takes room as well. */
-		for (size_t k = 0; p->extra && k < p->nextra; k++)
-			if (p->extra[k].host_id && strcmp(p->extra[k].host_id, PQgetvalue(hosts, i, 0)) == 0) {
-				cpu_used += p->extra[k].vcpus;
-				mem_used += (int64_t)p->extra[k].memory_mb;
-			}
-		if (cpu_used + (int64_t)s->vcpus > cpu_cap || mem_used + (int64_t)s->memory_mb > mem_cap)
-			continue;
-		/* Strictly more: of equals the first in id order wins, as in SQLite. */
-		if (mem_cap - mem_used > best_left) {
-			best_left = mem_cap - mem_used;
-			if ((rc = get_text(host_id, SAAS_ID_MAX + 1, hosts, i, 0)))
-				goto out;
-		}
-	}
-out:
-	PQclear(hosts);
-	PQclear(used);
-	return rc;
-}
-
-static int pg_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_store_placement *p)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	saas_store_sandbox b;
-	char nb[15][24];
-	const char *v[SANDBOX_PARAMS];
-	int rc, in_tx = 0;
-
-	if (!p)
-		return saas__inval("placement is NULL");
-	if (p->host_id && (rc = check_arg(p->host_id, SAAS_ID_MAX, "placement host id")))
-		return rc;
-	if ((rc = sandbox_params(sandbox, v, nb)))
-		return rc;
-	b = *sandbox;
-	v[21] = b.host_id;
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	if ((rc = tx_begin(pg)))
-		goto out;
-	in_tx = 1;
-	/*
-	 * Why this cannot overcommit: the account's row lock (live_check), then
-	 * every candidate host's row lock (place_pick), are held from the count
-	 * to the commit. A placement racing for the same host waits for ours to
-	 * commit, then counts what we inserted; so no two placements both see
-	 * room that only one of them fits in. Always account first, then hosts in
-	 * id order: one order for everyone, no deadlock.
-	 */
-	if ((rc = live_check(pg, b.account_id, p->max_live)))
-		goto out;
-	if ((rc = place_pick(pg, &b, p, b.host_id)))
-		goto out;
-	if (!b.host_id[0]) {
-		rc = p->host_id && *p->host_id
-		             ? saas__error_sqlstate(SAAS_EBUSY, NULL,
-		                                    "host '%.64s' is not active, not seen lately or has no room for "
-		                                    "%u vCPUs and %u MiB", p->host_id, b.vcpus, b.memory_mb)
-		             : saas__error_sqlstate(SAAS_EBUSY, NULL,
-		                                    "no active host seen lately has room for %u vCPUs and %u MiB; "
-		                                    "add or undrain a host", b.vcpus, b.memory_mb);
-		goto out;
-	}
-	if ((rc = run(pg, NULL, "inserting a sandbox", SANDBOX_INSERT, SANDBOX_PARAMS, v)))
-		goto out;
-	rc = tx_commit(pg);
-	in_tx = 0;
-	if (!rc)
-		memcpy(sandbox->host_id, b.host_id, sizeof(b.host_id));
-out:
-	if (rc && in_tx)
-		tx_rollback(pg);
-	pg_leave(pg);
-	return rc;
-}
-
-static int pg_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms, unsigned int max)
-{
-	char at[24], keep[24];
-	const char *v[4] = { hash, version, i64(at, at_ms), i64(keep, max ? (int64_t)max - 1 : 0) };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) ||
-	    (rc = check_arg(version, SAAS_STORE_MCP_VERSION_MAX, "MCP protocol version")))
-		return rc;
-	if (!max)
-		return pg_write(ctx, "inserting an MCP session",
-		                "INSERT INTO mcp_sessions (hash, version, created_at, last_used_at) VALUES ($1, $2, $3, $3)",
-		                3, v);
-	/*
-	 * One statement, so one transaction: the DELETE keeps the newest max - 1
-	 * others (whatever the clocks of other engines wrote) and the new session
-	 * is the max-th. It never takes the new hash: a duplicate fails the whole
-	 * statement and ends nothing.
-	 */
-	return pg_write(ctx, "inserting an MCP session",
-	                "WITH made AS (INSERT INTO mcp_sessions (hash, version, created_at, last_used_at)"
-	                " VALUES ($1, $2, $3, $3) RETURNING hash)"
-	                " DELETE FROM mcp_sessions WHERE hash IN (SELECT hash FROM mcp_sessions WHERE hash <> $1"
-	                " ORDER BY last_used_at DESC, hash DESC OFFSET $4::bigint)",
-	                4, v);
-}
-
-static int pg_mcp_session_touch(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version)
-{
-	struct pool *pool = ctx;
-	struct pg *pg;
-	PGresult *res = NULL;
-	char b1[24], b2[24];
-	const char *v[3] = { hash, i64(b1, at_ms), i64(b2, used_after_ms) };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")))
-		return rc;
-	if (!version)
-		return saas__inval("output is NULL");
-	if ((rc = pg_enter(pool, &pg)))
-		return rc;
-	rc = run(pg, &res, "using an MCP session",
-	         "UPDATE mcp_sessions SET last_used_at = GREATEST(last_used_at, $2::bigint)"
-	         " WHERE hash = $1 AND last_used_at >= $3::bigint RETURNING version", 3, v);
-	pg_leave(pg);
-	if (rc)
-		goto out;
-	if (PQntuples(res) == 0) {
-		rc = saas__error_sqlstate(SAAS_ENOTFOUND, NULL, "no MCP session with this id, or it was idle too long");
-		goto out;
-	}
-	rc = get_text(version, SAAS_STORE_MCP_VERSION_MAX + 1, res, 0, 0);
-out:
-	PQclear(res);
-	return rc;
-}
-
-static int pg_mcp_session_delete(void *ctx, const char *hash)
-{
-	const char *v[1] = { hash };
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")))
-		return rc;
-	return pg_write(ctx, "ending an MCP session", "DELETE FROM mcp_sessions WHERE hash = $1", 1, v);
-}
-
-static int pg_mcp_session_prune(void *ctx, int64_t used_before_ms)
-{
-	char buf[24];
-	const char *v[1] = { i64(buf, used_before_ms) };
-
-	return pg_write(ctx, "pruning MCP sessions", "DELETE FROM mcp_sessions WHERE last_used_at < $1", 1, v);
-}
 
 const saas_store saas__store_postgres = {
 	.version = SAAS_STORE_VERSION,
 	.name = "postgresql",
 	.open = pg_open,
 	.close = pg_close,
-	.schema_version = pg_schema_version,
-	.account_insert = pg_account_insert,
-	.account_get = pg_account_get,
-	.account_list = pg_account_list,
-	.credit_add = pg_credit_add,
-	.key_insert = pg_key_insert,
-	.key_find = pg_key_find,
-	.key_revoke = pg_key_revoke,
-	.key_list = pg_key_list,
-	.sandbox_insert = pg_sandbox_insert,
-	.sandbox_get = pg_sandbox_get,
-	.sandbox_list = pg_sandbox_list,
-	.sandbox_set_ready = pg_sandbox_set_ready,
-	.sandbox_set_expiry = pg_sandbox_set_expiry,
-	.sandbox_set_state = pg_sandbox_set_state,
-	.sandbox_close = pg_sandbox_close,
-	.sandbox_delete = pg_sandbox_delete,
-	.execution_insert = pg_execution_insert,
-	.execution_finish = pg_execution_finish,
-	.execution_get = pg_execution_get,
-	.execution_fail_running = pg_execution_fail_running,
-	.port_insert = pg_port_insert,
-	.port_list = pg_port_list,
-	.execution_prune = pg_execution_prune,
-	.limits_get = pg_limits_get,
-	.limits_set = pg_limits_set,
-	.port_find = pg_port_find,
-	.port_delete = pg_port_delete,
-	.sandbox_network_get = pg_sandbox_network_get,
-	.sandbox_network_set = pg_sandbox_network_set,
-	.account_disable = pg_account_disable,
-	.key_touch = pg_key_touch,
-	.user_insert = pg_user_insert,
-	.user_find = pg_user_find,
-	.user_list = pg_user_list,
-	.user_update = pg_user_update,
-	.session_insert = pg_session_insert,
-	.session_find = pg_session_find,
-	.session_touch = pg_session_touch,
-	.session_delete = pg_session_delete,
-	.session_prune = pg_session_prune,
-	.invite_insert = pg_invite_insert,
-	.sandbox_egress_record = pg_sandbox_egress_record,
-	.sandbox_egress_rebase = pg_sandbox_egress_rebase,
-	.execution_list = pg_execution_list,
-	.lease_take = pg_lease_take,
-	.lease_release = pg_lease_release,
-	.lease_get = pg_lease_get,
-	.host_insert = pg_host_insert,
-	.host_get = pg_host_get,
-	.host_list = pg_host_list,
-	.host_set_state = pg_host_set_state,
-	.host_seen = pg_host_seen,
-	.host_delete = pg_host_delete,
-	.sandbox_place = pg_sandbox_place,
-	.mcp_session_insert = pg_mcp_session_insert,
-	.mcp_session_touch = pg_mcp_session_touch,
-	.mcp_session_delete = pg_mcp_session_delete,
-	.mcp_session_prune = pg_mcp_session_prune,
+	SAAS__STORE_SHARED_SLOTS,
 };

@@ -10,11 +10,10 @@
  * through when a read lock cannot be upgraded. Reads are single statements in
  * autocommit mode; in WAL mode each sees one consistent snapshot.
  *
- * List callbacks run after the lock is released, on rows copied out first, so
- * that a callback may call the store again (the reaper closes the sandboxes it
- * lists) without deadlocking.
- *
- * The schema is documented in lib/store/schema.md and shared with PostgreSQL.
+ * This file is the SQLite dialect (store/dialect.h): opening the file,
+ * transactions, running one statement (each of slots.c's kept prepared on the
+ * connection), and the schema's steps. What every slot does is slots.c's,
+ * shared with PostgreSQL; the schema is documented in lib/store/schema.md.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -22,7 +21,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +28,7 @@
 
 #include <sqlite3.h>
 
-#include "saas/exec.h"
-#include "saas/sandbox.h"
+#include "store/dialect.h"
 #include "store/store.h"
 #include "util/error.h"
 #include "util/util.h"
@@ -46,7 +43,10 @@
 #define BUSY_ATTEMPTS 3
 
 struct sq {
+	const struct saas__dialect *dialect; /* first: the shared slots find it there */
 	sqlite3 *db;
+	/* Statements of slots.c, prepared once on this connection (by saas__sql.id). */
+	sqlite3_stmt *cache[SAAS__SQL_CACHE];
 	pthread_mutex_t lock;
 	saas_log_fn log;
 	void *log_userdata;
@@ -57,7 +57,7 @@ struct sq {
  * its own transaction together with the new schema_version. Append only; a
  * released step is never edited.
  */
-static const char *const migrations[] = {
+static const char *const steps[] = {
 	/* 0 -> 1 */
 	"CREATE TABLE accounts ("
 	"  id TEXT PRIMARY KEY,"
@@ -245,7 +245,7 @@ static const char *const migrations[] = {
 	"CREATE INDEX mcp_sessions_used ON mcp_sessions(last_used_at);",
 };
 
-_Static_assert(SAAS_ARRAY_SIZE(migrations) == SAAS_STORE_SCHEMA,
+_Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA,
                "one migration step per schema version");
 
 /* ---- errors and small helpers ---- */
@@ -254,11 +254,6 @@ static int db_error(struct sq *s, int rc, const char *what)
 {
 	return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, rc, "sqlite: %s: %s", what,
 	                   sqlite3_errmsg(s->db));
-}
-
-static int not_found(const char *what, const char *id)
-{
-	return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no %s '%.64s'", what, id);
 }
 
 static void say(struct sq *s, int level, const char *fmt, ...) SAAS_PRINTF(3, 4);
@@ -271,24 +266,6 @@ static void say(struct sq *s, int level, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	s->log(s->log_userdata, level, msg);
-}
-
-/* A fixed-size field of a record must be NUL-terminated inside its array. */
-static int check_field(const char *field, size_t size, const char *what)
-{
-	if (strnlen(field, size) >= size)
-		return saas__inval("%s is too long (at most %zu bytes)", what, size - 1);
-	return SAAS_OK;
-}
-
-/* A string argument that the store keeps; it must fit the record it comes back in. */
-static int check_arg(const char *arg, size_t max, const char *what)
-{
-	if (!arg)
-		return saas__inval("%s is NULL", what);
-	if (strlen(arg) > max)
-		return saas__inval("%s is too long (at most %zu bytes)", what, max);
-	return SAAS_OK;
 }
 
 static int prep(struct sq *s, sqlite3_stmt **st, const char *sql)
@@ -313,53 +290,10 @@ static int bind_text(sqlite3_stmt *st, int i, const char *v)
 	return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
 }
 
-/* Copy a text column into a record field; writes are checked, so it fits unless someone else wrote it. */
-static int col_text(sqlite3_stmt *st, int i, char *dst, size_t size)
+static int tx_begin(void *conn)
 {
-	const unsigned char *t = sqlite3_column_text(st, i);
-	size_t n = (size_t)sqlite3_column_bytes(st, i);
+	struct sq *s = conn;
 
-	if (!t) {
-		if (sqlite3_column_type(st, i) != SQLITE_NULL)
-			return saas__oom();
-		dst[0] = '\0';
-		return SAAS_OK;
-	}
-	if (n >= size)
-		return saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
-		                   "stored %s is %zu bytes, more than the %zu it may have",
-		                   sqlite3_column_name(st, i), n, size - 1);
-	memcpy(dst, t, n + 1);
-	return SAAS_OK;
-}
-
-/* A malloc()ed copy of a text or blob column with a NUL after it; NULL stays NULL if `keep_null`. */
-static int col_dup(sqlite3_stmt *st, int i, int keep_null, char **out, size_t *len)
-{
-	const void *p = sqlite3_column_blob(st, i);
-	size_t n = (size_t)sqlite3_column_bytes(st, i);
-	char *copy;
-
-	*out = NULL;
-	if (len)
-		*len = 0;
-	if (!p && sqlite3_column_type(st, i) == SQLITE_NULL && keep_null)
-		return SAAS_OK;
-	if (!p && n > 0)
-		return saas__oom();
-	if (!(copy = malloc(n + 1)))
-		return saas__oom();
-	if (n)
-		memcpy(copy, p, n);
-	copy[n] = '\0';
-	*out = copy;
-	if (len)
-		*len = n;
-	return SAAS_OK;
-}
-
-static int tx_begin(struct sq *s)
-{
 	for (int attempt = 1;; attempt++) {
 		int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 
@@ -373,14 +307,17 @@ static int tx_begin(struct sq *s)
 }
 
 /* Undo an open transaction, if any; the thread's error detail is left as it is. */
-static void tx_rollback(struct sq *s)
+static void tx_rollback(void *conn)
 {
+	struct sq *s = conn;
+
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-static int tx_commit(struct sq *s)
+static int tx_commit(void *conn)
 {
+	struct sq *s = conn;
 	int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 
 	if (rc != SQLITE_OK) {
@@ -391,141 +328,163 @@ static int tx_commit(struct sq *s)
 	return SAAS_OK;
 }
 
-/* Does the row `sql` selects (one ?1 parameter) exist? */
-static int exists(struct sq *s, const char *sql, const char *id, int *found)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = prep(s, &st, sql)) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		*found = 1;
-	else if (src == SQLITE_DONE)
-		*found = 0;
-	else
-		rc = db_error(s, src, "select");
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* Map a failed write: duplicate -> EEXISTS, missing parent -> ENOTFOUND, else ESTORE. */
-static int write_error(struct sq *s, int src, const char *what, const char *id, const char *parent_what,
-                       const char *parent_id)
-{
-	if (src == SQLITE_CONSTRAINT_PRIMARYKEY || src == SQLITE_CONSTRAINT_UNIQUE)
-		return saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_STORE, src, "%s '%.64s' already exists (%s)",
-		                   what, id, sqlite3_errmsg(s->db));
-	if (src == SQLITE_CONSTRAINT_FOREIGNKEY && parent_what)
-		return not_found(parent_what, parent_id);
-	return db_error(s, src, what);
-}
-
 /* A growable array of records, so that callbacks run without the lock. */
 struct rows {
 	char *data;
 	size_t n, cap, elem;
 };
 
-static void *rows_add(struct rows *r)
+/* ---- the dialect (dialect.h) ---- */
+
+static int sq_enter(void *store, void **conn)
 {
-	if (saas__array_reserve(&r->data, &r->cap, r->n + 1, r->elem) < 0)
-		return NULL;
-	memset(r->data + r->n * r->elem, 0, r->elem);
-	return r->data + r->n++ * r->elem;
+	struct sq *s = store;
+
+	pthread_mutex_lock(&s->lock);
+	*conn = s;
+	return SAAS_OK;
 }
 
-/* ---- open, migrate, close ---- */
-
-static int schema_read(struct sq *s, int *version)
+static void sq_leave(void *store, void *conn)
 {
-	sqlite3_stmt *st = NULL;
-	int rc, src;
+	struct sq *s = store;
 
-	*version = 0;
-	if ((rc = prep(s, &st, "SELECT value FROM meta WHERE key = 'schema_version'")) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		const char *v = (const char *)sqlite3_column_text(st, 0);
-		char *end;
-		long n;
+	(void)conn;
+	pthread_mutex_unlock(&s->lock);
+}
 
-		errno = 0;
-		n = v ? strtol(v, &end, 10) : -1;
-		if (!v || errno || *end || end == v || n < 0 || n > 1000000) {
-			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
-			                 "sqlite: meta.schema_version is '%.32s', not a version number",
-			                 v ? v : "NULL");
-			goto out;
-		}
-		*version = (int)n;
-	} else if (src != SQLITE_DONE) {
-		rc = db_error(s, src, "reading the schema version");
+/* slots.c writes $1, $2 ...: SQLite's ?1, ?2 ... (outside quoted literals). */
+static int sq_prepare(struct sq *s, const saas__sql *q, sqlite3_stmt **st)
+{
+	size_t n = strlen(q->sql);
+	char quote = 0, *text;
+	int rc = SAAS_OK, src;
+
+	if (q->id && (*st = s->cache[q->id]))
+		return SAAS_OK;
+	if (!(text = malloc(n + 1)))
+		return saas__oom();
+	for (size_t i = 0; i <= n; i++) {
+		char c = q->sql[i];
+
+		if (quote && c == quote)
+			quote = 0;
+		else if (!quote && (c == '\'' || c == '"'))
+			quote = c;
+		else if (!quote && c == '$' && q->sql[i + 1] >= '0' && q->sql[i + 1] <= '9')
+			c = '?';
+		text[i] = c;
 	}
-out:
-	sqlite3_finalize(st);
+	src = sqlite3_prepare_v3(s->db, text, -1, q->id ? SQLITE_PREPARE_PERSISTENT : 0, st, NULL);
+	if (src != SQLITE_OK) {
+		*st = NULL;
+		rc = db_error(s, src, "prepare");
+	} else if (q->id) {
+		s->cache[q->id] = *st;
+	}
+	free(text);
 	return rc;
 }
 
-static int migrate(struct sq *s, const char *path)
+static int sq_run(void *conn, const saas__sql *q, const saas__param *p, int n, saas__row_fn fn, void *userdata,
+                  int64_t *changed)
 {
-	for (;;) {
-		sqlite3_stmt *st = NULL;
-		char text[16];
-		int version = -1, rc, src;
+	struct sq *s = conn;
+	sqlite3_stmt *st = NULL;
+	int rc, src, brc = SQLITE_OK;
 
-		if ((rc = tx_begin(s)) < 0)
-			return rc;
-		/* Inside the transaction, so that two processes opening a new file do not both migrate it. */
-		if ((src = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
-		                        NULL, NULL, NULL)) != SQLITE_OK) {
-			rc = db_error(s, src, "creating the meta table");
-			goto out;
-		}
-		if ((rc = schema_read(s, &version)) < 0)
-			goto out;
-		if (version > SAAS_STORE_SCHEMA) {
-			rc = saas__error(SAAS_ESTORE, SAAS_ERRCLASS_STORE, 0,
-			                 "sqlite: %s has schema version %d, newer than the %d this libsaas knows; "
-			                 "use a newer libsaas", path, version, SAAS_STORE_SCHEMA);
-			goto out;
-		}
-		if (version == SAAS_STORE_SCHEMA) {
-			rc = tx_commit(s);
-			goto out;
-		}
-		if ((src = sqlite3_exec(s->db, migrations[version], NULL, NULL, NULL)) != SQLITE_OK) {
-			rc = db_error(s, src, "migrating the schema");
-			goto out;
-		}
-		snprintf(text, sizeof(text), "%d", version + 1);
-		if ((rc = prep(s, &st, "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)")) < 0)
-			goto out;
-		if ((rc = bind_check(s, sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC))) < 0)
-			goto out;
-		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-			rc = db_error(s, src, "recording the schema version");
-			goto out;
-		}
-		if ((rc = tx_commit(s)) < 0)
-			goto out;
-		say(s, SAAS_LOG_INFO, "sqlite: %s: schema migrated from version %d to %d", path, version,
-		      version + 1);
-out:
-		sqlite3_finalize(st);
-		if (rc < 0) {
-			tx_rollback(s);
-			return rc;
-		}
-		if (version == SAAS_STORE_SCHEMA)
-			return SAAS_OK;
+	if ((rc = sq_prepare(s, q, &st)) < 0)
+		return rc;
+	for (int i = 0; i < n; i++) {
+		if (p[i].type == SAAS__P_I64)
+			brc |= sqlite3_bind_int64(st, i + 1, p[i].i64);
+		else if (p[i].type == SAAS__P_NULL_I64)
+			brc |= sqlite3_bind_null(st, i + 1);
+		else if (p[i].type == SAAS__P_BLOB && p[i].text)
+			brc |= sqlite3_bind_blob64(st, i + 1, p[i].text, p[i].len, SQLITE_STATIC);
+		else
+			brc |= bind_text(st, i + 1, p[i].text);
 	}
+	if ((rc = bind_check(s, brc)) < 0)
+		goto out;
+	while ((src = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn && (rc = fn(userdata, (const saas__row *)st)) != 0)
+			goto out;
+	if (src != SQLITE_DONE) {
+		/* A duplicate is the caller's, and so is a parent that does not exist; slots.c names them. */
+		if (src == SQLITE_CONSTRAINT_PRIMARYKEY || src == SQLITE_CONSTRAINT_UNIQUE ||
+		    src == SQLITE_CONSTRAINT_FOREIGNKEY)
+			rc = saas__error(src == SQLITE_CONSTRAINT_FOREIGNKEY ? SAAS_ENOTFOUND : SAAS_EEXISTS,
+			                 SAAS_ERRCLASS_STORE, src, "sqlite: %s: %s", q->what, sqlite3_errmsg(s->db));
+		else
+			rc = db_error(s, src, q->what);
+		goto out;
+	}
+	if (changed)
+		*changed = sqlite3_changes64(s->db);
+out:
+	/* A cached statement stays prepared, reset, its parameters unbound (they may point into freed memory). */
+	if (q->id) {
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+	} else {
+		sqlite3_finalize(st);
+	}
+	return rc;
 }
+
+static int64_t sq_col_i64(const saas__row *row, int col)
+{
+	return sqlite3_column_int64((sqlite3_stmt *)(void *)row, col);
+}
+
+static int sq_script(void *conn, const char *sql, const char *what)
+{
+	struct sq *s = conn;
+	int src = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+
+	return src == SQLITE_OK ? SAAS_OK : db_error(s, src, what);
+}
+
+static void sq_log(void *conn, int level, const char *msg)
+{
+	struct sq *s = conn;
+
+	s->log(s->log_userdata, level, msg);
+}
+
+static int sq_col_null(const saas__row *row, int col)
+{
+	return sqlite3_column_type((sqlite3_stmt *)(void *)row, col) == SQLITE_NULL;
+}
+
+static const char *sq_col_text(const saas__row *row, int col, size_t *len)
+{
+	sqlite3_stmt *st = (sqlite3_stmt *)(void *)row;
+	const char *t = (const char *)sqlite3_column_text(st, col);
+
+	*len = t ? (size_t)sqlite3_column_bytes(st, col) : 0;
+	return t;
+}
+
+static const struct saas__dialect sq_dialect = {
+	.name = "sqlite",
+	.enter = sq_enter,
+	.leave = sq_leave,
+	.begin = tx_begin,
+	.commit = tx_commit,
+	.rollback = tx_rollback,
+	.run = sq_run,
+	.col_i64 = sq_col_i64,
+	.script = sq_script,
+	.log = sq_log,
+	.steps = steps,
+	.migrate_prologue = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+	.col_null = sq_col_null,
+	.col_text = sq_col_text,
+};
+
+/* ---- open, migrate, close ---- */
 
 /* Run a statement that needs no parameters, such as a PRAGMA; `want` is the first column expected, or NULL. */
 static int pragma(struct sq *s, const char *sql, const char *want)
@@ -558,6 +517,8 @@ static void sq_close(void *ctx)
 
 	if (!s)
 		return;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(s->cache); i++)
+		sqlite3_finalize(s->cache[i]);
 	if (s->db) {
 		/* Cheap, and keeps the query planner's statistics useful for the next process. */
 		sqlite3_exec(s->db, "PRAGMA optimize", NULL, NULL, NULL);
@@ -572,6 +533,7 @@ static int sq_open(void **ctx, const saas_store_env *env)
 	const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
 	struct sq *s = NULL;
 	const char *path;
+	char where[256];
 	int rc, src, fd;
 
 	*ctx = NULL;
@@ -582,6 +544,7 @@ static int sq_open(void **ctx, const saas_store_env *env)
 		return saas__inval("empty SQLite path");
 	if (!(s = calloc(1, sizeof(*s))))
 		return saas__oom();
+	s->dialect = &sq_dialect;
 	s->log = env->log;
 	s->log_userdata = env->log_userdata;
 	if ((rc = pthread_mutex_init(&s->lock, NULL)) != 0) {
@@ -631,7 +594,8 @@ static int sq_open(void **ctx, const saas_store_env *env)
 	/* In WAL mode NORMAL loses at most the last transactions on power loss, never consistency. */
 	if ((rc = pragma(s, "PRAGMA synchronous = NORMAL", NULL)) < 0)
 		goto out;
-	if ((rc = migrate(s, path)) < 0)
+	snprintf(where, sizeof(where), "sqlite: %s", path);
+	if ((rc = saas__store_migrate(s, where)) < 0)
 		goto out;
 	*ctx = s;
 	s = NULL;
@@ -640,2366 +604,11 @@ out:
 	return rc;
 }
 
-static int sq_schema_version(void *ctx, int *version)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	rc = schema_read(s, version);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* ---- accounts and credit ---- */
-
-#define ACCOUNT_SELECT \
-	"SELECT a.id, a.name, a.created_at," \
-	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'credit'), 0)," \
-	" COALESCE((SELECT SUM(amount) FROM ledger WHERE account_id = a.id AND kind = 'charge'), 0)," \
-	" a.disabled_at FROM accounts a"
-
-static int account_row(sqlite3_stmt *st, saas_store_account *a)
-{
-	int rc;
-
-	memset(a, 0, sizeof(*a));
-	if ((rc = col_text(st, 0, a->id, sizeof(a->id))) < 0 ||
-	    (rc = col_text(st, 1, a->name, sizeof(a->name))) < 0)
-		return rc;
-	a->created_at_ms = sqlite3_column_int64(st, 2);
-	a->credit_usd_micro = sqlite3_column_int64(st, 3);
-	a->charged_usd_micro = sqlite3_column_int64(st, 4);
-	a->disabled_at_ms = sqlite3_column_int64(st, 5);
-	return SAAS_OK;
-}
-
-static int ledger_credit(struct sq *s, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = prep(s, &st, "INSERT INTO ledger (account_id, kind, amount, note, at)"
-	                       " VALUES (?1, 'credit', ?2, ?3, ?4)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, account_id) | sqlite3_bind_int64(st, 2, amount) |
-	                            bind_text(st, 3, note) | sqlite3_bind_int64(st, 4, at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE)
-		rc = write_error(s, src, "ledger entry", account_id, "account", account_id);
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int account_check(const saas_store_account *account, int64_t credit)
-{
-	int rc;
-
-	if (!account)
-		return saas__inval("account is NULL");
-	if ((rc = check_field(account->id, sizeof(account->id), "account id")) < 0 ||
-	    (rc = check_field(account->name, sizeof(account->name), "account name")) < 0)
-		return rc;
-	if (credit < 0)
-		return saas__inval("initial credit is negative");
-	return SAAS_OK;
-}
-
-/* The account's row and first credit, inside the caller's transaction. */
-static int account_insert_tx(struct sq *s, const saas_store_account *account, int64_t credit)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = prep(s, &st, "INSERT INTO accounts (id, name, created_at) VALUES (?1, ?2, ?3)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, account->id) | bind_text(st, 2, account->name) |
-	                            sqlite3_bind_int64(st, 3, account->created_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "account", account->id, NULL, NULL);
-		goto out;
-	}
-	if (credit > 0)
-		rc = ledger_credit(s, account->id, credit, "initial credit", account->created_at_ms);
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int sq_account_insert(void *ctx, const saas_store_account *account, int64_t credit)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = account_check(account, credit)) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = account_insert_tx(s, account, credit)) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_account_get(void *ctx, const char *id, saas_store_account *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!id || !out)
-		return saas__inval("account id or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, ACCOUNT_SELECT " WHERE a.id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = account_row(st, out);
-	else if (src == SQLITE_DONE)
-		rc = not_found("account", id);
-	else
-		rc = db_error(s, src, "reading an account");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_account_list(void *ctx, saas_store_account_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_account) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, ACCOUNT_SELECT " ORDER BY a.created_at, a.id")) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_account *a = rows_add(&rows);
-
-		if (!a) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = account_row(st, a)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing accounts");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_account *)(rows.data + i * rows.elem)) != 0)
-			break;
-	free(rows.data);
-	return rc;
-}
-
-static int sq_credit_add(void *ctx, const char *account_id, int64_t amount, const char *note, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	int rc, found = 0;
-
-	if (!account_id)
-		return saas__inval("account id is NULL");
-	if (amount <= 0)
-		return saas__inval("a credit must be positive");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/* Checked first for a clear message; the foreign key would refuse it anyway. */
-	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", account_id, &found)) < 0)
-		goto out;
-	if (!found) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	if ((rc = ledger_credit(s, account_id, amount, note, at_ms)) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* ---- API keys ---- */
-
-#define KEY_SELECT \
-	"SELECT id, account_id, name, prefix, hash, created_at, revoked_at, last_used_at," \
-	" (SELECT disabled_at FROM accounts WHERE accounts.id = api_keys.account_id) FROM api_keys"
-
-static int key_row(sqlite3_stmt *st, saas_store_key *k)
-{
-	int rc;
-
-	memset(k, 0, sizeof(*k));
-	if ((rc = col_text(st, 0, k->id, sizeof(k->id))) < 0 ||
-	    (rc = col_text(st, 1, k->account_id, sizeof(k->account_id))) < 0 ||
-	    (rc = col_text(st, 2, k->name, sizeof(k->name))) < 0 ||
-	    (rc = col_text(st, 3, k->prefix, sizeof(k->prefix))) < 0 ||
-	    (rc = col_text(st, 4, k->hash, sizeof(k->hash))) < 0)
-		return rc;
-	k->created_at_ms = sqlite3_column_int64(st, 5);
-	k->revoked_at_ms = sqlite3_column_int64(st, 6);
-	k->last_used_at_ms = sqlite3_column_int64(st, 7);
-	k->account_disabled_at_ms = sqlite3_column_int64(st, 8);
-	return SAAS_OK;
-}
-
-static int sq_key_insert(void *ctx, const saas_store_key *key)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!key)
-		return saas__inval("key is NULL");
-	if ((rc = check_field(key->id, sizeof(key->id), "key id")) < 0 ||
-	    (rc = check_field(key->account_id, sizeof(key->account_id), "account id")) < 0 ||
-	    (rc = check_field(key->name, sizeof(key->name), "key name")) < 0 ||
-	    (rc = check_field(key->prefix, sizeof(key->prefix), "key prefix")) < 0 ||
-	    (rc = check_field(key->hash, sizeof(key->hash), "key hash")) < 0)
-		return rc;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, revoked_at)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, key->id) | bind_text(st, 2, key->account_id) |
-	                            bind_text(st, 3, key->name) | bind_text(st, 4, key->prefix) |
-	                            bind_text(st, 5, key->hash) | sqlite3_bind_int64(st, 6, key->created_at_ms) |
-	                            sqlite3_bind_int64(st, 7, key->revoked_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "key", key->id, "account", key->account_id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_key_find(void *ctx, const char *hash, saas_store_key *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!hash || !out)
-		return saas__inval("key hash or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, KEY_SELECT " WHERE hash = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, hash))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = key_row(st, out);
-	else if (src == SQLITE_DONE)
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no key with that hash");
-	else
-		rc = db_error(s, src, "finding a key");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_key_revoke(void *ctx, const char *key_id, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!key_id)
-		return saas__inval("key id is NULL");
-	if (at_ms <= 0)
-		return saas__inval("revocation time must be positive (0 means not revoked)");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/* The first revocation time stands: it is when the key stopped working. */
-	if ((rc = prep(s, &st, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at = 0")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, key_id) | sqlite3_bind_int64(st, 2, at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "revoking a key");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM api_keys WHERE id = ?1", key_id, &found)) < 0)
-			goto out;
-		if (!found) {
-			rc = not_found("key", key_id);
-			goto out;
-		}
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_key_list(void *ctx, const char *account_id, saas_store_key_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_key) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!account_id || !fn)
-		return saas__inval("account id or callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, KEY_SELECT " WHERE account_id = ?1 ORDER BY created_at, id")) < 0)
-		goto out_locked;
-	if ((rc = bind_check(s, bind_text(st, 1, account_id))) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_key *k = rows_add(&rows);
-
-		if (!k) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = key_row(st, k)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing keys");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_key *)(rows.data + i * rows.elem)) != 0)
-			break;
-	free(rows.data);
-	return rc;
-}
-
-/* ---- sandboxes ---- */
-
-#define SANDBOX_SELECT \
-	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
-	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
-	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id FROM sandboxes"
-
-static int sandbox_row(sqlite3_stmt *st, saas_store_sandbox *b)
-{
-	int rc;
-
-	memset(b, 0, sizeof(*b));
-	if ((rc = col_text(st, 0, b->id, sizeof(b->id))) < 0 ||
-	    (rc = col_text(st, 1, b->account_id, sizeof(b->account_id))) < 0 ||
-	    (rc = col_text(st, 4, b->size, sizeof(b->size))) < 0 ||
-	    (rc = col_text(st, 8, b->image, sizeof(b->image))) < 0 ||
-	    (rc = col_text(st, 19, b->snapshot, sizeof(b->snapshot))) < 0 ||
-	    (rc = col_text(st, 20, b->parent_id, sizeof(b->parent_id))) < 0 ||
-	    (rc = col_text(st, 25, b->host_id, sizeof(b->host_id))) < 0)
-		return rc;
-	b->paused_at_ms = sqlite3_column_int64(st, 16);
-	b->paused_ms = sqlite3_column_int64(st, 17);
-	b->paused_usd_micro_per_hour = sqlite3_column_int64(st, 18);
-	b->status = sqlite3_column_int(st, 2);
-	b->end_reason = sqlite3_column_int(st, 3);
-	/* NULL (not recorded) reads as 0. */
-	b->vcpus = (unsigned int)sqlite3_column_int64(st, 5);
-	b->memory_mb = (unsigned int)sqlite3_column_int64(st, 6);
-	b->disk_gb = (unsigned int)sqlite3_column_int64(st, 7);
-	b->usd_micro_per_hour = sqlite3_column_int64(st, 9);
-	b->created_at_ms = sqlite3_column_int64(st, 10);
-	b->ready_at_ms = sqlite3_column_int64(st, 11);
-	b->expires_at_ms = sqlite3_column_int64(st, 12);
-	b->destroyed_at_ms = sqlite3_column_int64(st, 13);
-	b->cost_usd_micro = sqlite3_column_int64(st, 14);
-	b->network_mode = sqlite3_column_type(st, 15) == SQLITE_NULL ? SAAS_STORE_NETWORK_UNKNOWN
-	                                                               : sqlite3_column_int(st, 15);
-	b->denied_connections = sqlite3_column_int64(st, 21);
-	b->denied_lookups = sqlite3_column_int64(st, 22);
-	b->denied_connections_base = sqlite3_column_int64(st, 23);
-	b->denied_lookups_base = sqlite3_column_int64(st, 24);
-	return SAAS_OK;
-}
-
-static int sandbox_check(const saas_store_sandbox *b)
-{
-	int rc;
-
-	if (!b)
-		return saas__inval("sandbox is NULL");
-	if ((rc = check_field(b->id, sizeof(b->id), "sandbox id")) < 0 ||
-	    (rc = check_field(b->account_id, sizeof(b->account_id), "account id")) < 0 ||
-	    (rc = check_field(b->size, sizeof(b->size), "sandbox size")) < 0 ||
-	    (rc = check_field(b->image, sizeof(b->image), "sandbox image")) < 0 ||
-	    (rc = check_field(b->snapshot, sizeof(b->snapshot), "sandbox snapshot")) < 0 ||
-	    (rc = check_field(b->parent_id, sizeof(b->parent_id), "sandbox parent")) < 0 ||
-	    (rc = check_field(b->host_id, sizeof(b->host_id), "sandbox host")) < 0)
-		return rc;
-	return SAAS_OK;
-}
-
-/*
- * Inside the caller's write transaction: the account exists and has fewer
- * than `max_live` sandboxes not destroyed. The write lock held from the count
- * to the insert is what keeps two engines from both taking the last place.
- */
-static int live_check(struct sq *s, const char *account_id, unsigned int max_live)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-	int64_t live;
-
-	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", account_id, &found)) < 0)
-		goto out;
-	if (!found) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	if ((rc = prep(s, &st, "SELECT COUNT(*) FROM sandboxes WHERE account_id = ?1 AND status != 3")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, account_id))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_ROW) {
-		rc = db_error(s, src, "counting live sandboxes");
-		goto out;
-	}
-	live = sqlite3_column_int64(st, 0);
-	if (live >= (int64_t)max_live)
-		rc = saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 0,
-		                 "account '%s' already has %lld live sandboxes; the limit is %u", account_id,
-		                 (long long)live, max_live);
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* Inside the caller's write transaction, after live_check. */
-static int sandbox_write(struct sq *s, const saas_store_sandbox *b)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = prep(s, &st, "INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb,"
-	                       " disk_gb, image, usd_micro_per_hour, created_at, ready_at, expires_at,"
-	                       " destroyed_at, cost, network_mode, paused_at, paused_ms, paused_usd_micro_per_hour,"
-	                       " snapshot, parent_id, host_id)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-	                       " ?17, ?18, ?19, ?20, ?21, ?22)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, b->id) | bind_text(st, 2, b->account_id) |
-	                            sqlite3_bind_int(st, 3, b->status) | sqlite3_bind_int(st, 4, b->end_reason) |
-	                            bind_text(st, 5, b->size) | sqlite3_bind_int64(st, 6, b->vcpus) |
-	                            sqlite3_bind_int64(st, 7, b->memory_mb) | sqlite3_bind_int64(st, 8, b->disk_gb) |
-	                            bind_text(st, 9, b->image) | sqlite3_bind_int64(st, 10, b->usd_micro_per_hour) |
-	                            sqlite3_bind_int64(st, 11, b->created_at_ms) |
-	                            sqlite3_bind_int64(st, 12, b->ready_at_ms) |
-	                            sqlite3_bind_int64(st, 13, b->expires_at_ms) |
-	                            sqlite3_bind_int64(st, 14, b->destroyed_at_ms) |
-	                            sqlite3_bind_int64(st, 15, b->cost_usd_micro) |
-	                            (b->network_mode == SAAS_STORE_NETWORK_UNKNOWN
-	                                     ? sqlite3_bind_null(st, 16)
-	                                     : sqlite3_bind_int(st, 16, b->network_mode)) |
-	                            sqlite3_bind_int64(st, 17, b->paused_at_ms) |
-	                            sqlite3_bind_int64(st, 18, b->paused_ms) |
-	                            sqlite3_bind_int64(st, 19, b->paused_usd_micro_per_hour) |
-	                            bind_text(st, 20, b->snapshot) | bind_text(st, 21, b->parent_id) |
-	                            bind_text(st, 22, b->host_id))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE)
-		rc = write_error(s, src, "sandbox", b->id, "account", b->account_id);
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int sq_sandbox_insert(void *ctx, const saas_store_sandbox *b, unsigned int max_live)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = sandbox_check(b)) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	/* Count and insert under one write lock, so two engines cannot both take the last place. */
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = live_check(s, b->account_id, max_live)) < 0 || (rc = sandbox_write(s, b)) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_get(void *ctx, const char *id, saas_store_sandbox *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!id || !out)
-		return saas__inval("sandbox id or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, SANDBOX_SELECT " WHERE id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = sandbox_row(st, out);
-	else if (src == SQLITE_DONE)
-		rc = not_found("sandbox", id);
-	else
-		rc = db_error(s, src, "reading a sandbox");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox_fn fn, void *userdata)
-{
-	static const saas_store_filter none = { NULL, 0, 0, 0, 0, NULL, 0, NULL };
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_sandbox) };
-	saas__buf sql = SAAS__BUF_INIT;
-	sqlite3_stmt *st = NULL;
-	int rc, src, brc = SQLITE_OK;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	if (!filter)
-		filter = &none;
-
-	/* The text holds only fixed fragments; every value is a numbered parameter bound below. */
-	rc = saas__buf_puts(&sql, SANDBOX_SELECT " WHERE 1");
-	if (rc == SAAS_OK && filter->account_id)
-		rc = saas__buf_puts(&sql, " AND account_id = ?1");
-	if (rc == SAAS_OK && filter->live > 0)
-		rc = saas__buf_puts(&sql, " AND status != 3");
-	if (rc == SAAS_OK && filter->live < 0)
-		rc = saas__buf_puts(&sql, " AND status = 3");
-	/* Billing's view: it ran from ready_at until it was destroyed or expired, whichever came first. */
-	if (rc == SAAS_OK && (filter->ran_from_ms || filter->ran_to_ms))
-		rc = saas__buf_puts(&sql, " AND ready_at > 0 AND ready_at < ?3"
-		                          " AND (status != 3 OR MIN(destroyed_at, expires_at) > ?2)");
-	if (rc == SAAS_OK && filter->before_id)
-		rc = saas__buf_puts(&sql, " AND (created_at < ?4 OR (created_at = ?4 AND id < ?5))");
-	if (rc == SAAS_OK && filter->host_id)
-		rc = saas__buf_puts(&sql, " AND host_id = ?7");
-	if (rc == SAAS_OK)
-		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id DESC");
-	if (rc == SAAS_OK && filter->limit)
-		rc = saas__buf_puts(&sql, " LIMIT ?6");
-	if (rc < 0)
-		goto out_unlocked;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, sql.data)) < 0)
-		goto out_locked;
-	if (filter->account_id)
-		brc |= bind_text(st, 1, filter->account_id);
-	if (filter->ran_from_ms || filter->ran_to_ms)
-		brc |= sqlite3_bind_int64(st, 2, filter->ran_from_ms) | sqlite3_bind_int64(st, 3, filter->ran_to_ms);
-	if (filter->before_id)
-		brc |= sqlite3_bind_int64(st, 4, filter->before_created_ms) | bind_text(st, 5, filter->before_id);
-	if (filter->limit)
-		brc |= sqlite3_bind_int64(st, 6, filter->limit);
-	if (filter->host_id)
-		brc |= bind_text(st, 7, filter->host_id);
-	if ((rc = bind_check(s, brc)) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_sandbox *b = rows_add(&rows);
-
-		if (!b) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = sandbox_row(st, b)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing sandboxes");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_sandbox *)(rows.data + i * rows.elem)) != 0)
-			break;
-out_unlocked:
-	free(rows.data);
-	saas__buf_free(&sql);
-	return rc;
-}
-
-/*
- * Run an UPDATE or DELETE of one sandbox (parameters: ?1 id, then ?2 and ?3
- * if used) whose WHERE clause includes the state it requires; if no row
- * changed, tell "not found" from "wrong state".
- */
-static int sandbox_transition(struct sq *s, const char *sql, const char *id, int64_t a, int64_t b,
-                              const char *state_msg)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id)
-		return saas__inval("sandbox id is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, sql)) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, a) |
-	                            (sqlite3_bind_parameter_count(st) >= 3 ? sqlite3_bind_int64(st, 3, b) : 0))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "updating a sandbox");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
-			goto out;
-		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' %s", id, state_msg)
-		           : not_found("sandbox", id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_set_ready(void *ctx, const char *id, int64_t ready_at_ms, int64_t expires_at_ms)
-{
-	return sandbox_transition(ctx, "UPDATE sandboxes SET status = 2, ready_at = ?2, expires_at = ?3"
-	                               " WHERE id = ?1 AND status = 1",
-	                          id, ready_at_ms, expires_at_ms, "is not being created");
-}
-
-static int sq_sandbox_set_expiry(void *ctx, const char *id, int64_t expires_at_ms)
-{
-	return sandbox_transition(ctx, "UPDATE sandboxes SET expires_at = ?2 WHERE id = ?1 AND status NOT IN (1, 3)",
-	                          id, expires_at_ms, 0, "is being created or was destroyed");
-}
-
-/* The states a pause, a resume or a fork moves a sandbox between (never creating or destroyed). */
-static bool movable_state(int status)
-{
-	return status == SAAS_SANDBOX_READY || status == SAAS_SANDBOX_PAUSED || status == SAAS_SANDBOX_PAUSING ||
-	       status == SAAS_SANDBOX_RESUMING;
-}
-
-static int sq_sandbox_set_state(void *ctx, const char *id, int from, const saas_store_sandbox *to)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id || !to)
-		return saas__inval("sandbox id or state is NULL");
-	if (!movable_state(from) || !movable_state(to->status))
-		return saas__inval("sandbox state %d -> %d is not a pause, resume or fork step", from, to->status);
-	if ((rc = check_field(to->snapshot, sizeof(to->snapshot), "sandbox snapshot")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "UPDATE sandboxes SET status = ?3, paused_at = ?4, paused_ms = ?5, snapshot = ?6"
-	                       " WHERE id = ?1 AND status = ?2")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, from) |
-	                            sqlite3_bind_int(st, 3, to->status) | sqlite3_bind_int64(st, 4, to->paused_at_ms) |
-	                            sqlite3_bind_int64(st, 5, to->paused_ms) | bind_text(st, 6, to->snapshot))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "changing a sandbox's state");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
-			goto out;
-		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' is no longer %s", id,
-		                         saas_sandbox_status_name(from))
-		           : not_found("sandbox", id);
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_close(void *ctx, const char *id, int end_reason, int64_t destroyed_at_ms, int64_t cost,
-                            int64_t if_expires_at_ms, int *closed)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id || !closed)
-		return saas__inval("sandbox id or output is NULL");
-	if (cost < 0)
-		return saas__inval("cost is negative");
-	*closed = 0;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/*
-	 * The status condition is what makes a second close (from any engine) a
-	 * no-op; the expiry condition is what keeps a close decided on an older
-	 * read from ending a sandbox extended since.
-	 */
-	if ((rc = prep(s, &st, "UPDATE sandboxes SET status = 3, end_reason = ?2, destroyed_at = ?3, cost = ?4"
-	                       " WHERE id = ?1 AND status != 3 AND (?5 = 0 OR expires_at = ?5)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, end_reason) |
-	                            sqlite3_bind_int64(st, 3, destroyed_at_ms) | sqlite3_bind_int64(st, 4, cost) |
-	                            sqlite3_bind_int64(st, 5, if_expires_at_ms > 0 ? if_expires_at_ms : 0))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "closing a sandbox");
-		goto out;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (sqlite3_changes(s->db) == 0) {
-		int live = 0;
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0 ||
-		    (rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1 AND status != 3", id, &live)) < 0)
-			goto out;
-		if (!found)
-			rc = not_found("sandbox", id);
-		else if (live)
-			rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0,
-			                 "sandbox '%.64s' has a new expiry; not closed", id);
-		/* Closed already: leave everything as it was. */
-		goto out;
-	}
-	if (cost > 0) {
-		if ((rc = prep(s, &st, "INSERT INTO ledger (account_id, kind, amount, sandbox_id, note, at)"
-		                       " SELECT account_id, 'charge', ?2, id, 'sandbox usage', ?3"
-		                       " FROM sandboxes WHERE id = ?1")) < 0)
-			goto out;
-		if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, cost) |
-		                            sqlite3_bind_int64(st, 3, destroyed_at_ms))) < 0)
-			goto out;
-		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-			rc = db_error(s, src, "charging a sandbox");
-			goto out;
-		}
-	}
-	if ((rc = tx_commit(s)) < 0)
-		goto out;
-	*closed = 1;
-out:
-	sqlite3_finalize(st);
-	/* Also when it was closed already: that transaction changed nothing. */
-	if (rc < 0 || !*closed)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_delete(void *ctx, const char *id)
-{
-	return sandbox_transition(ctx, "DELETE FROM sandboxes WHERE id = ?1 AND status = ?2", id,
-	                          SAAS_SANDBOX_CREATING, 0, "is not being created");
-}
-
-/* ---- executions ---- */
-
-static int sq_execution_insert(void *ctx, const saas_store_execution *e)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!e || !e->command)
-		return saas__inval("execution or its command is NULL");
-	if ((rc = check_field(e->id, sizeof(e->id), "execution id")) < 0 ||
-	    (rc = check_field(e->sandbox_id, sizeof(e->sandbox_id), "sandbox id")) < 0 ||
-	    (rc = check_field(e->account_id, sizeof(e->account_id), "account id")) < 0)
-		return rc;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/* An execution is recorded when it starts; execution_finish records the rest. */
-	if ((rc = prep(s, &st, "INSERT INTO executions (id, sandbox_id, account_id, status, exit_code, command,"
-	                       " started_at) VALUES (?1, ?2, ?3, 1, -1, ?4, ?5)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, e->id) | bind_text(st, 2, e->sandbox_id) |
-	                            bind_text(st, 3, e->account_id) | bind_text(st, 4, e->command) |
-	                            sqlite3_bind_int64(st, 5, e->started_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "execution", e->id, "sandbox", e->sandbox_id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* Output is binary; an empty one is stored as NULL. */
-static int bind_output(sqlite3_stmt *st, int i, const char *data, size_t len)
-{
-	return len ? sqlite3_bind_blob64(st, i, data, (sqlite3_uint64)len, SQLITE_STATIC) : sqlite3_bind_null(st, i);
-}
-
-static int sq_execution_finish(void *ctx, const saas_store_execution *e)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!e)
-		return saas__inval("execution is NULL");
-	if ((e->stdout_len && !e->stdout_data) || (e->stderr_len && !e->stderr_data))
-		return saas__inval("execution output has a length but no data");
-	if ((rc = check_field(e->id, sizeof(e->id), "execution id")) < 0)
-		return rc;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "UPDATE executions SET status = ?2, exit_code = ?3, stdout = ?4, stderr = ?5,"
-	                       " stdout_truncated = ?6, stderr_truncated = ?7, error = ?8, finished_at = ?9"
-	                       " WHERE id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, e->id) | sqlite3_bind_int(st, 2, e->status) |
-	                            sqlite3_bind_int(st, 3, e->exit_code) |
-	                            bind_output(st, 4, e->stdout_data, e->stdout_len) |
-	                            bind_output(st, 5, e->stderr_data, e->stderr_len) |
-	                            sqlite3_bind_int(st, 6, e->stdout_truncated ? 1 : 0) |
-	                            sqlite3_bind_int(st, 7, e->stderr_truncated ? 1 : 0) |
-	                            bind_text(st, 8, e->error) | sqlite3_bind_int64(st, 9, e->finished_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "finishing an execution");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		rc = not_found("execution", e->id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_execution_get(void *ctx, const char *id, saas_store_execution *out)
-{
-	struct sq *s = ctx;
-	saas_store_execution e;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!id || !out)
-		return saas__inval("execution id or output is NULL");
-	memset(&e, 0, sizeof(e));
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout, stderr,"
-	                       " stdout_truncated, stderr_truncated, error, started_at, finished_at"
-	                       " FROM executions WHERE id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_DONE) {
-		rc = not_found("execution", id);
-		goto out;
-	}
-	if (src != SQLITE_ROW) {
-		rc = db_error(s, src, "reading an execution");
-		goto out;
-	}
-	if ((rc = col_text(st, 0, e.id, sizeof(e.id))) < 0 ||
-	    (rc = col_text(st, 1, e.sandbox_id, sizeof(e.sandbox_id))) < 0 ||
-	    (rc = col_text(st, 2, e.account_id, sizeof(e.account_id))) < 0 ||
-	    (rc = col_dup(st, 5, 0, &e.command, NULL)) < 0 ||
-	    (rc = col_dup(st, 6, 0, &e.stdout_data, &e.stdout_len)) < 0 ||
-	    (rc = col_dup(st, 7, 0, &e.stderr_data, &e.stderr_len)) < 0 ||
-	    (rc = col_dup(st, 10, 1, &e.error, NULL)) < 0)
-		goto out;
-	e.status = sqlite3_column_int(st, 3);
-	e.exit_code = sqlite3_column_int(st, 4);
-	e.stdout_truncated = sqlite3_column_int(st, 8);
-	e.stderr_truncated = sqlite3_column_int(st, 9);
-	e.started_at_ms = sqlite3_column_int64(st, 11);
-	e.finished_at_ms = sqlite3_column_int64(st, 12);
-	*out = e;
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	if (rc < 0) {
-		free(e.command);
-		free(e.stdout_data);
-		free(e.stderr_data);
-		free(e.error);
-	}
-	return rc;
-}
-
-/* The rows are read under the lock and handed to fn after it, as every list here does. */
-static int sq_execution_list(void *ctx, const char *sandbox_id, int64_t before_started_ms, const char *before_id,
-                             unsigned int limit, saas_store_execution_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_execution) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!sandbox_id || !fn)
-		return saas__inval("sandbox id or callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	/* executions_sandbox_status (sandbox_id, status) narrows to the sandbox; its rows are few (pruned). */
-	if ((rc = prep(s, &st, "SELECT id, sandbox_id, account_id, status, exit_code, command, stdout_truncated,"
-	                       " stderr_truncated, error, started_at, finished_at FROM executions"
-	                       " WHERE sandbox_id = ?1 AND (?3 IS NULL OR started_at < ?2 OR (started_at = ?2 AND id < ?3))"
-	                       " ORDER BY started_at DESC, id DESC LIMIT ?4")) < 0)
-		goto out;
-	/* SQLite: a negative LIMIT is no limit. */
-	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, before_started_ms) |
-	                            (before_id ? bind_text(st, 3, before_id) : sqlite3_bind_null(st, 3)) |
-	                            sqlite3_bind_int64(st, 4, limit ? (sqlite3_int64)limit : -1))) < 0)
-		goto out;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_execution *e = rows_add(&rows);
-
-		if (!e) {
-			rc = SAAS_ENOMEM;
-			goto out;
-		}
-		memset(e, 0, sizeof(*e));
-		if ((rc = col_text(st, 0, e->id, sizeof(e->id))) < 0 ||
-		    (rc = col_text(st, 1, e->sandbox_id, sizeof(e->sandbox_id))) < 0 ||
-		    (rc = col_text(st, 2, e->account_id, sizeof(e->account_id))) < 0 ||
-		    (rc = col_dup(st, 5, 0, &e->command, NULL)) < 0 || (rc = col_dup(st, 8, 1, &e->error, NULL)) < 0)
-			goto out;
-		e->status = sqlite3_column_int(st, 3);
-		e->exit_code = sqlite3_column_int(st, 4);
-		e->stdout_truncated = sqlite3_column_int(st, 6);
-		e->stderr_truncated = sqlite3_column_int(st, 7);
-		e->started_at_ms = sqlite3_column_int64(st, 9);
-		e->finished_at_ms = sqlite3_column_int64(st, 10);
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing executions");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_execution *)(rows.data + i * rows.elem)) != 0)
-			break;
-	for (size_t i = 0; i < rows.n; i++) {
-		saas_store_execution *e = (saas_store_execution *)(rows.data + i * rows.elem);
-		free(e->command);
-		free(e->error);
-	}
-	free(rows.data);
-	return rc;
-}
-
-static int sq_execution_fail_running(void *ctx, const char *sandbox_id, const char *error, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!sandbox_id)
-		return saas__inval("sandbox id is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "UPDATE executions SET status = 4, error = ?2, finished_at = ?3"
-	                       " WHERE sandbox_id = ?1 AND status = 1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | bind_text(st, 2, error) |
-	                            sqlite3_bind_int64(st, 3, at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "failing running executions");
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!pruned)
-		return saas__inval("pruned is NULL");
-	*pruned = 0;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/* finished_at > 0: a running execution (0) is never old enough. */
-	if ((rc = prep(s, &st, "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
-	                       " WHERE finished_at > 0 AND finished_at < ?1 AND status != 1 LIMIT ?2)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, finished_before_ms) |
-	                            sqlite3_bind_int64(st, 2, (sqlite3_int64)max))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "pruning executions");
-		goto out;
-	}
-	*pruned = (unsigned int)sqlite3_changes(s->db);
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0) {
-		*pruned = 0;
-		tx_rollback(s);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* ---- account limits ---- */
-
-static int sq_limits_get(void *ctx, const char *account_id, saas_store_limits *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!account_id || !out)
-		return saas__inval("account id or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	/* Through accounts, so that "no such account" and "nothing set" differ. NULLs read as 0. */
-	if ((rc = prep(s, &st, "SELECT l.max_sandboxes, l.max_executions, l.creates_per_minute, l.requests_per_second"
-	                       " FROM accounts a LEFT JOIN account_limits l ON l.account_id = a.id"
-	                       " WHERE a.id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, account_id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		out->max_sandboxes = (unsigned int)sqlite3_column_int64(st, 0);
-		out->max_executions = (unsigned int)sqlite3_column_int64(st, 1);
-		out->creates_per_minute = (unsigned int)sqlite3_column_int64(st, 2);
-		out->requests_per_second = (unsigned int)sqlite3_column_int64(st, 3);
-	} else if (src == SQLITE_DONE) {
-		rc = not_found("account", account_id);
-	} else {
-		rc = db_error(s, src, "reading account limits");
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_limits_set(void *ctx, const char *account_id, const saas_store_limits *l, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")) < 0)
-		return rc;
-	if (!l)
-		return saas__inval("limits are NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "INSERT INTO account_limits (account_id, max_sandboxes, max_executions,"
-	                       " creates_per_minute, requests_per_second, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-	                       " ON CONFLICT (account_id) DO UPDATE SET max_sandboxes = excluded.max_sandboxes,"
-	                       " max_executions = excluded.max_executions,"
-	                       " creates_per_minute = excluded.creates_per_minute,"
-	                       " requests_per_second = excluded.requests_per_second,"
-	                       " updated_at = excluded.updated_at")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, account_id) | sqlite3_bind_int64(st, 2, l->max_sandboxes) |
-	                            sqlite3_bind_int64(st, 3, l->max_executions) |
-	                            sqlite3_bind_int64(st, 4, l->creates_per_minute) |
-	                            sqlite3_bind_int64(st, 5, l->requests_per_second) |
-	                            sqlite3_bind_int64(st, 6, at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "account limits", account_id, "account", account_id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* ---- ports ---- */
-
-static int sq_port_insert(void *ctx, const saas_store_port *p)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!p)
-		return saas__inval("port is NULL");
-	if ((rc = check_field(p->sandbox_id, sizeof(p->sandbox_id), "sandbox id")) < 0 ||
-	    (rc = check_field(p->name, sizeof(p->name), "port name")) < 0)
-		return rc;
-	if (p->port < 1 || p->port > 65535)
-		return saas__inval("port %u is not in 1-65535", p->port);
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	/* Exposing a port twice is success; the first row is the one kept. A taken name is not. */
-	if ((rc = prep(s, &st, "INSERT INTO ports (sandbox_id, port, name, created_at) VALUES (?1, ?2, ?3, ?4) "
-	                       "ON CONFLICT (sandbox_id, port) DO NOTHING")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, p->sandbox_id) | sqlite3_bind_int(st, 2, (int)p->port) |
-	                            bind_text(st, 3, p->name) | sqlite3_bind_int64(st, 4, p->created_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "port name", p->name, "sandbox", p->sandbox_id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-#define PORT_SELECT "SELECT sandbox_id, port, name, created_at FROM ports"
-
-static int port_row(sqlite3_stmt *st, saas_store_port *p)
-{
-	int rc;
-
-	if ((rc = col_text(st, 0, p->sandbox_id, sizeof(p->sandbox_id))) < 0 ||
-	    (rc = col_text(st, 2, p->name, sizeof(p->name))) < 0)
-		return rc;
-	p->port = (unsigned int)sqlite3_column_int(st, 1);
-	p->created_at_ms = sqlite3_column_int64(st, 3);
-	return SAAS_OK;
-}
-
-static int sq_port_list(void *ctx, const char *sandbox_id, saas_store_port_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_port) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!sandbox_id || !fn)
-		return saas__inval("sandbox id or callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, PORT_SELECT " WHERE sandbox_id = ?1 ORDER BY port")) < 0)
-		goto out_locked;
-	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id))) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_port *p = rows_add(&rows);
-
-		if (!p) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = port_row(st, p)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing ports");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++) {
-		if (fn(userdata, (saas_store_port *)(rows.data + i * rows.elem)) != 0)
-			break;
-	}
-	free(rows.data);
-	return rc;
-}
-
-static int sq_port_find(void *ctx, const char *name, saas_store_port *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!name || !out)
-		return saas__inval("port name or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, PORT_SELECT " WHERE name = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, name))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = port_row(st, out);
-	else if (src == SQLITE_DONE)
-		/* The name is a capability: never echo it. */
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no exposed port by that name");
-	else
-		rc = db_error(s, src, "finding a port");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_port_delete(void *ctx, const char *sandbox_id, unsigned int port)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(sandbox_id, SAAS_ID_MAX, "sandbox id")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "DELETE FROM ports WHERE sandbox_id = ?1 AND port = ?2")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, port))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "un-exposing a port");
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* ---- network ---- */
-
-static int sq_sandbox_network_get(void *ctx, const char *id, char **allow, char **deny)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or output is NULL");
-	*allow = *deny = NULL;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "SELECT network_allow, network_deny FROM sandboxes WHERE id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_DONE) {
-		rc = not_found("sandbox", id);
-		goto out;
-	}
-	if (src != SQLITE_ROW) {
-		rc = db_error(s, src, "reading a sandbox's network");
-		goto out;
-	}
-	if (!(*allow = saas__strdup((const char *)sqlite3_column_text(st, 0))) ||
-	    !(*deny = saas__strdup((const char *)sqlite3_column_text(st, 1)))) {
-		free(*allow);
-		*allow = NULL;
-		rc = saas__oom();
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_network_set(void *ctx, const char *id, int mode, const char *allow, const char *deny)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src, found = 0;
-
-	if (!id || !allow || !deny)
-		return saas__inval("sandbox id or rules are NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "UPDATE sandboxes SET network_mode = ?2, network_allow = ?3, network_deny = ?4"
-	                       " WHERE id = ?1 AND status != 3")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, mode) | bind_text(st, 3, allow) |
-	                            bind_text(st, 4, deny))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, "setting a sandbox's network");
-		goto out;
-	}
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE id = ?1", id, &found)) < 0)
-			goto out;
-		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' was destroyed", id)
-		           : not_found("sandbox", id);
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* Run an UPDATE of one sandbox (?1 its id, ?2 and ?3 two integers when n is 3); SAAS_ENOTFOUND if no row matched. */
-static int sandbox_update(struct sq *s, const char *sql, const char *id, int n, int64_t a, int64_t b, const char *what)
-{
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "sandbox id")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, sql)) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) |
-	                            (n == 3 ? sqlite3_bind_int64(st, 2, a) | sqlite3_bind_int64(st, 3, b) : SQLITE_OK))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = db_error(s, src, what);
-		goto out;
-	}
-	/* Every matched row counts as changed, even with the same values: 0 is no such sandbox. */
-	if (sqlite3_changes(s->db) == 0)
-		rc = not_found("sandbox", id);
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_sandbox_egress_record(void *ctx, const char *id, int64_t connections, int64_t lookups)
-{
-	return sandbox_update(ctx,
-	                      "UPDATE sandboxes SET denied_connections = MAX(denied_connections, ?2),"
-	                      " denied_lookups = MAX(denied_lookups, ?3) WHERE id = ?1",
-	                      id, 3, connections, lookups, "recording a sandbox's egress counts");
-}
-
-static int sq_sandbox_egress_rebase(void *ctx, const char *id)
-{
-	return sandbox_update(ctx,
-	                      "UPDATE sandboxes SET denied_connections_base = denied_connections,"
-	                      " denied_lookups_base = denied_lookups WHERE id = ?1",
-	                      id, 1, 0, 0, "rebasing a sandbox's egress counts");
-}
-
-/* ---- people: disabled accounts, key use, users, sessions, invites ---- */
-
-/* Delete the sessions of the users of an account (?1), inside the caller's transaction. */
-#define SESSIONS_OF_ACCOUNT "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE account_id = ?1)"
-
-/* Run a prepared statement that returns no row. */
-static int step_done(struct sq *s, sqlite3_stmt *st, const char *what)
-{
-	int src = sqlite3_step(st);
-
-	return src == SQLITE_DONE ? SAAS_OK : db_error(s, src, what);
-}
-
-/* Run `sql` with one text parameter ?1 and, if `n` is 2, one integer ?2; nothing returned. */
-static int exec_text_int(struct sq *s, const char *sql, const char *text, int n, int64_t v, const char *what)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if ((rc = prep(s, &st, sql)) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, text) | (n == 2 ? sqlite3_bind_int64(st, 2, v) : SQLITE_OK))) < 0)
-		goto out;
-	rc = step_done(s, st, what);
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int sq_account_disable(void *ctx, const char *account_id, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	int rc, found = 0;
-
-	if ((rc = check_arg(account_id, SAAS_ID_MAX, "account id")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = exists(s, "SELECT 1 FROM accounts WHERE id = ?1", account_id, &found)) < 0)
-		goto out;
-	if (!found) {
-		rc = not_found("account", account_id);
-		goto out;
-	}
-	/* A second disabling keeps the first time: it is when the account stopped. */
-	if ((rc = exec_text_int(s, at_ms ? "UPDATE accounts SET disabled_at = ?2 WHERE id = ?1 AND disabled_at = 0"
-	                                 : "UPDATE accounts SET disabled_at = 0 WHERE id = ?1",
-	                        account_id, at_ms ? 2 : 1, at_ms, "disabling an account")) < 0)
-		goto out;
-	if (at_ms && (rc = exec_text_int(s, SESSIONS_OF_ACCOUNT, account_id, 1, 0, "ending sessions")) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_key_touch(void *ctx, const char *hash, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "key hash")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	rc = exec_text_int(s, "UPDATE api_keys SET last_used_at = ?2 WHERE hash = ?1 AND last_used_at < ?2", hash, 2,
-	                   at_ms, "recording a key's use");
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int user_check(const saas_store_user *u)
-{
-	int rc;
-
-	if (!u)
-		return saas__inval("user is NULL");
-	if ((rc = check_field(u->id, sizeof(u->id), "user id")) < 0 ||
-	    (rc = check_field(u->account_id, sizeof(u->account_id), "account id")) < 0 ||
-	    (rc = check_field(u->email, sizeof(u->email), "e-mail")) < 0 ||
-	    (rc = check_field(u->password_hash, sizeof(u->password_hash), "password hash")) < 0)
-		return rc;
-	return SAAS_OK;
-}
-
-static int sq_user_insert(void *ctx, const saas_store_user *user, const saas_store_account *account, int64_t credit,
-                          const char *invite_hash)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = user_check(user)) < 0 || (account && (rc = account_check(account, credit)) < 0))
-		return rc;
-	if (invite_hash && (rc = check_arg(invite_hash, SAAS_STORE_HASH_HEX, "invite hash")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if (invite_hash) {
-		if ((rc = prep(s, &st, "UPDATE invites SET used_at = ?2, used_by = ?3 WHERE hash = ?1 AND used_at = 0")) < 0)
-			goto out;
-		if ((rc = bind_check(s, bind_text(st, 1, invite_hash) | sqlite3_bind_int64(st, 2, user->created_at_ms) |
-		                            bind_text(st, 3, user->id))) < 0 ||
-		    (rc = step_done(s, st, "taking an invite")) < 0)
-			goto out;
-		if (sqlite3_changes(s->db) == 0) {
-			rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no unused invite with that code");
-			goto out;
-		}
-		sqlite3_finalize(st);
-		st = NULL;
-	}
-	if (account && (rc = account_insert_tx(s, account, credit)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "INSERT INTO users (id, account_id, email, password_hash, is_operator, created_at)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, user->id) | bind_text(st, 2, user->account_id) |
-	                            bind_text(st, 3, user->email) | bind_text(st, 4, user->password_hash) |
-	                            sqlite3_bind_int(st, 5, user->is_operator ? 1 : 0) |
-	                            sqlite3_bind_int64(st, 6, user->created_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "user", user->email, "account", user->account_id);
-		goto out;
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-#define USER_SELECT \
-	"SELECT u.id, u.account_id, u.email, u.password_hash, u.is_operator, u.created_at, a.disabled_at" \
-	" FROM users u JOIN accounts a ON a.id = u.account_id"
-
-/* A user from USER_SELECT's columns, starting at column `c`. */
-static int user_row(sqlite3_stmt *st, int c, saas_store_user *u)
-{
-	int rc;
-
-	memset(u, 0, sizeof(*u));
-	if ((rc = col_text(st, c, u->id, sizeof(u->id))) < 0 ||
-	    (rc = col_text(st, c + 1, u->account_id, sizeof(u->account_id))) < 0 ||
-	    (rc = col_text(st, c + 2, u->email, sizeof(u->email))) < 0 ||
-	    (rc = col_text(st, c + 3, u->password_hash, sizeof(u->password_hash))) < 0)
-		return rc;
-	u->is_operator = sqlite3_column_int(st, c + 4) != 0;
-	u->created_at_ms = sqlite3_column_int64(st, c + 5);
-	u->disabled_at_ms = sqlite3_column_int64(st, c + 6);
-	return SAAS_OK;
-}
-
-static int sq_user_find(void *ctx, const char *email, saas_store_user *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!email || !out)
-		return saas__inval("e-mail or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, USER_SELECT " WHERE u.email = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, email))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = user_row(st, 0, out);
-	else if (src == SQLITE_DONE)
-		rc = not_found("user", email);
-	else
-		rc = db_error(s, src, "finding a user");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_user_list(void *ctx, saas_store_user_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_user) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, USER_SELECT " ORDER BY u.created_at, u.id")) < 0)
-		goto out_locked;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_user *u = rows_add(&rows);
-
-		if (!u) {
-			rc = SAAS_ENOMEM;
-			goto out_locked;
-		}
-		if ((rc = user_row(st, 0, u)) < 0)
-			goto out_locked;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing users");
-out_locked:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_user *)(rows.data + i * rows.elem)) != 0)
-			break;
-	free(rows.data);
-	return rc;
-}
-
-static int sq_user_update(void *ctx, const char *user_id, const char *password_hash, int is_operator)
-{
-	struct sq *s = ctx;
-	int rc, found = 0;
-
-	if ((rc = check_arg(user_id, SAAS_ID_MAX, "user id")) < 0 ||
-	    (password_hash && (rc = check_arg(password_hash, SAAS_STORE_PASSWORD_HASH_MAX, "password hash")) < 0))
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = exists(s, "SELECT 1 FROM users WHERE id = ?1", user_id, &found)) < 0)
-		goto out;
-	if (!found) {
-		rc = not_found("user", user_id);
-		goto out;
-	}
-	if (password_hash) {
-		sqlite3_stmt *st = NULL;
-
-		if ((rc = prep(s, &st, "UPDATE users SET password_hash = ?2 WHERE id = ?1")) == SAAS_OK &&
-		    (rc = bind_check(s, bind_text(st, 1, user_id) | bind_text(st, 2, password_hash))) == SAAS_OK)
-			rc = step_done(s, st, "setting a password");
-		sqlite3_finalize(st);
-		/* Whoever knew the old password is logged out with it. */
-		if (rc < 0 || (rc = exec_text_int(s, "DELETE FROM sessions WHERE user_id = ?1", user_id, 1, 0,
-		                                  "ending sessions")) < 0)
-			goto out;
-	}
-	if (is_operator >= 0 && (rc = exec_text_int(s, "UPDATE users SET is_operator = ?2 WHERE id = ?1", user_id, 2,
-	                                            is_operator ? 1 : 0, "setting a user's role")) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_session_insert(void *ctx, const saas_store_session *session)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!session)
-		return saas__inval("session is NULL");
-	if ((rc = check_field(session->hash, sizeof(session->hash), "session hash")) < 0 ||
-	    (rc = check_field(session->user.id, sizeof(session->user.id), "user id")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "INSERT INTO sessions (hash, user_id, created_at, last_seen_at) VALUES (?1, ?2, ?3, ?4)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, session->hash) | bind_text(st, 2, session->user.id) |
-	                            sqlite3_bind_int64(st, 3, session->created_at_ms) |
-	                            sqlite3_bind_int64(st, 4, session->last_seen_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE)
-		rc = write_error(s, src, "session", "(hash)", "user", session->user.id);
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_session_find(void *ctx, const char *hash, saas_store_session *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!hash || !out)
-		return saas__inval("session hash or output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "SELECT x.hash, x.created_at, x.last_seen_at, u.id, u.account_id, u.email,"
-	                       " u.password_hash, u.is_operator, u.created_at, a.disabled_at"
-	                       " FROM sessions x JOIN users u ON u.id = x.user_id JOIN accounts a ON a.id = u.account_id"
-	                       " WHERE x.hash = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, hash))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		memset(out, 0, sizeof(*out));
-		if ((rc = col_text(st, 0, out->hash, sizeof(out->hash))) < 0)
-			goto out;
-		out->created_at_ms = sqlite3_column_int64(st, 1);
-		out->last_seen_at_ms = sqlite3_column_int64(st, 2);
-		rc = user_row(st, 3, &out->user);
-	} else if (src == SQLITE_DONE) {
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no session with that hash");
-	} else {
-		rc = db_error(s, src, "finding a session");
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_session_touch(void *ctx, const char *hash, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	rc = exec_text_int(s, "UPDATE sessions SET last_seen_at = ?2 WHERE hash = ?1 AND last_seen_at < ?2", hash, 2,
-	                   at_ms, "touching a session");
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_session_delete(void *ctx, const char *hash)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "session hash")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	rc = exec_text_int(s, "DELETE FROM sessions WHERE hash = ?1", hash, 1, 0, "ending a session");
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_session_prune(void *ctx, int64_t created_before_ms, int64_t seen_before_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "DELETE FROM sessions WHERE created_at < ?1 OR last_seen_at < ?2")) < 0)
-		goto out;
-	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, created_before_ms) |
-	                            sqlite3_bind_int64(st, 2, seen_before_ms))) < 0)
-		goto out;
-	rc = step_done(s, st, "pruning sessions");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_invite_insert(void *ctx, const char *hash, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "invite hash")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "INSERT INTO invites (hash, created_at) VALUES (?1, ?2)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, hash) | sqlite3_bind_int64(st, 2, at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE)
-		rc = write_error(s, src, "invite", "(hash)", NULL, NULL);
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* ---- version 6: leases, VM hosts, placement, MCP sessions ---- */
-
-static int sq_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if ((rc = saas__store_lease_check(name, holder)) < 0 || (rc = saas__store_lease_time_check(now_ms, ttl_ms)) < 0)
-		return rc;
-	if (!held)
-		return saas__inval("output is NULL");
-	*held = 0;
-	pthread_mutex_lock(&s->lock);
-	/*
-	 * One statement: a free or run-out lease is taken, the holder's own is
-	 * renewed, and another holder's that runs on is left alone (no row
-	 * changed). No read-then-write window for a second engine to slip into.
-	 */
-	if ((rc = prep(s, &st, "INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?3 + ?4)"
-	                       " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
-	                       " expires_at = excluded.expires_at"
-	                       " WHERE leases.holder = excluded.holder OR leases.expires_at <= ?3")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, name) | bind_text(st, 2, holder) | sqlite3_bind_int64(st, 3, now_ms) |
-	                            sqlite3_bind_int64(st, 4, ttl_ms))) < 0)
-		goto out;
-	if ((rc = step_done(s, st, "taking a lease")) < 0)
-		goto out;
-	*held = sqlite3_changes(s->db) > 0;
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_lease_release(void *ctx, const char *name, const char *holder)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if ((rc = saas__store_lease_check(name, holder)) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "DELETE FROM leases WHERE name = ?1 AND holder = ?2")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, name) | bind_text(st, 2, holder))) < 0)
-		goto out;
-	rc = step_done(s, st, "releasing a lease");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_lease_get(void *ctx, const char *name, char *holder, int64_t *expires_at_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(name, SAAS_STORE_LEASE_NAME_MAX, "lease name")) < 0)
-		return rc;
-	if (!holder || !expires_at_ms)
-		return saas__inval("output is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "SELECT holder, expires_at FROM leases WHERE name = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, name))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW) {
-		if ((rc = col_text(st, 0, holder, SAAS_STORE_HOLDER_MAX + 1)) == SAAS_OK)
-			*expires_at_ms = sqlite3_column_int64(st, 1);
-	} else if (src == SQLITE_DONE) {
-		rc = not_found("lease", name);
-	} else {
-		rc = db_error(s, src, "reading a lease");
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_host_insert(void *ctx, const saas_store_host *h)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = saas__store_host_check(h)) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "INSERT INTO hosts (id, name, uri, address, state, cpu_overcommit_milli,"
-	                       " mem_overcommit_milli, cpus, memory_mb, created_at, last_seen_at, state_at)"
-	                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, h->id) | bind_text(st, 2, h->name) | bind_text(st, 3, h->uri) |
-	                            bind_text(st, 4, h->address) | sqlite3_bind_int(st, 5, h->state) |
-	                            sqlite3_bind_int64(st, 6, h->cpu_overcommit_milli) |
-	                            sqlite3_bind_int64(st, 7, h->mem_overcommit_milli) |
-	                            sqlite3_bind_int64(st, 8, h->cpus) | sqlite3_bind_int64(st, 9, (int64_t)h->memory_mb) |
-	                            sqlite3_bind_int64(st, 10, h->created_at_ms) |
-	                            sqlite3_bind_int64(st, 11, h->last_seen_ms) |
-	                            sqlite3_bind_int64(st, 12, h->state_at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE)
-		rc = write_error(s, src, "host", h->name, NULL, NULL);
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-#define HOST_SELECT \
-	"SELECT id, name, uri, address, state, cpu_overcommit_milli, mem_overcommit_milli, cpus, memory_mb," \
-	" created_at, last_seen_at, state_at FROM hosts"
-
-static int host_row(sqlite3_stmt *st, saas_store_host *h)
-{
-	int rc;
-
-	memset(h, 0, sizeof(*h));
-	if ((rc = col_text(st, 0, h->id, sizeof(h->id))) < 0 || (rc = col_text(st, 1, h->name, sizeof(h->name))) < 0 ||
-	    (rc = col_text(st, 2, h->uri, sizeof(h->uri))) < 0 ||
-	    (rc = col_text(st, 3, h->address, sizeof(h->address))) < 0)
-		return rc;
-	h->state = sqlite3_column_int(st, 4);
-	h->cpu_overcommit_milli = (unsigned int)sqlite3_column_int64(st, 5);
-	h->mem_overcommit_milli = (unsigned int)sqlite3_column_int64(st, 6);
-	h->cpus = (unsigned int)sqlite3_column_int64(st, 7);
-	h->memory_mb = (uint64_t)sqlite3_column_int64(st, 8);
-	h->created_at_ms = sqlite3_column_int64(st, 9);
-	h->last_seen_ms = sqlite3_column_int64(st, 10);
-	h->state_at_ms = sqlite3_column_int64(st, 11);
-	return SAAS_OK;
-}
-
-static int sq_host_get(void *ctx, const char *id_or_name, saas_store_host *out)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(id_or_name, SAAS__HOST_KEY_MAX, "host id or name")) < 0)
-		return rc;
-	if (!out)
-		return saas__inval("output is NULL");
-	pthread_mutex_lock(&s->lock);
-	/* An id wins over a name, so a name that looks like another host's id cannot shadow it. */
-	if ((rc = prep(s, &st, HOST_SELECT " WHERE id = ?1 OR name = ?1 ORDER BY id = ?1 DESC LIMIT 1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id_or_name))) < 0)
-		goto out;
-	src = sqlite3_step(st);
-	if (src == SQLITE_ROW)
-		rc = host_row(st, out);
-	else if (src == SQLITE_DONE)
-		rc = not_found("host", id_or_name);
-	else
-		rc = db_error(s, src, "reading a host");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_host_list(void *ctx, saas_store_host_fn fn, void *userdata)
-{
-	struct sq *s = ctx;
-	struct rows rows = { NULL, 0, 0, sizeof(saas_store_host) };
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if (!fn)
-		return saas__inval("callback is NULL");
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, HOST_SELECT " ORDER BY created_at, id")) < 0)
-		goto out;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		saas_store_host *h = rows_add(&rows);
-
-		if (!h) {
-			rc = SAAS_ENOMEM;
-			goto out;
-		}
-		if ((rc = host_row(st, h)) < 0)
-			goto out;
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "listing hosts");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; rc == SAAS_OK && i < rows.n; i++)
-		if (fn(userdata, (saas_store_host *)(rows.data + i * rows.elem)) != 0)
-			break;
-	free(rows.data);
-	return rc;
-}
-
-static int sq_host_set_state(void *ctx, const char *id, int from, int to, int64_t at_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, found = 0;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
-		return rc;
-	if ((from != -1 && !saas__store_host_state_valid(from)) || !saas__store_host_state_valid(to))
-		return saas__inval("host state %d -> %d is not between active, draining and lost", from, to);
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "UPDATE hosts SET state = ?3, state_at = ?4 WHERE id = ?1 AND (?2 < 0 OR state = ?2)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int(st, 2, from) | sqlite3_bind_int(st, 3, to) |
-	                            sqlite3_bind_int64(st, 4, at_ms))) < 0)
-		goto out;
-	if ((rc = step_done(s, st, "changing a host's state")) < 0)
-		goto out;
-	if (sqlite3_changes(s->db) == 0) {
-		if ((rc = exists(s, "SELECT 1 FROM hosts WHERE id = ?1", id, &found)) < 0)
-			goto out;
-		rc = found ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "host '%.64s' is no longer in state %d", id,
-		                         from)
-		           : not_found("host", id);
-	}
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_host_seen(void *ctx, const char *id, int64_t at_ms, unsigned int cpus, uint64_t memory_mb)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
-		return rc;
-	if (memory_mb > SAAS__HOST_MEMORY_MB_MAX)
-		return saas__inval("host memory %llu MiB is out of range", (unsigned long long)memory_mb);
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "UPDATE hosts SET cpus = ?3, memory_mb = ?4, last_seen_at = MAX(last_seen_at, ?2)"
-	                       " WHERE id = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, id) | sqlite3_bind_int64(st, 2, at_ms) |
-	                            sqlite3_bind_int64(st, 3, cpus) | sqlite3_bind_int64(st, 4, (int64_t)memory_mb))) < 0)
-		goto out;
-	if ((rc = step_done(s, st, "recording a host's heartbeat")) < 0)
-		goto out;
-	if (sqlite3_changes(s->db) == 0)
-		rc = not_found("host", id);
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_host_delete(void *ctx, const char *id)
-{
-	struct sq *s = ctx;
-	int rc, found = 0, busy = 0;
-
-	if ((rc = check_arg(id, SAAS_ID_MAX, "host id")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	/* The write lock keeps a placement from landing between the check and the delete. */
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = exists(s, "SELECT 1 FROM hosts WHERE id = ?1", id, &found)) < 0)
-		goto out;
-	if (!found) {
-		rc = not_found("host", id);
-		goto out;
-	}
-	if ((rc = exists(s, "SELECT 1 FROM sandboxes WHERE host_id = ?1 AND status != 3", id, &busy)) < 0)
-		goto out;
-	if (busy) {
-		rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
-		                 "host '%.64s' still has sandboxes that are not destroyed; drain it first", id);
-		goto out;
-	}
-	if ((rc = exec_text_int(s, "DELETE FROM hosts WHERE id = ?1", id, 1, 0, "deleting a host")) < 0)
-		goto out;
-	rc = tx_commit(s);
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/*
- * The host with the most memory left that has room for `b`, or "" if none.
- * Room compares in thousandths, (used + need) x 1000 <= capacity x milli, so
- * no rounding of the overcommitted capacity lets a sandbox too many in. What
- * the caller says runs there without a row (p->extra) counts as used, so the
- * choice is made here, in id order: of equals, the smallest id wins.
- */
-static int place_pick(struct sq *s, const saas_store_sandbox *b, const saas_store_placement *p,
-                      char host_id[SAAS_ID_MAX + 1])
-{
-	sqlite3_stmt *st = NULL;
-	int64_t best_left = -1;
-	int rc = SAAS_OK, src;
-
-	host_id[0] = '\0';
-	if ((rc = prep(s, &st, "SELECT h.id, h.cpus * h.cpu_overcommit_milli, h.memory_mb * h.mem_overcommit_milli,"
-	                       " COALESCE(SUM(b.vcpus), 0), COALESCE(SUM(b.memory_mb), 0) FROM hosts h"
-	                       " LEFT JOIN sandboxes b ON b.host_id = h.id AND b.status != 3"
-	                       " WHERE h.state = 0 AND h.last_seen_at >= ?1 AND (?2 = '' OR h.id = ?2)"
-	                       " GROUP BY h.id ORDER BY h.id")) < 0)
-		goto out;
-	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, p->seen_after_ms) |
-	                            bind_text(st, 2, p->host_id ? p->host_id : ""))) < 0)
-		goto out;
-	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		char id[SAAS_ID_MAX + 1];
-		int64_t cpu_cap = sqlite3_column_int64(st, 1), mem_cap = sqlite3_column_int64(st, 2);
-		int64_t cpu_used = sqlite3_column_int64(st, 3), mem_used = sqlite3_column_int64(st, 4);
-
-		if ((rc = col_text(st, 0, id, sizeof(id))) < 0)
-			goto out;
-		for (size_t k = 0; p->extra && k < p->nextra; k++)
-			if (p->extra[k].host_id && strcmp(p->extra[k].host_id, id) == 0) {
-				cpu_used += p->extra[k].vcpus;
-				mem_used += (int64_t)p->extra[k].memory_mb;
-			}
-		if ((cpu_used + (int64_t)b->vcpus) * 1000 > cpu_cap || (mem_used + (int64_t)b->memory_mb) * 1000 > mem_cap)
-			continue;
-		if (mem_cap - mem_used * 1000 > best_left) {
-			best_left = mem_cap - mem_used * 1000;
-			saas__strlcpy(host_id, id, SAAS_ID_MAX + 1);
-		}
-	}
-	if (src != SQLITE_DONE)
-		rc = db_error(s, src, "choosing a host");
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int sq_sandbox_place(void *ctx, saas_store_sandbox *sandbox, const saas_store_placement *p)
-{
-	struct sq *s = ctx;
-	saas_store_sandbox b;
-	int rc;
-
-	if ((rc = sandbox_check(sandbox)) < 0)
-		return rc;
-	if (!p)
-		return saas__inval("placement is NULL");
-	if (p->host_id && (rc = check_arg(p->host_id, SAAS_ID_MAX, "placement host id")) < 0)
-		return rc;
-	b = *sandbox;
-	pthread_mutex_lock(&s->lock);
-	/*
-	 * BEGIN IMMEDIATE takes the database's one write lock before the count:
-	 * no other placement or insert, from this process or another, can add a
-	 * sandbox between reading what a host holds and inserting onto it, so
-	 * two placements cannot both take a host's last room.
-	 */
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = live_check(s, b.account_id, p->max_live)) < 0)
-		goto out;
-	if ((rc = place_pick(s, &b, p, b.host_id)) < 0)
-		goto out;
-	if (!b.host_id[0]) {
-		rc = p->host_id && *p->host_id
-		             ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
-		                           "host '%.64s' is not active, not seen lately or has no room for %u vCPUs and "
-		                           "%u MiB", p->host_id, b.vcpus, b.memory_mb)
-		             : saas__error(SAAS_EBUSY, SAAS_ERRCLASS_STORE, 0,
-		                           "no active host seen lately has room for %u vCPUs and %u MiB; "
-		                           "add or undrain a host", b.vcpus, b.memory_mb);
-		goto out;
-	}
-	if ((rc = sandbox_write(s, &b)) < 0 || (rc = tx_commit(s)) < 0)
-		goto out;
-	memcpy(sandbox->host_id, b.host_id, sizeof(b.host_id));
-out:
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_mcp_session_insert(void *ctx, const char *hash, const char *version, int64_t at_ms, unsigned int max)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) < 0 ||
-	    (rc = check_arg(version, SAAS_STORE_MCP_VERSION_MAX, "MCP protocol version")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "INSERT INTO mcp_sessions (hash, version, created_at, last_used_at)"
-	                       " VALUES (?1, ?2, ?3, ?3)")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, hash) | bind_text(st, 2, version) | sqlite3_bind_int64(st, 3, at_ms))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-		rc = write_error(s, src, "MCP session", "(hash)", NULL, NULL);
-		goto out;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	/*
-	 * The others past the newest max - 1, so that the new one is the max-th
-	 * whatever the clocks of other engines wrote (ties: the hash decides).
-	 */
-	if (max) {
-		if ((rc = prep(s, &st, "DELETE FROM mcp_sessions WHERE hash IN (SELECT hash FROM mcp_sessions WHERE hash <> ?2"
-		                       " ORDER BY last_used_at DESC, hash DESC LIMIT -1 OFFSET ?1)")) < 0 ||
-		    (rc = bind_check(s, sqlite3_bind_int64(st, 1, (int64_t)max - 1) | bind_text(st, 2, hash))) < 0)
-			goto out;
-		if ((src = sqlite3_step(st)) != SQLITE_DONE) {
-			rc = db_error(s, src, "ending the least recently used MCP sessions");
-			goto out;
-		}
-	}
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_mcp_session_touch(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc, src;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) < 0)
-		return rc;
-	if (!version)
-		return saas__inval("output is NULL");
-	pthread_mutex_lock(&s->lock);
-	/* One transaction, so that what is read is the row the use was recorded on. */
-	if ((rc = tx_begin(s)) < 0)
-		goto out;
-	if ((rc = prep(s, &st, "UPDATE mcp_sessions SET last_used_at = MAX(last_used_at, ?2)"
-	                       " WHERE hash = ?1 AND last_used_at >= ?3")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, hash) | sqlite3_bind_int64(st, 2, at_ms) |
-	                            sqlite3_bind_int64(st, 3, used_after_ms))) < 0)
-		goto out;
-	if ((rc = step_done(s, st, "using an MCP session")) < 0)
-		goto out;
-	sqlite3_finalize(st);
-	st = NULL;
-	if (sqlite3_changes(s->db) == 0) {
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_STORE, 0, "no MCP session with this id, or it was idle too long");
-		goto out;
-	}
-	if ((rc = prep(s, &st, "SELECT version FROM mcp_sessions WHERE hash = ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, bind_text(st, 1, hash))) < 0)
-		goto out;
-	if ((src = sqlite3_step(st)) != SQLITE_ROW) {
-		rc = db_error(s, src, "reading an MCP session");
-		goto out;
-	}
-	if ((rc = col_text(st, 0, version, SAAS_STORE_MCP_VERSION_MAX + 1)) < 0)
-		goto out;
-	sqlite3_finalize(st);
-	st = NULL;
-	rc = tx_commit(s);
-out:
-	sqlite3_finalize(st);
-	if (rc < 0)
-		tx_rollback(s);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_mcp_session_delete(void *ctx, const char *hash)
-{
-	struct sq *s = ctx;
-	int rc;
-
-	if ((rc = check_arg(hash, SAAS_STORE_HASH_HEX, "MCP session hash")) < 0)
-		return rc;
-	pthread_mutex_lock(&s->lock);
-	rc = exec_text_int(s, "DELETE FROM mcp_sessions WHERE hash = ?1", hash, 1, 0, "ending an MCP session");
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-static int sq_mcp_session_prune(void *ctx, int64_t used_before_ms)
-{
-	struct sq *s = ctx;
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	pthread_mutex_lock(&s->lock);
-	if ((rc = prep(s, &st, "DELETE FROM mcp_sessions WHERE last_used_at < ?1")) < 0)
-		goto out;
-	if ((rc = bind_check(s, sqlite3_bind_int64(st, 1, used_before_ms))) < 0)
-		goto out;
-	rc = step_done(s, st, "pruning MCP sessions");
-out:
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
 
 const saas_store saas__store_sqlite = {
 	.version = SAAS_STORE_VERSION,
 	.name = "sqlite",
 	.open = sq_open,
 	.close = sq_close,
-	.schema_version = sq_schema_version,
-	.account_insert = sq_account_insert,
-	.account_get = sq_account_get,
-	.account_list = sq_account_list,
-	.credit_add = sq_credit_add,
-	.key_insert = sq_key_insert,
-	.key_find = sq_key_find,
-	.key_revoke = sq_key_revoke,
-	.key_list = sq_key_list,
-	.sandbox_insert = sq_sandbox_insert,
-	.sandbox_get = sq_sandbox_get,
-	.sandbox_list = sq_sandbox_list,
-	.sandbox_set_ready = sq_sandbox_set_ready,
-	.sandbox_set_expiry = sq_sandbox_set_expiry,
-	.sandbox_set_state = sq_sandbox_set_state,
-	.sandbox_close = sq_sandbox_close,
-	.sandbox_delete = sq_sandbox_delete,
-	.execution_insert = sq_execution_insert,
-	.execution_finish = sq_execution_finish,
-	.execution_get = sq_execution_get,
-	.execution_fail_running = sq_execution_fail_running,
-	.port_insert = sq_port_insert,
-	.port_list = sq_port_list,
-	.execution_prune = sq_execution_prune,
-	.limits_get = sq_limits_get,
-	.limits_set = sq_limits_set,
-	.port_find = sq_port_find,
-	.port_delete = sq_port_delete,
-	.sandbox_network_get = sq_sandbox_network_get,
-	.sandbox_network_set = sq_sandbox_network_set,
-	.account_disable = sq_account_disable,
-	.key_touch = sq_key_touch,
-	.user_insert = sq_user_insert,
-	.user_find = sq_user_find,
-	.user_list = sq_user_list,
-	.user_update = sq_user_update,
-	.session_insert = sq_session_insert,
-	.session_find = sq_session_find,
-	.session_touch = sq_session_touch,
-	.session_delete = sq_session_delete,
-	.session_prune = sq_session_prune,
-	.invite_insert = sq_invite_insert,
-	.sandbox_egress_record = sq_sandbox_egress_record,
-	.sandbox_egress_rebase = sq_sandbox_egress_rebase,
-	.execution_list = sq_execution_list,
-	.lease_take = sq_lease_take,
-	.lease_release = sq_lease_release,
-	.lease_get = sq_lease_get,
-	.host_insert = sq_host_insert,
-	.host_get = sq_host_get,
-	.host_list = sq_host_list,
-	.host_set_state = sq_host_set_state,
-	.host_seen = sq_host_seen,
-	.host_delete = sq_host_delete,
-	.sandbox_place = sq_sandbox_place,
-	.mcp_session_insert = sq_mcp_session_insert,
-	.mcp_session_touch = sq_mcp_session_touch,
-	.mcp_session_delete = sq_mcp_session_delete,
-	.mcp_session_prune = sq_mcp_session_prune,
+	SAAS__STORE_SHARED_SLOTS,
 };
