@@ -12,7 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "front.h"
+#include "app.h"
+#include "admin/admin.h"
+#include "api/api.h"
+#include "mcp/mcp_http.h"
+#include "preview/preview.h"
+#include "web/web.h"
 #include "testing.h"
 
 /* The driver a test runs the server on (testing.h); NULL: the built-in one. */

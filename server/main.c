@@ -4,7 +4,7 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include "server.h"
+#include "app.h"
 
 int main(int argc, char **argv)
 {

@@ -4,7 +4,10 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include "server.h"
+#include "front.h"
+#include "api/api.h"
+#include "mcp/mcp_http.h"
+#include "web/web.h"
 
 const struct aas_route aas_routes[] = {
 	{ "GET", "/healthz", 0, aas_h_healthz, NULL, NULL },
@@ -20,7 +23,7 @@ const struct aas_route aas_routes[] = {
 	{ "POST", "/v1/sandboxes/{id}/exec", AAS_R_AUTH | AAS_R_JSON, aas_h_exec, NULL, NULL },
 	{ "POST", "/v1/sandboxes/{id}/extend", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_extend, NULL, NULL },
 	{ "PUT", "/v1/sandboxes/{id}/network", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_network_set, NULL, NULL },
-	/* Fork, pause and resume (issue #15). */
+	/* Fork, pause and resume. */
 	{ "POST", "/v1/sandboxes/{id}/fork", AAS_R_AUTH | AAS_R_JSON, aas_h_sandbox_fork, NULL, NULL },
 	{ "POST", "/v1/sandboxes/{id}/pause", AAS_R_AUTH, aas_h_sandbox_pause, NULL, NULL },
 	{ "POST", "/v1/sandboxes/{id}/resume", AAS_R_AUTH, aas_h_sandbox_resume, NULL, NULL },
@@ -32,7 +35,7 @@ const struct aas_route aas_routes[] = {
 	{ "DELETE", "/v1/sandboxes/{id}/ports/{port}", AAS_R_AUTH, aas_h_port_unexpose, NULL, NULL },
 	{ "GET", "/v1/sandboxes/{id}/pty", AAS_R_AUTH, aas_h_pty, NULL, NULL },
 	{ "GET", "/v1/executions/{id}", AAS_R_AUTH, aas_h_execution_get, NULL, NULL },
-	/* Executions as they run (issue #13): follow, stdin, signals, cancel, the running list. */
+	/* Executions as they run: follow, stdin, signals, cancel, the running list. */
 	{ "GET", "/v1/executions/{id}/events", AAS_R_AUTH, aas_h_execution_events, NULL, NULL },
 	{ "POST", "/v1/executions/{id}/stdin", AAS_R_AUTH | AAS_R_JSON, aas_h_execution_stdin, NULL, NULL },
 	{ "POST", "/v1/executions/{id}/signal", AAS_R_AUTH | AAS_R_JSON, aas_h_execution_signal, NULL, NULL },
@@ -41,7 +44,7 @@ const struct aas_route aas_routes[] = {
 	/* MCP authenticates per tool (keyless discovery), so not AAS_R_AUTH. */
 	{ "POST", "/v1/mcp", AAS_R_JSON | AAS_R_KEY, aas_h_mcp_post, NULL, NULL },
 	{ "DELETE", "/v1/mcp", 0, aas_h_mcp_delete, NULL, NULL },
-	/* The service's pages (pages.c): HTML for people, not the API. /docs/api and /docs/limits before /docs/{page}. */
+	/* The service's pages (web/pages.c): HTML for people, not the API. /docs/api and /docs/limits before /docs/{page}. */
 	{ "GET", "/", AAS_R_PAGE, aas_h_page_home, NULL, NULL },
 	{ "GET", "/docs", AAS_R_PAGE, aas_h_page_docs, NULL, NULL },
 	{ "GET", "/docs/api", AAS_R_PAGE, aas_h_page_api, NULL, NULL },
@@ -50,7 +53,7 @@ const struct aas_route aas_routes[] = {
 	{ "GET", "/security", AAS_R_PAGE, aas_h_page_security, NULL, NULL },
 	{ "GET", "/static/{file}", AAS_R_PAGE, aas_h_static, NULL, NULL },
 	{ "GET", "/static/viewer/{file}", AAS_R_PAGE, aas_h_static_viewer, NULL, NULL },
-	/* Accounts for people and the dashboard: a session cookie, never an API key (people.c). */
+	/* Accounts for people and the dashboard: a session cookie, never an API key (web/people.c). */
 	{ "GET", "/signup", AAS_R_PAGE, aas_h_signup_page, NULL, NULL },
 	{ "POST", "/signup", AAS_R_PAGE | AAS_R_FORM, aas_h_signup, NULL, NULL },
 	{ "GET", "/login", AAS_R_PAGE, aas_h_login_page, NULL, NULL },

@@ -16,8 +16,10 @@
 
 #include "fake/fake_driver.h"
 #include "fuzz.h"
+#include "app.h"
 #include "server.h"
 #include "testing.h"
+#include "web/internal.h"
 #include "testutil.h"
 
 static char *tmpdir;

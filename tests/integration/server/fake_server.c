@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "fake/fake_driver.h"
-#include "server.h"
+#include "app.h"
 #include "testing.h"
 
 static int loopback_connect(void *ctx, const char *name, unsigned int port, int *fd)
