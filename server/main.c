@@ -8,5 +8,5 @@
 
 int main(int argc, char **argv)
 {
-	return aas_main(argc, argv);
+	return aas_main(argc, argv, NULL);
 }
