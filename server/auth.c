@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "front.h"
 
 /* Unknown keys remembered at once; direct-mapped, so a new one may push out an old one. */
 #define NEGATIVE_SLOTS 4096

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
 #include "server.h"
 
 const char *aas_config_usage(void)

@@ -8,7 +8,7 @@
  * streamed as it arrives). A plain request goes as HTTP/1.0 with
  * "Connection: close", so the server inside answers with a Content-Length or
  * until close (or chunked, if it ignores the version); its answer is read as
- * browsers read it (preview_http.c: bare LF line ends, folded fields and
+ * browsers read it (guest_http.c: bare LF line ends, folded fields and
  * interim answers taken, ambiguous framing refused with 502) and the body
  * relayed as it arrives, unframed (libmicrohttpd frames it anew, re-chunking
  * an unknown length, so streams and server-sent events pass). A WebSocket (any "Connection:
@@ -48,7 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "preview/internal.h"
+#include "preview/preview.h"
 
 #define HEAD_MAX (64 * 1024)
 /* How often the watcher re-checks the exposure of every open tunnel. */
@@ -56,7 +57,7 @@
 /*
  * This server's own cookies (the dashboard's session and form tokens): never
  * forwarded into a guest. With --secure-cookies they carry a "__Host-" prefix
- * (people.c); "__Secure-" is the other prefix a browser knows.
+ * (web/people.c); "__Secure-" is the other prefix a browser knows.
  */
 static const char *const own_cookie_prefixes[] = { "aas_", "__Host-aas_", "__Secure-aas_" };
 
@@ -319,29 +320,6 @@ static enum MHD_Result fail(struct aas_req *r, unsigned int status, const char *
 	return aas_queue(r, &rep);
 }
 
-int aas_send_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-void aas_send_timeout(int fd, unsigned int ms)
-{
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
 static int head_add(struct proxy *p, const char *a, const char *b, const char *c)
 {
 	size_t need = strlen(a) + strlen(b) + strlen(c) + 1;
@@ -471,13 +449,6 @@ static int build_head(struct aas_req *r, struct proxy *p, unsigned int port)
 	if (!p->upgrade && head_add(p, "Connection: close\r\n", "", "") < 0)
 		return -1;
 	return head_add(p, "\r\n", "", "");
-}
-
-bool aas_wants_upgrade(struct aas_req *r)
-{
-	const char *c = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Connection");
-	const char *u = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Upgrade");
-	return c && u && strcasestr(c, "upgrade");
 }
 
 /* ---- opening a tunnel within the connect timeout ---- */

@@ -29,7 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/admin.h"
+#include "config.h"
 #include "server.h"
+#include "web/web.h"
 
 /* The limits `account limits` sets, in saas_limit_overrides order. */
 enum { L_SANDBOXES, L_EXECUTIONS, L_CREATES, L_REQUESTS, NLIMITS };

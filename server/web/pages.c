@@ -21,8 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "html.h"
-#include "server.h"
+#include "api/api.h"
+#include "web/html.h"
+#include "web/internal.h"
 
 /* One document of the repository and its page. */
 struct doc {

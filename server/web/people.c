@@ -1,6 +1,6 @@
 /*
  * Accounts for people: passwords, sessions by cookie, CSRF, form bodies and
- * the log-in rate, for the pages of routes_people.c and routes_dashboard.c.
+ * the log-in rate, for the pages of login.c and dashboard.c.
  *
  * A session is a cookie holding a token of libsaas's (saas_session_create):
  * HttpOnly, SameSite=Strict, Path=/, and with --secure-cookies (the server is
@@ -29,8 +29,8 @@
 
 #include <sodium.h>
 
-#include "html.h"
-#include "server.h"
+#include "web/html.h"
+#include "web/internal.h"
 
 #define SESSION_COOKIE "aas_session"
 #define SESSION_COOKIE_SECURE "__Host-aas_session"

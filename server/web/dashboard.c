@@ -15,8 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "html.h"
-#include "server.h"
+#include "preview/preview.h"
+#include "web/html.h"
+#include "web/internal.h"
 
 /* Sandboxes each list shows: the live ones, then the most recent that ended. */
 #define LIST_LIVE_MAX 100

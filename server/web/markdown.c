@@ -12,7 +12,7 @@
 #include <cmark-gfm-core-extensions.h>
 #include <cmark-gfm.h>
 
-#include "html.h"
+#include "web/html.h"
 
 /* The longest path a relative link may resolve to; a longer one is left as text. */
 #define LINK_MAX 512

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "api/api.h"
+#include "api/internal.h"
 
 /* Event streams open at once, per account and in all (docs/rest.md). */
 #define AAS_STREAMS_PER_ACCOUNT 16

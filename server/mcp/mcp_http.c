@@ -40,7 +40,8 @@
 #include <sys/random.h>
 
 #include "aas_mcp.h"
-#include "server.h"
+#include "mcp/mcp_http.h"
+#include "preview/preview.h"
 
 #define SESSION_IDLE_MS ((int64_t)24 * 3600 * 1000)
 #define SESSION_PRUNE_MS ((int64_t)60 * 1000)

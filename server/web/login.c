@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "html.h"
-#include "server.h"
+#include "web/html.h"
+#include "web/internal.h"
 
 /*
  * What a sign-up answers, whether the e-mail had an account or not: the

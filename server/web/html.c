@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "html.h"
 #include "server.h"
+#include "web/html.h"
 
 static void put(struct aas_html *h, const char *s, size_t n)
 {

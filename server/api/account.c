@@ -1,5 +1,5 @@
 /*
- * /v1/account, /v1/usage, /v1/service, /healthz, /metrics, /openapi.json.
+ * /v1/account, /v1/usage, /v1/service, /healthz, /openapi.json.
  *
  * /v1/service reports what the engine says (saas_engine_info_get(), no
  * account needed), fetched once at start: it does not change while the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "api/api.h"
 
 static char base_url[256];
 static saas_engine_info *info;
@@ -52,22 +52,6 @@ void aas_h_healthz(struct aas_req *r, struct aas_reply *out)
 {
 	(void)r;
 	aas_reply_json(out, 200, json_pack("{s:s,s:s}", "status", "ok", "version", saas_version()));
-}
-
-void aas_h_metrics(struct aas_req *r, struct aas_reply *out)
-{
-	size_t len;
-	char *text = aas_metrics_render(&len);
-
-	(void)r;
-	if (!text) {
-		aas_reply_error(out, 500, "out_of_memory", "out of memory");
-		return;
-	}
-	out->status = 200;
-	out->response = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-	if (out->response)
-		MHD_add_response_header(out->response, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
 }
 
 void aas_h_openapi(struct aas_req *r, struct aas_reply *out)

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "api/api.h"
 
 #define PIPE_CAP ((size_t)1 << 20)
 

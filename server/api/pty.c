@@ -16,7 +16,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "server.h"
+#include "api/api.h"
 #include "ws.h"
 
 /* What a client may still send after our close frame, before we hang up anyway (linger_close). */

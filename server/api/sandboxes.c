@@ -1,5 +1,5 @@
 /*
- * /v1/sandboxes, extend, network, fork, pause, resume, ports (exec and executions: routes_exec.c).
+ * /v1/sandboxes, extend, network, fork, pause, resume, ports (exec and executions: exec.c).
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "server.h"
+#include "api/api.h"
+#include "preview/preview.h"
 
 static double mono_s(void)
 {

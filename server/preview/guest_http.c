@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server.h"
+#include "preview/internal.h"
 
 /* Longest chunk extension, and all trailer fields together, we skip over. */
 #define CHUNK_EXT_MAX 4096

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "api/internal.h"
 
 /* Strings at least this long are escaped as they are sent; shorter members are dumped whole. */
 #define STREAM_STRING_MIN ((size_t)64 * 1024)
