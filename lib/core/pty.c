@@ -212,7 +212,7 @@ static void local_close(saas_pty *pty, int *exit_status)
 	pty->provider = NULL;
 }
 
-static const struct saas__pty_ops local_pty_ops = { local_resize, local_close };
+static const struct saas__pty_ops local_pty_ops = { .resize = local_resize, .close = local_close };
 
 int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out)
 {
