@@ -1,26 +1,24 @@
 /*
  * Internal: the engine (the local provider). What every provider shares, the
- * client and its operations table, is in core/provider.h.
+ * client and its operations table, is in client/provider.h.
  */
 #ifndef SAAS_CORE_H
 #define SAAS_CORE_H
 
-/* The remote provider is built with SAAS_REMOTE_PROVIDER (lib/CMakeLists.txt) so that this holds. */
-#ifdef SAAS_REMOTE_PROVIDER
-#error "lib/remote includes core/provider.h, never the engine's core/core.h"
+/* lib/remote and lib/client are built with SAAS_OUTSIDE_ENGINE (lib/CMakeLists.txt) so that this holds. */
+#ifdef SAAS_OUTSIDE_ENGINE
+#error "lib/remote and lib/client include client/provider.h, never the engine's core/core.h"
 #endif
 
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "core/provider.h"
+#include "client/provider.h"
 #include "saas.h"
 #include "saas/sys/driver.h"
 #include "saas/sys/store.h"
 #include "util/error.h"
 #include "util/util.h"
-
-#define SAAS_WORKSPACE "/workspace"
 
 /* How long a create may take before its sandbox counts as expired on top of its lifetime. */
 #define SAAS_CREATE_GRACE_S 900
@@ -169,10 +167,7 @@ int saas__engine_room(saas_engine *e, unsigned int need_gb);
 void saas__engine_release(saas_engine *e);
 /* The public form of the engine's sizes: `n` pointers to deep copies. */
 int saas__sizes_public(saas_size ***out, size_t *nout, const saas_size *sizes, size_t n);
-void saas__sizes_public_free(saas_size **sizes, size_t n);
 
-/* client.c: image names become file names on the host; a safe alphabet only. */
-bool saas__valid_image(const char *s);
 
 /* billing.c */
 int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms);
@@ -417,8 +412,6 @@ bool saas__live_cancelled(saas_engine *e, struct saas__live *l);
 /* The driver's input and control callbacks (saas_driver_exec), userdata a saas__live. */
 long saas__live_input(void *userdata, void *buf, size_t cap);
 int saas__live_control(void *userdata, int *group);
-/* "TERM" ("SIGTERM") -> 15 for the signals a caller may send; 0 for any other. */
-int saas__live_signal_number(const char *name);
 /* Does this engine run execution `id` now? */
 bool saas__live_here(saas_engine *e, const char *id);
 /* A running execution of the client's as it stands: 0 and *out, 1 if none runs, or an error. */

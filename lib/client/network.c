@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/provider.h"
+#include "client/provider.h"
 
 /* A rule as given may carry a trailing dot and "*." before the longest name. */
 #define RULE_IN_MAX (SAAS_NETWORK_NAME_MAX + 3)
