@@ -220,7 +220,7 @@ int saas__live_limit(int rc, unsigned int max);
 /* Store a new sandbox's rules; if that fails, its row goes (no VM was made yet). */
 int saas__store_rules(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net);
 
-/* fork.c: snapshots (driver version 4): fork, pause, resume */
+/* snapshot.c: snapshots (driver version 4): pause, resume, fork */
 int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count, int64_t timeout_s,
                              const struct saas__network *net, saas_sandbox_list **out);
 int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out);
@@ -261,21 +261,29 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb);
 void saas__network_counts_save(saas_engine *e, const saas_store_sandbox *row);
 /* The same for every live sandbox (before the driver closes). */
 void saas__network_counts_save_all(saas_engine *e);
+
+/* exec.c */
 int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
                      unsigned int flags, saas_execution **out);
 int saas__local_execution_get(saas_client *c, const char *id, saas_execution **out);
+
+/* files.c */
 int saas__local_file_write(saas_client *c, const char *id, const char *path, saas_read_fn reader, void *ud,
                            int64_t size, unsigned int mode);
 int saas__local_file_read(saas_client *c, const char *id, const char *path, int64_t max, saas_write_fn writer,
                           void *ud, int64_t *size);
 int saas__local_file_list(saas_client *c, const char *id, const char *path, unsigned int depth,
                           unsigned int max_entries, saas_file_list **out);
+
+/* ports.c */
 int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, char **url);
 int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd);
 int saas__local_port_unexpose(saas_client *c, const char *id, unsigned int port);
-int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
-/* The preview URL of an exposure: the engine's template filled in. NULL when out of memory. */
+/* The preview URL of an exposure (sandbox.c): the engine's template filled in. NULL when out of memory. */
 char *saas__preview_url(saas_engine *e, const saas_store_port *exposure);
+
+/* local.c: the local provider's terminal */
+int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
 
 /* reaper.c */
 int saas__reconcile(saas_engine *e);
