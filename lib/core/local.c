@@ -39,14 +39,9 @@ const struct saas__client_ops saas__local_ops = {
 	.execution_list = saas__local_execution_list,
 };
 
-SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, const char *api_key,
-                                        unsigned int flags)
+/* What both ways to open check first, with the thread's error cleared. */
+static int open_check(saas_client **out, saas_engine *engine, unsigned int flags)
 {
-	saas_store_key key;
-	saas_client *c;
-	char hash[65];
-	int rc;
-
 	saas__error_clear();
 	if (!out)
 		return saas__inval("out is NULL");
@@ -55,6 +50,32 @@ SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, 
 		return saas__inval("engine is NULL");
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
+	return SAAS_OK;
+}
+
+/* A local client of `account_id` on the engine. */
+static int client_new(saas_client **out, saas_engine *engine, const char *account_id)
+{
+	saas_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return saas__oom();
+	c->ops = &saas__local_ops;
+	c->engine = engine;
+	saas__strlcpy(c->account_id, account_id, sizeof(c->account_id));
+	*out = c;
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, const char *api_key,
+                                        unsigned int flags)
+{
+	saas_store_key key;
+	char hash[65];
+	int rc;
+
+	if ((rc = open_check(out, engine, flags)) < 0)
+		return rc;
 	if (!api_key || !*api_key)
 		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "no API key given");
 	if (strlen(api_key) > 256)
@@ -71,44 +92,27 @@ SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, 
 	/* "Last used" is shown to people, who need the day, not the request: once per open is enough. */
 	if ((rc = engine->store->key_touch(engine->store_ctx, hash, saas__engine_now(engine))) < 0)
 		saas__log(engine, SAAS_LOG_WARN, "cannot record the use of key %s: %s", key.id, saas_error_last()->message);
-	if (!(c = calloc(1, sizeof(*c))))
-		return saas__oom();
-	c->ops = &saas__local_ops;
-	c->engine = engine;
-	saas__strlcpy(c->account_id, key.account_id, sizeof(c->account_id));
-	*out = c;
-	return SAAS_OK;
+	return client_new(out, engine, key.account_id);
 }
 
 SAAS_EXTERN(int) saas_client_open_account(saas_client **out, saas_engine *engine, const char *account_id,
                                           unsigned int flags)
 {
 	saas_store_account acc;
-	saas_client *c;
 	int rc;
 
-	saas__error_clear();
-	if (!out)
-		return saas__inval("out is NULL");
-	*out = NULL;
-	if (!engine)
-		return saas__inval("engine is NULL");
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
+	if ((rc = open_check(out, engine, flags)) < 0)
+		return rc;
 	if (!saas__valid_text(account_id, SAAS_ID_MAX))
 		return saas__inval("account id is empty, too long or not printable");
 	if ((rc = engine->store->account_get(engine->store_ctx, account_id, &acc)) < 0)
 		return rc;
 	if (acc.disabled_at_ms)
 		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "account %s is disabled", account_id);
-	if (!(c = calloc(1, sizeof(*c))))
-		return saas__oom();
-	c->ops = &saas__local_ops;
-	c->engine = engine;
-	saas__strlcpy(c->account_id, acc.id, sizeof(c->account_id));
-	*out = c;
-	return SAAS_OK;
+	return client_new(out, engine, acc.id);
 }
+
+/* ---- the terminal: the driver's session ---- */
 
 struct local_pty {
 	saas_engine *engine;
