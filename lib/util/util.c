@@ -30,6 +30,15 @@ void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms)
 	}
 }
 
+void saas__sleep_ms(int64_t ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+
+	/* A signal cuts nanosleep short and leaves what is left in ts. */
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 int saas__cond_init_monotonic(pthread_cond_t *cond)
 {
 	pthread_condattr_t attr;

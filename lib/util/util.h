@@ -18,6 +18,8 @@
 int64_t saas__now_ms(void);
 /* *ts = now on `clock` plus ms (ms >= 0): a deadline for pthread_cond_timedwait and friends. */
 void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms);
+/* Sleep ms milliseconds (ms >= 0), the whole of them even if signals arrive. */
+void saas__sleep_ms(int64_t ms);
 /* A condition variable whose timed waits take CLOCK_MONOTONIC deadlines (saas__deadline). 0 or an errno. */
 int saas__cond_init_monotonic(pthread_cond_t *cond);
 /* saas_time_parse() without touching the thread's error: 0, or -1 when text is not a time. */

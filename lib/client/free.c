@@ -3,16 +3,7 @@
  */
 #include <stdlib.h>
 
-#include "core/core.h"
-
-void saas__store_execution_clear(saas_store_execution *x)
-{
-	free(x->stdout_data);
-	free(x->stderr_data);
-	free(x->command);
-	free(x->error);
-	x->stdout_data = x->stderr_data = x->command = x->error = NULL;
-}
+#include "client/provider.h"
 
 SAAS_EXTERN(void) saas_account_free(saas_account *a)
 {
@@ -52,6 +43,15 @@ SAAS_EXTERN(void) saas_key_list_free(saas_key_list *list)
 		saas_key_free(list->items[i]);
 	free(list->items);
 	free(list);
+}
+
+void saas__sizes_public_free(saas_size **sizes, size_t n)
+{
+	for (size_t i = 0; sizes && i < n; i++) {
+		free((char *)sizes[i]->name);
+		free(sizes[i]);
+	}
+	free(sizes);
 }
 
 SAAS_EXTERN(void) saas_account_info_free(saas_account_info *info)

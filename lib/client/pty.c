@@ -1,7 +1,7 @@
 /*
  * Terminals: the public calls on a session, the same for every provider (a
- * session is a stream socket and two operations), and the local provider's
- * session, which is the driver's.
+ * session is a stream socket and two operations). The local provider's
+ * session, which is the driver's, is in core/local.c.
  */
 #include <errno.h>
 #include <limits.h>
@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "client/provider.h"
 
 #define PTY_TERM_DEFAULT "xterm-256color"
 
@@ -186,70 +186,4 @@ SAAS_EXTERN(void) saas_pty_close(saas_pty *pty, int *exit_status)
 	}
 	if (exit_status)
 		*exit_status = status;
-}
-
-/* ---- the local provider: the driver's session ---- */
-
-struct local_pty {
-	saas_engine *engine;
-	void *ctx;             /* the driver context of the sandbox's host */
-	void *session;
-};
-
-static int local_resize(saas_pty *pty, unsigned int cols, unsigned int rows)
-{
-	struct local_pty *l = pty->provider;
-
-	return l->engine->driver->pty_resize(l->ctx, l->session, cols, rows);
-}
-
-static void local_close(saas_pty *pty, int *exit_status)
-{
-	struct local_pty *l = pty->provider;
-
-	l->engine->driver->pty_close(l->ctx, l->session, exit_status);
-	free(l);
-	pty->provider = NULL;
-}
-
-static const struct saas__pty_ops local_pty_ops = { local_resize, local_close };
-
-int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out)
-{
-	saas_engine *e = c->engine;
-	const saas_driver *d;
-	saas_driver_pty dreq;
-	saas_store_sandbox sb;
-	saas_pty *pty = NULL;
-	struct local_pty *l = NULL;
-	void *ctx;
-	int rc;
-
-	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0)
-		return rc;
-	d = e->driver;
-	/* A version 2 table ends before the terminal slots. */
-	if (d->version < 3 || !d->pty_open || !d->pty_resize || !d->pty_close)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot open terminals", d->name);
-	if (!(pty = calloc(1, sizeof(*pty))) || !(l = calloc(1, sizeof(*l)))) {
-		rc = saas__oom();
-		goto fail;
-	}
-	dreq.term = req->term;
-	dreq.cols = req->cols;
-	dreq.rows = req->rows;
-	dreq.tty = req->tty;
-	pty->fd = -1;
-	if ((rc = d->pty_open(ctx, sb.id, &dreq, &pty->fd, &l->session)) < 0)
-		goto fail;
-	l->engine = e;
-	l->ctx = ctx;
-	pty->ops = &local_pty_ops;
-	pty->provider = l;
-	*out = pty;
-	return SAAS_OK;
-fail:
-	free(l);
-	free(pty);
-	return rc;
 }

@@ -1,9 +1,9 @@
 /*
- * Egress policies: the one place a network rule is validated and normalised
- * (issue #12 §3). Every way in (the C API, REST, MCP, the CLI, the remote
- * client) reaches saas__network_read() before anything is stored or handed
- * to a driver, so a driver sees only rules of the forms saas/sys/driver.h
- * promises, and a sandbox reports them in the form it was given them.
+ * Egress policies: the one place a network rule is validated and normalised.
+ * Every way in (the C API, REST, MCP, the CLI, the remote client) reaches
+ * saas__network_read() before anything is stored or handed to a driver, so
+ * a driver sees only rules of the forms saas/sys/driver.h promises, and a
+ * sandbox reports them in the form it was given them.
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/provider.h"
+#include "client/provider.h"
 
 /* A rule as given may carry a trailing dot and "*." before the longest name. */
 #define RULE_IN_MAX (SAAS_NETWORK_NAME_MAX + 3)

@@ -8,38 +8,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "core/core.h"
-
-const struct saas__client_ops saas__local_ops = {
-	saas__local_account,
-	saas__local_usage,
-	saas__local_sandbox_create,
-	saas__local_sandbox_get,
-	saas__local_sandbox_list,
-	saas__local_sandbox_extend,
-	saas__local_sandbox_destroy,
-	saas__local_exec,
-	saas__local_execution_get,
-	saas__local_file_write,
-	saas__local_file_read,
-	saas__local_file_list,
-	saas__local_port_expose,
-	saas__local_port_connect,
-	saas__local_port_unexpose,
-	NULL,
-	saas__local_sandbox_network_set,
-	saas__local_pty_open,
-	saas__local_exec_stream,
-	saas__local_execution_follow,
-	saas__local_execution_stdin,
-	saas__local_execution_signal,
-	saas__local_execution_list_running,
-	saas__local_execution_cancel,
-	saas__local_sandbox_fork,
-	saas__local_sandbox_pause,
-	saas__local_sandbox_resume,
-	saas__local_execution_list,
-};
+#include "client/provider.h"
+#include "saas/sys/store.h"
 
 #define CHECK_CLIENT(c)                                      \
 	do {                                                     \
@@ -94,77 +64,6 @@ bool saas__valid_image(const char *s)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
 			return false;
 	return true;
-}
-
-SAAS_EXTERN(int) saas_client_open_local(saas_client **out, saas_engine *engine, const char *api_key,
-                                        unsigned int flags)
-{
-	saas_store_key key;
-	saas_client *c;
-	char hash[65];
-	int rc;
-
-	saas__error_clear();
-	if (!out)
-		return saas__inval("out is NULL");
-	*out = NULL;
-	if (!engine)
-		return saas__inval("engine is NULL");
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
-	if (!api_key || !*api_key)
-		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "no API key given");
-	if (strlen(api_key) > 256)
-		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "invalid API key");
-	saas_key_fingerprint(hash, api_key);
-	rc = engine->store->key_find(engine->store_ctx, hash, &key);
-	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && key.revoked_at_ms != 0))
-		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0,
-		                   rc == SAAS_OK ? "this API key was revoked" : "invalid API key");
-	if (rc < 0)
-		return rc;
-	if (key.account_disabled_at_ms)
-		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "this API key's account is disabled");
-	/* "Last used" is shown to people, who need the day, not the request: once per open is enough. */
-	if ((rc = engine->store->key_touch(engine->store_ctx, hash, saas__engine_now(engine))) < 0)
-		saas__log(engine, SAAS_LOG_WARN, "cannot record the use of key %s: %s", key.id, saas_error_last()->message);
-	if (!(c = calloc(1, sizeof(*c))))
-		return saas__oom();
-	c->ops = &saas__local_ops;
-	c->engine = engine;
-	saas__strlcpy(c->account_id, key.account_id, sizeof(c->account_id));
-	*out = c;
-	return SAAS_OK;
-}
-
-SAAS_EXTERN(int) saas_client_open_account(saas_client **out, saas_engine *engine, const char *account_id,
-                                          unsigned int flags)
-{
-	saas_store_account acc;
-	saas_client *c;
-	int rc;
-
-	saas__error_clear();
-	if (!out)
-		return saas__inval("out is NULL");
-	*out = NULL;
-	if (!engine)
-		return saas__inval("engine is NULL");
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
-	if (!saas__valid_text(account_id, SAAS_ID_MAX))
-		return saas__inval("account id is empty, too long or not printable");
-	if ((rc = engine->store->account_get(engine->store_ctx, account_id, &acc)) < 0)
-		return rc;
-	if (acc.disabled_at_ms)
-		return saas__error(SAAS_EAUTH, SAAS_ERRCLASS_AUTH, 0, "account %s is disabled", account_id);
-	if (!(c = calloc(1, sizeof(*c))))
-		return saas__oom();
-	c->ops = &saas__local_ops;
-	c->engine = engine;
-	saas__strlcpy(c->account_id, acc.id, sizeof(c->account_id));
-	*out = c;
-	return SAAS_OK;
 }
 
 SAAS_EXTERN(const char *) saas_client_account_id(const saas_client *c)
@@ -541,6 +440,23 @@ SAAS_EXTERN(int) saas_execution_stdin(saas_client *c, const char *id, const void
 	return c->ops->execution_stdin(c, id, data, len, flags);
 }
 
+/* Signals a caller may send, by name. */
+static const struct {
+	const char *name;
+	int num;
+} signals[] = { { "HUP", 1 }, { "INT", 2 }, { "KILL", 9 }, { "TERM", 15 } };
+
+/* "TERM" ("SIGTERM") -> 15 for the signals a caller may send; 0 for any other. */
+static int signal_number(const char *name)
+{
+	if (!strncmp(name, "SIG", 3))
+		name += 3;
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(signals); i++)
+		if (!strcmp(signals[i].name, name))
+			return signals[i].num;
+	return 0;
+}
+
 SAAS_EXTERN(int) saas_execution_signal(saas_client *c, const char *id, const char *signal, unsigned int flags)
 {
 	int rc, num;
@@ -549,7 +465,7 @@ SAAS_EXTERN(int) saas_execution_signal(saas_client *c, const char *id, const cha
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "execution")) < 0)
 		return rc;
-	if (!signal || !(num = saas__live_signal_number(signal)))
+	if (!signal || !(num = signal_number(signal)))
 		return saas__inval("signal must be TERM, KILL, INT or HUP");
 	if (flags & ~SAAS_SIGNAL_GROUP)
 		return saas__inval("unknown flags 0x%x", flags);

@@ -1,22 +1,32 @@
 /*
  * Internal: what a client provider implements. A client is one table of
  * operations and the provider's own state; the local engine (core/) and the
- * REST client (remote/) each fill one. A provider other than the local one
- * includes this header and never core/core.h: the engine's insides are not
- * its business.
+ * REST client (remote/) each fill one. The public calls in client/ check
+ * their arguments once for both and then call the table. Neither client/ nor
+ * a provider other than the local one includes core/core.h: the engine's
+ * insides are not their business.
  */
-#ifndef SAAS_CORE_PROVIDER_H
-#define SAAS_CORE_PROVIDER_H
+#ifndef SAAS_CLIENT_PROVIDER_H
+#define SAAS_CLIENT_PROVIDER_H
 
 #include "saas.h"
 #include "util/error.h"
 #include "util/util.h"
 
+/* Where a relative guest path lands. */
+#define SAAS_WORKSPACE "/workspace"
+
+/* Image names become file names on the host: a safe alphabet only (client/client.c). */
+bool saas__valid_image(const char *s);
+
+/* Frees what the engine's saas__sizes_public() made (client/free.c); NULL-safe. */
+void saas__sizes_public_free(saas_size **sizes, size_t n);
+
 /* Longest domain name in a network rule (RFC 1035), and longest normalised rule ("*." and a name). */
 #define SAAS_NETWORK_NAME_MAX 253
 #define SAAS_NETWORK_RULE_MAX (SAAS_NETWORK_NAME_MAX + 2)
 
-/* An egress policy after validation (core/network.c): what providers pass on. */
+/* An egress policy after validation (client/network.c): what providers pass on. */
 struct saas__network {
 	int mode;                      /* saas_network_mode */
 	char **allow;                  /* NULL-terminated normalised rules; never NULL once read */
@@ -41,7 +51,7 @@ void saas__rules_free(char **rules);
 int saas__network_info_new(saas_network_info **out, int mode, char *const *allow, char *const *deny);
 void saas__network_info_free(saas_network_info *ni);
 
-/* A terminal session as a provider made it (core/pty.c holds the public calls on it). */
+/* A terminal session as a provider made it (client/pty.c holds the public calls on it). */
 struct saas__pty_ops {
 	int (*resize)(saas_pty *pty, unsigned int cols, unsigned int rows);
 	/* Hang up, give the exit status and free what the provider holds (not fd, not pty). */
@@ -55,14 +65,14 @@ struct saas_pty {
 	void *provider;                /* provider-private state */
 };
 
-/* A terminal to open, validated by core/pty.c. */
+/* A terminal to open, validated by client/pty.c. */
 struct saas__pty_req {
 	const char *term;              /* never NULL */
 	unsigned int cols, rows;
 	int tty;
 };
 
-/* What a client is: the same calls, served locally (core/) or over REST (remote/). */
+/* What a client is: the same calls, served locally (core/local.c) or over REST (remote/). */
 struct saas__client_ops {
 	int (*account)(saas_client *c, saas_account_info **out);
 	int (*usage)(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usage **out);
