@@ -102,6 +102,17 @@ void saas_test_fixture_free(struct saas_test_fixture *f)
 	saas_fake_reset();
 }
 
+int64_t saas_test_balance(saas_client *c)
+{
+	saas_account_info *info;
+	int64_t b;
+
+	assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
+	b = info->balance_usd_micro;
+	saas_account_info_free(info);
+	return b;
+}
+
 /* The SQLite file the shared store opens, whatever URL the engine passes it. */
 static char *shared_url;
 static saas_store shared_sqlite;

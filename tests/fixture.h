@@ -79,6 +79,9 @@ void saas_test_fixture_close(struct saas_test_fixture *f);
 /* Close, then free the keys, the store and the state directory; the fake driver is reset. NULL-safe. */
 void saas_test_fixture_free(struct saas_test_fixture *f);
 
+/* The balance of c's account, in micro-dollars. */
+int64_t saas_test_balance(saas_client *c);
+
 /*
  * Make engines opened with `o` take their store for one that other engines
  * share, as PostgreSQL is: with SQLite, the file of o's store URL is opened

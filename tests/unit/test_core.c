@@ -61,17 +61,6 @@ static saas_sandbox *create(saas_client *c, const char *size, int64_t timeout_s)
 	return sb;
 }
 
-static int64_t balance(saas_client *c)
-{
-	saas_account_info *info;
-	int64_t b;
-
-	assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
-	b = info->balance_usd_micro;
-	saas_account_info_free(info);
-	return b;
-}
-
 static void test_engine_bad_options(void **state)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
@@ -537,7 +526,7 @@ static void test_create_failure_leaves_nothing(void **state)
 	assert_int_equal(list->items[0]->end_reason, SAAS_END_FAILED);
 	assert_int_equal(list->items[0]->cost_usd_micro, 0);
 	saas_sandbox_list_free(list);
-	assert_int_equal(balance(f->a), 5000000);
+	assert_int_equal(saas_test_balance(f->a), 5000000);
 }
 
 /*
@@ -684,7 +673,7 @@ static void test_billing_exact(void **state)
 	assert_int_equal(saas_sandbox_get(&done, f->a, sb->id), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 90000); /* an hour of small accrued */
 	saas_sandbox_free(done);
-	assert_int_equal(balance(f->a), 5000000 - 90000);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 90000);
 	saas_test_advance(999); /* part of a second is not billed */
 	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(done->status, SAAS_SANDBOX_DESTROYED);
@@ -697,7 +686,7 @@ static void test_billing_exact(void **state)
 	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 90000);
 	saas_sandbox_free(done);
-	assert_int_equal(balance(f->a), 5000000 - 90000);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 90000);
 
 	/* medium: 280000/h; 1 s = 77.7 -> 77, 100 s = 7777.7 -> 7777, rounded once, not per second. */
 	md = create(f->a, "medium", 0);
@@ -1341,7 +1330,7 @@ static void test_usage(void **state)
 	saas_usage_free(u1);
 	saas_usage_free(u2);
 	/* The balance agrees with usage. */
-	assert_int_equal(balance(f->a), 5000000 - 7500 - 19444);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 7500 - 19444);
 	assert_int_equal(saas_usage_get(&u, f->a, 10, 5, 0), SAAS_EINVAL);
 	assert_int_equal(saas_usage_get(&u, f->a, -1, 0, 0), SAAS_EINVAL);
 	assert_int_equal(saas_usage_get(&u, f->a, 0, 0, 1), SAAS_EINVAL);
@@ -2296,7 +2285,7 @@ static void test_full_disk(void **state)
 	assert_int_equal(row.end_reason, SAAS_END_EXPIRED);
 	assert_int_equal(row.cost_usd_micro, 60 * 25); /* to its expiry: not to the restart, and not lost */
 	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
-	assert_int_equal(balance(f->a), 5000000 - 10 * 25 - 60 * 25);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 10 * 25 - 60 * 25);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
 	/* And creates are served again. */

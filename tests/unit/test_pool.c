@@ -190,17 +190,6 @@ static unsigned int list_count(saas_client *c)
 	return n;
 }
 
-static int64_t balance(saas_client *c)
-{
-	saas_account_info *info;
-	int64_t b;
-
-	assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
-	b = info->balance_usd_micro;
-	saas_account_info_free(info);
-	return b;
-}
-
 static void test_pool_fills(void **state)
 {
 	struct saas_test_fixture *f = *state;
@@ -248,8 +237,8 @@ static void test_pool_fills(void **state)
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(list_count(f->a), 0);
 	assert_int_equal(list_count(f->b), 0);
-	assert_int_equal(balance(f->a), 5000000);
-	assert_int_equal(balance(f->b), 5000000);
+	assert_int_equal(saas_test_balance(f->a), 5000000);
+	assert_int_equal(saas_test_balance(f->b), 5000000);
 	st = stats(f);
 	assert_int_equal(st->creating, 0);
 	assert_int_equal(st->ready, 0);
@@ -286,7 +275,7 @@ static void test_pool_claim(void **state)
 	assert_int_equal(sb->ready_at_ms, saas_test_now());
 	assert_int_equal(sb->expires_at_ms, saas_test_now() + 900 * 1000);
 	assert_int_equal(sb->cost_usd_micro, 0);
-	assert_int_equal(balance(f->a), 5000000);
+	assert_int_equal(saas_test_balance(f->a), 5000000);
 	assert_false(saas__pool_owns(f->engine, sb->id));
 	assert_true(logged("(from the pool)"));
 	assert_int_equal(pool_ready(f, "small", "default"), 1);
@@ -304,7 +293,7 @@ static void test_pool_claim(void **state)
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->cost_usd_micro, 60 * 25);
 	saas_sandbox_free(got);
-	assert_int_equal(balance(f->a), 5000000 - 60 * 25);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 60 * 25);
 
 	/* The pool refills with a new VM. */
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
@@ -500,7 +489,7 @@ static void test_pool_checks_kept(void **state)
 	bobs = create(f->b, "small");
 	assert_string_equal(bobs->id, pooled);
 	assert_int_equal(bobs->cost_usd_micro, 0);
-	assert_int_equal(balance(f->b), 1500);
+	assert_int_equal(saas_test_balance(f->b), 1500);
 	saas_sandbox_free(first);
 	saas_sandbox_free(bobs);
 }
