@@ -77,44 +77,15 @@ static int64_t clock_fn(void *ud)
 
 /* ---- the guest ------------------------------------------------------------------------------- */
 
-struct out {
-	char text[8192];
-	size_t len;
-};
-
-static int collect(void *ud, int stream, const void *data, size_t len)
-{
-	struct out *o = ud;
-
-	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
-		memcpy(o->text + o->len, data, len);
-		o->len += len;
-		o->text[o->len] = '\0';
-	}
-	return 0;
-}
-
 /* Run cmd in VM vm; its stdout, with trailing newlines cut (a static buffer: copy what is kept). */
 static char *run(const char *vm, const char *cmd)
 {
-	static struct out o;
-	static const int cancel = 0;
-	saas_driver_exec req;
+	static char out[8192];
 	int code = -1;
 
-	memset(&req, 0, sizeof(req));
-	memset(&o, 0, sizeof(o));
-	req.command = cmd;
-	req.cwd = "/";
-	req.timeout_ms = 120000;
-	req.output = collect;
-	req.output_userdata = &o;
-	req.cancel = &cancel;
-	check(drv->exec(ctx, vm, &req, &code), cmd);
+	check(vmtest_driver_exec(drv, ctx, vm, cmd, 120000, &code, out, sizeof(out)), cmd);
 	assert_int_equal(code, 0);
-	while (o.len && o.text[o.len - 1] == '\n')
-		o.text[--o.len] = '\0';
-	return o.text;
+	return vmtest_chomp(out);
 }
 
 /* The web server's answer for /mark over a connection to the VM's port (its body's first line). */

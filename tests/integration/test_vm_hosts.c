@@ -140,45 +140,16 @@ static void count_log(void *ud, int level, const char *msg)
 
 /* ---- the guest ------------------------------------------------------------------------------- */
 
-struct out {
-	char text[4096];
-	size_t len;
-};
-
-static int collect(void *ud, int stream, const void *data, size_t len)
-{
-	struct out *o = ud;
-
-	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
-		memcpy(o->text + o->len, data, len);
-		o->len += len;
-		o->text[o->len] = '\0';
-	}
-	return 0;
-}
-
 /* Run cmd in vm through ctx: the status; its stdout (trailing newlines cut) in a static buffer. */
 static int run_rc(void *ctx, const char *vm, const char *cmd, char **stdout_text)
 {
-	static struct out o;
-	static const int cancel = 0;
-	saas_driver_exec req;
+	static char out[4096];
 	int code = -1, rc;
 
-	memset(&req, 0, sizeof(req));
-	memset(&o, 0, sizeof(o));
-	req.command = cmd;
-	req.cwd = "/";
-	req.timeout_ms = 60000;
-	req.output = collect;
-	req.output_userdata = &o;
-	req.cancel = &cancel;
-	rc = drv->exec(ctx, vm, &req, &code);
+	rc = vmtest_driver_exec(drv, ctx, vm, cmd, 60000, &code, out, sizeof(out));
 	if (rc == SAAS_OK && code != 0)
 		fail_msg("%s exited %d", cmd, code);
-	while (o.len && o.text[o.len - 1] == '\n')
-		o.text[--o.len] = '\0';
-	*stdout_text = o.text;
+	*stdout_text = vmtest_chomp(out);
 	return rc;
 }
 
@@ -204,6 +175,11 @@ static long read_src(void *ud, void *buf, size_t size)
 	s->off += n;
 	return (long)n;
 }
+
+struct out {
+	char text[4096];
+	size_t len;
+};
 
 static int write_out(void *ud, const void *data, size_t size)
 {

@@ -220,3 +220,47 @@ unsigned long long proc_status(pid_t pid, const char *field, int base)
 	assert_true(v != ~0ULL);
 	return v;
 }
+
+struct vmtest_out {
+	char *text;
+	size_t size, len;
+};
+
+static int collect(void *ud, int stream, const void *data, size_t len)
+{
+	struct vmtest_out *o = ud;
+
+	if (stream == SAAS_STREAM_STDOUT && o->len + len < o->size) {
+		memcpy(o->text + o->len, data, len);
+		o->len += len;
+		o->text[o->len] = '\0';
+	}
+	return 0;
+}
+
+int vmtest_driver_exec(const saas_driver *drv, void *ctx, const char *vm, const char *cmd, int64_t timeout_ms,
+                       int *code, char *out, size_t size)
+{
+	static const int cancel = 0;
+	struct vmtest_out o = { out, size, 0 };
+	saas_driver_exec req;
+
+	memset(&req, 0, sizeof(req));
+	memset(out, 0, size);
+	req.command = cmd;
+	req.cwd = "/";
+	req.timeout_ms = timeout_ms;
+	req.output = collect;
+	req.output_userdata = &o;
+	req.cancel = &cancel;
+	return drv->exec(ctx, vm, &req, code);
+}
+
+char *vmtest_chomp(char *s)
+{
+	size_t n = strlen(s);
+
+	while (n && s[n - 1] == '\n')
+		s[--n] = '\0';
+	return s;
+}

@@ -1,7 +1,8 @@
 /*
  * What the real-VM test programs (tests/integration/test_*.c) share: their
  * environment, the engine's log kept for checks, failing on a status, a shell,
- * and finding a sandbox's QEMU on the host. cmocka's fail_msg() and asserts
+ * a command in a guest through a driver's table, and finding a sandbox's QEMU
+ * on the host. cmocka's fail_msg() and asserts
  * end the test on any failure here, as they would in the test itself.
  *
  * Include after <cmocka.h> (which needs <setjmp.h>, <stdarg.h>, <stddef.h>).
@@ -13,6 +14,7 @@
 #include <sys/types.h>
 
 #include "saas.h"
+#include "saas/sys/driver.h"
 
 /*
  * SAAS_TEST_IMAGES (the built images) and SAAS_TEST_STATE (this test's state
@@ -56,6 +58,18 @@ void vmtest_tenant(saas_engine *engine, const char *name, char **key, saas_clien
 
 /* Fails the test unless rc is SAAS_OK, with what was being done and the library's message. */
 void check(int rc, const char *what);
+
+/*
+ * Runs cmd in VM vm through a driver's own table (ctx its context), in / and
+ * within timeout_ms: the driver's code, the command's exit status in *code.
+ * Its stdout goes to out, NUL-terminated: a piece that would not fit in size
+ * is dropped, and so is all that comes after it.
+ */
+int vmtest_driver_exec(const saas_driver *drv, void *ctx, const char *vm, const char *cmd, int64_t timeout_ms,
+                       int *code, char *out, size_t size);
+
+/* Cuts the newlines at the end of s; s. */
+char *vmtest_chomp(char *s);
 
 /* Runs a shell command made from fmt: its exit status, or -1 when it did not exit. */
 int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
