@@ -149,6 +149,34 @@ void vmtest_tenant(saas_engine *engine, const char *name, char **key, saas_clien
 	check(saas_client_open_local(client, engine, *key, 0), "client");
 }
 
+char *vmtest_exec_line(saas_client *c, const char *id, const char *cmd, int *code)
+{
+	saas_execution *x = NULL;
+	char *out;
+
+	check(saas_exec(&x, c, id, cmd, NULL, 0), cmd);
+	if (code)
+		*code = x->exit_code;
+	else
+		assert_int_equal(x->exit_code, 0);
+	out = strdup(x->stdout_data ? x->stdout_data : "");
+	saas_execution_free(x);
+	assert_non_null(out);
+	out[strcspn(out, "\n")] = '\0';
+	return out;
+}
+
+void vmtest_destroy_all(saas_client *c)
+{
+	saas_sandbox_list *list = NULL;
+
+	if (c && saas_sandbox_list_get(&list, c, NULL, 1000, SAAS_LIST_ACTIVE) == SAAS_OK) {
+		for (size_t i = 0; i < list->count; i++)
+			saas_sandbox_destroy(NULL, c, list->items[i]->id, 0);
+		saas_sandbox_list_free(list);
+	}
+}
+
 void check(int rc, const char *what)
 {
 	if (rc != SAAS_OK)

@@ -1,8 +1,8 @@
 /*
  * What the real-VM test programs (tests/integration/test_*.c) share: their
  * environment, the engine's log kept for checks, failing on a status, a shell,
- * a command in a guest through a driver's table, and finding a sandbox's QEMU
- * on the host. cmocka's fail_msg() and asserts
+ * a command in a sandbox or in a guest through a driver's table, and finding a
+ * sandbox's QEMU on the host. cmocka's fail_msg() and asserts
  * end the test on any failure here, as they would in the test itself.
  *
  * Include after <cmocka.h> (which needs <setjmp.h>, <stdarg.h>, <stddef.h>).
@@ -55,6 +55,15 @@ saas_engine_options vmtest_engine_options(const char *state_dir, const char *dri
 
 /* A new account called name with a key (*key, for saas_free) and a local client on it (*client). */
 void vmtest_tenant(saas_engine *engine, const char *name, char **key, saas_client **client);
+
+/*
+ * Runs cmd in sandbox id through c: the first line of its stdout (malloc()ed),
+ * its exit status in *code; with code NULL, the test fails unless it is 0.
+ */
+char *vmtest_exec_line(saas_client *c, const char *id, const char *cmd, int *code);
+
+/* Destroys every sandbox c's account has active (a teardown's last word: errors are not checked). */
+void vmtest_destroy_all(saas_client *c);
 
 /* Fails the test unless rc is SAAS_OK, with what was being done and the library's message. */
 void check(int rc, const char *what);
