@@ -1,6 +1,7 @@
 /* What the real-VM test programs share: see vmtest.h. */
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -291,4 +294,39 @@ char *vmtest_chomp(char *s)
 	while (n && s[n - 1] == '\n')
 		s[--n] = '\0';
 	return s;
+}
+
+size_t vmtest_http_get(int fd, const char *path, char *buf, size_t size)
+{
+	char req[256];
+	size_t got = 0;
+
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+		if (poll(&p, 1, 60000) <= 0)
+			break;
+		n = recv(fd, buf + got, size - 1 - got, 0);
+		if (n <= 0 || (got += (size_t)n) >= size - 1)
+			break;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return got;
+}
+
+int64_t vmtest_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t vmtest_clock(void *ud)
+{
+	(void)ud;
+	return vmtest_now_ms();
 }

@@ -1,8 +1,9 @@
 /*
  * What the real-VM test programs (tests/integration/test_*.c) share: their
  * environment, the engine's log kept for checks, failing on a status, a shell,
- * a command in a sandbox or in a guest through a driver's table, and finding a
- * sandbox's QEMU on the host. cmocka's fail_msg() and asserts
+ * a command in a sandbox or in a guest through a driver's table, a GET to a
+ * guest's web server, a monotonic clock, and finding a sandbox's QEMU on the
+ * host. cmocka's fail_msg() and asserts
  * end the test on any failure here, as they would in the test itself.
  *
  * Include after <cmocka.h> (which needs <setjmp.h>, <stdarg.h>, <stddef.h>).
@@ -76,6 +77,17 @@ void check(int rc, const char *what);
  */
 int vmtest_driver_exec(const saas_driver *drv, void *ctx, const char *vm, const char *cmd, int64_t timeout_ms,
                        int *code, char *out, size_t size);
+
+/*
+ * Sends an HTTP/1.0 GET of path on fd (a connection to a guest's port) and
+ * reads the answer into buf, NUL-terminated, until it ends, a minute passes
+ * with nothing, or size - 1 bytes came; closes fd. How many bytes came.
+ */
+size_t vmtest_http_get(int fd, const char *path, char *buf, size_t size);
+
+/* Milliseconds on the monotonic clock; vmtest_clock is the same as a driver's or engine's clock. */
+int64_t vmtest_now_ms(void);
+int64_t vmtest_clock(void *ud);
 
 /* Cuts the newlines at the end of s; s. */
 char *vmtest_chomp(char *s);
