@@ -21,7 +21,7 @@
 
 /* ---- a clock that moves only when a test moves it ---- */
 
-/* Where the fake clock starts: 2023-11-14, a time no store row can predate. */
+/* Where the fake clock starts: 2023-11-14 22:13:20 UTC, as every such test began. */
 #define SAAS_TEST_T0_MS 1700000000000LL
 
 /* The engine's clock (saas_engine_options.clock): the fake time, read atomically for the engine's threads. */
