@@ -47,27 +47,6 @@
 
 /* ---- golden files ---------------------------------------------------------------------------- */
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *data = NULL;
-	long len;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (data = malloc((size_t)len + 1))) {
-		if (fread(data, 1, (size_t)len, f) != (size_t)len) {
-			free(data);
-			data = NULL;
-		} else {
-			data[len] = '\0';
-		}
-	}
-	fclose(f);
-	return data;
-}
-
 /* got must equal tests/fixtures/libvirt/NAME exactly; SAAS_UPDATE_GOLDEN=1 rewrites the file instead. */
 static void golden(const char *name, const char *got)
 {
@@ -85,7 +64,7 @@ static void golden(const char *name, const char *got)
 		print_message("rewrote %s\n", path);
 		return;
 	}
-	want = slurp(path);
+	want = saas_test_slurp(path, NULL);
 	if (!want)
 		fail_msg("no golden file %s (make it with SAAS_UPDATE_GOLDEN=1 and review it)", path);
 	assert_string_equal(got, want);
@@ -806,7 +785,7 @@ static char *get_text(const char *dir, const char *name)
 	char path[4096];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	return slurp(path);
+	return saas_test_slurp(path, NULL);
 }
 
 /* A hierarchy of the fake tree: T/name, made. */
