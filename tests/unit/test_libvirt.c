@@ -39,7 +39,7 @@
 
 #include <cmocka.h>
 
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/egress.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "testutil.h"
@@ -2922,7 +2922,7 @@ static pid_t listen_as(const char *dir, unsigned int uid, int *lfd)
  */
 static void test_control_peer(void **state)
 {
-	struct saas__lv_peer_want want = { 1000, 4242, 0, 0 };
+	struct saas__ctl_peer_want want = { 1000, 4242, 0, 0 };
 	struct ucred cr;
 	char *t = saas_test_tmpdir(), vmdir[4200], other[4200], path[4300], target[4300];
 	int fd = -1, lfd = -1, dfd;
@@ -2931,23 +2931,23 @@ static void test_control_peer(void **state)
 	(void)state;
 	/* A VM without a uid of its own: its QEMU's uid is everyone's, nothing to tell apart. */
 	cr = (struct ucred){ .pid = 77, .uid = 63001, .gid = 63001 };
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	/* With one: its QEMU, root, or libvirt in the engine's own process; not another VM's QEMU. */
 	want.vm_uid = 63000;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_EIO);
 	assert_non_null(strstr(saas_error_last()->message, "uid 63001"));
 	cr.uid = 63000;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	want.qemu_pid = 78;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_EIO);
 	want.qemu_pid = 77;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	cr = (struct ucred){ .pid = 1, .uid = 0, .gid = 0 };
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	cr = (struct ucred){ .pid = 4242, .uid = 1000, .gid = 1000 };
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	cr.pid = 4243;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_EIO);
 
 	/* For real: the VM's directory with the engine's record of its uid, 63000. */
 	snprintf(vmdir, sizeof(vmdir), "%s/vm", t);
@@ -2955,11 +2955,11 @@ static void test_control_peer(void **state)
 	assert_int_equal(mkdir(vmdir, 0711), 0);
 	assert_int_equal(mkdir(other, 0711), 0);
 	assert_true((dfd = open(vmdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0);
-	assert_int_equal(saas__lv_vm_uid_write(dfd, 63000), SAAS_OK);
+	assert_int_equal(saas__vmdir_uid_write(dfd, 63000), SAAS_OK);
 	close(dfd);
 	/* A listener of the engine's own (libvirt in this process) is taken. */
 	listen_as(vmdir, 0, &lfd);
-	assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_OK);
+	assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_OK);
 	close(fd);
 	close(lfd);
 	/* A symlink at the socket's name (to another VM's socket): refused, nothing connected. */
@@ -2968,14 +2968,14 @@ static void test_control_peer(void **state)
 	snprintf(target, sizeof(target), "%s/ctl", other);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(symlink(target, path), 0);
-	assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+	assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_EIO);
 	assert_int_equal(fd, -1);
 	assert_int_equal(unlink(path), 0);
 	close(lfd);
 	if (geteuid() == 0) {
 		/* Another VM's QEMU (uid 63001) listening there: refused before a byte is sent. */
 		pid = listen_as(vmdir, 63001, &lfd);
-		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+		assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_EIO);
 		assert_non_null(strstr(saas_error_last()->message, "uid 63001"));
 		assert_int_equal(fd, -1);
 		kill(pid, SIGKILL);
@@ -2983,7 +2983,7 @@ static void test_control_peer(void **state)
 		close(lfd);
 		/* The VM's own QEMU: taken. */
 		pid = listen_as(vmdir, 63000, &lfd);
-		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_OK);
+		assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_OK);
 		close(fd);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -2994,7 +2994,7 @@ static void test_control_peer(void **state)
 	assert_int_equal(chown(path, 63000, 63000) == 0 || geteuid() != 0, true);
 	if (geteuid() == 0) {
 		listen_as(vmdir, 0, &lfd);
-		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+		assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_EIO);
 		close(lfd);
 	}
 	saas_test_rmdir(t);

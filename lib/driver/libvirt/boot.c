@@ -16,7 +16,7 @@
 #include <libvirt/libvirt.h>
 
 #include "driver/libvirt/console.h"
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "util/spawn.h"
 
@@ -99,7 +99,7 @@ int saas__lv_launch_prepare(struct launch *l)
 	 * VMs' names are all of one length (ids, templates' keys): a state
 	 * directory too long for the socket's path has the port in none of them.
 	 */
-	l->control = l->im->control && saas__lv_control_fits(l->dir);
+	l->control = l->im->control && saas__ctl_fits(l->dir);
 	saas__lv_rm_tree(l->dir); /* a leftover of a failed attempt */
 	if (saas__mkdir_p(l->dir, 0700) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
@@ -225,7 +225,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 
 	for (;;) {
 		int state = 0;
-		if (ms_since(t0) > budget_ms)
+		if (saas__ms_since(t0) > budget_ms)
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM did not become reachable in %lld s",
 			                   (long long)(budget_ms / 1000));
 		if (saas__lv_launch_quit(l))
@@ -239,7 +239,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 		 * runs sshd, and a handshake cut short (under load one takes over a
 		 * second) is work thrown away and leaks in libssh2: give it the time.
 		 */
-		before = ms_since(t0);
+		before = saas__ms_since(t0);
 		if (saas__lv_ssh_connect(l->d, l->background, l->port, l->host_key,
 		                         l->tdir ? (int)(budget_ms - before) + 1 : (int)knock_ms, &l->ssh) == SAAS_OK)
 			return SAAS_OK;
@@ -252,7 +252,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 		 * every knock was cut short and the guest never became reachable.
 		 * Each such knock waits twice as long as the last.
 		 */
-		if (ms_since(t0) - before >= knock_ms && knock_ms < budget_ms)
+		if (saas__ms_since(t0) - before >= knock_ms && knock_ms < budget_ms)
 			knock_ms *= 2;
 	}
 }

@@ -13,7 +13,7 @@
 
 #include <libvirt/libvirt.h>
 
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /*
@@ -54,7 +54,7 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 		json_decref(r);
 		if (!in)
 			break;
-		if (ms_since(t0) > budget_ms || closing(l->d))
+		if (saas__ms_since(t0) > budget_ms || closing(l->d))
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "%s took too long", what);
 		sleep_ms(2);
 	}
@@ -127,7 +127,7 @@ static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad, const char 
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	if (l->control && l->d->control_port) {
 		*via = "the control port";
-		if ((rc = saas__lv_control_fixup(l->dir, l->spec->name, hex, CONTROL_TIMEOUT_MS)) == SAAS_OK)
+		if ((rc = saas__ctl_fixup(l->dir, l->spec->name, hex, CONTROL_TIMEOUT_MS)) == SAAS_OK)
 			return SAAS_OK;
 		saas__lv_log(l->d, SAAS_LOG_WARN, "VM %s: fix-ups over SSH instead: %s", l->spec->name,
 		             saas_error_last()->message);
@@ -185,9 +185,9 @@ int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at
 	} else if (rc != SAAS_ENOTFOUND) {
 		goto out;
 	}
-	at[0] = ms_since(t0);
+	at[0] = saas__ms_since(t0);
 	rc = saas__lv_launch_start(l);
-	at[1] = ms_since(t0);
+	at[1] = saas__ms_since(t0);
 out:
 	saas__lv_holder_stop(&holder); /* QEMU has the file open (or is gone) */
 	l->mem_path = NULL;
@@ -223,13 +223,13 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
 		return rc;
 	}
-	at[0] = ms_since(t0);
+	at[0] = saas__ms_since(t0);
 	if (l->control && l->d->control_port && l->d->control_exec && !l->d->remote) {
 		fixup_main(&fix);
 		l->fixups = fix.via;
 		if (fix.rc == SAAS_OK && strcmp(fix.via, "SSH") != 0) {
 			l->session_later = true;
-			at[1] = ms_since(t0);
+			at[1] = saas__ms_since(t0);
 			return SAAS_OK;
 		}
 		/* The port failed them (and SSH did them, or not): the session is waited for, as without the port. */
@@ -247,7 +247,7 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 		l->template_bad = fix.bad;
 		saas__error(rc, fix.klass, fix.code, "%s", fix.message);
 	}
-	at[1] = ms_since(t0);
+	at[1] = saas__ms_since(t0);
 	return rc;
 }
 

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 void saas__lv_image_free(struct image *im)

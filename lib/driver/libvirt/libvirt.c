@@ -23,7 +23,7 @@
 #include <libvirt/virterror.h>
 
 #include "driver/libvirt/console.h"
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /* ---- the event loop and shared helpers ------------------------------------------------------- */
@@ -124,14 +124,6 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 		return NULL;
 	}
 	return p;
-}
-
-bool saas__lv_is_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
 }
 
 /* ---- the host -------------------------------------------------------------------------------- */
@@ -847,7 +839,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		goto out;
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s%s, %s, %u vCPU, %u MiB, %s, ssh %s:%u)", spec->name,
-	             (long long)ms_since(&t0), cloned ? "clone, fix-ups over " : "cold boot", cloned ? l.fixups : "",
+	             (long long)saas__ms_since(&t0), cloned ? "clone, fix-ups over " : "cold boot", cloned ? l.fixups : "",
 	             spec->image, spec->vcpus, spec->memory_mb,
 	             net->mode == SAAS_NET_POLICY ? "policy" : internet ? "internet" : "isolated", d->listen, l.port);
 	virDomainFree(l.dom);
@@ -1038,7 +1030,7 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 	} else {
 		execs = v->execs;
 		files = v->files;
-		rc = saas__lv_exec_port(&v->ctl, dir, &v->files, &v->execs, req, exit_code);
+		rc = saas__ctl_exec(&v->ctl, dir, &v->files, &v->execs, req, exit_code);
 		if (d->control_files)
 			port_files_said(d, name, files, v->files);
 		if (execs == 0 && v->execs < 0)
@@ -1103,9 +1095,9 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 	}
 	files = v->files;
 	if (fc->reader)
-		rc = saas__lv_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
+		rc = saas__ctl_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
 	else
-		rc = saas__lv_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
+		rc = saas__ctl_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
 		                         &d->closing);
 	port_files_said(d, name, files, v->files);
 	port_give(v);

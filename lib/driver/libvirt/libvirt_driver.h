@@ -80,6 +80,7 @@
 
 #include "saas/sys/driver.h"
 #include "transport/ssh.h"
+#include "transport/vmdir.h"
 #include "util/error.h"
 #include "util/util.h"
 
@@ -344,7 +345,7 @@ struct vm {
 	int ctl_user;                    /* under ctl_mu: enum port_user */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
-	struct saas__lv_ctl *ctl;        /* the connection (control.h), or NULL */
+	struct saas__ctl *ctl;        /* the connection (control.h), or NULL */
 	unsigned int refs;
 	struct vm *next;
 };
@@ -475,8 +476,6 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name);
 void saas__lv_rm_tree(const char *path);
 /* A whole file (read up to about max bytes) as a string; NULL if it cannot be opened. */
 char *saas__lv_read_file(const char *path, size_t max);
-/* Are the n bytes at s all lowercase hex digits? (Names and hashes read back from a host or a guest.) */
-bool saas__lv_is_hex(const char *s, size_t n);
 
 static inline bool closing(struct drv *d)
 {
@@ -487,14 +486,6 @@ static inline bool closing(struct drv *d)
 static inline bool stopping(struct drv *d)
 {
 	return closing(d) || (d->stopping && __atomic_load_n(d->stopping, __ATOMIC_ACQUIRE) != 0);
-}
-
-static inline int64_t ms_since(const struct timespec *t0)
-{
-	struct timespec t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
 static inline void sleep_ms(int ms)
@@ -930,10 +921,6 @@ int saas__lv_rm_tree_at(int parent, const char *name, int depth);
 bool saas__lv_vm_disk_name(const char *vmdir, const char *path, char *name, size_t cap);
 /* Is st a VM's disk as the engine made it: a regular file of owner? Pure. */
 bool saas__lv_vm_disk_stat_ok(const struct stat *st, unsigned int owner);
-/* Is st a directory no VM's uid can write (root's or the engine's euid, no group or other write)? Pure. */
-bool saas__lv_dir_stat_ok(const struct stat *st, unsigned int euid);
-/* vmdir opened O_NOFOLLOW into *fd, and checked to be the engine's alone: SAAS_OK or SAAS_EIO. */
-int saas__lv_vm_dir_open(const char *vmdir, int *fd);
 /*
  * The disk QEMU reports at path, opened (read-only, O_NOFOLLOW) into *fd
  * after the checks above, owner its expected owner: SAAS_OK, or
@@ -944,15 +931,6 @@ int saas__lv_vm_disk_open(const char *vmdir, const char *path, unsigned int owne
 int saas__lv_link_fd(int fd, const char *to);
 /* A new file vmdir/name, 0600, made O_EXCL|O_NOFOLLOW, open read-write in *fd: SAAS_OK or SAAS_EIO. */
 int saas__lv_vm_file_create(const char *vmdir, const char *name, int *fd);
-/*
- * The engine's record of a VM's QEMU uid, in its directory (dfd): what the
- * control port's listener must run as (control.c). Written at the VM's
- * making (uid.c); read back as *uid, 0 when there is none (a VM without a
- * uid of its own). SAAS_EIO when the record is not the engine's or unreadable.
- */
-#define VM_UID_FILE "uid"
-int saas__lv_vm_uid_read(int dfd, unsigned int *uid);
-int saas__lv_vm_uid_write(int dfd, unsigned int uid);
 
 /* ---- template memory mapped by clones (memfile.c) -------------------------------------------- */
 

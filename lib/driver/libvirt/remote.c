@@ -576,8 +576,8 @@ bool saas__lv_tpl_volume(const char *name, const char *key, const char *suffix, 
 {
 	size_t pre = strlen(TPL_PREFIX), stem_len = pre + TPL_KEY_LEN + 1 + TPL_GEN_LEN;
 
-	if (strncmp(name, TPL_PREFIX, pre) != 0 || strlen(name) <= stem_len || !saas__lv_is_hex(name + pre, TPL_KEY_LEN) ||
-	    name[pre + TPL_KEY_LEN] != '-' || !saas__lv_is_hex(name + pre + TPL_KEY_LEN + 1, TPL_GEN_LEN) ||
+	if (strncmp(name, TPL_PREFIX, pre) != 0 || strlen(name) <= stem_len || !saas__is_hex(name + pre, TPL_KEY_LEN) ||
+	    name[pre + TPL_KEY_LEN] != '-' || !saas__is_hex(name + pre + TPL_KEY_LEN + 1, TPL_GEN_LEN) ||
 	    name[stem_len] != '.' || strcmp(name + stem_len + 1, suffix) != 0)
 		return false;
 	if (key && strncmp(name + pre, key, TPL_KEY_LEN) != 0)
@@ -1011,7 +1011,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	                 "key", job->key, "owner", d->owner, "image", im->name, "recipe", im->recipe ? im->recipe : "",
 	                 "vcpus", (json_int_t)job->vcpus, "memory_mb", (json_int_t)job->memory_mb, "disk_gb",
 	                 (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg", "memory", "loaded", "state_bytes",
-	                 (json_int_t)info.allocation, "build_ms", (json_int_t)ms_since(&t0));
+	                 (json_int_t)info.allocation, "build_ms", (json_int_t)saas__ms_since(&t0));
 	if (!meta || !(text = json_dumps(meta, JSON_COMPACT))) {
 		rc = saas__oom();
 		goto out;
@@ -1026,7 +1026,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	free(l.overlay);                 /* the template's disk now, not the VM's to delete */
 	l.overlay = NULL;
 	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready on VM host %s in %lld ms as %s (%s, %u vCPU, %u MiB, memory "
-	             "loaded by each clone, %llu KiB of state)", job->key, d->uri, (long long)ms_since(&t0), stem,
+	             "loaded by each clone, %llu KiB of state)", job->key, d->uri, (long long)saas__ms_since(&t0), stem,
 	             im->name, job->vcpus, job->memory_mb, (unsigned long long)(info.allocation >> 10));
 	tpl_prune(d, job, stem);
 out:

@@ -974,11 +974,11 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
-	at[0] = ms_since(&t0);
+	at[0] = saas__ms_since(&t0);
 	/* Never x-ignore-shared: a VM's RAM is its own, and the whole of it goes into the stream. */
 	if ((rc = saas__lv_state_save(d, dom, path, false, &ram)) < 0)
 		goto out;
-	at[1] = ms_since(&t0);
+	at[1] = saas__ms_since(&t0);
 	s.state_bytes = stored_bytes(path);
 	saas__lv_state_ram_block(path, s.ram_block, sizeof(s.ram_block));
 	if (frozen) {
@@ -1022,7 +1022,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 			saas__error_clear();
 		}
 	}
-	paused_ms = ms_since(&t0);
+	paused_ms = saas__ms_since(&t0);
 	/* Where a snapshot's time goes, for whoever tunes it. */
 	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, files and %s %lld ms",
 	             name, snap, (long long)at[0], (long long)(at[1] - at[0]), keep ? "resume" : "destroy",
@@ -1184,7 +1184,7 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 		goto out;
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (restored from snapshot %s of %s, fix-ups over %s, %s, %u vCPU, "
-	             "%u MiB, %s, ssh 127.0.0.1:%u)", spec->name, (long long)ms_since(&t0), snap, s.source, l.fixups, s.image, s.vcpus,
+	             "%u MiB, %s, ssh 127.0.0.1:%u)", spec->name, (long long)saas__ms_since(&t0), snap, s.source, l.fixups, s.image, s.vcpus,
 	             s.memory_mib, l.policy ? "policy" : l.internet ? "internet" : "isolated", l.port);
 	virDomainFree(l.dom);
 	free(l.dir);

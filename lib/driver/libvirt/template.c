@@ -24,7 +24,7 @@
 
 #include <libvirt/libvirt.h>
 
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /* What the template builder makes: a template VM of this shape. */
@@ -259,7 +259,7 @@ static int discard_output(void *ud, int stream, const void *data, size_t len)
  */
 static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 {
-	struct saas__lv_ctl *ctl = NULL;
+	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	int serves = 0, execs = 0, status = -1;
 
@@ -270,14 +270,14 @@ static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 	req.output = discard_output;
 	req.cancel = d->stopping;
 	/* Worded without "failed": that word after "template" is the log's news of a template that did. */
-	if (saas__lv_exec_port(&ctl, l->dir, &serves, &execs, &req, &status) < 0)
+	if (saas__ctl_exec(&ctl, l->dir, &serves, &execs, &req, &status) < 0)
 		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: no warming command over the control port (%s); saved anyway",
 		             key, saas_error_last()->message);
 	else if (status != 0)
 		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: its warming command over the control port exited %d; saved "
 		             "anyway", key, status);
 	saas__error_clear();
-	saas__lv_ctl_close(ctl);
+	saas__ctl_close(ctl);
 }
 
 /*
@@ -420,7 +420,7 @@ static int template_build(struct tmpl_job *job)
 	                 im->name, "recipe", im->recipe, "vcpus", (json_int_t)job->s.vcpus, "memory_mb",
 	                 (json_int_t)job->s.memory_mb, "disk_gb", (json_int_t)job->s.disk_gb, "accel", d->kvm ? "kvm" : "tcg",
 	                 "memory", mapped ? "mapped" : "loaded", "state_bytes", (json_int_t)bytes, "build_ms",
-	                 (json_int_t)ms_since(&t0));
+	                 (json_int_t)saas__ms_since(&t0));
 	if (!meta || !(path = saas__lv_path_join(tmp, "template.json")) || json_dump_file(meta, path, JSON_INDENT(2)) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "writing the template's description");
 		goto out;
@@ -447,7 +447,7 @@ static int template_build(struct tmpl_job *job)
 	 */
 	template_mark(d, job->s.key, TMPL_READY);
 	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %s, %lld KiB of state)",
-	             job->s.key, (long long)ms_since(&t0), im->name, job->s.vcpus, job->s.memory_mb,
+	             job->s.key, (long long)saas__ms_since(&t0), im->name, job->s.vcpus, job->s.memory_mb,
 	             mapped ? "memory mapped by clones" : "memory loaded by clones", (long long)(bytes >> 10));
 	template_prune(d, job);
 out:

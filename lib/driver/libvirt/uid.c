@@ -316,7 +316,7 @@ static void vms_take_back(const char *vms)
 		 * engine's record of its uid (the owner it had), for the control port.
 		 */
 		if (fstat(fd, &st) == 0 && st.st_uid != 0 && fchown(fd, 0, 0) == 0 && fchmod(fd, 0711) == 0 &&
-		    saas__lv_vm_uid_write(fd, (unsigned int)st.st_uid) < 0)
+		    saas__vmdir_uid_write(fd, (unsigned int)st.st_uid) < 0)
 			saas__error_clear();
 		close(fd);
 	}
@@ -469,7 +469,7 @@ int saas__lv_confine_vm_files(struct launch *l)
 	 */
 	if ((rc = vm_file_give(l, dfd, "console.log", O_CREAT | O_EXCL, false)) < 0 ||
 	    (overlay && (rc = vm_file_give(l, dfd, overlay + 1, 0, true)) < 0) ||
-	    (rc = saas__lv_vm_uid_write(dfd, l->uid)) < 0)
+	    (rc = saas__vmdir_uid_write(dfd, l->uid)) < 0)
 		goto out;
 	rc = SAAS_OK;
 	goto out;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 void saas__lv_vm_put(struct drv *d, struct vm *v)
@@ -20,7 +20,7 @@ void saas__lv_vm_put(struct drv *d, struct vm *v)
 	if (!last)
 		return;
 	saas__ssh_close(v->ssh);
-	saas__lv_ctl_close(v->ctl);
+	saas__ctl_close(v->ctl);
 	free(v->host_key);
 	pthread_mutex_destroy(&v->mu);
 	pthread_mutex_destroy(&v->ctl_mu);
