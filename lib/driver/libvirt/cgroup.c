@@ -30,8 +30,9 @@
 #include "driver/libvirt/libvirt_driver.h"
 
 /* The name of each controller in /proc/self/mounts (v1 options) and cgroup.controllers (v2): enum cg_ctl order. */
-static const char *const v1_names[CG_NCTL] = { "cpu", "memory", "pids", "blkio" };
-static const char *const v2_names[CG_NCTL] = { "cpu", "memory", "pids", "io" };
+static const char *const v1_names[CG_NCTL] = { [CG_CPU] = "cpu", [CG_MEMORY] = "memory", [CG_PIDS] = "pids",
+	                                          [CG_IO] = "blkio" };
+static const char *const v2_names[CG_NCTL] = { [CG_CPU] = "cpu", [CG_MEMORY] = "memory", [CG_PIDS] = "pids", [CG_IO] = "io" };
 
 /* Is word one of the separated words of list (sep: a set of separator characters)? */
 static bool has_word(const char *list, const char *word, const char *sep)
