@@ -1462,6 +1462,7 @@ static void test_snapshot_old_format(void **state)
 	/* Through the driver's slot: the stream read, refused before any VM, uid or file is made. */
 	assert_non_null(top = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = top;
 	pthread_rwlock_init(&d.snaps_lock, NULL);
 	pthread_mutex_init(&d.mu, NULL);
@@ -1544,6 +1545,7 @@ static void test_snapshot_left(void **state)
 	(void)state;
 	assert_non_null(top = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = top;
 	d.log = quiet_log;
 	pthread_rwlock_init(&d.snaps_lock, NULL);
@@ -1631,6 +1633,7 @@ static void test_images_staged(void **state)
 		assert_int_equal(chmod(path, 0644), 0);
 	}
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	snprintf(ddir, sizeof(ddir), "%s/libvirt", top);
 	d.dir = ddir;
 	d.images = images;
@@ -1771,6 +1774,7 @@ static void test_vm_files_unprivileged(void **state)
 	assert_int_equal(chown(overlay, ENGINE_UID, ENGINE_UID), 0);
 
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	memset(&l, 0, sizeof(l));
 	l.d = &d;
 	l.uid = VM_UID;
@@ -1944,6 +1948,7 @@ static void test_egress_refused(void **state)
 
 	(void)state;
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.guard = true;
 	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
 	assert_null(d.egress);
@@ -2191,6 +2196,7 @@ static void test_guard_refused_system(void **state)
 
 	(void)state;
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.log = count_warnings;
 	/* Not confined: libvirtd's qemu.conf decides QEMU's group. */
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
@@ -2236,6 +2242,7 @@ static void test_guard_reinstalled(void **state)
 	assert_non_null(dir = saas_test_tmpdir());
 	assert_non_null(gone = saas__lv_path_join(dir, "gone"));
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
 
@@ -2291,6 +2298,7 @@ static void test_guard_system(void **state)
 	own_namespace();
 	assert_non_null(dir = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
 	d.confined = true;
@@ -2362,6 +2370,7 @@ static void test_guard_blocks(void **state)
 	                 0);
 	assert_non_null(dir = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
 	d.guard = true;
@@ -2532,6 +2541,7 @@ static void test_egress_loaded(void **state)
 	up = udp_loopback(&port);
 	snprintf(upstream, sizeof(upstream), "127.0.0.1#%u", port);
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
 	d.confined = d.guard = true;
@@ -2682,6 +2692,7 @@ static void test_egress_table_dropped(void **state)
 	own_namespace();
 	assert_non_null(dir = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
 	d.confined = d.guard = true;

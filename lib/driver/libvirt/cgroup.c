@@ -414,7 +414,7 @@ int saas__lv_limits_apply(struct drv *d, virDomainPtr dom, const char *name, uns
 			 * host without one here (limits_setup), VMs run without the limit,
 			 * said once in the log.
 			 */
-			if (!d->remote || !strstr(saas_error_last()->message, "memory controller"))
+			if (!d->host->limits_learned || !strstr(saas_error_last()->message, "memory controller"))
 				return rc;
 			saas__lv_log(d, SAAS_LOG_WARN, "VM host %s gives libvirt no memory cgroup controller: VMs run there "
 			             "without their memory limit (%s)", d->uri, saas_error_last()->message);

@@ -24,24 +24,10 @@
 static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
 {
 	const char *what = l->snapshot ? "restoring the snapshot" : "restoring the template";
-	int fd, rc = SAAS_OK;
+	int rc;
 
-	/* A remote host's template: its state is a volume there, poured in over the network. */
-	if (l->d->remote) {
-		if ((rc = saas__lv_tpl_remote_restore(l, t0, budget_ms)) < 0)
-			return saas__error_wrap(rc, "%s", what);
-	} else {
-		if ((fd = open(state_path, O_RDONLY | O_CLOEXEC)) < 0)
-			return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
-		if (l->mem == LV_MEM_PRIVATE)
-			rc = saas__lv_qmp(l->dom, IGNORE_SHARED_ON, -1, NULL);
-		if (rc == SAAS_OK)
-			rc = saas__lv_qmp_getfd(l->dom, "aas-restore", fd);
-		close(fd);
-		if (rc < 0 || (rc = saas__lv_qmp(l->dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":"
-		                                 "\"fd:aas-restore\"}}", -1, NULL)) < 0)
-			return saas__error_wrap(rc, "%s", what);
-	}
+	if ((rc = l->d->host->state_in(l, what, state_path, t0, budget_ms)) < 0)
+		return rc;
 	/* The incoming side leaves "inmigrate" when the whole state is in; QEMU exits if it cannot load it. */
 	for (;;) {
 		json_t *r = NULL;
@@ -174,9 +160,10 @@ int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at
 	if ((rc = saas__lv_launch_prepare(l)) < 0)
 		return rc;
 	/* A mapped template: the clone's QEMU maps its sealed RAM, opened through a holder of its own uid. */
-	rc = l->d->remote ? SAAS_ENOTFOUND /* always loaded there */
-	                  : saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20,
-	                                          &ram, &l->template_bad);
+	rc = !l->d->host->local_memory
+	             ? SAAS_ENOTFOUND /* always loaded there */
+	             : saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20, &ram,
+	                                     &l->template_bad);
 	if (rc == SAAS_OK)
 		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->guest_gid ? l->d->guest_gid : l->uid);
 	if (rc == SAAS_OK) {
@@ -224,7 +211,7 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 		return rc;
 	}
 	at[0] = saas__ms_since(t0);
-	if (l->control && l->d->control_port && l->d->control_exec && !l->d->remote) {
+	if (l->control && l->d->control_port && l->d->control_exec && l->d->host->control_port) {
 		fixup_main(&fix);
 		l->fixups = fix.via;
 		if (fix.rc == SAAS_OK && strcmp(fix.via, "SSH") != 0) {

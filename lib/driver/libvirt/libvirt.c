@@ -8,13 +8,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/kvm.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +21,7 @@
 #include <libvirt/virterror.h>
 
 #include "driver/libvirt/console.h"
+#include "driver/libvirt/host.h"
 #include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 
@@ -126,43 +125,6 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 	return p;
 }
 
-/* ---- the host -------------------------------------------------------------------------------- */
-
-/*
- * KVM is worth trying when /dev/kvm can make a VM and the CPU says it has
- * hardware virtualisation. Some nested setups pass the first test with no
- * vmx/svm flag and then fail every guest start (refused MSR writes), which
- * cost each engine a failed start before it fell back to TCG.
- */
-static bool cpu_has_virt(void)
-{
-	FILE *f = fopen("/proc/cpuinfo", "re");
-	char line[4096];
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		if (strncmp(line, "flags", 5) == 0 && (strstr(line, " vmx") || strstr(line, " svm")))
-			found = true;
-	if (f)
-		fclose(f);
-	return found;
-}
-
-static bool kvm_usable(void)
-{
-	int fd, vm;
-
-	if (!cpu_has_virt())
-		return false;
-	if ((fd = open("/dev/kvm", O_RDWR | O_CLOEXEC)) < 0)
-		return false;
-	vm = ioctl(fd, KVM_CREATE_VM, 0);
-	if (vm >= 0)
-		close(vm);
-	close(fd);
-	return vm >= 0;
-}
-
 /* ---- console logs ---------------------------------------------------------------------------- */
 
 /* One pass: cut every VM's console log that grew past CONSOLE_LOG_MAX. */
@@ -248,57 +210,106 @@ static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud
 }
 
 /*
- * A remote host's network: the guard and per-VM egress are nftables of this
- * machine's, which a remote host's QEMU sockets never meet. Its guests are
- * isolated (restrict=on: slirp opens no connection for them), the one
- * egress that needs nothing of the host's.
+ * Everything d holds, whatever point of open it reached: every exit of open
+ * that fails, and close once its threads have stopped.
  */
-static void remote_network(struct drv *d)
+static void drv_free(struct drv *d)
 {
-	snprintf(d->guard_why, sizeof(d->guard_why),
-	         "VM host %s is remote: the guard that keeps guests off a host's own services and private networks "
-	         "is this machine's nftables (only isolated guests run on a remote host)", d->uri);
-	snprintf(d->egress_why, sizeof(d->egress_why),
-	         "VM host %s is remote: per-VM egress is this machine's nftables (only isolated guests run on a "
-	         "remote host)", d->uri);
-	d->internet = false;
-	if (d->network != NET_INTERNET)
-		saas__lv_log(d, SAAS_LOG_INFO, "network: guests are isolated; internet and policies are refused: %s",
-		             d->guard_why);
+	/* The egress table stays while VMs do (it goes with none left); the resolver stops until the next open. */
+	saas__lv_egress_close(d);
+	while (d->tmpls) {
+		struct tmpl *t = d->tmpls;
+		d->tmpls = t->next;
+		if (t->memfd >= 0)
+			close(t->memfd);
+		free(t);
+	}
+	/*
+	 * The guard table stays: other engines on this host may share it, and it
+	 * touches nothing but QEMU's sockets (the next open replaces it).
+	 */
+	while (d->vms) {
+		struct vm *v = d->vms;
+		d->vms = v->next;
+		saas__lv_vm_put(d, v);
+	}
+	while (d->old_imgs) {
+		struct image *im = d->old_imgs;
+		d->old_imgs = im->next;
+		saas__lv_image_free(im);
+	}
+	while (d->imgs) {
+		struct image *im = d->imgs;
+		d->imgs = im->next;
+		saas__lv_image_free(im);
+	}
+	if (d->spool)
+		virStoragePoolFree(d->spool);
+	if (d->conn)
+		virConnectClose(d->conn);
+	for (size_t i = 0; i < d->n_retired; i++)
+		virConnectClose(d->retired[i]);
+	free(d->retired);
+	free(d->listen);
+	free(d->spool_name);
+	free(d->spool_dir);
+	pthread_mutex_destroy(&d->upload_mu);
+	pthread_mutex_destroy(&d->conn_mu);
+	free(d->dir);
+	free(d->uri);
+	free(d->images);
+	free(d->key);
+	free(d->pub);
+	free(d->authkey_b64);
+	free(d->owner);
+	free(d->dns_upstream);
+	free(d->nft_helper);
+	free(d->root);
+	saas__lv_cg_clear(&d->cg);
+	saas__lv_uids_clear(&d->uids);
+	pthread_cond_destroy(&d->keeper_cond);
+	pthread_cond_destroy(&d->spare_cond);
+	pthread_rwlock_destroy(&d->snaps_lock);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
 }
 
-/* accel=auto on a remote host: KVM when its libvirt offers a kvm domain for x86_64. */
-static bool remote_kvm(struct drv *d)
+/* The driver's options, owned by d from here (cfg's copies go with cfg). */
+static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 {
-	char *caps = virConnectGetDomainCapabilities(d->conn, NULL, "x86_64", "q35", "kvm", 0);
-	bool kvm = caps != NULL;
-
-	free(caps);
-	saas__error_clear();
-	return kvm;
-}
-
-/*
- * A remote host's limits: what the domain's XML and libvirt's API carry
- * (the CPU quota, the memory limit) are the host's libvirtd to apply; the
- * pids cgroup and the I/O weight are not given (the first is this
- * machine's cgroup files; the second needs the io controller, which not
- * every host delegates to libvirt).
- */
-static void remote_limits(struct drv *d)
-{
-	d->lim_cpu = d->cpu_milli != 0;
-	d->lim_memory = true;
-	d->lim_pids = d->lim_io = false;
-	saas__lv_log(d, SAAS_LOG_INFO, "VM limits on VM host %s: CPU %s, memory on (the host's cgroups, by its "
-	             "libvirtd); pids and I/O weight not given", d->uri, d->lim_cpu ? "on" : "off (cpu_limit=off)");
+	d->uri = cfg->uri;
+	d->images = cfg->images;
+	d->accel = cfg->accel;
+	d->network = cfg->network;
+	d->templates = cfg->templates;
+	d->control_port = cfg->control_port;
+	d->control_files = cfg->control_files;
+	d->control_exec = cfg->control_exec;
+	d->boot_timeout_ms = cfg->boot_timeout_ms;
+	d->uids_mode = cfg->uids;
+	d->uid_first = cfg->uid_first;
+	d->uid_count = cfg->uid_count;
+	d->dns_upstream = cfg->dns_upstream;
+	d->nft_helper = cfg->nft_helper;
+	d->cpu_milli = cfg->cpu_milli;
+	d->min_free_memory_mb = cfg->min_free_memory_mb;
+	d->spares_max = cfg->spares;
+	d->mapped = cfg->template_memory == TMPL_MEM_MAPPED;
+	d->host = cfg->remote == REMOTE_ON || (cfg->remote == REMOTE_AUTO && saas__lv_uri_remote(d->uri))
+	                  ? &saas__lv_host_remote
+	                  : &saas__lv_host_local;
+	/* The cluster's options. */
+	d->listen = cfg->listen;
+	d->owner = cfg->owner;
+	d->spool_name = cfg->pool;
+	d->spool_dir = cfg->pool_dir;
 }
 
 static int lv_open(void **ctx, const saas_driver_env *env)
 {
 	struct drv *d = calloc(1, sizeof(*d));
 	struct saas__lv_config cfg;
-	char *root = NULL, *vms = NULL, *ssh_key = NULL;
+	char *vms = NULL, *ssh_key = NULL;
 	int rc;
 
 	if (!d)
@@ -317,38 +328,15 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->stopping = env->stopping ? env->stopping : &d->closing;
 	if ((rc = saas__lv_config_parse(&cfg, env->config)) < 0)
 		goto fail;
-	d->uri = cfg.uri;
-	d->images = cfg.images;
-	d->accel = cfg.accel;
-	d->network = cfg.network;
-	d->templates = cfg.templates;
-	d->control_port = cfg.control_port;
-	d->control_files = cfg.control_files;
-	d->control_exec = cfg.control_exec;
-	d->boot_timeout_ms = cfg.boot_timeout_ms;
-	d->uids_mode = cfg.uids;
-	d->uid_first = cfg.uid_first;
-	d->uid_count = cfg.uid_count;
-	d->dns_upstream = cfg.dns_upstream;
-	d->nft_helper = cfg.nft_helper;
-	d->cpu_milli = cfg.cpu_milli;
-	d->min_free_memory_mb = cfg.min_free_memory_mb;
-	d->spares_max = cfg.spares;
-	d->mapped = cfg.template_memory == TMPL_MEM_MAPPED;
-	d->remote = cfg.remote == REMOTE_ON || (cfg.remote == REMOTE_AUTO && saas__lv_uri_remote(d->uri));
-	/* The cluster's options: owned by d now (cfg's copies go with cfg). */
-	d->listen = cfg.listen;
-	d->owner = cfg.owner;
-	d->pool_name = cfg.pool;
-	d->pool_dir = cfg.pool_dir;
+	drv_config(d, &cfg);
 	ssh_key = cfg.ssh_key;
 	if (cfg.remote == REMOTE_ON && !d->uri) {
 		rc = saas__inval("remote=on needs uri=, the VM host's libvirt URI");
 		goto fail;
 	}
 	if ((!d->images && !(d->images = saas__lv_default_images_dir())) || (!d->listen && !(d->listen = saas__strdup("127.0.0.1"))) ||
-	    (!d->pool_name && !(d->pool_name = saas__strdup(POOL_DEFAULT))) ||
-	    (!d->pool_dir && !(d->pool_dir = saas__strdup(POOL_DIR_DEFAULT)))) {
+	    (!d->spool_name && !(d->spool_name = saas__strdup(POOL_DEFAULT))) ||
+	    (!d->spool_dir && !(d->spool_dir = saas__strdup(POOL_DIR_DEFAULT)))) {
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
@@ -363,43 +351,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	}
 	if ((rc = saas__lv_ensure_key(d, ssh_key)) < 0 || (rc = saas__ssh_global_init()) < 0)
 		goto fail;
-	/* A remote host's KVM is its own: accel=auto asks libvirt there (remote_accel). */
-	d->kvm = d->accel == ACCEL_KVM || (d->accel == ACCEL_AUTO && !d->remote && kvm_usable());
-	if (d->accel == ACCEL_KVM && !d->remote && !kvm_usable()) {
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "accel=kvm, but /dev/kvm is not usable");
+	if ((rc = d->host->prepare(d, env)) < 0)
 		goto fail;
-	}
-	if (d->remote) {
-		remote_network(d);
-		if (d->network == NET_INTERNET) {
-			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network=internet, but %s", d->guard_why);
-			goto fail;
-		}
-	} else if (!d->uri) {
-		if ((rc = saas__lv_embed_root(env->state_dir, &root)) < 0)
-			goto fail;
-		/* Confinement last: the guard's files are among those it makes private. */
-		if ((rc = saas__lv_network_setup(d, true)) < 0)
-			goto fail;
-		if (d->uids_mode != UIDS_OFF &&
-		    (rc = saas__lv_confine_setup(d, env->state_dir, root, d->uids_mode == UIDS_ON)) < 0)
-			goto fail;
-		if ((rc = saas__lv_write_qemu_conf(root, d->confined)) < 0)
-			goto fail;
-		/* Per-VM egress needs both: each QEMU under its own uid, and the guard. */
-		if ((rc = saas__lv_egress_open(d, env->state_dir)) < 0)
-			goto fail;
-		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
-			d->uri = NULL;
-			rc = saas__oom();
-			goto fail;
-		}
-		d->root = root;
-		root = NULL;
-	} else if (!strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) {
-		/* Not the system libvirtd: no per-VM labels, so no guard; network=internet fails before connecting. */
-		goto fail;
-	}
 	/* Read once, by the first open's event_init: later opens keep the first value (not a leak each). */
 	pthread_mutex_lock(&log_env_mu);
 	if (!libvirt_log_env && asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
@@ -410,56 +363,14 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot start libvirt's event loop");
 		goto fail;
 	}
-	if (d->remote) {
-		if ((rc = saas__lv_connect_remote(d->uri, &d->conn)) < 0 || (rc = saas__lv_pool_open(d)) < 0)
-			goto fail;
-		if (d->accel == ACCEL_AUTO)
-			d->kvm = remote_kvm(d);
-	} else if (!(d->conn = virConnectOpen(d->uri))) {
-		rc = saas__lv_virt_error("cannot connect to libvirt");
-		saas__error_wrap(rc, "%s", d->uri);
-		goto fail;
-	}
-	/*
-	 * A system libvirtd: confined by its DAC driver, which the connection
-	 * shows. The guard and per-VM egress follow, as in the embedded mode:
-	 * both match what only confinement decides (QEMU's group and uid).
-	 */
-	if (!d->root && !d->remote) {
-		if (d->uids_mode != UIDS_OFF &&
-		    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
-			goto fail;
-		if ((strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) ||
-		    (rc = saas__lv_egress_open(d, env->state_dir)) < 0)
-			goto fail;
-	}
 	{
 		/* Our pids cgroups are named after the state directory, as the embedded root is. */
 		char hash[65];
 		saas__sha256_hex(hash, env->state_dir, strlen(env->state_dir));
 		snprintf(d->cg_group, sizeof(d->cg_group), "aas-%.16s", hash);
 	}
-	if (d->remote)
-		remote_limits(d);
-	else
-		saas__lv_limits_setup(d, d->root != NULL);
-	/*
-	 * A remote host's templates live there, as volumes of its pool, built
-	 * once across the engines that share the host (remote.c). Their memory
-	 * is loaded by each clone: mapping it needs a memfd held on the machine
-	 * that runs QEMU.
-	 */
-	if (d->remote) {
-		char hash[65];
-		saas__sha256_hex(hash, d->uri, strlen(d->uri));
-		snprintf(d->host_tag, sizeof(d->host_tag), "%.16s", hash);
-		if (d->templates)
-			saas__lv_log(d, SAAS_LOG_INFO, "templates on VM host %s: kept in its pool, built once for every engine "
-			             "that shares it, memory loaded by each clone%s", d->uri,
-			             d->mapped ? " (template_memory=mapped needs this machine's memory: not on a remote host)"
-			                       : "");
-		d->mapped = false;
-	}
+	if ((rc = d->host->connect(d, env)) < 0)
+		goto fail;
 	saas__lv_templates_cleanup(d);
 	/* Said once: every template of this engine is then a loaded one. */
 	if (d->templates && d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {
@@ -485,45 +396,16 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s%s, %s, images in %s, templates %s, QEMU uids %s, owner %s",
-	             d->uri, d->remote ? " (remote: guests' SSH on its address, volumes in its pool)" : "",
-	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off",
-	             d->remote ? "the host's" : d->confined ? "per VM" : "shared", d->owner);
+	             d->uri, d->host->said, d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off",
+	             d->host->uids_said ? d->host->uids_said : d->confined ? "per VM" : "shared", d->owner);
 	*ctx = d;
-	free(root);
-	free(vms);
-	free(ssh_key);
-	return SAAS_OK;
+	d = NULL;
+	rc = SAAS_OK;
 fail:
-	free(root);
+	if (d)
+		drv_free(d);
 	free(vms);
-	saas__lv_egress_close(d);
 	free(ssh_key);
-	if (d->pool)
-		virStoragePoolFree(d->pool);
-	if (d->conn)
-		virConnectClose(d->conn);
-	free(d->listen);
-	free(d->pool_name);
-	free(d->pool_dir);
-	pthread_mutex_destroy(&d->upload_mu);
-	pthread_mutex_destroy(&d->conn_mu);
-	free(d->dir);
-	free(d->uri);
-	free(d->images);
-	free(d->key);
-	free(d->pub);
-	free(d->authkey_b64);
-	free(d->owner);
-	free(d->dns_upstream);
-	free(d->nft_helper);
-	free(d->root);
-	saas__lv_cg_clear(&d->cg);
-	saas__lv_uids_clear(&d->uids);
-	pthread_cond_destroy(&d->keeper_cond);
-	pthread_cond_destroy(&d->spare_cond);
-	pthread_rwlock_destroy(&d->snaps_lock);
-	pthread_mutex_destroy(&d->mu);
-	free(d);
 	return rc;
 }
 
@@ -545,63 +427,7 @@ static void lv_close(void *ctx)
 		pthread_join(d->keeper, NULL);
 	/* VMs started ahead are nobody's: they go, before their egress rules can. */
 	saas__lv_spares_stop(d);
-	/* The egress table stays while VMs do (it goes with none left); the resolver stops until the next open. */
-	saas__lv_egress_close(d);
-	while (d->tmpls) {
-		struct tmpl *t = d->tmpls;
-		d->tmpls = t->next;
-		if (t->memfd >= 0)
-			close(t->memfd);
-		free(t);
-	}
-
-	/*
-	 * The guard table stays: other engines on this host may share it, and it
-	 * touches nothing but QEMU's sockets (the next open replaces it).
-	 */
-	while (d->vms) {
-		struct vm *v = d->vms;
-		d->vms = v->next;
-		saas__lv_vm_put(d, v);
-	}
-	while (d->old_imgs) {
-		struct image *im = d->old_imgs;
-		d->old_imgs = im->next;
-		saas__lv_image_free(im);
-	}
-	while (d->imgs) {
-		struct image *im = d->imgs;
-		d->imgs = im->next;
-		saas__lv_image_free(im);
-	}
-	if (d->pool)
-		virStoragePoolFree(d->pool);
-	virConnectClose(d->conn);
-	for (size_t i = 0; i < d->n_retired; i++)
-		virConnectClose(d->retired[i]);
-	free(d->retired);
-	free(d->listen);
-	free(d->pool_name);
-	free(d->pool_dir);
-	pthread_mutex_destroy(&d->upload_mu);
-	pthread_mutex_destroy(&d->conn_mu);
-	free(d->dir);
-	free(d->uri);
-	free(d->images);
-	free(d->key);
-	free(d->pub);
-	free(d->authkey_b64);
-	free(d->owner);
-	free(d->dns_upstream);
-	free(d->nft_helper);
-	free(d->root);
-	saas__lv_cg_clear(&d->cg);
-	saas__lv_uids_clear(&d->uids);
-	pthread_cond_destroy(&d->keeper_cond);
-	pthread_cond_destroy(&d->spare_cond);
-	pthread_rwlock_destroy(&d->snaps_lock);
-	pthread_mutex_destroy(&d->mu);
-	free(d);
+	drv_free(d);
 }
 
 /* ---- VMs ------------------------------------------------------------------------------------- */
@@ -633,7 +459,7 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 	unsigned int uid = 0;
 	int rc;
 
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
 	/* A VM started ahead that a create took and then did not make. */
 	if (saas__lv_spare_destroy(d, name))
@@ -659,8 +485,7 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 		saas__lv_vm_put(d, v);
 	}
 	saas__lv_limits_release(d, name);
-	if (d->remote)
-		saas__lv_overlay_remote_delete(d, name);
+	d->host->overlay_drop(d, name);
 	if ((dir = saas__lv_drv_path(d, "vms", name))) {
 		saas__lv_rm_tree(dir);
 		free(dir);
@@ -767,23 +592,19 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		}
 		if (!t)
 			cold = "out of memory for its template";
-		else if (t->state == TMPL_READY && d->remote) {
-			if (!(tdir = saas__strdup(t->stem)))
+		else if (t->state == TMPL_READY) {
+			if (!(tdir = d->host->template_place(d, t)))
 				cold = "out of memory for its template";
-		}
-		else if (d->remote && t->state != TMPL_BUILDING)
+		} else if (d->host->shared_templates && t->state != TMPL_BUILDING)
 			probe = true;    /* finished on the host by another engine? looked for below, outside the lock */
-		else if (t->state != TMPL_READY)
+		else
 			cold = saas__lv_template_request_locked(d, t, spec, im, &cold_level);
-		else if (!(tdir = saas__lv_drv_path(d, "templates", key)))
-			cold = "out of memory for its template";
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (probe) {
-		char stem[TPL_STEM_MAX];
-		if (saas__lv_host_check(d) == SAAS_OK && saas__lv_tpl_remote_find(d, key, stem) == 1) {
-			saas__lv_template_remote_ready(d, key, stem);
-			if (!(tdir = saas__strdup(stem)))
+		char *place = NULL;
+		if (d->host->template_find(d, key, &place) == 1) {
+			if (!(tdir = place))
 				cold = "out of memory for its template";
 		} else {
 			struct tmpl *t;
@@ -797,7 +618,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		}
 	}
 	/* A remote host gets the image's files once per build (the image stays valid until close). */
-	if (rc == SAAS_OK && d->remote && ((rc = saas__lv_host_check(d)) < 0 || (rc = saas__lv_image_remote(d, im)) < 0))
+	if (rc == SAAS_OK && (rc = d->host->image_place(d, im)) < 0)
 		goto out;
 	if (rc < 0)
 		return rc;
@@ -824,8 +645,8 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 			             saas_error_last()->message, l.template_bad ? ", and the template will be built again" : "");
 			if (l.template_bad)
 				saas__lv_template_break(d, key);
-			else if (d->remote)
-				saas__lv_template_remote_ready(d, key, NULL); /* pruned meanwhile? looked for again */
+			else
+				d->host->template_lost(d, key); /* pruned meanwhile? looked for again */
 		}
 		l.tdir = NULL;
 	} else if (cold) {
@@ -891,7 +712,7 @@ int saas__lv_vm_adopt(struct drv *d, const char *name, int *state)
 		*state = s == VIR_DOMAIN_RUNNING || s == VIR_DOMAIN_PAUSED || s == VIR_DOMAIN_BLOCKED
 		                 ? SAAS_VM_RUNNING
 		                 : SAAS_VM_STOPPED;
-	else if (d->remote)
+	else if (d->host->may_vanish)
 		rc = saas__lv_virt_error("reading the VM's state");
 	/* A running VM this driver has not seen yet (the engine restarted, or another of the cluster made it). */
 	if (*state == SAAS_VM_RUNNING) {
@@ -922,7 +743,7 @@ static int lv_state(void *ctx, const char *name, int *state)
 	struct drv *d = ctx;
 	int rc;
 
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
 	return saas__lv_vm_adopt(d, name, state);
 }
@@ -946,12 +767,13 @@ static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 /* Only ours: named like a sandbox and owned by this state directory. */
 static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 {
+	struct drv *d = ctx;
 	struct list_call lc = { fn, ud };
 	int rc;
 
-	if ((rc = saas__lv_host_check(ctx)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
-	return saas__lv_own_domains(ctx, VM_PREFIX, list_one, &lc);
+	return saas__lv_own_domains(d, VM_PREFIX, list_one, &lc);
 }
 
 /* ---- the guest ------------------------------------------------------------------------------- */
@@ -1019,7 +841,7 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 	char *dir = NULL;
 	int rc = SAAS_ENOTSUP, execs, files;
 
-	if (d->remote || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
+	if (!d->host->control_port || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
 		return SAAS_ENOTSUP;
 	if (session_up(v) || !port_take(v, PORT_EXEC))
 		goto out;
@@ -1081,7 +903,7 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 	char *dir;
 	int rc, files;
 
-	if (d->remote || !d->control_files || !(v = saas__lv_vm_get(d, name)))
+	if (!d->host->control_port || !d->control_files || !(v = saas__lv_vm_get(d, name)))
 		return SAAS_ENOTSUP;
 	if (!(dir = saas__lv_drv_path(d, "vms", name))) {
 		saas__lv_vm_put(d, v);

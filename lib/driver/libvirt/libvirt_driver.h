@@ -79,6 +79,7 @@
 #include <libvirt/libvirt.h>
 
 #include "saas/sys/driver.h"
+#include "driver/libvirt/host.h"
 #include "transport/ssh.h"
 #include "transport/vmdir.h"
 #include "util/error.h"
@@ -416,15 +417,16 @@ struct drv {
 	bool control_exec;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
-	virConnectPtr conn;              /* remote: replaced when it died (saas__lv_host_check); read atomically */
+	virConnectPtr conn;              /* remote: replaced when it died (host->check); read atomically */
 	/*
-	 * A remote VM host (remote.c): nothing of the engine's filesystem is
-	 * QEMU's; images and overlays are volumes of a pool on the host.
+	 * Where QEMU runs (host.h): this machine, or a remote VM host
+	 * (host_remote.c), where nothing of the engine's filesystem is QEMU's and
+	 * images and overlays are volumes of a storage pool.
 	 */
-	bool remote;
+	const struct saas__lv_host *host;
 	char *listen;                    /* where guests' SSH forwards listen and the engine connects */
-	char *pool_name, *pool_dir;
-	virStoragePoolPtr pool;          /* remote: the host's pool */
+	char *spool_name, *spool_dir;    /* remote: the host's storage pool (driver options pool, pool_dir) */
+	virStoragePoolPtr spool;
 	pthread_mutex_t upload_mu;       /* one image upload at a time */
 	pthread_mutex_t conn_mu;         /* reconnecting */
 	virConnectPtr *retired;          /* dead connections other threads may still hold, closed at close */
@@ -1013,8 +1015,23 @@ void saas__lv_template_remote_ready(struct drv *d, const char *key, const char *
 int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *fd, bool *broken);
 /* What a previous engine on this state directory left of template builds. */
 void saas__lv_templates_cleanup(struct drv *d);
-/* The driver's template_list slot: the ready templates on disk, then those building or failed. */
+/* The driver's template_list slot: the ready templates the host has, then those building or failed. */
 int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata);
+/*
+ * The templates' parts of each VM host's table (host.h), local and remote:
+ * template VMs left by an interrupted build, whether a new entry is ready,
+ * a ready one's place, the build said and marked, a broken one deleted, the
+ * ready ones listed.
+ */
+void saas__lv_template_vms_destroy(struct drv *d);
+void saas__lv_template_known_local(struct drv *d, struct tmpl *t);
+char *saas__lv_template_place_local(struct drv *d, const struct tmpl *t);
+char *saas__lv_template_place_remote(struct drv *d, const struct tmpl *t);
+void saas__lv_template_build_local(struct tmpl_job *job);
+void saas__lv_template_build_remote(struct tmpl_job *job);
+void saas__lv_template_break_local(struct drv *d, const char *key);
+int saas__lv_template_list_local(struct drv *d, saas_template_fn fn, void *userdata, int *stop);
+int saas__lv_template_list_remote(struct drv *d, saas_template_fn fn, void *userdata, int *stop);
 
 /* ---- snapshots (snapshot.c) ------------------------------------------------------------------ */
 
@@ -1106,16 +1123,10 @@ void saas__lv_snapshots_collect(struct drv *d);
 bool saas__lv_uri_remote(const char *uri);
 /* Open uri within REMOTE_CONNECT_TIMEOUT_MS, with libvirt's keepalive on. */
 int saas__lv_connect_remote(const char *uri, virConnectPtr *out);
-/*
- * Remote: is the host's connection alive? If the keepalive closed it, open
- * it again (bounded). SAAS_EBACKEND, naming the host, when it does not answer.
- * SAAS_OK at once when not remote.
- */
-int saas__lv_host_check(struct drv *d);
 /* The driver table's host_info slot. */
 int saas__lv_host_info(void *ctx, saas_driver_host *out);
-/* The host's storage pool (d->pool_name at d->pool_dir), made and started if missing. */
-int saas__lv_pool_open(struct drv *d);
+/* The host's storage pool (d->spool_name at d->spool_dir), made and started if missing. */
+int saas__lv_spool_open(struct drv *d);
 /* im's files on the host (im->host_*), uploaded once per build by one engine of all that share the pool. */
 int saas__lv_image_remote(struct drv *d, struct image *im);
 /* VM vm's overlay volume on base (a host path) of disk_gb GiB; *path (freed by the caller) on the host. */

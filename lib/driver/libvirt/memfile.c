@@ -284,7 +284,7 @@ int saas__lv_memory_check(struct drv *d, const saas_vm_spec *spec)
 {
 	int rc;
 
-	if (d->remote)
+	if (!d->host->local_memory)
 		return SAAS_OK;
 	rc = saas__lv_memory_room(saas__lv_mem_available_mib(), spec->memory_mb, d->min_free_memory_mb);
 	if (rc < 0)

@@ -875,7 +875,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	int state = 0, rc, topfd = -1;
 
 	memset(&s, 0, sizeof(s));
-	if (d->remote)
+	if (!d->host->snapshots)
 		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__inval("a snapshot's name is 1 to %d of a-z, 0-9 and '-'", SNAPSHOT_NAME_MAX);
@@ -1103,7 +1103,7 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 
 	memset(&s, 0, sizeof(s));
 	memset(&l, 0, sizeof(l));
-	if (d->remote)
+	if (!d->host->snapshots)
 		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);

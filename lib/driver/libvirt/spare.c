@@ -290,7 +290,7 @@ int saas__lv_spares_start(struct drv *d)
 {
 	int rc;
 
-	if (!d->spares_max || !d->templates || d->remote)
+	if (!d->spares_max || !d->templates || !d->host->spares)
 		return SAAS_OK;
 	if ((rc = pthread_create(&d->spare_thread, NULL, spare_main, d)) != 0)
 		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the thread that starts VMs ahead");

@@ -54,13 +54,7 @@ void saas__lv_templates_cleanup(struct drv *d)
 	DIR *dir;
 	struct dirent *e;
 
-	/*
-	 * A remote host's template VMs may be other engines' builds, under
-	 * their lease: one a dead engine left is destroyed by the next build of
-	 * its template (remote.c).
-	 */
-	if (!d->remote)
-		saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
+	d->host->templates_cleanup(d);
 	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
 		while ((e = readdir(dir))) {
 			size_t len = strlen(e->d_name);
@@ -73,6 +67,41 @@ void saas__lv_templates_cleanup(struct drv *d)
 		closedir(dir);
 	}
 	free(root);
+}
+
+/*
+ * The template VMs an interrupted build of this engine's left. (A remote
+ * host's may be other engines' builds, under their lease: one a dead engine
+ * left is destroyed by the next build of its template, host_remote.c.)
+ */
+void saas__lv_template_vms_destroy(struct drv *d)
+{
+	saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
+}
+
+/* A new entry of the local host's: ready when its directory is complete. Caller holds d->mu. */
+void saas__lv_template_known_local(struct drv *d, struct tmpl *t)
+{
+	char *dir, *meta = NULL;
+	struct stat st;
+
+	if ((dir = saas__lv_drv_path(d, "templates", t->key)) && (meta = saas__lv_path_join(dir, "template.json")) &&
+	    stat(meta, &st) == 0)
+		t->state = TMPL_READY;
+	free(meta);
+	free(dir);
+}
+
+/* Where a clone finds a ready template: its directory here, or its volumes' stem on a remote host. */
+char *saas__lv_template_place_local(struct drv *d, const struct tmpl *t)
+{
+	return saas__lv_drv_path(d, "templates", t->key);
+}
+
+char *saas__lv_template_place_remote(struct drv *d, const struct tmpl *t)
+{
+	(void)d;
+	return saas__strdup(t->stem);
 }
 
 /*
@@ -105,8 +134,6 @@ void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct
 struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 {
 	struct tmpl *t;
-	char *dir, *meta;
-	struct stat st;
 
 	for (t = d->tmpls; t; t = t->next)
 		if (strcmp(t->key, key) == 0)
@@ -116,13 +143,7 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 	saas__strlcpy(t->key, key, sizeof(t->key));
 	t->memfd = -1;
 	/* Remote: the host says whether it is complete (lv_create looks, outside the lock). */
-	if (!d->remote && (dir = saas__lv_drv_path(d, "templates", key)) && (meta = saas__lv_path_join(dir, "template.json"))) {
-		if (stat(meta, &st) == 0)
-			t->state = TMPL_READY;
-		free(meta);
-	}
-	if (!d->remote)
-		free(dir);
+	d->host->template_known(d, t);
 	t->next = d->tmpls;
 	d->tmpls = t;
 	return t;
@@ -514,23 +535,27 @@ static int template_build_remote(struct tmpl_job *job)
 	return rc;
 }
 
-static void *builder_main(void *arg)
+/* A remote host's build, said and marked: another engine's build under way is no failure. */
+void saas__lv_template_build_remote(struct tmpl_job *job)
 {
-	struct tmpl_job *job = arg;
 	struct drv *d = job->d;
-	int rc = d->remote ? template_build_remote(job) : template_build(job);
+	int rc = template_build_remote(job);
 
-	if (d->remote && rc != SAAS_OK) {
-		if (rc != SAAS_EBUSY && !closing(d))
-			saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) on VM host %s failed: %s; sandboxes "
-			             "boot cold, next try in %d s", job->s.key, job->s.image, job->s.vcpus, job->s.memory_mb, d->uri,
-			             saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
-		if (rc != SAAS_EBUSY)
-			template_mark(d, job->s.key, TMPL_BROKEN);
-		goto out;
-	}
-	if (d->remote)
-		goto out;
+	if (rc == SAAS_OK)
+		return;
+	if (rc != SAAS_EBUSY && !closing(d))
+		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) on VM host %s failed: %s; sandboxes "
+		             "boot cold, next try in %d s", job->s.key, job->s.image, job->s.vcpus, job->s.memory_mb, d->uri,
+		             saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+	if (rc != SAAS_EBUSY)
+		template_mark(d, job->s.key, TMPL_BROKEN);
+}
+
+/* A local build, said and marked. */
+void saas__lv_template_build_local(struct tmpl_job *job)
+{
+	struct drv *d = job->d;
+	int rc = template_build(job);
 
 	if (rc < 0 && !stopping(d))
 		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
@@ -539,7 +564,14 @@ static void *builder_main(void *arg)
 		saas__lv_log(d, SAAS_LOG_INFO, "template %s: build abandoned, the engine is stopping; its VM is destroyed",
 		             job->s.key);
 	template_mark(d, job->s.key, rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN);
-out:
+}
+
+static void *builder_main(void *arg)
+{
+	struct tmpl_job *job = arg;
+	struct drv *d = job->d;
+
+	d->host->template_build(job);
 	pthread_mutex_lock(&d->mu);
 	d->builder_busy = false;
 	pthread_mutex_unlock(&d->mu);
@@ -603,14 +635,15 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 /* A template that failed to clone: delete it and build it again later. */
 void saas__lv_template_break(struct drv *d, const char *key)
 {
-	char *dir;
-
 	template_mark(d, key, TMPL_BROKEN);
-	if (d->remote) {
-		saas__lv_tpl_remote_break(d, key);
-		return;
-	}
-	dir = saas__lv_drv_path(d, "templates", key);
+	d->host->template_break(d, key);
+}
+
+/* Its directory, and the sealed RAM this engine holds of it. */
+void saas__lv_template_break_local(struct drv *d, const char *key)
+{
+	char *dir = saas__lv_drv_path(d, "templates", key);
+
 	template_ram_drop(d, key);
 	if (dir)
 		saas__lv_rm_tree(dir);
@@ -670,31 +703,15 @@ int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *
 	return rc;
 }
 
-/*
- * Report each template: the ready ones as their description on disk says
- * (a previous engine's too), then the builds this driver asked for that run
- * or failed. The callback is called without d->mu held.
- */
-int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
+/* The local host's ready templates, as their description on disk says (a previous engine's too). */
+int saas__lv_template_list_local(struct drv *d, saas_template_fn fn, void *userdata, int *stop)
 {
-	struct drv *d = ctx;
-	char *root = d->remote ? NULL : saas__lv_path_join(d->dir, "templates");
+	char *root = saas__lv_path_join(d->dir, "templates");
 	DIR *dir = root ? opendir(root) : NULL;
 	struct dirent *e;
-	struct tmpl *pending = NULL;
-	size_t npending = 0, cap = 0;
-	int rc = root || d->remote ? SAAS_OK : SAAS_ENOMEM, stop = 0;
+	int rc = root ? SAAS_OK : SAAS_ENOMEM;
 
-	/*
-	 * A remote host's ready templates are its volumes, this owner's (every
-	 * engine of the cluster sees them). A host that does not answer has
-	 * none to report now: the builds this driver knows of still are.
-	 */
-	if (d->remote && saas__lv_tpl_remote_list(d, fn, userdata, &stop) < 0) {
-		saas__lv_log(d, SAAS_LOG_DEBUG, "templates on VM host %s not listed: %s", d->uri, saas_error_last()->message);
-		saas__error_clear();
-	}
-	while (dir && !stop && (e = readdir(dir))) {
+	while (dir && !*stop && (e = readdir(dir))) {
 		saas_driver_template t;
 		char *sub, *meta = NULL;
 		json_t *j = NULL;
@@ -714,7 +731,7 @@ int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
 			t.disk_gb = (unsigned int)json_integer_value(json_object_get(j, "disk_gb"));
 			t.state = SAAS_TEMPLATE_READY;
 			t.state_bytes = json_integer_value(json_object_get(j, "state_bytes"));
-			stop = fn(userdata, &t);
+			*stop = fn(userdata, &t);
 		}
 		json_decref(j);
 		free(meta);
@@ -722,6 +739,35 @@ int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
 	if (dir)
 		closedir(dir);
 	free(root);
+	return rc;
+}
+
+/*
+ * A remote host's ready templates are its volumes, this owner's (every
+ * engine of the cluster sees them). A host that does not answer has none to
+ * report now: the builds this driver knows of still are.
+ */
+int saas__lv_template_list_remote(struct drv *d, saas_template_fn fn, void *userdata, int *stop)
+{
+	if (saas__lv_tpl_remote_list(d, fn, userdata, stop) < 0) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "templates on VM host %s not listed: %s", d->uri, saas_error_last()->message);
+		saas__error_clear();
+	}
+	return SAAS_OK;
+}
+
+/*
+ * Report each template: the ready ones the host has, then the builds this
+ * driver asked for that run or failed. The callback is called without d->mu
+ * held.
+ */
+int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
+{
+	struct drv *d = ctx;
+	struct tmpl *pending = NULL;
+	size_t npending = 0, cap = 0;
+	int stop = 0, rc = d->host->template_list(d, fn, userdata, &stop);
+
 	pthread_mutex_lock(&d->mu);
 	for (struct tmpl *t = d->tmpls; rc == SAAS_OK && t; t = t->next) {
 		if ((t->state != TMPL_BUILDING && t->state != TMPL_BROKEN) || !t->image[0])

@@ -131,7 +131,7 @@ int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out)
 	int rc;
 
 	/* A dead host fails here at once, not at the end of an SSH timeout. */
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
 	/* Another engine of the cluster may have made it: adopted at first use, as after a restart. */
 	if (!(v = saas__lv_vm_get(d, name))) {

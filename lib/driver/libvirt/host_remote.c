@@ -21,6 +21,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/host.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 bool saas__lv_uri_remote(const char *uri)
@@ -133,13 +134,11 @@ int saas__lv_connect_remote(const char *uri, virConnectPtr *out)
 	return rc;
 }
 
-int saas__lv_host_check(struct drv *d)
+static int remote_check(struct drv *d)
 {
 	virConnectPtr conn, *retired;
 	int rc = SAAS_OK;
 
-	if (!d->remote)
-		return SAAS_OK;
 	pthread_mutex_lock(&d->conn_mu);
 	if (virConnectIsAlive(d->conn) == 1)
 		goto out;
@@ -180,7 +179,7 @@ int saas__lv_host_info(void *ctx, saas_driver_host *out)
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = remote_check(d)) < 0)
 		return rc;
 	/* A call in flight when the host stops answering fails at the keepalive's count: never a hang. */
 	if (virNodeGetInfo(d->conn, &info) < 0) {
@@ -200,7 +199,7 @@ int saas__lv_host_info(void *ctx, saas_driver_host *out)
 
 static virStorageVolPtr vol_lookup(struct drv *d, const char *name)
 {
-	virStorageVolPtr v = virStorageVolLookupByName(d->pool, name);
+	virStorageVolPtr v = virStorageVolLookupByName(d->spool, name);
 
 	/* Not there is the answer, not an error worth keeping. */
 	if (!v)
@@ -208,13 +207,13 @@ static virStorageVolPtr vol_lookup(struct drv *d, const char *name)
 	return v;
 }
 
-int saas__lv_pool_open(struct drv *d)
+int saas__lv_spool_open(struct drv *d)
 {
 	saas__buf b = SAAS__BUF_INIT;
 	char *xml = NULL;
 	int active, rc = SAAS_OK;
 
-	if (!(d->pool = virStoragePoolLookupByName(d->conn, d->pool_name))) {
+	if (!(d->spool = virStoragePoolLookupByName(d->conn, d->spool_name))) {
 		/*
 		 * A directory pool of ours, persistent and autostarted, so that the
 		 * host's libvirtd keeps it across restarts. Two engines making it
@@ -222,25 +221,25 @@ int saas__lv_pool_open(struct drv *d)
 		 */
 		saas__buf_printf(&b, "<pool type='dir'><name>%s</name><target><path>%s</path>"
 		                     "<permissions><mode>0711</mode></permissions></target></pool>",
-		                 d->pool_name, d->pool_dir);
+		                 d->spool_name, d->spool_dir);
 		if (!(xml = saas__buf_detach(&b, NULL)))
 			return saas__oom();
-		d->pool = virStoragePoolDefineXML(d->conn, xml, 0);
-		if (d->pool && virStoragePoolBuild(d->pool, 0) < 0) {
+		d->spool = virStoragePoolDefineXML(d->conn, xml, 0);
+		if (d->spool && virStoragePoolBuild(d->spool, 0) < 0) {
 			rc = saas__lv_virt_error("making the storage pool's directory on the VM host");
 			goto out;
 		}
-		if (d->pool)
-			virStoragePoolSetAutostart(d->pool, 1);
-		else if (!(d->pool = virStoragePoolLookupByName(d->conn, d->pool_name))) {
+		if (d->spool)
+			virStoragePoolSetAutostart(d->spool, 1);
+		else if (!(d->spool = virStoragePoolLookupByName(d->conn, d->spool_name))) {
 			rc = saas__lv_virt_error("defining the storage pool on the VM host");
 			goto out;
 		}
-		saas__lv_log(d, SAAS_LOG_INFO, "storage pool %s made on VM host %s (%s)", d->pool_name, d->uri,
-		             d->pool_dir);
+		saas__lv_log(d, SAAS_LOG_INFO, "storage pool %s made on VM host %s (%s)", d->spool_name, d->uri,
+		             d->spool_dir);
 	}
-	if ((active = virStoragePoolIsActive(d->pool)) == 0 && virStoragePoolCreate(d->pool, 0) < 0 &&
-	    virStoragePoolIsActive(d->pool) != 1) {
+	if ((active = virStoragePoolIsActive(d->spool)) == 0 && virStoragePoolCreate(d->spool, 0) < 0 &&
+	    virStoragePoolIsActive(d->spool) != 1) {
 		rc = saas__lv_virt_error("starting the storage pool on the VM host");
 		goto out;
 	}
@@ -248,10 +247,10 @@ int saas__lv_pool_open(struct drv *d)
 		rc = saas__lv_virt_error("reading the storage pool's state on the VM host");
 out:
 	if (rc < 0) {
-		saas__error_wrap(rc, "pool %s at %s", d->pool_name, d->pool_dir);
-		if (d->pool)
-			virStoragePoolFree(d->pool);
-		d->pool = NULL;
+		saas__error_wrap(rc, "pool %s at %s", d->spool_name, d->spool_dir);
+		if (d->spool)
+			virStoragePoolFree(d->spool);
+		d->spool = NULL;
 	}
 	free(xml);
 	return rc;
@@ -289,7 +288,7 @@ static int upload_one(struct drv *d, const char *name, const char *path, char **
 		rc = saas__oom();
 		goto out;
 	}
-	if (!(vol = virStorageVolCreateXML(d->pool, xml, 0))) {
+	if (!(vol = virStorageVolCreateXML(d->spool, xml, 0))) {
 		virErrorPtr e = virGetLastError();
 		/* Another engine's upload of the same build (build_upload's claim). */
 		if (e && e->code == VIR_ERR_STORAGE_VOL_EXIST)
@@ -364,7 +363,7 @@ static int build_upload(struct drv *d, const struct image *im, const char *id, c
 	if (rc == SAAS_OK) {
 		char xml[256];
 		snprintf(xml, sizeof(xml), "<volume><name>%s.done</name><capacity>0</capacity></volume>", id);
-		if (!(done = virStorageVolCreateXML(d->pool, xml, 0)))
+		if (!(done = virStorageVolCreateXML(d->spool, xml, 0)))
 			rc = saas__lv_virt_error("marking an upload complete on the VM host");
 		else
 			virStorageVolFree(done);
@@ -503,7 +502,7 @@ int saas__lv_overlay_remote(struct drv *d, const char *vm, const char *base, uns
 	                 name, disk_gb, base);
 	if (!(xml = saas__buf_detach(&b, NULL)))
 		return saas__oom();
-	if (!(vol = virStorageVolCreateXML(d->pool, xml, 0))) {
+	if (!(vol = virStorageVolCreateXML(d->spool, xml, 0))) {
 		rc = saas__lv_virt_error("creating the disk overlay on the VM host");
 	} else {
 		if (!(*path = virStorageVolGetPath(vol)))
@@ -595,10 +594,10 @@ bool saas__lv_tpl_lease_name(char *out, size_t len, const char *host, const char
 }
 
 /* The names of the pool's volumes (*names freed with names_free). */
-static int pool_names(struct drv *d, char ***names, int *n)
+static int spool_names(struct drv *d, char ***names, int *n)
 {
 	virStorageVolPtr *vols = NULL;
-	int count = virStoragePoolListAllVolumes(d->pool, &vols, 0), rc = SAAS_OK;
+	int count = virStoragePoolListAllVolumes(d->spool, &vols, 0), rc = SAAS_OK;
 
 	*names = NULL;
 	*n = 0;
@@ -670,7 +669,7 @@ static int vol_put(struct drv *d, const char *name, const char *data, size_t len
 	snprintf(xml, sizeof(xml), "<volume><name>%s</name><capacity unit='bytes'>%zu</capacity><allocation "
 	         "unit='bytes'>0</allocation><target><format type='raw'/><permissions><mode>0600</mode></permissions>"
 	         "</target></volume>", name, len);
-	if (!(vol = virStorageVolCreateXML(d->pool, xml, 0)))
+	if (!(vol = virStorageVolCreateXML(d->spool, xml, 0)))
 		return saas__error_wrap(saas__lv_virt_error("making a volume on the VM host"), "%s", name);
 	if (len && (!(st = virStreamNew(d->conn, 0)) || virStorageVolUpload(vol, st, 0, len, 0) < 0 ||
 	            virStreamSendAll(st, send_mem, &m) < 0 || virStreamFinish(st) < 0)) {
@@ -746,7 +745,7 @@ int saas__lv_tpl_remote_find(struct drv *d, const char *key, char stem[TPL_STEM_
 	char **names;
 	int n, rc, found = 0;
 
-	if ((rc = pool_names(d, &names, &n)) < 0)
+	if ((rc = spool_names(d, &names, &n)) < 0)
 		return rc;
 	for (int i = 0; i < n && !found; i++)
 		found = saas__lv_tpl_volume(names[i], key, "ready", stem);
@@ -763,7 +762,7 @@ int saas__lv_tpl_remote_find(struct drv *d, const char *key, char stem[TPL_STEM_
 static bool tpl_disk_used(struct drv *d, const char *path)
 {
 	virStorageVolPtr *vols = NULL;
-	int count = virStoragePoolListAllVolumes(d->pool, &vols, 0);
+	int count = virStoragePoolListAllVolumes(d->spool, &vols, 0);
 	bool used = count < 0;
 
 	for (int i = 0; i < count; i++) {
@@ -809,7 +808,7 @@ void saas__lv_tpl_remote_break(struct drv *d, const char *key)
 {
 	char stem[TPL_STEM_MAX], name[TPL_STEM_MAX + 8];
 
-	if (saas__lv_host_check(d) == SAAS_OK && saas__lv_tpl_remote_find(d, key, stem) == 1) {
+	if (remote_check(d) == SAAS_OK && saas__lv_tpl_remote_find(d, key, stem) == 1) {
 		snprintf(name, sizeof(name), "%s.ready", stem);
 		vol_delete_name(d, name);
 	}
@@ -837,7 +836,7 @@ static void tpl_sweep_key(struct drv *d, const char *key)
 		virDomainFree(dom);
 	}
 	saas__error_clear();
-	if (pool_names(d, &names, &n) < 0) {
+	if (spool_names(d, &names, &n) < 0) {
 		saas__error_clear();
 		return;
 	}
@@ -865,7 +864,7 @@ static void tpl_prune(struct drv *d, const struct saas__lv_tpl_job *job, const c
 	char **names, stem[TPL_STEM_MAX];
 	int n;
 
-	if (pool_names(d, &names, &n) < 0) {
+	if (spool_names(d, &names, &n) < 0) {
 		saas__error_clear();
 		return;
 	}
@@ -1056,7 +1055,7 @@ int saas__lv_tpl_remote_build(struct drv *d, const struct saas__lv_tpl_job *job,
 	int rc;
 
 	stem[0] = '\0';
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = remote_check(d)) < 0)
 		return rc;
 	if ((rc = saas__lv_tpl_remote_find(d, job->key, stem)) != 0)
 		return rc < 0 ? rc : SAAS_OK;
@@ -1221,7 +1220,7 @@ int saas__lv_tpl_remote_list(struct drv *d, saas_template_fn fn, void *userdata,
 	char **names, stem[TPL_STEM_MAX];
 	int n, rc;
 
-	if ((rc = saas__lv_host_check(d)) < 0 || (rc = pool_names(d, &names, &n)) < 0)
+	if ((rc = remote_check(d)) < 0 || (rc = spool_names(d, &names, &n)) < 0)
 		return rc;
 	for (int i = 0; i < n && !*stop; i++) {
 		saas_driver_template t;
@@ -1245,3 +1244,206 @@ int saas__lv_tpl_remote_list(struct drv *d, saas_template_fn fn, void *userdata,
 	names_free(names, n);
 	return SAAS_OK;
 }
+
+/* ---- the host's table ---------------------------------------------------------------------------- */
+
+/*
+ * A remote host's network: the guard and per-VM egress are nftables of this
+ * machine's, which a remote host's QEMU sockets never meet. Its guests are
+ * isolated (restrict=on: slirp opens no connection for them), the one
+ * egress that needs nothing of the host's.
+ */
+static void remote_network(struct drv *d)
+{
+	snprintf(d->guard_why, sizeof(d->guard_why),
+	         "VM host %s is remote: the guard that keeps guests off a host's own services and private networks "
+	         "is this machine's nftables (only isolated guests run on a remote host)", d->uri);
+	snprintf(d->egress_why, sizeof(d->egress_why),
+	         "VM host %s is remote: per-VM egress is this machine's nftables (only isolated guests run on a "
+	         "remote host)", d->uri);
+	d->internet = false;
+	if (d->network != NET_INTERNET)
+		saas__lv_log(d, SAAS_LOG_INFO, "network: guests are isolated; internet and policies are refused: %s",
+		             d->guard_why);
+}
+
+/* accel=auto on a remote host: KVM when its libvirt offers a kvm domain for x86_64. */
+static bool remote_kvm(struct drv *d)
+{
+	char *caps = virConnectGetDomainCapabilities(d->conn, NULL, "x86_64", "q35", "kvm", 0);
+	bool kvm = caps != NULL;
+
+	free(caps);
+	saas__error_clear();
+	return kvm;
+}
+
+/*
+ * A remote host's limits: what the domain's XML and libvirt's API carry
+ * (the CPU quota, the memory limit) are the host's libvirtd to apply; the
+ * pids cgroup and the I/O weight are not given (the first is this
+ * machine's cgroup files; the second needs the io controller, which not
+ * every host delegates to libvirt).
+ */
+static void remote_limits(struct drv *d)
+{
+	d->lim_cpu = d->cpu_milli != 0;
+	d->lim_memory = true;
+	d->lim_pids = d->lim_io = false;
+	saas__lv_log(d, SAAS_LOG_INFO, "VM limits on VM host %s: CPU %s, memory on (the host's cgroups, by its "
+	             "libvirtd); pids and I/O weight not given", d->uri, d->lim_cpu ? "on" : "off (cpu_limit=off)");
+}
+
+static int remote_prepare(struct drv *d, const saas_driver_env *env)
+{
+	(void)env;
+	/* A remote host's KVM is its own: accel=auto asks libvirt there (remote_connect). */
+	d->kvm = d->accel == ACCEL_KVM;
+	remote_network(d);
+	if (d->network == NET_INTERNET)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network=internet, but %s", d->guard_why);
+	return SAAS_OK;
+}
+
+static int remote_connect(struct drv *d, const saas_driver_env *env)
+{
+	char hash[65];
+	int rc;
+
+	(void)env;
+	if ((rc = saas__lv_connect_remote(d->uri, &d->conn)) < 0 || (rc = saas__lv_spool_open(d)) < 0)
+		return rc;
+	if (d->accel == ACCEL_AUTO)
+		d->kvm = remote_kvm(d);
+	remote_limits(d);
+	/*
+	 * A remote host's templates live there, as volumes of its storage pool,
+	 * built once across the engines that share the host. Their memory is
+	 * loaded by each clone: mapping it needs a memfd held on the machine
+	 * that runs QEMU.
+	 */
+	saas__sha256_hex(hash, d->uri, strlen(d->uri));
+	snprintf(d->host_tag, sizeof(d->host_tag), "%.16s", hash);
+	if (d->templates)
+		saas__lv_log(d, SAAS_LOG_INFO, "templates on VM host %s: kept in its pool, built once for every engine "
+		             "that shares it, memory loaded by each clone%s", d->uri,
+		             d->mapped ? " (template_memory=mapped needs this machine's memory: not on a remote host)" : "");
+	d->mapped = false;
+	return SAAS_OK;
+}
+
+static int remote_image_place(struct drv *d, struct image *im)
+{
+	int rc;
+
+	if ((rc = remote_check(d)) < 0)
+		return rc;
+	return saas__lv_image_remote(d, im);
+}
+
+/* The overlay is a volume on the host, on the image's disk there (uploaded) or a template's frozen one. */
+static int remote_overlay_make(struct launch *l)
+{
+	char *tbase = NULL;
+	int rc;
+
+	if (!l->im->disk)
+		return SAAS_OK;
+	if (l->tdir && (rc = saas__lv_tpl_remote_disk(l->d, l->tdir, &tbase)) < 0)
+		return rc;
+	rc = saas__lv_overlay_remote(l->d, l->vol ? l->vol : l->spec->name, tbase ? tbase : l->im->host_disk,
+	                             l->spec->disk_gb, &l->overlay);
+	free(tbase);
+	return rc;
+}
+
+/*
+ * A port for the guest's SSH forward on a remote host, which the engine
+ * cannot probe: one at random from a range, tried again (launch_start) when
+ * QEMU finds it taken. The domain's files are the host's: its console a pty,
+ * its kernel and initrd the uploaded volumes.
+ */
+static int remote_domain_place(struct launch *l, struct saas__lv_domain *def)
+{
+	uint32_t r;
+
+	if (saas__random(&r, sizeof(r)) < 0)
+		r = (uint32_t)rand();
+	l->port = REMOTE_PORT_FIRST + r % REMOTE_PORT_COUNT;
+	def->vmdir = NULL;
+	def->listen = l->d->listen;
+	def->kernel = l->im->host_kernel;
+	def->initrd = l->im->host_initrd;
+	return SAAS_OK;
+}
+
+/* A remote host's template: its state is a volume there, poured in over the network. */
+static int remote_state_in(struct launch *l, const char *what, const char *state_path, const struct timespec *t0,
+                           int64_t budget_ms)
+{
+	int rc;
+
+	(void)state_path;
+	if ((rc = saas__lv_tpl_remote_restore(l, t0, budget_ms)) < 0)
+		return saas__error_wrap(rc, "%s", what);
+	return SAAS_OK;
+}
+
+/* Other engines' template VMs may be builds under their lease: a dead engine's goes with the next build. */
+static void remote_templates_cleanup(struct drv *d)
+{
+	(void)d;
+}
+
+/* The host says whether it is complete: lv_create looks, outside the lock (template_find). */
+static void remote_template_known(struct drv *d, struct tmpl *t)
+{
+	(void)d;
+	(void)t;
+}
+
+/* Pruned meanwhile? Looked for again on the host at the next create. */
+static void remote_template_lost(struct drv *d, const char *key)
+{
+	saas__lv_template_remote_ready(d, key, NULL);
+}
+
+static int remote_template_find(struct drv *d, const char *key, char **place)
+{
+	char stem[TPL_STEM_MAX];
+
+	*place = NULL;
+	if (remote_check(d) != SAAS_OK || saas__lv_tpl_remote_find(d, key, stem) != 1)
+		return 0;
+	saas__lv_template_remote_ready(d, key, stem);
+	*place = saas__strdup(stem);
+	return 1;
+}
+
+const struct saas__lv_host saas__lv_host_remote = {
+	.prepare = remote_prepare,
+	.connect = remote_connect,
+	.check = remote_check,
+	.image_place = remote_image_place,
+	.overlay_make = remote_overlay_make,
+	.overlay_drop = saas__lv_overlay_remote_delete,
+	.domain_place = remote_domain_place,
+	.state_in = remote_state_in,
+	.templates_cleanup = remote_templates_cleanup,
+	.template_known = remote_template_known,
+	.template_place = saas__lv_template_place_remote,
+	.template_build = saas__lv_template_build_remote,
+	.template_break = saas__lv_tpl_remote_break,
+	.template_lost = remote_template_lost,
+	.template_find = remote_template_find,
+	.template_list = saas__lv_template_list_remote,
+	.control_port = false,
+	.local_memory = false,
+	.snapshots = false,
+	.spares = false,
+	.shared_templates = true,
+	.may_vanish = true,
+	.limits_learned = true,
+	.said = " (remote: guests' SSH on its address, volumes in its pool)",
+	.uids_said = "the host's",
+};
