@@ -29,6 +29,7 @@
 #include "aas-control.h"
 #include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/vmfs.h"
 #include "util/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

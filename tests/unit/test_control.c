@@ -24,7 +24,10 @@
 
 #include <cmocka.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/domain.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/snapshot.h"
 #include "transport/control.h"
 #include "transport/ssh.h"
 #include "saas/errors.h"

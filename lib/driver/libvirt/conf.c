@@ -11,7 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
 #include "util/spawn.h"
 
 char *saas__lv_default_images_dir(void)

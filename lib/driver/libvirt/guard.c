@@ -23,6 +23,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "util/spawn.h"
 

@@ -20,8 +20,15 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/egress.h"
+#include "driver/libvirt/guard.h"
 #include "driver/libvirt/host.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/qmp.h"
+#include "driver/libvirt/template.h"
 #include "util/spawn.h"
 
 /*

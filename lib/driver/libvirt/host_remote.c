@@ -21,8 +21,15 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/domain.h"
 #include "driver/libvirt/host.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/qmp.h"
+#include "driver/libvirt/template.h"
 
 bool saas__lv_uri_remote(const char *uri)
 {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "transport/control.h"
+#include "driver/libvirt/image.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 void saas__lv_image_free(struct image *im)

@@ -24,6 +24,17 @@
 #include "driver/libvirt/host.h"
 #include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/guard.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/vm.h"
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/launch.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/template.h"
+#include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/egress.h"
 
 /* ---- the event loop and shared helpers ------------------------------------------------------- */
 

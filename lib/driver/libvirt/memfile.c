@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
 
 #define COPY_CHUNK (1u << 20)
 

@@ -37,7 +37,17 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/egress.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/qmp.h"
+#include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/template.h"
+#include "driver/libvirt/vm.h"
+#include "driver/libvirt/vmfs.h"
 #include "util/spawn.h"
 
 #define SNAPSHOT_JSON_MAX 65536

@@ -37,7 +37,13 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/egress.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/template.h"
+#include "driver/libvirt/vm.h"
 
 enum { SPARE_MAKING, SPARE_READY, SPARE_TAKEN };
 

@@ -25,7 +25,15 @@
 #include <libvirt/libvirt.h>
 
 #include "transport/control.h"
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/qmp.h"
+#include "driver/libvirt/template.h"
 
 /* What the template builder makes: a template VM of this shape. */
 struct tmpl_job {

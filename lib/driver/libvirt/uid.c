@@ -34,6 +34,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "driver/libvirt/guard.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /* ---- the allocator --------------------------------------------------------------------------- */

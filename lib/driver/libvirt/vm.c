@@ -9,6 +9,7 @@
 
 #include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/vm.h"
 
 void saas__lv_vm_put(struct drv *d, struct vm *v)
 {

@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/vmfs.h"
 
 /* A tree's depth the removal follows at most: the engine's own trees are two levels deep. */
 #define RM_DEPTH_MAX 16
