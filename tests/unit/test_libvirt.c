@@ -353,16 +353,16 @@ static void test_tpl_volume_names(void **state)
 static void test_uri_remote(void **state)
 {
 	(void)state;
-	assert_true(saas__lv_uri_remote("qemu+tcp://10.231.1.2/system"));
-	assert_true(saas__lv_uri_remote("qemu+ssh://root@vm1.example/system?keyfile=/k"));
-	assert_true(saas__lv_uri_remote("qemu+tls://vm1.example:16514/system"));
-	assert_true(saas__lv_uri_remote("qemu+ssh://a@b@vm1/system"));
-	assert_false(saas__lv_uri_remote("qemu:///system"));
-	assert_false(saas__lv_uri_remote("qemu+unix:///system?socket=/run/x.sock"));
-	assert_false(saas__lv_uri_remote("qemu:///embed?root=/run/aas-libvirt/x"));
-	assert_false(saas__lv_uri_remote("qemu+ssh://root@/system"));
-	assert_false(saas__lv_uri_remote(NULL));
-	assert_false(saas__lv_uri_remote("qemu"));
+	assert_true(saas__lv_uri_vmhost("qemu+tcp://10.231.1.2/system"));
+	assert_true(saas__lv_uri_vmhost("qemu+ssh://root@vm1.example/system?keyfile=/k"));
+	assert_true(saas__lv_uri_vmhost("qemu+tls://vm1.example:16514/system"));
+	assert_true(saas__lv_uri_vmhost("qemu+ssh://a@b@vm1/system"));
+	assert_false(saas__lv_uri_vmhost("qemu:///system"));
+	assert_false(saas__lv_uri_vmhost("qemu+unix:///system?socket=/run/x.sock"));
+	assert_false(saas__lv_uri_vmhost("qemu:///embed?root=/run/aas-libvirt/x"));
+	assert_false(saas__lv_uri_vmhost("qemu+ssh://root@/system"));
+	assert_false(saas__lv_uri_vmhost(NULL));
+	assert_false(saas__lv_uri_vmhost("qemu"));
 }
 
 static void test_config_uids(void **state)

@@ -15,13 +15,13 @@
 
 #include <libvirt/libvirt.h>
 
-#include "driver/libvirt/console.h"
-#include "transport/control.h"
-#include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/conf.h"
-#include "driver/libvirt/vm.h"
+#include "driver/libvirt/console.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/launch.h"
+#include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/vm.h"
+#include "transport/control.h"
 #include "util/spawn.h"
 
 /* The end of a VM's console: what a failed boot says about itself. */

@@ -13,13 +13,13 @@
 
 #include <libvirt/libvirt.h>
 
-#include "transport/control.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
 #include "driver/libvirt/qmp.h"
 #include "driver/libvirt/template.h"
+#include "transport/control.h"
 
 /*
  * Restore a template's or a snapshot's saved state into a clone's paused

@@ -8,9 +8,9 @@
 
 #include <libvirt/libvirt.h>
 
-#include "transport/control.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "transport/control.h"
 
 static void xml_escape_n(saas__buf *b, const char *s, size_t n)
 {

@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "transport/control.h"
 #include "driver/libvirt/image.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "transport/control.h"
 
 void saas__lv_image_free(struct image *im)
 {

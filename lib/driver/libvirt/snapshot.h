@@ -77,4 +77,38 @@ void saas__lv_snapshots_cleanup(struct drv *d);
 /* Remove the snapshots whose deletion was asked and whose disk no VM or snapshot backs onto any more. */
 void saas__lv_snapshots_collect(struct drv *d);
 
+/* The backing files of the disk at path, nearest first, as a NULL-terminated array into s->chain. */
+int saas__lv_snapshot_chain(const char *path, struct saas__lv_snapshot *s);
+
+/* ---- the disk through QEMU (snapshot_disk.c) ---- */
+
+/*
+ * The VM's disk as QEMU has it: its top node's name, its file and its
+ * virtual size. SAAS_ENOTFOUND for a VM without one (initramfs images).
+ */
+int saas__lv_snapdisk_top(virDomainPtr dom, char **node, char **file, uint64_t *size);
+/* The image name in our metadata element ("" when it is not there or not a name), and whether it has the control port. */
+void saas__lv_snapdisk_image(virDomainPtr dom, char *out, size_t len, bool *control);
+/*
+ * Freeze a running (paused) VM's top overlay `top` (QEMU's node `node`): the
+ * VM goes on over a new overlay `next` whose backing file is `base`, the
+ * snapshot's path for the frozen disk. QEMU opens `next` as it is
+ * (mode existing), so its header keeps that name.
+ */
+int saas__lv_snapdisk_switch(struct drv *d, virDomainPtr dom, const char *node, const char *vmdir, const char *next,
+                             const char *base, uint64_t size, unsigned int uid, const char *new_node);
+/* Undo the name in the header of a switched VM's overlay: back onto its old top, when the snapshot failed. */
+bool saas__lv_snapdisk_unswitch(struct drv *d, virDomainPtr dom, const char *name, const char *new_node, const char *top);
+/*
+ * Start merging into VM name's top overlay the snapshots' disks its chain
+ * goes through, when there are more than `allowed` of them. Never fails the
+ * caller: a chain left as it is stays valid, and the failure is logged.
+ */
+void saas__lv_snapdisk_flatten(struct drv *d, virDomainPtr dom, const char *name, size_t allowed);
+/*
+ * Wait for the VM's merge (disk_flatten) to end, and dismiss its job. A
+ * merge that failed is logged: the chain it leaves is whole.
+ */
+int saas__lv_snapdisk_settle(struct drv *d, virDomainPtr dom, const char *name);
+
 #endif

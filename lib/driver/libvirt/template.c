@@ -24,7 +24,6 @@
 
 #include <libvirt/libvirt.h>
 
-#include "transport/control.h"
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/host_remote.h"
@@ -34,6 +33,7 @@
 #include "driver/libvirt/memfile.h"
 #include "driver/libvirt/qmp.h"
 #include "driver/libvirt/template.h"
+#include "transport/control.h"
 
 /* What the template builder makes: a template VM of this shape. */
 struct tmpl_job {
@@ -511,7 +511,7 @@ static void template_mark_remote(struct drv *d, const char *key, const char *ste
 	pthread_mutex_unlock(&d->mu);
 }
 
-void saas__lv_template_remote_ready(struct drv *d, const char *key, const char *stem)
+void saas__lv_template_vmhost_ready(struct drv *d, const char *key, const char *stem)
 {
 	template_mark_remote(d, key, stem);
 }
@@ -527,7 +527,7 @@ static int template_build_remote(struct tmpl_job *job)
 	char stem[TPL_STEM_MAX] = "";
 	int rc;
 
-	rc = saas__lv_tpl_remote_build(d, &job->s, stem);
+	rc = saas__lv_vmhost_tpl_build(d, &job->s, stem);
 	if (rc == SAAS_OK) {
 		template_mark_remote(d, job->s.key, stem);
 	} else if (rc == SAAS_EBUSY) {
@@ -757,7 +757,7 @@ int saas__lv_template_list_local(struct drv *d, saas_template_fn fn, void *userd
  */
 int saas__lv_template_list_remote(struct drv *d, saas_template_fn fn, void *userdata, int *stop)
 {
-	if (saas__lv_tpl_remote_list(d, fn, userdata, stop) < 0) {
+	if (saas__lv_vmhost_tpl_list(d, fn, userdata, stop) < 0) {
 		saas__lv_log(d, SAAS_LOG_DEBUG, "templates on VM host %s not listed: %s", d->uri, saas_error_last()->message);
 		saas__error_clear();
 	}

@@ -23,7 +23,7 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
                                              const struct image *im, int *level);
 void saas__lv_template_break(struct drv *d, const char *key);
 /* Remote: the template of key found complete on the host, at stem (NULL: not there after all, look again). */
-void saas__lv_template_remote_ready(struct drv *d, const char *key, const char *stem);
+void saas__lv_template_vmhost_ready(struct drv *d, const char *key, const char *stem);
 /*
  * The sealed RAM of the mapped template in tdir, loaded from its "ram" file
  * on first use, as a new descriptor the caller closes: SAAS_OK;

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/vm.h"
+#include "transport/control.h"
 
 void saas__lv_vm_put(struct drv *d, struct vm *v)
 {
