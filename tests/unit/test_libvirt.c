@@ -1649,7 +1649,7 @@ static void test_images_staged(void **state)
 	d.dir = ddir;
 	d.images = images;
 	d.log = quiet_log;
-	d.stage_images = true;
+	d.cf.stage_images = true;
 	snprintf(path, sizeof(path), "%s/libvirt/images", top);
 	assert_int_equal(saas__mkdir_p(path, 0711), 0);
 
@@ -1969,7 +1969,7 @@ static void test_egress_refused(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "network policies are not available on this server"));
 	assert_null(strstr(saas_error_last()->message, "uid"));
 	assert_int_equal(saas_error_last()->klass, SAAS_ERRCLASS_ARGS);
-	d.confined = true;
+	d.cf.confined = true;
 	d.guard = false;
 	snprintf(d.guard_why, sizeof(d.guard_why), "the group aas-guest does not exist");
 	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
@@ -2215,12 +2215,12 @@ static void test_guard_refused_system(void **state)
 	assert_non_null(strstr(d.guard_why, "uid of its own per VM"));
 	assert_null(strstr(d.guard_why, "run as root"));
 	/* Confined, without the group: each QEMU's gid is its uid. */
-	d.confined = true;
+	d.cf.confined = true;
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
 	assert_false(d.guard);
 	assert_non_null(strstr(d.guard_why, "groupadd --system " GUEST_GROUP));
 	/* Confined under the group, unprivileged and without the capability (as root: an effective uid of nobody's). */
-	d.guest_gid = 4242;
+	d.cf.guest_gid = 4242;
 	if (root)
 		assert_int_equal(seteuid(65534), 0);
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
@@ -2312,8 +2312,8 @@ static void test_guard_system(void **state)
 	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
-	d.confined = true;
-	assert_true(saas__lv_guest_gid(&d.guest_gid));
+	d.cf.confined = true;
+	assert_true(saas__lv_guest_gid(&d.cf.guest_gid));
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
 	assert_true(d.guard);
 	assert_true(guard_loaded());
@@ -2555,7 +2555,7 @@ static void test_egress_loaded(void **state)
 	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
-	d.confined = d.guard = true;
+	d.cf.confined = d.guard = true;
 	d.dns_upstream = upstream;
 	/* The guard too, as on a host: the redirected lookups must pass it. */
 	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
@@ -2706,7 +2706,7 @@ static void test_egress_table_dropped(void **state)
 	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
-	d.confined = d.guard = true;
+	d.cf.confined = d.guard = true;
 	d.dns_upstream = upstream;
 	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
 	assert_non_null(d.egress);

@@ -89,7 +89,7 @@ int saas__lv_launch_start(struct launch *l)
 			return rc;
 		def.port = l->port;
 		def.uid = l->uid;
-		def.gid = d->guest_gid ? (unsigned int)d->guest_gid : l->uid;
+		def.gid = d->cf.guest_gid ? (unsigned int)d->cf.guest_gid : l->uid;
 		def.policy = l->policy;
 		def.cpu_milli = d->lim_cpu ? d->cpu_milli : 0;
 		def.io_weight = d->lim_io ? saas__lv_io_weight(l->spec->vcpus) : 0;

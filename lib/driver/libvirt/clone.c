@@ -170,7 +170,7 @@ int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at
 	             : saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20, &ram,
 	                                     &l->template_bad);
 	if (rc == SAAS_OK)
-		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->guest_gid ? l->d->guest_gid : l->uid);
+		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->cf.guest_gid ? l->d->cf.guest_gid : l->uid);
 	if (rc == SAAS_OK) {
 		l->mem = LV_MEM_PRIVATE;
 		l->mem_path = holder.path;

@@ -91,10 +91,10 @@ static int local_prepare(struct drv *d, const saas_driver_env *env)
 	/* Confinement last: the guard's files are among those it makes private. */
 	if ((rc = saas__lv_network_setup(d, true)) < 0)
 		goto out;
-	if (d->uids_mode != UIDS_OFF &&
-	    (rc = saas__lv_confine_setup(d, env->state_dir, root, d->uids_mode == UIDS_ON)) < 0)
+	if (d->cf.uids_mode != UIDS_OFF &&
+	    (rc = saas__lv_confine_setup(d, env->state_dir, root, d->cf.uids_mode == UIDS_ON)) < 0)
 		goto out;
-	if ((rc = saas__lv_write_qemu_conf(root, d->confined)) < 0)
+	if ((rc = saas__lv_write_qemu_conf(root, d->cf.confined)) < 0)
 		goto out;
 	/* Per-VM egress needs both: each QEMU under its own uid, and the guard. */
 	if ((rc = saas__lv_egress_open(d, env->state_dir)) < 0)
@@ -125,8 +125,8 @@ static int local_connect(struct drv *d, const saas_driver_env *env)
 	 * both match what only confinement decides (QEMU's group and uid).
 	 */
 	if (!d->root) {
-		if (d->uids_mode != UIDS_OFF &&
-		    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
+		if (d->cf.uids_mode != UIDS_OFF &&
+		    (rc = saas__lv_confine_system(d, env->state_dir, d->cf.uids_mode == UIDS_ON)) < 0)
 			return rc;
 		if ((strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) ||
 		    (rc = saas__lv_egress_open(d, env->state_dir)) < 0)

@@ -320,7 +320,7 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 		rc = saas__oom();
 		goto out;
 	}
-	if (d->stage_images && (rc = image_stage(d, im)) < 0)
+	if (d->cf.stage_images && (rc = image_stage(d, im)) < 0)
 		goto out;
 	*out = im;
 	im = NULL;

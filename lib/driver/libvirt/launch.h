@@ -58,22 +58,6 @@ void saas__lv_launch_undo(struct launch *l);
 int saas__lv_boot_cold(struct launch *l);
 /* A clone of the template in l->tdir; on failure l->template_bad says whether to rebuild it. */
 int saas__lv_boot_clone(struct launch *l);
-/*
- * Spares (spare.c): clones' QEMUs started ahead. saas__lv_take is the driver's
- * vm_take; saas__lv_spare_create makes VM spec->name from the spare a create
- * took under that name (SAAS_OK), or says there is none (1), or fails with
- * everything of it undone (the caller makes the VM the ordinary way).
- * saas__lv_spare_listed: a spare of that name exists (vm_list leaves it out);
- * saas__lv_spare_destroy: destroys it if so (true).
- */
-int saas__lv_spares_start(struct drv *d);
-void saas__lv_spares_stop(struct drv *d);
-/* A VM being made (begin true) or made: no spare is started meanwhile nor for SPARE_HOLD_MS after. */
-void saas__lv_spares_busy(struct drv *d, bool begin);
-int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
-int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec);
-bool saas__lv_spare_listed(struct drv *d, const char *name);
-bool saas__lv_spare_destroy(struct drv *d, const char *name);
 /* Its two halves (clone.c): disk and paused domain; then state, fix-ups and session. at[]: ms since t0. */
 int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at[2]);
 int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2]);
@@ -93,7 +77,7 @@ int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *roo
  * error when required (uids=FIRST-LAST), else the reason logged.
  */
 int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required);
-/* A free uid of d->uids that no process on the host runs as (another engine's VMs); caller holds d->mu. */
+/* A free uid of d->cf.uids that no process on the host runs as (another engine's VMs); caller holds d->mu. */
 int saas__lv_uid_take(struct drv *d, unsigned int *uid);
 int saas__lv_confine_vm_files(struct launch *l);
 /* One more file of a VM's (a disk overlay made while it runs, open as fd) given to its uid; path for errors. */

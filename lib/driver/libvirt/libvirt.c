@@ -205,9 +205,9 @@ static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud
 	saas_vm_network net = { domain_network(dom), NULL, NULL };
 
 	(void)ud;
-	if (uid && !saas__lv_uids_mark(&d->uids, uid))
+	if (uid && !saas__lv_uids_mark(&d->cf.uids, uid))
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs under uid %u, outside the range uids=%u-%u", name, uid,
-		             d->uids.first, d->uids.first + d->uids.count - 1);
+		             d->cf.uids.first, d->cf.uids.first + d->cf.uids.count - 1);
 	if (uid && d->egress) {
 		bool restricted = net.mode == SAAS_NET_ISOLATED;
 		if (net.mode == SAAS_NET_POLICY)
@@ -277,9 +277,9 @@ static void drv_free(struct drv *d)
 	free(d->nft_helper);
 	free(d->root);
 	saas__lv_cg_clear(&d->cg);
-	saas__lv_uids_clear(&d->uids);
+	saas__lv_uids_clear(&d->cf.uids);
 	pthread_cond_destroy(&d->keeper_cond);
-	pthread_cond_destroy(&d->spare_cond);
+	pthread_cond_destroy(&d->spare.cond);
 	pthread_rwlock_destroy(&d->snaps_lock);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
@@ -297,14 +297,14 @@ static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 	d->control_files = cfg->control_files;
 	d->control_exec = cfg->control_exec;
 	d->boot_timeout_ms = cfg->boot_timeout_ms;
-	d->uids_mode = cfg->uids;
-	d->uid_first = cfg->uid_first;
-	d->uid_count = cfg->uid_count;
+	d->cf.uids_mode = cfg->uids;
+	d->cf.uid_first = cfg->uid_first;
+	d->cf.uid_count = cfg->uid_count;
 	d->dns_upstream = cfg->dns_upstream;
 	d->nft_helper = cfg->nft_helper;
 	d->cpu_milli = cfg->cpu_milli;
 	d->min_free_memory_mb = cfg->min_free_memory_mb;
-	d->spares_max = cfg->spares;
+	d->spare.max = cfg->spares;
 	d->mapped = cfg->template_memory == TMPL_MEM_MAPPED;
 	d->host = cfg->remote == REMOTE_ON || (cfg->remote == REMOTE_AUTO && saas__lv_uri_vmhost(d->uri))
 	                  ? &saas__lv_host_remote
@@ -328,7 +328,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->keeper_cond, NULL);
 	/* The spare thread waits on the monotonic clock: a clock step must not stall it, nor make it spin. */
-	saas__cond_init_monotonic(&d->spare_cond);
+	saas__cond_init_monotonic(&d->spare.cond);
 	pthread_rwlock_init(&d->snaps_lock, NULL);
 	pthread_mutex_init(&d->upload_mu, NULL);
 	pthread_mutex_init(&d->conn_mu, NULL);
@@ -389,7 +389,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__lv_log(d, SAAS_LOG_INFO, "templates' memory is loaded by each clone, not mapped: %s", d->mapped_why);
 	}
 	saas__lv_snapshots_cleanup(d);
-	if (d->confined) {
+	if (d->cf.confined) {
 		saas__lv_own_domains(d, VM_PREFIX, adopt_uid, NULL);
 		saas__lv_images_prune(d);
 	}
@@ -408,7 +408,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s%s, %s, images in %s, templates %s, QEMU uids %s, owner %s",
 	             d->uri, d->host->said, d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off",
-	             d->host->uids_said ? d->host->uids_said : d->confined ? "per VM" : "shared", d->owner);
+	             d->host->uids_said ? d->host->uids_said : d->cf.confined ? "per VM" : "shared", d->owner);
 	*ctx = d;
 	d = NULL;
 	rc = SAAS_OK;
@@ -506,9 +506,9 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 	/* Before its uid can serve another VM: that one starts from its own rules. */
 	saas__lv_egress_vm_remove(d, name);
 	/* Its QEMU is gone (virDomainDestroy waits for it): the uid may serve another VM. */
-	if (d->confined && uid) {
+	if (d->cf.confined && uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, uid);
+		saas__lv_uids_put(&d->cf.uids, uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	return SAAS_OK;
@@ -587,7 +587,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		                 (unsigned long long)((im->disk_bytes + (1u << 30) - 1) >> 30));
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
-	if (rc == SAAS_OK && d->confined)
+	if (rc == SAAS_OK && d->cf.confined)
 		rc = saas__lv_uid_take(d, &uid);
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
@@ -684,7 +684,7 @@ out:
 		saas__lv_egress_vm_remove(d, spec->name);
 	if (uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, uid);
+		saas__lv_uids_put(&d->cf.uids, uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	free(tdir);
@@ -734,9 +734,9 @@ int saas__lv_vm_adopt(struct drv *d, const char *name, int *state)
 			saas__lv_vm_put(d, v);
 		} else if (saas__lv_domain_meta(dom, &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
 			unsigned int uid = saas__lv_domain_uid(dom);
-			if (d->confined && uid) {
+			if (d->cf.confined && uid) {
 				pthread_mutex_lock(&d->mu);
-				saas__lv_uids_mark(&d->uids, uid);
+				saas__lv_uids_mark(&d->cf.uids, uid);
 				pthread_mutex_unlock(&d->mu);
 			}
 			saas__lv_vm_add(d, name, NULL, port, uid, host_key, NULL);

@@ -99,6 +99,7 @@
 #include "saas/sys/driver.h"
 #include "driver/libvirt/cgroup.h"
 #include "driver/libvirt/host.h"
+#include "driver/libvirt/spare.h"
 #include "driver/libvirt/uid.h"
 #include "transport/ssh.h"
 #include "transport/vmdir.h"
@@ -270,12 +271,7 @@ struct drv {
 	bool kvm;
 	int network;                     /* enum netcfg, from driver_config */
 	bool guard;                      /* the guard is installed and QEMU runs under GUEST_GROUP */
-	bool confined;                   /* each VM's QEMU runs under its own uid (d->uids) */
-	bool stage_images;               /* confined, and QEMU's uids cannot reach d->images (image.c) */
-	struct saas__lv_uids uids;       /* under mu */
-	gid_t guest_gid;                 /* confined: every VM's QEMU group (0: each VM's uid as its gid) */
-	int uids_mode;                   /* enum uidcfg, from driver_config */
-	unsigned int uid_first, uid_count;
+	struct saas__lv_confine cf;      /* each VM's QEMU under its own uid (uid.h) */
 	char *root;                      /* the embedded driver's root, or NULL */
 	unsigned int cpu_milli;          /* from cpu_limit */
 	unsigned int min_free_memory_mb; /* from driver_config: local VMs start only with it and their memory available */
@@ -337,15 +333,7 @@ struct drv {
 	int closing;                     /* atomic: the driver is closing; long waits give up */
 	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
 	bool keeper_started;
-	/* Clones' QEMUs started ahead (spare.c), under mu. */
-	struct spare *spares;
-	unsigned int spares_max;         /* driver option spares=N */
-	unsigned int creating;           /* creates and restores running: no spare is made meanwhile */
-	int64_t spare_hold_until_ms;     /* nor before this (after one) */
-	int64_t spare_retry_at_ms;       /* nor before this (after a failure) */
-	pthread_t spare_thread;
-	bool spare_started;
-	pthread_cond_t spare_cond;       /* with mu: signalled at close */
+	struct saas__lv_spares spare;    /* clones' QEMUs started ahead (spare.h) */
 	pthread_cond_t keeper_cond;      /* with mu: signalled at close */
 	/*
 	 * Snapshots (snapshot.c): restores hold it shared while they read a

@@ -245,7 +245,7 @@ bool saas__lv_mapped_possible(const struct drv *d, char *why, size_t why_len)
 	if (!d->root)
 		snprintf(why, why_len, "a system libvirtd starts QEMU, and the engine cannot hand it the template's "
 		                       "memory under QEMU's uid");
-	else if (geteuid() == 0 && !d->confined)
+	else if (geteuid() == 0 && !d->cf.confined)
 		snprintf(why, why_len, "QEMU runs as root without a uid of its own (uids=off or not possible here)");
 	else
 		return true;

@@ -688,7 +688,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 			goto out;
 	}
 	/* Every restored VM's QEMU, each under a uid of its own, reads the frozen disk by path; none writes it. */
-	if (d->confined && (rc = saas__lv_confine_template_fd(d, tmp, topfd)) < 0)
+	if (d->cf.confined && (rc = saas__lv_confine_template_fd(d, tmp, topfd)) < 0)
 		goto out;
 	free(path);
 	if (!(text = saas__lv_snapshot_json(&s)) || !(path = saas__lv_path_join(tmp, "snapshot.json"))) {
@@ -846,7 +846,7 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	im.disk = disk;
 	im.min_memory_mib = s.memory_mib;
 	im.control = s.control;
-	if (d->confined) {
+	if (d->cf.confined) {
 		pthread_mutex_lock(&d->mu);
 		rc = saas__lv_uid_take(d, &uid);
 		pthread_mutex_unlock(&d->mu);
@@ -899,7 +899,7 @@ out:
 		saas__lv_egress_vm_remove(d, spec->name);
 	if (uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, uid);
+		saas__lv_uids_put(&d->cf.uids, uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	saas__lv_snapshot_clear(&s);

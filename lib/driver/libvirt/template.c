@@ -339,7 +339,7 @@ static int template_build(struct tmpl_job *job)
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	/* The template VM is confined as its clones will be: it runs the same guest. */
-	if (rc == SAAS_OK && d->confined && (rc = saas__lv_uid_take(d, &l.uid)) < 0)
+	if (rc == SAAS_OK && d->cf.confined && (rc = saas__lv_uid_take(d, &l.uid)) < 0)
 		free(host_key);
 	mapped = d->mapped;
 	pthread_mutex_unlock(&d->mu);
@@ -364,7 +364,7 @@ static int template_build(struct tmpl_job *job)
 	}
 	if (mapped) {
 		if ((rc = saas__lv_memfd_new(ram_bytes, &memfd)) < 0 ||
-		    (rc = saas__lv_holder_start(&holder, memfd, l.uid, d->guest_gid ? d->guest_gid : l.uid)) < 0)
+		    (rc = saas__lv_holder_start(&holder, memfd, l.uid, d->cf.guest_gid ? d->cf.guest_gid : l.uid)) < 0)
 			goto out;
 		l.mem = LV_MEM_SHARED;
 		l.mem_path = holder.path;
@@ -441,7 +441,7 @@ static int template_build(struct tmpl_job *job)
 			goto out;
 		}
 	}
-	if (d->confined && (rc = saas__lv_confine_template(d, tmp, path)) < 0)
+	if (d->cf.confined && (rc = saas__lv_confine_template(d, tmp, path)) < 0)
 		goto out;
 	free(path);
 	path = NULL;
@@ -486,7 +486,7 @@ out:
 		close(memfd);
 	if (l.uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, l.uid);
+		saas__lv_uids_put(&d->cf.uids, l.uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	if (rc < 0 && tmp)

@@ -1,11 +1,12 @@
 /*
- * Internal: the per-VM uid allocator (uid.c); its state is d->uids.
+ * Internal: the per-VM uid allocator (uid.c); its state is d->cf.
  */
 #ifndef SAAS_DRIVER_LIBVIRT_UID_H
 #define SAAS_DRIVER_LIBVIRT_UID_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <libvirt/libvirt.h>
 
@@ -18,6 +19,16 @@ struct saas__lv_uids {
 	unsigned int first, count;
 	unsigned int next;               /* where the next search starts: a uid just freed is the last reused */
 	unsigned char *used;             /* count flags */
+};
+
+/* Confinement's part of the driver's state (d->cf): set at open, but uids (under d->mu). */
+struct saas__lv_confine {
+	bool confined;                   /* each VM's QEMU runs under its own uid (uids) */
+	bool stage_images;               /* confined, and QEMU's uids cannot reach d->images (image.c) */
+	struct saas__lv_uids uids;       /* under mu */
+	gid_t guest_gid;                 /* confined: every VM's QEMU group (0: each VM's uid as its gid) */
+	int uids_mode;                   /* enum uidcfg, from driver_config */
+	unsigned int uid_first, uid_count;
 };
 
 int saas__lv_uids_init(struct saas__lv_uids *u, unsigned int first, unsigned int count);
