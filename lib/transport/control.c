@@ -40,7 +40,7 @@ bool saas__ctl_fits(const char *vmdir)
 }
 
 int saas__ctl_request(char *out, size_t cap, const char *nonce, const char *hostname,
-                             const struct timespec *now, const char *seed_hex)
+                      const struct timespec *now, const char *seed_hex)
 {
 	int n = snprintf(out, cap, "fixup %s %s %lld.%09ld %s\n", nonce, hostname, (long long)now->tv_sec, now->tv_nsec,
 	                 seed_hex);

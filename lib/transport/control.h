@@ -40,7 +40,7 @@ bool saas__ctl_fits(const char *vmdir);
  * CONTROL_LINE_MAX. Pure.
  */
 int saas__ctl_request(char *out, size_t cap, const char *nonce, const char *hostname,
-                             const struct timespec *now, const char *seed_hex);
+                      const struct timespec *now, const char *seed_hex);
 
 /*
  * The guest's reply, len bytes at buf (one line with its '\n'): SAAS_OK when
@@ -191,9 +191,9 @@ uint32_t saas__ctl_be32_get(const unsigned char *p);
  * SAAS_EIO once *cancel (atomic, may be NULL) is set: the driver's close.
  */
 int saas__ctl_files_write(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path,
-                         unsigned int mode, saas_read_fn reader, void *ud, const int *cancel);
+                          unsigned int mode, saas_read_fn reader, void *ud, const int *cancel);
 int saas__ctl_files_read(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
-                        saas_write_fn writer, void *ud, int64_t *size, const int *cancel);
+                         saas_write_fn writer, void *ud, int64_t *size, const int *cancel);
 
 /*
  * Commands over the control port (control_exec.c): a clone's first commands,
@@ -238,6 +238,6 @@ long saas__ctl_exec_take(struct saas__ctl_xread *r, const char *buf, size_t len,
  * users per VM.
  */
 int saas__ctl_exec(struct saas__ctl **ctl, const char *vmdir, int *serves, int *execs,
-                       const saas_driver_exec *req, int *exit_code);
+                   const saas_driver_exec *req, int *exit_code);
 
 #endif

@@ -274,7 +274,7 @@ static int probe(struct saas__ctl *c, int *execs)
 }
 
 int saas__ctl_exec(struct saas__ctl **ctl, const char *vmdir, int *serves, int *execs,
-                       const saas_driver_exec *req, int *exit_code)
+                   const saas_driver_exec *req, int *exit_code)
 {
 	const char *stop_why = NULL;
 	struct xrun *x = NULL;

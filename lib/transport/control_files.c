@@ -527,7 +527,7 @@ static void ctl_done(struct saas__ctl **ctl, bool lost)
 }
 
 int saas__ctl_files_write(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path,
-                         unsigned int mode, saas_read_fn reader, void *ud, const int *cancel)
+                          unsigned int mode, saas_read_fn reader, void *ud, const int *cancel)
 {
 	struct saas__ctl *c;
 	struct files_reply r;
@@ -601,7 +601,7 @@ out:
 }
 
 int saas__ctl_files_read(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
-                        saas_write_fn writer, void *ud, int64_t *size, const int *cancel)
+                         saas_write_fn writer, void *ud, int64_t *size, const int *cancel)
 {
 	struct saas__ctl *c;
 	struct files_reply r;

@@ -2,7 +2,7 @@
  * Clones: a VM restored from a template's saved state instead of booted.
  * Its domain starts paused with -incoming defer, the state comes in through
  * QMP, and the guest's root then makes it its own machine: aas-control,
- * told over the control port (control.c), or over SSH in older images.
+ * told over the control port (lib/transport/control.c), or over SSH in older images.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -191,7 +191,7 @@ out:
 /*
  * The second half: the state in, the guest running and made its own machine.
  * With the control port and control_exec (the default), that is all: the
- * fix-ups go over the port, the first commands too (control_exec.c), and the
+ * fix-ups go over the port, the first commands too (lib/transport/control_exec.c), and the
  * engine's SSH session is connected when something first needs it
  * (l->session_later). Otherwise the engine's session connects while the
  * fix-ups go over the port (or, without one, a second SSH login as root,

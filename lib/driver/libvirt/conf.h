@@ -14,7 +14,7 @@ enum netcfg { NET_AUTO, NET_ISOLATED, NET_INTERNET };
 enum tmplmem { TMPL_MEM_MAPPED, TMPL_MEM_LOADED };
 /* uids=auto: per-VM uids when the host allows them; off: QEMU runs as today; a range: per-VM uids or fail. */
 enum uidcfg { UIDS_AUTO, UIDS_OFF, UIDS_ON };
-/* remote=auto: the VM host is remote when the URI names a host; on/off: say so (remote.c). */
+/* remote=auto: the VM host is remote when the URI names a host; on/off: say so (host.h). */
 enum remotecfg { REMOTE_AUTO, REMOTE_OFF, REMOTE_ON };
 
 #define OWNER_MAX 64                     /* owner=NAME: 1 to this many of [A-Za-z0-9._-] */

@@ -48,7 +48,7 @@ struct saas__lv_domain {
 	int mem;                         /* enum saas__lv_mem (0: LV_MEM_RAM) */
 	const char *mem_path;            /* LV_MEM_SHARED, LV_MEM_PRIVATE: the file QEMU opens */
 	/*
-	 * The control port (control.h): a virtio-serial channel whose host end
+	 * The control port (lib/transport/control.h): a virtio-serial channel whose host end
 	 * is the socket vmdir/CONTROL_SOCKET. A device like any other: a clone
 	 * has it exactly when its template (or snapshot) has it.
 	 */

@@ -79,7 +79,7 @@ static bool session_up(struct vm *v)
 }
 
 /*
- * A command over the control port (control_exec.c) while the VM has no SSH
+ * A command over the control port (lib/transport/control_exec.c) while the VM has no SSH
  * session: a clone's first commands need no login. SAAS_ENOTSUP, with
  * nothing run, where it goes over SSH: a session is up, the port is in use
  * or cannot run it.
@@ -131,7 +131,7 @@ int saas__lv_guest_exec(void *ctx, const char *name, const saas_driver_exec *req
 	return rc;
 }
 
-/* A file transfer over the control port (control_files.c), or over SFTP where the port cannot take it. */
+/* A file transfer over the control port (lib/transport/control_files.c), or over SFTP where the port cannot take it. */
 struct file_call {
 	const char *path;
 	unsigned int mode;
@@ -169,7 +169,7 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 		rc = saas__ctl_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
 	else
 		rc = saas__ctl_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
-		                         &d->closing);
+		                          &d->closing);
 	port_files_said(d, name, files, v->files);
 	port_give(v);
 	saas__lv_vm_put(d, v);

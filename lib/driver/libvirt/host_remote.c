@@ -646,7 +646,7 @@ static int remote_overlay_make(struct launch *l)
 
 /*
  * A port for the guest's SSH forward on a remote host, which the engine
- * cannot probe: one at random from a range, tried again (launch_start) when
+ * cannot probe: one at random from a range, tried again (saas__lv_launch_start) when
  * QEMU finds it taken. The domain's files are the host's: its console a pty,
  * its kernel and initrd the uploaded volumes.
  */

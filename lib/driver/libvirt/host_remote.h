@@ -6,7 +6,7 @@
 
 #include "driver/libvirt/libvirt_driver.h"
 
-/* ---- a remote VM host (remote.c) ------------------------------------------------------------- */
+/* ---- a remote VM host (host_remote.c, host_remote_tpl.c) ------------------------------------ */
 
 /*
  * A dead host is told by libvirt's keepalive: a probe every INTERVAL

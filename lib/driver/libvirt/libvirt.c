@@ -1,9 +1,9 @@
 /*
- * The libvirt VM driver's table: open and close, the VM calls (create,
- * destroy, state, list) and the guest calls (exec, files, ports) over each
- * VM's SSH session; with what every room shares: libvirt's event loop, the
- * driver's log and error helpers, and the console keeper. libvirt_driver.h
- * says which file holds what.
+ * The libvirt VM driver's table: open (its host's steps through d->host)
+ * and close, one drv_free for both, and the VM calls (create, destroy,
+ * state, list, network); the guest calls are guest.c's. With what every
+ * room shares: libvirt's event loop, the driver's log and error helpers,
+ * and the console keeper. libvirt_driver.h says which file holds what.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -143,7 +143,7 @@ struct stat;
  */
 #define MAPPED_RESERVE_MIB 2048u
 /*
- * A template on a remote VM host (remote.c) is built once across the
+ * A template on a remote VM host (host_remote_tpl.c) is built once across the
  * engines that share the host, under the store's lease
  * "template:HOST:KEY" (saas_driver_env.lease), taken for TEMPLATE_LEASE_MS
  * and renewed every third of it while the build runs. An engine that finds
@@ -212,10 +212,10 @@ struct image {
 	char *boot_args;
 	char *host_key;                  /* "ssh-ed25519 AAAA..." */
 	char *recipe;                    /* what the image was built from (its recipe hash), for template keys */
-	/* Remote (remote.c): the files as the VM host's QEMU sees them, once uploaded (under d->upload_mu). */
+	/* Remote (host_remote.c): the files as the VM host's QEMU sees them, once uploaded (under d->upload_mu). */
 	char *host_kernel, *host_initrd, *host_disk;
 	unsigned int min_memory_mib;
-	bool control;                    /* its guest serves the control port (manifest "control_port", control.h) */
+	bool control;                    /* its guest serves the control port (manifest "control_port", lib/transport/control.h) */
 	struct timespec mtime;           /* of the manifest, to notice rebuilds */
 	struct image *next;
 };
@@ -230,7 +230,7 @@ struct vm {
 	pthread_mutex_t mu;              /* serialises (re)connecting */
 	/*
 	 * Its control port takes one user at a time: a file transfer or a
-	 * command (libvirt.c, port_take). The fields after ctl_user belong to the
+	 * command (guest.c, port_take). The fields after ctl_user belong to the
 	 * user that has it.
 	 */
 	pthread_mutex_t ctl_mu;
@@ -238,7 +238,7 @@ struct vm {
 	int ctl_user;                    /* under ctl_mu: enum port_user */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
-	struct saas__ctl *ctl;        /* the connection (control.h), or NULL */
+	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
 	unsigned int refs;
 	struct vm *next;
 };
@@ -294,12 +294,12 @@ struct drv {
 	bool control_port;
 	/*
 	 * control_files=off: files go over SFTP even where the guest's helper
-	 * serves them over the port (control_files.c).
+	 * serves them over the port (lib/transport/control_files.c).
 	 */
 	bool control_files;
 	/*
 	 * control_exec=off: a clone returns once its SSH session is up, and every
-	 * command goes over SSH (control_exec.c says what it changes).
+	 * command goes over SSH (lib/transport/control_exec.c says what it changes).
 	 */
 	bool control_exec;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */

@@ -10,7 +10,7 @@
  * RAM, which each clone reads.
  *
  * On a remote VM host the template lives in the host's pool and is built
- * once across every engine that shares the host (remote.c); its memory is
+ * once across every engine that shares the host (host_remote_tpl.c); its memory is
  * always loaded.
  */
 #include <dirent.h>
@@ -281,7 +281,7 @@ static int discard_output(void *ud, int stream, const void *data, size_t len)
 }
 
 /*
- * `true` over the template's control port (control_exec.c), so that a
+ * `true` over the template's control port (lib/transport/control_exec.c), so that a
  * clone's first command finds the helper's fork, the user's shell and its
  * start-up files in memory. The connection is closed before the state is
  * taken. A failure costs only that.
@@ -518,7 +518,7 @@ void saas__lv_template_vmhost_ready(struct drv *d, const char *key, const char *
 
 /*
  * A remote host's build: once across the engines that share the host
- * (remote.c). Another engine's build under way is no failure: this engine
+ * (host_remote_tpl.c). Another engine's build under way is no failure: this engine
  * looks for its result again soon.
  */
 static int template_build_remote(struct tmpl_job *job)
