@@ -96,6 +96,14 @@ bool saas__id_valid(const char *id, const char *prefix, size_t nchars)
 	return strncmp(id, prefix, plen) == 0 && strlen(id + plen) == nchars && strspn(id + plen, id_alphabet) == nchars;
 }
 
+bool saas__is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
 bool saas__strlcpy(char *dst, const char *src, size_t size)
 {
 	size_t n = strlen(src);

@@ -10,6 +10,7 @@
 #include <libvirt/libvirt-qemu.h>
 
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/qmp.h"
 
 /*
  * A QMP command on a domain, with an optional file descriptor passed along

@@ -24,8 +24,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "driver/libvirt/control.h"
-#include "driver/libvirt/libvirt_driver.h"
+#include "transport/control.h"
+#include "transport/vmdir.h"
+#include "saas/errors.h"
+#include "util/error.h"
+#include "util/util.h"
 #include "util/xxh64.h"
 
 /* ---- the guest's lines (pure) ---------------------------------------------------------------- */
@@ -60,7 +63,7 @@ static bool take_number(const char **p, const char *end, int maxdigits, int64_t 
 	return true;
 }
 
-int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct files_reply *out)
+int saas__ctl_files_reply(const char *buf, size_t len, const char *nonce, struct files_reply *out)
 {
 	size_t nl = strlen(nonce);
 	const char *p = buf, *end;
@@ -85,7 +88,7 @@ int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct 
 			if (p < end)
 				p++;
 		}
-		saas__lv_control_printable(out->what, sizeof(out->what), p, (size_t)(end - p));
+		saas__ctl_printable(out->what, sizeof(out->what), p, (size_t)(end - p));
 		return SAAS_OK;
 	}
 	if (take_word(&p, end, "size")) {
@@ -105,18 +108,18 @@ int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct 
 		p += nl;
 		if (p == end)
 			return SAAS_OK;
-		if (out->kind == FILES_SAID_OK && end - p == 17 && *p == ' ' && saas__lv_is_hex(p + 1, 16)) {
+		if (out->kind == FILES_SAID_OK && end - p == 17 && *p == ' ' && saas__is_hex(p + 1, 16)) {
 			memcpy(out->digest, p + 1, 16);
 			return SAAS_OK;
 		}
 	}
 bad:
 	memset(out, 0, sizeof(*out));
-	saas__lv_control_printable(said, sizeof(said), buf, len - 1);
+	saas__ctl_printable(said, sizeof(said), buf, len - 1);
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's control port answered '%s'", said);
 }
 
-int saas__lv_files_error(int err, const char *what, const char *verb, const char *path)
+int saas__ctl_files_error(int err, const char *what, const char *verb, const char *path)
 {
 	switch (err) {
 	case ENOENT:
@@ -149,7 +152,7 @@ int saas__lv_files_error(int err, const char *what, const char *verb, const char
 /* How long a connection's first exchange may take (the helper answers in milliseconds when it runs). */
 #define CTL_HELLO_MS CONTROL_TIMEOUT_MS
 
-void saas__lv_ctl_close(struct saas__lv_ctl *c)
+void saas__ctl_close(struct saas__ctl *c)
 {
 	if (!c)
 		return;
@@ -161,7 +164,7 @@ void saas__lv_ctl_close(struct saas__lv_ctl *c)
 /* How often a wait looks at the cancel flag. */
 #define CTL_CANCEL_POLL_MS 100
 
-void saas__lv_ctl_begin(struct saas__lv_ctl *c, int64_t deadline, const int *cancel)
+void saas__ctl_begin(struct saas__ctl *c, int64_t deadline, const int *cancel)
 {
 	c->deadline = deadline;
 	c->cancel = cancel;
@@ -173,7 +176,7 @@ void saas__lv_ctl_begin(struct saas__lv_ctl *c, int64_t deadline, const int *can
  * deadline, its cancel flag, the guest's budget: control.h). Only here does
  * the engine wait on the guest, so the budget counts exactly that time.
  */
-static int conn_wait(struct saas__lv_ctl *c, short ev, int idle_ms)
+static int conn_wait(struct saas__ctl *c, short ev, int idle_ms)
 {
 	int64_t start = saas__now_ms(), now = start, budget = c->grace_ms + c->moved / (CONTROL_GUEST_MIN_RATE / 1000);
 	int rc;
@@ -223,7 +226,7 @@ static int conn_wait(struct saas__lv_ctl *c, short ev, int idle_ms)
 }
 
 /* Up to n bytes into dst, straight from the socket: how many (> 0), or an error. */
-static long conn_recv(struct saas__lv_ctl *c, void *dst, size_t n)
+static long conn_recv(struct saas__ctl *c, void *dst, size_t n)
 {
 	for (;;) {
 		ssize_t r = recv(c->fd, dst, n, 0);
@@ -244,7 +247,7 @@ static long conn_recv(struct saas__lv_ctl *c, void *dst, size_t n)
 }
 
 /* Exactly n bytes (dst NULL: thrown away): what is buffered first, the rest straight into dst. */
-static int conn_read(struct saas__lv_ctl *c, void *dst, size_t n)
+static int conn_read(struct saas__ctl *c, void *dst, size_t n)
 {
 	char *d = dst;
 
@@ -276,19 +279,19 @@ static int conn_read(struct saas__lv_ctl *c, void *dst, size_t n)
 }
 
 /* One line of the guest's, parsed: at most CONTROL_REPLY_MAX bytes with its '\n'. */
-int saas__lv_ctl_line(struct saas__lv_ctl *c, const char *nonce, struct files_reply *out)
+int saas__ctl_line(struct saas__ctl *c, const char *nonce, struct files_reply *out)
 {
 	for (;;) {
 		const char *nl = memchr(c->buf + c->off, '\n', c->len - c->off);
 		long r;
 		if (nl) {
 			size_t n = (size_t)(nl - (c->buf + c->off)) + 1;
-			int rc = saas__lv_files_reply(c->buf + c->off, n, nonce, out);
+			int rc = saas__ctl_files_reply(c->buf + c->off, n, nonce, out);
 			c->off += n;
 			return rc;
 		}
 		if (c->len - c->off >= CONTROL_REPLY_MAX)
-			return saas__lv_files_reply(c->buf + c->off, CONTROL_REPLY_MAX, nonce, out);
+			return saas__ctl_files_reply(c->buf + c->off, CONTROL_REPLY_MAX, nonce, out);
 		if (c->off) {
 			memmove(c->buf, c->buf + c->off, c->len - c->off);
 			c->len -= c->off;
@@ -301,7 +304,7 @@ int saas__lv_ctl_line(struct saas__lv_ctl *c, const char *nonce, struct files_re
 }
 
 /* Everything in iov, as a whole. */
-int saas__lv_ctl_send(struct saas__lv_ctl *c, struct iovec *iov, int n)
+int saas__ctl_send(struct saas__ctl *c, struct iovec *iov, int n)
 {
 	while (n > 0) {
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
@@ -331,14 +334,14 @@ int saas__lv_ctl_send(struct saas__lv_ctl *c, struct iovec *iov, int n)
 	return SAAS_OK;
 }
 
-static int conn_send_text(struct saas__lv_ctl *c, const char *text, size_t n)
+static int conn_send_text(struct saas__ctl *c, const char *text, size_t n)
 {
 	struct iovec v = { (void *)text, n };
 
-	return saas__lv_ctl_send(c, &v, 1);
+	return saas__ctl_send(c, &v, 1);
 }
 
-void saas__lv_be32_put(unsigned char *p, uint32_t v)
+void saas__ctl_be32_put(unsigned char *p, uint32_t v)
 {
 	p[0] = (unsigned char)(v >> 24);
 	p[1] = (unsigned char)(v >> 16);
@@ -346,7 +349,7 @@ void saas__lv_be32_put(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
-uint32_t saas__lv_be32_get(const unsigned char *p)
+uint32_t saas__ctl_be32_get(const unsigned char *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -362,7 +365,7 @@ uint32_t saas__lv_be32_get(const unsigned char *p)
  * cannot hold a nonce chosen now. Sending and reading go on together, since
  * a guest in a get reads nothing until it has sent it all.
  */
-static int conn_resync(struct saas__lv_ctl *c)
+static int conn_resync(struct saas__ctl *c)
 {
 	static const char zeros[64 * 1024];
 	char nonce[CONTROL_NONCE_LEN + 1], tail[40], okline[40];
@@ -371,16 +374,16 @@ static int conn_resync(struct saas__lv_ctl *c)
 	struct timespec t0;
 	int rc;
 
-	if ((rc = saas__lv_control_nonce(nonce)) < 0)
+	if ((rc = saas__ctl_nonce(nonce)) < 0)
 		return rc;
-	saas__lv_be32_put(abort_frame, CONTROL_FILES_FRAME_ABORT);
+	saas__ctl_be32_put(abort_frame, CONTROL_FILES_FRAME_ABORT);
 	tlen = (size_t)snprintf(tail, sizeof(tail), "\nfiles %s\n", nonce);
 	total = pad + sizeof(abort_frame) + tlen;
 	want = (size_t)snprintf(okline, sizeof(okline), "ok %s\n", nonce);
 	c->off = c->len = 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		int left = CTL_HELLO_MS - (int)ms_since(&t0);
+		int left = CTL_HELLO_MS - (int)saas__ms_since(&t0);
 		struct pollfd p = { c->fd, (short)(POLLIN | (sent < total ? POLLOUT : 0)), 0 };
 		if (left <= 0 || poll(&p, 1, left) <= 0)
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0,
@@ -424,9 +427,9 @@ static int conn_resync(struct saas__lv_ctl *c)
 	}
 }
 
-int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
+int saas__ctl_get(struct saas__ctl **ctl, const char *vmdir, int *serves)
 {
-	struct saas__lv_ctl *c;
+	struct saas__ctl *c;
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
 	struct files_reply r;
 	int rc, n;
@@ -440,12 +443,12 @@ int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
 	c->off = c->len = 0;
 	c->grace_ms = CONTROL_GUEST_GRACE_MS;
 	/* The first exchange is a line or two: it has the hello's bound, whatever the guest trickles. */
-	saas__lv_ctl_begin(c, saas__now_ms() + CTL_HELLO_MS, NULL);
-	if (saas__lv_control_connect(vmdir, &c->fd) < 0) {
+	saas__ctl_begin(c, saas__now_ms() + CTL_HELLO_MS, NULL);
+	if (saas__ctl_connect(vmdir, &c->fd) < 0) {
 		/* No socket: a domain without the port (it stays without one). */
 		*serves = -1;
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "%s", saas_error_last()->message);
-		saas__lv_ctl_close(c);
+		saas__ctl_close(c);
 		return rc;
 	}
 	if (*serves == 0) {
@@ -453,19 +456,19 @@ int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
 		 * The first connection to this VM: its helper waits for a line, and
 		 * one that predates files says "error - not a request" at once.
 		 */
-		if ((rc = saas__lv_control_nonce(nonce)) < 0) {
-			saas__lv_ctl_close(c);
+		if ((rc = saas__ctl_nonce(nonce)) < 0) {
+			saas__ctl_close(c);
 			return rc;
 		}
 		n = snprintf(line, sizeof(line), "files %s\n", nonce);
 		rc = conn_send_text(c, line, (size_t)n);
 		if (rc == SAAS_OK) {
 			struct pollfd p = { c->fd, POLLIN, 0 };
-			rc = poll(&p, 1, CTL_HELLO_MS) > 0 ? saas__lv_ctl_line(c, nonce, &r) : SAAS_ETIMEOUT;
+			rc = poll(&p, 1, CTL_HELLO_MS) > 0 ? saas__ctl_line(c, nonce, &r) : SAAS_ETIMEOUT;
 		}
 		if (rc == SAAS_OK && r.kind == FILES_SAID_ERROR && r.err == 0 && strstr(r.what, "not a request")) {
 			*serves = -1;
-			saas__lv_ctl_close(c);
+			saas__ctl_close(c);
 			return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0,
 			                   "the guest's helper predates files over the port");
 		}
@@ -479,7 +482,7 @@ int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
 		*serves = -1;
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "the guest's helper serves no files: %s",
 		                 saas_error_last()->message);
-		saas__lv_ctl_close(c);
+		saas__ctl_close(c);
 		return rc;
 	}
 	*serves = 1;
@@ -488,11 +491,11 @@ int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves)
 }
 
 /* The request line and the path. */
-static int conn_request(struct saas__lv_ctl *c, const char *line, const char *path)
+static int conn_request(struct saas__ctl *c, const char *line, const char *path)
 {
 	struct iovec v[2] = { { (void *)line, strlen(line) }, { (void *)path, strlen(path) } };
 
-	return saas__lv_ctl_send(c, v, 2);
+	return saas__ctl_send(c, v, 2);
 }
 
 static int path_check(const char *path)
@@ -508,25 +511,25 @@ static int path_check(const char *path)
 static int unexpected(const struct files_reply *r, const char *verb, const char *path, bool *lost)
 {
 	if (r->kind == FILES_SAID_ERROR)
-		return saas__lv_files_error(r->err, r->what, verb, path);
+		return saas__ctl_files_error(r->err, r->what, verb, path);
 	*lost = true;
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "%s %s: the guest's helper answered out of turn", verb,
 	                   path);
 }
 
 /* After a transfer: a connection whose stream is lost is closed (the next one resynchronises). */
-static void ctl_done(struct saas__lv_ctl **ctl, bool lost)
+static void ctl_done(struct saas__ctl **ctl, bool lost)
 {
 	if (lost) {
-		saas__lv_ctl_close(*ctl);
+		saas__ctl_close(*ctl);
 		*ctl = NULL;
 	}
 }
 
-int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path,
-                         unsigned int mode, saas_read_fn reader, void *ud, const int *cancel)
+int saas__ctl_files_write(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path,
+                          unsigned int mode, saas_read_fn reader, void *ud, const int *cancel)
 {
-	struct saas__lv_ctl *c;
+	struct saas__ctl *c;
 	struct files_reply r;
 	saas__xxh64_ctx sum;
 	unsigned char hdr[4], digest[8], *buf = NULL;
@@ -535,14 +538,14 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 	long failed = 0;
 	int rc;
 
-	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = path_check(path)) < 0 || (rc = saas__ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
-	saas__lv_ctl_begin(c, 0, cancel);
-	if ((rc = saas__lv_control_nonce(nonce)) < 0)
+	saas__ctl_begin(c, 0, cancel);
+	if ((rc = saas__ctl_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "put %s %o %zu\n", nonce, mode & 07777, strlen(path));
-	if ((rc = conn_request(c, line, path)) < 0 || (rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
+	if ((rc = conn_request(c, line, path)) < 0 || (rc = saas__ctl_line(c, nonce, &r)) < 0)
 		goto out;
 	lost = false;
 	if (r.kind != FILES_SAID_READY) {
@@ -565,10 +568,10 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 		if (n > CONTROL_FILES_FRAME_MAX)
 			n = CONTROL_FILES_FRAME_MAX;
 		saas__xxh64_update(&sum, buf, (size_t)n);
-		saas__lv_be32_put(hdr, (uint32_t)n);
+		saas__ctl_be32_put(hdr, (uint32_t)n);
 		v[0] = (struct iovec){ hdr, sizeof(hdr) };
 		v[1] = (struct iovec){ buf, (size_t)n };
-		if ((rc = saas__lv_ctl_send(c, v, 2)) < 0)
+		if ((rc = saas__ctl_send(c, v, 2)) < 0)
 			goto out;
 	}
 	{
@@ -576,8 +579,8 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 		struct iovec v[2] = { { hdr, sizeof(hdr) }, { digest, sizeof(digest) } };
 		for (int i = 0; i < 8; i++)
 			digest[i] = (unsigned char)(h >> (56 - 8 * i));
-		saas__lv_be32_put(hdr, 0);
-		if ((rc = saas__lv_ctl_send(c, v, 2)) < 0 || (rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
+		saas__ctl_be32_put(hdr, 0);
+		if ((rc = saas__ctl_send(c, v, 2)) < 0 || (rc = saas__ctl_line(c, nonce, &r)) < 0)
 			goto out;
 	}
 	lost = false;
@@ -585,8 +588,8 @@ int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serv
 	goto out;
 abort:
 	/* The source failed (or memory did): an abort frame ends the put in the guest, no file, and the stream goes on. */
-	saas__lv_be32_put(hdr, CONTROL_FILES_FRAME_ABORT);
-	if (conn_send_text(c, (const char *)hdr, sizeof(hdr)) == SAAS_OK && saas__lv_ctl_line(c, nonce, &r) == SAAS_OK &&
+	saas__ctl_be32_put(hdr, CONTROL_FILES_FRAME_ABORT);
+	if (conn_send_text(c, (const char *)hdr, sizeof(hdr)) == SAAS_OK && saas__ctl_line(c, nonce, &r) == SAAS_OK &&
 	    r.kind == FILES_SAID_ERROR)
 		lost = false;
 	rc = buf ? saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, failed, "writing %s: the data source failed", path)
@@ -597,10 +600,10 @@ out:
 	return rc;
 }
 
-int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
-                        saas_write_fn writer, void *ud, int64_t *size, const int *cancel)
+int saas__ctl_files_read(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
+                         saas_write_fn writer, void *ud, int64_t *size, const int *cancel)
 {
-	struct saas__lv_ctl *c;
+	struct saas__ctl *c;
 	struct files_reply r;
 	saas__xxh64_ctx sum;
 	unsigned char hdr[4], *buf = NULL;
@@ -609,14 +612,14 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 	bool lost = true, stopped = false;
 	int rc, stop = 0;
 
-	if ((rc = path_check(path)) < 0 || (rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = path_check(path)) < 0 || (rc = saas__ctl_get(ctl, vmdir, serves)) < 0)
 		return rc;
 	c = *ctl;
-	saas__lv_ctl_begin(c, 0, cancel);
-	if ((rc = saas__lv_control_nonce(nonce)) < 0)
+	saas__ctl_begin(c, 0, cancel);
+	if ((rc = saas__ctl_nonce(nonce)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "get %s %lld %zu\n", nonce, (long long)(max > 0 ? max : 0), strlen(path));
-	if ((rc = conn_request(c, line, path)) < 0 || (rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
+	if ((rc = conn_request(c, line, path)) < 0 || (rc = saas__ctl_line(c, nonce, &r)) < 0)
 		goto out;
 	lost = false;
 	if (r.kind != FILES_SAID_SIZE) {
@@ -642,11 +645,11 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 		uint32_t len;
 		if ((rc = conn_read(c, hdr, sizeof(hdr))) < 0)
 			goto out;
-		len = saas__lv_be32_get(hdr);
+		len = saas__ctl_be32_get(hdr);
 		if (len == 0)
 			break;
 		if (len == CONTROL_FILES_FRAME_ABORT) {
-			if ((rc = saas__lv_ctl_line(c, nonce, &r)) == SAAS_OK) {
+			if ((rc = saas__ctl_line(c, nonce, &r)) == SAAS_OK) {
 				lost = false;
 				rc = unexpected(&r, "reading", path, &lost);
 			}
@@ -673,7 +676,7 @@ int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serve
 		                 (long long)got, (long long)want);
 		goto out;
 	}
-	if ((rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
+	if ((rc = saas__ctl_line(c, nonce, &r)) < 0)
 		goto out;
 	lost = false;
 	if (r.kind != FILES_SAID_OK || !r.digest[0]) {

@@ -1,13 +1,14 @@
 /*
- * Internal: the control port (control.c), the engine's end of the line
- * protocol that images/guest/aas-control.c serves in the guest:
- *   engine: fixup NONCE HOSTNAME SECONDS.NANOS HEX_SEED\n
- *   guest:  ok NONCE\n   or   error NONCE|- WHAT\n
- * The reply is guest-sent bytes: saas__lv_control_reply reads it as hostile
- * input (tests/unit/test_control.c, tests/fuzz/fuzz_control.c).
+ * Internal: the control port, a guest transport beside SSH: the engine's end
+ * of the protocol (control_proto.h) that images/guest/aas-control.c serves
+ * in the guest. The fix-ups of a restored clone (control.c), files
+ * (control_files.c) and commands (control_exec.c). No libvirt here: the
+ * port is a socket in the VM's directory (vmdir.h). Every byte the guest
+ * sends is read as hostile input (tests/unit/test_control.c,
+ * tests/fuzz/fuzz_control.c).
  */
-#ifndef SAAS_DRIVER_LIBVIRT_CONTROL_H
-#define SAAS_DRIVER_LIBVIRT_CONTROL_H
+#ifndef SAAS_TRANSPORT_CONTROL_H
+#define SAAS_TRANSPORT_CONTROL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,13 +18,10 @@
 
 #include "saas/files.h"
 #include "saas/sys/driver.h"
+#include "transport/control_proto.h"
 
-/* The virtio-serial port's name: the guest finds its device by it. The manifest's "control_port" must say it. */
-#define CONTROL_PORT_NAME "org.libsaas.control.0"
 /* The host end: a socket QEMU listens on, in the VM's directory. */
 #define CONTROL_SOCKET "ctl"
-#define CONTROL_LINE_MAX 256       /* a request, '\n' included: the guest refuses a longer one whole */
-#define CONTROL_NONCE_LEN 16       /* hex digits */
 #define CONTROL_REPLY_MAX 256      /* what the engine reads back, at most */
 #define CONTROL_SAID_MAX 120       /* of a guest's words, what goes into an error message */
 /*
@@ -34,15 +32,15 @@
 #define CONTROL_TIMEOUT_MS 15000
 
 /* Can a socket in vmdir be bound (its path fits a sockaddr_un)? */
-bool saas__lv_control_fits(const char *vmdir);
+bool saas__ctl_fits(const char *vmdir);
 
 /*
  * The request line for hostname, the time now and seed_hex, with its '\n',
  * into out (cap bytes): its length, or SAAS_EINVAL when it is longer than
  * CONTROL_LINE_MAX. Pure.
  */
-int saas__lv_control_request(char *out, size_t cap, const char *nonce, const char *hostname,
-                             const struct timespec *now, const char *seed_hex);
+int saas__ctl_request(char *out, size_t cap, const char *nonce, const char *hostname,
+                      const struct timespec *now, const char *seed_hex);
 
 /*
  * The guest's reply, len bytes at buf (one line with its '\n'): SAAS_OK when
@@ -50,16 +48,16 @@ int saas__lv_control_request(char *out, size_t cap, const char *nonce, const cha
  * guest's reason or words in printable ASCII, at most CONTROL_SAID_MAX bytes.
  * Pure; reads nothing past len.
  */
-int saas__lv_control_reply(const char *buf, size_t len, const char *nonce);
+int saas__ctl_reply(const char *buf, size_t len, const char *nonce);
 
 /* The guest's words, n bytes at s, for an error message: printable ASCII only, at most cap - 1 bytes. */
-void saas__lv_control_printable(char *out, size_t cap, const char *s, size_t n);
+void saas__ctl_printable(char *out, size_t cap, const char *s, size_t n);
 
 /* A fresh nonce: CONTROL_NONCE_LEN lowercase hex digits. */
-int saas__lv_control_nonce(char nonce[CONTROL_NONCE_LEN + 1]);
+int saas__ctl_nonce(char nonce[CONTROL_NONCE_LEN + 1]);
 
-/* Whose listener the engine talks to on a control port (saas__lv_control_peer_check). */
-struct saas__lv_peer_want {
+/* Whose listener the engine talks to on a control port (saas__ctl_peer_check). */
+struct saas__ctl_peer_want {
 	unsigned int self_uid; /* the engine's euid and pid: libvirt embedded in it made the socket */
 	pid_t self_pid;
 	unsigned int vm_uid;   /* the VM's QEMU's uid (0: it has none of its own), and its pid (0: not known) */
@@ -74,7 +72,7 @@ struct ucred;
  * own (want->vm_uid 0)? SAAS_OK, or SAAS_EIO naming the uid and pid refused
  * (another VM's QEMU). Pure.
  */
-int saas__lv_control_peer_check(const struct ucred *peer, const struct saas__lv_peer_want *want);
+int saas__ctl_peer_check(const struct ucred *peer, const struct saas__ctl_peer_want *want);
 
 /*
  * A non-blocking connection to the control port of the VM in vmdir, in *fd:
@@ -82,7 +80,7 @@ int saas__lv_control_peer_check(const struct ucred *peer, const struct saas__lv_
  * (no socket there, QEMU does not take connections, the directory is not
  * the engine's alone, or the listener is not libvirt's nor the VM's).
  */
-int saas__lv_control_connect(const char *vmdir, int *fd);
+int saas__ctl_connect(const char *vmdir, int *fd);
 
 /*
  * The fix-ups of the restored VM whose directory is vmdir, over its control
@@ -91,18 +89,13 @@ int saas__lv_control_connect(const char *vmdir, int *fd);
  * port closed), SAAS_ETIMEOUT (no answer), SAAS_EBACKEND (refused, or a
  * wrong answer) otherwise, and the caller does them over SSH instead.
  */
-int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms);
+int saas__ctl_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms);
 
 /*
  * Files over the control port (control_files.c): the bulk path, with no SSH
- * and no cipher in the guest. The protocol is images/guest/aas-control.h's
- * (these constants must match its AAS_FILES_*: tests/unit/test_control.c
- * checks). The guest's helper does each transfer as the sandbox user, with
- * SFTP's semantics; both ends check the bytes' XXH64.
+ * and no cipher in the guest. The guest's helper does each transfer as the
+ * sandbox user, with SFTP's semantics; both ends check the bytes' XXH64.
  */
-#define CONTROL_FILES_PATH_MAX 4096
-#define CONTROL_FILES_FRAME_MAX (1024 * 1024)
-#define CONTROL_FILES_FRAME_ABORT 0xffffffffu
 /* How long the engine waits for the guest to move anything (an answer, a frame) before it gives up. */
 #define CONTROL_FILES_IDLE_MS 60000
 /*
@@ -133,7 +126,7 @@ struct files_reply {
  * SAAS_EBACKEND otherwise, quoting the guest's words. Pure; reads nothing
  * past len.
  */
-int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct files_reply *out);
+int saas__ctl_files_reply(const char *buf, size_t len, const char *nonce, struct files_reply *out);
 
 /*
  * The saas error for a guest's errno while doing `verb` ("writing",
@@ -141,15 +134,15 @@ int saas__lv_files_reply(const char *buf, size_t len, const char *nonce, struct 
  * EACCES SAAS_EPERM, EISDIR SAAS_EISDIR, a refused path SAAS_EINVAL, a full
  * disk and the rest SAAS_EIO. Pure.
  */
-int saas__lv_files_error(int err, const char *what, const char *verb, const char *path);
+int saas__ctl_files_error(int err, const char *what, const char *verb, const char *path);
 
 /*
  * A VM's connection to its port for files, kept between transfers (each
  * connection and disconnection reaches the guest out of order with the
  * data, so the engine makes few): NULL until the first transfer, closed with
- * saas__lv_ctl_close when the VM goes.
+ * saas__ctl_close when the VM goes.
  */
-struct saas__lv_ctl {
+struct saas__ctl {
 	int fd;                        /* non-blocking */
 	/*
 	 * The operation under way (each sets these when it starts): every wait on
@@ -165,8 +158,8 @@ struct saas__lv_ctl {
 	char buf[64 * 1024];
 };
 /* Start an operation on c: nothing waited or moved yet, its deadline and cancel flag (either may be 0/NULL). */
-void saas__lv_ctl_begin(struct saas__lv_ctl *c, int64_t deadline, const int *cancel);
-void saas__lv_ctl_close(struct saas__lv_ctl *c);
+void saas__ctl_begin(struct saas__ctl *c, int64_t deadline, const int *cancel);
+void saas__ctl_close(struct saas__ctl *c);
 
 /*
  * The connection's parts that commands share with files: the VM's connection,
@@ -178,12 +171,12 @@ void saas__lv_ctl_close(struct saas__lv_ctl *c);
  * operation's bounds: SAAS_ETIMEOUT past its deadline or the guest's budget,
  * SAAS_EIO, "cancelled", at its cancel flag).
  */
-int saas__lv_ctl_get(struct saas__lv_ctl **ctl, const char *vmdir, int *serves);
+int saas__ctl_get(struct saas__ctl **ctl, const char *vmdir, int *serves);
 struct iovec;
-int saas__lv_ctl_send(struct saas__lv_ctl *c, struct iovec *iov, int n);
-int saas__lv_ctl_line(struct saas__lv_ctl *c, const char *nonce, struct files_reply *out);
-void saas__lv_be32_put(unsigned char *p, uint32_t v);
-uint32_t saas__lv_be32_get(const unsigned char *p);
+int saas__ctl_send(struct saas__ctl *c, struct iovec *iov, int n);
+int saas__ctl_line(struct saas__ctl *c, const char *nonce, struct files_reply *out);
+void saas__ctl_be32_put(unsigned char *p, uint32_t v);
+uint32_t saas__ctl_be32_get(const unsigned char *p);
 
 /*
  * Write path in the guest of the VM in vmdir from reader (SFTP's
@@ -197,22 +190,16 @@ uint32_t saas__lv_be32_get(const unsigned char *p);
  * VM (the port takes one connection at a time). A transfer ends, lost, with
  * SAAS_EIO once *cancel (atomic, may be NULL) is set: the driver's close.
  */
-int saas__lv_files_write(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path,
-                         unsigned int mode, saas_read_fn reader, void *ud, const int *cancel);
-int saas__lv_files_read(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
-                        saas_write_fn writer, void *ud, int64_t *size, const int *cancel);
+int saas__ctl_files_write(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path,
+                          unsigned int mode, saas_read_fn reader, void *ud, const int *cancel);
+int saas__ctl_files_read(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
+                         saas_write_fn writer, void *ud, int64_t *size, const int *cancel);
 
 /*
  * Commands over the control port (control_exec.c): a clone's first commands,
  * before the engine's SSH session is up, with no login on the create's
- * critical path. The protocol is images/guest/aas-control.h's (these
- * constants must match its AAS_EXEC_*: tests/unit/test_control.c checks).
+ * critical path.
  */
-#define CONTROL_EXEC_SCRIPT_MAX (1024 * 1024)
-#define CONTROL_EXEC_FRAME_MAX (64 * 1024)
-#define CONTROL_EXEC_WINDOW (256 * 1024)
-enum { CTL_X_END = 0, CTL_X_IN = 1, CTL_X_EOF = 2, CTL_X_SIGNAL = 3, CTL_X_KILL = 4 };
-enum { CTL_X_OUT = 1, CTL_X_ERR = 2, CTL_X_TOOK = 3, CTL_X_EXIT = 4, CTL_X_DONE = 5 };
 /* After END, how long the engine waits for the guest's DONE before it gives the connection up. */
 #define CONTROL_EXEC_END_MS 15000
 
@@ -220,7 +207,7 @@ enum { CTL_X_OUT = 1, CTL_X_ERR = 2, CTL_X_TOOK = 3, CTL_X_EXIT = 4, CTL_X_DONE 
  * What the guest sends during a command, read as hostile bytes: the frame
  * being read, the stdin window and the end. Zeroed before the first byte.
  */
-struct saas__lv_xread {
+struct saas__ctl_xread {
 	unsigned int rtype;            /* CTL_X_OUT or CTL_X_ERR: the frame whose bytes are coming */
 	size_t rleft;                  /* its bytes still to come (0: a header is next) */
 	size_t ahead;                  /* stdin sent (the engine adds), not yet taken by the command */
@@ -237,7 +224,7 @@ struct saas__lv_xread {
  * unknown, a frame past its bound, more stdin taken than sent, a second
  * status, a DONE before END). Pure but for output; tests/fuzz/fuzz_control.c.
  */
-long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, saas_output_fn output, void *ud);
+long saas__ctl_exec_take(struct saas__ctl_xread *r, const char *buf, size_t len, saas_output_fn output, void *ud);
 
 /*
  * Run req as saas__ssh_exec would (the same script, its status, its
@@ -250,7 +237,7 @@ long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, s
  * allows): the caller runs it over SSH. The caller serialises the port's
  * users per VM.
  */
-int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, int *execs,
-                       const saas_driver_exec *req, int *exit_code);
+int saas__ctl_exec(struct saas__ctl **ctl, const char *vmdir, int *serves, int *execs,
+                   const saas_driver_exec *req, int *exit_code);
 
 #endif

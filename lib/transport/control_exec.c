@@ -27,15 +27,18 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "driver/libvirt/control.h"
-#include "driver/libvirt/libvirt_driver.h"
+#include "transport/control.h"
+#include "transport/vmdir.h"
+#include "saas/errors.h"
+#include "util/error.h"
+#include "util/util.h"
 #include "transport/ssh.h"
 
 /* How often the input and control callbacks, the cancel flag and the deadline are looked at while nothing moves. */
 #define EXEC_POLL_MS 20
 
 struct xrun {
-	struct saas__lv_ctl *c;
+	struct saas__ctl *c;
 	const saas_driver_exec *req;
 	/* What goes to the guest: whole frames, sent from obuf[ooff, olen). */
 	unsigned char obuf[4 + CONTROL_EXEC_FRAME_MAX + 64];
@@ -45,7 +48,7 @@ struct xrun {
 	size_t in_len, in_off;
 	bool in_done, eof_queued;
 	char in_buf[CONTROL_EXEC_FRAME_MAX];
-	struct saas__lv_xread r;       /* what comes from the guest */
+	struct saas__ctl_xread r;       /* what comes from the guest */
 };
 
 /* A whole frame onto obuf (there is room: control frames are small, stdin's is queued only on an empty obuf). */
@@ -53,7 +56,7 @@ static void queue(struct xrun *x, unsigned int type, const void *data, size_t le
 {
 	if (x->ooff == x->olen)
 		x->ooff = x->olen = 0;
-	saas__lv_be32_put(x->obuf + x->olen, (uint32_t)type << 24 | (uint32_t)len);
+	saas__ctl_be32_put(x->obuf + x->olen, (uint32_t)type << 24 | (uint32_t)len);
 	if (len)
 		memcpy(x->obuf + x->olen + 4, data, len);
 	x->olen += 4 + len;
@@ -119,7 +122,7 @@ static int lost(const char *what)
 	return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "the command's stream on the control port broke: %s", what);
 }
 
-long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, saas_output_fn output, void *ud)
+long saas__ctl_exec_take(struct saas__ctl_xread *r, const char *buf, size_t len, saas_output_fn output, void *ud)
 {
 	size_t off = 0;
 
@@ -138,7 +141,7 @@ long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, s
 		}
 		if (have < 4)
 			break;
-		h = saas__lv_be32_get((const unsigned char *)buf + off);
+		h = saas__ctl_be32_get((const unsigned char *)buf + off);
 		type = h >> 24;
 		flen = h & 0xffffff;
 		if (type == CTL_X_OUT || type == CTL_X_ERR) {
@@ -152,7 +155,7 @@ long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, s
 				return lost("a frame of the wrong length");
 			if (have < 8)
 				break;
-			v = saas__lv_be32_get((const unsigned char *)buf + off + 4);
+			v = saas__ctl_be32_get((const unsigned char *)buf + off + 4);
 			off += 8;
 			if (type == CTL_X_TOOK) {
 				if (v > r->ahead)
@@ -179,8 +182,8 @@ long saas__lv_exec_take(struct saas__lv_xread *r, const char *buf, size_t len, s
 /* The frames in the connection's buffer, taken. */
 static int take_frames(struct xrun *x)
 {
-	struct saas__lv_ctl *c = x->c;
-	long used = saas__lv_exec_take(&x->r, c->buf + c->off, c->len - c->off, x->req->output, x->req->output_userdata);
+	struct saas__ctl *c = x->c;
+	long used = saas__ctl_exec_take(&x->r, c->buf + c->off, c->len - c->off, x->req->output, x->req->output_userdata);
 
 	if (used < 0)
 		return (int)used;
@@ -197,7 +200,7 @@ static int take_frames(struct xrun *x)
 
 static int recv_some(struct xrun *x)
 {
-	struct saas__lv_ctl *c = x->c;
+	struct saas__ctl *c = x->c;
 
 	for (;;) {
 		ssize_t r;
@@ -244,20 +247,20 @@ static int stopped_early(const saas_driver_exec *req, int64_t deadline)
 
 /*
  * Ask once per VM whether its helper runs commands: SAAS_OK (yes), SAAS_ENOTSUP (no), or the connection lost.
- * Within the command's bounds (saas__lv_ctl_begin): its timeout and cancel end the wait for the answer.
+ * Within the command's bounds (saas__ctl_begin): its timeout and cancel end the wait for the answer.
  */
-static int probe(struct saas__lv_ctl *c, int *execs)
+static int probe(struct saas__ctl *c, int *execs)
 {
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
 	struct iovec v;
 	struct files_reply r;
 	int rc;
 
-	if ((rc = saas__lv_control_nonce(nonce)) < 0)
+	if ((rc = saas__ctl_nonce(nonce)) < 0)
 		return rc;
 	v.iov_base = line;
 	v.iov_len = (size_t)snprintf(line, sizeof(line), "exec %s 0\n", nonce);
-	if ((rc = saas__lv_ctl_send(c, &v, 1)) < 0 || (rc = saas__lv_ctl_line(c, nonce, &r)) < 0)
+	if ((rc = saas__ctl_send(c, &v, 1)) < 0 || (rc = saas__ctl_line(c, nonce, &r)) < 0)
 		return rc;
 	if (r.kind == FILES_SAID_OK) {
 		*execs = 1;
@@ -270,8 +273,8 @@ static int probe(struct saas__lv_ctl *c, int *execs)
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's helper answered the probe out of turn");
 }
 
-int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves, int *execs,
-                       const saas_driver_exec *req, int *exit_code)
+int saas__ctl_exec(struct saas__ctl **ctl, const char *vmdir, int *serves, int *execs,
+                   const saas_driver_exec *req, int *exit_code)
 {
 	const char *stop_why = NULL;
 	struct xrun *x = NULL;
@@ -294,14 +297,14 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "the command is longer than the control port takes");
 		goto out_free;
 	}
-	if ((rc = saas__lv_ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = saas__ctl_get(ctl, vmdir, serves)) < 0)
 		goto out_free;
 	/* The waits for the guest's lines (the probe's, "ready") end at the command's timeout and cancel. */
-	saas__lv_ctl_begin(*ctl, deadline, req->cancel);
+	saas__ctl_begin(*ctl, deadline, req->cancel);
 	if (*execs == 0 && (rc = probe(*ctl, execs)) < 0) {
 		if (rc != SAAS_ENOTSUP) {
 			int why = stopped_early(req, deadline);
-			saas__lv_ctl_close(*ctl); /* the next use brings the stream back */
+			saas__ctl_close(*ctl); /* the next use brings the stream back */
 			*ctl = NULL;
 			/* Not asked to the end: asked again next time. */
 			rc = why ? why : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
@@ -316,7 +319,7 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 	x->req = req;
 	x->in = req->stdin_data;
 	x->in_len = req->stdin_data ? req->stdin_len : 0;
-	if ((rc = saas__lv_control_nonce(nonce)) < 0) {
+	if ((rc = saas__ctl_nonce(nonce)) < 0) {
 		broken = false;
 		goto out;
 	}
@@ -324,13 +327,13 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 	v[0].iov_len = (size_t)snprintf(line, sizeof(line), "exec %s %zu\n", nonce, script.len);
 	v[1].iov_base = script.data;
 	v[1].iov_len = script.len;
-	if ((rc = saas__lv_ctl_send(x->c, v, 2)) < 0) {
+	if ((rc = saas__ctl_send(x->c, v, 2)) < 0) {
 		/* The helper waits for the rest of a script: it never started it, and the next use resynchronises. */
 		int why = stopped_early(req, deadline);
 		rc = why ? why : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "%s", saas_error_last()->message);
 		goto out;
 	}
-	if ((rc = saas__lv_ctl_line(x->c, nonce, &r)) < 0)
+	if ((rc = saas__ctl_line(x->c, nonce, &r)) < 0)
 		goto out;
 	if (r.kind == FILES_SAID_ERROR) {
 		broken = false;
@@ -406,7 +409,7 @@ int saas__lv_exec_port(struct saas__lv_ctl **ctl, const char *vmdir, int *serves
 		*exit_code = x->r.status, rc = SAAS_OK;
 out:
 	if (broken) {
-		saas__lv_ctl_close(*ctl);
+		saas__ctl_close(*ctl);
 		*ctl = NULL;
 	}
 out_free:

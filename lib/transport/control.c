@@ -26,18 +26,21 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "driver/libvirt/control.h"
-#include "driver/libvirt/libvirt_driver.h"
+#include "transport/control.h"
+#include "transport/vmdir.h"
+#include "saas/errors.h"
+#include "util/error.h"
+#include "util/util.h"
 
-bool saas__lv_control_fits(const char *vmdir)
+bool saas__ctl_fits(const char *vmdir)
 {
 	struct sockaddr_un sa;
 
 	return strlen(vmdir) + 1 + strlen(CONTROL_SOCKET) < sizeof(sa.sun_path);
 }
 
-int saas__lv_control_request(char *out, size_t cap, const char *nonce, const char *hostname,
-                             const struct timespec *now, const char *seed_hex)
+int saas__ctl_request(char *out, size_t cap, const char *nonce, const char *hostname,
+                      const struct timespec *now, const char *seed_hex)
 {
 	int n = snprintf(out, cap, "fixup %s %s %lld.%09ld %s\n", nonce, hostname, (long long)now->tv_sec, now->tv_nsec,
 	                 seed_hex);
@@ -47,7 +50,7 @@ int saas__lv_control_request(char *out, size_t cap, const char *nonce, const cha
 	return n;
 }
 
-void saas__lv_control_printable(char *out, size_t cap, const char *s, size_t n)
+void saas__ctl_printable(char *out, size_t cap, const char *s, size_t n)
 {
 	size_t w = 0;
 
@@ -56,7 +59,7 @@ void saas__lv_control_printable(char *out, size_t cap, const char *s, size_t n)
 	out[w] = '\0';
 }
 
-int saas__lv_control_reply(const char *buf, size_t len, const char *nonce)
+int saas__ctl_reply(const char *buf, size_t len, const char *nonce)
 {
 	size_t nl = strlen(nonce);
 	char said[CONTROL_SAID_MAX + 1];
@@ -70,22 +73,22 @@ int saas__lv_control_reply(const char *buf, size_t len, const char *nonce)
 	if (len > 6 && memcmp(buf, "error ", 6) == 0) {
 		const char *what = memchr(buf + 6, ' ', len - 6);
 		size_t wl = what ? len - (size_t)(what + 1 - buf) : 0;
-		saas__lv_control_printable(said, sizeof(said), what ? what + 1 : "", wl);
+		saas__ctl_printable(said, sizeof(said), what ? what + 1 : "", wl);
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's control port refused the fix-ups: %s",
 		                   said[0] ? said : "no reason given");
 	}
-	saas__lv_control_printable(said, sizeof(said), buf, len);
+	saas__ctl_printable(said, sizeof(said), buf, len);
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's control port answered '%s'", said);
 }
 
 static int remaining(const struct timespec *t0, int timeout_ms)
 {
-	int64_t left = timeout_ms - ms_since(t0);
+	int64_t left = timeout_ms - saas__ms_since(t0);
 
 	return left > 0 ? (int)left : 0;
 }
 
-int saas__lv_control_nonce(char nonce[CONTROL_NONCE_LEN + 1])
+int saas__ctl_nonce(char nonce[CONTROL_NONCE_LEN + 1])
 {
 	unsigned char raw[CONTROL_NONCE_LEN / 2];
 	int rc;
@@ -97,7 +100,7 @@ int saas__lv_control_nonce(char nonce[CONTROL_NONCE_LEN + 1])
 	return SAAS_OK;
 }
 
-int saas__lv_control_peer_check(const struct ucred *peer, const struct saas__lv_peer_want *want)
+int saas__ctl_peer_check(const struct ucred *peer, const struct saas__ctl_peer_want *want)
 {
 	/*
 	 * A VM without a uid of its own shares its QEMU's uid with every other:
@@ -119,24 +122,24 @@ int saas__lv_control_peer_check(const struct ucred *peer, const struct saas__lv_
 	                   (unsigned)peer->uid, (long)peer->pid, want->vm_uid);
 }
 
-int saas__lv_control_connect(const char *vmdir, int *out)
+int saas__ctl_connect(const char *vmdir, int *out)
 {
 	struct sockaddr_un sa;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	struct saas__lv_peer_want want = { (unsigned int)geteuid(), getpid(), 0, 0 };
+	struct saas__ctl_peer_want want = { (unsigned int)geteuid(), getpid(), 0, 0 };
 	struct stat st;
 	int fd = -1, dfd = -1, rc;
 
 	*out = -1;
-	if (!saas__lv_control_fits(vmdir))
+	if (!saas__ctl_fits(vmdir))
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "the VM's directory %s is too long for a socket",
 		                   vmdir);
 	/*
 	 * Through the directory as opened and checked (the engine's alone), to
 	 * a name that is a socket there: nothing the VM's QEMU can rename.
 	 */
-	if ((rc = saas__lv_vm_dir_open(vmdir, &dfd)) < 0 || (rc = saas__lv_vm_uid_read(dfd, &want.vm_uid)) < 0)
+	if ((rc = saas__vmdir_open(vmdir, &dfd)) < 0 || (rc = saas__vmdir_uid_read(dfd, &want.vm_uid)) < 0)
 		goto out;
 	if (fstatat(dfd, CONTROL_SOCKET, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode)) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "no control port socket in %s%s", vmdir,
@@ -157,7 +160,7 @@ int saas__lv_control_connect(const char *vmdir, int *out)
 		                 CONTROL_SOCKET, strerror(errno));
 		goto out;
 	}
-	if ((rc = saas__lv_control_peer_check(&cred, &want)) < 0) {
+	if ((rc = saas__ctl_peer_check(&cred, &want)) < 0) {
 		saas__error_wrap(rc, "%s/%s", vmdir, CONTROL_SOCKET);
 		goto out;
 	}
@@ -172,7 +175,7 @@ out:
 	return rc;
 }
 
-int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms)
+int saas__ctl_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms)
 {
 	struct timespec t0, now;
 	char nonce[CONTROL_NONCE_LEN + 1], req[CONTROL_LINE_MAX + 1], buf[CONTROL_REPLY_MAX];
@@ -180,11 +183,11 @@ int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *
 	int fd = -1, rc, n;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((rc = saas__lv_control_nonce(nonce)) < 0 || (rc = saas__lv_control_connect(vmdir, &fd)) < 0)
+	if ((rc = saas__ctl_nonce(nonce)) < 0 || (rc = saas__ctl_connect(vmdir, &fd)) < 0)
 		goto out;
 	/* The clock is read last: what the guest sets is as close to now as the engine can make it. */
 	clock_gettime(CLOCK_REALTIME, &now);
-	if ((n = saas__lv_control_request(req, sizeof(req), nonce, hostname, &now, seed_hex)) < 0) {
+	if ((n = saas__ctl_request(req, sizeof(req), nonce, hostname, &now, seed_hex)) < 0) {
 		rc = n;
 		goto out;
 	}
@@ -231,7 +234,7 @@ int saas__lv_control_fixup(const char *vmdir, const char *hostname, const char *
 	}
 	{
 		const char *end = memchr(buf, '\n', got);
-		rc = saas__lv_control_reply(buf, end ? (size_t)(end - buf) + 1 : got, nonce);
+		rc = saas__ctl_reply(buf, end ? (size_t)(end - buf) + 1 : got, nonce);
 	}
 out:
 	if (fd >= 0)

@@ -1,11 +1,9 @@
 /*
- * A VM host that is not this machine: a libvirtd reached by a remote URI
- * (qemu+tls://, qemu+ssh://, qemu+tcp://). Nothing of the engine's
- * filesystem is visible to its QEMUs, so an image's files are uploaded once
- * per build into a storage pool on the host and each VM's overlay is a volume
- * there; the connection has libvirt's keepalive, so that a host that stops
- * answering fails every call within seconds, and is opened again (within a
- * bound) once the host answers again. host_info reports the host's size.
+ * Templates on a remote VM host (host_remote.h): a template's saved state,
+ * frozen disk and description are volumes of the host's storage pool, built
+ * once across the engines that share the host under the store's lease, and
+ * restored into clones over the network. Split from host_remote.c, which
+ * holds the host's connection, pool, images and overlays.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,514 +19,12 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
-
-bool saas__lv_uri_remote(const char *uri)
-{
-	const char *host = uri ? strstr(uri, "://") : NULL;
-	size_t n;
-
-	if (!host)
-		return false;
-	host += 3;
-	n = strcspn(host, "/?");
-	/* user@host: the host is what follows the last '@' before the path. */
-	for (const char *at = memchr(host, '@', n); at; at = memchr(host, '@', n)) {
-		n -= (size_t)(at + 1 - host);
-		host = at + 1;
-	}
-	return n > 0;
-}
-
-/* ---- a bounded connection -------------------------------------------------------------------- */
-
-/*
- * virConnectOpen has no timeout of its own: to a host that drops packets
- * the TCP connect alone takes minutes. It runs in a thread of its own, and
- * whoever of the two finishes last frees the call.
- */
-struct opening {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	char *uri;
-	virConnectPtr conn;
-	char msg[512];
-	bool done, abandoned;
-};
-
-static void opening_free(struct opening *o)
-{
-	pthread_mutex_destroy(&o->mu);
-	pthread_cond_destroy(&o->cond);
-	free(o->uri);
-	free(o);
-}
-
-static void *opening_main(void *arg)
-{
-	struct opening *o = arg;
-	virConnectPtr conn = virConnectOpen(o->uri);
-	bool abandoned;
-
-	pthread_mutex_lock(&o->mu);
-	if (!conn) {
-		virErrorPtr e = virGetLastError();
-		snprintf(o->msg, sizeof(o->msg), "%s", e && e->message ? e->message : "unknown error");
-	}
-	o->conn = conn;
-	o->done = true;
-	abandoned = o->abandoned;
-	pthread_cond_signal(&o->cond);
-	pthread_mutex_unlock(&o->mu);
-	if (abandoned) {
-		if (conn)
-			virConnectClose(conn);
-		opening_free(o);
-	}
-	return NULL;
-}
-
-int saas__lv_connect_remote(const char *uri, virConnectPtr *out)
-{
-	struct opening *o = calloc(1, sizeof(*o));
-	struct timespec ts;
-	pthread_t t;
-	bool done;
-	int rc = SAAS_OK;
-
-	*out = NULL;
-	if (!o || !(o->uri = saas__strdup(uri))) {
-		free(o);
-		return saas__oom();
-	}
-	pthread_mutex_init(&o->mu, NULL);
-	pthread_cond_init(&o->cond, NULL);
-	if ((rc = pthread_create(&t, NULL, opening_main, o)) != 0) {
-		opening_free(o);
-		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start a thread to connect to %s", uri);
-	}
-	pthread_detach(t);
-	saas__deadline(&ts, CLOCK_REALTIME, REMOTE_CONNECT_TIMEOUT_MS);
-	pthread_mutex_lock(&o->mu);
-	while (!o->done && pthread_cond_timedwait(&o->cond, &o->mu, &ts) != ETIMEDOUT)
-		;
-	done = o->done;
-	o->abandoned = !done;
-	pthread_mutex_unlock(&o->mu);
-	if (!done)
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0,
-		                   "VM host %s does not answer (no connection within %d s)", uri,
-		                   REMOTE_CONNECT_TIMEOUT_MS / 1000);
-	if (!o->conn) {
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot connect to VM host %s: %s", uri, o->msg);
-	} else if (virConnectSetKeepAlive(o->conn, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT) < 0) {
-		/* Without keepalive a dead host hangs every call: no connection rather than that. */
-		rc = saas__lv_virt_error("turning libvirt's keepalive on");
-		saas__error_wrap(rc, "%s", uri);
-		virConnectClose(o->conn);
-	} else {
-		*out = o->conn;
-	}
-	opening_free(o);
-	return rc;
-}
-
-int saas__lv_host_check(struct drv *d)
-{
-	virConnectPtr conn, *retired;
-	int rc = SAAS_OK;
-
-	if (!d->remote)
-		return SAAS_OK;
-	pthread_mutex_lock(&d->conn_mu);
-	if (virConnectIsAlive(d->conn) == 1)
-		goto out;
-	/* The keepalive gave up on it (or the host closed it): a new one, if the host answers now. */
-	if ((rc = saas__lv_connect_remote(d->uri, &conn)) < 0)
-		goto out;
-	/* The old one may still be in another thread's hands: it is closed with the driver. */
-	if (!(retired = realloc(d->retired, (d->n_retired + 1) * sizeof(*retired)))) {
-		virConnectClose(conn);
-		rc = saas__oom();
-		goto out;
-	}
-	d->retired = retired;
-	d->retired[d->n_retired++] = d->conn;
-	__atomic_store_n(&d->conn, conn, __ATOMIC_RELEASE);
-	saas__lv_log(d, SAAS_LOG_INFO, "reconnected to VM host %s", d->uri);
-out:
-	pthread_mutex_unlock(&d->conn_mu);
-	return rc;
-}
-
-/* ---- host_info ------------------------------------------------------------------------------- */
-
-static int count_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
-{
-	(void)d;
-	(void)dom;
-	(void)name;
-	(*(unsigned int *)ud)++;
-	return 0;
-}
-
-int saas__lv_host_info(void *ctx, saas_driver_host *out)
-{
-	struct drv *d = ctx;
-	virNodeInfo info;
-	unsigned int vms = 0;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if ((rc = saas__lv_host_check(d)) < 0)
-		return rc;
-	/* A call in flight when the host stops answering fails at the keepalive's count: never a hang. */
-	if (virNodeGetInfo(d->conn, &info) < 0) {
-		rc = saas__lv_virt_error("reading the VM host's node info");
-		return saas__error_wrap(rc, "%s", d->uri);
-	}
-	if ((rc = saas__lv_own_domains(d, VM_PREFIX, count_one, &vms)) < 0 ||
-	    (rc = saas__lv_own_domains(d, TPL_PREFIX, count_one, &vms)) < 0)
-		return rc;
-	out->cpus = info.cpus;
-	out->memory_mb = info.memory / 1024; /* libvirt gives KiB */
-	out->vms = vms;
-	return SAAS_OK;
-}
-
-/* ---- the storage pool and its volumes -------------------------------------------------------- */
-
-static virStorageVolPtr vol_lookup(struct drv *d, const char *name)
-{
-	virStorageVolPtr v = virStorageVolLookupByName(d->pool, name);
-
-	/* Not there is the answer, not an error worth keeping. */
-	if (!v)
-		saas__error_clear();
-	return v;
-}
-
-int saas__lv_pool_open(struct drv *d)
-{
-	saas__buf b = SAAS__BUF_INIT;
-	char *xml = NULL;
-	int active, rc = SAAS_OK;
-
-	if (!(d->pool = virStoragePoolLookupByName(d->conn, d->pool_name))) {
-		/*
-		 * A directory pool of ours, persistent and autostarted, so that the
-		 * host's libvirtd keeps it across restarts. Two engines making it
-		 * at once: the loser's define fails and it looks it up again.
-		 */
-		saas__buf_printf(&b, "<pool type='dir'><name>%s</name><target><path>%s</path>"
-		                     "<permissions><mode>0711</mode></permissions></target></pool>",
-		                 d->pool_name, d->pool_dir);
-		if (!(xml = saas__buf_detach(&b, NULL)))
-			return saas__oom();
-		d->pool = virStoragePoolDefineXML(d->conn, xml, 0);
-		if (d->pool && virStoragePoolBuild(d->pool, 0) < 0) {
-			rc = saas__lv_virt_error("making the storage pool's directory on the VM host");
-			goto out;
-		}
-		if (d->pool)
-			virStoragePoolSetAutostart(d->pool, 1);
-		else if (!(d->pool = virStoragePoolLookupByName(d->conn, d->pool_name))) {
-			rc = saas__lv_virt_error("defining the storage pool on the VM host");
-			goto out;
-		}
-		saas__lv_log(d, SAAS_LOG_INFO, "storage pool %s made on VM host %s (%s)", d->pool_name, d->uri,
-		             d->pool_dir);
-	}
-	if ((active = virStoragePoolIsActive(d->pool)) == 0 && virStoragePoolCreate(d->pool, 0) < 0 &&
-	    virStoragePoolIsActive(d->pool) != 1) {
-		rc = saas__lv_virt_error("starting the storage pool on the VM host");
-		goto out;
-	}
-	if (active < 0)
-		rc = saas__lv_virt_error("reading the storage pool's state on the VM host");
-out:
-	if (rc < 0) {
-		saas__error_wrap(rc, "pool %s at %s", d->pool_name, d->pool_dir);
-		if (d->pool)
-			virStoragePoolFree(d->pool);
-		d->pool = NULL;
-	}
-	free(xml);
-	return rc;
-}
-
-static int send_file(virStreamPtr st, char *data, size_t n, void *ud)
-{
-	ssize_t got;
-
-	(void)st;
-	while ((got = read(*(int *)ud, data, n)) < 0 && errno == EINTR)
-		;
-	return (int)got;
-}
-
-/* One file into a new volume named name of the pool, readable by the host's QEMU user. */
-static int upload_one(struct drv *d, const char *name, const char *path, char **host_path)
-{
-	saas__buf b = SAAS__BUF_INIT;
-	virStorageVolPtr vol = NULL;
-	virStreamPtr st = NULL;
-	struct stat sb;
-	char *xml = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = SAAS_OK;
-
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read %s: %s", path, strerror(errno));
-		goto out;
-	}
-	saas__buf_printf(&b, "<volume><name>%s</name><capacity unit='bytes'>%lld</capacity>"
-	                     "<allocation unit='bytes'>0</allocation><target><format type='raw'/>"
-	                     "<permissions><mode>0644</mode></permissions></target></volume>",
-	                 name, (long long)sb.st_size);
-	if (!(xml = saas__buf_detach(&b, NULL))) {
-		rc = saas__oom();
-		goto out;
-	}
-	if (!(vol = virStorageVolCreateXML(d->pool, xml, 0))) {
-		virErrorPtr e = virGetLastError();
-		/* Another engine's upload of the same build (build_upload's claim). */
-		if (e && e->code == VIR_ERR_STORAGE_VOL_EXIST)
-			rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "volume %s is being uploaded", name);
-		else
-			rc = saas__lv_virt_error("making a volume on the VM host");
-		goto out;
-	}
-	if (!(st = virStreamNew(d->conn, 0)) || virStorageVolUpload(vol, st, 0, (unsigned long long)sb.st_size, 0) < 0 ||
-	    virStreamSendAll(st, send_file, &fd) < 0 || virStreamFinish(st) < 0) {
-		rc = saas__lv_virt_error("uploading to the VM host");
-		if (st)
-			virStreamAbort(st);
-		virStorageVolDelete(vol, 0);
-		goto out;
-	}
-	if (!(*host_path = virStorageVolGetPath(vol)))
-		rc = saas__lv_virt_error("reading a volume's path on the VM host");
-out:
-	if (rc < 0)
-		saas__error_wrap(rc, "%s as volume %s", path, name);
-	if (st)
-		virStreamFree(st);
-	if (vol)
-		virStorageVolFree(vol);
-	if (fd >= 0)
-		close(fd);
-	free(xml);
-	return rc;
-}
-
-static const char *const part_names[] = { "kernel", "initrd", "disk" };
-
-/* Remove what there is of a build's volumes (a failed or abandoned upload). */
-static void build_delete(struct drv *d, const char *id)
-{
-	char name[96];
-
-	for (size_t i = 0; i <= SAAS_ARRAY_SIZE(part_names); i++) {
-		virStorageVolPtr v;
-		if (i < SAAS_ARRAY_SIZE(part_names))
-			snprintf(name, sizeof(name), "%s-%s", id, part_names[i]);
-		else
-			snprintf(name, sizeof(name), "%s.done", id);
-		if ((v = vol_lookup(d, name))) {
-			virStorageVolDelete(v, 0);
-			virStorageVolFree(v);
-		}
-	}
-}
-
-/*
- * The build's three files (disk may be NULL) uploaded, then its ".done"
- * marker. Making the kernel's volume is the claim: SAAS_EBUSY when another
- * engine made it first (its upload runs, or it died in it). Any other
- * failure leaves nothing of the build behind.
- */
-static int build_upload(struct drv *d, const struct image *im, const char *id, char *paths[3])
-{
-	const char *local[3] = { im->kernel, im->initrd, im->disk };
-	char name[96];
-	virStorageVolPtr done;
-	int rc = SAAS_OK;
-
-	for (size_t i = 0; i < 3 && rc == SAAS_OK; i++) {
-		if (!local[i])
-			continue;
-		snprintf(name, sizeof(name), "%s-%s", id, part_names[i]);
-		if ((rc = upload_one(d, name, local[i], &paths[i])) == SAAS_EBUSY && i == 0)
-			return rc;
-	}
-	if (rc == SAAS_OK) {
-		char xml[256];
-		snprintf(xml, sizeof(xml), "<volume><name>%s.done</name><capacity>0</capacity></volume>", id);
-		if (!(done = virStorageVolCreateXML(d->pool, xml, 0)))
-			rc = saas__lv_virt_error("marking an upload complete on the VM host");
-		else
-			virStorageVolFree(done);
-	}
-	if (rc < 0) {
-		/* The cleanup's lookups clear the error: what failed is said again after it. */
-		char msg[512];
-		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
-		build_delete(d, id);
-		rc = saas__error(rc, SAAS_ERRCLASS_DRIVER, 0, "%s", msg);
-	}
-	return rc;
-}
-
-/* The paths on the host of a complete build's volumes; false while it is not complete. */
-static bool build_ready(struct drv *d, const struct image *im, const char *id, char *paths[3])
-{
-	char name[96];
-	virStorageVolPtr v;
-	bool ok = true;
-
-	snprintf(name, sizeof(name), "%s.done", id);
-	if (!(v = vol_lookup(d, name)))
-		return false;
-	virStorageVolFree(v);
-	for (size_t i = 0; i < 3 && ok; i++) {
-		if (i == 2 && !im->disk)
-			continue;
-		snprintf(name, sizeof(name), "%s-%s", id, part_names[i]);
-		ok = (v = vol_lookup(d, name)) && (paths[i] = virStorageVolGetPath(v));
-		if (v)
-			virStorageVolFree(v);
-	}
-	return ok;
-}
-
-/*
- * The build's id: its manifest's hash (a rebuild writes a new manifest, with
- * its own build time and host key), so two engines with the same build name
- * the same volumes.
- */
-static int build_id(const struct image *im, char id[40])
-{
-	char *path = saas__lv_path_join(im->dir, "manifest.json"), *text, hash[65];
-
-	if (!path)
-		return SAAS_ENOMEM;
-	text = saas__lv_read_file(path, 1 << 20);
-	free(path);
-	if (!text)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot read image %s's manifest", im->name);
-	saas__sha256_hex(hash, text, strlen(text));
-	free(text);
-	snprintf(id, 40, "img-%.24s", hash);
-	return SAAS_OK;
-}
-
-int saas__lv_image_remote(struct drv *d, struct image *im)
-{
-	char id[40], *paths[3] = { NULL, NULL, NULL };
-	int64_t waited = 0;
-	bool retried = false;
-	int rc = SAAS_OK;
-
-	pthread_mutex_lock(&d->upload_mu);
-	if (im->host_kernel)
-		goto out;
-	if ((rc = build_id(im, id)) < 0)
-		goto out;
-	/*
-	 * Engines share the host's pool: whoever makes the build's kernel
-	 * volume first uploads it all and marks it done; the others wait for
-	 * the mark. An upload that never finishes (its engine died) is removed
-	 * once the wait is over, and done again here.
-	 */
-	while (!build_ready(d, im, id, paths)) {
-		for (size_t i = 0; i < 3; i++) {
-			free(paths[i]);
-			paths[i] = NULL;
-		}
-		if ((rc = build_upload(d, im, id, paths)) == SAAS_OK) {
-			saas__lv_log(d, SAAS_LOG_INFO, "image %s uploaded to VM host %s as %s", im->name, d->uri, id);
-			break;
-		}
-		if (rc != SAAS_EBUSY)
-			goto out;
-		saas__error_clear();
-		if (closing(d)) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is shutting down");
-			goto out;
-		}
-		if (waited >= UPLOAD_WAIT_MS) {
-			if (retried) {
-				rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0,
-				                 "image %s's upload to VM host %s (%s) does not complete", im->name, d->uri, id);
-				goto out;
-			}
-			saas__lv_log(d, SAAS_LOG_WARN, "image %s's upload %s on VM host %s did not complete in %d s: "
-			             "removed, to upload it again", im->name, id, d->uri, UPLOAD_WAIT_MS / 1000);
-			build_delete(d, id);
-			retried = true;
-			waited = 0;
-			continue;
-		}
-		sleep_ms(500);
-		waited += 500;
-	}
-	rc = SAAS_OK;
-	im->host_kernel = paths[0];
-	im->host_initrd = paths[1];
-	im->host_disk = paths[2];
-	paths[0] = paths[1] = paths[2] = NULL;
-out:
-	for (size_t i = 0; i < 3; i++)
-		free(paths[i]);
-	pthread_mutex_unlock(&d->upload_mu);
-	return rc;
-}
-
-static void overlay_name(const char *vm, char name[SAAS_ID_MAX + 16])
-{
-	snprintf(name, SAAS_ID_MAX + 16, "%s.qcow2", vm);
-}
-
-int saas__lv_overlay_remote(struct drv *d, const char *vm, const char *base, unsigned int disk_gb, char **path)
-{
-	saas__buf b = SAAS__BUF_INIT;
-	char name[SAAS_ID_MAX + 16], *xml;
-	virStorageVolPtr vol;
-	int rc = SAAS_OK;
-
-	overlay_name(vm, name);
-	saas__lv_overlay_remote_delete(d, vm); /* a leftover of a failed attempt */
-	saas__buf_printf(&b, "<volume><name>%s</name><capacity unit='GiB'>%u</capacity><target><format type='qcow2'/>"
-	                     "</target><backingStore><path>%s</path><format type='qcow2'/></backingStore></volume>",
-	                 name, disk_gb, base);
-	if (!(xml = saas__buf_detach(&b, NULL)))
-		return saas__oom();
-	if (!(vol = virStorageVolCreateXML(d->pool, xml, 0))) {
-		rc = saas__lv_virt_error("creating the disk overlay on the VM host");
-	} else {
-		if (!(*path = virStorageVolGetPath(vol)))
-			rc = saas__lv_virt_error("reading the disk overlay's path on the VM host");
-		virStorageVolFree(vol);
-	}
-	free(xml);
-	return rc;
-}
-
-void saas__lv_overlay_remote_delete(struct drv *d, const char *vm)
-{
-	char name[SAAS_ID_MAX + 16];
-	virStorageVolPtr vol;
-
-	overlay_name(vm, name);
-	if ((vol = vol_lookup(d, name))) {
-		if (virStorageVolDelete(vol, 0) < 0)
-			saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its disk overlay on VM host %s stays: %s", vm, d->uri,
-			             virGetLastErrorMessage());
-		virStorageVolFree(vol);
-	}
-}
-
-/* ---- templates on the host ------------------------------------------------------------------- */
+#include "driver/libvirt/qmp.h"
 
 static uint32_t rd32(const unsigned char *p, bool swap)
 {
@@ -576,8 +72,8 @@ bool saas__lv_tpl_volume(const char *name, const char *key, const char *suffix, 
 {
 	size_t pre = strlen(TPL_PREFIX), stem_len = pre + TPL_KEY_LEN + 1 + TPL_GEN_LEN;
 
-	if (strncmp(name, TPL_PREFIX, pre) != 0 || strlen(name) <= stem_len || !saas__lv_is_hex(name + pre, TPL_KEY_LEN) ||
-	    name[pre + TPL_KEY_LEN] != '-' || !saas__lv_is_hex(name + pre + TPL_KEY_LEN + 1, TPL_GEN_LEN) ||
+	if (strncmp(name, TPL_PREFIX, pre) != 0 || strlen(name) <= stem_len || !saas__is_hex(name + pre, TPL_KEY_LEN) ||
+	    name[pre + TPL_KEY_LEN] != '-' || !saas__is_hex(name + pre + TPL_KEY_LEN + 1, TPL_GEN_LEN) ||
 	    name[stem_len] != '.' || strcmp(name + stem_len + 1, suffix) != 0)
 		return false;
 	if (key && strncmp(name + pre, key, TPL_KEY_LEN) != 0)
@@ -595,10 +91,10 @@ bool saas__lv_tpl_lease_name(char *out, size_t len, const char *host, const char
 }
 
 /* The names of the pool's volumes (*names freed with names_free). */
-static int pool_names(struct drv *d, char ***names, int *n)
+static int spool_names(struct drv *d, char ***names, int *n)
 {
 	virStorageVolPtr *vols = NULL;
-	int count = virStoragePoolListAllVolumes(d->pool, &vols, 0), rc = SAAS_OK;
+	int count = virStoragePoolListAllVolumes(d->spool, &vols, 0), rc = SAAS_OK;
 
 	*names = NULL;
 	*n = 0;
@@ -632,7 +128,7 @@ static void names_free(char **names, int n)
 
 static void vol_delete_name(struct drv *d, const char *name)
 {
-	virStorageVolPtr v = vol_lookup(d, name);
+	virStorageVolPtr v = saas__lv_vmhost_vol_lookup(d, name);
 
 	if (v) {
 		if (virStorageVolDelete(v, 0) < 0)
@@ -670,7 +166,7 @@ static int vol_put(struct drv *d, const char *name, const char *data, size_t len
 	snprintf(xml, sizeof(xml), "<volume><name>%s</name><capacity unit='bytes'>%zu</capacity><allocation "
 	         "unit='bytes'>0</allocation><target><format type='raw'/><permissions><mode>0600</mode></permissions>"
 	         "</target></volume>", name, len);
-	if (!(vol = virStorageVolCreateXML(d->pool, xml, 0)))
+	if (!(vol = virStorageVolCreateXML(d->spool, xml, 0)))
 		return saas__error_wrap(saas__lv_virt_error("making a volume on the VM host"), "%s", name);
 	if (len && (!(st = virStreamNew(d->conn, 0)) || virStorageVolUpload(vol, st, 0, len, 0) < 0 ||
 	            virStreamSendAll(st, send_mem, &m) < 0 || virStreamFinish(st) < 0)) {
@@ -704,7 +200,7 @@ static int recv_mem(virStreamPtr st, const char *data, size_t n, void *ud)
 /* Up to cap bytes of volume name from offset into buf (*got of them). */
 static int vol_get(struct drv *d, const char *name, uint64_t offset, unsigned char *buf, size_t cap, size_t *got)
 {
-	virStorageVolPtr vol = vol_lookup(d, name);
+	virStorageVolPtr vol = saas__lv_vmhost_vol_lookup(d, name);
 	virStreamPtr st = NULL;
 	struct mem_sink m = { buf, cap, 0 };
 	int rc = SAAS_OK;
@@ -741,12 +237,12 @@ static json_t *tpl_json(struct drv *d, const char *stem)
 	return j;
 }
 
-int saas__lv_tpl_remote_find(struct drv *d, const char *key, char stem[TPL_STEM_MAX])
+int saas__lv_vmhost_tpl_find(struct drv *d, const char *key, char stem[TPL_STEM_MAX])
 {
 	char **names;
 	int n, rc, found = 0;
 
-	if ((rc = pool_names(d, &names, &n)) < 0)
+	if ((rc = spool_names(d, &names, &n)) < 0)
 		return rc;
 	for (int i = 0; i < n && !found; i++)
 		found = saas__lv_tpl_volume(names[i], key, "ready", stem);
@@ -763,7 +259,7 @@ int saas__lv_tpl_remote_find(struct drv *d, const char *key, char stem[TPL_STEM_
 static bool tpl_disk_used(struct drv *d, const char *path)
 {
 	virStorageVolPtr *vols = NULL;
-	int count = virStoragePoolListAllVolumes(d->pool, &vols, 0);
+	int count = virStoragePoolListAllVolumes(d->spool, &vols, 0);
 	bool used = count < 0;
 
 	for (int i = 0; i < count; i++) {
@@ -789,7 +285,7 @@ static bool tpl_delete(struct drv *d, const char *stem)
 	snprintf(name, sizeof(name), "%s.ready", stem);
 	vol_delete_name(d, name);
 	snprintf(name, sizeof(name), "%s.qcow2", stem);
-	if ((v = vol_lookup(d, name))) {
+	if ((v = saas__lv_vmhost_vol_lookup(d, name))) {
 		path = virStorageVolGetPath(v);
 		virStorageVolFree(v);
 		if (!path || tpl_disk_used(d, path)) {
@@ -805,11 +301,11 @@ static bool tpl_delete(struct drv *d, const char *stem)
 	return true;
 }
 
-void saas__lv_tpl_remote_break(struct drv *d, const char *key)
+void saas__lv_vmhost_tpl_break(struct drv *d, const char *key)
 {
 	char stem[TPL_STEM_MAX], name[TPL_STEM_MAX + 8];
 
-	if (saas__lv_host_check(d) == SAAS_OK && saas__lv_tpl_remote_find(d, key, stem) == 1) {
+	if (saas__lv_vmhost_check(d) == SAAS_OK && saas__lv_vmhost_tpl_find(d, key, stem) == 1) {
 		snprintf(name, sizeof(name), "%s.ready", stem);
 		vol_delete_name(d, name);
 	}
@@ -837,7 +333,7 @@ static void tpl_sweep_key(struct drv *d, const char *key)
 		virDomainFree(dom);
 	}
 	saas__error_clear();
-	if (pool_names(d, &names, &n) < 0) {
+	if (spool_names(d, &names, &n) < 0) {
 		saas__error_clear();
 		return;
 	}
@@ -848,7 +344,7 @@ static void tpl_sweep_key(struct drv *d, const char *key)
 		if (!match)
 			continue;
 		snprintf(ready, sizeof(ready), "%s.ready", stem);
-		if ((v = vol_lookup(d, ready))) {
+		if ((v = saas__lv_vmhost_vol_lookup(d, ready))) {
 			virStorageVolFree(v);
 			continue;
 		}
@@ -865,7 +361,7 @@ static void tpl_prune(struct drv *d, const struct saas__lv_tpl_job *job, const c
 	char **names, stem[TPL_STEM_MAX];
 	int n;
 
-	if (pool_names(d, &names, &n) < 0) {
+	if (spool_names(d, &names, &n) < 0) {
 		saas__error_clear();
 		return;
 	}
@@ -961,7 +457,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	pthread_mutex_unlock(&d->mu);
-	if (rc < 0 || (rc = saas__lv_image_remote(d, im)) < 0 || (rc = saas__random(gen, sizeof(gen))) < 0)
+	if (rc < 0 || (rc = saas__lv_vmhost_image(d, im)) < 0 || (rc = saas__random(gen, sizeof(gen))) < 0)
 		goto out;
 	snprintf(stem, TPL_STEM_MAX, TPL_PREFIX "%s-%02x%02x%02x%02x", job->key, gen[0], gen[1], gen[2], gen[3]);
 	saas__lv_tpl_spec(job, &spec, name);
@@ -984,7 +480,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	}
 	/* The state's volume first, so that it is one of the pool's; libvirt's save writes into it (as root). */
 	snprintf(vname, sizeof(vname), "%s.state", stem);
-	if ((rc = vol_put(d, vname, NULL, 0)) < 0 || !(vol = vol_lookup(d, vname)) || !(path = virStorageVolGetPath(vol))) {
+	if ((rc = vol_put(d, vname, NULL, 0)) < 0 || !(vol = saas__lv_vmhost_vol_lookup(d, vname)) || !(path = virStorageVolGetPath(vol))) {
 		rc = rc < 0 ? rc : saas__lv_virt_error("reading the state volume's path on the VM host");
 		goto out;
 	}
@@ -1011,7 +507,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	                 "key", job->key, "owner", d->owner, "image", im->name, "recipe", im->recipe ? im->recipe : "",
 	                 "vcpus", (json_int_t)job->vcpus, "memory_mb", (json_int_t)job->memory_mb, "disk_gb",
 	                 (json_int_t)job->disk_gb, "accel", d->kvm ? "kvm" : "tcg", "memory", "loaded", "state_bytes",
-	                 (json_int_t)info.allocation, "build_ms", (json_int_t)ms_since(&t0));
+	                 (json_int_t)info.allocation, "build_ms", (json_int_t)saas__ms_since(&t0));
 	if (!meta || !(text = json_dumps(meta, JSON_COMPACT))) {
 		rc = saas__oom();
 		goto out;
@@ -1026,7 +522,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	free(l.overlay);                 /* the template's disk now, not the VM's to delete */
 	l.overlay = NULL;
 	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready on VM host %s in %lld ms as %s (%s, %u vCPU, %u MiB, memory "
-	             "loaded by each clone, %llu KiB of state)", job->key, d->uri, (long long)ms_since(&t0), stem,
+	             "loaded by each clone, %llu KiB of state)", job->key, d->uri, (long long)saas__ms_since(&t0), stem,
 	             im->name, job->vcpus, job->memory_mb, (unsigned long long)(info.allocation >> 10));
 	tpl_prune(d, job, stem);
 out:
@@ -1047,7 +543,7 @@ out:
 	return rc;
 }
 
-int saas__lv_tpl_remote_build(struct drv *d, const struct saas__lv_tpl_job *job, char stem[TPL_STEM_MAX])
+int saas__lv_vmhost_tpl_build(struct drv *d, const struct saas__lv_tpl_job *job, char stem[TPL_STEM_MAX])
 {
 	struct renewer r = { d, NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
 	char lease[160];
@@ -1056,9 +552,9 @@ int saas__lv_tpl_remote_build(struct drv *d, const struct saas__lv_tpl_job *job,
 	int rc;
 
 	stem[0] = '\0';
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = saas__lv_vmhost_check(d)) < 0)
 		return rc;
-	if ((rc = saas__lv_tpl_remote_find(d, job->key, stem)) != 0)
+	if ((rc = saas__lv_vmhost_tpl_find(d, job->key, stem)) != 0)
 		return rc < 0 ? rc : SAAS_OK;
 	if (!saas__lv_tpl_lease_name(lease, sizeof(lease), d->host_tag, job->key))
 		return saas__inval("template lease name too long");
@@ -1078,7 +574,7 @@ int saas__lv_tpl_remote_build(struct drv *d, const struct saas__lv_tpl_job *job,
 		}
 	}
 	/* Finished by another engine between the look and the lease: nothing to build. */
-	if ((rc = saas__lv_tpl_remote_find(d, job->key, stem)) != 0) {
+	if ((rc = saas__lv_vmhost_tpl_find(d, job->key, stem)) != 0) {
 		rc = rc < 0 ? rc : SAAS_OK;
 		goto out;
 	}
@@ -1100,14 +596,14 @@ out:
 	return rc;
 }
 
-int saas__lv_tpl_remote_disk(struct drv *d, const char *stem, char **path)
+int saas__lv_vmhost_tpl_disk(struct drv *d, const char *stem, char **path)
 {
 	char name[TPL_STEM_MAX + 8];
 	virStorageVolPtr v;
 
 	*path = NULL;
 	snprintf(name, sizeof(name), "%s.qcow2", stem);
-	if (!(v = vol_lookup(d, name)))
+	if (!(v = saas__lv_vmhost_vol_lookup(d, name)))
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "template disk %s is not on VM host %s", name,
 		                   d->uri);
 	if (!(*path = virStorageVolGetPath(v)))
@@ -1160,7 +656,7 @@ static int tcp_connect(const char *addr, unsigned int port, int timeout_ms, int 
 	                   addr, port, strerror(err));
 }
 
-int saas__lv_tpl_remote_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms)
+int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms)
 {
 	struct drv *d = l->d;
 	unsigned char head[LV_SAVE_HEADER_BYTES];
@@ -1195,7 +691,7 @@ int saas__lv_tpl_remote_restore(struct launch *l, const struct timespec *t0, int
 	}
 	if (rc < 0 || (rc = tcp_connect(d->listen, port, 5000, &fd)) < 0)
 		goto out;
-	if (!(vol = vol_lookup(d, name))) {
+	if (!(vol = saas__lv_vmhost_vol_lookup(d, name))) {
 		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no volume %s on VM host %s", name, d->uri);
 		goto out;
 	}
@@ -1216,12 +712,12 @@ out:
 	return rc;
 }
 
-int saas__lv_tpl_remote_list(struct drv *d, saas_template_fn fn, void *userdata, int *stop)
+int saas__lv_vmhost_tpl_list(struct drv *d, saas_template_fn fn, void *userdata, int *stop)
 {
 	char **names, stem[TPL_STEM_MAX];
 	int n, rc;
 
-	if ((rc = saas__lv_host_check(d)) < 0 || (rc = pool_names(d, &names, &n)) < 0)
+	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = spool_names(d, &names, &n)) < 0)
 		return rc;
 	for (int i = 0; i < n && !*stop; i++) {
 		saas_driver_template t;
