@@ -1674,7 +1674,7 @@ static void test_images_staged(void **state)
 	assert_null(saas__lv_qcow2_backing(im->disk));   /* no backing file */
 
 	/* A rebuild: staged anew, beside the old one. */
-	sleep_ms(20);
+	saas__sleep_ms(20);
 	write_text(img, "manifest.json", manifest, 0644);
 	assert_int_equal(saas__lv_image_get(&d, "tiny", &im2), SAAS_OK);
 	assert_ptr_not_equal(im2, im);

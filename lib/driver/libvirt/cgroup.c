@@ -258,7 +258,7 @@ int saas__lv_cg_pids_remove(const struct saas__lv_cg *cg, const char *group, con
 			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot remove %s: %s", dir, strerror(errno));
 			break;
 		}
-		sleep_ms(20);
+		saas__sleep_ms(20);
 	}
 	free(dir);
 	return rc;

@@ -47,7 +47,7 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 			break;
 		if (saas__ms_since(t0) > budget_ms || closing(l->d))
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "%s took too long", what);
-		sleep_ms(2);
+		saas__sleep_ms(2);
 	}
 	if ((rc = saas__lv_qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
 		return saas__error_wrap(rc, "%s", what);

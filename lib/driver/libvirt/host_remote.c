@@ -473,7 +473,7 @@ int saas__lv_vmhost_image(struct drv *d, struct image *im)
 			waited = 0;
 			continue;
 		}
-		sleep_ms(500);
+		saas__sleep_ms(500);
 		waited += 500;
 	}
 	rc = SAAS_OK;

@@ -471,7 +471,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;
 	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !closing(d); waited += 50)
-		sleep_ms(50);
+		saas__sleep_ms(50);
 	if ((rc = still_held(r)) < 0)
 		goto out;
 	if (virDomainSuspend(l.dom) < 0) {
@@ -650,7 +650,7 @@ static int tcp_connect(const char *addr, unsigned int port, int timeout_ms, int 
 		}
 		err = errno;
 		close(fd);
-		sleep_ms(100);
+		saas__sleep_ms(100);
 	}
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_OS, err, "cannot reach the clone's migration port %s:%u: %s",
 	                   addr, port, strerror(err));

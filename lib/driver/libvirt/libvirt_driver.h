@@ -369,14 +369,6 @@ static inline bool stopping(struct drv *d)
 	return closing(d) || (d->stopping && __atomic_load_n(d->stopping, __ATOMIC_ACQUIRE) != 0);
 }
 
-static inline void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* ---- the driver table's calls other rooms make (libvirt.c) ------------------------------------ */
 
 int saas__lv_vm_destroy(void *ctx, const char *name);

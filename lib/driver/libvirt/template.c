@@ -400,7 +400,7 @@ static int template_build(struct tmpl_job *job)
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;
 	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !stopping(d); waited += 50)
-		sleep_ms(50);
+		saas__sleep_ms(50);
 	if ((rc = abandoned(d)) < 0)
 		goto out;
 	saas__lv_rm_tree(tmp);
