@@ -1,5 +1,5 @@
 /*
- * The control port on real VMs (issue #15 §2): clones of a template get their
+ * The control port on real VMs: clones of a template get their
  * fix-ups over the virtio-serial control port, with no SSH login as root, and
  * are still machines of their own (hostname, boot id, random bytes, clock);
  * the port's guest end is root's alone (the sandbox user can neither open it

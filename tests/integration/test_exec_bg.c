@@ -4,7 +4,7 @@
  * after the call that started it returned, a background web server keeps
  * answering (and logging each request to the output it inherited) a minute
  * later, and a timeout kills everything the command started. And output as
- * it comes (issue #13, section 2 and 3): a command's first line reaches the
+ * it comes: a command's first line reaches the
  * caller while it runs, stdin reaches a running command, a signal ends a
  * sleep, and a reader that reconnects from its cursor gets what it missed and
  * the end. Each is shown by the order of events (the command waits for what

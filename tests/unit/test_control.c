@@ -1216,7 +1216,7 @@ static void test_exec_engine(void **state)
 }
 
 /*
- * The bounds on what the guest makes the engine wait for (#30): a guest that
+ * The bounds on what the guest makes the engine wait for: a guest that
  * trickles a get (a byte now and then, each well within the idle bound) is
  * given up once the guest's budget is spent, with a clear error, long before
  * it runs out of bytes to trickle; a command's probe that the guest never

@@ -1683,7 +1683,7 @@ static void *held_main(void *arg)
 	return NULL;
 }
 
-/* File transfers under way at once, per account, whichever way they go (#30). */
+/* File transfers under way at once, per account, whichever way they go. */
 static void test_max_transfers(void **state)
 {
 	struct saas_test_fixture *f = *state;

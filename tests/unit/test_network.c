@@ -1,5 +1,5 @@
 /*
- * Egress policies (issue #12 §3) against the fake driver and a real store
+ * Egress policies against the fake driver and a real store
  * (SQLite, or PostgreSQL with SAAS_TEST_STORE=postgres): the rules' one
  * validator, the policy stored and reported, changed at runtime, given again
  * to the driver after a restart, and what happens when the driver cannot.
