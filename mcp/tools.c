@@ -7,6 +7,12 @@
  * isError set and text that says what to do next, never as a protocol error:
  * the model reads results, not JSON-RPC errors.
  *
+ * One file of ~1,200 lines on purpose: every tool is a short function over the
+ * public API, and they share the argument checks and the result and error
+ * shapes kept static here, so that what an agent reads is said one way. When
+ * new tools make it longer, the tools move out by area and the shared
+ * helpers into a header of their own.
+ *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <pthread.h>

@@ -24,7 +24,11 @@
  *                            have no control port)
  *
  * Built static by images/build; tests/unit/test_control.c compiles the parser
- * with AAS_CONTROL_NO_MAIN.
+ * with AAS_CONTROL_NO_MAIN. One file of ~1,600 lines on purpose: the guest
+ * program is built with one compiler line into every image (with lib/util's
+ * XXH64 and the protocol header it shares with the engine), its parts (fix-ups,
+ * files, commands) share its one poll loop and its bounds, and the fuzzer and
+ * the unit test compile it whole.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
