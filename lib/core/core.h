@@ -468,6 +468,8 @@ void saas__claim_drop(saas_engine *e, const char *name);
 void saas__claim_drop_kind(saas_engine *e, const char *kind, const char *id);
 /* saas_driver_env.lease for the drivers this engine opens (userdata: the engine). */
 int saas__driver_lease(void *userdata, const char *name, int64_t ttl_ms, int take);
+/* What this engine hands a driver it opens: its log, clock, leases and stop flag, with `state_dir` and `config`. */
+void saas__driver_env(saas_engine *e, saas_driver_env *env, const char *state_dir, const char *config);
 /* Does the engine with this holder id still hold its server lease? (true when the store cannot say) */
 bool saas__claims_alive(saas_engine *e, const char *holder);
 

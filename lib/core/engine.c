@@ -378,6 +378,19 @@ out:
 	return rc;
 }
 
+void saas__driver_env(saas_engine *e, saas_driver_env *env, const char *state_dir, const char *config)
+{
+	env->state_dir = state_dir;
+	env->config = config;
+	env->log = e->log;
+	env->log_userdata = e->log_userdata;
+	env->clock = e->clock;
+	env->clock_userdata = e->clock_userdata;
+	env->lease = saas__driver_lease;
+	env->lease_userdata = e;
+	env->stopping = &e->abandon;
+}
+
 static int open_driver(saas_engine *e, const saas_engine_options *o)
 {
 	saas_driver_env env;
@@ -396,15 +409,7 @@ static int open_driver(saas_engine *e, const saas_engine_options *o)
 	    !e->driver->vm_create || !e->driver->vm_destroy || !e->driver->vm_state || !e->driver->vm_list)
 		return saas__inval("driver table is incomplete or of version %u (want 2 to %u)", e->driver->version,
 		                   SAAS_DRIVER_VERSION);
-	env.state_dir = e->state_dir;
-	env.config = o->driver_config;
-	env.log = e->log;
-	env.log_userdata = e->log_userdata;
-	env.clock = e->clock;
-	env.clock_userdata = e->clock_userdata;
-	env.lease = saas__driver_lease;
-	env.lease_userdata = e;
-	env.stopping = &e->abandon;
+	saas__driver_env(e, &env, e->state_dir, o->driver_config);
 	if ((rc = e->driver->open(&e->driver_ctx, &env)) < 0) {
 		e->driver = NULL;
 		return saas__error_wrap(rc, "cannot open the VM driver");

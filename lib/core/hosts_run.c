@@ -125,15 +125,7 @@ static int driver_open(saas_engine *e, const saas_store_host *row, void **ctx)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, -rc, "cannot create %s: %s", dir, strerror(-rc));
 		goto out;
 	}
-	env.state_dir = dir;
-	env.config = config;
-	env.log = e->log;
-	env.log_userdata = e->log_userdata;
-	env.clock = e->clock;
-	env.clock_userdata = e->clock_userdata;
-	env.lease = saas__driver_lease;
-	env.lease_userdata = e;
-	env.stopping = &e->abandon;
+	saas__driver_env(e, &env, dir, config);
 	rc = e->driver->open(ctx, &env);
 out:
 	free(dir);

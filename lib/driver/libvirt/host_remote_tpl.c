@@ -25,6 +25,7 @@
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/qmp.h"
+#include "driver/libvirt/template.h"
 
 static uint32_t rd32(const unsigned char *p, bool swap)
 {
@@ -727,13 +728,7 @@ int saas__lv_vmhost_tpl_list(struct drv *d, saas_template_fn fn, void *userdata,
 			continue;
 		owner = json_string_value(json_object_get(j, "owner"));
 		if (owner && strcmp(owner, d->owner) == 0 && json_is_string(json_object_get(j, "image"))) {
-			memset(&t, 0, sizeof(t));
-			t.image = json_string_value(json_object_get(j, "image"));
-			t.vcpus = (unsigned int)json_integer_value(json_object_get(j, "vcpus"));
-			t.memory_mb = (unsigned int)json_integer_value(json_object_get(j, "memory_mb"));
-			t.disk_gb = (unsigned int)json_integer_value(json_object_get(j, "disk_gb"));
-			t.state = SAAS_TEMPLATE_READY;
-			t.state_bytes = json_integer_value(json_object_get(j, "state_bytes"));
+			saas__lv_template_from_json(j, &t);
 			*stop = fn(userdata, &t);
 		}
 		json_decref(j);

@@ -732,13 +732,7 @@ int saas__lv_template_list_local(struct drv *d, saas_template_fn fn, void *userd
 		}
 		free(sub);
 		if ((j = json_load_file(meta, 0, NULL)) && json_is_string(json_object_get(j, "image"))) {
-			memset(&t, 0, sizeof(t));
-			t.image = json_string_value(json_object_get(j, "image"));
-			t.vcpus = (unsigned int)json_integer_value(json_object_get(j, "vcpus"));
-			t.memory_mb = (unsigned int)json_integer_value(json_object_get(j, "memory_mb"));
-			t.disk_gb = (unsigned int)json_integer_value(json_object_get(j, "disk_gb"));
-			t.state = SAAS_TEMPLATE_READY;
-			t.state_bytes = json_integer_value(json_object_get(j, "state_bytes"));
+			saas__lv_template_from_json(j, &t);
 			*stop = fn(userdata, &t);
 		}
 		json_decref(j);
@@ -769,6 +763,17 @@ int saas__lv_template_list_remote(struct drv *d, saas_template_fn fn, void *user
  * driver asked for that run or failed. The callback is called without d->mu
  * held.
  */
+void saas__lv_template_from_json(const json_t *j, saas_driver_template *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->image = json_string_value(json_object_get(j, "image"));
+	t->vcpus = (unsigned int)json_integer_value(json_object_get(j, "vcpus"));
+	t->memory_mb = (unsigned int)json_integer_value(json_object_get(j, "memory_mb"));
+	t->disk_gb = (unsigned int)json_integer_value(json_object_get(j, "disk_gb"));
+	t->state = SAAS_TEMPLATE_READY;
+	t->state_bytes = json_integer_value(json_object_get(j, "state_bytes"));
+}
+
 int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
 {
 	struct drv *d = ctx;

@@ -35,6 +35,8 @@ int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *
 void saas__lv_templates_cleanup(struct drv *d);
 /* The driver's template_list slot: the ready templates the host has, then those building or failed. */
 int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata);
+/* A ready template as its template.json describes it (local and on a VM host); borrows `j`'s strings. */
+void saas__lv_template_from_json(const json_t *j, saas_driver_template *t);
 /*
  * The templates' parts of each VM host's table (host.h), local and remote:
  * template VMs left by an interrupted build, whether a new entry is ready,
