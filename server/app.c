@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "e2b/e2b.h"
 #include "server.h"
 #include "testing.h"
 
@@ -128,7 +129,7 @@ int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *
 	if (aas_service_set(cfg, *port, *engine) < 0 || aas_pages_init(cfg) < 0)
 		goto fail;
 	aas_mcp_http_init(*engine, cfg, *port);
-	if (aas_people_init(*engine, cfg) < 0)
+	if (aas_people_init(*engine, cfg) < 0 || aas_e2b_init(*engine, cfg) < 0)
 		goto fail;
 	if (aas_http_start(cfg, listen_fd) < 0)
 		goto fail;
@@ -146,6 +147,7 @@ void aas_stop(saas_engine *engine)
 	aas_service_free();
 	aas_pages_free();
 	aas_mcp_http_free();
+	aas_e2b_shutdown();
 	saas_engine_free(engine);
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "aas_mcp.h"
+#include "e2b/e2b.h"
 #include "server.h"
 
 static struct MHD_Daemon *daemon_;
@@ -517,7 +518,9 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 		                "API keys are not accepted in the URL; send \"Authorization: Bearer ...\" or \"x-api-key\"");
 		return false;
 	}
-	r->route = route_find(r, r->path, r->method, allow, sizeof(allow), &too_long);
+	/* The E2B face routes within its prefixes itself (server/e2b). */
+	if (!(r->route = aas_e2b_route(r->path)))
+		r->route = route_find(r, r->path, r->method, allow, sizeof(allow), &too_long);
 	if (!r->route) {
 		if (strcmp(r->method, "OPTIONS") == 0 && allow[0]) {
 			rep->status = 204;

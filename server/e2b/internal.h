@@ -1,0 +1,73 @@
+/*
+ * What the E2B face's files share (gateway.c, control.c): its state, its
+ * replies and its side table. Not for the rest of the server (e2b.h is).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_E2B_INTERNAL_H
+#define AAS_E2B_INTERNAL_H
+
+#include <jansson.h>
+
+#include "e2b/e2b.h"
+#include "server.h"
+
+/* The envd version the face says its sandboxes run: the SDKs switch features on it (docs/e2b.md). */
+#define AAS_E2B_ENVD_VERSION "0.6.4"
+/* What E2B's clientID (deprecated, but required by the Python SDK's models) always says. */
+#define AAS_E2B_CLIENT_ID "libsaas"
+/* A create without a timeout lives E2B's default. */
+#define AAS_E2B_TIMEOUT_DEFAULT 300
+/* The largest control-plane JSON body: a create with its metadata and envs, and room. */
+#define AAS_E2B_BODY_MAX ((size_t)1 << 20)
+
+/* Bounds on what a create may attach to a sandbox (the side table holds it). */
+#define AAS_E2B_METADATA_MAX 64
+#define AAS_E2B_METADATA_KEY_MAX 128
+#define AAS_E2B_METADATA_VALUE_MAX 1024
+#define AAS_E2B_ENVS_MAX 128
+#define AAS_E2B_ENV_KEY_MAX 256
+#define AAS_E2B_ENV_VALUE_MAX 8192
+/* Sandboxes the side table holds at most: past it, a create is refused (503) rather than memory grown. */
+#define AAS_E2B_SIDE_MAX 100000
+
+struct aas_e2b {
+	saas_engine *engine;
+	const struct aas_config *cfg;
+	struct aas_e2b_templates templates;
+	unsigned char secret[AAS_E2B_SECRET_LEN];
+};
+extern struct aas_e2b aas_e2b_state;
+
+/* An error as E2B sends one: HTTP status and {"code":status,"message":...}. */
+void aas_e2b_error(struct aas_reply *out, unsigned int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The same for a libsaas status and this thread's last error (its message, or the tenant's text of an internal one). */
+void aas_e2b_error_saas(struct aas_reply *out, int rc, const char *where);
+/* A JSON reply (steals body); 204 for NULL. */
+void aas_e2b_json(struct aas_reply *out, unsigned int status, json_t *body);
+/* The request's JSON body as an object (empty: {}): false after a 400 saying why. */
+bool aas_e2b_body(struct aas_req *r, struct aas_reply *out, json_t **obj);
+
+/* The control plane (control.c): path is what follows AAS_E2B_API_PREFIX. */
+void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path);
+
+/*
+ * The side table: what a create gave that the engine does not keep yet
+ * (template name, metadata, envs), by libsaas sandbox id, in this server's
+ * memory. docs/e2b.md says it is to move into the store.
+ */
+struct aas_e2b_side {
+	char *template_name;
+	json_t *metadata;   /* object of strings */
+	json_t *envs;       /* object of strings */
+};
+/* Keep side for id (steals its members); SAAS_OK, or SAAS_ELIMIT when the table is full, SAAS_ENOMEM. */
+int aas_e2b_side_put(const char *id, struct aas_e2b_side *side);
+/* A copy of id's entry (members NULL when there is none); free with aas_e2b_side_free. */
+void aas_e2b_side_get(const char *id, struct aas_e2b_side *out);
+void aas_e2b_side_drop(const char *id);
+void aas_e2b_side_free(struct aas_e2b_side *side);
+void aas_e2b_side_clear(void);
+
+#endif
