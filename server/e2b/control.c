@@ -49,10 +49,10 @@ enum shape { SHAPE_CREATED, SHAPE_DETAIL, SHAPE_LISTED };
  * A sandbox in E2B's shapes: Sandbox (create, connect), SandboxDetail (get),
  * ListedSandbox (list). Every key the Python SDK's models require is there.
  */
-static json_t *sandbox_json(const saas_sandbox *s, enum shape shape)
+static json_t *sandbox_json(const saas_sandbox *s, const char *account_id, enum shape shape)
 {
 	struct aas_e2b_side side;
-	char token[65];
+	char token[AAS_E2B_ENVD_TOKEN_SIZE];
 	const char *tpl;
 	json_t *o = NULL;
 
@@ -64,7 +64,7 @@ static json_t *sandbox_json(const saas_sandbox *s, enum shape shape)
 	if (!o)
 		goto out;
 	if (shape != SHAPE_LISTED) {
-		aas_e2b_token(token, aas_e2b_state.secret, AAS_E2B_TOKEN_ENVD, s->id);
+		aas_e2b_envd_token(token, s->id, account_id);
 		json_object_set_new(o, "envdAccessToken", json_string(token));
 		json_object_set_new(o, "domain", json_null());
 	}
@@ -362,7 +362,7 @@ static void h_create(struct aas_req *r, struct aas_reply *out)
 		aas_log(SAAS_LOG_WARN, "e2b: the side table is full (%d sandboxes); %s keeps no metadata", AAS_E2B_SIDE_MAX,
 		        sb->id);
 	}
-	aas_e2b_json(out, 201, sandbox_json(sb, SHAPE_CREATED));
+	aas_e2b_json(out, 201, sandbox_json(sb, r->account_id, SHAPE_CREATED));
 out:
 	aas_e2b_side_free(&side);
 	saas_sandbox_free(sb);
@@ -411,7 +411,7 @@ static void h_connect(struct aas_req *r, struct aas_reply *out, const char *e2b_
 		aas_e2b_error_saas(out, rc, "e2b: connect (timeout)");
 		goto out;
 	}
-	aas_e2b_json(out, status, sandbox_json(sb, SHAPE_CREATED));
+	aas_e2b_json(out, status, sandbox_json(sb, r->account_id, SHAPE_CREATED));
 out:
 	saas_sandbox_free(sb);
 	json_decref(body);
@@ -443,7 +443,7 @@ static void h_resume(struct aas_req *r, struct aas_reply *out, const char *e2b_i
 		aas_e2b_error_saas(out, rc, "e2b: resume (timeout)");
 		goto out;
 	}
-	aas_e2b_json(out, 201, sandbox_json(sb, SHAPE_CREATED));
+	aas_e2b_json(out, 201, sandbox_json(sb, r->account_id, SHAPE_CREATED));
 out:
 	saas_sandbox_free(sb);
 	json_decref(body);
@@ -454,7 +454,7 @@ static void h_get(struct aas_req *r, struct aas_reply *out, const char *e2b_id)
 	saas_sandbox *sb = NULL;
 
 	if (find(r, out, e2b_id, &sb))
-		aas_e2b_json(out, 200, sandbox_json(sb, SHAPE_DETAIL));
+		aas_e2b_json(out, 200, sandbox_json(sb, r->account_id, SHAPE_DETAIL));
 	saas_sandbox_free(sb);
 }
 
@@ -653,7 +653,7 @@ static void h_list(struct aas_req *r, struct aas_reply *out)
 		}
 		for (size_t i = 0; i < page->count; i++)
 			if (matches(&f, page->items[i]))
-				json_array_append_new(items, sandbox_json(page->items[i], SHAPE_LISTED));
+				json_array_append_new(items, sandbox_json(page->items[i], r->account_id, SHAPE_LISTED));
 		free(cursor);
 		cursor = page->next_cursor ? strdup(page->next_cursor) : NULL;
 		saas_sandbox_list_free(page);

@@ -24,6 +24,37 @@
 
 struct aas_e2b aas_e2b_state;
 
+/* ---- tokens ---- */
+
+void aas_e2b_envd_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_id, const char *account_id)
+{
+	char subject[2 * SAAS_ID_MAX + 2], mac[65];
+
+	/* '/' is in neither id: the subject is one pair only. */
+	snprintf(subject, sizeof(subject), "%s/%s", sandbox_id, account_id);
+	aas_e2b_token(mac, aas_e2b_state.secret, AAS_E2B_TOKEN_ENVD, subject);
+	snprintf(out, AAS_E2B_ENVD_TOKEN_SIZE, "%s.%s", account_id, mac);
+}
+
+bool aas_e2b_envd_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1])
+{
+	char expected[AAS_E2B_ENVD_TOKEN_SIZE];
+	const char *dot = token ? strrchr(token, '.') : NULL;
+	size_t n = dot ? (size_t)(dot - token) : 0;
+
+	account[0] = '\0';
+	if (!dot || n == 0 || n > SAAS_ID_MAX || strcspn(token, "/") < n)
+		return false;
+	memcpy(account, token, n);
+	account[n] = '\0';
+	aas_e2b_envd_token(expected, sandbox_id, account);
+	if (!aas_e2b_token_equal(token, expected)) {
+		account[0] = '\0';
+		return false;
+	}
+	return true;
+}
+
 /* ---- replies ---- */
 
 void aas_e2b_json(struct aas_reply *out, unsigned int status, json_t *body)
@@ -198,9 +229,7 @@ static void dispatch_api(struct aas_req *r, struct aas_reply *out)
 
 static void dispatch_sandbox(struct aas_req *r, struct aas_reply *out)
 {
-	(void)r;
-	/* The data plane comes next (docs/e2b.md): until then, say so in the SDK's terms. */
-	aas_e2b_error(out, 501, "the E2B data plane (commands, files, PTY) is not served by this server yet");
+	aas_e2b_data(r, out, r->path + strlen(AAS_E2B_SANDBOX_PREFIX));
 }
 
 static const struct aas_route api_route = { "*", AAS_E2B_API_PREFIX, AAS_R_JSON, dispatch_api, NULL, NULL };
@@ -290,6 +319,7 @@ int aas_e2b_init(saas_engine *engine, const struct aas_config *cfg)
 void aas_e2b_shutdown(void)
 {
 	aas_e2b_state.engine = NULL;
+	aas_e2b_data_shutdown();
 	aas_e2b_templates_free(&aas_e2b_state.templates);
 	sodium_memzero(aas_e2b_state.secret, sizeof(aas_e2b_state.secret));
 	aas_e2b_side_clear();

@@ -39,6 +39,17 @@ struct aas_e2b {
 };
 extern struct aas_e2b aas_e2b_state;
 
+/*
+ * A sandbox's envdAccessToken: "ACCOUNT.HEX", HEX the HMAC of the sandbox's
+ * id and its account under the server secret. The data plane carries no API
+ * key: the token names the account to act for (not a secret), and the HMAC
+ * binds it to the sandbox. At most this long, with its NUL.
+ */
+#define AAS_E2B_ENVD_TOKEN_SIZE (SAAS_ID_MAX + 1 + 64 + 1)
+void aas_e2b_envd_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_id, const char *account_id);
+/* Is token the envd token of sandbox_id (compared in constant time)? Then its account goes into account. */
+bool aas_e2b_envd_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1]);
+
 /* An error as E2B sends one: HTTP status and {"code":status,"message":...}. */
 void aas_e2b_error(struct aas_reply *out, unsigned int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -51,6 +62,9 @@ bool aas_e2b_body(struct aas_req *r, struct aas_reply *out, json_t **obj);
 
 /* The control plane (control.c): path is what follows AAS_E2B_API_PREFIX. */
 void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path);
+/* The data plane (data.c): path is what follows AAS_E2B_SANDBOX_PREFIX. */
+void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path);
+void aas_e2b_data_shutdown(void);
 
 /*
  * The side table: what a create gave that the engine does not keep yet

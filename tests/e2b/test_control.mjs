@@ -96,7 +96,7 @@ test('create, getInfo, setTimeout, list, pause, connect, kill', async () => {
     assert.equal(created.status, 200, 'a running sandbox connects with 200');
     const detail = await e2b('GET', `/sandboxes/${sbx.sandboxId}`);
     assert.equal(created.body.envdAccessToken, detail.body.envdAccessToken);
-    assert.match(created.body.envdAccessToken, /^[0-9a-f]{64}$/);
+    assert.match(created.body.envdAccessToken, /^acc-[a-z0-9]+\.[0-9a-f]{64}$/);
     assert.notEqual(created.body.envdAccessToken, e2bKey(srv.key));
   } finally {
     assert.equal(await sbx.kill(), true);
