@@ -68,12 +68,11 @@ bool aas_e2b_key_decode(char *out, size_t size, const char *e2b_key)
 	memcpy(out, AAS_SAAS_KEY_PREFIX, plen);
 	for (size_t i = 0; i < AAS_SAAS_KEY_CHARS; i++) {
 		int hi = hex_value(digits[2 * i]), lo = hex_value(digits[2 * i + 1]);
-		char c = (char)(hi << 4 | lo);
-		if (hi < 0 || lo < 0 || !is_alnum(c)) {
+		if (hi < 0 || lo < 0 || !is_alnum((char)(hi << 4 | lo))) {
 			out[0] = '\0';
 			return false;
 		}
-		out[plen + i] = c;
+		out[plen + i] = (char)(hi << 4 | lo);
 	}
 	out[plen + AAS_SAAS_KEY_CHARS] = '\0';
 	return true;

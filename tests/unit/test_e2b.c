@@ -309,6 +309,9 @@ static void test_keys(void **state)
 	/* Spellings that are not one. */
 	char d[AAS_E2B_KEY_MAX + 2];
 	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	d[4] = '$'; /* not a hex digit where the high nibble is (the fuzzer's find: no shift of -1) */
+	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
+	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
 	d[10] = 'A'; /* upper case: one spelling per key */
 	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
 	assert_string_equal(back, "");
