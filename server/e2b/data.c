@@ -128,14 +128,12 @@ static void reply_gone(struct aas_reply *out, const char *e2b_id, const char *wh
 	                                   "code", 502));
 }
 
-static void reply_unary(struct aas_reply *out, json_t *msg)
+void aas_e2b_reply_unary(struct aas_reply *out, json_t *msg)
 {
 	aas_reply_json(out, 200, msg ? msg : json_object());
 }
 
-static void reply_unary_error(struct aas_reply *out, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void reply_unary_error(struct aas_reply *out, int code, const char *fmt, ...)
+void aas_e2b_reply_unary_error(struct aas_reply *out, int code, const char *fmt, ...)
 {
 	char msg[1024], *body;
 	va_list ap;
@@ -183,20 +181,11 @@ static void reply_stream_error(struct aas_reply *out, int code, const char *fmt,
 
 /* ---- the request's sandbox ---- */
 
-struct target {
-	char e2b_id[SAAS_ID_MAX + 1];
-	char id[SAAS_ID_MAX + 1];
-	char account[SAAS_ID_MAX + 1];
-	saas_client *client;
-	bool rpc;
-	bool streaming;
-};
-
 /* An error in the form the request's kind reads (REST JSON, unary Connect, or a stream's status). */
-static void reply_auth(struct aas_reply *out, const struct target *t, const char *msg)
+static void reply_auth(struct aas_reply *out, const struct aas_e2b_target *t, const char *msg)
 {
 	if (t->rpc)
-		reply_unary_error(out, AAS_CONNECT_UNAUTHENTICATED, "%s", msg);
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_UNAUTHENTICATED, "%s", msg);
 	else
 		aas_e2b_error(out, 401, "%s", msg);
 }
@@ -206,7 +195,7 @@ static void reply_auth(struct aas_reply *out, const struct target *t, const char
  * (401 for a token that is not the sandbox's, 502 for a sandbox that is not
  * there or not running).
  */
-static bool target_open(struct aas_req *r, struct aas_reply *out, struct target *t)
+bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
 	const char *sid = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
 	const char *port = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
@@ -259,6 +248,16 @@ static bool target_open(struct aas_req *r, struct aas_reply *out, struct target 
 /* ---- messages ---- */
 
 /* The user an RPC names (Authorization: Basic base64("user:")): E2B's default user, or ours, only. */
+bool aas_e2b_user_ok(const char *name, char *why, size_t whysize)
+{
+	bool ok = !name || !*name || strcmp(name, "user") == 0 || strcmp(name, "sandbox") == 0;
+
+	if (!ok)
+		snprintf(why, whysize, "user \"%.64s\" is refused: libsaas runs commands and file operations as the "
+		         "unprivileged sandbox user (there is no root); leave user unset (docs/e2b.md)", name);
+	return ok;
+}
+
 static bool user_ok(struct aas_req *r, char *why, size_t whysize)
 {
 	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
@@ -274,10 +273,7 @@ static bool user_ok(struct aas_req *r, char *why, size_t whysize)
 		return false;
 	}
 	name[strcspn(name, ":")] = '\0';
-	ok = !*name || strcmp(name, "user") == 0 || strcmp(name, "sandbox") == 0;
-	if (!ok)
-		snprintf(why, whysize, "user \"%.64s\" is refused: libsaas runs commands as the unprivileged sandbox user "
-		         "(there is no root); leave user unset (docs/e2b.md)", name);
+	ok = aas_e2b_user_ok(name, why, whysize);
 	saas_free(name);
 	return ok;
 }
@@ -709,7 +705,7 @@ static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *
 /* ---- the calls ---- */
 
 /* process.Process/Start: a command, as a background execution followed by the answer. */
-static void rpc_start(struct aas_req *r, struct aas_reply *out, struct target *t, json_t *msg)
+static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
 {
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 	saas_exec_cursor cur = { 0, 0 };
@@ -758,7 +754,7 @@ out:
 }
 
 /* process.Process/Connect: follow a command from now on (an ended one: its end at once). */
-static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct target *t, json_t *msg)
+static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
 {
 	uint32_t pid = selector_pid(msg);
 	char exe[SAAS_ID_MAX + 1];
@@ -783,7 +779,7 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct target 
 }
 
 /* process.Process/List: the sandbox's running commands. */
-static void rpc_list(struct aas_reply *out, struct target *t)
+static void rpc_list(struct aas_reply *out, struct aas_e2b_target *t)
 {
 	saas_execution_list *l = NULL;
 	json_t *procs = json_array();
@@ -791,7 +787,7 @@ static void rpc_list(struct aas_reply *out, struct target *t)
 
 	if ((rc = saas_execution_list_running(&l, t->client, t->id, 0)) < 0 || !procs) {
 		json_decref(procs);
-		reply_unary_error(out, rc < 0 ? aas_connect_code_from_saas(rc) : AAS_CONNECT_RESOURCE_EXHAUSTED, "%s",
+		aas_e2b_reply_unary_error(out, rc < 0 ? aas_connect_code_from_saas(rc) : AAS_CONNECT_RESOURCE_EXHAUSTED, "%s",
 		                  rc < 0 ? aas_tenant_message(rc, "e2b: list") : "out of memory");
 		return;
 	}
@@ -809,16 +805,16 @@ static void rpc_list(struct aas_reply *out, struct target *t)
 		                                       (json_int_t)pid));
 	}
 	saas_execution_list_free(l);
-	reply_unary(out, json_pack("{s:o}", "processes", procs));
+	aas_e2b_reply_unary(out, json_pack("{s:o}", "processes", procs));
 }
 
 /* The execution a unary call's selector names: false after a not_found reply. */
-static bool selected(struct aas_reply *out, struct target *t, json_t *msg, char exe[SAAS_ID_MAX + 1])
+static bool selected(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, char exe[SAAS_ID_MAX + 1])
 {
 	uint32_t pid = selector_pid(msg);
 
 	if (!pid || !pid_find(t->id, pid, exe, NULL)) {
-		reply_unary_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found", pid);
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found", pid);
 		return false;
 	}
 	return true;
@@ -828,12 +824,12 @@ static bool selected(struct aas_reply *out, struct target *t, json_t *msg, char 
 static void reply_exec_error(struct aas_reply *out, int rc, uint32_t pid, const char *where)
 {
 	if (rc == SAAS_ENOTFOUND || rc == SAAS_ESTATE)
-		reply_unary_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found (it ended)", pid);
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found (it ended)", pid);
 	else
-		reply_unary_error(out, aas_connect_code_from_saas(rc), "%s", aas_tenant_message(rc, where));
+		aas_e2b_reply_unary_error(out, aas_connect_code_from_saas(rc), "%s", aas_tenant_message(rc, where));
 }
 
-static void rpc_signal(struct aas_reply *out, struct target *t, json_t *msg)
+static void rpc_signal(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
 {
 	json_t *sig = json_object_get(msg, "signal");
 	const char *name = NULL;
@@ -847,7 +843,7 @@ static void rpc_signal(struct aas_reply *out, struct target *t, json_t *msg)
 	else if (json_is_integer(sig))
 		name = json_integer_value(sig) == 9 ? "KILL" : json_integer_value(sig) == 15 ? "TERM" : NULL;
 	if (!name) {
-		reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
 		return;
 	}
 	if (!selected(out, t, msg, exe))
@@ -857,10 +853,10 @@ static void rpc_signal(struct aas_reply *out, struct target *t, json_t *msg)
 		reply_exec_error(out, rc, selector_pid(msg), "e2b: signal");
 		return;
 	}
-	reply_unary(out, NULL);
+	aas_e2b_reply_unary(out, NULL);
 }
 
-static void rpc_input(struct aas_reply *out, struct target *t, json_t *msg, bool close)
+static void rpc_input(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, bool close)
 {
 	json_t *input = json_object_get(msg, "input"), *data = json_object_get(input, "stdin");
 	char exe[SAAS_ID_MAX + 1];
@@ -869,19 +865,19 @@ static void rpc_input(struct aas_reply *out, struct target *t, json_t *msg, bool
 	int rc;
 
 	if (!close && json_object_get(input, "pty")) {
-		reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "a PTY through the E2B API is not served yet");
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "a PTY through the E2B API is not served yet");
 		return;
 	}
 	if (!close && (!json_is_string(data) ||
 	               saas_base64_decode(&bytes, &len, json_string_value(data), json_string_length(data)) < 0)) {
-		reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "input.stdin must be base64 bytes");
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "input.stdin must be base64 bytes");
 		return;
 	}
 	if (selected(out, t, msg, exe)) {
 		if ((rc = saas_execution_stdin(t->client, exe, bytes, len, close ? SAAS_STDIN_CLOSE : 0)) < 0)
 			reply_exec_error(out, rc, selector_pid(msg), "e2b: stdin");
 		else
-			reply_unary(out, NULL);
+			aas_e2b_reply_unary(out, NULL);
 	}
 	saas_free(bytes);
 }
@@ -895,7 +891,7 @@ static bool content_type(struct aas_req *r, const char *want)
 	return h && strncasecmp(h, want, n) == 0 && (h[n] == '\0' || h[n] == ';' || h[n] == ' ');
 }
 
-static void rpc(struct aas_req *r, struct aas_reply *out, struct target *t, const char *method)
+static void rpc(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *method)
 {
 	static const char *const streaming[] = { "process.Process/Start", "process.Process/Connect",
 		                                 "filesystem.Filesystem/WatchDir" };
@@ -906,18 +902,18 @@ static void rpc(struct aas_req *r, struct aas_reply *out, struct target *t, cons
 	for (size_t i = 0; i < sizeof(streaming) / sizeof(streaming[0]); i++)
 		t->streaming = t->streaming || strcmp(method, streaming[i]) == 0;
 	if (strcmp(r->method, "POST") != 0) {
-		reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "Connect calls are POSTs");
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "Connect calls are POSTs");
 		return;
 	}
 	if (!content_type(r, t->streaming ? "application/connect+json" : "application/json")) {
-		reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "Content-Type must be %s (the JSON codec)",
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "Content-Type must be %s (the JSON codec)",
 		                  t->streaming ? "application/connect+json" : "application/json");
 		return;
 	}
-	if (!target_open(r, out, t))
+	if (!aas_e2b_target_open(r, out, t))
 		return;
 	if (r->too_big) {
-		reply_unary_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "the request is over %zu bytes",
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "the request is over %zu bytes",
 		                  (size_t)AAS_CONNECT_MESSAGE_MAX);
 		return;
 	}
@@ -927,14 +923,14 @@ static void rpc(struct aas_req *r, struct aas_reply *out, struct target *t, cons
 		if (t->streaming)
 			reply_stream_error(out, code, "%s", why);
 		else
-			reply_unary_error(out, code, "%s", why);
+			aas_e2b_reply_unary_error(out, code, "%s", why);
 		return;
 	}
 	if (!user_ok(r, why, sizeof(why))) {
 		if (t->streaming)
 			reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 		else
-			reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
+			aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 	} else if (strcmp(method, "process.Process/Start") == 0) {
 		rpc_start(r, out, t, msg);
 	} else if (strcmp(method, "process.Process/Connect") == 0) {
@@ -947,11 +943,13 @@ static void rpc(struct aas_req *r, struct aas_reply *out, struct target *t, cons
 		rpc_input(out, t, msg, false);
 	} else if (strcmp(method, "process.Process/CloseStdin") == 0) {
 		rpc_input(out, t, msg, true);
+	} else if (strncmp(method, "filesystem.Filesystem/", 22) == 0 && !t->streaming) {
+		aas_e2b_filesystem(out, t, method + 22, msg);
 	} else if (t->streaming) {
 		reply_stream_error(out, AAS_CONNECT_UNIMPLEMENTED, "%s is not served by this server yet (docs/e2b.md)",
 		                   method);
 	} else {
-		reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "%s is not served by this server yet (docs/e2b.md)",
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "%s is not served by this server yet (docs/e2b.md)",
 		                  method);
 	}
 	json_decref(msg);
@@ -959,16 +957,19 @@ static void rpc(struct aas_req *r, struct aas_reply *out, struct target *t, cons
 
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)
 {
-	struct target t = { 0 };
+	struct aas_e2b_target t = { 0 };
 
 	if (*path == '/' && strchr(path + 1, '/') && strchr(path + 1, '.')) {
 		/* "/pkg.Service/Method": Connect RPC. */
 		t.rpc = true;
 		rpc(r, out, &t, path + 1);
 	} else if (strcmp(path, "/health") == 0 && (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)) {
-		if (target_open(r, out, &t))
+		if (aas_e2b_target_open(r, out, &t))
 			aas_e2b_json(out, 204, NULL);
-	} else if (strcmp(path, "/files") == 0 || strcmp(path, "/envs") == 0 || strcmp(path, "/metrics") == 0) {
+	} else if (strcmp(path, "/files") == 0) {
+		if (aas_e2b_target_open(r, out, &t))
+			aas_e2b_files(r, out, &t);
+	} else if (strcmp(path, "/envs") == 0 || strcmp(path, "/metrics") == 0) {
 		aas_e2b_error(out, 501, "%s through the E2B API is not served by this server yet (docs/e2b.md)", path + 1);
 	} else {
 		aas_e2b_error(out, 404, "no E2B daemon call %s %s", r->method, *path ? path : "/");

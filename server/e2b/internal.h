@@ -66,6 +66,32 @@ void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path)
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path);
 void aas_e2b_data_shutdown(void);
 
+/* A data-plane request's sandbox, and the client acting for its account (owned: freed by data.c). */
+struct aas_e2b_target {
+	char e2b_id[SAAS_ID_MAX + 1];
+	char id[SAAS_ID_MAX + 1];
+	char account[SAAS_ID_MAX + 1];
+	saas_client *client;
+	bool rpc;
+	bool streaming;
+};
+/*
+ * Find the request's sandbox (E2b-Sandbox-Id) and open its account's client
+ * by the access token: false after a reply (401 for a token that is not the
+ * sandbox's, 502 for a sandbox that is not there or not running).
+ */
+bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+/* Is a user name E2B sends (Basic auth, ?username=) one we run as (none, "user", "sandbox")? Else why. */
+bool aas_e2b_user_ok(const char *name, char *why, size_t whysize);
+/* A unary Connect answer: 200 and the message (stolen; NULL: {}), or an error with its status. */
+void aas_e2b_reply_unary(struct aas_reply *out, json_t *msg);
+void aas_e2b_reply_unary_error(struct aas_reply *out, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Files (files.c): GET and POST /files, and filesystem.Filesystem's unary calls. */
+void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const char *method, json_t *msg);
+
 /*
  * The side table: what a create gave that the engine does not keep yet
  * (template name, metadata, envs), by libsaas sandbox id, in this server's

@@ -3,7 +3,7 @@
  * envelopes and the request messages in them, and the spellings taken from
  * headers, paths and queries (keys, sandbox ids, templates, %-escapes).
  *
- * The first byte picks the reader; the rest is its input. Oracles, besides
+ * The first byte picks the reader (multipart uploads too); the rest is its input. Oracles, besides
  * the sanitizers: an envelope stream read whole and read in pieces cut where
  * the input says gives the same frames and the same verdict; no frame is
  * over its bound; a key spelling that decodes encodes back to itself; an id
@@ -14,6 +14,7 @@
 
 #include "e2b/connect.h"
 #include "e2b/e2b.h"
+#include "e2b/multipart.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -113,14 +114,39 @@ static void spellings(const uint8_t *data, size_t size)
 	free(s);
 }
 
+/* An upload's body with boundary "XB": every part inside the body, at most the room given. */
+static void multipart(const uint8_t *data, size_t size)
+{
+	struct aas_multipart_part parts[8];
+	const char *body = (const char *)data, *why;
+	char name[4096 + 1];
+	size_t n;
+
+	if (!aas_multipart_parse(body, size, "XB", parts, 8, &n, &why))
+		return;
+	if (n > 8)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		if (parts[i].data < body || parts[i].data + parts[i].len > body + size)
+			abort();
+		if (parts[i].filename && (parts[i].filename < body || parts[i].filename + parts[i].filename_len > body + size))
+			abort();
+		if (parts[i].filename && parts[i].filename_len <= 4096 &&
+		    aas_multipart_filename(name, parts[i].filename, parts[i].filename_len) &&
+		    strlen(name) > parts[i].filename_len)
+			abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0: envelopes(data + 1, size - 1); break;
 	case 1: unwrap(data + 1, size - 1); break;
-	default: spellings(data + 1, size - 1); break;
+	case 2: spellings(data + 1, size - 1); break;
+	default: multipart(data + 1, size - 1); break;
 	}
 	return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "e2b/connect.h"
 #include "e2b/e2b.h"
+#include "e2b/multipart.h"
 
 /* ---- codes ---- */
 
@@ -457,6 +458,77 @@ static void test_unescape(void **state)
 	assert_string_equal(out, "");
 }
 
+/* ---- multipart ---- */
+
+static void test_multipart_boundary(void **state)
+{
+	char b[AAS_MULTIPART_BOUNDARY_MAX + 1], long_ct[200];
+
+	(void)state;
+	assert_true(aas_multipart_boundary(b, "multipart/form-data; boundary=----formdata-undici-0123"));
+	assert_string_equal(b, "----formdata-undici-0123");
+	assert_true(aas_multipart_boundary(b, "Multipart/Form-Data; charset=x; boundary=\"a b\""));
+	assert_string_equal(b, "a b");
+	assert_false(aas_multipart_boundary(b, "application/json"));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data"));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data; boundary="));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data; boundary=\"open"));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data; boundary=a<b"));
+	assert_false(aas_multipart_boundary(b, NULL));
+	/* At the bound (70), and past it. */
+	snprintf(long_ct, sizeof(long_ct), "multipart/form-data; boundary=%0*d", 70, 0);
+	assert_true(aas_multipart_boundary(b, long_ct));
+	snprintf(long_ct, sizeof(long_ct), "multipart/form-data; boundary=%0*d", 71, 0);
+	assert_false(aas_multipart_boundary(b, long_ct));
+}
+
+static void test_multipart_parse(void **state)
+{
+	static const char body[] = "--XB\r\n"
+	                           "Content-Disposition: form-data; name=\"file\"; filename=\"/w/a%22b\"\r\n"
+	                           "Content-Type: application/octet-stream\r\n\r\n"
+	                           "one\r\n--XBnot\r\n"
+	                           "--XB\r\n"
+	                           "Content-Disposition: form-data; name=\"file\"; filename=\"rel/m2\"\r\n\r\n"
+	                           "\r\n"
+	                           "--XB\r\n"
+	                           "Content-Disposition: form-data; name=\"other\"\r\n\r\n"
+	                           "x\r\n"
+	                           "--XB--\r\n";
+	struct aas_multipart_part parts[4];
+	const char *why;
+	char name[64];
+	size_t n;
+
+	(void)state;
+	assert_true(aas_multipart_parse(body, sizeof(body) - 1, "XB", parts, 4, &n, &why));
+	assert_int_equal(n, 3);
+	assert_int_equal(parts[0].len, strlen("one\r\n--XBnot"));
+	assert_memory_equal(parts[0].data, "one\r\n--XBnot", parts[0].len);
+	assert_int_equal(parts[0].name_len, 4);
+	assert_true(aas_multipart_filename(name, parts[0].filename, parts[0].filename_len));
+	assert_string_equal(name, "/w/a\"b");
+	assert_int_equal(parts[1].len, 0);
+	assert_memory_equal(parts[1].filename, "rel/m2", 6);
+	assert_null(parts[2].filename);
+	assert_memory_equal(parts[2].name, "other", 5);
+	/* Too many parts for the room given. */
+	assert_false(aas_multipart_parse(body, sizeof(body) - 1, "XB", parts, 2, &n, &why));
+	assert_non_null(why);
+	/* Cut short anywhere: refused, never read past the end. */
+	for (size_t cut = 0; cut < sizeof(body) - 1 - strlen("--\r\n"); cut++) {
+		char *copy = malloc(cut ? cut : 1);
+		memcpy(copy, body, cut);
+		assert_false(aas_multipart_parse(copy, cut, "XB", parts, 4, &n, &why));
+		free(copy);
+	}
+	assert_false(aas_multipart_parse("--XB\r\nno colon\r\n\r\nx\r\n--XB--", 29, "XB", parts, 4, &n, &why));
+	assert_false(aas_multipart_filename(name, "a%0Ab", 5));
+	assert_false(aas_multipart_filename(name, "a\tb", 3));
+	assert_true(aas_multipart_filename(name, "100%", 4));
+	assert_string_equal(name, "100%");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -472,6 +544,8 @@ int main(void)
 		cmocka_unit_test(test_tokens),
 		cmocka_unit_test(test_templates),
 		cmocka_unit_test(test_unescape),
+		cmocka_unit_test(test_multipart_boundary),
+		cmocka_unit_test(test_multipart_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
