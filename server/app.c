@@ -162,6 +162,8 @@ int aas_main(int argc, char **argv)
 	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0 ||
 	                 strcmp(argv[1], "user") == 0 || strcmp(argv[1], "invite") == 0 || strcmp(argv[1], "host") == 0))
 		return aas_admin_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "e2b-key") == 0)
+		return aas_e2b_key_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "routes") == 0) {
 		print_routes();
 		return 0;

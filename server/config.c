@@ -19,6 +19,7 @@ const char *aas_config_usage(void)
 	       "       aas-server user|invite ... --help      administer the dashboard's people and invite codes\n"
 	       "       aas-server host ... --help             register, drain and list VM hosts (docs/operations.md)\n"
 	       "       aas-server routes                      print the routes served\n"
+	       "       aas-server e2b-key < KEYFILE           print a key's E2B spelling, e2b_... (docs/e2b.md)\n"
 	       "\n"
 	       "options (environment variable in brackets):\n"
 	       "  --listen ADDR:PORT      address to listen on; default 127.0.0.1:8080 [AAS_LISTEN]\n"

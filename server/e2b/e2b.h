@@ -35,6 +35,13 @@ void aas_e2b_shutdown(void);
  */
 const struct aas_route *aas_e2b_route(const char *path);
 
+/*
+ * `aas-server e2b-key`: read a key (aas_sk_...) on stdin, never on the
+ * command line (every local user can read that in /proc), and print its
+ * e2b_ spelling. 0, or 2 after a one-line error.
+ */
+int aas_e2b_key_main(int argc, char **argv);
+
 /* ---- spellings (names.c): pure ---- */
 
 #define AAS_E2B_KEY_PREFIX "e2b_"

@@ -324,3 +324,32 @@ void aas_e2b_shutdown(void)
 	sodium_memzero(aas_e2b_state.secret, sizeof(aas_e2b_state.secret));
 	aas_e2b_side_clear();
 }
+
+/* ---- aas-server e2b-key ---- */
+
+int aas_e2b_key_main(int argc, char **argv)
+{
+	char line[AAS_SAAS_KEY_MAX + 64], spelled[AAS_E2B_KEY_MAX + 1];
+	int rc = 2;
+
+	(void)argv;
+	if (argc > 2) {
+		fprintf(stderr, "usage: aas-server e2b-key < KEYFILE   print an API key's e2b_ spelling (docs/e2b.md)\n");
+		return 2;
+	}
+	if (!fgets(line, sizeof(line), stdin)) {
+		fprintf(stderr, "aas-server e2b-key: give the key (aas_sk_...) on stdin\n");
+		return 2;
+	}
+	line[strcspn(line, "\r\n")] = '\0';
+	if (aas_e2b_key_encode(spelled, sizeof(spelled), line)) {
+		printf("%s\n", spelled);
+		rc = 0;
+	} else {
+		fprintf(stderr, "aas-server e2b-key: that is not an API key (aas_sk_ and %d letters and digits)\n",
+		        AAS_SAAS_KEY_CHARS);
+	}
+	sodium_memzero(line, sizeof(line));
+	sodium_memzero(spelled, sizeof(spelled));
+	return rc;
+}

@@ -74,6 +74,13 @@ test('background commands: list, stdin, connect, kill', async () => {
   assert.equal(done.stdout, 'abc\n');
   assert.equal(done.exitCode, 0);
 
+  // A client that leaves detaches: the command runs on (as envd's do).
+  const left = await sbx.commands.run('wait', { background: true, timeoutMs: 0 });
+  await left.disconnect();
+  await new Promise(r => setTimeout(r, 300));
+  assert.ok((await sbx.commands.list()).some(p => p.pid === left.pid), 'still running after disconnect');
+  assert.equal(await sbx.commands.kill(left.pid), true);
+
   const waiting = await sbx.commands.run('wait', { background: true, timeoutMs: 0 });
   const again = await sbx.commands.connect(waiting.pid, { timeoutMs: 0 });
   assert.equal(again.pid, waiting.pid);

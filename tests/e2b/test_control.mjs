@@ -7,6 +7,7 @@
 // usage: node test_control.mjs AAS_SERVER_FAKE   (run by tests/e2b/run)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { Sandbox, SandboxNotFoundError, NotFoundError, AuthenticationError, SandboxError } from 'e2b';
 import { testServer, e2bKey } from './harness.mjs';
 
@@ -35,6 +36,11 @@ test('the key in its e2b_ spelling: the Python SDK\'s pattern, the same secret',
   const k = e2bKey(srv.key);
   assert.match(k, /^e2b_[0-9a-f]+$/);
   assert.equal(k.length, 4 + 86);
+  // aas-server shows it (the key on stdin, never on the command line).
+  assert.equal(execFileSync(SERVER, ['e2b-key'], { input: `${srv.key}\n` }).toString(), `${k}\n`);
+  const bad = spawnSync(SERVER, ['e2b-key'], { input: 'e2b_00\n' });
+  assert.equal(bad.status, 2);
+  assert.equal(bad.stdout.toString(), '');
 });
 
 test('create, getInfo, setTimeout, list, pause, connect, kill', async () => {
