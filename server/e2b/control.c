@@ -524,6 +524,58 @@ out:
 	json_decref(body);
 }
 
+/*
+ * POST /sandboxes/{id}/fork {"timeout"?, "count"?}: 201 with a
+ * SandboxForkResult per child ({"sandbox": Sandbox}). libsaas forks all or
+ * nothing, so a failure is the whole call's. The children inherit the
+ * parent's template, metadata and envs in the side table.
+ */
+static void h_fork(struct aas_req *r, struct aas_reply *out, const char *e2b_id)
+{
+	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
+	saas_sandbox_list *children = NULL;
+	struct aas_e2b_side parent;
+	json_t *body = NULL, *results = NULL;
+	saas_sandbox *sb = NULL;
+	int64_t timeout = 0, count = 1;
+	bool present;
+	int rc;
+
+	memset(&parent, 0, sizeof(parent));
+	if (!aas_e2b_body(r, out, &body) || !field_int(body, "timeout", 1, INT32_MAX, &timeout, &present, out) ||
+	    !field_int(body, "count", 1, SAAS_FORK_MAX, &count, &present, out) || !find(r, out, e2b_id, &sb))
+		goto out;
+	o.timeout_s = timeout;
+	if ((rc = saas_sandbox_fork(&children, r->client, sb->id, (unsigned int)count, &o, 0)) < 0) {
+		aas_e2b_error_saas(out, rc, "e2b: fork");
+		goto out;
+	}
+	aas_e2b_side_get(sb->id, &parent);
+	if (!(results = json_array())) {
+		aas_e2b_error(out, 500, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < children->count; i++) {
+		struct aas_e2b_side copy = { 0 };
+		if (parent.template_name)
+			copy.template_name = strdup(parent.template_name);
+		copy.metadata = parent.metadata ? json_deep_copy(parent.metadata) : NULL;
+		copy.envs = parent.envs ? json_deep_copy(parent.envs) : NULL;
+		if (aas_e2b_side_put(children->items[i]->id, &copy) < 0)
+			aas_log(SAAS_LOG_WARN, "e2b: the side table is full; fork %s keeps no metadata", children->items[i]->id);
+		json_array_append_new(results, json_pack("{s:o}", "sandbox",
+		                                         sandbox_json(children->items[i], r->account_id, SHAPE_CREATED)));
+	}
+	aas_e2b_json(out, 201, results);
+	results = NULL;
+out:
+	json_decref(results);
+	aas_e2b_side_free(&parent);
+	saas_sandbox_list_free(children);
+	saas_sandbox_free(sb);
+	json_decref(body);
+}
+
 /* ---- list ---- */
 
 #define FILTER_PAIRS_MAX 32
@@ -699,7 +751,6 @@ static const struct {
 } missing_sandbox[] = {
 	{ "/metrics", "sandbox metrics (getMetrics)" },
 	{ "/logs", "sandbox logs" },
-	{ "/fork", "fork through the E2B API (libsaas's /v1 API forks)" },
 	{ "/network", "changing a sandbox's network through the E2B API (libsaas's /v1 API does)" },
 	{ "/snapshots", "snapshots" },
 	{ "/refreshes", "refreshes (use setTimeout)" },
@@ -782,6 +833,8 @@ void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path)
 			h_resume(r, out, id);
 		else if (strcmp(tail, "/connect") == 0 && strcmp(m, "POST") == 0)
 			h_connect(r, out, id);
+		else if (strcmp(tail, "/fork") == 0 && strcmp(m, "POST") == 0)
+			h_fork(r, out, id);
 		else {
 			for (size_t i = 0; i < sizeof(missing_sandbox) / sizeof(missing_sandbox[0]); i++) {
 				if (strcmp(tail, missing_sandbox[i].tail) == 0) {

@@ -213,3 +213,27 @@ test('egress: allowInternetAccess and network lists become the sandbox\'s policy
     await some.kill();
   }
 });
+
+test('fork: children of the parent\'s template and metadata, each its own sandbox', async () => {
+  const parent = await Sandbox.create({ metadata: { role: 'parent' } });
+  try {
+    const kids = await parent.fork({ count: 2 });
+    assert.equal(kids.length, 2);
+    for (const kid of kids) {
+      assert.ok(kid instanceof Sandbox, `${kid}`);
+      assert.notEqual(kid.sandboxId, parent.sandboxId);
+      const info = await kid.getInfo();
+      assert.equal(info.state, 'running');
+      assert.deepEqual(info.metadata, { role: 'parent' });
+      assert.equal((await srv.rest('GET', `/v1/sandboxes/sbx-${kid.sandboxId}`)).body.parent_id,
+                   `sbx-${parent.sandboxId}`);
+      assert.equal((await kid.commands.run('echo forked')).stdout, 'forked\n');
+      assert.equal(await kid.kill(), true);
+    }
+    await assert.rejects(Sandbox.fork('zzzz'), SandboxNotFoundError);
+    const many = await e2b('POST', `/sandboxes/${parent.sandboxId}/fork`, { count: 11 });
+    assert.deepEqual([many.status, many.body.code], [400, 400]);
+  } finally {
+    await parent.kill();
+  }
+});
