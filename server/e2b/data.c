@@ -910,8 +910,6 @@ static void rpc(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target 
 		                  t->streaming ? "application/connect+json" : "application/json");
 		return;
 	}
-	if (!aas_e2b_target_open(r, out, t))
-		return;
 	if (r->too_big) {
 		aas_e2b_reply_unary_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "the request is over %zu bytes",
 		                  (size_t)AAS_CONNECT_MESSAGE_MAX);
@@ -955,24 +953,60 @@ static void rpc(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target 
 	json_decref(msg);
 }
 
+static bool is_rpc(const char *path)
+{
+	/* "/pkg.Service/Method" */
+	return *path == '/' && strchr(path + 1, '/') && strchr(path + 1, '.') < strchr(path + 1, '/');
+}
+
+static void target_free(void *p)
+{
+	struct aas_e2b_target *t = p;
+
+	if (t)
+		saas_client_free(t->client);
+	free(t);
+}
+
+int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path)
+{
+	struct aas_e2b_target *t = calloc(1, sizeof(*t));
+
+	if (!t) {
+		aas_e2b_error(out, 500, "out of memory");
+		return -1;
+	}
+	r->stream = t;
+	r->stream_free = target_free;
+	r->body_max = 0;
+	t->rpc = is_rpc(path);
+	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0)
+		return 0; /* answered by aas_e2b_data: nothing of a sandbox is needed */
+	if (!aas_e2b_target_open(r, out, t))
+		return -1;
+	if (t->rpc)
+		r->body_max = AAS_CONNECT_MESSAGE_MAX + AAS_CONNECT_HEADER_LEN;
+	else if (strcmp(path, "/files") == 0 && strcmp(r->method, "POST") == 0)
+		r->body_max = AAS_JSON_BODY_MAX;
+	return 0;
+}
+
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)
 {
-	struct aas_e2b_target t = { 0 };
+	struct aas_e2b_target *t = r->stream;
 
-	if (*path == '/' && strchr(path + 1, '/') && strchr(path + 1, '.')) {
-		/* "/pkg.Service/Method": Connect RPC. */
-		t.rpc = true;
-		rpc(r, out, &t, path + 1);
-	} else if (strcmp(path, "/health") == 0 && (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)) {
-		if (aas_e2b_target_open(r, out, &t))
+	if (t->rpc) {
+		rpc(r, out, t, path + 1);
+	} else if (strcmp(path, "/health") == 0) {
+		if (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)
 			aas_e2b_json(out, 204, NULL);
+		else
+			aas_e2b_error(out, 405, "%s is not allowed on /health", r->method);
 	} else if (strcmp(path, "/files") == 0) {
-		if (aas_e2b_target_open(r, out, &t))
-			aas_e2b_files(r, out, &t);
+		aas_e2b_files(r, out, t);
 	} else if (strcmp(path, "/envs") == 0 || strcmp(path, "/metrics") == 0) {
 		aas_e2b_error(out, 501, "%s through the E2B API is not served by this server yet (docs/e2b.md)", path + 1);
 	} else {
 		aas_e2b_error(out, 404, "no E2B daemon call %s %s", r->method, *path ? path : "/");
 	}
-	saas_client_free(t.client);
 }

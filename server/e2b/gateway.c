@@ -3,9 +3,10 @@
  * the side table of what a create gave that the engine does not keep yet.
  *
  * The face has one route of the server's table per prefix (aas_e2b_route):
- * http.c collects the body (AAS_R_JSON) and calls the face, which routes
- * within and authenticates itself, because E2B's SDKs read errors in E2B's
- * shape ({"code":404,"message":...}), not the REST API's.
+ * http.c hands it the headers (to authenticate before the body), the body
+ * (kept whole, bounded per call) and the end, and the face routes within
+ * and authenticates itself, because E2B's SDKs read errors in E2B's shape
+ * ({"code":404,"message":...}), not the REST API's.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -232,9 +233,53 @@ static void dispatch_sandbox(struct aas_req *r, struct aas_reply *out)
 	aas_e2b_data(r, out, r->path + strlen(AAS_E2B_SANDBOX_PREFIX));
 }
 
-static const struct aas_route api_route = { "*", AAS_E2B_API_PREFIX, AAS_R_JSON, dispatch_api, NULL, NULL };
-static const struct aas_route sandbox_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_JSON, dispatch_sandbox, NULL,
-	                                        NULL };
+/*
+ * The routes take their bodies as streams (AAS_R_STREAM) for one reason:
+ * the start runs with the headers, so a request is authenticated before
+ * any of its body is held, and each holds at most what its call may send.
+ */
+static int start_api(struct aas_req *r, struct aas_reply *out)
+{
+	if (!aas_e2b_authenticate(r, out))
+		return -1;
+	r->body_max = AAS_E2B_BODY_MAX;
+	return 0;
+}
+
+static int start_sandbox(struct aas_req *r, struct aas_reply *out)
+{
+	return aas_e2b_data_start(r, out, r->path + strlen(AAS_E2B_SANDBOX_PREFIX));
+}
+
+/* A piece of the body, kept whole up to r->body_max: nonzero past it (http.c drops the rest; the call says 413). */
+static int body_data(struct aas_req *r, const char *data, size_t len)
+{
+	if (r->body_len + len > r->body_max) {
+		r->too_big = true;
+		return 1;
+	}
+	if (r->body_len + len + 1 > r->body_cap) {
+		size_t cap = r->body_cap ? r->body_cap : 4096;
+		char *p;
+		while (cap < r->body_len + len + 1)
+			cap *= 2;
+		if (!(p = realloc(r->body, cap))) {
+			r->too_big = true;
+			return 1;
+		}
+		r->body = p;
+		r->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, data, len);
+	r->body_len += len;
+	r->body[r->body_len] = '\0';
+	return 0;
+}
+
+static const struct aas_route api_route = { "*", AAS_E2B_API_PREFIX, AAS_R_STREAM, dispatch_api, start_api,
+	                                    body_data };
+static const struct aas_route sandbox_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_STREAM, dispatch_sandbox,
+	                                        start_sandbox, body_data };
 
 static bool under(const char *path, const char *prefix)
 {

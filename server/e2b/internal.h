@@ -60,9 +60,20 @@ void aas_e2b_json(struct aas_reply *out, unsigned int status, json_t *body);
 /* The request's JSON body as an object (empty: {}): false after a 400 saying why. */
 bool aas_e2b_body(struct aas_req *r, struct aas_reply *out, json_t **obj);
 
-/* The control plane (control.c): path is what follows AAS_E2B_API_PREFIX. */
+/*
+ * The control plane (control.c): path is what follows AAS_E2B_API_PREFIX.
+ * aas_e2b_authenticate (X-API-KEY) runs first, before a byte of the body is
+ * held: false after a 401.
+ */
+bool aas_e2b_authenticate(struct aas_req *r, struct aas_reply *out);
 void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path);
-/* The data plane (data.c): path is what follows AAS_E2B_SANDBOX_PREFIX. */
+/*
+ * The data plane (data.c): path is what follows AAS_E2B_SANDBOX_PREFIX.
+ * aas_e2b_data_start runs first, with the headers, before a byte of the
+ * body is held: it finds the sandbox and checks the access token (r->stream
+ * keeps what it found) and sets the body's bound; -1 after a reply.
+ */
+int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path);
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path);
 void aas_e2b_data_shutdown(void);
 

@@ -195,6 +195,20 @@ test('what libsaas does not do answers so, naming it', async () => {
   assert.equal(r.status, 400);
 });
 
+test('bodies: refused before they are held without a key, bounded with one', async () => {
+  const big = JSON.stringify({ templateID: 'base', metadata: { pad: 'x'.repeat(2 << 20) } });
+  const anon = await fetch(`${srv.base}/e2b/v2/sandboxes`, { method: 'POST', body: big,
+                                                            headers: { 'Content-Type': 'application/json' } });
+  assert.equal(anon.status, 401);
+  assert.equal((await anon.json()).code, 401);
+  const keyed = await e2b('POST', '/v2/sandboxes', JSON.parse(big));
+  assert.deepEqual([keyed.status, keyed.body.code], [413, 413]);
+  const envd = await fetch(`${srv.base}/e2b-sandbox/process.Process/List`, {
+    method: 'POST', body: big, headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': 'abc' } });
+  assert.equal(envd.status, 401, 'no access token: refused before its body');
+  await envd.arrayBuffer();
+});
+
 test('egress: allowInternetAccess and network lists become the sandbox\'s policy', async () => {
   const closed = await Sandbox.create({ allowInternetAccess: false });
   try {
