@@ -75,7 +75,6 @@ void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path)
  */
 int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path);
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path);
-void aas_e2b_data_shutdown(void);
 
 /* A data-plane request's sandbox, and the client acting for its account (owned: freed by data.c). */
 struct aas_e2b_target {
@@ -98,6 +97,15 @@ bool aas_e2b_user_ok(const char *name, char *why, size_t whysize);
 void aas_e2b_reply_unary(struct aas_reply *out, json_t *msg);
 void aas_e2b_reply_unary_error(struct aas_reply *out, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* A server stream that fails before its first message: 200 and a lone end-stream frame with the error. */
+void aas_e2b_reply_stream_error(struct aas_reply *out, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Commands (process.c): process.Process's calls (method after "process.Process/"), and the pid table's end. */
+void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *method,
+                     json_t *msg);
+void aas_e2b_process_shutdown(void);
 
 /* Files (files.c): GET and POST /files, and filesystem.Filesystem's unary calls. */
 void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
