@@ -539,7 +539,7 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 		return false;
 	}
 	r->route_label = r->route->pattern;
-	if (!aas_ratelimit_request(r, rep, config->address_rate))
+	if (!(r->route->flags & AAS_R_RATED) && !aas_ratelimit_request(r, rep, config->address_rate))
 		return false;
 	if ((r->route->flags & AAS_R_AUTH) && !authenticate(r, rep))
 		return false;

@@ -265,6 +265,11 @@ typedef void (*aas_handler)(struct aas_req *r, struct aas_reply *out);
 #define AAS_R_PAGE (1u << 4)
 /* Takes an HTML form's body (application/x-www-form-urlencoded), at most AAS_FORM_BODY_MAX. */
 #define AAS_R_FORM (1u << 5)
+/*
+ * Rates its own requests in stream_start (the E2B data plane: no API key,
+ * but a sandbox's token, so the account's rate rather than the address's).
+ */
+#define AAS_R_RATED (1u << 6)
 
 struct aas_route {
 	const char *method;

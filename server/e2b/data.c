@@ -254,6 +254,38 @@ static void target_free(void *p)
 	free(t);
 }
 
+/*
+ * The data plane's request rate (the route is AAS_R_RATED): a request with
+ * the sandbox's token takes from its account's bucket at the account's
+ * requests_per_second, as a key's requests do; any other from its address's,
+ * as a request without a valid key does. false after a 429.
+ */
+static bool rate_ok(struct aas_req *r, struct aas_reply *out, const struct aas_e2b_target *t)
+{
+	saas_account_info *ai = NULL;
+	unsigned int rate = 0;
+	char bucket[SAAS_ID_MAX + 8];
+	int64_t wait;
+
+	if (!t->client)
+		return aas_ratelimit_request(r, out, aas_e2b_state.cfg->address_rate);
+	if (saas_account_info_get(&ai, t->client) == SAAS_OK)
+		rate = ai->limits->requests_per_second;
+	saas_account_info_free(ai);
+	snprintf(bucket, sizeof(bucket), "e2b:%s", t->account);
+	if ((wait = aas_ratelimit_take(bucket, strlen(bucket), rate, aas_now_ms())) > 0) {
+		aas_e2b_error(out, 429, "this account's sandboxes may take %u requests a second (requests_per_second); "
+		              "slow down", rate);
+		if (out->response) {
+			char secs[24];
+			snprintf(secs, sizeof(secs), "%lld", (long long)((wait + 999) / 1000));
+			MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, secs);
+		}
+		return false;
+	}
+	return true;
+}
+
 int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path)
 {
 	struct aas_e2b_target *t = calloc(1, sizeof(*t));
@@ -267,8 +299,15 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	r->body_max = 0;
 	t->rpc = is_rpc(path);
 	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0)
-		return 0; /* answered by aas_e2b_data: nothing of a sandbox is needed */
-	if (!aas_e2b_target_open(r, out, t))
+		return rate_ok(r, out, t) ? 0 : -1; /* answered by aas_e2b_data: nothing of a sandbox is needed */
+	if (!aas_e2b_target_open(r, out, t)) {
+		/* A refused token (or a sandbox not there) is the address's to pay for; the reply stands. */
+		struct aas_reply ignored = { 0, NULL };
+		if (!aas_ratelimit_request(r, &ignored, aas_e2b_state.cfg->address_rate) && ignored.response)
+			MHD_destroy_response(ignored.response);
+		return -1;
+	}
+	if (!rate_ok(r, out, t))
 		return -1;
 	if (t->rpc)
 		r->body_max = AAS_CONNECT_MESSAGE_MAX + AAS_CONNECT_HEADER_LEN;

@@ -278,8 +278,8 @@ static int body_data(struct aas_req *r, const char *data, size_t len)
 
 static const struct aas_route api_route = { "*", AAS_E2B_API_PREFIX, AAS_R_STREAM, dispatch_api, start_api,
 	                                    body_data };
-static const struct aas_route sandbox_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_STREAM, dispatch_sandbox,
-	                                        start_sandbox, body_data };
+static const struct aas_route sandbox_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_STREAM | AAS_R_RATED,
+	                                        dispatch_sandbox, start_sandbox, body_data };
 
 static bool under(const char *path, const char *prefix)
 {
