@@ -12,20 +12,29 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
 
 /* E2B processes remembered at once (pids to executions); past it the oldest is forgotten. */
 #define PIDS_MAX 4096
-/* Command streams open at once; more are refused (resource_exhausted). */
+/* Command streams open at once, in all and per account (each holds a connection's thread); more are refused. */
 #define STREAMS_MAX 256
+#define STREAMS_PER_ACCOUNT 32
 /* The keepalive a stream sends after this much silence when the client names none (envd's default is 90 s). */
 #define KEEPALIVE_DEFAULT_MS 50000
+/*
+ * A stream with nothing to send looks this often whether its client is
+ * still there: one that disconnected frees its slot (and thread) within
+ * this, not at the next keepalive.
+ */
+#define GONE_POLL_MS 1000
 /* A follower's buffer stops filling past this; the client's reading drains it. */
 #define STREAM_BUF_MAX ((size_t)256 << 10)
 /* The working directory E2B's home stands for (docs/e2b.md). */
@@ -297,8 +306,67 @@ static uint64_t header_uint(struct aas_req *r, const char *name, uint64_t max, u
 
 static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int streams;
+/* The accounts with streams open, and how many each: at most STREAMS_MAX of them. */
+static struct {
+	char account[SAAS_ID_MAX + 1];
+	unsigned int n;
+} slots[STREAMS_MAX];
+
+/*
+ * Take a stream's slot for account, before anything is started for it: true,
+ * or false after a resource_exhausted reply (the SDK's RateLimitError).
+ */
+static bool slot_take(const char *account, struct aas_reply *out)
+{
+	size_t i, free_slot = STREAMS_MAX;
+	bool ok = false;
+	unsigned int mine = 0;
+
+	pthread_mutex_lock(&streams_mu);
+	for (i = 0; i < STREAMS_MAX; i++) {
+		if (slots[i].n && strcmp(slots[i].account, account) == 0)
+			break;
+		if (!slots[i].n && free_slot == STREAMS_MAX)
+			free_slot = i;
+	}
+	if (i == STREAMS_MAX)
+		i = free_slot;
+	/* Every stream is some account's, so a free slot exists while streams < STREAMS_MAX. */
+	if (streams < STREAMS_MAX && i < STREAMS_MAX && slots[i].n < STREAMS_PER_ACCOUNT) {
+		snprintf(slots[i].account, sizeof(slots[i].account), "%s", account);
+		slots[i].n++;
+		streams++;
+		ok = true;
+	} else if (i < STREAMS_MAX) {
+		mine = slots[i].n;
+	}
+	pthread_mutex_unlock(&streams_mu);
+	if (!ok && mine >= STREAMS_PER_ACCOUNT)
+		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "this account has %d command streams open, "
+		                           "the most it may; disconnect one (or run in the background and reconnect)",
+		                           STREAMS_PER_ACCOUNT);
+	else if (!ok)
+		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "%d command streams are open on this "
+		                           "server, the most it takes; try again", STREAMS_MAX);
+	return ok;
+}
+
+static void slot_release(const char *account)
+{
+	pthread_mutex_lock(&streams_mu);
+	for (size_t i = 0; i < STREAMS_MAX; i++) {
+		if (slots[i].n && strcmp(slots[i].account, account) == 0) {
+			slots[i].n--;
+			streams--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&streams_mu);
+}
 
 struct stream {
+	char account[SAAS_ID_MAX + 1];  /* its slot's */
+	int fd;                         /* the connection's socket, to see the client leave; -1: unknown */
 	saas_client *client;
 	char exe[SAAS_ID_MAX + 1];
 	saas_exec_cursor cur;
@@ -409,9 +477,12 @@ static void follow_more(struct stream *s)
 {
 	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
 	saas_exec_cursor cur = s->cur;
-	int64_t now = aas_now_ms(), wait = s->keepalive_ms;
+	int64_t now = aas_now_ms(), wait = s->keepalive_ms - (now - s->quiet_since_ms);
 	int rc;
 
+	/* Short waits: between them the reader looks whether the client is still there (stream_read). */
+	if (wait > GONE_POLL_MS)
+		wait = GONE_POLL_MS;
 	cb.output = on_output;
 	cb.exit = on_exit_;
 	cb.userdata = s;
@@ -421,8 +492,6 @@ static void follow_more(struct stream *s)
 	if (rc == SAAS_OK && !s->len && !s->ending) {
 		if (s->deadline_ms && s->deadline_ms - now < wait)
 			wait = s->deadline_ms - now;
-		if (wait > SAAS_EXEC_FOLLOW_WAIT_MAX)
-			wait = SAAS_EXEC_FOLLOW_WAIT_MAX;
 		if (wait > 0) {
 			s->first = true;
 			cur = s->cur;
@@ -452,6 +521,23 @@ static void follow_more(struct stream *s)
 		put_end_stream(s, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
 }
 
+/*
+ * Has the client closed or reset its connection? Nothing else reads the
+ * socket while its answer streams (a client does not send its next request
+ * before this answer ends), so a FIN or a reset waits there (as http.c's
+ * aas_client_gone sees it).
+ */
+static bool client_gone(int fd)
+{
+	ssize_t n;
+	char c;
+
+	if (fd < 0)
+		return false;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *s = cls;
@@ -461,6 +547,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	while (s->off == s->len) {
 		if (s->ended)
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (client_gone(s->fd))
+			return MHD_CONTENT_READER_END_WITH_ERROR; /* the command runs on; its slot is free at once */
 		follow_more(s);
 	}
 	n = s->len - s->off < max ? s->len - s->off : max;
@@ -474,47 +562,35 @@ static void stream_free(void *cls)
 	struct stream *s = cls;
 
 	/* The client left or the stream ended; the command runs on either way (envd detaches too). */
+	slot_release(s->account);
 	saas_client_free(s->client);
 	free(s->buf);
 	free(s);
-	pthread_mutex_lock(&streams_mu);
-	streams--;
-	pthread_mutex_unlock(&streams_mu);
 }
 
 /*
  * Answer with the command stream of execution exe from cursor cur: the start
  * event (pid), then its output, its end and the end-stream frame. Takes the
- * client (freed with the stream, or here on failure).
+ * client and account's slot (slot_take), given to the stream or released
+ * here on failure.
  */
-static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *exe,
-                         uint32_t pid, const saas_exec_cursor *cur)
+static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *account,
+                         const char *exe, uint32_t pid, const saas_exec_cursor *cur)
 {
 	struct stream *s = NULL;
 	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
 	uint64_t keepalive_s = header_uint(r, "Keepalive-Ping-Interval", 3600, 0);
-	bool counted = false;
+	const union MHD_ConnectionInfo *ci;
 
-	pthread_mutex_lock(&streams_mu);
-	if (streams < STREAMS_MAX) {
-		streams++;
-		counted = true;
-	}
-	pthread_mutex_unlock(&streams_mu);
-	if (!counted) {
-		saas_client_free(client);
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "%d command streams are open on this server; "
-		                   "try again", STREAMS_MAX);
-		return;
-	}
 	if (!(s = calloc(1, sizeof(*s)))) {
 		saas_client_free(client);
-		pthread_mutex_lock(&streams_mu);
-		streams--;
-		pthread_mutex_unlock(&streams_mu);
+		slot_release(account);
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
 		return;
 	}
+	snprintf(s->account, sizeof(s->account), "%s", account);
+	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	s->fd = ci ? ci->connect_fd : -1;
 	s->client = client;
 	snprintf(s->exe, sizeof(s->exe), "%s", exe);
 	s->cur = *cur;
@@ -546,6 +622,7 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	char why[512], *command = NULL, *cwd = NULL, **env = NULL;
 	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
 	unsigned int flags = SAAS_EXEC_BACKGROUND;
+	bool taken = false;
 	uint32_t pid;
 	int rc;
 
@@ -562,6 +639,9 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 		goto out;
 	}
+	if (!slot_take(t->account, out))
+		goto out;
+	taken = true;
 	if (json_is_true(json_object_get(msg, "stdin")))
 		flags |= SAAS_EXEC_STDIN_OPEN;
 	cwd = cwd_of(config);
@@ -576,9 +656,12 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		goto out;
 	}
 	pid = pid_add(t->id, x->id, config);
-	reply_stream(r, out, t->client, x->id, pid, &cur);
+	reply_stream(r, out, t->client, t->account, x->id, pid, &cur);
 	t->client = NULL;
+	taken = false;
 out:
+	if (taken)
+		slot_release(t->account);
 	saas_execution_free(x);
 	env_free(env);
 	free(command);
@@ -606,7 +689,9 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	cur.stdout_offset = x->stdout_total;
 	cur.stderr_offset = x->stderr_total;
 	saas_execution_free(x);
-	reply_stream(r, out, t->client, exe, pid, &cur);
+	if (!slot_take(t->account, out))
+		return;
+	reply_stream(r, out, t->client, t->account, exe, pid, &cur);
 	t->client = NULL;
 }
 

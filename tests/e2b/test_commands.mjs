@@ -8,12 +8,13 @@
 // usage: node test_commands.mjs AAS_SERVER_FAKE   (run by tests/e2b/run)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Sandbox, CommandExitError, InvalidArgumentError, NotFoundError, SandboxError } from 'e2b';
+import { Sandbox, CommandExitError, InvalidArgumentError, NotFoundError, RateLimitError, SandboxError } from 'e2b';
 import { testServer } from './harness.mjs';
 
 const SERVER = process.argv[2];
 assert.ok(SERVER, 'usage: test_commands.mjs AAS_SERVER_FAKE');
-const srv = testServer(SERVER);
+// Room for the stream bound's test: 33 streams from one address, 32 commands running at once.
+const srv = testServer(SERVER, { args: ['--per-ip-connections', '64', '--max-executions', '64'] });
 let sbx;
 
 before(async () => {
@@ -138,4 +139,35 @@ test('the access token: required, the sandbox\'s own, gone with it', async () =>
   const gone = await envd('/health', { token: doomedToken, id: doomed.sandboxId });
   assert.equal(gone.status, 502);
   await assert.rejects(doomed.commands.run('echo hi'));
+});
+
+test('command streams: at most 32 open per account, the next a RateLimitError', async () => {
+  const handles = [];
+  try {
+    for (let i = 0; i < 32; i++) handles.push(await sbx.commands.run('wait', { background: true, timeoutMs: 0 }));
+    await assert.rejects(sbx.commands.run('echo hi'), RateLimitError);
+    await assert.rejects(sbx.commands.connect(handles[0].pid), RateLimitError, 'a second subscriber needs a slot too');
+    // A client that disconnects frees its slot; its command runs on.
+    await handles[0].disconnect();
+    let r = null;
+    for (let i = 0; i < 50 && !r; i++) {
+      try {
+        r = await sbx.commands.run('echo hi');
+      } catch (e) {
+        assert.ok(e instanceof RateLimitError, `${e}`);
+        await new Promise(res => setTimeout(res, 100));
+      }
+    }
+    assert.equal(r && r.stdout, 'hi\n');
+    assert.ok((await sbx.commands.list()).some(p => p.pid === handles[0].pid));
+  } finally {
+    for (const h of handles) await sbx.commands.kill(h.pid);
+  }
+});
+
+test('the data plane\'s rate is the account\'s, not the address\'s', async () => {
+  // More than an address without a key may make in a second (20), all with the sandbox's token.
+  const t0 = Date.now();
+  for (let i = 0; i < 60; i++) await sbx.commands.list();
+  assert.ok(Date.now() - t0 < 20000);
 });
