@@ -89,7 +89,7 @@ static void files_get(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	}
 	MHD_add_response_header(out->response, "Content-Type", "application/octet-stream");
 	snprintf(disposition, sizeof(disposition), "inline; filename=\"%.255s\"", base_name(path));
-	for (char *p = disposition + 17; *p; p++)
+	for (char *p = disposition + strlen("inline; filename=\""); *p; p++)
 		if (*p == '"' && p[1] != '\0')
 			*p = '_';
 	MHD_add_response_header(out->response, "Content-Disposition", disposition);

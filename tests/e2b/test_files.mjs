@@ -43,6 +43,14 @@ test('write and read: text, bytes, an octet stream, several files at once', asyn
   assert.deepEqual(many.map(f => f.path), ['/workspace/m1', '/workspace/m2', '/workspace/q"uote']);
   assert.equal(await sbx.files.read('/workspace/m2'), 'two');
   assert.equal(await sbx.files.read('/workspace/q"uote'), 'three');
+  // The raw answer names the file (a quote in its name made safe).
+  const detail = await (await fetch(`${srv.base}/e2b/sandboxes/${sbx.sandboxId}`,
+                                  { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json();
+  const res = await fetch(`${srv.base}/e2b-sandbox/files?path=${encodeURIComponent('/workspace/q"uote')}`,
+                          { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': detail.envdAccessToken } });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-disposition'), 'inline; filename="q_uote"');
+  assert.equal(await res.text(), 'three');
 });
 
 // aas-server-fake's guest lists every file under a path and no directory, at any depth, and a
