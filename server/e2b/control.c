@@ -525,6 +525,50 @@ out:
 }
 
 /*
+ * PUT /sandboxes/{id}/network (updateNetwork): the new egress replaces the
+ * old, as saas_sandbox_network_set does. E2B puts allowOut and denyOut at
+ * the top of this body (in create's, under "network"): read as create's.
+ */
+static void h_network(struct aas_req *r, struct aas_reply *out, const char *e2b_id)
+{
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	const char *allow[SAAS_NETWORK_RULES_MAX + 2], *deny[SAAS_NETWORK_RULES_MAX + 2], *mode = NULL;
+	json_t *body = NULL, *as_create = NULL, *net = NULL;
+	saas_sandbox *sb = NULL;
+	bool policy = false;
+	int rc;
+
+	if (!aas_e2b_body(r, out, &body))
+		goto out;
+	if (!(as_create = json_object()) || !(net = json_object())) {
+		aas_e2b_error(out, 500, "out of memory");
+		goto out;
+	}
+	static const char *const moved[] = { "allowOut", "denyOut", "rules", "egressProxy" };
+	for (size_t i = 0; i < sizeof(moved) / sizeof(moved[0]); i++)
+		if (json_object_get(body, moved[i]))
+			json_object_set(net, moved[i], json_object_get(body, moved[i]));
+	if (json_object_get(body, "allow_internet_access"))
+		json_object_set(as_create, "allow_internet_access", json_object_get(body, "allow_internet_access"));
+	json_object_set(as_create, "network", net);
+	if (!egress(as_create, &mode, &policy, &spec, allow, deny, out) || !find(r, out, e2b_id, &sb))
+		goto out;
+	/* Nothing denied is E2B's default: every destination the internet policy allows. */
+	if (!policy)
+		spec.mode = mode && strcmp(mode, "isolated") == 0 ? SAAS_NETWORK_ISOLATED : SAAS_NETWORK_INTERNET;
+	if ((rc = saas_sandbox_network_set(NULL, r->client, sb->id, &spec, 0)) < 0) {
+		aas_e2b_error_saas(out, rc, "e2b: network");
+		goto out;
+	}
+	aas_e2b_json(out, 204, NULL);
+out:
+	saas_sandbox_free(sb);
+	json_decref(net);
+	json_decref(as_create);
+	json_decref(body);
+}
+
+/*
  * POST /sandboxes/{id}/fork {"timeout"?, "count"?}: 201 with a
  * SandboxForkResult per child ({"sandbox": Sandbox}). libsaas forks all or
  * nothing, so a failure is the whole call's. The children inherit the
@@ -751,7 +795,6 @@ static const struct {
 } missing_sandbox[] = {
 	{ "/metrics", "sandbox metrics (getMetrics)" },
 	{ "/logs", "sandbox logs" },
-	{ "/network", "changing a sandbox's network through the E2B API (libsaas's /v1 API does)" },
 	{ "/snapshots", "snapshots" },
 	{ "/refreshes", "refreshes (use setTimeout)" },
 };
@@ -834,6 +877,8 @@ void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path)
 			h_connect(r, out, id);
 		else if (strcmp(tail, "/fork") == 0 && strcmp(m, "POST") == 0)
 			h_fork(r, out, id);
+		else if (strcmp(tail, "/network") == 0 && strcmp(m, "PUT") == 0)
+			h_network(r, out, id);
 		else {
 			for (size_t i = 0; i < sizeof(missing_sandbox) / sizeof(missing_sandbox[0]); i++) {
 				if (strcmp(tail, missing_sandbox[i].tail) == 0) {

@@ -241,6 +241,13 @@ test('egress: allowInternetAccess and network lists become the sandbox\'s policy
     const mine = await srv.rest('GET', `/v1/sandboxes/sbx-${some.sandboxId}`);
     assert.equal(mine.body.network.mode, 'policy');
     assert.deepEqual(mine.body.network.allow, ['example.com']);
+    // updateNetwork replaces it.
+    await some.updateNetwork({ allowOut: ['example.org'], denyOut: ['0.0.0.0/0'] });
+    const now = (await srv.rest('GET', `/v1/sandboxes/sbx-${some.sandboxId}`)).body.network;
+    assert.deepEqual([now.mode, now.allow], ['policy', ['example.org']]);
+    await some.updateNetwork({ allowInternetAccess: false });
+    assert.equal((await srv.rest('GET', `/v1/sandboxes/sbx-${some.sandboxId}`)).body.network.mode, 'isolated');
+    await assert.rejects(Sandbox.updateNetwork('zzzz', { allowInternetAccess: false }), SandboxNotFoundError);
   } finally {
     await some.kill();
   }
