@@ -14,20 +14,15 @@ int aas_cmd_account(aas_ctx *ctx, int argc, char **argv)
 {
 	saas_client *client = NULL;
 	saas_account_info *a = NULL;
-	int i, r, rc, code;
+	int i, rc, code, n = 0;
 	size_t k;
 	char b[40];
 
-	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "account", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else {
-			return aas_usage_error("account", "unexpected argument '%s'", argv[i]);
-		}
-	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
+	for (i = 1; i < argc; i++)
+		if ((code = aas_arg(ctx, "account", argc, argv, &i, NULL, 0, &n)) != AAS_EXIT_OK)
+			return code;
+	if ((code = aas_args_done(ctx, "account", help, n, 0, NULL, NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_account_info_get(&a, client)) != SAAS_OK) {

@@ -190,22 +190,17 @@ int aas_cmd_cp(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	const char *pos[2] = { NULL, NULL }, *spath = NULL, *dpath = NULL;
 	char *sid = NULL, *did = NULL;
-	int i, r, code, n = 0, srem, drem;
+	int i, code, n = 0, srem, drem;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "cp", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if ((argv[i][0] == '-' && argv[i][1]) || n >= 2) {
-			return aas_usage_error("cp", "unexpected argument '%s'", argv[i]);
-		} else {
+		/* "-" alone is stdin or stdout, an operand. */
+		if (strcmp(argv[i], "-") == 0 && n < 2)
 			pos[n++] = argv[i];
-		}
+		else if ((code = aas_arg(ctx, "cp", argc, argv, &i, pos, 2, &n)) != AAS_EXIT_OK)
+			return code;
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (n != 2)
-		return aas_usage_error("cp", "need SRC and DST");
+	if ((code = aas_args_done(ctx, "cp", help, n, 2, "SRC", "DST")) != AAS_GO)
+		return code;
 	srem = split_remote(pos[0], &sid, &spath);
 	drem = split_remote(pos[1], &did, &dpath);
 	if (srem == drem) {

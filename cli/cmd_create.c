@@ -64,14 +64,11 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	saas_sandbox *sb = NULL;
 	pthread_t th;
-	int i, r, rc, code, spinning = 0;
+	int i, r, rc, code, n = 0, spinning = 0;
 	const char *v;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "create", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if ((r = aas_opt("create", argc, argv, &i, "--size", NULL, &v)) != 0) {
+		if ((r = aas_opt("create", argc, argv, &i, "--size", NULL, &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 			opts.size = v;
@@ -85,14 +82,14 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 		} else if ((r = aas_opt("create", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-			if (aas_parse_duration(v, &opts.timeout_s) < 0)
-				return aas_usage_error("create", "bad duration '%s' (use 90, 90s, 15m or 2h)", v);
-		} else {
-			return aas_usage_error("create", "unexpected argument '%s'", argv[i]);
+			if ((code = aas_duration("create", v, &opts.timeout_s)) != AAS_EXIT_OK)
+				return code;
+		} else if ((code = aas_arg(ctx, "create", argc, argv, &i, NULL, 0, &n)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
+	if ((code = aas_args_done(ctx, "create", help, n, 0, NULL, NULL)) != AAS_GO)
+		return code;
 	if (aas_net_spec(&net, &spec))
 		opts.network_spec = &spec;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)

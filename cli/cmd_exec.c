@@ -276,10 +276,8 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 		} else if ((r = aas_opt("exec", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
 			if (r < 0)
 				goto usage;
-			if (aas_parse_duration(v, &opts.timeout_s) < 0) {
-				code = aas_usage_error("exec", "bad duration '%s' (use 90, 90s, 15m or 2h)", v);
+			if ((code = aas_duration("exec", v, &opts.timeout_s)) != AAS_EXIT_OK)
 				goto out;
-			}
 		} else if (argv[i][0] == '-') {
 			code = aas_usage_error("exec", "unknown option '%s'", argv[i]);
 			goto out;
@@ -290,7 +288,7 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 	if (aas_help(ctx, help))
 		goto out;
 	if (!id || !cmd) {
-		code = aas_usage_error("exec", "need a sandbox ID and a command after --");
+		code = aas_usage_error("exec", "missing %s", id ? "COMMAND (after --)" : "sandbox ID");
 		goto out;
 	}
 	if (nenv)

@@ -19,35 +19,26 @@ static const char unexpose_help[] =
 	"Stop exposing a port: its preview URL stops working at once, open connections\n"
 	"included. Exposing it again gives a new URL. A port that is not exposed is fine.\n";
 
-/* ID and PORT of `aas expose|unexpose`: AAS_EXIT_OK, or the exit code after saying why (or printing help). */
+/* ID and PORT of `aas expose|unexpose`: AAS_GO, or the exit status after saying why (or printing help). */
 static int port_args(aas_ctx *ctx, const char *cmd, const char *help, int argc, char **argv, const char **id,
                      unsigned int *port)
 {
 	const char *pos[2] = { NULL, NULL };
 	char *end;
-	int i, r, n = 0;
+	int i, code, n = 0;
 	long p;
 
-	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, cmd, argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if (argv[i][0] == '-' || n >= 2) {
-			return aas_usage_error(cmd, "unexpected argument '%s'", argv[i]);
-		} else {
-			pos[n++] = argv[i];
-		}
-	}
-	if (aas_help(ctx, help))
-		return -1;
-	if (n != 2)
-		return aas_usage_error(cmd, "need a sandbox ID and a PORT");
+	for (i = 1; i < argc; i++)
+		if ((code = aas_arg(ctx, cmd, argc, argv, &i, pos, 2, &n)) != AAS_EXIT_OK)
+			return code;
+	if ((code = aas_args_done(ctx, cmd, help, n, 2, "sandbox ID", "PORT")) != AAS_GO)
+		return code;
 	p = strtol(pos[1], &end, 10);
 	if (*end || end == pos[1] || p < 1 || p > 65535)
 		return aas_usage_error(cmd, "bad port '%s' (1-65535)", pos[1]);
 	*id = pos[0];
 	*port = (unsigned int)p;
-	return AAS_EXIT_OK;
+	return AAS_GO;
 }
 
 int aas_cmd_expose(aas_ctx *ctx, int argc, char **argv)
@@ -58,8 +49,8 @@ int aas_cmd_expose(aas_ctx *ctx, int argc, char **argv)
 	char *url = NULL;
 	int rc, code;
 
-	if ((code = port_args(ctx, "expose", expose_help, argc, argv, &id, &port)) != AAS_EXIT_OK)
-		return code < 0 ? AAS_EXIT_OK : code;
+	if ((code = port_args(ctx, "expose", expose_help, argc, argv, &id, &port)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_port_expose(&url, client, id, port, 0)) != SAAS_OK)
@@ -80,8 +71,8 @@ int aas_cmd_unexpose(aas_ctx *ctx, int argc, char **argv)
 	unsigned int port = 0;
 	int rc, code;
 
-	if ((code = port_args(ctx, "unexpose", unexpose_help, argc, argv, &id, &port)) != AAS_EXIT_OK)
-		return code < 0 ? AAS_EXIT_OK : code;
+	if ((code = port_args(ctx, "unexpose", unexpose_help, argc, argv, &id, &port)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_port_unexpose(client, id, port)) != SAAS_OK)

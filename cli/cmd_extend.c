@@ -15,25 +15,16 @@ int aas_cmd_extend(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	saas_sandbox *sb = NULL;
 	const char *pos[2] = { NULL, NULL };
-	int i, r, rc, code, n = 0;
+	int i, rc, code, n = 0;
 	int64_t secs;
 
-	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "extend", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if (argv[i][0] == '-' || n >= 2) {
-			return aas_usage_error("extend", "unexpected argument '%s'", argv[i]);
-		} else {
-			pos[n++] = argv[i];
-		}
-	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (n != 2)
-		return aas_usage_error("extend", "need a sandbox ID and a DURATION");
-	if (aas_parse_duration(pos[1], &secs) < 0)
-		return aas_usage_error("extend", "bad duration '%s' (use 90, 90s, 15m or 2h)", pos[1]);
+	for (i = 1; i < argc; i++)
+		if ((code = aas_arg(ctx, "extend", argc, argv, &i, pos, 2, &n)) != AAS_EXIT_OK)
+			return code;
+	if ((code = aas_args_done(ctx, "extend", help, n, 2, "sandbox ID", "DURATION")) != AAS_GO)
+		return code;
+	if ((code = aas_duration("extend", pos[1], &secs)) != AAS_EXIT_OK)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_sandbox_extend(&sb, client, pos[0], secs, 0)) != SAAS_OK) {

@@ -38,25 +38,18 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 	char *end;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "files", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if ((r = aas_opt("files", argc, argv, &i, "--depth", NULL, &v)) != 0) {
+		if ((r = aas_opt("files", argc, argv, &i, "--depth", NULL, &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 			depth = strtol(v, &end, 10);
 			if (*end || end == v || depth < 1 || depth > SAAS_LIST_DEPTH_MAX)
 				return aas_usage_error("files", "bad depth '%s' (1-%d)", v, SAAS_LIST_DEPTH_MAX);
-		} else if (argv[i][0] == '-' || n >= 2) {
-			return aas_usage_error("files", "unexpected argument '%s'", argv[i]);
-		} else {
-			pos[n++] = argv[i];
+		} else if ((code = aas_arg(ctx, "files", argc, argv, &i, pos, 2, &n)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (n < 1)
-		return aas_usage_error("files", "missing sandbox ID");
+	if ((code = aas_args_done(ctx, "files", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0, 0)) != SAAS_OK) {

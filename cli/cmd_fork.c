@@ -34,35 +34,25 @@ int aas_cmd_fork(aas_ctx *ctx, int argc, char **argv)
 	saas_sandbox_list *kids = NULL;
 	const char *id = NULL, *v;
 	unsigned long count = 1;
-	int i, r, rc, code;
+	int i, r, rc, code, n = 0;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "fork", argc, argv, &i)) != 0) {
+		if ((r = aas_opt("fork", argc, argv, &i, "--count", "-n", &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-		} else if ((r = aas_opt("fork", argc, argv, &i, "--count", "-n", &v)) != 0) {
-			char *end;
-
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-			count = strtoul(v, &end, 10);
-			if (!*v || *end || v[0] == '-' || count < 1 || count > SAAS_FORK_MAX)
-				return aas_usage_error("fork", "-n wants a count from 1 to %d, not '%s'", SAAS_FORK_MAX, v);
+			if ((code = aas_count("fork", "-n", v, SAAS_FORK_MAX, &count)) != AAS_EXIT_OK)
+				return code;
 		} else if ((r = aas_opt("fork", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-			if (aas_parse_duration(v, &o.timeout_s) < 0)
-				return aas_usage_error("fork", "bad duration '%s' (use 90, 90s, 15m or 2h)", v);
-		} else if (argv[i][0] == '-' || id) {
-			return aas_usage_error("fork", "unexpected argument '%s'", argv[i]);
-		} else {
-			id = argv[i];
+			if ((code = aas_duration("fork", v, &o.timeout_s)) != AAS_EXIT_OK)
+				return code;
+		} else if ((code = aas_arg(ctx, "fork", argc, argv, &i, &id, 1, &n)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, fork_help))
-		return AAS_EXIT_OK;
-	if (!id)
-		return aas_usage_error("fork", "need a sandbox ID");
+	if ((code = aas_args_done(ctx, "fork", fork_help, n, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_sandbox_fork(&kids, client, id, (unsigned int)count, &o, 0)) != SAAS_OK) {
@@ -85,22 +75,13 @@ static int pause_or_resume(aas_ctx *ctx, int argc, char **argv, const char *cmd,
 	saas_client *client = NULL;
 	saas_sandbox *sb = NULL;
 	const char *id = NULL;
-	int i, r, rc, code;
+	int i, rc, code, n = 0;
 
-	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, cmd, argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if (argv[i][0] == '-' || id) {
-			return aas_usage_error(cmd, "unexpected argument '%s'", argv[i]);
-		} else {
-			id = argv[i];
-		}
-	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (!id)
-		return aas_usage_error(cmd, "need a sandbox ID");
+	for (i = 1; i < argc; i++)
+		if ((code = aas_arg(ctx, cmd, argc, argv, &i, &id, 1, &n)) != AAS_EXIT_OK)
+			return code;
+	if ((code = aas_args_done(ctx, cmd, help, n, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = call(&sb, client, id, 0)) != SAAS_OK) {

@@ -15,23 +15,14 @@ int aas_cmd_get(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	saas_sandbox *sb = NULL;
 	const char *id = NULL;
-	int i, r, rc, code;
+	int i, rc, code, n = 0;
 	size_t k;
 
-	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "get", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if (argv[i][0] == '-' || id) {
-			return aas_usage_error("get", "unexpected argument '%s'", argv[i]);
-		} else {
-			id = argv[i];
-		}
-	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (!id)
-		return aas_usage_error("get", "missing sandbox ID");
+	for (i = 1; i < argc; i++)
+		if ((code = aas_arg(ctx, "get", argc, argv, &i, &id, 1, &n)) != AAS_EXIT_OK)
+			return code;
+	if ((code = aas_args_done(ctx, "get", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_sandbox_get(&sb, client, id)) != SAAS_OK) {

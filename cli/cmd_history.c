@@ -47,33 +47,22 @@ int aas_cmd_history(aas_ctx *ctx, int argc, char **argv)
 	json_t *arr = NULL;
 	unsigned long want = 20;
 	size_t shown = 0;
-	int i, r, rc, code, all = 0;
+	int i, r, rc, code, n = 0, all = 0;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "history", argc, argv, &i)) != 0) {
+		if ((r = aas_opt("history", argc, argv, &i, "--limit", "-n", &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-		} else if ((r = aas_opt("history", argc, argv, &i, "--limit", "-n", &v)) != 0) {
-			char *end;
-
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-			want = strtoul(v, &end, 10);
-			if (!*v || *end || v[0] == '-' || want < 1 || want > SAAS_EXECUTION_LIST_MAX)
-				return aas_usage_error("history", "-n wants a count from 1 to %d, not '%s'",
-				                       SAAS_EXECUTION_LIST_MAX, v);
+			if ((code = aas_count("history", "-n", v, SAAS_EXECUTION_LIST_MAX, &want)) != AAS_EXIT_OK)
+				return code;
 		} else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0) {
 			all = 1;
-		} else if (argv[i][0] == '-' || id) {
-			return aas_usage_error("history", "unexpected argument '%s'", argv[i]);
-		} else {
-			id = argv[i];
+		} else if ((code = aas_arg(ctx, "history", argc, argv, &i, &id, 1, &n)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (!id)
-		return aas_usage_error("history", "need a sandbox ID");
+	if ((code = aas_args_done(ctx, "history", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if (ctx->json && !(arr = json_array())) {

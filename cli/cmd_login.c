@@ -69,20 +69,15 @@ int aas_cmd_login(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	char *key = NULL, *url = NULL, *cfg = NULL, *tmp = NULL;
 	const char *v;
-	int i, r, code, fd = -1;
+	int i, code, nargs = 0, fd = -1;
 	FILE *f;
 	size_t n;
 
-	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "login", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else {
-			return aas_usage_error("login", "unexpected argument '%s'", argv[i]);
-		}
-	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
+	for (i = 1; i < argc; i++)
+		if ((code = aas_arg(ctx, "login", argc, argv, &i, NULL, 0, &nargs)) != AAS_EXIT_OK)
+			return code;
+	if ((code = aas_args_done(ctx, "login", help, nargs, 0, NULL, NULL)) != AAS_GO)
+		return code;
 	if (ctx->url_flag && *ctx->url_flag)
 		url = strdup(ctx->url_flag);
 	else if ((v = getenv("AAS_BASE_URL")) && *v)

@@ -20,20 +20,17 @@ int aas_cmd_ls(aas_ctx *ctx, int argc, char **argv)
 	saas_sandbox_list *page = NULL;
 	char *cursor = NULL;
 	json_t *arr = NULL;
-	int i, r, rc, code, all = 0, header = 0;
+	int i, rc, code, n = 0, all = 0, header = 0;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "ls", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0) {
+		if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0) {
 			all = 1;
-		} else {
-			return aas_usage_error("ls", "unexpected argument '%s'", argv[i]);
+		} else if ((code = aas_arg(ctx, "ls", argc, argv, &i, NULL, 0, &n)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
+	if ((code = aas_args_done(ctx, "ls", help, n, 0, NULL, NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if (ctx->json)

@@ -105,23 +105,18 @@ int aas_cmd_network(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	saas_sandbox *sb = NULL;
 	const char *id = NULL;
-	int i, r, rc, code;
+	int i, r, rc, code, nid = 0;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "network", argc, argv, &i)) != 0 ||
-		    (r = aas_net_opt("network", argc, argv, &i, &n)) != 0) {
+		if ((r = aas_net_opt("network", argc, argv, &i, &n)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-		} else if (argv[i][0] == '-' || id) {
-			return aas_usage_error("network", "unexpected argument '%s'", argv[i]);
-		} else {
-			id = argv[i];
+		} else if ((code = aas_arg(ctx, "network", argc, argv, &i, &id, 1, &nid)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (!id)
-		return aas_usage_error("network", "missing sandbox ID");
+	if ((code = aas_args_done(ctx, "network", help, nid, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	rc = aas_net_spec(&n, &spec) ? saas_sandbox_network_set(&sb, client, id, &spec, 0)

@@ -3,6 +3,8 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <limits.h>
+
 #include "common.h"
 
 static const char help[] =
@@ -15,22 +17,13 @@ int aas_cmd_rm(aas_ctx *ctx, int argc, char **argv)
 {
 	saas_client *client = NULL;
 	json_t *arr = NULL;
-	int i, r, rc, code, n = 0, first = AAS_EXIT_OK;
+	int i, rc, code, n = 0, first = AAS_EXIT_OK;
 
-	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "rm", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if (argv[i][0] == '-') {
-			return aas_usage_error("rm", "unexpected option '%s'", argv[i]);
-		} else {
-			n++;
-		}
-	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (!n)
-		return aas_usage_error("rm", "missing sandbox ID");
+	for (i = 1; i < argc; i++)
+		if ((code = aas_arg(ctx, "rm", argc, argv, &i, NULL, INT_MAX, &n)) != AAS_EXIT_OK)
+			return code;
+	if ((code = aas_args_done(ctx, "rm", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if (ctx->json)

@@ -156,14 +156,11 @@ int aas_cmd_shell(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	saas_pty *pty = NULL;
 	const char *id = NULL, *v;
-	int i, r, rc, code, tty = -1, status = -1, sig = 0;
+	int i, r, rc, code, n = 0, tty = -1, status = -1, sig = 0;
 	struct sigaction sa;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "shell", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if (strcmp(argv[i], "-t") == 0 || strcmp(argv[i], "--tty") == 0) {
+		if (strcmp(argv[i], "-t") == 0 || strcmp(argv[i], "--tty") == 0) {
 			tty = 1;
 		} else if (strcmp(argv[i], "-T") == 0 || strcmp(argv[i], "--no-tty") == 0) {
 			tty = 0;
@@ -171,16 +168,12 @@ int aas_cmd_shell(aas_ctx *ctx, int argc, char **argv)
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 			opts.term = v;
-		} else if (argv[i][0] == '-' || id) {
-			return aas_usage_error("shell", "unexpected argument '%s'", argv[i]);
-		} else {
-			id = argv[i];
+		} else if ((code = aas_arg(ctx, "shell", argc, argv, &i, &id, 1, &n)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
-	if (!id)
-		return aas_usage_error("shell", "missing sandbox ID");
+	if ((code = aas_args_done(ctx, "shell", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
+		return code;
 	if (tty < 0)
 		tty = isatty(STDIN_FILENO);
 	if (tty && !opts.term && (v = getenv("TERM")) && *v && strcmp(v, "dumb") != 0)

@@ -17,27 +17,24 @@ int aas_cmd_usage(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	saas_usage *u = NULL;
 	int64_t from = 0, to = 0;
-	int i, r, rc, code;
+	int i, r, rc, code, n = 0;
 	const char *v;
 	size_t k;
 	char a[32], b[40];
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_common_opt(ctx, "usage", argc, argv, &i)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-		} else if ((r = aas_opt("usage", argc, argv, &i, "--from", NULL, &v)) != 0) {
+		if ((r = aas_opt("usage", argc, argv, &i, "--from", NULL, &v)) != 0) {
 			if (r < 0 || saas_time_parse(&from, v, 0) < 0)
 				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "%s", saas_error_last()->message);
 		} else if ((r = aas_opt("usage", argc, argv, &i, "--to", NULL, &v)) != 0) {
 			if (r < 0 || saas_time_parse(&to, v, SAAS_TIME_DAY_END) < 0)
 				return r < 0 ? AAS_EXIT_USAGE : aas_usage_error("usage", "%s", saas_error_last()->message);
-		} else {
-			return aas_usage_error("usage", "unexpected argument '%s'", argv[i]);
+		} else if ((code = aas_arg(ctx, "usage", argc, argv, &i, NULL, 0, &n)) != AAS_EXIT_OK) {
+			return code;
 		}
 	}
-	if (aas_help(ctx, help))
-		return AAS_EXIT_OK;
+	if ((code = aas_args_done(ctx, "usage", help, n, 0, NULL, NULL)) != AAS_GO)
+		return code;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if ((rc = saas_usage_get(&u, client, from, to, 0)) != SAAS_OK) {

@@ -89,6 +89,47 @@ int aas_common_opt(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i)
 	return 0;
 }
 
+int aas_arg(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i, const char **pos, int max, int *n)
+{
+	int r;
+
+	if ((r = aas_common_opt(ctx, cmd, argc, argv, i)) != 0)
+		return r < 0 ? AAS_EXIT_USAGE : AAS_EXIT_OK;
+	if (argv[*i][0] == '-' || *n >= max)
+		return aas_usage_error(cmd, "unexpected argument '%s'", argv[*i]);
+	if (pos)
+		pos[*n] = argv[*i];
+	++*n;
+	return AAS_EXIT_OK;
+}
+
+int aas_args_done(const aas_ctx *ctx, const char *cmd, const char *help, int n, int min, const char *first,
+                  const char *second)
+{
+	if (aas_help(ctx, help))
+		return AAS_EXIT_OK;
+	if (n < min)
+		return aas_usage_error(cmd, "missing %s", n == 0 ? first : second);
+	return AAS_GO;
+}
+
+int aas_duration(const char *cmd, const char *v, int64_t *secs)
+{
+	if (aas_parse_duration(v, secs) < 0)
+		return aas_usage_error(cmd, "bad duration '%s' (use 90, 90s, 15m or 2h)", v);
+	return AAS_EXIT_OK;
+}
+
+int aas_count(const char *cmd, const char *opt, const char *v, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	*out = strtoul(v, &end, 10);
+	if (!*v || *end || v[0] == '-' || *out < 1 || *out > max)
+		return aas_usage_error(cmd, "%s wants a count from 1 to %lu, not '%s'", opt, max, v);
+	return AAS_EXIT_OK;
+}
+
 int aas_fail(int rc, const char *what)
 {
 	const saas_error *e = saas_error_last();

@@ -79,6 +79,27 @@ void aas_print_network(const saas_network_info *ni);
 int aas_common_opt(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i);
 int aas_opt(const char *cmd, int argc, char **argv, int *i, const char *lng, const char *shrt, const char **val);
 
+/*
+ * One argument that is not the command's own option: a common option, or an
+ * operand, kept in pos[*n] (pos NULL: only counted) while fewer than `max`
+ * came before it. Anything else is a usage error. AAS_EXIT_OK, or
+ * AAS_EXIT_USAGE once reported.
+ */
+int aas_arg(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i, const char **pos, int max, int *n);
+/* aas_args_done(): go on with the command. */
+#define AAS_GO (-1)
+/*
+ * After the arguments: print `help` when --help was seen (AAS_EXIT_OK), or
+ * report the first operand missing when fewer than `min` came ("missing
+ * sandbox ID", named `first` or `second`; AAS_EXIT_USAGE), or AAS_GO.
+ */
+int aas_args_done(const aas_ctx *ctx, const char *cmd, const char *help, int n, int min, const char *first,
+                  const char *second);
+/* A duration argument ("90", "15m"...) into *secs: AAS_EXIT_OK, or AAS_EXIT_USAGE once reported. */
+int aas_duration(const char *cmd, const char *v, int64_t *secs);
+/* A count from 1 to max given to option `opt`: AAS_EXIT_OK, or AAS_EXIT_USAGE once reported. */
+int aas_count(const char *cmd, const char *opt, const char *v, unsigned long max, unsigned long *out);
+
 /* Report a usage error ("aas CMD: ...; see `aas CMD --help`") and return AAS_EXIT_USAGE. */
 int aas_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print a one-line error "aas: ..." and return `code`. */

@@ -20,6 +20,7 @@
 #include "saas/errors.h"
 #include "saas/billing.h"
 #include "saas/engine.h"
+#include "saas/accounts.h"
 #include "saas/client.h"
 #include "saas/sandbox.h"
 #include "saas/exec.h"
@@ -27,6 +28,7 @@
 #include "saas/ports.h"
 #include "saas/pty.h"
 #include "saas/users.h"
+#include "saas/mcp_session.h"
 #include "saas/hosts.h"
 
 #endif

@@ -20,7 +20,7 @@
  * exits 0; but once nobody reads stdout (the client is gone), they count as
  * cancelled, so a create_sandbox then destroys what it made. If aas-mcp itself
  * is killed, its connection to aas-server closes, and the server destroys a
- * sandbox it was making for it (server/routes_sandboxes.c).
+ * sandbox it was making for it (server/api/sandboxes.c).
  *
  * The account's client is the remote one: saas_client_open_remote(AAS_BASE_URL,
  * AAS_API_KEY), opened at the first tools/call, so initialize and tools/list

@@ -7,6 +7,12 @@
  * isError set and text that says what to do next, never as a protocol error:
  * the model reads results, not JSON-RPC errors.
  *
+ * One file of ~1,200 lines on purpose: every tool is a short function over the
+ * public API, and they share the argument checks and the result and error
+ * shapes kept static here, so that what an agent reads is said one way. When
+ * new tools make it longer, the tools move out by area and the shared
+ * helpers into a header of their own.
+ *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <pthread.h>
@@ -960,8 +966,11 @@ struct tool {
 	json_t *(*fn)(struct call *c);
 };
 
+/* Named fields, so that two hints cannot trade places unseen; a hint not named is false. */
 static const struct tool tools[] = {
-	{ "create_sandbox", "Create a sandbox",
+	{ .name = "create_sandbox",
+	  .title = "Create a sandbox",
+	  .description =
 	  "Create a fresh Linux sandbox: a dedicated virtual machine with its own kernel, never used by anyone "
 	  "before. Returns its id once commands can run in it (usually seconds); pass that sandbox_id to the other "
 	  "tools. Billing is by the second while it runs. It is destroyed automatically when timeout_seconds run "
@@ -970,8 +979,10 @@ static const struct tool tools[] = {
 	  "--break-system-packages <pkg>` or `npm install <pkg>`. Network: `network` \"internet\" or \"isolated\", "
 	  "or `allow`/`deny` lists of domain names (\"*.example.com\" for the names below it), addresses and "
 	  "CIDRs for only what the job needs (set_network_policy changes it later).",
-	  false, false, false, true, true, 0, t_create },
-	{ "run_command", "Run a shell command",
+	  .open_world = true, .needs_client = true, .fn = t_create },
+	{ .name = "run_command",
+	  .title = "Run a shell command",
+	  .description =
 	  "Run a shell command (/bin/sh -c) in a sandbox as an unprivileged user, in /workspace unless cwd says "
 	  "otherwise, and wait for it to finish. Returns stdout, stderr and exit_code; a non-zero exit_code is a "
 	  "normal result, read stderr. There is no sudo: use `pip install --user --break-system-packages <pkg>` or "
@@ -981,86 +992,117 @@ static const struct tool tools[] = {
 	  "timeout_seconds and the command is killed with everything it started. Output that is not valid UTF-8 comes back base64 "
 	  "(stdout_encoding/stderr_encoding say which). With a progressToken (_meta), the output also comes as "
 	  "notifications/progress while the command runs.",
-	  false, true, false, true, true, 0, t_run },
-	{ "write_file", "Write a file",
+	  .destructive = true, .open_world = true, .needs_client = true, .fn = t_run },
+	{ .name = "write_file",
+	  .title = "Write a file",
+	  .description =
 	  "Write a file in a sandbox, creating missing parent directories; an existing file is replaced. The content "
 	  "travels as data, not through a shell, so quotes and newlines survive. For binary data pass it base64 "
 	  "with encoding \"base64\". Relative paths are under /workspace; the sandbox user can write under "
 	  "/workspace, its home and /tmp.",
-	  false, true, true, false, true, 0, t_write },
-	{ "read_file", "Read a file",
+	  .destructive = true, .idempotent = true, .needs_client = true, .fn = t_write },
+	{ .name = "read_file",
+	  .title = "Read a file",
+	  .description =
 	  "Read a file from a sandbox: how you get at what your code produced. Returns the content as text when it "
 	  "is valid UTF-8 (encoding \"utf-8\"), otherwise base64 (encoding \"base64\"). Files over max_bytes "
 	  "(default 1 MiB) are refused; read parts of big files with run_command (head, tail).",
-	  true, false, true, false, true, 0, t_read },
-	{ "list_files", "List files",
+	  .read_only = true, .idempotent = true, .needs_client = true, .fn = t_read },
+	{ .name = "list_files",
+	  .title = "List files",
+	  .description =
 	  "List a directory tree in a sandbox (default /workspace, 3 levels deep), depth first, so you can find what "
 	  "a run produced. Each entry has its absolute path, type, size, octal mode and modification time.",
-	  true, false, true, false, true, 0, t_list_files },
-	{ "expose_port", "Expose a port",
+	  .read_only = true, .idempotent = true, .needs_client = true, .fn = t_list_files },
+	{ .name = "expose_port",
+	  .title = "Expose a port",
+	  .description =
 	  "Give a TCP port of a sandbox a public preview URL, to share a web server or API running in it. Nothing "
 	  "needs to listen yet; start the server in the background with run_command (`... &`) and bind it to "
 	  "0.0.0.0 or 127.0.0.1. Exposing a port again returns the same URL. Anyone with the URL reaches the port "
 	  "while the sandbox lives, and that port only: each exposure has its own unguessable URL. unexpose_port "
 	  "takes it back.",
-	  false, false, true, true, true, 0, t_expose },
-	{ "unexpose_port", "Stop exposing a port",
+	  .idempotent = true, .open_world = true, .needs_client = true, .fn = t_expose },
+	{ .name = "unexpose_port",
+	  .title = "Stop exposing a port",
+	  .description =
 	  "Take a port's preview URL back: it stops working at once, open connections (WebSockets) included. "
 	  "Exposing the port again gives a new URL, so one shared before stays dead. A port that is not exposed "
 	  "is fine.",
-	  false, true, true, false, true, 0, t_unexpose },
-	{ "get_sandbox", "Get a sandbox",
+	  .destructive = true, .idempotent = true, .needs_client = true, .fn = t_unexpose },
+	{ .name = "get_sandbox",
+	  .title = "Get a sandbox",
+	  .description =
 	  "A sandbox's status (creating, ready, paused, destroyed and why), size, exposed ports, expiry and cost so "
 	  "far.",
-	  true, false, true, false, true, 0, t_get },
-	{ "list_sandboxes", "List sandboxes",
+	  .read_only = true, .idempotent = true, .needs_client = true, .fn = t_get },
+	{ .name = "list_sandboxes",
+	  .title = "List sandboxes",
+	  .description =
 	  "Every sandbox on the account, newest first, with status, expiry and cost: useful for finding strays to "
 	  "destroy. Pass next_cursor back as cursor for the next page.",
-	  true, false, true, false, true, 0, t_list },
-	{ "extend_sandbox", "Extend a sandbox",
+	  .read_only = true, .idempotent = true, .needs_client = true, .fn = t_list },
+	{ .name = "extend_sandbox",
+	  .title = "Extend a sandbox",
+	  .description =
 	  "Push a sandbox's expiry out by `seconds` from its current expiry, when a job outgrows its timeout. The "
 	  "new lifetime may not pass the account's maximum (get_service_info shows it).",
-	  false, false, false, false, true, 0, t_extend },
-	{ "set_network_policy", "Change a sandbox's network access",
+	  .needs_client = true, .fn = t_extend },
+	{ .name = "set_network_policy",
+	  .title = "Change a sandbox's network access",
+	  .description =
 	  "Replace what a running sandbox may reach on the network: \"isolated\" (nothing), \"internet\", or "
 	  "a policy: only the names and addresses in `allow` (\"pypi.org\", \"*.pythonhosted.org\" for every "
 	  "name below it, \"203.0.113.0/24\", \"*\" for everything) less those in `deny`. The new policy replaces "
 	  "the old one whole and applies to new connections at once. Names not allowed do not even resolve. The "
 	  "host's own services and private networks are never reachable. The result shows the policy in force and "
 	  "how many connections and lookups were refused.",
-	  false, false, true, true, true, 0, t_network },
-	{ "destroy_sandbox", "Destroy a sandbox",
+	  .idempotent = true, .open_world = true, .needs_client = true, .fn = t_network },
+	{ .name = "destroy_sandbox",
+	  .title = "Destroy a sandbox",
+	  .description =
 	  "Destroy a sandbox: its VM, files and running processes are gone and billing stops; the result shows the "
 	  "final cost. A sandbox is destroyed anyway when it expires, but destroying it when done returns the "
 	  "minutes you were not going to use. Destroying a destroyed sandbox changes nothing.",
-	  false, true, true, false, true, 0, t_destroy },
-	{ "fork_sandbox", "Fork a sandbox",
+	  .destructive = true, .idempotent = true, .needs_client = true, .fn = t_destroy },
+	{ .name = "fork_sandbox",
+	  .title = "Fork a sandbox",
+	  .description =
 	  "Make `count` (1 to 10, default 1) new sandboxes from a running one, each with its memory, running "
 	  "processes and files as they are now: explore several alternatives from one prepared state. Each child is "
 	  "a machine of its own (its own id, hostname and random seed), of the parent's size and image, with its "
 	  "own expiry (timeout_seconds, default the account's) and billed on its own like a new sandbox. The parent "
 	  "pauses only while its state is taken, then runs on. All or nothing: if one child cannot be made, none is.",
-	  false, false, false, true, true, 0, t_fork },
-	{ "pause_sandbox", "Pause a sandbox",
+	  .open_world = true, .needs_client = true, .fn = t_fork },
+	{ .name = "pause_sandbox",
+	  .title = "Pause a sandbox",
+	  .description =
 	  "Pause a running sandbox: its memory, processes and files are saved and its VM stops. It then costs only "
 	  "its paused price (get_service_info shows each size's), not its running price. Commands running in it "
 	  "end (their results say so); exposed ports keep their URLs and work again after resume_sandbox. Its "
 	  "expiry keeps running while it is paused (extend_sandbox works): a paused sandbox that expires is "
 	  "destroyed.",
-	  false, false, false, false, true, 0, t_pause },
-	{ "resume_sandbox", "Resume a sandbox",
+	  .needs_client = true, .fn = t_pause },
+	{ .name = "resume_sandbox",
+	  .title = "Resume a sandbox",
+	  .description =
 	  "Resume a paused sandbox on a new VM, with its processes, files and exposed ports as they were when it "
 	  "was paused. Running billing starts again.",
-	  false, false, false, false, true, 0, t_resume },
-	{ "get_usage", "Get balance and usage",
+	  .needs_client = true, .fn = t_resume },
+	{ .name = "get_usage",
+	  .title = "Get balance and usage",
+	  .description =
 	  "The account's remaining credit, limits, and what each sandbox cost over a period: the last 30 days "
 	  "unless `from`/`to` (RFC 3339 times, YYYY-MM-DD dates or unix seconds, UTC; a date `to` includes that day) or `days` "
 	  "say otherwise. `days` counts back from `to` (or now) and cannot be combined with `from`.",
-	  true, false, true, false, true, 0, t_usage },
-	{ "get_service_info", "Service information",
+	  .read_only = true, .idempotent = true, .needs_client = true, .fn = t_usage },
+	{ .name = "get_service_info",
+	  .title = "Service information",
+	  .description =
 	  "What this service offers, without an API key: sizes and their prices, limits, the default image, the "
 	  "credit new accounts get, and how to authenticate.",
-	  true, false, true, false, false, AAS_MCP_SERVICE_INFO, t_service },};
+	  .read_only = true, .idempotent = true, .flag = AAS_MCP_SERVICE_INFO, .fn = t_service },
+};
 
 size_t aas_mcp_ntools(void)
 {

@@ -12,17 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "front.h"
+#include "app.h"
+#include "admin/admin.h"
+#include "api/api.h"
 #include "e2b/e2b.h"
-#include "server.h"
-#include "testing.h"
-
-/* The driver a test runs the server on (testing.h); NULL: the built-in one. */
-static const saas_driver *testing_driver;
-
-void aas_testing_driver_set(const saas_driver *driver)
-{
-	testing_driver = driver;
-}
+#include "mcp/mcp_http.h"
+#include "preview/preview.h"
+#include "web/web.h"
 
 static void write_port_file(const char *path, unsigned int port)
 {
@@ -39,7 +36,8 @@ static void write_port_file(const char *path, unsigned int port)
 	rename(tmp, path);
 }
 
-static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsigned int port)
+static int open_engine(saas_engine **engine, const struct aas_config *cfg, const struct saas_driver *driver,
+                       unsigned int port)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 	char *driver_config = aas_config_driver_string(cfg), *preview = NULL;
@@ -54,7 +52,7 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, unsig
 	(void)rc;
 	o.state_dir = cfg->state_dir;
 	o.store_url = cfg->store_url;
-	o.driver = testing_driver;
+	o.driver = driver;
 	o.driver_config = driver_config;
 	o.default_image = cfg->image;
 	o.preview_url = preview;
@@ -111,14 +109,15 @@ static void print_routes(void)
 			printf("%s %s\n", aas_routes[i].method, aas_routes[i].pattern);
 }
 
-int aas_start(const struct aas_config *cfg, saas_engine **engine, unsigned int *port)
+int aas_start(const struct aas_config *cfg, const struct saas_driver *driver, saas_engine **engine,
+              unsigned int *port)
 {
 	int listen_fd;
 
 	*engine = NULL;
 	if ((listen_fd = aas_http_bind(cfg, port)) < 0)
 		return -1;
-	if (open_engine(engine, cfg, *port) < 0)
+	if (open_engine(engine, cfg, driver, *port) < 0)
 		goto fail;
 	aas_auth_init(*engine, cfg->key_ttl_s);
 	if (aas_preview_init(*engine, cfg) < 0)
@@ -151,7 +150,7 @@ void aas_stop(saas_engine *engine)
 	saas_engine_free(engine);
 }
 
-int aas_main(int argc, char **argv)
+int aas_main(int argc, char **argv, const struct saas_driver *driver)
 {
 	struct aas_config cfg;
 	saas_engine *engine = NULL;
@@ -182,7 +181,7 @@ int aas_main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	if (aas_start(&cfg, &engine, &port) < 0)
+	if (aas_start(&cfg, driver, &engine, &port) < 0)
 		goto out;
 	aas_log(SAAS_LOG_INFO, "aas-server %s listening on %s%s%s:%u (previews: *.%s)", saas_version(),
 	        strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host, strchr(cfg.listen_host, ':') ? "]" : "",

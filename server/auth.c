@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "e2b/e2b.h"
-#include "server.h"
+#include "front.h"
 
 /* Unknown keys remembered at once; direct-mapped, so a new one may push out an old one. */
 #define NEGATIVE_SLOTS 4096

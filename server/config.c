@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config.h"
 #include "server.h"
 
 const char *aas_config_usage(void)
@@ -225,7 +226,11 @@ static int parse_uint(const char *s, unsigned int *out, unsigned int max)
 /*
  * The numeric options: one table for their flags, variables and bounds. Each
  * sets an unsigned int of struct aas_config; 0 there means "not given".
+ * Filled in by field name: min and max have one type, so a swap by position
+ * would compile.
  */
+#define NUM_FIELD(field) offsetof(struct aas_config, field)
+
 static const struct num_option {
 	const char *flag;    /* without "--" */
 	const char *env;
@@ -234,70 +239,80 @@ static const struct num_option {
 	const char *unit;
 } num_options[] = {
 	/* The tenant limits (the engine's defaults for every account). */
-	{ "max-sandboxes", "AAS_MAX_SANDBOXES", offsetof(struct aas_config, max_sandboxes), 1, SAAS_LIMIT_MAX,
-	  "sandboxes" },
-	{ "max-executions", "AAS_MAX_EXECUTIONS", offsetof(struct aas_config, max_executions), 1, SAAS_LIMIT_MAX,
-	  "executions" },
-	{ "max-transfers", "AAS_MAX_TRANSFERS", offsetof(struct aas_config, max_transfers), 1, SAAS_LIMIT_MAX,
-	  "transfers" },
-	{ "creates-per-minute", "AAS_CREATES_PER_MINUTE", offsetof(struct aas_config, creates_per_minute), 1,
-	  SAAS_LIMIT_MAX, "creates" },
-	{ "requests-per-second", "AAS_REQUESTS_PER_SECOND", offsetof(struct aas_config, requests_per_second), 1,
-	  SAAS_LIMIT_MAX, "requests" },
-	{ "address-requests-per-second", "AAS_ADDRESS_REQUESTS_PER_SECOND", offsetof(struct aas_config, address_rate),
-	  1, SAAS_LIMIT_MAX, "requests" },
-	{ "preview-requests-per-second", "AAS_PREVIEW_REQUESTS_PER_SECOND", offsetof(struct aas_config, preview_rate),
-	  1, SAAS_LIMIT_MAX, "requests" },
-	{ "execution-retention", "AAS_EXECUTION_RETENTION", offsetof(struct aas_config, retention_s), 1,
-	  10u * 366 * 86400, "seconds" },
-	{ "min-free-mb", "AAS_MIN_FREE_MB", offsetof(struct aas_config, min_free_mb), 1, SAAS_ENGINE_MIN_FREE_MB_MAX,
-	  "MiB" },
-	{ "disk-budget-gb", "AAS_DISK_BUDGET_GB", offsetof(struct aas_config, disk_budget_gb), 1,
-	  SAAS_ENGINE_DISK_BUDGET_GB_MAX, "GiB" },
+	{ .flag = "max-sandboxes", .env = "AAS_MAX_SANDBOXES",
+	  .offset = NUM_FIELD(max_sandboxes), .min = 1, .max = SAAS_LIMIT_MAX, .unit = "sandboxes" },
+	{ .flag = "max-executions", .env = "AAS_MAX_EXECUTIONS",
+	  .offset = NUM_FIELD(max_executions), .min = 1, .max = SAAS_LIMIT_MAX, .unit = "executions" },
+	{ .flag = "max-transfers", .env = "AAS_MAX_TRANSFERS",
+	  .offset = NUM_FIELD(max_transfers), .min = 1, .max = SAAS_LIMIT_MAX, .unit = "transfers" },
+	{ .flag = "creates-per-minute", .env = "AAS_CREATES_PER_MINUTE",
+	  .offset = NUM_FIELD(creates_per_minute), .min = 1, .max = SAAS_LIMIT_MAX, .unit = "creates" },
+	{ .flag = "requests-per-second", .env = "AAS_REQUESTS_PER_SECOND",
+	  .offset = NUM_FIELD(requests_per_second), .min = 1, .max = SAAS_LIMIT_MAX, .unit = "requests" },
+	{ .flag = "address-requests-per-second", .env = "AAS_ADDRESS_REQUESTS_PER_SECOND",
+	  .offset = NUM_FIELD(address_rate), .min = 1, .max = SAAS_LIMIT_MAX, .unit = "requests" },
+	{ .flag = "preview-requests-per-second", .env = "AAS_PREVIEW_REQUESTS_PER_SECOND",
+	  .offset = NUM_FIELD(preview_rate), .min = 1, .max = SAAS_LIMIT_MAX, .unit = "requests" },
+	{ .flag = "execution-retention", .env = "AAS_EXECUTION_RETENTION",
+	  .offset = NUM_FIELD(retention_s), .min = 1, .max = 10u * 366 * 86400, .unit = "seconds" },
+	{ .flag = "min-free-mb", .env = "AAS_MIN_FREE_MB",
+	  .offset = NUM_FIELD(min_free_mb), .min = 1, .max = SAAS_ENGINE_MIN_FREE_MB_MAX, .unit = "MiB" },
+	{ .flag = "disk-budget-gb", .env = "AAS_DISK_BUDGET_GB",
+	  .offset = NUM_FIELD(disk_budget_gb), .min = 1, .max = SAAS_ENGINE_DISK_BUDGET_GB_MAX, .unit = "GiB" },
 	/* Many servers on one database (docs/operations.md). */
-	{ "lease-ttl", "AAS_LEASE_TTL", offsetof(struct aas_config, lease_ttl_s), 1, SAAS_ENGINE_LEASE_TTL_MS_MAX / 1000,
-	  "seconds" },
+	{ .flag = "lease-ttl", .env = "AAS_LEASE_TTL",
+	  .offset = NUM_FIELD(lease_ttl_s), .min = 1, .max = SAAS_ENGINE_LEASE_TTL_MS_MAX / 1000, .unit = "seconds" },
 	/* VM hosts (aas-server host add): the engine checks heartbeat * 2 <= grace. */
-	{ "host-heartbeat", "AAS_HOST_HEARTBEAT", offsetof(struct aas_config, host_heartbeat_s), 1, 600, "seconds" },
-	{ "host-grace", "AAS_HOST_GRACE", offsetof(struct aas_config, host_grace_s), 2, 86400, "seconds" },
+	{ .flag = "host-heartbeat", .env = "AAS_HOST_HEARTBEAT",
+	  .offset = NUM_FIELD(host_heartbeat_s), .min = 1, .max = 600, .unit = "seconds" },
+	{ .flag = "host-grace", .env = "AAS_HOST_GRACE",
+	  .offset = NUM_FIELD(host_grace_s), .min = 2, .max = 86400, .unit = "seconds" },
 	/* MCP sessions in the store, every server's together (an initialize needs no key). */
-	{ "mcp-sessions", "AAS_MCP_SESSIONS", offsetof(struct aas_config, mcp_sessions), 1, SAAS_ENGINE_MCP_SESSIONS_MAX,
-	  "sessions" },
+	{ .flag = "mcp-sessions", .env = "AAS_MCP_SESSIONS",
+	  .offset = NUM_FIELD(mcp_sessions), .min = 1, .max = SAAS_ENGINE_MCP_SESSIONS_MAX, .unit = "sessions" },
 	/* The connection policy. */
-	{ "per-ip-connections", "AAS_PER_IP_CONNECTIONS", offsetof(struct aas_config, per_ip_connections), 1, 100000,
-	  "connections" },
-	{ "preview-connections", "AAS_PREVIEW_CONNECTIONS", offsetof(struct aas_config, preview_connections), 1,
-	  100000, "connections" },
-	{ "connection-stack-kb", "AAS_CONNECTION_STACK_KB", offsetof(struct aas_config, connection_stack_kb),
-	  AAS_CONNECTION_STACK_KB_MIN, AAS_CONNECTION_STACK_KB_MAX, "KiB" },
-	{ "header-timeout", "AAS_HEADER_TIMEOUT", offsetof(struct aas_config, header_timeout_s), 1, 3600, "seconds" },
-	{ "body-timeout", "AAS_BODY_TIMEOUT", offsetof(struct aas_config, body_timeout_s), 1, 3600, "seconds" },
+	{ .flag = "per-ip-connections", .env = "AAS_PER_IP_CONNECTIONS",
+	  .offset = NUM_FIELD(per_ip_connections), .min = 1, .max = 100000, .unit = "connections" },
+	{ .flag = "preview-connections", .env = "AAS_PREVIEW_CONNECTIONS",
+	  .offset = NUM_FIELD(preview_connections), .min = 1, .max = 100000, .unit = "connections" },
+	{ .flag = "connection-stack-kb", .env = "AAS_CONNECTION_STACK_KB",
+	  .offset = NUM_FIELD(connection_stack_kb), .min = AAS_CONNECTION_STACK_KB_MIN,
+	  .max = AAS_CONNECTION_STACK_KB_MAX, .unit = "KiB" },
+	{ .flag = "header-timeout", .env = "AAS_HEADER_TIMEOUT",
+	  .offset = NUM_FIELD(header_timeout_s), .min = 1, .max = 3600, .unit = "seconds" },
+	{ .flag = "body-timeout", .env = "AAS_BODY_TIMEOUT",
+	  .offset = NUM_FIELD(body_timeout_s), .min = 1, .max = 3600, .unit = "seconds" },
 	/* Accounts for people. */
-	{ "session-idle", "AAS_SESSION_IDLE", offsetof(struct aas_config, session_idle_s), 60, 366u * 86400, "seconds" },
-	{ "session-max", "AAS_SESSION_MAX", offsetof(struct aas_config, session_max_s), 60, 366u * 86400, "seconds" },
-	{ "login-attempts", "AAS_LOGIN_ATTEMPTS", offsetof(struct aas_config, login_attempts), 1, 100000, "attempts" },
-	{ "max-password-hashes", "AAS_MAX_PASSWORD_HASHES", offsetof(struct aas_config, max_password_hashes), 1,
-	  AAS_PASSWORD_HASHES_MAX, "hashes" },
-	{ "signups-per-hour", "AAS_SIGNUPS_PER_HOUR", offsetof(struct aas_config, signups_per_hour), 1, 1000000,
-	  "sign-ups" },
+	{ .flag = "session-idle", .env = "AAS_SESSION_IDLE",
+	  .offset = NUM_FIELD(session_idle_s), .min = 60, .max = 366u * 86400, .unit = "seconds" },
+	{ .flag = "session-max", .env = "AAS_SESSION_MAX",
+	  .offset = NUM_FIELD(session_max_s), .min = 60, .max = 366u * 86400, .unit = "seconds" },
+	{ .flag = "login-attempts", .env = "AAS_LOGIN_ATTEMPTS",
+	  .offset = NUM_FIELD(login_attempts), .min = 1, .max = 100000, .unit = "attempts" },
+	{ .flag = "max-password-hashes", .env = "AAS_MAX_PASSWORD_HASHES",
+	  .offset = NUM_FIELD(max_password_hashes), .min = 1, .max = AAS_PASSWORD_HASHES_MAX, .unit = "hashes" },
+	{ .flag = "signups-per-hour", .env = "AAS_SIGNUPS_PER_HOUR",
+	  .offset = NUM_FIELD(signups_per_hour), .min = 1, .max = 1000000, .unit = "sign-ups" },
 	/* The preview proxy's bounds on a guest's server. */
-	{ "preview-connect-timeout", "AAS_PREVIEW_CONNECT_TIMEOUT", offsetof(struct aas_config, preview_connect_timeout_s),
-	  1, AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
-	{ "preview-first-byte-timeout", "AAS_PREVIEW_FIRST_BYTE_TIMEOUT",
-	  offsetof(struct aas_config, preview_first_byte_timeout_s), 1, AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
-	{ "preview-idle-timeout", "AAS_PREVIEW_IDLE_TIMEOUT", offsetof(struct aas_config, preview_idle_timeout_s), 1,
-	  AAS_PREVIEW_TIMEOUT_MAX, "seconds" },
+	{ .flag = "preview-connect-timeout", .env = "AAS_PREVIEW_CONNECT_TIMEOUT",
+	  .offset = NUM_FIELD(preview_connect_timeout_s), .min = 1, .max = AAS_PREVIEW_TIMEOUT_MAX, .unit = "seconds" },
+	{ .flag = "preview-first-byte-timeout", .env = "AAS_PREVIEW_FIRST_BYTE_TIMEOUT",
+	  .offset = NUM_FIELD(preview_first_byte_timeout_s), .min = 1,
+	  .max = AAS_PREVIEW_TIMEOUT_MAX, .unit = "seconds" },
+	{ .flag = "preview-idle-timeout", .env = "AAS_PREVIEW_IDLE_TIMEOUT",
+	  .offset = NUM_FIELD(preview_idle_timeout_s), .min = 1, .max = AAS_PREVIEW_TIMEOUT_MAX, .unit = "seconds" },
 	/* Terminals. */
-	{ "pty-per-sandbox", "AAS_PTY_PER_SANDBOX", offsetof(struct aas_config, pty_per_sandbox), 1, 1024, "terminals" },
-	{ "pty-per-account", "AAS_PTY_PER_ACCOUNT", offsetof(struct aas_config, pty_per_account), 1, 100000,
-	  "terminals" },
+	{ .flag = "pty-per-sandbox", .env = "AAS_PTY_PER_SANDBOX",
+	  .offset = NUM_FIELD(pty_per_sandbox), .min = 1, .max = 1024, .unit = "terminals" },
+	{ .flag = "pty-per-account", .env = "AAS_PTY_PER_ACCOUNT",
+	  .offset = NUM_FIELD(pty_per_account), .min = 1, .max = 100000, .unit = "terminals" },
 	/* A frame is held whole (its bytes and a head) while it is read: 16 MiB per terminal at most. */
-	{ "pty-frame-max", "AAS_PTY_FRAME_MAX", offsetof(struct aas_config, pty_frame_max), 1024, AAS_PTY_FRAME_MAX_MAX,
-	  "bytes" },
-	{ "pty-idle-timeout", "AAS_PTY_IDLE_TIMEOUT", offsetof(struct aas_config, pty_idle_timeout_s), 1, 86400,
-	  "seconds" },
-	{ "pty-write-timeout", "AAS_PTY_WRITE_TIMEOUT", offsetof(struct aas_config, pty_write_timeout_s), 1, 3600,
-	  "seconds" },
+	{ .flag = "pty-frame-max", .env = "AAS_PTY_FRAME_MAX",
+	  .offset = NUM_FIELD(pty_frame_max), .min = 1024, .max = AAS_PTY_FRAME_MAX_MAX, .unit = "bytes" },
+	{ .flag = "pty-idle-timeout", .env = "AAS_PTY_IDLE_TIMEOUT",
+	  .offset = NUM_FIELD(pty_idle_timeout_s), .min = 1, .max = 86400, .unit = "seconds" },
+	{ .flag = "pty-write-timeout", .env = "AAS_PTY_WRITE_TIMEOUT",
+	  .offset = NUM_FIELD(pty_write_timeout_s), .min = 1, .max = 3600, .unit = "seconds" },
 };
 
 #define NUM_OPTIONS (sizeof(num_options) / sizeof(num_options[0]))

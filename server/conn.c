@@ -54,10 +54,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "front.h"
 
 /* A body slower than this (bytes per second) runs out of body_timeout. */
 #define AAS_BODY_MIN_RATE ((uint64_t)64 * 1024)
@@ -424,4 +425,29 @@ void aas_conn_stop(void)
 	pthread_join(watchdog, NULL);
 	pthread_cond_destroy(&wake);
 	watching = false;
+}
+
+/* ---- sockets a handler takes over (a WebSocket's, a preview's tunnel) ---- */
+
+int aas_send_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void aas_send_timeout(int fd, unsigned int ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }

@@ -23,7 +23,9 @@
 
 #include "aas_mcp.h"
 #include "e2b/e2b.h"
-#include "server.h"
+#include "front.h"
+#include "preview/preview.h"
+#include "web/web.h"
 
 static struct MHD_Daemon *daemon_;
 static const struct aas_config *config;
@@ -483,6 +485,13 @@ bool aas_client_gone(struct aas_req *r)
 	 */
 	n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+bool aas_wants_upgrade(struct aas_req *r)
+{
+	const char *c = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Connection");
+	const char *u = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Upgrade");
+	return c && u && strcasestr(c, "upgrade");
 }
 
 static uint64_t content_length(struct aas_req *r, bool *known)

@@ -4,9 +4,9 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include "server.h"
+#include "app.h"
 
 int main(int argc, char **argv)
 {
-	return aas_main(argc, argv);
+	return aas_main(argc, argv, NULL);
 }

@@ -2,7 +2,7 @@
  * Prometheus text exposition: requests by route, method and status; request
  * latency per route; sandbox creates and their durations; destroys; and, read
  * from the engine at each scrape, live sandboxes by state across all accounts
- * and the warm pools.
+ * and the warm pools; served at GET /metrics (aas_h_metrics).
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server.h"
+#include "front.h"
 
 static const double lat_bounds[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300 };
 #define NLAT (sizeof(lat_bounds) / sizeof(lat_bounds[0]))
@@ -307,7 +307,7 @@ static void put_hosts(struct out *o)
 	saas_host_list_free(l);
 }
 
-char *aas_metrics_render(size_t *len)
+static char *metrics_render(size_t *len)
 {
 	struct out o = { malloc(8192), 0, 8192, false };
 
@@ -383,4 +383,20 @@ char *aas_metrics_render(size_t *len)
 	}
 	*len = o.len;
 	return o.buf;
+}
+
+void aas_h_metrics(struct aas_req *r, struct aas_reply *out)
+{
+	size_t len;
+	char *text = metrics_render(&len);
+
+	(void)r;
+	if (!text) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return;
+	}
+	out->status = 200;
+	out->response = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (out->response)
+		MHD_add_response_header(out->response, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
 }

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server.h"
+#include "front.h"
 
 #define SLOTS 16384          /* buckets held at once: 16384 x 32 bytes */
 #define PROBES 8             /* slots a name may occupy, from its hash on */

@@ -40,6 +40,29 @@ void saas_test_rmdir(char *dir)
 	free(dir);
 }
 
+char *saas_test_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *data = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (data = malloc((size_t)n + 1))) {
+		if (fread(data, 1, (size_t)n, f) != (size_t)n) {
+			free(data);
+			data = NULL;
+		} else {
+			data[n] = '\0';
+			if (len)
+				*len = (size_t)n;
+		}
+	}
+	fclose(f);
+	return data;
+}
+
 int saas_test_engine_options(saas_engine_options *o, const saas_driver *driver, char **dir, char **url)
 {
 	*url = NULL;

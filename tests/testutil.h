@@ -43,6 +43,12 @@ int saas_test_engine_options(saas_engine_options *o, const saas_driver *driver, 
  */
 char *saas_test_account_key(saas_engine *engine, const char *name, int64_t credit, char *id, size_t idsize);
 
+/*
+ * The whole of the file at path, NUL-terminated (free()), its length in *len
+ * when len is not NULL; NULL when it cannot be read whole.
+ */
+char *saas_test_slurp(const char *path, size_t *len);
+
 /* Implemented in testutil_pg.c: a new empty database on the test server. */
 char *saas_test_pg_fresh_url(const char *pgdir);
 

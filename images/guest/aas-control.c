@@ -12,7 +12,7 @@
  * that only the engine reaches. Nothing the sandbox user runs can write a
  * line here, or read one. The bounds below are there all the same.
  *
- * The protocol, one line each way (at most AAS_CONTROL_LINE_MAX bytes with '\n'):
+ * The protocol, one line each way (at most CONTROL_LINE_MAX bytes with '\n'):
  *   engine: fixup NONCE HOSTNAME SECONDS[.NANOS] HEX_SEED
  *   guest:  ok NONCE            or: error NONCE WHAT
  * NONCE is 16 hex digits the engine chose for this request.
@@ -24,7 +24,11 @@
  *                            have no control port)
  *
  * Built static by images/build; tests/unit/test_control.c compiles the parser
- * with AAS_CONTROL_NO_MAIN.
+ * with AAS_CONTROL_NO_MAIN. One file of ~1,600 lines on purpose: the guest
+ * program is built with one compiler line into every image (with lib/util's
+ * XXH64 and the protocol header it shares with the engine), its parts (fix-ups,
+ * files, commands) share its one poll loop and its bounds, and the fuzzer and
+ * the unit test compile it whole.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -71,7 +75,7 @@ static int hexval(char c)
 
 static bool hostname_ok(const char *s, size_t n)
 {
-	if (n < 1 || n > AAS_CONTROL_HOSTNAME_MAX || s[0] == '-')
+	if (n < 1 || n > CONTROL_HOSTNAME_MAX || s[0] == '-')
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
@@ -114,7 +118,7 @@ static bool time_parse(const char *s, size_t n, long long *secs, long *nanos)
 
 static bool seed_parse(const char *s, size_t n, unsigned char *out, size_t *len)
 {
-	if (n < AAS_CONTROL_SEED_MIN || n > AAS_CONTROL_SEED_MAX || n % 2)
+	if (n < CONTROL_SEED_MIN || n > CONTROL_SEED_MAX || n % 2)
 		return false;
 	for (size_t i = 0; i < n; i += 2) {
 		int hi = hexval(s[i]), lo = hexval(s[i + 1]);
@@ -126,13 +130,13 @@ static bool seed_parse(const char *s, size_t n, unsigned char *out, size_t *len)
 	return true;
 }
 
-/* The next word as a nonce into out (AAS_CONTROL_NONCE_LEN + 1 bytes): 16 hex digits. */
+/* The next word as a nonce into out (CONTROL_NONCE_LEN + 1 bytes): 16 hex digits. */
 static bool nonce_parse(const char **p, const char *end, char *out)
 {
 	size_t len;
 	const char *w = next_word(p, end, &len);
 
-	if (!w || len != AAS_CONTROL_NONCE_LEN)
+	if (!w || len != CONTROL_NONCE_LEN)
 		return false;
 	for (size_t i = 0; i < len; i++)
 		if (hexval(w[i]) < 0)
@@ -183,7 +187,7 @@ int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const 
 
 	memset(out, 0, sizeof(*out));
 	*why = "not a request";
-	if (n >= AAS_CONTROL_LINE_MAX || (out->kind = aas_request_kind(line, n)) < 0 || out->kind == AAS_REQ_FIXUP)
+	if (n >= CONTROL_LINE_MAX || (out->kind = aas_request_kind(line, n)) < 0 || out->kind == AAS_REQ_FIXUP)
 		return -1;
 	(void)next_word(&p, end, &len);
 	*why = "bad nonce";
@@ -206,12 +210,12 @@ int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const 
 	}
 	if (out->kind == AAS_REQ_EXEC) {
 		*why = "bad script length";
-		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 0 || v > AAS_EXEC_SCRIPT_MAX)
+		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 0 || v > CONTROL_EXEC_SCRIPT_MAX)
 			return -1;
 		out->path_len = (size_t)v;
 	} else if (out->kind != AAS_REQ_FILES) {
 		*why = "bad path length";
-		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 1 || v > AAS_FILES_PATH_MAX)
+		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 1 || v > CONTROL_FILES_PATH_MAX)
 			return -1;
 		out->path_len = (size_t)v;
 	}
@@ -228,7 +232,7 @@ int aas_control_parse(const char *line, size_t n, struct aas_fixup *out, const c
 
 	memset(out, 0, sizeof(*out));
 	*why = "not a request";
-	if (n >= AAS_CONTROL_LINE_MAX || !(w = next_word(&p, end, &len)) || len != 5 || memcmp(w, "fixup", 5) != 0)
+	if (n >= CONTROL_LINE_MAX || !(w = next_word(&p, end, &len)) || len != 5 || memcmp(w, "fixup", 5) != 0)
 		return -1;
 	*why = "bad nonce";
 	if (!nonce_parse(&p, end, out->nonce))
@@ -332,7 +336,7 @@ static const char *apply(const struct aas_fixup *f)
 	         f->hostname);
 	/* /etc/hostname only says it again: a read-only /etc is no failure of the fix-ups. */
 	{
-		char line[AAS_CONTROL_HOSTNAME_MAX + 2];
+		char line[CONTROL_HOSTNAME_MAX + 2];
 		snprintf(line, sizeof(line), "%s\n", f->hostname);
 		(void)write_file("/etc/hostname", line);
 	}
@@ -353,12 +357,12 @@ static const char *apply(const struct aas_fixup *f)
 static int restored_main(void)
 {
 	const char *cmd = getenv("SSH_ORIGINAL_COMMAND");
-	char line[AAS_CONTROL_LINE_MAX];
+	char line[CONTROL_LINE_MAX];
 	struct aas_fixup f;
 	const char *why;
 
 	/* The same parser: the SSH form is a request without its verb and nonce. */
-	if (!cmd || strlen(cmd) > AAS_CONTROL_LINE_MAX - 40) {
+	if (!cmd || strlen(cmd) > CONTROL_LINE_MAX - 40) {
 		fputs("usage: HOSTNAME UNIX_SECONDS HEX_SEED\n", stderr);
 		return 2;
 	}
@@ -375,7 +379,7 @@ static int restored_main(void)
 	return 0;
 }
 
-/* /dev/vportNpM of the port named AAS_CONTROL_PORT_NAME (no udev here to make /dev/virtio-ports/). */
+/* /dev/vportNpM of the port named CONTROL_PORT_NAME (no udev here to make /dev/virtio-ports/). */
 static int port_find(char *dev, size_t len)
 {
 	DIR *dir = opendir(PORTS_DIR);
@@ -397,7 +401,7 @@ static int port_find(char *dev, size_t len)
 		close(fd);
 		if (n > 0 && name[n - 1] == '\n')
 			name[--n] = '\0';
-		if (n > 0 && strcmp(name, AAS_CONTROL_PORT_NAME) == 0) {
+		if (n > 0 && strcmp(name, CONTROL_PORT_NAME) == 0) {
 			snprintf(dev, len, "/dev/%s", e->d_name);
 			found = 0;
 		}
@@ -520,7 +524,7 @@ static bool port_write(int fd, const void *buf, size_t n)
 static bool port_say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool port_say(int fd, const char *fmt, ...)
 {
-	char line[AAS_CONTROL_LINE_MAX];
+	char line[CONTROL_LINE_MAX];
 	va_list ap;
 	int n;
 
@@ -679,7 +683,7 @@ static int mkdir_p(char *dir)
 
 static void files_put(struct xfer *x, const char *path)
 {
-	char dir[AAS_FILES_PATH_MAX + 1], tmp[AAS_FILES_PATH_MAX + 32];
+	char dir[CONTROL_FILES_PATH_MAX + 1], tmp[CONTROL_FILES_PATH_MAX + 32];
 	unsigned char hdr[4], want[8], *buf;
 	uint64_t rnd = 0, got;
 	saas__xxh64_ctx sum;
@@ -708,7 +712,7 @@ static void files_put(struct xfer *x, const char *path)
 		files_fail(x, errno, "writing");
 		return;
 	}
-	if (!(buf = malloc(AAS_FILES_FRAME_MAX)) || !port_say(x->port, "ready %s", x->q->nonce)) {
+	if (!(buf = malloc(CONTROL_FILES_FRAME_MAX)) || !port_say(x->port, "ready %s", x->q->nonce)) {
 		unlink(tmp);
 		return;
 	}
@@ -720,12 +724,12 @@ static void files_put(struct xfer *x, const char *path)
 		len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
 		if (len == 0)
 			break;
-		if (len == AAS_FILES_FRAME_ABORT) {
+		if (len == CONTROL_FILES_FRAME_ABORT) {
 			/* The engine gave it up (its source failed): no file, and the stream goes on. */
 			files_fail(x, ECANCELED, "writing");
 			goto gone;
 		}
-		if (len > AAS_FILES_FRAME_MAX) {
+		if (len > CONTROL_FILES_FRAME_MAX) {
 			files_fail(x, EPROTO, "a frame longer than the protocol allows");
 			goto gone;
 		}
@@ -801,7 +805,7 @@ static void files_get(struct xfer *x, const char *path)
 		ssize_t n = read(fd, frame + 4, left < FILES_CHUNK ? (size_t)left : FILES_CHUNK);
 		if (n <= 0 && !(n < 0 && errno == EINTR)) {
 			int err = n < 0 ? errno : ENODATA;
-			be32_put(frame, AAS_FILES_FRAME_ABORT);
+			be32_put(frame, CONTROL_FILES_FRAME_ABORT);
 			if (port_write(x->port, frame, 4))
 				files_fail(x, err, n < 0 ? "reading" : "reading: the file shrank while being read");
 			goto out;
@@ -826,7 +830,7 @@ out:
 static void files_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len)
 {
 	struct xfer x = { port, pre, pre_len, q };
-	char path[AAS_FILES_PATH_MAX + 1];
+	char path[CONTROL_FILES_PATH_MAX + 1];
 
 	if (!port_read(&x, path, q->path_len))
 		return;
@@ -1153,7 +1157,7 @@ static bool exec_reap(struct xrun *x, bool block)
 /* Up to one frame of a pipe's bytes to the port: 1 sent, 0 nothing there now, -1 its end (or the port's loss). */
 static int exec_forward(struct xrun *x, int *fd, unsigned int type, unsigned char *buf)
 {
-	ssize_t n = read(*fd, buf, AAS_EXEC_FRAME_MAX);
+	ssize_t n = read(*fd, buf, CONTROL_EXEC_FRAME_MAX);
 
 	if (n > 0) {
 		if (!frame_send(x, type, buf, (size_t)n))
@@ -1192,7 +1196,7 @@ static void exec_feed(struct xrun *x)
 		if (x->in_eof)
 			fd_close(&x->in);
 	}
-	if (took && !x->exited && !frame_send_u32(x, AAS_X_TOOK, (uint32_t)took))
+	if (took && !x->exited && !frame_send_u32(x, CTL_X_TOOK, (uint32_t)took))
 		x->broken = true;
 }
 
@@ -1204,46 +1208,46 @@ static bool exec_frames(struct xrun *x)
 		unsigned int type = h[0];
 		size_t len = (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
 		const unsigned char *data = h + 4;
-		if (type > AAS_X_KILL || len > AAS_EXEC_FRAME_MAX)
+		if (type > CTL_X_KILL || len > CONTROL_EXEC_FRAME_MAX)
 			return false;
 		if (x->r_len - x->r_off < 4 + len)
 			break;
 		x->r_off += 4 + len;
 		switch (type) {
-		case AAS_X_END:
+		case CTL_X_END:
 			x->ended = true;
 			return true;
-		case AAS_X_IN:
+		case CTL_X_IN:
 			if (x->exited)
 				break;
 			if (x->in < 0) {
 				/* The command closed its stdin: dropped, and the window given back. */
-				if (len && !frame_send_u32(x, AAS_X_TOOK, (uint32_t)len))
+				if (len && !frame_send_u32(x, CTL_X_TOOK, (uint32_t)len))
 					x->broken = true;
 				break;
 			}
-			if (x->in_len + len > AAS_EXEC_WINDOW) {
+			if (x->in_len + len > CONTROL_EXEC_WINDOW) {
 				if (x->in_off) {
 					memmove(x->inbuf, x->inbuf + x->in_off, x->in_len - x->in_off);
 					x->in_len -= x->in_off;
 					x->in_off = 0;
 				}
-				if (x->in_len + len > AAS_EXEC_WINDOW)
+				if (x->in_len + len > CONTROL_EXEC_WINDOW)
 					return false; /* more than the window: not our engine's */
 			}
 			memcpy(x->inbuf + x->in_len, data, len);
 			x->in_len += len;
 			break;
-		case AAS_X_EOF:
+		case CTL_X_EOF:
 			x->in_eof = true;
 			if (x->in_off == x->in_len)
 				fd_close(&x->in);
 			break;
-		case AAS_X_SIGNAL:
+		case CTL_X_SIGNAL:
 			if (len == 2 && data[0] >= 1 && data[0] <= 64 && !x->exited)
 				exec_signal(x, data[0], data[1] != 0);
 			break;
-		case AAS_X_KILL:
+		case CTL_X_KILL:
 			if (!x->exited)
 				exec_signal(x, 0, false);
 			break;
@@ -1264,7 +1268,7 @@ static bool exec_port_read(struct xrun *x)
 		x->r_len -= x->r_off;
 		x->r_off = 0;
 	}
-	n = read(x->port, x->rbuf + x->r_len, AAS_EXEC_FRAME_MAX + 4 - x->r_len);
+	n = read(x->port, x->rbuf + x->r_len, CONTROL_EXEC_FRAME_MAX + 4 - x->r_len);
 	if (n > 0) {
 		x->r_len += (size_t)n;
 		return exec_frames(x);
@@ -1285,9 +1289,9 @@ static void exec_drain(struct xrun *x, unsigned char *buf)
 {
 	pid_t k;
 
-	while (x->out >= 0 && exec_forward(x, &x->out, AAS_X_OUT, buf) > 0)
+	while (x->out >= 0 && exec_forward(x, &x->out, CTL_X_OUT, buf) > 0)
 		;
-	while (x->err >= 0 && exec_forward(x, &x->err, AAS_X_ERR, buf) > 0)
+	while (x->err >= 0 && exec_forward(x, &x->err, CTL_X_ERR, buf) > 0)
 		;
 	if (x->out < 0 && x->err < 0)
 		return;
@@ -1305,7 +1309,7 @@ static void exec_drain(struct xrun *x, unsigned char *buf)
 				for (int i = 0; i < 2; i++)
 					if (p[i].fd >= 0 && p[i].revents) {
 						fcntl(p[i].fd, F_SETFL, 0);
-						if (read(p[i].fd, buf, AAS_EXEC_FRAME_MAX) <= 0) {
+						if (read(p[i].fd, buf, CONTROL_EXEC_FRAME_MAX) <= 0) {
 							close(p[i].fd);
 							p[i].fd = -1;
 						}
@@ -1338,7 +1342,7 @@ static void exec_stop(struct xrun *x)
 
 static void exec_run(struct xrun *x)
 {
-	unsigned char *buf = malloc(AAS_EXEC_FRAME_MAX);
+	unsigned char *buf = malloc(CONTROL_EXEC_FRAME_MAX);
 	bool said_exit = false;
 
 	if (!buf) {
@@ -1390,13 +1394,13 @@ static void exec_run(struct xrun *x)
 		else if (x->in >= 0 && x->in_off < x->in_len && !x->exited)
 			exec_feed(x); /* a frame just read */
 		if (io >= 0 && p[io].revents)
-			exec_forward(x, &x->out, AAS_X_OUT, buf);
+			exec_forward(x, &x->out, CTL_X_OUT, buf);
 		if (ie >= 0 && p[ie].revents)
-			exec_forward(x, &x->err, AAS_X_ERR, buf);
+			exec_forward(x, &x->err, CTL_X_ERR, buf);
 		if (!x->exited && ((ix >= 0 && p[ix].revents) || x->pidfd < 0) && exec_reap(x, ix >= 0)) {
 			exec_drain(x, buf);
 			fd_close(&x->in);
-			if (!frame_send_u32(x, AAS_X_EXIT, (uint32_t)x->status))
+			if (!frame_send_u32(x, CTL_X_EXIT, (uint32_t)x->status))
 				x->broken = true;
 			said_exit = true;
 		}
@@ -1405,7 +1409,7 @@ static void exec_run(struct xrun *x)
 	if (!x->ended || !said_exit)
 		exec_stop(x);
 	if (x->ended)
-		frame_send(x, AAS_X_DONE, NULL, 0);
+		frame_send(x, CTL_X_DONE, NULL, 0);
 	if (!x->ended)
 		LOG("control: a command's stream broke the protocol: it was killed");
 }
@@ -1417,8 +1421,8 @@ static void exec_serve(int port, const struct aas_file_req *q, const char *pre, 
 	struct xrun x = { .port = port, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1 };
 	char *script = malloc(q->path_len + 1);
 
-	x.inbuf = malloc(AAS_EXEC_WINDOW);
-	x.rbuf = malloc(AAS_EXEC_FRAME_MAX + 4);
+	x.inbuf = malloc(CONTROL_EXEC_WINDOW);
+	x.rbuf = malloc(CONTROL_EXEC_FRAME_MAX + 4);
 	if (!script || !x.inbuf || !x.rbuf) {
 		/* The script is read all the same: the stream must stay in step. */
 		char sink[4096];
@@ -1548,7 +1552,7 @@ static int serve_main(void)
 		LOG("control: cannot protect the helper from the OOM killer: %s", strerror(errno));
 	for (int i = 0; port_find(dev, sizeof(dev)) < 0; i++) {
 		if (i == PORT_WAIT_S * 10) {
-			LOG("control: no port %s: clones get their fix-ups over SSH", AAS_CONTROL_PORT_NAME);
+			LOG("control: no port %s: clones get their fix-ups over SSH", CONTROL_PORT_NAME);
 			return 0;
 		}
 		usleep(100000);

@@ -1,26 +1,24 @@
 /*
  * Internal: the engine (the local provider). What every provider shares, the
- * client and its operations table, is in core/provider.h.
+ * client and its operations table, is in client/provider.h.
  */
 #ifndef SAAS_CORE_H
 #define SAAS_CORE_H
 
-/* The remote provider is built with SAAS_REMOTE_PROVIDER (lib/CMakeLists.txt) so that this holds. */
-#ifdef SAAS_REMOTE_PROVIDER
-#error "lib/remote includes core/provider.h, never the engine's core/core.h"
+/* lib/remote and lib/client are built with SAAS_OUTSIDE_ENGINE (lib/CMakeLists.txt) so that this holds. */
+#ifdef SAAS_OUTSIDE_ENGINE
+#error "lib/remote and lib/client include client/provider.h, never the engine's core/core.h"
 #endif
 
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "core/provider.h"
+#include "client/provider.h"
 #include "saas.h"
 #include "saas/sys/driver.h"
 #include "saas/sys/store.h"
 #include "util/error.h"
 #include "util/util.h"
-
-#define SAAS_WORKSPACE "/workspace"
 
 /* How long a create may take before its sandbox counts as expired on top of its lifetime. */
 #define SAAS_CREATE_GRACE_S 900
@@ -169,10 +167,7 @@ int saas__engine_room(saas_engine *e, unsigned int need_gb);
 void saas__engine_release(saas_engine *e);
 /* The public form of the engine's sizes: `n` pointers to deep copies. */
 int saas__sizes_public(saas_size ***out, size_t *nout, const saas_size *sizes, size_t n);
-void saas__sizes_public_free(saas_size **sizes, size_t n);
 
-/* client.c: image names become file names on the host; a safe alphabet only. */
-bool saas__valid_image(const char *s);
 
 /* billing.c */
 int64_t saas__billing_end(const saas_store_sandbox *sb, int64_t now_ms);
@@ -225,7 +220,7 @@ int saas__live_limit(int rc, unsigned int max);
 /* Store a new sandbox's rules; if that fails, its row goes (no VM was made yet). */
 int saas__store_rules(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net);
 
-/* fork.c: snapshots (driver version 4): fork, pause, resume */
+/* snapshot.c: snapshots (driver version 4): pause, resume, fork */
 int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count, int64_t timeout_s,
                              const struct saas__network *net, saas_sandbox_list **out);
 int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out);
@@ -266,21 +261,29 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb);
 void saas__network_counts_save(saas_engine *e, const saas_store_sandbox *row);
 /* The same for every live sandbox (before the driver closes). */
 void saas__network_counts_save_all(saas_engine *e);
+
+/* exec.c */
 int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
                      unsigned int flags, saas_execution **out);
 int saas__local_execution_get(saas_client *c, const char *id, saas_execution **out);
+
+/* files.c */
 int saas__local_file_write(saas_client *c, const char *id, const char *path, saas_read_fn reader, void *ud,
                            int64_t size, unsigned int mode);
 int saas__local_file_read(saas_client *c, const char *id, const char *path, int64_t max, saas_write_fn writer,
                           void *ud, int64_t *size);
 int saas__local_file_list(saas_client *c, const char *id, const char *path, unsigned int depth,
                           unsigned int max_entries, saas_file_list **out);
+
+/* ports.c */
 int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, char **url);
 int saas__local_port_connect(saas_client *c, const char *id, unsigned int port, int *fd);
 int saas__local_port_unexpose(saas_client *c, const char *id, unsigned int port);
-int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
-/* The preview URL of an exposure: the engine's template filled in. NULL when out of memory. */
+/* The preview URL of an exposure (sandbox.c): the engine's template filled in. NULL when out of memory. */
 char *saas__preview_url(saas_engine *e, const saas_store_port *exposure);
+
+/* local.c: the local provider's terminal */
+int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
 
 /* reaper.c */
 int saas__reconcile(saas_engine *e);
@@ -417,8 +420,6 @@ bool saas__live_cancelled(saas_engine *e, struct saas__live *l);
 /* The driver's input and control callbacks (saas_driver_exec), userdata a saas__live. */
 long saas__live_input(void *userdata, void *buf, size_t cap);
 int saas__live_control(void *userdata, int *group);
-/* "TERM" ("SIGTERM") -> 15 for the signals a caller may send; 0 for any other. */
-int saas__live_signal_number(const char *name);
 /* Does this engine run execution `id` now? */
 bool saas__live_here(saas_engine *e, const char *id);
 /* A running execution of the client's as it stands: 0 and *out, 1 if none runs, or an error. */

@@ -314,15 +314,6 @@ int saas__sizes_public(saas_size ***out, size_t *nout, const saas_size *sizes, s
 	return SAAS_OK;
 }
 
-void saas__sizes_public_free(saas_size **sizes, size_t n)
-{
-	for (size_t i = 0; sizes && i < n; i++) {
-		free((char *)sizes[i]->name);
-		free(sizes[i]);
-	}
-	free(sizes);
-}
-
 /* One engine owns a state directory: its VMs and (for libvirt) the embedded root. */
 static int lock_state_dir(saas_engine *e)
 {

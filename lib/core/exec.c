@@ -67,6 +67,16 @@ static void job_free(struct job *j)
 	free(j);
 }
 
+/* What the store handed out with an execution; the record itself is the caller's. */
+void saas__store_execution_clear(saas_store_execution *x)
+{
+	free(x->stdout_data);
+	free(x->stderr_data);
+	free(x->command);
+	free(x->error);
+	x->stdout_data = x->stderr_data = x->command = x->error = NULL;
+}
+
 static int execution_public(const saas_store_execution *x, saas_execution **out)
 {
 	saas_execution *p = calloc(1, sizeof(*p));

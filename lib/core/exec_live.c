@@ -16,12 +16,6 @@
 
 #include "core/core.h"
 
-/* Signals a caller may send, and queued at most at once per execution. */
-static const struct {
-	const char *name;
-	int num;
-} live_signals[] = { { "HUP", 1 }, { "INT", 2 }, { "KILL", 9 }, { "TERM", 15 } };
-
 /* One follow step copies at most this much of each stream out of the lock. */
 #define FOLLOW_STEP ((size_t)64 << 10)
 
@@ -304,16 +298,6 @@ int saas__local_execution_stdin(saas_client *c, const char *id, const void *data
 out:
 	live_act_done(e, l);
 	return rc;
-}
-
-int saas__live_signal_number(const char *name)
-{
-	if (!strncmp(name, "SIG", 3))
-		name += 3;
-	for (size_t i = 0; i < SAAS_ARRAY_SIZE(live_signals); i++)
-		if (!strcmp(live_signals[i].name, name))
-			return live_signals[i].num;
-	return 0;
 }
 
 int saas__local_execution_signal(saas_client *c, const char *id, int signum, unsigned int flags)

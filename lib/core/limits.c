@@ -90,10 +90,18 @@ struct slot_kind {
 	int64_t retry_ms;
 };
 
-static const struct slot_kind exec_slots = { offsetof(struct saas__tenant, running), "max_executions",
-	                                     "executions are already running", EXEC_RETRY_MS };
-static const struct slot_kind transfer_slots = { offsetof(struct saas__tenant, transfers), "max_transfers",
-	                                         "file transfers are already under way", TRANSFER_RETRY_MS };
+static const struct slot_kind exec_slots = {
+	.field = offsetof(struct saas__tenant, running),
+	.limit = "max_executions",
+	.what = "executions are already running",
+	.retry_ms = EXEC_RETRY_MS,
+};
+static const struct slot_kind transfer_slots = {
+	.field = offsetof(struct saas__tenant, transfers),
+	.limit = "max_transfers",
+	.what = "file transfers are already under way",
+	.retry_ms = TRANSFER_RETRY_MS,
+};
 
 static unsigned int *slot_count(struct saas__tenant *t, const struct slot_kind *k)
 {

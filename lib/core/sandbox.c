@@ -502,7 +502,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	spec.vcpus = row.vcpus;
 	spec.memory_mb = row.memory_mb;
 	spec.disk_gb = row.disk_gb;
-	/* Validated and normalised by saas_sandbox_create (core/network.c). */
+	/* Validated and normalised by saas_sandbox_create (client/network.c). */
 	spec.network = NULL;
 	if (net) {
 		vmnet.mode = net->mode;

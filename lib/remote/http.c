@@ -2,11 +2,9 @@
  * The remote provider's HTTP layer: one request over a pooled libcurl easy
  * handle, with the REST API's error bodies turned back into saas_status codes.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "remote/http.h"
 
@@ -188,13 +186,6 @@ int saas__http_error_from_body(long status, const saas__buf *body)
 	return rc;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* Network-level failures where nothing reached the server's handler, or may be repeated safely. */
 static bool retryable(CURLcode cc)
 {
@@ -359,7 +350,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		rc = SAAS_OK;
 		goto out;
 	again:
-		sleep_ms(100L << (attempt < 10 ? attempt : 10));
+		saas__sleep_ms(100LL << (attempt < 10 ? attempt : 10));
 		attempt++;
 	}
 out:

@@ -10,7 +10,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "core/provider.h"
+#include "client/provider.h"
 
 #define SAAS_REMOTE_POOL 8
 

@@ -228,7 +228,7 @@ static void rpty_close(saas_pty *pty, int *exit_status)
 	pty->provider = NULL;
 }
 
-static const struct saas__pty_ops rpty_ops = { rpty_resize, rpty_close };
+static const struct saas__pty_ops rpty_ops = { .resize = rpty_resize, .close = rpty_close };
 
 /* Read the answer's head (and what follows it in the same reads) into p->in; its length, or an error. */
 static int read_head(struct saas_remote *r, struct rpty *p, size_t *head_len)

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "core/provider.h"
+#include "client/provider.h"
 
 /* The largest event the server sends is a 64 KiB chunk in base64 and JSON; more is not the API talking. */
 #define SAAS_SSE_EVENT_MAX ((size_t)1 << 20)

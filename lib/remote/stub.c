@@ -2,7 +2,7 @@
  * saas_client_open_remote() in a build without the remote provider
  * (SAAS_WITH_REMOTE=OFF): the symbol stays, so programs link either way.
  */
-#include "core/provider.h"
+#include "client/provider.h"
 
 SAAS_EXTERN(int) saas_client_open_remote(saas_client **out, const char *base_url, const char *api_key,
                                          const saas_remote_options *options, unsigned int flags)

@@ -39,7 +39,7 @@ int saas__store_for_url(const saas_store **out, const char *url)
 	return SAAS_OK;
 }
 
-/* Every slot of a version-5 table, by name, for saas__store_check's message. */
+/* Every slot of the table this library takes (SAAS_STORE_VERSION), by name, for saas__store_check's message. */
 #define SLOT(name) { #name, offsetof(saas_store, name) }
 static const struct {
 	const char *name;

@@ -153,14 +153,6 @@ int saas__ssh_err(int rc, const char *what)
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, rc, "%s: %s", what, saas__ssh_strerror(rc));
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* ---- the shared session ---------------------------------------------------------------------- */
 
 /* libssh2's own socket I/O, plus the bookkeeping the sharing needs. Called with mu held. */
@@ -611,7 +603,7 @@ int saas__ssh_open(saas__ssh **out, const saas__ssh_config *cfg)
 			return rc;
 		if (ms_left(deadline) <= 0)
 			break;
-		sleep_ms(ms_left(deadline) < 100 ? (int)ms_left(deadline) : 100);
+		saas__sleep_ms(ms_left(deadline) < 100 ? (int)ms_left(deadline) : 100);
 	}
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0,
 	                   "no SSH service answered on %s:%u within %d ms", cfg->host, cfg->port,
@@ -743,7 +735,7 @@ int saas__ssh_channel_open(struct ssh_op *op, LIBSSH2_CHANNEL **out, int for_kil
 		    (stop && __atomic_load_n(stop, __ATOMIC_SEQ_CST)))
 			break;
 		pthread_mutex_unlock(&ssh->mu);
-		sleep_ms(50);
+		saas__sleep_ms(50);
 		pthread_mutex_lock(&ssh->mu);
 	}
 	if (!ch) {

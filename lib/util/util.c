@@ -30,6 +30,15 @@ void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms)
 	}
 }
 
+void saas__sleep_ms(int64_t ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+
+	/* A signal cuts nanosleep short and leaves what is left in ts. */
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 int saas__cond_init_monotonic(pthread_cond_t *cond)
 {
 	pthread_condattr_t attr;
@@ -85,6 +94,14 @@ bool saas__id_valid(const char *id, const char *prefix, size_t nchars)
 	size_t plen = strlen(prefix);
 
 	return strncmp(id, prefix, plen) == 0 && strlen(id + plen) == nchars && strspn(id + plen, id_alphabet) == nchars;
+}
+
+bool saas__is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
 }
 
 bool saas__strlcpy(char *dst, const char *src, size_t size)

@@ -18,10 +18,21 @@
 int64_t saas__now_ms(void);
 /* *ts = now on `clock` plus ms (ms >= 0): a deadline for pthread_cond_timedwait and friends. */
 void saas__deadline(struct timespec *ts, clockid_t clock, int64_t ms);
+/* Sleep ms milliseconds (ms >= 0), the whole of them even if signals arrive. */
+void saas__sleep_ms(int64_t ms);
 /* A condition variable whose timed waits take CLOCK_MONOTONIC deadlines (saas__deadline). 0 or an errno. */
 int saas__cond_init_monotonic(pthread_cond_t *cond);
 /* saas_time_parse() without touching the thread's error: 0, or -1 when text is not a time. */
 int saas__time_parse(int64_t *ms, const char *text, unsigned int flags);
+
+/* Milliseconds on CLOCK_MONOTONIC since *t0 (read from that clock). */
+static inline int64_t saas__ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
 
 /* Fill `buf` with `len` bytes from the kernel's CSPRNG. 0 or SAAS_EIO. */
 int saas__random(void *buf, size_t len);
@@ -37,6 +48,9 @@ bool saas__id_valid(const char *id, const char *prefix, size_t nchars);
 /* SHA-256 of `len` bytes as 64 lowercase hex characters and a NUL. */
 void saas__sha256_hex(char out[65], const void *data, size_t len);
 void saas__sha256(uint8_t out[32], const void *data, size_t len);
+
+/* Are the n bytes at s all lowercase hex digits? */
+bool saas__is_hex(const char *s, size_t n);
 
 /* Copy at most size-1 bytes and NUL-terminate; true if it all fit. */
 bool saas__strlcpy(char *dst, const char *src, size_t size);

@@ -1,6 +1,8 @@
 /*
- * What the E2B face's files share (gateway.c, control.c): its state, its
- * replies and its side table. Not for the rest of the server (e2b.h is).
+ * What the E2B face's files share: the pure spellings (names.c: keys, ids,
+ * tokens, templates, escapes; the unit tests and fuzzers reach them here),
+ * its state, its replies and its side table. Not for the rest of the server
+ * (e2b.h is).
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -9,8 +11,68 @@
 
 #include <jansson.h>
 
+#include "config.h"
 #include "e2b/e2b.h"
 #include "server.h"
+
+/* ---- spellings (names.c): pure ---- */
+
+#define AAS_E2B_KEY_PREFIX "e2b_"
+/* The longest e2b_ key: the prefix and two hex digits per character of an aas_sk_ key's secret part. */
+#define AAS_E2B_KEY_MAX (sizeof(AAS_E2B_KEY_PREFIX) - 1 + 2 * AAS_SAAS_KEY_CHARS)
+
+/*
+ * The E2B spelling of a libsaas key: "e2b_" and the lower-case hex of the
+ * 43 characters after "aas_sk_". false when key is not an aas_sk_ key of
+ * that shape (out is then ""); out holds at least AAS_E2B_KEY_MAX + 1.
+ */
+bool aas_e2b_key_encode(char *out, size_t size, const char *key);
+/* Its inverse, aas_e2b_key_decode, is e2b.h's: the front end decodes every key sent. */
+
+/* E2B's id of a libsaas sandbox: its id without "sbx-" (borrowed from id), or NULL when it has no such prefix. */
+const char *aas_e2b_id_from_saas(const char *id);
+/* The libsaas id of an E2B id ("sbx-" put back): false when it cannot be one (not [a-z0-9], empty, too long). */
+bool aas_e2b_id_to_saas(char out[SAAS_ID_MAX + 1], const char *e2b_id);
+
+/* The server secret tokens are derived from. */
+#define AAS_E2B_SECRET_LEN 32
+/* Labels that keep the tokens of one sandbox apart. */
+#define AAS_E2B_TOKEN_ENVD "e2b-envd-token"
+#define AAS_E2B_TOKEN_TRAFFIC "e2b-traffic-token"
+/* A sandbox's token: hex(HMAC-SHA256(secret, label "\0" sandbox_id)), 64 digits and a NUL. */
+void aas_e2b_token(char out[65], const unsigned char secret[AAS_E2B_SECRET_LEN], const char *label,
+                   const char *sandbox_id);
+/* Is given the token expected (compared in constant time; a length that differs is false)? */
+bool aas_e2b_token_equal(const char *given, const char *expected);
+
+/* A template: an E2B name and the libsaas size and image (NULL: the server's default) it makes. */
+struct aas_e2b_template {
+	char *name;
+	char *size;
+	char *image;
+};
+struct aas_e2b_templates {
+	size_t count;
+	struct aas_e2b_template *items;
+};
+#define AAS_E2B_TEMPLATES_DEFAULT "base=small"
+#define AAS_E2B_TEMPLATES_MAX 64
+#define AAS_E2B_TEMPLATE_NAME_MAX 64
+/*
+ * Parse "NAME=SIZE[:IMAGE],..." (names [a-z0-9._-], each once, at most
+ * AAS_E2B_TEMPLATES_MAX). 0, or -1 with why filled; free with
+ * aas_e2b_templates_free() either way.
+ */
+int aas_e2b_templates_parse(struct aas_e2b_templates *out, const char *spec, char *why, size_t whysize);
+const struct aas_e2b_template *aas_e2b_template_find(const struct aas_e2b_templates *t, const char *name);
+void aas_e2b_templates_free(struct aas_e2b_templates *t);
+
+/*
+ * Decode %XX escapes and '+' (a space) of s[0..len) into out, as Go's
+ * QueryUnescape (E2B's server) does: false for a bad escape or a NUL.
+ * out holds at least len + 1 bytes; *out_len gets the length.
+ */
+bool aas_e2b_unescape(char *out, size_t *out_len, const char *s, size_t len);
 
 /* The envd version the face says its sandboxes run: the SDKs switch features on it (docs/e2b.md). */
 #define AAS_E2B_ENVD_VERSION "0.6.4"

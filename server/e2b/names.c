@@ -11,7 +11,7 @@
 
 #include <sodium.h>
 
-#include "e2b/e2b.h"
+#include "e2b/internal.h"
 
 static const char hex[] = "0123456789abcdef";
 

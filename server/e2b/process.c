@@ -469,7 +469,7 @@ static void on_exit_(void *ud, const saas_execution *x)
 }
 
 /*
- * Fill the buffer, as /v1's follower does (routes_exec.c): what the
+ * Fill the buffer, as /v1's follower does (api/exec.c): what the
  * execution has now; else the first chunk to come, waiting up to the
  * keepalive or the deadline; else a keepalive, or the deadline's end.
  */

@@ -16,8 +16,9 @@
 
 #include "fake/fake_driver.h"
 #include "fuzz.h"
+#include "app.h"
 #include "server.h"
-#include "testing.h"
+#include "web/internal.h"
 #include "testutil.h"
 
 static char *tmpdir;
@@ -187,8 +188,7 @@ void fuzz_server_start(const saas_driver *drv, struct fuzz_tenant *t)
 	if (aas_config_parse(&server_cfg, (int)(sizeof(argv) / sizeof(argv[0])) - 1, argv) != 0)
 		die("server configuration");
 	aas_log_set_level(server_cfg.log_level);
-	aas_testing_driver_set(drv);
-	if (aas_start(&server_cfg, &server_engine, &server_port) < 0)
+	if (aas_start(&server_cfg, drv, &server_engine, &server_port) < 0)
 		die("server start");
 	fuzz_tenant_make(t, server_engine);
 	mcp_session(t);

@@ -1,14 +1,14 @@
 /*
  * The control port's protocol read from hostile bytes, both ends: the
  * engine's reading of a guest's reply and of its lines during a file
- * transfer (lib/driver/libvirt/control.c, control_files.c: the bytes come
+ * transfer (lib/transport/control.c, control_files.c: the bytes come
  * from inside a VM) and the guest's line reader and request parsers
  * (images/guest/aas-control.c, built without its main).
  *
  * Oracle: nothing is read or written outside the input (the sanitizers); a
  * reply is accepted only when it is exactly "ok NONCE\n"; a refusal's
  * message is printable ASCII and bounded; the guest's lines never pass
- * AAS_CONTROL_LINE_MAX - 1 bytes, and a request it takes has every field
+ * CONTROL_LINE_MAX - 1 bytes, and a request it takes has every field
  * within its bounds; a file line is taken only in one of its four forms,
  * with this nonce (or none, for an error), a size in range and a checksum of
  * 16 lowercase hex digits; a file request has its fields in their bounds.
@@ -27,8 +27,9 @@
 #include <string.h>
 
 #include "aas-control.h"
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/vmfs.h"
 #include "util/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -41,15 +42,15 @@ static int on_line(const char *line, size_t len, bool overlong, void *ud)
 	const char *why = NULL;
 
 	(void)ud;
-	if (len >= AAS_CONTROL_LINE_MAX || (overlong && len))
+	if (len >= CONTROL_LINE_MAX || (overlong && len))
 		abort();
 	if (aas_control_parse(line, len, &f, &why) == 0) {
 		size_t n = strlen(f.hostname);
-		if (overlong || n < 1 || n > AAS_CONTROL_HOSTNAME_MAX || f.hostname[0] == '-' ||
+		if (overlong || n < 1 || n > CONTROL_HOSTNAME_MAX || f.hostname[0] == '-' ||
 		    strspn(f.hostname, "abcdefghijklmnopqrstuvwxyz0123456789-") != n || f.nanos < 0 ||
 		    f.nanos > 999999999 || f.seconds < 0 || f.seconds > 999999999999LL ||
-		    f.seed_len < AAS_CONTROL_SEED_MIN / 2 || f.seed_len > AAS_CONTROL_SEED_MAX / 2 ||
-		    strlen(f.nonce) != AAS_CONTROL_NONCE_LEN)
+		    f.seed_len < CONTROL_SEED_MIN / 2 || f.seed_len > CONTROL_SEED_MAX / 2 ||
+		    strlen(f.nonce) != CONTROL_NONCE_LEN)
 			abort();
 	} else if (!why) {
 		abort();
@@ -58,11 +59,11 @@ static int on_line(const char *line, size_t len, bool overlong, void *ud)
 		struct aas_file_req q;
 		why = NULL;
 		if (aas_files_parse(line, len, &q, &why) == 0) {
-			if (overlong || strlen(q.nonce) != AAS_CONTROL_NONCE_LEN || q.kind < AAS_REQ_FILES ||
+			if (overlong || strlen(q.nonce) != CONTROL_NONCE_LEN || q.kind < AAS_REQ_FILES ||
 			    q.kind > AAS_REQ_EXEC || q.mode > 07777 || q.max < 0 || q.max > 999999999999999999LL ||
 			    ((q.kind == AAS_REQ_PUT || q.kind == AAS_REQ_GET) &&
-			     (q.path_len < 1 || q.path_len > AAS_FILES_PATH_MAX)) ||
-			    (q.kind == AAS_REQ_EXEC && q.path_len > AAS_EXEC_SCRIPT_MAX))
+			     (q.path_len < 1 || q.path_len > CONTROL_FILES_PATH_MAX)) ||
+			    (q.kind == AAS_REQ_EXEC && q.path_len > CONTROL_EXEC_SCRIPT_MAX))
 				abort();
 		} else if (!why) {
 			abort();
@@ -77,7 +78,7 @@ static void files_line(const char *in, size_t size)
 	struct files_reply r;
 	size_t n;
 
-	if (saas__lv_files_reply(in, size, NONCE, &r) == 0) {
+	if (saas__ctl_files_reply(in, size, NONCE, &r) == 0) {
 		if (size > CONTROL_REPLY_MAX || in[size - 1] != '\n' || r.kind < FILES_SAID_READY || r.kind > FILES_SAID_ERROR ||
 		    r.size < 0 || r.size > 999999999999999999LL || r.err < 0 || r.err > 9999)
 			abort();
@@ -118,7 +119,7 @@ static int xseen_output(void *ud, int stream, const void *data, size_t len)
 }
 
 /* The bytes in reads cut at `cut` (what one read left untaken comes again first in the next): the taker's result. */
-static long exec_run(const char *in, size_t size, size_t cut, struct saas__lv_xread *r, struct xseen *seen)
+static long exec_run(const char *in, size_t size, size_t cut, struct saas__ctl_xread *r, struct xseen *seen)
 {
 	char *joined;
 	long a, b;
@@ -127,14 +128,14 @@ static long exec_run(const char *in, size_t size, size_t cut, struct saas__lv_xr
 	memset(seen, 0, sizeof(*seen));
 	r->ahead = 1000;
 	r->end_sent = size && (in[0] & 1);
-	if ((a = saas__lv_exec_take(r, in, cut, xseen_output, seen)) < 0)
+	if ((a = saas__ctl_exec_take(r, in, cut, xseen_output, seen)) < 0)
 		return a;
 	if ((size_t)a > cut)
 		abort();
 	if (!(joined = malloc(size - (size_t)a + 1)))
 		abort();
 	memcpy(joined, in + a, size - (size_t)a);
-	b = saas__lv_exec_take(r, joined, size - (size_t)a, xseen_output, seen);
+	b = saas__ctl_exec_take(r, joined, size - (size_t)a, xseen_output, seen);
 	free(joined);
 	if (b >= 0 && (size_t)b > size - (size_t)a)
 		abort();
@@ -145,7 +146,7 @@ static long exec_run(const char *in, size_t size, size_t cut, struct saas__lv_xr
 static void exec_frames(const char *in, size_t size)
 {
 	static struct xseen s1, s2;
-	struct saas__lv_xread r1, r2;
+	struct saas__ctl_xread r1, r2;
 	long n1 = exec_run(in, size, size, &r1, &s1), n2 = exec_run(in, size, size / 2, &r2, &s2);
 
 	if ((n1 < 0) != (n2 < 0) || (n1 >= 0 && n1 != n2))
@@ -188,7 +189,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t half = size / 2;
 
 	/* The engine: the reply as it came. */
-	if (saas__lv_control_reply(in, size, NONCE) == 0) {
+	if (saas__ctl_reply(in, size, NONCE) == 0) {
 		if (size != 3 + strlen(NONCE) + 1 || memcmp(in, "ok " NONCE "\n", size) != 0)
 			abort();
 	} else {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "e2b/connect.h"
-#include "e2b/e2b.h"
+#include "e2b/internal.h"
 #include "e2b/multipart.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 /*
- * The dashboard's form bodies (aas_form_decode, people.c): the input is an
+ * The dashboard's form bodies (aas_form_decode, web/people.c): the input is an
  * application/x-www-form-urlencoded body as a browser, or anyone, posts it.
  *
  * Invariants beside the sanitizers: a body that holds a NUL is refused; a
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "web/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

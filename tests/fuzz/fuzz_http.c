@@ -7,7 +7,7 @@
  * 8000 exposed (fuzz.h).
  *
  * Oracle: the sanitizers. With FUZZ_STRICT=1 set, a 500 answer aborts too:
- * bad input should never get one (issue #10, "Bad input gets the right answer").
+ * bad input should never get one.
  */
 #include <stdlib.h>
 #include <string.h>

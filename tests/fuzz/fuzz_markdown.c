@@ -1,5 +1,5 @@
 /*
- * The docs' Markdown as pages (aas_markdown_html, markdown.c): cmark-gfm
+ * The docs' Markdown as pages (aas_markdown_html, web/markdown.c): cmark-gfm
  * parses; ours are the relative links' resolution and rewriting, the heading
  * ids and the title taken out. The repository's documents are the input the
  * server renders, but what it makes of any document must stay safe.
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "html.h"
+#include "web/html.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

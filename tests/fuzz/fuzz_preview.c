@@ -1,5 +1,5 @@
 /*
- * The preview proxy (server/preview.c): the input is what the server inside a
+ * The preview proxy (server/preview/proxy.c): the input is what the server inside a
  * sandbox answers. aas-server runs in-process on the fake driver; its
  * port_connect hands the proxy one end of a socketpair whose other end holds
  * the input (then EOF), and a client asks for a preview over a loopback
@@ -11,7 +11,7 @@
  * The Host matcher (aas_preview_match) gets the input too, as a Host header:
  * when it matches, the name it fills in must be that Host's first label.
  *
- * So does the answer reader (preview_http.c) on its own, with invariants: a
+ * So does the answer reader (preview/guest_http.c) on its own, with invariants: a
  * head it takes has no NUL or lone CR, fields free of CR, LF and NUL with
  * names that are tokens, one framing (never Content-Length with chunked), and
  * a chunked body decodes to no more than it was, however it is cut up.
@@ -27,7 +27,8 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "server.h"
+#include "preview/internal.h"
+#include "preview/preview.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

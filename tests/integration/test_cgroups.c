@@ -466,14 +466,8 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-	saas_sandbox_list *list = NULL;
-
 	(void)state;
-	if (client && saas_sandbox_list_get(&list, client, NULL, 100, SAAS_LIST_ACTIVE) == SAAS_OK) {
-		for (size_t i = 0; i < list->count; i++)
-			saas_sandbox_destroy(NULL, client, list->items[i]->id, 0);
-		saas_sandbox_list_free(list);
-	}
+	vmtest_destroy_all(client);
 	close_engine();
 	saas_free(key);
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * The control port on real VMs (issue #15 §2): clones of a template get their
+ * The control port on real VMs: clones of a template get their
  * fix-ups over the virtio-serial control port, with no SSH login as root, and
  * are still machines of their own (hostname, boot id, random bytes, clock);
  * the port's guest end is root's alone (the sandbox user can neither open it
@@ -65,21 +65,10 @@ static int group_setup(void **state)
 	return 0;
 }
 
-static void destroy_all(void)
-{
-	saas_sandbox_list *list = NULL;
-
-	if (client && saas_sandbox_list_get(&list, client, NULL, 1000, SAAS_LIST_ACTIVE) == SAAS_OK) {
-		for (size_t j = 0; j < list->count; j++)
-			saas_sandbox_destroy(NULL, client, list->items[j]->id, 0);
-		saas_sandbox_list_free(list);
-	}
-}
-
 static int group_teardown(void **state)
 {
 	(void)state;
-	destroy_all();
+	vmtest_destroy_all(client);
 	saas_sandbox_free(first);
 	saas_client_free(client);
 	saas_engine_free(engine);
@@ -91,25 +80,12 @@ static int group_teardown(void **state)
 /* cmd's stdout (first line) and exit code. */
 static char *run_in(const char *id, const char *cmd, int *code)
 {
-	saas_execution *x = NULL;
-	char *out;
-
-	check(saas_exec(&x, client, id, cmd, NULL, 0), cmd);
-	*code = x->exit_code;
-	out = strdup(x->stdout_data ? x->stdout_data : "");
-	saas_execution_free(x);
-	assert_non_null(out);
-	out[strcspn(out, "\n")] = '\0';
-	return out;
+	return vmtest_exec_line(client, id, cmd, code);
 }
 
 static char *run_ok(const char *id, const char *cmd)
 {
-	int code = -1;
-	char *out = run_in(id, cmd, &code);
-
-	assert_int_equal(code, 0);
-	return out;
+	return vmtest_exec_line(client, id, cmd, NULL);
 }
 
 static double ms_between(const struct timespec *a, const struct timespec *b)
@@ -403,7 +379,7 @@ static void test_clones_over_ssh(void **state)
 	double ms;
 
 	(void)state;
-	destroy_all();
+	vmtest_destroy_all(client);
 	saas_client_free(client);
 	client = NULL;
 	saas_engine_free(engine);

@@ -176,24 +176,12 @@ static void test_npm_install(void **state)
 /* One HTTP/1.0 GET through the engine's tunnel to a sandbox port: the whole answer, malloc()ed. */
 static char *http_get(unsigned int port, const char *path)
 {
-	char req[256], *buf = calloc(1, 65536);
-	size_t got = 0;
+	char *buf = calloc(1, 65536);
 	int fd = -1;
 
 	assert_non_null(buf);
 	check(saas_port_connect(&fd, client, sb->id, port), "port connect");
-	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
-	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t n;
-		if (poll(&p, 1, 60000) <= 0)
-			break;
-		n = recv(fd, buf + got, 65535 - got, 0);
-		if (n <= 0 || (got += (size_t)n) >= 65535)
-			break;
-	}
-	close(fd);
+	vmtest_http_get(fd, path, buf, 65536);
 	return buf;
 }
 

@@ -236,41 +236,14 @@ static int64_t clock_fn(void *ud)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-struct out {
-	char text[65536];
-	size_t len;
-};
-
-static int collect(void *ud, int stream, const void *data, size_t len)
-{
-	struct out *o = ud;
-
-	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
-		memcpy(o->text + o->len, data, len);
-		o->len += len;
-		o->text[o->len] = '\0';
-	}
-	return 0;
-}
-
-/* Run cmd in the guest; its stdout. */
+/* Run cmd in the guest; its stdout (a static buffer). */
 static char *run(const char *cmd)
 {
-	static struct out o;
-	static const int cancel = 0;
-	saas_driver_exec req;
+	static char out[65536];
 	int code = -1;
 
-	memset(&req, 0, sizeof(req));
-	memset(&o, 0, sizeof(o));
-	req.command = cmd;
-	req.cwd = "/";
-	req.timeout_ms = 120000;
-	req.output = collect;
-	req.output_userdata = &o;
-	req.cancel = &cancel;
-	check(drv->exec(ctx, VM, &req, &code), cmd);
-	return o.text;
+	check(vmtest_driver_exec(drv, ctx, VM, cmd, 120000, &code, out, sizeof(out)), cmd);
+	return out;
 }
 
 /* The address the guest's lookup of name gave ("" when none). */

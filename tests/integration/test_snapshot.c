@@ -61,84 +61,28 @@ static saas_vm_spec shape;
 static const char *made[3];      /* VMs to destroy at teardown */
 static int depth0;               /* files in a new VM's disk chain (with_disk) */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t clock_fn(void *ud)
-{
-	(void)ud;
-	return now_ms();
-}
-
 /* ---- the guest ------------------------------------------------------------------------------- */
-
-struct out {
-	char text[8192];
-	size_t len;
-};
-
-static int collect(void *ud, int stream, const void *data, size_t len)
-{
-	struct out *o = ud;
-
-	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
-		memcpy(o->text + o->len, data, len);
-		o->len += len;
-		o->text[o->len] = '\0';
-	}
-	return 0;
-}
 
 /* Run cmd in VM vm; its stdout, with trailing newlines cut (a static buffer: copy what is kept). */
 static char *run(const char *vm, const char *cmd)
 {
-	static struct out o;
-	static const int cancel = 0;
-	saas_driver_exec req;
+	static char out[8192];
 	int code = -1;
 
-	memset(&req, 0, sizeof(req));
-	memset(&o, 0, sizeof(o));
-	req.command = cmd;
-	req.cwd = "/";
-	req.timeout_ms = 120000;
-	req.output = collect;
-	req.output_userdata = &o;
-	req.cancel = &cancel;
-	check(drv->exec(ctx, vm, &req, &code), cmd);
+	check(vmtest_driver_exec(drv, ctx, vm, cmd, 120000, &code, out, sizeof(out)), cmd);
 	assert_int_equal(code, 0);
-	while (o.len && o.text[o.len - 1] == '\n')
-		o.text[--o.len] = '\0';
-	return o.text;
+	return vmtest_chomp(out);
 }
 
 /* The web server's answer for /mark over a connection to the VM's port (its body's first line). */
 static char *web_get(const char *vm)
 {
 	static char buf[4096];
-	const char *req = "GET /mark HTTP/1.0\r\nHost: localhost\r\n\r\n";
-	size_t got = 0;
 	char *body;
 	int fd = -1;
 
 	check(drv->port_connect(ctx, vm, WEB_PORT, &fd), "port_connect");
-	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t n;
-		if (poll(&p, 1, 60000) <= 0)
-			break;
-		n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
-		if (n <= 0 || (got += (size_t)n) >= sizeof(buf) - 1)
-			break;
-	}
-	close(fd);
-	buf[got] = '\0';
+	vmtest_http_get(fd, "/mark", buf, sizeof(buf));
 	body = strstr(buf, "\r\n\r\n");
 	assert_non_null(body);
 	body += 4;
@@ -312,7 +256,7 @@ static int group_setup(void **state)
 	env.config = config;
 	env.log = vmtest_log;
 	env.log_userdata = driver_name;
-	env.clock = clock_fn;
+	env.clock = vmtest_clock;
 	if (drv->open(&ctx, &env) != SAAS_OK) {
 		fprintf(stderr, "opening the libvirt driver: %s\n", saas_error_last()->message);
 		ctx = NULL;
@@ -393,9 +337,9 @@ static void test_fork(void **state)
 	/* Read before the fork, so that the kernel has one to carry into the children. */
 	snprintf(boot[0], sizeof(boot[0]), "%s", run(PARENT, "cat /proc/sys/kernel/random/boot_id"));
 
-	t0 = now_ms();
+	t0 = vmtest_now_ms();
 	check(drv->vm_snapshot(ctx, PARENT, "t-fork", 1, &bytes), "vm_snapshot keep=1");
-	fork_ms = now_ms() - t0;
+	fork_ms = vmtest_now_ms() - t0;
 	assert_true(bytes > 0);
 	assert_true(listed("t-fork"));
 	/* The parent paused only for the snapshot: it runs on, with all it had. */
@@ -407,9 +351,9 @@ static void test_fork(void **state)
 	assert_int_equal(drv->vm_snapshot(ctx, "sbx-snap-none", "t-none", 1, NULL), SAAS_ENOTFOUND);
 
 	for (int i = 0; i < 2; i++) {
-		t0 = now_ms();
+		t0 = vmtest_now_ms();
 		restore(vms[i + 1], "t-fork", (size_t)i + 1);
-		restore_ms[i] = now_ms() - t0;
+		restore_ms[i] = vmtest_now_ms() - t0;
 	}
 	for (int i = 0; i < 3; i++) {
 		assert_survived(vms[i]);
@@ -540,16 +484,16 @@ static void test_pause_resume(void **state)
 	int64_t bytes = 0, t0, pause_ms, resume_ms;
 
 	(void)state;
-	t0 = now_ms();
+	t0 = vmtest_now_ms();
 	check(drv->vm_snapshot(ctx, PARENT, "t-pause", 0, &bytes), "vm_snapshot keep=0");
-	pause_ms = now_ms() - t0;
+	pause_ms = vmtest_now_ms() - t0;
 	made[0] = NULL;
 	assert_int_equal(vm_state(PARENT), SAAS_VM_ABSENT);
 	assert_int_equal(qemu_pid(PARENT), 0);
 	assert_true(listed("t-pause"));
-	t0 = now_ms();
+	t0 = vmtest_now_ms();
 	restore(PARENT, "t-pause", 0);
-	resume_ms = now_ms() - t0;
+	resume_ms = vmtest_now_ms() - t0;
 	assert_survived(PARENT);
 	assert_string_equal(run(PARENT, "cat /workspace/after"), "parent");
 	assert_string_equal(run(PARENT, "hostname"), PARENT);

@@ -107,14 +107,8 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-	saas_sandbox_list *list = NULL;
-
 	(void)state;
-	if (client && saas_sandbox_list_get(&list, client, NULL, 1000, SAAS_LIST_ACTIVE) == SAAS_OK) {
-		for (size_t j = 0; j < list->count; j++)
-			saas_sandbox_destroy(NULL, client, list->items[j]->id, 0);
-		saas_sandbox_list_free(list);
-	}
+	vmtest_destroy_all(client);
 	saas_sandbox_free(first);
 	saas_client_free(client);
 	saas_engine_free(engine);
@@ -125,16 +119,7 @@ static int group_teardown(void **state)
 
 static char *run_in(const char *id, const char *cmd)
 {
-	saas_execution *x = NULL;
-	char *out;
-
-	check(saas_exec(&x, client, id, cmd, NULL, 0), cmd);
-	assert_int_equal(x->exit_code, 0);
-	out = strdup(x->stdout_data ? x->stdout_data : "");
-	saas_execution_free(x);
-	assert_non_null(out);
-	out[strcspn(out, "\n")] = '\0';
-	return out;
+	return vmtest_exec_line(client, id, cmd, NULL);
 }
 
 /* The fd of pid's QEMU that holds the template's memory (its memfd), or -1. */

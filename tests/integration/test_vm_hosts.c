@@ -70,20 +70,6 @@ static void *made_ctx[7];
 static saas_vm_spec shape;
 static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t clock_fn(void *ud)
-{
-	(void)ud;
-	return now_ms();
-}
-
 static void watchdog(int sig)
 {
 	static const char msg[] = "a call on a dead VM host did not fail within the watchdog's time: it hangs\n";
@@ -106,7 +92,7 @@ static struct {
 static int test_lease(void *ud, const char *name, int64_t ttl_ms, int take)
 {
 	const char *who = ud;
-	int64_t now = now_ms();
+	int64_t now = vmtest_now_ms();
 	int rc = 1;
 
 	pthread_mutex_lock(&leases.mu);
@@ -140,45 +126,16 @@ static void count_log(void *ud, int level, const char *msg)
 
 /* ---- the guest ------------------------------------------------------------------------------- */
 
-struct out {
-	char text[4096];
-	size_t len;
-};
-
-static int collect(void *ud, int stream, const void *data, size_t len)
-{
-	struct out *o = ud;
-
-	if (stream == SAAS_STREAM_STDOUT && o->len + len < sizeof(o->text)) {
-		memcpy(o->text + o->len, data, len);
-		o->len += len;
-		o->text[o->len] = '\0';
-	}
-	return 0;
-}
-
 /* Run cmd in vm through ctx: the status; its stdout (trailing newlines cut) in a static buffer. */
 static int run_rc(void *ctx, const char *vm, const char *cmd, char **stdout_text)
 {
-	static struct out o;
-	static const int cancel = 0;
-	saas_driver_exec req;
+	static char out[4096];
 	int code = -1, rc;
 
-	memset(&req, 0, sizeof(req));
-	memset(&o, 0, sizeof(o));
-	req.command = cmd;
-	req.cwd = "/";
-	req.timeout_ms = 60000;
-	req.output = collect;
-	req.output_userdata = &o;
-	req.cancel = &cancel;
-	rc = drv->exec(ctx, vm, &req, &code);
+	rc = vmtest_driver_exec(drv, ctx, vm, cmd, 60000, &code, out, sizeof(out));
 	if (rc == SAAS_OK && code != 0)
 		fail_msg("%s exited %d", cmd, code);
-	while (o.len && o.text[o.len - 1] == '\n')
-		o.text[--o.len] = '\0';
-	*stdout_text = o.text;
+	*stdout_text = vmtest_chomp(out);
 	return rc;
 }
 
@@ -204,6 +161,11 @@ static long read_src(void *ud, void *buf, size_t size)
 	s->off += n;
 	return (long)n;
 }
+
+struct out {
+	char text[4096];
+	size_t len;
+};
 
 static int write_out(void *ud, const void *data, size_t size)
 {
@@ -289,7 +251,7 @@ static void *open_ctx(const char *name, int host, const char *images, const char
 	env.config = configs[i];
 	env.log = templates ? count_log : vmtest_log;
 	env.log_userdata = (void *)who[i];
-	env.clock = clock_fn;
+	env.clock = vmtest_clock;
 	if (templates) {
 		env.lease = test_lease;
 		env.lease_userdata = (void *)who[i];
@@ -455,15 +417,15 @@ static void test_dead_host(void **state)
 	assert_int_equal(harness("kill", 1), 0);
 	signal(SIGALRM, watchdog);
 	alarm(WATCHDOG_S);
-	t0 = now_ms();
+	t0 = vmtest_now_ms();
 	rc = drv->host_info(ctx_a, &h);
-	printf("host_info on the dead host: %s after %lld ms (%s)\n", saas_strerror(rc), (long long)(now_ms() - t0),
+	printf("host_info on the dead host: %s after %lld ms (%s)\n", saas_strerror(rc), (long long)(vmtest_now_ms() - t0),
 	       saas_error_last()->message);
 	assert_int_equal(rc, SAAS_EBACKEND);
 	alarm(WATCHDOG_S);
-	t0 = now_ms();
+	t0 = vmtest_now_ms();
 	rc = run_rc(ctx_b, VM1, "true", &text);
-	printf("exec on the dead host: %s after %lld ms (%s)\n", saas_strerror(rc), (long long)(now_ms() - t0),
+	printf("exec on the dead host: %s after %lld ms (%s)\n", saas_strerror(rc), (long long)(vmtest_now_ms() - t0),
 	       saas_error_last()->message);
 	assert_true(rc < 0);
 	alarm(WATCHDOG_S);

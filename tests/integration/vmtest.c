@@ -1,6 +1,7 @@
 /* What the real-VM test programs share: see vmtest.h. */
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -149,6 +152,34 @@ void vmtest_tenant(saas_engine *engine, const char *name, char **key, saas_clien
 	check(saas_client_open_local(client, engine, *key, 0), "client");
 }
 
+char *vmtest_exec_line(saas_client *c, const char *id, const char *cmd, int *code)
+{
+	saas_execution *x = NULL;
+	char *out;
+
+	check(saas_exec(&x, c, id, cmd, NULL, 0), cmd);
+	if (code)
+		*code = x->exit_code;
+	else
+		assert_int_equal(x->exit_code, 0);
+	out = strdup(x->stdout_data ? x->stdout_data : "");
+	saas_execution_free(x);
+	assert_non_null(out);
+	out[strcspn(out, "\n")] = '\0';
+	return out;
+}
+
+void vmtest_destroy_all(saas_client *c)
+{
+	saas_sandbox_list *list = NULL;
+
+	if (c && saas_sandbox_list_get(&list, c, NULL, 1000, SAAS_LIST_ACTIVE) == SAAS_OK) {
+		for (size_t i = 0; i < list->count; i++)
+			saas_sandbox_destroy(NULL, c, list->items[i]->id, 0);
+		saas_sandbox_list_free(list);
+	}
+}
+
 void check(int rc, const char *what)
 {
 	if (rc != SAAS_OK)
@@ -219,4 +250,83 @@ unsigned long long proc_status(pid_t pid, const char *field, int base)
 	fclose(f);
 	assert_true(v != ~0ULL);
 	return v;
+}
+
+struct vmtest_out {
+	char *text;
+	size_t size, len;
+};
+
+static int collect(void *ud, int stream, const void *data, size_t len)
+{
+	struct vmtest_out *o = ud;
+
+	if (stream == SAAS_STREAM_STDOUT && o->len + len < o->size) {
+		memcpy(o->text + o->len, data, len);
+		o->len += len;
+		o->text[o->len] = '\0';
+	}
+	return 0;
+}
+
+int vmtest_driver_exec(const saas_driver *drv, void *ctx, const char *vm, const char *cmd, int64_t timeout_ms,
+                       int *code, char *out, size_t size)
+{
+	static const int cancel = 0;
+	struct vmtest_out o = { out, size, 0 };
+	saas_driver_exec req;
+
+	memset(&req, 0, sizeof(req));
+	memset(out, 0, size);
+	req.command = cmd;
+	req.cwd = "/";
+	req.timeout_ms = timeout_ms;
+	req.output = collect;
+	req.output_userdata = &o;
+	req.cancel = &cancel;
+	return drv->exec(ctx, vm, &req, code);
+}
+
+char *vmtest_chomp(char *s)
+{
+	size_t n = strlen(s);
+
+	while (n && s[n - 1] == '\n')
+		s[--n] = '\0';
+	return s;
+}
+
+size_t vmtest_http_get(int fd, const char *path, char *buf, size_t size)
+{
+	char req[256];
+	size_t got = 0;
+
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+		if (poll(&p, 1, 60000) <= 0)
+			break;
+		n = recv(fd, buf + got, size - 1 - got, 0);
+		if (n <= 0 || (got += (size_t)n) >= size - 1)
+			break;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return got;
+}
+
+int64_t vmtest_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t vmtest_clock(void *ud)
+{
+	(void)ud;
+	return vmtest_now_ms();
 }

@@ -1,7 +1,9 @@
 /*
  * What the real-VM test programs (tests/integration/test_*.c) share: their
  * environment, the engine's log kept for checks, failing on a status, a shell,
- * and finding a sandbox's QEMU on the host. cmocka's fail_msg() and asserts
+ * a command in a sandbox or in a guest through a driver's table, a GET to a
+ * guest's web server, a monotonic clock, and finding a sandbox's QEMU on the
+ * host. cmocka's fail_msg() and asserts
  * end the test on any failure here, as they would in the test itself.
  *
  * Include after <cmocka.h> (which needs <setjmp.h>, <stdarg.h>, <stddef.h>).
@@ -13,6 +15,7 @@
 #include <sys/types.h>
 
 #include "saas.h"
+#include "saas/sys/driver.h"
 
 /*
  * SAAS_TEST_IMAGES (the built images) and SAAS_TEST_STATE (this test's state
@@ -54,8 +57,40 @@ saas_engine_options vmtest_engine_options(const char *state_dir, const char *dri
 /* A new account called name with a key (*key, for saas_free) and a local client on it (*client). */
 void vmtest_tenant(saas_engine *engine, const char *name, char **key, saas_client **client);
 
+/*
+ * Runs cmd in sandbox id through c: the first line of its stdout (malloc()ed),
+ * its exit status in *code; with code NULL, the test fails unless it is 0.
+ */
+char *vmtest_exec_line(saas_client *c, const char *id, const char *cmd, int *code);
+
+/* Destroys every sandbox c's account has active (a teardown's last word: errors are not checked). */
+void vmtest_destroy_all(saas_client *c);
+
 /* Fails the test unless rc is SAAS_OK, with what was being done and the library's message. */
 void check(int rc, const char *what);
+
+/*
+ * Runs cmd in VM vm through a driver's own table (ctx its context), in / and
+ * within timeout_ms: the driver's code, the command's exit status in *code.
+ * Its stdout goes to out, NUL-terminated: a piece that would not fit in size
+ * is dropped, and so is all that comes after it.
+ */
+int vmtest_driver_exec(const saas_driver *drv, void *ctx, const char *vm, const char *cmd, int64_t timeout_ms,
+                       int *code, char *out, size_t size);
+
+/*
+ * Sends an HTTP/1.0 GET of path on fd (a connection to a guest's port) and
+ * reads the answer into buf, NUL-terminated, until it ends, a minute passes
+ * with nothing, or size - 1 bytes came; closes fd. How many bytes came.
+ */
+size_t vmtest_http_get(int fd, const char *path, char *buf, size_t size);
+
+/* Milliseconds on the monotonic clock; vmtest_clock is the same as a driver's or engine's clock. */
+int64_t vmtest_now_ms(void);
+int64_t vmtest_clock(void *ud);
+
+/* Cuts the newlines at the end of s; s. */
+char *vmtest_chomp(char *s);
 
 /* Runs a shell command made from fmt: its exit status, or -1 when it did not exit. */
 int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

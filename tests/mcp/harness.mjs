@@ -9,6 +9,7 @@
 // tiny --templates off. Otherwise it is aas-server-fake (the server's code with the fake VM
 // driver).
 import assert from 'node:assert/strict';
+import Ajv from 'ajv';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +22,24 @@ const VM_CLEANUP = process.env.AAS_VM_CLEANUP ||
   join(dirname(fileURLToPath(import.meta.url)), '..', 'integration', 'vm-cleanup');
 
 export const textOf = r => r.content.filter(c => c.type === 'text').map(c => c.text).join('\n');
+
+// A caller of client's tools (tools as tools/list gave them) that checks every result: not isError, its
+// structuredContent valid against the tool's outputSchema (compiled by Ajv with ajvOptions), and its text
+// the same JSON. call(name, args) gives the structuredContent; seen holds the names called.
+export function checkedCaller(client, tools, ajvOptions) {
+  const ajv = new Ajv(ajvOptions);
+  const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
+  const seen = new Set();
+  const call = async (name, args) => {
+    const r = await client.callTool({ name, arguments: args });
+    assert.ok(!r.isError, `${name}: ${textOf(r)}`);
+    assert.ok(validators[name](r.structuredContent), `${name}: ${JSON.stringify(validators[name].errors)}`);
+    assert.deepEqual(JSON.parse(textOf(r)), r.structuredContent, `${name}: text is the same JSON`);
+    seen.add(name);
+    return r.structuredContent;
+  };
+  return { call, seen };
+}
 export const sleep = ms => new Promise(r => setTimeout(r, ms));
 
 // An aas-server for the run: `bin` is aas-server or aas-server-fake; `env` is

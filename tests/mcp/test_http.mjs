@@ -17,7 +17,7 @@ import http from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Ajv from 'ajv';
-import { IMAGES, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
+import { IMAGES, checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
          progressRecorder, checkProgress } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
@@ -135,17 +135,7 @@ test('initialize, 17 tools, annotations and schemas', async () => {
 test('a whole agent session; every structuredContent validates against its outputSchema', async () => {
   const { client } = await authed();
   const { tools } = await client.listTools(); // primes the SDK's outputSchema validators
-  const ajv = new Ajv({ strict: true, allowUnionTypes: false });
-  const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
-  const seen = new Set();
-  const call = async (name, args) => {
-    const r = await client.callTool({ name, arguments: args });
-    assert.ok(!r.isError, `${name}: ${textOf(r)}`);
-    assert.ok(validators[name](r.structuredContent), `${name}: ${JSON.stringify(validators[name].errors)}`);
-    assert.deepEqual(JSON.parse(textOf(r)), r.structuredContent, `${name}: text is the same JSON`);
-    seen.add(name);
-    return r.structuredContent;
-  };
+  const { call, seen } = checkedCaller(client, tools, { strict: true, allowUnionTypes: false });
 
   const sb = await call('create_sandbox', { size: 'small', timeout_seconds: 600 });
   assert.match(sb.id, /^sbx-/);

@@ -15,8 +15,7 @@ import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import Ajv from 'ajv';
-import { IMAGES, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep, destroyAll,
+import { IMAGES, checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep, destroyAll,
          progressRecorder, checkProgress } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
@@ -78,17 +77,7 @@ test('initialize, 13 tools (no get_service_info), a whole agent session with val
   assert.deepEqual(tools.map(t => t.name).sort(), ['create_sandbox', 'destroy_sandbox', 'expose_port',
     'extend_sandbox', 'fork_sandbox', 'get_sandbox', 'get_usage', 'list_files', 'list_sandboxes', 'pause_sandbox',
     'read_file', 'resume_sandbox', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
-  const ajv = new Ajv({ strict: false });
-  const validators = Object.fromEntries(tools.map(t => [t.name, ajv.compile(t.outputSchema)]));
-  const seen = new Set();
-  const call = async (name, args) => {
-    const r = await client.callTool({ name, arguments: args });
-    assert.ok(!r.isError, `${name}: ${textOf(r)}`);
-    assert.ok(validators[name](r.structuredContent), `${name}: ${JSON.stringify(validators[name].errors)}`);
-    assert.deepEqual(JSON.parse(textOf(r)), r.structuredContent, `${name}: text is the same JSON`);
-    seen.add(name);
-    return r.structuredContent;
-  };
+  const { call, seen } = checkedCaller(client, tools, { strict: false });
 
   const sb = await call('create_sandbox', { size: 'small', timeout_seconds: 600 });
   assert.match(sb.id, /^sbx-/);

@@ -22,37 +22,10 @@
 #include "core/core.h"
 #include "fake/fake_driver.h"
 #include "store/store.h"
+#include "fixture.h"
 #include "testutil.h"
 
 #define TTL_MS 1000
-
-static int64_t fake_now;
-
-static int64_t test_clock(void *ud)
-{
-	(void)ud;
-	return __atomic_load_n(&fake_now, __ATOMIC_SEQ_CST);
-}
-
-static void advance(int64_t ms)
-{
-	__atomic_add_fetch(&fake_now, ms, __ATOMIC_SEQ_CST);
-}
-
-/* SQLite under another name: a store the engines take for shared. */
-static saas_store shared_sqlite;
-static char *sqlite_url;
-
-static int shared_open(void **ctx, const saas_store_env *env)
-{
-	const saas_store *sqlite = NULL;
-	saas_store_env inner = *env;
-
-	if (saas__store_for_url(&sqlite, "sqlite:x") != SAAS_OK)
-		return SAAS_EINVAL;
-	inner.url = sqlite_url;
-	return sqlite->open(ctx, &inner);
-}
 
 struct fixture {
 	char *dir_a, *dir_b, *url;
@@ -82,22 +55,12 @@ static int setup_pool(void **state, const char *pool_a)
 
 	assert_non_null(f);
 	saas_fake_reset();
-	fake_now = 1700000000000LL;
+	saas_test_clock_set(SAAS_TEST_T0_MS);
 	f->opts = defaults;
 	assert_int_equal(saas_test_engine_options(&f->opts, &saas_fake_driver, &f->dir_a, &f->url), 0);
 	assert_non_null(f->dir_b = saas_test_tmpdir());
-	if (!saas_test_store_is_postgres()) {
-		const saas_store *sqlite = NULL;
-		assert_int_equal(saas__store_for_url(&sqlite, "sqlite:x"), SAAS_OK);
-		shared_sqlite = *sqlite;
-		shared_sqlite.name = "shared-sqlite";
-		shared_sqlite.open = shared_open;
-		free(sqlite_url);
-		assert_true(asprintf(&sqlite_url, "sqlite:%s/shared.db", f->dir_a) > 0);
-		f->opts.store_url = NULL;
-		f->opts.store = &shared_sqlite;
-	}
-	f->opts.clock = test_clock;
+	saas_test_shared_store(&f->opts);
+	f->opts.clock = saas_test_clock;
 	f->opts.flags = SAAS_ENGINE_NO_REAPER;
 	f->opts.lease_ttl_ms = TTL_MS;
 	f->opts.min_free_mb = 1;
@@ -134,6 +97,7 @@ static int teardown(void **state)
 	saas_test_rmdir(f->dir_b);
 	saas_test_rmdir(f->dir_a);
 	free(f);
+	saas_test_shared_store_free();
 	saas_fake_reset();
 	return 0;
 }
@@ -188,7 +152,7 @@ static void during_create(void *ud, const saas_vm_spec *spec)
 
 	saas_fake_on_create(NULL, NULL);
 	snprintf(m->id, sizeof(m->id), "%s", spec->name);
-	advance(m->advance_ms);
+	saas_test_advance(m->advance_ms);
 	assert_int_equal(saas_engine_sweep(NULL, m->f->b), SAAS_OK);
 	assert_int_equal(m->f->b->store->sandbox_get(m->f->b->store_ctx, spec->name, &row), SAAS_OK);
 	m->status_after = row.status;
@@ -265,7 +229,7 @@ static void test_dead_pool_destroyed(void **state)
 	assert_int_equal(saas__orphan_sweep(f->b), SAAS_OK);
 	assert_true(saas_fake_vm_exists(pooled));
 	/* a dies: its leases run out; b takes the reaper over and looks for orphans at once. */
-	advance(TTL_MS + 1);
+	saas_test_advance(TTL_MS + 1);
 	assert_int_equal(saas_engine_sweep(NULL, f->b), SAAS_OK);
 	assert_false(saas_fake_vm_exists(pooled));
 }
@@ -287,7 +251,7 @@ static void test_reaper_taken_over(void **state)
 		sb[i] = NULL;
 		assert_int_equal(saas_sandbox_create(&sb[i], f->cb, &o, 0), SAAS_OK);
 	}
-	advance(61 * 1000);
+	saas_test_advance(61 * 1000);
 	/* a sweeps first and ends them; b, sweeping at the same moment, finds the pass a's. */
 	assert_int_equal(saas_engine_sweep(&ended, f->a), SAAS_OK);
 	assert_int_equal(ended, 3);
@@ -305,7 +269,7 @@ static void test_reaper_taken_over(void **state)
 	}
 	assert_int_equal(charged(f), sum);
 	/* a dies: b takes the reaper's lease over, and nothing is charged again. */
-	advance(TTL_MS + 1);
+	saas_test_advance(TTL_MS + 1);
 	assert_int_equal(saas_engine_sweep(&ended, f->b), SAAS_OK);
 	assert_int_equal(ended, 0);
 	assert_int_equal(lease_of(f->b, "reaper", holder), SAAS_OK);
@@ -337,7 +301,7 @@ static void test_dead_execution_failed(void **state)
 	/* a lives (it sweeps, which renews): b's checks leave it running. */
 	assert_int_equal(saas_engine_sweep(NULL, f->a), SAAS_OK);
 	for (int i = 0; i < 12; i++) {
-		advance(TTL_MS / 4);
+		saas_test_advance(TTL_MS / 4);
 		assert_int_equal(saas_engine_sweep(NULL, f->a), SAAS_OK);
 		assert_int_equal(saas_engine_sweep(NULL, f->b), SAAS_OK);
 	}
@@ -345,7 +309,7 @@ static void test_dead_execution_failed(void **state)
 	assert_int_equal(x->status, SAAS_EXEC_RUNNING);
 	saas_execution_free(x);
 	/* a dies: within the ttl and ten sweeps, b marks it failed. */
-	advance(TTL_MS + 1);
+	saas_test_advance(TTL_MS + 1);
 	for (int i = 0; i < 11; i++)
 		assert_int_equal(saas_engine_sweep(NULL, f->b), SAAS_OK);
 	{
@@ -373,10 +337,10 @@ static void test_mcp_sessions(void **state)
 	saas_free(version);
 	/* The store knows it by its SHA-256 only. */
 	saas__sha256_hex(hash, id, strlen(id));
-	assert_int_equal(f->b->store->mcp_session_touch(f->b->store_ctx, hash, fake_now, 0, v), SAAS_OK);
-	assert_int_equal(f->b->store->mcp_session_touch(f->b->store_ctx, id, fake_now, 0, v), SAAS_ENOTFOUND);
+	assert_int_equal(f->b->store->mcp_session_touch(f->b->store_ctx, hash, saas_test_now(), 0, v), SAAS_OK);
+	assert_int_equal(f->b->store->mcp_session_touch(f->b->store_ctx, id, saas_test_now(), 0, v), SAAS_ENOTFOUND);
 	/* Idle past the bound: gone; pruned by either engine. */
-	advance(60001);
+	saas_test_advance(60001);
 	assert_int_equal(saas_mcp_session_use(&version, f->a, id, 60000), SAAS_ENOTFOUND);
 	assert_int_equal(saas_mcp_session_prune(f->b, 60000), SAAS_OK);
 	saas_free(id);
@@ -407,7 +371,7 @@ static void test_driver_lease(void **state)
 	assert_int_equal(saas__driver_lease(f->b, "template:h:k", 1000, 1), 1);
 	assert_int_equal(saas__driver_lease(f->a, "template:h:k", 1000, 1), 0);
 	/* Not renewed past its ttl: the other takes it over. */
-	advance(1001);
+	saas_test_advance(1001);
 	assert_int_equal(saas__driver_lease(f->a, "template:h:k", 1000, 1), 1);
 	assert_int_equal(saas__driver_lease(f->b, "template:h:k", 1000, 1), 0);
 	/* Another name is another lease. */
@@ -432,12 +396,12 @@ static void test_mcp_session_cap(void **state)
 	assert_int_equal(saas_engine_open(&c, &o), SAAS_OK);
 	/* Made through the default engines (4096 kept), then one more through c (2 kept). */
 	assert_int_equal(saas_mcp_session_create(&ids[0], f->a, "2025-06-18", 0), SAAS_OK);
-	advance(1);
+	saas_test_advance(1);
 	assert_int_equal(saas_mcp_session_create(&ids[1], f->b, "2025-06-18", 0), SAAS_OK);
-	advance(1);
+	saas_test_advance(1);
 	assert_int_equal(saas_mcp_session_use(&version, f->a, ids[0], 60000), SAAS_OK);
 	saas_free(version);
-	advance(1);
+	saas_test_advance(1);
 	assert_int_equal(saas_mcp_session_create(&ids[2], c, "2025-03-26", 0), SAAS_OK);
 	/* ids[1] was the least recently used: ended; ids[0] (used since) and the new one stay. */
 	assert_int_equal(saas_mcp_session_use(&version, f->b, ids[1], 60000), SAAS_ENOTFOUND);
@@ -471,8 +435,5 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dead_execution_failed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mcp_sessions, setup, teardown),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-
-	free(sqlite_url);
-	return rc;
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,7 @@
 
 #include "core/core.h"
 #include "fake/fake_driver.h"
+#include "fixture.h"
 #include "testutil.h"
 #include "util/util.h"
 
@@ -42,14 +43,6 @@ static struct {
 	char state[512];
 	unsigned int accounts;
 } P;
-
-struct fixture {
-	char *dir;              /* local: the engine's state */
-	char *url;
-	saas_engine *engine;    /* local */
-	char *key_a, *key_b;
-	saas_client *a, *b;
-};
 
 static void stop_server(void)
 {
@@ -181,7 +174,7 @@ static int group_teardown(void **state)
 }
 
 /* A new account with `credit` micro-dollars; its key (malloc()ed). */
-static char *new_account(struct fixture *f, const char *name, int64_t credit)
+static char *new_account(struct saas_test_fixture *f, const char *name, int64_t credit)
 {
 	char buf[40], nm[64];
 
@@ -191,27 +184,24 @@ static char *new_account(struct fixture *f, const char *name, int64_t credit)
 	return saas_test_account_key(f->engine, nm, credit, NULL, 0);
 }
 
-static int open_client(saas_client **c, struct fixture *f, const char *key)
+static int open_client(saas_client **c, struct saas_test_fixture *f, const char *key)
 {
 	if (P.remote)
 		return saas_client_open_remote(c, P.base, key, NULL, 0);
 	return saas_client_open_local(c, f->engine, key, 0);
 }
 
+/* Local: the engine over the fake driver, its reaper running. Remote: only the two tenants' keys and clients. */
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	struct saas_test_fixture *f;
 
-	if (!f)
-		return -1;
-	if (!P.remote) {
-		saas_fake_reset();
-		if (saas_test_engine_options(&o, &saas_fake_driver, &f->dir, &f->url) < 0 ||
-		    saas_engine_open(&f->engine, &o) != SAAS_OK) {
-			fprintf(stderr, "engine open: %s\n", saas_error_last()->message);
+	if (P.remote) {
+		if (!(f = calloc(1, sizeof(*f))))
 			return -1;
-		}
+	} else {
+		f = saas_test_fixture_new(&saas_fake_driver, SAAS_TEST_REAPER);
+		saas_test_fixture_open_engine(f);
 	}
 	f->key_a = new_account(f, "alice", SAAS_CREDIT_DEFAULT);
 	f->key_b = new_account(f, "bob", SAAS_CREDIT_DEFAULT);
@@ -226,21 +216,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-
-	if (!f)
-		return 0;
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	saas_engine_free(f->engine);
-	saas_free(f->key_a);
-	saas_free(f->key_b);
-	free(f->url);
-	if (f->dir)
-		saas_test_rmdir(f->dir);
-	free(f);
-	if (!P.remote)
-		saas_fake_reset();
+	saas_test_fixture_free(*state);
 	return 0;
 }
 
@@ -277,7 +253,7 @@ static saas_execution *run(saas_client *c, const char *id, const char *cmd, cons
 
 static void test_open(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_client *c = (saas_client *)1;
 
 	EXPECT(open_client(&c, f, "aas_sk_nope"), SAAS_EAUTH);
@@ -292,7 +268,7 @@ static void test_open(void **state)
 /* What only a remote client has: its URL and options. */
 static void test_open_remote(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_remote_options o = SAAS_REMOTE_OPTIONS_INIT;
 	saas_client *c = (saas_client *)1;
 	char url[128];
@@ -337,7 +313,7 @@ static void test_open_remote(void **state)
 
 static void test_create_defaults(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = NULL, *got = NULL;
 	int64_t before = saas__now_ms();
 
@@ -377,7 +353,7 @@ static void test_create_defaults(void **state)
 
 static void test_create_bad_input(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = (saas_sandbox *)1;
 
@@ -405,7 +381,7 @@ static void test_create_bad_input(void **state)
 
 static void test_limits_and_credit(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_client *poor = NULL;
 	char *key;
@@ -428,7 +404,7 @@ static void test_limits_and_credit(void **state)
 
 static void test_tenancy(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *got = (saas_sandbox *)1;
 	saas_execution *x = NULL;
 	saas_file_list *fl = NULL;
@@ -465,7 +441,7 @@ static void test_tenancy(void **state)
 
 static void test_list(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *s[3];
 	saas_sandbox_list *l = NULL, *l2 = NULL;
 
@@ -521,7 +497,7 @@ static void test_list(void **state)
 /* A sandbox's history: every execution, running or ended, newest first, a page at a time. */
 static void test_execution_history(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_execution *x[3] = { NULL, NULL, NULL };
 	saas_execution_list *l = NULL, *page = NULL;
@@ -593,7 +569,7 @@ static void test_execution_history(void **state)
 
 static void test_exec(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 	static const char *const env[] = { "GREETING=hi there", "EMPTY=", NULL };
@@ -687,7 +663,7 @@ static void test_exec(void **state)
 
 static void test_exec_bad_input(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 	static const char *const bad_env[] = { "1BAD=x", NULL };
@@ -735,7 +711,7 @@ static void test_exec_bad_input(void **state)
 
 static void test_background(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_execution *x = NULL, *y = NULL;
 
@@ -819,7 +795,7 @@ static void seen_clear(struct seen *s)
 
 static void test_exec_stream(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 	struct seen s;
@@ -893,7 +869,7 @@ static void running_ids(saas_client *c, const char *sandbox_id, char *out, size_
 
 static void test_exec_live(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_execution *cat = NULL, *w = NULL, *x = NULL, *plain = NULL;
 	saas_exec_cursor cur = { 0, 0 };
@@ -1046,7 +1022,7 @@ static int write_sink(void *ud, const void *data, size_t size)
  * SAAS_EPERM (not an I/O failure), and a name or path the guest would refuse
  * is SAAS_EINVAL before the guest is asked.
  */
-static void check_guest_paths(struct fixture *f, const char *id)
+static void check_guest_paths(struct saas_test_fixture *f, const char *id)
 {
 	char name[SAAS_NAME_MAX + 2], path[SAAS_PATH_MAX + 1];
 	saas_file_list *fl = NULL;
@@ -1093,7 +1069,7 @@ static void check_guest_paths(struct fixture *f, const char *id)
 
 static void test_files(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_file_write_options wo = SAAS_FILE_WRITE_OPTIONS_INIT;
 	size_t n = 300000, len;
@@ -1200,7 +1176,7 @@ static void assert_preview_url(const char *url, const char *sandbox_id)
 
 static void test_ports(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
 	char *url = NULL, *again = NULL, *other = NULL;
 	int fd = 0;
@@ -1265,7 +1241,7 @@ static void test_ports(void **state)
 
 static void test_extend(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 600), *ext = NULL;
 
 	EXPECT(saas_sandbox_extend(&ext, f->a, sb->id, 300, 0), SAAS_OK);
@@ -1288,7 +1264,7 @@ static void test_extend(void **state)
 /* Fork, pause, resume: the same answers locally and over REST. A driver without snapshots: ENOTSUP alike. */
 static void test_fork_pause_resume(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 600), *p = NULL, *r = NULL, *got = NULL;
 	saas_sandbox_list *kids = NULL;
 	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
@@ -1344,7 +1320,7 @@ static void test_fork_pause_resume(void **state)
 
 static void test_destroy_idempotent(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *d1 = NULL, *d2 = NULL, *got = NULL;
 
 	EXPECT(saas_sandbox_destroy(&d1, f->a, sb->id, 0), SAAS_OK);
@@ -1369,7 +1345,7 @@ static void test_destroy_idempotent(void **state)
 
 static void test_account(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_account_info *ai = NULL;
 	static const struct { const char *name; unsigned int vcpus, mem, disk; int64_t price; } sizes[] = {
 		{ "small", 2, 4096, 40, 90000 },
@@ -1413,7 +1389,7 @@ static void test_account(void **state)
 
 static void test_usage(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, "medium", 0);
 	saas_usage *u = NULL;
 	int64_t t0 = saas__now_ms();
@@ -1452,7 +1428,7 @@ static void test_usage(void **state)
 /* Tenant limits: shown alike, and a refusal names its limit and a retry time on both providers. */
 static void test_limits_contract(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_execution *x[SAAS_MAX_EXECUTIONS_DEFAULT + 1] = { NULL };
 	saas_account_info *info = NULL;
@@ -1494,7 +1470,7 @@ static void test_limits_contract(void **state)
 /* Egress policies: the same rules refused with the same words, the same policy read back, locally and over REST. */
 static void test_network_policy(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *const allow[] = { "API.Example.com.", "203.0.113.7", "api.example.com", NULL };
 	const char *const deny[] = { "*.Ads.example.com", NULL };
 	const char *const bad[] = { "example.com", "10.1.2.3/8", NULL };

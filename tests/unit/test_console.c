@@ -47,19 +47,6 @@ static off_t file_size(const char *path)
 	return st.st_size;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *data;
-
-	assert_non_null(f);
-	*len = (size_t)file_size(path);
-	assert_non_null(data = malloc(*len + 1));
-	assert_int_equal(fread(data, 1, *len, f), *len);
-	fclose(f);
-	return data;
-}
-
 static int setup(void **state)
 {
 	(void)state;
@@ -94,7 +81,7 @@ static void test_trim_bound(void **state)
 	/* One byte over: only the last CONSOLE_LOG_KEEP bytes stay, in order. */
 	fd = write_log(CONSOLE_LOG_MAX + 1);
 	assert_int_equal(saas__console_trim(logpath, CONSOLE_LOG_MAX, CONSOLE_LOG_KEEP), 1);
-	data = slurp(logpath, &len);
+	assert_non_null(data = saas_test_slurp(logpath, &len));
 	assert_int_equal(len, CONSOLE_LOG_KEEP);
 	for (size_t i = 0; i < len; i++)
 		assert_int_equal(data[i], 'a' + (CONSOLE_LOG_MAX + 1 - CONSOLE_LOG_KEEP + i) % 26);
@@ -103,7 +90,7 @@ static void test_trim_bound(void **state)
 	/* The writer goes on appending after what was kept: no hole, no growth from the old end. */
 	assert_int_equal(write(fd, "END", 3), 3);
 	close(fd);
-	data = slurp(logpath, &len);
+	assert_non_null(data = saas_test_slurp(logpath, &len));
 	assert_int_equal(len, CONSOLE_LOG_KEEP + 3);
 	assert_memory_equal(data + CONSOLE_LOG_KEEP, "END", 3);
 	free(data);

@@ -1,6 +1,6 @@
 /*
  * The control port's protocol, both ends: the engine's request and its
- * reading of the guest's reply (lib/driver/libvirt/control.c), and the
+ * reading of the guest's reply (lib/transport/control.c), and the
  * guest's parser and line reader (images/guest/aas-control.c, built here
  * without its main): a request the engine writes is one the guest takes,
  * every bound holds at its edge, garbage is refused. Then the pieces around
@@ -24,8 +24,11 @@
 
 #include <cmocka.h>
 
-#include "driver/libvirt/control.h"
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/domain.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/snapshot.h"
+#include "transport/control.h"
 #include "transport/ssh.h"
 #include "saas/errors.h"
 #include "util/error.h"
@@ -34,14 +37,6 @@
 
 /* The guest's side: images/guest/aas-control.c, compiled into this test with AAS_CONTROL_NO_MAIN. */
 #include "aas-control.h"
-
-/* Both ends read one protocol. */
-_Static_assert(AAS_CONTROL_LINE_MAX == CONTROL_LINE_MAX, "the line bound differs between engine and guest");
-_Static_assert(AAS_CONTROL_NONCE_LEN == CONTROL_NONCE_LEN, "the nonce differs between engine and guest");
-
-_Static_assert(AAS_FILES_PATH_MAX == CONTROL_FILES_PATH_MAX, "the path bound differs between engine and guest");
-_Static_assert(AAS_FILES_FRAME_MAX == CONTROL_FILES_FRAME_MAX, "the frame bound differs between engine and guest");
-_Static_assert(AAS_FILES_FRAME_ABORT == CONTROL_FILES_FRAME_ABORT, "the abort frame differs between engine and guest");
 
 #define NONCE "0123456789abcdef"
 #define SEED64 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
@@ -61,7 +56,7 @@ static void test_request_round_trip(void **state)
 	int n;
 
 	(void)state;
-	n = saas__lv_control_request(line, sizeof(line), NONCE, "sbx-abcdefghij0123456789", &now, SEED64);
+	n = saas__ctl_request(line, sizeof(line), NONCE, "sbx-abcdefghij0123456789", &now, SEED64);
 	assert_true(n > 0 && (size_t)n == strlen(line));
 	assert_int_equal(line[n - 1], '\n');
 	assert_int_equal(aas_control_parse(line, (size_t)n - 1, &f, &why), 0);
@@ -83,7 +78,7 @@ static void test_request_round_trip(void **state)
 		char big[300];
 		memset(big, 'a', sizeof(big) - 1);
 		big[sizeof(big) - 1] = '\0';
-		assert_int_equal(saas__lv_control_request(line, sizeof(line), NONCE, big, &now, SEED64), SAAS_EINVAL);
+		assert_int_equal(saas__ctl_request(line, sizeof(line), NONCE, big, &now, SEED64), SAAS_EINVAL);
 	}
 }
 
@@ -256,7 +251,7 @@ static void test_lines(void **state)
 
 static int reply(const char *text)
 {
-	return saas__lv_control_reply(text, strlen(text), NONCE);
+	return saas__ctl_reply(text, strlen(text), NONCE);
 }
 
 /* The guest's reply, read as hostile bytes. */
@@ -290,11 +285,11 @@ static void test_reply(void **state)
 	/* Long words are cut to CONTROL_SAID_MAX; a reply past CONTROL_REPLY_MAX is no reply. */
 	memset(big, 'w', sizeof(big));
 	big[CONTROL_REPLY_MAX - 1] = '\n';
-	assert_int_equal(saas__lv_control_reply(big, CONTROL_REPLY_MAX, NONCE), SAAS_EBACKEND);
+	assert_int_equal(saas__ctl_reply(big, CONTROL_REPLY_MAX, NONCE), SAAS_EBACKEND);
 	assert_true(strlen(saas_error_last()->message) < 60 + CONTROL_SAID_MAX);
 	big[CONTROL_REPLY_MAX - 1] = 'w';
 	big[CONTROL_REPLY_MAX] = '\n';
-	assert_int_equal(saas__lv_control_reply(big, CONTROL_REPLY_MAX + 1, NONCE), SAAS_EBACKEND);
+	assert_int_equal(saas__ctl_reply(big, CONTROL_REPLY_MAX + 1, NONCE), SAAS_EBACKEND);
 	assert_string_equal(saas_error_last()->message, "the guest's control port answered no line");
 }
 
@@ -309,11 +304,11 @@ static void test_fits(void **state)
 	memset(dir, 'd', sizeof(dir));
 	dir[0] = '/';
 	dir[room] = '\0';
-	assert_true(saas__lv_control_fits(dir));
+	assert_true(saas__ctl_fits(dir));
 	dir[room] = 'd';
 	dir[room + 1] = '\0';
-	assert_false(saas__lv_control_fits(dir));
-	assert_true(saas__lv_control_fits("/var/lib/aas/libvirt/vms/sbx-abcdefghij0123456789"));
+	assert_false(saas__ctl_fits(dir));
+	assert_true(saas__ctl_fits("/var/lib/aas/libvirt/vms/sbx-abcdefghij0123456789"));
 }
 
 /* The channel is in the domain exactly when asked for, the same in a template and its clone; the metadata says so. */
@@ -420,7 +415,7 @@ static void test_files_request(void **state)
 	assert_int_equal(files_parse(line, &q, &why), 0);
 	assert_int_equal(q.kind, AAS_REQ_PUT);
 	assert_int_equal(q.mode, 0755);
-	assert_int_equal(q.path_len, AAS_FILES_PATH_MAX);
+	assert_int_equal(q.path_len, CONTROL_FILES_PATH_MAX);
 	assert_int_equal(files_parse("put " NONCE " 7777 1", &q, &why), 0);
 	assert_int_equal(q.mode, 07777);
 	assert_int_equal(files_parse("put " NONCE " 0 1", &q, &why), 0);
@@ -467,7 +462,7 @@ static void test_files_request(void **state)
 
 static int freply(const char *text, struct files_reply *r)
 {
-	return saas__lv_files_reply(text, strlen(text), NONCE, r);
+	return saas__ctl_files_reply(text, strlen(text), NONCE, r);
 }
 
 /* The guest's lines during a transfer, read as hostile bytes. */
@@ -522,10 +517,10 @@ static void test_files_reply(void **state)
 	assert_int_equal(freply("", &r), SAAS_EBACKEND);
 	memset(big, 'w', sizeof(big));
 	big[CONTROL_REPLY_MAX] = '\n';
-	assert_int_equal(saas__lv_files_reply(big, CONTROL_REPLY_MAX + 1, NONCE, &r), SAAS_EBACKEND);
+	assert_int_equal(saas__ctl_files_reply(big, CONTROL_REPLY_MAX + 1, NONCE, &r), SAAS_EBACKEND);
 	memcpy(big, "error - ", 8);
 	big[CONTROL_REPLY_MAX - 1] = '\n';
-	assert_int_equal(saas__lv_files_reply(big, CONTROL_REPLY_MAX, NONCE, &r), SAAS_OK);
+	assert_int_equal(saas__ctl_files_reply(big, CONTROL_REPLY_MAX, NONCE, &r), SAAS_OK);
 	assert_int_equal(strlen(r.what), CONTROL_SAID_MAX);
 }
 
@@ -533,42 +528,42 @@ static void test_files_reply(void **state)
 static void test_files_error(void **state)
 {
 	(void)state;
-	assert_int_equal(saas__lv_files_error(ENOENT, "x", "reading", "/a"), SAAS_ENOTFOUND);
+	assert_int_equal(saas__ctl_files_error(ENOENT, "x", "reading", "/a"), SAAS_ENOTFOUND);
 	assert_string_equal(saas_error_last()->message, "reading /a: no such file or directory");
-	assert_int_equal(saas__lv_files_error(ENOTDIR, "x", "writing", "/a/b"), SAAS_ENOTFOUND);
-	assert_int_equal(saas__lv_files_error(EACCES, "x", "writing", "/root/a"), SAAS_EPERM);
+	assert_int_equal(saas__ctl_files_error(ENOTDIR, "x", "writing", "/a/b"), SAAS_ENOTFOUND);
+	assert_int_equal(saas__ctl_files_error(EACCES, "x", "writing", "/root/a"), SAAS_EPERM);
 	assert_string_equal(saas_error_last()->message, "writing /root/a: permission denied");
-	assert_int_equal(saas__lv_files_error(EPERM, "x", "writing", "/a"), SAAS_EPERM);
-	assert_int_equal(saas__lv_files_error(EROFS, "x", "writing", "/a"), SAAS_EPERM);
-	assert_int_equal(saas__lv_files_error(EISDIR, "x", "reading", "/tmp"), SAAS_EISDIR);
+	assert_int_equal(saas__ctl_files_error(EPERM, "x", "writing", "/a"), SAAS_EPERM);
+	assert_int_equal(saas__ctl_files_error(EROFS, "x", "writing", "/a"), SAAS_EPERM);
+	assert_int_equal(saas__ctl_files_error(EISDIR, "x", "reading", "/tmp"), SAAS_EISDIR);
 	assert_string_equal(saas_error_last()->message, "/tmp is a directory");
-	assert_int_equal(saas__lv_files_error(ENAMETOOLONG, "x", "writing", "/a"), SAAS_EINVAL);
-	assert_int_equal(saas__lv_files_error(ENOSPC, "x", "writing", "/a"), SAAS_EIO);
+	assert_int_equal(saas__ctl_files_error(ENAMETOOLONG, "x", "writing", "/a"), SAAS_EINVAL);
+	assert_int_equal(saas__ctl_files_error(ENOSPC, "x", "writing", "/a"), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "writing /a: no space left on the sandbox's disk");
-	assert_int_equal(saas__lv_files_error(EBADMSG, "the bytes' checksum does not match", "writing", "/a"), SAAS_EIO);
+	assert_int_equal(saas__ctl_files_error(EBADMSG, "the bytes' checksum does not match", "writing", "/a"), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message,
 	                    "writing /a failed in the guest: the bytes' checksum does not match");
-	assert_int_equal(saas__lv_files_error(0, "", "writing", "/a"), SAAS_EIO);
+	assert_int_equal(saas__ctl_files_error(0, "", "writing", "/a"), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "writing /a failed in the guest: no reason given");
-	assert_int_equal(saas__lv_files_error(-5, NULL, "writing", "/a"), SAAS_EIO);
+	assert_int_equal(saas__ctl_files_error(-5, NULL, "writing", "/a"), SAAS_EIO);
 }
 
 /* No socket where the VM's port would be: SFTP's turn, remembered, with nothing moved. */
 static void test_files_no_port(void **state)
 {
 	char dir[] = "/tmp/aas-test-control-XXXXXX";
-	struct saas__lv_ctl *ctl = NULL;
+	struct saas__ctl *ctl = NULL;
 	int serves = 0, calls = 0;
 	int64_t size = -1;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(saas__lv_files_read(&ctl, dir, &serves, "/etc/hostname", 0, NULL, &calls, &size, NULL), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_files_read(&ctl, dir, &serves, "/etc/hostname", 0, NULL, &calls, &size, NULL), SAAS_ENOTSUP);
 	assert_int_equal(serves, -1);
 	assert_null(ctl);
 	assert_true(size == -1);
-	assert_int_equal(saas__lv_files_write(&ctl, dir, &serves, "/tmp/x", 0644, NULL, &calls, NULL), SAAS_ENOTSUP);
-	assert_int_equal(saas__lv_files_read(&ctl, "/nonexistent", &serves, "relative", 0, NULL, NULL, NULL, NULL),
+	assert_int_equal(saas__ctl_files_write(&ctl, dir, &serves, "/tmp/x", 0644, NULL, &calls, NULL), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_files_read(&ctl, "/nonexistent", &serves, "relative", 0, NULL, NULL, NULL, NULL),
 	                 SAAS_EINVAL);
 	rmdir(dir);
 }
@@ -833,7 +828,7 @@ static void test_files_engine(void **state)
 {
 	struct fake_guest g = { .lfd = -1 };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct saas__lv_ctl *ctl = NULL;
+	struct saas__ctl *ctl = NULL;
 	struct sink k = { .len = 0 };
 	int serves = 0, calls = 0;
 	int64_t size = 0;
@@ -847,33 +842,33 @@ static void test_files_engine(void **state)
 	assert_int_equal(listen(g.lfd, 4), 0);
 	assert_int_equal(pthread_create(&g.tid, NULL, fake_main, &g), 0);
 
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/a", 0, sink_write, &k, &size, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/a", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_int_equal(serves, 1);
 	assert_true(size == 10);
 	assert_string_equal(k.buf, "abcdefghij");
-	assert_int_equal(saas__lv_files_write(&ctl, g.dir, &serves, "/w/put.bin", 0600, payload_read, &calls, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_write(&ctl, g.dir, &serves, "/w/put.bin", 0600, payload_read, &calls, NULL), SAAS_OK);
 	/* The lie: the connection is given up. */
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/x", 0, sink_write, &k, &size, NULL), SAAS_EBACKEND);
+	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/x", 0, sink_write, &k, &size, NULL), SAAS_EBACKEND);
 	assert_non_null(strstr(saas_error_last()->message, "a frame of 5 bytes with 3 of 3 left"));
 	assert_null(ctl);
 	/* Reconnected and resynchronised, through the rest of an old get and a fake answer. */
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/b", 0, sink_write, &k, &size, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/b", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_string_equal(k.buf, "second file");
 	assert_non_null(ctl);
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/c", 0, sink_write, &k, &size, NULL), SAAS_EIO);
+	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/c", 0, sink_write, &k, &size, NULL), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "reading /w/c: the bytes' checksum does not match the guest's");
 	assert_non_null(ctl); /* the stream is whole: the connection stays */
 	k.len = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/d", 0, sink_write, &k, &size, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/d", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_string_equal(k.buf, "fourth");
-	saas__lv_ctl_close(ctl);
+	saas__ctl_close(ctl);
 	ctl = NULL;
 	/* A helper that predates files: SFTP's turn, at once, and remembered. */
 	serves = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, g.dir, &serves, "/w/e", 0, sink_write, &k, &size, NULL), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/e", 0, sink_write, &k, &size, NULL), SAAS_ENOTSUP);
 	assert_int_equal(serves, -1);
 	assert_null(ctl);
 	assert_int_equal(pthread_join(g.tid, NULL), 0);
@@ -884,18 +879,6 @@ static void test_files_engine(void **state)
 }
 
 /* ---- commands over the port ---- */
-
-_Static_assert(AAS_EXEC_SCRIPT_MAX == CONTROL_EXEC_SCRIPT_MAX, "the script bound differs between engine and guest");
-_Static_assert(AAS_EXEC_FRAME_MAX == CONTROL_EXEC_FRAME_MAX, "the exec frame bound differs between engine and guest");
-_Static_assert(AAS_EXEC_WINDOW == CONTROL_EXEC_WINDOW, "the stdin window differs between engine and guest");
-_Static_assert((int)AAS_X_END == (int)CTL_X_END && (int)AAS_X_IN == (int)CTL_X_IN && (int)AAS_X_EOF == (int)CTL_X_EOF &&
-                       (int)AAS_X_SIGNAL == (int)CTL_X_SIGNAL && (int)AAS_X_KILL == (int)CTL_X_KILL,
-               "the engine's frame types differ between engine and guest");
-_Static_assert((int)AAS_X_OUT == (int)CTL_X_OUT && (int)AAS_X_ERR == (int)CTL_X_ERR && (int)AAS_X_TOOK == (int)CTL_X_TOOK &&
-                       (int)AAS_X_EXIT == (int)CTL_X_EXIT && (int)AAS_X_DONE == (int)CTL_X_DONE,
-               "the guest's frame types differ between engine and guest");
-/* A resynchronisation's zeros must end a script the guest is reading, whatever its length. */
-_Static_assert(AAS_EXEC_SCRIPT_MAX <= CONTROL_FILES_FRAME_MAX, "a script longer than the resync's zeros");
 
 /* The exec lines the engine writes (control_exec.c's), as the guest reads them, and their bounds. */
 static void test_exec_request(void **state)
@@ -914,7 +897,7 @@ static void test_exec_request(void **state)
 	assert_string_equal(q.nonce, NONCE);
 	snprintf(line, sizeof(line), "exec %s %d", NONCE, CONTROL_EXEC_SCRIPT_MAX);
 	assert_int_equal(files_parse(line, &q, &why), 0);
-	assert_int_equal(q.path_len, AAS_EXEC_SCRIPT_MAX);
+	assert_int_equal(q.path_len, CONTROL_EXEC_SCRIPT_MAX);
 	/* One past the bound, malformed, missing, trailing. */
 	snprintf(line, sizeof(line), "exec %s %d", NONCE, CONTROL_EXEC_SCRIPT_MAX + 1);
 	assert_int_equal(files_parse(line, &q, &why), -1);
@@ -1126,7 +1109,7 @@ static void test_exec_engine(void **state)
 	static const char *const env[] = { "A=it's", NULL };
 	struct fake_guest g = { .lfd = -1 };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct saas__lv_ctl *ctl = NULL;
+	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	struct xout o;
 	unsigned char *in;
@@ -1154,7 +1137,7 @@ static void test_exec_engine(void **state)
 	req.output = xout_output;
 	req.output_userdata = &o;
 	req.cancel = &cancel;
-	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_OK);
+	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_OK);
 	assert_int_equal(serves, 1);
 	assert_int_equal(execs, 1);
 	assert_int_equal(code, 3);
@@ -1168,7 +1151,7 @@ static void test_exec_engine(void **state)
 	req.timeout_ms = 300;
 	req.control = xout_control;
 	req.control_userdata = &o;
-	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
+	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
 	assert_int_equal(code, -1);
 	assert_non_null(strstr(saas_error_last()->message, "timeout of 300 ms"));
 	assert_non_null(ctl); /* the stream is whole: the connection stays */
@@ -1176,16 +1159,16 @@ static void test_exec_engine(void **state)
 
 	/* The lie. */
 	req.timeout_ms = 0;
-	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
 	assert_non_null(strstr(saas_error_last()->message, "an output frame out of bounds"));
 	assert_null(ctl);
 
 	/* Resynchronised; the guest could not start the shell. */
-	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message,
 	                    "the command could not start in the guest: starting the shell: Cannot allocate memory");
 	assert_non_null(ctl);
-	saas__lv_ctl_close(ctl);
+	saas__ctl_close(ctl);
 	ctl = NULL;
 
 	/*
@@ -1209,7 +1192,7 @@ static void test_exec_engine(void **state)
 		assert_int_equal(saas__exec_script(&probe, &req), SAAS_OK);
 		assert_int_equal(probe.len, CONTROL_EXEC_SCRIPT_MAX + 1);
 		saas__buf_free(&probe);
-		assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+		assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
 		assert_null(ctl);
 		assert_non_null(strstr(saas_error_last()->message, "longer than the control port takes"));
 		req.env = NULL;
@@ -1217,11 +1200,11 @@ static void test_exec_engine(void **state)
 
 	/* A helper that predates commands: SSH's turn, and remembered. */
 	serves = execs = 0;
-	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
 	assert_int_equal(execs, -1);
-	saas__lv_ctl_close(ctl);
+	saas__ctl_close(ctl);
 	ctl = NULL;
-	assert_int_equal(saas__lv_exec_port(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
 	assert_null(ctl);
 
 	assert_int_equal(pthread_join(g.tid, NULL), 0);
@@ -1233,7 +1216,7 @@ static void test_exec_engine(void **state)
 }
 
 /*
- * The bounds on what the guest makes the engine wait for (#30): a guest that
+ * The bounds on what the guest makes the engine wait for: a guest that
  * trickles a get (a byte now and then, each well within the idle bound) is
  * given up once the guest's budget is spent, with a clear error, long before
  * it runs out of bytes to trickle; a command's probe that the guest never
@@ -1306,7 +1289,7 @@ static void test_guest_bounds(void **state)
 {
 	struct slow_guest s = { .g = { .lfd = -1 } };
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct saas__lv_ctl *ctl = NULL;
+	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	struct xout o;
 	int serves = 0, execs = 0, code = 0;
@@ -1322,9 +1305,9 @@ static void test_guest_bounds(void **state)
 	assert_int_equal(pthread_create(&s.g.tid, NULL, slow_main, &s), 0);
 
 	/* The trickle: the budget (shortened from its minute) is spent on a few bytes. */
-	assert_int_equal(saas__lv_ctl_get(&ctl, s.g.dir, &serves), SAAS_OK);
+	assert_int_equal(saas__ctl_get(&ctl, s.g.dir, &serves), SAAS_OK);
 	ctl->grace_ms = 300;
-	assert_int_equal(saas__lv_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, NULL),
+	assert_int_equal(saas__ctl_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, NULL),
 	                 SAAS_ETIMEOUT);
 	assert_non_null(strstr(saas_error_last()->message, "slower than the least it must (256 KiB/s after 0 s)"));
 	assert_null(ctl); /* the stream is lost: the next use resynchronises */
@@ -1338,7 +1321,7 @@ static void test_guest_bounds(void **state)
 	req.output_userdata = &o;
 	req.cancel = &s.cancel;
 	serves = 0;
-	assert_int_equal(saas__lv_exec_port(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_int_equal(saas__ctl_exec(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "cancelled: the engine is shutting down");
 	assert_int_equal(execs, 0); /* not answered: asked again next time */
 	assert_null(ctl);
@@ -1347,7 +1330,7 @@ static void test_guest_bounds(void **state)
 	s.cancel = 0;
 	serves = 0;
 	req.timeout_ms = 300;
-	assert_int_equal(saas__lv_exec_port(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
+	assert_int_equal(saas__ctl_exec(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
 	assert_string_equal(saas_error_last()->message, "the command's timeout of 300 ms passed before the guest started it");
 	assert_int_equal(execs, 0);
 	assert_null(ctl);
@@ -1355,7 +1338,7 @@ static void test_guest_bounds(void **state)
 	/* A transfer under way, with a budget of a minute left: the driver's close ends it. */
 	s.cancel = 0;
 	serves = 0;
-	assert_int_equal(saas__lv_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, &s.cancel),
+	assert_int_equal(saas__ctl_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, &s.cancel),
 	                 SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "cancelled: the engine is shutting down");
 	assert_null(ctl);

@@ -22,60 +22,16 @@
 
 #include "core/core.h"
 #include "fake/fake_driver.h"
+#include "fixture.h"
 #include "testutil.h"
-
-/* The engine's clock in these tests: it moves only when a test moves it. */
-static int64_t fake_now;
-
-static int64_t test_clock(void *ud)
-{
-	(void)ud;
-	return __atomic_load_n(&fake_now, __ATOMIC_SEQ_CST);
-}
-
-static void advance(int64_t ms)
-{
-	__atomic_add_fetch(&fake_now, ms, __ATOMIC_SEQ_CST);
-}
-
-struct fixture {
-	char *dir;
-	char *url;
-	saas_engine *engine;
-	char *key_a, *key_b;
-	char account_a[SAAS_ID_MAX + 1], account_b[SAAS_ID_MAX + 1];
-	saas_client *a, *b;
-	saas_engine_options opts;
-};
-
-static void open_engine(struct fixture *f)
-{
-	int rc = saas_engine_open(&f->engine, &f->opts);
-	if (rc != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-}
 
 static int setup_with(void **state, unsigned int max_sandboxes, int64_t credit_b)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
+	struct saas_test_fixture *f = saas_test_fixture_new(&saas_fake_driver, SAAS_TEST_FAKE_CLOCK | SAAS_TEST_BOB);
 
-	assert_non_null(f);
-	saas_fake_reset();
-	fake_now = 1700000000000LL;
-	f->opts = defaults;
-	assert_int_equal(saas_test_engine_options(&f->opts, &saas_fake_driver, &f->dir, &f->url), 0);
-	f->opts.clock = test_clock;
-	f->opts.flags = SAAS_ENGINE_NO_REAPER;
 	f->opts.max_sandboxes = max_sandboxes;
-	open_engine(f);
-
-	f->key_a = saas_test_account_key(f->engine, "alice", SAAS_CREDIT_DEFAULT, f->account_a, sizeof(f->account_a));
-	f->key_b = saas_test_account_key(f->engine, "bob", credit_b, f->account_b, sizeof(f->account_b));
-	assert_non_null(f->key_a);
-	assert_non_null(f->key_b);
-	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
-	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	f->credit_b = credit_b;
+	saas_test_fixture_open(f);
 	*state = f;
 	return 0;
 }
@@ -87,17 +43,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	saas_engine_free(f->engine);
-	saas_free(f->key_a);
-	saas_free(f->key_b);
-	free(f->url);
-	saas_test_rmdir(f->dir);
-	free(f);
-	saas_fake_reset();
+	saas_test_fixture_free(*state);
 	return 0;
 }
 
@@ -113,17 +59,6 @@ static saas_sandbox *create(saas_client *c, const char *size, int64_t timeout_s)
 	if (rc != SAAS_OK)
 		fail_msg("create: %s (%s)", saas_strerror(rc), saas_error_last()->message);
 	return sb;
-}
-
-static int64_t balance(saas_client *c)
-{
-	saas_account_info *info;
-	int64_t b;
-
-	assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
-	b = info->balance_usd_micro;
-	saas_account_info_free(info);
-	return b;
 }
 
 static void test_engine_bad_options(void **state)
@@ -200,7 +135,7 @@ static void test_engine_bad_options(void **state)
 
 static void test_state_dir_is_exclusive(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine *second = NULL, *admin = NULL;
 	saas_engine_options o = f->opts;
 	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
@@ -225,7 +160,7 @@ static void test_state_dir_is_exclusive(void **state)
 
 static void test_accounts(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_account *acc = NULL;
 	char longname[300];
 
@@ -267,7 +202,7 @@ static void test_accounts(void **state)
 /* People: users, sessions on the engine's clock, invites, disabled accounts, and no token passing for another. */
 static void test_people(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_user *u = NULL, *got = NULL;
 	saas_user_list *l = NULL;
 	saas_account *acc = NULL;
@@ -314,22 +249,22 @@ static void test_people(void **state)
 	assert_string_equal(got->email, "ann@example.org");
 	saas_user_free(got);
 	got = NULL;
-	advance(50000);
+	saas_test_advance(50000);
 	assert_int_equal(saas_session_get(&got, f->engine, token, 60000, 3600000), SAAS_OK);
 	saas_user_free(got);
 	got = NULL;
-	advance(50000); /* used 50 s ago: not idle, though 100 s since log-in */
+	saas_test_advance(50000); /* used 50 s ago: not idle, though 100 s since log-in */
 	assert_int_equal(saas_session_get(&got, f->engine, token, 60000, 3600000), SAAS_OK);
 	saas_user_free(got);
 	got = NULL;
-	advance(61000);
+	saas_test_advance(61000);
 	assert_int_equal(saas_session_get(&got, f->engine, token, 60000, 3600000), SAAS_EAUTH);
 	assert_null(got);
 	/* ... and it was deleted: no looser bound brings it back. */
 	assert_int_equal(saas_session_get(&got, f->engine, token, 0, 0), SAAS_EAUTH);
 	saas_free(token);
 	assert_int_equal(saas_session_create(&token, f->engine, "ann@example.org", 0), SAAS_OK);
-	advance(3600001);
+	saas_test_advance(3600001);
 	assert_int_equal(saas_session_get(&got, f->engine, token, 0, 3600000), SAAS_EAUTH);
 	saas_free(token);
 
@@ -373,7 +308,7 @@ static void test_people(void **state)
  */
 static void test_disable_ends_sandboxes(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options o = f->opts;
 	saas_engine *admin = NULL;
 	saas_sandbox *a1 = create(f->a, NULL, 600), *a2 = create(f->a, NULL, 600), *b1 = create(f->b, NULL, 600);
@@ -381,8 +316,8 @@ static void test_disable_ends_sandboxes(void **state)
 	int64_t at;
 	unsigned int n = 0;
 
-	fake_now += 60000;
-	at = fake_now;
+	saas_test_advance(60000);
+	at = saas_test_now();
 	assert_int_equal(saas_account_disable(f->engine, f->account_a, 1), SAAS_OK);
 	for (int i = 0; i < 2; i++) {
 		const char *id = i ? a2->id : a1->id;
@@ -415,11 +350,11 @@ static void test_disable_ends_sandboxes(void **state)
 	o.flags = SAAS_ENGINE_STORE_ONLY;
 	o.driver = NULL;
 	assert_int_equal(saas_engine_open(&admin, &o), SAAS_OK);
-	fake_now += 60000;
-	at = fake_now;
+	saas_test_advance(60000);
+	at = saas_test_now();
 	assert_int_equal(saas_account_disable(admin, f->account_a, 1), SAAS_OK);
 	assert_true(saas_fake_vm_exists(a1->id));
-	fake_now += 120000;
+	saas_test_advance(120000);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_int_equal(saas_sandbox_get(&got, f->a, a1->id), SAAS_OK);
@@ -438,7 +373,7 @@ static void test_disable_ends_sandboxes(void **state)
 
 static void test_keys(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_key_list *keys;
 	saas_key *info;
 	saas_client *c = NULL;
@@ -449,7 +384,7 @@ static void test_keys(void **state)
 	assert_string_not_equal(f->key_a, f->key_b);
 	assert_string_equal(saas_client_account_id(f->a), f->account_a);
 
-	advance(1); /* keys list oldest first */
+	saas_test_advance(1); /* keys list oldest first */
 	assert_int_equal(saas_key_create(&key, &info, f->engine, f->account_a, "second", 0), SAAS_OK);
 	assert_memory_equal(info->prefix, key, strlen(info->prefix));
 	assert_int_equal(strlen(info->prefix), 11);
@@ -487,7 +422,7 @@ static void test_keys(void **state)
 
 static void test_create_defaults(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 
 	assert_memory_equal(sb->id, "sbx-", 4);
@@ -513,7 +448,7 @@ static void test_create_defaults(void **state)
 
 static void test_create_bad_input(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = NULL;
 
@@ -559,7 +494,7 @@ static void test_create_bad_input(void **state)
 /* The network policies the API knows reach the driver (the fake gives any). */
 static void test_create_network(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *policies[] = { "isolated", "internet", NULL };
 
 	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
@@ -576,7 +511,7 @@ static void test_create_network(void **state)
 
 static void test_create_failure_leaves_nothing(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox_list *list;
 	saas_sandbox *sb = NULL;
 
@@ -591,7 +526,7 @@ static void test_create_failure_leaves_nothing(void **state)
 	assert_int_equal(list->items[0]->end_reason, SAAS_END_FAILED);
 	assert_int_equal(list->items[0]->cost_usd_micro, 0);
 	saas_sandbox_list_free(list);
-	assert_int_equal(balance(f->a), 5000000);
+	assert_int_equal(saas_test_balance(f->a), 5000000);
 }
 
 /*
@@ -603,7 +538,7 @@ static void test_create_failure_leaves_nothing(void **state)
  */
 static void test_create_started_ahead(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = NULL, *isolated = NULL;
 
@@ -634,7 +569,7 @@ static void test_create_started_ahead(void **state)
 /* Taken by a create the account's limit refuses: the VM started ahead is destroyed, not left running. */
 static void test_started_ahead_refused(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *s1 = create(f->a, NULL, 0), *s2 = create(f->a, NULL, 0), *s3 = NULL;
 	saas_sandbox_list *list = NULL;
 
@@ -652,7 +587,7 @@ static void test_started_ahead_refused(void **state)
 
 static void test_tenancy(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *other = NULL;
 	saas_execution *x = NULL, *y = NULL;
 	saas_sandbox_list *list;
@@ -686,7 +621,7 @@ static void test_tenancy(void **state)
 
 static void test_limits(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *s1 = create(f->a, NULL, 0), *s2 = create(f->a, NULL, 0), *s3 = NULL;
 
 	assert_int_equal(saas_sandbox_create(&s3, f->a, NULL, 0), SAAS_ELIMIT);
@@ -708,7 +643,7 @@ static int setup_limit2(void **state)
 
 static void test_no_credit(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = NULL;
 
@@ -729,17 +664,17 @@ static int setup_poor(void **state)
 
 static void test_billing_exact(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 7200), *done = NULL;
 	saas_sandbox *md;
 	saas_account *acc;
 
-	advance(3600 * 1000);
+	saas_test_advance(3600 * 1000);
 	assert_int_equal(saas_sandbox_get(&done, f->a, sb->id), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 90000); /* an hour of small accrued */
 	saas_sandbox_free(done);
-	assert_int_equal(balance(f->a), 5000000 - 90000);
-	advance(999); /* part of a second is not billed */
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 90000);
+	saas_test_advance(999); /* part of a second is not billed */
 	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(done->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(done->end_reason, SAAS_END_USER);
@@ -747,21 +682,21 @@ static void test_billing_exact(void **state)
 	assert_false(saas_fake_vm_exists(sb->id));
 	saas_sandbox_free(done);
 	/* Destroy is idempotent and never charges twice. */
-	advance(5000);
+	saas_test_advance(5000);
 	assert_int_equal(saas_sandbox_destroy(&done, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 90000);
 	saas_sandbox_free(done);
-	assert_int_equal(balance(f->a), 5000000 - 90000);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 90000);
 
 	/* medium: 280000/h; 1 s = 77.7 -> 77, 100 s = 7777.7 -> 7777, rounded once, not per second. */
 	md = create(f->a, "medium", 0);
-	advance(100 * 1000);
+	saas_test_advance(100 * 1000);
 	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id, 0), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 7777);
 	saas_sandbox_free(done);
 	saas_sandbox_free(md);
 	md = create(f->a, "medium", 0);
-	advance(1000);
+	saas_test_advance(1000);
 	assert_int_equal(saas_sandbox_destroy(&done, f->a, md->id, 0), SAAS_OK);
 	assert_int_equal(done->cost_usd_micro, 77);
 	saas_sandbox_free(done);
@@ -775,20 +710,20 @@ static void test_billing_exact(void **state)
 
 static void test_reaper_expiry(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 60), *got = NULL;
 	saas_execution *x = NULL;
 	unsigned int n = 99;
 
-	advance(59 * 1000);
+	saas_test_advance(59 * 1000);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 0);
 	assert_true(saas_fake_vm_exists(sb->id));
-	advance(1000);
+	saas_test_advance(1000);
 	/* At its expiry it can no longer be used, even before the reaper comes. */
 	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo late", NULL, 0), SAAS_ESTATE);
 	assert_non_null(strstr(saas_error_last()->message, "expired"));
-	advance(30 * 1000);
+	saas_test_advance(30 * 1000);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_false(saas_fake_vm_exists(sb->id));
@@ -805,20 +740,15 @@ static void test_reaper_expiry(void **state)
 
 static void test_expiry_while_engine_down(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 60), *got = NULL;
 	unsigned int n = 0;
 
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	/* The VM outlives the engine, as a real one does; an hour passes. */
 	assert_true(saas_fake_vm_exists(sb->id));
-	advance(3600 * 1000);
-	open_engine(f);
-	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
-	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	saas_test_advance(3600 * 1000);
+	saas_test_fixture_open(f);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
@@ -831,7 +761,7 @@ static void test_expiry_while_engine_down(void **state)
 
 static void test_credit_runs_out(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *s1, *s2, *got = NULL;
 	saas_account *acc;
 	unsigned int n = 0;
@@ -840,10 +770,10 @@ static void test_credit_runs_out(void **state)
 	assert_int_equal(saas_account_add_credit(f->engine, f->account_b, 1500, NULL, 0), SAAS_OK);
 	s1 = create(f->b, NULL, 0);
 	s2 = create(f->b, NULL, 0);
-	advance(10 * 1000);
+	saas_test_advance(10 * 1000);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 0);
-	advance(1000 * 1000); /* long past it: as if the engine had not looked in a while */
+	saas_test_advance(1000 * 1000); /* long past it: as if the engine had not looked in a while */
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 2);
 	assert_int_equal(saas_sandbox_get(&got, f->b, s1->id), SAAS_OK);
@@ -864,7 +794,7 @@ static void test_credit_runs_out(void **state)
 
 static void test_reconcile(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *alive = create(f->a, NULL, 0), *dead = create(f->a, NULL, 0), *got = NULL;
 	saas_store_sandbox stuck;
 
@@ -879,20 +809,17 @@ static void test_reconcile(void **state)
 	stuck.disk_gb = 40;
 	strcpy(stuck.image, "default");
 	stuck.usd_micro_per_hour = 90000;
-	stuck.created_at_ms = fake_now;
-	stuck.expires_at_ms = fake_now + 900000;
+	stuck.created_at_ms = saas_test_now();
+	stuck.expires_at_ms = saas_test_now() + 900000;
 	assert_int_equal(f->engine->store->sandbox_insert(f->engine->store_ctx, &stuck, 100), SAAS_OK);
 	saas_fake_vm_add(stuck.id);
 
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK); /* heartbeat at t0 */
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	saas_fake_vm_stop(dead->id);
 	saas_fake_vm_add("sbx-orphanorphanorphanor");
-	advance(600 * 1000);
-	open_engine(f);
+	saas_test_advance(600 * 1000);
+	saas_test_fixture_open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 
 	assert_false(saas_fake_vm_exists("sbx-orphanorphanorphanor"));
@@ -917,7 +844,7 @@ static void test_reconcile(void **state)
 
 static void test_exec(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 	const char *env[] = { "GREETING=hi", "_X1=2", NULL };
@@ -996,7 +923,7 @@ static void test_exec(void **state)
 
 static void test_exec_bad_input(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 	const char *bad_env1[] = { "1X=2", NULL }, *bad_env2[] = { "NOEQUALS", NULL }, *bad_env3[] = { "=v", NULL };
@@ -1053,7 +980,7 @@ static void test_exec_bad_input(void **state)
 
 static void test_exec_background(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_execution *x = NULL, *y = NULL;
 	int tries = 0;
@@ -1090,12 +1017,8 @@ static void test_exec_background(void **state)
 	saas_sandbox_free(sb);
 	sb = create(f->a, NULL, 0);
 	assert_int_equal(saas_exec(&x, f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
-	f->engine = NULL;
-	open_engine(f);
+	saas_test_fixture_close(f);
+	saas_test_fixture_open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 	assert_int_equal(saas_execution_get(&y, f->a, x->id), SAAS_OK);
 	assert_int_equal(y->status, SAAS_EXEC_FAILED);
@@ -1106,7 +1029,7 @@ static void test_exec_background(void **state)
 
 static void test_files(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 	saas_file_write_options wo = SAAS_FILE_WRITE_OPTIONS_INIT;
 	unsigned char bin[4096];
@@ -1190,7 +1113,7 @@ static void url_label(const char *url, char label[SAAS_PREVIEW_NAME_LEN + 1])
 
 static void test_ports(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
 	char *url = NULL, *again = NULL, *other = NULL;
 	char label[SAAS_PREVIEW_NAME_LEN + 1], label80[SAAS_PREVIEW_NAME_LEN + 1], id[SAAS_ID_MAX + 1];
@@ -1288,16 +1211,13 @@ static void test_ports(void **state)
 /* The template: {name} required, {port} and {id} filled in too. */
 static void test_preview_template(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = NULL;
 	char *url = NULL, want[256];
 
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->b = NULL;
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	f->opts.preview_url = "https://{name}.p.example/{port}/{id}";
-	open_engine(f);
+	saas_test_fixture_open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 	sb = create(f->a, NULL, 0);
 	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 8000, 0), SAAS_OK);
@@ -1311,7 +1231,7 @@ static void test_preview_template(void **state)
 
 static void test_list_and_extend(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char ids[5][SAAS_ID_MAX + 1];
 	static const char *const bad_cursors[] = { "", "1", "1.", ".sbx-a", "x1.sbx-a", " 1.sbx-a", "\n1.sbx-a",
 		                                   "+1.sbx-a", "-0.sbx-a", "1 .sbx-a", "1234567890123456789.sbx-a",
@@ -1324,7 +1244,7 @@ static void test_list_and_extend(void **state)
 		strcpy(ids[i], sb->id);
 		saas_sandbox_free(sb);
 		if (i != 2)
-			advance(1000); /* two share a creation time: the id breaks the tie */
+			saas_test_advance(1000); /* two share a creation time: the id breaks the tie */
 	}
 	assert_int_equal(saas_sandbox_list_get(&page, f->a, NULL, 3, 0), SAAS_OK);
 	assert_int_equal(page->count, 3);
@@ -1379,16 +1299,16 @@ static void test_list_and_extend(void **state)
 
 static void test_usage(void **state)
 {
-	struct fixture *f = *state;
-	int64_t t0 = fake_now;
+	struct saas_test_fixture *f = *state;
+	int64_t t0 = saas_test_now();
 	saas_sandbox *s1 = create(f->a, "small", 0), *s2;
 	saas_usage *u = NULL, *u1 = NULL, *u2 = NULL;
 
-	advance(100 * 1000);
+	saas_test_advance(100 * 1000);
 	s2 = create(f->a, "medium", 0);
-	advance(200 * 1000);
+	saas_test_advance(200 * 1000);
 	assert_int_equal(saas_sandbox_destroy(NULL, f->a, s1->id, 0), SAAS_OK);
-	advance(50 * 1000);
+	saas_test_advance(50 * 1000);
 	/* s1 ran 300 s (7500), s2 has run 250 s so far (19444). */
 	assert_int_equal(saas_usage_get(&u, f->a, t0 - 1000, 0, 0), SAAS_OK);
 	assert_int_equal(u->count, 2);
@@ -1403,14 +1323,14 @@ static void test_usage(void **state)
 	assert_int_equal(u->total_seconds, 550);
 	/* Split into two periods, the parts add up to the whole exactly. */
 	assert_int_equal(saas_usage_get(&u1, f->a, t0 - 1000, t0 + 123456, 0), SAAS_OK);
-	assert_int_equal(saas_usage_get(&u2, f->a, t0 + 123456, fake_now, 0), SAAS_OK);
+	assert_int_equal(saas_usage_get(&u2, f->a, t0 + 123456, saas_test_now(), 0), SAAS_OK);
 	assert_int_equal(u1->total_usd_micro + u2->total_usd_micro, u->total_usd_micro);
 	assert_int_equal(u1->total_seconds + u2->total_seconds, u->total_seconds);
 	saas_usage_free(u);
 	saas_usage_free(u1);
 	saas_usage_free(u2);
 	/* The balance agrees with usage. */
-	assert_int_equal(balance(f->a), 5000000 - 7500 - 19444);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 7500 - 19444);
 	assert_int_equal(saas_usage_get(&u, f->a, 10, 5, 0), SAAS_EINVAL);
 	assert_int_equal(saas_usage_get(&u, f->a, -1, 0, 0), SAAS_EINVAL);
 	assert_int_equal(saas_usage_get(&u, f->a, 0, 0, 1), SAAS_EINVAL);
@@ -1430,7 +1350,7 @@ static void test_usage(void **state)
  */
 static void test_stats_templates(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_stats *st = NULL;
 	saas_sandbox *sb;
 	saas_driver old = saas_fake_driver;
@@ -1477,7 +1397,7 @@ static void test_stats_templates(void **state)
 
 static void test_account_info(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_account_info *info = NULL;
 	saas_sandbox *sb = create(f->a, NULL, 0);
 
@@ -1506,7 +1426,7 @@ static void test_account_info(void **state)
 
 static void test_engine_views(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_info *info = NULL;
 	saas_engine_stats *stats = NULL;
 	saas_sandbox *s1 = create(f->a, NULL, 0), *s2 = create(f->b, NULL, 0);
@@ -1572,7 +1492,7 @@ static void *race_main(void *arg)
 
 static void test_concurrent_creates(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	struct race r[4];
 	pthread_t t[4];
 	int ok = 0, limited = 0;
@@ -1597,7 +1517,7 @@ static void test_concurrent_creates(void **state)
  */
 static void test_orphan_grace(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = NULL;
 
 	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
@@ -1608,7 +1528,7 @@ static void test_orphan_grace(void **state)
 	for (int i = 0; i < 120; i++)
 		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_true(saas_fake_vm_exists(sb->id));
-	advance(31 * 1000);
+	saas_test_advance(31 * 1000);
 	for (int i = 0; i < 120; i++)
 		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_false(saas_fake_vm_exists(sb->id));
@@ -1617,21 +1537,18 @@ static void test_orphan_grace(void **state)
 
 static void test_reaper_thread(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb, *got = NULL;
 	int tries = 0;
 
 	/* The real thread, on a short interval: it destroys without being asked. */
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	f->opts.flags = 0;
 	f->opts.reaper_interval_ms = 10;
-	open_engine(f);
+	saas_test_fixture_open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 	sb = create(f->a, NULL, 5);
-	advance(6000);
+	saas_test_advance(6000);
 	/* The row closes first (billing stops), then the VM goes: wait for both. */
 	do {
 		saas_sandbox_free(got);
@@ -1669,19 +1586,15 @@ static void wait_idle(saas_client *c)
 static int setup_tenant(void **state)
 {
 	int rc = setup_with(state, 10, SAAS_CREDIT_DEFAULT);
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 
 	/* Reopen with small tenant limits: two executions at once, three creates a minute, a minute's retention. */
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	f->opts.max_executions = 2;
 	f->opts.max_transfers = 1;
 	f->opts.creates_per_minute = 3;
 	f->opts.execution_retention_s = 60;
-	open_engine(f);
-	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
-	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	saas_test_fixture_open(f);
 	return rc;
 }
 
@@ -1696,7 +1609,7 @@ static void assert_limit(int rc, const char *limit)
 /* Executions running at once, background ones included, per account; an operator's override wins. */
 static void test_max_executions(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sa = create(f->a, NULL, 0), *sb = create(f->b, NULL, 0);
 	saas_limit_overrides own = SAAS_LIMIT_OVERRIDES_INIT;
 	saas_execution *x1 = NULL, *x2 = NULL, *x3 = NULL;
@@ -1770,10 +1683,10 @@ static void *held_main(void *arg)
 	return NULL;
 }
 
-/* File transfers under way at once, per account, whichever way they go (#30). */
+/* File transfers under way at once, per account, whichever way they go. */
 static void test_max_transfers(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sa = create(f->a, NULL, 0), *sb = create(f->b, NULL, 0);
 	struct held h = { f->a, sa->id, 0, 0, -1 };
 	void *data = NULL;
@@ -1804,7 +1717,7 @@ static void test_max_transfers(void **state)
 /* Creates per rolling minute: a minute's worth at once, then one per 60/N seconds. */
 static void test_creates_per_minute(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_limit_overrides own = SAAS_LIMIT_OVERRIDES_INIT;
 	saas_sandbox *sb[4] = { NULL }, *x = NULL;
 
@@ -1820,20 +1733,20 @@ static void test_creates_per_minute(void **state)
 	saas_sandbox_free(x);
 	x = NULL;
 	/* One create comes back 20 s later, not a millisecond before; polling does not lose time. */
-	advance(10000);
+	saas_test_advance(10000);
 	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "creates_per_minute");
 	assert_int_equal(saas_error_last()->retry_after_ms, 10000);
-	advance(9999);
+	saas_test_advance(9999);
 	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "creates_per_minute");
 	assert_int_equal(saas_error_last()->retry_after_ms, 1);
-	advance(1);
+	saas_test_advance(1);
 	sb[3] = create(f->a, NULL, 0);
 	assert_limit(saas_sandbox_create(&x, f->a, NULL, 0), "creates_per_minute");
 
 	/* An operator may allow more. */
 	own.creates_per_minute = 60;
 	assert_int_equal(saas_account_limits_set(f->engine, f->account_a, &own), SAAS_OK);
-	advance(1000);
+	saas_test_advance(1000);
 	x = create(f->a, NULL, 0);
 	saas_sandbox_free(x);
 	for (int i = 0; i < 4; i++)
@@ -1843,7 +1756,7 @@ static void test_creates_per_minute(void **state)
 /* An account's own max_sandboxes replaces the engine's, and the refusal names it. */
 static void test_max_sandboxes_override(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_limit_overrides own = SAAS_LIMIT_OVERRIDES_INIT, got = SAAS_LIMIT_OVERRIDES_INIT;
 	saas_account_info *info = NULL;
 	saas_sandbox *s1, *x = NULL;
@@ -1888,20 +1801,20 @@ static void test_max_sandboxes_override(void **state)
 /* Finished executions go with their output once the retention has passed; running ones stay. */
 static void test_execution_retention(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, "small", 3600);
 	saas_execution *done = NULL, *bg = NULL, *got = NULL;
 
 	assert_int_equal(saas_exec(&done, f->a, sb->id, "echo kept a minute", NULL, 0), SAAS_OK);
 	assert_int_equal(saas_exec(&bg, f->a, sb->id, "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
-	advance(60000);
+	saas_test_advance(60000);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	/* Exactly the retention: still there. */
 	assert_int_equal(saas_execution_get(&got, f->a, done->id), SAAS_OK);
 	assert_string_equal(got->stdout_data, "kept a minute\n");
 	saas_execution_free(got);
 	got = NULL;
-	advance(1);
+	saas_test_advance(1);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(saas_execution_get(&got, f->a, done->id), SAAS_ENOTFOUND);
 	assert_null(got);
@@ -1919,7 +1832,7 @@ static void test_execution_retention(void **state)
 /* The calls that may grow take flags; a bit this library does not know is refused, and nothing happens. */
 static void test_unknown_flags(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 0), *got = NULL;
 	saas_file_list *list = NULL;
 	saas_account *acc = NULL;
@@ -1948,15 +1861,11 @@ static void test_unknown_flags(void **state)
 }
 
 /* Reopen the fixture's engine with other options; the clients are opened again on it. */
-static int reopen(struct fixture *f, const saas_engine_options *o)
+static int reopen(struct saas_test_fixture *f, const saas_engine_options *o)
 {
 	int rc;
 
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
-	f->engine = NULL;
+	saas_test_fixture_close(f);
 	if ((rc = saas_engine_open(&f->engine, o)) < 0)
 		return rc;
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
@@ -1971,7 +1880,7 @@ static int reopen(struct fixture *f, const saas_engine_options *o)
  */
 static void test_default_size(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_size tiny = { "tiny", 1, 512, 5, 1000 }, huge = { "huge", 8, 16384, 100, 9000 };
 	const saas_size *sizes[] = { &tiny, &huge };
 	saas_engine_options o = f->opts;
@@ -2013,7 +1922,7 @@ static void test_default_size(void **state)
 /* A caller built against version 2 (before the tenant limits) opens with their defaults. */
 static void test_options_v2(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	size_t v2 = offsetof(saas_engine_options, max_executions);
 	unsigned char *old = malloc(v2); /* exactly a version-2 struct: ASan and valgrind see any read past it */
 	unsigned int two = 2;
@@ -2021,10 +1930,7 @@ static void test_options_v2(void **state)
 	saas_engine_options o = f->opts;
 
 	assert_non_null(old);
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	memcpy(old, &o, v2);
 	memcpy(old, &two, sizeof(two));
 	assert_int_equal(saas_engine_open(&f->engine, (const saas_engine_options *)(void *)old), SAAS_OK);
@@ -2090,7 +1996,7 @@ static int w_list(void *ctx, const saas_store_filter *filter, saas_store_sandbox
 	return rc;
 }
 
-static void wrap_store(struct fixture *f)
+static void wrap_store(struct saas_test_fixture *f)
 {
 	real_store = f->engine->store;
 	wrapped = *real_store;
@@ -2106,7 +2012,7 @@ static void wrap_store(struct fixture *f)
 }
 
 /* What the ledger has charged account a: closes recorded, not what live sandboxes accrue. */
-static int64_t charged(struct fixture *f)
+static int64_t charged(struct saas_test_fixture *f)
 {
 	saas_store_account acc;
 
@@ -2114,24 +2020,24 @@ static int64_t charged(struct fixture *f)
 	return acc.charged_usd_micro;
 }
 
-static void get_row(struct fixture *f, const char *id, saas_store_sandbox *row)
+static void get_row(struct saas_test_fixture *f, const char *id, saas_store_sandbox *row)
 {
 	assert_int_equal(f->engine->store->sandbox_get(f->engine->store_ctx, id, row), SAAS_OK);
 }
 
 /* The extend the user made lands after the reaper read the sandbox as expired. */
-static struct fixture *racing;
+static struct saas_test_fixture *racing;
 static char racing_id[SAAS_ID_MAX + 1];
 
 static void extend_now(void)
 {
-	assert_int_equal(real_store->sandbox_set_expiry(racing->engine->store_ctx, racing_id, fake_now + 600 * 1000),
+	assert_int_equal(real_store->sandbox_set_expiry(racing->engine->store_ctx, racing_id, saas_test_now() + 600 * 1000),
 	                 SAAS_OK);
 }
 
 static void test_extend_after_snapshot(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = create(f->a, NULL, 60), *got = NULL;
 	unsigned int n = 99;
 	int64_t extended;
@@ -2139,8 +2045,8 @@ static void test_extend_after_snapshot(void **state)
 	wrap_store(f);
 	racing = f;
 	strcpy(racing_id, sb->id);
-	advance(61 * 1000);
-	extended = fake_now + 600 * 1000;
+	saas_test_advance(61 * 1000);
+	extended = saas_test_now() + 600 * 1000;
 	after_list = extend_now;
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_null(after_list); /* the hook ran between the snapshot and the close */
@@ -2151,7 +2057,7 @@ static void test_extend_after_snapshot(void **state)
 	assert_int_equal(got->expires_at_ms, extended);
 	saas_sandbox_free(got);
 	/* Its new expiry ends it, billed to that expiry. */
-	advance(600 * 1000);
+	saas_test_advance(600 * 1000);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_false(saas_fake_vm_exists(sb->id));
@@ -2165,7 +2071,7 @@ static void test_extend_after_snapshot(void **state)
 /* A network the driver cannot give refuses the create and leaves nothing: no VM, no row, no count. */
 static void test_create_refused_leaves_no_row(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox_list *list;
 	saas_account_info *info;
@@ -2202,13 +2108,9 @@ static int small_mounted;
 
 static int teardown_small(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
-	f->engine = NULL;
+	saas_test_fixture_close(f);
 	if (small_mounted && umount2(small_mnt, MNT_DETACH) < 0)
 		print_error("umount %s: %s\n", small_mnt, strerror(errno));
 	small_mounted = 0;
@@ -2254,13 +2156,11 @@ static void unfill(void)
 }
 
 /* The fixture's engine, accounts and keys again, on the small filesystem. */
-static void open_on_small(struct fixture *f)
+static void open_on_small(struct saas_test_fixture *f)
 {
 	saas_account *acc;
 
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	saas_free(f->key_a);
 	free(f->url);
 	f->opts.state_dir = small_mnt;
@@ -2269,27 +2169,24 @@ static void open_on_small(struct fixture *f)
 	f->url = saas_test_store_url(small_mnt);
 	assert_non_null(f->url);
 	f->opts.store_url = f->url;
-	open_engine(f);
+	saas_test_fixture_open_engine(f);
 	assert_int_equal(saas_account_create(&acc, f->engine, "alice", SAAS_CREDIT_DEFAULT, 0), SAAS_OK);
 	strcpy(f->account_a, acc->id);
 	saas_account_free(acc);
 	assert_int_equal(saas_key_create(&f->key_a, NULL, f->engine, f->account_a, "a", 0), SAAS_OK);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
-	f->b = NULL;
 }
 
-static void reopen_on_small(struct fixture *f)
+static void reopen_on_small(struct saas_test_fixture *f)
 {
-	saas_client_free(f->a);
-	f->a = NULL;
-	saas_engine_free(f->engine);
-	open_engine(f);
+	saas_test_fixture_close(f);
+	saas_test_fixture_open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 }
 
 static void test_full_disk(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *s1, *s2, *s3 = NULL, *got = NULL;
 	saas_account_info *info;
 	saas_engine_stats *stats;
@@ -2339,7 +2236,7 @@ static void test_full_disk(void **state)
 	assert_int_equal(saas_fake_create_calls(), calls);
 
 	/* Destroy: the VM goes at once, and its owner sees it ended, billed to this moment. */
-	advance(10 * 1000);
+	saas_test_advance(10 * 1000);
 	assert_int_equal(saas_sandbox_destroy(&got, f->a, s2->id, 0), SAAS_OK);
 	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(got->cost_usd_micro, 10 * 25);
@@ -2369,7 +2266,7 @@ static void test_full_disk(void **state)
 	/* Full again as s1 expires: the reaper destroys its VM all the same. */
 	fill(-1);
 	store_down = 1;
-	advance(100 * 1000);
+	saas_test_advance(100 * 1000);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(n, 1);
 	assert_false(saas_fake_vm_exists(s1->id));
@@ -2378,20 +2275,17 @@ static void test_full_disk(void **state)
 	assert_int_equal(row.status, SAAS_SANDBOX_READY);
 
 	/* The engine stops before the store recovers; the next start records the end, as it happened. */
-	saas_client_free(f->a);
-	f->a = NULL;
-	saas_engine_free(f->engine);
-	f->engine = NULL;
+	saas_test_fixture_close(f);
 	store_down = 0;
 	unfill();
-	advance(3600 * 1000);
+	saas_test_advance(3600 * 1000);
 	reopen_on_small(f);
 	get_row(f, s1->id, &row);
 	assert_int_equal(row.status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(row.end_reason, SAAS_END_EXPIRED);
 	assert_int_equal(row.cost_usd_micro, 60 * 25); /* to its expiry: not to the restart, and not lost */
 	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
-	assert_int_equal(balance(f->a), 5000000 - 10 * 25 - 60 * 25);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 10 * 25 - 60 * 25);
 	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
 	assert_int_equal(charged(f), 10 * 25 + 60 * 25);
 	/* And creates are served again. */
@@ -2408,7 +2302,7 @@ static void test_full_disk(void **state)
  */
 static void test_disk_budget(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *s1, *s2, *s3 = NULL, *got = NULL;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_engine_options bad = f->opts;
@@ -2420,12 +2314,9 @@ static void test_disk_budget(void **state)
 	assert_string_equal(saas_error_last()->message, "disk_budget_gb 1048577 is over 1048576 (1 PiB)");
 
 	/* small has 40 GiB of disk, medium 80: a budget of 120 holds small + medium, exactly. */
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	f->opts.disk_budget_gb = 120;
-	open_engine(f);
+	saas_test_fixture_open_engine(f);
 	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 	s1 = create(f->a, "small", 0);
 	s2 = create(f->a, "medium", 0);

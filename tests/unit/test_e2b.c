@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "e2b/connect.h"
-#include "e2b/e2b.h"
+#include "e2b/internal.h"
 #include "e2b/multipart.h"
 
 /* ---- codes ---- */

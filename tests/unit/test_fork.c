@@ -15,80 +15,30 @@
 
 #include "core/core.h"
 #include "fake/fake_driver.h"
+#include "fixture.h"
 #include "testutil.h"
-
-static int64_t fake_now;
-
-static int64_t test_clock(void *ud)
-{
-	(void)ud;
-	return __atomic_load_n(&fake_now, __ATOMIC_SEQ_CST);
-}
-
-static void advance(int64_t ms)
-{
-	__atomic_add_fetch(&fake_now, ms, __ATOMIC_SEQ_CST);
-}
-
-struct fixture {
-	char *dir;
-	char *url;
-	saas_engine *engine;
-	char *key;
-	char account[SAAS_ID_MAX + 1];
-	saas_client *c;
-	saas_engine_options opts;
-	saas_driver v3;              /* the fake driver as a version 3 table (no snapshots) */
-};
-
-static void open_engine(struct fixture *f)
-{
-	if (saas_engine_open(&f->engine, &f->opts) != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-}
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
+	struct saas_test_fixture *f = saas_test_fixture_new(&saas_fake_driver, SAAS_TEST_FAKE_CLOCK);
 
-	assert_non_null(f);
-	saas_fake_reset();
-	fake_now = 1700000000000LL;
-	f->opts = defaults;
-	assert_int_equal(saas_test_engine_options(&f->opts, &saas_fake_driver, &f->dir, &f->url), 0);
-	f->opts.clock = test_clock;
-	f->opts.flags = SAAS_ENGINE_NO_REAPER;
 	f->opts.max_sandboxes = 5;
-	open_engine(f);
-	f->key = saas_test_account_key(f->engine, "alice", SAAS_CREDIT_DEFAULT, f->account, sizeof(f->account));
-	assert_non_null(f->key);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	saas_test_fixture_open(f);
 	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
-	saas_free(f->key);
-	free(f->url);
-	saas_test_rmdir(f->dir);
-	free(f);
-	saas_fake_reset();
+	saas_test_fixture_free(*state);
 	return 0;
 }
 
 /* Close the engine and open a new one on the same state (as after a crash: VMs and snapshots stay). */
-static void reopen(struct fixture *f)
+static void reopen(struct saas_test_fixture *f)
 {
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
-	open_engine(f);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	saas_test_fixture_close(f);
+	saas_test_fixture_open(f);
 }
 
 static saas_sandbox *create(saas_client *c, int64_t timeout_s)
@@ -142,11 +92,11 @@ static void expect_file(saas_client *c, const char *id, const char *path, const 
 
 static void test_paused_price(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_account_info *ai;
 	saas_engine_info *ei;
 
-	assert_int_equal(saas_account_info_get(&ai, f->c), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&ai, f->a), SAAS_OK);
 	assert_int_equal(ai->paused_usd_micro_per_gib_hour, 100);
 	assert_string_equal(ai->sizes[0]->name, "small");
 	assert_int_equal(saas_size_paused_usd_micro_per_hour(ai->sizes[0], ai->paused_usd_micro_per_gib_hour),
@@ -163,7 +113,7 @@ static void paused_half_hour(saas_client *c, const char *const *ids, size_t n, i
 {
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(saas_sandbox_pause(NULL, c, ids[i], 0), SAAS_OK);
-	advance(1800 * 1000);
+	saas_test_advance(1800 * 1000);
 	for (size_t i = 0; i < n; i++) {
 		saas_sandbox *d = NULL;
 		assert_int_equal(saas_sandbox_destroy(&d, c, ids[i], 0), SAAS_OK);
@@ -180,12 +130,12 @@ static void paused_half_hour(saas_client *c, const char *const *ids, size_t n, i
  */
 static void test_paused_price_option(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options bad = f->opts;
 	saas_engine *e = NULL;
 	saas_account_info *ai;
 	saas_engine_info *ei;
-	saas_sandbox *before = create(f->c, 7200), *after, *free_one;
+	saas_sandbox *before = create(f->a, 7200), *after, *free_one;
 	saas_sandbox_list *kids = NULL;
 	char kid[SAAS_ID_MAX + 1];
 	const char *ids[3];
@@ -200,37 +150,35 @@ static void test_paused_price_option(void **state)
 	assert_int_equal(saas_engine_open(&e, &bad), SAAS_EINVAL);
 	assert_null(e);
 	/* A caller of version 5 has no such field: whatever lies past its struct is not read, the default holds. */
-	saas_client_free(f->c);
-	f->c = NULL;
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	bad.version = 5;
 	bad.paused_usd_micro_per_gib_hour = SAAS_ENGINE_PAUSED_PRICE_MAX + 1;
 	assert_int_equal(saas_engine_open(&f->engine, &bad), SAAS_OK);
 	assert_int_equal(saas_engine_info_get(&ei, f->engine), SAAS_OK);
 	assert_int_equal(ei->paused_usd_micro_per_gib_hour, SAAS_ENGINE_PAUSED_PRICE_DEFAULT);
 	saas_engine_info_free(ei);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
 
 	/* $0.00025 per GiB-hour: small's 44 GiB pay 250 * 45056 / 1024 = 11000 micro-dollars an hour. */
 	f->opts.paused_usd_micro_per_gib_hour = 250;
 	reopen(f);
-	assert_int_equal(saas_account_info_get(&ai, f->c), SAAS_OK);
+	assert_int_equal(saas_account_info_get(&ai, f->a), SAAS_OK);
 	assert_int_equal(ai->paused_usd_micro_per_gib_hour, 250);
 	assert_int_equal(saas_size_paused_usd_micro_per_hour(ai->sizes[0], ai->paused_usd_micro_per_gib_hour), 11000);
 	saas_account_info_free(ai);
 	assert_int_equal(saas_engine_info_get(&ei, f->engine), SAAS_OK);
 	assert_int_equal(ei->paused_usd_micro_per_gib_hour, 250);
 	saas_engine_info_free(ei);
-	after = create(f->c, 7200);
+	after = create(f->a, 7200);
 	fo.timeout_s = 7200;
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, before->id, 1, &fo, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, before->id, 1, &fo, 0), SAAS_OK);
 	snprintf(kid, sizeof(kid), "%s", kids->items[0]->id);
 	saas_sandbox_list_free(kids);
 	/* Half an hour paused each, not a second running: 4400 / 2, 11000 / 2. */
 	ids[0] = before->id;
 	ids[1] = after->id;
 	ids[2] = kid;
-	paused_half_hour(f->c, ids, 3, cost);
+	paused_half_hour(f->a, ids, 3, cost);
 	assert_int_equal(cost[0], SMALL_PAUSED_RATE / 2);
 	assert_int_equal(cost[1], 5500);
 	assert_int_equal(cost[2], 5500);
@@ -240,9 +188,9 @@ static void test_paused_price_option(void **state)
 	assert_int_equal(saas_engine_info_get(&ei, f->engine), SAAS_OK);
 	assert_int_equal(ei->paused_usd_micro_per_gib_hour, 0);
 	saas_engine_info_free(ei);
-	free_one = create(f->c, 7200);
+	free_one = create(f->a, 7200);
 	ids[0] = free_one->id;
-	paused_half_hour(f->c, ids, 1, cost);
+	paused_half_hour(f->a, ids, 1, cost);
 	assert_int_equal(cost[0], 0);
 	saas_sandbox_free(before);
 	saas_sandbox_free(after);
@@ -251,38 +199,38 @@ static void test_paused_price_option(void **state)
 
 static void test_pause_resume(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *sb = create(f->c, 3600), *p = NULL, *r = NULL;
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600), *p = NULL, *r = NULL;
 	saas_execution *x = NULL;
 	char *url = NULL;
 
-	write_file(f->c, sb->id, "/workspace/keep.txt", "still here");
-	assert_int_equal(saas_port_expose(&url, f->c, sb->id, 8080, 0), SAAS_OK);
-	advance(10 * 1000);
-	assert_int_equal(saas_sandbox_pause(&p, f->c, sb->id, 0), SAAS_OK);
+	write_file(f->a, sb->id, "/workspace/keep.txt", "still here");
+	assert_int_equal(saas_port_expose(&url, f->a, sb->id, 8080, 0), SAAS_OK);
+	saas_test_advance(10 * 1000);
+	assert_int_equal(saas_sandbox_pause(&p, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(p->status, SAAS_SANDBOX_PAUSED);
-	assert_int_equal(p->paused_at_ms, fake_now);
+	assert_int_equal(p->paused_at_ms, saas_test_now());
 	assert_int_equal(p->nports, 1); /* ports stay recorded */
 	assert_false(saas_fake_vm_exists(sb->id));
 	assert_int_equal(saas_fake_snapshot_count(), 1);
 
 	/* A paused sandbox runs nothing, and says why. */
-	assert_int_equal(saas_exec(&x, f->c, sb->id, "echo hi", NULL, 0), SAAS_ESTATE);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo hi", NULL, 0), SAAS_ESTATE);
 	assert_non_null(strstr(saas_error_last()->message, "paused"));
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_ESTATE);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_ESTATE);
 	/* Extend works while paused: the clock runs. */
-	assert_int_equal(saas_sandbox_extend(NULL, f->c, sb->id, 60, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_extend(NULL, f->a, sb->id, 60, 0), SAAS_OK);
 
-	advance(20 * 1000);
-	assert_int_equal(saas_sandbox_resume(&r, f->c, sb->id, 0), SAAS_OK);
+	saas_test_advance(20 * 1000);
+	assert_int_equal(saas_sandbox_resume(&r, f->a, sb->id, 0), SAAS_OK);
 	assert_string_equal(saas_sandbox_status_name(r->status), "ready");
 	assert_int_equal(r->paused_at_ms, 0);
 	assert_int_equal(r->paused_seconds, 20);
 	assert_int_equal(r->nports, 1);
 	assert_true(saas_fake_vm_exists(sb->id));
 	assert_int_equal(saas_fake_snapshot_count(), 0); /* deleted once resumed */
-	expect_file(f->c, sb->id, "/workspace/keep.txt", "still here");
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, sb->id, 0), SAAS_ESTATE);
+	expect_file(f->a, sb->id, "/workspace/keep.txt", "still here");
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_ESTATE);
 	assert_non_null(strstr(saas_error_last()->message, "not paused"));
 	saas_free(url);
 	saas_sandbox_free(sb);
@@ -293,21 +241,21 @@ static void test_pause_resume(void **state)
 /* An execution running when the sandbox is paused ends failed, and says why. */
 static void test_pause_ends_executions(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *sb = create(f->c, 3600);
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600);
 	saas_store_execution rec;
 	saas_execution *x = NULL;
 
 	memset(&rec, 0, sizeof(rec));
 	saas__strlcpy(rec.id, "exe-running", sizeof(rec.id));
 	saas__strlcpy(rec.sandbox_id, sb->id, sizeof(rec.sandbox_id));
-	saas__strlcpy(rec.account_id, f->account, sizeof(rec.account_id));
+	saas__strlcpy(rec.account_id, f->account_a, sizeof(rec.account_id));
 	rec.status = SAAS_EXEC_RUNNING;
 	rec.command = (char *)"sleep 100";
-	rec.started_at_ms = fake_now;
+	rec.started_at_ms = saas_test_now();
 	assert_int_equal(f->engine->store->execution_insert(f->engine->store_ctx, &rec), SAAS_OK);
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_OK);
-	assert_int_equal(saas_execution_get(&x, f->c, "exe-running"), SAAS_OK);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_execution_get(&x, f->a, "exe-running"), SAAS_OK);
 	assert_int_equal(x->status, SAAS_EXEC_FAILED);
 	assert_string_equal(x->error, "the sandbox was paused");
 	saas_execution_free(x);
@@ -316,17 +264,17 @@ static void test_pause_ends_executions(void **state)
 
 static void test_pause_billing(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *sb = create(f->c, 7200), *d = NULL;
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 7200), *d = NULL;
 
-	advance(100 * 1000 + 999);                 /* 100.999 s running */
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_OK);
-	advance(1800 * 1000 + 500);                /* 1800.5 s paused */
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, sb->id, 0), SAAS_OK);
-	advance(50 * 1000);                        /* 50 s running */
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_OK);
-	advance(900 * 1000);                       /* 900 s paused, then destroyed */
-	assert_int_equal(saas_sandbox_destroy(&d, f->c, sb->id, 0), SAAS_OK);
+	saas_test_advance(100 * 1000 + 999);                 /* 100.999 s running */
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_test_advance(1800 * 1000 + 500);                /* 1800.5 s paused */
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_test_advance(50 * 1000);                        /* 50 s running */
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_test_advance(900 * 1000);                       /* 900 s paused, then destroyed */
+	assert_int_equal(saas_sandbox_destroy(&d, f->a, sb->id, 0), SAAS_OK);
 	/*
 	 * Run: 100.999 + 50 = 150.999 s -> 150 whole seconds; paused: 2700.5 s ->
 	 * 2700 whole seconds. Each rounded down once: 90000*150/3600 = 3750 and
@@ -341,18 +289,18 @@ static void test_pause_billing(void **state)
 
 static void test_pause_expiry(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *sb = create(f->c, 120), *d = NULL;
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 120), *d = NULL;
 	unsigned int destroyed = 0;
 
-	advance(60 * 1000);
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_OK);
-	advance(61 * 1000);                        /* past its expiry: the clock ran while paused */
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, sb->id, 0), SAAS_ESTATE);
+	saas_test_advance(60 * 1000);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_test_advance(61 * 1000);                        /* past its expiry: the clock ran while paused */
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_ESTATE);
 	assert_non_null(strstr(saas_error_last()->message, "expired"));
 	assert_int_equal(saas_engine_sweep(&destroyed, f->engine), SAAS_OK);
 	assert_int_equal(destroyed, 1);
-	d = get(f->c, sb->id);
+	d = get(f->a, sb->id);
 	assert_int_equal(d->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(d->end_reason, SAAS_END_EXPIRED);
 	/* Billed to its expiry: 60 s running, 60 s paused. */
@@ -364,7 +312,7 @@ static void test_pause_expiry(void **state)
 
 static void test_paused_out_of_credit(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 	unsigned int destroyed = 0;
 	char *key;
@@ -377,12 +325,12 @@ static void test_paused_out_of_credit(void **state)
 	assert_non_null(key);
 	assert_int_equal(saas_client_open_local(&poor, f->engine, key, 0), SAAS_OK);
 	sb = create(poor, 86400);
-	advance(60 * 1000);
+	saas_test_advance(60 * 1000);
 	assert_int_equal(saas_sandbox_pause(NULL, poor, sb->id, 0), SAAS_OK);
 	/* The balance (1000) cannot pay for a minute running: resume is refused, it stays paused. */
 	assert_int_equal(saas_sandbox_resume(NULL, poor, sb->id, 0), SAAS_ECREDIT);
 	assert_int_equal(status_of(poor, sb->id), SAAS_SANDBOX_PAUSED);
-	advance(3600 * 1000);
+	saas_test_advance(3600 * 1000);
 	assert_int_equal(saas_engine_sweep(&destroyed, f->engine), SAAS_OK);
 	assert_int_equal(destroyed, 1);
 	d = get(poor, sb->id);
@@ -399,44 +347,44 @@ static void test_paused_out_of_credit(void **state)
 
 static void test_pause_failures(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *sb = create(f->c, 3600);
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600);
 	saas_execution *x = NULL;
 
 	saas_fake_fail_snapshots(1);
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_EBACKEND);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_EBACKEND);
 	assert_non_null(strstr(saas_error_last()->message, "runs on"));
-	assert_int_equal(status_of(f->c, sb->id), SAAS_SANDBOX_READY);
-	assert_int_equal(saas_exec(&x, f->c, sb->id, "echo ok", NULL, 0), SAAS_OK);
+	assert_int_equal(status_of(f->a, sb->id), SAAS_SANDBOX_READY);
+	assert_int_equal(saas_exec(&x, f->a, sb->id, "echo ok", NULL, 0), SAAS_OK);
 	saas_execution_free(x);
 
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_OK);
 	saas_fake_fail_restores(1);
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, sb->id, 0), SAAS_EBACKEND);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_EBACKEND);
 	assert_non_null(strstr(saas_error_last()->message, "stays paused"));
-	assert_int_equal(status_of(f->c, sb->id), SAAS_SANDBOX_PAUSED);
+	assert_int_equal(status_of(f->a, sb->id), SAAS_SANDBOX_PAUSED);
 	assert_int_equal(saas_fake_snapshot_count(), 1);
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_OK);
 
 	/* Bad arguments. */
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, "sbx-nope", 0), SAAS_ENOTFOUND);
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 1), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, "sbx-nope", 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 1), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, NULL, 0), SAAS_EINVAL);
 	assert_int_equal(saas_sandbox_pause(NULL, NULL, sb->id, 0), SAAS_EINVAL);
 	saas_sandbox_free(sb);
 }
 
 static void test_fork(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *sb = create(f->c, 3600), *parent;
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600), *parent;
 	saas_sandbox_list *kids = NULL;
 	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
 
-	write_file(f->c, sb->id, "/workspace/state.txt", "prepared");
-	advance(5000);
+	write_file(f->a, sb->id, "/workspace/state.txt", "prepared");
+	saas_test_advance(5000);
 	o.timeout_s = 600;
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 3, &o, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 3, &o, 0), SAAS_OK);
 	assert_int_equal(kids->count, 3);
 	for (size_t i = 0; i < kids->count; i++) {
 		saas_sandbox *k = kids->items[i];
@@ -445,17 +393,17 @@ static void test_fork(void **state)
 		assert_string_equal(k->parent_id, sb->id);
 		assert_string_equal(k->size, sb->size);
 		assert_string_equal(k->image, sb->image);
-		assert_int_equal(k->expires_at_ms, fake_now + 600 * 1000);
-		expect_file(f->c, k->id, "/workspace/state.txt", "prepared");
+		assert_int_equal(k->expires_at_ms, saas_test_now() + 600 * 1000);
+		expect_file(f->a, k->id, "/workspace/state.txt", "prepared");
 		for (size_t j = 0; j < i; j++)
 			assert_string_not_equal(k->id, kids->items[j]->id);
 	}
 	/* Each a machine of its own: a write in one is not in the others, nor in the parent. */
-	write_file(f->c, kids->items[0]->id, "/workspace/state.txt", "changed");
-	expect_file(f->c, kids->items[1]->id, "/workspace/state.txt", "prepared");
-	expect_file(f->c, sb->id, "/workspace/state.txt", "prepared");
+	write_file(f->a, kids->items[0]->id, "/workspace/state.txt", "changed");
+	expect_file(f->a, kids->items[1]->id, "/workspace/state.txt", "prepared");
+	expect_file(f->a, sb->id, "/workspace/state.txt", "prepared");
 	/* The parent ran on; the snapshot is gone. */
-	parent = get(f->c, sb->id);
+	parent = get(f->a, sb->id);
 	assert_int_equal(parent->status, SAAS_SANDBOX_READY);
 	assert_null(parent->parent_id);
 	assert_int_equal(saas_fake_snapshot_count(), 0);
@@ -463,9 +411,9 @@ static void test_fork(void **state)
 	assert_int_equal(saas_fake_restore_calls(), 3);
 
 	/* Children bill separately, from when they were ready. */
-	advance(300 * 1000);
+	saas_test_advance(300 * 1000);
 	{
-		saas_sandbox *k0 = get(f->c, kids->items[0]->id), *p2 = get(f->c, sb->id);
+		saas_sandbox *k0 = get(f->a, kids->items[0]->id), *p2 = get(f->a, sb->id);
 		assert_int_equal(k0->cost_usd_micro, SMALL_RATE * 300 / 3600);
 		assert_int_equal(p2->cost_usd_micro, SMALL_RATE * 305 / 3600);
 		saas_sandbox_free(k0);
@@ -478,31 +426,31 @@ static void test_fork(void **state)
 
 static void test_fork_limits(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *sb = create(f->c, 3600), *p = NULL;
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600), *p = NULL;
 	saas_sandbox_list *kids = NULL;
 	saas_fork_options bad = SAAS_FORK_OPTIONS_INIT;
 
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 0, NULL, 0), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, SAAS_FORK_MAX + 1, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 0, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, SAAS_FORK_MAX + 1, NULL, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "1 to 10"));
 	bad.version = 99;
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 1, &bad, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 1, &bad, 0), SAAS_EINVAL);
 	bad.version = SAAS_FORK_OPTIONS_VERSION;
 	bad.timeout_s = 10 * 86400;
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 1, &bad, 0), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, "sbx-nope", 1, NULL, 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 1, &bad, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, "sbx-nope", 1, NULL, 0), SAAS_ENOTFOUND);
 	/* max_sandboxes is 5: the parent and 4 more, not 5 more. */
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 5, NULL, 0), SAAS_ELIMIT);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 5, NULL, 0), SAAS_ELIMIT);
 	assert_non_null(strstr(saas_error_last()->message, "max_sandboxes"));
 	assert_int_equal(saas_fake_snapshot_calls(), 0);
 	assert_null(kids);
 
 	/* A paused sandbox cannot be forked: 409 over REST. */
-	assert_int_equal(saas_sandbox_pause(&p, f->c, sb->id, 0), SAAS_OK);
-	assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 1, NULL, 0), SAAS_ESTATE);
+	assert_int_equal(saas_sandbox_pause(&p, f->a, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 1, NULL, 0), SAAS_ESTATE);
 	assert_non_null(strstr(saas_error_last()->message, "paused"));
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_OK);
 
 	/* A restore that fails: all or nothing, the children made go unbilled, the snapshot too. */
 	saas_fake_fail_restores(0);
@@ -512,16 +460,16 @@ static void test_fork_limits(void **state)
 
 		saas_fake_fail_snapshots(0);
 		/* The second restore fails. */
-		assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 1, NULL, 0), SAAS_OK);
+		assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 1, NULL, 0), SAAS_OK);
 		saas_sandbox_list_free(kids);
 		kids = NULL;
 		before = saas_fake_vm_count();
 		saas_fake_fail_restores(1);
-		assert_int_equal(saas_sandbox_fork(&kids, f->c, sb->id, 2, NULL, 0), SAAS_EBACKEND);
+		assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 2, NULL, 0), SAAS_EBACKEND);
 		assert_null(kids);
 		assert_int_equal(saas_fake_vm_count(), before);
 		assert_int_equal(saas_fake_snapshot_count(), 0);
-		assert_int_equal(saas_sandbox_list_get(&all, f->c, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+		assert_int_equal(saas_sandbox_list_get(&all, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
 		assert_int_equal(all->count, 2); /* the parent and the first fork's child */
 		saas_sandbox_list_free(all);
 	}
@@ -531,7 +479,7 @@ static void test_fork_limits(void **state)
 
 static void test_fork_credit(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 	saas_sandbox_list *kids = NULL;
 	saas_client *poor;
@@ -551,50 +499,49 @@ static void test_fork_credit(void **state)
 
 static void test_not_supported(void **state)
 {
-	struct fixture *f = *state;
+	static saas_driver v3;       /* the fake driver as a version 3 table (no snapshots); the engine outlives the test */
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 
 	/* A version 3 table: the snapshot slots do not exist and are never read. */
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
-	memcpy(&f->v3, &saas_fake_driver, offsetof(saas_driver, vm_snapshot));
-	f->v3.version = 3;
-	f->opts.driver = &f->v3;
-	open_engine(f);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
-	sb = create(f->c, 600);
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, sb->id, 0), SAAS_ENOTSUP);
+	saas_test_fixture_close(f);
+	memcpy(&v3, &saas_fake_driver, offsetof(saas_driver, vm_snapshot));
+	v3.version = 3;
+	f->opts.driver = &v3;
+	saas_test_fixture_open(f);
+	sb = create(f->a, 600);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_ENOTSUP);
 	assert_non_null(strstr(saas_error_last()->message, "cannot save"));
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, sb->id, 0), SAAS_ENOTSUP);
-	assert_int_equal(saas_sandbox_fork(NULL, f->c, sb->id, 1, NULL, 0), SAAS_ENOTSUP);
-	assert_int_equal(status_of(f->c, sb->id), SAAS_SANDBOX_READY);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_ENOTSUP);
+	assert_int_equal(saas_sandbox_fork(NULL, f->a, sb->id, 1, NULL, 0), SAAS_ENOTSUP);
+	assert_int_equal(status_of(f->a, sb->id), SAAS_SANDBOX_READY);
 	saas_sandbox_free(sb);
 }
 
 static void test_reconcile(void **state)
 {
-	struct fixture *f = *state;
-	saas_sandbox *a = create(f->c, 3600), *b = create(f->c, 3600), *d;
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *a = create(f->a, 3600), *b = create(f->a, 3600), *d;
 	char snap_b[SAAS_STORE_SNAPSHOT_MAX + 1];
 	saas_store_sandbox row;
 
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, a->id, 0), SAAS_OK);
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, b->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, a->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, b->id, 0), SAAS_OK);
 	assert_int_equal(f->engine->store->sandbox_get(f->engine->store_ctx, b->id, &row), SAAS_OK);
 	saas__strlcpy(snap_b, row.snapshot, sizeof(snap_b));
 	/* What a crash may leave: a fork's snapshot nobody owns; a paused sandbox's state lost. */
 	saas_fake_snapshot_add("snap-orphan");
 	saas_fake_snapshot_lose(snap_b);
-	advance(30 * 1000);
+	saas_test_advance(30 * 1000);
 	reopen(f);
 	assert_false(saas_fake_snapshot_exists("snap-orphan"));
-	assert_int_equal(status_of(f->c, a->id), SAAS_SANDBOX_PAUSED);
-	d = get(f->c, b->id);
+	assert_int_equal(status_of(f->a, a->id), SAAS_SANDBOX_PAUSED);
+	d = get(f->a, b->id);
 	assert_int_equal(d->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(d->end_reason, SAAS_END_LOST);
 	saas_sandbox_free(d);
 	/* The one kept still resumes. */
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, a->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, a->id, 0), SAAS_OK);
 	saas_sandbox_free(a);
 	saas_sandbox_free(b);
 }

@@ -1,5 +1,5 @@
 /*
- * The dashboard's form bodies (aas_form_decode, server/people.c): fields and
+ * The dashboard's form bodies (aas_form_decode, server/web/people.c): fields and
  * their escapes, what is refused and its bound, and that freeing a form wipes
  * all of it (it held a password).
  *
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "server.h"
+#include "web/internal.h"
 
 /* free() as the server's objects call it (linked with --wrap=free): is the block watched all zeros? */
 void __real_free(void *p);

@@ -21,20 +21,8 @@
 #include "fake/fake_driver.h"
 #include "store/store.h"
 #include "saas/sys/error.h"
+#include "fixture.h"
 #include "testutil.h"
-
-static int64_t fake_now;
-
-static int64_t test_clock(void *ud)
-{
-	(void)ud;
-	return __atomic_load_n(&fake_now, __ATOMIC_SEQ_CST);
-}
-
-static void advance(int64_t ms)
-{
-	__atomic_add_fetch(&fake_now, ms, __ATOMIC_SEQ_CST);
-}
 
 /* ---- simulated hosts over the fake driver ---- */
 
@@ -348,7 +336,7 @@ static int sim_host_info(void *ctx, saas_driver_host *out)
 	while (h->stuck)
 		pthread_cond_wait(&stuck_cond, &stuck_mu);
 	pthread_mutex_unlock(&stuck_mu);
-	advance(h->answer_ms);
+	saas_test_advance(h->answer_ms);
 	out->cpus = h->cpus;
 	out->memory_mb = h->memory_mb;
 	out->vms = sim_vms(h);
@@ -379,75 +367,46 @@ static const saas_driver sim_driver = {
 
 /* ---- fixture ---- */
 
-static char *shared_url;       /* test_pool_two_engines: the SQLite file both engines open */
-
-struct fixture {
-	char *dir;
-	char *url;
-	saas_engine *engine;
-	saas_engine *admin;            /* store-only, as `aas-server host ...` opens it */
-	char *key;
-	char account[SAAS_ID_MAX + 1];
-	saas_client *c;
-	saas_engine_options opts;
-};
+/* The store-only engine the admin commands open (`aas-server host ...`), beside the fixture's. */
+static saas_engine *admin;
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT, admin;
+	struct saas_test_fixture *f = saas_test_fixture_new(&sim_driver, SAAS_TEST_FAKE_CLOCK);
+	saas_engine_options o;
 
-	assert_non_null(f);
-	saas_fake_reset();
 	sim_reset();
-	fake_now = 1700000000000LL;
-	f->opts = defaults;
-	assert_int_equal(saas_test_engine_options(&f->opts, &sim_driver, &f->dir, &f->url), 0);
-	f->opts.clock = test_clock;
-	f->opts.flags = SAAS_ENGINE_NO_REAPER;
 	f->opts.max_sandboxes = 20;
 	f->opts.driver_config = "owner=test";
-	if (saas_engine_open(&f->engine, &f->opts) != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-	admin = f->opts;
-	admin.flags = SAAS_ENGINE_STORE_ONLY;
-	admin.driver = NULL;
-	if (saas_engine_open(&f->admin, &admin) != SAAS_OK)
+	f->credit_a = SAAS_USD(100);
+	saas_test_fixture_open(f);
+	o = f->opts;
+	o.flags = SAAS_ENGINE_STORE_ONLY;
+	o.driver = NULL;
+	if (saas_engine_open(&admin, &o) != SAAS_OK)
 		fail_msg("admin engine open: %s", saas_error_last()->message);
-	f->key = saas_test_account_key(f->engine, "alice", SAAS_USD(100), f->account, sizeof(f->account));
-	assert_non_null(f->key);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
 	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
-	saas_engine_free(f->admin);
-	saas_free(f->key);
-	free(f->url);
-	saas_test_rmdir(f->dir);
-	free(f);
-	saas_fake_reset();
+	saas_engine_free(admin);
+	admin = NULL;
+	saas_test_fixture_free(*state);
 	sim_reset();
-	free(shared_url);
-	shared_url = NULL;
 	return 0;
 }
 
-/* Register host `name` (reached as qemu+ssh://NAME/system) of cpus and memory; its id into id. */
-static void host_add(struct fixture *f, const char *name, unsigned int cpus, uint64_t memory_mb, char *id)
+/* Register host `name` (reached as qemu+ssh://NAME/system) of cpus and memory, as the admin does; its id into id. */
+static void host_add(const char *name, unsigned int cpus, uint64_t memory_mb, char *id)
 {
 	char uri[128];
 	saas_host *h = NULL;
 
 	sim_host(name, cpus, memory_mb);
 	snprintf(uri, sizeof(uri), "qemu+ssh://%s/system", name);
-	if (saas_host_add(&h, f->admin, name, uri, "10.0.0.2", NULL, 0) != SAAS_OK)
+	if (saas_host_add(&h, admin, name, uri, "10.0.0.2", NULL, 0) != SAAS_OK)
 		fail_msg("host add: %s", saas_error_last()->message);
 	if (id)
 		snprintf(id, SAAS_ID_MAX + 1, "%s", h->id);
@@ -455,24 +414,24 @@ static void host_add(struct fixture *f, const char *name, unsigned int cpus, uin
 }
 
 /* One reaper sweep: with no heartbeat thread, also the hosts' heartbeat. */
-static void sweep(struct fixture *f)
+static void sweep(struct saas_test_fixture *f)
 {
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 }
 
-static saas_sandbox *create(struct fixture *f)
+static saas_sandbox *create(struct saas_test_fixture *f)
 {
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = NULL;
 
 	o.timeout_s = 3600;
-	if (saas_sandbox_create(&sb, f->c, &o, 0) != SAAS_OK)
+	if (saas_sandbox_create(&sb, f->a, &o, 0) != SAAS_OK)
 		fail_msg("create: %s", saas_error_last()->message);
 	return sb;
 }
 
 /* The host a sandbox's row names. */
-static void host_of(struct fixture *f, const char *id, char *out)
+static void host_of(struct saas_test_fixture *f, const char *id, char *out)
 {
 	saas_store_sandbox row;
 
@@ -481,7 +440,7 @@ static void host_of(struct fixture *f, const char *id, char *out)
 }
 
 /* A sandbox's prices per hour, running and paused, as its row has them. */
-static void rates(struct fixture *f, const char *id, int64_t *run, int64_t *paused)
+static void rates(struct saas_test_fixture *f, const char *id, int64_t *run, int64_t *paused)
 {
 	saas_store_sandbox row;
 
@@ -490,11 +449,11 @@ static void rates(struct fixture *f, const char *id, int64_t *run, int64_t *paus
 	*paused = row.paused_usd_micro_per_hour;
 }
 
-static saas_host *host_get(struct fixture *f, const char *name)
+static saas_host *host_get(const char *name)
 {
 	saas_host *h = NULL;
 
-	assert_int_equal(saas_host_get(&h, f->admin, name), SAAS_OK);
+	assert_int_equal(saas_host_get(&h, admin, name), SAAS_OK);
 	return h;
 }
 
@@ -503,7 +462,7 @@ static saas_host *host_get(struct fixture *f, const char *name)
 /* No host registered: the engine's own driver runs every VM, as it always did. */
 static void test_single_machine(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_host_list *l = NULL;
 	saas_sandbox *sb;
 	char host[SAAS_ID_MAX + 1];
@@ -516,13 +475,13 @@ static void test_single_machine(void **state)
 	assert_int_equal(saas_host_list_get(&l, f->engine), SAAS_OK);
 	assert_int_equal(l->count, 0);
 	saas_host_list_free(l);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	saas_sandbox_free(sb);
 }
 
 static void test_registry(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_host_options o = SAAS_HOST_OPTIONS_INIT;
 	saas_host *h = NULL;
 	saas_host_list *l = NULL;
@@ -534,18 +493,18 @@ static void test_registry(void **state)
 	static const char *const bad_addresses[] = { "", "host.example", "10.0.0.256", "10.0.0.1 ", "fe80::1%eth0", "fd00::2" };
 
 	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
-		assert_int_equal(saas_host_add(NULL, f->admin, bad_names[i], "qemu+ssh://h/system", "10.0.0.2", NULL, 0),
+		assert_int_equal(saas_host_add(NULL, admin, bad_names[i], "qemu+ssh://h/system", "10.0.0.2", NULL, 0),
 		                 SAAS_EINVAL);
 	for (size_t i = 0; i < sizeof(bad_uris) / sizeof(bad_uris[0]); i++)
-		assert_int_equal(saas_host_add(NULL, f->admin, "h", bad_uris[i], "10.0.0.2", NULL, 0), SAAS_EINVAL);
+		assert_int_equal(saas_host_add(NULL, admin, "h", bad_uris[i], "10.0.0.2", NULL, 0), SAAS_EINVAL);
 	for (size_t i = 0; i < sizeof(bad_addresses) / sizeof(bad_addresses[0]); i++)
-		assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", bad_addresses[i], NULL, 0),
+		assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+ssh://h/system", bad_addresses[i], NULL, 0),
 		                 SAAS_EINVAL);
 	/* IPv6: said so, not "not an address". */
-	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "fd00::2", NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+ssh://h/system", "fd00::2", NULL, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "IPv4"));
 	/* Unauthenticated TCP only when asked for by name. */
-	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+tcp://h/system", "10.0.0.2", NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+tcp://h/system", "10.0.0.2", NULL, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "qemu+tcp"));
 	/* A query that turns off the check of the host's identity, however it is spelled, only when allowed by name. */
 	{
@@ -571,7 +530,7 @@ static void test_registry(void **state)
 		};
 
 		for (size_t i = 0; i < sizeof(unverified) / sizeof(unverified[0]); i++) {
-			assert_int_equal(saas_host_add(NULL, f->admin, "h", unverified[i], "10.0.0.2", NULL, 0), SAAS_EINVAL);
+			assert_int_equal(saas_host_add(NULL, admin, "h", unverified[i], "10.0.0.2", NULL, 0), SAAS_EINVAL);
 			assert_non_null(strstr(saas_error_last()->message, "query field") ||
 			                strstr(saas_error_last()->message, "identity"));
 		}
@@ -579,25 +538,25 @@ static void test_registry(void **state)
 			char name[8];
 
 			snprintf(name, sizeof(name), "v%zu", i);
-			assert_int_equal(saas_host_add(NULL, f->admin, name, verified[i], "10.0.0.2", NULL, 0), SAAS_OK);
-			assert_int_equal(saas_host_remove(f->admin, name), SAAS_OK);
+			assert_int_equal(saas_host_add(NULL, admin, name, verified[i], "10.0.0.2", NULL, 0), SAAS_OK);
+			assert_int_equal(saas_host_remove(admin, name), SAAS_OK);
 		}
-		assert_int_equal(saas_host_add(NULL, f->admin, "u1", unverified[0], "10.0.0.2", NULL,
+		assert_int_equal(saas_host_add(NULL, admin, "u1", unverified[0], "10.0.0.2", NULL,
 		                               SAAS_HOST_ALLOW_UNVERIFIED), SAAS_OK);
-		assert_int_equal(saas_host_remove(f->admin, "u1"), SAAS_OK);
+		assert_int_equal(saas_host_remove(admin, "u1"), SAAS_OK);
 	}
-	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", NULL, 4), SAAS_EINVAL);
+	assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+ssh://h/system", "10.0.0.2", NULL, 4), SAAS_EINVAL);
 	o.cpu_overcommit_milli = 99;
-	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
 	o.cpu_overcommit_milli = SAAS_HOST_OVERCOMMIT_MAX + 1;
-	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
 	o.cpu_overcommit_milli = 0;
 	o.version = 2;
-	assert_int_equal(saas_host_add(NULL, f->admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+ssh://h/system", "10.0.0.2", &o, 0), SAAS_EINVAL);
 
 	o.version = SAAS_HOST_OPTIONS_VERSION;
 	o.mem_overcommit_milli = 1500;
-	assert_int_equal(saas_host_add(&h, f->admin, "h1", "qemu+tcp://h1/system", "10.0.0.9", &o, SAAS_HOST_ALLOW_TCP),
+	assert_int_equal(saas_host_add(&h, admin, "h1", "qemu+tcp://h1/system", "10.0.0.9", &o, SAAS_HOST_ALLOW_TCP),
 	                 SAAS_OK);
 	assert_string_equal(h->name, "h1");
 	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
@@ -605,55 +564,55 @@ static void test_registry(void **state)
 	assert_int_equal(h->mem_overcommit_milli, 1500);
 	assert_int_equal(h->last_seen_ms, 0);
 	saas_host_free(h);
-	assert_int_equal(saas_host_add(NULL, f->admin, "h1", "qemu+ssh://other/system", "10.0.0.3", NULL, 0),
+	assert_int_equal(saas_host_add(NULL, admin, "h1", "qemu+ssh://other/system", "10.0.0.3", NULL, 0),
 	                 SAAS_EEXISTS);
-	advance(1); /* listed oldest first */
-	host_add(f, "h2", 8, 16384, NULL);
+	saas_test_advance(1); /* listed oldest first */
+	host_add("h2", 8, 16384, NULL);
 
 	/* Drain and back; by name or id; twice is fine. */
-	assert_int_equal(saas_host_drain(f->admin, "h1"), SAAS_OK);
-	assert_int_equal(saas_host_drain(f->admin, "h1"), SAAS_OK);
-	h = host_get(f, "h1");
+	assert_int_equal(saas_host_drain(admin, "h1"), SAAS_OK);
+	assert_int_equal(saas_host_drain(admin, "h1"), SAAS_OK);
+	h = host_get("h1");
 	assert_int_equal(h->state, SAAS_HOST_DRAINING);
-	assert_int_equal(saas_host_activate(f->admin, h->id), SAAS_OK);
+	assert_int_equal(saas_host_activate(admin, h->id), SAAS_OK);
 	saas_host_free(h);
-	h = host_get(f, "h1");
+	h = host_get("h1");
 	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
 	saas_host_free(h);
-	assert_int_equal(saas_host_drain(f->admin, "nope"), SAAS_ENOTFOUND);
-	assert_int_equal(saas_host_remove(f->admin, "nope"), SAAS_ENOTFOUND);
-	assert_int_equal(saas_host_drain(f->admin, ""), SAAS_EINVAL);
+	assert_int_equal(saas_host_drain(admin, "nope"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_host_remove(admin, "nope"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_host_drain(admin, ""), SAAS_EINVAL);
 
 	/* The engine reaches them: their capacity is what they report times the overcommit. */
 	sweep(f);
-	assert_int_equal(saas_host_list_get(&l, f->admin), SAAS_OK);
+	assert_int_equal(saas_host_list_get(&l, admin), SAAS_OK);
 	assert_int_equal(l->count, 2);
 	assert_string_equal(l->items[0]->name, "h1");
 	assert_int_equal(l->items[0]->cpus, 4);
 	assert_int_equal(l->items[0]->vcpus_capacity, 16);
 	assert_int_equal(l->items[0]->memory_mb_capacity, 8192 * 3 / 2);
-	assert_int_equal(l->items[0]->last_seen_ms, fake_now);
+	assert_int_equal(l->items[0]->last_seen_ms, saas_test_now());
 	assert_string_equal(l->items[1]->name, "h2");
 	assert_int_equal(l->items[1]->vcpus_capacity, 32);
 	assert_int_equal(l->items[1]->memory_mb_capacity, 16384);
 	saas_host_list_free(l);
 	/* Each host's context: its own state directory, the engine's configuration with its uri and address. */
-	h = host_get(f, "h2");
+	h = host_get("h2");
 	{
 		char want[512];
 		snprintf(want, sizeof(want), "%s/hosts/%s", f->dir, h->id);
 		assert_string_equal(sim_find("h2")->state_dir, want);
 	}
 	assert_string_equal(sim_find("h2")->config, "owner=test uri=qemu+ssh://h2/system listen=10.0.0.2");
-	assert_int_equal(saas_host_remove(f->admin, h->id), SAAS_OK);
+	assert_int_equal(saas_host_remove(admin, h->id), SAAS_OK);
 	saas_host_free(h);
-	assert_int_equal(saas_host_get(&h, f->admin, "h2"), SAAS_ENOTFOUND);
+	assert_int_equal(saas_host_get(&h, admin, "h2"), SAAS_ENOTFOUND);
 }
 
 /* New sandboxes go to the host with the most memory left, and none past every host's capacity. */
 static void test_placement(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
 	saas_sandbox *sb[4];
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
@@ -661,8 +620,8 @@ static void test_placement(void **state)
 	unsigned int on_a = 0, on_b = 0;
 
 	/* Registered by another process; this engine takes them up at its next heartbeat. */
-	host_add(f, "a", 4, 8192, a);
-	host_add(f, "b", 4, 8192, b);
+	host_add("a", 4, 8192, a);
+	host_add("b", 4, 8192, b);
 	sweep(f);
 	for (int i = 0; i < 4; i++) {
 		sb[i] = create(f);
@@ -681,12 +640,12 @@ static void test_placement(void **state)
 	assert_int_equal(sim_vms(sim_find("local")), 0);
 	/* Both full (two smalls of 4096 MiB each): busy, and nothing made. */
 	o.timeout_s = 3600;
-	assert_int_equal(saas_sandbox_create(&none, f->c, &o, 0), SAAS_EBUSY);
+	assert_int_equal(saas_sandbox_create(&none, f->a, &o, 0), SAAS_EBUSY);
 	assert_non_null(strstr(saas_error_last()->message, "no VM host has room for a small sandbox"));
 	assert_null(none);
 	assert_int_equal(saas_fake_vm_count(), 4);
 	/* One ends: its room is free again. */
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb[0]->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb[0]->id, 0), SAAS_OK);
 	none = create(f);
 	saas_sandbox_free(none);
 	for (int i = 0; i < 4; i++)
@@ -696,14 +655,14 @@ static void test_placement(void **state)
 /* Every call for a sandbox goes to its host's context. */
 static void test_routing(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
 	saas_sandbox *x, *y;
 	saas_execution *ex = NULL;
 	struct sim_host *ha, *hb;
 
-	host_add(f, "a", 4, 8192, a);
-	host_add(f, "b", 4, 16384, b);
+	host_add("a", 4, 8192, a);
+	host_add("b", 4, 16384, b);
 	sweep(f);
 	/* b has the most memory left, then a. */
 	x = create(f);
@@ -712,31 +671,31 @@ static void test_routing(void **state)
 	hb = sim_find("b");
 	assert_ptr_equal(owner_of(x->id), hb);
 	assert_ptr_equal(owner_of(y->id), hb);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, y->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, y->id, 0), SAAS_OK);
 	assert_null(owner_of(y->id));
 	saas_sandbox_free(y);
-	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_OK);
+	assert_int_equal(saas_exec(&ex, f->a, x->id, "echo hi", NULL, 0), SAAS_OK);
 	assert_int_equal(ex->exit_code, 0);
 	saas_execution_free(ex);
 	assert_int_equal(hb->execs, 1);
 	assert_int_equal(ha->execs, 0);
-	assert_int_equal(saas_file_write(f->c, x->id, "f.txt", "data", 4, NULL), SAAS_OK);
+	assert_int_equal(saas_file_write(f->a, x->id, "f.txt", "data", 4, NULL), SAAS_OK);
 	{
 		void *data = NULL;
 		size_t len = 0;
-		assert_int_equal(saas_file_read(&data, &len, f->c, x->id, "f.txt", 0), SAAS_OK);
+		assert_int_equal(saas_file_read(&data, &len, f->a, x->id, "f.txt", 0), SAAS_OK);
 		assert_int_equal(len, 4);
 		saas_free(data);
 	}
 	/* Pause and resume stay on the host that holds the snapshot. */
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, x->id, 0), SAAS_OK);
 	assert_int_equal(sim_vms(hb), 0);
-	assert_int_equal(saas_sandbox_resume(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, x->id, 0), SAAS_OK);
 	assert_ptr_equal(owner_of(x->id), hb);
 	/* A fork's children too. */
 	{
 		saas_sandbox_list *kids = NULL;
-		if (saas_sandbox_fork(&kids, f->c, x->id, 2, NULL, 0) != SAAS_OK)
+		if (saas_sandbox_fork(&kids, f->a, x->id, 2, NULL, 0) != SAAS_OK)
 			fail_msg("fork: %s", saas_error_last()->message);
 		for (size_t i = 0; i < kids->count; i++)
 			assert_ptr_equal(owner_of(kids->items[i]->id), hb);
@@ -744,12 +703,12 @@ static void test_routing(void **state)
 	}
 	/* Its host out of reach: a clear error, not a crash. */
 	hb->down = 1;
-	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_OK);
+	assert_int_equal(saas_exec(&ex, f->a, x->id, "echo hi", NULL, 0), SAAS_OK);
 	assert_int_equal(ex->status, SAAS_EXEC_FAILED);
 	assert_non_null(strstr(ex->error, "host b does not answer"));
 	saas_execution_free(ex);
 	hb->down = 0;
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, x->id, 0), SAAS_OK);
 	assert_null(owner_of(x->id));
 	saas_sandbox_free(x);
 }
@@ -757,32 +716,30 @@ static void test_routing(void **state)
 /* An engine that cannot open a host's context at all says which host is unreachable. */
 static void test_unreachable_open(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1];
 	saas_sandbox *x;
 	saas_execution *ex = NULL;
 
-	host_add(f, "a", 4, 8192, a);
+	host_add("a", 4, 8192, a);
 	sweep(f);
 	x = create(f);
 	/* A new engine (a restart) while the host is down: reconcile leaves its sandbox to the heartbeats. */
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	sim_find("a")->down = 1;
-	assert_int_equal(saas_engine_open(&f->engine, &f->opts), SAAS_OK);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
-	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_EBACKEND);
+	saas_test_fixture_open(f);
+	assert_int_equal(saas_exec(&ex, f->a, x->id, "echo hi", NULL, 0), SAAS_EBACKEND);
 	assert_non_null(strstr(saas_error_last()->message, "VM host a is unreachable"));
 	{
 		saas_sandbox *now = NULL;
-		assert_int_equal(saas_sandbox_get(&now, f->c, x->id), SAAS_OK);
+		assert_int_equal(saas_sandbox_get(&now, f->a, x->id), SAAS_OK);
 		assert_int_equal(now->status, SAAS_SANDBOX_READY);
 		saas_sandbox_free(now);
 	}
 	sim_find("a")->down = 0;
-	advance(10000); /* past the retry's back-off */
+	saas_test_advance(10000); /* past the retry's back-off */
 	ex = NULL;
-	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo hi", NULL, 0), SAAS_OK);
+	assert_int_equal(saas_exec(&ex, f->a, x->id, "echo hi", NULL, 0), SAAS_OK);
 	saas_execution_free(ex);
 	saas_sandbox_free(x);
 }
@@ -790,40 +747,40 @@ static void test_unreachable_open(void **state)
 /* A draining host takes nothing new; its sandboxes run on; it is removed once empty. */
 static void test_drain(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
 	saas_sandbox *x, *y, *z = NULL;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_execution *ex = NULL;
 	saas_host *h;
 
-	host_add(f, "a", 4, 16384, a);
-	host_add(f, "b", 4, 8192, b);
+	host_add("a", 4, 16384, a);
+	host_add("b", 4, 8192, b);
 	sweep(f);
 	x = create(f);
 	host_of(f, x->id, where);
 	assert_string_equal(where, a);
-	assert_int_equal(saas_host_drain(f->admin, "a"), SAAS_OK);
+	assert_int_equal(saas_host_drain(admin, "a"), SAAS_OK);
 	/* Though a has the most room left, new ones go to b, until b is full. */
 	y = create(f);
 	host_of(f, y->id, where);
 	assert_string_equal(where, b);
 	saas_sandbox_free(create(f));
 	o.timeout_s = 60;
-	assert_int_equal(saas_sandbox_create(&z, f->c, &o, 0), SAAS_EBUSY);
+	assert_int_equal(saas_sandbox_create(&z, f->a, &o, 0), SAAS_EBUSY);
 	/* x lives on. */
-	assert_int_equal(saas_exec(&ex, f->c, x->id, "echo still here", NULL, 0), SAAS_OK);
+	assert_int_equal(saas_exec(&ex, f->a, x->id, "echo still here", NULL, 0), SAAS_OK);
 	saas_execution_free(ex);
-	h = host_get(f, "a");
+	h = host_get("a");
 	assert_int_equal(h->state, SAAS_HOST_DRAINING);
 	assert_int_equal(h->sandboxes, 1);
 	assert_int_equal(h->memory_mb_used, 4096);
 	saas_host_free(h);
 	/* Not removed while x lives. */
-	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_EBUSY);
+	assert_int_equal(saas_host_remove(admin, "a"), SAAS_EBUSY);
 	assert_non_null(strstr(saas_error_last()->message, "still has 1 sandboxes"));
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, x->id, 0), SAAS_OK);
-	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, x->id, 0), SAAS_OK);
+	assert_int_equal(saas_host_remove(admin, "a"), SAAS_OK);
 	sweep(f);
 	saas_sandbox_free(x);
 	saas_sandbox_free(y);
@@ -836,7 +793,7 @@ static void test_drain(void **state)
  */
 static void test_lost_host(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1];
 	saas_sandbox *x, *p, *now = NULL;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
@@ -845,7 +802,7 @@ static void test_lost_host(void **state)
 	int64_t ready, last_seen, credit_before, run, paused;
 	saas_host *h;
 
-	host_add(f, "a", 4, 16384, a);
+	host_add("a", 4, 16384, a);
 	sweep(f);
 	ha = sim_find("a");
 	x = create(f);
@@ -853,42 +810,42 @@ static void test_lost_host(void **state)
 	ready = x->ready_at_ms;
 	rates(f, x->id, &run, &paused);
 	assert_true(run > 0 && paused > 0);
-	advance(100000);
-	assert_int_equal(saas_sandbox_pause(NULL, f->c, p->id, 0), SAAS_OK);
-	advance(200500);
+	saas_test_advance(100000);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, p->id, 0), SAAS_OK);
+	saas_test_advance(200500);
 	sweep(f);
-	last_seen = fake_now;
+	last_seen = saas_test_now();
 	ha->down = 1;
 	/* Within the grace (60 s): not lost, nothing closed. */
-	advance(30000);
+	saas_test_advance(30000);
 	sweep(f);
-	advance(30000);
+	saas_test_advance(30000);
 	sweep(f);
-	h = host_get(f, "a");
+	h = host_get("a");
 	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
 	assert_int_equal(h->last_seen_ms, last_seen);
 	saas_host_free(h);
-	assert_int_equal(saas_sandbox_get(&now, f->c, x->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&now, f->a, x->id), SAAS_OK);
 	assert_int_equal(now->status, SAAS_SANDBOX_READY);
 	saas_sandbox_free(now);
 	/* Meanwhile nothing is placed on it (not reached within three heartbeats). */
 	o.timeout_s = 60;
 	now = NULL;
-	assert_int_equal(saas_sandbox_create(&now, f->c, &o, 0), SAAS_EBUSY);
+	assert_int_equal(saas_sandbox_create(&now, f->a, &o, 0), SAAS_EBUSY);
 	/* Past the grace: lost, and its sandboxes closed, billed to last_seen and not a millisecond more. */
-	advance(1);
+	saas_test_advance(1);
 	sweep(f);
-	h = host_get(f, "a");
+	h = host_get("a");
 	assert_int_equal(h->state, SAAS_HOST_LOST);
-	assert_int_equal(h->state_at_ms, fake_now);
+	assert_int_equal(h->state_at_ms, saas_test_now());
 	assert_int_equal(h->sandboxes, 0);
 	saas_host_free(h);
-	assert_int_equal(saas_sandbox_get(&now, f->c, x->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&now, f->a, x->id), SAAS_OK);
 	assert_int_equal(now->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(now->end_reason, SAAS_END_LOST);
 	assert_int_equal(now->cost_usd_micro, saas_cost(run, (last_seen - ready) / 1000));
 	saas_sandbox_free(now);
-	assert_int_equal(saas_sandbox_get(&now, f->c, p->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&now, f->a, p->id), SAAS_OK);
 	assert_int_equal(now->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(now->end_reason, SAAS_END_LOST);
 	/* 100 s running, then paused to last_seen. */
@@ -896,12 +853,12 @@ static void test_lost_host(void **state)
 	                 saas_cost(run, 100) + saas_cost(paused, (last_seen - p->ready_at_ms - 100000) / 1000));
 	saas_sandbox_free(now);
 	/* Time passes while it is lost: nothing more is billed. */
-	assert_int_equal(saas_account_get(&acc, f->admin, f->account), SAAS_OK);
+	assert_int_equal(saas_account_get(&acc, admin, f->account_a), SAAS_OK);
 	credit_before = acc->balance_usd_micro;
 	saas_account_free(acc);
-	advance(3600000);
+	saas_test_advance(3600000);
 	sweep(f);
-	assert_int_equal(saas_account_get(&acc, f->admin, f->account), SAAS_OK);
+	assert_int_equal(saas_account_get(&acc, admin, f->account_a), SAAS_OK);
 	assert_int_equal(acc->balance_usd_micro, credit_before);
 	saas_account_free(acc);
 	assert_int_equal(sim_vms(ha), 1);
@@ -909,9 +866,9 @@ static void test_lost_host(void **state)
 	ha->down = 0;
 	sweep(f);
 	assert_int_equal(sim_vms(ha), 0);
-	h = host_get(f, "a");
+	h = host_get("a");
 	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
-	assert_int_equal(h->last_seen_ms, fake_now);
+	assert_int_equal(h->last_seen_ms, saas_test_now());
 	saas_host_free(h);
 	now = create(f);
 	assert_ptr_equal(owner_of(now->id), ha);
@@ -928,16 +885,16 @@ static void test_lost_host(void **state)
  */
 static void test_slow_answer(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1];
 	saas_host *h = NULL;
 	saas_sandbox *x;
 
-	host_add(f, "a", 4, 16384, a);
+	host_add("a", 4, 16384, a);
 	sim_find("a")->answer_ms = 4 * SAAS_ENGINE_HOST_HEARTBEAT_MS;
 	sweep(f);
-	assert_int_equal(saas_host_get(&h, f->admin, "a"), SAAS_OK);
-	assert_int_equal(h->last_seen_ms, fake_now);
+	assert_int_equal(saas_host_get(&h, admin, "a"), SAAS_OK);
+	assert_int_equal(h->last_seen_ms, saas_test_now());
 	saas_host_free(h);
 	x = create(f);
 	saas_sandbox_free(x);
@@ -950,25 +907,25 @@ static void test_slow_answer(void **state)
  */
 static void test_stuck_host(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1];
 	saas_host *h = NULL;
 	unsigned int calls;
 
-	host_add(f, "a", 4, 16384, a);
-	host_add(f, "b", 4, 16384, b);
+	host_add("a", 4, 16384, a);
+	host_add("b", 4, 16384, b);
 	sweep(f);
 	pthread_mutex_lock(&stuck_mu);
 	sim_find("a")->stuck = 1;
 	pthread_mutex_unlock(&stuck_mu);
 	for (int beat = 0; beat < 2; beat++) {
-		advance(1000);
+		saas_test_advance(1000);
 		sweep(f);
-		assert_int_equal(saas_host_get(&h, f->admin, "b"), SAAS_OK);
-		assert_int_equal(h->last_seen_ms, fake_now);
+		assert_int_equal(saas_host_get(&h, admin, "b"), SAAS_OK);
+		assert_int_equal(h->last_seen_ms, saas_test_now());
 		saas_host_free(h);
-		assert_int_equal(saas_host_get(&h, f->admin, "a"), SAAS_OK);
-		assert_true(h->last_seen_ms < fake_now - 500);
+		assert_int_equal(saas_host_get(&h, admin, "a"), SAAS_OK);
+		assert_true(h->last_seen_ms < saas_test_now() - 500);
 		saas_host_free(h);
 	}
 	pthread_mutex_lock(&stuck_mu);
@@ -982,8 +939,8 @@ static void test_stuck_host(void **state)
 	/* Its beat ends, and it is seen again: the next heartbeat beats it. */
 	for (int i = 0; i < 100; i++) {
 		sweep(f);
-		assert_int_equal(saas_host_get(&h, f->admin, "a"), SAAS_OK);
-		calls = h->last_seen_ms == fake_now;
+		assert_int_equal(saas_host_get(&h, admin, "a"), SAAS_OK);
+		calls = h->last_seen_ms == saas_test_now();
 		saas_host_free(h);
 		if (calls)
 			break;
@@ -993,18 +950,18 @@ static void test_stuck_host(void **state)
 
 static void test_last_host_removed(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
 	saas_sandbox *x;
 
-	host_add(f, "a", 4, 8192, a);
+	host_add("a", 4, 8192, a);
 	sweep(f);
 	x = create(f);
 	host_of(f, x->id, where);
 	assert_string_equal(where, a);
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, x->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, x->id, 0), SAAS_OK);
 	saas_sandbox_free(x);
-	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_OK);
+	assert_int_equal(saas_host_remove(admin, "a"), SAAS_OK);
 	x = create(f);
 	host_of(f, x->id, where);
 	assert_string_equal(where, "");
@@ -1015,7 +972,7 @@ static void test_last_host_removed(void **state)
 /* The engine options for hosts are checked. */
 static void test_options(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options o = f->opts;
 	saas_engine *e = NULL;
 
@@ -1034,14 +991,11 @@ static void test_options(void **state)
 /* ---- warm pools on VM hosts ---- */
 
 /* The engine reopened with a pool spec (the fixture's has none). */
-static void reopen_pooled(struct fixture *f, const char *pool)
+static void reopen_pooled(struct saas_test_fixture *f, const char *pool)
 {
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
+	saas_test_fixture_close(f);
 	f->opts.pool = pool;
-	if (saas_engine_open(&f->engine, &f->opts) != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	saas_test_fixture_open(f);
 }
 
 /* Refill until the pools are full or nothing more can be made; how many were made. */
@@ -1057,7 +1011,7 @@ static unsigned int refill(saas_engine *e)
 }
 
 /* Which pooled VM the engine holds on a host: the first VM owned by h that has no row. */
-static int pooled_on(struct fixture *f, const struct sim_host *h, char *name)
+static int pooled_on(struct saas_test_fixture *f, const struct sim_host *h, char *name)
 {
 	for (int i = 0; i < SIM_OWNED; i++) {
 		saas_store_sandbox row;
@@ -1076,21 +1030,21 @@ static int pooled_on(struct fixture *f, const struct sim_host *h, char *name)
  */
 static void test_pool_on_hosts(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
 	struct sim_host *ha, *hb;
 	saas_sandbox *sb, *now = NULL;
 	unsigned int calls;
 	int64_t claimed_at, run, paused;
 
-	host_add(f, "a", 4, 8192, a);
-	host_add(f, "b", 4, 8192, b);
+	host_add("a", 4, 8192, a);
+	host_add("b", 4, 8192, b);
 	reopen_pooled(f, "small=2");
 	/* Before any host is seen, nothing is made (no host has room), not even on the engine's own driver. */
 	assert_int_equal(refill(f->engine), 0);
 	assert_int_equal(saas_fake_vm_count(), 0);
 	sweep(f);
-	advance(10000); /* the refill looks again a heartbeat later */
+	saas_test_advance(10000); /* the refill looks again a heartbeat later */
 	assert_int_equal(refill(f->engine), 2);
 	ha = sim_find("a");
 	hb = sim_find("b");
@@ -1100,12 +1054,12 @@ static void test_pool_on_hosts(void **state)
 	assert_int_equal(sim_vms(sim_find("local")), 0);
 	/* The host list does not count pooled VMs as sandboxes: they belong to nobody yet. */
 	{
-		saas_host *h = host_get(f, "a");
+		saas_host *h = host_get("a");
 		assert_int_equal(h->sandboxes, 0);
 		saas_host_free(h);
 	}
-	advance(5000);
-	claimed_at = fake_now;
+	saas_test_advance(5000);
+	claimed_at = saas_test_now();
 	calls = saas_fake_create_calls();
 	sb = create(f);
 	/* Claimed: no VM was made for it, and it is one of the pooled VMs, on its host. */
@@ -1117,8 +1071,8 @@ static void test_pool_on_hosts(void **state)
 	assert_int_equal(sb->ready_at_ms, claimed_at);
 	/* Billed from the claim, to the micro-dollar. */
 	rates(f, sb->id, &run, &paused);
-	advance(100000);
-	assert_int_equal(saas_sandbox_get(&now, f->c, sb->id), SAAS_OK);
+	saas_test_advance(100000);
+	assert_int_equal(saas_sandbox_get(&now, f->a, sb->id), SAAS_OK);
 	assert_int_equal(now->cost_usd_micro, saas_cost(run, 100));
 	saas_sandbox_free(now);
 	/* Commands run on its host. */
@@ -1126,49 +1080,45 @@ static void test_pool_on_hosts(void **state)
 		saas_execution *ex = NULL;
 		struct sim_host *on = owner_of(sb->id);
 		unsigned int before = on->execs;
-		assert_int_equal(saas_exec(&ex, f->c, sb->id, "echo hi", NULL, 0), SAAS_OK);
+		assert_int_equal(saas_exec(&ex, f->a, sb->id, "echo hi", NULL, 0), SAAS_OK);
 		assert_int_equal(ex->exit_code, 0);
 		saas_execution_free(ex);
 		assert_int_equal(on->execs, before + 1);
 	}
 	/* The pool makes its replacement (a heartbeat first: the hosts were seen too long ago to take it). */
 	assert_int_equal(refill(f->engine), 0);
-	advance(5000);
+	saas_test_advance(5000);
 	sweep(f);
 	refill(f->engine);
 	assert_int_equal(sim_vms(ha) + sim_vms(hb), 3);
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
-	f->c = NULL;
-	f->engine = NULL;
+	saas_test_fixture_close(f);
 	assert_int_equal(sim_vms(ha) + sim_vms(hb), 1);
 	assert_ptr_not_equal(owner_of(sb->id), NULL);
 	f->opts.pool = NULL;
-	assert_int_equal(saas_engine_open(&f->engine, &f->opts), SAAS_OK);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	saas_test_fixture_open(f);
 	saas_sandbox_free(sb);
 }
 
 /* Pooled VMs take room on their host: placement and the refill leave it to them. */
 static void test_pool_room(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *sb = NULL;
 
 	/* Room for two smalls (4096 MiB each). */
-	host_add(f, "a", 4, 8192, a);
+	host_add("a", 4, 8192, a);
 	reopen_pooled(f, "small=3");
 	/* The sweep's refill makes the first, ours the second; a third finds no room. */
 	sweep(f);
-	advance(10000);
+	saas_test_advance(10000);
 	refill(f->engine);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
 	/* A create the pool cannot serve (it names a network) finds no room: the pooled VMs hold it. */
 	o.timeout_s = 3600;
 	o.network = "isolated";
-	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_EBUSY);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EBUSY);
 	assert_null(sb);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
 	/* One served from the pool takes the room its pooled VM held: no more, no less. */
@@ -1180,9 +1130,9 @@ static void test_pool_room(void **state)
 	assert_int_equal(saas__pool_refill(f->engine), 0);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
 	/* The sandbox ends: the refill takes its room. */
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(sim_vms(sim_find("a")), 1);
-	advance(10000); /* past the no-room wait (a heartbeat); the sweep sees the host again */
+	saas_test_advance(10000); /* past the no-room wait (a heartbeat); the sweep sees the host again */
 	sweep(f);
 	refill(f->engine);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
@@ -1192,23 +1142,23 @@ static void test_pool_room(void **state)
 /* A draining host's pooled VMs are never handed out, and go at the next heartbeat. */
 static void test_pool_drain(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1];
 	struct sim_host *ha, *hb;
 	saas_sandbox *sb;
 
-	host_add(f, "a", 4, 8192, a);
-	host_add(f, "b", 4, 8192, b);
+	host_add("a", 4, 8192, a);
+	host_add("b", 4, 8192, b);
 	reopen_pooled(f, "small=2");
 	sweep(f);
-	advance(10000);
+	saas_test_advance(10000);
 	refill(f->engine);
 	assert_int_equal(saas_fake_vm_count(), 2);
 	ha = sim_find("a");
 	hb = sim_find("b");
 	assert_true(pooled_on(f, ha, name));
 	/* Drained by an operator; this engine has not had a heartbeat since. */
-	assert_int_equal(saas_host_drain(f->admin, "a"), SAAS_OK);
+	assert_int_equal(saas_host_drain(admin, "a"), SAAS_OK);
 	sb = create(f);
 	host_of(f, sb->id, where);
 	assert_string_equal(where, b);
@@ -1216,14 +1166,14 @@ static void test_pool_drain(void **state)
 	/* If a's pooled VM was offered first, the claim destroyed it; either way it is nobody's sandbox. */
 	{
 		saas_sandbox *gone = NULL;
-		assert_int_equal(saas_sandbox_get(&gone, f->c, name), SAAS_ENOTFOUND);
+		assert_int_equal(saas_sandbox_get(&gone, f->a, name), SAAS_ENOTFOUND);
 		assert_null(gone);
 	}
 	/* The heartbeat: what is pooled on a goes, and nothing new is made there. */
 	sweep(f);
 	assert_int_equal(sim_vms(ha), 0);
 	assert_false(saas__pool_owns(f->engine, name));
-	advance(10000);
+	saas_test_advance(10000);
 	sweep(f);
 	refill(f->engine);
 	assert_int_equal(sim_vms(ha), 0);
@@ -1233,15 +1183,15 @@ static void test_pool_drain(void **state)
 /* A lost host's pooled VMs are forgotten; its return destroys them. */
 static void test_pool_lost(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1];
 	struct sim_host *ha;
 	saas_host *h;
 
-	host_add(f, "a", 4, 8192, a);
+	host_add("a", 4, 8192, a);
 	reopen_pooled(f, "small=1");
 	sweep(f);
-	advance(10000);
+	saas_test_advance(10000);
 	refill(f->engine);
 	ha = sim_find("a");
 	assert_int_equal(sim_vms(ha), 1);
@@ -1249,10 +1199,10 @@ static void test_pool_lost(void **state)
 	assert_true(saas__pool_owns(f->engine, name));
 	ha->down = 1;
 	for (int i = 0; i < 7; i++) {
-		advance(10000);
+		saas_test_advance(10000);
 		sweep(f);
 	}
-	h = host_get(f, "a");
+	h = host_get("a");
 	assert_int_equal(h->state, SAAS_HOST_LOST);
 	saas_host_free(h);
 	/* Forgotten, not destroyed (the host does not answer); a create is not served by it. */
@@ -1262,18 +1212,18 @@ static void test_pool_lost(void **state)
 		saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 		saas_sandbox *none = NULL;
 		o.timeout_s = 60;
-		assert_int_equal(saas_sandbox_create(&none, f->c, &o, 0), SAAS_EBUSY);
+		assert_int_equal(saas_sandbox_create(&none, f->a, &o, 0), SAAS_EBUSY);
 		assert_null(none);
 	}
 	/* Back: its VMs nobody owns go, the pooled one with them; then the pool fills there again. */
 	ha->down = 0;
 	sweep(f);
 	assert_false(saas_fake_vm_exists(name));
-	h = host_get(f, "a");
+	h = host_get("a");
 	assert_int_equal(h->state, SAAS_HOST_ACTIVE);
 	saas_host_free(h);
 	/* (that sweep's refill may have made it already) */
-	advance(10000);
+	saas_test_advance(10000);
 	refill(f->engine);
 	assert_int_equal(sim_vms(ha), 1);
 }
@@ -1281,7 +1231,7 @@ static void test_pool_lost(void **state)
 /* A removed host's pooled VMs go; once hosts exist, the engine's own pooled VMs go too. */
 static void test_pool_host_set_changes(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], local_vm[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
 	struct sim_host *local;
 	saas_sandbox *sb;
@@ -1293,14 +1243,14 @@ static void test_pool_host_set_changes(void **state)
 	assert_int_equal(sim_vms(local), 1);
 	assert_true(pooled_on(f, local, local_vm));
 	/* A host registered: the local pooled VM goes at the heartbeat, and the pool fills on the host (the sweep's refill). */
-	host_add(f, "a", 4, 8192, a);
+	host_add("a", 4, 8192, a);
 	sweep(f);
 	assert_false(saas_fake_vm_exists(local_vm));
 	refill(f->engine);
 	assert_int_equal(sim_vms(local), 0);
 	assert_true(pooled_on(f, sim_find("a"), name));
 	/* The host removed (no sandbox holds it): its pooled VM goes, and the pool is local again. */
-	assert_int_equal(saas_host_remove(f->admin, "a"), SAAS_OK);
+	assert_int_equal(saas_host_remove(admin, "a"), SAAS_OK);
 	sweep(f);
 	assert_false(saas_fake_vm_exists(name));
 	assert_false(saas__pool_owns(f->engine, name));
@@ -1315,62 +1265,32 @@ static void test_pool_host_set_changes(void **state)
 /* A claim on a host still counts the account's limit: refused, the pooled VM stays pooled. */
 static void test_pool_limit(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	char a[SAAS_ID_MAX + 1], name[SAAS_ID_MAX + 1];
 	saas_sandbox *sb, *none = NULL;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 
-	host_add(f, "a", 4, 16384, a);
+	host_add("a", 4, 16384, a);
 	f->opts.max_sandboxes = 1;
 	reopen_pooled(f, "small=2");
 	sweep(f);
-	advance(5000);
+	saas_test_advance(5000);
 	refill(f->engine);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
 	sb = create(f);
 	assert_true(pooled_on(f, sim_find("a"), name));
 	o.timeout_s = 60;
-	assert_int_equal(saas_sandbox_create(&none, f->c, &o, 0), SAAS_ELIMIT);
+	assert_int_equal(saas_sandbox_create(&none, f->a, &o, 0), SAAS_ELIMIT);
 	assert_non_null(strstr(saas_error_last()->message, "max_sandboxes"));
 	assert_null(none);
 	assert_true(saas__pool_owns(f->engine, name));
 	assert_true(saas_fake_vm_exists(name));
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
 	/* Room in the limit again: the pooled VM is handed out now. */
 	none = create(f);
 	assert_string_equal(none->id, name);
 	saas_sandbox_free(none);
 	saas_sandbox_free(sb);
-}
-
-/* SQLite under another name: a store two engines take for shared (as in test_claims.c). */
-static saas_store shared_sqlite;
-
-static int shared_open(void **ctx, const saas_store_env *env)
-{
-	const saas_store *sqlite = NULL;
-	saas_store_env inner = *env;
-
-	if (saas__store_for_url(&sqlite, "sqlite:x") != SAAS_OK)
-		return SAAS_EINVAL;
-	inner.url = shared_url;
-	return sqlite->open(ctx, &inner);
-}
-
-/* The fixture's engines take their store for one that other engines share (PostgreSQL is). */
-static void shared_store(struct fixture *f)
-{
-	if (!saas_test_store_is_postgres()) {
-		const saas_store *sqlite = NULL;
-		assert_int_equal(saas__store_for_url(&sqlite, "sqlite:x"), SAAS_OK);
-		shared_sqlite = *sqlite;
-		shared_sqlite.name = "shared-sqlite";
-		shared_sqlite.open = shared_open;
-		free(shared_url);
-		shared_url = saas__strdup(f->opts.store_url);
-		f->opts.store_url = NULL;
-		f->opts.store = &shared_sqlite;
-	}
 }
 
 /*
@@ -1380,7 +1300,7 @@ static void shared_store(struct fixture *f)
  */
 static void test_pool_other_engine_counted(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options o;
 	saas_engine *e2 = NULL;
 	char *dir2 = saas_test_tmpdir();
@@ -1389,13 +1309,13 @@ static void test_pool_other_engine_counted(void **state)
 	saas_sandbox *sb, *none = NULL;
 
 	assert_non_null(dir2);
-	shared_store(f);
+	saas_test_shared_store(&f->opts);
 	reopen_pooled(f, NULL); /* this engine pools nothing */
 	o = f->opts;
 	o.pool = "small=1";
 	o.state_dir = dir2;
 	/* Room for two smalls; the other engine pools one there. */
-	host_add(f, "a", 4, 8192, a);
+	host_add("a", 4, 8192, a);
 	if (saas_engine_open(&e2, &o) != SAAS_OK)
 		fail_msg("second engine open: %s", saas_error_last()->message);
 	assert_int_equal(saas_engine_sweep(NULL, e2), SAAS_OK);
@@ -1407,13 +1327,13 @@ static void test_pool_other_engine_counted(void **state)
 	host_of(f, sb->id, where);
 	assert_string_equal(where, a);
 	co.timeout_s = 60;
-	assert_int_equal(saas_sandbox_create(&none, f->c, &co, 0), SAAS_EBUSY);
+	assert_int_equal(saas_sandbox_create(&none, f->a, &co, 0), SAAS_EBUSY);
 	assert_null(none);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
 	/* The other engine goes, its pooled VM with it: at the next heartbeat the room is free again. */
 	saas_engine_free(e2);
 	assert_int_equal(sim_vms(sim_find("a")), 1);
-	advance(5000);
+	saas_test_advance(5000);
 	sweep(f);
 	none = create(f);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
@@ -1429,7 +1349,7 @@ static void test_pool_other_engine_counted(void **state)
  */
 static void test_pool_two_engines(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options o = f->opts;
 	saas_engine *e2 = NULL;
 	saas_client *c2 = NULL;
@@ -1439,7 +1359,7 @@ static void test_pool_two_engines(void **state)
 	saas_sandbox *sb = NULL;
 
 	assert_non_null(dir2);
-	shared_store(f);
+	saas_test_shared_store(&f->opts);
 	o = f->opts;
 	reopen_pooled(f, "small=1");
 	assert_true(f->engine->claims.shared);
@@ -1447,9 +1367,9 @@ static void test_pool_two_engines(void **state)
 	o.state_dir = dir2;
 	if (saas_engine_open(&e2, &o) != SAAS_OK)
 		fail_msg("second engine open: %s", saas_error_last()->message);
-	assert_int_equal(saas_client_open_local(&c2, e2, f->key, 0), SAAS_OK);
-	host_add(f, "a", 4, 16384, a);
-	host_add(f, "b", 4, 16384, b);
+	assert_int_equal(saas_client_open_local(&c2, e2, f->key_a, 0), SAAS_OK);
+	host_add("a", 4, 16384, a);
+	host_add("b", 4, 16384, b);
 	/* Each one's heartbeat, then its refill (the sweep's, or ours). */
 	sweep(f);
 	assert_int_equal(saas_engine_sweep(NULL, e2), SAAS_OK);
@@ -1468,7 +1388,7 @@ static void test_pool_two_engines(void **state)
 	saas_sandbox_free(sb);
 	/* Its refill holds off 2 s after the claim, then makes the replacement. */
 	assert_int_equal(refill(e2), 0);
-	advance(2000);
+	saas_test_advance(2000);
 	assert_int_equal(refill(e2), 1);
 	assert_int_equal(saas_fake_vm_count(), vms + 1);
 	/* The second engine goes: its pooled VM with it; the first one's stays. */

@@ -1,5 +1,5 @@
 /*
- * The page buffer of aas-server (server/html.c): text from outside is always
+ * The page buffer of aas-server (server/web/html.c): text from outside is always
  * escaped, markup of our own is not, and the shell marks the current section.
  *
  * Copyright the libsaas authors. MIT licensed.
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "html.h"
 #include "server.h"
+#include "web/html.h"
 
 static void test_escape(void **state)
 {

@@ -39,34 +39,24 @@
 
 #include <cmocka.h>
 
-#include "driver/libvirt/control.h"
+#include "transport/control.h"
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/dns.h"
+#include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
+#include "driver/libvirt/guard.h"
+#include "driver/libvirt/host.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/vmfs.h"
 #include "testutil.h"
 #include "util/spawn.h"
 
 /* ---- golden files ---------------------------------------------------------------------------- */
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *data = NULL;
-	long len;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (data = malloc((size_t)len + 1))) {
-		if (fread(data, 1, (size_t)len, f) != (size_t)len) {
-			free(data);
-			data = NULL;
-		} else {
-			data[len] = '\0';
-		}
-	}
-	fclose(f);
-	return data;
-}
 
 /* got must equal tests/fixtures/libvirt/NAME exactly; SAAS_UPDATE_GOLDEN=1 rewrites the file instead. */
 static void golden(const char *name, const char *got)
@@ -85,7 +75,7 @@ static void golden(const char *name, const char *got)
 		print_message("rewrote %s\n", path);
 		return;
 	}
-	want = slurp(path);
+	want = saas_test_slurp(path, NULL);
 	if (!want)
 		fail_msg("no golden file %s (make it with SAAS_UPDATE_GOLDEN=1 and review it)", path);
 	assert_string_equal(got, want);
@@ -342,16 +332,16 @@ static void test_tpl_volume_names(void **state)
 static void test_uri_remote(void **state)
 {
 	(void)state;
-	assert_true(saas__lv_uri_remote("qemu+tcp://10.231.1.2/system"));
-	assert_true(saas__lv_uri_remote("qemu+ssh://root@vm1.example/system?keyfile=/k"));
-	assert_true(saas__lv_uri_remote("qemu+tls://vm1.example:16514/system"));
-	assert_true(saas__lv_uri_remote("qemu+ssh://a@b@vm1/system"));
-	assert_false(saas__lv_uri_remote("qemu:///system"));
-	assert_false(saas__lv_uri_remote("qemu+unix:///system?socket=/run/x.sock"));
-	assert_false(saas__lv_uri_remote("qemu:///embed?root=/run/aas-libvirt/x"));
-	assert_false(saas__lv_uri_remote("qemu+ssh://root@/system"));
-	assert_false(saas__lv_uri_remote(NULL));
-	assert_false(saas__lv_uri_remote("qemu"));
+	assert_true(saas__lv_uri_vmhost("qemu+tcp://10.231.1.2/system"));
+	assert_true(saas__lv_uri_vmhost("qemu+ssh://root@vm1.example/system?keyfile=/k"));
+	assert_true(saas__lv_uri_vmhost("qemu+tls://vm1.example:16514/system"));
+	assert_true(saas__lv_uri_vmhost("qemu+ssh://a@b@vm1/system"));
+	assert_false(saas__lv_uri_vmhost("qemu:///system"));
+	assert_false(saas__lv_uri_vmhost("qemu+unix:///system?socket=/run/x.sock"));
+	assert_false(saas__lv_uri_vmhost("qemu:///embed?root=/run/aas-libvirt/x"));
+	assert_false(saas__lv_uri_vmhost("qemu+ssh://root@/system"));
+	assert_false(saas__lv_uri_vmhost(NULL));
+	assert_false(saas__lv_uri_vmhost("qemu"));
 }
 
 static void test_config_uids(void **state)
@@ -806,7 +796,7 @@ static char *get_text(const char *dir, const char *name)
 	char path[4096];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	return slurp(path);
+	return saas_test_slurp(path, NULL);
 }
 
 /* A hierarchy of the fake tree: T/name, made. */
@@ -1462,6 +1452,7 @@ static void test_snapshot_old_format(void **state)
 	/* Through the driver's slot: the stream read, refused before any VM, uid or file is made. */
 	assert_non_null(top = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = top;
 	pthread_rwlock_init(&d.snaps_lock, NULL);
 	pthread_mutex_init(&d.mu, NULL);
@@ -1544,6 +1535,7 @@ static void test_snapshot_left(void **state)
 	(void)state;
 	assert_non_null(top = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = top;
 	d.log = quiet_log;
 	pthread_rwlock_init(&d.snaps_lock, NULL);
@@ -1631,11 +1623,12 @@ static void test_images_staged(void **state)
 		assert_int_equal(chmod(path, 0644), 0);
 	}
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	snprintf(ddir, sizeof(ddir), "%s/libvirt", top);
 	d.dir = ddir;
 	d.images = images;
 	d.log = quiet_log;
-	d.stage_images = true;
+	d.cf.stage_images = true;
 	snprintf(path, sizeof(path), "%s/libvirt/images", top);
 	assert_int_equal(saas__mkdir_p(path, 0711), 0);
 
@@ -1681,7 +1674,7 @@ static void test_images_staged(void **state)
 	assert_null(saas__lv_qcow2_backing(im->disk));   /* no backing file */
 
 	/* A rebuild: staged anew, beside the old one. */
-	sleep_ms(20);
+	saas__sleep_ms(20);
 	write_text(img, "manifest.json", manifest, 0644);
 	assert_int_equal(saas__lv_image_get(&d, "tiny", &im2), SAAS_OK);
 	assert_ptr_not_equal(im2, im);
@@ -1771,6 +1764,7 @@ static void test_vm_files_unprivileged(void **state)
 	assert_int_equal(chown(overlay, ENGINE_UID, ENGINE_UID), 0);
 
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	memset(&l, 0, sizeof(l));
 	l.d = &d;
 	l.uid = VM_UID;
@@ -1944,6 +1938,7 @@ static void test_egress_refused(void **state)
 
 	(void)state;
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.guard = true;
 	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
 	assert_null(d.egress);
@@ -1953,7 +1948,7 @@ static void test_egress_refused(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "network policies are not available on this server"));
 	assert_null(strstr(saas_error_last()->message, "uid"));
 	assert_int_equal(saas_error_last()->klass, SAAS_ERRCLASS_ARGS);
-	d.confined = true;
+	d.cf.confined = true;
 	d.guard = false;
 	snprintf(d.guard_why, sizeof(d.guard_why), "the group aas-guest does not exist");
 	assert_int_equal(saas__lv_egress_open(&d, "/var/lib/aas"), SAAS_OK);
@@ -2191,6 +2186,7 @@ static void test_guard_refused_system(void **state)
 
 	(void)state;
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.log = count_warnings;
 	/* Not confined: libvirtd's qemu.conf decides QEMU's group. */
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
@@ -2198,12 +2194,12 @@ static void test_guard_refused_system(void **state)
 	assert_non_null(strstr(d.guard_why, "uid of its own per VM"));
 	assert_null(strstr(d.guard_why, "run as root"));
 	/* Confined, without the group: each QEMU's gid is its uid. */
-	d.confined = true;
+	d.cf.confined = true;
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
 	assert_false(d.guard);
 	assert_non_null(strstr(d.guard_why, "groupadd --system " GUEST_GROUP));
 	/* Confined under the group, unprivileged and without the capability (as root: an effective uid of nobody's). */
-	d.guest_gid = 4242;
+	d.cf.guest_gid = 4242;
 	if (root)
 		assert_int_equal(seteuid(65534), 0);
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
@@ -2236,6 +2232,7 @@ static void test_guard_reinstalled(void **state)
 	assert_non_null(dir = saas_test_tmpdir());
 	assert_non_null(gone = saas__lv_path_join(dir, "gone"));
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
 
@@ -2291,10 +2288,11 @@ static void test_guard_system(void **state)
 	own_namespace();
 	assert_non_null(dir = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
-	d.confined = true;
-	assert_true(saas__lv_guest_gid(&d.guest_gid));
+	d.cf.confined = true;
+	assert_true(saas__lv_guest_gid(&d.cf.guest_gid));
 	assert_int_equal(saas__lv_network_setup(&d, false), SAAS_OK);
 	assert_true(d.guard);
 	assert_true(guard_loaded());
@@ -2362,6 +2360,7 @@ static void test_guard_blocks(void **state)
 	                 0);
 	assert_non_null(dir = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
 	d.guard = true;
@@ -2532,9 +2531,10 @@ static void test_egress_loaded(void **state)
 	up = udp_loopback(&port);
 	snprintf(upstream, sizeof(upstream), "127.0.0.1#%u", port);
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
-	d.confined = d.guard = true;
+	d.cf.confined = d.guard = true;
 	d.dns_upstream = upstream;
 	/* The guard too, as on a host: the redirected lookups must pass it. */
 	assert_int_equal(saas__lv_guard_ensure(&d), SAAS_OK);
@@ -2682,9 +2682,10 @@ static void test_egress_table_dropped(void **state)
 	own_namespace();
 	assert_non_null(dir = saas_test_tmpdir());
 	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
 	d.dir = dir;
 	d.log = count_warnings;
-	d.confined = d.guard = true;
+	d.cf.confined = d.guard = true;
 	d.dns_upstream = upstream;
 	assert_int_equal(saas__lv_egress_open(&d, dir), SAAS_OK);
 	assert_non_null(d.egress);
@@ -2922,7 +2923,7 @@ static pid_t listen_as(const char *dir, unsigned int uid, int *lfd)
  */
 static void test_control_peer(void **state)
 {
-	struct saas__lv_peer_want want = { 1000, 4242, 0, 0 };
+	struct saas__ctl_peer_want want = { 1000, 4242, 0, 0 };
 	struct ucred cr;
 	char *t = saas_test_tmpdir(), vmdir[4200], other[4200], path[4300], target[4300];
 	int fd = -1, lfd = -1, dfd;
@@ -2931,23 +2932,23 @@ static void test_control_peer(void **state)
 	(void)state;
 	/* A VM without a uid of its own: its QEMU's uid is everyone's, nothing to tell apart. */
 	cr = (struct ucred){ .pid = 77, .uid = 63001, .gid = 63001 };
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	/* With one: its QEMU, root, or libvirt in the engine's own process; not another VM's QEMU. */
 	want.vm_uid = 63000;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_EIO);
 	assert_non_null(strstr(saas_error_last()->message, "uid 63001"));
 	cr.uid = 63000;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	want.qemu_pid = 78;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_EIO);
 	want.qemu_pid = 77;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	cr = (struct ucred){ .pid = 1, .uid = 0, .gid = 0 };
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	cr = (struct ucred){ .pid = 4242, .uid = 1000, .gid = 1000 };
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_OK);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_OK);
 	cr.pid = 4243;
-	assert_int_equal(saas__lv_control_peer_check(&cr, &want), SAAS_EIO);
+	assert_int_equal(saas__ctl_peer_check(&cr, &want), SAAS_EIO);
 
 	/* For real: the VM's directory with the engine's record of its uid, 63000. */
 	snprintf(vmdir, sizeof(vmdir), "%s/vm", t);
@@ -2955,11 +2956,11 @@ static void test_control_peer(void **state)
 	assert_int_equal(mkdir(vmdir, 0711), 0);
 	assert_int_equal(mkdir(other, 0711), 0);
 	assert_true((dfd = open(vmdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0);
-	assert_int_equal(saas__lv_vm_uid_write(dfd, 63000), SAAS_OK);
+	assert_int_equal(saas__vmdir_uid_write(dfd, 63000), SAAS_OK);
 	close(dfd);
 	/* A listener of the engine's own (libvirt in this process) is taken. */
 	listen_as(vmdir, 0, &lfd);
-	assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_OK);
+	assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_OK);
 	close(fd);
 	close(lfd);
 	/* A symlink at the socket's name (to another VM's socket): refused, nothing connected. */
@@ -2968,14 +2969,14 @@ static void test_control_peer(void **state)
 	snprintf(target, sizeof(target), "%s/ctl", other);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(symlink(target, path), 0);
-	assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+	assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_EIO);
 	assert_int_equal(fd, -1);
 	assert_int_equal(unlink(path), 0);
 	close(lfd);
 	if (geteuid() == 0) {
 		/* Another VM's QEMU (uid 63001) listening there: refused before a byte is sent. */
 		pid = listen_as(vmdir, 63001, &lfd);
-		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+		assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_EIO);
 		assert_non_null(strstr(saas_error_last()->message, "uid 63001"));
 		assert_int_equal(fd, -1);
 		kill(pid, SIGKILL);
@@ -2983,7 +2984,7 @@ static void test_control_peer(void **state)
 		close(lfd);
 		/* The VM's own QEMU: taken. */
 		pid = listen_as(vmdir, 63000, &lfd);
-		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_OK);
+		assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_OK);
 		close(fd);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -2994,7 +2995,7 @@ static void test_control_peer(void **state)
 	assert_int_equal(chown(path, 63000, 63000) == 0 || geteuid() != 0, true);
 	if (geteuid() == 0) {
 		listen_as(vmdir, 0, &lfd);
-		assert_int_equal(saas__lv_control_connect(vmdir, &fd), SAAS_EIO);
+		assert_int_equal(saas__ctl_connect(vmdir, &fd), SAAS_EIO);
 		close(lfd);
 	}
 	saas_test_rmdir(t);

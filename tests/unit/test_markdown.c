@@ -1,5 +1,5 @@
 /*
- * The repository's Markdown as pages (server/markdown.c): cmark-gfm's safe
+ * The repository's Markdown as pages (server/web/markdown.c): cmark-gfm's safe
  * mode keeps raw HTML and script links out, relative links go to the pages
  * that serve their documents (or become text), headings get GitHub's ids.
  *
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "html.h"
+#include "web/html.h"
 
 static const char *url_of(const char *path)
 {

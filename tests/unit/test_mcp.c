@@ -20,6 +20,7 @@
 #include "aas_mcp.h"
 #include "fake/fake_driver.h"
 #include "mcp_internal.h"
+#include "fixture.h"
 #include "testutil.h"
 
 /* ---- a local engine whose fake VMs take CREATE_MS to create ---- */
@@ -37,9 +38,7 @@ static int slow_create(void *ctx, const saas_vm_spec *spec)
 }
 
 struct fixture {
-	char *dir, *url, *key;
-	saas_engine *engine;
-	saas_client *client;
+	struct saas_test_fixture *t;   /* the engine, and alice's client the tools run as */
 	aas_mcp_ctx ctx;
 	/* what the transport callbacks saw */
 	pthread_mutex_t mu;
@@ -75,21 +74,16 @@ static bool cancelled(void *userdata, const json_t *id)
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 
 	assert_non_null(f);
-	saas_fake_reset();
 	slow_driver = saas_fake_driver;
 	slow_driver.vm_create = slow_create;
-	assert_int_equal(saas_test_engine_options(&o, &slow_driver, &f->dir, &f->url), 0);
-	if (saas_engine_open(&f->engine, &o) != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-	assert_non_null(f->key = saas_test_account_key(f->engine, "mcp", SAAS_CREDIT_DEFAULT, NULL, 0));
-	assert_int_equal(saas_client_open_local(&f->client, f->engine, f->key, 0), SAAS_OK);
+	f->t = saas_test_fixture_new(&slow_driver, SAAS_TEST_REAPER);
+	saas_test_fixture_open(f->t);
 	pthread_mutex_init(&f->mu, NULL);
 	f->notes = json_array();
-	f->ctx.client = f->client;
-	f->ctx.engine = f->engine;
+	f->ctx.client = f->t->a;
+	f->ctx.engine = f->t->engine;
 	f->ctx.key_hint = "the TEST_KEY setting";
 	f->ctx.userdata = f;
 	f->ctx.progress_interval_ms = 100;
@@ -101,14 +95,10 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	saas_client_free(f->client);
-	saas_engine_free(f->engine);
-	saas_free(f->key);
 	json_decref(f->notes);
 	json_decref(f->cancel_id);
 	pthread_mutex_destroy(&f->mu);
-	saas_test_rmdir(f->dir);
-	free(f->url);
+	saas_test_fixture_free(f->t);
 	free(f);
 	return 0;
 }
@@ -757,8 +747,8 @@ static void test_tool_limit(void **state)
 	sb = json_incref(json_object_get(json_object_get(res, "structuredContent"), "id"));
 	json_decref(res);
 	own.max_executions = 1;
-	assert_int_equal(saas_account_limits_set(f->engine, saas_client_account_id(f->client), &own), SAAS_OK);
-	assert_int_equal(saas_exec(&x, f->client, json_string_value(sb), "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	assert_int_equal(saas_account_limits_set(f->t->engine, saas_client_account_id(f->t->a), &own), SAAS_OK);
+	assert_int_equal(saas_exec(&x, f->t->a, json_string_value(sb), "block", NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"command\":\"echo hi\"}", json_string_value(sb));
 	res = call_tool(&f->ctx, "run_command", args);
 	assert_tool_error(res, "run_command failed", "limit_exceeded", "limit max_executions", "retry after 1 s",
@@ -917,7 +907,7 @@ static unsigned int active_sandboxes(struct fixture *f)
 	saas_sandbox_list *l = NULL;
 	unsigned int n;
 
-	assert_int_equal(saas_sandbox_list_get(&l, f->client, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+	assert_int_equal(saas_sandbox_list_get(&l, f->t->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
 	n = (unsigned int)l->count;
 	saas_sandbox_list_free(l);
 	return n;
@@ -1319,7 +1309,7 @@ static void test_service_default_size(void **state)
 	assert_non_null(sc);
 	assert_string_equal(json_string_value(json_object_get(sc, "default_size")), "huge");
 	json_decref(res);
-	ctx.engine = f->engine;
+	ctx.engine = f->t->engine;
 	res = call_tool(&ctx, "get_service_info", "{}");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(res, "structuredContent"), "default_size")),
 	                    "small");

@@ -1,5 +1,5 @@
 /*
- * Egress policies (issue #12 §3) against the fake driver and a real store
+ * Egress policies against the fake driver and a real store
  * (SQLite, or PostgreSQL with SAAS_TEST_STORE=postgres): the rules' one
  * validator, the policy stored and reported, changed at runtime, given again
  * to the driver after a restart, and what happens when the driver cannot.
@@ -15,62 +15,21 @@
 
 #include "core/core.h"
 #include "fake/fake_driver.h"
+#include "fixture.h"
 #include "testutil.h"
-
-struct fixture {
-	char *dir;
-	char *url;
-	saas_engine *engine;
-	char *key;
-	char account[SAAS_ID_MAX + 1];
-	saas_client *c;
-	saas_engine_options opts;
-};
-
-static void open_all(struct fixture *f)
-{
-	if (saas_engine_open(&f->engine, &f->opts) != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
-}
-
-static void close_all(struct fixture *f)
-{
-	saas_client_free(f->c);
-	saas_engine_free(f->engine);
-	f->c = NULL;
-	f->engine = NULL;
-}
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
+	struct saas_test_fixture *f = saas_test_fixture_new(&saas_fake_driver, 0);
 
-	assert_non_null(f);
-	saas_fake_reset();
-	f->opts = defaults;
-	assert_int_equal(saas_test_engine_options(&f->opts, &saas_fake_driver, &f->dir, &f->url), 0);
-	f->opts.flags = SAAS_ENGINE_NO_REAPER;
-	if (saas_engine_open(&f->engine, &f->opts) != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-	f->key = saas_test_account_key(f->engine, "alice", SAAS_CREDIT_DEFAULT, f->account, sizeof(f->account));
-	assert_non_null(f->key);
-	assert_int_equal(saas_client_open_local(&f->c, f->engine, f->key, 0), SAAS_OK);
+	saas_test_fixture_open(f);
 	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-
-	close_all(f);
-	saas_free(f->key);
-	free(f->url);
-	saas_test_rmdir(f->dir);
-	free(f);
-	saas_fake_reset();
+	saas_test_fixture_free(*state);
 	return 0;
 }
 
@@ -231,7 +190,7 @@ static void assert_rules(char *const *got, const char *const *want)
 
 static void test_create_with_policy(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *const allow[] = { "API.example.com", "203.0.113.0/24", NULL };
 	const char *const deny[] = { "203.0.113.9", NULL };
 	const char *const want_allow[] = { "api.example.com", "203.0.113.0/24", NULL };
@@ -244,7 +203,7 @@ static void test_create_with_policy(void **state)
 	spec.allow = allow;
 	spec.deny = deny;
 	o.network_spec = &spec;
-	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
 	assert_non_null(sb->network);
 	assert_int_equal(sb->network->mode, SAAS_NETWORK_POLICY);
 	assert_rules(sb->network->allow, want_allow);
@@ -255,7 +214,7 @@ static void test_create_with_policy(void **state)
 
 	/* Counters come from the driver. */
 	saas_fake_vm_denied(sb->id, 3, 2);
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->denied_connections, 3);
 	assert_int_equal(got->network->denied_lookups, 2);
 	assert_rules(got->network->allow, want_allow);
@@ -263,12 +222,12 @@ static void test_create_with_policy(void **state)
 
 	/* Destroyed: the policy and the last counts stay on record, those since the last reading included. */
 	saas_fake_vm_denied(sb->id, 1, 0);
-	assert_int_equal(saas_sandbox_destroy(&got, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_POLICY);
 	assert_int_equal(got->network->denied_connections, 4);
 	assert_int_equal(got->network->denied_lookups, 2);
 	saas_sandbox_free(got);
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->denied_connections, 4);
 	saas_sandbox_free(got);
 	saas_sandbox_free(sb);
@@ -277,7 +236,7 @@ static void test_create_with_policy(void **state)
 /* What a sandbox refused outlives the engine: the next driver counts from zero, the store adds the rest. */
 static void test_counts_survive_restart(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *const allow[] = { "example.com", NULL };
 	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
@@ -285,25 +244,25 @@ static void test_counts_survive_restart(void **state)
 
 	spec.allow = allow;
 	o.network_spec = &spec;
-	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
 	saas_fake_vm_denied(sb->id, 3, 2);
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->denied_connections, 3);
 	saas_sandbox_free(got);
 	/* Counted after the last reading: recorded as the engine stops. */
 	saas_fake_vm_denied(sb->id, 1, 1);
-	close_all(f);
-	open_all(f);
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	saas_test_fixture_close(f);
+	saas_test_fixture_open(f);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->denied_connections, 4);
 	assert_int_equal(got->network->denied_lookups, 3);
 	saas_sandbox_free(got);
 	/* The new driver's counts add to them, through a second restart too. */
 	saas_fake_vm_denied(sb->id, 2, 0);
-	close_all(f);
-	open_all(f);
+	saas_test_fixture_close(f);
+	saas_test_fixture_open(f);
 	saas_fake_vm_denied(sb->id, 0, 5);
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->denied_connections, 6);
 	assert_int_equal(got->network->denied_lookups, 8);
 	saas_sandbox_free(got);
@@ -311,19 +270,19 @@ static void test_counts_survive_restart(void **state)
 	{
 		saas_sandbox_list *list = NULL;
 
-		assert_int_equal(saas_sandbox_list_get(&list, f->c, NULL, 0, 0), SAAS_OK);
+		assert_int_equal(saas_sandbox_list_get(&list, f->a, NULL, 0, 0), SAAS_OK);
 		assert_int_equal(list->count, 1);
 		assert_int_equal(list->items[0]->network->denied_connections, 6);
 		saas_sandbox_list_free(list);
 	}
-	assert_int_equal(saas_sandbox_destroy(&got, f->c, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(got->network->denied_connections, 6);
 	assert_int_equal(got->network->denied_lookups, 8);
 	saas_sandbox_free(got);
 	/* And a destroyed sandbox's counts stay after the next restart. */
-	close_all(f);
-	open_all(f);
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	saas_test_fixture_close(f);
+	saas_test_fixture_open(f);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(got->network->denied_connections, 6);
 	assert_int_equal(got->network->denied_lookups, 8);
@@ -333,7 +292,7 @@ static void test_counts_survive_restart(void **state)
 
 static void test_create_refused(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *const bad[] = { "ok.example.com", "10.1.2.3/16", NULL };
 	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
@@ -341,11 +300,11 @@ static void test_create_refused(void **state)
 
 	spec.allow = bad;
 	o.network_spec = &spec;
-	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "\"10.1.2.3/16\" in allow"));
 	o.network = "internet";
 	spec.allow = NULL;
-	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "not both"));
 	assert_null(sb);
 	assert_int_equal(saas_fake_create_calls(), 0);
@@ -354,18 +313,18 @@ static void test_create_refused(void **state)
 /* A create without a network reports what the driver gives by default. */
 static void test_default_reported(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb = NULL;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 
 	saas_fake_network_default(SAAS_NET_INTERNET);
-	assert_int_equal(saas_sandbox_create(&sb, f->c, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
 	assert_int_equal(sb->network->mode, SAAS_NETWORK_INTERNET);
 	assert_null(sb->network->allow[0]);
 	assert_null(sb->network->deny[0]);
 	saas_sandbox_free(sb);
 	o.network = "isolated";
-	assert_int_equal(saas_sandbox_create(&sb, f->c, &o, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
 	assert_int_equal(sb->network->mode, SAAS_NETWORK_ISOLATED);
 	saas_sandbox_free(sb);
 	assert_string_equal(saas_network_mode_name(SAAS_NETWORK_POLICY), "policy");
@@ -374,16 +333,16 @@ static void test_default_reported(void **state)
 
 static void test_set_at_runtime(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *const allow[] = { "*.Example.org", NULL };
 	const char *const want[] = { "*.example.org", NULL };
 	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
 	saas_sandbox *sb = NULL, *got = NULL;
 	char rules[4096];
 
-	assert_int_equal(saas_sandbox_create(&sb, f->c, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
 	spec.allow = allow;
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_OK);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_POLICY);
 	assert_rules(got->network->allow, want);
 	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_POLICY);
@@ -393,8 +352,8 @@ static void test_set_at_runtime(void **state)
 	/* Back to isolated: the rules go. */
 	spec.mode = SAAS_NETWORK_ISOLATED;
 	spec.allow = NULL;
-	assert_int_equal(saas_sandbox_network_set(NULL, f->c, sb->id, &spec, 0), SAAS_OK);
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_network_set(NULL, f->a, sb->id, &spec, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_ISOLATED);
 	assert_null(got->network->allow[0]);
 	saas_sandbox_free(got);
@@ -403,28 +362,28 @@ static void test_set_at_runtime(void **state)
 	/* Bad input. */
 	spec.mode = SAAS_NETWORK_POLICY;
 	spec.allow = (const char *const[]){ "bad rule!", NULL };
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "\"bad rule!\" in allow"));
 	assert_null(got);
 	spec.allow = NULL;
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 1), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, NULL, 0), SAAS_EINVAL);
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, "sbx-nope", &spec, 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 1), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, "sbx-nope", &spec, 0), SAAS_ENOTFOUND);
 
 	/* The driver refuses: the sandbox keeps what it had, in the store and in the driver. */
 	saas_fake_fail_network_sets(1, 1);
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_ENOTSUP);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_ENOTSUP);
 	assert_non_null(strstr(saas_error_last()->message, "keeps its network"));
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_ISOLATED);
 	saas_sandbox_free(got);
 	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_ISOLATED);
 	saas_fake_fail_network_sets(1, 0);
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_EBACKEND);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_EBACKEND);
 
 	/* Destroyed: no change. */
-	assert_int_equal(saas_sandbox_destroy(NULL, f->c, sb->id, 0), SAAS_OK);
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_ESTATE);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_ESTATE);
 	saas_sandbox_free(sb);
 }
 
@@ -446,7 +405,7 @@ static int refuse_network_set(void *ctx, const char *id, int mode, const char *a
  */
 static void test_set_store_refuses(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *const allow[] = { "*", NULL };
 	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
 	const saas_store *real = f->engine->store;
@@ -454,20 +413,20 @@ static void test_set_store_refuses(void **state)
 	saas_sandbox *sb = NULL, *got = NULL;
 	char rules[4096];
 
-	assert_int_equal(saas_sandbox_create(&sb, f->c, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
 	spec.allow = allow;
 	refusing.sandbox_network_set = refuse_network_set;
 	f->engine->store = &refusing;
 	and_driver = 0;
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_ESTORE);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_ESTORE);
 	assert_non_null(strstr(saas_error_last()->message, "refusing the change"));
 	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_ISOLATED);
 
 	and_driver = 1;
-	assert_int_equal(saas_sandbox_network_set(&got, f->c, sb->id, &spec, 0), SAAS_ESTORE);
+	assert_int_equal(saas_sandbox_network_set(&got, f->a, sb->id, &spec, 0), SAAS_ESTORE);
 	f->engine->store = real;
 	assert_false(saas_fake_vm_exists(sb->id));
-	assert_int_equal(saas_sandbox_get(&got, f->c, sb->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
 	assert_int_equal(got->end_reason, SAAS_END_FAILED);
 	saas_sandbox_free(got);
@@ -477,7 +436,7 @@ static void test_set_store_refuses(void **state)
 /* A restart gives every live VM its stored policy again: the driver kept none. */
 static void test_restart_reapplies(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	const char *const allow[] = { "example.com", NULL };
 	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
@@ -486,13 +445,13 @@ static void test_restart_reapplies(void **state)
 
 	spec.allow = allow;
 	o.network_spec = &spec;
-	assert_int_equal(saas_sandbox_create(&a, f->c, &o, 0), SAAS_OK);
-	assert_int_equal(saas_sandbox_create(&b, f->c, &o, 0), SAAS_OK);
-	close_all(f);
-	open_all(f);
+	assert_int_equal(saas_sandbox_create(&a, f->a, &o, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&b, f->a, &o, 0), SAAS_OK);
+	saas_test_fixture_close(f);
+	saas_test_fixture_open(f);
 	assert_int_equal(saas_fake_vm_network(a->id, rules, sizeof(rules)), SAAS_NET_POLICY);
 	assert_string_equal(rules, "allow example.com deny ");
-	assert_int_equal(saas_sandbox_get(&got, f->c, a->id), SAAS_OK);
+	assert_int_equal(saas_sandbox_get(&got, f->a, a->id), SAAS_OK);
 	assert_int_equal(got->status, SAAS_SANDBOX_READY);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_POLICY);
 	assert_string_equal(got->network->allow[0], "example.com");
@@ -502,15 +461,15 @@ static void test_restart_reapplies(void **state)
 	 * The driver cannot give the policy after the next restart: the VM may not
 	 * run on with more egress than its policy, so it is ended as lost.
 	 */
-	close_all(f);
+	saas_test_fixture_close(f);
 	saas_fake_fail_network_sets(1, 1);
-	open_all(f);
+	saas_test_fixture_open(f);
 	/* The first VM reconcile reached lost its policy; which one that was is the store's order. */
 	{
 		saas_sandbox *ga = NULL, *gb = NULL, *lost, *kept;
 
-		assert_int_equal(saas_sandbox_get(&ga, f->c, a->id), SAAS_OK);
-		assert_int_equal(saas_sandbox_get(&gb, f->c, b->id), SAAS_OK);
+		assert_int_equal(saas_sandbox_get(&ga, f->a, a->id), SAAS_OK);
+		assert_int_equal(saas_sandbox_get(&gb, f->a, b->id), SAAS_OK);
 		lost = ga->status == SAAS_SANDBOX_DESTROYED ? ga : gb;
 		kept = lost == ga ? gb : ga;
 		assert_int_equal(lost->status, SAAS_SANDBOX_DESTROYED);

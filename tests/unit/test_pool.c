@@ -19,20 +19,8 @@
 
 #include "core/core.h"
 #include "fake/fake_driver.h"
+#include "fixture.h"
 #include "testutil.h"
-
-static int64_t fake_now;
-
-static int64_t test_clock(void *ud)
-{
-	(void)ud;
-	return __atomic_load_n(&fake_now, __ATOMIC_SEQ_CST);
-}
-
-static void advance(int64_t ms)
-{
-	__atomic_add_fetch(&fake_now, ms, __ATOMIC_SEQ_CST);
-}
 
 /* What the engine logged, and every VM the fake driver made (in order). */
 static pthread_mutex_t rec_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -92,64 +80,19 @@ static void record_create(void *ud, const saas_vm_spec *spec)
 	pthread_mutex_unlock(&rec_mu);
 }
 
-struct fixture {
-	char *dir;
-	char *url;
-	saas_engine *engine;
-	char *key_a, *key_b;
-	char account_a[SAAS_ID_MAX + 1], account_b[SAAS_ID_MAX + 1];
-	saas_client *a, *b;
-	saas_engine_options opts;
-};
-
-static void open_engine(struct fixture *f)
-{
-	int rc = saas_engine_open(&f->engine, &f->opts);
-	if (rc != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-}
-
-static void open_clients(struct fixture *f)
-{
-	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
-	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
-}
-
-static void close_engine(struct fixture *f)
-{
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	f->a = f->b = NULL;
-	saas_engine_free(f->engine);
-	f->engine = NULL;
-}
-
 static int setup_with(void **state, const char *pool, unsigned int max_sandboxes, int64_t credit_b)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options defaults = SAAS_ENGINE_OPTIONS_INIT;
+	struct saas_test_fixture *f = saas_test_fixture_new(&saas_fake_driver, SAAS_TEST_FAKE_CLOCK | SAAS_TEST_BOB);
 
-	assert_non_null(f);
-	saas_fake_reset();
 	saas_fake_on_create(record_create, NULL);
 	nmade = 0;
 	log_clear();
-	fake_now = 1700000000000LL;
-	f->opts = defaults;
-	assert_int_equal(saas_test_engine_options(&f->opts, &saas_fake_driver, &f->dir, &f->url), 0);
-	f->opts.clock = test_clock;
 	f->opts.log = test_log;
 	f->opts.log_level = SAAS_LOG_DEBUG;
-	f->opts.flags = SAAS_ENGINE_NO_REAPER;
 	f->opts.max_sandboxes = max_sandboxes;
 	f->opts.pool = pool;
-	open_engine(f);
-
-	f->key_a = saas_test_account_key(f->engine, "alice", SAAS_CREDIT_DEFAULT, f->account_a, sizeof(f->account_a));
-	f->key_b = saas_test_account_key(f->engine, "bob", credit_b, f->account_b, sizeof(f->account_b));
-	assert_non_null(f->key_a);
-	assert_non_null(f->key_b);
-	open_clients(f);
+	f->credit_b = credit_b;
+	saas_test_fixture_open(f);
 	*state = f;
 	return 0;
 }
@@ -168,19 +111,11 @@ static int setup_tight(void **state)
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-
-	close_engine(f);
-	saas_free(f->key_a);
-	saas_free(f->key_b);
-	free(f->url);
-	saas_test_rmdir(f->dir);
-	free(f);
-	saas_fake_reset();
+	saas_test_fixture_free(*state);
 	return 0;
 }
 
-static saas_engine_stats *stats(struct fixture *f)
+static saas_engine_stats *stats(struct saas_test_fixture *f)
 {
 	saas_engine_stats *st = NULL;
 
@@ -189,7 +124,7 @@ static saas_engine_stats *stats(struct fixture *f)
 }
 
 /* Ready VMs in the pool of (size, image), as the stats report them. */
-static unsigned int pool_ready(struct fixture *f, const char *size, const char *image)
+static unsigned int pool_ready(struct saas_test_fixture *f, const char *size, const char *image)
 {
 	saas_engine_stats *st = stats(f);
 	unsigned int n = 0;
@@ -206,7 +141,7 @@ static unsigned int pool_ready(struct fixture *f, const char *size, const char *
  * nothing waited on the refill's hold after a claim (POOL_CLAIM_HOLD_MS):
  * the clock moves past it before the next.
  */
-static unsigned int fill(struct fixture *f)
+static unsigned int fill(struct saas_test_fixture *f)
 {
 	unsigned int sweeps = 0, calls = saas_fake_create_calls();
 
@@ -218,7 +153,7 @@ static unsigned int fill(struct fixture *f)
 			return sweeps;
 		assert_true(++sweeps <= 64);
 		if (sweeps > 1 && saas_fake_create_calls() == calls)
-			advance(2000);
+			saas_test_advance(2000);
 		calls = saas_fake_create_calls();
 		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	}
@@ -255,20 +190,9 @@ static unsigned int list_count(saas_client *c)
 	return n;
 }
 
-static int64_t balance(saas_client *c)
-{
-	saas_account_info *info;
-	int64_t b;
-
-	assert_int_equal(saas_account_info_get(&info, c), SAAS_OK);
-	b = info->balance_usd_micro;
-	saas_account_info_free(info);
-	return b;
-}
-
 static void test_pool_fills(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_stats *st = stats(f);
 
 	/* Nothing is made at open with NO_REAPER: the sweeps make them, one each. */
@@ -309,12 +233,12 @@ static void test_pool_fills(void **state)
 	assert_int_equal(saas_fake_create_calls(), 3);
 
 	/* Pooled VMs are no account's: in no list, counted as no sandbox, billed to nobody. */
-	advance(3600 * 1000);
+	saas_test_advance(3600 * 1000);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(list_count(f->a), 0);
 	assert_int_equal(list_count(f->b), 0);
-	assert_int_equal(balance(f->a), 5000000);
-	assert_int_equal(balance(f->b), 5000000);
+	assert_int_equal(saas_test_balance(f->a), 5000000);
+	assert_int_equal(saas_test_balance(f->b), 5000000);
 	st = stats(f);
 	assert_int_equal(st->creating, 0);
 	assert_int_equal(st->ready, 0);
@@ -326,7 +250,7 @@ static void test_pool_fills(void **state)
 
 static void test_pool_claim(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb, *got = NULL, *medium, *plain;
 	saas_engine_stats *st;
 	char first[SAAS_ID_MAX + 1], claimed[SAAS_ID_MAX + 1];
@@ -334,7 +258,7 @@ static void test_pool_claim(void **state)
 	fill(f);
 	strcpy(first, made[0].name);
 	/* An hour in the pool costs nobody anything ... */
-	advance(3600 * 1000);
+	saas_test_advance(3600 * 1000);
 	sb = create(f->a, "small");
 	/* ... the create is served by the oldest pooled VM: its name is the sandbox id ... */
 	assert_string_equal(sb->id, first);
@@ -347,11 +271,11 @@ static void test_pool_claim(void **state)
 	/* A pooled VM was made without a network: it reports the driver's default. */
 	assert_int_equal(sb->network->mode, SAAS_NETWORK_ISOLATED);
 	/* ... and billing starts at the claim. */
-	assert_int_equal(sb->created_at_ms, fake_now);
-	assert_int_equal(sb->ready_at_ms, fake_now);
-	assert_int_equal(sb->expires_at_ms, fake_now + 900 * 1000);
+	assert_int_equal(sb->created_at_ms, saas_test_now());
+	assert_int_equal(sb->ready_at_ms, saas_test_now());
+	assert_int_equal(sb->expires_at_ms, saas_test_now() + 900 * 1000);
 	assert_int_equal(sb->cost_usd_micro, 0);
-	assert_int_equal(balance(f->a), 5000000);
+	assert_int_equal(saas_test_balance(f->a), 5000000);
 	assert_false(saas__pool_owns(f->engine, sb->id));
 	assert_true(logged("(from the pool)"));
 	assert_int_equal(pool_ready(f, "small", "default"), 1);
@@ -365,11 +289,11 @@ static void test_pool_claim(void **state)
 	assert_int_equal(list_count(f->a), 1);
 	assert_int_equal(list_count(f->b), 0);
 	assert_int_equal(saas_sandbox_get(&got, f->b, sb->id), SAAS_ENOTFOUND);
-	advance(60 * 1000);
+	saas_test_advance(60 * 1000);
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->cost_usd_micro, 60 * 25);
 	saas_sandbox_free(got);
-	assert_int_equal(balance(f->a), 5000000 - 60 * 25);
+	assert_int_equal(saas_test_balance(f->a), 5000000 - 60 * 25);
 
 	/* The pool refills with a new VM. */
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
@@ -407,7 +331,7 @@ static void test_pool_claim(void **state)
 /* A create that names a network policy is made for it, never taken from the pool. */
 static void test_pool_network_bypass(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *iso, *net;
 
 	fill(f);
@@ -443,7 +367,7 @@ static void test_pool_network_bypass(void **state)
 /* An empty pool, or a size without one, makes the sandbox the ordinary way. */
 static void test_pool_empty_falls_back(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *s1, *s2, *s3, *large;
 
 	fill(f);
@@ -466,7 +390,7 @@ static void test_pool_empty_falls_back(void **state)
 /* A pooled VM that died is destroyed at claim, and the next one (or a fresh one) is used. */
 static void test_pool_dead_vm(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb, *again;
 	char dead[SAAS_ID_MAX + 1];
 
@@ -503,7 +427,7 @@ static void test_pool_dead_vm(void **state)
  */
 static void test_pool_image_rebuilt(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 
 	fill(f); /* small: made[0], made[2]; medium (tiny): made[1] */
@@ -535,7 +459,7 @@ static void test_pool_image_rebuilt(void **state)
 /* Every check of an ordinary create holds for a pooled one; a refused create leaves the pool as it was. */
 static void test_pool_checks_kept(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_sandbox *first, *sb = NULL, *bobs;
 	char pooled[SAAS_ID_MAX + 1];
@@ -565,7 +489,7 @@ static void test_pool_checks_kept(void **state)
 	bobs = create(f->b, "small");
 	assert_string_equal(bobs->id, pooled);
 	assert_int_equal(bobs->cost_usd_micro, 0);
-	assert_int_equal(balance(f->b), 1500);
+	assert_int_equal(saas_test_balance(f->b), 1500);
 	saas_sandbox_free(first);
 	saas_sandbox_free(bobs);
 }
@@ -584,7 +508,7 @@ static void sweep_during_create(void *ud, const saas_vm_spec *spec)
 
 static void test_pool_orphan_sweep(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 	const char *stray = "sbx-strayxstrayxstrayxst";
 
@@ -601,7 +525,7 @@ static void test_pool_orphan_sweep(void **state)
 	hook_engine = f->engine;
 	hook_ok = -1;
 	saas_fake_on_create(sweep_during_create, NULL);
-	advance(2000);
+	saas_test_advance(2000);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(hook_ok, 1);
 	assert_int_equal(pool_ready(f, "small", "default"), 2);
@@ -612,20 +536,19 @@ static void test_pool_orphan_sweep(void **state)
 /* Engine free destroys what nobody claimed; a claimed sandbox keeps running; reconcile clears leftovers. */
 static void test_pool_engine_free(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 	const char *leftover = "sbx-leftxleftxleftxleft1";
 
 	fill(f);
 	sb = create(f->a, "small");
-	close_engine(f);
+	saas_test_fixture_close(f);
 	assert_true(logged("destroying unclaimed VM"));
 	assert_int_equal(saas_fake_vm_count(), 1);
 	assert_true(saas_fake_vm_exists(sb->id));
 	/* A crashed engine's pooled VM has no row: the next open destroys it, and the sandbox stays. */
 	saas_fake_vm_add(leftover);
-	open_engine(f);
-	open_clients(f);
+	saas_test_fixture_open(f);
 	assert_false(saas_fake_vm_exists(leftover));
 	assert_true(saas_fake_vm_exists(sb->id));
 	assert_int_equal(pool_ready(f, "small", "default"), 0);
@@ -635,7 +558,7 @@ static void test_pool_engine_free(void **state)
 /* Failures back off on the engine clock: 1 s, doubling, at most a minute; success resets it. */
 static void test_pool_backoff(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	static const int waits[] = { 1, 2, 4, 8, 16, 32, 60, 60 };
 	saas_engine_stats *st;
 	char line[64];
@@ -648,10 +571,10 @@ static void test_pool_backoff(void **state)
 		snprintf(line, sizeof(line), "next try in %d s", waits[i]);
 		assert_true(logged(line));
 		/* Not a moment before the delay has passed. */
-		advance(waits[i] * 1000 - 1);
+		saas_test_advance(waits[i] * 1000 - 1);
 		assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 		assert_int_equal(saas_fake_create_calls(), i + 1);
-		advance(1);
+		saas_test_advance(1);
 	}
 	assert_int_equal(saas_fake_vm_count(), 0);
 	st = stats(f);
@@ -669,7 +592,7 @@ static void test_pool_backoff(void **state)
  */
 static void test_pool_claim_hold(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 
 	fill(f);
@@ -678,10 +601,10 @@ static void test_pool_claim_hold(void **state)
 	assert_int_equal(pool_ready(f, "small", "default"), 1);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(saas_fake_create_calls(), 3);
-	advance(1999);
+	saas_test_advance(1999);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(saas_fake_create_calls(), 3);
-	advance(1);
+	saas_test_advance(1);
 	assert_int_equal(saas_engine_sweep(NULL, f->engine), SAAS_OK);
 	assert_int_equal(saas_fake_create_calls(), 4);
 	assert_int_equal(pool_ready(f, "small", "default"), 2);
@@ -695,7 +618,7 @@ static void test_pool_claim_hold(void **state)
  */
 static void test_pool_warm_fails(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_stats *st;
 	saas_sandbox *sb;
 
@@ -711,7 +634,7 @@ static void test_pool_warm_fails(void **state)
 	assert_int_equal(st->pools[0]->failures, 1);
 	saas_engine_stats_free(st);
 	/* The backoff passes: the pools fill with VMs that each ran one command, and a claim gets one of them. */
-	advance(1000);
+	saas_test_advance(1000);
 	assert_int_equal(fill(f), 3);
 	assert_int_equal(saas_fake_create_calls(), 4);
 	for (unsigned int i = 1; i < nmade; i++)
@@ -723,7 +646,7 @@ static void test_pool_warm_fails(void **state)
 	saas_sandbox_free(sb);
 }
 
-static void expect_bad(struct fixture *f, const char *spec, const char *msg)
+static void expect_bad(struct saas_test_fixture *f, const char *spec, const char *msg)
 {
 	saas_engine_options o = f->opts;
 	saas_engine *e = (saas_engine *)1;
@@ -744,7 +667,7 @@ static void expect_bad(struct fixture *f, const char *spec, const char *msg)
 
 static void test_pool_bad_specs(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options o = f->opts;
 	saas_engine *e = NULL;
 	saas_engine_stats *st;
@@ -797,7 +720,7 @@ static void test_pool_bad_specs(void **state)
 /* A caller built against version 1 has a struct that ends before `pool`: it opens, and nothing past it is read. */
 static void test_pool_v1_options(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options o = f->opts;
 	size_t v1 = offsetof(saas_engine_options, pool);
 	unsigned char *old = malloc(v1); /* exactly a version-1 struct: ASan and valgrind see any read past it */
@@ -828,7 +751,7 @@ static void test_pool_v1_options(void **state)
 /* A store-only engine (admin tools) checks the spec but makes no VM. */
 static void test_pool_store_only(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_engine_options o = f->opts;
 	saas_engine *admin = NULL;
 	saas_engine_stats *st;
@@ -845,7 +768,7 @@ static void test_pool_store_only(void **state)
 }
 
 /* Poll the stats (never a timing assertion: a generous deadline for a condition). */
-static int wait_ready(struct fixture *f, unsigned int want, uint64_t failures)
+static int wait_ready(struct saas_test_fixture *f, unsigned int want, uint64_t failures)
 {
 	for (int i = 0; i < 2000; i++) {
 		saas_engine_stats *st = stats(f);
@@ -861,39 +784,37 @@ static int wait_ready(struct fixture *f, unsigned int want, uint64_t failures)
 /* The real refill thread: fills, refills after a claim, backs off, and stops with the engine. */
 static void test_pool_thread(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_sandbox *sb;
 
-	close_engine(f);
+	saas_test_fixture_close(f);
 	saas_fake_fail_creates(1);
 	f->opts.flags = 0;
 	f->opts.reaper_interval_ms = 10;
 	f->opts.pool = "small=2";
-	open_engine(f);
-	open_clients(f);
+	saas_test_fixture_open(f);
 	/* The first create fails; the retry waits for the engine clock to pass the backoff. */
 	assert_true(wait_ready(f, 0, 1));
-	advance(1000);
+	saas_test_advance(1000);
 	assert_true(wait_ready(f, 2, 1));
 	sb = create(f->a, "small");
 	assert_true(saas_fake_vm_exists(sb->id));
 	/* The refill holds off after a claim (POOL_CLAIM_HOLD_MS), then makes the replacement. */
 	assert_true(wait_ready(f, 1, 1));
 	assert_int_equal(saas_fake_create_calls(), 3);
-	advance(1999);
+	saas_test_advance(1999);
 	usleep(100 * 1000);
 	assert_int_equal(saas_fake_create_calls(), 3);
-	advance(1);
+	saas_test_advance(1);
 	assert_true(wait_ready(f, 2, 1));
 	assert_int_equal(saas_fake_create_calls(), 4);
 	assert_int_equal(saas_fake_vm_count(), 3);
-	close_engine(f);
+	saas_test_fixture_close(f);
 	assert_int_equal(saas_fake_vm_count(), 1);
 	assert_true(saas_fake_vm_exists(sb->id));
 	saas_sandbox_free(sb);
 	f->opts.flags = SAAS_ENGINE_NO_REAPER;
-	open_engine(f);
-	open_clients(f);
+	saas_test_fixture_open(f);
 }
 
 /* A pooled VM's create that takes as long as the test says: the driver returns when released. */
@@ -924,16 +845,16 @@ static void hold_create(void *ud, const saas_vm_spec *spec)
  */
 static void test_pool_stop_bounded(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	int tries = 0;
 
-	close_engine(f);
+	saas_test_fixture_close(f);
 	held = released = hold_timed_out = 0;
 	saas_fake_on_create(hold_create, NULL);
 	f->opts.flags = 0;
 	f->opts.reaper_interval_ms = 10;
 	f->opts.pool = "small=1";
-	open_engine(f);
+	saas_test_fixture_open_engine(f);
 	pthread_mutex_lock(&hold_mu);
 	while (!held)
 		pthread_cond_wait(&hold_cond, &hold_mu);
@@ -955,8 +876,7 @@ static void test_pool_stop_bounded(void **state)
 	assert_true(logged("still being made"));
 	saas_fake_on_create(record_create, NULL);
 	f->opts.flags = SAAS_ENGINE_NO_REAPER;
-	open_engine(f);
-	open_clients(f);
+	saas_test_fixture_open(f);
 }
 
 int main(void)

@@ -13,7 +13,8 @@
 
 #include <cmocka.h>
 
-#include "server.h"
+#include "preview/internal.h"
+#include "preview/preview.h"
 
 #define NAME "tq3k2m7xw4nb5c6d2e7f3g4h5j"
 

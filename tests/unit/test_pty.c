@@ -15,39 +15,21 @@
 
 #include "core/core.h"
 #include "fake/fake_driver.h"
+#include "fixture.h"
 #include "testutil.h"
 #include "wire/ws.h"
 
-struct fixture {
-	char *dir, *url;
-	saas_engine *engine;
-	saas_client *a, *b;
-	char *key_a, *key_b;
-	char sb[SAAS_ID_MAX + 1];
-	saas_driver v2;            /* the fake driver as a version 2 table */
-};
+/* The sandbox each test's terminals open in: alice's, made by the setup. */
+static char sb_id[SAAS_ID_MAX + 1];
 
 static int open_with(void **state, const saas_driver *driver)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	struct saas_test_fixture *f = saas_test_fixture_new(driver, SAAS_TEST_BOB);
 	saas_sandbox *sb = NULL;
-	char acc[SAAS_ID_MAX + 1];
 
-	assert_non_null(f);
-	saas_fake_reset();
-	f->v2 = saas_fake_driver;
-	f->v2.version = 2;
-	assert_int_equal(saas_test_engine_options(&o, driver ? driver : &f->v2, &f->dir, &f->url), 0);
-	o.flags = SAAS_ENGINE_NO_REAPER;
-	if (saas_engine_open(&f->engine, &o) != SAAS_OK)
-		fail_msg("engine open: %s", saas_error_last()->message);
-	f->key_a = saas_test_account_key(f->engine, "alice", SAAS_CREDIT_DEFAULT, acc, sizeof(acc));
-	f->key_b = saas_test_account_key(f->engine, "bob", SAAS_CREDIT_DEFAULT, acc, sizeof(acc));
-	assert_int_equal(saas_client_open_local(&f->a, f->engine, f->key_a, 0), SAAS_OK);
-	assert_int_equal(saas_client_open_local(&f->b, f->engine, f->key_b, 0), SAAS_OK);
+	saas_test_fixture_open(f);
 	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
-	snprintf(f->sb, sizeof(f->sb), "%s", sb->id);
+	snprintf(sb_id, sizeof(sb_id), "%s", sb->id);
 	saas_sandbox_free(sb);
 	*state = f;
 	return 0;
@@ -60,21 +42,16 @@ static int setup(void **state)
 
 static int setup_v2(void **state)
 {
-	return open_with(state, NULL);
+	static saas_driver v2;     /* the fake driver as a version 2 table: no terminals */
+
+	v2 = saas_fake_driver;
+	v2.version = 2;
+	return open_with(state, &v2);
 }
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-
-	saas_client_free(f->a);
-	saas_client_free(f->b);
-	saas_engine_free(f->engine);
-	saas_free(f->key_a);
-	saas_free(f->key_b);
-	saas_test_rmdir(f->dir);
-	free(f->url);
-	free(f);
+	saas_test_fixture_free(*state);
 	return 0;
 }
 
@@ -109,7 +86,7 @@ static const char *read_until(saas_pty *t, const char *want, int *ended)
 
 static void test_session(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_pty_options o = SAAS_PTY_OPTIONS_INIT;
 	saas_pty *t = NULL;
 	int ended, status = 0;
@@ -117,7 +94,7 @@ static void test_session(void **state)
 	o.term = "vt100";
 	o.cols = 132;
 	o.rows = 43;
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_OK);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_OK);
 	assert_true(saas_pty_fd(t) >= 0);
 	read_until(NULL, NULL, NULL);
 	assert_non_null(strstr(read_until(t, "\r\n", &ended), "fake-shell vt100 132x43 tty"));
@@ -143,13 +120,13 @@ static void test_session(void **state)
 
 static void test_notty_and_hangup(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_pty *t = NULL;
 	char b[64];
 	size_t got;
 	int ended, status = 0;
 
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, NULL, SAAS_PTY_NOTTY), SAAS_OK);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, NULL, SAAS_PTY_NOTTY), SAAS_OK);
 	read_until(NULL, NULL, NULL);
 	assert_non_null(strstr(read_until(t, "\r\n", &ended), "fake-shell xterm-256color 80x24 notty"));
 	assert_int_equal(saas_pty_send_eof(t), SAAS_OK);
@@ -160,7 +137,7 @@ static void test_notty_and_hangup(void **state)
 	assert_int_equal(status, 0);
 
 	/* Hung up before the end: no status; nothing waiting is a timeout, not an end. */
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, NULL, 0), SAAS_OK);
 	read_until(NULL, NULL, NULL);
 	read_until(t, "\r\n", &ended);
 	assert_int_equal(saas_pty_read(t, b, sizeof(b), &got, 0), SAAS_ETIMEOUT);
@@ -174,7 +151,7 @@ static void test_notty_and_hangup(void **state)
 /* A shell that reads no input: a bounded write gives up (and says so) rather than block for ever. */
 static void test_write_timeout(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	size_t big = (size_t)8 << 20;
 	char *flood = calloc(1, big);
 	saas_pty *t = NULL;
@@ -182,7 +159,7 @@ static void test_write_timeout(void **state)
 
 	assert_non_null(flood);
 	memset(flood, 'x', big);
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, NULL, 0), SAAS_OK);
 	assert_int_equal(saas_pty_set_write_timeout(NULL, 100), SAAS_EINVAL);
 	read_until(NULL, NULL, NULL);
 	read_until(t, "\r\n", &ended);
@@ -199,40 +176,40 @@ static void test_write_timeout(void **state)
 
 static void test_bad_input(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_pty_options o = SAAS_PTY_OPTIONS_INIT;
 	saas_pty *t = (saas_pty *)1;
 	char term[SAAS_PTY_TERM_MAX + 2];
 
-	assert_int_equal(saas_pty_open(NULL, f->a, f->sb, NULL, 0), SAAS_EINVAL);
-	assert_int_equal(saas_pty_open(&t, NULL, f->sb, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(NULL, f->a, sb_id, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(&t, NULL, sb_id, NULL, 0), SAAS_EINVAL);
 	assert_null(t);
 	assert_int_equal(saas_pty_open(&t, f->a, NULL, NULL, 0), SAAS_EINVAL);
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, NULL, 1u << 5), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, NULL, 1u << 5), SAAS_EINVAL);
 	assert_int_equal(saas_pty_open(&t, f->a, "sbx-nope", NULL, 0), SAAS_ENOTFOUND);
-	assert_int_equal(saas_pty_open(&t, f->b, f->sb, NULL, 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_pty_open(&t, f->b, sb_id, NULL, 0), SAAS_ENOTFOUND);
 	o.version = 0;
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_EINVAL);
 	o.version = SAAS_PTY_OPTIONS_VERSION + 1;
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_EINVAL);
 	o.version = SAAS_PTY_OPTIONS_VERSION;
 	o.cols = SAAS_PTY_SIZE_MAX + 1;
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "4096"));
 	o.cols = 0;
 	o.rows = SAAS_PTY_SIZE_MAX + 1;
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_EINVAL);
 	o.rows = 0;
 	for (const char *const *bad = (const char *const[]){ "", "a b", "x;y", "../x", ".hidden", "a/b", NULL }; *bad; bad++) {
 		o.term = *bad;
-		assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_EINVAL);
+		assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_EINVAL);
 	}
 	memset(term, 'x', sizeof(term) - 1);
 	term[sizeof(term) - 1] = '\0';
 	o.term = term;
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_EINVAL);
 	term[SAAS_PTY_TERM_MAX] = '\0'; /* at the bound: taken */
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, &o, 0), SAAS_OK);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_OK);
 	assert_int_equal(saas_pty_resize(t, 0, 10), SAAS_EINVAL);
 	assert_int_equal(saas_pty_resize(t, 10, SAAS_PTY_SIZE_MAX + 1), SAAS_EINVAL);
 	assert_int_equal(saas_pty_resize(t, SAAS_PTY_SIZE_MAX, SAAS_PTY_SIZE_MAX), SAAS_OK);
@@ -251,10 +228,10 @@ static void test_bad_input(void **state)
 
 static void test_driver_v2(void **state)
 {
-	struct fixture *f = *state;
+	struct saas_test_fixture *f = *state;
 	saas_pty *t = NULL;
 
-	assert_int_equal(saas_pty_open(&t, f->a, f->sb, NULL, 0), SAAS_ENOTSUP);
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, NULL, 0), SAAS_ENOTSUP);
 	assert_null(t);
 	assert_non_null(strstr(saas_error_last()->message, "cannot open terminals"));
 }

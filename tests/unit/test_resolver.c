@@ -53,6 +53,7 @@ static struct drv *fake_driver(char *dir)
 	assert_non_null(e);
 	assert_non_null(mkdtemp(dir));
 	d->dir = dir;
+	d->host = &saas__lv_host_local;
 	d->nft = "true";
 	d->log = quiet;
 	pthread_mutex_init(&e->mu, NULL);

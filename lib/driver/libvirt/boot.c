@@ -15,9 +15,13 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/conf.h"
 #include "driver/libvirt/console.h"
-#include "driver/libvirt/control.h"
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/vm.h"
+#include "transport/control.h"
 #include "util/spawn.h"
 
 /* The end of a VM's console: what a failed boot says about itself. */
@@ -32,41 +36,6 @@ static char *console_tail(const char *vmdir)
 	return tail;
 }
 
-static int free_port(unsigned int *port)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socket: %s", strerror(errno));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-		int err = errno;
-		close(fd);
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "no free loopback port: %s", strerror(err));
-	}
-	*port = ntohs(sa.sin_port);
-	close(fd);
-	return SAAS_OK;
-}
-
-/*
- * A port for the guest's SSH forward on a remote host, which the engine
- * cannot probe: one at random from a range, tried again (launch_start) when
- * QEMU finds it taken.
- */
-static unsigned int remote_port(void)
-{
-	uint32_t r;
-
-	if (saas__random(&r, sizeof(r)) < 0)
-		r = (uint32_t)rand();
-	return REMOTE_PORT_FIRST + r % REMOTE_PORT_COUNT;
-}
-
 void saas__lv_launch_undo(struct launch *l)
 {
 	saas__ssh_close(l->ssh);
@@ -77,8 +46,8 @@ void saas__lv_launch_undo(struct launch *l)
 		l->dom = NULL;
 	}
 	saas__lv_limits_release(l->d, l->spec->name);
-	if (l->d->remote && l->overlay)
-		saas__lv_overlay_remote_delete(l->d, l->vol ? l->vol : l->spec->name);
+	if (l->overlay)
+		l->d->host->overlay_drop(l->d, l->vol ? l->vol : l->spec->name);
 	if (l->dir)
 		saas__lv_rm_tree(l->dir);
 	free(l->dir);
@@ -89,55 +58,19 @@ void saas__lv_launch_undo(struct launch *l)
 /* The VM's directory and, for disk images, its overlay: on the image's disk, or on the template's frozen one. */
 int saas__lv_launch_prepare(struct launch *l)
 {
-	const char *base = l->im->disk;
-	char *tbase = NULL;
-	int rc = SAAS_OK;
-
 	if (!(l->dir = saas__lv_drv_path(l->d, "vms", l->spec->name)))
 		return SAAS_ENOMEM;
 	/*
 	 * VMs' names are all of one length (ids, templates' keys): a state
 	 * directory too long for the socket's path has the port in none of them.
+	 * A remote host's control port is a socket there, out of the engine's
+	 * reach: none there, in templates and clones alike.
 	 */
-	l->control = l->im->control && saas__lv_control_fits(l->dir);
+	l->control = l->d->host->control_port && l->im->control && saas__ctl_fits(l->dir);
 	saas__lv_rm_tree(l->dir); /* a leftover of a failed attempt */
 	if (saas__mkdir_p(l->dir, 0700) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));
-	/*
-	 * Remote: the overlay is a volume on the host, on the image's disk there
-	 * (lv_create uploaded it) or a template's frozen one. The control port is
-	 * a socket on the host, out of the engine's reach: none there, in
-	 * templates and clones alike.
-	 */
-	if (l->d->remote) {
-		l->control = false;
-		if (!base)
-			return SAAS_OK;
-		if (l->tdir && (rc = saas__lv_tpl_remote_disk(l->d, l->tdir, &tbase)) < 0)
-			return rc;
-		rc = saas__lv_overlay_remote(l->d, l->vol ? l->vol : l->spec->name, tbase ? tbase : l->im->host_disk,
-		                             l->spec->disk_gb, &l->overlay);
-		free(tbase);
-		return rc;
-	}
-	if (!base)
-		return saas__lv_confine_vm_files(l);
-	if (l->tdir && !(base = tbase = saas__lv_path_join(l->tdir, "disk.qcow2")))
-		return SAAS_ENOMEM;
-	if (!(l->overlay = saas__lv_path_join(l->dir, "disk.qcow2"))) {
-		rc = SAAS_ENOMEM;
-	} else {
-		char size[32];
-		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base,
-			               l->overlay, size, NULL };
-		snprintf(size, sizeof(size), "%uG", l->spec->disk_gb);
-		if ((rc = saas__run(argv, NULL)) < 0)
-			rc = saas__error_wrap(SAAS_EBACKEND, "creating the disk overlay");
-		else
-			rc = saas__lv_confine_vm_files(l);
-	}
-	free(tbase);
-	return rc;
+	return l->d->host->overlay_make(l);
 }
 
 /* Define and start the domain (paused for a clone), on a free loopback port for its SSH forward. */
@@ -152,19 +85,11 @@ int saas__lv_launch_start(struct launch *l)
 		struct saas__lv_domain def = { l->spec, l->im, d->owner, d->authkey_b64, l->dir, l->overlay, 0, false,
 			                       l->internet, incoming };
 		char *xml;
-		if (d->remote)
-			l->port = remote_port();
-		else if ((rc = free_port(&l->port)) < 0)
+		if ((rc = d->host->domain_place(l, &def)) < 0)
 			return rc;
-		if (d->remote) {
-			def.vmdir = NULL;
-			def.listen = d->listen;
-			def.kernel = l->im->host_kernel;
-			def.initrd = l->im->host_initrd;
-		}
 		def.port = l->port;
 		def.uid = l->uid;
-		def.gid = d->guest_gid ? (unsigned int)d->guest_gid : l->uid;
+		def.gid = d->cf.guest_gid ? (unsigned int)d->cf.guest_gid : l->uid;
 		def.policy = l->policy;
 		def.cpu_milli = d->lim_cpu ? d->cpu_milli : 0;
 		def.io_weight = d->lim_io ? saas__lv_io_weight(l->spec->vcpus) : 0;
@@ -189,7 +114,7 @@ int saas__lv_launch_start(struct launch *l)
 		 * without one here (cgroup.c), VMs run without the CPU limit, said
 		 * once in the log.
 		 */
-		if (d->remote && def.cpu_milli && strstr(saas_error_last()->message, "cgroup cpu")) {
+		if (d->host->limits_learned && def.cpu_milli && strstr(saas_error_last()->message, "cgroup cpu")) {
 			saas__lv_log(d, SAAS_LOG_WARN, "VM host %s gives libvirt no cpu cgroup controller: VMs run there "
 			             "without their CPU limit (enable it in machine.slice, or set cpu_limit=off)", d->uri);
 			pthread_mutex_lock(&d->mu);
@@ -225,7 +150,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 
 	for (;;) {
 		int state = 0;
-		if (ms_since(t0) > budget_ms)
+		if (saas__ms_since(t0) > budget_ms)
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "the VM did not become reachable in %lld s",
 			                   (long long)(budget_ms / 1000));
 		if (saas__lv_launch_quit(l))
@@ -239,7 +164,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 		 * runs sshd, and a handshake cut short (under load one takes over a
 		 * second) is work thrown away and leaks in libssh2: give it the time.
 		 */
-		before = ms_since(t0);
+		before = saas__ms_since(t0);
 		if (saas__lv_ssh_connect(l->d, l->background, l->port, l->host_key,
 		                         l->tdir ? (int)(budget_ms - before) + 1 : (int)knock_ms, &l->ssh) == SAAS_OK)
 			return SAAS_OK;
@@ -252,7 +177,7 @@ int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_
 		 * every knock was cut short and the guest never became reachable.
 		 * Each such knock waits twice as long as the last.
 		 */
-		if (ms_since(t0) - before >= knock_ms && knock_ms < budget_ms)
+		if (saas__ms_since(t0) - before >= knock_ms && knock_ms < budget_ms)
 			knock_ms *= 2;
 	}
 }

@@ -30,8 +30,9 @@
 #include "driver/libvirt/libvirt_driver.h"
 
 /* The name of each controller in /proc/self/mounts (v1 options) and cgroup.controllers (v2): enum cg_ctl order. */
-static const char *const v1_names[CG_NCTL] = { "cpu", "memory", "pids", "blkio" };
-static const char *const v2_names[CG_NCTL] = { "cpu", "memory", "pids", "io" };
+static const char *const v1_names[CG_NCTL] = { [CG_CPU] = "cpu", [CG_MEMORY] = "memory", [CG_PIDS] = "pids",
+	                                          [CG_IO] = "blkio" };
+static const char *const v2_names[CG_NCTL] = { [CG_CPU] = "cpu", [CG_MEMORY] = "memory", [CG_PIDS] = "pids", [CG_IO] = "io" };
 
 /* Is word one of the separated words of list (sep: a set of separator characters)? */
 static bool has_word(const char *list, const char *word, const char *sep)
@@ -257,7 +258,7 @@ int saas__lv_cg_pids_remove(const struct saas__lv_cg *cg, const char *group, con
 			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot remove %s: %s", dir, strerror(errno));
 			break;
 		}
-		sleep_ms(20);
+		saas__sleep_ms(20);
 	}
 	free(dir);
 	return rc;
@@ -413,7 +414,7 @@ int saas__lv_limits_apply(struct drv *d, virDomainPtr dom, const char *name, uns
 			 * host without one here (limits_setup), VMs run without the limit,
 			 * said once in the log.
 			 */
-			if (!d->remote || !strstr(saas_error_last()->message, "memory controller"))
+			if (!d->host->limits_learned || !strstr(saas_error_last()->message, "memory controller"))
 				return rc;
 			saas__lv_log(d, SAAS_LOG_WARN, "VM host %s gives libvirt no memory cgroup controller: VMs run there "
 			             "without their memory limit (%s)", d->uri, saas_error_last()->message);

@@ -2,7 +2,7 @@
  * Clones: a VM restored from a template's saved state instead of booted.
  * Its domain starts paused with -incoming defer, the state comes in through
  * QMP, and the guest's root then makes it its own machine: aas-control,
- * told over the control port (control.c), or over SSH in older images.
+ * told over the control port (lib/transport/control.c), or over SSH in older images.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,13 @@
 
 #include <libvirt/libvirt.h>
 
-#include "driver/libvirt/control.h"
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/qmp.h"
+#include "driver/libvirt/template.h"
+#include "transport/control.h"
 
 /*
  * Restore a template's or a snapshot's saved state into a clone's paused
@@ -24,24 +29,10 @@
 static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
 {
 	const char *what = l->snapshot ? "restoring the snapshot" : "restoring the template";
-	int fd, rc = SAAS_OK;
+	int rc;
 
-	/* A remote host's template: its state is a volume there, poured in over the network. */
-	if (l->d->remote) {
-		if ((rc = saas__lv_tpl_remote_restore(l, t0, budget_ms)) < 0)
-			return saas__error_wrap(rc, "%s", what);
-	} else {
-		if ((fd = open(state_path, O_RDONLY | O_CLOEXEC)) < 0)
-			return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
-		if (l->mem == LV_MEM_PRIVATE)
-			rc = saas__lv_qmp(l->dom, IGNORE_SHARED_ON, -1, NULL);
-		if (rc == SAAS_OK)
-			rc = saas__lv_qmp_getfd(l->dom, "aas-restore", fd);
-		close(fd);
-		if (rc < 0 || (rc = saas__lv_qmp(l->dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":"
-		                                 "\"fd:aas-restore\"}}", -1, NULL)) < 0)
-			return saas__error_wrap(rc, "%s", what);
-	}
+	if ((rc = l->d->host->state_in(l, what, state_path, t0, budget_ms)) < 0)
+		return rc;
 	/* The incoming side leaves "inmigrate" when the whole state is in; QEMU exits if it cannot load it. */
 	for (;;) {
 		json_t *r = NULL;
@@ -54,9 +45,9 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 		json_decref(r);
 		if (!in)
 			break;
-		if (ms_since(t0) > budget_ms || closing(l->d))
+		if (saas__ms_since(t0) > budget_ms || closing(l->d))
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "%s took too long", what);
-		sleep_ms(2);
+		saas__sleep_ms(2);
 	}
 	if ((rc = saas__lv_qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
 		return saas__error_wrap(rc, "%s", what);
@@ -127,7 +118,7 @@ static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad, const char 
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	if (l->control && l->d->control_port) {
 		*via = "the control port";
-		if ((rc = saas__lv_control_fixup(l->dir, l->spec->name, hex, CONTROL_TIMEOUT_MS)) == SAAS_OK)
+		if ((rc = saas__ctl_fixup(l->dir, l->spec->name, hex, CONTROL_TIMEOUT_MS)) == SAAS_OK)
 			return SAAS_OK;
 		saas__lv_log(l->d, SAAS_LOG_WARN, "VM %s: fix-ups over SSH instead: %s", l->spec->name,
 		             saas_error_last()->message);
@@ -174,20 +165,21 @@ int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at
 	if ((rc = saas__lv_launch_prepare(l)) < 0)
 		return rc;
 	/* A mapped template: the clone's QEMU maps its sealed RAM, opened through a holder of its own uid. */
-	rc = l->d->remote ? SAAS_ENOTFOUND /* always loaded there */
-	                  : saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20,
-	                                          &ram, &l->template_bad);
+	rc = !l->d->host->local_memory
+	             ? SAAS_ENOTFOUND /* always loaded there */
+	             : saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20, &ram,
+	                                     &l->template_bad);
 	if (rc == SAAS_OK)
-		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->guest_gid ? l->d->guest_gid : l->uid);
+		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->cf.guest_gid ? l->d->cf.guest_gid : l->uid);
 	if (rc == SAAS_OK) {
 		l->mem = LV_MEM_PRIVATE;
 		l->mem_path = holder.path;
 	} else if (rc != SAAS_ENOTFOUND) {
 		goto out;
 	}
-	at[0] = ms_since(t0);
+	at[0] = saas__ms_since(t0);
 	rc = saas__lv_launch_start(l);
-	at[1] = ms_since(t0);
+	at[1] = saas__ms_since(t0);
 out:
 	saas__lv_holder_stop(&holder); /* QEMU has the file open (or is gone) */
 	l->mem_path = NULL;
@@ -199,7 +191,7 @@ out:
 /*
  * The second half: the state in, the guest running and made its own machine.
  * With the control port and control_exec (the default), that is all: the
- * fix-ups go over the port, the first commands too (control_exec.c), and the
+ * fix-ups go over the port, the first commands too (lib/transport/control_exec.c), and the
  * engine's SSH session is connected when something first needs it
  * (l->session_later). Otherwise the engine's session connects while the
  * fix-ups go over the port (or, without one, a second SSH login as root,
@@ -223,13 +215,13 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
 		return rc;
 	}
-	at[0] = ms_since(t0);
-	if (l->control && l->d->control_port && l->d->control_exec && !l->d->remote) {
+	at[0] = saas__ms_since(t0);
+	if (l->control && l->d->control_port && l->d->control_exec && l->d->host->control_port) {
 		fixup_main(&fix);
 		l->fixups = fix.via;
 		if (fix.rc == SAAS_OK && strcmp(fix.via, "SSH") != 0) {
 			l->session_later = true;
-			at[1] = ms_since(t0);
+			at[1] = saas__ms_since(t0);
 			return SAAS_OK;
 		}
 		/* The port failed them (and SSH did them, or not): the session is waited for, as without the port. */
@@ -247,7 +239,7 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 		l->template_bad = fix.bad;
 		saas__error(rc, fix.klass, fix.code, "%s", fix.message);
 	}
-	at[1] = ms_since(t0);
+	at[1] = saas__ms_since(t0);
 	return rc;
 }
 

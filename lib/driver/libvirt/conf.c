@@ -11,7 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
 #include "util/spawn.h"
 
 char *saas__lv_default_images_dir(void)
@@ -221,10 +224,11 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			free(cfg->images);
 			rc = (cfg->images = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
 		} else if (strcmp(tok, "accel") == 0) {
-			static const char *const accels[] = { "auto", "kvm", "tcg" }; /* enum accel order */
+			static const char *const accels[] = { [ACCEL_AUTO] = "auto", [ACCEL_KVM] = "kvm", [ACCEL_TCG] = "tcg" };
 			rc = parse_choice("accel", val, accels, &cfg->accel);
 		} else if (strcmp(tok, "network") == 0) {
-			static const char *const networks[] = { "auto", "isolated", "internet" }; /* enum netcfg order */
+			static const char *const networks[] = { [NET_AUTO] = "auto", [NET_ISOLATED] = "isolated",
+				                                  [NET_INTERNET] = "internet" };
 			rc = parse_choice("network", val, networks, &cfg->network);
 		} else if (strcmp(tok, "templates") == 0) {
 			rc = parse_onoff(tok, val, &cfg->templates);
@@ -264,7 +268,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			else
 				rc = (cfg->nft_helper = saas__strdup(val)) ? SAAS_OK : SAAS_ENOMEM;
 		} else if (strcmp(tok, "remote") == 0) {
-			static const char *const remotes[] = { "auto", "off", "on" }; /* enum remotecfg order */
+			static const char *const remotes[] = { [REMOTE_AUTO] = "auto", [REMOTE_OFF] = "off", [REMOTE_ON] = "on" };
 			rc = parse_choice("remote", val, remotes, &cfg->remote);
 		} else if (strcmp(tok, "listen") == 0) {
 			/* QEMU's hostfwd takes an IPv4 address (and the engine connects to it). */

@@ -8,8 +8,9 @@
 
 #include <libvirt/libvirt.h>
 
-#include "driver/libvirt/control.h"
+#include "driver/libvirt/domain.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "transport/control.h"
 
 static void xml_escape_n(saas__buf *b, const char *s, size_t n)
 {
@@ -353,7 +354,7 @@ int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn f
 	 * A host that stopped answering half-way fails each domain's metadata:
 	 * a list missing those would have reconcile close sandboxes still running.
 	 */
-	if (d->remote && virConnectIsAlive(conn) != 1)
+	if (d->host->may_vanish && virConnectIsAlive(conn) != 1)
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "VM host %s stopped answering while its VMs "
 		                   "were listed", d->uri);
 	return SAAS_OK;

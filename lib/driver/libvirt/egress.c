@@ -559,9 +559,9 @@ int saas__lv_egress_open(struct drv *d, const char *state_dir)
 	char hash[65];
 	int rc;
 
-	if (!d->confined || !d->guard) {
+	if (!d->cf.confined || !d->guard) {
 		snprintf(d->egress_why, sizeof(d->egress_why), "%s",
-		         !d->confined ? "network policies need each VM's QEMU under a uid of its own (driver option uids; "
+		         !d->cf.confined ? "network policies need each VM's QEMU under a uid of its own (driver option uids; "
 		                        "see docs/security.md)"
 		                      : d->guard_why);
 		return SAAS_OK;

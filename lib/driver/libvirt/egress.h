@@ -1,7 +1,7 @@
 /*
- * Internal: what egress.c (the nftables side of per-VM egress) and
- * resolver.c (the DNS resolver of policy VMs) share. libvirt_driver.h has
- * what the rest of the driver calls.
+ * Internal: per-VM egress: first what the rest of the driver calls, then
+ * what egress.c (the nftables side) and resolver.c (the DNS resolver of
+ * policy VMs) share.
  */
 #ifndef SAAS_DRIVER_LIBVIRT_EGRESS_H
 #define SAAS_DRIVER_LIBVIRT_EGRESS_H
@@ -12,7 +12,87 @@
 #include <stdint.h>
 
 #include "driver/libvirt/dns.h"
+#include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
+
+/* ---- per-VM egress (egress.c, resolver.c, dns.c) -------------------------------------------- */
+
+/* Rules in one list of a policy, and how long a name may be (docs/sandboxes.md, "Network policy"). */
+#define EGRESS_RULES_MAX 64
+/* What an answered address stays allowed for: its TTL, clamped to this range (seconds). */
+#define EGRESS_TTL_MIN 60
+#define EGRESS_TTL_MAX 3600
+/* Addresses learned from lookups that one VM holds at once, per family. */
+#define EGRESS_LEARNED_MAX 4096
+
+struct saas__dns_addr;
+
+/*
+ * May a policy VM look name up? Not when a deny rule matches it, else when an
+ * allow rule does: "*" matches every name, "*.suffix" every name strictly
+ * below suffix, a name itself only; CIDRs match no name.
+ */
+bool saas__lv_egress_name_allowed(const char *const *allow, const char *const *deny, const char *name);
+
+/*
+ * Is net one the driver can enforce? Rules as driver.h says the core
+ * normalises them, at most EGRESS_RULES_MAX per list. SAAS_OK or SAAS_EINVAL
+ * saying which rule. (Checked again here: CIDRs go into nft's input.)
+ */
+int saas__lv_egress_check(const saas_vm_network *net);
+/*
+ * SAAS_ENOTSUP for a tenant who asked for what needs policies (what: "network
+ * policies", "changes to a running sandbox's network") on a driver that has
+ * none: plain words of the arguments' class (what was asked cannot be had
+ * here), so that they reach the tenant, as a driver's class would not. Why it has none
+ * (d->egress_why: the host's nft, its uid, its resolver) was logged at open.
+ */
+int saas__lv_egress_refused(const char *what);
+
+/*
+ * The egress table: the guard's sets (saas__lv_guard_sets), and two maps from
+ * a QEMU's uid to its chains, one in the output filter hook (before the
+ * guard's) and one in the output nat hook. An atomic replace of the whole
+ * table. Free with free(); NULL when out of memory.
+ */
+char *saas__lv_egress_table_text(const char *table, const char *resolv_conf, const struct saas__lv_prefix6 *host6,
+                                 size_t n_host6);
+
+/*
+ * One uid's rules for net (mode, CIDR rules; names are the resolver's), with
+ * its resolver on loopback port dns_port under a policy: its sets and chains
+ * made or emptied and filled, its map entries set, its counter kept; one
+ * atomic transaction. Free with free(); NULL when out of memory.
+ */
+char *saas__lv_egress_vm_text(const char *table, unsigned int uid, const saas_vm_network *net,
+                              unsigned int dns_port);
+/* Everything of uid's gone from the table (whatever of it was there). */
+char *saas__lv_egress_remove_text(const char *table, unsigned int uid);
+
+/*
+ * Start per-VM egress when it can hold (VMs confined to uids of their own and
+ * the guard installed): the table, and the resolver's thread. Otherwise
+ * d->egress stays NULL and d->egress_why says why. Fails only when out of
+ * memory or the upstream option is bad.
+ */
+int saas__lv_egress_open(struct drv *d, const char *state_dir);
+/* Stop the resolver; the table stays while a VM has rules in it (the next open replaces it), else it goes. */
+void saas__lv_egress_close(struct drv *d);
+
+/*
+ * Give VM name (its QEMU's uid) the egress of net (NULL: isolated). A VM made
+ * isolated (restricted: slirp's restrict=on) can only stay so. Before the
+ * VM starts and at any time after; atomic. SAAS_ENOTSUP saying why when
+ * there is no per-VM egress here.
+ */
+int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, const saas_vm_network *net,
+                           bool restricted);
+/* Forget VM name's egress and remove its uid's rules. */
+void saas__lv_egress_vm_remove(struct drv *d, const char *name);
+/* VM name's counters; zeros for a VM egress does not know. */
+int saas__lv_egress_vm_stats(struct drv *d, const char *name, saas_vm_network_stats *out);
+/* Is the table still loaded? If not (a flushed ruleset), load it and every VM's rules again. */
+int saas__lv_egress_ensure(struct drv *d);
 
 /* Upstream resolvers the resolver asks: the driver option dns_upstream, else resolv.conf's first ones. */
 #define EGRESS_UPSTREAMS_MAX 3

@@ -23,6 +23,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "util/spawn.h"
 
@@ -437,13 +439,13 @@ static int guard_install(struct drv *d, bool embedded)
 		         "install the nftables guard nor run QEMU under the group " GUEST_GROUP);
 		goto out;
 	}
-	if (!embedded && !d->confined) {
+	if (!embedded && !d->cf.confined) {
 		snprintf(d->guard_why, sizeof(d->guard_why), "QEMU does not run under a uid of its own per VM on this "
 		         "libvirt (that needs the system libvirtd and the driver option uids), so its qemu.conf, not the "
 		         "engine, decides QEMU's group: the guard cannot be relied on");
 		goto out;
 	}
-	if (!embedded && !d->guest_gid) {
+	if (!embedded && !d->cf.guest_gid) {
 		snprintf(d->guard_why, sizeof(d->guard_why), "the group " GUEST_GROUP " does not exist, so each VM's "
 		         "QEMU runs under its own uid as its group, which the guard cannot match (create it: groupadd "
 		         "--system " GUEST_GROUP ")");

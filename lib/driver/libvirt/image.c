@@ -23,8 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "driver/libvirt/control.h"
+#include "driver/libvirt/image.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "transport/control.h"
 
 void saas__lv_image_free(struct image *im)
 {
@@ -319,7 +320,7 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 		rc = saas__oom();
 		goto out;
 	}
-	if (d->stage_images && (rc = image_stage(d, im)) < 0)
+	if (d->cf.stage_images && (rc = image_stage(d, im)) < 0)
 		goto out;
 	*out = im;
 	im = NULL;

@@ -1,20 +1,18 @@
 /*
- * The libvirt VM driver's table: open and close, the VM calls (create,
- * destroy, state, list) and the guest calls (exec, files, ports) over each
- * VM's SSH session; with what every room shares: libvirt's event loop, the
- * driver's log and error helpers, and the console keeper. libvirt_driver.h
- * says which file holds what.
+ * The libvirt VM driver's table: open (its host's steps through d->host)
+ * and close, one drv_free for both, and the VM calls (create, destroy,
+ * state, list, network); the guest calls are guest.c's. With what every
+ * room shares: libvirt's event loop, the driver's log and error helpers,
+ * and the console keeper. libvirt_driver.h says which file holds what.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/kvm.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,9 +20,21 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/conf.h"
 #include "driver/libvirt/console.h"
-#include "driver/libvirt/control.h"
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/egress.h"
+#include "driver/libvirt/guard.h"
+#include "driver/libvirt/guest.h"
+#include "driver/libvirt/host.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/template.h"
+#include "driver/libvirt/vm.h"
 
 /* ---- the event loop and shared helpers ------------------------------------------------------- */
 
@@ -126,51 +136,6 @@ char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 	return p;
 }
 
-bool saas__lv_is_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* ---- the host -------------------------------------------------------------------------------- */
-
-/*
- * KVM is worth trying when /dev/kvm can make a VM and the CPU says it has
- * hardware virtualisation. Some nested setups pass the first test with no
- * vmx/svm flag and then fail every guest start (refused MSR writes), which
- * cost each engine a failed start before it fell back to TCG.
- */
-static bool cpu_has_virt(void)
-{
-	FILE *f = fopen("/proc/cpuinfo", "re");
-	char line[4096];
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		if (strncmp(line, "flags", 5) == 0 && (strstr(line, " vmx") || strstr(line, " svm")))
-			found = true;
-	if (f)
-		fclose(f);
-	return found;
-}
-
-static bool kvm_usable(void)
-{
-	int fd, vm;
-
-	if (!cpu_has_virt())
-		return false;
-	if ((fd = open("/dev/kvm", O_RDWR | O_CLOEXEC)) < 0)
-		return false;
-	vm = ioctl(fd, KVM_CREATE_VM, 0);
-	if (vm >= 0)
-		close(vm);
-	close(fd);
-	return vm >= 0;
-}
-
 /* ---- console logs ---------------------------------------------------------------------------- */
 
 /* One pass: cut every VM's console log that grew past CONSOLE_LOG_MAX. */
@@ -240,9 +205,9 @@ static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud
 	saas_vm_network net = { domain_network(dom), NULL, NULL };
 
 	(void)ud;
-	if (uid && !saas__lv_uids_mark(&d->uids, uid))
+	if (uid && !saas__lv_uids_mark(&d->cf.uids, uid))
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs under uid %u, outside the range uids=%u-%u", name, uid,
-		             d->uids.first, d->uids.first + d->uids.count - 1);
+		             d->cf.uids.first, d->cf.uids.first + d->cf.uids.count - 1);
 	if (uid && d->egress) {
 		bool restricted = net.mode == SAAS_NET_ISOLATED;
 		if (net.mode == SAAS_NET_POLICY)
@@ -256,57 +221,106 @@ static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud
 }
 
 /*
- * A remote host's network: the guard and per-VM egress are nftables of this
- * machine's, which a remote host's QEMU sockets never meet. Its guests are
- * isolated (restrict=on: slirp opens no connection for them), the one
- * egress that needs nothing of the host's.
+ * Everything d holds, whatever point of open it reached: every exit of open
+ * that fails, and close once its threads have stopped.
  */
-static void remote_network(struct drv *d)
+static void drv_free(struct drv *d)
 {
-	snprintf(d->guard_why, sizeof(d->guard_why),
-	         "VM host %s is remote: the guard that keeps guests off a host's own services and private networks "
-	         "is this machine's nftables (only isolated guests run on a remote host)", d->uri);
-	snprintf(d->egress_why, sizeof(d->egress_why),
-	         "VM host %s is remote: per-VM egress is this machine's nftables (only isolated guests run on a "
-	         "remote host)", d->uri);
-	d->internet = false;
-	if (d->network != NET_INTERNET)
-		saas__lv_log(d, SAAS_LOG_INFO, "network: guests are isolated; internet and policies are refused: %s",
-		             d->guard_why);
+	/* The egress table stays while VMs do (it goes with none left); the resolver stops until the next open. */
+	saas__lv_egress_close(d);
+	while (d->tmpls) {
+		struct tmpl *t = d->tmpls;
+		d->tmpls = t->next;
+		if (t->memfd >= 0)
+			close(t->memfd);
+		free(t);
+	}
+	/*
+	 * The guard table stays: other engines on this host may share it, and it
+	 * touches nothing but QEMU's sockets (the next open replaces it).
+	 */
+	while (d->vms) {
+		struct vm *v = d->vms;
+		d->vms = v->next;
+		saas__lv_vm_put(d, v);
+	}
+	while (d->old_imgs) {
+		struct image *im = d->old_imgs;
+		d->old_imgs = im->next;
+		saas__lv_image_free(im);
+	}
+	while (d->imgs) {
+		struct image *im = d->imgs;
+		d->imgs = im->next;
+		saas__lv_image_free(im);
+	}
+	if (d->spool)
+		virStoragePoolFree(d->spool);
+	if (d->conn)
+		virConnectClose(d->conn);
+	for (size_t i = 0; i < d->n_retired; i++)
+		virConnectClose(d->retired[i]);
+	free(d->retired);
+	free(d->listen);
+	free(d->spool_name);
+	free(d->spool_dir);
+	pthread_mutex_destroy(&d->upload_mu);
+	pthread_mutex_destroy(&d->conn_mu);
+	free(d->dir);
+	free(d->uri);
+	free(d->images);
+	free(d->key);
+	free(d->pub);
+	free(d->authkey_b64);
+	free(d->owner);
+	free(d->dns_upstream);
+	free(d->nft_helper);
+	free(d->root);
+	saas__lv_cg_clear(&d->cg);
+	saas__lv_uids_clear(&d->cf.uids);
+	pthread_cond_destroy(&d->keeper_cond);
+	pthread_cond_destroy(&d->spare.cond);
+	pthread_rwlock_destroy(&d->snaps_lock);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
 }
 
-/* accel=auto on a remote host: KVM when its libvirt offers a kvm domain for x86_64. */
-static bool remote_kvm(struct drv *d)
+/* The driver's options, owned by d from here (cfg's copies go with cfg). */
+static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 {
-	char *caps = virConnectGetDomainCapabilities(d->conn, NULL, "x86_64", "q35", "kvm", 0);
-	bool kvm = caps != NULL;
-
-	free(caps);
-	saas__error_clear();
-	return kvm;
-}
-
-/*
- * A remote host's limits: what the domain's XML and libvirt's API carry
- * (the CPU quota, the memory limit) are the host's libvirtd to apply; the
- * pids cgroup and the I/O weight are not given (the first is this
- * machine's cgroup files; the second needs the io controller, which not
- * every host delegates to libvirt).
- */
-static void remote_limits(struct drv *d)
-{
-	d->lim_cpu = d->cpu_milli != 0;
-	d->lim_memory = true;
-	d->lim_pids = d->lim_io = false;
-	saas__lv_log(d, SAAS_LOG_INFO, "VM limits on VM host %s: CPU %s, memory on (the host's cgroups, by its "
-	             "libvirtd); pids and I/O weight not given", d->uri, d->lim_cpu ? "on" : "off (cpu_limit=off)");
+	d->uri = cfg->uri;
+	d->images = cfg->images;
+	d->accel = cfg->accel;
+	d->network = cfg->network;
+	d->templates = cfg->templates;
+	d->control_port = cfg->control_port;
+	d->control_files = cfg->control_files;
+	d->control_exec = cfg->control_exec;
+	d->boot_timeout_ms = cfg->boot_timeout_ms;
+	d->cf.uids_mode = cfg->uids;
+	d->cf.uid_first = cfg->uid_first;
+	d->cf.uid_count = cfg->uid_count;
+	d->dns_upstream = cfg->dns_upstream;
+	d->nft_helper = cfg->nft_helper;
+	d->cpu_milli = cfg->cpu_milli;
+	d->min_free_memory_mb = cfg->min_free_memory_mb;
+	d->spare.max = cfg->spares;
+	d->mapped = cfg->template_memory == TMPL_MEM_MAPPED;
+	d->host = cfg->remote == REMOTE_ON || (cfg->remote == REMOTE_AUTO && saas__lv_uri_vmhost(d->uri))
+	                  ? &saas__lv_host_remote
+	                  : &saas__lv_host_local;
+	/* The cluster's options. */
+	d->listen = cfg->listen;
+	d->owner = cfg->owner;
+	d->spool_name = cfg->pool;
+	d->spool_dir = cfg->pool_dir;
 }
 
 static int lv_open(void **ctx, const saas_driver_env *env)
 {
 	struct drv *d = calloc(1, sizeof(*d));
 	struct saas__lv_config cfg;
-	char *root = NULL, *vms = NULL, *ssh_key = NULL;
+	char *vms = NULL, *ssh_key = NULL;
 	int rc;
 
 	if (!d)
@@ -314,7 +328,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->keeper_cond, NULL);
 	/* The spare thread waits on the monotonic clock: a clock step must not stall it, nor make it spin. */
-	saas__cond_init_monotonic(&d->spare_cond);
+	saas__cond_init_monotonic(&d->spare.cond);
 	pthread_rwlock_init(&d->snaps_lock, NULL);
 	pthread_mutex_init(&d->upload_mu, NULL);
 	pthread_mutex_init(&d->conn_mu, NULL);
@@ -325,38 +339,15 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	d->stopping = env->stopping ? env->stopping : &d->closing;
 	if ((rc = saas__lv_config_parse(&cfg, env->config)) < 0)
 		goto fail;
-	d->uri = cfg.uri;
-	d->images = cfg.images;
-	d->accel = cfg.accel;
-	d->network = cfg.network;
-	d->templates = cfg.templates;
-	d->control_port = cfg.control_port;
-	d->control_files = cfg.control_files;
-	d->control_exec = cfg.control_exec;
-	d->boot_timeout_ms = cfg.boot_timeout_ms;
-	d->uids_mode = cfg.uids;
-	d->uid_first = cfg.uid_first;
-	d->uid_count = cfg.uid_count;
-	d->dns_upstream = cfg.dns_upstream;
-	d->nft_helper = cfg.nft_helper;
-	d->cpu_milli = cfg.cpu_milli;
-	d->min_free_memory_mb = cfg.min_free_memory_mb;
-	d->spares_max = cfg.spares;
-	d->mapped = cfg.template_memory == TMPL_MEM_MAPPED;
-	d->remote = cfg.remote == REMOTE_ON || (cfg.remote == REMOTE_AUTO && saas__lv_uri_remote(d->uri));
-	/* The cluster's options: owned by d now (cfg's copies go with cfg). */
-	d->listen = cfg.listen;
-	d->owner = cfg.owner;
-	d->pool_name = cfg.pool;
-	d->pool_dir = cfg.pool_dir;
+	drv_config(d, &cfg);
 	ssh_key = cfg.ssh_key;
 	if (cfg.remote == REMOTE_ON && !d->uri) {
 		rc = saas__inval("remote=on needs uri=, the VM host's libvirt URI");
 		goto fail;
 	}
 	if ((!d->images && !(d->images = saas__lv_default_images_dir())) || (!d->listen && !(d->listen = saas__strdup("127.0.0.1"))) ||
-	    (!d->pool_name && !(d->pool_name = saas__strdup(POOL_DEFAULT))) ||
-	    (!d->pool_dir && !(d->pool_dir = saas__strdup(POOL_DIR_DEFAULT)))) {
+	    (!d->spool_name && !(d->spool_name = saas__strdup(POOL_DEFAULT))) ||
+	    (!d->spool_dir && !(d->spool_dir = saas__strdup(POOL_DIR_DEFAULT)))) {
 		rc = SAAS_ENOMEM;
 		goto fail;
 	}
@@ -371,43 +362,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	}
 	if ((rc = saas__lv_ensure_key(d, ssh_key)) < 0 || (rc = saas__ssh_global_init()) < 0)
 		goto fail;
-	/* A remote host's KVM is its own: accel=auto asks libvirt there (remote_accel). */
-	d->kvm = d->accel == ACCEL_KVM || (d->accel == ACCEL_AUTO && !d->remote && kvm_usable());
-	if (d->accel == ACCEL_KVM && !d->remote && !kvm_usable()) {
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "accel=kvm, but /dev/kvm is not usable");
+	if ((rc = d->host->prepare(d, env)) < 0)
 		goto fail;
-	}
-	if (d->remote) {
-		remote_network(d);
-		if (d->network == NET_INTERNET) {
-			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network=internet, but %s", d->guard_why);
-			goto fail;
-		}
-	} else if (!d->uri) {
-		if ((rc = saas__lv_embed_root(env->state_dir, &root)) < 0)
-			goto fail;
-		/* Confinement last: the guard's files are among those it makes private. */
-		if ((rc = saas__lv_network_setup(d, true)) < 0)
-			goto fail;
-		if (d->uids_mode != UIDS_OFF &&
-		    (rc = saas__lv_confine_setup(d, env->state_dir, root, d->uids_mode == UIDS_ON)) < 0)
-			goto fail;
-		if ((rc = saas__lv_write_qemu_conf(root, d->confined)) < 0)
-			goto fail;
-		/* Per-VM egress needs both: each QEMU under its own uid, and the guard. */
-		if ((rc = saas__lv_egress_open(d, env->state_dir)) < 0)
-			goto fail;
-		if (asprintf(&d->uri, "qemu:///embed?root=%s", root) < 0) {
-			d->uri = NULL;
-			rc = saas__oom();
-			goto fail;
-		}
-		d->root = root;
-		root = NULL;
-	} else if (!strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) {
-		/* Not the system libvirtd: no per-VM labels, so no guard; network=internet fails before connecting. */
-		goto fail;
-	}
 	/* Read once, by the first open's event_init: later opens keep the first value (not a leak each). */
 	pthread_mutex_lock(&log_env_mu);
 	if (!libvirt_log_env && asprintf(&libvirt_log_env, "3:file:%s/libvirt.log", d->dir) < 0)
@@ -418,56 +374,14 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot start libvirt's event loop");
 		goto fail;
 	}
-	if (d->remote) {
-		if ((rc = saas__lv_connect_remote(d->uri, &d->conn)) < 0 || (rc = saas__lv_pool_open(d)) < 0)
-			goto fail;
-		if (d->accel == ACCEL_AUTO)
-			d->kvm = remote_kvm(d);
-	} else if (!(d->conn = virConnectOpen(d->uri))) {
-		rc = saas__lv_virt_error("cannot connect to libvirt");
-		saas__error_wrap(rc, "%s", d->uri);
-		goto fail;
-	}
-	/*
-	 * A system libvirtd: confined by its DAC driver, which the connection
-	 * shows. The guard and per-VM egress follow, as in the embedded mode:
-	 * both match what only confinement decides (QEMU's group and uid).
-	 */
-	if (!d->root && !d->remote) {
-		if (d->uids_mode != UIDS_OFF &&
-		    (rc = saas__lv_confine_system(d, env->state_dir, d->uids_mode == UIDS_ON)) < 0)
-			goto fail;
-		if ((strstr(d->uri, ":///system") && (rc = saas__lv_network_setup(d, false)) < 0) ||
-		    (rc = saas__lv_egress_open(d, env->state_dir)) < 0)
-			goto fail;
-	}
 	{
 		/* Our pids cgroups are named after the state directory, as the embedded root is. */
 		char hash[65];
 		saas__sha256_hex(hash, env->state_dir, strlen(env->state_dir));
 		snprintf(d->cg_group, sizeof(d->cg_group), "aas-%.16s", hash);
 	}
-	if (d->remote)
-		remote_limits(d);
-	else
-		saas__lv_limits_setup(d, d->root != NULL);
-	/*
-	 * A remote host's templates live there, as volumes of its pool, built
-	 * once across the engines that share the host (remote.c). Their memory
-	 * is loaded by each clone: mapping it needs a memfd held on the machine
-	 * that runs QEMU.
-	 */
-	if (d->remote) {
-		char hash[65];
-		saas__sha256_hex(hash, d->uri, strlen(d->uri));
-		snprintf(d->host_tag, sizeof(d->host_tag), "%.16s", hash);
-		if (d->templates)
-			saas__lv_log(d, SAAS_LOG_INFO, "templates on VM host %s: kept in its pool, built once for every engine "
-			             "that shares it, memory loaded by each clone%s", d->uri,
-			             d->mapped ? " (template_memory=mapped needs this machine's memory: not on a remote host)"
-			                       : "");
-		d->mapped = false;
-	}
+	if ((rc = d->host->connect(d, env)) < 0)
+		goto fail;
 	saas__lv_templates_cleanup(d);
 	/* Said once: every template of this engine is then a loaded one. */
 	if (d->templates && d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {
@@ -475,7 +389,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		saas__lv_log(d, SAAS_LOG_INFO, "templates' memory is loaded by each clone, not mapped: %s", d->mapped_why);
 	}
 	saas__lv_snapshots_cleanup(d);
-	if (d->confined) {
+	if (d->cf.confined) {
 		saas__lv_own_domains(d, VM_PREFIX, adopt_uid, NULL);
 		saas__lv_images_prune(d);
 	}
@@ -493,45 +407,16 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 		goto fail;
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "libvirt driver on %s%s, %s, images in %s, templates %s, QEMU uids %s, owner %s",
-	             d->uri, d->remote ? " (remote: guests' SSH on its address, volumes in its pool)" : "",
-	             d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off",
-	             d->remote ? "the host's" : d->confined ? "per VM" : "shared", d->owner);
+	             d->uri, d->host->said, d->kvm ? "KVM" : "TCG", d->images, d->templates ? "on" : "off",
+	             d->host->uids_said ? d->host->uids_said : d->cf.confined ? "per VM" : "shared", d->owner);
 	*ctx = d;
-	free(root);
-	free(vms);
-	free(ssh_key);
-	return SAAS_OK;
+	d = NULL;
+	rc = SAAS_OK;
 fail:
-	free(root);
+	if (d)
+		drv_free(d);
 	free(vms);
-	saas__lv_egress_close(d);
 	free(ssh_key);
-	if (d->pool)
-		virStoragePoolFree(d->pool);
-	if (d->conn)
-		virConnectClose(d->conn);
-	free(d->listen);
-	free(d->pool_name);
-	free(d->pool_dir);
-	pthread_mutex_destroy(&d->upload_mu);
-	pthread_mutex_destroy(&d->conn_mu);
-	free(d->dir);
-	free(d->uri);
-	free(d->images);
-	free(d->key);
-	free(d->pub);
-	free(d->authkey_b64);
-	free(d->owner);
-	free(d->dns_upstream);
-	free(d->nft_helper);
-	free(d->root);
-	saas__lv_cg_clear(&d->cg);
-	saas__lv_uids_clear(&d->uids);
-	pthread_cond_destroy(&d->keeper_cond);
-	pthread_cond_destroy(&d->spare_cond);
-	pthread_rwlock_destroy(&d->snaps_lock);
-	pthread_mutex_destroy(&d->mu);
-	free(d);
 	return rc;
 }
 
@@ -553,63 +438,7 @@ static void lv_close(void *ctx)
 		pthread_join(d->keeper, NULL);
 	/* VMs started ahead are nobody's: they go, before their egress rules can. */
 	saas__lv_spares_stop(d);
-	/* The egress table stays while VMs do (it goes with none left); the resolver stops until the next open. */
-	saas__lv_egress_close(d);
-	while (d->tmpls) {
-		struct tmpl *t = d->tmpls;
-		d->tmpls = t->next;
-		if (t->memfd >= 0)
-			close(t->memfd);
-		free(t);
-	}
-
-	/*
-	 * The guard table stays: other engines on this host may share it, and it
-	 * touches nothing but QEMU's sockets (the next open replaces it).
-	 */
-	while (d->vms) {
-		struct vm *v = d->vms;
-		d->vms = v->next;
-		saas__lv_vm_put(d, v);
-	}
-	while (d->old_imgs) {
-		struct image *im = d->old_imgs;
-		d->old_imgs = im->next;
-		saas__lv_image_free(im);
-	}
-	while (d->imgs) {
-		struct image *im = d->imgs;
-		d->imgs = im->next;
-		saas__lv_image_free(im);
-	}
-	if (d->pool)
-		virStoragePoolFree(d->pool);
-	virConnectClose(d->conn);
-	for (size_t i = 0; i < d->n_retired; i++)
-		virConnectClose(d->retired[i]);
-	free(d->retired);
-	free(d->listen);
-	free(d->pool_name);
-	free(d->pool_dir);
-	pthread_mutex_destroy(&d->upload_mu);
-	pthread_mutex_destroy(&d->conn_mu);
-	free(d->dir);
-	free(d->uri);
-	free(d->images);
-	free(d->key);
-	free(d->pub);
-	free(d->authkey_b64);
-	free(d->owner);
-	free(d->dns_upstream);
-	free(d->nft_helper);
-	free(d->root);
-	saas__lv_cg_clear(&d->cg);
-	saas__lv_uids_clear(&d->uids);
-	pthread_cond_destroy(&d->keeper_cond);
-	pthread_cond_destroy(&d->spare_cond);
-	pthread_rwlock_destroy(&d->snaps_lock);
-	pthread_mutex_destroy(&d->mu);
-	free(d);
+	drv_free(d);
 }
 
 /* ---- VMs ------------------------------------------------------------------------------------- */
@@ -641,7 +470,7 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 	unsigned int uid = 0;
 	int rc;
 
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
 	/* A VM started ahead that a create took and then did not make. */
 	if (saas__lv_spare_destroy(d, name))
@@ -667,8 +496,7 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 		saas__lv_vm_put(d, v);
 	}
 	saas__lv_limits_release(d, name);
-	if (d->remote)
-		saas__lv_overlay_remote_delete(d, name);
+	d->host->overlay_drop(d, name);
 	if ((dir = saas__lv_drv_path(d, "vms", name))) {
 		saas__lv_rm_tree(dir);
 		free(dir);
@@ -678,9 +506,9 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 	/* Before its uid can serve another VM: that one starts from its own rules. */
 	saas__lv_egress_vm_remove(d, name);
 	/* Its QEMU is gone (virDomainDestroy waits for it): the uid may serve another VM. */
-	if (d->confined && uid) {
+	if (d->cf.confined && uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, uid);
+		saas__lv_uids_put(&d->cf.uids, uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	return SAAS_OK;
@@ -759,7 +587,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		                 (unsigned long long)((im->disk_bytes + (1u << 30) - 1) >> 30));
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
-	if (rc == SAAS_OK && d->confined)
+	if (rc == SAAS_OK && d->cf.confined)
 		rc = saas__lv_uid_take(d, &uid);
 	if (rc == SAAS_OK && d->templates) {
 		struct tmpl *t;
@@ -775,23 +603,19 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		}
 		if (!t)
 			cold = "out of memory for its template";
-		else if (t->state == TMPL_READY && d->remote) {
-			if (!(tdir = saas__strdup(t->stem)))
+		else if (t->state == TMPL_READY) {
+			if (!(tdir = d->host->template_place(d, t)))
 				cold = "out of memory for its template";
-		}
-		else if (d->remote && t->state != TMPL_BUILDING)
+		} else if (d->host->shared_templates && t->state != TMPL_BUILDING)
 			probe = true;    /* finished on the host by another engine? looked for below, outside the lock */
-		else if (t->state != TMPL_READY)
+		else
 			cold = saas__lv_template_request_locked(d, t, spec, im, &cold_level);
-		else if (!(tdir = saas__lv_drv_path(d, "templates", key)))
-			cold = "out of memory for its template";
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (probe) {
-		char stem[TPL_STEM_MAX];
-		if (saas__lv_host_check(d) == SAAS_OK && saas__lv_tpl_remote_find(d, key, stem) == 1) {
-			saas__lv_template_remote_ready(d, key, stem);
-			if (!(tdir = saas__strdup(stem)))
+		char *place = NULL;
+		if (d->host->template_find(d, key, &place) == 1) {
+			if (!(tdir = place))
 				cold = "out of memory for its template";
 		} else {
 			struct tmpl *t;
@@ -805,7 +629,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		}
 	}
 	/* A remote host gets the image's files once per build (the image stays valid until close). */
-	if (rc == SAAS_OK && d->remote && ((rc = saas__lv_host_check(d)) < 0 || (rc = saas__lv_image_remote(d, im)) < 0))
+	if (rc == SAAS_OK && (rc = d->host->image_place(d, im)) < 0)
 		goto out;
 	if (rc < 0)
 		return rc;
@@ -832,8 +656,8 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 			             saas_error_last()->message, l.template_bad ? ", and the template will be built again" : "");
 			if (l.template_bad)
 				saas__lv_template_break(d, key);
-			else if (d->remote)
-				saas__lv_template_remote_ready(d, key, NULL); /* pruned meanwhile? looked for again */
+			else
+				d->host->template_lost(d, key); /* pruned meanwhile? looked for again */
 		}
 		l.tdir = NULL;
 	} else if (cold) {
@@ -847,7 +671,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 		goto out;
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (%s%s, %s, %u vCPU, %u MiB, %s, ssh %s:%u)", spec->name,
-	             (long long)ms_since(&t0), cloned ? "clone, fix-ups over " : "cold boot", cloned ? l.fixups : "",
+	             (long long)saas__ms_since(&t0), cloned ? "clone, fix-ups over " : "cold boot", cloned ? l.fixups : "",
 	             spec->image, spec->vcpus, spec->memory_mb,
 	             net->mode == SAAS_NET_POLICY ? "policy" : internet ? "internet" : "isolated", d->listen, l.port);
 	virDomainFree(l.dom);
@@ -860,7 +684,7 @@ out:
 		saas__lv_egress_vm_remove(d, spec->name);
 	if (uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, uid);
+		saas__lv_uids_put(&d->cf.uids, uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	free(tdir);
@@ -899,7 +723,7 @@ int saas__lv_vm_adopt(struct drv *d, const char *name, int *state)
 		*state = s == VIR_DOMAIN_RUNNING || s == VIR_DOMAIN_PAUSED || s == VIR_DOMAIN_BLOCKED
 		                 ? SAAS_VM_RUNNING
 		                 : SAAS_VM_STOPPED;
-	else if (d->remote)
+	else if (d->host->may_vanish)
 		rc = saas__lv_virt_error("reading the VM's state");
 	/* A running VM this driver has not seen yet (the engine restarted, or another of the cluster made it). */
 	if (*state == SAAS_VM_RUNNING) {
@@ -910,9 +734,9 @@ int saas__lv_vm_adopt(struct drv *d, const char *name, int *state)
 			saas__lv_vm_put(d, v);
 		} else if (saas__lv_domain_meta(dom, &port, &host_key, &owner) == SAAS_OK && strcmp(owner, d->owner) == 0) {
 			unsigned int uid = saas__lv_domain_uid(dom);
-			if (d->confined && uid) {
+			if (d->cf.confined && uid) {
 				pthread_mutex_lock(&d->mu);
-				saas__lv_uids_mark(&d->uids, uid);
+				saas__lv_uids_mark(&d->cf.uids, uid);
 				pthread_mutex_unlock(&d->mu);
 			}
 			saas__lv_vm_add(d, name, NULL, port, uid, host_key, NULL);
@@ -930,7 +754,7 @@ static int lv_state(void *ctx, const char *name, int *state)
 	struct drv *d = ctx;
 	int rc;
 
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
 	return saas__lv_vm_adopt(d, name, state);
 }
@@ -954,259 +778,13 @@ static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 /* Only ours: named like a sandbox and owned by this state directory. */
 static int lv_list(void *ctx, saas_name_fn fn, void *ud)
 {
+	struct drv *d = ctx;
 	struct list_call lc = { fn, ud };
 	int rc;
 
-	if ((rc = saas__lv_host_check(ctx)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
-	return saas__lv_own_domains(ctx, VM_PREFIX, list_one, &lc);
-}
-
-/* ---- the guest ------------------------------------------------------------------------------- */
-
-/*
- * The VM's control port for one user (true), or false: a file transfer
- * waits for another transfer to end, but nothing waits for a command (which
- * may run for an hour), and a command takes the port only when it is free;
- * what does not get it goes over SFTP or SSH.
- */
-static bool port_take(struct vm *v, int user)
-{
-	bool got;
-
-	pthread_mutex_lock(&v->ctl_mu);
-	while (user == PORT_FILES && v->ctl_user == PORT_FILES)
-		pthread_cond_wait(&v->ctl_cv, &v->ctl_mu);
-	if ((got = v->ctl_user == PORT_FREE))
-		v->ctl_user = user;
-	pthread_mutex_unlock(&v->ctl_mu);
-	return got;
-}
-
-static void port_give(struct vm *v)
-{
-	pthread_mutex_lock(&v->ctl_mu);
-	v->ctl_user = PORT_FREE;
-	pthread_cond_broadcast(&v->ctl_cv);
-	pthread_mutex_unlock(&v->ctl_mu);
-}
-
-/*
- * Whether its helper serves files was asked for the first time (by a
- * transfer, or by a command that opened the port first): said once per VM.
- */
-static void port_files_said(struct drv *d, const char *name, int before, int now)
-{
-	if (before == 0 && now > 0)
-		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over the control port", name);
-	else if (before == 0 && now < 0)
-		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over SFTP: %s", name, saas_error_last()->message);
-}
-
-/* Is the VM's SSH session up (not being connected, not dead)? */
-static bool session_up(struct vm *v)
-{
-	bool up;
-
-	if (pthread_mutex_trylock(&v->mu) != 0)
-		return false; /* being connected */
-	up = v->ssh && saas__ssh_alive(v->ssh);
-	pthread_mutex_unlock(&v->mu);
-	return up;
-}
-
-/*
- * A command over the control port (control_exec.c) while the VM has no SSH
- * session: a clone's first commands need no login. SAAS_ENOTSUP, with
- * nothing run, where it goes over SSH: a session is up, the port is in use
- * or cannot run it.
- */
-static int exec_over_port(struct drv *d, const char *name, const saas_driver_exec *req, int *exit_code)
-{
-	struct vm *v;
-	char *dir = NULL;
-	int rc = SAAS_ENOTSUP, execs, files;
-
-	if (d->remote || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
-		return SAAS_ENOTSUP;
-	if (session_up(v) || !port_take(v, PORT_EXEC))
-		goto out;
-	if (v->execs < 0) {
-		/* Its helper predates commands: asked once. */
-	} else if (!(dir = saas__lv_drv_path(d, "vms", name))) {
-		rc = saas__oom();
-	} else {
-		execs = v->execs;
-		files = v->files;
-		rc = saas__lv_exec_port(&v->ctl, dir, &v->files, &v->execs, req, exit_code);
-		if (d->control_files)
-			port_files_said(d, name, files, v->files);
-		if (execs == 0 && v->execs < 0)
-			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over SSH: %s", name,
-			             saas_error_last()->message);
-	}
-	port_give(v);
-out:
-	saas__lv_vm_put(d, v);
-	free(dir);
-	return rc;
-}
-
-static int lv_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
-{
-	struct drv *d = ctx;
-	saas__ssh *ssh;
-	int rc;
-
-	if ((rc = exec_over_port(d, name, req, exit_code)) != SAAS_ENOTSUP)
-		return rc;
-	saas__error_clear();
-	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
-		return rc;
-	rc = saas__ssh_exec(ssh, req, exit_code);
-	saas__ssh_close(ssh);
-	return rc;
-}
-
-/* A file transfer over the control port (control_files.c), or over SFTP where the port cannot take it. */
-struct file_call {
-	const char *path;
-	unsigned int mode;
-	saas_read_fn reader;
-	saas_write_fn writer;
-	void *ud;
-	int64_t max, size, *sizep;
-};
-
-/*
- * Over the VM's control port where its guest's helper serves files (asked
- * once per VM, then remembered): SAAS_ENOTSUP, with nothing of the file
- * moved, where it cannot be used and SFTP must do it.
- */
-static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
-{
-	struct vm *v;
-	char *dir;
-	int rc, files;
-
-	if (d->remote || !d->control_files || !(v = saas__lv_vm_get(d, name)))
-		return SAAS_ENOTSUP;
-	if (!(dir = saas__lv_drv_path(d, "vms", name))) {
-		saas__lv_vm_put(d, v);
-		return saas__oom();
-	}
-	if (!port_take(v, PORT_FILES)) {
-		/* A command has the port: SFTP, not a wait of unknown length. */
-		saas__lv_vm_put(d, v);
-		free(dir);
-		return SAAS_ENOTSUP;
-	}
-	files = v->files;
-	if (fc->reader)
-		rc = saas__lv_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
-	else
-		rc = saas__lv_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
-		                         &d->closing);
-	port_files_said(d, name, files, v->files);
-	port_give(v);
-	saas__lv_vm_put(d, v);
-	free(dir);
-	return rc;
-}
-
-static int file_call(struct drv *d, const char *name, struct file_call *fc)
-{
-	saas__ssh *ssh;
-	int rc;
-
-	if ((rc = file_over_port(d, name, fc)) != SAAS_ENOTSUP)
-		return rc;
-	saas__error_clear();
-	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
-		return rc;
-	if (fc->reader)
-		rc = saas__ssh_file_write(ssh, fc->path, fc->mode, fc->reader, fc->ud, fc->size);
-	else
-		rc = saas__ssh_file_read(ssh, fc->path, fc->max, fc->writer, fc->ud, fc->sizep);
-	saas__ssh_close(ssh);
-	return rc;
-}
-
-static int lv_file_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
-                         void *ud, int64_t size)
-{
-	struct file_call fc = { .path = path, .mode = mode, .reader = reader, .ud = ud, .size = size };
-
-	return file_call(ctx, name, &fc);
-}
-
-static int lv_file_read(void *ctx, const char *name, const char *path, int64_t max, saas_write_fn writer,
-                        void *ud, int64_t *size)
-{
-	struct file_call fc = { .path = path, .writer = writer, .ud = ud, .max = max, .sizep = size };
-
-	return file_call(ctx, name, &fc);
-}
-
-static int lv_file_list(void *ctx, const char *name, const char *path, unsigned int depth, saas_entry_fn fn,
-                        void *ud)
-{
-	struct drv *d = ctx;
-	saas__ssh *ssh;
-	int rc;
-
-	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
-		return rc;
-	/*
-	 * The engine keeps at most SAAS_LIST_ENTRIES_MAX entries and flags the
-	 * list truncated when one more comes: reading one more than that bounds
-	 * what a guest's huge directory costs the host and still tells it so.
-	 */
-	rc = saas__ssh_file_list(ssh, path, depth, SAAS_LIST_ENTRIES_MAX + 1, fn, ud);
-	saas__ssh_close(ssh);
-	return rc;
-}
-
-static int lv_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
-{
-	struct drv *d = ctx;
-	saas__ssh *ssh;
-	int rc;
-
-	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
-		return rc;
-	rc = saas__ssh_port_connect(ssh, port, fd);
-	saas__ssh_close(ssh);
-	return rc;
-}
-
-/* ---- terminals ------------------------------------------------------------------------------- */
-
-static int lv_pty_open(void *ctx, const char *name, const saas_driver_pty *req, int *fd, void **pty)
-{
-	struct drv *d = ctx;
-	saas__ssh_pty *t = NULL;
-	saas__ssh *ssh;
-	int rc;
-
-	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
-		return rc;
-	rc = saas__ssh_pty_open(ssh, req, fd, &t);
-	saas__ssh_close(ssh);
-	*pty = t;
-	return rc;
-}
-
-static int lv_pty_resize(void *ctx, void *pty, unsigned int cols, unsigned int rows)
-{
-	(void)ctx;
-	return saas__ssh_pty_resize(pty, cols, rows);
-}
-
-static void lv_pty_close(void *ctx, void *pty, int *exit_status)
-{
-	(void)ctx;
-	saas__ssh_pty_close(pty, exit_status);
+	return saas__lv_own_domains(d, VM_PREFIX, list_one, &lc);
 }
 
 /* ---- egress ---------------------------------------------------------------------------------- */
@@ -1295,30 +873,30 @@ static int lv_vm_outdated(void *ctx, const char *name, int *outdated)
 }
 
 const saas_driver saas__driver_libvirt = {
-	SAAS_DRIVER_VERSION,
-	"libvirt",
-	lv_open,
-	lv_close,
-	lv_create,
-	saas__lv_vm_destroy,
-	lv_state,
-	lv_list,
-	lv_exec,
-	lv_file_write,
-	lv_file_read,
-	lv_file_list,
-	lv_port_connect,
-	lv_network_default,
-	lv_network_set,
-	lv_network_stats,
-	lv_pty_open,
-	lv_pty_resize,
-	lv_pty_close,
-	saas__lv_vm_snapshot,
-	saas__lv_vm_restore,
-	saas__lv_snapshot_delete,
-	saas__lv_snapshot_list,
-	lv_vm_outdated,
+	.version = SAAS_DRIVER_VERSION,
+	.name = "libvirt",
+	.open = lv_open,
+	.close = lv_close,
+	.vm_create = lv_create,
+	.vm_destroy = saas__lv_vm_destroy,
+	.vm_state = lv_state,
+	.vm_list = lv_list,
+	.exec = saas__lv_guest_exec,
+	.file_write = saas__lv_guest_file_write,
+	.file_read = saas__lv_guest_file_read,
+	.file_list = saas__lv_guest_file_list,
+	.port_connect = saas__lv_guest_port_connect,
+	.network_default = lv_network_default,
+	.vm_network_set = lv_network_set,
+	.vm_network_stats = lv_network_stats,
+	.pty_open = saas__lv_guest_pty_open,
+	.pty_resize = saas__lv_guest_pty_resize,
+	.pty_close = saas__lv_guest_pty_close,
+	.vm_snapshot = saas__lv_vm_snapshot,
+	.vm_restore = saas__lv_vm_restore,
+	.snapshot_delete = saas__lv_snapshot_delete,
+	.snapshot_list = saas__lv_snapshot_list,
+	.vm_outdated = lv_vm_outdated,
 	.template_list = saas__lv_template_list,
 	.host_info = saas__lv_host_info,
 	.vm_take = saas__lv_take,

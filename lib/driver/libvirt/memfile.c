@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
 
 #define COPY_CHUNK (1u << 20)
 
@@ -244,7 +245,7 @@ bool saas__lv_mapped_possible(const struct drv *d, char *why, size_t why_len)
 	if (!d->root)
 		snprintf(why, why_len, "a system libvirtd starts QEMU, and the engine cannot hand it the template's "
 		                       "memory under QEMU's uid");
-	else if (geteuid() == 0 && !d->confined)
+	else if (geteuid() == 0 && !d->cf.confined)
 		snprintf(why, why_len, "QEMU runs as root without a uid of its own (uids=off or not possible here)");
 	else
 		return true;
@@ -284,7 +285,7 @@ int saas__lv_memory_check(struct drv *d, const saas_vm_spec *spec)
 {
 	int rc;
 
-	if (d->remote)
+	if (!d->host->local_memory)
 		return SAAS_OK;
 	rc = saas__lv_memory_room(saas__lv_mem_available_mib(), spec->memory_mb, d->min_free_memory_mb);
 	if (rc < 0)

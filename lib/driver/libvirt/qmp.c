@@ -10,6 +10,7 @@
 #include <libvirt/libvirt-qemu.h>
 
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/qmp.h"
 
 /*
  * A QMP command on a domain, with an optional file descriptor passed along
@@ -80,6 +81,6 @@ int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout
 		json_decref(r);
 		if (saas__now_ms() > deadline || closing(d))
 			return saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_DRIVER, 0, "migration did not finish in time");
-		sleep_ms(5);
+		saas__sleep_ms(5);
 	}
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "driver/libvirt/egress.h"
+#include "util/util.h"
 
 /* Addresses of one answer that go into the learned sets; an answer with more is refused (SERVFAIL). */
 #define ANSWER_ADDRS_MAX 64
@@ -504,7 +505,7 @@ static void *resolver_main(void *arg)
 			if (SAAS__ARRAY_RESERVE(fds, cap, need) < 0 || SAAS__ARRAY_RESERVE(src, scap, need) < 0) {
 				pthread_mutex_unlock(&e->mu);
 				saas__error_clear();
-				sleep_ms(100);
+				saas__sleep_ms(100);
 				continue;
 			}
 		}
@@ -535,7 +536,7 @@ static void *resolver_main(void *arg)
 			if (p->deadline - now < wait_ms)
 				wait_ms = p->deadline - now > 0 ? p->deadline - now : 0;
 		if (poll(fds, n, (int)(wait_ms < 1000 ? wait_ms : 1000)) < 0 && errno != EINTR)
-			sleep_ms(10);
+			saas__sleep_ms(10);
 		pthread_mutex_lock(&e->mu);
 		/*
 		 * Each source is checked against the list as it is now: a VM's sockets

@@ -12,7 +12,7 @@
  * id) and finishes it (saas__lv_spare_create: the state in, the fix-ups, the
  * session).
  *
- * Bounds: at most d->spares at once (driver option spares=N, default 1, 0:
+ * Bounds: at most d->spare.max at once (driver option spares=N, default 1, 0:
  * none), spread over the templates creates asked for (none for a template
  * nobody asked for since the driver opened): each has one before any has a
  * second, the one asked for last first (spare_wanted_locked); one made at
@@ -37,7 +37,13 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/egress.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/template.h"
+#include "driver/libvirt/vm.h"
 
 enum { SPARE_MAKING, SPARE_READY, SPARE_TAKEN };
 
@@ -57,7 +63,7 @@ struct spare {
 
 static struct spare *spare_unlink_locked(struct drv *d, struct spare *s)
 {
-	for (struct spare **p = &d->spares; *p; p = &(*p)->next)
+	for (struct spare **p = &d->spare.list; *p; p = &(*p)->next)
 		if (*p == s) {
 			*p = s->next;
 			s->next = NULL;
@@ -77,7 +83,7 @@ static void spare_free(struct drv *d, struct spare *s)
 		saas__lv_egress_vm_remove(d, s->name);
 	if (s->l.uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, s->l.uid);
+		saas__lv_uids_put(&d->cf.uids, s->l.uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	free(s->tdir);
@@ -128,8 +134,8 @@ static int spare_make(struct drv *d, struct spare *s)
 	if (rc == SAAS_OK && !(s->tdir = saas__lv_drv_path(d, "templates", s->key)))
 		rc = SAAS_ENOMEM;
 	/* A spare never takes the last free uid: a create with a network of its own needs one. */
-	if (rc == SAAS_OK && d->confined)
-		rc = saas__lv_uids_free(&d->uids) < 2
+	if (rc == SAAS_OK && d->cf.confined)
+		rc = saas__lv_uids_free(&d->cf.uids) < 2
 		             ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "one uid left: kept for a create")
 		             : saas__lv_uid_take(d, &s->l.uid);
 	pthread_mutex_unlock(&d->mu);
@@ -166,15 +172,15 @@ static struct tmpl *spare_wanted_locked(struct drv *d)
 	struct tmpl *best = NULL;
 	unsigned int live = 0, best_has = 0;
 
-	for (struct spare *s = d->spares; s; s = s->next)
+	for (struct spare *s = d->spare.list; s; s = s->next)
 		live++;
-	if (live >= d->spares_max)
+	if (live >= d->spare.max)
 		return NULL;
 	for (struct tmpl *t = d->tmpls; t; t = t->next) {
 		unsigned int has = 0;
 		if (t->state != TMPL_READY || !t->asked_ms || !t->image[0])
 			continue;
-		for (struct spare *s = d->spares; s; s = s->next)
+		for (struct spare *s = d->spare.list; s; s = s->next)
 			has += s->state != SPARE_TAKEN && strcmp(s->key, t->key) == 0;
 		if (!best || has < best_has || (has == best_has && t->asked_ms > best->asked_ms)) {
 			best = t;
@@ -197,7 +203,7 @@ static void *spare_main(void *arg)
 		int64_t now = saas__now_ms();
 
 		/* Spares no create may have any more: out of the list here, destroyed below without the lock. */
-		for (s = d->spares; s; s = next) {
+		for (s = d->spare.list; s; s = next) {
 			next = s->next;
 			if (s->state == SPARE_READY && !spare_current_locked(d, s)) {
 				saas__lv_log(d, SAAS_LOG_INFO, "VM %s, started ahead, is of an outdated template; destroying it",
@@ -206,7 +212,7 @@ static void *spare_main(void *arg)
 				stale = s;
 			}
 		}
-		t = !stale && !d->creating && now >= d->spare_hold_until_ms && now >= d->spare_retry_at_ms
+		t = !stale && !d->spare.creating && now >= d->spare.hold_until_ms && now >= d->spare.retry_at_ms
 		            ? spare_wanted_locked(d)
 		            : NULL;
 		s = t ? calloc(1, sizeof(*s)) : NULL;
@@ -223,8 +229,8 @@ static void *spare_main(void *arg)
 			s->spec.memory_mb = t->memory_mb;
 			s->spec.disk_gb = t->disk_gb;
 			s->state = SPARE_MAKING;
-			s->next = d->spares;
-			d->spares = s;
+			s->next = d->spare.list;
+			d->spare.list = s;
 		}
 		pthread_mutex_unlock(&d->mu);
 		while (stale) {
@@ -251,10 +257,10 @@ static void *spare_main(void *arg)
 				if (rc < 0 && rc != SAAS_EBUSY && !closing(d)) {
 					saas__lv_log(d, SAAS_LOG_WARN, "starting a VM ahead for template %s failed (%s); next try in %u s",
 					             s->key, saas_error_last()->message, backoff_ms / 1000);
-					d->spare_retry_at_ms = saas__now_ms() + backoff_ms;
+					d->spare.retry_at_ms = saas__now_ms() + backoff_ms;
 					backoff_ms = backoff_ms * 2 > SPARE_BACKOFF_MAX_MS ? SPARE_BACKOFF_MAX_MS : backoff_ms * 2;
 				} else if (rc == SAAS_EBUSY) {
-					d->spare_retry_at_ms = saas__now_ms() + SPARE_BACKOFF_FIRST_MS;
+					d->spare.retry_at_ms = saas__now_ms() + SPARE_BACKOFF_FIRST_MS;
 				}
 				spare_unlink_locked(d, s);
 			}
@@ -268,7 +274,7 @@ static void *spare_main(void *arg)
 		if (closing(d))
 			break;
 		saas__deadline(&ts, CLOCK_MONOTONIC, SPARE_CHECK_MS);
-		pthread_cond_timedwait(&d->spare_cond, &d->mu, &ts);
+		pthread_cond_timedwait(&d->spare.cond, &d->mu, &ts);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
@@ -278,10 +284,10 @@ void saas__lv_spares_busy(struct drv *d, bool begin)
 {
 	pthread_mutex_lock(&d->mu);
 	if (begin) {
-		d->creating++;
+		d->spare.creating++;
 	} else {
-		d->creating--;
-		d->spare_hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
+		d->spare.creating--;
+		d->spare.hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
 	}
 	pthread_mutex_unlock(&d->mu);
 }
@@ -290,11 +296,11 @@ int saas__lv_spares_start(struct drv *d)
 {
 	int rc;
 
-	if (!d->spares_max || !d->templates || d->remote)
+	if (!d->spare.max || !d->templates || !d->host->spares)
 		return SAAS_OK;
-	if ((rc = pthread_create(&d->spare_thread, NULL, spare_main, d)) != 0)
+	if ((rc = pthread_create(&d->spare.thread, NULL, spare_main, d)) != 0)
 		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the thread that starts VMs ahead");
-	d->spare_started = true;
+	d->spare.started = true;
 	return SAAS_OK;
 }
 
@@ -302,14 +308,14 @@ int saas__lv_spares_start(struct drv *d)
 void saas__lv_spares_stop(struct drv *d)
 {
 	pthread_mutex_lock(&d->mu);
-	pthread_cond_broadcast(&d->spare_cond);
+	pthread_cond_broadcast(&d->spare.cond);
 	pthread_mutex_unlock(&d->mu);
-	if (d->spare_started)
-		pthread_join(d->spare_thread, NULL);
-	d->spare_started = false;
-	while (d->spares) {
-		struct spare *s = d->spares;
-		d->spares = s->next;
+	if (d->spare.started)
+		pthread_join(d->spare.thread, NULL);
+	d->spare.started = false;
+	while (d->spare.list) {
+		struct spare *s = d->spare.list;
+		d->spare.list = s->next;
 		spare_free(d, s);
 	}
 }
@@ -322,7 +328,7 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 	if (spec->network || size <= strlen("sbx-") + 20)
 		return 0;
 	pthread_mutex_lock(&d->mu);
-	for (s = d->spares; s; s = s->next)
+	for (s = d->spare.list; s; s = s->next)
 		if (s->state == SPARE_READY && strcmp(s->image, spec->image) == 0 && s->spec.vcpus == spec->vcpus &&
 		    s->spec.memory_mb == spec->memory_mb && s->spec.disk_gb == spec->disk_gb && spare_current_locked(d, s))
 			break;
@@ -330,7 +336,7 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 		s->state = SPARE_TAKEN;
 		saas__strlcpy(name, s->name, size);
 		/* Its replacement waits: the create's own start is due now (lv_create holds it from there). */
-		d->spare_hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
+		d->spare.hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return s != NULL;
@@ -341,7 +347,7 @@ bool saas__lv_spare_listed(struct drv *d, const char *name)
 	bool found = false;
 
 	pthread_mutex_lock(&d->mu);
-	for (struct spare *s = d->spares; s && !found; s = s->next)
+	for (struct spare *s = d->spare.list; s && !found; s = s->next)
 		found = strcmp(s->name, name) == 0;
 	pthread_mutex_unlock(&d->mu);
 	return found;
@@ -353,7 +359,7 @@ bool saas__lv_spare_destroy(struct drv *d, const char *name)
 	bool found;
 
 	pthread_mutex_lock(&d->mu);
-	for (s = d->spares; s; s = s->next)
+	for (s = d->spare.list; s; s = s->next)
 		if (strcmp(s->name, name) == 0)
 			break;
 	found = s != NULL;
@@ -376,7 +382,7 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	int rc;
 
 	pthread_mutex_lock(&d->mu);
-	for (s = d->spares; s; s = s->next)
+	for (s = d->spare.list; s; s = s->next)
 		if (s->state == SPARE_TAKEN && strcmp(s->name, spec->name) == 0)
 			break;
 	if (s)
@@ -407,7 +413,7 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	             s->l.session_later ? "fix-ups (the session on first need)" : "SSH and fix-ups",
 	             (long long)(at[1] - at[0]));
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead, %s, %u vCPU, %u MiB, "
-	             "%s, ssh %s:%u)", spec->name, (long long)ms_since(&t0), s->l.fixups, spec->image, spec->vcpus,
+	             "%s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), s->l.fixups, spec->image, spec->vcpus,
 	             spec->memory_mb, s->l.internet ? "internet" : "isolated", d->listen, s->l.port);
 	/* The VM's now: its uid, rules and session go with it at destroy. */
 	virDomainFree(s->l.dom);

@@ -10,7 +10,7 @@
  * RAM, which each clone reads.
  *
  * On a remote VM host the template lives in the host's pool and is built
- * once across every engine that shares the host (remote.c); its memory is
+ * once across every engine that shares the host (host_remote_tpl.c); its memory is
  * always loaded.
  */
 #include <dirent.h>
@@ -24,8 +24,16 @@
 
 #include <libvirt/libvirt.h>
 
-#include "driver/libvirt/control.h"
+#include "driver/libvirt/conf.h"
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/image.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
+#include "driver/libvirt/qmp.h"
+#include "driver/libvirt/template.h"
+#include "transport/control.h"
 
 /* What the template builder makes: a template VM of this shape. */
 struct tmpl_job {
@@ -54,13 +62,7 @@ void saas__lv_templates_cleanup(struct drv *d)
 	DIR *dir;
 	struct dirent *e;
 
-	/*
-	 * A remote host's template VMs may be other engines' builds, under
-	 * their lease: one a dead engine left is destroyed by the next build of
-	 * its template (remote.c).
-	 */
-	if (!d->remote)
-		saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
+	d->host->templates_cleanup(d);
 	if (root && saas__mkdir_p(root, 0700) == 0 && (dir = opendir(root))) {
 		while ((e = readdir(dir))) {
 			size_t len = strlen(e->d_name);
@@ -73,6 +75,41 @@ void saas__lv_templates_cleanup(struct drv *d)
 		closedir(dir);
 	}
 	free(root);
+}
+
+/*
+ * The template VMs an interrupted build of this engine's left. (A remote
+ * host's may be other engines' builds, under their lease: one a dead engine
+ * left is destroyed by the next build of its template, host_remote.c.)
+ */
+void saas__lv_template_vms_destroy(struct drv *d)
+{
+	saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
+}
+
+/* A new entry of the local host's: ready when its directory is complete. Caller holds d->mu. */
+void saas__lv_template_known_local(struct drv *d, struct tmpl *t)
+{
+	char *dir, *meta = NULL;
+	struct stat st;
+
+	if ((dir = saas__lv_drv_path(d, "templates", t->key)) && (meta = saas__lv_path_join(dir, "template.json")) &&
+	    stat(meta, &st) == 0)
+		t->state = TMPL_READY;
+	free(meta);
+	free(dir);
+}
+
+/* Where a clone finds a ready template: its directory here, or its volumes' stem on a remote host. */
+char *saas__lv_template_place_local(struct drv *d, const struct tmpl *t)
+{
+	return saas__lv_drv_path(d, "templates", t->key);
+}
+
+char *saas__lv_template_place_remote(struct drv *d, const struct tmpl *t)
+{
+	(void)d;
+	return saas__strdup(t->stem);
 }
 
 /*
@@ -105,8 +142,6 @@ void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct
 struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 {
 	struct tmpl *t;
-	char *dir, *meta;
-	struct stat st;
 
 	for (t = d->tmpls; t; t = t->next)
 		if (strcmp(t->key, key) == 0)
@@ -116,13 +151,7 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 	saas__strlcpy(t->key, key, sizeof(t->key));
 	t->memfd = -1;
 	/* Remote: the host says whether it is complete (lv_create looks, outside the lock). */
-	if (!d->remote && (dir = saas__lv_drv_path(d, "templates", key)) && (meta = saas__lv_path_join(dir, "template.json"))) {
-		if (stat(meta, &st) == 0)
-			t->state = TMPL_READY;
-		free(meta);
-	}
-	if (!d->remote)
-		free(dir);
+	d->host->template_known(d, t);
 	t->next = d->tmpls;
 	d->tmpls = t;
 	return t;
@@ -252,14 +281,14 @@ static int discard_output(void *ud, int stream, const void *data, size_t len)
 }
 
 /*
- * `true` over the template's control port (control_exec.c), so that a
+ * `true` over the template's control port (lib/transport/control_exec.c), so that a
  * clone's first command finds the helper's fork, the user's shell and its
  * start-up files in memory. The connection is closed before the state is
  * taken. A failure costs only that.
  */
 static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 {
-	struct saas__lv_ctl *ctl = NULL;
+	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	int serves = 0, execs = 0, status = -1;
 
@@ -270,14 +299,14 @@ static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 	req.output = discard_output;
 	req.cancel = d->stopping;
 	/* Worded without "failed": that word after "template" is the log's news of a template that did. */
-	if (saas__lv_exec_port(&ctl, l->dir, &serves, &execs, &req, &status) < 0)
+	if (saas__ctl_exec(&ctl, l->dir, &serves, &execs, &req, &status) < 0)
 		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: no warming command over the control port (%s); saved anyway",
 		             key, saas_error_last()->message);
 	else if (status != 0)
 		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: its warming command over the control port exited %d; saved "
 		             "anyway", key, status);
 	saas__error_clear();
-	saas__lv_ctl_close(ctl);
+	saas__ctl_close(ctl);
 }
 
 /*
@@ -310,7 +339,7 @@ static int template_build(struct tmpl_job *job)
 	if (rc == SAAS_OK && !(host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	/* The template VM is confined as its clones will be: it runs the same guest. */
-	if (rc == SAAS_OK && d->confined && (rc = saas__lv_uid_take(d, &l.uid)) < 0)
+	if (rc == SAAS_OK && d->cf.confined && (rc = saas__lv_uid_take(d, &l.uid)) < 0)
 		free(host_key);
 	mapped = d->mapped;
 	pthread_mutex_unlock(&d->mu);
@@ -335,7 +364,7 @@ static int template_build(struct tmpl_job *job)
 	}
 	if (mapped) {
 		if ((rc = saas__lv_memfd_new(ram_bytes, &memfd)) < 0 ||
-		    (rc = saas__lv_holder_start(&holder, memfd, l.uid, d->guest_gid ? d->guest_gid : l.uid)) < 0)
+		    (rc = saas__lv_holder_start(&holder, memfd, l.uid, d->cf.guest_gid ? d->cf.guest_gid : l.uid)) < 0)
 			goto out;
 		l.mem = LV_MEM_SHARED;
 		l.mem_path = holder.path;
@@ -371,7 +400,7 @@ static int template_build(struct tmpl_job *job)
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;
 	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !stopping(d); waited += 50)
-		sleep_ms(50);
+		saas__sleep_ms(50);
 	if ((rc = abandoned(d)) < 0)
 		goto out;
 	saas__lv_rm_tree(tmp);
@@ -412,7 +441,7 @@ static int template_build(struct tmpl_job *job)
 			goto out;
 		}
 	}
-	if (d->confined && (rc = saas__lv_confine_template(d, tmp, path)) < 0)
+	if (d->cf.confined && (rc = saas__lv_confine_template(d, tmp, path)) < 0)
 		goto out;
 	free(path);
 	path = NULL;
@@ -420,7 +449,7 @@ static int template_build(struct tmpl_job *job)
 	                 im->name, "recipe", im->recipe, "vcpus", (json_int_t)job->s.vcpus, "memory_mb",
 	                 (json_int_t)job->s.memory_mb, "disk_gb", (json_int_t)job->s.disk_gb, "accel", d->kvm ? "kvm" : "tcg",
 	                 "memory", mapped ? "mapped" : "loaded", "state_bytes", (json_int_t)bytes, "build_ms",
-	                 (json_int_t)ms_since(&t0));
+	                 (json_int_t)saas__ms_since(&t0));
 	if (!meta || !(path = saas__lv_path_join(tmp, "template.json")) || json_dump_file(meta, path, JSON_INDENT(2)) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "writing the template's description");
 		goto out;
@@ -447,7 +476,7 @@ static int template_build(struct tmpl_job *job)
 	 */
 	template_mark(d, job->s.key, TMPL_READY);
 	saas__lv_log(d, SAAS_LOG_INFO, "template %s ready in %lld ms (%s, %u vCPU, %u MiB, %s, %lld KiB of state)",
-	             job->s.key, (long long)ms_since(&t0), im->name, job->s.vcpus, job->s.memory_mb,
+	             job->s.key, (long long)saas__ms_since(&t0), im->name, job->s.vcpus, job->s.memory_mb,
 	             mapped ? "memory mapped by clones" : "memory loaded by clones", (long long)(bytes >> 10));
 	template_prune(d, job);
 out:
@@ -457,7 +486,7 @@ out:
 		close(memfd);
 	if (l.uid) {
 		pthread_mutex_lock(&d->mu);
-		saas__lv_uids_put(&d->uids, l.uid);
+		saas__lv_uids_put(&d->cf.uids, l.uid);
 		pthread_mutex_unlock(&d->mu);
 	}
 	if (rc < 0 && tmp)
@@ -482,14 +511,14 @@ static void template_mark_remote(struct drv *d, const char *key, const char *ste
 	pthread_mutex_unlock(&d->mu);
 }
 
-void saas__lv_template_remote_ready(struct drv *d, const char *key, const char *stem)
+void saas__lv_template_vmhost_ready(struct drv *d, const char *key, const char *stem)
 {
 	template_mark_remote(d, key, stem);
 }
 
 /*
  * A remote host's build: once across the engines that share the host
- * (remote.c). Another engine's build under way is no failure: this engine
+ * (host_remote_tpl.c). Another engine's build under way is no failure: this engine
  * looks for its result again soon.
  */
 static int template_build_remote(struct tmpl_job *job)
@@ -498,7 +527,7 @@ static int template_build_remote(struct tmpl_job *job)
 	char stem[TPL_STEM_MAX] = "";
 	int rc;
 
-	rc = saas__lv_tpl_remote_build(d, &job->s, stem);
+	rc = saas__lv_vmhost_tpl_build(d, &job->s, stem);
 	if (rc == SAAS_OK) {
 		template_mark_remote(d, job->s.key, stem);
 	} else if (rc == SAAS_EBUSY) {
@@ -514,23 +543,27 @@ static int template_build_remote(struct tmpl_job *job)
 	return rc;
 }
 
-static void *builder_main(void *arg)
+/* A remote host's build, said and marked: another engine's build under way is no failure. */
+void saas__lv_template_build_remote(struct tmpl_job *job)
 {
-	struct tmpl_job *job = arg;
 	struct drv *d = job->d;
-	int rc = d->remote ? template_build_remote(job) : template_build(job);
+	int rc = template_build_remote(job);
 
-	if (d->remote && rc != SAAS_OK) {
-		if (rc != SAAS_EBUSY && !closing(d))
-			saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) on VM host %s failed: %s; sandboxes "
-			             "boot cold, next try in %d s", job->s.key, job->s.image, job->s.vcpus, job->s.memory_mb, d->uri,
-			             saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
-		if (rc != SAAS_EBUSY)
-			template_mark(d, job->s.key, TMPL_BROKEN);
-		goto out;
-	}
-	if (d->remote)
-		goto out;
+	if (rc == SAAS_OK)
+		return;
+	if (rc != SAAS_EBUSY && !closing(d))
+		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) on VM host %s failed: %s; sandboxes "
+		             "boot cold, next try in %d s", job->s.key, job->s.image, job->s.vcpus, job->s.memory_mb, d->uri,
+		             saas_error_last()->message, TEMPLATE_RETRY_MS / 1000);
+	if (rc != SAAS_EBUSY)
+		template_mark(d, job->s.key, TMPL_BROKEN);
+}
+
+/* A local build, said and marked. */
+void saas__lv_template_build_local(struct tmpl_job *job)
+{
+	struct drv *d = job->d;
+	int rc = template_build(job);
 
 	if (rc < 0 && !stopping(d))
 		saas__lv_log(d, SAAS_LOG_WARN, "template %s (%s, %u vCPU, %u MiB) failed: %s; sandboxes boot cold, next try in %d s",
@@ -539,7 +572,14 @@ static void *builder_main(void *arg)
 		saas__lv_log(d, SAAS_LOG_INFO, "template %s: build abandoned, the engine is stopping; its VM is destroyed",
 		             job->s.key);
 	template_mark(d, job->s.key, rc == SAAS_OK ? TMPL_READY : TMPL_BROKEN);
-out:
+}
+
+static void *builder_main(void *arg)
+{
+	struct tmpl_job *job = arg;
+	struct drv *d = job->d;
+
+	d->host->template_build(job);
 	pthread_mutex_lock(&d->mu);
 	d->builder_busy = false;
 	pthread_mutex_unlock(&d->mu);
@@ -603,14 +643,15 @@ const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, cons
 /* A template that failed to clone: delete it and build it again later. */
 void saas__lv_template_break(struct drv *d, const char *key)
 {
-	char *dir;
-
 	template_mark(d, key, TMPL_BROKEN);
-	if (d->remote) {
-		saas__lv_tpl_remote_break(d, key);
-		return;
-	}
-	dir = saas__lv_drv_path(d, "templates", key);
+	d->host->template_break(d, key);
+}
+
+/* Its directory, and the sealed RAM this engine holds of it. */
+void saas__lv_template_break_local(struct drv *d, const char *key)
+{
+	char *dir = saas__lv_drv_path(d, "templates", key);
+
 	template_ram_drop(d, key);
 	if (dir)
 		saas__lv_rm_tree(dir);
@@ -670,31 +711,15 @@ int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *
 	return rc;
 }
 
-/*
- * Report each template: the ready ones as their description on disk says
- * (a previous engine's too), then the builds this driver asked for that run
- * or failed. The callback is called without d->mu held.
- */
-int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
+/* The local host's ready templates, as their description on disk says (a previous engine's too). */
+int saas__lv_template_list_local(struct drv *d, saas_template_fn fn, void *userdata, int *stop)
 {
-	struct drv *d = ctx;
-	char *root = d->remote ? NULL : saas__lv_path_join(d->dir, "templates");
+	char *root = saas__lv_path_join(d->dir, "templates");
 	DIR *dir = root ? opendir(root) : NULL;
 	struct dirent *e;
-	struct tmpl *pending = NULL;
-	size_t npending = 0, cap = 0;
-	int rc = root || d->remote ? SAAS_OK : SAAS_ENOMEM, stop = 0;
+	int rc = root ? SAAS_OK : SAAS_ENOMEM;
 
-	/*
-	 * A remote host's ready templates are its volumes, this owner's (every
-	 * engine of the cluster sees them). A host that does not answer has
-	 * none to report now: the builds this driver knows of still are.
-	 */
-	if (d->remote && saas__lv_tpl_remote_list(d, fn, userdata, &stop) < 0) {
-		saas__lv_log(d, SAAS_LOG_DEBUG, "templates on VM host %s not listed: %s", d->uri, saas_error_last()->message);
-		saas__error_clear();
-	}
-	while (dir && !stop && (e = readdir(dir))) {
+	while (dir && !*stop && (e = readdir(dir))) {
 		saas_driver_template t;
 		char *sub, *meta = NULL;
 		json_t *j = NULL;
@@ -714,7 +739,7 @@ int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
 			t.disk_gb = (unsigned int)json_integer_value(json_object_get(j, "disk_gb"));
 			t.state = SAAS_TEMPLATE_READY;
 			t.state_bytes = json_integer_value(json_object_get(j, "state_bytes"));
-			stop = fn(userdata, &t);
+			*stop = fn(userdata, &t);
 		}
 		json_decref(j);
 		free(meta);
@@ -722,6 +747,35 @@ int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
 	if (dir)
 		closedir(dir);
 	free(root);
+	return rc;
+}
+
+/*
+ * A remote host's ready templates are its volumes, this owner's (every
+ * engine of the cluster sees them). A host that does not answer has none to
+ * report now: the builds this driver knows of still are.
+ */
+int saas__lv_template_list_remote(struct drv *d, saas_template_fn fn, void *userdata, int *stop)
+{
+	if (saas__lv_vmhost_tpl_list(d, fn, userdata, stop) < 0) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "templates on VM host %s not listed: %s", d->uri, saas_error_last()->message);
+		saas__error_clear();
+	}
+	return SAAS_OK;
+}
+
+/*
+ * Report each template: the ready ones the host has, then the builds this
+ * driver asked for that run or failed. The callback is called without d->mu
+ * held.
+ */
+int saas__lv_template_list(void *ctx, saas_template_fn fn, void *userdata)
+{
+	struct drv *d = ctx;
+	struct tmpl *pending = NULL;
+	size_t npending = 0, cap = 0;
+	int stop = 0, rc = d->host->template_list(d, fn, userdata, &stop);
+
 	pthread_mutex_lock(&d->mu);
 	for (struct tmpl *t = d->tmpls; rc == SAAS_OK && t; t = t->next) {
 		if ((t->state != TMPL_BUILDING && t->state != TMPL_BROKEN) || !t->image[0])

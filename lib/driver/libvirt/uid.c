@@ -34,6 +34,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "driver/libvirt/guard.h"
+#include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 
 /* ---- the allocator --------------------------------------------------------------------------- */
@@ -131,7 +133,7 @@ int saas__lv_uids_take_unused(struct saas__lv_uids *u, const char *proc, unsigne
 /* Caller holds d->mu. */
 int saas__lv_uid_take(struct drv *d, unsigned int *uid)
 {
-	return saas__lv_uids_take_unused(&d->uids, "/proc", uid);
+	return saas__lv_uids_take_unused(&d->cf.uids, "/proc", uid);
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -229,7 +231,7 @@ static int dir_traversable(const char *dir)
 
 unsigned int saas__lv_disk_owner(struct drv *d, unsigned int uid)
 {
-	return d->confined && uid && geteuid() == 0 ? uid : (unsigned int)geteuid();
+	return d->cf.confined && uid && geteuid() == 0 ? uid : (unsigned int)geteuid();
 }
 
 int saas__lv_confine_template_fd(struct drv *d, const char *tdir, int fd)
@@ -316,7 +318,7 @@ static void vms_take_back(const char *vms)
 		 * engine's record of its uid (the owner it had), for the control port.
 		 */
 		if (fstat(fd, &st) == 0 && st.st_uid != 0 && fchown(fd, 0, 0) == 0 && fchmod(fd, 0711) == 0 &&
-		    saas__lv_vm_uid_write(fd, (unsigned int)st.st_uid) < 0)
+		    saas__vmdir_uid_write(fd, (unsigned int)st.st_uid) < 0)
 			saas__error_clear();
 		close(fd);
 	}
@@ -346,7 +348,7 @@ static int confine_dirs(struct drv *d)
 		free(dir);
 		dir = NULL;
 	}
-	rc = saas__lv_uids_init(&d->uids, d->uid_first, d->uid_count);
+	rc = saas__lv_uids_init(&d->cf.uids, d->cf.uid_first, d->cf.uid_count);
 out:
 	free(dir);
 	return rc;
@@ -364,7 +366,7 @@ static void confine_why(struct drv *d, const char *state_dir, char *why, size_t 
 		         "CAP_SETUID and CAP_CHOWN)");
 	else if (getpwnam_r(QEMU_USER, &pw, buf, sizeof(buf), &res) != 0 || !res)
 		snprintf(why, whylen, "the account " QEMU_USER " is missing (scripts/quickstart and scripts/test create it)");
-	else if (!saas__lv_guest_gid(&d->guest_gid))
+	else if (!saas__lv_guest_gid(&d->cf.guest_gid))
 		snprintf(why, whylen, "the group " GUEST_GROUP " is missing (scripts/quickstart and scripts/test create it)");
 	else if (traversable(state_dir, false, why, whylen))
 		why[0] = '\0';
@@ -375,7 +377,7 @@ int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *roo
 	char why[PATH_MAX + 128], *base = NULL, *slash;
 	int rc = SAAS_OK;
 
-	d->confined = false;
+	d->cf.confined = false;
 	confine_why(d, state_dir, why, sizeof(why));
 	if (!why[0]) {
 		/*
@@ -388,7 +390,7 @@ int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *roo
 		files_private(state_dir);
 		if ((rc = dir_traversable(state_dir)) < 0)
 			return rc;
-		d->stage_images = !traversable(d->images, true, why, sizeof(why));
+		d->cf.stage_images = !traversable(d->images, true, why, sizeof(why));
 		why[0] = '\0';
 	}
 	if (why[0]) {
@@ -406,7 +408,7 @@ int saas__lv_confine_setup(struct drv *d, const char *state_dir, const char *roo
 		*slash = '\0';
 	if ((rc = confine_dirs(d)) < 0 || (rc = dir_traversable(base)) < 0 || (rc = dir_traversable(root)) < 0)
 		goto out;
-	d->confined = true;
+	d->cf.confined = true;
 out:
 	free(base);
 	return rc;
@@ -416,7 +418,7 @@ int saas__lv_confine_vm_fd(struct drv *d, int fd, const char *path, unsigned int
 {
 	if (!uid)
 		return SAAS_OK;
-	if (geteuid() == 0 ? fchown(fd, uid, d->guest_gid) < 0 || fchmod(fd, 0600) < 0 : acl_grant(fd, uid, 6, 6) < 0)
+	if (geteuid() == 0 ? fchown(fd, uid, d->cf.guest_gid) < 0 || fchmod(fd, 0600) < 0 : acl_grant(fd, uid, 6, 6) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot give %s to QEMU's uid %u: %s", path, uid,
 		                   strerror(errno));
 	return SAAS_OK;
@@ -469,7 +471,7 @@ int saas__lv_confine_vm_files(struct launch *l)
 	 */
 	if ((rc = vm_file_give(l, dfd, "console.log", O_CREAT | O_EXCL, false)) < 0 ||
 	    (overlay && (rc = vm_file_give(l, dfd, overlay + 1, 0, true)) < 0) ||
-	    (rc = saas__lv_vm_uid_write(dfd, l->uid)) < 0)
+	    (rc = saas__vmdir_uid_write(dfd, l->uid)) < 0)
 		goto out;
 	rc = SAAS_OK;
 	goto out;
@@ -495,7 +497,7 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 	const char *dac, *end;
 	int rc = SAAS_OK, fd;
 
-	d->confined = false;
+	d->cf.confined = false;
 	if (!uri || !strstr(uri, ":///system"))
 		snprintf(why, sizeof(why), "%s is not the system libvirtd (qemu:///system): a session daemon runs QEMU "
 		         "as the engine's own user", uri ? uri : d->uri);
@@ -509,7 +511,7 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 	}
 	if (!why[0]) {
 		if ((fd = open(probe, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0 ||
-		    acl_grant(fd, d->uid_first, 6, 4) < 0)
+		    acl_grant(fd, d->cf.uid_first, 6, 4) < 0)
 			snprintf(why, sizeof(why), "the state directory's filesystem takes no POSIX ACLs (%s), which give each "
 			         "VM's uid its files", strerror(errno));
 		if (fd >= 0)
@@ -530,15 +532,15 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 		saas__lv_log(d, SAAS_LOG_WARN, "libvirtd's qemu.conf runs QEMU as root by default (user = \"root\"): "
 		             "set user and group to an unprivileged account (docs/operations.md)");
 	/* Each VM's group: GUEST_GROUP when the host has it (the guard's), else its own uid as a gid. */
-	if (!saas__lv_guest_gid(&d->guest_gid))
-		d->guest_gid = 0;
+	if (!saas__lv_guest_gid(&d->cf.guest_gid))
+		d->cf.guest_gid = 0;
 	files_private(state_dir);
 	if ((rc = dir_traversable(state_dir)) < 0)
 		goto out;
-	d->stage_images = !traversable(d->images, true, why, sizeof(why));
+	d->cf.stage_images = !traversable(d->images, true, why, sizeof(why));
 	if ((rc = confine_dirs(d)) < 0)
 		goto out;
-	d->confined = true;
+	d->cf.confined = true;
 out:
 	free(probe);
 	free(caps);

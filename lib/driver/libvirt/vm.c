@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/libvirt/control.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/vm.h"
+#include "transport/control.h"
 
 void saas__lv_vm_put(struct drv *d, struct vm *v)
 {
@@ -20,7 +21,7 @@ void saas__lv_vm_put(struct drv *d, struct vm *v)
 	if (!last)
 		return;
 	saas__ssh_close(v->ssh);
-	saas__lv_ctl_close(v->ctl);
+	saas__ctl_close(v->ctl);
 	free(v->host_key);
 	pthread_mutex_destroy(&v->mu);
 	pthread_mutex_destroy(&v->ctl_mu);
@@ -131,7 +132,7 @@ int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out)
 	int rc;
 
 	/* A dead host fails here at once, not at the end of an SSH timeout. */
-	if ((rc = saas__lv_host_check(d)) < 0)
+	if ((rc = d->host->check(d)) < 0)
 		return rc;
 	/* Another engine of the cluster may have made it: adopted at first use, as after a restart. */
 	if (!(v = saas__lv_vm_get(d, name))) {

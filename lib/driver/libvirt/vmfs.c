@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/vmfs.h"
 
 /* A tree's depth the removal follows at most: the engine's own trees are two levels deep. */
 #define RM_DEPTH_MAX 16
@@ -139,31 +141,6 @@ bool saas__lv_vm_disk_stat_ok(const struct stat *st, unsigned int owner)
 	return S_ISREG(st->st_mode) && st->st_uid == owner;
 }
 
-bool saas__lv_dir_stat_ok(const struct stat *st, unsigned int euid)
-{
-	/* The engine's (root's, or its own user's) and written by nobody else: no VM uid can swap a name in it. */
-	return S_ISDIR(st->st_mode) && (st->st_uid == 0 || st->st_uid == euid) && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
-int saas__lv_vm_dir_open(const char *vmdir, int *out)
-{
-	struct stat st;
-	int fd;
-
-	*out = -1;
-	if ((fd = open(vmdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot open the VM's directory %s: %s", vmdir,
-		                   strerror(errno));
-	if (fstat(fd, &st) < 0 || !saas__lv_dir_stat_ok(&st, (unsigned int)geteuid())) {
-		close(fd);
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0,
-		                   "the VM's directory %s is not the engine's alone (owner %u, mode %03o): refused", vmdir,
-		                   (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
-	}
-	*out = fd;
-	return SAAS_OK;
-}
-
 int saas__lv_vm_disk_open(const char *vmdir, const char *path, unsigned int owner, int *out)
 {
 	char name[NAME_MAX + 1];
@@ -174,7 +151,7 @@ int saas__lv_vm_disk_open(const char *vmdir, const char *path, unsigned int owne
 	if (!saas__lv_vm_disk_name(vmdir, path, name, sizeof(name)))
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0,
 		                   "QEMU names %s as the VM's disk, which is none of the VM's own: refused", path);
-	if ((rc = saas__lv_vm_dir_open(vmdir, &dfd)) < 0)
+	if ((rc = saas__vmdir_open(vmdir, &dfd)) < 0)
 		return rc;
 	/* O_NONBLOCK: a FIFO put in its place must not hang the engine before fstat refuses it. */
 	if ((fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0) {
@@ -218,55 +195,12 @@ int saas__lv_vm_file_create(const char *vmdir, const char *name, int *out)
 	int dfd = -1, fd, rc;
 
 	*out = -1;
-	if ((rc = saas__lv_vm_dir_open(vmdir, &dfd)) < 0)
+	if ((rc = saas__vmdir_open(vmdir, &dfd)) < 0)
 		return rc;
 	if ((fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s/%s: %s", vmdir, name, strerror(errno));
 	else
 		*out = fd;
 	close(dfd);
-	return rc;
-}
-
-int saas__lv_vm_uid_read(int dfd, unsigned int *uid)
-{
-	char text[16] = "", *end;
-	unsigned long v;
-	struct stat st;
-	ssize_t n;
-	int fd;
-
-	*uid = 0;
-	if ((fd = openat(dfd, VM_UID_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
-		return errno == ENOENT ? SAAS_OK : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno,
-		                                                "the VM's uid record: %s", strerror(errno));
-	n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid())
-	            ? read(fd, text, sizeof(text) - 1)
-	            : -1;
-	close(fd);
-	if (n <= 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the VM's uid record is not the engine's: refused");
-	text[n] = '\0';
-	errno = 0;
-	v = strtoul(text, &end, 10);
-	if (errno || end == text || *end != '\n' || v == 0 || v > UINT32_MAX - 1)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the VM's uid record is unreadable: refused");
-	*uid = (unsigned int)v;
-	return SAAS_OK;
-}
-
-int saas__lv_vm_uid_write(int dfd, unsigned int uid)
-{
-	char text[16];
-	int fd, n = snprintf(text, sizeof(text), "%u\n", uid), rc = SAAS_OK;
-
-	/* Replaced whole: a directory taken back from an older engine may hold none, or a stale one. */
-	if (unlinkat(dfd, VM_UID_FILE, 0) < 0 && errno != ENOENT)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the VM's uid record: %s", strerror(errno));
-	if ((fd = openat(dfd, VM_UID_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the VM's uid record: %s", strerror(errno));
-	if (write(fd, text, (size_t)n) != n)
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the VM's uid record: %s", strerror(errno));
-	close(fd);
 	return rc;
 }

@@ -156,14 +156,14 @@ static const char *const steps[] = {
 	"  PRIMARY KEY (sandbox_id, port)"
 	");",
 	/*
-	 * 3 -> 4: each sandbox's egress (issue #12): the mode it was made with or
+	 * 3 -> 4: each sandbox's egress: the mode it was made with or
 	 * last set to, and a policy's rules. Rows from before read as unknown (NULL).
 	 */
 	"ALTER TABLE sandboxes ADD COLUMN network_mode INT;"
 	"ALTER TABLE sandboxes ADD COLUMN network_allow TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE sandboxes ADD COLUMN network_deny TEXT NOT NULL DEFAULT '';",
 	/*
-	 * 4 -> 5: accounts for people (issue #14): users who log in to the pages,
+	 * 4 -> 5: accounts for people: users who log in to the pages,
 	 * their sessions (hashed, as keys are), invite codes (hashed); an account
 	 * an operator disabled; when each key was last used.
 	 */
@@ -192,7 +192,7 @@ static const char *const steps[] = {
 	"  used_by TEXT"
 	");",
 	/*
-	 * 5 -> 6: pause and fork (issue #15): when the current pause began, the
+	 * 5 -> 6: pause and fork: when the current pause began, the
 	 * time spent in pauses that ended, the paused price the sandbox was made
 	 * with, the snapshot holding its state, and the sandbox it was forked from.
 	 */
@@ -202,7 +202,7 @@ static const char *const steps[] = {
 	"ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE sandboxes ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';",
 	/*
-	 * 6 -> 7: each sandbox's egress refusals (issue #12), kept past a restart
+	 * 6 -> 7: each sandbox's egress refusals, kept past a restart
 	 * of the engine (whose driver counts from zero again) and past its end.
 	 */
 	"ALTER TABLE sandboxes ADD COLUMN denied_connections BIGINT NOT NULL DEFAULT 0;"
@@ -210,7 +210,7 @@ static const char *const steps[] = {
 	"ALTER TABLE sandboxes ADD COLUMN denied_connections_base BIGINT NOT NULL DEFAULT 0;"
 	"ALTER TABLE sandboxes ADD COLUMN denied_lookups_base BIGINT NOT NULL DEFAULT 0;",
 	/*
-	 * 7 -> 8: many engines on one database, many VM hosts (issue #16): the
+	 * 7 -> 8: many engines on one database, many VM hosts: the
 	 * host each sandbox runs on ('' the engine's own), leases that make
 	 * once-only work claimable by one engine, the VM hosts, and MCP sessions
 	 * that any engine may serve. The partial index is what placement counts.

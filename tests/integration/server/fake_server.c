@@ -33,8 +33,7 @@
 #include <unistd.h>
 
 #include "fake/fake_driver.h"
-#include "server.h"
-#include "testing.h"
+#include "app.h"
 
 static int loopback_connect(void *ctx, const char *name, unsigned int port, int *fd)
 {
@@ -140,6 +139,5 @@ int main(int argc, char **argv)
 		busy_next_create = driver.vm_create;
 		driver.vm_create = busy_vm_create;
 	}
-	aas_testing_driver_set(&driver);
-	return aas_main(argc, argv);
+	return aas_main(argc, argv, &driver);
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Many aas-servers and many VM hosts, all real (issue #16): two aas-server
+# Many aas-servers and many VM hosts, all real: two aas-server
 # processes on one PostgreSQL, two VM hosts each a network namespace with a
 # libvirtd of its own (tests/integration/vm-hosts), real `tiny` VMs.
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Many aas-servers on one PostgreSQL (issue #16): real server processes with
+# Many aas-servers on one PostgreSQL: real server processes with
 # the fake VM driver in its shared mode (the VMs are files in one directory,
 # as VMs on shared hosts are seen by every server), on a database of their own.
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A server stopped while it builds a template (issue #30 §3), with the tiny
+# A server stopped while it builds a template, with the tiny
 # image. SIGTERM abandons the build at once and destroys its VM, while a
 # create in flight still finishes within the grace; the server then exits.
 # SIGKILL mid-build leaves the template's QEMU running, and the next start on

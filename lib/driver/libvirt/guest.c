@@ -1,0 +1,273 @@
+/*
+ * The driver's guest calls: commands, files, ports and terminals, over each
+ * VM's SSH session (lib/transport/ssh.h), or over its control port
+ * (lib/transport/control.h) where the host has one and the guest's helper
+ * serves the call, one user of the port at a time.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "driver/libvirt/guest.h"
+#include "driver/libvirt/launch.h"
+#include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/vm.h"
+#include "transport/control.h"
+
+/* ---- the guest ------------------------------------------------------------------------------- */
+
+/*
+ * The VM's control port for one user (true), or false: a file transfer
+ * waits for another transfer to end, but nothing waits for a command (which
+ * may run for an hour), and a command takes the port only when it is free;
+ * what does not get it goes over SFTP or SSH.
+ */
+static bool port_take(struct vm *v, int user)
+{
+	bool got;
+
+	pthread_mutex_lock(&v->ctl_mu);
+	while (user == PORT_FILES && v->ctl_user == PORT_FILES)
+		pthread_cond_wait(&v->ctl_cv, &v->ctl_mu);
+	if ((got = v->ctl_user == PORT_FREE))
+		v->ctl_user = user;
+	pthread_mutex_unlock(&v->ctl_mu);
+	return got;
+}
+
+static void port_give(struct vm *v)
+{
+	pthread_mutex_lock(&v->ctl_mu);
+	v->ctl_user = PORT_FREE;
+	pthread_cond_broadcast(&v->ctl_cv);
+	pthread_mutex_unlock(&v->ctl_mu);
+}
+
+/*
+ * Whether its helper serves files was asked for the first time (by a
+ * transfer, or by a command that opened the port first): said once per VM.
+ */
+static void port_files_said(struct drv *d, const char *name, int before, int now)
+{
+	if (before == 0 && now > 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over the control port", name);
+	else if (before == 0 && now < 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over SFTP: %s", name, saas_error_last()->message);
+}
+
+/* Is the VM's SSH session up (not being connected, not dead)? */
+static bool session_up(struct vm *v)
+{
+	bool up;
+
+	if (pthread_mutex_trylock(&v->mu) != 0)
+		return false; /* being connected */
+	up = v->ssh && saas__ssh_alive(v->ssh);
+	pthread_mutex_unlock(&v->mu);
+	return up;
+}
+
+/*
+ * A command over the control port (lib/transport/control_exec.c) while the VM has no SSH
+ * session: a clone's first commands need no login. SAAS_ENOTSUP, with
+ * nothing run, where it goes over SSH: a session is up, the port is in use
+ * or cannot run it.
+ */
+static int exec_over_port(struct drv *d, const char *name, const saas_driver_exec *req, int *exit_code)
+{
+	struct vm *v;
+	char *dir = NULL;
+	int rc = SAAS_ENOTSUP, execs, files;
+
+	if (!d->host->control_port || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
+		return SAAS_ENOTSUP;
+	if (session_up(v) || !port_take(v, PORT_EXEC))
+		goto out;
+	if (v->execs < 0) {
+		/* Its helper predates commands: asked once. */
+	} else if (!(dir = saas__lv_drv_path(d, "vms", name))) {
+		rc = saas__oom();
+	} else {
+		execs = v->execs;
+		files = v->files;
+		rc = saas__ctl_exec(&v->ctl, dir, &v->files, &v->execs, req, exit_code);
+		if (d->control_files)
+			port_files_said(d, name, files, v->files);
+		if (execs == 0 && v->execs < 0)
+			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over SSH: %s", name,
+			             saas_error_last()->message);
+	}
+	port_give(v);
+out:
+	saas__lv_vm_put(d, v);
+	free(dir);
+	return rc;
+}
+
+int saas__lv_guest_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
+{
+	struct drv *d = ctx;
+	saas__ssh *ssh;
+	int rc;
+
+	if ((rc = exec_over_port(d, name, req, exit_code)) != SAAS_ENOTSUP)
+		return rc;
+	saas__error_clear();
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
+		return rc;
+	rc = saas__ssh_exec(ssh, req, exit_code);
+	saas__ssh_close(ssh);
+	return rc;
+}
+
+/* A file transfer over the control port (lib/transport/control_files.c), or over SFTP where the port cannot take it. */
+struct file_call {
+	const char *path;
+	unsigned int mode;
+	saas_read_fn reader;
+	saas_write_fn writer;
+	void *ud;
+	int64_t max, size, *sizep;
+};
+
+/*
+ * Over the VM's control port where its guest's helper serves files (asked
+ * once per VM, then remembered): SAAS_ENOTSUP, with nothing of the file
+ * moved, where it cannot be used and SFTP must do it.
+ */
+static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
+{
+	struct vm *v;
+	char *dir;
+	int rc, files;
+
+	if (!d->host->control_port || !d->control_files || !(v = saas__lv_vm_get(d, name)))
+		return SAAS_ENOTSUP;
+	if (!(dir = saas__lv_drv_path(d, "vms", name))) {
+		saas__lv_vm_put(d, v);
+		return saas__oom();
+	}
+	if (!port_take(v, PORT_FILES)) {
+		/* A command has the port: SFTP, not a wait of unknown length. */
+		saas__lv_vm_put(d, v);
+		free(dir);
+		return SAAS_ENOTSUP;
+	}
+	files = v->files;
+	if (fc->reader)
+		rc = saas__ctl_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
+	else
+		rc = saas__ctl_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
+		                          &d->closing);
+	port_files_said(d, name, files, v->files);
+	port_give(v);
+	saas__lv_vm_put(d, v);
+	free(dir);
+	return rc;
+}
+
+static int file_call(struct drv *d, const char *name, struct file_call *fc)
+{
+	saas__ssh *ssh;
+	int rc;
+
+	if ((rc = file_over_port(d, name, fc)) != SAAS_ENOTSUP)
+		return rc;
+	saas__error_clear();
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
+		return rc;
+	if (fc->reader)
+		rc = saas__ssh_file_write(ssh, fc->path, fc->mode, fc->reader, fc->ud, fc->size);
+	else
+		rc = saas__ssh_file_read(ssh, fc->path, fc->max, fc->writer, fc->ud, fc->sizep);
+	saas__ssh_close(ssh);
+	return rc;
+}
+
+int saas__lv_guest_file_write(void *ctx, const char *name, const char *path, unsigned int mode, saas_read_fn reader,
+                              void *ud, int64_t size)
+{
+	struct file_call fc = { .path = path, .mode = mode, .reader = reader, .ud = ud, .size = size };
+
+	return file_call(ctx, name, &fc);
+}
+
+int saas__lv_guest_file_read(void *ctx, const char *name, const char *path, int64_t max, saas_write_fn writer,
+                             void *ud, int64_t *size)
+{
+	struct file_call fc = { .path = path, .writer = writer, .ud = ud, .max = max, .sizep = size };
+
+	return file_call(ctx, name, &fc);
+}
+
+int saas__lv_guest_file_list(void *ctx, const char *name, const char *path, unsigned int depth, saas_entry_fn fn,
+                             void *ud)
+{
+	struct drv *d = ctx;
+	saas__ssh *ssh;
+	int rc;
+
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
+		return rc;
+	/*
+	 * The engine keeps at most SAAS_LIST_ENTRIES_MAX entries and flags the
+	 * list truncated when one more comes: reading one more than that bounds
+	 * what a guest's huge directory costs the host and still tells it so.
+	 */
+	rc = saas__ssh_file_list(ssh, path, depth, SAAS_LIST_ENTRIES_MAX + 1, fn, ud);
+	saas__ssh_close(ssh);
+	return rc;
+}
+
+int saas__lv_guest_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
+{
+	struct drv *d = ctx;
+	saas__ssh *ssh;
+	int rc;
+
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
+		return rc;
+	rc = saas__ssh_port_connect(ssh, port, fd);
+	saas__ssh_close(ssh);
+	return rc;
+}
+
+/* ---- terminals ------------------------------------------------------------------------------- */
+
+int saas__lv_guest_pty_open(void *ctx, const char *name, const saas_driver_pty *req, int *fd, void **pty)
+{
+	struct drv *d = ctx;
+	saas__ssh_pty *t = NULL;
+	saas__ssh *ssh;
+	int rc;
+
+	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
+		return rc;
+	rc = saas__ssh_pty_open(ssh, req, fd, &t);
+	saas__ssh_close(ssh);
+	*pty = t;
+	return rc;
+}
+
+int saas__lv_guest_pty_resize(void *ctx, void *pty, unsigned int cols, unsigned int rows)
+{
+	(void)ctx;
+	return saas__ssh_pty_resize(pty, cols, rows);
+}
+
+void saas__lv_guest_pty_close(void *ctx, void *pty, int *exit_status)
+{
+	(void)ctx;
+	saas__ssh_pty_close(pty, exit_status);
+}

@@ -1,0 +1,89 @@
+/*
+ * Internal: where QEMU runs, as one table. The driver's rooms ask the VM host
+ * through d->host, never which host it is: the local one (host_local.c:
+ * libvirt on this machine, embedded or a daemon, the VMs' files in the state
+ * directory) or a remote one (host_remote.c: a libvirtd reached by its URI,
+ * images, overlays and templates as volumes of a storage pool there).
+ */
+#ifndef SAAS_DRIVER_LIBVIRT_HOST_H
+#define SAAS_DRIVER_LIBVIRT_HOST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "saas/sys/driver.h"
+
+struct drv;
+struct image;
+struct launch;
+struct tmpl;
+struct tmpl_job;
+struct saas__lv_domain;
+
+struct saas__lv_host {
+	/*
+	 * Open, in two steps around libvirt's event loop: what is set up before
+	 * the connection (the accelerator, the network and confinement this
+	 * machine gives its QEMUs), then the connection and what it tells (the
+	 * limits VMs get, where templates live).
+	 */
+	int (*prepare)(struct drv *d, const saas_driver_env *env);
+	int (*connect)(struct drv *d, const saas_driver_env *env);
+	/* The connection is up, opened again when the host died and answers now: SAAS_OK or why not. */
+	int (*check)(struct drv *d);
+	/* The image's files where the host's QEMU reads them (uploaded once per build to a remote host). */
+	int (*image_place)(struct drv *d, struct image *im);
+	/* A VM's disk overlay on base (the image's disk, or the template's frozen one: l->tdir). */
+	int (*overlay_make)(struct launch *l);
+	/* The overlay of vol (a VM's name, or a clone's volume stem) removed where the VM's directory is not. */
+	void (*overlay_drop)(struct drv *d, const char *vol);
+	/* The domain's SSH forward port and the paths its QEMU sees, into *def. */
+	int (*domain_place)(struct launch *l, struct saas__lv_domain *def);
+	/*
+	 * A clone's saved state poured into its paused domain (the template's or
+	 * the snapshot's, at state_path), errors said as `what` failing.
+	 */
+	int (*state_in)(struct launch *l, const char *what, const char *state_path, const struct timespec *t0,
+	                int64_t budget_ms);
+	/*
+	 * Templates: what an interrupted build left, cleaned at open; whether a
+	 * template is there already (a new entry, d->mu held); a ready one's
+	 * place for a clone (its directory, or its volumes' stem); the build
+	 * (its result marked on the entry); one that broke deleted; one a clone
+	 * found gone looked for again; the ready ones listed.
+	 */
+	void (*templates_cleanup)(struct drv *d);
+	void (*template_known)(struct drv *d, struct tmpl *t);
+	char *(*template_place)(struct drv *d, const struct tmpl *t);
+	void (*template_build)(struct tmpl_job *job);
+	void (*template_break)(struct drv *d, const char *key);
+	void (*template_lost)(struct drv *d, const char *key);
+	/* Another engine's finished template of key, marked ready: 1 and its place in *place (NULL: no memory), or 0. */
+	int (*template_find)(struct drv *d, const char *key, char **place);
+	int (*template_list)(struct drv *d, saas_template_fn fn, void *userdata, int *stop);
+	/*
+	 * What the host offers, as facts: the VM's control port socket is on
+	 * this machine (fix-ups, files and commands over it); QEMU shares this
+	 * machine's memory (mapped templates, the free memory check); snapshots
+	 * (fork, pause) and spares are made there; other engines share the host's templates
+	 * (a missing one is looked for there before it is built); the host
+	 * may stop answering mid-call (a listing cut short is an error); the
+	 * host's cgroup controllers are learned from its refusals.
+	 */
+	bool control_port;
+	bool local_memory;
+	bool snapshots;
+	bool spares;
+	bool shared_templates;
+	bool may_vanish;
+	bool limits_learned;
+	/* For the log at open: " (remote: ...)" after the URI, and whose uids QEMU runs under (NULL: the engine's). */
+	const char *said;
+	const char *uids_said;
+};
+
+extern const struct saas__lv_host saas__lv_host_local;
+extern const struct saas__lv_host saas__lv_host_remote;
+
+#endif

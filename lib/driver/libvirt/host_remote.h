@@ -1,0 +1,94 @@
+/*
+ * Internal: a remote VM host's parts the rest of the driver reaches (host_remote.c).
+ */
+#ifndef SAAS_DRIVER_LIBVIRT_HOST_REMOTE_H
+#define SAAS_DRIVER_LIBVIRT_HOST_REMOTE_H
+
+#include "driver/libvirt/libvirt_driver.h"
+
+/* ---- a remote VM host (host_remote.c, host_remote_tpl.c) ------------------------------------ */
+
+/*
+ * A dead host is told by libvirt's keepalive: a probe every INTERVAL
+ * seconds, the connection closed (every call on it failing) after COUNT
+ * unanswered, so within about INTERVAL * (COUNT + 1) seconds.
+ */
+#define KEEPALIVE_INTERVAL_S 2
+#define KEEPALIVE_COUNT 2
+#define REMOTE_CONNECT_TIMEOUT_MS 5000   /* opening a connection to a host */
+#define UPLOAD_WAIT_MS (5 * 60 * 1000)   /* another engine's upload of one image build, at most */
+/* A guest's SSH forward on a remote host: a port of this range (below Linux's ephemeral ports). */
+#define REMOTE_PORT_FIRST 20000u
+#define REMOTE_PORT_COUNT 12000u
+
+/* Does uri name a host (qemu+tcp://HOST/system), i.e. a VM host that may not be this machine? Pure. */
+bool saas__lv_uri_vmhost(const char *uri);
+/*
+ * Is the host's connection alive? If the keepalive closed it, open it again
+ * (bounded). SAAS_EBACKEND, naming the host, when it does not answer.
+ */
+int saas__lv_vmhost_check(struct drv *d);
+/* The volume called name in the host's storage pool, or NULL (no error kept). */
+virStorageVolPtr saas__lv_vmhost_vol_lookup(struct drv *d, const char *name);
+/* Open uri within REMOTE_CONNECT_TIMEOUT_MS, with libvirt's keepalive on. */
+int saas__lv_vmhost_connect(const char *uri, virConnectPtr *out);
+/* The driver table's host_info slot. */
+int saas__lv_host_info(void *ctx, saas_driver_host *out);
+/* The host's storage pool (d->spool_name at d->spool_dir), made and started if missing. */
+int saas__lv_spool_open(struct drv *d);
+/* im's files on the host (im->host_*), uploaded once per build by one engine of all that share the pool. */
+int saas__lv_vmhost_image(struct drv *d, struct image *im);
+/* VM vm's overlay volume on base (a host path) of disk_gb GiB; *path (freed by the caller) on the host. */
+int saas__lv_vmhost_overlay(struct drv *d, const char *vm, const char *base, unsigned int disk_gb, char **path);
+/* VM vm's overlay volume deleted, if there is one. */
+void saas__lv_vmhost_overlay_delete(struct drv *d, const char *vm);
+
+/*
+ * Templates on a remote host. A template's saved state (libvirt's save
+ * image, virDomainSaveFlags), its frozen disk and its description are
+ * volumes of the pool named STEM.state, STEM.qcow2 and STEM.json, where STEM
+ * is TPL_PREFIX KEY "-" GEN (GEN: random, per build, so that a build never
+ * writes over a template clones may use); STEM.ready, made last, says the
+ * template is complete. Clones are restored on the host: QEMU listens for
+ * the migration stream on the host's address and the engine pours the
+ * state volume's stream into it.
+ */
+
+/* libvirt's save image header (qemu_saveimage.h), as it is on disk. */
+#define LV_SAVE_HEADER_BYTES 92u
+/*
+ * Where QEMU's migration stream starts in a save image whose first bytes
+ * are head (n of them, at least LV_SAVE_HEADER_BYTES): SAAS_OK and *offset;
+ * SAAS_EINVAL saying why it is not a complete, uncompressed save image of
+ * a version this code reads. Pure.
+ */
+int saas__lv_save_stream_offset(const unsigned char *head, size_t n, uint64_t *offset);
+/* Is name one of a remote template's volumes of key (TPL_PREFIX KEY "-" GEN ".suffix")? Its stem in stem. Pure. */
+bool saas__lv_tpl_volume(const char *name, const char *key, const char *suffix, char stem[TPL_STEM_MAX]);
+/* The lease name of the template of key on the host tagged host ("template:HOST:KEY"); false if too long. Pure. */
+bool saas__lv_tpl_lease_name(char *out, size_t len, const char *host, const char *key);
+/* The complete template of key on the host: 1 (its stem in stem), 0 none, or an error. */
+int saas__lv_vmhost_tpl_find(struct drv *d, const char *key, char stem[TPL_STEM_MAX]);
+/* Build the template of key on the host (template.c's builder for a remote host): see template.c. */
+struct saas__lv_tpl_job {
+	char key[33];
+	char image[64];
+	unsigned int vcpus, memory_mb, disk_gb;
+};
+/*
+ * SAAS_OK and *stem when it is ready (built here, or found built);
+ * SAAS_EBUSY when another engine holds its lease (it builds it).
+ */
+int saas__lv_vmhost_tpl_build(struct drv *d, const struct saas__lv_tpl_job *job, char stem[TPL_STEM_MAX]);
+/* The template VM of a job's shape (template.c): its spec, isolated, and its name (64 bytes) after the key. */
+void saas__lv_tpl_spec(const struct saas__lv_tpl_job *job, saas_vm_spec *spec, char name[64]);
+/* A remote template that failed its clones: its ready mark goes (its volumes are pruned once nothing uses them). */
+void saas__lv_vmhost_tpl_break(struct drv *d, const char *key);
+/* The template's disk volume's path on the host (freed by the caller). */
+int saas__lv_vmhost_tpl_disk(struct drv *d, const char *stem, char **path);
+/* Pour the template's state into the clone's QEMU, paused with -incoming defer; then it runs. */
+int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms);
+/* template_list's part of a remote host: its complete templates of this owner. */
+int saas__lv_vmhost_tpl_list(struct drv *d, saas_template_fn fn, void *userdata, int *stop);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * Internal: spares (spare.c), clones' QEMUs started ahead by a thread of
+ * their own so that a create finds its clone's first half done; and the
+ * part of the driver's state that is theirs (d->spare).
+ */
+#ifndef SAAS_DRIVER_LIBVIRT_SPARE_H
+#define SAAS_DRIVER_LIBVIRT_SPARE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "saas/sys/driver.h"
+
+struct drv;
+struct spare;
+
+/* The spares' state in struct drv, under d->mu. */
+struct saas__lv_spares {
+	struct spare *list;
+	unsigned int max;                /* driver option spares=N */
+	unsigned int creating;           /* creates and restores running: no spare is made meanwhile */
+	int64_t hold_until_ms;           /* nor before this (after one) */
+	int64_t retry_at_ms;             /* nor before this (after a failure) */
+	pthread_t thread;
+	bool started;
+	pthread_cond_t cond;             /* with mu: signalled at close */
+};
+
+/*
+ * Spares (spare.c): clones' QEMUs started ahead. saas__lv_take is the driver's
+ * vm_take; saas__lv_spare_create makes VM spec->name from the spare a create
+ * took under that name (SAAS_OK), or says there is none (1), or fails with
+ * everything of it undone (the caller makes the VM the ordinary way).
+ * saas__lv_spare_listed: a spare of that name exists (vm_list leaves it out);
+ * saas__lv_spare_destroy: destroys it if so (true).
+ */
+int saas__lv_spares_start(struct drv *d);
+void saas__lv_spares_stop(struct drv *d);
+/* A VM being made (begin true) or made: no spare is started meanwhile nor for SPARE_HOLD_MS after. */
+void saas__lv_spares_busy(struct drv *d, bool begin);
+int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
+int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec);
+bool saas__lv_spare_listed(struct drv *d, const char *name);
+bool saas__lv_spare_destroy(struct drv *d, const char *name);
+#endif

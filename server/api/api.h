@@ -1,0 +1,76 @@
+/*
+ * The REST API v1 (api/): what the rest of the server may call of it. Its
+ * routes are in routes.c's table; openapi.json documents them.
+ *
+ *   account.c      /v1/service, /v1/account, /v1/usage, /healthz, /openapi.json
+ *   sandboxes.c    sandboxes: create, list, get, destroy, extend, fork, pause,
+ *                  resume, network; ports
+ *   exec.c         executions: run, follow, stdin, signals, cancel, list
+ *   files.c        files in and out of a sandbox, streamed
+ *   pty.c          terminals over a WebSocket
+ *   json_stream.c  JSON replies written as they are sent (internal.h)
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_API_H
+#define AAS_API_H
+
+#include "config.h"
+#include "server.h"
+
+/* ---- the service's card (account.c) ---- */
+
+/*
+ * Fetch the engine's service card (sizes, prices, limits, default image) once,
+ * after the engine opens: it does not change while the engine runs. 0, or -1
+ * after logging. aas_service_free() releases it at shutdown.
+ */
+int aas_service_set(const struct aas_config *cfg, unsigned int port, saas_engine *engine);
+void aas_service_free(void);
+/* The card aas_service_set fetched (the pages show it). */
+const saas_engine_info *aas_service_info(void);
+
+/* The embedded OpenAPI document (openapi_data.c, generated; the pages show it too). */
+extern const char aas_openapi_json[];
+
+/* ---- terminals (pty.c) ---- */
+
+/* Take the bounds from cfg (borrowed until aas_stop), before the server serves. */
+void aas_pty_init(const struct aas_config *cfg);
+/* End every terminal (close 1001) as the server stops: they would hold the drain for an hour. */
+void aas_pty_shutdown(void);
+
+/* ---- the routes' handlers ---- */
+
+void aas_h_healthz(struct aas_req *r, struct aas_reply *out);
+void aas_h_openapi(struct aas_req *r, struct aas_reply *out);
+void aas_h_service(struct aas_req *r, struct aas_reply *out);
+void aas_h_account(struct aas_req *r, struct aas_reply *out);
+void aas_h_usage(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_fork(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_pause(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_resume(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_network_set(struct aas_req *r, struct aas_reply *out);
+void aas_h_exec(struct aas_req *r, struct aas_reply *out);
+void aas_h_execution_get(struct aas_req *r, struct aas_reply *out);
+void aas_h_execution_events(struct aas_req *r, struct aas_reply *out);
+void aas_h_execution_stdin(struct aas_req *r, struct aas_reply *out);
+void aas_h_execution_signal(struct aas_req *r, struct aas_reply *out);
+void aas_h_execution_cancel(struct aas_req *r, struct aas_reply *out);
+void aas_h_execution_list(struct aas_req *r, struct aas_reply *out);
+void aas_h_port_expose(struct aas_req *r, struct aas_reply *out);
+void aas_h_port_list(struct aas_req *r, struct aas_reply *out);
+void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out);
+void aas_h_file_get(struct aas_req *r, struct aas_reply *out);
+void aas_h_file_put(struct aas_req *r, struct aas_reply *out);
+int aas_file_put_start(struct aas_req *r, struct aas_reply *out);
+int aas_file_put_data(struct aas_req *r, const char *data, size_t len);
+
+void aas_h_pty(struct aas_req *r, struct aas_reply *out);
+
+#endif

@@ -1,0 +1,433 @@
+/*
+ * PUT/GET /v1/sandboxes/{id}/files: raw bytes, streamed both ways.
+ *
+ * Upload: the connection's thread hands the body, piece by piece, through a
+ * bounded buffer (1 MiB) to a worker thread running saas_file_write_stream();
+ * when the buffer is full the connection's thread waits, so TCP pushes back
+ * on the client. Download: a worker thread runs saas_file_read_stream() into
+ * the same kind of buffer and libmicrohttpd's content reader drains it. No
+ * file is ever held whole in memory; each transfer holds at most 1 MiB.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+
+#define PIPE_CAP ((size_t)1 << 20)
+
+/* A bounded byte pipe between two threads. */
+struct bpipe {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned char *buf;
+	size_t head, len;
+	bool eof;        /* the writer has no more */
+	bool aborted;    /* the reader (or the request) gave up */
+};
+
+static int bpipe_init(struct bpipe *p)
+{
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->head = p->len = 0;
+	p->eof = p->aborted = false;
+	return (p->buf = malloc(PIPE_CAP)) ? 0 : -1;
+}
+
+static void bpipe_destroy(struct bpipe *p)
+{
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p->buf);
+}
+
+/* Write all of data; -1 if the other side aborted. */
+static int bpipe_write(struct bpipe *p, const void *data, size_t len)
+{
+	const unsigned char *d = data;
+
+	pthread_mutex_lock(&p->mu);
+	while (len) {
+		while (p->len == PIPE_CAP && !p->aborted)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->aborted) {
+			pthread_mutex_unlock(&p->mu);
+			return -1;
+		}
+		size_t tail = (p->head + p->len) % PIPE_CAP;
+		size_t n = PIPE_CAP - p->len;
+		if (n > PIPE_CAP - tail)
+			n = PIPE_CAP - tail;
+		if (n > len)
+			n = len;
+		memcpy(p->buf + tail, d, n);
+		p->len += n;
+		d += n;
+		len -= n;
+		pthread_cond_broadcast(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+/* Read up to size bytes; 0 at the end, -1 if aborted. */
+static long bpipe_read(struct bpipe *p, void *buf, size_t size)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->mu);
+	while (p->len == 0 && !p->eof && !p->aborted)
+		pthread_cond_wait(&p->cv, &p->mu);
+	if (p->aborted || (p->len == 0 && p->eof)) {
+		pthread_mutex_unlock(&p->mu);
+		return p->aborted ? -1 : 0;
+	}
+	n = p->len < size ? p->len : size;
+	if (n > PIPE_CAP - p->head)
+		n = PIPE_CAP - p->head;
+	memcpy(buf, p->buf + p->head, n);
+	p->head = (p->head + n) % PIPE_CAP;
+	p->len -= n;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return (long)n;
+}
+
+static void bpipe_set(struct bpipe *p, bool eof, bool aborted)
+{
+	pthread_mutex_lock(&p->mu);
+	p->eof |= eof;
+	p->aborted |= aborted;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static const char *file_path(struct aas_req *r, struct aas_reply *out)
+{
+	const char *path;
+
+	if (!aas_query(r, "path", &path, out))
+		return NULL;
+	if (!path || !*path) {
+		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"path\" is required");
+		return NULL;
+	}
+	return path;
+}
+
+/* ---- upload ---- */
+
+struct upload {
+	struct bpipe pipe;
+	pthread_t thread;
+	bool running;
+	saas_client *client;
+	char id[SAAS_ID_MAX + 1];
+	char *path;
+	unsigned int mode;
+	int64_t size;
+	int64_t received;
+	int rc;
+	int klass;
+	char message[512];
+	char limit[32];                /* SAAS_ELIMIT: which, and when to retry (the worker's error, for the reply) */
+	int64_t retry_after_ms;
+	bool done;
+};
+
+static long upload_reader(void *ud, void *buf, size_t size)
+{
+	struct upload *u = ud;
+	return bpipe_read(&u->pipe, buf, size);
+}
+
+static void *upload_main(void *arg)
+{
+	struct upload *u = arg;
+	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
+	const saas_error *e;
+
+	o.mode = u->mode;
+	u->rc = saas_file_write_stream(u->client, u->id, u->path, upload_reader, u, u->size, &o);
+	e = saas_error_last();
+	u->klass = e->code == u->rc ? e->klass : SAAS_ERRCLASS_NONE;
+	snprintf(u->message, sizeof(u->message), "%s",
+	         u->rc < 0 && e->code == u->rc && *e->message ? e->message : saas_strerror(u->rc));
+	if (u->rc == SAAS_ELIMIT && e->code == u->rc) {
+		snprintf(u->limit, sizeof(u->limit), "%s", e->limit);
+		u->retry_after_ms = e->retry_after_ms;
+	}
+	/* Whatever happened, the connection's thread must not wait on us any more. */
+	pthread_mutex_lock(&u->pipe.mu);
+	u->done = true;
+	pthread_mutex_unlock(&u->pipe.mu);
+	bpipe_set(&u->pipe, false, true);
+	return NULL;
+}
+
+static void upload_free(void *stream)
+{
+	struct upload *u = stream;
+
+	if (!u)
+		return;
+	if (u->running) {
+		bpipe_set(&u->pipe, false, true);
+		pthread_join(u->thread, NULL);
+	}
+	bpipe_destroy(&u->pipe);
+	free(u->path);
+	free(u);
+}
+
+/* Octal permission bits, digits only (strtoul() would take " 755" and "+755"). */
+static bool parse_mode(const char *s, unsigned int *mode)
+{
+	unsigned int m = 0;
+	const char *p;
+
+	for (p = s; *p >= '0' && *p <= '7' && m <= 07777; p++)
+		m = m * 8 + (unsigned int)(*p - '0');
+	if (!*s || *p || m > 07777)
+		return false;
+	*mode = m;
+	return true;
+}
+
+int aas_file_put_start(struct aas_req *r, struct aas_reply *out)
+{
+	const char *path, *mode;
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+	saas_sandbox *sb = NULL;
+	struct upload *u;
+	unsigned int m = 0;
+	int rc;
+
+	if (!(path = file_path(r, out)) || !aas_query(r, "mode", &mode, out))
+		return -1;
+	if (mode && !parse_mode(mode, &m)) {
+		aas_reply_error(out, 400, "invalid_argument", "mode must be octal permission bits, e.g. 0755");
+		return -1;
+	}
+	/* Refuse at once what cannot be written, before the body is read. */
+	if ((rc = saas_sandbox_get(&sb, r->client, r->route_id)) < 0) {
+		aas_reply_saas(out, rc);
+		return -1;
+	}
+	rc = sb->status == SAAS_SANDBOX_READY ? SAAS_OK : SAAS_ESTATE;
+	saas_sandbox_free(sb);
+	if (rc < 0) {
+		aas_reply_error(out, 409, "conflict", "the sandbox is not ready");
+		return -1;
+	}
+	if (!(u = calloc(1, sizeof(*u))) || bpipe_init(&u->pipe) < 0 || !(u->path = strdup(path))) {
+		if (u) {
+			bpipe_destroy(&u->pipe);
+			free(u);
+		}
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return -1;
+	}
+	u->client = r->client;
+	u->mode = m;
+	u->size = cl ? (int64_t)strtoll(cl, NULL, 10) : -1;
+	snprintf(u->id, sizeof(u->id), "%s", r->route_id);
+	r->stream = u;
+	r->stream_free = upload_free;
+	if (pthread_create(&u->thread, NULL, upload_main, u) != 0) {
+		aas_reply_error(out, 500, "error", "cannot start a thread");
+		return -1;
+	}
+	u->running = true;
+	return 0;
+}
+
+int aas_file_put_data(struct aas_req *r, const char *data, size_t len)
+{
+	struct upload *u = r->stream;
+
+	u->received += (int64_t)len;
+	return bpipe_write(&u->pipe, data, len) < 0 ? 1 : 0;
+}
+
+void aas_h_file_put(struct aas_req *r, struct aas_reply *out)
+{
+	struct upload *u = r->stream;
+
+	bpipe_set(&u->pipe, true, false);
+	pthread_join(u->thread, NULL);
+	u->running = false;
+	if (u->rc < 0 && u->limit[0]) {
+		aas_reply_limit(out, u->limit, u->retry_after_ms, "%s", u->message);
+		return;
+	}
+	if (u->rc < 0) {
+		aas_reply_failure(out, u->rc, u->klass, u->message);
+		return;
+	}
+	aas_reply_json(out, 200, json_pack("{s:s,s:s,s:I}", "sandbox_id", u->id, "path", u->path, "size",
+	                                   (json_int_t)u->received));
+}
+
+/* ---- download ---- */
+
+struct download {
+	struct bpipe pipe;
+	pthread_t thread;
+	struct aas_cached_client *auth;
+	saas_client *client;
+	char id[SAAS_ID_MAX + 1];
+	char *path;
+	int64_t size;
+	bool started;   /* the first byte is on its way: the status is 200 */
+	bool finished;
+	int rc;
+	int klass;
+	char message[512];
+	char limit[32];                /* as the upload's */
+	int64_t retry_after_ms;
+};
+
+static int download_writer(void *ud, const void *data, size_t len)
+{
+	struct download *d = ud;
+
+	pthread_mutex_lock(&d->pipe.mu);
+	d->started = true;
+	pthread_cond_broadcast(&d->pipe.cv);
+	pthread_mutex_unlock(&d->pipe.mu);
+	return bpipe_write(&d->pipe, data, len) < 0 ? 1 : 0;
+}
+
+static void *download_main(void *arg)
+{
+	struct download *d = arg;
+	const saas_error *e;
+	int rc;
+
+	rc = saas_file_read_stream(&d->size, d->client, d->id, d->path, download_writer, d);
+	e = saas_error_last();
+	pthread_mutex_lock(&d->pipe.mu);
+	d->rc = rc;
+	d->klass = e->code == rc ? e->klass : SAAS_ERRCLASS_NONE;
+	snprintf(d->message, sizeof(d->message), "%s",
+	         rc < 0 && e->code == rc && *e->message ? e->message : saas_strerror(rc));
+	if (rc == SAAS_ELIMIT && e->code == rc) {
+		snprintf(d->limit, sizeof(d->limit), "%s", e->limit);
+		d->retry_after_ms = e->retry_after_ms;
+	}
+	d->finished = true;
+	d->pipe.eof = true;
+	pthread_cond_broadcast(&d->pipe.cv);
+	pthread_mutex_unlock(&d->pipe.mu);
+	return NULL;
+}
+
+static void download_free(void *cls)
+{
+	struct download *d = cls;
+
+	bpipe_set(&d->pipe, false, true);
+	pthread_join(d->thread, NULL);
+	aas_auth_release(d->auth);
+	bpipe_destroy(&d->pipe);
+	free(d->path);
+	free(d);
+}
+
+static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct download *d = cls;
+	long n;
+
+	(void)pos;
+	n = bpipe_read(&d->pipe, buf, max);
+	if (n > 0)
+		return n;
+	if (n == 0 && d->rc == SAAS_OK)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	aas_log(SAAS_LOG_WARN, "download of a file from %s failed midway: %s", d->id, d->message);
+	return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void file_list(struct aas_req *r, struct aas_reply *out)
+{
+	unsigned int depth = 0, max = 0; /* 0: the library's defaults */
+	saas_file_list *list = NULL;
+	const char *path;
+	int rc;
+
+	if (!aas_query(r, "path", &path, out) || !aas_query_uint(r, "depth", 1, SAAS_LIST_DEPTH_MAX, &depth, out) ||
+	    !aas_query_uint(r, "max_entries", 1, SAAS_LIST_ENTRIES_MAX, &max, out))
+		return;
+	if ((rc = saas_file_list_get(&list, r->client, r->route_id, path, depth, max, 0)) < 0)
+		aas_reply_saas(out, rc);
+	else
+		aas_reply_json(out, 200, saas__wire_file_list(list));
+	saas_file_list_free(list);
+}
+
+void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
+{
+	const char *path;
+	struct download *d;
+	bool list = false;
+
+	if (!aas_query_bool(r, "list", &list, out))
+		return;
+	if (list) {
+		file_list(r, out);
+		return;
+	}
+	if (!(path = file_path(r, out)))
+		return;
+	if (!(d = calloc(1, sizeof(*d))) || bpipe_init(&d->pipe) < 0 || !(d->path = strdup(path))) {
+		if (d) {
+			bpipe_destroy(&d->pipe);
+			free(d);
+		}
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return;
+	}
+	d->client = r->client;
+	d->auth = r->auth;
+	d->size = -1;
+	aas_auth_ref(d->auth);
+	snprintf(d->id, sizeof(d->id), "%s", r->route_id);
+	if (pthread_create(&d->thread, NULL, download_main, d) != 0) {
+		aas_auth_release(d->auth);
+		bpipe_destroy(&d->pipe);
+		free(d->path);
+		free(d);
+		aas_reply_error(out, 500, "error", "cannot start a thread");
+		return;
+	}
+	/* Wait for the first byte or the end: only then is the status known. */
+	pthread_mutex_lock(&d->pipe.mu);
+	while (!d->started && !d->finished)
+		pthread_cond_wait(&d->pipe.cv, &d->pipe.mu);
+	bool failed = !d->started && d->rc < 0;
+	pthread_mutex_unlock(&d->pipe.mu);
+	if (failed) {
+		if (d->limit[0])
+			aas_reply_limit(out, d->limit, d->retry_after_ms, "%s", d->message);
+		else
+			aas_reply_failure(out, d->rc, d->klass, d->message);
+		download_free(d);
+		return;
+	}
+	out->status = 200;
+	out->response = MHD_create_response_from_callback(d->size >= 0 ? (uint64_t)d->size : MHD_SIZE_UNKNOWN,
+	                                                  64 * 1024, download_read, d, download_free);
+	if (!out->response) {
+		download_free(d);
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return;
+	}
+	MHD_add_response_header(out->response, "Content-Type", "application/octet-stream");
+	MHD_add_response_header(out->response, "Cache-Control", "no-store");
+}

@@ -1,0 +1,17 @@
+/*
+ * What the files of the REST API share and no other room may call.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_API_INTERNAL_H
+#define AAS_API_INTERNAL_H
+
+#include "server.h"
+
+/*
+ * Like aas_reply_json for an object with long strings (an execution's output):
+ * written as it is sent, never whole in memory (json_stream.c). Steals body.
+ */
+void aas_reply_json_stream(struct aas_reply *out, unsigned int status, json_t *body);
+
+#endif

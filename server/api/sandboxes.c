@@ -1,0 +1,364 @@
+/*
+ * /v1/sandboxes, extend, network, fork, pause, resume, ports (exec and executions: exec.c).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "preview/preview.h"
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void reply_sandbox(struct aas_reply *out, unsigned int status, const saas_sandbox *sb)
+{
+	aas_reply_json(out, status, saas__wire_sandbox(sb));
+}
+
+/*
+ * A "network" as a request gives it (lib/wire reads the shape; the library
+ * then checks each rule). false after replying 400.
+ */
+static bool network_field(const json_t *v, saas__wire_network_req *req, struct aas_reply *out)
+{
+	const char *bad = NULL;
+
+	if (saas__wire_network_req_decode(req, v, &bad) == SAAS_OK)
+		return true;
+	aas_reply_error(out, 400, "invalid_argument", "%s", bad);
+	return false;
+}
+
+void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas__wire_network_req *net = NULL;
+	saas_sandbox *sb = NULL;
+	json_t *body = NULL, *network;
+	bool present;
+	double t0;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_string(body, "size", &o.size, out) ||
+	    !aas_field_string(body, "image", &o.image, out) ||
+	    !aas_field_int(body, "timeout", &o.timeout_s, &present, out))
+		goto out;
+	/* "isolated", "internet", or a policy {"allow": [...], "deny": [...]}; null is the default. */
+	if ((network = json_object_get(body, "network")) && !json_is_null(network)) {
+		if (!(net = malloc(sizeof(*net)))) {
+			aas_reply_saas(out, SAAS_ENOMEM);
+			goto out;
+		}
+		if (!network_field(network, net, out))
+			goto out;
+		o.network_spec = &net->spec;
+	}
+	if (present && o.timeout_s <= 0) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"timeout\" must be a positive number of seconds");
+		goto out;
+	}
+	t0 = mono_s();
+	rc = saas_sandbox_create(&sb, r->client, &o, 0);
+	aas_metrics_create(rc, mono_s() - t0);
+	if (rc < 0) {
+		aas_reply_saas(out, rc);
+		goto out;
+	}
+	/*
+	 * The client left while the VM was made (a killed aas-mcp or CLI, a
+	 * client's timeout): nobody learns the id, and the sandbox would run and
+	 * bill until it expires. Destroy it now; the answer goes nowhere.
+	 */
+	if (aas_client_gone(r)) {
+		if ((rc = saas_sandbox_destroy(NULL, r->client, sb->id, 0)) < 0)
+			aas_log(SAAS_LOG_WARN, "sandbox %s: the client left before it was ready; cannot destroy it (%s), it "
+			        "runs until it expires", sb->id, saas_error_last()->message);
+		else
+			aas_log(SAAS_LOG_INFO, "sandbox %s: the client left before it was ready; destroyed", sb->id);
+		aas_reply_error(out, 499, "client_closed", "the client closed the connection; the sandbox was destroyed");
+		goto out;
+	}
+	reply_sandbox(out, 201, sb);
+out:
+	saas_sandbox_free(sb);
+	free(net);
+	json_decref(body);
+}
+
+/*
+ * PUT, not PATCH: the body is the whole policy, replacing the one before
+ * (nothing is merged), and sending it twice leaves the same policy.
+ */
+void aas_h_sandbox_network_set(struct aas_req *r, struct aas_reply *out)
+{
+	saas__wire_network_req *net = NULL;
+	saas_sandbox *sb = NULL;
+	json_t *body = NULL;
+	int rc;
+
+	if (!aas_body_object(r, out, &body))
+		goto out;
+	if (!(net = malloc(sizeof(*net)))) {
+		aas_reply_saas(out, SAAS_ENOMEM);
+		goto out;
+	}
+	if (!network_field(body, net, out))
+		goto out;
+	if ((rc = saas_sandbox_network_set(&sb, r->client, r->route_id, &net->spec, 0)) < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+out:
+	saas_sandbox_free(sb);
+	free(net);
+	json_decref(body);
+}
+
+void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
+{
+	const char *status, *cursor;
+	saas_sandbox_list *list = NULL;
+	unsigned int flags = 0, limit = 0;
+	json_t *o;
+	int rc;
+
+	if (!aas_query(r, "status", &status, out) || !aas_query(r, "cursor", &cursor, out) ||
+	    !aas_query_uint(r, "limit", 1, 1000, &limit, out))
+		return;
+	if (status && strcmp(status, "active") == 0) {
+		flags = SAAS_LIST_ACTIVE;
+	} else if (status && strcmp(status, "destroyed") == 0) {
+		flags = SAAS_LIST_DESTROYED;
+	} else if (status && strcmp(status, "ready") != 0 && strcmp(status, "all") != 0 && *status) {
+		aas_reply_error(out, 400, "invalid_argument",
+		                "status must be one of active, ready, destroyed, all");
+		return;
+	} else if (status && strcmp(status, "ready") == 0) {
+		flags = SAAS_LIST_ACTIVE;
+	}
+	if (cursor && !*cursor)
+		cursor = NULL;
+	if ((rc = saas_sandbox_list_get(&list, r->client, cursor, limit, flags)) < 0) {
+		aas_reply_saas(out, rc);
+		return;
+	}
+	/* ready: the active ones that are ready (not creating); the rest leave the list. */
+	if (status && strcmp(status, "ready") == 0) {
+		size_t n = 0;
+		for (size_t i = 0; i < list->count; i++) {
+			if (list->items[i]->status == SAAS_SANDBOX_READY)
+				list->items[n++] = list->items[i];
+			else
+				saas_sandbox_free(list->items[i]);
+		}
+		list->count = n;
+	}
+	o = saas__wire_sandbox_list(list);
+	saas_sandbox_list_free(list);
+	aas_reply_json(out, 200, o);
+}
+
+void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_get(&sb, r->client, r->route_id);
+
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+	saas_sandbox_free(sb);
+}
+
+void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_destroy(&sb, r->client, r->route_id, 0);
+
+	if (rc < 0) {
+		aas_reply_saas(out, rc);
+	} else {
+		aas_preview_revoke(r->route_id, 0);
+		aas_metrics_destroy();
+		aas_reply_json(out, 200, saas__wire_sandbox(sb));
+	}
+	saas_sandbox_free(sb);
+}
+
+void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	json_t *body = NULL;
+	int64_t seconds = 0;
+	bool present;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "seconds", &seconds, &present, out))
+		goto out;
+	if (!present) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"seconds\" is required");
+		goto out;
+	}
+	if ((rc = saas_sandbox_extend(&sb, r->client, r->route_id, seconds, 0)) < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+out:
+	saas_sandbox_free(sb);
+	json_decref(body);
+}
+
+/*
+ * POST /v1/sandboxes/{id}/fork {"count": N, "timeout": S, "network": ...}:
+ * N (1 to SAAS_FORK_MAX, default 1) children, all or none, as a list.
+ */
+void aas_h_sandbox_fork(struct aas_req *r, struct aas_reply *out)
+{
+	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
+	saas__wire_network_req *net = NULL;
+	saas_sandbox_list *kids = NULL;
+	json_t *body = NULL, *network;
+	int64_t count = 1;
+	bool present, timeout_present;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "count", &count, &present, out) ||
+	    !aas_field_int(body, "timeout", &o.timeout_s, &timeout_present, out))
+		goto out;
+	if (present && (count < 1 || count > SAAS_FORK_MAX)) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"count\" must be from 1 to %d", SAAS_FORK_MAX);
+		goto out;
+	}
+	if (timeout_present && o.timeout_s <= 0) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"timeout\" must be a positive number of seconds");
+		goto out;
+	}
+	/* The children's egress; absent or null: the parent's. */
+	if ((network = json_object_get(body, "network")) && !json_is_null(network)) {
+		if (!(net = malloc(sizeof(*net)))) {
+			aas_reply_saas(out, SAAS_ENOMEM);
+			goto out;
+		}
+		if (!network_field(network, net, out))
+			goto out;
+		o.network_spec = &net->spec;
+	}
+	if ((rc = saas_sandbox_fork(&kids, r->client, r->route_id, (unsigned int)count, &o, 0)) < 0) {
+		aas_reply_saas(out, rc);
+		goto out;
+	}
+	/* As after a create (aas_h_sandbox_create): nobody learns the ids, so nothing may run on. */
+	if (aas_client_gone(r)) {
+		for (size_t i = 0; i < kids->count; i++)
+			if (saas_sandbox_destroy(NULL, r->client, kids->items[i]->id, 0) < 0)
+				aas_log(SAAS_LOG_WARN, "sandbox %s: the client left before the fork ended; cannot destroy it "
+				        "(%s), it runs until it expires", kids->items[i]->id, saas_error_last()->message);
+		aas_reply_error(out, 499, "client_closed", "the client closed the connection; the children were destroyed");
+		goto out;
+	}
+	aas_reply_json(out, 201, saas__wire_sandbox_list(kids));
+out:
+	saas_sandbox_list_free(kids);
+	free(net);
+	json_decref(body);
+}
+
+/* POST /v1/sandboxes/{id}/pause and /resume: no body (an empty JSON object is fine too). */
+void aas_h_sandbox_pause(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_pause(&sb, r->client, r->route_id, 0);
+
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+	saas_sandbox_free(sb);
+}
+
+void aas_h_sandbox_resume(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	int rc = saas_sandbox_resume(&sb, r->client, r->route_id, 0);
+
+	if (rc < 0)
+		aas_reply_saas(out, rc);
+	else
+		reply_sandbox(out, 200, sb);
+	saas_sandbox_free(sb);
+}
+
+void aas_h_port_expose(struct aas_req *r, struct aas_reply *out)
+{
+	json_t *body = NULL;
+	int64_t port = 0;
+	bool present;
+	char *url = NULL;
+	int rc;
+
+	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "port", &port, &present, out))
+		goto out;
+	if (!present || port < 1 || port > 65535) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"port\" must be a port number from 1 to 65535");
+		goto out;
+	}
+	if ((rc = saas_port_expose(&url, r->client, r->route_id, (unsigned int)port, 0)) < 0) {
+		aas_reply_saas(out, rc);
+		goto out;
+	}
+	aas_reply_json(out, 200, saas__wire_port(r->route_id, (unsigned int)port, url));
+out:
+	saas_free(url);
+	json_decref(body);
+}
+
+/* The sandbox's exposed ports, as its own object lists them (one encoder for both). */
+void aas_h_port_list(struct aas_req *r, struct aas_reply *out)
+{
+	saas_sandbox *sb = NULL;
+	json_t *o = NULL;
+	int rc = saas_sandbox_get(&sb, r->client, r->route_id);
+
+	if (rc < 0) {
+		aas_reply_saas(out, rc);
+		return;
+	}
+	if ((o = saas__wire_sandbox(sb)))
+		aas_reply_json(out, 200, json_pack("{s:s,s:O}", "sandbox_id", sb->id, "ports", json_object_get(o, "ports")));
+	else
+		aas_reply_saas(out, SAAS_ENOMEM);
+	json_decref(o);
+	saas_sandbox_free(sb);
+}
+
+void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out)
+{
+	const char *seg = strrchr(r->path, '/') + 1; /* the route matched ".../ports/{port}" */
+	char *end;
+	unsigned long port;
+	int rc;
+
+	errno = 0;
+	port = strtoul(seg, &end, 10);
+	if (!isdigit((unsigned char)*seg) || *end || errno || port < 1 || port > 65535) {
+		aas_reply_error(out, 400, "invalid_argument", "the port in the path must be a number from 1 to 65535");
+		return;
+	}
+	if ((rc = saas_port_unexpose(r->client, r->route_id, (unsigned int)port)) < 0) {
+		aas_reply_saas(out, rc);
+		return;
+	}
+	/* Its URL already opens nothing new; now close what it holds open. */
+	aas_preview_revoke(r->route_id, (unsigned int)port);
+	aas_reply_json(out, 200, json_pack("{s:s,s:I,s:b}", "sandbox_id", r->route_id, "port", (json_int_t)port,
+	                                   "exposed", 0));
+}

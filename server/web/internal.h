@@ -1,0 +1,106 @@
+/*
+ * What the pages' files share and no other room may call: the built-in
+ * files, the password hashes' turns, forms, sessions and who is looking.
+ * The page buffer and shell are html.h's.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_WEB_INTERNAL_H
+#define AAS_WEB_INTERNAL_H
+
+#include "config.h"
+#include "server.h"
+#include "web/web.h"
+
+/* ---- built-in files (pages.c) ---- */
+
+/* A file built into the binary (embed_files.cmake): its path in the source tree, its bytes (NUL-terminated). */
+struct aas_embedded_file {
+	const char *path;
+	const char *text;
+	size_t len;
+};
+/* README.md, the docs/ pages and bench/RESULTS.md, by their path in the repository (docs_data.c, generated). */
+extern const struct aas_embedded_file aas_embedded_docs[];
+extern const size_t aas_embedded_docs_count;
+/* server/static/: the style sheet and the viewer's start, by file name (static_data.c, generated). */
+extern const struct aas_embedded_file aas_embedded_static[];
+extern const size_t aas_embedded_static_count;
+
+/* ---- accounts for people (people.c) ---- */
+
+/* The default of --max-password-hashes: the machine's CPUs, at most AAS_PASSWORD_HASHES_MAX. */
+unsigned int aas_password_hashes_default(void);
+/* How long a log-in or sign-up waits for a hash's turn before 503 (as many may wait as may run). */
+#define AAS_HASH_WAIT_MS 1000
+/*
+ * Take a turn to hash (within --max-password-hashes, waiting at most
+ * AAS_HASH_WAIT_MS): true, then aas_hash_leave() after; false when the server
+ * is busy (aas_reply_hash_busy() says so).
+ */
+bool aas_hash_enter(void);
+void aas_hash_leave(void);
+/* 503 with Retry-After: every password hash's turn is taken. */
+void aas_reply_hash_busy(struct aas_req *r, struct aas_reply *out);
+bool aas_password_verify(const char *hash, const char *password);
+
+/* A parsed form: fields point into its own copy of the body. */
+#define AAS_FORM_FIELDS_MAX 16
+struct aas_form {
+	char *buf;
+	size_t len;                      /* of buf, whose fields are NUL-separated once parsed */
+	size_t n;
+	const char *name[AAS_FORM_FIELDS_MAX];
+	const char *value[AAS_FORM_FIELDS_MAX];
+};
+/*
+ * Parse an application/x-www-form-urlencoded body of len bytes into f:
+ * SAAS_OK, SAAS_EINVAL (a NUL, a field given twice, more than
+ * AAS_FORM_FIELDS_MAX, a bad %-escape or "%00") with *why the page's words for
+ * it, or SAAS_ENOMEM. f is empty on failure; aas_form_free() it either way.
+ */
+int aas_form_decode(struct aas_form *f, const char *body, size_t len, const char **why);
+/* Parse the request's form body; false after replying 400 (a field twice, too many, a NUL, bad %-escapes). */
+bool aas_form_parse(struct aas_req *r, struct aas_reply *out, struct aas_form *f);
+/* A field's value, or NULL when absent. */
+const char *aas_form_get(const struct aas_form *f, const char *name);
+void aas_form_free(struct aas_form *f);
+
+/* Who is looking at a page: the session's user, its account's client and the session's CSRF token. */
+struct aas_viewer {
+	saas_user *user;
+	saas_client *client;
+	char csrf[65];
+};
+/*
+ * The viewer of a page from its session cookie. false when there is none
+ * (or it ended): then, if `required`, a 303 to /login has been replied.
+ */
+bool aas_viewer_get(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, bool required);
+void aas_viewer_free(struct aas_viewer *v);
+/* The page shell's description of the viewer (v may be NULL: nobody signed in). */
+struct aas_page;
+void aas_viewer_page(const struct aas_viewer *v, struct aas_page *page, const char *title, const char *nav);
+/*
+ * May this state-changing form post be acted on? Its Origin (or
+ * Sec-Fetch-Site) must be this server's own, and its "csrf" field `token`.
+ * false after replying 403.
+ */
+bool aas_form_allowed(struct aas_req *r, struct aas_reply *out, const struct aas_form *f, const char *token);
+/* 303 See Other to `location` (a path of ours), the end of every form post that worked. */
+void aas_reply_redirect(struct aas_reply *out, const char *location);
+/* The session token the request's cookie holds, or NULL. */
+const char *aas_session_token(struct aas_req *r);
+/* The CSRF token of a session: a hash of its token, domain-separated from the hash the store keeps. */
+void aas_session_csrf(char out[65], const char *token);
+/* Set (token non-NULL, for max_age_s) or clear the session cookie on a reply. */
+void aas_session_cookie(struct aas_reply *out, const char *token, unsigned int max_age_s);
+/* The "before log-in" token of the sign-up and log-in forms (a cookie of its own): read, or make and set. */
+bool aas_prelogin_token(struct aas_req *r, char out[65], bool make);
+void aas_prelogin_cookie(struct aas_reply *out, const char *token);
+/* Take one log-in attempt for this address and e-mail; false after a 429 page. */
+bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email);
+const struct aas_config *aas_people_config(void);
+saas_engine *aas_people_engine(void);
+
+#endif

@@ -1,0 +1,519 @@
+/*
+ * The service's own pages: / (what this server is), /docs (the quick start
+ * and the guides, the repository's Markdown as built in), /docs/api (the
+ * interactive reference of /openapi.json), /docs/limits (this server's sizes,
+ * prices and limits, and the measured startup times), /security (the
+ * security model), and /static/ (the style sheet and the viewer's files).
+ *
+ * Everything is served by this server: the Markdown and the style sheet are
+ * built into the binary (embed_files.cmake), so they always match its
+ * version; the API viewer (Swagger UI) is installed beside it by the
+ * scripts, from npm, and served read-only from --docs-viewer: a page
+ * without it still lists the operations.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "web/html.h"
+#include "web/internal.h"
+
+/* One document of the repository and its page. */
+struct doc {
+	const struct aas_embedded_file *file;
+	char *url;   /* "/docs/rest" */
+	char *title; /* its first heading's text */
+	char *html;  /* rendered once, at start */
+};
+
+static const struct aas_config *config;
+static struct doc *docs;
+static size_t ndocs;
+static char *viewer_dir;
+static char *operations_html; /* the operations of openapi.json, as a table: the page without the viewer */
+
+/* The files the viewer's page loads, and the only ones /static/viewer/ serves. */
+static const struct {
+	const char *name, *type;
+} viewer_files[] = {
+	{ "swagger-ui-bundle.js", "text/javascript; charset=utf-8" },
+	{ "swagger-ui.css", "text/css; charset=utf-8" },
+};
+/* Where they are under --docs-viewer: the npm package's own layout, as `npm ci` left it. */
+#define VIEWER_PACKAGE "node_modules/swagger-ui-dist"
+
+/*
+ * The page of each document: the README is the quick start (/docs), the
+ * security model has its own place (/security), the benchmark results are
+ * part of /docs/limits, and the C API's guide (docs/api.md) gives /docs/api
+ * to the REST reference. Every other docs/NAME.md is /docs/NAME.
+ */
+static char *url_for(const char *path)
+{
+	static const struct {
+		const char *path, *url;
+	} fixed[] = {
+		{ "README.md", "/docs" },
+		{ "docs/security.md", "/security" },
+		{ "bench/RESULTS.md", "/docs/limits" },
+		{ "docs/api.md", "/docs/c-api" },
+	};
+	size_t n = strlen(path);
+	char *url;
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (strcmp(path, fixed[i].path) == 0)
+			return strdup(fixed[i].url);
+	if (strncmp(path, "docs/", 5) != 0 || n < 9 || strcmp(path + n - 3, ".md") != 0 || strchr(path + 5, '/'))
+		return NULL;
+	if (asprintf(&url, "/docs/%.*s", (int)(n - 8), path + 5) < 0)
+		return NULL;
+	return url;
+}
+
+static const char *doc_url(const char *path)
+{
+	for (size_t i = 0; i < ndocs; i++)
+		if (strcmp(docs[i].file->path, path) == 0)
+			return docs[i].url;
+	return strcmp(path, "server/openapi.json") == 0 ? "/openapi.json" : NULL;
+}
+
+static const struct doc *doc_at(const char *url)
+{
+	for (size_t i = 0; i < ndocs; i++)
+		if (strcmp(docs[i].url, url) == 0)
+			return &docs[i];
+	return NULL;
+}
+
+/* The operations of the OpenAPI document as a table, for readers without the viewer (or JavaScript). */
+static char *operations_table(void)
+{
+	static const char *const methods[] = { "get", "post", "put", "delete", "patch" };
+	json_t *doc = json_loads(aas_openapi_json, 0, NULL), *paths = json_object_get(doc, "paths"), *ops;
+	struct aas_html h = { 0 };
+	const char *path;
+
+	if (!json_is_object(paths)) {
+		json_decref(doc);
+		return NULL;
+	}
+	aas_html_raw(&h, "<table class=\"operations\"><caption>Operations of the REST API</caption>"
+	                 "<thead><tr><th scope=\"col\">Method</th><th scope=\"col\">Path</th>"
+	                 "<th scope=\"col\">What it does</th></tr></thead><tbody>");
+	json_object_foreach(paths, path, ops) {
+		for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+			json_t *op = json_object_get(ops, methods[i]);
+			char upper[8];
+			size_t k;
+
+			if (!op)
+				continue;
+			for (k = 0; methods[i][k] && k + 1 < sizeof(upper); k++)
+				upper[k] = (char)(methods[i][k] - 'a' + 'A');
+			upper[k] = '\0';
+			aas_html_printf(&h, "<tr><td><code>%s</code></td><td><code>%s</code></td><td>%s</td></tr>", upper, path,
+			                json_string_value(json_object_get(op, "summary")));
+		}
+	}
+	aas_html_raw(&h, "</tbody></table>");
+	json_decref(doc);
+	if (h.failed)
+		aas_html_free(&h);
+	return h.buf;
+}
+
+/* The executable's directory joined with AAS_DOCS_VIEWER_RELATIVE: a build tree and an install each find their own. */
+static char *default_viewer_dir(void)
+{
+	char exe[PATH_MAX], *slash, *dir;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	if (!(slash = strrchr(exe, '/')))
+		return NULL;
+	*slash = '\0';
+	if (asprintf(&dir, "%s/%s", exe, AAS_DOCS_VIEWER_RELATIVE) < 0)
+		return NULL;
+	return dir;
+}
+
+/* Is the viewer there now? Asked at each request: installing it needs no restart. */
+static bool viewer_installed(void)
+{
+	char path[PATH_MAX];
+
+	if (!viewer_dir)
+		return false;
+	snprintf(path, sizeof(path), "%s/" VIEWER_PACKAGE "/%s", viewer_dir, viewer_files[0].name);
+	return access(path, R_OK) == 0;
+}
+
+int aas_pages_init(const struct aas_config *cfg)
+{
+	config = cfg;
+	if (!(docs = calloc(aas_embedded_docs_count, sizeof(*docs))))
+		goto oom;
+	/* Every URL first: a document's links may name one rendered after it. */
+	for (size_t i = 0; i < aas_embedded_docs_count; i++) {
+		docs[ndocs].file = &aas_embedded_docs[i];
+		if ((docs[ndocs].url = url_for(aas_embedded_docs[i].path)))
+			ndocs++;
+	}
+	for (size_t i = 0; i < ndocs; i++) {
+		docs[i].html = aas_markdown_html(docs[i].file->text, docs[i].file->len, docs[i].file->path, doc_url,
+		                                 &docs[i].title);
+		if (!docs[i].html)
+			goto oom;
+	}
+	if (!(operations_html = operations_table()))
+		goto oom;
+	viewer_dir = cfg->docs_viewer ? strdup(cfg->docs_viewer) : default_viewer_dir();
+	if (!viewer_dir && cfg->docs_viewer)
+		goto oom;
+	if (viewer_installed())
+		aas_log(SAAS_LOG_INFO, "/docs/api: the API viewer in %s", viewer_dir);
+	else
+		aas_log(SAAS_LOG_INFO, "/docs/api: no API viewer in %s (it lists the operations instead; docs/pages.md)",
+		        viewer_dir ? viewer_dir : "(no directory)");
+	return 0;
+oom:
+	aas_log(SAAS_LOG_ERROR, "out of memory rendering the docs pages");
+	aas_pages_free();
+	return -1;
+}
+
+void aas_pages_free(void)
+{
+	for (size_t i = 0; i < ndocs; i++) {
+		free(docs[i].url);
+		free(docs[i].title);
+		free(docs[i].html);
+	}
+	free(docs);
+	docs = NULL;
+	ndocs = 0;
+	free(viewer_dir);
+	viewer_dir = NULL;
+	free(operations_html);
+	operations_html = NULL;
+	config = NULL;
+}
+
+/* ---- the pages ---- */
+
+/* "5.000000" -> "5.00", "0.012500" -> "0.0125": dollars with the cents always, and no zeros past them. */
+static const char *usd(char buf[32], int64_t micro)
+{
+	char *dot, *end;
+
+	saas_usd_format(buf, 32, micro);
+	if ((dot = strchr(buf, '.'))) {
+		end = buf + strlen(buf);
+		while (end > dot + 3 && end[-1] == '0')
+			*--end = '\0';
+	}
+	return buf;
+}
+
+/* A length of time as people say it: "1 h", "30 min", "90 s". */
+static void duration(struct aas_html *h, int64_t s)
+{
+	if (s >= 86400 && s % 86400 == 0)
+		aas_html_printf(h, "%lld d", (long long)(s / 86400));
+	else if (s >= 3600 && s % 3600 == 0)
+		aas_html_printf(h, "%lld h", (long long)(s / 3600));
+	else if (s >= 60 && s % 60 == 0)
+		aas_html_printf(h, "%lld min", (long long)(s / 60));
+	else
+		aas_html_printf(h, "%lld s", (long long)s);
+}
+
+static void guides_nav(struct aas_html *h, const char *current)
+{
+	aas_html_raw(h, "<nav class=\"guides\" aria-label=\"Guides\"><h2>Guides</h2><ul>");
+	for (size_t i = 0; i < ndocs; i++) {
+		if (strcmp(docs[i].url, "/docs/limits") == 0)
+			continue; /* the benchmark results are part of the limits page, linked from the main navigation */
+		aas_html_printf(h, "<li><a href=\"%s\"", docs[i].url);
+		if (current && strcmp(current, docs[i].url) == 0)
+			aas_html_raw(h, " aria-current=\"page\"");
+		aas_html_printf(h, ">%s</a></li>", docs[i].title);
+	}
+	aas_html_raw(h, "<li><a href=\"/docs/api\">Interactive API reference</a></li>"
+	                "<li><a href=\"/docs/limits\">Limits and startup times</a></li></ul></nav>");
+}
+
+/* A document's page: its rendered Markdown beside the list of guides. */
+static void doc_page(struct aas_reply *out, const struct doc *d, const char *nav)
+{
+	struct aas_html h = { 0 };
+
+	aas_html_begin(&h, &(struct aas_page){ .title = d->title, .nav = nav });
+	aas_html_raw(&h, "<div class=\"doc-layout\"><article class=\"doc\">");
+	aas_html_raw(&h, d->html);
+	aas_html_raw(&h, "</article>");
+	guides_nav(&h, d->url);
+	aas_html_raw(&h, "</div>");
+	aas_html_end(&h);
+	aas_reply_html(out, 200, &h);
+}
+
+static void not_found_page(struct aas_reply *out, const char *path)
+{
+	struct aas_html h = { 0 };
+
+	aas_html_begin(&h, &(struct aas_page){ .title = "No such page", .nav = "docs" });
+	aas_html_printf(&h, "<p>This server has no page at <code>%s</code>. The guides it has:</p>", path);
+	guides_nav(&h, NULL);
+	aas_html_end(&h);
+	aas_reply_html(out, 404, &h);
+}
+
+void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
+{
+	const saas_engine_info *info = aas_service_info();
+	struct aas_html h = { 0 };
+	char credit[32];
+
+	(void)r;
+	aas_html_begin(&h, &(struct aas_page){ .title = "Sandboxes as a service", .nav = "home" });
+	aas_html_raw(&h, "<p class=\"lead\">This server runs <strong>libsaas</strong>: isolated sandboxes on demand, "
+	                 "each a virtual machine of its own. Create one, run commands in it, move files in and out, "
+	                 "share a server running inside it, and destroy it, through a REST API, MCP for agents, or "
+	                 "the <code>aas</code> command line. You pay for the time a sandbox runs, from your credit.</p>");
+	aas_html_raw(&h, "<h2>Start here</h2><ul class=\"cards\">"
+	                 "<li><a href=\"/signup\">Sign up</a><p>Make an account with your email, when this server's "
+	                 "operator has opened sign-up.");
+	if (info && info->new_account_credit_usd_micro > 0)
+		aas_html_printf(&h, " New accounts start with $%s of credit, and no card.",
+		                usd(credit, info->new_account_credit_usd_micro));
+	aas_html_raw(&h, "</p></li>"
+	                 "<li><a href=\"/login\">Log in</a><p>To your dashboard: API keys, sandboxes, usage and "
+	                 "balance.</p></li>"
+	                 "<li><a href=\"/dashboard/keys\">Dashboard → API keys</a><p>Make the key that every API "
+	                 "request and MCP client sends.</p></li>"
+	                 "<li><a href=\"/docs\">Quick start and guides</a><p>From a key to a sandbox running your "
+	                 "command, then the REST API, MCP, the command line and the C library.</p></li>"
+	                 "<li><a href=\"/docs/api\">API reference</a><p>Every operation, interactive, from "
+	                 "<a href=\"/openapi.json\">/openapi.json</a> (OpenAPI 3.0).</p></li>"
+	                 "<li><a href=\"/docs/mcp\">MCP for agents</a><p>Streamable HTTP at <code>/v1/mcp</code>, "
+	                 "or the stdio server <code>aas-mcp</code>.</p></li>"
+	                 "<li><a href=\"/docs/limits\">Limits and prices</a><p>Sizes, prices and limits in force "
+	                 "here, and the measured startup times.</p></li>"
+	                 "<li><a href=\"/security\">Security model</a><p>What isolates one sandbox from another and "
+	                 "from this host.</p></li></ul>");
+	aas_html_raw(&h, "<h2>A first sandbox</h2><p>With a key from the dashboard, the API is at <code>/v1</code> "
+	                 "on this server:</p><pre><code>export AAS_API_KEY=aas_sk_...\n"
+	                 "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
+	                 "     -H 'Content-Type: application/json' -d '{}' $AAS_BASE_URL/v1/sandboxes\n"
+	                 "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
+	                 "     -H 'Content-Type: application/json' -d '{\"command\": \"uname -a\"}' \\\n"
+	                 "     $AAS_BASE_URL/v1/sandboxes/SANDBOX_ID/exec</code></pre>"
+	                 "<p>where <code>AAS_BASE_URL</code> is this server's address, as in your browser's address "
+	                 "bar. What the server offers, without a key: <a href=\"/v1/service\">/v1/service</a>.</p>");
+	aas_html_end(&h);
+	aas_reply_html(out, 200, &h);
+}
+
+void aas_h_page_docs(struct aas_req *r, struct aas_reply *out)
+{
+	const struct doc *d = doc_at("/docs");
+
+	if (!d) {
+		not_found_page(out, r->path);
+		return;
+	}
+	doc_page(out, d, "docs");
+}
+
+void aas_h_page_doc(struct aas_req *r, struct aas_reply *out)
+{
+	const struct doc *d = doc_at(r->path);
+
+	/* The limits and the security model have pages of their own, with other names. */
+	if (!d || strcmp(d->url, "/docs/limits") == 0) {
+		not_found_page(out, r->path);
+		return;
+	}
+	doc_page(out, d, "docs");
+}
+
+void aas_h_page_security(struct aas_req *r, struct aas_reply *out)
+{
+	const struct doc *d = doc_at("/security");
+
+	if (!d) {
+		not_found_page(out, r->path);
+		return;
+	}
+	doc_page(out, d, "security");
+}
+
+void aas_h_page_api(struct aas_req *r, struct aas_reply *out)
+{
+	struct aas_html h = { 0 };
+
+	(void)r;
+	aas_html_begin(&h, &(struct aas_page){ .title = "API reference", .nav = "api" });
+	aas_html_raw(&h, "<p>The REST API of this server, from its OpenAPI document <a href=\"/openapi.json\">"
+	                 "/openapi.json</a>. Every request but a few sends an API key: "
+	                 "<code>Authorization: Bearer aas_sk_...</code>. The guide to it, with the errors and the "
+	                 "limits, is <a href=\"/docs/rest\">The REST API</a>.</p>");
+	if (viewer_installed()) {
+		aas_html_raw(&h, "<p>“Authorize” with a key to try an operation: the request goes to this server, "
+		                 "and the key stays in this page.</p>"
+		                 "<link rel=\"stylesheet\" href=\"/static/viewer/swagger-ui.css\">"
+		                 "<div id=\"swagger-ui\" class=\"api-viewer\"></div><noscript><p>The interactive "
+		                 "reference needs JavaScript; without it, the operations are:</p>");
+		aas_html_raw(&h, operations_html);
+		aas_html_raw(&h, "</noscript><script src=\"/static/viewer/swagger-ui-bundle.js\"></script>"
+		                 "<script src=\"/static/api.js\"></script>");
+	} else {
+		aas_html_raw(&h, "<p class=\"notice\" role=\"note\">The interactive viewer is not installed on this "
+		                 "server; its operator installs it with the scripts (see <a href=\"/docs/pages\">The "
+		                 "service's pages</a>). Meanwhile, here are the operations; any OpenAPI tool reads "
+		                 "<a href=\"/openapi.json\">/openapi.json</a>.</p>");
+		aas_html_raw(&h, operations_html);
+	}
+	aas_html_end(&h);
+	aas_reply_html(out, 200, &h);
+}
+
+void aas_h_page_limits(struct aas_req *r, struct aas_reply *out)
+{
+	const saas_engine_info *info = aas_service_info();
+	const struct doc *results = doc_at("/docs/limits");
+	struct aas_html h = { 0 };
+	char buf[32];
+
+	(void)r;
+	aas_html_begin(&h, &(struct aas_page){ .title = "Limits, prices and startup times", .nav = "limits" });
+	aas_html_raw(&h, "<p>What this server allows each account, as it runs now (an operator may set other "
+	                 "limits for one account: <code>GET /v1/account</code> gives yours).</p>");
+	aas_html_raw(&h, "<h2 id=\"sizes\">Sizes and prices</h2><table><caption>Size classes</caption><thead><tr>"
+	                 "<th scope=\"col\">Size</th><th scope=\"col\">vCPUs</th><th scope=\"col\">Memory</th>"
+	                 "<th scope=\"col\">Disk</th><th scope=\"col\">Price per hour</th></tr></thead><tbody>");
+	for (size_t i = 0; info && i < info->nsizes; i++) {
+		const saas_size *s = info->sizes[i];
+		aas_html_printf(&h, "<tr><th scope=\"row\">%s%s</th><td>%u</td><td>%u MiB</td><td>%u GiB</td><td>$%s</td></tr>",
+		                s->name, strcmp(s->name, info->default_size) == 0 ? " (default)" : "", s->vcpus,
+		                s->memory_mb, s->disk_gb, usd(buf, s->usd_micro_per_hour));
+	}
+	aas_html_raw(&h, "</tbody></table><p>A sandbox is charged by the second while it exists.");
+	if (info && info->new_account_credit_usd_micro > 0)
+		aas_html_printf(&h, " A new account starts with $%s of credit.", usd(buf, info->new_account_credit_usd_micro));
+	if (info)
+		aas_html_printf(&h, " The default image is <code>%s</code>.", info->default_image);
+	aas_html_raw(&h, "</p>");
+	if (info && info->limits) {
+		const saas_limits *l = info->limits;
+		aas_html_raw(&h, "<h2 id=\"limits\">Limits per account</h2><dl class=\"limits\">");
+		aas_html_printf(&h, "<dt>Sandboxes at once</dt><dd>%u</dd>", l->max_sandboxes);
+		aas_html_raw(&h, "<dt>Lifetime of a sandbox</dt><dd>");
+		duration(&h, l->default_timeout_s);
+		aas_html_raw(&h, " unless the create asks for another; at most ");
+		duration(&h, l->max_timeout_s);
+		aas_html_raw(&h, " from now, extendable</dd><dt>Credit a create needs</dt><dd>");
+		duration(&h, l->min_balance_s);
+		aas_html_printf(&h, " of the size's price</dd><dt>Commands running at once</dt><dd>%u</dd>"
+		                    "<dt>Creates per minute</dt><dd>%u</dd><dt>API requests per second, per key</dt>"
+		                    "<dd>%u (bursts of 2 s)</dd><dt>Finished commands and their output are kept</dt><dd>",
+		                l->max_executions, l->creates_per_minute, l->requests_per_second);
+		duration(&h, l->execution_retention_s);
+		aas_html_raw(&h, "</dd></dl>");
+	}
+	aas_html_raw(&h, "<h2 id=\"server\">Limits of this server</h2><dl class=\"limits\">");
+	aas_html_printf(&h, "<dt>Requests per second from one address without a valid key</dt><dd>%u</dd>"
+	                    "<dt>Connections one address holds at once</dt><dd>%u</dd>"
+	                    "<dt>Largest file moved in or out</dt><dd>%lld MiB</dd>"
+	                    "<dt>Largest JSON request body</dt><dd>%zu MiB</dd>"
+	                    "<dt>Terminals open at once</dt><dd>%u per sandbox, %u per account</dd>"
+	                    "<dt>Largest frame a terminal's client sends</dt><dd>%u bytes</dd>"
+	                    "<dt>A terminal is closed after</dt><dd>%u s silent both ways, or %u s of its shell "
+	                    "taking none of its input</dd></dl>",
+	                config->address_rate, config->per_ip_connections, (long long)(SAAS_FILE_MAX >> 20),
+	                AAS_JSON_BODY_MAX >> 20, config->pty_per_sandbox, config->pty_per_account, config->pty_frame_max,
+	                config->pty_idle_timeout_s, config->pty_write_timeout_s);
+	aas_html_raw(&h, "<h2 id=\"startup\">Measured startup times</h2><p>These figures were measured by the "
+	                 "project's benchmark (<code>bench/run</code>) on the machine and the date each section "
+	                 "names, not on this server: they are the results this build was made with. Your server's own "
+	                 "depend on its CPU (KVM or not), its disks and its warm pools.</p>");
+	if (results)
+		aas_html_raw(&h, results->html);
+	aas_html_end(&h);
+	aas_reply_html(out, 200, &h);
+}
+
+/* ---- static files ---- */
+
+static void static_reply(struct aas_reply *out, struct MHD_Response *resp, const char *type)
+{
+	out->status = 200;
+	out->response = resp;
+	if (!resp) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return;
+	}
+	MHD_add_response_header(resp, "Content-Type", type);
+	aas_reply_common_headers(resp);
+}
+
+/* The name after the route's prefix: one path segment (the router matched it as one). */
+static const char *file_name(struct aas_req *r, const char *prefix)
+{
+	return r->path + strlen(prefix);
+}
+
+void aas_h_static(struct aas_req *r, struct aas_reply *out)
+{
+	const char *name = file_name(r, "/static/");
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < aas_embedded_static_count; i++) {
+		const struct aas_embedded_file *f = &aas_embedded_static[i];
+		if (strcmp(f->path, name) != 0)
+			continue;
+		static_reply(out, MHD_create_response_from_buffer(f->len, (void *)f->text, MHD_RESPMEM_PERSISTENT),
+		             n > 4 && strcmp(name + n - 4, ".css") == 0 ? "text/css; charset=utf-8"
+		                                                        : "text/javascript; charset=utf-8");
+		return;
+	}
+	aas_reply_error(out, 404, "not_found", "no static file %s", name);
+}
+
+/* Only the viewer's files named in viewer_files, read from its directory as they are now. */
+void aas_h_static_viewer(struct aas_req *r, struct aas_reply *out)
+{
+	const char *name = file_name(r, "/static/viewer/");
+	char path[PATH_MAX];
+	struct stat st;
+	int fd = -1;
+
+	for (size_t i = 0; i < sizeof(viewer_files) / sizeof(viewer_files[0]); i++) {
+		if (strcmp(viewer_files[i].name, name) != 0)
+			continue;
+		if (!viewer_dir ||
+		    snprintf(path, sizeof(path), "%s/" VIEWER_PACKAGE "/%s", viewer_dir, name) >= (int)sizeof(path) ||
+		    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+			break;
+		struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+		if (!resp)
+			close(fd); /* else the response owns it */
+		static_reply(out, resp, viewer_files[i].type);
+		return;
+	}
+	if (fd >= 0)
+		close(fd);
+	aas_reply_error(out, 404, "not_found", "no viewer file %s (is the API viewer installed? see /docs/pages)", name);
+}
