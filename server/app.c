@@ -16,6 +16,7 @@
 #include "app.h"
 #include "admin/admin.h"
 #include "api/api.h"
+#include "e2b/e2b.h"
 #include "mcp/mcp_http.h"
 #include "preview/preview.h"
 #include "web/web.h"
@@ -127,7 +128,7 @@ int aas_start(const struct aas_config *cfg, const struct saas_driver *driver, sa
 	if (aas_service_set(cfg, *port, *engine) < 0 || aas_pages_init(cfg) < 0)
 		goto fail;
 	aas_mcp_http_init(*engine, cfg, *port);
-	if (aas_people_init(*engine, cfg) < 0)
+	if (aas_people_init(*engine, cfg) < 0 || aas_e2b_init(*engine, cfg) < 0)
 		goto fail;
 	if (aas_http_start(cfg, listen_fd) < 0)
 		goto fail;
@@ -145,6 +146,7 @@ void aas_stop(saas_engine *engine)
 	aas_service_free();
 	aas_pages_free();
 	aas_mcp_http_free();
+	aas_e2b_shutdown();
 	saas_engine_free(engine);
 }
 
@@ -159,6 +161,8 @@ int aas_main(int argc, char **argv, const struct saas_driver *driver)
 	if (argc > 1 && (strcmp(argv[1], "account") == 0 || strcmp(argv[1], "key") == 0 ||
 	                 strcmp(argv[1], "user") == 0 || strcmp(argv[1], "invite") == 0 || strcmp(argv[1], "host") == 0))
 		return aas_admin_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "e2b-key") == 0)
+		return aas_e2b_key_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "routes") == 0) {
 		print_routes();
 		return 0;

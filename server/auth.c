@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2b/e2b.h"
 #include "front.h"
 
 /* Unknown keys remembered at once; direct-mapped, so a new one may push out an old one. */
@@ -124,10 +125,14 @@ int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const 
 	saas_client *sc = NULL;
 	unsigned int rate = 0;
 	int64_t now;
+	char spelled[AAS_SAAS_KEY_MAX + 1];
 	int rc;
 
 	*handle = NULL;
 	*client = NULL;
+	/* An E2B spelling of a key is the same key (server/e2b, docs/e2b.md): one cache entry, one revocation. */
+	if (aas_e2b_key_decode(spelled, sizeof(spelled), api_key))
+		api_key = spelled;
 	saas_key_fingerprint(hash, api_key);
 	pthread_mutex_lock(&mu);
 	now = aas_now_ms();
@@ -224,8 +229,12 @@ bool aas_auth_known(const char *api_key)
 {
 	struct aas_cached_client *c;
 	char hash[65];
+	char spelled[AAS_SAAS_KEY_MAX + 1];
 	bool known;
 
+	/* An E2B spelling of a key is the same key (server/e2b, docs/e2b.md): one cache entry, one revocation. */
+	if (aas_e2b_key_decode(spelled, sizeof(spelled), api_key))
+		api_key = spelled;
 	saas_key_fingerprint(hash, api_key);
 	pthread_mutex_lock(&mu);
 	known = (c = find_locked(hash)) && aas_now_ms() - c->opened_ms < ttl_ms;

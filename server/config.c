@@ -20,6 +20,7 @@ const char *aas_config_usage(void)
 	       "       aas-server user|invite ... --help      administer the dashboard's people and invite codes\n"
 	       "       aas-server host ... --help             register, drain and list VM hosts (docs/operations.md)\n"
 	       "       aas-server routes                      print the routes served\n"
+	       "       aas-server e2b-key < KEYFILE           print a key's E2B spelling, e2b_... (docs/e2b.md)\n"
 	       "\n"
 	       "options (environment variable in brackets):\n"
 	       "  --listen ADDR:PORT      address to listen on; default 127.0.0.1:8080 [AAS_LISTEN]\n"
@@ -53,6 +54,11 @@ const char *aas_config_usage(void)
 	       "  --templates on|off      make sandboxes as clones of snapshot templates; default on [AAS_TEMPLATES]\n"
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
+	       "  --e2b-templates MAP     E2B templates (/e2b, docs/e2b.md) as NAME=SIZE[:IMAGE],...;\n"
+	       "                          default base=small [AAS_E2B_TEMPLATES]\n"
+	       "  --e2b-secret-file FILE  the secret E2B access tokens derive from (at least 32 random bytes;\n"
+	       "                          servers on one store share it); default: random at each start\n"
+	       "                          [AAS_E2B_SECRET_FILE]\n"
 	       "  --min-free-mb N         refuse creates (503) while the state filesystem has less than N MiB free;\n"
 	       "                          default 1024 [AAS_MIN_FREE_MB]\n"
 	       "  --disk-budget-gb N      refuse creates (503) whose disk would take the sandboxes' disks, all full,\n"
@@ -371,6 +377,8 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_PREVIEW_URL")) && *v && set(&cfg->preview_url, v) < 0) ||
 	    ((v = getenv("AAS_MCP_ALLOWED_ORIGINS")) && *v && set(&cfg->mcp_origins, v) < 0) ||
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0) ||
+	    ((v = getenv("AAS_E2B_TEMPLATES")) && *v && set(&cfg->e2b_templates, v) < 0) ||
+	    ((v = getenv("AAS_E2B_SECRET_FILE")) && *v && set(&cfg->e2b_secret_file, v) < 0) ||
 	    ((v = getenv("AAS_DOCS_VIEWER")) && *v && set(&cfg->docs_viewer, v) < 0))
 		return -1;
 	if ((v = getenv("AAS_SIGNUP")) && *v && (cfg->signup = parse_signup(v)) < 0) {
@@ -395,7 +403,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION,
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_E2B_TEMPLATES, O_E2B_SECRET, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION,
 	       O_SIGNUP_CREDIT };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
@@ -414,6 +422,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "port-file", required_argument, NULL, O_PORTFILE },
 		{ "mcp-allowed-origins", required_argument, NULL, O_ORIGINS },
 		{ "pool", required_argument, NULL, O_POOL },
+		{ "e2b-templates", required_argument, NULL, O_E2B_TEMPLATES },
+		{ "e2b-secret-file", required_argument, NULL, O_E2B_SECRET },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
 		{ "docs-viewer", required_argument, NULL, O_VIEWER },
 		{ "signup", required_argument, NULL, O_SIGNUP },
@@ -490,6 +500,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_PORTFILE: rc = set(&cfg->port_file, optarg); break;
 		case O_ORIGINS: rc = set(&cfg->mcp_origins, optarg); break;
 		case O_POOL: rc = set(&cfg->pool, optarg); break;
+		case O_E2B_TEMPLATES: rc = set(&cfg->e2b_templates, optarg); break;
+		case O_E2B_SECRET: rc = set(&cfg->e2b_secret_file, optarg); break;
 		case O_VIEWER: rc = set(&cfg->docs_viewer, optarg); break;
 		case O_TEMPLATES:
 			if ((cfg->templates = parse_on_off(optarg)) < 0) {
@@ -569,6 +581,8 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->preview_url);
 	free(cfg->port_file);
 	free(cfg->mcp_origins);
+	free(cfg->e2b_templates);
+	free(cfg->e2b_secret_file);
 	free(cfg->pool);
 	free(cfg->docs_viewer);
 	memset(cfg, 0, sizeof(*cfg));

@@ -36,6 +36,8 @@ struct aas_config {
 	char *port_file;           /* write the bound port here once listening (tests) */
 	char *mcp_origins;         /* extra Origins allowed on /v1/mcp, comma-separated ("*": any); NULL: none */
 	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
+	char *e2b_templates;       /* the E2B face's templates, "NAME=SIZE[:IMAGE],..." (e2b/); NULL: its default */
+	char *e2b_secret_file;     /* the E2B face's token secret; NULL: random at each start */
 	char *docs_viewer;         /* where /docs/api's viewer is; NULL: next to the executable (web/pages.c) */
 	/* Tenant limits: every account's defaults (0: the library's); `aas-server limits` sets one account's. */
 	unsigned int max_sandboxes;

@@ -57,23 +57,9 @@ void aas_auth_counts(uint64_t *lookups, uint64_t *negative_hits);
 
 /* ---- request rates (ratelimit.c) ---- */
 
-/* A bucket holds this many seconds of its rate: the burst a client may send at once. */
-#define AAS_RATE_BURST 2
-
-/*
- * Take one request from the bucket `name` (len bytes) at `rate` per second:
- * 0 if there was one, else how many ms until there is. rate 0: no limit.
- */
-int64_t aas_ratelimit_take(const char *name, size_t len, unsigned int rate, int64_t now_ms);
+/* The per-second buckets and a request's admission are server.h's: a room that rates its own (e2b/) takes them. */
 /* How many ms until the bucket `name` holds a request (0: now). Takes nothing; one never seen is full. */
 int64_t aas_ratelimit_peek(const char *name, size_t len, unsigned int rate, int64_t now_ms);
-/*
- * Admit a request under the rates: a valid key's requests_per_second, else
- * the client address's `address_rate` (no key, a bad key). false after
- * replying 429 with Retry-After. Looks the key up (cached), but leaves
- * authenticating to the route.
- */
-bool aas_ratelimit_request(struct aas_req *r, struct aas_reply *out, unsigned int address_rate);
 /*
  * Admit a preview request under its client address's `rate`, a bucket of its
  * own: a page in a preview loads many assets at once, which the API's

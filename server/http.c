@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "aas_mcp.h"
+#include "e2b/e2b.h"
 #include "front.h"
 #include "preview/preview.h"
 #include "web/web.h"
@@ -526,7 +527,9 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 		                "API keys are not accepted in the URL; send \"Authorization: Bearer ...\" or \"x-api-key\"");
 		return false;
 	}
-	r->route = route_find(r, r->path, r->method, allow, sizeof(allow), &too_long);
+	/* The E2B face routes within its prefixes itself (server/e2b). */
+	if (!(r->route = aas_e2b_route(r->path)))
+		r->route = route_find(r, r->path, r->method, allow, sizeof(allow), &too_long);
 	if (!r->route) {
 		if (strcmp(r->method, "OPTIONS") == 0 && allow[0]) {
 			rep->status = 204;
@@ -545,7 +548,7 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 		return false;
 	}
 	r->route_label = r->route->pattern;
-	if (!aas_ratelimit_request(r, rep, config->address_rate))
+	if (!(r->route->flags & AAS_R_RATED) && !aas_ratelimit_request(r, rep, config->address_rate))
 		return false;
 	if ((r->route->flags & AAS_R_AUTH) && !authenticate(r, rep))
 		return false;

@@ -10,6 +10,7 @@
  *   preview/  the preview proxy (preview.h)
  *   mcp/      MCP over Streamable HTTP (mcp_http.h)
  *   admin/    the admin commands (admin.h)
+ *   e2b/      the E2B-compatible face, /e2b and /e2b-sandbox (e2b.h)
  *
  * This header holds only what the rooms share: requests and replies, the
  * logging, the clients per key, the sockets a handler takes over and the
@@ -88,6 +89,11 @@ typedef void (*aas_handler)(struct aas_req *r, struct aas_reply *out);
 #define AAS_R_PAGE (1u << 4)
 /* Takes an HTML form's body (application/x-www-form-urlencoded), at most AAS_FORM_BODY_MAX. */
 #define AAS_R_FORM (1u << 5)
+/*
+ * Rates its own requests in stream_start (the E2B data plane: no API key,
+ * but a sandbox's token, so the account's rate rather than the address's).
+ */
+#define AAS_R_RATED (1u << 6)
 
 struct aas_route {
 	const char *method;
@@ -207,6 +213,23 @@ void aas_auth_release(struct aas_cached_client *handle);
 void aas_auth_ref(struct aas_cached_client *handle);
 
 /* ---- rates of the rooms' own (ratelimit.c) ---- */
+
+/* A bucket holds this many seconds of its rate: the burst a client may send at once. */
+#define AAS_RATE_BURST 2
+
+/*
+ * Take one request from the bucket `name` (len bytes) at `rate` per second:
+ * 0 if there was one, else how many ms until there is. rate 0: no limit.
+ */
+int64_t aas_ratelimit_take(const char *name, size_t len, unsigned int rate, int64_t now_ms);
+/*
+ * Admit a request under the rates: a valid key's requests_per_second, else
+ * the client address's `address_rate` (no key, a bad key). false after
+ * replying 429 with Retry-After. Looks the key up (cached), but leaves
+ * authenticating to the route. The front end calls it for every route but
+ * an AAS_R_RATED one, whose room calls it (or takes a bucket of its own).
+ */
+bool aas_ratelimit_request(struct aas_req *r, struct aas_reply *out, unsigned int address_rate);
 
 /*
  * A bucket holding `per_hour` requests (a burst of all of them) and

@@ -19,7 +19,8 @@ import sys
 root = pathlib.Path(sys.argv[1]).resolve()
 server = root / "server"
 # The headers a room shows the others; every other header in a room's folder is private to it.
-PUBLIC = {"api": "api.h", "web": "web.h", "preview": "preview.h", "mcp": "mcp_http.h", "admin": "admin.h"}
+PUBLIC = {"api": "api.h", "web": "web.h", "preview": "preview.h", "mcp": "mcp_http.h", "admin": "admin.h",
+          "e2b": "e2b.h"}
 # Where the server's quoted includes are found, after the including file's own folder.
 SEARCH = [server, root / "include", root / "lib" / "wire", root / "mcp"]
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)

@@ -1,0 +1,60 @@
+/*
+ * The E2B-compatible face of aas-server (docs/e2b.md): E2B's REST API under
+ * /e2b and its in-sandbox daemon's protocol under /e2b-sandbox, each call
+ * made a call of libsaas's public API on the server's one engine. This
+ * header is the room's door (tests/meta/check_server_rooms.py): what the
+ * floor calls of it, and nothing else. The rest is internal.h's.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_E2B_H
+#define AAS_E2B_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <saas.h>
+
+struct aas_config;
+struct aas_req;
+struct aas_reply;
+struct aas_route;
+
+/* The prefixes: E2B_API_URL=http://HOST:PORT/e2b, E2B_SANDBOX_URL=http://HOST:PORT/e2b-sandbox. */
+#define AAS_E2B_API_PREFIX "/e2b"
+#define AAS_E2B_SANDBOX_PREFIX "/e2b-sandbox"
+
+/* ---- the server's hooks (gateway.c) ---- */
+
+/* Take the engine and the options (templates, the token secret); 0, or -1 after logging. */
+int aas_e2b_init(saas_engine *engine, const struct aas_config *cfg);
+void aas_e2b_shutdown(void);
+/*
+ * The route that serves a path under one of the prefixes (every method: the
+ * face routes within), or NULL for a path that is not the face's.
+ */
+const struct aas_route *aas_e2b_route(const char *path);
+
+/*
+ * `aas-server e2b-key`: read a key (aas_sk_...) on stdin, never on the
+ * command line (every local user can read that in /proc), and print its
+ * e2b_ spelling. 0, or 2 after a one-line error.
+ */
+int aas_e2b_key_main(int argc, char **argv);
+
+/* ---- the auth hook (names.c): what auth.c asks of every key a request sends ---- */
+
+#define AAS_SAAS_KEY_PREFIX "aas_sk_"
+#define AAS_SAAS_KEY_CHARS 43
+#define AAS_SAAS_KEY_MAX (sizeof(AAS_SAAS_KEY_PREFIX) - 1 + AAS_SAAS_KEY_CHARS)
+
+/*
+ * The libsaas key an E2B spelling (e2b_ and the hex of an aas_sk_ key's 43
+ * characters) stands for: false when e2b_key is not exactly such a spelling
+ * (out is then ""); out holds at least AAS_SAAS_KEY_MAX + 1. The front end
+ * looks the decoded key up, so both spellings are one key: one cache entry,
+ * one revocation.
+ */
+bool aas_e2b_key_decode(char *out, size_t size, const char *e2b_key);
+
+#endif

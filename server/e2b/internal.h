@@ -1,0 +1,194 @@
+/*
+ * What the E2B face's files share: the pure spellings (names.c: keys, ids,
+ * tokens, templates, escapes; the unit tests and fuzzers reach them here),
+ * its state, its replies and its side table. Not for the rest of the server
+ * (e2b.h is).
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#ifndef AAS_E2B_INTERNAL_H
+#define AAS_E2B_INTERNAL_H
+
+#include <jansson.h>
+
+#include "config.h"
+#include "e2b/e2b.h"
+#include "server.h"
+
+/* ---- spellings (names.c): pure ---- */
+
+#define AAS_E2B_KEY_PREFIX "e2b_"
+/* The longest e2b_ key: the prefix and two hex digits per character of an aas_sk_ key's secret part. */
+#define AAS_E2B_KEY_MAX (sizeof(AAS_E2B_KEY_PREFIX) - 1 + 2 * AAS_SAAS_KEY_CHARS)
+
+/*
+ * The E2B spelling of a libsaas key: "e2b_" and the lower-case hex of the
+ * 43 characters after "aas_sk_". false when key is not an aas_sk_ key of
+ * that shape (out is then ""); out holds at least AAS_E2B_KEY_MAX + 1.
+ */
+bool aas_e2b_key_encode(char *out, size_t size, const char *key);
+/* Its inverse, aas_e2b_key_decode, is e2b.h's: the front end decodes every key sent. */
+
+/* E2B's id of a libsaas sandbox: its id without "sbx-" (borrowed from id), or NULL when it has no such prefix. */
+const char *aas_e2b_id_from_saas(const char *id);
+/* The libsaas id of an E2B id ("sbx-" put back): false when it cannot be one (not [a-z0-9], empty, too long). */
+bool aas_e2b_id_to_saas(char out[SAAS_ID_MAX + 1], const char *e2b_id);
+
+/* The server secret tokens are derived from. */
+#define AAS_E2B_SECRET_LEN 32
+/* Labels that keep the tokens of one sandbox apart. */
+#define AAS_E2B_TOKEN_ENVD "e2b-envd-token"
+#define AAS_E2B_TOKEN_TRAFFIC "e2b-traffic-token"
+/* A sandbox's token: hex(HMAC-SHA256(secret, label "\0" sandbox_id)), 64 digits and a NUL. */
+void aas_e2b_token(char out[65], const unsigned char secret[AAS_E2B_SECRET_LEN], const char *label,
+                   const char *sandbox_id);
+/* Is given the token expected (compared in constant time; a length that differs is false)? */
+bool aas_e2b_token_equal(const char *given, const char *expected);
+
+/* A template: an E2B name and the libsaas size and image (NULL: the server's default) it makes. */
+struct aas_e2b_template {
+	char *name;
+	char *size;
+	char *image;
+};
+struct aas_e2b_templates {
+	size_t count;
+	struct aas_e2b_template *items;
+};
+#define AAS_E2B_TEMPLATES_DEFAULT "base=small"
+#define AAS_E2B_TEMPLATES_MAX 64
+#define AAS_E2B_TEMPLATE_NAME_MAX 64
+/*
+ * Parse "NAME=SIZE[:IMAGE],..." (names [a-z0-9._-], each once, at most
+ * AAS_E2B_TEMPLATES_MAX). 0, or -1 with why filled; free with
+ * aas_e2b_templates_free() either way.
+ */
+int aas_e2b_templates_parse(struct aas_e2b_templates *out, const char *spec, char *why, size_t whysize);
+const struct aas_e2b_template *aas_e2b_template_find(const struct aas_e2b_templates *t, const char *name);
+void aas_e2b_templates_free(struct aas_e2b_templates *t);
+
+/*
+ * Decode %XX escapes and '+' (a space) of s[0..len) into out, as Go's
+ * QueryUnescape (E2B's server) does: false for a bad escape or a NUL.
+ * out holds at least len + 1 bytes; *out_len gets the length.
+ */
+bool aas_e2b_unescape(char *out, size_t *out_len, const char *s, size_t len);
+
+/* The envd version the face says its sandboxes run: the SDKs switch features on it (docs/e2b.md). */
+#define AAS_E2B_ENVD_VERSION "0.6.4"
+/* What E2B's clientID (deprecated, but required by the Python SDK's models) always says. */
+#define AAS_E2B_CLIENT_ID "libsaas"
+/* A create without a timeout lives E2B's default. */
+#define AAS_E2B_TIMEOUT_DEFAULT 300
+/* The largest control-plane JSON body: a create with its metadata and envs, and room. */
+#define AAS_E2B_BODY_MAX ((size_t)1 << 20)
+
+/* Bounds on what a create may attach to a sandbox (the side table holds it). */
+#define AAS_E2B_METADATA_MAX 64
+#define AAS_E2B_METADATA_KEY_MAX 128
+#define AAS_E2B_METADATA_VALUE_MAX 1024
+#define AAS_E2B_ENVS_MAX 128
+#define AAS_E2B_ENV_KEY_MAX 256
+#define AAS_E2B_ENV_VALUE_MAX 8192
+/* Sandboxes the side table holds at most: past it, a create is refused (503) rather than memory grown. */
+#define AAS_E2B_SIDE_MAX 100000
+
+struct aas_e2b {
+	saas_engine *engine;
+	const struct aas_config *cfg;
+	struct aas_e2b_templates templates;
+	unsigned char secret[AAS_E2B_SECRET_LEN];
+};
+extern struct aas_e2b aas_e2b_state;
+
+/*
+ * A sandbox's envdAccessToken: "ACCOUNT.HEX", HEX the HMAC of the sandbox's
+ * id and its account under the server secret. The data plane carries no API
+ * key: the token names the account to act for (not a secret), and the HMAC
+ * binds it to the sandbox. At most this long, with its NUL.
+ */
+#define AAS_E2B_ENVD_TOKEN_SIZE (SAAS_ID_MAX + 1 + 64 + 1)
+void aas_e2b_envd_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_id, const char *account_id);
+/* Is token the envd token of sandbox_id (compared in constant time)? Then its account goes into account. */
+bool aas_e2b_envd_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1]);
+
+/* An error as E2B sends one: HTTP status and {"code":status,"message":...}. */
+void aas_e2b_error(struct aas_reply *out, unsigned int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The same for a libsaas status and this thread's last error (its message, or the tenant's text of an internal one). */
+void aas_e2b_error_saas(struct aas_reply *out, int rc, const char *where);
+/* A JSON reply (steals body); 204 for NULL. */
+void aas_e2b_json(struct aas_reply *out, unsigned int status, json_t *body);
+/* The request's JSON body as an object (empty: {}): false after a 400 saying why. */
+bool aas_e2b_body(struct aas_req *r, struct aas_reply *out, json_t **obj);
+
+/*
+ * The control plane (control.c): path is what follows AAS_E2B_API_PREFIX.
+ * aas_e2b_authenticate (X-API-KEY) runs first, before a byte of the body is
+ * held: false after a 401.
+ */
+bool aas_e2b_authenticate(struct aas_req *r, struct aas_reply *out);
+void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path);
+/*
+ * The data plane (data.c): path is what follows AAS_E2B_SANDBOX_PREFIX.
+ * aas_e2b_data_start runs first, with the headers, before a byte of the
+ * body is held: it finds the sandbox and checks the access token (r->stream
+ * keeps what it found) and sets the body's bound; -1 after a reply.
+ */
+int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path);
+void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path);
+
+/* A data-plane request's sandbox, and the client acting for its account (owned: freed by data.c). */
+struct aas_e2b_target {
+	char e2b_id[SAAS_ID_MAX + 1];
+	char id[SAAS_ID_MAX + 1];
+	char account[SAAS_ID_MAX + 1];
+	saas_client *client;
+	bool rpc;
+	bool streaming;
+};
+/*
+ * Find the request's sandbox (E2b-Sandbox-Id) and open its account's client
+ * by the access token: false after a reply (401 for a token that is not the
+ * sandbox's, 502 for a sandbox that is not there or not running).
+ */
+bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+/* Is a user name E2B sends (Basic auth, ?username=) one we run as (none, "user", "sandbox")? Else why. */
+bool aas_e2b_user_ok(const char *name, char *why, size_t whysize);
+/* A unary Connect answer: 200 and the message (stolen; NULL: {}), or an error with its status. */
+void aas_e2b_reply_unary(struct aas_reply *out, json_t *msg);
+void aas_e2b_reply_unary_error(struct aas_reply *out, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* A server stream that fails before its first message: 200 and a lone end-stream frame with the error. */
+void aas_e2b_reply_stream_error(struct aas_reply *out, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Commands (process.c): process.Process's calls (method after "process.Process/"), and the pid table's end. */
+void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *method,
+                     json_t *msg);
+void aas_e2b_process_shutdown(void);
+
+/* Files (files.c): GET and POST /files, and filesystem.Filesystem's unary calls. */
+void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const char *method, json_t *msg);
+
+/*
+ * The side table: what a create gave that the engine does not keep yet
+ * (template name, metadata, envs), by libsaas sandbox id, in this server's
+ * memory. docs/e2b.md says it is to move into the store.
+ */
+struct aas_e2b_side {
+	char *template_name;
+	json_t *metadata;   /* object of strings */
+	json_t *envs;       /* object of strings */
+};
+/* Keep side for id (steals its members); SAAS_OK, or SAAS_ELIMIT when the table is full, SAAS_ENOMEM. */
+int aas_e2b_side_put(const char *id, struct aas_e2b_side *side);
+/* A copy of id's entry (members NULL when there is none); free with aas_e2b_side_free. */
+void aas_e2b_side_get(const char *id, struct aas_e2b_side *out);
+void aas_e2b_side_drop(const char *id);
+void aas_e2b_side_free(struct aas_e2b_side *side);
+void aas_e2b_side_clear(void);
+
+#endif

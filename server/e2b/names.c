@@ -1,0 +1,249 @@
+/*
+ * How the E2B face spells libsaas's things: keys, sandbox ids, per-sandbox
+ * tokens, templates (docs/e2b.md says why each is so). Pure: no engine, no
+ * HTTP; the unit tests call it directly.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "e2b/internal.h"
+
+static const char hex[] = "0123456789abcdef";
+
+static bool is_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1; /* upper case too: the spelling is lower case, one spelling per key */
+}
+
+bool aas_e2b_key_encode(char *out, size_t size, const char *key)
+{
+	size_t plen = strlen(AAS_SAAS_KEY_PREFIX), elen = strlen(AAS_E2B_KEY_PREFIX);
+	const char *secret;
+
+	if (size)
+		out[0] = '\0';
+	if (size < AAS_E2B_KEY_MAX + 1 || !key || strncmp(key, AAS_SAAS_KEY_PREFIX, plen) != 0)
+		return false;
+	secret = key + plen;
+	if (strlen(secret) != AAS_SAAS_KEY_CHARS)
+		return false;
+	for (size_t i = 0; i < AAS_SAAS_KEY_CHARS; i++)
+		if (!is_alnum(secret[i]))
+			return false;
+	memcpy(out, AAS_E2B_KEY_PREFIX, elen);
+	for (size_t i = 0; i < AAS_SAAS_KEY_CHARS; i++) {
+		out[elen + 2 * i] = hex[(unsigned char)secret[i] >> 4];
+		out[elen + 2 * i + 1] = hex[(unsigned char)secret[i] & 15];
+	}
+	out[elen + 2 * AAS_SAAS_KEY_CHARS] = '\0';
+	return true;
+}
+
+bool aas_e2b_key_decode(char *out, size_t size, const char *e2b_key)
+{
+	size_t plen = strlen(AAS_SAAS_KEY_PREFIX), elen = strlen(AAS_E2B_KEY_PREFIX);
+	const char *digits;
+
+	if (size)
+		out[0] = '\0';
+	if (size < AAS_SAAS_KEY_MAX + 1 || !e2b_key || strncmp(e2b_key, AAS_E2B_KEY_PREFIX, elen) != 0)
+		return false;
+	digits = e2b_key + elen;
+	if (strlen(digits) != 2 * AAS_SAAS_KEY_CHARS)
+		return false;
+	memcpy(out, AAS_SAAS_KEY_PREFIX, plen);
+	for (size_t i = 0; i < AAS_SAAS_KEY_CHARS; i++) {
+		int hi = hex_value(digits[2 * i]), lo = hex_value(digits[2 * i + 1]);
+		if (hi < 0 || lo < 0 || !is_alnum((char)(hi << 4 | lo))) {
+			out[0] = '\0';
+			return false;
+		}
+		out[plen + i] = (char)(hi << 4 | lo);
+	}
+	out[plen + AAS_SAAS_KEY_CHARS] = '\0';
+	return true;
+}
+
+const char *aas_e2b_id_from_saas(const char *id)
+{
+	return id && strncmp(id, "sbx-", 4) == 0 && id[4] ? id + 4 : NULL;
+}
+
+bool aas_e2b_id_to_saas(char out[SAAS_ID_MAX + 1], const char *e2b_id)
+{
+	size_t n = e2b_id ? strlen(e2b_id) : 0;
+
+	out[0] = '\0';
+	if (n == 0 || n + 4 > SAAS_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((e2b_id[i] >= 'a' && e2b_id[i] <= 'z') || (e2b_id[i] >= '0' && e2b_id[i] <= '9')))
+			return false;
+	memcpy(out, "sbx-", 4);
+	memcpy(out + 4, e2b_id, n + 1);
+	return true;
+}
+
+void aas_e2b_token(char out[65], const unsigned char secret[AAS_E2B_SECRET_LEN], const char *label,
+                   const char *sandbox_id)
+{
+	crypto_auth_hmacsha256_state st;
+	unsigned char mac[crypto_auth_hmacsha256_BYTES];
+
+	/* The NUL keeps label and id apart: no (label, id) pair spells another's bytes. */
+	crypto_auth_hmacsha256_init(&st, secret, AAS_E2B_SECRET_LEN);
+	crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, strlen(label) + 1);
+	crypto_auth_hmacsha256_update(&st, (const unsigned char *)sandbox_id, strlen(sandbox_id));
+	crypto_auth_hmacsha256_final(&st, mac);
+	for (size_t i = 0; i < sizeof(mac); i++) {
+		out[2 * i] = hex[mac[i] >> 4];
+		out[2 * i + 1] = hex[mac[i] & 15];
+	}
+	out[64] = '\0';
+	sodium_memzero(mac, sizeof(mac));
+}
+
+bool aas_e2b_token_equal(const char *given, const char *expected)
+{
+	size_t n = strlen(expected);
+
+	/* The length is no secret (every token has 64 digits); the bytes are compared in constant time. */
+	if (!given || strlen(given) != n)
+		return false;
+	return sodium_memcmp(given, expected, n) == 0;
+}
+
+/* ---- templates ---- */
+
+void aas_e2b_templates_free(struct aas_e2b_templates *t)
+{
+	for (size_t i = 0; i < t->count; i++) {
+		free(t->items[i].name);
+		free(t->items[i].size);
+		free(t->items[i].image);
+	}
+	free(t->items);
+	t->items = NULL;
+	t->count = 0;
+}
+
+static bool template_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > AAS_E2B_TEMPLATE_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' ||
+		      s[i] == '-'))
+			return false;
+	return true;
+}
+
+int aas_e2b_templates_parse(struct aas_e2b_templates *out, const char *spec, char *why, size_t whysize)
+{
+	char *copy = NULL, *save = NULL, *item;
+	int rc = -1;
+
+	out->count = 0;
+	out->items = NULL;
+	if (!spec || !*spec) {
+		snprintf(why, whysize, "no template given");
+		return -1;
+	}
+	if (!(copy = strdup(spec)) ||
+	    !(out->items = calloc(AAS_E2B_TEMPLATES_MAX, sizeof(*out->items)))) {
+		snprintf(why, whysize, "out of memory");
+		goto out;
+	}
+	for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '='), *colon;
+		struct aas_e2b_template *t;
+
+		if (!eq || !template_name_ok(item, (size_t)(eq - item))) {
+			snprintf(why, whysize, "\"%s\" is not NAME=SIZE[:IMAGE] with NAME of [a-z0-9._-] (at most %d)", item,
+			         AAS_E2B_TEMPLATE_NAME_MAX);
+			goto out;
+		}
+		*eq = '\0';
+		if (aas_e2b_template_find(out, item)) {
+			snprintf(why, whysize, "template \"%s\" is given twice", item);
+			goto out;
+		}
+		if (out->count == AAS_E2B_TEMPLATES_MAX) {
+			snprintf(why, whysize, "more than %d templates", AAS_E2B_TEMPLATES_MAX);
+			goto out;
+		}
+		if ((colon = strchr(eq + 1, ':')))
+			*colon = '\0';
+		/* The size and image are the engine's to check (a create names them); here only that they are there. */
+		if (!eq[1] || (colon && !colon[1])) {
+			snprintf(why, whysize, "template \"%s\" names no size%s", item, colon ? " or no image" : "");
+			goto out;
+		}
+		t = &out->items[out->count++];
+		if (!(t->name = strdup(item)) || !(t->size = strdup(eq + 1)) || (colon && !(t->image = strdup(colon + 1)))) {
+			snprintf(why, whysize, "out of memory");
+			goto out;
+		}
+	}
+	if (out->count == 0) {
+		snprintf(why, whysize, "no template given");
+		goto out;
+	}
+	rc = 0;
+out:
+	free(copy);
+	return rc;
+}
+
+const struct aas_e2b_template *aas_e2b_template_find(const struct aas_e2b_templates *t, const char *name)
+{
+	for (size_t i = 0; i < t->count; i++)
+		if (t->items[i].name && strcmp(t->items[i].name, name) == 0)
+			return &t->items[i];
+	return NULL;
+}
+
+static int hex_any(char c)
+{
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return hex_value(c);
+}
+
+bool aas_e2b_unescape(char *out, size_t *out_len, const char *s, size_t len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (c == '%') {
+			int hi, lo;
+			if (len - i < 3 || (hi = hex_any(s[i + 1])) < 0 || (lo = hex_any(s[i + 2])) < 0)
+				return false;
+			c = (char)(hi << 4 | lo);
+			i += 2;
+		} else if (c == '+') {
+			c = ' ';
+		}
+		if (c == '\0')
+			return false;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	*out_len = o;
+	return true;
+}

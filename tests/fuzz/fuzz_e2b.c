@@ -1,0 +1,152 @@
+/*
+ * The E2B face's readers of what a client sends (server/e2b): Connect
+ * envelopes and the request messages in them, and the spellings taken from
+ * headers, paths and queries (keys, sandbox ids, templates, %-escapes).
+ *
+ * The first byte picks the reader (multipart uploads too); the rest is its input. Oracles, besides
+ * the sanitizers: an envelope stream read whole and read in pieces cut where
+ * the input says gives the same frames and the same verdict; no frame is
+ * over its bound; a key spelling that decodes encodes back to itself; an id
+ * taken has "sbx-" and only [a-z0-9] after it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "e2b/connect.h"
+#include "e2b/internal.h"
+#include "e2b/multipart.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The largest payload the fuzzed reader takes: small, so that the bound is met often. */
+#define FUZZ_MAX 512
+
+struct digest {
+	uint64_t hash;
+	unsigned int frames;
+};
+
+static int on_frame(void *ud, unsigned int flags, const char *payload, size_t len)
+{
+	struct digest *d = ud;
+	char why[128];
+	json_t *o = NULL;
+
+	if (len > FUZZ_MAX || payload[len] != '\0' || (flags & ~AAS_CONNECT_FLAG_END))
+		abort();
+	d->hash = (d->hash ^ flags) * 1099511628211ULL;
+	for (size_t i = 0; i < len; i++)
+		d->hash = (d->hash ^ (unsigned char)payload[i]) * 1099511628211ULL;
+	d->frames++;
+	/* Each message as the gateway parses it. */
+	if (aas_connect_json(&o, payload, len, FUZZ_MAX, why, sizeof(why)) == AAS_CONNECT_OK && !json_is_object(o))
+		abort();
+	json_decref(o);
+	return 0;
+}
+
+static void envelopes(const uint8_t *data, size_t size)
+{
+	struct aas_connect_reader whole = { .max = FUZZ_MAX }, parts = { .max = FUZZ_MAX };
+	struct digest a = { 14695981039346656037ULL, 0 }, b = { 14695981039346656037ULL, 0 };
+	const char *why;
+	int ra, rb = 0;
+	size_t cut, at = 0;
+
+	if (size < 1)
+		return;
+	/* The first byte is where the pieces are cut (every cut-th byte). */
+	cut = (size_t)data[0] % 17 + 1;
+	data++;
+	size--;
+	ra = aas_connect_read(&whole, data, size, on_frame, &a, &why);
+	while (at < size && rb == 0) {
+		size_t n = size - at < cut ? size - at : cut;
+		rb = aas_connect_read(&parts, data + at, n, on_frame, &b, &why);
+		at += n;
+	}
+	if (ra != rb || a.hash != b.hash || a.frames != b.frames ||
+	    aas_connect_reader_idle(&whole) != aas_connect_reader_idle(&parts))
+		abort();
+	aas_connect_reader_free(&whole);
+	aas_connect_reader_free(&parts);
+}
+
+static void unwrap(const uint8_t *data, size_t size)
+{
+	char why[256];
+	json_t *o = NULL;
+	int rc = aas_connect_unwrap(&o, (const char *)data, size, FUZZ_MAX, why, sizeof(why));
+
+	if ((rc == AAS_CONNECT_OK) != (o != NULL) || (o && !json_is_object(o)))
+		abort();
+	json_decref(o);
+}
+
+static void spellings(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1), key[AAS_SAAS_KEY_MAX + 1], back[AAS_E2B_KEY_MAX + 1], id[SAAS_ID_MAX + 1];
+	struct aas_e2b_templates t;
+	size_t n;
+
+	if (!s)
+		return;
+	memcpy(s, data, size);
+	s[size] = '\0';
+	if (aas_e2b_key_decode(key, sizeof(key), s)) {
+		if (!aas_e2b_key_encode(back, sizeof(back), key) || strcmp(back, s) != 0)
+			abort();
+	}
+	if (aas_e2b_key_encode(back, sizeof(back), s)) {
+		if (!aas_e2b_key_decode(key, sizeof(key), back) || strcmp(key, s) != 0)
+			abort();
+	}
+	if (aas_e2b_id_to_saas(id, s)) {
+		if (strncmp(id, "sbx-", 4) != 0 || strcmp(aas_e2b_id_from_saas(id), s) != 0 ||
+		    strspn(id + 4, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(id + 4))
+			abort();
+	}
+	if (aas_e2b_templates_parse(&t, s, back, sizeof(back)) == 0 && (t.count == 0 || t.count > AAS_E2B_TEMPLATES_MAX))
+		abort();
+	aas_e2b_templates_free(&t);
+	if (aas_e2b_unescape(s, &n, s, size) && (n > size || strlen(s) != n))
+		abort();
+	free(s);
+}
+
+/* An upload's body with boundary "XB": every part inside the body, at most the room given. */
+static void multipart(const uint8_t *data, size_t size)
+{
+	struct aas_multipart_part parts[8];
+	const char *body = (const char *)data, *why;
+	char name[4096 + 1];
+	size_t n;
+
+	if (!aas_multipart_parse(body, size, "XB", parts, 8, &n, &why))
+		return;
+	if (n > 8)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		if (parts[i].data < body || parts[i].data + parts[i].len > body + size)
+			abort();
+		if (parts[i].filename && (parts[i].filename < body || parts[i].filename + parts[i].filename_len > body + size))
+			abort();
+		if (parts[i].filename && parts[i].filename_len <= 4096 &&
+		    aas_multipart_filename(name, parts[i].filename, parts[i].filename_len) &&
+		    strlen(name) > parts[i].filename_len)
+			abort();
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	switch (data[0] % 4) {
+	case 0: envelopes(data + 1, size - 1); break;
+	case 1: unwrap(data + 1, size - 1); break;
+	case 2: spellings(data + 1, size - 1); break;
+	default: multipart(data + 1, size - 1); break;
+	}
+	return 0;
+}

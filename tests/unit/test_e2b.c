@@ -1,0 +1,551 @@
+/*
+ * The E2B face's pure parts (server/e2b): the Connect envelope reader and
+ * writer at and past their bounds, codes and statuses (every libsaas status
+ * has its Connect code), request messages, and the spellings: keys, ids,
+ * tokens, templates, query unescaping.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "e2b/connect.h"
+#include "e2b/internal.h"
+#include "e2b/multipart.h"
+
+/* ---- codes ---- */
+
+static void test_codes(void **state)
+{
+	(void)state;
+	for (int c = 0; c <= AAS_CONNECT_CODE_MAX; c++) {
+		const char *name = aas_connect_code_name(c);
+		assert_non_null(name);
+		assert_int_equal(aas_connect_code_from_name(name), c);
+	}
+	assert_null(aas_connect_code_name(-1));
+	assert_null(aas_connect_code_name(AAS_CONNECT_CODE_MAX + 1));
+	assert_int_equal(aas_connect_code_from_name("nope"), -1);
+	assert_int_equal(aas_connect_code_from_name(NULL), -1);
+	/* Connect's table (the SDK maps these back to its classes). */
+	assert_int_equal(aas_connect_http_status(AAS_CONNECT_INVALID_ARGUMENT), 400);
+	assert_int_equal(aas_connect_http_status(AAS_CONNECT_NOT_FOUND), 404);
+	assert_int_equal(aas_connect_http_status(AAS_CONNECT_UNAUTHENTICATED), 401);
+	assert_int_equal(aas_connect_http_status(AAS_CONNECT_RESOURCE_EXHAUSTED), 429);
+	assert_int_equal(aas_connect_http_status(AAS_CONNECT_DEADLINE_EXCEEDED), 504);
+	assert_int_equal(aas_connect_http_status(AAS_CONNECT_UNIMPLEMENTED), 501);
+	assert_int_equal(aas_connect_http_status(AAS_CONNECT_CANCELED), 499);
+	assert_int_equal(aas_connect_http_status(99), 500);
+	assert_int_equal(aas_connect_code_from_http(401), AAS_CONNECT_UNAUTHENTICATED);
+	assert_int_equal(aas_connect_code_from_http(502), AAS_CONNECT_UNAVAILABLE);
+	assert_int_equal(aas_connect_code_from_http(404), AAS_CONNECT_UNIMPLEMENTED);
+	assert_int_equal(aas_connect_code_from_http(418), AAS_CONNECT_UNKNOWN);
+}
+
+/* Every status of SAAS_STATUS_LIST has a Connect code; OK alone is OK, and the SDK-visible ones are what docs/e2b.md says. */
+static void test_codes_from_saas(void **state)
+{
+#define ROW(code, name, text, http) { code, name },
+	static const struct {
+		int code;
+		const char *name;
+	} rows[] = { SAAS_STATUS_LIST(ROW) };
+#undef ROW
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		int c = aas_connect_code_from_saas(rows[i].code);
+		assert_true(c >= 0 && c <= AAS_CONNECT_CODE_MAX);
+		if (rows[i].code == SAAS_OK)
+			assert_int_equal(c, AAS_CONNECT_OK);
+		else
+			assert_int_not_equal(c, AAS_CONNECT_OK);
+	}
+	assert_int_equal(aas_connect_code_from_saas(SAAS_ENOTFOUND), AAS_CONNECT_NOT_FOUND);
+	assert_int_equal(aas_connect_code_from_saas(SAAS_EINVAL), AAS_CONNECT_INVALID_ARGUMENT);
+	assert_int_equal(aas_connect_code_from_saas(SAAS_EAUTH), AAS_CONNECT_UNAUTHENTICATED);
+	assert_int_equal(aas_connect_code_from_saas(SAAS_ELIMIT), AAS_CONNECT_RESOURCE_EXHAUSTED);
+	assert_int_equal(aas_connect_code_from_saas(SAAS_ETIMEOUT), AAS_CONNECT_DEADLINE_EXCEEDED);
+	/* A code newer than this build: unknown, never OK. */
+	assert_int_equal(aas_connect_code_from_saas(-SAAS_STATUS_COUNT), AAS_CONNECT_UNKNOWN);
+	assert_int_equal(aas_connect_code_from_saas(1), AAS_CONNECT_UNKNOWN);
+}
+
+/* ---- envelopes ---- */
+
+struct frames {
+	unsigned int n;
+	unsigned int flags[8];
+	char payload[8][64];
+	size_t len[8];
+	int stop_at;       /* return nonzero at this frame (1-based), 0: never */
+};
+
+static int on_frame(void *ud, unsigned int flags, const char *payload, size_t len)
+{
+	struct frames *f = ud;
+
+	assert_true(f->n < 8);
+	assert_int_equal(payload[len], '\0'); /* the JSON parser may take it as a string */
+	f->flags[f->n] = flags;
+	f->len[f->n] = len;
+	memcpy(f->payload[f->n], payload, len < 63 ? len : 63);
+	f->n++;
+	return f->stop_at && (int)f->n == f->stop_at ? 7 : 0;
+}
+
+static size_t put(unsigned char *buf, unsigned int flags, const char *payload)
+{
+	size_t len, n = strlen(payload);
+	unsigned char *f = aas_connect_frame(flags, payload, n, &len);
+
+	assert_non_null(f);
+	assert_int_equal(len, n + 5);
+	memcpy(buf, f, len);
+	free(f);
+	return len;
+}
+
+static void test_envelope_roundtrip(void **state)
+{
+	unsigned char buf[256];
+	size_t n = 0;
+	const char *why;
+
+	(void)state;
+	n += put(buf + n, 0, "{\"a\":1}");
+	n += put(buf + n, 0, "");
+	n += put(buf + n, AAS_CONNECT_FLAG_END, "{}");
+	assert_int_equal(buf[0], 0);
+	assert_int_equal(buf[4], 7); /* big-endian length */
+	/* Whole, and then one byte at a time: the same frames. */
+	for (int pass = 0; pass < 2; pass++) {
+		struct aas_connect_reader r = { 0 };
+		struct frames f = { 0 };
+		if (pass == 0) {
+			assert_int_equal(aas_connect_read(&r, buf, n, on_frame, &f, &why), 0);
+		} else {
+			for (size_t i = 0; i < n; i++)
+				assert_int_equal(aas_connect_read(&r, buf + i, 1, on_frame, &f, &why), 0);
+		}
+		assert_int_equal(f.n, 3);
+		assert_string_equal(f.payload[0], "{\"a\":1}");
+		assert_int_equal(f.len[1], 0);
+		assert_int_equal(f.flags[2], AAS_CONNECT_FLAG_END);
+		assert_true(aas_connect_reader_idle(&r));
+		aas_connect_reader_free(&r);
+	}
+}
+
+static void test_envelope_bounds(void **state)
+{
+	unsigned char head[5] = { 0, 0, 0, 0, 0 };
+	struct aas_connect_reader r = { .max = 16 };
+	struct frames f = { 0 };
+	const char *why;
+	char payload[17];
+
+	(void)state;
+	/* Exactly max is taken. */
+	memset(payload, 'x', sizeof(payload));
+	head[4] = 16;
+	assert_int_equal(aas_connect_read(&r, head, 5, on_frame, &f, &why), 0);
+	assert_false(aas_connect_reader_idle(&r));
+	assert_int_equal(aas_connect_read(&r, payload, 16, on_frame, &f, &why), 0);
+	assert_int_equal(f.n, 1);
+	/* max + 1 is refused on the head, before any payload is held; the reader stays refused. */
+	head[4] = 17;
+	assert_int_equal(aas_connect_read(&r, head, 5, on_frame, &f, &why), -1);
+	assert_non_null(why);
+	assert_null(r.payload);
+	assert_int_equal(aas_connect_read(&r, "x", 1, on_frame, &f, &why), -1);
+	assert_false(aas_connect_reader_idle(&r));
+	aas_connect_reader_free(&r);
+
+	/* The largest length a head can say, with the default bound. */
+	struct aas_connect_reader big = { 0 };
+	unsigned char huge[5] = { 0, 0xff, 0xff, 0xff, 0xff };
+	assert_int_equal(aas_connect_read(&big, huge, 5, on_frame, &f, &why), -1);
+	aas_connect_reader_free(&big);
+
+	/* Compressed, and unknown flags. */
+	unsigned char comp[5] = { AAS_CONNECT_FLAG_COMPRESSED, 0, 0, 0, 1 };
+	struct aas_connect_reader c1 = { 0 };
+	assert_int_equal(aas_connect_read(&c1, comp, 5, on_frame, &f, &why), -1);
+	assert_non_null(strstr(why, "compressed"));
+	aas_connect_reader_free(&c1);
+	unsigned char odd[5] = { 0x80, 0, 0, 0, 0 };
+	struct aas_connect_reader c2 = { 0 };
+	assert_int_equal(aas_connect_read(&c2, odd, 5, on_frame, &f, &why), -1);
+	aas_connect_reader_free(&c2);
+}
+
+static void test_envelope_stop(void **state)
+{
+	unsigned char buf[64];
+	size_t n = 0;
+	struct aas_connect_reader r = { 0 };
+	struct frames f = { .stop_at = 1 };
+	const char *why;
+
+	(void)state;
+	n += put(buf + n, 0, "{}");
+	n += put(buf + n, 0, "{}");
+	assert_int_equal(aas_connect_read(&r, buf, n, on_frame, &f, &why), 7);
+	assert_int_equal(f.n, 1);
+	aas_connect_reader_free(&r);
+}
+
+static void test_end_payload(void **state)
+{
+	char *s;
+
+	(void)state;
+	s = aas_connect_end_payload(AAS_CONNECT_OK, NULL);
+	assert_string_equal(s, "{}");
+	free(s);
+	s = aas_connect_end_payload(AAS_CONNECT_NOT_FOUND, "process with pid 7 not found");
+	assert_string_equal(s, "{\"error\":{\"code\":\"not_found\",\"message\":\"process with pid 7 not found\"}}");
+	free(s);
+	/* Bytes that are not UTF-8 are not sent raw. */
+	s = aas_connect_end_payload(AAS_CONNECT_INVALID_ARGUMENT, "bad \xff path");
+	assert_string_equal(s, "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"bad ? path\"}}");
+	free(s);
+	s = aas_connect_error_body(AAS_CONNECT_UNAUTHENTICATED, "no token");
+	assert_string_equal(s, "{\"code\":\"unauthenticated\",\"message\":\"no token\"}");
+	free(s);
+}
+
+static void test_request_json(void **state)
+{
+	char why[256];
+	json_t *o;
+	unsigned char buf[128];
+	size_t n;
+
+	(void)state;
+	assert_int_equal(aas_connect_json(&o, "", 0, 100, why, sizeof(why)), AAS_CONNECT_OK);
+	assert_true(json_is_object(o) && json_object_size(o) == 0);
+	json_decref(o);
+	assert_int_equal(aas_connect_json(&o, "{\"path\":\"/x\"}", 13, 100, why, sizeof(why)), AAS_CONNECT_OK);
+	json_decref(o);
+	assert_int_equal(aas_connect_json(&o, "[1]", 3, 100, why, sizeof(why)), AAS_CONNECT_INVALID_ARGUMENT);
+	assert_null(o);
+	assert_int_equal(aas_connect_json(&o, "{\"a\":1,\"a\":2}", 13, 100, why, sizeof(why)),
+	                 AAS_CONNECT_INVALID_ARGUMENT);
+	assert_int_equal(aas_connect_json(&o, "{bad", 4, 100, why, sizeof(why)), AAS_CONNECT_INVALID_ARGUMENT);
+	assert_int_equal(aas_connect_json(&o, "{}", 2, 1, why, sizeof(why)), AAS_CONNECT_RESOURCE_EXHAUSTED);
+	/* Depth past the REST API's bound. */
+	char deep[400];
+	memset(deep, '[', 200);
+	memset(deep + 200, ']', 200);
+	deep[0] = '{';
+	assert_int_equal(aas_connect_json(&o, deep, 1, 1000, why, sizeof(why)), AAS_CONNECT_INVALID_ARGUMENT);
+	char nest[1000];
+	size_t k = 0;
+	nest[k++] = '{';
+	nest[k++] = '"';
+	nest[k++] = 'a';
+	nest[k++] = '"';
+	nest[k++] = ':';
+	for (int i = 0; i < 100; i++)
+		nest[k++] = '[';
+	for (int i = 0; i < 100; i++)
+		nest[k++] = ']';
+	nest[k++] = '}';
+	assert_int_equal(aas_connect_json(&o, nest, k, 1000, why, sizeof(why)), AAS_CONNECT_RESOURCE_EXHAUSTED);
+
+	/* A stream's request: one envelope, exactly. */
+	n = put(buf, 0, "{\"process\":{\"pid\":1}}");
+	assert_int_equal(aas_connect_unwrap(&o, (char *)buf, n, 100, why, sizeof(why)), AAS_CONNECT_OK);
+	assert_non_null(json_object_get(o, "process"));
+	json_decref(o);
+	assert_int_equal(aas_connect_unwrap(&o, (char *)buf, n - 1, 100, why, sizeof(why)), AAS_CONNECT_INVALID_ARGUMENT);
+	assert_int_equal(aas_connect_unwrap(&o, (char *)buf, 0, 100, why, sizeof(why)), AAS_CONNECT_INVALID_ARGUMENT);
+	n += put(buf + n, 0, "{}");
+	assert_int_equal(aas_connect_unwrap(&o, (char *)buf, n, 100, why, sizeof(why)), AAS_CONNECT_INVALID_ARGUMENT);
+	n = put(buf, AAS_CONNECT_FLAG_END, "{}");
+	assert_int_equal(aas_connect_unwrap(&o, (char *)buf, n, 100, why, sizeof(why)), AAS_CONNECT_INVALID_ARGUMENT);
+	n = put(buf, 0, "{\"path\":\"/a/long/path\"}");
+	assert_int_equal(aas_connect_unwrap(&o, (char *)buf, n, 8, why, sizeof(why)), AAS_CONNECT_RESOURCE_EXHAUSTED);
+	assert_null(o);
+}
+
+/* ---- spellings ---- */
+
+static void test_keys(void **state)
+{
+	const char *key = "aas_sk_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg";
+	char e2b[AAS_E2B_KEY_MAX + 1], back[AAS_SAAS_KEY_MAX + 1], small[8];
+
+	(void)state;
+	/* 43 characters after the prefix. */
+	char k43[64];
+	snprintf(k43, sizeof(k43), "aas_sk_%.*s", 43, key + 7);
+	assert_true(aas_e2b_key_encode(e2b, sizeof(e2b), k43));
+	assert_int_equal(strlen(e2b), AAS_E2B_KEY_MAX);
+	assert_memory_equal(e2b, "e2b_416243", 10); /* "AbC" in hex */
+	/* Only lower-case hex after the prefix: what the Python SDK checks. */
+	for (const char *p = e2b + 4; *p; p++)
+		assert_true((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'));
+	assert_true(aas_e2b_key_decode(back, sizeof(back), e2b));
+	assert_string_equal(back, k43);
+
+	/* Not a key of that shape. */
+	assert_false(aas_e2b_key_encode(e2b, sizeof(e2b), "aas_sk_short"));
+	assert_string_equal(e2b, "");
+	assert_false(aas_e2b_key_encode(e2b, sizeof(e2b), "e2b_00"));
+	assert_false(aas_e2b_key_encode(small, sizeof(small), k43));
+	char bad[64];
+	snprintf(bad, sizeof(bad), "aas_sk_%.*s-", 42, key + 7);
+	assert_false(aas_e2b_key_encode(e2b, sizeof(e2b), bad));
+
+	/* Spellings that are not one. */
+	char d[AAS_E2B_KEY_MAX + 2];
+	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	d[4] = '$'; /* not a hex digit where the high nibble is (the fuzzer's find: no shift of -1) */
+	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
+	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	d[10] = 'A'; /* upper case: one spelling per key */
+	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
+	assert_string_equal(back, "");
+	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	d[4] = '2';
+	d[5] = 'd'; /* "-", not alphanumeric */
+	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
+	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	d[AAS_E2B_KEY_MAX - 1] = '\0'; /* odd length */
+	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
+	assert_false(aas_e2b_key_decode(back, sizeof(back), "e2b_" "0000000000000000000000000000000000000000"));
+	assert_false(aas_e2b_key_decode(back, sizeof(back), "aas_sk_x"));
+	assert_false(aas_e2b_key_decode(back, sizeof(back), NULL));
+	/* The hex of a NUL must not cut the key short. */
+	char z[AAS_E2B_KEY_MAX + 1];
+	assert_true(aas_e2b_key_encode(z, sizeof(z), k43));
+	z[4] = '0';
+	z[5] = '0';
+	assert_false(aas_e2b_key_decode(back, sizeof(back), z));
+}
+
+static void test_ids(void **state)
+{
+	char id[SAAS_ID_MAX + 1], longid[SAAS_ID_MAX + 8];
+
+	(void)state;
+	assert_string_equal(aas_e2b_id_from_saas("sbx-abc234"), "abc234");
+	assert_null(aas_e2b_id_from_saas("exe-abc"));
+	assert_null(aas_e2b_id_from_saas("sbx-"));
+	assert_null(aas_e2b_id_from_saas(NULL));
+	assert_true(aas_e2b_id_to_saas(id, "abc234"));
+	assert_string_equal(id, "sbx-abc234");
+	assert_false(aas_e2b_id_to_saas(id, ""));
+	assert_false(aas_e2b_id_to_saas(id, "sbx-abc"));
+	assert_false(aas_e2b_id_to_saas(id, "ABC"));
+	assert_false(aas_e2b_id_to_saas(id, "a/b"));
+	assert_false(aas_e2b_id_to_saas(id, NULL));
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	assert_false(aas_e2b_id_to_saas(id, longid));
+	longid[SAAS_ID_MAX - 4] = '\0';
+	assert_true(aas_e2b_id_to_saas(id, longid));
+	longid[SAAS_ID_MAX - 4] = 'a';
+	longid[SAAS_ID_MAX - 3] = '\0';
+	assert_false(aas_e2b_id_to_saas(id, longid));
+}
+
+static void test_tokens(void **state)
+{
+	unsigned char secret[AAS_E2B_SECRET_LEN], other[AAS_E2B_SECRET_LEN];
+	char a[65], b[65], c[65], d[65];
+
+	(void)state;
+	memset(secret, 1, sizeof(secret));
+	memset(other, 2, sizeof(other));
+	aas_e2b_token(a, secret, AAS_E2B_TOKEN_ENVD, "sbx-aaaa");
+	aas_e2b_token(b, secret, AAS_E2B_TOKEN_ENVD, "sbx-aaaa");
+	assert_string_equal(a, b);
+	assert_int_equal(strlen(a), 64);
+	aas_e2b_token(b, secret, AAS_E2B_TOKEN_ENVD, "sbx-aaab");
+	aas_e2b_token(c, secret, AAS_E2B_TOKEN_TRAFFIC, "sbx-aaaa");
+	aas_e2b_token(d, other, AAS_E2B_TOKEN_ENVD, "sbx-aaaa");
+	assert_string_not_equal(a, b);
+	assert_string_not_equal(a, c);
+	assert_string_not_equal(a, d);
+	/* Fixed vectors, computed independently (Python's hmac): HMAC-SHA256(secret, label "\0" id). */
+	assert_string_equal(a, "f8c2e635d34e3d27ac8780a211ea88d3c7a00044c71cd0c9297c2ba6379ad73f");
+	unsigned char zero[AAS_E2B_SECRET_LEN] = { 0 };
+	aas_e2b_token(d, zero, "", "");
+	assert_string_equal(d, "6620b31f2924b8c01547745f41825d322336f83ebb13d723678789d554d8a3ef");
+	assert_true(aas_e2b_token_equal(a, a));
+	assert_false(aas_e2b_token_equal(b, a));
+	assert_false(aas_e2b_token_equal("", a));
+	assert_false(aas_e2b_token_equal(NULL, a));
+	char shorter[65];
+	memcpy(shorter, a, 64);
+	shorter[63] = '\0';
+	assert_false(aas_e2b_token_equal(shorter, a));
+}
+
+static void test_templates(void **state)
+{
+	struct aas_e2b_templates t;
+	const struct aas_e2b_template *x;
+	char why[256];
+
+	(void)state;
+	assert_int_equal(aas_e2b_templates_parse(&t, AAS_E2B_TEMPLATES_DEFAULT, why, sizeof(why)), 0);
+	assert_int_equal(t.count, 1);
+	x = aas_e2b_template_find(&t, "base");
+	assert_non_null(x);
+	assert_string_equal(x->size, "small");
+	assert_null(x->image);
+	assert_null(aas_e2b_template_find(&t, "other"));
+	aas_e2b_templates_free(&t);
+
+	assert_int_equal(aas_e2b_templates_parse(&t, "base=small,code-interpreter-v1=medium:python", why, sizeof(why)), 0);
+	x = aas_e2b_template_find(&t, "code-interpreter-v1");
+	assert_string_equal(x->size, "medium");
+	assert_string_equal(x->image, "python");
+	aas_e2b_templates_free(&t);
+
+	static const char *const bad[] = { "", "base", "base=", "base=small:", "Base=small", "a=b,a=c", "=small",
+		                           "a b=small", ",", "base=small,,x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(aas_e2b_templates_parse(&t, bad[i], why, sizeof(why)), -1);
+		assert_true(why[0] != '\0');
+		aas_e2b_templates_free(&t);
+	}
+	assert_int_equal(aas_e2b_templates_parse(&t, NULL, why, sizeof(why)), -1);
+	aas_e2b_templates_free(&t);
+
+	/* At the bound, and past it. */
+	char spec[AAS_E2B_TEMPLATES_MAX * 16 + 32] = "";
+	for (int i = 0; i < AAS_E2B_TEMPLATES_MAX; i++)
+		snprintf(spec + strlen(spec), sizeof(spec) - strlen(spec), "%st%d=small", i ? "," : "", i);
+	assert_int_equal(aas_e2b_templates_parse(&t, spec, why, sizeof(why)), 0);
+	assert_int_equal(t.count, AAS_E2B_TEMPLATES_MAX);
+	aas_e2b_templates_free(&t);
+	strcat(spec, ",one-more=small");
+	assert_int_equal(aas_e2b_templates_parse(&t, spec, why, sizeof(why)), -1);
+	aas_e2b_templates_free(&t);
+}
+
+static void test_unescape(void **state)
+{
+	char out[64];
+	size_t n;
+
+	(void)state;
+	/* The metadata filter's second decode, as the SDK sends {'a b':'c&d=e'} (docs/e2b.md). */
+	const char *once = "a%2520b=c%2526d%253De";
+	assert_true(aas_e2b_unescape(out, &n, once, strlen(once)));
+	assert_string_equal(out, "a%20b=c%26d%3De");
+	assert_true(aas_e2b_unescape(out, &n, "a+b%41", 6));
+	assert_string_equal(out, "a bA");
+	assert_int_equal(n, 4);
+	assert_false(aas_e2b_unescape(out, &n, "%", 1));
+	assert_false(aas_e2b_unescape(out, &n, "%4", 2));
+	assert_false(aas_e2b_unescape(out, &n, "%zz", 3));
+	assert_false(aas_e2b_unescape(out, &n, "a%00", 4));
+	assert_true(aas_e2b_unescape(out, &n, "", 0));
+	assert_string_equal(out, "");
+}
+
+/* ---- multipart ---- */
+
+static void test_multipart_boundary(void **state)
+{
+	char b[AAS_MULTIPART_BOUNDARY_MAX + 1], long_ct[200];
+
+	(void)state;
+	assert_true(aas_multipart_boundary(b, "multipart/form-data; boundary=----formdata-undici-0123"));
+	assert_string_equal(b, "----formdata-undici-0123");
+	assert_true(aas_multipart_boundary(b, "Multipart/Form-Data; charset=x; boundary=\"a b\""));
+	assert_string_equal(b, "a b");
+	assert_false(aas_multipart_boundary(b, "application/json"));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data"));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data; boundary="));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data; boundary=\"open"));
+	assert_false(aas_multipart_boundary(b, "multipart/form-data; boundary=a<b"));
+	assert_false(aas_multipart_boundary(b, NULL));
+	/* At the bound (70), and past it. */
+	snprintf(long_ct, sizeof(long_ct), "multipart/form-data; boundary=%0*d", 70, 0);
+	assert_true(aas_multipart_boundary(b, long_ct));
+	snprintf(long_ct, sizeof(long_ct), "multipart/form-data; boundary=%0*d", 71, 0);
+	assert_false(aas_multipart_boundary(b, long_ct));
+}
+
+static void test_multipart_parse(void **state)
+{
+	static const char body[] = "--XB\r\n"
+	                           "Content-Disposition: form-data; name=\"file\"; filename=\"/w/a%22b\"\r\n"
+	                           "Content-Type: application/octet-stream\r\n\r\n"
+	                           "one\r\n--XBnot\r\n"
+	                           "--XB\r\n"
+	                           "Content-Disposition: form-data; name=\"file\"; filename=\"rel/m2\"\r\n\r\n"
+	                           "\r\n"
+	                           "--XB\r\n"
+	                           "Content-Disposition: form-data; name=\"other\"\r\n\r\n"
+	                           "x\r\n"
+	                           "--XB--\r\n";
+	struct aas_multipart_part parts[4];
+	const char *why;
+	char name[64];
+	size_t n;
+
+	(void)state;
+	assert_true(aas_multipart_parse(body, sizeof(body) - 1, "XB", parts, 4, &n, &why));
+	assert_int_equal(n, 3);
+	assert_int_equal(parts[0].len, strlen("one\r\n--XBnot"));
+	assert_memory_equal(parts[0].data, "one\r\n--XBnot", parts[0].len);
+	assert_int_equal(parts[0].name_len, 4);
+	assert_true(aas_multipart_filename(name, parts[0].filename, parts[0].filename_len));
+	assert_string_equal(name, "/w/a\"b");
+	assert_int_equal(parts[1].len, 0);
+	assert_memory_equal(parts[1].filename, "rel/m2", 6);
+	assert_null(parts[2].filename);
+	assert_memory_equal(parts[2].name, "other", 5);
+	/* Too many parts for the room given. */
+	assert_false(aas_multipart_parse(body, sizeof(body) - 1, "XB", parts, 2, &n, &why));
+	assert_non_null(why);
+	/* Cut short anywhere: refused, never read past the end. */
+	for (size_t cut = 0; cut < sizeof(body) - 1 - strlen("--\r\n"); cut++) {
+		char *copy = malloc(cut ? cut : 1);
+		memcpy(copy, body, cut);
+		assert_false(aas_multipart_parse(copy, cut, "XB", parts, 4, &n, &why));
+		free(copy);
+	}
+	assert_false(aas_multipart_parse("--XB\r\nno colon\r\n\r\nx\r\n--XB--", 29, "XB", parts, 4, &n, &why));
+	assert_false(aas_multipart_filename(name, "a%0Ab", 5));
+	assert_false(aas_multipart_filename(name, "a\tb", 3));
+	assert_true(aas_multipart_filename(name, "100%", 4));
+	assert_string_equal(name, "100%");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_codes),
+		cmocka_unit_test(test_codes_from_saas),
+		cmocka_unit_test(test_envelope_roundtrip),
+		cmocka_unit_test(test_envelope_bounds),
+		cmocka_unit_test(test_envelope_stop),
+		cmocka_unit_test(test_end_payload),
+		cmocka_unit_test(test_request_json),
+		cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_ids),
+		cmocka_unit_test(test_tokens),
+		cmocka_unit_test(test_templates),
+		cmocka_unit_test(test_unescape),
+		cmocka_unit_test(test_multipart_boundary),
+		cmocka_unit_test(test_multipart_parse),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
