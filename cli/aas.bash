@@ -4,7 +4,7 @@ _aas() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create ls get exec shell cp files expose extend fork pause resume history network rm usage account login help"
+	local cmds="create ls get exec shell cp files expose extend fork pause resume history network rm usage account login e2b help"
 	local global="--url --key --json --help --version"
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in

@@ -228,13 +228,13 @@ char *aas_config_get(const char *name)
 	return res;
 }
 
-int aas_open(aas_ctx *ctx, saas_client **out)
+int aas_credentials(const aas_ctx *ctx, char **url_out, char **key_out)
 {
-	saas_remote_options opts = SAAS_REMOTE_OPTIONS_INIT;
 	char *cfg_url = NULL, *cfg_key = NULL;
 	const char *url = ctx->url_flag, *key = ctx->key_flag;
-	int rc, code = AAS_EXIT_OK;
+	int code = AAS_EXIT_OK;
 
+	*url_out = *key_out = NULL;
 	if (!url || !*url)
 		url = getenv("AAS_BASE_URL");
 	if (!key || !*key)
@@ -245,10 +245,27 @@ int aas_open(aas_ctx *ctx, saas_client **out)
 		key = cfg_key = aas_config_get("key");
 	if (!url || !*url)
 		url = AAS_DEFAULT_URL;
-	if (!key || !*key) {
+	if (!key || !*key)
 		code = aas_error(AAS_EXIT_AUTH, "no API key: run `aas login` or set AAS_API_KEY");
-		goto out;
+	else if (!(*url_out = strdup(url)) || !(*key_out = strdup(key)))
+		code = aas_error(AAS_EXIT_ERROR, "out of memory");
+	if (code != AAS_EXIT_OK) {
+		free(*url_out);
+		*url_out = NULL;
 	}
+	free(cfg_url);
+	free(cfg_key);
+	return code;
+}
+
+int aas_open(aas_ctx *ctx, saas_client **out)
+{
+	saas_remote_options opts = SAAS_REMOTE_OPTIONS_INIT;
+	char *url = NULL, *key = NULL;
+	int rc, code;
+
+	if ((code = aas_credentials(ctx, &url, &key)) != AAS_EXIT_OK)
+		return code;
 	opts.user_agent = "aas-cli";
 	rc = saas_client_open_remote(out, url, key, &opts, 0);
 	if (rc == SAAS_EAUTH)
@@ -260,9 +277,8 @@ int aas_open(aas_ctx *ctx, saas_client **out)
 		code = aas_error(AAS_EXIT_USAGE, "bad server URL '%s': give an origin such as http://127.0.0.1:8080 (--url or AAS_BASE_URL)", url);
 	else if (rc != SAAS_OK)
 		code = aas_fail(rc, url);
-out:
-	free(cfg_url);
-	free(cfg_key);
+	free(url);
+	free(key);
 	return code;
 }
 

@@ -53,6 +53,7 @@ int aas_cmd_fork(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_pause(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_resume(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_history(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_e2b(aas_ctx *ctx, int argc, char **argv);
 
 /* --network, --isolated, --internet, --allow and --deny, as aas create and aas network take them. */
 typedef struct {
@@ -118,7 +119,13 @@ const char *aas_hint(int rc);
 /* Whether the table has rc's own row (the error table test checks every code). */
 bool aas_status_known(int rc);
 
-/* Open the client from flags > environment > config file. On failure reports and returns an exit code. */
+/*
+ * The server URL and API key, each from flags > environment > config file
+ * (the URL defaults to AAS_DEFAULT_URL): both malloc'd. AAS_EXIT_OK, or an
+ * exit code once reported (no key: AAS_EXIT_AUTH).
+ */
+int aas_credentials(const aas_ctx *ctx, char **url, char **key);
+/* Open the client with them. On failure reports and returns an exit code. */
 int aas_open(aas_ctx *ctx, saas_client **out);
 /* The config file's path (malloc'd) or NULL. */
 char *aas_config_path(void);

@@ -36,6 +36,7 @@ static const char usage_text[] =
 	"  usage [--from T] [--to T]  usage and cost over a period\n"
 	"  account                 balance, limits and prices\n"
 	"  login [--key K] [--url U]  verify and save credentials\n"
+	"  e2b                     print the environment for E2B's SDKs: eval \"$(aas e2b)\"\n"
 	"\n"
 	"Options (global, or after any command):\n"
 	"  --url URL     server origin (default: AAS_BASE_URL, the config file, " AAS_DEFAULT_URL ")\n"
@@ -65,7 +66,7 @@ static const struct {
 	{ "rm", aas_cmd_rm },         { "usage", aas_cmd_usage },   { "account", aas_cmd_account },
 	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose }, { "network", aas_cmd_network },
 	{ "shell", aas_cmd_shell },   { "fork", aas_cmd_fork },     { "pause", aas_cmd_pause },
-	{ "resume", aas_cmd_resume }, { "history", aas_cmd_history },
+	{ "resume", aas_cmd_resume }, { "history", aas_cmd_history }, { "e2b", aas_cmd_e2b },
 };
 
 int main(int argc, char **argv)

@@ -118,6 +118,14 @@ static int key_rate(saas_client *sc, unsigned int *rate)
 	return SAAS_OK;
 }
 
+/* The key an E2B spelling ("e2b_...") stands for, into out: true if api_key is one. */
+static bool e2b_spelled(const char *api_key, char out[SAAS_KEY_LEN + 1])
+{
+	if (!api_key || strncmp(api_key, "e2b_", 4) != 0)
+		return false; /* the usual case, without setting the thread's error */
+	return saas_key_from_e2b(out, api_key) == SAAS_OK;
+}
+
 int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const char *api_key)
 {
 	struct aas_cached_client *c, *fresh = NULL;
@@ -125,13 +133,13 @@ int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const 
 	saas_client *sc = NULL;
 	unsigned int rate = 0;
 	int64_t now;
-	char spelled[AAS_SAAS_KEY_MAX + 1];
+	char spelled[SAAS_KEY_LEN + 1];
 	int rc;
 
 	*handle = NULL;
 	*client = NULL;
-	/* An E2B spelling of a key is the same key (server/e2b, docs/e2b.md): one cache entry, one revocation. */
-	if (aas_e2b_key_decode(spelled, sizeof(spelled), api_key))
+	/* An E2B spelling of a key is the same key (docs/e2b.md): one cache entry, one revocation. */
+	if (e2b_spelled(api_key, spelled))
 		api_key = spelled;
 	saas_key_fingerprint(hash, api_key);
 	pthread_mutex_lock(&mu);
@@ -229,11 +237,11 @@ bool aas_auth_known(const char *api_key)
 {
 	struct aas_cached_client *c;
 	char hash[65];
-	char spelled[AAS_SAAS_KEY_MAX + 1];
+	char spelled[SAAS_KEY_LEN + 1];
 	bool known;
 
-	/* An E2B spelling of a key is the same key (server/e2b, docs/e2b.md): one cache entry, one revocation. */
-	if (aas_e2b_key_decode(spelled, sizeof(spelled), api_key))
+	/* An E2B spelling of a key is the same key (docs/e2b.md): one cache entry, one revocation. */
+	if (e2b_spelled(api_key, spelled))
 		api_key = spelled;
 	saas_key_fingerprint(hash, api_key);
 	pthread_mutex_lock(&mu);

@@ -65,6 +65,14 @@ int aas_parse_usd(int64_t *micro, const char *s);
 /* The largest body of a request without a valid key on an AAS_R_KEY route (what MCP discovery needs, many times). */
 #define AAS_ANON_BODY_MAX ((size_t)64 << 10)
 
+/*
+ * Where the E2B-compatible face (server/e2b, docs/e2b.md) is served:
+ * E2B_API_URL=http://HOST:PORT/e2b, E2B_SANDBOX_URL=http://HOST:PORT/e2b-sandbox.
+ * The floor's, because the dashboard tells users them too.
+ */
+#define AAS_E2B_API_PREFIX "/e2b"
+#define AAS_E2B_SANDBOX_PREFIX "/e2b-sandbox"
+
 struct aas_req;
 
 /* What a handler returns: a ready response and its status. */

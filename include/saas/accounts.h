@@ -223,6 +223,40 @@ SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *engine, con
  */
 SAAS_EXTERN(void) saas_key_fingerprint(char out[65], const char *api_key);
 
+/** Length of an API key: "aas_sk_" and 43 characters from [A-Za-z0-9]. */
+#define SAAS_KEY_LEN 50
+/** Length of a key's E2B spelling: "e2b_" and the 43 characters' bytes in lower-case hex. */
+#define SAAS_KEY_E2B_LEN 90
+
+/**
+ * A key's E2B spelling, for clients of E2B's SDKs (aas-server's E2B-compatible
+ * face, docs/e2b.md): "e2b_" and the hex of the 43 characters after
+ * "aas_sk_". It is the same secret written differently, not a second key:
+ * computed, never stored, revoked with the key.
+ *
+ * @param out [out] SAAS_KEY_E2B_LEN + 1 bytes; "" on failure.
+ * @param key an API key ("aas_sk_" and 43 characters from [A-Za-z0-9]).
+ * @return SAAS_OK, or SAAS_EINVAL when key is not in that shape.
+ * Thread-safe.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_key_to_e2b(char out[SAAS_KEY_E2B_LEN + 1], const char *key);
+
+/**
+ * The API key an E2B spelling stands for: the inverse of saas_key_to_e2b().
+ * Only the one spelling is accepted (lower-case hex of [A-Za-z0-9] bytes),
+ * so a key has exactly two spellings.
+ *
+ * @param out     [out] SAAS_KEY_LEN + 1 bytes; "" on failure.
+ * @param e2b_key "e2b_" and 86 lower-case hex digits.
+ * @return SAAS_OK, or SAAS_EINVAL when e2b_key is not such a spelling.
+ * Thread-safe.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_key_from_e2b(char out[SAAS_KEY_LEN + 1], const char *e2b_key);
+
 /**
  * Free a key record; NULL is ignored.
  *

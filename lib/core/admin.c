@@ -9,6 +9,8 @@
 #define NAME_MAX_BYTES 200
 #define KEY_PREFIX "aas_sk_"
 #define KEY_RANDOM_CHARS 43 /* base62-ish over 256 random bits: ~256 bits of entropy */
+_Static_assert(sizeof(KEY_PREFIX) - 1 + KEY_RANDOM_CHARS == SAAS_KEY_LEN, "SAAS_KEY_LEN is a key's length");
+_Static_assert(sizeof("e2b_") - 1 + 2 * KEY_RANDOM_CHARS == SAAS_KEY_E2B_LEN, "SAAS_KEY_E2B_LEN is its E2B spelling's");
 
 static bool valid_id(const char *id)
 {
@@ -322,4 +324,69 @@ SAAS_EXTERN(void) saas_key_fingerprint(char out[65], const char *api_key)
 	if (!api_key)
 		api_key = "";
 	saas__sha256_hex(out, api_key, strlen(api_key));
+}
+
+#define E2B_KEY_PREFIX "e2b_"
+
+static bool key_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* A lower-case hex digit's value, or -1: upper case too, so that a key has one E2B spelling. */
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+SAAS_EXTERN(int) saas_key_to_e2b(char out[SAAS_KEY_E2B_LEN + 1], const char *key)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = strlen(KEY_PREFIX), m = strlen(E2B_KEY_PREFIX);
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	out[0] = '\0';
+	if (!key || strncmp(key, KEY_PREFIX, n) != 0 || strlen(key + n) != KEY_RANDOM_CHARS)
+		return saas__inval("not an API key: expected \"" KEY_PREFIX "\" and %d letters or digits", KEY_RANDOM_CHARS);
+	for (size_t i = 0; i < KEY_RANDOM_CHARS; i++)
+		if (!key_char(key[n + i]))
+			return saas__inval("not an API key: expected \"" KEY_PREFIX "\" and %d letters or digits",
+			                   KEY_RANDOM_CHARS);
+	memcpy(out, E2B_KEY_PREFIX, m);
+	for (size_t i = 0; i < KEY_RANDOM_CHARS; i++) {
+		out[m + 2 * i] = hex[(unsigned char)key[n + i] >> 4];
+		out[m + 2 * i + 1] = hex[(unsigned char)key[n + i] & 15];
+	}
+	out[m + 2 * KEY_RANDOM_CHARS] = '\0';
+	return SAAS_OK;
+}
+
+SAAS_EXTERN(int) saas_key_from_e2b(char out[SAAS_KEY_LEN + 1], const char *e2b_key)
+{
+	size_t n = strlen(KEY_PREFIX), m = strlen(E2B_KEY_PREFIX);
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	out[0] = '\0';
+	if (!e2b_key || strncmp(e2b_key, E2B_KEY_PREFIX, m) != 0 || strlen(e2b_key + m) != 2 * KEY_RANDOM_CHARS)
+		return saas__inval("not an E2B-spelled key: expected \"" E2B_KEY_PREFIX "\" and %d lower-case hex digits",
+		                   2 * KEY_RANDOM_CHARS);
+	memcpy(out, KEY_PREFIX, n);
+	for (size_t i = 0; i < KEY_RANDOM_CHARS; i++) {
+		int hi = hex_digit(e2b_key[m + 2 * i]), lo = hex_digit(e2b_key[m + 2 * i + 1]);
+		if (hi < 0 || lo < 0 || !key_char((char)(hi << 4 | lo))) {
+			out[0] = '\0';
+			return saas__inval("not an E2B-spelled key: its digits are not a key's characters");
+		}
+		out[n + i] = (char)(hi << 4 | lo);
+	}
+	out[n + KEY_RANDOM_CHARS] = '\0';
+	return SAAS_OK;
 }

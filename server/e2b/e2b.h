@@ -20,9 +20,7 @@ struct aas_req;
 struct aas_reply;
 struct aas_route;
 
-/* The prefixes: E2B_API_URL=http://HOST:PORT/e2b, E2B_SANDBOX_URL=http://HOST:PORT/e2b-sandbox. */
-#define AAS_E2B_API_PREFIX "/e2b"
-#define AAS_E2B_SANDBOX_PREFIX "/e2b-sandbox"
+/* Its prefixes, AAS_E2B_API_PREFIX and AAS_E2B_SANDBOX_PREFIX, are the floor's (server.h): the dashboard shows them. */
 
 /* ---- the server's hooks (gateway.c) ---- */
 
@@ -41,20 +39,5 @@ const struct aas_route *aas_e2b_route(const char *path);
  * e2b_ spelling. 0, or 2 after a one-line error.
  */
 int aas_e2b_key_main(int argc, char **argv);
-
-/* ---- the auth hook (names.c): what auth.c asks of every key a request sends ---- */
-
-#define AAS_SAAS_KEY_PREFIX "aas_sk_"
-#define AAS_SAAS_KEY_CHARS 43
-#define AAS_SAAS_KEY_MAX (sizeof(AAS_SAAS_KEY_PREFIX) - 1 + AAS_SAAS_KEY_CHARS)
-
-/*
- * The libsaas key an E2B spelling (e2b_ and the hex of an aas_sk_ key's 43
- * characters) stands for: false when e2b_key is not exactly such a spelling
- * (out is then ""); out holds at least AAS_SAAS_KEY_MAX + 1. The front end
- * looks the decoded key up, so both spellings are one key: one cache entry,
- * one revocation.
- */
-bool aas_e2b_key_decode(char *out, size_t size, const char *e2b_key);
 
 #endif

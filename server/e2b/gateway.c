@@ -374,7 +374,7 @@ void aas_e2b_shutdown(void)
 
 int aas_e2b_key_main(int argc, char **argv)
 {
-	char line[AAS_SAAS_KEY_MAX + 64], spelled[AAS_E2B_KEY_MAX + 1];
+	char line[SAAS_KEY_LEN + 64], spelled[SAAS_KEY_E2B_LEN + 1];
 	int rc = 2;
 
 	(void)argv;
@@ -387,12 +387,11 @@ int aas_e2b_key_main(int argc, char **argv)
 		return 2;
 	}
 	line[strcspn(line, "\r\n")] = '\0';
-	if (aas_e2b_key_encode(spelled, sizeof(spelled), line)) {
+	if (saas_key_to_e2b(spelled, line) == SAAS_OK) {
 		printf("%s\n", spelled);
 		rc = 0;
 	} else {
-		fprintf(stderr, "aas-server e2b-key: that is not an API key (aas_sk_ and %d letters and digits)\n",
-		        AAS_SAAS_KEY_CHARS);
+		fprintf(stderr, "aas-server e2b-key: %s\n", saas_error_last()->message);
 	}
 	sodium_memzero(line, sizeof(line));
 	sodium_memzero(spelled, sizeof(spelled));

@@ -17,18 +17,6 @@
 
 /* ---- spellings (names.c): pure ---- */
 
-#define AAS_E2B_KEY_PREFIX "e2b_"
-/* The longest e2b_ key: the prefix and two hex digits per character of an aas_sk_ key's secret part. */
-#define AAS_E2B_KEY_MAX (sizeof(AAS_E2B_KEY_PREFIX) - 1 + 2 * AAS_SAAS_KEY_CHARS)
-
-/*
- * The E2B spelling of a libsaas key: "e2b_" and the lower-case hex of the
- * 43 characters after "aas_sk_". false when key is not an aas_sk_ key of
- * that shape (out is then ""); out holds at least AAS_E2B_KEY_MAX + 1.
- */
-bool aas_e2b_key_encode(char *out, size_t size, const char *key);
-/* Its inverse, aas_e2b_key_decode, is e2b.h's: the front end decodes every key sent. */
-
 /* E2B's id of a libsaas sandbox: its id without "sbx-" (borrowed from id), or NULL when it has no such prefix. */
 const char *aas_e2b_id_from_saas(const char *id);
 /* The libsaas id of an E2B id ("sbx-" put back): false when it cannot be one (not [a-z0-9], empty, too long). */

@@ -1,7 +1,8 @@
 /*
- * How the E2B face spells libsaas's things: keys, sandbox ids, per-sandbox
- * tokens, templates (docs/e2b.md says why each is so). Pure: no engine, no
- * HTTP; the unit tests call it directly.
+ * How the E2B face spells libsaas's things: sandbox ids, per-sandbox
+ * tokens, templates (docs/e2b.md says why each is so; a key's spelling is
+ * the library's, saas_key_to_e2b). Pure: no engine, no HTTP; the unit tests
+ * call it directly.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -14,69 +15,6 @@
 #include "e2b/internal.h"
 
 static const char hex[] = "0123456789abcdef";
-
-static bool is_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1; /* upper case too: the spelling is lower case, one spelling per key */
-}
-
-bool aas_e2b_key_encode(char *out, size_t size, const char *key)
-{
-	size_t plen = strlen(AAS_SAAS_KEY_PREFIX), elen = strlen(AAS_E2B_KEY_PREFIX);
-	const char *secret;
-
-	if (size)
-		out[0] = '\0';
-	if (size < AAS_E2B_KEY_MAX + 1 || !key || strncmp(key, AAS_SAAS_KEY_PREFIX, plen) != 0)
-		return false;
-	secret = key + plen;
-	if (strlen(secret) != AAS_SAAS_KEY_CHARS)
-		return false;
-	for (size_t i = 0; i < AAS_SAAS_KEY_CHARS; i++)
-		if (!is_alnum(secret[i]))
-			return false;
-	memcpy(out, AAS_E2B_KEY_PREFIX, elen);
-	for (size_t i = 0; i < AAS_SAAS_KEY_CHARS; i++) {
-		out[elen + 2 * i] = hex[(unsigned char)secret[i] >> 4];
-		out[elen + 2 * i + 1] = hex[(unsigned char)secret[i] & 15];
-	}
-	out[elen + 2 * AAS_SAAS_KEY_CHARS] = '\0';
-	return true;
-}
-
-bool aas_e2b_key_decode(char *out, size_t size, const char *e2b_key)
-{
-	size_t plen = strlen(AAS_SAAS_KEY_PREFIX), elen = strlen(AAS_E2B_KEY_PREFIX);
-	const char *digits;
-
-	if (size)
-		out[0] = '\0';
-	if (size < AAS_SAAS_KEY_MAX + 1 || !e2b_key || strncmp(e2b_key, AAS_E2B_KEY_PREFIX, elen) != 0)
-		return false;
-	digits = e2b_key + elen;
-	if (strlen(digits) != 2 * AAS_SAAS_KEY_CHARS)
-		return false;
-	memcpy(out, AAS_SAAS_KEY_PREFIX, plen);
-	for (size_t i = 0; i < AAS_SAAS_KEY_CHARS; i++) {
-		int hi = hex_value(digits[2 * i]), lo = hex_value(digits[2 * i + 1]);
-		if (hi < 0 || lo < 0 || !is_alnum((char)(hi << 4 | lo))) {
-			out[0] = '\0';
-			return false;
-		}
-		out[plen + i] = (char)(hi << 4 | lo);
-	}
-	out[plen + AAS_SAAS_KEY_CHARS] = '\0';
-	return true;
-}
 
 const char *aas_e2b_id_from_saas(const char *id)
 {
@@ -219,9 +157,13 @@ const struct aas_e2b_template *aas_e2b_template_find(const struct aas_e2b_templa
 
 static int hex_any(char c)
 {
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
-	return hex_value(c);
+	return -1;
 }
 
 bool aas_e2b_unescape(char *out, size_t *out_len, const char *s, size_t len)

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "preview/preview.h"
 #include "web/html.h"
 #include "web/internal.h"
@@ -442,18 +444,32 @@ static void keys_page(struct aas_reply *out, const struct aas_viewer *v, const c
 {
 	struct aas_html h = { 0 };
 	saas_key_list *l = NULL;
-	char b1[40], b2[40], action[128];
+	char b1[40], b2[40], action[128], e2b[SAAS_KEY_E2B_LEN + 1];
 	int rc;
 
 	page_begin(&h, v, "API keys", "dashboard");
-	if (new_key)
+	if (new_key) {
 		aas_html_printf(&h, "<section id=\"new-key-box\" aria-live=\"polite\"><h2>New key \"%s\"</h2>"
 		                    "<p>Copy it now: it is shown once, and only its hash is kept.</p>"
 		                    "<p><output id=\"new-key\">%s</output> "
 		                    "<button type=\"button\" class=\"copy\" data-copy=\"new-key\">Copy</button></p>"
 		                    "<p>Use it as <code>Authorization: Bearer ...</code>; see the <a href=\"/docs\">quick "
-		                    "start</a>.</p></section>",
+		                    "start</a>.</p>",
 		                new_name, new_key);
+		/* The same secret in E2B's shape, for code written for E2B's SDKs (docs/e2b.md): nothing more is kept. */
+		if (saas_key_to_e2b(e2b, new_key) == SAAS_OK)
+			aas_html_printf(&h, "<div id=\"new-key-e2b-box\"><h3>For E2B's SDKs</h3>"
+			                    "<p>The same key in E2B's shape, revoked with it. Set these where code written for "
+			                    "E2B runs, with <code>AAS_BASE_URL</code> this server's address:</p>"
+			                    "<pre><output id=\"new-key-e2b\">export E2B_API_KEY=%s\n"
+			                    "export E2B_API_URL=$AAS_BASE_URL" AAS_E2B_API_PREFIX "\n"
+			                    "export E2B_SANDBOX_URL=$AAS_BASE_URL" AAS_E2B_SANDBOX_PREFIX "</output></pre>"
+			                    "<button type=\"button\" class=\"copy\" data-copy=\"new-key-e2b\">Copy</button>"
+			                    "</div>",
+			                e2b);
+		sodium_memzero(e2b, sizeof(e2b));
+		aas_html_raw(&h, "</section>");
+	}
 	form_begin(&h, v, "key-create", "/dashboard/keys");
 	aas_html_raw(&h, "<p><label for=\"key-name\">Name</label> <input id=\"key-name\" name=\"name\" maxlength=\"200\" "
 	                 "required placeholder=\"laptop\"> <button id=\"key-submit\" type=\"submit\">Create key</button></p>"

@@ -78,6 +78,14 @@ try {
   const created = JSON.parse(curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`,
     '-H', 'Content-Type: application/json', '-d', '{}', `${BASE}/v1/sandboxes`));
   check('the key creates a sandbox through the API', !!created.id, JSON.stringify(created));
+  // The same key in E2B's shape, with the variables E2B's SDKs read: it works on the E2B face.
+  const e2bEnv = (await text(page, '#new-key-e2b')) || '';
+  const e2bKey = (e2bEnv.match(/^export E2B_API_KEY=(e2b_[0-9a-f]+)$/m) || [])[1];
+  check('the E2B spelling is shown with the new key', !!e2bKey && /E2B_API_URL=\$AAS_BASE_URL\/e2b$/m.test(e2bEnv) &&
+    /E2B_SANDBOX_URL=\$AAS_BASE_URL\/e2b-sandbox$/m.test(e2bEnv), e2bEnv);
+  const e2bList = JSON.parse(curl('-H', `X-API-KEY: ${e2bKey}`, `${BASE}/e2b/v2/sandboxes`));
+  check('the E2B spelling lists the sandbox on the E2B face', Array.isArray(e2bList) &&
+    e2bList.some((s) => `sbx-${s.sandboxID}` === created.id), JSON.stringify(e2bList));
 
   // On the dashboard, and destroyed from it.
   // Billing is per whole second: reload until the row's cost so far is more than nothing.

@@ -85,7 +85,7 @@ static void unwrap(const uint8_t *data, size_t size)
 
 static void spellings(const uint8_t *data, size_t size)
 {
-	char *s = malloc(size + 1), key[AAS_SAAS_KEY_MAX + 1], back[AAS_E2B_KEY_MAX + 1], id[SAAS_ID_MAX + 1];
+	char *s = malloc(size + 1), key[SAAS_KEY_LEN + 1], back[SAAS_KEY_E2B_LEN + 1], id[SAAS_ID_MAX + 1];
 	struct aas_e2b_templates t;
 	size_t n;
 
@@ -93,12 +93,12 @@ static void spellings(const uint8_t *data, size_t size)
 		return;
 	memcpy(s, data, size);
 	s[size] = '\0';
-	if (aas_e2b_key_decode(key, sizeof(key), s)) {
-		if (!aas_e2b_key_encode(back, sizeof(back), key) || strcmp(back, s) != 0)
+	if (saas_key_from_e2b(key, s) == SAAS_OK) {
+		if (saas_key_to_e2b(back, key) != SAAS_OK || strcmp(back, s) != 0)
 			abort();
 	}
-	if (aas_e2b_key_encode(back, sizeof(back), s)) {
-		if (!aas_e2b_key_decode(key, sizeof(key), back) || strcmp(key, s) != 0)
+	if (saas_key_to_e2b(back, s) == SAAS_OK) {
+		if (saas_key_from_e2b(key, back) != SAAS_OK || strcmp(key, s) != 0)
 			abort();
 	}
 	if (aas_e2b_id_to_saas(id, s)) {

@@ -283,55 +283,56 @@ static void test_request_json(void **state)
 static void test_keys(void **state)
 {
 	const char *key = "aas_sk_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg";
-	char e2b[AAS_E2B_KEY_MAX + 1], back[AAS_SAAS_KEY_MAX + 1], small[8];
+	char e2b[SAAS_KEY_E2B_LEN + 1], back[SAAS_KEY_LEN + 1];
 
 	(void)state;
 	/* 43 characters after the prefix. */
 	char k43[64];
 	snprintf(k43, sizeof(k43), "aas_sk_%.*s", 43, key + 7);
-	assert_true(aas_e2b_key_encode(e2b, sizeof(e2b), k43));
-	assert_int_equal(strlen(e2b), AAS_E2B_KEY_MAX);
+	assert_int_equal(saas_key_to_e2b(e2b, k43), SAAS_OK);
+	assert_int_equal(strlen(e2b), SAAS_KEY_E2B_LEN);
 	assert_memory_equal(e2b, "e2b_416243", 10); /* "AbC" in hex */
 	/* Only lower-case hex after the prefix: what the Python SDK checks. */
 	for (const char *p = e2b + 4; *p; p++)
 		assert_true((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'));
-	assert_true(aas_e2b_key_decode(back, sizeof(back), e2b));
+	assert_int_equal(saas_key_from_e2b(back, e2b), SAAS_OK);
 	assert_string_equal(back, k43);
 
 	/* Not a key of that shape. */
-	assert_false(aas_e2b_key_encode(e2b, sizeof(e2b), "aas_sk_short"));
+	assert_int_equal(saas_key_to_e2b(e2b, "aas_sk_short"), SAAS_EINVAL);
 	assert_string_equal(e2b, "");
-	assert_false(aas_e2b_key_encode(e2b, sizeof(e2b), "e2b_00"));
-	assert_false(aas_e2b_key_encode(small, sizeof(small), k43));
+	assert_int_equal(saas_key_to_e2b(e2b, "e2b_00"), SAAS_EINVAL);
 	char bad[64];
 	snprintf(bad, sizeof(bad), "aas_sk_%.*s-", 42, key + 7);
-	assert_false(aas_e2b_key_encode(e2b, sizeof(e2b), bad));
+	assert_int_equal(saas_key_to_e2b(e2b, bad), SAAS_EINVAL);
 
 	/* Spellings that are not one. */
-	char d[AAS_E2B_KEY_MAX + 2];
-	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	char d[SAAS_KEY_E2B_LEN + 2];
+	assert_int_equal(saas_key_to_e2b(d, k43), SAAS_OK);
 	d[4] = '$'; /* not a hex digit where the high nibble is (the fuzzer's find: no shift of -1) */
-	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
-	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	assert_int_equal(saas_key_from_e2b(back, d), SAAS_EINVAL);
+	assert_int_equal(saas_key_to_e2b(d, k43), SAAS_OK);
 	d[10] = 'A'; /* upper case: one spelling per key */
-	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
+	assert_int_equal(saas_key_from_e2b(back, d), SAAS_EINVAL);
 	assert_string_equal(back, "");
-	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
+	assert_int_equal(saas_key_to_e2b(d, k43), SAAS_OK);
 	d[4] = '2';
 	d[5] = 'd'; /* "-", not alphanumeric */
-	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
-	assert_true(aas_e2b_key_encode(d, sizeof(d), k43));
-	d[AAS_E2B_KEY_MAX - 1] = '\0'; /* odd length */
-	assert_false(aas_e2b_key_decode(back, sizeof(back), d));
-	assert_false(aas_e2b_key_decode(back, sizeof(back), "e2b_" "0000000000000000000000000000000000000000"));
-	assert_false(aas_e2b_key_decode(back, sizeof(back), "aas_sk_x"));
-	assert_false(aas_e2b_key_decode(back, sizeof(back), NULL));
+	assert_int_equal(saas_key_from_e2b(back, d), SAAS_EINVAL);
+	assert_int_equal(saas_key_to_e2b(d, k43), SAAS_OK);
+	d[SAAS_KEY_E2B_LEN - 1] = '\0'; /* odd length */
+	assert_int_equal(saas_key_from_e2b(back, d), SAAS_EINVAL);
+	assert_int_equal(saas_key_from_e2b(back, "e2b_" "0000000000000000000000000000000000000000"), SAAS_EINVAL);
+	assert_int_equal(saas_key_from_e2b(back, "aas_sk_x"), SAAS_EINVAL);
+	assert_int_equal(saas_key_from_e2b(back, NULL), SAAS_EINVAL);
+	assert_int_equal(saas_key_from_e2b(NULL, e2b), SAAS_EINVAL);
+	assert_int_equal(saas_key_to_e2b(NULL, k43), SAAS_EINVAL);
 	/* The hex of a NUL must not cut the key short. */
-	char z[AAS_E2B_KEY_MAX + 1];
-	assert_true(aas_e2b_key_encode(z, sizeof(z), k43));
+	char z[SAAS_KEY_E2B_LEN + 1];
+	assert_int_equal(saas_key_to_e2b(z, k43), SAAS_OK);
 	z[4] = '0';
 	z[5] = '0';
-	assert_false(aas_e2b_key_decode(back, sizeof(back), z));
+	assert_int_equal(saas_key_from_e2b(back, z), SAAS_EINVAL);
 }
 
 static void test_ids(void **state)

@@ -59,7 +59,7 @@ one_line_err() { # the error is one line starting with "aas"
 # ---- help and usage errors (no server needed) ----
 run --help; expect_rc 0 "aas --help"
 check "help documents exit codes" grep -q 'Exit status' <<<"$OUT"
-for c in create ls get exec cp files expose unexpose extend network rm usage account login fork pause resume history; do
+for c in create ls get exec cp files expose unexpose extend network rm usage account login fork pause resume history e2b; do
 	run "$c" --help; expect_rc 0 "aas $c --help"
 	check "aas $c --help prints usage" grep -q "^usage: aas $c" <<<"$OUT"
 done
@@ -94,6 +94,24 @@ run --url "http://127.0.0.1:${DEAD}" --key "$KEY" ls; expect_rc 5 "server down";
 # ---- flags > environment ----
 export AAS_API_KEY="$KEY" AAS_BASE_URL="$BASE"
 run --key aas_sk_wrong ls; expect_rc 3 "--key beats AAS_API_KEY"
+
+# ---- e2b: the environment for E2B's SDKs, with the key in E2B's shape ----
+run e2b extra; expect_rc 2 "e2b takes no operand"
+run --key aas_sk_wrong e2b; expect_rc 3 "e2b: a key not in a key's shape"; one_line_err "e2b bad key"
+run --key aas_sk_0123456789012345678901234567890123456789abc e2b; expect_rc 3 "e2b: a key the server does not know"
+check "e2b prints nothing for an unknown key" test -z "$OUT"
+run e2b; expect_rc 0 "aas e2b"
+check "e2b prints three exports" test "$(grep -c '^export E2B_' <<<"$OUT")" = 3
+E2B_KEY=$(sed -n "s/^export E2B_API_KEY='\(e2b_[0-9a-f]*\)'$/\1/p" <<<"$OUT")
+check "e2b's key is the E2B spelling of ours" test "$E2B_KEY" = "$(printf '%s' "$KEY" | "$SERVER" e2b-key)"
+check "e2b's API URL is the server's /e2b" grep -qx "export E2B_API_URL='${BASE}/e2b'" <<<"$OUT"
+check "e2b's sandbox URL is the server's /e2b-sandbox" grep -qx "export E2B_SANDBOX_URL='${BASE}/e2b-sandbox'" <<<"$OUT"
+# What it prints works: the E2B face takes the key.
+check "the printed key lists sandboxes on the E2B face" \
+	curl -sf -H "X-API-KEY: ${E2B_KEY}" "${BASE}/e2b/v2/sandboxes" -o /dev/null
+run --key "$E2B_KEY" e2b --json; expect_rc 0 "e2b given a key already in E2B's shape"
+expect_jq .E2B_API_KEY "$E2B_KEY" "e2b --json keeps an E2B-shaped key"
+expect_jq .E2B_SANDBOX_URL "${BASE}/e2b-sandbox" "e2b --json sandbox URL"
 run --url "http://127.0.0.1:${DEAD}" ls; expect_rc 5 "--url beats AAS_BASE_URL"
 
 # ---- create, ls, get ----
