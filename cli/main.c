@@ -48,11 +48,14 @@ static const char usage_text[] =
 	"Configuration: $XDG_CONFIG_HOME/aas/config (~/.config/aas/config), written by `aas login`.\n"
 	"\n"
 	"Exit status:\n"
-	"  0  success                      4  not found\n"
-	"  1  any other failure            5  server or network failure\n"
-	"  2  usage error                  6  insufficient credit or account limit\n"
+	"  0  success\n"
+	"  1  any other failure\n"
+	"  2  usage error\n"
 	"  3  missing or invalid API key\n"
-	"  `aas exec` exits with the command's own exit code (124 if it timed out),\n"
+	"  4  not found\n"
+	"  5  server or network failure\n"
+	"  6  insufficient credit or account limit\n"
+	"  `aas exec` exits with the command's own exit code (124 if it timed out, 130 if cancelled),\n"
 	"  `aas shell` with the shell's;\n"
 	"  when the command could not run at all, 2, 3, 4 or 6 as above and 5 otherwise.\n";
 

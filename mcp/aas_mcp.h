@@ -96,6 +96,13 @@ typedef struct {
 	unsigned int flags;         /* AAS_MCP_* */
 	/* How this transport takes a key, for the guidance text: e.g. "an \"Authorization: Bearer aas_sk_...\" header". */
 	const char *key_hint;
+	/* Where a person makes a key, for the same text: e.g. "the dashboard's API keys page, /dashboard/keys". */
+	const char *key_source;
+	/*
+	 * When client_status is neither 0 nor SAAS_EAUTH: what is wrong and what
+	 * to set, in a sentence the agent can act on (or NULL: the status's name).
+	 */
+	const char *client_problem;
 	/* Page size of tools/list; 0: every tool in one page. */
 	unsigned int page_size;
 	/*

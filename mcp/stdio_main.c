@@ -67,6 +67,8 @@ struct state {
 	const char *api_key;     /* NULL when unset or empty */
 	saas_client *client;     /* set on the main thread only, before the calls that use it start */
 	int client_status;       /* 0 or the saas_status of the last open */
+	char problem[1024];      /* what the last failed open means for the user, and what to set */
+	char key_source[600];    /* where a key is made: the dashboard of AAS_BASE_URL */
 };
 
 /* stdout: one writer at a time. */
@@ -115,6 +117,7 @@ static bool calls_tool(const json_t *msg)
 static void ensure_client(struct state *st)
 {
 	const saas_error *e;
+	const char *why;
 	int rc;
 
 	if (st->client || !st->api_key || st->client_status == SAAS_EAUTH || st->client_status == SAAS_EINVAL)
@@ -129,8 +132,25 @@ static void ensure_client(struct state *st)
 	st->client = NULL;
 	st->client_status = rc;
 	e = saas_error_last();
-	fprintf(stderr, "aas-mcp: cannot open a client for %s: %s\n", st->base_url,
-	        e->code == rc && e->message[0] ? e->message : saas_strerror(rc));
+	why = e->code == rc && e->message[0] ? e->message : saas_strerror(rc);
+	fprintf(stderr, "aas-mcp: cannot open a client for %s: %s\n", st->base_url, why);
+	/* Tool results say what is wrong and what to set: an agent that is told to retry retries forever. */
+	if (rc == SAAS_EINVAL)
+		snprintf(st->problem, sizeof(st->problem),
+		         "AAS_BASE_URL is \"%.200s\", which aas-mcp cannot use: %s. Set AAS_BASE_URL to the libsaas "
+		         "server's origin only, such as " DEFAULT_BASE_URL " (without /v1), in this server's \"env\" in the "
+		         "MCP client's configuration, and restart it; retrying does not help.",
+		         st->base_url, why);
+	else if (rc == SAAS_ENETWORK)
+		snprintf(st->problem, sizeof(st->problem),
+		         "aas-mcp cannot reach the libsaas server at %.200s (%s). Check that the server runs and that "
+		         "AAS_BASE_URL is its origin; the next tool call tries again.",
+		         st->base_url, why);
+	else
+		snprintf(st->problem, sizeof(st->problem),
+		         "aas-mcp could not check the API key with the libsaas server at %.200s: %s. The next tool call "
+		         "tries again.",
+		         st->base_url, why);
 }
 
 /* Write one message as one line and flush; takes msg. false when stdout is gone. */
@@ -385,7 +405,7 @@ int main(int argc, char **argv)
 	struct state st = { 0 };
 	aas_mcp_ctx ctx = { .key_hint = key_hint, .notify = notify, .cancelled = cancelled };
 	char *line = NULL;
-	size_t cap = 0;
+	size_t cap = 0, origin_len;
 	ssize_t n;
 	int fd, rc = 0;
 
@@ -415,6 +435,11 @@ int main(int argc, char **argv)
 	st.api_key = getenv("AAS_API_KEY");
 	if (st.api_key && !*st.api_key)
 		st.api_key = NULL;
+	origin_len = strlen(st.base_url);
+	origin_len -= origin_len > 0 && st.base_url[origin_len - 1] == '/';
+	snprintf(st.key_source, sizeof(st.key_source), "the dashboard's API keys page, %.*s/dashboard/keys",
+	         (int)(origin_len < 500 ? origin_len : 500), st.base_url);
+	ctx.key_source = st.key_source;
 	if (!st.api_key)
 		fprintf(stderr, "aas-mcp: AAS_API_KEY is not set; tool calls will say how to set it\n");
 
@@ -450,6 +475,7 @@ int main(int argc, char **argv)
 			ensure_client(&st);
 			ctx.client = st.client;
 			ctx.client_status = st.client_status;
+			ctx.client_problem = st.client_status ? st.problem : NULL;
 			start_call(&ctx, msg);
 		} else {
 			resp = aas_mcp_handle(&ctx, msg);

@@ -1216,8 +1216,11 @@ json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t
 		if (t->needs_client && !ctx->client) {
 			if (ctx->client_status == SAAS_EAUTH)
 				res = failf(&c, "%s needs a valid API key, and the key sent is unknown or revoked. Send a valid "
-				                "key with %s; get one from the service's operator.", t->name,
-				            ctx->key_hint ? ctx->key_hint : "the request");
+				                "key with %s; make one on %s.", t->name,
+				            ctx->key_hint ? ctx->key_hint : "the request",
+				            ctx->key_source ? ctx->key_source : "the service's dashboard (/dashboard/keys)");
+			else if (ctx->client_status < 0 && ctx->client_problem)
+				res = failf(&c, "%s cannot run: %s", t->name, ctx->client_problem);
 			else if (ctx->client_status < 0)
 				res = failf(&c, "%s could not check the API key: %s. Retry shortly.", t->name,
 				            saas_strerror(ctx->client_status));

@@ -44,6 +44,22 @@ ensure_packages() {
 
 jobs() { nproc 2>/dev/null || echo 2; }
 
+# Preview URLs (http://NAME.localhost:8080/) for every client on this machine,
+# not only browsers and curl: glibc does not resolve *.localhost by itself, so
+# Python's urllib, Node's fetch and getent fail on them. systemd's
+# nss-myhostname maps localhost and every name below it to loopback; it is
+# added to the hosts line of /etc/nsswitch.conf, after "files", once. A real
+# deployment uses wildcard DNS and TLS instead (docs/operations.md).
+ensure_localhost_names() {
+	local sudo=()
+	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+	ensure_packages libnss-myhostname
+	if ! grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$)' /etc/nsswitch.conf 2>/dev/null; then
+		"${sudo[@]}" sed -i -E '/^hosts:/ s/([[:space:]]files)([[:space:]]|$)/\1 myhostname\2/' /etc/nsswitch.conf
+		say "added myhostname to /etc/nsswitch.conf's hosts line: *.localhost resolves to this machine for every program"
+	fi
+}
+
 # The accounts sandboxes need. libvirt's QEMU driver looks up the libvirt-qemu
 # user and group when it starts, even when its qemu.conf names another; Debian
 # creates them only with libvirt-daemon-system (which would also start a daemon

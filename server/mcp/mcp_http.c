@@ -517,6 +517,7 @@ void aas_h_mcp_post(struct aas_req *r, struct aas_reply *out)
 	/* The key, if one came, was looked up before the body (AAS_R_KEY); an unknown one makes isError results, not 401s. */
 	aas_mcp_ctx ctx = { .client = r->client, .client_status = r->key_status, .engine = engine_,
 	                    .flags = AAS_MCP_SERVICE_INFO | AAS_MCP_TENANT, .key_hint = key_hint,
+	                    .key_source = "this server's dashboard, its API keys page (/dashboard/keys)",
 	                    .cancelled = is_cancelled, .log = log_detail,
 	                    .ended = aas_preview_revoke };
 	json_t *msg, *err = NULL, *resp;

@@ -277,6 +277,7 @@ test('keyless and wrong-key tool calls are isError results with guidance, not 40
   r = await wrong.client.callTool({ name: 'list_sandboxes', arguments: {} });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /unknown or revoked/);
+  assert.match(textOf(r), /\/dashboard\/keys/); // where a person makes one
   await wrong.client.close();
 });
 

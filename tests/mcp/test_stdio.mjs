@@ -174,6 +174,26 @@ test('a wrong AAS_API_KEY: a tool call is isError saying the key is unknown', as
   assert.equal(r.isError, true);
   assert.match(textOf(r), /unknown or revoked/);
   assert.match(textOf(r), /AAS_API_KEY/);
+  assert.ok(textOf(r).includes(`${base.replace(/\/$/, '')}/dashboard/keys`), textOf(r)); // where to make one
+  await client.close();
+});
+
+test('AAS_BASE_URL with /v1, or a server not there: tool calls say what is wrong and what to set', async () => {
+  const key = 'aas_sk_wrongwrongwrong';
+  let { client } = await connect({ AAS_BASE_URL: `${base.replace(/\/$/, '')}/v1`, AAS_API_KEY: key });
+  let r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /AAS_BASE_URL/);
+  assert.match(textOf(r), /without \/v1/);
+  assert.match(textOf(r), /retrying does not help/);
+  assert.doesNotMatch(textOf(r), /Retry shortly/);
+  await client.close();
+  // A loopback port nothing listens on (port 1 needs root to bind: nothing does here).
+  ({ client } = await connect({ AAS_BASE_URL: 'http://127.0.0.1:1', AAS_API_KEY: key }));
+  r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /cannot reach the libsaas server at http:\/\/127\.0\.0\.1:1/);
+  assert.match(textOf(r), /AAS_BASE_URL/);
   await client.close();
 });
 
