@@ -232,7 +232,7 @@ void aas_e2b_side_clear(void);
  * 400, 503) in E2B's shape.
  */
 bool aas_e2b_signed_find(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
-/* The largest number of sandboxes a signed URL without a sandbox in its host is checked against. */
+/* The most accounts and sandboxes, together, a signed URL that names no sandbox is looked for in. */
 #define AAS_E2B_SIGNED_SCAN_MAX 10000
 
 #endif

@@ -12,7 +12,7 @@
  * each candidate's token, in constant time: the one the Host (domain mode) or
  * E2b-Sandbox-Id names (each account a candidate owner: one HMAC and one
  * hash each, no store call), else every sandbox not destroyed of every
- * account, at most AAS_E2B_SIGNED_SCAN_MAX. The request is then served as
+ * account, at most AAS_E2B_SIGNED_SCAN_MAX accounts and sandboxes together. The request is then served as
  * one with that token (data.c, files.c), so a signature opens only its
  * sandbox, its path, its operation and its user, until its expiry.
  *
@@ -81,24 +81,25 @@ static int scan(struct aas_reply *out, struct aas_e2b_target *t, const char *id,
 				snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", aas_e2b_id_from_saas(id));
 			continue;
 		}
-		/* A disabled account's sandboxes serve nothing: they are no candidates. */
-		if (accounts->items[i]->disabled_at_ms || saas_client_open_account(&client, aas_e2b_state.engine, account, 0) < 0)
-			continue;
-		do {
-			saas_sandbox_list *page = NULL;
-			if (saas_sandbox_list_get(&page, client, cursor, 1000, SAAS_LIST_ACTIVE) < 0)
-				break;
+		/* A disabled account's sandboxes serve nothing: they are no candidates. Each account looked in counts. */
+		if (!accounts->items[i]->disabled_at_ms && ++seen <= AAS_E2B_SIGNED_SCAN_MAX &&
+		    saas_client_open_account(&client, aas_e2b_state.engine, account, 0) == SAAS_OK) {
+			do {
+				saas_sandbox_list *page = NULL;
+				if (saas_sandbox_list_get(&page, client, cursor, 1000, SAAS_LIST_ACTIVE) < 0)
+					break;
+				free(cursor);
+				cursor = page->next_cursor ? strdup(page->next_cursor) : NULL;
+				for (size_t j = 0; j < page->count && !found && seen < AAS_E2B_SIGNED_SCAN_MAX; j++, seen++) {
+					const char *sid = page->items[j]->id, *e2b = aas_e2b_id_from_saas(sid);
+					if (e2b && (found = signed_by(sig, sid, account, path, op, user, exp, t->token)))
+						snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", e2b);
+				}
+				saas_sandbox_list_free(page);
+			} while (cursor && !found && seen < AAS_E2B_SIGNED_SCAN_MAX);
 			free(cursor);
-			cursor = page->next_cursor ? strdup(page->next_cursor) : NULL;
-			for (size_t j = 0; j < page->count && !found && seen < AAS_E2B_SIGNED_SCAN_MAX; j++, seen++) {
-				const char *sid = page->items[j]->id, *e2b = aas_e2b_id_from_saas(sid);
-				if (e2b && (found = signed_by(sig, sid, account, path, op, user, exp, t->token)))
-					snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", e2b);
-			}
-			saas_sandbox_list_free(page);
-		} while (cursor && !found && seen < AAS_E2B_SIGNED_SCAN_MAX);
-		free(cursor);
-		saas_client_free(client);
+			saas_client_free(client);
+		}
 		if (!found && seen >= AAS_E2B_SIGNED_SCAN_MAX) {
 			aas_e2b_error(out, 503, "this server runs too many sandboxes to find a signed URL's by its signature "
 			              "(%d): serve E2B with --e2b-domain, whose URLs name their sandbox (docs/e2b.md)",
