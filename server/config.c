@@ -59,6 +59,8 @@ const char *aas_config_usage(void)
 	       "  --e2b-secret-file FILE  the secret E2B access tokens derive from (at least 32 random bytes;\n"
 	       "                          servers on one store share it); default: random at each start\n"
 	       "                          [AAS_E2B_SECRET_FILE]\n"
+	       "  --e2b-domain DOMAIN     serve E2B's sandbox hosts PORT-ID.DOMAIN and api.DOMAIN (E2B_DOMAIN;\n"
+	       "                          wildcard DNS and TLS in front: docs/operations.md) [AAS_E2B_DOMAIN]\n"
 	       "  --min-free-mb N         refuse creates (503) while the state filesystem has less than N MiB free;\n"
 	       "                          default 1024 [AAS_MIN_FREE_MB]\n"
 	       "  --disk-budget-gb N      refuse creates (503) whose disk would take the sandboxes' disks, all full,\n"
@@ -379,6 +381,7 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_POOL")) && *v && set(&cfg->pool, v) < 0) ||
 	    ((v = getenv("AAS_E2B_TEMPLATES")) && *v && set(&cfg->e2b_templates, v) < 0) ||
 	    ((v = getenv("AAS_E2B_SECRET_FILE")) && *v && set(&cfg->e2b_secret_file, v) < 0) ||
+	    ((v = getenv("AAS_E2B_DOMAIN")) && *v && set(&cfg->e2b_domain, v) < 0) ||
 	    ((v = getenv("AAS_DOCS_VIEWER")) && *v && set(&cfg->docs_viewer, v) < 0))
 		return -1;
 	if ((v = getenv("AAS_SIGNUP")) && *v && (cfg->signup = parse_signup(v)) < 0) {
@@ -403,7 +406,7 @@ static int from_env(struct aas_config *cfg)
 int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
-	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_E2B_TEMPLATES, O_E2B_SECRET, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION,
+	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_E2B_TEMPLATES, O_E2B_SECRET, O_E2B_DOMAIN, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION,
 	       O_SIGNUP_CREDIT };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
@@ -424,6 +427,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "e2b-templates", required_argument, NULL, O_E2B_TEMPLATES },
 		{ "e2b-secret-file", required_argument, NULL, O_E2B_SECRET },
+		{ "e2b-domain", required_argument, NULL, O_E2B_DOMAIN },
 		{ "templates", required_argument, NULL, O_TEMPLATES },
 		{ "docs-viewer", required_argument, NULL, O_VIEWER },
 		{ "signup", required_argument, NULL, O_SIGNUP },
@@ -502,6 +506,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_POOL: rc = set(&cfg->pool, optarg); break;
 		case O_E2B_TEMPLATES: rc = set(&cfg->e2b_templates, optarg); break;
 		case O_E2B_SECRET: rc = set(&cfg->e2b_secret_file, optarg); break;
+		case O_E2B_DOMAIN: rc = set(&cfg->e2b_domain, optarg); break;
 		case O_VIEWER: rc = set(&cfg->docs_viewer, optarg); break;
 		case O_TEMPLATES:
 			if ((cfg->templates = parse_on_off(optarg)) < 0) {
@@ -583,6 +588,7 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->mcp_origins);
 	free(cfg->e2b_templates);
 	free(cfg->e2b_secret_file);
+	free(cfg->e2b_domain);
 	free(cfg->pool);
 	free(cfg->docs_viewer);
 	memset(cfg, 0, sizeof(*cfg));

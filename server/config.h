@@ -38,6 +38,7 @@ struct aas_config {
 	char *pool;                /* warm pools, "SIZE=N,..." (the engine checks it); NULL: none */
 	char *e2b_templates;       /* the E2B face's templates, "NAME=SIZE[:IMAGE],..." (e2b/); NULL: its default */
 	char *e2b_secret_file;     /* the E2B face's token secret; NULL: random at each start */
+	char *e2b_domain;          /* E2B's domain mode: PORT-ID.DOMAIN and api.DOMAIN are the face's; NULL: off */
 	char *docs_viewer;         /* where /docs/api's viewer is; NULL: next to the executable (web/pages.c) */
 	/* Tenant limits: every account's defaults (0: the library's); `aas-server limits` sets one account's. */
 	unsigned int max_sandboxes;

@@ -10,6 +10,7 @@
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -494,6 +495,32 @@ bool aas_wants_upgrade(struct aas_req *r)
 	return c && u && strcasestr(c, "upgrade");
 }
 
+bool aas_host_label(char *label, size_t size, const char *host, const char *domain)
+{
+	char h[256];
+	size_t n, dl;
+
+	if (size)
+		label[0] = '\0';
+	if (!host || !domain || !*domain || strlen(host) >= sizeof(h))
+		return false;
+	for (n = 0; host[n] && host[n] != ':'; n++)
+		h[n] = (char)tolower((unsigned char)host[n]);
+	h[n] = '\0';
+	/* A domain given with a port ("e2b.localhost:8080", what a client is told to dial) is compared without it. */
+	dl = strcspn(domain, ":");
+	if (dl == 0 || n <= dl + 1 || h[n - dl - 1] != '.' || strncasecmp(h + n - dl, domain, dl) != 0)
+		return false;
+	n -= dl + 1;
+	h[n] = '\0';
+	/* One label under the domain is the caller's, found or not; deeper names are not. */
+	if (strchr(h, '.'))
+		return false;
+	if (n < size)
+		memcpy(label, h, n + 1);
+	return true;
+}
+
 static uint64_t content_length(struct aas_req *r, bool *known)
 {
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
@@ -528,7 +555,7 @@ static bool begin(struct aas_req *r, struct aas_reply *rep)
 		return false;
 	}
 	/* The E2B face routes within its prefixes itself (server/e2b). */
-	if (!(r->route = aas_e2b_route(r->path)))
+	if (!(r->route = aas_e2b_route(r->path, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host"))))
 		r->route = route_find(r, r->path, r->method, allow, sizeof(allow), &too_long);
 	if (!r->route) {
 		if (strcmp(r->method, "OPTIONS") == 0 && allow[0]) {
@@ -632,6 +659,20 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 	if (!r)
 		return MHD_NO;
 	aas_conn_progress(conn, !r->started, *upload_data_size);
+	/* E2B's domain mode: a sandbox's port as PORT-ID.DOMAIN, proxied as a preview is once its token is checked. */
+	if (!r->started && aas_e2b_port_host(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"))) {
+		r->started = true;
+		r->conn = conn;
+		r->method = method;
+		if (!(r->path = strdup(url)))
+			return MHD_NO;
+		r->route_label = "e2b-port";
+		if (!aas_ratelimit_preview(r, &rep, config->preview_rate))
+			return aas_queue(r, &rep);
+		if (!aas_conn_preview_enter(conn))
+			return preview_busy(r);
+		return aas_e2b_port_handle(r, upload_data, upload_data_size);
+	}
 	if (r->proxy || (!r->started && aas_preview_match(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"),
 	                                                  config->preview_domain, pname))) {
 		if (!r->started) {

@@ -193,6 +193,15 @@ bool aas_query_uint(struct aas_req *r, const char *name, unsigned int min, unsig
  * request ask for an upgrade ("Connection: Upgrade" and an Upgrade)?
  */
 bool aas_wants_upgrade(struct aas_req *r);
+/*
+ * The one reader of Host names (hostile input): is host (a port after ':'
+ * ignored, as is one after domain's) a single label under domain, compared
+ * without case? Then that label, lowercased, goes into label when it fits
+ * (size with its NUL), else label is "": the host is still one under the
+ * domain, for the caller to refuse. false for a host that is not, or is over
+ * 255 bytes. The preview proxy and the E2B face's sandbox hosts both ask it.
+ */
+bool aas_host_label(char *label, size_t size, const char *host, const char *domain);
 
 /* ---- sockets taken over (conn.c) ---- */
 

@@ -66,10 +66,14 @@ static json_t *sandbox_json(const saas_sandbox *s, const char *account_id, enum 
 	if (shape != SHAPE_LISTED) {
 		aas_e2b_envd_token(token, s->id, account_id);
 		json_object_set_new(o, "envdAccessToken", json_string(token));
-		json_object_set_new(o, "domain", json_null());
+		/* With --e2b-domain the SDK then dials PORT-ID.DOMAIN (getHost too); without, E2B_SANDBOX_URL. */
+		json_object_set_new(o, "domain", aas_e2b_state.cfg->e2b_domain ? json_string(aas_e2b_state.cfg->e2b_domain)
+		                                                               : json_null());
 	}
 	if (shape == SHAPE_CREATED) {
-		json_object_set_new(o, "trafficAccessToken", json_null());
+		/* Always one: no port of a sandbox is served without it, public traffic or not (urls.c). */
+		aas_e2b_traffic_token(token, s->id, account_id);
+		json_object_set_new(o, "trafficAccessToken", json_string(token));
 		goto out;
 	}
 	json_object_set_new(o, "startedAt", iso_time(s->ready_at_ms ? s->ready_at_ms : s->created_at_ms));
@@ -228,9 +232,9 @@ static bool egress(json_t *body, const char **mode, bool *policy, saas_network_s
 				return false;
 			}
 		}
-		if (pub && json_is_false(pub)) {
-			aas_e2b_error(out, 400, "network.allowPublicTraffic=false (a traffic access token) is not supported by "
-			              "this server yet (docs/e2b.md)");
+		/* false is what libsaas always does (every port needs the trafficAccessToken); true is taken as that too. */
+		if (pub && !json_is_boolean(pub) && !json_is_null(pub)) {
+			aas_e2b_error(out, 400, "network.allowPublicTraffic must be true or false");
 			return false;
 		}
 		if (!string_list(net, "allowOut", allow, &nallow, out) || !string_list(net, "denyOut", deny, &ndeny, out))

@@ -1,6 +1,8 @@
 /*
  * The data plane: what E2B's SDKs send to the daemon in a sandbox (envd),
- * under /e2b-sandbox with the sandbox named by the E2b-Sandbox-Id header.
+ * under /e2b-sandbox with the sandbox named by the E2b-Sandbox-Id header,
+ * or in domain mode at the root of 49983-ID.DOMAIN, the Host naming it; a
+ * signed /files URL is found by its signature (urls.c).
  * This file is its front: finding the sandbox and checking the access
  * token before the body is read, the replies in the forms the SDKs read,
  * and the routing of Connect RPC calls to process.c and files.c; GET
@@ -17,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include <sodium.h>
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
@@ -97,21 +101,28 @@ static void reply_auth(struct aas_reply *out, const struct aas_e2b_target *t, co
  */
 bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
-	const char *sid = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
 	const char *port = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
-	const char *token = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Access-Token");
+	const char *sid = t->e2b_id, *token = t->token;
 	saas_sandbox *sb = NULL;
 	int rc;
 
+	/* The Host's sandbox (domain mode) or a signed URL's comes first; the SDK's header then says the same. */
+	if (!*sid)
+		sid = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
+	if (!*token)
+		token = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Access-Token");
 	if (!sid || !aas_e2b_id_to_saas(t->id, sid)) {
 		reply_gone(out, sid, "The sandbox was not found (send its id in E2b-Sandbox-Id)");
 		return false;
 	}
-	snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", sid);
-	if (port && strcmp(port, "49983") != 0) {
+	if (sid != t->e2b_id)
+		snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", sid);
+	/* In domain mode the Host names the port: 49983, or the request never came here. */
+	if (port && strcmp(port, "49983") != 0 && !t->from_host) {
 		aas_reply_json(out, 502, json_pack("{s:s,s:s,s:s,s:i}", "sandboxId", sid, "message",
 		                                   "only the daemon's port 49983 is served through the E2B data plane yet; "
-		                                   "reach a guest port through a preview (docs/e2b.md)",
+		                                   "reach a guest port at PORT-ID.DOMAIN (--e2b-domain) or through a "
+		                                   "preview (docs/e2b.md)",
 		                                   "port", port, "code", 502));
 		return false;
 	}
@@ -249,8 +260,10 @@ static void target_free(void *p)
 {
 	struct aas_e2b_target *t = p;
 
-	if (t)
+	if (t) {
 		saas_client_free(t->client);
+		sodium_memzero(t->token, sizeof(t->token));
+	}
 	free(t);
 }
 
@@ -286,7 +299,14 @@ static bool rate_ok(struct aas_req *r, struct aas_reply *out, const struct aas_e
 	return true;
 }
 
-int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path)
+/* A /files request a plain client sends with a signed URL's query and no token of its own. */
+static bool signed_url(struct aas_req *r, const char *path)
+{
+	return strcmp(path, "/files") == 0 && !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Access-Token") &&
+	       MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "signature");
+}
+
+int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path, const char *host_id)
 {
 	struct aas_e2b_target *t = calloc(1, sizeof(*t));
 
@@ -298,8 +318,15 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	r->stream_free = target_free;
 	r->body_max = 0;
 	t->rpc = is_rpc(path);
-	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0)
+	if (host_id) {
+		snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", host_id);
+		t->from_host = true;
+	}
+	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0 && strcmp(path, "/envs") != 0)
 		return rate_ok(r, out, t) ? 0 : -1; /* answered by aas_e2b_data: nothing of a sandbox is needed */
+	/* A signature is checked against every candidate sandbox: the address pays before that work is done. */
+	if (signed_url(r, path) && (!rate_ok(r, out, t) || !aas_e2b_signed_find(r, out, t)))
+		return -1;
 	if (!aas_e2b_target_open(r, out, t)) {
 		/* A refused token (or a sandbox not there) is the address's to pay for; the reply stands. */
 		struct aas_reply ignored = { 0, NULL };
@@ -316,6 +343,20 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	return 0;
 }
 
+/* GET /envs: the envs the sandbox was created with (envd's answer from inside; here from the create). */
+static void envs(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
+{
+	struct aas_e2b_side side;
+
+	if (strcmp(r->method, "GET") != 0) {
+		aas_e2b_error(out, 405, "%s is not allowed on /envs", r->method);
+		return;
+	}
+	aas_e2b_side_get(t->id, &side);
+	aas_e2b_json(out, 200, side.envs ? json_incref(side.envs) : json_object());
+	aas_e2b_side_free(&side);
+}
+
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)
 {
 	struct aas_e2b_target *t = r->stream;
@@ -329,7 +370,9 @@ void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)
 			aas_e2b_error(out, 405, "%s is not allowed on /health", r->method);
 	} else if (strcmp(path, "/files") == 0) {
 		aas_e2b_files(r, out, t);
-	} else if (strcmp(path, "/envs") == 0 || strcmp(path, "/metrics") == 0) {
+	} else if (strcmp(path, "/envs") == 0) {
+		envs(r, out, t);
+	} else if (strcmp(path, "/metrics") == 0) {
 		aas_e2b_error(out, 501, "%s through the E2B API is not served by this server yet (docs/e2b.md)", path + 1);
 	} else {
 		aas_e2b_error(out, 404, "no E2B daemon call %s %s", r->method, *path ? path : "/");

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <microhttpd.h>
 #include <saas.h>
 
 struct aas_config;
@@ -28,10 +29,20 @@ struct aas_route;
 int aas_e2b_init(saas_engine *engine, const struct aas_config *cfg);
 void aas_e2b_shutdown(void);
 /*
- * The route that serves a path under one of the prefixes (every method: the
- * face routes within), or NULL for a path that is not the face's.
+ * The route that serves a path under one of the prefixes, /files (a signed
+ * URL), or with --e2b-domain any path of the hosts 49983-ID.DOMAIN and
+ * api.DOMAIN (every method: the face routes within); NULL for a request
+ * that is not the face's. host is the request's Host header (or NULL).
  */
-const struct aas_route *aas_e2b_route(const char *path);
+const struct aas_route *aas_e2b_route(const char *path, const char *host);
+/*
+ * With --e2b-domain: does Host name a sandbox's port other than envd's
+ * (PORT-ID.DOMAIN)? Then the floor hands every call of the access handler
+ * to aas_e2b_port_handle, which checks the sandbox's traffic token and
+ * proxies as a preview does (aas_preview_handle) from then on.
+ */
+bool aas_e2b_port_host(const char *host);
+enum MHD_Result aas_e2b_port_handle(struct aas_req *r, const char *upload, size_t *upload_size);
 
 /*
  * `aas-server e2b-key`: read a key (aas_sk_...) on stdin, never on the

@@ -2,7 +2,9 @@
  * The E2B face's front door: its two prefixes, its replies, its state, and
  * the side table of what a create gave that the engine does not keep yet.
  *
- * The face has one route of the server's table per prefix (aas_e2b_route):
+ * The face has one route of the server's table per prefix (aas_e2b_route),
+ * one for /files at the root (signed URLs) and, in domain mode, one per kind
+ * of host (api.DOMAIN, 49983-ID.DOMAIN; urls.c has the other ports):
  * http.c hands it the headers (to authenticate before the body), the body
  * (kept whole, bounded per call) and the end, and the face routes within
  * and authenticates itself, because E2B's SDKs read errors in E2B's shape
@@ -27,17 +29,20 @@ struct aas_e2b aas_e2b_state;
 
 /* ---- tokens ---- */
 
-void aas_e2b_envd_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_id, const char *account_id)
+/* A sandbox's token under one label: "ACCOUNT.HEX", HEX the HMAC of the pair (internal.h). */
+static void sandbox_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *label, const char *sandbox_id,
+                          const char *account_id)
 {
 	char subject[2 * SAAS_ID_MAX + 2], mac[65];
 
 	/* '/' is in neither id: the subject is one pair only. */
 	snprintf(subject, sizeof(subject), "%s/%s", sandbox_id, account_id);
-	aas_e2b_token(mac, aas_e2b_state.secret, AAS_E2B_TOKEN_ENVD, subject);
+	aas_e2b_token(mac, aas_e2b_state.secret, label, subject);
 	snprintf(out, AAS_E2B_ENVD_TOKEN_SIZE, "%s.%s", account_id, mac);
 }
 
-bool aas_e2b_envd_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1])
+static bool sandbox_token_check(const char *token, const char *label, const char *sandbox_id,
+                                char account[SAAS_ID_MAX + 1])
 {
 	char expected[AAS_E2B_ENVD_TOKEN_SIZE];
 	const char *dot = token ? strrchr(token, '.') : NULL;
@@ -48,12 +53,32 @@ bool aas_e2b_envd_token_check(const char *token, const char *sandbox_id, char ac
 		return false;
 	memcpy(account, token, n);
 	account[n] = '\0';
-	aas_e2b_envd_token(expected, sandbox_id, account);
+	sandbox_token(expected, label, sandbox_id, account);
 	if (!aas_e2b_token_equal(token, expected)) {
 		account[0] = '\0';
 		return false;
 	}
 	return true;
+}
+
+void aas_e2b_envd_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_id, const char *account_id)
+{
+	sandbox_token(out, AAS_E2B_TOKEN_ENVD, sandbox_id, account_id);
+}
+
+bool aas_e2b_envd_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1])
+{
+	return sandbox_token_check(token, AAS_E2B_TOKEN_ENVD, sandbox_id, account);
+}
+
+void aas_e2b_traffic_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_id, const char *account_id)
+{
+	sandbox_token(out, AAS_E2B_TOKEN_TRAFFIC, sandbox_id, account_id);
+}
+
+bool aas_e2b_traffic_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1])
+{
+	return sandbox_token_check(token, AAS_E2B_TOKEN_TRAFFIC, sandbox_id, account);
 }
 
 /* ---- replies ---- */
@@ -248,7 +273,48 @@ static int start_api(struct aas_req *r, struct aas_reply *out)
 
 static int start_sandbox(struct aas_req *r, struct aas_reply *out)
 {
-	return aas_e2b_data_start(r, out, r->path + strlen(AAS_E2B_SANDBOX_PREFIX));
+	return aas_e2b_data_start(r, out, r->path + strlen(AAS_E2B_SANDBOX_PREFIX), NULL);
+}
+
+/*
+ * Domain mode (--e2b-domain): 49983-ID.DOMAIN is the data plane with its
+ * paths at the root and the sandbox in the Host, and api.DOMAIN the control
+ * plane at the root (E2B's default API URL). Other ports are the floor's to
+ * send to aas_e2b_port_handle.
+ */
+static void dispatch_host(struct aas_req *r, struct aas_reply *out)
+{
+	aas_e2b_data(r, out, r->path);
+}
+
+static int start_host(struct aas_req *r, struct aas_reply *out)
+{
+	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
+	char id[SAAS_ID_MAX + 1];
+	unsigned int port;
+
+	/* The route was picked by this Host: it parses again, the same. */
+	if (!aas_e2b_host_parse(host, aas_e2b_state.cfg->e2b_domain, &port, id) || port != AAS_E2B_ENVD_PORT) {
+		aas_e2b_error(out, 404, "no sandbox host %s", host ? host : "");
+		return -1;
+	}
+	return aas_e2b_data_start(r, out, r->path, id);
+}
+
+static void dispatch_api_host(struct aas_req *r, struct aas_reply *out)
+{
+	aas_e2b_control(r, out, r->path);
+}
+
+/* /files at the root: a signed URL made with E2B_SANDBOX_URL (the SDK drops the URL's path), found by its signature. */
+static void dispatch_files(struct aas_req *r, struct aas_reply *out)
+{
+	aas_e2b_data(r, out, "/files");
+}
+
+static int start_files(struct aas_req *r, struct aas_reply *out)
+{
+	return aas_e2b_data_start(r, out, "/files", NULL);
 }
 
 /* A piece of the body, kept whole up to r->body_max: nonzero past it (http.c drops the rest; the call says 413). */
@@ -281,6 +347,13 @@ static const struct aas_route api_route = { "*", AAS_E2B_API_PREFIX, AAS_R_STREA
 static const struct aas_route sandbox_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_STREAM | AAS_R_RATED,
 	                                        dispatch_sandbox, start_sandbox, body_data };
 
+static const struct aas_route host_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_STREAM | AAS_R_RATED, dispatch_host,
+	                                     start_host, body_data };
+static const struct aas_route api_host_route = { "*", AAS_E2B_API_PREFIX, AAS_R_STREAM, dispatch_api_host, start_api,
+	                                         body_data };
+static const struct aas_route files_route = { "*", "/files", AAS_R_STREAM | AAS_R_RATED, dispatch_files, start_files,
+	                                      body_data };
+
 static bool under(const char *path, const char *prefix)
 {
 	size_t n = strlen(prefix);
@@ -288,15 +361,34 @@ static bool under(const char *path, const char *prefix)
 	return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-const struct aas_route *aas_e2b_route(const char *path)
+const struct aas_route *aas_e2b_route(const char *path, const char *host)
 {
+	const char *domain = aas_e2b_state.cfg ? aas_e2b_state.cfg->e2b_domain : NULL;
+	char id[SAAS_ID_MAX + 1], label[8];
+	unsigned int port;
+
 	if (!aas_e2b_state.engine)
 		return NULL;
+	if (domain && aas_e2b_host_parse(host, domain, &port, id) && port == AAS_E2B_ENVD_PORT)
+		return &host_route;
+	if (domain && aas_host_label(label, sizeof(label), host, domain) && strcmp(label, "api") == 0)
+		return &api_host_route;
 	if (under(path, AAS_E2B_API_PREFIX))
 		return &api_route;
 	if (under(path, AAS_E2B_SANDBOX_PREFIX))
 		return &sandbox_route;
+	if (strcmp(path, "/files") == 0)
+		return &files_route;
 	return NULL;
+}
+
+bool aas_e2b_port_host(const char *host)
+{
+	const char *domain = aas_e2b_state.cfg ? aas_e2b_state.cfg->e2b_domain : NULL;
+	char id[SAAS_ID_MAX + 1];
+	unsigned int port;
+
+	return aas_e2b_state.engine && domain && aas_e2b_host_parse(host, domain, &port, id) && port != AAS_E2B_ENVD_PORT;
 }
 
 /* ---- start and stop ---- */
@@ -338,6 +430,30 @@ static int load_secret(const char *file)
 	return rc;
 }
 
+/* Room under 255 for "PORT-ID." before the domain (a host name's bound). */
+#define DOMAIN_MAX 180
+
+/* --e2b-domain: a lower-case DNS name (a wildcard certificate then covers one label under it), and a port. */
+static bool domain_ok(const char *d)
+{
+	size_t n = strcspn(d, ":");
+	const char *port = d + n;
+
+	if (n == 0 || n > DOMAIN_MAX || d[0] == '.' || d[0] == '-' || d[n - 1] == '.' || d[n - 1] == '-' ||
+	    strstr(d, ".."))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((d[i] >= 'a' && d[i] <= 'z') || (d[i] >= '0' && d[i] <= '9') || d[i] == '-' || d[i] == '.'))
+			return false;
+	if (*port) {
+		char *end;
+		unsigned long p = strtoul(port + 1, &end, 10);
+		if (!port[1] || *end || port[1] < '1' || port[1] > '9' || p > 65535)
+			return false;
+	}
+	return true;
+}
+
 int aas_e2b_init(saas_engine *engine, const struct aas_config *cfg)
 {
 	const char *spec = cfg->e2b_templates ? cfg->e2b_templates : AAS_E2B_TEMPLATES_DEFAULT;
@@ -349,6 +465,12 @@ int aas_e2b_init(saas_engine *engine, const struct aas_config *cfg)
 	}
 	if (aas_e2b_templates_parse(&aas_e2b_state.templates, spec, why, sizeof(why)) < 0) {
 		aas_log(SAAS_LOG_ERROR, "e2b: --e2b-templates: %s", why);
+		aas_e2b_templates_free(&aas_e2b_state.templates);
+		return -1;
+	}
+	if (cfg->e2b_domain && !domain_ok(cfg->e2b_domain)) {
+		aas_log(SAAS_LOG_ERROR, "e2b: --e2b-domain \"%s\" is not a domain name (lower-case letters, digits, '-' "
+		        "and '.', at most %d bytes, and an optional :PORT)", cfg->e2b_domain, DOMAIN_MAX);
 		aas_e2b_templates_free(&aas_e2b_state.templates);
 		return -1;
 	}

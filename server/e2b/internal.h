@@ -62,6 +62,26 @@ void aas_e2b_templates_free(struct aas_e2b_templates *t);
  */
 bool aas_e2b_unescape(char *out, size_t *out_len, const char *s, size_t len);
 
+/* The envd port: on it a sandbox's host (PORT-ID.DOMAIN) is the data plane; any other is the guest's. */
+#define AAS_E2B_ENVD_PORT 49983
+/*
+ * Domain mode's host of a sandbox port, PORT-ID under domain (server.h's
+ * aas_host_label reads the host): the port (1..65535, no leading zero) and
+ * the E2B id ([a-z0-9], one a libsaas id can be). false for any other host.
+ */
+bool aas_e2b_host_parse(const char *host, const char *domain, unsigned int *port, char e2b_id[SAAS_ID_MAX + 1]);
+
+/* A signed file URL's signature: "v1_" and 43 base64 digits, and a NUL. */
+#define AAS_E2B_SIGNATURE_SIZE 47
+/*
+ * E2B's signature of a file URL (docs/e2b-wire.md 1.4): "v1_" and the
+ * unpadded base64 of SHA-256(path ":" operation ":" user ":" token), with
+ * ":" expiration appended when there is one (decimal unix seconds, as sent).
+ * operation is "read" or "write"; user "" when the URL names none.
+ */
+void aas_e2b_signature(char out[AAS_E2B_SIGNATURE_SIZE], const char *path, const char *operation, const char *user,
+                       const char *token, const char *expiration);
+
 /* The envd version the face says its sandboxes run: the SDKs switch features on it (docs/e2b.md). */
 #define AAS_E2B_ENVD_VERSION "0.6.4"
 /* What E2B's clientID (deprecated, but required by the Python SDK's models) always says. */
@@ -100,6 +120,15 @@ void aas_e2b_envd_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_i
 /* Is token the envd token of sandbox_id (compared in constant time)? Then its account goes into account. */
 bool aas_e2b_envd_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1]);
 
+/*
+ * A sandbox's trafficAccessToken, the same shape under its own label: what
+ * reaches a guest's port other than envd's in domain mode (the header
+ * e2b-traffic-access-token). One sandbox's tokens open nothing of another's,
+ * and neither token is the other.
+ */
+void aas_e2b_traffic_token(char out[AAS_E2B_ENVD_TOKEN_SIZE], const char *sandbox_id, const char *account_id);
+bool aas_e2b_traffic_token_check(const char *token, const char *sandbox_id, char account[SAAS_ID_MAX + 1]);
+
 /* An error as E2B sends one: HTTP status and {"code":status,"message":...}. */
 void aas_e2b_error(struct aas_reply *out, unsigned int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -121,9 +150,10 @@ void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path)
  * The data plane (data.c): path is what follows AAS_E2B_SANDBOX_PREFIX.
  * aas_e2b_data_start runs first, with the headers, before a byte of the
  * body is held: it finds the sandbox and checks the access token (r->stream
- * keeps what it found) and sets the body's bound; -1 after a reply.
+ * keeps what it found) and sets the body's bound; -1 after a reply. host_id
+ * is the sandbox domain mode's Host names (urls.c), or NULL: the header's.
  */
-int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path);
+int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *path, const char *host_id);
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path);
 
 /* A data-plane request's sandbox, and the client acting for its account (owned: freed by data.c). */
@@ -134,10 +164,13 @@ struct aas_e2b_target {
 	saas_client *client;
 	bool rpc;
 	bool streaming;
+	char token[AAS_E2B_ENVD_TOKEN_SIZE]; /* a signed URL's: the envd token its signature proved (urls.c) */
+	bool from_host;                      /* e2b_id is the Host's (domain mode) */
 };
 /*
- * Find the request's sandbox (E2b-Sandbox-Id) and open its account's client
- * by the access token: false after a reply (401 for a token that is not the
+ * Find the request's sandbox (t->e2b_id when set: the Host's or a signed
+ * URL's; else E2b-Sandbox-Id) and open its account's client by the access
+ * token (t->token when set, else X-Access-Token): false after a reply (401 for a token that is not the
  * sandbox's, 502 for a sandbox that is not there or not running).
  */
 bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
@@ -178,5 +211,16 @@ void aas_e2b_side_get(const char *id, struct aas_e2b_side *out);
 void aas_e2b_side_drop(const char *id);
 void aas_e2b_side_free(struct aas_e2b_side *side);
 void aas_e2b_side_clear(void);
+
+/*
+ * Signed file URLs and domain mode (urls.c). aas_e2b_signed_find: the
+ * sandbox a GET or POST /files without X-Access-Token is for, by its
+ * signature (t->e2b_id when the Host or E2b-Sandbox-Id named one, else any
+ * running sandbox's), into t->e2b_id and t->token; false after a 401 (or a
+ * 400, 503) in E2B's shape.
+ */
+bool aas_e2b_signed_find(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+/* The most accounts and sandboxes, together, a signed URL that names no sandbox is looked for in. */
+#define AAS_E2B_SIGNED_SCAN_MAX 10000
 
 #endif

@@ -189,3 +189,46 @@ bool aas_e2b_unescape(char *out, size_t *out_len, const char *s, size_t len)
 	*out_len = o;
 	return true;
 }
+
+/* ---- domain mode's hosts and signed file URLs ---- */
+
+bool aas_e2b_host_parse(const char *host, const char *domain, unsigned int *port, char e2b_id[SAAS_ID_MAX + 1])
+{
+	char label[64], saas_id[SAAS_ID_MAX + 1];
+	unsigned int p = 0;
+	size_t i = 0;
+
+	*port = 0;
+	e2b_id[0] = '\0';
+	/* A host label is at most 63 bytes (RFC 1035): PORT-ID's are. */
+	if (!aas_host_label(label, sizeof(label), host, domain) || !label[0])
+		return false;
+	/* The port: 1..65535 in decimal, no leading zero (one spelling per host). */
+	for (; label[i] >= '0' && label[i] <= '9' && i < 5; i++)
+		p = p * 10 + (unsigned int)(label[i] - '0');
+	if (i == 0 || label[i] != '-' || label[0] == '0' || p == 0 || p > 65535)
+		return false;
+	if (!aas_e2b_id_to_saas(saas_id, label + i + 1))
+		return false;
+	*port = p;
+	snprintf(e2b_id, SAAS_ID_MAX + 1, "%s", label + i + 1);
+	return true;
+}
+
+void aas_e2b_signature(char out[AAS_E2B_SIGNATURE_SIZE], const char *path, const char *operation, const char *user,
+                       const char *token, const char *expiration)
+{
+	crypto_hash_sha256_state st;
+	unsigned char digest[crypto_hash_sha256_BYTES];
+	const char *parts[] = { path, ":", operation, ":", user, ":", token, expiration ? ":" : "", expiration };
+
+	/* E2B's envd: "v1_" and SHA-256(path:operation:user:token[:expiration]) in base64 without padding. */
+	crypto_hash_sha256_init(&st);
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		if (parts[i])
+			crypto_hash_sha256_update(&st, (const unsigned char *)parts[i], strlen(parts[i]));
+	crypto_hash_sha256_final(&st, digest);
+	memcpy(out, "v1_", 3);
+	sodium_bin2base64(out + 3, AAS_E2B_SIGNATURE_SIZE - 3, digest, sizeof(digest),
+	                  sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+}

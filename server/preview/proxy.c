@@ -256,24 +256,14 @@ void aas_preview_shutdown(void)
 
 bool aas_preview_match(const char *host, const char *domain, char name[SAAS_PREVIEW_NAME_LEN + 1])
 {
-	char h[256];
-	size_t n, dl;
+	char label[SAAS_PREVIEW_NAME_LEN + 2];
 
 	name[0] = '\0';
-	if (!host || !domain || !*domain || strlen(host) >= sizeof(h))
+	/* The floor reads the Host (one reader of host names); a label of another length is a preview not found. */
+	if (!aas_host_label(label, sizeof(label), host, domain))
 		return false;
-	for (n = 0; host[n] && host[n] != ':'; n++)
-		h[n] = (char)tolower((unsigned char)host[n]);
-	h[n] = '\0';
-	dl = strlen(domain);
-	if (n <= dl + 1 || h[n - dl - 1] != '.' || strncasecmp(h + n - dl, domain, dl) != 0)
-		return false;
-	h[n - dl - 1] = '\0';
-	/* One label under the preview domain is a preview, found or not; deeper names are not ours. */
-	if (strchr(h, '.'))
-		return false;
-	if (n - dl - 1 == SAAS_PREVIEW_NAME_LEN)
-		memcpy(name, h, SAAS_PREVIEW_NAME_LEN + 1);
+	if (strlen(label) == SAAS_PREVIEW_NAME_LEN)
+		memcpy(name, label, SAAS_PREVIEW_NAME_LEN + 1);
 	return true;
 }
 
@@ -348,11 +338,12 @@ static bool hop_by_hop(const char *name)
 	return false;
 }
 
-/* The API's credentials: never into a guest, WebSocket or not. */
+/* The API's credentials, and a sandbox's E2B tokens (server/e2b): never into a guest, WebSocket or not. */
 static bool credential(const char *name)
 {
 	return strcasecmp(name, "Authorization") == 0 || strcasecmp(name, "x-api-key") == 0 ||
-	       strcasecmp(name, "Proxy-Authorization") == 0;
+	       strcasecmp(name, "Proxy-Authorization") == 0 || strcasecmp(name, "X-Access-Token") == 0 ||
+	       strcasecmp(name, "e2b-traffic-access-token") == 0;
 }
 
 bool aas_preview_cookie_ours(const char *pair, size_t len)

@@ -7,16 +7,48 @@
  * the sanitizers: an envelope stream read whole and read in pieces cut where
  * the input says gives the same frames and the same verdict; no frame is
  * over its bound; a key spelling that decodes encodes back to itself; an id
- * taken has "sbx-" and only [a-z0-9] after it.
+ * taken has "sbx-" and only [a-z0-9] after it; a sandbox host (domain mode)
+ * taken spells itself back.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
 #include "e2b/multipart.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/*
+ * s as a Host header in domain mode (server.h's aas_host_label, the one
+ * reader of hosts): a sandbox host taken is PORT-ID under the domain, the
+ * port 1..65535 and the id one a libsaas id can be, and spells s back
+ * (case aside, without a port); and s signs as a URL's path, in E2B's shape.
+ */
+static void hosts(const char *s)
+{
+	static const char *const domains[] = { "e2b.localhost", "localhost:8080", "x" };
+	char e2b_id[SAAS_ID_MAX + 1], id[SAAS_ID_MAX + 1], label[64], back[320], sig[AAS_E2B_SIGNATURE_SIZE];
+	unsigned int port;
+
+	for (size_t d = 0; d < sizeof(domains) / sizeof(domains[0]); d++) {
+		bool one = aas_host_label(label, sizeof(label), s, domains[d]);
+		if (one && strlen(label) >= sizeof(label))
+			abort();
+		if (!aas_e2b_host_parse(s, domains[d], &port, e2b_id))
+			continue;
+		if (!one || port == 0 || port > 65535 || !aas_e2b_id_to_saas(id, e2b_id))
+			abort();
+		snprintf(back, sizeof(back), "%u-%s.%.*s", port, e2b_id, (int)strcspn(domains[d], ":"), domains[d]);
+		if (strncasecmp(back, s, strlen(back)) != 0 || (s[strlen(back)] != '\0' && s[strlen(back)] != ':'))
+			abort();
+	}
+	aas_e2b_signature(sig, s, "read", "", "token", NULL);
+	if (strlen(sig) != AAS_E2B_SIGNATURE_SIZE - 1 || strncmp(sig, "v1_", 3) != 0)
+		abort();
+}
 
 /* The largest payload the fuzzed reader takes: small, so that the bound is met often. */
 #define FUZZ_MAX 512
@@ -109,6 +141,7 @@ static void spellings(const uint8_t *data, size_t size)
 	if (aas_e2b_templates_parse(&t, s, back, sizeof(back)) == 0 && (t.count == 0 || t.count > AAS_E2B_TEMPLATES_MAX))
 		abort();
 	aas_e2b_templates_free(&t);
+	hosts(s);
 	if (aas_e2b_unescape(s, &n, s, size) && (n > size || strlen(s) != n))
 		abort();
 	free(s);

@@ -394,6 +394,57 @@ static void test_tokens(void **state)
 	assert_false(aas_e2b_token_equal(shorter, a));
 }
 
+/* Domain mode's hosts: PORT-ID under the domain, one spelling each; the floor's reader of labels under it. */
+static void test_hosts(void **state)
+{
+	char id[SAAS_ID_MAX + 1], label[8];
+	unsigned int port;
+
+	(void)state;
+	assert_true(aas_e2b_host_parse("49983-abc123.e2b.localhost", "e2b.localhost", &port, id));
+	assert_int_equal(port, 49983);
+	assert_string_equal(id, "abc123");
+	/* Case, a port on the host or on the domain: the same host. */
+	assert_true(aas_e2b_host_parse("3000-ABC.E2B.example.com:8443", "e2b.example.com:8443", &port, id));
+	assert_int_equal(port, 3000);
+	assert_string_equal(id, "abc");
+	assert_true(aas_e2b_host_parse("65535-a.d", "d", &port, id));
+	static const char *const refused[] = {
+		"0-abc.d", "03000-abc.d", "65536-abc.d", "123456-abc.d", "-abc.d", "3000abc.d", "3000-.d", "3000-a_b.d",
+		"3000-a-b.d", "3000-abc.x.d", "3000-abc.dd", "3000-abc.d.", "d", ".d", "3000-abc", "",
+		"3000-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.d",
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		assert_false(aas_e2b_host_parse(refused[i], "d", &port, id));
+		assert_int_equal(port, 0);
+		assert_string_equal(id, "");
+	}
+	assert_false(aas_e2b_host_parse(NULL, "d", &port, id));
+	/* The floor's reader: one label, lowercased; one too long for the room is the domain's still, and "". */
+	assert_true(aas_host_label(label, sizeof(label), "API.d:80", "d"));
+	assert_string_equal(label, "api");
+	assert_true(aas_host_label(label, sizeof(label), "longerthan7.d", "d"));
+	assert_string_equal(label, "");
+	assert_false(aas_host_label(label, sizeof(label), "a.b.d", "d"));
+	assert_false(aas_host_label(label, sizeof(label), "d", "d"));
+	assert_false(aas_host_label(label, sizeof(label), "a.d", ""));
+}
+
+/* E2B's file URL signatures: fixed vectors computed independently (Python's hashlib and base64). */
+static void test_signatures(void **state)
+{
+	char sig[AAS_E2B_SIGNATURE_SIZE];
+
+	(void)state;
+	aas_e2b_signature(sig, "/home/user/a.txt", "read", "", "acc-1.abc", NULL);
+	assert_string_equal(sig, "v1_nzpPj4qGlDrA7MUliJ+2EqmcuURVVp+ciqVW9PV9fjc");
+	aas_e2b_signature(sig, "/workspace/doc one.txt", "write", "user", "tok", "1700000000");
+	assert_string_equal(sig, "v1_JJ49TV6WobIr6HnJCAOrnHyEwnoE6m5CuylG0717D8s");
+	aas_e2b_signature(sig, "", "read", "", "", NULL);
+	assert_string_equal(sig, "v1_C7+NupbDAIwikcNXhNkhkXQo7jVzhmElKieFp0oChf8");
+	assert_int_equal(strlen(sig), AAS_E2B_SIGNATURE_SIZE - 1);
+}
+
 static void test_templates(void **state)
 {
 	struct aas_e2b_templates t;
@@ -543,6 +594,8 @@ int main(void)
 		cmocka_unit_test(test_keys),
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_tokens),
+		cmocka_unit_test(test_hosts),
+		cmocka_unit_test(test_signatures),
 		cmocka_unit_test(test_templates),
 		cmocka_unit_test(test_unescape),
 		cmocka_unit_test(test_multipart_boundary),
