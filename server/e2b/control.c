@@ -232,9 +232,15 @@ static bool egress(json_t *body, const char **mode, bool *policy, saas_network_s
 				return false;
 			}
 		}
-		/* false is what libsaas always does (every port needs the trafficAccessToken); true is taken as that too. */
+		/* false is what libsaas always does (every port needs the trafficAccessToken); true is refused, not ignored. */
 		if (pub && !json_is_boolean(pub) && !json_is_null(pub)) {
 			aas_e2b_error(out, 400, "network.allowPublicTraffic must be true or false");
+			return false;
+		}
+		if (json_is_true(pub)) {
+			aas_e2b_error(out, 400, "network.allowPublicTraffic: libsaas serves a sandbox's ports only with its "
+			              "trafficAccessToken (header e2b-traffic-access-token); leave it out or false, and share "
+			              "a port publicly with a libsaas preview URL (docs/e2b.md)");
 			return false;
 		}
 		if (!string_list(net, "allowOut", allow, &nallow, out) || !string_list(net, "denyOut", deny, &ndeny, out))

@@ -185,7 +185,8 @@ test('what libsaas does not do answers so, naming it', async () => {
   for (const [body, word] of [[{ volumeMounts: [{ name: 'v', path: '/data' }] }, 'volumes'],
                               [{ mcp: { github: {} } }, 'root'],
                               [{ autoPause: true }, 'pause'],
-                              [{ network: { allowPublicTraffic: 'no' } }, 'allowPublicTraffic']]) {
+                              [{ network: { allowPublicTraffic: 'no' } }, 'allowPublicTraffic'],
+                              [{ network: { allowPublicTraffic: true } }, 'trafficAccessToken']]) {
     const r = await e2b('POST', '/v2/sandboxes', { templateID: 'base', ...body });
     assert.equal(r.status, 400, JSON.stringify(body));
     assert.match(r.body.message, new RegExp(word));
