@@ -22,8 +22,8 @@ typedef struct saas_metric {
 	unsigned int vcpus;             /**< Its virtual CPUs. */
 	/**
 	 * CPU used since the sample before, in percent of all its vCPUs together
-	 * (0 to 100). With no sample before (the first one, or one taken on
-	 * demand): the average since the sandbox became ready or was resumed.
+	 * (0 to 100), two decimals. With no sample before (the first one, or one
+	 * taken on demand): an estimate, the average since the sandbox became ready.
 	 */
 	double cpu_used_pct;
 	int64_t memory_used;            /**< Bytes of its memory the host holds now (at most memory_total). */
@@ -61,8 +61,8 @@ typedef struct saas_metric_list {
  * metrics_interval_ms and keeps the last metrics_window_s of them while it
  * runs; they go when it is paused or destroyed. When the engine asked has
  * none in the window for a sandbox that runs (it has just started, or runs
- * on another server of the store), it takes one now: a window that holds
- * now gets at least one sample. The newest SAAS_METRICS_LIST_MAX are kept
+ * on another server of the store), it takes one now: a window that reaches
+ * into the last metrics_interval_ms gets at least one sample. The newest SAAS_METRICS_LIST_MAX are kept
  * when there are more.
  *
  * @param out       [out] free with saas_metric_list_free(); count 0 for a

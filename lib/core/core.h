@@ -530,6 +530,8 @@ void saas__metrics_free(saas_engine *e);
 int saas__metrics_pass(saas_engine *e);
 /* Keep a history for sandbox id from now on (its VM was started by this engine). */
 void saas__metrics_track(saas_engine *e, const char *id);
+/* How many histories the engine keeps, and the slots of their rings together (tests check the bounds). */
+void saas__metrics_held(saas_engine *e, size_t *histories, size_t *slots);
 int saas__local_sandbox_metrics(saas_client *c, const char *id, int64_t start_ms, int64_t end_ms,
                                 saas_metric_list **out);
 

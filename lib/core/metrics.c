@@ -279,6 +279,19 @@ void saas__metrics_track(saas_engine *e, const char *id)
 	pthread_mutex_unlock(&m->mu);
 }
 
+void saas__metrics_held(saas_engine *e, size_t *histories, size_t *slots)
+{
+	struct saas__metrics *m = e->metrics;
+
+	*histories = *slots = 0;
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->mu);
+	*histories = m->count;
+	*slots = m->samples;
+	pthread_mutex_unlock(&m->mu);
+}
+
 int saas__metrics_pass(saas_engine *e)
 {
 	struct saas__metrics *m = e->metrics;
@@ -476,8 +489,12 @@ int saas__local_sandbox_metrics(saas_client *c, const char *id, int64_t start_ms
 	if ((h = find(m, id)))
 		rc = window_copy(h, start_ms, end_ms, l);
 	pthread_mutex_unlock(&m->mu);
-	/* Nothing kept in a window that reaches now: one sample now (and this server keeps them from then on). */
-	if (rc < 0 || l->count > 0 || end_ms < now || start_ms > now)
+	/*
+	 * Nothing kept in a window that reaches into the last interval (a client
+	 * that counts in seconds ends its "now" up to a second early): one sample
+	 * now, and this server keeps them from then on.
+	 */
+	if (rc < 0 || l->count > 0 || end_ms < now - (int64_t)m->interval_ms || start_ms > now)
 		goto out;
 	if ((rc = sample_vm(e, &row, &s)) < 0)
 		goto out;

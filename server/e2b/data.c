@@ -298,7 +298,7 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	r->stream_free = target_free;
 	r->body_max = 0;
 	t->rpc = is_rpc(path);
-	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0)
+	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0 && strcmp(path, "/metrics") != 0)
 		return rate_ok(r, out, t) ? 0 : -1; /* answered by aas_e2b_data: nothing of a sandbox is needed */
 	if (!aas_e2b_target_open(r, out, t)) {
 		/* A refused token (or a sandbox not there) is the address's to pay for; the reply stands. */
@@ -329,7 +329,9 @@ void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)
 			aas_e2b_error(out, 405, "%s is not allowed on /health", r->method);
 	} else if (strcmp(path, "/files") == 0) {
 		aas_e2b_files(r, out, t);
-	} else if (strcmp(path, "/envs") == 0 || strcmp(path, "/metrics") == 0) {
+	} else if (strcmp(path, "/metrics") == 0) {
+		aas_e2b_envd_metrics(r, out, t);
+	} else if (strcmp(path, "/envs") == 0) {
 		aas_e2b_error(out, 501, "%s through the E2B API is not served by this server yet (docs/e2b.md)", path + 1);
 	} else {
 		aas_e2b_error(out, 404, "no E2B daemon call %s %s", r->method, *path ? path : "/");

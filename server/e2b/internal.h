@@ -191,4 +191,12 @@ void aas_e2b_side_drop(const char *id);
 void aas_e2b_side_free(struct aas_e2b_side *side);
 void aas_e2b_side_clear(void);
 
+/*
+ * Metrics (metrics.c): GET /sandboxes/{id}/metrics, GET /sandboxes/metrics
+ * (control plane, the caller's key), envd's GET /metrics (data plane).
+ */
+void aas_e2b_h_metrics(struct aas_req *r, struct aas_reply *out, const char *e2b_id);
+void aas_e2b_h_metrics_many(struct aas_req *r, struct aas_reply *out);
+void aas_e2b_envd_metrics(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+
 #endif
