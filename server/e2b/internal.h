@@ -198,5 +198,10 @@ void aas_e2b_side_clear(void);
 void aas_e2b_h_metrics(struct aas_req *r, struct aas_reply *out, const char *e2b_id);
 void aas_e2b_h_metrics_many(struct aas_req *r, struct aas_reply *out);
 void aas_e2b_envd_metrics(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+/* Unix seconds as the SDK sends them: 1 to AAS_E2B_SECONDS_DIGITS digits, nothing else. */
+#define AAS_E2B_SECONDS_DIGITS 12
+bool aas_e2b_seconds_parse(const char *s, int64_t *out);
+/* The length of the comma-separated item at *p, *p moved past it and its comma. */
+size_t aas_e2b_list_next(const char **p);
 
 #endif

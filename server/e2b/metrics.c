@@ -45,6 +45,31 @@ static json_t *metric_json(const saas_metric *m)
 	                 "diskUsed", (json_int_t)m->disk_used, "diskTotal", (json_int_t)m->disk_total);
 }
 
+bool aas_e2b_seconds_parse(const char *s, int64_t *out)
+{
+	int64_t v = 0;
+	size_t n;
+
+	for (n = 0; s[n]; n++) {
+		/* Twelve digits reach the year 33658: past it is no time a sandbox ran. */
+		if (s[n] < '0' || s[n] > '9' || n >= AAS_E2B_SECONDS_DIGITS)
+			return false;
+		v = v * 10 + (s[n] - '0');
+	}
+	if (n == 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+size_t aas_e2b_list_next(const char **p)
+{
+	size_t len = strcspn(*p, ",");
+
+	*p += len + ((*p)[len] == ',');
+	return len;
+}
+
 /* Unix seconds, digits only (as the SDK sends them); absent or empty leaves *ms. False after a 400. */
 static bool seconds_param(struct aas_req *r, struct aas_reply *out, const char *name, int64_t *ms, bool end)
 {
@@ -55,13 +80,9 @@ static bool seconds_param(struct aas_req *r, struct aas_reply *out, const char *
 		return false;
 	if (!v || !*v)
 		return true;
-	for (const char *p = v; *p; p++) {
-		/* Twelve digits reach the year 33658: past it is no time a sandbox ran. */
-		if (*p < '0' || *p > '9' || p - v >= 12) {
-			aas_e2b_error(out, 400, "%s must be a time in unix seconds", name);
-			return false;
-		}
-		s = s * 10 + (*p - '0');
+	if (!aas_e2b_seconds_parse(v, &s)) {
+		aas_e2b_error(out, 400, "%s must be a time in unix seconds", name);
+		return false;
 	}
 	/* The SDK rounds to whole seconds: an end includes its whole second. */
 	*ms = s * 1000 + (end ? 999 : 0);
@@ -135,7 +156,8 @@ void aas_e2b_h_metrics_many(struct aas_req *r, struct aas_reply *out)
 		goto fail;
 	}
 	for (const char *p = ids; *p;) {
-		size_t len = strcspn(p, ",");
+		const char *at = p;
+		size_t len = aas_e2b_list_next(&p);
 		saas_metric_list *l = NULL;
 		struct aas_reply ignored = { 0, NULL };
 
@@ -147,9 +169,8 @@ void aas_e2b_h_metrics_many(struct aas_req *r, struct aas_reply *out)
 			aas_e2b_error(out, 400, "sandbox_ids holds an empty or overlong id");
 			goto fail;
 		}
-		memcpy(e2b_id, p, len);
+		memcpy(e2b_id, at, len);
 		e2b_id[len] = '\0';
-		p += len + (p[len] == ',');
 		/* One not there, not the caller's or not running is left out, as E2B does. */
 		if (!samples(&ignored, r->client, e2b_id, 0, 0, &l)) {
 			if (ignored.response)
