@@ -238,6 +238,43 @@ static void test_refusals(void **state)
 	free(id);
 }
 
+/*
+ * On a store other engines share, an engine samples the sandboxes whose VM
+ * it started and those it was asked about, not every one: after a restart
+ * (its histories gone) nothing is sampled until a request, which gets one
+ * sample then, and the passes keep it from then on.
+ */
+static void test_shared_store(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_metric_list *l;
+	size_t histories, slots;
+	char *id;
+
+	saas_test_fixture_close(f);
+	saas_test_shared_store(&f->opts);
+	saas_test_fixture_open(f);
+	id = create(f->a);
+	assert_int_equal(saas__metrics_pass(f->engine), SAAS_OK);
+	saas__metrics_held(f->engine, &histories, &slots);
+	assert_int_equal(histories, 1); /* its VM was started here */
+	saas_test_fixture_close(f);
+	saas_test_fixture_open(f);
+	assert_int_equal(saas__metrics_pass(f->engine), SAAS_OK);
+	saas__metrics_held(f->engine, &histories, &slots);
+	assert_int_equal(histories, 0);
+	saas_test_advance(1000);
+	l = metrics(f->a, id, 0, 0);
+	assert_int_equal(l->count, 1);
+	saas_metric_list_free(l);
+	saas_test_advance(1000);
+	assert_int_equal(saas__metrics_pass(f->engine), SAAS_OK);
+	l = metrics(f->a, id, 0, 0);
+	assert_int_equal(l->count, 2);
+	saas_metric_list_free(l);
+	free(id);
+}
+
 /* A driver without vm_sample: ENOTSUP, saying so. */
 static void test_no_driver_slot(void **state)
 {
@@ -269,6 +306,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_driver_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_store, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
