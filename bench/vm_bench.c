@@ -59,7 +59,7 @@
  * threads and the embedded libvirt's, not the QEMUs') over BENCH_METRICS_S
  * (default 60) with sampling every hour (none in the window: the baseline),
  * every 5 s (the default) and every 200 ms, each engine opened in turn on the
- * same sandboxes; plus what one vm_sample pass over them takes.
+ * same template with clones of its own; plus what reading them all takes.
  *
  * vm_bench --snapshot STATE_DIR IMAGES_DIR [image]: fork of 1 and of 10,
  * pause and resume of one prepared sandbox through the engine, between
@@ -157,7 +157,7 @@ struct results {
 	int bu_ahead[3][SPARE_SAMPLES], bu_n[3];
 	/* --metrics: the engine's CPU (CPU-seconds per second) per interval mode, sandboxes, a read of them all */
 	double metrics_cpu[3], metrics_read_ms;
-	int metrics_vms, metrics_samples;
+	int metrics_vms[3], metrics_samples;
 };
 static struct results *res;
 
@@ -1791,7 +1791,11 @@ static double cpu_s(void)
 
 static const unsigned int metrics_modes[3] = { 3600000, 5000, 200 };
 
-/* One engine on the same sandboxes: mode 0 makes them, mode 2 destroys them. */
+/*
+ * One engine per mode, each making its own clones of the one template (an
+ * embedded libvirt's VMs end with the process that ran them) and destroying
+ * them after.
+ */
 static void phase_metrics(char **images, int mode, const char *dir)
 {
 	int vms = getenv("BENCH_METRICS_VMS") ? atoi(getenv("BENCH_METRICS_VMS")) : 4;
@@ -1804,13 +1808,13 @@ static void phase_metrics(char **images, int mode, const char *dir)
 	metrics_interval = metrics_modes[mode];
 	engine_open(&cloned, "metrics", dir, true, NULL);
 	client = cloned.client;
-	if (mode == 0) {
+	/* The template stays on disk: the next engines' creates are clones at once. */
+	if (mode == 0)
 		template_warm("tiny");
-		for (int i = 0; i < vms; i++) {
-			saas_sandbox *sb = create_on(client, "tiny");
-			exec_ok(sb->id, "true");
-			saas_sandbox_free(sb);
-		}
+	for (int i = 0; i < vms; i++) {
+		saas_sandbox *sb = create_on(client, "tiny");
+		exec_ok(sb->id, "true");
+		saas_sandbox_free(sb);
 	}
 	if ((rc = saas_sandbox_list_get(&l, client, NULL, 100, SAAS_LIST_ACTIVE)) < 0)
 		die("list", rc);
@@ -1820,7 +1824,7 @@ static void phase_metrics(char **images, int mode, const char *dir)
 	t0 = now_ms();
 	sleep((unsigned int)secs);
 	res->metrics_cpu[mode] = (cpu_s() - c0) / ((now_ms() - t0) / 1000.0);
-	res->metrics_vms = (int)l->count;
+	res->metrics_vms[mode] = (int)l->count;
 	if (mode == 1) {
 		/* One pass by hand: a request for each, which reads the kept samples (no driver call). */
 		double p0 = now_ms();
@@ -1833,9 +1837,8 @@ static void phase_metrics(char **images, int mode, const char *dir)
 		}
 		res->metrics_read_ms = now_ms() - p0;
 	}
-	if (mode == 2)
-		for (size_t i = 0; i < l->count; i++)
-			saas_sandbox_destroy(NULL, client, l->items[i]->id, 0);
+	for (size_t i = 0; i < l->count; i++)
+		saas_sandbox_destroy(NULL, client, l->items[i]->id, 0);
 	saas_sandbox_list_free(l);
 	engine_close(&cloned);
 }
@@ -1846,12 +1849,12 @@ static int metrics_main(const char *dir)
 
 	for (int mode = 0; mode < 3; mode++)
 		run_child("metrics", phase_metrics, NULL, mode, dir);
-	printf("| engine CPU, %d idle cloned `tiny` sandboxes, %d s each | share of one CPU | ratio to no sampling |\n"
+	printf("| engine CPU over %d s, idle cloned `tiny` sandboxes | share of one CPU | ratio to no sampling |\n"
 	       "|---|---|---|\n",
-	       res->metrics_vms, secs);
+	       secs);
 	for (int mode = 0; mode < 3; mode++)
-		printf("| sampling every %u ms%s | %.3f %% | %.2fx |\n", metrics_modes[mode],
-		       mode == 0 ? " (none in the window: the baseline)" : mode == 1 ? " (the default)" : "",
+		printf("| %d sandboxes, sampling every %u ms%s | %.3f %% | %.2fx |\n", res->metrics_vms[mode],
+		       metrics_modes[mode], mode == 0 ? " (none in the window: the baseline)" : mode == 1 ? " (the default)" : "",
 		       res->metrics_cpu[mode] * 100, res->metrics_cpu[0] > 0 ? res->metrics_cpu[mode] / res->metrics_cpu[0] : 0);
 	printf("| reading every sandbox's samples (%d samples) | %.1f ms | |\n", res->metrics_samples, res->metrics_read_ms);
 	return 0;
