@@ -53,6 +53,14 @@
  * BENCH_RUNS times (default 20) per image, each from a full pool whose refill
  * is idle.
  *
+ * vm_bench --metrics STATE_DIR IMAGES_DIR: what sampling the sandboxes'
+ * metrics costs the engine. BENCH_METRICS_VMS (default 4) cloned `tiny`
+ * sandboxes left idle; the engine process's CPU time (user + system: its
+ * threads and the embedded libvirt's, not the QEMUs') over BENCH_METRICS_S
+ * (default 60) with sampling every hour (none in the window: the baseline),
+ * every 5 s (the default) and every 200 ms, each engine opened in turn on the
+ * same template with clones of its own; plus what reading them all takes.
+ *
  * vm_bench --snapshot STATE_DIR IMAGES_DIR [image]: fork of 1 and of 10,
  * pause and resume of one prepared sandbox through the engine, between
  * clones of the same template (BENCH_RUNS, default 5; BENCH_FORK10, default
@@ -96,6 +104,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -146,6 +155,9 @@ struct results {
 	/* --burst: per way, per round: ms until all ran `true`, the median create's, the creates served ahead */
 	double bu_all[3][SPARE_SAMPLES], bu_p50[3][SPARE_SAMPLES];
 	int bu_ahead[3][SPARE_SAMPLES], bu_n[3];
+	/* --metrics: the engine's CPU (CPU-seconds per second) per interval mode, sandboxes, a read of them all */
+	double metrics_cpu[3], metrics_read_ms;
+	int metrics_vms[3], metrics_samples;
 };
 static struct results *res;
 
@@ -163,6 +175,7 @@ static saas_client *client;        /* the clone engine's: exec, files and idle f
 static const char *state_dir;      /* the clone engine's */
 static int runs = 20, at_once = 20;
 static const char *uids = "auto";  /* the driver option uids of the engines opened next */
+static unsigned int metrics_interval; /* the engines' metrics_interval_ms opened next; 0: the default */
 static const char *template_memory = "mapped"; /* the driver option template_memory of the engines opened next */
 static const char *control_port = "on"; /* the driver option control_port of the engines opened next */
 static const char *spares_opt = "1";      /* the driver option spares of the engines opened next */
@@ -259,6 +272,7 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	o.log = on_log;
 	o.log_level = SAAS_LOG_INFO;
 	o.pool = pool_spec;
+	o.metrics_interval_ms = metrics_interval;
 	if ((rc = saas_engine_open(&b->engine, &o)) < 0)
 		die("engine", rc);
 	if ((rc = saas_account_create(&b->account, b->engine, "bench", SAAS_USD(1000), 0)) < 0 ||
@@ -1764,6 +1778,88 @@ static int env_runs(int def)
 	return env_int("BENCH_RUNS", def);
 }
 
+/* ---- --metrics: what sampling costs the engine ---- */
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
+static const unsigned int metrics_modes[3] = { 3600000, 5000, 200 };
+
+/*
+ * One engine per mode, each making its own clones of the one template (an
+ * embedded libvirt's VMs end with the process that ran them) and destroying
+ * them after.
+ */
+static void phase_metrics(char **images, int mode, const char *dir)
+{
+	int vms = getenv("BENCH_METRICS_VMS") ? atoi(getenv("BENCH_METRICS_VMS")) : 4;
+	int secs = getenv("BENCH_METRICS_S") ? atoi(getenv("BENCH_METRICS_S")) : 60;
+	saas_sandbox_list *l = NULL;
+	double c0, t0;
+	int rc;
+
+	(void)images;
+	metrics_interval = metrics_modes[mode];
+	engine_open(&cloned, "metrics", dir, true, NULL);
+	client = cloned.client;
+	/* The template stays on disk: the next engines' creates are clones at once. */
+	if (mode == 0)
+		template_warm("tiny");
+	for (int i = 0; i < vms; i++) {
+		saas_sandbox *sb = create_on(client, "tiny");
+		exec_ok(sb->id, "true");
+		saas_sandbox_free(sb);
+	}
+	if ((rc = saas_sandbox_list_get(&l, client, NULL, 100, SAAS_LIST_ACTIVE)) < 0)
+		die("list", rc);
+	/* Past the first pass (at open) and the creates' settling. */
+	sleep(3);
+	c0 = cpu_s();
+	t0 = now_ms();
+	sleep((unsigned int)secs);
+	res->metrics_cpu[mode] = (cpu_s() - c0) / ((now_ms() - t0) / 1000.0);
+	res->metrics_vms[mode] = (int)l->count;
+	if (mode == 1) {
+		/* One pass by hand: a request for each, which reads the kept samples (no driver call). */
+		double p0 = now_ms();
+		for (size_t i = 0; i < l->count; i++) {
+			saas_metric_list *m = NULL;
+			if ((rc = saas_sandbox_metrics_get(&m, client, l->items[i]->id, 0, 0, 0)) < 0)
+				die("metrics", rc);
+			res->metrics_samples += (int)m->count;
+			saas_metric_list_free(m);
+		}
+		res->metrics_read_ms = now_ms() - p0;
+	}
+	for (size_t i = 0; i < l->count; i++)
+		saas_sandbox_destroy(NULL, client, l->items[i]->id, 0);
+	saas_sandbox_list_free(l);
+	engine_close(&cloned);
+}
+
+static int metrics_main(const char *dir)
+{
+	int secs = getenv("BENCH_METRICS_S") ? atoi(getenv("BENCH_METRICS_S")) : 60;
+
+	for (int mode = 0; mode < 3; mode++)
+		run_child("metrics", phase_metrics, NULL, mode, dir);
+	printf("| engine CPU over %d s, idle cloned `tiny` sandboxes | share of one CPU | ratio to no sampling |\n"
+	       "|---|---|---|\n",
+	       secs);
+	for (int mode = 0; mode < 3; mode++)
+		printf("| %d sandboxes, sampling every %u ms%s | %.3f %% | %.2fx |\n", res->metrics_vms[mode],
+		       metrics_modes[mode], mode == 0 ? " (none in the window: the baseline)" : mode == 1 ? " (the default)" : "",
+		       res->metrics_cpu[mode] * 100, res->metrics_cpu[0] > 0 ? res->metrics_cpu[mode] / res->metrics_cpu[0] : 0);
+	printf("| reading every sandbox's samples (%d samples) | %.1f ms | |\n", res->metrics_samples, res->metrics_read_ms);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char **images = argv + 3;
@@ -1772,6 +1868,7 @@ int main(int argc, char **argv)
 	bool confine = argc > 1 && strcmp(argv[1], "--confine") == 0;
 	bool cow = argc > 1 && strcmp(argv[1], "--cow") == 0;
 	bool stream = argc > 1 && strcmp(argv[1], "--stream") == 0;
+	bool metrics = argc > 1 && strcmp(argv[1], "--metrics") == 0;
 	bool transport = argc > 1 && strcmp(argv[1], "--transport") == 0;
 	bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
 	bool snapshot = argc > 1 && strcmp(argv[1], "--snapshot") == 0;
@@ -1850,6 +1947,17 @@ int main(int argc, char **argv)
 		if (!results_map())
 			return 1;
 		return snapshot_main(argv[3], argc == 5 ? argv[4] : "tiny");
+	}
+	if (metrics) {
+		if (argc != 4) {
+			fprintf(stderr, "usage: vm_bench --metrics STATE_DIR IMAGES_DIR\n");
+			return 2;
+		}
+		state_dir = argv[2];
+		if ((res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+			return 1;
+		memset(res, 0, sizeof(*res));
+		return metrics_main(argv[3]);
 	}
 	if (stream) {
 		if (argc != 4) {

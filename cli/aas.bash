@@ -4,7 +4,7 @@ _aas() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create ls get exec shell cp files expose extend fork pause resume history network rm usage account login e2b help"
+	local cmds="create ls get exec shell cp files expose extend fork pause resume history metrics network rm usage account login e2b help"
 	local global="--url --key --json --help --version"
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
@@ -32,13 +32,14 @@ _aas() {
 	shell) opts="$opts -t -T --term" ;;
 	files) opts="$opts --depth" ;;
 	usage) opts="$opts --from --to" ;;
+	metrics) opts="$opts --from --to -n" ;;
 	fork) opts="$opts -n --count --timeout" ;;
 	cp) [[ $cur != -* ]] && { COMPREPLY=($(compgen -f -- "$cur")); return; } ;;
 	help) COMPREPLY=($(compgen -W "$cmds" -- "$cur")); return ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-	elif [[ $cmd =~ ^(get|exec|shell|files|expose|extend|fork|pause|resume|history|network|rm)$ ]]; then
+	elif [[ $cmd =~ ^(get|exec|shell|files|expose|extend|fork|pause|resume|history|metrics|network|rm)$ ]]; then
 		# Sandbox ids from the server, quietly (nothing if it cannot be reached).
 		COMPREPLY=($(compgen -W "$(aas ls 2>/dev/null | awk 'NR > 1 {print $1}')" -- "$cur"))
 	fi

@@ -30,6 +30,7 @@ static const char usage_text[] =
 	"  pause ID                save a sandbox and stop its VM (billed its paused price)\n"
 	"  resume ID               bring a paused sandbox back\n"
 	"  history ID [-n N]       a sandbox's commands, newest first\n"
+	"  metrics ID [-n N]       a running sandbox's CPU, memory and disk over time\n"
 	"  network ID [--isolated|--internet|--allow RULE... --deny RULE...]\n"
 	"                          show or change a sandbox's network policy\n"
 	"  rm ID...                destroy sandboxes\n"
@@ -70,6 +71,7 @@ static const struct {
 	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose }, { "network", aas_cmd_network },
 	{ "shell", aas_cmd_shell },   { "fork", aas_cmd_fork },     { "pause", aas_cmd_pause },
 	{ "resume", aas_cmd_resume }, { "history", aas_cmd_history }, { "e2b", aas_cmd_e2b },
+	{ "metrics", aas_cmd_metrics },
 };
 
 int main(int argc, char **argv)

@@ -30,5 +30,6 @@
 #include "saas/users.h"
 #include "saas/mcp_session.h"
 #include "saas/hosts.h"
+#include "saas/metrics.h"
 
 #endif

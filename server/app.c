@@ -67,6 +67,8 @@ static int open_engine(saas_engine **engine, const struct aas_config *cfg, const
 	o.disk_budget_gb = cfg->disk_budget_gb;
 	o.lease_ttl_ms = cfg->lease_ttl_s * 1000;
 	o.host_heartbeat_ms = cfg->host_heartbeat_s * 1000;
+	o.metrics_interval_ms = cfg->metrics_interval_ms;
+	o.metrics_window_s = cfg->metrics_window_s;
 	o.host_grace_ms = cfg->host_grace_s * 1000;
 	o.mcp_sessions_max = cfg->mcp_sessions;
 	o.paused_usd_micro_per_gib_hour = cfg->paused_price;

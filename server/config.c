@@ -74,6 +74,9 @@ const char *aas_config_usage(void)
 	       "  --paused-price USD      what a paused sandbox costs per GiB-hour of its size's memory and disk,\n"
 	       "                          up to 1000 with at most six decimals, 0 for free; default 0.0001\n"
 	       "                          [AAS_PAUSED_PRICE]\n"
+	       "  --metrics-interval MS   how often each running sandbox's CPU, memory and disk are sampled;\n"
+	       "                          default 5000 [AAS_METRICS_INTERVAL]\n"
+	       "  --metrics-window SECS   how long a sandbox's samples are kept; default 3600 [AAS_METRICS_WINDOW]\n"
 	       "  --log-level LEVEL       error, warn, info or debug; default info [AAS_LOG_LEVEL]\n"
 	       "  --key-cache-ttl SECS    how long an API key check is trusted; default 5 [AAS_KEY_CACHE_TTL]\n"
 	       "  --shutdown-grace SECS   how long SIGTERM waits for requests in flight; default 10\n"
@@ -272,6 +275,11 @@ static const struct num_option {
 	/* MCP sessions in the store, every server's together (an initialize needs no key). */
 	{ .flag = "mcp-sessions", .env = "AAS_MCP_SESSIONS",
 	  .offset = NUM_FIELD(mcp_sessions), .min = 1, .max = SAAS_ENGINE_MCP_SESSIONS_MAX, .unit = "sessions" },
+	/* Sandbox metrics (saas/metrics.h): the engine checks window / interval <= 100000. */
+	{ .flag = "metrics-interval", .env = "AAS_METRICS_INTERVAL",
+	  .offset = NUM_FIELD(metrics_interval_ms), .min = 100, .max = 3600000, .unit = "ms" },
+	{ .flag = "metrics-window", .env = "AAS_METRICS_WINDOW",
+	  .offset = NUM_FIELD(metrics_window_s), .min = 1, .max = 86400, .unit = "seconds" },
 	/* The connection policy. */
 	{ .flag = "per-ip-connections", .env = "AAS_PER_IP_CONNECTIONS",
 	  .offset = NUM_FIELD(per_ip_connections), .min = 1, .max = 100000, .unit = "connections" },

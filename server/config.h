@@ -56,6 +56,8 @@ struct aas_config {
 	unsigned int host_heartbeat_s; /* how often the VM hosts are asked what they have; 0: the engine's default */
 	unsigned int host_grace_s;     /* a VM host unreached this long is lost; 0: the engine's default */
 	unsigned int mcp_sessions;     /* MCP sessions the store keeps; 0: the engine's default */
+	unsigned int metrics_interval_ms; /* how often running sandboxes are sampled; 0: the engine's default */
+	unsigned int metrics_window_s;    /* how long their samples are kept; 0: the engine's default */
 	/* Micro-dollars per GiB-hour a paused sandbox costs: 0 the engine's default, SAAS_ENGINE_PAUSED_PRICE_FREE free. */
 	int64_t paused_price;
 	/* The preview proxy's bounds on a guest's server, in seconds (AAS_PREVIEW_*_TIMEOUT_DEFAULT). */

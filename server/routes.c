@@ -43,6 +43,8 @@ const struct aas_route aas_routes[] = {
 	{ .method = "DELETE", .pattern = "/v1/sandboxes/{id}/ports/{port}", .flags = AAS_R_AUTH,
 	  .handler = aas_h_port_unexpose },
 	{ .method = "GET", .pattern = "/v1/sandboxes/{id}/pty", .flags = AAS_R_AUTH, .handler = aas_h_pty },
+	{ .method = "GET", .pattern = "/v1/sandboxes/{id}/metrics", .flags = AAS_R_AUTH,
+	  .handler = aas_h_sandbox_metrics },
 	{ .method = "GET", .pattern = "/v1/executions/{id}", .flags = AAS_R_AUTH, .handler = aas_h_execution_get },
 	/* Executions as they run: follow, stdin, signals, cancel, the running list. */
 	{ .method = "GET", .pattern = "/v1/executions/{id}/events", .flags = AAS_R_AUTH,

@@ -64,11 +64,12 @@ typedef int64_t (*saas_clock_fn)(void *userdata);
  * `store_userdata` and `default_size`, version 5 `disk_budget_gb`, version 6
  * `lease_ttl_ms`, `host_heartbeat_ms`, `host_grace_ms` and
  * `paused_usd_micro_per_gib_hour`, version 7 `mcp_sessions_max`, version 8
- * `max_transfers`; callers built against an older version
+ * `max_transfers`, version 9 `metrics_interval_ms`, `metrics_window_s` and
+ * `metrics_samples_max`; callers built against an older version
  * are still accepted (their struct is read only as far as their version
  * reached, and what it lacks takes the defaults).
  */
-#define SAAS_ENGINE_OPTIONS_VERSION 8
+#define SAAS_ENGINE_OPTIONS_VERSION 9
 
 /**
  * Default of saas_engine_options.paused_usd_micro_per_gib_hour: $0.0001 per
@@ -308,9 +309,27 @@ typedef struct saas_engine_options {
 	 * SAAS_LIMIT_MAX.
 	 */
 	unsigned int max_transfers;
+	/**
+	 * How often (ms) the engine samples each running sandbox's CPU, memory
+	 * and disk through its driver (since version 9; saas/metrics.h). 0:
+	 * SAAS_METRICS_INTERVAL_MS_DEFAULT. 100 to 3600000.
+	 */
+	unsigned int metrics_interval_ms;
+	/**
+	 * Seconds of samples kept per running sandbox (since version 9). 0:
+	 * SAAS_METRICS_WINDOW_S_DEFAULT. At most 86400, and at most 100000
+	 * intervals.
+	 */
+	unsigned int metrics_window_s;
+	/**
+	 * Samples kept in memory, every sandbox's together (since version 9): the
+	 * bound on what sampling holds however many sandboxes run. 0:
+	 * SAAS_METRICS_SAMPLES_DEFAULT. At most 16777216.
+	 */
+	unsigned int metrics_samples_max;
 } saas_engine_options;
 
-#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0 }
+#define SAAS_ENGINE_OPTIONS_INIT { SAAS_ENGINE_OPTIONS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0, 0, NULL, NULL, NULL, NULL, SAAS_LOG_INFO, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /**
  * Open an engine on a state directory.

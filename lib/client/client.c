@@ -532,6 +532,30 @@ SAAS_EXTERN(int) saas_execution_list_get(saas_execution_list **out, saas_client 
 	return c->ops->execution_list(c, sandbox_id, cursor, limit ? limit : SAAS_EXECUTION_LIST_DEFAULT, out);
 }
 
+SAAS_EXTERN(int) saas_sandbox_metrics_get(saas_metric_list **out, saas_client *c, const char *sandbox_id,
+                                          int64_t start_ms, int64_t end_ms, unsigned int flags)
+{
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(sandbox_id, "sandbox")) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (start_ms < 0 || end_ms < 0)
+		return saas__inval("a metrics window's times may not be negative");
+	if (end_ms && start_ms > end_ms)
+		return saas__inval("the metrics window starts (%lld) after it ends (%lld)", (long long)start_ms,
+		                   (long long)end_ms);
+	if (!c->ops->sandbox_metrics)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot read sandbox metrics");
+	return c->ops->sandbox_metrics(c, sandbox_id, start_ms, end_ms, out);
+}
+
 SAAS_EXTERN(int) saas_execution_get(saas_execution **out, saas_client *c, const char *id)
 {
 	int rc;

@@ -142,3 +142,13 @@ SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list)
 	free(list->root);
 	free(list);
 }
+
+SAAS_EXTERN(void) saas_metric_list_free(saas_metric_list *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->count; i++)
+		free(list->items[i]);
+	free(list->items);
+	free(list);
+}

@@ -117,6 +117,8 @@ struct saas__client_ops {
 	/* A sandbox's executions, newest first; limit already bounded and defaulted. */
 	int (*execution_list)(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
 	                      saas_execution_list **out);
+	/* A sandbox's samples in [start_ms, end_ms] (end_ms 0: now), checked; NULL: SAAS_ENOTSUP. */
+	int (*sandbox_metrics)(saas_client *c, const char *id, int64_t start_ms, int64_t end_ms, saas_metric_list **out);
 };
 
 struct saas_client {

@@ -147,6 +147,9 @@ struct saas_engine {
 	unsigned int background;
 	int cancel;                    /* set atomically when the engine shuts down */
 	int abandon;                   /* atomic: saas_engine_stop or free began; the drivers' saas_driver_env.stopping */
+
+	/* Samples of the running sandboxes (metrics.c). */
+	struct saas__metrics *metrics;
 };
 
 extern const struct saas__client_ops saas__local_ops;
@@ -515,6 +518,22 @@ struct saas__rows {
 int saas__collect_row(void *ud, const saas_store_sandbox *sb);
 /* reaper.c: destroy the VMs a driver context runs that no row of `live` owns; how many went in *destroyed. */
 int saas__orphans_destroy(saas_engine *e, void *ctx, const saas_store_sandbox *live, size_t n, unsigned int *destroyed);
+
+/* metrics.c: samples of running sandboxes over time */
+/* Check the options' metrics fields and make the (empty) table. */
+int saas__metrics_setup(saas_engine *e, const saas_engine_options *o);
+/* The sampling thread (not with SAAS_ENGINE_NO_REAPER, nor for a driver without vm_sample). */
+int saas__metrics_start(saas_engine *e);
+void saas__metrics_stop(saas_engine *e);
+void saas__metrics_free(saas_engine *e);
+/* One pass: every sandbox kept sampled once, the histories of those no longer ready dropped. */
+int saas__metrics_pass(saas_engine *e);
+/* Keep a history for sandbox id from now on (its VM was started by this engine). */
+void saas__metrics_track(saas_engine *e, const char *id);
+/* How many histories the engine keeps, and the slots of their rings together (tests check the bounds). */
+void saas__metrics_held(saas_engine *e, size_t *histories, size_t *slots);
+int saas__local_sandbox_metrics(saas_client *c, const char *id, int64_t start_ms, int64_t end_ms,
+                                saas_metric_list **out);
 
 /* free.c */
 void saas__store_execution_clear(saas_store_execution *x);

@@ -39,7 +39,7 @@ static const saas_size *const default_size_list[] = { &default_sizes[0], &defaul
  * `store`, `store_userdata` and `default_size`), 4 before `disk_budget_gb`,
  * 5 before `lease_ttl_ms`, the VM hosts' heartbeat and grace, and
  * `paused_usd_micro_per_gib_hour`, 6 before `mcp_sessions_max`, 7 before
- * `max_transfers`.
+ * `max_transfers`, 8 before the metrics' three.
  */
 static const size_t options_size[] = {
 	0,
@@ -50,6 +50,7 @@ static const size_t options_size[] = {
 	offsetof(saas_engine_options, lease_ttl_ms),
 	offsetof(saas_engine_options, mcp_sessions_max),
 	offsetof(saas_engine_options, max_transfers),
+	offsetof(saas_engine_options, metrics_interval_ms),
 	sizeof(saas_engine_options),
 };
 
@@ -539,7 +540,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 		goto fail;
 	}
 	/* Checked before anything is opened: a bad spec must not cost a reconcile. */
-	if ((rc = saas__pool_setup(e, o->pool)) < 0)
+	if ((rc = saas__pool_setup(e, o->pool)) < 0 || (rc = saas__metrics_setup(e, o)) < 0)
 		goto fail;
 	if ((rc = saas__mkdir_p(e->state_dir, 0700)) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, -rc, "cannot create state directory %s: %s",
@@ -561,7 +562,7 @@ SAAS_EXTERN(int) saas_engine_open(saas_engine **out, const saas_engine_options *
 			goto fail;
 		if (!(e->flags & SAAS_ENGINE_NO_REAPER) &&
 		    ((rc = saas__claims_start(e)) < 0 || (rc = saas__pool_start(e)) < 0 || (rc = saas__reaper_start(e)) < 0 ||
-		     (rc = saas__hosts_start(e)) < 0))
+		     (rc = saas__hosts_start(e)) < 0 || (rc = saas__metrics_start(e)) < 0))
 			goto fail;
 	}
 	saas__log(e, SAAS_LOG_INFO, "engine open on %s (store %s, driver %s)", e->state_dir, e->store->name,
@@ -592,6 +593,7 @@ SAAS_EXTERN(void) saas_engine_free(saas_engine *e)
 	__atomic_store_n(&e->abandon, 1, __ATOMIC_RELEASE);
 	saas__reaper_stop(e);
 	saas__hosts_stop(e);
+	saas__metrics_stop(e);
 	/* Background executions hold the engine; tell them to stop and wait. */
 	pthread_mutex_lock(&e->mu);
 	__atomic_store_n(&e->cancel, 1, __ATOMIC_SEQ_CST);
@@ -647,6 +649,7 @@ void saas__engine_release(saas_engine *e)
 	free(e->preview_url);
 	free(e->driver_config);
 	saas__tenants_free(e);
+	saas__metrics_free(e);
 	pthread_mutex_destroy(&e->tenants_mu);
 	pthread_mutex_destroy(&e->network_mu);
 	pthread_mutex_destroy(&e->live_mu);

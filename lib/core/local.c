@@ -37,6 +37,7 @@ const struct saas__client_ops saas__local_ops = {
 	.sandbox_pause = saas__local_sandbox_pause,
 	.sandbox_resume = saas__local_sandbox_resume,
 	.execution_list = saas__local_execution_list,
+	.sandbox_metrics = saas__local_sandbox_metrics,
 };
 
 /* What both ways to open check first, with the thread's error cleared. */

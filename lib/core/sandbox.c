@@ -325,6 +325,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 		          row.image, row.account_id, row.host_id[0] ? " on VM host " : "", row.host_id);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms (from the pool)", row.id,
 		          (long long)(saas__engine_now(e) - started));
+		saas__metrics_track(e, row.id);
 		return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
 	}
 	return 1;
@@ -555,6 +556,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	}
 	row.status = SAAS_SANDBOX_READY;
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms", row.id, (long long)(now - row.created_at_ms));
+	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
 }
 

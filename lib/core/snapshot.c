@@ -305,6 +305,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 	}
 	saas__snapshot_drop(e, row.host_id, snap);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s resumed in %lld ms", row.id, (long long)(now - started));
+	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
 }
 
@@ -474,6 +475,8 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 			                     &rows[made])) < 0)
 				goto out;
 	}
+	for (unsigned int i = 0; i < count; i++)
+		saas__metrics_track(e, rows[i].id);
 	if (!(list = calloc(1, sizeof(*list))) || !(list->items = calloc(count, sizeof(*list->items)))) {
 		rc = saas__oom();
 		goto out;

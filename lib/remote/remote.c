@@ -143,6 +143,28 @@ static int remote_usage(saas_client *c, int64_t from_ms, int64_t to_ms, saas_usa
 	return rc;
 }
 
+static int remote_sandbox_metrics(saas_client *c, const char *id, int64_t start_ms, int64_t end_ms,
+                                  saas_metric_list **out)
+{
+	char start[40] = "", end[40] = "", suffix[120], *path;
+	const char *bad = NULL;
+	json_t *ans = NULL;
+	int rc;
+
+	if (start_ms)
+		format_time(start, sizeof(start), start_ms);
+	if (end_ms)
+		format_time(end, sizeof(end), end_ms);
+	snprintf(suffix, sizeof(suffix), "/metrics?start=%s&end=%s", start, end);
+	if (!(path = saas__remote_path("sandboxes", id, suffix)))
+		return SAAS_ENOMEM;
+	if ((rc = get_json(c, path, &ans)) == SAAS_OK)
+		rc = decoded(saas__wire_metric_list_decode(out, ans, &bad), bad);
+	json_decref(ans);
+	free(path);
+	return rc;
+}
+
 /* The body member of a validated network: a mode's name, or the policy as an object. */
 static json_t *network_json(const struct saas__network *net)
 {
@@ -558,6 +580,7 @@ static const struct saas__client_ops remote_ops = {
 	.sandbox_pause = remote_sandbox_pause,
 	.sandbox_resume = remote_sandbox_resume,
 	.execution_list = saas__remote_execution_list,
+	.sandbox_metrics = remote_sandbox_metrics,
 };
 
 /* ---- open ---- */

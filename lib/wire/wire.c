@@ -871,6 +871,72 @@ out:
 	return rc;
 }
 
+/* ---- metrics ---- */
+
+json_t *saas__wire_metric_list(const saas_metric_list *list)
+{
+	json_t *o = json_object(), *a = json_array();
+
+	if (!o || !a) {
+		json_decref(o);
+		json_decref(a);
+		return NULL;
+	}
+	for (size_t i = 0; i < list->count; i++) {
+		const saas_metric *m = list->items[i];
+		/* The percentage is the one float of the wire: a measure, not money, two decimals. */
+		json_array_append_new(a, json_pack("{s:o,s:I,s:f,s:I,s:I,s:I,s:I}", "at", saas__wire_time(m->at_ms), "vcpus",
+		                                   (json_int_t)m->vcpus, "cpu_used_pct", m->cpu_used_pct, "memory_used",
+		                                   (json_int_t)m->memory_used, "memory_total", (json_int_t)m->memory_total,
+		                                   "disk_used", (json_int_t)m->disk_used, "disk_total",
+		                                   (json_int_t)m->disk_total));
+	}
+	json_object_set_new(o, "metrics", a);
+	json_object_set_new(o, "count", json_integer((json_int_t)list->count));
+	return o;
+}
+
+int saas__wire_metric_list_decode(saas_metric_list **out, const json_t *o, const char **bad)
+{
+	const json_t *a = json_object_get(o, "metrics"), *e;
+	saas_metric_list *list = NULL;
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	if (!json_is_array(a)) {
+		*bad = "metrics";
+		return SAAS_EPROTOCOL;
+	}
+	if (!(list = calloc(1, sizeof(*list)))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if (!(list->items = array_of(json_array_size(a), sizeof(*list->items), &rc)) && rc < 0)
+		goto out;
+	json_array_foreach(a, i, e) {
+		saas_metric *m = element(list->items, i, &list->count, sizeof(*m));
+		const json_t *pct = json_object_get(e, "cpu_used_pct");
+
+		if (!m) {
+			rc = SAAS_ENOMEM;
+			goto out;
+		}
+		m->at_ms = jtime(e, "at");
+		m->vcpus = (unsigned int)jint(e, "vcpus");
+		m->cpu_used_pct = json_is_number(pct) ? json_number_value(pct) : 0;
+		m->memory_used = jint(e, "memory_used");
+		m->memory_total = jint(e, "memory_total");
+		m->disk_used = jint(e, "disk_used");
+		m->disk_total = jint(e, "disk_total");
+	}
+	*out = list;
+	list = NULL;
+out:
+	saas_metric_list_free(list);
+	return rc;
+}
+
 /* ---- MCP ---- */
 
 json_t *saas__wire_drop_nulls(json_t *v)

@@ -44,6 +44,8 @@ json_t *saas__wire_limits(const saas_limits *l);
 json_t *saas__wire_account(const saas_account_info *ai);
 json_t *saas__wire_usage(const saas_usage *u);
 json_t *saas__wire_file_list(const saas_file_list *list);
+/* A sandbox's samples: {"metrics":[{"at","vcpus","cpu_used_pct",...}],"count"}. */
+json_t *saas__wire_metric_list(const saas_metric_list *list);
 /* An exposed port: {"sandbox_id", "port", "url"}. */
 json_t *saas__wire_port(const char *sandbox_id, unsigned int port, const char *url);
 
@@ -77,6 +79,7 @@ int saas__wire_exec_chunk_decode(int *stream, uint64_t *offset, char **data, siz
 int saas__wire_account_decode(saas_account_info **out, const json_t *o, const char **bad);
 int saas__wire_usage_decode(saas_usage **out, const json_t *o, const char **bad);
 int saas__wire_file_list_decode(saas_file_list **out, const json_t *o, const char **bad);
+int saas__wire_metric_list_decode(saas_metric_list **out, const json_t *o, const char **bad);
 /* A new saas_limits from a "limits" object (members absent are 0), or NULL when out of memory. */
 saas_limits *saas__wire_limits_decode(const json_t *o);
 

@@ -50,6 +50,7 @@ void aas_h_usage(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out);
+void aas_h_sandbox_metrics(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_fork(struct aas_req *r, struct aas_reply *out);

@@ -179,6 +179,29 @@ void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out)
 	saas_sandbox_free(sb);
 }
 
+/* start and end as usage's from and to: RFC 3339, a date or unix seconds; a bare date as end includes that day. */
+void aas_h_sandbox_metrics(struct aas_req *r, struct aas_reply *out)
+{
+	const char *start, *end;
+	int64_t start_ms = 0, end_ms = 0;
+	saas_metric_list *l = NULL;
+	int rc;
+
+	if (!aas_query(r, "start", &start, out) || !aas_query(r, "end", &end, out))
+		return;
+	if ((start && *start && saas_time_parse(&start_ms, start, 0) < 0) ||
+	    (end && *end && saas_time_parse(&end_ms, end, SAAS_TIME_DAY_END) < 0)) {
+		aas_reply_error(out, 400, "invalid_argument", "start and end must be RFC 3339 times "
+		                "(2025-06-01T00:00:00Z), dates (2025-06-01) or unix seconds");
+		return;
+	}
+	if ((rc = saas_sandbox_metrics_get(&l, r->client, r->route_id, start_ms, end_ms, 0)) < 0)
+		aas_reply_saas(out, rc);
+	else
+		aas_reply_json(out, 200, saas__wire_metric_list(l));
+	saas_metric_list_free(l);
+}
+
 void aas_h_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
 {
 	saas_sandbox *sb = NULL;

@@ -803,7 +803,6 @@ static const struct {
 	const char *tail;
 	const char *feature;
 } missing_sandbox[] = {
-	{ "/metrics", "sandbox metrics (getMetrics)" },
 	{ "/logs", "sandbox logs" },
 	{ "/snapshots", "snapshots" },
 	{ "/refreshes", "refreshes (use setTimeout)" },
@@ -867,6 +866,11 @@ void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path)
 			aas_e2b_error(out, 405, "%s is not allowed on %s", r->method, path);
 		return;
 	}
+	/* Before the per-sandbox calls, which would take "metrics" for an id. */
+	if (strcmp(path, "/sandboxes/metrics") == 0 && strcmp(m, "GET") == 0) {
+		aas_e2b_h_metrics_many(r, out);
+		return;
+	}
 	if (sandbox_path(path, "/v2/sandboxes", id, sizeof(id), &tail) && strcmp(tail, "/connect") == 0 &&
 	    strcmp(m, "POST") == 0) {
 		h_connect(r, out, id);
@@ -889,6 +893,8 @@ void aas_e2b_control(struct aas_req *r, struct aas_reply *out, const char *path)
 			h_fork(r, out, id);
 		else if (strcmp(tail, "/network") == 0 && strcmp(m, "PUT") == 0)
 			h_network(r, out, id);
+		else if (strcmp(tail, "/metrics") == 0 && strcmp(m, "GET") == 0)
+			aas_e2b_h_metrics(r, out, id);
 		else {
 			for (size_t i = 0; i < sizeof(missing_sandbox) / sizeof(missing_sandbox[0]); i++) {
 				if (strcmp(tail, missing_sandbox[i].tail) == 0) {

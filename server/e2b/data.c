@@ -322,7 +322,8 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 		snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", host_id);
 		t->from_host = true;
 	}
-	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0 && strcmp(path, "/envs") != 0)
+	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0 && strcmp(path, "/envs") != 0 &&
+	    strcmp(path, "/metrics") != 0)
 		return rate_ok(r, out, t) ? 0 : -1; /* answered by aas_e2b_data: nothing of a sandbox is needed */
 	/* A signature is checked against every candidate sandbox: the address pays before that work is done. */
 	if (signed_url(r, path) && (!rate_ok(r, out, t) || !aas_e2b_signed_find(r, out, t)))
@@ -373,7 +374,7 @@ void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)
 	} else if (strcmp(path, "/envs") == 0) {
 		envs(r, out, t);
 	} else if (strcmp(path, "/metrics") == 0) {
-		aas_e2b_error(out, 501, "%s through the E2B API is not served by this server yet (docs/e2b.md)", path + 1);
+		aas_e2b_envd_metrics(r, out, t);
 	} else {
 		aas_e2b_error(out, 404, "no E2B daemon call %s %s", r->method, *path ? path : "/");
 	}

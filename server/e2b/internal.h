@@ -223,4 +223,17 @@ bool aas_e2b_signed_find(struct aas_req *r, struct aas_reply *out, struct aas_e2
 /* The most accounts and sandboxes, together, a signed URL that names no sandbox is looked for in. */
 #define AAS_E2B_SIGNED_SCAN_MAX 10000
 
+/*
+ * Metrics (metrics.c): GET /sandboxes/{id}/metrics, GET /sandboxes/metrics
+ * (control plane, the caller's key), envd's GET /metrics (data plane).
+ */
+void aas_e2b_h_metrics(struct aas_req *r, struct aas_reply *out, const char *e2b_id);
+void aas_e2b_h_metrics_many(struct aas_req *r, struct aas_reply *out);
+void aas_e2b_envd_metrics(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+/* Unix seconds as the SDK sends them: 1 to AAS_E2B_SECONDS_DIGITS digits, nothing else. */
+#define AAS_E2B_SECONDS_DIGITS 12
+bool aas_e2b_seconds_parse(const char *s, int64_t *out);
+/* The length of the comma-separated item at *p, *p moved past it and its comma. */
+size_t aas_e2b_list_next(const char **p);
+
 #endif

@@ -320,6 +320,46 @@ static void executions_recent(struct aas_html *h, const struct aas_viewer *v, co
 	saas_execution_list_free(list);
 }
 
+/* The samples shown: a minute at the default interval. */
+#define METRICS_SHOWN 12
+
+/* A running sandbox's last samples (saas/metrics.h): CPU, memory and disk as its host sees them. */
+static void metrics_recent(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
+{
+	saas_metric_list *l = NULL;
+	char b1[40];
+	int rc;
+
+	if (sb->status != SAAS_SANDBOX_READY)
+		return;
+	aas_html_raw(h, "<h2>Use</h2>");
+	if ((rc = saas_sandbox_metrics_get(&l, v->client, sb->id, 0, 0, 0)) < 0) {
+		aas_html_printf(h, "<p class=\"error\">Its use cannot be read now: %s.</p>",
+		                aas_tenant_message(rc, "the metrics of a sandbox page"));
+	} else if (!l->count) {
+		aas_html_raw(h, "<p id=\"no-metrics\">No sample yet.</p>");
+	} else {
+		aas_html_raw(h, "<table id=\"metrics\"><thead><tr><th scope=\"col\">Sampled</th>"
+		                "<th scope=\"col\">CPU</th><th scope=\"col\">Memory (MiB)</th>"
+		                "<th scope=\"col\">Disk written (MiB)</th></tr></thead><tbody>");
+		/* Newest first, as the executions are. */
+		for (size_t i = l->count; i-- > (l->count > METRICS_SHOWN ? l->count - METRICS_SHOWN : 0);) {
+			const saas_metric *m = l->items[i];
+
+			aas_html_printf(h, "<tr><td>%s</td><td class=\"cpu\">%.2f %%</td><td class=\"memory\">%lld of %lld</td>"
+			                   "<td class=\"disk\">%lld of %lld</td></tr>",
+			                when(b1, m->at_ms), m->cpu_used_pct, (long long)(m->memory_used >> 20),
+			                (long long)(m->memory_total >> 20), (long long)(m->disk_used >> 20),
+			                (long long)(m->disk_total >> 20));
+		}
+		aas_html_printf(h, "</tbody></table><p>CPU is the share of its %u vCPU used since the sample before; "
+		                   "memory what its VM holds on the host. Every sample of the last hour: "
+		                   "<code>GET /v1/sandboxes/%s/metrics</code>.</p>",
+		                sb->vcpus, sb->id);
+	}
+	saas_metric_list_free(l);
+}
+
 void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 {
 	struct aas_html h = { 0 };
@@ -362,6 +402,7 @@ void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 			                sb->ports[i]->port, sb->ports[i]->url, sb->ports[i]->url);
 		aas_html_raw(&h, "</tbody></table>");
 	}
+	metrics_recent(&h, &v, sb);
 	executions_running(&h, &v, sb);
 	executions_recent(&h, &v, sb);
 end:

@@ -102,6 +102,13 @@ try {
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-sandboxes.png`, fullPage: true });
   await accessible(page, '/dashboard (a live sandbox)');
   await page.goto(`${BASE}/dashboard/sandboxes/${created.id}`);
+  // Its use: at least the sample taken for the page, memory within the size's.
+  const use = await page.$$eval('#metrics tbody tr', (rows) => rows.map((r) => ({
+    cpu: r.querySelector('td.cpu').textContent, memory: r.querySelector('td.memory').textContent })));
+  check('the sandbox page shows its use', use.length >= 1, JSON.stringify(use));
+  const [used, total] = (use[0] ? use[0].memory : '').split(' of ').map(Number);
+  check('its memory is within the size', total > 0 && used >= 0 && used <= total, use[0] && use[0].memory);
+  check('its CPU is a percentage', /^\d+\.\d\d %$/.test(use[0] ? use[0].cpu : ''), use[0] && use[0].cpu);
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-sandbox.png`, fullPage: true });
   await accessible(page, "a sandbox's page");
   await page.goto(`${BASE}/dashboard/usage`);

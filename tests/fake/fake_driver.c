@@ -36,6 +36,7 @@ struct vm {
 	char image[64];
 	int outdated;                    /* its image was "rebuilt" since (saas_fake_image_rebuilt) */
 	unsigned int execs;              /* commands run in it (saas_fake_vm_execs) */
+	unsigned int vcpus, memory_mb, disk_gb; /* its shape, for vm_sample */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -351,6 +352,13 @@ static void net_store(struct vm *v, const saas_vm_network *net)
 	}
 }
 
+static void shape_set(struct vm *v, const saas_vm_spec *spec)
+{
+	v->vcpus = spec->vcpus;
+	v->memory_mb = spec->memory_mb;
+	v->disk_gb = spec->disk_gb;
+}
+
 static int add_vm_locked(const char *name, const saas_vm_network *net)
 {
 	char path[600];
@@ -468,8 +476,10 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 	if (ahead_state == 2 && strcmp(ahead, spec->name) == 0)
 		ahead_state = 0;
 	rc = find_vm(spec->name) ? SAAS_EEXISTS : add_vm_locked(spec->name, spec->network);
-	if (rc == SAAS_OK)
+	if (rc == SAAS_OK) {
 		snprintf(find_vm(spec->name)->image, sizeof(vms[0].image), "%s", spec->image ? spec->image : "");
+		shape_set(find_vm(spec->name), spec);
+	}
 	/* Its shape's template, ready at once (as if saved from this VM: its memory's worth of state). */
 	if (rc == SAAS_OK) {
 		unsigned int i;
@@ -893,6 +903,40 @@ static int fake_network_stats(void *ctx, const char *name, saas_vm_network_stats
 }
 
 /*
+ * A sample a test can predict: each command run so far took one CPU-second;
+ * a quarter of the memory is held, and a MiB more per command; the disk
+ * holds the files written to the VM. A VM nobody gave a shape (one a test
+ * added) has 1 vCPU, 512 MiB and no disk.
+ */
+static int fake_sample(void *ctx, const char *name, saas_driver_sample *out)
+{
+	struct vm *v;
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&mu);
+	if ((v = find_vm(name)) && v->state == SAAS_VM_RUNNING) {
+		out->vcpus = v->vcpus ? v->vcpus : 1;
+		out->cpu_time_ns = (uint64_t)v->execs * 1000000000u;
+		out->memory_total = (uint64_t)(v->memory_mb ? v->memory_mb : 512) << 20;
+		out->memory_used = out->memory_total / 4 + ((uint64_t)v->execs << 20);
+		if (out->memory_used > out->memory_total)
+			out->memory_used = out->memory_total;
+		out->disk_total = (uint64_t)v->disk_gb << 30;
+		for (int i = 0; i < MAX_FILES; i++)
+			if (files[i].path && strcmp(files[i].vm, name) == 0)
+				out->disk_used += files[i].len;
+		if (out->disk_used > out->disk_total)
+			out->disk_used = out->disk_total;
+	} else {
+		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no VM %s is running", name);
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+/*
  * A terminal: a thread that plays a shell on a socket pair. It greets with
  * "fake-shell TERM CxR tty|notty\r\n", echoes every byte as a terminal
  * would, answers a resize with "resize CxR\r\n", and ends at a line
@@ -1233,7 +1277,9 @@ static int fake_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 		rc = saas_sys_error_set(SAAS_EEXISTS, SAAS_ERRCLASS_DRIVER, 0, "fake: VM '%s' exists", spec->name);
 		goto out;
 	}
-	if ((rc = add_vm_locked(spec->name, spec->network)) < 0)
+	if ((rc = add_vm_locked(spec->name, spec->network)) == SAAS_OK)
+		shape_set(find_vm(spec->name), spec);
+	if (rc < 0)
 		goto out;
 	snap_owner(owner, snap);
 	if ((rc = copy_files_locked(owner, spec->name)) < 0) {
@@ -1328,4 +1374,5 @@ const saas_driver saas_fake_driver = {
 	fake_outdated,
 	.template_list = fake_template_list,
 	.vm_take = fake_take,
+	.vm_sample = fake_sample,
 };

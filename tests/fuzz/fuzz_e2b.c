@@ -142,6 +142,33 @@ static void spellings(const uint8_t *data, size_t size)
 		abort();
 	aas_e2b_templates_free(&t);
 	hosts(s);
+	{
+		/* A time taken is digits only, at most AAS_E2B_SECONDS_DIGITS of them, and their value. */
+		int64_t secs = -1, want = 0;
+		if (aas_e2b_seconds_parse(s, &secs)) {
+			if (!*s || strlen(s) > AAS_E2B_SECONDS_DIGITS || strspn(s, "0123456789") != strlen(s))
+				abort();
+			for (const char *c = s; *c; c++)
+				want = want * 10 + (*c - '0');
+			if (secs != want)
+				abort();
+		}
+	}
+	{
+		/* A list's items, cut at commas, cover the text and never run past it. */
+		const char *p = s, *end = s + strlen(s);
+		size_t seen = 0, items = 0;
+		while (*p) {
+			const char *at = p;
+			size_t len = aas_e2b_list_next(&p);
+			if (p <= at || p > end || memchr(at, ',', len))
+				abort();
+			seen += len;
+			items++;
+		}
+		if (seen + items < strlen(s))
+			abort();
+	}
 	if (aas_e2b_unescape(s, &n, s, size) && (n > size || strlen(s) != n))
 		abort();
 	free(s);

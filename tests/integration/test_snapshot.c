@@ -321,8 +321,12 @@ static void test_fork(void **state)
 	const char *const vms[3] = { PARENT, CHILD1, CHILD2 };
 	int64_t bytes = 0, t0, fork_ms, restore_ms[2];
 	unsigned int uids[3];
+	saas_driver_sample before, after;
 
 	(void)state;
+	/* vm_sample (driver version 10), on the VM this test has anyway: the host's view of it. */
+	check(drv->vm_sample(ctx, PARENT, &before), "vm_sample");
+	assert_int_equal(drv->vm_sample(ctx, "sbx-snap-none", &after), SAAS_ENOTFOUND);
 	/* The file and the process the children must find, and a web server with the file to serve. */
 	snprintf(cmd, sizeof(cmd),
 	         "mkdir -p /workspace/www && echo %s >/workspace/mark && cp /workspace/mark /workspace/www/mark && sync && "
@@ -334,6 +338,14 @@ static void test_fork(void **state)
 	         mark, WEB_PORT, WEB_PORT, WEB_PORT);
 	assert_string_equal(run(PARENT, cmd), "ready");
 	assert_survived(PARENT);
+	/* That work took CPU; the shape is the one made; what is held is within it. */
+	check(drv->vm_sample(ctx, PARENT, &after), "vm_sample after work");
+	assert_true(after.cpu_time_ns > before.cpu_time_ns);
+	assert_int_equal(after.vcpus, 1);
+	assert_true(after.memory_total == 512ull << 20);
+	assert_true(after.memory_used > 0 && after.memory_used <= after.memory_total);
+	assert_true(after.disk_total == 0 || after.disk_total == (uint64_t)(with_disk ? 4 : 1) << 30);
+	assert_true(after.disk_used <= after.disk_total);
 	/* Read before the fork, so that the kernel has one to carry into the children. */
 	snprintf(boot[0], sizeof(boot[0]), "%s", run(PARENT, "cat /proc/sys/kernel/random/boot_id"));
 

@@ -512,6 +512,29 @@ static void test_unescape(void **state)
 
 /* ---- multipart ---- */
 
+/* getMetrics' start and end (unix seconds) and /sandboxes/metrics' ids, at their bounds. */
+static void test_metrics_params(void **state)
+{
+	const char *p;
+	int64_t s = -1;
+
+	(void)state;
+	assert_true(aas_e2b_seconds_parse("1733390000", &s) && s == 1733390000);
+	assert_true(aas_e2b_seconds_parse("0", &s) && s == 0);
+	assert_true(aas_e2b_seconds_parse("999999999999", &s) && s == 999999999999LL); /* 12 digits: the most */
+	assert_false(aas_e2b_seconds_parse("1000000000000", &s));                     /* 13 */
+	assert_false(aas_e2b_seconds_parse("", &s));
+	assert_false(aas_e2b_seconds_parse("-1", &s));
+	assert_false(aas_e2b_seconds_parse("12 ", &s));
+	assert_false(aas_e2b_seconds_parse("1.5", &s));
+	p = "a,bc,,d";
+	assert_int_equal(aas_e2b_list_next(&p), 1);
+	assert_int_equal(aas_e2b_list_next(&p), 2);
+	assert_int_equal(aas_e2b_list_next(&p), 0);
+	assert_int_equal(aas_e2b_list_next(&p), 1);
+	assert_string_equal(p, "");
+}
+
 static void test_multipart_boundary(void **state)
 {
 	char b[AAS_MULTIPART_BOUNDARY_MAX + 1], long_ct[200];
@@ -598,6 +621,7 @@ int main(void)
 		cmocka_unit_test(test_signatures),
 		cmocka_unit_test(test_templates),
 		cmocka_unit_test(test_unescape),
+		cmocka_unit_test(test_metrics_params),
 		cmocka_unit_test(test_multipart_boundary),
 		cmocka_unit_test(test_multipart_parse),
 	};

@@ -744,7 +744,7 @@ static void test_pool_v1_options(void **state)
 	o.version = SAAS_ENGINE_OPTIONS_VERSION + 1;
 	assert_int_equal(saas_engine_open(&e, &o), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "version"));
-	assert_int_equal(SAAS_ENGINE_OPTIONS_VERSION, 8);
+	assert_int_equal(SAAS_ENGINE_OPTIONS_VERSION, 9);
 	saas_test_rmdir(dir);
 }
 

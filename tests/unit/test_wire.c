@@ -347,6 +347,22 @@ static void test_file_list(void **state)
 	ROUND_TRIP(saas_file_list, saas__wire_file_list, saas__wire_file_list_decode, saas_file_list_free, &l);
 }
 
+static saas_metric metric_values[] = {
+	{ T(30), 2, 0, 1073741824, 4294967296, 0, 42949672960 },
+	{ T(35), 2, 25.5, 1075838976, 4294967296, 10485760, 42949672960 },
+};
+
+static saas_metric *metric_ptrs[] = { &metric_values[0], &metric_values[1] };
+
+static void test_metric_list(void **state)
+{
+	saas_metric_list l = { 2, metric_ptrs };
+
+	(void)state;
+	golden("metric_list", saas__wire_metric_list(&l));
+	ROUND_TRIP(saas_metric_list, saas__wire_metric_list, saas__wire_metric_list_decode, saas_metric_list_free, &l);
+}
+
 /* MCP's structuredContent: the same shapes without nulls, which decode as the nulls did. */
 static void test_mcp_shapes(void **state)
 {
@@ -474,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_account),
 		cmocka_unit_test(test_usage),
 		cmocka_unit_test(test_file_list),
+		cmocka_unit_test(test_metric_list),
 		cmocka_unit_test(test_mcp_shapes),
 		cmocka_unit_test(test_decode_refuses),
 		cmocka_unit_test(test_network_req),

@@ -29,9 +29,9 @@ SAAS_BEGIN_DECLS
  * engines that share a store, such as a template built once per VM host);
  * 8 vm_take (VMs started ahead of the creates that take them); 9
  * saas_vm_network.account (whose VM a policy is for) and
- * saas_driver_env.stopping.
+ * saas_driver_env.stopping; 10 vm_sample (a VM's CPU, memory and disk).
  */
-#define SAAS_DRIVER_VERSION 9
+#define SAAS_DRIVER_VERSION 10
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -208,6 +208,21 @@ typedef struct {
 } saas_driver_host;
 
 /**
+ * One VM's use of the machine at one instant, as vm_sample reports it
+ * (version 10): what the host sees of the VM, never what its guest says, so
+ * that no tenant can make these numbers lie about anyone (docs/sandboxes.md,
+ * "Metrics"). The core turns CPU time into a percentage between two samples.
+ */
+typedef struct {
+	unsigned int vcpus;        /**< The VM's virtual CPUs. */
+	uint64_t cpu_time_ns;      /**< CPU time its vCPUs (and the emulator) used since the VM started; only grows. */
+	uint64_t memory_total;     /**< Bytes of memory the VM was given. */
+	uint64_t memory_used;      /**< Bytes of it the host holds for the VM now; at most memory_total. */
+	uint64_t disk_total;       /**< Bytes its disk may hold (its size's disk); 0: the VM has no disk. */
+	uint64_t disk_used;        /**< Bytes its own writable disk takes on the host now; at most disk_total. */
+} saas_driver_sample;
+
+/**
  * A VM driver. Every slot returns SAAS_OK or a negative SAAS_E* code, says why
  * it failed through saas_sys_error_set() (saas/sys/error.h), and may be called
  * from any thread, several at once (docs/backends.md).
@@ -370,6 +385,16 @@ typedef struct saas_driver {
 	 * image rebuilt). NULL: creates are made the ordinary way.
 	 */
 	int (*vm_take)(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
+
+	/* Version 10. */
+
+	/**
+	 * One sample of a running VM (saas_driver_sample), cheap enough for the
+	 * engine to take every few seconds for every VM, and bounded in time as
+	 * host_info is. SAAS_ENOTFOUND: no such VM running. NULL: the core
+	 * answers metrics requests with SAAS_ENOTSUP.
+	 */
+	int (*vm_sample)(void *ctx, const char *name, saas_driver_sample *out);
 } saas_driver;
 
 SAAS_END_DECLS

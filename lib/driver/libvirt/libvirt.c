@@ -900,4 +900,5 @@ const saas_driver saas__driver_libvirt = {
 	.template_list = saas__lv_template_list,
 	.host_info = saas__lv_host_info,
 	.vm_take = saas__lv_take,
+	.vm_sample = saas__lv_vm_sample,
 };

@@ -54,6 +54,8 @@
  *   snapshot.c    snapshots of running VMs (fork, pause) and VMs restored
  *                 from them (snapshot.h)
  *   console.c     the console log's bounds (console.h)
+ *   stats.c       vm_sample: a VM's CPU, memory and disk for the engine's
+ *                 metrics, as the host sees them
  * The guest transports the driver calls are lib/transport's: SSH, and the
  * control port (control.c, control_files.c, control_exec.c: a clone's
  * fix-ups, files and commands without SSH) with the VM's directory as the
@@ -378,6 +380,8 @@ int saas__lv_vm_destroy(void *ctx, const char *name);
  * restart) is added to it. An error when the host cannot tell.
  */
 int saas__lv_vm_adopt(struct drv *d, const char *name, int *state);
+/* vm_sample (stats.c): a VM's CPU time, memory and disk as libvirt sees them. */
+int saas__lv_vm_sample(void *ctx, const char *name, saas_driver_sample *out);
 /*
  * The egress a new VM gets from spec (*net: its own, or the driver's default
  * in *fallback), checked and admitted: a policy only where per-VM egress is,

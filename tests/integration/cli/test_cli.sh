@@ -59,7 +59,7 @@ one_line_err() { # the error is one line starting with "aas"
 # ---- help and usage errors (no server needed) ----
 run --help; expect_rc 0 "aas --help"
 check "help documents exit codes" grep -q 'Exit status' <<<"$OUT"
-for c in create ls get exec cp files expose unexpose extend network rm usage account login fork pause resume history e2b; do
+for c in create ls get exec cp files expose unexpose extend network rm usage account login fork pause resume history e2b metrics; do
 	run "$c" --help; expect_rc 0 "aas $c --help"
 	check "aas $c --help prints usage" grep -q "^usage: aas $c" <<<"$OUT"
 done
@@ -213,6 +213,17 @@ expect_jq '[.[] | select(.command == "echo hello")] | length' 1 "history --json:
 expect_jq '[.[] | select(.command == "exit 7")] | .[0].exit_code' 7 "history --json: its exit code"
 check "history --all has every command run" test "$(jq length <<<"$OUT")" -ge 10
 run history sbx-doesnotexist; expect_rc 4 "history: unknown sandbox"
+
+# ---- metrics: the running sandbox's samples (at least the one taken on demand) ----
+run metrics "$SB"; expect_rc 0 "metrics"
+check "metrics: a header and at least one row" test "$(printf '%s\n' "$OUT" | wc -l)" -ge 2
+check "metrics: the columns" grep -q '^TIME .*CPU .*MEMORY MiB' <<<"$OUT"
+run metrics "$SB" --json; expect_rc 0 "metrics --json"
+expect_jq '.metrics[-1].vcpus >= 1' true "metrics --json: vcpus"
+expect_jq '.metrics[-1].memory_used <= .metrics[-1].memory_total' true "metrics --json: used within total"
+run metrics "$SB" --from yesterday-ish; expect_rc 2 "metrics: bad time"
+run metrics "$SB" -n 0; expect_rc 2 "metrics: -n 0"
+run metrics sbx-doesnotexist; expect_rc 4 "metrics: unknown sandbox"
 
 # ---- cp both ways, binary ----
 head -c 300000 /dev/urandom >"${WORK}/bin"; printf '\0\0\377\0end' >>"${WORK}/bin"

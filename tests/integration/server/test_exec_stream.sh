@@ -142,6 +142,19 @@ expect_json .error.code invalid_argument "bad cursor: the error body"
 auth GET "/v1/sandboxes/${SB}/executions?cursor=1.x&cursor=2.y"; expect_status 400 "two cursors"
 auth GET "/v1/sandboxes/sbx-nosuch/executions"; expect_status 404 "history of an unknown sandbox"
 
+# ---- the sandbox's metrics (the commands above ran in it: the fake driver counts a CPU-second each) ----
+auth GET "/v1/sandboxes/${SB}/metrics"; expect_status 200 metrics
+check "metrics: at least one sample" test "$(jqr '.count >= 1 and (.metrics | length) == .count')" = true
+check "metrics: the size's shape" test "$(jqr '.metrics[-1] | .vcpus == 2 and .memory_total == 4294967296')" = true
+check "metrics: used within total" test "$(jqr '.metrics[-1] | .memory_used <= .memory_total and .disk_used <= .disk_total')" = true
+check "metrics: CPU a percentage" test "$(jqr '.metrics[-1].cpu_used_pct | . >= 0 and . <= 100')" = true
+auth GET "/v1/sandboxes/${SB}/metrics?start=2020-01-01&end=2020-01-02"; expect_status 200 "metrics of a window long past"
+expect_json .count 0 "none then"
+auth GET "/v1/sandboxes/${SB}/metrics?start=yesterday"; expect_status 400 "metrics: a bad time"
+expect_json .error.code invalid_argument "a bad time: the error body"
+auth GET "/v1/sandboxes/${SB}/metrics?start=2030-01-01&end=2020-01-01"; expect_status 400 "metrics: start after end"
+auth GET "/v1/sandboxes/sbx-nosuch/metrics"; expect_status 404 "metrics of an unknown sandbox"
+
 # ---- signals and cancel ----
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"wait","background":true}'; W=$(jqr .execution_id)
 auth POST "/v1/executions/${W}/stdin" -d '{"stdin":"x"}'; expect_status 409 "stdin not open"
