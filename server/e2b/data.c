@@ -95,6 +95,32 @@ static void reply_auth(struct aas_reply *out, const struct aas_e2b_target *t, co
  * (401 for a token that is not the sandbox's, 502 for a sandbox that is not
  * there or not running).
  */
+/*
+ * A paused sandbox that asked to be resumed on use (autoResume), resumed for
+ * this request, which waits for it. The engine resumes one at a time (a
+ * second request meanwhile finds it resuming, and is told to retry), and
+ * the sandbox then keeps at least AAS_E2B_AUTORESUME_KEEP_S: a stream of
+ * requests resumes it once, not once a timeout. false after a reply.
+ */
+static bool auto_resume(struct aas_reply *out, struct aas_e2b_target *t, const saas_sandbox *sb)
+{
+	saas_sandbox *resumed = NULL;
+	int rc;
+
+	if ((rc = saas_sandbox_resume(&resumed, t->client, t->id, 0)) < 0) {
+		reply_gone(out, t->e2b_id, rc == SAAS_ESTATE ? "The sandbox is being resumed: try again in a moment"
+		                                              : aas_tenant_message(rc, "e2b: resuming a sandbox on use"));
+		return false;
+	}
+	aas_log(SAAS_LOG_INFO, "e2b: sandbox %s resumed on use (autoResume)", sb->id);
+	if (resumed->expires_at_ms < aas_now_ms() + AAS_E2B_AUTORESUME_KEEP_S * 1000 &&
+	    (rc = saas_sandbox_extend(NULL, t->client, t->id, AAS_E2B_AUTORESUME_KEEP_S, SAAS_EXTEND_FROM_NOW)) < 0)
+		aas_log(SAAS_LOG_WARN, "e2b: sandbox %s: resumed, but not kept %d s: %s", sb->id, AAS_E2B_AUTORESUME_KEEP_S,
+		        saas_error_last()->message);
+	saas_sandbox_free(resumed);
+	return true;
+}
+
 bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
 	const char *sid = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
@@ -135,7 +161,11 @@ bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2
 		saas_sandbox_free(sb);
 		return false;
 	}
-	if (sb->status != SAAS_SANDBOX_READY) {
+	if (sb->status == SAAS_SANDBOX_PAUSED && sb->auto_resume && t->may_resume && !auto_resume(out, t, sb)) {
+		saas_sandbox_free(sb);
+		return false;
+	}
+	if (sb->status != SAAS_SANDBOX_READY && !(sb->status == SAAS_SANDBOX_PAUSED && sb->auto_resume && t->may_resume)) {
 		reply_gone(out, sid, sb->status == SAAS_SANDBOX_PAUSED ? "The sandbox is paused: connect to it to resume it"
 		                                                       : "The sandbox is not running");
 		saas_sandbox_free(sb);
@@ -298,6 +328,8 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	r->stream_free = target_free;
 	r->body_max = 0;
 	t->rpc = is_rpc(path);
+	/* A health probe (isRunning) is not a use: it says paused, and resumes nothing. */
+	t->may_resume = strcmp(path, "/health") != 0;
 	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0)
 		return rate_ok(r, out, t) ? 0 : -1; /* answered by aas_e2b_data: nothing of a sandbox is needed */
 	if (!aas_e2b_target_open(r, out, t)) {
