@@ -419,6 +419,7 @@ static int sweep_end(saas_engine *e, saas_store_sandbox *sb, int reason, int64_t
  * for it (saas_create_options.on_timeout). Read again first: an extend or a
  * pause that landed since wins. A driver that cannot save it (no snapshots,
  * a failed save) ends it as any other expired one: its time is up either way.
+ * 1 when it was so ended.
  */
 static int sweep_pause(saas_engine *e, saas_store_sandbox *sb, int64_t now)
 {
@@ -440,7 +441,7 @@ static int sweep_pause(saas_engine *e, saas_store_sandbox *sb, int64_t now)
 		return rc; /* moved by someone else meanwhile: the next sweep looks again */
 	saas__log(e, SAAS_LOG_WARN, "sandbox %s could not be paused at its timeout (%s); ending it", row.id,
 	          saas_error_last()->message);
-	return sweep_end(e, sb, SAAS_END_EXPIRED, now, sb->expires_at_ms);
+	return sweep_end(e, sb, SAAS_END_EXPIRED, now, sb->expires_at_ms) == SAAS_OK ? 1 : SAAS_OK;
 }
 
 static int by_account(const void *a, const void *b)
@@ -655,8 +656,8 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 		if (sb->on_timeout == SAAS_ON_TIMEOUT_PAUSE && sb->status != SAAS_SANDBOX_CREATING &&
 		    sb->status != SAAS_SANDBOX_PAUSED) {
 			/* Pausing or resuming (a fork's snapshot, a call's pause): its timeout waits for the next sweep. */
-			if (sb->status == SAAS_SANDBOX_READY)
-				sweep_pause(e, sb, now);
+			if (sb->status == SAAS_SANDBOX_READY && sweep_pause(e, sb, now) == 1)
+				count++;
 			continue;
 		}
 		if (sb->status == SAAS_SANDBOX_CREATING) {
