@@ -199,13 +199,12 @@ static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int 
 	const char *status = flags & SAAS_LIST_ACTIVE ? "active" : flags & SAAS_LIST_DESTROYED ? "destroyed" : "all";
 	const char *bad = NULL;
 	saas__buf q = SAAS__BUF_INIT;
+	char *emeta = NULL;
 	json_t *ans = NULL;
 	int rc = SAAS_OK;
 
 	if (cursor && !ecur)
 		return SAAS_ENOMEM;
-	char *emeta = NULL;
-
 	/* metadata=ESCAPED("K1=V1&K2=V2"), each key and value escaped within first (docs/rest.md). */
 	for (size_t i = 0; rc == SAAS_OK && metadata && metadata[i]; i++) {
 		const char *eq = strchr(metadata[i], '=');

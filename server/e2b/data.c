@@ -166,8 +166,9 @@ bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2
 		return false;
 	}
 	if (sb->status != SAAS_SANDBOX_READY && !(sb->status == SAAS_SANDBOX_PAUSED && sb->auto_resume && t->may_resume)) {
-		reply_gone(out, sid, sb->status == SAAS_SANDBOX_PAUSED ? "The sandbox is paused: connect to it to resume it"
-		                                                       : "The sandbox is not running");
+		reply_gone(out, sid, sb->status == SAAS_SANDBOX_PAUSED     ? "The sandbox is paused: connect to it to resume it"
+		                     : sb->status == SAAS_SANDBOX_RESUMING ? "The sandbox is being resumed: try again in a moment"
+		                                                           : "The sandbox is not running");
 		saas_sandbox_free(sb);
 		return false;
 	}
