@@ -289,6 +289,90 @@ bool aas_query(struct aas_req *r, const char *name, const char **val, struct aas
 	return true;
 }
 
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Decode s's %XX escapes in place; false for a bad escape or a NUL. */
+static bool unescape_in_place(char *s)
+{
+	char *w = s;
+
+	for (const char *p = s; *p; p++) {
+		if (*p != '%') {
+			*w++ = *p;
+			continue;
+		}
+		int hi = hex_digit(p[1]), lo = hi < 0 ? -1 : hex_digit(p[2]);
+		if (lo < 0 || (hi == 0 && lo == 0))
+			return false;
+		*w++ = (char)(hi * 16 + lo);
+		p += 2;
+	}
+	*w = '\0';
+	return true;
+}
+
+int aas_pairs_parse(const char *param, size_t max, char ***out, char *why, size_t whysize)
+{
+	char *buf = NULL, *save = NULL, *pair, **list = NULL;
+	size_t n = 0;
+	int rc = -1;
+
+	*out = NULL;
+	if (strlen(param) > AAS_PAIRS_BYTES_MAX) {
+		snprintf(why, whysize, "is over %d bytes", AAS_PAIRS_BYTES_MAX);
+		return -1;
+	}
+	if (!(buf = strdup(param)) || !(list = calloc(max + 1, sizeof(*list)))) {
+		snprintf(why, whysize, "cannot be read: out of memory");
+		goto out;
+	}
+	for (pair = strtok_r(buf, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+		char *eq = strchr(pair, '=');
+		if (n == max) {
+			snprintf(why, whysize, "has more than %zu pairs", max);
+			goto out;
+		}
+		if (!eq || eq == pair) {
+			snprintf(why, whysize, "must be KEY=VALUE pairs joined by '&'");
+			goto out;
+		}
+		*eq = '\0';
+		if (!unescape_in_place(pair) || !unescape_in_place(eq + 1)) {
+			snprintf(why, whysize, "has a bad %%-escape (or a NUL)");
+			goto out;
+		}
+		if (strchr(pair, '=')) {
+			snprintf(why, whysize, "has a key with '=' in it, which no metadata key may hold");
+			goto out;
+		}
+		if (asprintf(&list[n], "%s=%s", pair, eq + 1) < 0) {
+			list[n] = NULL;
+			snprintf(why, whysize, "cannot be read: out of memory");
+			goto out;
+		}
+		n++;
+	}
+	*out = list;
+	list = NULL;
+	rc = 0;
+out:
+	for (size_t i = 0; list && list[i]; i++)
+		free(list[i]);
+	free(list);
+	free(buf);
+	return rc;
+}
+
+void aas_pairs_free(char **list)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		free(list[i]);
+	free(list);
+}
+
 bool aas_query_bool(struct aas_req *r, const char *name, bool *val, struct aas_reply *out)
 {
 	const char *v;

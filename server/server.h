@@ -182,6 +182,16 @@ bool aas_field_bool(json_t *obj, const char *name, bool *val, struct aas_reply *
  * False after replying 400 when it is given twice or holds a NUL (%00).
  */
 bool aas_query(struct aas_req *r, const char *name, const char **val, struct aas_reply *out);
+/*
+ * "KEY=VALUE" pairs joined by '&', each key and value %-escaped (a filter's
+ * form in a query parameter, decoded once already by the HTTP layer, as
+ * GET /v1/sandboxes?metadata=... takes it: docs/rest.md). At most `max`
+ * pairs and AAS_PAIRS_BYTES_MAX bytes. 0 with *out a NULL-terminated list of
+ * "KEY=VALUE" (free with aas_pairs_free), or -1 with why filled. Pure.
+ */
+#define AAS_PAIRS_BYTES_MAX 8192
+int aas_pairs_parse(const char *param, size_t max, char ***out, char *why, size_t whysize);
+void aas_pairs_free(char **list);
 /* A boolean query parameter: true/false or 1/0, else 400; absent leaves *val. */
 bool aas_query_bool(struct aas_req *r, const char *name, bool *val, struct aas_reply *out);
 /* A decimal integer from min to max (digits only), else 400; absent leaves *val. */

@@ -149,6 +149,18 @@ typedef struct saas_sandbox {
 	int64_t paused_at_ms;
 	/** Whole seconds it has spent paused so far (billed at the paused price). Since 0.2.0. */
 	int64_t paused_seconds;
+	/**
+	 * Its metadata as given at create (saas_create_options.metadata):
+	 * NULL-terminated "KEY=VALUE" strings, sorted by key; empty, never NULL,
+	 * unless from a server too old to say. Since 0.2.0.
+	 */
+	char **metadata;
+	/** Its default environment (saas_create_options.envs), "NAME=VALUE" sorted by name; as metadata. Since 0.2.0. */
+	char **envs;
+	/** saas_on_timeout: what its timeout does. Since 0.2.0. */
+	int on_timeout;
+	/** Non-zero: a paused sandbox is resumed by a client's first use (a front end's choice). Since 0.2.0. */
+	int auto_resume;
 } saas_sandbox;
 
 /**
@@ -162,8 +174,42 @@ typedef struct saas_sandbox_list {
 	char *next_cursor;              /**< Pass to the next list call for more; NULL at the end. */
 } saas_sandbox_list;
 
+/**
+ * What a sandbox's timeout does. Values are append-only.
+ *
+ * Since: 0.2.0
+ */
+typedef enum {
+	SAAS_ON_TIMEOUT_DESTROY = 0,  /**< It ends (SAAS_END_EXPIRED): the default. */
+	SAAS_ON_TIMEOUT_PAUSE = 1     /**< It is paused; see saas_create_options.on_timeout. */
+} saas_on_timeout;
+
+/**
+ * Bounds on a sandbox's metadata (saas_create_options.metadata): at most
+ * this many pairs, a key of 1 to SAAS_METADATA_KEY_MAX bytes (no '=', no
+ * control character), a value of at most SAAS_METADATA_VALUE_MAX bytes (no
+ * NUL). Each key once. More is SAAS_EINVAL naming the bound.
+ *
+ * Since: 0.2.0
+ */
+#define SAAS_METADATA_MAX 64
+#define SAAS_METADATA_KEY_MAX 128
+#define SAAS_METADATA_VALUE_MAX 1024
+
+/**
+ * Bounds on a sandbox's default environment (saas_create_options.envs): at
+ * most this many variables, a name of 1 to SAAS_ENV_NAME_MAX bytes (no '=',
+ * no control character), a value of at most SAAS_ENV_VALUE_MAX bytes. Each
+ * name once.
+ *
+ * Since: 0.2.0
+ */
+#define SAAS_ENVS_MAX 128
+#define SAAS_ENV_NAME_MAX 256
+#define SAAS_ENV_VALUE_MAX 8192
+
 /** Version of saas_create_options this header describes. */
-#define SAAS_CREATE_OPTIONS_VERSION 2
+#define SAAS_CREATE_OPTIONS_VERSION 3
 
 /**
  * Options for saas_sandbox_create(). Initialise with SAAS_CREATE_OPTIONS_INIT.
@@ -189,9 +235,39 @@ typedef struct saas_create_options {
 	 * or `network`, not both. Copied during the call.
 	 */
 	const saas_network_spec *network_spec;
+	/**
+	 * Since version 3: the sandbox's metadata, NULL-terminated "KEY=VALUE"
+	 * strings (split at the first '='), or NULL. Kept with the sandbox, shown
+	 * by get and list, matched by saas_sandbox_list_query(), copied to a
+	 * fork's children; never seen by the guest. Bounds: SAAS_METADATA_*.
+	 */
+	const char *const *metadata;
+	/**
+	 * Since version 3: the sandbox's default environment, NULL-terminated
+	 * "NAME=VALUE" strings, or NULL. Every execution in it starts with these,
+	 * less the names its own saas_exec_options.env sets (the execution's
+	 * win). Copied to a fork's children. Bounds: SAAS_ENV*_MAX.
+	 */
+	const char *const *envs;
+	/**
+	 * Since version 3: saas_on_timeout. SAAS_ON_TIMEOUT_PAUSE: at its
+	 * timeout the sandbox is paused instead of destroyed (the driver must
+	 * snapshot: SAAS_ENOTSUP otherwise). Once paused (so, or by a call) it
+	 * keeps for the account's max_timeout_s (24 h by default) and then ends
+	 * expired; a resume gives it its lifetime (timeout_s) again from then.
+	 * A timeout that falls while it cannot be paused (still being made, being
+	 * forked) waits for the next sweep; one whose pause fails ends it.
+	 */
+	int on_timeout;
+	/**
+	 * Since version 3: non-zero: front ends that serve a sandbox's traffic
+	 * (the E2B gateway) resume it when it is paused and a client uses it.
+	 * Needs on_timeout SAAS_ON_TIMEOUT_PAUSE. The engine only keeps the flag.
+	 */
+	int auto_resume;
 } saas_create_options;
 
-#define SAAS_CREATE_OPTIONS_INIT { SAAS_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL }
+#define SAAS_CREATE_OPTIONS_INIT { SAAS_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0, 0 }
 
 /**
  * Create a sandbox: a fresh VM with its own kernel, never used by anyone before.
@@ -243,15 +319,65 @@ SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *client, const
  */
 SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *client, const char *cursor, unsigned int limit, unsigned int flags);
 
+/** Most metadata pairs one list may filter on. */
+#define SAAS_LIST_METADATA_MAX 32
+
+/** Version of saas_list_options this header describes. */
+#define SAAS_LIST_OPTIONS_VERSION 1
+
+/**
+ * Options for saas_sandbox_list_query(). Initialise with SAAS_LIST_OPTIONS_INIT.
+ *
+ * Since: 0.2.0
+ */
+typedef struct saas_list_options {
+	unsigned int version;      /**< SAAS_LIST_OPTIONS_VERSION */
+	const char *cursor;        /**< A next_cursor from a previous page, or NULL for the first. */
+	unsigned int limit;        /**< Page size, 1..1000; 0 means 100. */
+	/**
+	 * Only sandboxes whose metadata holds every one of these NULL-terminated
+	 * "KEY=VALUE" pairs (exactly; at most SAAS_LIST_METADATA_MAX), or NULL.
+	 * The store filters, so pages and cursors count only what matches.
+	 */
+	const char *const *metadata;
+} saas_list_options;
+
+#define SAAS_LIST_OPTIONS_INIT { SAAS_LIST_OPTIONS_VERSION, NULL, 0, NULL }
+
+/**
+ * The account's sandboxes, newest first, filtered: saas_sandbox_list_get()
+ * with room to grow.
+ *
+ * @param options options, or NULL (the first page of 100, unfiltered).
+ * @param flags   SAAS_LIST_* (at most one).
+ * @param out     [out] free with saas_sandbox_list_free().
+ * @return SAAS_OK, SAAS_EINVAL (bad cursor, limit, flags, version, or a
+ *         metadata pair that is not KEY=VALUE within SAAS_METADATA_*),
+ *         SAAS_ESTORE, SAAS_ENOMEM.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_sandbox_list_query(saas_sandbox_list **out, saas_client *client, const saas_list_options *options,
+                                         unsigned int flags);
+
+/**
+ * saas_sandbox_extend() flag: set the expiry to `seconds` from now, sooner or
+ * later than it was (0: now; the reaper then ends it, or pauses it if it
+ * pauses on timeout). Since 0.2.0.
+ */
+#define SAAS_EXTEND_FROM_NOW (1u << 0)
+
 /**
  * Push a sandbox's expiry out by `seconds` (from its current expiry). The new
  * lifetime, counted from now, may not pass the account's maximum timeout.
+ * With SAAS_EXTEND_FROM_NOW, set it to `seconds` from now instead, which may
+ * shorten it.
  *
  * @param out   [out, optional] the sandbox as extended; free with saas_sandbox_free().
- * @param flags 0.
+ * @param flags 0 or SAAS_EXTEND_FROM_NOW.
  * A paused sandbox may be extended too (its expiry runs while it is paused).
  *
- * @return SAAS_OK, SAAS_EINVAL (seconds <= 0, or past the maximum: as a create's
+ * @return SAAS_OK, SAAS_EINVAL (seconds <= 0 (< 0 with SAAS_EXTEND_FROM_NOW), or past the maximum: as a create's
  *         timeout, no retry can succeed; an unknown flag), SAAS_ENOTFOUND, SAAS_ESTATE
  *         (destroyed or still creating), SAAS_ESTORE.
  *

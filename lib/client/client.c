@@ -107,10 +107,55 @@ SAAS_EXTERN(int) saas_usage_get(saas_usage **out, saas_client *c, int64_t from_m
 	return c->ops->usage(c, from_ms, to_ms, out);
 }
 
+/*
+ * A list of "KEY=VALUE" strings (metadata, a sandbox's environment): at most
+ * `max`, each key 1 to key_max bytes with no '=' and no control character
+ * (a shell name when `shell`), each value at most value_max bytes, all of it
+ * UTF-8 (it travels as JSON), each key once. Bounded before the quadratic
+ * check for duplicates, which max keeps small.
+ */
+int saas__pairs_check(const char *const *list, size_t max, size_t key_max, size_t value_max, bool shell,
+                      const char *what)
+{
+	size_t n = 0;
+
+	if (!list)
+		return SAAS_OK;
+	for (; list[n]; n++) {
+		const char *eq = strchr(list[n], '=');
+		size_t klen = eq ? (size_t)(eq - list[n]) : 0;
+
+		if (n >= max)
+			return saas__inval("%s: at most %zu entries", what, max);
+		if (!eq || klen == 0)
+			return saas__inval("%s: entry %zu is not KEY=VALUE", what, n);
+		if (klen > key_max)
+			return saas__inval("%s: the key of entry %zu is over %zu bytes", what, n, key_max);
+		if (strlen(eq + 1) > value_max)
+			return saas__inval("%s: the value of '%.*s' is over %zu bytes", what, (int)klen, list[n], value_max);
+		for (const char *p = list[n]; p < eq; p++) {
+			bool ok = shell ? (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
+			                      (p > list[n] && *p >= '0' && *p <= '9')
+			                : (unsigned char)*p >= 0x20 && *p != 0x7f;
+			if (!ok)
+				return saas__inval(shell ? "%s: the name of entry %zu is not a shell name ([A-Za-z_][A-Za-z0-9_]*)"
+				                         : "%s: the key of entry %zu has a control character",
+				                   what, n);
+		}
+		if (!saas__valid_utf8(list[n], strlen(list[n])))
+			return saas__inval("%s: entry %zu is not UTF-8", what, n);
+		for (size_t i = 0; i < n; i++)
+			if (strncmp(list[i], list[n], klen + 1) == 0)
+				return saas__inval("%s: the key '%.*s' is given twice", what, (int)klen, list[n]);
+	}
+	return SAAS_OK;
+}
+
 SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const saas_create_options *options,
                                      unsigned int flags)
 {
-	static const size_t sizes[] = { 0, offsetof(saas_create_options, network_spec), sizeof(saas_create_options) };
+	static const size_t sizes[] = { 0, offsetof(saas_create_options, network_spec),
+		                            offsetof(saas_create_options, metadata), sizeof(saas_create_options) };
 	saas_create_options opts = SAAS_CREATE_OPTIONS_INIT;
 	const saas_create_options *o = &opts;
 	struct saas__network net;
@@ -132,6 +177,14 @@ SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *c, const s
 		return saas__inval("timeout may not be negative");
 	if (o->network && o->network_spec)
 		return saas__inval("set network or network_spec, not both");
+	if ((rc = saas__pairs_check(o->metadata, SAAS_METADATA_MAX, SAAS_METADATA_KEY_MAX, SAAS_METADATA_VALUE_MAX,
+	                            false, "metadata")) < 0 ||
+	    (rc = saas__pairs_check(o->envs, SAAS_ENVS_MAX, SAAS_ENV_NAME_MAX, SAAS_ENV_VALUE_MAX, true, "envs")) < 0)
+		return rc;
+	if (o->on_timeout != SAAS_ON_TIMEOUT_DESTROY && o->on_timeout != SAAS_ON_TIMEOUT_PAUSE)
+		return saas__inval("on_timeout must be destroy (0) or pause (1), not %d", o->on_timeout);
+	if (o->auto_resume && o->on_timeout != SAAS_ON_TIMEOUT_PAUSE)
+		return saas__inval("auto_resume needs on_timeout pause: a sandbox that ends at its timeout has nothing to resume");
 	if (!o->network && !o->network_spec)
 		return c->ops->sandbox_create(c, o, NULL, out);
 	if ((rc = o->network_spec ? saas__network_read(&net, o->network_spec) : saas__network_of_name(&net, o->network)) < 0)
@@ -244,23 +297,49 @@ SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *c, const char
 	return c->ops->sandbox_get(c, id, out);
 }
 
-SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *c, const char *cursor,
-                                   unsigned int limit, unsigned int flags)
+SAAS_EXTERN(int) saas_sandbox_list_query(saas_sandbox_list **out, saas_client *c, const saas_list_options *options,
+                                         unsigned int flags)
 {
+	static const size_t sizes[] = { 0, sizeof(saas_list_options) };
+	saas_list_options o = SAAS_LIST_OPTIONS_INIT;
+	size_t n = 0;
+	int rc;
+
 	saas__error_clear();
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
 	CHECK_CLIENT(c);
+	if ((rc = saas__options_read(&o, options, sizes, SAAS_LIST_OPTIONS_VERSION, "list")) < 0)
+		return rc;
 	if (flags & ~(SAAS_LIST_ACTIVE | SAAS_LIST_DESTROYED))
 		return saas__inval("unknown flags 0x%x", flags);
 	if ((flags & SAAS_LIST_ACTIVE) && (flags & SAAS_LIST_DESTROYED))
 		return saas__inval("list either active or destroyed sandboxes, not both filters at once");
-	if (limit > 1000)
-		return saas__inval("list limit %u is over 1000", limit);
-	if (cursor && (!*cursor || strlen(cursor) > 128))
+	if (o.limit > 1000)
+		return saas__inval("list limit %u is over 1000", o.limit);
+	if (o.cursor && (!*o.cursor || strlen(o.cursor) > 128))
 		return saas__inval("invalid list cursor");
-	return c->ops->sandbox_list(c, cursor, limit ? limit : 100, flags, out);
+	/* A filter may name a key twice (it then matches nothing, as two different values would): only the shape is checked. */
+	for (; o.metadata && o.metadata[n]; n++) {
+		const char *one[] = { o.metadata[n], NULL };
+		if (n >= SAAS_LIST_METADATA_MAX)
+			return saas__inval("a list filters on at most %d metadata pairs", SAAS_LIST_METADATA_MAX);
+		if ((rc = saas__pairs_check(one, 1, SAAS_METADATA_KEY_MAX, SAAS_METADATA_VALUE_MAX, false,
+		                            "metadata filter")) < 0)
+			return rc;
+	}
+	return c->ops->sandbox_list(c, o.cursor, o.limit ? o.limit : 100, n ? o.metadata : NULL, flags, out);
+}
+
+SAAS_EXTERN(int) saas_sandbox_list_get(saas_sandbox_list **out, saas_client *c, const char *cursor,
+                                   unsigned int limit, unsigned int flags)
+{
+	saas_list_options o = SAAS_LIST_OPTIONS_INIT;
+
+	o.cursor = cursor;
+	o.limit = limit;
+	return saas_sandbox_list_query(out, c, &o, flags);
 }
 
 SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const char *id, int64_t seconds,
@@ -274,11 +353,12 @@ SAAS_EXTERN(int) saas_sandbox_extend(saas_sandbox **out, saas_client *c, const c
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
-	if (flags)
+	if (flags & ~SAAS_EXTEND_FROM_NOW)
 		return saas__inval("unknown flags 0x%x", flags);
-	if (seconds <= 0)
-		return saas__inval("extend by a positive number of seconds");
-	return c->ops->sandbox_extend(c, id, seconds, out);
+	if ((flags & SAAS_EXTEND_FROM_NOW) ? seconds < 0 : seconds <= 0)
+		return saas__inval((flags & SAAS_EXTEND_FROM_NOW) ? "a timeout from now may not be negative"
+		                                                  : "extend by a positive number of seconds");
+	return c->ops->sandbox_extend(c, id, seconds, flags, out);
 }
 
 SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const char *id, unsigned int flags)

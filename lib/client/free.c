@@ -92,6 +92,8 @@ SAAS_EXTERN(void) saas_sandbox_free(saas_sandbox *sb)
 	free(sb->image);
 	free(sb->parent_id);
 	saas__network_info_free(sb->network);
+	saas__rules_free(sb->metadata);
+	saas__rules_free(sb->envs);
 	free(sb);
 }
 

@@ -18,6 +18,9 @@
 
 /* Image names become file names on the host: a safe alphabet only (client/client.c). */
 bool saas__valid_image(const char *s);
+/* A list of "KEY=VALUE" within bounds, keys unique (shell names when `shell`): SAAS_EINVAL naming `what` otherwise. */
+int saas__pairs_check(const char *const *list, size_t max, size_t key_max, size_t value_max, bool shell,
+                      const char *what);
 
 /* Frees what the engine's saas__sizes_public() made (client/free.c); NULL-safe. */
 void saas__sizes_public_free(saas_size **sizes, size_t n);
@@ -80,9 +83,11 @@ struct saas__client_ops {
 	int (*sandbox_create)(saas_client *c, const saas_create_options *opts, const struct saas__network *net,
 	                      saas_sandbox **out);
 	int (*sandbox_get)(saas_client *c, const char *id, saas_sandbox **out);
-	int (*sandbox_list)(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
-	                    saas_sandbox_list **out);
-	int (*sandbox_extend)(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out);
+	/* metadata: NULL, or the checked "KEY=VALUE" pairs every sandbox listed must hold. */
+	int (*sandbox_list)(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
+	                    unsigned int flags, saas_sandbox_list **out);
+	/* flags: 0 or SAAS_EXTEND_FROM_NOW. */
+	int (*sandbox_extend)(saas_client *c, const char *id, int64_t seconds, unsigned int flags, saas_sandbox **out);
 	int (*sandbox_destroy)(saas_client *c, const char *id, saas_sandbox **out);
 	int (*exec)(saas_client *c, const char *id, const char *command, const saas_exec_options *opts,
 	            unsigned int flags, saas_execution **out);

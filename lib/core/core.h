@@ -243,9 +243,18 @@ void saas__snapshots_reconcile(saas_engine *e, saas_store_sandbox *rows, size_t 
 int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
                                saas_sandbox **out);
 int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out);
-int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
-                             saas_sandbox_list **out);
-int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out);
+int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
+                             unsigned int flags, saas_sandbox_list **out);
+int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, unsigned int flags,
+                               saas_sandbox **out);
+/*
+ * Pause a ready sandbox read as `row` (tenancy checked by the caller, or the
+ * reaper's): *row follows. One that pauses on timeout then keeps for its
+ * account's max_timeout_s from now.
+ */
+int saas__sandbox_pause_row(saas_engine *e, saas_store_sandbox *row, saas_sandbox **out);
+/* A sandbox's metadata and default environment, "KEY=VALUE" sorted, each list empty rather than NULL. */
+int saas__sandbox_values(saas_engine *e, const char *id, char ***metadata, char ***envs);
 int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **out);
 int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
                                     saas_sandbox **out);

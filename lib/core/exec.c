@@ -284,6 +284,44 @@ oom:
 	return saas__oom();
 }
 
+/*
+ * An execution's environment: its sandbox's default one (saas_create_options.envs)
+ * less the names the execution sets, then the execution's own, which so win.
+ * *out (NULL-terminated, borrowing from *defaults and own) and *defaults are
+ * the caller's to free (free, saas__rules_free); *out NULL: no variable at all.
+ */
+static int env_merge(saas_engine *e, const char *id, const char *const *own, char ***defaults, const char ***out)
+{
+	char **metadata = NULL;
+	size_t nown = 0, ndef = 0, k = 0;
+	int rc;
+
+	*defaults = NULL;
+	*out = NULL;
+	if ((rc = saas__sandbox_values(e, id, &metadata, defaults)) < 0)
+		return rc;
+	saas__rules_free(metadata);
+	while (own && own[nown])
+		nown++;
+	while ((*defaults)[ndef])
+		ndef++;
+	if (nown + ndef == 0)
+		return SAAS_OK;
+	if (!(*out = calloc(nown + ndef + 1, sizeof(**out))))
+		return saas__oom();
+	for (size_t i = 0; i < ndef; i++) {
+		size_t klen = strcspn((*defaults)[i], "=") + 1; /* the name and its '=' */
+		bool overridden = false;
+		for (size_t j = 0; j < nown && !overridden; j++)
+			overridden = strncmp(own[j], (*defaults)[i], klen) == 0;
+		if (!overridden)
+			(*out)[k++] = (*defaults)[i];
+	}
+	for (size_t j = 0; j < nown; j++)
+		(*out)[k++] = own[j];
+	return SAAS_OK;
+}
+
 int saas__local_exec(saas_client *c, const char *id, const char *command, const saas_exec_options *o,
                      unsigned int flags, saas_execution **out)
 {
@@ -313,7 +351,18 @@ int saas__local_exec_stream(saas_client *c, const char *id, const char *command,
 	 */
 	if ((rc = saas__exec_slot_take(e, c->account_id, lim.max_executions)) < 0)
 		return rc;
-	if ((rc = job_new(&j, e, id, command, o)) < 0) {
+	{
+		saas_exec_options merged = *o;
+		char **defaults = NULL;
+		const char **env = NULL;
+		if ((rc = env_merge(e, id, o->env, &defaults, &env)) == SAAS_OK) {
+			merged.env = env;
+			rc = job_new(&j, e, id, command, &merged);
+		}
+		free(env);
+		saas__rules_free(defaults);
+	}
+	if (rc < 0) {
 		saas__exec_slot_release(e, c->account_id);
 		return rc;
 	}

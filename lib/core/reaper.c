@@ -414,6 +414,36 @@ static int sweep_end(saas_engine *e, saas_store_sandbox *sb, int reason, int64_t
 	return SAAS_OK;
 }
 
+/*
+ * Pause, rather than end, a ready sandbox whose timeout came and that asked
+ * for it (saas_create_options.on_timeout). Read again first: an extend or a
+ * pause that landed since wins. A driver that cannot save it (no snapshots,
+ * a failed save) ends it as any other expired one: its time is up either way.
+ * 1 when it was so ended.
+ */
+static int sweep_pause(saas_engine *e, saas_store_sandbox *sb, int64_t now)
+{
+	saas_store_sandbox row;
+	int rc;
+
+	if ((rc = e->store->sandbox_get(e->store_ctx, sb->id, &row)) < 0)
+		return rc;
+	if (row.status != SAAS_SANDBOX_READY || row.expires_at_ms > now) {
+		*sb = row;
+		return SAAS_OK;
+	}
+	if ((rc = saas__sandbox_pause_row(e, &row, NULL)) == SAAS_OK) {
+		saas__log(e, SAAS_LOG_INFO, "sandbox %s paused at its timeout (it asked to be)", row.id);
+		*sb = row;
+		return SAAS_OK;
+	}
+	if (rc == SAAS_ESTATE || rc == SAAS_ENOTFOUND)
+		return rc; /* moved by someone else meanwhile: the next sweep looks again */
+	saas__log(e, SAAS_LOG_WARN, "sandbox %s could not be paused at its timeout (%s); ending it", row.id,
+	          saas_error_last()->message);
+	return sweep_end(e, sb, SAAS_END_EXPIRED, now, sb->expires_at_ms) == SAAS_OK ? 1 : SAAS_OK;
+}
+
 static int by_account(const void *a, const void *b)
 {
 	return strcmp(((const saas_store_sandbox *)a)->account_id, ((const saas_store_sandbox *)b)->account_id);
@@ -623,6 +653,13 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 		}
 		if (sb->status == SAAS_SANDBOX_DESTROYED || sb->expires_at_ms > now)
 			continue;
+		if (sb->on_timeout == SAAS_ON_TIMEOUT_PAUSE && sb->status != SAAS_SANDBOX_CREATING &&
+		    sb->status != SAAS_SANDBOX_PAUSED) {
+			/* Pausing or resuming (a fork's snapshot, a call's pause): its timeout waits for the next sweep. */
+			if (sb->status == SAAS_SANDBOX_READY && sweep_pause(e, sb, now) == 1)
+				count++;
+			continue;
+		}
 		if (sb->status == SAAS_SANDBOX_CREATING) {
 			/* Still being made by a create call: it will find the row closed and clean up. */
 			if (saas__sandbox_close(e, sb, SAAS_END_EXPIRED, now, now, sb->expires_at_ms) == SAAS_OK) {

@@ -117,6 +117,56 @@ static int collect_port(void *ud, const saas_store_port *exposure)
 	return 0;
 }
 
+/* A sandbox's values into its two lists, each NULL-terminated "KEY=VALUE" (the store gives them sorted). */
+struct collect_values {
+	char **list[2];
+	size_t n[2], cap[2];
+	int rc;
+};
+
+static int collect_value(void *ud, int kind, const char *key, const char *value)
+{
+	struct collect_values *cv = ud;
+	int i = kind == SAAS_STORE_VALUE_ENV ? 1 : 0;
+
+	/* A kind this engine does not know (a newer one wrote it): not shown. */
+	if (kind != SAAS_STORE_VALUE_METADATA && kind != SAAS_STORE_VALUE_ENV)
+		return 0;
+	if ((cv->rc = SAAS__ARRAY_RESERVE(cv->list[i], cv->cap[i], cv->n[i] + 2)) < 0)
+		return 1;
+	if (asprintf(&cv->list[i][cv->n[i]], "%s=%s", key, value) < 0) {
+		cv->list[i][cv->n[i]] = NULL;
+		cv->rc = saas__oom();
+		return 1;
+	}
+	cv->list[i][++cv->n[i]] = NULL;
+	return 0;
+}
+
+int saas__sandbox_values(saas_engine *e, const char *id, char ***metadata, char ***envs)
+{
+	struct collect_values cv;
+	int rc;
+
+	memset(&cv, 0, sizeof(cv));
+	*metadata = *envs = NULL;
+	rc = e->store->sandbox_values(e->store_ctx, id, collect_value, &cv);
+	if (rc == SAAS_OK)
+		rc = cv.rc;
+	/* Empty lists, never NULL, so a caller tells "none" from a server too old to say. */
+	for (int i = 0; rc == SAAS_OK && i < 2; i++)
+		if (!cv.list[i] && !(cv.list[i] = calloc(1, sizeof(char *))))
+			rc = saas__oom();
+	if (rc < 0) {
+		saas__rules_free(cv.list[0]);
+		saas__rules_free(cv.list[1]);
+		return rc;
+	}
+	*metadata = cv.list[0];
+	*envs = cv.list[1];
+	return SAAS_OK;
+}
+
 static int sandbox_public(saas_engine *e, const saas_store_sandbox *row, bool live, saas_sandbox **out)
 {
 	struct collect_ports cp;
@@ -136,6 +186,8 @@ static int sandbox_public(saas_engine *e, const saas_store_sandbox *row, bool li
 	sb->destroyed_at_ms = row->destroyed_at_ms;
 	sb->cost_usd_micro = saas__accrued(row, saas__engine_now(e));
 	sb->paused_at_ms = row->status == SAAS_SANDBOX_DESTROYED ? 0 : row->paused_at_ms;
+	sb->on_timeout = row->on_timeout;
+	sb->auto_resume = row->auto_resume;
 	{
 		int64_t run_s;
 		saas__billed_split(row, saas__billing_end(row, saas__engine_now(e)), &run_s, &sb->paused_seconds);
@@ -146,7 +198,8 @@ static int sandbox_public(saas_engine *e, const saas_store_sandbox *row, bool li
 		saas_sandbox_free(sb);
 		return SAAS_ENOMEM;
 	}
-	if ((rc = saas__sandbox_network_public(e, row, live, &sb->network)) < 0) {
+	if ((rc = saas__sandbox_network_public(e, row, live, &sb->network)) < 0 ||
+	    (rc = saas__sandbox_values(e, row->id, &sb->metadata, &sb->envs)) < 0) {
 		saas_sandbox_free(sb);
 		return rc;
 	}
@@ -228,6 +281,16 @@ void saas__row_init(saas_store_sandbox *row, const char *id, const char *account
 	row->network_mode = network_mode;
 }
 
+/* What a create asked that the row keeps as given: its metadata, environment and timeout (checked by client.c). */
+static void row_asked(saas_store_sandbox *row, const saas_create_options *o, int64_t timeout)
+{
+	row->metadata = o->metadata;
+	row->envs = o->envs;
+	row->on_timeout = o->on_timeout;
+	row->auto_resume = o->auto_resume != 0;
+	row->timeout_s = timeout;
+}
+
 /*
  * Serve a create from the warm pool of (size, image). The pooled VM was made
  * under a sandbox id and never handed to anyone; the row inserted here takes
@@ -243,8 +306,8 @@ int saas__live_limit(int rc, unsigned int max)
 	                         "destroy one first", max);
 }
 
-static int create_from_pool(saas_client *c, const saas_size *size, const char *image, int64_t timeout,
-                            int64_t started, unsigned int max_live, saas_sandbox **out)
+static int create_from_pool(saas_client *c, const saas_create_options *o, const saas_size *size, const char *image,
+                            int64_t timeout, int64_t started, unsigned int max_live, saas_sandbox **out)
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox row;
@@ -288,6 +351,7 @@ static int create_from_pool(saas_client *c, const saas_size *size, const char *i
 		/* Pooled VMs were made without a network: the driver's default. */
 		saas__row_init(&row, name, c->account_id, size, image, SAAS_SANDBOX_READY, started, saas__network_default(e),
 		               e->paused_price);
+		row_asked(&row, o, timeout);
 		row.ready_at_ms = now;
 		row.expires_at_ms = now + timeout * 1000;
 		/*
@@ -440,7 +504,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 	 * Pooled VMs have the default network policy; a create that names one is
 	 * made for it. With VM hosts registered, the pools are on them (pool.c).
 	 */
-	if (!net && (rc = create_from_pool(c, size, o->image ? o->image : e->default_image, timeout, now,
+	if (!net && (rc = create_from_pool(c, o, size, o->image ? o->image : e->default_image, timeout, now,
 	                                   lim.max_sandboxes, out)) <= 0)
 		return rc;
 
@@ -451,6 +515,7 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 			return rc;
 		saas__row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
 		         now, net ? net->mode : saas__network_default(e), e->paused_price);
+		row_asked(&row, o, timeout);
 		/*
 		 * The create's lease, taken before its row exists and held until the
 		 * row is ready or gone: while this engine lives, no other undoes the
@@ -616,8 +681,8 @@ static int collect_sandbox(void *ud, const saas_store_sandbox *row)
 	return 0;
 }
 
-int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
-                      saas_sandbox_list **out)
+int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
+                             unsigned int flags, saas_sandbox_list **out)
 {
 	struct collect_sandboxes cs = { c->engine, (flags & SAAS_LIST_ACTIVE) != 0, NULL, 0, SAAS_OK };
 	saas_store_filter f;
@@ -628,6 +693,7 @@ int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int li
 	f.account_id = c->account_id;
 	f.live = (flags & SAAS_LIST_ACTIVE) ? 1 : (flags & SAAS_LIST_DESTROYED) ? -1 : 0;
 	f.limit = limit + 1; /* one more tells whether another page exists */
+	f.metadata = metadata;
 	if (cursor) {
 		if ((rc = saas__list_cursor_parse(cursor, &f.before_created_ms, cursor_id, sizeof(cursor_id))) < 0)
 			return rc;
@@ -655,7 +721,8 @@ int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int li
 	return SAAS_OK;
 }
 
-int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out)
+int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, unsigned int flags,
+                               saas_sandbox **out)
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox row;
@@ -671,15 +738,19 @@ int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, 
 	saas__error_clear();
 	now = saas__engine_now(e);
 	/* An argument no retry can make right (as a create's timeout over the maximum): EINVAL, not ELIMIT. */
-	expires = seconds > e->limits.max_timeout_s ? INT64_MAX : row.expires_at_ms + seconds * 1000;
+	expires = seconds > e->limits.max_timeout_s ? INT64_MAX
+	          : (flags & SAAS_EXTEND_FROM_NOW) ? now + seconds * 1000
+	                                           : row.expires_at_ms + seconds * 1000;
 	if (expires - now > e->limits.max_timeout_s * 1000)
-		return saas__inval("cannot extend by %lld s: a sandbox may live at most %lld s from now",
-		                   (long long)seconds, (long long)e->limits.max_timeout_s);
+		return saas__inval("cannot %s %lld s: a sandbox may live at most %lld s from now",
+		                   (flags & SAAS_EXTEND_FROM_NOW) ? "set a timeout of" : "extend by", (long long)seconds,
+		                   (long long)e->limits.max_timeout_s);
 	if ((rc = e->store->sandbox_set_expiry(e->store_ctx, id, expires)) < 0)
 		return rc == SAAS_ESTATE ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
 		                                       "sandbox '%s' was destroyed", id) : rc;
 	row.expires_at_ms = expires;
-	saas__log(e, SAAS_LOG_INFO, "sandbox %s extended by %lld s", id, (long long)seconds);
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s %s %lld s", id,
+	          (flags & SAAS_EXTEND_FROM_NOW) ? "set to expire in" : "extended by", (long long)seconds);
 	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
 }
 

@@ -184,15 +184,44 @@ int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox row;
-	struct kept_error k;
-	char snap[SAAS_STORE_SNAPSHOT_MAX + 1];
-	int64_t bytes = 0, started, now;
-	void *ctx;
 	int rc;
 
 	if ((rc = need_snapshots(e)) < 0)
 		return rc;
-	if ((rc = saas__sandbox_ready(c, id, &row)) < 0 || (rc = saas__vm_driver(e, row.host_id, &ctx)) < 0)
+	if ((rc = saas__sandbox_ready(c, id, &row)) < 0)
+		return rc;
+	return saas__sandbox_pause_row(e, &row, out);
+}
+
+/*
+ * How long a sandbox that pauses on timeout keeps once paused: the account's
+ * longest lifetime, so that it still ends some day, and no later than any
+ * sandbox of the account could have been made to.
+ */
+static int paused_keep_s(saas_engine *e, const char *account_id, int64_t *keep_s)
+{
+	saas_limits lim;
+	int rc;
+
+	if ((rc = saas__account_limits(e, account_id, &lim)) < 0)
+		return rc;
+	*keep_s = lim.max_timeout_s > 0 ? lim.max_timeout_s : e->limits.max_timeout_s;
+	return SAAS_OK;
+}
+
+int saas__sandbox_pause_row(saas_engine *e, saas_store_sandbox *rowp, saas_sandbox **out)
+{
+	saas_store_sandbox row = *rowp;
+	const char *id = rowp->id;
+	struct kept_error k;
+	char snap[SAAS_STORE_SNAPSHOT_MAX + 1];
+	int64_t bytes = 0, started, now, keep_s = 0;
+	void *ctx;
+	int rc;
+
+	if ((rc = need_snapshots(e)) < 0 || (rc = saas__vm_driver(e, row.host_id, &ctx)) < 0)
+		return rc;
+	if (row.on_timeout == SAAS_ON_TIMEOUT_PAUSE && (rc = paused_keep_s(e, row.account_id, &keep_s)) < 0)
 		return rc;
 	if ((rc = snapshot_name(snap)) < 0)
 		return rc;
@@ -220,8 +249,22 @@ int saas__local_sandbox_pause(saas_client *c, const char *id, saas_sandbox **out
 	 * with the rest and run on after a resume, but nobody reads their output.
 	 */
 	e->store->execution_fail_running(e->store_ctx, row.id, "the sandbox was paused", now);
+	/*
+	 * One that pauses on timeout keeps paused for keep_s from now (its
+	 * timeout passed, or is near): never shortened, so a paused sandbox the
+	 * caller extended further keeps that. A failure leaves the old expiry,
+	 * which the sweep then honours; said, not fatal: it is paused.
+	 */
+	if (keep_s > 0 && row.expires_at_ms < now + keep_s * 1000) {
+		if (e->store->sandbox_set_expiry(e->store_ctx, row.id, now + keep_s * 1000) == SAAS_OK)
+			row.expires_at_ms = now + keep_s * 1000;
+		else
+			saas__log(e, SAAS_LOG_WARN, "sandbox %s: paused, but its paused lifetime could not be recorded (%s)",
+			          row.id, saas_error_last()->message);
+	}
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s paused in %lld ms (%lld bytes saved as %s)", row.id,
 	          (long long)(now - started), (long long)bytes, snap);
+	*rowp = row;
 	return out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
 }
 
@@ -304,6 +347,19 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 		                                                 : saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
 	}
 	saas__snapshot_drop(e, row.host_id, snap);
+	/*
+	 * One that pauses on timeout gets its lifetime again from now: it was
+	 * kept paused past it (saas__sandbox_pause_row), and would otherwise
+	 * run until the paused bound. Others keep the expiry they ran toward.
+	 */
+	if (row.on_timeout == SAAS_ON_TIMEOUT_PAUSE) {
+		int64_t lifetime = row.timeout_s > 0 ? row.timeout_s : e->limits.default_timeout_s;
+		if (e->store->sandbox_set_expiry(e->store_ctx, row.id, now + lifetime * 1000) == SAAS_OK)
+			row.expires_at_ms = now + lifetime * 1000;
+		else
+			saas__log(e, SAAS_LOG_WARN, "sandbox %s: resumed, but its new lifetime could not be recorded (%s)",
+			          row.id, saas_error_last()->message);
+	}
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s resumed in %lld ms", row.id, (long long)(now - started));
 	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
@@ -371,6 +427,12 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 	saas__row_init(row, id, c->account_id, size, parent->image, SAAS_SANDBOX_CREATING, now,
 	               vmnet ? vmnet->mode : parent->network_mode, e->paused_price);
 	saas__strlcpy(row->parent_id, parent->id, sizeof(row->parent_id));
+	/* What the parent was made with goes with its state: metadata, environment, what its timeout does. */
+	row->metadata = parent->metadata;
+	row->envs = parent->envs;
+	row->on_timeout = parent->on_timeout;
+	row->auto_resume = parent->auto_resume;
+	row->timeout_s = timeout;
 	/* As a create's: a restore stuck for good (its engine died) is still swept. */
 	row->expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
 	/* On the parent's host, which holds the snapshot: if it has no room, there is none. */
@@ -414,7 +476,7 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	struct row_policy pol;
 	saas_limits lim;
 	saas_sandbox_list *list = NULL;
-	char snap[SAAS_STORE_SNAPSHOT_MAX + 1] = "";
+	char snap[SAAS_STORE_SNAPSHOT_MAX + 1] = "", **metadata = NULL, **envs = NULL;
 	unsigned int made = 0, live;
 	int64_t timeout = timeout_s ? timeout_s : e->limits.default_timeout_s, started;
 	int rc;
@@ -453,6 +515,12 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	} else if ((rc = row_policy_get(e, &parent, &pol, &vmnet)) < 0) {
 		return rc;
 	}
+
+	/* The children's rows borrow them from the parent's record (saas_store_sandbox.metadata). */
+	if ((rc = saas__sandbox_values(e, parent.id, &metadata, &envs)) < 0)
+		goto out;
+	parent.metadata = (const char *const *)metadata;
+	parent.envs = (const char *const *)envs;
 
 	started = saas__engine_now(e);
 	if ((rc = fork_snapshot(e, &parent, snap)) < 0) {
@@ -503,6 +571,8 @@ out:
 	}
 	saas__snapshot_drop(e, parent.host_id, snap);
 	row_policy_free(&pol);
+	saas__rules_free(metadata);
+	saas__rules_free(envs);
 	if (out)
 		*out = list;
 	else

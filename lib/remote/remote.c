@@ -198,6 +198,14 @@ static int remote_sandbox_create(saas_client *c, const saas_create_options *o, c
 		json_object_set_new(body, "network", network_json(net));
 	if (o->timeout_s)
 		json_object_set_new(body, "timeout", json_integer((json_int_t)o->timeout_s));
+	if (o->metadata)
+		json_object_set_new(body, "metadata", saas__wire_pairs(o->metadata));
+	if (o->envs)
+		json_object_set_new(body, "envs", saas__wire_pairs(o->envs));
+	if (o->on_timeout == SAAS_ON_TIMEOUT_PAUSE)
+		json_object_set_new(body, "on_timeout", json_string("pause"));
+	if (o->auto_resume)
+		json_object_set_new(body, "auto_resume", json_true());
 	return sandbox_call(c, "POST", path, body, false, out);
 }
 
@@ -206,23 +214,41 @@ static int remote_sandbox_get(saas_client *c, const char *id, saas_sandbox **out
 	return sandbox_call(c, "GET", sandbox_path("sandboxes", id, NULL), NULL, true, out);
 }
 
-static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, unsigned int flags,
-                               saas_sandbox_list **out)
+static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
+                               unsigned int flags, saas_sandbox_list **out)
 {
 	char *ecur = cursor ? saas__url_escape(cursor) : NULL, *path = NULL;
 	const char *status = flags & SAAS_LIST_ACTIVE ? "active" : flags & SAAS_LIST_DESTROYED ? "destroyed" : "all";
 	const char *bad = NULL;
+	saas__buf q = SAAS__BUF_INIT;
+	char *emeta = NULL;
 	json_t *ans = NULL;
-	int rc;
+	int rc = SAAS_OK;
 
 	if (cursor && !ecur)
 		return SAAS_ENOMEM;
-	if (asprintf(&path, "/v1/sandboxes?status=%s&limit=%u%s%s", status, limit, ecur ? "&cursor=" : "",
-	             ecur ? ecur : "") < 0) {
+	/* metadata=ESCAPED("K1=V1&K2=V2"), each key and value escaped within first (docs/rest.md). */
+	for (size_t i = 0; rc == SAAS_OK && metadata && metadata[i]; i++) {
+		const char *eq = strchr(metadata[i], '=');
+		char *key = strndup(metadata[i], (size_t)(eq - metadata[i]));
+		char *k = key ? saas__url_escape(key) : NULL, *v = saas__url_escape(eq + 1);
+		rc = k && v ? saas__buf_printf(&q, "%s%s=%s", i ? "&" : "", k, v) : SAAS_ENOMEM;
+		free(key);
+		free(k);
+		free(v);
+	}
+	if (rc == SAAS_OK && q.data && !(emeta = saas__url_escape(q.data)))
+		rc = SAAS_ENOMEM;
+	if (rc < 0 || asprintf(&path, "/v1/sandboxes?status=%s&limit=%u%s%s%s%s", status, limit, ecur ? "&cursor=" : "",
+	                       ecur ? ecur : "", emeta ? "&metadata=" : "", emeta ? emeta : "") < 0) {
 		free(ecur);
+		free(emeta);
+		saas__buf_free(&q);
 		return saas__oom();
 	}
 	free(ecur);
+	free(emeta);
+	saas__buf_free(&q);
 	if ((rc = get_json(c, path, &ans)) == SAAS_OK)
 		rc = decoded(saas__wire_sandbox_list_decode(out, ans, &bad), bad);
 	json_decref(ans);
@@ -230,9 +256,10 @@ static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int 
 	return rc;
 }
 
-static int remote_sandbox_extend(saas_client *c, const char *id, int64_t seconds, saas_sandbox **out)
+static int remote_sandbox_extend(saas_client *c, const char *id, int64_t seconds, unsigned int flags,
+                                 saas_sandbox **out)
 {
-	json_t *body = json_pack("{s:I}", "seconds", (json_int_t)seconds);
+	json_t *body = json_pack("{s:I}", (flags & SAAS_EXTEND_FROM_NOW) ? "timeout" : "seconds", (json_int_t)seconds);
 
 	if (!body)
 		return saas__oom();

@@ -186,6 +186,7 @@ int saas__st_mcp_session_insert(void *ctx, const char *hash, const char *version
 int saas__st_mcp_session_touch(void *ctx, const char *hash, int64_t at_ms, int64_t used_after_ms, char *version);
 int saas__st_mcp_session_delete(void *ctx, const char *hash);
 int saas__st_mcp_session_prune(void *ctx, int64_t used_before_ms);
+int saas__st_sandbox_values(void *ctx, const char *id, saas_store_value_fn fn, void *userdata);
 
 /*
  * The slots every built-in store takes from slots.c, for a table's
@@ -250,6 +251,7 @@ int saas__st_mcp_session_prune(void *ctx, int64_t used_before_ms);
 	.mcp_session_insert = saas__st_mcp_session_insert, \
 	.mcp_session_touch = saas__st_mcp_session_touch, \
 	.mcp_session_delete = saas__st_mcp_session_delete, \
-	.mcp_session_prune = saas__st_mcp_session_prune
+	.mcp_session_prune = saas__st_mcp_session_prune, \
+	.sandbox_values = saas__st_sandbox_values
 
 #endif

@@ -113,6 +113,8 @@ enum {
 	Q_MCP_PRUNE,
 	Q_SCHEMA_READ,
 	Q_SCHEMA_WRITE,
+	Q_VALUE_INSERT,
+	Q_VALUES_GET,
 	Q_COUNT
 };
 _Static_assert(Q_COUNT <= SAAS__SQL_CACHE, "a dialect's statement cache holds every statement");
@@ -535,7 +537,8 @@ int saas__st_key_touch(void *ctx, const char *hash, int64_t at_ms)
 	"SELECT id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image," \
 	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode," \
 	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id," \
-	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id FROM sandboxes"
+	" denied_connections, denied_lookups, denied_connections_base, denied_lookups_base, host_id," \
+	" on_timeout, auto_resume, timeout_s FROM sandboxes"
 
 /*
  * Inside a write transaction: the account exists. SQLite's BEGIN IMMEDIATE
@@ -556,9 +559,18 @@ static const saas__sql q_sandbox_insert = {
 	Q_SANDBOX_INSERT,
 	"INSERT INTO sandboxes (id, account_id, status, end_reason, size, vcpus, memory_mb, disk_gb, image,"
 	" usd_micro_per_hour, created_at, ready_at, expires_at, destroyed_at, cost, network_mode,"
-	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id, host_id)"
+	" paused_at, paused_ms, paused_usd_micro_per_hour, snapshot, parent_id, host_id, on_timeout, auto_resume,"
+	" timeout_s)"
 	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
-	" $17, $18, $19, $20, $21, $22)", NULL, "inserting a sandbox", 0
+	" $17, $18, $19, $20, $21, $22, $23, $24, $25)", NULL, "inserting a sandbox", 0
+};
+static const saas__sql q_value_insert = {
+	Q_VALUE_INSERT, "INSERT INTO sandbox_values (sandbox_id, kind, key, value) VALUES ($1, $2, $3, $4)", NULL,
+	"inserting a sandbox's metadata or environment", 0
+};
+static const saas__sql q_values_get = {
+	Q_VALUES_GET, "SELECT kind, key, value FROM sandbox_values WHERE sandbox_id = $1 ORDER BY kind, key", NULL,
+	"reading a sandbox's metadata and environment", 1
 };
 static const saas__sql q_sandbox_get = { Q_SANDBOX_GET, SANDBOX_SELECT " WHERE id = $1", NULL, "reading a sandbox", 1 };
 static const saas__sql q_sandbox_exists = {
@@ -656,6 +668,9 @@ static int sandbox_row(const struct saas__dialect *d, const saas__row *row, void
 	b->denied_lookups = d->col_i64(row, 22);
 	b->denied_connections_base = d->col_i64(row, 23);
 	b->denied_lookups_base = d->col_i64(row, 24);
+	b->on_timeout = (int)d->col_i64(row, 26);
+	b->auto_resume = (int)d->col_i64(row, 27);
+	b->timeout_s = d->col_i64(row, 28);
 	return SAAS_OK;
 }
 
@@ -663,6 +678,41 @@ static int i64_row(const struct saas__dialect *d, const saas__row *row, void *ou
 {
 	*(int64_t *)out = d->col_i64(row, 0);
 	return SAAS_OK;
+}
+
+/* The longest key of a value: an environment variable's name. */
+#define VALUE_KEY_MAX (SAAS_ENV_NAME_MAX > SAAS_METADATA_KEY_MAX ? SAAS_ENV_NAME_MAX : SAAS_METADATA_KEY_MAX)
+
+/*
+ * "KEY=VALUE" strings a sandbox keeps: the core checked them (client.c), the
+ * store checks what its columns and buffers depend on (count and sizes); a
+ * duplicate key is the primary key's to refuse.
+ */
+static bool value_ok(const char *kv, size_t key_max, size_t value_max)
+{
+	const char *eq = strchr(kv, '=');
+
+	return eq && eq != kv && (size_t)(eq - kv) <= key_max && strlen(eq + 1) <= value_max;
+}
+
+static int values_check(const char *const *list, size_t max, size_t key_max, size_t value_max, const char *what)
+{
+	for (size_t n = 0; list && list[n]; n++)
+		if (n >= max || !value_ok(list[n], key_max, value_max))
+			return saas__inval("sandbox %s entry %zu is not KEY=VALUE within the bounds (or there are over %zu)",
+			                   what, n, max);
+	return SAAS_OK;
+}
+
+/* Split "KEY=VALUE" (checked) into key (VALUE_KEY_MAX + 1 bytes); the value is returned. */
+static const char *value_split(const char *kv, char key[VALUE_KEY_MAX + 1])
+{
+	const char *eq = strchr(kv, '=');
+	size_t n = (size_t)(eq - kv);
+
+	memcpy(key, kv, n);
+	key[n] = '\0';
+	return eq + 1;
 }
 
 static int sandbox_check(const saas_store_sandbox *b)
@@ -681,6 +731,12 @@ static int sandbox_check(const saas_store_sandbox *b)
 		return rc;
 	if (b->vcpus > INT_MAX || b->memory_mb > INT_MAX || b->disk_gb > INT_MAX)
 		return saas__inval("sandbox resources out of range");
+	if (b->on_timeout < 0 || b->on_timeout > SAAS_ON_TIMEOUT_PAUSE || b->timeout_s < 0)
+		return saas__inval("sandbox on_timeout or timeout out of range");
+	if ((rc = values_check(b->metadata, SAAS_METADATA_MAX, SAAS_METADATA_KEY_MAX, SAAS_METADATA_VALUE_MAX,
+	                       "metadata")) < 0 ||
+	    (rc = values_check(b->envs, SAAS_ENVS_MAX, SAAS_ENV_NAME_MAX, SAAS_ENV_VALUE_MAX, "environment")) < 0)
+		return rc;
 	return SAAS_OK;
 }
 
@@ -724,13 +780,29 @@ static int sandbox_write(struct call *c, const saas_store_sandbox *b)
 		b->network_mode == SAAS_STORE_NETWORK_UNKNOWN ? SAAS__NULL_I64 : SAAS__I64(b->network_mode),
 		SAAS__I64(b->paused_at_ms), SAAS__I64(b->paused_ms), SAAS__I64(b->paused_usd_micro_per_hour),
 		SAAS__TEXT(b->snapshot), SAAS__TEXT(b->parent_id), SAAS__TEXT(b->host_id),
+		SAAS__I64(b->on_timeout), SAAS__I64(b->auto_resume ? 1 : 0), SAAS__I64(b->timeout_s),
 	};
+	const struct {
+		int kind;
+		const char *const *list;
+	} values[] = { { SAAS_STORE_VALUE_METADATA, b->metadata }, { SAAS_STORE_VALUE_ENV, b->envs } };
+	char key[VALUE_KEY_MAX + 1];
 	int rc = run(c, &q_sandbox_insert, p, (int)SAAS_ARRAY_SIZE(p), NULL);
 
 	if (rc == SAAS_EEXISTS)
 		saas__error_wrap(rc, "sandbox '%.64s' already exists", b->id);
 	else if (rc == SAAS_ENOTFOUND)
 		rc = saas__store_not_found("account", b->account_id);
+	/* In the row's transaction: nobody sees the sandbox without its metadata. */
+	for (size_t v = 0; v < SAAS_ARRAY_SIZE(values); v++) {
+		for (const char *const *kv = values[v].list; rc == SAAS_OK && kv && *kv; kv++) {
+			const char *value = value_split(*kv, key);
+			const saas__param vp[] = { SAAS__TEXT(b->id), SAAS__I64(values[v].kind), SAAS__TEXT(key),
+				                       SAAS__TEXT(value) };
+			if ((rc = run(c, &q_value_insert, vp, 4, NULL)) == SAAS_EEXISTS)
+				saas__error_wrap(rc, "sandbox '%.64s': the key '%s' is given twice", b->id, key);
+		}
+	}
 	return rc;
 }
 
@@ -775,15 +847,22 @@ int saas__st_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store
 {
 	static const saas_store_filter all = { 0 };
 	saas__buf sql = SAAS__BUF_INIT;
-	saas__param p[8];
+	saas__param p[8 + 2 * SAAS_LIST_METADATA_MAX];
+	char keys[SAAS_LIST_METADATA_MAX][VALUE_KEY_MAX + 1];
 	saas__sql q = { 0, NULL, NULL, "listing sandboxes", 1 };
 	struct fetch f = { 0 };
+	size_t npairs = 0;
 	int rc, n = 0;
 
 	if (!fn)
 		return saas__inval("callback is NULL");
 	if (!filter)
 		filter = &all;
+	for (; filter->metadata && filter->metadata[npairs]; npairs++)
+		if (npairs >= SAAS_LIST_METADATA_MAX ||
+		    !value_ok(filter->metadata[npairs], SAAS_METADATA_KEY_MAX, SAAS_METADATA_VALUE_MAX))
+			return saas__inval("the metadata filter must be at most %d KEY=VALUE pairs within the metadata bounds",
+			                   SAAS_LIST_METADATA_MAX);
 
 	/* The text holds only fixed fragments; every value is a parameter. */
 	rc = saas__buf_puts(&sql, SANDBOX_SELECT " WHERE 1 = 1");
@@ -804,6 +883,16 @@ int saas__st_sandbox_list(void *ctx, const saas_store_filter *filter, saas_store
 	}
 	if (rc == SAAS_OK && filter->host_id)
 		rc = add_cond(&sql, p, &n, " AND host_id = $%d", SAAS__TEXT(filter->host_id));
+	/* Every pair must match: one lookup of the index sandbox_values_match each. */
+	for (size_t i = 0; rc == SAAS_OK && i < npairs; i++) {
+		const char *value = value_split(filter->metadata[i], keys[i]);
+		p[n++] = SAAS__TEXT(keys[i]);
+		p[n++] = SAAS__TEXT(value);
+		rc = saas__buf_printf(&sql,
+		                      " AND EXISTS (SELECT 1 FROM sandbox_values v WHERE v.sandbox_id = sandboxes.id"
+		                      " AND v.kind = %d AND v.key = $%d AND v.value = $%d)",
+		                      SAAS_STORE_VALUE_METADATA, n - 1, n);
+	}
 	if (rc == SAAS_OK)
 		rc = saas__buf_puts(&sql, " ORDER BY created_at DESC, id DESC");
 	if (rc == SAAS_OK && filter->limit)
@@ -932,6 +1021,53 @@ int saas__st_sandbox_close(void *ctx, const char *id, int end_reason, int64_t de
 	if (status != SAAS_SANDBOX_DESTROYED)
 		return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_STORE, 0, "sandbox '%.64s' has a new expiry; not closed", id);
 	return SAAS_OK;
+}
+
+/* A sandbox value as read: its kind and "KEY\0VALUE" in one allocation. */
+struct value_rec {
+	int kind;
+	char *kv;
+	size_t klen;
+};
+
+static int value_row(const struct saas__dialect *d, const saas__row *row, void *out)
+{
+	struct value_rec *v = out;
+	size_t kn = 0, vn = 0;
+	const char *k = d->col_text(row, 1, &kn), *val = d->col_text(row, 2, &vn);
+
+	v->kind = (int)d->col_i64(row, 0);
+	if (!(v->kv = malloc(kn + vn + 2)))
+		return saas__oom();
+	if (kn)
+		memcpy(v->kv, k, kn);
+	v->kv[kn] = '\0';
+	if (vn)
+		memcpy(v->kv + kn + 1, val, vn);
+	v->kv[kn + 1 + vn] = '\0';
+	v->klen = kn;
+	return SAAS_OK;
+}
+
+int saas__st_sandbox_values(void *ctx, const char *id, saas_store_value_fn fn, void *userdata)
+{
+	struct fetch f;
+	int rc;
+
+	if ((rc = saas__store_arg(id, SAAS_ID_MAX, "sandbox id")) < 0)
+		return rc;
+	if (!fn)
+		return saas__inval("callback is NULL");
+	rc = fetch(ctx, &q_values_get, &SAAS__TEXT(id), 1, value_row, sizeof(struct value_rec), &f);
+	for (size_t i = 0; i < f.n; i++) {
+		struct value_rec *v = (struct value_rec *)(void *)(f.data + i * f.elem);
+		/* After a row that failed (out of memory), the rest are only freed. */
+		if (rc == SAAS_OK && v->kv && fn(userdata, v->kind, v->kv, v->kv + v->klen + 1) != 0)
+			rc = 1;
+		free(v->kv);
+	}
+	free(f.data);
+	return rc == 1 ? SAAS_OK : rc;
 }
 
 /* Two text columns, malloc()ed. */

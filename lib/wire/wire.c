@@ -270,6 +270,67 @@ json_t *saas__wire_port(const char *sandbox_id, unsigned int port, const char *u
 	return json_pack("{s:s,s:I,s:s}", "sandbox_id", sandbox_id, "port", (json_int_t)port, "url", url ? url : "");
 }
 
+/* "KEY=VALUE" strings (metadata, an environment) as a JSON object of strings. */
+json_t *saas__wire_pairs(const char *const *list)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && list && list[i]; i++) {
+		const char *eq = strchr(list[i], '=');
+		char *key;
+		if (!eq)
+			continue;
+		if (!(key = strndup(list[i], (size_t)(eq - list[i]))) || json_object_set_new(o, key, json_string(eq + 1)) < 0) {
+			free(key);
+			json_decref(o);
+			return NULL;
+		}
+		free(key);
+	}
+	return o;
+}
+
+static void pairs_free(char **list)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		free(list[i]);
+	free(list);
+}
+
+/* Its inverse, for a sandbox read: NULL for an absent member (a server too old to say), else a list, maybe empty. */
+static int pairs_decode(char ***out, const json_t *o, const char *name, const char **bad)
+{
+	const json_t *v = json_object_get(o, name), *val;
+	const char *key;
+	char **list;
+	size_t n = 0;
+
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return SAAS_OK;
+	if (!json_is_object(v)) {
+		*bad = name;
+		return SAAS_EPROTOCOL;
+	}
+	if (!(list = calloc(json_object_size(v) + 1, sizeof(*list))))
+		return SAAS_ENOMEM;
+	json_object_foreach((json_t *)v, key, val) {
+		if (!json_is_string(val)) {
+			pairs_free(list);
+			*bad = name;
+			return SAAS_EPROTOCOL;
+		}
+		if (asprintf(&list[n], "%s=%s", key, json_string_value(val)) < 0) {
+			list[n] = NULL;
+			pairs_free(list);
+			return SAAS_ENOMEM;
+		}
+		n++;
+	}
+	*out = list;
+	return SAAS_OK;
+}
+
 json_t *saas__wire_sandbox(const saas_sandbox *sb)
 {
 	json_t *o = json_object(), *ports = json_array();
@@ -302,6 +363,10 @@ json_t *saas__wire_sandbox(const saas_sandbox *sb)
 	json_object_set_new(o, "parent_id", sb->parent_id ? json_string(sb->parent_id) : json_null());
 	json_object_set_new(o, "paused_at", saas__wire_time(sb->paused_at_ms));
 	json_object_set_new(o, "paused_seconds", json_integer(sb->paused_seconds));
+	json_object_set_new(o, "metadata", saas__wire_pairs((const char *const *)sb->metadata));
+	json_object_set_new(o, "envs", saas__wire_pairs((const char *const *)sb->envs));
+	json_object_set_new(o, "on_timeout", json_string(sb->on_timeout == SAAS_ON_TIMEOUT_PAUSE ? "pause" : "destroy"));
+	json_object_set_new(o, "auto_resume", json_boolean(sb->auto_resume));
 	return o;
 }
 
@@ -355,8 +420,12 @@ int saas__wire_sandbox_decode(saas_sandbox **out, const json_t *o, const char **
 		}
 		pi->port = (unsigned int)jint(p, "port");
 	}
-	if ((rc = network_decode(&sb->network, json_object_get(o, "network"), bad)) < 0)
+	if ((rc = network_decode(&sb->network, json_object_get(o, "network"), bad)) < 0 ||
+	    (rc = pairs_decode(&sb->metadata, o, "metadata", bad)) < 0 || (rc = pairs_decode(&sb->envs, o, "envs", bad)) < 0)
 		goto out;
+	sb->on_timeout = jstr(o, "on_timeout") && strcmp(jstr(o, "on_timeout"), "pause") == 0 ? SAAS_ON_TIMEOUT_PAUSE
+	                                                                                       : SAAS_ON_TIMEOUT_DESTROY;
+	sb->auto_resume = json_is_true(json_object_get(o, "auto_resume"));
 	*out = sb;
 	sb = NULL;
 out:

@@ -29,6 +29,8 @@ json_t *saas__wire_time(int64_t ms);
 void saas__wire_money(json_t *obj, const char *base, int64_t micro);
 
 json_t *saas__wire_sandbox(const saas_sandbox *sb);
+/* "KEY=VALUE" strings as a JSON object of strings (NULL: out of memory). */
+json_t *saas__wire_pairs(const char *const *list);
 /* {"sandboxes": [...], "next_cursor": text or null} */
 json_t *saas__wire_sandbox_list(const saas_sandbox_list *list);
 json_t *saas__wire_execution(const saas_execution *x);

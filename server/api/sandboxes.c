@@ -38,20 +38,74 @@ static bool network_field(const json_t *v, saas__wire_network_req *req, struct a
 	return false;
 }
 
+/*
+ * An object of strings ("metadata", "envs") as "KEY=VALUE" strings, or NULL
+ * when absent; the library checks keys, values and bounds. false after a 400.
+ * The count is bounded here, before anything is copied, by `max`.
+ */
+static bool pairs_field(json_t *body, const char *name, size_t max, char ***list, struct aas_reply *out)
+{
+	json_t *v = json_object_get(body, name), *val;
+	const char *key;
+	size_t n = 0;
+
+	*list = NULL;
+	if (!v || json_is_null(v))
+		return true;
+	if (!json_is_object(v) || json_object_size(v) > max) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"%s\" must be an object of at most %zu strings", name,
+		                max);
+		return false;
+	}
+	if (!(*list = calloc(json_object_size(v) + 1, sizeof(**list)))) {
+		aas_reply_saas(out, SAAS_ENOMEM);
+		return false;
+	}
+	json_object_foreach(v, key, val) {
+		if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val) || strchr(key, '=')) {
+			aas_reply_error(out, 400, "invalid_argument",
+			                "field \"%s\": each value must be a string without NUL, each key without '='", name);
+			return false;
+		}
+		if (asprintf(&(*list)[n], "%s=%s", key, json_string_value(val)) < 0) {
+			(*list)[n] = NULL;
+			aas_reply_saas(out, SAAS_ENOMEM);
+			return false;
+		}
+		n++;
+	}
+	return true;
+}
+
 void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 {
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas__wire_network_req *net = NULL;
 	saas_sandbox *sb = NULL;
 	json_t *body = NULL, *network;
-	bool present;
+	char **metadata = NULL, **envs = NULL;
+	const char *on_timeout = NULL;
+	bool present, auto_resume = false;
 	double t0;
 	int rc;
 
 	if (!aas_body_object(r, out, &body) || !aas_field_string(body, "size", &o.size, out) ||
 	    !aas_field_string(body, "image", &o.image, out) ||
-	    !aas_field_int(body, "timeout", &o.timeout_s, &present, out))
+	    !aas_field_int(body, "timeout", &o.timeout_s, &present, out) ||
+	    !pairs_field(body, "metadata", SAAS_METADATA_MAX, &metadata, out) ||
+	    !pairs_field(body, "envs", SAAS_ENVS_MAX, &envs, out) ||
+	    !aas_field_string(body, "on_timeout", &on_timeout, out) ||
+	    !aas_field_bool(body, "auto_resume", &auto_resume, out))
 		goto out;
+	o.metadata = (const char *const *)metadata;
+	o.envs = (const char *const *)envs;
+	o.auto_resume = auto_resume;
+	if (on_timeout && strcmp(on_timeout, "pause") == 0) {
+		o.on_timeout = SAAS_ON_TIMEOUT_PAUSE;
+	} else if (on_timeout && strcmp(on_timeout, "destroy") != 0) {
+		aas_reply_error(out, 400, "invalid_argument", "field \"on_timeout\" must be \"destroy\" or \"pause\"");
+		goto out;
+	}
 	/* "isolated", "internet", or a policy {"allow": [...], "deny": [...]}; null is the default. */
 	if ((network = json_object_get(body, "network")) && !json_is_null(network)) {
 		if (!(net = malloc(sizeof(*net)))) {
@@ -91,6 +145,8 @@ void aas_h_sandbox_create(struct aas_req *r, struct aas_reply *out)
 out:
 	saas_sandbox_free(sb);
 	free(net);
+	aas_pairs_free(metadata);
+	aas_pairs_free(envs);
 	json_decref(body);
 }
 
@@ -125,15 +181,21 @@ out:
 
 void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 {
-	const char *status, *cursor;
+	const char *status, *cursor, *metadata;
+	saas_list_options lo = SAAS_LIST_OPTIONS_INIT;
 	saas_sandbox_list *list = NULL;
 	unsigned int flags = 0, limit = 0;
+	char **pairs = NULL, why[128];
 	json_t *o;
 	int rc;
 
 	if (!aas_query(r, "status", &status, out) || !aas_query(r, "cursor", &cursor, out) ||
-	    !aas_query_uint(r, "limit", 1, 1000, &limit, out))
+	    !aas_query_uint(r, "limit", 1, 1000, &limit, out) || !aas_query(r, "metadata", &metadata, out))
 		return;
+	if (metadata && *metadata && aas_pairs_parse(metadata, SAAS_LIST_METADATA_MAX, &pairs, why, sizeof(why)) < 0) {
+		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"metadata\" %s", why);
+		return;
+	}
 	if (status && strcmp(status, "active") == 0) {
 		flags = SAAS_LIST_ACTIVE;
 	} else if (status && strcmp(status, "destroyed") == 0) {
@@ -141,13 +203,19 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 	} else if (status && strcmp(status, "ready") != 0 && strcmp(status, "all") != 0 && *status) {
 		aas_reply_error(out, 400, "invalid_argument",
 		                "status must be one of active, ready, destroyed, all");
+		aas_pairs_free(pairs);
 		return;
 	} else if (status && strcmp(status, "ready") == 0) {
 		flags = SAAS_LIST_ACTIVE;
 	}
 	if (cursor && !*cursor)
 		cursor = NULL;
-	if ((rc = saas_sandbox_list_get(&list, r->client, cursor, limit, flags)) < 0) {
+	lo.cursor = cursor;
+	lo.limit = limit;
+	lo.metadata = (const char *const *)pairs;
+	rc = saas_sandbox_list_query(&list, r->client, &lo, flags);
+	aas_pairs_free(pairs);
+	if (rc < 0) {
 		aas_reply_saas(out, rc);
 		return;
 	}
@@ -221,17 +289,21 @@ void aas_h_sandbox_extend(struct aas_req *r, struct aas_reply *out)
 {
 	saas_sandbox *sb = NULL;
 	json_t *body = NULL;
-	int64_t seconds = 0;
-	bool present;
+	int64_t seconds = 0, timeout = 0;
+	bool present, from_now;
 	int rc;
 
-	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "seconds", &seconds, &present, out))
+	/* "seconds": pushed out by that much; "timeout": set to that long from now, sooner or later. */
+	if (!aas_body_object(r, out, &body) || !aas_field_int(body, "seconds", &seconds, &present, out) ||
+	    !aas_field_int(body, "timeout", &timeout, &from_now, out))
 		goto out;
-	if (!present) {
-		aas_reply_error(out, 400, "invalid_argument", "field \"seconds\" is required");
+	if (present == from_now) {
+		aas_reply_error(out, 400, "invalid_argument", "give field \"seconds\" (to extend) or \"timeout\" (from now), "
+		                "one of them");
 		goto out;
 	}
-	if ((rc = saas_sandbox_extend(&sb, r->client, r->route_id, seconds, 0)) < 0)
+	if ((rc = saas_sandbox_extend(&sb, r->client, r->route_id, from_now ? timeout : seconds,
+	                              from_now ? SAAS_EXTEND_FROM_NOW : 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		reply_sandbox(out, 200, sb);

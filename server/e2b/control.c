@@ -45,20 +45,49 @@ static bool is_paused(const saas_sandbox *s)
 
 enum shape { SHAPE_CREATED, SHAPE_DETAIL, SHAPE_LISTED };
 
+/* The E2B template a sandbox was made from (its metadata's AAS_E2B_META_TEMPLATE), or NULL. */
+static const char *template_of(const saas_sandbox *s)
+{
+	for (char **kv = s->metadata; kv && *kv; kv++)
+		if (strncmp(*kv, AAS_E2B_META_TEMPLATE "=", sizeof(AAS_E2B_META_TEMPLATE)) == 0)
+			return *kv + sizeof(AAS_E2B_META_TEMPLATE);
+	return NULL;
+}
+
+/* The tenant's metadata as an object, less the face's own keys (AAS_E2B_META_PREFIX); NULL: out of memory. */
+static json_t *metadata_json(const saas_sandbox *s)
+{
+	json_t *o = json_object();
+
+	for (char **kv = s->metadata; o && kv && *kv; kv++) {
+		const char *eq = strchr(*kv, '=');
+		char *key;
+		if (!eq || strncmp(*kv, AAS_E2B_META_PREFIX, strlen(AAS_E2B_META_PREFIX)) == 0)
+			continue;
+		if (!(key = strndup(*kv, (size_t)(eq - *kv))) || json_object_set_new(o, key, json_string(eq + 1)) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
+		free(key);
+	}
+	return o;
+}
+
 /*
  * A sandbox in E2B's shapes: Sandbox (create, connect), SandboxDetail (get),
  * ListedSandbox (list). Every key the Python SDK's models require is there.
  */
 static json_t *sandbox_json(const saas_sandbox *s, const char *account_id, enum shape shape)
 {
-	struct aas_e2b_side side;
 	char token[AAS_E2B_ENVD_TOKEN_SIZE];
-	const char *tpl;
-	json_t *o = NULL;
+	const char *tpl = template_of(s);
+	json_t *o = NULL, *metadata;
 
-	aas_e2b_side_get(s->id, &side);
+	if (!(metadata = metadata_json(s)))
+		return NULL;
 	/* A sandbox made through the REST API has no E2B template: its image names it. */
-	tpl = side.template_name ? side.template_name : s->image ? s->image : "";
+	if (!tpl)
+		tpl = s->image ? s->image : "";
 	o = json_pack("{s:s,s:s,s:s,s:s,s:s}", "sandboxID", aas_e2b_id_from_saas(s->id), "templateID", tpl, "alias", tpl,
 	              "clientID", AAS_E2B_CLIENT_ID, "envdVersion", AAS_E2B_ENVD_VERSION);
 	if (!o)
@@ -82,15 +111,18 @@ static json_t *sandbox_json(const saas_sandbox *s, const char *account_id, enum 
 	json_object_set_new(o, "memoryMB", json_integer(s->memory_mb));
 	json_object_set_new(o, "diskSizeMB", json_integer((json_int_t)s->disk_gb * 1024));
 	json_object_set_new(o, "state", json_string(is_paused(s) ? "paused" : "running"));
-	json_object_set_new(o, "metadata", side.metadata ? json_incref(side.metadata) : json_object());
+	json_object_set_new(o, "metadata", metadata);
+	metadata = NULL;
 	json_object_set_new(o, "volumeMounts", json_array());
 	if (shape == SHAPE_DETAIL) {
-		json_object_set_new(o, "lifecycle", json_pack("{s:s,s:b}", "onTimeout", "kill", "autoResume", 0));
+		json_object_set_new(o, "lifecycle", json_pack("{s:s,s:b}", "onTimeout",
+		                                              s->on_timeout == SAAS_ON_TIMEOUT_PAUSE ? "pause" : "kill",
+		                                              "autoResume", s->auto_resume != 0));
 		json_object_set_new(o, "allowInternetAccess",
 		                    json_boolean(!s->network || s->network->mode != SAAS_NETWORK_ISOLATED));
 	}
 out:
-	aas_e2b_side_free(&side);
+	json_decref(metadata);
 	return o;
 }
 
@@ -114,7 +146,6 @@ static bool find(struct aas_req *r, struct aas_reply *out, const char *e2b_id, s
 	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && (*sb)->status == SAAS_SANDBOX_DESTROYED)) {
 		saas_sandbox_free(*sb);
 		*sb = NULL;
-		aas_e2b_side_drop(id);
 		aas_e2b_error(out, 404, "sandbox \"%s\" not found", e2b_id);
 		return false;
 	}
@@ -144,14 +175,20 @@ static bool field_int(json_t *obj, const char *name, int64_t min, int64_t max, i
 	return true;
 }
 
-/* An object of strings within the bounds given (absent: NULL): false after a 400. */
-static bool string_map(json_t *obj, const char *name, size_t max, size_t key_max, size_t value_max, json_t **map,
-                       struct aas_reply *out)
+/*
+ * An object of strings (metadata, envVars) as "KEY=VALUE" strings into
+ * list[0..max) (NULL-terminated; absent: empty), the count bounded here
+ * before a byte is copied; the engine checks each key and value against its
+ * bounds and says which. A key under AAS_E2B_META_PREFIX is refused when
+ * `reserved` (the face keeps its own there). false after a 400.
+ */
+static bool pairs_of(json_t *obj, const char *name, size_t max, bool reserved, char **list, struct aas_reply *out)
 {
 	json_t *v = json_object_get(obj, name), *val;
 	const char *key;
+	size_t n = 0;
 
-	*map = NULL;
+	list[0] = NULL;
 	if (!v || json_is_null(v))
 		return true;
 	if (!json_is_object(v) || json_object_size(v) > max) {
@@ -159,15 +196,31 @@ static bool string_map(json_t *obj, const char *name, size_t max, size_t key_max
 		return false;
 	}
 	json_object_foreach(v, key, val) {
-		if (!json_is_string(val) || !*key || strlen(key) > key_max || json_string_length(val) > value_max ||
+		if (!json_is_string(val) || !*key || strchr(key, '=') ||
 		    strlen(json_string_value(val)) != json_string_length(val)) {
-			aas_e2b_error(out, 400, "\"%s\": each key must be 1 to %zu bytes and each value a string of at most %zu "
-			              "bytes (no NUL)", name, key_max, value_max);
+			aas_e2b_error(out, 400, "\"%s\": each key must be non-empty without '=' and each value a string "
+			              "(no NUL)", name);
 			return false;
 		}
+		if (reserved && strncmp(key, AAS_E2B_META_PREFIX, strlen(AAS_E2B_META_PREFIX)) == 0) {
+			aas_e2b_error(out, 400, "\"%s\": keys starting \"%s\" are this server's own (docs/e2b.md)", name,
+			              AAS_E2B_META_PREFIX);
+			return false;
+		}
+		if (asprintf(&list[n], "%s=%s", key, json_string_value(val)) < 0) {
+			list[n] = NULL;
+			aas_e2b_error(out, 500, "out of memory");
+			return false;
+		}
+		list[++n] = NULL;
 	}
-	*map = json_incref(v);
 	return true;
+}
+
+static void pairs_free(char **list)
+{
+	for (size_t i = 0; list[i]; i++)
+		free(list[i]);
 }
 
 /* An array of strings (absent: count 0), at most SAAS_NETWORK_RULES_MAX: false after a 400. */
@@ -298,13 +351,32 @@ static bool refuse_unsupported(json_t *body, struct aas_reply *out)
 		              "sandboxes have no root (docs/e2b.md)");
 		return false;
 	}
-	if ((v = json_object_get(body, "autoPause")) && json_is_true(v)) {
-		aas_e2b_error(out, 400, "pausing on timeout (lifecycle.onTimeout 'pause', autoPause) is not supported by "
-		              "this server yet: sandboxes end when their timeout does (docs/e2b.md)");
+	return true;
+}
+
+/*
+ * E2B's lifecycle: autoPause (onTimeout 'pause') and autoResume {"enabled"}.
+ * autoPauseMemory is taken either way: a libsaas pause always keeps memory,
+ * more than E2B's filesystem-only pause asks. false after a 400.
+ */
+static bool lifecycle(json_t *body, saas_create_options *o, struct aas_reply *out)
+{
+	json_t *pause = json_object_get(body, "autoPause"), *resume = json_object_get(body, "autoResume"), *enabled;
+
+	if (pause && !json_is_null(pause) && !json_is_boolean(pause)) {
+		aas_e2b_error(out, 400, "\"autoPause\" must be true or false");
 		return false;
 	}
-	if ((v = json_object_get(body, "autoResume")) && json_is_object(v) && json_is_true(json_object_get(v, "enabled"))) {
-		aas_e2b_error(out, 400, "autoResume is not supported by this server yet (docs/e2b.md)");
+	enabled = json_is_object(resume) ? json_object_get(resume, "enabled") : NULL;
+	if (resume && !json_is_null(resume) && (!json_is_object(resume) || (enabled && !json_is_boolean(enabled)))) {
+		aas_e2b_error(out, 400, "\"autoResume\" must be {\"enabled\": true or false}");
+		return false;
+	}
+	o->on_timeout = json_is_true(pause) ? SAAS_ON_TIMEOUT_PAUSE : SAAS_ON_TIMEOUT_DESTROY;
+	o->auto_resume = json_is_true(enabled);
+	if (o->auto_resume && o->on_timeout != SAAS_ON_TIMEOUT_PAUSE) {
+		aas_e2b_error(out, 400, "autoResume needs lifecycle.onTimeout 'pause' (autoPause): a sandbox that ends "
+		              "at its timeout has nothing to resume");
 		return false;
 	}
 	return true;
@@ -318,12 +390,14 @@ static void h_create(struct aas_req *r, struct aas_reply *out)
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
 	const char *allow[SAAS_NETWORK_RULES_MAX + 2], *deny[SAAS_NETWORK_RULES_MAX + 2];
+	/* The tenant's pairs, the template's after them, and the NULL. */
+	char *metadata[AAS_E2B_METADATA_MAX + 2] = { NULL }, *envs[SAAS_ENVS_MAX + 1] = { NULL };
 	const struct aas_e2b_template *tpl;
-	struct aas_e2b_side side = { 0 };
 	json_t *body = NULL, *v;
 	saas_sandbox *sb = NULL;
 	int64_t timeout = AAS_E2B_TIMEOUT_DEFAULT;
 	bool present, policy;
+	size_t n;
 	int rc;
 
 	if (!aas_e2b_body(r, out, &body))
@@ -343,20 +417,25 @@ static void h_create(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if (!field_int(body, "timeout", 1, INT32_MAX, &timeout, &present, out) || !refuse_unsupported(body, out) ||
-	    !string_map(body, "metadata", AAS_E2B_METADATA_MAX, AAS_E2B_METADATA_KEY_MAX, AAS_E2B_METADATA_VALUE_MAX,
-	                &side.metadata, out) ||
-	    !string_map(body, "envVars", AAS_E2B_ENVS_MAX, AAS_E2B_ENV_KEY_MAX, AAS_E2B_ENV_VALUE_MAX, &side.envs, out) ||
+	    !lifecycle(body, &o, out) || !pairs_of(body, "metadata", AAS_E2B_METADATA_MAX, true, metadata, out) ||
+	    !pairs_of(body, "envVars", SAAS_ENVS_MAX, false, envs, out) ||
 	    !egress(body, &o.network, &policy, &spec, allow, deny, out))
 		goto out;
-	o.size = tpl->size;
-	o.image = tpl->image;
-	o.timeout_s = timeout;
-	if (policy)
-		o.network_spec = &spec;
-	if (!(side.template_name = strdup(tpl->name))) {
+	/* The template rides with the sandbox as metadata: any server, after any restart, shows it. */
+	for (n = 0; metadata[n]; n++)
+		;
+	if (asprintf(&metadata[n], "%s=%s", AAS_E2B_META_TEMPLATE, tpl->name) < 0) {
+		metadata[n] = NULL;
 		aas_e2b_error(out, 500, "out of memory");
 		goto out;
 	}
+	o.size = tpl->size;
+	o.image = tpl->image;
+	o.timeout_s = timeout;
+	o.metadata = (const char *const *)metadata;
+	o.envs = (const char *const *)envs;
+	if (policy)
+		o.network_spec = &spec;
 	if ((rc = saas_sandbox_create(&sb, r->client, &o, 0)) < 0) {
 		aas_e2b_error_saas(out, rc, "e2b: create");
 		goto out;
@@ -368,13 +447,10 @@ static void h_create(struct aas_req *r, struct aas_reply *out)
 			aas_log(SAAS_LOG_WARN, "e2b: destroying %s: %s", sb->id, saas_error_last()->message);
 		goto out;
 	}
-	if ((rc = aas_e2b_side_put(sb->id, &side)) < 0) {
-		aas_log(SAAS_LOG_WARN, "e2b: the side table is full (%d sandboxes); %s keeps no metadata", AAS_E2B_SIDE_MAX,
-		        sb->id);
-	}
 	aas_e2b_json(out, 201, sandbox_json(sb, r->account_id, SHAPE_CREATED));
 out:
-	aas_e2b_side_free(&side);
+	pairs_free(metadata);
+	pairs_free(envs);
 	saas_sandbox_free(sb);
 	json_decref(body);
 }
@@ -479,13 +555,12 @@ static void h_kill(struct aas_req *r, struct aas_reply *out, const char *e2b_id)
 		aas_e2b_error_saas(out, rc, "e2b: kill");
 		goto out;
 	}
-	aas_e2b_side_drop(sb->id);
 	aas_e2b_json(out, 204, NULL);
 out:
 	saas_sandbox_free(sb);
 }
 
-/* POST /sandboxes/{id}/timeout {"timeout": seconds}: the sandbox ends that long from now, or later. */
+/* POST /sandboxes/{id}/timeout {"timeout": seconds}: the sandbox ends that long from now. */
 static void h_timeout(struct aas_req *r, struct aas_reply *out, const char *e2b_id)
 {
 	json_t *body = NULL;
@@ -502,7 +577,8 @@ static void h_timeout(struct aas_req *r, struct aas_reply *out, const char *e2b_
 	}
 	if (!find(r, out, e2b_id, &sb))
 		goto out;
-	if ((rc = at_least(r, &sb, timeout)) < 0) {
+	/* E2B's setTimeout sets the end from now, sooner or later than it was. */
+	if ((rc = saas_sandbox_extend(NULL, r->client, sb->id, timeout, SAAS_EXTEND_FROM_NOW)) < 0) {
 		aas_e2b_error_saas(out, rc, "e2b: timeout");
 		goto out;
 	}
@@ -581,21 +657,19 @@ out:
 /*
  * POST /sandboxes/{id}/fork {"timeout"?, "count"?}: 201 with a
  * SandboxForkResult per child ({"sandbox": Sandbox}). libsaas forks all or
- * nothing, so a failure is the whole call's. The children inherit the
- * parent's template, metadata and envs in the side table.
+ * nothing, so a failure is the whole call's. The engine gives the children
+ * the parent's metadata (its template with it), envs and lifecycle.
  */
 static void h_fork(struct aas_req *r, struct aas_reply *out, const char *e2b_id)
 {
 	saas_fork_options o = SAAS_FORK_OPTIONS_INIT;
 	saas_sandbox_list *children = NULL;
-	struct aas_e2b_side parent;
 	json_t *body = NULL, *results = NULL;
 	saas_sandbox *sb = NULL;
 	int64_t timeout = 0, count = 1;
 	bool present;
 	int rc;
 
-	memset(&parent, 0, sizeof(parent));
 	if (!aas_e2b_body(r, out, &body) || !field_int(body, "timeout", 1, INT32_MAX, &timeout, &present, out) ||
 	    !field_int(body, "count", 1, SAAS_FORK_MAX, &count, &present, out) || !find(r, out, e2b_id, &sb))
 		goto out;
@@ -604,27 +678,17 @@ static void h_fork(struct aas_req *r, struct aas_reply *out, const char *e2b_id)
 		aas_e2b_error_saas(out, rc, "e2b: fork");
 		goto out;
 	}
-	aas_e2b_side_get(sb->id, &parent);
 	if (!(results = json_array())) {
 		aas_e2b_error(out, 500, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < children->count; i++) {
-		struct aas_e2b_side copy = { 0 };
-		if (parent.template_name)
-			copy.template_name = strdup(parent.template_name);
-		copy.metadata = parent.metadata ? json_deep_copy(parent.metadata) : NULL;
-		copy.envs = parent.envs ? json_deep_copy(parent.envs) : NULL;
-		if (aas_e2b_side_put(children->items[i]->id, &copy) < 0)
-			aas_log(SAAS_LOG_WARN, "e2b: the side table is full; fork %s keeps no metadata", children->items[i]->id);
+	for (size_t i = 0; i < children->count; i++)
 		json_array_append_new(results, json_pack("{s:o}", "sandbox",
 		                                         sandbox_json(children->items[i], r->account_id, SHAPE_CREATED)));
-	}
 	aas_e2b_json(out, 201, results);
 	results = NULL;
 out:
 	json_decref(results);
-	aas_e2b_side_free(&parent);
 	saas_sandbox_list_free(children);
 	saas_sandbox_free(sb);
 	json_decref(body);
@@ -632,13 +696,15 @@ out:
 
 /* ---- list ---- */
 
-#define FILTER_PAIRS_MAX 32
+/* The most pairs a metadata filter may hold: the engine's. */
+#define FILTER_PAIRS_MAX SAAS_LIST_METADATA_MAX
 
 struct filter {
 	bool running, paused;
 	size_t npairs;
 	char *buf;
-	const char *key[FILTER_PAIRS_MAX], *value[FILTER_PAIRS_MAX];
+	/* "KEY=VALUE" (pointing into buf), NULL-terminated, for the engine's list. */
+	const char *pair[FILTER_PAIRS_MAX + 1];
 };
 
 /*
@@ -676,9 +742,20 @@ static bool parse_metadata(struct filter *f, const char *param, struct aas_reply
 			aas_e2b_error(out, 400, "the metadata filter has a bad %%-escape");
 			return false;
 		}
-		f->key[f->npairs] = pair;
-		f->value[f->npairs++] = eq + 1;
+		/*
+		 * Joined again as the engine takes it, "KEY=VALUE", in place: the
+		 * value moves up to just after the key's '='. A key holding '=' (no
+		 * metadata key can) or under the face's own prefix matches nothing.
+		 */
+		if (!klen || memchr(pair, '=', klen) || strncmp(pair, AAS_E2B_META_PREFIX, strlen(AAS_E2B_META_PREFIX)) == 0) {
+			aas_e2b_error(out, 400, "the metadata filter names a key no sandbox's metadata can hold");
+			return false;
+		}
+		pair[klen] = '=';
+		memmove(pair + klen + 1, eq + 1, vlen + 1);
+		f->pair[f->npairs++] = pair;
 	}
+	f->pair[f->npairs] = NULL;
 	return true;
 }
 
@@ -702,35 +779,26 @@ static bool parse_state(struct filter *f, const char *param, struct aas_reply *o
 	return true;
 }
 
+/* The state filter, which the engine's list has not (its metadata filter is the store's). */
 static bool matches(const struct filter *f, const saas_sandbox *s)
 {
-	struct aas_e2b_side side;
-	bool ok = true;
-
 	if (s->status == SAAS_SANDBOX_DESTROYED || !aas_e2b_id_from_saas(s->id))
 		return false;
-	if (!(is_paused(s) ? f->paused : f->running))
-		return false;
-	if (f->npairs == 0)
-		return true;
-	aas_e2b_side_get(s->id, &side);
-	for (size_t i = 0; i < f->npairs && ok; i++) {
-		json_t *v = side.metadata ? json_object_get(side.metadata, f->key[i]) : NULL;
-		ok = v && json_is_string(v) && strcmp(json_string_value(v), f->value[i]) == 0;
-	}
-	aas_e2b_side_free(&side);
-	return ok;
+	return is_paused(s) ? f->paused : f->running;
 }
 
 /*
  * GET /v2/sandboxes (and the older GET /sandboxes): the account's sandboxes,
  * newest first, filtered; x-next-token when there are more. The token is the
- * engine's cursor: each engine page read is taken whole, so the next E2B page
- * starts where the last engine page ended.
+ * engine's cursor: the store filters by metadata, and each engine page read
+ * is taken whole, so the next E2B page starts where the last engine page
+ * ended. Only the state filter is applied here, over at most LIST_ROUNDS_MAX
+ * engine pages.
  */
 static void h_list(struct aas_req *r, struct aas_reply *out)
 {
 	struct filter f = { .running = true, .paused = true };
+	saas_list_options lo = SAAS_LIST_OPTIONS_INIT;
 	const char *state, *metadata, *token;
 	unsigned int limit = LIST_LIMIT_DEFAULT;
 	saas_sandbox_list *page = NULL;
@@ -751,10 +819,12 @@ static void h_list(struct aas_req *r, struct aas_reply *out)
 		aas_e2b_error(out, 500, "out of memory");
 		goto out;
 	}
+	lo.metadata = f.npairs ? f.pair : NULL;
 	for (int round = 0; round < LIST_ROUNDS_MAX && json_array_size(items) < limit; round++) {
-		if ((rc = saas_sandbox_list_get(&page, r->client, cursor, limit - (unsigned int)json_array_size(items),
-		                                SAAS_LIST_ACTIVE)) < 0) {
-			aas_e2b_error_saas(out, rc == SAAS_EINVAL ? SAAS_EINVAL : rc, "e2b: list");
+		lo.cursor = cursor;
+		lo.limit = limit - (unsigned int)json_array_size(items);
+		if ((rc = saas_sandbox_list_query(&page, r->client, &lo, SAAS_LIST_ACTIVE)) < 0) {
+			aas_e2b_error_saas(out, rc, "e2b: list");
 			goto out;
 		}
 		for (size_t i = 0; i < page->count; i++)

@@ -99,6 +99,32 @@ static void reply_auth(struct aas_reply *out, const struct aas_e2b_target *t, co
  * (401 for a token that is not the sandbox's, 502 for a sandbox that is not
  * there or not running).
  */
+/*
+ * A paused sandbox that asked to be resumed on use (autoResume), resumed for
+ * this request, which waits for it. The engine resumes one at a time (a
+ * second request meanwhile finds it resuming, and is told to retry), and
+ * the sandbox then keeps at least AAS_E2B_AUTORESUME_KEEP_S: a stream of
+ * requests resumes it once, not once a timeout. false after a reply.
+ */
+static bool auto_resume(struct aas_reply *out, struct aas_e2b_target *t, const saas_sandbox *sb)
+{
+	saas_sandbox *resumed = NULL;
+	int rc;
+
+	if ((rc = saas_sandbox_resume(&resumed, t->client, t->id, 0)) < 0) {
+		reply_gone(out, t->e2b_id, rc == SAAS_ESTATE ? "The sandbox is being resumed: try again in a moment"
+		                                              : aas_tenant_message(rc, "e2b: resuming a sandbox on use"));
+		return false;
+	}
+	aas_log(SAAS_LOG_INFO, "e2b: sandbox %s resumed on use (autoResume)", sb->id);
+	if (resumed->expires_at_ms < aas_now_ms() + AAS_E2B_AUTORESUME_KEEP_S * 1000 &&
+	    (rc = saas_sandbox_extend(NULL, t->client, t->id, AAS_E2B_AUTORESUME_KEEP_S, SAAS_EXTEND_FROM_NOW)) < 0)
+		aas_log(SAAS_LOG_WARN, "e2b: sandbox %s: resumed, but not kept %d s: %s", sb->id, AAS_E2B_AUTORESUME_KEEP_S,
+		        saas_error_last()->message);
+	saas_sandbox_free(resumed);
+	return true;
+}
+
 bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
 	const char *port = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
@@ -146,9 +172,14 @@ bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2
 		saas_sandbox_free(sb);
 		return false;
 	}
-	if (sb->status != SAAS_SANDBOX_READY) {
-		reply_gone(out, sid, sb->status == SAAS_SANDBOX_PAUSED ? "The sandbox is paused: connect to it to resume it"
-		                                                       : "The sandbox is not running");
+	if (sb->status == SAAS_SANDBOX_PAUSED && sb->auto_resume && t->may_resume && !auto_resume(out, t, sb)) {
+		saas_sandbox_free(sb);
+		return false;
+	}
+	if (sb->status != SAAS_SANDBOX_READY && !(sb->status == SAAS_SANDBOX_PAUSED && sb->auto_resume && t->may_resume)) {
+		reply_gone(out, sid, sb->status == SAAS_SANDBOX_PAUSED     ? "The sandbox is paused: connect to it to resume it"
+		                     : sb->status == SAAS_SANDBOX_RESUMING ? "The sandbox is being resumed: try again in a moment"
+		                                                           : "The sandbox is not running");
 		saas_sandbox_free(sb);
 		return false;
 	}
@@ -322,6 +353,8 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 		snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", host_id);
 		t->from_host = true;
 	}
+	/* A health probe (isRunning) is not a use: it says paused, and resumes nothing. */
+	t->may_resume = strcmp(path, "/health") != 0;
 	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0 && strcmp(path, "/envs") != 0 &&
 	    strcmp(path, "/metrics") != 0)
 		return rate_ok(r, out, t) ? 0 : -1; /* answered by aas_e2b_data: nothing of a sandbox is needed */
@@ -344,18 +377,37 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	return 0;
 }
 
-/* GET /envs: the envs the sandbox was created with (envd's answer from inside; here from the create). */
+/* GET /envs: the sandbox's default environment (envd's answer from inside; here the engine's, from the create). */
 static void envs(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
-	struct aas_e2b_side side;
+	saas_sandbox *sb = NULL;
+	json_t *o;
+	int rc;
 
 	if (strcmp(r->method, "GET") != 0) {
 		aas_e2b_error(out, 405, "%s is not allowed on /envs", r->method);
 		return;
 	}
-	aas_e2b_side_get(t->id, &side);
-	aas_e2b_json(out, 200, side.envs ? json_incref(side.envs) : json_object());
-	aas_e2b_side_free(&side);
+	if ((rc = saas_sandbox_get(&sb, t->client, t->id)) < 0) {
+		aas_e2b_error(out, aas_status_for(rc), "%s", aas_tenant_message(rc, "e2b: reading a sandbox's envs"));
+		return;
+	}
+	if (!(o = json_object())) {
+		saas_sandbox_free(sb);
+		aas_e2b_error(out, 500, "out of memory");
+		return;
+	}
+	for (char **e = sb->envs; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (eq && json_object_setn_new_nocheck(o, *e, (size_t)(eq - *e), json_string(eq + 1)) < 0) {
+			json_decref(o);
+			saas_sandbox_free(sb);
+			aas_e2b_error(out, 500, "out of memory");
+			return;
+		}
+	}
+	saas_sandbox_free(sb);
+	aas_e2b_json(out, 200, o);
 }
 
 void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)

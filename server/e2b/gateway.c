@@ -1,6 +1,5 @@
 /*
- * The E2B face's front door: its two prefixes, its replies, its state, and
- * the side table of what a create gave that the engine does not keep yet.
+ * The E2B face's front door: its two prefixes, its replies and its state.
  *
  * The face has one route of the server's table per prefix (aas_e2b_route),
  * one for /files at the root (signed URLs) and, in domain mode, one per kind
@@ -153,97 +152,6 @@ bool aas_e2b_body(struct aas_req *r, struct aas_reply *out, json_t **obj)
 		return false;
 	}
 	return true;
-}
-
-/* ---- the side table ---- */
-
-struct side_entry {
-	char id[SAAS_ID_MAX + 1];
-	struct aas_e2b_side side;
-	struct side_entry *next;
-};
-
-static pthread_mutex_t side_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct side_entry *side_list;
-static size_t side_count;
-
-void aas_e2b_side_free(struct aas_e2b_side *side)
-{
-	free(side->template_name);
-	json_decref(side->metadata);
-	json_decref(side->envs);
-	memset(side, 0, sizeof(*side));
-}
-
-int aas_e2b_side_put(const char *id, struct aas_e2b_side *side)
-{
-	struct side_entry *e;
-	int rc = SAAS_OK;
-
-	pthread_mutex_lock(&side_mu);
-	if (side_count >= AAS_E2B_SIDE_MAX) {
-		rc = SAAS_ELIMIT;
-		goto out;
-	}
-	if (!(e = calloc(1, sizeof(*e)))) {
-		rc = SAAS_ENOMEM;
-		goto out;
-	}
-	snprintf(e->id, sizeof(e->id), "%s", id);
-	e->side = *side;
-	memset(side, 0, sizeof(*side));
-	e->next = side_list;
-	side_list = e;
-	side_count++;
-out:
-	pthread_mutex_unlock(&side_mu);
-	aas_e2b_side_free(side);
-	return rc;
-}
-
-void aas_e2b_side_get(const char *id, struct aas_e2b_side *out)
-{
-	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&side_mu);
-	for (struct side_entry *e = side_list; e; e = e->next) {
-		if (strcmp(e->id, id) != 0)
-			continue;
-		/* Deep copies, made under the lock: jansson's references are not to be shared across threads. */
-		out->template_name = e->side.template_name ? strdup(e->side.template_name) : NULL;
-		out->metadata = e->side.metadata ? json_deep_copy(e->side.metadata) : NULL;
-		out->envs = e->side.envs ? json_deep_copy(e->side.envs) : NULL;
-		break;
-	}
-	pthread_mutex_unlock(&side_mu);
-}
-
-void aas_e2b_side_drop(const char *id)
-{
-	pthread_mutex_lock(&side_mu);
-	for (struct side_entry **p = &side_list; *p; p = &(*p)->next) {
-		struct side_entry *e = *p;
-		if (strcmp(e->id, id) == 0) {
-			*p = e->next;
-			aas_e2b_side_free(&e->side);
-			free(e);
-			side_count--;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&side_mu);
-}
-
-void aas_e2b_side_clear(void)
-{
-	pthread_mutex_lock(&side_mu);
-	while (side_list) {
-		struct side_entry *e = side_list;
-		side_list = e->next;
-		aas_e2b_side_free(&e->side);
-		free(e);
-	}
-	side_count = 0;
-	pthread_mutex_unlock(&side_mu);
 }
 
 /* ---- the prefixes ---- */
@@ -489,7 +397,6 @@ void aas_e2b_shutdown(void)
 	aas_e2b_process_shutdown();
 	aas_e2b_templates_free(&aas_e2b_state.templates);
 	sodium_memzero(aas_e2b_state.secret, sizeof(aas_e2b_state.secret));
-	aas_e2b_side_clear();
 }
 
 /* ---- aas-server e2b-key ---- */

@@ -1,7 +1,7 @@
 /*
  * What the E2B face's files share: the pure spellings (names.c: keys, ids,
  * tokens, templates, escapes; the unit tests and fuzzers reach them here),
- * its state, its replies and its side table. Not for the rest of the server
+ * its state and its replies. Not for the rest of the server
  * (e2b.h is).
  *
  * Copyright the libsaas authors. MIT licensed.
@@ -91,15 +91,22 @@ void aas_e2b_signature(char out[AAS_E2B_SIGNATURE_SIZE], const char *path, const
 /* The largest control-plane JSON body: a create with its metadata and envs, and room. */
 #define AAS_E2B_BODY_MAX ((size_t)1 << 20)
 
-/* Bounds on what a create may attach to a sandbox (the side table holds it). */
-#define AAS_E2B_METADATA_MAX 64
-#define AAS_E2B_METADATA_KEY_MAX 128
-#define AAS_E2B_METADATA_VALUE_MAX 1024
-#define AAS_E2B_ENVS_MAX 128
-#define AAS_E2B_ENV_KEY_MAX 256
-#define AAS_E2B_ENV_VALUE_MAX 8192
-/* Sandboxes the side table holds at most: past it, a create is refused (503) rather than memory grown. */
-#define AAS_E2B_SIDE_MAX 100000
+/*
+ * A create's metadata and envVars are the engine's (saas_create_options):
+ * their bounds are SAAS_METADATA_* and SAAS_ENV*_MAX. The E2B template a
+ * sandbox was made from is kept in its metadata under this key, which the
+ * face shows as templateID and hides from metadata; a create whose own
+ * metadata uses the prefix is refused. So a tenant has one pair fewer.
+ */
+#define AAS_E2B_META_PREFIX "e2b."
+#define AAS_E2B_META_TEMPLATE AAS_E2B_META_PREFIX "template"
+#define AAS_E2B_METADATA_MAX (SAAS_METADATA_MAX - 1)
+/*
+ * A sandbox that pauses on timeout and resumes on use (autoResume): the data
+ * plane resumes it for a request, and then keeps it at least this long, so
+ * that a stream of requests resumes it once rather than once a timeout.
+ */
+#define AAS_E2B_AUTORESUME_KEEP_S 60
 
 struct aas_e2b {
 	saas_engine *engine;
@@ -166,6 +173,8 @@ struct aas_e2b_target {
 	bool streaming;
 	char token[AAS_E2B_ENVD_TOKEN_SIZE]; /* a signed URL's: the envd token its signature proved (urls.c) */
 	bool from_host;                      /* e2b_id is the Host's (domain mode) */
+	/* Resume the sandbox when it is paused and asked for it (autoResume): any call but /health. */
+	bool may_resume;
 };
 /*
  * Find the request's sandbox (t->e2b_id when set: the Host's or a signed
@@ -194,23 +203,6 @@ void aas_e2b_process_shutdown(void);
 void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
 void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const char *method, json_t *msg);
 
-/*
- * The side table: what a create gave that the engine does not keep yet
- * (template name, metadata, envs), by libsaas sandbox id, in this server's
- * memory. docs/e2b.md says it is to move into the store.
- */
-struct aas_e2b_side {
-	char *template_name;
-	json_t *metadata;   /* object of strings */
-	json_t *envs;       /* object of strings */
-};
-/* Keep side for id (steals its members); SAAS_OK, or SAAS_ELIMIT when the table is full, SAAS_ENOMEM. */
-int aas_e2b_side_put(const char *id, struct aas_e2b_side *side);
-/* A copy of id's entry (members NULL when there is none); free with aas_e2b_side_free. */
-void aas_e2b_side_get(const char *id, struct aas_e2b_side *out);
-void aas_e2b_side_drop(const char *id);
-void aas_e2b_side_free(struct aas_e2b_side *side);
-void aas_e2b_side_clear(void);
 
 /*
  * Signed file URLs and domain mode (urls.c). aas_e2b_signed_find: the

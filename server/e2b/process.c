@@ -206,11 +206,15 @@ static char *command_of(json_t *config, char *why, size_t whysize)
 	return line;
 }
 
-/* "K=V" strings of the sandbox's envs then the request's (later wins, as envd's order). NULL-terminated. */
-static char **env_of(const char *sandbox, json_t *config, char *why, size_t whysize)
+/*
+ * "K=V" strings of the request's envs, NULL-terminated (NULL: out of memory
+ * or a bad one, with why). The sandbox's own (its create's envVars) are the
+ * engine's to add: every execution starts with them, less the names given
+ * here (saas_create_options.envs).
+ */
+static char **env_of(json_t *config, char *why, size_t whysize)
 {
-	struct aas_e2b_side side;
-	json_t *envs = json_object_get(config, "envs"), *v, *merged = NULL;
+	json_t *envs = json_object_get(config, "envs"), *v;
 	const char *k;
 	char **list = NULL;
 	size_t n = 0;
@@ -219,21 +223,15 @@ static char **env_of(const char *sandbox, json_t *config, char *why, size_t whys
 		snprintf(why, whysize, "process.envs must be an object of strings");
 		return NULL;
 	}
-	aas_e2b_side_get(sandbox, &side);
-	merged = side.envs ? json_incref(side.envs) : json_object();
-	if (!merged || (envs && json_is_object(envs) && json_object_update(merged, envs) < 0)) {
+	if (json_object_size(envs) > SAAS_ENVS_MAX) {
+		snprintf(why, whysize, "at most %d environment variables", SAAS_ENVS_MAX);
+		return NULL;
+	}
+	if (!(list = calloc(json_object_size(envs) + 1, sizeof(*list)))) {
 		snprintf(why, whysize, "out of memory");
-		goto out;
+		return NULL;
 	}
-	if (json_object_size(merged) > AAS_E2B_ENVS_MAX) {
-		snprintf(why, whysize, "at most %d environment variables", AAS_E2B_ENVS_MAX);
-		goto out;
-	}
-	if (!(list = calloc(json_object_size(merged) + 1, sizeof(*list)))) {
-		snprintf(why, whysize, "out of memory");
-		goto out;
-	}
-	json_object_foreach(merged, k, v) {
+	json_object_foreach(envs, k, v) {
 		size_t len;
 		if (!json_is_string(v) || !*k || strchr(k, '=') ||
 		    strlen(json_string_value(v)) != json_string_length(v)) {
@@ -247,16 +245,12 @@ static char **env_of(const char *sandbox, json_t *config, char *why, size_t whys
 		}
 		snprintf(list[n++], len, "%s=%s", k, json_string_value(v));
 	}
-	goto out;
+	return list;
 fail:
 	for (size_t i = 0; i < n; i++)
 		free(list[i]);
 	free(list);
-	list = NULL;
-out:
-	json_decref(merged);
-	aas_e2b_side_free(&side);
-	return list;
+	return NULL;
 }
 
 static void env_free(char **list)
@@ -635,7 +629,7 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process (a ProcessConfig) is required");
 		goto out;
 	}
-	if (!(command = command_of(config, why, sizeof(why))) || !(env = env_of(t->id, config, why, sizeof(why)))) {
+	if (!(command = command_of(config, why, sizeof(why))) || !(env = env_of(config, why, sizeof(why)))) {
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 		goto out;
 	}

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { Sandbox, SandboxNotFoundError, NotFoundError, AuthenticationError, SandboxError } from 'e2b';
-import { testServer, e2bKey } from './harness.mjs';
+import { testServer, e2bKey, sleep } from './harness.mjs';
 
 const SERVER = process.argv[2];
 assert.ok(SERVER, 'usage: test_control.mjs AAS_SERVER_FAKE');
@@ -184,7 +184,9 @@ test('what libsaas does not do answers so, naming it', async () => {
   }
   for (const [body, word] of [[{ volumeMounts: [{ name: 'v', path: '/data' }] }, 'volumes'],
                               [{ mcp: { github: {} } }, 'root'],
-                              [{ autoPause: true }, 'pause'],
+                              [{ autoResume: { enabled: true } }, 'autoResume'],
+                              [{ metadata: { 'e2b.template': 'mine' } }, 'e2b\\.'],
+                              [{ envVars: { 'NOT A NAME': '1' } }, 'shell name'],
                               [{ network: { allowPublicTraffic: 'no' } }, 'allowPublicTraffic'],
                               [{ network: { allowPublicTraffic: true } }, 'trafficAccessToken']]) {
     const r = await e2b('POST', '/v2/sandboxes', { templateID: 'base', ...body });
@@ -275,5 +277,89 @@ test('fork: children of the parent\'s template and metadata, each its own sandbo
     assert.deepEqual([many.status, many.body.code], [400, 400]);
   } finally {
     await parent.kill();
+  }
+});
+
+test('metadata and envs are the engine\'s: shown, filtered page by page in the store, inherited by commands',
+     async () => {
+  const made = [];
+  try {
+    for (let i = 0; i < 3; i++)
+      made.push(await Sandbox.create('base', { metadata: { group: 'g1', n: String(i) },
+                                               envs: { GREETING: 'hi there', KEEP: 'k' } }));
+    made.push(await Sandbox.create('base', { metadata: { group: 'g2' } }));
+    // Kept with the sandbox, as our own API shows it: the template is metadata the face keeps for itself.
+    const mine = await srv.rest('GET', `/v1/sandboxes/sbx-${made[0].sandboxId}`);
+    assert.deepEqual(mine.body.metadata, { 'e2b.template': 'base', group: 'g1', n: '0' });
+    assert.deepEqual(mine.body.envs, { GREETING: 'hi there', KEEP: 'k' });
+    const info = await made[0].getInfo();
+    assert.deepEqual(info.metadata, { group: 'g1', n: '0' }, 'the face\'s own keys are not shown');
+    assert.equal(info.templateId, 'base');
+    // Our REST list filters the same way (docs/rest.md's form).
+    const rest = await srv.rest('GET', `/v1/sandboxes?status=active&metadata=${encodeURIComponent('group=g1&n=1')}`);
+    assert.equal(rest.status, 200);
+    assert.deepEqual(rest.body.sandboxes.map(s => s.id), [`sbx-${made[1].sandboxId}`]);
+    assert.equal((await srv.rest('GET', '/v1/sandboxes?metadata=nopair')).status, 400);
+    // Pages of one: the store filters, so every page holds one, and the last says so.
+    const pages = Sandbox.list({ query: { metadata: { group: 'g1' } }, limit: 1 });
+    const seen = [];
+    while (pages.hasNext) {
+      const items = await pages.nextItems();
+      assert.equal(items.length, 1, 'a filtered page is full');
+      seen.push(items[0].sandboxId);
+    }
+    assert.deepEqual(seen, made.slice(0, 3).map(s => s.sandboxId).reverse(), 'newest first, each once');
+    assert.deepEqual((await Sandbox.list({ query: { metadata: { group: 'g1', n: '2' } } }).nextItems())
+                       .map(s => s.sandboxId), [made[2].sandboxId]);
+    assert.equal((await Sandbox.list({ query: { metadata: { group: 'none' } } }).nextItems()).length, 0);
+    // Every command starts with the sandbox's envs; its own win.
+    const env = await made[0].commands.run('env', { envs: { KEEP: 'mine' } });
+    assert.match(env.stdout, /^GREETING=hi there$/m);
+    assert.match(env.stdout, /^KEEP=mine$/m);
+    assert.doesNotMatch(env.stdout, /^KEEP=k$/m);
+    assert.doesNotMatch((await made[3].commands.run('env')).stdout, /GREETING/);
+    // setTimeout may shorten, as E2B's does.
+    await made[0].setTimeout(30_000);
+    near((await made[0].getInfo()).endAt, 30_000, 'endAt after a shorter setTimeout');
+  } finally {
+    for (const s of made) await s.kill();
+  }
+});
+
+test('onTimeout pause: paused at its timeout and listed so, connect resumes, autoResume on a command', async () => {
+  const sbx = await Sandbox.create('base', { timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } });
+  const auto = await Sandbox.create('base', { timeoutMs: 2_000, envs: { A: '1' },
+                                              lifecycle: { onTimeout: 'pause', autoResume: true } });
+  try {
+    assert.deepEqual((await sbx.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: false });
+    assert.deepEqual((await auto.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: true });
+    // The reaper (a sweep a second) pauses both at their timeout rather than ending them.
+    const paused = async () => (await Sandbox.list({ query: { state: ['paused'] } }).nextItems())
+      .map(s => s.sandboxId).sort();
+    const want = [sbx.sandboxId, auto.sandboxId].sort();
+    for (let i = 0; i < 150 && (await paused()).length < 2; i++) await sleep(200);
+    assert.deepEqual(await paused(), want);
+    const info = await sbx.getInfo();
+    assert.equal(info.state, 'paused');
+    assert.ok(info.endAt.getTime() > Date.now() + 3600_000, 'kept paused for the account\'s longest lifetime');
+    assert.equal(await sbx.isRunning(), false);
+    // A command on a sandbox without autoResume is refused: it stays paused.
+    await assert.rejects(sbx.commands.run('echo no'));
+    assert.equal((await sbx.getInfo()).state, 'paused');
+    // connect resumes it.
+    const back = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 });
+    assert.equal((await back.getInfo()).state, 'running');
+    assert.equal((await back.commands.run('echo back')).stdout, 'back\n');
+    // autoResume: a health probe (isRunning) leaves it paused; a command resumes it, which then keeps a while.
+    assert.equal(await auto.isRunning(), false);
+    assert.equal((await auto.getInfo()).state, 'paused');
+    assert.match((await auto.commands.run('env')).stdout, /^A=1$/m);
+    const resumed = await auto.getInfo();
+    assert.equal(resumed.state, 'running');
+    assert.ok(resumed.endAt.getTime() > Date.now() + 30_000, 'resumed on use, it keeps a while');
+    assert.equal(await auto.isRunning(), true);
+  } finally {
+    await sbx.kill();
+    await auto.kill();
   }
 });

@@ -1261,6 +1261,77 @@ static void test_extend(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* Metadata, default environment, what a timeout does, the list's filter: the same locally and over REST. */
+static void test_metadata_envs(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const meta1[] = { "a b=c&d=e", "team=blue", NULL };
+	static const char *const meta2[] = { "team=blue", "pct=100%", NULL };
+	static const char *const envs[] = { "GREETING=hi there", NULL };
+	static const char *const f_both[] = { "team=blue", NULL };
+	static const char *const f_one[] = { "a b=c&d=e", NULL };
+	static const char *const f_pct[] = { "pct=100%", "team=blue", NULL };
+	static const char *const dup[] = { "k=1", "k=2", NULL };
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_list_options lo = SAAS_LIST_OPTIONS_INIT;
+	saas_sandbox *s1 = NULL, *s2 = NULL, *got = NULL;
+	saas_sandbox_list *l = NULL;
+	saas_execution *x = NULL;
+
+	o.metadata = meta1;
+	o.envs = envs;
+	o.on_timeout = SAAS_ON_TIMEOUT_PAUSE;
+	o.auto_resume = 1;
+	EXPECT(saas_sandbox_create(&s1, f->a, &o, 0), SAAS_OK);
+	usleep(5000);
+	o = (saas_create_options)SAAS_CREATE_OPTIONS_INIT;
+	o.metadata = meta2;
+	EXPECT(saas_sandbox_create(&s2, f->a, &o, 0), SAAS_OK);
+	assert_string_equal(s1->metadata[0], "a b=c&d=e");
+	assert_string_equal(s1->metadata[1], "team=blue");
+	assert_null(s1->metadata[2]);
+	assert_string_equal(s1->envs[0], "GREETING=hi there");
+	assert_int_equal(s1->on_timeout, SAAS_ON_TIMEOUT_PAUSE);
+	assert_int_equal(s1->auto_resume, 1);
+	assert_int_equal(s2->on_timeout, SAAS_ON_TIMEOUT_DESTROY);
+	assert_null(s2->envs[0]);
+	EXPECT(saas_sandbox_get(&got, f->a, s2->id), SAAS_OK);
+	assert_string_equal(got->metadata[0], "pct=100%");
+	saas_sandbox_free(got);
+
+	lo.metadata = f_both;
+	EXPECT(saas_sandbox_list_query(&l, f->a, &lo, SAAS_LIST_ACTIVE), SAAS_OK);
+	assert_int_equal(l->count, 2);
+	assert_string_equal(l->items[0]->id, s2->id);
+	saas_sandbox_list_free(l);
+	lo.metadata = f_one;
+	EXPECT(saas_sandbox_list_query(&l, f->a, &lo, 0), SAAS_OK);
+	assert_int_equal(l->count, 1);
+	assert_string_equal(l->items[0]->id, s1->id);
+	saas_sandbox_list_free(l);
+	lo.metadata = f_pct;
+	lo.limit = 1;
+	EXPECT(saas_sandbox_list_query(&l, f->a, &lo, 0), SAAS_OK);
+	assert_int_equal(l->count, 1);
+	assert_string_equal(l->items[0]->id, s2->id);
+	assert_null(l->next_cursor);
+	saas_sandbox_list_free(l);
+
+	EXPECT(saas_exec(&x, f->a, s1->id, "env", NULL, 0), SAAS_OK);
+	assert_non_null(strstr(x->stdout_data, "GREETING=hi there\n"));
+	saas_execution_free(x);
+	EXPECT(saas_sandbox_extend(&got, f->a, s1->id, 30, SAAS_EXTEND_FROM_NOW), SAAS_OK);
+	assert_true(got->expires_at_ms < s1->expires_at_ms);
+	saas_sandbox_free(got);
+
+	o = (saas_create_options)SAAS_CREATE_OPTIONS_INIT;
+	o.metadata = dup;
+	EXPECT(saas_sandbox_create(&got, f->a, &o, 0), SAAS_EINVAL);
+	assert_null(got);
+	saas_sandbox_free(s1);
+	saas_sandbox_free(s2);
+}
+
 /* Fork, pause, resume: the same answers locally and over REST. A driver without snapshots: ENOTSUP alike. */
 static void test_fork_pause_resume(void **state)
 {
@@ -1552,6 +1623,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extend, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_metadata_envs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_pause_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_account, setup, teardown),

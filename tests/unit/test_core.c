@@ -708,6 +708,220 @@ static void test_billing_exact(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* ---- metadata and default environment (saas_create_options version 3) ---- */
+
+static int create_with(saas_client *c, const char *const *metadata, const char *const *envs, saas_sandbox **out)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+
+	o.metadata = metadata;
+	o.envs = envs;
+	return saas_sandbox_create(out, c, &o, 0);
+}
+
+static void list_ids(saas_client *c, const char *const *metadata, const char *cursor, unsigned int limit, char *ids,
+                     size_t size, char **next)
+{
+	saas_list_options lo = SAAS_LIST_OPTIONS_INIT;
+	saas_sandbox_list *l = NULL;
+
+	lo.metadata = metadata;
+	lo.cursor = cursor;
+	lo.limit = limit;
+	if (saas_sandbox_list_query(&l, c, &lo, SAAS_LIST_ACTIVE) != SAAS_OK)
+		fail_msg("list: %s", saas_error_last()->message);
+	ids[0] = '\0';
+	for (size_t i = 0; i < l->count; i++)
+		snprintf(ids + strlen(ids), size - strlen(ids), "%s%s", i ? "," : "", l->items[i]->id);
+	if (next)
+		*next = l->next_cursor ? strdup(l->next_cursor) : NULL;
+	saas_sandbox_list_free(l);
+}
+
+static void test_metadata_and_envs(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const meta1[] = { "team=blue", "eq=a=b", NULL };
+	static const char *const meta2[] = { "team=blue", "stage=prod", NULL };
+	static const char *const envs[] = { "GREETING=hi there", "KEEP=k", NULL };
+	static const char *const own[] = { "KEEP=mine", NULL };
+	static const char *const f_blue[] = { "team=blue", NULL };
+	static const char *const f_prod[] = { "stage=prod", "team=blue", NULL };
+	static const char *const f_eq[] = { "eq=a=b", NULL };
+	static const char *const f_env[] = { "KEEP=k", NULL };
+	saas_sandbox *a = NULL, *b = NULL, *plain = NULL, *got = NULL;
+	saas_exec_options xo = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+	char ids[512], want[512], *next = NULL;
+
+	assert_int_equal(create_with(f->a, meta1, envs, &a), SAAS_OK);
+	saas_test_advance(1);
+	assert_int_equal(create_with(f->a, meta2, NULL, &b), SAAS_OK);
+	saas_test_advance(1);
+	assert_int_equal(create_with(f->a, NULL, NULL, &plain), SAAS_OK);
+	/* Shown sorted by key; empty lists, not NULL, where none was given. */
+	assert_string_equal(a->metadata[0], "eq=a=b");
+	assert_string_equal(a->metadata[1], "team=blue");
+	assert_null(a->metadata[2]);
+	assert_string_equal(a->envs[0], "GREETING=hi there");
+	assert_string_equal(a->envs[1], "KEEP=k");
+	assert_non_null(plain->metadata);
+	assert_null(plain->metadata[0]);
+	assert_null(plain->envs[0]);
+	assert_int_equal(plain->on_timeout, SAAS_ON_TIMEOUT_DESTROY);
+	assert_int_equal(saas_sandbox_get(&got, f->a, a->id), SAAS_OK);
+	assert_string_equal(got->metadata[1], "team=blue");
+	saas_sandbox_free(got);
+
+	/* Every pair must match; the environment is never matched; another account sees nothing. */
+	list_ids(f->a, f_blue, NULL, 0, ids, sizeof(ids), NULL);
+	snprintf(want, sizeof(want), "%s,%s", b->id, a->id);
+	assert_string_equal(ids, want);
+	list_ids(f->a, f_prod, NULL, 0, ids, sizeof(ids), NULL);
+	assert_string_equal(ids, b->id);
+	list_ids(f->a, f_eq, NULL, 0, ids, sizeof(ids), NULL);
+	assert_string_equal(ids, a->id);
+	list_ids(f->a, f_env, NULL, 0, ids, sizeof(ids), NULL);
+	assert_string_equal(ids, "");
+	list_ids(f->b, f_blue, NULL, 0, ids, sizeof(ids), NULL);
+	assert_string_equal(ids, "");
+	/* Pages count only what matches: one each, and the last has no cursor. */
+	list_ids(f->a, f_blue, NULL, 1, ids, sizeof(ids), &next);
+	assert_string_equal(ids, b->id);
+	assert_non_null(next);
+	list_ids(f->a, f_blue, next, 1, ids, sizeof(ids), NULL);
+	assert_string_equal(ids, a->id);
+	free(next);
+
+	/* Every exec starts with the sandbox's environment; its own names win. */
+	assert_int_equal(saas_exec(&x, f->a, a->id, "env", NULL, 0), SAAS_OK);
+	assert_string_equal(x->stdout_data, "GREETING=hi there\nKEEP=k\n");
+	saas_execution_free(x);
+	xo.env = own;
+	assert_int_equal(saas_exec(&x, f->a, a->id, "env", &xo, 0), SAAS_OK);
+	assert_string_equal(x->stdout_data, "GREETING=hi there\nKEEP=mine\n");
+	saas_execution_free(x);
+	assert_int_equal(saas_exec(&x, f->a, plain->id, "env", NULL, 0), SAAS_OK);
+	assert_string_equal(x->stdout_data, "");
+	saas_execution_free(x);
+	saas_sandbox_free(a);
+	saas_sandbox_free(b);
+	saas_sandbox_free(plain);
+}
+
+static void refused(saas_client *c, const saas_create_options *o, const char *says)
+{
+	saas_sandbox *sb = NULL;
+
+	assert_int_equal(saas_sandbox_create(&sb, c, o, 0), SAAS_EINVAL);
+	if (!strstr(saas_error_last()->message, says))
+		fail_msg("\"%s\" does not say \"%s\"", saas_error_last()->message, says);
+	assert_null(sb);
+}
+
+static void test_metadata_refused(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const noeq[] = { "novalue", NULL }, *const nokey[] = { "=v", NULL };
+	static const char *const dup[] = { "k=1", "k=2", NULL }, *const ctl[] = { "k\tx=1", NULL };
+	static const char *const notshell[] = { "1A=1", NULL }, *const dash[] = { "A-B=1", NULL };
+	static const char *const badutf8[] = { "k=\xff", NULL };
+	char key[SAAS_METADATA_KEY_MAX + 8], value[SAAS_METADATA_VALUE_MAX + 8];
+	const char *longkey[] = { key, NULL }, *longvalue[] = { value, NULL };
+	const char *many[SAAS_METADATA_MAX + 2];
+	char names[SAAS_METADATA_MAX + 1][16];
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_list_options lo = SAAS_LIST_OPTIONS_INIT;
+	saas_sandbox_list *l = NULL;
+	saas_sandbox *sb = NULL;
+
+	o.metadata = noeq;
+	refused(f->a, &o, "not KEY=VALUE");
+	o.metadata = nokey;
+	refused(f->a, &o, "not KEY=VALUE");
+	o.metadata = dup;
+	refused(f->a, &o, "given twice");
+	o.metadata = ctl;
+	refused(f->a, &o, "control character");
+	o.metadata = badutf8;
+	refused(f->a, &o, "UTF-8");
+	memset(key, 'k', SAAS_METADATA_KEY_MAX + 1);
+	strcpy(key + SAAS_METADATA_KEY_MAX + 1, "=v");
+	o.metadata = longkey;
+	refused(f->a, &o, "over 128 bytes");
+	snprintf(value, sizeof(value), "k=");
+	memset(value + 2, 'v', SAAS_METADATA_VALUE_MAX + 1);
+	value[SAAS_METADATA_VALUE_MAX + 3] = '\0';
+	o.metadata = longvalue;
+	refused(f->a, &o, "over 1024 bytes");
+	for (int i = 0; i <= SAAS_METADATA_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "k%d=v", i);
+		many[i] = names[i];
+	}
+	many[SAAS_METADATA_MAX + 1] = NULL;
+	o.metadata = many;
+	refused(f->a, &o, "at most 64");
+	/* At the bound, it is taken. */
+	many[SAAS_METADATA_MAX] = NULL;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
+	saas_sandbox_free(sb);
+	sb = NULL;
+	o.metadata = NULL;
+	o.envs = notshell;
+	refused(f->a, &o, "shell name");
+	o.envs = dash;
+	refused(f->a, &o, "shell name");
+	o.envs = NULL;
+	o.on_timeout = 7;
+	refused(f->a, &o, "on_timeout");
+	o.on_timeout = SAAS_ON_TIMEOUT_DESTROY;
+	o.auto_resume = 1;
+	refused(f->a, &o, "auto_resume needs on_timeout pause");
+	assert_int_equal(saas_fake_create_calls(), 1);
+
+	/* An older caller's options (version 2) know nothing past network_spec: what follows is not read. */
+	o = (saas_create_options)SAAS_CREATE_OPTIONS_INIT;
+	o.version = 2;
+	o.metadata = noeq;
+	o.on_timeout = 7;
+	assert_int_equal(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
+	assert_null(sb->metadata[0]);
+	assert_int_equal(sb->on_timeout, SAAS_ON_TIMEOUT_DESTROY);
+	saas_sandbox_free(sb);
+
+	/* A list's filter: pairs of the same shape, at most SAAS_LIST_METADATA_MAX. */
+	lo.metadata = noeq;
+	assert_int_equal(saas_sandbox_list_query(&l, f->a, &lo, 0), SAAS_EINVAL);
+	lo.metadata = many;
+	assert_int_equal(saas_sandbox_list_query(&l, f->a, &lo, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "at most 32"));
+	lo.version = 9;
+	lo.metadata = NULL;
+	assert_int_equal(saas_sandbox_list_query(&l, f->a, &lo, 0), SAAS_EINVAL);
+	assert_null(l);
+	/* Extend from now: never negative; a flag it does not know is refused. */
+	assert_int_equal(saas_sandbox_extend(NULL, f->a, "sbx-x", -1, SAAS_EXTEND_FROM_NOW), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(NULL, f->a, "sbx-x", 1, 1u << 5), SAAS_EINVAL);
+}
+
+static void test_extend_from_now(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 600), *got = NULL;
+	int64_t now = saas_test_clock(NULL);
+
+	/* Shorter than it was: allowed from now, never by an extend. */
+	assert_int_equal(saas_sandbox_extend(&got, f->a, sb->id, 30, SAAS_EXTEND_FROM_NOW), SAAS_OK);
+	assert_int_equal(got->expires_at_ms, now + 30 * 1000);
+	saas_sandbox_free(got);
+	assert_int_equal(saas_sandbox_extend(&got, f->a, sb->id, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(&got, f->a, sb->id, 86401, SAAS_EXTEND_FROM_NOW), SAAS_EINVAL);
+	assert_int_equal(saas_sandbox_extend(&got, f->a, sb->id, 0, SAAS_EXTEND_FROM_NOW), SAAS_OK);
+	assert_int_equal(got->expires_at_ms, now);
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
 static void test_reaper_expiry(void **state)
 {
 	struct saas_test_fixture *f = *state;
@@ -2387,6 +2601,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_default_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disk_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_metadata_and_envs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_metadata_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extend_from_now, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

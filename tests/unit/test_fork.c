@@ -477,6 +477,118 @@ static void test_fork_limits(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* ---- what a timeout does (saas_create_options.on_timeout) ---- */
+
+static saas_sandbox *create_pausing(saas_client *c, int64_t timeout_s, const char *const *metadata,
+                                    const char *const *envs)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+
+	o.timeout_s = timeout_s;
+	o.on_timeout = SAAS_ON_TIMEOUT_PAUSE;
+	o.auto_resume = 1;
+	o.metadata = metadata;
+	o.envs = envs;
+	if (saas_sandbox_create(&sb, c, &o, 0) != SAAS_OK)
+		fail_msg("create: %s", saas_error_last()->message);
+	return sb;
+}
+
+static void test_pause_on_timeout(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const meta[] = { "k=v", NULL };
+	saas_sandbox *sb = create_pausing(f->a, 60, meta, NULL), *got, *plain = create(f->a, 60);
+	unsigned int n = 99;
+	int64_t now;
+
+	assert_int_equal(sb->on_timeout, SAAS_ON_TIMEOUT_PAUSE);
+	assert_int_equal(sb->auto_resume, 1);
+	write_file(f->a, sb->id, "kept.txt", "kept");
+	saas_test_advance(60 * 1000);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
+	/* One ended (the plain one); the other paused, not destroyed, its VM gone and its state saved. */
+	assert_int_equal(n, 1);
+	assert_int_equal(status_of(f->a, plain->id), SAAS_SANDBOX_DESTROYED);
+	got = get(f->a, sb->id);
+	assert_int_equal(got->status, SAAS_SANDBOX_PAUSED);
+	assert_false(saas_fake_vm_exists(sb->id));
+	now = saas_test_clock(NULL);
+	/* Kept paused for the longest lifetime (86400 s by default), from when it paused. */
+	assert_int_equal(got->expires_at_ms, now + 86400 * 1000);
+	assert_string_equal(got->metadata[0], "k=v");
+	saas_sandbox_free(got);
+	/* A resume gives it its own lifetime again, from then; its files came back. */
+	saas_test_advance(3600 * 1000);
+	assert_int_equal(saas_sandbox_resume(&got, f->a, sb->id, 0), SAAS_OK);
+	assert_int_equal(got->expires_at_ms, saas_test_clock(NULL) + 60 * 1000);
+	saas_sandbox_free(got);
+	expect_file(f->a, sb->id, "kept.txt", "kept");
+	/* Extended or shortened, it still pauses at the end. */
+	assert_int_equal(saas_sandbox_extend(NULL, f->a, sb->id, 10, SAAS_EXTEND_FROM_NOW), SAAS_OK);
+	saas_test_advance(10 * 1000);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
+	assert_int_equal(n, 0);
+	assert_int_equal(status_of(f->a, sb->id), SAAS_SANDBOX_PAUSED);
+	/* Paused past its bound, it ends as an expired one does. */
+	saas_test_advance(86400 * 1000);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
+	assert_int_equal(n, 1);
+	got = get(f->a, sb->id);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
+	saas_sandbox_free(got);
+	saas_sandbox_free(plain);
+	saas_sandbox_free(sb);
+}
+
+static void test_pause_on_timeout_fails(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create_pausing(f->a, 60, NULL, NULL), *got;
+	unsigned int n = 0;
+
+	/* A pause that cannot be made ends it: its time is up either way. */
+	saas_fake_fail_snapshots(1);
+	saas_test_advance(60 * 1000);
+	assert_int_equal(saas_engine_sweep(&n, f->engine), SAAS_OK);
+	assert_int_equal(n, 1);
+	got = get(f->a, sb->id);
+	assert_int_equal(got->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(got->end_reason, SAAS_END_EXPIRED);
+	assert_false(saas_fake_vm_exists(sb->id));
+	saas_sandbox_free(got);
+	saas_sandbox_free(sb);
+}
+
+static void test_fork_copies_values(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const meta[] = { "role=parent", "team=blue", NULL };
+	static const char *const envs[] = { "GREETING=hi", NULL };
+	saas_sandbox *parent = create_pausing(f->a, 600, meta, envs);
+	saas_sandbox_list *kids = NULL;
+	saas_execution *x = NULL;
+
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, parent->id, 2, NULL, 0), SAAS_OK);
+	for (size_t i = 0; i < kids->count; i++) {
+		saas_sandbox *kid = get(f->a, kids->items[i]->id);
+		assert_string_equal(kid->metadata[0], "role=parent");
+		assert_string_equal(kid->metadata[1], "team=blue");
+		assert_null(kid->metadata[2]);
+		assert_string_equal(kid->envs[0], "GREETING=hi");
+		assert_int_equal(kid->on_timeout, SAAS_ON_TIMEOUT_PAUSE);
+		assert_int_equal(kid->auto_resume, 1);
+		assert_int_equal(saas_exec(&x, f->a, kid->id, "env", NULL, 0), SAAS_OK);
+		assert_non_null(strstr(x->stdout_data, "GREETING=hi\n"));
+		saas_execution_free(x);
+		saas_sandbox_free(kid);
+	}
+	saas_sandbox_list_free(kids);
+	saas_sandbox_free(parent);
+}
+
 static void test_fork_credit(void **state)
 {
 	struct saas_test_fixture *f = *state;
@@ -562,6 +674,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fork_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_supported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pause_on_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pause_on_timeout_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_copies_values, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

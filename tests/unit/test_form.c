@@ -124,9 +124,43 @@ static void test_wiped(void **state)
 	assert_int_equal(watched_zero, 1);
 }
 
+/* The REST list's metadata filter (aas_pairs_parse, server/http.c): pairs, escapes, bounds. */
+static void test_query_pairs(void **state)
+{
+	char why[128], **l = NULL, big[AAS_PAIRS_BYTES_MAX + 2];
+
+	(void)state;
+	assert_int_equal(aas_pairs_parse("team=blue&a%20b=c%26d%3De&&empty=", 32, &l, why, sizeof(why)), 0);
+	assert_string_equal(l[0], "team=blue");
+	assert_string_equal(l[1], "a b=c&d=e");
+	assert_string_equal(l[2], "empty=");
+	assert_null(l[3]);
+	aas_pairs_free(l);
+	assert_int_equal(aas_pairs_parse("", 32, &l, why, sizeof(why)), 0);
+	assert_null(l[0]);
+	aas_pairs_free(l);
+	assert_int_equal(aas_pairs_parse("a=1&b=2", 1, &l, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "more than 1"));
+	assert_null(l);
+	assert_int_equal(aas_pairs_parse("novalue", 32, &l, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "KEY=VALUE"));
+	assert_int_equal(aas_pairs_parse("=v", 32, &l, why, sizeof(why)), -1);
+	assert_int_equal(aas_pairs_parse("k=%4", 32, &l, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "escape"));
+	assert_int_equal(aas_pairs_parse("k=%00", 32, &l, why, sizeof(why)), -1);
+	assert_int_equal(aas_pairs_parse("k%3Dx=v", 32, &l, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "'='"));
+	memset(big, 'k', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(aas_pairs_parse(big, 32, &l, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "over"));
+	assert_null(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_query_pairs),
 		cmocka_unit_test(test_fields),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_wiped),

@@ -307,7 +307,10 @@ static void test_sqlite_newer_schema_refused(void **state)
  * account_limits table (and step 3's ports, made anew).
  */
 /* What steps 8 (hosts, leases, MCP sessions), 7 (egress counters), 6 (pause and fork) and 5 added, dropped by the tests that rewind a database. */
-#define UNDO_SCHEMA_8 \
+#define UNDO_SCHEMA_9 \
+	"DROP TABLE sandbox_values; ALTER TABLE sandboxes DROP COLUMN on_timeout;" \
+	"ALTER TABLE sandboxes DROP COLUMN auto_resume; ALTER TABLE sandboxes DROP COLUMN timeout_s;"
+#define UNDO_SCHEMA_8 UNDO_SCHEMA_9 \
 	"DROP INDEX sandboxes_host_live; ALTER TABLE sandboxes DROP COLUMN host_id;" \
 	"DROP TABLE leases; DROP TABLE hosts; DROP TABLE mcp_sessions;"
 #define UNDO_SCHEMA_7 UNDO_SCHEMA_8 \
@@ -2456,6 +2459,175 @@ static void test_sqlite_migrates_hosts(void **state)
 	assert_int_equal(f->st->mcp_session_insert(f->ctx, "m", "2025-06-18", 1, 0), SAAS_OK);
 }
 
+/* ---- sandbox values: metadata and default environment (version 7) ---- */
+
+struct values_seen {
+	char text[4096];
+	int stop_after; /* 0: never */
+	int n;
+};
+
+static int collect_values(void *ud, int kind, const char *key, const char *value)
+{
+	struct values_seen *v = ud;
+	size_t len = strlen(v->text);
+
+	snprintf(v->text + len, sizeof(v->text) - len, "%s%d:%s=%s", len ? "," : "", kind, key, value);
+	return v->stop_after && ++v->n >= v->stop_after;
+}
+
+static const char *values_of(struct fx *f, const char *id, struct values_seen *v)
+{
+	memset(v, 0, sizeof(*v));
+	assert_int_equal(f->st->sandbox_values(f->ctx, id, collect_values, v), SAAS_OK);
+	return v->text;
+}
+
+static void test_sandbox_values(void **state)
+{
+	struct fx *f = *state;
+	static const char *const meta_a[] = { "team=blue", "stage=dev", "empty=", "eq=a=b", NULL };
+	static const char *const envs_a[] = { "PATH_EXTRA=/opt/bin", "GREETING=hello world", NULL };
+	static const char *const meta_b[] = { "team=blue", "stage=prod", NULL };
+	static const char *const dup[] = { "k=1", "k=2", NULL };
+	static const char *const bad[] = { "novalue", NULL };
+	static const char *const f_blue[] = { "team=blue", NULL };
+	static const char *const f_dev[] = { "team=blue", "stage=dev", NULL };
+	static const char *const f_eq[] = { "eq=a=b", NULL };
+	static const char *const f_none[] = { "team=red", NULL };
+	static const char *const f_env[] = { "GREETING=hello world", NULL };
+	static const char *const want_both[] = { "sbx-vb", "sbx-va", NULL };
+	static const char *const want_a[] = { "sbx-va", NULL };
+	static const char *const want_b[] = { "sbx-vb", NULL };
+	static const char *const want_none[] = { NULL };
+	saas_store_sandbox b, got;
+	saas_store_filter flt;
+	struct sandboxes c;
+	struct values_seen v;
+
+	add_account(f, "acc-v", 1, 0);
+	b = sandbox_rec("sbx-va", "acc-v", 10);
+	b.metadata = meta_a;
+	b.envs = envs_a;
+	b.on_timeout = SAAS_ON_TIMEOUT_PAUSE;
+	b.auto_resume = 1;
+	b.timeout_s = 42;
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 10), SAAS_OK);
+	/* Kept as given, sorted by kind then key; the value is what follows the first '='. */
+	assert_string_equal(values_of(f, "sbx-va", &v),
+	                    "1:empty=,1:eq=a=b,1:stage=dev,1:team=blue,2:GREETING=hello world,2:PATH_EXTRA=/opt/bin");
+	/* A callback may stop the walk. */
+	memset(&v, 0, sizeof(v));
+	v.stop_after = 1;
+	assert_int_equal(f->st->sandbox_values(f->ctx, "sbx-va", collect_values, &v), SAAS_OK);
+	assert_string_equal(v.text, "1:empty=");
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-va", &got), SAAS_OK);
+	assert_int_equal(got.on_timeout, SAAS_ON_TIMEOUT_PAUSE);
+	assert_int_equal(got.auto_resume, 1);
+	assert_int_equal(got.timeout_s, 42);
+	assert_null(got.metadata);
+	assert_null(got.envs);
+
+	/* Placed (version 6's insert) keeps them the same way. */
+	add_host(f, "h-vals", 4, 8192, 5);
+	b = sandbox_rec("sbx-vb", "acc-v", 20);
+	b.metadata = meta_b;
+	{
+		saas_store_placement p = { 5, 10, NULL };
+		assert_int_equal(f->st->sandbox_place(f->ctx, &b, &p), SAAS_OK);
+	}
+	assert_string_equal(values_of(f, "sbx-vb", &v), "1:stage=prod,1:team=blue");
+	/* None: no call. */
+	assert_int_equal(add_sandbox(f, "sbx-vc", "acc-v", 30, 10), SAAS_OK);
+	assert_string_equal(values_of(f, "sbx-vc", &v), "");
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-vc", &got), SAAS_OK);
+	assert_int_equal(got.on_timeout, SAAS_ON_TIMEOUT_DESTROY);
+	assert_int_equal(got.auto_resume, 0);
+
+	/* The filter: every pair must match, exactly; the environment is never matched. */
+	memset(&flt, 0, sizeof(flt));
+	flt.account_id = "acc-v";
+	flt.metadata = f_blue;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, want_both);
+	flt.metadata = f_dev;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, want_a);
+	flt.metadata = f_eq;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, want_a);
+	flt.metadata = f_none;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, want_none);
+	flt.metadata = f_env;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, want_none);
+	/* With a cursor and a limit: the page counts only what matches. */
+	flt.metadata = f_blue;
+	flt.limit = 1;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, want_b);
+	flt.before_created_ms = c.row[0].created_at_ms;
+	flt.before_id = c.row[0].id;
+	list_sandboxes(f, &flt, &c);
+	assert_ids(&c, want_a);
+
+	/* A key given twice, or no '=': refused, and no row is left. */
+	b = sandbox_rec("sbx-vd", "acc-v", 40);
+	b.metadata = dup;
+	assert_fails(f->st->sandbox_insert(f->ctx, &b, 10), SAAS_EEXISTS);
+	assert_fails(f->st->sandbox_get(f->ctx, "sbx-vd", &got), SAAS_ENOTFOUND);
+	b.metadata = NULL;
+	b.envs = bad;
+	assert_fails(f->st->sandbox_insert(f->ctx, &b, 10), SAAS_EINVAL);
+	flt.metadata = bad;
+	assert_fails(f->st->sandbox_list(f->ctx, &flt, collect_sandbox, &c), SAAS_EINVAL);
+
+	/* A sandbox deleted while being made takes its values with it. */
+	b = sandbox_rec("sbx-ve", "acc-v", 50);
+	b.metadata = meta_b;
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 10), SAAS_OK);
+	assert_int_equal(f->st->sandbox_delete(f->ctx, "sbx-ve"), SAAS_OK);
+	assert_string_equal(values_of(f, "sbx-ve", &v), "");
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 10), SAAS_OK);
+	assert_string_equal(values_of(f, "sbx-ve", &v), "1:stage=prod,1:team=blue");
+}
+
+static void test_sqlite_migrates_values(void **state)
+{
+	struct fx *f = *state;
+	static const char *const meta[] = { "k=v", NULL };
+	saas_store_sandbox got, b;
+	struct values_seen v;
+	sqlite3 *db = NULL;
+	int ver = -1;
+
+	if (f->st != &saas__store_sqlite) {
+		print_message("skipped: rewinding the schema by hand is SQLite-specific\n");
+		skip();
+	}
+	add_account(f, "acc-v8", 1, 0);
+	assert_int_equal(add_sandbox(f, "sbx-v8", "acc-v8", 10, 5), SAAS_OK);
+	f->st->close(f->ctx);
+	f->ctx = NULL;
+	assert_int_equal(sqlite3_open(saas__sqlite_path(f->url), &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, UNDO_SCHEMA_9 "UPDATE meta SET value = '8' WHERE key = 'schema_version';",
+	                              NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(open_store(f, &f->ctx), SAAS_OK);
+	assert_int_equal(f->st->schema_version(f->ctx, &ver), SAAS_OK);
+	assert_int_equal(ver, SAAS_STORE_SCHEMA);
+	/* A row from before: no values, ends at its timeout, asked no lifetime the store knows. */
+	assert_int_equal(f->st->sandbox_get(f->ctx, "sbx-v8", &got), SAAS_OK);
+	assert_int_equal(got.on_timeout, SAAS_ON_TIMEOUT_DESTROY);
+	assert_int_equal(got.timeout_s, 0);
+	assert_string_equal(values_of(f, "sbx-v8", &v), "");
+	b = sandbox_rec("sbx-v9", "acc-v8", 20);
+	b.metadata = meta;
+	assert_int_equal(f->st->sandbox_insert(f->ctx, &b, 5), SAAS_OK);
+	assert_string_equal(values_of(f, "sbx-v9", &v), "1:k=v");
+}
+
 /* ---- concurrency ---- */
 
 #define THREADS 4
@@ -2882,6 +3054,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mcp_sessions_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mcp_sessions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_hosts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sqlite_migrates_values, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name(saas_test_store_is_postgres() ? "store (postgres)" : "store (sqlite)",

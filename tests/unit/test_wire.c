@@ -38,6 +38,10 @@ static char *no_rules[] = { NULL };
 static saas_network_info policy_net = { SAAS_NETWORK_POLICY, allow_rules, deny_rules, 3, 7 };
 static saas_network_info isolated_net = { SAAS_NETWORK_ISOLATED, no_rules, no_rules, 0, 0 };
 
+/* A value with '=' in it is split at the first '=' only. */
+static char *sandbox_metadata[] = { (char *)"stage=dev=1", (char *)"team=blue", NULL };
+static char *sandbox_envs[] = { (char *)"GREETING=hello", NULL };
+
 static saas_sandbox ready_sandbox(void)
 {
 	saas_sandbox sb = { 0 };
@@ -57,6 +61,10 @@ static saas_sandbox ready_sandbox(void)
 	sb.nports = 2;
 	sb.ports = ports;
 	sb.network = &policy_net;
+	sb.metadata = sandbox_metadata;
+	sb.envs = sandbox_envs;
+	sb.on_timeout = SAAS_ON_TIMEOUT_PAUSE;
+	sb.auto_resume = 1;
 	return sb;
 }
 

@@ -37,12 +37,22 @@ SAAS_BEGIN_DECLS
  * is new. Version 6: many engines on one database, many VM hosts: a sandbox
  * has a host_id and the filter may name one; leases (lease_take,
  * lease_release, lease_get), VM hosts (host_*, sandbox_place) and MCP
- * sessions (mcp_session_*) are new.
+ * sessions (mcp_session_*) are new. Version 7: a sandbox keeps its metadata
+ * and default environment (saas_store_sandbox's metadata and envs, written
+ * by sandbox_insert and sandbox_place; sandbox_values reads them), what its
+ * timeout does (on_timeout, auto_resume) and the lifetime it asked
+ * (timeout_s); the filter may name metadata.
  */
-#define SAAS_STORE_VERSION 6
+#define SAAS_STORE_VERSION 7
 
 /** Current schema version; stores migrate older schemas up to it on open. */
-#define SAAS_STORE_SCHEMA 8
+#define SAAS_STORE_SCHEMA 9
+
+/** What a sandbox value is (sandbox_values, version 7). */
+enum {
+	SAAS_STORE_VALUE_METADATA = 1, /**< A metadata pair (saas_create_options.metadata). */
+	SAAS_STORE_VALUE_ENV = 2       /**< A default environment variable (saas_create_options.envs). */
+};
 
 /** Longest snapshot name a driver is given (saas/sys/driver.h, vm_snapshot). */
 #define SAAS_STORE_SNAPSHOT_MAX 63
@@ -165,6 +175,18 @@ typedef struct {
 	 * sandbox_place, never changed after.
 	 */
 	char host_id[SAAS_ID_MAX + 1];
+	/* Version 7. */
+	int on_timeout;                /**< saas_on_timeout. */
+	int auto_resume;               /**< Non-zero: front ends resume it on use (kept, not acted on, by the engine). */
+	int64_t timeout_s;             /**< The lifetime it asked (seconds), given again by a resume after a pause on timeout. */
+	/**
+	 * Version 7: its metadata and default environment, NULL-terminated
+	 * "KEY=VALUE" strings (checked by the core: keys unique), or NULL.
+	 * Borrowed: read by sandbox_insert and sandbox_place, which write them in
+	 * the row's own transaction; never filled by get or list (sandbox_values).
+	 */
+	const char *const *metadata;
+	const char *const *envs;
 } saas_store_sandbox;
 
 /** Which sandboxes a list returns; every field is a further condition. */
@@ -177,6 +199,8 @@ typedef struct {
 	const char *before_id;         /**< ... or at the same time with a smaller id. NULL: no cursor. */
 	unsigned int limit;            /**< 0: no limit. */
 	const char *host_id;           /**< Version 6: only those on this host ("" the engine's own); NULL: any. */
+	/** Version 7: only those whose metadata holds every one of these NULL-terminated "KEY=VALUE"; NULL: any. */
+	const char *const *metadata;
 } saas_store_filter;
 
 typedef struct {
@@ -267,6 +291,8 @@ typedef int (*saas_store_host_fn)(void *userdata, const saas_store_host *host);
 typedef int (*saas_store_account_fn)(void *userdata, const saas_store_account *account);
 typedef int (*saas_store_key_fn)(void *userdata, const saas_store_key *key);
 typedef int (*saas_store_sandbox_fn)(void *userdata, const saas_store_sandbox *sandbox);
+/** One of a sandbox's values (version 7): kind SAAS_STORE_VALUE_*, its key and value. */
+typedef int (*saas_store_value_fn)(void *userdata, int kind, const char *key, const char *value);
 typedef int (*saas_store_port_fn)(void *userdata, const saas_store_port *port);
 typedef int (*saas_store_user_fn)(void *userdata, const saas_store_user *user);
 typedef int (*saas_store_execution_fn)(void *userdata, const saas_store_execution *execution);
@@ -537,6 +563,13 @@ typedef struct saas_store {
 	int (*mcp_session_delete)(void *ctx, const char *hash);
 	/** Delete sessions last used before `used_before_ms`. */
 	int (*mcp_session_prune)(void *ctx, int64_t used_before_ms);
+
+	/* ---- version 7 ---- */
+	/**
+	 * A sandbox's values (metadata and default environment), by kind then
+	 * key, ascending (bytewise). None is success: fn is not called.
+	 */
+	int (*sandbox_values)(void *ctx, const char *id, saas_store_value_fn fn, void *userdata);
 } saas_store;
 
 SAAS_END_DECLS

@@ -243,6 +243,25 @@ static const char *const steps[] = {
 	"  last_used_at BIGINT NOT NULL"
 	");"
 	"CREATE INDEX mcp_sessions_used ON mcp_sessions(last_used_at);",
+	/*
+	 * 8 -> 9: what an E2B create gives that the engine keeps (issue #32):
+	 * each sandbox's metadata and default environment, one row a pair (kind
+	 * 1 metadata, 2 environment), gone with a sandbox deleted while being
+	 * made; what its timeout does and the lifetime it asked. The index
+	 * serves a list filtered by metadata; only metadata's, whose bounded
+	 * values fit a B-tree entry (an environment value may not).
+	 */
+	"ALTER TABLE sandboxes ADD COLUMN on_timeout INT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN auto_resume INT NOT NULL DEFAULT 0;"
+	"ALTER TABLE sandboxes ADD COLUMN timeout_s BIGINT NOT NULL DEFAULT 0;"
+	"CREATE TABLE sandbox_values ("
+	"  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,"
+	"  kind INT NOT NULL,"
+	"  key TEXT NOT NULL,"
+	"  value TEXT NOT NULL,"
+	"  PRIMARY KEY (sandbox_id, kind, key)"
+	");"
+	"CREATE INDEX sandbox_values_match ON sandbox_values (key, value) WHERE kind = 1;",
 };
 
 _Static_assert(SAAS_ARRAY_SIZE(steps) == SAAS_STORE_SCHEMA,
