@@ -169,6 +169,36 @@ void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_ta
                      json_t *msg);
 void aas_e2b_process_shutdown(void);
 
+/*
+ * Terminals (pty.c): a PTY process, which outlives the stream that started
+ * it. Reference counted: open gives one; the pid table and each stream hold
+ * their own.
+ */
+struct aas_e2b_pty;
+/* Start the sandbox user's login shell; SAAS_OK, or a libsaas status with why (SAAS_ELIMIT past the bounds). */
+int aas_e2b_pty_open(struct aas_e2b_pty **out, saas_client *client, const char *sandbox, const char *account,
+                     const saas_pty_options *o, int64_t deadline_ms, char *why, size_t whysize);
+void aas_e2b_pty_ref(struct aas_e2b_pty *p);
+void aas_e2b_pty_unref(struct aas_e2b_pty *p);
+/*
+ * Output from *offset (advanced), waiting up to wait_ms for some: 0 with
+ * *got bytes (maybe none); once all is read and the shell ended, 1 with its
+ * *status, or 2 when it was hung up on (a kill, the deadline).
+ */
+int aas_e2b_pty_follow(struct aas_e2b_pty *p, uint64_t *offset, unsigned char *buf, size_t cap, size_t *got,
+                       int *status, unsigned int wait_ms);
+/* The offset output has reached: a new subscriber's start. */
+uint64_t aas_e2b_pty_offset(struct aas_e2b_pty *p);
+bool aas_e2b_pty_running(struct aas_e2b_pty *p);
+/* Ended at least keep_ms before now? */
+bool aas_e2b_pty_gone(struct aas_e2b_pty *p, int64_t now, int64_t keep_ms);
+/* Keystrokes, a new size, a hang-up: SAAS_ESTATE once the shell ended. */
+int aas_e2b_pty_input(struct aas_e2b_pty *p, const void *data, size_t len);
+int aas_e2b_pty_resize(struct aas_e2b_pty *p, unsigned int cols, unsigned int rows);
+int aas_e2b_pty_kill(struct aas_e2b_pty *p);
+/* Hang up on every PTY and wait for their readers. */
+void aas_e2b_pty_shutdown(void);
+
 /* Files (files.c): GET and POST /files, and filesystem.Filesystem's unary calls. */
 void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
 void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const char *method, json_t *msg);

@@ -1,7 +1,7 @@
 /*
  * Commands through E2B's daemon protocol: process.Process's Start,
- * Connect, List, SendSignal, SendInput and CloseStdin (no PTY yet), as
- * libsaas executions.
+ * Connect, List, SendSignal, SendInput, CloseStdin and Update, as libsaas
+ * executions, or (a Start with `pty`) as terminals (pty.c).
  *
  * A command is a background execution followed by the response's reader
  * (as /v1's event streams are): the start event at once, output as data
@@ -39,6 +39,8 @@
 #define STREAM_BUF_MAX ((size_t)256 << 10)
 /* The working directory E2B's home stands for (docs/e2b.md). */
 #define HOME "/workspace"
+/* An ended PTY can still be connected to this long (envd keeps an ended process's end 30 s). */
+#define PTY_KEEP_MS 30000
 
 /* ---- pids ---- */
 
@@ -47,6 +49,7 @@ struct proc {
 	char sandbox[SAAS_ID_MAX + 1];
 	char exe[SAAS_ID_MAX + 1];
 	json_t *config;                   /* ProcessConfig as started, for List */
+	struct aas_e2b_pty *pty;          /* a terminal's (exe is then ""), a reference */
 };
 
 static pthread_mutex_t pids_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -54,15 +57,38 @@ static struct proc pids[PIDS_MAX];
 static size_t pids_next;
 static uint32_t pid_counter = 1000;
 
-static uint32_t pid_add(const char *sandbox, const char *exe, json_t *config)
+/* Forget slot p. pids_mu held. */
+static void pid_forget(struct proc *p)
 {
+	json_decref(p->config);
+	p->config = NULL;
+	if (p->pty) {
+		/* A terminal nobody can reach any more must not run on to its deadline. */
+		aas_e2b_pty_kill(p->pty);
+		aas_e2b_pty_unref(p->pty);
+		p->pty = NULL;
+	}
+	p->pid = 0;
+}
+
+/* A command's (exe) or a terminal's (pty, referenced by the table) new pid. */
+static uint32_t pid_add(const char *sandbox, const char *exe, json_t *config, struct aas_e2b_pty *pty)
+{
+	int64_t now = aas_now_ms();
 	struct proc *p;
 	uint32_t pid;
 
 	pthread_mutex_lock(&pids_mu);
+	/* Terminals past their keeping go now, not when their slot comes round: each holds its output's log. */
+	for (size_t i = 0; i < PIDS_MAX; i++)
+		if (pids[i].pty && aas_e2b_pty_gone(pids[i].pty, now, PTY_KEEP_MS))
+			pid_forget(&pids[i]);
 	p = &pids[pids_next];
 	pids_next = (pids_next + 1) % PIDS_MAX;
-	json_decref(p->config);
+	pid_forget(p);
+	if (pty)
+		aas_e2b_pty_ref(pty);
+	p->pty = pty;
 	/* Never 0 (proto3's "unset"), and not reused while the counter does not wrap. */
 	if (++pid_counter == 0)
 		pid_counter = 1000;
@@ -74,22 +100,48 @@ static uint32_t pid_add(const char *sandbox, const char *exe, json_t *config)
 	return pid;
 }
 
-/* The execution of pid in sandbox: true with exe filled, and a copy of its config if asked. */
-static bool pid_find(const char *sandbox, uint32_t pid, char exe[SAAS_ID_MAX + 1], json_t **config)
+/*
+ * The process pid of sandbox: true with exe filled (a command's) or *pty
+ * (a terminal's, a reference for the caller; exe is then ""), and a copy of
+ * its config if asked. A terminal ended more than PTY_KEEP_MS ago is gone.
+ */
+static bool pid_find(const char *sandbox, uint32_t pid, char exe[SAAS_ID_MAX + 1], json_t **config,
+                     struct aas_e2b_pty **pty)
 {
+	int64_t now = aas_now_ms();
 	bool found = false;
 
+	*pty = NULL;
 	pthread_mutex_lock(&pids_mu);
 	for (size_t i = 0; i < PIDS_MAX && !found; i++) {
 		if (pids[i].pid == pid && pid && strcmp(pids[i].sandbox, sandbox) == 0) {
+			if (pids[i].pty && aas_e2b_pty_gone(pids[i].pty, now, PTY_KEEP_MS)) {
+				pid_forget(&pids[i]);
+				break;
+			}
 			snprintf(exe, SAAS_ID_MAX + 1, "%s", pids[i].exe);
 			if (config)
 				*config = pids[i].config ? json_deep_copy(pids[i].config) : NULL;
+			if ((*pty = pids[i].pty))
+				aas_e2b_pty_ref(*pty);
 			found = true;
 		}
 	}
 	pthread_mutex_unlock(&pids_mu);
 	return found;
+}
+
+/* The running terminals of sandbox: their pids and configs appended to procs (List's). */
+static void pid_ptys(const char *sandbox, json_t *procs)
+{
+	pthread_mutex_lock(&pids_mu);
+	for (size_t i = 0; i < PIDS_MAX; i++) {
+		if (pids[i].pid && pids[i].pty && strcmp(pids[i].sandbox, sandbox) == 0 &&
+		    aas_e2b_pty_running(pids[i].pty))
+			json_array_append_new(procs, json_pack("{s:O,s:I}", "config", pids[i].config, "pid",
+			                                       (json_int_t)pids[i].pid));
+	}
+	pthread_mutex_unlock(&pids_mu);
 }
 
 /* The pid of an execution, or 0; its config copied if asked. */
@@ -111,9 +163,11 @@ static uint32_t pid_of(const char *sandbox, const char *exe, json_t **config)
 
 void aas_e2b_process_shutdown(void)
 {
+	/* Streams are over by now (the server stopped serving): hang up on the terminals, then forget all. */
+	aas_e2b_pty_shutdown();
 	pthread_mutex_lock(&pids_mu);
 	for (size_t i = 0; i < PIDS_MAX; i++) {
-		json_decref(pids[i].config);
+		pid_forget(&pids[i]);
 		memset(&pids[i], 0, sizeof(pids[i]));
 	}
 	pthread_mutex_unlock(&pids_mu);
@@ -370,6 +424,8 @@ struct stream {
 	saas_client *client;
 	char exe[SAAS_ID_MAX + 1];
 	saas_exec_cursor cur;
+	struct aas_e2b_pty *pty;        /* a terminal's stream (a reference), else a command's */
+	uint64_t pty_offset;
 	unsigned char *buf;
 	size_t len, off, cap;
 	bool ended, oom, first, ending;
@@ -468,6 +524,64 @@ static void on_exit_(void *ud, const saas_execution *x)
 	s->ending = true;
 }
 
+/* The end event of a terminal: its shell's exit status, or a hang-up as envd words a kill. */
+static void put_pty_end(struct stream *s, int rc, int status)
+{
+	char text[64];
+	json_t *end;
+
+	if (rc == 1) {
+		snprintf(text, sizeof(text), "exit status %d", status);
+		end = json_pack("{s:i,s:b,s:s}", "exitCode", status, "exited", 1, "status", text);
+		if (end && status != 0)
+			json_object_set_new(end, "error", json_string(text));
+	} else {
+		end = json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1, "exited", 0, "status", "signal: killed", "error",
+		                "signal: killed");
+	}
+	put_event(s, "end", end);
+}
+
+/* follow_more for a terminal: its output since the stream's offset, as pty data events. */
+static void follow_pty(struct stream *s)
+{
+	unsigned char chunk[32768];
+	int64_t now = aas_now_ms(), wait = s->keepalive_ms - (now - s->quiet_since_ms);
+	size_t got = 0;
+	int status = -1, rc;
+
+	if (wait > GONE_POLL_MS)
+		wait = GONE_POLL_MS;
+	if (s->deadline_ms && s->deadline_ms - now < wait)
+		wait = s->deadline_ms - now;
+	s->len = s->off = 0;
+	rc = aas_e2b_pty_follow(s->pty, &s->pty_offset, chunk, sizeof(chunk), &got, &status,
+	                        wait > 0 ? (unsigned int)wait : 0);
+	now = aas_now_ms();
+	if (got) {
+		char *b64 = saas_base64_encode(chunk, got);
+		if (!b64)
+			s->oom = true;
+		else
+			put_event(s, "data", json_pack("{s:s}", "pty", b64));
+		saas_free(b64);
+		s->quiet_since_ms = now;
+	} else if (rc) {
+		put_pty_end(s, rc, status);
+		put_end_stream(s, AAS_CONNECT_OK, NULL);
+		return;
+	} else if (s->deadline_ms && now >= s->deadline_ms) {
+		/* The terminal is hung up on at the same deadline (its reader's), and says so to later subscribers. */
+		put_end_stream(s, AAS_CONNECT_DEADLINE_EXCEEDED, "the call's deadline (Connect-Timeout-Ms) passed");
+		return;
+	} else if (now - s->quiet_since_ms >= s->keepalive_ms) {
+		put_event(s, "keepalive", NULL);
+		s->quiet_since_ms = now;
+	}
+	if (s->oom)
+		put_end_stream(s, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+}
+
 /*
  * Fill the buffer, as /v1's follower does (api/exec.c): what the
  * execution has now; else the first chunk to come, waiting up to the
@@ -480,6 +594,10 @@ static void follow_more(struct stream *s)
 	int64_t now = aas_now_ms(), wait = s->keepalive_ms - (now - s->quiet_since_ms);
 	int rc;
 
+	if (s->pty) {
+		follow_pty(s);
+		return;
+	}
 	/* Short waits: between them the reader looks whether the client is still there (stream_read). */
 	if (wait > GONE_POLL_MS)
 		wait = GONE_POLL_MS;
@@ -563,6 +681,7 @@ static void stream_free(void *cls)
 
 	/* The client left or the stream ended; the command runs on either way (envd detaches too). */
 	slot_release(s->account);
+	aas_e2b_pty_unref(s->pty);
 	saas_client_free(s->client);
 	free(s->buf);
 	free(s);
@@ -570,12 +689,13 @@ static void stream_free(void *cls)
 
 /*
  * Answer with the command stream of execution exe from cursor cur: the start
- * event (pid), then its output, its end and the end-stream frame. Takes the
- * client and account's slot (slot_take), given to the stream or released
- * here on failure.
+ * event (pid), then its output, its end and the end-stream frame; for a
+ * terminal (pty, whose output is then from cur->stdout_offset), the same of
+ * it. Takes the client, the account's slot (slot_take) and the reference to
+ * pty, given to the stream or released here on failure.
  */
 static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *account,
-                         const char *exe, uint32_t pid, const saas_exec_cursor *cur)
+                         const char *exe, struct aas_e2b_pty *pty, uint32_t pid, const saas_exec_cursor *cur)
 {
 	struct stream *s = NULL;
 	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
@@ -583,6 +703,7 @@ static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *
 	const union MHD_ConnectionInfo *ci;
 
 	if (!(s = calloc(1, sizeof(*s)))) {
+		aas_e2b_pty_unref(pty);
 		saas_client_free(client);
 		slot_release(account);
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
@@ -594,6 +715,8 @@ static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *
 	s->client = client;
 	snprintf(s->exe, sizeof(s->exe), "%s", exe);
 	s->cur = *cur;
+	if ((s->pty = pty))
+		s->pty_offset = cur->stdout_offset;
 	s->keepalive_ms = keepalive_s ? (unsigned int)keepalive_s * 1000 : KEEPALIVE_DEFAULT_MS;
 	s->deadline_ms = timeout_ms ? aas_now_ms() + (int64_t)timeout_ms : 0;
 	s->quiet_since_ms = aas_now_ms();
@@ -612,6 +735,105 @@ static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *
 
 /* ---- the calls ---- */
 
+/* A PTY's size ({"size":{"cols":C,"rows":R}}): false with why when it is not one of 1 to SAAS_PTY_SIZE_MAX each way. */
+static bool pty_size(json_t *pty, unsigned int *cols, unsigned int *rows, char *why, size_t whysize)
+{
+	json_t *size = json_object_get(pty, "size");
+	json_t *c = json_object_get(size, "cols"), *r = json_object_get(size, "rows");
+
+	if (!json_is_object(pty) || !json_is_integer(c) || !json_is_integer(r) || json_integer_value(c) < 1 ||
+	    json_integer_value(c) > SAAS_PTY_SIZE_MAX || json_integer_value(r) < 1 ||
+	    json_integer_value(r) > SAAS_PTY_SIZE_MAX) {
+		snprintf(why, whysize, "pty.size must have cols and rows from 1 to %d", SAAS_PTY_SIZE_MAX);
+		return false;
+	}
+	*cols = (unsigned int)json_integer_value(c);
+	*rows = (unsigned int)json_integer_value(r);
+	return true;
+}
+
+/*
+ * What a terminal may be asked: libsaas's terminal is the sandbox user's
+ * login shell in its home (/workspace), so only the command pty.create
+ * sends (`/bin/bash -i -l`) is taken, TERM is the terminal's, and the
+ * locale the SDK always sends (LANG, LC_ALL) is the image's. Any other
+ * variable or directory would be silently dropped: refused instead (the
+ * session cannot carry them yet; docs/e2b.md). false with why.
+ */
+static bool pty_config(json_t *config, const char **term, char *why, size_t whysize)
+{
+	json_t *args = json_object_get(config, "args"), *envs = json_object_get(config, "envs"), *v;
+	const char *cmd = json_string_value(json_object_get(config, "cmd")), *k;
+	char *cwd = cwd_of(config);
+	bool home = !cwd || strcmp(cwd, HOME) == 0 || strcmp(cwd, HOME "/") == 0;
+
+	free(cwd);
+	*term = NULL;
+	if (!cmd || strcmp(cmd, "/bin/bash") != 0 || json_array_size(args) != 2 ||
+	    !json_is_string(json_array_get(args, 0)) || !json_is_string(json_array_get(args, 1)) ||
+	    strcmp(json_string_value(json_array_get(args, 0)), "-i") != 0 ||
+	    strcmp(json_string_value(json_array_get(args, 1)), "-l") != 0) {
+		snprintf(why, whysize, "a PTY runs the sandbox user's login shell: process must be /bin/bash -i -l, as "
+		         "pty.create sends");
+		return false;
+	}
+	if (!home) {
+		snprintf(why, whysize, "a PTY starts in the sandbox user's home (/workspace); cwd is not served for "
+		         "terminals yet (cd in the terminal instead)");
+		return false;
+	}
+	if (envs && !json_is_null(envs) && !json_is_object(envs)) {
+		snprintf(why, whysize, "process.envs must be an object of strings");
+		return false;
+	}
+	json_object_foreach(envs, k, v) {
+		if (!json_is_string(v)) {
+			snprintf(why, whysize, "process.envs must be an object of strings");
+			return false;
+		}
+		if (strcmp(k, "TERM") == 0)
+			*term = json_string_value(v);
+		else if (strcmp(k, "LANG") != 0 && strcmp(k, "LC_ALL") != 0) {
+			snprintf(why, whysize, "a PTY's environment is the sandbox user's login environment and TERM; envs "
+			         "(\"%.64s\") are not served for terminals yet (export them in the terminal instead)", k);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* process.Process/Start with `pty`: a terminal, followed by the answer as a command is. */
+static void start_pty(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, json_t *config,
+                      json_t *pty_msg)
+{
+	saas_pty_options o = SAAS_PTY_OPTIONS_INIT;
+	saas_exec_cursor cur = { 0, 0 };
+	struct aas_e2b_pty *pty = NULL;
+	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
+	char why[512];
+	uint32_t pid;
+	int rc;
+
+	if (!pty_size(pty_msg, &o.cols, &o.rows, why, sizeof(why)) || !pty_config(config, &o.term, why, sizeof(why))) {
+		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
+		return;
+	}
+	if (!slot_take(t->account, out))
+		return;
+	/* The call's deadline ends the terminal (envd's does); none is a command's longest, not for ever. */
+	if (!timeout_ms || timeout_ms > (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000)
+		timeout_ms = (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000;
+	if ((rc = aas_e2b_pty_open(&pty, t->client, t->id, t->account, &o, aas_now_ms() + (int64_t)timeout_ms, why,
+	                           sizeof(why))) < 0) {
+		slot_release(t->account);
+		aas_e2b_reply_stream_error(out, aas_connect_code_from_saas(rc), "%s", why);
+		return;
+	}
+	pid = pid_add(t->id, "", config, pty);
+	reply_stream(r, out, t->client, t->account, "", pty, pid, &cur);
+	t->client = NULL;
+}
+
 /* process.Process/Start: a command, as a background execution followed by the answer. */
 static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
 {
@@ -626,13 +848,12 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	uint32_t pid;
 	int rc;
 
-	if (pty && !json_is_null(pty)) {
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_UNIMPLEMENTED, "a PTY through the E2B API is not served yet "
-		                   "(libsaas's /v1/sandboxes/{id}/pty is; docs/e2b.md)");
-		goto out;
-	}
 	if (!json_is_object(config)) {
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process (a ProcessConfig) is required");
+		goto out;
+	}
+	if (pty && !json_is_null(pty)) {
+		start_pty(r, out, t, config, pty);
 		goto out;
 	}
 	if (!(command = command_of(config, why, sizeof(why))) || !(env = env_of(t->id, config, why, sizeof(why)))) {
@@ -655,8 +876,8 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		aas_e2b_reply_stream_error(out, aas_connect_code_from_saas(rc), "%s", aas_tenant_message(rc, "e2b: start"));
 		goto out;
 	}
-	pid = pid_add(t->id, x->id, config);
-	reply_stream(r, out, t->client, t->account, x->id, pid, &cur);
+	pid = pid_add(t->id, x->id, config, NULL);
+	reply_stream(r, out, t->client, t->account, x->id, NULL, pid, &cur);
 	t->client = NULL;
 	taken = false;
 out:
@@ -675,10 +896,22 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	char exe[SAAS_ID_MAX + 1];
 	saas_execution *x = NULL;
 	saas_exec_cursor cur = { 0, 0 };
+	struct aas_e2b_pty *pty = NULL;
 	int rc;
 
-	if (!pid || !pid_find(t->id, pid, exe, NULL)) {
+	if (!pid || !pid_find(t->id, pid, exe, NULL, &pty)) {
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found", pid);
+		return;
+	}
+	if (pty) {
+		/* A subscriber sees what comes after it subscribed; an ended terminal's end comes at once. */
+		cur.stdout_offset = aas_e2b_pty_offset(pty);
+		if (!slot_take(t->account, out)) {
+			aas_e2b_pty_unref(pty);
+			return;
+		}
+		reply_stream(r, out, t->client, t->account, "", pty, pid, &cur);
+		t->client = NULL;
 		return;
 	}
 	if ((rc = saas_execution_get(&x, t->client, exe)) < 0) {
@@ -691,7 +924,7 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	saas_execution_free(x);
 	if (!slot_take(t->account, out))
 		return;
-	reply_stream(r, out, t->client, t->account, exe, pid, &cur);
+	reply_stream(r, out, t->client, t->account, exe, NULL, pid, &cur);
 	t->client = NULL;
 }
 
@@ -717,20 +950,25 @@ static void rpc_list(struct aas_reply *out, struct aas_e2b_target *t)
 			config = json_pack("{s:s,s:[s,s,s],s:{}}", "cmd", "/bin/bash", "args", "-l", "-c",
 			                   x->command ? x->command : "", "envs");
 		if (!pid)
-			pid = pid_add(t->id, x->id, config);
+			pid = pid_add(t->id, x->id, config, NULL);
 		json_array_append_new(procs, json_pack("{s:o,s:I}", "config", config ? config : json_object(), "pid",
 		                                       (json_int_t)pid));
 	}
 	saas_execution_list_free(l);
+	pid_ptys(t->id, procs);
 	aas_e2b_reply_unary(out, json_pack("{s:o}", "processes", procs));
 }
 
-/* The execution a unary call's selector names: false after a not_found reply. */
-static bool selected(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, char exe[SAAS_ID_MAX + 1])
+/*
+ * The process a unary call's selector names: an execution (exe) or a
+ * terminal (*pty, the caller's reference). false after a not_found reply.
+ */
+static bool selected(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, char exe[SAAS_ID_MAX + 1],
+                     struct aas_e2b_pty **pty)
 {
 	uint32_t pid = selector_pid(msg);
 
-	if (!pid || !pid_find(t->id, pid, exe, NULL)) {
+	if (!pid || !pid_find(t->id, pid, exe, NULL, pty)) {
 		aas_e2b_reply_unary_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found", pid);
 		return false;
 	}
@@ -751,6 +989,7 @@ static void rpc_signal(struct aas_reply *out, struct aas_e2b_target *t, json_t *
 	json_t *sig = json_object_get(msg, "signal");
 	const char *name = NULL;
 	char exe[SAAS_ID_MAX + 1];
+	struct aas_e2b_pty *pty = NULL;
 	int rc;
 
 	if (json_is_string(sig))
@@ -763,8 +1002,17 @@ static void rpc_signal(struct aas_reply *out, struct aas_e2b_target *t, json_t *
 		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
 		return;
 	}
-	if (!selected(out, t, msg, exe))
+	if (!selected(out, t, msg, exe, &pty))
 		return;
+	if (pty) {
+		/* A terminal is hung up on, for either signal: its shell and what it started get SIGHUP. */
+		if (aas_e2b_pty_kill(pty) < 0)
+			reply_exec_error(out, SAAS_ESTATE, selector_pid(msg), "e2b: signal");
+		else
+			aas_e2b_reply_unary(out, NULL);
+		aas_e2b_pty_unref(pty);
+		return;
+	}
 	/* The whole group, as envd kills the process it started with what it started. */
 	if ((rc = saas_execution_signal(t->client, exe, name, SAAS_SIGNAL_GROUP)) < 0) {
 		reply_exec_error(out, rc, selector_pid(msg), "e2b: signal");
@@ -773,30 +1021,80 @@ static void rpc_signal(struct aas_reply *out, struct aas_e2b_target *t, json_t *
 	aas_e2b_reply_unary(out, NULL);
 }
 
+/* SendInput (stdin of a command, or keystrokes of a terminal) and CloseStdin (commands only, as envd's). */
 static void rpc_input(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, bool close)
 {
 	json_t *input = json_object_get(msg, "input"), *data = json_object_get(input, "stdin");
+	json_t *keys = json_object_get(input, "pty");
 	char exe[SAAS_ID_MAX + 1];
+	struct aas_e2b_pty *pty = NULL;
 	void *bytes = NULL;
 	size_t len = 0;
 	int rc;
 
-	if (!close && json_object_get(input, "pty")) {
-		aas_e2b_reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "a PTY through the E2B API is not served yet");
-		return;
-	}
+	if (keys)
+		data = keys;
 	if (!close && (!json_is_string(data) ||
 	               saas_base64_decode(&bytes, &len, json_string_value(data), json_string_length(data)) < 0)) {
-		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "input.stdin must be base64 bytes");
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "input.stdin or input.pty must be base64 bytes");
 		return;
 	}
-	if (selected(out, t, msg, exe)) {
-		if ((rc = saas_execution_stdin(t->client, exe, bytes, len, close ? SAAS_STDIN_CLOSE : 0)) < 0)
-			reply_exec_error(out, rc, selector_pid(msg), "e2b: stdin");
+	if (!selected(out, t, msg, exe, &pty))
+		goto out;
+	if (pty && close) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "a PTY has no stdin to close: send Ctrl+D "
+		                          "(0x04) instead");
+	} else if (pty && !keys) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process %" PRIu32 " is a PTY: send input.pty, "
+		                          "not input.stdin", selector_pid(msg));
+	} else if (!pty && keys) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process %" PRIu32 " is not a PTY: send "
+		                          "input.stdin, not input.pty", selector_pid(msg));
+	} else if (pty) {
+		if ((rc = aas_e2b_pty_input(pty, bytes, len)) == SAAS_ETIMEOUT)
+			aas_e2b_reply_unary_error(out, AAS_CONNECT_UNAVAILABLE, "the terminal's shell took no input for a while; "
+			                          "part of it may have been taken");
+		else if (rc < 0)
+			reply_exec_error(out, rc, selector_pid(msg), "e2b: pty input");
 		else
 			aas_e2b_reply_unary(out, NULL);
+	} else if ((rc = saas_execution_stdin(t->client, exe, bytes, len, close ? SAAS_STDIN_CLOSE : 0)) < 0) {
+		reply_exec_error(out, rc, selector_pid(msg), "e2b: stdin");
+	} else {
+		aas_e2b_reply_unary(out, NULL);
 	}
+out:
+	aas_e2b_pty_unref(pty);
 	saas_free(bytes);
+}
+
+/* process.Process/Update: a terminal's new size (the shell gets SIGWINCH). */
+static void rpc_update(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
+{
+	json_t *pty_msg = json_object_get(msg, "pty");
+	struct aas_e2b_pty *pty = NULL;
+	char exe[SAAS_ID_MAX + 1], why[128];
+	unsigned int cols, rows;
+	int rc;
+
+	if (!pty_msg || json_is_null(pty_msg)) {
+		aas_e2b_reply_unary(out, NULL); /* nothing to change */
+		return;
+	}
+	if (!pty_size(pty_msg, &cols, &rows, why, sizeof(why))) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
+		return;
+	}
+	if (!selected(out, t, msg, exe, &pty))
+		return;
+	if (!pty)
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process %" PRIu32 " is not a PTY: it has no "
+		                          "size", selector_pid(msg));
+	else if ((rc = aas_e2b_pty_resize(pty, cols, rows)) < 0)
+		reply_exec_error(out, rc, selector_pid(msg), "e2b: pty resize");
+	else
+		aas_e2b_reply_unary(out, NULL);
+	aas_e2b_pty_unref(pty);
 }
 
 void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *method,
@@ -814,6 +1112,8 @@ void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_ta
 		rpc_input(out, t, msg, false);
 	else if (strcmp(method, "CloseStdin") == 0)
 		rpc_input(out, t, msg, true);
+	else if (strcmp(method, "Update") == 0)
+		rpc_update(out, t, msg);
 	else if (t->streaming)
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_UNIMPLEMENTED, "process.Process/%s is not served by this "
 		                           "server yet (docs/e2b.md)", method);

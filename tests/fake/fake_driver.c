@@ -896,7 +896,8 @@ static int fake_network_stats(void *ctx, const char *name, saas_vm_network_stats
  * A terminal: a thread that plays a shell on a socket pair. It greets with
  * "fake-shell TERM CxR tty|notty\r\n", echoes every byte as a terminal
  * would, answers a resize with "resize CxR\r\n", and ends at a line
- * "exit N" (status N) or at end-of-input (status 0). After a line "hold" it
+ * "exit N" (status N), "exit" (0, as a shell's builtin) or at end-of-input
+ * (status 0). After a line "hold" it
  * reads nothing more, as a busy shell does, until it is hung up on.
  */
 struct fake_pty {
@@ -955,7 +956,9 @@ static void *fake_pty_main(void *arg)
 				int code;
 				line[used] = '\0';
 				used = 0;
-				if (sscanf(line, "exit %d", &code) == 1) {
+				if (strcmp(line, "exit") == 0)
+					code = 0;
+				if (strcmp(line, "exit") == 0 || sscanf(line, "exit %d", &code) == 1) {
 					pthread_mutex_lock(&t->mu);
 					t->status = code;
 					pthread_mutex_unlock(&t->mu);
