@@ -24,19 +24,6 @@
 
 /* E2B processes remembered at once (pids to executions); past it the oldest is forgotten. */
 #define PIDS_MAX 4096
-/* Command streams open at once, in all and per account (each holds a connection's thread); more are refused. */
-#define STREAMS_MAX 256
-#define STREAMS_PER_ACCOUNT 32
-/* The keepalive a stream sends after this much silence when the client names none (envd's default is 90 s). */
-#define KEEPALIVE_DEFAULT_MS 50000
-/*
- * A stream with nothing to send looks this often whether its client is
- * still there: one that disconnected frees its slot (and thread) within
- * this, not at the next keepalive.
- */
-#define GONE_POLL_MS 1000
-/* A follower's buffer stops filling past this; the client's reading drains it. */
-#define STREAM_BUF_MAX ((size_t)256 << 10)
 /* The working directory E2B's home stands for (docs/e2b.md). */
 #define HOME "/workspace"
 /* An ended PTY can still be connected to this long (envd keeps an ended process's end 30 s). */
@@ -340,399 +327,6 @@ static char *cwd_of(json_t *config)
 	return out;
 }
 
-/* A header's decimal value, at most max (digits only); def when absent or not one. */
-static uint64_t header_uint(struct aas_req *r, const char *name, uint64_t max, uint64_t def)
-{
-	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
-	uint64_t v = 0;
-
-	if (!h || !*h || strlen(h) > 19)
-		return def;
-	for (const char *p = h; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return def;
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	return v > max ? max : v;
-}
-
-/* ---- streams ---- */
-
-static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
-static unsigned int streams;
-/* The accounts with streams open, and how many each: at most STREAMS_MAX of them. */
-static struct {
-	char account[SAAS_ID_MAX + 1];
-	unsigned int n;
-} slots[STREAMS_MAX];
-
-/*
- * Take a stream's slot for account, before anything is started for it: true,
- * or false after a resource_exhausted reply (the SDK's RateLimitError).
- */
-static bool slot_take(const char *account, struct aas_reply *out)
-{
-	size_t i, free_slot = STREAMS_MAX;
-	bool ok = false;
-	unsigned int mine = 0;
-
-	pthread_mutex_lock(&streams_mu);
-	for (i = 0; i < STREAMS_MAX; i++) {
-		if (slots[i].n && strcmp(slots[i].account, account) == 0)
-			break;
-		if (!slots[i].n && free_slot == STREAMS_MAX)
-			free_slot = i;
-	}
-	if (i == STREAMS_MAX)
-		i = free_slot;
-	/* Every stream is some account's, so a free slot exists while streams < STREAMS_MAX. */
-	if (streams < STREAMS_MAX && i < STREAMS_MAX && slots[i].n < STREAMS_PER_ACCOUNT) {
-		snprintf(slots[i].account, sizeof(slots[i].account), "%s", account);
-		slots[i].n++;
-		streams++;
-		ok = true;
-	} else if (i < STREAMS_MAX) {
-		mine = slots[i].n;
-	}
-	pthread_mutex_unlock(&streams_mu);
-	if (!ok && mine >= STREAMS_PER_ACCOUNT)
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "this account has %d command streams open, "
-		                           "the most it may; disconnect one (or run in the background and reconnect)",
-		                           STREAMS_PER_ACCOUNT);
-	else if (!ok)
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "%d command streams are open on this "
-		                           "server, the most it takes; try again", STREAMS_MAX);
-	return ok;
-}
-
-static void slot_release(const char *account)
-{
-	pthread_mutex_lock(&streams_mu);
-	for (size_t i = 0; i < STREAMS_MAX; i++) {
-		if (slots[i].n && strcmp(slots[i].account, account) == 0) {
-			slots[i].n--;
-			streams--;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&streams_mu);
-}
-
-struct stream {
-	char account[SAAS_ID_MAX + 1];  /* its slot's */
-	int fd;                         /* the connection's socket, to see the client leave; -1: unknown */
-	saas_client *client;
-	char exe[SAAS_ID_MAX + 1];
-	saas_exec_cursor cur;
-	struct aas_e2b_pty *pty;        /* a terminal's stream (a reference), else a command's */
-	uint64_t pty_offset;
-	unsigned char *buf;
-	size_t len, off, cap;
-	bool ended, oom, first, ending;
-	int64_t deadline_ms;              /* Connect-Timeout-Ms from the start; 0: none */
-	unsigned int keepalive_ms;
-	int64_t quiet_since_ms;
-};
-
-static void put_bytes(struct stream *s, const void *data, size_t n)
-{
-	if (s->len + n > s->cap) {
-		size_t cap = s->cap ? s->cap : 4096;
-		unsigned char *p;
-		while (cap < s->len + n)
-			cap *= 2;
-		if (!(p = realloc(s->buf, cap))) {
-			s->oom = true;
-			return;
-		}
-		s->buf = p;
-		s->cap = cap;
-	}
-	memcpy(s->buf + s->len, data, n);
-	s->len += n;
-}
-
-/* One frame of flags with the JSON message (stolen). */
-static void put_frame(struct stream *s, unsigned int flags, json_t *msg)
-{
-	char *text = msg ? json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-	unsigned char *frame;
-	size_t len;
-
-	json_decref(msg);
-	if (!text || !(frame = aas_connect_frame(flags, text, strlen(text), &len))) {
-		free(text);
-		s->oom = true;
-		return;
-	}
-	put_bytes(s, frame, len);
-	free(frame);
-	free(text);
-}
-
-static void put_end_stream(struct stream *s, int code, const char *message)
-{
-	char *payload = aas_connect_end_payload(code, message);
-
-	put_frame(s, AAS_CONNECT_FLAG_END, payload ? json_loads(payload, 0, NULL) : NULL);
-	free(payload);
-	s->ended = true;
-}
-
-static void put_event(struct stream *s, const char *kind, json_t *body)
-{
-	put_frame(s, 0, json_pack("{s:{s:o}}", "event", kind, body ? body : json_object()));
-}
-
-static int on_output(void *ud, int stream, uint64_t offset, const void *data, size_t len)
-{
-	struct stream *s = ud;
-	char *b64 = saas_base64_encode(data, len);
-
-	if (stream == SAAS_EXEC_STDOUT)
-		s->cur.stdout_offset = offset + len;
-	else
-		s->cur.stderr_offset = offset + len;
-	if (!b64) {
-		s->oom = true;
-		return 1;
-	}
-	put_event(s, "data", json_pack("{s:s}", stream == SAAS_EXEC_STDOUT ? "stdout" : "stderr", b64));
-	saas_free(b64);
-	return s->first || s->oom || s->len >= STREAM_BUF_MAX;
-}
-
-/* The end event as envd words it: "exit status N", or a kill's "signal: killed" with -1. */
-static void on_exit_(void *ud, const saas_execution *x)
-{
-	struct stream *s = ud;
-	char status[64];
-	json_t *end;
-
-	if (x->status == SAAS_EXEC_EXITED) {
-		snprintf(status, sizeof(status), "exit status %d", x->exit_code);
-		end = json_pack("{s:i,s:b,s:s}", "exitCode", x->exit_code, "exited", 1, "status", status);
-		if (end && x->exit_code != 0)
-			json_object_set_new(end, "error", json_string(status));
-	} else {
-		const char *why = x->status == SAAS_EXEC_TIMEDOUT ? "signal: killed" : x->error && *x->error ? x->error
-		                                                                                               : "failed";
-		end = json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1, "exited", 0, "status",
-		                x->status == SAAS_EXEC_TIMEDOUT ? "signal: killed" : "failed", "error", why);
-	}
-	put_event(s, "end", end);
-	s->ending = true;
-}
-
-/* The end event of a terminal: its shell's exit status, or a hang-up as envd words a kill. */
-static void put_pty_end(struct stream *s, int rc, int status)
-{
-	char text[64];
-	json_t *end;
-
-	if (rc == 1) {
-		snprintf(text, sizeof(text), "exit status %d", status);
-		end = json_pack("{s:i,s:b,s:s}", "exitCode", status, "exited", 1, "status", text);
-		if (end && status != 0)
-			json_object_set_new(end, "error", json_string(text));
-	} else {
-		end = json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1, "exited", 0, "status", "signal: killed", "error",
-		                "signal: killed");
-	}
-	put_event(s, "end", end);
-}
-
-/* follow_more for a terminal: its output since the stream's offset, as pty data events. */
-static void follow_pty(struct stream *s)
-{
-	unsigned char chunk[32768];
-	int64_t now = aas_now_ms(), wait = s->keepalive_ms - (now - s->quiet_since_ms);
-	size_t got = 0;
-	int status = -1, rc;
-
-	if (wait > GONE_POLL_MS)
-		wait = GONE_POLL_MS;
-	if (s->deadline_ms && s->deadline_ms - now < wait)
-		wait = s->deadline_ms - now;
-	s->len = s->off = 0;
-	rc = aas_e2b_pty_follow(s->pty, &s->pty_offset, chunk, sizeof(chunk), &got, &status,
-	                        wait > 0 ? (unsigned int)wait : 0);
-	now = aas_now_ms();
-	if (got) {
-		char *b64 = saas_base64_encode(chunk, got);
-		if (!b64)
-			s->oom = true;
-		else
-			put_event(s, "data", json_pack("{s:s}", "pty", b64));
-		saas_free(b64);
-		s->quiet_since_ms = now;
-	} else if (rc) {
-		put_pty_end(s, rc, status);
-		put_end_stream(s, AAS_CONNECT_OK, NULL);
-		return;
-	} else if (s->deadline_ms && now >= s->deadline_ms) {
-		/* The terminal is hung up on at the same deadline (its reader's), and says so to later subscribers. */
-		put_end_stream(s, AAS_CONNECT_DEADLINE_EXCEEDED, "the call's deadline (Connect-Timeout-Ms) passed");
-		return;
-	} else if (now - s->quiet_since_ms >= s->keepalive_ms) {
-		put_event(s, "keepalive", NULL);
-		s->quiet_since_ms = now;
-	}
-	if (s->oom)
-		put_end_stream(s, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
-}
-
-/*
- * Fill the buffer, as /v1's follower does (api/exec.c): what the
- * execution has now; else the first chunk to come, waiting up to the
- * keepalive or the deadline; else a keepalive, or the deadline's end.
- */
-static void follow_more(struct stream *s)
-{
-	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
-	saas_exec_cursor cur = s->cur;
-	int64_t now = aas_now_ms(), wait = s->keepalive_ms - (now - s->quiet_since_ms);
-	int rc;
-
-	if (s->pty) {
-		follow_pty(s);
-		return;
-	}
-	/* Short waits: between them the reader looks whether the client is still there (stream_read). */
-	if (wait > GONE_POLL_MS)
-		wait = GONE_POLL_MS;
-	cb.output = on_output;
-	cb.exit = on_exit_;
-	cb.userdata = s;
-	s->len = s->off = 0;
-	s->first = false;
-	rc = saas_execution_follow(NULL, s->client, s->exe, &cur, &cb, 0, 0);
-	if (rc == SAAS_OK && !s->len && !s->ending) {
-		if (s->deadline_ms && s->deadline_ms - now < wait)
-			wait = s->deadline_ms - now;
-		if (wait > 0) {
-			s->first = true;
-			cur = s->cur;
-			rc = saas_execution_follow(NULL, s->client, s->exe, &cur, &cb, (unsigned int)wait, SAAS_FOLLOW_WAIT);
-		}
-	}
-	now = aas_now_ms();
-	if (rc < 0) {
-		put_end_stream(s, aas_connect_code_from_saas(rc), aas_tenant_message(rc, "e2b: following a command"));
-		return;
-	}
-	if (s->ending) {
-		put_end_stream(s, AAS_CONNECT_OK, NULL);
-		return;
-	}
-	if (s->len) {
-		s->quiet_since_ms = now;
-	} else if (s->deadline_ms && now >= s->deadline_ms) {
-		/* The client's deadline: the stream ends; the command ends at its own timeout, the same moment. */
-		put_end_stream(s, AAS_CONNECT_DEADLINE_EXCEEDED, "the call's deadline (Connect-Timeout-Ms) passed");
-		return;
-	} else if (now - s->quiet_since_ms >= s->keepalive_ms) {
-		put_event(s, "keepalive", NULL);
-		s->quiet_since_ms = now;
-	}
-	if (s->oom)
-		put_end_stream(s, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
-}
-
-/*
- * Has the client closed or reset its connection? Nothing else reads the
- * socket while its answer streams (a client does not send its next request
- * before this answer ends), so a FIN or a reset waits there (as http.c's
- * aas_client_gone sees it).
- */
-static bool client_gone(int fd)
-{
-	ssize_t n;
-	char c;
-
-	if (fd < 0)
-		return false;
-	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	struct stream *s = cls;
-	size_t n;
-
-	(void)pos;
-	while (s->off == s->len) {
-		if (s->ended)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (client_gone(s->fd))
-			return MHD_CONTENT_READER_END_WITH_ERROR; /* the command runs on; its slot is free at once */
-		follow_more(s);
-	}
-	n = s->len - s->off < max ? s->len - s->off : max;
-	memcpy(buf, s->buf + s->off, n);
-	s->off += n;
-	return (ssize_t)n;
-}
-
-static void stream_free(void *cls)
-{
-	struct stream *s = cls;
-
-	/* The client left or the stream ended; the command runs on either way (envd detaches too). */
-	slot_release(s->account);
-	aas_e2b_pty_unref(s->pty);
-	saas_client_free(s->client);
-	free(s->buf);
-	free(s);
-}
-
-/*
- * Answer with the command stream of execution exe from cursor cur: the start
- * event (pid), then its output, its end and the end-stream frame; for a
- * terminal (pty, whose output is then from cur->stdout_offset), the same of
- * it. Takes the client, the account's slot (slot_take) and the reference to
- * pty, given to the stream or released here on failure.
- */
-static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *account,
-                         const char *exe, struct aas_e2b_pty *pty, uint32_t pid, const saas_exec_cursor *cur)
-{
-	struct stream *s = NULL;
-	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
-	uint64_t keepalive_s = header_uint(r, "Keepalive-Ping-Interval", 3600, 0);
-	const union MHD_ConnectionInfo *ci;
-
-	if (!(s = calloc(1, sizeof(*s)))) {
-		aas_e2b_pty_unref(pty);
-		saas_client_free(client);
-		slot_release(account);
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	snprintf(s->account, sizeof(s->account), "%s", account);
-	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	s->fd = ci ? ci->connect_fd : -1;
-	s->client = client;
-	snprintf(s->exe, sizeof(s->exe), "%s", exe);
-	s->cur = *cur;
-	if ((s->pty = pty))
-		s->pty_offset = cur->stdout_offset;
-	s->keepalive_ms = keepalive_s ? (unsigned int)keepalive_s * 1000 : KEEPALIVE_DEFAULT_MS;
-	s->deadline_ms = timeout_ms ? aas_now_ms() + (int64_t)timeout_ms : 0;
-	s->quiet_since_ms = aas_now_ms();
-	/* The start event at once: the SDK waits for it before anything else (60 s at most). */
-	put_event(s, "start", json_pack("{s:I}", "pid", (json_int_t)pid));
-	if (!(out->response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s,
-	                                                        stream_free))) {
-		stream_free(s);
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	out->status = 200;
-	MHD_add_response_header(out->response, "Content-Type", "application/connect+json");
-	aas_reply_common_headers(out->response);
-}
-
 /* ---- the calls ---- */
 
 /* A PTY's size ({"size":{"cols":C,"rows":R}}): false with why when it is not one of 1 to SAAS_PTY_SIZE_MAX each way. */
@@ -809,7 +403,7 @@ static void start_pty(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	saas_pty_options o = SAAS_PTY_OPTIONS_INIT;
 	saas_exec_cursor cur = { 0, 0 };
 	struct aas_e2b_pty *pty = NULL;
-	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
+	uint64_t timeout_ms = aas_e2b_header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
 	char why[512];
 	uint32_t pid;
 	int rc;
@@ -818,19 +412,20 @@ static void start_pty(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 		return;
 	}
-	if (!slot_take(t->account, out))
+	if (!aas_e2b_slot_take(t->account, out))
 		return;
 	/* The call's deadline ends the terminal (envd's does); none is a command's longest, not for ever. */
 	if (!timeout_ms || timeout_ms > (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000)
 		timeout_ms = (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000;
 	if ((rc = aas_e2b_pty_open(&pty, t->client, t->id, t->account, &o, aas_now_ms() + (int64_t)timeout_ms, why,
 	                           sizeof(why))) < 0) {
-		slot_release(t->account);
+		aas_e2b_slot_release(t->account);
 		aas_e2b_reply_stream_error(out, aas_connect_code_from_saas(rc), "%s", why);
 		return;
 	}
 	pid = pid_add(t->id, "", config, pty);
-	reply_stream(r, out, t->client, t->account, "", pty, pid, &cur);
+	aas_e2b_reply_stream(r, out, t->client, t->account,
+	                     &(struct aas_e2b_follow){ .pty = pty, .pid = pid, .cur = cur });
 	t->client = NULL;
 }
 
@@ -842,7 +437,7 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	saas_execution *x = NULL;
 	json_t *config = json_object_get(msg, "process"), *pty = json_object_get(msg, "pty");
 	char why[512], *command = NULL, *cwd = NULL, **env = NULL;
-	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
+	uint64_t timeout_ms = aas_e2b_header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
 	unsigned int flags = SAAS_EXEC_BACKGROUND;
 	bool taken = false;
 	uint32_t pid;
@@ -860,7 +455,7 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 		goto out;
 	}
-	if (!slot_take(t->account, out))
+	if (!aas_e2b_slot_take(t->account, out))
 		goto out;
 	taken = true;
 	if (json_is_true(json_object_get(msg, "stdin")))
@@ -877,12 +472,13 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		goto out;
 	}
 	pid = pid_add(t->id, x->id, config, NULL);
-	reply_stream(r, out, t->client, t->account, x->id, NULL, pid, &cur);
+	aas_e2b_reply_stream(r, out, t->client, t->account,
+	                     &(struct aas_e2b_follow){ .exe = x->id, .pid = pid, .cur = cur });
 	t->client = NULL;
 	taken = false;
 out:
 	if (taken)
-		slot_release(t->account);
+		aas_e2b_slot_release(t->account);
 	saas_execution_free(x);
 	env_free(env);
 	free(command);
@@ -906,11 +502,12 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	if (pty) {
 		/* A subscriber sees what comes after it subscribed; an ended terminal's end comes at once. */
 		cur.stdout_offset = aas_e2b_pty_offset(pty);
-		if (!slot_take(t->account, out)) {
+		if (!aas_e2b_slot_take(t->account, out)) {
 			aas_e2b_pty_unref(pty);
 			return;
 		}
-		reply_stream(r, out, t->client, t->account, "", pty, pid, &cur);
+		aas_e2b_reply_stream(r, out, t->client, t->account,
+		                     &(struct aas_e2b_follow){ .pty = pty, .pid = pid, .cur = cur });
 		t->client = NULL;
 		return;
 	}
@@ -922,9 +519,10 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	cur.stdout_offset = x->stdout_total;
 	cur.stderr_offset = x->stderr_total;
 	saas_execution_free(x);
-	if (!slot_take(t->account, out))
+	if (!aas_e2b_slot_take(t->account, out))
 		return;
-	reply_stream(r, out, t->client, t->account, exe, NULL, pid, &cur);
+	aas_e2b_reply_stream(r, out, t->client, t->account,
+	                     &(struct aas_e2b_follow){ .exe = exe, .pid = pid, .cur = cur });
 	t->client = NULL;
 }
 
@@ -944,7 +542,12 @@ static void rpc_list(struct aas_reply *out, struct aas_e2b_target *t)
 	for (size_t i = 0; i < l->count; i++) {
 		const saas_execution *x = l->items[i];
 		json_t *config = NULL;
-		uint32_t pid = pid_of(t->id, x->id, &config);
+		uint32_t pid;
+
+		/* A directory watcher runs as a command, but is none of the tenant's: envd lists no watches. */
+		if (aas_e2b_watch_has(x->id))
+			continue;
+		pid = pid_of(t->id, x->id, &config);
 		/* Started through /v1: E2B's shape of it, and a pid from now on. */
 		if (!config)
 			config = json_pack("{s:s,s:[s,s,s],s:{}}", "cmd", "/bin/bash", "args", "-l", "-c",
