@@ -29,6 +29,8 @@
 #define PTY_SERVER_MAX 256
 /* A SendInput that the shell takes nothing of for this long fails (a shell that reads nothing would hold the call). */
 #define PTY_WRITE_TIMEOUT_MS 5000
+/* The reader thread's stack. */
+#define PTY_READER_STACK ((size_t)256 << 10)
 
 struct aas_e2b_pty {
 	pthread_mutex_t mu;
@@ -185,8 +187,9 @@ int aas_e2b_pty_open(struct aas_e2b_pty **out, saas_client *client, const char *
 	const struct aas_config *cfg = aas_e2b_state.cfg;
 	struct aas_e2b_pty *p = NULL;
 	unsigned int in_sandbox, in_account, all;
+	pthread_attr_t attr;
 	pthread_t tid;
-	int rc = SAAS_ENOMEM;
+	int rc = SAAS_ENOMEM, started;
 
 	*out = NULL;
 	if (!(p = calloc(1, sizeof(*p)))) {
@@ -234,14 +237,21 @@ int aas_e2b_pty_open(struct aas_e2b_pty **out, saas_client *client, const char *
 	pthread_mutex_lock(&list_mu);
 	/* Counted again under the lock the open list changes under: two opens at once must not both pass. */
 	count(sandbox, account, &in_sandbox, &in_account, &all);
-	if (in_sandbox >= cfg->pty_per_sandbox || in_account >= cfg->pty_per_account || all >= PTY_SERVER_MAX ||
-	    pthread_create(&tid, NULL, reader_main, p) != 0) {
+	started = -1;
+	if (in_sandbox < cfg->pty_per_sandbox && in_account < cfg->pty_per_account && all < PTY_SERVER_MAX &&
+	    pthread_attr_init(&attr) == 0) {
+		/* A small stack, as a connection's (conn.c): the reader holds one buffer and calls recv. */
+		pthread_attr_setstacksize(&attr, PTY_READER_STACK);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		started = pthread_create(&tid, &attr, reader_main, p);
+		pthread_attr_destroy(&attr);
+	}
+	if (started != 0) {
 		pthread_mutex_unlock(&list_mu);
 		snprintf(why, whysize, "too many terminals open at once; kill one first");
 		rc = SAAS_ELIMIT;
 		goto fail;
 	}
-	pthread_detach(tid);
 	readers++;
 	if ((p->next = open_list))
 		open_list->prevp = &p->next;

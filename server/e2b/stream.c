@@ -227,7 +227,7 @@ static void put_watch_end(struct stream *s, const char *why)
 static int on_output(void *ud, int stream, uint64_t offset, const void *data, size_t len)
 {
 	struct stream *s = ud;
-	char *b64 = saas_base64_encode(data, len);
+	char *b64;
 
 	if (stream == SAAS_EXEC_STDOUT)
 		s->cur.stdout_offset = offset + len;
@@ -235,14 +235,13 @@ static int on_output(void *ud, int stream, uint64_t offset, const void *data, si
 		s->cur.stderr_offset = offset + len;
 	if (s->watch) {
 		char why[128];
-		saas_free(b64);
 		/* Its stderr is Python's, not ours to pass on; its stdout is parsed as hostile. */
 		if (stream == SAAS_EXEC_STDOUT && !s->ended &&
 		    aas_e2b_watch_feed(&s->parser, data, len, on_watch_line, s, why, sizeof(why)) != 0)
 			put_watch_end(s, "the watcher's output is not a watcher's: the watch ends");
 		return s->first || s->oom || s->ended || s->len >= STREAM_BUF_MAX;
 	}
-	if (!b64) {
+	if (!(b64 = saas_base64_encode(data, len))) {
 		s->oom = true;
 		return 1;
 	}

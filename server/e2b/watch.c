@@ -354,28 +354,26 @@ void aas_e2b_watch_shutdown(void)
 
 /* ---- starting a watcher ---- */
 
-/* 'text' as one shell word into out (size bytes): false when it does not fit. */
-static bool shell_word(char *out, size_t size, const char *text)
+/* 'text' as one shell word (a quote becomes '\''): malloc()ed, NULL when out of memory. */
+static char *shell_word(const char *text)
 {
+	char *out = malloc(4 * strlen(text) + 3);
 	size_t k = 0;
 
-	if (size < 3)
-		return false;
+	if (!out)
+		return NULL;
 	out[k++] = '\'';
 	for (const char *p = text; *p; p++) {
-		const char *piece = *p == '\'' ? "'\\''" : NULL;
-		size_t n = piece ? 4 : 1;
-		if (k + n + 2 > size)
-			return false;
-		if (piece)
-			memcpy(out + k, piece, n);
-		else
-			out[k] = *p;
-		k += n;
+		if (*p == '\'') {
+			memcpy(out + k, "'\\''", 4);
+			k += 4;
+		} else {
+			out[k++] = *p;
+		}
 	}
 	out[k++] = '\'';
 	out[k] = '\0';
-	return true;
+	return out;
 }
 
 /*
@@ -406,13 +404,13 @@ static bool watch_args(json_t *msg, char *dir, size_t size, bool *recursive, cha
 	return true;
 }
 
-/* Start the watcher of msg's directory for entry i: its execution's id, or NULL after filling code and why. */
+/* Start the watcher of msg's directory: its execution's id (malloc()ed), or NULL after filling code and why. */
 static char *watcher_start(struct aas_e2b_target *t, json_t *msg, int64_t timeout_s, int *code, char *why,
                            size_t whysize)
 {
 	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 	saas_execution *x = NULL;
-	char dir[4096 + sizeof(HOME) + 2], word[3 * sizeof(dir) + 3], *command = NULL, *id = NULL;
+	char dir[4096 + sizeof(HOME) + 2], *word = NULL, *command = NULL, *id = NULL;
 	bool recursive;
 	size_t len;
 	int rc;
@@ -420,14 +418,10 @@ static char *watcher_start(struct aas_e2b_target *t, json_t *msg, int64_t timeou
 	*code = AAS_CONNECT_INVALID_ARGUMENT;
 	if (!watch_args(msg, dir, sizeof(dir), &recursive, why, whysize))
 		return NULL;
-	if (!shell_word(word, sizeof(word), dir)) {
-		snprintf(why, whysize, "path is too long");
-		return NULL;
-	}
-	len = sizeof(watcher) + strlen(word) + 64;
-	if (!(command = malloc(len))) {
+	if (!(word = shell_word(dir)) || !(command = malloc(len = sizeof(watcher) + strlen(word) + 64))) {
 		*code = AAS_CONNECT_RESOURCE_EXHAUSTED;
 		snprintf(why, whysize, "out of memory");
+		free(word);
 		return NULL;
 	}
 	snprintf(command, len, "exec python3 -c '%s' %s %d", watcher, word, recursive ? 1 : 0);
@@ -443,6 +437,7 @@ static char *watcher_start(struct aas_e2b_target *t, json_t *msg, int64_t timeou
 	}
 	saas_execution_free(x);
 	free(command);
+	free(word);
 	return id;
 }
 
