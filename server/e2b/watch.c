@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
@@ -40,6 +41,8 @@
 #define WATCH_POLL_MAX 1000
 /* How long CreateWatcher waits for the watcher to say it watches. */
 #define WATCH_START_MS 30000
+/* How long a kill waits for the watcher's end. */
+#define WATCH_KILL_WAIT_MS 2000
 /* The watcher's output the engine keeps: the most a command may have (docs/e2b.md). */
 #define WATCH_OUTPUT SAAS_EXEC_OUTPUT_MAX
 #define HOME "/workspace"
@@ -49,7 +52,10 @@
  * "S" once its watches are set, "E WORD" when it cannot watch, then a line
  * per event: C create (a move into counts), W write, R remove, M rename (a
  * move away), A chmod, as envd's fsnotify maps them; the name is relative
- * to the directory, in hex (names may hold any byte but '/' and NUL).
+ * to the directory, in hex (names may hold any byte but '/' and NUL). A
+ * directory that appears under a recursive watch is watched at once, and
+ * what was made in it before its watch was set is reported as created (a
+ * `mkdir -p d && echo > d/f` would lose d/f otherwise).
  * Written without a single quote: it travels in one.
  */
 static const char watcher[] =
@@ -69,12 +75,15 @@ static const char watcher[] =
 	" w=c.inotify_add_watch(fd,p,M)\n"
 	" if w>=0:W[w]=p\n"
 	" return w\n"
-	"def walk(p):\n"
+	"def walk(p,new):\n"
+	" e=[]\n"
 	" for d,ds,fs in os.walk(p):\n"
 	"  for x in ds:add(os.path.join(d,x))\n"
+	"  if new:e+=[b\"C \"+os.path.relpath(os.path.join(d,x),root).hex().encode() for x in ds+fs]\n"
+	" return e\n"
 	"if fd<0 or add(root)<0:\n"
 	" say(b\"E inotify\");sys.exit(1)\n"
-	"if rec:walk(root)\n"
+	"if rec:walk(root,0)\n"
 	"say(b\"S\")\n"
 	"T=((0x100,b\"C\"),(0x80,b\"C\"),(0x2,b\"W\"),(0x200,b\"R\"),(0x400,b\"R\"),(0x40,b\"M\"),(0x800,b\"M\"),(0x4,b\"A\"))\n"
 	"while True:\n"
@@ -89,7 +98,7 @@ static const char watcher[] =
 	"  r=os.path.relpath(f,root)\n"
 	"  o+=[t+b\" \"+r.hex().encode() for bit,t in T if m&bit]\n"
 	"  if rec and m&0x40000000 and m&0x180:\n"
-	"   add(f);walk(f)\n"
+	"   add(f);o+=walk(f,1)\n"
 	" if o:say(b\"\\n\".join(o))\n";
 
 /* ---- the watcher's output (pure: fuzz_e2b) ---- */
@@ -228,15 +237,28 @@ static void watch_clear(struct watch *w)
 	memset(w, 0, sizeof(*w));
 }
 
-/* Kill a watcher, in its account's name. */
+/*
+ * Kill a watcher, in its account's name, and wait a little for its end: a
+ * process.Process/List right after a stop must not show it (it is off the
+ * table already), as envd's watch is gone when its call returns.
+ */
 static void kill_watcher(saas_client *client, const char *account, const char *exe)
 {
 	saas_client *own = NULL;
+	saas_execution *x = NULL;
+	int64_t until = aas_now_ms() + WATCH_KILL_WAIT_MS;
 
 	if (!client && saas_client_open_account(&own, aas_e2b_state.engine, account, 0) == SAAS_OK)
 		client = own;
-	if (client)
-		saas_execution_signal(client, exe, "KILL", SAAS_SIGNAL_GROUP);
+	if (client && saas_execution_signal(client, exe, "KILL", SAAS_SIGNAL_GROUP) == SAAS_OK) {
+		while (saas_execution_get(&x, client, exe) == SAAS_OK && x->status == SAAS_EXEC_RUNNING &&
+		       aas_now_ms() < until) {
+			saas_execution_free(x);
+			x = NULL;
+			usleep(20000);
+		}
+	}
+	saas_execution_free(x);
 	saas_client_free(own);
 }
 
