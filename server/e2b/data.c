@@ -5,8 +5,8 @@
  * signed /files URL is found by its signature (urls.c).
  * This file is its front: finding the sandbox and checking the access
  * token before the body is read, the replies in the forms the SDKs read,
- * and the routing of Connect RPC calls to process.c and files.c; GET
- * /health is answered here.
+ * and the routing of Connect RPC calls to process.c, files.c and watch.c;
+ * GET /health is answered here.
  *
  * There is no API key here: the sandbox's envdAccessToken (X-Access-Token)
  * names the account to act for and proves it (gateway.c), and the sandbox
@@ -269,6 +269,11 @@ static void rpc(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target 
 			aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 	} else if (strncmp(method, "process.Process/", 16) == 0) {
 		aas_e2b_process(r, out, t, method + 16, msg);
+	} else if (strcmp(method, "filesystem.Filesystem/WatchDir") == 0 ||
+	           strcmp(method, "filesystem.Filesystem/CreateWatcher") == 0 ||
+	           strcmp(method, "filesystem.Filesystem/GetWatcherEvents") == 0 ||
+	           strcmp(method, "filesystem.Filesystem/RemoveWatcher") == 0) {
+		aas_e2b_watch(r, out, t, method + 22, msg);
 	} else if (strncmp(method, "filesystem.Filesystem/", 22) == 0 && !t->streaming) {
 		aas_e2b_filesystem(out, t, method + 22, msg);
 	} else if (t->streaming) {

@@ -395,6 +395,7 @@ void aas_e2b_shutdown(void)
 {
 	aas_e2b_state.engine = NULL;
 	aas_e2b_process_shutdown();
+	aas_e2b_watch_shutdown();
 	aas_e2b_templates_free(&aas_e2b_state.templates);
 	sodium_memzero(aas_e2b_state.secret, sizeof(aas_e2b_state.secret));
 }

@@ -199,6 +199,99 @@ void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_ta
                      json_t *msg);
 void aas_e2b_process_shutdown(void);
 
+/*
+ * Terminals (pty.c): a PTY process, which outlives the stream that started
+ * it. Reference counted: open gives one; the pid table and each stream hold
+ * their own.
+ */
+struct aas_e2b_pty;
+/* Start the sandbox user's login shell; SAAS_OK, or a libsaas status with why (SAAS_ELIMIT past the bounds). */
+int aas_e2b_pty_open(struct aas_e2b_pty **out, saas_client *client, const char *sandbox, const char *account,
+                     const saas_pty_options *o, int64_t deadline_ms, char *why, size_t whysize);
+void aas_e2b_pty_ref(struct aas_e2b_pty *p);
+void aas_e2b_pty_unref(struct aas_e2b_pty *p);
+/*
+ * Output from *offset (advanced), waiting up to wait_ms for some: 0 with
+ * *got bytes (maybe none); once all is read and the shell ended, 1 with its
+ * *status, or 2 when it was hung up on (a kill, the deadline).
+ */
+int aas_e2b_pty_follow(struct aas_e2b_pty *p, uint64_t *offset, unsigned char *buf, size_t cap, size_t *got,
+                       int *status, unsigned int wait_ms);
+/* The offset output has reached: a new subscriber's start. */
+uint64_t aas_e2b_pty_offset(struct aas_e2b_pty *p);
+bool aas_e2b_pty_running(struct aas_e2b_pty *p);
+/* Ended at least keep_ms before now? */
+bool aas_e2b_pty_gone(struct aas_e2b_pty *p, int64_t now, int64_t keep_ms);
+/* Keystrokes, a new size, a hang-up: SAAS_ESTATE once the shell ended. */
+int aas_e2b_pty_input(struct aas_e2b_pty *p, const void *data, size_t len);
+int aas_e2b_pty_resize(struct aas_e2b_pty *p, unsigned int cols, unsigned int rows);
+int aas_e2b_pty_kill(struct aas_e2b_pty *p);
+/* Hang up on every PTY and wait for their readers. */
+void aas_e2b_pty_shutdown(void);
+
+/*
+ * Server streams (stream.c): Start, Connect and WatchDir answers, each
+ * holding one of its account's slots (taken first: false after a
+ * resource_exhausted reply) and following an execution or a terminal.
+ */
+bool aas_e2b_slot_take(const char *account, struct aas_reply *out);
+void aas_e2b_slot_release(const char *account);
+/* What a stream follows: a command (exe), a terminal (pty), or a directory watcher (exe, watch). */
+struct aas_e2b_follow {
+	const char *exe;
+	struct aas_e2b_pty *pty;  /* a reference the stream takes */
+	uint32_t pid;             /* the start event's (not for a watch) */
+	saas_exec_cursor cur;     /* from where; a terminal's offset is cur.stdout_offset */
+	bool watch;               /* exe is a watcher (watch.c), released with the stream */
+};
+/*
+ * Answer with the stream: the start event, the output as events, the end
+ * and the end-stream frame; keepalives, the deadline (Connect-Timeout-Ms)
+ * and a client that leaves. Takes client, the slot and what f holds.
+ */
+void aas_e2b_reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *account,
+                          const struct aas_e2b_follow *f);
+/* A header's decimal value, at most max; def when absent or not digits. */
+uint64_t aas_e2b_header_uint(struct aas_req *r, const char *name, uint64_t max, uint64_t def);
+
+/*
+ * Directory watches (watch.c): a watcher program run as a command in the
+ * guest, its output parsed here as hostile. The parser is pure (fuzz_e2b):
+ * lines "S" (watching), "E WORD" (failed: notfound, notdir, ...) and
+ * "T HEX" (an event: T one of C W R M A, HEX the name relative to the
+ * watched directory).
+ */
+/* The longest line: a type, a space and the hex of a 4096-byte path. */
+#define AAS_E2B_WATCH_LINE_MAX (2 + 2 * 4096)
+/* Events one watch delivers at most (a stream, or a polling watcher over its life). */
+#define AAS_E2B_WATCH_EVENTS_MAX 100000
+enum { AAS_E2B_WATCH_STARTED = 1, AAS_E2B_WATCH_FAILED, AAS_E2B_WATCH_EVENT };
+struct aas_e2b_watch_parser {
+	char line[AAS_E2B_WATCH_LINE_MAX + 1];
+	size_t len;
+};
+/*
+ * A line: kind; for an event type is E2B's ("EVENT_TYPE_CREATE", ...) and
+ * name the UTF-8 name; for a failure name is the word. Non-zero stops.
+ */
+typedef int (*aas_e2b_watch_cb)(void *ud, int kind, const char *type, const char *name);
+/*
+ * Feed output: 0; the callback's non-zero; or -1 with why for output that
+ * is not a watcher's (a line too long, a bad type or hex). Events whose name
+ * is not UTF-8 or holds a NUL are skipped (they cannot be E2B's strings).
+ */
+int aas_e2b_watch_feed(struct aas_e2b_watch_parser *p, const void *data, size_t len, aas_e2b_watch_cb cb, void *ud,
+                       char *why, size_t whysize);
+/* filesystem.Filesystem's WatchDir, CreateWatcher, GetWatcherEvents and RemoveWatcher. */
+void aas_e2b_watch(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *method,
+                   json_t *msg);
+/* A watch stream's end: its watcher is killed and its count given back. */
+void aas_e2b_watch_release(saas_client *client, const char *exe);
+/* Is exe a watcher's (not a command of the tenant's, so not for process.Process/List)? */
+bool aas_e2b_watch_has(const char *exe);
+/* Kill every polling watcher left (at the server's end). */
+void aas_e2b_watch_shutdown(void);
+
 /* Files (files.c): GET and POST /files, and filesystem.Filesystem's unary calls. */
 void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
 void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const char *method, json_t *msg);

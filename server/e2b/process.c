@@ -1,7 +1,7 @@
 /*
  * Commands through E2B's daemon protocol: process.Process's Start,
- * Connect, List, SendSignal, SendInput and CloseStdin (no PTY yet), as
- * libsaas executions.
+ * Connect, List, SendSignal, SendInput, CloseStdin and Update, as libsaas
+ * executions, or (a Start with `pty`) as terminals (pty.c).
  *
  * A command is a background execution followed by the response's reader
  * (as /v1's event streams are): the start event at once, output as data
@@ -24,21 +24,10 @@
 
 /* E2B processes remembered at once (pids to executions); past it the oldest is forgotten. */
 #define PIDS_MAX 4096
-/* Command streams open at once, in all and per account (each holds a connection's thread); more are refused. */
-#define STREAMS_MAX 256
-#define STREAMS_PER_ACCOUNT 32
-/* The keepalive a stream sends after this much silence when the client names none (envd's default is 90 s). */
-#define KEEPALIVE_DEFAULT_MS 50000
-/*
- * A stream with nothing to send looks this often whether its client is
- * still there: one that disconnected frees its slot (and thread) within
- * this, not at the next keepalive.
- */
-#define GONE_POLL_MS 1000
-/* A follower's buffer stops filling past this; the client's reading drains it. */
-#define STREAM_BUF_MAX ((size_t)256 << 10)
 /* The working directory E2B's home stands for (docs/e2b.md). */
 #define HOME "/workspace"
+/* An ended PTY can still be connected to this long (envd keeps an ended process's end 30 s). */
+#define PTY_KEEP_MS 30000
 
 /* ---- pids ---- */
 
@@ -47,6 +36,7 @@ struct proc {
 	char sandbox[SAAS_ID_MAX + 1];
 	char exe[SAAS_ID_MAX + 1];
 	json_t *config;                   /* ProcessConfig as started, for List */
+	struct aas_e2b_pty *pty;          /* a terminal's (exe is then ""), a reference */
 };
 
 static pthread_mutex_t pids_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -54,15 +44,38 @@ static struct proc pids[PIDS_MAX];
 static size_t pids_next;
 static uint32_t pid_counter = 1000;
 
-static uint32_t pid_add(const char *sandbox, const char *exe, json_t *config)
+/* Forget slot p. pids_mu held. */
+static void pid_forget(struct proc *p)
 {
+	json_decref(p->config);
+	p->config = NULL;
+	if (p->pty) {
+		/* A terminal nobody can reach any more must not run on to its deadline. */
+		aas_e2b_pty_kill(p->pty);
+		aas_e2b_pty_unref(p->pty);
+		p->pty = NULL;
+	}
+	p->pid = 0;
+}
+
+/* A command's (exe) or a terminal's (pty, referenced by the table) new pid. */
+static uint32_t pid_add(const char *sandbox, const char *exe, json_t *config, struct aas_e2b_pty *pty)
+{
+	int64_t now = aas_now_ms();
 	struct proc *p;
 	uint32_t pid;
 
 	pthread_mutex_lock(&pids_mu);
+	/* Terminals past their keeping go now, not when their slot comes round: each holds its output's log. */
+	for (size_t i = 0; i < PIDS_MAX; i++)
+		if (pids[i].pty && aas_e2b_pty_gone(pids[i].pty, now, PTY_KEEP_MS))
+			pid_forget(&pids[i]);
 	p = &pids[pids_next];
 	pids_next = (pids_next + 1) % PIDS_MAX;
-	json_decref(p->config);
+	pid_forget(p);
+	if (pty)
+		aas_e2b_pty_ref(pty);
+	p->pty = pty;
 	/* Never 0 (proto3's "unset"), and not reused while the counter does not wrap. */
 	if (++pid_counter == 0)
 		pid_counter = 1000;
@@ -74,22 +87,48 @@ static uint32_t pid_add(const char *sandbox, const char *exe, json_t *config)
 	return pid;
 }
 
-/* The execution of pid in sandbox: true with exe filled, and a copy of its config if asked. */
-static bool pid_find(const char *sandbox, uint32_t pid, char exe[SAAS_ID_MAX + 1], json_t **config)
+/*
+ * The process pid of sandbox: true with exe filled (a command's) or *pty
+ * (a terminal's, a reference for the caller; exe is then ""), and a copy of
+ * its config if asked. A terminal ended more than PTY_KEEP_MS ago is gone.
+ */
+static bool pid_find(const char *sandbox, uint32_t pid, char exe[SAAS_ID_MAX + 1], json_t **config,
+                     struct aas_e2b_pty **pty)
 {
+	int64_t now = aas_now_ms();
 	bool found = false;
 
+	*pty = NULL;
 	pthread_mutex_lock(&pids_mu);
 	for (size_t i = 0; i < PIDS_MAX && !found; i++) {
 		if (pids[i].pid == pid && pid && strcmp(pids[i].sandbox, sandbox) == 0) {
+			if (pids[i].pty && aas_e2b_pty_gone(pids[i].pty, now, PTY_KEEP_MS)) {
+				pid_forget(&pids[i]);
+				break;
+			}
 			snprintf(exe, SAAS_ID_MAX + 1, "%s", pids[i].exe);
 			if (config)
 				*config = pids[i].config ? json_deep_copy(pids[i].config) : NULL;
+			if ((*pty = pids[i].pty))
+				aas_e2b_pty_ref(*pty);
 			found = true;
 		}
 	}
 	pthread_mutex_unlock(&pids_mu);
 	return found;
+}
+
+/* The running terminals of sandbox: their pids and configs appended to procs (List's). */
+static void pid_ptys(const char *sandbox, json_t *procs)
+{
+	pthread_mutex_lock(&pids_mu);
+	for (size_t i = 0; i < PIDS_MAX; i++) {
+		if (pids[i].pid && pids[i].pty && strcmp(pids[i].sandbox, sandbox) == 0 &&
+		    aas_e2b_pty_running(pids[i].pty))
+			json_array_append_new(procs, json_pack("{s:O,s:I}", "config", pids[i].config, "pid",
+			                                       (json_int_t)pids[i].pid));
+	}
+	pthread_mutex_unlock(&pids_mu);
 }
 
 /* The pid of an execution, or 0; its config copied if asked. */
@@ -111,9 +150,11 @@ static uint32_t pid_of(const char *sandbox, const char *exe, json_t **config)
 
 void aas_e2b_process_shutdown(void)
 {
+	/* Streams are over by now (the server stopped serving): hang up on the terminals, then forget all. */
+	aas_e2b_pty_shutdown();
 	pthread_mutex_lock(&pids_mu);
 	for (size_t i = 0; i < PIDS_MAX; i++) {
-		json_decref(pids[i].config);
+		pid_forget(&pids[i]);
 		memset(&pids[i], 0, sizeof(pids[i]));
 	}
 	pthread_mutex_unlock(&pids_mu);
@@ -280,331 +321,107 @@ static char *cwd_of(json_t *config)
 	return out;
 }
 
-/* A header's decimal value, at most max (digits only); def when absent or not one. */
-static uint64_t header_uint(struct aas_req *r, const char *name, uint64_t max, uint64_t def)
-{
-	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
-	uint64_t v = 0;
+/* ---- the calls ---- */
 
-	if (!h || !*h || strlen(h) > 19)
-		return def;
-	for (const char *p = h; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return def;
-		v = v * 10 + (uint64_t)(*p - '0');
+/* A PTY's size ({"size":{"cols":C,"rows":R}}): false with why when it is not one of 1 to SAAS_PTY_SIZE_MAX each way. */
+static bool pty_size(json_t *pty, unsigned int *cols, unsigned int *rows, char *why, size_t whysize)
+{
+	json_t *size = json_object_get(pty, "size");
+	json_t *c = json_object_get(size, "cols"), *r = json_object_get(size, "rows");
+
+	if (!json_is_object(pty) || !json_is_integer(c) || !json_is_integer(r) || json_integer_value(c) < 1 ||
+	    json_integer_value(c) > SAAS_PTY_SIZE_MAX || json_integer_value(r) < 1 ||
+	    json_integer_value(r) > SAAS_PTY_SIZE_MAX) {
+		snprintf(why, whysize, "pty.size must have cols and rows from 1 to %d", SAAS_PTY_SIZE_MAX);
+		return false;
 	}
-	return v > max ? max : v;
-}
-
-/* ---- streams ---- */
-
-static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
-static unsigned int streams;
-/* The accounts with streams open, and how many each: at most STREAMS_MAX of them. */
-static struct {
-	char account[SAAS_ID_MAX + 1];
-	unsigned int n;
-} slots[STREAMS_MAX];
-
-/*
- * Take a stream's slot for account, before anything is started for it: true,
- * or false after a resource_exhausted reply (the SDK's RateLimitError).
- */
-static bool slot_take(const char *account, struct aas_reply *out)
-{
-	size_t i, free_slot = STREAMS_MAX;
-	bool ok = false;
-	unsigned int mine = 0;
-
-	pthread_mutex_lock(&streams_mu);
-	for (i = 0; i < STREAMS_MAX; i++) {
-		if (slots[i].n && strcmp(slots[i].account, account) == 0)
-			break;
-		if (!slots[i].n && free_slot == STREAMS_MAX)
-			free_slot = i;
-	}
-	if (i == STREAMS_MAX)
-		i = free_slot;
-	/* Every stream is some account's, so a free slot exists while streams < STREAMS_MAX. */
-	if (streams < STREAMS_MAX && i < STREAMS_MAX && slots[i].n < STREAMS_PER_ACCOUNT) {
-		snprintf(slots[i].account, sizeof(slots[i].account), "%s", account);
-		slots[i].n++;
-		streams++;
-		ok = true;
-	} else if (i < STREAMS_MAX) {
-		mine = slots[i].n;
-	}
-	pthread_mutex_unlock(&streams_mu);
-	if (!ok && mine >= STREAMS_PER_ACCOUNT)
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "this account has %d command streams open, "
-		                           "the most it may; disconnect one (or run in the background and reconnect)",
-		                           STREAMS_PER_ACCOUNT);
-	else if (!ok)
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "%d command streams are open on this "
-		                           "server, the most it takes; try again", STREAMS_MAX);
-	return ok;
-}
-
-static void slot_release(const char *account)
-{
-	pthread_mutex_lock(&streams_mu);
-	for (size_t i = 0; i < STREAMS_MAX; i++) {
-		if (slots[i].n && strcmp(slots[i].account, account) == 0) {
-			slots[i].n--;
-			streams--;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&streams_mu);
-}
-
-struct stream {
-	char account[SAAS_ID_MAX + 1];  /* its slot's */
-	int fd;                         /* the connection's socket, to see the client leave; -1: unknown */
-	saas_client *client;
-	char exe[SAAS_ID_MAX + 1];
-	saas_exec_cursor cur;
-	unsigned char *buf;
-	size_t len, off, cap;
-	bool ended, oom, first, ending;
-	int64_t deadline_ms;              /* Connect-Timeout-Ms from the start; 0: none */
-	unsigned int keepalive_ms;
-	int64_t quiet_since_ms;
-};
-
-static void put_bytes(struct stream *s, const void *data, size_t n)
-{
-	if (s->len + n > s->cap) {
-		size_t cap = s->cap ? s->cap : 4096;
-		unsigned char *p;
-		while (cap < s->len + n)
-			cap *= 2;
-		if (!(p = realloc(s->buf, cap))) {
-			s->oom = true;
-			return;
-		}
-		s->buf = p;
-		s->cap = cap;
-	}
-	memcpy(s->buf + s->len, data, n);
-	s->len += n;
-}
-
-/* One frame of flags with the JSON message (stolen). */
-static void put_frame(struct stream *s, unsigned int flags, json_t *msg)
-{
-	char *text = msg ? json_dumps(msg, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-	unsigned char *frame;
-	size_t len;
-
-	json_decref(msg);
-	if (!text || !(frame = aas_connect_frame(flags, text, strlen(text), &len))) {
-		free(text);
-		s->oom = true;
-		return;
-	}
-	put_bytes(s, frame, len);
-	free(frame);
-	free(text);
-}
-
-static void put_end_stream(struct stream *s, int code, const char *message)
-{
-	char *payload = aas_connect_end_payload(code, message);
-
-	put_frame(s, AAS_CONNECT_FLAG_END, payload ? json_loads(payload, 0, NULL) : NULL);
-	free(payload);
-	s->ended = true;
-}
-
-static void put_event(struct stream *s, const char *kind, json_t *body)
-{
-	put_frame(s, 0, json_pack("{s:{s:o}}", "event", kind, body ? body : json_object()));
-}
-
-static int on_output(void *ud, int stream, uint64_t offset, const void *data, size_t len)
-{
-	struct stream *s = ud;
-	char *b64 = saas_base64_encode(data, len);
-
-	if (stream == SAAS_EXEC_STDOUT)
-		s->cur.stdout_offset = offset + len;
-	else
-		s->cur.stderr_offset = offset + len;
-	if (!b64) {
-		s->oom = true;
-		return 1;
-	}
-	put_event(s, "data", json_pack("{s:s}", stream == SAAS_EXEC_STDOUT ? "stdout" : "stderr", b64));
-	saas_free(b64);
-	return s->first || s->oom || s->len >= STREAM_BUF_MAX;
-}
-
-/* The end event as envd words it: "exit status N", or a kill's "signal: killed" with -1. */
-static void on_exit_(void *ud, const saas_execution *x)
-{
-	struct stream *s = ud;
-	char status[64];
-	json_t *end;
-
-	if (x->status == SAAS_EXEC_EXITED) {
-		snprintf(status, sizeof(status), "exit status %d", x->exit_code);
-		end = json_pack("{s:i,s:b,s:s}", "exitCode", x->exit_code, "exited", 1, "status", status);
-		if (end && x->exit_code != 0)
-			json_object_set_new(end, "error", json_string(status));
-	} else {
-		const char *why = x->status == SAAS_EXEC_TIMEDOUT ? "signal: killed" : x->error && *x->error ? x->error
-		                                                                                               : "failed";
-		end = json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1, "exited", 0, "status",
-		                x->status == SAAS_EXEC_TIMEDOUT ? "signal: killed" : "failed", "error", why);
-	}
-	put_event(s, "end", end);
-	s->ending = true;
+	*cols = (unsigned int)json_integer_value(c);
+	*rows = (unsigned int)json_integer_value(r);
+	return true;
 }
 
 /*
- * Fill the buffer, as /v1's follower does (api/exec.c): what the
- * execution has now; else the first chunk to come, waiting up to the
- * keepalive or the deadline; else a keepalive, or the deadline's end.
+ * What a terminal may be asked: libsaas's terminal is the sandbox user's
+ * login shell in its home (/workspace), so only the command pty.create
+ * sends (`/bin/bash -i -l`) is taken, TERM is the terminal's, and the
+ * locale the SDK always sends (LANG, LC_ALL) is the image's. Any other
+ * variable or directory would be silently dropped: refused instead (the
+ * session cannot carry them yet; docs/e2b.md). false with why.
  */
-static void follow_more(struct stream *s)
+static bool pty_config(json_t *config, const char **term, char *why, size_t whysize)
 {
-	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
-	saas_exec_cursor cur = s->cur;
-	int64_t now = aas_now_ms(), wait = s->keepalive_ms - (now - s->quiet_since_ms);
+	json_t *args = json_object_get(config, "args"), *envs = json_object_get(config, "envs"), *v;
+	const char *cmd = json_string_value(json_object_get(config, "cmd")), *k;
+	char *cwd = cwd_of(config);
+	bool home = !cwd || strcmp(cwd, HOME) == 0 || strcmp(cwd, HOME "/") == 0;
+
+	free(cwd);
+	*term = NULL;
+	if (!cmd || strcmp(cmd, "/bin/bash") != 0 || json_array_size(args) != 2 ||
+	    !json_is_string(json_array_get(args, 0)) || !json_is_string(json_array_get(args, 1)) ||
+	    strcmp(json_string_value(json_array_get(args, 0)), "-i") != 0 ||
+	    strcmp(json_string_value(json_array_get(args, 1)), "-l") != 0) {
+		snprintf(why, whysize, "a PTY runs the sandbox user's login shell: process must be /bin/bash -i -l, as "
+		         "pty.create sends");
+		return false;
+	}
+	if (!home) {
+		snprintf(why, whysize, "a PTY starts in the sandbox user's home (/workspace); cwd is not served for "
+		         "terminals yet (cd in the terminal instead)");
+		return false;
+	}
+	if (envs && !json_is_null(envs) && !json_is_object(envs)) {
+		snprintf(why, whysize, "process.envs must be an object of strings");
+		return false;
+	}
+	json_object_foreach(envs, k, v) {
+		if (!json_is_string(v)) {
+			snprintf(why, whysize, "process.envs must be an object of strings");
+			return false;
+		}
+		if (strcmp(k, "TERM") == 0)
+			*term = json_string_value(v);
+		else if (strcmp(k, "LANG") != 0 && strcmp(k, "LC_ALL") != 0) {
+			snprintf(why, whysize, "a PTY's environment is the sandbox user's login environment and TERM; envs "
+			         "(\"%.64s\") are not served for terminals yet (export them in the terminal instead)", k);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* process.Process/Start with `pty`: a terminal, followed by the answer as a command is. */
+static void start_pty(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, json_t *config,
+                      json_t *pty_msg)
+{
+	saas_pty_options o = SAAS_PTY_OPTIONS_INIT;
+	saas_exec_cursor cur = { 0, 0 };
+	struct aas_e2b_pty *pty = NULL;
+	uint64_t timeout_ms = aas_e2b_header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
+	char why[512];
+	uint32_t pid;
 	int rc;
 
-	/* Short waits: between them the reader looks whether the client is still there (stream_read). */
-	if (wait > GONE_POLL_MS)
-		wait = GONE_POLL_MS;
-	cb.output = on_output;
-	cb.exit = on_exit_;
-	cb.userdata = s;
-	s->len = s->off = 0;
-	s->first = false;
-	rc = saas_execution_follow(NULL, s->client, s->exe, &cur, &cb, 0, 0);
-	if (rc == SAAS_OK && !s->len && !s->ending) {
-		if (s->deadline_ms && s->deadline_ms - now < wait)
-			wait = s->deadline_ms - now;
-		if (wait > 0) {
-			s->first = true;
-			cur = s->cur;
-			rc = saas_execution_follow(NULL, s->client, s->exe, &cur, &cb, (unsigned int)wait, SAAS_FOLLOW_WAIT);
-		}
-	}
-	now = aas_now_ms();
-	if (rc < 0) {
-		put_end_stream(s, aas_connect_code_from_saas(rc), aas_tenant_message(rc, "e2b: following a command"));
+	if (!pty_size(pty_msg, &o.cols, &o.rows, why, sizeof(why)) || !pty_config(config, &o.term, why, sizeof(why))) {
+		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 		return;
 	}
-	if (s->ending) {
-		put_end_stream(s, AAS_CONNECT_OK, NULL);
+	if (!aas_e2b_slot_take(t->account, out))
+		return;
+	/* The call's deadline ends the terminal (envd's does); none is a command's longest, not for ever. */
+	if (!timeout_ms || timeout_ms > (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000)
+		timeout_ms = (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000;
+	if ((rc = aas_e2b_pty_open(&pty, t->client, t->id, t->account, &o, aas_now_ms() + (int64_t)timeout_ms, why,
+	                           sizeof(why))) < 0) {
+		aas_e2b_slot_release(t->account);
+		aas_e2b_reply_stream_error(out, aas_connect_code_from_saas(rc), "%s", why);
 		return;
 	}
-	if (s->len) {
-		s->quiet_since_ms = now;
-	} else if (s->deadline_ms && now >= s->deadline_ms) {
-		/* The client's deadline: the stream ends; the command ends at its own timeout, the same moment. */
-		put_end_stream(s, AAS_CONNECT_DEADLINE_EXCEEDED, "the call's deadline (Connect-Timeout-Ms) passed");
-		return;
-	} else if (now - s->quiet_since_ms >= s->keepalive_ms) {
-		put_event(s, "keepalive", NULL);
-		s->quiet_since_ms = now;
-	}
-	if (s->oom)
-		put_end_stream(s, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
+	pid = pid_add(t->id, "", config, pty);
+	aas_e2b_reply_stream(r, out, t->client, t->account,
+	                     &(struct aas_e2b_follow){ .pty = pty, .pid = pid, .cur = cur });
+	t->client = NULL;
 }
-
-/*
- * Has the client closed or reset its connection? Nothing else reads the
- * socket while its answer streams (a client does not send its next request
- * before this answer ends), so a FIN or a reset waits there (as http.c's
- * aas_client_gone sees it).
- */
-static bool client_gone(int fd)
-{
-	ssize_t n;
-	char c;
-
-	if (fd < 0)
-		return false;
-	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	struct stream *s = cls;
-	size_t n;
-
-	(void)pos;
-	while (s->off == s->len) {
-		if (s->ended)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (client_gone(s->fd))
-			return MHD_CONTENT_READER_END_WITH_ERROR; /* the command runs on; its slot is free at once */
-		follow_more(s);
-	}
-	n = s->len - s->off < max ? s->len - s->off : max;
-	memcpy(buf, s->buf + s->off, n);
-	s->off += n;
-	return (ssize_t)n;
-}
-
-static void stream_free(void *cls)
-{
-	struct stream *s = cls;
-
-	/* The client left or the stream ended; the command runs on either way (envd detaches too). */
-	slot_release(s->account);
-	saas_client_free(s->client);
-	free(s->buf);
-	free(s);
-}
-
-/*
- * Answer with the command stream of execution exe from cursor cur: the start
- * event (pid), then its output, its end and the end-stream frame. Takes the
- * client and account's slot (slot_take), given to the stream or released
- * here on failure.
- */
-static void reply_stream(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *account,
-                         const char *exe, uint32_t pid, const saas_exec_cursor *cur)
-{
-	struct stream *s = NULL;
-	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
-	uint64_t keepalive_s = header_uint(r, "Keepalive-Ping-Interval", 3600, 0);
-	const union MHD_ConnectionInfo *ci;
-
-	if (!(s = calloc(1, sizeof(*s)))) {
-		saas_client_free(client);
-		slot_release(account);
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	snprintf(s->account, sizeof(s->account), "%s", account);
-	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	s->fd = ci ? ci->connect_fd : -1;
-	s->client = client;
-	snprintf(s->exe, sizeof(s->exe), "%s", exe);
-	s->cur = *cur;
-	s->keepalive_ms = keepalive_s ? (unsigned int)keepalive_s * 1000 : KEEPALIVE_DEFAULT_MS;
-	s->deadline_ms = timeout_ms ? aas_now_ms() + (int64_t)timeout_ms : 0;
-	s->quiet_since_ms = aas_now_ms();
-	/* The start event at once: the SDK waits for it before anything else (60 s at most). */
-	put_event(s, "start", json_pack("{s:I}", "pid", (json_int_t)pid));
-	if (!(out->response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s,
-	                                                        stream_free))) {
-		stream_free(s);
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
-		return;
-	}
-	out->status = 200;
-	MHD_add_response_header(out->response, "Content-Type", "application/connect+json");
-	aas_reply_common_headers(out->response);
-}
-
-/* ---- the calls ---- */
 
 /* process.Process/Start: a command, as a background execution followed by the answer. */
 static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
@@ -614,26 +431,25 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	saas_execution *x = NULL;
 	json_t *config = json_object_get(msg, "process"), *pty = json_object_get(msg, "pty");
 	char why[512], *command = NULL, *cwd = NULL, **env = NULL;
-	uint64_t timeout_ms = header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
+	uint64_t timeout_ms = aas_e2b_header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
 	unsigned int flags = SAAS_EXEC_BACKGROUND;
 	bool taken = false;
 	uint32_t pid;
 	int rc;
 
-	if (pty && !json_is_null(pty)) {
-		aas_e2b_reply_stream_error(out, AAS_CONNECT_UNIMPLEMENTED, "a PTY through the E2B API is not served yet "
-		                   "(libsaas's /v1/sandboxes/{id}/pty is; docs/e2b.md)");
-		goto out;
-	}
 	if (!json_is_object(config)) {
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process (a ProcessConfig) is required");
+		goto out;
+	}
+	if (pty && !json_is_null(pty)) {
+		start_pty(r, out, t, config, pty);
 		goto out;
 	}
 	if (!(command = command_of(config, why, sizeof(why))) || !(env = env_of(config, why, sizeof(why)))) {
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
 		goto out;
 	}
-	if (!slot_take(t->account, out))
+	if (!aas_e2b_slot_take(t->account, out))
 		goto out;
 	taken = true;
 	if (json_is_true(json_object_get(msg, "stdin")))
@@ -649,13 +465,14 @@ static void rpc_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 		aas_e2b_reply_stream_error(out, aas_connect_code_from_saas(rc), "%s", aas_tenant_message(rc, "e2b: start"));
 		goto out;
 	}
-	pid = pid_add(t->id, x->id, config);
-	reply_stream(r, out, t->client, t->account, x->id, pid, &cur);
+	pid = pid_add(t->id, x->id, config, NULL);
+	aas_e2b_reply_stream(r, out, t->client, t->account,
+	                     &(struct aas_e2b_follow){ .exe = x->id, .pid = pid, .cur = cur });
 	t->client = NULL;
 	taken = false;
 out:
 	if (taken)
-		slot_release(t->account);
+		aas_e2b_slot_release(t->account);
 	saas_execution_free(x);
 	env_free(env);
 	free(command);
@@ -669,10 +486,23 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	char exe[SAAS_ID_MAX + 1];
 	saas_execution *x = NULL;
 	saas_exec_cursor cur = { 0, 0 };
+	struct aas_e2b_pty *pty = NULL;
 	int rc;
 
-	if (!pid || !pid_find(t->id, pid, exe, NULL)) {
+	if (!pid || !pid_find(t->id, pid, exe, NULL, &pty)) {
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found", pid);
+		return;
+	}
+	if (pty) {
+		/* A subscriber sees what comes after it subscribed; an ended terminal's end comes at once. */
+		cur.stdout_offset = aas_e2b_pty_offset(pty);
+		if (!aas_e2b_slot_take(t->account, out)) {
+			aas_e2b_pty_unref(pty);
+			return;
+		}
+		aas_e2b_reply_stream(r, out, t->client, t->account,
+		                     &(struct aas_e2b_follow){ .pty = pty, .pid = pid, .cur = cur });
+		t->client = NULL;
 		return;
 	}
 	if ((rc = saas_execution_get(&x, t->client, exe)) < 0) {
@@ -683,9 +513,10 @@ static void rpc_connect(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	cur.stdout_offset = x->stdout_total;
 	cur.stderr_offset = x->stderr_total;
 	saas_execution_free(x);
-	if (!slot_take(t->account, out))
+	if (!aas_e2b_slot_take(t->account, out))
 		return;
-	reply_stream(r, out, t->client, t->account, exe, pid, &cur);
+	aas_e2b_reply_stream(r, out, t->client, t->account,
+	                     &(struct aas_e2b_follow){ .exe = exe, .pid = pid, .cur = cur });
 	t->client = NULL;
 }
 
@@ -705,26 +536,36 @@ static void rpc_list(struct aas_reply *out, struct aas_e2b_target *t)
 	for (size_t i = 0; i < l->count; i++) {
 		const saas_execution *x = l->items[i];
 		json_t *config = NULL;
-		uint32_t pid = pid_of(t->id, x->id, &config);
+		uint32_t pid;
+
+		/* A directory watcher runs as a command, but is none of the tenant's: envd lists no watches. */
+		if (aas_e2b_watch_has(x->id))
+			continue;
+		pid = pid_of(t->id, x->id, &config);
 		/* Started through /v1: E2B's shape of it, and a pid from now on. */
 		if (!config)
 			config = json_pack("{s:s,s:[s,s,s],s:{}}", "cmd", "/bin/bash", "args", "-l", "-c",
 			                   x->command ? x->command : "", "envs");
 		if (!pid)
-			pid = pid_add(t->id, x->id, config);
+			pid = pid_add(t->id, x->id, config, NULL);
 		json_array_append_new(procs, json_pack("{s:o,s:I}", "config", config ? config : json_object(), "pid",
 		                                       (json_int_t)pid));
 	}
 	saas_execution_list_free(l);
+	pid_ptys(t->id, procs);
 	aas_e2b_reply_unary(out, json_pack("{s:o}", "processes", procs));
 }
 
-/* The execution a unary call's selector names: false after a not_found reply. */
-static bool selected(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, char exe[SAAS_ID_MAX + 1])
+/*
+ * The process a unary call's selector names: an execution (exe) or a
+ * terminal (*pty, the caller's reference). false after a not_found reply.
+ */
+static bool selected(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, char exe[SAAS_ID_MAX + 1],
+                     struct aas_e2b_pty **pty)
 {
 	uint32_t pid = selector_pid(msg);
 
-	if (!pid || !pid_find(t->id, pid, exe, NULL)) {
+	if (!pid || !pid_find(t->id, pid, exe, NULL, pty)) {
 		aas_e2b_reply_unary_error(out, AAS_CONNECT_NOT_FOUND, "process with pid %" PRIu32 " not found", pid);
 		return false;
 	}
@@ -745,6 +586,7 @@ static void rpc_signal(struct aas_reply *out, struct aas_e2b_target *t, json_t *
 	json_t *sig = json_object_get(msg, "signal");
 	const char *name = NULL;
 	char exe[SAAS_ID_MAX + 1];
+	struct aas_e2b_pty *pty = NULL;
 	int rc;
 
 	if (json_is_string(sig))
@@ -757,8 +599,17 @@ static void rpc_signal(struct aas_reply *out, struct aas_e2b_target *t, json_t *
 		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
 		return;
 	}
-	if (!selected(out, t, msg, exe))
+	if (!selected(out, t, msg, exe, &pty))
 		return;
+	if (pty) {
+		/* A terminal is hung up on, for either signal: its shell and what it started get SIGHUP. */
+		if (aas_e2b_pty_kill(pty) < 0)
+			reply_exec_error(out, SAAS_ESTATE, selector_pid(msg), "e2b: signal");
+		else
+			aas_e2b_reply_unary(out, NULL);
+		aas_e2b_pty_unref(pty);
+		return;
+	}
 	/* The whole group, as envd kills the process it started with what it started. */
 	if ((rc = saas_execution_signal(t->client, exe, name, SAAS_SIGNAL_GROUP)) < 0) {
 		reply_exec_error(out, rc, selector_pid(msg), "e2b: signal");
@@ -767,30 +618,80 @@ static void rpc_signal(struct aas_reply *out, struct aas_e2b_target *t, json_t *
 	aas_e2b_reply_unary(out, NULL);
 }
 
+/* SendInput (stdin of a command, or keystrokes of a terminal) and CloseStdin (commands only, as envd's). */
 static void rpc_input(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg, bool close)
 {
 	json_t *input = json_object_get(msg, "input"), *data = json_object_get(input, "stdin");
+	json_t *keys = json_object_get(input, "pty");
 	char exe[SAAS_ID_MAX + 1];
+	struct aas_e2b_pty *pty = NULL;
 	void *bytes = NULL;
 	size_t len = 0;
 	int rc;
 
-	if (!close && json_object_get(input, "pty")) {
-		aas_e2b_reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "a PTY through the E2B API is not served yet");
-		return;
-	}
+	if (keys)
+		data = keys;
 	if (!close && (!json_is_string(data) ||
 	               saas_base64_decode(&bytes, &len, json_string_value(data), json_string_length(data)) < 0)) {
-		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "input.stdin must be base64 bytes");
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "input.stdin or input.pty must be base64 bytes");
 		return;
 	}
-	if (selected(out, t, msg, exe)) {
-		if ((rc = saas_execution_stdin(t->client, exe, bytes, len, close ? SAAS_STDIN_CLOSE : 0)) < 0)
-			reply_exec_error(out, rc, selector_pid(msg), "e2b: stdin");
+	if (!selected(out, t, msg, exe, &pty))
+		goto out;
+	if (pty && close) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "a PTY has no stdin to close: send Ctrl+D "
+		                          "(0x04) instead");
+	} else if (pty && !keys) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process %" PRIu32 " is a PTY: send input.pty, "
+		                          "not input.stdin", selector_pid(msg));
+	} else if (!pty && keys) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process %" PRIu32 " is not a PTY: send "
+		                          "input.stdin, not input.pty", selector_pid(msg));
+	} else if (pty) {
+		if ((rc = aas_e2b_pty_input(pty, bytes, len)) == SAAS_ETIMEOUT)
+			aas_e2b_reply_unary_error(out, AAS_CONNECT_UNAVAILABLE, "the terminal's shell took no input for a while; "
+			                          "part of it may have been taken");
+		else if (rc < 0)
+			reply_exec_error(out, rc, selector_pid(msg), "e2b: pty input");
 		else
 			aas_e2b_reply_unary(out, NULL);
+	} else if ((rc = saas_execution_stdin(t->client, exe, bytes, len, close ? SAAS_STDIN_CLOSE : 0)) < 0) {
+		reply_exec_error(out, rc, selector_pid(msg), "e2b: stdin");
+	} else {
+		aas_e2b_reply_unary(out, NULL);
 	}
+out:
+	aas_e2b_pty_unref(pty);
 	saas_free(bytes);
+}
+
+/* process.Process/Update: a terminal's new size (the shell gets SIGWINCH). */
+static void rpc_update(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
+{
+	json_t *pty_msg = json_object_get(msg, "pty");
+	struct aas_e2b_pty *pty = NULL;
+	char exe[SAAS_ID_MAX + 1], why[128];
+	unsigned int cols, rows;
+	int rc;
+
+	if (!pty_msg || json_is_null(pty_msg)) {
+		aas_e2b_reply_unary(out, NULL); /* nothing to change */
+		return;
+	}
+	if (!pty_size(pty_msg, &cols, &rows, why, sizeof(why))) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
+		return;
+	}
+	if (!selected(out, t, msg, exe, &pty))
+		return;
+	if (!pty)
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "process %" PRIu32 " is not a PTY: it has no "
+		                          "size", selector_pid(msg));
+	else if ((rc = aas_e2b_pty_resize(pty, cols, rows)) < 0)
+		reply_exec_error(out, rc, selector_pid(msg), "e2b: pty resize");
+	else
+		aas_e2b_reply_unary(out, NULL);
+	aas_e2b_pty_unref(pty);
 }
 
 void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *method,
@@ -808,6 +709,8 @@ void aas_e2b_process(struct aas_req *r, struct aas_reply *out, struct aas_e2b_ta
 		rpc_input(out, t, msg, false);
 	else if (strcmp(method, "CloseStdin") == 0)
 		rpc_input(out, t, msg, true);
+	else if (strcmp(method, "Update") == 0)
+		rpc_update(out, t, msg);
 	else if (t->streaming)
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_UNIMPLEMENTED, "process.Process/%s is not served by this "
 		                           "server yet (docs/e2b.md)", method);

@@ -24,6 +24,7 @@ struct file {
 	unsigned char *data;
 	size_t len;
 	unsigned int mode;
+	unsigned long gen;               /* which write made it (a watcher sees a change) */
 };
 
 struct vm {
@@ -43,6 +44,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vm vms[MAX_VMS];
 static struct file files[MAX_FILES];
 static unsigned int fail_creates, create_calls, fail_execs;
+static unsigned long file_gen;
 /* A VM "started ahead" (vm_take): its name, whether a create took it, and whether it is gone. */
 static char ahead[SAAS_ID_MAX + 1];
 static int ahead_state; /* 0 none, 1 held, 2 taken */
@@ -596,8 +598,131 @@ static int fake_running(const char *name, const saas_driver_exec *req, int *exit
 	}
 }
 
+/*
+ * The E2B face's directory watcher (server/e2b/watch.c): `exec python3 -c
+ * '<watcher>' '<dir>' 0|1`, played on the fake's files as the real one
+ * plays inotify: "E notfound" for a directory that has no file and is not
+ * a writable root, "E notdir" for a file, else "S", then a line per change
+ * seen by polling (a new file: create and write; a new write: write; a
+ * file gone: remove), names relative to the directory in hex, until a
+ * signal, a cancel or the VM's end.
+ */
+#define WATCH_FILES MAX_FILES
+
+static void watch_line(const saas_driver_exec *req, char type, const char *rel)
+{
+	char line[2 * 512 + 4];
+	size_t k = 0;
+
+	line[k++] = type;
+	line[k++] = ' ';
+	for (const char *p = rel; *p && k + 3 < sizeof(line); p++)
+		k += (size_t)snprintf(line + k, sizeof(line) - k, "%02x", (unsigned char)*p);
+	line[k++] = '\n';
+	req->output(req->output_userdata, SAAS_STREAM_STDOUT, line, k);
+}
+
+static int fake_watch(const char *name, const char *args, const saas_driver_exec *req, int *exit_code)
+{
+	struct seen {
+		char rel[512];
+		unsigned long gen;
+	} *was = calloc(WATCH_FILES, sizeof(*was)), *now = calloc(WATCH_FILES, sizeof(*now));
+	char dir[512];
+	size_t k = 0, nwas = 0;
+	bool recursive, started = false;
+	int rc = SAAS_OK;
+
+	/* The directory, out of its shell quoting ('\'' is a quote). */
+	while (*args && k + 1 < sizeof(dir)) {
+		if (strncmp(args, "'\\''", 4) == 0) {
+			dir[k++] = '\'';
+			args += 4;
+		} else if (*args == '\'') {
+			break;
+		} else {
+			dir[k++] = *args++;
+		}
+	}
+	dir[k] = '\0';
+	recursive = strcmp(args, "' 1") == 0;
+	if (!was || !now) {
+		free(was);
+		free(now);
+		return SAAS_ENOMEM;
+	}
+	for (;;) {
+		int group, sig = req->control ? req->control(req->control_userdata, &group) : 0;
+		bool exists = strcmp(dir, "/workspace") == 0 || strcmp(dir, "/tmp") == 0 ||
+		              strcmp(dir, "/home/sandbox") == 0, isfile = false;
+		size_t nnow = 0;
+
+		if (sig < 0 || __atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) || !running(name)) {
+			rc = saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "fake: cancelled");
+			break;
+		}
+		if (sig > 0) {
+			*exit_code = 128 + sig;
+			break;
+		}
+		pthread_mutex_lock(&mu);
+		for (int i = 0; i < MAX_FILES; i++) {
+			const char *p = files[i].path, *rel;
+			if (!p || strcmp(files[i].vm, name) != 0)
+				continue;
+			isfile = isfile || strcmp(p, dir) == 0;
+			if (strncmp(p, dir, strlen(dir)) != 0 || p[strlen(dir)] != '/')
+				continue;
+			rel = p + strlen(dir) + 1;
+			exists = true;
+			if ((!recursive && strchr(rel, '/')) || strlen(rel) >= sizeof(now[0].rel))
+				continue;
+			snprintf(now[nnow].rel, sizeof(now[nnow].rel), "%s", rel);
+			now[nnow++].gen = files[i].gen;
+		}
+		pthread_mutex_unlock(&mu);
+		if (!started) {
+			/* The first look: what is there already is no change. */
+			if (isfile || !exists) {
+				const char *e = isfile ? "E notdir\n" : "E notfound\n";
+				req->output(req->output_userdata, SAAS_STREAM_STDOUT, e, strlen(e));
+				*exit_code = 1;
+				break;
+			}
+			req->output(req->output_userdata, SAAS_STREAM_STDOUT, "S\n", 2);
+			started = true;
+		} else {
+			for (size_t i = 0; i < nnow; i++) {
+				size_t j;
+				for (j = 0; j < nwas && strcmp(was[j].rel, now[i].rel) != 0; j++)
+					;
+				if (j == nwas) {
+					watch_line(req, 'C', now[i].rel);
+					watch_line(req, 'W', now[i].rel);
+				} else if (was[j].gen != now[i].gen) {
+					watch_line(req, 'W', now[i].rel);
+				}
+			}
+			for (size_t j = 0; j < nwas; j++) {
+				size_t i;
+				for (i = 0; i < nnow && strcmp(was[j].rel, now[i].rel) != 0; i++)
+					;
+				if (i == nnow)
+					watch_line(req, 'R', was[j].rel);
+			}
+		}
+		memcpy(was, now, nnow * sizeof(*now));
+		nwas = nnow;
+		usleep(2000);
+	}
+	free(was);
+	free(now);
+	return rc;
+}
+
 static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
+	static const char watcher[] = "exec python3 -c 'import ctypes"; /* server/e2b/watch.c's */
 	const char *cmd = req->command;
 	struct vm *v;
 	bool fail;
@@ -614,7 +739,9 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 	if (fail)
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: an exec made to fail");
 	*exit_code = 0;
-	if (strcmp(cmd, "true") == 0) {
+	if (strncmp(cmd, watcher, sizeof(watcher) - 1) == 0 && strstr(cmd, "\n' '")) {
+		return fake_watch(name, strstr(cmd, "\n' '") + 4, req, exit_code);
+	} else if (strcmp(cmd, "true") == 0) {
 		/* Nothing, as the shell's builtin. */
 	} else if (strncmp(cmd, "echo ", 5) == 0) {
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, cmd + 5, strlen(cmd + 5));
@@ -751,6 +878,7 @@ static int fake_write(void *ctx, const char *name, const char *path, unsigned in
 	f->data = data;
 	f->len = len;
 	f->mode = mode;
+	f->gen = ++file_gen;
 	pthread_mutex_unlock(&mu);
 	return SAAS_OK;
 }
@@ -940,7 +1068,8 @@ static int fake_sample(void *ctx, const char *name, saas_driver_sample *out)
  * A terminal: a thread that plays a shell on a socket pair. It greets with
  * "fake-shell TERM CxR tty|notty\r\n", echoes every byte as a terminal
  * would, answers a resize with "resize CxR\r\n", and ends at a line
- * "exit N" (status N) or at end-of-input (status 0). After a line "hold" it
+ * "exit N" (status N), "exit" (0, as a shell's builtin) or at end-of-input
+ * (status 0). After a line "hold" it
  * reads nothing more, as a busy shell does, until it is hung up on.
  */
 struct fake_pty {
@@ -999,7 +1128,9 @@ static void *fake_pty_main(void *arg)
 				int code;
 				line[used] = '\0';
 				used = 0;
-				if (sscanf(line, "exit %d", &code) == 1) {
+				if (strcmp(line, "exit") == 0)
+					code = 0;
+				if (strcmp(line, "exit") == 0 || sscanf(line, "exit %d", &code) == 1) {
 					pthread_mutex_lock(&t->mu);
 					t->status = code;
 					pthread_mutex_unlock(&t->mu);

@@ -1,14 +1,17 @@
 /*
  * The E2B face's readers of what a client sends (server/e2b): Connect
  * envelopes and the request messages in them, and the spellings taken from
- * headers, paths and queries (keys, sandbox ids, templates, %-escapes).
+ * headers, paths and queries (keys, sandbox ids, templates, %-escapes),
+ * and a directory watcher's output (watch.c: the guest's, so the tenant's).
  *
  * The first byte picks the reader (multipart uploads too); the rest is its input. Oracles, besides
  * the sanitizers: an envelope stream read whole and read in pieces cut where
  * the input says gives the same frames and the same verdict; no frame is
  * over its bound; a key spelling that decodes encodes back to itself; an id
  * taken has "sbx-" and only [a-z0-9] after it; a sandbox host (domain mode)
- * taken spells itself back.
+ * taken spells itself back; a watcher's output read whole and in pieces
+ * gives the same lines and verdict, every event's name a NUL-free string of
+ * at most 4096 bytes and its type one of E2B's five.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,15 +201,69 @@ static void multipart(const uint8_t *data, size_t size)
 	}
 }
 
+static int on_watch(void *ud, int kind, const char *type, const char *name)
+{
+	struct digest *d = ud;
+	static const char *const types[] = { "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE", "EVENT_TYPE_REMOVE",
+		                             "EVENT_TYPE_RENAME", "EVENT_TYPE_CHMOD" };
+	bool known = false;
+
+	if (kind == AAS_E2B_WATCH_EVENT) {
+		for (size_t i = 0; i < 5; i++)
+			known = known || strcmp(type, types[i]) == 0;
+		if (!known || strlen(name) > 4096)
+			abort();
+	} else if (kind == AAS_E2B_WATCH_FAILED) {
+		if (!*name || strlen(name) > 15)
+			abort();
+	} else if (kind != AAS_E2B_WATCH_STARTED) {
+		abort();
+	}
+	d->hash = (d->hash ^ (uint64_t)kind) * 1099511628211ULL;
+	for (const char *p = name ? name : ""; *p; p++)
+		d->hash = (d->hash ^ (unsigned char)*p) * 1099511628211ULL;
+	d->frames++;
+	/* The watch's end, now and then, as a bound would. */
+	return d->frames == 1000;
+}
+
+static void watcher(const uint8_t *data, size_t size)
+{
+	struct aas_e2b_watch_parser *whole = calloc(1, sizeof(*whole)), *parts = calloc(1, sizeof(*parts));
+	struct digest a = { 14695981039346656037ULL, 0 }, b = { 14695981039346656037ULL, 0 };
+	char why[128];
+	size_t cut, at = 0;
+	int ra, rb = 0;
+
+	if (!whole || !parts || size < 1)
+		goto out;
+	cut = (size_t)data[0] % 23 + 1;
+	data++;
+	size--;
+	ra = aas_e2b_watch_feed(whole, data, size, on_watch, &a, why, sizeof(why));
+	while (at < size && rb == 0) {
+		size_t n = size - at < cut ? size - at : cut;
+		rb = aas_e2b_watch_feed(parts, data + at, n, on_watch, &b, why, sizeof(why));
+		at += n;
+	}
+	if (ra != rb || a.hash != b.hash || a.frames != b.frames || whole->len > AAS_E2B_WATCH_LINE_MAX)
+		abort();
+out:
+	free(whole);
+	free(parts);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	switch (data[0] % 4) {
+	/* Seeds start with 0 to 4: the reader. */
+	switch (data[0] % 5) {
 	case 0: envelopes(data + 1, size - 1); break;
 	case 1: unwrap(data + 1, size - 1); break;
 	case 2: spellings(data + 1, size - 1); break;
-	default: multipart(data + 1, size - 1); break;
+	case 3: multipart(data + 1, size - 1); break;
+	default: watcher(data + 1, size - 1); break;
 	}
 	return 0;
 }

@@ -604,6 +604,71 @@ static void test_multipart_parse(void **state)
 	assert_string_equal(name, "100%");
 }
 
+/* A watcher's output (watch.c): what the parser makes of it, line by line. */
+struct seen {
+	char log[8192];
+	unsigned int stop_at, n;
+};
+
+static int on_line(void *ud, int kind, const char *type, const char *name)
+{
+	struct seen *s = ud;
+	size_t k = strlen(s->log);
+
+	snprintf(s->log + k, sizeof(s->log) - k, "%s%s%s%s|", kind == AAS_E2B_WATCH_STARTED ? "start" : kind ==
+	         AAS_E2B_WATCH_FAILED ? "failed " : "", type ? type : "", type ? " " : "", name ? name : "");
+	return ++s->n == s->stop_at;
+}
+
+static void test_watch_parse(void **state)
+{
+	struct aas_e2b_watch_parser *p = calloc(1, sizeof(*p));
+	struct seen s = { "", 0, 0 };
+	static const char out[] = "S\nC 612e747874\nW 612e747874\nR 7375622f78\nM 79\nA 7a\n"
+	                          "C ff\nC 6100\nC c3a9\nE notfound\nC 61";
+	char why[128], *line;
+
+	(void)state;
+	assert_non_null(p);
+	/* In pieces of one byte: the same as whole; the last line waits for its newline. */
+	for (size_t i = 0; i < sizeof(out) - 1; i++)
+		assert_int_equal(aas_e2b_watch_feed(p, out + i, 1, on_line, &s, why, sizeof(why)), 0);
+	assert_string_equal(s.log, "start|EVENT_TYPE_CREATE a.txt|EVENT_TYPE_WRITE a.txt|EVENT_TYPE_REMOVE sub/x|"
+	                           "EVENT_TYPE_RENAME y|EVENT_TYPE_CHMOD z|EVENT_TYPE_CREATE \xc3\xa9|failed notfound|");
+	assert_int_equal(p->len, 4);
+	/* A callback's stop is returned. */
+	memset(p, 0, sizeof(*p));
+	s = (struct seen){ "", 2, 0 };
+	assert_int_equal(aas_e2b_watch_feed(p, "S\nC 61\nC 62\n", 13, on_line, &s, why, sizeof(why)), 1);
+	/* What is not a watcher's line ends it. */
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(aas_e2b_watch_feed(p, "X 61\n", 5, on_line, &s, why, sizeof(why)), -1);
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(aas_e2b_watch_feed(p, "C 6\n", 4, on_line, &s, why, sizeof(why)), -1);
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(aas_e2b_watch_feed(p, "C 6g\n", 5, on_line, &s, why, sizeof(why)), -1);
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(aas_e2b_watch_feed(p, "E NotALowerWord\n", 16, on_line, &s, why, sizeof(why)), -1);
+	/* The bound: a line of AAS_E2B_WATCH_LINE_MAX bytes is taken, one more is not. */
+	line = malloc(AAS_E2B_WATCH_LINE_MAX + 2);
+	assert_non_null(line);
+	memset(line, '6', AAS_E2B_WATCH_LINE_MAX + 1);
+	line[0] = 'C';
+	line[1] = ' ';
+	line[AAS_E2B_WATCH_LINE_MAX] = '\n';
+	memset(p, 0, sizeof(*p));
+	s = (struct seen){ "", 0, 0 };
+	assert_int_equal(aas_e2b_watch_feed(p, line, AAS_E2B_WATCH_LINE_MAX + 1, on_line, &s, why, sizeof(why)), 0);
+	assert_int_equal(strlen(s.log), strlen("EVENT_TYPE_CREATE ") + 4096 + 1);
+	line[AAS_E2B_WATCH_LINE_MAX] = '6';
+	line[AAS_E2B_WATCH_LINE_MAX + 1] = '\n';
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(aas_e2b_watch_feed(p, line, AAS_E2B_WATCH_LINE_MAX + 2, on_line, &s, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "over"));
+	free(line);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -624,6 +689,7 @@ int main(void)
 		cmocka_unit_test(test_metrics_params),
 		cmocka_unit_test(test_multipart_boundary),
 		cmocka_unit_test(test_multipart_parse),
+		cmocka_unit_test(test_watch_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
 # WebSocket route (the login shell on a pts of the size asked for, as the sandbox user,
 # resize, the exit status, no terminal with tty=false), `aas shell` in a real terminal
 # (tmux: size, SIGWINCH, ^C for the remote shell, the exit status, the terminal restored)
-# and with piped stdin, and a session whose sandbox is destroyed under it. Typed commands
+# and with piped stdin, the E2B face's terminal and watch (e2b_pty.py), and a session whose
+# sandbox is destroyed under it. Typed commands
 # print 'A""B' so that the output (AB) is never the terminal's echo of the typing.
 #
 # usage: test_vm_pty.sh AAS_SERVER WSTOOL AAS IMAGE_DIR STATE_DIR
@@ -88,6 +89,16 @@ check "and leaves aas running" test ! -e "${WORK}/one.rc"
 tm send-keys -t one 'exit 7' Enter
 check "aas exits with the shell's status" file_has "${WORK}/one.rc" '^exit=7$'
 check "and leaves the terminal as it found it" file_has "${WORK}/one.stty" ' icanon '
+
+# ---- the E2B face: a terminal by pid (Start, SendInput, Update, the end), and watchDir ----
+OUT=$(timeout 300 python3 "$(dirname "$0")/e2b_pty.py" "$BASE" "$KEY" "$SB" 2>&1)
+check "E2B pty: started with a pid: $OUT" grep -q '^pty started True$' <<<"$OUT"
+check "E2B pty: the size asked for, TERM, not root" grep -q '^size and user True True$' <<<"$OUT"
+check "E2B pty: Update resizes it" grep -q '^resized True$' <<<"$OUT"
+check "E2B pty: the shell's exit status in the end event, then the end-stream frame" \
+	grep -q '^exit status 5 end-stream True$' <<<"$OUT"
+check "E2B watchDir in the tiny image (no python3): failed_precondition saying so" \
+	grep -q '^watch failed_precondition True$' <<<"$OUT"
 
 # ---- a session whose sandbox goes away ----
 ws "$PTY" "$KEY" 'send:echo H""ELD\r' 'wait:HELD' >"${WORK}/held" 2>&1 & PIDS+=($!); HELD=$!
