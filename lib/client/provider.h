@@ -117,6 +117,10 @@ struct saas__client_ops {
 	/* A sandbox's executions, newest first; limit already bounded and defaulted. */
 	int (*execution_list)(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
 	                      saas_execution_list **out);
+	/* Directories, removal and renames (0.2.0); paths checked, flags known; NULL: SAAS_ENOTSUP. */
+	int (*file_mkdir)(saas_client *c, const char *id, const char *path, int *created);
+	int (*file_remove)(saas_client *c, const char *id, const char *path);
+	int (*file_rename)(saas_client *c, const char *id, const char *from, const char *to, unsigned int flags);
 };
 
 struct saas_client {

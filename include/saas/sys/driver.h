@@ -29,9 +29,9 @@ SAAS_BEGIN_DECLS
  * engines that share a store, such as a template built once per VM host);
  * 8 vm_take (VMs started ahead of the creates that take them); 9
  * saas_vm_network.account (whose VM a policy is for) and
- * saas_driver_env.stopping.
+ * saas_driver_env.stopping; 10 file_mkdir, file_remove, file_rename.
  */
-#define SAAS_DRIVER_VERSION 9
+#define SAAS_DRIVER_VERSION 10
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -370,6 +370,30 @@ typedef struct saas_driver {
 	 * image rebuilt). NULL: creates are made the ordinary way.
 	 */
 	int (*vm_take)(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
+
+	/* Version 10: directories, removal and renames, as the unprivileged user. NULL: SAAS_ENOTSUP. */
+
+	/**
+	 * Make directory `path` and its missing parents, mode 0755. *created: 1
+	 * if it made path, 0 if a directory was there. SAAS_EEXISTS: something
+	 * not a directory is at path.
+	 */
+	int (*file_mkdir)(void *ctx, const char *name, const char *path, int *created);
+	/**
+	 * Remove a file, a symbolic link (never followed) or a directory tree. At
+	 * most SAAS_FILE_REMOVE_ENTRIES_MAX entries and SAAS_FILE_REMOVE_DEPTH_MAX
+	 * levels, else SAAS_ELIMIT once that much is gone: the driver's work per
+	 * call is bounded. SAAS_ENOTFOUND: nothing at path.
+	 */
+	int (*file_remove)(void *ctx, const char *name, const char *path);
+	/**
+	 * Rename `from` to `to` (the core has checked that `to` is not inside
+	 * `from`), making to's missing parents. SAAS_ENOTFOUND: no from.
+	 * SAAS_EEXISTS: something at `to`, unless flags has
+	 * SAAS_FILE_RENAME_REPLACE and both are not directories: then to is
+	 * replaced.
+	 */
+	int (*file_rename)(void *ctx, const char *name, const char *from, const char *to, unsigned int flags);
 } saas_driver;
 
 SAAS_END_DECLS

@@ -900,4 +900,7 @@ const saas_driver saas__driver_libvirt = {
 	.template_list = saas__lv_template_list,
 	.host_info = saas__lv_host_info,
 	.vm_take = saas__lv_take,
+	.file_mkdir = saas__lv_guest_file_mkdir,
+	.file_remove = saas__lv_guest_file_remove,
+	.file_rename = saas__lv_guest_file_rename,
 };
