@@ -860,6 +860,16 @@ static int fake_kind(const char *vm, const char *path)
 	return 0;
 }
 
+/* path without its trailing slashes, as the guest's kernel takes "/a/b/" for "/a/b". */
+static void fake_norm(char *out, size_t size, const char *path)
+{
+	size_t len;
+
+	snprintf(out, size, "%s", path);
+	for (len = strlen(out); len > 1 && out[len - 1] == '/'; len--)
+		out[len - 1] = '\0';
+}
+
 /* A new entry (mu held); NULL when the table is full. */
 static struct file *fake_add(const char *vm, const char *path, bool dir)
 {
@@ -875,12 +885,13 @@ static struct file *fake_add(const char *vm, const char *path, bool dir)
 	return NULL;
 }
 
-static int fake_mkdir(void *ctx, const char *name, const char *path, int *created)
+static int fake_mkdir(void *ctx, const char *name, const char *given, int *created)
 {
-	char buf[SAAS_PATH_MAX + 1], probe[SAAS_PATH_MAX + 2];
+	char path[SAAS_PATH_MAX], buf[SAAS_PATH_MAX + 1], probe[SAAS_PATH_MAX + 2];
 	int rc = SAAS_OK;
 
 	(void)ctx;
+	fake_norm(path, sizeof(path), given);
 	*created = 0;
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
@@ -936,12 +947,13 @@ static void fake_drop_tree(const char *vm, const char *path)
 		}
 }
 
-static int fake_remove(void *ctx, const char *name, const char *path)
+static int fake_remove(void *ctx, const char *name, const char *given)
 {
-	char probe[SAAS_PATH_MAX + 1];
+	char path[SAAS_PATH_MAX], probe[SAAS_PATH_MAX + 1];
 	int rc = SAAS_OK;
 
 	(void)ctx;
+	fake_norm(path, sizeof(path), given);
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	snprintf(probe, sizeof(probe), "%s/", path);
@@ -957,13 +969,16 @@ static int fake_remove(void *ctx, const char *name, const char *path)
 	return rc;
 }
 
-static int fake_rename(void *ctx, const char *name, const char *from, const char *to, unsigned int flags)
+static int fake_rename(void *ctx, const char *name, const char *gfrom, const char *gto, unsigned int flags)
 {
-	char pfrom[SAAS_PATH_MAX + 1], pto[SAAS_PATH_MAX + 1];
-	size_t flen = strlen(from);
+	char from[SAAS_PATH_MAX], to[SAAS_PATH_MAX], pfrom[SAAS_PATH_MAX + 1], pto[SAAS_PATH_MAX + 1];
+	size_t flen;
 	int rc = SAAS_OK, kfrom, kto;
 
 	(void)ctx;
+	fake_norm(from, sizeof(from), gfrom);
+	fake_norm(to, sizeof(to), gto);
+	flen = strlen(from);
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	snprintf(pfrom, sizeof(pfrom), "%s/", from);
