@@ -713,9 +713,10 @@ static int rm_dir(struct rm_walk *w, saas__buf *path, unsigned int level)
 		for (size_t i = 0; i < n; i++)
 			free(ents[i].name);
 		n = 0;
+		/* Read it again by its own name, not the last child's. */
+		path->len = base;
+		path->data[base] = '\0';
 	}
-	path->len = base;
-	path->data[base] = '\0';
 	rc = rm_one(w, path->data, 1);
 out:
 	if (h)
