@@ -789,23 +789,38 @@ static int fake_read(void *ctx, const char *name, const char *path, int64_t max,
 	return rc;
 }
 
+static int fake_kind(const char *vm, const char *path);
+static void fake_norm(char *out, size_t size, const char *path);
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int fake_list_files(void *ctx, const char *name, const char *path, unsigned int depth, saas_entry_fn fn,
+static int fake_list_files(void *ctx, const char *name, const char *given, unsigned int depth, saas_entry_fn fn,
                            void *ud)
 {
-	char *paths[MAX_FILES];
-	size_t plen = strlen(path), n = 0;
+	char *paths[MAX_FILES + 1], path[SAAS_PATH_MAX];
+	size_t plen, n = 0;
 	int rc = SAAS_OK;
 
 	(void)ctx;
+	fake_norm(path, sizeof(path), given);
+	plen = strcmp(path, "/") ? strlen(path) : 0;
 	(void)depth;
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	pthread_mutex_lock(&mu);
+	/* As the guest: a missing path is not found, a file lists as itself. */
+	switch (fake_kind(name, path)) {
+	case 0:
+		pthread_mutex_unlock(&mu);
+		return saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "listing %s: no such file or directory",
+		                          path);
+	case 1:
+		paths[n++] = strdup(path);
+		break;
+	}
 	for (int i = 0; i < MAX_FILES; i++)
 		if (files[i].path && strcmp(files[i].vm, name) == 0 && strncmp(files[i].path, path, plen) == 0 &&
 		    files[i].path[plen] == '/')
@@ -933,6 +948,25 @@ out:
 	return rc;
 }
 
+/*
+ * The directory path is in stays when path goes (mu held): a directory only
+ * implied by the files under it is made one of its own first, as a real
+ * directory outlives its last entry.
+ */
+static void fake_keep_parent(const char *vm, const char *path)
+{
+	char parent[SAAS_PATH_MAX];
+	char *slash;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	if (!(slash = strrchr(parent, '/')) || slash == parent)
+		return;
+	*slash = '\0';
+	if (!find_file(vm, parent) && fake_kind(vm, parent) == 2 && strcmp(parent, "/workspace") &&
+	    strcmp(parent, "/tmp") && strcmp(parent, "/home/sandbox"))
+		fake_add(vm, parent, true);
+}
+
 /* Drop path and everything under it (mu held). */
 static void fake_drop_tree(const char *vm, const char *path)
 {
@@ -963,8 +997,10 @@ static int fake_remove(void *ctx, const char *name, const char *given)
 		                        path);
 	else if (!guest_may_write(probe) || !strcmp(probe, "/workspace/"))
 		rc = saas_sys_error_set(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "removing %s: permission denied", path);
-	else
+	else {
+		fake_keep_parent(name, path);
 		fake_drop_tree(name, path);
+	}
 	pthread_mutex_unlock(&mu);
 	return rc;
 }
@@ -995,6 +1031,7 @@ static int fake_rename(void *ctx, const char *name, const char *gfrom, const cha
 	} else if (kto && (!(flags & SAAS_FILE_RENAME_REPLACE) || kto == 2 || kfrom == 2)) {
 		rc = saas_sys_error_set(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0, "renaming %s: %s already exists", from, to);
 	} else {
+		fake_keep_parent(name, from);
 		if (kto)
 			fake_drop_tree(name, to);
 		for (int i = 0; i < MAX_FILES; i++) {
