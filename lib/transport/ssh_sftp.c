@@ -764,11 +764,24 @@ out:
 	return rc;
 }
 
+/* One SFTP rename (mu held); the libssh2 status as it came. */
+static int sftp_rename_raw(struct ssh_op *op, const char *from, const char *to)
+{
+	int rc;
+
+	SFTP_LOOP(op, rc,
+	          libssh2_sftp_rename_ex(op->ssh->sftp, from, (unsigned int)strlen(from), to, (unsigned int)strlen(to),
+	                                 LIBSSH2_SFTP_RENAME_ATOMIC | LIBSSH2_SFTP_RENAME_NATIVE));
+	return rc;
+}
+
 int saas__ssh_file_rename(saas__ssh *ssh, const char *from, const char *to, unsigned int flags)
 {
 	struct ssh_op op = { ssh, 0 };
 	LIBSSH2_SFTP *sftp;
 	LIBSSH2_SFTP_ATTRIBUTES fa, ta;
+	saas__buf old = SAAS__BUF_INIT;
+	unsigned char rnd[8];
 	char *src = NULL, *dst = NULL, *slash;
 	int rc, lrc;
 
@@ -780,6 +793,11 @@ int saas__ssh_file_rename(saas__ssh *ssh, const char *from, const char *to, unsi
 	}
 	strip_slashes(src);
 	strip_slashes(dst);
+	if ((rc = saas__random(rnd, sizeof(rnd))) < 0) {
+		free(src);
+		free(dst);
+		return rc;
+	}
 	pthread_mutex_lock(&ssh->sftp_mu);
 	pthread_mutex_lock(&ssh->mu);
 	if ((rc = sftp_get(&op, &sftp)) < 0)
@@ -788,13 +806,16 @@ int saas__ssh_file_rename(saas__ssh *ssh, const char *from, const char *to, unsi
 		rc = sftp_fail(&op, lrc, "renaming", src);
 		goto out;
 	}
+	/* rename(2) of a name onto itself does nothing, and succeeds. */
+	if (!strcmp(src, dst)) {
+		rc = SAAS_OK;
+		goto out;
+	}
 	/*
 	 * OpenSSH's sftp-server refuses an existing destination with a bare
 	 * FAILURE, and libssh2 1.10 has no posix-rename@openssh.com to replace
-	 * it: look first, so that the answer says why, and for a replace remove
-	 * the file in the way (as a write does: only a failure in between can
-	 * leave the destination missing). The server's own check still stands
-	 * against a destination made meanwhile.
+	 * it: look first, so that the answer says why. The server's own check
+	 * still stands against a destination made meanwhile.
 	 */
 	if ((lrc = sftp_stat(&op, dst, 0, &ta)) == 0) {
 		if (!(flags & SAAS_FILE_RENAME_REPLACE) || attrs_is_dir(&ta) || attrs_is_dir(&fa)) {
@@ -802,25 +823,50 @@ int saas__ssh_file_rename(saas__ssh *ssh, const char *from, const char *to, unsi
 			                 (flags & SAAS_FILE_RENAME_REPLACE) ? " (a directory is never replaced)" : "");
 			goto out;
 		}
-		SFTP_LOOP(&op, lrc, libssh2_sftp_unlink_ex(sftp, dst, (unsigned int)strlen(dst)));
-		if (lrc < 0 && !sftp_missing(&op, lrc)) {
+		/*
+		 * Replace: the file in the way is renamed aside (a hidden name in its
+		 * directory), the source renamed onto its name, then the old one
+		 * removed. Were the two names one file (the same path spelt two
+		 * ways, or through a link), the source goes aside with it, its
+		 * rename then fails and the file is put back: nothing is lost.
+		 */
+		slash = strrchr(dst, '/');
+		*slash = '\0';
+		saas__buf_printf(&old, "%s/.aas-old-", dst);
+		*slash = '/';
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			saas__buf_printf(&old, "%02x", rnd[i]);
+		if (!old.data) {
+			rc = saas__oom();
+			goto out;
+		}
+		if ((lrc = sftp_rename_raw(&op, dst, old.data)) < 0) {
 			rc = sftp_fail(&op, lrc, "replacing", dst);
 			goto out;
 		}
-	} else if (!sftp_missing(&op, lrc)) {
+		if ((lrc = sftp_rename_raw(&op, src, dst)) < 0) {
+			rc = sftp_fail(&op, lrc, "renaming", src);
+			if (sftp_rename_raw(&op, old.data, dst) < 0)
+				saas__error(rc, SAAS_ERRCLASS_GUEST, 0, "renaming %s failed, and %s is left at %s", src, dst,
+				            old.data);
+			goto out;
+		}
+		sftp_unlink(&op, old.data);
+		rc = SAAS_OK;
+		goto out;
+	}
+	if (!sftp_missing(&op, lrc)) {
 		rc = sftp_fail(&op, lrc, "renaming to", dst);
 		goto out;
-	} else if ((slash = strrchr(dst, '/')) && slash != dst) {
+	}
+	if ((slash = strrchr(dst, '/')) && slash != dst) {
 		*slash = '\0';
 		rc = sftp_mkdir_p(&op, dst);
 		*slash = '/';
 		if (rc < 0)
 			goto out;
 	}
-	SFTP_LOOP(&op, lrc,
-	          libssh2_sftp_rename_ex(sftp, src, (unsigned int)strlen(src), dst, (unsigned int)strlen(dst),
-	                                 LIBSSH2_SFTP_RENAME_ATOMIC | LIBSSH2_SFTP_RENAME_NATIVE));
-	if (lrc < 0) {
+	if ((lrc = sftp_rename_raw(&op, src, dst)) < 0) {
 		rc = sftp_fail(&op, lrc, "renaming", src);
 		if (rc == SAAS_EIO && sftp_stat(&op, dst, 0, &ta) == 0)
 			rc = saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0, "renaming %s: %s already exists", src, dst);
@@ -830,6 +876,7 @@ int saas__ssh_file_rename(saas__ssh *ssh, const char *from, const char *to, unsi
 out:
 	pthread_mutex_unlock(&ssh->mu);
 	pthread_mutex_unlock(&ssh->sftp_mu);
+	saas__buf_free(&old);
 	free(src);
 	free(dst);
 	return rc;

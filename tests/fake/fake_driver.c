@@ -1028,6 +1028,8 @@ static int fake_rename(void *ctx, const char *name, const char *gfrom, const cha
 	} else if (!guest_may_write(pfrom) || !guest_may_write(pto) || !strcmp(pfrom, "/workspace/")) {
 		rc = saas_sys_error_set(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "renaming %s to %s: permission denied", from,
 		                        to);
+	} else if (!strcmp(from, to)) {
+		/* rename(2) of a name onto itself does nothing. */
 	} else if (kto && (!(flags & SAAS_FILE_RENAME_REPLACE) || kto == 2 || kfrom == 2)) {
 		rc = saas_sys_error_set(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0, "renaming %s: %s already exists", from, to);
 	} else {

@@ -1256,6 +1256,13 @@ static void test_files_ops(void **state)
 	assert_int_equal(st.st_size, 3);
 	assert_int_equal(saas__ssh_file_rename(ssh, tpath("ops/h.txt"), tpath("ops/a"), SAAS_FILE_RENAME_REPLACE),
 	                 SAAS_EEXISTS);
+	/* Onto itself: nothing happens; spelt another way, the replace puts it back rather than lose it. */
+	assert_int_equal(saas__ssh_file_rename(ssh, tpath("ops/h.txt"), tpath("ops/h.txt/"), SAAS_FILE_RENAME_REPLACE),
+	                 SAAS_OK);
+	assert_int_equal(saas__ssh_file_rename(ssh, tpath("ops/h.txt"), tpath("ops//h.txt"), SAAS_FILE_RENAME_REPLACE),
+	                 SAAS_ENOTFOUND);
+	assert_int_equal(stat(tpath("ops/h.txt"), &st), 0);
+	assert_int_equal(st.st_size, 3);
 	assert_int_equal(saas__ssh_file_rename(ssh, tpath("ops/a"), tpath("ops/moved"), 0), SAAS_OK);
 	assert_int_equal(stat(tpath("ops/moved/b/c"), &st), 0);
 	assert_int_equal(saas__ssh_file_rename(ssh, tpath("ops/nope"), tpath("ops/x"), 0), SAAS_ENOTFOUND);
