@@ -229,9 +229,10 @@ SAAS_EXTERN(int) saas_file_remove(saas_client *client, const char *sandbox_id, c
  * unprivileged user; the destination's missing parents are made (0755).
  * Within one filesystem of the guest the move is the guest's rename: the
  * entry is never copied. Without SAAS_FILE_RENAME_REPLACE an existing
- * destination is refused; with it a file there is replaced (removed, then
- * the source renamed over its name). A directory at the destination is
- * never replaced.
+ * destination is refused; with it a file there is replaced (renamed aside,
+ * the source renamed onto its name, then the old file removed; put back if
+ * the rename fails). A directory at the destination is never replaced. A
+ * rename of a path onto itself does nothing.
  *
  * @param from  as saas_file_write()'s path.
  * @param to    likewise; not inside `from`.
