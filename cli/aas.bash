@@ -30,7 +30,7 @@ _aas() {
 	ls) opts="$opts --all" ;;
 	exec) opts="$opts --timeout --cwd -e -n --" ;;
 	shell) opts="$opts -t -T --term" ;;
-	files) opts="$opts --depth" ;;
+	files) opts="$opts --depth --mkdir --remove --move --replace" ;;
 	usage) opts="$opts --from --to" ;;
 	metrics) opts="$opts --from --to -n" ;;
 	fork) opts="$opts -n --count --timeout" ;;

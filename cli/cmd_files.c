@@ -1,5 +1,6 @@
 /*
- * aas files: show a directory tree of a sandbox.
+ * aas files: show a directory tree of a sandbox; or make a directory,
+ * remove a path, or move one.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -10,8 +11,38 @@
 
 static const char help[] =
 	"usage: aas files ID [PATH] [--depth N] [--json]\n"
+	"       aas files ID PATH --mkdir | --remove | --move DEST [--replace]\n"
 	"\n"
-	"Show a directory tree in a sandbox (PATH defaults to /workspace; depth 3, at most 16).\n";
+	"Show a directory tree in a sandbox (PATH defaults to /workspace; depth 3, at most 16).\n"
+	"--mkdir makes directory PATH and its parents; --remove removes PATH, a directory with all in it;\n"
+	"--move renames PATH to DEST (its parents made), which must not exist unless --replace and a file.\n";
+
+/* --mkdir, --remove, --move: one call, a line saying what it did (or JSON). */
+static int change(aas_ctx *ctx, saas_client *client, const char *id, const char *path, int op, const char *dest,
+                  bool replace)
+{
+	int created = 0, rc;
+
+	if (op == 'm')
+		rc = saas_file_mkdir(&created, client, id, path, 0);
+	else if (op == 'r')
+		rc = saas_file_remove(client, id, path, 0);
+	else
+		rc = saas_file_rename(client, id, path, dest, replace ? SAAS_FILE_RENAME_REPLACE : 0);
+	if (rc != SAAS_OK)
+		return aas_fail_path(client, rc, id, path);
+	if (ctx->json)
+		return aas_json_print(op == 'm'   ? json_pack("{s:s,s:b}", "path", path, "created", created)
+		                      : op == 'r' ? json_pack("{s:s}", "path", path)
+		                                  : json_pack("{s:s,s:s}", "from", path, "path", dest));
+	if (op == 'm')
+		printf("%s %s\n", created ? "made" : "already there:", path);
+	else if (op == 'r')
+		printf("removed %s\n", path);
+	else
+		printf("moved %s to %s\n", path, dest);
+	return AAS_EXIT_OK;
+}
 
 static int depth_of(const char *root, const char *path)
 {
@@ -32,8 +63,9 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 {
 	saas_client *client = NULL;
 	saas_file_list *l = NULL;
-	const char *pos[2] = { NULL, NULL }, *v;
-	int i, r, rc, code, n = 0;
+	const char *pos[2] = { NULL, NULL }, *v, *dest = NULL;
+	int i, r, rc, code, n = 0, op = 0;
+	bool replace = false;
 	long depth = 0;
 	char *end;
 
@@ -44,15 +76,33 @@ int aas_cmd_files(aas_ctx *ctx, int argc, char **argv)
 			depth = strtol(v, &end, 10);
 			if (*end || end == v || depth < 1 || depth > SAAS_LIST_DEPTH_MAX)
 				return aas_usage_error("files", "bad depth '%s' (1-%d)", v, SAAS_LIST_DEPTH_MAX);
+		} else if ((r = aas_opt("files", argc, argv, &i, "--move", NULL, &dest)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			if (op && op != 'v')
+				return aas_usage_error("files", "--mkdir, --remove and --move go alone");
+			op = 'v';
+		} else if (strcmp(argv[i], "--mkdir") == 0 || strcmp(argv[i], "--remove") == 0) {
+			if (op)
+				return aas_usage_error("files", "--mkdir, --remove and --move go alone");
+			op = argv[i][2];
+		} else if (strcmp(argv[i], "--replace") == 0) {
+			replace = true;
 		} else if ((code = aas_arg(ctx, "files", argc, argv, &i, pos, 2, &n)) != AAS_EXIT_OK) {
 			return code;
 		}
 	}
 	if ((code = aas_args_done(ctx, "files", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
 		return code;
+	if (op && !pos[1])
+		return aas_usage_error("files", "--mkdir, --remove and --move need a PATH");
+	if (replace && op != 'v')
+		return aas_usage_error("files", "--replace goes with --move");
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
-	if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0, 0)) != SAAS_OK) {
+	if (op) {
+		code = change(ctx, client, pos[0], pos[1], op, dest, replace);
+	} else if ((rc = saas_file_list_get(&l, client, pos[0], pos[1], (unsigned int)depth, 0, 0)) != SAAS_OK) {
 		code = pos[1] ? aas_fail_path(client, rc, pos[0], pos[1]) : aas_fail(rc, pos[0]);
 	} else if (ctx->json) {
 		code = aas_json_print(saas__wire_file_list(l));

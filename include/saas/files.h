@@ -175,6 +175,77 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *client, c
  */
 SAAS_EXTERN(void) saas_file_list_free(saas_file_list *list);
 
+/**
+ * Most entries one saas_file_remove() deletes. A tree with more is removed
+ * up to that count and the call fails with SAAS_ELIMIT: call it again to go
+ * on. The engine walks the tree itself (one guest request per entry), so
+ * this bounds how long one call holds it.
+ */
+#define SAAS_FILE_REMOVE_ENTRIES_MAX 100000
+/** Deepest tree saas_file_remove() descends; deeper: SAAS_ELIMIT, with what it reached removed. */
+#define SAAS_FILE_REMOVE_DEPTH_MAX 256
+
+/**
+ * Make a directory in a sandbox, with its missing parents (mode 0755), as the
+ * sandbox's unprivileged user. A relative path is relative to /workspace.
+ *
+ * @param created [out, optional] 1 if the call made the directory, 0 if one
+ *                was already there (which is success).
+ * @param path    as saas_file_write()'s.
+ * @param flags   0.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_EEXISTS (something not a directory is at
+ *         path), SAAS_ENOTFOUND (sandbox, or a parent that is a file),
+ *         SAAS_ESTATE, SAAS_EPERM, SAAS_EIO, SAAS_EBACKEND, SAAS_ENOTSUP (the
+ *         VM driver cannot).
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_file_mkdir(int *created, saas_client *client, const char *sandbox_id, const char *path,
+                                 unsigned int flags);
+
+/**
+ * Remove a file, a symbolic link (not what it points to) or a directory with
+ * everything in it, as the sandbox's unprivileged user. Entries are removed
+ * as they are met: a call that fails part-way leaves the rest.
+ *
+ * @param path  as saas_file_write()'s; not "/".
+ * @param flags 0.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or path),
+ *         SAAS_ESTATE, SAAS_EPERM (something in the tree may not be
+ *         removed by the sandbox user), SAAS_ELIMIT (over
+ *         SAAS_FILE_REMOVE_ENTRIES_MAX entries or SAAS_FILE_REMOVE_DEPTH_MAX
+ *         levels), SAAS_EIO, SAAS_EBACKEND, SAAS_ENOTSUP.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_file_remove(saas_client *client, const char *sandbox_id, const char *path,
+                                  unsigned int flags);
+
+/** saas_file_rename(): a file (not a directory) at the destination is replaced. */
+#define SAAS_FILE_RENAME_REPLACE (1u << 0)
+
+/**
+ * Rename or move a file or directory in a sandbox, as the sandbox's
+ * unprivileged user; the destination's missing parents are made (0755).
+ * Within one filesystem of the guest the move is the guest's rename: the
+ * entry is never copied. Without SAAS_FILE_RENAME_REPLACE an existing
+ * destination is refused; with it a file there is replaced (renamed aside,
+ * the source renamed onto its name, then the old file removed; put back if
+ * the rename fails). A directory at the destination is never replaced. A
+ * rename of a path onto itself does nothing.
+ *
+ * @param from  as saas_file_write()'s path.
+ * @param to    likewise; not inside `from`.
+ * @param flags 0 or SAAS_FILE_RENAME_REPLACE.
+ * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND (sandbox or from), SAAS_EEXISTS
+ *         (the destination exists), SAAS_ESTATE, SAAS_EPERM, SAAS_EIO (e.g.
+ *         across filesystems), SAAS_EBACKEND, SAAS_ENOTSUP.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_file_rename(saas_client *client, const char *sandbox_id, const char *from, const char *to,
+                                  unsigned int flags);
+
 SAAS_END_DECLS
 
 #endif

@@ -4,6 +4,7 @@
  * way; then the provider does the work.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
@@ -805,6 +806,104 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const 
 		return saas__inval("max_entries %u is over %d", max_entries, SAAS_LIST_ENTRIES_MAX);
 	return c->ops->file_list(c, id, path, max_depth ? max_depth : SAAS_LIST_DEPTH_DEFAULT,
 	                         max_entries ? max_entries : SAAS_LIST_ENTRIES_DEFAULT, out);
+}
+
+/*
+ * `path` made absolute as the core makes it (relative: under the
+ * workspace), with runs of '/' collapsed and no trailing '/', into out
+ * (SAAS_PATH_MAX + sizeof(SAAS_WORKSPACE) bytes, which check_path's bound
+ * leaves room for): what the guest will name, for the checks below.
+ */
+static void path_canon(char *out, const char *path)
+{
+	size_t n = 0;
+
+	if (path[0] != '/')
+		n = (size_t)snprintf(out, sizeof(SAAS_WORKSPACE) + 1, "%s/", SAAS_WORKSPACE);
+	for (const char *p = path; *p; p++)
+		if (*p != '/' || !n || out[n - 1] != '/')
+			out[n++] = *p;
+	while (n > 1 && out[n - 1] == '/')
+		n--;
+	out[n] = '\0';
+}
+
+static bool path_is_root(const char *path)
+{
+	return path[0] == '/' && !path[strspn(path, "/")];
+}
+
+SAAS_EXTERN(int) saas_file_mkdir(int *created, saas_client *c, const char *id, const char *path,
+                                 unsigned int flags)
+{
+	int made = 0, rc;
+
+	saas__error_clear();
+	if (created)
+		*created = 0;
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (!c->ops->file_mkdir)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot make directories");
+	if ((rc = c->ops->file_mkdir(c, id, path, &made)) == SAAS_OK && created)
+		*created = made;
+	return rc;
+}
+
+SAAS_EXTERN(int) saas_file_remove(saas_client *c, const char *id, const char *path, unsigned int flags)
+{
+	int rc;
+
+	saas__error_clear();
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+		return rc;
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (path_is_root(path))
+		return saas__inval("removing / is refused: name what to remove under it");
+	if (!c->ops->file_remove)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot remove files");
+	return c->ops->file_remove(c, id, path);
+}
+
+SAAS_EXTERN(int) saas_file_rename(saas_client *c, const char *id, const char *from, const char *to,
+                                  unsigned int flags)
+{
+	char *a = NULL, *b = NULL;
+	size_t alen;
+	int rc;
+
+	saas__error_clear();
+	CHECK_CLIENT(c);
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(from, true)) < 0 || (rc = check_path(to, true)) < 0)
+		return rc;
+	if (flags & ~SAAS_FILE_RENAME_REPLACE)
+		return saas__inval("unknown flags 0x%x", flags & ~SAAS_FILE_RENAME_REPLACE);
+	if (path_is_root(from) || path_is_root(to))
+		return saas__inval("/ cannot be renamed, nor be renamed over");
+	if (!(a = malloc(2 * (SAAS_PATH_MAX + sizeof(SAAS_WORKSPACE)))))
+		return saas__oom();
+	b = a + SAAS_PATH_MAX + sizeof(SAAS_WORKSPACE);
+	path_canon(a, from);
+	path_canon(b, to);
+	alen = strlen(a);
+	/* The guest would refuse it too (EINVAL), but after making the destination's parents inside the source. */
+	if (strncmp(a, b, alen) == 0 && b[alen] == '/') {
+		rc = saas__inval("cannot move %s into itself (%s)", a, b);
+		goto out;
+	}
+	if (!c->ops->file_rename) {
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot rename files");
+		goto out;
+	}
+	rc = c->ops->file_rename(c, id, from, to, flags);
+out:
+	free(a);
+	return rc;
 }
 
 SAAS_EXTERN(int) saas_port_expose(char **url, saas_client *c, const char *id, unsigned int port,

@@ -124,6 +124,10 @@ struct saas__client_ops {
 	                      saas_execution_list **out);
 	/* A sandbox's samples in [start_ms, end_ms] (end_ms 0: now), checked; NULL: SAAS_ENOTSUP. */
 	int (*sandbox_metrics)(saas_client *c, const char *id, int64_t start_ms, int64_t end_ms, saas_metric_list **out);
+	/* Directories, removal and renames (0.2.0); paths checked, flags known; NULL: SAAS_ENOTSUP. */
+	int (*file_mkdir)(saas_client *c, const char *id, const char *path, int *created);
+	int (*file_remove)(saas_client *c, const char *id, const char *path);
+	int (*file_rename)(saas_client *c, const char *id, const char *from, const char *to, unsigned int flags);
 };
 
 struct saas_client {

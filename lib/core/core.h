@@ -286,6 +286,9 @@ int saas__local_file_read(saas_client *c, const char *id, const char *path, int6
                           void *ud, int64_t *size);
 int saas__local_file_list(saas_client *c, const char *id, const char *path, unsigned int depth,
                           unsigned int max_entries, saas_file_list **out);
+int saas__local_file_mkdir(saas_client *c, const char *id, const char *path, int *created);
+int saas__local_file_remove(saas_client *c, const char *id, const char *path);
+int saas__local_file_rename(saas_client *c, const char *id, const char *from, const char *to, unsigned int flags);
 
 /* ports.c */
 int saas__local_port_expose(saas_client *c, const char *id, unsigned int port, char **url);

@@ -133,3 +133,87 @@ int saas__local_file_list(saas_client *c, const char *id, const char *path, unsi
 	*out = ce.list;
 	return SAAS_OK;
 }
+
+/*
+ * The driver's slot for a version 11 call, or SAAS_ENOTSUP naming what the
+ * driver cannot do: a driver built against an older table has no such slot.
+ */
+#define DRIVER_SLOT(e, slot, what)                                                                  \
+	((e)->driver->version >= 11 && (e)->driver->slot                                                \
+	         ? SAAS_OK                                                                              \
+	         : saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot %s", (e)->driver->name, \
+	                       what))
+
+/*
+ * These calls move no bytes, but each is a walk of guest requests (a remove
+ * of a tree up to SAAS_FILE_REMOVE_ENTRIES_MAX of them): they take one of
+ * the account's transfer slots, as a read or a write does, so that a tenant
+ * cannot keep more of them going at once than max_transfers.
+ */
+int saas__local_file_mkdir(saas_client *c, const char *id, const char *path, int *created)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox sb;
+	char *abs;
+	void *ctx;
+	int rc;
+
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0 ||
+	    (rc = DRIVER_SLOT(e, file_mkdir, "make directories")) < 0)
+		return rc;
+	if (!(abs = absolute_path(path)))
+		return SAAS_ENOMEM;
+	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
+		*created = 0;
+		rc = e->driver->file_mkdir(ctx, id, abs, created);
+		saas__transfer_slot_release(e, c->account_id);
+	}
+	free(abs);
+	return rc;
+}
+
+int saas__local_file_remove(saas_client *c, const char *id, const char *path)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox sb;
+	char *abs;
+	void *ctx;
+	int rc;
+
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0 ||
+	    (rc = DRIVER_SLOT(e, file_remove, "remove files")) < 0)
+		return rc;
+	if (!(abs = absolute_path(path)))
+		return SAAS_ENOMEM;
+	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
+		rc = e->driver->file_remove(ctx, id, abs);
+		saas__transfer_slot_release(e, c->account_id);
+	}
+	free(abs);
+	return rc;
+}
+
+int saas__local_file_rename(saas_client *c, const char *id, const char *from, const char *to, unsigned int flags)
+{
+	saas_engine *e = c->engine;
+	saas_store_sandbox sb;
+	char *abs_from = NULL, *abs_to = NULL;
+	void *ctx;
+	int rc;
+
+	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0 ||
+	    (rc = DRIVER_SLOT(e, file_rename, "rename files")) < 0)
+		return rc;
+	if (!(abs_from = absolute_path(from)) || !(abs_to = absolute_path(to))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
+		rc = e->driver->file_rename(ctx, id, abs_from, abs_to, flags);
+		saas__transfer_slot_release(e, c->account_id);
+	}
+out:
+	free(abs_from);
+	free(abs_to);
+	return rc;
+}

@@ -38,6 +38,9 @@ const struct saas__client_ops saas__local_ops = {
 	.sandbox_resume = saas__local_sandbox_resume,
 	.execution_list = saas__local_execution_list,
 	.sandbox_metrics = saas__local_sandbox_metrics,
+	.file_mkdir = saas__local_file_mkdir,
+	.file_remove = saas__local_file_remove,
+	.file_rename = saas__local_file_rename,
 };
 
 /* What both ways to open check first, with the thread's error cleared. */

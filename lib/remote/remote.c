@@ -438,6 +438,80 @@ static int remote_file_list(saas_client *c, const char *id, const char *path, un
 	return rc;
 }
 
+/* One of the files calls that move no bytes: METHOD on `p`, its JSON answer in *ans (may be NULL). */
+static int files_call(saas_client *c, const char *method, char *p, bool idempotent, json_t **ans)
+{
+	struct saas_http_req req = { 0 };
+	int rc;
+
+	if (!p)
+		return SAAS_ENOMEM;
+	req.method = method;
+	req.path = p;
+	req.idempotent = idempotent;
+	rc = saas__http(R(c), &req, ans);
+	free(p);
+	return rc;
+}
+
+static char *files_op_path(const char *id, const char *op, const char *path, const char *extra)
+{
+	char *eid = saas__url_escape(id), *epath = saas__url_escape(path), *out = NULL;
+
+	if (eid && epath &&
+	    asprintf(&out, "/v1/sandboxes/%s/files/%s?path=%s%s", eid, op, epath, extra ? extra : "") < 0) {
+		saas__oom();
+		out = NULL;
+	}
+	free(eid);
+	free(epath);
+	return out;
+}
+
+static int remote_file_mkdir(saas_client *c, const char *id, const char *path, int *created)
+{
+	json_t *ans = NULL, *v;
+	int rc;
+
+	/* Making a directory again is harmless: a retry may only turn "made" into "there". */
+	if ((rc = files_call(c, "POST", files_op_path(id, "mkdir", path, NULL), true, &ans)) == SAAS_OK) {
+		if (!json_is_boolean(v = json_object_get(ans, "created")))
+			rc = decoded(SAAS_EPROTOCOL, "created");
+		else
+			*created = json_is_true(v);
+	}
+	json_decref(ans);
+	return rc;
+}
+
+static int remote_file_remove(saas_client *c, const char *id, const char *path)
+{
+	json_t *ans = NULL;
+	int rc;
+
+	/* Not retried: a remove that went through and is sent again would say "not found". */
+	rc = files_call(c, "DELETE", files_path(id, path, NULL), false, &ans);
+	json_decref(ans);
+	return rc;
+}
+
+static int remote_file_rename(saas_client *c, const char *id, const char *from, const char *to, unsigned int flags)
+{
+	char *eto = saas__url_escape(to), *extra = NULL;
+	json_t *ans = NULL;
+	int rc;
+
+	if (!eto || asprintf(&extra, "&to=%s%s", eto, (flags & SAAS_FILE_RENAME_REPLACE) ? "&replace=true" : "") < 0) {
+		free(eto);
+		return saas__oom();
+	}
+	rc = files_call(c, "POST", files_op_path(id, "move", from, extra), false, &ans);
+	json_decref(ans);
+	free(eto);
+	free(extra);
+	return rc;
+}
+
 static int remote_port_expose(saas_client *c, const char *id, unsigned int port, char **url)
 {
 	struct saas_http_req req = { 0 };
@@ -608,6 +682,9 @@ static const struct saas__client_ops remote_ops = {
 	.sandbox_resume = remote_sandbox_resume,
 	.execution_list = saas__remote_execution_list,
 	.sandbox_metrics = remote_sandbox_metrics,
+	.file_mkdir = remote_file_mkdir,
+	.file_remove = remote_file_remove,
+	.file_rename = remote_file_rename,
 };
 
 /* ---- open ---- */

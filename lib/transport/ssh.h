@@ -109,6 +109,10 @@ int saas__ssh_file_read(saas__ssh *ssh, const char *path, int64_t max, saas_writ
  */
 int saas__ssh_file_list(saas__ssh *ssh, const char *path, unsigned int max_depth, unsigned int max_entries,
                         saas_entry_fn fn, void *ud);
+/* SFTP, with the semantics of the driver table's file_mkdir/file_remove/file_rename (version 11). */
+int saas__ssh_file_mkdir(saas__ssh *ssh, const char *path, int *created);
+int saas__ssh_file_remove(saas__ssh *ssh, const char *path);
+int saas__ssh_file_rename(saas__ssh *ssh, const char *from, const char *to, unsigned int flags);
 
 /*
  * A direct-tcpip channel to 127.0.0.1:port inside the guest, bridged to a

@@ -560,3 +560,324 @@ out:
 	return rc;
 }
 
+
+/* ---- directories, removal and renames -------------------------------------------------------- */
+
+/* "/a/b/" names "/a/b": strip trailing slashes in place, keeping "/". */
+static void strip_slashes(char *path)
+{
+	for (size_t len = strlen(path); len > 1 && path[len - 1] == '/'; len--)
+		path[len - 1] = '\0';
+}
+
+/* Is the SFTP failure rc the guest's "no such file" (mu held, right after the call)? */
+static int sftp_missing(struct ssh_op *op, int rc)
+{
+	return rc == LIBSSH2_ERROR_SFTP_PROTOCOL && libssh2_sftp_last_error(op->ssh->sftp) == LIBSSH2_FX_NO_SUCH_FILE;
+}
+
+int saas__ssh_file_mkdir(saas__ssh *ssh, const char *path, int *created)
+{
+	struct ssh_op op = { ssh, 0 };
+	LIBSSH2_SFTP *sftp;
+	LIBSSH2_SFTP_ATTRIBUTES a;
+	char *dir;
+	int rc;
+
+	*created = 0;
+	if (!path || path[0] != '/')
+		return saas__inval("the path must be absolute");
+	if (!(dir = saas__strdup(path)))
+		return SAAS_ENOMEM;
+	strip_slashes(dir);
+	pthread_mutex_lock(&ssh->sftp_mu);
+	pthread_mutex_lock(&ssh->mu);
+	if ((rc = sftp_get(&op, &sftp)) < 0)
+		goto out;
+	/* Asked first so that "already there" is told apart from "made", which sftp_mkdir_p does not. */
+	if (sftp_stat(&op, dir, 1, &a) == 0) {
+		rc = attrs_is_dir(&a) ? SAAS_OK
+		                      : saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0,
+		                                    "making directory %s: something that is not a directory is there", dir);
+		goto out;
+	}
+	if ((rc = sftp_mkdir_p(&op, dir)) == SAAS_OK)
+		*created = 1;
+out:
+	pthread_mutex_unlock(&ssh->mu);
+	pthread_mutex_unlock(&ssh->sftp_mu);
+	free(dir);
+	return rc;
+}
+
+/*
+ * How many names of a directory a remove reads before it removes them: the
+ * host memory one level of the walk holds (at most this many names of
+ * SAAS_NAME_MAX bytes), times SAAS_FILE_REMOVE_DEPTH_MAX levels at worst.
+ */
+#define RM_BATCH 64
+
+/* One remove's walk: the entries it may still remove, and the path it was asked for (for messages). */
+struct rm_walk {
+	struct ssh_op *op;
+	size_t left;
+	const char *root;
+};
+
+/* Remove one entry, an empty directory if dir (sftp_mu and mu held), counting it against the walk's budget. */
+static int rm_one(struct rm_walk *w, const char *path, int dir)
+{
+	int rc;
+
+	if (!w->left)
+		return saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_GUEST, 0,
+		                   "removing %s: over %d entries; what was reached is gone, call again to go on", w->root,
+		                   SAAS_FILE_REMOVE_ENTRIES_MAX);
+	w->left--;
+	if (dir)
+		SFTP_LOOP(w->op, rc, libssh2_sftp_rmdir_ex(w->op->ssh->sftp, path, (unsigned int)strlen(path)));
+	else
+		SFTP_LOOP(w->op, rc, libssh2_sftp_unlink_ex(w->op->ssh->sftp, path, (unsigned int)strlen(path)));
+	/* Gone meanwhile is what was asked. */
+	if (rc < 0 && !sftp_missing(w->op, rc))
+		return sftp_fail(w->op, rc, "removing", path);
+	return SAAS_OK;
+}
+
+/*
+ * Empty directory `path` (a buffer this level appends names to and then
+ * restores) and remove it, depth first (sftp_mu and mu held). The directory
+ * is read RM_BATCH names at a time, closed, and those names removed before
+ * it is read again: no handle stays open across the descent, and each pass
+ * either removes what it read or fails, so the walk ends.
+ */
+static int rm_dir(struct rm_walk *w, saas__buf *path, unsigned int level)
+{
+	struct ssh_op *op = w->op;
+	LIBSSH2_SFTP_HANDLE *h = NULL;
+	struct dirent_rec *ents;
+	size_t n = 0, base = path->len;
+	char name[SAAS_NAME_MAX + 2];
+	int rc = SAAS_OK, lrc;
+
+	if (level > SAAS_FILE_REMOVE_DEPTH_MAX)
+		return saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_GUEST, 0, "removing %s: the tree is deeper than %d levels",
+		                   w->root, SAAS_FILE_REMOVE_DEPTH_MAX);
+	/* On the heap: SAAS_FILE_REMOVE_DEPTH_MAX levels of it would not fit a thread's stack. */
+	if (!(ents = calloc(RM_BATCH, sizeof(*ents))))
+		return saas__oom();
+	for (;;) {
+		SFTP_LOOP_PTR(op, h, lrc,
+		              libssh2_sftp_open_ex(op->ssh->sftp, path->data, (unsigned int)path->len, 0, 0,
+		                                   LIBSSH2_SFTP_OPENDIR));
+		if (!h) {
+			rc = sftp_fail(op, lrc, "removing", path->data);
+			goto out;
+		}
+		while (n < RM_BATCH) {
+			LIBSSH2_SFTP_ATTRIBUTES a;
+			ssize_t len;
+
+			memset(&a, 0, sizeof(a));
+			SFTP_LOOP(op, len, libssh2_sftp_readdir(h, name, sizeof(name) - 1, &a));
+			if (len < 0) {
+				rc = sftp_fail(op, (int)len, "removing", path->data);
+				goto out;
+			}
+			if (len == 0)
+				break;
+			name[len] = '\0';
+			if (!strcmp(name, ".") || !strcmp(name, ".."))
+				continue;
+			if (!(ents[n].name = strdup(name))) {
+				rc = saas__oom();
+				goto out;
+			}
+			ents[n++].attrs = a;
+		}
+		sftp_close_handle(op, h);
+		h = NULL;
+		if (!n)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			path->len = base;
+			if (saas__buf_printf(path, "/%s", ents[i].name) < 0) {
+				rc = SAAS_ENOMEM;
+				goto out;
+			}
+			/* The guest's readdir reports lstat's attributes: a link to a directory is removed as a link. */
+			rc = attrs_is_dir(&ents[i].attrs) ? rm_dir(w, path, level + 1) : rm_one(w, path->data, 0);
+			if (rc < 0)
+				goto out;
+		}
+		for (size_t i = 0; i < n; i++)
+			free(ents[i].name);
+		n = 0;
+		/* Read it again by its own name, not the last child's. */
+		path->len = base;
+		path->data[base] = '\0';
+	}
+	rc = rm_one(w, path->data, 1);
+out:
+	if (h)
+		sftp_close_handle(op, h);
+	for (size_t i = 0; i < n; i++)
+		free(ents[i].name);
+	free(ents);
+	path->len = base;
+	path->data[base] = '\0';
+	return rc;
+}
+
+int saas__ssh_file_remove(saas__ssh *ssh, const char *path)
+{
+	struct ssh_op op = { ssh, 0 };
+	struct rm_walk w = { &op, SAAS_FILE_REMOVE_ENTRIES_MAX, path };
+	saas__buf buf = SAAS__BUF_INIT;
+	LIBSSH2_SFTP *sftp;
+	LIBSSH2_SFTP_ATTRIBUTES a;
+	int rc, lrc;
+
+	if (!path || path[0] != '/')
+		return saas__inval("the path must be absolute");
+	if (saas__buf_puts(&buf, path) < 0)
+		return SAAS_ENOMEM;
+	strip_slashes(buf.data);
+	buf.len = strlen(buf.data);
+	if (!strcmp(buf.data, "/")) {
+		saas__buf_free(&buf);
+		return saas__inval("removing / is refused");
+	}
+	pthread_mutex_lock(&ssh->sftp_mu);
+	pthread_mutex_lock(&ssh->mu);
+	if ((rc = sftp_get(&op, &sftp)) < 0)
+		goto out;
+	if ((lrc = sftp_stat(&op, buf.data, 0, &a)) < 0) {
+		rc = sftp_fail(&op, lrc, "removing", buf.data);
+		goto out;
+	}
+	rc = attrs_is_dir(&a) ? rm_dir(&w, &buf, 1) : rm_one(&w, buf.data, 0);
+out:
+	pthread_mutex_unlock(&ssh->mu);
+	pthread_mutex_unlock(&ssh->sftp_mu);
+	saas__buf_free(&buf);
+	return rc;
+}
+
+/* One SFTP rename (mu held); the libssh2 status as it came. */
+static int sftp_rename_raw(struct ssh_op *op, const char *from, const char *to)
+{
+	int rc;
+
+	SFTP_LOOP(op, rc,
+	          libssh2_sftp_rename_ex(op->ssh->sftp, from, (unsigned int)strlen(from), to, (unsigned int)strlen(to),
+	                                 LIBSSH2_SFTP_RENAME_ATOMIC | LIBSSH2_SFTP_RENAME_NATIVE));
+	return rc;
+}
+
+int saas__ssh_file_rename(saas__ssh *ssh, const char *from, const char *to, unsigned int flags)
+{
+	struct ssh_op op = { ssh, 0 };
+	LIBSSH2_SFTP *sftp;
+	LIBSSH2_SFTP_ATTRIBUTES fa, ta;
+	saas__buf old = SAAS__BUF_INIT;
+	unsigned char rnd[8];
+	char *src = NULL, *dst = NULL, *slash;
+	int rc, lrc;
+
+	if (!from || from[0] != '/' || !to || to[0] != '/')
+		return saas__inval("the paths must be absolute");
+	if (!(src = saas__strdup(from)) || !(dst = saas__strdup(to))) {
+		free(src);
+		return SAAS_ENOMEM;
+	}
+	strip_slashes(src);
+	strip_slashes(dst);
+	if ((rc = saas__random(rnd, sizeof(rnd))) < 0) {
+		free(src);
+		free(dst);
+		return rc;
+	}
+	pthread_mutex_lock(&ssh->sftp_mu);
+	pthread_mutex_lock(&ssh->mu);
+	if ((rc = sftp_get(&op, &sftp)) < 0)
+		goto out;
+	if ((lrc = sftp_stat(&op, src, 0, &fa)) < 0) {
+		rc = sftp_fail(&op, lrc, "renaming", src);
+		goto out;
+	}
+	/* rename(2) of a name onto itself does nothing, and succeeds. */
+	if (!strcmp(src, dst)) {
+		rc = SAAS_OK;
+		goto out;
+	}
+	/*
+	 * OpenSSH's sftp-server refuses an existing destination with a bare
+	 * FAILURE, and libssh2 1.10 has no posix-rename@openssh.com to replace
+	 * it: look first, so that the answer says why. The server's own check
+	 * still stands against a destination made meanwhile.
+	 */
+	if ((lrc = sftp_stat(&op, dst, 0, &ta)) == 0) {
+		if (!(flags & SAAS_FILE_RENAME_REPLACE) || attrs_is_dir(&ta) || attrs_is_dir(&fa)) {
+			rc = saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0, "renaming %s: %s already exists%s", src, dst,
+			                 (flags & SAAS_FILE_RENAME_REPLACE) ? " (a directory is never replaced)" : "");
+			goto out;
+		}
+		/*
+		 * Replace: the file in the way is renamed aside (a hidden name in its
+		 * directory), the source renamed onto its name, then the old one
+		 * removed. Were the two names one file (the same path spelt two
+		 * ways, or through a link), the source goes aside with it, its
+		 * rename then fails and the file is put back: nothing is lost.
+		 */
+		slash = strrchr(dst, '/');
+		*slash = '\0';
+		saas__buf_printf(&old, "%s/.aas-old-", dst);
+		*slash = '/';
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			saas__buf_printf(&old, "%02x", rnd[i]);
+		if (!old.data) {
+			rc = saas__oom();
+			goto out;
+		}
+		if ((lrc = sftp_rename_raw(&op, dst, old.data)) < 0) {
+			rc = sftp_fail(&op, lrc, "replacing", dst);
+			goto out;
+		}
+		if ((lrc = sftp_rename_raw(&op, src, dst)) < 0) {
+			rc = sftp_fail(&op, lrc, "renaming", src);
+			if (sftp_rename_raw(&op, old.data, dst) < 0)
+				saas__error(rc, SAAS_ERRCLASS_GUEST, 0, "renaming %s failed, and %s is left at %s", src, dst,
+				            old.data);
+			goto out;
+		}
+		sftp_unlink(&op, old.data);
+		rc = SAAS_OK;
+		goto out;
+	}
+	if (!sftp_missing(&op, lrc)) {
+		rc = sftp_fail(&op, lrc, "renaming to", dst);
+		goto out;
+	}
+	if ((slash = strrchr(dst, '/')) && slash != dst) {
+		*slash = '\0';
+		rc = sftp_mkdir_p(&op, dst);
+		*slash = '/';
+		if (rc < 0)
+			goto out;
+	}
+	if ((lrc = sftp_rename_raw(&op, src, dst)) < 0) {
+		rc = sftp_fail(&op, lrc, "renaming", src);
+		if (rc == SAAS_EIO && sftp_stat(&op, dst, 0, &ta) == 0)
+			rc = saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0, "renaming %s: %s already exists", src, dst);
+		goto out;
+	}
+	rc = SAAS_OK;
+out:
+	pthread_mutex_unlock(&ssh->mu);
+	pthread_mutex_unlock(&ssh->sftp_mu);
+	saas__buf_free(&old);
+	free(src);
+	free(dst);
+	return rc;
+}

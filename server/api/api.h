@@ -7,6 +7,7 @@
  *                  resume, network; ports
  *   exec.c         executions: run, follow, stdin, signals, cancel, list
  *   files.c        files in and out of a sandbox, streamed
+ *   files_ops.c    directories, removal and renames in a sandbox
  *   pty.c          terminals over a WebSocket
  *   json_stream.c  JSON replies written as they are sent (internal.h)
  *
@@ -69,6 +70,10 @@ void aas_h_port_list(struct aas_req *r, struct aas_reply *out);
 void aas_h_port_unexpose(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_file_put(struct aas_req *r, struct aas_reply *out);
+/* Directories, removal and renames (files_ops.c). */
+void aas_h_file_mkdir(struct aas_req *r, struct aas_reply *out);
+void aas_h_file_delete(struct aas_req *r, struct aas_reply *out);
+void aas_h_file_move(struct aas_req *r, struct aas_reply *out);
 int aas_file_put_start(struct aas_req *r, struct aas_reply *out);
 int aas_file_put_data(struct aas_req *r, const char *data, size_t len);
 

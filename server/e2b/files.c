@@ -1,8 +1,8 @@
 /*
  * Files through E2B's daemon protocol: GET /files (read), POST /files
  * (write: multipart/form-data, or application/octet-stream), and
- * filesystem.Filesystem's Stat and ListDir, as libsaas's file calls (SFTP
- * as the sandbox user). A relative path, "~" and E2B's home are under
+ * filesystem.Filesystem's Stat, ListDir, MakeDir, Remove and Move, as
+ * libsaas's file calls (SFTP as the sandbox user). A relative path, "~" and E2B's home are under
  * /workspace, as everywhere in libsaas.
  *
  * Bounds: an upload is the request body, held whole (at most
@@ -359,11 +359,83 @@ static void fs_list(struct aas_reply *out, struct aas_e2b_target *t, const char 
 	aas_e2b_reply_unary(out, json_pack("{s:o}", "entries", entries));
 }
 
+/*
+ * MakeDir as envd answers it: the new directory's entry; a directory already
+ * there is already_exists (the SDK's makeDir then returns false), anything
+ * else there invalid_argument.
+ */
+static void fs_mkdir(struct aas_reply *out, struct aas_e2b_target *t, const char *path)
+{
+	char buf[SAAS_PATH_MAX + 16], abs[SAAS_PATH_MAX + 16 + sizeof(HOME) + 1];
+	const char *p = path_of(path, buf, sizeof(buf));
+	saas_file_entry self = { 0 };
+	int created = 0, rc;
+
+	absolute(abs, sizeof(abs), p);
+	if ((rc = saas_file_mkdir(&created, t->client, t->id, p, 0)) == SAAS_EEXISTS) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT,
+		                          "path already exists but it is not a directory: %s", abs);
+	} else if (rc < 0) {
+		fs_error(out, rc, path, "e2b: make a directory");
+	} else if (!created) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_ALREADY_EXISTS, "directory already exists: %s", abs);
+	} else {
+		self.path = abs;
+		self.type = SAAS_FILE_DIRECTORY;
+		self.mode = 0755;
+		aas_e2b_reply_unary(out, json_pack("{s:o}", "entry", entry_json(&self)));
+	}
+}
+
+/* Remove: envd's RemoveAll, for which a missing path is no error. */
+static void fs_remove(struct aas_reply *out, struct aas_e2b_target *t, const char *path)
+{
+	char buf[SAAS_PATH_MAX + 16];
+	int rc = saas_file_remove(t->client, t->id, path_of(path, buf, sizeof(buf)), 0);
+
+	if (rc < 0 && rc != SAAS_ENOTFOUND)
+		fs_error(out, rc, path, "e2b: remove");
+	else
+		aas_e2b_reply_unary(out, json_object());
+}
+
+/*
+ * Move: envd's rename(2), which replaces a file at the destination and makes
+ * its parents; the answer is the moved entry, as Stat gives it (the SDK
+ * fails without one).
+ */
+static void fs_move(struct aas_reply *out, struct aas_e2b_target *t, json_t *msg)
+{
+	const char *from = string_field(msg, "source"), *to = string_field(msg, "destination");
+	char fbuf[SAAS_PATH_MAX + 16], tbuf[SAAS_PATH_MAX + 16];
+	int rc;
+
+	if (!from || !*from || strlen(from) >= SAAS_PATH_MAX || !to || !*to || strlen(to) >= SAAS_PATH_MAX) {
+		aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "source and destination must be 1 to %d bytes",
+		                          SAAS_PATH_MAX - 1);
+		return;
+	}
+	if ((rc = saas_file_rename(t->client, t->id, path_of(from, fbuf, sizeof(fbuf)), path_of(to, tbuf, sizeof(tbuf)),
+	                           SAAS_FILE_RENAME_REPLACE)) < 0) {
+		if (rc == SAAS_ENOTFOUND)
+			aas_e2b_reply_unary_error(out, AAS_CONNECT_NOT_FOUND, "source file not found: '%s'", from);
+		else
+			fs_error(out, rc, from, "e2b: move");
+		return;
+	}
+	fs_stat(out, t, to);
+}
+
 void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const char *method, json_t *msg)
 {
 	const char *path = string_field(msg, "path");
 
-	if (strcmp(method, "Stat") == 0 || strcmp(method, "ListDir") == 0) {
+	if (strcmp(method, "Move") == 0) {
+		fs_move(out, t, msg);
+		return;
+	}
+	if (strcmp(method, "Stat") == 0 || strcmp(method, "ListDir") == 0 || strcmp(method, "MakeDir") == 0 ||
+	    strcmp(method, "Remove") == 0) {
 		if (!path || !*path || strlen(path) >= SAAS_PATH_MAX) {
 			aas_e2b_reply_unary_error(out, AAS_CONNECT_INVALID_ARGUMENT, "path must be 1 to %d bytes",
 			                          SAAS_PATH_MAX - 1);
@@ -371,8 +443,12 @@ void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const c
 		}
 		if (strcmp(method, "Stat") == 0)
 			fs_stat(out, t, path);
-		else
+		else if (strcmp(method, "ListDir") == 0)
 			fs_list(out, t, path, msg);
+		else if (strcmp(method, "MakeDir") == 0)
+			fs_mkdir(out, t, path);
+		else
+			fs_remove(out, t, path);
 		return;
 	}
 	aas_e2b_reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "filesystem.Filesystem/%s is not served by this server "

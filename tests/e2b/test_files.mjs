@@ -1,11 +1,12 @@
 // Files through the official e2b SDK (docs/e2b.md): write and read (text,
-// bytes, several files at once, octet-stream), exists, getInfo, list, and
-// the errors the SDK maps; against aas-server-fake.
+// bytes, several files at once, octet-stream), exists, getInfo, list,
+// makeDir, remove, rename, and the errors the SDK maps; against
+// aas-server-fake.
 //
 // usage: node test_files.mjs AAS_SERVER_FAKE   (run by tests/e2b/run)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Sandbox, FileNotFoundError, InvalidArgumentError, SandboxError } from 'e2b';
+import { Sandbox, FileNotFoundError, InvalidArgumentError, NotFoundError, SandboxError } from 'e2b';
 import { testServer } from './harness.mjs';
 
 const SERVER = process.argv[2];
@@ -71,13 +72,58 @@ test('exists, getInfo, list', async () => {
   assert.deepEqual(listed.map(e => [e.name, e.type, e.size]), [['x.txt', 'file', 5]]);
 });
 
-test('errors: missing files, a directory read, root, what is not served yet', async () => {
+test('errors: missing files, root', async () => {
   await assert.rejects(sbx.files.read('/workspace/missing'), FileNotFoundError);
   await assert.rejects(sbx.files.write('/workspace/r', 'x', { user: 'root' }), InvalidArgumentError);
   await assert.rejects(sbx.files.read('/workspace/a.txt', { user: 'root' }), InvalidArgumentError);
-  await assert.rejects(sbx.files.makeDir('/workspace/newdir'), err => {
+});
+
+// makeDir, remove and rename as envd answers them (docs/e2b.md): makeDir says whether it made the
+// directory; remove takes a file or a tree, and a missing path is no error (envd's RemoveAll);
+// rename makes the destination's parents, replaces a file there and answers the moved entry.
+test('makeDir, remove, rename', async () => {
+  assert.equal(await sbx.files.makeDir('/workspace/nd'), true);
+  assert.equal(await sbx.files.makeDir('/workspace/nd'), false, 'already there');
+  assert.equal(await sbx.files.makeDir('~/nd/a/b/c'), true, 'nested: parents made');
+  assert.equal((await sbx.files.getInfo('/workspace/nd/a/b')).type, 'dir');
+  assert.deepEqual((await sbx.files.list('/workspace/nd/a')).map(e => [e.name, e.type]).slice(0, 1), [['b', 'dir']]);
+  await sbx.files.write('/workspace/nd/a/b/c/f.txt', 'eff');
+  await assert.rejects(sbx.files.makeDir('/workspace/nd/a/b/c/f.txt'), InvalidArgumentError, 'a file is there');
+
+  // rename: a file into a new directory, then over another file; a directory with its contents.
+  const moved = await sbx.files.rename('/workspace/nd/a/b/c/f.txt', '/workspace/mv/g.txt');
+  assert.equal(moved.path, '/workspace/mv/g.txt');
+  assert.equal(moved.name, 'g.txt');
+  assert.equal(moved.type, 'file');
+  assert.equal(await sbx.files.read('/workspace/mv/g.txt'), 'eff');
+  assert.equal(await sbx.files.exists('/workspace/nd/a/b/c/f.txt'), false);
+  await sbx.files.write('/workspace/mv/h.txt', 'aitch');
+  await sbx.files.rename('/workspace/mv/g.txt', 'mv/h.txt');
+  assert.equal(await sbx.files.read('/workspace/mv/h.txt'), 'eff', 'a file at the destination is replaced');
+  const dir = await sbx.files.rename('/workspace/mv', '/workspace/mv2');
+  assert.equal(dir.type, 'dir');
+  assert.equal(await sbx.files.read('/workspace/mv2/h.txt'), 'eff');
+  await assert.rejects(sbx.files.rename('/workspace/missing', '/workspace/x'), FileNotFoundError);
+  await assert.rejects(sbx.files.rename('/workspace/missing', '/workspace/x'), NotFoundError);
+  await assert.rejects(sbx.files.rename('/workspace/mv2', '/workspace/mv2/inside'), InvalidArgumentError);
+
+  // remove: a file, a tree; a missing path is fine, as with envd.
+  await sbx.files.remove('/workspace/mv2/h.txt');
+  assert.equal(await sbx.files.exists('/workspace/mv2/h.txt'), false);
+  await sbx.files.remove('/workspace/nd');
+  assert.equal(await sbx.files.exists('/workspace/nd/a/b/c'), false);
+  assert.equal(await sbx.files.exists('/workspace/nd'), false);
+  await sbx.files.remove('/workspace/nd');
+
+  // Root is refused, as for every call (the sandbox user is the only one).
+  await assert.rejects(sbx.files.makeDir('/workspace/r', { user: 'root' }), InvalidArgumentError);
+  await assert.rejects(sbx.files.remove('/workspace/mv2', { user: 'root' }), InvalidArgumentError);
+  await assert.rejects(sbx.files.rename('/workspace/mv2', '/workspace/r', { user: 'root' }), InvalidArgumentError);
+  assert.equal(await sbx.files.exists('/workspace/mv2'), true);
+  // Outside what the sandbox user may write: permission denied, not a server failure.
+  await assert.rejects(sbx.files.makeDir('/etc/nope'), err => {
     assert.ok(err instanceof SandboxError, `${err}`);
-    assert.match(err.message, /not served/);
+    assert.match(err.message, /permission/i);
     return true;
   });
 });

@@ -25,6 +25,7 @@ struct file {
 	size_t len;
 	unsigned int mode;
 	unsigned long gen;               /* which write made it (a watcher sees a change) */
+	bool dir;            /* a directory file_mkdir made; other directories are implied by the files under them */
 };
 
 struct vm {
@@ -860,7 +861,12 @@ static int fake_write(void *ctx, const char *name, const char *path, unsigned in
 		return SAAS_EIO;
 	}
 	pthread_mutex_lock(&mu);
-	if (!(f = find_file(name, path))) {
+	if ((f = find_file(name, path)) && f->dir) {
+		pthread_mutex_unlock(&mu);
+		free(data);
+		return saas_sys_error_set(SAAS_EISDIR, SAAS_ERRCLASS_GUEST, 24, "writing %s: is a directory", path);
+	}
+	if (!f) {
 		for (int i = 0; i < MAX_FILES && !f; i++)
 			if (!files[i].path)
 				f = &files[i];
@@ -901,6 +907,10 @@ static int fake_read(void *ctx, const char *name, const char *path, int64_t max,
 		pthread_mutex_unlock(&mu);
 		return saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "%s: no such file", path);
 	}
+	if (f->dir) {
+		pthread_mutex_unlock(&mu);
+		return saas_sys_error_set(SAAS_EISDIR, SAAS_ERRCLASS_GUEST, 24, "reading %s: is a directory", path);
+	}
 	len = f->len;
 	copy = malloc(len ? len : 1);
 	if (copy && len)
@@ -917,23 +927,38 @@ static int fake_read(void *ctx, const char *name, const char *path, int64_t max,
 	return rc;
 }
 
+static int fake_kind(const char *vm, const char *path);
+static void fake_norm(char *out, size_t size, const char *path);
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int fake_list_files(void *ctx, const char *name, const char *path, unsigned int depth, saas_entry_fn fn,
+static int fake_list_files(void *ctx, const char *name, const char *given, unsigned int depth, saas_entry_fn fn,
                            void *ud)
 {
-	char *paths[MAX_FILES];
-	size_t plen = strlen(path), n = 0;
+	char *paths[MAX_FILES + 1], path[SAAS_PATH_MAX];
+	size_t plen, n = 0;
 	int rc = SAAS_OK;
 
 	(void)ctx;
+	fake_norm(path, sizeof(path), given);
+	plen = strcmp(path, "/") ? strlen(path) : 0;
 	(void)depth;
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
 	pthread_mutex_lock(&mu);
+	/* As the guest: a missing path is not found, a file lists as itself. */
+	switch (fake_kind(name, path)) {
+	case 0:
+		pthread_mutex_unlock(&mu);
+		return saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "listing %s: no such file or directory",
+		                          path);
+	case 1:
+		paths[n++] = strdup(path);
+		break;
+	}
 	for (int i = 0; i < MAX_FILES; i++)
 		if (files[i].path && strcmp(files[i].vm, name) == 0 && strncmp(files[i].path, path, plen) == 0 &&
 		    files[i].path[plen] == '/')
@@ -950,6 +975,8 @@ static int fake_list_files(void *ctx, const char *name, const char *path, unsign
 		if ((f = find_file(name, paths[i]))) {
 			e.size = (int64_t)f->len;
 			e.mode = f->mode;
+			if (f->dir)
+				e.type = SAAS_FILE_DIRECTORY;
 		}
 		pthread_mutex_unlock(&mu);
 		if (rc == SAAS_OK && fn(ud, &e))
@@ -958,6 +985,211 @@ static int fake_list_files(void *ctx, const char *name, const char *path, unsign
 	for (size_t i = 0; i < n; i++)
 		free(paths[i]);
 	return SAAS_OK;
+}
+
+/*
+ * Directories, removal and renames (version 10), over the same table of
+ * files: a directory is one file_mkdir made (a `dir` entry) or one that
+ * files lie under. The guest's permissions are guest_may_write's, and its
+ * answers those SFTP gives (ssh_sftp.c), so the E2B and REST paths meet the
+ * errors a real guest sends.
+ */
+
+/* What is at path (mu held): 0 nothing, 1 a file, 2 a directory. */
+static int fake_kind(const char *vm, const char *path)
+{
+	size_t plen = strlen(path);
+	struct file *f = find_file(vm, path);
+
+	if (f)
+		return f->dir ? 2 : 1;
+	if (!strcmp(path, "/") || !strcmp(path, "/workspace") || !strcmp(path, "/tmp") ||
+	    !strcmp(path, "/home/sandbox"))
+		return 2;
+	for (int i = 0; i < MAX_FILES; i++)
+		if (files[i].path && !strcmp(files[i].vm, vm) && !strncmp(files[i].path, path, plen) &&
+		    files[i].path[plen] == '/')
+			return 2;
+	return 0;
+}
+
+/* path without its trailing slashes, as the guest's kernel takes "/a/b/" for "/a/b". */
+static void fake_norm(char *out, size_t size, const char *path)
+{
+	size_t len;
+
+	snprintf(out, size, "%s", path);
+	for (len = strlen(out); len > 1 && out[len - 1] == '/'; len--)
+		out[len - 1] = '\0';
+}
+
+/* A new entry (mu held); NULL when the table is full. */
+static struct file *fake_add(const char *vm, const char *path, bool dir)
+{
+	for (int i = 0; i < MAX_FILES; i++)
+		if (!files[i].path) {
+			if (!(files[i].path = strdup(path)))
+				return NULL;
+			snprintf(files[i].vm, sizeof(files[i].vm), "%s", vm);
+			files[i].dir = dir;
+			files[i].mode = dir ? 0755 : 0644;
+			return &files[i];
+		}
+	return NULL;
+}
+
+static int fake_mkdir(void *ctx, const char *name, const char *given, int *created)
+{
+	char path[SAAS_PATH_MAX], buf[SAAS_PATH_MAX + 1], probe[SAAS_PATH_MAX + 2];
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	fake_norm(path, sizeof(path), given);
+	*created = 0;
+	if (!running(name))
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	pthread_mutex_lock(&mu);
+	switch (fake_kind(name, path)) {
+	case 2:
+		goto out;
+	case 1:
+		rc = saas_sys_error_set(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0,
+		                        "making directory %s: something that is not a directory is there", path);
+		goto out;
+	}
+	/* Each missing ancestor, then path itself, as mkdir -p makes them. */
+	snprintf(buf, sizeof(buf), "%s/", path);
+	for (char *s = strchr(buf + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		switch (fake_kind(name, buf)) {
+		case 1:
+			rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 0,
+			                        "creating %s: it is a file, not a directory", buf);
+			goto out;
+		case 0:
+			snprintf(probe, sizeof(probe), "%s/", buf);
+			if (!guest_may_write(probe)) {
+				rc = saas_sys_error_set(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3,
+				                        "creating directory %s: permission denied", buf);
+				goto out;
+			}
+			if (!fake_add(name, buf, true)) {
+				rc = saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "fake: no room for more files");
+				goto out;
+			}
+		}
+		*s = '/';
+	}
+	*created = 1;
+out:
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+/*
+ * The directory path is in stays when path goes (mu held): a directory only
+ * implied by the files under it is made one of its own first, as a real
+ * directory outlives its last entry.
+ */
+static void fake_keep_parent(const char *vm, const char *path)
+{
+	char parent[SAAS_PATH_MAX];
+	char *slash;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	if (!(slash = strrchr(parent, '/')) || slash == parent)
+		return;
+	*slash = '\0';
+	if (!find_file(vm, parent) && fake_kind(vm, parent) == 2 && strcmp(parent, "/workspace") &&
+	    strcmp(parent, "/tmp") && strcmp(parent, "/home/sandbox"))
+		fake_add(vm, parent, true);
+}
+
+/* Drop path and everything under it (mu held). */
+static void fake_drop_tree(const char *vm, const char *path)
+{
+	size_t plen = strlen(path);
+
+	for (int i = 0; i < MAX_FILES; i++)
+		if (files[i].path && !strcmp(files[i].vm, vm) && !strncmp(files[i].path, path, plen) &&
+		    (files[i].path[plen] == '\0' || files[i].path[plen] == '/')) {
+			free(files[i].path);
+			free(files[i].data);
+			memset(&files[i], 0, sizeof(files[i]));
+		}
+}
+
+static int fake_remove(void *ctx, const char *name, const char *given)
+{
+	char path[SAAS_PATH_MAX], probe[SAAS_PATH_MAX + 1];
+	int rc = SAAS_OK;
+
+	(void)ctx;
+	fake_norm(path, sizeof(path), given);
+	if (!running(name))
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	snprintf(probe, sizeof(probe), "%s/", path);
+	pthread_mutex_lock(&mu);
+	if (!fake_kind(name, path))
+		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "removing %s: no such file or directory",
+		                        path);
+	else if (!guest_may_write(probe) || !strcmp(probe, "/workspace/"))
+		rc = saas_sys_error_set(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "removing %s: permission denied", path);
+	else {
+		fake_keep_parent(name, path);
+		fake_drop_tree(name, path);
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static int fake_rename(void *ctx, const char *name, const char *gfrom, const char *gto, unsigned int flags)
+{
+	char from[SAAS_PATH_MAX], to[SAAS_PATH_MAX], pfrom[SAAS_PATH_MAX + 1], pto[SAAS_PATH_MAX + 1];
+	size_t flen;
+	int rc = SAAS_OK, kfrom, kto;
+
+	(void)ctx;
+	fake_norm(from, sizeof(from), gfrom);
+	fake_norm(to, sizeof(to), gto);
+	flen = strlen(from);
+	if (!running(name))
+		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	snprintf(pfrom, sizeof(pfrom), "%s/", from);
+	snprintf(pto, sizeof(pto), "%s/", to);
+	pthread_mutex_lock(&mu);
+	kfrom = fake_kind(name, from);
+	kto = fake_kind(name, to);
+	if (!kfrom) {
+		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_GUEST, 2, "renaming %s: no such file or directory",
+		                        from);
+	} else if (!guest_may_write(pfrom) || !guest_may_write(pto) || !strcmp(pfrom, "/workspace/")) {
+		rc = saas_sys_error_set(SAAS_EPERM, SAAS_ERRCLASS_GUEST, 3, "renaming %s to %s: permission denied", from,
+		                        to);
+	} else if (!strcmp(from, to)) {
+		/* rename(2) of a name onto itself does nothing. */
+	} else if (kto && (!(flags & SAAS_FILE_RENAME_REPLACE) || kto == 2 || kfrom == 2)) {
+		rc = saas_sys_error_set(SAAS_EEXISTS, SAAS_ERRCLASS_GUEST, 0, "renaming %s: %s already exists", from, to);
+	} else {
+		fake_keep_parent(name, from);
+		if (kto)
+			fake_drop_tree(name, to);
+		for (int i = 0; i < MAX_FILES; i++) {
+			char *p;
+
+			if (!files[i].path || strcmp(files[i].vm, name) || strncmp(files[i].path, from, flen) ||
+			    (files[i].path[flen] != '\0' && files[i].path[flen] != '/'))
+				continue;
+			if (asprintf(&p, "%s%s", to, files[i].path + flen) < 0) {
+				rc = saas_sys_error_set(SAAS_ENOMEM, SAAS_ERRCLASS_OS, ENOMEM, "fake: out of memory");
+				break;
+			}
+			free(files[i].path);
+			files[i].path = p;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
 }
 
 /* The "guest" answers every connection with one line naming the port, then hangs up. */
@@ -1243,6 +1475,7 @@ static int copy_files_locked(const char *from, const char *to)
 		snprintf(dst->vm, sizeof(dst->vm), "%s", to);
 		dst->mode = src->mode;
 		dst->len = src->len;
+		dst->dir = src->dir;
 		if (!(dst->path = strdup(src->path)) || !(dst->data = malloc(src->len ? src->len : 1))) {
 			free(dst->path);
 			memset(dst, 0, sizeof(*dst));
@@ -1506,4 +1739,7 @@ const saas_driver saas_fake_driver = {
 	.template_list = fake_template_list,
 	.vm_take = fake_take,
 	.vm_sample = fake_sample,
+	.file_mkdir = fake_mkdir,
+	.file_remove = fake_remove,
+	.file_rename = fake_rename,
 };

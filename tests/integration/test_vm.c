@@ -233,7 +233,7 @@ static void test_files_binary(void **state)
 	size_t len = 0;
 	saas_file_list *list = NULL;
 	saas_execution *x;
-	int found = 0;
+	int found = 0, created = -1;
 
 	(void)state;
 	for (size_t i = 0; i < (1 << 20); i++)
@@ -259,6 +259,31 @@ static void test_files_binary(void **state)
 	assert_int_equal(saas_file_read(&back, &len, ca, shared->id, "nope.txt", 0), SAAS_ENOTFOUND);
 	assert_int_equal(saas_file_read(&back, &len, ca, shared->id, "/workspace", 0), SAAS_EISDIR);
 	assert_int_not_equal(saas_file_write(ca, shared->id, "/etc/passwd", "x", 1, NULL), SAAS_OK);
+
+	/* Directories, removal and renames over SFTP, as the sandbox user, seen from inside. */
+	check(saas_file_mkdir(&created, ca, shared->id, "ops/a/b", 0), "mkdir");
+	assert_int_equal(created, 1);
+	check(saas_file_mkdir(&created, ca, shared->id, "ops/a/b", 0), "mkdir again");
+	assert_int_equal(created, 0);
+	assert_int_equal(saas_file_mkdir(NULL, ca, shared->id, "deep/dir/random.bin", 0), SAAS_EEXISTS);
+	assert_int_equal(saas_file_mkdir(NULL, ca, shared->id, "/etc/nope", 0), SAAS_EPERM);
+	check(saas_file_rename(ca, shared->id, "deep/dir/random.bin", "ops/a/b/moved.bin", 0), "rename");
+	assert_int_equal(saas_file_rename(ca, shared->id, "nope", "x", 0), SAAS_ENOTFOUND);
+	check(saas_file_write(ca, shared->id, "ops/other", "o", 1, NULL), "write other");
+	assert_int_equal(saas_file_rename(ca, shared->id, "ops/other", "ops/a/b/moved.bin", 0), SAAS_EEXISTS);
+	check(saas_file_rename(ca, shared->id, "ops/other", "ops/a/b/moved.bin", SAAS_FILE_RENAME_REPLACE),
+	      "rename over a file");
+	x = run("stat -c '%U %a' ops/a; stat -c '%U %s' ops/a/b/moved.bin; ls ops; test -e deep/dir/random.bin || echo gone");
+	assert_string_equal(x->stdout_data, "sandbox 755\nsandbox 1\na\ngone\n");
+	saas_execution_free(x);
+	x = run("mkdir -p ops/a/b/c/d && touch ops/a/b/c/d/e ops/a/f && ln -s /etc ops/a/link");
+	saas_execution_free(x);
+	check(saas_file_remove(ca, shared->id, "ops", 0), "remove a tree");
+	assert_int_equal(saas_file_remove(ca, shared->id, "ops", 0), SAAS_ENOTFOUND);
+	assert_int_equal(saas_file_remove(ca, shared->id, "/etc/passwd", 0), SAAS_EPERM);
+	x = run("test -e ops || echo gone; test -e /etc/passwd && echo kept");
+	assert_string_equal(x->stdout_data, "gone\nkept\n");
+	saas_execution_free(x);
 	free(data);
 }
 

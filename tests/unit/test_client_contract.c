@@ -1162,6 +1162,97 @@ static void test_files(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* Is path an entry of a listing of /workspace, of that type? */
+static bool listed(struct saas_test_fixture *f, const char *id, const char *path, int type)
+{
+	saas_file_list *fl = NULL;
+	bool found = false;
+
+	EXPECT(saas_file_list_get(&fl, f->a, id, NULL, SAAS_LIST_DEPTH_MAX, 0, 0), SAAS_OK);
+	for (size_t i = 0; i < fl->count; i++)
+		found = found || (!strcmp(fl->entries[i]->path, path) && fl->entries[i]->type == type);
+	saas_file_list_free(fl);
+	return found;
+}
+
+/* Directories, removal and renames: the same answers locally and over REST. */
+static void test_file_ops(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	void *data = NULL;
+	size_t len;
+	int created = -1;
+
+	/* mkdir: made with its parents, then already there; a file in the way. */
+	EXPECT(saas_file_mkdir(&created, f->a, sb->id, "d1/d2/d3", 0), SAAS_OK);
+	assert_int_equal(created, 1);
+	assert_true(listed(f, sb->id, "/workspace/d1/d2/d3", SAAS_FILE_DIRECTORY));
+	assert_true(listed(f, sb->id, "/workspace/d1", SAAS_FILE_DIRECTORY));
+	EXPECT(saas_file_mkdir(&created, f->a, sb->id, "/workspace/d1/d2/d3/", 0), SAAS_OK);
+	assert_int_equal(created, 0);
+	EXPECT(saas_file_mkdir(NULL, f->a, sb->id, "d1", 0), SAAS_OK);
+	EXPECT(saas_file_write(f->a, sb->id, "d1/f.txt", "abc", 3, NULL), SAAS_OK);
+	EXPECT(saas_file_mkdir(&created, f->a, sb->id, "d1/f.txt", 0), SAAS_EEXISTS);
+	assert_int_equal(created, 0);
+	EXPECT(saas_file_mkdir(&created, f->a, sb->id, "d1/f.txt/sub", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_mkdir(&created, f->a, sb->id, "/etc/nope", 0), SAAS_EPERM);
+
+	/* rename: a file, refused over another unless replacing; a directory with what is in it. */
+	EXPECT(saas_file_write(f->a, sb->id, "other.txt", "zz", 2, NULL), SAAS_OK);
+	EXPECT(saas_file_rename(f->a, sb->id, "d1/f.txt", "other.txt", 0), SAAS_EEXISTS);
+	EXPECT(saas_file_rename(f->a, sb->id, "d1/f.txt", "new/place/g.txt", 0), SAAS_OK);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "new/place/g.txt", 0), SAAS_OK);
+	assert_int_equal(len, 3);
+	assert_memory_equal(data, "abc", 3);
+	saas_free(data);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "d1/f.txt", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_rename(f->a, sb->id, "new/place/g.txt", "other.txt", SAAS_FILE_RENAME_REPLACE), SAAS_OK);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "/workspace/other.txt", 0), SAAS_OK);
+	assert_memory_equal(data, "abc", 3);
+	saas_free(data);
+	EXPECT(saas_file_rename(f->a, sb->id, "other.txt", "d1", SAAS_FILE_RENAME_REPLACE), SAAS_EEXISTS);
+	EXPECT(saas_file_write(f->a, sb->id, "d1/d2/deep.txt", "deep", 4, NULL), SAAS_OK);
+	EXPECT(saas_file_rename(f->a, sb->id, "d1", "moved", 0), SAAS_OK);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "moved/d2/deep.txt", 0), SAAS_OK);
+	saas_free(data);
+	assert_true(listed(f, sb->id, "/workspace/moved/d2/d3", SAAS_FILE_DIRECTORY));
+	EXPECT(saas_file_rename(f->a, sb->id, "missing", "x", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_rename(f->a, sb->id, "moved", "moved/d2/inside", 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "into itself"));
+	EXPECT(saas_file_rename(f->a, sb->id, "moved", "//workspace//moved/x", 0), SAAS_EINVAL);
+	EXPECT(saas_file_rename(f->a, sb->id, "moved", "moved2", 4), SAAS_EINVAL);
+	EXPECT(saas_file_rename(f->a, sb->id, "/", "x", 0), SAAS_EINVAL);
+	EXPECT(saas_file_rename(f->a, sb->id, "other.txt", "/etc/passwd2", 0), SAAS_EPERM);
+
+	/* remove: a file, a tree; missing is not found; / is refused before the guest is asked. */
+	EXPECT(saas_file_remove(f->a, sb->id, "other.txt", 0), SAAS_OK);
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "other.txt", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_remove(f->a, sb->id, "moved", 0), SAAS_OK);
+	assert_false(listed(f, sb->id, "/workspace/moved/d2/d3", SAAS_FILE_DIRECTORY));
+	EXPECT(saas_file_read(&data, &len, f->a, sb->id, "moved/d2/deep.txt", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_remove(f->a, sb->id, "moved", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_remove(f->a, sb->id, "/", 0), SAAS_EINVAL);
+	EXPECT(saas_file_remove(f->a, sb->id, "///", 0), SAAS_EINVAL);
+	EXPECT(saas_file_remove(f->a, sb->id, "", 0), SAAS_EINVAL);
+	EXPECT(saas_file_remove(f->a, sb->id, "x", 1), SAAS_EINVAL);
+	EXPECT(saas_file_mkdir(NULL, f->a, sb->id, "x", 1), SAAS_EINVAL);
+	EXPECT(saas_file_mkdir(NULL, NULL, sb->id, "x", 0), SAAS_EINVAL);
+	EXPECT(saas_file_mkdir(NULL, f->a, sb->id, "a\nb", 0), SAAS_EINVAL);
+	EXPECT(saas_file_remove(f->a, "sbx-nosuch", "x", 0), SAAS_ENOTFOUND);
+
+	/* Tenancy: another account's sandbox is not found. */
+	EXPECT(saas_file_mkdir(NULL, f->b, sb->id, "x", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_remove(f->b, sb->id, "x", 0), SAAS_ENOTFOUND);
+	EXPECT(saas_file_rename(f->b, sb->id, "x", "y", 0), SAAS_ENOTFOUND);
+
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_file_mkdir(NULL, f->a, sb->id, "x", 0), SAAS_ESTATE);
+	EXPECT(saas_file_remove(f->a, sb->id, "x", 0), SAAS_ESTATE);
+	EXPECT(saas_file_rename(f->a, sb->id, "x", "y", 0), SAAS_ESTATE);
+	saas_sandbox_free(sb);
+}
+
 /* The host label of a preview URL: SAAS_PREVIEW_NAME_LEN characters of lowercase base32. */
 static void assert_preview_url(const char *url, const char *sandbox_id)
 {
@@ -1621,6 +1712,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exec_stream, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_live, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_ops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extend, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metadata_envs, setup, teardown),

@@ -626,6 +626,13 @@ static void test_not_supported(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "cannot save"));
 	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_ENOTSUP);
 	assert_int_equal(saas_sandbox_fork(NULL, f->a, sb->id, 1, NULL, 0), SAAS_ENOTSUP);
+	/* Nor the file slots of version 11, which an older table lacks too. */
+	assert_int_equal(saas_file_mkdir(NULL, f->a, sb->id, "d", 0), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "driver 'fake' cannot make directories"));
+	assert_int_equal(saas_file_remove(f->a, sb->id, "d", 0), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "cannot remove files"));
+	assert_int_equal(saas_file_rename(f->a, sb->id, "d", "e", 0), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "cannot rename files"));
 	assert_int_equal(status_of(f->a, sb->id), SAAS_SANDBOX_READY);
 	saas_sandbox_free(sb);
 }

@@ -29,9 +29,10 @@ SAAS_BEGIN_DECLS
  * engines that share a store, such as a template built once per VM host);
  * 8 vm_take (VMs started ahead of the creates that take them); 9
  * saas_vm_network.account (whose VM a policy is for) and
- * saas_driver_env.stopping; 10 vm_sample (a VM's CPU, memory and disk).
+ * saas_driver_env.stopping; 10 vm_sample (a VM's CPU, memory and disk); 11 file_mkdir,
+ * file_remove, file_rename.
  */
-#define SAAS_DRIVER_VERSION 10
+#define SAAS_DRIVER_VERSION 11
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -395,6 +396,30 @@ typedef struct saas_driver {
 	 * answers metrics requests with SAAS_ENOTSUP.
 	 */
 	int (*vm_sample)(void *ctx, const char *name, saas_driver_sample *out);
+
+	/* Version 11: directories, removal and renames, as the unprivileged user. NULL: SAAS_ENOTSUP. */
+
+	/**
+	 * Make directory `path` and its missing parents, mode 0755. *created: 1
+	 * if it made path, 0 if a directory was there. SAAS_EEXISTS: something
+	 * not a directory is at path.
+	 */
+	int (*file_mkdir)(void *ctx, const char *name, const char *path, int *created);
+	/**
+	 * Remove a file, a symbolic link (never followed) or a directory tree. At
+	 * most SAAS_FILE_REMOVE_ENTRIES_MAX entries and SAAS_FILE_REMOVE_DEPTH_MAX
+	 * levels, else SAAS_ELIMIT once that much is gone: the driver's work per
+	 * call is bounded. SAAS_ENOTFOUND: nothing at path.
+	 */
+	int (*file_remove)(void *ctx, const char *name, const char *path);
+	/**
+	 * Rename `from` to `to` (the core has checked that `to` is not inside
+	 * `from`), making to's missing parents. SAAS_ENOTFOUND: no from.
+	 * SAAS_EEXISTS: something at `to`, unless flags has
+	 * SAAS_FILE_RENAME_REPLACE and both are not directories: then to is
+	 * replaced.
+	 */
+	int (*file_rename)(void *ctx, const char *name, const char *from, const char *to, unsigned int flags);
 } saas_driver;
 
 SAAS_END_DECLS

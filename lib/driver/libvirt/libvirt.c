@@ -901,4 +901,7 @@ const saas_driver saas__driver_libvirt = {
 	.host_info = saas__lv_host_info,
 	.vm_take = saas__lv_take,
 	.vm_sample = saas__lv_vm_sample,
+	.file_mkdir = saas__lv_guest_file_mkdir,
+	.file_remove = saas__lv_guest_file_remove,
+	.file_rename = saas__lv_guest_file_rename,
 };
