@@ -4,11 +4,23 @@
 // key's e2b_ spelling), and the teardown: every sandbox destroyed, the server
 // stopped and checked (exit 0: sanitizers report non-zero; the key never in
 // its log), the work directory removed. Modelled on tests/mcp/harness.mjs.
+//
+// Real-VM mode (test_vm.mjs): with AAS_TEST_IMAGES set (a directory holding
+// the tiny image) the binary is the REAL aas-server, started with --images DIR
+// --image tiny and templates on (the default: creates are clones once the
+// template is built), and tests/integration/vm-cleanup runs on its state
+// directory at the end, pass or fail.
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const IMAGES = process.env.AAS_TEST_IMAGES || '';
+// tests/integration/vm-cleanup: from the source tree (run copies these files into the build tree).
+const VM_CLEANUP = process.env.AAS_VM_CLEANUP ||
+  join(dirname(fileURLToPath(import.meta.url)), '..', 'integration', 'vm-cleanup');
 
 export const sleep = ms => new Promise(r => setTimeout(r, ms));
 
@@ -17,9 +29,14 @@ export const e2bKey = key => 'e2b_' + Buffer.from(key.slice('aas_sk_'.length), '
 
 export function testServer(bin, { args = [] } = {}) {
   const work = mkdtempSync(join(tmpdir(), 'aas-e2b-test.'));
+  // Real VMs: the work directory stays 0700 (mkdtemp's), which QEMU's per-VM uids cannot traverse, so the
+  // driver runs QEMU unconfined and clones load their template's memory, as in the other server VM tests.
+  // Confined, clones map it, and pausing such a clone saves slowly under TCG (70-85 s against 3-4 s
+  // loaded, for the same 174 MiB): more than this test's whole budget.
   const srv = { bin, work, state: join(work, 'state'), base: null, key: null, proc: null };
   srv.start = () => startServer(srv, args);
   srv.stop = () => stopServer(srv);
+  srv.log = () => existsSync(join(work, 'server.log')) ? readFileSync(join(work, 'server.log'), 'utf8') : '';
   srv.admin = (...a) => execFileSync(bin, [...a, '--state-dir', srv.state],
                                      { stdio: ['ignore', 'pipe', 'pipe'] }).toString().trim();
   srv.rest = async (method, path, body) => {
@@ -36,6 +53,7 @@ export function testServer(bin, { args = [] } = {}) {
 async function startServer(srv, extra) {
   const log = openSync(join(srv.work, 'server.log'), 'a');
   const args = ['--listen', '127.0.0.1:0', '--port-file', join(srv.work, 'port'), '--state-dir', srv.state, ...extra];
+  if (IMAGES) args.push('--images', IMAGES, '--image', 'tiny');
   srv.proc = spawn(srv.bin, args, { stdio: ['ignore', log, log] });
   let exited = false;
   srv.proc.once('exit', () => { exited = true; });
@@ -75,6 +93,13 @@ async function stopServer(srv) {
       assert.ok(!readLog().includes(e2bKey(srv.key)), 'nor its e2b_ spelling');
     }
   } finally {
+    if (IMAGES) {
+      try {
+        execFileSync(VM_CLEANUP, [srv.state], { stdio: 'inherit' });
+      } catch (e) {
+        console.error('vm-cleanup:', e);
+      }
+    }
     if (!process.env.KEEP_WORK) rmSync(srv.work, { recursive: true, force: true });
   }
 }
