@@ -241,7 +241,9 @@ async function post(body, sink = send, id = undefined) {
       headers['Mcp-Session-Id'] = st.session;
     if (st.version)
       headers['MCP-Protocol-Version'] = st.version;
-    const res = await fetch(`${st.base}/v1/mcp`, { method: 'POST', headers, body, signal: ac.signal });
+    // A redirect is not followed: the key would go where it points, and a POST would become a GET.
+    const res = await fetch(`${st.base}/v1/mcp`, { method: 'POST', headers, body, signal: ac.signal,
+                                                   redirect: 'manual' });
     const type = (res.headers.get('content-type') || '').toLowerCase();
     if (res.status === 404 && headers['Mcp-Session-Id']) {
       // The session is gone: the caller opens another and sends the message again, so no answer yet.
@@ -372,7 +374,8 @@ async function checkKey() {
   const ac = AbortSignal.timeout(CHECK_TIMEOUT_MS);
   let res, body = null;
   try {
-    res = await fetch(`${st.base}/v1/account`, { headers: { Authorization: `Bearer ${st.key}` }, signal: ac });
+    res = await fetch(`${st.base}/v1/account`, { headers: { Authorization: `Bearer ${st.key}` }, signal: ac,
+                                                 redirect: 'manual' });
     try {
       body = JSON.parse(await readBounded(res));
     } catch { /* checked below */ }
@@ -389,6 +392,11 @@ async function checkKey() {
   } else if (res.status === 401) {
     st.keyBad = true;
     log(`the libsaas server at ${st.base} does not know AAS_API_KEY (unknown or revoked)`);
+  } else if (res.status >= 300 && res.status < 400) {
+    st.problem = `AAS_BASE_URL is "${st.base}", which redirects to ` +
+      `"${String(res.headers.get('location') || '(nowhere)').slice(0, 200)}": set AAS_BASE_URL to the origin ` +
+      `it redirects to (https, say) in this server's "env" in the MCP client's configuration, and restart it.`;
+    log(st.problem);
   } else if (!isObject(body) || !isObject(body.error)) {
     st.problem = `AAS_BASE_URL is "${st.base}", and ${st.base}/v1/account answered HTTP ${res.status} with ` +
       "something not from a libsaas server. Set AAS_BASE_URL to the libsaas server's origin only (without " +
