@@ -22,8 +22,10 @@ import { checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 assert.ok(SERVER, 'usage: test_npx.mjs AAS_SERVER_FAKE');
 // A create that outlasts a progress heartbeat (1 s), so that progress and cancellation have one to report on.
+// One MCP session kept: a new one ends the one before (the tests use one client at a time), so a test can
+// make the server forget a bridge's session.
 const srv = testServer(SERVER, { name: 'mcp-npx-agent', prefix: 'aas-mcp-npx-test.',
-                                 env: { AAS_FAKE_CREATE_DELAY_MS: '2500' } });
+                                 env: { AAS_FAKE_CREATE_DELAY_MS: '2500' }, args: ['--mcp-sessions', '1'] });
 const home = mkdtempSync(join(tmpdir(), 'aas-mcp-npx-home.'));
 let base, key, tgz;
 
@@ -196,6 +198,23 @@ test('progress comes through as it happens; a cancelled create gets no response 
   await waitNoneActive(srv);
   await sleep(300);
   assert.deepEqual(errors.map(String), [], 'no response came for the cancelled request');
+});
+
+test('a session the server ended is opened again, and the call goes through', async () => {
+  const { client, stderr } = await connect({ AAS_API_KEY: key });
+  assert.ok((await client.listTools()).tools.length >= 16);
+  // Another client's initialize ends the bridge's session (--mcp-sessions 1).
+  const res = await fetch(`${base}/v1/mcp`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
+                           params: { protocolVersion: '2025-06-18', capabilities: {},
+                                     clientInfo: { name: 'another', version: '1' } } }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  const r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.ok(!r.isError, textOf(r));
+  assert.match(stderr(), /the server ended the MCP session; opening a new one/);
 });
 
 test('a wrong key, or none: isError results that name AAS_API_KEY and /dashboard/keys', async () => {

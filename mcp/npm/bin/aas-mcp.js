@@ -449,6 +449,8 @@ async function handle(text) {
     }
     if (st.initializing)
       await st.initializing.catch(() => {});
+    if (reopening)
+      await reopening.catch(() => {});
     if (method === 'tools/call' && id !== undefined) {
       const problem = await toolProblem(isObject(msg.params) ? String(msg.params.name) : 'the tool');
       if (problem) {
