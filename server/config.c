@@ -100,6 +100,9 @@ const char *aas_config_usage(void)
 	       "  --docs-viewer DIR       where the API viewer of /docs/api was installed (npm ci of server/viewer);\n"
 	       "                          default ../share/libsaas/api-viewer from the executable's directory\n"
 	       "                          [AAS_DOCS_VIEWER]\n"
+	       "  --public-url URL        the origin clients reach this server at, e.g. https://sandbox.example.com:\n"
+	       "                          what the npm package of /mcp.tgz points at; default the request's Host\n"
+	       "                          (https with --secure-cookies) [AAS_PUBLIC_URL]\n"
 	       "accounts for people (the dashboard, docs/dashboard.md):\n"
 	       "  --signup MODE           who may sign up on /signup: closed (only `aas-server user create`),\n"
 	       "                          invite (with a code of `aas-server invite create`) or open;\n"
@@ -390,7 +393,8 @@ static int from_env(struct aas_config *cfg)
 	    ((v = getenv("AAS_E2B_TEMPLATES")) && *v && set(&cfg->e2b_templates, v) < 0) ||
 	    ((v = getenv("AAS_E2B_SECRET_FILE")) && *v && set(&cfg->e2b_secret_file, v) < 0) ||
 	    ((v = getenv("AAS_E2B_DOMAIN")) && *v && set(&cfg->e2b_domain, v) < 0) ||
-	    ((v = getenv("AAS_DOCS_VIEWER")) && *v && set(&cfg->docs_viewer, v) < 0))
+	    ((v = getenv("AAS_DOCS_VIEWER")) && *v && set(&cfg->docs_viewer, v) < 0) ||
+	    ((v = getenv("AAS_PUBLIC_URL")) && *v && set(&cfg->public_url, v) < 0))
 		return -1;
 	if ((v = getenv("AAS_SIGNUP")) && *v && (cfg->signup = parse_signup(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_SIGNUP: expected closed, invite or open, got \"%s\"\n", v);
@@ -415,7 +419,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
 	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_E2B_TEMPLATES, O_E2B_SECRET, O_E2B_DOMAIN, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION,
-	       O_SIGNUP_CREDIT };
+	       O_SIGNUP_CREDIT, O_PUBLIC_URL };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -442,6 +446,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "signup-credit", required_argument, NULL, O_SIGNUP_CREDIT },
 		{ "secure-cookies", required_argument, NULL, O_SECURE },
 		{ "paused-price", required_argument, NULL, O_PAUSED },
+		{ "public-url", required_argument, NULL, O_PUBLIC_URL },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -516,6 +521,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_E2B_SECRET: rc = set(&cfg->e2b_secret_file, optarg); break;
 		case O_E2B_DOMAIN: rc = set(&cfg->e2b_domain, optarg); break;
 		case O_VIEWER: rc = set(&cfg->docs_viewer, optarg); break;
+		case O_PUBLIC_URL: rc = set(&cfg->public_url, optarg); break;
 		case O_TEMPLATES:
 			if ((cfg->templates = parse_on_off(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --templates: expected on or off, got \"%s\"\n", optarg);
@@ -599,6 +605,7 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->e2b_domain);
 	free(cfg->pool);
 	free(cfg->docs_viewer);
+	free(cfg->public_url);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

@@ -40,6 +40,7 @@ struct aas_config {
 	char *e2b_secret_file;     /* the E2B face's token secret; NULL: random at each start */
 	char *e2b_domain;          /* E2B's domain mode: PORT-ID.DOMAIN and api.DOMAIN are the face's; NULL: off */
 	char *docs_viewer;         /* where /docs/api's viewer is; NULL: next to the executable (web/pages.c) */
+	char *public_url;          /* the origin clients reach the server at; NULL: a request's Host (web/mcp_package.c) */
 	/* Tenant limits: every account's defaults (0: the library's); `aas-server limits` sets one account's. */
 	unsigned int max_sandboxes;
 	unsigned int max_executions;

@@ -78,6 +78,8 @@ const struct aas_route aas_routes[] = {
 	{ .method = "GET", .pattern = "/security", .flags = AAS_R_PAGE, .handler = aas_h_page_security },
 	{ .method = "GET", .pattern = "/static/{file}", .flags = AAS_R_PAGE, .handler = aas_h_static },
 	{ .method = "GET", .pattern = "/static/viewer/{file}", .flags = AAS_R_PAGE, .handler = aas_h_static_viewer },
+	/* The MCP server for stdio clients, as an npm package: `npx -y https://HOST/mcp.tgz` (web/mcp_package.c). */
+	{ .method = "GET", .pattern = "/mcp.tgz", .flags = AAS_R_PAGE, .handler = aas_h_mcp_package },
 	/* Accounts for people and the dashboard: a session cookie, never an API key (web/people.c). */
 	{ .method = "GET", .pattern = "/signup", .flags = AAS_R_PAGE, .handler = aas_h_signup_page },
 	{ .method = "POST", .pattern = "/signup", .flags = AAS_R_PAGE | AAS_R_FORM, .handler = aas_h_signup },

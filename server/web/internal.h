@@ -26,6 +26,9 @@ extern const size_t aas_embedded_docs_count;
 /* server/static/: the style sheet and the viewer's start, by file name (static_data.c, generated). */
 extern const struct aas_embedded_file aas_embedded_static[];
 extern const size_t aas_embedded_static_count;
+/* mcp/npm/: the MCP package's package.json and bin/aas-mcp.js, by their path in it (mcp_package_data.c, generated). */
+extern const struct aas_embedded_file aas_embedded_mcp_package[];
+extern const size_t aas_embedded_mcp_package_count;
 
 /* ---- accounts for people (people.c) ---- */
 
@@ -102,5 +105,20 @@ void aas_prelogin_cookie(struct aas_reply *out, const char *token);
 bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email);
 const struct aas_config *aas_people_config(void);
 saas_engine *aas_people_engine(void);
+
+/* ---- the MCP package of /mcp.tgz (mcp_package.c) ---- */
+
+/*
+ * Check --public-url and that the package can be made; 0, or -1 after
+ * logging. aas_mcp_package_free() drops the archives made since.
+ */
+int aas_mcp_package_init(const struct aas_config *cfg);
+void aas_mcp_package_free(void);
+/*
+ * "scheme://host" into out (cap bytes), host lowercased, if host is a DNS
+ * name, an IPv4 address or a bracketed IPv6 address, with an optional :PORT
+ * (1 to 65535), and nothing else; false otherwise (NULL, empty, too long).
+ */
+bool aas_mcp_package_origin(char *out, size_t cap, const char *scheme, const char *host);
 
 #endif

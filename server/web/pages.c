@@ -181,6 +181,10 @@ int aas_pages_init(const struct aas_config *cfg)
 	viewer_dir = cfg->docs_viewer ? strdup(cfg->docs_viewer) : default_viewer_dir();
 	if (!viewer_dir && cfg->docs_viewer)
 		goto oom;
+	if (aas_mcp_package_init(cfg) < 0) {
+		aas_pages_free();
+		return -1;
+	}
 	if (viewer_installed())
 		aas_log(SAAS_LOG_INFO, "/docs/api: the API viewer in %s", viewer_dir);
 	else
@@ -207,6 +211,7 @@ void aas_pages_free(void)
 	viewer_dir = NULL;
 	free(operations_html);
 	operations_html = NULL;
+	aas_mcp_package_free();
 	config = NULL;
 }
 

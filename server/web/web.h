@@ -8,6 +8,7 @@
  *   people.c     passwords, sessions, CSRF, forms, the log-in rate (internal.h)
  *   login.c      /signup, /login, /logout
  *   dashboard.c  /dashboard: keys, sandboxes, usage; the operator's pages
+ *   mcp_package.c /mcp.tgz: the npm package of aas-mcp for stdio MCP clients (tgz.c makes it)
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -52,6 +53,7 @@ void aas_h_page_limits(struct aas_req *r, struct aas_reply *out);
 void aas_h_page_security(struct aas_req *r, struct aas_reply *out);
 void aas_h_static(struct aas_req *r, struct aas_reply *out);
 void aas_h_static_viewer(struct aas_req *r, struct aas_reply *out);
+void aas_h_mcp_package(struct aas_req *r, struct aas_reply *out);
 
 void aas_h_signup_page(struct aas_req *r, struct aas_reply *out);
 void aas_h_signup(struct aas_req *r, struct aas_reply *out);

@@ -9,7 +9,11 @@
  * POST with a body, WebSocket upgrade).
  *
  * The Host matcher (aas_preview_match) gets the input too, as a Host header:
- * when it matches, the name it fills in must be that Host's first label.
+ * when it matches, the name it fills in must be that Host's first label. So
+ * does the check of the Host /mcp.tgz writes into its package
+ * (aas_mcp_package_origin): what it takes comes out as the scheme and the
+ * Host lowercased, made of nothing but a host name's, an address's and a
+ * port's characters.
  *
  * So does the answer reader (preview/guest_http.c) on its own, with invariants: a
  * head it takes has no NUL or lone CR, fields free of CR, LF and NUL with
@@ -29,6 +33,7 @@
 #include "fuzz.h"
 #include "preview/internal.h"
 #include "preview/preview.h"
+#include "web/internal.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -108,6 +113,27 @@ static void check_match(const uint8_t *data, size_t size)
 		if (strchr(lower, '.'))
 			abort();
 		if (name[0] ? strcmp(lower, name) != 0 : strlen(lower) == SAAS_PREVIEW_NAME_LEN)
+			abort();
+	}
+}
+
+/* An origin /mcp.tgz would write into a package: "http://" and the host, lowercased, and nothing else. */
+static void check_package_origin(const uint8_t *data, size_t size)
+{
+	char host[300], out[300];
+
+	if (size >= sizeof(host))
+		size = sizeof(host) - 1;
+	memcpy(host, data, size);
+	host[size] = '\0';
+	if (!aas_mcp_package_origin(out, sizeof(out), "http", host))
+		return;
+	if (strncmp(out, "http://", 7) != 0 || strlen(out + 7) != strlen(host) || strlen(host) == 0)
+		abort();
+	for (size_t i = 0; host[i]; i++) {
+		unsigned char c = (unsigned char)out[7 + i];
+		if (c != (unsigned char)tolower((unsigned char)host[i]) ||
+		    !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr(".-:[]", c)))
 			abort();
 	}
 }
@@ -197,6 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n;
 
 	check_match(data, size);
+	check_package_origin(data, size);
 	check_reader(data, size);
 	if (size == 0)
 		return 0;
