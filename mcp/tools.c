@@ -738,15 +738,44 @@ static json_t *sandbox_result(struct call *c, int rc, saas_sandbox *sb)
 	return res;
 }
 
+/*
+ * A running sandbox's use now, as the host sees it (docs/sandboxes.md,
+ * "Metrics"): the newest sample of the last minute, in the REST API's
+ * shape, as o's "usage". Nothing when there is none to give (the driver
+ * cannot sample, the sandbox stopped meanwhile): get_sandbox answers anyway.
+ */
+static void add_usage(struct call *c, const char *id, json_t *o)
+{
+	saas_metric_list *l = NULL;
+	struct timespec now;
+	json_t *all, *last;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (saas_sandbox_metrics_get(&l, c->ctx->client, id, (int64_t)now.tv_sec * 1000 - 60000, 0, 0) == SAAS_OK &&
+	    l->count > 0 && (all = saas__wire_metric_list(l))) {
+		json_t *items = json_object_get(all, "metrics");
+		if ((last = json_array_get(items, json_array_size(items) - 1)))
+			json_object_set(o, "usage", last);
+		json_decref(all);
+	}
+	saas_metric_list_free(l);
+}
+
 static json_t *t_get(struct call *c)
 {
 	saas_sandbox *sb = NULL;
 	const char *id;
+	json_t *o;
 
 	if (!arg_str(c, "sandbox_id", true, &id))
 		return arg_fail(c);
 	int rc = saas_sandbox_get(&sb, c->ctx->client, id);
-	return sandbox_result(c, rc, sb);
+	if (rc < 0 || sb->status != SAAS_SANDBOX_READY)
+		return sandbox_result(c, rc, sb);
+	if ((o = sandbox_json(sb)))
+		add_usage(c, sb->id, o);
+	saas_sandbox_free(sb);
+	return ok(o);
 }
 
 static json_t *t_extend(struct call *c)
@@ -1034,7 +1063,7 @@ static const struct tool tools[] = {
 	  .title = "Get a sandbox",
 	  .description =
 	  "A sandbox's status (creating, ready, paused, destroyed and why), size, exposed ports, expiry and cost so "
-	  "far.",
+	  "far; while it runs, its CPU, memory and disk use as the host sees it (usage).",
 	  .read_only = true, .idempotent = true, .needs_client = true, .fn = t_get },
 	{ .name = "list_sandboxes",
 	  .title = "List sandboxes",

@@ -172,6 +172,9 @@ test('a whole agent session; every structuredContent validates against its outpu
   assert.match(ep.url, /^https?:\/\//);
   const g = await call('get_sandbox', { sandbox_id: id });
   assert.equal(g.ports[0].port, 8000);
+  // A running sandbox's use as the host sees it: its newest sample (the schema check above holds its shape).
+  assert.ok(g.usage && g.usage.memory_total > 0 && g.usage.vcpus === g.vcpus, JSON.stringify(g.usage));
+  assert.ok(g.usage.memory_used <= g.usage.memory_total && g.usage.disk_used >= 0, JSON.stringify(g.usage));
   if (IMAGES) {
     // Real VM: a page served from inside the guest, fetched through the preview Host header.
     const page = 'hello from the guest via MCP\n';
