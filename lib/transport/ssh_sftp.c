@@ -430,6 +430,29 @@ struct list_walk {
 };
 
 /*
+ * The next entry of open directory h but "." and "..": its name into name
+ * (size bytes, NUL-terminated) and its attributes into *a. 1, 0 at the end,
+ * or an error saying what was being done (doing) to which directory.
+ */
+static int sftp_readdir_next(struct ssh_op *op, LIBSSH2_SFTP_HANDLE *h, char *name, size_t size,
+                             LIBSSH2_SFTP_ATTRIBUTES *a, const char *doing, const char *dir)
+{
+	ssize_t len;
+
+	for (;;) {
+		memset(a, 0, sizeof(*a));
+		SFTP_LOOP(op, len, libssh2_sftp_readdir(h, name, size - 1, a));
+		if (len < 0)
+			return sftp_fail(op, (int)len, doing, dir);
+		if (len == 0)
+			return 0;
+		name[len] = '\0';
+		if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0)
+			return 1;
+	}
+}
+
+/*
  * One directory, depth first (sftp_mu and mu held). Returns SAAS_OK, 1 when
  * the callback stopped the walk, or an error. Unreadable directories below
  * the top are skipped. A directory is read whole before any of it is emitted
@@ -458,19 +481,11 @@ static int list_dir(struct list_walk *w, const char *dir, unsigned int level)
 	}
 	while (w->left) {
 		LIBSSH2_SFTP_ATTRIBUTES a;
-		ssize_t len;
 
-		memset(&a, 0, sizeof(a));
-		SFTP_LOOP(op, len, libssh2_sftp_readdir(h, name, sizeof(name) - 1, &a));
-		if (len < 0) {
-			rc = sftp_fail(op, (int)len, "listing", dir);
+		if ((rc = sftp_readdir_next(op, h, name, sizeof(name), &a, "listing", dir)) < 0)
 			goto out;
-		}
-		if (len == 0)
+		if (rc == 0)
 			break;
-		name[len] = '\0';
-		if (!strcmp(name, ".") || !strcmp(name, ".."))
-			continue;
 		if ((rc = SAAS__ARRAY_RESERVE(ents, cap, n + 1)) < 0)
 			goto out;
 		if (!(ents[n].name = strdup(name))) {
@@ -676,19 +691,11 @@ static int rm_dir(struct rm_walk *w, saas__buf *path, unsigned int level)
 		}
 		while (n < RM_BATCH) {
 			LIBSSH2_SFTP_ATTRIBUTES a;
-			ssize_t len;
 
-			memset(&a, 0, sizeof(a));
-			SFTP_LOOP(op, len, libssh2_sftp_readdir(h, name, sizeof(name) - 1, &a));
-			if (len < 0) {
-				rc = sftp_fail(op, (int)len, "removing", path->data);
+			if ((rc = sftp_readdir_next(op, h, name, sizeof(name), &a, "removing", path->data)) < 0)
 				goto out;
-			}
-			if (len == 0)
+			if (rc == 0)
 				break;
-			name[len] = '\0';
-			if (!strcmp(name, ".") || !strcmp(name, ".."))
-				continue;
 			if (!(ents[n].name = strdup(name))) {
 				rc = saas__oom();
 				goto out;
