@@ -10,6 +10,7 @@
  *   executions.c  executions
  *   hosts.c       leases, VM hosts, placement
  *   schema.c      the schema's version and its migrations
+ *   list.c        listings into arrays, for the core (over any store's table)
  *
  * Statements are written once with $1, $2 ... parameters. Where SQLite and
  * PostgreSQL disagree, a statement carries PostgreSQL's own text beside it:
