@@ -158,10 +158,13 @@ static int sweep_orphans(saas_engine *e, const struct saas__rows *live)
 	}
 	for (size_t i = 0; i < n; i++) {
 		void *ctx;
+
 		if (hosts[i].state == SAAS_STORE_HOST_LOST)
 			continue; /* its VMs go when it answers again (hosts.c) */
-		if (saas__vm_driver(e, hosts[i].id, &ctx) < 0 || saas__orphans_destroy(e, ctx, live->items, live->count, NULL) < 0)
-			saas__log(e, SAAS_LOG_WARN, "orphan sweep of VM host %s: %s", hosts[i].id, saas_error_last()->message);
+		if (saas__vm_driver(e, hosts[i].id, &ctx) < 0 ||
+		    saas__orphans_destroy(e, ctx, live->items, live->count, NULL) < 0)
+			saas__log(e, SAAS_LOG_WARN, "orphan sweep of VM host %s: %s", hosts[i].id,
+			          saas_error_last()->message);
 		saas__error_clear();
 	}
 	free(hosts);

@@ -370,7 +370,8 @@ static int place_in(struct call *c, saas_store_sandbox *b, const saas_store_plac
 {
 	int rc;
 
-	if ((rc = saas__slot_live_check(c, b->account_id, p->max_live)) < 0 || (rc = place_pick(c, b, p, b->host_id)) < 0)
+	if ((rc = saas__slot_live_check(c, b->account_id, p->max_live)) < 0 ||
+	    (rc = place_pick(c, b, p, b->host_id)) < 0)
 		return rc;
 	if (!b->host_id[0])
 		return p->host_id && *p->host_id

@@ -121,7 +121,7 @@ enum {
 	Q_COUNT
 };
 _Static_assert(Q_COUNT <= SAAS__SQL_CACHE, "a dialect's statement cache holds every statement");
-/* The SQL below spells these values out (and the schema's partial index status != 3). */
+/* The rooms' SQL spells these values out (and the schema's partial index status != 3). */
 _Static_assert(SAAS_SANDBOX_CREATING == 1 && SAAS_SANDBOX_READY == 2 && SAAS_SANDBOX_DESTROYED == 3,
                "sandbox status values used in SQL");
 _Static_assert(SAAS_EXEC_RUNNING == 1, "execution status value used in SQL");
