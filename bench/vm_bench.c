@@ -15,6 +15,12 @@
  * leaves its figures in memory shared with the parent; the parent prints a
  * Markdown section on stdout.
  *
+ * One program of ~2,000 lines on purpose: every mode below is a few phases
+ * over the same machinery (the engines in child processes, the figures in
+ * shared memory, the statistics and the Markdown they print), and a mode is
+ * read, run and changed whole. A mode that needs helpers of its own gets a
+ * file of its own.
+ *
  * usage: vm_bench STATE_DIR IMAGES_DIR [image...]
  * BENCH_RUNS (default 20) sets the creates per figure, BENCH_AT_ONCE (default 20) the creates at once.
  *

@@ -95,29 +95,11 @@ SAAS_EXTERN(int) saas_account_get(saas_account **out, saas_engine *e, const char
 	return fill_account(e, &row, out);
 }
 
-struct collect_accounts {
-	saas_engine *e;
-	saas_account_list *list;
-	size_t cap;
-	int rc;
-};
-
-static int collect_account(void *ud, const saas_store_account *row)
-{
-	struct collect_accounts *c = ud;
-	saas_account *a = NULL;
-
-	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0)
-		return 1;
-	if ((c->rc = fill_account(c->e, row, &a)) < 0)
-		return 1;
-	c->list->items[c->list->count++] = a;
-	return 0;
-}
-
 SAAS_EXTERN(int) saas_account_list_get(saas_account_list **out, saas_engine *e)
 {
-	struct collect_accounts c = { e, NULL, 0, SAAS_OK };
+	saas_account_list *list = NULL;
+	saas_store_account *rows = NULL;
+	size_t n = 0;
 	int rc;
 
 	saas__error_clear();
@@ -126,17 +108,21 @@ SAAS_EXTERN(int) saas_account_list_get(saas_account_list **out, saas_engine *e)
 	*out = NULL;
 	if (!e)
 		return saas__inval("engine is NULL");
-	if (!(c.list = calloc(1, sizeof(*c.list))))
-		return saas__oom();
-	rc = e->store->account_list(e->store_ctx, collect_account, &c);
-	if (rc == SAAS_OK)
-		rc = c.rc;
-	if (rc < 0) {
-		saas_account_list_free(c.list);
+	if ((rc = saas__store_accounts(e->store, e->store_ctx, &rows, &n)) < 0)
 		return rc;
+	if (!(list = calloc(1, sizeof(*list))) || (n && !(list->items = calloc(n, sizeof(*list->items))))) {
+		rc = saas__oom();
+		goto out;
 	}
-	*out = c.list;
-	return SAAS_OK;
+	for (; list->count < n; list->count++)
+		if ((rc = fill_account(e, &rows[list->count], &list->items[list->count])) < 0)
+			goto out;
+	*out = list;
+	list = NULL;
+out:
+	saas_account_list_free(list);
+	free(rows);
+	return rc;
 }
 
 SAAS_EXTERN(int) saas_account_add_credit(saas_engine *e, const char *account_id, int64_t amount, const char *note,
@@ -270,28 +256,12 @@ SAAS_EXTERN(int) saas_key_revoke(saas_engine *e, const char *key_id)
 	return rc;
 }
 
-struct collect_keys {
-	saas_key_list *list;
-	size_t cap;
-	int rc;
-};
-
-static int collect_key(void *ud, const saas_store_key *row)
-{
-	struct collect_keys *c = ud;
-
-	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0)
-		return 1;
-	if ((c->rc = key_public(row, &c->list->items[c->list->count])) < 0)
-		return 1;
-	c->list->count++;
-	return 0;
-}
-
 SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *e, const char *account_id)
 {
-	struct collect_keys c = { NULL, 0, SAAS_OK };
+	saas_key_list *list = NULL;
+	saas_store_key *rows = NULL;
 	saas_store_account acc;
+	size_t n = 0;
 	int rc;
 
 	saas__error_clear();
@@ -302,19 +272,22 @@ SAAS_EXTERN(int) saas_key_list_get(saas_key_list **out, saas_engine *e, const ch
 		return saas__inval("engine is NULL");
 	if (!valid_id(account_id))
 		return saas__inval("account id is empty, too long or not printable");
-	if ((rc = e->store->account_get(e->store_ctx, account_id, &acc)) < 0)
+	if ((rc = e->store->account_get(e->store_ctx, account_id, &acc)) < 0 ||
+	    (rc = saas__store_keys(e->store, e->store_ctx, account_id, &rows, &n)) < 0)
 		return rc;
-	if (!(c.list = calloc(1, sizeof(*c.list))))
-		return saas__oom();
-	rc = e->store->key_list(e->store_ctx, account_id, collect_key, &c);
-	if (rc == SAAS_OK)
-		rc = c.rc;
-	if (rc < 0) {
-		saas_key_list_free(c.list);
-		return rc;
+	if (!(list = calloc(1, sizeof(*list))) || (n && !(list->items = calloc(n, sizeof(*list->items))))) {
+		rc = saas__oom();
+		goto out;
 	}
-	*out = c.list;
-	return SAAS_OK;
+	for (; list->count < n; list->count++)
+		if ((rc = key_public(&rows[list->count], &list->items[list->count])) < 0)
+			goto out;
+	*out = list;
+	list = NULL;
+out:
+	saas_key_list_free(list);
+	free(rows);
+	return rc;
 }
 
 SAAS_EXTERN(void) saas_key_fingerprint(char out[65], const char *api_key)

@@ -17,6 +17,7 @@
 #include "saas.h"
 #include "saas/sys/driver.h"
 #include "saas/sys/store.h"
+#include "store/list.h"
 #include "util/error.h"
 #include "util/util.h"
 
@@ -520,14 +521,11 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
  */
 void saas__hosts_beat(saas_engine *e);
 
-/* reaper.c: sandbox rows gathered from a store list (the caller frees items). */
+/* Sandbox rows of a store list, read with saas__store_sandboxes (the caller frees items). */
 struct saas__rows {
 	saas_store_sandbox *items;
-	size_t count, cap;
-	int rc;                        /* set when gathering ran out of memory */
+	size_t count;
 };
-/* A saas_store_sandbox_fn appending each row to the struct saas__rows at ud. */
-int saas__collect_row(void *ud, const saas_store_sandbox *sb);
 /* reaper.c: destroy the VMs a driver context runs that no row of `live` owns; how many went in *destroyed. */
 int saas__orphans_destroy(saas_engine *e, void *ctx, const saas_store_sandbox *live, size_t n, unsigned int *destroyed);
 

@@ -112,29 +112,14 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 	return SAAS_OK;
 }
 
-struct collect_executions {
-	saas_execution_list *list;
-	size_t cap;
-	int rc;
-};
-
-static int collect_execution(void *ud, const saas_store_execution *x)
-{
-	struct collect_executions *c = ud;
-
-	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0 ||
-	    (c->rc = execution_public(x, &c->list->items[c->list->count])) < 0)
-		return 1;
-	c->list->count++;
-	return 0;
-}
-
 int saas__local_execution_list(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
                                saas_execution_list **out)
 {
 	saas_engine *e = c->engine;
-	struct collect_executions ce = { NULL, 0, SAAS_OK };
+	saas_execution_list *list = NULL;
+	saas_store_execution *rows = NULL;
 	saas_store_sandbox sb;
+	size_t n = 0;
 	char cursor_id[SAAS_ID_MAX + 1];
 	int64_t cursor_ms = 0;
 	int rc;
@@ -144,29 +129,32 @@ int saas__local_execution_list(saas_client *c, const char *sandbox_id, const cha
 	/* Tenancy: another account's sandbox is not found, and so are its executions. */
 	if ((rc = saas__sandbox_get_owned(c, sandbox_id, &sb)) < 0)
 		return rc;
-	if (!(ce.list = calloc(1, sizeof(*ce.list))))
-		return saas__oom();
 	/* One more than asked tells whether another page exists. */
-	rc = e->store->execution_list(e->store_ctx, sandbox_id, cursor_ms, cursor ? cursor_id : NULL, limit + 1,
-	                              collect_execution, &ce);
-	if (rc == SAAS_OK)
-		rc = ce.rc;
-	if (rc == SAAS_OK && ce.list->count > limit) {
-		saas_execution *last = ce.list->items[limit - 1];
+	if ((rc = saas__store_executions(e->store, e->store_ctx, sandbox_id, cursor_ms, cursor ? cursor_id : NULL,
+	                                 limit + 1, &rows, &n)) < 0)
+		return rc;
+	if (!(list = calloc(1, sizeof(*list))) || (n && !(list->items = calloc(n, sizeof(*list->items))))) {
+		rc = saas__oom();
+		goto out;
+	}
+	for (; list->count < n && list->count < limit; list->count++)
+		if ((rc = execution_public(&rows[list->count], &list->items[list->count])) < 0)
+			goto out;
+	if (n > limit) {
+		const saas_execution *last = list->items[limit - 1];
 
-		saas_execution_free(ce.list->items[limit]);
-		ce.list->count = limit;
-		if (asprintf(&ce.list->next_cursor, "%lld.%s", (long long)last->started_at_ms, last->id) < 0) {
-			ce.list->next_cursor = NULL;
+		if (asprintf(&list->next_cursor, "%lld.%s", (long long)last->started_at_ms, last->id) < 0) {
+			list->next_cursor = NULL;
 			rc = saas__oom();
+			goto out;
 		}
 	}
-	if (rc < 0) {
-		saas_execution_list_free(ce.list);
-		return rc;
-	}
-	*out = ce.list;
-	return SAAS_OK;
+	*out = list;
+	list = NULL;
+out:
+	saas_execution_list_free(list);
+	saas__store_executions_free(rows, n);
+	return rc;
 }
 
 /* Run the job to its end and record the outcome. Returns the store's verdict. */

@@ -447,27 +447,12 @@ SAAS_EXTERN(int) saas_host_get(saas_host **out, saas_engine *e, const char *id_o
 	return SAAS_OK;
 }
 
-struct collect_hosts {
-	saas_host_list *list;
-	size_t cap;
-	int rc;
-};
-
-static int collect_host_public(void *ud, const saas_store_host *row)
-{
-	struct collect_hosts *c = ud;
-
-	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0 ||
-	    (c->rc = host_public(row, &c->list->items[c->list->count])) < 0)
-		return 1;
-	c->list->count++;
-	return 0;
-}
-
 SAAS_EXTERN(int) saas_host_list_get(saas_host_list **out, saas_engine *e)
 {
-	struct collect_hosts c = { NULL, 0, SAAS_OK };
 	struct usage u = { NULL, NULL, NULL };
+	saas_host_list *list = NULL;
+	saas_store_host *rows = NULL;
+	size_t n = 0;
 	int rc;
 
 	saas__error_clear();
@@ -476,20 +461,24 @@ SAAS_EXTERN(int) saas_host_list_get(saas_host_list **out, saas_engine *e)
 	*out = NULL;
 	if (!e)
 		return saas__inval("engine is NULL");
-	if (!(c.list = calloc(1, sizeof(*c.list))))
-		return saas__oom();
-	rc = e->store->host_list(e->store_ctx, collect_host_public, &c);
-	if (rc == SAAS_OK)
-		rc = c.rc;
-	u.hosts = c.list;
-	/* One pass over the live sandboxes for every host: the list is an operator's, not a hot path. */
-	if (rc == SAAS_OK && c.list->count)
-		rc = usage_read(e, &u);
-	if (rc < 0) {
-		saas_host_list_free(c.list);
+	if ((rc = saas__store_hosts(e->store, e->store_ctx, &rows, &n)) < 0)
 		return rc;
+	if (!(list = calloc(1, sizeof(*list))) || (n && !(list->items = calloc(n, sizeof(*list->items))))) {
+		rc = saas__oom();
+		goto out;
 	}
-	*out = c.list;
-	return SAAS_OK;
+	for (; list->count < n; list->count++)
+		if ((rc = host_public(&rows[list->count], &list->items[list->count])) < 0)
+			goto out;
+	u.hosts = list;
+	/* One pass over the live sandboxes for every host: the list is an operator's, not a hot path. */
+	if (list->count && (rc = usage_read(e, &u)) < 0)
+		goto out;
+	*out = list;
+	list = NULL;
+out:
+	saas_host_list_free(list);
+	free(rows);
+	return rc;
 }
 

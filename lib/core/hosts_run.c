@@ -53,34 +53,16 @@ static struct saas__vmhost *add_locked(struct saas__hosts *h, const char *id, co
 
 struct host_rows {
 	saas_store_host *items;
-	size_t count, cap;
-	int rc;
+	size_t count;
 };
-
-static int collect_host(void *ud, const saas_store_host *row)
-{
-	struct host_rows *r = ud;
-
-	if ((r->rc = SAAS__ARRAY_RESERVE(r->items, r->cap, r->count + 1)) < 0)
-		return 1;
-	r->items[r->count++] = *row;
-	return 0;
-}
 
 /* Read the registry and note what this engine needs of it: whether any host is registered. */
 static int hosts_refresh(saas_engine *e, struct host_rows *r)
 {
 	int rc;
 
-	memset(r, 0, sizeof(*r));
-	rc = e->store->host_list(e->store_ctx, collect_host, r);
-	if (rc == SAAS_OK)
-		rc = r->rc;
-	if (rc < 0) {
-		free(r->items);
-		memset(r, 0, sizeof(*r));
+	if ((rc = saas__store_hosts(e->store, e->store_ctx, &r->items, &r->count)) < 0)
 		return rc;
-	}
 	pthread_mutex_lock(&e->hosts.mu);
 	e->hosts.any = r->count > 0;
 	pthread_mutex_unlock(&e->hosts.mu);
@@ -515,7 +497,7 @@ static bool lease_take(saas_engine *e, const char *name, int64_t now)
  */
 static int lost_close(saas_engine *e, const saas_store_host *row)
 {
-	struct saas__rows r = { NULL, 0, 0, SAAS_OK };
+	struct saas__rows r;
 	saas_store_filter f;
 	unsigned int left = 0;
 	int rc;
@@ -523,8 +505,7 @@ static int lost_close(saas_engine *e, const saas_store_host *row)
 	memset(&f, 0, sizeof(f));
 	f.live = 1;
 	f.host_id = row->id;
-	if ((rc = e->store->sandbox_list(e->store_ctx, &f, saas__collect_row, &r)) == SAAS_OK)
-		rc = r.rc;
+	rc = saas__store_sandboxes(e->store, e->store_ctx, &f, &r.items, &r.count);
 	for (size_t i = 0; rc == SAAS_OK && i < r.count; i++) {
 		const saas_store_sandbox *sb = &r.items[i];
 		int64_t at = row->last_seen_ms > sb->created_at_ms ? row->last_seen_ms : sb->created_at_ms;

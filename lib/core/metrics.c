@@ -302,16 +302,11 @@ int saas__metrics_pass(saas_engine *e)
 
 	if (!m || !can_sample(e))
 		return SAAS_OK;
-	memset(&r, 0, sizeof(r));
 	memset(&f, 0, sizeof(f));
 	f.live = 1;
-	if ((rc = e->store->sandbox_list(e->store_ctx, &f, saas__collect_row, &r)) == SAAS_OK)
-		rc = r.rc;
-	if (rc < 0) {
-		/* Histories are kept: a store that cannot answer now ends no sandbox. */
-		free(r.items);
+	/* Histories are kept: a store that cannot answer now ends no sandbox. */
+	if ((rc = saas__store_sandboxes(e->store, e->store_ctx, &f, &r.items, &r.count)) < 0)
 		return rc;
-	}
 	pthread_mutex_lock(&m->mu);
 	for (size_t i = 0; i < m->count; i++)
 		m->items[i]->ready = false;

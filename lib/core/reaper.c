@@ -17,30 +17,13 @@
 /* Look for VMs that no live sandbox owns once every this many sweeps. */
 #define ORPHAN_SWEEP_EVERY 60
 
-int saas__collect_row(void *ud, const saas_store_sandbox *sb)
-{
-	struct saas__rows *r = ud;
-
-	if ((r->rc = SAAS__ARRAY_RESERVE(r->items, r->cap, r->count + 1)) < 0)
-		return 1;
-	r->items[r->count++] = *sb;
-	return 0;
-}
-
 static int live_rows(saas_engine *e, struct saas__rows *r)
 {
 	saas_store_filter f;
-	int rc;
 
-	memset(r, 0, sizeof(*r));
 	memset(&f, 0, sizeof(f));
 	f.live = 1;
-	rc = e->store->sandbox_list(e->store_ctx, &f, saas__collect_row, r);
-	if (rc == SAAS_OK)
-		rc = r->rc;
-	if (rc < 0)
-		free(r->items);
-	return rc;
+	return saas__store_sandboxes(e->store, e->store_ctx, &f, &r->items, &r->count);
 }
 
 static char *heartbeat_path(saas_engine *e)
@@ -156,24 +139,6 @@ int saas__orphans_destroy(saas_engine *e, void *ctx, const saas_store_sandbox *l
 	return rc;
 }
 
-struct host_ids {
-	char (*ids)[SAAS_ID_MAX + 1];
-	size_t count, cap;
-	int rc;
-};
-
-static int collect_host_id(void *ud, const saas_store_host *host)
-{
-	struct host_ids *h = ud;
-
-	if (host->state == SAAS_STORE_HOST_LOST)
-		return 0; /* its VMs go when it answers again (hosts.c) */
-	if ((h->rc = SAAS__ARRAY_RESERVE(h->ids, h->cap, h->count + 1)) < 0)
-		return 1;
-	saas__strlcpy(h->ids[h->count++], host->id, SAAS_ID_MAX + 1);
-	return 0;
-}
-
 /*
  * Destroy what the engine's own driver runs that no live sandbox owns, then
  * what each VM host runs. A host out of reach is skipped (logged): the lost
@@ -181,22 +146,28 @@ static int collect_host_id(void *ud, const saas_store_host *host)
  */
 static int sweep_orphans(saas_engine *e, const struct saas__rows *live)
 {
-	struct host_ids hosts = { NULL, 0, 0, SAAS_OK };
+	saas_store_host *hosts = NULL;
+	size_t n = 0;
 	int rc = saas__orphans_destroy(e, e->driver_ctx, live->items, live->count, NULL);
 
 	if (rc < 0 || !saas__hosts_any(e))
 		return rc;
-	if (e->store->host_list(e->store_ctx, collect_host_id, &hosts) < 0 || hosts.rc < 0) {
+	if (saas__store_hosts(e->store, e->store_ctx, &hosts, &n) < 0) {
 		saas__log(e, SAAS_LOG_WARN, "orphan sweep: cannot list the VM hosts: %s", saas_error_last()->message);
 		saas__error_clear();
 	}
-	for (size_t i = 0; i < hosts.count; i++) {
+	for (size_t i = 0; i < n; i++) {
 		void *ctx;
-		if (saas__vm_driver(e, hosts.ids[i], &ctx) < 0 || saas__orphans_destroy(e, ctx, live->items, live->count, NULL) < 0)
-			saas__log(e, SAAS_LOG_WARN, "orphan sweep of VM host %s: %s", hosts.ids[i], saas_error_last()->message);
+
+		if (hosts[i].state == SAAS_STORE_HOST_LOST)
+			continue; /* its VMs go when it answers again (hosts.c) */
+		if (saas__vm_driver(e, hosts[i].id, &ctx) < 0 ||
+		    saas__orphans_destroy(e, ctx, live->items, live->count, NULL) < 0)
+			saas__log(e, SAAS_LOG_WARN, "orphan sweep of VM host %s: %s", hosts[i].id,
+			          saas_error_last()->message);
 		saas__error_clear();
 	}
-	free(hosts.ids);
+	free(hosts);
 	return SAAS_OK;
 }
 
@@ -233,24 +204,6 @@ static int create_undo(saas_engine *e, saas_store_sandbox *sb, int64_t now)
 /* Look for executions a dead server left running once every this many sweeps. */
 #define EXEC_CHECK_EVERY 10
 
-struct exec_ids {
-	char (*ids)[SAAS_ID_MAX + 1];
-	size_t count, cap;
-	int rc;
-};
-
-static int collect_running(void *ud, const saas_store_execution *x)
-{
-	struct exec_ids *r = ud;
-
-	if (x->status != SAAS_EXEC_RUNNING)
-		return 0;
-	if ((r->rc = SAAS__ARRAY_RESERVE(r->ids, r->cap, r->count + 1)) < 0)
-		return 1;
-	saas__strlcpy(r->ids[r->count++], x->id, sizeof(r->ids[0]));
-	return 0;
-}
-
 /*
  * Executions whose server is gone (their lease "exec:<id>" ran out) are
  * marked failed: the command's output streamed to that server only, and
@@ -260,27 +213,27 @@ static int collect_running(void *ud, const saas_store_execution *x)
 static void executions_orphaned(saas_engine *e, const struct saas__rows *live, int64_t now)
 {
 	for (size_t i = 0; e->claims.shared && i < live->count; i++) {
-		struct exec_ids r = { NULL, 0, 0, SAAS_OK };
+		saas_store_execution *listed = NULL;
+		size_t n = 0;
 
 		if (live->items[i].status == SAAS_SANDBOX_DESTROYED)
 			continue;
-		if (e->store->execution_list(e->store_ctx, live->items[i].id, 0, NULL, EXEC_CHECK_MAX, collect_running,
-		                             &r) < 0 ||
-		    r.rc < 0) {
+		if (saas__store_executions(e->store, e->store_ctx, live->items[i].id, 0, NULL, EXEC_CHECK_MAX, &listed,
+		                           &n) < 0) {
 			saas__log(e, SAAS_LOG_WARN, "listing the executions of %s failed: %s", live->items[i].id,
 			          saas_error_last()->message);
-			free(r.ids);
 			continue;
 		}
-		for (size_t k = 0; k < r.count; k++) {
+		for (size_t k = 0; k < n; k++) {
+			const char *id = listed[k].id;
 			char lease[SAAS_STORE_LEASE_NAME_MAX + 1];
 			saas_store_execution x;
 
-			if (saas__live_here(e, r.ids[k]) || saas__claim_name(lease, "exec", r.ids[k]) < 0 ||
-			    saas__claim_once(e, lease) != 1)
+			if (listed[k].status != SAAS_EXEC_RUNNING || saas__live_here(e, id) ||
+			    saas__claim_name(lease, "exec", id) < 0 || saas__claim_once(e, lease) != 1)
 				continue;
 			memset(&x, 0, sizeof(x));
-			if (e->store->execution_get(e->store_ctx, r.ids[k], &x) == SAAS_OK && x.status == SAAS_EXEC_RUNNING) {
+			if (e->store->execution_get(e->store_ctx, id, &x) == SAAS_OK && x.status == SAAS_EXEC_RUNNING) {
 				char *kept = x.error;
 				saas__log(e, SAAS_LOG_WARN, "execution %s: the server that ran it is gone; marking it failed",
 				          x.id);
@@ -294,7 +247,7 @@ static void executions_orphaned(saas_engine *e, const struct saas__rows *live, i
 			saas__store_execution_clear(&x);
 			saas__claim_drop(e, lease);
 		}
-		free(r.ids);
+		saas__store_executions_free(listed, n);
 	}
 }
 
@@ -499,11 +452,9 @@ int saas__account_sandboxes_end(saas_engine *e, const char *account_id, unsigned
 
 	*ended = 0;
 	memset(&f, 0, sizeof(f));
-	memset(&r, 0, sizeof(r));
 	f.account_id = account_id;
 	f.live = 1;
-	if ((rc = e->store->sandbox_list(e->store_ctx, &f, saas__collect_row, &r)) == SAAS_OK)
-		rc = r.rc;
+	rc = saas__store_sandboxes(e->store, e->store_ctx, &f, &r.items, &r.count);
 	for (size_t i = 0; rc == SAAS_OK && i < r.count; i++) {
 		saas_store_sandbox *sb = &r.items[i];
 		int one;

@@ -53,13 +53,6 @@ int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out)
 	}
 }
 
-struct collect_ports {
-	saas_engine *e;
-	saas_sandbox *sb;
-	size_t cap;
-	int rc;
-};
-
 char *saas__preview_url(saas_engine *e, const saas_store_port *exposure)
 {
 	static const struct {
@@ -96,25 +89,37 @@ oom:
 	return NULL;
 }
 
-static int collect_port(void *ud, const saas_store_port *exposure)
+/* A sandbox's exposed ports into sb->ports, each with its preview URL. */
+static int sandbox_ports(saas_engine *e, saas_sandbox *sb)
 {
-	struct collect_ports *c = ud;
-	saas_port_info *pi;
+	saas_store_port *rows = NULL;
+	size_t n = 0;
+	int rc;
 
-	if ((c->rc = SAAS__ARRAY_RESERVE(c->sb->ports, c->cap, c->sb->nports + 1)) < 0)
-		return 1;
-	if (!(pi = calloc(1, sizeof(*pi)))) {
-		c->rc = saas__oom();
-		return 1;
+	if ((rc = saas__store_ports(e->store, e->store_ctx, sb->id, &rows, &n)) < 0)
+		return rc;
+	if (n && !(sb->ports = calloc(n, sizeof(*sb->ports)))) {
+		rc = saas__oom();
+		goto out;
 	}
-	/* In the list first, so that saas_sandbox_free() frees it whatever follows. */
-	c->sb->ports[c->sb->nports++] = pi;
-	pi->port = exposure->port;
-	if (!(pi->url = saas__preview_url(c->e, exposure))) {
-		c->rc = saas__oom();
-		return 1;
+	for (size_t i = 0; i < n; i++) {
+		saas_port_info *pi = calloc(1, sizeof(*pi));
+
+		if (!pi) {
+			rc = saas__oom();
+			goto out;
+		}
+		/* In the list first, so that saas_sandbox_free() frees it whatever follows. */
+		sb->ports[sb->nports++] = pi;
+		pi->port = rows[i].port;
+		if (!(pi->url = saas__preview_url(e, &rows[i]))) {
+			rc = saas__oom();
+			goto out;
+		}
 	}
-	return 0;
+out:
+	free(rows);
+	return rc;
 }
 
 /* A sandbox's values into its two lists, each NULL-terminated "KEY=VALUE" (the store gives them sorted). */
@@ -169,7 +174,6 @@ int saas__sandbox_values(saas_engine *e, const char *id, char ***metadata, char 
 
 static int sandbox_public(saas_engine *e, const saas_store_sandbox *row, bool live, saas_sandbox **out)
 {
-	struct collect_ports cp;
 	saas_sandbox *sb;
 	int rc;
 
@@ -204,18 +208,9 @@ static int sandbox_public(saas_engine *e, const saas_store_sandbox *row, bool li
 		return rc;
 	}
 	/* A destroyed sandbox exposes nothing any more. */
-	if (row->status != SAAS_SANDBOX_DESTROYED) {
-		cp.e = e;
-		cp.sb = sb;
-		cp.cap = 0;
-		cp.rc = SAAS_OK;
-		rc = e->store->port_list(e->store_ctx, row->id, collect_port, &cp);
-		if (rc == SAAS_OK)
-			rc = cp.rc;
-		if (rc < 0) {
-			saas_sandbox_free(sb);
-			return rc;
-		}
+	if (row->status != SAAS_SANDBOX_DESTROYED && (rc = sandbox_ports(e, sb)) < 0) {
+		saas_sandbox_free(sb);
+		return rc;
 	}
 	*out = sb;
 	return SAAS_OK;
@@ -656,37 +651,15 @@ int saas__list_cursor_parse(const char *cursor, int64_t *created, char *id, size
 	return SAAS_OK;
 }
 
-struct collect_sandboxes {
-	saas_engine *e;
-	bool active_only;
-	saas_sandbox_list *list;
-	size_t cap;
-	int rc;
-};
-
-static int collect_sandbox(void *ud, const saas_store_sandbox *row)
-{
-	struct collect_sandboxes *c = ud;
-
-	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0)
-		return 1;
-	saas_store_sandbox shown = *row;
-
-	/* Ended, but the store could not record it yet: shown as it will be. */
-	if (saas__closes_view(c->e, &shown) && c->active_only)
-		return 0;
-	if ((c->rc = saas__sandbox_public(c->e, &shown, &c->list->items[c->list->count])) < 0)
-		return 1;
-	c->list->count++;
-	return 0;
-}
-
 int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
                              unsigned int flags, saas_sandbox_list **out)
 {
-	struct collect_sandboxes cs = { c->engine, (flags & SAAS_LIST_ACTIVE) != 0, NULL, 0, SAAS_OK };
+	saas_engine *e = c->engine;
+	saas_sandbox_list *list = NULL;
+	saas_store_sandbox *rows = NULL;
 	saas_store_filter f;
 	char cursor_id[SAAS_ID_MAX + 1];
+	size_t n = 0;
 	int rc;
 
 	memset(&f, 0, sizeof(f));
@@ -699,26 +672,37 @@ int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int li
 			return rc;
 		f.before_id = cursor_id;
 	}
-	if (!(cs.list = calloc(1, sizeof(*cs.list))))
-		return saas__oom();
-	rc = c->engine->store->sandbox_list(c->engine->store_ctx, &f, collect_sandbox, &cs);
-	if (rc == SAAS_OK)
-		rc = cs.rc;
-	if (rc == SAAS_OK && cs.list->count > limit) {
-		saas_sandbox *last = cs.list->items[limit - 1];
-		saas_sandbox_free(cs.list->items[limit]);
-		cs.list->count = limit;
-		if (asprintf(&cs.list->next_cursor, "%lld.%s", (long long)last->created_at_ms, last->id) < 0) {
-			cs.list->next_cursor = NULL;
+	if ((rc = saas__store_sandboxes(e->store, e->store_ctx, &f, &rows, &n)) < 0)
+		return rc;
+	if (!(list = calloc(1, sizeof(*list))) || (n && !(list->items = calloc(n, sizeof(*list->items))))) {
+		rc = saas__oom();
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* Ended, but the store could not record it yet: shown as it will be. */
+		if (saas__closes_view(e, &rows[i]) && (flags & SAAS_LIST_ACTIVE))
+			continue;
+		if ((rc = saas__sandbox_public(e, &rows[i], &list->items[list->count])) < 0)
+			goto out;
+		list->count++;
+	}
+	if (list->count > limit) {
+		const saas_sandbox *last = list->items[limit - 1];
+
+		saas_sandbox_free(list->items[limit]);
+		list->count = limit;
+		if (asprintf(&list->next_cursor, "%lld.%s", (long long)last->created_at_ms, last->id) < 0) {
+			list->next_cursor = NULL;
 			rc = saas__oom();
+			goto out;
 		}
 	}
-	if (rc < 0) {
-		saas_sandbox_list_free(cs.list);
-		return rc;
-	}
-	*out = cs.list;
-	return SAAS_OK;
+	*out = list;
+	list = NULL;
+out:
+	saas_sandbox_list_free(list);
+	free(rows);
+	return rc;
 }
 
 int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, unsigned int flags,

@@ -176,27 +176,11 @@ SAAS_EXTERN(int) saas_user_get(saas_user **out, saas_engine *e, const char *emai
 	return user_public(&row, out);
 }
 
-struct collect_users {
-	saas_user_list *list;
-	size_t cap;
-	int rc;
-};
-
-static int collect_user(void *ud, const saas_store_user *row)
-{
-	struct collect_users *c = ud;
-
-	if ((c->rc = SAAS__ARRAY_RESERVE(c->list->items, c->cap, c->list->count + 1)) < 0)
-		return 1;
-	if ((c->rc = user_public(row, &c->list->items[c->list->count])) < 0)
-		return 1;
-	c->list->count++;
-	return 0;
-}
-
 SAAS_EXTERN(int) saas_user_list_get(saas_user_list **out, saas_engine *e)
 {
-	struct collect_users c = { NULL, 0, SAAS_OK };
+	saas_user_list *list = NULL;
+	saas_store_user *rows = NULL;
+	size_t n = 0;
 	int rc;
 
 	saas__error_clear();
@@ -205,17 +189,21 @@ SAAS_EXTERN(int) saas_user_list_get(saas_user_list **out, saas_engine *e)
 	*out = NULL;
 	if (!e)
 		return saas__inval("engine is NULL");
-	if (!(c.list = calloc(1, sizeof(*c.list))))
-		return saas__oom();
-	rc = e->store->user_list(e->store_ctx, collect_user, &c);
-	if (rc == SAAS_OK)
-		rc = c.rc;
-	if (rc < 0) {
-		saas_user_list_free(c.list);
+	if ((rc = saas__store_users(e->store, e->store_ctx, &rows, &n)) < 0)
 		return rc;
+	if (!(list = calloc(1, sizeof(*list))) || (n && !(list->items = calloc(n, sizeof(*list->items))))) {
+		rc = saas__oom();
+		goto out;
 	}
-	*out = c.list;
-	return SAAS_OK;
+	for (; list->count < n; list->count++)
+		if ((rc = user_public(&rows[list->count], &list->items[list->count])) < 0)
+			goto out;
+	*out = list;
+	list = NULL;
+out:
+	saas_user_list_free(list);
+	free(rows);
+	return rc;
 }
 
 /* Change the user with this e-mail: a new hash (NULL: keep), operator 0/1 (-1: keep). */

@@ -1,6 +1,6 @@
 /*
- * Internal: the seam between the store's logic (slots.c, written once) and a
- * database dialect (sqlite/, postgres/).
+ * Internal: the seam between the store's logic (written once: slots.h and its
+ * rooms) and a database dialect (sqlite/, postgres/).
  *
  * A dialect opens and closes its database, lends out a connection for one
  * store call (enter/leave), runs transactions, and runs one statement with
@@ -8,7 +8,7 @@
  * database's failures to library codes: a unique violation is SAAS_EEXISTS,
  * a foreign key violation SAAS_ENOTFOUND, anything else SAAS_ESTORE.
  * Everything else (checking arguments, the SQL, which statements run in one
- * transaction, turning rows into records, lists into arrays) is slots.c's.
+ * transaction, turning rows into records, lists into arrays) is the rooms'.
  *
  * A dialect's store handle (the `ctx` of every slot) starts with a pointer to
  * its dialect, so the shared slots find it.
@@ -115,7 +115,7 @@ int saas__store_arg(const char *arg, size_t max, const char *what);
 /* "no account 'acc-1'". */
 int saas__store_not_found(const char *what, const char *id);
 
-/* ---- the shared slots (slots.c) ---- */
+/* ---- the shared slots (accounts.c, users.c, sandboxes.c, executions.c, hosts.c, schema.c) ---- */
 
 /*
  * Migrate the schema up to SAAS_STORE_SCHEMA, one step per transaction; a
@@ -189,7 +189,7 @@ int saas__st_mcp_session_prune(void *ctx, int64_t used_before_ms);
 int saas__st_sandbox_values(void *ctx, const char *id, saas_store_value_fn fn, void *userdata);
 
 /*
- * The slots every built-in store takes from slots.c, for a table's
+ * The slots every built-in store takes from the shared rooms, for a table's
  * initializer: everything but open and close.
  */
 #define SAAS__STORE_SHARED_SLOTS \

@@ -24,6 +24,7 @@
 
 #include "saas/exec.h"
 #include "saas/sandbox.h"
+#include "store/list.h"
 #include "store/store.h"
 #include "testutil.h"
 #include "util/error.h"
@@ -2483,6 +2484,65 @@ static const char *values_of(struct fx *f, const char *id, struct values_seen *v
 	return v->text;
 }
 
+/* ---- listings into arrays (store/list.h), over the table's callback slots ---- */
+
+static void test_list_arrays(void **state)
+{
+	struct fx *f = *state;
+	saas_store_account *accounts = NULL;
+	saas_store_sandbox *sandboxes = NULL;
+	saas_store_execution *execs = NULL, e;
+	saas_store_key *keys = NULL;
+	saas_store_filter flt;
+	size_t n = 99;
+
+	/* None: success, no array. */
+	assert_int_equal(saas__store_accounts(f->st, f->ctx, &accounts, &n), SAAS_OK);
+	assert_null(accounts);
+	assert_int_equal(n, 0);
+
+	add_account(f, "acc-b", 100, 0);
+	add_account(f, "acc-a", 200, 0);
+	assert_int_equal(add_sandbox(f, "sbx-1", "acc-a", 300, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-2", "acc-a", 301, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-3", "acc-b", 302, 10), SAAS_OK);
+
+	/* The rows, in the listing's order. */
+	assert_int_equal(saas__store_accounts(f->st, f->ctx, &accounts, &n), SAAS_OK);
+	assert_int_equal(n, 2);
+	assert_string_equal(accounts[0].id, "acc-b");
+	assert_string_equal(accounts[1].id, "acc-a");
+	free(accounts);
+	memset(&flt, 0, sizeof(flt));
+	flt.account_id = "acc-a";
+	assert_int_equal(saas__store_sandboxes(f->st, f->ctx, &flt, &sandboxes, &n), SAAS_OK);
+	assert_int_equal(n, 2);
+	assert_string_equal(sandboxes[0].id, "sbx-2");
+	assert_string_equal(sandboxes[1].id, "sbx-1");
+	free(sandboxes);
+
+	/* An execution's strings outlive the store's callback: they are copies. */
+	e = exec_rec("exe-1", "sbx-1", "acc-a");
+	assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+	e = exec_rec("exe-2", "sbx-1", "acc-a");
+	e.started_at_ms = 2000;
+	assert_int_equal(f->st->execution_insert(f->ctx, &e), SAAS_OK);
+	assert_int_equal(saas__store_executions(f->st, f->ctx, "sbx-1", 0, NULL, 0, &execs, &n), SAAS_OK);
+	assert_int_equal(n, 2);
+	assert_string_equal(execs[0].id, "exe-2");
+	assert_string_equal(execs[1].id, "exe-1");
+	assert_string_equal(execs[1].command, "echo 'hi' && printf '\\0'");
+	assert_null(execs[1].stdout_data);
+	saas__store_executions_free(execs, n);
+	saas__store_executions_free(NULL, 0);
+
+	/* The store's error comes back, with no array. */
+	n = 99;
+	assert_fails(saas__store_keys(f->st, f->ctx, NULL, &keys, &n), SAAS_EINVAL);
+	assert_null(keys);
+	assert_int_equal(n, 0);
+}
+
 static void test_sandbox_values(void **state)
 {
 	struct fx *f = *state;
@@ -3056,6 +3116,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_hosts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_values, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sqlite_migrates_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_arrays, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name(saas_test_store_is_postgres() ? "store (postgres)" : "store (sqlite)",

@@ -17,7 +17,8 @@
  *
  * This file is the PostgreSQL dialect (store/dialect.h): the pool,
  * transactions, running one statement with declared parameter types, and the
- * schema's steps. What every slot does is slots.c's, shared with SQLite.
+ * schema's steps. What every slot does is the shared rooms' (store/slots.h),
+ * shared with SQLite.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -627,7 +628,7 @@ static int64_t bin_int(const PGresult *res, int row, int col)
 
 /* ---- the dialect (dialect.h) ------------------------------------------ */
 
-/* The most parameters one statement of slots.c takes. */
+/* The most parameters one statement of the shared slots takes. */
 #define PARAMS_MAX 32
 /* Parameter types (pg_type.h): declared, so that one SQL text needs no casts. */
 #define OID_BYTEA 17

@@ -11,9 +11,9 @@
  * autocommit mode; in WAL mode each sees one consistent snapshot.
  *
  * This file is the SQLite dialect (store/dialect.h): opening the file,
- * transactions, running one statement (each of slots.c's kept prepared on the
- * connection), and the schema's steps. What every slot does is slots.c's,
- * shared with PostgreSQL; the schema is documented in lib/store/schema.md.
+ * transactions, running one statement (each of the shared slots' kept prepared
+ * on the connection), and the schema's steps. What every slot does is the
+ * shared rooms' (store/slots.h), shared with PostgreSQL; the schema is documented in lib/store/schema.md.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -45,7 +45,7 @@
 struct sq {
 	const struct saas__dialect *dialect; /* first: the shared slots find it there */
 	sqlite3 *db;
-	/* Statements of slots.c, prepared once on this connection (by saas__sql.id). */
+	/* The shared slots' statements, prepared once on this connection (by saas__sql.id). */
 	sqlite3_stmt *cache[SAAS__SQL_CACHE];
 	pthread_mutex_t lock;
 	saas_log_fn log;
@@ -372,7 +372,7 @@ static void sq_leave(void *store, void *conn)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* slots.c writes $1, $2 ...: SQLite's ?1, ?2 ... (outside quoted literals). */
+/* The shared slots write $1, $2 ...: SQLite's ?1, ?2 ... (outside quoted literals). */
 static int sq_prepare(struct sq *s, const saas__sql *q, sqlite3_stmt **st)
 {
 	size_t n = strlen(q->sql);
@@ -430,7 +430,7 @@ static int sq_run(void *conn, const saas__sql *q, const saas__param *p, int n, s
 		if (fn && (rc = fn(userdata, (const saas__row *)st)) != 0)
 			goto out;
 	if (src != SQLITE_DONE) {
-		/* A duplicate is the caller's, and so is a parent that does not exist; slots.c names them. */
+		/* A duplicate is the caller's, and so is a parent that does not exist; the slot names them. */
 		if (src == SQLITE_CONSTRAINT_PRIMARYKEY || src == SQLITE_CONSTRAINT_UNIQUE ||
 		    src == SQLITE_CONSTRAINT_FOREIGNKEY)
 			rc = saas__error(src == SQLITE_CONSTRAINT_FOREIGNKEY ? SAAS_ENOTFOUND : SAAS_EEXISTS,
