@@ -369,8 +369,11 @@ static int upload_bytes(void *ud, const char *data, size_t len)
 
 	if (!u->w)
 		return 0;
+	if (aas_pipe_write(&u->w->pipe, data, len) == 0)
+		return 0;
 	/* The writer stops taking only when it failed: its answer is the upload's. */
-	return aas_pipe_write(&u->w->pipe, data, len) < 0 ? writer_close(u, true) | 1 : 0;
+	(void)writer_close(u, true);
+	return 1;
 }
 
 /* Each part named "file" is one file: at ?path= when given (one file), else at its filename. */
