@@ -2,7 +2,7 @@
  * PUT/GET /v1/sandboxes/{id}/files: raw bytes, streamed both ways.
  *
  * Upload: the connection's thread hands the body, piece by piece, through a
- * bounded buffer (1 MiB) to a worker thread running saas_file_write_stream();
+ * bounded pipe (1 MiB, pipe.h) to a worker thread running saas_file_write_stream();
  * when the buffer is full the connection's thread waits, so TCP pushes back
  * on the client. Download: a worker thread runs saas_file_read_stream() into
  * the same kind of buffer and libmicrohttpd's content reader drains it. No
@@ -16,95 +16,7 @@
 #include <string.h>
 
 #include "api/api.h"
-
-#define PIPE_CAP ((size_t)1 << 20)
-
-/* A bounded byte pipe between two threads. */
-struct bpipe {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	unsigned char *buf;
-	size_t head, len;
-	bool eof;        /* the writer has no more */
-	bool aborted;    /* the reader (or the request) gave up */
-};
-
-static int bpipe_init(struct bpipe *p)
-{
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
-	p->head = p->len = 0;
-	p->eof = p->aborted = false;
-	return (p->buf = malloc(PIPE_CAP)) ? 0 : -1;
-}
-
-static void bpipe_destroy(struct bpipe *p)
-{
-	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv);
-	free(p->buf);
-}
-
-/* Write all of data; -1 if the other side aborted. */
-static int bpipe_write(struct bpipe *p, const void *data, size_t len)
-{
-	const unsigned char *d = data;
-
-	pthread_mutex_lock(&p->mu);
-	while (len) {
-		while (p->len == PIPE_CAP && !p->aborted)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (p->aborted) {
-			pthread_mutex_unlock(&p->mu);
-			return -1;
-		}
-		size_t tail = (p->head + p->len) % PIPE_CAP;
-		size_t n = PIPE_CAP - p->len;
-		if (n > PIPE_CAP - tail)
-			n = PIPE_CAP - tail;
-		if (n > len)
-			n = len;
-		memcpy(p->buf + tail, d, n);
-		p->len += n;
-		d += n;
-		len -= n;
-		pthread_cond_broadcast(&p->cv);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return 0;
-}
-
-/* Read up to size bytes; 0 at the end, -1 if aborted. */
-static long bpipe_read(struct bpipe *p, void *buf, size_t size)
-{
-	size_t n;
-
-	pthread_mutex_lock(&p->mu);
-	while (p->len == 0 && !p->eof && !p->aborted)
-		pthread_cond_wait(&p->cv, &p->mu);
-	if (p->aborted || (p->len == 0 && p->eof)) {
-		pthread_mutex_unlock(&p->mu);
-		return p->aborted ? -1 : 0;
-	}
-	n = p->len < size ? p->len : size;
-	if (n > PIPE_CAP - p->head)
-		n = PIPE_CAP - p->head;
-	memcpy(buf, p->buf + p->head, n);
-	p->head = (p->head + n) % PIPE_CAP;
-	p->len -= n;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	return (long)n;
-}
-
-static void bpipe_set(struct bpipe *p, bool eof, bool aborted)
-{
-	pthread_mutex_lock(&p->mu);
-	p->eof |= eof;
-	p->aborted |= aborted;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-}
+#include "pipe.h"
 
 static const char *file_path(struct aas_req *r, struct aas_reply *out)
 {
@@ -122,7 +34,7 @@ static const char *file_path(struct aas_req *r, struct aas_reply *out)
 /* ---- upload ---- */
 
 struct upload {
-	struct bpipe pipe;
+	struct aas_pipe pipe;
 	pthread_t thread;
 	bool running;
 	saas_client *client;
@@ -142,7 +54,7 @@ struct upload {
 static long upload_reader(void *ud, void *buf, size_t size)
 {
 	struct upload *u = ud;
-	return bpipe_read(&u->pipe, buf, size);
+	return aas_pipe_read(&u->pipe, buf, size);
 }
 
 static void *upload_main(void *arg)
@@ -165,7 +77,7 @@ static void *upload_main(void *arg)
 	pthread_mutex_lock(&u->pipe.mu);
 	u->done = true;
 	pthread_mutex_unlock(&u->pipe.mu);
-	bpipe_set(&u->pipe, false, true);
+	aas_pipe_set(&u->pipe, false, true);
 	return NULL;
 }
 
@@ -176,10 +88,10 @@ static void upload_free(void *stream)
 	if (!u)
 		return;
 	if (u->running) {
-		bpipe_set(&u->pipe, false, true);
+		aas_pipe_set(&u->pipe, false, true);
 		pthread_join(u->thread, NULL);
 	}
-	bpipe_destroy(&u->pipe);
+	aas_pipe_destroy(&u->pipe);
 	free(u->path);
 	free(u);
 }
@@ -224,9 +136,9 @@ int aas_file_put_start(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 409, "conflict", "the sandbox is not ready");
 		return -1;
 	}
-	if (!(u = calloc(1, sizeof(*u))) || bpipe_init(&u->pipe) < 0 || !(u->path = strdup(path))) {
+	if (!(u = calloc(1, sizeof(*u))) || aas_pipe_init(&u->pipe) < 0 || !(u->path = strdup(path))) {
 		if (u) {
-			bpipe_destroy(&u->pipe);
+			aas_pipe_destroy(&u->pipe);
 			free(u);
 		}
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
@@ -251,14 +163,14 @@ int aas_file_put_data(struct aas_req *r, const char *data, size_t len)
 	struct upload *u = r->stream;
 
 	u->received += (int64_t)len;
-	return bpipe_write(&u->pipe, data, len) < 0 ? 1 : 0;
+	return aas_pipe_write(&u->pipe, data, len) < 0 ? 1 : 0;
 }
 
 void aas_h_file_put(struct aas_req *r, struct aas_reply *out)
 {
 	struct upload *u = r->stream;
 
-	bpipe_set(&u->pipe, true, false);
+	aas_pipe_set(&u->pipe, true, false);
 	pthread_join(u->thread, NULL);
 	u->running = false;
 	if (u->rc < 0 && u->limit[0]) {
@@ -276,7 +188,7 @@ void aas_h_file_put(struct aas_req *r, struct aas_reply *out)
 /* ---- download ---- */
 
 struct download {
-	struct bpipe pipe;
+	struct aas_pipe pipe;
 	pthread_t thread;
 	struct aas_cached_client *auth;
 	saas_client *client;
@@ -300,7 +212,7 @@ static int download_writer(void *ud, const void *data, size_t len)
 	d->started = true;
 	pthread_cond_broadcast(&d->pipe.cv);
 	pthread_mutex_unlock(&d->pipe.mu);
-	return bpipe_write(&d->pipe, data, len) < 0 ? 1 : 0;
+	return aas_pipe_write(&d->pipe, data, len) < 0 ? 1 : 0;
 }
 
 static void *download_main(void *arg)
@@ -331,10 +243,10 @@ static void download_free(void *cls)
 {
 	struct download *d = cls;
 
-	bpipe_set(&d->pipe, false, true);
+	aas_pipe_set(&d->pipe, false, true);
 	pthread_join(d->thread, NULL);
 	aas_auth_release(d->auth);
-	bpipe_destroy(&d->pipe);
+	aas_pipe_destroy(&d->pipe);
 	free(d->path);
 	free(d);
 }
@@ -345,7 +257,7 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 	long n;
 
 	(void)pos;
-	n = bpipe_read(&d->pipe, buf, max);
+	n = aas_pipe_read(&d->pipe, buf, max);
 	if (n > 0)
 		return n;
 	if (n == 0 && d->rc == SAAS_OK)
@@ -385,9 +297,9 @@ void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 	}
 	if (!(path = file_path(r, out)))
 		return;
-	if (!(d = calloc(1, sizeof(*d))) || bpipe_init(&d->pipe) < 0 || !(d->path = strdup(path))) {
+	if (!(d = calloc(1, sizeof(*d))) || aas_pipe_init(&d->pipe) < 0 || !(d->path = strdup(path))) {
 		if (d) {
-			bpipe_destroy(&d->pipe);
+			aas_pipe_destroy(&d->pipe);
 			free(d);
 		}
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
@@ -400,7 +312,7 @@ void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 	snprintf(d->id, sizeof(d->id), "%s", r->route_id);
 	if (pthread_create(&d->thread, NULL, download_main, d) != 0) {
 		aas_auth_release(d->auth);
-		bpipe_destroy(&d->pipe);
+		aas_pipe_destroy(&d->pipe);
 		free(d->path);
 		free(d);
 		aas_reply_error(out, 500, "error", "cannot start a thread");

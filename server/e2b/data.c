@@ -297,6 +297,7 @@ static void target_free(void *p)
 	struct aas_e2b_target *t = p;
 
 	if (t) {
+		aas_e2b_upload_free(t->upload); /* first: its writer uses the client */
 		saas_client_free(t->client);
 		sodium_memzero(t->token, sizeof(t->token));
 	}
@@ -378,7 +379,7 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	if (t->rpc)
 		r->body_max = AAS_CONNECT_MESSAGE_MAX + AAS_CONNECT_HEADER_LEN;
 	else if (strcmp(path, "/files") == 0 && strcmp(r->method, "POST") == 0)
-		r->body_max = AAS_JSON_BODY_MAX;
+		return aas_e2b_files_start(r, out, t); /* streamed to the guest as it comes, never held */
 	return 0;
 }
 

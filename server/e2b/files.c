@@ -5,12 +5,21 @@
  * libsaas's file calls (SFTP as the sandbox user). A relative path, "~" and E2B's home are under
  * /workspace, as everywhere in libsaas.
  *
- * Bounds: an upload is the request body, held whole (at most
- * AAS_JSON_BODY_MAX, the route's), and a read at most READ_MAX in memory;
- * streaming both ways comes with the bench's 64 MiB case (docs/e2b.md).
+ * Both ways stream, as /v1's files do (server/api/files.c), through a
+ * bounded pipe (pipe.h) to a worker thread running libsaas's stream call:
+ * an upload's multipart body is read as it comes (multipart.h), each part
+ * named "file" written as its bytes arrive, one after the other; a read is
+ * sent as the guest gives it, with its Content-Length. Nothing holds more
+ * than the pipe's 1 MiB. A request's body is at most SAAS_FILE_MAX bytes,
+ * one file or many, as a /v1 upload's. A write the client abandons (or
+ * that fails) is never renamed into place: the transport writes a
+ * temporary name and removes it, so its path keeps what it had; the files
+ * of the request done before it stay written, each whole.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +29,8 @@
 #include "e2b/connect.h"
 #include "e2b/internal.h"
 #include "e2b/multipart.h"
+#include "pipe.h"
 
-/* The largest file a read answers from memory. */
-#define READ_MAX ((int64_t)64 << 20)
 #define HOME "/workspace"
 
 /* E2B's path as libsaas's: "~" and "~/x" are the home; the rest as given (relative is under /workspace). */
@@ -65,26 +73,147 @@ static void file_error(struct aas_reply *out, int rc, const char *path, const ch
 	}
 }
 
-static void files_get(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *path)
+/* The query both ways take: false after a reply. */
+static bool files_query(struct aas_req *r, struct aas_reply *out, const char **path)
+{
+	const char *user, *sig;
+	char why[256];
+
+	if (!aas_query(r, "path", path, out) || !aas_query(r, "username", &user, out) ||
+	    !aas_query(r, "signature", &sig, out))
+		return false;
+	if (!aas_e2b_user_ok(user, why, sizeof(why))) {
+		aas_e2b_error(out, 400, "%s", why);
+		return false;
+	}
+	if (*path && strlen(*path) >= SAAS_PATH_MAX) {
+		aas_e2b_error(out, 400, "the path is over %d bytes", SAAS_PATH_MAX - 1);
+		return false;
+	}
+	return true;
+}
+
+/* ---- GET /files: the guest's bytes as they come ---- */
+
+struct download {
+	struct aas_pipe pipe;
+	pthread_t thread;
+	/* Owned: the response outlives the request (and its target) when the client goes away midway. */
+	saas_client *client;
+	char id[SAAS_ID_MAX + 1];
+	char path[SAAS_PATH_MAX + 16];  /* libsaas's */
+	char shown[SAAS_PATH_MAX];      /* as the client named it, for errors */
+	int64_t size;
+	bool started;   /* the first byte is on its way: the status is 200 */
+	bool finished;
+	int rc;
+	/* A failure before the first byte, made on the worker's thread (its error state says why). */
+	struct aas_reply reply;
+};
+
+static int download_writer(void *ud, const void *data, size_t len)
+{
+	struct download *d = ud;
+
+	pthread_mutex_lock(&d->pipe.mu);
+	d->started = true;
+	pthread_cond_broadcast(&d->pipe.cv);
+	pthread_mutex_unlock(&d->pipe.mu);
+	return aas_pipe_write(&d->pipe, data, len) < 0 ? 1 : 0;
+}
+
+static void *download_main(void *arg)
+{
+	struct download *d = arg;
+	int rc = saas_file_read_stream(&d->size, d->client, d->id, d->path, download_writer, d);
+
+	pthread_mutex_lock(&d->pipe.mu);
+	d->rc = rc;
+	if (rc < 0 && !d->started)
+		file_error(&d->reply, rc, d->shown, "e2b: read");
+	else if (rc < 0)
+		aas_log(SAAS_LOG_WARN, "e2b: reading %s of %s failed midway: %s", d->path, d->id,
+		        aas_tenant_message(rc, "e2b: read"));
+	d->finished = true;
+	d->pipe.eof = true;
+	pthread_cond_broadcast(&d->pipe.cv);
+	pthread_mutex_unlock(&d->pipe.mu);
+	return NULL;
+}
+
+static void download_free(void *cls)
+{
+	struct download *d = cls;
+
+	aas_pipe_set(&d->pipe, false, true);
+	pthread_join(d->thread, NULL);
+	if (d->reply.response)
+		MHD_destroy_response(d->reply.response);
+	saas_client_free(d->client);
+	aas_pipe_destroy(&d->pipe);
+	free(d);
+}
+
+static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct download *d = cls;
+	long n;
+
+	(void)pos;
+	n = aas_pipe_read(&d->pipe, buf, max);
+	if (n > 0)
+		return n;
+	if (n == 0 && d->rc == SAAS_OK)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	return MHD_CONTENT_READER_END_WITH_ERROR; /* the client sees the body cut short of its Content-Length */
+}
+
+static void files_get(struct aas_reply *out, struct aas_e2b_target *t, const char *path)
 {
 	char buf[SAAS_PATH_MAX + 16], disposition[SAAS_NAME_MAX + 64];
-	void *data = NULL;
-	size_t len = 0;
-	int rc;
+	struct download *d;
+	bool failed;
 
-	(void)r;
-	if ((rc = saas_file_read(&data, &len, t->client, t->id, path_of(path, buf, sizeof(buf)), READ_MAX)) < 0) {
-		if (rc == SAAS_ETOOBIG)
-			aas_e2b_error(out, 413, "files over %lld MiB are not read through the E2B API yet (libsaas's "
-			              "/v1 files API streams them)", (long long)(READ_MAX >> 20));
-		else
-			file_error(out, rc, path, "e2b: read");
+	if (!(d = calloc(1, sizeof(*d))) || aas_pipe_init(&d->pipe) < 0) {
+		if (d)
+			aas_pipe_destroy(&d->pipe);
+		free(d);
+		aas_e2b_error(out, 500, "out of memory");
+		return;
+	}
+	snprintf(d->id, sizeof(d->id), "%s", t->id);
+	snprintf(d->path, sizeof(d->path), "%s", path_of(path, buf, sizeof(buf)));
+	snprintf(d->shown, sizeof(d->shown), "%s", path);
+	d->size = -1;
+	d->client = t->client;
+	t->client = NULL;
+	if (pthread_create(&d->thread, NULL, download_main, d) != 0) {
+		saas_client_free(d->client);
+		aas_pipe_destroy(&d->pipe);
+		free(d);
+		aas_e2b_error(out, 500, "cannot start a thread");
+		return;
+	}
+	/* Wait for the first byte or the end: only then is the status known. */
+	pthread_mutex_lock(&d->pipe.mu);
+	while (!d->started && !d->finished)
+		pthread_cond_wait(&d->pipe.cv, &d->pipe.mu);
+	failed = !d->started && d->rc < 0;
+	if (failed) {
+		*out = d->reply;
+		d->reply.response = NULL;
+	}
+	pthread_mutex_unlock(&d->pipe.mu);
+	if (failed) {
+		download_free(d);
 		return;
 	}
 	out->status = 200;
-	out->response = MHD_create_response_from_buffer_with_free_callback(len, data, saas_free);
+	out->response = MHD_create_response_from_callback(d->size >= 0 ? (uint64_t)d->size : MHD_SIZE_UNKNOWN,
+	                                                  64 * 1024, download_read, d, download_free);
 	if (!out->response) {
-		saas_free(data);
+		download_free(d);
+		aas_e2b_error(out, 500, "out of memory");
 		return;
 	}
 	MHD_add_response_header(out->response, "Content-Type", "application/octet-stream");
@@ -96,134 +225,303 @@ static void files_get(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	aas_reply_common_headers(out->response);
 }
 
-/* One file written: its entry of the answer appended to list. false after a reply. */
-static bool write_one(struct aas_reply *out, struct aas_e2b_target *t, const char *path, const void *data, size_t len,
-                      json_t *list)
-{
-	char buf[SAAS_PATH_MAX + 16], abs[SAAS_PATH_MAX + 16 + sizeof(HOME) + 1];
-	const char *p = path_of(path, buf, sizeof(buf));
-	int rc;
+/* ---- POST /files: each file written as its bytes arrive ---- */
 
-	if ((rc = saas_file_write(t->client, t->id, p, data, len, NULL)) < 0) {
-		if (rc == SAAS_EIO)
-			aas_e2b_error(out, 507, "%s", aas_tenant_message(rc, "e2b: write"));
-		else
-			file_error(out, rc, path, "e2b: write");
-		return false;
-	}
-	absolute(abs, sizeof(abs), p);
-	json_array_append_new(list, json_pack("{s:s,s:s,s:s}", "path", abs, "name", base_name(abs), "type", "file"));
-	return true;
+/* One file being written: a worker running saas_file_write_stream, fed through the pipe. */
+struct writer {
+	struct aas_pipe pipe;
+	pthread_t thread;
+	saas_client *client;            /* the target's: the upload ends before it (target_free) */
+	char id[SAAS_ID_MAX + 1];
+	char path[SAAS_PATH_MAX + 16];  /* libsaas's */
+	char shown[SAAS_PATH_MAX + 1];  /* as the client named it */
+	int rc;
+	struct aas_reply reply;         /* its failure, made on its thread */
+};
+
+struct aas_e2b_upload {
+	struct aas_e2b_target *t;
+	const char *query_path;         /* ?path= (the request's), or NULL */
+	bool multipart;
+	struct aas_multipart mp;
+	struct writer *w;               /* the file being written, or NULL (none yet, or a part that is not a file) */
+	int64_t received;               /* the body's bytes, for its bound */
+	json_t *list;                   /* the answer: one entry a file written */
+	char *names[AAS_MULTIPART_PARTS_MAX]; /* the paths written, as named: two parts may not write one */
+	size_t files;
+	struct aas_reply failure;       /* the first failure, the answer once the body is in */
+};
+
+static long writer_read(void *ud, void *buf, size_t size)
+{
+	struct writer *w = ud;
+
+	return aas_pipe_read(&w->pipe, buf, size);
 }
 
-static void files_post(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *path)
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
+
+	w->rc = saas_file_write_stream(w->client, w->id, w->path, writer_read, w, -1, &o);
+	if (w->rc == SAAS_EIO)
+		aas_e2b_error(&w->reply, 507, "%s", aas_tenant_message(w->rc, "e2b: write"));
+	else if (w->rc < 0)
+		file_error(&w->reply, w->rc, w->shown, "e2b: write");
+	/* Whatever happened, the connection's thread must not wait for room any more. */
+	aas_pipe_set(&w->pipe, false, true);
+	return NULL;
+}
+
+/* A failure: the upload's answer, unless one came first. Stops the body (1), for the sink's return. */
+static int upload_fail(struct aas_e2b_upload *u, struct aas_reply *reply)
+{
+	if (!u->failure.status && !u->failure.response)
+		u->failure = *reply;
+	else if (reply->response)
+		MHD_destroy_response(reply->response);
+	reply->status = 0;
+	reply->response = NULL;
+	return 1;
+}
+
+__attribute__((format(printf, 3, 4))) static int upload_error(struct aas_e2b_upload *u, unsigned int status,
+                                                              const char *fmt, ...)
+{
+	struct aas_reply reply = { 0, NULL };
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	aas_e2b_error(&reply, status, "%s", msg);
+	if (!reply.response)
+		reply.status = status; /* out of memory: the failure stands, answered as http.c answers a NULL */
+	return upload_fail(u, &reply);
+}
+
+/*
+ * End the file being written: to its end (done), or abandoned (its partial
+ * copy removed, its path as it was). 0, or 1 after recording its failure.
+ */
+static int writer_close(struct aas_e2b_upload *u, bool done)
+{
+	struct writer *w = u->w;
+	char abs[SAAS_PATH_MAX + 16 + sizeof(HOME) + 1];
+	int rc = 0;
+
+	if (!w)
+		return 0;
+	u->w = NULL;
+	aas_pipe_set(&w->pipe, done, !done);
+	pthread_join(w->thread, NULL);
+	/* Abandoned, it failed for the caller's reason (which the caller records), not its own. */
+	if (w->rc < 0 && done) {
+		rc = upload_fail(u, &w->reply);
+	} else if (done) {
+		absolute(abs, sizeof(abs), w->path);
+		json_array_append_new(u->list, json_pack("{s:s,s:s,s:s}", "path", abs, "name", base_name(abs), "type", "file"));
+	}
+	if (w->reply.response)
+		MHD_destroy_response(w->reply.response);
+	aas_pipe_destroy(&w->pipe);
+	free(w);
+	return rc;
+}
+
+/* Start writing the file named `name` (as the client sent it). 0, or 1 after recording a failure. */
+static int writer_open(struct aas_e2b_upload *u, const char *name)
+{
+	struct writer *w;
+	char buf[SAAS_PATH_MAX + 16];
+
+	for (size_t j = 0; j < u->files; j++)
+		if (strcmp(u->names[j], name) == 0)
+			return upload_error(u, 400, "two parts write '%s'", name);
+	if (u->files == AAS_MULTIPART_PARTS_MAX || !(u->names[u->files] = strdup(name)))
+		return upload_error(u, 500, "out of memory");
+	u->files++;
+	if (!(w = calloc(1, sizeof(*w))) || aas_pipe_init(&w->pipe) < 0) {
+		if (w)
+			aas_pipe_destroy(&w->pipe);
+		free(w);
+		return upload_error(u, 500, "out of memory");
+	}
+	w->client = u->t->client;
+	snprintf(w->id, sizeof(w->id), "%s", u->t->id);
+	snprintf(w->path, sizeof(w->path), "%s", path_of(name, buf, sizeof(buf)));
+	snprintf(w->shown, sizeof(w->shown), "%s", name);
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+		aas_pipe_destroy(&w->pipe);
+		free(w);
+		return upload_error(u, 500, "cannot start a thread");
+	}
+	u->w = w;
+	return 0;
+}
+
+/* Bytes of the file being written (none: a part that is not a file, skipped). */
+static int upload_bytes(void *ud, const char *data, size_t len)
+{
+	struct aas_e2b_upload *u = ud;
+
+	if (!u->w)
+		return 0;
+	if (aas_pipe_write(&u->w->pipe, data, len) == 0)
+		return 0;
+	/* The writer stops taking only when it failed: its answer is the upload's. */
+	(void)writer_close(u, true);
+	return 1;
+}
+
+/* Each part named "file" is one file: at ?path= when given (one file), else at its filename. */
+static int part_begin(void *ud, const struct aas_multipart_part *pt)
+{
+	struct aas_e2b_upload *u = ud;
+	char name[SAAS_PATH_MAX + 1];
+
+	if (!pt->name || pt->name_len != 4 || memcmp(pt->name, "file", 4) != 0)
+		return 0;
+	if (u->query_path && *u->query_path) {
+		snprintf(name, sizeof(name), "%s", u->query_path);
+	} else if (!pt->filename || pt->filename_len == 0 || pt->filename_len >= SAAS_PATH_MAX ||
+	           !aas_multipart_filename(name, pt->filename, pt->filename_len)) {
+		return upload_error(u, 400, "each file part needs a filename (its path), of at most %d bytes without "
+		                    "control characters", SAAS_PATH_MAX - 1);
+	}
+	return writer_open(u, name);
+}
+
+static int part_end(void *ud)
+{
+	return writer_close(ud, true);
+}
+
+static const struct aas_multipart_sink upload_sink = { part_begin, upload_bytes, part_end };
+
+void aas_e2b_upload_free(struct aas_e2b_upload *u)
+{
+	if (!u)
+		return;
+	(void)writer_close(u, false);
+	if (u->failure.response)
+		MHD_destroy_response(u->failure.response);
+	for (size_t i = 0; i < u->files; i++)
+		free(u->names[i]);
+	json_decref(u->list);
+	free((char *)u->query_path);
+	free(u);
+}
+
+/*
+ * A refusal found with the headers is answered once the body is in (its
+ * bytes dropped as they come): a client still sending when the answer
+ * came would see its connection cut, not the answer (undici's fetch says
+ * only "fetch failed").
+ */
+int aas_e2b_files_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
 	const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
 	const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Encoding");
-	struct aas_multipart_part *parts = NULL;
-	char boundary[AAS_MULTIPART_BOUNDARY_MAX + 1], *names = NULL;
-	json_t *list = json_array();
-	const char *why;
-	size_t count = 0;
+	char boundary[AAS_MULTIPART_BOUNDARY_MAX + 1];
+	struct aas_reply refused = { 0, NULL };
+	struct aas_e2b_upload *u;
+	const char *path = NULL;
+	bool octets = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
 
-	if (!list) {
+	if (!(u = calloc(1, sizeof(*u))) || !(u->list = json_array())) {
+		aas_e2b_upload_free(u);
 		aas_e2b_error(out, 500, "out of memory");
-		goto out;
+		return -1;
 	}
-	if (r->too_big) {
-		aas_e2b_error(out, 413, "uploads through the E2B API are at most %zu bytes yet (libsaas's /v1 files API "
-		              "streams larger ones)", r->body_max);
-		goto out;
+	u->t = t;
+	t->upload = u;
+	if (!files_query(r, &refused, &path))
+		(void)upload_fail(u, &refused);
+	else if (enc && *enc && strcasecmp(enc, "identity") != 0)
+		(void)upload_error(u, 400, "Content-Encoding %s is not served yet: upload without gzip", enc);
+	else if (octets && (!path || !*path))
+		(void)upload_error(u, 400, "an octet-stream upload needs ?path=");
+	else if (!octets && !aas_multipart_boundary(boundary, ct))
+		(void)upload_error(u, 400, "the body must be multipart/form-data (with a boundary) or application/octet-stream");
+	else if (path && !(u->query_path = strdup(path)))
+		(void)upload_error(u, 500, "out of memory");
+	else if (octets)
+		(void)writer_open(u, path); /* the whole body is the file; an empty one, an empty file */
+	else if (!(u->multipart = aas_multipart_init(&u->mp, boundary, AAS_MULTIPART_PARTS_MAX, &upload_sink, u)))
+		(void)upload_error(u, 400, "the multipart boundary is refused: %s", u->mp.why);
+	return 0;
+}
+
+int aas_e2b_files_data(struct aas_e2b_target *t, const char *data, size_t len)
+{
+	struct aas_e2b_upload *u = t->upload;
+	int rc;
+
+	if (u->failure.status || u->failure.response)
+		return 1;
+	if ((int64_t)len > SAAS_FILE_MAX - u->received) {
+		(void)writer_close(u, false);
+		return upload_error(u, 413, "a request uploads at most %lld bytes (one file or many), as libsaas's /v1 "
+		                    "files API does", (long long)SAAS_FILE_MAX);
 	}
-	if (enc && *enc && strcasecmp(enc, "identity") != 0) {
-		aas_e2b_error(out, 400, "Content-Encoding %s is not served yet: upload without gzip", enc);
-		goto out;
+	u->received += (int64_t)len;
+	if (!u->multipart)
+		return upload_bytes(u, data, len);
+	rc = aas_multipart_feed(&u->mp, data, len);
+	if (rc == AAS_MULTIPART_FAILED) {
+		(void)writer_close(u, false);
+		return upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);
 	}
-	if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
-		if (!path || !*path) {
-			aas_e2b_error(out, 400, "an octet-stream upload needs ?path=");
-			goto out;
-		}
-		if (!write_one(out, t, path, r->body, r->body_len, list))
-			goto out;
-		aas_e2b_json(out, 200, list);
-		list = NULL;
-		goto out;
+	/* STOPPED: a part's file failed, its answer recorded; DONE: what follows is the epilogue, ignored. */
+	return rc == AAS_MULTIPART_STOPPED;
+}
+
+/* The body is in: the last file's end, and the answer. */
+static void files_post(struct aas_reply *out, struct aas_e2b_target *t)
+{
+	struct aas_e2b_upload *u = t->upload;
+
+	if (!u) {
+		aas_e2b_error(out, 500, "the upload was not started");
+		return;
 	}
-	if (!aas_multipart_boundary(boundary, ct)) {
-		aas_e2b_error(out, 400, "the body must be multipart/form-data (with a boundary) or application/octet-stream");
-		goto out;
+	if (!u->failure.status && !u->failure.response) {
+		if (!u->multipart)
+			(void)writer_close(u, true);
+		else if (aas_multipart_finish(&u->mp) == AAS_MULTIPART_FAILED)
+			(void)upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);
 	}
-	if (!(parts = calloc(AAS_MULTIPART_PARTS_MAX, sizeof(*parts))) ||
-	    !(names = malloc((size_t)AAS_MULTIPART_PARTS_MAX * (SAAS_PATH_MAX + 1)))) {
-		aas_e2b_error(out, 500, "out of memory");
-		goto out;
+	(void)writer_close(u, false); /* a part cut short: abandoned */
+	if (!u->failure.status && !u->failure.response && json_array_size(u->list) == 0)
+		(void)upload_error(u, 400, "no part named \"file\" in the body");
+	if (u->failure.status || u->failure.response) {
+		*out = u->failure;
+		u->failure.status = 0;
+		u->failure.response = NULL;
+		return;
 	}
-	if (!aas_multipart_parse(r->body ? r->body : "", r->body_len, boundary, parts, AAS_MULTIPART_PARTS_MAX, &count,
-	                         &why)) {
-		aas_e2b_error(out, 400, "the multipart body is refused: %s", why);
-		goto out;
-	}
-	/* Each part named "file" is one file: at ?path= when given (one file), else at its filename. */
-	size_t files = 0;
-	for (size_t i = 0; i < count; i++) {
-		struct aas_multipart_part *pt = &parts[i];
-		char *name = names + files * (SAAS_PATH_MAX + 1);
-		if (!pt->name || pt->name_len != 4 || memcmp(pt->name, "file", 4) != 0)
-			continue;
-		if (path && *path) {
-			snprintf(name, SAAS_PATH_MAX + 1, "%s", path);
-		} else if (!pt->filename || pt->filename_len == 0 || pt->filename_len > SAAS_PATH_MAX ||
-		           !aas_multipart_filename(name, pt->filename, pt->filename_len)) {
-			aas_e2b_error(out, 400, "each file part needs a filename (its path), of at most %d bytes without "
-			              "control characters", SAAS_PATH_MAX);
-			goto out;
-		}
-		for (size_t j = 0; j < files; j++) {
-			if (strcmp(names + j * (SAAS_PATH_MAX + 1), name) == 0) {
-				aas_e2b_error(out, 400, "two parts write '%s'", name);
-				goto out;
-			}
-		}
-		if (!write_one(out, t, name, pt->data, pt->len, list))
-			goto out;
-		files++;
-	}
-	if (files == 0) {
-		aas_e2b_error(out, 400, "no part named \"file\" in the body");
-		goto out;
-	}
-	aas_e2b_json(out, 200, list);
-	list = NULL;
-out:
-	json_decref(list);
-	free(parts);
-	free(names);
+	aas_e2b_json(out, 200, u->list);
+	u->list = NULL;
 }
 
 void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
-	const char *path, *user, *sig;
-	char why[256];
+	const char *path;
 
-	if (!aas_query(r, "path", &path, out) || !aas_query(r, "username", &user, out) ||
-	    !aas_query(r, "signature", &sig, out))
-		return;
-	if (!aas_e2b_user_ok(user, why, sizeof(why))) {
-		aas_e2b_error(out, 400, "%s", why);
+	if (strcmp(r->method, "POST") == 0) {
+		files_post(out, t); /* its query was read with the headers (aas_e2b_files_start) */
 		return;
 	}
-	if (path && strlen(path) >= SAAS_PATH_MAX) {
-		aas_e2b_error(out, 400, "the path is over %d bytes", SAAS_PATH_MAX - 1);
+	if (!files_query(r, out, &path))
 		return;
-	}
 	if (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0) {
 		if (!path || !*path)
 			aas_e2b_error(out, 400, "?path= is required");
 		else
-			files_get(r, out, t, path);
-	} else if (strcmp(r->method, "POST") == 0) {
-		files_post(r, out, t, path);
+			files_get(out, t, path);
 	} else {
 		aas_e2b_error(out, 405, "%s is not allowed on /files", r->method);
 	}

@@ -250,17 +250,25 @@ static int body_data(struct aas_req *r, const char *data, size_t len)
 	return 0;
 }
 
+/* The data plane's: a POST /files streams into its files as it comes (files.c); anything else is held as above. */
+static int sandbox_data(struct aas_req *r, const char *data, size_t len)
+{
+	struct aas_e2b_target *t = r->stream;
+
+	return t && t->upload ? aas_e2b_files_data(t, data, len) : body_data(r, data, len);
+}
+
 static const struct aas_route api_route = { "*", AAS_E2B_API_PREFIX, AAS_R_STREAM, dispatch_api, start_api,
 	                                    body_data };
 static const struct aas_route sandbox_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_STREAM | AAS_R_RATED,
-	                                        dispatch_sandbox, start_sandbox, body_data };
+	                                        dispatch_sandbox, start_sandbox, sandbox_data };
 
 static const struct aas_route host_route = { "*", AAS_E2B_SANDBOX_PREFIX, AAS_R_STREAM | AAS_R_RATED, dispatch_host,
-	                                     start_host, body_data };
+	                                     start_host, sandbox_data };
 static const struct aas_route api_host_route = { "*", AAS_E2B_API_PREFIX, AAS_R_STREAM, dispatch_api_host, start_api,
 	                                         body_data };
 static const struct aas_route files_route = { "*", "/files", AAS_R_STREAM | AAS_R_RATED, dispatch_files, start_files,
-	                                      body_data };
+	                                      sandbox_data };
 
 static bool under(const char *path, const char *prefix)
 {

@@ -175,6 +175,7 @@ struct aas_e2b_target {
 	bool from_host;                      /* e2b_id is the Host's (domain mode) */
 	/* Resume the sandbox when it is paused and asked for it (autoResume): any call but /health. */
 	bool may_resume;
+	struct aas_e2b_upload *upload;       /* a POST /files under way (files.c), or NULL */
 };
 /*
  * Find the request's sandbox (t->e2b_id when set: the Host's or a signed
@@ -294,6 +295,16 @@ void aas_e2b_watch_shutdown(void);
 
 /* Files (files.c): GET and POST /files, and filesystem.Filesystem's unary calls. */
 void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+/*
+ * A POST /files, streamed: _start with the headers (the query, the
+ * encoding; -1 after a reply) sets t->upload, _data takes each piece of the
+ * body (nonzero: the upload failed and the rest is dropped; aas_e2b_files
+ * answers why), _free ends it (a file still being written is abandoned:
+ * its partial copy is removed and its path left as it was). NULL-safe.
+ */
+int aas_e2b_files_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+int aas_e2b_files_data(struct aas_e2b_target *t, const char *data, size_t len);
+void aas_e2b_upload_free(struct aas_e2b_upload *u);
 void aas_e2b_filesystem(struct aas_reply *out, struct aas_e2b_target *t, const char *method, json_t *msg);
 
 

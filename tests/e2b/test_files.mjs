@@ -1,17 +1,23 @@
 // Files through the official e2b SDK (docs/e2b.md): write and read (text,
-// bytes, several files at once, octet-stream), exists, getInfo, list,
-// makeDir, remove, rename, and the errors the SDK maps; against
+// bytes, several files at once, octet-stream, a file larger than any buffer
+// the gateway once had), exists, getInfo, list, makeDir, remove, rename, the
+// errors the SDK maps, and uploads a client abandons midway; against
 // aas-server-fake.
 //
 // usage: node test_files.mjs AAS_SERVER_FAKE   (run by tests/e2b/run)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { randomBytes } from 'node:crypto';
 import { Sandbox, FileNotFoundError, InvalidArgumentError, NotFoundError, SandboxError } from 'e2b';
-import { testServer } from './harness.mjs';
+import { testServer, sleep } from './harness.mjs';
 
 const SERVER = process.argv[2];
 assert.ok(SERVER, 'usage: test_files.mjs AAS_SERVER_FAKE');
-const srv = testServer(SERVER);
+// Idle kept-alive connections kept a minute, as bench/run does: the large transfers here leave the SDK's other
+// pooled connections idle past the default 10 s, and on a loaded machine undici may send on one the server has
+// just cut (EPIPE: "fetch failed"), which no SDK call retries.
+const srv = testServer(SERVER, { args: ['--header-timeout', '60'] });
 let sbx;
 
 before(async () => {
@@ -126,4 +132,115 @@ test('makeDir, remove, rename', async () => {
     assert.match(err.message, /permission/i);
     return true;
   });
+});
+
+// Uploads stream through the gateway (docs/e2b.md "Files"): no size is held whole, so a file past the
+// 24 MiB the gateway once buffered goes through, both encodings, and reads back byte for byte.
+test('large files and several binary files in one write, streamed both ways', async () => {
+  const MIB = 1 << 20;
+  // 30 MiB: every byte value (257 of them over and over, so no two runs line up alike), and near-boundaries
+  // undici's multipart delimiter could be confused with. Filled natively: a JS loop over 30 MiB takes long
+  // enough on a loaded machine for the server to cut the SDK's idle kept-alive connection (10 s).
+  const big = Buffer.alloc(30 * MIB, Buffer.from(Array.from({ length: 257 }, (_, i) => i & 0xff)));
+  const fake = Buffer.from('\r\n------formdata-undici-0\r\n--\r\n\r\n');
+  for (let at = 1000; at + fake.length < big.length; at += 3 * MIB + 17) fake.copy(big, at);
+  const ab = b => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+  await sbx.files.write('/workspace/big', ab(big));
+  const back = Buffer.from(await sbx.files.read('/workspace/big', { format: 'bytes' }));
+  assert.equal(back.length, big.length);
+  assert.ok(back.equals(big), 'the 30 MiB came back as written');
+  assert.equal((await sbx.files.getInfo('/workspace/big')).size, big.length);
+  // The read says its length before the bytes (envd's Content-Length; the SDK reads an empty file by it).
+  const detail = await (await fetch(`${srv.base}/e2b/sandboxes/${sbx.sandboxId}`,
+                                    { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json();
+  const res = await fetch(`${srv.base}/e2b-sandbox/files?path=/workspace/big`,
+                          { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': detail.envdAccessToken } });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-length'), String(big.length));
+  await res.arrayBuffer();
+  // As an octet stream, the SDK's other encoding.
+  await sbx.files.write('/workspace/big-oct', ab(big), { useOctetStream: true });
+  assert.ok(Buffer.from(await sbx.files.read('/workspace/big-oct', { format: 'bytes' })).equals(big));
+  // Several binary files in one multipart request, each larger than the gateway's 1 MiB pipe but one.
+  const files = [{ path: '/workspace/mf/a', data: randomBytes(3 * MIB + 5) }, { path: 'mf/empty', data: Buffer.alloc(0) },
+                 { path: '/workspace/mf/b', data: randomBytes(MIB + 1) }, { path: '~/mf/c', data: big.subarray(0, 2 * MIB) }];
+  const wrote = await sbx.files.write(files.map(f => ({ path: f.path, data: ab(f.data) })));
+  assert.deepEqual(wrote.map(f => f.path), ['/workspace/mf/a', '/workspace/mf/empty', '/workspace/mf/b', '/workspace/mf/c']);
+  for (const f of files)
+    assert.ok(Buffer.from(await sbx.files.read(f.path, { format: 'bytes' })).equals(f.data), `${f.path} read back`);
+  await sbx.files.remove('/workspace/big-oct');
+});
+
+// A client that goes away midway: the file it was sending is never put in place (its path keeps what it
+// had), the files it finished before stay, and what the upload held is given back: more abandoned
+// uploads than an account's transfers at once (4, max_transfers) and the next write still goes through.
+test('an upload abandoned midway leaves no half file and holds nothing', async () => {
+  const detail = await (await fetch(`${srv.base}/e2b/sandboxes/${sbx.sandboxId}`,
+                                    { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json();
+  await sbx.files.write('/workspace/cut', 'old');
+  const boundary = 'XBcutXB';
+  const head = name => `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\n` +
+                       'Content-Type: application/octet-stream\r\n\r\n';
+  const open = (type, query) => {
+    const req = request(`${srv.base}/e2b-sandbox/files?${query}`, {
+      method: 'POST',
+      headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': detail.envdAccessToken, 'Content-Type': type },
+    });
+    req.on('error', () => {}); // the abandonment is ours
+    req.flushHeaders();
+    return req;
+  };
+  for (let i = 0; i < 6; i++) {
+    // One whole file, then half of the next, then the connection is cut.
+    const req = open(`multipart/form-data; boundary=${boundary}`, 'username=user');
+    req.write(head(`/workspace/cut-done-${i}`) + 'done' + '\r\n' + head('/workspace/cut'));
+    req.write(randomBytes(512 * 1024));
+    // Cut once the server has taken the first file (and so is into the second).
+    for (let tries = 0; tries < 600 && !(await sbx.files.exists(`/workspace/cut-done-${i}`)); tries++) await sleep(50);
+    req.destroy();
+    assert.equal(await sbx.files.read(`/workspace/cut-done-${i}`), 'done', 'the file finished before stays');
+  }
+  // The other encoding, cut the same way.
+  const oct = open('application/octet-stream', 'path=%2Fworkspace%2Fcut&username=user');
+  oct.write(randomBytes(512 * 1024));
+  await sleep(200);
+  oct.destroy();
+  // Each abandoned write gave its transfer back: this one is not refused (RateLimitError) for them.
+  let wrote = false;
+  for (let tries = 0; tries < 100 && !wrote; tries++) {
+    try {
+      await sbx.files.write('/workspace/after-cut', 'fine');
+      wrote = true;
+    } catch (e) {
+      if (!/429|rate/i.test(`${e.name} ${e.message}`)) throw e;
+      await sleep(100);
+    }
+  }
+  assert.ok(wrote, 'a write after the abandoned ones');
+  assert.equal(await sbx.files.read('/workspace/cut'), 'old', 'never replaced by half a file');
+  assert.equal(await sbx.files.read('/workspace/after-cut'), 'fine');
+});
+
+// What the streaming reader refuses, with the SDK's errors (the multipart reader's own bounds are unit.e2b's).
+test('refused uploads: no file part, a bad body, a part at a path twice', async () => {
+  const detail = await (await fetch(`${srv.base}/e2b/sandboxes/${sbx.sandboxId}`,
+                                    { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json();
+  const post = (body, type = 'multipart/form-data; boundary=B') =>
+    fetch(`${srv.base}/e2b-sandbox/files?username=user`, {
+      method: 'POST', body,
+      headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': detail.envdAccessToken, 'Content-Type': type },
+    });
+  const part = (name, field = 'file') => `--B\r\nContent-Disposition: form-data; name="${field}"; filename="${name}"\r\n\r\n`;
+  let res = await post(`${part('x', 'other')}data\r\n--B--\r\n`);
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).message, /no part named "file"/);
+  res = await post(`${part('/workspace/cut-short')}data`);
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).message, /no closing boundary/);
+  assert.equal(await sbx.files.exists('/workspace/cut-short'), false, 'a part cut short is not written');
+  res = await post(`${part('/workspace/twice')}1\r\n${part('/workspace/twice')}2\r\n--B--`);
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).message, /two parts write/);
+  res = await post('x', 'text/plain');
+  assert.equal(res.status, 400);
 });

@@ -11,7 +11,8 @@
  * taken has "sbx-" and only [a-z0-9] after it; a sandbox host (domain mode)
  * taken spells itself back; a watcher's output read whole and in pieces
  * gives the same lines and verdict, every event's name a NUL-free string of
- * at most 4096 bytes and its type one of E2B's five.
+ * at most 4096 bytes and its type one of E2B's five; a multipart upload read
+ * whole and in pieces gives its sink the same parts, bytes and verdict.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,28 +178,138 @@ static void spellings(const uint8_t *data, size_t size)
 	free(s);
 }
 
-/* An upload's body with boundary "XB": every part inside the body, at most the room given. */
+/* What a multipart reader gave its sink, as a digest that does not depend on how the body was cut. */
+struct mp_digest {
+	uint64_t hash;
+	size_t begins, ends, bytes, calls, stop_at; /* stop_at: the call to stop at (0: never) */
+	bool in_part;
+};
+
+static void mp_mix(struct mp_digest *d, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	for (size_t i = 0; i < n; i++)
+		d->hash = (d->hash ^ c[i]) * 1099511628211u;
+}
+
+/* Counts the call; nonzero to stop. No call may come once the reader was told to stop. */
+static int mp_call(struct mp_digest *d)
+{
+	if (d->stop_at && d->calls >= d->stop_at)
+		abort();
+	return d->stop_at && ++d->calls == d->stop_at;
+}
+
+static int mp_begin(void *ud, const struct aas_multipart_part *p)
+{
+	struct mp_digest *d = ud;
+	char name[AAS_MULTIPART_HEAD_MAX + 1];
+
+	if (d->in_part || p->name_len > AAS_MULTIPART_HEAD_MAX || p->filename_len > AAS_MULTIPART_HEAD_MAX ||
+	    (p->name_len && !p->name) || (p->filename_len && !p->filename))
+		abort();
+	if (p->filename && aas_multipart_filename(name, p->filename, p->filename_len) &&
+	    strlen(name) > p->filename_len)
+		abort();
+	d->in_part = true;
+	d->begins++;
+	mp_mix(d, "B", 1);
+	mp_mix(d, &p->name_len, sizeof(p->name_len));
+	mp_mix(d, p->name ? p->name : "", p->name_len);
+	mp_mix(d, &p->filename_len, sizeof(p->filename_len));
+	mp_mix(d, p->filename ? p->filename : "", p->filename_len);
+	return mp_call(d);
+}
+
+static int mp_data(void *ud, const char *data, size_t len)
+{
+	struct mp_digest *d = ud;
+
+	if (!d->in_part || len == 0)
+		abort();
+	d->bytes += len;
+	mp_mix(d, data, len);
+	return mp_call(d);
+}
+
+static int mp_end(void *ud)
+{
+	struct mp_digest *d = ud;
+
+	if (!d->in_part)
+		abort();
+	d->in_part = false;
+	d->ends++;
+	mp_mix(d, "E", 1);
+	return mp_call(d);
+}
+
+static const struct aas_multipart_sink mp_sink = { mp_begin, mp_data, mp_end };
+
+/* body read whole (seed 0) or in pieces of sizes the seed draws, each its own copy freed at once. */
+static int mp_run(const char *body, size_t size, uint64_t seed, struct mp_digest *d, const char **why)
+{
+	struct aas_multipart *mp = malloc(sizeof(*mp));
+	int rc = AAS_MULTIPART_MORE;
+
+	if (!mp)
+		abort();
+	if (!aas_multipart_init(mp, "XB", 8, &mp_sink, d))
+		abort();
+	for (size_t at = 0; at < size && rc == AAS_MULTIPART_MORE;) {
+		size_t n = size - at;
+		if (seed) {
+			seed ^= seed << 13;
+			seed ^= seed >> 7;
+			seed ^= seed << 17;
+			/* Mostly small pieces (a delimiter or a head split anywhere), now and then a large one. */
+			size_t want = seed % 8 == 0 ? 1 + (size_t)(seed >> 8) % 4096 : 1 + (size_t)(seed >> 8) % 9;
+			n = want < n ? want : n;
+		}
+		char *copy = malloc(n);
+		if (!copy)
+			abort();
+		memcpy(copy, body + at, n);
+		rc = aas_multipart_feed(mp, copy, n);
+		free(copy);
+		at += n;
+	}
+	if (rc == AAS_MULTIPART_MORE)
+		rc = aas_multipart_finish(mp);
+	if (rc != aas_multipart_feed(mp, "--XB--", 6) || (rc != AAS_MULTIPART_MORE && rc != aas_multipart_finish(mp)))
+		abort(); /* once not MORE, it stays */
+	*why = rc == AAS_MULTIPART_FAILED ? mp->why : NULL;
+	free(mp);
+	return rc;
+}
+
+/*
+ * An upload's body with boundary "XB", at most 8 parts: read whole and read
+ * in pieces (cut as a hash of the input says), the same parts, bytes and
+ * verdict; never more parts than the room, nor more bytes than the body;
+ * a reader told to stop calls no more.
+ */
 static void multipart(const uint8_t *data, size_t size)
 {
-	struct aas_multipart_part parts[8];
-	const char *body = (const char *)data, *why;
-	char name[4096 + 1];
-	size_t n;
+	struct mp_digest whole = { 14695981039346656037u, 0, 0, 0, 0, 0, false }, cut = whole, stopped = whole;
+	const char *body = (const char *)data, *why_whole, *why_cut, *why_stop;
+	uint64_t seed = 88172645463325252u;
+	int rc;
 
-	if (!aas_multipart_parse(body, size, "XB", parts, 8, &n, &why))
-		return;
-	if (n > 8)
+	for (size_t i = 0; i < size; i++)
+		seed = (seed ^ data[i]) * 1099511628211u;
+	rc = mp_run(body, size, 0, &whole, &why_whole);
+	if (rc == AAS_MULTIPART_STOPPED || whole.begins > 8 || whole.bytes > size ||
+	    (rc == AAS_MULTIPART_DONE && whole.begins != whole.ends) || (rc == AAS_MULTIPART_FAILED && !why_whole))
 		abort();
-	for (size_t i = 0; i < n; i++) {
-		if (parts[i].data < body || parts[i].data + parts[i].len > body + size)
-			abort();
-		if (parts[i].filename && (parts[i].filename < body || parts[i].filename + parts[i].filename_len > body + size))
-			abort();
-		if (parts[i].filename && parts[i].filename_len <= 4096 &&
-		    aas_multipart_filename(name, parts[i].filename, parts[i].filename_len) &&
-		    strlen(name) > parts[i].filename_len)
-			abort();
-	}
+	if (mp_run(body, size, seed | 1, &cut, &why_cut) != rc || cut.hash != whole.hash || cut.begins != whole.begins ||
+	    cut.ends != whole.ends || cut.bytes != whole.bytes || why_cut != why_whole)
+		abort();
+	stopped.stop_at = 1 + (size_t)(seed % 7);
+	rc = mp_run(body, size, seed * 31 | 1, &stopped, &why_stop);
+	if (rc == AAS_MULTIPART_STOPPED && stopped.calls != stopped.stop_at)
+		abort();
 }
 
 static int on_watch(void *ud, int kind, const char *type, const char *name)

@@ -557,47 +557,140 @@ static void test_multipart_boundary(void **state)
 	assert_false(aas_multipart_boundary(b, long_ct));
 }
 
+/* What a multipart reader gave its sink, as text: "B name|filename;" at a head, the bytes, "E;" at a part's end. */
+struct mp_log {
+	char text[4096];
+	size_t len;
+	unsigned int stop_at, calls; /* stop (nonzero) at this call, counted from 1; 0: never */
+};
+
+static int mp_put(struct mp_log *l, const char *s, size_t n)
+{
+	assert_true(l->len + n < sizeof(l->text));
+	memcpy(l->text + l->len, s, n);
+	l->len += n;
+	l->text[l->len] = '\0';
+	return l->stop_at && ++l->calls == l->stop_at;
+}
+
+static int mp_begin(void *ud, const struct aas_multipart_part *p)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "B %.*s|%.*s;", (int)p->name_len, p->name ? p->name : "",
+	                 (int)p->filename_len, p->filename ? p->filename : "");
+	return mp_put(ud, buf, (size_t)n);
+}
+
+static int mp_data(void *ud, const char *d, size_t n)
+{
+	assert_true(n > 0);
+	return mp_put(ud, d, n);
+}
+
+static int mp_end(void *ud)
+{
+	return mp_put(ud, "E;", 2);
+}
+
+static const struct aas_multipart_sink mp_sink = { mp_begin, mp_data, mp_end };
+
+/* body read in pieces of `piece` bytes (0: whole), then its end: the verdict, the log in l. */
+static int mp_read(struct mp_log *l, const char *body, size_t len, size_t piece, size_t max, const char **why)
+{
+	struct aas_multipart *mp = malloc(sizeof(*mp));
+	int rc = AAS_MULTIPART_MORE;
+
+	assert_non_null(mp);
+	l->len = 0;
+	l->text[0] = '\0';
+	l->calls = 0;
+	assert_true(aas_multipart_init(mp, "XB", max, &mp_sink, l));
+	for (size_t off = 0; off < len && rc == AAS_MULTIPART_MORE;) {
+		size_t n = piece && len - off > piece ? piece : len - off;
+		/* Each piece its own copy, freed at once: nothing of it may be read later (ASan). */
+		char *copy = malloc(n);
+		memcpy(copy, body + off, n);
+		rc = aas_multipart_feed(mp, copy, n);
+		free(copy);
+		off += n;
+	}
+	if (rc == AAS_MULTIPART_MORE)
+		rc = aas_multipart_finish(mp);
+	*why = rc == AAS_MULTIPART_FAILED ? mp->why : NULL;
+	free(mp);
+	return rc;
+}
+
 static void test_multipart_parse(void **state)
 {
 	static const char body[] = "--XB\r\n"
 	                           "Content-Disposition: form-data; name=\"file\"; filename=\"/w/a%22b\"\r\n"
 	                           "Content-Type: application/octet-stream\r\n\r\n"
-	                           "one\r\n--XBnot\r\n"
-	                           "--XB\r\n"
+	                           "one\r\n--XBnot\r\n--XB-x\r\r\n\r"
+	                           "\r\n--XB\r\n"
 	                           "Content-Disposition: form-data; name=\"file\"; filename=\"rel/m2\"\r\n\r\n"
 	                           "\r\n"
 	                           "--XB\r\n"
 	                           "Content-Disposition: form-data; name=\"other\"\r\n\r\n"
 	                           "x\r\n"
-	                           "--XB--\r\n";
-	struct aas_multipart_part parts[4];
+	                           "--XB--\r\nthe epilogue, ignored";
+	static const char want[] = "B file|/w/a%22b;one\r\n--XBnot\r\n--XB-x\r\r\n\rE;B file|rel/m2;E;B other|;xE;";
+	struct aas_multipart mp;
+	struct mp_log l = { .stop_at = 0 };
 	const char *why;
 	char name[64];
-	size_t n;
 
 	(void)state;
-	assert_true(aas_multipart_parse(body, sizeof(body) - 1, "XB", parts, 4, &n, &why));
-	assert_int_equal(n, 3);
-	assert_int_equal(parts[0].len, strlen("one\r\n--XBnot"));
-	assert_memory_equal(parts[0].data, "one\r\n--XBnot", parts[0].len);
-	assert_int_equal(parts[0].name_len, 4);
-	assert_true(aas_multipart_filename(name, parts[0].filename, parts[0].filename_len));
-	assert_string_equal(name, "/w/a\"b");
-	assert_int_equal(parts[1].len, 0);
-	assert_memory_equal(parts[1].filename, "rel/m2", 6);
-	assert_null(parts[2].filename);
-	assert_memory_equal(parts[2].name, "other", 5);
-	/* Too many parts for the room given. */
-	assert_false(aas_multipart_parse(body, sizeof(body) - 1, "XB", parts, 2, &n, &why));
-	assert_non_null(why);
-	/* Cut short anywhere: refused, never read past the end. */
-	for (size_t cut = 0; cut < sizeof(body) - 1 - strlen("--\r\n"); cut++) {
-		char *copy = malloc(cut ? cut : 1);
-		memcpy(copy, body, cut);
-		assert_false(aas_multipart_parse(copy, cut, "XB", parts, 4, &n, &why));
-		free(copy);
+	/* Whole, and cut in pieces of every size: the same parts, the same bytes. */
+	for (size_t piece = 0; piece < sizeof(body); piece++) {
+		assert_int_equal(mp_read(&l, body, sizeof(body) - 1, piece, 4, &why), AAS_MULTIPART_DONE);
+		assert_string_equal(l.text, want);
 	}
-	assert_false(aas_multipart_parse("--XB\r\nno colon\r\n\r\nx\r\n--XB--", 29, "XB", parts, 4, &n, &why));
+	assert_true(aas_multipart_filename(name, "/w/a%22b", 8));
+	assert_string_equal(name, "/w/a\"b");
+	/* Too many parts for the room given: refused at the third's head, the two before given. */
+	assert_int_equal(mp_read(&l, body, sizeof(body) - 1, 0, 2, &why), AAS_MULTIPART_FAILED);
+	assert_string_equal(why, "too many parts");
+	/* Cut short anywhere before the closing "--": refused, whatever the pieces. */
+	for (size_t cut = 0; cut < (size_t)(strstr(body, "--XB--") - body) + 5; cut++)
+		for (size_t piece = 0; piece < 8; piece++)
+			assert_int_equal(mp_read(&l, body, cut, piece, 4, &why), AAS_MULTIPART_FAILED);
+	/* The sink stops the reader; it stays stopped. */
+	l.stop_at = 2;
+	assert_int_equal(mp_read(&l, body, sizeof(body) - 1, 3, 4, &why), AAS_MULTIPART_STOPPED);
+	l.stop_at = 0;
+	/* A preamble is skipped; a first delimiter followed by neither CRLF nor "--" is refused. */
+	assert_int_equal(mp_read(&l, "junk\r\n--XB\r\n\r\nd\r\n--XB--", 23, 1, 4, &why), AAS_MULTIPART_DONE);
+	assert_string_equal(l.text, "B |;dE;");
+	assert_int_equal(mp_read(&l, "--XBx\r\n", 7, 0, 4, &why), AAS_MULTIPART_FAILED);
+	assert_string_equal(why, "a delimiter not followed by CRLF or \"--\"");
+	assert_int_equal(mp_read(&l, "--XB--", 6, 0, 4, &why), AAS_MULTIPART_DONE);
+	assert_string_equal(l.text, "");
+	assert_int_equal(mp_read(&l, "--XB\r\nno colon\r\n\r\nx\r\n--XB--", 27, 0, 4, &why), AAS_MULTIPART_FAILED);
+	/* Bounds: a head of 8 KiB at most, 8 KiB of preamble at most. */
+	{
+		size_t n = AAS_MULTIPART_HEAD_MAX + 64;
+		char *big = malloc(n + 64);
+		int h = snprintf(big, 64, "--XB\r\nX-A: ");
+		memset(big + h, 'a', n - (size_t)h);
+		/* At the bound: the head with its CRLF CRLF is 8 KiB. */
+		memcpy(big + 6 + AAS_MULTIPART_HEAD_MAX - 4, "\r\n\r\n", 4);
+		memcpy(big + 6 + AAS_MULTIPART_HEAD_MAX, "\r\n--XB--", 8);
+		assert_int_equal(mp_read(&l, big, 6 + AAS_MULTIPART_HEAD_MAX + 8, 1000, 4, &why), AAS_MULTIPART_DONE);
+		/* One byte past it. */
+		memset(big + h, 'a', n - (size_t)h);
+		memcpy(big + 6 + AAS_MULTIPART_HEAD_MAX - 3, "\r\n\r\n", 4);
+		memcpy(big + 6 + AAS_MULTIPART_HEAD_MAX + 1, "\r\n--XB--", 8);
+		assert_int_equal(mp_read(&l, big, 6 + AAS_MULTIPART_HEAD_MAX + 9, 1000, 4, &why), AAS_MULTIPART_FAILED);
+		assert_string_equal(why, "a part's head has no end (or is over 8 KiB)");
+		memset(big, 'p', n);
+		assert_int_equal(mp_read(&l, big, n, 0, 4, &why), AAS_MULTIPART_FAILED);
+		assert_string_equal(why, "no boundary in the body's first 8 KiB");
+		free(big);
+	}
+	/* A boundary RFC 2046 does not allow is refused by init. */
+	assert_false(aas_multipart_init(&mp, "a\rb", 4, &mp_sink, &l));
+	assert_false(aas_multipart_init(&mp, "", 4, &mp_sink, &l));
 	assert_false(aas_multipart_filename(name, "a%0Ab", 5));
 	assert_false(aas_multipart_filename(name, "a\tb", 3));
 	assert_true(aas_multipart_filename(name, "100%", 4));
