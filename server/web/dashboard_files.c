@@ -149,7 +149,8 @@ static void entry_row(struct aas_html *h, const struct aas_viewer *v, const saas
 	aas_html_raw(h, "</td><td class=\"size\">");
 	if (e->type == SAAS_FILE_REGULAR)
 		aas_html_printf(h, "%lld B", (long long)e->size);
-	aas_html_printf(h, "</td><td class=\"mtime\">%s</td><td class=\"file-actions\">", aas_dash_when(b1, e->mtime_ms));
+	aas_html_printf(h, "</td><td class=\"mtime\">%s</td><td class=\"file-actions\">",
+	                e->mtime_ms > 0 ? aas_dash_when(b1, e->mtime_ms) : "-");
 	if (e->type == SAAS_FILE_REGULAR) {
 		aas_html_printf(h, "<a class=\"download\" download href=\"/dashboard/sandboxes/%s/files/download?path=", sb->id);
 		url_value(h, e->path);
@@ -183,7 +184,7 @@ void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, cons
 	breadcrumbs(h, sb, l->root);
 	aas_html_raw(h, "<div class=\"table-scroll\"><table id=\"file-list\"><caption class=\"visually-hidden\">"
 	                "Files in this directory</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Size</th>"
-	                "<th scope=\"col\">Modified</th><th scope=\"col\">Actions</th></tr></thead><tbody>");
+	                "<th scope=\"col\" class=\"mtime\">Modified</th><th scope=\"col\">Actions</th></tr></thead><tbody>");
 	for (size_t i = 0; i < l->count; i++)
 		if (strcmp(l->entries[i]->path, l->root) != 0) /* a file listed as itself */
 			entry_row(h, v, sb, l->root, l->entries[i]);
@@ -203,7 +204,7 @@ void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, cons
 	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/files/mkdir", sb->id);
 	aas_dash_form_begin(h, v, "file-mkdir", action);
 	aas_html_printf(h, "<input type=\"hidden\" name=\"dir\" value=\"%s\"><label for=\"mkdir-name\">New directory"
-	                   "</label> <input id=\"mkdir-name\" name=\"name\" maxlength=\"%d\" required pattern=\"[^/]+\"> "
+	                   "</label> <input id=\"mkdir-name\" name=\"name\" maxlength=\"%d\" required> "
 	                   "<button type=\"submit\">Make directory</button></form></div>"
 	                   "<script src=\"/static/files.js\" defer></script></section>",
 	                l->root, SAAS_NAME_MAX);

@@ -152,7 +152,7 @@ static void sparkline(struct aas_html *h, const char *id, const char *label, con
 	enum { W = 300, H = 60, PAD = 3 };
 
 	aas_html_printf(h, "<figure class=\"spark\" id=\"%s\"><figcaption>%s <strong class=\"now\">%s</strong></figcaption>"
-	                   "<svg viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s over the last %zu samples, now %s\">"
+	                   "<svg viewBox=\"0 0 %d %d\" preserveAspectRatio=\"none\" role=\"img\" aria-label=\"%s over the last %zu samples, now %s\">"
 	                   "<line class=\"axis\" x1=\"0\" y1=\"%d\" x2=\"%d\" y2=\"%d\"></line><polyline points=\"",
 	                id, label, n ? shown[n - 1] : "-", W, H, label, n, n ? shown[n - 1] : "-", H - PAD, W, H - PAD);
 	for (size_t i = 0; i < n; i++) {
