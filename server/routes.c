@@ -103,6 +103,20 @@ const struct aas_route aas_routes[] = {
 	  .handler = aas_h_dash_op_credit },
 	{ .method = "POST", .pattern = "/dashboard/operator/accounts/{id}/disable", .flags = AAS_R_PAGE | AAS_R_FORM,
 	  .handler = aas_h_dash_op_disable },
+	/* A sandbox's page: its use redrawn, its terminal, its files (web/dashboard_sandbox.c, dashboard_files.c). */
+	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/use", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_sandbox_use },
+	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/pty", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_sandbox_pty },
+	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/files/download", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_file_download },
+	{ .method = "POST", .pattern = "/dashboard/sandboxes/{id}/files/mkdir", .flags = AAS_R_PAGE | AAS_R_FORM,
+	  .handler = aas_h_dash_file_mkdir },
+	{ .method = "POST", .pattern = "/dashboard/sandboxes/{id}/files/delete", .flags = AAS_R_PAGE | AAS_R_FORM,
+	  .handler = aas_h_dash_file_delete },
+	{ .method = "POST", .pattern = "/dashboard/sandboxes/{id}/files/upload", .flags = AAS_R_PAGE | AAS_R_STREAM,
+	  .handler = aas_h_dash_file_upload, .stream_start = aas_dash_upload_start,
+	  .stream_data = aas_dash_upload_data },
 };
 
 const size_t aas_nroutes = sizeof(aas_routes) / sizeof(aas_routes[0]);

@@ -40,6 +40,14 @@ extern const char aas_openapi_json[];
 void aas_pty_init(const struct aas_config *cfg);
 /* End every terminal (close 1001) as the server stops: they would hold the drain for an hour. */
 void aas_pty_shutdown(void);
+/*
+ * The terminal of GET /v1/sandboxes/{id}/pty (r->route_id) for a caller
+ * authenticated otherwise (the dashboard's session, r->account_id set):
+ * the same checks, bounds and bridge, acting through `client`. `owned`
+ * (NULL, or `client` itself) is freed with the terminal, or before this
+ * returns when it is refused.
+ */
+void aas_pty_serve(struct aas_req *r, struct aas_reply *out, saas_client *client, saas_client *owned);
 
 /* ---- the routes' handlers ---- */
 
@@ -78,5 +86,32 @@ int aas_file_put_start(struct aas_req *r, struct aas_reply *out);
 int aas_file_put_data(struct aas_req *r, const char *data, size_t len);
 
 void aas_h_pty(struct aas_req *r, struct aas_reply *out);
+
+/* ---- files streamed for another room (files.c): the dashboard's upload and download ---- */
+
+/*
+ * An upload of at most SAAS_FILE_MAX bytes to `path` in the sandbox: a
+ * thread running saas_file_write_stream() through `client` (which must
+ * outlive it), fed through a 1 MiB pipe. size: the bytes to come, or -1
+ * when unknown. NULL when out of memory or threads.
+ */
+struct aas_upload;
+struct aas_upload *aas_upload_begin(saas_client *client, const char *sandbox_id, const char *path, unsigned int mode,
+                                    int64_t size);
+/* The next bytes; waits while the pipe is full. 0, or -1 once the write stopped (aas_upload_end says why). */
+int aas_upload_data(struct aas_upload *u, const void *data, size_t len);
+/* No more bytes: wait for the write; its saas_status, *message the tenant's words for it (borrowed until free). */
+int aas_upload_end(struct aas_upload *u, const char **message);
+/* Stop (the write fails if it had not ended) and free; NULL is ignored. */
+void aas_upload_free(struct aas_upload *u);
+/*
+ * Reply with the file at `path` of the sandbox r->route_id, streamed as
+ * GET /v1/sandboxes/{id}/files sends it (200 application/octet-stream), or
+ * with the error that came before its first byte. `hold` keeps `client`
+ * open: release(hold) is called once the transfer ends, or before this
+ * returns when it fails.
+ */
+void aas_file_send(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *path, void *hold,
+                   void (*release)(void *hold));
 
 #endif

@@ -33,7 +33,7 @@ static const char *file_path(struct aas_req *r, struct aas_reply *out)
 
 /* ---- upload ---- */
 
-struct upload {
+struct aas_upload {
 	struct aas_pipe pipe;
 	pthread_t thread;
 	bool running;
@@ -53,13 +53,13 @@ struct upload {
 
 static long upload_reader(void *ud, void *buf, size_t size)
 {
-	struct upload *u = ud;
+	struct aas_upload *u = ud;
 	return aas_pipe_read(&u->pipe, buf, size);
 }
 
 static void *upload_main(void *arg)
 {
-	struct upload *u = arg;
+	struct aas_upload *u = arg;
 	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
 	const saas_error *e;
 
@@ -81,10 +81,8 @@ static void *upload_main(void *arg)
 	return NULL;
 }
 
-static void upload_free(void *stream)
+void aas_upload_free(struct aas_upload *u)
 {
-	struct upload *u = stream;
-
 	if (!u)
 		return;
 	if (u->running) {
@@ -94,6 +92,50 @@ static void upload_free(void *stream)
 	aas_pipe_destroy(&u->pipe);
 	free(u->path);
 	free(u);
+}
+
+static void upload_free(void *stream)
+{
+	aas_upload_free(stream);
+}
+
+struct aas_upload *aas_upload_begin(saas_client *client, const char *sandbox_id, const char *path, unsigned int mode,
+                                    int64_t size)
+{
+	struct aas_upload *u;
+
+	if (!(u = calloc(1, sizeof(*u))))
+		return NULL;
+	if (aas_pipe_init(&u->pipe) < 0 || !(u->path = strdup(path))) {
+		aas_pipe_destroy(&u->pipe);
+		free(u);
+		return NULL;
+	}
+	u->client = client;
+	u->mode = mode;
+	u->size = size;
+	snprintf(u->id, sizeof(u->id), "%s", sandbox_id);
+	if (pthread_create(&u->thread, NULL, upload_main, u) != 0) {
+		aas_upload_free(u);
+		return NULL;
+	}
+	u->running = true;
+	return u;
+}
+
+int aas_upload_data(struct aas_upload *u, const void *data, size_t len)
+{
+	u->received += (int64_t)len;
+	return aas_pipe_write(&u->pipe, data, len);
+}
+
+int aas_upload_end(struct aas_upload *u, const char **message)
+{
+	aas_pipe_set(&u->pipe, true, false);
+	pthread_join(u->thread, NULL);
+	u->running = false;
+	*message = u->message;
+	return u->rc;
 }
 
 /* Octal permission bits, digits only (strtoul() would take " 755" and "+755"). */
@@ -115,7 +157,7 @@ int aas_file_put_start(struct aas_req *r, struct aas_reply *out)
 	const char *path, *mode;
 	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
 	saas_sandbox *sb = NULL;
-	struct upload *u;
+	struct aas_upload *u;
 	unsigned int m = 0;
 	int rc;
 
@@ -136,43 +178,26 @@ int aas_file_put_start(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 409, "conflict", "the sandbox is not ready");
 		return -1;
 	}
-	if (!(u = calloc(1, sizeof(*u))) || aas_pipe_init(&u->pipe) < 0 || !(u->path = strdup(path))) {
-		if (u) {
-			aas_pipe_destroy(&u->pipe);
-			free(u);
-		}
-		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+	if (!(u = aas_upload_begin(r->client, r->route_id, path, m, cl ? (int64_t)strtoll(cl, NULL, 10) : -1))) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory, or no thread for the upload");
 		return -1;
 	}
-	u->client = r->client;
-	u->mode = m;
-	u->size = cl ? (int64_t)strtoll(cl, NULL, 10) : -1;
-	snprintf(u->id, sizeof(u->id), "%s", r->route_id);
 	r->stream = u;
 	r->stream_free = upload_free;
-	if (pthread_create(&u->thread, NULL, upload_main, u) != 0) {
-		aas_reply_error(out, 500, "error", "cannot start a thread");
-		return -1;
-	}
-	u->running = true;
 	return 0;
 }
 
 int aas_file_put_data(struct aas_req *r, const char *data, size_t len)
 {
-	struct upload *u = r->stream;
-
-	u->received += (int64_t)len;
-	return aas_pipe_write(&u->pipe, data, len) < 0 ? 1 : 0;
+	return aas_upload_data(r->stream, data, len) < 0 ? 1 : 0;
 }
 
 void aas_h_file_put(struct aas_req *r, struct aas_reply *out)
 {
-	struct upload *u = r->stream;
+	struct aas_upload *u = r->stream;
+	const char *message;
 
-	aas_pipe_set(&u->pipe, true, false);
-	pthread_join(u->thread, NULL);
-	u->running = false;
+	aas_upload_end(u, &message);
 	if (u->rc < 0 && u->limit[0]) {
 		aas_reply_limit(out, u->limit, u->retry_after_ms, "%s", u->message);
 		return;
@@ -190,7 +215,8 @@ void aas_h_file_put(struct aas_req *r, struct aas_reply *out)
 struct download {
 	struct aas_pipe pipe;
 	pthread_t thread;
-	struct aas_cached_client *auth;
+	void *hold;                    /* what keeps the client open, released at the end */
+	void (*release)(void *hold);
 	saas_client *client;
 	char id[SAAS_ID_MAX + 1];
 	char *path;
@@ -245,7 +271,7 @@ static void download_free(void *cls)
 
 	aas_pipe_set(&d->pipe, false, true);
 	pthread_join(d->thread, NULL);
-	aas_auth_release(d->auth);
+	d->release(d->hold);
 	aas_pipe_destroy(&d->pipe);
 	free(d->path);
 	free(d);
@@ -283,10 +309,14 @@ static void file_list(struct aas_req *r, struct aas_reply *out)
 	saas_file_list_free(list);
 }
 
+static void auth_release(void *hold)
+{
+	aas_auth_release(hold);
+}
+
 void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 {
 	const char *path;
-	struct download *d;
 	bool list = false;
 
 	if (!aas_query_bool(r, "list", &list, out))
@@ -297,21 +327,31 @@ void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 	}
 	if (!(path = file_path(r, out)))
 		return;
+	aas_auth_ref(r->auth);
+	aas_file_send(r, out, r->client, path, r->auth, auth_release);
+}
+
+void aas_file_send(struct aas_req *r, struct aas_reply *out, saas_client *client, const char *path, void *hold,
+                   void (*release)(void *hold))
+{
+	struct download *d;
+
 	if (!(d = calloc(1, sizeof(*d))) || aas_pipe_init(&d->pipe) < 0 || !(d->path = strdup(path))) {
 		if (d) {
 			aas_pipe_destroy(&d->pipe);
 			free(d);
 		}
+		release(hold);
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
 		return;
 	}
-	d->client = r->client;
-	d->auth = r->auth;
+	d->client = client;
+	d->hold = hold;
+	d->release = release;
 	d->size = -1;
-	aas_auth_ref(d->auth);
 	snprintf(d->id, sizeof(d->id), "%s", r->route_id);
 	if (pthread_create(&d->thread, NULL, download_main, d) != 0) {
-		aas_auth_release(d->auth);
+		release(hold);
 		aas_pipe_destroy(&d->pipe);
 		free(d->path);
 		free(d);
@@ -341,5 +381,5 @@ void aas_h_file_get(struct aas_req *r, struct aas_reply *out)
 		return;
 	}
 	MHD_add_response_header(out->response, "Content-Type", "application/octet-stream");
-	MHD_add_response_header(out->response, "Cache-Control", "no-store");
+	aas_reply_common_headers(out->response); /* no-store, nosniff: a file is never run as a page */
 }

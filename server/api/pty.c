@@ -68,6 +68,7 @@ struct pty_session {
 	struct pty_session *next, **prevp; /* on the bridges list while bridged (count_mu) */
 	MHD_socket sock;
 	saas_pty *pty;
+	saas_client *owned;       /* the client of a caller authenticated otherwise (aas_pty_serve), or NULL */
 	char sandbox_id[SAAS_ID_MAX + 1];
 	char account_id[SAAS_ID_MAX + 1];
 	uint64_t binary;          /* a fragmented binary message is being received */
@@ -83,6 +84,7 @@ static void session_free(void *cls)
 	if (!s)
 		return;
 	saas_pty_close(s->pty, NULL);
+	saas_client_free(s->owned);
 	pthread_mutex_lock(&count_mu);
 	count_add(s->sandbox_id, -1, 0);
 	count_add(s->account_id, -1, 0);
@@ -323,6 +325,11 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 
 void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 {
+	aas_pty_serve(r, out, r->client, NULL);
+}
+
+void aas_pty_serve(struct aas_req *r, struct aas_reply *out, saas_client *client, saas_client *owned)
+{
 	const char *upgrade = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Upgrade");
 	const char *version = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Sec-WebSocket-Version");
 	const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Sec-WebSocket-Key");
@@ -335,26 +342,29 @@ void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 	if (!aas_wants_upgrade(r) || !upgrade || strcasecmp(upgrade, "websocket") != 0) {
 		aas_reply_error(out, 400, "invalid_argument",
 		                "this route is a WebSocket: send \"Connection: Upgrade\" and \"Upgrade: websocket\"");
-		return;
+		goto refused;
 	}
 	if (!version || strcmp(version, "13") != 0) {
 		aas_reply_error(out, 400, "invalid_argument", "Sec-WebSocket-Version must be 13");
 		MHD_add_response_header(out->response, "Sec-WebSocket-Version", "13");
-		return;
+		goto refused;
 	}
 	/* 16 random bytes in base64 (RFC 6455 4.1). */
 	if (!key || strlen(key) != 24 || strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != 24) {
 		aas_reply_error(out, 400, "invalid_argument", "Sec-WebSocket-Key must be 16 bytes in base64");
-		return;
+		goto refused;
 	}
 	if (!aas_query_uint(r, "cols", 1, SAAS_PTY_SIZE_MAX, &opts.cols, out) ||
 	    !aas_query_uint(r, "rows", 1, SAAS_PTY_SIZE_MAX, &opts.rows, out) || !aas_query(r, "term", &opts.term, out) ||
 	    !aas_query_bool(r, "tty", &tty, out))
-		return;
+		goto refused;
 	if (!(s = calloc(1, sizeof(*s) + SAAS_WS_HEAD_MAX + config->pty_frame_max))) {
 		aas_reply_saas(out, SAAS_ENOMEM);
-		return;
+		goto refused;
 	}
+	/* From here the session holds the client, and frees it with itself. */
+	s->owned = owned;
+	owned = NULL;
 	s->in_cap = SAAS_WS_HEAD_MAX + config->pty_frame_max;
 	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", r->route_id);
 	snprintf(s->account_id, sizeof(s->account_id), "%s", r->account_id);
@@ -364,13 +374,14 @@ void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 		count_add(s->sandbox_id, -1, 0);
 	pthread_mutex_unlock(&count_mu);
 	if (!room) {
+		saas_client_free(s->owned);
 		free(s);
 		aas_reply_limit(out, "pty_sessions", 1000,
 		                "at most %u terminals per sandbox and %u per account are open at once; close one first",
 		                config->pty_per_sandbox, config->pty_per_account);
 		return;
 	}
-	if ((rc = saas_pty_open(&s->pty, r->client, r->route_id, &opts, tty ? 0 : SAAS_PTY_NOTTY)) < 0) {
+	if ((rc = saas_pty_open(&s->pty, client, r->route_id, &opts, tty ? 0 : SAAS_PTY_NOTTY)) < 0) {
 		aas_reply_saas(out, rc);
 		session_free(s);
 		return;
@@ -386,6 +397,9 @@ void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 	MHD_add_response_header(out->response, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(out->response, "Sec-WebSocket-Accept", accept);
 	out->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+	return;
+refused:
+	saas_client_free(owned);
 }
 
 void aas_pty_init(const struct aas_config *cfg)

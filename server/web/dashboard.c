@@ -7,7 +7,8 @@
  *
  * Pages work without JavaScript; /static/dashboard.js only adds live
  * countdowns (elements with data-expires, milliseconds since the epoch) and
- * copy buttons (data-copy names the element whose text is copied).
+ * copy buttons (data-copy names the element whose text is copied). A
+ * sandbox's own page (terminal, files, use) is dashboard_sandbox.c's.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -31,9 +32,6 @@
 /* What the extend form adds unless told otherwise, and at most (the engine bounds it further). */
 #define EXTEND_MINUTES_DEFAULT 30
 #define EXTEND_MINUTES_MAX 1440
-/* Executions the sandbox's page lists, newest first; and the bytes of a command it shows (up to 128 KiB each). */
-#define EXECUTIONS_RECENT_MAX 20
-#define COMMAND_SHOWN_MAX 200
 
 /* "$4.987500": dollars to the micro-dollar, as billed (a sandbox's minutes cost fractions of a cent). */
 static const char *usd(char buf[40], int64_t micro)
@@ -217,198 +215,6 @@ void aas_h_dashboard(struct aas_req *r, struct aas_reply *out)
 		rc = sandbox_table(&h, &v);
 	}
 	page_end(out, &h, rc, 200);
-	aas_viewer_free(&v);
-}
-
-/* The commands running in the sandbox now, with how much they have written. */
-static void executions_running(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
-{
-	saas_execution_list *list = NULL;
-	char b1[64];
-	int rc;
-
-	aas_html_raw(h, "<h2>Running executions</h2>");
-	if (sb->status == SAAS_SANDBOX_DESTROYED) {
-		aas_html_raw(h, "<p>None: the sandbox has ended.</p>");
-	} else if ((rc = saas_execution_list_running(&list, v->client, sb->id, 0)) < 0) {
-		aas_html_printf(h, "<p class=\"error\">The running executions cannot be read now: %s.</p>",
-		                aas_tenant_message(rc, "the running executions of a sandbox page"));
-	} else if (!list->count) {
-		aas_html_raw(h, "<p id=\"no-executions\">None.</p>");
-	} else {
-		aas_html_raw(h, "<table id=\"executions\"><thead><tr><th scope=\"col\">Execution</th>"
-		                "<th scope=\"col\">Started</th><th scope=\"col\">Output so far (stdout, stderr)</th>"
-		                "</tr></thead><tbody>");
-		for (size_t i = 0; i < list->count; i++) {
-			const saas_execution *e = list->items[i];
-
-			aas_html_printf(h, "<tr id=\"execution-%s\"><td><code>%s</code></td><td>%s</td>"
-			                   "<td>%llu B, %llu B</td></tr>",
-			                e->id, e->id, when(b1, e->started_at_ms), (unsigned long long)e->stdout_total,
-			                (unsigned long long)e->stderr_total);
-		}
-		aas_html_raw(h, "</tbody></table>");
-	}
-	saas_execution_list_free(list);
-}
-
-/* A command's first COMMAND_SHOWN_MAX bytes, cut before a UTF-8 character's continuation, then "…". */
-static const char *command_shown(char buf[COMMAND_SHOWN_MAX + 4], const char *command)
-{
-	size_t n = strlen(command);
-
-	if (n <= COMMAND_SHOWN_MAX)
-		return command;
-	n = COMMAND_SHOWN_MAX;
-	while (n > 0 && ((unsigned char)command[n] & 0xc0) == 0x80)
-		n--;
-	memcpy(buf, command, n);
-	memcpy(buf + n, "\xe2\x80\xa6", 4);
-	return buf;
-}
-
-/* How an execution ended, for people: "exited 0", "failed: why", "timeout", "running". */
-static void outcome(struct aas_html *h, const saas_execution *e)
-{
-	if (e->status == SAAS_EXEC_EXITED)
-		aas_html_printf(h, "exited %d", e->exit_code);
-	else if (e->status == SAAS_EXEC_FAILED && e->error && *e->error)
-		aas_html_printf(h, "failed: %s", e->error);
-	else
-		aas_html_printf(h, "%s", saas_exec_status_name(e->status));
-}
-
-/* The sandbox's history: its latest executions, running or ended, newest first. */
-static void executions_recent(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
-{
-	saas_execution_list *list = NULL;
-	char cmd[COMMAND_SHOWN_MAX + 4], b2[40], b3[64];
-	int rc;
-
-	aas_html_raw(h, "<h2>Recent executions</h2>");
-	if ((rc = saas_execution_list_get(&list, v->client, sb->id, NULL, EXECUTIONS_RECENT_MAX, 0)) < 0) {
-		aas_html_printf(h, "<p class=\"error\">The executions cannot be read now: %s.</p>",
-		                aas_tenant_message(rc, "the executions of a sandbox page"));
-	} else if (!list->count) {
-		aas_html_raw(h, "<p id=\"no-history\">None yet.</p>");
-	} else {
-		aas_html_raw(h, "<table id=\"history\"><thead><tr><th scope=\"col\">Command</th>"
-		                "<th scope=\"col\">Status</th><th scope=\"col\">Duration</th>"
-		                "<th scope=\"col\">Started</th><th scope=\"col\">Execution</th></tr></thead><tbody>");
-		for (size_t i = 0; i < list->count; i++) {
-			const saas_execution *e = list->items[i];
-
-			if (e->finished_at_ms && e->duration_ms < 1000)
-				snprintf(b2, sizeof(b2), "%lld ms", (long long)e->duration_ms);
-			else if (e->finished_at_ms)
-				span(b2, e->duration_ms);
-			else
-				snprintf(b2, sizeof(b2), "%s", "still running");
-			aas_html_printf(h, "<tr id=\"ran-%s\" data-status=\"%s\"><td><code>%s</code></td><td>", e->id,
-			                saas_exec_status_name(e->status), command_shown(cmd, e->command ? e->command : ""));
-			outcome(h, e);
-			aas_html_printf(h, "</td><td>%s</td><td>%s</td><td><code>%s</code></td></tr>", b2,
-			                when(b3, e->started_at_ms), e->id);
-		}
-		aas_html_raw(h, "</tbody></table>");
-		if (list->next_cursor)
-			aas_html_printf(h, "<p>The latest %u; every one: <code>GET /v1/sandboxes/%s/executions</code>.</p>",
-			                (unsigned int)EXECUTIONS_RECENT_MAX, sb->id);
-	}
-	aas_html_raw(h, "<p>An execution's output, running or ended, is in the API: "
-	                "<code>GET /v1/executions/{id}</code>, with the id listed here.</p>");
-	saas_execution_list_free(list);
-}
-
-/* The samples shown: a minute at the default interval. */
-#define METRICS_SHOWN 12
-
-/* A running sandbox's last samples (saas/metrics.h): CPU, memory and disk as its host sees them. */
-static void metrics_recent(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
-{
-	saas_metric_list *l = NULL;
-	char b1[40];
-	int rc;
-
-	if (sb->status != SAAS_SANDBOX_READY)
-		return;
-	aas_html_raw(h, "<h2>Use</h2>");
-	if ((rc = saas_sandbox_metrics_get(&l, v->client, sb->id, 0, 0, 0)) < 0) {
-		aas_html_printf(h, "<p class=\"error\">Its use cannot be read now: %s.</p>",
-		                aas_tenant_message(rc, "the metrics of a sandbox page"));
-	} else if (!l->count) {
-		aas_html_raw(h, "<p id=\"no-metrics\">No sample yet.</p>");
-	} else {
-		aas_html_raw(h, "<table id=\"metrics\"><thead><tr><th scope=\"col\">Sampled</th>"
-		                "<th scope=\"col\">CPU</th><th scope=\"col\">Memory (MiB)</th>"
-		                "<th scope=\"col\">Disk written (MiB)</th></tr></thead><tbody>");
-		/* Newest first, as the executions are. */
-		for (size_t i = l->count; i-- > (l->count > METRICS_SHOWN ? l->count - METRICS_SHOWN : 0);) {
-			const saas_metric *m = l->items[i];
-
-			aas_html_printf(h, "<tr><td>%s</td><td class=\"cpu\">%.2f %%</td><td class=\"memory\">%lld of %lld</td>"
-			                   "<td class=\"disk\">%lld of %lld</td></tr>",
-			                when(b1, m->at_ms), m->cpu_used_pct, (long long)(m->memory_used >> 20),
-			                (long long)(m->memory_total >> 20), (long long)(m->disk_used >> 20),
-			                (long long)(m->disk_total >> 20));
-		}
-		aas_html_printf(h, "</tbody></table><p>CPU is the share of its %u vCPU used since the sample before; "
-		                   "memory what its VM holds on the host. Every sample of the last hour: "
-		                   "<code>GET /v1/sandboxes/%s/metrics</code>.</p>",
-		                sb->vcpus, sb->id);
-	}
-	saas_metric_list_free(l);
-}
-
-void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
-{
-	struct aas_html h = { 0 };
-	struct aas_viewer v;
-	saas_sandbox *sb = NULL;
-	char title[SAAS_ID_MAX + 16], b1[40], b2[40];
-	int rc;
-
-	if (!aas_viewer_get(r, out, &v, true))
-		return;
-	if ((rc = saas_sandbox_get(&sb, v.client, r->route_id)) == SAAS_ENOTFOUND || rc == SAAS_EINVAL) {
-		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
-		goto out;
-	}
-	snprintf(title, sizeof(title), "Sandbox %s", r->route_id);
-	page_begin(&h, &v, title, "dashboard");
-	if (rc < 0)
-		goto end;
-	aas_html_printf(&h, "<dl id=\"sandbox\"><dt>Status</dt><dd class=\"status\">%s</dd>"
-	                    "<dt>Size</dt><dd>%s: %u vCPU, %u MiB memory, %u GiB disk</dd><dt>Image</dt><dd>%s</dd>"
-	                    "<dt>Created</dt><dd>%s</dd>",
-	                saas_sandbox_status_name(sb->status), sb->size, sb->vcpus, sb->memory_mb, sb->disk_gb, sb->image,
-	                when(b1, sb->created_at_ms));
-	if (sb->status == SAAS_SANDBOX_DESTROYED)
-		aas_html_printf(&h, "<dt>Ended</dt><dd>%s (%s)</dd>", when(b1, sb->destroyed_at_ms),
-		                saas_end_reason_name(sb->end_reason));
-	else
-		aas_html_printf(&h, "<dt>Expires</dt><dd><time datetime=\"%s\" data-expires=\"%lld\">%s</time></dd>",
-		                when(b1, sb->expires_at_ms), (long long)sb->expires_at_ms, when(b2, sb->expires_at_ms));
-	aas_html_printf(&h, "<dt>Cost so far</dt><dd class=\"cost\">%s</dd></dl>", usd(b1, sb->cost_usd_micro));
-	sandbox_actions(&h, &v, sb, true);
-	aas_html_raw(&h, "<h2>Exposed ports</h2>");
-	if (!sb->nports) {
-		aas_html_raw(&h, "<p>None.</p>");
-	} else {
-		aas_html_raw(&h, "<table id=\"ports\"><thead><tr><th scope=\"col\">Port</th><th scope=\"col\">Preview URL</th>"
-		                 "</tr></thead><tbody>");
-		for (size_t i = 0; i < sb->nports; i++)
-			aas_html_printf(&h, "<tr><td>%u</td><td><a href=\"%s\" rel=\"noopener\">%s</a></td></tr>",
-			                sb->ports[i]->port, sb->ports[i]->url, sb->ports[i]->url);
-		aas_html_raw(&h, "</tbody></table>");
-	}
-	metrics_recent(&h, &v, sb);
-	executions_running(&h, &v, sb);
-	executions_recent(&h, &v, sb);
-end:
-	page_end(out, &h, rc, 200);
-out:
-	saas_sandbox_free(sb);
 	aas_viewer_free(&v);
 }
 
@@ -934,4 +740,46 @@ void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out)
 out:
 	aas_form_free(&f);
 	aas_viewer_free(&v);
+}
+
+/* ---- for the sandbox's page (dashboard_sandbox.c, dashboard_files.c) ---- */
+
+const char *aas_dash_usd(char buf[40], int64_t micro)
+{
+	return usd(buf, micro);
+}
+
+const char *aas_dash_when(char buf[40], int64_t ms)
+{
+	return when(buf, ms);
+}
+
+const char *aas_dash_span(char buf[40], int64_t ms)
+{
+	return span(buf, ms);
+}
+
+void aas_dash_page_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *nav)
+{
+	page_begin(h, v, title, nav);
+}
+
+void aas_dash_page_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status)
+{
+	page_end(out, h, rc, status);
+}
+
+void aas_dash_form_begin(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action)
+{
+	form_begin(h, v, cls, action);
+}
+
+bool aas_dash_form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_viewer *v, struct aas_form *f)
+{
+	return form_ok(r, out, v, f);
+}
+
+void aas_dash_sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, bool back)
+{
+	sandbox_actions(h, v, sb, back);
 }

@@ -12,6 +12,8 @@
 #include "server.h"
 #include "web/web.h"
 
+struct aas_html;
+
 /* ---- built-in files (pages.c) ---- */
 
 /* A file built into the binary (embed_files.cmake): its path in the source tree, its bytes (NUL-terminated). */
@@ -90,6 +92,16 @@ void aas_viewer_page(const struct aas_viewer *v, struct aas_page *page, const ch
  * false after replying 403.
  */
 bool aas_form_allowed(struct aas_req *r, struct aas_reply *out, const struct aas_form *f, const char *token);
+/*
+ * May this request act for the session? Its Origin, when sent (always, if
+ * `required`: a WebSocket's handshake, which browsers send with an Origin),
+ * must be this server's, and its Sec-Fetch-Site, when sent, same-origin.
+ * false after replying 403. A session's WebSocket or multipart upload
+ * checks this first, then its token with aas_csrf_ok().
+ */
+bool aas_origin_allowed(struct aas_req *r, struct aas_reply *out, bool required);
+/* Is `sent` the session's CSRF token (compared in constant time)? NULLs are not. */
+bool aas_csrf_ok(const char *sent, const char *token);
 /* 303 See Other to `location` (a path of ours), the end of every form post that worked. */
 void aas_reply_redirect(struct aas_reply *out, const char *location);
 /* The session token the request's cookie holds, or NULL. */
@@ -105,6 +117,28 @@ void aas_prelogin_cookie(struct aas_reply *out, const char *token);
 bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email);
 const struct aas_config *aas_people_config(void);
 saas_engine *aas_people_engine(void);
+
+/* ---- the dashboard's pieces (dashboard.c), for the sandbox's page (dashboard_sandbox.c, dashboard_files.c) ---- */
+
+/* "$4.987500"; an RFC 3339 time or "never"; "3 h 20 min". Into buf, which they return. */
+const char *aas_dash_usd(char buf[40], int64_t micro);
+const char *aas_dash_when(char buf[40], int64_t ms);
+const char *aas_dash_span(char buf[40], int64_t ms);
+/* The start of a dashboard page for the viewer, with its section navigation and script. */
+void aas_dash_page_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *nav);
+/* Reply with the page, or with the failure (rc < 0) that cut it short. */
+void aas_dash_page_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status);
+/* <form method="post" class=cls action=action> with the session's csrf field. */
+void aas_dash_form_begin(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action);
+/* Parse a posted form and check it comes from a page of ours (Origin, csrf); false after replying. */
+bool aas_dash_form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_viewer *v, struct aas_form *f);
+/* A sandbox's Extend and Destroy forms (`back`: they come back to its page). */
+void aas_dash_sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, bool back);
+
+/* ---- the sandbox's files on its page (dashboard_files.c) ---- */
+
+/* The Files section of the sandbox's page: the directory `dir` (NULL: /workspace) and its forms. */
+void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, const char *dir);
 
 /* ---- the MCP package of /mcp.tgz (mcp_package.c) ---- */
 

@@ -460,6 +460,26 @@ bool aas_form_allowed(struct aas_req *r, struct aas_reply *out, const struct aas
 	return true;
 }
 
+bool aas_origin_allowed(struct aas_req *r, struct aas_reply *out, bool required)
+{
+	const char *origin = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+	const char *site = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Sec-Fetch-Site");
+
+	if ((!origin && required) || (origin && !same_origin(r, origin)) || (site && strcmp(site, "same-origin") != 0)) {
+		aas_log(SAAS_LOG_WARN, "refused a cross-site request to %s (Origin %s, Sec-Fetch-Site %s)", r->path,
+		        origin ? origin : "-", site ? site : "-");
+		aas_reply_page_error(r, out, 403, "Refused", "This request came from another site, or did not say where "
+		                                             "from. Open the page on this site and use it from there.");
+		return false;
+	}
+	return true;
+}
+
+bool aas_csrf_ok(const char *sent, const char *token)
+{
+	return token && sent && strlen(sent) == strlen(token) && sodium_memcmp(sent, token, strlen(token)) == 0;
+}
+
 void aas_reply_redirect(struct aas_reply *out, const char *location)
 {
 	out->status = 303;

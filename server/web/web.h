@@ -8,6 +8,8 @@
  *   people.c     passwords, sessions, CSRF, forms, the log-in rate (internal.h)
  *   login.c      /signup, /login, /logout
  *   dashboard.c  /dashboard: keys, sandboxes, usage; the operator's pages
+ *   dashboard_sandbox.c  /dashboard/sandboxes/{id}: a sandbox's page, its terminal and use
+ *   dashboard_files.c    its Files section: list, download, upload, delete, make a directory
  *   mcp_package.c /mcp.tgz: the npm package of aas-mcp for stdio MCP clients (tgz.c makes it)
  *
  * Copyright the libsaas authors. MIT licensed.
@@ -71,5 +73,14 @@ void aas_h_dash_usage(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_operator(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_op_credit(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out);
+/* A sandbox's page: its use, its terminal, its files (dashboard_sandbox.c, dashboard_files.c). */
+void aas_h_dash_sandbox_use(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_sandbox_pty(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_file_mkdir(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_file_delete(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_file_upload(struct aas_req *r, struct aas_reply *out);
+int aas_dash_upload_start(struct aas_req *r, struct aas_reply *out);
+int aas_dash_upload_data(struct aas_req *r, const char *data, size_t len);
 
 #endif

@@ -1,0 +1,656 @@
+/*
+ * The Files section of a sandbox's dashboard page: one directory listed, with
+ * breadcrumbs up to /, and forms to download, delete, make a directory and
+ * upload a file. Every action is a plain form or link (no JavaScript needed;
+ * /static/files.js only asks before a delete), acts through the session's
+ * client as the REST API's files routes act through a key's (api/files.c,
+ * api/files_ops.c): the same library calls, so the same paths are refused
+ * (saas_file_* check them) and the same sizes (SAAS_FILE_MAX) bound them.
+ *
+ *   GET  /dashboard/sandboxes/{id}?dir=D                   the page, listing D
+ *   GET  /dashboard/sandboxes/{id}/files/download?path=P   the file, as an attachment
+ *   POST /dashboard/sandboxes/{id}/files/mkdir             csrf, dir, name
+ *   POST /dashboard/sandboxes/{id}/files/delete            csrf, dir, path
+ *   POST /dashboard/sandboxes/{id}/files/upload            multipart: csrf, dir, then file
+ *
+ * A name typed or uploaded is one path component: no '/', not "." or "..".
+ * The upload is parsed as it arrives (no file is held in memory): its csrf
+ * field comes first, and no byte reaches the sandbox before it matched.
+ *
+ * Copyright the libsaas authors. MIT licensed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api.h"
+#include "web/html.h"
+#include "web/internal.h"
+
+/* Entries one listing shows: the library's default. */
+#define FILES_SHOWN SAAS_LIST_ENTRIES_DEFAULT
+/* A text field of the upload form (csrf, dir), and one part's header lines. */
+#define UPLOAD_FIELD_MAX (SAAS_PATH_MAX + 1)
+#define UPLOAD_HEAD_MAX ((size_t)8 << 10)
+#define BOUNDARY_MAX 70 /* RFC 2046 */
+
+/* Percent-encode s for a query value (a path keeps its '/'); the result is markup-safe. */
+static void url_value(struct aas_html *h, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		char c[4] = { (char)*p, 0, 0, 0 };
+
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      strchr("-._~/", *p))) {
+			c[0] = '%';
+			c[1] = hex[*p >> 4];
+			c[2] = hex[*p & 15];
+		}
+		aas_html_raw(h, c);
+	}
+}
+
+/* The sandbox page's URL listing dir, into a buffer (for a Location header). */
+static char *page_url(const char *id, const char *dir)
+{
+	struct aas_html h = { 0 };
+
+	aas_html_printf(&h, "/dashboard/sandboxes/%s", id);
+	if (dir && *dir) {
+		aas_html_raw(&h, "?dir=");
+		url_value(&h, dir);
+	}
+	aas_html_raw(&h, "#files");
+	if (h.failed)
+		aas_html_free(&h);
+	return h.buf;
+}
+
+static void redirect_to_dir(struct aas_reply *out, const char *id, const char *dir)
+{
+	char *where = page_url(id, dir);
+
+	if (!where) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return;
+	}
+	aas_reply_redirect(out, where);
+	free(where);
+}
+
+/* One path component for a new directory or an uploaded file: false for "", ".", "..", a '/', too long. */
+static bool plain_name(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	return n && n <= SAAS_NAME_MAX && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+/* dir + "/" + name, or NULL when it would be too long (SAAS_PATH_MAX) or out of memory. */
+static char *join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir);
+	char *p;
+
+	if (n + 1 + strlen(name) >= SAAS_PATH_MAX || asprintf(&p, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name) < 0)
+		return NULL;
+	return p;
+}
+
+/* ---- the section ---- */
+
+/* / > workspace > src: each ancestor of root a link to its listing. */
+static void breadcrumbs(struct aas_html *h, const saas_sandbox *sb, const char *root)
+{
+	char *prefix = strdup(root);
+	size_t n = strlen(root);
+
+	aas_html_raw(h, "<nav aria-label=\"Directory\" class=\"breadcrumbs\"><ol>");
+	if (!prefix) {
+		aas_html_printf(h, "<li>%s</li></ol></nav>", root);
+		return;
+	}
+	aas_html_printf(h, "<li><a href=\"/dashboard/sandboxes/%s?dir=/#files\"%s>/</a></li>", sb->id,
+	                n <= 1 ? " aria-current=\"location\"" : "");
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && root[i] != '/')
+			continue;
+		if (i > 0 && root[i - 1] == '/')
+			continue; /* "//" or a trailing '/' */
+		prefix[i] = '\0';
+		const char *name = strrchr(prefix, '/') + 1;
+		aas_html_printf(h, "<li><a href=\"/dashboard/sandboxes/%s?dir=", sb->id);
+		url_value(h, prefix);
+		aas_html_printf(h, "#files\"%s>%s</a></li>", i == n ? " aria-current=\"location\"" : "", name);
+		prefix[i] = root[i];
+	}
+	aas_html_raw(h, "</ol></nav>");
+	free(prefix);
+}
+
+static void entry_row(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, const char *root,
+                      const saas_file_entry *e)
+{
+	const char *name = strrchr(e->path, '/') ? strrchr(e->path, '/') + 1 : e->path;
+	char b1[40], action[128];
+
+	aas_html_printf(h, "<tr data-type=\"%s\"><td class=\"name\">",
+	                e->type == SAAS_FILE_DIRECTORY ? "directory" : e->type == SAAS_FILE_REGULAR ? "file" : "other");
+	if (e->type == SAAS_FILE_DIRECTORY) {
+		aas_html_printf(h, "<a class=\"dir\" href=\"/dashboard/sandboxes/%s?dir=", sb->id);
+		url_value(h, e->path);
+		aas_html_printf(h, "#files\">%s/</a>", name);
+	} else {
+		aas_html_printf(h, "%s%s", name, e->type == SAAS_FILE_SYMLINK ? " (link)" : "");
+	}
+	aas_html_raw(h, "</td><td class=\"size\">");
+	if (e->type == SAAS_FILE_REGULAR)
+		aas_html_printf(h, "%lld B", (long long)e->size);
+	aas_html_printf(h, "</td><td class=\"mtime\">%s</td><td class=\"file-actions\">",
+	                e->mtime_ms > 0 ? aas_dash_when(b1, e->mtime_ms) : "-");
+	if (e->type == SAAS_FILE_REGULAR) {
+		aas_html_printf(h, "<a class=\"download\" download href=\"/dashboard/sandboxes/%s/files/download?path=", sb->id);
+		url_value(h, e->path);
+		aas_html_printf(h, "\" aria-label=\"Download %s\">Download</a> ", name);
+	}
+	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/files/delete", sb->id);
+	aas_dash_form_begin(h, v, "file-delete", action);
+	aas_html_printf(h, "<input type=\"hidden\" name=\"dir\" value=\"%s\"><input type=\"hidden\" name=\"path\" "
+	                   "value=\"%s\"><button type=\"submit\" class=\"danger\" data-name=\"%s\" aria-label=\"Delete %s\">"
+	                   "Delete</button></form></td></tr>",
+	                root, e->path, name, name);
+}
+
+void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, const char *dir)
+{
+	saas_file_list *l = NULL;
+	char action[128];
+	int rc;
+
+	aas_html_raw(h, "<section id=\"files\" aria-labelledby=\"files-h\"><h2 id=\"files-h\">Files</h2>");
+	if (sb->status != SAAS_SANDBOX_READY) {
+		aas_html_raw(h, "<p>The sandbox is not running: its files cannot be read.</p></section>");
+		return;
+	}
+	if ((rc = saas_file_list_get(&l, v->client, sb->id, dir && *dir ? dir : NULL, 1, FILES_SHOWN, 0)) < 0) {
+		aas_html_printf(h, "<p class=\"error\" role=\"alert\">%s cannot be listed: %s.</p>"
+		                   "<p><a href=\"/dashboard/sandboxes/%s#files\">Back to /workspace</a></p></section>",
+		                dir && *dir ? dir : "/workspace", aas_tenant_message(rc, "the files of a sandbox page"), sb->id);
+		return;
+	}
+	breadcrumbs(h, sb, l->root);
+	aas_html_raw(h, "<div class=\"table-scroll\"><table id=\"file-list\"><caption class=\"visually-hidden\">"
+	                "Files in this directory</caption><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Size</th>"
+	                "<th scope=\"col\" class=\"mtime\">Modified</th><th scope=\"col\">Actions</th></tr></thead><tbody>");
+	for (size_t i = 0; i < l->count; i++)
+		if (strcmp(l->entries[i]->path, l->root) != 0) /* a file listed as itself */
+			entry_row(h, v, sb, l->root, l->entries[i]);
+	aas_html_raw(h, "</tbody></table></div>");
+	if (l->count == 0)
+		aas_html_raw(h, "<p id=\"no-files\">This directory is empty.</p>");
+	if (l->truncated)
+		aas_html_printf(h, "<p>Only the first %u entries are shown.</p>", (unsigned int)FILES_SHOWN);
+	aas_html_raw(h, "<div class=\"file-forms\">");
+	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/files/upload", sb->id);
+	/* csrf first: the server checks it before it writes any byte of the file. */
+	aas_html_printf(h, "<form method=\"post\" class=\"file-upload\" enctype=\"multipart/form-data\" action=\"%s\">"
+	                   "<input type=\"hidden\" name=\"csrf\" value=\"%s\"><input type=\"hidden\" name=\"dir\" "
+	                   "value=\"%s\"><label for=\"upload-file\">Upload a file here</label> <input id=\"upload-file\" "
+	                   "type=\"file\" name=\"file\" required> <button type=\"submit\">Upload</button></form>",
+	                action, v->csrf, l->root);
+	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/files/mkdir", sb->id);
+	aas_dash_form_begin(h, v, "file-mkdir", action);
+	aas_html_printf(h, "<input type=\"hidden\" name=\"dir\" value=\"%s\"><label for=\"mkdir-name\">New directory"
+	                   "</label> <input id=\"mkdir-name\" name=\"name\" maxlength=\"%d\" required> "
+	                   "<button type=\"submit\">Make directory</button></form></div>"
+	                   "<script src=\"/static/files.js\" defer></script></section>",
+	                l->root, SAAS_NAME_MAX);
+	saas_file_list_free(l);
+}
+
+/* ---- the actions ---- */
+
+/* The viewer, and a 404 unless the sandbox is the viewer's; false after replying. */
+static bool own_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v)
+{
+	saas_sandbox *sb = NULL;
+	int rc;
+
+	if (!aas_viewer_get(r, out, v, true))
+		return false;
+	if ((rc = saas_sandbox_get(&sb, v->client, r->route_id)) == SAAS_OK) {
+		saas_sandbox_free(sb);
+		return true;
+	}
+	if (rc == SAAS_ENOTFOUND || rc == SAAS_EINVAL)
+		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
+	else
+		aas_reply_saas(out, rc);
+	aas_viewer_free(v);
+	return false;
+}
+
+static void file_error(struct aas_req *r, struct aas_reply *out, const char *title, int rc)
+{
+	aas_reply_page_error(r, out, aas_status_for(rc), title, aas_tenant_message(rc, r->path));
+}
+
+void aas_h_dash_file_mkdir(struct aas_req *r, struct aas_reply *out)
+{
+	struct aas_viewer v;
+	struct aas_form f = { 0 };
+	const char *dir, *name;
+	char *path = NULL;
+	int rc;
+
+	if (!own_sandbox(r, out, &v))
+		return;
+	if (!aas_dash_form_ok(r, out, &v, &f))
+		goto out;
+	dir = aas_form_get(&f, "dir");
+	name = aas_form_get(&f, "name");
+	if (!dir || !*dir || !plain_name(name)) {
+		aas_reply_page_error(r, out, 400, "Cannot make the directory",
+		                     "Give the new directory's name: one name, without '/', not \".\" or \"..\".");
+		goto out;
+	}
+	if (!(path = join(dir, name))) {
+		aas_reply_page_error(r, out, 400, "Cannot make the directory", "The path is too long.");
+		goto out;
+	}
+	if ((rc = saas_file_mkdir(NULL, v.client, r->route_id, path, 0)) < 0) {
+		file_error(r, out, "Cannot make the directory", rc);
+		goto out;
+	}
+	redirect_to_dir(out, r->route_id, dir);
+out:
+	free(path);
+	aas_form_free(&f);
+	aas_viewer_free(&v);
+}
+
+void aas_h_dash_file_delete(struct aas_req *r, struct aas_reply *out)
+{
+	struct aas_viewer v;
+	struct aas_form f = { 0 };
+	const char *dir, *path;
+	int rc;
+
+	if (!own_sandbox(r, out, &v))
+		return;
+	if (!aas_dash_form_ok(r, out, &v, &f))
+		goto out;
+	dir = aas_form_get(&f, "dir");
+	path = aas_form_get(&f, "path");
+	if (!path || !*path) {
+		aas_reply_page_error(r, out, 400, "Cannot delete", "The form names no path.");
+		goto out;
+	}
+	if ((rc = saas_file_remove(v.client, r->route_id, path, 0)) < 0) {
+		file_error(r, out, "Cannot delete", rc);
+		goto out;
+	}
+	redirect_to_dir(out, r->route_id, dir);
+out:
+	aas_form_free(&f);
+	aas_viewer_free(&v);
+}
+
+/* The viewer, held by a download until its last byte: then freed. */
+static void viewer_release(void *hold)
+{
+	aas_viewer_free(hold);
+	free(hold);
+}
+
+void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out)
+{
+	struct aas_viewer *v = malloc(sizeof(*v));
+	const char *path, *name;
+	struct aas_html cd = { 0 };
+
+	if (!v) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return;
+	}
+	if (!own_sandbox(r, out, v)) {
+		free(v);
+		return;
+	}
+	if (!aas_query(r, "path", &path, out) || !path || !*path) {
+		if (!out->response)
+			aas_reply_page_error(r, out, 400, "Cannot download", "Name the file: ?path=/workspace/...");
+		viewer_release(v);
+		return;
+	}
+	name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	/* RFC 6266's filename*: the name percent-encoded, whatever bytes it holds. */
+	aas_html_raw(&cd, "attachment; filename*=UTF-8''");
+	url_value(&cd, *name ? name : "download");
+	aas_file_send(r, out, v->client, path, v, viewer_release);
+	if (out->status == 200 && out->response && !cd.failed)
+		MHD_add_response_header(out->response, "Content-Disposition", cd.buf);
+	aas_html_free(&cd);
+}
+
+/* ---- the upload, a multipart/form-data body parsed as it arrives ---- */
+
+enum upload_state { UP_PREAMBLE, UP_AFTER_DELIM, UP_HEAD, UP_FIELD, UP_FILE, UP_END, UP_FAILED };
+
+struct dash_upload {
+	struct aas_viewer v;
+	struct aas_upload *sink;         /* the write into the sandbox, once the file part began */
+	bool sink_done;                  /* it ended: sink_rc, sink_why (borrowed from it) */
+	int sink_rc;
+	const char *sink_why;
+	enum upload_state state;
+	char delim[4 + BOUNDARY_MAX + 1]; /* "\r\n--" boundary */
+	size_t dlen;
+	char *buf;                       /* what is not yet taken: at most a head, or a delimiter's length */
+	size_t len, cap;
+	char field_name[8];              /* the text part being read: "csrf" or "dir" */
+	char *field;                     /* its value so far */
+	size_t field_len;
+	char csrf[65];
+	char *dir;
+	bool csrf_ok, file_seen;
+	int64_t file_bytes;
+	unsigned int status;             /* a refusal: its status and words */
+	const char *why;
+	char *path;
+};
+
+static void upload_free(void *cls)
+{
+	struct dash_upload *u = cls;
+
+	if (!u)
+		return;
+	aas_upload_free(u->sink); /* first: its thread writes through the viewer's client */
+	aas_viewer_free(&u->v);
+	free(u->buf);
+	free(u->field);
+	free(u->dir);
+	free(u->path);
+	free(u);
+}
+
+static int fail(struct dash_upload *u, unsigned int status, const char *why)
+{
+	u->state = UP_FAILED;
+	u->status = status;
+	u->why = why;
+	return 1;
+}
+
+/* A parameter of a Content-Disposition line ("name", "filename"), quoted, into out (cap bytes); false if absent. */
+static bool disposition(const char *line, size_t n, const char *param, char *out, size_t cap)
+{
+	size_t pl = strlen(param);
+
+	for (size_t i = 0; i + pl + 2 <= n; i++) {
+		if ((i == 0 || line[i - 1] == ';' || line[i - 1] == ' ') && strncasecmp(line + i, param, pl) == 0 &&
+		    line[i + pl] == '=' && line[i + pl + 1] == '"') {
+			const char *s = line + i + pl + 2, *e = memchr(s, '"', n - (size_t)(s - line));
+			size_t k = 0;
+
+			if (!e)
+				return false;
+			/* Browsers send '"' as %22 and CR, LF as %0D, %0A; nothing else is escaped. */
+			for (const char *p = s; p < e && k + 1 < cap; p++) {
+				if (*p == '%' && e - p >= 3 && (strncmp(p, "%22", 3) == 0 || strncasecmp(p, "%0d", 3) == 0 ||
+				                                 strncasecmp(p, "%0a", 3) == 0)) {
+					out[k++] = p[2] == '2' ? '"' : '\n';
+					p += 2;
+				} else {
+					out[k++] = *p;
+				}
+			}
+			out[k] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A part's head is complete (buf[0..n) without its blank line): start a field or the file. */
+static int part_begin(struct dash_upload *u, struct aas_req *r, const char *head, size_t n)
+{
+	char name[16] = "", filename[SAAS_NAME_MAX + 2] = "";
+	bool has_file = false;
+
+	for (const char *p = head, *end = head + n; p < end;) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		size_t len = eol ? (size_t)(eol - p) : (size_t)(end - p);
+
+		if (len > 20 && strncasecmp(p, "Content-Disposition:", 20) == 0) {
+			disposition(p, len, "name", name, sizeof(name));
+			has_file = disposition(p, len, "filename", filename, sizeof(filename));
+		}
+		p += len + 1;
+	}
+	if (!has_file) {
+		if (strcmp(name, "csrf") != 0 && strcmp(name, "dir") != 0)
+			return fail(u, 400, "The upload form has a field it does not know.");
+		snprintf(u->field_name, sizeof(u->field_name), "%s", name);
+		u->field_len = 0;
+		u->state = UP_FIELD;
+		return 0;
+	}
+	if (strcmp(name, "file") != 0 || u->file_seen)
+		return fail(u, 400, "The upload form sends one file, as its field \"file\".");
+	u->file_seen = true;
+	if (!u->csrf_ok)
+		return fail(u, 403, "The form's security token is missing or out of date. Reload the page and send it again.");
+	if (!u->dir || !*u->dir)
+		return fail(u, 400, "The upload form names no directory.");
+	if (!*filename)
+		return fail(u, 400, "Choose a file to upload.");
+	if (!plain_name(filename) || strpbrk(filename, "\n\r"))
+		return fail(u, 400, "The file's name must be one name: no '/', not \".\" or \"..\", at most 255 bytes.");
+	if (!(u->path = join(u->dir, filename)))
+		return fail(u, 400, "The path is too long.");
+	if (!(u->sink = aas_upload_begin(u->v.client, r->route_id, u->path, 0, -1)))
+		return fail(u, 500, "Out of memory, or no thread for the upload.");
+	u->state = UP_FILE;
+	return 0;
+}
+
+/* A text field ended: keep it. */
+static int field_end(struct dash_upload *u)
+{
+	char *value = strndup(u->field ? u->field : "", u->field_len);
+
+	if (!value)
+		return fail(u, 500, "Out of memory.");
+	if (strcmp(u->field_name, "csrf") == 0) {
+		u->csrf_ok = aas_csrf_ok(value, u->v.csrf);
+		free(value);
+	} else {
+		free(u->dir);
+		u->dir = value;
+	}
+	return 0;
+}
+
+/* Bytes of the current part's body. */
+static int part_data(struct dash_upload *u, const char *data, size_t n)
+{
+	if (u->state == UP_FIELD) {
+		char *grown;
+
+		if (u->field_len + n > UPLOAD_FIELD_MAX)
+			return fail(u, 400, "A field of the upload form is too long.");
+		if (!(grown = realloc(u->field, u->field_len + n + 1)))
+			return fail(u, 500, "Out of memory.");
+		u->field = grown;
+		memcpy(u->field + u->field_len, data, n);
+		u->field_len += n;
+		return 0;
+	}
+	u->file_bytes += (int64_t)n;
+	if (u->file_bytes > SAAS_FILE_MAX)
+		return fail(u, 413, "The file is larger than a sandbox's files may be (1 GiB).");
+	if (n && aas_upload_data(u->sink, data, n) < 0)
+		return fail(u, 0, NULL); /* the write stopped: aas_upload_end says why */
+	return 0;
+}
+
+/* Take what the buffer holds, as far as it can be taken; nonzero once refused. */
+static int take(struct dash_upload *u, struct aas_req *r)
+{
+	for (;;) {
+		char *hit;
+		size_t n;
+
+		switch (u->state) {
+		case UP_PREAMBLE:
+		case UP_FIELD:
+		case UP_FILE:
+			/* Up to the next delimiter; past the last bytes that could begin one, when none is whole. */
+			hit = u->len >= u->dlen ? memmem(u->buf, u->len, u->delim, u->dlen) : NULL;
+			n = hit ? (size_t)(hit - u->buf) : u->len >= u->dlen ? u->len - u->dlen + 1 : 0;
+			if (u->state != UP_PREAMBLE && n && part_data(u, u->buf, n))
+				return 1;
+			if (u->state == UP_FIELD && hit && field_end(u))
+				return 1;
+			if (hit && u->state == UP_FILE) {
+				u->sink_rc = aas_upload_end(u->sink, &u->sink_why);
+				u->sink_done = true;
+				if (u->sink_rc < 0)
+					return fail(u, 0, NULL);
+			}
+			memmove(u->buf, u->buf + n + (hit ? u->dlen : 0), u->len - n - (hit ? u->dlen : 0));
+			u->len -= n + (hit ? u->dlen : 0);
+			if (!hit)
+				return 0;
+			u->state = UP_AFTER_DELIM;
+			break;
+		case UP_AFTER_DELIM:
+			if (u->len < 2)
+				return 0;
+			if (memcmp(u->buf, "--", 2) == 0) {
+				u->state = UP_END;
+				break;
+			}
+			if (memcmp(u->buf, "\r\n", 2) != 0)
+				return fail(u, 400, "The upload is not well-formed multipart/form-data.");
+			memmove(u->buf, u->buf + 2, u->len - 2);
+			u->len -= 2;
+			u->state = UP_HEAD;
+			break;
+		case UP_HEAD:
+			if (!(hit = memmem(u->buf, u->len, "\r\n\r\n", 4))) {
+				if (u->len > UPLOAD_HEAD_MAX)
+					return fail(u, 400, "A part of the upload has too long a head.");
+				return 0;
+			}
+			n = (size_t)(hit - u->buf);
+			if (part_begin(u, r, u->buf, n))
+				return 1;
+			memmove(u->buf, hit + 4, u->len - n - 4);
+			u->len -= n + 4;
+			break;
+		case UP_END:
+			u->len = 0; /* the epilogue, ignored */
+			return 0;
+		case UP_FAILED: return 1;
+		}
+	}
+}
+
+/* The boundary of "multipart/form-data; boundary=..." into u->delim, after "\r\n--". */
+static bool boundary(struct dash_upload *u, const char *ct)
+{
+	const char *p = ct ? strcasestr(ct, "boundary=") : NULL;
+	size_t n;
+
+	if (!ct || strncasecmp(ct, "multipart/form-data", 19) != 0 || !p)
+		return false;
+	p += 9;
+	if (*p == '"')
+		n = strcspn(++p, "\"");
+	else
+		n = strcspn(p, "; \t");
+	if (!n || n > BOUNDARY_MAX)
+		return false;
+	memcpy(u->delim, "\r\n--", 4);
+	memcpy(u->delim + 4, p, n);
+	u->dlen = 4 + n;
+	u->delim[u->dlen] = '\0';
+	return true;
+}
+
+int aas_dash_upload_start(struct aas_req *r, struct aas_reply *out)
+{
+	struct dash_upload *u = calloc(1, sizeof(*u));
+
+	if (!u) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return -1;
+	}
+	if (!own_sandbox(r, out, &u->v)) {
+		free(u);
+		return -1;
+	}
+	r->stream = u;
+	r->stream_free = upload_free;
+	if (!aas_origin_allowed(r, out, false))
+		return -1;
+	if (!boundary(u, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+		aas_reply_page_error(r, out, 415, "Not an upload", "Send the file as multipart/form-data.");
+		return -1;
+	}
+	u->cap = UPLOAD_HEAD_MAX + u->dlen + 2;
+	if (!(u->buf = malloc(u->cap))) {
+		aas_reply_error(out, 500, "out_of_memory", "out of memory");
+		return -1;
+	}
+	/* The first delimiter has no CRLF before it: give it one, and every delimiter looks alike. */
+	memcpy(u->buf, "\r\n", 2);
+	u->len = 2;
+	return 0;
+}
+
+int aas_dash_upload_data(struct aas_req *r, const char *data, size_t len)
+{
+	struct dash_upload *u = r->stream;
+
+	while (len && u->state != UP_FAILED) {
+		size_t n = u->cap - u->len < len ? u->cap - u->len : len;
+
+		memcpy(u->buf + u->len, data, n);
+		u->len += n;
+		data += n;
+		len -= n;
+		if (take(u, r))
+			return 1;
+	}
+	return u->state == UP_FAILED;
+}
+
+void aas_h_dash_file_upload(struct aas_req *r, struct aas_reply *out)
+{
+	struct dash_upload *u = r->stream;
+
+	if (u->sink && !u->sink_done) {
+		u->sink_rc = aas_upload_end(u->sink, &u->sink_why);
+		u->sink_done = true;
+	}
+	if (u->state == UP_FAILED && u->why)
+		aas_reply_page_error(r, out, u->status, "Cannot upload", u->why);
+	else if (u->sink_done && u->sink_rc < 0)
+		aas_reply_page_error(r, out, aas_status_for(u->sink_rc), "Cannot upload",
+		                     /* The host's detail of a failure of ours is the operator's, as the API keeps it. */
+		                     u->sink_why && *u->sink_why && aas_status_for(u->sink_rc) < 500 ? u->sink_why
+		                                                                                   : saas_strerror(u->sink_rc));
+	else if (!u->file_seen)
+		aas_reply_page_error(r, out, 400, "Cannot upload", "Choose a file to upload.");
+	else if (u->state != UP_END)
+		aas_reply_page_error(r, out, 400, "Cannot upload", "The upload ended before its last part.");
+	else
+		redirect_to_dir(out, r->route_id, u->dir);
+}

@@ -1,0 +1,195 @@
+// A sandbox's page in the dashboard, in Chromium, against aas-server-fake
+// (whose terminal's shell echoes what it is sent): sign up, make a key,
+// create a sandbox with it, then on the sandbox's page type `echo hi` in the
+// terminal and read it back, upload a file with the form and see it listed,
+// download it and compare the bytes, make a directory, delete the file, see
+// the use charts redrawn; a WebSocket from another origin of this same site
+// (which the browser sends the session's cookie from) is refused. Screenshots
+// at desktop (1280) and phone (375) widths go to the artifacts.
+//
+// The page's contract (docs/dashboard.md): #terminal-connect opens the
+// terminal in #terminal (its xterm.js Terminal as the element's `xterm`),
+// #terminal-status says how it is; #file-list lists the directory, with
+// form.file-upload, form.file-mkdir and a form.file-delete per entry;
+// #use-live holds the charts (#cpu-chart, #memory-chart) and gets
+// data-refreshed each time use.js redraws them.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { ARTIFACTS, BASE, axe, check, cspViolations, finish, launch, newPage } from './harness.mjs';
+
+function curl(...args) {
+  return execFileSync('curl', ['-sS', ...args], { encoding: 'utf8' });
+}
+
+async function submit(page, form, fields) {
+  for (const [name, value] of Object.entries(fields)) {
+    const input = await page.$(`${form} [name="${name}"]`);
+    check(`${page.url()}: the form has a field "${name}"`, !!input);
+    if (!input) return null;
+    await input.click({ clickCount: 3 });
+    await input.type(value);
+  }
+  const [res] = await Promise.all([page.waitForNavigation(), page.click(`${form} [type="submit"]`)]);
+  return res;
+}
+
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+const text = (page, sel) => page.$eval(sel, (e) => e.textContent.trim()).catch(() => null);
+// What the terminal shows (its whole buffer), through xterm.js's own selection.
+const screen = (page) => page.evaluate(() => {
+  const t = document.getElementById('terminal').xterm;
+  if (!t) return '';
+  t.selectAll();
+  const s = t.getSelection();
+  t.clearSelection();
+  return s;
+});
+async function waitFor(what, fn, tries = 100) {
+  let v;
+  for (let i = 0; i < tries; i++) {
+    if ((v = await fn())) return v;
+    await sleep(100);
+  }
+  check(what, false, 'timed out');
+  return v;
+}
+
+const email = `sandbox-${process.pid}@example.test`, password = 'a long enough passphrase 42';
+const browser = await launch();
+try {
+  const page = await newPage(browser);
+  page.on('dialog', (d) => d.accept());
+  await page.goto(`${BASE}/signup`);
+  await submit(page, 'form[action="/signup"]', { email, password });
+  await page.goto(`${BASE}/login`);
+  if (new URL(page.url()).pathname === '/login') await submit(page, 'form[action="/login"]', { email, password });
+  await page.goto(`${BASE}/dashboard/keys`);
+  await submit(page, 'form[action="/dashboard/keys"]', { name: 'sandbox test' });
+  const key = await text(page, '#new-key');
+  const sb = JSON.parse(curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`,
+    '-H', 'Content-Type: application/json', '-d', '{}', `${BASE}/v1/sandboxes`));
+  check('a sandbox through the API', !!sb.id, JSON.stringify(sb));
+  const url = `${BASE}/dashboard/sandboxes/${sb.id}`;
+  await page.goto(url);
+
+  // The terminal: connect, type, read back.
+  const available = !!(await page.$('#terminal'));
+  check('the build has the terminal (esbuild and node-xterm)', available);
+  if (available) {
+    await page.click('#terminal-connect');
+    await waitFor('the terminal connects', async () => (await text(page, '#terminal-status')) === 'Connected.');
+    await waitFor('the shell greets', async () => (await screen(page)).includes('fake-shell'));
+    check('the terminal asked for the size it shows', /fake-shell xterm-256color \d+x\d+ tty/.test(await screen(page)),
+      await screen(page));
+    await page.keyboard.type('echo hi');
+    await page.keyboard.press('Enter');
+    await waitFor('typed `echo hi` comes back on the screen', async () => (await screen(page)).includes('echo hi'));
+  }
+
+  // Upload with the form, then see it listed.
+  const bytes = randomBytes(100000);
+  const local = `${process.env.AAS_WORK}/up-${process.pid}.bin`;
+  writeFileSync(local, bytes);
+  const input = await page.$('form.file-upload input[type=file]');
+  await input.uploadFile(local);
+  let [res] = await Promise.all([page.waitForNavigation(), page.click('form.file-upload [type=submit]')]);
+  check('the upload goes back to the listing', res && res.status() === 200 && /#files$/.test(page.url()),
+    res && `${res.status()} ${page.url()}`);
+  const name = local.split('/').pop();
+  const row = await page.$$eval('#file-list tbody tr', (rows, name) =>
+    rows.map((r) => r.querySelector('td.name').textContent).filter((n) => n === name), name);
+  check('the uploaded file is listed', row.length === 1, row.join(','));
+  check('its size is listed', (await page.content()).includes(`${bytes.length} B`));
+
+  // Download it (the link's URL, with the session) and compare the bytes.
+  const href = await page.$eval(`#file-list a.download[aria-label="Download ${name}"]`, (a) => a.href).catch(() => null);
+  check('the file has a download link', !!href);
+  if (href) {
+    const got = await page.evaluate(async (href) => {
+      const r = await fetch(href);
+      const b = new Uint8Array(await r.arrayBuffer());
+      let s = '';
+      for (const c of b) s += String.fromCharCode(c);
+      return { status: r.status, disposition: r.headers.get('Content-Disposition'), b64: btoa(s) };
+    }, href);
+    check('the download is the uploaded bytes', got.status === 200 && got.b64 === bytes.toString('base64'),
+      `${got.status} ${got.b64.length}`);
+    check('the download is an attachment', /^attachment; filename\*=UTF-8''/.test(got.disposition || ''), got.disposition);
+  }
+
+  // Make a directory.
+  res = await submit(page, 'form.file-mkdir', { name: 'made-here' });
+  check('the directory is made', res && res.status() === 200 && !!(await page.$('#file-list a.dir')) &&
+    (await page.$$eval('#file-list a.dir', (as) => as.map((a) => a.textContent))).includes('made-here/'));
+  const v = await axe(page, ['#terminal']);
+  check('the sandbox page: axe finds no WCAG A/AA violation', v.length === 0, v.join('; '));
+
+  // Delete the file (files.js asks first: the dialog is accepted).
+  [res] = await Promise.all([page.waitForNavigation(),
+    page.click(`#file-list form.file-delete button[aria-label="Delete ${name}"]`)]);
+  const left = await page.$$eval('#file-list td.name', (tds) => tds.map((t) => t.textContent));
+  check('the file is deleted', !left.includes(name), left.join(','));
+
+  // The use charts, redrawn by use.js (every 5 s).
+  check('the use charts are there', !!(await page.$('#use-live #cpu-chart')) || !!(await page.$('#use-live #no-metrics')));
+  await waitFor('use.js redraws the charts', () => page.$eval('#use-live', (e) => e.hasAttribute('data-refreshed')), 150);
+
+  if (available) {
+    await page.click('#terminal-connect');
+    await waitFor('the terminal connects again', async () => (await screen(page)).includes('fake-shell'));
+    await page.keyboard.type('echo hi');
+    await page.keyboard.press('Enter');
+    await waitFor('... and echoes again', async () => (await screen(page)).includes('echo hi'));
+  }
+  await sleep(500); /* xterm.js paints on the next animation frame */
+  await page.screenshot({ path: `${ARTIFACTS}/sandbox-desktop.png`, fullPage: true });
+
+  // The phone's width.
+  await page.setViewport({ width: 375, height: 800 });
+  await page.goto(url);
+  if (available) {
+    await page.click('#terminal-connect');
+    await waitFor('the terminal connects on a phone', async () => (await screen(page)).includes('fake-shell'));
+    await page.keyboard.type('echo hi');
+    await page.keyboard.press('Enter');
+    await waitFor('typed on a phone, it comes back', async () => (await screen(page)).includes('echo hi'));
+    await sleep(500);
+  }
+  const wide = await page.evaluate(() => [document.documentElement.scrollWidth,
+    ...[...document.querySelectorAll('body, header, main, footer, main > *')].filter((e) => e.scrollWidth > 375)
+      .map((e) => `${e.tagName}#${e.id} ${e.scrollWidth}`)]);
+  check('nothing is wider than a phone', wide[0] <= 375, wide.join(' '));
+  await page.screenshot({ path: `${ARTIFACTS}/sandbox-phone.png`, fullPage: true });
+
+  // Another origin of the same site (another port of 127.0.0.1: the browser sends the
+  // SameSite=Strict cookie there) opens the terminal's WebSocket, even with the token: refused.
+  const csrf = await page.$eval('#terminal', (e) => e.dataset.csrf).catch(() => '');
+  const wsUrl = `${BASE.replace('http:', 'ws:')}/dashboard/sandboxes/${sb.id}/pty?csrf=${csrf}`;
+  const evil = createServer((req, r) => {
+    r.setHeader('Content-Type', 'text/html');
+    r.end(`<title>evil</title><script>const w = new WebSocket(${JSON.stringify(wsUrl)});
+      w.onopen = () => { document.title = 'opened'; };
+      w.onclose = () => { if (document.title !== 'opened') document.title = 'refused'; };</script>`);
+  });
+  await new Promise((ok) => evil.listen(0, '127.0.0.1', ok));
+  const attacker = await newPage(browser);
+  const evilOrigin = `http://127.0.0.1:${evil.address().port}`;
+  attacker.offOriginAllowed = (u) => u.startsWith(evilOrigin) || u.startsWith('ws:');
+  await attacker.goto(`${evilOrigin}/`);
+  const verdict = await waitFor('the cross-origin WebSocket ends', async () => {
+    const t = await attacker.title();
+    return t === 'evil' ? null : t;
+  });
+  check('a WebSocket from another origin is refused', verdict === 'refused', verdict);
+  evil.close();
+  await attacker.close();
+
+  const csp = await cspViolations(page);
+  check('no CSP violation', csp.length === 0, csp.join('; '));
+  check('no error, nothing fetched elsewhere', page.problems.length === 0, page.problems.join('; '));
+} finally {
+  await browser.close();
+}
+finish();

@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""A sandbox's dashboard page and its routes, over real HTTP (docs/dashboard.md).
+
+Starts aas-server (the fake VM driver, whose shell echoes what it is sent)
+with open sign-up, makes two people, and checks the sandbox page's sections;
+the Files forms (make a directory, upload a multipart file, download it with
+the same bytes, delete) with their CSRF and Origin refusals; that names and
+paths are refused as the REST API refuses them; the Use fragment; the
+terminal's WebSocket with the session (refused from another origin, without
+an Origin, without the token or the session); and that another account's
+sandbox is a 404 on every route.
+
+usage: test_dashboard_sandbox.py AAS_SERVER_FAKE
+"""
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+SERVER = sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="aas-dashboard-sandbox-test.")
+FAILS = []
+CHECKS = [0]
+
+
+def check(what, ok, detail=""):
+    CHECKS[0] += 1
+    if not ok:
+        FAILS.append(what)
+        print(f"FAIL: {what} {detail}", flush=True)
+
+
+class Server:
+    def __init__(self, *args):
+        self.state = os.path.join(WORK, "state")
+        portfile = os.path.join(WORK, "port")
+        self.log = open(os.path.join(WORK, "server.log"), "w")
+        self.proc = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--port-file", portfile,
+                                      "--state-dir", self.state, "--address-requests-per-second", "10000", *args],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(600):
+            if os.path.exists(portfile) and open(portfile).read().strip():
+                break
+            if self.proc.poll() is not None:
+                raise SystemExit("server exited early: " + open(self.log.name).read())
+            time.sleep(0.1)
+        self.port = int(open(portfile).read())
+        self.origin = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+class Browser:
+    """A cookie jar and a browser's requests (no redirects followed)."""
+
+    def __init__(self, server):
+        self.s = server
+        self.cookies = {}
+
+    def req(self, method, path, body=None, headers=None, form=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.s.port, timeout=60)
+        h = dict(headers or {})
+        if form is not None:
+            body = urllib.parse.urlencode(form)
+            h.setdefault("Content-Type", "application/x-www-form-urlencoded")
+        if self.cookies:
+            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        r.raw_body = r.read()
+        r.text = r.raw_body.decode("utf-8", "replace")
+        for sc in r.headers.get_all("Set-Cookie") or []:
+            name, _, rest = sc.partition("=")
+            self.cookies[name] = rest.split(";", 1)[0]
+        c.close()
+        return r
+
+    def csrf(self, path="/dashboard"):
+        m = re.search(r'name="csrf" value="([0-9a-f]+)"', self.req("GET", path).text)
+        return m.group(1) if m else ""
+
+    def post(self, path, form, origin=True, headers=None):
+        h = {"Origin": self.s.origin} if origin else {}
+        h.update(headers or {})
+        return self.req("POST", path, form=form, headers=h)
+
+    def join(self, email, password="correct horse battery"):
+        self.post("/signup", {"email": email, "password": password, "csrf": self.csrf("/signup")})
+        r = self.post("/login", {"email": email, "password": password, "csrf": self.csrf("/login")})
+        check(f"{email} logs in", r.status == 303, r.status)
+        r = self.post("/dashboard/keys", {"name": "k", "csrf": self.csrf("/dashboard/keys")})
+        m = re.search(r'<output id="new-key">(aas_sk_[A-Za-z0-9]+)</output>', r.text)
+        return m.group(1) if m else ""
+
+
+def api(server, method, path, key, body=None, raw=False):
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    h = {"Authorization": f"Bearer {key}"}
+    if body is not None and not raw:
+        body = json.dumps(body)
+        h["Content-Type"] = "application/json"
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    r.raw_body = r.read()
+    c.close()
+    return r
+
+
+def multipart(fields, boundary="----aasTestBoundary7MA4YWxk"):
+    """fields: (name, value bytes, filename or None), in order."""
+    out = b""
+    for name, value, filename in fields:
+        disp = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename is not None else "")
+        out += f"--{boundary}\r\nContent-Disposition: {disp}\r\n".encode()
+        if filename is not None:
+            out += b"Content-Type: application/octet-stream\r\n"
+        out += b"\r\n" + value + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return out, f"multipart/form-data; boundary={boundary}"
+
+
+def upload(b, sid, fields, origin=True):
+    body, ct = multipart(fields)
+    h = {"Content-Type": ct}
+    if origin:
+        h["Origin"] = b.s.origin
+    return b.req("POST", f"/dashboard/sandboxes/{sid}/files/upload", body=body, headers=h)
+
+
+def ws_open(b, path, origin, cookies=True):
+    """A WebSocket handshake with the browser's cookie; (status, socket or None, the head's rest)."""
+    sock = socket.create_connection(("127.0.0.1", b.s.port), timeout=30)
+    key = base64.b64encode(os.urandom(16)).decode()
+    lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{b.s.port}", "Upgrade: websocket", "Connection: Upgrade",
+             f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
+    if origin:
+        lines.append(f"Origin: {origin}")
+    if cookies and b.cookies:
+        lines.append("Cookie: " + "; ".join(f"{k}={v}" for k, v in b.cookies.items()))
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.1 ") else 0
+    if status != 101:
+        sock.close()
+        return status, None, b""
+    return status, sock, head.split(b"\r\n\r\n", 1)[1]
+
+
+def ws_send(sock, data, opcode=2):
+    mask = os.urandom(4)
+    head = bytes([0x80 | opcode])
+    n = len(data)
+    head += bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    sock.sendall(head + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(data)))
+
+
+def ws_read_until(sock, buf, text, timeout=20):
+    """Read frames until their payloads hold text; the payloads so far."""
+    out = b""
+    sock.settimeout(timeout)
+    deadline = time.time() + timeout
+    while text.encode() not in out and time.time() < deadline:
+        while len(buf) >= 2:
+            n = buf[1] & 0x7f
+            off = 2
+            if n == 126:
+                if len(buf) < 4:
+                    break
+                n, off = int.from_bytes(buf[2:4], "big"), 4
+            elif n == 127:
+                if len(buf) < 10:
+                    break
+                n, off = int.from_bytes(buf[2:10], "big"), 10
+            if len(buf) < off + n:
+                break
+            out += buf[off:off + n]
+            buf = buf[off + n:]
+        if text.encode() in out:
+            break
+        try:
+            chunk = sock.recv(4096)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    return out
+
+
+def main():
+    s = Server("--signup", "open")
+    a, z = Browser(s), Browser(s)
+    akey, zkey = a.join("a@example.org"), z.join("z@example.org")
+    check("keys made on the page", akey and zkey)
+    r = api(s, "POST", "/v1/sandboxes", akey, {})
+    sid = json.loads(r.raw_body).get("id", "")
+    check("a sandbox through the API", r.status == 201 and sid, r.raw_body[:300])
+    page = f"/dashboard/sandboxes/{sid}"
+
+    # The page: its sections.
+    r = a.req("GET", page)
+    check("the page answers", r.status == 200, r.status)
+    for marker in ('id="terminal-section"', 'id="files"', 'id="file-list"', 'id="previews"', 'id="use-live"',
+                   'href="/static/sandbox.css"', 'enctype="multipart/form-data"', "Recent executions"):
+        check(f"the page has {marker}", marker in r.text, r.text[:400])
+    check("the terminal is there, or the page says it is unavailable",
+          ('id="terminal"' in r.text and f'data-ws="{page}/pty"' in r.text) or 'id="terminal-unavailable"' in r.text)
+    check("no inline script", re.search(r"<script(?![^>]*\bsrc=)", r.text) is None)
+    csrf = a.csrf(page)
+    zcsrf = z.csrf("/dashboard")
+
+    # Make a directory: the token and the origin, a plain name only.
+    mk = f"{page}/files/mkdir"
+    r = a.post(mk, {"dir": "/workspace", "name": "made"})
+    check("mkdir without the token: 403", r.status == 403, r.status)
+    r = a.post(mk, {"dir": "/workspace", "name": "made", "csrf": csrf}, origin=False,
+               headers={"Origin": "http://evil.example"})
+    check("mkdir from another origin: 403", r.status == 403, r.status)
+    for bad in ("..", ".", "a/b", "", "x" * 256):
+        r = a.post(mk, {"dir": "/workspace", "name": bad, "csrf": csrf})
+        check(f"mkdir of the name {bad[:10]!r}: 400", r.status == 400, r.status)
+    r = a.post(mk, {"dir": "/workspace", "name": "made <&\"'>", "csrf": csrf})
+    check("mkdir: 303 back to the listing", r.status == 303 and
+          r.getheader("Location") == f"{page}?dir=/workspace#files", (r.status, r.getheader("Location")))
+    r = a.req("GET", f"{page}?dir=/workspace")
+    check("the listing shows the directory, its name escaped", "made &lt;&amp;&quot;&#39;&gt;/" in r.text or
+          "made &lt;&amp;&quot;&#x27;&gt;/" in r.text, re.findall(r'class="dir"[^<]*<', r.text))
+    check("no name unescaped", "made <&" not in r.text)
+    check("its link is percent-encoded", "?dir=/workspace/made%20%3C%26%22%27%3E#files" in r.text)
+    r = a.req("GET", f"{page}?dir=/workspace/made%20%3C%26%22%27%3E")
+    check("the directory lists (empty)", r.status == 200 and 'id="no-files"' in r.text, r.text[-800:])
+
+    # Upload: multipart, the token first, a plain file name.
+    data = bytes(range(256)) * 300 + b"\r\n--not-a-boundary\r\n" + os.urandom(70000)
+    r = upload(a, sid, [("dir", b"/workspace", None), ("file", data, "up.bin")])
+    check("upload without the token: 403", r.status == 403, r.status)
+    r = upload(a, sid, [("csrf", b"0" * 64, None), ("dir", b"/workspace", None), ("file", data, "up.bin")])
+    check("upload with a wrong token: 403", r.status == 403, r.status)
+    r = upload(a, sid, [("dir", b"/workspace", None), ("file", data, "up.bin"), ("csrf", csrf.encode(), None)])
+    check("upload with the token after the file: 403", r.status == 403, r.status)
+    r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("file", data, "up.bin")],
+               origin=False)
+    check("upload without an Origin but with the token (an old browser): taken", r.status == 303, r.status)
+    body, ct = multipart([("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("file", b"x", "o.bin")])
+    r = a.req("POST", f"{page}/files/upload", body=body, headers={"Content-Type": ct, "Origin": "http://evil.example"})
+    check("upload from another origin: 403", r.status == 403, r.status)
+    for bad in ("../evil", "..", "a/b", ""):
+        r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("file", b"x", bad)])
+        check(f"upload of the file name {bad!r}: 400", r.status == 400, r.status)
+    r = api(s, "GET", "/v1/sandboxes/%s/files?path=/evil" % sid, akey)
+    check("... and nothing was written outside", r.status == 404, r.status)
+    r = a.req("POST", f"{page}/files/upload", body=b"csrf=" + csrf.encode(),
+              headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": s.origin})
+    check("upload of another media type: 415", r.status == 415, r.status)
+    r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("file", data, "up.bin")])
+    check("upload: 303 back to the listing", r.status == 303 and
+          r.getheader("Location") == f"{page}?dir=/workspace#files", (r.status, r.getheader("Location")))
+    r = api(s, "GET", f"/v1/sandboxes/{sid}/files?path=/workspace/up.bin", akey)
+    check("the uploaded bytes are the file's, through the API", r.status == 200 and r.raw_body == data,
+          (r.status, len(r.raw_body), len(data)))
+    r = a.req("GET", f"{page}?dir=/workspace")
+    check("the listing shows the file and its size", "up.bin" in r.text and f"{len(data)} B" in r.text)
+
+    # Download: the same bytes, as an attachment.
+    r = a.req("GET", f"{page}/files/download?path=/workspace/up.bin")
+    check("download: the same bytes", r.status == 200 and r.raw_body == data, (r.status, len(r.raw_body)))
+    check("download: an attachment named for the file",
+          r.getheader("Content-Disposition") == "attachment; filename*=UTF-8''up.bin", r.getheader("Content-Disposition"))
+    check("download: nosniff", r.getheader("X-Content-Type-Options") == "nosniff")
+    # Paths are the library's to refuse, as for the API: the same answer both ways.
+    for path in ("/workspace/nope", "/workspace/made%20%3C%26%22%27%3E", "rel%01ative", "%2F" + "x" * 5000,
+                 "/workspace/" + "y" * 300):
+        d = a.req("GET", f"{page}/files/download?path={path}")
+        v = api(s, "GET", f"/v1/sandboxes/{sid}/files?path={path}", akey)
+        check(f"download of {path[:30]!r}: refused as the API refuses it ({v.status})",
+              d.status == v.status and d.status >= 400, (d.status, v.status))
+    r = a.req("GET", f"{page}/files/download")
+    check("download without a path: 400", r.status == 400, r.status)
+
+    # Delete.
+    dl = f"{page}/files/delete"
+    r = a.post(dl, {"dir": "/workspace", "path": "/workspace/up.bin"})
+    check("delete without the token: 403", r.status == 403, r.status)
+    r = a.post(dl, {"dir": "/workspace", "path": "/workspace/up.bin", "csrf": csrf}, origin=False,
+               headers={"Sec-Fetch-Site": "cross-site"})
+    check("delete from another site: 403", r.status == 403, r.status)
+    r = a.post(dl, {"dir": "/workspace", "path": "/workspace/up.bin", "csrf": csrf})
+    check("delete: 303", r.status == 303, r.status)
+    r = api(s, "GET", f"/v1/sandboxes/{sid}/files?path=/workspace/up.bin", akey)
+    check("the file is gone", r.status == 404, r.status)
+
+    # The Use section alone, for use.js.
+    r = a.req("GET", f"{page}/use")
+    check("the Use fragment", r.status == 200 and ('id="cpu-chart"' in r.text or 'id="no-metrics"' in r.text)
+          and "<html" not in r.text, r.text[:300])
+
+    # The terminal: the session's cookie, this server's origin exactly, the token in the URL.
+    pty = f"{page}/pty?csrf={csrf}"
+    st, _, _ = ws_open(a, pty, "http://evil.example")
+    check("terminal from another origin: 403", st == 403, st)
+    st, _, _ = ws_open(a, pty, f"http://localhost:{s.port}")
+    check("terminal from another origin of this host: 403", st == 403, st)
+    st, _, _ = ws_open(a, pty, None)
+    check("terminal without an Origin: 403", st == 403, st)
+    st, _, _ = ws_open(a, f"{page}/pty?csrf={'0' * 64}", s.origin)
+    check("terminal with a wrong token: 403", st == 403, st)
+    st, _, _ = ws_open(a, f"{page}/pty", s.origin)
+    check("terminal without a token: 403", st == 403, st)
+    st, _, _ = ws_open(a, pty, s.origin, cookies=False)
+    check("terminal without a session: 401", st == 401, st)
+    st, sock, rest = ws_open(a, pty + "&cols=100&rows=30", s.origin)
+    check("terminal with the session: 101", st == 101, st)
+    if sock:
+        out = ws_read_until(sock, rest, "fake-shell")
+        check("the shell greets with the size asked", b"fake-shell xterm-256color 100x30 tty" in out, out)
+        ws_send(sock, b"echo hi\r")
+        out = ws_read_until(sock, b"", "echo hi")
+        check("keystrokes reach the shell and come back", b"echo hi" in out, out)
+        sock.close()
+
+    # Another account's sandbox: 404 everywhere.
+    r = z.req("GET", page)
+    check("another's sandbox: the page is a 404", r.status == 404, r.status)
+    r = z.req("GET", f"{page}/use")
+    check("another's sandbox: use is a 404", r.status == 404, r.status)
+    r = z.req("GET", f"{page}/files/download?path=/workspace/made")
+    check("another's sandbox: download is a 404", r.status == 404, r.status)
+    r = z.post(mk, {"dir": "/workspace", "name": "theirs", "csrf": zcsrf})
+    check("another's sandbox: mkdir is a 404", r.status == 404, r.status)
+    r = z.post(dl, {"dir": "/workspace", "path": "/workspace/made", "csrf": zcsrf})
+    check("another's sandbox: delete is a 404", r.status == 404, r.status)
+    r = upload(z, sid, [("csrf", zcsrf.encode(), None), ("dir", b"/workspace", None), ("file", b"x", "t.bin")])
+    check("another's sandbox: upload is a 404", r.status == 404, r.status)
+    st, _, _ = ws_open(z, f"{page}/pty?csrf={zcsrf}", s.origin)
+    check("another's sandbox: the terminal is a 404", st == 404, st)
+    r = api(s, "GET", f"/v1/sandboxes/{sid}/files?list=true&path=/workspace", akey)
+    names = [e["path"] for e in json.loads(r.raw_body).get("entries", [])] if r.status == 200 else []
+    check("... and nothing of theirs was made", "/workspace/theirs" not in names and "/workspace/t.bin" not in names,
+          names)
+    s.stop()
+
+
+try:
+    main()
+finally:
+    log = os.path.join(WORK, "server.log")
+    if FAILS and os.path.exists(log):
+        print("---- server log (tail) ----")
+        print("".join(open(log).readlines()[-40:]))
+    shutil.rmtree(WORK, ignore_errors=True)
+
+print(f"{CHECKS[0]} checks, {len(FAILS)} failed")
+sys.exit(1 if FAILS else 0)
