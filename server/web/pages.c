@@ -289,9 +289,11 @@ void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
 {
 	const saas_engine_info *info = aas_service_info();
 	struct aas_html h = { 0 };
-	char credit[32];
+	char credit[32], origin[AAS_ORIGIN_MAX];
 
-	(void)r;
+	/* The commands below name this server as its clients reach it; a Host that is no name gets a placeholder. */
+	if (!aas_public_origin(origin, sizeof(origin), r))
+		snprintf(origin, sizeof(origin), "https://THIS-SERVER");
 	aas_html_begin(&h, &(struct aas_page){ .title = "Sandboxes as a service", .nav = "home" });
 	aas_html_raw(&h, "<p class=\"lead\">This server runs <strong>libsaas</strong>: isolated sandboxes on demand, "
 	                 "each a virtual machine of its own. Create one, run commands in it, move files in and out, "
@@ -318,15 +320,29 @@ void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
 	                 "here, and the measured startup times.</p></li>"
 	                 "<li><a href=\"/security\">Security model</a><p>What isolates one sandbox from another and "
 	                 "from this host.</p></li></ul>");
-	aas_html_raw(&h, "<h2>A first sandbox</h2><p>With a key from the dashboard, the API is at <code>/v1</code> "
-	                 "on this server:</p><pre><code>export AAS_API_KEY=aas_sk_...\n"
-	                 "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
-	                 "     -H 'Content-Type: application/json' -d '{}' $AAS_BASE_URL/v1/sandboxes\n"
-	                 "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
-	                 "     -H 'Content-Type: application/json' -d '{\"command\": \"uname -a\"}' \\\n"
-	                 "     $AAS_BASE_URL/v1/sandboxes/SANDBOX_ID/exec</code></pre>"
-	                 "<p>where <code>AAS_BASE_URL</code> is this server's address, as in your browser's address "
-	                 "bar. What the server offers, without a key: <a href=\"/v1/service\">/v1/service</a>.</p>");
+	aas_html_printf(&h, "<h2>A first sandbox</h2><p>With a key from the dashboard, the API is at <code>/v1</code> "
+	                    "on this server:</p><pre><code>export AAS_API_KEY=aas_sk_... AAS_BASE_URL=%s\n"
+	                    "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
+	                    "     -H 'Content-Type: application/json' -d '{}' $AAS_BASE_URL/v1/sandboxes\n"
+	                    "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
+	                    "     -H 'Content-Type: application/json' -d '{\"command\": \"uname -a\"}' \\\n"
+	                    "     $AAS_BASE_URL/v1/sandboxes/SANDBOX_ID/exec</code></pre>"
+	                    "<p>What the server offers, without a key: <a href=\"/v1/service\">/v1/service</a>.</p>",
+	                origin);
+	/* The MCP package's install line, as the product description gives it, for this server (web/mcp_package.c). */
+	aas_html_printf(&h, "<h2 id=\"mcp\">An agent's MCP client</h2><p>A client that launches its servers as "
+	                    "processes (Claude Desktop, Claude Code, ...) runs this server's MCP package with Node "
+	                    "and nothing else installed:</p><pre><code>AAS_API_KEY=aas_sk_... npx -y %s/mcp.tgz</code></pre>"
+	                    "<p>A client that speaks Streamable HTTP connects to <code>%s/v1/mcp</code> with the key "
+	                    "in <code>Authorization: Bearer</code>. The tools and the setup of each client: "
+	                    "<a href=\"/docs/mcp\">MCP</a>.</p>",
+	                origin, origin);
+	aas_html_printf(&h, "<h2 id=\"e2b\">E2B's SDKs</h2><p>Code written for E2B runs here unchanged with "
+	                    "<a href=\"/docs/e2b#the-environment\">the environment variables of the E2B-compatible "
+	                    "API</a>:</p><pre><code>export E2B_API_KEY=e2b_... E2B_API_URL=%s/e2b "
+	                    "E2B_SANDBOX_URL=%s/e2b-sandbox</code></pre><p>The dashboard shows a new key's E2B "
+	                    "spelling beside it.</p>",
+	                origin, origin);
 	aas_html_end(&h);
 	aas_reply_html(out, 200, &h);
 }

@@ -35,6 +35,15 @@ check "the limits say where the times come from" grep -q 'not on this server' <<
 req GET /
 check "the home page sends people to sign up and to the API keys" \
 	grep -q 'href="/signup".*href="/dashboard/keys"' <<<"$BODY"
+check "the home page gives the MCP package's npx line for this server" \
+	grep -q "npx -y ${BASE}/mcp.tgz" <<<"$BODY"
+check "... and E2B's variables, with their guide" \
+	grep -q "E2B_API_URL=${BASE}/e2b .*href=\"/docs/e2b#the-environment\"\|href=\"/docs/e2b#the-environment\".*E2B_API_URL=${BASE}/e2b " <<<"$BODY"
+req GET / -H 'Host: localhost:1234'
+check "the origin is the request's Host, as /mcp.tgz's" grep -q 'npx -y http://localhost:1234/mcp.tgz' <<<"$BODY"
+req GET / -H 'Host: a"<b>'
+expect_status 200 "a home page for a Host that is no name"
+check "... names no such host, but a placeholder" grep -q 'npx -y https://THIS-SERVER/mcp.tgz' <<<"$BODY"
 
 # No viewer installed in its directory: the page says so and lists the operations.
 req GET /docs/api
