@@ -11,7 +11,9 @@ SERVER=$1
 
 mkdir -p "${WORK}/viewer"
 echo secret >"${WORK}/viewer/package.json"
-start_server "$SERVER" --docs-viewer "${WORK}/viewer"
+# A few limits away from their defaults: /docs/limits shows the configuration the server runs with.
+start_server "$SERVER" --docs-viewer "${WORK}/viewer" --max-sandboxes 7 --max-transfers 3 \
+	--preview-requests-per-second 55 --pty-per-sandbox 2
 
 for p in / /docs /docs/rest /docs/mcp /docs/c-api /docs/api /docs/limits /docs/pages /security; do
 	req GET "$p"
@@ -30,8 +32,18 @@ check "links between guides go to their pages" grep -q 'href="/docs/errors"' <<<
 check "no link to a Markdown file is left" test "$(grep -c 'href="[^":]*\.md' <<<"$BODY")" = 0
 req GET /docs/limits
 check "the limits show the sizes" grep -q '<th scope="row">small (default)</th>' <<<"$BODY"
-check "the limits show the measured startup times" grep -q 'create -&gt; first <code>true</code>' <<<"$BODY"
+check "the limits show the measured startup times" grep -q 'a cold boot (no template)' <<<"$BODY"
+check "... with their date and machine" grep -q 'Measured on 2026-12-03 on a machine with 2 cores' <<<"$BODY"
 check "the limits say where the times come from" grep -q 'not on this server' <<<"$BODY"
+check "the limits are not the engineering log (bench/RESULTS.md)" test "$(grep -c 'Issue #15\|baseline (same run)' <<<"$BODY")" = 0
+check "the limits are the server's options" \
+	grep -q '<th scope="row">Sandboxes not yet destroyed</th><td>7</td>' <<<"$BODY"
+check "... every one" grep -q '<th scope="row">Uploads and downloads under way at once, per account</th><td>3</td>' <<<"$BODY"
+check "... the previews' too" grep -q '<td>55, apart from the API' <<<"$BODY"
+check "... and the terminals'" grep -q '<td>2 per sandbox, 16 per account</td>' <<<"$BODY"
+check "each limit says what happens past it" \
+	grep -q '<code>429 limit_exceeded</code>, <code>"limit": "max_sandboxes"</code>' <<<"$BODY"
+check "... a file's" grep -q '<th scope="row">A file moved in or out</th><td>1024 MiB</td><td><code>413 too_large</code>' <<<"$BODY"
 req GET /
 check "the home page sends people to sign up and to the API keys" \
 	grep -q 'href="/signup".*href="/dashboard/keys"' <<<"$BODY"
