@@ -453,8 +453,8 @@ static void sizes_section(struct aas_html *h, const saas_engine_info *info)
 {
 	char buf[32];
 
-	aas_html_raw(h, "<h2 id=\"sizes\">Sizes and prices</h2><table tabindex=\"0\"><caption>Size classes</caption><thead><tr>"
-	                "<th scope=\"col\">Size</th><th scope=\"col\">vCPUs</th><th scope=\"col\">Memory</th>"
+	aas_html_raw(h, "<h2 id=\"sizes\">Sizes and prices</h2><table tabindex=\"0\"><caption>Size classes</caption>"
+	                "<thead><tr><th scope=\"col\">Size</th><th scope=\"col\">vCPUs</th><th scope=\"col\">Memory</th>"
 	                "<th scope=\"col\">Disk</th><th scope=\"col\">Price per hour</th></tr></thead><tbody>");
 	for (size_t i = 0; i < info->nsizes; i++) {
 		const saas_size *s = info->sizes[i];
@@ -472,7 +472,7 @@ static void sizes_section(struct aas_html *h, const saas_engine_info *info)
 	if (info->new_account_credit_usd_micro > 0)
 		aas_html_printf(h, "A new account starts with $%s of credit, and no card. ",
 		                usd(buf, info->new_account_credit_usd_micro));
-	aas_html_printf(h, "A create that names no size gets <code>%s</code>, and no image <code>%s</code>.</p>",
+	aas_html_printf(h, "A create that names no size gets <code>%s</code>; one that names no image, <code>%s</code>.</p>",
 	                info->default_size, info->default_image);
 }
 
