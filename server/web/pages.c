@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "aas_mcp.h" /* the JSON bounds the limits page shows */
 #include "api/api.h"
 #include "web/html.h"
 #include "web/internal.h"
@@ -567,8 +566,9 @@ static void request_limits(struct aas_html *h, const saas_limits *l)
 	aas_html_printf(h, "%u", config->per_ip_connections);
 	row_close(h, "more are closed as they open");
 	row_open(h, "A JSON request body");
-	aas_html_printf(h, "%zu MiB (%zu KiB on <code>/v1/mcp</code> without a key), %zu values, nested %zu deep",
-	                AAS_JSON_BODY_MAX >> 20, AAS_ANON_BODY_MAX >> 10, AAS_JSON_VALUES_MAX, AAS_JSON_DEPTH_MAX);
+	aas_html_printf(h, "%zu MiB (%zu KiB on <code>/v1/mcp</code> without a key), and a bound on its values and "
+	                   "their nesting (<a href=\"/docs/rest#conventions\">the REST guide</a>)",
+	                AAS_JSON_BODY_MAX >> 20, AAS_ANON_BODY_MAX >> 10);
 	row_close(h, "<code>413 too_large</code>");
 	row_open(h, "A request's headers, then its body, arrive within");
 	aas_html_printf(h, "%u s, then %u s plus 1 s per 64 KiB", config->header_timeout_s, config->body_timeout_s);
