@@ -52,13 +52,30 @@ jobs() { nproc 2>/dev/null || echo 2; }
 # added to the hosts line of /etc/nsswitch.conf, after "files", once. A real
 # deployment uses wildcard DNS and TLS instead (docs/operations.md).
 ensure_localhost_names() {
-	local sudo=()
+	local sudo=() changed
 	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
 	ensure_packages libnss-myhostname
-	if ! grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$)' /etc/nsswitch.conf 2>/dev/null; then
-		"${sudo[@]}" sed -i -E '/^hosts:/ s/([[:space:]]files)([[:space:]]|$)/\1 myhostname\2/' /etc/nsswitch.conf
+	changed=$(nsswitch_add_myhostname /etc/nsswitch.conf "${sudo[@]}")
+	if [ -n "$changed" ]; then
 		say "added myhostname to /etc/nsswitch.conf's hosts line: *.localhost resolves to this machine for every program"
 	fi
+}
+
+# nsswitch_add_myhostname FILE [PREFIX...]: the edit ensure_localhost_names makes,
+# on any nsswitch.conf (tests/scripts/quickstart.sh makes it on a copy): myhostname
+# after "files" on the hosts line, once. The sed runs under PREFIX (sudo). Prints
+# "added" when it changed FILE, nothing when myhostname was there; fails, saying
+# why, when FILE has no hosts line with "files" to put it after.
+nsswitch_add_myhostname() {
+	local file=$1 has='^hosts:.*[[:space:]]myhostname([[:space:]]|$)'
+	shift
+	grep -Eq "$has" "$file" 2>/dev/null && return 0
+	if ! grep -Eq '^hosts:.*[[:space:]]files([[:space:]]|$)' "$file" 2>/dev/null; then
+		echo "$file has no \"hosts:\" line with \"files\": add myhostname to it by hand (man nss-myhostname)" >&2
+		return 1
+	fi
+	"$@" sed -i -E '/^hosts:/ s/([[:space:]]files)([[:space:]]|$)/\1 myhostname\2/' "$file"
+	grep -Eq "$has" "$file" && echo added
 }
 
 # The accounts sandboxes need. libvirt's QEMU driver looks up the libvirt-qemu

@@ -544,6 +544,8 @@ void aas_h_dash_usage(struct aas_req *r, struct aas_reply *out)
 	if ((rc = usage_lines(&h, &v, from, to)) < 0)
 		goto out;
 	prices_and_limits(&h, ai);
+	aas_html_raw(&h, "<p>Every limit of this server, and what happens past it: <a href=\"/docs/limits\">Limits, "
+	                 "prices and startup times</a>.</p>");
 out:
 	page_end(out, &h, rc, 200);
 	saas_account_info_free(ai);

@@ -22,7 +22,7 @@ struct aas_embedded_file {
 	const char *text;
 	size_t len;
 };
-/* README.md, the docs/ pages and bench/RESULTS.md, by their path in the repository (docs_data.c, generated). */
+/* README.md, the docs/ pages and bench/STARTUP.md, by their path in the repository (docs_data.c, generated). */
 extern const struct aas_embedded_file aas_embedded_docs[];
 extern const size_t aas_embedded_docs_count;
 /* server/static/: the style sheet and the viewer's start, by file name (static_data.c, generated). */
@@ -154,5 +154,13 @@ void aas_mcp_package_free(void);
  * (1 to 65535), and nothing else; false otherwise (NULL, empty, too long).
  */
 bool aas_mcp_package_origin(char *out, size_t cap, const char *scheme, const char *host);
+/*
+ * The origin clients reach this server at, as the package names it: --public-url,
+ * else the request's Host checked by aas_mcp_package_origin(); false when the
+ * Host is not one (the pages then show a placeholder). The home page shows it.
+ */
+bool aas_public_origin(char *out, size_t cap, struct aas_req *r);
+/* An origin's longest length and its NUL ("https://", a DNS name's 253 bytes, ":65535"). */
+#define AAS_ORIGIN_MAX 272
 
 #endif

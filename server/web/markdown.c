@@ -216,20 +216,29 @@ static size_t heading_ids(cmark_node *doc, char **ids, char **bases)
 }
 
 /*
- * Give cmark's "<hN>" tags their ids. In safe mode every "<h" cmark writes
- * opens a heading: the Markdown's own text and raw HTML never reach the output
- * unescaped.
+ * cmark's HTML, with two additions. Its "<hN>" tags get their ids. And each
+ * "<table>" is focusable (tabindex="0"): the style sheet lets a table wider
+ * than the page scroll sideways, and a region that scrolls must be reachable
+ * from the keyboard to be scrolled without a mouse (WCAG 2.1.1; axe's
+ * scrollable-region-focusable, browser.a11y). In safe mode every "<" cmark
+ * writes opens a tag of its own: the Markdown's text and raw HTML never reach
+ * the output unescaped.
  */
-static void add_heading_ids(struct aas_html *h, const char *html, char **ids, size_t nids)
+static void add_ids_and_focus(struct aas_html *h, const char *html, char **ids, size_t nids)
 {
 	const char *p = html, *tag;
 	size_t k = 0;
 
-	while ((tag = strstr(p, "<h")) != NULL) {
+	while ((tag = strchr(p, '<')) != NULL) {
 		aas_html_rawn(h, p, (size_t)(tag - p));
-		if (tag[2] < '1' || tag[2] > '6' || tag[3] != '>') { /* "<hr />" */
-			aas_html_rawn(h, tag, 2);
-			p = tag + 2;
+		if (strncmp(tag, "<table>", 7) == 0) {
+			aas_html_raw(h, "<table tabindex=\"0\">");
+			p = tag + 7;
+			continue;
+		}
+		if (tag[1] != 'h' || tag[2] < '1' || tag[2] > '6' || tag[3] != '>') { /* another tag, "<hr />" too */
+			aas_html_rawn(h, tag, 1);
+			p = tag + 1;
 			continue;
 		}
 		if (k < nids && ids[k] && *ids[k])
@@ -280,7 +289,7 @@ char *aas_markdown_html(const char *md, size_t len, const char *path, aas_doc_ur
 	/* No CMARK_OPT_UNSAFE: raw HTML and javascript:/vbscript:/file:/data: links are dropped. */
 	if (!(html = cmark_render_html(doc, CMARK_OPT_DEFAULT, cmark_parser_get_syntax_extensions(parser))))
 		goto out;
-	add_heading_ids(&h, html, ids, nids);
+	add_ids_and_focus(&h, html, ids, nids);
 	if (h.failed)
 		aas_html_free(&h);
 out:

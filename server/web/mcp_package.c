@@ -31,20 +31,18 @@
 #include "web/internal.h"
 #include "web/tgz.h"
 
-/* "https://", a DNS name's 253 bytes, ":65535", and the NUL. */
-#define ORIGIN_MAX 272
 /* The whole archive: the bridge is some tens of KiB; this catches a package that grew by mistake at start. */
 #define PACKAGE_MAX ((size_t)1 << 20)
 #define CACHE_SLOTS 8
 
 static struct {
-	char origin[ORIGIN_MAX];
+	char origin[AAS_ORIGIN_MAX];
 	unsigned char *tgz;
 	size_t len;
 } cache[CACHE_SLOTS];
 static size_t cache_next;
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-static char public_origin[ORIGIN_MAX]; /* --public-url as checked; "" when not given */
+static char public_origin[AAS_ORIGIN_MAX]; /* --public-url as checked; "" when not given */
 static bool https;                     /* --secure-cookies: the Host was reached over TLS */
 
 static bool is_alnum(char c)
@@ -102,7 +100,7 @@ static bool port_number(const char *s, size_t n)
 
 bool aas_mcp_package_origin(char *out, size_t cap, const char *scheme, const char *host)
 {
-	char h[ORIGIN_MAX];
+	char h[AAS_ORIGIN_MAX];
 	size_t n = host ? strlen(host) : 0, name_end;
 	const char *colon;
 
@@ -133,7 +131,7 @@ bool aas_mcp_package_origin(char *out, size_t cap, const char *scheme, const cha
 static int package_make(unsigned char **out, size_t *out_len, const char *origin)
 {
 	struct aas_tgz_file files[8];
-	char names[8][64], server_json[ORIGIN_MAX + 32];
+	char names[8][64], server_json[AAS_ORIGIN_MAX + 32];
 	size_t n = 0;
 	int len;
 
@@ -164,7 +162,7 @@ static int package_make(unsigned char **out, size_t *out_len, const char *origin
 int aas_mcp_package_init(const struct aas_config *cfg)
 {
 	const char *u = cfg->public_url, *rest = NULL, *scheme = NULL;
-	char host[ORIGIN_MAX], longest[ORIGIN_MAX];
+	char host[AAS_ORIGIN_MAX], longest[AAS_ORIGIN_MAX];
 	unsigned char *probe = NULL;
 	size_t len = 0, probe_len;
 
@@ -216,24 +214,27 @@ void aas_mcp_package_free(void)
 	pthread_mutex_unlock(&cache_mu);
 }
 
+bool aas_public_origin(char *out, size_t cap, struct aas_req *r)
+{
+	if (public_origin[0])
+		return (size_t)snprintf(out, cap, "%s", public_origin) < cap;
+	return aas_mcp_package_origin(out, cap, https ? "https" : "http",
+	                              MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST));
+}
+
 void aas_h_mcp_package(struct aas_req *r, struct aas_reply *out)
 {
-	const char *host = NULL;
-	char origin[ORIGIN_MAX];
+	char origin[AAS_ORIGIN_MAX];
 	struct MHD_Response *resp = NULL;
 	size_t i;
 
-	if (public_origin[0]) {
-		snprintf(origin, sizeof(origin), "%s", public_origin);
-	} else {
-		host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-		if (!aas_mcp_package_origin(origin, sizeof(origin), https ? "https" : "http", host)) {
-			aas_reply_error(out, 400, "bad_host",
-			                "the Host header \"%.100s\" is not a host name or address with an optional port, "
-			                "which the package would name as its server; the server's operator can set "
-			                "--public-url", host ? host : "");
-			return;
-		}
+	if (!aas_public_origin(origin, sizeof(origin), r)) {
+		const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+		aas_reply_error(out, 400, "bad_host",
+		                "the Host header \"%.100s\" is not a host name or address with an optional port, "
+		                "which the package would name as its server; the server's operator can set "
+		                "--public-url", host ? host : "");
+		return;
 	}
 
 	pthread_mutex_lock(&cache_mu);

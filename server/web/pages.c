@@ -51,9 +51,10 @@ static const struct {
 
 /*
  * The page of each document: the README is the quick start (/docs), the
- * security model has its own place (/security), the benchmark results are
- * part of /docs/limits, and the C API's guide (docs/api.md) gives /docs/api
- * to the REST reference. Every other docs/NAME.md is /docs/NAME.
+ * security model has its own place (/security), the measured startup times
+ * (bench/STARTUP.md) are part of /docs/limits, and the C API's guide
+ * (docs/api.md) gives /docs/api to the REST reference. Every other
+ * docs/NAME.md is /docs/NAME.
  */
 static char *url_for(const char *path)
 {
@@ -62,7 +63,7 @@ static char *url_for(const char *path)
 	} fixed[] = {
 		{ "README.md", "/docs" },
 		{ "docs/security.md", "/security" },
-		{ "bench/RESULTS.md", "/docs/limits" },
+		{ "bench/STARTUP.md", "/docs/limits" },
 		{ "docs/api.md", "/docs/c-api" },
 	};
 	size_t n = strlen(path);
@@ -249,7 +250,7 @@ static void guides_nav(struct aas_html *h, const char *current)
 	aas_html_raw(h, "<nav class=\"guides\" aria-label=\"Guides\"><h2>Guides</h2><ul>");
 	for (size_t i = 0; i < ndocs; i++) {
 		if (strcmp(docs[i].url, "/docs/limits") == 0)
-			continue; /* the benchmark results are part of the limits page, linked from the main navigation */
+			continue; /* the startup times are part of the limits page, linked below and from the main navigation */
 		aas_html_printf(h, "<li><a href=\"%s\"", docs[i].url);
 		if (current && strcmp(current, docs[i].url) == 0)
 			aas_html_raw(h, " aria-current=\"page\"");
@@ -289,9 +290,11 @@ void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
 {
 	const saas_engine_info *info = aas_service_info();
 	struct aas_html h = { 0 };
-	char credit[32];
+	char credit[32], origin[AAS_ORIGIN_MAX];
 
-	(void)r;
+	/* The commands below name this server as its clients reach it; a Host that is no name gets a placeholder. */
+	if (!aas_public_origin(origin, sizeof(origin), r))
+		snprintf(origin, sizeof(origin), "https://THIS-SERVER");
 	aas_html_begin(&h, &(struct aas_page){ .title = "Sandboxes as a service", .nav = "home" });
 	aas_html_raw(&h, "<p class=\"lead\">This server runs <strong>libsaas</strong>: isolated sandboxes on demand, "
 	                 "each a virtual machine of its own. Create one, run commands in it, move files in and out, "
@@ -318,15 +321,29 @@ void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
 	                 "here, and the measured startup times.</p></li>"
 	                 "<li><a href=\"/security\">Security model</a><p>What isolates one sandbox from another and "
 	                 "from this host.</p></li></ul>");
-	aas_html_raw(&h, "<h2>A first sandbox</h2><p>With a key from the dashboard, the API is at <code>/v1</code> "
-	                 "on this server:</p><pre><code>export AAS_API_KEY=aas_sk_...\n"
-	                 "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
-	                 "     -H 'Content-Type: application/json' -d '{}' $AAS_BASE_URL/v1/sandboxes\n"
-	                 "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
-	                 "     -H 'Content-Type: application/json' -d '{\"command\": \"uname -a\"}' \\\n"
-	                 "     $AAS_BASE_URL/v1/sandboxes/SANDBOX_ID/exec</code></pre>"
-	                 "<p>where <code>AAS_BASE_URL</code> is this server's address, as in your browser's address "
-	                 "bar. What the server offers, without a key: <a href=\"/v1/service\">/v1/service</a>.</p>");
+	aas_html_printf(&h, "<h2>A first sandbox</h2><p>With a key from the dashboard, the API is at <code>/v1</code> "
+	                    "on this server:</p><pre><code>export AAS_API_KEY=aas_sk_... AAS_BASE_URL=%s\n"
+	                    "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
+	                    "     -H 'Content-Type: application/json' -d '{}' $AAS_BASE_URL/v1/sandboxes\n"
+	                    "curl -s -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
+	                    "     -H 'Content-Type: application/json' -d '{\"command\": \"uname -a\"}' \\\n"
+	                    "     $AAS_BASE_URL/v1/sandboxes/SANDBOX_ID/exec</code></pre>"
+	                    "<p>What the server offers, without a key: <a href=\"/v1/service\">/v1/service</a>.</p>",
+	                origin);
+	/* The MCP package's install line, as the product description gives it, for this server (web/mcp_package.c). */
+	aas_html_printf(&h, "<h2 id=\"mcp\">An agent's MCP client</h2><p>A client that launches its servers as "
+	                    "processes (Claude Desktop, Claude Code, ...) runs this server's MCP package with Node "
+	                    "and nothing else installed:</p><pre><code>AAS_API_KEY=aas_sk_... npx -y %s/mcp.tgz</code></pre>"
+	                    "<p>A client that speaks Streamable HTTP connects to <code>%s/v1/mcp</code> with the key "
+	                    "in <code>Authorization: Bearer</code>. The tools and the setup of each client: "
+	                    "<a href=\"/docs/mcp\">MCP</a>.</p>",
+	                origin, origin);
+	aas_html_printf(&h, "<h2 id=\"e2b\">E2B's SDKs</h2><p>Code written for E2B runs here unchanged with "
+	                    "<a href=\"/docs/e2b#the-environment\">the environment variables of the E2B-compatible "
+	                    "API</a>:</p><pre><code>export E2B_API_KEY=e2b_... E2B_API_URL=%s/e2b "
+	                    "E2B_SANDBOX_URL=%s/e2b-sandbox</code></pre><p>The dashboard shows a new key's E2B "
+	                    "spelling beside it.</p>",
+	                origin, origin);
 	aas_html_end(&h);
 	aas_reply_html(out, 200, &h);
 }
@@ -395,67 +412,243 @@ void aas_h_page_api(struct aas_req *r, struct aas_reply *out)
 	aas_reply_html(out, 200, &h);
 }
 
-void aas_h_page_limits(struct aas_req *r, struct aas_reply *out)
+/* ---- /docs/limits ---- */
+
+/*
+ * A section of the limits page: a table of what is bounded, the bound on this
+ * server, and what happens past it. Its tables are focusable, as the guides'
+ * (markdown.c): one wider than a phone scrolls sideways, from the keyboard too.
+ */
+static void limits_begin(struct aas_html *h, const char *id, const char *heading)
 {
-	const saas_engine_info *info = aas_service_info();
-	const struct doc *results = doc_at("/docs/limits");
-	struct aas_html h = { 0 };
+	aas_html_printf(h, "<h2 id=\"%s\">%s</h2><table tabindex=\"0\"><thead><tr><th scope=\"col\">What</th>"
+	                   "<th scope=\"col\">On this server</th><th scope=\"col\">Past it</th></tr></thead><tbody>",
+	                id, heading);
+}
+
+static void limits_end(struct aas_html *h)
+{
+	aas_html_raw(h, "</tbody></table>");
+}
+
+/* A row is opened with what it bounds, its bound is written, and it is closed with what happens past it (markup). */
+static void row_open(struct aas_html *h, const char *what)
+{
+	aas_html_printf(h, "<tr><th scope=\"row\">%s</th><td>", what);
+}
+
+static void row_close(struct aas_html *h, const char *past)
+{
+	aas_html_raw(h, "</td><td>");
+	aas_html_raw(h, past);
+	aas_html_raw(h, "</td></tr>");
+}
+
+/* "429 limit_exceeded, limit NAME": a tenant limit's answer (docs/rest.md), with its Retry-After. */
+#define TOO_MANY(limit)                                                                                               \
+	"<code>429 limit_exceeded</code>, <code>\"limit\": \"" limit "\"</code>, with <code>Retry-After</code>"
+
+static void sizes_section(struct aas_html *h, const saas_engine_info *info)
+{
 	char buf[32];
 
-	(void)r;
-	aas_html_begin(&h, &(struct aas_page){ .title = "Limits, prices and startup times", .nav = "limits" });
-	aas_html_raw(&h, "<p>What this server allows each account, as it runs now (an operator may set other "
-	                 "limits for one account: <code>GET /v1/account</code> gives yours).</p>");
-	aas_html_raw(&h, "<h2 id=\"sizes\">Sizes and prices</h2><table><caption>Size classes</caption><thead><tr>"
-	                 "<th scope=\"col\">Size</th><th scope=\"col\">vCPUs</th><th scope=\"col\">Memory</th>"
-	                 "<th scope=\"col\">Disk</th><th scope=\"col\">Price per hour</th></tr></thead><tbody>");
-	for (size_t i = 0; info && i < info->nsizes; i++) {
+	aas_html_raw(h, "<h2 id=\"sizes\">Sizes and prices</h2><table tabindex=\"0\"><caption>Size classes</caption>"
+	                "<thead><tr><th scope=\"col\">Size</th><th scope=\"col\">vCPUs</th><th scope=\"col\">Memory</th>"
+	                "<th scope=\"col\">Disk</th><th scope=\"col\">Price per hour</th></tr></thead><tbody>");
+	for (size_t i = 0; i < info->nsizes; i++) {
 		const saas_size *s = info->sizes[i];
-		aas_html_printf(&h, "<tr><th scope=\"row\">%s%s</th><td>%u</td><td>%u MiB</td><td>%u GiB</td><td>$%s</td></tr>",
+		aas_html_printf(h, "<tr><th scope=\"row\">%s%s</th><td>%u</td><td>%u MiB</td><td>%u GiB</td><td>$%s</td></tr>",
 		                s->name, strcmp(s->name, info->default_size) == 0 ? " (default)" : "", s->vcpus,
 		                s->memory_mb, s->disk_gb, usd(buf, s->usd_micro_per_hour));
 	}
-	aas_html_raw(&h, "</tbody></table><p>A sandbox is charged by the second while it exists.");
-	if (info && info->new_account_credit_usd_micro > 0)
-		aas_html_printf(&h, " A new account starts with $%s of credit.", usd(buf, info->new_account_credit_usd_micro));
-	if (info)
-		aas_html_printf(&h, " The default image is <code>%s</code>.", info->default_image);
-	aas_html_raw(&h, "</p>");
-	if (info && info->limits) {
-		const saas_limits *l = info->limits;
-		aas_html_raw(&h, "<h2 id=\"limits\">Limits per account</h2><dl class=\"limits\">");
-		aas_html_printf(&h, "<dt>Sandboxes at once</dt><dd>%u</dd>", l->max_sandboxes);
-		aas_html_raw(&h, "<dt>Lifetime of a sandbox</dt><dd>");
-		duration(&h, l->default_timeout_s);
-		aas_html_raw(&h, " unless the create asks for another; at most ");
-		duration(&h, l->max_timeout_s);
-		aas_html_raw(&h, " from now, extendable</dd><dt>Credit a create needs</dt><dd>");
-		duration(&h, l->min_balance_s);
-		aas_html_printf(&h, " of the size's price</dd><dt>Commands running at once</dt><dd>%u</dd>"
-		                    "<dt>Creates per minute</dt><dd>%u</dd><dt>API requests per second, per key</dt>"
-		                    "<dd>%u (bursts of 2 s)</dd><dt>Finished commands and their output are kept</dt><dd>",
-		                l->max_executions, l->creates_per_minute, l->requests_per_second);
-		duration(&h, l->execution_retention_s);
-		aas_html_raw(&h, "</dd></dl>");
+	aas_html_raw(h, "</tbody></table><p>Prepaid credit, charged by the second while a sandbox runs: no minimum, "
+	                "no rounding up. ");
+	if (info->paused_usd_micro_per_gib_hour > 0)
+		aas_html_printf(h, "A paused sandbox costs $%s per GiB-hour of its size's memory and disk. ",
+		                usd(buf, info->paused_usd_micro_per_gib_hour));
+	else
+		aas_html_raw(h, "A paused sandbox costs nothing. ");
+	if (info->new_account_credit_usd_micro > 0)
+		aas_html_printf(h, "A new account starts with $%s of credit, and no card. ",
+		                usd(buf, info->new_account_credit_usd_micro));
+	aas_html_printf(h, "A create that names no size gets <code>%s</code>; one that names no image, <code>%s</code>.</p>",
+	                info->default_size, info->default_image);
+}
+
+static void sandbox_limits(struct aas_html *h, const saas_limits *l)
+{
+	limits_begin(h, "sandboxes", "Sandboxes, per account");
+	row_open(h, "Sandboxes not yet destroyed");
+	aas_html_printf(h, "%u", l->max_sandboxes);
+	row_close(h, TOO_MANY("max_sandboxes") ": destroy one");
+	row_open(h, "Creates per minute");
+	aas_html_printf(h, "%u", l->creates_per_minute);
+	row_close(h, TOO_MANY("creates_per_minute") " until one is back");
+	row_open(h, "Lifetime");
+	duration(h, l->default_timeout_s);
+	aas_html_raw(h, " unless the create asks for another; at most ");
+	duration(h, l->max_timeout_s);
+	aas_html_raw(h, " from now, for a create or an extension");
+	row_close(h, "a longer one: <code>400 invalid_argument</code>. At its expiry a sandbox is destroyed (or paused, "
+	             "if it was created with <code>\"on_timeout\": \"pause\"</code>) and its billing stops");
+	row_open(h, "Credit a create needs");
+	duration(h, l->min_balance_s);
+	aas_html_raw(h, " of its size's price");
+	row_close(h, "<code>402 insufficient_credit</code>");
+	row_open(h, "Room on this server");
+	aas_html_raw(h, "its disk, memory and VM hosts");
+	row_close(h, "a create or fork when it is short: <code>503 busy</code>; try again later");
+	row_open(h, "Network");
+	aas_html_raw(h, "each sandbox's policy, chosen at create: <code>isolated</code>, <code>internet</code> (never this "
+	                "host's services nor private networks) or allow and deny lists "
+	                "(<a href=\"/docs/sandboxes#network-policy\">network policy</a>)");
+	row_close(h, "a connection outside it fails inside the sandbox; a policy the server cannot enforce: "
+	             "<code>501 not_supported</code>");
+	limits_end(h);
+}
+
+static void command_limits(struct aas_html *h, const saas_limits *l)
+{
+	limits_begin(h, "commands", "Commands");
+	row_open(h, "Commands running at once, per account");
+	aas_html_printf(h, "%u, background ones included", l->max_executions);
+	row_close(h, TOO_MANY("max_executions"));
+	row_open(h, "A command's time");
+	duration(h, SAAS_EXEC_TIMEOUT_DEFAULT);
+	aas_html_raw(h, " unless it asks for another; at most ");
+	duration(h, SAAS_EXEC_TIMEOUT_MAX);
+	row_close(h, "it is killed with what it started: <code>\"status\": \"timeout\"</code>; asking for more: "
+	             "<code>400 invalid_argument</code>");
+	row_open(h, "A command line");
+	aas_html_printf(h, "%u KiB", SAAS_EXEC_COMMAND_MAX >> 10);
+	row_close(h, "<code>400 invalid_argument</code>");
+	row_open(h, "Its input (stdin)");
+	aas_html_printf(h, "%u MiB", SAAS_EXEC_STDIN_MAX >> 20);
+	row_close(h, "<code>413 too_large</code>");
+	row_open(h, "Its output kept, each of stdout and stderr");
+	aas_html_printf(h, "%u MiB unless it asks for more (<code>max_output</code>), at most %u MiB",
+	                SAAS_EXEC_OUTPUT_DEFAULT >> 20, SAAS_EXEC_OUTPUT_MAX >> 20);
+	row_close(h, "the rest is cut, and <code>stdout_truncated</code> or <code>stderr_truncated</code> says so");
+	row_open(h, "Finished commands and their output are kept");
+	duration(h, l->execution_retention_s);
+	row_close(h, "deleted: <code>404 not_found</code>");
+	limits_end(h);
+}
+
+static void file_limits(struct aas_html *h)
+{
+	limits_begin(h, "files", "Files");
+	row_open(h, "A file moved in or out");
+	aas_html_printf(h, "%lld MiB", (long long)(SAAS_FILE_MAX >> 20));
+	row_close(h, "<code>413 too_large</code>");
+	row_open(h, "Uploads and downloads under way at once, per account");
+	aas_html_printf(h, "%u", config->max_transfers ? config->max_transfers : SAAS_MAX_TRANSFERS_DEFAULT);
+	row_close(h, TOO_MANY("max_transfers"));
+	row_open(h, "A path");
+	aas_html_printf(h, "each name at most %u bytes, the whole under %u bytes", SAAS_NAME_MAX, SAAS_PATH_MAX);
+	row_close(h, "<code>400 invalid_argument</code>");
+	row_open(h, "Where the sandbox's user may read and write");
+	aas_html_raw(h, "<code>/workspace</code>, its home and <code>/tmp</code>");
+	row_close(h, "elsewhere: <code>403 permission_denied</code>");
+	limits_end(h);
+}
+
+static void request_limits(struct aas_html *h, const saas_limits *l)
+{
+	limits_begin(h, "requests", "API requests");
+	row_open(h, "Requests per second, per API key");
+	aas_html_printf(h, "%u, in bursts of up to 2 s' worth", l->requests_per_second);
+	row_close(h, TOO_MANY("requests_per_second"));
+	row_open(h, "Requests per second from one address without a valid key");
+	aas_html_printf(h, "%u (the pages, MCP discovery, unknown keys; IPv6 by /64)", config->address_rate);
+	row_close(h, TOO_MANY("requests_per_address"));
+	row_open(h, "Connections one address holds at once");
+	aas_html_printf(h, "%u", config->per_ip_connections);
+	row_close(h, "more are closed as they open");
+	row_open(h, "A JSON request body");
+	aas_html_printf(h, "%zu MiB (%zu KiB on <code>/v1/mcp</code> without a key), and a bound on its values and "
+	                   "their nesting (<a href=\"/docs/rest#conventions\">the REST guide</a>)",
+	                AAS_JSON_BODY_MAX >> 20, AAS_ANON_BODY_MAX >> 10);
+	row_close(h, "<code>413 too_large</code>");
+	row_open(h, "A request's headers, then its body, arrive within");
+	aas_html_printf(h, "%u s, then %u s plus 1 s per 64 KiB", config->header_timeout_s, config->body_timeout_s);
+	row_close(h, "the connection is closed");
+	limits_end(h);
+}
+
+static void terminal_limits(struct aas_html *h)
+{
+	limits_begin(h, "terminals", "Terminals");
+	row_open(h, "Terminals open at once");
+	aas_html_printf(h, "%u per sandbox, %u per account", config->pty_per_sandbox, config->pty_per_account);
+	row_close(h, TOO_MANY("pty_sessions"));
+	row_open(h, "A frame the terminal's client sends");
+	aas_html_printf(h, "%u bytes", config->pty_frame_max);
+	row_close(h, "closed with <code>1009</code>");
+	row_open(h, "Silence both ways");
+	duration(h, config->pty_idle_timeout_s);
+	row_close(h, "closed with <code>1001</code>");
+	row_open(h, "A shell taking none of its input");
+	duration(h, config->pty_write_timeout_s);
+	row_close(h, "closed with <code>1008</code>");
+	limits_end(h);
+}
+
+static void preview_limits(struct aas_html *h, const saas_engine_info *info)
+{
+	limits_begin(h, "previews", "Preview URLs");
+	row_open(h, "A port exposed from a sandbox is served at");
+	aas_html_printf(h, "<code>%s</code>", info->preview_url);
+	row_close(h, "an unknown name: <code>404</code>");
+	row_open(h, "Preview requests per second from one address");
+	aas_html_printf(h, "%u, apart from the API's", config->preview_rate);
+	row_close(h, TOO_MANY("preview_requests_per_address"));
+	row_open(h, "Previews served at once by this server");
+	aas_html_printf(h, "%u", config->preview_connections);
+	row_close(h, "<code>503 busy</code>, with <code>Retry-After: 1</code>");
+	row_open(h, "The sandbox's server takes the connection within");
+	duration(h, config->preview_connect_timeout_s);
+	row_close(h, "<code>504 timeout</code>");
+	row_open(h, "... and sends its answer's head within");
+	duration(h, config->preview_first_byte_timeout_s);
+	row_close(h, "<code>504 timeout</code>");
+	row_open(h, "A body or WebSocket silent both ways");
+	duration(h, config->preview_idle_timeout_s);
+	row_close(h, "closed (a body is cut short)");
+	limits_end(h);
+}
+
+void aas_h_page_limits(struct aas_req *r, struct aas_reply *out)
+{
+	const saas_engine_info *info = aas_service_info();
+	const struct doc *startup = doc_at("/docs/limits");
+	struct aas_html h = { 0 };
+
+	(void)r;
+	aas_html_begin(&h, &(struct aas_page){ .title = "Limits, prices and startup times", .nav = "limits" });
+	aas_html_raw(&h, "<p>What this server allows, as it is configured now. Its operator may set other limits for "
+	                 "one account: <a href=\"/dashboard/usage\">the dashboard</a> and <code>GET /v1/account</code> "
+	                 "give yours. Past a limit the API answers with the status and error <code>code</code> shown "
+	                 "(<a href=\"/docs/rest#errors\">errors</a>); a <code>429</code> says which limit in "
+	                 "<code>error.limit</code> and when to try again in <code>Retry-After</code>.</p>");
+	if (info) {
+		sizes_section(&h, info);
+		if (info->limits) {
+			sandbox_limits(&h, info->limits);
+			command_limits(&h, info->limits);
+		}
 	}
-	aas_html_raw(&h, "<h2 id=\"server\">Limits of this server</h2><dl class=\"limits\">");
-	aas_html_printf(&h, "<dt>Requests per second from one address without a valid key</dt><dd>%u</dd>"
-	                    "<dt>Connections one address holds at once</dt><dd>%u</dd>"
-	                    "<dt>Largest file moved in or out</dt><dd>%lld MiB</dd>"
-	                    "<dt>Largest JSON request body</dt><dd>%zu MiB</dd>"
-	                    "<dt>Terminals open at once</dt><dd>%u per sandbox, %u per account</dd>"
-	                    "<dt>Largest frame a terminal's client sends</dt><dd>%u bytes</dd>"
-	                    "<dt>A terminal is closed after</dt><dd>%u s silent both ways, or %u s of its shell "
-	                    "taking none of its input</dd></dl>",
-	                config->address_rate, config->per_ip_connections, (long long)(SAAS_FILE_MAX >> 20),
-	                AAS_JSON_BODY_MAX >> 20, config->pty_per_sandbox, config->pty_per_account, config->pty_frame_max,
-	                config->pty_idle_timeout_s, config->pty_write_timeout_s);
-	aas_html_raw(&h, "<h2 id=\"startup\">Measured startup times</h2><p>These figures were measured by the "
-	                 "project's benchmark (<code>bench/run</code>) on the machine and the date each section "
-	                 "names, not on this server: they are the results this build was made with. Your server's own "
-	                 "depend on its CPU (KVM or not), its disks and its warm pools.</p>");
-	if (results)
-		aas_html_raw(&h, results->html);
+	file_limits(&h);
+	if (info && info->limits)
+		request_limits(&h, info->limits);
+	terminal_limits(&h);
+	if (info)
+		preview_limits(&h, info);
+	aas_html_raw(&h, "<h2 id=\"startup\">Measured startup times</h2>");
+	if (startup)
+		aas_html_raw(&h, startup->html);
+	aas_html_raw(&h, "<p>These were measured by the project's benchmark, not on this server: its own times depend "
+	                 "on its CPUs (KVM or not), its disks and its warm pools.</p>");
 	aas_html_end(&h);
 	aas_reply_html(out, 200, &h);
 }

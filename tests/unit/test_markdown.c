@@ -92,8 +92,8 @@ static void test_headings(void **state)
 	assert_non_null(strstr(html, "<h2 id=\"a-full-disk\">A full disk</h2>"));
 	assert_non_null(strstr(html, "<h2 id=\"aas--the-tool\">"));
 	assert_non_null(strstr(html, "<h2 id=\"a-full-disk-1\">"));
-	/* GitHub's tables, and a rule, are not headings. */
-	assert_non_null(strstr(html, "<table>"));
+	/* GitHub's tables, and a rule, are not headings. A table may scroll sideways: the keyboard reaches it. */
+	assert_non_null(strstr(html, "<table tabindex=\"0\">"));
 	assert_non_null(strstr(html, "<th>a</th>"));
 	assert_non_null(strstr(html, "<hr />"));
 	free(title);

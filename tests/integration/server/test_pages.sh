@@ -11,7 +11,9 @@ SERVER=$1
 
 mkdir -p "${WORK}/viewer"
 echo secret >"${WORK}/viewer/package.json"
-start_server "$SERVER" --docs-viewer "${WORK}/viewer"
+# A few limits away from their defaults: /docs/limits shows the configuration the server runs with.
+start_server "$SERVER" --docs-viewer "${WORK}/viewer" --max-sandboxes 7 --max-transfers 3 \
+	--preview-requests-per-second 55 --pty-per-sandbox 2
 
 for p in / /docs /docs/rest /docs/mcp /docs/c-api /docs/api /docs/limits /docs/pages /security; do
 	req GET "$p"
@@ -25,16 +27,35 @@ done
 
 req GET /docs/rest
 check "a guide is its Markdown, tables included" grep -q '<h2 id="sandboxes">Sandboxes</h2>' <<<"$BODY"
-check "a guide's tables are tables" grep -q '<table>' <<<"$BODY"
+check "a guide's tables are tables, which the keyboard reaches (they may scroll)" grep -q '<table tabindex="0">' <<<"$BODY"
 check "links between guides go to their pages" grep -q 'href="/docs/errors"' <<<"$BODY"
 check "no link to a Markdown file is left" test "$(grep -c 'href="[^":]*\.md' <<<"$BODY")" = 0
 req GET /docs/limits
 check "the limits show the sizes" grep -q '<th scope="row">small (default)</th>' <<<"$BODY"
-check "the limits show the measured startup times" grep -q 'create -&gt; first <code>true</code>' <<<"$BODY"
+check "the limits show the measured startup times" grep -q 'a cold boot (no template)' <<<"$BODY"
+check "... with their date and machine" grep -q 'Measured on 2026-12-03 on a machine with 2 cores' <<<"$BODY"
 check "the limits say where the times come from" grep -q 'not on this server' <<<"$BODY"
+check "the limits are not the engineering log (bench/RESULTS.md)" test "$(grep -c 'Issue #15\|baseline (same run)' <<<"$BODY")" = 0
+check "the limits are the server's options" \
+	grep -q '<th scope="row">Sandboxes not yet destroyed</th><td>7</td>' <<<"$BODY"
+check "... every one" grep -q '<th scope="row">Uploads and downloads under way at once, per account</th><td>3</td>' <<<"$BODY"
+check "... the previews' too" grep -q '<td>55, apart from the API' <<<"$BODY"
+check "... and the terminals'" grep -q '<td>2 per sandbox, 16 per account</td>' <<<"$BODY"
+check "each limit says what happens past it" \
+	grep -q '<code>429 limit_exceeded</code>, <code>"limit": "max_sandboxes"</code>' <<<"$BODY"
+check "... a file's" grep -q '<th scope="row">A file moved in or out</th><td>1024 MiB</td><td><code>413 too_large</code>' <<<"$BODY"
 req GET /
 check "the home page sends people to sign up and to the API keys" \
 	grep -q 'href="/signup".*href="/dashboard/keys"' <<<"$BODY"
+check "the home page gives the MCP package's npx line for this server" \
+	grep -q "npx -y ${BASE}/mcp.tgz" <<<"$BODY"
+check "... and E2B's variables, with their guide" \
+	grep -q "E2B_API_URL=${BASE}/e2b .*href=\"/docs/e2b#the-environment\"\|href=\"/docs/e2b#the-environment\".*E2B_API_URL=${BASE}/e2b " <<<"$BODY"
+req GET / -H 'Host: localhost:1234'
+check "the origin is the request's Host, as /mcp.tgz's" grep -q 'npx -y http://localhost:1234/mcp.tgz' <<<"$BODY"
+req GET / -H 'Host: a"<b>'
+expect_status 200 "a home page for a Host that is no name"
+check "... names no such host, but a placeholder" grep -q 'npx -y https://THIS-SERVER/mcp.tgz' <<<"$BODY"
 
 # No viewer installed in its directory: the page says so and lists the operations.
 req GET /docs/api
