@@ -103,6 +103,11 @@ const struct aas_route aas_routes[] = {
 	  .handler = aas_h_dash_op_credit },
 	{ .method = "POST", .pattern = "/dashboard/operator/accounts/{id}/disable", .flags = AAS_R_PAGE | AAS_R_FORM,
 	  .handler = aas_h_dash_op_disable },
+	/* What Destroy and Revoke ask first, without JavaScript: a page whose form posts to the same path. */
+	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/destroy", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_sandbox_destroy_page },
+	{ .method = "GET", .pattern = "/dashboard/keys/{id}/revoke", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_key_revoke_page },
 };
 
 const size_t aas_nroutes = sizeof(aas_routes) / sizeof(aas_routes[0]);

@@ -7,7 +7,10 @@
  *   html.c       the page buffer and shell (html.h)
  *   people.c     passwords, sessions, CSRF, forms, the log-in rate (internal.h)
  *   login.c      /signup, /login, /logout
- *   dashboard.c  /dashboard: keys, sandboxes, usage; the operator's pages
+ *   dashboard.c  /dashboard: sandboxes, usage; the dashboard's shell
+ *   keys.c       /dashboard/keys: API keys
+ *   operator.c   /dashboard/operator: the operator's pages
+ *   chart.c      the usage page's spend chart, SVG made on the server (chart.h)
  *   mcp_package.c /mcp.tgz: the npm package of aas-mcp for stdio MCP clients (tgz.c makes it)
  *
  * Copyright the libsaas authors. MIT licensed.
@@ -71,5 +74,7 @@ void aas_h_dash_usage(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_operator(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_op_credit(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_sandbox_destroy_page(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_key_revoke_page(struct aas_req *r, struct aas_reply *out);
 
 #endif
