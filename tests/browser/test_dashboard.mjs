@@ -6,7 +6,8 @@
 // grown by the spend this test makes, a tooltip on hover), and Destroy and
 // Revoke asking first: without JavaScript on a page of their own, with it in
 // a dialog; Cancel keeps the sandbox or key, confirming ends it. Every page
-// passes axe-core's WCAG A/AA rules at desktop and phone widths, fits a
+// passes axe-core's WCAG A/AA rules at desktop and phone widths (and in the
+// dark scheme at desktop width), fits a
 // phone's width (375 px) without sideways scrolling, and is kept as a
 // screenshot at both widths (dashboard-look-*-desktop.png, -phone.png).
 import { execFileSync } from 'node:child_process';
@@ -37,8 +38,14 @@ async function look(page, name, what) {
     const off = !page.isJavaScriptEnabled();
     if (off) await page.setJavaScriptEnabled(true);
     const v = await axe(page);
-    if (off) await page.setJavaScriptEnabled(false);
     check(`${what} (${width}): axe finds no WCAG A/AA violation`, v.length === 0, v.join('; '));
+    if (width === 'desktop') {
+      await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
+      const dark = await axe(page);
+      check(`${what} (dark): axe finds no WCAG A/AA violation`, dark.length === 0, dark.join('; '));
+      await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
+    }
+    if (off) await page.setJavaScriptEnabled(false);
     if (width === 'phone') {
       const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       check(`${what}: fits a phone's width`, over <= 0, `${over} px too wide`);
