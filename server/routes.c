@@ -117,6 +117,11 @@ const struct aas_route aas_routes[] = {
 	{ .method = "POST", .pattern = "/dashboard/sandboxes/{id}/files/upload", .flags = AAS_R_PAGE | AAS_R_STREAM,
 	  .handler = aas_h_dash_file_upload, .stream_start = aas_dash_upload_start,
 	  .stream_data = aas_dash_upload_data },
+	/* What Destroy and Revoke ask first, without JavaScript: a page whose form posts to the same path. */
+	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/destroy", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_sandbox_destroy_page },
+	{ .method = "GET", .pattern = "/dashboard/keys/{id}/revoke", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_key_revoke_page },
 };
 
 const size_t aas_nroutes = sizeof(aas_routes) / sizeof(aas_routes[0]);

@@ -1,14 +1,18 @@
 /*
- * The dashboard: a signed-in person's API keys, sandboxes, usage and balance,
- * and the operator's pages. Every page acts for the session's account through
+ * The dashboard: a signed-in person's sandboxes, usage and balance, and the
+ * shell the dashboard's other pages share (API keys in keys.c, the operator's
+ * in operator.c, through internal.h). Every page acts for the session's account through
  * a client of its own (saas_client_open_account), so tenancy is the engine's,
  * as for the API. Forms post and redirect back (POST-redirect-GET), with one
  * exception: a new key is shown on the page that answers its form, once.
  *
  * Pages work without JavaScript; /static/dashboard.js only adds live
- * countdowns (elements with data-expires, milliseconds since the epoch) and
- * copy buttons (data-copy names the element whose text is copied). A
- * sandbox's own page (terminal, files, use) is dashboard_sandbox.c's.
+ * countdowns (elements with data-expires, milliseconds since the epoch), copy
+ * buttons (data-copy names the element whose text is copied), a dialog that
+ * asks before Destroy and Revoke (without it, their links lead to a page that
+ * asks), and the spend chart's tooltip. A sandbox's own page (terminal,
+ * files, use) is dashboard_sandbox.c's; the keys' pages keys.c's, the
+ * operator's operator.c's.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -16,9 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sodium.h>
-
 #include "preview/preview.h"
+#include "web/chart.h"
 #include "web/html.h"
 #include "web/internal.h"
 
@@ -27,8 +30,8 @@
 #define LIST_RECENT_MAX 20
 /* Days the spend chart covers, by default and at most. */
 #define CHART_DAYS_DEFAULT 14
-#define CHART_DAYS_MAX 90
-#define DAY_MS 86400000LL
+#define CHART_DAYS_MAX AAS_CHART_DAYS_MAX
+#define DAY_MS AAS_DAY_MS
 /* What the extend form adds unless told otherwise, and at most (the engine bounds it further). */
 #define EXTEND_MINUTES_DEFAULT 30
 #define EXTEND_MINUTES_MAX 1440
@@ -51,6 +54,17 @@ static const char *when(char buf[40], int64_t ms)
 	return ms ? saas_time_format(buf, 40, ms) : "never";
 }
 
+/* "2025-06-01 14:05 UTC": a time for people, to the minute ("never" for 0). */
+static const char *minute(char buf[40], int64_t ms)
+{
+	if (!ms)
+		return "never";
+	saas_time_format(buf, 40, ms);
+	buf[10] = ' ';
+	snprintf(buf + 16, 24, "%s", " UTC");
+	return buf;
+}
+
 /* "3 h 20 min", "45 s": a span for people. */
 static const char *span(char buf[40], int64_t ms)
 {
@@ -67,21 +81,54 @@ static const char *span(char buf[40], int64_t ms)
 	return buf;
 }
 
-/* The start of a page for the viewer, and its script (countdowns, copy buttons). */
-static void page_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *nav)
+/*
+ * The dashboard's tabs, the current one marked: aria-current="page" on its own
+ * page, "true" on a page inside it (a sandbox's page is inside Sandboxes).
+ */
+static void tabs(struct aas_html *h, const struct aas_viewer *v, const char *tab, bool inside)
 {
-	struct aas_page page;
+	static const struct {
+		const char *id, *href, *label;
+		bool operator_only;
+	} all[] = {
+		{ "sandboxes", "/dashboard", "Sandboxes", false },
+		{ "keys", "/dashboard/keys", "API keys", false },
+		{ "usage", "/dashboard/usage", "Usage and billing", false },
+		{ "operator", "/dashboard/operator", "Operator", true },
+	};
 
-	aas_viewer_page(v, &page, title, nav);
-	aas_html_begin(h, &page);
-	aas_html_raw(h, "<script src=\"/static/dashboard.js\" defer></script>"
-	                "<nav aria-label=\"Dashboard\" class=\"subnav\"><ul>"
-	                "<li><a href=\"/dashboard\">Sandboxes</a></li>"
-	                "<li><a href=\"/dashboard/keys\">API keys</a></li>"
-	                "<li><a href=\"/dashboard/usage\">Usage and balance</a></li>");
-	if (v->user->is_operator)
-		aas_html_raw(h, "<li><a href=\"/dashboard/operator\">Operator</a></li>");
+	aas_html_raw(h, "<nav aria-label=\"Dashboard\" class=\"tabs\"><ul>");
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		if (all[i].operator_only && !v->user->is_operator)
+			continue;
+		aas_html_printf(h, "<li><a href=\"%s\"", all[i].href);
+		if (strcmp(all[i].id, tab) == 0)
+			aas_html_raw(h, inside ? " aria-current=\"true\"" : " aria-current=\"page\"");
+		aas_html_printf(h, ">%s</a></li>", all[i].label);
+	}
 	aas_html_raw(h, "</ul></nav>");
+}
+
+/*
+ * The start of a page for the viewer: the shell, the tabs with `tab` current
+ * ("sandboxes", "keys", "usage", "operator"; "dashboard" is a page inside
+ * Sandboxes, as a sandbox's own), and the script (countdowns, copy buttons,
+ * confirmations, the chart's tooltip).
+ */
+static void page_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *tab)
+{
+	struct aas_html t = { 0 };
+	struct aas_page page;
+	bool inside = strcmp(tab, "dashboard") == 0;
+
+	tabs(&t, v, inside ? "sandboxes" : tab, inside);
+	aas_viewer_page(v, &page, title, "dashboard");
+	page.tabs = t.failed ? NULL : t.buf;
+	aas_html_begin(h, &page);
+	if (t.failed)
+		h->failed = true;
+	aas_html_free(&t);
+	aas_html_raw(h, "<script src=\"/static/dashboard.js\" defer></script>");
 }
 
 /* A form posting to `action` with the session's token, a button, and optional fields before it. */
@@ -97,96 +144,140 @@ static bool form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_v
 	return aas_form_parse(r, out, f) && aas_form_allowed(r, out, f, v->csrf);
 }
 
+/*
+ * A link to the page that asks before `post` acts (GET of the same path). With
+ * JavaScript, dashboard.js asks in a dialog instead, from the data- attributes:
+ * the question, the button's word, the token and the "back" field of the form
+ * it posts.
+ */
+static void confirm_link(struct aas_html *h, const struct aas_viewer *v, const char *post, const char *back,
+                         const char *label, const char *aria, const char *question, const char *verb)
+{
+	aas_html_printf(h, "<a class=\"button danger small confirm\" href=\"%s%s%s\" aria-label=\"%s\" "
+	                   "data-confirm=\"%s\" data-confirm-verb=\"%s\" data-post=\"%s\" data-csrf=\"%s\"",
+	                post, back ? "?back=" : "", back ? back : "", aria, question, verb, post, v->csrf);
+	if (back)
+		aas_html_printf(h, " data-back=\"%s\"", back);
+	aas_html_printf(h, ">%s</a>", label);
+}
+
 /* ---- sandboxes ---- */
 
-/* Extend and Destroy forms; from the sandbox's own page (`back`), they come back to it. */
+/* Extend and Destroy; from the sandbox's own page (`back`), they come back to it. */
 static void sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, bool back)
 {
 	const char *here = back ? "<input type=\"hidden\" name=\"back\" value=\"sandbox\">" : "";
-	char action[128];
+	char action[128], aria[SAAS_ID_MAX + 16], question[SAAS_ID_MAX + 160];
 
 	if (sb->status == SAAS_SANDBOX_DESTROYED)
 		return;
+	aas_html_raw(h, "<div class=\"actions\">");
 	if (sb->status == SAAS_SANDBOX_READY) {
 		snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/extend", sb->id);
 		form_begin(h, v, "extend", action);
 		aas_html_raw(h, here);
-		aas_html_printf(h, "<label>Minutes <input name=\"minutes\" type=\"number\" min=\"1\" max=\"%d\" "
-		                   "value=\"%d\" required></label> <button type=\"submit\">Extend</button></form>",
-		                EXTEND_MINUTES_MAX, EXTEND_MINUTES_DEFAULT);
+		aas_html_printf(h, "<label class=\"vh\" for=\"extend-%s\">Minutes to add to %s</label>"
+		                   "<input id=\"extend-%s\" name=\"minutes\" type=\"number\" min=\"1\" max=\"%d\" "
+		                   "value=\"%d\" required class=\"minutes\"><span class=\"unit\" aria-hidden=\"true\">min"
+		                   "</span> <button type=\"submit\" class=\"secondary small\">Extend</button></form>",
+		                sb->id, sb->id, sb->id, EXTEND_MINUTES_MAX, EXTEND_MINUTES_DEFAULT);
 	}
 	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/destroy", sb->id);
-	form_begin(h, v, "destroy", action);
-	aas_html_raw(h, here);
-	aas_html_printf(h, "<button type=\"submit\" aria-label=\"Destroy %s\">Destroy</button></form>", sb->id);
+	snprintf(aria, sizeof(aria), "Destroy %s", sb->id);
+	snprintf(question, sizeof(question), "Destroy sandbox %s? Its VM stops and its disk is deleted, with every file "
+	                                     "in it. This cannot be undone.", sb->id);
+	confirm_link(h, v, action, back ? "sandbox" : NULL, "Destroy", aria, question, "Destroy sandbox");
+	aas_html_raw(h, "</div>");
+}
+
+/* A status as a badge; the cell's text is still the status' name. */
+static void status_badge(struct aas_html *h, const char *status)
+{
+	aas_html_printf(h, "<span class=\"badge badge-%s\">%s</span>", status, status);
 }
 
 static void sandbox_row(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, int64_t now)
 {
+	const char *status = saas_sandbox_status_name(sb->status);
 	char b1[40], b2[40], b3[40];
 
-	aas_html_printf(h, "<tr id=\"sandbox-%s\" data-status=\"%s\"><td><a href=\"/dashboard/sandboxes/%s\">%s</a></td>"
-	                   "<td class=\"status\">%s</td><td>%s (%u vCPU, %u MiB, %u GiB)</td><td>%s</td><td>%s</td>",
-	                sb->id, saas_sandbox_status_name(sb->status), sb->id, sb->id, saas_sandbox_status_name(sb->status),
-	                sb->size, sb->vcpus, sb->memory_mb, sb->disk_gb, sb->image, span(b1, now - sb->created_at_ms));
+	/* The image under the id, so that the row fits a laptop's width with its actions. */
+	aas_html_printf(h, "<tr id=\"sandbox-%s\" data-status=\"%s\"><th scope=\"row\" data-label=\"Sandbox\">"
+	                   "<span class=\"two-lines\"><a href=\"/dashboard/sandboxes/%s\" class=\"id\">%s</a> "
+	                   "<span class=\"muted\"><span class=\"vh\">image </span>%s</span></span></th>"
+	                   "<td class=\"status\" data-label=\"Status\">",
+	                sb->id, status, sb->id, sb->id, sb->image);
+	status_badge(h, status);
+	aas_html_printf(h, "</td><td data-label=\"Size\"><span class=\"two-lines\">%s <span class=\"muted\">%u vCPU · "
+	                   "%u MiB · %u GiB</span></span></td>"
+	                   "<td data-label=\"Age\"><time datetime=\"%s\">%s</time></td>",
+	                sb->size, sb->vcpus, sb->memory_mb, sb->disk_gb, when(b2, sb->created_at_ms),
+	                span(b1, now - sb->created_at_ms));
 	if (sb->status == SAAS_SANDBOX_DESTROYED)
-		aas_html_printf(h, "<td>ended %s ago (%s)</td>", span(b2, now - sb->destroyed_at_ms),
-		                saas_end_reason_name(sb->end_reason));
+		aas_html_printf(h, "<td data-label=\"Expires\" class=\"muted\">ended %s ago (%s)</td>",
+		                span(b2, now - sb->destroyed_at_ms), saas_end_reason_name(sb->end_reason));
 	else
-		aas_html_printf(h, "<td><time datetime=\"%s\" data-expires=\"%lld\">in %s</time></td>",
+		aas_html_printf(h, "<td data-label=\"Expires\"><time datetime=\"%s\" data-expires=\"%lld\">in %s</time></td>",
 		                when(b3, sb->expires_at_ms), (long long)sb->expires_at_ms, span(b2, sb->expires_at_ms - now));
-	aas_html_printf(h, "<td class=\"cost\">%s</td><td>", usd(b1, sb->cost_usd_micro));
+	aas_html_printf(h, "<td class=\"cost num\" data-label=\"Cost so far\">%s</td><td data-label=\"Actions\">",
+	                usd(b1, sb->cost_usd_micro));
 	sandbox_actions(h, v, sb, false);
 	aas_html_raw(h, "</td></tr>");
 }
 
-/* The account's live sandboxes and its most recent ended ones, as one table. */
-static int sandbox_table(struct aas_html *h, const struct aas_viewer *v)
+/* What a person does first, when there is nothing to list: the call that makes a sandbox. */
+static void no_sandboxes(struct aas_html *h)
 {
-	saas_sandbox_list *live = NULL, *ended = NULL;
-	int64_t now = aas_now_ms();
-	int rc;
+	aas_html_raw(h, "<div class=\"empty\" id=\"no-sandboxes\"><p><strong>No sandboxes yet</strong> — create one "
+	                "with the API, using a key from <a href=\"/dashboard/keys\">API keys</a>:</p>"
+	                "<pre><code>curl -X POST -H \"Authorization: Bearer $AAS_API_KEY\" \\\n"
+	                "     -H 'Content-Type: application/json' -d '{}' $AAS_BASE_URL/v1/sandboxes</code></pre>"
+	                "<p>or <code>aas create</code>, or an agent over <a href=\"/docs/mcp\">MCP</a>. The "
+	                "<a href=\"/docs\">quick start</a> goes from there to a command running in it.</p></div>");
+}
 
-	if ((rc = saas_sandbox_list_get(&live, v->client, NULL, LIST_LIVE_MAX, SAAS_LIST_ACTIVE)) < 0 ||
-	    (rc = saas_sandbox_list_get(&ended, v->client, NULL, LIST_RECENT_MAX, SAAS_LIST_DESTROYED)) < 0)
-		goto out;
+/* The account's live sandboxes and its most recent ended ones, as one table. */
+static void sandbox_table(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox_list *live,
+                          const saas_sandbox_list *ended)
+{
+	int64_t now = aas_now_ms();
+
 	if (!live->count && !ended->count) {
-		aas_html_raw(h, "<p id=\"no-sandboxes\">No sandboxes yet. Make one with an <a href=\"/dashboard/keys\">API "
-		                "key</a> and the API (<a href=\"/docs\">quick start</a>).</p>");
-		goto out;
+		no_sandboxes(h);
+		return;
 	}
-	aas_html_raw(h, "<table id=\"sandboxes\"><caption>Live sandboxes, then the latest that ended</caption><thead><tr>"
-	                "<th scope=\"col\">Sandbox</th><th scope=\"col\">Status</th><th scope=\"col\">Size</th>"
-	                "<th scope=\"col\">Image</th><th scope=\"col\">Age</th><th scope=\"col\">Expires</th>"
-	                "<th scope=\"col\">Cost so far</th><th scope=\"col\">Actions</th></tr></thead><tbody>");
+	aas_html_raw(h, "<div class=\"table-wrap\"><table id=\"sandboxes\" class=\"cards-narrow\"><caption class=\"vh\">"
+	                "Live sandboxes, then the latest that ended</caption><thead><tr>"
+	                "<th scope=\"col\">Sandbox and image</th><th scope=\"col\">Status</th><th scope=\"col\">Size</th>"
+	                "<th scope=\"col\">Age</th><th scope=\"col\">Expires</th>"
+	                "<th scope=\"col\" class=\"num\">Cost so far</th><th scope=\"col\">Actions</th></tr></thead><tbody>");
 	for (size_t i = 0; i < live->count; i++)
 		sandbox_row(h, v, live->items[i], now);
 	for (size_t i = 0; i < ended->count; i++)
 		sandbox_row(h, v, ended->items[i], now);
-	aas_html_raw(h, "</tbody></table>");
-out:
-	saas_sandbox_list_free(live);
-	saas_sandbox_list_free(ended);
-	return rc;
+	aas_html_raw(h, "</tbody></table></div>");
 }
 
-/* The balance line; *keep gets the account's information if not NULL (free it). */
-static int balance_line(struct aas_html *h, const struct aas_viewer *v, saas_account_info **keep)
+/*
+ * The account at a glance: balance (#balance), what was credited and spent,
+ * and, given live >= 0, the live sandboxes of the most it may run at once.
+ */
+static void stats(struct aas_html *h, const saas_account_info *ai, long live)
 {
-	saas_account_info *ai = NULL;
 	char b1[40], b2[40], b3[40];
-	int rc;
 
-	if ((rc = saas_account_info_get(&ai, v->client)) < 0)
-		return rc;
-	aas_html_printf(h, "<p class=\"balance\">Balance: <strong id=\"balance\">%s</strong> "
-	                   "(credited %s, spent %s)</p>",
-	                usd(b1, ai->balance_usd_micro), usd(b2, ai->credit_usd_micro), usd(b3, ai->spent_usd_micro));
-	if (keep)
-		*keep = ai;
-	else
-		saas_account_info_free(ai);
-	return SAAS_OK;
+	aas_html_printf(h, "<dl class=\"stats\"><div class=\"stat\"><dt>Balance</dt><dd id=\"balance\">%s</dd>",
+	                usd(b1, ai->balance_usd_micro));
+	if (live >= 0)
+		aas_html_raw(h, "<dd class=\"sub\"><a href=\"/dashboard/usage\">Usage and billing</a></dd>");
+	aas_html_printf(h, "</div><div class=\"stat\"><dt>Credited</dt><dd>%s</dd></div>"
+	                   "<div class=\"stat\"><dt>Spent</dt><dd>%s</dd></div>",
+	                usd(b2, ai->credit_usd_micro), usd(b3, ai->spent_usd_micro));
+	if (live >= 0)
+		aas_html_printf(h, "<div class=\"stat\"><dt>Live sandboxes</dt><dd id=\"live-count\">%ld</dd>"
+		                   "<dd class=\"sub\">of %u at once</dd></div>",
+		                live, ai->limits->max_sandboxes);
+	aas_html_raw(h, "</dl>");
 }
 
 /* Reply with the page, or with the failure that cut it short. */
@@ -205,16 +296,28 @@ void aas_h_dashboard(struct aas_req *r, struct aas_reply *out)
 {
 	struct aas_html h = { 0 };
 	struct aas_viewer v;
+	saas_account_info *ai = NULL;
+	saas_sandbox_list *live = NULL, *ended = NULL;
 	int rc;
 
 	if (!aas_viewer_get(r, out, &v, true))
 		return;
-	page_begin(&h, &v, "Dashboard", "dashboard");
-	if ((rc = balance_line(&h, &v, NULL)) == SAAS_OK) {
-		aas_html_raw(&h, "<h2>Sandboxes</h2>");
-		rc = sandbox_table(&h, &v);
-	}
+	if ((rc = saas_account_info_get(&ai, v.client)) < 0 ||
+	    (rc = saas_sandbox_list_get(&live, v.client, NULL, LIST_LIVE_MAX, SAAS_LIST_ACTIVE)) < 0 ||
+	    (rc = saas_sandbox_list_get(&ended, v.client, NULL, LIST_RECENT_MAX, SAAS_LIST_DESTROYED)) < 0)
+		goto out;
+	page_begin(&h, &v, "Sandboxes", "sandboxes");
+	stats(&h, ai, (long)live->count);
+	aas_html_raw(&h, "<section class=\"panel\" aria-labelledby=\"sandboxes-heading\"><div class=\"panel-head\">"
+	                 "<h2 id=\"sandboxes-heading\">Sandboxes</h2><p class=\"muted\">Live ones first, then the latest "
+	                 "that ended</p></div>");
+	sandbox_table(&h, &v, live, ended);
+	aas_html_raw(&h, "</section>");
+out:
 	page_end(out, &h, rc, 200);
+	saas_sandbox_list_free(live);
+	saas_sandbox_list_free(ended);
+	saas_account_info_free(ai);
 	aas_viewer_free(&v);
 }
 
@@ -229,6 +332,66 @@ static void back_to(struct aas_reply *out, const struct aas_form *f, const char 
 	} else {
 		aas_reply_redirect(out, "/dashboard");
 	}
+}
+
+/* The path the confirmation's Cancel goes back to: the sandbox's page when it came from there. */
+static const char *cancel_to(char where[128], const char *back, const char *id)
+{
+	if (back && strcmp(back, "sandbox") == 0)
+		snprintf(where, 128, "/dashboard/sandboxes/%s", id);
+	else
+		snprintf(where, 128, "%s", "/dashboard");
+	return where;
+}
+
+/*
+ * GET of the destroy path: the question Destroy asks without JavaScript, a
+ * page with the sandbox and a form that posts to the same path, or Cancel.
+ */
+void aas_h_dash_sandbox_destroy_page(struct aas_req *r, struct aas_reply *out)
+{
+	struct aas_html h = { 0 };
+	struct aas_viewer v;
+	saas_sandbox *sb = NULL;
+	const char *back = NULL;
+	char action[128], where[128], b1[40], b2[40];
+	int rc;
+
+	if (!aas_query(r, "back", &back, out) || !aas_viewer_get(r, out, &v, true))
+		return;
+	if ((rc = saas_sandbox_get(&sb, v.client, r->route_id)) == SAAS_ENOTFOUND || rc == SAAS_EINVAL) {
+		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
+		goto out;
+	}
+	page_begin(&h, &v, "Destroy this sandbox?", "dashboard");
+	if (rc < 0)
+		goto end;
+	if (sb->status == SAAS_SANDBOX_DESTROYED) {
+		aas_html_printf(&h, "<p id=\"already-destroyed\">Sandbox <code>%s</code> has ended already (%s).</p>"
+		                    "<p><a class=\"button secondary\" href=\"%s\">Back</a></p>",
+		                sb->id, saas_end_reason_name(sb->end_reason), cancel_to(where, back, sb->id));
+		goto end;
+	}
+	aas_html_printf(&h, "<section class=\"panel confirm-panel\" aria-labelledby=\"confirm-what\">"
+	                    "<p id=\"confirm-what\">Sandbox <code>%s</code> (%s, %s) stops, and its disk is deleted with "
+	                    "every file in it. Its preview links stop working. This cannot be undone.</p>"
+	                    "<dl class=\"facts\"><dt>Status</dt><dd>%s</dd><dt>Created</dt><dd>%s</dd>"
+	                    "<dt>Cost so far</dt><dd>%s</dd></dl>",
+	                sb->id, sb->size, sb->image, saas_sandbox_status_name(sb->status), minute(b1, sb->created_at_ms),
+	                usd(b2, sb->cost_usd_micro));
+	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/destroy", sb->id);
+	form_begin(&h, &v, "destroy confirm-form", action);
+	if (back && strcmp(back, "sandbox") == 0)
+		aas_html_raw(&h, "<input type=\"hidden\" name=\"back\" value=\"sandbox\">");
+	aas_html_printf(&h, "<div class=\"buttons\"><button type=\"submit\" class=\"danger\" id=\"confirm-destroy\">"
+	                    "Destroy sandbox</button> <a class=\"button secondary\" id=\"cancel\" href=\"%s\">Cancel</a>"
+	                    "</div></form></section>",
+	                cancel_to(where, back, sb->id));
+end:
+	page_end(out, &h, rc, 200);
+out:
+	saas_sandbox_free(sb);
+	aas_viewer_free(&v);
 }
 
 void aas_h_dash_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
@@ -285,190 +448,56 @@ out:
 	aas_viewer_free(&v);
 }
 
-/* ---- API keys ---- */
-
-static void keys_page(struct aas_reply *out, const struct aas_viewer *v, const char *new_key, const char *new_name)
-{
-	struct aas_html h = { 0 };
-	saas_key_list *l = NULL;
-	char b1[40], b2[40], action[128], e2b[SAAS_KEY_E2B_LEN + 1];
-	int rc;
-
-	page_begin(&h, v, "API keys", "dashboard");
-	if (new_key) {
-		aas_html_printf(&h, "<section id=\"new-key-box\" aria-live=\"polite\"><h2>New key \"%s\"</h2>"
-		                    "<p>Copy it now: it is shown once, and only its hash is kept.</p>"
-		                    "<p><output id=\"new-key\">%s</output> "
-		                    "<button type=\"button\" class=\"copy\" data-copy=\"new-key\">Copy</button></p>"
-		                    "<p>Use it as <code>Authorization: Bearer ...</code>; see the <a href=\"/docs\">quick "
-		                    "start</a>.</p>",
-		                new_name, new_key);
-		/* The same secret in E2B's shape, for code written for E2B's SDKs (docs/e2b.md): nothing more is kept. */
-		if (saas_key_to_e2b(e2b, new_key) == SAAS_OK)
-			aas_html_printf(&h, "<div id=\"new-key-e2b-box\"><h3>For E2B's SDKs</h3>"
-			                    "<p>The same key in E2B's shape, revoked with it. Set these where code written for "
-			                    "E2B runs, with <code>AAS_BASE_URL</code> this server's address:</p>"
-			                    "<pre><output id=\"new-key-e2b\">export E2B_API_KEY=%s\n"
-			                    "export E2B_API_URL=$AAS_BASE_URL" AAS_E2B_API_PREFIX "\n"
-			                    "export E2B_SANDBOX_URL=$AAS_BASE_URL" AAS_E2B_SANDBOX_PREFIX "</output></pre>"
-			                    "<button type=\"button\" class=\"copy\" data-copy=\"new-key-e2b\">Copy</button>"
-			                    "</div>",
-			                e2b);
-		sodium_memzero(e2b, sizeof(e2b));
-		aas_html_raw(&h, "</section>");
-	}
-	form_begin(&h, v, "key-create", "/dashboard/keys");
-	aas_html_raw(&h, "<p><label for=\"key-name\">Name</label> <input id=\"key-name\" name=\"name\" maxlength=\"200\" "
-	                 "required placeholder=\"laptop\"> <button id=\"key-submit\" type=\"submit\">Create key</button></p>"
-	                 "</form>");
-	if ((rc = saas_key_list_get(&l, aas_people_engine(), v->user->account_id)) < 0)
-		goto end;
-	aas_html_raw(&h, "<table id=\"keys\"><caption>This account's API keys</caption><thead><tr>"
-	                 "<th scope=\"col\">Name</th><th scope=\"col\">Prefix</th><th scope=\"col\">Created</th>"
-	                 "<th scope=\"col\">Last used</th><th scope=\"col\">Status</th><th scope=\"col\">Actions</th>"
-	                 "</tr></thead><tbody>");
-	/* Newest first: the list comes oldest first. */
-	for (size_t i = l->count; i-- > 0;) {
-		const saas_key *k = l->items[i];
-
-		aas_html_printf(&h, "<tr id=\"key-%s\"><td>%s</td><td><code>%s...</code></td><td>%s</td><td>%s</td><td>%s</td><td>",
-		                k->id, k->name, k->prefix, when(b1, k->created_at_ms), when(b2, k->last_used_at_ms),
-		                k->revoked_at_ms ? "revoked" : "active");
-		if (!k->revoked_at_ms) {
-			snprintf(action, sizeof(action), "/dashboard/keys/%s/revoke", k->id);
-			form_begin(&h, v, "revoke", action);
-			aas_html_printf(&h, "<button type=\"submit\" aria-label=\"Revoke %s\">Revoke</button></form>", k->name);
-		}
-		aas_html_raw(&h, "</td></tr>");
-	}
-	aas_html_raw(&h, "</tbody></table>");
-end:
-	saas_key_list_free(l);
-	page_end(out, &h, rc, new_key ? 201 : 200);
-}
-
-void aas_h_dash_keys(struct aas_req *r, struct aas_reply *out)
-{
-	struct aas_viewer v;
-
-	if (!aas_viewer_get(r, out, &v, true))
-		return;
-	keys_page(out, &v, NULL, NULL);
-	aas_viewer_free(&v);
-}
-
-void aas_h_dash_key_create(struct aas_req *r, struct aas_reply *out)
-{
-	struct aas_viewer v;
-	struct aas_form f = { 0 };
-	const char *name;
-	char *key = NULL;
-	int rc;
-
-	if (!aas_viewer_get(r, out, &v, true))
-		return;
-	if (!form_ok(r, out, &v, &f))
-		goto out;
-	name = aas_form_get(&f, "name");
-	if ((rc = saas_key_create(&key, NULL, aas_people_engine(), v.user->account_id, name, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot create the key", aas_tenant_message(rc, r->path));
-		goto out;
-	}
-	keys_page(out, &v, key, name ? name : "");
-	memset(key, 0, strlen(key));
-	saas_free(key);
-out:
-	aas_form_free(&f);
-	aas_viewer_free(&v);
-}
-
-void aas_h_dash_key_revoke(struct aas_req *r, struct aas_reply *out)
-{
-	struct aas_viewer v;
-	struct aas_form f = { 0 };
-	saas_key_list *l = NULL;
-	bool ours = false;
-	int rc;
-
-	if (!aas_viewer_get(r, out, &v, true))
-		return;
-	if (!form_ok(r, out, &v, &f))
-		goto out;
-	/* Key ids are the engine's, across accounts: revoke only one of this account's. */
-	if ((rc = saas_key_list_get(&l, aas_people_engine(), v.user->account_id)) < 0) {
-		aas_reply_saas(out, rc);
-		goto out;
-	}
-	for (size_t i = 0; i < l->count && !ours; i++)
-		ours = strcmp(l->items[i]->id, r->route_id) == 0;
-	if (!ours) {
-		aas_reply_page_error(r, out, 404, "No such key", "This account has no key with that id.");
-		goto out;
-	}
-	if ((rc = saas_key_revoke(aas_people_engine(), r->route_id)) < 0) {
-		aas_reply_saas(out, rc);
-		goto out;
-	}
-	aas_reply_redirect(out, "/dashboard/keys");
-out:
-	saas_key_list_free(l);
-	aas_form_free(&f);
-	aas_viewer_free(&v);
-}
-
 /* ---- usage and balance ---- */
 
+/* The spans the chart offers beside `days`, which may be any other from 1 to CHART_DAYS_MAX. */
+static const unsigned int chart_spans[] = { 7, 14, 30, 90 };
+
 /*
- * Spend per day over the last `days` days (UTC), as an SVG bar chart made
- * here, with the same numbers in a table for screen readers and text browsers.
+ * Spend per day over the last `days` days (UTC), as the SVG chart of chart.c,
+ * with the same numbers in a table for screen readers and text browsers.
  */
 static int spend_chart(struct aas_html *h, const struct aas_viewer *v, unsigned int days)
 {
-	enum { W = 640, H = 180, TOP = 10, BOTTOM = 24 };
-	int64_t now = aas_now_ms(), today = now - now % DAY_MS, spend[CHART_DAYS_MAX], max = 0;
+	int64_t now = aas_now_ms(), today = now - now % DAY_MS, first = today - (int64_t)(days - 1) * DAY_MS;
+	int64_t spend[CHART_DAYS_MAX];
 	char b1[40], b2[40];
 	int rc = SAAS_OK;
 
 	for (unsigned int i = 0; i < days; i++) {
 		saas_usage *u = NULL;
-		int64_t from = today - (int64_t)(days - 1 - i) * DAY_MS;
+		int64_t from = first + (int64_t)i * DAY_MS;
 
 		if ((rc = saas_usage_get(&u, v->client, from, from + DAY_MS, 0)) < 0)
 			return rc;
 		spend[i] = u->total_usd_micro;
-		if (spend[i] > max)
-			max = spend[i];
 		saas_usage_free(u);
 	}
-	aas_html_printf(h, "<figure id=\"spend-chart\"><svg role=\"img\" aria-labelledby=\"spend-chart-caption\" "
-	                   "viewBox=\"0 0 %d %d\" width=\"100%%\" preserveAspectRatio=\"xMidYMid meet\">", W, H);
-	for (unsigned int i = 0; i < days; i++) {
-		int bar = W / (int)days, hgt = max ? (int)(spend[i] * (H - TOP - BOTTOM) / max) : 0;
-		int64_t day = today - (int64_t)(days - 1 - i) * DAY_MS;
-
-		saas_time_format(b1, sizeof(b1), day);
-		b1[10] = '\0'; /* the date of the RFC 3339 time */
-		aas_html_printf(h, "<rect class=\"bar\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"><title>%s: %s</title></rect>",
-		                (int)i * bar + 1, H - BOTTOM - hgt, bar > 2 ? bar - 2 : 1, hgt, b1, usd(b2, spend[i]));
-		if (i == 0 || i == days - 1)
-			aas_html_printf(h, "<text x=\"%d\" y=\"%d\" text-anchor=\"%s\">%s</text>", i == 0 ? 0 : W, H - 6,
-			                i == 0 ? "start" : "end", b1 + 5);
+	aas_html_raw(h, "<section class=\"panel\" aria-labelledby=\"spend-heading\"><div class=\"panel-head\">"
+	                "<h2 id=\"spend-heading\">Spend per day</h2><nav aria-label=\"Days the chart shows\" "
+	                "class=\"segmented\"><ul>");
+	for (size_t i = 0; i < sizeof(chart_spans) / sizeof(chart_spans[0]); i++) {
+		aas_html_printf(h, "<li><a href=\"/dashboard/usage?days=%u\"", chart_spans[i]);
+		if (chart_spans[i] == days)
+			aas_html_raw(h, " aria-current=\"page\"");
+		aas_html_printf(h, ">%u days</a></li>", chart_spans[i]);
 	}
-	aas_html_printf(h, "<text x=\"0\" y=\"%d\">%s</text></svg><figcaption id=\"spend-chart-caption\">Spend per day "
-	                   "(UTC), the last %u days; the highest day %s</figcaption></figure>",
-	                TOP + 8, usd(b1, max), days, usd(b2, max));
+	aas_html_raw(h, "</ul></nav></div>");
+	aas_chart_spend(h, spend, days, first);
 	aas_html_raw(h, "<details><summary>Spend per day as a table</summary><table id=\"spend-per-day\"><thead><tr>"
-	                "<th scope=\"col\">Day</th><th scope=\"col\">Spend</th></tr></thead><tbody>");
-	for (unsigned int i = 0; i < days; i++) {
-		saas_time_format(b1, sizeof(b1), today - (int64_t)(days - 1 - i) * DAY_MS);
+	                "<th scope=\"col\">Day</th><th scope=\"col\" class=\"num\">Spend</th></tr></thead><tbody>");
+	for (unsigned int i = days; i-- > 0;) {
+		saas_time_format(b1, sizeof(b1), first + (int64_t)i * DAY_MS);
 		b1[10] = '\0';
-		aas_html_printf(h, "<tr><td>%s</td><td>%s</td></tr>", b1, usd(b2, spend[i]));
+		aas_html_printf(h, "<tr><td>%s</td><td class=\"num\">%s</td></tr>", b1, usd(b2, spend[i]));
 	}
-	aas_html_raw(h, "</tbody></table></details>");
+	aas_html_raw(h, "</tbody></table></details></section>");
 	return rc;
 }
 
-static int usage_lines(struct aas_html *h, const struct aas_viewer *v, int64_t from, int64_t to)
+/* The period's form, its dates as given (or empty), and its sandboxes with what each cost. */
+static int usage_lines(struct aas_html *h, const struct aas_viewer *v, int64_t from, int64_t to, const char *from_text,
+                       const char *to_text)
 {
 	saas_usage *u = NULL;
 	char b1[40], b2[40], b3[40], b4[40];
@@ -476,18 +505,36 @@ static int usage_lines(struct aas_html *h, const struct aas_viewer *v, int64_t f
 
 	if ((rc = saas_usage_get(&u, v->client, from, to, 0)) < 0)
 		return rc;
-	aas_html_printf(h, "<p id=\"period-total\">From %s to %s: %s for %s of sandbox time.</p>", when(b1, u->from_ms),
-	                when(b2, u->to_ms), usd(b3, u->total_usd_micro), span(b4, u->total_seconds * 1000));
-	aas_html_raw(h, "<table id=\"usage-lines\"><thead><tr><th scope=\"col\">Sandbox</th><th scope=\"col\">Size</th>"
-	                "<th scope=\"col\">Time run</th><th scope=\"col\">Cost</th></tr></thead><tbody>");
-	for (size_t i = 0; i < u->count; i++) {
-		const saas_usage_line *l = u->lines[i];
+	aas_html_printf(h, "<section class=\"panel\" aria-labelledby=\"period-heading\"><h2 id=\"period-heading\">"
+	                   "Sandboxes in a period</h2><form method=\"get\" action=\"/dashboard/usage\" id=\"period\" "
+	                   "class=\"inline-form\"><div class=\"field\"><label for=\"from\">From</label> <input id=\"from\" "
+	                   "name=\"from\" type=\"date\" value=\"%s\"></div><div class=\"field\"><label for=\"to\">To</label> "
+	                   "<input id=\"to\" name=\"to\" type=\"date\" value=\"%s\"></div>"
+	                   "<button type=\"submit\" class=\"secondary\">Show</button></form>"
+	                   "<p id=\"period-total\">From %s to %s: <strong>%s</strong> for %s of sandbox time.</p>",
+	                from_text ? from_text : "", to_text ? to_text : "", minute(b1, u->from_ms), minute(b2, u->to_ms),
+	                usd(b3, u->total_usd_micro), span(b4, u->total_seconds * 1000));
+	if (!u->count) {
+		aas_html_raw(h, "<div class=\"empty\" id=\"no-usage\"><p><strong>No sandbox ran in this period.</strong> "
+		                "A sandbox costs only while it runs, by the second.</p></div>");
+	} else {
+		aas_html_raw(h, "<div class=\"table-wrap\"><table id=\"usage-lines\" class=\"cards-narrow\"><thead><tr>"
+		                "<th scope=\"col\">Sandbox</th><th scope=\"col\">Size</th><th scope=\"col\">Time run</th>"
+		                "<th scope=\"col\" class=\"num\">Cost</th></tr></thead><tbody>");
+		for (size_t i = 0; i < u->count; i++) {
+			const saas_usage_line *l = u->lines[i];
 
-		aas_html_printf(h, "<tr><td><a href=\"/dashboard/sandboxes/%s\">%s</a>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
-		                l->sandbox_id, l->sandbox_id, l->running ? " (running)" : "", l->size,
-		                span(b1, l->seconds * 1000), usd(b2, l->cost_usd_micro));
+			aas_html_printf(h, "<tr><td data-label=\"Sandbox\"><span><a href=\"/dashboard/sandboxes/%s\" class=\"id\">"
+			                   "%s</a>", l->sandbox_id, l->sandbox_id);
+			if (l->running)
+				aas_html_raw(h, " <span class=\"badge badge-ready\">running</span>");
+			aas_html_printf(h, "</span></td><td data-label=\"Size\">%s</td><td data-label=\"Time run\">%s</td>"
+			                   "<td data-label=\"Cost\" class=\"num\">%s</td></tr>",
+			                l->size, span(b1, l->seconds * 1000), usd(b2, l->cost_usd_micro));
+		}
+		aas_html_raw(h, "</tbody></table></div>");
 	}
-	aas_html_raw(h, "</tbody></table>");
+	aas_html_raw(h, "</section>");
 	saas_usage_free(u);
 	return SAAS_OK;
 }
@@ -497,16 +544,21 @@ static void prices_and_limits(struct aas_html *h, const saas_account_info *ai)
 	const saas_limits *l = ai->limits;
 	char b1[40], b2[40];
 
-	aas_html_raw(h, "<h2>Prices</h2><table id=\"prices\"><thead><tr><th scope=\"col\">Size</th><th scope=\"col\">vCPU</th>"
-	                "<th scope=\"col\">Memory</th><th scope=\"col\">Disk</th><th scope=\"col\">Per hour</th></tr></thead><tbody>");
+	aas_html_raw(h, "<div class=\"columns\"><section class=\"panel\" aria-labelledby=\"prices-heading\">"
+	                "<h2 id=\"prices-heading\">Prices</h2><div class=\"table-wrap\"><table id=\"prices\" class=\"cards-narrow\"><thead><tr>"
+	                "<th scope=\"col\">Size</th><th scope=\"col\">vCPU</th><th scope=\"col\">Memory</th>"
+	                "<th scope=\"col\">Disk</th><th scope=\"col\" class=\"num\">Per hour</th></tr></thead><tbody>");
 	for (size_t i = 0; i < ai->nsizes; i++)
-		aas_html_printf(h, "<tr><td>%s</td><td>%u</td><td>%u MiB</td><td>%u GiB</td><td>%s</td></tr>",
+		aas_html_printf(h, "<tr><th scope=\"row\" data-label=\"Size\">%s</th><td data-label=\"vCPU\">%u</td>"
+		                   "<td data-label=\"Memory\">%u MiB</td><td data-label=\"Disk\">%u GiB</td>"
+		                   "<td data-label=\"Per hour\" class=\"num\">%s</td></tr>",
 		                ai->sizes[i]->name, ai->sizes[i]->vcpus, ai->sizes[i]->memory_mb, ai->sizes[i]->disk_gb,
 		                usd(b1, ai->sizes[i]->usd_micro_per_hour));
-	aas_html_printf(h, "</tbody></table><h2>Limits</h2><dl id=\"limits\">"
+	aas_html_printf(h, "</tbody></table></div></section><section class=\"panel\" aria-labelledby=\"limits-heading\">"
+	                   "<h2 id=\"limits-heading\">Limits</h2><dl id=\"limits\" class=\"facts\">"
 	                   "<dt>Sandboxes at once</dt><dd>%u</dd><dt>Lifetime</dt><dd>%s by default, at most %s</dd>"
 	                   "<dt>Executions at once</dt><dd>%u</dd><dt>Creates per minute</dt><dd>%u</dd>"
-	                   "<dt>API requests per second, per key</dt><dd>%u</dd></dl>",
+	                   "<dt>API requests per second, per key</dt><dd>%u</dd></dl></section></div>",
 	                l->max_sandboxes, span(b1, l->default_timeout_s * 1000), span(b2, l->max_timeout_s * 1000),
 	                l->max_executions, l->creates_per_minute, l->requests_per_second);
 }
@@ -531,17 +583,11 @@ void aas_h_dash_usage(struct aas_req *r, struct aas_reply *out)
 	}
 	if (!aas_viewer_get(r, out, &v, true))
 		return;
-	page_begin(&h, &v, "Usage and balance", "dashboard");
-	if ((rc = balance_line(&h, &v, &ai)) < 0)
+	if ((rc = saas_account_info_get(&ai, v.client)) < 0)
 		goto out;
-	aas_html_raw(&h, "<h2>Spend per day</h2>");
-	if ((rc = spend_chart(&h, &v, days)) < 0)
-		goto out;
-	aas_html_raw(&h, "<h2>Sandboxes in a period</h2><form method=\"get\" action=\"/dashboard/usage\" id=\"period\">"
-	                 "<label for=\"from\">From</label> <input id=\"from\" name=\"from\" type=\"date\"> "
-	                 "<label for=\"to\">To</label> <input id=\"to\" name=\"to\" type=\"date\"> "
-	                 "<button type=\"submit\">Show</button></form>");
-	if ((rc = usage_lines(&h, &v, from, to)) < 0)
+	page_begin(&h, &v, "Usage and billing", "usage");
+	stats(&h, ai, -1);
+	if ((rc = spend_chart(&h, &v, days)) < 0 || (rc = usage_lines(&h, &v, from, to, from_text, to_text)) < 0)
 		goto out;
 	prices_and_limits(&h, ai);
 	aas_html_raw(&h, "<p>Every limit of this server, and what happens past it: <a href=\"/docs/limits\">Limits, "
@@ -552,204 +598,50 @@ out:
 	aas_viewer_free(&v);
 }
 
-/* ---- the operator's pages ---- */
+/* ---- for the dashboard's other files (internal.h) ---- */
 
-/* The viewer of an operator page; false after a redirect to /login or a 403. */
-static bool operator_get(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v)
+void aas_dash_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *tab)
 {
-	if (!aas_viewer_get(r, out, v, true))
-		return false;
-	if (v->user->is_operator)
-		return true;
-	aas_viewer_free(v);
-	aas_reply_page_error(r, out, 403, "Operators only", "This page is for the server's operators.");
-	return false;
+	page_begin(h, v, title, tab);
 }
 
-/* The VM hosts, when sandboxes run on several (none on a single machine). */
-static int vm_hosts(struct aas_html *h)
+void aas_dash_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status)
 {
-	saas_host_list *l = NULL;
-	char when[40];
-	int rc;
-
-	if ((rc = saas_host_list_get(&l, aas_people_engine())) < 0)
-		return rc;
-	if (l->count) {
-		aas_html_raw(h, "<h3>VM hosts</h3><table id=\"vm-hosts\"><thead><tr><th scope=\"col\">Host</th>"
-		                "<th scope=\"col\">State</th><th scope=\"col\">Sandboxes</th><th scope=\"col\">vCPUs</th>"
-		                "<th scope=\"col\">Memory (MiB)</th><th scope=\"col\">Last seen</th></tr></thead><tbody>");
-		for (size_t i = 0; i < l->count; i++) {
-			const saas_host *x = l->items[i];
-
-			aas_html_printf(h, "<tr data-state=\"%s\"><td>%s</td><td class=\"status\">%s</td><td>%u</td>"
-			                   "<td>%u of %u</td><td>%llu of %llu</td><td>%s</td></tr>",
-			                saas_host_state_name(x->state), x->name, saas_host_state_name(x->state), x->sandboxes,
-			                x->vcpus_used, x->vcpus_capacity, (unsigned long long)x->memory_mb_used,
-			                (unsigned long long)x->memory_mb_capacity,
-			                x->last_seen_ms ? saas_time_format(when, sizeof(when), x->last_seen_ms) : "never");
-		}
-		aas_html_raw(h, "</tbody></table>");
-	}
-	saas_host_list_free(l);
-	return SAAS_OK;
+	page_end(out, h, rc, status);
 }
 
-static int host_load(struct aas_html *h)
+void aas_dash_form(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action)
 {
-	saas_engine_stats *st = NULL;
-	int rc;
-
-	if ((rc = saas_engine_stats_get(&st, aas_people_engine())) < 0)
-		return rc;
-	aas_html_printf(h, "<h2>Host load</h2><dl id=\"host-load\"><dt>Sandboxes running</dt><dd>%u</dd>"
-	                   "<dt>Sandboxes being made</dt><dd>%u</dd><dt>Accounts with sandboxes</dt><dd>%u</dd>"
-	                   "<dt>Pooled VMs ready</dt><dd>%u of %u</dd></dl>",
-	                st->ready, st->creating, st->accounts_with_sandboxes, st->pool_ready, st->pool_target);
-	if (st->npools) {
-		aas_html_raw(h, "<table id=\"pools\"><thead><tr><th scope=\"col\">Size</th><th scope=\"col\">Image</th>"
-		                "<th scope=\"col\">Ready</th><th scope=\"col\">Target</th><th scope=\"col\">Claims</th>"
-		                "<th scope=\"col\">Failures</th></tr></thead><tbody>");
-		for (size_t i = 0; i < st->npools; i++) {
-			const saas_engine_pool *p = st->pools[i];
-
-			aas_html_printf(h, "<tr><td>%s</td><td>%s</td><td>%u</td><td>%u</td><td>%llu</td><td>%llu</td></tr>",
-			                p->size, p->image, p->ready, p->target, (unsigned long long)p->claims,
-			                (unsigned long long)p->failures);
-		}
-		aas_html_raw(h, "</tbody></table>");
-	}
-	if ((rc = vm_hosts(h)) < 0) {
-		saas_engine_stats_free(st);
-		return rc;
-	}
-	aas_html_raw(h, "<h3>Templates</h3>");
-	if (!st->ntemplates) {
-		aas_html_raw(h, "<p id=\"no-templates\">None: sandboxes boot cold (the driver makes no templates, or none "
-		                "was asked for yet).</p>");
-	} else {
-		aas_html_raw(h, "<table id=\"templates\"><caption>The VMs sandboxes are cloned from, by image and size"
-		                "</caption><thead><tr><th scope=\"col\">Image</th><th scope=\"col\">Size</th>"
-		                "<th scope=\"col\">State</th><th scope=\"col\">Saved state</th></tr></thead><tbody>");
-		for (size_t i = 0; i < st->ntemplates; i++) {
-			const saas_engine_template *t = st->templates[i];
-
-			aas_html_printf(h, "<tr data-state=\"%s\"><td>%s</td><td>%s%s(%u vCPU, %u MiB, %u GiB)</td>"
-			                   "<td class=\"status\">%s</td><td>",
-			                saas_template_state_name(t->state), t->image, t->size, *t->size ? " " : "", t->vcpus,
-			                t->memory_mb, t->disk_gb, saas_template_state_name(t->state));
-			if (t->state == SAAS_TEMPLATE_READY)
-				aas_html_printf(h, "%lld MiB", (long long)((t->state_bytes + (1 << 20) - 1) >> 20));
-			else
-				aas_html_raw(h, "-");
-			aas_html_raw(h, "</td></tr>");
-		}
-		aas_html_raw(h, "</tbody></table>");
-	}
-	saas_engine_stats_free(st);
-	return SAAS_OK;
+	form_begin(h, v, cls, action);
 }
 
-void aas_h_dash_operator(struct aas_req *r, struct aas_reply *out)
+bool aas_dash_form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_viewer *v, struct aas_form *f)
 {
-	struct aas_html h = { 0 };
-	struct aas_viewer v;
-	saas_account_list *l = NULL;
-	char b1[40], action[128];
-	int rc;
-
-	if (!operator_get(r, out, &v))
-		return;
-	page_begin(&h, &v, "Operator", "operator");
-	if ((rc = host_load(&h)) < 0 || (rc = saas_account_list_get(&l, aas_people_engine())) < 0)
-		goto out;
-	aas_html_raw(&h, "<h2>Accounts</h2><table id=\"accounts\"><thead><tr><th scope=\"col\">Account</th>"
-	                 "<th scope=\"col\">Name</th><th scope=\"col\">Balance</th><th scope=\"col\">State</th>"
-	                 "<th scope=\"col\">Add credit</th><th scope=\"col\">Disable</th></tr></thead><tbody>");
-	for (size_t i = 0; i < l->count; i++) {
-		const saas_account *a = l->items[i];
-
-		aas_html_printf(&h, "<tr id=\"account-%s\"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>", a->id, a->id,
-		                a->name, usd(b1, a->balance_usd_micro), a->disabled_at_ms ? "disabled" : "active");
-		snprintf(action, sizeof(action), "/dashboard/operator/accounts/%s/credit", a->id);
-		form_begin(&h, &v, "credit", action);
-		aas_html_printf(&h, "<label>USD <input name=\"usd\" inputmode=\"decimal\" required size=\"6\"></label> "
-		                    "<button type=\"submit\" aria-label=\"Add credit to %s\">Add</button></form></td><td>",
-		                a->id);
-		snprintf(action, sizeof(action), "/dashboard/operator/accounts/%s/disable", a->id);
-		form_begin(&h, &v, "disable", action);
-		aas_html_printf(&h, "<input type=\"hidden\" name=\"disabled\" value=\"%d\"><button type=\"submit\">%s</button>"
-		                    "</form></td></tr>",
-		                a->disabled_at_ms ? 0 : 1, a->disabled_at_ms ? "Enable" : "Disable");
-	}
-	aas_html_raw(&h, "</tbody></table>");
-out:
-	page_end(out, &h, rc, 200);
-	saas_account_list_free(l);
-	aas_viewer_free(&v);
+	return form_ok(r, out, v, f);
 }
-
-void aas_h_dash_op_credit(struct aas_req *r, struct aas_reply *out)
-{
-	struct aas_viewer v;
-	struct aas_form f = { 0 };
-	const char *amount;
-	char note[SAAS_EMAIL_MAX + 32];
-	int64_t micro;
-	int rc;
-
-	if (!operator_get(r, out, &v))
-		return;
-	if (!form_ok(r, out, &v, &f))
-		goto out;
-	amount = aas_form_get(&f, "usd");
-	if (!amount || aas_parse_usd(&micro, amount) < 0 || micro <= 0) {
-		aas_reply_page_error(r, out, 400, "Cannot add credit", "Give a positive amount in dollars, like 20 or 0.5.");
-		goto out;
-	}
-	snprintf(note, sizeof(note), "by %s", v.user->email);
-	if ((rc = saas_account_add_credit(aas_people_engine(), r->route_id, micro, note, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot add credit", aas_tenant_message(rc, r->path));
-		goto out;
-	}
-	aas_reply_redirect(out, "/dashboard/operator");
-out:
-	aas_form_free(&f);
-	aas_viewer_free(&v);
-}
-
-void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out)
-{
-	struct aas_viewer v;
-	struct aas_form f = { 0 };
-	const char *d;
-	int rc;
-
-	if (!operator_get(r, out, &v))
-		return;
-	if (!form_ok(r, out, &v, &f))
-		goto out;
-	d = aas_form_get(&f, "disabled");
-	if (!d || (strcmp(d, "0") != 0 && strcmp(d, "1") != 0)) {
-		aas_reply_page_error(r, out, 400, "Bad form", "disabled must be 0 or 1.");
-		goto out;
-	}
-	if ((rc = saas_account_disable(aas_people_engine(), r->route_id, d[0] == '1')) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot change the account", aas_tenant_message(rc, r->path));
-		goto out;
-	}
-	aas_reply_redirect(out, "/dashboard/operator");
-out:
-	aas_form_free(&f);
-	aas_viewer_free(&v);
-}
-
-/* ---- for the sandbox's page (dashboard_sandbox.c, dashboard_files.c) ---- */
 
 const char *aas_dash_usd(char buf[40], int64_t micro)
 {
 	return usd(buf, micro);
 }
+
+const char *aas_dash_minute(char buf[40], int64_t ms)
+{
+	return minute(buf, ms);
+}
+
+void aas_dash_confirm_link(struct aas_html *h, const struct aas_viewer *v, const char *post, const char *back,
+                           const char *label, const char *aria, const char *question, const char *verb)
+{
+	confirm_link(h, v, post, back, label, aria, question, verb);
+}
+
+void aas_dash_badge(struct aas_html *h, const char *status)
+{
+	status_badge(h, status);
+}
+
+/* ---- for the sandbox's page (dashboard_sandbox.c, dashboard_files.c) ---- */
 
 const char *aas_dash_when(char buf[40], int64_t ms)
 {
@@ -759,26 +651,6 @@ const char *aas_dash_when(char buf[40], int64_t ms)
 const char *aas_dash_span(char buf[40], int64_t ms)
 {
 	return span(buf, ms);
-}
-
-void aas_dash_page_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *nav)
-{
-	page_begin(h, v, title, nav);
-}
-
-void aas_dash_page_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status)
-{
-	page_end(out, h, rc, status);
-}
-
-void aas_dash_form_begin(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action)
-{
-	form_begin(h, v, cls, action);
-}
-
-bool aas_dash_form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_viewer *v, struct aas_form *f)
-{
-	return form_ok(r, out, v, f);
 }
 
 void aas_dash_sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, bool back)

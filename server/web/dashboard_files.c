@@ -157,7 +157,7 @@ static void entry_row(struct aas_html *h, const struct aas_viewer *v, const saas
 		aas_html_printf(h, "\" aria-label=\"Download %s\">Download</a> ", name);
 	}
 	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/files/delete", sb->id);
-	aas_dash_form_begin(h, v, "file-delete", action);
+	aas_dash_form(h, v, "file-delete", action);
 	aas_html_printf(h, "<input type=\"hidden\" name=\"dir\" value=\"%s\"><input type=\"hidden\" name=\"path\" "
 	                   "value=\"%s\"><button type=\"submit\" class=\"danger\" data-name=\"%s\" aria-label=\"Delete %s\">"
 	                   "Delete</button></form></td></tr>",
@@ -202,7 +202,7 @@ void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, cons
 	                   "type=\"file\" name=\"file\" required> <button type=\"submit\">Upload</button></form>",
 	                action, v->csrf, l->root);
 	snprintf(action, sizeof(action), "/dashboard/sandboxes/%s/files/mkdir", sb->id);
-	aas_dash_form_begin(h, v, "file-mkdir", action);
+	aas_dash_form(h, v, "file-mkdir", action);
 	aas_html_printf(h, "<input type=\"hidden\" name=\"dir\" value=\"%s\"><label for=\"mkdir-name\">New directory"
 	                   "</label> <input id=\"mkdir-name\" name=\"name\" maxlength=\"%d\" required> "
 	                   "<button type=\"submit\">Make directory</button></form></div>"

@@ -309,7 +309,7 @@ void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	snprintf(title, sizeof(title), "Sandbox %s", r->route_id);
-	aas_dash_page_begin(&h, &v, title, "dashboard");
+	aas_dash_begin(&h, &v, title, "dashboard");
 	aas_html_raw(&h, "<link rel=\"stylesheet\" href=\"/static/sandbox.css\">");
 	if (rc < 0)
 		goto end;
@@ -337,7 +337,7 @@ void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 	executions_running(&h, &v, sb);
 	executions_recent(&h, &v, sb);
 end:
-	aas_dash_page_end(out, &h, rc, 200);
+	aas_dash_end(out, &h, rc, 200);
 out:
 	saas_sandbox_free(sb);
 	aas_viewer_free(&v);

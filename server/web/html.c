@@ -139,46 +139,66 @@ void aas_html_free(struct aas_html *h)
 	memset(h, 0, sizeof(*h));
 }
 
+/* aria-current tells screen readers which section this page is; the style sheet marks it too. */
 static void nav_link(struct aas_html *h, const struct aas_page *page, const char *id, const char *href,
-                     const char *label)
+                     const char *label, const char *cls)
 {
-	/* aria-current tells screen readers which section this page is. */
 	bool here = page->nav && strcmp(page->nav, id) == 0;
 
-	aas_html_printf(h, "<li><a href=\"%s\"", href);
+	aas_html_printf(h, "<a href=\"%s\"", href);
+	if (cls)
+		aas_html_printf(h, " class=\"%s\"", cls);
 	if (here)
 		aas_html_raw(h, " aria-current=\"page\"");
-	aas_html_printf(h, ">%s</a></li>", label);
+	aas_html_printf(h, ">%s</a>", label);
 }
 
 void aas_html_begin(struct aas_html *h, const struct aas_page *page)
 {
+	static const struct {
+		const char *id, *href, *label;
+	} sections[] = {
+		{ "docs", "/docs", "Docs" },
+		{ "api", "/docs/api", "API" },
+		{ "limits", "/docs/limits", "Limits" },
+		{ "security", "/security", "Security" },
+	};
+
 	aas_html_raw(h, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
 	aas_html_text(h, page->title);
 	aas_html_raw(h, " · libsaas</title><link rel=\"stylesheet\" href=\"/static/style.css\">"
 	                /* No icon: without this line every browser asks /favicon.ico, a 404 in the log. */
 	                "<link rel=\"icon\" href=\"data:,\"></head><body>"
-	                "<a class=\"skip\" href=\"#main\">Skip to content</a><header><nav aria-label=\"Main\"><ul>");
-	nav_link(h, page, "home", "/", "libsaas");
-	nav_link(h, page, "docs", "/docs", "Docs");
-	nav_link(h, page, "api", "/docs/api", "API");
-	nav_link(h, page, "limits", "/docs/limits", "Limits");
-	nav_link(h, page, "security", "/security", "Security");
+	                "<a class=\"skip\" href=\"#main\">Skip to content</a><header class=\"site\">");
+	nav_link(h, page, "home", "/", "libsaas", "brand");
+	aas_html_raw(h, "<nav aria-label=\"Main\" class=\"sections\"><ul>");
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+		aas_html_raw(h, "<li>");
+		nav_link(h, page, sections[i].id, sections[i].href, sections[i].label, NULL);
+		aas_html_raw(h, "</li>");
+	}
 	if (page->user_email) {
-		nav_link(h, page, "dashboard", "/dashboard", "Dashboard");
-		if (page->is_operator)
-			nav_link(h, page, "operator", "/dashboard/operator", "Operator");
-	} else {
-		nav_link(h, page, "login", "/login", "Log in");
+		aas_html_raw(h, "<li>");
+		nav_link(h, page, "dashboard", "/dashboard", "Dashboard", NULL);
+		aas_html_raw(h, "</li>");
 	}
-	aas_html_raw(h, "</ul></nav>");
+	aas_html_raw(h, "</ul></nav><div class=\"account\">");
+	/* The account and the way out, or the ways in: the same place on every page. */
 	if (page->user_email && page->csrf) {
-		aas_html_printf(h, "<form class=\"logout\" method=\"post\" action=\"/logout\"><span>%s</span>"
-		                   "<input type=\"hidden\" name=\"csrf\" value=\"%s\"><button type=\"submit\">Log out</button></form>",
-		                page->user_email, page->csrf);
+		aas_html_printf(h, "<form class=\"logout\" method=\"post\" action=\"/logout\">"
+		                   "<span class=\"who\" title=\"%s\"><span class=\"vh\">Signed in as </span>%s</span>"
+		                   "<input type=\"hidden\" name=\"csrf\" value=\"%s\">"
+		                   "<button type=\"submit\" class=\"secondary small\">Log out</button></form>",
+		                page->user_email, page->user_email, page->csrf);
+	} else if (!page->user_email) {
+		nav_link(h, page, "login", "/login", "Log in", "login");
+		nav_link(h, page, "signup", "/signup", "Sign up", "button small");
 	}
-	aas_html_printf(h, "</header><main id=\"main\"><h1>%s</h1>", page->title);
+	aas_html_raw(h, "</div></header>");
+	if (page->tabs)
+		aas_html_raw(h, page->tabs);
+	aas_html_printf(h, "<main id=\"main\"><h1>%s</h1>", page->title);
 }
 
 void aas_html_end(struct aas_html *h)

@@ -41,13 +41,17 @@ void aas_html_free(struct aas_html *h);
 /* What the shell of a page shows around its body. */
 struct aas_page {
 	const char *title;      /* <title> and <h1>; escaped */
-	const char *nav;        /* the current section: "home", "docs", "api", "limits", "security", "dashboard", "login" */
-	const char *user_email; /* signed in as (NULL: nobody; the shell shows "Log in") */
-	bool is_operator;       /* show the operator pages' link */
+	const char *nav;        /* the current section: "home", "docs", "api", "limits", "security", "dashboard",
+	                           "login", "signup" */
+	const char *user_email; /* signed in as (NULL: nobody; the shell shows "Log in" and "Sign up") */
 	const char *csrf;       /* the session's CSRF token, for the shell's log-out form (NULL: none) */
+	const char *tabs;       /* markup of ours between the header and <main> (the dashboard's tabs), or NULL */
 };
 
-/* <!doctype html> ... <main>: the head, the header with its navigation, and the title. */
+/*
+ * <!doctype html> ... <main>: the head, the header (the sections, then who is
+ * signed in with "Log out", or "Log in" and "Sign up"), the tabs, and the title.
+ */
 void aas_html_begin(struct aas_html *h, const struct aas_page *page);
 /* </main> ... </html>: the footer and the end of the document. */
 void aas_html_end(struct aas_html *h);

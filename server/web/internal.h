@@ -118,21 +118,37 @@ bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email
 const struct aas_config *aas_people_config(void);
 saas_engine *aas_people_engine(void);
 
-/* ---- the dashboard's pieces (dashboard.c), for the sandbox's page (dashboard_sandbox.c, dashboard_files.c) ---- */
+/* ---- the dashboard's page shell and forms, for its files beside dashboard.c (keys.c, operator.c) ---- */
 
-/* "$4.987500"; an RFC 3339 time or "never"; "3 h 20 min". Into buf, which they return. */
+struct aas_html;
+/* The shell with the dashboard's tabs, `tab` current ("sandboxes", "keys", "usage", "operator"). */
+void aas_dash_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *tab);
+/* Reply with the page, or with the failure rc < 0 that cut it short (the page is dropped). */
+void aas_dash_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status);
+/* <form method="post" class="cls" action="action"> with the session's CSRF token; the caller ends it. */
+void aas_dash_form(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action);
+/* Parse a posted form and check it comes from a page of ours (aas_form_allowed); false after replying. */
+bool aas_dash_form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_viewer *v, struct aas_form *f);
+/* "$4.987500" into buf: micro-dollars as billed. */
 const char *aas_dash_usd(char buf[40], int64_t micro);
+/* "2025-06-01 14:05 UTC" into buf, or "never" for 0. */
+const char *aas_dash_minute(char buf[40], int64_t ms);
+/*
+ * A link (labelled `label`, named `aria`) to the page that asks `question`
+ * before a form posts to `post` (GET of that path, with ?back=BACK when back
+ * is not NULL); with JavaScript, a dialog asks instead, its button `verb`.
+ */
+void aas_dash_confirm_link(struct aas_html *h, const struct aas_viewer *v, const char *post, const char *back,
+                           const char *label, const char *aria, const char *question, const char *verb);
+/* A status as a badge (span.badge.badge-STATUS). */
+void aas_dash_badge(struct aas_html *h, const char *status);
+
+/* ---- more of the dashboard's pieces, for the sandbox's page (dashboard_sandbox.c, dashboard_files.c) ---- */
+
+/* An RFC 3339 time or "never"; "3 h 20 min". Into buf, which they return. */
 const char *aas_dash_when(char buf[40], int64_t ms);
 const char *aas_dash_span(char buf[40], int64_t ms);
-/* The start of a dashboard page for the viewer, with its section navigation and script. */
-void aas_dash_page_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *nav);
-/* Reply with the page, or with the failure (rc < 0) that cut it short. */
-void aas_dash_page_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status);
-/* <form method="post" class=cls action=action> with the session's csrf field. */
-void aas_dash_form_begin(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action);
-/* Parse a posted form and check it comes from a page of ours (Origin, csrf); false after replying. */
-bool aas_dash_form_ok(struct aas_req *r, struct aas_reply *out, const struct aas_viewer *v, struct aas_form *f);
-/* A sandbox's Extend and Destroy forms (`back`: they come back to its page). */
+/* A sandbox's Extend and Destroy (`back`: they come back to its page). */
 void aas_dash_sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, bool back);
 
 /* ---- the sandbox's files on its page (dashboard_files.c) ---- */

@@ -31,7 +31,7 @@ static void credentials_page(struct aas_req *r, struct aas_reply *out, unsigned 
 	char token[65];
 
 	aas_prelogin_token(r, token, true);
-	aas_viewer_page(NULL, &page, signup ? "Sign up" : "Log in", "login");
+	aas_viewer_page(NULL, &page, signup ? "Sign up" : "Log in", signup ? "signup" : "login");
 	aas_html_begin(&h, &page);
 	if (error)
 		aas_html_printf(&h, "<p role=\"alert\" id=\"error\">%s</p>", error);

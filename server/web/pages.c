@@ -260,12 +260,29 @@ static void guides_nav(struct aas_html *h, const char *current)
 	                "<li><a href=\"/docs/limits\">Limits and startup times</a></li></ul></nav>");
 }
 
+/*
+ * The shell of a page for whoever looks: signed in, its header names the
+ * account with "Log out", as the dashboard's does; *signed_in says which.
+ */
+static void page_begin(struct aas_req *r, struct aas_html *h, const char *title, const char *nav, bool *signed_in)
+{
+	struct aas_viewer v;
+	struct aas_page page;
+	bool in = aas_viewer_get(r, NULL, &v, false);
+
+	aas_viewer_page(in ? &v : NULL, &page, title, nav);
+	aas_html_begin(h, &page);
+	if (signed_in)
+		*signed_in = in;
+	aas_viewer_free(&v);
+}
+
 /* A document's page: its rendered Markdown beside the list of guides. */
-static void doc_page(struct aas_reply *out, const struct doc *d, const char *nav)
+static void doc_page(struct aas_req *r, struct aas_reply *out, const struct doc *d, const char *nav)
 {
 	struct aas_html h = { 0 };
 
-	aas_html_begin(&h, &(struct aas_page){ .title = d->title, .nav = nav });
+	page_begin(r, &h, d->title, nav, NULL);
 	aas_html_raw(&h, "<div class=\"doc-layout\"><article class=\"doc\">");
 	aas_html_raw(&h, d->html);
 	aas_html_raw(&h, "</article>");
@@ -275,11 +292,11 @@ static void doc_page(struct aas_reply *out, const struct doc *d, const char *nav
 	aas_reply_html(out, 200, &h);
 }
 
-static void not_found_page(struct aas_reply *out, const char *path)
+static void not_found_page(struct aas_req *r, struct aas_reply *out, const char *path)
 {
 	struct aas_html h = { 0 };
 
-	aas_html_begin(&h, &(struct aas_page){ .title = "No such page", .nav = "docs" });
+	page_begin(r, &h, "No such page", "docs", NULL);
 	aas_html_printf(&h, "<p>This server has no page at <code>%s</code>. The guides it has:</p>", path);
 	guides_nav(&h, NULL);
 	aas_html_end(&h);
@@ -291,27 +308,40 @@ void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
 	const saas_engine_info *info = aas_service_info();
 	struct aas_html h = { 0 };
 	char credit[32], origin[AAS_ORIGIN_MAX];
+	bool signed_in;
 
 	/* The commands below name this server as its clients reach it; a Host that is no name gets a placeholder. */
 	if (!aas_public_origin(origin, sizeof(origin), r))
 		snprintf(origin, sizeof(origin), "https://THIS-SERVER");
-	aas_html_begin(&h, &(struct aas_page){ .title = "Sandboxes as a service", .nav = "home" });
+	page_begin(r, &h, "Sandboxes as a service", "home", &signed_in);
 	aas_html_raw(&h, "<p class=\"lead\">This server runs <strong>libsaas</strong>: isolated sandboxes on demand, "
 	                 "each a virtual machine of its own. Create one, run commands in it, move files in and out, "
 	                 "share a server running inside it, and destroy it, through a REST API, MCP for agents, or "
 	                 "the <code>aas</code> command line. You pay for the time a sandbox runs, from your credit.</p>");
-	aas_html_raw(&h, "<h2>Start here</h2><ul class=\"cards\">"
-	                 "<li><a href=\"/signup\">Sign up</a><p>Make an account with your email, when this server's "
-	                 "operator has opened sign-up.");
-	if (info && info->new_account_credit_usd_micro > 0)
+	/* Signed in, the way on is the dashboard, not the sign-up. */
+	if (signed_in)
+		aas_html_raw(&h, "<p><a class=\"button\" id=\"to-dashboard\" href=\"/dashboard\">Go to your dashboard</a>"
+		                 "</p><h2>Your account</h2><ul class=\"cards\">"
+		                 "<li><a href=\"/dashboard\">Sandboxes</a><p>The live ones and the latest that ended, with "
+		                 "their status, cost and expiry; extend or destroy them.</p></li>"
+		                 "<li><a href=\"/dashboard/keys\">API keys</a><p>Make the key that every API request and MCP "
+		                 "client sends; revoke the ones you no longer use.</p></li>"
+		                 "<li><a href=\"/dashboard/usage\">Usage and billing</a><p>Your balance, spend per day, "
+		                 "and what each sandbox cost.</p></li></ul><h2>Guides</h2><ul class=\"cards\">");
+	else
+		aas_html_raw(&h, "<h2>Start here</h2><ul class=\"cards\">"
+		                 "<li><a href=\"/signup\">Sign up</a><p>Make an account with your email, when this server's "
+		                 "operator has opened sign-up.");
+	if (!signed_in && info && info->new_account_credit_usd_micro > 0)
 		aas_html_printf(&h, " New accounts start with $%s of credit, and no card.",
 		                usd(credit, info->new_account_credit_usd_micro));
-	aas_html_raw(&h, "</p></li>"
-	                 "<li><a href=\"/login\">Log in</a><p>To your dashboard: API keys, sandboxes, usage and "
-	                 "balance.</p></li>"
-	                 "<li><a href=\"/dashboard/keys\">Dashboard → API keys</a><p>Make the key that every API "
-	                 "request and MCP client sends.</p></li>"
-	                 "<li><a href=\"/docs\">Quick start and guides</a><p>From a key to a sandbox running your "
+	if (!signed_in)
+		aas_html_raw(&h, "</p></li>"
+		                 "<li><a href=\"/login\">Log in</a><p>To your dashboard: API keys, sandboxes, usage and "
+		                 "balance.</p></li>"
+		                 "<li><a href=\"/dashboard/keys\">Dashboard → API keys</a><p>Make the key that every API "
+		                 "request and MCP client sends.</p></li>");
+	aas_html_raw(&h, "<li><a href=\"/docs\">Quick start and guides</a><p>From a key to a sandbox running your "
 	                 "command, then the REST API, MCP, the command line and the C library.</p></li>"
 	                 "<li><a href=\"/docs/api\">API reference</a><p>Every operation, interactive, from "
 	                 "<a href=\"/openapi.json\">/openapi.json</a> (OpenAPI 3.0).</p></li>"
@@ -353,10 +383,10 @@ void aas_h_page_docs(struct aas_req *r, struct aas_reply *out)
 	const struct doc *d = doc_at("/docs");
 
 	if (!d) {
-		not_found_page(out, r->path);
+		not_found_page(r, out, r->path);
 		return;
 	}
-	doc_page(out, d, "docs");
+	doc_page(r, out, d, "docs");
 }
 
 void aas_h_page_doc(struct aas_req *r, struct aas_reply *out)
@@ -365,10 +395,10 @@ void aas_h_page_doc(struct aas_req *r, struct aas_reply *out)
 
 	/* The limits and the security model have pages of their own, with other names. */
 	if (!d || strcmp(d->url, "/docs/limits") == 0) {
-		not_found_page(out, r->path);
+		not_found_page(r, out, r->path);
 		return;
 	}
-	doc_page(out, d, "docs");
+	doc_page(r, out, d, "docs");
 }
 
 void aas_h_page_security(struct aas_req *r, struct aas_reply *out)
@@ -376,18 +406,17 @@ void aas_h_page_security(struct aas_req *r, struct aas_reply *out)
 	const struct doc *d = doc_at("/security");
 
 	if (!d) {
-		not_found_page(out, r->path);
+		not_found_page(r, out, r->path);
 		return;
 	}
-	doc_page(out, d, "security");
+	doc_page(r, out, d, "security");
 }
 
 void aas_h_page_api(struct aas_req *r, struct aas_reply *out)
 {
 	struct aas_html h = { 0 };
 
-	(void)r;
-	aas_html_begin(&h, &(struct aas_page){ .title = "API reference", .nav = "api" });
+	page_begin(r, &h, "API reference", "api", NULL);
 	aas_html_raw(&h, "<p>The REST API of this server, from its OpenAPI document <a href=\"/openapi.json\">"
 	                 "/openapi.json</a>. Every request but a few sends an API key: "
 	                 "<code>Authorization: Bearer aas_sk_...</code>. The guide to it, with the errors and the "
@@ -625,7 +654,7 @@ void aas_h_page_limits(struct aas_req *r, struct aas_reply *out)
 	struct aas_html h = { 0 };
 
 	(void)r;
-	aas_html_begin(&h, &(struct aas_page){ .title = "Limits, prices and startup times", .nav = "limits" });
+	page_begin(r, &h, "Limits, prices and startup times", "limits", NULL);
 	aas_html_raw(&h, "<p>What this server allows, as it is configured now. Its operator may set other limits for "
 	                 "one account: <a href=\"/dashboard/usage\">the dashboard</a> and <code>GET /v1/account</code> "
 	                 "give yours. Past a limit the API answers with the status and error <code>code</code> shown "

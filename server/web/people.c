@@ -395,7 +395,6 @@ void aas_viewer_page(const struct aas_viewer *v, struct aas_page *page, const ch
 	page->nav = nav;
 	if (v && v->user) {
 		page->user_email = v->user->email;
-		page->is_operator = v->user->is_operator != 0;
 		page->csrf = v->csrf;
 	}
 }

@@ -7,9 +7,12 @@
  *   html.c       the page buffer and shell (html.h)
  *   people.c     passwords, sessions, CSRF, forms, the log-in rate (internal.h)
  *   login.c      /signup, /login, /logout
- *   dashboard.c  /dashboard: keys, sandboxes, usage; the operator's pages
+ *   dashboard.c  /dashboard: sandboxes, usage; the dashboard's shell
  *   dashboard_sandbox.c  /dashboard/sandboxes/{id}: a sandbox's page, its terminal and use
  *   dashboard_files.c    its Files section: list, download, upload, delete, make a directory
+ *   keys.c       /dashboard/keys: API keys
+ *   operator.c   /dashboard/operator: the operator's pages
+ *   chart.c      the usage page's spend chart, SVG made on the server (chart.h)
  *   mcp_package.c /mcp.tgz: the npm package of aas-mcp for stdio MCP clients (tgz.c makes it)
  *
  * Copyright the libsaas authors. MIT licensed.
@@ -82,5 +85,7 @@ void aas_h_dash_file_delete(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_file_upload(struct aas_req *r, struct aas_reply *out);
 int aas_dash_upload_start(struct aas_req *r, struct aas_reply *out);
 int aas_dash_upload_data(struct aas_req *r, const char *data, size_t len);
+void aas_h_dash_sandbox_destroy_page(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_key_revoke_page(struct aas_req *r, struct aas_reply *out);
 
 #endif

@@ -5,7 +5,8 @@
 //
 // The dashboard's contract (docs/dashboard.md): GET/POST /signup and /login
 // (fields email, password), POST /logout (csrf), GET /dashboard (the balance
-// in #balance, a row #sandbox-<id> per sandbox with a form.destroy),
+// in #balance, a row #sandbox-<id> per sandbox with an a.confirm that asks
+// before its form posts to .../destroy),
 // GET/POST /dashboard/keys (field name; the new key in #new-key); every form
 // carries a hidden "csrf" field.
 import { execFileSync } from 'node:child_process';
@@ -115,9 +116,15 @@ try {
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-usage.png`, fullPage: true });
   await accessible(page, '/dashboard/usage');
   await page.goto(`${BASE}/dashboard`);
-  const destroy = await page.$(`${row} form.destroy [type="submit"], ${row} form.destroy button`);
+  // Destroy asks first (a dialog here, with JavaScript; test_dashboard.mjs checks both ways).
+  const destroy = await page.$(`${row} a.confirm[aria-label="Destroy ${created.id}"]`);
   check('its row has a destroy button', !!destroy);
-  if (destroy) await Promise.all([page.waitForNavigation(), destroy.click()]);
+  if (destroy) {
+    await destroy.click();
+    const yes = await page.waitForSelector('dialog.confirm[open] button[type="submit"]', { timeout: 5000 }).catch(() => null);
+    check('Destroy asks before destroying', !!yes);
+    if (yes) await Promise.all([page.waitForNavigation(), yes.click()]);
+  }
   const after = JSON.parse(curl('-H', `Authorization: Bearer ${key}`, `${BASE}/v1/sandboxes/${created.id}`));
   check('the page destroyed it', after.status === 'destroyed' || after.error?.code === 'not_found', JSON.stringify(after));
   await page.goto(`${BASE}/dashboard`);

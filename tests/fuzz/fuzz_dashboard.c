@@ -3,10 +3,11 @@
  * in-process on the fake driver): the Cookie header (libmicrohttpd splits it;
  * the pages read the session and the before-log-in token from it), posted
  * form bodies (aas_form_decode and what each form's handler makes of its
- * fields) and the usage page's query string. The input's first byte picks
- * where the rest goes; "@SESSION@", "@CSRF@" and "@SB@" in it become the
- * tenant's operator session, its CSRF token and its sandbox (fuzz.h), so the
- * fuzzer reaches the pages behind the log-in and the forms behind the token.
+ * fields) and the query strings of the usage page and of Destroy's question.
+ * The input's first byte picks where the rest goes; "@SESSION@", "@CSRF@" and
+ * "@SB@" in it become the tenant's operator session, its CSRF token and its
+ * sandbox (fuzz.h), so the fuzzer reaches the pages behind the log-in and the
+ * forms behind the token.
  *
  * Forms that would end the run's state (log-out, disable, destroy, revoke)
  * are left to fuzz_http, which sends whole requests without a session.
@@ -44,6 +45,7 @@ static const struct {
 	{ "POST /signup HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: aas_form=" FUZZ_FORM_TOKEN "\r\n"
 	  "Content-Type: application/x-www-form-urlencoded\r\n", 1 },
 	{ "GET /dashboard/usage?", 2 },
+	{ "GET /dashboard/sandboxes/@SB@/destroy?", 2 },
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -6,7 +6,8 @@ port with a state directory of its own, and checks: sign-up modes and invite
 codes, log-in and log-out, bad passwords, the log-in rate, CSRF refusals
 (missing and wrong token, cross-site Origin and Sec-Fetch-Site), that a
 session is no API key and a key no session, that a key made on a page works
-on the API, the cookies' attributes, destroy and extend from the page, the
+on the API, the cookies' attributes, destroy and revoke (each asking first on a page of
+its own) and extend from the page, tenant strings escaped in them, the
 operator's pages, and the admin commands for users, invites and accounts.
 Sign-up answers the same whether the e-mail had an account or not; a stranger
 cannot spend an owner's log-in budget; sign-ups are bounded for everyone
@@ -308,8 +309,10 @@ def test_open():
     r = api(s, "GET", "/v1/account", key)
     check("the page's key works on the API", r.status == 200, r.status)
     r = b.req("GET", "/dashboard/keys")
-    row = re.search(r"<tr id=\"key-[^\"]+\"><td>laptop</td>.*?</tr>", r.text)
-    check("keys: last used is recorded", row is not None and "<td>never</td>" not in row.group(0), r.text[:900])
+    row = re.search(r"<tr id=\"key-[^\"]+\"><td[^>]*>laptop</td>.*?</tr>", r.text)
+    check("keys: last used is recorded", row is not None and
+          re.search(r'<td data-label="Last used">[^<]*</td>', row.group(0)) is not None and
+          '<td data-label="Last used">never</td>' not in row.group(0), r.text[:900])
 
     # A session is no API key, and a key no session.
     r = api(s, "GET", "/v1/account", token)
@@ -364,6 +367,20 @@ def test_open():
     check("extend from the page", r.status == 303, r.text[:300])
     r = b.post(f"/dashboard/sandboxes/{sid}/extend", {"minutes": "0"}, token_from="/dashboard")
     check("extend by 0 minutes is refused", r.status == 400, r.status)
+    # Destroy asks first: GET of its path is a page whose form posts there, and destroys nothing.
+    r = b.req("GET", f"/dashboard/sandboxes/{sid}/destroy")
+    check("destroy asks first", r.status == 200 and f'action="/dashboard/sandboxes/{sid}/destroy"' in r.text and
+          'id="confirm-destroy"' in r.text and 'href="/dashboard">Cancel' in r.text.replace(' id="cancel"', ''),
+          r.text[:1500])
+    check("asking destroys nothing", '"status":"ready"' in api(s, "GET", f"/v1/sandboxes/{sid}", key).text)
+    r = b.req("GET", f"/dashboard/sandboxes/{sid}/destroy?back=sandbox")
+    check("asked from the sandbox's page, it goes back there", 'name="back" value="sandbox"' in r.text and
+          f'href="/dashboard/sandboxes/{sid}">Cancel' in r.text.replace(' id="cancel"', ''), r.text[:1500])
+    r = b.req("GET", "/dashboard")
+    check("the list's Destroy is a link to the question, with what the dialog needs", re.search(
+        f'<a class="button danger small confirm" href="/dashboard/sandboxes/{sid}/destroy" '
+        f'aria-label="Destroy {sid}" data-confirm="Destroy sandbox {sid}\\?[^"]*" data-confirm-verb="Destroy sandbox" '
+        f'data-post="/dashboard/sandboxes/{sid}/destroy" data-csrf="[0-9a-f]{{64}}">Destroy</a>', r.text), r.text[:3000])
     r = b.post(f"/dashboard/sandboxes/{sid}/destroy", {}, token_from="/dashboard")
     check("destroy from the page", r.status == 303 and r.headers["Location"] == "/dashboard", r.status)
     r = api(s, "GET", f"/v1/sandboxes/{sid}", key)
@@ -382,6 +399,8 @@ def test_open():
     check("tenancy: another account's sandbox is not found", r.status == 404, r.status)
     r = b2.post(f"/dashboard/sandboxes/{sid}/destroy", {}, token_from="/dashboard")
     check("tenancy: nor destroyed", r.status == 404, r.status)
+    r = b2.req("GET", f"/dashboard/sandboxes/{sid}/destroy")
+    check("tenancy: nor asked about", r.status == 404, r.status)
     r = b2.req("GET", "/dashboard/operator")
     check("operator pages: refused to others", r.status == 403, r.status)
 
@@ -390,6 +409,17 @@ def test_open():
     kid = kid.group(1) if kid else "key-none"
     r = b2.post(f"/dashboard/keys/{kid}/revoke", {}, token_from="/dashboard/keys")
     check("tenancy: another account cannot revoke the key", r.status == 404, r.status)
+    r = b2.req("GET", f"/dashboard/keys/{kid}/revoke")
+    check("tenancy: nor asked about", r.status == 404, r.status)
+    r = b.req("GET", f"/dashboard/keys/{kid}/revoke")
+    check("revoke asks first", r.status == 200 and f'action="/dashboard/keys/{kid}/revoke"' in r.text and
+          'id="confirm-revoke"' in r.text, r.text[:1500])
+    check("asking revokes nothing", api(s, "GET", "/v1/account", key).status == 200)
+    # A key's name is the tenant's: escaped in the row and in the question the dialog asks.
+    b.post("/dashboard/keys", {"name": '<img src=x onerror=alert(1)>"'}, headers={"Sec-Fetch-Site": "same-origin"})
+    r = b.req("GET", "/dashboard/keys")
+    check("a key's name is escaped everywhere", "<img" not in r.text and
+          'data-confirm="Revoke the key &quot;&lt;img src=x onerror=alert(1)&gt;&quot;&quot;?' in r.text, r.text[:3000])
     r = b.post(f"/dashboard/keys/{kid}/revoke", {}, token_from="/dashboard/keys")
     check("revoke on the page", r.status == 303, r.status)
     r = api(s, "GET", "/v1/account", key)
