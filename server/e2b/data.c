@@ -166,7 +166,7 @@ bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2
 		return false;
 	}
 	snprintf(r->account_id, sizeof(r->account_id), "%s", t->account);
-	rc = saas_sandbox_get(&sb, t->client, t->id);
+	rc = saas_sandbox_get_ext(&sb, t->client, t->id, SAAS_GET_RECORDED);
 	if (rc < 0 || sb->status == SAAS_SANDBOX_DESTROYED) {
 		reply_gone(out, sid, "The sandbox was not found");
 		saas_sandbox_free(sb);
@@ -393,7 +393,7 @@ static void envs(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target
 		aas_e2b_error(out, 405, "%s is not allowed on /envs", r->method);
 		return;
 	}
-	if ((rc = saas_sandbox_get(&sb, t->client, t->id)) < 0) {
+	if ((rc = saas_sandbox_get_ext(&sb, t->client, t->id, SAAS_GET_RECORDED)) < 0) {
 		aas_e2b_error(out, aas_status_for(rc), "%s", aas_tenant_message(rc, "e2b: reading a sandbox's envs"));
 		return;
 	}
