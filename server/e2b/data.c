@@ -95,11 +95,6 @@ static void reply_auth(struct aas_reply *out, const struct aas_e2b_target *t, co
 }
 
 /*
- * Find the request's sandbox and the client to act for: false after a reply
- * (401 for a token that is not the sandbox's, 502 for a sandbox that is not
- * there or not running).
- */
-/*
  * A paused sandbox that asked to be resumed on use (autoResume), resumed for
  * this request, which waits for it. The engine resumes one at a time (a
  * second request meanwhile finds it resuming, and is told to retry), and
@@ -125,6 +120,12 @@ static bool auto_resume(struct aas_reply *out, struct aas_e2b_target *t, const s
 	return true;
 }
 
+/*
+ * Find the request's sandbox and the client to act for: false after a reply
+ * (401 for a token that is not the sandbox's, 502 for a sandbox that is not
+ * there or not running). Its status is read with the egress counters as
+ * recorded: a live read runs nft on the libvirt driver, on every request.
+ */
 bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
 	const char *port = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
