@@ -551,6 +551,29 @@ SAAS_EXTERN(int) saas_engine_port_connect(int *fd, saas_engine *engine, const ch
 SAAS_EXTERN(int) saas_engine_preview_find(char sandbox_id[SAAS_ID_MAX + 1], unsigned int *port, saas_engine *engine,
                                           const char *name);
 
+/**
+ * The account a sandbox belongs to, by the sandbox's id alone: one store
+ * lookup, for a front end that holds the engine and must find whose a
+ * sandbox is before it has that account's client (the E2B gateway checks a
+ * signed file URL that names a sandbox against its owner's token). It needs
+ * no key, and says nothing else of the sandbox: open the owner's client
+ * (saas_client_open_account()) to read it. Ids are not secrets, owners are
+ * the tenancy's: never answer a request with what this returns.
+ *
+ * @param account_id [out] the owner's id; "" on error.
+ * @param engine     the engine.
+ * @param sandbox_id the sandbox.
+ * @param flags      0.
+ * @return SAAS_OK (destroyed sandboxes too: their record keeps the owner);
+ *         SAAS_EINVAL (a NULL argument, an id that is missing, too long or not
+ *         printable, an unknown flag); SAAS_ENOTFOUND (no such sandbox);
+ *         SAAS_ESTORE. Thread-safe.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_engine_sandbox_owner(char account_id[SAAS_ID_MAX + 1], saas_engine *engine,
+                                           const char *sandbox_id, unsigned int flags);
+
 SAAS_END_DECLS
 
 #endif

@@ -302,6 +302,40 @@ SAAS_EXTERN(int) saas_sandbox_create(saas_sandbox **out, saas_client *client, co
  */
 SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *client, const char *sandbox_id);
 
+/**
+ * saas_sandbox_get_ext() flag: the egress counters
+ * (saas_network_info.denied_connections, .denied_lookups) as the engine last
+ * recorded them, not read from the sandbox's VM now. Reading them live asks
+ * the VM's host (the libvirt driver runs nft: tens to hundreds of ms under
+ * load); a caller that needs a sandbox's status, owner, size or settings on
+ * every request (a gateway's check) asks for the recorded ones. They are
+ * never above the live ones and catch up at the next live read (a
+ * saas_sandbox_get(), a listing, a destroy, an engine stop). Everything else
+ * in the answer is the same as saas_sandbox_get()'s.
+ */
+#define SAAS_GET_RECORDED (1u << 0)
+
+/**
+ * Look a sandbox up, as saas_sandbox_get() does, with flags.
+ *
+ * @param out        [out] the sandbox; free with saas_sandbox_free(). NULL on error.
+ * @param client     the client.
+ * @param sandbox_id the sandbox.
+ * @param flags      0 (then the same as saas_sandbox_get()) or SAAS_GET_RECORDED.
+ * @return SAAS_OK, SAAS_EINVAL (a missing or malformed id, an unknown flag),
+ *         SAAS_ENOTFOUND (unknown, or another account's), SAAS_ESTORE, SAAS_ENOMEM;
+ *         through a remote client also SAAS_ENETWORK and SAAS_EPROTOCOL, as
+ *         every remote call. A remote client asks its server for the recorded
+ *         counters (`?counters=recorded`); a server older than 0.2.0 answers
+ *         with live ones, which is allowed (the flag only permits).
+ *
+ * Thread safety: as every client call (the client may be shared).
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_sandbox_get_ext(saas_sandbox **out, saas_client *client, const char *sandbox_id,
+                                      unsigned int flags);
+
 /** List filters for saas_sandbox_list_get(). */
 #define SAAS_LIST_ACTIVE (1u << 0)     /**< Only sandboxes not destroyed. */
 #define SAAS_LIST_DESTROYED (1u << 1)  /**< Only destroyed sandboxes. */

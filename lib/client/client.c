@@ -286,6 +286,11 @@ SAAS_EXTERN(int) saas_sandbox_resume(saas_sandbox **out, saas_client *c, const c
 
 SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *c, const char *id)
 {
+	return saas_sandbox_get_ext(out, c, id, 0);
+}
+
+SAAS_EXTERN(int) saas_sandbox_get_ext(saas_sandbox **out, saas_client *c, const char *id, unsigned int flags)
+{
 	int rc;
 
 	saas__error_clear();
@@ -295,7 +300,9 @@ SAAS_EXTERN(int) saas_sandbox_get(saas_sandbox **out, saas_client *c, const char
 	CHECK_CLIENT(c);
 	if ((rc = check_id(id, "sandbox")) < 0)
 		return rc;
-	return c->ops->sandbox_get(c, id, out);
+	if (flags & ~SAAS_GET_RECORDED)
+		return saas__inval("unknown flags 0x%x", flags);
+	return c->ops->sandbox_get(c, id, flags, out);
 }
 
 SAAS_EXTERN(int) saas_sandbox_list_query(saas_sandbox_list **out, saas_client *c, const saas_list_options *options,

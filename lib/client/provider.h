@@ -82,7 +82,8 @@ struct saas__client_ops {
 	/* net: the validated policy, or NULL for the default. */
 	int (*sandbox_create)(saas_client *c, const saas_create_options *opts, const struct saas__network *net,
 	                      saas_sandbox **out);
-	int (*sandbox_get)(saas_client *c, const char *id, saas_sandbox **out);
+	/* flags: 0 or SAAS_GET_RECORDED. */
+	int (*sandbox_get)(saas_client *c, const char *id, unsigned int flags, saas_sandbox **out);
 	/* metadata: NULL, or the checked "KEY=VALUE" pairs every sandbox listed must hold. */
 	int (*sandbox_list)(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
 	                    unsigned int flags, saas_sandbox_list **out);

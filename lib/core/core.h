@@ -205,10 +205,11 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
                         int64_t bill_until_ms, int64_t if_expires_at_ms);
 int saas__sandbox_public(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
 /*
- * The same for a sandbox whose VM has just started (a create, a claim, a
- * fork's child, a resume): its egress counts are the row's, not read from the
- * driver, which for the libvirt driver runs nft, tens of ms under load, on
- * the create's critical path for a count that is the row's anyway.
+ * The same with the row's egress counts, not read from the driver, which for
+ * the libvirt driver runs nft (tens to hundreds of ms under load): for a
+ * sandbox whose VM has just started (a create, a claim, a fork's child, a
+ * resume), where the count is the row's anyway, and for a get that asks for
+ * the recorded counts (SAAS_GET_RECORDED).
  */
 int saas__sandbox_public_new(saas_engine *e, const saas_store_sandbox *sb, saas_sandbox **out);
 int saas__sandbox_ready(saas_client *c, const char *id, saas_store_sandbox *out);
@@ -243,7 +244,7 @@ void saas__snapshots_reconcile(saas_engine *e, saas_store_sandbox *rows, size_t 
 /* The local provider's operations (client.c holds the table). */
 int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
                                saas_sandbox **out);
-int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out);
+int saas__local_sandbox_get(saas_client *c, const char *id, unsigned int flags, saas_sandbox **out);
 int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
                              unsigned int flags, saas_sandbox_list **out);
 int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, unsigned int flags,

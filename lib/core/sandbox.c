@@ -620,14 +620,41 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
 }
 
-int saas__local_sandbox_get(saas_client *c, const char *id, saas_sandbox **out)
+int saas__local_sandbox_get(saas_client *c, const char *id, unsigned int flags, saas_sandbox **out)
 {
 	saas_store_sandbox row;
 	int rc;
 
 	if ((rc = saas__sandbox_get_owned(c, id, &row)) < 0)
 		return rc;
-	return saas__sandbox_public(c->engine, &row, out);
+	/* Recorded counters: the row's, so no driver call; the store read above is the whole cost. */
+	return flags & SAAS_GET_RECORDED ? saas__sandbox_public_new(c->engine, &row, out)
+	                                 : saas__sandbox_public(c->engine, &row, out);
+}
+
+SAAS_EXTERN(int) saas_engine_sandbox_owner(char account_id[SAAS_ID_MAX + 1], saas_engine *e, const char *sandbox_id,
+                                           unsigned int flags)
+{
+	saas_store_sandbox row;
+	int rc;
+
+	saas__error_clear();
+	if (!account_id)
+		return saas__inval("account_id is NULL");
+	account_id[0] = '\0';
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (!saas__valid_text(sandbox_id, SAAS_ID_MAX))
+		return saas__inval("sandbox id is missing, too long or not printable");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	rc = e->store->sandbox_get(e->store_ctx, sandbox_id, &row);
+	if (rc == SAAS_ENOTFOUND)
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 0, "no sandbox '%s'", sandbox_id);
+	if (rc < 0)
+		return rc;
+	saas__strlcpy(account_id, row.account_id, SAAS_ID_MAX + 1);
+	return SAAS_OK;
 }
 
 /* Digits of a cursor's time: 18 cannot overflow an int64_t (a time in ms has 13). */

@@ -209,9 +209,18 @@ static int remote_sandbox_create(saas_client *c, const saas_create_options *o, c
 	return sandbox_call(c, "POST", path, body, false, out);
 }
 
-static int remote_sandbox_get(saas_client *c, const char *id, saas_sandbox **out)
+static int remote_sandbox_get(saas_client *c, const char *id, unsigned int flags, saas_sandbox **out)
 {
-	return sandbox_call(c, "GET", sandbox_path("sandboxes", id, NULL), NULL, true, out);
+	char *path = sandbox_path("sandboxes", id, NULL), *recorded = NULL;
+
+	/* The server reads the counters as it is asked (docs/rest.md); the flag is its query. */
+	if (path && (flags & SAAS_GET_RECORDED)) {
+		if (asprintf(&recorded, "%s?counters=recorded", path) < 0)
+			recorded = NULL;
+		free(path);
+		path = recorded;
+	}
+	return sandbox_call(c, "GET", path, NULL, true, out);
 }
 
 static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,

@@ -238,9 +238,20 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out)
 {
 	saas_sandbox *sb = NULL;
-	int rc = saas_sandbox_get(&sb, r->client, r->route_id);
+	unsigned int flags = 0;
+	const char *counters;
+	int rc;
 
-	if (rc < 0)
+	/* counters=recorded: the egress counts as last recorded, without asking the VM's host (SAAS_GET_RECORDED). */
+	if (!aas_query(r, "counters", &counters, out))
+		return;
+	if (counters && strcmp(counters, "recorded") == 0) {
+		flags = SAAS_GET_RECORDED;
+	} else if (counters && strcmp(counters, "live") != 0) {
+		aas_reply_error(out, 400, "invalid_argument", "counters must be live (the default) or recorded");
+		return;
+	}
+	if ((rc = saas_sandbox_get_ext(&sb, r->client, r->route_id, flags)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		reply_sandbox(out, 200, sb);

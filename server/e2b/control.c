@@ -142,7 +142,7 @@ static bool find(struct aas_req *r, struct aas_reply *out, const char *e2b_id, s
 		aas_e2b_error(out, 404, "sandbox \"%s\" not found", e2b_id);
 		return false;
 	}
-	rc = saas_sandbox_get(sb, r->client, id);
+	rc = saas_sandbox_get_ext(sb, r->client, id, SAAS_GET_RECORDED);
 	if (rc == SAAS_ENOTFOUND || (rc == SAAS_OK && (*sb)->status == SAAS_SANDBOX_DESTROYED)) {
 		saas_sandbox_free(*sb);
 		*sb = NULL;

@@ -95,11 +95,6 @@ static void reply_auth(struct aas_reply *out, const struct aas_e2b_target *t, co
 }
 
 /*
- * Find the request's sandbox and the client to act for: false after a reply
- * (401 for a token that is not the sandbox's, 502 for a sandbox that is not
- * there or not running).
- */
-/*
  * A paused sandbox that asked to be resumed on use (autoResume), resumed for
  * this request, which waits for it. The engine resumes one at a time (a
  * second request meanwhile finds it resuming, and is told to retry), and
@@ -125,6 +120,12 @@ static bool auto_resume(struct aas_reply *out, struct aas_e2b_target *t, const s
 	return true;
 }
 
+/*
+ * Find the request's sandbox and the client to act for: false after a reply
+ * (401 for a token that is not the sandbox's, 502 for a sandbox that is not
+ * there or not running). Its status is read with the egress counters as
+ * recorded: a live read runs nft on the libvirt driver, on every request.
+ */
 bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t)
 {
 	const char *port = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Port");
@@ -166,7 +167,7 @@ bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2
 		return false;
 	}
 	snprintf(r->account_id, sizeof(r->account_id), "%s", t->account);
-	rc = saas_sandbox_get(&sb, t->client, t->id);
+	rc = saas_sandbox_get_ext(&sb, t->client, t->id, SAAS_GET_RECORDED);
 	if (rc < 0 || sb->status == SAAS_SANDBOX_DESTROYED) {
 		reply_gone(out, sid, "The sandbox was not found");
 		saas_sandbox_free(sb);
@@ -394,7 +395,7 @@ static void envs(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target
 		aas_e2b_error(out, 405, "%s is not allowed on /envs", r->method);
 		return;
 	}
-	if ((rc = saas_sandbox_get(&sb, t->client, t->id)) < 0) {
+	if ((rc = saas_sandbox_get_ext(&sb, t->client, t->id, SAAS_GET_RECORDED)) < 0) {
 		aas_e2b_error(out, aas_status_for(rc), "%s", aas_tenant_message(rc, "e2b: reading a sandbox's envs"));
 		return;
 	}

@@ -98,7 +98,8 @@ static bool samples(struct aas_reply *out, saas_client *client, const char *e2b_
 	int rc;
 
 	*l = NULL;
-	if (!aas_e2b_id_to_saas(id, e2b_id) || (rc = saas_sandbox_get(&sb, client, id)) == SAAS_ENOTFOUND ||
+	if (!aas_e2b_id_to_saas(id, e2b_id) ||
+	    (rc = saas_sandbox_get_ext(&sb, client, id, SAAS_GET_RECORDED)) == SAAS_ENOTFOUND ||
 	    (rc == SAAS_OK && sb->status == SAAS_SANDBOX_DESTROYED)) {
 		saas_sandbox_free(sb);
 		aas_e2b_error(out, 404, "sandbox \"%s\" not found", e2b_id);

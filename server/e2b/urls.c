@@ -10,9 +10,9 @@
  * SHA-256 over the path, the operation, the user and the sandbox's
  * envdAccessToken, so the sandbox is found by checking the signature against
  * each candidate's token, in constant time: the one the Host (domain mode) or
- * E2b-Sandbox-Id names (each account a candidate owner: one HMAC and one
- * hash each, no store call), else every sandbox not destroyed of every
- * account, at most AAS_E2B_SIGNED_SCAN_MAX accounts and sandboxes together. The request is then served as
+ * E2b-Sandbox-Id names (its owner found by the engine: one store lookup, one
+ * HMAC and one hash), else every sandbox not destroyed of every account, at
+ * most AAS_E2B_SIGNED_SCAN_MAX accounts and sandboxes together. The request is then served as
  * one with that token (data.c, files.c), so a signature opens only its
  * sandbox, its path, its operation and its user, until its expiry.
  *
@@ -54,13 +54,37 @@ static bool signed_by(const char *sig, const char *sandbox_id, const char *accou
 }
 
 /*
- * Every sandbox not destroyed of every account (at most
- * AAS_E2B_SIGNED_SCAN_MAX), or only `id` when the request named one: the
- * first whose token signs the request. 1 found (into t), 0 none, -1 after a
- * reply.
+ * The sandbox the request named: signed by its token under its owner? 1
+ * (into t), 0 (no such sandbox, or not its signature: one answer for both),
+ * -1 after a reply. Whatever the owner's state, its sandbox is checked here
+ * as any other's; serving it (data.c) refuses a disabled account and a
+ * sandbox that does not run.
  */
-static int scan(struct aas_reply *out, struct aas_e2b_target *t, const char *id, const char *sig, const char *path,
-                const char *op, const char *user, const char *exp)
+static int find_named(struct aas_reply *out, struct aas_e2b_target *t, const char *id, const char *sig,
+                      const char *path, const char *op, const char *user, const char *exp)
+{
+	char account[SAAS_ID_MAX + 1];
+	int rc = saas_engine_sandbox_owner(account, aas_e2b_state.engine, id, 0);
+
+	if (rc == SAAS_ENOTFOUND)
+		return 0;
+	if (rc < 0) {
+		aas_e2b_error_saas(out, rc, "e2b: finding a signed URL's sandbox");
+		return -1;
+	}
+	if (!signed_by(sig, id, account, path, op, user, exp, t->token))
+		return 0;
+	snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", aas_e2b_id_from_saas(id));
+	return 1;
+}
+
+/*
+ * Every sandbox not destroyed of every account (at most
+ * AAS_E2B_SIGNED_SCAN_MAX), for a request that names none: the first whose
+ * token signs the request. 1 found (into t), 0 none, -1 after a reply.
+ */
+static int scan(struct aas_reply *out, struct aas_e2b_target *t, const char *sig, const char *path, const char *op,
+                const char *user, const char *exp)
 {
 	saas_account_list *accounts = NULL;
 	size_t seen = 0;
@@ -75,12 +99,6 @@ static int scan(struct aas_reply *out, struct aas_e2b_target *t, const char *id,
 		saas_client *client = NULL;
 		char *cursor = NULL;
 
-		if (id) {
-			found = signed_by(sig, id, account, path, op, user, exp, t->token);
-			if (found)
-				snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", aas_e2b_id_from_saas(id));
-			continue;
-		}
 		/* A disabled account's sandboxes serve nothing: they are no candidates. Each account looked in counts. */
 		if (!accounts->items[i]->disabled_at_ms && ++seen <= AAS_E2B_SIGNED_SCAN_MAX &&
 		    saas_client_open_account(&client, aas_e2b_state.engine, account, 0) == SAAS_OK) {
@@ -155,7 +173,8 @@ bool aas_e2b_signed_find(struct aas_req *r, struct aas_reply *out, struct aas_e2
 		return false;
 	}
 	t->e2b_id[0] = '\0';
-	found = scan(out, t, named ? id : NULL, sig, path ? path : "", op, user ? user : "", exp);
+	found = named ? find_named(out, t, id, sig, path ? path : "", op, user ? user : "", exp)
+	              : scan(out, t, sig, path ? path : "", op, user ? user : "", exp);
 	if (found < 0)
 		return false;
 	if (!found) {
@@ -221,7 +240,7 @@ enum MHD_Result aas_e2b_port_handle(struct aas_req *r, const char *upload, size_
 		ret = refuse(r, 403, e2b_id, "the sandbox's account is disabled");
 		goto out;
 	}
-	rc = saas_sandbox_get(&sb, client, id);
+	rc = saas_sandbox_get_ext(&sb, client, id, SAAS_GET_RECORDED);
 	if (rc < 0 || sb->status != SAAS_SANDBOX_READY) {
 		ret = refuse(r, 502, e2b_id, rc == SAAS_OK && sb->status == SAAS_SANDBOX_PAUSED
 		                             ? "The sandbox is paused: connect to it to resume it"

@@ -13,7 +13,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { Sandbox, getSignature } from 'e2b';
-import { testServer } from './harness.mjs';
+import { testServer, e2bKey } from './harness.mjs';
 
 const SERVER = process.argv[2];
 assert.ok(SERVER, 'usage: test_urls.mjs AAS_SERVER_FAKE');
@@ -138,6 +138,47 @@ test('a signed URL opens its path, its operation, its sandbox, until its expiry:
   // Paths that do not exist: found the sandbox, then 404 as the SDK's reads get.
   const missing = await fetch(await sbx.downloadUrl('/workspace/nothing'));
   assert.equal(missing.status, 404);
+});
+
+test("another account's sandbox: a signature opens only its own sandbox, named or found", async () => {
+  // A second account and its sandbox, beside this account's two.
+  const apiKey = e2bKey(srv.admin('account', 'create', '--name', 'someone-else'));
+  const theirs = await Sandbox.create({ apiKey });
+  try {
+    await theirs.files.write('/workspace/doc one.txt', 'theirs\n');
+    const mine = await sbx.downloadUrl('/workspace/doc one.txt');
+    const their = await theirs.downloadUrl('/workspace/doc one.txt');
+    // Each URL alone (no header: found by its signature) and naming its own sandbox reads its own file.
+    assert.equal(await (await fetch(their)).text(), 'theirs\n');
+    let res = await fetch(their, { headers: { 'E2b-Sandbox-Id': theirs.sandboxId } });
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'theirs\n');
+    res = await fetch(mine, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId } });
+    assert.equal(await res.text(), 'the first\n');
+    // A signature named for the other account's sandbox, either way round: the same 401 as any bad signature.
+    for (const [url, id, why] of [[mine, theirs.sandboxId, "this account's signature on theirs"],
+                                  [their, sbx.sandboxId, "their signature on this account's"],
+                                  [their, 'nosuchsandbox0000', 'a sandbox that does not exist']]) {
+      res = await fetch(url, { headers: { 'E2b-Sandbox-Id': id } });
+      assert.equal(res.status, 401, why);
+      assert.match((await res.json()).message, /unauthorized access.*no running sandbox's/, why);
+    }
+    // Domain mode: their URL's signature on this account's host, and the other way round.
+    const stolen = new URL(mine);
+    stolen.protocol = 'https:';
+    stolen.host = `49983-${theirs.sandboxId}.${DOMAIN}`;
+    stolen.pathname = '/files';
+    assert.equal((await viaHost('GET', stolen.toString())).status, 401, "this account's signature on their host");
+    stolen.host = `49983-${sbx.sandboxId}.${DOMAIN}`;
+    stolen.search = new URL(their).search;
+    assert.equal((await viaHost('GET', stolen.toString())).status, 401, "their signature on this account's host");
+    stolen.search = new URL(mine).search;
+    res = await viaHost('GET', stolen.toString());
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.text, 'the first\n');
+  } finally {
+    await theirs.kill();
+  }
 });
 
 test('domain mode: the create says the domain; getHost and the signed URLs name PORT-ID.DOMAIN', async () => {

@@ -439,6 +439,70 @@ static void test_tenancy(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* saas_sandbox_get_ext(): with SAAS_GET_RECORDED the same sandbox as saas_sandbox_get() gives, tenancy and all. */
+static void test_get_recorded(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	const char *const metadata[] = { "team=blue", NULL }, *const envs[] = { "GREETING=hi", NULL };
+	const char *const allow[] = { "example.com", NULL };
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL, *live = NULL, *rec = (saas_sandbox *)1;
+
+	spec.allow = allow;
+	o.network_spec = &spec;
+	o.metadata = metadata;
+	o.envs = envs;
+	EXPECT(saas_sandbox_create(&sb, f->a, &o, 0), SAAS_OK);
+	EXPECT(saas_sandbox_get(&live, f->a, sb->id), SAAS_OK);
+	EXPECT(saas_sandbox_get_ext(&rec, f->a, sb->id, SAAS_GET_RECORDED), SAAS_OK);
+	assert_string_equal(rec->id, live->id);
+	assert_int_equal(rec->status, SAAS_SANDBOX_READY);
+	assert_string_equal(rec->size, live->size);
+	assert_int_equal(rec->vcpus, live->vcpus);
+	assert_string_equal(rec->image, live->image);
+	assert_int_equal(rec->created_at_ms, live->created_at_ms);
+	assert_int_equal(rec->expires_at_ms, live->expires_at_ms);
+	assert_int_equal(rec->auto_resume, live->auto_resume);
+	assert_string_equal(rec->metadata[0], "team=blue");
+	assert_string_equal(rec->envs[0], "GREETING=hi");
+	assert_non_null(rec->network);
+	assert_int_equal(rec->network->mode, SAAS_NETWORK_POLICY);
+	assert_string_equal(rec->network->allow[0], "example.com");
+	/* Recorded counts are never above the live ones (nothing was refused here: both 0). */
+	assert_true(rec->network->denied_connections <= live->network->denied_connections);
+	assert_true(rec->network->denied_lookups <= live->network->denied_lookups);
+	saas_sandbox_free(rec);
+	saas_sandbox_free(live);
+	live = NULL;
+	/* Flags 0: saas_sandbox_get() itself. */
+	EXPECT(saas_sandbox_get_ext(&live, f->a, sb->id, 0), SAAS_OK);
+	assert_string_equal(live->id, sb->id);
+	saas_sandbox_free(live);
+
+	/* Another account's is not there; bad ids and flags are refused before any call, out cleared. */
+	rec = (saas_sandbox *)1;
+	EXPECT(saas_sandbox_get_ext(&rec, f->b, sb->id, SAAS_GET_RECORDED), SAAS_ENOTFOUND);
+	assert_null(rec);
+	EXPECT(saas_sandbox_get_ext(&rec, f->a, "sbx-nosuchsandbox0000", SAAS_GET_RECORDED), SAAS_ENOTFOUND);
+	EXPECT(saas_sandbox_get_ext(&rec, f->a, "", SAAS_GET_RECORDED), SAAS_EINVAL);
+	EXPECT(saas_sandbox_get_ext(&rec, f->a, NULL, SAAS_GET_RECORDED), SAAS_EINVAL);
+	rec = (saas_sandbox *)1;
+	EXPECT(saas_sandbox_get_ext(&rec, f->a, sb->id, 1u << 7), SAAS_EINVAL);
+	assert_null(rec);
+	assert_non_null(strstr(saas_error_last()->message, "unknown flags"));
+	EXPECT(saas_sandbox_get_ext(NULL, f->a, sb->id, SAAS_GET_RECORDED), SAAS_EINVAL);
+	EXPECT(saas_sandbox_get_ext(&rec, NULL, sb->id, SAAS_GET_RECORDED), SAAS_EINVAL);
+
+	/* A destroyed one reads as destroyed, with its record's counts. */
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_sandbox_get_ext(&rec, f->a, sb->id, SAAS_GET_RECORDED), SAAS_OK);
+	assert_int_equal(rec->status, SAAS_SANDBOX_DESTROYED);
+	assert_int_equal(rec->network->mode, SAAS_NETWORK_POLICY);
+	saas_sandbox_free(rec);
+	saas_sandbox_free(sb);
+}
+
 static void test_list(void **state)
 {
 	struct saas_test_fixture *f = *state;
@@ -1704,6 +1768,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_network_policy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits_and_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_history, setup, teardown),

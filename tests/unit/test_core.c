@@ -371,6 +371,37 @@ static void test_disable_ends_sandboxes(void **state)
 	saas_sandbox_free(b1);
 }
 
+/* A sandbox's owner by its id alone (what a front end holding the engine asks before it has a client). */
+static void test_sandbox_owner(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *a1 = create(f->a, NULL, 600), *b1 = create(f->b, NULL, 600);
+	char owner[SAAS_ID_MAX + 1];
+
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, a1->id, 0), SAAS_OK);
+	assert_string_equal(owner, f->account_a);
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, b1->id, 0), SAAS_OK);
+	assert_string_equal(owner, f->account_b);
+	/* A destroyed sandbox's record keeps its owner. */
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, a1->id, 0), SAAS_OK);
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, a1->id, 0), SAAS_OK);
+	assert_string_equal(owner, f->account_a);
+	/* None, and bad arguments: the owner is cleared every time. */
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, "sbx-nosuchsandbox0000", 0), SAAS_ENOTFOUND);
+	assert_string_equal(owner, "");
+	assert_non_null(strstr(saas_error_last()->message, "sbx-nosuchsandbox0000"));
+	strcpy(owner, "x");
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, b1->id, 1), SAAS_EINVAL);
+	assert_string_equal(owner, "");
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, "", 0), SAAS_EINVAL);
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, NULL, 0), SAAS_EINVAL);
+	assert_int_equal(saas_engine_sandbox_owner(owner, f->engine, "sbx-\x01", 0), SAAS_EINVAL);
+	assert_int_equal(saas_engine_sandbox_owner(owner, NULL, b1->id, 0), SAAS_EINVAL);
+	assert_int_equal(saas_engine_sandbox_owner(NULL, f->engine, b1->id, 0), SAAS_EINVAL);
+	saas_sandbox_free(a1);
+	saas_sandbox_free(b1);
+}
+
 static void test_keys(void **state)
 {
 	struct saas_test_fixture *f = *state;
@@ -2561,6 +2592,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_disable_ends_sandboxes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_templates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sandbox_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_people, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),

@@ -212,12 +212,22 @@ static void test_create_with_policy(void **state)
 	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_POLICY);
 	assert_string_equal(rules, "allow api.example.com,203.0.113.0/24 deny 203.0.113.9/32");
 
-	/* Counters come from the driver. */
+	/* Counters come from the driver; asked for the recorded ones, the driver is not read. */
 	saas_fake_vm_denied(sb->id, 3, 2);
+	assert_int_equal(saas_sandbox_get_ext(&got, f->a, sb->id, SAAS_GET_RECORDED), SAAS_OK);
+	assert_int_equal(got->network->denied_connections, 0);
+	assert_int_equal(got->network->denied_lookups, 0);
+	assert_rules(got->network->allow, want_allow);
+	saas_sandbox_free(got);
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
 	assert_int_equal(got->network->denied_connections, 3);
 	assert_int_equal(got->network->denied_lookups, 2);
 	assert_rules(got->network->allow, want_allow);
+	saas_sandbox_free(got);
+	/* The live read recorded them: the recorded ones have caught up. */
+	assert_int_equal(saas_sandbox_get_ext(&got, f->a, sb->id, SAAS_GET_RECORDED), SAAS_OK);
+	assert_int_equal(got->network->denied_connections, 3);
+	assert_int_equal(got->network->denied_lookups, 2);
 	saas_sandbox_free(got);
 
 	/* Destroyed: the policy and the last counts stay on record, those since the last reading included. */

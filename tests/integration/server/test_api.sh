@@ -51,6 +51,11 @@ expect_json .size small "created size"
 expect_json .cost_usd 0.000000 "created cost"
 auth GET "/v1/sandboxes/${SB}"; expect_status 200 get; expect_json .id "$SB" "get id"
 check "times are RFC 3339 with ms" grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$' <<<"$(jqr .created_at)"
+# The egress counters as last recorded (no driver read), or live: the same sandbox; anything else is a 400.
+auth GET "/v1/sandboxes/${SB}?counters=recorded"; expect_status 200 "get, recorded counters"; expect_json .id "$SB" "get id, recorded"
+auth GET "/v1/sandboxes/${SB}?counters=live"; expect_status 200 "get, live counters"
+auth GET "/v1/sandboxes/${SB}?counters=cached"; expect_status 400 "get, counters neither live nor recorded"
+expect_json .error.code invalid_argument "counters=cached is invalid_argument"
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"echo hello","timeout":30}'
 expect_status 200 exec; expect_json .stdout "hello" "exec stdout"; expect_json .exit_code 0 "exec exit code"
 expect_json .status exited "exec status"; expect_json .stdout_encoding utf-8 "exec encoding"
