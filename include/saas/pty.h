@@ -41,8 +41,9 @@ typedef struct saas_pty_options {
 	 * Since version 2: NULL-terminated "NAME=VALUE" strings added to the
 	 * shell's environment, with saas_exec_options.env's bounds; they win over
 	 * the sandbox's own (saas_create_options.envs), which a terminal gets as a
-	 * command does. NULL: none. The login shell's profile runs after them, and
-	 * may set some again (PATH, for one).
+	 * command does. NULL: none. With cwd or env, the login profile runs
+	 * first (/etc/profile, ~/.profile), then the shell enters cwd and sets
+	 * env, so neither is undone by a profile.
 	 */
 	const char *const *env;
 } saas_pty_options;

@@ -24,11 +24,17 @@ struct saas__ssh_pty {
 };
 
 /*
- * A terminal with a directory or variables: sshd's `exec` of a script that
- * enters the one and exports the others as a command's script does
- * (saas__shell_enter), then becomes the user's login shell. Not the SSH
- * protocol's own `env` request: sshd refuses it unless its AcceptEnv names
- * the variable, and it has no directory. "": none (the plain `shell` request).
+ * A terminal with a directory or variables: sshd's `exec` of a script run
+ * by the user's shell, not the SSH protocol's `env` request (sshd drops it
+ * unless its AcceptEnv names the variable; and it has no directory). A
+ * login shell would run the login profile last, and a profile may change
+ * directory (the project's images' ~/.profile enters /workspace) or reset
+ * a variable (PATH): so the script runs the profile itself first (as a
+ * login shell would: /etc/profile, then ~/.profile), then enters the
+ * directory and exports the variables as a command's script does
+ * (saas__shell_enter), then becomes the user's shell, interactive on a
+ * terminal, reading its input on a pipe otherwise. "": none of either
+ * asked (the plain `shell` request, a login shell as `ssh` gives).
  */
 static int start_script(saas__buf *b, const saas_driver_pty *req)
 {
@@ -36,8 +42,10 @@ static int start_script(saas__buf *b, const saas_driver_pty *req)
 
 	if (!req->cwd && !(req->env && req->env[0]))
 		return SAAS_OK;
-	if ((rc = saas__shell_enter(b, req->cwd, req->env)) < 0 ||
-	    (rc = saas__buf_puts(b, "exec \"${SHELL:-/bin/sh}\" -l")) < 0)
+	if ((rc = saas__buf_puts(b, "[ -r /etc/profile ] && . /etc/profile; "
+	                            "[ -r \"$HOME/.profile\" ] && . \"$HOME/.profile\"; ")) < 0 ||
+	    (rc = saas__shell_enter(b, req->cwd, req->env)) < 0 ||
+	    (rc = saas__buf_puts(b, req->tty ? "exec \"${SHELL:-/bin/sh}\" -i" : "exec \"${SHELL:-/bin/sh}\"")) < 0)
 		return rc;
 	return SAAS_OK;
 }
