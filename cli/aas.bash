@@ -25,7 +25,7 @@ _aas() {
 	fi
 	local opts="--url --key --json --help"
 	case $cmd in
-	create) opts="$opts --size --timeout --image --network --allow --deny" ;;
+	create) opts="$opts --size --timeout --image --network --allow --deny --metadata --env" ;;
 	network) opts="$opts --isolated --internet --allow --deny" ;;
 	ls) opts="$opts --all" ;;
 	exec) opts="$opts --timeout --cwd -e -n --" ;;

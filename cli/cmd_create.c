@@ -12,9 +12,13 @@
 
 static const char help[] =
 	"usage: aas create [--size NAME] [--timeout DURATION] [--image NAME]\n"
-	"                  [--network isolated|internet | --allow RULE... --deny RULE...] [--json]\n"
+	"                  [--network isolated|internet | --allow RULE... --deny RULE...]\n"
+	"                  [--metadata KEY=VALUE]... [-e|--env NAME=VALUE]... [--json]\n"
 	"\n"
 	"Create a sandbox and print its id once it is ready. DURATION is 90, 90s, 15m or 2h.\n"
+	"--metadata (repeatable, at most 64) labels it: `aas get --json` shows the labels, the\n"
+	"guest never sees them. --env (repeatable, at most 128) gives every command and terminal\n"
+	"in it a variable (`aas exec -e` wins over it).\n"
 	"--allow and --deny (each repeatable, at most 64) make its network a policy: only what\n"
 	"the allow rules name, less what the deny rules name. A RULE is a domain name\n"
 	"(example.com), every name below one (*.example.com), an address or CIDR\n"
@@ -64,11 +68,30 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 	saas_client *client = NULL;
 	saas_sandbox *sb = NULL;
 	pthread_t th;
+	/* NULL-terminated, borrowed from argv; the library checks each pair's bounds. */
+	const char *metadata[SAAS_METADATA_MAX + 1] = { NULL }, *envs[SAAS_ENVS_MAX + 1] = { NULL };
+	size_t nmeta = 0, nenvs = 0;
 	int i, r, rc, code, n = 0, spinning = 0;
 	const char *v;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_opt("create", argc, argv, &i, "--size", NULL, &v)) != 0) {
+		if ((r = aas_opt("create", argc, argv, &i, "--metadata", NULL, &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			if (!strchr(v, '=') || v[0] == '=')
+				return aas_usage_error("create", "--metadata needs KEY=VALUE, not '%s'", v);
+			if (nmeta == SAAS_METADATA_MAX)
+				return aas_usage_error("create", "at most %d --metadata", SAAS_METADATA_MAX);
+			metadata[nmeta++] = v;
+		} else if ((r = aas_opt("create", argc, argv, &i, "--env", "-e", &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			if (!strchr(v, '=') || v[0] == '=')
+				return aas_usage_error("create", "--env needs NAME=VALUE, not '%s'", v);
+			if (nenvs == SAAS_ENVS_MAX)
+				return aas_usage_error("create", "at most %d --env", SAAS_ENVS_MAX);
+			envs[nenvs++] = v;
+		} else if ((r = aas_opt("create", argc, argv, &i, "--size", NULL, &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 			opts.size = v;
@@ -92,6 +115,10 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 		return code;
 	if (aas_net_spec(&net, &spec))
 		opts.network_spec = &spec;
+	if (nmeta)
+		opts.metadata = metadata;
+	if (nenvs)
+		opts.envs = envs;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		return code;
 	if (!ctx->json && isatty(STDERR_FILENO))

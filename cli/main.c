@@ -15,7 +15,7 @@ static const char usage_text[] =
 	"\n"
 	"Commands:\n"
 	"  create [--size S] [--timeout 15m] [--image I] [--network isolated|internet]\n"
-	"         [--allow RULE]... [--deny RULE]...\n"
+	"         [--allow RULE]... [--deny RULE]... [--metadata K=V]... [-e NAME=VALUE]...\n"
 	"                          create a sandbox and print its id\n"
 	"  ls [--all]              list sandboxes, newest first\n"
 	"  get ID                  show one sandbox\n"

@@ -286,6 +286,47 @@ static bool arg_int(struct call *c, const char *name, int64_t min, int64_t max, 
 	return true;
 }
 
+/*
+ * An object of strings (create_sandbox's metadata and envs) as "KEY=VALUE"
+ * strings in *list (NULL when absent; free with pairs_free), as the REST
+ * create takes it: the count bounded by `max` before anything is copied, each
+ * key without '=' and each value without NUL here; the library checks the
+ * rest (lengths, names) and says what is wrong.
+ */
+static bool arg_pairs(struct call *c, const char *name, size_t max, char ***list)
+{
+	const json_t *v = json_object_get(c->args, name);
+	json_t *val;
+	const char *key;
+	size_t n = 0;
+
+	*list = NULL;
+	if (!v || json_is_null(v))
+		return true;
+	if (!json_is_object(v) || json_object_size(v) > max)
+		return bad_arg(c, "\"%s\" must be an object of at most %zu KEY: \"value\" strings.", name, max);
+	if (!(*list = calloc(json_object_size(v) + 1, sizeof(**list))))
+		return bad_arg(c, "out of memory");
+	json_object_foreach((json_t *)v, key, val) {
+		if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val) || strchr(key, '='))
+			return bad_arg(c, "\"%s\": each value must be a string without NUL, each key without '=' (\"%.64s\" "
+			               "is not).", name, key);
+		if (asprintf(&(*list)[n], "%s=%s", key, json_string_value(val)) < 0) {
+			(*list)[n] = NULL;
+			return bad_arg(c, "out of memory");
+		}
+		n++;
+	}
+	return true;
+}
+
+static void pairs_free(char **list)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		free(list[i]);
+	free(list);
+}
+
 static json_t *arg_fail(struct call *c)
 {
 	return fail(c->err);
@@ -440,28 +481,38 @@ static json_t *t_create(struct call *c)
 	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
 	saas__wire_network_req net;
 	saas_sandbox *sb = NULL;
-	json_t *res;
+	json_t *res = NULL;
+	char **metadata = NULL, **envs = NULL;
 	int64_t timeout = 0;
 	char msg[512] = "";
 	bool net_given;
 	int rc;
 
 	if (!arg_str(c, "size", false, &o.size) || !arg_str(c, "image", false, &o.image) ||
-	    !arg_network(c, &net, &net_given) || !arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout))
-		return arg_fail(c);
+	    !arg_network(c, &net, &net_given) || !arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout) ||
+	    !arg_pairs(c, "metadata", SAAS_METADATA_MAX, &metadata) || !arg_pairs(c, "envs", SAAS_ENVS_MAX, &envs)) {
+		res = arg_fail(c);
+		goto out;
+	}
 	o.timeout_s = timeout;
+	o.metadata = (const char *const *)metadata;
+	o.envs = (const char *const *)envs;
 	if (net_given)
 		o.network_spec = &net.spec;
-	if (cancelled(c)) /* before anything was made: nothing to undo */
-		return failf(c, "create_sandbox was cancelled before it started; nothing was created.");
+	if (cancelled(c)) { /* before anything was made: nothing to undo */
+		res = failf(c, "create_sandbox was cancelled before it started; nothing was created.");
+		goto out;
+	}
 	if (c->progress && c->ctx->notify) {
 		progress(c, "creating sandbox");
 		rc = create_reporting(c, &o, &sb, msg, sizeof(msg));
 	} else if ((rc = saas_sandbox_create(&sb, c->ctx->client, &o, 0)) < 0) {
 		saas_detail(msg, sizeof(msg), rc);
 	}
-	if (rc < 0)
-		return fail_saas_msg(c, rc, msg);
+	if (rc < 0) {
+		res = fail_saas_msg(c, rc, msg);
+		goto out;
+	}
 	/*
 	 * Cancelled while it was being made: the public API cannot stop a create
 	 * halfway, so the sandbox is destroyed as soon as it exists, before it runs
@@ -471,12 +522,14 @@ static json_t *t_create(struct call *c)
 		rc = saas_sandbox_destroy(NULL, c->ctx->client, sb->id, 0);
 		res = rc < 0 ? fail_saas(c, rc)
 		             : failf(c, "create_sandbox was cancelled; sandbox %s was destroyed.", sb->id);
-		saas_sandbox_free(sb);
-		return res;
+		goto out;
 	}
 	progress(c, "ready");
 	res = ok(sandbox_json(sb));
+out:
 	saas_sandbox_free(sb);
+	pairs_free(metadata);
+	pairs_free(envs);
 	return res;
 }
 
@@ -1007,7 +1060,8 @@ static const struct tool tools[] = {
 	  "runs as an unprivileged user with no sudo: apt-get does not work; install with `pip install --user "
 	  "--break-system-packages <pkg>` or `npm install <pkg>`. Network: `network` \"internet\" or \"isolated\", "
 	  "or `allow`/`deny` lists of domain names (\"*.example.com\" for the names below it), addresses and "
-	  "CIDRs for only what the job needs (set_network_policy changes it later).",
+	  "CIDRs for only what the job needs (set_network_policy changes it later). `envs`: variables every "
+	  "command starts with; `metadata`: labels list_sandboxes shows.",
 	  .open_world = true, .needs_client = true, .fn = t_create },
 	{ .name = "run_command",
 	  .title = "Run a shell command",

@@ -18,8 +18,8 @@ SAAS_BEGIN_DECLS
 /** Longest TERM value, in bytes. */
 #define SAAS_PTY_TERM_MAX 64
 
-/** Version of saas_pty_options this header describes. */
-#define SAAS_PTY_OPTIONS_VERSION 1
+/** Version of saas_pty_options this header describes (2: cwd and env). */
+#define SAAS_PTY_OPTIONS_VERSION 2
 
 /**
  * Options for saas_pty_open(). Initialise with SAAS_PTY_OPTIONS_INIT.
@@ -31,9 +31,24 @@ typedef struct saas_pty_options {
 	const char *term;        /**< TERM for the shell: letters, digits, '-', '.', '+', '_'; NULL: "xterm-256color". */
 	unsigned int cols;       /**< 0: SAAS_PTY_COLS_DEFAULT. 1 to SAAS_PTY_SIZE_MAX. */
 	unsigned int rows;       /**< 0: SAAS_PTY_ROWS_DEFAULT. 1 to SAAS_PTY_SIZE_MAX. */
+	/**
+	 * Since version 2: the shell's working directory, as saas_exec_options.cwd
+	 * (a relative path is under /workspace); NULL: the user's home, as `ssh`
+	 * gives. A directory the shell cannot enter ends it at once with status 126.
+	 */
+	const char *cwd;
+	/**
+	 * Since version 2: NULL-terminated "NAME=VALUE" strings added to the
+	 * shell's environment, with saas_exec_options.env's bounds; they win over
+	 * the sandbox's own (saas_create_options.envs), which a terminal gets as a
+	 * command does. NULL: none. With cwd or env, the login profile runs
+	 * first (/etc/profile, ~/.profile), then the shell enters cwd and sets
+	 * env, so neither is undone by a profile.
+	 */
+	const char *const *env;
 } saas_pty_options;
 
-#define SAAS_PTY_OPTIONS_INIT { SAAS_PTY_OPTIONS_VERSION, NULL, 0, 0 }
+#define SAAS_PTY_OPTIONS_INIT { SAAS_PTY_OPTIONS_VERSION, NULL, 0, 0, NULL, NULL }
 
 /**
  * No terminal: the shell reads a pipe (end-of-input ends it, as `ssh` does
@@ -59,7 +74,8 @@ typedef struct saas_pty saas_pty;
  * @param flags    SAAS_PTY_NOTTY or 0.
  * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND; SAAS_ESTATE (not ready); SAAS_ELIMIT (too many
  *         sessions, remote); SAAS_EBACKEND (the guest could not be reached); SAAS_ENOTSUP (the driver
- *         has no terminals); SAAS_ENETWORK, SAAS_EPROTOCOL (remote); SAAS_ENOMEM.
+ *         has no terminals, or none with cwd or env: a driver table older than version 12);
+ *         SAAS_ENETWORK, SAAS_EPROTOCOL (remote); SAAS_ENOMEM.
  *
  * Since: 0.2.0
  */

@@ -244,9 +244,10 @@ typedef struct saas_create_options {
 	const char *const *metadata;
 	/**
 	 * Since version 3: the sandbox's default environment, NULL-terminated
-	 * "NAME=VALUE" strings, or NULL. Every execution in it starts with these,
-	 * less the names its own saas_exec_options.env sets (the execution's
-	 * win). Copied to a fork's children. Bounds: SAAS_ENV*_MAX.
+	 * "NAME=VALUE" strings, or NULL. Every execution (and, since 0.2.0,
+	 * terminal) in it starts with these, less the names its own
+	 * saas_exec_options.env (saas_pty_options.env) sets, which win. Copied to
+	 * a fork's children. Bounds: SAAS_ENV*_MAX.
 	 */
 	const char *const *envs;
 	/**

@@ -32,7 +32,7 @@ static int check_id(const char *id, const char *what)
  * name the guest's kernel would refuse (ENAMETOOLONG) is the caller's mistake
  * with a clear message, on every provider alike.
  */
-static int check_path(const char *path, bool required)
+int saas__check_path(const char *path, bool required)
 {
 	size_t len, abs_len, part;
 
@@ -384,7 +384,7 @@ SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *c, const 
 	return c->ops->sandbox_destroy(c, id, out);
 }
 
-static int check_env(const char *const *env)
+int saas__check_env(const char *const *env)
 {
 	size_t n = 0;
 
@@ -430,9 +430,9 @@ static int check_exec(saas_execution **out, saas_client *c, const char *id, cons
 		return saas__inval("command is longer than %u bytes", SAAS_EXEC_COMMAND_MAX);
 	if (!saas__valid_utf8(command, strlen(command)))
 		return saas__inval("command is not valid UTF-8");
-	if (o->cwd && ((rc = check_path(o->cwd, true)) < 0))
+	if (o->cwd && ((rc = saas__check_path(o->cwd, true)) < 0))
 		return rc;
-	if ((rc = check_env(o->env)) < 0)
+	if ((rc = saas__check_env(o->env)) < 0)
 		return rc;
 	if (o->stdin_len && !o->stdin_data)
 		return saas__inval("stdin_len is set but stdin_data is NULL");
@@ -666,7 +666,7 @@ static int check_write(saas_client *c, const char *id, const char *path, int64_t
 	int rc;
 
 	CHECK_CLIENT(c);
-	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = saas__check_path(path, true)) < 0)
 		return rc;
 	if ((rc = saas__options_read(o, options, sizes, SAAS_FILE_WRITE_OPTIONS_VERSION, "file write")) < 0)
 		return rc;
@@ -748,7 +748,7 @@ static int check_read(saas_client *c, const char *id, const char *path)
 	int rc;
 
 	CHECK_CLIENT(c);
-	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = saas__check_path(path, true)) < 0)
 		return rc;
 	return SAAS_OK;
 }
@@ -803,7 +803,7 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const 
 		return saas__inval("out is NULL");
 	*out = NULL;
 	CHECK_CLIENT(c);
-	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, false)) < 0)
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = saas__check_path(path, false)) < 0)
 		return rc;
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
@@ -818,7 +818,7 @@ SAAS_EXTERN(int) saas_file_list_get(saas_file_list **out, saas_client *c, const 
 /*
  * `path` made absolute as the core makes it (relative: under the
  * workspace), with runs of '/' collapsed and no trailing '/', into out
- * (SAAS_PATH_MAX + sizeof(SAAS_WORKSPACE) bytes, which check_path's bound
+ * (SAAS_PATH_MAX + sizeof(SAAS_WORKSPACE) bytes, which saas__check_path's bound
  * leaves room for): what the guest will name, for the checks below.
  */
 static void path_canon(char *out, const char *path)
@@ -849,7 +849,7 @@ SAAS_EXTERN(int) saas_file_mkdir(int *created, saas_client *c, const char *id, c
 	if (created)
 		*created = 0;
 	CHECK_CLIENT(c);
-	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = saas__check_path(path, true)) < 0)
 		return rc;
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
@@ -866,7 +866,7 @@ SAAS_EXTERN(int) saas_file_remove(saas_client *c, const char *id, const char *pa
 
 	saas__error_clear();
 	CHECK_CLIENT(c);
-	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(path, true)) < 0)
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = saas__check_path(path, true)) < 0)
 		return rc;
 	if (flags)
 		return saas__inval("unknown flags 0x%x", flags);
@@ -886,7 +886,8 @@ SAAS_EXTERN(int) saas_file_rename(saas_client *c, const char *id, const char *fr
 
 	saas__error_clear();
 	CHECK_CLIENT(c);
-	if ((rc = check_id(id, "sandbox")) < 0 || (rc = check_path(from, true)) < 0 || (rc = check_path(to, true)) < 0)
+	if ((rc = check_id(id, "sandbox")) < 0 || (rc = saas__check_path(from, true)) < 0 ||
+	    (rc = saas__check_path(to, true)) < 0)
 		return rc;
 	if (flags & ~SAAS_FILE_RENAME_REPLACE)
 		return saas__inval("unknown flags 0x%x", flags & ~SAAS_FILE_RENAME_REPLACE);

@@ -21,6 +21,10 @@ bool saas__valid_image(const char *s);
 /* A list of "KEY=VALUE" within bounds, keys unique (shell names when `shell`): SAAS_EINVAL naming `what` otherwise. */
 int saas__pairs_check(const char *const *list, size_t max, size_t key_max, size_t value_max, bool shell,
                       const char *what);
+/* A guest path within the guest's bounds (client/client.c); NULL or "" is SAAS_EINVAL when required. */
+int saas__check_path(const char *path, bool required);
+/* An execution's or a terminal's "NAME=VALUE" list within exec's bounds (client/client.c); NULL is none. */
+int saas__check_env(const char *const *env);
 
 /* Frees what the engine's saas__sizes_public() made (client/free.c); NULL-safe. */
 void saas__sizes_public_free(saas_size **sizes, size_t n);
@@ -73,6 +77,8 @@ struct saas__pty_req {
 	const char *term;              /* never NULL */
 	unsigned int cols, rows;
 	int tty;
+	const char *cwd;               /* as given (relative: under the workspace), or NULL: the home */
+	const char *const *env;        /* NULL-terminated "NAME=VALUE", or NULL */
 };
 
 /* What a client is: the same calls, served locally (core/local.c) or over REST (remote/). */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -40,9 +41,13 @@ static int check_term(const char *term)
 	return SAAS_OK;
 }
 
-SAAS_EXTERN(int) saas_pty_open(saas_pty **out, saas_client *c, const char *sandbox_id, const saas_pty_options *o,
-                               unsigned int flags)
+SAAS_EXTERN(int) saas_pty_open(saas_pty **out, saas_client *c, const char *sandbox_id,
+                               const saas_pty_options *options, unsigned int flags)
 {
+	/* What each version of the options holds: a version 1 caller's struct ends before cwd. */
+	static const size_t sizes[] = { 0, offsetof(saas_pty_options, cwd), sizeof(saas_pty_options) };
+	saas_pty_options opts = SAAS_PTY_OPTIONS_INIT;
+	const saas_pty_options *o = &opts;
 	struct saas__pty_req req;
 	int rc;
 
@@ -56,13 +61,17 @@ SAAS_EXTERN(int) saas_pty_open(saas_pty **out, saas_client *c, const char *sandb
 		return saas__inval("sandbox id is missing, too long or not printable");
 	if (flags & ~SAAS_PTY_NOTTY)
 		return saas__inval("unknown flags 0x%x", flags & ~SAAS_PTY_NOTTY);
-	if (o && (o->version < 1 || o->version > SAAS_PTY_OPTIONS_VERSION))
-		return saas__inval("saas_pty_options version %u is not 1 to %u", o->version, SAAS_PTY_OPTIONS_VERSION);
-	req.term = o && o->term ? o->term : PTY_TERM_DEFAULT;
-	req.cols = o && o->cols ? o->cols : SAAS_PTY_COLS_DEFAULT;
-	req.rows = o && o->rows ? o->rows : SAAS_PTY_ROWS_DEFAULT;
+	if ((rc = saas__options_read(&opts, options, sizes, SAAS_PTY_OPTIONS_VERSION, "pty")) < 0)
+		return rc;
+	req.term = o->term ? o->term : PTY_TERM_DEFAULT;
+	req.cols = o->cols ? o->cols : SAAS_PTY_COLS_DEFAULT;
+	req.rows = o->rows ? o->rows : SAAS_PTY_ROWS_DEFAULT;
 	req.tty = !(flags & SAAS_PTY_NOTTY);
-	if ((rc = check_term(req.term)) < 0 || (rc = check_size(req.cols, req.rows)) < 0)
+	/* "" is no directory at all, as for exec: a mistake to report, not the home. */
+	req.cwd = o->cwd;
+	req.env = o->env && o->env[0] ? o->env : NULL;
+	if ((rc = check_term(req.term)) < 0 || (rc = check_size(req.cols, req.rows)) < 0 ||
+	    (req.cwd && (rc = saas__check_path(req.cwd, true)) < 0) || (rc = saas__check_env(req.env)) < 0)
 		return rc;
 	if (!c->ops->pty_open)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_ARGS, 0, "this client cannot open terminals");

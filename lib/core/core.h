@@ -257,6 +257,12 @@ int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, 
 int saas__sandbox_pause_row(saas_engine *e, saas_store_sandbox *row, saas_sandbox **out);
 /* A sandbox's metadata and default environment, "KEY=VALUE" sorted, each list empty rather than NULL. */
 int saas__sandbox_values(saas_engine *e, const char *id, char ***metadata, char ***envs);
+/*
+ * The environment of a command or terminal in sandbox id: the sandbox's own
+ * less the names `own` sets, then `own` (exec.c). *out borrows from *defaults
+ * and own; free *out with free() and *defaults with saas__rules_free().
+ */
+int saas__env_merge(saas_engine *e, const char *id, const char *const *own, char ***defaults, const char ***out);
 int saas__local_sandbox_destroy(saas_client *c, const char *id, saas_sandbox **out);
 int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
                                     saas_sandbox **out);

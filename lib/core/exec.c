@@ -273,12 +273,13 @@ oom:
 }
 
 /*
- * An execution's environment: its sandbox's default one (saas_create_options.envs)
- * less the names the execution sets, then the execution's own, which so win.
- * *out (NULL-terminated, borrowing from *defaults and own) and *defaults are
- * the caller's to free (free, saas__rules_free); *out NULL: no variable at all.
+ * An execution's (or a terminal's) environment: its sandbox's default one
+ * (saas_create_options.envs) less the names the execution sets, then the
+ * execution's own, which so win. *out (NULL-terminated, borrowing from
+ * *defaults and own) and *defaults are the caller's to free (free,
+ * saas__rules_free); *out NULL: no variable at all.
  */
-static int env_merge(saas_engine *e, const char *id, const char *const *own, char ***defaults, const char ***out)
+int saas__env_merge(saas_engine *e, const char *id, const char *const *own, char ***defaults, const char ***out)
 {
 	char **metadata = NULL;
 	size_t nown = 0, ndef = 0, k = 0;
@@ -343,7 +344,7 @@ int saas__local_exec_stream(saas_client *c, const char *id, const char *command,
 		saas_exec_options merged = *o;
 		char **defaults = NULL;
 		const char **env = NULL;
-		if ((rc = env_merge(e, id, o->env, &defaults, &env)) == SAAS_OK) {
+		if ((rc = saas__env_merge(e, id, o->env, &defaults, &env)) == SAAS_OK) {
 			merged.env = env;
 			rc = job_new(&j, e, id, command, &merged);
 		}

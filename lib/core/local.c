@@ -3,6 +3,7 @@
  * to open a client on an engine, and the terminal a local client opens (the
  * driver's session). The public calls that lead here are in client/.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,8 @@ int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_
 	saas_store_sandbox sb;
 	saas_pty *pty = NULL;
 	struct local_pty *l = NULL;
+	char *cwd = NULL, **defaults = NULL;
+	const char **env = NULL;
 	void *ctx;
 	int rc;
 
@@ -159,9 +162,33 @@ int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_
 	/* A version 2 table ends before the terminal slots. */
 	if (d->version < 3 || !d->pty_open || !d->pty_resize || !d->pty_close)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot open terminals", d->name);
+	memset(&dreq, 0, sizeof(dreq));
+	if (d->version >= 12) {
+		/* A relative directory is under the workspace, as for files (the login shell starts in the home). */
+		if (req->cwd && asprintf(&cwd, "%s%s%s", req->cwd[0] == '/' ? "" : SAAS_WORKSPACE,
+		                         req->cwd[0] == '/' ? "" : "/", req->cwd) < 0) {
+			cwd = NULL;
+			rc = saas__oom();
+			goto out;
+		}
+		/* The sandbox's own environment, as every command in it gets. */
+		if ((rc = saas__env_merge(e, sb.id, req->env, &defaults, &env)) < 0)
+			goto out;
+		dreq.cwd = cwd;
+		dreq.env = env;
+	} else if (req->cwd || req->env) {
+		/*
+		 * An older table cannot read the fields: the terminal would start
+		 * elsewhere, without the variables, and nobody would know.
+		 */
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
+		                 "driver '%s' cannot start a terminal in a directory or with variables (its table is of "
+		                 "version %u; 12 can)", d->name, d->version);
+		goto out;
+	}
 	if (!(pty = calloc(1, sizeof(*pty))) || !(l = calloc(1, sizeof(*l)))) {
 		rc = saas__oom();
-		goto fail;
+		goto out;
 	}
 	dreq.term = req->term;
 	dreq.cols = req->cols;
@@ -169,14 +196,19 @@ int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_
 	dreq.tty = req->tty;
 	pty->fd = -1;
 	if ((rc = d->pty_open(ctx, sb.id, &dreq, &pty->fd, &l->session)) < 0)
-		goto fail;
+		goto out;
 	l->engine = e;
 	l->ctx = ctx;
 	pty->ops = &local_pty_ops;
 	pty->provider = l;
 	*out = pty;
-	return SAAS_OK;
-fail:
+	pty = NULL;
+	l = NULL;
+	rc = SAAS_OK;
+out:
+	free(env);
+	saas__rules_free(defaults);
+	free(cwd);
 	free(l);
 	free(pty);
 	return rc;

@@ -22,6 +22,8 @@
 #define RPTY_FRAME_MAX (64u << 10)
 #define RPTY_HEAD_MAX (16u << 10)
 #define RPTY_POLL_MS 20
+/* The longest request target (path and query) sent: what the server's route takes (server/api/pty.c). */
+#define RPTY_TARGET_MAX (32u << 10)
 
 struct rpty {
 	CURL *h;
@@ -290,6 +292,56 @@ static int refusal(struct saas_remote *r, struct rpty *p, size_t head_len, long 
 	return rc;
 }
 
+/*
+ * The directory and the variables as query parameters (cwd=, env= once per
+ * variable) on *url, which is replaced. They travel in the request line, which
+ * the server bounds (docs/rest.md, "Terminal"): past RPTY_TARGET_MAX bytes the
+ * call is refused here, with a message saying what to do instead, rather than
+ * by the server's bare 414.
+ */
+static int url_add_start(char **url, size_t base_len, const struct saas__pty_req *req)
+{
+	saas__buf b = SAAS__BUF_INIT;
+	char *esc = NULL;
+	int rc;
+
+	if ((rc = saas__buf_puts(&b, *url)) < 0)
+		goto out;
+	if (req->cwd) {
+		if (!(esc = saas__url_escape(req->cwd)) || (rc = saas__buf_puts(&b, "&cwd=")) < 0 ||
+		    (rc = saas__buf_puts(&b, esc)) < 0) {
+			rc = saas__oom();
+			goto out;
+		}
+		free(esc);
+		esc = NULL;
+	}
+	for (const char *const *e = req->env; e && *e; e++) {
+		if (!(esc = saas__url_escape(*e)) || (rc = saas__buf_puts(&b, "&env=")) < 0 ||
+		    (rc = saas__buf_puts(&b, esc)) < 0) {
+			rc = saas__oom();
+			goto out;
+		}
+		free(esc);
+		esc = NULL;
+		if (b.len - base_len > RPTY_TARGET_MAX)
+			break;
+	}
+	if (b.len - base_len > RPTY_TARGET_MAX) {
+		rc = saas__inval("a remote terminal's cwd and env take at most %u bytes of its request, URL-encoded; "
+		                 "give larger variables to the sandbox at create (envs) instead", RPTY_TARGET_MAX);
+		goto out;
+	}
+	free(*url);
+	*url = b.data;
+	b.data = NULL;
+	rc = SAAS_OK;
+out:
+	free(esc);
+	saas__buf_free(&b);
+	return rc;
+}
+
 int saas__remote_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out)
 {
 	struct saas_remote *r = c->provider;
@@ -319,6 +371,8 @@ int saas__remote_pty_open(saas_client *c, const char *id, const struct saas__pty
 		rc = saas__oom();
 		goto fail;
 	}
+	if ((req->cwd || req->env) && (rc = url_add_start(&url, strlen(r->base), req)) < 0)
+		goto fail;
 	if (!(p->h = curl_easy_init())) {
 		rc = saas__oom();
 		goto fail;

@@ -89,6 +89,14 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code);
 int saas__exec_script(saas__buf *out, const saas_driver_exec *req);
 
 /*
+ * Into cwd (if not NULL; or exit 126, as a shell that cannot enter it), each
+ * of env (NAME=VALUE, names checked by the core) exported, each quoted for a
+ * POSIX shell: what a command's script and a terminal's start with. Appended
+ * to b; SAAS_OK or SAAS_ENOMEM.
+ */
+int saas__shell_enter(saas__buf *b, const char *cwd, const char *const *env);
+
+/*
  * Run a short command exactly as given (no wrapper, no cwd, no env, no stdin)
  * and wait for it at most timeout_ms: housekeeping, such as a guest's forced
  * command. Its stdout lands in out (cut at outsize - 1 bytes, NUL-ended; out

@@ -45,15 +45,14 @@ static int shell_quote(saas__buf *b, const char *s)
 	return rc;
 }
 
-/* Into the command's directory (or exit 126, as a shell that cannot enter it), its variables exported. */
-static int exec_enter(saas__buf *b, const saas_driver_exec *req)
+int saas__shell_enter(saas__buf *b, const char *cwd, const char *const *env)
 {
 	int rc;
 
-	if ((rc = saas__buf_puts(b, "cd -- ")) < 0 || (rc = shell_quote(b, req->cwd)) < 0 ||
-	    (rc = saas__buf_puts(b, " || exit 126; ")) < 0)
+	if (cwd && ((rc = saas__buf_puts(b, "cd -- ")) < 0 || (rc = shell_quote(b, cwd)) < 0 ||
+	            (rc = saas__buf_puts(b, " || exit 126; ")) < 0))
 		return rc;
-	for (const char *const *e = req->env; e && *e; e++)
+	for (const char *const *e = env; e && *e; e++)
 		if ((rc = saas__buf_puts(b, "export ")) < 0 || (rc = shell_quote(b, *e)) < 0 ||
 		    (rc = saas__buf_puts(b, "; ")) < 0)
 			return rc;
@@ -118,7 +117,7 @@ int saas__exec_script(saas__buf *out, const saas_driver_exec *req)
 {
 	int rc;
 
-	if ((rc = exec_enter(out, req)) < 0)
+	if ((rc = saas__shell_enter(out, req->cwd, req->env)) < 0)
 		return rc;
 	return exec_run_command(out, req);
 }
@@ -135,7 +134,7 @@ static int build_command(saas__buf *out, const saas_driver_exec *req, const char
 
 	if ((rc = saas__buf_printf(&w, "printf '\\036aas-%s:pid=%%d\\036' $$ >&2; "
 	                               "read -r _ _ _ _ __aas_p </proc/loadavg 2>/dev/null; ", token)) < 0 ||
-	    (rc = exec_enter(&w, req)) < 0)
+	    (rc = saas__shell_enter(&w, req->cwd, req->env)) < 0)
 		goto out;
 	/*
 	 * The EXIT trap (above). Its variables and its function start with

@@ -1,6 +1,7 @@
 /*
  * Terminals: the user's login shell in a session channel with a
- * pseudo-terminal (or, without one, on pipes), bridged to a local socket pair
+ * pseudo-terminal (or, without one, on pipes), in a directory and with
+ * variables when asked (start_script), bridged to a local socket pair
  * by a pump (ssh_tunnel.c). Unlike a tunnel's, the pump belongs to the
  * session's owner, who holds a reference to the connection until it hangs up.
  */
@@ -22,17 +23,51 @@ struct saas__ssh_pty {
 	struct pump pump;
 };
 
+/*
+ * A terminal with a directory or variables: sshd's `exec` of a script run
+ * by the user's shell, not the SSH protocol's `env` request (sshd drops it
+ * unless its AcceptEnv names the variable; and it has no directory). A
+ * login shell would run the login profile last, and a profile may change
+ * directory (the project's images' ~/.profile enters /workspace) or reset
+ * a variable (PATH): so the script runs the profile itself first (as a
+ * login shell would: /etc/profile, then ~/.profile), then enters the
+ * directory and exports the variables as a command's script does
+ * (saas__shell_enter), then becomes the user's shell, interactive on a
+ * terminal, reading its input on a pipe otherwise. "": none of either
+ * asked (the plain `shell` request, a login shell as `ssh` gives).
+ */
+static int start_script(saas__buf *b, const saas_driver_pty *req)
+{
+	int rc;
+
+	if (!req->cwd && !(req->env && req->env[0]))
+		return SAAS_OK;
+	if ((rc = saas__buf_puts(b, "[ -r /etc/profile ] && . /etc/profile; "
+	                            "[ -r \"$HOME/.profile\" ] && . \"$HOME/.profile\"; ")) < 0 ||
+	    (rc = saas__shell_enter(b, req->cwd, req->env)) < 0 ||
+	    (rc = saas__buf_puts(b, req->tty ? "exec \"${SHELL:-/bin/sh}\" -i" : "exec \"${SHELL:-/bin/sh}\"")) < 0)
+		return rc;
+	return SAAS_OK;
+}
+
 int saas__ssh_pty_open(saas__ssh *ssh, const saas_driver_pty *req, int *fd, saas__ssh_pty **out)
 {
 	saas__ssh_pty *t;
 	struct pump *p;
+	saas__buf script = SAAS__BUF_INIT;
 	int sv[2] = { -1, -1 };
 	int rc, lrc, have_slot = 0;
 
 	*fd = -1;
 	*out = NULL;
-	if (!(t = calloc(1, sizeof(*t))))
+	if ((rc = start_script(&script, req)) < 0) {
+		saas__buf_free(&script);
+		return rc;
+	}
+	if (!(t = calloc(1, sizeof(*t)))) {
+		saas__buf_free(&script);
 		return saas__oom();
+	}
 	p = &t->pump;
 	p->op.ssh = saas__ssh_ref(ssh);
 	p->fd = -1;
@@ -59,7 +94,11 @@ int saas__ssh_pty_open(saas__ssh *ssh, const saas_driver_pty *req, int *fd, saas
 		SSH_LOOP(&p->op, lrc, libssh2_channel_handle_extended_data2(p->ch, LIBSSH2_CHANNEL_EXTENDED_DATA_MERGE));
 		(void)lrc;
 	}
-	SSH_LOOP(&p->op, lrc, libssh2_channel_process_startup(p->ch, "shell", 5, NULL, 0));
+	if (script.len) {
+		SSH_LOOP(&p->op, lrc, libssh2_channel_process_startup(p->ch, "exec", 4, script.data, (unsigned int)script.len));
+	} else {
+		SSH_LOOP(&p->op, lrc, libssh2_channel_process_startup(p->ch, "shell", 5, NULL, 0));
+	}
 	if (lrc < 0) {
 		rc = saas__ssh_err(lrc, "starting the shell");
 		goto fail;
@@ -72,6 +111,7 @@ int saas__ssh_pty_open(saas__ssh *ssh, const saas_driver_pty *req, int *fd, saas
 		goto fail;
 	}
 	pthread_mutex_unlock(&ssh->mu);
+	saas__buf_free(&script);
 	*fd = sv[0];
 	*out = t;
 	return SAAS_OK;
@@ -86,6 +126,7 @@ fail_nolock:
 	}
 	saas__ssh_close(p->op.ssh);
 	free(t);
+	saas__buf_free(&script);
 	return rc;
 }
 

@@ -6,6 +6,9 @@
  * frames carry the terminal's bytes both ways; text frames carry JSON:
  * {"type":"resize","cols":C,"rows":R} and {"type":"eof"} from the client,
  * {"type":"exit","status":N} from the server just before its close frame.
+ * The shell's directory and variables come as query parameters (cwd=, and
+ * env=NAME=VALUE once per variable), bounded as exec's by saas_pty_open and,
+ * all together, by the request line the server reads.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -323,6 +326,30 @@ static void bridge(void *cls, struct MHD_Connection *conn, void *con_cls, const 
 	/* The session (the shell hung up on if it still runs) is freed with the request. */
 }
 
+/* The env= parameters, in the order sent: at most one past exec's bound, for saas_pty_open to name the excess. */
+#define PTY_ENV_SEEN_MAX 257
+
+struct env_params {
+	const char *list[PTY_ENV_SEEN_MAX + 1]; /* NULL-terminated; borrowed from the connection */
+	size_t n;
+	bool nul;                               /* one held a NUL byte (%00) */
+};
+
+static enum MHD_Result env_param(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                 const char *value, size_t value_size)
+{
+	struct env_params *e = cls;
+
+	(void)kind;
+	if (key_size != 3 || memcmp(key, "env", 3) != 0)
+		return MHD_YES;
+	if (value && strlen(value) != value_size)
+		e->nul = true;
+	if (e->n < PTY_ENV_SEEN_MAX)
+		e->list[e->n++] = value ? value : "";
+	return MHD_YES;
+}
+
 void aas_h_pty(struct aas_req *r, struct aas_reply *out)
 {
 	aas_pty_serve(r, out, r->client, NULL);
@@ -334,6 +361,7 @@ void aas_pty_serve(struct aas_req *r, struct aas_reply *out, saas_client *client
 	const char *version = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Sec-WebSocket-Version");
 	const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Sec-WebSocket-Key");
 	saas_pty_options opts = SAAS_PTY_OPTIONS_INIT;
+	struct env_params env = { .n = 0 };
 	struct pty_session *s = NULL;
 	bool tty = true, room;
 	char accept[29];
@@ -356,8 +384,15 @@ void aas_pty_serve(struct aas_req *r, struct aas_reply *out, saas_client *client
 	}
 	if (!aas_query_uint(r, "cols", 1, SAAS_PTY_SIZE_MAX, &opts.cols, out) ||
 	    !aas_query_uint(r, "rows", 1, SAAS_PTY_SIZE_MAX, &opts.rows, out) || !aas_query(r, "term", &opts.term, out) ||
-	    !aas_query_bool(r, "tty", &tty, out))
+	    !aas_query_bool(r, "tty", &tty, out) || !aas_query(r, "cwd", &opts.cwd, out))
 		goto refused;
+	/* env= may repeat (one variable each); saas_pty_open checks each as exec's. */
+	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, env_param, &env);
+	if (env.nul) {
+		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"env\" contains a NUL byte (%%00)");
+		goto refused;
+	}
+	opts.env = env.n ? env.list : NULL;
 	if (!(s = calloc(1, sizeof(*s) + SAAS_WS_HEAD_MAX + config->pty_frame_max))) {
 		aas_reply_saas(out, SAAS_ENOMEM);
 		goto refused;

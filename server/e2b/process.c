@@ -342,21 +342,20 @@ static bool pty_size(json_t *pty, unsigned int *cols, unsigned int *rows, char *
 
 /*
  * What a terminal may be asked: libsaas's terminal is the sandbox user's
- * login shell in its home (/workspace), so only the command pty.create
- * sends (`/bin/bash -i -l`) is taken, TERM is the terminal's, and the
- * locale the SDK always sends (LANG, LC_ALL) is the image's. Any other
- * variable or directory would be silently dropped: refused instead (the
- * session cannot carry them yet; docs/e2b.md). false with why.
+ * login shell, so only the command pty.create sends (`/bin/bash -i -l`) is
+ * taken. Its cwd and envs are a command's (cwd_of, env_of), but for TERM,
+ * which is the terminal's type (*term, borrowed from config). *cwd and *env
+ * are the caller's (free, env_free). false with why.
  */
-static bool pty_config(json_t *config, const char **term, char *why, size_t whysize)
+static bool pty_config(json_t *config, const char **term, char **cwd, char ***env, char *why, size_t whysize)
 {
-	json_t *args = json_object_get(config, "args"), *envs = json_object_get(config, "envs"), *v;
-	const char *cmd = json_string_value(json_object_get(config, "cmd")), *k;
-	char *cwd = cwd_of(config);
-	bool home = !cwd || strcmp(cwd, HOME) == 0 || strcmp(cwd, HOME "/") == 0;
+	json_t *args = json_object_get(config, "args");
+	const char *cmd = json_string_value(json_object_get(config, "cmd"));
+	size_t n = 0;
 
-	free(cwd);
 	*term = NULL;
+	*cwd = NULL;
+	*env = NULL;
 	if (!cmd || strcmp(cmd, "/bin/bash") != 0 || json_array_size(args) != 2 ||
 	    !json_is_string(json_array_get(args, 0)) || !json_is_string(json_array_get(args, 1)) ||
 	    strcmp(json_string_value(json_array_get(args, 0)), "-i") != 0 ||
@@ -365,27 +364,24 @@ static bool pty_config(json_t *config, const char **term, char *why, size_t whys
 		         "pty.create sends");
 		return false;
 	}
-	if (!home) {
-		snprintf(why, whysize, "a PTY starts in the sandbox user's home (/workspace); cwd is not served for "
-		         "terminals yet (cd in the terminal instead)");
+	if (!(*env = env_of(config, why, whysize)))
 		return false;
+	/* TERM goes as the terminal's type (checked as such), not as a variable beside it. */
+	for (size_t i = 0; (*env)[i]; i++) {
+		if (strncmp((*env)[i], "TERM=", 5) == 0) {
+			*term = json_string_value(json_object_get(json_object_get(config, "envs"), "TERM"));
+			free((*env)[i]);
+		} else {
+			(*env)[n++] = (*env)[i];
+		}
 	}
-	if (envs && !json_is_null(envs) && !json_is_object(envs)) {
-		snprintf(why, whysize, "process.envs must be an object of strings");
+	(*env)[n] = NULL;
+	if (json_is_string(json_object_get(config, "cwd")) && !(*cwd = cwd_of(config)) &&
+	    *json_string_value(json_object_get(config, "cwd"))) {
+		snprintf(why, whysize, "out of memory");
+		env_free(*env);
+		*env = NULL;
 		return false;
-	}
-	json_object_foreach(envs, k, v) {
-		if (!json_is_string(v)) {
-			snprintf(why, whysize, "process.envs must be an object of strings");
-			return false;
-		}
-		if (strcmp(k, "TERM") == 0)
-			*term = json_string_value(v);
-		else if (strcmp(k, "LANG") != 0 && strcmp(k, "LC_ALL") != 0) {
-			snprintf(why, whysize, "a PTY's environment is the sandbox user's login environment and TERM; envs "
-			         "(\"%.64s\") are not served for terminals yet (export them in the terminal instead)", k);
-			return false;
-		}
 	}
 	return true;
 }
@@ -398,16 +394,19 @@ static void start_pty(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	saas_exec_cursor cur = { 0, 0 };
 	struct aas_e2b_pty *pty = NULL;
 	uint64_t timeout_ms = aas_e2b_header_uint(r, "Connect-Timeout-Ms", (uint64_t)30 * 86400 * 1000, 0);
-	char why[512];
+	char why[512], *cwd = NULL, **env = NULL;
 	uint32_t pid;
 	int rc;
 
-	if (!pty_size(pty_msg, &o.cols, &o.rows, why, sizeof(why)) || !pty_config(config, &o.term, why, sizeof(why))) {
+	if (!pty_size(pty_msg, &o.cols, &o.rows, why, sizeof(why)) ||
+	    !pty_config(config, &o.term, &cwd, &env, why, sizeof(why))) {
 		aas_e2b_reply_stream_error(out, AAS_CONNECT_INVALID_ARGUMENT, "%s", why);
-		return;
+		goto out;
 	}
+	o.cwd = cwd;
+	o.env = (const char *const *)env;
 	if (!aas_e2b_slot_take(t->account, out))
-		return;
+		goto out;
 	/* The call's deadline ends the terminal (envd's does); none is a command's longest, not for ever. */
 	if (!timeout_ms || timeout_ms > (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000)
 		timeout_ms = (uint64_t)SAAS_EXEC_TIMEOUT_MAX * 1000;
@@ -415,12 +414,15 @@ static void start_pty(struct aas_req *r, struct aas_reply *out, struct aas_e2b_t
 	                           sizeof(why))) < 0) {
 		aas_e2b_slot_release(t->account);
 		aas_e2b_reply_stream_error(out, aas_connect_code_from_saas(rc), "%s", why);
-		return;
+		goto out;
 	}
 	pid = pid_add(t->id, "", config, pty);
 	aas_e2b_reply_stream(r, out, t->client, t->account,
 	                     &(struct aas_e2b_follow){ .pty = pty, .pid = pid, .cur = cur });
 	t->client = NULL;
+out:
+	free(cwd);
+	env_free(env);
 }
 
 /* process.Process/Start: a command, as a background execution followed by the answer. */

@@ -1,10 +1,11 @@
 // Terminals through the official e2b SDK (docs/e2b.md, "PTY"): pty.create
 // with its size and onData, sendInput, resize, a second subscriber with
 // pty.connect, disconnect and a late connect after the end, kill, the exit
-// status through wait(), the bounds and the refusals. Against
+// status through wait(), cwd and envs, the bounds and the refusals. Against
 // aas-server-fake, whose "shell" (tests/fake) greets with
 // "fake-shell TERM CxR tty", echoes what it is sent, answers a resize with
-// "resize CxR" and ends at "exit" or "exit N".
+// "resize CxR", "pwd" with its directory and "echo $NAME" with a variable,
+// and ends at "exit" or "exit N".
 //
 // usage: node test_pty.mjs AAS_SERVER_FAKE   (run by tests/e2b/run)
 import { test, before, after } from 'node:test';
@@ -113,15 +114,56 @@ test('pty: the call\'s timeoutMs ends the terminal', async () => {
   assert.ok(!(await sbx.commands.list()).some(p => p.pid === t.handle.pid));
 });
 
-test('pty: refusals (root, cwd, envs, a bad size, stdin calls) and the per-sandbox bound', async () => {
+// Type a line; the fake shell answers "pwd" and "echo $NAME" on the line after the echo.
+async function ask(t, line) {
+  const from = t.text.length;
+  await sbx.pty.sendInput(t.handle.pid, enc(`${line}\n`));
+  const re = new RegExp(`${line.replace(/[$]/g, '\\$')}\n([^\r]*)\r\n`);
+  for (let i = 0; i < 500 && !re.test(t.text.slice(from)); i++) await sleep(10);
+  const m = re.exec(t.text.slice(from));
+  assert.ok(m, `an answer to ${line}: ${JSON.stringify(t.text.slice(from))}`);
+  return m[1];
+}
+
+test('pty.create with cwd and envs: the shell starts there with them, and with the sandbox\'s envs', async () => {
+  const own = await Sandbox.create({ envs: { FROM_SANDBOX: 'sb', BOTH: 'sandbox' } });
+  const prev = sbx;
+  sbx = own;
+  try {
+    const t = await terminal({ cwd: '/tmp/work dir', envs: { FOO: 'bar baz', BOTH: 'terminal' } });
+    await t.until(/fake-shell xterm-256color 80x24 tty\r\n/);
+    assert.equal(await ask(t, 'pwd'), '/tmp/work dir');
+    assert.equal(await ask(t, 'echo $FOO'), 'bar baz');
+    assert.equal(await ask(t, 'echo $BOTH'), 'terminal', 'the terminal\'s own win over the sandbox\'s');
+    assert.equal(await ask(t, 'echo $FROM_SANDBOX'), 'sb');
+    // The locale the SDK always sends goes with them; TERM is the terminal's type, not a variable beside it.
+    assert.equal(await ask(t, 'echo $LANG'), 'C.UTF-8');
+    assert.equal(await ask(t, 'echo $TERM'), '');
+    await t.handle.kill();
+    // A relative cwd is under the home (/workspace), "~" is the home; none is the login shell's own start.
+    const rel = await terminal({ cwd: 'proj' });
+    assert.equal(await ask(rel, 'pwd'), '/workspace/proj');
+    assert.equal(await ask(rel, 'echo $BOTH'), 'sandbox');
+    await rel.handle.kill();
+    const tilde = await terminal({ cwd: '~/x' });
+    assert.equal(await ask(tilde, 'pwd'), '/workspace/x');
+    await tilde.handle.kill();
+    // exec's bounds: a name no shell takes, and a directory with a control character.
+    await assert.rejects(terminal({ envs: { '1X': 'y' } }),
+                         err => err instanceof InvalidArgumentError && /shell name/.test(err.message));
+    await assert.rejects(terminal({ cwd: '/tmp/a\u0001b' }),
+                         err => err instanceof InvalidArgumentError && /control character/.test(err.message));
+  } finally {
+    sbx = prev;
+    await own.kill();
+  }
+});
+
+test('pty: refusals (root, a bad size, stdin calls) and the per-sandbox bound', async () => {
   await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {}, user: 'root' }), InvalidArgumentError);
-  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {}, cwd: '/tmp' }),
-                       err => err instanceof InvalidArgumentError && /cwd/.test(err.message));
-  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {}, envs: { FOO: 'bar' } }),
-                       err => err instanceof InvalidArgumentError && /FOO/.test(err.message));
   await assert.rejects(sbx.pty.create({ cols: 0, rows: 24, onData: () => {} }), InvalidArgumentError);
   await assert.rejects(sbx.pty.create({ cols: 80, rows: 5000, onData: () => {} }), InvalidArgumentError);
-  // The home is the terminal's start: asking for it is fine.
+  // TERM in envs is the terminal's type.
   const home = await terminal({ cwd: '/workspace', envs: { TERM: 'vt100' } });
   await home.until(/fake-shell vt100 80x24 tty/);
   await assert.rejects(sbx.commands.sendStdin(home.handle.pid, 'x'), InvalidArgumentError);

@@ -1302,7 +1302,9 @@ static int fake_sample(void *ctx, const char *name, saas_driver_sample *out)
  * would, answers a resize with "resize CxR\r\n", and ends at a line
  * "exit N" (status N), "exit" (0, as a shell's builtin) or at end-of-input
  * (status 0). After a line "hold" it
- * reads nothing more, as a busy shell does, until it is hung up on.
+ * reads nothing more, as a busy shell does, until it is hung up on. A line
+ * "pwd" answers its directory (the one it was started in, else /workspace)
+ * and "echo $NAME" the variable's value (empty when unset), each on a line.
  */
 struct fake_pty {
 	int fd;                   /* the shell's end */
@@ -1312,7 +1314,38 @@ struct fake_pty {
 	int resized;
 	int stop;
 	int status;
+	char *cwd;                /* NULL: /workspace */
+	char **env;               /* NAME=VALUE, NULL-terminated; never NULL */
 };
+
+/* What the fake shell says to a line other than exit and hold: pwd and echo $NAME. */
+static void fake_pty_answer(struct fake_pty *t, const char *line)
+{
+	const char *answer = NULL;
+
+	if (strcmp(line, "pwd") == 0) {
+		answer = t->cwd ? t->cwd : "/workspace";
+	} else if (strncmp(line, "echo $", 6) == 0) {
+		size_t n = strlen(line + 6);
+		answer = "";
+		for (char **e = t->env; *e; e++)
+			if (strncmp(*e, line + 6, n) == 0 && (*e)[n] == '=')
+				answer = *e + n + 1;
+	}
+	if (answer) {
+		send(t->fd, answer, strlen(answer), MSG_NOSIGNAL);
+		send(t->fd, "\r\n", 2, MSG_NOSIGNAL);
+	}
+}
+
+static void fake_pty_free(struct fake_pty *t)
+{
+	for (char **e = t->env; e && *e; e++)
+		free(*e);
+	free(t->env);
+	free(t->cwd);
+	free(t);
+}
 
 static void *fake_pty_main(void *arg)
 {
@@ -1370,6 +1403,7 @@ static void *fake_pty_main(void *arg)
 				}
 				if (strcmp(line, "hold") == 0)
 					holding = true;
+				fake_pty_answer(t, line);
 			} else if (used < sizeof(line) - 1) {
 				line[used++] = buf[i];
 			}
@@ -1385,6 +1419,7 @@ static int fake_pty_open(void *ctx, const char *name, const saas_driver_pty *req
 	struct fake_pty *t;
 	int sv[2];
 	char greet[160];
+	size_t nenv = 0;
 	int k, ok;
 
 	(void)ctx;
@@ -1395,8 +1430,20 @@ static int fake_pty_open(void *ctx, const char *name, const saas_driver_pty *req
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: no VM %s", name);
 	if (!(t = calloc(1, sizeof(*t))))
 		return SAAS_ENOMEM;
+	/* The core hands these over for the call only. */
+	while (req->env && req->env[nenv])
+		nenv++;
+	if ((req->cwd && !(t->cwd = strdup(req->cwd))) || !(t->env = calloc(nenv + 1, sizeof(*t->env)))) {
+		fake_pty_free(t);
+		return SAAS_ENOMEM;
+	}
+	for (size_t i = 0; i < nenv; i++)
+		if (!(t->env[i] = strdup(req->env[i]))) {
+			fake_pty_free(t);
+			return SAAS_ENOMEM;
+		}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		free(t);
+		fake_pty_free(t);
 		return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "fake: socketpair");
 	}
 	t->fd = sv[1];
@@ -1408,7 +1455,8 @@ static int fake_pty_open(void *ctx, const char *name, const saas_driver_pty *req
 	if (pthread_create(&t->tid, NULL, fake_pty_main, t) != 0) {
 		close(sv[0]);
 		close(sv[1]);
-		free(t);
+		pthread_mutex_destroy(&t->mu);
+		fake_pty_free(t);
 		return saas_sys_error_set(SAAS_ENOMEM, SAAS_ERRCLASS_OS, 0, "fake: thread");
 	}
 	*fd = sv[0];
@@ -1441,7 +1489,7 @@ static void fake_pty_close(void *ctx, void *pty, int *exit_status)
 	*exit_status = t->status;
 	close(t->fd);
 	pthread_mutex_destroy(&t->mu);
-	free(t);
+	fake_pty_free(t);
 }
 
 /* ---- snapshots (version 4) ---- */

@@ -483,3 +483,43 @@ test('a cancelled create_sandbox gets no response and its sandbox is destroyed',
   assert.equal(c.res.status, 202);
   assert.deepEqual((await rpc({ jsonrpc: '2.0', id: 23, method: 'ping' }, h)).json.result, {});
 });
+
+// Against the fake driver only: the engine is the same with VMs, and a second VM would cost mcp.http.vm minutes.
+test('create_sandbox with metadata and envs: shown on the sandbox, the envs in every command; bad ones named',
+     { skip: IMAGES ? 'the fake driver only' : false }, async () => {
+  const { client } = await authed();
+  const { tools } = await client.listTools();
+  const { call } = checkedCaller(client, tools, { strict: true, allowUnionTypes: false });
+  const schema = tools.find(t => t.name === 'create_sandbox').inputSchema;
+  assert.equal(schema.properties.metadata.type, 'object');
+  assert.equal(schema.properties.envs.maxProperties, 128);
+  const sb = await call('create_sandbox', { metadata: { team: 'blue', 'run id': '7' },
+                                            envs: { GREETING: 'hi there', LEVEL: '3' } });
+  assert.deepEqual(sb.metadata, { 'run id': '7', team: 'blue' });
+  assert.deepEqual(sb.envs, { GREETING: 'hi there', LEVEL: '3' });
+  // The fake driver's `env` prints the variables a command was given.
+  const x = await call('run_command', { sandbox_id: sb.id, command: 'env' });
+  assert.equal(x.stdout, 'GREETING=hi there\nLEVEL=3\n');
+  const own = await call('run_command', { sandbox_id: sb.id, command: 'env', env: { LEVEL: '4' } });
+  assert.equal(own.stdout, 'GREETING=hi there\nLEVEL=4\n', 'run_command\'s env wins');
+  assert.deepEqual((await call('get_sandbox', { sandbox_id: sb.id })).metadata, { 'run id': '7', team: 'blue' });
+  await call('destroy_sandbox', { sandbox_id: sb.id });
+  // The REST create's bounds and errors, each named; nothing is created.
+  const many = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v']));
+  for (const [args, re] of [
+    [{ metadata: 'team=blue' }, /"metadata" must be an object/],
+    [{ metadata: many }, /at most 64/],
+    [{ metadata: { team: 7 } }, /"metadata": each value must be a string/],
+    [{ metadata: { 'a=b': 'c' } }, /without '='/],
+    [{ metadata: { k: 'x'.repeat(1025) } }, /metadata.*1024/],
+    [{ envs: ['A=b'] }, /"envs" must be an object/],
+    [{ envs: { '1X': 'y' } }, /envs/],
+    [{ envs: { A: 'x'.repeat(8193) } }, /envs.*8192/],
+  ]) {
+    const r = await client.callTool({ name: 'create_sandbox', arguments: args });
+    assert.equal(r.isError, true, JSON.stringify(args).slice(0, 80));
+    assert.match(textOf(r), re);
+  }
+  await waitNoneActive(srv);
+  await client.close();
+});

@@ -381,3 +381,21 @@ test('raw lines: calls run while stdin is read; a cancelled call is never answer
             'the progress comes before the response');
   await waitNoneActive(srv);
 });
+
+// Through aas-mcp's remote client and the REST create: the same arguments and errors as /v1/mcp's (mcp.http).
+test('create_sandbox with metadata and envs over stdio', { skip: IMAGES ? 'the fake driver only' : false }, async () => {
+  const { client } = await connect(envWith({ AAS_API_KEY: key }));
+  const { tools } = await client.listTools();
+  const { call } = checkedCaller(client, tools, { strict: false });
+  const sb = await call('create_sandbox', { metadata: { team: 'blue' }, envs: { GREETING: 'hi there' } });
+  assert.deepEqual(sb.metadata, { team: 'blue' });
+  assert.deepEqual(sb.envs, { GREETING: 'hi there' });
+  const x = await call('run_command', { sandbox_id: sb.id, command: 'env' }); // the fake's env: what it was given
+  assert.equal(x.stdout, 'GREETING=hi there\n');
+  for (const [args, re] of [[{ metadata: ['team'] }, /"metadata" must be an object/],
+                            [{ envs: { 'A B': 'c' } }, /envs/]]) {
+    const r = await client.callTool({ name: 'create_sandbox', arguments: args });
+    assert.equal(r.isError, true);
+    assert.match(textOf(r), re);
+  }
+});

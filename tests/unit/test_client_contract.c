@@ -1487,6 +1487,125 @@ static void test_metadata_envs(void **state)
 	saas_sandbox_free(s2);
 }
 
+/* Type `line` into a terminal and read until the fake shell's answer: the text after the line's echo, up to "\r\n". */
+static const char *pty_ask(saas_pty *t, const char *line)
+{
+	static char buf[4096];
+	char chunk[512], echo[256], *at, *end;
+	size_t n = 0, got;
+
+	snprintf(echo, sizeof(echo), "%s\r", line);
+	buf[0] = '\0';
+	EXPECT(saas_pty_write(t, echo, strlen(echo)), SAAS_OK);
+	while (!(at = strstr(buf, echo)) || !strstr(at + strlen(echo), "\r\n")) {
+		EXPECT(saas_pty_read(t, chunk, sizeof(chunk), &got, 10000), SAAS_OK);
+		assert_true(got > 0);
+		assert_true(got < sizeof(buf) - 1 - n);
+		memcpy(buf + n, chunk, got);
+		n += got;
+		buf[n] = '\0';
+	}
+	at += strlen(echo);
+	end = strstr(at, "\r\n");
+	*end = '\0';
+	return at;
+}
+
+/*
+ * A terminal's directory and variables (saas_pty_options version 2): the
+ * sandbox's own environment as a command gets it, its own variables winning;
+ * a relative directory under the workspace; exec's bounds; and a version 1
+ * struct, which ends before them, still taken. The fake shell answers "pwd"
+ * and "echo $NAME".
+ */
+static void test_pty_cwd_env(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const defaults[] = { "FROM_SANDBOX=sb", "BOTH=sandbox", NULL };
+	static const char *const own[] = { "BOTH=terminal", "MINE=a b&c=d%", NULL };
+	static const char *const bad_name[] = { "1X=y", NULL };
+	static const char *const no_eq[] = { "NOEQ", NULL };
+	struct {
+		unsigned int version;
+		const char *term;
+		unsigned int cols, rows;
+	} v1 = { 1, "vt100", 0, 0 };
+	static const char greet_v1[] = "fake-shell vt100 80x24 tty\r\n";
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_pty_options o = SAAS_PTY_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+	saas_pty *t = NULL;
+	char greet[sizeof(greet_v1) - 1], ctl[] = "/tmp/a\001b";
+	const char *many[258];
+	int status = 0;
+
+	co.envs = defaults;
+	EXPECT(saas_sandbox_create(&sb, f->a, &co, 0), SAAS_OK);
+	o.cwd = "/tmp/work dir";
+	o.env = own;
+	EXPECT(saas_pty_open(&t, f->a, sb->id, &o, 0), SAAS_OK);
+	assert_string_equal(pty_ask(t, "pwd"), "/tmp/work dir");
+	assert_string_equal(pty_ask(t, "echo $BOTH"), "terminal");
+	assert_string_equal(pty_ask(t, "echo $MINE"), "a b&c=d%");
+	assert_string_equal(pty_ask(t, "echo $FROM_SANDBOX"), "sb");
+	EXPECT(saas_pty_write(t, "exit 4\r", 7), SAAS_OK);
+	{
+		char b[512];
+		size_t got = 1;
+		while (got)
+			EXPECT(saas_pty_read(t, b, sizeof(b), &got, 10000), SAAS_OK);
+	}
+	saas_pty_close(t, &status);
+	assert_int_equal(status, 4);
+
+	/* Relative: under the workspace. No variables of its own: the sandbox's still. */
+	o = (saas_pty_options)SAAS_PTY_OPTIONS_INIT;
+	o.cwd = "proj";
+	EXPECT(saas_pty_open(&t, f->a, sb->id, &o, 0), SAAS_OK);
+	assert_string_equal(pty_ask(t, "pwd"), "/workspace/proj");
+	assert_string_equal(pty_ask(t, "echo $BOTH"), "sandbox");
+	saas_pty_close(t, NULL);
+
+	/* A version 1 caller: its TERM, no directory asked (the home). */
+	EXPECT(saas_pty_open(&t, f->a, sb->id, (const saas_pty_options *)&v1, 0), SAAS_OK);
+	{
+		size_t n = 0, got;
+		while (n < sizeof(greet)) {
+			EXPECT(saas_pty_read(t, greet + n, sizeof(greet) - n, &got, 10000), SAAS_OK);
+			assert_true(got > 0);
+			n += got;
+		}
+		assert_memory_equal(greet, greet_v1, sizeof(greet));
+	}
+	assert_string_equal(pty_ask(t, "pwd"), "/workspace");
+	saas_pty_close(t, NULL);
+
+	/* exec's bounds, each with its message. */
+	t = (saas_pty *)1;
+	o = (saas_pty_options)SAAS_PTY_OPTIONS_INIT;
+	o.env = bad_name;
+	EXPECT(saas_pty_open(&t, f->a, sb->id, &o, 0), SAAS_EINVAL);
+	assert_null(t);
+	assert_non_null(strstr(saas_error_last()->message, "not a valid shell name"));
+	o.env = no_eq;
+	EXPECT(saas_pty_open(&t, f->a, sb->id, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "NAME=VALUE"));
+	for (size_t i = 0; i < 257; i++)
+		many[i] = "A=b";
+	many[257] = NULL;
+	o.env = many;
+	EXPECT(saas_pty_open(&t, f->a, sb->id, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "256"));
+	o.env = NULL;
+	o.cwd = "";
+	EXPECT(saas_pty_open(&t, f->a, sb->id, &o, 0), SAAS_EINVAL);
+	o.cwd = ctl;
+	EXPECT(saas_pty_open(&t, f->a, sb->id, &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "control character"));
+	saas_sandbox_destroy(NULL, f->a, sb->id, 0);
+	saas_sandbox_free(sb);
+}
+
 /* Fork, pause, resume: the same answers locally and over REST. A driver without snapshots: ENOTSUP alike. */
 static void test_fork_pause_resume(void **state)
 {
@@ -1781,6 +1900,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extend, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metadata_envs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pty_cwd_env, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_pause_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_account, setup, teardown),

@@ -1,8 +1,8 @@
 /*
  * Terminals: the public calls over a local engine with the fake driver (whose
  * shell greets, echoes, reports resizes and ends at "exit N"), bad input to
- * each, a version 2 driver table (no terminals), and the WebSocket framing of
- * lib/wire at its bounds.
+ * each, a version 2 driver table (no terminals), a version 11 one (no cwd or
+ * env), and the WebSocket framing of lib/wire at its bounds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,6 +47,15 @@ static int setup_v2(void **state)
 	v2 = saas_fake_driver;
 	v2.version = 2;
 	return open_with(state, &v2);
+}
+
+static int setup_v11(void **state)
+{
+	static saas_driver v11;    /* the fake driver as a version 11 table: terminals without cwd and env */
+
+	v11 = saas_fake_driver;
+	v11.version = 11;
+	return open_with(state, &v11);
 }
 
 static int teardown(void **state)
@@ -236,6 +245,27 @@ static void test_driver_v2(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "cannot open terminals"));
 }
 
+/* A table older than version 12 cannot read a terminal's cwd and env: refused when asked, never dropped. */
+static void test_driver_v11(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const env[] = { "A=b", NULL };
+	saas_pty_options o = SAAS_PTY_OPTIONS_INIT;
+	saas_pty *t = NULL;
+
+	o.cwd = "/tmp";
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_ENOTSUP);
+	assert_null(t);
+	assert_non_null(strstr(saas_error_last()->message, "version 11"));
+	o.cwd = NULL;
+	o.env = env;
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_ENOTSUP);
+	/* Neither asked: a terminal as before. */
+	o.env = NULL;
+	assert_int_equal(saas_pty_open(&t, f->a, sb_id, &o, 0), SAAS_OK);
+	saas_pty_close(t, NULL);
+}
+
 /* ---- the WebSocket framing ---- */
 
 static void test_ws_accept(void **state)
@@ -312,6 +342,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_v2, setup_v2, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_v11, setup_v11, teardown),
 		cmocka_unit_test(test_ws_accept),
 		cmocka_unit_test(test_ws_heads),
 		cmocka_unit_test(test_ws_refusals),

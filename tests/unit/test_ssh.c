@@ -1673,6 +1673,37 @@ static void test_pty(void **state)
 	assert_int_equal(status, 6);
 	close(fd);
 
+	/*
+	 * A directory and variables (version 12): the shell starts there with
+	 * them, the login profile run before so it cannot undo them; a quote
+	 * survives. A directory it cannot enter ends it with 126.
+	 */
+	{
+		static const char *const env[] = { "FOO=it's here", "BAR=2", NULL };
+		static const char cmd[] = "echo W\"\"HERE $(pwd) $FOO $BAR\r";
+		acc.len = 0;
+		req.tty = 1;
+		req.cwd = "/tmp";
+		req.env = env;
+		assert_int_equal(saas__ssh_pty_open(ssh, &req, &fd, &t), SAAS_OK);
+		assert_int_equal(write(fd, cmd, sizeof(cmd) - 1), (ssize_t)sizeof(cmd) - 1);
+		assert_int_equal(pty_read_until(fd, &acc, "WHERE /tmp it's here 2"), 0);
+		assert_int_equal(write(fd, "exit 4\r", 7), 7);
+		assert_int_equal(pty_read_until(fd, &acc, "\x01never"), 1);
+		saas__ssh_pty_close(t, &status);
+		assert_int_equal(status, 4);
+		close(fd);
+		acc.len = 0;
+		req.cwd = "/no/such/dir";
+		req.env = NULL;
+		assert_int_equal(saas__ssh_pty_open(ssh, &req, &fd, &t), SAAS_OK);
+		assert_int_equal(pty_read_until(fd, &acc, "\x01never"), 1);
+		saas__ssh_pty_close(t, &status);
+		assert_int_equal(status, 126);
+		close(fd);
+		req.cwd = NULL;
+	}
+
 	/* Hung up while the shell runs: no status, and the connection still serves. */
 	req.tty = 1;
 	assert_int_equal(saas__ssh_pty_open(ssh, &req, &fd, &t), SAAS_OK);

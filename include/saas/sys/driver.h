@@ -30,9 +30,10 @@ SAAS_BEGIN_DECLS
  * 8 vm_take (VMs started ahead of the creates that take them); 9
  * saas_vm_network.account (whose VM a policy is for) and
  * saas_driver_env.stopping; 10 vm_sample (a VM's CPU, memory and disk); 11 file_mkdir,
- * file_remove, file_rename.
+ * file_remove, file_rename; 12 saas_driver_pty.cwd and .env (a terminal's directory and
+ * environment).
  */
-#define SAAS_DRIVER_VERSION 11
+#define SAAS_DRIVER_VERSION 12
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -180,6 +181,15 @@ typedef struct {
 	const char *term;          /**< TERM for the shell; never NULL. */
 	unsigned int cols, rows;   /**< 1 to SAAS_PTY_SIZE_MAX. */
 	int tty;                   /**< 0: no terminal; the shell reads a pipe and its stderr joins its output. */
+	/*
+	 * Version 12: where the shell starts and what it adds to its environment,
+	 * as saas_driver_exec's cwd and env. The core sets them only for a table
+	 * of version 12 or later (an older one is refused a terminal that asks
+	 * for either), so an older driver, which cannot read them, never drops
+	 * them unseen.
+	 */
+	const char *cwd;           /**< Absolute, or NULL: the login shell's own start (the home). */
+	const char *const *env;    /**< NULL-terminated NAME=VALUE list, or NULL. */
 } saas_driver_pty;
 
 /** Receives a listing's entries, depth first, each directory's entries sorted by name. Return non-zero to stop. */

@@ -67,6 +67,9 @@ run; expect_rc 2 "no command"
 run frobnicate; expect_rc 2 "unknown command"; one_line_err "unknown command"
 run ls --bogus; expect_rc 2 "unknown option"; one_line_err "unknown option"
 run create --timeout 5x; expect_rc 2 "bad duration"
+run create --metadata team; expect_rc 2 "--metadata without '='"; one_line_err "--metadata without '='"
+run create -e =x; expect_rc 2 "--env without a name"; one_line_err "--env without a name"
+run create --env; expect_rc 2 "--env without a value"
 run get; expect_rc 2 "get without id"
 run exec sbx-x; expect_rc 2 "exec without command"
 run cp a b; expect_rc 2 "cp local to local"
@@ -374,6 +377,24 @@ if [ -z "$IMAGES" ]; then
 	run pause sbx-doesnotexist; expect_rc 4 "pause: unknown sandbox"
 	# shellcheck disable=SC2086 # the ids, one word each
 	run rm "$FSB" $KIDS; expect_rc 0 "rm the parent and its children"
+fi
+
+# ---- create's metadata and envs: shown by get, in every command and terminal (the fake's shell answers echo $NAME) ----
+if [ -z "$IMAGES" ]; then
+	run create --metadata team=blue --metadata 'run id=7' -e 'GREETING=hi there' --env LEVEL=3 --json
+	expect_rc 0 "create --metadata --env"; MSB=$(jout .id)
+	expect_jq '.metadata | tojson' '{"run id":"7","team":"blue"}' "create --metadata: the labels"
+	expect_jq '.envs | tojson' '{"GREETING":"hi there","LEVEL":"3"}' "create --env: the variables"
+	run exec "$MSB" -e LEVEL=4 -- env # the fake's env: the variables a command was given
+	expect_out "$(printf 'GREETING=hi there\nLEVEL=4')" "a command starts with the sandbox's envs, exec -e winning"
+	OUT=$(printf 'echo $GREETING\nexit\n' | "$AAS" shell "$MSB" 2>&1); RC=$?
+	expect_rc 0 "aas shell, piped"
+	check "a terminal starts with them too: $OUT" grep -q '^hi there' <<<"$(tr '\r' '\n' <<<"$OUT")"
+	run create --env '1X=y'; expect_rc 2 "an --env name no shell takes"; one_line_err "bad --env name"
+	check "it names the envs" grep -q 'envs' <<<"$ERR"
+	run create --metadata "k=$(head -c 1025 /dev/zero | tr '\0' x)"; expect_rc 2 "a --metadata value over 1024 bytes"
+	check "it says the bound" grep -q '1024' <<<"$ERR"
+	run rm "$MSB"; expect_rc 0 "rm the sandbox with metadata"
 fi
 
 # ---- login: writes a 0600 config that later commands use ----

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A terminal and a directory watch through the E2B face (server/e2b) in a real sandbox, spoken
-raw as E2B's SDKs speak it (docs/e2b-wire.md 3.2, 3.3): process.Process/Start with a pty, its
+raw as E2B's SDKs speak it (docs/e2b-wire.md 3.2, 3.3): process.Process/Start with a pty (a cwd
+and envs beside the sandbox's own FROM_SB=yes), its
 output as pty data events while SendInput and Update are sent beside it, the end with the shell's
 exit status; then filesystem.Filesystem/WatchDir, which needs python3 in the image (the tiny one
 has none: a clear failed_precondition). Prints one line per fact for the calling test to check.
@@ -71,7 +72,9 @@ def wait_for(frames, text, seconds=60):
 
 
 frames, reader = stream('process.Process/Start', {'process': {'cmd': '/bin/bash', 'args': ['-i', '-l'],
-                                                              'envs': {'TERM': 'xterm-256color', 'LANG': 'C.UTF-8'}},
+                                                              'envs': {'TERM': 'xterm-256color', 'LANG': 'C.UTF-8',
+                                                                       'FOO': "it's here"},
+                                                              'cwd': '/tmp'},
                                                   'pty': {'size': {'cols': 80, 'rows': 24}}}, 120000)
 for _ in range(600):
     if frames:
@@ -82,6 +85,9 @@ print('pty started', pid > 0)
 keys = lambda s: {'process': {'pid': pid}, 'input': {'pty': base64.b64encode(s.encode()).decode()}}
 unary('process.Process/SendInput', keys('echo S""IZE $(stty size) $TERM $(id -un)\r'))
 print('size and user', wait_for(frames, 'SIZE 24 80 xterm-256color'), output(frames).count(' root') == 0)
+# cwd and envs: the shell starts there, with the call's variables and the sandbox's own (FROM_SB, set at create).
+unary('process.Process/SendInput', keys('echo W""HERE $(pwd) $FOO $FROM_SB\r'))
+print('cwd and envs', wait_for(frames, "WHERE /tmp it's here yes"))
 unary('process.Process/Update', {'process': {'pid': pid}, 'pty': {'size': {'cols': 100, 'rows': 30}}})
 unary('process.Process/SendInput', keys('echo N""OW $(stty size)\r'))
 print('resized', wait_for(frames, 'NOW 30 100'))

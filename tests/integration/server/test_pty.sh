@@ -1,7 +1,7 @@
 #!/bin/bash
 # Terminals over the real server binary with the fake VM driver, whose shell echoes, reports
 # resizes and ends at "exit N": GET /v1/sandboxes/{id}/pty through aas-wstool (frames both ways,
-# resize, end-of-input, the exit message, every refusal and bound), and `aas shell` both with
+# resize, end-of-input, the exit message, cwd and env, every refusal and bound), and `aas shell` both with
 # piped stdin and inside a real terminal (tmux): raw mode, SIGWINCH, the exit status, and the
 # terminal restored on every way out.
 #
@@ -40,6 +40,25 @@ check "a client that closes first gets a close back" grep -q '^close 1000' <<<"$
 OUT=$(ws "${PTY}?tty=false" "$KEY" 'wait:notty' 'send:echo piped\n' 'text:{"type":"eof"}')
 check "tty=false: no terminal: $OUT" grep -q 'fake-shell xterm-256color 80x24 notty' <<<"$OUT"
 check "end-of-input ends a shell without a terminal, status 0" grep -q '"type":"exit","status":0' <<<"$OUT"
+
+# ---- the directory and variables (cwd=, env= once each); the fake shell answers pwd and echo $NAME ----
+auth POST /v1/sandboxes -d '{"timeout":600,"envs":{"FROM_SANDBOX":"sb","BOTH":"sandbox"}}'; expect_status 201 "a sandbox with envs"
+SB3=$(jqr .id)
+OUT=$(ws "/v1/sandboxes/${SB3}/pty?cwd=%2Ftmp%2Fwork%20dir&env=FOO%3Dbar%26baz&env=BOTH%3Dterminal" "$KEY" \
+	'wait:fake-shell' 'send:pwd\r' 'wait:work dir' 'send:echo $FOO\r' 'wait:bar&baz' 'send:echo $BOTH\r' 'wait:terminal' \
+	'send:echo $FROM_SANDBOX\r' 'wait:sb' 'send:exit\r')
+LINES=$(tr '\r' '\n' <<<"$OUT")
+check "cwd= starts the shell there: $OUT" grep -axq '/tmp/work dir' <<<"$LINES"
+check "env= adds a variable" grep -axq 'bar&baz' <<<"$LINES"
+check "its own win over the sandbox's" grep -axq 'terminal' <<<"$LINES"
+check "the sandbox's envs reach a terminal as a command" grep -axq 'sb' <<<"$LINES"
+OUT=$(ws "/v1/sandboxes/${SB3}/pty?cwd=proj" "$KEY" 'wait:fake-shell' 'send:pwd\r' 'wait:/proj' 'send:exit\r')
+check "a relative cwd is under /workspace: $OUT" grep -aq '/workspace/proj' <<<"$OUT"
+for q in "env=1X%3Dy" "env=NOEQ" "env=A%3Db%00c" "cwd=" "cwd=%2Ftmp%01x" "cwd=a&cwd=b"; do
+	OUT=$(ws "/v1/sandboxes/${SB3}/pty?$q" "$KEY"); check "?$q is refused: $OUT" grep -q '^status 400' <<<"$OUT"
+done
+check "and says why" grep -q 'invalid_argument' <<<"$OUT"
+auth DELETE "/v1/sandboxes/${SB3}"; expect_status 200 "destroy the sandbox with envs"
 
 # ---- refusals, as JSON errors before any upgrade ----
 OUT=$(ws "/v1/sandboxes/sbx-nope/pty" "$KEY"); check "an unknown sandbox: $OUT" grep -q '^status 404' <<<"$OUT"

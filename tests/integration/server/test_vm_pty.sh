@@ -1,7 +1,7 @@
 #!/bin/bash
 # Terminals in a real sandbox (the libvirt driver, the tiny image), all in one VM: the
 # WebSocket route (the login shell on a pts of the size asked for, as the sandbox user,
-# resize, the exit status, no terminal with tty=false), `aas shell` in a real terminal
+# resize, the exit status, cwd= and env=, no terminal with tty=false), `aas shell` in a real terminal
 # (tmux: size, SIGWINCH, ^C for the remote shell, the exit status, the terminal restored)
 # and with piped stdin, the E2B face's terminal and watch (e2b_pty.py), and a session whose
 # sandbox is destroyed under it. Typed commands
@@ -32,7 +32,7 @@ mkdir -p "$STATE"
 # One sandbox, never cloned: no template built beside it (a second boot for nothing).
 start_server "$SERVER" --images "$IMAGES" --image tiny --state-dir "$STATE" --templates off
 KEY=$(admin account create --name pty 2>/dev/null)
-auth POST /v1/sandboxes -d '{"timeout":900}'; expect_status 201 create; SB=$(jqr .id)
+auth POST /v1/sandboxes -d '{"timeout":900,"envs":{"FROM_SB":"yes"}}'; expect_status 201 create; SB=$(jqr .id)
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"id -un"}'; USER_EXEC=$(jqr .stdout | tr -d '\n')
 PTY="/v1/sandboxes/${SB}/pty"
 ws() { "$WSTOOL" pty 127.0.0.1 "$PORT" "$@"; }
@@ -52,6 +52,12 @@ check "not root" test "$USER_EXEC" != root
 check "a resize reaches the terminal" grep -aq 'NOW 40 120' <<<"$OUT"
 check "the exit status comes before the close" grep -aq '^text: {"type":"exit","status":3}$' <<<"$OUT"
 check "then a normal close" grep -aq '^close 1000 ' <<<"$OUT"
+# cwd= and env= (a quote and a space in a value survive the guest's shell), after the sandbox's own envs.
+OUT=$(ws "${PTY}?cwd=%2Ftmp&env=FOO%3Dit%27s%20here" "$KEY" 'send:echo W""HERE $(pwd) $FOO $FROM_SB\r' \
+	"wait:WHERE /tmp it's here yes" 'send:exit\r')
+check "cwd= and env= in a real guest, with the sandbox's envs: $OUT" grep -aq "WHERE /tmp it's here yes" <<<"$OUT"
+OUT=$(ws "${PTY}?cwd=%2Fno%2Fsuch" "$KEY")
+check "a directory the shell cannot enter ends it with 126: $OUT" grep -aq '"type":"exit","status":126' <<<"$OUT"
 OUT=$(ws "${PTY}?tty=false" "$KEY" 'send:echo N""O $(tty); (exit 6)\n' 'wait:NO ' 'text:{"type":"eof"}')
 check "tty=false: no terminal: $OUT" grep -aq 'NO not a tty' <<<"$OUT"
 check "end-of-input ends it with its last status" grep -aq '"type":"exit","status":6' <<<"$OUT"
@@ -94,6 +100,7 @@ check "and leaves the terminal as it found it" file_has "${WORK}/one.stty" ' ica
 OUT=$(timeout 300 python3 "$(dirname "$0")/e2b_pty.py" "$BASE" "$KEY" "$SB" 2>&1)
 check "E2B pty: started with a pid: $OUT" grep -q '^pty started True$' <<<"$OUT"
 check "E2B pty: the size asked for, TERM, not root" grep -q '^size and user True True$' <<<"$OUT"
+check "E2B pty: cwd and envs, and the sandbox's envs" grep -q '^cwd and envs True$' <<<"$OUT"
 check "E2B pty: Update resizes it" grep -q '^resized True$' <<<"$OUT"
 check "E2B pty: the shell's exit status in the end event, then the end-stream frame" \
 	grep -q '^exit status 5 end-stream True$' <<<"$OUT"
