@@ -1,5 +1,6 @@
 /*
- * multipart/form-data (RFC 7578), as E2B's SDKs upload files: an
+ * multipart/form-data (RFC 7578), as E2B's SDKs upload files (e2b/files.c)
+ * and the dashboard's upload form sends one (web/dashboard_files.c): an
  * incremental reader, fed the body in whatever pieces the connection gives
  * (a delimiter or a head may be split anywhere), that hands each part's
  * head and bytes to a sink as they come and holds nothing of the data. Pure;
@@ -8,8 +9,8 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#ifndef AAS_E2B_MULTIPART_H
-#define AAS_E2B_MULTIPART_H
+#ifndef AAS_MULTIPART_H
+#define AAS_MULTIPART_H
 
 #include <stdbool.h>
 #include <stddef.h>
