@@ -5,7 +5,8 @@
  * (a delimiter or a head may be split anywhere), that hands each part's
  * head and bytes to a sink as they come and holds nothing of the data. Pure;
  * bounded: the boundary, the parts, each part's head, the preamble. What it
- * makes of a body does not depend on how the body was cut (fuzz_e2b checks).
+ * makes of a body does not depend on how the body was cut (fuzz_e2b checks;
+ * fuzz_dashboard sends the upload form's bodies through the whole server).
  *
  * Copyright the libsaas authors. MIT licensed.
  */
