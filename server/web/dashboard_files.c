@@ -349,12 +349,13 @@ struct dash_upload {
 	int sink_rc;
 	const char *sink_why;
 	enum upload_part part;
-	char field[UPLOAD_FIELD_MAX + 1]; /* a text part's value so far (csrf, dir): bounded, as the form's fields are */
+	/* A text part's value so far (csrf, dir): bounded, as the form's fields are. */
+	char field[UPLOAD_FIELD_MAX + 1];
 	size_t field_len;
 	char *dir;
 	bool csrf_ok, file_seen, refused;
 	int64_t file_bytes;
-	unsigned int status;             /* a refusal: its status and words (NULL: the write's own, aas_upload_end) */
+	unsigned int status;             /* a refusal: its status and words (why NULL: aas_upload_end's) */
 	const char *why;
 	char why_buf[160];
 	char *path;
