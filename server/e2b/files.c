@@ -28,7 +28,7 @@
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
-#include "e2b/multipart.h"
+#include "multipart.h"
 #include "pipe.h"
 
 #define HOME "/workspace"

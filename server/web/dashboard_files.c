@@ -14,26 +14,25 @@
  *   POST /dashboard/sandboxes/{id}/files/upload            multipart: csrf, dir, then file
  *
  * A name typed or uploaded is one path component: no '/', not "." or "..".
- * The upload is parsed as it arrives (no file is held in memory): its csrf
- * field comes first, and no byte reaches the sandbox before it matched.
+ * The upload is read as it arrives by the server's multipart reader
+ * (multipart.h, E2B's uploads read with it too; no file is held in memory):
+ * its csrf field comes first, and no byte reaches the sandbox before it matched.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "api/api.h"
+#include "multipart.h"
 #include "web/html.h"
 #include "web/internal.h"
 
 /* Entries one listing shows: the library's default. */
 #define FILES_SHOWN SAAS_LIST_ENTRIES_DEFAULT
-/* A text field of the upload form (csrf, dir), and one part's header lines. */
+/* A text field of the upload form (csrf, dir); the reader bounds the rest (multipart.h). */
 #define UPLOAD_FIELD_MAX (SAAS_PATH_MAX + 1)
-#define UPLOAD_HEAD_MAX ((size_t)8 << 10)
-#define BOUNDARY_MAX 70 /* RFC 2046 */
 
 /* Percent-encode s for a query value (a path keeps its '/'); the result is markup-safe. */
 static void url_value(struct aas_html *h, const char *s)
@@ -336,30 +335,29 @@ void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out)
 	aas_html_free(&cd);
 }
 
-/* ---- the upload, a multipart/form-data body parsed as it arrives ---- */
+/* ---- the upload: the server's multipart reader (multipart.h), its parts taken as they come ---- */
 
-enum upload_state { UP_PREAMBLE, UP_AFTER_DELIM, UP_HEAD, UP_FIELD, UP_FILE, UP_END, UP_FAILED };
+/* The part being read. */
+enum upload_part { PART_NONE, PART_CSRF, PART_DIR, PART_FILE };
 
 struct dash_upload {
 	struct aas_viewer v;
+	struct aas_req *r;               /* the request, as of the last piece of its body */
+	struct aas_multipart mp;
 	struct aas_upload *sink;         /* the write into the sandbox, once the file part began */
 	bool sink_done;                  /* it ended: sink_rc, sink_why (borrowed from it) */
 	int sink_rc;
 	const char *sink_why;
-	enum upload_state state;
-	char delim[4 + BOUNDARY_MAX + 1]; /* "\r\n--" boundary */
-	size_t dlen;
-	char *buf;                       /* what is not yet taken: at most a head, or a delimiter's length */
-	size_t len, cap;
-	char field_name[8];              /* the text part being read: "csrf" or "dir" */
-	char *field;                     /* its value so far */
+	enum upload_part part;
+	/* A text part's value so far (csrf, dir): bounded, as the form's fields are. */
+	char field[UPLOAD_FIELD_MAX + 1];
 	size_t field_len;
-	char csrf[65];
 	char *dir;
-	bool csrf_ok, file_seen;
+	bool csrf_ok, file_seen, refused;
 	int64_t file_bytes;
-	unsigned int status;             /* a refusal: its status and words */
+	unsigned int status;             /* a refusal: its status and words (why NULL: aas_upload_end's) */
 	const char *why;
+	char why_buf[160];
 	char *path;
 };
 
@@ -371,122 +369,71 @@ static void upload_free(void *cls)
 		return;
 	aas_upload_free(u->sink); /* first: its thread writes through the viewer's client */
 	aas_viewer_free(&u->v);
-	free(u->buf);
-	free(u->field);
 	free(u->dir);
 	free(u->path);
 	free(u);
 }
 
+/* Refuse the upload (the reader stops: the sink said so). */
 static int fail(struct dash_upload *u, unsigned int status, const char *why)
 {
-	u->state = UP_FAILED;
+	u->refused = true;
 	u->status = status;
 	u->why = why;
 	return 1;
 }
 
-/* A parameter of a Content-Disposition line ("name", "filename"), quoted, into out (cap bytes); false if absent. */
-static bool disposition(const char *line, size_t n, const char *param, char *out, size_t cap)
+static bool named(const struct aas_multipart_part *pt, const char *name)
 {
-	size_t pl = strlen(param);
-
-	for (size_t i = 0; i + pl + 2 <= n; i++) {
-		if ((i == 0 || line[i - 1] == ';' || line[i - 1] == ' ') && strncasecmp(line + i, param, pl) == 0 &&
-		    line[i + pl] == '=' && line[i + pl + 1] == '"') {
-			const char *s = line + i + pl + 2, *e = memchr(s, '"', n - (size_t)(s - line));
-			size_t k = 0;
-
-			if (!e)
-				return false;
-			/* Browsers send '"' as %22 and CR, LF as %0D, %0A; nothing else is escaped. */
-			for (const char *p = s; p < e && k + 1 < cap; p++) {
-				if (*p == '%' && e - p >= 3 && (strncmp(p, "%22", 3) == 0 || strncasecmp(p, "%0d", 3) == 0 ||
-				                                 strncasecmp(p, "%0a", 3) == 0)) {
-					out[k++] = p[2] == '2' ? '"' : '\n';
-					p += 2;
-				} else {
-					out[k++] = *p;
-				}
-			}
-			out[k] = '\0';
-			return true;
-		}
-	}
-	return false;
+	return pt->name && pt->name_len == strlen(name) && memcmp(pt->name, name, pt->name_len) == 0;
 }
 
-/* A part's head is complete (buf[0..n) without its blank line): start a field or the file. */
-static int part_begin(struct dash_upload *u, struct aas_req *r, const char *head, size_t n)
+/*
+ * A part begins: a text field (csrf, dir) to collect, or the one file, which
+ * is written only when the token came before it and matched.
+ */
+static int part_begin(void *ud, const struct aas_multipart_part *pt)
 {
-	char name[16] = "", filename[SAAS_NAME_MAX + 2] = "";
-	bool has_file = false;
+	struct dash_upload *u = ud;
+	/* A '"' comes as %22: a name of SAAS_NAME_MAX bytes is at most three times as long as sent. */
+	char filename[3 * SAAS_NAME_MAX + 1];
 
-	for (const char *p = head, *end = head + n; p < end;) {
-		const char *eol = memchr(p, '\n', (size_t)(end - p));
-		size_t len = eol ? (size_t)(eol - p) : (size_t)(end - p);
-
-		if (len > 20 && strncasecmp(p, "Content-Disposition:", 20) == 0) {
-			disposition(p, len, "name", name, sizeof(name));
-			has_file = disposition(p, len, "filename", filename, sizeof(filename));
-		}
-		p += len + 1;
-	}
-	if (!has_file) {
-		if (strcmp(name, "csrf") != 0 && strcmp(name, "dir") != 0)
+	if (!pt->filename) {
+		if (!named(pt, "csrf") && !named(pt, "dir"))
 			return fail(u, 400, "The upload form has a field it does not know.");
-		snprintf(u->field_name, sizeof(u->field_name), "%s", name);
+		u->part = named(pt, "csrf") ? PART_CSRF : PART_DIR;
 		u->field_len = 0;
-		u->state = UP_FIELD;
 		return 0;
 	}
-	if (strcmp(name, "file") != 0 || u->file_seen)
+	if (!named(pt, "file") || u->file_seen)
 		return fail(u, 400, "The upload form sends one file, as its field \"file\".");
 	u->file_seen = true;
 	if (!u->csrf_ok)
 		return fail(u, 403, "The form's security token is missing or out of date. Reload the page and send it again.");
 	if (!u->dir || !*u->dir)
 		return fail(u, 400, "The upload form names no directory.");
-	if (!*filename)
+	if (!pt->filename_len)
 		return fail(u, 400, "Choose a file to upload.");
-	if (!plain_name(filename) || strpbrk(filename, "\n\r"))
+	/* aas_multipart_filename refuses a CR, an LF and every other control character: no name holds one. */
+	if (pt->filename_len >= sizeof(filename) || !aas_multipart_filename(filename, pt->filename, pt->filename_len) ||
+	    !plain_name(filename))
 		return fail(u, 400, "The file's name must be one name: no '/', not \".\" or \"..\", at most 255 bytes.");
 	if (!(u->path = join(u->dir, filename)))
 		return fail(u, 400, "The path is too long.");
-	if (!(u->sink = aas_upload_begin(u->v.client, r->route_id, u->path, 0, -1)))
+	if (!(u->sink = aas_upload_begin(u->v.client, u->r->route_id, u->path, 0, -1)))
 		return fail(u, 500, "Out of memory, or no thread for the upload.");
-	u->state = UP_FILE;
+	u->part = PART_FILE;
 	return 0;
 }
 
-/* A text field ended: keep it. */
-static int field_end(struct dash_upload *u)
+/* Bytes of the current part. */
+static int part_data(void *ud, const char *data, size_t n)
 {
-	char *value = strndup(u->field ? u->field : "", u->field_len);
+	struct dash_upload *u = ud;
 
-	if (!value)
-		return fail(u, 500, "Out of memory.");
-	if (strcmp(u->field_name, "csrf") == 0) {
-		u->csrf_ok = aas_csrf_ok(value, u->v.csrf);
-		free(value);
-	} else {
-		free(u->dir);
-		u->dir = value;
-	}
-	return 0;
-}
-
-/* Bytes of the current part's body. */
-static int part_data(struct dash_upload *u, const char *data, size_t n)
-{
-	if (u->state == UP_FIELD) {
-		char *grown;
-
-		if (u->field_len + n > UPLOAD_FIELD_MAX)
+	if (u->part != PART_FILE) {
+		if (n > UPLOAD_FIELD_MAX - u->field_len)
 			return fail(u, 400, "A field of the upload form is too long.");
-		if (!(grown = realloc(u->field, u->field_len + n + 1)))
-			return fail(u, 500, "Out of memory.");
-		u->field = grown;
 		memcpy(u->field + u->field_len, data, n);
 		u->field_len += n;
 		return 0;
@@ -494,99 +441,42 @@ static int part_data(struct dash_upload *u, const char *data, size_t n)
 	u->file_bytes += (int64_t)n;
 	if (u->file_bytes > SAAS_FILE_MAX)
 		return fail(u, 413, "The file is larger than a sandbox's files may be (1 GiB).");
-	if (n && aas_upload_data(u->sink, data, n) < 0)
+	if (aas_upload_data(u->sink, data, n) < 0)
 		return fail(u, 0, NULL); /* the write stopped: aas_upload_end says why */
 	return 0;
 }
 
-/* Take what the buffer holds, as far as it can be taken; nonzero once refused. */
-static int take(struct dash_upload *u, struct aas_req *r)
+/* A part ended: keep a field (the token checked now, before any later part begins), or end the write. */
+static int part_end(void *ud)
 {
-	for (;;) {
-		char *hit;
-		size_t n;
+	struct dash_upload *u = ud;
 
-		switch (u->state) {
-		case UP_PREAMBLE:
-		case UP_FIELD:
-		case UP_FILE:
-			/* Up to the next delimiter; past the last bytes that could begin one, when none is whole. */
-			hit = u->len >= u->dlen ? memmem(u->buf, u->len, u->delim, u->dlen) : NULL;
-			n = hit ? (size_t)(hit - u->buf) : u->len >= u->dlen ? u->len - u->dlen + 1 : 0;
-			if (u->state != UP_PREAMBLE && n && part_data(u, u->buf, n))
-				return 1;
-			if (u->state == UP_FIELD && hit && field_end(u))
-				return 1;
-			if (hit && u->state == UP_FILE) {
-				u->sink_rc = aas_upload_end(u->sink, &u->sink_why);
-				u->sink_done = true;
-				if (u->sink_rc < 0)
-					return fail(u, 0, NULL);
-			}
-			memmove(u->buf, u->buf + n + (hit ? u->dlen : 0), u->len - n - (hit ? u->dlen : 0));
-			u->len -= n + (hit ? u->dlen : 0);
-			if (!hit)
-				return 0;
-			u->state = UP_AFTER_DELIM;
-			break;
-		case UP_AFTER_DELIM:
-			if (u->len < 2)
-				return 0;
-			if (memcmp(u->buf, "--", 2) == 0) {
-				u->state = UP_END;
-				break;
-			}
-			if (memcmp(u->buf, "\r\n", 2) != 0)
-				return fail(u, 400, "The upload is not well-formed multipart/form-data.");
-			memmove(u->buf, u->buf + 2, u->len - 2);
-			u->len -= 2;
-			u->state = UP_HEAD;
-			break;
-		case UP_HEAD:
-			if (!(hit = memmem(u->buf, u->len, "\r\n\r\n", 4))) {
-				if (u->len > UPLOAD_HEAD_MAX)
-					return fail(u, 400, "A part of the upload has too long a head.");
-				return 0;
-			}
-			n = (size_t)(hit - u->buf);
-			if (part_begin(u, r, u->buf, n))
-				return 1;
-			memmove(u->buf, hit + 4, u->len - n - 4);
-			u->len -= n + 4;
-			break;
-		case UP_END:
-			u->len = 0; /* the epilogue, ignored */
-			return 0;
-		case UP_FAILED: return 1;
-		}
+	u->field[u->field_len] = '\0';
+	switch (u->part) {
+	case PART_CSRF: u->csrf_ok = aas_csrf_ok(u->field, u->v.csrf); break;
+	case PART_DIR:
+		free(u->dir);
+		if (!(u->dir = strdup(u->field)))
+			return fail(u, 500, "Out of memory.");
+		break;
+	case PART_FILE:
+		u->sink_rc = aas_upload_end(u->sink, &u->sink_why);
+		u->sink_done = true;
+		if (u->sink_rc < 0)
+			return fail(u, 0, NULL);
+		break;
+	case PART_NONE: break;
 	}
+	u->part = PART_NONE;
+	return 0;
 }
 
-/* The boundary of "multipart/form-data; boundary=..." into u->delim, after "\r\n--". */
-static bool boundary(struct dash_upload *u, const char *ct)
-{
-	const char *p = ct ? strcasestr(ct, "boundary=") : NULL;
-	size_t n;
-
-	if (!ct || strncasecmp(ct, "multipart/form-data", 19) != 0 || !p)
-		return false;
-	p += 9;
-	if (*p == '"')
-		n = strcspn(++p, "\"");
-	else
-		n = strcspn(p, "; \t");
-	if (!n || n > BOUNDARY_MAX)
-		return false;
-	memcpy(u->delim, "\r\n--", 4);
-	memcpy(u->delim + 4, p, n);
-	u->dlen = 4 + n;
-	u->delim[u->dlen] = '\0';
-	return true;
-}
+static const struct aas_multipart_sink upload_sink = { part_begin, part_data, part_end };
 
 int aas_dash_upload_start(struct aas_req *r, struct aas_reply *out)
 {
 	struct dash_upload *u = calloc(1, sizeof(*u));
+	char boundary[AAS_MULTIPART_BOUNDARY_MAX + 1];
 
 	if (!u) {
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
@@ -598,49 +488,48 @@ int aas_dash_upload_start(struct aas_req *r, struct aas_reply *out)
 	}
 	r->stream = u;
 	r->stream_free = upload_free;
+	u->r = r;
 	if (!aas_origin_allowed(r, out, false))
 		return -1;
-	if (!boundary(u, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+	if (!aas_multipart_boundary(boundary, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+	                                                                  MHD_HTTP_HEADER_CONTENT_TYPE)) ||
+	    !aas_multipart_init(&u->mp, boundary, AAS_MULTIPART_PARTS_MAX, &upload_sink, u)) {
 		aas_reply_page_error(r, out, 415, "Not an upload", "Send the file as multipart/form-data.");
 		return -1;
 	}
-	u->cap = UPLOAD_HEAD_MAX + u->dlen + 2;
-	if (!(u->buf = malloc(u->cap))) {
-		aas_reply_error(out, 500, "out_of_memory", "out of memory");
-		return -1;
-	}
-	/* The first delimiter has no CRLF before it: give it one, and every delimiter looks alike. */
-	memcpy(u->buf, "\r\n", 2);
-	u->len = 2;
 	return 0;
+}
+
+/* The reader failed: the body is not multipart/form-data, and it says how. */
+static int malformed(struct dash_upload *u)
+{
+	snprintf(u->why_buf, sizeof(u->why_buf), "The upload is not well-formed multipart/form-data: %s.", u->mp.why);
+	return fail(u, 400, u->why_buf);
 }
 
 int aas_dash_upload_data(struct aas_req *r, const char *data, size_t len)
 {
 	struct dash_upload *u = r->stream;
 
-	while (len && u->state != UP_FAILED) {
-		size_t n = u->cap - u->len < len ? u->cap - u->len : len;
-
-		memcpy(u->buf + u->len, data, n);
-		u->len += n;
-		data += n;
-		len -= n;
-		if (take(u, r))
-			return 1;
+	u->r = r;
+	switch (aas_multipart_feed(&u->mp, data, len)) {
+	case AAS_MULTIPART_FAILED: return malformed(u);
+	case AAS_MULTIPART_STOPPED: return 1; /* refused: fail() said why */
+	default: return 0;                    /* on, or done: what follows the closing delimiter is ignored */
 	}
-	return u->state == UP_FAILED;
 }
 
 void aas_h_dash_file_upload(struct aas_req *r, struct aas_reply *out)
 {
 	struct dash_upload *u = r->stream;
+	/* The body's end: a reader still within it was cut short (or never fed: no body at all). */
+	bool whole = u->refused || aas_multipart_finish(&u->mp) == AAS_MULTIPART_DONE;
 
 	if (u->sink && !u->sink_done) {
 		u->sink_rc = aas_upload_end(u->sink, &u->sink_why);
 		u->sink_done = true;
 	}
-	if (u->state == UP_FAILED && u->why)
+	if (u->refused && u->why)
 		aas_reply_page_error(r, out, u->status, "Cannot upload", u->why);
 	else if (u->sink_done && u->sink_rc < 0)
 		aas_reply_page_error(r, out, aas_status_for(u->sink_rc), "Cannot upload",
@@ -649,7 +538,7 @@ void aas_h_dash_file_upload(struct aas_req *r, struct aas_reply *out)
 		                                                                                   : saas_strerror(u->sink_rc));
 	else if (!u->file_seen)
 		aas_reply_page_error(r, out, 400, "Cannot upload", "Choose a file to upload.");
-	else if (u->state != UP_END)
+	else if (!whole)
 		aas_reply_page_error(r, out, 400, "Cannot upload", "The upload ended before its last part.");
 	else
 		redirect_to_dir(out, r->route_id, u->dir);

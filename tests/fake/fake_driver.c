@@ -145,14 +145,27 @@ static void drop_files(const char *vm)
 		}
 }
 
-void saas_fake_reset(void)
+/* Every file, snapshots' too; mu held. */
+static void forget_files(void)
 {
-	pthread_mutex_lock(&mu);
 	for (int i = 0; i < MAX_FILES; i++) {
 		free(files[i].path);
 		free(files[i].data);
 	}
 	memset(files, 0, sizeof(files));
+}
+
+void saas_fake_forget_files(void)
+{
+	pthread_mutex_lock(&mu);
+	forget_files();
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_reset(void)
+{
+	pthread_mutex_lock(&mu);
+	forget_files();
 	memset(vms, 0, sizeof(vms));
 	fail_creates = create_calls = fail_execs = 0;
 	refuse_internet = 0;

@@ -29,6 +29,8 @@ extern const saas_driver saas_fake_driver;
 void saas_fake_shared(const char *dir);
 /* Forget every VM and file (between tests). */
 void saas_fake_reset(void);
+/* Forget every file (snapshots' too), the VMs kept: for a fuzzer that names the files it writes. */
+void saas_fake_forget_files(void);
 /* How many VMs exist. */
 unsigned int saas_fake_vm_count(void);
 /* Does a VM of this name exist? */

@@ -3,7 +3,10 @@
  * in-process on the fake driver): the Cookie header (libmicrohttpd splits it;
  * the pages read the session and the before-log-in token from it), posted
  * form bodies (aas_form_decode and what each form's handler makes of its
- * fields) and the query strings of the usage page and of Destroy's question.
+ * fields), the query strings of the usage page and of Destroy's question, and
+ * the Files section's upload (multipart/form-data, boundary "XB": the
+ * server's multipart reader and what the form makes of its parts: the token
+ * before the file, the field names, the bounded fields, the file's name).
  * The input's first byte picks where the rest goes; "@SESSION@", "@CSRF@" and
  * "@SB@" in it become the tenant's operator session, its CSRF token and its
  * sandbox (fuzz.h), so the fuzzer reaches the pages behind the log-in and the
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake/fake_driver.h"
 #include "fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -46,7 +50,12 @@ static const struct {
 	  "Content-Type: application/x-www-form-urlencoded\r\n", 1 },
 	{ "GET /dashboard/usage?", 2 },
 	{ "GET /dashboard/sandboxes/@SB@/destroy?", 2 },
+	{ "POST /dashboard/sandboxes/@SB@/files/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: aas_session=@SESSION@\r\n"
+	  "Content-Type: multipart/form-data; boundary=XB\r\n", 1 },
 };
+
+/* The upload, the last target: its files are forgotten after each input (the fake driver keeps at most 256). */
+#define TARGET_UPLOAD (sizeof(targets) / sizeof(targets[0]) - 1)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -85,6 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	answer[got] = '\0';
 	if (strncmp(answer, "HTTP/1.", 7) == 0 && strncmp(answer + 8, " 500 ", 5) == 0)
 		abort();
+	if (t == TARGET_UPLOAD)
+		saas_fake_forget_files();
 	free(req);
 	free(head);
 	free(in);

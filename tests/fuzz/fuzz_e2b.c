@@ -21,7 +21,7 @@
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
-#include "e2b/multipart.h"
+#include "multipart.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,12 +1,12 @@
 /*
- * multipart/form-data for E2B's uploads, read as it comes (multipart.h).
+ * multipart/form-data, read as it comes (multipart.h): E2B's uploads and the dashboard's.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <string.h>
 #include <strings.h>
 
-#include "e2b/multipart.h"
+#include "multipart.h"
 
 /* RFC 2046's bchars (a space only inside, which is not checked here: it is harmless). */
 static bool bchar(char c)

@@ -1,15 +1,17 @@
 /*
- * multipart/form-data (RFC 7578), as E2B's SDKs upload files: an
+ * multipart/form-data (RFC 7578), as E2B's SDKs upload files (e2b/files.c)
+ * and the dashboard's upload form sends one (web/dashboard_files.c): an
  * incremental reader, fed the body in whatever pieces the connection gives
  * (a delimiter or a head may be split anywhere), that hands each part's
  * head and bytes to a sink as they come and holds nothing of the data. Pure;
  * bounded: the boundary, the parts, each part's head, the preamble. What it
- * makes of a body does not depend on how the body was cut (fuzz_e2b checks).
+ * makes of a body does not depend on how the body was cut (fuzz_e2b checks;
+ * fuzz_dashboard sends the upload form's bodies through the whole server).
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#ifndef AAS_E2B_MULTIPART_H
-#define AAS_E2B_MULTIPART_H
+#ifndef AAS_MULTIPART_H
+#define AAS_MULTIPART_H
 
 #include <stdbool.h>
 #include <stddef.h>
