@@ -18,8 +18,9 @@
  * carry the session's CSRF token in ?csrf=, which no other page can read.
  *
  * Everything but the terminal works without JavaScript. The terminal is
- * xterm.js, built in when the build found it (server/CMakeLists.txt); a server
- * built without it says so on the page.
+ * xterm.js and its fit addon from npm, pinned in server/viewer/package.json and
+ * served from --docs-viewer with the API viewer (pages.c); a server without
+ * them says so on the page.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -240,15 +241,6 @@ static void use_body(struct aas_html *h, const struct aas_viewer *v, const saas_
 
 /* ---- the terminal ---- */
 
-/* Was xterm.js built in (server/CMakeLists.txt)? */
-static bool xterm_built_in(void)
-{
-	for (size_t i = 0; i < aas_embedded_static_count; i++)
-		if (strcmp(aas_embedded_static[i].path, "xterm.js") == 0)
-			return true;
-	return false;
-}
-
 static void terminal_section(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
 {
 	aas_html_raw(h, "<section id=\"terminal-section\" aria-labelledby=\"terminal-h\"><h2 id=\"terminal-h\">Terminal</h2>");
@@ -256,20 +248,24 @@ static void terminal_section(struct aas_html *h, const struct aas_viewer *v, con
 		aas_html_raw(h, "<p>The sandbox is not running: no terminal.</p></section>");
 		return;
 	}
-	if (!xterm_built_in()) {
+	if (!aas_pages_terminal_installed()) {
 		aas_html_raw(h, "<p class=\"notice\" id=\"terminal-unavailable\" role=\"note\">The terminal is unavailable: "
-		                "this server was built without xterm.js (see <a href=\"/docs/dashboard\">the dashboard's "
-		                "guide</a>). <code>aas shell</code> opens one from the command line.</p></section>");
+		                "xterm.js is not installed beside this server. Its operator installs it with the API "
+		                "viewer (<code>install_api_viewer</code>, see <a href=\"/docs/pages\">the pages' guide</a>). "
+		                "<code>aas shell</code> opens one from the command line.</p></section>");
 		return;
 	}
+	/* xterm.js writes <style> elements of its own (struct aas_html says more). */
+	h->inline_styles = true;
 	/* The token goes in the WebSocket's URL (?csrf=): a handshake carries no form. */
-	aas_html_printf(h, "<link rel=\"stylesheet\" href=\"/static/xterm.css\">"
+	aas_html_printf(h, "<link rel=\"stylesheet\" href=\"/static/viewer/xterm.css\">"
 	                   "<div class=\"terminal-bar\"><button type=\"button\" id=\"terminal-connect\" hidden>Connect"
 	                   "</button> <span id=\"terminal-status\" role=\"status\">Not connected.</span></div>"
 	                   "<div id=\"terminal\" class=\"terminal\" data-ws=\"/dashboard/sandboxes/%s/pty\" "
 	                   "data-csrf=\"%s\"></div><noscript><p>The terminal needs JavaScript; without it, "
 	                   "<code>aas shell %s</code> opens one from the command line.</p></noscript>"
-	                   "<script src=\"/static/xterm.js\" defer></script>"
+	                   "<script src=\"/static/viewer/xterm.js\" defer></script>"
+	                   "<script src=\"/static/viewer/addon-fit.js\" defer></script>"
 	                   "<script src=\"/static/terminal.js\" defer></script></section>",
 	                sb->id, v->csrf, sb->id);
 }
