@@ -186,6 +186,23 @@ try {
   evil.close();
   await attacker.close();
 
+  // An execution's page, from its link in the history: the command, how it ended, its output.
+  const ran = JSON.parse(curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`, '-H',
+    'Content-Type: application/json', '-d', '{"command":"lines 2"}', `${BASE}/v1/sandboxes/${sb.id}/exec`));
+  await page.setViewport({ width: 1280, height: 900 });
+  await page.goto(url);
+  const link = await page.$(`#ran-${ran.execution_id} a.execution`);
+  check('the history links to the execution', !!link);
+  if (link) {
+    await Promise.all([page.waitForNavigation(), link.click()]);
+    check('the execution\'s page shows its output', (await text(page, '#stdout')) === 'line 1\nline 2' &&
+      (await text(page, '#stderr')) === 'done', await text(page, 'main'));
+    check('... and how it ended', (await text(page, '.exit-code')) === '0');
+    const found = await axe(page);
+    check('the execution\'s page: axe finds no WCAG A/AA violation', found.length === 0, found.join('; '));
+    await page.screenshot({ path: `${ARTIFACTS}/sandbox-execution.png`, fullPage: true });
+  }
+
   const csp = await cspViolations(page);
   check('no CSP violation', csp.length === 0, csp.join('; '));
   check('no error, nothing fetched elsewhere', page.problems.length === 0, page.problems.join('; '));
