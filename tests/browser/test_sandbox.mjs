@@ -86,6 +86,8 @@ try {
     await page.keyboard.type('echo hi');
     await page.keyboard.press('Enter');
     await waitFor('typed `echo hi` comes back on the screen', async () => (await screen(page)).includes('echo hi'));
+    // The command's output, on its own line under the typed one (not the echo of what was typed).
+    await waitFor('`echo hi` prints hi on a line of its own', async () => /^hi[ ]*$/m.test(await screen(page)));
   }
 
   // Upload with the form, then see it listed.
