@@ -108,6 +108,8 @@ const struct aas_route aas_routes[] = {
 	  .handler = aas_h_dash_sandbox_use },
 	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/pty", .flags = AAS_R_PAGE,
 	  .handler = aas_h_dash_sandbox_pty },
+	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/executions/{eid}", .flags = AAS_R_PAGE,
+	  .handler = aas_h_dash_execution },
 	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/files/download", .flags = AAS_R_PAGE,
 	  .handler = aas_h_dash_file_download },
 	{ .method = "POST", .pattern = "/dashboard/sandboxes/{id}/files/mkdir", .flags = AAS_R_PAGE | AAS_R_FORM,

@@ -7,7 +7,6 @@ SAAS_BUILD_PACKAGES=(
 	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
 	libmicrohttpd-dev libssh2-1-dev libvirt-dev
 	libsodium-dev # aas-server: Argon2id password hashes (accounts for people)
-	node-xterm esbuild # the dashboard's terminal: xterm.js, bundled for the browser at build time
 )
 # The sanitizer build uses clang 19: its AddressSanitizer locks its allocator
 # around fork(), and libvirt's embedded driver forks (to start QEMU) from our
@@ -118,8 +117,9 @@ ensure_node() {
 	ensure_packages nodejs npm
 }
 
-# The API viewer of /docs/api (Swagger UI, pinned by server/viewer's package
-# files) installed with npm into DIR, which aas-server serves read-only
+# The API viewer of /docs/api (Swagger UI) and the dashboard's terminal
+# (xterm.js and its fit addon), pinned by server/viewer's package files,
+# installed with npm into DIR, which aas-server serves read-only
 # (--docs-viewer DIR; its default for a build tree or an install is
 # <bindir>/../share/libsaas/api-viewer). Quiet when it is there already.
 install_api_viewer() {

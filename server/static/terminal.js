@@ -1,6 +1,7 @@
 /*
- * The terminal of a sandbox's dashboard page: xterm.js (/static/xterm.js,
- * built in; its 3.x API: term.on("data"), the fit addon) over the terminal
+ * The terminal of a sandbox's dashboard page: xterm.js 5 and its fit addon
+ * (/static/viewer/xterm.js and addon-fit.js, npm's browser builds, which set
+ * window.Terminal and window.FitAddon) over the terminal
  * WebSocket of the page's sandbox (docs/rest.md, "Terminal"): binary frames
  * carry the terminal's bytes both ways, text frames JSON (resize from here,
  * exit from the server). The session's cookie authenticates the handshake;
@@ -14,12 +15,12 @@
 	var box = document.getElementById("terminal");
 	var button = document.getElementById("terminal-connect");
 	var status = document.getElementById("terminal-status");
-	var term = null, ws = null, ended = false;
+	var term = null, fitter = null, ws = null, ended = false;
 	var encoder = new TextEncoder(), decoder = null;
 
 	if (!box || !button || !status)
 		return;
-	if (typeof window.Terminal !== "function") {
+	if (typeof window.Terminal !== "function" || !window.FitAddon || typeof window.FitAddon.FitAddon !== "function") {
 		status.textContent = "The terminal could not start (its script did not load).";
 		return;
 	}
@@ -33,16 +34,21 @@
 			ws.send(typeof obj === "string" ? encoder.encode(obj) : JSON.stringify(obj));
 	}
 
+	/* A new size reaches the shell through term.onResize. */
 	function fit() {
-		term.fit();
-		send({ type: "resize", cols: term.cols, rows: term.rows });
+		fitter.fit();
 	}
 
 	function open() {
 		term = new window.Terminal({ cursorBlink: true, fontSize: 14, scrollback: 2000 });
+		fitter = new window.FitAddon.FitAddon();
+		term.loadAddon(fitter);
 		term.open(box);
-		term.on("data", function (data) {
+		term.onData(function (data) {
 			send(data);
+		});
+		term.onResize(function (size) {
+			send({ type: "resize", cols: size.cols, rows: size.rows });
 		});
 		window.addEventListener("resize", fit);
 		box.xterm = term; /* for the browser test, which reads the screen back */
@@ -54,7 +60,7 @@
 
 		if (!term)
 			open();
-		term.fit();
+		fitter.fit();
 		url = scheme + "//" + location.host + box.getAttribute("data-ws") + "?cols=" + term.cols + "&rows=" +
 		      term.rows + "&csrf=" + encodeURIComponent(box.getAttribute("data-csrf"));
 		ended = false;

@@ -8,6 +8,9 @@
  *   GET /dashboard/sandboxes/{id}       the page (?dir=D: the Files section lists D)
  *   GET /dashboard/sandboxes/{id}/use   the Use section alone, which /static/use.js fetches again
  *                                       every few seconds to redraw it
+ *   GET /dashboard/sandboxes/{id}/executions/{eid}
+ *                                       one execution: its command, how it ended and its output
+ *                                       (so far, while it runs), as GET /v1/executions/{id} reads it
  *   GET /dashboard/sandboxes/{id}/pty   the terminal: the REST API's WebSocket (api/pty.c,
  *                                       the same bounds), opened by /static/terminal.js
  *
@@ -18,8 +21,9 @@
  * carry the session's CSRF token in ?csrf=, which no other page can read.
  *
  * Everything but the terminal works without JavaScript. The terminal is
- * xterm.js, built in when the build found it (server/CMakeLists.txt); a server
- * built without it says so on the page.
+ * xterm.js and its fit addon from npm, pinned in server/viewer/package.json and
+ * served from --docs-viewer with the API viewer (pages.c); a server without
+ * them says so on the page.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -34,6 +38,8 @@
 /* Executions the sandbox's page lists, newest first; and the bytes of a command it shows (up to 128 KiB each). */
 #define EXECUTIONS_RECENT_MAX 20
 #define COMMAND_SHOWN_MAX 200
+/* The bytes of each stream an execution's page shows: the first 64 KiB (the API has them all). */
+#define OUTPUT_SHOWN_MAX (64u << 10)
 /* Samples in the sparklines: five minutes at the default interval (SAAS_METRICS_INTERVAL_MS_DEFAULT). */
 #define USE_SHOWN 60
 /* Samples in the table under them: a minute. */
@@ -61,10 +67,10 @@ static void executions_running(struct aas_html *h, const struct aas_viewer *v, c
 		for (size_t i = 0; i < list->count; i++) {
 			const saas_execution *e = list->items[i];
 
-			aas_html_printf(h, "<tr id=\"execution-%s\"><td><code>%s</code></td><td>%s</td>"
-			                   "<td>%llu B, %llu B</td></tr>",
-			                e->id, e->id, aas_dash_when(b1, e->started_at_ms), (unsigned long long)e->stdout_total,
-			                (unsigned long long)e->stderr_total);
+			aas_html_printf(h, "<tr id=\"execution-%s\"><td><a href=\"/dashboard/sandboxes/%s/executions/%s\">"
+			                   "<code>%s</code></a></td><td>%s</td><td>%llu B, %llu B</td></tr>",
+			                e->id, sb->id, e->id, e->id, aas_dash_when(b1, e->started_at_ms),
+			                (unsigned long long)e->stdout_total, (unsigned long long)e->stderr_total);
 		}
 		aas_html_raw(h, "</tbody></table>");
 	}
@@ -126,16 +132,17 @@ static void executions_recent(struct aas_html *h, const struct aas_viewer *v, co
 			aas_html_printf(h, "<tr id=\"ran-%s\" data-status=\"%s\"><td><code>%s</code></td><td>", e->id,
 			                saas_exec_status_name(e->status), command_shown(cmd, e->command ? e->command : ""));
 			outcome(h, e);
-			aas_html_printf(h, "</td><td>%s</td><td>%s</td><td><code>%s</code></td></tr>", b2,
-			                aas_dash_when(b3, e->started_at_ms), e->id);
+			aas_html_printf(h, "</td><td>%s</td><td>%s</td><td><a class=\"execution\" "
+			                   "href=\"/dashboard/sandboxes/%s/executions/%s\"><code>%s</code></a></td></tr>",
+			                b2, aas_dash_when(b3, e->started_at_ms), sb->id, e->id, e->id);
 		}
 		aas_html_raw(h, "</tbody></table>");
 		if (list->next_cursor)
 			aas_html_printf(h, "<p>The latest %u; every one: <code>GET /v1/sandboxes/%s/executions</code>.</p>",
 			                (unsigned int)EXECUTIONS_RECENT_MAX, sb->id);
 	}
-	aas_html_raw(h, "<p>An execution's output, running or ended, is in the API: "
-	                "<code>GET /v1/executions/{id}</code>, with the id listed here.</p>");
+	aas_html_raw(h, "<p>An execution's id opens its output, running or ended; the API has it too: "
+	                "<code>GET /v1/executions/{id}</code>.</p>");
 	saas_execution_list_free(list);
 }
 
@@ -240,15 +247,6 @@ static void use_body(struct aas_html *h, const struct aas_viewer *v, const saas_
 
 /* ---- the terminal ---- */
 
-/* Was xterm.js built in (server/CMakeLists.txt)? */
-static bool xterm_built_in(void)
-{
-	for (size_t i = 0; i < aas_embedded_static_count; i++)
-		if (strcmp(aas_embedded_static[i].path, "xterm.js") == 0)
-			return true;
-	return false;
-}
-
 static void terminal_section(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb)
 {
 	aas_html_raw(h, "<section id=\"terminal-section\" aria-labelledby=\"terminal-h\"><h2 id=\"terminal-h\">Terminal</h2>");
@@ -256,20 +254,24 @@ static void terminal_section(struct aas_html *h, const struct aas_viewer *v, con
 		aas_html_raw(h, "<p>The sandbox is not running: no terminal.</p></section>");
 		return;
 	}
-	if (!xterm_built_in()) {
+	if (!aas_pages_terminal_installed()) {
 		aas_html_raw(h, "<p class=\"notice\" id=\"terminal-unavailable\" role=\"note\">The terminal is unavailable: "
-		                "this server was built without xterm.js (see <a href=\"/docs/dashboard\">the dashboard's "
-		                "guide</a>). <code>aas shell</code> opens one from the command line.</p></section>");
+		                "xterm.js is not installed beside this server. Its operator installs it with the API "
+		                "viewer (<code>install_api_viewer</code>, see <a href=\"/docs/pages\">the pages' guide</a>). "
+		                "<code>aas shell</code> opens one from the command line.</p></section>");
 		return;
 	}
+	/* xterm.js writes <style> elements of its own (struct aas_html says more). */
+	h->inline_styles = true;
 	/* The token goes in the WebSocket's URL (?csrf=): a handshake carries no form. */
-	aas_html_printf(h, "<link rel=\"stylesheet\" href=\"/static/xterm.css\">"
+	aas_html_printf(h, "<link rel=\"stylesheet\" href=\"/static/viewer/xterm.css\">"
 	                   "<div class=\"terminal-bar\"><button type=\"button\" id=\"terminal-connect\" hidden>Connect"
 	                   "</button> <span id=\"terminal-status\" role=\"status\">Not connected.</span></div>"
 	                   "<div id=\"terminal\" class=\"terminal\" data-ws=\"/dashboard/sandboxes/%s/pty\" "
 	                   "data-csrf=\"%s\"></div><noscript><p>The terminal needs JavaScript; without it, "
 	                   "<code>aas shell %s</code> opens one from the command line.</p></noscript>"
-	                   "<script src=\"/static/xterm.js\" defer></script>"
+	                   "<script src=\"/static/viewer/xterm.js\" defer></script>"
+	                   "<script src=\"/static/viewer/addon-fit.js\" defer></script>"
 	                   "<script src=\"/static/terminal.js\" defer></script></section>",
 	                sb->id, v->csrf, sb->id);
 }
@@ -370,6 +372,97 @@ void aas_h_dash_sandbox_use(struct aas_req *r, struct aas_reply *out)
 		return;
 	use_body(&h, &v, sb);
 	aas_reply_html(out, 200, &h);
+	saas_sandbox_free(sb);
+	aas_viewer_free(&v);
+}
+
+/* One stream of an execution: its first OUTPUT_SHOWN_MAX bytes, escaped (NULs and all), and what was left out. */
+static void output_shown(struct aas_html *h, const char *name, const char *data, size_t len, uint64_t total,
+                         int truncated)
+{
+	size_t n = len < OUTPUT_SHOWN_MAX ? len : OUTPUT_SHOWN_MAX;
+	char *text;
+
+	aas_html_printf(h, "<section aria-labelledby=\"%s-h\"><h2 id=\"%s-h\">%s</h2>", name, name, name);
+	if (!len) {
+		aas_html_printf(h, "<p id=\"no-%s\">Nothing%s.</p></section>", name,
+		                total ? " kept (the command's output was past its limit)" : "");
+		return;
+	}
+	/* A copy ends at n, and a NUL in the command's bytes shows as U+FFFD: aas_html_text stops at NUL. */
+	if (!(text = malloc(n * 3 + 1))) {
+		h->failed = true;
+		return;
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (data[i]) {
+			text[w++] = data[i];
+		} else {
+			memcpy(text + w, "\xef\xbf\xbd", 3);
+			w += 3;
+		}
+	}
+	text[w] = '\0';
+	aas_html_printf(h, "<pre id=\"%s\" class=\"output\" tabindex=\"0\">", name);
+	aas_html_text(h, text);
+	aas_html_raw(h, "</pre>");
+	free(text);
+	if (n < len || truncated || total > len)
+		aas_html_printf(h, "<p class=\"note\" id=\"%s-cut\">The first %zu bytes of %llu written; the API has "
+		                   "the %zu kept.</p>", name, n, (unsigned long long)(total > len ? total : len), len);
+	aas_html_raw(h, "</section>");
+}
+
+void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
+{
+	struct aas_html h = { 0 };
+	struct aas_viewer v;
+	saas_sandbox *sb = NULL;
+	saas_execution *e = NULL;
+	char title[SAAS_ID_MAX + 16], eid[SAAS_ID_MAX + 1], b1[64], b2[64];
+	const char *seg = strrchr(r->path, '/') + 1; /* the route matched ".../executions/{eid}" */
+	int rc;
+
+	if (!viewer_sandbox(r, out, &v, &sb))
+		return;
+	/* Another account's, or another sandbox's: the same 404 as an unknown one. */
+	if (strlen(seg) >= sizeof(eid) || (rc = saas_execution_get(&e, v.client, seg)) == SAAS_ENOTFOUND ||
+	    rc == SAAS_EINVAL || (rc == SAAS_OK && strcmp(e->sandbox_id, sb->id) != 0)) {
+		aas_reply_page_error(r, out, 404, "No such execution", "This sandbox has no execution with that id.");
+		goto out;
+	}
+	snprintf(eid, sizeof(eid), "%s", seg);
+	snprintf(title, sizeof(title), "Execution %s", eid);
+	aas_dash_begin(&h, &v, title, "dashboard");
+	aas_html_raw(&h, "<link rel=\"stylesheet\" href=\"/static/sandbox.css\">");
+	if (rc < 0)
+		goto end;
+	aas_html_printf(&h, "<nav class=\"breadcrumbs\" aria-label=\"Sandbox\"><a href=\"/dashboard/sandboxes/%s\">"
+	                    "Sandbox %s</a></nav><dl id=\"execution\" data-status=\"%s\"><dt>Command</dt><dd><code>",
+	                sb->id, sb->id, saas_exec_status_name(e->status));
+	aas_html_text(&h, e->command ? e->command : "");
+	aas_html_raw(&h, "</code></dd><dt>Status</dt><dd class=\"status\">");
+	outcome(&h, e);
+	aas_html_raw(&h, "</dd><dt>Exit code</dt><dd class=\"exit-code\">");
+	if (e->status != SAAS_EXEC_RUNNING && e->exit_code >= 0)
+		aas_html_printf(&h, "%d", e->exit_code);
+	else
+		aas_html_raw(&h, "none");
+	aas_html_printf(&h, "</dd><dt>Started</dt><dd>%s</dd>", aas_dash_when(b1, e->started_at_ms));
+	if (e->finished_at_ms)
+		aas_html_printf(&h, "<dt>Finished</dt><dd>%s (%lld ms)</dd>", aas_dash_when(b2, e->finished_at_ms),
+		                (long long)e->duration_ms);
+	else
+		aas_html_raw(&h, "<dt>Finished</dt><dd>Still running: the output below is what it has written so far "
+		                 "(reload for more).</dd>");
+	aas_html_raw(&h, "</dl>");
+	output_shown(&h, "stdout", e->stdout_data, e->stdout_len, e->stdout_total, e->stdout_truncated);
+	output_shown(&h, "stderr", e->stderr_data, e->stderr_len, e->stderr_total, e->stderr_truncated);
+end:
+	aas_dash_end(out, &h, rc, 200);
+out:
+	saas_execution_free(e);
 	saas_sandbox_free(sb);
 	aas_viewer_free(&v);
 }

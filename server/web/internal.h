@@ -156,6 +156,11 @@ void aas_dash_sandbox_actions(struct aas_html *h, const struct aas_viewer *v, co
 /* The Files section of the sandbox's page: the directory `dir` (NULL: /workspace) and its forms. */
 void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, const char *dir);
 
+/* ---- the files of --docs-viewer (pages.c) ---- */
+
+/* Is xterm.js there for the dashboard's terminal (served at /static/viewer/xterm.js)? */
+bool aas_pages_terminal_installed(void);
+
 /* ---- the MCP package of /mcp.tgz (mcp_package.c) ---- */
 
 /*

@@ -39,15 +39,25 @@ static size_t ndocs;
 static char *viewer_dir;
 static char *operations_html; /* the operations of openapi.json, as a table: the page without the viewer */
 
-/* The files the viewer's page loads, and the only ones /static/viewer/ serves. */
+/*
+ * The files /docs/api's viewer and the dashboard's terminal load, and the only
+ * ones /static/viewer/ serves: each by its name there, from where it is under
+ * --docs-viewer (the npm packages' own layout, as `npm ci` left it).
+ */
+#define VIEWER_JS "text/javascript; charset=utf-8"
+#define VIEWER_CSS "text/css; charset=utf-8"
 static const struct {
-	const char *name, *type;
+	const char *name, *path, *type;
 } viewer_files[] = {
-	{ "swagger-ui-bundle.js", "text/javascript; charset=utf-8" },
-	{ "swagger-ui.css", "text/css; charset=utf-8" },
+	{ "swagger-ui-bundle.js", "node_modules/swagger-ui-dist/swagger-ui-bundle.js", VIEWER_JS },
+	{ "swagger-ui.css", "node_modules/swagger-ui-dist/swagger-ui.css", VIEWER_CSS },
+	/* xterm.js's browser builds (UMD: a <script> sets window.Terminal, window.FitAddon). */
+	{ "xterm.js", "node_modules/@xterm/xterm/lib/xterm.js", VIEWER_JS },
+	{ "xterm.css", "node_modules/@xterm/xterm/css/xterm.css", VIEWER_CSS },
+	{ "addon-fit.js", "node_modules/@xterm/addon-fit/lib/addon-fit.js", VIEWER_JS },
 };
-/* Where they are under --docs-viewer: the npm package's own layout, as `npm ci` left it. */
-#define VIEWER_PACKAGE "node_modules/swagger-ui-dist"
+#define VIEWER_SWAGGER 0 /* viewer_files[] of Swagger UI's bundle */
+#define VIEWER_XTERM 2   /* of xterm.js */
 
 /*
  * The page of each document: the README is the quick start (/docs), the
@@ -150,14 +160,24 @@ static char *default_viewer_dir(void)
 }
 
 /* Is the viewer there now? Asked at each request: installing it needs no restart. */
-static bool viewer_installed(void)
+/* Is viewer_files[i] there to serve? */
+static bool viewer_file_installed(size_t i)
 {
 	char path[PATH_MAX];
 
-	if (!viewer_dir)
+	if (!viewer_dir || snprintf(path, sizeof(path), "%s/%s", viewer_dir, viewer_files[i].path) >= (int)sizeof(path))
 		return false;
-	snprintf(path, sizeof(path), "%s/" VIEWER_PACKAGE "/%s", viewer_dir, viewer_files[0].name);
 	return access(path, R_OK) == 0;
+}
+
+static bool viewer_installed(void)
+{
+	return viewer_file_installed(VIEWER_SWAGGER);
+}
+
+bool aas_pages_terminal_installed(void)
+{
+	return viewer_file_installed(VIEWER_XTERM);
 }
 
 int aas_pages_init(const struct aas_config *cfg)
@@ -191,6 +211,9 @@ int aas_pages_init(const struct aas_config *cfg)
 	else
 		aas_log(SAAS_LOG_INFO, "/docs/api: no API viewer in %s (it lists the operations instead; docs/pages.md)",
 		        viewer_dir ? viewer_dir : "(no directory)");
+	if (!aas_pages_terminal_installed())
+		aas_log(SAAS_LOG_INFO, "the dashboard's terminal: no xterm.js in %s (the sandbox's page says so; "
+		        "docs/pages.md)", viewer_dir ? viewer_dir : "(no directory)");
 	return 0;
 oom:
 	aas_log(SAAS_LOG_ERROR, "out of memory rendering the docs pages");
@@ -731,7 +754,7 @@ void aas_h_static_viewer(struct aas_req *r, struct aas_reply *out)
 		if (strcmp(viewer_files[i].name, name) != 0)
 			continue;
 		if (!viewer_dir ||
-		    snprintf(path, sizeof(path), "%s/" VIEWER_PACKAGE "/%s", viewer_dir, name) >= (int)sizeof(path) ||
+		    snprintf(path, sizeof(path), "%s/%s", viewer_dir, viewer_files[i].path) >= (int)sizeof(path) ||
 		    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 			break;
 		struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);

@@ -79,6 +79,7 @@ void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out);
 /* A sandbox's page: its use, its terminal, its files (dashboard_sandbox.c, dashboard_files.c). */
 void aas_h_dash_sandbox_use(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_sandbox_pty(struct aas_req *r, struct aas_reply *out);
+void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_file_mkdir(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_file_delete(struct aas_req *r, struct aas_reply *out);

@@ -76,7 +76,7 @@ try {
 
   // The terminal: connect, type, read back.
   const available = !!(await page.$('#terminal'));
-  check('the build has the terminal (esbuild and node-xterm)', available);
+  check('the terminal is installed (xterm.js in the viewer directory)', available);
   if (available) {
     await page.click('#terminal-connect');
     await waitFor('the terminal connects', async () => (await text(page, '#terminal-status')) === 'Connected.');
@@ -86,6 +86,8 @@ try {
     await page.keyboard.type('echo hi');
     await page.keyboard.press('Enter');
     await waitFor('typed `echo hi` comes back on the screen', async () => (await screen(page)).includes('echo hi'));
+    // The command's output, on its own line under the typed one (not the echo of what was typed).
+    await waitFor('`echo hi` prints hi on a line of its own', async () => /^hi[ ]*$/m.test(await screen(page)));
   }
 
   // Upload with the form, then see it listed.
@@ -185,6 +187,23 @@ try {
   check('a WebSocket from another origin is refused', verdict === 'refused', verdict);
   evil.close();
   await attacker.close();
+
+  // An execution's page, from its link in the history: the command, how it ended, its output.
+  const ran = JSON.parse(curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`, '-H',
+    'Content-Type: application/json', '-d', '{"command":"lines 2"}', `${BASE}/v1/sandboxes/${sb.id}/exec`));
+  await page.setViewport({ width: 1280, height: 900 });
+  await page.goto(url);
+  const link = await page.$(`#ran-${ran.execution_id} a.execution`);
+  check('the history links to the execution', !!link);
+  if (link) {
+    await Promise.all([page.waitForNavigation(), link.click()]);
+    check('the execution\'s page shows its output', (await text(page, '#stdout')) === 'line 1\nline 2' &&
+      (await text(page, '#stderr')) === 'done', await text(page, 'main'));
+    check('... and how it ended', (await text(page, '.exit-code')) === '0');
+    const found = await axe(page);
+    check('the execution\'s page: axe finds no WCAG A/AA violation', found.length === 0, found.join('; '));
+    await page.screenshot({ path: `${ARTIFACTS}/sandbox-execution.png`, fullPage: true });
+  }
 
   const csp = await cspViolations(page);
   check('no CSP violation', csp.length === 0, csp.join('; '));

@@ -1312,12 +1312,14 @@ static int fake_sample(void *ctx, const char *name, saas_driver_sample *out)
 /*
  * A terminal: a thread that plays a shell on a socket pair. It greets with
  * "fake-shell TERM CxR tty|notty\r\n", echoes every byte as a terminal
- * would, answers a resize with "resize CxR\r\n", and ends at a line
+ * would (a typed CR as CR LF, as a tty's ICRNL and ONLCR make it; the rest,
+ * LF included, as it came), answers a resize with "resize CxR\r\n", and ends at a line
  * "exit N" (status N), "exit" (0, as a shell's builtin) or at end-of-input
  * (status 0). After a line "hold" it
  * reads nothing more, as a busy shell does, until it is hung up on. A line
- * "pwd" answers its directory (the one it was started in, else /workspace)
- * and "echo $NAME" the variable's value (empty when unset), each on a line.
+ * "pwd" answers its directory (the one it was started in, else /workspace),
+ * "echo $NAME" the variable's value (empty when unset) and "echo WORDS" the
+ * words as they are, each on a line.
  */
 struct fake_pty {
 	int fd;                   /* the shell's end */
@@ -1331,7 +1333,7 @@ struct fake_pty {
 	char **env;               /* NAME=VALUE, NULL-terminated; never NULL */
 };
 
-/* What the fake shell says to a line other than exit and hold: pwd and echo $NAME. */
+/* What the fake shell says to a line other than exit and hold: pwd, echo $NAME and echo WORDS. */
 static void fake_pty_answer(struct fake_pty *t, const char *line)
 {
 	const char *answer = NULL;
@@ -1344,6 +1346,8 @@ static void fake_pty_answer(struct fake_pty *t, const char *line)
 		for (char **e = t->env; *e; e++)
 			if (strncmp(*e, line + 6, n) == 0 && (*e)[n] == '=')
 				answer = *e + n + 1;
+	} else if (strncmp(line, "echo ", 5) == 0) {
+		answer = line + 5;
 	}
 	if (answer) {
 		send(t->fd, answer, strlen(answer), MSG_NOSIGNAL);
@@ -1400,7 +1404,15 @@ static void *fake_pty_main(void *arg)
 			usleep(2000);
 			continue;
 		}
-		send(t->fd, buf, (size_t)n, MSG_NOSIGNAL);
+		/* The echo, a CR (Enter) as CR LF: what the line answers goes under it, not over it. */
+		for (ssize_t i = 0, from = 0; i <= n; i++) {
+			if (i < n && buf[i] != '\r')
+				continue;
+			send(t->fd, buf + from, (size_t)(i - from), MSG_NOSIGNAL);
+			if (i < n)
+				send(t->fd, "\r\n", 2, MSG_NOSIGNAL);
+			from = i + 1;
+		}
 		for (ssize_t i = 0; i < n; i++) {
 			if (buf[i] == '\r' || buf[i] == '\n') {
 				int code;

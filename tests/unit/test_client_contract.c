@@ -1506,6 +1506,8 @@ static const char *pty_ask(saas_pty *t, const char *line)
 		buf[n] = '\0';
 	}
 	at += strlen(echo);
+	if (*at == '\n') /* the shell echoes a CR as CR LF, as a tty does */
+		at++;
 	end = strstr(at, "\r\n");
 	*end = '\0';
 	return at;

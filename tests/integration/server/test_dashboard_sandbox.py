@@ -335,6 +335,55 @@ def main():
         check("keystrokes reach the shell and come back", b"echo hi" in out, out)
         sock.close()
 
+    # An execution's page: its command and output, escaped; cut at 64 KiB a stream; linked from the history.
+    hostile = "echo <script>alert(1)</script> & \"q' </pre>"
+    r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", akey, {"command": hostile})
+    ex = json.loads(r.raw_body)
+    eid = ex.get("execution_id", "")
+    check("a hostile command through the API", r.status == 200 and eid, r.raw_body[:300])
+    epage = f"{page}/executions/{eid}"
+    r = a.req("GET", page)
+    check("the history links to the execution's page", f'href="{epage}"' in r.text)
+    r = a.req("GET", epage)
+    check("the execution's page answers", r.status == 200, r.status)
+    check("its command and output are escaped", "<script>alert" not in r.text and "</pre>\n" not in r.text and
+          r.text.count("echo &lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;q&#39; &lt;/pre&gt;") == 1 and
+          '<pre id="stdout" class="output" tabindex="0">&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;q&#39; '
+          '&lt;/pre&gt;\n</pre>' in r.text, r.text[-1500:])
+    check("it says how the command ended", 'data-status="exited"' in r.text and
+          '<dd class="exit-code">0</dd>' in r.text and 'id="no-stderr"' in r.text, r.text[-1500:])
+    check("no inline script on it", re.search(r"<script(?![^>]*\bsrc=)", r.text) is None)
+    r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", akey, {"command": "spew 70000"})
+    big = json.loads(r.raw_body).get("execution_id", "")
+    r = a.req("GET", f"{page}/executions/{big}")
+    shown = re.search(r'<pre id="stdout"[^>]*>(x*)</pre>', r.text)
+    check("a long output: its first 64 KiB, and the page says so", shown and len(shown.group(1)) == 65536 and
+          'id="stdout-cut"' in r.text and "The first 65536 bytes of 70000" in r.text and 'id="stderr-cut"' in r.text,
+          (len(shown.group(1)) if shown else None, r.text[-600:]))
+    r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", akey, {"command": "tick", "background": True})
+    run = json.loads(r.raw_body).get("execution_id", "")
+    check("a command left running", r.status in (200, 201, 202) and run, r.raw_body[:300])
+    body = ""
+    for _ in range(100):
+        body = a.req("GET", f"{page}/executions/{run}").text
+        if "tick\n</pre>" in body:
+            break
+        time.sleep(0.05)
+    check("a running one shows what it has so far", 'data-status="running"' in body and "tick\n</pre>" in body and
+          "Still running" in body, body[-800:])
+    r = a.req("GET", page)
+    check("the running table links to it", f'href="{page}/executions/{run}"' in r.text)
+    api(s, "POST", f"/v1/executions/{run}/cancel", akey)
+    for bad in ("exe-nope", "x" * 300, "%2e%2e"):
+        r = a.req("GET", f"{page}/executions/{bad}")
+        check(f"the execution {bad[:10]!r}: 404", r.status == 404, r.status)
+    r2 = api(s, "POST", "/v1/sandboxes", akey, {})
+    other = json.loads(r2.raw_body).get("id", "")
+    r = a.req("GET", f"/dashboard/sandboxes/{other}/executions/{eid}")
+    check("an execution under another of one's sandboxes: 404", r.status == 404, r.status)
+    r = z.req("GET", epage)
+    check("another's execution: 404", r.status == 404 and "alert(1)" not in r.text, r.status)
+
     # Another account's sandbox: 404 everywhere.
     r = z.req("GET", page)
     check("another's sandbox: the page is a 404", r.status == 404, r.status)
