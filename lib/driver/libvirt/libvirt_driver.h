@@ -136,7 +136,7 @@ struct stat;
 #define SPARE_CHECK_MS 1000                /* the spare thread looks again at least this often */
 #define SPARE_BACKOFF_FIRST_MS 1000
 #define SPARE_BACKOFF_MAX_MS 60000
-#define TEMPLATE_SAVE_TIMEOUT_MS 120000
+#define TEMPLATE_SAVE_STALL_MS 120000      /* a state save (template, pause, fork) with no progress this long fails */
 /*
  * A mapped template's RAM stays in memory for as long as the template does,
  * and can grow to the guest's whole RAM (clones reading never-written pages

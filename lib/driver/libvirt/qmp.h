@@ -10,6 +10,6 @@
 
 int saas__lv_qmp(virDomainPtr dom, const char *cmd, int fd, json_t **ret);
 int saas__lv_qmp_getfd(virDomainPtr dom, const char *fdname, int fd);
-int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t timeout_ms, int64_t *bytes);
+int saas__lv_qmp_migration_wait(struct drv *d, virDomainPtr dom, int64_t stall_ms, int64_t *bytes);
 
 #endif

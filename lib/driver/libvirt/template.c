@@ -241,7 +241,7 @@ int saas__lv_state_save(struct drv *d, virDomainPtr dom, const char *path, bool 
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp(dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:aas-save\"}}", -1, NULL);
 	if (rc == SAAS_OK)
-		rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_TIMEOUT_MS, bytes);
+		rc = saas__lv_qmp_migration_wait(d, dom, TEMPLATE_SAVE_STALL_MS, bytes);
 	return rc < 0 ? saas__error_wrap(rc, "saving the VM's state") : SAAS_OK;
 }
 
