@@ -108,7 +108,8 @@ void aas_h_readyz(struct aas_req *r, struct aas_reply *out)
 {
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	static json_t *cached;
-	static bool cached_ready, probing;
+	static bool cached_ready;
+	static unsigned int probes; /* under way; more than one only before the first answer */
 	static int64_t cached_at, probe_started;
 	saas_host_list *hosts = NULL;
 	json_t *body = NULL;
@@ -118,9 +119,15 @@ void aas_h_readyz(struct aas_req *r, struct aas_reply *out)
 
 	(void)r;
 	pthread_mutex_lock(&mu);
-	if (cached && (now - cached_at < AAS_READY_CACHE_MS || (probing && now - probe_started <= AAS_READY_STORE_MS))) {
-		/* Fresh, or a probe is under way and not yet late: its predecessor's answer. */
-		/* A copy: the kept one is shared by every poll, and a reply's body is its own. */
+	if (probes && now - probe_started > AAS_READY_STORE_MS && !(cached && now - cached_at < AAS_READY_CACHE_MS)) {
+		/* The probe under way is late: that is the answer, without waiting on the store too. */
+		pthread_mutex_unlock(&mu);
+		aas_reply_json(out, 503, json_pack("{s:s,s:s,s:{s:s,s:s}}", "status", "not_ready", "version",
+		                                   saas_version(), "checks", "store", "slow", "vm_hosts", "unknown"));
+		return;
+	}
+	if (cached && (now - cached_at < AAS_READY_CACHE_MS || probes)) {
+		/* Fresh, or a probe is under way and not yet late: the last answer. A copy: a reply's body is its own. */
 		body = json_deep_copy(cached);
 		ready = cached_ready;
 		pthread_mutex_unlock(&mu);
@@ -130,15 +137,8 @@ void aas_h_readyz(struct aas_req *r, struct aas_reply *out)
 			aas_reply_error(out, 503, "not_ready", "out of memory");
 		return;
 	}
-	if (probing) {
-		/* The probe under way is late: that is the answer, without waiting on the store too. */
-		pthread_mutex_unlock(&mu);
-		aas_reply_json(out, 503, json_pack("{s:s,s:s,s:{s:s,s:s}}", "status", "not_ready", "version",
-		                                   saas_version(), "checks", "store", "slow", "vm_hosts", "unknown"));
-		return;
-	}
-	probing = true;
-	probe_started = now;
+	if (probes++ == 0)
+		probe_started = now;
 	pthread_mutex_unlock(&mu);
 
 	rc = saas_host_list_get(&hosts, ready_engine);
@@ -150,7 +150,7 @@ void aas_h_readyz(struct aas_req *r, struct aas_reply *out)
 	saas_host_list_free(hosts);
 
 	pthread_mutex_lock(&mu);
-	probing = false;
+	probes--;
 	if (body) {
 		json_decref(cached);
 		cached = json_deep_copy(body);
