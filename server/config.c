@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "forwarded.h"
 #include "server.h"
 
 const char *aas_config_usage(void)
@@ -121,6 +122,14 @@ const char *aas_config_usage(void)
 	       "  --signup-credit MODE    auto: accounts made on /signup get the free credit at once; approval:\n"
 	       "                          with --signup open, only once `aas-server user approve` (an invite\n"
 	       "                          counts as approval); default auto [AAS_SIGNUP_CREDIT]\n"
+	       "load balancers (docs/operations.md, \"Behind a load balancer\"):\n"
+	       "  --trusted-proxies CIDR[,CIDR...]\n"
+	       "                          proxies whose client-address header is believed (at most 64 networks;\n"
+	       "                          an address alone is a /32 or /128): the per-address limits then count\n"
+	       "                          the client it names, and their connections skip --per-ip-connections;\n"
+	       "                          default none: no header is read [AAS_TRUSTED_PROXIES]\n"
+	       "  --forwarded-header H    the header they write: x-forwarded-for or forwarded (RFC 7239);\n"
+	       "                          only that one is read; default x-forwarded-for [AAS_FORWARDED_HEADER]\n"
 	       "tenant limits, every account's default (`aas-server account limits` sets one account's):\n"
 	       "  --max-sandboxes N       sandboxes not yet destroyed, per account; default 10 [AAS_MAX_SANDBOXES]\n"
 	       "  --max-executions N      executions running at once, per account; default 8 [AAS_MAX_EXECUTIONS]\n"
@@ -196,6 +205,27 @@ static int parse_signup(const char *s)
 static int parse_signup_credit(const char *s)
 {
 	return strcmp(s, "auto") == 0 ? AAS_SIGNUP_CREDIT_AUTO : strcmp(s, "approval") == 0 ? AAS_SIGNUP_CREDIT_APPROVAL : -1;
+}
+
+/* AAS_FORWARDED_* for its name (any case), -1 for anything else. */
+static int parse_forwarded_header(const char *s)
+{
+	return strcasecmp(s, "x-forwarded-for") == 0 ? AAS_FORWARDED_XFF
+	       : strcasecmp(s, "forwarded") == 0     ? AAS_FORWARDED_RFC7239
+	                                             : -1;
+}
+
+/* --trusted-proxies: checked here, so a typo stops the start with its reason; 0, or -1 after printing it. */
+static int set_trusted_proxies(struct aas_config *cfg, const char *val, const char *from)
+{
+	struct aas_trust t;
+	char err[160];
+
+	if (aas_trust_parse(&t, val, err, sizeof(err)) < 0) {
+		fprintf(stderr, "aas-server: %s: %s (expected CIDR[,CIDR...], e.g. 10.0.0.0/8,2001:db8::/32)\n", from, err);
+		return -1;
+	}
+	return set(&cfg->trusted_proxies, val);
 }
 
 /* 1 for "on", 0 for "off", -1 for anything else. */
@@ -408,6 +438,12 @@ static int from_env(struct aas_config *cfg)
 		fprintf(stderr, "aas-server: AAS_SECURE_COOKIES: expected on or off, got \"%s\"\n", v);
 		return -1;
 	}
+	if ((v = getenv("AAS_TRUSTED_PROXIES")) && *v && set_trusted_proxies(cfg, v, "AAS_TRUSTED_PROXIES") < 0)
+		return -1;
+	if ((v = getenv("AAS_FORWARDED_HEADER")) && *v && (cfg->forwarded_header = parse_forwarded_header(v)) < 0) {
+		fprintf(stderr, "aas-server: AAS_FORWARDED_HEADER: expected x-forwarded-for or forwarded, got \"%s\"\n", v);
+		return -1;
+	}
 	if ((v = getenv("AAS_TEMPLATES")) && *v && (cfg->templates = parse_on_off(v)) < 0) {
 		fprintf(stderr, "aas-server: AAS_TEMPLATES: expected on or off, got \"%s\"\n", v);
 		return -1;
@@ -419,7 +455,7 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_STATE, O_STORE, O_IMAGE, O_URI, O_IMAGES, O_DOMAIN, O_PURL, O_LEVEL, O_TTL,
 	       O_GRACE, O_MAXCONN, O_PORTFILE, O_ORIGINS, O_POOL, O_E2B_TEMPLATES, O_E2B_SECRET, O_E2B_DOMAIN, O_TEMPLATES, O_VIEWER, O_SIGNUP, O_SECURE, O_PAUSED, O_DRIVER, O_HELP, O_VERSION,
-	       O_SIGNUP_CREDIT, O_PUBLIC_URL };
+	       O_SIGNUP_CREDIT, O_PUBLIC_URL, O_TRUSTED_PROXIES, O_FORWARDED_HEADER };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "state-dir", required_argument, NULL, O_STATE },
@@ -447,6 +483,8 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		{ "secure-cookies", required_argument, NULL, O_SECURE },
 		{ "paused-price", required_argument, NULL, O_PAUSED },
 		{ "public-url", required_argument, NULL, O_PUBLIC_URL },
+		{ "trusted-proxies", required_argument, NULL, O_TRUSTED_PROXIES },
+		{ "forwarded-header", required_argument, NULL, O_FORWARDED_HEADER },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -522,6 +560,14 @@ int aas_config_parse(struct aas_config *cfg, int argc, char **argv)
 		case O_E2B_DOMAIN: rc = set(&cfg->e2b_domain, optarg); break;
 		case O_VIEWER: rc = set(&cfg->docs_viewer, optarg); break;
 		case O_PUBLIC_URL: rc = set(&cfg->public_url, optarg); break;
+		case O_TRUSTED_PROXIES: rc = set_trusted_proxies(cfg, optarg, "--trusted-proxies"); break;
+		case O_FORWARDED_HEADER:
+			if ((cfg->forwarded_header = parse_forwarded_header(optarg)) < 0) {
+				fprintf(stderr, "aas-server: --forwarded-header: expected x-forwarded-for or forwarded, got \"%s\"\n",
+				        optarg);
+				rc = -1;
+			}
+			break;
 		case O_TEMPLATES:
 			if ((cfg->templates = parse_on_off(optarg)) < 0) {
 				fprintf(stderr, "aas-server: --templates: expected on or off, got \"%s\"\n", optarg);
@@ -606,6 +652,7 @@ void aas_config_free(struct aas_config *cfg)
 	free(cfg->pool);
 	free(cfg->docs_viewer);
 	free(cfg->public_url);
+	free(cfg->trusted_proxies);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

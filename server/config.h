@@ -80,6 +80,9 @@ struct aas_config {
 	unsigned int pty_frame_max;      /* bytes */
 	unsigned int pty_idle_timeout_s;
 	unsigned int pty_write_timeout_s;
+	/* Load balancers (forwarded.c): whose client-address header is read, and which header. */
+	char *trusted_proxies;           /* --trusted-proxies "CIDR[,CIDR...]"; NULL: none, no header is read */
+	int forwarded_header;            /* AAS_FORWARDED_XFF or AAS_FORWARDED_RFC7239 (forwarded.h) */
 };
 
 enum { AAS_SIGNUP_CLOSED, AAS_SIGNUP_INVITE, AAS_SIGNUP_OPEN };

@@ -44,6 +44,13 @@
  * memory is max-connections x (stack + 128 KiB pool): 9 GiB of address space
  * at the defaults, of which only what is touched is resident.
  *
+ * Behind load balancers (--trusted-proxies) the per-address cap cannot see
+ * the clients: it is decided at accept, before any header names one, and
+ * every connection comes from a balancer. So a trusted proxy's connections
+ * are not capped per address (the balancer caps its clients, which is the
+ * only place that can); they still count against max_connections, and their
+ * requests' rates count by the client the header names (forwarded.c).
+ *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <arpa/inet.h>
@@ -146,6 +153,8 @@ enum MHD_Result aas_conn_accept(void *cls, const struct sockaddr *addr, socklen_
 
 	(void)cls;
 	(void)addrlen;
+	if (aas_proxy_trusted(addr))
+		return MHD_YES;
 	aas_address_key(addr, key, text, sizeof(text));
 	pthread_mutex_lock(&mu);
 	for (struct aas_conn *k = conns; k; k = k->next)
@@ -392,6 +401,8 @@ int aas_conn_start(const struct aas_config *cfg, unsigned int *limit)
 	pthread_condattr_t ca;
 	int rc;
 
+	if (aas_forwarded_init(cfg) < 0)
+		return -1;
 	*limit = fit_limits(cfg->max_connections);
 	header_ms = cfg->header_timeout_s * 1000;
 	body_ms = cfg->body_timeout_s * 1000;

@@ -42,6 +42,8 @@ void aas_conn_progress(struct MHD_Connection *c, bool first, size_t upload_size)
 void aas_conn_request_done(struct MHD_Connection *c, bool completed);
 /* Take a preview slot for this connection's request; false when all preview_connections are taken. */
 bool aas_conn_preview_enter(struct MHD_Connection *c);
+/* The trusted proxies of cfg (forwarded.c), for aas_client_address(); 0, or -1 after logging. */
+int aas_forwarded_init(const struct aas_config *cfg);
 
 /* ---- clients per key (auth.c) ---- */
 

@@ -14,6 +14,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "front.h"
 
@@ -169,16 +170,18 @@ int64_t aas_ratelimit_peek(const char *name, size_t len, unsigned int rate, int6
 /*
  * The bucket of a client address: "a" and the hex of the part of it one client
  * holds (aas_address_key(): an IPv4 address, an IPv6 address's /64), the same
- * grouping as the per-address connection cap. Returns the name's length.
+ * grouping as the per-address connection cap. The address is the client's
+ * behind a trusted proxy (aas_client_address()). Returns the name's length.
  */
 static size_t address_name(struct MHD_Connection *conn, char *buf, size_t size)
 {
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	struct sockaddr_storage ss;
 	unsigned char key[16];
 	size_t n = 0;
 
 	/* No address (a UNIX socket) is all zeros: one shared bucket. */
-	aas_address_key(ci ? ci->client_addr : NULL, key, NULL, 0);
+	aas_client_address(conn, &ss);
+	aas_address_key((const struct sockaddr *)&ss, key, NULL, 0);
 	n += (size_t)snprintf(buf, size, "a");
 	for (size_t i = 0; i < sizeof(key) && n < size; i++)
 		n += (size_t)snprintf(buf + n, size - n, "%02x", key[i]);

@@ -11,6 +11,7 @@
 
 const struct aas_route aas_routes[] = {
 	{ .method = "GET", .pattern = "/healthz", .handler = aas_h_healthz },
+	{ .method = "GET", .pattern = "/readyz", .handler = aas_h_readyz },
 	{ .method = "GET", .pattern = "/metrics", .handler = aas_h_metrics },
 	{ .method = "GET", .pattern = "/openapi.json", .handler = aas_h_openapi },
 	{ .method = "GET", .pattern = "/v1/service", .handler = aas_h_service },

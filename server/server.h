@@ -227,6 +227,25 @@ void aas_send_timeout(int fd, unsigned int ms);
  */
 void aas_address_key(const struct sockaddr *sa, unsigned char key[16], char *text, size_t textsize);
 
+/* ---- client addresses behind trusted proxies (forwarded.c; docs/operations.md) ---- */
+
+/*
+ * The address a request's limits and log count: the peer's, or, when the peer
+ * is one of --trusted-proxies, the first untrusted address from the right of
+ * the header they write (--forwarded-header), within forwarded.h's bounds; a
+ * missing or malformed header gives the peer (logged at debug level). *out is
+ * AF_INET, AF_INET6 or (no address: a UNIX socket) AF_UNSPEC.
+ */
+void aas_client_address(struct MHD_Connection *conn, struct sockaddr_storage *out);
+/* The connection's peer, libmicrohttpd's (valid while it is open), or NULL. */
+const struct sockaddr *aas_peer_address(struct MHD_Connection *conn);
+/* Is this address one of --trusted-proxies? */
+bool aas_proxy_trusted(const struct sockaddr *sa);
+/* "X-Forwarded-For" or "Forwarded": the header the trusted proxies write. */
+const char *aas_forwarded_header_name(void);
+/* The last `max` lines of header `name` in the order received (pointers valid for the request); their count. */
+size_t aas_forwarded_lines(struct MHD_Connection *conn, const char *name, const char **v, size_t max);
+
 /* ---- clients per key (auth.c) ---- */
 
 struct aas_cached_client;

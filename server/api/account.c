@@ -1,20 +1,32 @@
 /*
- * /v1/account, /v1/usage, /v1/service, /healthz, /openapi.json.
+ * /v1/account, /v1/usage, /v1/service, /healthz, /readyz, /openapi.json.
  *
  * /v1/service reports what the engine says (saas_engine_info_get(), no
  * account needed), fetched once at start: it does not change while the
  * engine runs.
+ *
+ * /healthz says the process answers; /readyz whether it can serve, for a load
+ * balancer that polls each server every second or so: the store answers (the
+ * list of VM hosts, one small query, is the probe) and, with hosts, one of them
+ * is reached. One probe runs at a time and its answer is kept for
+ * AAS_READY_CACHE_MS, so polls from many balancers cost one query a second; a
+ * poll that finds a probe running past AAS_READY_STORE_MS answers 503 without
+ * waiting for it. Its body names what is not ready and nothing else: no
+ * error text (a store's may name its host), no accounts.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/api.h"
 
 static char base_url[256];
 static saas_engine_info *info;
+static saas_engine *ready_engine;
+static unsigned int ready_heartbeat_ms = SAAS_ENGINE_HOST_HEARTBEAT_MS;
 
 int aas_service_set(const struct aas_config *cfg, unsigned int port, saas_engine *engine)
 {
@@ -29,6 +41,9 @@ int aas_service_set(const struct aas_config *cfg, unsigned int port, saas_engine
 	snprintf(base_url, sizeof(base_url), "http://%s%s%s:%u", v6 ? "[" : "", h, v6 ? "]" : "", port);
 	saas_engine_info_free(info);
 	info = NULL;
+	ready_engine = engine;
+	if (cfg->host_heartbeat_s)
+		ready_heartbeat_ms = cfg->host_heartbeat_s * 1000;
 	if ((rc = saas_engine_info_get(&info, engine)) < 0) {
 		aas_log(SAAS_LOG_ERROR, "cannot read the engine's sizes and limits: %s (%s)", saas_error_last()->message,
 		        saas_strerror(rc));
@@ -52,6 +67,101 @@ void aas_h_healthz(struct aas_req *r, struct aas_reply *out)
 {
 	(void)r;
 	aas_reply_json(out, 200, json_pack("{s:s,s:s}", "status", "ok", "version", saas_version()));
+}
+
+bool aas_readiness(json_t **body, int store_rc, int64_t store_ms, const saas_host_list *hosts, int64_t now_ms,
+                   unsigned int heartbeat_ms)
+{
+	const char *store = "ok", *vm = "local";
+	bool ready;
+
+	if (store_rc < 0) {
+		store = "failed";
+		vm = "unknown"; /* the hosts' state is in the store */
+	} else if (store_ms > AAS_READY_STORE_MS) {
+		store = "slow";
+	}
+	if (store_rc >= 0 && hosts && hosts->count) {
+		vm = "unreachable";
+		for (size_t i = 0; i < hosts->count; i++) {
+			const saas_host *h = hosts->items[i];
+			/* As /metrics's aas_host_up: not lost, and some server reached it within three heartbeats. */
+			if (h->state != SAAS_HOST_LOST && h->last_seen_ms && now_ms - h->last_seen_ms < 3 * (int64_t)heartbeat_ms)
+				vm = "ok";
+		}
+	}
+	ready = strcmp(store, "ok") == 0 && (strcmp(vm, "ok") == 0 || strcmp(vm, "local") == 0);
+	*body = json_pack("{s:s,s:s,s:{s:s,s:s}}", "status", ready ? "ready" : "not_ready", "version", saas_version(),
+	                  "checks", "store", store, "vm_hosts", vm);
+	return ready;
+}
+
+static int64_t clock_ms(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void aas_h_readyz(struct aas_req *r, struct aas_reply *out)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static json_t *cached;
+	static bool cached_ready;
+	static unsigned int probes; /* under way; more than one only before the first answer */
+	static int64_t cached_at, probe_started;
+	saas_host_list *hosts = NULL;
+	json_t *body = NULL;
+	int64_t now = clock_ms(CLOCK_MONOTONIC), took;
+	bool ready;
+	int rc;
+
+	(void)r;
+	pthread_mutex_lock(&mu);
+	if (probes && now - probe_started > AAS_READY_STORE_MS && !(cached && now - cached_at < AAS_READY_CACHE_MS)) {
+		/* The probe under way is late: that is the answer, without waiting on the store too. */
+		pthread_mutex_unlock(&mu);
+		aas_reply_json(out, 503, json_pack("{s:s,s:s,s:{s:s,s:s}}", "status", "not_ready", "version",
+		                                   saas_version(), "checks", "store", "slow", "vm_hosts", "unknown"));
+		return;
+	}
+	if (cached && (now - cached_at < AAS_READY_CACHE_MS || probes)) {
+		/* Fresh, or a probe is under way and not yet late: the last answer. A copy: a reply's body is its own. */
+		body = json_deep_copy(cached);
+		ready = cached_ready;
+		pthread_mutex_unlock(&mu);
+		if (body)
+			aas_reply_json(out, ready ? 200 : 503, body);
+		else
+			aas_reply_error(out, 503, "not_ready", "out of memory");
+		return;
+	}
+	if (probes++ == 0)
+		probe_started = now;
+	pthread_mutex_unlock(&mu);
+
+	rc = saas_host_list_get(&hosts, ready_engine);
+	took = clock_ms(CLOCK_MONOTONIC) - now;
+	if (rc < 0)
+		aas_log(SAAS_LOG_WARN, "readiness: the store did not answer: %s (%s)", saas_error_last()->message,
+		        saas_strerror(rc));
+	ready = aas_readiness(&body, rc, took, hosts, clock_ms(CLOCK_REALTIME), ready_heartbeat_ms);
+	saas_host_list_free(hosts);
+
+	pthread_mutex_lock(&mu);
+	probes--;
+	if (body) {
+		json_decref(cached);
+		cached = json_deep_copy(body);
+		cached_ready = ready;
+		cached_at = clock_ms(CLOCK_MONOTONIC);
+	}
+	pthread_mutex_unlock(&mu);
+	if (body)
+		aas_reply_json(out, ready ? 200 : 503, body);
+	else
+		aas_reply_error(out, 503, "not_ready", "out of memory");
 }
 
 void aas_h_openapi(struct aas_req *r, struct aas_reply *out)

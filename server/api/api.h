@@ -31,6 +31,19 @@ void aas_service_free(void);
 /* The card aas_service_set fetched (the pages show it). */
 const saas_engine_info *aas_service_info(void);
 
+/*
+ * Readiness (GET /readyz): from what one probe found (the store's status for a
+ * list of the VM hosts and how long it took, the hosts when it answered), the
+ * body and whether this server can serve. Ready when the store answered
+ * within AAS_READY_STORE_MS and, with hosts registered, one is not lost and
+ * was reached within three heartbeats (the local driver alone is open once the
+ * engine is). Pure, for unit.ready. *body is the caller's.
+ */
+#define AAS_READY_STORE_MS 2000
+#define AAS_READY_CACHE_MS 1000
+bool aas_readiness(json_t **body, int store_rc, int64_t store_ms, const saas_host_list *hosts, int64_t now_ms,
+                   unsigned int heartbeat_ms);
+
 /* The embedded OpenAPI document (openapi_data.c, generated; the pages show it too). */
 extern const char aas_openapi_json[];
 
@@ -52,6 +65,7 @@ void aas_pty_serve(struct aas_req *r, struct aas_reply *out, saas_client *client
 /* ---- the routes' handlers ---- */
 
 void aas_h_healthz(struct aas_req *r, struct aas_reply *out);
+void aas_h_readyz(struct aas_req *r, struct aas_reply *out);
 void aas_h_openapi(struct aas_req *r, struct aas_reply *out);
 void aas_h_service(struct aas_req *r, struct aas_reply *out);
 void aas_h_account(struct aas_req *r, struct aas_reply *out);

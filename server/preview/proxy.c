@@ -51,6 +51,10 @@
 #include "preview/internal.h"
 #include "preview/preview.h"
 
+/* The chain of a trusted proxy passed on to the guest: its last lines that fit, whole. */
+#define AAS_PREVIEW_CHAIN_MAX 2048
+#define AAS_PREVIEW_CHAIN_LINES 16
+
 #define HEAD_MAX (64 * 1024)
 /* How often the watcher re-checks the exposure of every open tunnel. */
 #define AAS_PREVIEW_RECHECK_MS 1000
@@ -394,8 +398,9 @@ static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const cha
 	struct head_ctx *hc = cls;
 
 	(void)kind;
+	/* The forwarded headers are forwarded_headers()' to write: the client's own never pass as they came. */
 	if (!key || !value || strcasecmp(key, "Host") == 0 || strncasecmp(key, "X-Forwarded-", 12) == 0 ||
-	    credential(key))
+	    strcasecmp(key, "Forwarded") == 0 || credential(key))
 		return MHD_YES;
 	if (!hc->p->upgrade && hop_by_hop(key))
 		return MHD_YES;
@@ -411,12 +416,62 @@ static enum MHD_Result copy_header(void *cls, enum MHD_ValueKind kind, const cha
 	return MHD_YES;
 }
 
+/* The last lines of header `name` that fit in AAS_PREVIEW_CHAIN_MAX bytes, joined by ", "; "" for none. */
+static void chain_received(struct MHD_Connection *conn, const char *name, char *buf, size_t size)
+{
+	const char *v[AAS_PREVIEW_CHAIN_LINES];
+	size_t n = aas_forwarded_lines(conn, name, v, AAS_PREVIEW_CHAIN_LINES), first = n, len = 0;
+
+	/* From the right: a proxy's own elements are the last ones, and the ones kept. No line breaks a head. */
+	while (first > 0 && len + strlen(v[first - 1]) + 2 < size && !strpbrk(v[first - 1], "\r\n")) {
+		len += strlen(v[first - 1]) + 2;
+		first--;
+	}
+	buf[0] = '\0';
+	for (size_t i = first; i < n; i++)
+		snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", i > first ? ", " : "", v[i]);
+}
+
+/*
+ * X-Forwarded-For (and, when the trusted proxies write it, Forwarded) for the
+ * guest. From a trusted proxy, the chain it sent with the peer appended, as a
+ * proxy does; from anyone else only the peer: a client's own claims are not
+ * passed on as if this server had checked them. X-Forwarded-Proto is "http":
+ * what the guest's connection is; a TLS proxy in front says so itself only
+ * when it is trusted, in the chain.
+ */
+static int forwarded_headers(struct aas_req *r, struct proxy *p)
+{
+	const struct sockaddr *peer = aas_peer_address(r->conn);
+	bool trusted = aas_proxy_trusted(peer), rfc = strcmp(aas_forwarded_header_name(), "Forwarded") == 0;
+	char ip[INET6_ADDRSTRLEN] = "", chain[AAS_PREVIEW_CHAIN_MAX];
+
+	if (peer && peer->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)peer)->sin_addr, ip, sizeof(ip));
+	else if (peer && peer->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)peer)->sin6_addr, ip, sizeof(ip));
+	if (!*ip)
+		return 0;
+	chain[0] = '\0';
+	if (trusted && !rfc)
+		chain_received(r->conn, "X-Forwarded-For", chain, sizeof(chain));
+	if (head_add(p, "X-Forwarded-For: ", chain, *chain ? ", " : "") < 0 || head_add(p, ip, "\r\n", "") < 0)
+		return -1;
+	if (trusted && rfc) {
+		chain_received(r->conn, "Forwarded", chain, sizeof(chain));
+		/* RFC 7239: an IPv6 node is quoted and bracketed. */
+		if (head_add(p, "Forwarded: ", chain, *chain ? ", " : "") < 0 ||
+		    head_add(p, strchr(ip, ':') ? "for=\"[" : "for=", ip, strchr(ip, ':') ? "]\"\r\n" : "\r\n") < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int build_head(struct aas_req *r, struct proxy *p, unsigned int port)
 {
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
 	struct head_ctx hc = { p, 0 };
-	char line[256], ip[INET6_ADDRSTRLEN] = "";
+	char line[256];
 
 	if (head_add(p, r->method, " ", r->raw_uri) < 0 || head_add(p, p->upgrade ? " HTTP/1.1" : " HTTP/1.0", "\r\n", "") < 0)
 		return -1;
@@ -426,14 +481,7 @@ static int build_head(struct aas_req *r, struct proxy *p, unsigned int port)
 	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, copy_header, &hc);
 	if (hc.err)
 		return -1;
-	if (ci && ci->client_addr) {
-		const struct sockaddr *sa = ci->client_addr;
-		if (sa->sa_family == AF_INET)
-			inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip));
-		else if (sa->sa_family == AF_INET6)
-			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof(ip));
-	}
-	if ((*ip && head_add(p, "X-Forwarded-For: ", ip, "\r\n") < 0) ||
+	if (forwarded_headers(r, p) < 0 ||
 	    (host && !strpbrk(host, "\r\n") && head_add(p, "X-Forwarded-Host: ", host, "\r\n") < 0) ||
 	    head_add(p, "X-Forwarded-Proto: http\r\n", "", "") < 0)
 		return -1;

@@ -503,14 +503,16 @@ void aas_reply_redirect(struct aas_reply *out, const char *location)
  */
 bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email)
 {
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	struct sockaddr_storage ss;
 	unsigned int per = config->login_attempts;
 	unsigned char key[16];
 	char name[80], pair[2 * sizeof(key) + 2 + SAAS_EMAIL_MAX + 1];
 	size_t n = 1;
 	int64_t wait, now = aas_now_ms();
 
-	aas_address_key(ci ? ci->client_addr : NULL, key, NULL, 0);
+	/* The client's, behind a trusted proxy (aas_client_address()). */
+	aas_client_address(r->conn, &ss);
+	aas_address_key((const struct sockaddr *)&ss, key, NULL, 0);
 	name[0] = 'l';
 	for (size_t i = 0; i < sizeof(key); i++)
 		n += (size_t)snprintf(name + n, sizeof(name) - n, "%02x", key[i]);
