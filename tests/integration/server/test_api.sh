@@ -17,6 +17,8 @@ check "account create prints an aas_sk_ key" grep -q '^aas_sk_' <<<"$KEY"
 
 # ---- keyless routes ----
 req GET /healthz; expect_status 200 healthz; expect_json .status ok healthz
+# A kept-alive connection is kept idle --header-timeout (10 s); responses announce half of it (server/conn.c).
+check "Keep-Alive announces half the idle window" grep -qi '^Keep-Alive: timeout=5' <<<"$HEADERS"
 req GET /v1/service; expect_status 200 service
 expect_json '.sizes[0].name' small "service sizes"
 expect_json '.sizes[0].usd_per_hour' 0.090000 "service price string"
