@@ -777,6 +777,12 @@ static void test_exec(void **state)
 	x = run(f->a, sb->id, "pwd", &o);
 	assert_string_equal(x->stdout_data, "/tmp\n");
 	saas_execution_free(x);
+	/* A relative directory is under /workspace, as a terminal's and a file's path are (not under the home). */
+	o.cwd = "src/app dir";
+	x = run(f->a, sb->id, "pwd", &o);
+	assert_string_equal(x->stdout_data, "/workspace/src/app dir\n");
+	saas_execution_free(x);
+	o.cwd = NULL;
 
 	/* stdin and stdout are bytes: NULs and invalid UTF-8 go through. */
 	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
