@@ -14,7 +14,9 @@
  * one file or many, as a /v1 upload's. A write the client abandons (or
  * that fails) is never renamed into place: the transport writes a
  * temporary name and removes it, so its path keeps what it had; the files
- * of the request done before it stay written, each whole.
+ * of the request done before it stay written, each whole. A gzip body
+ * (Content-Encoding: gzip, the SDK's `gzip: true`) is inflated as it comes,
+ * before either reader, within gzip.h's bounds.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -26,11 +28,14 @@
 #include <time.h>
 
 #include "e2b/connect.h"
+#include "e2b/gzip.h"
 #include "e2b/internal.h"
 #include "multipart.h"
 #include "pipe.h"
 
 #define HOME "/workspace"
+
+_Static_assert(AAS_GZIP_OUT_MAX == SAAS_FILE_MAX, "a gzip body inflates to at most what a body may be");
 
 /* E2B's path as libsaas's: "~" and "~/x" are the home; the rest as given (relative is under /workspace). */
 static const char *path_of(const char *p, char *buf, size_t size)
@@ -143,6 +148,8 @@ struct aas_e2b_upload {
 	char *names[AAS_MULTIPART_PARTS_MAX]; /* the paths written, as named: two parts may not write one */
 	size_t files;
 	struct aas_reply failure;       /* the first failure, the answer once the body is in */
+	bool gzip;                      /* Content-Encoding: gzip: the body inflated as it comes (gzip.h) */
+	struct aas_gzip gz;
 };
 
 /* A write's failure, on the worker's thread (pipe.h); ud: the path as the client named it. */
@@ -273,6 +280,23 @@ static int part_end(void *ud)
 
 static const struct aas_multipart_sink upload_sink = { part_begin, upload_bytes, part_end };
 
+/* The body's bytes (inflated when it is gzip): the multipart reader's, or the one file's. 0, or 1 to stop. */
+static int body_feed(void *ud, const char *data, size_t len)
+{
+	struct aas_e2b_upload *u = ud;
+	int rc;
+
+	if (!u->multipart)
+		return upload_bytes(u, data, len);
+	rc = aas_multipart_feed(&u->mp, data, len);
+	if (rc == AAS_MULTIPART_FAILED) {
+		(void)writer_close(u, false);
+		return upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);
+	}
+	/* STOPPED: a part's file failed, its answer recorded; DONE: what follows is the epilogue, ignored. */
+	return rc == AAS_MULTIPART_STOPPED;
+}
+
 void aas_e2b_upload_free(struct aas_e2b_upload *u)
 {
 	if (!u)
@@ -282,6 +306,7 @@ void aas_e2b_upload_free(struct aas_e2b_upload *u)
 		MHD_destroy_response(u->failure.response);
 	for (size_t i = 0; i < u->files; i++)
 		free(u->names[i]);
+	aas_gzip_end(&u->gz); /* zeroed if never begun */
 	json_decref(u->list);
 	free((char *)u->query_path);
 	free(u);
@@ -310,10 +335,14 @@ int aas_e2b_files_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	}
 	u->t = t;
 	t->upload = u;
+	/* envd takes gzip alone (Go's gzip.Reader); x-gzip is its old name. */
+	u->gzip = enc && (strcasecmp(enc, "gzip") == 0 || strcasecmp(enc, "x-gzip") == 0);
 	if (!files_query(r, &refused, &path))
 		(void)upload_fail(u, &refused);
-	else if (enc && *enc && strcasecmp(enc, "identity") != 0)
-		(void)upload_error(u, 400, "Content-Encoding %s is not served yet: upload without gzip", enc);
+	else if (enc && *enc && !u->gzip && strcasecmp(enc, "identity") != 0)
+		(void)upload_error(u, 400, "Content-Encoding %s is not served: gzip or none", enc);
+	else if (u->gzip && aas_gzip_init(&u->gz, body_feed, u) < 0)
+		(void)upload_error(u, 500, "out of memory");
 	else if (octets && (!path || !*path))
 		(void)upload_error(u, 400, "an octet-stream upload needs ?path=");
 	else if (!octets && !aas_multipart_boundary(boundary, ct))
@@ -340,15 +369,13 @@ int aas_e2b_files_data(struct aas_e2b_target *t, const char *data, size_t len)
 		                    "files API does", (long long)SAAS_FILE_MAX);
 	}
 	u->received += (int64_t)len;
-	if (!u->multipart)
-		return upload_bytes(u, data, len);
-	rc = aas_multipart_feed(&u->mp, data, len);
-	if (rc == AAS_MULTIPART_FAILED) {
+	if (!u->gzip)
+		return body_feed(u, data, len);
+	if ((rc = aas_gzip_feed(&u->gz, data, len)) == AAS_GZIP_FAILED) {
 		(void)writer_close(u, false);
-		return upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);
+		return upload_error(u, u->gz.too_big ? 413 : 400, "the gzip body is refused: %s", u->gz.why);
 	}
-	/* STOPPED: a part's file failed, its answer recorded; DONE: what follows is the epilogue, ignored. */
-	return rc == AAS_MULTIPART_STOPPED;
+	return rc != AAS_GZIP_MORE; /* STOPPED: body_feed recorded why */
 }
 
 /* The body is in: the last file's end, and the answer. */
@@ -361,7 +388,9 @@ static void files_post(struct aas_reply *out, struct aas_e2b_target *t)
 		return;
 	}
 	if (!u->failure.status && !u->failure.response) {
-		if (!u->multipart)
+		if (u->gzip && aas_gzip_finish(&u->gz) == AAS_GZIP_FAILED)
+			(void)upload_error(u, 400, "the gzip body is refused: %s", u->gz.why);
+		else if (!u->multipart)
 			(void)writer_close(u, true);
 		else if (aas_multipart_finish(&u->mp) == AAS_MULTIPART_FAILED)
 			(void)upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);

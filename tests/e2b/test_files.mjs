@@ -9,6 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { Sandbox, FileNotFoundError, InvalidArgumentError, NotFoundError, SandboxError } from 'e2b';
 import { testServer, sleep } from './harness.mjs';
 
@@ -237,6 +238,52 @@ test('an upload abandoned midway leaves no half file and holds nothing', async (
   assert.ok(wrote, 'a write after the abandoned ones');
   assert.equal(await sbx.files.read('/workspace/cut'), 'old', 'never replaced by half a file');
   assert.equal(await sbx.files.read('/workspace/after-cut'), 'fine');
+});
+
+// gzip: true: the SDK compresses each file and sends it as an octet stream with Content-Encoding: gzip; the
+// gateway inflates it as it comes (docs/e2b.md "Files"), within its bounds: 1 GiB, and past 1 MiB at most 128
+// times the compressed bytes (a decompression bomb is refused and its path keeps what it had).
+test('gzip uploads: inflated as they come, several members, bounded', async () => {
+  const MIB = 1 << 20;
+  const text = 'hello gzip\n'.repeat(5000);
+  await sbx.files.write('/workspace/gz.txt', text, { gzip: true });
+  assert.equal(await sbx.files.read('/workspace/gz.txt'), text);
+  const rnd = randomBytes(3 * MIB + 7);
+  await sbx.files.write('gz/rnd', rnd.buffer.slice(rnd.byteOffset, rnd.byteOffset + rnd.byteLength), { gzip: true });
+  assert.ok(Buffer.from(await sbx.files.read('/workspace/gz/rnd', { format: 'bytes' })).equals(rnd));
+  const many = await sbx.files.write([{ path: 'gz/a', data: 'aa' }, { path: '/workspace/gz/b', data: '' }], { gzip: true });
+  assert.deepEqual(many.map(f => f.path), ['/workspace/gz/a', '/workspace/gz/b']);
+  assert.equal(await sbx.files.read('/workspace/gz/a'), 'aa');
+  assert.equal(await sbx.files.read('/workspace/gz/b'), '');
+
+  // A bomb: 64 MiB of zeros is ~64 KiB of gzip (1000:1).
+  await sbx.files.write('/workspace/bomb', 'old');
+  await assert.rejects(sbx.files.write('/workspace/bomb', new Uint8Array(64 * MIB), { gzip: true }),
+                       e => /128 times/.test(e.message));
+  assert.equal(await sbx.files.read('/workspace/bomb'), 'old', 'never replaced by what a bomb gave');
+
+  // On the wire: two members are one body (as envd's reader takes them); corrupt, cut short or another coding: 400.
+  const { envdAccessToken } = await (await fetch(`${srv.base}/e2b/sandboxes/${sbx.sandboxId}`,
+                                                 { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json();
+  const post = (body, encoding = 'gzip') => fetch(`${srv.base}/e2b-sandbox/files?path=%2Fworkspace%2Fgz%2Fraw&username=user`, {
+    method: 'POST', body,
+    headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': envdAccessToken,
+               'Content-Type': 'application/octet-stream', 'Content-Encoding': encoding },
+  });
+  let res = await post(Buffer.concat([gzipSync('one '), gzipSync('two')]));
+  assert.equal(res.status, 200);
+  assert.equal(await sbx.files.read('/workspace/gz/raw'), 'one two');
+  const whole = gzipSync(randomBytes(4096));
+  for (const [body, why] of [[whole.subarray(0, whole.length - 4), /ends early/], [Buffer.from('not gzip at all'), /not a valid gzip/],
+                             [Buffer.concat([gzipSync('x'), Buffer.from('junk')]), /not a valid gzip/]]) {
+    res = await post(body);
+    assert.equal(res.status, 400);
+    assert.match((await res.json()).message, why);
+    assert.equal(await sbx.files.read('/workspace/gz/raw'), 'one two', 'a refused body writes nothing');
+  }
+  res = await post('plain', 'br');
+  assert.equal(res.status, 400);
+  assert.match((await res.json()).message, /Content-Encoding br/);
 });
 
 // What the streaming reader refuses, with the SDK's errors (the multipart reader's own bounds are unit.e2b's).
