@@ -176,14 +176,10 @@ int aas_cmd_shell(aas_ctx *ctx, int argc, char **argv)
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 			opts.cwd = v;
-		} else if ((r = aas_opt("shell", argc, argv, &i, "--env", "-e", &v)) != 0) {
+		} else if ((r = aas_pair_opt("shell", argc, argv, &i, "--env", "-e", "NAME=VALUE", env, &nenv,
+		                             SAAS_ENVS_MAX)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-			if (!strchr(v, '=') || v[0] == '=')
-				return aas_usage_error("shell", "-e needs NAME=VALUE, not '%s'", v);
-			if (nenv == SAAS_ENVS_MAX)
-				return aas_usage_error("shell", "at most %d -e", SAAS_ENVS_MAX);
-			env[nenv++] = v;
 		} else if ((code = aas_arg(ctx, "shell", argc, argv, &i, &id, 1, &n)) != AAS_EXIT_OK) {
 			return code;
 		}
