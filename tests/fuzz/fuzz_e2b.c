@@ -251,34 +251,63 @@ static int mp_end(void *ud)
 
 static const struct aas_multipart_sink mp_sink = { mp_begin, mp_data, mp_end };
 
-/* body read whole (seed 0) or in pieces of sizes the seed draws, each its own copy freed at once. */
-static int mp_run(const char *body, size_t size, uint64_t seed, struct mp_digest *d, const char **why)
+/* A hash of the input, never 0: where it is cut, and what else the run draws. */
+static uint64_t seed_of(const uint8_t *data, size_t size)
 {
-	struct aas_multipart *mp = malloc(sizeof(*mp));
-	int rc = AAS_MULTIPART_MORE;
+	uint64_t seed = 88172645463325252u;
 
-	if (!mp)
-		abort();
-	if (!aas_multipart_init(mp, "XB", 8, &mp_sink, d))
-		abort();
-	for (size_t at = 0; at < size && rc == AAS_MULTIPART_MORE;) {
+	for (size_t i = 0; i < size; i++)
+		seed = (seed ^ data[i]) * 1099511628211u;
+	return seed | 1;
+}
+
+/*
+ * body fed to feed(ctx, ...) while it answers `more`: whole (seed 0) or in
+ * pieces of sizes the seed draws, mostly small (a delimiter, a head or a
+ * gzip header split anywhere), now and then a large one; each piece its own
+ * copy, freed at once (nothing of it may be read later: ASan). Its last answer.
+ */
+static int feed_pieces(const void *body, size_t size, uint64_t seed, int (*feed)(void *ctx, const char *p, size_t n),
+                       void *ctx, int more)
+{
+	int rc = more;
+
+	for (size_t at = 0; at < size && rc == more;) {
 		size_t n = size - at;
 		if (seed) {
 			seed ^= seed << 13;
 			seed ^= seed >> 7;
 			seed ^= seed << 17;
-			/* Mostly small pieces (a delimiter or a head split anywhere), now and then a large one. */
 			size_t want = seed % 8 == 0 ? 1 + (size_t)(seed >> 8) % 4096 : 1 + (size_t)(seed >> 8) % 9;
 			n = want < n ? want : n;
 		}
 		char *copy = malloc(n);
 		if (!copy)
 			abort();
-		memcpy(copy, body + at, n);
-		rc = aas_multipart_feed(mp, copy, n);
+		memcpy(copy, (const char *)body + at, n);
+		rc = feed(ctx, copy, n);
 		free(copy);
 		at += n;
 	}
+	return rc;
+}
+
+static int mp_feed(void *ctx, const char *p, size_t n)
+{
+	return aas_multipart_feed(ctx, p, n);
+}
+
+/* body read whole (seed 0) or in pieces of sizes the seed draws, each its own copy freed at once. */
+static int mp_run(const char *body, size_t size, uint64_t seed, struct mp_digest *d, const char **why)
+{
+	struct aas_multipart *mp = malloc(sizeof(*mp));
+	int rc;
+
+	if (!mp)
+		abort();
+	if (!aas_multipart_init(mp, "XB", 8, &mp_sink, d))
+		abort();
+	rc = feed_pieces(body, size, seed, mp_feed, mp, AAS_MULTIPART_MORE);
 	if (rc == AAS_MULTIPART_MORE)
 		rc = aas_multipart_finish(mp);
 	if (rc != aas_multipart_feed(mp, "--XB--", 6) || (rc != AAS_MULTIPART_MORE && rc != aas_multipart_finish(mp)))
@@ -298,11 +327,9 @@ static void multipart(const uint8_t *data, size_t size)
 {
 	struct mp_digest whole = { 14695981039346656037u, 0, 0, 0, 0, 0, false }, cut = whole, stopped = whole;
 	const char *body = (const char *)data, *why_whole, *why_cut, *why_stop;
-	uint64_t seed = 88172645463325252u;
+	uint64_t seed = seed_of(data, size);
 	int rc;
 
-	for (size_t i = 0; i < size; i++)
-		seed = (seed ^ data[i]) * 1099511628211u;
 	rc = mp_run(body, size, 0, &whole, &why_whole);
 	if (rc == AAS_MULTIPART_STOPPED || whole.begins > 8 || whole.bytes > size ||
 	    (rc == AAS_MULTIPART_DONE && whole.begins != whole.ends) || (rc == AAS_MULTIPART_FAILED && !why_whole))
@@ -390,31 +417,20 @@ static int gz_sink(void *ud, const char *data, size_t len)
 	return d->stop_at && ++d->calls == d->stop_at;
 }
 
-/* body inflated whole (seed 0) or in pieces the seed draws, each its own copy; the verdict, *why copied. */
+static int gz_feed(void *ctx, const char *p, size_t n)
+{
+	return aas_gzip_feed(ctx, p, n);
+}
+
+/* body inflated whole (seed 0) or in pieces the seed draws (feed_pieces); the verdict, *why copied. */
 static int gz_run(const unsigned char *body, size_t size, uint64_t seed, struct gz_digest *d, char *why, bool *too_big)
 {
 	struct aas_gzip *g = malloc(sizeof(*g));
-	int rc = AAS_GZIP_MORE;
+	int rc;
 
 	if (!g || aas_gzip_init(g, gz_sink, d) < 0)
 		abort();
-	for (size_t at = 0; at < size && rc == AAS_GZIP_MORE;) {
-		size_t n = size - at;
-		if (seed) {
-			seed ^= seed << 13;
-			seed ^= seed >> 7;
-			seed ^= seed << 17;
-			size_t want = seed % 8 == 0 ? 1 + (size_t)(seed >> 8) % 4096 : 1 + (size_t)(seed >> 8) % 9;
-			n = want < n ? want : n;
-		}
-		unsigned char *copy = malloc(n);
-		if (!copy)
-			abort();
-		memcpy(copy, body + at, n);
-		rc = aas_gzip_feed(g, copy, n);
-		free(copy);
-		at += n;
-	}
+	rc = feed_pieces(body, size, seed, gz_feed, g, AAS_GZIP_MORE);
 	if (rc == AAS_GZIP_MORE)
 		rc = aas_gzip_finish(g);
 	/* Once failed, it stays failed; the bounds hold whatever came. */
@@ -427,15 +443,6 @@ static int gz_run(const unsigned char *body, size_t size, uint64_t seed, struct 
 	aas_gzip_end(g);
 	free(g);
 	return rc;
-}
-
-static uint64_t seed_of(const uint8_t *data, size_t size)
-{
-	uint64_t seed = 88172645463325252u;
-
-	for (size_t i = 0; i < size; i++)
-		seed = (seed ^ data[i]) * 1099511628211u;
-	return seed | 1;
 }
 
 /* Any bytes as a gzip body: whole and in pieces, the same bytes and verdict; a sink told to stop is not called again. */
