@@ -42,23 +42,24 @@ static int fail(struct aas_gzip *g, bool too_big, const char *why)
 	return AAS_GZIP_FAILED;
 }
 
-/* Inflated bytes within the bounds go to the sink. */
+/* Inflated bytes within the bounds go to the sink (and count in g->out); past them none of them does. */
 static int give(struct aas_gzip *g, size_t n)
 {
+	int64_t out = g->out + (int64_t)n;
 	char why[sizeof(g->why)];
 
-	g->out += (int64_t)n;
-	if (g->out > AAS_GZIP_OUT_MAX) {
+	if (out > AAS_GZIP_OUT_MAX) {
 		snprintf(why, sizeof(why), "it inflates to more than %lld bytes, the most an upload may be",
 		         (long long)AAS_GZIP_OUT_MAX);
 		return fail(g, true, why);
 	}
 	/* in <= 1 GiB (the body's bound) and the ratio 128: no overflow. */
-	if (g->out > AAS_GZIP_FREE_OUT && g->out > g->in * AAS_GZIP_RATIO_MAX) {
+	if (out > AAS_GZIP_FREE_OUT && out > g->in * AAS_GZIP_RATIO_MAX) {
 		snprintf(why, sizeof(why), "it inflates to more than %d times its size (a decompression bomb?); upload "
 		         "it without gzip", AAS_GZIP_RATIO_MAX);
 		return fail(g, true, why);
 	}
+	g->out = out;
 	return g->sink(g->ud, (const char *)g->buf, n) ? AAS_GZIP_STOPPED : AAS_GZIP_MORE;
 }
 
@@ -77,7 +78,6 @@ int aas_gzip_feed(struct aas_gzip *g, const void *data, size_t len)
 
 		g->z.next_in = (Bytef *)(uintptr_t)p;
 		g->z.avail_in = take;
-		g->in += take;
 		p += take;
 		len -= take;
 		for (;;) {
@@ -92,10 +92,21 @@ int aas_gzip_feed(struct aas_gzip *g, const void *data, size_t len)
 					return fail(g, false, "the gzip stream cannot go on");
 				g->member_end = false;
 			}
+			uInt before = g->z.avail_in;
+
 			g->z.next_out = g->buf;
 			g->z.avail_out = AAS_GZIP_CHUNK;
 			zr = inflate(&g->z, Z_NO_FLUSH);
+			/* What inflate read, not what came: the ratio is the stream's, however it was cut. */
+			g->in += before - g->z.avail_in;
 			n = AAS_GZIP_CHUNK - g->z.avail_out;
+			/*
+			 * What came before an error is the stream's all the same: given
+			 * first, so that what the sink gets does not hang on whether the
+			 * error came in the call that inflated it or in a later one.
+			 */
+			if (n && (rc = give(g, n)) != AAS_GZIP_MORE)
+				return rc;
 			if (zr == Z_STREAM_END) {
 				g->member_end = true;
 			} else if (zr == Z_NEED_DICT || zr == Z_DATA_ERROR || zr == Z_STREAM_ERROR) {
@@ -107,8 +118,6 @@ int aas_gzip_feed(struct aas_gzip *g, const void *data, size_t len)
 				return fail(g, false, "out of memory");
 			}
 			/* Z_BUF_ERROR: no progress without more input; Z_OK: maybe more output. */
-			if (n && (rc = give(g, n)) != AAS_GZIP_MORE)
-				return rc;
 			if (zr == Z_BUF_ERROR || (!g->z.avail_in && g->z.avail_out))
 				break;
 		}

@@ -3,11 +3,13 @@
  * Content-Encoding: gzip on POST /files), bounded against decompression
  * bombs: what it inflates to is at most AAS_GZIP_OUT_MAX bytes in all, and
  * past AAS_GZIP_FREE_OUT at most AAS_GZIP_RATIO_MAX times the compressed
- * bytes taken so far. Several members one after the other are one body, as
+ * bytes inflate has read so far. Where the ratio cuts a stream may move
+ * by a chunk with how it arrived (zlib reads a few bytes ahead of what it
+ * has used); what is inflated short of it does not. Several members one after the other are one body, as
  * envd's reader (Go's gzip.Reader) takes them; anything else after a member
  * is refused, as there. Fuzzed by fuzz_e2b: any input whole and cut
- * anywhere gives the same bytes and verdict, and what zlib compresses
- * comes back as it was.
+ * anywhere gives the same bytes and verdict (but where a bound cuts it),
+ * and what zlib compresses comes back as it was.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
@@ -48,7 +50,7 @@ struct aas_gzip {
 	bool open;           /* inflateInit2 done: aas_gzip_end() frees it */
 	bool member_end;     /* the last member ended (the body may end here) */
 	bool too_big;        /* failed on a bound (413), not on the bytes (400) */
-	int64_t in, out;     /* compressed bytes taken, inflated bytes given */
+	int64_t in, out;     /* compressed bytes inflate read; inflated bytes given to the sink (within the bounds) */
 	aas_gzip_sink sink;
 	void *ud;
 	unsigned char *buf;  /* AAS_GZIP_CHUNK */

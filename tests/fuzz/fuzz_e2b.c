@@ -436,7 +436,7 @@ static int gz_run(const unsigned char *body, size_t size, uint64_t seed, struct 
 	/* Once failed, it stays failed; the bounds hold whatever came. */
 	if ((rc == AAS_GZIP_FAILED && (aas_gzip_feed(g, "x", 1) != AAS_GZIP_FAILED || !g->why[0])) ||
 	    g->out > AAS_GZIP_OUT_MAX || (g->out > AAS_GZIP_FREE_OUT && g->out > g->in * AAS_GZIP_RATIO_MAX) ||
-	    (int64_t)d->bytes > g->out)
+	    (int64_t)d->bytes != g->out)
 		abort();
 	snprintf(why, 160, "%s", g->why);
 	*too_big = g->too_big;
@@ -445,20 +445,26 @@ static int gz_run(const unsigned char *body, size_t size, uint64_t seed, struct 
 	return rc;
 }
 
-/* Any bytes as a gzip body: whole and in pieces, the same bytes and verdict; a sink told to stop is not called again. */
+/*
+ * Any bytes as a gzip body: whole and in pieces, the same bytes and verdict,
+ * but where a bound cuts it (zlib's read-ahead moves that by how the body
+ * came; gz_run checks the bounds themselves); a sink told to stop is not
+ * called again.
+ */
 static void gzip_any(const uint8_t *data, size_t size)
 {
 	struct gz_digest whole = { 14695981039346656037u, 0, 0, 0, NULL, 0 }, cut = whole, stopped = whole;
 	char why_whole[160], why_cut[160], why_stop[160];
 	bool big_whole, big_cut, big_stop;
 	uint64_t seed = seed_of(data, size);
-	int rc;
+	int rc, rc_cut;
 
 	rc = gz_run(data, size, 0, &whole, why_whole, &big_whole);
 	if (rc == AAS_GZIP_STOPPED)
 		abort();
-	if (gz_run(data, size, seed, &cut, why_cut, &big_cut) != rc || cut.hash != whole.hash || cut.bytes != whole.bytes ||
-	    strcmp(why_cut, why_whole) != 0 || big_cut != big_whole)
+	rc_cut = gz_run(data, size, seed, &cut, why_cut, &big_cut);
+	if (!big_whole && !big_cut && (rc_cut != rc || cut.hash != whole.hash || cut.bytes != whole.bytes ||
+	                               strcmp(why_cut, why_whole) != 0))
 		abort();
 	stopped.stop_at = 1 + (size_t)(seed % 3);
 	if (gz_run(data, size, seed * 31 | 1, &stopped, why_stop, &big_stop) == AAS_GZIP_STOPPED &&
