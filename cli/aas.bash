@@ -29,7 +29,7 @@ _aas() {
 	network) opts="$opts --isolated --internet --allow --deny" ;;
 	ls) opts="$opts --all" ;;
 	exec) opts="$opts --timeout --cwd -e -n --" ;;
-	shell) opts="$opts -t -T --term" ;;
+	shell) opts="$opts -t -T --term --cwd -e" ;;
 	files) opts="$opts --depth --mkdir --remove --move --replace" ;;
 	usage) opts="$opts --from --to" ;;
 	metrics) opts="$opts --from --to -n" ;;

@@ -75,22 +75,11 @@ int aas_cmd_create(aas_ctx *ctx, int argc, char **argv)
 	const char *v;
 
 	for (i = 1; i < argc; i++) {
-		if ((r = aas_opt("create", argc, argv, &i, "--metadata", NULL, &v)) != 0) {
+		if ((r = aas_pair_opt("create", argc, argv, &i, "--metadata", NULL, "KEY=VALUE", metadata, &nmeta,
+		                      SAAS_METADATA_MAX)) != 0 ||
+		    (r = aas_pair_opt("create", argc, argv, &i, "--env", "-e", "NAME=VALUE", envs, &nenvs, SAAS_ENVS_MAX)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;
-			if (!strchr(v, '=') || v[0] == '=')
-				return aas_usage_error("create", "--metadata needs KEY=VALUE, not '%s'", v);
-			if (nmeta == SAAS_METADATA_MAX)
-				return aas_usage_error("create", "at most %d --metadata", SAAS_METADATA_MAX);
-			metadata[nmeta++] = v;
-		} else if ((r = aas_opt("create", argc, argv, &i, "--env", "-e", &v)) != 0) {
-			if (r < 0)
-				return AAS_EXIT_USAGE;
-			if (!strchr(v, '=') || v[0] == '=')
-				return aas_usage_error("create", "--env needs NAME=VALUE, not '%s'", v);
-			if (nenvs == SAAS_ENVS_MAX)
-				return aas_usage_error("create", "at most %d --env", SAAS_ENVS_MAX);
-			envs[nenvs++] = v;
 		} else if ((r = aas_opt("create", argc, argv, &i, "--size", NULL, &v)) != 0) {
 			if (r < 0)
 				return AAS_EXIT_USAGE;

@@ -265,14 +265,10 @@ int aas_cmd_exec(aas_ctx *ctx, int argc, char **argv)
 			if (r < 0)
 				goto usage;
 			opts.cwd = v;
-		} else if ((r = aas_opt("exec", argc, argv, &i, "--env", "-e", &v)) != 0) {
+		} else if ((r = aas_pair_opt("exec", argc, argv, &i, "--env", "-e", "NAME=VALUE", env, &nenv,
+		                             (size_t)argc)) != 0) {
 			if (r < 0)
 				goto usage;
-			if (!strchr(v, '=') || v[0] == '=') {
-				code = aas_usage_error("exec", "-e needs NAME=VALUE, not '%s'", v);
-				goto out;
-			}
-			env[nenv++] = v;
 		} else if ((r = aas_opt("exec", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
 			if (r < 0)
 				goto usage;

@@ -23,15 +23,18 @@
 #include "common.h"
 
 static const char help[] =
-	"usage: aas shell ID [-t|-T] [--term TERM]\n"
+	"usage: aas shell ID [-t|-T] [--term TERM] [--cwd DIR] [-e NAME=VALUE]...\n"
 	"\n"
 	"Open a terminal in a sandbox: the sandbox user's login shell, as ssh gives one.\n"
-	"Exits with the shell's exit status.\n"
+	"Exits with the shell's exit status (126 when it cannot enter --cwd).\n"
 	"\n"
-	"  -t           a terminal even when stdin is not one (as ssh -tt)\n"
-	"  -T           no terminal: the shell reads stdin as a pipe and ends at its end\n"
-	"               (the default when stdin is not a terminal)\n"
-	"  --term TERM  TERM for the shell (default: yours, else xterm-256color)\n";
+	"  -t               a terminal even when stdin is not one (as ssh -tt)\n"
+	"  -T               no terminal: the shell reads stdin as a pipe and ends at its end\n"
+	"                   (the default when stdin is not a terminal)\n"
+	"  --term TERM      TERM for the shell (default: yours, else xterm-256color)\n"
+	"  --cwd DIR        start in DIR (relative: under /workspace) rather than the home\n"
+	"  -e, --env NAME=VALUE  set in the shell's environment (repeatable, at most 128),\n"
+	"                   over the sandbox's own; both after the login profile has run\n";
 
 static int sig_pipe[2] = { -1, -1 };
 static struct termios saved;
@@ -155,7 +158,8 @@ int aas_cmd_shell(aas_ctx *ctx, int argc, char **argv)
 	saas_pty_options opts = SAAS_PTY_OPTIONS_INIT;
 	saas_client *client = NULL;
 	saas_pty *pty = NULL;
-	const char *id = NULL, *v;
+	const char *id = NULL, *v, *env[SAAS_ENVS_MAX + 1] = { NULL };
+	size_t nenv = 0;
 	int i, r, rc, code, n = 0, tty = -1, status = -1, sig = 0;
 	struct sigaction sa;
 
@@ -168,12 +172,22 @@ int aas_cmd_shell(aas_ctx *ctx, int argc, char **argv)
 			if (r < 0)
 				return AAS_EXIT_USAGE;
 			opts.term = v;
+		} else if ((r = aas_opt("shell", argc, argv, &i, "--cwd", NULL, &v)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
+			opts.cwd = v;
+		} else if ((r = aas_pair_opt("shell", argc, argv, &i, "--env", "-e", "NAME=VALUE", env, &nenv,
+		                             SAAS_ENVS_MAX)) != 0) {
+			if (r < 0)
+				return AAS_EXIT_USAGE;
 		} else if ((code = aas_arg(ctx, "shell", argc, argv, &i, &id, 1, &n)) != AAS_EXIT_OK) {
 			return code;
 		}
 	}
 	if ((code = aas_args_done(ctx, "shell", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
 		return code;
+	if (nenv)
+		opts.env = env;
 	if (tty < 0)
 		tty = isatty(STDIN_FILENO);
 	if (tty && !opts.term && (v = getenv("TERM")) && *v && strcmp(v, "dumb") != 0)

@@ -63,6 +63,26 @@ int aas_opt(const char *cmd, int argc, char **argv, int *i, const char *lng, con
 	return 1;
 }
 
+int aas_pair_opt(const char *cmd, int argc, char **argv, int *i, const char *lng, const char *shrt, const char *shape,
+                 const char **list, size_t *n, size_t max)
+{
+	const char *v;
+	int r = aas_opt(cmd, argc, argv, i, lng, shrt, &v);
+
+	if (r <= 0)
+		return r;
+	if (!strchr(v, '=') || v[0] == '=') {
+		aas_usage_error(cmd, "%s needs %s, not '%s'", lng, shape, v);
+		return -1;
+	}
+	if (*n >= max) {
+		aas_usage_error(cmd, "at most %zu %s", max, lng);
+		return -1;
+	}
+	list[(*n)++] = v;
+	return 1;
+}
+
 int aas_common_opt(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i)
 {
 	const char *v;

@@ -80,6 +80,14 @@ void aas_print_network(const saas_network_info *ni);
  */
 int aas_common_opt(aas_ctx *ctx, const char *cmd, int argc, char **argv, int *i);
 int aas_opt(const char *cmd, int argc, char **argv, int *i, const char *lng, const char *shrt, const char **val);
+/*
+ * A repeatable KEY=VALUE option (aas_opt's spellings; shape names it in the
+ * message, "NAME=VALUE") appended to list[*n], borrowed from argv, at most
+ * max: 1 taken, 0 not this option, -1 a usage error, reported (no '=', an
+ * empty key, one too many). The library checks each pair's own bounds.
+ */
+int aas_pair_opt(const char *cmd, int argc, char **argv, int *i, const char *lng, const char *shrt, const char *shape,
+                 const char **list, size_t *n, size_t max);
 
 /*
  * One argument that is not the command's own option: a common option, or an

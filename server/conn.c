@@ -261,6 +261,21 @@ void aas_conn_request_done(struct MHD_Connection *c, bool completed)
 	pthread_mutex_unlock(&mu);
 }
 
+/*
+ * What a response says of how long its kept-alive connection waits idle for
+ * the next request: half of what it really waits (the headers' deadline
+ * above), at least 1. Clients retire a pooled connection at the time they
+ * are told, some earlier (undici, the E2B SDK's client, 2 s earlier), but
+ * one whose event loop is busy then may still write on it late, into a
+ * connection the watchdog has just cut (EPIPE): telling half leaves it that
+ * half as a margin. A server that keeps idle connections 1 s says 0: reuse
+ * none.
+ */
+unsigned int aas_conn_keep_alive_s(void)
+{
+	return header_ms / 2000;
+}
+
 bool aas_conn_preview_enter(struct MHD_Connection *c)
 {
 	struct aas_conn *k = conn_of(c);

@@ -40,6 +40,8 @@ void aas_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 void aas_conn_progress(struct MHD_Connection *c, bool first, size_t upload_size);
 /* A request ended (completed: normally, so the connection may be kept alive for another). */
 void aas_conn_request_done(struct MHD_Connection *c, bool completed);
+/* Seconds a response's Keep-Alive header says an idle kept-alive connection is kept (conn.c says why half). */
+unsigned int aas_conn_keep_alive_s(void);
 /* Take a preview slot for this connection's request; false when all preview_connections are taken. */
 bool aas_conn_preview_enter(struct MHD_Connection *c);
 /* The trusted proxies of cfg (forwarded.c), for aas_client_address(); 0, or -1 after logging. */

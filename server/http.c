@@ -620,6 +620,17 @@ enum MHD_Result aas_queue(struct aas_req *r, struct aas_reply *rep)
 	r->status = rep->status;
 	if (!rep->response)
 		return MHD_NO;
+	/*
+	 * Say how long an idle kept-alive connection is kept, so the client
+	 * retires it before the watchdog cuts it (conn.c); not on an upgrade, nor
+	 * on a response that closes its connection.
+	 */
+	if (rep->status != MHD_HTTP_SWITCHING_PROTOCOLS &&
+	    !MHD_get_response_header(rep->response, MHD_HTTP_HEADER_CONNECTION)) {
+		char ka[32];
+		snprintf(ka, sizeof(ka), "timeout=%u", aas_conn_keep_alive_s());
+		MHD_add_response_header(rep->response, "Keep-Alive", ka);
+	}
 	ret = MHD_queue_response(r->conn, rep->status, rep->response);
 	MHD_destroy_response(rep->response);
 	rep->response = NULL;

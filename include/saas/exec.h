@@ -43,7 +43,7 @@ typedef enum {
  */
 typedef struct saas_exec_options {
 	unsigned int version;        /**< SAAS_EXEC_OPTIONS_VERSION */
-	const char *cwd;             /**< Working directory; NULL: /workspace. */
+	const char *cwd;             /**< Working directory (relative: under /workspace, since 0.2.0); NULL: /workspace. */
 	const char *const *env;      /**< NULL-terminated "NAME=VALUE" strings added to the environment, or NULL. */
 	const void *stdin_data;      /**< Bytes fed to the command's stdin, or NULL for none. */
 	size_t stdin_len;

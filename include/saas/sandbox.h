@@ -340,13 +340,23 @@ SAAS_EXTERN(int) saas_sandbox_get_ext(saas_sandbox **out, saas_client *client, c
 /** List filters for saas_sandbox_list_get(). */
 #define SAAS_LIST_ACTIVE (1u << 0)     /**< Only sandboxes not destroyed. */
 #define SAAS_LIST_DESTROYED (1u << 1)  /**< Only destroyed sandboxes. */
+/**
+ * Not a filter: each listed sandbox's egress counters as the engine last
+ * recorded them, as SAAS_GET_RECORDED gives for one (no call to the VMs'
+ * host per sandbox listed). For a caller that lists for ids, status or
+ * metadata, often (a gateway's listing, a scan). A remote client asks its
+ * server with `counters=recorded`; a server older than 0.2.0 answers with
+ * live counters, which is allowed (the flag only permits). Since 0.2.0.
+ */
+#define SAAS_LIST_RECORDED (1u << 2)
 
 /**
  * The account's sandboxes, newest first.
  *
  * @param cursor a next_cursor from a previous page, or NULL for the first.
  * @param limit  page size, 1..1000; 0 means 100.
- * @param flags  SAAS_LIST_* (at most one).
+ * @param flags  at most one of SAAS_LIST_ACTIVE and SAAS_LIST_DESTROYED, and
+ *               SAAS_LIST_RECORDED (since 0.2.0).
  * @param out    [out] free with saas_sandbox_list_free().
  * @return SAAS_OK, SAAS_EINVAL (bad cursor, limit or flags), SAAS_ESTORE, SAAS_ENOMEM.
  *
@@ -384,7 +394,8 @@ typedef struct saas_list_options {
  * with room to grow.
  *
  * @param options options, or NULL (the first page of 100, unfiltered).
- * @param flags   SAAS_LIST_* (at most one).
+ * @param flags   at most one of SAAS_LIST_ACTIVE and SAAS_LIST_DESTROYED, and
+ *                SAAS_LIST_RECORDED.
  * @param out     [out] free with saas_sandbox_list_free().
  * @return SAAS_OK, SAAS_EINVAL (bad cursor, limit, flags, version, or a
  *         metadata pair that is not KEY=VALUE within SAAS_METADATA_*),

@@ -320,7 +320,7 @@ SAAS_EXTERN(int) saas_sandbox_list_query(saas_sandbox_list **out, saas_client *c
 	CHECK_CLIENT(c);
 	if ((rc = saas__options_read(&o, options, sizes, SAAS_LIST_OPTIONS_VERSION, "list")) < 0)
 		return rc;
-	if (flags & ~(SAAS_LIST_ACTIVE | SAAS_LIST_DESTROYED))
+	if (flags & ~(SAAS_LIST_ACTIVE | SAAS_LIST_DESTROYED | SAAS_LIST_RECORDED))
 		return saas__inval("unknown flags 0x%x", flags);
 	if ((flags & SAAS_LIST_ACTIVE) && (flags & SAAS_LIST_DESTROYED))
 		return saas__inval("list either active or destroyed sandboxes, not both filters at once");

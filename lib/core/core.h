@@ -288,6 +288,12 @@ int saas__local_exec(saas_client *c, const char *id, const char *command, const 
 int saas__local_execution_get(saas_client *c, const char *id, saas_execution **out);
 
 /* files.c */
+/*
+ * A guest path made absolute (files.c): a relative one is under the
+ * workspace, for files, commands' and terminals' directories alike; NULL or
+ * "" is the workspace. Malloc'd; NULL when out of memory (error set).
+ */
+char *saas__workspace_path(const char *path);
 int saas__local_file_write(saas_client *c, const char *id, const char *path, saas_read_fn reader, void *ud,
                            int64_t size, unsigned int mode);
 int saas__local_file_read(saas_client *c, const char *id, const char *path, int64_t max, saas_write_fn writer,

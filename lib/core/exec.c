@@ -248,7 +248,8 @@ static int job_new(struct job **out, saas_engine *e, const char *sandbox_id, con
 	saas__strlcpy(j->sandbox_id, sandbox_id, sizeof(j->sandbox_id));
 	j->timeout_ms = (o->timeout_s ? o->timeout_s : SAAS_EXEC_TIMEOUT_DEFAULT) * 1000;
 	j->max_output = o->max_output ? o->max_output : SAAS_EXEC_OUTPUT_DEFAULT;
-	if (!(j->command = saas__strdup(command)) || !(j->cwd = saas__strdup(o->cwd ? o->cwd : SAAS_WORKSPACE)))
+	/* A relative directory is under the workspace, as a terminal's and a file's (the shell starts in the home). */
+	if (!(j->command = saas__strdup(command)) || !(j->cwd = saas__workspace_path(o->cwd)))
 		goto oom;
 	if (o->env) {
 		while (o->env[nenv])

@@ -8,8 +8,8 @@
 
 #include "core/core.h"
 
-/* Relative paths are relative to the workspace, as they are for commands. */
-static char *absolute_path(const char *path)
+/* Relative paths are relative to the workspace, as they are for commands and terminals. */
+char *saas__workspace_path(const char *path)
 {
 	char *abs;
 
@@ -38,7 +38,7 @@ int saas__local_file_write(saas_client *c, const char *id, const char *path, saa
 	if (!e->driver->file_write)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot write files",
 		                   e->driver->name);
-	if (!(abs = absolute_path(path)))
+	if (!(abs = saas__workspace_path(path)))
 		return SAAS_ENOMEM;
 	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
 		rc = e->driver->file_write(ctx, id, abs, mode ? mode : 0644, reader, ud, size);
@@ -62,7 +62,7 @@ int saas__local_file_read(saas_client *c, const char *id, const char *path, int6
 	if (!e->driver->file_read)
 		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot read files",
 		                   e->driver->name);
-	if (!(abs = absolute_path(path)))
+	if (!(abs = saas__workspace_path(path)))
 		return SAAS_ENOMEM;
 	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
 		rc = e->driver->file_read(ctx, id, abs, max, writer, ud, size);
@@ -119,7 +119,7 @@ int saas__local_file_list(saas_client *c, const char *id, const char *path, unsi
 		                   e->driver->name);
 	if (!(ce.list = calloc(1, sizeof(*ce.list))))
 		return saas__oom();
-	if (!(ce.list->root = absolute_path(path))) {
+	if (!(ce.list->root = saas__workspace_path(path))) {
 		saas_file_list_free(ce.list);
 		return SAAS_ENOMEM;
 	}
@@ -161,7 +161,7 @@ int saas__local_file_mkdir(saas_client *c, const char *id, const char *path, int
 	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0 ||
 	    (rc = DRIVER_SLOT(e, file_mkdir, "make directories")) < 0)
 		return rc;
-	if (!(abs = absolute_path(path)))
+	if (!(abs = saas__workspace_path(path)))
 		return SAAS_ENOMEM;
 	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
 		*created = 0;
@@ -183,7 +183,7 @@ int saas__local_file_remove(saas_client *c, const char *id, const char *path)
 	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0 ||
 	    (rc = DRIVER_SLOT(e, file_remove, "remove files")) < 0)
 		return rc;
-	if (!(abs = absolute_path(path)))
+	if (!(abs = saas__workspace_path(path)))
 		return SAAS_ENOMEM;
 	if ((rc = saas__transfer_slot_take(e, c->account_id)) == SAAS_OK) {
 		rc = e->driver->file_remove(ctx, id, abs);
@@ -204,7 +204,7 @@ int saas__local_file_rename(saas_client *c, const char *id, const char *from, co
 	if ((rc = saas__sandbox_ready(c, id, &sb)) < 0 || (rc = saas__vm_driver(e, sb.host_id, &ctx)) < 0 ||
 	    (rc = DRIVER_SLOT(e, file_rename, "rename files")) < 0)
 		return rc;
-	if (!(abs_from = absolute_path(from)) || !(abs_to = absolute_path(to))) {
+	if (!(abs_from = saas__workspace_path(from)) || !(abs_to = saas__workspace_path(to))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}

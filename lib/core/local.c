@@ -165,10 +165,8 @@ int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_
 	memset(&dreq, 0, sizeof(dreq));
 	if (d->version >= 12) {
 		/* A relative directory is under the workspace, as for files (the login shell starts in the home). */
-		if (req->cwd && asprintf(&cwd, "%s%s%s", req->cwd[0] == '/' ? "" : SAAS_WORKSPACE,
-		                         req->cwd[0] == '/' ? "" : "/", req->cwd) < 0) {
-			cwd = NULL;
-			rc = saas__oom();
+		if (req->cwd && !(cwd = saas__workspace_path(req->cwd))) {
+			rc = SAAS_ENOMEM;
 			goto out;
 		}
 		/* The sandbox's own environment, as every command in it gets. */

@@ -709,7 +709,10 @@ int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int li
 		/* Ended, but the store could not record it yet: shown as it will be. */
 		if (saas__closes_view(e, &rows[i]) && (flags & SAAS_LIST_ACTIVE))
 			continue;
-		if ((rc = saas__sandbox_public(e, &rows[i], &list->items[list->count])) < 0)
+		/* Recorded counters: the rows', so listing asks the driver nothing (SAAS_LIST_RECORDED). */
+		rc = flags & SAAS_LIST_RECORDED ? saas__sandbox_public_new(e, &rows[i], &list->items[list->count])
+		                                : saas__sandbox_public(e, &rows[i], &list->items[list->count]);
+		if (rc < 0)
 			goto out;
 		list->count++;
 	}

@@ -248,7 +248,8 @@ static int remote_sandbox_list(saas_client *c, const char *cursor, unsigned int 
 	}
 	if (rc == SAAS_OK && q.data && !(emeta = saas__url_escape(q.data)))
 		rc = SAAS_ENOMEM;
-	if (rc < 0 || asprintf(&path, "/v1/sandboxes?status=%s&limit=%u%s%s%s%s", status, limit, ecur ? "&cursor=" : "",
+	if (rc < 0 || asprintf(&path, "/v1/sandboxes?status=%s&limit=%u%s%s%s%s%s", status, limit,
+	                       flags & SAAS_LIST_RECORDED ? "&counters=recorded" : "", ecur ? "&cursor=" : "",
 	                       ecur ? ecur : "", emeta ? "&metadata=" : "", emeta ? emeta : "") < 0) {
 		free(ecur);
 		free(emeta);

@@ -7,6 +7,7 @@ SAAS_BUILD_PACKAGES=(
 	libsqlite3-dev libpq-dev libcmocka-dev libjansson-dev libcurl4-openssl-dev
 	libmicrohttpd-dev libssh2-1-dev libvirt-dev
 	libsodium-dev # aas-server: Argon2id password hashes (accounts for people)
+	zlib1g-dev # aas-server: E2B's gzip uploads, inflated as they come
 )
 # The sanitizer build uses clang 19: its AddressSanitizer locks its allocator
 # around fork(), and libvirt's embedded driver forks (to start QEMU) from our

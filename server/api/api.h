@@ -17,6 +17,7 @@
 #define AAS_API_H
 
 #include "config.h"
+#include "pipe.h"
 #include "server.h"
 
 /* ---- the service's card (account.c) ---- */
@@ -101,23 +102,8 @@ int aas_file_put_data(struct aas_req *r, const char *data, size_t len);
 
 void aas_h_pty(struct aas_req *r, struct aas_reply *out);
 
-/* ---- files streamed for another room (files.c): the dashboard's upload and download ---- */
+/* ---- files streamed for another room (files.c): the dashboard's download; its upload is pipe.h's ---- */
 
-/*
- * An upload of at most SAAS_FILE_MAX bytes to `path` in the sandbox: a
- * thread running saas_file_write_stream() through `client` (which must
- * outlive it), fed through a 1 MiB pipe. size: the bytes to come, or -1
- * when unknown. NULL when out of memory or threads.
- */
-struct aas_upload;
-struct aas_upload *aas_upload_begin(saas_client *client, const char *sandbox_id, const char *path, unsigned int mode,
-                                    int64_t size);
-/* The next bytes; waits while the pipe is full. 0, or -1 once the write stopped (aas_upload_end says why). */
-int aas_upload_data(struct aas_upload *u, const void *data, size_t len);
-/* No more bytes: wait for the write; its saas_status, *message the tenant's words for it (borrowed until free). */
-int aas_upload_end(struct aas_upload *u, const char **message);
-/* Stop (the write fails if it had not ended) and free; NULL is ignored. */
-void aas_upload_free(struct aas_upload *u);
 /*
  * Reply with the file at `path` of the sandbox r->route_id, streamed as
  * GET /v1/sandboxes/{id}/files sends it (200 application/octet-stream), or

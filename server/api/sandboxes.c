@@ -179,6 +179,27 @@ out:
 	json_decref(body);
 }
 
+/*
+ * counters=recorded: the egress counts as last recorded, without asking the
+ * VMs' host (SAAS_GET_RECORDED for one, SAAS_LIST_RECORDED for a list).
+ * *recorded is set; false after a reply (a bad value is a 400).
+ */
+static bool counters_query(struct aas_req *r, struct aas_reply *out, bool *recorded)
+{
+	const char *counters;
+
+	*recorded = false;
+	if (!aas_query(r, "counters", &counters, out))
+		return false;
+	if (counters && strcmp(counters, "recorded") == 0) {
+		*recorded = true;
+	} else if (counters && strcmp(counters, "live") != 0) {
+		aas_reply_error(out, 400, "invalid_argument", "counters must be live (the default) or recorded");
+		return false;
+	}
+	return true;
+}
+
 void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 {
 	const char *status, *cursor, *metadata;
@@ -186,11 +207,13 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 	saas_sandbox_list *list = NULL;
 	unsigned int flags = 0, limit = 0;
 	char **pairs = NULL, why[128];
+	bool recorded;
 	json_t *o;
 	int rc;
 
 	if (!aas_query(r, "status", &status, out) || !aas_query(r, "cursor", &cursor, out) ||
-	    !aas_query_uint(r, "limit", 1, 1000, &limit, out) || !aas_query(r, "metadata", &metadata, out))
+	    !aas_query_uint(r, "limit", 1, 1000, &limit, out) || !aas_query(r, "metadata", &metadata, out) ||
+	    !counters_query(r, out, &recorded))
 		return;
 	if (metadata && *metadata && aas_pairs_parse(metadata, SAAS_LIST_METADATA_MAX, &pairs, why, sizeof(why)) < 0) {
 		aas_reply_error(out, 400, "invalid_argument", "the query parameter \"metadata\" %s", why);
@@ -213,7 +236,7 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 	lo.cursor = cursor;
 	lo.limit = limit;
 	lo.metadata = (const char *const *)pairs;
-	rc = saas_sandbox_list_query(&list, r->client, &lo, flags);
+	rc = saas_sandbox_list_query(&list, r->client, &lo, flags | (recorded ? SAAS_LIST_RECORDED : 0));
 	aas_pairs_free(pairs);
 	if (rc < 0) {
 		aas_reply_saas(out, rc);
@@ -238,20 +261,12 @@ void aas_h_sandbox_list(struct aas_req *r, struct aas_reply *out)
 void aas_h_sandbox_get(struct aas_req *r, struct aas_reply *out)
 {
 	saas_sandbox *sb = NULL;
-	unsigned int flags = 0;
-	const char *counters;
+	bool recorded;
 	int rc;
 
-	/* counters=recorded: the egress counts as last recorded, without asking the VM's host (SAAS_GET_RECORDED). */
-	if (!aas_query(r, "counters", &counters, out))
+	if (!counters_query(r, out, &recorded))
 		return;
-	if (counters && strcmp(counters, "recorded") == 0) {
-		flags = SAAS_GET_RECORDED;
-	} else if (counters && strcmp(counters, "live") != 0) {
-		aas_reply_error(out, 400, "invalid_argument", "counters must be live (the default) or recorded");
-		return;
-	}
-	if ((rc = saas_sandbox_get_ext(&sb, r->client, r->route_id, flags)) < 0)
+	if ((rc = saas_sandbox_get_ext(&sb, r->client, r->route_id, recorded ? SAAS_GET_RECORDED : 0)) < 0)
 		aas_reply_saas(out, rc);
 	else
 		reply_sandbox(out, 200, sb);

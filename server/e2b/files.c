@@ -5,8 +5,8 @@
  * libsaas's file calls (SFTP as the sandbox user). A relative path, "~" and E2B's home are under
  * /workspace, as everywhere in libsaas.
  *
- * Both ways stream, as /v1's files do (server/api/files.c), through a
- * bounded pipe (pipe.h) to a worker thread running libsaas's stream call:
+ * Both ways stream, as /v1's files do (server/api/files.c), with the same
+ * workers over a bounded pipe (pipe.h) running libsaas's stream calls:
  * an upload's multipart body is read as it comes (multipart.h), each part
  * named "file" written as its bytes arrive, one after the other; a read is
  * sent as the guest gives it, with its Content-Length. Nothing holds more
@@ -14,11 +14,12 @@
  * one file or many, as a /v1 upload's. A write the client abandons (or
  * that fails) is never renamed into place: the transport writes a
  * temporary name and removes it, so its path keeps what it had; the files
- * of the request done before it stay written, each whole.
+ * of the request done before it stay written, each whole. A gzip body
+ * (Content-Encoding: gzip, the SDK's `gzip: true`) is inflated as it comes,
+ * before either reader, within gzip.h's bounds.
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,14 @@
 #include <time.h>
 
 #include "e2b/connect.h"
+#include "e2b/gzip.h"
 #include "e2b/internal.h"
 #include "multipart.h"
 #include "pipe.h"
 
 #define HOME "/workspace"
+
+_Static_assert(AAS_GZIP_OUT_MAX == SAAS_FILE_MAX, "a gzip body inflates to at most what a body may be");
 
 /* E2B's path as libsaas's: "~" and "~/x" are the home; the rest as given (relative is under /workspace). */
 static const char *path_of(const char *p, char *buf, size_t size)
@@ -95,148 +99,42 @@ static bool files_query(struct aas_req *r, struct aas_reply *out, const char **p
 
 /* ---- GET /files: the guest's bytes as they come ---- */
 
-struct download {
-	struct aas_pipe pipe;
-	pthread_t thread;
-	/* Owned: the response outlives the request (and its target) when the client goes away midway. */
-	saas_client *client;
-	char id[SAAS_ID_MAX + 1];
-	char path[SAAS_PATH_MAX + 16];  /* libsaas's */
-	char shown[SAAS_PATH_MAX];      /* as the client named it, for errors */
-	int64_t size;
-	bool started;   /* the first byte is on its way: the status is 200 */
-	bool finished;
-	int rc;
-	/* A failure before the first byte, made on the worker's thread (its error state says why). */
-	struct aas_reply reply;
-};
-
-static int download_writer(void *ud, const void *data, size_t len)
+/* A read's failure before its first byte, on the worker's thread (pipe.h); ud: the path as the client named it. */
+static void read_error(struct aas_reply *out, int rc, void *ud)
 {
-	struct download *d = ud;
-
-	pthread_mutex_lock(&d->pipe.mu);
-	d->started = true;
-	pthread_cond_broadcast(&d->pipe.cv);
-	pthread_mutex_unlock(&d->pipe.mu);
-	return aas_pipe_write(&d->pipe, data, len) < 0 ? 1 : 0;
+	file_error(out, rc, ud, "e2b: read");
 }
 
-static void *download_main(void *arg)
+static void client_release(void *hold)
 {
-	struct download *d = arg;
-	int rc = saas_file_read_stream(&d->size, d->client, d->id, d->path, download_writer, d);
-
-	pthread_mutex_lock(&d->pipe.mu);
-	d->rc = rc;
-	if (rc < 0 && !d->started)
-		file_error(&d->reply, rc, d->shown, "e2b: read");
-	else if (rc < 0)
-		aas_log(SAAS_LOG_WARN, "e2b: reading %s of %s failed midway: %s", d->path, d->id,
-		        aas_tenant_message(rc, "e2b: read"));
-	d->finished = true;
-	d->pipe.eof = true;
-	pthread_cond_broadcast(&d->pipe.cv);
-	pthread_mutex_unlock(&d->pipe.mu);
-	return NULL;
-}
-
-static void download_free(void *cls)
-{
-	struct download *d = cls;
-
-	aas_pipe_set(&d->pipe, false, true);
-	pthread_join(d->thread, NULL);
-	if (d->reply.response)
-		MHD_destroy_response(d->reply.response);
-	saas_client_free(d->client);
-	aas_pipe_destroy(&d->pipe);
-	free(d);
-}
-
-static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	struct download *d = cls;
-	long n;
-
-	(void)pos;
-	n = aas_pipe_read(&d->pipe, buf, max);
-	if (n > 0)
-		return n;
-	if (n == 0 && d->rc == SAAS_OK)
-		return MHD_CONTENT_READER_END_OF_STREAM;
-	return MHD_CONTENT_READER_END_WITH_ERROR; /* the client sees the body cut short of its Content-Length */
+	saas_client_free(hold);
 }
 
 static void files_get(struct aas_reply *out, struct aas_e2b_target *t, const char *path)
 {
 	char buf[SAAS_PATH_MAX + 16], disposition[SAAS_NAME_MAX + 64];
-	struct download *d;
-	bool failed;
+	saas_client *client = t->client;
 
-	if (!(d = calloc(1, sizeof(*d))) || aas_pipe_init(&d->pipe) < 0) {
-		if (d)
-			aas_pipe_destroy(&d->pipe);
-		free(d);
-		aas_e2b_error(out, 500, "out of memory");
-		return;
-	}
-	snprintf(d->id, sizeof(d->id), "%s", t->id);
-	snprintf(d->path, sizeof(d->path), "%s", path_of(path, buf, sizeof(buf)));
-	snprintf(d->shown, sizeof(d->shown), "%s", path);
-	d->size = -1;
-	d->client = t->client;
+	/* Owned by the transfer: the response outlives the request (and its target) when the client goes away midway. */
 	t->client = NULL;
-	if (pthread_create(&d->thread, NULL, download_main, d) != 0) {
-		saas_client_free(d->client);
-		aas_pipe_destroy(&d->pipe);
-		free(d);
-		aas_e2b_error(out, 500, "cannot start a thread");
+	aas_file_stream(out, client, t->id, path_of(path, buf, sizeof(buf)), client, client_release, read_error,
+	                (void *)path);
+	if (out->status != 200 || !out->response)
 		return;
-	}
-	/* Wait for the first byte or the end: only then is the status known. */
-	pthread_mutex_lock(&d->pipe.mu);
-	while (!d->started && !d->finished)
-		pthread_cond_wait(&d->pipe.cv, &d->pipe.mu);
-	failed = !d->started && d->rc < 0;
-	if (failed) {
-		*out = d->reply;
-		d->reply.response = NULL;
-	}
-	pthread_mutex_unlock(&d->pipe.mu);
-	if (failed) {
-		download_free(d);
-		return;
-	}
-	out->status = 200;
-	out->response = MHD_create_response_from_callback(d->size >= 0 ? (uint64_t)d->size : MHD_SIZE_UNKNOWN,
-	                                                  64 * 1024, download_read, d, download_free);
-	if (!out->response) {
-		download_free(d);
-		aas_e2b_error(out, 500, "out of memory");
-		return;
-	}
-	MHD_add_response_header(out->response, "Content-Type", "application/octet-stream");
 	snprintf(disposition, sizeof(disposition), "inline; filename=\"%.255s\"", base_name(path));
 	for (char *p = disposition + strlen("inline; filename=\""); *p; p++)
 		if (*p == '"' && p[1] != '\0')
 			*p = '_';
 	MHD_add_response_header(out->response, "Content-Disposition", disposition);
-	aas_reply_common_headers(out->response);
 }
 
 /* ---- POST /files: each file written as its bytes arrive ---- */
 
-/* One file being written: a worker running saas_file_write_stream, fed through the pipe. */
+/* One file being written: pipe.h's upload, a worker running saas_file_write_stream. */
 struct writer {
-	struct aas_pipe pipe;
-	pthread_t thread;
-	saas_client *client;            /* the target's: the upload ends before it (target_free) */
-	char id[SAAS_ID_MAX + 1];
+	struct aas_upload *up;
 	char path[SAAS_PATH_MAX + 16];  /* libsaas's */
 	char shown[SAAS_PATH_MAX + 1];  /* as the client named it */
-	int rc;
-	struct aas_reply reply;         /* its failure, made on its thread */
 };
 
 struct aas_e2b_upload {
@@ -250,28 +148,17 @@ struct aas_e2b_upload {
 	char *names[AAS_MULTIPART_PARTS_MAX]; /* the paths written, as named: two parts may not write one */
 	size_t files;
 	struct aas_reply failure;       /* the first failure, the answer once the body is in */
+	bool gzip;                      /* Content-Encoding: gzip: the body inflated as it comes (gzip.h) */
+	struct aas_gzip gz;
 };
 
-static long writer_read(void *ud, void *buf, size_t size)
+/* A write's failure, on the worker's thread (pipe.h); ud: the path as the client named it. */
+static void write_error(struct aas_reply *out, int rc, void *ud)
 {
-	struct writer *w = ud;
-
-	return aas_pipe_read(&w->pipe, buf, size);
-}
-
-static void *writer_main(void *arg)
-{
-	struct writer *w = arg;
-	saas_file_write_options o = SAAS_FILE_WRITE_OPTIONS_INIT;
-
-	w->rc = saas_file_write_stream(w->client, w->id, w->path, writer_read, w, -1, &o);
-	if (w->rc == SAAS_EIO)
-		aas_e2b_error(&w->reply, 507, "%s", aas_tenant_message(w->rc, "e2b: write"));
-	else if (w->rc < 0)
-		file_error(&w->reply, w->rc, w->shown, "e2b: write");
-	/* Whatever happened, the connection's thread must not wait for room any more. */
-	aas_pipe_set(&w->pipe, false, true);
-	return NULL;
+	if (rc == SAAS_EIO)
+		aas_e2b_error(out, 507, "%s", aas_tenant_message(rc, "e2b: write"));
+	else
+		file_error(out, rc, ud, "e2b: write");
 }
 
 /* A failure: the upload's answer, unless one came first. Stops the body (1), for the sink's return. */
@@ -310,23 +197,22 @@ static int writer_close(struct aas_e2b_upload *u, bool done)
 {
 	struct writer *w = u->w;
 	char abs[SAAS_PATH_MAX + 16 + sizeof(HOME) + 1];
+	struct aas_reply reply = { 0, NULL };
+	const char *message;
 	int rc = 0;
 
 	if (!w)
 		return 0;
 	u->w = NULL;
-	aas_pipe_set(&w->pipe, done, !done);
-	pthread_join(w->thread, NULL);
-	/* Abandoned, it failed for the caller's reason (which the caller records), not its own. */
-	if (w->rc < 0 && done) {
-		rc = upload_fail(u, &w->reply);
+	/* Abandoned (freed without an end), it fails for the caller's reason, which the caller records. */
+	if (done && aas_upload_end(w->up, &message) < 0) {
+		aas_upload_reply(w->up, &reply);
+		rc = upload_fail(u, &reply);
 	} else if (done) {
 		absolute(abs, sizeof(abs), w->path);
 		json_array_append_new(u->list, json_pack("{s:s,s:s,s:s}", "path", abs, "name", base_name(abs), "type", "file"));
 	}
-	if (w->reply.response)
-		MHD_destroy_response(w->reply.response);
-	aas_pipe_destroy(&w->pipe);
+	aas_upload_free(w->up);
 	free(w);
 	return rc;
 }
@@ -343,20 +229,13 @@ static int writer_open(struct aas_e2b_upload *u, const char *name)
 	if (u->files == AAS_MULTIPART_PARTS_MAX || !(u->names[u->files] = strdup(name)))
 		return upload_error(u, 500, "out of memory");
 	u->files++;
-	if (!(w = calloc(1, sizeof(*w))) || aas_pipe_init(&w->pipe) < 0) {
-		if (w)
-			aas_pipe_destroy(&w->pipe);
-		free(w);
+	if (!(w = calloc(1, sizeof(*w))))
 		return upload_error(u, 500, "out of memory");
-	}
-	w->client = u->t->client;
-	snprintf(w->id, sizeof(w->id), "%s", u->t->id);
 	snprintf(w->path, sizeof(w->path), "%s", path_of(name, buf, sizeof(buf)));
 	snprintf(w->shown, sizeof(w->shown), "%s", name);
-	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
-		aas_pipe_destroy(&w->pipe);
+	if (!(w->up = aas_upload_start(u->t->client, u->t->id, w->path, 0, -1, write_error, w->shown))) {
 		free(w);
-		return upload_error(u, 500, "cannot start a thread");
+		return upload_error(u, 500, "out of memory, or no thread for the upload");
 	}
 	u->w = w;
 	return 0;
@@ -369,7 +248,7 @@ static int upload_bytes(void *ud, const char *data, size_t len)
 
 	if (!u->w)
 		return 0;
-	if (aas_pipe_write(&u->w->pipe, data, len) == 0)
+	if (aas_upload_data(u->w->up, data, len) == 0)
 		return 0;
 	/* The writer stops taking only when it failed: its answer is the upload's. */
 	(void)writer_close(u, true);
@@ -401,6 +280,23 @@ static int part_end(void *ud)
 
 static const struct aas_multipart_sink upload_sink = { part_begin, upload_bytes, part_end };
 
+/* The body's bytes (inflated when it is gzip): the multipart reader's, or the one file's. 0, or 1 to stop. */
+static int body_feed(void *ud, const char *data, size_t len)
+{
+	struct aas_e2b_upload *u = ud;
+	int rc;
+
+	if (!u->multipart)
+		return upload_bytes(u, data, len);
+	rc = aas_multipart_feed(&u->mp, data, len);
+	if (rc == AAS_MULTIPART_FAILED) {
+		(void)writer_close(u, false);
+		return upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);
+	}
+	/* STOPPED: a part's file failed, its answer recorded; DONE: what follows is the epilogue, ignored. */
+	return rc == AAS_MULTIPART_STOPPED;
+}
+
 void aas_e2b_upload_free(struct aas_e2b_upload *u)
 {
 	if (!u)
@@ -410,6 +306,7 @@ void aas_e2b_upload_free(struct aas_e2b_upload *u)
 		MHD_destroy_response(u->failure.response);
 	for (size_t i = 0; i < u->files; i++)
 		free(u->names[i]);
+	aas_gzip_end(&u->gz); /* zeroed if never begun */
 	json_decref(u->list);
 	free((char *)u->query_path);
 	free(u);
@@ -438,10 +335,14 @@ int aas_e2b_files_start(struct aas_req *r, struct aas_reply *out, struct aas_e2b
 	}
 	u->t = t;
 	t->upload = u;
+	/* envd takes gzip alone (Go's gzip.Reader); x-gzip is its old name. */
+	u->gzip = enc && (strcasecmp(enc, "gzip") == 0 || strcasecmp(enc, "x-gzip") == 0);
 	if (!files_query(r, &refused, &path))
 		(void)upload_fail(u, &refused);
-	else if (enc && *enc && strcasecmp(enc, "identity") != 0)
-		(void)upload_error(u, 400, "Content-Encoding %s is not served yet: upload without gzip", enc);
+	else if (enc && *enc && !u->gzip && strcasecmp(enc, "identity") != 0)
+		(void)upload_error(u, 400, "Content-Encoding %s is not served: gzip or none", enc);
+	else if (u->gzip && aas_gzip_init(&u->gz, body_feed, u) < 0)
+		(void)upload_error(u, 500, "out of memory");
 	else if (octets && (!path || !*path))
 		(void)upload_error(u, 400, "an octet-stream upload needs ?path=");
 	else if (!octets && !aas_multipart_boundary(boundary, ct))
@@ -468,15 +369,13 @@ int aas_e2b_files_data(struct aas_e2b_target *t, const char *data, size_t len)
 		                    "files API does", (long long)SAAS_FILE_MAX);
 	}
 	u->received += (int64_t)len;
-	if (!u->multipart)
-		return upload_bytes(u, data, len);
-	rc = aas_multipart_feed(&u->mp, data, len);
-	if (rc == AAS_MULTIPART_FAILED) {
+	if (!u->gzip)
+		return body_feed(u, data, len);
+	if ((rc = aas_gzip_feed(&u->gz, data, len)) == AAS_GZIP_FAILED) {
 		(void)writer_close(u, false);
-		return upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);
+		return upload_error(u, u->gz.too_big ? 413 : 400, "the gzip body is refused: %s", u->gz.why);
 	}
-	/* STOPPED: a part's file failed, its answer recorded; DONE: what follows is the epilogue, ignored. */
-	return rc == AAS_MULTIPART_STOPPED;
+	return rc != AAS_GZIP_MORE; /* STOPPED: body_feed recorded why */
 }
 
 /* The body is in: the last file's end, and the answer. */
@@ -489,7 +388,9 @@ static void files_post(struct aas_reply *out, struct aas_e2b_target *t)
 		return;
 	}
 	if (!u->failure.status && !u->failure.response) {
-		if (!u->multipart)
+		if (u->gzip && aas_gzip_finish(&u->gz) == AAS_GZIP_FAILED)
+			(void)upload_error(u, 400, "the gzip body is refused: %s", u->gz.why);
+		else if (!u->multipart)
 			(void)writer_close(u, true);
 		else if (aas_multipart_finish(&u->mp) == AAS_MULTIPART_FAILED)
 			(void)upload_error(u, 400, "the multipart body is refused: %s", u->mp.why);

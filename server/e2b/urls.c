@@ -104,7 +104,8 @@ static int scan(struct aas_reply *out, struct aas_e2b_target *t, const char *sig
 		    saas_client_open_account(&client, aas_e2b_state.engine, account, 0) == SAAS_OK) {
 			do {
 				saas_sandbox_list *page = NULL;
-				if (saas_sandbox_list_get(&page, client, cursor, 1000, SAAS_LIST_ACTIVE) < 0)
+				/* Ids are all it needs: recorded counters keep the VMs' host out of it (SAAS_LIST_RECORDED). */
+				if (saas_sandbox_list_get(&page, client, cursor, 1000, SAAS_LIST_ACTIVE | SAAS_LIST_RECORDED) < 0)
 					break;
 				free(cursor);
 				cursor = page->next_cursor ? strdup(page->next_cursor) : NULL;

@@ -12,7 +12,10 @@
  * taken spells itself back; a watcher's output read whole and in pieces
  * gives the same lines and verdict, every event's name a NUL-free string of
  * at most 4096 bytes and its type one of E2B's five; a multipart upload read
- * whole and in pieces gives its sink the same parts, bytes and verdict.
+ * whole and in pieces gives its sink the same parts, bytes and verdict; a
+ * gzip upload (gzip.h) inflated whole and in pieces gives the same bytes and
+ * verdict within its bounds, and what zlib compresses (one member or two)
+ * inflates back to itself.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include <strings.h>
 
 #include "e2b/connect.h"
+#include "e2b/gzip.h"
 #include "e2b/internal.h"
 #include "multipart.h"
 
@@ -247,34 +251,63 @@ static int mp_end(void *ud)
 
 static const struct aas_multipart_sink mp_sink = { mp_begin, mp_data, mp_end };
 
-/* body read whole (seed 0) or in pieces of sizes the seed draws, each its own copy freed at once. */
-static int mp_run(const char *body, size_t size, uint64_t seed, struct mp_digest *d, const char **why)
+/* A hash of the input, never 0: where it is cut, and what else the run draws. */
+static uint64_t seed_of(const uint8_t *data, size_t size)
 {
-	struct aas_multipart *mp = malloc(sizeof(*mp));
-	int rc = AAS_MULTIPART_MORE;
+	uint64_t seed = 88172645463325252u;
 
-	if (!mp)
-		abort();
-	if (!aas_multipart_init(mp, "XB", 8, &mp_sink, d))
-		abort();
-	for (size_t at = 0; at < size && rc == AAS_MULTIPART_MORE;) {
+	for (size_t i = 0; i < size; i++)
+		seed = (seed ^ data[i]) * 1099511628211u;
+	return seed | 1;
+}
+
+/*
+ * body fed to feed(ctx, ...) while it answers `more`: whole (seed 0) or in
+ * pieces of sizes the seed draws, mostly small (a delimiter, a head or a
+ * gzip header split anywhere), now and then a large one; each piece its own
+ * copy, freed at once (nothing of it may be read later: ASan). Its last answer.
+ */
+static int feed_pieces(const void *body, size_t size, uint64_t seed, int (*feed)(void *ctx, const char *p, size_t n),
+                       void *ctx, int more)
+{
+	int rc = more;
+
+	for (size_t at = 0; at < size && rc == more;) {
 		size_t n = size - at;
 		if (seed) {
 			seed ^= seed << 13;
 			seed ^= seed >> 7;
 			seed ^= seed << 17;
-			/* Mostly small pieces (a delimiter or a head split anywhere), now and then a large one. */
 			size_t want = seed % 8 == 0 ? 1 + (size_t)(seed >> 8) % 4096 : 1 + (size_t)(seed >> 8) % 9;
 			n = want < n ? want : n;
 		}
 		char *copy = malloc(n);
 		if (!copy)
 			abort();
-		memcpy(copy, body + at, n);
-		rc = aas_multipart_feed(mp, copy, n);
+		memcpy(copy, (const char *)body + at, n);
+		rc = feed(ctx, copy, n);
 		free(copy);
 		at += n;
 	}
+	return rc;
+}
+
+static int mp_feed(void *ctx, const char *p, size_t n)
+{
+	return aas_multipart_feed(ctx, p, n);
+}
+
+/* body read whole (seed 0) or in pieces of sizes the seed draws, each its own copy freed at once. */
+static int mp_run(const char *body, size_t size, uint64_t seed, struct mp_digest *d, const char **why)
+{
+	struct aas_multipart *mp = malloc(sizeof(*mp));
+	int rc;
+
+	if (!mp)
+		abort();
+	if (!aas_multipart_init(mp, "XB", 8, &mp_sink, d))
+		abort();
+	rc = feed_pieces(body, size, seed, mp_feed, mp, AAS_MULTIPART_MORE);
 	if (rc == AAS_MULTIPART_MORE)
 		rc = aas_multipart_finish(mp);
 	if (rc != aas_multipart_feed(mp, "--XB--", 6) || (rc != AAS_MULTIPART_MORE && rc != aas_multipart_finish(mp)))
@@ -294,11 +327,9 @@ static void multipart(const uint8_t *data, size_t size)
 {
 	struct mp_digest whole = { 14695981039346656037u, 0, 0, 0, 0, 0, false }, cut = whole, stopped = whole;
 	const char *body = (const char *)data, *why_whole, *why_cut, *why_stop;
-	uint64_t seed = 88172645463325252u;
+	uint64_t seed = seed_of(data, size);
 	int rc;
 
-	for (size_t i = 0; i < size; i++)
-		seed = (seed ^ data[i]) * 1099511628211u;
 	rc = mp_run(body, size, 0, &whole, &why_whole);
 	if (rc == AAS_MULTIPART_STOPPED || whole.begins > 8 || whole.bytes > size ||
 	    (rc == AAS_MULTIPART_DONE && whole.begins != whole.ends) || (rc == AAS_MULTIPART_FAILED && !why_whole))
@@ -364,17 +395,148 @@ out:
 	free(parts);
 }
 
+/* What a gzip reader gave its sink: a hash and a count, the bytes kept when `keep` has room. */
+struct gz_digest {
+	uint64_t hash;
+	size_t bytes, calls, stop_at; /* stop_at: the call to stop at (0: never) */
+	unsigned char *keep;
+	size_t keep_size;
+};
+
+static int gz_sink(void *ud, const char *data, size_t len)
+{
+	struct gz_digest *d = ud;
+
+	if (len == 0 || len > AAS_GZIP_CHUNK || (d->stop_at && d->calls >= d->stop_at))
+		abort();
+	if (d->keep && d->bytes + len <= d->keep_size)
+		memcpy(d->keep + d->bytes, data, len);
+	d->bytes += len;
+	for (size_t i = 0; i < len; i++)
+		d->hash = (d->hash ^ (unsigned char)data[i]) * 1099511628211u;
+	return d->stop_at && ++d->calls == d->stop_at;
+}
+
+static int gz_feed(void *ctx, const char *p, size_t n)
+{
+	return aas_gzip_feed(ctx, p, n);
+}
+
+/* body inflated whole (seed 0) or in pieces the seed draws (feed_pieces); the verdict, *why copied. */
+static int gz_run(const unsigned char *body, size_t size, uint64_t seed, struct gz_digest *d, char *why, bool *too_big)
+{
+	struct aas_gzip *g = malloc(sizeof(*g));
+	int rc;
+
+	if (!g || aas_gzip_init(g, gz_sink, d) < 0)
+		abort();
+	rc = feed_pieces(body, size, seed, gz_feed, g, AAS_GZIP_MORE);
+	if (rc == AAS_GZIP_MORE)
+		rc = aas_gzip_finish(g);
+	/* Once failed, it stays failed; the bounds hold whatever came. */
+	if ((rc == AAS_GZIP_FAILED && (aas_gzip_feed(g, "x", 1) != AAS_GZIP_FAILED || !g->why[0])) ||
+	    g->out > AAS_GZIP_OUT_MAX || (g->out > AAS_GZIP_FREE_OUT && g->out > g->in * AAS_GZIP_RATIO_MAX) ||
+	    (int64_t)d->bytes != g->out)
+		abort();
+	snprintf(why, 160, "%s", g->why);
+	*too_big = g->too_big;
+	aas_gzip_end(g);
+	free(g);
+	return rc;
+}
+
+/*
+ * Any bytes as a gzip body: whole and in pieces, the same bytes and verdict,
+ * but where a bound cuts it (zlib's read-ahead moves that by how the body
+ * came; gz_run checks the bounds themselves); a sink told to stop is not
+ * called again.
+ */
+static void gzip_any(const uint8_t *data, size_t size)
+{
+	struct gz_digest whole = { 14695981039346656037u, 0, 0, 0, NULL, 0 }, cut = whole, stopped = whole;
+	char why_whole[160], why_cut[160], why_stop[160];
+	bool big_whole, big_cut, big_stop;
+	uint64_t seed = seed_of(data, size);
+	int rc, rc_cut;
+
+	rc = gz_run(data, size, 0, &whole, why_whole, &big_whole);
+	if (rc == AAS_GZIP_STOPPED)
+		abort();
+	rc_cut = gz_run(data, size, seed, &cut, why_cut, &big_cut);
+	if (!big_whole && !big_cut && (rc_cut != rc || cut.hash != whole.hash || cut.bytes != whole.bytes ||
+	                               strcmp(why_cut, why_whole) != 0))
+		abort();
+	stopped.stop_at = 1 + (size_t)(seed % 3);
+	if (gz_run(data, size, seed * 31 | 1, &stopped, why_stop, &big_stop) == AAS_GZIP_STOPPED &&
+	    stopped.calls != stopped.stop_at)
+		abort();
+}
+
+/* zlib's own gzip of src (level from the seed) appended at out[*at], within cap. */
+static void gz_member(unsigned char *out, size_t cap, size_t *at, const uint8_t *src, size_t n, int level)
+{
+	z_stream z;
+
+	memset(&z, 0, sizeof(z));
+	if (deflateInit2(&z, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		abort();
+	z.next_in = (Bytef *)(uintptr_t)src;
+	z.avail_in = (uInt)n;
+	z.next_out = out + *at;
+	z.avail_out = (uInt)(cap - *at);
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+		abort();
+	*at = cap - z.avail_out;
+	deflateEnd(&z);
+}
+
+/* data gzipped by zlib, as one member or two: inflated whole and in pieces, data again. */
+static void gzip_round(const uint8_t *data, size_t size)
+{
+	uint64_t seed = seed_of(data, size);
+	size_t cap = 2 * (size_t)compressBound((uLong)size) + 64, at = 0, first = 0;
+	size_t split = (size_t)(seed >> 4) % (size + 1);
+	unsigned char *gz = malloc(cap), *back = malloc(size + 1);
+	struct gz_digest whole = { 14695981039346656037u, 0, 0, 0, back, size }, cut = whole;
+	char why[160];
+	bool big;
+
+	if (!gz || !back)
+		abort();
+	if (seed % 2) {
+		gz_member(gz, cap, &at, data, size, (int)(seed % 10));
+	} else {
+		gz_member(gz, cap, &at, data, split, (int)(seed % 10));
+		first = at;
+		gz_member(gz, cap, &at, data + split, size - split, (int)((seed >> 8) % 10));
+	}
+	if (gz_run(gz, at, 0, &whole, why, &big) != AAS_GZIP_MORE || whole.bytes != size ||
+	    (size && memcmp(back, data, size) != 0))
+		abort();
+	cut.keep = NULL;
+	if (gz_run(gz, at, seed, &cut, why, &big) != AAS_GZIP_MORE || cut.hash != whole.hash || cut.bytes != size)
+		abort();
+	/* Cut short anywhere in its last member, it is refused (at the first member's end it is a whole body). */
+	cut.bytes = 0;
+	if (gz_run(gz, first + 1 + (size_t)(seed >> 16) % (at - first - 1), seed, &cut, why, &big) != AAS_GZIP_FAILED)
+		abort();
+	free(gz);
+	free(back);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	/* Seeds start with 0 to 4: the reader. */
-	switch (data[0] % 5) {
+	/* Seeds start with 0 to 6: the reader. */
+	switch (data[0] % 7) {
 	case 0: envelopes(data + 1, size - 1); break;
 	case 1: unwrap(data + 1, size - 1); break;
 	case 2: spellings(data + 1, size - 1); break;
 	case 3: multipart(data + 1, size - 1); break;
-	default: watcher(data + 1, size - 1); break;
+	case 4: watcher(data + 1, size - 1); break;
+	case 5: gzip_any(data + 1, size - 1); break;
+	default: gzip_round(data + 1, size - 1); break;
 	}
 	return 0;
 }

@@ -558,6 +558,78 @@ static void test_list(void **state)
 		saas_sandbox_free(s[i]);
 }
 
+/* SAAS_LIST_RECORDED: the same listing (filters, pages, tenancy) with the counters as last recorded. */
+static void test_list_recorded(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	const char *const metadata[] = { "team=blue", NULL };
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_list_options lo = SAAS_LIST_OPTIONS_INIT;
+	saas_sandbox_list *live = NULL, *rec = NULL, *l2 = NULL;
+	saas_sandbox *s[3];
+
+	o.metadata = metadata;
+	for (int i = 0; i < 3; i++) {
+		s[i] = NULL;
+		EXPECT(saas_sandbox_create(&s[i], f->a, i == 1 ? &o : NULL, 0), SAAS_OK);
+		usleep(5000); /* newest first means a later creation time */
+	}
+	EXPECT(saas_sandbox_destroy(NULL, f->a, s[0]->id, 0), SAAS_OK);
+
+	EXPECT(saas_sandbox_list_get(&live, f->a, NULL, 0, 0), SAAS_OK);
+	EXPECT(saas_sandbox_list_get(&rec, f->a, NULL, 0, SAAS_LIST_RECORDED), SAAS_OK);
+	assert_int_equal(rec->count, 3);
+	assert_int_equal(rec->count, live->count);
+	assert_null(rec->next_cursor);
+	for (size_t i = 0; i < rec->count; i++) {
+		assert_string_equal(rec->items[i]->id, live->items[i]->id);
+		assert_int_equal(rec->items[i]->status, live->items[i]->status);
+		assert_int_equal(rec->items[i]->expires_at_ms, live->items[i]->expires_at_ms);
+		assert_non_null(rec->items[i]->network);
+		assert_int_equal(rec->items[i]->network->mode, live->items[i]->network->mode);
+		/* Recorded counts are never above the live ones. */
+		assert_true(rec->items[i]->network->denied_connections <= live->items[i]->network->denied_connections);
+		assert_true(rec->items[i]->network->denied_lookups <= live->items[i]->network->denied_lookups);
+	}
+	assert_string_equal(rec->items[1]->metadata[0], "team=blue");
+	saas_sandbox_list_free(live);
+	saas_sandbox_list_free(rec);
+
+	/* With either filter, in pages, and through saas_sandbox_list_query()'s metadata. */
+	EXPECT(saas_sandbox_list_get(&rec, f->a, NULL, 1, SAAS_LIST_ACTIVE | SAAS_LIST_RECORDED), SAAS_OK);
+	assert_int_equal(rec->count, 1);
+	assert_string_equal(rec->items[0]->id, s[2]->id);
+	assert_non_null(rec->next_cursor);
+	EXPECT(saas_sandbox_list_get(&l2, f->a, rec->next_cursor, 1, SAAS_LIST_ACTIVE | SAAS_LIST_RECORDED), SAAS_OK);
+	assert_int_equal(l2->count, 1);
+	assert_string_equal(l2->items[0]->id, s[1]->id);
+	saas_sandbox_list_free(rec);
+	saas_sandbox_list_free(l2);
+	EXPECT(saas_sandbox_list_get(&rec, f->a, NULL, 0, SAAS_LIST_DESTROYED | SAAS_LIST_RECORDED), SAAS_OK);
+	assert_int_equal(rec->count, 1);
+	assert_string_equal(rec->items[0]->id, s[0]->id);
+	assert_int_equal(rec->items[0]->status, SAAS_SANDBOX_DESTROYED);
+	saas_sandbox_list_free(rec);
+	lo.metadata = metadata;
+	EXPECT(saas_sandbox_list_query(&rec, f->a, &lo, SAAS_LIST_RECORDED), SAAS_OK);
+	assert_int_equal(rec->count, 1);
+	assert_string_equal(rec->items[0]->id, s[1]->id);
+	saas_sandbox_list_free(rec);
+
+	/* The other account sees none of them; the filters still exclude each other; unknown bits are refused. */
+	EXPECT(saas_sandbox_list_get(&rec, f->b, NULL, 0, SAAS_LIST_RECORDED), SAAS_OK);
+	assert_int_equal(rec->count, 0);
+	saas_sandbox_list_free(rec);
+	rec = (saas_sandbox_list *)1;
+	EXPECT(saas_sandbox_list_get(&rec, f->a, NULL, 0, SAAS_LIST_ACTIVE | SAAS_LIST_DESTROYED | SAAS_LIST_RECORDED),
+	       SAAS_EINVAL);
+	assert_null(rec);
+	EXPECT(saas_sandbox_list_get(&rec, f->a, NULL, 0, SAAS_LIST_RECORDED | (1u << 7)), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "unknown flags"));
+	for (int i = 0; i < 3; i++)
+		saas_sandbox_free(s[i]);
+}
+
 /* A sandbox's history: every execution, running or ended, newest first, a page at a time. */
 static void test_execution_history(void **state)
 {
@@ -705,6 +777,12 @@ static void test_exec(void **state)
 	x = run(f->a, sb->id, "pwd", &o);
 	assert_string_equal(x->stdout_data, "/tmp\n");
 	saas_execution_free(x);
+	/* A relative directory is under /workspace, as a terminal's and a file's path are (not under the home). */
+	o.cwd = "src/app dir";
+	x = run(f->a, sb->id, "pwd", &o);
+	assert_string_equal(x->stdout_data, "/workspace/src/app dir\n");
+	saas_execution_free(x);
+	o.cwd = NULL;
 
 	/* stdin and stdout are bytes: NULs and invalid UTF-8 go through. */
 	o = (saas_exec_options)SAAS_EXEC_OPTIONS_INIT;
@@ -1891,6 +1969,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tenancy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_get_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_execution_history, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_bad_input, setup, teardown),

@@ -230,15 +230,35 @@ static void test_create_with_policy(void **state)
 	assert_int_equal(got->network->denied_lookups, 2);
 	saas_sandbox_free(got);
 
+	/* A listing with SAAS_LIST_RECORDED does not read the driver either; one without does, and records. */
+	saas_fake_vm_denied(sb->id, 2, 1);
+	{
+		saas_sandbox_list *l = NULL;
+		assert_int_equal(saas_sandbox_list_get(&l, f->a, NULL, 0, SAAS_LIST_ACTIVE | SAAS_LIST_RECORDED), SAAS_OK);
+		assert_int_equal(l->count, 1);
+		assert_int_equal(l->items[0]->network->denied_connections, 3);
+		assert_int_equal(l->items[0]->network->denied_lookups, 2);
+		assert_rules(l->items[0]->network->allow, want_allow);
+		saas_sandbox_list_free(l);
+		assert_int_equal(saas_sandbox_list_get(&l, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+		assert_int_equal(l->items[0]->network->denied_connections, 5);
+		assert_int_equal(l->items[0]->network->denied_lookups, 3);
+		saas_sandbox_list_free(l);
+		assert_int_equal(saas_sandbox_list_get(&l, f->a, NULL, 0, SAAS_LIST_RECORDED), SAAS_OK);
+		assert_int_equal(l->items[0]->network->denied_connections, 5);
+		assert_int_equal(l->items[0]->network->denied_lookups, 3);
+		saas_sandbox_list_free(l);
+	}
+
 	/* Destroyed: the policy and the last counts stay on record, those since the last reading included. */
 	saas_fake_vm_denied(sb->id, 1, 0);
 	assert_int_equal(saas_sandbox_destroy(&got, f->a, sb->id, 0), SAAS_OK);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_POLICY);
-	assert_int_equal(got->network->denied_connections, 4);
-	assert_int_equal(got->network->denied_lookups, 2);
+	assert_int_equal(got->network->denied_connections, 6);
+	assert_int_equal(got->network->denied_lookups, 3);
 	saas_sandbox_free(got);
 	assert_int_equal(saas_sandbox_get(&got, f->a, sb->id), SAAS_OK);
-	assert_int_equal(got->network->denied_connections, 4);
+	assert_int_equal(got->network->denied_connections, 6);
 	saas_sandbox_free(got);
 	saas_sandbox_free(sb);
 }

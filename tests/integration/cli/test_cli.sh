@@ -147,6 +147,7 @@ run exec "$SB" -- exit 7; expect_rc 7 "exec exits with the command's code"
 run exec "$SB" -- no-such-command; expect_rc 127 "exec 127"
 check "exec stderr goes to stderr" grep -q 'not found' <<<"$ERR"
 run exec "$SB" --cwd /tmp -- pwd; expect_out /tmp "exec --cwd"
+run exec "$SB" --cwd src -- pwd; expect_out /workspace/src "exec --cwd relative: under /workspace, as a terminal's"
 run exec "$SB" -e GREETING=hi -e 'X=a b' -- env; expect_rc 0 "exec -e"
 check "exec -e passes env" grep -qx 'X=a b' <<<"$OUT"
 printf 'from stdin' | "$AAS" exec "$SB" -- cat >"${WORK}/out" 2>"${WORK}/err"; RC=$?
@@ -390,6 +391,23 @@ if [ -z "$IMAGES" ]; then
 	OUT=$(printf 'echo $GREETING\nexit\n' | "$AAS" shell "$MSB" 2>&1); RC=$?
 	expect_rc 0 "aas shell, piped"
 	check "a terminal starts with them too: $OUT" grep -q '^hi there' <<<"$(tr '\r' '\n' <<<"$OUT")"
+	# shell --cwd and -e: a terminal's directory (relative: under /workspace) and variables over the sandbox's.
+	OUT=$(printf 'pwd\necho $GREETING\necho $MODE\nexit 4\n' |
+		"$AAS" shell "$MSB" --cwd src -e 'GREETING=hello' --env MODE=fast 2>&1); RC=$?
+	expect_rc 4 "aas shell --cwd -e, piped: the shell's status"
+	OUT=$(tr -d '\r' <<<"$OUT")
+	check "shell --cwd relative is under /workspace: $OUT" grep -qx '/workspace/src' <<<"$OUT"
+	check "shell -e wins over the sandbox's env: $OUT" grep -qx 'hello' <<<"$OUT"
+	check "shell --env sets another: $OUT" grep -qx 'fast' <<<"$OUT"
+	OUT=$(printf 'pwd\nexit\n' | "$AAS" shell "$MSB" --cwd /tmp 2>&1); RC=$?
+	expect_rc 0 "aas shell --cwd absolute"
+	check "shell --cwd absolute as given: $OUT" grep -qx '/tmp' <<<"$(tr -d '\r' <<<"$OUT")"
+	run shell "$MSB" -e NOEQUALS; expect_rc 2 "shell -e without ="; one_line_err "shell -e without ="
+	check "it says NAME=VALUE" grep -q 'NAME=VALUE' <<<"$ERR"
+	run shell "$MSB" -e '1X=y'; expect_rc 2 "shell -e with a name no shell takes"; one_line_err "shell bad -e name"
+	run shell "$MSB" --cwd; expect_rc 2 "shell --cwd without a value"
+	run shell --help; expect_rc 0 "shell --help"
+	check "shell --help names --cwd and --env" grep -q -- '--cwd DIR.*' <<<"$OUT"
 	run create --env '1X=y'; expect_rc 2 "an --env name no shell takes"; one_line_err "bad --env name"
 	check "it names the envs" grep -q 'envs' <<<"$ERR"
 	run create --metadata "k=$(head -c 1025 /dev/zero | tr '\0' x)"; expect_rc 2 "a --metadata value over 1024 bytes"

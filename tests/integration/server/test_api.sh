@@ -17,6 +17,8 @@ check "account create prints an aas_sk_ key" grep -q '^aas_sk_' <<<"$KEY"
 
 # ---- keyless routes ----
 req GET /healthz; expect_status 200 healthz; expect_json .status ok healthz
+# A kept-alive connection is kept idle --header-timeout (10 s); responses announce half of it (server/conn.c).
+check "Keep-Alive announces half the idle window" grep -qi '^Keep-Alive: timeout=5' <<<"$HEADERS"
 req GET /v1/service; expect_status 200 service
 expect_json '.sizes[0].name' small "service sizes"
 expect_json '.sizes[0].usd_per_hour' 0.090000 "service price string"
@@ -131,6 +133,13 @@ auth POST /v1/sandboxes -d '{}'; SB2=$(jqr .id)
 auth GET "/v1/sandboxes?limit=1"; expect_status 200 list; expect_json '.sandboxes[0].id' "$SB2" "newest first"
 CUR=$(jqr .next_cursor)
 auth GET "/v1/sandboxes?limit=1&cursor=${CUR}"; expect_json '.sandboxes[0].id' "$SB" "second page"
+auth GET "/v1/sandboxes?limit=1&counters=recorded"; expect_status 200 "list, recorded counters"
+expect_json '.sandboxes[0].id' "$SB2" "list, recorded counters: newest first"
+expect_json '.sandboxes[0].network.denied.connections' 0 "list, recorded counters: the counts are there"
+auth GET "/v1/sandboxes?limit=1&cursor=${CUR}&counters=recorded"; expect_json '.sandboxes[0].id' "$SB" "second page, recorded"
+auth GET "/v1/sandboxes?counters=live"; expect_status 200 "list, live counters"
+auth GET "/v1/sandboxes?counters=cached"; expect_status 400 "list, counters neither live nor recorded"
+expect_json .error.code invalid_argument "list counters=cached is invalid_argument"
 
 # ---- destroy: idempotent, returns the final object ----
 auth DELETE "/v1/sandboxes/${SB2}"; expect_status 200 destroy; expect_json .status destroyed "destroyed"

@@ -115,6 +115,16 @@ OUT=$(printf 'echo one\n' | "$AAS" shell "$SB"); RC=$?
 check "end of the piped input ends the shell: status 0 ($RC)" test "$RC" = 0
 OUT=$(printf 'exit 4\r' | "$AAS" shell -t "$SB"); RC=$?
 check "-t asks for a terminal even so ($RC): $OUT" grep -q ' tty' <<<"$OUT"
+# --cwd and -e travel as the WebSocket's cwd= and env= (escaped: a space, '&' and '=' in a value).
+OUT=$(printf 'pwd\necho $FOO\necho $BAR\nexit\n' |
+	"$AAS" shell "$SB" --cwd 'proj dir' -e 'FOO=a b&c=d' --env BAR=2); RC=$?
+LINES=$(tr -d '\r' <<<"$OUT")
+check "aas shell --cwd -e: status 0 ($RC)" test "$RC" = 0
+check "aas shell --cwd: relative under /workspace: $OUT" grep -axq '/workspace/proj dir' <<<"$LINES"
+check "aas shell -e: the value as given: $OUT" grep -axq 'a b&c=d' <<<"$LINES"
+check "aas shell --env: another: $OUT" grep -axq '2' <<<"$LINES"
+"$AAS" shell "$SB" -e '1X=y' </dev/null 2>/dev/null; RC=$?
+check "aas shell -e with a bad name is a usage error ($RC)" test "$RC" = 2
 "$AAS" shell sbx-nope </dev/null 2>/dev/null; RC=$?
 check "an unknown sandbox exits 4 ($RC)" test "$RC" = 4
 "$AAS" shell </dev/null 2>/dev/null; RC=$?
