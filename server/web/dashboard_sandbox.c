@@ -261,8 +261,6 @@ static void terminal_section(struct aas_html *h, const struct aas_viewer *v, con
 		                "<code>aas shell</code> opens one from the command line.</p></section>");
 		return;
 	}
-	/* xterm.js writes <style> elements of its own (struct aas_html says more). */
-	h->inline_styles = true;
 	/* The token goes in the WebSocket's URL (?csrf=): a handshake carries no form. */
 	aas_html_printf(h, "<link rel=\"stylesheet\" href=\"/static/viewer/xterm.css\">"
 	                   "<div class=\"terminal-bar\"><button type=\"button\" id=\"terminal-connect\" hidden>Connect"

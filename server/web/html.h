@@ -23,13 +23,6 @@ struct aas_html {
 	char *buf;
 	size_t len, cap;
 	bool failed;
-	/*
-	 * The page lets in <style> elements its scripts make (style-src-elem
-	 * 'unsafe-inline'): only the sandbox's terminal sets it, as xterm.js 5
-	 * writes its sizes and colours so. Scripts stay 'self' alone, and every
-	 * page's text is escaped all the same.
-	 */
-	bool inline_styles;
 };
 
 /* Markup of our own, written as it is. Never pass text that came from a client or the store. */

@@ -72,7 +72,12 @@ try {
     '-H', 'Content-Type: application/json', '-d', '{}', `${BASE}/v1/sandboxes`));
   check('a sandbox through the API', !!sb.id, JSON.stringify(sb));
   const url = `${BASE}/dashboard/sandboxes/${sb.id}`;
-  await page.goto(url);
+  const first = await page.goto(url);
+  // Every page's policy, this one too: xterm.js's styles are adopted sheets (terminal.js).
+  const policy = first.headers()['content-security-policy'] || '';
+  check('the sandbox page sends a CSP with style-src \'self\'', /(^|; )style-src 'self'(;|$)/.test(policy), policy);
+  check('... and nothing unsafe-inline in it', !policy.includes('unsafe-inline') && !policy.includes('style-src-elem'),
+    policy);
 
   // The terminal: connect, type, read back.
   const available = !!(await page.$('#terminal'));
@@ -88,6 +93,28 @@ try {
     await waitFor('typed `echo hi` comes back on the screen', async () => (await screen(page)).includes('echo hi'));
     // The command's output, on its own line under the typed one (not the echo of what was typed).
     await waitFor('`echo hi` prints hi on a line of its own', async () => /^hi[ ]*$/m.test(await screen(page)));
+    // xterm.js's theme and sizes apply (its rules are there: the rows' spans are inline blocks),
+    // and a 24-bit colour (a style on the cell's span) shows, all without a CSP violation.
+    const looks = await page.evaluate(() => new Promise((done) => {
+      const t = document.getElementById('terminal').xterm;
+      t.write('\x1b[38;2;255;0;0mRED\x1b[0m\r\n', () => requestAnimationFrame(() => requestAnimationFrame(() => {
+        const spans = [...document.querySelectorAll('#terminal .xterm-rows span')];
+        const red = spans.find((s) => s.textContent === 'RED');
+        done({
+          styles: document.querySelectorAll('#terminal style').length,
+          sheets: document.adoptedStyleSheets.length,
+          display: spans.length ? getComputedStyle(spans[0]).display : null,
+          red: red ? getComputedStyle(red).color : null,
+        });
+      })));
+    }));
+    check('xterm.js makes no <style> element', looks.styles === 0, JSON.stringify(looks));
+    check('... its rules are adopted sheets that apply', looks.sheets >= 2 && looks.display === 'inline-block',
+      JSON.stringify(looks));
+    check('a 24-bit colour shows', looks.red === 'rgb(255, 0, 0)', JSON.stringify(looks));
+    const violations = await cspViolations(page);
+    check('the terminal raises no CSP violation', violations.length === 0, violations.join('; '));
+    check('... and no error', page.problems.length === 0, page.problems.join('; '));
   }
 
   // Upload with the form, then see it listed.

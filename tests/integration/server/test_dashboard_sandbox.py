@@ -223,6 +223,10 @@ def main():
     check("the terminal is there, or the page says it is unavailable",
           ('id="terminal"' in r.text and f'data-ws="{page}/pty"' in r.text) or 'id="terminal-unavailable"' in r.text)
     check("no inline script", re.search(r"<script(?![^>]*\bsrc=)", r.text) is None)
+    home = a.req("GET", "/dashboard").getheader("Content-Security-Policy")
+    check("the page's CSP is every page's: no inline style, even for its terminal",
+          r.getheader("Content-Security-Policy") == home and "unsafe-inline" not in home and "style-src 'self';" in home,
+          (r.getheader("Content-Security-Policy"), home))
     csrf = a.csrf(page)
     zcsrf = z.csrf("/dashboard")
 
