@@ -10,7 +10,9 @@
  *                                       every few seconds to redraw it
  *   GET /dashboard/sandboxes/{id}/executions/{eid}
  *                                       one execution: its command, how it ended and its output
- *                                       (so far, while it runs), as GET /v1/executions/{id} reads it
+ *                                       (so far, while it runs), as GET /v1/executions/{id} reads it;
+ *                                       while it runs, /static/execution.js fetches the page again
+ *                                       every few seconds to follow it, and a link reloads it
  *   GET /dashboard/sandboxes/{id}/pty   the terminal: the REST API's WebSocket (api/pty.c,
  *                                       the same bounds), opened by /static/terminal.js
  *
@@ -436,8 +438,10 @@ void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
 	aas_html_raw(&h, "<link rel=\"stylesheet\" href=\"/static/sandbox.css\">");
 	if (rc < 0)
 		goto end;
+	/* execution.js fetches this page again while it runs and puts its #execution-live in place of this one's. */
 	aas_html_printf(&h, "<nav class=\"breadcrumbs\" aria-label=\"Sandbox\"><a href=\"/dashboard/sandboxes/%s\">"
-	                    "Sandbox %s</a></nav><dl id=\"execution\" data-status=\"%s\"><dt>Command</dt><dd><code>",
+	                    "Sandbox %s</a></nav><div id=\"execution-live\"><dl id=\"execution\" data-status=\"%s\">"
+	                    "<dt>Command</dt><dd><code>",
 	                sb->id, sb->id, saas_exec_status_name(e->status));
 	aas_html_text(&h, e->command ? e->command : "");
 	aas_html_raw(&h, "</code></dd><dt>Status</dt><dd class=\"status\">");
@@ -452,11 +456,17 @@ void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
 		aas_html_printf(&h, "<dt>Finished</dt><dd>%s (%lld ms)</dd>", aas_dash_when(b2, e->finished_at_ms),
 		                (long long)e->duration_ms);
 	else
-		aas_html_raw(&h, "<dt>Finished</dt><dd>Still running: the output below is what it has written so far "
-		                 "(reload for more).</dd>");
+		aas_html_printf(&h, "<dt>Finished</dt><dd>Still running: the output below is what it has written so far "
+		                    "(<a id=\"execution-reload\" href=\"/dashboard/sandboxes/%s/executions/%s\">reload</a> "
+		                    "for more; with JavaScript the page follows it by itself).</dd>",
+		                sb->id, eid);
 	aas_html_raw(&h, "</dl>");
 	output_shown(&h, "stdout", e->stdout_data, e->stdout_len, e->stdout_total, e->stdout_truncated);
 	output_shown(&h, "stderr", e->stderr_data, e->stderr_len, e->stderr_total, e->stderr_truncated);
+	aas_html_raw(&h, "</div>");
+	if (e->status == SAAS_EXEC_RUNNING)
+		aas_html_raw(&h, "<p id=\"execution-follow\" class=\"note\" role=\"status\"></p>"
+		                 "<script src=\"/static/execution.js\" defer></script>");
 end:
 	aas_dash_end(out, &h, rc, 200);
 out:

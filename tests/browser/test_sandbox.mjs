@@ -232,6 +232,21 @@ try {
     await page.screenshot({ path: `${ARTIFACTS}/sandbox-execution.png`, fullPage: true });
   }
 
+  // A running execution's page follows it (execution.js) without a reload, and stops when it ends.
+  const tick = JSON.parse(curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`, '-H',
+    'Content-Type: application/json', '-d', '{"command":"tick","background":true}', `${BASE}/v1/sandboxes/${sb.id}/exec`));
+  await page.goto(`${url}/executions/${tick.execution_id}`);
+  await waitFor('the running execution\'s page shows its output so far', async () => (await text(page, '#stdout')) === 'tick');
+  check('... says it runs', (await page.$eval('#execution', (e) => e.dataset.status).catch(() => null)) === 'running');
+  check('... and that it follows it', /updates every 2 s/.test(await text(page, '#execution-follow') || ''));
+  await page.evaluate(() => { window.__notReloaded = true; });
+  curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`, `${BASE}/v1/executions/${tick.execution_id}/cancel`);
+  const ended = await waitFor('the page sees the command end by itself', () =>
+    page.$eval('#execution', (e) => e.dataset.status).then((s) => (s !== 'running' ? s : null)).catch(() => null));
+  check('... without a reload', await page.evaluate(() => window.__notReloaded === true));
+  check('... and says so', /has ended/.test(await text(page, '#execution-follow') || ''), ended);
+  check('... its output is still there', (await text(page, '#stdout')) === 'tick');
+
   const csp = await cspViolations(page);
   check('no CSP violation', csp.length === 0, csp.join('; '));
   check('no error, nothing fetched elsewhere', page.problems.length === 0, page.problems.join('; '));

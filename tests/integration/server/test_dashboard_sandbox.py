@@ -357,6 +357,8 @@ def main():
     check("it says how the command ended", 'data-status="exited"' in r.text and
           '<dd class="exit-code">0</dd>' in r.text and 'id="no-stderr"' in r.text, r.text[-1500:])
     check("no inline script on it", re.search(r"<script(?![^>]*\bsrc=)", r.text) is None)
+    check("an ended one neither follows nor offers to reload", "execution.js" not in r.text and
+          'id="execution-reload"' not in r.text and 'id="execution-live"' in r.text)
     r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", akey, {"command": "spew 70000"})
     big = json.loads(r.raw_body).get("execution_id", "")
     r = a.req("GET", f"{page}/executions/{big}")
@@ -375,9 +377,21 @@ def main():
         time.sleep(0.05)
     check("a running one shows what it has so far", 'data-status="running"' in body and "tick\n</pre>" in body and
           "Still running" in body, body[-800:])
+    check("... follows it with a script, and a link reloads it without one",
+          '<script src="/static/execution.js" defer></script>' in body and 'id="execution-live"' in body and
+          f'<a id="execution-reload" href="{page}/executions/{run}">reload</a>' in body, body[-800:])
+    r = a.req("GET", "/static/execution.js")
+    check("the script is served", r.status == 200 and "execution-live" in r.text, r.status)
     r = a.req("GET", page)
     check("the running table links to it", f'href="{page}/executions/{run}"' in r.text)
     api(s, "POST", f"/v1/executions/{run}/cancel", akey)
+    for _ in range(100):
+        body = a.req("GET", f"{page}/executions/{run}").text
+        if 'data-status="running"' not in body:
+            break
+        time.sleep(0.05)
+    check("once it has ended, its page stops following it", 'data-status="running"' not in body and
+          "execution.js" not in body, body[-800:])
     for bad in ("exe-nope", "x" * 300, "%2e%2e"):
         r = a.req("GET", f"{page}/executions/{bad}")
         check(f"the execution {bad[:10]!r}: 404", r.status == 404, r.status)
