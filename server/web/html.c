@@ -193,7 +193,8 @@ void aas_html_begin(struct aas_html *h, const struct aas_page *page)
 		                page->user_email, page->user_email, page->csrf);
 	} else if (!page->user_email) {
 		nav_link(h, page, "login", "/login", "Log in", "login");
-		nav_link(h, page, "signup", "/signup", "Sign up", "button small");
+		if (page->signup)
+			nav_link(h, page, "signup", "/signup", "Sign up", "button small");
 	}
 	aas_html_raw(h, "</div></header>");
 	if (page->tabs)

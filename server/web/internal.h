@@ -116,6 +116,8 @@ void aas_prelogin_cookie(struct aas_reply *out, const char *token);
 /* Take one log-in attempt for this address and e-mail; false after a 429 page. */
 bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email);
 const struct aas_config *aas_people_config(void);
+/* Does this server take sign-ups (open, or with an invite code)? The pages offer "Sign up" only then. */
+bool aas_signup_offered(void);
 saas_engine *aas_people_engine(void);
 
 /* ---- the dashboard's page shell and forms, for its files beside dashboard.c (keys.c, operator.c) ---- */

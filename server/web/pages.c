@@ -352,18 +352,21 @@ void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
 		                 "<li><a href=\"/dashboard/usage\">Usage and billing</a><p>Your balance, spend per day, "
 		                 "and what each sandbox cost.</p></li></ul><h2>Guides</h2><ul class=\"cards\">");
 	else
-		aas_html_raw(&h, "<h2>Start here</h2><ul class=\"cards\">"
-		                 "<li><a href=\"/signup\">Sign up</a><p>Make an account with your email, when this server's "
-		                 "operator has opened sign-up.");
-	if (!signed_in && info && info->new_account_credit_usd_micro > 0)
-		aas_html_printf(&h, " New accounts start with $%s of credit, and no card.",
-		                usd(credit, info->new_account_credit_usd_micro));
+		aas_html_raw(&h, "<h2>Start here</h2><ul class=\"cards\">");
+	/* Sign-up closed: no way in offered but the log-in, and who makes accounts. */
+	if (!signed_in && aas_signup_offered()) {
+		aas_html_raw(&h, "<li><a href=\"/signup\">Sign up</a><p>Make an account with your email.");
+		if (info && info->new_account_credit_usd_micro > 0)
+			aas_html_printf(&h, " New accounts start with $%s of credit, and no card.",
+			                usd(credit, info->new_account_credit_usd_micro));
+		aas_html_raw(&h, "</p></li>");
+	}
 	if (!signed_in)
-		aas_html_raw(&h, "</p></li>"
-		                 "<li><a href=\"/login\">Log in</a><p>To your dashboard: API keys, sandboxes, usage and "
-		                 "balance.</p></li>"
-		                 "<li><a href=\"/dashboard/keys\">Dashboard → API keys</a><p>Make the key that every API "
-		                 "request and MCP client sends.</p></li>");
+		aas_html_printf(&h, "<li><a href=\"/login\">Log in</a><p>To your dashboard: API keys, sandboxes, usage and "
+		                    "balance.%s</p></li>"
+		                    "<li><a href=\"/dashboard/keys\">Dashboard → API keys</a><p>Make the key that every API "
+		                    "request and MCP client sends.</p></li>",
+		                aas_signup_offered() ? "" : " Sign-up is closed on this server: its operator makes accounts.");
 	aas_html_raw(&h, "<li><a href=\"/docs\">Quick start and guides</a><p>From a key to a sandbox running your "
 	                 "command, then the REST API, MCP, the command line and the C library.</p></li>"
 	                 "<li><a href=\"/docs/api\">API reference</a><p>Every operation, interactive, from "

@@ -161,6 +161,13 @@ def test_closed():
     b = Browser(s)
     r = b.req("GET", "/signup")
     check("closed: the sign-up page says so", r.status == 200 and 'id="signup-closed"' in r.text, r.text[:300])
+    for path in ("/", "/login", "/signup", "/docs", "/security"):
+        r = b.req("GET", path)
+        header = "".join(re.findall(r"<header.*?</header>", r.text, re.S))
+        check(f"closed: {path} offers no Sign up", r.status == 200 and 'href="/signup"' not in r.text and
+              "Sign up" not in header and 'href="/login"' in header, header)
+    check("closed: the home page says who makes accounts", "Sign-up is closed on this server" in
+          b.req("GET", "/").text)
     r = b.signup("a@example.org")
     check("closed: sign-up refused", r.status == 403, r.status)
     r = b.req("GET", "/dashboard")
@@ -218,6 +225,11 @@ def test_invite():
     b = Browser(s)
     r = b.req("GET", "/signup")
     check("invite: the form asks for a code", 'id="invite"' in r.text)
+    for path in ("/", "/login", "/docs"):
+        r = b.req("GET", path)
+        check(f"invite: {path}'s header offers Sign up", re.search(
+            r'<header.*<a href="/signup" class="button small">Sign up</a>.*</header>', r.text, re.S) is not None,
+            re.findall(r"<header.*?</header>", r.text, re.S))
     r = b.signup("b@example.org")
     check("invite: no code refused", r.status == 403, r.status)
     r = b.signup("b@example.org", invite="aas_inv_madeup")
@@ -239,6 +251,10 @@ def test_invite():
 def test_open():
     s = Server("open", "--signup", "open", "--login-attempts", "4")
     b = Browser(s)
+    r = b.req("GET", "/")
+    check("open: the header and the home page offer Sign up", re.search(
+        r'<header.*<a href="/signup" class="button small">Sign up</a>.*</header>', r.text, re.S) is not None and
+        r.text.count('href="/signup"') == 2 and "Sign-up is closed" not in r.text, r.text[:2000])
     r = b.signup("d@example.org", password="short")
     check("a short password is refused", r.status == 400 and 'id="error"' in r.text, r.status)
     r = b.signup("d@example.org")
