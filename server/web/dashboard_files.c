@@ -11,7 +11,7 @@
  *   GET  /dashboard/sandboxes/{id}/files/download?path=P   the file, as an attachment
  *   POST /dashboard/sandboxes/{id}/files/mkdir             csrf, dir, name
  *   POST /dashboard/sandboxes/{id}/files/delete            csrf, dir, path
- *   POST /dashboard/sandboxes/{id}/files/upload            multipart: csrf, dir, then file
+ *   POST /dashboard/sandboxes/{id}/files/upload            multipart: csrf, dir, then file (each once)
  *
  * A name typed or uploaded is one path component: no '/', not "." or "..".
  * The upload is read as it arrives by the server's multipart reader
@@ -390,7 +390,10 @@ static bool named(const struct aas_multipart_part *pt, const char *name)
 
 /*
  * A part begins: a text field (csrf, dir) to collect, or the one file, which
- * is written only when the token came before it and matched.
+ * is written only when the token came before it and matched. The fields come
+ * once each, before the file: a second dir, or any field after the file, is
+ * refused, so that where the file went and where the reply sends the browser
+ * are one directory whatever order a client sends.
  */
 static int part_begin(void *ud, const struct aas_multipart_part *pt)
 {
@@ -399,8 +402,13 @@ static int part_begin(void *ud, const struct aas_multipart_part *pt)
 	char filename[3 * SAAS_NAME_MAX + 1];
 
 	if (!pt->filename) {
+		if (u->file_seen)
+			return fail(u, 400, "The upload form's fields come before its file; this one came after it (the "
+			                    "file was written, to the directory named before it).");
 		if (!named(pt, "csrf") && !named(pt, "dir"))
 			return fail(u, 400, "The upload form has a field it does not know.");
+		if (named(pt, "dir") && u->dir)
+			return fail(u, 400, "The upload form names its directory once.");
 		u->part = named(pt, "csrf") ? PART_CSRF : PART_DIR;
 		u->field_len = 0;
 		return 0;
@@ -454,8 +462,7 @@ static int part_end(void *ud)
 	u->field[u->field_len] = '\0';
 	switch (u->part) {
 	case PART_CSRF: u->csrf_ok = aas_csrf_ok(u->field, u->v.csrf); break;
-	case PART_DIR:
-		free(u->dir);
+	case PART_DIR: /* once: part_begin refuses a second */
 		if (!(u->dir = strdup(u->field)))
 			return fail(u, 500, "Out of memory.");
 		break;

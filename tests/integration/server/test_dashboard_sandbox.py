@@ -270,6 +270,21 @@ def main():
         check(f"upload of the file name {bad!r}: 400", r.status == 400, r.status)
     r = api(s, "GET", "/v1/sandboxes/%s/files?path=/evil" % sid, akey)
     check("... and nothing was written outside", r.status == 404, r.status)
+    # Where the file goes and where the reply sends the browser are one directory, whatever the order.
+    r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("dir", b"/tmp", None),
+                        ("file", b"x", "twice.bin")])
+    check("upload naming its directory twice: 400", r.status == 400 and "names its directory once" in r.text,
+          (r.status, r.text[-300:]))
+    for where in ("/workspace/twice.bin", "/tmp/twice.bin"):
+        check(f"... and nothing written ({where})", api(s, "GET", f"/v1/sandboxes/{sid}/files?path={where}",
+                                                        akey).status == 404)
+    r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("file", b"y", "late.bin"),
+                        ("dir", b"/tmp", None)])
+    check("upload with a dir after its file: 400, saying where the file went",
+          r.status == 400 and "came after it" in r.text and r.getheader("Location") is None, (r.status, r.text[-300:]))
+    check("... the file is in the directory named before it", api(s, "GET", f"/v1/sandboxes/{sid}/files?path=/workspace/"
+                                                                  "late.bin", akey).raw_body == b"y")
+    api(s, "DELETE", f"/v1/sandboxes/{sid}/files?path=/workspace/late.bin", akey)
     r = a.req("POST", f"{page}/files/upload", body=b"csrf=" + csrf.encode(),
               headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": s.origin})
     check("upload of another media type: 415", r.status == 415, r.status)
