@@ -212,24 +212,23 @@ void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, cons
 
 /* ---- the actions ---- */
 
-/* The viewer, and a 404 unless the sandbox is the viewer's; false after replying. */
-static bool own_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v)
+/*
+ * A Files form post's start: the viewer's own sandbox, the form (its token and
+ * origin checked), its dir field (NULL when absent). false after replying;
+ * *v and *f are then freed.
+ */
+static bool files_form(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, struct aas_form *f,
+                       const char **dir)
 {
-	saas_sandbox *sb = NULL;
-	int rc;
-
-	if (!aas_viewer_get(r, out, v, true))
+	if (!aas_dash_viewer_sandbox(r, out, v, NULL))
 		return false;
-	if ((rc = saas_sandbox_get(&sb, v->client, r->route_id)) == SAAS_OK) {
-		saas_sandbox_free(sb);
-		return true;
+	if (!aas_dash_form_ok(r, out, v, f)) {
+		aas_form_free(f);
+		aas_viewer_free(v);
+		return false;
 	}
-	if (rc == SAAS_ENOTFOUND || rc == SAAS_EINVAL)
-		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
-	else
-		aas_reply_saas(out, rc);
-	aas_viewer_free(v);
-	return false;
+	*dir = aas_form_get(f, "dir");
+	return true;
 }
 
 static void file_error(struct aas_req *r, struct aas_reply *out, const char *title, int rc)
@@ -245,11 +244,8 @@ void aas_h_dash_file_mkdir(struct aas_req *r, struct aas_reply *out)
 	char *path = NULL;
 	int rc;
 
-	if (!own_sandbox(r, out, &v))
+	if (!files_form(r, out, &v, &f, &dir))
 		return;
-	if (!aas_dash_form_ok(r, out, &v, &f))
-		goto out;
-	dir = aas_form_get(&f, "dir");
 	name = aas_form_get(&f, "name");
 	if (!dir || !*dir || !plain_name(name)) {
 		aas_reply_page_error(r, out, 400, "Cannot make the directory",
@@ -278,11 +274,8 @@ void aas_h_dash_file_delete(struct aas_req *r, struct aas_reply *out)
 	const char *dir, *path;
 	int rc;
 
-	if (!own_sandbox(r, out, &v))
+	if (!files_form(r, out, &v, &f, &dir))
 		return;
-	if (!aas_dash_form_ok(r, out, &v, &f))
-		goto out;
-	dir = aas_form_get(&f, "dir");
 	path = aas_form_get(&f, "path");
 	if (!path || !*path) {
 		aas_reply_page_error(r, out, 400, "Cannot delete", "The form names no path.");
@@ -315,7 +308,7 @@ void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
 		return;
 	}
-	if (!own_sandbox(r, out, v)) {
+	if (!aas_dash_viewer_sandbox(r, out, v, NULL)) {
 		free(v);
 		return;
 	}
@@ -489,7 +482,7 @@ int aas_dash_upload_start(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
 		return -1;
 	}
-	if (!own_sandbox(r, out, &u->v)) {
+	if (!aas_dash_viewer_sandbox(r, out, &u->v, NULL)) {
 		free(u);
 		return -1;
 	}

@@ -345,15 +345,20 @@ out:
 	aas_viewer_free(&v);
 }
 
-/* The sandbox of the route, the viewer's; false after replying (404 for another account's). */
-static bool viewer_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, saas_sandbox **sb)
+bool aas_dash_viewer_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, saas_sandbox **sb)
 {
+	saas_sandbox *got = NULL;
 	int rc;
 
 	if (!aas_viewer_get(r, out, v, true))
 		return false;
-	if ((rc = saas_sandbox_get(sb, v->client, r->route_id)) == SAAS_OK)
+	if ((rc = saas_sandbox_get(&got, v->client, r->route_id)) == SAAS_OK) {
+		if (sb)
+			*sb = got;
+		else
+			saas_sandbox_free(got);
 		return true;
+	}
 	if (rc == SAAS_ENOTFOUND || rc == SAAS_EINVAL)
 		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
 	else
@@ -368,7 +373,7 @@ void aas_h_dash_sandbox_use(struct aas_req *r, struct aas_reply *out)
 	struct aas_viewer v;
 	saas_sandbox *sb = NULL;
 
-	if (!viewer_sandbox(r, out, &v, &sb))
+	if (!aas_dash_viewer_sandbox(r, out, &v, &sb))
 		return;
 	use_body(&h, &v, sb);
 	aas_reply_html(out, 200, &h);
@@ -424,7 +429,7 @@ void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
 	const char *seg = strrchr(r->path, '/') + 1; /* the route matched ".../executions/{eid}" */
 	int rc;
 
-	if (!viewer_sandbox(r, out, &v, &sb))
+	if (!aas_dash_viewer_sandbox(r, out, &v, &sb))
 		return;
 	/* Another account's, or another sandbox's: the same 404 as an unknown one. */
 	if (strlen(seg) >= sizeof(eid) || (rc = saas_execution_get(&e, v.client, seg)) == SAAS_ENOTFOUND ||
