@@ -13,30 +13,15 @@
 // form.file-upload, form.file-mkdir and a form.file-delete per entry;
 // #use-live holds the charts (#cpu-chart, #memory-chart) and gets
 // data-refreshed each time use.js redraws them.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { ARTIFACTS, BASE, axe, check, cspViolations, finish, launch, newPage } from './harness.mjs';
-
-function curl(...args) {
-  return execFileSync('curl', ['-sS', ...args], { encoding: 'utf8' });
-}
-
-async function submit(page, form, fields) {
-  for (const [name, value] of Object.entries(fields)) {
-    const input = await page.$(`${form} [name="${name}"]`);
-    check(`${page.url()}: the form has a field "${name}"`, !!input);
-    if (!input) return null;
-    await input.click({ clickCount: 3 });
-    await input.type(value);
-  }
-  const [res] = await Promise.all([page.waitForNavigation(), page.click(`${form} [type="submit"]`)]);
-  return res;
-}
+import {
+  ARTIFACTS, BASE, axe, check, checkClean, cspViolations, curl, finish, launch, newPage, signUpAndLogIn, submit,
+  text,
+} from './harness.mjs';
 
 const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
-const text = (page, sel) => page.$eval(sel, (e) => e.textContent.trim()).catch(() => null);
 // What the terminal shows (its whole buffer), through xterm.js's own selection.
 const screen = (page) => page.evaluate(() => {
   const t = document.getElementById('terminal').xterm;
@@ -61,10 +46,7 @@ const browser = await launch();
 try {
   const page = await newPage(browser);
   page.on('dialog', (d) => d.accept());
-  await page.goto(`${BASE}/signup`);
-  await submit(page, 'form[action="/signup"]', { email, password });
-  await page.goto(`${BASE}/login`);
-  if (new URL(page.url()).pathname === '/login') await submit(page, 'form[action="/login"]', { email, password });
+  await signUpAndLogIn(page, email, password);
   await page.goto(`${BASE}/dashboard/keys`);
   await submit(page, 'form[action="/dashboard/keys"]', { name: 'sandbox test' });
   const key = await text(page, '#new-key');
@@ -247,9 +229,7 @@ try {
   check('... and says so', /has ended/.test(await text(page, '#execution-follow') || ''), ended);
   check('... its output is still there', (await text(page, '#stdout')) === 'tick');
 
-  const csp = await cspViolations(page);
-  check('no CSP violation', csp.length === 0, csp.join('; '));
-  check('no error, nothing fetched elsewhere', page.problems.length === 0, page.problems.join('; '));
+  await checkClean(page);
 } finally {
   await browser.close();
 }
