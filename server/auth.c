@@ -7,6 +7,13 @@
  * within `ttl` seconds. Entries are reference counted; a replaced entry is
  * freed when its last request lets go of it.
  *
+ * A key revoked (or an account disabled) through this process is dropped at
+ * once instead (aas_auth_forget): the store gives no key's fingerprint, so an
+ * entry is matched by its client's account and the key's first characters,
+ * the prefix the store shows (saas_key.prefix). A key being opened while one
+ * is dropped is used for its request but not cached: it may be the one just
+ * revoked, read from the store a moment before.
+ *
  * Unknown keys are remembered too, for the same `ttl`, in a fixed table (the
  * negative cache): a client repeating a bad key costs a hash, not a store
  * lookup. Many different bad keys are bounded by the client address's request
@@ -23,9 +30,12 @@
 
 /* Unknown keys remembered at once; direct-mapped, so a new one may push out an old one. */
 #define NEGATIVE_SLOTS 4096
+/* The characters of a key an entry keeps: "aas_sk_" and 4, saas_key.prefix (public, shown on the dashboard). */
+#define KEY_SHOWN 11
 
 struct aas_cached_client {
 	char hash[65];
+	char shown[KEY_SHOWN + 1]; /* the key's first characters, to find it when it is revoked */
 	saas_client *client;
 	unsigned int rate;     /* the account's requests_per_second when opened */
 	int64_t opened_ms;
@@ -44,6 +54,7 @@ static struct negative {
 	int64_t until_ms;
 } negative[NEGATIVE_SLOTS];
 static uint64_t lookups, negative_hits;
+static uint64_t forgets; /* aas_auth_forget calls: an open that saw one change caches nothing */
 
 /* Where a fingerprint lives in the negative cache: its first hex digits (lowercase) are already uniform. */
 static struct negative *negative_slot(const char hash[65])
@@ -134,6 +145,7 @@ int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const 
 	unsigned int rate = 0;
 	int64_t now;
 	char spelled[SAAS_KEY_LEN + 1];
+	uint64_t forgets_before;
 	int rc;
 
 	*handle = NULL;
@@ -158,6 +170,7 @@ int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const 
 		return SAAS_EAUTH;
 	}
 	lookups++;
+	forgets_before = forgets;
 	pthread_mutex_unlock(&mu);
 
 	/* Open outside the lock: it is a store lookup. */
@@ -189,9 +202,14 @@ int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const 
 		goto out;
 	}
 	memcpy(fresh->hash, hash, 65);
+	memcpy(fresh->shown, api_key, strnlen(api_key, KEY_SHOWN)); /* calloc'd: NUL-terminated */
 	fresh->client = sc;
 	fresh->rate = rate;
 	fresh->opened_ms = aas_now_ms();
+	if (forgets != forgets_before) {
+		fresh->refs = 1; /* this request's alone: freed when it lets go */
+		goto out;
+	}
 	fresh->refs = 2;
 	fresh->listed = true;
 	fresh->next = clients;
@@ -203,6 +221,29 @@ out:
 		*client = fresh->client;
 	}
 	return rc;
+}
+
+void aas_auth_forget(const char *account_id, const char *key_prefix)
+{
+	pthread_mutex_lock(&mu);
+	forgets++;
+	for (struct aas_cached_client **p = &clients; *p;) {
+		struct aas_cached_client *c = *p;
+		/* The shorter of the two decides: a prefix of another length drops more, never fewer. */
+		size_t n = key_prefix ? strlen(key_prefix) : 0;
+
+		if (n > strlen(c->shown))
+			n = strlen(c->shown);
+		if (strcmp(saas_client_account_id(c->client), account_id) == 0 &&
+		    (!key_prefix || strncmp(c->shown, key_prefix, n) == 0)) {
+			*p = c->next;
+			c->listed = false;
+			unref_locked(c);
+		} else {
+			p = &c->next;
+		}
+	}
+	pthread_mutex_unlock(&mu);
 }
 
 void aas_auth_release(struct aas_cached_client *handle)

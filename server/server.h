@@ -257,6 +257,14 @@ struct aas_cached_client;
 int aas_auth_get(struct aas_cached_client **handle, saas_client **client, const char *api_key);
 void aas_auth_release(struct aas_cached_client *handle);
 void aas_auth_ref(struct aas_cached_client *handle);
+/*
+ * Stop trusting this server's cached checks of the account's key whose
+ * saas_key.prefix is key_prefix (NULL: all of the account's keys), at once:
+ * for a key revoked, or an account disabled, through this process. Their
+ * next request checks the store again. Other processes on the same store keep
+ * theirs until their --key-cache-ttl runs out.
+ */
+void aas_auth_forget(const char *account_id, const char *key_prefix);
 
 /* ---- rates of the rooms' own (ratelimit.c) ---- */
 

@@ -7,6 +7,25 @@
  * exit from the server). The session's cookie authenticates the handshake;
  * the page's CSRF token (data-csrf) goes in its URL, as no form carries it.
  *
+ * The page's Content-Security-Policy is every page's: style-src 'self', no
+ * inline style. xterm.js 5's DOM renderer breaks it twice, and adopt() below
+ * mends both without widening the policy:
+ *  - it writes its theme and cell sizes as the text of two <style> elements it
+ *    makes while term.open() runs (DomRenderer: createElement("style"), then
+ *    appendChild, textContent on each change, remove() when disposed); the
+ *    policy blocks their text. While open() runs, a <style> it asks for is a
+ *    comment node instead whose textContent fills a constructed style sheet
+ *    the document adopts (document.adoptedStyleSheets), which the policy does
+ *    not govern: same rules, same place in the cascade (after the page's own
+ *    sheets, as the elements were).
+ *  - it colours a cell of 24-bit colour (or one its minimum contrast
+ *    adjusts) by setAttribute("style", ...) on the cell's <span>, which the
+ *    policy blocks as an inline style attribute. On this page a span's
+ *    setAttribute("style") sets the same declarations through the CSSOM
+ *    (style.cssText), which the policy allows. Markup's style attributes stay
+ *    blocked: only this page's own scripts (script-src 'self') can call it.
+ * browser.sandbox asserts that the terminal raises no violation.
+ *
  * Copyright the libsaas authors. MIT licensed.
  */
 "use strict";
@@ -39,11 +58,66 @@
 		fitter.fit();
 	}
 
+	/* A comment node standing in for a <style> element: its text goes to an adopted sheet. */
+	function adoptedStyle() {
+		var node = document.createComment(" xterm.js style (an adopted style sheet) ");
+		var sheet = new CSSStyleSheet();
+		var css = "";
+
+		document.adoptedStyleSheets = document.adoptedStyleSheets.concat([sheet]);
+		Object.defineProperty(node, "textContent", {
+			get: function () { return css; },
+			set: function (text) {
+				css = String(text);
+				sheet.replaceSync(css);
+			}
+		});
+		node.remove = function () {
+			document.adoptedStyleSheets = document.adoptedStyleSheets.filter(function (s) { return s !== sheet; });
+			Comment.prototype.remove.call(this);
+		};
+		return node;
+	}
+
+	/* term.open() with its <style> elements made adopted sheets (see the top of this file). */
+	function openAdopted() {
+		var make = document.createElement;
+
+		if (!("adoptedStyleSheets" in document) || typeof CSSStyleSheet.prototype.replaceSync !== "function") {
+			term.open(box); /* an old browser: xterm's styles are blocked, the terminal still works */
+			return;
+		}
+		document.createElement = function (name, options) {
+			if (String(name).toLowerCase() === "style")
+				return adoptedStyle();
+			return make.call(document, name, options);
+		};
+		try {
+			term.open(box);
+		} finally {
+			delete document.createElement; /* the prototype's again */
+		}
+	}
+
+	/* A cell's colour, set as a style attribute by xterm.js: through the CSSOM instead. */
+	function spanStylesThroughCssom() {
+		var set = Element.prototype.setAttribute;
+
+		HTMLSpanElement.prototype.setAttribute = function (name, value) {
+			if (String(name).toLowerCase() === "style") {
+				this.style.cssText = String(value);
+				return;
+			}
+			set.call(this, name, value);
+		};
+	}
+
 	function open() {
 		term = new window.Terminal({ cursorBlink: true, fontSize: 14, scrollback: 2000 });
 		fitter = new window.FitAddon.FitAddon();
 		term.loadAddon(fitter);
-		term.open(box);
+		spanStylesThroughCssom();
+		openAdopted();
 		term.onData(function (data) {
 			send(data);
 		});

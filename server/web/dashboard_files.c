@@ -11,7 +11,7 @@
  *   GET  /dashboard/sandboxes/{id}/files/download?path=P   the file, as an attachment
  *   POST /dashboard/sandboxes/{id}/files/mkdir             csrf, dir, name
  *   POST /dashboard/sandboxes/{id}/files/delete            csrf, dir, path
- *   POST /dashboard/sandboxes/{id}/files/upload            multipart: csrf, dir, then file
+ *   POST /dashboard/sandboxes/{id}/files/upload            multipart: csrf, dir, then file (each once)
  *
  * A name typed or uploaded is one path component: no '/', not "." or "..".
  * The upload is read as it arrives by the server's multipart reader
@@ -212,24 +212,23 @@ void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, cons
 
 /* ---- the actions ---- */
 
-/* The viewer, and a 404 unless the sandbox is the viewer's; false after replying. */
-static bool own_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v)
+/*
+ * A Files form post's start: the viewer's own sandbox, the form (its token and
+ * origin checked), its dir field (NULL when absent). false after replying;
+ * *v and *f are then freed.
+ */
+static bool files_form(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, struct aas_form *f,
+                       const char **dir)
 {
-	saas_sandbox *sb = NULL;
-	int rc;
-
-	if (!aas_viewer_get(r, out, v, true))
+	if (!aas_dash_viewer_sandbox(r, out, v, NULL))
 		return false;
-	if ((rc = saas_sandbox_get(&sb, v->client, r->route_id)) == SAAS_OK) {
-		saas_sandbox_free(sb);
-		return true;
+	if (!aas_dash_form_ok(r, out, v, f)) {
+		aas_form_free(f);
+		aas_viewer_free(v);
+		return false;
 	}
-	if (rc == SAAS_ENOTFOUND || rc == SAAS_EINVAL)
-		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
-	else
-		aas_reply_saas(out, rc);
-	aas_viewer_free(v);
-	return false;
+	*dir = aas_form_get(f, "dir");
+	return true;
 }
 
 static void file_error(struct aas_req *r, struct aas_reply *out, const char *title, int rc)
@@ -245,11 +244,8 @@ void aas_h_dash_file_mkdir(struct aas_req *r, struct aas_reply *out)
 	char *path = NULL;
 	int rc;
 
-	if (!own_sandbox(r, out, &v))
+	if (!files_form(r, out, &v, &f, &dir))
 		return;
-	if (!aas_dash_form_ok(r, out, &v, &f))
-		goto out;
-	dir = aas_form_get(&f, "dir");
 	name = aas_form_get(&f, "name");
 	if (!dir || !*dir || !plain_name(name)) {
 		aas_reply_page_error(r, out, 400, "Cannot make the directory",
@@ -278,11 +274,8 @@ void aas_h_dash_file_delete(struct aas_req *r, struct aas_reply *out)
 	const char *dir, *path;
 	int rc;
 
-	if (!own_sandbox(r, out, &v))
+	if (!files_form(r, out, &v, &f, &dir))
 		return;
-	if (!aas_dash_form_ok(r, out, &v, &f))
-		goto out;
-	dir = aas_form_get(&f, "dir");
 	path = aas_form_get(&f, "path");
 	if (!path || !*path) {
 		aas_reply_page_error(r, out, 400, "Cannot delete", "The form names no path.");
@@ -315,7 +308,7 @@ void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
 		return;
 	}
-	if (!own_sandbox(r, out, v)) {
+	if (!aas_dash_viewer_sandbox(r, out, v, NULL)) {
 		free(v);
 		return;
 	}
@@ -390,7 +383,10 @@ static bool named(const struct aas_multipart_part *pt, const char *name)
 
 /*
  * A part begins: a text field (csrf, dir) to collect, or the one file, which
- * is written only when the token came before it and matched.
+ * is written only when the token came before it and matched. The fields come
+ * once each, before the file: a second dir, or any field after the file, is
+ * refused, so that where the file went and where the reply sends the browser
+ * are one directory whatever order a client sends.
  */
 static int part_begin(void *ud, const struct aas_multipart_part *pt)
 {
@@ -399,8 +395,13 @@ static int part_begin(void *ud, const struct aas_multipart_part *pt)
 	char filename[3 * SAAS_NAME_MAX + 1];
 
 	if (!pt->filename) {
+		if (u->file_seen)
+			return fail(u, 400, "The upload form's fields come before its file; this one came after it (the "
+			                    "file was written, to the directory named before it).");
 		if (!named(pt, "csrf") && !named(pt, "dir"))
 			return fail(u, 400, "The upload form has a field it does not know.");
+		if (named(pt, "dir") && u->dir)
+			return fail(u, 400, "The upload form names its directory once.");
 		u->part = named(pt, "csrf") ? PART_CSRF : PART_DIR;
 		u->field_len = 0;
 		return 0;
@@ -454,8 +455,7 @@ static int part_end(void *ud)
 	u->field[u->field_len] = '\0';
 	switch (u->part) {
 	case PART_CSRF: u->csrf_ok = aas_csrf_ok(u->field, u->v.csrf); break;
-	case PART_DIR:
-		free(u->dir);
+	case PART_DIR: /* once: part_begin refuses a second */
 		if (!(u->dir = strdup(u->field)))
 			return fail(u, 500, "Out of memory.");
 		break;
@@ -482,7 +482,7 @@ int aas_dash_upload_start(struct aas_req *r, struct aas_reply *out)
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
 		return -1;
 	}
-	if (!own_sandbox(r, out, &u->v)) {
+	if (!aas_dash_viewer_sandbox(r, out, &u->v, NULL)) {
 		free(u);
 		return -1;
 	}

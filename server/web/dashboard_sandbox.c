@@ -10,7 +10,9 @@
  *                                       every few seconds to redraw it
  *   GET /dashboard/sandboxes/{id}/executions/{eid}
  *                                       one execution: its command, how it ended and its output
- *                                       (so far, while it runs), as GET /v1/executions/{id} reads it
+ *                                       (so far, while it runs), as GET /v1/executions/{id} reads it;
+ *                                       while it runs, /static/execution.js fetches the page again
+ *                                       every few seconds to follow it, and a link reloads it
  *   GET /dashboard/sandboxes/{id}/pty   the terminal: the REST API's WebSocket (api/pty.c,
  *                                       the same bounds), opened by /static/terminal.js
  *
@@ -261,8 +263,6 @@ static void terminal_section(struct aas_html *h, const struct aas_viewer *v, con
 		                "<code>aas shell</code> opens one from the command line.</p></section>");
 		return;
 	}
-	/* xterm.js writes <style> elements of its own (struct aas_html says more). */
-	h->inline_styles = true;
 	/* The token goes in the WebSocket's URL (?csrf=): a handshake carries no form. */
 	aas_html_printf(h, "<link rel=\"stylesheet\" href=\"/static/viewer/xterm.css\">"
 	                   "<div class=\"terminal-bar\"><button type=\"button\" id=\"terminal-connect\" hidden>Connect"
@@ -345,15 +345,20 @@ out:
 	aas_viewer_free(&v);
 }
 
-/* The sandbox of the route, the viewer's; false after replying (404 for another account's). */
-static bool viewer_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, saas_sandbox **sb)
+bool aas_dash_viewer_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, saas_sandbox **sb)
 {
+	saas_sandbox *got = NULL;
 	int rc;
 
 	if (!aas_viewer_get(r, out, v, true))
 		return false;
-	if ((rc = saas_sandbox_get(sb, v->client, r->route_id)) == SAAS_OK)
+	if ((rc = saas_sandbox_get(&got, v->client, r->route_id)) == SAAS_OK) {
+		if (sb)
+			*sb = got;
+		else
+			saas_sandbox_free(got);
 		return true;
+	}
 	if (rc == SAAS_ENOTFOUND || rc == SAAS_EINVAL)
 		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
 	else
@@ -368,7 +373,7 @@ void aas_h_dash_sandbox_use(struct aas_req *r, struct aas_reply *out)
 	struct aas_viewer v;
 	saas_sandbox *sb = NULL;
 
-	if (!viewer_sandbox(r, out, &v, &sb))
+	if (!aas_dash_viewer_sandbox(r, out, &v, &sb))
 		return;
 	use_body(&h, &v, sb);
 	aas_reply_html(out, 200, &h);
@@ -424,7 +429,7 @@ void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
 	const char *seg = strrchr(r->path, '/') + 1; /* the route matched ".../executions/{eid}" */
 	int rc;
 
-	if (!viewer_sandbox(r, out, &v, &sb))
+	if (!aas_dash_viewer_sandbox(r, out, &v, &sb))
 		return;
 	/* Another account's, or another sandbox's: the same 404 as an unknown one. */
 	if (strlen(seg) >= sizeof(eid) || (rc = saas_execution_get(&e, v.client, seg)) == SAAS_ENOTFOUND ||
@@ -438,8 +443,10 @@ void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
 	aas_html_raw(&h, "<link rel=\"stylesheet\" href=\"/static/sandbox.css\">");
 	if (rc < 0)
 		goto end;
+	/* execution.js fetches this page again while it runs and puts its #execution-live in place of this one's. */
 	aas_html_printf(&h, "<nav class=\"breadcrumbs\" aria-label=\"Sandbox\"><a href=\"/dashboard/sandboxes/%s\">"
-	                    "Sandbox %s</a></nav><dl id=\"execution\" data-status=\"%s\"><dt>Command</dt><dd><code>",
+	                    "Sandbox %s</a></nav><div id=\"execution-live\"><dl id=\"execution\" data-status=\"%s\">"
+	                    "<dt>Command</dt><dd><code>",
 	                sb->id, sb->id, saas_exec_status_name(e->status));
 	aas_html_text(&h, e->command ? e->command : "");
 	aas_html_raw(&h, "</code></dd><dt>Status</dt><dd class=\"status\">");
@@ -454,11 +461,17 @@ void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
 		aas_html_printf(&h, "<dt>Finished</dt><dd>%s (%lld ms)</dd>", aas_dash_when(b2, e->finished_at_ms),
 		                (long long)e->duration_ms);
 	else
-		aas_html_raw(&h, "<dt>Finished</dt><dd>Still running: the output below is what it has written so far "
-		                 "(reload for more).</dd>");
+		aas_html_printf(&h, "<dt>Finished</dt><dd>Still running: the output below is what it has written so far "
+		                    "(<a id=\"execution-reload\" href=\"/dashboard/sandboxes/%s/executions/%s\">reload</a> "
+		                    "for more; with JavaScript the page follows it by itself).</dd>",
+		                sb->id, eid);
 	aas_html_raw(&h, "</dl>");
 	output_shown(&h, "stdout", e->stdout_data, e->stdout_len, e->stdout_total, e->stdout_truncated);
 	output_shown(&h, "stderr", e->stderr_data, e->stderr_len, e->stderr_total, e->stderr_truncated);
+	aas_html_raw(&h, "</div>");
+	if (e->status == SAAS_EXEC_RUNNING)
+		aas_html_raw(&h, "<p id=\"execution-follow\" class=\"note\" role=\"status\"></p>"
+		                 "<script src=\"/static/execution.js\" defer></script>");
 end:
 	aas_dash_end(out, &h, rc, 200);
 out:

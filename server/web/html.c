@@ -193,7 +193,8 @@ void aas_html_begin(struct aas_html *h, const struct aas_page *page)
 		                page->user_email, page->user_email, page->csrf);
 	} else if (!page->user_email) {
 		nav_link(h, page, "login", "/login", "Log in", "login");
-		nav_link(h, page, "signup", "/signup", "Sign up", "button small");
+		if (page->signup)
+			nav_link(h, page, "signup", "/signup", "Sign up", "button small");
 	}
 	aas_html_raw(h, "</div></header>");
 	if (page->tabs)
@@ -208,8 +209,6 @@ void aas_html_end(struct aas_html *h)
 
 void aas_reply_html(struct aas_reply *out, unsigned int status, struct aas_html *h)
 {
-	bool inline_styles = h->inline_styles;
-
 	if (h->failed || !h->buf) {
 		aas_html_free(h);
 		aas_reply_error(out, 500, "out_of_memory", "the page could not be written");
@@ -224,14 +223,10 @@ void aas_reply_html(struct aas_reply *out, unsigned int status, struct aas_html 
 	}
 	memset(h, 0, sizeof(*h));
 	MHD_add_response_header(out->response, "Content-Type", "text/html; charset=utf-8");
+	/* Every page the same, the sandbox's terminal included (terminal.js says how xterm.js keeps to it). */
 	MHD_add_response_header(out->response, "Content-Security-Policy",
-	                        inline_styles ? "default-src 'self'; script-src 'self'; style-src 'self'; "
-	                                        "style-src-elem 'self' 'unsafe-inline'; img-src 'self' data:; "
-	                                        "object-src 'none'; base-uri 'none'; form-action 'self'; "
-	                                        "frame-ancestors 'none'"
-	                                      : "default-src 'self'; script-src 'self'; style-src 'self'; img-src "
-	                                        "'self' data:; object-src 'none'; base-uri 'none'; form-action "
-	                                        "'self'; frame-ancestors 'none'");
+	                        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+	                        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
 	MHD_add_response_header(out->response, "X-Frame-Options", "DENY");
 	MHD_add_response_header(out->response, "Referrer-Policy", "same-origin");
 	aas_reply_common_headers(out->response);

@@ -23,13 +23,6 @@ struct aas_html {
 	char *buf;
 	size_t len, cap;
 	bool failed;
-	/*
-	 * The page lets in <style> elements its scripts make (style-src-elem
-	 * 'unsafe-inline'): only the sandbox's terminal sets it, as xterm.js 5
-	 * writes its sizes and colours so. Scripts stay 'self' alone, and every
-	 * page's text is escaped all the same.
-	 */
-	bool inline_styles;
 };
 
 /* Markup of our own, written as it is. Never pass text that came from a client or the store. */
@@ -50,14 +43,16 @@ struct aas_page {
 	const char *title;      /* <title> and <h1>; escaped */
 	const char *nav;        /* the current section: "home", "docs", "api", "limits", "security", "dashboard",
 	                           "login", "signup" */
-	const char *user_email; /* signed in as (NULL: nobody; the shell shows "Log in" and "Sign up") */
+	const char *user_email; /* signed in as (NULL: nobody; the shell shows "Log in", and "Sign up" if `signup`) */
 	const char *csrf;       /* the session's CSRF token, for the shell's log-out form (NULL: none) */
 	const char *tabs;       /* markup of ours between the header and <main> (the dashboard's tabs), or NULL */
+	bool signup;            /* this server takes sign-ups (open or by invite): offer "Sign up" to nobody */
 };
 
 /*
  * <!doctype html> ... <main>: the head, the header (the sections, then who is
- * signed in with "Log out", or "Log in" and "Sign up"), the tabs, and the title.
+ * signed in with "Log out", or "Log in" and, if sign-up is not closed, "Sign up"),
+ * the tabs, and the title.
  */
 void aas_html_begin(struct aas_html *h, const struct aas_page *page);
 /* </main> ... </html>: the footer and the end of the document. */

@@ -116,6 +116,8 @@ void aas_prelogin_cookie(struct aas_reply *out, const char *token);
 /* Take one log-in attempt for this address and e-mail; false after a 429 page. */
 bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email);
 const struct aas_config *aas_people_config(void);
+/* Does this server take sign-ups (open, or with an invite code)? The pages offer "Sign up" only then. */
+bool aas_signup_offered(void);
 saas_engine *aas_people_engine(void);
 
 /* ---- the dashboard's page shell and forms, for its files beside dashboard.c (keys.c, operator.c) ---- */
@@ -150,6 +152,12 @@ const char *aas_dash_when(char buf[40], int64_t ms);
 const char *aas_dash_span(char buf[40], int64_t ms);
 /* A sandbox's Extend and Destroy (`back`: they come back to its page). */
 void aas_dash_sandbox_actions(struct aas_html *h, const struct aas_viewer *v, const saas_sandbox *sb, bool back);
+/*
+ * The viewer (signed in, else a 303 to /login) and the route's sandbox, the
+ * viewer's own: into *sb, or freed when sb is NULL. false after replying
+ * (404 for another account's sandbox, as for an unknown one); *v is then freed.
+ */
+bool aas_dash_viewer_sandbox(struct aas_req *r, struct aas_reply *out, struct aas_viewer *v, saas_sandbox **sb);
 
 /* ---- the sandbox's files on its page (dashboard_files.c) ---- */
 

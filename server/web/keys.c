@@ -215,6 +215,8 @@ void aas_h_dash_key_revoke(struct aas_req *r, struct aas_reply *out)
 		aas_reply_saas(out, rc);
 		goto out;
 	}
+	/* Refused from its next request on, not after this server's key cache has run out. */
+	aas_auth_forget(k->account_id, k->prefix);
 	aas_reply_redirect(out, "/dashboard/keys");
 out:
 	saas_key_list_free(l);

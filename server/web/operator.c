@@ -196,6 +196,9 @@ void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out)
 		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot change the account", aas_tenant_message(rc, r->path));
 		goto out;
 	}
+	/* A disabled account's keys are refused from their next request on, here (keys.c's revoke does the same). */
+	if (d[0] == '1')
+		aas_auth_forget(r->route_id, NULL);
 	aas_reply_redirect(out, "/dashboard/operator");
 out:
 	aas_form_free(&f);

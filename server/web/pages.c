@@ -352,18 +352,21 @@ void aas_h_page_home(struct aas_req *r, struct aas_reply *out)
 		                 "<li><a href=\"/dashboard/usage\">Usage and billing</a><p>Your balance, spend per day, "
 		                 "and what each sandbox cost.</p></li></ul><h2>Guides</h2><ul class=\"cards\">");
 	else
-		aas_html_raw(&h, "<h2>Start here</h2><ul class=\"cards\">"
-		                 "<li><a href=\"/signup\">Sign up</a><p>Make an account with your email, when this server's "
-		                 "operator has opened sign-up.");
-	if (!signed_in && info && info->new_account_credit_usd_micro > 0)
-		aas_html_printf(&h, " New accounts start with $%s of credit, and no card.",
-		                usd(credit, info->new_account_credit_usd_micro));
+		aas_html_raw(&h, "<h2>Start here</h2><ul class=\"cards\">");
+	/* Sign-up closed: no way in offered but the log-in, and who makes accounts. */
+	if (!signed_in && aas_signup_offered()) {
+		aas_html_raw(&h, "<li><a href=\"/signup\">Sign up</a><p>Make an account with your email.");
+		if (info && info->new_account_credit_usd_micro > 0)
+			aas_html_printf(&h, " New accounts start with $%s of credit, and no card.",
+			                usd(credit, info->new_account_credit_usd_micro));
+		aas_html_raw(&h, "</p></li>");
+	}
 	if (!signed_in)
-		aas_html_raw(&h, "</p></li>"
-		                 "<li><a href=\"/login\">Log in</a><p>To your dashboard: API keys, sandboxes, usage and "
-		                 "balance.</p></li>"
-		                 "<li><a href=\"/dashboard/keys\">Dashboard → API keys</a><p>Make the key that every API "
-		                 "request and MCP client sends.</p></li>");
+		aas_html_printf(&h, "<li><a href=\"/login\">Log in</a><p>To your dashboard: API keys, sandboxes, usage and "
+		                    "balance.%s</p></li>"
+		                    "<li><a href=\"/dashboard/keys\">Dashboard → API keys</a><p>Make the key that every API "
+		                    "request and MCP client sends.</p></li>",
+		                aas_signup_offered() ? "" : " Sign-up is closed on this server: its operator makes accounts.");
 	aas_html_raw(&h, "<li><a href=\"/docs\">Quick start and guides</a><p>From a key to a sandbox running your "
 	                 "command, then the REST API, MCP, the command line and the C library.</p></li>"
 	                 "<li><a href=\"/docs/api\">API reference</a><p>Every operation, interactive, from "
@@ -628,45 +631,66 @@ static void request_limits(struct aas_html *h, const saas_limits *l)
 	limits_end(h);
 }
 
+/* A row whose bound is one figure: a count with the words after it, or a duration. */
+struct limit_row {
+	const char *what;     /* what it bounds */
+	bool seconds;         /* value is a duration in seconds, else a count */
+	int64_t value;
+	const char *after;    /* a count's words after it (markup), or "" */
+	const char *past;     /* what happens past it (markup) */
+};
+
+static void limit_rows(struct aas_html *h, const struct limit_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		row_open(h, rows[i].what);
+		if (rows[i].seconds) {
+			duration(h, rows[i].value);
+		} else {
+			aas_html_printf(h, "%lld", (long long)rows[i].value);
+			aas_html_raw(h, rows[i].after);
+		}
+		row_close(h, rows[i].past);
+	}
+}
+
 static void terminal_limits(struct aas_html *h)
 {
+	const struct limit_row rows[] = {
+		{ "A frame the terminal's client sends", false, config->pty_frame_max, " bytes",
+		  "closed with <code>1009</code>" },
+		{ "Silence both ways", true, config->pty_idle_timeout_s, "", "closed with <code>1001</code>" },
+		{ "A shell taking none of its input", true, config->pty_write_timeout_s, "", "closed with <code>1008</code>" },
+	};
+
 	limits_begin(h, "terminals", "Terminals");
 	row_open(h, "Terminals open at once");
 	aas_html_printf(h, "%u per sandbox, %u per account", config->pty_per_sandbox, config->pty_per_account);
 	row_close(h, TOO_MANY("pty_sessions"));
-	row_open(h, "A frame the terminal's client sends");
-	aas_html_printf(h, "%u bytes", config->pty_frame_max);
-	row_close(h, "closed with <code>1009</code>");
-	row_open(h, "Silence both ways");
-	duration(h, config->pty_idle_timeout_s);
-	row_close(h, "closed with <code>1001</code>");
-	row_open(h, "A shell taking none of its input");
-	duration(h, config->pty_write_timeout_s);
-	row_close(h, "closed with <code>1008</code>");
+	limit_rows(h, rows, sizeof(rows) / sizeof(rows[0]));
 	limits_end(h);
 }
 
 static void preview_limits(struct aas_html *h, const saas_engine_info *info)
 {
+	const struct limit_row rows[] = {
+		{ "Preview requests per second from one address", false, config->preview_rate, ", apart from the API's",
+		  TOO_MANY("preview_requests_per_address") },
+		{ "Previews served at once by this server", false, config->preview_connections, "",
+		  "<code>503 busy</code>, with <code>Retry-After: 1</code>" },
+		{ "The sandbox's server takes the connection within", true, config->preview_connect_timeout_s, "",
+		  "<code>504 timeout</code>" },
+		{ "... and sends its answer's head within", true, config->preview_first_byte_timeout_s, "",
+		  "<code>504 timeout</code>" },
+		{ "A body or WebSocket silent both ways", true, config->preview_idle_timeout_s, "",
+		  "closed (a body is cut short)" },
+	};
+
 	limits_begin(h, "previews", "Preview URLs");
 	row_open(h, "A port exposed from a sandbox is served at");
 	aas_html_printf(h, "<code>%s</code>", info->preview_url);
 	row_close(h, "an unknown name: <code>404</code>");
-	row_open(h, "Preview requests per second from one address");
-	aas_html_printf(h, "%u, apart from the API's", config->preview_rate);
-	row_close(h, TOO_MANY("preview_requests_per_address"));
-	row_open(h, "Previews served at once by this server");
-	aas_html_printf(h, "%u", config->preview_connections);
-	row_close(h, "<code>503 busy</code>, with <code>Retry-After: 1</code>");
-	row_open(h, "The sandbox's server takes the connection within");
-	duration(h, config->preview_connect_timeout_s);
-	row_close(h, "<code>504 timeout</code>");
-	row_open(h, "... and sends its answer's head within");
-	duration(h, config->preview_first_byte_timeout_s);
-	row_close(h, "<code>504 timeout</code>");
-	row_open(h, "A body or WebSocket silent both ways");
-	duration(h, config->preview_idle_timeout_s);
-	row_close(h, "closed (a body is cut short)");
+	limit_rows(h, rows, sizeof(rows) / sizeof(rows[0]));
 	limits_end(h);
 }
 

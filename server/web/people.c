@@ -164,6 +164,11 @@ const struct aas_config *aas_people_config(void)
 	return config;
 }
 
+bool aas_signup_offered(void)
+{
+	return config && config->signup != AAS_SIGNUP_CLOSED;
+}
+
 saas_engine *aas_people_engine(void)
 {
 	return engine;
@@ -393,6 +398,7 @@ void aas_viewer_page(const struct aas_viewer *v, struct aas_page *page, const ch
 	memset(page, 0, sizeof(*page));
 	page->title = title;
 	page->nav = nav;
+	page->signup = aas_signup_offered();
 	if (v && v->user) {
 		page->user_email = v->user->email;
 		page->csrf = v->csrf;

@@ -1,6 +1,7 @@
 // What the browser tests share: Chromium started by puppeteer-core, kept on
 // this machine (no request leaves loopback), a page that records its errors,
 // its CSP violations and every request off the server's origin, and checks.
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import puppeteer from 'puppeteer-core';
@@ -71,6 +72,53 @@ export async function newPage(browser) {
 
 export async function cspViolations(page) {
   return page.evaluate(() => window.__csp || []);
+}
+
+// The page's last document raised no CSP violation, and the page no error nor request elsewhere.
+export async function checkClean(page) {
+  const csp = await cspViolations(page);
+  check('no CSP violation', csp.length === 0, csp.join('; '));
+  check('no error, nothing fetched elsewhere', page.problems.length === 0, page.problems.join('; '));
+}
+
+export function curl(...args) {
+  return execFileSync('curl', ['-sS', ...args], { encoding: 'utf8' });
+}
+
+export const text = (page, sel) => page.$eval(sel, (e) => e.textContent.trim()).catch(() => null);
+
+// Fill the form's fields by typing, as a person does, and submit it: the navigation's response.
+export async function submit(page, form, fields) {
+  for (const [name, value] of Object.entries(fields)) {
+    const input = await page.$(`${form} [name="${name}"]`);
+    check(`${page.url()}: the form has a field "${name}"`, !!input);
+    if (!input) return null;
+    await input.click({ clickCount: 3 });
+    await input.type(value);
+  }
+  const [res] = await Promise.all([page.waitForNavigation(), page.click(`${form} [type="submit"]`)]);
+  return res;
+}
+
+// The tests that sign up need the server's sign-up open (the run script starts it so): fail early if not.
+export async function requireOpenSignup() {
+  const probe = await fetch(`${BASE}/signup`);
+  if (probe.status !== 200) {
+    console.log(`FAIL: /signup answered ${probe.status}: the server runs without open sign-up`);
+    process.exit(1);
+  }
+}
+
+// Sign up on /signup, then log in on /login (unless the sign-up already did), as a newcomer does.
+export async function signUpAndLogIn(page, email, password) {
+  await page.goto(`${BASE}/signup`);
+  let res = await submit(page, 'form[action="/signup"]', { email, password });
+  check('sign-up succeeds', res && res.status() < 400, res && String(res.status()));
+  await page.goto(`${BASE}/login`);
+  if (new URL(page.url()).pathname === '/login') {
+    res = await submit(page, 'form[action="/login"]', { email, password });
+    check('log-in succeeds', res && res.status() < 400, res && String(res.status()));
+  }
 }
 
 // axe-core's WCAG 2 A and AA rules (contrast included) over the page, but for

@@ -9,31 +9,13 @@
 // before its form posts to .../destroy),
 // GET/POST /dashboard/keys (field name; the new key in #new-key); every form
 // carries a hidden "csrf" field.
-import { execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { ARTIFACTS, BASE, axe, check, cspViolations, finish, keyboardReach, launch, newPage } from './harness.mjs';
+import {
+  ARTIFACTS, BASE, axe, check, checkClean, curl, finish, keyboardReach, launch, newPage, requireOpenSignup,
+  signUpAndLogIn, submit, text,
+} from './harness.mjs';
 
-const probe = await fetch(`${BASE}/signup`);
-if (probe.status !== 200) {
-  console.log(`FAIL: /signup answered ${probe.status}: the server runs without open sign-up`);
-  process.exit(1);
-}
-
-function curl(...args) {
-  return execFileSync('curl', ['-sS', ...args], { encoding: 'utf8' });
-}
-
-async function submit(page, form, fields) {
-  for (const [name, value] of Object.entries(fields)) {
-    const input = await page.$(`${form} [name="${name}"]`);
-    check(`${page.url()}: the form has a field "${name}"`, !!input);
-    if (!input) return null;
-    await input.click({ clickCount: 3 });
-    await input.type(value);
-  }
-  const [res] = await Promise.all([page.waitForNavigation(), page.click(`${form} [type="submit"]`)]);
-  return res;
-}
+await requireOpenSignup();
 
 // The dashboard's pages meet the same accessibility bar as the service's (test_pages.mjs).
 async function accessible(page, what) {
@@ -42,8 +24,6 @@ async function accessible(page, what) {
   const missing = await keyboardReach(page);
   check(`${what}: Tab reaches every link and control`, missing.length === 0, missing.join('; '));
 }
-
-const text = (page, sel) => page.$eval(sel, (e) => e.textContent.trim()).catch(() => null);
 
 const email = `person-${process.pid}@example.test`, password = 'a long enough passphrase 42';
 const browser = await launch();
@@ -55,13 +35,7 @@ try {
   check('every form carries a csrf field', (await page.$$('form')).length === (await page.$$('form input[type=hidden][name=csrf]')).length);
   await page.screenshot({ path: `${ARTIFACTS}/signup.png`, fullPage: true });
   await accessible(page, '/signup');
-  let res = await submit(page, 'form[action="/signup"]', { email, password });
-  check('sign-up succeeds', res && res.status() < 400, res && String(res.status()));
-  await page.goto(`${BASE}/login`);
-  if (new URL(page.url()).pathname === '/login') {
-    res = await submit(page, 'form[action="/login"]', { email, password });
-    check('log-in succeeds', res && res.status() < 400, res && String(res.status()));
-  }
+  await signUpAndLogIn(page, email, password);
   await page.goto(`${BASE}/dashboard`);
   check('the dashboard is shown once logged in', new URL(page.url()).pathname === '/dashboard');
   const balanceBefore = await text(page, '#balance');
@@ -71,7 +45,7 @@ try {
 
   // A key, made on the page and used with curl.
   await page.goto(`${BASE}/dashboard/keys`);
-  res = await submit(page, 'form[action="/dashboard/keys"]', { name: 'browser test' });
+  let res = await submit(page, 'form[action="/dashboard/keys"]', { name: 'browser test' });
   const key = await text(page, '#new-key');
   check('the new key is shown once', /^aas_sk_/.test(key || ''), key);
   await page.screenshot({ path: `${ARTIFACTS}/dashboard-keys.png`, fullPage: true });
@@ -162,9 +136,7 @@ try {
   await page.goto(`${BASE}/dashboard`);
   check('after log-out the dashboard needs a log-in', new URL(page.url()).pathname === '/login' ||
     (await page.evaluate(() => document.title)).toLowerCase().includes('log in'));
-  const csp = await cspViolations(page);
-  check('no CSP violation', csp.length === 0, csp.join('; '));
-  check('no error, nothing fetched elsewhere', page.problems.length === 0, page.problems.join('; '));
+  await checkClean(page);
 } finally {
   await browser.close();
 }

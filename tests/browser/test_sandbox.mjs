@@ -13,30 +13,15 @@
 // form.file-upload, form.file-mkdir and a form.file-delete per entry;
 // #use-live holds the charts (#cpu-chart, #memory-chart) and gets
 // data-refreshed each time use.js redraws them.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { ARTIFACTS, BASE, axe, check, cspViolations, finish, launch, newPage } from './harness.mjs';
-
-function curl(...args) {
-  return execFileSync('curl', ['-sS', ...args], { encoding: 'utf8' });
-}
-
-async function submit(page, form, fields) {
-  for (const [name, value] of Object.entries(fields)) {
-    const input = await page.$(`${form} [name="${name}"]`);
-    check(`${page.url()}: the form has a field "${name}"`, !!input);
-    if (!input) return null;
-    await input.click({ clickCount: 3 });
-    await input.type(value);
-  }
-  const [res] = await Promise.all([page.waitForNavigation(), page.click(`${form} [type="submit"]`)]);
-  return res;
-}
+import {
+  ARTIFACTS, BASE, axe, check, checkClean, cspViolations, curl, finish, launch, newPage, signUpAndLogIn, submit,
+  text,
+} from './harness.mjs';
 
 const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
-const text = (page, sel) => page.$eval(sel, (e) => e.textContent.trim()).catch(() => null);
 // What the terminal shows (its whole buffer), through xterm.js's own selection.
 const screen = (page) => page.evaluate(() => {
   const t = document.getElementById('terminal').xterm;
@@ -61,10 +46,7 @@ const browser = await launch();
 try {
   const page = await newPage(browser);
   page.on('dialog', (d) => d.accept());
-  await page.goto(`${BASE}/signup`);
-  await submit(page, 'form[action="/signup"]', { email, password });
-  await page.goto(`${BASE}/login`);
-  if (new URL(page.url()).pathname === '/login') await submit(page, 'form[action="/login"]', { email, password });
+  await signUpAndLogIn(page, email, password);
   await page.goto(`${BASE}/dashboard/keys`);
   await submit(page, 'form[action="/dashboard/keys"]', { name: 'sandbox test' });
   const key = await text(page, '#new-key');
@@ -72,7 +54,12 @@ try {
     '-H', 'Content-Type: application/json', '-d', '{}', `${BASE}/v1/sandboxes`));
   check('a sandbox through the API', !!sb.id, JSON.stringify(sb));
   const url = `${BASE}/dashboard/sandboxes/${sb.id}`;
-  await page.goto(url);
+  const first = await page.goto(url);
+  // Every page's policy, this one too: xterm.js's styles are adopted sheets (terminal.js).
+  const policy = first.headers()['content-security-policy'] || '';
+  check('the sandbox page sends a CSP with style-src \'self\'', /(^|; )style-src 'self'(;|$)/.test(policy), policy);
+  check('... and nothing unsafe-inline in it', !policy.includes('unsafe-inline') && !policy.includes('style-src-elem'),
+    policy);
 
   // The terminal: connect, type, read back.
   const available = !!(await page.$('#terminal'));
@@ -88,6 +75,28 @@ try {
     await waitFor('typed `echo hi` comes back on the screen', async () => (await screen(page)).includes('echo hi'));
     // The command's output, on its own line under the typed one (not the echo of what was typed).
     await waitFor('`echo hi` prints hi on a line of its own', async () => /^hi[ ]*$/m.test(await screen(page)));
+    // xterm.js's theme and sizes apply (its rules are there: the rows' spans are inline blocks),
+    // and a 24-bit colour (a style on the cell's span) shows, all without a CSP violation.
+    const looks = await page.evaluate(() => new Promise((done) => {
+      const t = document.getElementById('terminal').xterm;
+      t.write('\x1b[38;2;255;0;0mRED\x1b[0m\r\n', () => requestAnimationFrame(() => requestAnimationFrame(() => {
+        const spans = [...document.querySelectorAll('#terminal .xterm-rows span')];
+        const red = spans.find((s) => s.textContent === 'RED');
+        done({
+          styles: document.querySelectorAll('#terminal style').length,
+          sheets: document.adoptedStyleSheets.length,
+          display: spans.length ? getComputedStyle(spans[0]).display : null,
+          red: red ? getComputedStyle(red).color : null,
+        });
+      })));
+    }));
+    check('xterm.js makes no <style> element', looks.styles === 0, JSON.stringify(looks));
+    check('... its rules are adopted sheets that apply', looks.sheets >= 2 && looks.display === 'inline-block',
+      JSON.stringify(looks));
+    check('a 24-bit colour shows', looks.red === 'rgb(255, 0, 0)', JSON.stringify(looks));
+    const violations = await cspViolations(page);
+    check('the terminal raises no CSP violation', violations.length === 0, violations.join('; '));
+    check('... and no error', page.problems.length === 0, page.problems.join('; '));
   }
 
   // Upload with the form, then see it listed.
@@ -205,9 +214,22 @@ try {
     await page.screenshot({ path: `${ARTIFACTS}/sandbox-execution.png`, fullPage: true });
   }
 
-  const csp = await cspViolations(page);
-  check('no CSP violation', csp.length === 0, csp.join('; '));
-  check('no error, nothing fetched elsewhere', page.problems.length === 0, page.problems.join('; '));
+  // A running execution's page follows it (execution.js) without a reload, and stops when it ends.
+  const tick = JSON.parse(curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`, '-H',
+    'Content-Type: application/json', '-d', '{"command":"tick","background":true}', `${BASE}/v1/sandboxes/${sb.id}/exec`));
+  await page.goto(`${url}/executions/${tick.execution_id}`);
+  await waitFor('the running execution\'s page shows its output so far', async () => (await text(page, '#stdout')) === 'tick');
+  check('... says it runs', (await page.$eval('#execution', (e) => e.dataset.status).catch(() => null)) === 'running');
+  check('... and that it follows it', /updates every 2 s/.test(await text(page, '#execution-follow') || ''));
+  await page.evaluate(() => { window.__notReloaded = true; });
+  curl('-X', 'POST', '-H', `Authorization: Bearer ${key}`, `${BASE}/v1/executions/${tick.execution_id}/cancel`);
+  const ended = await waitFor('the page sees the command end by itself', () =>
+    page.$eval('#execution', (e) => e.dataset.status).then((s) => (s !== 'running' ? s : null)).catch(() => null));
+  check('... without a reload', await page.evaluate(() => window.__notReloaded === true));
+  check('... and says so', /has ended/.test(await text(page, '#execution-follow') || ''), ended);
+  check('... its output is still there', (await text(page, '#stdout')) === 'tick');
+
+  await checkClean(page);
 } finally {
   await browser.close();
 }

@@ -161,6 +161,13 @@ def test_closed():
     b = Browser(s)
     r = b.req("GET", "/signup")
     check("closed: the sign-up page says so", r.status == 200 and 'id="signup-closed"' in r.text, r.text[:300])
+    for path in ("/", "/login", "/signup", "/docs", "/security"):
+        r = b.req("GET", path)
+        header = "".join(re.findall(r"<header.*?</header>", r.text, re.S))
+        check(f"closed: {path} offers no Sign up", r.status == 200 and 'href="/signup"' not in r.text and
+              "Sign up" not in header and 'href="/login"' in header, header)
+    check("closed: the home page says who makes accounts", "Sign-up is closed on this server" in
+          b.req("GET", "/").text)
     r = b.signup("a@example.org")
     check("closed: sign-up refused", r.status == 403, r.status)
     r = b.req("GET", "/dashboard")
@@ -218,6 +225,11 @@ def test_invite():
     b = Browser(s)
     r = b.req("GET", "/signup")
     check("invite: the form asks for a code", 'id="invite"' in r.text)
+    for path in ("/", "/login", "/docs"):
+        r = b.req("GET", path)
+        check(f"invite: {path}'s header offers Sign up", re.search(
+            r'<header.*<a href="/signup" class="button small">Sign up</a>.*</header>', r.text, re.S) is not None,
+            re.findall(r"<header.*?</header>", r.text, re.S))
     r = b.signup("b@example.org")
     check("invite: no code refused", r.status == 403, r.status)
     r = b.signup("b@example.org", invite="aas_inv_madeup")
@@ -239,6 +251,10 @@ def test_invite():
 def test_open():
     s = Server("open", "--signup", "open", "--login-attempts", "4")
     b = Browser(s)
+    r = b.req("GET", "/")
+    check("open: the header and the home page offer Sign up", re.search(
+        r'<header.*<a href="/signup" class="button small">Sign up</a>.*</header>', r.text, re.S) is not None and
+        r.text.count('href="/signup"') == 2 and "Sign-up is closed" not in r.text, r.text[:2000])
     r = b.signup("d@example.org", password="short")
     check("a short password is refused", r.status == 400 and 'id="error"' in r.text, r.status)
     r = b.signup("d@example.org")
@@ -506,6 +522,38 @@ def test_open():
     s.stop()
 
 
+def test_revoked_at_once():
+    """This server's key cache trusts a checked key for --key-cache-ttl; the page's Revoke and Disable end that now."""
+    s = Server("cache", "--signup", "open", "--key-cache-ttl", "3600")
+    b = Browser(s)
+    b.join("k@example.org")
+    keys = {}
+    for name in ("kept", "gone"):
+        r = b.post("/dashboard/keys", {"name": name})
+        m = re.search(r'<output id="new-key">(aas_sk_[A-Za-z0-9]+)</output>', r.text)
+        keys[name] = m.group(1) if m else "none"
+    for name, key in keys.items():
+        check(f"cache: the key {name} works (and is cached for an hour)", api(s, "GET", "/v1/account", key).status == 200)
+    kid = re.search(r'<tr id="key-(key-[a-z0-9]+)"><td data-label="Name">gone</td>', b.req("GET", "/dashboard/keys").text)
+    r = b.post(f"/dashboard/keys/{kid.group(1) if kid else 'key-none'}/revoke", {}, token_from="/dashboard/keys")
+    check("cache: revoke on the page", r.status == 303, r.status)
+    r = api(s, "GET", "/v1/account", keys["gone"])
+    check("cache: the revoked key is refused at once, not after the cache's hour", r.status == 401, r.status)
+    r = api(s, "GET", "/v1/account", keys["kept"])
+    check("cache: the account's other key still works", r.status == 200, r.status)
+    acc = re.search(r'"id":"(acc-[a-z0-9]+)"', r.text)
+    out = s.admin("user", "create", "--email", "root@example.org", "--operator", stdin="operator password 1\n")
+    check("cache: an operator", out.returncode == 0, out.stderr)
+    op = Browser(s)
+    op.login("root@example.org", "operator password 1")
+    r = op.post(f"/dashboard/operator/accounts/{acc.group(1) if acc else 'acc-none'}/disable", {"disabled": "1"},
+                token_from="/dashboard/operator")
+    check("cache: the operator disables the account", r.status == 303, r.status)
+    r = api(s, "GET", "/v1/account", keys["kept"])
+    check("cache: a disabled account's key is refused at once", r.status == 401, r.status)
+    s.stop()
+
+
 def test_secure():
     s = Server("secure", "--signup", "open", "--secure-cookies", "on")
     b = Browser(s)
@@ -642,6 +690,7 @@ try:
     test_closed()
     test_invite()
     test_open()
+    test_revoked_at_once()
     test_secure()
     test_approval()
     test_hash_flood()

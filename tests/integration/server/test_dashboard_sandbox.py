@@ -223,6 +223,10 @@ def main():
     check("the terminal is there, or the page says it is unavailable",
           ('id="terminal"' in r.text and f'data-ws="{page}/pty"' in r.text) or 'id="terminal-unavailable"' in r.text)
     check("no inline script", re.search(r"<script(?![^>]*\bsrc=)", r.text) is None)
+    home = a.req("GET", "/dashboard").getheader("Content-Security-Policy")
+    check("the page's CSP is every page's: no inline style, even for its terminal",
+          r.getheader("Content-Security-Policy") == home and "unsafe-inline" not in home and "style-src 'self';" in home,
+          (r.getheader("Content-Security-Policy"), home))
     csrf = a.csrf(page)
     zcsrf = z.csrf("/dashboard")
 
@@ -266,6 +270,21 @@ def main():
         check(f"upload of the file name {bad!r}: 400", r.status == 400, r.status)
     r = api(s, "GET", "/v1/sandboxes/%s/files?path=/evil" % sid, akey)
     check("... and nothing was written outside", r.status == 404, r.status)
+    # Where the file goes and where the reply sends the browser are one directory, whatever the order.
+    r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("dir", b"/tmp", None),
+                        ("file", b"x", "twice.bin")])
+    check("upload naming its directory twice: 400", r.status == 400 and "names its directory once" in r.text,
+          (r.status, r.text[-300:]))
+    for where in ("/workspace/twice.bin", "/tmp/twice.bin"):
+        check(f"... and nothing written ({where})", api(s, "GET", f"/v1/sandboxes/{sid}/files?path={where}",
+                                                        akey).status == 404)
+    r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("file", b"y", "late.bin"),
+                        ("dir", b"/tmp", None)])
+    check("upload with a dir after its file: 400, saying where the file went",
+          r.status == 400 and "came after it" in r.text and r.getheader("Location") is None, (r.status, r.text[-300:]))
+    check("... the file is in the directory named before it", api(s, "GET", f"/v1/sandboxes/{sid}/files?path=/workspace/"
+                                                                  "late.bin", akey).raw_body == b"y")
+    api(s, "DELETE", f"/v1/sandboxes/{sid}/files?path=/workspace/late.bin", akey)
     r = a.req("POST", f"{page}/files/upload", body=b"csrf=" + csrf.encode(),
               headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": s.origin})
     check("upload of another media type: 415", r.status == 415, r.status)
@@ -353,6 +372,8 @@ def main():
     check("it says how the command ended", 'data-status="exited"' in r.text and
           '<dd class="exit-code">0</dd>' in r.text and 'id="no-stderr"' in r.text, r.text[-1500:])
     check("no inline script on it", re.search(r"<script(?![^>]*\bsrc=)", r.text) is None)
+    check("an ended one neither follows nor offers to reload", "execution.js" not in r.text and
+          'id="execution-reload"' not in r.text and 'id="execution-live"' in r.text)
     r = api(s, "POST", f"/v1/sandboxes/{sid}/exec", akey, {"command": "spew 70000"})
     big = json.loads(r.raw_body).get("execution_id", "")
     r = a.req("GET", f"{page}/executions/{big}")
@@ -371,9 +392,21 @@ def main():
         time.sleep(0.05)
     check("a running one shows what it has so far", 'data-status="running"' in body and "tick\n</pre>" in body and
           "Still running" in body, body[-800:])
+    check("... follows it with a script, and a link reloads it without one",
+          '<script src="/static/execution.js" defer></script>' in body and 'id="execution-live"' in body and
+          f'<a id="execution-reload" href="{page}/executions/{run}">reload</a>' in body, body[-800:])
+    r = a.req("GET", "/static/execution.js")
+    check("the script is served", r.status == 200 and "execution-live" in r.text, r.status)
     r = a.req("GET", page)
     check("the running table links to it", f'href="{page}/executions/{run}"' in r.text)
     api(s, "POST", f"/v1/executions/{run}/cancel", akey)
+    for _ in range(100):
+        body = a.req("GET", f"{page}/executions/{run}").text
+        if 'data-status="running"' not in body:
+            break
+        time.sleep(0.05)
+    check("once it has ended, its page stops following it", 'data-status="running"' not in body and
+          "execution.js" not in body, body[-800:])
     for bad in ("exe-nope", "x" * 300, "%2e%2e"):
         r = a.req("GET", f"{page}/executions/{bad}")
         check(f"the execution {bad[:10]!r}: 404", r.status == 404, r.status)

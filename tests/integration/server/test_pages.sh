@@ -12,8 +12,9 @@ SERVER=$1
 mkdir -p "${WORK}/viewer"
 echo secret >"${WORK}/viewer/package.json"
 # A few limits away from their defaults: /docs/limits shows the configuration the server runs with.
+# Sign-up open, as a newcomer's server has it: the pages offer it (closed, they do not: server.dashboard).
 start_server "$SERVER" --docs-viewer "${WORK}/viewer" --max-sandboxes 7 --max-transfers 3 \
-	--preview-requests-per-second 55 --pty-per-sandbox 2
+	--preview-requests-per-second 55 --pty-per-sandbox 2 --signup open
 
 for p in / /docs /docs/rest /docs/mcp /docs/c-api /docs/api /docs/limits /docs/pages /security; do
 	req GET "$p"
