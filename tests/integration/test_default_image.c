@@ -325,9 +325,11 @@ static void expect_png(const char *stream)
  */
 static void expect_code_warm(const char *id)
 {
-	char *out;
+	char *out, *url = NULL;
 
 	assert_true(logged("^template ", "the code server on port 49999 is warm"));
+	check(saas_port_expose(&url, client, id, 49999, 0), "expose the code server's port");
+	saas_free(url);
 	out = code_execute(id, "{\"code\": \"import sys\\nall(m in sys.modules for m in ('numpy', 'pandas', "
 	                       "'matplotlib.pyplot'))\"}");
 	if (!strstr(out, "\"text\": \"True\"") || !strstr(out, "\"is_main_result\": true"))
