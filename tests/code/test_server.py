@@ -28,6 +28,12 @@ MAX_RESULT = 300000
 MAX_CONTEXTS = 4
 
 
+def die_with_test():
+    """The server gets SIGKILL if this test ends without its tearDown (a timeout); its kernels go with it."""
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -46,7 +52,7 @@ class CodeServer(unittest.TestCase):
             [sys.executable, SERVER, "--listen", f"127.0.0.1:{cls.port}", "--cwd", cls.cwd,
              "--runtime-dir", os.path.join(cls.tmp, "run"), "--max-output", str(MAX_OUTPUT),
              "--max-result", str(MAX_RESULT), "--max-contexts", str(MAX_CONTEXTS)],
-            stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_test)
         deadline = time.monotonic() + 180
         while True:
             try:
