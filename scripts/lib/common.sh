@@ -14,9 +14,11 @@ SAAS_BUILD_PACKAGES=(
 # threaded process. Under clang 14's, a child forked while another thread was
 # in malloc could hang forever in its own malloc, and the create with it.
 SAAS_TEST_PACKAGES=(postgresql valgrind curl jq python3-jsonschema openssh-server openssh-client clang-19 libclang-rt-19-dev
-	dnsmasq-base chromium tmux libnss-myhostname) # dnsmasq: vm.egress's upstream resolver, inside a network namespace of the test's;
+	dnsmasq-base chromium tmux libnss-myhostname
+	python3-ipykernel python3-jupyter-client python3-matplotlib python3-pandas) # dnsmasq: vm.egress's upstream resolver, inside a network namespace of the test's;
 	# chromium: the browser tests; tmux: the real terminal server.pty and vm.pty drive `aas shell` in;
-	# libnss-myhostname: scripts.quickstart resolves a preview's NAME.localhost as the quick start makes it
+	# libnss-myhostname: scripts.quickstart resolves a preview's NAME.localhost as the quick start makes it;
+	# python3-ipykernel ... python3-pandas: code.server runs the guest's code server and its kernels here
 # The benchmarks' load generator and helpers (bench/server-bench, bench/soak).
 SAAS_BENCH_PACKAGES=(wrk jq curl iproute2)
 # Running sandboxes and building guest images.

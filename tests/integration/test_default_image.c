@@ -5,7 +5,8 @@
  *
  * What the seeds promise is checked by version (Python >= 3.13, Node.js 22,
  * npm), and installing as the sandbox user works from packages made in the
- * test itself (a wheel, an npm tarball: no network needed). The docs'
+ * test itself (a wheel, an npm tarball: no network needed). A clone's code
+ * server (images/guest/aas-code) is warm and answers E2B's /execute. The docs'
  * background server, `python3 -m http.server 8000 &`, is started first and
  * asked a minute later, after the other tests have run in that minute.
  *
@@ -246,6 +247,105 @@ static void test_user_installs(void **state)
 }
 
 /*
+ * POST /execute to the code server of sandbox id (port 49999 in the guest,
+ * through the engine's port channel) with the JSON body; its NDJSON stream
+ * (the server ends the connection after it) into a malloc'd string.
+ */
+static char *code_execute(const char *id, const char *body)
+{
+	size_t size = 4 << 20, got = 0;
+	char *buf = malloc(size), head[256];
+	int fd = -1;
+
+	assert_non_null(buf);
+	check(saas_port_connect(&fd, client, id, 49999), "port connect to the code server");
+	snprintf(head, sizeof(head), "POST /execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+	         "Content-Length: %zu\r\n\r\n", strlen(body));
+	assert_int_equal(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+	assert_int_equal(send(fd, body, strlen(body), MSG_NOSIGNAL), (ssize_t)strlen(body));
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+		if (poll(&p, 1, 120000) <= 0)
+			break;
+		n = recv(fd, buf + got, size - 1 - got, 0);
+		if (n <= 0 || (got += (size_t)n) >= size - 1)
+			break;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return buf;
+}
+
+/* The value of base64 digit c (-1: not one). */
+static int b64(char c)
+{
+	static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p = c ? strchr(digits, c) : NULL;
+
+	return p ? (int)(p - digits) : -1;
+}
+
+/*
+ * A chart drawn in a clone arrives as a PNG: the "png" of its result
+ * decodes to the PNG signature and an IHDR chunk of a sane size.
+ */
+static void expect_png(const char *stream)
+{
+	static const unsigned char sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	const char *p = strstr(stream, "\"png\": \"");
+	unsigned char bin[33];
+	unsigned int w, h;
+
+	if (!p)
+		fail_msg("no png in the chart's run: %.300s", stream);
+	p += strlen("\"png\": \"");
+	for (size_t i = 0; i < 44; i += 4) {   /* 44 base64 digits: the first 33 bytes */
+		int v[4];
+		for (int k = 0; k < 4; k++)
+			if ((v[k] = b64(p[i + k])) < 0)
+				fail_msg("the png is not base64: %.60s", p);
+		bin[i / 4 * 3] = (unsigned char)(v[0] << 2 | v[1] >> 4);
+		bin[i / 4 * 3 + 1] = (unsigned char)(v[1] << 4 | v[2] >> 2);
+		bin[i / 4 * 3 + 2] = (unsigned char)(v[2] << 6 | v[3]);
+	}
+	assert_memory_equal(bin, sig, sizeof(sig));
+	assert_memory_equal(bin + 12, "IHDR", 4);
+	w = (unsigned int)bin[16] << 24 | (unsigned int)bin[17] << 16 | (unsigned int)bin[18] << 8 | bin[19];
+	h = (unsigned int)bin[20] << 24 | (unsigned int)bin[21] << 16 | (unsigned int)bin[22] << 8 | bin[23];
+	if (w < 100 || w > 10000 || h < 100 || h > 10000)
+		fail_msg("the chart is %ux%u pixels", w, h);
+}
+
+/*
+ * A clone's code server is warm: its template was saved only once the
+ * server's default Python context had numpy, pandas and matplotlib imported
+ * (the log says so), so the clone's first run finds them loaded already,
+ * without importing anything; 1+1 is "2" and a chart comes back as a PNG.
+ */
+static void expect_code_warm(const char *id)
+{
+	char *out, *url = NULL;
+
+	assert_true(logged("^template ", "the code server on port 49999 is warm"));
+	check(saas_port_expose(&url, client, id, 49999, 0), "expose the code server's port");
+	saas_free(url);
+	out = code_execute(id, "{\"code\": \"import sys\\nall(m in sys.modules for m in ('numpy', 'pandas', "
+	                       "'matplotlib.pyplot'))\"}");
+	if (!strstr(out, "\"text\": \"True\"") || !strstr(out, "\"is_main_result\": true"))
+		fail_msg("the clone's kernel is not warm: %.500s", out);
+	free(out);
+	out = code_execute(id, "{\"code\": \"1+1\"}");
+	if (!strstr(out, "{\"type\": \"result\", \"text\": \"2\", \"is_main_result\": true}") ||
+	    !strstr(out, "{\"type\": \"end_of_execution\"}"))
+		fail_msg("1+1 in the clone's code server: %.500s", out);
+	free(out);
+	out = code_execute(id, "{\"code\": \"import matplotlib.pyplot as plt\\nplt.plot([1, 3, 2])\\nplt.show()\"}");
+	expect_png(out);
+	free(out);
+}
+
+/*
  * Clones of the default image (a disk image): the template's frozen disk is
  * each clone's base, so what one clone writes must never show in another,
  * and the installed stack must work in a restored guest.
@@ -294,6 +394,7 @@ static void test_clones(void **state)
 	expect_in(c[1]->id, "echo second > /workspace/mine && cat /workspace/mine", "second");
 	expect_in(c[0]->id, "cat /workspace/mine", "first");
 	expect_in(c[1]->id, "python3 -c 'import numpy, pandas; print(\"stack-ok\")'", "stack-ok");
+	expect_code_warm(c[0]->id);
 	expect_in(c[1]->id, "df -BG --output=size / | tail -1 | tr -d ' G'", NULL);
 	for (int i = 0; i < 2; i++) {
 		check(saas_sandbox_destroy(NULL, client, c[i]->id, 0), "destroy a clone");

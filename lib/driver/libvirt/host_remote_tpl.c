@@ -467,7 +467,7 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	l.im = im;
 	l.host_key = host_key;
 	l.vol = stem;                    /* its overlay is the template's disk, STEM.qcow2 */
-	if ((rc = saas__lv_boot_cold(&l)) < 0)
+	if ((rc = saas__lv_boot_cold(&l)) < 0 || (rc = saas__lv_template_code_wait(d, l.ssh, im, job->key)) < 0)
 		goto out;
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;

@@ -310,6 +310,11 @@ static int image_load(struct drv *d, const char *name, struct image **out)
 	/* An image built before the control port has none: its clones get their fix-ups over SSH. */
 	s = json_string_value(json_object_get(root, "control_port"));
 	im->control = s && strcmp(s, CONTROL_PORT_NAME) == 0;
+	/* An image with a code server: its templates are saved with the server warm (template_code.c). */
+	{
+		json_int_t port = json_integer_value(json_object_get(root, "code_port"));
+		im->code_port = port > 0 && port < 65536 ? (unsigned int)port : 0;
+	}
 	/* A rebuilt image must never restore an old template: key them by the recipe (or, lacking one, the build). */
 	if ((s = json_string_value(json_object_get(root, "recipe_hash"))) ||
 	    (s = json_string_value(json_object_get(root, "built_at"))))

@@ -130,6 +130,7 @@ struct stat;
 #define TEMPLATE_RETRY_MS (5 * 60 * 1000)  /* a template that failed is built again after this */
 #define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
 #define TEMPLATE_WARM_TIMEOUT_MS 30000     /* its one command as the sandbox user, before the save */
+#define TEMPLATE_CODE_TIMEOUT_MS 300000    /* an image's code server warm (GET /health 200), before the save */
 #define SPARES_DEFAULT 1                   /* spares=N: clones' QEMUs started ahead (spare.c) */
 #define SPARES_MAX 16
 #define SPARE_HOLD_MS 2000                 /* no spare made this soon after a create */
@@ -218,6 +219,7 @@ struct image {
 	char *host_kernel, *host_initrd, *host_disk;
 	unsigned int min_memory_mib;
 	bool control;                    /* its guest serves the control port (manifest "control_port", lib/transport/control.h) */
+	unsigned int code_port;          /* its guest's code server listens there (manifest "code_port"); 0: none */
 	struct timespec mtime;           /* of the manifest, to notice rebuilds */
 	struct image *next;
 };

@@ -394,6 +394,9 @@ static int template_build(struct tmpl_job *job)
 	/* And once over the control port, where a clone's first commands go: the helper's way to the shell. */
 	if ((rc = abandoned(d)) < 0)
 		goto out;
+	/* An image with a code server: its clones start with its default kernel warm, or there is no template. */
+	if ((rc = saas__lv_template_code_wait(d, l.ssh, im, job->s.key)) < 0 || (rc = abandoned(d)) < 0)
+		goto out;
 	if (l.control && d->control_port && d->control_exec)
 		template_warm_port(d, &l, job->s.key);
 	/* The engine's session must not live on in every clone, half open. */

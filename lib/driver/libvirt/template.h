@@ -22,6 +22,14 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key);
 const char *saas__lv_template_request_locked(struct drv *d, struct tmpl *t, const saas_vm_spec *spec,
                                              const struct image *im, int *level);
 void saas__lv_template_break(struct drv *d, const char *key);
+/*
+ * An image with a code server (im->code_port): wait, at most
+ * TEMPLATE_CODE_TIMEOUT_MS, until the server in the template VM at the other
+ * end of ssh answers GET /health with 200 (template_code.c). SAAS_OK at once
+ * for an image without one; SAAS_ETIMEOUT with the reason when it never
+ * does, so that no template with a cold kernel is saved.
+ */
+int saas__lv_template_code_wait(struct drv *d, saas__ssh *ssh, const struct image *im, const char *key);
 /* Remote: the template of key found complete on the host, at stem (NULL: not there after all, look again). */
 void saas__lv_template_vmhost_ready(struct drv *d, const char *key, const char *stem);
 /*

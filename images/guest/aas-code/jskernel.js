@@ -1,0 +1,151 @@
+// jskernel.js: the JavaScript kernel of aas-code, one Node.js process per context (started by aas-code).
+//
+// Requests come one JSON object per line on stdin: {"id", "code", "env"}.
+// Replies go one JSON object per line to the descriptor named by
+// AAS_CODE_REPLY_FD (a pipe of aas-code's), never to stdout, which belongs
+// to the user's code like stderr (what child processes write there is read by
+// aas-code too): {"id", "type": "stream", "name": "stdout"|"stderr", "text"},
+// {"id", "type": "result", "text"}, {"id", "type": "error", "name", "value",
+// "traceback"}, {"id", "type": "done"}.
+//
+// Code runs in this process's global context (vm.runInThisContext), so
+// variables, functions and `let`/`const` declarations live on from one run to
+// the next; the completion value of the script (its last expression) is the
+// result, shown with util.inspect, awaited first when it is a promise. Code
+// with a top-level `await` runs as the body of an async function: its
+// declarations stay local to that run and its result is what it returns.
+// SIGINT interrupts a run (vm's breakOnSigint for synchronous code; a
+// pending promise is abandoned) and the process lives on.
+'use strict';
+
+const fs = require('fs');
+const vm = require('vm');
+const util = require('util');
+const path = require('path');
+const readline = require('readline');
+const { createRequire } = require('module');
+
+const out = fs.createWriteStream(null, { fd: Number(process.env.AAS_CODE_REPLY_FD) });
+delete process.env.AAS_CODE_REPLY_FD;
+let current = null; // the id of the run in progress
+
+function send(msg) {
+  out.write(JSON.stringify(msg) + '\n');
+}
+
+// The user's console.log and process.stdout.write land in the run's output.
+for (const name of ['stdout', 'stderr']) {
+  const stream = process[name];
+  stream.write = function (chunk, encoding, cb) {
+    if (typeof encoding === 'function') {
+      cb = encoding;
+      encoding = undefined;
+    }
+    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    if (current !== null && text.length) send({ id: current, type: 'stream', name, text });
+    if (cb) process.nextTick(cb);
+    return true;
+  };
+}
+
+globalThis.require = createRequire(path.join(process.cwd(), 'index.js'));
+globalThis.module = { exports: {} };
+globalThis.exports = globalThis.module.exports;
+globalThis.__dirname = process.cwd();
+globalThis.__filename = path.join(process.cwd(), '[cell]');
+
+let interrupted = null; // resolves the pending wait of an async run on SIGINT
+process.on('SIGINT', () => {
+  if (interrupted) interrupted();
+});
+process.on('uncaughtException', (e) => {
+  if (current !== null) process.stderr.write(`Uncaught ${e && e.stack ? e.stack : String(e)}\n`);
+});
+process.on('unhandledRejection', (e) => {
+  if (current !== null) process.stderr.write(`Unhandled rejection: ${e && e.stack ? e.stack : String(e)}\n`);
+});
+
+function errorOf(e) {
+  if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) {
+    // The stack down to the user's cells: this kernel's own frames say nothing to them.
+    const lines = String(e.stack || '').split('\n');
+    const stack = lines.filter((l, i) => i === 0 || !/^\s+at /.test(l) || l.includes('<cell ')).join('\n');
+    return { name: String(e.name || 'Error'), value: String(e.message), traceback: stack };
+  }
+  return { name: 'Error', value: util.inspect(e), traceback: '' };
+}
+
+function compile(code, n) {
+  const filename = `<cell ${n}>`;
+  try {
+    return new vm.Script(code, { filename });
+  } catch (e) {
+    // A top-level await: run the code as an async function's body instead.
+    if (e instanceof SyntaxError && /await/.test(e.message)) {
+      return new vm.Script(`(async () => {\n${code}\n})()`, { filename, lineOffset: -1 });
+    }
+    throw e;
+  }
+}
+
+async function run(req, n) {
+  const saved = {};
+  const env = req.env || {};
+  for (const k of Object.keys(env)) {
+    saved[k] = Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined;
+    process.env[k] = String(env[k]);
+  }
+  try {
+    let value = compile(String(req.code), n).runInThisContext({ breakOnSigint: true, displayErrors: false });
+    if (value && typeof value.then === 'function') {
+      value = await Promise.race([
+        value,
+        new Promise((_, reject) => {
+          interrupted = () => reject(Object.assign(new Error('Script execution was interrupted by `SIGINT`'), { name: 'KeyboardInterrupt' }));
+        }),
+      ]);
+    }
+    if (value !== undefined) send({ id: req.id, type: 'result', text: util.inspect(value, { colors: false }) });
+  } catch (e) {
+    const err = errorOf(e);
+    if (/interrupted by `SIGINT`/.test(err.value)) err.name = 'KeyboardInterrupt';
+    send({ id: req.id, type: 'error', ...err });
+  } finally {
+    interrupted = null;
+    for (const k of Object.keys(saved)) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+  }
+}
+
+const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+const queue = [];
+let busy = false;
+let count = 0;
+
+async function pump() {
+  if (busy) return;
+  busy = true;
+  while (queue.length) {
+    const req = queue.shift();
+    current = req.id;
+    await run(req, ++count);
+    send({ id: req.id, type: 'done' });
+    current = null;
+  }
+  busy = false;
+}
+
+rl.on('line', (line) => {
+  let req;
+  try {
+    req = JSON.parse(line);
+  } catch (e) {
+    return;
+  }
+  queue.push(req);
+  pump();
+});
+rl.on('close', () => process.exit(0));
+send({ type: 'ready' });

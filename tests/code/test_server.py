@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""
+The guest's code server (images/guest/aas-code) on the host, without VMs:
+started on a free loopback port with small bounds, driven over its HTTP wire
+(E2B's code interpreter, docs/e2b-wire.md section 4) as the engine and the
+SDKs drive it. Run by Debian's /usr/bin/python3, which has the kernels'
+packages (python3-ipykernel, python3-jupyter-client, python3-matplotlib,
+python3-pandas); the JavaScript kernel needs `node` on PATH.
+"""
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER = os.path.join(HERE, "..", "..", "images", "guest", "aas-code", "aas-code")
+MAX_OUTPUT = 200000
+MAX_RESULT = 300000
+MAX_CONTEXTS = 4
+
+
+def die_with_test():
+    """The server gets SIGKILL if this test ends without its tearDown (a timeout); its kernels go with it."""
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class CodeServer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="aas-code-test-")
+        cls.cwd = os.path.join(cls.tmp, "work")
+        os.mkdir(cls.cwd)
+        cls.port = free_port()
+        cls.log = open(os.path.join(cls.tmp, "server.log"), "w+")
+        cls.proc = subprocess.Popen(
+            [sys.executable, SERVER, "--listen", f"127.0.0.1:{cls.port}", "--cwd", cls.cwd,
+             "--runtime-dir", os.path.join(cls.tmp, "run"), "--max-output", str(MAX_OUTPUT),
+             "--max-result", str(MAX_RESULT), "--max-contexts", str(MAX_CONTEXTS)],
+            stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_test)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                status, body = cls.request("GET", "/health")
+                if status == 200:
+                    assert json.loads(body) == "OK", body
+                    break
+                assert status == 503, (status, body)
+            except OSError:
+                pass
+            if time.monotonic() > deadline or cls.proc.poll() is not None:
+                cls.tearDownClass()
+                raise RuntimeError("the code server did not get warm: " + cls.server_log())
+            time.sleep(0.2)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.proc.poll() is None:
+            cls.proc.terminate()
+            try:
+                cls.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(cls.proc.pid, 9)
+                cls.proc.wait()
+        cls.log.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def server_log(cls):
+        cls.log.flush()
+        cls.log.seek(0)
+        return cls.log.read()[-3000:]
+
+    @classmethod
+    def request(cls, method, path, body=None, raw=None):
+        conn = http.client.HTTPConnection("127.0.0.1", cls.port, timeout=120)
+        try:
+            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            conn.close()
+
+    def execute(self, code, **kw):
+        """The run's lines, checked for E2B's framing: JSON lines, no blank one, end_of_execution last."""
+        status, body = self.request("POST", "/execute", dict(code=code, **kw))
+        self.assertEqual(status, 200, body)
+        self.assertTrue(body.endswith("\n"), body[-200:])
+        lines = body[:-1].split("\n")
+        self.assertNotIn("", lines)
+        msgs = [json.loads(line) for line in lines]
+        self.assertEqual(msgs[-1], {"type": "end_of_execution"})
+        return msgs[:-1]
+
+    def main_text(self, msgs):
+        results = [m for m in msgs if m["type"] == "result" and m["is_main_result"]]
+        self.assertEqual(len(results), 1, msgs)
+        return results[0].get("text")
+
+    def new_context(self, **kw):
+        status, body = self.request("POST", "/contexts", kw)
+        self.assertEqual(status, 200, body)
+        ctx = json.loads(body)
+        self.assertEqual(set(ctx), {"id", "language", "cwd"})
+        return ctx
+
+    # ---- Python ----
+
+    def test_state_and_main_result(self):
+        msgs = self.execute("x = 20\ny = x + 1")
+        self.assertEqual(msgs[0]["type"], "number_of_executions")
+        self.assertIsInstance(msgs[0]["execution_count"], int)
+        self.assertEqual(self.main_text(self.execute("x + y + 1")), "42")
+        self.assertEqual(self.main_text(self.execute("1+1")), "2")
+        self.assertEqual(self.main_text(self.execute("'a string'")), "a string")
+
+    def test_stdout_stderr_with_timestamps(self):
+        msgs = self.execute("import sys\nprint('hello')\nprint('oops', file=sys.stderr)")
+        out = [m for m in msgs if m["type"] == "stdout"]
+        err = [m for m in msgs if m["type"] == "stderr"]
+        self.assertEqual("".join(m["text"] for m in out), "hello\n")
+        self.assertEqual("".join(m["text"] for m in err), "oops\n")
+        for m in out + err:
+            self.assertRegex(m["timestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+
+    def test_figure_png(self):
+        for code in ("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
+                     "import matplotlib.pyplot as plt\nfig = plt.figure(figsize=(4, 3))\nfig.gca().bar([1, 2], [3, 4])\nfig"):
+            pngs = [m["png"] for m in self.execute(code) if m["type"] == "result" and "png" in m]
+            self.assertGreaterEqual(len(pngs), 1, code)
+            png = base64.b64decode(pngs[0])
+            self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertEqual(png[12:16], b"IHDR")
+            w, h = struct.unpack(">II", png[16:24])
+            self.assertTrue(100 <= w <= 5000 and 100 <= h <= 5000, (w, h))
+
+    def test_dataframe_html_and_data(self):
+        msgs = self.execute("import pandas as pd, numpy as np\n"
+                            "pd.DataFrame({'a': [1, 2], 'b': [0.5, np.nan], "
+                            "'t': pd.to_datetime(['2024-01-02', '2024-03-04'])})")
+        r = [m for m in msgs if m["type"] == "result"][0]
+        self.assertTrue(r["is_main_result"])
+        self.assertIn("<table", r["html"])
+        self.assertIn("a", r["text"])
+        self.assertEqual(r["data"]["a"], [1, 2])
+        self.assertEqual(r["data"]["b"], [0.5, None])
+        self.assertTrue(r["data"]["t"][0].startswith("2024-01-02T00:00:00"))
+
+    def test_display_is_not_main(self):
+        msgs = self.execute("from IPython.display import display, HTML, Markdown\n"
+                            "display(HTML('<b>x</b>'))\ndisplay(Markdown('*y*'))\n3")
+        results = [m for m in msgs if m["type"] == "result"]
+        self.assertEqual([r["is_main_result"] for r in results], [False, False, True])
+        self.assertEqual(results[0]["html"], "<b>x</b>")
+        self.assertEqual(results[1]["markdown"], "*y*")
+
+    def test_error(self):
+        msgs = self.execute("def f():\n    raise ValueError('bad value')\nf()")
+        errs = [m for m in msgs if m["type"] == "error"]
+        self.assertEqual(len(errs), 1)
+        self.assertEqual(errs[0]["name"], "ValueError")
+        self.assertEqual(errs[0]["value"], "bad value")
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", errs[0]["traceback"])  # IPython's colours are kept, as E2B's
+        self.assertIn("----> 3 f()", plain)
+        self.assertIsInstance(errs[0]["traceback"], str)
+
+    def test_env_vars_for_one_run(self):
+        msgs = self.execute("import os\nos.environ.get('AAS_T')", env_vars={"AAS_T": "v1"})
+        self.assertEqual(self.main_text(msgs), "v1")
+        self.assertEqual(self.main_text(self.execute("import os\nstr(os.environ.get('AAS_T'))")), "None")
+        status, body = self.request("POST", "/execute", {"code": "1", "env_vars": {"A=B": "x"}})
+        self.assertEqual(status, 400, body)
+
+    # ---- contexts ----
+
+    def test_contexts_isolated_restart_delete(self):
+        a, b = self.new_context(), self.new_context(language="python", cwd=self.tmp)
+        self.assertEqual(a["language"], "python")
+        self.assertEqual(a["cwd"], self.cwd)
+        self.assertEqual(b["cwd"], self.tmp)
+        self.execute("v = 'in a'", context_id=a["id"])
+        self.assertEqual(self.main_text(self.execute("v", context_id=a["id"])), "in a")
+        self.assertEqual(self.main_text(self.execute("import os\nos.getcwd()", context_id=b["id"])), self.tmp)
+        err = [m for m in self.execute("v", context_id=b["id"]) if m["type"] == "error"]
+        self.assertEqual(err[0]["name"], "NameError")
+        status, body = self.request("GET", "/contexts")
+        ids = [c["id"] for c in json.loads(body)]
+        self.assertIn(a["id"], ids)
+        self.assertIn(b["id"], ids)
+        # Restart: same id, its state gone.
+        status, body = self.request("POST", f"/contexts/{a['id']}/restart")
+        self.assertEqual(status, 200, body)
+        err = [m for m in self.execute("v", context_id=a["id"]) if m["type"] == "error"]
+        self.assertEqual(err[0]["name"], "NameError")
+        # Delete: 404 after.
+        for c in (a, b):
+            status, body = self.request("DELETE", f"/contexts/{c['id']}")
+            self.assertEqual(status, 200, body)
+        status, body = self.request("POST", "/execute", {"code": "1", "context_id": a["id"]})
+        self.assertEqual((status, body), (404, f"Context {a['id']} not found"))
+        status, body = self.request("DELETE", f"/contexts/{a['id']}")
+        self.assertEqual(status, 404)
+        status, body = self.request("POST", f"/contexts/{a['id']}/restart")
+        self.assertEqual(status, 404)
+
+    def test_request_errors(self):
+        status, body = self.request("POST", "/execute", {"code": "1", "context_id": "x", "language": "python"})
+        self.assertEqual((status, body), (400, "Only one of context_id or language can be provided"))
+        self.assertEqual(self.request("POST", "/execute", {"code": "1", "context_id": "nope"}),
+                         (404, "Context nope not found"))
+        self.assertEqual(self.request("POST", "/execute", raw="{not json")[0], 400)
+        self.assertEqual(self.request("POST", "/execute", {"code": 5})[0], 400)
+        self.assertEqual(self.request("POST", "/execute", {"code": "1", "language": "cobol"})[0], 400)
+        self.assertEqual(self.request("POST", "/contexts", {"cwd": "/nonexistent/dir"})[0], 400)
+        self.assertEqual(self.request("GET", "/nowhere")[0], 404)
+        self.assertEqual(self.request("PUT", "/execute")[0], 405)
+        # Language normalisation: "JS " is javascript, "" is python.
+        self.assertEqual(self.main_text(self.execute("40 + 2", language=" JS ")), "42")
+        self.assertEqual(self.main_text(self.execute("6 * 7", language="")), "42")
+
+    def test_interrupt_on_close(self):
+        ctx = self.new_context()
+        self.execute("kept = 'still here'", context_id=ctx["id"])
+        s = socket.create_connection(("127.0.0.1", self.port))
+        body = json.dumps({"code": "print('spinning', flush=True)\nwhile True: pass", "context_id": ctx["id"]})
+        s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+        got = b""
+        while b"spinning" not in got:
+            chunk = s.recv(4096)
+            self.assertTrue(chunk, got)
+            got += chunk
+        s.close()  # the run is interrupted; the context lives on with its state
+        self.assertEqual(self.main_text(self.execute("kept", context_id=ctx["id"])), "still here")
+        self.request("DELETE", f"/contexts/{ctx['id']}")
+
+    def test_kernel_died_then_restart(self):
+        ctx = self.new_context()
+        errs = [m for m in self.execute("import os\nos._exit(3)", context_id=ctx["id"]) if m["type"] == "error"]
+        self.assertEqual(errs[0]["name"], "KernelDied")
+        errs = [m for m in self.execute("1", context_id=ctx["id"]) if m["type"] == "error"]
+        self.assertEqual(errs[0]["name"], "KernelDied")
+        self.assertEqual(self.request("POST", f"/contexts/{ctx['id']}/restart")[0], 200)
+        self.assertEqual(self.main_text(self.execute("1", context_id=ctx["id"])), "1")
+        self.request("DELETE", f"/contexts/{ctx['id']}")
+
+    # ---- bounds ----
+
+    def test_output_cap(self):
+        msgs = self.execute(f"print('x' * {MAX_OUTPUT * 3})")
+        text = "".join(m["text"] for m in msgs if m["type"] == "stdout")
+        self.assertLessEqual(len(text), MAX_OUTPUT)
+        self.assertTrue(any("output cut" in m["text"] for m in msgs if m["type"] == "stderr"), msgs[-1])
+        self.assertEqual(self.main_text(self.execute("'after'")), "after")
+
+    def test_result_cap(self):
+        msgs = self.execute("from IPython.display import HTML\n"
+                            f"HTML('<p>' + 'y' * {MAX_RESULT * 2} + '</p>')")
+        r = [m for m in msgs if m["type"] == "result"][0]
+        self.assertNotIn("html", r)
+        self.assertIn("html", r["truncated"])
+        self.assertIn("text", r)
+
+    def test_context_cap(self):
+        made = []
+        try:
+            while True:
+                status, body = self.request("POST", "/contexts", {"language": "bash"})
+                if status != 200:
+                    break
+                made.append(json.loads(body)["id"])
+                self.assertLessEqual(len(made), MAX_CONTEXTS)
+            self.assertEqual(status, 409, body)
+            self.assertIn("too many contexts", body)
+        finally:
+            for cid in made:
+                self.request("DELETE", f"/contexts/{cid}")
+
+    def test_body_cap(self):
+        # Refused from its Content-Length, before any of it is read.
+        with socket.create_connection(("127.0.0.1", self.port)) as s:
+            s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {9 << 20}\r\n\r\n".encode())
+            self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 413 "))
+
+    # ---- JavaScript and bash ----
+
+    def test_javascript(self):
+        ctx = self.new_context(language="javascript")
+        self.assertEqual(ctx["language"], "javascript")
+        msgs = self.execute("let n = 40; console.log('log', n); n + 2", context_id=ctx["id"])
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "log 40\n")
+        self.assertEqual(self.main_text(msgs), "42")
+        self.assertEqual(self.main_text(self.execute("n * 2", context_id=ctx["id"])), "80")
+        self.assertEqual(self.main_text(self.execute("Promise.resolve(5)", context_id=ctx["id"])), "5")
+        errs = [m for m in self.execute("null.x", context_id=ctx["id"]) if m["type"] == "error"]
+        self.assertEqual(errs[0]["name"], "TypeError")
+        self.assertIn("<cell", errs[0]["traceback"])
+        # Interrupted by a closed connection; the context lives on.
+        s = socket.create_connection(("127.0.0.1", self.port))
+        body = json.dumps({"code": "console.log('spin'); while (true) {}", "context_id": ctx["id"]})
+        s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+        got = b""
+        while b"spin" not in got:
+            chunk = s.recv(4096)
+            self.assertTrue(chunk, got)
+            got += chunk
+        s.close()
+        self.assertEqual(self.main_text(self.execute("n", context_id=ctx["id"])), "40")
+        self.request("DELETE", f"/contexts/{ctx['id']}")
+
+    def test_bash(self):
+        ctx = self.new_context(language="bash")
+        msgs = self.execute("X=5; echo out $X; echo err >&2", context_id=ctx["id"])
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "out 5\n")
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stderr"), "err\n")
+        self.assertFalse([m for m in msgs if m["type"] == "error"])
+        msgs = self.execute("echo $X $E; false", context_id=ctx["id"], env_vars={"E": "e v"})
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "5 e v\n")
+        errs = [m for m in msgs if m["type"] == "error"]
+        self.assertEqual((errs[0]["name"], errs[0]["value"]), ("CommandExitError", "exit status 1"))
+        msgs = self.execute("echo ${E-unset}", context_id=ctx["id"])
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "unset\n")
+        # A closed connection interrupts a foreground command; the shell and its variables live on.
+        s = socket.create_connection(("127.0.0.1", self.port))
+        body = json.dumps({"code": "echo go; sleep 600", "context_id": ctx["id"]})
+        s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+        got = b""
+        while b"go" not in got:
+            chunk = s.recv(4096)
+            self.assertTrue(chunk, got)
+            got += chunk
+        s.close()
+        msgs = self.execute("echo $X", context_id=ctx["id"])
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "5\n")
+        self.request("DELETE", f"/contexts/{ctx['id']}")
+
+    def test_list_hides_defaults(self):
+        before = self.request("GET", "/contexts")
+        self.execute("1", language="bash")
+        self.execute("1", language="javascript")
+        self.assertEqual(self.request("GET", "/contexts"), before)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
