@@ -1213,7 +1213,7 @@ static int fake_rename(void *ctx, const char *name, const char *gfrom, const cha
  * real server (the code server run on the host) through every VM of the
  * fake driver. 1 and *fd connected, 0 when the port is not mapped, or an error.
  */
-static int mapped_port(unsigned int port, int *fd)
+int saas_fake_port_mapped(unsigned int port, int *fd)
 {
 	const char *spec = getenv("SAAS_FAKE_PORTS");
 	char item[128];
@@ -1257,7 +1257,7 @@ static int fake_port_connect(void *ctx, const char *name, unsigned int port, int
 	(void)ctx;
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
-	if ((n = mapped_port(port, fd)) != 0)
+	if ((n = saas_fake_port_mapped(port, fd)) != 0)
 		return n < 0 ? n : SAAS_OK;
 	if (port == 9)
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "nothing listens on port 9 in the sandbox");
