@@ -130,11 +130,17 @@ SAAS_EXTERN(int) saas_code_context_delete(saas_client *client, const char *sandb
                                           unsigned int flags);
 
 /**
- * Free a context or a list of them; NULL is ignored.
+ * Free a context; NULL is ignored.
  *
  * Since: 0.2.0
  */
 SAAS_EXTERN(void) saas_code_context_free(saas_code_context *context);
+
+/**
+ * Free a list of contexts and its contexts; NULL is ignored.
+ *
+ * Since: 0.2.0
+ */
 SAAS_EXTERN(void) saas_code_context_list_free(saas_code_context_list *list);
 
 /**
