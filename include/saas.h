@@ -31,5 +31,6 @@
 #include "saas/mcp_session.h"
 #include "saas/hosts.h"
 #include "saas/metrics.h"
+#include "saas/code.h"
 
 #endif

@@ -56,7 +56,7 @@ const char *aas_config_usage(void)
 	       "  --pool SPEC             keep ready VMs for fast creates: SIZE=N[,SIZE=N...], or SIZE:IMAGE=N\n"
 	       "                          (N at most 64; e.g. small=4,medium=1); default none [AAS_POOL]\n"
 	       "  --e2b-templates MAP     E2B templates (/e2b, docs/e2b.md) as NAME=SIZE[:IMAGE],...;\n"
-	       "                          default base=small [AAS_E2B_TEMPLATES]\n"
+	       "                          default base=small,code-interpreter-v1=small [AAS_E2B_TEMPLATES]\n"
 	       "  --e2b-secret-file FILE  the secret E2B access tokens derive from (at least 32 random bytes;\n"
 	       "                          servers on one store share it); default: random at each start\n"
 	       "                          [AAS_E2B_SECRET_FILE]\n"

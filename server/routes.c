@@ -64,6 +64,17 @@ const struct aas_route aas_routes[] = {
 	  .handler = aas_h_execution_cancel },
 	{ .method = "GET", .pattern = "/v1/sandboxes/{id}/executions", .flags = AAS_R_AUTH,
 	  .handler = aas_h_execution_list },
+	/* Code contexts (api/code.c). */
+	{ .method = "POST", .pattern = "/v1/sandboxes/{id}/code/run", .flags = AAS_R_AUTH | AAS_R_JSON,
+	  .handler = aas_h_code_run },
+	{ .method = "GET", .pattern = "/v1/sandboxes/{id}/code/contexts", .flags = AAS_R_AUTH,
+	  .handler = aas_h_code_context_list },
+	{ .method = "POST", .pattern = "/v1/sandboxes/{id}/code/contexts", .flags = AAS_R_AUTH | AAS_R_JSON,
+	  .handler = aas_h_code_context_create },
+	{ .method = "POST", .pattern = "/v1/sandboxes/{id}/code/contexts/{cid}/restart", .flags = AAS_R_AUTH,
+	  .handler = aas_h_code_context_restart },
+	{ .method = "DELETE", .pattern = "/v1/sandboxes/{id}/code/contexts/{cid}", .flags = AAS_R_AUTH,
+	  .handler = aas_h_code_context_delete },
 	/* MCP authenticates per tool (keyless discovery), so not AAS_R_AUTH. */
 	{ .method = "POST", .pattern = "/v1/mcp", .flags = AAS_R_JSON | AAS_R_KEY, .handler = aas_h_mcp_post },
 	{ .method = "DELETE", .pattern = "/v1/mcp", .handler = aas_h_mcp_delete },

@@ -135,6 +135,18 @@ struct saas__client_ops {
 	int (*file_mkdir)(saas_client *c, const char *id, const char *path, int *created);
 	int (*file_remove)(saas_client *c, const char *id, const char *path);
 	int (*file_rename)(saas_client *c, const char *id, const char *from, const char *to, unsigned int flags);
+	/*
+	 * Code contexts (0.2.0; client/code.c checked the arguments: a language
+	 * normalised to "python", "javascript" or "bash" or NULL, ids of
+	 * [A-Za-z0-9._-], options defaulted and bounded); NULL: SAAS_ENOTSUP.
+	 */
+	int (*code_context_create)(saas_client *c, const char *id, const saas_code_context_options *o,
+	                           saas_code_context **out);
+	int (*code_context_list)(saas_client *c, const char *id, saas_code_context_list **out);
+	int (*code_context_restart)(saas_client *c, const char *id, const char *context_id);
+	int (*code_context_delete)(saas_client *c, const char *id, const char *context_id);
+	int (*code_run)(saas_client *c, const char *id, const char *code, const saas_code_run_options *o,
+	                saas_code_execution **out);
 };
 
 struct saas_client {

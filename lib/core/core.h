@@ -311,6 +311,15 @@ int saas__local_port_unexpose(saas_client *c, const char *id, unsigned int port)
 /* The preview URL of an exposure (sandbox.c): the engine's template filled in. NULL when out of memory. */
 char *saas__preview_url(saas_engine *e, const saas_store_port *exposure);
 
+/* code.c: code contexts, through the tunnel to the guest's code server */
+int saas__local_code_context_create(saas_client *c, const char *id, const saas_code_context_options *o,
+                                    saas_code_context **out);
+int saas__local_code_context_list(saas_client *c, const char *id, saas_code_context_list **out);
+int saas__local_code_context_restart(saas_client *c, const char *id, const char *context_id);
+int saas__local_code_context_delete(saas_client *c, const char *id, const char *context_id);
+int saas__local_code_run(saas_client *c, const char *id, const char *code, const saas_code_run_options *o,
+                         saas_code_execution **out);
+
 /* local.c: the local provider's terminal */
 int saas__local_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);
 

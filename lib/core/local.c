@@ -42,6 +42,11 @@ const struct saas__client_ops saas__local_ops = {
 	.file_mkdir = saas__local_file_mkdir,
 	.file_remove = saas__local_file_remove,
 	.file_rename = saas__local_file_rename,
+	.code_context_create = saas__local_code_context_create,
+	.code_context_list = saas__local_code_context_list,
+	.code_context_restart = saas__local_code_context_restart,
+	.code_context_delete = saas__local_code_context_delete,
+	.code_run = saas__local_code_run,
 };
 
 /* What both ways to open check first, with the thread's error cleared. */

@@ -73,6 +73,14 @@ int saas__remote_execution_cancel(saas_client *c, const char *id);
 int saas__remote_execution_list_running(saas_client *c, const char *sandbox_id, saas_execution_list **out);
 int saas__remote_execution_list(saas_client *c, const char *sandbox_id, const char *cursor, unsigned int limit,
                                 saas_execution_list **out);
+/* Code contexts (code.c). */
+int saas__remote_code_context_create(saas_client *c, const char *id, const saas_code_context_options *o,
+                                     saas_code_context **out);
+int saas__remote_code_context_list(saas_client *c, const char *id, saas_code_context_list **out);
+int saas__remote_code_context_restart(saas_client *c, const char *id, const char *context_id);
+int saas__remote_code_context_delete(saas_client *c, const char *id, const char *context_id);
+int saas__remote_code_run(saas_client *c, const char *id, const char *code, const saas_code_run_options *o,
+                          saas_code_execution **out);
 /* Shared with remote.c: the JSON body of an exec, "/v1/COLLECTION/ID" + suffix, a decoder's verdict. */
 int saas__remote_exec_body(const char *command, const saas_exec_options *o, unsigned int flags, json_t **out);
 char *saas__remote_path(const char *collection, const char *id, const char *suffix);

@@ -695,6 +695,11 @@ static const struct saas__client_ops remote_ops = {
 	.file_mkdir = remote_file_mkdir,
 	.file_remove = remote_file_remove,
 	.file_rename = remote_file_rename,
+	.code_context_create = saas__remote_code_context_create,
+	.code_context_list = saas__remote_code_context_list,
+	.code_context_restart = saas__remote_code_context_restart,
+	.code_context_delete = saas__remote_code_context_delete,
+	.code_run = saas__remote_code_run,
 };
 
 /* ---- open ---- */

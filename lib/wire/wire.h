@@ -20,6 +20,8 @@
 #ifndef SAAS_WIRE_H
 #define SAAS_WIRE_H
 
+#include <stdbool.h>
+
 #include <jansson.h>
 #include <saas.h>
 
@@ -84,6 +86,27 @@ int saas__wire_file_list_decode(saas_file_list **out, const json_t *o, const cha
 int saas__wire_metric_list_decode(saas_metric_list **out, const json_t *o, const char **bad);
 /* A new saas_limits from a "limits" object (members absent are 0), or NULL when out of memory. */
 saas_limits *saas__wire_limits_decode(const json_t *o);
+
+/*
+ * Code contexts (code.c): a context, {"contexts":[...]}, a run's execution
+ * (brief: without stdout, stderr, results and error: an event stream's
+ * "end"), a result ({"is_main_result","truncated","formats":{MIME: text
+ * or base64}}) and an error. Binary MIME types travel as base64.
+ */
+bool saas__wire_code_binary(const char *mime);
+json_t *saas__wire_code_context(const saas_code_context *c);
+json_t *saas__wire_code_context_list(const saas_code_context_list *l);
+json_t *saas__wire_code_execution(const saas_code_execution *x, bool brief);
+json_t *saas__wire_code_result(const saas_code_result *r);
+json_t *saas__wire_code_error(const saas_code_error *e);
+int saas__wire_code_context_decode(saas_code_context **out, const json_t *o, const char **bad);
+int saas__wire_code_context_list_decode(saas_code_context_list **out, const json_t *o, const char **bad);
+int saas__wire_code_execution_decode(saas_code_execution **out, const json_t *o, const char **bad);
+/* The brief members into x (status, count, flags, duration). */
+int saas__wire_code_brief_decode(saas_code_execution *x, const json_t *o, const char **bad);
+/* A result; free it as saas_code_execution_free() frees its results (the caller keeps it in one). */
+int saas__wire_code_result_decode(saas_code_result **out, const json_t *o, const char **bad);
+int saas__wire_code_error_decode(saas_code_error **out, const json_t *o, const char **bad);
 
 /*
  * The same shapes without their null members, for MCP's structuredContent:

@@ -9,6 +9,7 @@
  *   files.c        files in and out of a sandbox, streamed
  *   files_ops.c    directories, removal and renames in a sandbox
  *   pty.c          terminals over a WebSocket
+ *   code.c         code contexts: runs (JSON or events) and contexts
  *   json_stream.c  JSON replies written as they are sent (internal.h)
  *
  * Copyright the libsaas authors. MIT licensed.
@@ -82,6 +83,11 @@ void aas_h_sandbox_pause(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_resume(struct aas_req *r, struct aas_reply *out);
 void aas_h_sandbox_network_set(struct aas_req *r, struct aas_reply *out);
 void aas_h_exec(struct aas_req *r, struct aas_reply *out);
+void aas_h_code_run(struct aas_req *r, struct aas_reply *out);
+void aas_h_code_context_list(struct aas_req *r, struct aas_reply *out);
+void aas_h_code_context_create(struct aas_req *r, struct aas_reply *out);
+void aas_h_code_context_restart(struct aas_req *r, struct aas_reply *out);
+void aas_h_code_context_delete(struct aas_req *r, struct aas_reply *out);
 void aas_h_execution_get(struct aas_req *r, struct aas_reply *out);
 void aas_h_execution_events(struct aas_req *r, struct aas_reply *out);
 void aas_h_execution_stdin(struct aas_req *r, struct aas_reply *out);

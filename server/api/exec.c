@@ -176,6 +176,16 @@ static void slot_release(const char *account)
 	pthread_mutex_unlock(&slots_mu);
 }
 
+bool aas_stream_slot_take(const char *account, struct aas_reply *out)
+{
+	return slot_take(account, out);
+}
+
+void aas_stream_slot_release(const char *account)
+{
+	slot_release(account);
+}
+
 /* ---- the event stream of an execution ---- */
 
 /*

@@ -14,4 +14,12 @@
  */
 void aas_reply_json_stream(struct aas_reply *out, unsigned int status, json_t *body);
 
+/*
+ * An event stream's slot, for exec's streams and code runs' alike (exec.c):
+ * AAS_STREAMS_PER_ACCOUNT an account, AAS_STREAMS_MAX in all. false after a
+ * 429 or 503.
+ */
+bool aas_stream_slot_take(const char *account, struct aas_reply *out);
+void aas_stream_slot_release(const char *account);
+
 #endif

@@ -144,8 +144,8 @@ bool aas_e2b_target_open(struct aas_req *r, struct aas_reply *out, struct aas_e2
 	}
 	if (sid != t->e2b_id)
 		snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", sid);
-	/* In domain mode the Host names the port: 49983, or the request never came here. */
-	if (port && strcmp(port, "49983") != 0 && !t->from_host) {
+	/* In domain mode the Host names the port: 49983 or 49999, or the request never came here. */
+	if (port && strcmp(port, "49983") != 0 && !t->from_host && !t->code) {
 		aas_reply_json(out, 502, json_pack("{s:s,s:s,s:s,s:i}", "sandboxId", sid, "message",
 		                                   "only the daemon's port 49983 is served through the E2B data plane yet; "
 		                                   "reach a guest port at PORT-ID.DOMAIN (--e2b-domain) or through a "
@@ -362,6 +362,19 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	}
 	/* A health probe (isRunning) is not a use: it says paused, and resumes nothing. */
 	t->may_resume = strcmp(path, "/health") != 0;
+	/* The code interpreter's port (code.c): its own token rule, then the sandbox as any call finds it. */
+	if ((t->code = aas_e2b_code_wanted(r))) {
+		if (!aas_e2b_code_token(r, out, t) || !aas_e2b_target_open(r, out, t)) {
+			struct aas_reply ignored = { 0, NULL };
+			if (!aas_ratelimit_request(r, &ignored, aas_e2b_state.cfg->address_rate) && ignored.response)
+				MHD_destroy_response(ignored.response);
+			return -1;
+		}
+		if (!rate_ok(r, out, t))
+			return -1;
+		r->body_max = AAS_E2B_BODY_MAX;
+		return 0;
+	}
 	if (!t->rpc && strcmp(path, "/health") != 0 && strcmp(path, "/files") != 0 && strcmp(path, "/envs") != 0 &&
 	    strcmp(path, "/metrics") != 0)
 		return rate_ok(r, out, t) ? 0 : -1; /* answered by aas_e2b_data: nothing of a sandbox is needed */
@@ -421,7 +434,9 @@ void aas_e2b_data(struct aas_req *r, struct aas_reply *out, const char *path)
 {
 	struct aas_e2b_target *t = r->stream;
 
-	if (t->rpc) {
+	if (t->code) {
+		aas_e2b_code(r, out, t, path);
+	} else if (t->rpc) {
 		rpc(r, out, t, path + 1);
 	} else if (strcmp(path, "/health") == 0) {
 		if (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0)

@@ -202,7 +202,8 @@ static int start_host(struct aas_req *r, struct aas_reply *out)
 	unsigned int port;
 
 	/* The route was picked by this Host: it parses again, the same. */
-	if (!aas_e2b_host_parse(host, aas_e2b_state.cfg->e2b_domain, &port, id) || port != AAS_E2B_ENVD_PORT) {
+	if (!aas_e2b_host_parse(host, aas_e2b_state.cfg->e2b_domain, &port, id) ||
+	    (port != AAS_E2B_ENVD_PORT && port != SAAS_CODE_PORT)) {
 		aas_e2b_error(out, 404, "no sandbox host %s", host ? host : "");
 		return -1;
 	}
@@ -285,7 +286,8 @@ const struct aas_route *aas_e2b_route(const char *path, const char *host)
 
 	if (!aas_e2b_state.engine)
 		return NULL;
-	if (domain && aas_e2b_host_parse(host, domain, &port, id) && port == AAS_E2B_ENVD_PORT)
+	/* envd's port and the code interpreter's (code.c) are the face's; other ports are the guest's. */
+	if (domain && aas_e2b_host_parse(host, domain, &port, id) && (port == AAS_E2B_ENVD_PORT || port == SAAS_CODE_PORT))
 		return &host_route;
 	if (domain && aas_host_label(label, sizeof(label), host, domain) && strcmp(label, "api") == 0)
 		return &api_host_route;
@@ -304,7 +306,8 @@ bool aas_e2b_port_host(const char *host)
 	char id[SAAS_ID_MAX + 1];
 	unsigned int port;
 
-	return aas_e2b_state.engine && domain && aas_e2b_host_parse(host, domain, &port, id) && port != AAS_E2B_ENVD_PORT;
+	return aas_e2b_state.engine && domain && aas_e2b_host_parse(host, domain, &port, id) &&
+	       port != AAS_E2B_ENVD_PORT && port != SAAS_CODE_PORT;
 }
 
 /* ---- start and stop ---- */

@@ -43,7 +43,7 @@ struct aas_e2b_templates {
 	size_t count;
 	struct aas_e2b_template *items;
 };
-#define AAS_E2B_TEMPLATES_DEFAULT "base=small"
+#define AAS_E2B_TEMPLATES_DEFAULT "base=small,code-interpreter-v1=small"
 #define AAS_E2B_TEMPLATES_MAX 64
 #define AAS_E2B_TEMPLATE_NAME_MAX 64
 /*
@@ -176,6 +176,7 @@ struct aas_e2b_target {
 	/* Resume the sandbox when it is paused and asked for it (autoResume): any call but /health. */
 	bool may_resume;
 	struct aas_e2b_upload *upload;       /* a POST /files under way (files.c), or NULL */
+	bool code;                           /* for the code interpreter's port (code.c) */
 };
 /*
  * Find the request's sandbox (t->e2b_id when set: the Host's or a signed
@@ -292,6 +293,17 @@ void aas_e2b_watch_release(saas_client *client, const char *exe);
 bool aas_e2b_watch_has(const char *exe);
 /* Kill every polling watcher left (at the server's end). */
 void aas_e2b_watch_shutdown(void);
+
+/*
+ * The code interpreter's port, 49999 (code.c): is the request for it
+ * (E2b-Sandbox-Port: 49999, or domain mode's 49999-ID host)? Its token: an
+ * X-Access-Token (left to aas_e2b_target_open), or a valid
+ * E2B-Traffic-Access-Token, which puts the sandbox's envd token in t->token;
+ * false after a 401. Then its calls: /execute, /contexts..., /health.
+ */
+bool aas_e2b_code_wanted(struct aas_req *r);
+bool aas_e2b_code_token(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);
+void aas_e2b_code(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *path);
 
 /* Files (files.c): GET and POST /files, and filesystem.Filesystem's unary calls. */
 void aas_e2b_files(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t);

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <signal.h>
@@ -1205,7 +1207,48 @@ static int fake_rename(void *ctx, const char *name, const char *gfrom, const cha
 	return rc;
 }
 
-/* The "guest" answers every connection with one line naming the port, then hangs up. */
+/*
+ * SAAS_FAKE_PORTS="GUEST=HOST:PORT[,...]" (e.g. 49999=127.0.0.1:8123): a
+ * guest port served by a real TCP server on the host, so that tests reach a
+ * real server (the code server run on the host) through every VM of the
+ * fake driver. 1 and *fd connected, 0 when the port is not mapped, or an error.
+ */
+int saas_fake_port_mapped(unsigned int port, int *fd)
+{
+	const char *spec = getenv("SAAS_FAKE_PORTS");
+	char item[128];
+
+	while (spec && *spec) {
+		size_t n = strcspn(spec, ",");
+		unsigned int guest, hport;
+		char host[64];
+		struct sockaddr_in sa;
+		int s;
+
+		snprintf(item, sizeof(item), "%.*s", (int)(n < sizeof(item) - 1 ? n : sizeof(item) - 1), spec);
+		spec += n + (spec[n] == ',');
+		if (sscanf(item, "%u=%63[0-9.]:%u", &guest, host, &hport) != 3 || guest != port)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons((uint16_t)hport);
+		if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+			return saas_sys_error_set(SAAS_EINVAL, SAAS_ERRCLASS_DRIVER, 0, "fake: SAAS_FAKE_PORTS: bad address %s", host);
+		if ((s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+			return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socket");
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			int err = errno;
+			close(s);
+			return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, err,
+			                          "fake: nothing listens on %s:%u (guest port %u)", host, hport, port);
+		}
+		*fd = s;
+		return 1;
+	}
+	return 0;
+}
+
+/* The "guest" answers every connection with one line naming the port, then hangs up (unless the port is mapped). */
 static int fake_port_connect(void *ctx, const char *name, unsigned int port, int *fd)
 {
 	char line[64];
@@ -1214,6 +1257,8 @@ static int fake_port_connect(void *ctx, const char *name, unsigned int port, int
 	(void)ctx;
 	if (!running(name))
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: VM %s is not running", name);
+	if ((n = saas_fake_port_mapped(port, fd)) != 0)
+		return n < 0 ? n : SAAS_OK;
 	if (port == 9)
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "nothing listens on port 9 in the sandbox");
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)

@@ -22,6 +22,14 @@
 extern const saas_driver saas_fake_driver;
 
 /*
+ * SAAS_FAKE_PORTS="GUEST=HOST:PORT[,...]" maps a guest port to a real TCP
+ * server on the host (a code server's test double, say): 1 with *fd
+ * connected to it, 0 when `port` is not mapped, or an error. The fake
+ * driver's port_connect honours it; a test's own port_connect may too.
+ */
+int saas_fake_port_mapped(unsigned int port, int *fd);
+
+/*
  * Keep the VMs' existence as files in `dir` (NULL or "": in memory again), so
  * that several processes see the same VMs, as servers sharing VM hosts do.
  * Files written to a VM stay in the process that wrote them.

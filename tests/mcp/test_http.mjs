@@ -17,6 +17,10 @@ import http from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Ajv from 'ajv';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { IMAGES, checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
          progressRecorder, checkProgress } from './harness.mjs';
 
@@ -31,13 +35,26 @@ const srv = testServer(SERVER, { name: 'mcp-agent', prefix: 'aas-mcp-test.',
                                  args: ['--mcp-allowed-origins', `${ALLOWED}, https://other-allowed.example`] });
 let base, endpoint, key, port;
 
+let guest;
 before(async () => {
+  // run_code's guest: a code server's TEST DOUBLE (canned answers: "chart" is a 1x1 PNG), mapped to guest
+  // port 49999 of the fake driver's VMs; with real VMs the image's own code server answers.
+  if (!IMAGES) {
+    const portFile = join(tmpdir(), `aas-mcp-code-guest.${process.pid}`);
+    guest = spawn('python3', [process.env.AAS_CODE_GUEST, portFile], { stdio: 'inherit' });
+    for (let i = 0; i < 100 && !existsSync(portFile); i++) await sleep(100);
+    process.env.SAAS_FAKE_PORTS = `49999=127.0.0.1:${readFileSync(portFile, 'utf8').trim()}`;
+    rmSync(portFile, { force: true });
+  }
   await srv.start();
   ({ base, key, port } = srv);
   endpoint = new URL(`${base}/v1/mcp`);
 });
 
-after(() => srv.stop());
+after(async () => {
+  await srv.stop();
+  if (guest) guest.kill();
+});
 
 // GET through the server with a preview Host header (fetch() does not let us set Host).
 function previewGet(host, path = '/') {
@@ -86,7 +103,7 @@ async function rawSession(extra = {}) {
   return sid;
 }
 
-test('initialize, 17 tools, annotations and schemas', async () => {
+test('initialize, 18 tools, annotations and schemas', async () => {
   const { client, transport } = await connect();
   assert.equal(client.getServerVersion().name, 'libsaas');
   assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
@@ -96,7 +113,7 @@ test('initialize, 17 tools, annotations and schemas', async () => {
   const names = tools.map(t => t.name).sort();
   assert.deepEqual(names, ['create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'fork_sandbox',
     'get_sandbox', 'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'pause_sandbox', 'read_file',
-    'resume_sandbox', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
+    'resume_sandbox', 'run_code', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
   // Strict, as the MCP Inspector's strict mode: no union types (type: [..., "null"]), no unknown keywords,
   // and whole schemas (mcp/schemas/ names shared shapes with $ref; tools/list sends them inlined).
   const ajv = new Ajv({ strict: true, allowUnionTypes: false });
@@ -258,6 +275,38 @@ test('a whole agent session; every structuredContent validates against its outpu
   await client.close();
 });
 
+test('run_code: a chart comes back as MCP image content the SDK client decodes', async (t) => {
+  if (IMAGES) return t.skip('the real image\'s code server is tested with VMs elsewhere');
+  const { client } = await connect({ Authorization: `Bearer ${key}` });
+  await client.listTools(); // the SDK then checks each structuredContent against run_code's outputSchema
+  const made = await client.callTool({ name: 'create_sandbox', arguments: {} });
+  const id = made.structuredContent.id;
+  let res = await client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'chart' } });
+  assert.equal(res.isError, false, JSON.stringify(res));
+  const image = res.content.find(c => c.type === 'image');
+  assert.ok(image, 'an image content item');
+  assert.equal(image.mimeType, 'image/png');
+  const png = Buffer.from(image.data, 'base64');
+  assert.deepEqual(png.subarray(0, 8), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  assert.equal(png.readUInt32BE(16), 1, 'its width');
+  assert.deepEqual(res.structuredContent.results[0].binary, ['image/png']);
+  assert.equal(res.structuredContent.results[0].formats['image/png'], undefined, 'the bytes travel once');
+  assert.equal(res.content[0].type, 'text');
+  await client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'x = 5' } });
+  res = await client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'x' } });
+  assert.equal(res.structuredContent.results[0].formats['text/plain'], '5', 'a variable survives');
+  res = await client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'boom' } });
+  assert.equal(res.isError, false, 'an exception is a result');
+  assert.equal(res.structuredContent.error.name, 'ValueError');
+  res = await client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'hang', timeout_seconds: 1 } });
+  assert.equal(res.isError, true);
+  assert.match(textOf(res), /interrupted; its context and variables stay/);
+  res = await client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'x', language: 'cobol' } });
+  assert.equal(res.isError, true);
+  await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } });
+  await client.close();
+});
+
 test('a command that times out is an isError result that says to use &', async () => {
   const { client } = await authed();
   const sb = (await client.callTool({ name: 'create_sandbox', arguments: {} })).structuredContent;
@@ -348,7 +397,7 @@ test('transport rules: sessions, Origin, Accept, versions, methods', async () =>
   assert.match(sse.res.headers.get('content-type'), /text\/event-stream/);
   assert.equal(sse.res.headers.get('cache-control'), 'no-cache');
   const data = JSON.parse(sse.text.split('\n').find(l => l.startsWith('data: ')).slice(6));
-  assert.equal(data.result.tools.length, 17);
+  assert.equal(data.result.tools.length, 18);
   // GET: 405 with Allow.
   const get = await fetch(endpoint, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
   await get.text();

@@ -151,7 +151,7 @@ test('npx -y URL/mcp.tgz: the tools of /v1/mcp, and a whole agent session', asyn
   // The sixteen of the C aas-mcp, and get_service_info: this is the server's own list.
   assert.deepEqual(tools.map(t => t.name).sort(), ['create_sandbox', 'destroy_sandbox', 'expose_port',
     'extend_sandbox', 'fork_sandbox', 'get_sandbox', 'get_service_info', 'get_usage', 'list_files', 'list_sandboxes',
-    'pause_sandbox', 'read_file', 'resume_sandbox', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
+    'pause_sandbox', 'read_file', 'resume_sandbox', 'run_code', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
   const { call } = checkedCaller(client, tools, { strict: false });
 
   const sb = await call('create_sandbox', { size: 'small', timeout_seconds: 600 });
@@ -202,7 +202,7 @@ test('progress comes through as it happens; a cancelled create gets no response 
 
 test('a session the server ended is opened again, and the call goes through', async () => {
   const { client, stderr } = await connect({ AAS_API_KEY: key });
-  assert.ok((await client.listTools()).tools.length >= 16);
+  assert.ok((await client.listTools()).tools.length >= 17);
   // Another client's initialize ends the bridge's session (--mcp-sessions 1).
   const res = await fetch(`${base}/v1/mcp`, {
     method: 'POST',
@@ -220,7 +220,7 @@ test('a session the server ended is opened again, and the call goes through', as
 test('a wrong key, or none: isError results that name AAS_API_KEY and /dashboard/keys', async () => {
   let { client, stderr } = await connect({ AAS_API_KEY: 'aas_sk_' + 'x'.repeat(43) });
   // Discovery needs no key.
-  assert.ok((await client.listTools()).tools.length >= 16);
+  assert.ok((await client.listTools()).tools.length >= 17);
   let r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /AAS_API_KEY is unknown or revoked/);

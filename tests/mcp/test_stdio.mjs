@@ -76,7 +76,7 @@ test('initialize, 13 tools (no get_service_info), a whole agent session with val
   assert.equal(nextCursor, undefined);
   assert.deepEqual(tools.map(t => t.name).sort(), ['create_sandbox', 'destroy_sandbox', 'expose_port',
     'extend_sandbox', 'fork_sandbox', 'get_sandbox', 'get_usage', 'list_files', 'list_sandboxes', 'pause_sandbox',
-    'read_file', 'resume_sandbox', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
+    'read_file', 'resume_sandbox', 'run_code', 'run_command', 'set_network_policy', 'unexpose_port', 'write_file']);
   const { call, seen } = checkedCaller(client, tools, { strict: false });
 
   const sb = await call('create_sandbox', { size: 'small', timeout_seconds: 600 });
@@ -160,7 +160,7 @@ test('initialize, 13 tools (no get_service_info), a whole agent session with val
 test('no AAS_API_KEY: tools/list works, a tool call is isError saying how to set AAS_API_KEY', async () => {
   const { client, stderr } = await connect(envWith({}));
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 16);
+  assert.equal(tools.length, 17);
   const r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
   assert.equal(r.isError, true);
   assert.match(textOf(r), /AAS_API_KEY/);
@@ -228,7 +228,7 @@ test('raw lines: malformed -> -32700 with id null, notifications silent, batches
   assert.equal(batch[1].error.code, -32601);
   assert.equal(inval.error.code, -32600);
   assert.equal(list.id, 5);
-  assert.equal(list.result.tools.length, 16);
+  assert.equal(list.result.tools.length, 17);
 });
 
 // Spawn aas-mcp, write `input` to it and close stdin; its exit code and its output lines, parsed.

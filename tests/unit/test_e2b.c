@@ -453,8 +453,13 @@ static void test_templates(void **state)
 
 	(void)state;
 	assert_int_equal(aas_e2b_templates_parse(&t, AAS_E2B_TEMPLATES_DEFAULT, why, sizeof(why)), 0);
-	assert_int_equal(t.count, 1);
+	assert_int_equal(t.count, 2);
 	x = aas_e2b_template_find(&t, "base");
+	assert_non_null(x);
+	assert_string_equal(x->size, "small");
+	assert_null(x->image);
+	/* What @e2b/code-interpreter's Sandbox.create() asks. */
+	x = aas_e2b_template_find(&t, "code-interpreter-v1");
 	assert_non_null(x);
 	assert_string_equal(x->size, "small");
 	assert_null(x->image);

@@ -513,29 +513,29 @@ static void test_tools_list_pages(void **state)
 		                           "\"t+1\"", "\"t 1\"", "\"t-0\"", "\"t\\n2\"" };
 	char buf[256];
 
-	/* One page with everything: 16 tools on stdio, 17 with get_service_info. */
+	/* One page with everything: 17 tools on stdio, 18 with get_service_info. */
 	ctx.page_size = 0;
 	assert_int_equal(list_all(&ctx, all), 1);
-	assert_int_equal(json_array_size(all), 16);
+	assert_int_equal(json_array_size(all), 17);
 	ctx.flags = AAS_MCP_SERVICE_INFO;
 	json_array_clear(all);
 	assert_int_equal(list_all(&ctx, all), 1);
-	assert_int_equal(json_array_size(all), 17);
-	/* Pages of 5: 5 + 5 + 5 + 2, the same tools in the same order, none twice. */
+	assert_int_equal(json_array_size(all), 18);
+	/* Pages of 5: 5 + 5 + 5 + 3, the same tools in the same order, none twice. */
 	ctx.page_size = 5;
 	assert_int_equal(list_all(&ctx, paged), 4);
 	assert_true(json_equal(all, paged));
-	/* Without get_service_info (the last tool), pages of 5 end after 16. */
+	/* Without get_service_info (the last tool), pages of 5 end after 17. */
 	ctx.flags = 0;
 	json_array_clear(paged);
 	assert_int_equal(list_all(&ctx, paged), 4);
-	assert_int_equal(json_array_size(paged), 16);
-	ctx.page_size = 16;
+	assert_int_equal(json_array_size(paged), 17);
+	ctx.page_size = 17;
 	json_array_clear(paged);
 	assert_int_equal(list_all(&ctx, paged), 1);
 	/* A null cursor is the first page; a cursor not from nextCursor is -32602. */
 	resp = handle(&ctx, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":null}}");
-	assert_int_equal(json_array_size(json_object_get(result_of(resp), "tools")), 16);
+	assert_int_equal(json_array_size(json_object_get(result_of(resp), "tools")), 17);
 	json_decref(resp);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":%s}}",
@@ -677,7 +677,7 @@ static void test_tool_errors(void **state)
 	/* tools/list needs no key. */
 	json_t *names = json_array();
 	list_all(&ctx, names);
-	assert_int_equal(json_array_size(names), 16);
+	assert_int_equal(json_array_size(names), 17);
 	json_decref(names);
 }
 

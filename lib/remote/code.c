@@ -1,0 +1,380 @@
+/*
+ * The remote provider's code contexts: the public calls over REST
+ * (/v1/sandboxes/{id}/code/..., docs/rest.md). A run with an event callback
+ * reads the server's event stream and tells each event as it comes; one
+ * without reads the plain JSON answer. A callback that cancels ends the
+ * read, and the server, seeing its client gone, interrupts the run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remote/http.h"
+#include "wire/wire.h"
+
+/* How much longer than the run's own timeout the client waits for the server's answer. */
+#define CODE_MARGIN_MS 30000L
+
+static struct saas_remote *R(saas_client *c)
+{
+	return c->provider;
+}
+
+static json_t *env_json(const char *const *env)
+{
+	json_t *o = json_object();
+
+	for (; o && env && *env; env++) {
+		const char *eq = strchr(*env, '=');
+		if (json_object_setn_new(o, *env, (size_t)(eq - *env), json_string(eq + 1)) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+/* METHOD on the sandbox's path + suffix, with body (not stolen) or none; the answer's JSON in *ans (or NULL). */
+static int call(saas_client *c, const char *method, const char *id, const char *suffix, json_t *body, json_t **ans,
+                long timeout_ms)
+{
+	struct saas_http_req req = { 0 };
+	char *path = saas__remote_path("sandboxes", id, suffix);
+	int rc;
+
+	if (!path)
+		return saas__oom();
+	req.method = method;
+	req.path = path;
+	req.body = body;
+	req.timeout_ms = timeout_ms;
+	rc = saas__http(R(c), &req, ans);
+	free(path);
+	return rc;
+}
+
+int saas__remote_code_context_create(saas_client *c, const char *id, const saas_code_context_options *o,
+                                     saas_code_context **out)
+{
+	json_t *body = json_object(), *ans = NULL;
+	const char *bad = NULL;
+	int rc;
+
+	if (!body || (o->language && json_object_set_new(body, "language", json_string(o->language)) < 0) ||
+	    (o->cwd && json_object_set_new(body, "cwd", json_string(o->cwd)) < 0) ||
+	    (o->env && json_object_set_new(body, "env", env_json(o->env)) < 0)) {
+		json_decref(body);
+		return saas__oom();
+	}
+	if ((rc = call(c, "POST", id, "/code/contexts", body, &ans, 0)) == SAAS_OK)
+		rc = saas__remote_decoded(saas__wire_code_context_decode(out, ans, &bad), bad);
+	json_decref(ans);
+	json_decref(body);
+	return rc;
+}
+
+int saas__remote_code_context_list(saas_client *c, const char *id, saas_code_context_list **out)
+{
+	json_t *ans = NULL;
+	const char *bad = NULL;
+	int rc;
+
+	if ((rc = call(c, "GET", id, "/code/contexts", NULL, &ans, 0)) == SAAS_OK)
+		rc = saas__remote_decoded(saas__wire_code_context_list_decode(out, ans, &bad), bad);
+	json_decref(ans);
+	return rc;
+}
+
+int saas__remote_code_context_restart(saas_client *c, const char *id, const char *context_id)
+{
+	char suffix[SAAS_CODE_CONTEXT_ID_MAX + 40];
+	json_t *ans = NULL;
+	int rc;
+
+	/* The id's alphabet ([A-Za-z0-9._-]) needs no escaping. */
+	snprintf(suffix, sizeof(suffix), "/code/contexts/%s/restart", context_id);
+	rc = call(c, "POST", id, suffix, NULL, &ans, 0);
+	json_decref(ans);
+	return rc;
+}
+
+int saas__remote_code_context_delete(saas_client *c, const char *id, const char *context_id)
+{
+	char suffix[SAAS_CODE_CONTEXT_ID_MAX + 40];
+	json_t *ans = NULL;
+	int rc;
+
+	snprintf(suffix, sizeof(suffix), "/code/contexts/%s", context_id);
+	rc = call(c, "DELETE", id, suffix, NULL, &ans, 0);
+	json_decref(ans);
+	return rc;
+}
+
+/* ---- a run's event stream ---- */
+
+struct events {
+	const saas_code_run_options *o;
+	saas_code_execution *x;
+	size_t results_cap;
+	size_t max;                 /* the longest event */
+	saas__buf line, data;
+	char event[24];
+	bool ended, cancelled;
+	int fail;
+};
+
+static int ev_fail(struct events *s, const char *what)
+{
+	s->fail = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 200, "the server's code event stream %s", what);
+	return 1;
+}
+
+static int tell(struct events *s, const saas_code_event *ev)
+{
+	if (s->o->on_event && s->o->on_event(s->o->userdata, ev)) {
+		s->cancelled = true;
+		return 1;
+	}
+	return 0;
+}
+
+/* stdout/stderr: kept within max_output, as the engine keeps them (the server bounds them too). */
+static int ev_output(struct events *s, int type, json_t *d)
+{
+	json_t *t = json_object_get(d, "text");
+	char **data = type == SAAS_CODE_EVENT_STDOUT ? &s->x->stdout_data : &s->x->stderr_data;
+	size_t *have = type == SAAS_CODE_EVENT_STDOUT ? &s->x->stdout_len : &s->x->stderr_len;
+	size_t len, room;
+	saas_code_event ev;
+	char *p;
+
+	if (!json_is_string(t))
+		return ev_fail(s, "sent output without its text");
+	len = json_string_length(t);
+	room = s->o->max_output > *have ? s->o->max_output - *have : 0;
+	if (len > room) {
+		len = room;
+		if (type == SAAS_CODE_EVENT_STDOUT)
+			s->x->stdout_truncated = 1;
+		else
+			s->x->stderr_truncated = 1;
+	}
+	if (!len)
+		return 0;
+	if (!(p = realloc(*data, *have + len + 1))) {
+		s->fail = saas__oom();
+		return 1;
+	}
+	memcpy(p + *have, json_string_value(t), len);
+	p[*have + len] = '\0';
+	*data = p;
+	memset(&ev, 0, sizeof(ev));
+	ev.type = type;
+	ev.text = p + *have;
+	ev.len = len;
+	*have += len;
+	return tell(s, &ev);
+}
+
+static int ev_dispatch(struct events *s)
+{
+	json_error_t jerr;
+	json_t *d;
+	const char *bad = NULL;
+	saas_code_event ev;
+	int rc = 0;
+
+	if (!s->event[0])
+		return 0;
+	if (!(d = json_loadb(s->data.data ? s->data.data : "", s->data.len, 0, &jerr)))
+		return ev_fail(s, "sent an event whose data is not JSON");
+	memset(&ev, 0, sizeof(ev));
+	if (strcmp(s->event, "stdout") == 0 || strcmp(s->event, "stderr") == 0) {
+		rc = ev_output(s, s->event[3] == 'o' ? SAAS_CODE_EVENT_STDOUT : SAAS_CODE_EVENT_STDERR, d);
+	} else if (strcmp(s->event, "result") == 0) {
+		saas_code_result *r = NULL;
+		if (s->x->result_count >= SAAS_CODE_RESULTS_MAX) {
+			s->x->results_truncated = 1;
+		} else if (SAAS__ARRAY_RESERVE(s->x->results, s->results_cap, s->x->result_count + 1) < 0) {
+			s->fail = SAAS_ENOMEM;
+			rc = 1;
+		} else if (saas__wire_code_result_decode(&r, d, &bad) < 0) {
+			rc = ev_fail(s, "sent a result that is not one");
+		} else {
+			s->x->results[s->x->result_count++] = r;
+			ev.type = SAAS_CODE_EVENT_RESULT;
+			ev.result = r;
+			rc = tell(s, &ev);
+		}
+	} else if (strcmp(s->event, "error") == 0) {
+		saas_code_error *e = NULL;
+		if (saas__wire_code_error_decode(&e, d, &bad) < 0) {
+			rc = ev_fail(s, "sent an error that is not one");
+		} else if (s->x->error) {
+			free(e->name), free(e->value), free(e->traceback), free(e);
+		} else {
+			s->x->error = e;
+			ev.type = SAAS_CODE_EVENT_ERROR;
+			ev.error = e;
+			rc = tell(s, &ev);
+		}
+	} else if (strcmp(s->event, "execution_count") == 0) {
+		json_t *n = json_object_get(d, "execution_count");
+		if (!json_is_integer(n)) {
+			rc = ev_fail(s, "sent a count that is not a number");
+		} else {
+			s->x->execution_count = (int64_t)json_integer_value(n);
+			ev.type = SAAS_CODE_EVENT_COUNT;
+			ev.execution_count = s->x->execution_count;
+			rc = tell(s, &ev);
+		}
+	} else if (strcmp(s->event, "end") == 0) {
+		if (saas__wire_code_brief_decode(s->x, d, &bad) < 0)
+			rc = ev_fail(s, "ended without a valid status");
+		s->ended = true;
+		rc = 1; /* nothing comes after */
+	} else if (strcmp(s->event, "failed") == 0) {
+		json_t *e = json_object_get(d, "error");
+		const char *name = json_string_value(json_object_get(e, "code"));
+		const char *msg = json_string_value(json_object_get(e, "message"));
+		int code = name ? saas__error_from_name(name) : 0;
+		s->fail = saas__error(code ? code : SAAS_EBACKEND, SAAS_ERRCLASS_HTTP, 200, "%s",
+		                      msg ? msg : "the run failed");
+		rc = 1;
+	}
+	/* Other events are a newer server's: ignored. */
+	json_decref(d);
+	s->event[0] = '\0';
+	s->data.len = 0;
+	return rc;
+}
+
+static int ev_line(struct events *s, const char *l, size_t n)
+{
+	if (n && l[n - 1] == '\r')
+		n--;
+	if (n == 0)
+		return ev_dispatch(s);
+	if (n >= 6 && strncmp(l, "event:", 6) == 0) {
+		l += 6, n -= 6;
+		if (n && *l == ' ')
+			l++, n--;
+		if (n >= sizeof(s->event))
+			n = sizeof(s->event) - 1; /* an unknown name, ignored */
+		memcpy(s->event, l, n);
+		s->event[n] = '\0';
+	} else if (n >= 5 && strncmp(l, "data:", 5) == 0) {
+		l += 5, n -= 5;
+		if (n && *l == ' ')
+			l++, n--;
+		if (saas__buf_put(&s->data, l, n) < 0) {
+			s->fail = saas__oom();
+			return 1;
+		}
+	}
+	/* Comments (": keepalive") and other fields say nothing here. */
+	return 0;
+}
+
+static int ev_write(void *ud, const void *data, size_t len)
+{
+	struct events *s = ud;
+	const char *p = data;
+
+	while (len) {
+		const char *nl = memchr(p, '\n', len);
+		size_t k = nl ? (size_t)(nl - p) : len;
+		int rc;
+
+		if (s->line.len + k > s->max)
+			return ev_fail(s, "sent an event over its bound");
+		if (saas__buf_put(&s->line, p, k) < 0) {
+			s->fail = saas__oom();
+			return 1;
+		}
+		p += k, len -= k;
+		if (!nl)
+			break;
+		p++, len--;
+		rc = ev_line(s, s->line.data, s->line.len);
+		s->line.len = 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static json_t *run_body(const char *code, const saas_code_run_options *o)
+{
+	json_t *b = json_pack("{s:s,s:I,s:I,s:I}", "code", code, "timeout_ms", (json_int_t)o->timeout_ms, "max_output",
+	                      (json_int_t)o->max_output, "max_result", (json_int_t)o->max_result);
+
+	if (b && ((o->language && json_object_set_new(b, "language", json_string(o->language)) < 0) ||
+	          (o->context_id && json_object_set_new(b, "context_id", json_string(o->context_id)) < 0) ||
+	          (o->env && json_object_set_new(b, "env", env_json(o->env)) < 0))) {
+		json_decref(b);
+		return NULL;
+	}
+	return b;
+}
+
+int saas__remote_code_run(saas_client *c, const char *id, const char *code, const saas_code_run_options *o,
+                          saas_code_execution **out)
+{
+	struct saas_http_req req = { 0 };
+	struct events s;
+	json_t *body = run_body(code, o), *ans = NULL;
+	char *path = saas__remote_path("sandboxes", id, "/code/run");
+	const char *bad = NULL;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	if (!body || !path) {
+		rc = saas__oom();
+		goto out;
+	}
+	req.method = "POST";
+	req.path = path;
+	req.body = body;
+	req.timeout_ms = (long)o->timeout_ms + CODE_MARGIN_MS;
+	if (!o->on_event) {
+		if ((rc = saas__http(R(c), &req, &ans)) == SAAS_OK)
+			rc = saas__remote_decoded(saas__wire_code_execution_decode(out, ans, &bad), bad);
+		goto out;
+	}
+	s.o = o;
+	/* The largest event: a result of max_result in base64 and JSON, or an output chunk, and room. */
+	s.max = (o->max_result > o->max_output ? o->max_result : o->max_output) / 3 * 4 * 2 + (64u << 10);
+	if (!(s.x = calloc(1, sizeof(*s.x))) || !(s.x->stdout_data = calloc(1, 1)) || !(s.x->stderr_data = calloc(1, 1))) {
+		rc = saas__oom();
+		goto out;
+	}
+	s.x->execution_count = -1;
+	req.accept = "text/event-stream";
+	req.writer = ev_write;
+	req.writer_ud = &s;
+	req.max = INT64_MAX;
+	rc = saas__http(R(c), &req, NULL);
+	if (s.fail) {
+		rc = s.fail;
+	} else if (s.cancelled) {
+		s.x->status = SAAS_CODE_CANCELLED;
+		rc = SAAS_OK;
+	} else if (rc == SAAS_OK || s.ended) {
+		rc = s.ended ? SAAS_OK
+		             : saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 200,
+		                           "the server's code event stream ended before the run's end");
+	}
+	if (rc == SAAS_OK) {
+		*out = s.x;
+		s.x = NULL;
+	}
+out:
+	saas_code_execution_free(s.x);
+	saas__buf_free(&s.line);
+	saas__buf_free(&s.data);
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	return rc;
+}

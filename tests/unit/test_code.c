@@ -1,0 +1,457 @@
+/*
+ * Code contexts through the local engine, against a test double of a
+ * HOSTILE code server (tests/code_guest.c: canned answers, not the real
+ * server): the requests the engine sends, the events and execution it
+ * makes of good answers (chunked, length-delimited, to the close, cut in
+ * pieces), and a clear error or flag for every bad one: bad JSON, missing
+ * fields, a line over its bound, output past the caps, a slow drip past the
+ * timeout, an early close, no end_of_execution.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "code_guest.h"
+#include "fake/fake_driver.h"
+#include "fixture.h"
+
+static char sb_id[SAAS_ID_MAX + 1];
+
+static int setup(void **state)
+{
+	struct saas_test_fixture *f = saas_test_fixture_new(&saas_fake_driver, 0);
+	saas_sandbox *sb = NULL;
+
+	code_guest_start();
+	saas_test_fixture_open(f);
+	assert_int_equal(saas_sandbox_create(&sb, f->a, NULL, 0), SAAS_OK);
+	snprintf(sb_id, sizeof(sb_id), "%s", sb->id);
+	saas_sandbox_free(sb);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	saas_test_fixture_free(*state);
+	code_guest_stop();
+	return 0;
+}
+
+/* What the callback saw, in order, as one string: "c1 o[hi] e[..] r[text/plain,image/png] x[ValueError] ". */
+static char seen[4096];
+static int cancel_at; /* cancel at the n-th event (0: never) */
+static int events;
+
+static int on_event(void *ud, const saas_code_event *ev)
+{
+	size_t n = strlen(seen);
+
+	(void)ud;
+	switch (ev->type) {
+	case SAAS_CODE_EVENT_COUNT:
+		snprintf(seen + n, sizeof(seen) - n, "c%lld ", (long long)ev->execution_count);
+		break;
+	case SAAS_CODE_EVENT_STDOUT:
+	case SAAS_CODE_EVENT_STDERR:
+		assert_int_equal(strlen(ev->text), ev->len);
+		snprintf(seen + n, sizeof(seen) - n, "%c[%s] ", ev->type == SAAS_CODE_EVENT_STDOUT ? 'o' : 'e', ev->text);
+		break;
+	case SAAS_CODE_EVENT_RESULT:
+		snprintf(seen + n, sizeof(seen) - n, "r[");
+		for (size_t i = 0; i < ev->result->count; i++) {
+			n = strlen(seen);
+			snprintf(seen + n, sizeof(seen) - n, "%s%s", i ? "," : "", ev->result->formats[i]->mime);
+		}
+		n = strlen(seen);
+		snprintf(seen + n, sizeof(seen) - n, "] ");
+		break;
+	case SAAS_CODE_EVENT_ERROR:
+		snprintf(seen + n, sizeof(seen) - n, "x[%s] ", ev->error->name);
+		break;
+	default:
+		fail_msg("unknown event %d", ev->type);
+	}
+	return cancel_at && ++events >= cancel_at;
+}
+
+static int run(saas_client *c, const char *code, saas_code_run_options *o, saas_code_execution **x)
+{
+	saas_code_run_options def = SAAS_CODE_RUN_OPTIONS_INIT;
+
+	if (!o)
+		o = &def;
+	o->on_event = on_event;
+	seen[0] = '\0';
+	events = 0;
+	return saas_code_run(x, c, sb_id, code, o, 0);
+}
+
+#define GOOD                                                                                                       \
+	"{\"type\":\"number_of_executions\",\"execution_count\":3}\n"                                                  \
+	"{\"type\":\"stdout\",\"text\":\"hi\\n\",\"timestamp\":\"2026-01-01T00:00:00Z\"}\n"                          \
+	"{\"type\":\"keepalive\"}\n"                                                                                 \
+	"{\"type\":\"stderr\",\"text\":\"warn\",\"timestamp\":\"2026-01-01T00:00:00Z\"}\n"                           \
+	"{\"type\":\"result\",\"text\":\"2\",\"png\":\"iVBORw0KGgo=\",\"json\":{\"a\":[1,2]},\"html\":null,"          \
+	"\"extra\":{\"application/x-thing\":\"t\"},\"is_main_result\":true}\n"                                       \
+	"{\"type\":\"error\",\"name\":\"ValueError\",\"value\":\"bad\",\"traceback\":\"Traceback...\"}\n"            \
+	"{\"type\":\"end_of_execution\"}\n"
+
+static void check_good(const saas_code_execution *x)
+{
+	const saas_code_result *r;
+
+	assert_int_equal(x->status, SAAS_CODE_DONE);
+	assert_int_equal(x->execution_count, 3);
+	assert_string_equal(x->stdout_data, "hi\n");
+	assert_string_equal(x->stderr_data, "warn");
+	assert_int_equal(x->result_count, 1);
+	r = x->results[0];
+	assert_true(r->is_main);
+	assert_int_equal(r->count, 4);
+	assert_string_equal(r->formats[0]->mime, "text/plain");
+	assert_string_equal((char *)r->formats[0]->data, "2");
+	/* The PNG comes decoded: its 8-byte signature. */
+	assert_string_equal(r->formats[1]->mime, "image/png");
+	assert_int_equal(r->formats[1]->len, 8);
+	assert_memory_equal(r->formats[1]->data, "\x89PNG\r\n\x1a\n", 8);
+	assert_string_equal(r->formats[2]->mime, "application/json");
+	assert_string_equal((char *)r->formats[2]->data, "{\"a\":[1,2]}");
+	assert_string_equal(r->formats[3]->mime, "application/x-thing");
+	assert_non_null(x->error);
+	assert_string_equal(x->error->name, "ValueError");
+	assert_string_equal(x->error->value, "bad");
+	assert_string_equal(x->error->traceback, "Traceback...");
+	assert_false(x->stdout_truncated || x->stderr_truncated || x->results_truncated);
+	assert_string_equal(seen, "c3 o[hi\n] e[warn] r[text/plain,image/png,application/json,application/x-thing] "
+	                          "x[ValueError] ");
+}
+
+static void test_run_good(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
+	const char *env[] = { "A=1", NULL };
+	saas_code_execution *x = NULL;
+	size_t chunks[] = { 0, 1, 7, 100 };
+	const char *req;
+
+	for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+		code_guest_answer_ndjson(GOOD, chunks[i]);
+		o.language = " Python ";
+		o.env = env;
+		assert_int_equal(run(f->a, "1+1", &o, &x), SAAS_OK);
+		check_good(x);
+		saas_code_execution_free(x);
+		x = NULL;
+	}
+	req = code_guest_request();
+	assert_non_null(strstr(req, "POST /execute HTTP/1.1\r\n"));
+	assert_non_null(strstr(req, "\"code\":\"1+1\""));
+	assert_non_null(strstr(req, "\"language\":\"python\""));
+	assert_non_null(strstr(req, "\"env_vars\":{\"A\":\"1\"}"));
+	assert_null(strstr(req, "context_id"));
+
+	/* Length-delimited, and to the close. */
+	{
+		char buf[4096];
+		int n = snprintf(buf, sizeof(buf), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", strlen(GOOD), GOOD);
+		code_guest_answer(buf, (size_t)n, 5, 0, false);
+		assert_int_equal(run(f->a, "1+1", NULL, &x), SAAS_OK);
+		check_good(x);
+		saas_code_execution_free(x);
+		n = snprintf(buf, sizeof(buf), "HTTP/1.0 200 OK\r\n\r\n%s", GOOD);
+		code_guest_answer(buf, (size_t)n, 0, 0, false);
+		assert_int_equal(run(f->a, "1+1", NULL, &x), SAAS_OK);
+		check_good(x);
+		saas_code_execution_free(x);
+	}
+}
+
+/* Each answer a hostile guest might give, and the error it must come to. */
+static void test_run_hostile(void **state)
+{
+	static const struct {
+		const char *ndjson;
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ "not json\n", SAAS_EPROTOCOL, "not JSON" },
+		{ "[1]\n", SAAS_EPROTOCOL, "not an event" },
+		{ "{\"type\":1}\n", SAAS_EPROTOCOL, "not an event" },
+		{ "{\"type\":\"stdout\"}\n", SAAS_EPROTOCOL, "without its text" },
+		{ "{\"type\":\"stdout\",\"text\":5}\n", SAAS_EPROTOCOL, "without its text" },
+		{ "{\"type\":\"number_of_executions\",\"execution_count\":\"x\"}\n", SAAS_EPROTOCOL, "without a count" },
+		{ "{\"type\":\"result\",\"png\":\"!!!\"}\n", SAAS_EPROTOCOL, "not base64" },
+		{ "{\"type\":\"result\",\"text\":[1]}\n", SAAS_EPROTOCOL, "not a string" },
+		{ "{\"type\":\"result\",\"is_main_result\":\"yes\"}\n", SAAS_EPROTOCOL, "not a boolean" },
+		{ "{\"type\":\"error\",\"value\":\"x\"}\n", SAAS_EPROTOCOL, "without its name" },
+		{ "{\"type\":\"stdout\",\"text\":\"a\",\"text\":\"b\"}\n", SAAS_EPROTOCOL, "not JSON" },
+		{ "{\"type\":\"stdout\",\"text\":\"a\"}\n", SAAS_EBACKEND, "no end_of_execution" },
+		{ "", SAAS_EBACKEND, "no end_of_execution" },
+	};
+	struct saas_test_fixture *f = *state;
+	saas_code_execution *x = NULL;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		code_guest_answer_ndjson(cases[i].ndjson, 3);
+		int rc = run(f->a, "x", NULL, &x);
+		if (rc != cases[i].rc || !strstr(saas_error_last()->message, cases[i].says))
+			fail_msg("%s: %d (%s), want %d saying \"%s\"", cases[i].ndjson, rc, saas_error_last()->message,
+			         cases[i].rc, cases[i].says);
+		assert_null(x);
+	}
+}
+
+/* Bad HTTP: each is a clear error, never a crash or a hang. */
+static void test_run_bad_http(void **state)
+{
+	static const struct {
+		const char *answer;
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ "", SAAS_EPROTOCOL, "without an answer" },
+		{ "SSH-2.0-OpenSSH\r\n\r\n", SAAS_EPROTOCOL, "not HTTP" },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", SAAS_EPROTOCOL, "transfer coding" },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", SAAS_EPROTOCOL, "Content-Length" },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", SAAS_EPROTOCOL, "chunk size" },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"ty", SAAS_EPROTOCOL, "middle" },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}", SAAS_EPROTOCOL, "middle" },
+		{ "HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\nContext abc not found\x01", SAAS_ENOTFOUND,
+		  "Context abc not found" },
+		{ "HTTP/1.1 400 Bad\r\n\r\nOnly one of context_id or language", SAAS_EINVAL, "Only one" },
+		{ "HTTP/1.1 500 Oops\r\n\r\nboom", SAAS_EBACKEND, "answered 500: boom" },
+	};
+	struct saas_test_fixture *f = *state;
+	saas_code_execution *x = NULL;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		code_guest_answer(cases[i].answer, strlen(cases[i].answer), 0, 0, false);
+		int rc = run(f->a, "x", NULL, &x);
+		if (rc != cases[i].rc || !strstr(saas_error_last()->message, cases[i].says))
+			fail_msg("%s: %d (%s), want %d saying \"%s\"", cases[i].answer, rc, saas_error_last()->message,
+			         cases[i].rc, cases[i].says);
+		assert_null(x);
+	}
+	/* A head without end is cut at its bound. */
+	{
+		size_t n = 70000;
+		char *big = malloc(n);
+		assert_non_null(big);
+		memcpy(big, "HTTP/1.1 200 OK\r\n", 17);
+		for (size_t i = 17; i < n; i++)
+			big[i] = (i % 100 == 99) ? '\n' : (i % 100 == 50) ? ':' : 'a';
+		code_guest_answer(big, n, 0, 0, false);
+		assert_int_equal(run(f->a, "x", NULL, &x), SAAS_EPROTOCOL);
+		assert_non_null(strstr(saas_error_last()->message, "head over its bound"));
+		free(big);
+	}
+}
+
+/* Output past max_output, a line past its bound, results past their count: cut and flagged, the run goes on. */
+static void test_run_bounds(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
+	saas_code_execution *x = NULL;
+	size_t big = 200000, n = 0, cap = big + 300 * 64 + 4096;
+	char *body = malloc(cap);
+
+	assert_non_null(body);
+	n += (size_t)snprintf(body + n, cap - n, "{\"type\":\"stdout\",\"text\":\"0123456789\"}\n");
+	n += (size_t)snprintf(body + n, cap - n, "{\"type\":\"stdout\",\"text\":\"\xc3\xa9\xc3\xa9\"}\n");
+	/* A line over the bound (max_result 1024: about 65 KiB) is dropped. */
+	n += (size_t)snprintf(body + n, cap - n, "{\"type\":\"result\",\"text\":\"");
+	memset(body + n, 'x', big);
+	n += big;
+	n += (size_t)snprintf(body + n, cap - n, "\"}\n");
+	/* A result with one format too large for max_result keeps the others. */
+	n += (size_t)snprintf(body + n, cap - n, "{\"type\":\"result\",\"text\":\"t\",\"html\":\"%01100d\"}\n", 0);
+	for (int i = 0; i < SAAS_CODE_RESULTS_MAX + 3; i++)
+		n += (size_t)snprintf(body + n, cap - n, "{\"type\":\"result\",\"text\":\"%d\"}\n", i);
+	n += (size_t)snprintf(body + n, cap - n, "{\"type\":\"end_of_execution\"}\n");
+	body[n] = '\0';
+	code_guest_answer_ndjson(body, 4096);
+	o.max_output = 13; /* "0123456789" and one "é" (2 bytes): the second é would cut in two */
+	o.max_result = 1024;
+	assert_int_equal(run(f->a, "x", &o, &x), SAAS_OK);
+	assert_int_equal(x->status, SAAS_CODE_DONE);
+	assert_string_equal(x->stdout_data, "0123456789\xc3\xa9");
+	assert_true(x->stdout_truncated);
+	assert_true(x->results_truncated);
+	assert_int_equal(x->result_count, SAAS_CODE_RESULTS_MAX);
+	assert_int_equal(x->results[0]->count, 1);
+	assert_true(x->results[0]->truncated);
+	assert_string_equal((char *)x->results[1]->formats[0]->data, "0");
+	saas_code_execution_free(x);
+	free(body);
+}
+
+/* A guest that drips past the timeout: the run is cut there, the connection closed (the interrupt). */
+static void test_run_timeout_and_cancel(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
+	saas_code_execution *x = NULL;
+	const char *head = "HTTP/1.1 200 OK\r\n\r\n{\"type\":\"stdout\",\"text\":\"tick\"}\n";
+	unsigned int before = code_guest_hangups();
+
+	code_guest_answer(head, strlen(head), 0, 0, true); /* then silence, the connection held open */
+	o.timeout_ms = 300;
+	assert_int_equal(run(f->a, "while True: pass", &o, &x), SAAS_OK);
+	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
+	assert_string_equal(x->stdout_data, "tick");
+	saas_code_execution_free(x);
+	x = NULL;
+	/* The double saw the close: what interrupts the run in the real server. */
+	for (int i = 0; i < 500 && code_guest_hangups() == before; i++)
+		usleep(10000);
+	assert_true(code_guest_hangups() > before);
+
+	/* A slow drip is bounded by the same deadline. */
+	o.timeout_ms = 200;
+	{
+		/* The whole answer, a byte every 50 ms: far past 200 ms. */
+		char buf[4096];
+		int n = snprintf(buf, sizeof(buf), "HTTP/1.1 200 OK\r\n\r\n%s", GOOD);
+		code_guest_answer(buf, (size_t)n, 1, 50, false);
+	}
+	assert_int_equal(run(f->a, "x", &o, &x), SAAS_OK);
+	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
+	saas_code_execution_free(x);
+	x = NULL;
+
+	/* Cancelled by the callback at the second event. */
+	code_guest_answer_ndjson(GOOD, 0);
+	cancel_at = 2;
+	o.timeout_ms = 0;
+	assert_int_equal(run(f->a, "x", &o, &x), SAAS_OK);
+	cancel_at = 0;
+	assert_int_equal(x->status, SAAS_CODE_CANCELLED);
+	assert_string_equal(seen, "c3 o[hi\n] ");
+	saas_code_execution_free(x);
+}
+
+static void answer(const char *text)
+{
+	code_guest_answer(text, strlen(text), 0, 0, false);
+}
+
+static void test_contexts(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_code_context_options o = SAAS_CODE_CONTEXT_OPTIONS_INIT;
+	saas_code_context *ctx = NULL;
+	saas_code_context_list *l = NULL;
+	const char *env[] = { "X=y", NULL };
+	const char *list = "HTTP/1.1 200 OK\r\nContent-Length: 41\r\n\r\n[{\"id\":\"c1\",\"language\":\"bash\",\"cwd\":\"/\"}]";
+	const char *made = "HTTP/1.1 200 OK\r\n\r\n{\"id\":\"c2\",\"language\":\"javascript\",\"cwd\":\"/workspace/sub\"}";
+	const char *req;
+
+	/* A create lists first (the engine's bound), then posts. */
+	code_guest_answer(list, strlen(list), 0, 0, false);
+	code_guest_answer_post(made);
+	o.language = "JS";
+	o.cwd = "sub";
+	o.env = env;
+	assert_int_equal(saas_code_context_create(&ctx, f->a, sb_id, &o, 0), SAAS_OK);
+	assert_string_equal(ctx->id, "c2");
+	assert_string_equal(ctx->language, "javascript");
+	saas_code_context_free(ctx);
+	req = code_guest_request();
+	assert_non_null(strstr(req, "POST /contexts HTTP/1.1\r\n"));
+	assert_non_null(strstr(req, "\"language\":\"javascript\""));
+	assert_non_null(strstr(req, "\"cwd\":\"/workspace/sub\""));
+	assert_non_null(strstr(req, "\"env_vars\":{\"X\":\"y\"}"));
+	/* A post answered with something else than a context is refused. */
+	code_guest_answer_post(list);
+	assert_int_equal(saas_code_context_create(&ctx, f->a, sb_id, &o, 0), SAAS_EPROTOCOL);
+	code_guest_answer_post(NULL);
+
+	code_guest_answer(list, strlen(list), 0, 0, false);
+	assert_int_equal(saas_code_context_list_get(&l, f->a, sb_id, 0), SAAS_OK);
+	assert_int_equal(l->count, 1);
+	assert_string_equal(l->items[0]->id, "c1");
+	assert_string_equal(l->items[0]->language, "bash");
+	saas_code_context_list_free(l);
+	req = code_guest_request();
+	assert_non_null(strstr(req, "GET /contexts HTTP/1.1\r\n"));
+
+	answer("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnull");
+	assert_int_equal(saas_code_context_restart(f->a, sb_id, "c1", 0), SAAS_OK);
+	assert_non_null(strstr(code_guest_request(), "POST /contexts/c1/restart HTTP/1.1\r\n"));
+	answer("HTTP/1.1 204 No Content\r\n\r\n");
+	assert_int_equal(saas_code_context_delete(f->a, sb_id, "c1", 0), SAAS_OK);
+	assert_non_null(strstr(code_guest_request(), "DELETE /contexts/c1 HTTP/1.1\r\n"));
+	answer("HTTP/1.1 404 Not Found\r\n\r\nContext c9 not found");
+	assert_int_equal(saas_code_context_delete(f->a, sb_id, "c9", 0), SAAS_ENOTFOUND);
+
+	/* A list over the bound is refused, not believed. */
+	{
+		char *big = malloc(1 << 16);
+		size_t n = 0;
+		assert_non_null(big);
+		n += (size_t)snprintf(big, 1 << 16, "HTTP/1.1 200 OK\r\n\r\n[");
+		for (int i = 0; i < 4 * SAAS_CODE_CONTEXTS_MAX + 1; i++)
+			n += (size_t)snprintf(big + n, (1 << 16) - n, "%s{\"id\":\"c%d\"}", i ? "," : "", i);
+		n += (size_t)snprintf(big + n, (1 << 16) - n, "]");
+		code_guest_answer(big, n, 0, 0, false);
+		assert_int_equal(saas_code_context_list_get(&l, f->a, sb_id, 0), SAAS_EPROTOCOL);
+		free(big);
+	}
+}
+
+static void test_args(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
+	saas_code_context_options co = SAAS_CODE_CONTEXT_OPTIONS_INIT;
+	saas_code_execution *x = NULL;
+	saas_code_context *c = NULL;
+
+	o.language = "python";
+	o.context_id = "c1";
+	assert_int_equal(saas_code_run(&x, f->a, sb_id, "1", &o, 0), SAAS_EINVAL);
+	o.context_id = "../x";
+	o.language = NULL;
+	assert_int_equal(saas_code_run(&x, f->a, sb_id, "1", &o, 0), SAAS_EINVAL);
+	o.context_id = NULL;
+	o.language = "cobol";
+	assert_int_equal(saas_code_run(&x, f->a, sb_id, "1", &o, 0), SAAS_EINVAL);
+	assert_non_null(strstr(saas_error_last()->message, "cobol"));
+	o.language = NULL;
+	o.timeout_ms = -1;
+	assert_int_equal(saas_code_run(&x, f->a, sb_id, "1", &o, 0), SAAS_EINVAL);
+	o.timeout_ms = 0;
+	assert_int_equal(saas_code_run(&x, f->a, sb_id, "", &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_code_run(&x, f->a, sb_id, "\xff", &o, 0), SAAS_EINVAL);
+	assert_int_equal(saas_code_run(&x, f->a, sb_id, "1", &o, 1), SAAS_EINVAL);
+	assert_int_equal(saas_code_run(&x, f->a, "sbx-nope", "1", &o, 0), SAAS_ENOTFOUND);
+	co.language = "ruby";
+	assert_int_equal(saas_code_context_create(&c, f->a, sb_id, &co, 0), SAAS_EINVAL);
+	assert_int_equal(saas_code_context_restart(f->a, sb_id, "a/b", 0), SAAS_EINVAL);
+	assert_int_equal(saas_code_context_delete(f->a, sb_id, "", 0), SAAS_EINVAL);
+	assert_string_equal(saas_code_status_name(SAAS_CODE_TIMEDOUT), "timeout");
+	assert_string_equal(saas_code_status_name(99), "unknown");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_run_good, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_hostile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_bad_http, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_timeout_and_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_contexts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_args, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
