@@ -7,7 +7,7 @@
  * isError set and text that says what to do next, never as a protocol error:
  * the model reads results, not JSON-RPC errors.
  *
- * One file of ~1,200 lines on purpose: every tool is a short function over the
+ * One file of ~1,450 lines on purpose: every tool is a short function over the
  * public API, and they share the argument checks and the result and error
  * shapes kept static here, so that what an agent reads is said one way. When
  * new tools make it longer, the tools move out by area and the shared
