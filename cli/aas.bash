@@ -4,7 +4,7 @@ _aas() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
-	local cmds="create ls get exec shell cp files expose extend fork pause resume history metrics network rm usage account login e2b help"
+	local cmds="create ls get exec run shell cp files expose extend fork pause resume history metrics network rm usage account login e2b help"
 	local global="--url --key --json --help --version"
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
@@ -14,7 +14,9 @@ _aas() {
 		esac
 	done
 	case $prev in
-	--url|--key|--image|--cwd|-e|--env|--from|--to|--depth|--allow|--deny|--term) return ;;
+	--url|--key|--image|--cwd|-e|--env|--from|--to|--depth|--allow|--deny|--term|--context) return ;;
+	--language) COMPREPLY=($(compgen -W "python javascript bash" -- "$cur")); return ;;
+	--out-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	--size) COMPREPLY=($(compgen -W "small medium large" -- "$cur")); return ;;
 	--network) COMPREPLY=($(compgen -W "isolated internet" -- "$cur")); return ;;
 	--timeout) COMPREPLY=($(compgen -W "90s 15m 1h 2h" -- "$cur")); return ;;
@@ -29,6 +31,7 @@ _aas() {
 	network) opts="$opts --isolated --internet --allow --deny" ;;
 	ls) opts="$opts --all" ;;
 	exec) opts="$opts --timeout --cwd -e -n --" ;;
+	run) opts="$opts --language --context -e --env --timeout --out-dir" ;;
 	shell) opts="$opts -t -T --term --cwd -e" ;;
 	files) opts="$opts --depth --mkdir --remove --move --replace" ;;
 	usage) opts="$opts --from --to" ;;
@@ -39,7 +42,9 @@ _aas() {
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-	elif [[ $cmd =~ ^(get|exec|shell|files|expose|extend|fork|pause|resume|history|metrics|network|rm)$ ]]; then
+	elif [[ $cmd == run && $prev != run ]]; then
+		COMPREPLY=($(compgen -f -- "$cur")) # the code's file, after the sandbox id
+	elif [[ $cmd =~ ^(get|exec|run|shell|files|expose|extend|fork|pause|resume|history|metrics|network|rm)$ ]]; then
 		# Sandbox ids from the server, quietly (nothing if it cannot be reached).
 		COMPREPLY=($(compgen -W "$(aas ls 2>/dev/null | awk 'NR > 1 {print $1}')" -- "$cur"))
 	fi

@@ -55,6 +55,7 @@ int aas_cmd_resume(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_history(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_e2b(aas_ctx *ctx, int argc, char **argv);
 int aas_cmd_metrics(aas_ctx *ctx, int argc, char **argv);
+int aas_cmd_run(aas_ctx *ctx, int argc, char **argv);
 
 /* --network, --isolated, --internet, --allow and --deny, as aas create and aas network take them. */
 typedef struct {

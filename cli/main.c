@@ -20,6 +20,7 @@ static const char usage_text[] =
 	"  ls [--all]              list sandboxes, newest first\n"
 	"  get ID                  show one sandbox\n"
 	"  exec ID -- CMD...       run a command; exits with its exit code\n"
+	"  run ID [FILE|-]         run code (Python, JavaScript, bash) in a code context, as a notebook cell\n"
 	"  shell ID                open a terminal in a sandbox (as ssh); exits with the shell's status\n"
 	"  cp SRC DST              copy a file in or out (ID:/path like scp, - for stdin/stdout)\n"
 	"  files ID [PATH]         show a directory tree\n"
@@ -57,7 +58,7 @@ static const char usage_text[] =
 	"  5  server or network failure\n"
 	"  6  insufficient credit or account limit\n"
 	"  `aas exec` exits with the command's own exit code (124 if it timed out, 130 if cancelled),\n"
-	"  `aas shell` with the shell's;\n"
+	"  `aas run` with 1 if the code raised, 124 if it timed out; `aas shell` with the shell's;\n"
 	"  when the command could not run at all, 2, 3, 4 or 6 as above and 5 otherwise.\n";
 
 static const struct {
@@ -71,7 +72,7 @@ static const struct {
 	{ "login", aas_cmd_login },   { "unexpose", aas_cmd_unexpose }, { "network", aas_cmd_network },
 	{ "shell", aas_cmd_shell },   { "fork", aas_cmd_fork },     { "pause", aas_cmd_pause },
 	{ "resume", aas_cmd_resume }, { "history", aas_cmd_history }, { "e2b", aas_cmd_e2b },
-	{ "metrics", aas_cmd_metrics },
+	{ "metrics", aas_cmd_metrics }, { "run", aas_cmd_run },
 };
 
 int main(int argc, char **argv)

@@ -29,6 +29,11 @@ if [ -n "$IMAGES" ]; then
 	[ -d "${IMAGES}/tiny" ] || { echo "no tiny image in ${IMAGES} (run the vmimage fixture)"; exit 1; }
 	start_server "$SERVER" --images "$IMAGES" --image tiny
 else
+	# aas run's cases: the fake's guest port 49999 is the code server's test double (../server/code_guest.py).
+	python3 "$(dirname "$0")/../server/code_guest.py" "${WORK}/guest.port" &
+	PIDS+=("$!")
+	for _ in $(seq 1 100); do [ -s "${WORK}/guest.port" ] && break; sleep 0.1; done
+	export SAAS_FAKE_PORTS="49999=127.0.0.1:$(cat "${WORK}/guest.port")"
 	start_server "$SERVER"
 fi
 KEY=$(admin account create --name cli 2>"${WORK}/admin.err")
@@ -84,6 +89,14 @@ run history sbx-x -n 501; expect_rc 2 "history: -n past 500"
 run expose sbx-x 70000; expect_rc 2 "bad port"
 run unexpose sbx-x 0; expect_rc 2 "unexpose: bad port"
 run unexpose sbx-x; expect_rc 2 "unexpose without a port"
+run run; expect_rc 2 "run without id"; one_line_err "run without id"
+run run sbx-x --language python --context c1 -; expect_rc 2 "run: --language with --context"; one_line_err "run: both"
+run run sbx-x --timeout 5x -; expect_rc 2 "run: bad timeout"
+run run sbx-x --timeout 2h -; expect_rc 2 "run: timeout past 1h"; one_line_err "run: timeout past 1h"
+run run sbx-x a.py b.py; expect_rc 2 "run: two files"
+run run sbx-x -e NOEQUALS -; expect_rc 2 "run: -e without ="; one_line_err "run: -e without ="
+run run --help; expect_rc 0 "run --help"
+check "run --help names --out-dir" grep -q -- '--out-dir DIR' <<<"$OUT"
 
 # ---- no key, wrong key, server down ----
 run --url "$BASE" ls; expect_rc 3 "no key"; one_line_err "no key"
@@ -413,6 +426,47 @@ if [ -z "$IMAGES" ]; then
 	run create --metadata "k=$(head -c 1025 /dev/zero | tr '\0' x)"; expect_rc 2 "a --metadata value over 1024 bytes"
 	check "it says the bound" grep -q '1024' <<<"$ERR"
 	run rm "$MSB"; expect_rc 0 "rm the sandbox with metadata"
+fi
+
+# ---- aas run: code in a code context (the guest's code server is code_guest.py's double) ----
+if [ -z "$IMAGES" ]; then
+	run create --json; expect_rc 0 "create for run"; CSB=$(jout .id)
+	printf '1+1' >"${WORK}/value.py"
+	run run "$CSB" "${WORK}/value.py"; expect_rc 0 "run a file"; expect_out "1+1" "run prints the main result's text"
+	OUT=$(printf 'print hello' | "$AAS" run "$CSB" 2>"${WORK}/err"); RC=$?
+	expect_rc 0 "run from stdin"; expect_out "hello" "run streams stdout (code from stdin)"
+	OUT=$(printf 'x = 41' | "$AAS" run "$CSB" - 2>"${WORK}/err"); RC=$?; expect_rc 0 "run -: set a variable"
+	OUT=$(printf 'x' | "$AAS" run "$CSB" --language javascript 2>"${WORK}/err"); RC=$?; ERR=$(cat "${WORK}/err")
+	expect_rc 1 "run: an error exits 1"
+	check "run: the error's name and value on stderr: $ERR" grep -q "NameError: name 'x' is not defined" <<<"$ERR"
+	printf 'boom' >"${WORK}/boom.py"
+	run run "$CSB" "${WORK}/boom.py"; expect_rc 1 "run: a raised error exits 1"
+	check "run: stderr streamed" grep -q '^about to fail$' <<<"$ERR"
+	check "run: the traceback on stderr" grep -q '^Traceback (most recent call last):' <<<"$ERR"
+	check "run: its name and value" grep -q 'ValueError: boom' <<<"$ERR"
+	mkdir -p "${WORK}/charts"; printf 'chart' >"${WORK}/chart.py"
+	run run "$CSB" --out-dir "${WORK}/charts" "${WORK}/chart.py"; expect_rc 0 "run a chart"
+	expect_out "${WORK}/charts/result-1.png" "run prints the path of the chart written"
+	check "the chart is a PNG" test "$(head -c 8 "${WORK}/charts/result-1.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
+	run run "$CSB" --out-dir "${WORK}/charts" "${WORK}/chart.py"; expect_rc 0 "run a chart again"
+	expect_out "${WORK}/charts/result-2.png" "a second chart takes the next number, the first kept"
+	check "the first chart is still there" test -s "${WORK}/charts/result-1.png"
+	run run "$CSB" --out-dir "${WORK}/nodir" "${WORK}/chart.py"; expect_rc 1 "run: an --out-dir that does not exist"
+	check "it names the directory" grep -q 'nodir' <<<"$ERR"
+	printf 'env' >"${WORK}/env.py"
+	run run "$CSB" -e A=1 --env B=two "${WORK}/env.py"; expect_rc 0 "run -e"
+	expect_out '{"A": "1", "B": "two"}' "run -e reaches the run"
+	printf 'hang' >"${WORK}/hang.py"
+	run run "$CSB" --timeout 1 "${WORK}/hang.py"; expect_rc 124 "run: a timeout exits 124"
+	check "run: what came before the timeout" grep -qx tick <<<"$OUT"
+	run run "$CSB" --context nosuch "${WORK}/value.py"; expect_rc 4 "run: an unknown context"
+	: >"${WORK}/empty.py"
+	run run "$CSB" "${WORK}/empty.py"; expect_rc 2 "run: an empty file"; one_line_err "run: empty file"
+	run run "$CSB" "${WORK}/missing.py"; expect_rc 2 "run: a file that cannot be read"; one_line_err "run: missing file"
+	check "it names the file" grep -q 'missing.py' <<<"$ERR"
+	run run "$CSB"; expect_rc 2 "run: nothing on stdin"
+	run run sbx-nosuch "${WORK}/value.py"; expect_rc 4 "run: an unknown sandbox"
+	run rm "$CSB"; expect_rc 0 "rm the sandbox code ran in"
 fi
 
 # ---- login: writes a 0600 config that later commands use ----
