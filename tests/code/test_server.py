@@ -189,6 +189,27 @@ class CodeServer(unittest.TestCase):
 
     # ---- contexts ----
 
+    def test_context_env_vars(self):
+        # POST /contexts env_vars (the engine's context environment): every run of the context sees
+        # them, a restart keeps them, a run's own env_vars still win for that run, other contexts not.
+        ctx = self.new_context(env_vars={"AAS_CTX": "c1"})
+        get = "import os\nos.environ.get('AAS_CTX')"
+        self.assertEqual(self.main_text(self.execute(get, context_id=ctx["id"])), "c1")
+        msgs = self.execute(get, context_id=ctx["id"], env_vars={"AAS_CTX": "r"})
+        self.assertEqual(self.main_text(msgs), "r")
+        status, body = self.request("POST", f"/contexts/{ctx['id']}/restart")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(self.main_text(self.execute(get, context_id=ctx["id"])), "c1")
+        self.assertEqual(self.main_text(self.execute("import os\nstr(os.environ.get('AAS_CTX'))")), "None")
+        sh = self.new_context(language="bash", env_vars={"AAS_CTX": "b 1"})
+        msgs = self.execute("echo $AAS_CTX", context_id=sh["id"])
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "b 1\n")
+        for bad in ({"A=B": "x"}, {"A": 1}, ["A"]):
+            status, body = self.request("POST", "/contexts", {"env_vars": bad})
+            self.assertEqual(status, 400, body)
+        for c in (ctx, sh):
+            self.request("DELETE", f"/contexts/{c['id']}")
+
     def test_contexts_isolated_restart_delete(self):
         a, b = self.new_context(), self.new_context(language="python", cwd=self.tmp)
         self.assertEqual(a["language"], "python")
