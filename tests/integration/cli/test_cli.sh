@@ -160,6 +160,8 @@ run exec "$SB" -- exit 7; expect_rc 7 "exec exits with the command's code"
 run exec "$SB" -- no-such-command; expect_rc 127 "exec 127"
 check "exec stderr goes to stderr" grep -q 'not found' <<<"$ERR"
 run exec "$SB" --cwd /tmp -- pwd; expect_out /tmp "exec --cwd"
+# A real guest's cd needs the directory (the fake driver's exec has no directories).
+"$AAS" exec "$SB" -- mkdir -p /workspace/src >/dev/null 2>&1 || true
 run exec "$SB" --cwd src -- pwd; expect_out /workspace/src "exec --cwd relative: under /workspace, as a terminal's"
 run exec "$SB" -e GREETING=hi -e 'X=a b' -- env; expect_rc 0 "exec -e"
 check "exec -e passes env" grep -qx 'X=a b' <<<"$OUT"
