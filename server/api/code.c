@@ -64,13 +64,6 @@ static void env_free(char **env)
 	free(env);
 }
 
-static bool wants_events(struct aas_req *r)
-{
-	const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Accept");
-
-	return a && strstr(a, "text/event-stream") && !strstr(a, "application/json");
-}
-
 /* ---- the event stream of a run ---- */
 
 struct run_stream {
@@ -214,16 +207,7 @@ static void reply_events(struct aas_req *r, struct aas_reply *out, const char *c
 		return;
 	}
 	s->running = true;
-	if (!(out->response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s,
-	                                                        stream_free))) {
-		stream_free(s);
-		aas_reply_error(out, 500, "out_of_memory", "out of memory");
-		return;
-	}
-	out->status = 200;
-	MHD_add_response_header(out->response, "Content-Type", "text/event-stream");
-	MHD_add_response_header(out->response, "Cache-Control", "no-cache");
-	MHD_add_response_header(out->response, "X-Accel-Buffering", "no");
+	aas_reply_event_stream(out, stream_read, s, stream_free);
 }
 
 /* ---- the routes ---- */
@@ -267,7 +251,7 @@ void aas_h_code_run(struct aas_req *r, struct aas_reply *out)
 	o.max_output = (size_t)max_output;
 	o.max_result = (size_t)max_result;
 	o.env = (const char *const *)env;
-	if (wants_events(r)) {
+	if (aas_wants_events(r)) {
 		/*
 		 * The library checks the rest once the worker runs (a bad value is
 		 * then a "failed" event); the commonest mistake is a 400 here.

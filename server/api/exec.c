@@ -364,20 +364,25 @@ static void reply_events(struct aas_req *r, struct aas_reply *out, const char *i
 	f->cur = *cur;
 	if (started)
 		put_event(f, "started", started);
-	if (!(out->response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follower_read, f,
-	                                                        follower_free))) {
-		follower_free(f);
+	aas_reply_event_stream(out, follower_read, f, follower_free);
+}
+
+bool aas_reply_event_stream(struct aas_reply *out, MHD_ContentReaderCallback reader, void *cls,
+                            MHD_ContentReaderFreeCallback free_cls)
+{
+	if (!(out->response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, cls, free_cls))) {
+		free_cls(cls);
 		aas_reply_error(out, 500, "out_of_memory", "out of memory");
-		return;
+		return false;
 	}
 	out->status = 200;
 	MHD_add_response_header(out->response, "Content-Type", "text/event-stream");
 	MHD_add_response_header(out->response, "Cache-Control", "no-cache");
 	MHD_add_response_header(out->response, "X-Accel-Buffering", "no");
+	return true;
 }
 
-/* Does the client ask for an event stream (and not for JSON)? */
-static bool wants_events(struct aas_req *r)
+bool aas_wants_events(struct aas_req *r)
 {
 	const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Accept");
 
@@ -394,7 +399,7 @@ void aas_h_exec(struct aas_req *r, struct aas_reply *out)
 	unsigned char *stdin_bytes = NULL;
 	char **env = NULL;
 	json_t *body = NULL;
-	bool background = false, stdin_open = false, events = wants_events(r), slot = false, present;
+	bool background = false, stdin_open = false, events = aas_wants_events(r), slot = false, present;
 	int64_t max_output = 0;
 	unsigned int flags;
 	int rc;

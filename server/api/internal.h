@@ -22,4 +22,14 @@ void aas_reply_json_stream(struct aas_reply *out, unsigned int status, json_t *b
 bool aas_stream_slot_take(const char *account, struct aas_reply *out);
 void aas_stream_slot_release(const char *account);
 
+/* Does the client ask for an event stream (and not for JSON)? (exec.c) */
+bool aas_wants_events(struct aas_req *r);
+
+/*
+ * Make out a 200 text/event-stream answer read by reader from cls, freed with
+ * free_cls (exec.c). false after a 500 reply: free_cls(cls) has run then.
+ */
+bool aas_reply_event_stream(struct aas_reply *out, MHD_ContentReaderCallback reader, void *cls,
+                            MHD_ContentReaderFreeCallback free_cls);
+
 #endif
