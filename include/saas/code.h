@@ -228,8 +228,19 @@ typedef enum {
 	SAAS_CODE_EVENT_STDERR = 2,   /**< text, len */
 	SAAS_CODE_EVENT_RESULT = 3,   /**< result */
 	SAAS_CODE_EVENT_ERROR = 4,    /**< error */
-	SAAS_CODE_EVENT_COUNT = 5     /**< execution_count: the interpreter took the code */
+	SAAS_CODE_EVENT_COUNT = 5,    /**< execution_count: the interpreter took the code */
+	/**
+	 * Nothing was told for SAAS_CODE_TICK_MS (a silent run, or output past
+	 * max_output): no field is set. A caller checks its own deadline or its
+	 * client here and returns non-zero to cancel, so that a silent run is
+	 * not held until it ends. A remote client is told one for each of the
+	 * server's keepalives (every 15 s of silence). Since: 0.2.0
+	 */
+	SAAS_CODE_EVENT_TICK = 6
 } saas_code_event_type;
+
+/** A run silent this long (in milliseconds) is told SAAS_CODE_EVENT_TICK, and again each time as long. */
+#define SAAS_CODE_TICK_MS 1000
 
 /**
  * One event of a run (saas_code_event_fn). Library-made, borrowed for the call; fields may be appended.
@@ -247,7 +258,9 @@ typedef struct saas_code_event {
 
 /**
  * Told of each event as it arrives, on the calling thread, one at a time.
- * Output past max_output and results past the bounds are not told either.
+ * Output past max_output and results past the bounds are not told either;
+ * SAAS_CODE_EVENT_TICK is told instead while nothing else is (callbacks
+ * ignore the types they do not know: more may be appended).
  * Return non-zero to cancel the run (the interpreter is interrupted; the
  * context lives on).
  */

@@ -48,6 +48,8 @@ static int teardown(void **state)
 static char seen[4096];
 static int cancel_at; /* cancel at the n-th event (0: never) */
 static int events;
+static int ticks;
+static bool cancel_on_tick;
 
 static int on_event(void *ud, const saas_code_event *ev)
 {
@@ -75,6 +77,10 @@ static int on_event(void *ud, const saas_code_event *ev)
 	case SAAS_CODE_EVENT_ERROR:
 		snprintf(seen + n, sizeof(seen) - n, "x[%s] ", ev->error->name);
 		break;
+	case SAAS_CODE_EVENT_TICK:
+		/* Not in `seen`: how many come depends on the machine's speed. */
+		ticks++;
+		return cancel_on_tick;
 	default:
 		fail_msg("unknown event %d", ev->type);
 	}
@@ -89,7 +95,7 @@ static int run(saas_client *c, const char *code, saas_code_run_options *o, saas_
 		o = &def;
 	o->on_event = on_event;
 	seen[0] = '\0';
-	events = 0;
+	events = ticks = 0;
 	return saas_code_run(x, c, sb_id, code, o, 0);
 }
 
@@ -227,7 +233,13 @@ static void test_run_bad_http(void **state)
 		{ "HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\nContext abc not found\x01", SAAS_ENOTFOUND,
 		  "Context abc not found" },
 		{ "HTTP/1.1 400 Bad\r\n\r\nOnly one of context_id or language", SAAS_EINVAL, "Only one" },
-		{ "HTTP/1.1 500 Oops\r\n\r\nboom", SAAS_EBACKEND, "answered 500: boom" },
+		/* The code server's refusals are the caller's to read: none is EBACKEND (a server hides those). */
+		{ "HTTP/1.1 500 Oops\r\n\r\ncannot start a python kernel: boom", SAAS_EIO,
+		  "failed (500): cannot start a python kernel: boom" },
+		{ "HTTP/1.1 409 Conflict\r\n\r\ntoo many contexts: at most 16", SAAS_ELIMIT, "too many contexts" },
+		{ "HTTP/1.1 413 Payload Too Large\r\n\r\nthe body exceeds 8 bytes", SAAS_ETOOBIG, "the body exceeds" },
+		{ "HTTP/1.1 503 Service Unavailable\r\n\r\ntoo many connections", SAAS_EBUSY,
+		  "busy: too many connections" },
 	};
 	struct saas_test_fixture *f = *state;
 	saas_code_execution *x = NULL;
@@ -238,6 +250,8 @@ static void test_run_bad_http(void **state)
 		if (rc != cases[i].rc || !strstr(saas_error_last()->message, cases[i].says))
 			fail_msg("%s: %d (%s), want %d saying \"%s\"", cases[i].answer, rc, saas_error_last()->message,
 			         cases[i].rc, cases[i].says);
+		if (rc == SAAS_ELIMIT)
+			assert_string_equal(saas_error_last()->limit, "code_contexts");
 		assert_null(x);
 	}
 	/* A head without end is cut at its bound. */
@@ -291,7 +305,27 @@ static void test_run_bounds(void **state)
 	assert_true(x->results[0]->truncated);
 	assert_string_equal((char *)x->results[1]->formats[0]->data, "0");
 	saas_code_execution_free(x);
+	x = NULL;
 	free(body);
+
+	/* What the code server cut for its own bounds is flagged as ours is; its notice is kept. */
+	code_guest_answer_ndjson("{\"type\":\"stdout\",\"text\":\"a\"}\n"
+	                         "{\"type\":\"result\",\"text\":\"t\",\"truncated\":[\"png\"]}\n"
+	                         "{\"type\":\"stderr\",\"text\":\"[cut]\",\"cut\":\"output\"}\n"
+	                         "{\"type\":\"stderr\",\"text\":\"[no more]\",\"cut\":\"results\"}\n"
+	                         "{\"type\":\"end_of_execution\"}\n",
+	                         0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_OK);
+	assert_true(x->stdout_truncated && x->stderr_truncated && x->results_truncated);
+	assert_true(x->results[0]->truncated);
+	assert_string_equal(x->stderr_data, "[cut][no more]");
+	saas_code_execution_free(x);
+	x = NULL;
+	code_guest_answer_ndjson("{\"type\":\"stderr\",\"text\":\"x\",\"cut\":5}\n", 0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_EPROTOCOL);
+	code_guest_answer_ndjson("{\"type\":\"result\",\"text\":\"t\",\"truncated\":\"png\"}\n", 0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_EPROTOCOL);
+	assert_null(x);
 }
 
 /* A guest that drips past the timeout: the run is cut there, the connection closed (the interrupt). */
@@ -325,6 +359,35 @@ static void test_run_timeout_and_cancel(void **state)
 	}
 	assert_int_equal(run(f->a, "x", &o, &x), SAAS_OK);
 	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
+	saas_code_execution_free(x);
+	x = NULL;
+
+	/*
+	 * A silent run is told ticks: a callback that cancels at one ends it
+	 * long before its timeout (which would make it TIMEDOUT), and the
+	 * connection is closed (the interrupt).
+	 */
+	before = code_guest_hangups();
+	code_guest_answer(head, strlen(head), 0, 0, true);
+	o.timeout_ms = 600000;
+	cancel_on_tick = true;
+	assert_int_equal(run(f->a, "import time; time.sleep(60)", &o, &x), SAAS_OK);
+	cancel_on_tick = false;
+	assert_int_equal(x->status, SAAS_CODE_CANCELLED);
+	assert_int_equal(ticks, 1);
+	assert_string_equal(x->stdout_data, "tick");
+	saas_code_execution_free(x);
+	x = NULL;
+	for (int i = 0; i < 500 && code_guest_hangups() == before; i++)
+		usleep(10000);
+	assert_true(code_guest_hangups() > before);
+	/* Ticks go on as long as the silence does, and stop the other events none. */
+	code_guest_answer(head, strlen(head), 0, 0, true);
+	o.timeout_ms = 3000;
+	assert_int_equal(run(f->a, "import time; time.sleep(60)", &o, &x), SAAS_OK);
+	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
+	assert_true(ticks >= 1);
+	assert_string_equal(seen, "o[tick] ");
 	saas_code_execution_free(x);
 	x = NULL;
 
