@@ -328,26 +328,38 @@ static void test_run_bounds(void **state)
 	assert_null(x);
 }
 
+/*
+ * A run that prints "tick" and is then silent, its connection held open,
+ * with timeout_ms: it ends with `status`, what it printed kept, and the
+ * double sees the connection closed (what interrupts the run in the real
+ * server).
+ */
+static void silent_run(saas_client *c, saas_code_run_options *o, int64_t timeout_ms, int status)
+{
+	const char *head = "HTTP/1.1 200 OK\r\n\r\n{\"type\":\"stdout\",\"text\":\"tick\"}\n";
+	unsigned int before = code_guest_hangups();
+	saas_code_execution *x = NULL;
+
+	code_guest_answer(head, strlen(head), 0, 0, true);
+	o->timeout_ms = timeout_ms;
+	assert_int_equal(run(c, "import time; time.sleep(60)", o, &x), SAAS_OK);
+	assert_int_equal(x->status, status);
+	assert_string_equal(x->stdout_data, "tick");
+	assert_string_equal(seen, "o[tick] ");
+	saas_code_execution_free(x);
+	for (int i = 0; i < 500 && code_guest_hangups() == before; i++)
+		usleep(10000);
+	assert_true(code_guest_hangups() > before);
+}
+
 /* A guest that drips past the timeout: the run is cut there, the connection closed (the interrupt). */
 static void test_run_timeout_and_cancel(void **state)
 {
 	struct saas_test_fixture *f = *state;
 	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
 	saas_code_execution *x = NULL;
-	const char *head = "HTTP/1.1 200 OK\r\n\r\n{\"type\":\"stdout\",\"text\":\"tick\"}\n";
-	unsigned int before = code_guest_hangups();
 
-	code_guest_answer(head, strlen(head), 0, 0, true); /* then silence, the connection held open */
-	o.timeout_ms = 300;
-	assert_int_equal(run(f->a, "while True: pass", &o, &x), SAAS_OK);
-	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
-	assert_string_equal(x->stdout_data, "tick");
-	saas_code_execution_free(x);
-	x = NULL;
-	/* The double saw the close: what interrupts the run in the real server. */
-	for (int i = 0; i < 500 && code_guest_hangups() == before; i++)
-		usleep(10000);
-	assert_true(code_guest_hangups() > before);
+	silent_run(f->a, &o, 300, SAAS_CODE_TIMEDOUT);
 
 	/* A slow drip is bounded by the same deadline. */
 	o.timeout_ms = 200;
@@ -367,29 +379,13 @@ static void test_run_timeout_and_cancel(void **state)
 	 * long before its timeout (which would make it TIMEDOUT), and the
 	 * connection is closed (the interrupt).
 	 */
-	before = code_guest_hangups();
-	code_guest_answer(head, strlen(head), 0, 0, true);
-	o.timeout_ms = 600000;
 	cancel_on_tick = true;
-	assert_int_equal(run(f->a, "import time; time.sleep(60)", &o, &x), SAAS_OK);
+	silent_run(f->a, &o, 600000, SAAS_CODE_CANCELLED);
 	cancel_on_tick = false;
-	assert_int_equal(x->status, SAAS_CODE_CANCELLED);
 	assert_int_equal(ticks, 1);
-	assert_string_equal(x->stdout_data, "tick");
-	saas_code_execution_free(x);
-	x = NULL;
-	for (int i = 0; i < 500 && code_guest_hangups() == before; i++)
-		usleep(10000);
-	assert_true(code_guest_hangups() > before);
 	/* Ticks go on as long as the silence does, and stop the other events none. */
-	code_guest_answer(head, strlen(head), 0, 0, true);
-	o.timeout_ms = 3000;
-	assert_int_equal(run(f->a, "import time; time.sleep(60)", &o, &x), SAAS_OK);
-	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
+	silent_run(f->a, &o, 3000, SAAS_CODE_TIMEDOUT);
 	assert_true(ticks >= 1);
-	assert_string_equal(seen, "o[tick] ");
-	saas_code_execution_free(x);
-	x = NULL;
 
 	/* Cancelled by the callback at the second event. */
 	code_guest_answer_ndjson(GOOD, 0);
