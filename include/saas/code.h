@@ -84,9 +84,13 @@ typedef struct saas_code_context_options {
  * @param options  options or NULL.
  * @param flags    0.
  * @return SAAS_OK; SAAS_EINVAL (a language that is not one of the three, a bad cwd or env);
- *         SAAS_ENOTFOUND (sandbox); SAAS_ESTATE (not ready); SAAS_ELIMIT (SAAS_CODE_CONTEXTS_MAX);
- *         SAAS_EBACKEND (no code server in the guest, or it failed); SAAS_EPROTOCOL (it answered
- *         something else than its wire); SAAS_ENOTSUP (a driver without tunnels); SAAS_ENOMEM.
+ *         SAAS_ENOTFOUND (sandbox); SAAS_ESTATE (not ready); SAAS_ELIMIT (SAAS_CODE_CONTEXTS_MAX,
+ *         or the code server's own bound: limit "code_contexts"); SAAS_EBUSY (the code server is
+ *         starting, or has too many connections); SAAS_EIO (its interpreter cannot start, or it
+ *         failed: its words); SAAS_ETOOBIG (over its request bound); SAAS_EBACKEND (no code
+ *         server in the guest, or it hung up); SAAS_EPROTOCOL (it answered something else than
+ *         its wire); SAAS_ETIMEOUT (no answer in 60 s); SAAS_ENOTSUP (a driver without tunnels);
+ *         SAAS_ENOMEM.
  *
  * Since: 0.2.0
  */
@@ -111,8 +115,8 @@ SAAS_EXTERN(int) saas_code_context_list_get(saas_code_context_list **out, saas_c
  *
  * @param context_id  1 to SAAS_CODE_CONTEXT_ID_MAX of [A-Za-z0-9._-].
  * @param flags       0.
- * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (sandbox or context); SAAS_ESTATE; SAAS_EBACKEND;
- *         SAAS_EPROTOCOL.
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (sandbox or context); SAAS_ESTATE; SAAS_EIO (its
+ *         new interpreter cannot start); SAAS_EBUSY; SAAS_EBACKEND; SAAS_EPROTOCOL.
  *
  * Since: 0.2.0
  */
@@ -304,9 +308,10 @@ typedef struct saas_code_run_options {
  * @param options  options or NULL.
  * @param flags    0.
  * @return SAAS_OK; SAAS_EINVAL (both language and context_id, a bad option); SAAS_ENOTFOUND
- *         (sandbox, or context); SAAS_ESTATE (not ready); SAAS_EBACKEND (no code server, or it
- *         failed or hung up before the end); SAAS_EPROTOCOL (it answered something else than its
- *         wire: a line not JSON, a known event without its fields); SAAS_ENOTSUP; SAAS_ENOMEM.
+ *         (sandbox, or context); SAAS_ESTATE (not ready); SAAS_EBUSY, SAAS_EIO, SAAS_ETOOBIG (the
+ *         code server's refusals, as for saas_code_context_create()); SAAS_EBACKEND (no code
+ *         server, or it hung up before the end); SAAS_EPROTOCOL (it answered something else than
+ *         its wire: a line not JSON, a known event without its fields); SAAS_ENOTSUP; SAAS_ENOMEM.
  *
  * Since: 0.2.0
  */

@@ -11,8 +11,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
