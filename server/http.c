@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -555,21 +556,34 @@ static void reply_too_large(struct aas_req *r, struct aas_reply *rep)
 		aas_reply_error(rep, 413, "too_large", "the JSON body is over %zu bytes", r->body_max);
 }
 
-bool aas_client_gone(struct aas_req *r)
+bool aas_fd_gone(int fd)
 {
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	ssize_t n;
 	char c;
 
-	if (!ci)
+	if (fd < 0)
 		return false;
 	/*
 	 * Nothing reads the socket while a handler runs (one thread per
 	 * connection), so a FIN or a reset waits there: a peek sees EOF or an
 	 * error. A pipelined request is data, and means the client is there.
 	 */
-	n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+bool aas_client_gone(struct aas_req *r)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci && aas_fd_gone(ci->connect_fd);
+}
+
+int aas_client_fd(struct aas_req *r)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0) : -1;
 }
 
 bool aas_wants_upgrade(struct aas_req *r)

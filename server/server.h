@@ -167,6 +167,15 @@ unsigned int aas_status_for(int rc);
  * whose client left is destroyed rather than left running for nobody.
  */
 bool aas_client_gone(struct aas_req *r);
+/*
+ * The request's socket, dup()ed (the caller closes it; -1 when there is
+ * none), for a worker thread to ask aas_fd_gone() while the connection's
+ * own thread waits in its answer's reader: a copy, so no fd that
+ * libmicrohttpd closed and the system gave again is ever asked.
+ */
+int aas_client_fd(struct aas_req *r);
+/* aas_client_gone() on such a copy (false for -1). */
+bool aas_fd_gone(int fd);
 
 /* The API key of the request (Authorization: Bearer, or x-api-key), or NULL. Never log it. */
 const char *aas_request_key(struct aas_req *r);

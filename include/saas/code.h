@@ -84,9 +84,13 @@ typedef struct saas_code_context_options {
  * @param options  options or NULL.
  * @param flags    0.
  * @return SAAS_OK; SAAS_EINVAL (a language that is not one of the three, a bad cwd or env);
- *         SAAS_ENOTFOUND (sandbox); SAAS_ESTATE (not ready); SAAS_ELIMIT (SAAS_CODE_CONTEXTS_MAX);
- *         SAAS_EBACKEND (no code server in the guest, or it failed); SAAS_EPROTOCOL (it answered
- *         something else than its wire); SAAS_ENOTSUP (a driver without tunnels); SAAS_ENOMEM.
+ *         SAAS_ENOTFOUND (sandbox); SAAS_ESTATE (not ready); SAAS_ELIMIT (SAAS_CODE_CONTEXTS_MAX,
+ *         or the code server's own bound: limit "code_contexts"); SAAS_EBUSY (the code server is
+ *         starting, or has too many connections); SAAS_EIO (its interpreter cannot start, or it
+ *         failed: its words); SAAS_ETOOBIG (over its request bound); SAAS_EBACKEND (no code
+ *         server in the guest, or it hung up); SAAS_EPROTOCOL (it answered something else than
+ *         its wire); SAAS_ETIMEOUT (no answer in 60 s); SAAS_ENOTSUP (a driver without tunnels);
+ *         SAAS_ENOMEM.
  *
  * Since: 0.2.0
  */
@@ -111,8 +115,8 @@ SAAS_EXTERN(int) saas_code_context_list_get(saas_code_context_list **out, saas_c
  *
  * @param context_id  1 to SAAS_CODE_CONTEXT_ID_MAX of [A-Za-z0-9._-].
  * @param flags       0.
- * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (sandbox or context); SAAS_ESTATE; SAAS_EBACKEND;
- *         SAAS_EPROTOCOL.
+ * @return SAAS_OK; SAAS_EINVAL; SAAS_ENOTFOUND (sandbox or context); SAAS_ESTATE; SAAS_EIO (its
+ *         new interpreter cannot start); SAAS_EBUSY; SAAS_EBACKEND; SAAS_EPROTOCOL.
  *
  * Since: 0.2.0
  */
@@ -228,8 +232,19 @@ typedef enum {
 	SAAS_CODE_EVENT_STDERR = 2,   /**< text, len */
 	SAAS_CODE_EVENT_RESULT = 3,   /**< result */
 	SAAS_CODE_EVENT_ERROR = 4,    /**< error */
-	SAAS_CODE_EVENT_COUNT = 5     /**< execution_count: the interpreter took the code */
+	SAAS_CODE_EVENT_COUNT = 5,    /**< execution_count: the interpreter took the code */
+	/**
+	 * Nothing was told for SAAS_CODE_TICK_MS (a silent run, or output past
+	 * max_output): no field is set. A caller checks its own deadline or its
+	 * client here and returns non-zero to cancel, so that a silent run is
+	 * not held until it ends. A remote client is told one for each of the
+	 * server's keepalives (every 15 s of silence). Since: 0.2.0
+	 */
+	SAAS_CODE_EVENT_TICK = 6
 } saas_code_event_type;
+
+/** A run silent this long (in milliseconds) is told SAAS_CODE_EVENT_TICK, and again each time as long. */
+#define SAAS_CODE_TICK_MS 1000
 
 /**
  * One event of a run (saas_code_event_fn). Library-made, borrowed for the call; fields may be appended.
@@ -247,7 +262,9 @@ typedef struct saas_code_event {
 
 /**
  * Told of each event as it arrives, on the calling thread, one at a time.
- * Output past max_output and results past the bounds are not told either.
+ * Output past max_output and results past the bounds are not told either;
+ * SAAS_CODE_EVENT_TICK is told instead while nothing else is (callbacks
+ * ignore the types they do not know: more may be appended).
  * Return non-zero to cancel the run (the interpreter is interrupted; the
  * context lives on).
  */
@@ -291,9 +308,10 @@ typedef struct saas_code_run_options {
  * @param options  options or NULL.
  * @param flags    0.
  * @return SAAS_OK; SAAS_EINVAL (both language and context_id, a bad option); SAAS_ENOTFOUND
- *         (sandbox, or context); SAAS_ESTATE (not ready); SAAS_EBACKEND (no code server, or it
- *         failed or hung up before the end); SAAS_EPROTOCOL (it answered something else than its
- *         wire: a line not JSON, a known event without its fields); SAAS_ENOTSUP; SAAS_ENOMEM.
+ *         (sandbox, or context); SAAS_ESTATE (not ready); SAAS_EBUSY, SAAS_EIO, SAAS_ETOOBIG (the
+ *         code server's refusals, as for saas_code_context_create()); SAAS_EBACKEND (no code
+ *         server, or it hung up before the end); SAAS_EPROTOCOL (it answered something else than
+ *         its wire: a line not JSON, a known event without its fields); SAAS_ENOTSUP; SAAS_ENOMEM.
  *
  * Since: 0.2.0
  */

@@ -10,7 +10,8 @@
 
 #include "client/provider.h"
 
-static int check_sandbox(saas_client *c, const char *id)
+/* What every call checks first: the client, the sandbox id, the flags (none is defined). */
+static int check_call(saas_client *c, const char *id, unsigned int flags)
 {
 	if (!c)
 		return saas__inval("client is NULL");
@@ -18,6 +19,8 @@ static int check_sandbox(saas_client *c, const char *id)
 		return saas__inval("sandbox id is missing");
 	if (!saas__valid_text(id, SAAS_ID_MAX))
 		return saas__inval("sandbox id is too long or not printable");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
 	return SAAS_OK;
 }
 
@@ -69,6 +72,19 @@ static int language_of(const char *in, const char **out)
 	return saas__inval("language \"%.*s\" is not served: use \"python\", \"javascript\" or \"bash\"", (int)n, in);
 }
 
+/*
+ * The caller's options (at any version up to `version`, into o whose
+ * defaults are set) and their language normalised in place: what create
+ * and run read alike.
+ */
+static int read_options(void *o, const void *options, const size_t *sizes, unsigned int version, const char *what,
+                        const char **language)
+{
+	int rc = saas__options_read(o, options, sizes, version, what);
+
+	return rc < 0 ? rc : language_of(*language, language);
+}
+
 static int need(bool slot)
 {
 	if (!slot)
@@ -87,12 +103,9 @@ SAAS_EXTERN(int) saas_code_context_create(saas_code_context **out, saas_client *
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
-	if ((rc = check_sandbox(c, id)) < 0 ||
-	    (rc = saas__options_read(&o, options, sizes, SAAS_CODE_CONTEXT_OPTIONS_VERSION, "code context")) < 0 ||
-	    (rc = language_of(o.language, &o.language)) < 0)
+	if ((rc = check_call(c, id, flags)) < 0 ||
+	    (rc = read_options(&o, options, sizes, SAAS_CODE_CONTEXT_OPTIONS_VERSION, "code context", &o.language)) < 0)
 		return rc;
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
 	if (o.cwd && (rc = saas__check_path(o.cwd, true)) < 0)
 		return rc;
 	if ((rc = saas__check_env(o.env)) < 0 || (rc = need(c->ops->code_context_create != NULL)) < 0)
@@ -109,11 +122,7 @@ SAAS_EXTERN(int) saas_code_context_list_get(saas_code_context_list **out, saas_c
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
-	if ((rc = check_sandbox(c, id)) < 0)
-		return rc;
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
-	if ((rc = need(c->ops->code_context_list != NULL)) < 0)
+	if ((rc = check_call(c, id, flags)) < 0 || (rc = need(c->ops->code_context_list != NULL)) < 0)
 		return rc;
 	return c->ops->code_context_list(c, id, out);
 }
@@ -124,11 +133,8 @@ SAAS_EXTERN(int) saas_code_context_restart(saas_client *c, const char *id, const
 	int rc;
 
 	saas__error_clear();
-	if ((rc = check_sandbox(c, id)) < 0 || (rc = check_context_id(context_id)) < 0)
-		return rc;
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
-	if ((rc = need(c->ops->code_context_restart != NULL)) < 0)
+	if ((rc = check_call(c, id, flags)) < 0 || (rc = check_context_id(context_id)) < 0 ||
+	    (rc = need(c->ops->code_context_restart != NULL)) < 0)
 		return rc;
 	return c->ops->code_context_restart(c, id, context_id);
 }
@@ -138,11 +144,8 @@ SAAS_EXTERN(int) saas_code_context_delete(saas_client *c, const char *id, const 
 	int rc;
 
 	saas__error_clear();
-	if ((rc = check_sandbox(c, id)) < 0 || (rc = check_context_id(context_id)) < 0)
-		return rc;
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
-	if ((rc = need(c->ops->code_context_delete != NULL)) < 0)
+	if ((rc = check_call(c, id, flags)) < 0 || (rc = check_context_id(context_id)) < 0 ||
+	    (rc = need(c->ops->code_context_delete != NULL)) < 0)
 		return rc;
 	return c->ops->code_context_delete(c, id, context_id);
 }
@@ -158,12 +161,9 @@ SAAS_EXTERN(int) saas_code_run(saas_code_execution **out, saas_client *c, const 
 	if (!out)
 		return saas__inval("out is NULL");
 	*out = NULL;
-	if ((rc = check_sandbox(c, id)) < 0 ||
-	    (rc = saas__options_read(&o, options, sizes, SAAS_CODE_RUN_OPTIONS_VERSION, "code run")) < 0 ||
-	    (rc = language_of(o.language, &o.language)) < 0)
+	if ((rc = check_call(c, id, flags)) < 0 ||
+	    (rc = read_options(&o, options, sizes, SAAS_CODE_RUN_OPTIONS_VERSION, "code run", &o.language)) < 0)
 		return rc;
-	if (flags)
-		return saas__inval("unknown flags 0x%x", flags);
 	if (!code || !*code)
 		return saas__inval("code is missing");
 	if (strlen(code) > SAAS_CODE_SOURCE_MAX)

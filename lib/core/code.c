@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,15 +60,24 @@ static int code_connect(saas_client *c, const char *id, int *fd)
 	return rc;
 }
 
-static int wait_fd(int fd, short events, int64_t deadline_ms)
+/*
+ * Wait until fd is ready for events, or until `until` (at most the deadline):
+ * SAAS_OK (ready), 1 (until came first), SAAS_ETIMEOUT (the deadline,
+ * unrecorded) or an error.
+ */
+static int wait_fd(int fd, short events, int64_t deadline_ms, int64_t until_ms)
 {
 	for (;;) {
-		int64_t left = deadline_ms - saas__now_ms();
+		int64_t now = saas__now_ms(), left = deadline_ms - now;
 		struct pollfd p = { fd, events, 0 };
 		int n;
 
 		if (left <= 0)
 			return SAAS_ETIMEOUT;
+		if (until_ms <= now)
+			return 1;
+		if (left > until_ms - now)
+			left = until_ms - now;
 		n = poll(&p, 1, left > 1000 ? 1000 : (int)left);
 		if (n > 0)
 			return SAAS_OK;
@@ -90,7 +100,7 @@ static int send_all(int fd, const char *p, size_t len, int64_t deadline_ms)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if ((rc = wait_fd(fd, POLLOUT, deadline_ms)) < 0)
+			if ((rc = wait_fd(fd, POLLOUT, deadline_ms, INT64_MAX)) < 0)
 				return rc;
 			continue;
 		}
@@ -103,16 +113,36 @@ static int send_all(int fd, const char *p, size_t len, int64_t deadline_ms)
 /*
  * Read the answer into r until its body is done, the connection closes, or
  * the deadline: 0 (done), a callback's non-zero, SAAS_ETIMEOUT (unrecorded),
- * or an error (recorded, in the code server's terms).
+ * or an error (recorded, in the code server's terms). With a run (s), once
+ * its events flow (a 200), a silence of SAAS_CODE_TICK_MS without an event
+ * told is told as SAAS_CODE_EVENT_TICK: the guest's own keepalives come
+ * only every 15 s, and output past max_output is not told, so a caller
+ * waiting for an event to notice its client gone would wait for the run.
  */
-static int read_answer(int fd, struct saas__code_reader *r, int64_t deadline_ms)
+static int read_answer(int fd, struct saas__code_reader *r, struct saas__code_run *s, int64_t deadline_ms)
 {
 	char buf[64 * 1024];
+	int64_t quiet_since = saas__now_ms();
+	unsigned long told = 0;
 	int rc;
 
 	while (!r->done) {
-		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		ssize_t n;
 
+		if (s && r->status == 200) {
+			int64_t now = saas__now_ms();
+			if (s->told != told) {
+				told = s->told;
+				quiet_since = now;
+			} else if (now - quiet_since >= SAAS_CODE_TICK_MS) {
+				rc = saas__code_run_tick(s);
+				told = s->told;
+				quiet_since = now;
+				if (rc)
+					return rc;
+			}
+		}
+		n = recv(fd, buf, sizeof(buf), 0);
 		if (n > 0) {
 			rc = saas__code_reader_feed(r, buf, (size_t)n);
 		} else if (n == 0) {
@@ -124,7 +154,8 @@ static int read_answer(int fd, struct saas__code_reader *r, int64_t deadline_ms)
 		} else if (errno == EINTR) {
 			continue;
 		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			if ((rc = wait_fd(fd, POLLIN, deadline_ms)) < 0)
+			int64_t until = s && r->status == 200 ? quiet_since + SAAS_CODE_TICK_MS : INT64_MAX;
+			if ((rc = wait_fd(fd, POLLIN, deadline_ms, until)) < 0)
 				return rc;
 			continue;
 		} else {
@@ -160,25 +191,37 @@ static void error_text(char *out, size_t size, const saas__buf *body)
 		snprintf(out, size, "(no text)");
 }
 
-/* A non-2xx answer as a libsaas error. */
+/*
+ * A non-2xx answer as a libsaas error, its text the code server's (made
+ * safe): what it refuses is the caller's to fix and the tenant's to read, so
+ * none of it is EBACKEND, which a server hides as its own failure.
+ */
 static int status_error(const struct saas__code_reader *r, const char *what)
 {
 	char text[256];
 
 	error_text(text, sizeof(text), &r->body);
 	switch (r->status) {
-	case 404:
+	case 404: /* "Context <id> not found" */
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_ARGS, 404, "%s: %s", what, text);
-	case 400:
+	case 400: /* a language it has not, a cwd that is no directory, a default context deleted */
 	case 422:
 		return saas__error(SAAS_EINVAL, SAAS_ERRCLASS_ARGS, r->status, "%s: %s", what, text);
+	case 409: /* its --max-contexts */
 	case 429:
-		saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, 429, "%s: %s", what, text);
+		saas__error(SAAS_ELIMIT, SAAS_ERRCLASS_BILLING, r->status, "%s: %s", what, text);
 		saas__error_set_limit("code_contexts", 0);
 		return SAAS_ELIMIT;
+	case 413: /* its --max-body */
+	case 431:
+		return saas__error(SAAS_ETOOBIG, SAAS_ERRCLASS_ARGS, r->status, "%s: %s", what, text);
+	case 503: /* starting (its default context warming up), or its --max-connections */
+		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_GUEST, 503, "%s: the code server is busy: %s; try again", what,
+		                   text);
 	default:
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, r->status, "%s: the code server answered %d: %s",
-		                   what, r->status, text);
+		/* A kernel that cannot start (500 "cannot start a python kernel: ..."), or the code server's own fault. */
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, r->status, "%s: the code server failed (%d): %s", what,
+		                   r->status, text);
 	}
 }
 
@@ -225,7 +268,7 @@ static int call(saas_client *c, const char *id, const char *method, const char *
 	if ((rc = code_connect(c, id, &fd)) < 0)
 		goto out;
 	if ((rc = send_all(fd, req, len, deadline)) == 0)
-		rc = read_answer(fd, &r, deadline);
+		rc = read_answer(fd, &r, NULL, deadline);
 	if (rc == SAAS_ETIMEOUT) {
 		rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "%s: the code server did not answer in %d s", what,
 		                 CODE_CALL_TIMEOUT_MS / 1000);
@@ -392,7 +435,7 @@ int saas__local_code_run(saas_client *c, const char *id, const char *code, const
 	if ((rc = code_connect(c, id, &fd)) < 0)
 		goto out;
 	if ((rc = send_all(fd, req, len, deadline)) == 0)
-		rc = read_answer(fd, &r, deadline);
+		rc = read_answer(fd, &r, &s, deadline);
 	if (rc == SAAS_ETIMEOUT) {
 		/* Closing the connection (below) is what interrupts the run; what came until now stands. */
 		s.x->status = SAAS_CODE_TIMEDOUT;

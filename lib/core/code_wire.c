@@ -351,11 +351,21 @@ static int proto(struct saas__code_run *s, const char *fmt, const char *arg)
 
 static int tell(struct saas__code_run *s, const saas_code_event *ev)
 {
+	s->told++;
 	if (s->on_event && s->on_event(s->userdata, ev)) {
 		s->cancelled = true;
 		return 1;
 	}
 	return 0;
+}
+
+int saas__code_run_tick(struct saas__code_run *s)
+{
+	saas_code_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = SAAS_CODE_EVENT_TICK;
+	return tell(s, &ev);
 }
 
 /* Append a stdout/stderr text within max_output, and tell what was kept. */
@@ -486,7 +496,7 @@ static int result(struct saas__code_run *s, json_t *o)
 {
 	saas_code_execution *x = s->x;
 	saas_code_result *r = NULL;
-	json_t *main = json_object_get(o, "is_main_result"), *extra, *v;
+	json_t *main = json_object_get(o, "is_main_result"), *extra, *v, *cut;
 	const char *k;
 	size_t bytes = 0, cap = 0;
 	saas_code_event ev;
@@ -494,6 +504,9 @@ static int result(struct saas__code_run *s, json_t *o)
 
 	if (main && !json_is_boolean(main))
 		return proto(s, "the code server sent a result whose %s is not a boolean", "is_main_result");
+	cut = json_object_get(o, "truncated");
+	if (cut && !json_is_null(cut) && !json_is_array(cut))
+		return proto(s, "the code server sent a result whose %s is not a list", "truncated");
 	if (x->result_count >= SAAS_CODE_RESULTS_MAX || s->results_bytes >= SAAS_CODE_RESULTS_BYTES_MAX) {
 		x->results_truncated = 1;
 		return 0;
@@ -501,6 +514,8 @@ static int result(struct saas__code_run *s, json_t *o)
 	if (!(r = calloc(1, sizeof(*r))))
 		return saas__oom();
 	r->is_main = json_is_true(main);
+	/* The formats the code server left out for its own bound (--max-result): cut all the same. */
+	r->truncated = json_array_size(cut) > 0;
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
 		v = json_object_get(o, formats[i].key);
 		if (!v || json_is_null(v))
@@ -585,6 +600,26 @@ static int error_event(struct saas__code_run *s, json_t *o)
 	return tell(s, &ev);
 }
 
+/*
+ * The code server's notice that it cut the run (its own bounds, before
+ * ours): "output" (its stdout and stderr together: both are flagged) or
+ * "results". Another value is a newer server's, ignored.
+ */
+static int guest_cut(struct saas__code_run *s, json_t *cut)
+{
+	const char *what = json_string_value(cut);
+
+	if (!cut || json_is_null(cut))
+		return 0;
+	if (!what)
+		return proto(s, "the code server sent a %s that is not a string", "cut");
+	if (strcmp(what, "output") == 0)
+		s->x->stdout_truncated = s->x->stderr_truncated = 1;
+	else if (strcmp(what, "results") == 0)
+		s->x->results_truncated = 1;
+	return 0;
+}
+
 int saas__code_run_line(void *ud, const char *line, size_t len)
 {
 	struct saas__code_run *s = ud;
@@ -605,9 +640,10 @@ int saas__code_run_line(void *ud, const char *line, size_t len)
 	t = json_string_value(type);
 	if (strcmp(t, "stdout") == 0 || strcmp(t, "stderr") == 0) {
 		json_t *text = json_object_get(o, "text");
+		json_t *cut = json_object_get(o, "cut");
 		if (!json_is_string(text))
 			rc = proto(s, "the code server sent a %s event without its text", t);
-		else
+		else if ((rc = guest_cut(s, cut)) == 0)
 			rc = output(s, t[3] == 'o' ? SAAS_CODE_EVENT_STDOUT : SAAS_CODE_EVENT_STDERR, json_string_value(text),
 			            json_string_length(text));
 	} else if (strcmp(t, "result") == 0) {

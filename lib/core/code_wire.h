@@ -72,6 +72,7 @@ struct saas__code_run {
 	void *userdata;
 	bool ended;                 /* end_of_execution came */
 	bool cancelled;             /* the callback asked to stop */
+	unsigned long told;         /* events told so far: the caller's clock of silence (SAAS_CODE_EVENT_TICK) */
 	char why[256];              /* what was wrong, after SAAS_EPROTOCOL */
 };
 
@@ -82,9 +83,13 @@ int saas__code_run_init(struct saas__code_run *s, size_t max_output, size_t max_
  * One NDJSON line (a saas__code_line_fn): 0; 1 when the callback cancelled;
  * SAAS_EPROTOCOL (s->why) for a line that is not an event's JSON object or
  * a known event without its fields; SAAS_ENOMEM (recorded). Unknown types
- * (keepalive, ...) are ignored; lines after end_of_execution too.
+ * (keepalive, ...) are ignored; lines after end_of_execution too. What the
+ * code server says it cut (a stderr event's "cut", a result's "truncated")
+ * sets the execution's flags as the engine's own bounds do.
  */
 int saas__code_run_line(void *s, const char *line, size_t len);
+/* Tell SAAS_CODE_EVENT_TICK (the caller keeps the time): 0, or 1 when the callback cancelled. */
+int saas__code_run_tick(struct saas__code_run *s);
 
 /* A context's JSON ({"id","language","cwd"}) into *out: 0, SAAS_EPROTOCOL (why) or SAAS_ENOMEM. */
 int saas__code_context_parse(saas_code_context **out, const char *text, size_t len, char *why, size_t whysize);

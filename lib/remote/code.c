@@ -38,18 +38,25 @@ static json_t *env_json(const char *const *env)
 static int call(saas_client *c, const char *method, const char *id, const char *suffix, json_t *body, json_t **ans,
                 long timeout_ms)
 {
-	struct saas_http_req req = { 0 };
 	char *path = saas__remote_path("sandboxes", id, suffix);
+	struct saas_http_req req = { .method = method, .path = path, .body = body, .timeout_ms = timeout_ms };
+	int rc = path ? saas__http(R(c), &req, ans) : saas__oom();
+
+	free(path);
+	return rc;
+}
+
+/* METHOD on a context ("/code/contexts/ID" + tail), its answer not wanted. */
+static int context_call(saas_client *c, const char *method, const char *id, const char *context_id, const char *tail)
+{
+	char suffix[SAAS_CODE_CONTEXT_ID_MAX + 40];
+	json_t *ans = NULL;
 	int rc;
 
-	if (!path)
-		return saas__oom();
-	req.method = method;
-	req.path = path;
-	req.body = body;
-	req.timeout_ms = timeout_ms;
-	rc = saas__http(R(c), &req, ans);
-	free(path);
+	/* The id's alphabet ([A-Za-z0-9._-]) needs no escaping. */
+	snprintf(suffix, sizeof(suffix), "/code/contexts/%s%s", context_id, tail);
+	rc = call(c, method, id, suffix, NULL, &ans, 0);
+	json_decref(ans);
 	return rc;
 }
 
@@ -87,27 +94,12 @@ int saas__remote_code_context_list(saas_client *c, const char *id, saas_code_con
 
 int saas__remote_code_context_restart(saas_client *c, const char *id, const char *context_id)
 {
-	char suffix[SAAS_CODE_CONTEXT_ID_MAX + 40];
-	json_t *ans = NULL;
-	int rc;
-
-	/* The id's alphabet ([A-Za-z0-9._-]) needs no escaping. */
-	snprintf(suffix, sizeof(suffix), "/code/contexts/%s/restart", context_id);
-	rc = call(c, "POST", id, suffix, NULL, &ans, 0);
-	json_decref(ans);
-	return rc;
+	return context_call(c, "POST", id, context_id, "/restart");
 }
 
 int saas__remote_code_context_delete(saas_client *c, const char *id, const char *context_id)
 {
-	char suffix[SAAS_CODE_CONTEXT_ID_MAX + 40];
-	json_t *ans = NULL;
-	int rc;
-
-	snprintf(suffix, sizeof(suffix), "/code/contexts/%s", context_id);
-	rc = call(c, "DELETE", id, suffix, NULL, &ans, 0);
-	json_decref(ans);
-	return rc;
+	return context_call(c, "DELETE", id, context_id, "");
 }
 
 /* ---- a run's event stream ---- */
@@ -255,6 +247,13 @@ static int ev_line(struct events *s, const char *l, size_t n)
 		n--;
 	if (n == 0)
 		return ev_dispatch(s);
+	if (*l == ':') {
+		/* A comment (": keepalive", after a silence): the engine's tick, told as it. */
+		saas_code_event ev;
+		memset(&ev, 0, sizeof(ev));
+		ev.type = SAAS_CODE_EVENT_TICK;
+		return tell(s, &ev);
+	}
 	if (n >= 6 && strncmp(l, "event:", 6) == 0) {
 		l += 6, n -= 6;
 		if (n && *l == ' ')
@@ -272,7 +271,7 @@ static int ev_line(struct events *s, const char *l, size_t n)
 			return 1;
 		}
 	}
-	/* Comments (": keepalive") and other fields say nothing here. */
+	/* Other fields say nothing here. */
 	return 0;
 }
 

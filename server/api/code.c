@@ -9,16 +9,26 @@
  * cancels the run (its context stays), and the stream's slot is given back.
  * Streams share exec's slots (AAS_STREAMS_PER_ACCOUNT, AAS_STREAMS_MAX).
  *
+ * A silent run writes nothing, so nothing would notice its client gone
+ * before the run ended: the engine's ticks (SAAS_CODE_EVENT_TICK, every
+ * second of silence) look at the client's socket and cancel then, and
+ * every AAS_CODE_KEEPALIVE_MS of silence the stream gets a comment, so
+ * that proxies keep it. A plain JSON run's ticks look at its socket too.
+ *
  * Copyright the libsaas authors. MIT licensed.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "api/internal.h"
 #include "pipe.h"
+
+/* A ": keepalive" comment after this much silence on a run's event stream (as exec's streams). */
+#define AAS_CODE_KEEPALIVE_MS 15000
 
 /* {"K":"V"} into a NULL-terminated "K=V" list (the library checks names and sizes); false after a 400. */
 static bool env_of(json_t *body, char ***envp, struct aas_reply *out)
@@ -77,6 +87,8 @@ struct run_stream {
 	struct aas_pipe pipe;
 	pthread_t thread;
 	bool running;
+	int fd;                 /* the client's socket, a copy (aas_client_fd), or -1 */
+	int64_t wrote_ms;       /* when the last event went into the pipe */
 };
 
 /* One event into the pipe (data stolen): false when the reader left. */
@@ -93,7 +105,19 @@ static bool put_event(struct run_stream *s, const char *name, json_t *data)
 	ok = aas_pipe_write(&s->pipe, head, (size_t)n) == 0 && aas_pipe_write(&s->pipe, text, strlen(text)) == 0 &&
 	     aas_pipe_write(&s->pipe, "\n\n", 2) == 0;
 	free(text);
+	s->wrote_ms = aas_now_ms();
 	return ok;
+}
+
+/* A run's silence: false (cancel) once its client is gone; a comment now and then. */
+static bool on_tick(struct run_stream *s)
+{
+	if (aas_fd_gone(s->fd))
+		return false;
+	if (aas_now_ms() - s->wrote_ms < AAS_CODE_KEEPALIVE_MS)
+		return true;
+	s->wrote_ms = aas_now_ms();
+	return aas_pipe_write(&s->pipe, ": keepalive\n\n", 13) == 0;
 }
 
 static int on_event(void *ud, const saas_code_event *ev)
@@ -115,6 +139,9 @@ static int on_event(void *ud, const saas_code_event *ev)
 		break;
 	case SAAS_CODE_EVENT_COUNT:
 		ok = put_event(s, "execution_count", json_pack("{s:I}", "execution_count", (json_int_t)ev->execution_count));
+		break;
+	case SAAS_CODE_EVENT_TICK:
+		ok = on_tick(s);
 		break;
 	default:
 		break;
@@ -157,6 +184,8 @@ static void stream_free(void *cls)
 	if (s->running)
 		pthread_join(s->thread, NULL);
 	aas_pipe_destroy(&s->pipe);
+	if (s->fd >= 0)
+		close(s->fd);
 	aas_stream_slot_release(s->account);
 	aas_auth_release(s->auth);
 	env_free(s->env);
@@ -177,6 +206,8 @@ static void reply_events(struct aas_req *r, struct aas_reply *out, const char *c
 {
 	struct run_stream *s = calloc(1, sizeof(*s));
 
+	if (s)
+		s->fd = -1;
 	if (!s || aas_pipe_init(&s->pipe) < 0 || !(s->code = strdup(code)) ||
 	    (o->language && !(s->language = strdup(o->language))) ||
 	    (o->context_id && !(s->context_id = dup_or_null(o->context_id)))) {
@@ -201,6 +232,8 @@ static void reply_events(struct aas_req *r, struct aas_reply *out, const char *c
 	s->o.env = (const char *const *)env;
 	s->o.on_event = on_event;
 	s->o.userdata = s;
+	s->fd = aas_client_fd(r);
+	s->wrote_ms = aas_now_ms();
 	if (pthread_create(&s->thread, NULL, run_worker, s) != 0) {
 		stream_free(s);
 		aas_reply_error(out, 503, "unavailable", "the server cannot start a thread for the stream; try again");
@@ -211,6 +244,12 @@ static void reply_events(struct aas_req *r, struct aas_reply *out, const char *c
 }
 
 /* ---- the routes ---- */
+
+/* A plain JSON run's events: none is written until the end, but a silent run whose client left is cancelled. */
+static int on_json_event(void *ud, const saas_code_event *ev)
+{
+	return ev->type == SAAS_CODE_EVENT_TICK && aas_client_gone(ud);
+}
 
 static void reply_empty(struct aas_reply *out)
 {
@@ -266,6 +305,8 @@ void aas_h_code_run(struct aas_req *r, struct aas_reply *out)
 		env = NULL; /* the stream's */
 		goto out;
 	}
+	o.on_event = on_json_event;
+	o.userdata = r;
 	if ((rc = saas_code_run(&x, r->client, r->route_id, code, &o, 0)) < 0)
 		aas_reply_saas(out, rc);
 	else

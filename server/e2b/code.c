@@ -10,6 +10,13 @@
  * face keeps the engine's bounds on bytes and time, and the guest's bytes
  * never reach the SDK unread.
  *
+ * A run's end is the SDK's to choose: it closes the connection at its
+ * timeout (JS: timeoutMs for the whole run; Python: timeout between two
+ * lines). A silent run writes nothing to notice that by, so the engine's
+ * ticks (a second of silence) look at the client's socket and cancel the
+ * run then: it is interrupted and its context kept. No keepalive line is
+ * written (E2B's server writes none): one would defeat Python's timeout.
+ *
  * Tokens: /execute carries X-Access-Token (the envdAccessToken), /contexts*
  * carry none, only E2B-Traffic-Access-Token (every request does when the
  * sandbox has a trafficAccessToken, and libsaas always gives one). Either is
@@ -22,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -91,15 +99,24 @@ static void reply_literal(struct aas_reply *out, unsigned int status, const char
 	reply_body(out, status, "application/json", json);
 }
 
-/* A libsaas failure: 404 and 400 as the code server's text, the rest as the face's JSON errors. */
+/*
+ * A libsaas failure, msg its tenant's words (aas_tenant_message, maybe of
+ * another thread), in the shapes the SDKs map to their classes: 404 as the
+ * code server's text (NotFoundError), a timeout as 502 (TimeoutError), the
+ * rest with their status and E2B's JSON error (SandboxError "STATUS TEXT",
+ * with the body when the SDK shows diagnostics): 400 a bad request, 429 too
+ * many contexts, 413 too large, 503 the code server busy, 500 it failed.
+ */
 static void reply_failure(struct aas_reply *out, int rc, const char *msg)
 {
 	if (rc == SAAS_ENOTFOUND)
 		reply_text(out, 404, msg);
 	else if (rc == SAAS_EINVAL)
 		reply_text(out, 400, msg);
+	else if (rc == SAAS_ETIMEOUT)
+		aas_e2b_error(out, 502, "%s", msg);
 	else
-		aas_e2b_error_saas(out, rc, "e2b: the code interpreter");
+		aas_e2b_error(out, aas_status_for(rc), "%s", msg);
 }
 
 static json_t *context_json(const saas_code_context *c)
@@ -131,7 +148,7 @@ static void contexts(struct aas_req *r, struct aas_reply *out, struct aas_e2b_ta
 		saas_code_context_list *l = NULL;
 		json_t *a;
 		if ((rc = saas_code_context_list_get(&l, t->client, t->id, 0)) < 0) {
-			reply_failure(out, rc, saas_error_last()->message);
+			reply_failure(out, rc, aas_tenant_message(rc, "e2b: code contexts"));
 			return;
 		}
 		a = json_array();
@@ -152,7 +169,7 @@ static void contexts(struct aas_req *r, struct aas_reply *out, struct aas_e2b_ta
 		if (!ok)
 			reply_text(out, 400, "language and cwd must be strings");
 		else if ((rc = saas_code_context_create(&c, t->client, t->id, &o, 0)) < 0)
-			reply_failure(out, rc, saas_error_last()->message);
+			reply_failure(out, rc, aas_tenant_message(rc, "e2b: code contexts"));
 		else
 			aas_e2b_json(out, 200, context_json(c));
 		saas_code_context_free(c);
@@ -170,12 +187,12 @@ static void contexts(struct aas_req *r, struct aas_reply *out, struct aas_e2b_ta
 	rest += 1 + n;
 	if (strcmp(rest, "/restart") == 0 && strcmp(r->method, "POST") == 0) {
 		if ((rc = saas_code_context_restart(t->client, t->id, cid, 0)) < 0)
-			reply_failure(out, rc, saas_error_last()->message);
+			reply_failure(out, rc, aas_tenant_message(rc, "e2b: code contexts"));
 		else
 			reply_literal(out, 200, "null");
 	} else if (!*rest && strcmp(r->method, "DELETE") == 0) {
 		if ((rc = saas_code_context_delete(t->client, t->id, cid, 0)) < 0)
-			reply_failure(out, rc, saas_error_last()->message);
+			reply_failure(out, rc, aas_tenant_message(rc, "e2b: code contexts"));
 		else
 			aas_e2b_json(out, 204, NULL);
 	} else {
@@ -194,6 +211,7 @@ struct run {
 	struct aas_pipe pipe;
 	pthread_t thread;
 	bool running;
+	int fd;                 /* the client's socket, a copy (aas_client_fd), or -1 */
 	/* What a run failed with (set before its error line is written), and the events told before. */
 	int rc;
 	unsigned int events;
@@ -284,6 +302,8 @@ static int on_event(void *ud, const saas_code_event *ev)
 	char ts[32];
 	bool ok = true;
 
+	if (ev->type == SAAS_CODE_EVENT_TICK)
+		return aas_fd_gone(s->fd); /* not an event of the run: the answer's status is not chosen by it */
 	__atomic_add_fetch(&s->events, 1, __ATOMIC_SEQ_CST);
 	switch (ev->type) {
 	case SAAS_CODE_EVENT_COUNT:
@@ -352,6 +372,8 @@ static void run_free(void *cls)
 	if (s->running)
 		pthread_join(s->thread, NULL);
 	aas_pipe_destroy(&s->pipe);
+	if (s->fd >= 0)
+		close(s->fd);
 	saas_client_free(s->client);
 	for (i = 0; s->env && s->env[i]; i++)
 		free(s->env[i]);
@@ -438,6 +460,7 @@ static void execute(struct aas_req *r, struct aas_reply *out, struct aas_e2b_tar
 		aas_e2b_error(out, 500, "out of memory");
 		goto out;
 	}
+	s->fd = aas_client_fd(r);
 	if (!env_of(body, &s->env, out))
 		goto out;
 	if (!(s->code = strdup(json_string_value(code))) || (language && !(s->language = strdup(language))) ||

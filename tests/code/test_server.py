@@ -150,6 +150,49 @@ class CodeServer(unittest.TestCase):
             w, h = struct.unpack(">II", png[16:24])
             self.assertTrue(100 <= w <= 5000 and 100 <= h <= 5000, (w, h))
 
+    def chart(self, code):
+        """The chart (E2B's "chart") of the figure that code draws on `ax`, beside its PNG."""
+        msgs = self.execute(f"import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n{code}\nplt.show()")
+        results = [m for m in msgs if m["type"] == "result" and "png" in m]
+        self.assertEqual(len(results), 1, msgs)
+        return results[0].get("chart")
+
+    def test_charts(self):
+        c = self.chart("ax.plot([1, 2, 3], [4, 5, 6], label='a'); ax.plot([0, 1], [1, 3])\n"
+                       "ax.set_title('T'); ax.set_xlabel('time (s)'); ax.set_ylabel('dist [m]'); ax.grid(True)")
+        self.assertEqual((c["type"], c["title"], c["x_label"], c["x_unit"], c["y_unit"]), ("line", "T", "time (s)", "s", "m"))
+        self.assertEqual(c["elements"], [{"label": "a", "points": [[1, 4], [2, 5], [3, 6]]},
+                                         {"label": "Line 1", "points": [[0, 1], [1, 3]]}])
+        self.assertEqual((c["x_scale"], c["y_scale"]), ("linear", "linear"))
+        self.assertEqual(len(c["x_ticks"]), len(c["x_tick_labels"]))
+        self.assertIn("2.0", c["x_tick_labels"])
+        c = self.chart("ax.plot(['mon', 'tue'], [3, 4]); ax.set_yscale('log')")
+        self.assertEqual((c["x_scale"], c["y_scale"]), ("categorical", "log"))
+        self.assertEqual(c["elements"][0]["points"], [["mon", 3], ["tue", 4]])
+        c = self.chart("ax.bar(['a', 'b'], [3, 5], label='g1'); ax.bar(['a', 'b'], [1, 2], bottom=[3, 5])")
+        self.assertEqual(c["type"], "bar")
+        self.assertEqual(c["elements"], [{"label": "a", "group": "g1", "value": 3}, {"label": "b", "group": "g1", "value": 5},
+                                         {"label": "a", "group": "Group 1", "value": 1},
+                                         {"label": "b", "group": "Group 1", "value": 2}])
+        c = self.chart("ax.barh(['a', 'b'], [3, 5]); ax.set_ylabel('kind'); ax.set_xlabel('count')")
+        self.assertEqual((c["type"], c["x_label"], c["y_label"]), ("bar", "kind", "count"), "a horizontal chart's x is its categories")
+        self.assertEqual([e["value"] for e in c["elements"]], [3, 5])
+        c = self.chart("ax.scatter([1, 2], [3, 4], label='p')")
+        self.assertEqual((c["type"], c["elements"]), ("scatter", [{"label": "p", "points": [[1, 3], [2, 4]]}]))
+        c = self.chart("ax.pie([1, 3], labels=['a', 'b']); ax.set_title('P')")
+        self.assertEqual(c, {"type": "pie", "title": "P", "elements": [{"label": "a", "angle": 90, "radius": 1},
+                                                                      {"label": "b", "angle": 270, "radius": 1}]})
+        c = self.chart("fig.suptitle('S'); ax.plot([1, 2]); fig.add_subplot(2, 2, 4).scatter([1], [2])")
+        self.assertEqual((c["type"], c["title"], [e["type"] for e in c["elements"]]), ("superchart", "S", ["line", "scatter"]))
+        self.assertEqual(self.chart("ax.imshow([[1, 2], [3, 4]])")["type"], "unknown")
+        self.assertEqual(self.chart("pass"), {}, "a blank figure")
+        # Dates as ISO 8601; NaN (not JSON) as null.
+        c = self.chart("import datetime\nax.plot([datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)], [1, float('nan')])")
+        self.assertEqual((c["x_scale"], c["elements"][0]["points"]), ("datetime", [["2024-01-01", 1], ["2024-01-02", None]]))
+        self.assertTrue(c["x_ticks"][0].startswith("20"), c["x_ticks"])
+        # A figure of too many points keeps its PNG and gets no chart.
+        self.assertEqual(self.chart("ax.plot(range(200_000))"), {})
+
     def test_dataframe_html_and_data(self):
         msgs = self.execute("import pandas as pd, numpy as np\n"
                             "pd.DataFrame({'a': [1, 2], 'b': [0.5, np.nan], "
@@ -286,7 +329,30 @@ class CodeServer(unittest.TestCase):
         msgs = self.execute(f"print('x' * {MAX_OUTPUT * 3})")
         text = "".join(m["text"] for m in msgs if m["type"] == "stdout")
         self.assertLessEqual(len(text), MAX_OUTPUT)
-        self.assertTrue(any("output cut" in m["text"] for m in msgs if m["type"] == "stderr"), msgs[-1])
+        notices = [m for m in msgs if m["type"] == "stderr" and "output cut" in m["text"]]
+        self.assertEqual(len(notices), 1, msgs[-1])
+        self.assertEqual(notices[0]["cut"], "output", "the engine's flag")
+        self.assertEqual(self.main_text(self.execute("'after'")), "after")
+
+    def peak_rss(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) << 10
+
+    def test_huge_print_and_display_cut_in_the_kernel(self):
+        # 100 MB printed, 50 MB displayed, 20 MB from JavaScript: each is cut before it leaves its
+        # kernel, so the server never holds it (its peak memory grows by far less than any of them).
+        before = self.peak_rss()
+        msgs = self.execute("print('x' * 100_000_000)")
+        self.assertLessEqual(len("".join(m["text"] for m in msgs if m["type"] == "stdout")), MAX_OUTPUT)
+        self.assertTrue([m for m in msgs if m.get("cut") == "output"], msgs[-1])
+        msgs = self.execute("from IPython.display import display\n"
+                            "display({'text/plain': 'y' * 50_000_000, 'text/html': '<b>kept</b>'}, raw=True)")
+        r = [m for m in msgs if m["type"] == "result"][0]
+        self.assertEqual((r.get("html"), r.get("truncated")), ("<b>kept</b>", ["text"]))
+        msgs = self.execute("console.log('q'.repeat(20_000_000))", language="javascript")
+        self.assertLessEqual(len("".join(m["text"] for m in msgs if m["type"] == "stdout")), MAX_OUTPUT)
+        self.assertTrue([m for m in msgs if m.get("cut") == "output"], msgs[-1])
+        self.assertLess(self.peak_rss() - before, 20 << 20)
         self.assertEqual(self.main_text(self.execute("'after'")), "after")
 
     def test_result_cap(self):
@@ -328,6 +394,16 @@ class CodeServer(unittest.TestCase):
         self.assertEqual(self.main_text(msgs), "42")
         self.assertEqual(self.main_text(self.execute("n * 2", context_id=ctx["id"])), "80")
         self.assertEqual(self.main_text(self.execute("Promise.resolve(5)", context_id=ctx["id"])), "5")
+        # A top-level await, as Node's REPL runs it: its declarations live on, its last value is the result.
+        msgs = self.execute("const t = await Promise.resolve(20); let u = t + 1; u * 2", context_id=ctx["id"])
+        self.assertEqual(self.main_text(msgs), "42")
+        self.assertEqual(self.main_text(self.execute("t + u", context_id=ctx["id"])), "41")
+        msgs = self.execute("await new Promise(r => setTimeout(r, 10)); console.log('waited')", context_id=ctx["id"])
+        self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "waited\n")
+        self.assertFalse([m for m in msgs if m["type"] == "result"], "no value")
+        errs = [m for m in self.execute("await Promise.reject(new RangeError('no'))", context_id=ctx["id"])
+                if m["type"] == "error"]
+        self.assertEqual((errs[0]["name"], errs[0]["value"]), ("RangeError", "no"))
         errs = [m for m in self.execute("null.x", context_id=ctx["id"]) if m["type"] == "error"]
         self.assertEqual(errs[0]["name"], "TypeError")
         self.assertIn("<cell", errs[0]["traceback"])

@@ -6,7 +6,7 @@
 //
 // Against aas-server-fake, whose guest port 49999 is a TEST DOUBLE of the code server
 // (tests/integration/server/code_guest.py, canned answers chosen by the code: "x = N", "x",
-// "print S", "chart", "boom", "hang"; mapped with SAAS_FAKE_PORTS), not a real kernel: what
+// "print S", "chart", "boom", "hang", "interrupts", "toomany"; mapped with SAAS_FAKE_PORTS), not a real kernel: what
 // is tested is the face and the engine between the SDK and a code server, not Python.
 //
 // usage: node test_code.mjs AAS_SERVER_FAKE   (run by tests/e2b/run)
@@ -18,7 +18,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from '@e2b/code-interpreter';
-import { NotFoundError, TimeoutError } from 'e2b';
+import { NotFoundError, SandboxError, TimeoutError } from 'e2b';
 import { testServer, sleep } from './harness.mjs';
 
 const SERVER = process.argv[2];
@@ -96,8 +96,24 @@ test('contexts: create, list, run apart, restart, remove, unknown', async () => 
 });
 
 test('the SDK\'s timeout interrupts the run; the context lives on', async () => {
+  const interrupts = async () => Number((await sbx.runCode('interrupts')).logs.stdout.join(''));
+  const before = await interrupts();
+  // "hang" prints once and is then silent: the face learns of the SDK's leaving from the engine's
+  // ticks, and cuts the run then (the double counts the hang-up), not at the face's own bound.
   await assert.rejects(sbx.runCode('hang', { timeoutMs: 500 }), TimeoutError);
+  let after = before;
+  for (let i = 0; i < 60 && after === before; i++) {
+    await sleep(500);
+    after = await interrupts();
+  }
+  assert.ok(after > before, 'the silent run was interrupted after the SDK left');
   assert.equal((await sbx.runCode('x')).text, '41');
+});
+
+test('what the code server refuses: the SDK\'s error classes, with the guest\'s words', async () => {
+  await assert.rejects(sbx.runCode('toomany'), e => e instanceof SandboxError && /429/.test(e.message));
+  await assert.rejects(sbx.runCode('1', { context: { id: 'nosuch', language: 'python', cwd: '/' } }),
+                       e => e instanceof NotFoundError && /Context nosuch not found/.test(e.message));
 });
 
 // What a request without the SDK gets: a token is needed, and either of the sandbox's works.

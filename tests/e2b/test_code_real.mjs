@@ -163,12 +163,42 @@ test('contexts: create, list, run apart, restart, remove', async () => {
   assert.ok(!left.includes(a.id) && !left.includes(b.id), JSON.stringify(left));
 });
 
-test('the SDK\'s timeout on a real kernel; the context answers again', async () => {
+test('the SDK\'s timeout interrupts a silent run on a real kernel; the context answers again', async () => {
   const ctx = await sbx.createCodeContext({ language: 'python', cwd });
-  await assert.rejects(sbx.runCode('import time; time.sleep(30)', { context: ctx, timeoutMs: 2000 }), TimeoutError);
-  // The next run waits its turn. (The face cancels the engine's run at the run's next event after
-  // the SDK left, so a silent run like this one is interrupted only at its end: see issue #33.)
-  const exe = await sbx.runCode('1+1', { context: ctx });
-  assert.equal(exe.text, '2');
+  // Silent until its end, 60 s away: the face notices the SDK gone at the engine's next tick and
+  // the kernel gets its KeyboardInterrupt then; had it not, `stopped` would not be set (the run
+  // would end by itself, much later, and the next one wait for it).
+  await assert.rejects(sbx.runCode('import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    stopped = True',
+                                   { context: ctx, timeoutMs: 2000 }), TimeoutError);
+  const exe = await sbx.runCode('stopped', { context: ctx });
+  assert.equal(exe.error, undefined, JSON.stringify(exe.error));
+  assert.equal(exe.text, 'True');
   await sbx.removeCodeContext(ctx);
+});
+
+test('charts: a line, bar, scatter and pie chart as E2B\'s Result.chart', async () => {
+  const chartOf = async code => {
+    const exe = await sbx.runCode(`import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n${code}\nplt.show()`);
+    assert.equal(exe.error, undefined, JSON.stringify(exe.error));
+    const r = exe.results.find(x => x.png);
+    assert.ok(r && r.chart, `a chart beside the PNG: ${JSON.stringify(exe.results.map(x => x.formats()))}`);
+    return r.chart;
+  };
+  let c = await chartOf("ax.plot([1, 2, 3], [4, 5, 6], label='a'); ax.set_title('T'); ax.set_xlabel('time (s)')");
+  assert.equal(c.type, 'line');
+  assert.equal(c.title, 'T');
+  assert.equal(c.x_label, 'time (s)');
+  assert.equal(c.x_unit, 's');
+  assert.equal(c.x_scale, 'linear');
+  assert.deepEqual(c.elements, [{ label: 'a', points: [[1, 4], [2, 5], [3, 6]] }]);
+  assert.equal(c.x_ticks.length, c.x_tick_labels.length);
+  c = await chartOf("ax.bar(['x', 'y'], [3, 5], label='g')");
+  assert.equal(c.type, 'bar');
+  assert.deepEqual(c.elements, [{ label: 'x', group: 'g', value: 3 }, { label: 'y', group: 'g', value: 5 }]);
+  c = await chartOf("ax.scatter([1, 2], [3, 4], label='p')");
+  assert.equal(c.type, 'scatter');
+  assert.deepEqual(c.elements, [{ label: 'p', points: [[1, 3], [2, 4]] }]);
+  c = await chartOf("ax.pie([1, 3], labels=['a', 'b'])");
+  assert.equal(c.type, 'pie');
+  assert.deepEqual(c.elements, [{ label: 'a', angle: 90, radius: 1 }, { label: 'b', angle: 270, radius: 1 }]);
 });

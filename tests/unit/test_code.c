@@ -48,6 +48,8 @@ static int teardown(void **state)
 static char seen[4096];
 static int cancel_at; /* cancel at the n-th event (0: never) */
 static int events;
+static int ticks;
+static bool cancel_on_tick;
 
 static int on_event(void *ud, const saas_code_event *ev)
 {
@@ -75,6 +77,10 @@ static int on_event(void *ud, const saas_code_event *ev)
 	case SAAS_CODE_EVENT_ERROR:
 		snprintf(seen + n, sizeof(seen) - n, "x[%s] ", ev->error->name);
 		break;
+	case SAAS_CODE_EVENT_TICK:
+		/* Not in `seen`: how many come depends on the machine's speed. */
+		ticks++;
+		return cancel_on_tick;
 	default:
 		fail_msg("unknown event %d", ev->type);
 	}
@@ -89,7 +95,7 @@ static int run(saas_client *c, const char *code, saas_code_run_options *o, saas_
 		o = &def;
 	o->on_event = on_event;
 	seen[0] = '\0';
-	events = 0;
+	events = ticks = 0;
 	return saas_code_run(x, c, sb_id, code, o, 0);
 }
 
@@ -227,7 +233,13 @@ static void test_run_bad_http(void **state)
 		{ "HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\nContext abc not found\x01", SAAS_ENOTFOUND,
 		  "Context abc not found" },
 		{ "HTTP/1.1 400 Bad\r\n\r\nOnly one of context_id or language", SAAS_EINVAL, "Only one" },
-		{ "HTTP/1.1 500 Oops\r\n\r\nboom", SAAS_EBACKEND, "answered 500: boom" },
+		/* The code server's refusals are the caller's to read: none is EBACKEND (a server hides those). */
+		{ "HTTP/1.1 500 Oops\r\n\r\ncannot start a python kernel: boom", SAAS_EIO,
+		  "failed (500): cannot start a python kernel: boom" },
+		{ "HTTP/1.1 409 Conflict\r\n\r\ntoo many contexts: at most 16", SAAS_ELIMIT, "too many contexts" },
+		{ "HTTP/1.1 413 Payload Too Large\r\n\r\nthe body exceeds 8 bytes", SAAS_ETOOBIG, "the body exceeds" },
+		{ "HTTP/1.1 503 Service Unavailable\r\n\r\ntoo many connections", SAAS_EBUSY,
+		  "busy: too many connections" },
 	};
 	struct saas_test_fixture *f = *state;
 	saas_code_execution *x = NULL;
@@ -238,6 +250,8 @@ static void test_run_bad_http(void **state)
 		if (rc != cases[i].rc || !strstr(saas_error_last()->message, cases[i].says))
 			fail_msg("%s: %d (%s), want %d saying \"%s\"", cases[i].answer, rc, saas_error_last()->message,
 			         cases[i].rc, cases[i].says);
+		if (rc == SAAS_ELIMIT)
+			assert_string_equal(saas_error_last()->limit, "code_contexts");
 		assert_null(x);
 	}
 	/* A head without end is cut at its bound. */
@@ -291,7 +305,51 @@ static void test_run_bounds(void **state)
 	assert_true(x->results[0]->truncated);
 	assert_string_equal((char *)x->results[1]->formats[0]->data, "0");
 	saas_code_execution_free(x);
+	x = NULL;
 	free(body);
+
+	/* What the code server cut for its own bounds is flagged as ours is; its notice is kept. */
+	code_guest_answer_ndjson("{\"type\":\"stdout\",\"text\":\"a\"}\n"
+	                         "{\"type\":\"result\",\"text\":\"t\",\"truncated\":[\"png\"]}\n"
+	                         "{\"type\":\"stderr\",\"text\":\"[cut]\",\"cut\":\"output\"}\n"
+	                         "{\"type\":\"stderr\",\"text\":\"[no more]\",\"cut\":\"results\"}\n"
+	                         "{\"type\":\"end_of_execution\"}\n",
+	                         0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_OK);
+	assert_true(x->stdout_truncated && x->stderr_truncated && x->results_truncated);
+	assert_true(x->results[0]->truncated);
+	assert_string_equal(x->stderr_data, "[cut][no more]");
+	saas_code_execution_free(x);
+	x = NULL;
+	code_guest_answer_ndjson("{\"type\":\"stderr\",\"text\":\"x\",\"cut\":5}\n", 0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_EPROTOCOL);
+	code_guest_answer_ndjson("{\"type\":\"result\",\"text\":\"t\",\"truncated\":\"png\"}\n", 0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_EPROTOCOL);
+	assert_null(x);
+}
+
+/*
+ * A run that prints "tick" and is then silent, its connection held open,
+ * with timeout_ms: it ends with `status`, what it printed kept, and the
+ * double sees the connection closed (what interrupts the run in the real
+ * server).
+ */
+static void silent_run(saas_client *c, saas_code_run_options *o, int64_t timeout_ms, int status)
+{
+	const char *head = "HTTP/1.1 200 OK\r\n\r\n{\"type\":\"stdout\",\"text\":\"tick\"}\n";
+	unsigned int before = code_guest_hangups();
+	saas_code_execution *x = NULL;
+
+	code_guest_answer(head, strlen(head), 0, 0, true);
+	o->timeout_ms = timeout_ms;
+	assert_int_equal(run(c, "import time; time.sleep(60)", o, &x), SAAS_OK);
+	assert_int_equal(x->status, status);
+	assert_string_equal(x->stdout_data, "tick");
+	assert_string_equal(seen, "o[tick] ");
+	saas_code_execution_free(x);
+	for (int i = 0; i < 500 && code_guest_hangups() == before; i++)
+		usleep(10000);
+	assert_true(code_guest_hangups() > before);
 }
 
 /* A guest that drips past the timeout: the run is cut there, the connection closed (the interrupt). */
@@ -300,20 +358,8 @@ static void test_run_timeout_and_cancel(void **state)
 	struct saas_test_fixture *f = *state;
 	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
 	saas_code_execution *x = NULL;
-	const char *head = "HTTP/1.1 200 OK\r\n\r\n{\"type\":\"stdout\",\"text\":\"tick\"}\n";
-	unsigned int before = code_guest_hangups();
 
-	code_guest_answer(head, strlen(head), 0, 0, true); /* then silence, the connection held open */
-	o.timeout_ms = 300;
-	assert_int_equal(run(f->a, "while True: pass", &o, &x), SAAS_OK);
-	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
-	assert_string_equal(x->stdout_data, "tick");
-	saas_code_execution_free(x);
-	x = NULL;
-	/* The double saw the close: what interrupts the run in the real server. */
-	for (int i = 0; i < 500 && code_guest_hangups() == before; i++)
-		usleep(10000);
-	assert_true(code_guest_hangups() > before);
+	silent_run(f->a, &o, 300, SAAS_CODE_TIMEDOUT);
 
 	/* A slow drip is bounded by the same deadline. */
 	o.timeout_ms = 200;
@@ -327,6 +373,19 @@ static void test_run_timeout_and_cancel(void **state)
 	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
 	saas_code_execution_free(x);
 	x = NULL;
+
+	/*
+	 * A silent run is told ticks: a callback that cancels at one ends it
+	 * long before its timeout (which would make it TIMEDOUT), and the
+	 * connection is closed (the interrupt).
+	 */
+	cancel_on_tick = true;
+	silent_run(f->a, &o, 600000, SAAS_CODE_CANCELLED);
+	cancel_on_tick = false;
+	assert_int_equal(ticks, 1);
+	/* Ticks go on as long as the silence does, and stop the other events none. */
+	silent_run(f->a, &o, 3000, SAAS_CODE_TIMEDOUT);
+	assert_true(ticks >= 1);
 
 	/* Cancelled by the callback at the second event. */
 	code_guest_answer_ndjson(GOOD, 0);

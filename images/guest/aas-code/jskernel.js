@@ -12,10 +12,19 @@
 // variables, functions and `let`/`const` declarations live on from one run to
 // the next; the completion value of the script (its last expression) is the
 // result, shown with util.inspect, awaited first when it is a promise. Code
-// with a top-level `await` runs as the body of an async function: its
-// declarations stay local to that run and its result is what it returns.
+// with a top-level `await` is rewritten as Node's own REPL does it (its
+// internal/repl/await, reached with --expose-internals): its declarations
+// are hoisted out of the async function it runs in, so they live on too,
+// and its last expression's value is the result. A Node without that module
+// runs such code as an async function's body (declarations local to the run,
+// the result what it returns).
 // SIGINT interrupts a run (vm's breakOnSigint for synchronous code; a
 // pending promise is abandoned) and the process lives on.
+//
+// What a run writes to stdout and stderr is cut at AAS_CODE_MAX_OUTPUT
+// characters (aas-code's --max-output and one more, so that it sees the bound
+// passed and says so): a gigabyte's console.log would otherwise be one reply
+// line, held whole on both sides of the pipe.
 'use strict';
 
 const fs = require('fs');
@@ -27,7 +36,17 @@ const { createRequire } = require('module');
 
 const out = fs.createWriteStream(null, { fd: Number(process.env.AAS_CODE_REPLY_FD) });
 delete process.env.AAS_CODE_REPLY_FD;
+const maxOutput = Number(process.env.AAS_CODE_MAX_OUTPUT) || Infinity;
+delete process.env.AAS_CODE_MAX_OUTPUT;
 let current = null; // the id of the run in progress
+let outputLeft = maxOutput; // of the run in progress
+
+let processTopLevelAwait = null;
+try {
+  ({ processTopLevelAwait } = require('internal/repl/await'));
+} catch (e) {
+  // Not exposed (no --expose-internals) or gone in this Node: compile()'s fallback.
+}
 
 function send(msg) {
   out.write(JSON.stringify(msg) + '\n');
@@ -41,7 +60,9 @@ for (const name of ['stdout', 'stderr']) {
       cb = encoding;
       encoding = undefined;
     }
-    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    let text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    if (text.length > outputLeft) text = text.slice(0, outputLeft);
+    outputLeft -= text.length;
     if (current !== null && text.length) send({ id: current, type: 'stream', name, text });
     if (cb) process.nextTick(cb);
     return true;
@@ -75,16 +96,22 @@ function errorOf(e) {
   return { name: 'Error', value: util.inspect(e), traceback: '' };
 }
 
+// The script of a cell, and how its value comes: 'value' (the completion value, maybe a promise),
+// 'repl' (a promise of {value}: Node's REPL rewrite), 'body' (a promise of what the body returns).
 function compile(code, n) {
   const filename = `<cell ${n}>`;
   try {
-    return new vm.Script(code, { filename });
+    return { script: new vm.Script(code, { filename }), kind: 'value' };
   } catch (e) {
-    // A top-level await: run the code as an async function's body instead.
-    if (e instanceof SyntaxError && /await/.test(e.message)) {
-      return new vm.Script(`(async () => {\n${code}\n})()`, { filename, lineOffset: -1 });
+    if (!(e instanceof SyntaxError) || !/await/.test(e.message)) throw e;
+    let rewritten = null;
+    try {
+      rewritten = processTopLevelAwait ? processTopLevelAwait(code) : null;
+    } catch (e2) {
+      throw e; // the code's own syntax error, not the rewrite's
     }
-    throw e;
+    if (rewritten !== null) return { script: new vm.Script(rewritten, { filename }), kind: 'repl' };
+    return { script: new vm.Script(`(async () => {\n${code}\n})()`, { filename, lineOffset: -1 }), kind: 'body' };
   }
 }
 
@@ -96,7 +123,8 @@ async function run(req, n) {
     process.env[k] = String(env[k]);
   }
   try {
-    let value = compile(String(req.code), n).runInThisContext({ breakOnSigint: true, displayErrors: false });
+    const { script, kind } = compile(String(req.code), n);
+    let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
     if (value && typeof value.then === 'function') {
       value = await Promise.race([
         value,
@@ -104,6 +132,7 @@ async function run(req, n) {
           interrupted = () => reject(Object.assign(new Error('Script execution was interrupted by `SIGINT`'), { name: 'KeyboardInterrupt' }));
         }),
       ]);
+      if (kind === 'repl') value = value ? value.value : undefined;
     }
     if (value !== undefined) send({ id: req.id, type: 'result', text: util.inspect(value, { colors: false }) });
   } catch (e) {
@@ -130,6 +159,7 @@ async function pump() {
   while (queue.length) {
     const req = queue.shift();
     current = req.id;
+    outputLeft = maxOutput;
     await run(req, ++count);
     send({ id: req.id, type: 'done' });
     current = null;

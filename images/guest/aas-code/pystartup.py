@@ -1,10 +1,19 @@
-# pystartup.py: run by every Python kernel of aas-code at its start (IPKernelApp.exec_files): E2B's extra formats.
+# pystartup.py: run by every Python kernel of aas-code at its start (IPKernelApp.exec_files): E2B's extra
+# formats, and the bound on what a run prints.
 #
 # A pandas DataFrame gets E2B's "e2b/data" format beside IPython's text/plain
 # and text/html: df.to_dict(orient="list") with timestamps in ISO 8601, made
-# JSON-safe (NaN and infinities become null). The formatter is registered by
-# type name, so that no kernel imports pandas for it; the warm default
-# context imports numpy, pandas and matplotlib itself (AAS_CODE_WARM=1).
+# JSON-safe (NaN and infinities become null). A matplotlib figure gets E2B's
+# "e2b/chart" beside its PNG (aas_chart.py). The formatters are registered
+# by type name, so that no kernel imports pandas or matplotlib for them; the
+# warm default context imports numpy, pandas and matplotlib itself
+# (AAS_CODE_WARM=1).
+#
+# What a run prints is cut here, in the kernel, at AAS_CODE_MAX_OUTPUT
+# characters (the server's --max-output and one more, so that the server
+# sees it passed and says so), and a result's formats over
+# AAS_CODE_MAX_RESULT are left out: a print or a display of a gigabyte would
+# otherwise travel whole, as one message, into the code server's memory.
 import os as _aas_os
 
 
@@ -34,16 +43,115 @@ def _aas_setup():
         print_method = ObjectName("_repr_e2b_data_")
         _return_type = (dict, str)
 
+    # Where aas_chart.py is (aas-code's directory): imported on a figure's first display, not before.
+    home = _aas_os.environ.pop("AAS_CODE_HOME", "")
+    chart_py = _aas_os.path.join(home, "aas_chart.py")
+
+    class ChartFormatter(BaseFormatter):
+        """
+        By class, not by a printer registered for Figure: the inline backend,
+        as matplotlib is set up, takes Figure's printers out of every
+        formatter (IPython's select_figure_formats) but image/png's.
+        """
+        format_type = Unicode("e2b/chart")
+        print_method = ObjectName("_repr_e2b_chart_")
+        _return_type = (dict,)
+
+        def __call__(self, obj):
+            import sys
+            figure = sys.modules.get("matplotlib.figure")
+            if figure is None or not isinstance(obj, figure.Figure):
+                return super().__call__(obj)
+            mod = sys.modules.get("aas_chart")
+            if mod is None:
+                import importlib.util
+                spec = importlib.util.spec_from_file_location("aas_chart", chart_py)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                sys.modules["aas_chart"] = mod
+            return mod.chart_of(obj)
+
     ip = get_ipython()
     if ip is None:
         return
     f = DataFormatter(parent=ip.display_formatter)
     f.for_type_by_name("pandas.core.frame", "DataFrame", dataframe_data)
     ip.display_formatter.formatters["e2b/data"] = f
+    # After image/png (there since IPython started): the PNG's drawing has laid the tick labels out.
+    if home:
+        ip.display_formatter.formatters["e2b/chart"] = ChartFormatter(parent=ip.display_formatter)
+
+    _aas_bound_output(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_OUTPUT", "0") or 0))
+    _aas_bound_results(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_RESULT", "0") or 0))
+
+
+def _aas_bound_results(ip, limit):
+    """
+    Leave out of every display and result the formats over limit characters
+    (the server's --max-result: it would drop them), naming them under
+    application/x-aas-truncated, which the server makes the result's
+    "truncated": a display of a gigabyte would otherwise travel whole, as one
+    message, into the code server's memory.
+    """
+    if limit <= 0:
+        return
+
+    def trimmed(data):
+        if not isinstance(data, dict):
+            return data
+        big = [m for m, v in data.items() if isinstance(v, (str, bytes)) and len(v) > limit]
+        if not big:
+            return data
+        data = {m: v for m, v in data.items() if m not in big}
+        data["application/x-aas-truncated"] = big
+        return data
+
+    pub = ip.display_pub
+    publish = pub.publish
+
+    def bounded_publish(data, *args, **kwargs):
+        return publish(trimmed(data), *args, **kwargs)
+
+    pub.publish = bounded_publish
+    hook = ip.displayhook
+    write_format_data = hook.write_format_data
+
+    def bounded_write_format_data(format_dict, md_dict=None):
+        return write_format_data(trimmed(format_dict), md_dict)
+
+    hook.write_format_data = bounded_write_format_data
+
+
+def _aas_bound_output(ip, limit):
+    """Cut what a run writes to sys.stdout and sys.stderr (fd 1 and 2 too: ipykernel reads them into these) at limit."""
+    if limit <= 0:
+        return
+    import threading
+    from ipykernel.iostream import OutStream
+
+    state = {"left": limit}
+    lock = threading.Lock()
+    write = OutStream.write
+
+    def bounded_write(self, string):
+        if not isinstance(string, str):
+            return write(self, string)  # its TypeError
+        with lock:
+            room = state["left"]
+            state["left"] = max(0, room - len(string))
+        if room > 0:
+            write(self, string if len(string) <= room else string[:room])
+        return len(string)  # the rest is dropped, as if written: code that checks the count goes on
+
+    def reset(*_):
+        state["left"] = limit
+
+    OutStream.write = bounded_write
+    ip.events.register("pre_run_cell", reset)
 
 
 _aas_setup()
-del _aas_setup
+del _aas_setup, _aas_bound_output, _aas_bound_results
 
 if _aas_os.environ.pop("AAS_CODE_WARM", "") == "1":
     # The warm kernel: what most first runs need, in sys.modules before the template

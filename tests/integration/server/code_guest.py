@@ -13,6 +13,9 @@ The code names the answer:
   "boom"    an error with a traceback  "table"  HTML, text and data results
   "hang"    stdout "tick", then silence until the client hangs up (an interrupt)
   "garbage" a line that is not JSON     "noend"  no end_of_execution
+  "interrupts"  stdout: how many "hang" runs were hung up on so far
+  "cut"     stdout, then the notices of a guest that cut the run's output and results
+  "toomany" a 409, the real server's answer past its --max-contexts
 Anything else: its text as the main result.
 """
 import base64
@@ -123,6 +126,8 @@ class Handler(BaseHTTPRequestHandler):
         if ctx is None:
             return self.reply(404, text="Context %s not found" % body.get("context_id"))
         code = body.get("code", "")
+        if code == "toomany":
+            return self.reply(409, text="too many contexts: at most 16 per sandbox; delete one first")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -144,6 +149,14 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 INTERRUPTS[0] += 1
             return
+        elif code == "interrupts":
+            with LOCK:
+                n = INTERRUPTS[0]
+            self.line({"type": "stdout", "text": str(n), "timestamp": ts})
+        elif code == "cut":
+            self.line({"type": "stdout", "text": "a", "timestamp": ts})
+            self.line({"type": "stderr", "text": "[aas-code: output cut]\n", "cut": "output", "timestamp": ts})
+            self.line({"type": "stderr", "text": "[aas-code: results cut]\n", "cut": "results", "timestamp": ts})
         elif code.startswith("x = "):
             ctx["vars"]["x"] = code[4:]
         elif code == "x":

@@ -77,6 +77,31 @@ curl -sS -N -o "${WORK}/s4" -m 2 -H "Authorization: Bearer ${KEY}" -H 'Accept: t
 	-X POST -d '{"code":"hang"}' "${BASE}${R}/run" 2>/dev/null
 check "a left stream told of the tick" grep -q '"tick\\n"' "${WORK}/s4"
 auth POST "$R/run" -d '{"code":"x"}'; expect_json '.results[0].formats["text/plain"]' 41 "the context outlives a left stream"
+# A SILENT run whose client leaves (its timeout far away): the engine's ticks see the client gone
+# and cut the run then, not at the run's end; the double counts the hang-up (what interrupts it).
+interrupts() { auth POST "$R/run" -d '{"code":"interrupts"}'; jqr .stdout; }
+wait_interrupts() { # wait_interrupts N: until the double counted more than N hang-ups (or 30 s)
+	local i
+	for i in $(seq 1 60); do [ "$(interrupts)" -gt "$1" ] && return 0; sleep 0.5; done
+	return 1
+}
+N=$(interrupts)
+curl -sS -N -o /dev/null -m 2 -H "Authorization: Bearer ${KEY}" -H 'Accept: text/event-stream' \
+	-X POST -d '{"code":"hang","timeout_ms":3600000}' "${BASE}${R}/run" 2>/dev/null
+check "a silent stream's run is cut when its client leaves" wait_interrupts "$N"
+N=$(interrupts)
+curl -sS -o /dev/null -m 2 -H "Authorization: Bearer ${KEY}" -X POST -d '{"code":"hang","timeout_ms":3600000}' \
+	"${BASE}${R}/run" 2>/dev/null
+check "a silent JSON run is cut when its client leaves" wait_interrupts "$N"
+auth POST "$R/run" -d '{"code":"x"}'; expect_json '.results[0].formats["text/plain"]' 41 "the context outlives them"
+
+# ---- what the code server refuses or cuts: a status and a clear message, not a 500 ----
+auth POST "$R/run" -d '{"code":"toomany"}'; expect_status 429 "the guest's too many contexts"
+expect_json .error.code limit_exceeded "too many contexts: code"
+check "too many contexts: the guest's words" grep -q 'too many contexts' "${WORK}/body"
+auth POST "$R/run" -d '{"code":"cut"}'; expect_status 200 "a run the guest cut"
+expect_json .stdout_truncated true "the guest's output cut is flagged"
+expect_json .results_truncated true "the guest's results cut is flagged"
 
 # ---- contexts ----
 auth POST "$R/contexts" -d '{"language":"python","cwd":"/tmp"}'; expect_status 201 "create a context"
