@@ -282,15 +282,20 @@ static int host_public(const saas_store_host *row, saas_host **out)
 	return SAAS_OK;
 }
 
+/* A host is asked for its templates only if some engine reached it within this many heartbeats (as placement). */
+#define TEMPLATES_FRESH_BEATS 3
+
 /*
  * What this engine keeps on each of n hosts beside the sandboxes: its
  * pooled VMs there, and the templates its driver there reports. Hosts it
- * has not opened (a command-line engine opens none) and lost ones report no
- * templates: asking a host that does not answer would hold the caller for
- * the driver's timeout, and it builds nothing meanwhile.
+ * has not opened (a command-line engine opens none), lost ones and ones no
+ * engine reached lately report no templates: asking a host that does not
+ * answer would hold the caller (an operator's page, a metrics scrape) for
+ * the driver's timeouts, and it builds nothing meanwhile.
  */
 static int kept_read(saas_engine *e, saas_host **hosts, size_t n)
 {
+	int64_t seen_after = saas__engine_now(e) - (int64_t)TEMPLATES_FRESH_BEATS * e->hosts.heartbeat_ms;
 	struct saas__pool_use u;
 	void *ctx;
 	int rc;
@@ -303,7 +308,8 @@ static int kept_read(saas_engine *e, saas_host **hosts, size_t n)
 				hosts[j]->pool_vms++;
 	saas__pool_use_free(&u);
 	for (size_t j = 0; j < n; j++) {
-		if (hosts[j]->state == SAAS_HOST_LOST || !saas__vm_driver_opened(e, hosts[j]->id, &ctx))
+		if (hosts[j]->state == SAAS_HOST_LOST || hosts[j]->last_seen_ms < seen_after ||
+		    !saas__vm_driver_opened(e, hosts[j]->id, &ctx))
 			continue;
 		if ((rc = saas__templates_read(e, ctx, &hosts[j]->templates, &hosts[j]->ntemplates)) < 0)
 			return rc;

@@ -746,6 +746,15 @@ static void test_host_views(void **state)
 		saas_host_list_free(hl);
 	}
 	sim_find("b")->down = 0;
+	/* Nobody reached it for three heartbeats: it is not asked (its answer may be a timeout away). */
+	saas_test_advance(4 * (int64_t)f->engine->hosts.heartbeat_ms);
+	assert_int_equal(saas_host_get(&h, f->engine, "a"), SAAS_OK);
+	assert_int_equal(h->ntemplates, 0);
+	saas_host_free(h);
+	sweep(f);
+	assert_int_equal(saas_host_get(&h, f->engine, "a"), SAAS_OK);
+	assert_int_equal(h->ntemplates, 1);
+	saas_host_free(h);
 	for (int i = 0; i < 3; i++)
 		saas_sandbox_free(sb[i]);
 }
