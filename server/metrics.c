@@ -260,6 +260,47 @@ static void put_pools(struct out *o, const saas_engine_stats *st)
 	}
 }
 
+/*
+ * What this server keeps on each VM host beside the sandboxes: its pooled
+ * VMs, and the templates its driver there reports, by state (every state
+ * written, 0 included, so an alert on "failed" sees a series), with the
+ * storage the ready ones take. Another server's pooled VMs are in its own
+ * scrape.
+ */
+static void put_host_kept(struct out *o, const saas_host_list *l)
+{
+	static const char *const states[] = { "building", "ready", "failed" };
+	char name[128];
+
+	put(o, "# HELP aas_host_pool_vms This server's pooled VMs on the VM host, ready or being made.\n"
+	       "# TYPE aas_host_pool_vms gauge\n");
+	for (size_t i = 0; i < l->count; i++)
+		put(o, "aas_host_pool_vms{host=\"%s\"} %u\n", label(name, sizeof(name), l->items[i]->name),
+		    l->items[i]->pool_vms);
+	put(o, "# HELP aas_host_templates Templates on the VM host by state, as this server's driver there reports them.\n"
+	       "# TYPE aas_host_templates gauge\n");
+	for (size_t i = 0; i < l->count; i++) {
+		const saas_host *h = l->items[i];
+		unsigned int n[SAAS_TEMPLATE_FAILED + 1] = { 0 };
+
+		for (size_t t = 0; t < h->ntemplates; t++)
+			n[h->templates[t]->state]++;
+		for (int st = SAAS_TEMPLATE_BUILDING; st <= SAAS_TEMPLATE_FAILED; st++)
+			put(o, "aas_host_templates{host=\"%s\",state=\"%s\"} %u\n", label(name, sizeof(name), h->name),
+			    states[st - SAAS_TEMPLATE_BUILDING], n[st]);
+	}
+	put(o, "# HELP aas_host_template_state_bytes Storage the VM host's ready templates' saved state takes.\n"
+	       "# TYPE aas_host_template_state_bytes gauge\n");
+	for (size_t i = 0; i < l->count; i++) {
+		const saas_host *h = l->items[i];
+		long long bytes = 0;
+
+		for (size_t t = 0; t < h->ntemplates; t++)
+			bytes += h->templates[t]->state_bytes;
+		put(o, "aas_host_template_state_bytes{host=\"%s\"} %lld\n", label(name, sizeof(name), h->name), bytes);
+	}
+}
+
 /* One series per VM host (none on a single machine): what operators watch to add or drain one. */
 static void put_hosts(struct out *o)
 {
@@ -304,6 +345,8 @@ static void put_hosts(struct out *o)
 			put(o, "%s{host=\"%s\"} %llu\n", series[k].name, label(name, sizeof(name), h->name), v);
 		}
 	}
+	if (l->count)
+		put_host_kept(o, l);
 	saas_host_list_free(l);
 }
 

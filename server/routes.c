@@ -115,6 +115,7 @@ const struct aas_route aas_routes[] = {
 	  .handler = aas_h_dash_op_credit },
 	{ .method = "POST", .pattern = "/dashboard/operator/accounts/{id}/disable", .flags = AAS_R_PAGE | AAS_R_FORM,
 	  .handler = aas_h_dash_op_disable },
+	{ .method = "GET", .pattern = "/dashboard/operator/hosts/{id}", .flags = AAS_R_PAGE, .handler = aas_h_dash_op_host },
 	/* A sandbox's page: its use redrawn, its terminal, its files (web/dashboard_sandbox.c, dashboard_files.c). */
 	{ .method = "GET", .pattern = "/dashboard/sandboxes/{id}/use", .flags = AAS_R_PAGE,
 	  .handler = aas_h_dash_sandbox_use },

@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "engine.h"
+#include "sandbox.h"
 
 SAAS_BEGIN_DECLS
 
@@ -106,6 +107,18 @@ typedef struct saas_host {
 	int64_t created_at_ms;
 	int64_t last_seen_ms;                 /**< The last time any engine reached it; 0: never. */
 	int64_t state_at_ms;                  /**< When it entered its state. */
+	/*
+	 * Since 0.2.0, appended (issue #35): what this engine keeps on it beside
+	 * the sandboxes. Other servers' pooled VMs are theirs to report.
+	 */
+	unsigned int pool_vms;                /**< This engine's pooled VMs on it, ready or being made. */
+	size_t ntemplates;                    /**< Entries in `templates`. */
+	/**
+	 * Its templates, as this engine's driver there reports them (by image,
+	 * then shape; engine.h's type): none from a host this engine has not
+	 * reached yet, or from saas_host_list_get's callers that asked for none.
+	 */
+	saas_engine_template **templates;
 } saas_host;
 
 /**
@@ -196,6 +209,25 @@ SAAS_EXTERN(int) saas_host_get(saas_host **out, saas_engine *engine, const char 
  * Since: 0.2.0
  */
 SAAS_EXTERN(int) saas_host_list_get(saas_host_list **out, saas_engine *engine);
+
+/**
+ * The sandboxes not destroyed on one host, every account's, newest first:
+ * what an operator looks at before draining or removing it. Each is as
+ * its row records it (egress counters included: the driver is asked
+ * nothing, so a host that does not answer still lists).
+ *
+ * @param out    [out] free with saas_sandbox_list_free(); its next_cursor is
+ *               set when more live there.
+ * @param cursor a next_cursor from a previous page, or NULL for the first.
+ * @param limit  page size, 1..1000; 0 means 100.
+ * @param flags  0.
+ * @return SAAS_OK, SAAS_EINVAL (bad cursor, limit or flags), SAAS_ENOTFOUND
+ *         (no such host), SAAS_ESTORE, SAAS_ENOMEM. Thread-safe.
+ *
+ * Since: 0.2.0
+ */
+SAAS_EXTERN(int) saas_host_sandbox_list_get(saas_sandbox_list **out, saas_engine *engine, const char *id_or_name,
+                                            const char *cursor, unsigned int limit, unsigned int flags);
 
 /**
  * Free a host; NULL is ignored.

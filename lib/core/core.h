@@ -247,6 +247,19 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 int saas__local_sandbox_get(saas_client *c, const char *id, unsigned int flags, saas_sandbox **out);
 int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
                              unsigned int flags, saas_sandbox_list **out);
+/*
+ * A page of the sandboxes f selects (its limit and cursor set here), newest
+ * first, as saas_sandbox_list_get gives them (flags: its SAAS_LIST_*).
+ */
+int saas__sandbox_page(saas_engine *e, saas_store_filter *f, const char *cursor, unsigned int limit,
+                       unsigned int flags, saas_sandbox_list **out);
+/*
+ * Append the templates of the driver opened as ctx to *items (*n of them),
+ * by shape (engine.c says what a driver that cannot list them gives);
+ * free them with saas__templates_free.
+ */
+int saas__templates_read(saas_engine *e, void *ctx, saas_engine_template ***items, size_t *n);
+void saas__templates_free(saas_engine_template **items, size_t n);
 int saas__local_sandbox_extend(saas_client *c, const char *id, int64_t seconds, unsigned int flags,
                                saas_sandbox **out);
 /*

@@ -756,7 +756,8 @@ SAAS_EXTERN(const char *) saas_template_state_name(int state)
 
 struct collect_templates {
 	saas_engine *e;
-	saas_engine_stats *stats;
+	saas_engine_template ***items;
+	size_t *n;
 	size_t cap;
 	int rc;
 };
@@ -764,7 +765,6 @@ struct collect_templates {
 static int collect_template(void *ud, const saas_driver_template *t)
 {
 	struct collect_templates *c = ud;
-	saas_engine_stats *st = c->stats;
 	saas_engine_template *o;
 	const char *size = "";
 
@@ -779,7 +779,7 @@ static int collect_template(void *ud, const saas_driver_template *t)
 			break;
 		}
 	}
-	if ((c->rc = SAAS__ARRAY_RESERVE(st->templates, c->cap, st->ntemplates + 1)) < 0)
+	if ((c->rc = SAAS__ARRAY_RESERVE(*c->items, c->cap, *c->n + 1)) < 0)
 		return 1;
 	if (!(o = calloc(1, sizeof(*o))) || !(o->image = saas__strdup(t->image)) || !(o->size = saas__strdup(size))) {
 		if (o)
@@ -793,7 +793,7 @@ static int collect_template(void *ud, const saas_driver_template *t)
 	o->disk_gb = t->disk_gb;
 	o->state = t->state;
 	o->state_bytes = t->state == SAAS_TEMPLATE_READY && t->state_bytes > 0 ? t->state_bytes : 0;
-	st->templates[st->ntemplates++] = o;
+	(*c->items)[(*c->n)++] = o;
 	return 0;
 }
 
@@ -812,18 +812,19 @@ static int by_shape(const void *a, const void *b)
 }
 
 /*
- * The driver's templates into st (version 5 tables only). A driver that
- * cannot list them now costs the view its templates, not the rest of the
- * stats (metrics read them too): logged, and none reported.
+ * The templates of the driver opened as ctx (version 5 tables only), by
+ * shape. A driver that cannot list them now costs the view its templates,
+ * not the rest of what is read with them (metrics read them too): logged,
+ * and none reported. Only running out of memory fails.
  */
-static int template_stats(saas_engine *e, saas_engine_stats *st)
+int saas__templates_read(saas_engine *e, void *ctx, saas_engine_template ***items, size_t *n)
 {
-	struct collect_templates c = { e, st, 0, SAAS_OK };
+	struct collect_templates c = { e, items, n, *n, SAAS_OK };
 	int rc;
 
 	if (!e->driver || e->driver->version < 5 || !e->driver->template_list)
 		return SAAS_OK;
-	if ((rc = e->driver->template_list(e->driver_ctx, collect_template, &c)) == SAAS_OK)
+	if ((rc = e->driver->template_list(ctx, collect_template, &c)) == SAAS_OK)
 		rc = c.rc;
 	if (rc == SAAS_ENOMEM)
 		return rc;
@@ -831,9 +832,19 @@ static int template_stats(saas_engine *e, saas_engine_stats *st)
 		saas__log(e, SAAS_LOG_WARN, "the driver's templates cannot be listed: %s", saas_error_last()->message);
 		saas__error_clear();
 	}
-	if (st->ntemplates > 1)
-		qsort(st->templates, st->ntemplates, sizeof(*st->templates), by_shape);
+	if (*n > 1)
+		qsort(*items, *n, sizeof(**items), by_shape);
 	return SAAS_OK;
+}
+
+void saas__templates_free(saas_engine_template **items, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(items[i]->image);
+		free(items[i]->size);
+		free(items[i]);
+	}
+	free(items);
 }
 
 SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
@@ -860,7 +871,7 @@ SAAS_EXTERN(int) saas_engine_stats_get(saas_engine_stats **out, saas_engine *e)
 	if (rc == SAAS_OK)
 		rc = saas__pool_stats(e, c.stats);
 	if (rc == SAAS_OK)
-		rc = template_stats(e, c.stats);
+		rc = saas__templates_read(e, e->driver_ctx, &c.stats->templates, &c.stats->ntemplates);
 	if (rc < 0) {
 		saas_engine_stats_free(c.stats);
 		return rc;
@@ -879,11 +890,6 @@ SAAS_EXTERN(void) saas_engine_stats_free(saas_engine_stats *stats)
 		free(stats->pools[i]);
 	}
 	free(stats->pools);
-	for (size_t i = 0; i < stats->ntemplates; i++) {
-		free(stats->templates[i]->image);
-		free(stats->templates[i]->size);
-		free(stats->templates[i]);
-	}
-	free(stats->templates);
+	saas__templates_free(stats->templates, stats->ntemplates);
 	free(stats);
 }

@@ -282,10 +282,46 @@ static int host_public(const saas_store_host *row, saas_host **out)
 	return SAAS_OK;
 }
 
+/* A host is asked for its templates only if some engine reached it within this many heartbeats (as placement). */
+#define TEMPLATES_FRESH_BEATS 3
+
+/*
+ * What this engine keeps on each of n hosts beside the sandboxes: its
+ * pooled VMs there, and the templates its driver there reports. Hosts it
+ * has not opened (a command-line engine opens none), lost ones and ones no
+ * engine reached lately report no templates: asking a host that does not
+ * answer would hold the caller (an operator's page, a metrics scrape) for
+ * the driver's timeouts, and it builds nothing meanwhile.
+ */
+static int kept_read(saas_engine *e, saas_host **hosts, size_t n)
+{
+	int64_t seen_after = saas__engine_now(e) - (int64_t)TEMPLATES_FRESH_BEATS * e->hosts.heartbeat_ms;
+	struct saas__pool_use u;
+	void *ctx;
+	int rc;
+
+	if ((rc = saas__pool_use(e, NULL, &u)) < 0)
+		return rc;
+	for (size_t i = 0; i < u.count; i++)
+		for (size_t j = 0; j < n; j++)
+			if (strcmp(u.items[i].host_id, hosts[j]->id) == 0)
+				hosts[j]->pool_vms++;
+	saas__pool_use_free(&u);
+	for (size_t j = 0; j < n; j++) {
+		if (hosts[j]->state == SAAS_HOST_LOST || hosts[j]->last_seen_ms < seen_after ||
+		    !saas__vm_driver_opened(e, hosts[j]->id, &ctx))
+			continue;
+		if ((rc = saas__templates_read(e, ctx, &hosts[j]->templates, &hosts[j]->ntemplates)) < 0)
+			return rc;
+	}
+	return SAAS_OK;
+}
+
 SAAS_EXTERN(void) saas_host_free(saas_host *h)
 {
 	if (!h)
 		return;
+	saas__templates_free(h->templates, h->ntemplates);
 	free(h->id);
 	free(h->name);
 	free(h->uri);
@@ -439,7 +475,7 @@ SAAS_EXTERN(int) saas_host_get(saas_host **out, saas_engine *e, const char *id_o
 	    (rc = host_public(&row, &u.one)) < 0)
 		return rc;
 	u.host_id = row.id;
-	if ((rc = usage_read(e, &u)) < 0) {
+	if ((rc = usage_read(e, &u)) < 0 || (rc = kept_read(e, &u.one, 1)) < 0) {
 		saas_host_free(u.one);
 		return rc;
 	}
@@ -472,7 +508,7 @@ SAAS_EXTERN(int) saas_host_list_get(saas_host_list **out, saas_engine *e)
 			goto out;
 	u.hosts = list;
 	/* One pass over the live sandboxes for every host: the list is an operator's, not a hot path. */
-	if (list->count && (rc = usage_read(e, &u)) < 0)
+	if (list->count && ((rc = usage_read(e, &u)) < 0 || (rc = kept_read(e, list->items, list->count)) < 0))
 		goto out;
 	*out = list;
 	list = NULL;
@@ -482,3 +518,28 @@ out:
 	return rc;
 }
 
+SAAS_EXTERN(int) saas_host_sandbox_list_get(saas_sandbox_list **out, saas_engine *e, const char *id_or_name,
+                                            const char *cursor, unsigned int limit, unsigned int flags)
+{
+	saas_store_host row;
+	saas_store_filter f;
+	int rc;
+
+	saas__error_clear();
+	if (!out)
+		return saas__inval("out is NULL");
+	*out = NULL;
+	if (!e)
+		return saas__inval("engine is NULL");
+	if (flags)
+		return saas__inval("unknown flags 0x%x", flags);
+	if (limit > 1000)
+		return saas__inval("list limit %u is over 1000", limit);
+	if ((rc = check_ref(id_or_name)) < 0 || (rc = host_find(e, id_or_name, &row)) < 0)
+		return rc;
+	memset(&f, 0, sizeof(f));
+	f.live = 1;
+	f.host_id = row.id;
+	/* Recorded counters: listing asks no driver, so a host that does not answer still lists. */
+	return saas__sandbox_page(e, &f, cursor, limit ? limit : 100, SAAS_LIST_ACTIVE | SAAS_LIST_RECORDED, out);
+}

@@ -681,25 +681,31 @@ int saas__list_cursor_parse(const char *cursor, int64_t *created, char *id, size
 int saas__local_sandbox_list(saas_client *c, const char *cursor, unsigned int limit, const char *const *metadata,
                              unsigned int flags, saas_sandbox_list **out)
 {
-	saas_engine *e = c->engine;
-	saas_sandbox_list *list = NULL;
-	saas_store_sandbox *rows = NULL;
 	saas_store_filter f;
-	char cursor_id[SAAS_ID_MAX + 1];
-	size_t n = 0;
-	int rc;
 
 	memset(&f, 0, sizeof(f));
 	f.account_id = c->account_id;
 	f.live = (flags & SAAS_LIST_ACTIVE) ? 1 : (flags & SAAS_LIST_DESTROYED) ? -1 : 0;
-	f.limit = limit + 1; /* one more tells whether another page exists */
 	f.metadata = metadata;
+	return saas__sandbox_page(c->engine, &f, cursor, limit, flags, out);
+}
+
+int saas__sandbox_page(saas_engine *e, saas_store_filter *f, const char *cursor, unsigned int limit,
+                       unsigned int flags, saas_sandbox_list **out)
+{
+	saas_sandbox_list *list = NULL;
+	saas_store_sandbox *rows = NULL;
+	char cursor_id[SAAS_ID_MAX + 1];
+	size_t n = 0;
+	int rc;
+
+	f->limit = limit + 1; /* one more tells whether another page exists */
 	if (cursor) {
-		if ((rc = saas__list_cursor_parse(cursor, &f.before_created_ms, cursor_id, sizeof(cursor_id))) < 0)
+		if ((rc = saas__list_cursor_parse(cursor, &f->before_created_ms, cursor_id, sizeof(cursor_id))) < 0)
 			return rc;
-		f.before_id = cursor_id;
+		f->before_id = cursor_id;
 	}
-	if ((rc = saas__store_sandboxes(e->store, e->store_ctx, &f, &rows, &n)) < 0)
+	if ((rc = saas__store_sandboxes(e->store, e->store_ctx, f, &rows, &n)) < 0)
 		return rc;
 	if (!(list = calloc(1, sizeof(*list))) || (n && !(list->items = calloc(n, sizeof(*list->items))))) {
 		rc = saas__oom();

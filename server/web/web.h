@@ -76,6 +76,8 @@ void aas_h_dash_usage(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_operator(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_op_credit(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out);
+/* One VM host and its sandboxes, every account's (operator.c). */
+void aas_h_dash_op_host(struct aas_req *r, struct aas_reply *out);
 /* A sandbox's page: its use, its terminal, its files (dashboard_sandbox.c, dashboard_files.c). */
 void aas_h_dash_sandbox_use(struct aas_req *r, struct aas_reply *out);
 void aas_h_dash_sandbox_pty(struct aas_req *r, struct aas_reply *out);

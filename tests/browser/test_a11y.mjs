@@ -3,7 +3,8 @@
 // /security, a page that is not there), /signup and /login with and without an
 // error, and, signed in as an operator whose account has a key and a sandbox,
 // every dashboard page reached by its links: the overview, keys (with a new key
-// shown), usage, the operator's page and the sandbox's own page.
+// shown), usage, the operator's page (with a VM host the run script registers)
+// and the host's page, and the sandbox's own page.
 //
 // Pages are found by following links, not listed here, so that a page added to
 // the dashboard or the guides is checked without editing this file. Each page
@@ -157,7 +158,7 @@ try {
   const dash = new Set();
   await crawl(page, ['/dashboard', `/dashboard/sandboxes/${created.id}`], (p) => p.startsWith('/dashboard'), dash);
   for (const p of ['/dashboard', '/dashboard/keys', '/dashboard/usage', '/dashboard/operator',
-    `/dashboard/sandboxes/${created.id}`])
+    '/dashboard/operator/hosts/vm1', `/dashboard/sandboxes/${created.id}`])
     check(`${p} was reached`, dash.has(p), [...dash].join(' '));
   // The service's pages signed in: the header differs (the dashboard's link, the log-out form).
   for (const p of ['/', '/docs/limits']) await visit(page, p);

@@ -343,6 +343,20 @@ static int sim_host_info(void *ctx, saas_driver_host *out)
 	return SAAS_OK;
 }
 
+/* Each host reports one ready template of its own image ("img-NAME"): whose templates a host shows is checked. */
+static int sim_template_list(void *ctx, saas_template_fn fn, void *userdata)
+{
+	struct sim_host *h = ctx;
+	char image[80];
+	saas_driver_template t = { image, 2, 4096, 20, SAAS_TEMPLATE_READY, 1 << 20 };
+
+	if (h->down)
+		return sim_down(h);
+	snprintf(image, sizeof(image), "img-%s", h->name);
+	fn(userdata, &t);
+	return SAAS_OK;
+}
+
 static const saas_driver sim_driver = {
 	.version = SAAS_DRIVER_VERSION,
 	.name = "sim",
@@ -363,6 +377,7 @@ static const saas_driver sim_driver = {
 	.snapshot_delete = sim_snapshot_delete,
 	.snapshot_list = sim_snapshot_list,
 	.host_info = sim_host_info,
+	.template_list = sim_template_list,
 };
 
 /* ---- fixture ---- */
@@ -649,6 +664,98 @@ static void test_placement(void **state)
 	none = create(f);
 	saas_sandbox_free(none);
 	for (int i = 0; i < 4; i++)
+		saas_sandbox_free(sb[i]);
+}
+
+/*
+ * What an operator sees of each host: its sandboxes (every account's, and
+ * only its own), its templates as its own context reports them, and none
+ * from an engine that opened no host or from a host that does not answer.
+ */
+static void test_host_views(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_sandbox *sb[3];
+	saas_sandbox_list *l = NULL, *next = NULL;
+	saas_host *h = NULL;
+	unsigned int on_a = 0;
+
+	host_add("a", 4, 16384, a);
+	host_add("b", 4, 16384, b);
+	sweep(f);
+	for (int i = 0; i < 3; i++) {
+		sb[i] = create(f);
+		host_of(f, sb[i]->id, where);
+		on_a += strcmp(where, a) == 0;
+	}
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, "a", NULL, 0, 0), SAAS_OK);
+	assert_int_equal(l->count, on_a);
+	assert_null(l->next_cursor);
+	for (size_t i = 0; i < l->count; i++) {
+		host_of(f, l->items[i]->id, where);
+		assert_string_equal(where, a);
+		if (i)
+			assert_true(l->items[i - 1]->created_at_ms >= l->items[i]->created_at_ms);
+	}
+	saas_sandbox_list_free(l);
+	/* By id too, in pages of one that follow each other, on the host that has two (spread: 2 and 1). */
+	assert_true(on_a == 1 || on_a == 2);
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, on_a == 2 ? a : b, NULL, 1, 0), SAAS_OK);
+	assert_int_equal(l->count, 1);
+	assert_non_null(l->next_cursor);
+	assert_int_equal(saas_host_sandbox_list_get(&next, f->engine, on_a == 2 ? a : b, l->next_cursor, 1, 0), SAAS_OK);
+	assert_int_equal(next->count, 1);
+	assert_null(next->next_cursor);
+	assert_string_not_equal(next->items[0]->id, l->items[0]->id);
+	saas_sandbox_list_free(next);
+	saas_sandbox_list_free(l);
+	/* An ended one is no longer there. */
+	host_of(f, sb[0]->id, where);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb[0]->id, 0), SAAS_OK);
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, where, NULL, 0, 0), SAAS_OK);
+	for (size_t i = 0; i < l->count; i++)
+		assert_string_not_equal(l->items[i]->id, sb[0]->id);
+	saas_sandbox_list_free(l);
+	/* Bad arguments, each with its error. */
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, "nope", NULL, 0, 0), SAAS_ENOTFOUND);
+	assert_null(l);
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, "a", NULL, 1001, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, "a", NULL, 0, 1), SAAS_EINVAL);
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, "a", "not-a-cursor", 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_sandbox_list_get(&l, f->engine, NULL, NULL, 0, 0), SAAS_EINVAL);
+	assert_int_equal(saas_host_sandbox_list_get(NULL, f->engine, "a", NULL, 0, 0), SAAS_EINVAL);
+	/* Templates: each host's own, from the engine that reached it; none from one that opened no host. */
+	assert_int_equal(saas_host_get(&h, f->engine, "a"), SAAS_OK);
+	assert_int_equal(h->ntemplates, 1);
+	assert_string_equal(h->templates[0]->image, "img-a");
+	assert_int_equal(h->templates[0]->state, SAAS_TEMPLATE_READY);
+	assert_int_equal(h->pool_vms, 0);
+	saas_host_free(h);
+	h = host_get("a");
+	assert_int_equal(h->ntemplates, 0);
+	saas_host_free(h);
+	/* A host that does not answer lists none, and the rest still list. */
+	sim_find("b")->down = 1;
+	{
+		saas_host_list *hl = NULL;
+		assert_int_equal(saas_host_list_get(&hl, f->engine), SAAS_OK);
+		assert_int_equal(hl->count, 2);
+		for (size_t i = 0; i < hl->count; i++)
+			assert_int_equal(hl->items[i]->ntemplates, strcmp(hl->items[i]->name, "a") == 0 ? 1 : 0);
+		saas_host_list_free(hl);
+	}
+	sim_find("b")->down = 0;
+	/* Nobody reached it for three heartbeats: it is not asked (its answer may be a timeout away). */
+	saas_test_advance(4 * (int64_t)f->engine->hosts.heartbeat_ms);
+	assert_int_equal(saas_host_get(&h, f->engine, "a"), SAAS_OK);
+	assert_int_equal(h->ntemplates, 0);
+	saas_host_free(h);
+	sweep(f);
+	assert_int_equal(saas_host_get(&h, f->engine, "a"), SAAS_OK);
+	assert_int_equal(h->ntemplates, 1);
+	saas_host_free(h);
+	for (int i = 0; i < 3; i++)
 		saas_sandbox_free(sb[i]);
 }
 
@@ -1057,6 +1164,10 @@ static void test_pool_on_hosts(void **state)
 		saas_host *h = host_get("a");
 		assert_int_equal(h->sandboxes, 0);
 		saas_host_free(h);
+		/* The engine that keeps them counts them, per host. */
+		assert_int_equal(saas_host_get(&h, f->engine, "a"), SAAS_OK);
+		assert_int_equal(h->pool_vms, 1);
+		saas_host_free(h);
 	}
 	saas_test_advance(5000);
 	claimed_at = saas_test_now();
@@ -1407,6 +1518,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_registry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_placement, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_routing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_views, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lost_host, setup, teardown),

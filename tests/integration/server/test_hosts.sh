@@ -2,8 +2,9 @@
 # VM hosts through the real server binary with the fake VM driver: the
 # `aas-server host` commands (their errors included), a running server taking
 # a host up within a heartbeat, creates placed on it, 503 when no host takes
-# sandboxes (drained), remove refused while a sandbox lives there, and the
-# per-host metrics. The fake driver ignores the host's uri= and listen=: its
+# sandboxes (drained), remove refused while a sandbox lives there, the
+# per-host metrics (load, pooled VMs, templates), and the operator page's host
+# table with each host's page of its sandboxes. The fake driver ignores the host's uri= and listen=: its
 # VMs are records in memory wherever they are "placed".
 #
 # usage: test_hosts.sh AAS_SERVER_FAKE
@@ -80,6 +81,36 @@ req GET /metrics
 check "aas_host_up for vm1" grep -q '^aas_host_up{host="vm1"} 1$' <<<"$BODY"
 check "aas_host_sandboxes for vm1" grep -q '^aas_host_sandboxes{host="vm1"} 1$' <<<"$BODY"
 check "aas_host_state for vm1" grep -q '^aas_host_state{host="vm1"} 0$' <<<"$BODY"
+# What this server keeps there: no pool, so no pooled VM; the fake driver's templates (one per shape made).
+check "aas_host_pool_vms for vm1" grep -q '^aas_host_pool_vms{host="vm1"} 0$' <<<"$BODY"
+check "aas_host_templates ready for vm1" grep -Eq '^aas_host_templates\{host="vm1",state="ready"\} [1-9]' <<<"$BODY"
+check "aas_host_templates failed for vm1, 0 written" grep -q '^aas_host_templates{host="vm1",state="failed"} 0$' <<<"$BODY"
+check "aas_host_template_state_bytes for vm1" grep -Eq '^aas_host_template_state_bytes\{host="vm1"\} [1-9]' <<<"$BODY"
+
+# The operator page: the host table, and the host's sandboxes one click away (every account's).
+printf 'operator password 1\n' | admin user create --email op@example.org --operator >/dev/null 2>&1
+JAR="${WORK}/jar"
+page() { curl -sS -b "$JAR" -c "$JAR" -o "${WORK}/page" -w '%{http_code}' "$@"; }
+page "${BASE}/login" >/dev/null
+CSRF=$(grep -o 'name="csrf" value="[0-9a-f]*"' "${WORK}/page" | head -1 | cut -d'"' -f4)
+check "operator logs in" test "$(page -H "Origin: ${BASE}" --data-urlencode "csrf=${CSRF}" \
+	--data-urlencode "email=op@example.org" --data-urlencode "password=operator password 1" "${BASE}/login")" = 303
+check "operator page" test "$(page "${BASE}/dashboard/operator")" = 200
+ROW=$(grep -o '<tr id="host-vm1"[^>]*>.*' "${WORK}/page" | sed 's|</tr>.*||')
+check "the host's row: state" grep -q '<td class="status">active</td>' <<<"$ROW"
+check "the host's row: load" grep -q '<td>1</td><td>[0-9]* of [0-9]*</td><td>[0-9]* of [0-9]*</td>' <<<"$ROW"
+check "the host's row: pooled VMs and a ready template" grep -q '<td>0</td><td><ul class="host-templates"><li data-state="ready">' <<<"$ROW"
+check "the host's row: last seen" bash -c "! grep -q '<td>never</td>' <<<'$ROW'"
+check "the host's row links its sandboxes" grep -q 'href="/dashboard/operator/hosts/vm1"' <<<"$ROW"
+check "the host's page" test "$(page "${BASE}/dashboard/operator/hosts/vm1")" = 200
+check "the host's page lists its sandbox" grep -q "<tr id=\"sandbox-${SB}\">" "${WORK}/page"
+check "... with its account" grep -q "<tr id=\"sandbox-${SB}\"><td>${SB}</td><td><a href=\"/dashboard/operator#account-acc-" "${WORK}/page"
+check "... and not the server's own one" bash -c "! grep -q '${LOCAL}' '${WORK}/page'"
+check "the host's page by its id" test "$(page "${BASE}/dashboard/operator/hosts/${HOST}")" = 200
+check "an unknown host: 404" test "$(page "${BASE}/dashboard/operator/hosts/nope")" = 404
+check "a host name out of shape: 404" test "$(page "${BASE}/dashboard/operator/hosts/Bad_Name")" = 404
+check "a tenant's key is no session: to /login" test "$(curl -sS -o /dev/null -w '%{http_code}' \
+	-H "Authorization: Bearer ${KEY}" "${BASE}/dashboard/operator/hosts/vm1")" = 303
 
 check "drain" admin host drain --id vm1
 auth POST /v1/sandboxes -d '{}'; expect_status 503 "no host takes sandboxes"
