@@ -12,20 +12,13 @@
  *  - a VM adopted by a new engine keeps its limits, and every pids cgroup the
  *    driver made is gone once its VM is destroyed.
  *
- * With the argument "disk" (vm.cgroups.disk, the default image): a guest's
- * filesystem grows to its size's disk, the overlay on the host is a disk of
- * that size, its unprivileged user writing without end gets ENOSPC, and the
- * overlay holds no more than the disk plus qcow2's metadata. The guest takes
- * all but the last few hundred MiB with fallocate (no data: seconds) and
- * writes the rest: under TCG a guest writes about 12 MB/s, and writing all
- * 4 GiB took five minutes of CI time to show what qcow2 guarantees anyway
- * (an image never holds more than its virtual size and its tables). What is
- * ours, the virtual size the engine gives the overlay, is read off its header.
+ * The disk bound (a guest's filesystem grows to its size's disk, ENOSPC in the
+ * guest, the overlay no bigger than the disk) is checked on vm.default_image's
+ * sandbox (test_default_image.c), which boots the default image anyway.
  *
  * Needs root (libvirt makes cgroups only as root); skipped otherwise.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,8 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,16 +41,7 @@
 #define WANT_MEMORY_LIMIT ((unsigned long long)(SIZE_MEMORY_MB + 256 + 256) << 20)
 #define WANT_PIDS_MAX (128 + SIZE_VCPUS)
 
-#define DISK_GB 5
-/* What the guest leaves to write for real after fallocate: enough to see the overlay grow by it. */
-#define DISK_WRITE_MB 384
-#define STR_(x) #x
-#define STR(x) STR_(x)
-/* qcow2's tables: 8 bytes of L2 and 2 of refcount per 64 KiB cluster (0.015 %), a few header clusters. */
-#define DISK_SLACK ((((unsigned long long)DISK_GB << 30) >> 12) + (2ull << 20))
-
 static char state_dir[4096], images[4096];
-static const char *image = "tiny";
 static saas_engine *engine;
 static saas_client *client;
 static char *key;
@@ -67,17 +49,16 @@ static char *key;
 static void open_engine(const char *cpu_limit)
 {
 	static const saas_size two = { "two", SIZE_VCPUS, SIZE_MEMORY_MB, 1, 100000 };
-	static const saas_size disk = { "disk", 1, 1024, DISK_GB, 100000 };
-	static const saas_size *const sizes[] = { &two, &disk };
+	static const saas_size *const sizes[] = { &two };
 	saas_engine_options o;
 	char config[8192];
 
 	/* No templates: every VM boots cold, so that no template build competes for the CPU measured. */
 	snprintf(config, sizeof(config), "images=%s boot_timeout=300 templates=off cpu_limit=%s", images, cpu_limit);
 	o = vmtest_engine_options(state_dir, config);
-	o.default_image = image;
+	o.default_image = "tiny";
 	o.sizes = sizes;
-	o.nsizes = 2;
+	o.nsizes = 1;
 	check(saas_engine_open(&engine, &o), "engine open");
 	if (key)
 		check(saas_client_open_local(&client, engine, key, 0), "client");
@@ -337,119 +318,6 @@ static void test_limits(void **state)
 	saas_sandbox_free(free_run);
 }
 
-/* ---- the disk --------------------------------------------------------------------------------- */
-
-static unsigned long long free_bytes(const char *path)
-{
-	struct statvfs st;
-
-	assert_int_equal(statvfs(path, &st), 0);
-	return (unsigned long long)st.f_bavail * st.f_frsize;
-}
-
-/* What a VM's directory holds on the host: every file's allocated bytes (not their sizes). */
-static unsigned long long dir_allocated;
-
-static int add_allocated(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)path;
-	(void)ftw;
-	if (type == FTW_F)
-		dir_allocated += (unsigned long long)st->st_blocks * 512;
-	return 0;
-}
-
-static unsigned long long allocated_under(const char *dir)
-{
-	dir_allocated = 0;
-	assert_int_equal(nftw(dir, add_allocated, 16, FTW_PHYS), 0);
-	return dir_allocated;
-}
-
-/* The virtual size in a qcow2 image's header (big-endian, at byte 24), or 0 when it is no qcow2. */
-static unsigned long long qcow2_virtual_size(const char *path)
-{
-	unsigned char h[32];
-	unsigned long long size = 0;
-	FILE *f = fopen(path, "rb");
-
-	assert_non_null(f);
-	if (fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h, "QFI\xfb", 4) == 0)
-		for (int i = 24; i < 32; i++)
-			size = size << 8 | h[i];
-	fclose(f);
-	return size;
-}
-
-static saas_execution *run(const char *id, const char *cmd)
-{
-	saas_exec_options xo = SAAS_EXEC_OPTIONS_INIT;
-	saas_execution *x = NULL;
-
-	xo.timeout_s = 600;
-	check(saas_exec(&x, client, id, cmd, &xo, 0), cmd);
-	assert_int_equal(x->status, SAAS_EXEC_EXITED);
-	return x;
-}
-
-static void test_disk_full(void **state)
-{
-	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
-	saas_sandbox *sb = NULL;
-	saas_execution *x;
-	unsigned long long size = 0, before, after, allocated, vm_total;
-	char overlay[8192 + 16], vmdir[8192];
-	struct stat st;
-
-	(void)state;
-	o.size = "disk";
-	o.timeout_s = 900;
-	before = free_bytes(state_dir);
-	check(saas_sandbox_create(&sb, client, &o, 0), "create (5 GiB disk)");
-	snprintf(vmdir, sizeof(vmdir), "%s/libvirt/vms/%s", state_dir, sb->id);
-	snprintf(overlay, sizeof(overlay), "%s/disk.qcow2", vmdir);
-
-	/* The guest's filesystem is the whole disk (the image's is 4 GiB: it grew at boot). */
-	x = run(sb->id, "df -B1 --output=size / | tail -1");
-	size = strtoull(x->stdout_data, NULL, 10);
-	print_message("  the guest's / has %llu bytes\n", size);
-	assert_true(size > ((unsigned long long)DISK_GB << 30) * 95 / 100);
-	assert_true(size <= (unsigned long long)DISK_GB << 30);
-	saas_execution_free(x);
-	/* The engine made the overlay a disk of the size's bytes, not the image's 4 GiB. */
-	assert_int_equal(qcow2_virtual_size(overlay), (unsigned long long)DISK_GB << 30);
-
-	/* Its user takes all but DISK_WRITE_MB, then writes until the disk says no. */
-	x = run(sb->id, "avail=$(df -B1 --output=avail / | tail -1); "
-	                "fallocate -l $((avail - " STR(DISK_WRITE_MB) " * 1048576)) $HOME/pad && echo pad-ok; "
-	                "dd if=/dev/zero of=$HOME/fill bs=1M 2>&1; echo dd-exit=$?; sync; df -B1 --output=avail / | tail -1");
-	print_message("  %s", x->stdout_data);
-	assert_non_null(strstr(x->stdout_data, "pad-ok"));
-	assert_non_null(strstr(x->stdout_data, "No space left on device"));
-	assert_non_null(strstr(x->stdout_data, "dd-exit=1"));
-	saas_execution_free(x);
-
-	/*
-	 * The host: the overlay holds at most the disk and its tables, and the
-	 * VM's whole directory (state, logs, sockets) not much more. The fall of
-	 * the filesystem's free space is printed, not asserted: other tests and
-	 * builds write to the same filesystem meanwhile.
-	 */
-	assert_int_equal(stat(overlay, &st), 0);
-	allocated = (unsigned long long)st.st_blocks * 512;
-	vm_total = allocated_under(vmdir);
-	after = free_bytes(state_dir);
-	print_message("  overlay: %llu bytes allocated (virtual %llu), the VM's directory %llu; host free space fell "
-	              "by %lld bytes\n", allocated, (unsigned long long)DISK_GB << 30, vm_total, (long long)(before - after));
-	assert_true(allocated <= ((unsigned long long)DISK_GB << 30) + DISK_SLACK);
-	/* Besides the overlay: the console log (bounded at 1 MiB), keys, sockets, the domain's XML. */
-	assert_true(vm_total <= allocated + (4ull << 20));
-	/* It did fill: what the guest wrote went through to the overlay. */
-	assert_true(allocated > ((unsigned long long)DISK_WRITE_MB << 20) * 3 / 4);
-	check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy");
-	saas_sandbox_free(sb);
-}
-
 static int group_setup(void **state)
 {
 	const char *img, *dir;
@@ -473,19 +341,11 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
 	const struct CMUnitTest limits[] = {
 		cmocka_unit_test(test_limits),
 	};
-	const struct CMUnitTest disk[] = {
-		cmocka_unit_test(test_disk_full),
-	};
-
-	if (argc > 1 && strcmp(argv[1], "disk") == 0) {
-		image = "default";
-		return cmocka_run_group_tests(disk, group_setup, group_teardown);
-	}
 	if (geteuid() != 0) {
 		printf("vm.cgroups skipped: libvirt makes cgroups only as root\n");
 		return 0;

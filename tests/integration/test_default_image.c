@@ -10,8 +10,20 @@
  * background server, `python3 -m http.server 8000 &`, is started first and
  * asked a minute later, after the other tests have run in that minute.
  *
+ * Last, on the same sandbox (it was vm.cgroups.disk's own cold boot of this
+ * image until 2026-12), the disk bound: the guest's filesystem grows to its
+ * size's disk, the overlay on the host is a disk of that size, its
+ * unprivileged user writing without end gets ENOSPC, and the overlay holds no
+ * more than the disk plus qcow2's metadata. The guest takes all but the last
+ * few hundred MiB with fallocate (no data: seconds) and writes the rest: under
+ * TCG a guest writes about 12 MB/s, and writing the whole disk would take
+ * minutes of CI time to show what qcow2 guarantees anyway (an image never
+ * holds more than its virtual size and its tables). What is ours, the virtual
+ * size the engine gives the overlay, is read off its header.
+ *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
+#include <ftw.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +47,7 @@ static saas_engine *engine;
 static saas_client *client;
 static saas_sandbox *sb;
 static char *key;
+static char state_dir[4096];
 
 static int setup(void **state)
 {
@@ -44,6 +59,7 @@ static int setup(void **state)
 	(void)state;
 	if (vmtest_env(&images, &dir) < 0)
 		return -1;
+	snprintf(state_dir, sizeof(state_dir), "%s", dir);
 	snprintf(config, sizeof(config), "images=%s boot_timeout=600", images);
 	o = vmtest_engine_options(dir, config);
 	check(saas_engine_open(&engine, &o), "engine");
@@ -402,9 +418,133 @@ static void test_clones(void **state)
 	}
 }
 
+/* ---- the disk --------------------------------------------------------------------------------- */
+
+/* The image's own disk (recipes/default: DISK_SIZE), which the size's must exceed to show it grew. */
+#define IMAGE_DISK_GB 4
+/* What the guest leaves to write for real after fallocate: enough to see the overlay grow by it. */
+#define DISK_WRITE_MB 384
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static unsigned long long free_bytes(const char *path)
+{
+	struct statvfs st;
+
+	assert_int_equal(statvfs(path, &st), 0);
+	return (unsigned long long)st.f_bavail * st.f_frsize;
+}
+
+/* What a VM's directory holds on the host: every file's allocated bytes (not their sizes). */
+static unsigned long long dir_allocated;
+
+static int add_allocated(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)path;
+	(void)ftw;
+	if (type == FTW_F)
+		dir_allocated += (unsigned long long)st->st_blocks * 512;
+	return 0;
+}
+
+static unsigned long long allocated_under(const char *dir)
+{
+	dir_allocated = 0;
+	assert_int_equal(nftw(dir, add_allocated, 16, FTW_PHYS), 0);
+	return dir_allocated;
+}
+
+/* The virtual size in a qcow2 image's header (big-endian, at byte 24), or 0 when it is no qcow2. */
+static unsigned long long qcow2_virtual_size(const char *path)
+{
+	unsigned char h[32];
+	unsigned long long size = 0;
+	FILE *f = fopen(path, "rb");
+
+	assert_non_null(f);
+	if (fread(h, 1, sizeof(h), f) == sizeof(h) && memcmp(h, "QFI\xfb", 4) == 0)
+		for (int i = 24; i < 32; i++)
+			size = size << 8 | h[i];
+	fclose(f);
+	return size;
+}
+
+static saas_execution *run(const char *cmd)
+{
+	saas_exec_options xo = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+
+	xo.timeout_s = 600;
+	check(saas_exec(&x, client, sb->id, cmd, &xo, 0), cmd);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	return x;
+}
+
+/*
+ * The sandbox's disk fills up, last: nothing after this needs its space. Its
+ * size is the engine's default one, whose disk is bigger than the image's.
+ */
+static void test_disk_full(void **state)
+{
+	saas_execution *x;
+	unsigned long long disk, size = 0, before, after, allocated, vm_total, slack;
+	char overlay[8192 + 16], vmdir[8192];
+	struct stat st;
+
+	(void)state;
+	assert_true(sb->disk_gb > IMAGE_DISK_GB);
+	disk = (unsigned long long)sb->disk_gb << 30;
+	/* qcow2's tables: 8 bytes of L2 and 2 of refcount per 64 KiB cluster (0.015 %), a few header clusters. */
+	slack = (disk >> 12) + (2ull << 20);
+	before = free_bytes(state_dir);
+	snprintf(vmdir, sizeof(vmdir), "%s/libvirt/vms/%s", state_dir, sb->id);
+	snprintf(overlay, sizeof(overlay), "%s/disk.qcow2", vmdir);
+
+	/* The guest's filesystem is the whole disk (the image's is 4 GiB: it grew at boot). */
+	x = run("df -B1 --output=size / | tail -1");
+	size = strtoull(x->stdout_data, NULL, 10);
+	print_message("  the guest's / has %llu bytes\n", size);
+	assert_true(size > disk * 95 / 100);
+	assert_true(size <= disk);
+	saas_execution_free(x);
+	/* The engine made the overlay a disk of the size's bytes, not the image's 4 GiB. */
+	assert_int_equal(qcow2_virtual_size(overlay), disk);
+
+	/* Its user takes all but DISK_WRITE_MB, then writes until the disk says no. */
+	x = run("avail=$(df -B1 --output=avail / | tail -1); "
+	        "fallocate -l $((avail - " STR(DISK_WRITE_MB) " * 1048576)) $HOME/pad && echo pad-ok; "
+	        "dd if=/dev/zero of=$HOME/fill bs=1M 2>&1; echo dd-exit=$?; sync; df -B1 --output=avail / | tail -1");
+	print_message("  %s", x->stdout_data);
+	assert_non_null(strstr(x->stdout_data, "pad-ok"));
+	assert_non_null(strstr(x->stdout_data, "No space left on device"));
+	assert_non_null(strstr(x->stdout_data, "dd-exit=1"));
+	saas_execution_free(x);
+
+	/*
+	 * The host: the overlay holds at most the disk and its tables, and the
+	 * VM's whole directory (state, logs, sockets) not much more. The fall of
+	 * the filesystem's free space is printed, not asserted: other tests and
+	 * builds write to the same filesystem meanwhile.
+	 */
+	assert_int_equal(stat(overlay, &st), 0);
+	allocated = (unsigned long long)st.st_blocks * 512;
+	vm_total = allocated_under(vmdir);
+	after = free_bytes(state_dir);
+	print_message("  overlay: %llu bytes allocated (virtual %llu), the VM's directory %llu; host free space fell "
+	              "by %lld bytes\n", allocated, disk, vm_total, (long long)(before - after));
+	assert_true(allocated <= disk + slack);
+	/* Besides the overlay: the console log (bounded at 1 MiB), keys, sockets, the domain's XML. */
+	assert_true(vm_total <= allocated + (4ull << 20));
+	/* It did fill: what the guest wrote went through to the overlay. */
+	assert_true(allocated > ((unsigned long long)DISK_WRITE_MB << 20) * 3 / 4);
+}
+
 int main(void)
 {
-	/* The server first and asked last: the minute it must live is spent on the other tests. */
+	/*
+	 * The server first and asked last: the minute it must live is spent on the other tests.
+	 * Then the disk fills up.
+	 */
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_server_start),
 		cmocka_unit_test(test_versions),
@@ -416,6 +556,7 @@ int main(void)
 		cmocka_unit_test(test_npm_install),
 		cmocka_unit_test(test_clones),
 		cmocka_unit_test(test_server_minute_later),
+		cmocka_unit_test(test_disk_full),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
