@@ -280,21 +280,21 @@ json_t *aas_mcp_tool_call(const aas_mcp_ctx *ctx, const char *name, const json_t
 		if (t->needs_client && !ctx->client) {
 			if (ctx->client_status == SAAS_EAUTH)
 				res = aas_mcp_failf(&c, "%s needs a valid API key, and the key sent is unknown or revoked. Send a valid "
-				                "key with %s; make one on %s.", t->name,
-				            ctx->key_hint ? ctx->key_hint : "the request",
-				            ctx->key_source ? ctx->key_source : "the service's dashboard (/dashboard/keys)");
+				                        "key with %s; make one on %s.", t->name,
+				                    ctx->key_hint ? ctx->key_hint : "the request",
+				                    ctx->key_source ? ctx->key_source : "the service's dashboard (/dashboard/keys)");
 			else if (ctx->client_status < 0 && ctx->client_problem)
 				res = aas_mcp_failf(&c, "%s cannot run: %s", t->name, ctx->client_problem);
 			else if (ctx->client_status < 0)
 				res = aas_mcp_failf(&c, "%s could not check the API key: %s. Retry shortly.", t->name,
-				            saas_strerror(ctx->client_status));
+				                    saas_strerror(ctx->client_status));
 			else if (ctx->flags & AAS_MCP_SERVICE_INFO)
 				res = aas_mcp_failf(&c, "%s needs an API key, and none was sent. Configure your MCP client to send "
-				                "%s with every request; initialize, tools/list and get_service_info work "
-				                "without one.", t->name, ctx->key_hint ? ctx->key_hint : "a key");
+				                        "%s with every request; initialize, tools/list and get_service_info work "
+				                        "without one.", t->name, ctx->key_hint ? ctx->key_hint : "a key");
 			else
 				res = aas_mcp_failf(&c, "%s needs an API key, and none was set. Set one in %s; initialize and "
-				                "tools/list work without one.", t->name, ctx->key_hint ? ctx->key_hint : "a key");
+				                        "tools/list work without one.", t->name, ctx->key_hint ? ctx->key_hint : "a key");
 		} else {
 			res = t->fn(&c);
 		}

@@ -106,10 +106,10 @@ json_t *aas_mcp_tool_code(struct call *c)
 	}
 	if (x->status == SAAS_CODE_TIMEDOUT) {
 		res = aas_mcp_failf(c, "The code ran past %lld s and was interrupted; its context and variables stay. Pass a larger "
-		            "timeout_seconds (at most %d), or run long jobs in the background with run_command. What it "
-		            "printed: %.2000s",
-		            (long long)(timeout ? timeout : SAAS_CODE_TIMEOUT_DEFAULT_MS / 1000), SAAS_CODE_TIMEOUT_MAX_MS / 1000,
-		            x->stdout_data);
+		                    "timeout_seconds (at most %d), or run long jobs in the background with run_command. What it "
+		                    "printed: %.2000s",
+		                    (long long)(timeout ? timeout : SAAS_CODE_TIMEOUT_DEFAULT_MS / 1000),
+		                    SAAS_CODE_TIMEOUT_MAX_MS / 1000, x->stdout_data);
 		goto out;
 	}
 	res = code_result(x);

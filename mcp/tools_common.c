@@ -153,7 +153,7 @@ json_t *aas_mcp_fail_saas_msg(struct call *c, int rc, const char *msg)
 
 	if (rc == SAAS_EAUTH)
 		return aas_mcp_failf(c, "%s: the API key is unknown or revoked. Send a valid key with %s.", c->tool,
-		             c->ctx->key_hint ? c->ctx->key_hint : "the request");
+		                     c->ctx->key_hint ? c->ctx->key_hint : "the request");
 	/* A create's detail was taken on its own thread: this one's class is not its. */
 	if ((c->ctx->flags & AAS_MCP_TENANT) &&
 	    aas_error_is_internal(rc, e->code == rc ? e->klass : SAAS_ERRCLASS_NONE)) {
@@ -167,8 +167,8 @@ json_t *aas_mcp_fail_saas_msg(struct call *c, int rc, const char *msg)
 	/* A limit that names itself: which one, when to retry, and what to do meanwhile. */
 	if (rc == SAAS_ELIMIT && e->code == rc && e->limit[0])
 		return aas_mcp_failf(c, "%s failed: %s (%s, limit %s; retry after %lld s). %s", c->tool, msg,
-		             saas_error_name(rc), e->limit, (long long)((e->retry_after_ms + 999) / 1000),
-		             limit_hint(e->limit));
+		                     saas_error_name(rc), e->limit, (long long)((e->retry_after_ms + 999) / 1000),
+		                     limit_hint(e->limit));
 	return aas_mcp_failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), aas_mcp_error_hint(rc));
 }
 
@@ -281,7 +281,7 @@ bool aas_mcp_arg_pairs(struct call *c, const char *name, size_t max, char ***lis
 	json_object_foreach((json_t *)v, key, val) {
 		if (!json_is_string(val) || strlen(json_string_value(val)) != json_string_length(val) || strchr(key, '='))
 			return aas_mcp_bad_arg(c, "\"%s\": each value must be a string without NUL, each key without '=' (\"%.64s\" "
-			               "is not).", name, key);
+			                       "is not).", name, key);
 		if (asprintf(&(*list)[n], "%s=%s", key, json_string_value(val)) < 0) {
 			(*list)[n] = NULL;
 			return aas_mcp_bad_arg(c, "out of memory");

@@ -164,7 +164,8 @@ json_t *aas_mcp_tool_write(struct call *c)
 		/* The schema's ^[0-7]{1,4}$: strtoul() alone would take " 755", "+755" and "-0". */
 		size_t n = strlen(mode);
 		if (n < 1 || n > 4 || strspn(mode, "01234567") != n)
-			return aas_mcp_bad_arg(c, "\"mode\" must be octal permission bits such as \"0644\" or \"755\"."), aas_mcp_arg_fail(c);
+			return aas_mcp_bad_arg(c, "\"mode\" must be octal permission bits such as \"0644\" or \"755\"."),
+			       aas_mcp_arg_fail(c);
 		o.mode = (unsigned int)strtoul(mode, NULL, 8);
 	}
 	if (enc && strcmp(enc, "base64") == 0) {
@@ -199,8 +200,8 @@ json_t *aas_mcp_tool_read(struct call *c)
 	if ((rc = saas_file_read(&data, &len, c->ctx->client, id, path, max)) < 0) {
 		if (rc == SAAS_ETOOBIG)
 			return aas_mcp_failf(c, "read_file: %s is larger than max_bytes (%lld). Pass a larger max_bytes (at most "
-			                "%lld), or read part of it with run_command (head -c, tail, split).",
-			             path, (long long)max, (long long)READ_MAX);
+			                        "%lld), or read part of it with run_command (head -c, tail, split).",
+			                     path, (long long)max, (long long)READ_MAX);
 		return aas_mcp_fail_saas(c, rc);
 	}
 	o = json_pack("{s:s,s:s,s:I}", "sandbox_id", id, "path", path, "bytes", (json_int_t)len);

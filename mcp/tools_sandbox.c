@@ -140,7 +140,8 @@ json_t *aas_mcp_tool_create(struct call *c)
 
 	if (!aas_mcp_arg_str(c, "size", false, &o.size) || !aas_mcp_arg_str(c, "image", false, &o.image) ||
 	    !arg_network(c, &net, &net_given) || !aas_mcp_arg_int(c, "timeout_seconds", 1, 86400 * 365, &timeout) ||
-	    !aas_mcp_arg_pairs(c, "metadata", SAAS_METADATA_MAX, &metadata) || !aas_mcp_arg_pairs(c, "envs", SAAS_ENVS_MAX, &envs)) {
+	    !aas_mcp_arg_pairs(c, "metadata", SAAS_METADATA_MAX, &metadata) ||
+	    !aas_mcp_arg_pairs(c, "envs", SAAS_ENVS_MAX, &envs)) {
 		res = aas_mcp_arg_fail(c);
 		goto out;
 	}
@@ -360,14 +361,17 @@ json_t *aas_mcp_tool_usage(struct call *c)
 	json_t *o, *usage;
 	int rc;
 
-	if (!aas_mcp_arg_int(c, "days", 1, 366, &days) || !aas_mcp_arg_str(c, "from", false, &from_s) || !aas_mcp_arg_str(c, "to", false, &to_s))
+	if (!aas_mcp_arg_int(c, "days", 1, 366, &days) || !aas_mcp_arg_str(c, "from", false, &from_s) ||
+	    !aas_mcp_arg_str(c, "to", false, &to_s))
 		return aas_mcp_arg_fail(c);
 	if (from_s && saas_time_parse(&from, from_s, 0) < 0)
-		return aas_mcp_bad_arg(c, "\"from\" must be an RFC 3339 time (2025-06-01T00:00:00Z), a date (2025-06-01) or unix seconds."),
+		return aas_mcp_bad_arg(c, "\"from\" must be an RFC 3339 time (2025-06-01T00:00:00Z), a date (2025-06-01) "
+		                          "or unix seconds."),
 		       aas_mcp_arg_fail(c);
 	if (to_s && saas_time_parse(&to, to_s, SAAS_TIME_DAY_END) < 0)
 		return aas_mcp_bad_arg(c, "\"to\" must be an RFC 3339 time (2025-06-30T23:59:59Z), a date (2025-06-30, "
-		                  "which includes that day) or unix seconds."), aas_mcp_arg_fail(c);
+		                          "which includes that day) or unix seconds."),
+		       aas_mcp_arg_fail(c);
 	if (from_s && days)
 		return aas_mcp_bad_arg(c, "give \"days\" or \"from\", not both (\"days\" counts back from \"to\", or from now)."),
 		       aas_mcp_arg_fail(c);
