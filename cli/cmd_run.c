@@ -7,6 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +19,7 @@
 
 static const char help[] =
 	"usage: aas run ID [--language python|javascript|bash] [--context CTX] [-e NAME=VALUE]...\n"
-	"              [--timeout DURATION] [--out-dir DIR] [FILE|-]\n"
+	"              [--timeout DURATION] [--out-dir DIR | --json] [FILE|-]\n"
 	"\n"
 	"Run code in a sandbox's code context, as a notebook cell: the code comes from FILE,\n"
 	"or from stdin when FILE is - or not given (at most 1 MiB). Its stdout and stderr go\n"
@@ -28,9 +31,15 @@ static const char help[] =
 	"--language runs in that language's default context (python when neither is given);\n"
 	"--context in one made through the API; not both. -e sets a variable for this run only.\n"
 	"--timeout defaults to 60s, at most 1h; the context lives on after it.\n"
+	"--json prints nothing as the run goes and writes no file: at its end, the execution\n"
+	"as one JSON object (the REST API's: stdout, stderr, results with every format, binary\n"
+	"ones in base64, error, status).\n"
+	"Ctrl-C interrupts the run (its interpreter is interrupted when the run next prints\n"
+	"or returns a result; its context and variables live on) and aas exits with 130; a\n"
+	"second Ctrl-C leaves at once.\n"
 	"Exit status: 0 when the code ran to its end; 1 when it raised (its name, value and\n"
-	"traceback go to stderr); 124 when it timed out; 2, 3, 4, 5 or 6 when it could not run\n"
-	"(see `aas --help`).\n";
+	"traceback go to stderr); 124 when it timed out; 130 when interrupted; 2, 3, 4, 5 or 6\n"
+	"when it could not run (see `aas --help`).\n";
 
 /* Binary formats written to files, and the extension each gets. */
 static const struct {
@@ -42,10 +51,86 @@ static const struct {
 /* Files written past this many free numbers tried are refused: a bound on a directory full of result-N files. */
 #define RUN_NAMES_MAX 10000
 
+/*
+ * Ctrl-C while the code runs. SIGINT is blocked in every thread and taken by
+ * one of ours with sigwait() (as `aas exec` takes it), so the library is
+ * never called from a handler. The first asks the run to stop: the event
+ * callback answers its next event with "cancel", on which the library closes
+ * the run's connection, which interrupts the interpreter and keeps its
+ * context. The second leaves at once.
+ */
+struct interrupts {
+	pthread_t tid;
+	sigset_t set, old;          /* {SIGINT}; the mask to restore */
+	atomic_uint count;          /* Ctrl-Cs so far */
+	atomic_bool done;           /* the run returned: the thread leaves */
+};
+
+static void *interrupt_main(void *arg)
+{
+	struct interrupts *in = arg;
+
+	for (;;) {
+		int sig;
+
+		if (sigwait(&in->set, &sig) != 0)
+			continue;
+		if (atomic_load(&in->done))
+			break;
+		if (atomic_fetch_add(&in->count, 1) == 0) {
+			fputs("aas: interrupting the run (Ctrl-C again to leave without waiting)\n", stderr);
+			continue;
+		}
+		/* Die of SIGINT, as a shell expects of a program its user interrupted (it reports 130). */
+		fputs("aas: left without waiting; the run may go on until it next prints or times out\n", stderr);
+		signal(SIGINT, SIG_DFL);
+		pthread_sigmask(SIG_UNBLOCK, &in->set, NULL);
+		raise(SIGINT);
+		_exit(130); /* not reached */
+	}
+	return NULL;
+}
+
+/*
+ * Take Ctrl-C from here on (before any thread of the library starts, so that
+ * they all block it). Not when SIGINT is ignored (a `&` job of a shell
+ * without job control, nohup): then it stays ignored. false when not taken.
+ */
+static bool interrupts_take(struct interrupts *in)
+{
+	struct sigaction sa;
+
+	memset(in, 0, sizeof(*in));
+	atomic_init(&in->count, 0);
+	atomic_init(&in->done, false);
+	if (sigaction(SIGINT, NULL, &sa) < 0 || sa.sa_handler == SIG_IGN)
+		return false;
+	sigemptyset(&in->set);
+	sigaddset(&in->set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &in->set, &in->old);
+	if (pthread_create(&in->tid, NULL, interrupt_main, in) != 0) {
+		pthread_sigmask(SIG_SETMASK, &in->old, NULL);
+		return false;
+	}
+	return true;
+}
+
+/* Stop taking Ctrl-C; how many there were. */
+static unsigned int interrupts_release(struct interrupts *in)
+{
+	atomic_store(&in->done, true);
+	pthread_kill(in->tid, SIGINT);
+	pthread_join(in->tid, NULL);
+	pthread_sigmask(SIG_SETMASK, &in->old, NULL);
+	return atomic_load(&in->count);
+}
+
 struct run_state {
 	const char *out_dir;
 	unsigned int next;   /* the next result-N number to try */
 	int failed;          /* a result could not be written */
+	bool json;           /* --json: nothing printed or written as the run goes */
+	struct interrupts *intr;  /* or NULL when Ctrl-C is not taken */
 };
 
 /* Write one format to out_dir/result-N.EXT (N free, never overwriting) and print the path. 0, or -1 reported. */
@@ -127,6 +212,10 @@ static int on_event(void *userdata, const saas_code_event *ev)
 {
 	struct run_state *st = userdata;
 
+	if (st->intr && atomic_load(&st->intr->count))
+		return 1; /* Ctrl-C: cancel; what comes after it is not shown */
+	if (st->json)
+		return 0;
 	switch (ev->type) {
 	case SAAS_CODE_EVENT_STDOUT:
 	case SAAS_CODE_EVENT_STDERR: {
@@ -192,7 +281,10 @@ fail:
 int aas_cmd_run(aas_ctx *ctx, int argc, char **argv)
 {
 	saas_code_run_options opts = SAAS_CODE_RUN_OPTIONS_INIT;
-	struct run_state st = { ".", 1, 0 };
+	struct run_state st = { ".", 1, 0, false, NULL };
+	struct interrupts intr;
+	bool taking = false, out_dir = false;
+	unsigned int interrupted = 0;
 	saas_client *client = NULL;
 	saas_code_execution *ex = NULL;
 	const char *pos[2] = { NULL, NULL }, *v, **env = NULL;
@@ -227,6 +319,7 @@ int aas_cmd_run(aas_ctx *ctx, int argc, char **argv)
 			if (r < 0)
 				goto usage;
 			st.out_dir = v;
+			out_dir = true;
 		} else if ((r = aas_opt("run", argc, argv, &i, "--timeout", NULL, &v)) != 0) {
 			if (r < 0)
 				goto usage;
@@ -239,10 +332,11 @@ int aas_cmd_run(aas_ctx *ctx, int argc, char **argv)
 	if ((code = aas_args_done(ctx, "run", help, n, 1, "sandbox ID", NULL)) != AAS_GO)
 		goto out;
 	code = AAS_EXIT_OK;
-	if (ctx->json) {
-		code = aas_usage_error("run", "--json is not supported: the output streams as it comes");
+	if (ctx->json && out_dir) {
+		code = aas_usage_error("run", "--out-dir and --json cannot be given together (--json prints the images, in base64)");
 		goto out;
 	}
+	st.json = ctx->json;
 	if (opts.language && opts.context_id) {
 		code = aas_usage_error("run", "--language and --context cannot be given together (a context has its language)");
 		goto out;
@@ -278,11 +372,27 @@ int aas_cmd_run(aas_ctx *ctx, int argc, char **argv)
 		code = aas_error(AAS_EXIT_USAGE, "run: the code holds a NUL byte: it must be text");
 		goto out;
 	}
+	taking = interrupts_take(&intr);
+	if (taking)
+		st.intr = &intr;
 	if ((code = aas_open(ctx, &client)) != AAS_EXIT_OK)
 		goto out;
 	opts.on_event = on_event;
 	opts.userdata = &st;
 	rc = saas_code_run(&ex, client, pos[0], code_text, &opts, 0);
+	if (taking) {
+		interrupted = interrupts_release(&intr);
+		taking = false;
+	}
+	/* Interrupted, and the run did not end on its own before the cancel took: 128 + SIGINT. */
+	if (interrupted && (rc != SAAS_OK || ex->status == SAAS_CODE_CANCELLED)) {
+		if (rc == SAAS_OK && ctx->json)
+			aas_json_print(saas__wire_code_execution(ex, false));
+		else if (rc == SAAS_OK)
+			fprintf(stderr, "aas: interrupted; the context and its variables live on\n");
+		code = 128 + SIGINT;
+		goto out;
+	}
 	if (rc != SAAS_OK) {
 		code = aas_fail(rc, pos[0]);
 		/* The code could not run at all (docs/cli.md): 5, which its own failure's 1 cannot be taken for. */
@@ -290,16 +400,21 @@ int aas_cmd_run(aas_ctx *ctx, int argc, char **argv)
 			code = AAS_EXIT_SERVER;
 		goto out;
 	}
-	/* The main result last, as a notebook shows it (the others were printed as they came). */
-	for (k = 0; k < ex->result_count; k++)
-		if (ex->results[k]->is_main)
-			print_result(&st, ex->results[k]);
-	if (ex->stdout_truncated || ex->stderr_truncated || ex->results_truncated)
-		fprintf(stderr, "aas: some of the run's output or results were over their bounds and not shown\n");
+	if (ctx->json) {
+		if ((code = aas_json_print(saas__wire_code_execution(ex, false))) != AAS_EXIT_OK)
+			goto out;
+	} else {
+		/* The main result last, as a notebook shows it (the others were printed as they came). */
+		for (k = 0; k < ex->result_count; k++)
+			if (ex->results[k]->is_main)
+				print_result(&st, ex->results[k]);
+		if (ex->stdout_truncated || ex->stderr_truncated || ex->results_truncated)
+			fprintf(stderr, "aas: some of the run's output or results were over their bounds and not shown\n");
+	}
 	if (ex->status == SAAS_CODE_TIMEDOUT) {
 		code = aas_error(124, "the code timed out: raise --timeout (at most 1h); its context lives on");
 	} else if (ex->error) {
-		if (ex->error->traceback && *ex->error->traceback) {
+		if (!ctx->json && ex->error->traceback && *ex->error->traceback) {
 			fputs(ex->error->traceback, stderr);
 			if (ex->error->traceback[strlen(ex->error->traceback) - 1] != '\n')
 				fputc('\n', stderr);
@@ -315,6 +430,8 @@ int aas_cmd_run(aas_ctx *ctx, int argc, char **argv)
 usage:
 	code = AAS_EXIT_USAGE;
 out:
+	if (taking)
+		interrupts_release(&intr);
 	saas_code_execution_free(ex);
 	saas_client_free(client);
 	free(code_text);

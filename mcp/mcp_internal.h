@@ -1,5 +1,5 @@
 /*
- * Between the protocol (protocol.c) and the tools (tools.c).
+ * Between the protocol (protocol.c) and the tools (tools.c, the table; tools.h).
  * Copyright the libsaas authors. MIT licensed.
  */
 #ifndef AAS_MCP_INTERNAL_H

@@ -1,7 +1,8 @@
 /*
  * JSON-RPC 2.0 and the MCP lifecycle: initialize, ping, tools/list,
  * tools/call, and the answers withheld from cancelled requests. The tools
- * themselves (and create_sandbox's progress) are in tools.c.
+ * themselves are in tools.c (the table) and tools_*.c by area (tools.h);
+ * create_sandbox's progress in tools_sandbox.c.
  *
  * Copyright the libsaas authors. MIT licensed.
  */

@@ -199,7 +199,7 @@ static bool client_gone(void)
 /*
  * Cancelled by a notifications/cancelled, or by the client's going away: an
  * answer nobody can read is a request nobody wants, and a create_sandbox it
- * made is destroyed instead of running until it expires (tools.c).
+ * made is destroyed instead of running until it expires (tools_sandbox.c).
  */
 static bool cancelled(void *userdata, const json_t *id)
 {

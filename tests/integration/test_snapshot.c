@@ -23,6 +23,18 @@
  * merge after each fork), children restored late still have their fork's
  * disk, and each snapshot's files go with its children.
  *
+ * In disk mode the default image's code server (images/guest/aas-code) is
+ * there too, and what issue #33 promises of it is tested on this one VM
+ * before the snapshots, through the engine's own reader of its answers
+ * (lib/core/code_wire.c) over the driver's port channel, as the engine
+ * reaches it: a variable lives from run to run; a chart is a PNG; a
+ * DataFrame comes as HTML and as data; an exception with its traceback; a
+ * run cut off (the engine's timeout and cancel close the connection) is
+ * interrupted and its context goes on; two contexts share nothing;
+ * JavaScript and bash contexts keep theirs. Then every child of the fork and
+ * the resumed VM has every context and its variables, and a child's change
+ * is its own.
+ *
  * Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
  */
 #include <poll.h>
@@ -39,7 +51,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "core/code_wire.h"
 #include "saas/sys/driver.h"
 #include "util/util.h"
 #include "vmtest.h"
@@ -60,6 +74,7 @@ static bool with_disk;
 static saas_vm_spec shape;
 static const char *made[3];      /* VMs to destroy at teardown */
 static int depth0;               /* files in a new VM's disk chain (with_disk) */
+static char code_ctx[SAAS_CODE_CONTEXT_ID_MAX + 1]; /* a Python context made by test_code (with_disk) */
 
 /* ---- the guest ------------------------------------------------------------------------------- */
 
@@ -232,6 +247,358 @@ static int qcow2_fds(const char *vm)
 	return n;
 }
 
+/* ---- code contexts (disk mode: the default image's code server) ------------------------------ */
+
+/* How long the code server may take to answer GET /health "OK" after boot (its Python warm, under TCG). */
+#define CODE_HEALTH_MS (5 * 60 * 1000)
+/* A run's or a call's deadline here: none should come near it, it only keeps a hung guest from hanging the test. */
+#define CODE_CALL_MS (3 * 60 * 1000)
+
+struct code_watch {
+	const char *until;   /* stdout text that starts the cut-off clock (NULL: none) */
+	bool seen;
+};
+
+static int code_watch_event(void *ud, const saas_code_event *ev)
+{
+	struct code_watch *w = ud;
+
+	if (w && w->until && ev->type == SAAS_CODE_EVENT_STDOUT && strstr(ev->text, w->until))
+		w->seen = true;
+	return 0;
+}
+
+/*
+ * One request to vm's code server (SAAS_CODE_PORT of its loopback, through
+ * the driver's port channel) read by r: 0 when the answer ended, or
+ * SAAS_ETIMEOUT when `cut_ms` after w's text was printed the connection was
+ * closed instead, as the engine closes it at a run's timeout.
+ */
+static int code_io(const char *vm, const char *method, const char *path, const char *body,
+                   struct saas__code_reader *r, struct code_watch *w, int64_t cut_ms)
+{
+	char head[512], buf[65536];
+	int64_t deadline = vmtest_now_ms() + CODE_CALL_MS;
+	bool cut_set = false;
+	size_t blen = body ? strlen(body) : 0;
+	int fd = -1, rc = 0;
+
+	check(drv->port_connect(ctx, vm, SAAS_CODE_PORT, &fd), "port_connect to the code server");
+	snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\nContent-Length: %zu\r\n"
+	         "Content-Type: application/json\r\n\r\n", method, path, SAAS_CODE_PORT, blen);
+	assert_int_equal(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+	if (blen)
+		assert_int_equal(send(fd, body, blen, MSG_NOSIGNAL), (ssize_t)blen);
+	while (!r->done) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int64_t left;
+		ssize_t n;
+		if (w && w->seen && !cut_set) {
+			deadline = vmtest_now_ms() + cut_ms;
+			cut_set = true;
+		}
+		if ((left = deadline - vmtest_now_ms()) <= 0) {
+			rc = SAAS_ETIMEOUT;
+			break;
+		}
+		if (poll(&p, 1, left > 500 ? 500 : (int)left) <= 0)
+			continue;
+		if ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+			if ((rc = saas__code_reader_feed(r, buf, (size_t)n)) != 0)
+				break;
+		} else {
+			rc = saas__code_reader_eof(r);
+			break;
+		}
+	}
+	close(fd);
+	if (rc == SAAS_ETIMEOUT && !cut_set)
+		fail_msg("%s %s on %s: no answer in %d s", method, path, vm, CODE_CALL_MS / 1000);
+	if (rc != 0 && rc != SAAS_ETIMEOUT)
+		fail_msg("%s %s on %s: the engine's reader says %d (%s)", method, path, vm, rc, r->why);
+	return rc;
+}
+
+/* A context call's answer: its body (NUL-terminated, the caller's to free); the status must be 200. */
+static char *code_call(const char *vm, const char *method, const char *path, const char *body)
+{
+	struct saas__code_reader r;
+	char *text;
+
+	saas__code_reader_init(&r, false, 0, NULL, NULL);
+	code_io(vm, method, path, body, &r, NULL, 0);
+	if (r.status != 200)
+		fail_msg("%s %s: %d %.*s", method, path, r.status, (int)r.body.len, r.body.data ? r.body.data : "");
+	assert_non_null(text = calloc(1, r.body.len + 1));
+	if (r.body.len)
+		memcpy(text, r.body.data, r.body.len);
+	saas__code_reader_free(&r);
+	return text;
+}
+
+/*
+ * POST /execute with the JSON body, read into an execution as the engine
+ * reads it; with w, cut off cut_ms after w's text was printed (the
+ * execution's status then SAAS_CODE_TIMEDOUT).
+ */
+static saas_code_execution *code_run_cut(const char *vm, const char *body, struct code_watch *w, int64_t cut_ms)
+{
+	struct saas__code_reader r;
+	struct saas__code_run s;
+	saas_code_execution *x;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	check(saas__code_run_init(&s, SAAS_CODE_OUTPUT_DEFAULT, SAAS_CODE_RESULT_DEFAULT, code_watch_event, w),
+	      "code run init");
+	saas__code_reader_init(&r, true, SAAS_CODE_RESULT_DEFAULT / 3 * 4 + (64u << 10), saas__code_run_line, &s);
+	rc = code_io(vm, "POST", "/execute", body, &r, w, cut_ms);
+	if (rc == SAAS_ETIMEOUT) {
+		s.x->status = SAAS_CODE_TIMEDOUT;
+	} else {
+		if (r.status != 200)
+			fail_msg("POST /execute %s: %d %.*s", body, r.status, (int)r.body.len, r.body.data ? r.body.data : "");
+		assert_true(s.ended);
+		s.x->status = SAAS_CODE_DONE;
+	}
+	x = s.x;
+	saas__code_reader_free(&r);
+	return x;
+}
+
+static saas_code_execution *code_run(const char *vm, const char *body)
+{
+	return code_run_cut(vm, body, NULL, 0);
+}
+
+/* Format mime of x's main result (the last expression's value), or NULL. */
+static const saas_code_format *main_format(const saas_code_execution *x, const char *mime)
+{
+	for (size_t i = 0; i < x->result_count; i++)
+		for (size_t j = 0; x->results[i]->is_main && j < x->results[i]->count; j++)
+			if (strcmp(x->results[i]->formats[j]->mime, mime) == 0)
+				return x->results[i]->formats[j];
+	return NULL;
+}
+
+/* Run body on vm: it raises nothing, and its last value's text is want (or its stdout, for bash). */
+static void code_expect_value(const char *vm, const char *body, const char *want)
+{
+	saas_code_execution *x = code_run(vm, body);
+	const saas_code_format *t = main_format(x, "text/plain");
+
+	if (x->error)
+		fail_msg("%s on %s raised %s: %s\n%s", body, vm, x->error->name, x->error->value, x->error->traceback);
+	if (t)
+		assert_string_equal((const char *)t->data, want);
+	else
+		assert_string_equal(vmtest_chomp(x->stdout_data), want);
+	saas_code_execution_free(x);
+}
+
+/* Run body on vm: it raises an error named name. */
+static void code_expect_raises(const char *vm, const char *body, const char *name)
+{
+	saas_code_execution *x = code_run(vm, body);
+
+	if (!x->error)
+		fail_msg("%s on %s raised nothing", body, vm);
+	assert_string_equal(x->error->name, name);
+	saas_code_execution_free(x);
+}
+
+/* Wait for vm's code server to say its default Python context is warm. */
+static void code_wait_health(const char *vm)
+{
+	int64_t t0 = vmtest_now_ms();
+	char last[256] = "(no answer)";
+
+	while (vmtest_now_ms() - t0 < CODE_HEALTH_MS) {
+		struct saas__code_reader r;
+		char buf[4096];
+		int fd = -1;
+		saas__code_reader_init(&r, false, 0, NULL, NULL);
+		if (drv->port_connect(ctx, vm, SAAS_CODE_PORT, &fd) == SAAS_OK) {
+			static const char req[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+			if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(req) - 1) {
+				for (;;) {
+					struct pollfd p = { fd, POLLIN, 0 };
+					ssize_t n;
+					if (poll(&p, 1, 10000) <= 0 || (n = recv(fd, buf, sizeof(buf), 0)) <= 0 ||
+					    saas__code_reader_feed(&r, buf, (size_t)n) != 0 || r.done)
+						break;
+				}
+			}
+			close(fd);
+			snprintf(last, sizeof(last), "%d %.*s", r.status, (int)r.body.len, r.body.data ? r.body.data : "");
+		} else {
+			snprintf(last, sizeof(last), "%s", saas_error_last()->message);
+		}
+		saas__code_reader_free(&r);
+		if (strcmp(last, "200 \"OK\"") == 0) {
+			printf("code server warm %lld ms after the test asked first\n", (long long)(vmtest_now_ms() - t0));
+			return;
+		}
+		usleep(500 * 1000);
+	}
+	fail_msg("the code server of %s is not warm after %d s: %s", vm, CODE_HEALTH_MS / 1000, last);
+}
+
+/* The big-endian 32 bits at p. */
+static unsigned int be32(const unsigned char *p)
+{
+	return (unsigned int)p[0] << 24 | (unsigned int)p[1] << 16 | (unsigned int)p[2] << 8 | p[3];
+}
+
+/*
+ * A PNG whole: its signature, an IHDR of a chart's size first, every chunk's
+ * length within the bytes, and IEND last.
+ */
+static void code_expect_png(const saas_code_format *f)
+{
+	static const unsigned char sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	const unsigned char *p;
+	size_t at = 8;
+	unsigned int w, h;
+	bool iend = false;
+
+	assert_non_null(f);
+	p = f->data;
+	assert_true(f->len > 8 + 25 + 12);
+	assert_memory_equal(p, sig, sizeof(sig));
+	assert_memory_equal(p + 12, "IHDR", 4);
+	w = be32(p + 16);
+	h = be32(p + 20);
+	/* matplotlib's default figure (6.4 x 4.8 in) at the inline backend's dpi, cut to its bounding box. */
+	if (w < 200 || w > 4000 || h < 150 || h > 3000)
+		fail_msg("the chart is %ux%u pixels", w, h);
+	while (at + 12 <= f->len && !iend) {
+		size_t len = be32(p + at);
+		iend = memcmp(p + at + 4, "IEND", 4) == 0;
+		assert_true(len <= f->len - at - 12);
+		at += 12 + len;
+	}
+	assert_true(iend);
+	assert_int_equal(at, f->len);
+	printf("chart: a %ux%u PNG of %zu bytes\n", w, h, f->len);
+}
+
+/* What every context of vm holds after test_code (x of the default context is `want`). */
+static void code_expect_state(const char *vm, const char *want)
+{
+	char body[256];
+
+	code_expect_value(vm, "{\"code\": \"x + 1\"}", want);
+	snprintf(body, sizeof(body), "{\"code\": \"x\", \"context_id\": \"%s\"}", code_ctx);
+	code_expect_value(vm, body, "mine");
+	code_expect_value(vm, "{\"language\": \"javascript\", \"code\": \"j * 2 + 2\"}", "42");
+	code_expect_value(vm, "{\"language\": \"bash\", \"code\": \"echo $((B * 7))\"}", "42");
+}
+
+static void test_code(void **state)
+{
+	saas_code_execution *x;
+	saas_code_context *c = NULL;
+	struct code_watch w = { "started", false };
+	const saas_code_format *f;
+	json_t *data, *want;
+	char body[512], why[256], *text;
+	int64_t count;
+
+	(void)state;
+	if (!with_disk) {
+		printf("no code server in the tiny image\n");
+		return;
+	}
+	code_wait_health(PARENT);
+
+	/* A variable lives from run to run; the count goes up. */
+	x = code_run(PARENT, "{\"code\": \"x = 41\"}");
+	assert_null(x->error);
+	assert_int_equal(x->result_count, 0);
+	count = x->execution_count;
+	assert_true(count > 0);
+	saas_code_execution_free(x);
+	x = code_run(PARENT, "{\"code\": \"x + 1\"}");
+	assert_string_equal((const char *)main_format(x, "text/plain")->data, "42");
+	assert_int_equal(x->execution_count, count + 1);
+	saas_code_execution_free(x);
+
+	/* A chart shown is a PNG result (decoded by the engine's reader), printed output beside it. */
+	x = code_run(PARENT, "{\"code\": \"import matplotlib.pyplot as plt\\nprint('drawing')\\n"
+	                     "plt.plot([1, 3, 2, 4])\\nplt.title('t')\\nplt.show()\"}");
+	assert_null(x->error);
+	assert_string_equal(x->stdout_data, "drawing\n");
+	f = NULL;
+	for (size_t i = 0; i < x->result_count && !f; i++)
+		for (size_t j = 0; j < x->results[i]->count; j++)
+			if (strcmp(x->results[i]->formats[j]->mime, "image/png") == 0)
+				f = x->results[i]->formats[j];
+	code_expect_png(f);
+	saas_code_execution_free(x);
+
+	/* A DataFrame: its HTML table, its text, and its data as JSON (E2B's "data"). */
+	x = code_run(PARENT, "{\"code\": \"import pandas as pd\\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})\"}");
+	assert_null(x->error);
+	assert_non_null(f = main_format(x, "text/html"));
+	assert_non_null(strstr((const char *)f->data, "<table"));
+	assert_non_null(strstr((const char *)f->data, "<td>y</td>"));
+	assert_non_null(main_format(x, "text/plain"));
+	assert_non_null(f = main_format(x, "e2b/data"));
+	assert_non_null(data = json_loadb((const char *)f->data, f->len, 0, NULL));
+	assert_non_null(want = json_loads("{\"a\": [1, 2], \"b\": [\"x\", \"y\"]}", 0, NULL));
+	if (!json_equal(data, want))
+		fail_msg("the DataFrame's data: %s", (const char *)f->data);
+	json_decref(data);
+	json_decref(want);
+	saas_code_execution_free(x);
+
+	/* An exception: its name, value and traceback, down to the line that raised. */
+	x = code_run(PARENT, "{\"code\": \"def f():\\n    return 1 / 0\\nf()\"}");
+	assert_non_null(x->error);
+	assert_string_equal(x->error->name, "ZeroDivisionError");
+	assert_string_equal(x->error->value, "division by zero");
+	/* IPython's colours cut its lines into pieces: the exception's name is whole, and more than one line. */
+	assert_non_null(strstr(x->error->traceback, "ZeroDivisionError"));
+	assert_non_null(strchr(x->error->traceback, '\n'));
+	assert_int_equal(x->result_count, 0);
+	saas_code_execution_free(x);
+
+	/* A run cut off as the engine cuts one at its timeout (the connection closed): interrupted, the context lives. */
+	x = code_run_cut(PARENT, "{\"code\": \"import time\\nprint('started', flush=True)\\ntime.sleep(3600)\"}", &w, 2000);
+	assert_int_equal(x->status, SAAS_CODE_TIMEDOUT);
+	assert_true(w.seen);
+	saas_code_execution_free(x);
+	/* Had the sleep not been interrupted, this run would wait its turn for an hour. */
+	code_expect_value(PARENT, "{\"code\": \"x + 1\"}", "42");
+
+	/* Another context: its own variables, none of the default one's. */
+	text = code_call(PARENT, "POST", "/contexts", "{\"language\": \"python\", \"cwd\": \"/tmp\"}");
+	if (saas__code_context_parse(&c, text, strlen(text), why, sizeof(why)) != 0)
+		fail_msg("POST /contexts: %s: %s", why, text);
+	assert_string_equal(c->language, "python");
+	assert_string_equal(c->cwd, "/tmp");
+	snprintf(code_ctx, sizeof(code_ctx), "%s", c->id);
+	saas_code_context_free(c);
+	free(text);
+	snprintf(body, sizeof(body), "{\"code\": \"x\", \"context_id\": \"%s\"}", code_ctx);
+	code_expect_raises(PARENT, body, "NameError");
+	snprintf(body, sizeof(body), "{\"code\": \"import os\\nx = 'mine'\\nos.getcwd()\", \"context_id\": \"%s\"}",
+	         code_ctx);
+	code_expect_value(PARENT, body, "/tmp");
+	code_expect_value(PARENT, "{\"code\": \"x + 1\"}", "42");
+	text = code_call(PARENT, "GET", "/contexts", NULL);
+	assert_non_null(strstr(text, code_ctx));
+	free(text);
+
+	/* JavaScript and bash: each language's default context keeps its variables. */
+	code_expect_value(PARENT, "{\"language\": \"javascript\", \"code\": \"var j = 20\\nj\"}", "20");
+	code_expect_raises(PARENT, "{\"language\": \"javascript\", \"code\": \"null.boom\"}", "TypeError");
+	code_expect_value(PARENT, "{\"language\": \"bash\", \"code\": \"B=6\\ncd /tmp\"}", "");
+	code_expect_value(PARENT, "{\"language\": \"bash\", \"code\": \"echo $((B * 7)) $PWD\"}", "42 /tmp");
+	code_expect_state(PARENT, "42");
+}
+
 /* ---- setup ----------------------------------------------------------------------------------- */
 
 static int group_setup(void **state)
@@ -376,6 +743,14 @@ static void test_fork(void **state)
 			snprintf(boot[i], sizeof(boot[i]), "%s", run(vms[i], "cat /proc/sys/kernel/random/boot_id"));
 		uids[i] = qemu_uid(vms[i]);
 	}
+	/* Every context and its variables are in each child, and a child's change is its own. */
+	if (with_disk) {
+		for (int i = 0; i < 3; i++)
+			code_expect_state(vms[i], "42");
+		code_expect_value(CHILD1, "{\"code\": \"x = 99\\nx + 1\"}", "100");
+		code_expect_state(CHILD2, "42");
+		code_expect_state(PARENT, "42");
+	}
 	assert_string_not_equal(rnd[0], rnd[1]);
 	assert_string_not_equal(rnd[0], rnd[2]);
 	assert_string_not_equal(rnd[1], rnd[2]);
@@ -509,6 +884,8 @@ static void test_pause_resume(void **state)
 	assert_survived(PARENT);
 	assert_string_equal(run(PARENT, "cat /workspace/after"), "parent");
 	assert_string_equal(run(PARENT, "hostname"), PARENT);
+	if (with_disk)
+		code_expect_state(PARENT, "42");
 	/* A snapshot restores again (a fork of N does): deleted, it does not. */
 	check(drv->snapshot_delete(ctx, "t-pause"), "snapshot_delete");
 	assert_false(listed("t-pause"));
@@ -528,6 +905,7 @@ static void test_pause_resume(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_code),
 		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_fork_chain),
 		cmocka_unit_test(test_pause_resume),

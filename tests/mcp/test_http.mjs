@@ -9,7 +9,8 @@
 // the given binary is the REAL aas-server, started with --images DIR --image
 // tiny --templates off (cold boots: see harness.mjs), and the agent session
 // also serves a preview page from inside the guest and fetches it through the
-// server's preview Host header. Every sandbox is destroyed and tests/integration/vm-cleanup runs on the state
+// server's preview Host header; run_code runs on a sandbox of the default image (its code server).
+// Every sandbox is destroyed and tests/integration/vm-cleanup runs on the state
 // directory afterwards, pass or fail.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -275,8 +276,51 @@ test('a whole agent session; every structuredContent validates against its outpu
   await client.close();
 });
 
+// Real VMs: the default image's own code server (the tiny image has none), in one cold-booted sandbox
+// (templates are off here): its Python is warm a while after the boot, and run_code says so until then.
+test('run_code on a real VM: a matplotlib chart as MCP image content the SDK client decodes',
+     { skip: IMAGES ? false : 'real VMs only (run_code against the double is the next test)' }, async () => {
+  const { client } = await authed();
+  await client.listTools(); // the SDK then checks each structuredContent against run_code's outputSchema
+  // A cold boot of the default image outlasts the SDK's 60 s default for a request under TCG.
+  const made = await client.callTool({ name: 'create_sandbox', arguments: { image: 'default' } }, undefined,
+                                     { timeout: 600_000 });
+  assert.equal(made.isError, false, textOf(made));
+  const id = made.structuredContent.id;
+  const run = (code, more = {}) => client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code, ...more } },
+                                                   undefined, { timeout: 300_000 });
+  let res = await waitFor('the code server to answer', async () => {
+    const r = await run('x = 6\nx * 7');
+    return r.isError ? null : r;
+  }, 600_000);
+  assert.equal(res.structuredContent.results[0].formats['text/plain'], '42');
+  res = await run('import matplotlib.pyplot as plt\nplt.plot([1, 3, 2, 4])\nplt.show()');
+  assert.equal(res.isError, false, textOf(res));
+  const image = res.content.find(c => c.type === 'image');
+  assert.ok(image, `an image content item: ${JSON.stringify(res.content.map(c => c.type))}`);
+  assert.equal(image.mimeType, 'image/png');
+  const png = Buffer.from(image.data, 'base64');
+  assert.deepEqual(png.subarray(0, 8), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  assert.equal(png.subarray(12, 16).toString('latin1'), 'IHDR');
+  const [w, h] = [png.readUInt32BE(16), png.readUInt32BE(20)];
+  assert.ok(w >= 200 && w <= 4000 && h >= 150 && h <= 3000, `a chart's size: ${w}x${h}`);
+  assert.equal(png.subarray(-8, -4).toString('latin1'), 'IEND', 'the whole PNG');
+  res = await run('x');
+  assert.equal(res.structuredContent.results[0].formats['text/plain'], '6', 'the variable lived on');
+  res = await run('1 / 0');
+  assert.equal(res.isError, false, 'an exception is a result');
+  assert.equal(res.structuredContent.error.name, 'ZeroDivisionError');
+  res = await run('import time\ntime.sleep(3600)', { timeout_seconds: 2 });
+  assert.equal(res.isError, true);
+  assert.match(textOf(res), /interrupted; its context and variables stay/);
+  res = await run('x + 1');
+  assert.equal(res.structuredContent.results[0].formats['text/plain'], '7', 'interrupted, the context lives on');
+  await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } });
+  await client.close();
+});
+
 test('run_code: a chart comes back as MCP image content the SDK client decodes', async (t) => {
-  if (IMAGES) return t.skip('the real image\'s code server is tested with VMs elsewhere');
+  if (IMAGES) return t.skip('the double\'s canned answers: the test above runs the real code server');
   const { client } = await connect({ Authorization: `Bearer ${key}` });
   await client.listTools(); // the SDK then checks each structuredContent against run_code's outputSchema
   const made = await client.callTool({ name: 'create_sandbox', arguments: {} });

@@ -462,6 +462,35 @@ if [ -z "$IMAGES" ]; then
 	run run "$CSB" --timeout 1 "${WORK}/hang.py"; expect_rc 124 "run: a timeout exits 124"
 	check "run: what came before the timeout" grep -qx tick <<<"$OUT"
 	run run "$CSB" --context nosuch "${WORK}/value.py"; expect_rc 4 "run: an unknown context"
+	# --json: the execution as one object (the REST API's shape); nothing streamed, no file written.
+	run run "$CSB" --json "${WORK}/chart.py"; expect_rc 0 "run --json"
+	expect_jq .status done "run --json: its status"
+	expect_jq '.results | length' 1 "run --json: its one result"
+	check "run --json: the chart in base64, a PNG" test "$(jout '.results[0].formats["image/png"]' | base64 -d | head -c 4 | tail -c 3)" = PNG
+	check "run --json: no file written" test ! -e "${PWD}/result-1.png"
+	run run "$CSB" --json "${WORK}/boom.py"; expect_rc 1 "run --json: a raised error exits 1"
+	expect_jq .error.name ValueError "run --json: the error's name"
+	expect_jq .stderr "about to fail" "run --json: stderr in the object"
+	check "run --json: the traceback is in the object, not on stderr" test "$(grep -c Traceback <<<"$ERR")" = 0
+	run run "$CSB" --json --timeout 1 "${WORK}/hang.py"; expect_rc 124 "run --json: a timeout exits 124"
+	expect_jq .status timeout "run --json: timed out"
+	run run "$CSB" --json --out-dir "${WORK}/charts" "${WORK}/chart.py"; expect_rc 2 "run: --json with --out-dir"
+	one_line_err "run: --json with --out-dir"
+	# Ctrl-C: a real SIGINT while the code prints; the run is cut (the double sees its connection close), the
+	# context lives on, aas exits 130. SIGINT set back to its default, as for exec above.
+	GUEST="http://127.0.0.1:$(cat "${WORK}/guest.port")"
+	printf 'ticking' >"${WORK}/ticking.py"
+	env --default-signal=INT "$AAS" run "$CSB" "${WORK}/ticking.py" </dev/null >"${WORK}/int.out" 2>"${WORK}/int.err" &
+	LIVE=$!
+	for _ in $(seq 1 300); do grep -q tick "${WORK}/int.out" && break; sleep 0.1; done
+	kill -INT "$LIVE"
+	wait "$LIVE"; RC=$?; ERR=$(cat "${WORK}/int.err")
+	expect_rc 130 "run: Ctrl-C exits 130"
+	check "run: Ctrl-C says the context lives on: $ERR" grep -q 'context and its variables live on' <<<"$ERR"
+	for _ in $(seq 1 100); do [ "$(curl -s "${GUEST}/interrupts" | jq .ticking)" = 1 ] && break; sleep 0.1; done
+	check "run: Ctrl-C cut the run in the guest" test "$(curl -s "${GUEST}/interrupts" | jq .ticking)" = 1
+	OUT=$(printf 'x' | "$AAS" run "$CSB" 2>"${WORK}/err"); RC=$?
+	expect_rc 0 "run after Ctrl-C"; expect_out 41 "run: the context's variable outlived Ctrl-C"
 	: >"${WORK}/empty.py"
 	run run "$CSB" "${WORK}/empty.py"; expect_rc 2 "run: an empty file"; one_line_err "run: empty file"
 	run run "$CSB" "${WORK}/missing.py"; expect_rc 2 "run: a file that cannot be read"; one_line_err "run: missing file"

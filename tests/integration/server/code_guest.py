@@ -12,16 +12,19 @@ The code names the answer:
   "print S" stdout S                    "chart"  a PNG result (a real 1x1 PNG)
   "boom"    an error with a traceback  "table"  HTML, text and data results
   "hang"    stdout "tick", then silence until the client hangs up (an interrupt)
+  "ticking" stdout "tick" every 0.1 s until the client hangs up (an interrupt)
   "garbage" a line that is not JSON     "noend"  no end_of_execution
   "interrupts"  stdout: how many "hang" runs were hung up on so far
   "cut"     stdout, then the notices of a guest that cut the run's output and results
   "toomany" a 409, the real server's answer past its --max-contexts
 Anything else: its text as the main result.
+GET /interrupts: how many runs a client hung up on, {"all": N, "ticking": N}.
 """
 import base64
 import json
 import sys
 import threading
+import time
 import uuid
 import zlib
 import struct
@@ -41,7 +44,7 @@ CONTEXTS = {}       # id -> {"id","language","cwd","vars"}
 DEFAULTS = {}       # language -> context
 LOCK = threading.Lock()
 COUNT = [0]
-INTERRUPTS = [0]
+INTERRUPTS = [0, 0]  # all, "ticking"
 
 
 def context_for(body):
@@ -76,6 +79,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.split("?")[0] == "/health":
             return self.reply(200, "OK")
+        if self.path.split("?")[0] == "/interrupts":
+            with LOCK:
+                return self.reply(200, {"all": INTERRUPTS[0], "ticking": INTERRUPTS[1]})
         if self.path.split("?")[0] == "/contexts":
             with LOCK:
                 return self.reply(200, [{k: c[k] for k in ("id", "language", "cwd")} for c in CONTEXTS.values()])
@@ -157,6 +163,17 @@ class Handler(BaseHTTPRequestHandler):
             self.line({"type": "stdout", "text": "a", "timestamp": ts})
             self.line({"type": "stderr", "text": "[aas-code: output cut]\n", "cut": "output", "timestamp": ts})
             self.line({"type": "stderr", "text": "[aas-code: results cut]\n", "cut": "results", "timestamp": ts})
+        elif code == "ticking":
+            try:
+                while True:
+                    self.line({"type": "stdout", "text": "tick\n", "timestamp": ts})
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            with LOCK:
+                INTERRUPTS[0] += 1
+                INTERRUPTS[1] += 1
+            return
         elif code.startswith("x = "):
             ctx["vars"]["x"] = code[4:]
         elif code == "x":

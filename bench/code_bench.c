@@ -1,0 +1,305 @@
+/*
+ * Code contexts against real VMs (issue #33's targets; docs/code.md), each
+ * figure next to a baseline measured in the same run, since these machines
+ * are shared and noisy:
+ *   - create -> the first run of `1+1` has its result, against create -> the
+ *     first `true` exec, alternating, on clones of one template of the image
+ *     (its code server's Python warm in the template: goal within 1.5x)
+ *   - a second and later run of `1+1` in the same context (goal p50 under
+ *     100 ms), against the `true` exec round trip of the same sandbox
+ *   - a matplotlib line chart back as a PNG once the kernel is warm (goal
+ *     p50 under 1 s), against `1+1` in the same runs
+ * One engine (the library's local provider on the libvirt driver, templates
+ * on) in this process; every run's result is checked (the value "2", a PNG),
+ * so that a failure is never timed as a success. Prints a Markdown table.
+ *
+ * usage: code_bench STATE_DIR IMAGES_DIR [image]   (image: default unless named)
+ * BENCH_RUNS (default 5): creates of each kind; BENCH_CODE_RUNS (default 20): runs of each warm figure.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <saas.h>
+
+#define CHART_CODE                                                                                                    \
+	"import matplotlib.pyplot as plt\n"                                                                           \
+	"plt.figure()\n"                                                                                               \
+	"plt.plot(range(100), [i * i for i in range(100)])\n"                                                          \
+	"plt.title('line')\n"                                                                                          \
+	"plt.show()\n"
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static int templates_ready, templates_failed, clones_made;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+
+	return v && atoi(v) > 0 ? atoi(v) : def;
+}
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "code_bench: %s: %s (%s)\n", what, saas_strerror(rc), saas_error_last()->message);
+	exit(1);
+}
+
+/* Counts the driver's template and clone lines; warnings go to stderr. */
+static void on_log(void *ud, int level, const char *msg)
+{
+	(void)ud;
+	pthread_mutex_lock(&log_mu);
+	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " ready in "))
+		templates_ready++;
+	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
+		templates_failed++;
+	if (strstr(msg, " up in ") && strstr(msg, "(clone,"))
+		clones_made++;
+	pthread_mutex_unlock(&log_mu);
+	if (level <= SAAS_LOG_WARN || getenv("BENCH_VERBOSE"))
+		fprintf(stderr, "code_bench: [engine] %s\n", msg);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[(int)(p * (n - 1) + 0.5)];
+}
+
+static void load_now(char *out, size_t size)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double a = 0, b = 0, c = 0;
+
+	if (!f || fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
+		a = b = c = -1;
+	if (f)
+		fclose(f);
+	snprintf(out, size, "%.2f, %.2f, %.2f", a, b, c);
+}
+
+static saas_sandbox *create(saas_client *c, const char *image)
+{
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb = NULL;
+	int rc;
+
+	o.image = image;
+	o.timeout_s = 3600;
+	if ((rc = saas_sandbox_create(&sb, c, &o, 0)) < 0)
+		die("create", rc);
+	return sb;
+}
+
+static void destroy(saas_client *c, saas_sandbox *sb)
+{
+	saas_sandbox_destroy(NULL, c, sb->id, 0);
+	saas_sandbox_free(sb);
+}
+
+static void exec_true(saas_client *c, const char *id)
+{
+	saas_execution *x = NULL;
+	int rc = saas_exec(&x, c, id, "true", NULL, 0);
+
+	if (rc < 0)
+		die("exec true", rc);
+	if (x->exit_code != 0) {
+		fprintf(stderr, "code_bench: `true` exited %d\n", x->exit_code);
+		exit(1);
+	}
+	saas_execution_free(x);
+}
+
+/* Run code; it must end without an error, with a main text result `want` or (want NULL) a PNG result. */
+static void run_code(saas_client *c, const char *id, const char *code, const char *want)
+{
+	saas_code_execution *x = NULL;
+	bool found = false;
+	int rc = saas_code_run(&x, c, id, code, NULL, 0);
+
+	if (rc < 0)
+		die("code run", rc);
+	if (x->status != SAAS_CODE_DONE || x->error) {
+		fprintf(stderr, "code_bench: the run ended %s%s%s\n", saas_code_status_name(x->status),
+		        x->error ? ", raising " : "", x->error ? x->error->name : "");
+		exit(1);
+	}
+	for (size_t i = 0; i < x->result_count; i++)
+		for (size_t j = 0; j < x->results[i]->count; j++) {
+			const saas_code_format *f = x->results[i]->formats[j];
+			if (want && x->results[i]->is_main && strcmp(f->mime, "text/plain") == 0 &&
+			    strcmp((const char *)f->data, want) == 0)
+				found = true;
+			if (!want && strcmp(f->mime, "image/png") == 0 && f->len > 8 && memcmp(f->data, "\x89PNG", 4) == 0)
+				found = true;
+		}
+	if (!found) {
+		fprintf(stderr, "code_bench: the run did not give %s\n", want ? want : "a PNG");
+		exit(1);
+	}
+	saas_code_execution_free(x);
+}
+
+/* The template of image: the first create starts its build; wait until it is ready. */
+static void template_warm(saas_client *c, const char *image)
+{
+	saas_sandbox *sb = create(c, image);
+
+	destroy(c, sb);
+	for (int i = 0; i < 2400; i++) {
+		int ready, failed;
+		pthread_mutex_lock(&log_mu);
+		ready = templates_ready;
+		failed = templates_failed;
+		pthread_mutex_unlock(&log_mu);
+		if (ready)
+			return;
+		if (failed) {
+			fprintf(stderr, "code_bench: the %s template failed to build\n", image);
+			exit(1);
+		}
+		usleep(500 * 1000);
+	}
+	fprintf(stderr, "code_bench: the %s template was not ready in 20 minutes\n", image);
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	saas_engine *engine = NULL;
+	saas_account *account = NULL;
+	saas_client *client = NULL;
+	saas_sandbox *sb;
+	char *key = NULL, config[4300], load[2][64];
+	const char *image;
+	int runs = env_int("BENCH_RUNS", 5), code_runs = env_int("BENCH_CODE_RUNS", 20), clones0, rc;
+	double *first_exec, *first_code, *next_code, *next_exec, *chart, *plain, t0;
+
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: code_bench STATE_DIR IMAGES_DIR [image]\n");
+		return 2;
+	}
+	image = argc == 4 ? argv[3] : "default";
+	first_exec = calloc((size_t)runs, sizeof(double));
+	first_code = calloc((size_t)runs, sizeof(double));
+	next_code = calloc((size_t)code_runs, sizeof(double));
+	next_exec = calloc((size_t)code_runs, sizeof(double));
+	chart = calloc((size_t)code_runs, sizeof(double));
+	plain = calloc((size_t)code_runs, sizeof(double));
+	if (!first_exec || !first_code || !next_code || !next_exec || !chart || !plain)
+		return 1;
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on", argv[2]);
+	o.state_dir = argv[1];
+	o.driver_config = config;
+	o.default_image = image;
+	/* The figures are the VMs', not the account limits': no create or execution waits for one. */
+	o.creates_per_minute = SAAS_LIMIT_MAX;
+	o.max_executions = SAAS_LIMIT_MAX;
+	o.log = on_log;
+	o.log_level = SAAS_LOG_INFO;
+	if ((rc = saas_engine_open(&engine, &o)) < 0)
+		die("engine", rc);
+	if ((rc = saas_account_create(&account, engine, "bench", SAAS_USD(1000), 0)) < 0 ||
+	    (rc = saas_key_create(&key, NULL, engine, account->id, NULL, 0)) < 0 ||
+	    (rc = saas_client_open_local(&client, engine, key, 0)) < 0)
+		die("account", rc);
+	template_warm(client, image);
+	load_now(load[0], sizeof(load[0]));
+	clones0 = clones_made;
+
+	/* create -> first `true` and create -> first `1+1`, alternating, so that a load that changes weighs on both. */
+	for (int i = 0; i < runs; i++) {
+		t0 = now_ms();
+		sb = create(client, image);
+		exec_true(client, sb->id);
+		first_exec[i] = now_ms() - t0;
+		destroy(client, sb);
+		t0 = now_ms();
+		sb = create(client, image);
+		run_code(client, sb->id, "1+1", "2");
+		first_code[i] = now_ms() - t0;
+		destroy(client, sb);
+	}
+
+	/* One sandbox: the next runs of `1+1` against `true` round trips; the chart against `1+1`, interleaved. */
+	sb = create(client, image);
+	run_code(client, sb->id, "1+1", "2");
+	run_code(client, sb->id, CHART_CODE, NULL);
+	for (int i = 0; i < code_runs; i++) {
+		t0 = now_ms();
+		run_code(client, sb->id, "1+1", "2");
+		next_code[i] = now_ms() - t0;
+		t0 = now_ms();
+		exec_true(client, sb->id);
+		next_exec[i] = now_ms() - t0;
+		t0 = now_ms();
+		run_code(client, sb->id, CHART_CODE, NULL);
+		chart[i] = now_ms() - t0;
+		t0 = now_ms();
+		run_code(client, sb->id, "1+1", "2");
+		plain[i] = now_ms() - t0;
+	}
+	destroy(client, sb);
+	load_now(load[1], sizeof(load[1]));
+	if (clones_made - clones0 < 2 * runs + 1) {
+		fprintf(stderr, "code_bench: %d of %d creates were clones of the template\n", clones_made - clones0,
+		        2 * runs + 1);
+		return 1;
+	}
+
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", load[0], load[1]);
+	printf("| what, `%s` | libsaas | baseline (same run) | goal |\n|---|---|---|---|\n", image);
+	{
+		double c50 = pct(first_code, runs, 0.5), e50 = pct(first_exec, runs, 0.5);
+		printf("| create -> first run of `1+1` has its result (%d runs, clones) | p50 %.0f ms, p95 %.0f ms | create -> "
+		       "first `true` exec: p50 %.0f ms, p95 %.0f ms; ratio %.2fx at p50 | within 1.5x: %s |\n",
+		       runs, c50, pct(first_code, runs, 0.95), e50, pct(first_exec, runs, 0.95), c50 / e50,
+		       c50 / e50 <= 1.5 ? "met" : "not met");
+	}
+	{
+		double n50 = pct(next_code, code_runs, 0.5);
+		printf("| a later run of `1+1` in the same context (%d runs) | p50 %.0f ms, p95 %.0f ms | `true` exec in the "
+		       "same sandbox: p50 %.0f ms, p95 %.0f ms; ratio %.2fx at p50 | p50 under 100 ms: %s |\n",
+		       code_runs, n50, pct(next_code, code_runs, 0.95), pct(next_exec, code_runs, 0.5),
+		       pct(next_exec, code_runs, 0.95), n50 / pct(next_exec, code_runs, 0.5), n50 < 100 ? "met" : "not met");
+	}
+	{
+		double c50 = pct(chart, code_runs, 0.5);
+		printf("| a matplotlib line chart back as a PNG, kernel warm (%d runs) | p50 %.0f ms, p95 %.0f ms | `1+1` in "
+		       "the same runs: p50 %.0f ms | p50 under 1 s: %s |\n",
+		       code_runs, c50, pct(chart, code_runs, 0.95), pct(plain, code_runs, 0.5), c50 < 1000 ? "met" : "not met");
+	}
+	saas_client_free(client);
+	saas_account_free(account);
+	saas_free(key);
+	saas_engine_free(engine);
+	free(first_exec);
+	free(first_code);
+	free(next_code);
+	free(next_exec);
+	free(chart);
+	free(plain);
+	return 0;
+}
