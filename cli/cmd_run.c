@@ -34,9 +34,9 @@ static const char help[] =
 	"--json prints nothing as the run goes and writes no file: at its end, the execution\n"
 	"as one JSON object (the REST API's: stdout, stderr, results with every format, binary\n"
 	"ones in base64, error, status).\n"
-	"Ctrl-C interrupts the run (its interpreter is interrupted when the run next prints\n"
-	"or returns a result; its context and variables live on) and aas exits with 130; a\n"
-	"second Ctrl-C leaves at once.\n"
+	"Ctrl-C interrupts the run (its interpreter is interrupted within a second, silent\n"
+	"or not; its context and variables live on) and aas exits with 130; a second\n"
+	"Ctrl-C leaves at once.\n"
 	"Exit status: 0 when the code ran to its end; 1 when it raised (its name, value and\n"
 	"traceback go to stderr); 124 when it timed out; 130 when interrupted; 2, 3, 4, 5 or 6\n"
 	"when it could not run (see `aas --help`).\n";
@@ -55,7 +55,8 @@ static const struct {
  * Ctrl-C while the code runs. SIGINT is blocked in every thread and taken by
  * one of ours with sigwait() (as `aas exec` takes it), so the library is
  * never called from a handler. The first asks the run to stop: the event
- * callback answers its next event with "cancel", on which the library closes
+ * callback answers its next event (a silent run's tick each second
+ * included) with "cancel", on which the library closes
  * the run's connection, which interrupts the interpreter and keeps its
  * context. The second leaves at once.
  */

@@ -113,6 +113,7 @@ struct events {
 	char event[24];
 	bool ended, cancelled;
 	int fail;
+	int64_t told_ms;            /* when the caller was last told something */
 };
 
 static int ev_fail(struct events *s, const char *what)
@@ -123,6 +124,7 @@ static int ev_fail(struct events *s, const char *what)
 
 static int tell(struct events *s, const saas_code_event *ev)
 {
+	s->told_ms = saas__now_ms();
 	if (s->o->on_event && s->o->on_event(s->o->userdata, ev)) {
 		s->cancelled = true;
 		return 1;
@@ -275,6 +277,22 @@ static int ev_line(struct events *s, const char *l, size_t n)
 	return 0;
 }
 
+/*
+ * A silent run: the caller is told a tick each second, as the engine tells its
+ * own callers, so that it can cancel without waiting for the server's keepalive.
+ */
+static int ev_idle(void *ud)
+{
+	struct events *s = ud;
+	saas_code_event ev;
+
+	if (saas__now_ms() - s->told_ms < SAAS_CODE_TICK_MS)
+		return 0;
+	memset(&ev, 0, sizeof(ev));
+	ev.type = SAAS_CODE_EVENT_TICK;
+	return tell(s, &ev);
+}
+
 static int ev_write(void *ud, const void *data, size_t len)
 {
 	struct events *s = ud;
@@ -351,7 +369,9 @@ int saas__remote_code_run(saas_client *c, const char *id, const char *code, cons
 	s.x->execution_count = -1;
 	req.accept = "text/event-stream";
 	req.writer = ev_write;
+	req.idle = ev_idle;
 	req.writer_ud = &s;
+	s.told_ms = saas__now_ms();
 	req.max = INT64_MAX;
 	rc = saas__http(R(c), &req, NULL);
 	if (s.fail) {

@@ -135,6 +135,18 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* libcurl calls this about once a second even when no byte comes: a silent stream's chance to stop. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct xfer *x = ud;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	if (!x->streaming || !x->req->idle(x->req->writer_ud))
+		return 0;
+	x->fail = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "the writer stopped the read");
+	return 1;
+}
+
 static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 {
 	struct xfer *x = ud;
@@ -254,6 +266,11 @@ static int configure(struct saas_remote *r, struct xfer *x, struct curl_slist **
 		curl_easy_setopt(h, CURLOPT_CAINFO, r->ca_file);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	if (req->writer && req->idle) {
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+	}
 	if (upload) {
 		curl_off_t size = req->reader ? req->upload_size : (curl_off_t)x->in.len;
 		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);

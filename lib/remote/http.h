@@ -40,6 +40,8 @@ struct saas_http_req {
 	int64_t upload_size;     /* -1: unknown (chunked) */
 	saas_write_fn writer;    /* streamed 200 body */
 	void *writer_ud;
+	int (*idle)(void *writer_ud); /* while the writer streams: about once a second, and
+	                               * on each read; non-zero stops the read as the writer's would */
 	int64_t max;             /* largest body the writer accepts */
 	int64_t *size;           /* [out] the body's length, before the first byte */
 	bool idempotent;

@@ -489,6 +489,17 @@ if [ -z "$IMAGES" ]; then
 	check "run: Ctrl-C says the context lives on: $ERR" grep -q 'context and its variables live on' <<<"$ERR"
 	for _ in $(seq 1 100); do [ "$(curl -s "${GUEST}/interrupts" | jq .ticking)" = 1 ] && break; sleep 0.1; done
 	check "run: Ctrl-C cut the run in the guest" test "$(curl -s "${GUEST}/interrupts" | jq .ticking)" = 1
+	# Ctrl-C in a run gone silent ("hang": one tick, then nothing): the remote client tells aas a tick
+	# each second, so the cut does not wait for the run's next output or the server's keepalive (15 s).
+	ALL=$(curl -s "${GUEST}/interrupts" | jq .all)
+	env --default-signal=INT "$AAS" run "$CSB" "${WORK}/hang.py" </dev/null >"${WORK}/int.out" 2>"${WORK}/int.err" &
+	LIVE=$!
+	for _ in $(seq 1 300); do grep -q tick "${WORK}/int.out" && break; sleep 0.1; done
+	kill -INT "$LIVE"
+	wait "$LIVE"; RC=$?
+	expect_rc 130 "run: Ctrl-C in a silent run exits 130"
+	for _ in $(seq 1 100); do [ "$(curl -s "${GUEST}/interrupts" | jq .all)" = $((ALL + 1)) ] && break; sleep 0.1; done
+	check "run: Ctrl-C cut the silent run in the guest" test "$(curl -s "${GUEST}/interrupts" | jq .all)" = $((ALL + 1))
 	OUT=$(printf 'x' | "$AAS" run "$CSB" 2>"${WORK}/err"); RC=$?
 	expect_rc 0 "run after Ctrl-C"; expect_out 41 "run: the context's variable outlived Ctrl-C"
 	: >"${WORK}/empty.py"
