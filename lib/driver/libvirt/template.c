@@ -126,9 +126,14 @@ void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct
 
 	if (im->min_memory_mib && mem < im->min_memory_mib)
 		mem = im->min_memory_mib;
-	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s|%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name,
+	/*
+	 * A remote host's domains gained the control channel (a device: clones
+	 * must match their template's): the engines that share its templates
+	 * tell the two kinds apart by the key. Local keys are as they were.
+	 */
+	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s|%s%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name,
 	             im->recipe, im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub,
-	             d->mapped ? "mapped" : "loaded") < 0) {
+	             d->mapped ? "mapped" : "loaded", d->host->control_open && im->control ? "|channel" : "") < 0) {
 		key[0] = '\0';
 		return;
 	}
@@ -299,7 +304,7 @@ static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 	req.output = discard_output;
 	req.cancel = d->stopping;
 	/* Worded without "failed": that word after "template" is the log's news of a template that did. */
-	if (saas__ctl_exec(&ctl, l->dir, &serves, &execs, &req, &status) < 0)
+	if (saas__ctl_exec(&ctl, SAAS__CTL_DIR(l->dir), &serves, &execs, &req, &status) < 0)
 		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: no warming command over the control port (%s); saved anyway",
 		             key, saas_error_last()->message);
 	else if (status != 0)
