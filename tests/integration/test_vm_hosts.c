@@ -22,7 +22,8 @@
  * the core gives them). The template is built once, by whichever took the
  * lease, the other booting cold meanwhile; then sandboxes made through
  * either are clones restored on the host, each its own machine (hostname,
- * boot id); template_list reports the template. A build that died is then
+ * boot id), made so over their control channels (through libvirt) and
+ * their first commands run there; template_list reports the template. A build that died is then
  * played: the template's ready mark gone, volumes of a build never marked
  * ready left beside it; a new context, F, takes the lease, deletes what
  * the dead build left and builds the template again. Once it is ready, an
@@ -370,6 +371,8 @@ static void test_shared(void **state)
 	assert_true(listed(ctx_a, VM1));
 	assert_true(listed(ctx_b, VM1));
 	assert_string_equal(run(ctx_b, VM1, "hostname"), VM1);
+	/* B has no SSH session to it: the command went over the VM's control channel, through libvirt. */
+	assert_true(logged("VM " VM1 ": its commands go over the control port", NULL));
 	check(drv->file_write(ctx_b, VM1, "/workspace/shared.txt", 0644, read_src, &s, (int64_t)s.len), "file_write B");
 	memset(&o, 0, sizeof(o));
 	check(drv->file_read(ctx_a, VM1, "/workspace/shared.txt", 4096, write_out, &o, &size), "file_read A");
@@ -521,7 +524,16 @@ static void test_templates(void **state)
 	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 1);
 	for (int i = 0; i < 2; i++) {
 		void *ctx = i ? ctx_d : ctx_e;
+		char line[128];
+		/*
+		 * Made its own machine over its control channel (no root login), its
+		 * first command too (no login at all): as a clone on one machine.
+		 */
+		snprintf(line, sizeof(line), "VM %s up in", vms[2 + i]);
+		assert_true(logged(line, "(clone, fix-ups over the control port"));
 		snprintf(host[i], sizeof(host[i]), "%s", run(ctx, vms[2 + i], "hostname"));
+		snprintf(line, sizeof(line), "VM %s: its commands go over the control port", vms[2 + i]);
+		assert_true(logged(line, NULL));
 		snprintf(boot[i], sizeof(boot[i]), "%s", run(ctx, vms[2 + i], "cat /proc/sys/kernel/random/boot_id"));
 		assert_string_equal(host[i], vms[2 + i]);
 		assert_true(strlen(boot[i]) > 8);

@@ -59,7 +59,7 @@
  * The guest transports the driver calls are lib/transport's: SSH, and the
  * control port (control.c, control_files.c, control_exec.c: a clone's
  * fix-ups, files and commands without SSH) with the VM's directory as the
- * engine trusts it (vmdir.c).
+ * engine trusts it (vmdir.c), or on a remote host through libvirt (channel.c).
  *
  * The pure parts (config parsing, the qemu.conf text, the guard ruleset, the
  * domain XML, the metadata parser) take their inputs as arguments and touch
