@@ -26,6 +26,8 @@
  *   host_remote.c   a VM host reached by a remote URI: the bounded
  *                   connection, its storage pool (the spool) and volumes,
  *                   host_info, templates kept on the host (host_remote.h)
+ *   channel.c     the way to a VM's control port: its socket here, or on a
+ *                 remote host its channel through libvirt (channel.h)
  *   conf.c        driver_config, the engine's key pair, the embedded root
  *                 and its qemu.conf (conf.h)
  *   guard.c       the network policy at open and the nftables guard (guard.h)
