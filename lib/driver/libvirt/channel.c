@@ -42,15 +42,15 @@
 static int pumps_live;
 
 struct pump {
-	pthread_mutex_t mu;              /* the opener holds it while it registers; the callbacks take it */
+	pthread_mutex_t mu; /* the opener holds it while it registers; the callbacks take it */
 	virStreamPtr st;
-	int sock;                        /* the pump's end of the pair */
-	int watch;                       /* its handle in the event loop, -1: none */
-	bool st_cb;                      /* the stream's callback is registered */
-	bool dead;                       /* ended: nothing more is moved, the reaper is due */
-	bool clean;                      /* ended by the engine closing its end, everything sent */
-	size_t up_off, up_len;           /* from the engine, not yet in the stream */
-	size_t down_off, down_len;       /* from the stream, not yet taken by the engine */
+	int sock;                  /* the pump's end of the pair */
+	int watch;                 /* its handle in the event loop, -1: none */
+	bool st_cb;                /* the stream's callback is registered */
+	bool dead;                 /* ended: nothing more is moved, the reaper is due */
+	bool clean;                /* ended by the engine closing its end, everything sent */
+	size_t up_off, up_len;     /* from the engine, not yet in the stream */
+	size_t down_off, down_len; /* from the stream, not yet taken by the engine */
 	char up[CHANNEL_BUF_BYTES];
 	char down[CHANNEL_BUF_BYTES];
 };
@@ -146,7 +146,8 @@ static void pump_run(struct pump *p)
 			}
 		}
 		if (p->down_off < p->down_len) {
-			n = send(p->sock, p->down + p->down_off, p->down_len - p->down_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+			n = send(p->sock, p->down + p->down_off, p->down_len - p->down_off,
+			         MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (n < 0 && errno != EAGAIN && errno != EINTR) {
 				pump_end(p, false);
 				return;
@@ -163,12 +164,20 @@ static void pump_run(struct pump *p)
 		return;
 	virResetLastError(); /* a stream that would block says so as an error too */
 	if (p->watch >= 0)
-		virEventUpdateHandle(p->watch, (p->up_len == 0 ? VIR_EVENT_HANDLE_READABLE : 0) |
-		                                       (p->down_off < p->down_len ? VIR_EVENT_HANDLE_WRITABLE : 0));
-	if (p->st_cb)
-		virStreamEventUpdateCallback(p->st, (p->down_len == 0 ? VIR_STREAM_EVENT_READABLE : 0) |
-		                                            (p->up_off < p->up_len ? VIR_STREAM_EVENT_WRITABLE : 0) |
-		                                            VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP);
+		virEventUpdateHandle(p->watch,
+		                     (p->up_len == 0 ? VIR_EVENT_HANDLE_READABLE : 0) |
+		                             (p->down_off < p->down_len ? VIR_EVENT_HANDLE_WRITABLE : 0));
+	/*
+	 * The stream's end is asked for with its data: while the engine has not
+	 * taken what came, a hangup would be told again and again for nothing
+	 * (the Recv that reads it waits for room).
+	 */
+	if (p->st_cb) {
+		int want = p->up_off < p->up_len ? VIR_STREAM_EVENT_WRITABLE : 0;
+		if (p->down_len == 0)
+			want |= VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP;
+		virStreamEventUpdateCallback(p->st, want);
+	}
 }
 
 static void on_stream(virStreamPtr st, int events, void *opaque)
@@ -260,7 +269,8 @@ int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 	 * until both are there (or the pump is ended, and the reaper has it).
 	 */
 	pthread_mutex_lock(&p->mu);
-	if (virStreamEventAddCallback(p->st, VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP,
+	if (virStreamEventAddCallback(p->st,
+	                              VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP,
 	                              on_stream, p, NULL) < 0) {
 		rc = saas__lv_virt_error("watching the control channel");
 	} else {
@@ -300,8 +310,7 @@ static int way_open(void *ud, int *fd)
 	return w->d->host->control_open(w->d, w->name, fd);
 }
 
-const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name,
-                                              const char *dir)
+const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name, const char *dir)
 {
 	memset(w, 0, sizeof(*w));
 	w->d = d;

@@ -26,8 +26,7 @@ struct saas__lv_way {
 	struct drv *d;
 	const char *name;
 };
-const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name,
-                                              const char *dir);
+const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name, const char *dir);
 
 /*
  * VM name's control channel on a remote host: *fd, the engine's end of a
