@@ -175,7 +175,25 @@ out:
 	return rc;
 }
 
-int saas__ctl_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms)
+int saas__ctl_open(const struct saas__ctl_way *way, int *fd)
+{
+	int rc;
+
+	if (!way->open)
+		return saas__ctl_connect(way->vmdir, fd);
+	*fd = -1;
+	if ((rc = way->open(way->ud, fd)) < 0)
+		return rc;
+	/* The callers poll and never block on it, whoever made it. */
+	if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the control port's connection: %s", strerror(errno));
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+int saas__ctl_fixup(const struct saas__ctl_way *way, const char *hostname, const char *seed_hex, int timeout_ms)
 {
 	struct timespec t0, now;
 	char nonce[CONTROL_NONCE_LEN + 1], req[CONTROL_LINE_MAX + 1], buf[CONTROL_REPLY_MAX];
@@ -183,7 +201,7 @@ int saas__ctl_fixup(const char *vmdir, const char *hostname, const char *seed_he
 	int fd = -1, rc, n;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((rc = saas__ctl_nonce(nonce)) < 0 || (rc = saas__ctl_connect(vmdir, &fd)) < 0)
+	if ((rc = saas__ctl_nonce(nonce)) < 0 || (rc = saas__ctl_open(way, &fd)) < 0)
 		goto out;
 	/* The clock is read last: what the guest sets is as close to now as the engine can make it. */
 	clock_gettime(CLOCK_REALTIME, &now);

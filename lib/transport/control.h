@@ -3,7 +3,8 @@
  * of the protocol (control_proto.h) that images/guest/aas-control.c serves
  * in the guest. The fix-ups of a restored clone (control.c), files
  * (control_files.c) and commands (control_exec.c). No libvirt here: the
- * port is a socket in the VM's directory (vmdir.h). Every byte the guest
+ * port is a socket in the VM's directory (vmdir.h), or a connection the
+ * driver opens (a remote host's, struct saas__ctl_way). Every byte the guest
  * sends is read as hostile input (tests/unit/test_control.c,
  * tests/fuzz/fuzz_control.c).
  */
@@ -83,13 +84,30 @@ int saas__ctl_peer_check(const struct ucred *peer, const struct saas__ctl_peer_w
 int saas__ctl_connect(const char *vmdir, int *fd);
 
 /*
- * The fix-ups of the restored VM whose directory is vmdir, over its control
+ * How the engine reaches a VM's control port: the socket in its directory
+ * vmdir (saas__ctl_connect, the VM's QEMU on this machine), or, when open
+ * is set, the connection open(ud, &fd) makes: a non-blocking stream socket
+ * carrying the same bytes (a remote host's port, through libvirt), SAAS_OK
+ * or an error saying why not. Either way what comes back is the guest's.
+ */
+struct saas__ctl_way {
+	const char *vmdir;
+	int (*open)(void *ud, int *fd);
+	void *ud;
+};
+/* The way to the socket in dir. */
+#define SAAS__CTL_DIR(dir) (&(const struct saas__ctl_way){ (dir), NULL, NULL })
+/* A connection by way, in *fd (non-blocking): SAAS_OK, or saas__ctl_connect's errors (open's, for a driver's). */
+int saas__ctl_open(const struct saas__ctl_way *way, int *fd);
+
+/*
+ * The fix-ups of the restored VM reached by way, over its control
  * port: connect, send the request, read the answer, all within timeout_ms.
  * SAAS_OK once the guest said it applied them; SAAS_EIO (no connection, the
  * port closed), SAAS_ETIMEOUT (no answer), SAAS_EBACKEND (refused, or a
  * wrong answer) otherwise, and the caller does them over SSH instead.
  */
-int saas__ctl_fixup(const char *vmdir, const char *hostname, const char *seed_hex, int timeout_ms);
+int saas__ctl_fixup(const struct saas__ctl_way *way, const char *hostname, const char *seed_hex, int timeout_ms);
 
 /*
  * Files over the control port (control_files.c): the bulk path, with no SSH
@@ -171,7 +189,7 @@ void saas__ctl_close(struct saas__ctl *c);
  * operation's bounds: SAAS_ETIMEOUT past its deadline or the guest's budget,
  * SAAS_EIO, "cancelled", at its cancel flag).
  */
-int saas__ctl_get(struct saas__ctl **ctl, const char *vmdir, int *serves);
+int saas__ctl_get(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves);
 struct iovec;
 int saas__ctl_send(struct saas__ctl *c, struct iovec *iov, int n);
 int saas__ctl_line(struct saas__ctl *c, const char *nonce, struct files_reply *out);
@@ -179,7 +197,7 @@ void saas__ctl_be32_put(unsigned char *p, uint32_t v);
 uint32_t saas__ctl_be32_get(const unsigned char *p);
 
 /*
- * Write path in the guest of the VM in vmdir from reader (SFTP's
+ * Write path in the guest of the VM reached by way from reader (SFTP's
  * saas__ssh_file_write, over the port), or read it into writer, at most
  * max bytes when max > 0 (SFTP's saas__ssh_file_read), over *ctl (opened
  * when NULL; closed and NULL again when the stream was lost). *serves is the
@@ -190,9 +208,9 @@ uint32_t saas__ctl_be32_get(const unsigned char *p);
  * VM (the port takes one connection at a time). A transfer ends, lost, with
  * SAAS_EIO once *cancel (atomic, may be NULL) is set: the driver's close.
  */
-int saas__ctl_files_write(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path,
+int saas__ctl_files_write(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, const char *path,
                           unsigned int mode, saas_read_fn reader, void *ud, const int *cancel);
-int saas__ctl_files_read(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
+int saas__ctl_files_read(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, const char *path, int64_t max,
                          saas_write_fn writer, void *ud, int64_t *size, const int *cancel);
 
 /*
@@ -237,7 +255,7 @@ long saas__ctl_exec_take(struct saas__ctl_xread *r, const char *buf, size_t len,
  * allows): the caller runs it over SSH. The caller serialises the port's
  * users per VM.
  */
-int saas__ctl_exec(struct saas__ctl **ctl, const char *vmdir, int *serves, int *execs,
+int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, int *execs,
                    const saas_driver_exec *req, int *exit_code);
 
 #endif

@@ -273,7 +273,7 @@ static int probe(struct saas__ctl *c, int *execs)
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's helper answered the probe out of turn");
 }
 
-int saas__ctl_exec(struct saas__ctl **ctl, const char *vmdir, int *serves, int *execs,
+int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, int *execs,
                    const saas_driver_exec *req, int *exit_code)
 {
 	const char *stop_why = NULL;
@@ -297,7 +297,7 @@ int saas__ctl_exec(struct saas__ctl **ctl, const char *vmdir, int *serves, int *
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "the command is longer than the control port takes");
 		goto out_free;
 	}
-	if ((rc = saas__ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = saas__ctl_get(ctl, way, serves)) < 0)
 		goto out_free;
 	/* The waits for the guest's lines (the probe's, "ready") end at the command's timeout and cancel. */
 	saas__ctl_begin(*ctl, deadline, req->cancel);

@@ -427,7 +427,7 @@ static int conn_resync(struct saas__ctl *c)
 	}
 }
 
-int saas__ctl_get(struct saas__ctl **ctl, const char *vmdir, int *serves)
+int saas__ctl_get(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves)
 {
 	struct saas__ctl *c;
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
@@ -444,8 +444,8 @@ int saas__ctl_get(struct saas__ctl **ctl, const char *vmdir, int *serves)
 	c->grace_ms = CONTROL_GUEST_GRACE_MS;
 	/* The first exchange is a line or two: it has the hello's bound, whatever the guest trickles. */
 	saas__ctl_begin(c, saas__now_ms() + CTL_HELLO_MS, NULL);
-	if (saas__ctl_connect(vmdir, &c->fd) < 0) {
-		/* No socket: a domain without the port (it stays without one). */
+	if (saas__ctl_open(way, &c->fd) < 0) {
+		/* No socket (no channel): a domain without the port (it stays without one). */
 		*serves = -1;
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "%s", saas_error_last()->message);
 		saas__ctl_close(c);
@@ -526,7 +526,7 @@ static void ctl_done(struct saas__ctl **ctl, bool lost)
 	}
 }
 
-int saas__ctl_files_write(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path,
+int saas__ctl_files_write(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, const char *path,
                           unsigned int mode, saas_read_fn reader, void *ud, const int *cancel)
 {
 	struct saas__ctl *c;
@@ -538,7 +538,7 @@ int saas__ctl_files_write(struct saas__ctl **ctl, const char *vmdir, int *serves
 	long failed = 0;
 	int rc;
 
-	if ((rc = path_check(path)) < 0 || (rc = saas__ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = path_check(path)) < 0 || (rc = saas__ctl_get(ctl, way, serves)) < 0)
 		return rc;
 	c = *ctl;
 	saas__ctl_begin(c, 0, cancel);
@@ -600,7 +600,7 @@ out:
 	return rc;
 }
 
-int saas__ctl_files_read(struct saas__ctl **ctl, const char *vmdir, int *serves, const char *path, int64_t max,
+int saas__ctl_files_read(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, const char *path, int64_t max,
                          saas_write_fn writer, void *ud, int64_t *size, const int *cancel)
 {
 	struct saas__ctl *c;
@@ -612,7 +612,7 @@ int saas__ctl_files_read(struct saas__ctl **ctl, const char *vmdir, int *serves,
 	bool lost = true, stopped = false;
 	int rc, stop = 0;
 
-	if ((rc = path_check(path)) < 0 || (rc = saas__ctl_get(ctl, vmdir, serves)) < 0)
+	if ((rc = path_check(path)) < 0 || (rc = saas__ctl_get(ctl, way, serves)) < 0)
 		return rc;
 	c = *ctl;
 	saas__ctl_begin(c, 0, cancel);

@@ -22,7 +22,8 @@
  * the core gives them). The template is built once, by whichever took the
  * lease, the other booting cold meanwhile; then sandboxes made through
  * either are clones restored on the host, each its own machine (hostname,
- * boot id); template_list reports the template. A build that died is then
+ * boot id), made so over their control channels (through libvirt) and
+ * their first commands run there; template_list reports the template. A build that died is then
  * played: the template's ready mark gone, volumes of a build never marked
  * ready left beside it; a new context, F, takes the lease, deletes what
  * the dead build left and builds the template again. Once it is ready, an
@@ -521,7 +522,16 @@ static void test_templates(void **state)
 	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 1);
 	for (int i = 0; i < 2; i++) {
 		void *ctx = i ? ctx_d : ctx_e;
+		char line[128];
+		/*
+		 * Made its own machine over its control channel (no root login), its
+		 * first command too (no login at all): as a clone on one machine.
+		 */
+		snprintf(line, sizeof(line), "VM %s up in", vms[2 + i]);
+		assert_true(logged(line, "(clone, fix-ups over the control port"));
 		snprintf(host[i], sizeof(host[i]), "%s", run(ctx, vms[2 + i], "hostname"));
+		snprintf(line, sizeof(line), "VM %s: its commands go over the control port", vms[2 + i]);
+		assert_true(logged(line, NULL));
 		snprintf(boot[i], sizeof(boot[i]), "%s", run(ctx, vms[2 + i], "cat /proc/sys/kernel/random/boot_id"));
 		assert_string_equal(host[i], vms[2 + i]);
 		assert_true(strlen(boot[i]) > 8);

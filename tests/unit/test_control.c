@@ -9,6 +9,7 @@
  * driver option.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -311,6 +312,28 @@ static void test_fits(void **state)
 	assert_true(saas__ctl_fits("/var/lib/aas/libvirt/vms/sbx-abcdefghij0123456789"));
 }
 
+/* A driver's way that cannot open the port: the port is not used (SSH is), nothing sent, the driver's words kept. */
+static int way_refuse(void *ud, int *fd);
+static void test_way_refused(void **state)
+{
+	const struct saas__ctl_way way = { NULL, way_refuse, NULL };
+	struct saas__ctl *ctl = NULL;
+	saas_driver_exec req;
+	int serves = 0, execs = 0, code = 0, cancel = 0;
+
+	(void)state;
+	memset(&req, 0, sizeof(req));
+	req.command = "true";
+	req.cwd = "/";
+	req.cancel = &cancel;
+	assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_null(ctl);
+	assert_int_equal(serves, -1);
+	assert_non_null(strstr(saas_error_last()->message, "no control channel on the host"));
+	/* Asked once: the next use goes straight to SSH. */
+	assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+}
+
 /* The channel is in the domain exactly when asked for, the same in a template and its clone; the metadata says so. */
 static void test_domain_channel(void **state)
 {
@@ -356,6 +379,14 @@ static void test_domain_channel(void **state)
 	        strstr(xml[2], "<source mode='bind' path='/var/lib/aas/libvirt/vms/sbx-0123456789abcdefghij/ctl'/>"));
 	for (int i = 0; i < 3; i++)
 		free(xml[i]);
+	/* A remote host's domain: the same channel, its socket named by libvirt there (channel.c opens it). */
+	def.vmdir = NULL;
+	assert_non_null(xml[0] = saas__lv_domain_xml(&def));
+	assert_non_null(strstr(xml[0], "<channel type='unix'>\n      <source mode='bind'/>\n      <target type='virtio' "
+	                               "name='org.libsaas.control.0'/>"));
+	assert_null(strstr(xml[0], "path='"));
+	assert_true(saas__lv_meta_control(xml[0]));
+	free(xml[0]);
 }
 
 /* A snapshot remembers the port (its restores need the same devices); one without says nothing, as before. */
@@ -558,12 +589,12 @@ static void test_files_no_port(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(saas__ctl_files_read(&ctl, dir, &serves, "/etc/hostname", 0, NULL, &calls, &size, NULL), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(dir), &serves, "/etc/hostname", 0, NULL, &calls, &size, NULL), SAAS_ENOTSUP);
 	assert_int_equal(serves, -1);
 	assert_null(ctl);
 	assert_true(size == -1);
-	assert_int_equal(saas__ctl_files_write(&ctl, dir, &serves, "/tmp/x", 0644, NULL, &calls, NULL), SAAS_ENOTSUP);
-	assert_int_equal(saas__ctl_files_read(&ctl, "/nonexistent", &serves, "relative", 0, NULL, NULL, NULL, NULL),
+	assert_int_equal(saas__ctl_files_write(&ctl, SAAS__CTL_DIR(dir), &serves, "/tmp/x", 0644, NULL, &calls, NULL), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR("/nonexistent"), &serves, "relative", 0, NULL, NULL, NULL, NULL),
 	                 SAAS_EINVAL);
 	rmdir(dir);
 }
@@ -842,33 +873,33 @@ static void test_files_engine(void **state)
 	assert_int_equal(listen(g.lfd, 4), 0);
 	assert_int_equal(pthread_create(&g.tid, NULL, fake_main, &g), 0);
 
-	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/a", 0, sink_write, &k, &size, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/a", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_int_equal(serves, 1);
 	assert_true(size == 10);
 	assert_string_equal(k.buf, "abcdefghij");
-	assert_int_equal(saas__ctl_files_write(&ctl, g.dir, &serves, "/w/put.bin", 0600, payload_read, &calls, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_write(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/put.bin", 0600, payload_read, &calls, NULL), SAAS_OK);
 	/* The lie: the connection is given up. */
 	k.len = 0;
-	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/x", 0, sink_write, &k, &size, NULL), SAAS_EBACKEND);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/x", 0, sink_write, &k, &size, NULL), SAAS_EBACKEND);
 	assert_non_null(strstr(saas_error_last()->message, "a frame of 5 bytes with 3 of 3 left"));
 	assert_null(ctl);
 	/* Reconnected and resynchronised, through the rest of an old get and a fake answer. */
 	k.len = 0;
-	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/b", 0, sink_write, &k, &size, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/b", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_string_equal(k.buf, "second file");
 	assert_non_null(ctl);
 	k.len = 0;
-	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/c", 0, sink_write, &k, &size, NULL), SAAS_EIO);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/c", 0, sink_write, &k, &size, NULL), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "reading /w/c: the bytes' checksum does not match the guest's");
 	assert_non_null(ctl); /* the stream is whole: the connection stays */
 	k.len = 0;
-	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/d", 0, sink_write, &k, &size, NULL), SAAS_OK);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/d", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_string_equal(k.buf, "fourth");
 	saas__ctl_close(ctl);
 	ctl = NULL;
 	/* A helper that predates files: SFTP's turn, at once, and remembered. */
 	serves = 0;
-	assert_int_equal(saas__ctl_files_read(&ctl, g.dir, &serves, "/w/e", 0, sink_write, &k, &size, NULL), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/e", 0, sink_write, &k, &size, NULL), SAAS_ENOTSUP);
 	assert_int_equal(serves, -1);
 	assert_null(ctl);
 	assert_int_equal(pthread_join(g.tid, NULL), 0);
@@ -1104,6 +1135,29 @@ static int xout_control(void *ud, int *group)
  * start; a helper that predates commands (never sent a script). What a real
  * guest does is vm.exec.port's.
  */
+/* A driver's way to the port (a remote host's channel): here a blocking connection to the fake guest's socket. */
+static int way_connect(void *ud, int *fd)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" CONTROL_SOCKET, (const char *)ud);
+	if ((*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return SAAS_EIO;
+	if (connect(*fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(*fd);
+		*fd = -1;
+		return SAAS_EIO;
+	}
+	return SAAS_OK;
+}
+
+static int way_refuse(void *ud, int *fd)
+{
+	(void)ud;
+	*fd = -1;
+	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no control channel on the host");
+}
+
 static void test_exec_engine(void **state)
 {
 	static const char *const env[] = { "A=it's", NULL };
@@ -1137,7 +1191,12 @@ static void test_exec_engine(void **state)
 	req.output = xout_output;
 	req.output_userdata = &o;
 	req.cancel = &cancel;
-	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_OK);
+	{
+		/* The way a driver gives (a remote host's channel): its connection made non-blocking, then the same bytes. */
+		const struct saas__ctl_way way = { NULL, way_connect, g.dir };
+		assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_OK);
+		assert_true(fcntl(ctl->fd, F_GETFL) & O_NONBLOCK);
+	}
 	assert_int_equal(serves, 1);
 	assert_int_equal(execs, 1);
 	assert_int_equal(code, 3);
@@ -1151,7 +1210,7 @@ static void test_exec_engine(void **state)
 	req.timeout_ms = 300;
 	req.control = xout_control;
 	req.control_userdata = &o;
-	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_ETIMEOUT);
 	assert_int_equal(code, -1);
 	assert_non_null(strstr(saas_error_last()->message, "timeout of 300 ms"));
 	assert_non_null(ctl); /* the stream is whole: the connection stays */
@@ -1159,12 +1218,12 @@ static void test_exec_engine(void **state)
 
 	/* The lie. */
 	req.timeout_ms = 0;
-	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_EIO);
 	assert_non_null(strstr(saas_error_last()->message, "an output frame out of bounds"));
 	assert_null(ctl);
 
 	/* Resynchronised; the guest could not start the shell. */
-	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message,
 	                    "the command could not start in the guest: starting the shell: Cannot allocate memory");
 	assert_non_null(ctl);
@@ -1192,7 +1251,7 @@ static void test_exec_engine(void **state)
 		assert_int_equal(saas__exec_script(&probe, &req), SAAS_OK);
 		assert_int_equal(probe.len, CONTROL_EXEC_SCRIPT_MAX + 1);
 		saas__buf_free(&probe);
-		assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+		assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_ENOTSUP);
 		assert_null(ctl);
 		assert_non_null(strstr(saas_error_last()->message, "longer than the control port takes"));
 		req.env = NULL;
@@ -1200,11 +1259,11 @@ static void test_exec_engine(void **state)
 
 	/* A helper that predates commands: SSH's turn, and remembered. */
 	serves = execs = 0;
-	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_ENOTSUP);
 	assert_int_equal(execs, -1);
 	saas__ctl_close(ctl);
 	ctl = NULL;
-	assert_int_equal(saas__ctl_exec(&ctl, g.dir, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_ENOTSUP);
 	assert_null(ctl);
 
 	assert_int_equal(pthread_join(g.tid, NULL), 0);
@@ -1305,9 +1364,9 @@ static void test_guest_bounds(void **state)
 	assert_int_equal(pthread_create(&s.g.tid, NULL, slow_main, &s), 0);
 
 	/* The trickle: the budget (shortened from its minute) is spent on a few bytes. */
-	assert_int_equal(saas__ctl_get(&ctl, s.g.dir, &serves), SAAS_OK);
+	assert_int_equal(saas__ctl_get(&ctl, SAAS__CTL_DIR(s.g.dir), &serves), SAAS_OK);
 	ctl->grace_ms = 300;
-	assert_int_equal(saas__ctl_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, NULL),
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(s.g.dir), &serves, "/w/slow", 0, discard_write, NULL, &size, NULL),
 	                 SAAS_ETIMEOUT);
 	assert_non_null(strstr(saas_error_last()->message, "slower than the least it must (256 KiB/s after 0 s)"));
 	assert_null(ctl); /* the stream is lost: the next use resynchronises */
@@ -1321,7 +1380,7 @@ static void test_guest_bounds(void **state)
 	req.output_userdata = &o;
 	req.cancel = &s.cancel;
 	serves = 0;
-	assert_int_equal(saas__ctl_exec(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_EIO);
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(s.g.dir), &serves, &execs, &req, &code), SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "cancelled: the engine is shutting down");
 	assert_int_equal(execs, 0); /* not answered: asked again next time */
 	assert_null(ctl);
@@ -1330,7 +1389,7 @@ static void test_guest_bounds(void **state)
 	s.cancel = 0;
 	serves = 0;
 	req.timeout_ms = 300;
-	assert_int_equal(saas__ctl_exec(&ctl, s.g.dir, &serves, &execs, &req, &code), SAAS_ETIMEOUT);
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(s.g.dir), &serves, &execs, &req, &code), SAAS_ETIMEOUT);
 	assert_string_equal(saas_error_last()->message, "the command's timeout of 300 ms passed before the guest started it");
 	assert_int_equal(execs, 0);
 	assert_null(ctl);
@@ -1338,7 +1397,7 @@ static void test_guest_bounds(void **state)
 	/* A transfer under way, with a budget of a minute left: the driver's close ends it. */
 	s.cancel = 0;
 	serves = 0;
-	assert_int_equal(saas__ctl_files_read(&ctl, s.g.dir, &serves, "/w/slow", 0, discard_write, NULL, &size, &s.cancel),
+	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(s.g.dir), &serves, "/w/slow", 0, discard_write, NULL, &size, &s.cancel),
 	                 SAAS_EIO);
 	assert_string_equal(saas_error_last()->message, "cancelled: the engine is shutting down");
 	assert_null(ctl);
@@ -1394,6 +1453,7 @@ int main(void)
 		cmocka_unit_test(test_reply),
 		cmocka_unit_test(test_fits),
 		cmocka_unit_test(test_domain_channel),
+		cmocka_unit_test(test_way_refused),
 		cmocka_unit_test(test_snapshot_control),
 		cmocka_unit_test(test_files_request),
 		cmocka_unit_test(test_files_reply),

@@ -63,10 +63,11 @@ int saas__lv_launch_prepare(struct launch *l)
 	/*
 	 * VMs' names are all of one length (ids, templates' keys): a state
 	 * directory too long for the socket's path has the port in none of them.
-	 * A remote host's control port is a socket there, out of the engine's
-	 * reach: none there, in templates and clones alike.
+	 * A remote host's port is reached through libvirt, never by a path here:
+	 * there, every VM of an image that serves it has it, whatever engine
+	 * made it (their templates are shared).
 	 */
-	l->control = l->d->host->control_port && l->im->control && saas__ctl_fits(l->dir);
+	l->control = l->d->host->control_port && l->im->control && (l->d->host->control_open || saas__ctl_fits(l->dir));
 	saas__lv_rm_tree(l->dir); /* a leftover of a failed attempt */
 	if (saas__mkdir_p(l->dir, 0700) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot create %s: %s", l->dir, strerror(errno));

@@ -13,6 +13,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/channel.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -117,8 +118,10 @@ static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad, const char 
 	for (size_t i = 0; i < sizeof(seed); i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	if (l->control && l->d->control_port) {
+		struct saas__lv_way w;
 		*via = "the control port";
-		if ((rc = saas__ctl_fixup(l->dir, l->spec->name, hex, CONTROL_TIMEOUT_MS)) == SAAS_OK)
+		if ((rc = saas__ctl_fixup(saas__lv_ctl_way(&w, l->d, l->spec->name, l->dir), l->spec->name, hex,
+		                          CONTROL_TIMEOUT_MS)) == SAAS_OK)
 			return SAAS_OK;
 		saas__lv_log(l->d, SAAS_LOG_WARN, "VM %s: fix-ups over SSH instead: %s", l->spec->name,
 		             saas_error_last()->message);

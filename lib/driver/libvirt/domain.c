@@ -155,13 +155,18 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	 * The control port: QEMU listens on a socket in the VM's directory, which
 	 * only this VM's uid and the engine can reach; libvirt adds the
 	 * virtio-serial controller, in the same slot in a template and its clones.
-	 * A remote host's VM has no directory the engine can reach, and no port.
+	 * A remote host's VM has no directory the engine can reach: libvirt
+	 * names the socket in the domain's channel directory there, and the
+	 * engine opens it through libvirt (channel.c).
 	 */
-	if (def->control && def->vmdir) {
-		saas__buf_puts(&b, "    <channel type='unix'>\n      <source mode='bind' path='");
-		xml_escape(&b, def->vmdir);
-		saas__buf_puts(&b, "/" CONTROL_SOCKET "'/>\n      <target type='virtio' name='" CONTROL_PORT_NAME
-		                   "'/>\n    </channel>\n");
+	if (def->control) {
+		saas__buf_puts(&b, "    <channel type='unix'>\n      <source mode='bind'");
+		if (def->vmdir) {
+			saas__buf_puts(&b, " path='");
+			xml_escape(&b, def->vmdir);
+			saas__buf_puts(&b, "/" CONTROL_SOCKET "'");
+		}
+		saas__buf_puts(&b, "/>\n      <target type='virtio' name='" CONTROL_PORT_NAME "'/>\n    </channel>\n");
 	}
 	saas__buf_puts(&b, "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
 	                   "    <memballoon model='none'/>\n  </devices>\n");

@@ -19,6 +19,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/channel.h"
 #include "driver/libvirt/guest.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -87,6 +88,7 @@ static bool session_up(struct vm *v)
 static int exec_over_port(struct drv *d, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	struct vm *v;
+	struct saas__lv_way w;
 	char *dir = NULL;
 	int rc = SAAS_ENOTSUP, execs, files;
 
@@ -101,12 +103,16 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 	} else {
 		execs = v->execs;
 		files = v->files;
-		rc = saas__ctl_exec(&v->ctl, dir, &v->files, &v->execs, req, exit_code);
+		rc = saas__ctl_exec(&v->ctl, saas__lv_ctl_way(&w, d, name, dir), &v->files, &v->execs, req, exit_code);
 		if (d->control_files)
 			port_files_said(d, name, files, v->files);
 		if (execs == 0 && v->execs < 0)
 			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over SSH: %s", name,
 			             saas_error_last()->message);
+		/* Said once per VM, as the other way is: which way a clone's first commands went, for whoever checks. */
+		else if (execs == 0 && v->execs > 0)
+			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over the control port until its SSH session is up",
+			             name);
 	}
 	port_give(v);
 out:
@@ -149,6 +155,7 @@ struct file_call {
 static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 {
 	struct vm *v;
+	struct saas__lv_way w;
 	char *dir;
 	int rc, files;
 
@@ -165,10 +172,11 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 		return SAAS_ENOTSUP;
 	}
 	files = v->files;
+	saas__lv_ctl_way(&w, d, name, dir);
 	if (fc->reader)
-		rc = saas__ctl_files_write(&v->ctl, dir, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
+		rc = saas__ctl_files_write(&v->ctl, &w.way, &v->files, fc->path, fc->mode, fc->reader, fc->ud, &d->closing);
 	else
-		rc = saas__ctl_files_read(&v->ctl, dir, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
+		rc = saas__ctl_files_read(&v->ctl, &w.way, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
 		                          &d->closing);
 	port_files_said(d, name, files, v->files);
 	port_give(v);

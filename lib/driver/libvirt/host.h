@@ -63,8 +63,13 @@ struct saas__lv_host {
 	int (*template_find)(struct drv *d, const char *key, char **place);
 	int (*template_list)(struct drv *d, saas_template_fn fn, void *userdata, int *stop);
 	/*
-	 * What the host offers, as facts: the VM's control port socket is on
-	 * this machine (fix-ups, files and commands over it); QEMU shares this
+	 * The VM's control port where it is not a socket in the VM's directory
+	 * here: a connection to it, in *fd (channel.c). NULL: the socket.
+	 */
+	int (*control_open)(struct drv *d, const char *name, int *fd);
+	/*
+	 * What the host offers, as facts: the VM's control port (fix-ups,
+	 * files and commands over it: its socket here, or control_open); QEMU shares this
 	 * machine's memory (mapped templates, the free memory check); snapshots
 	 * (fork, pause) and spares are made there; other engines share the host's templates
 	 * (a missing one is looked for there before it is built); the host

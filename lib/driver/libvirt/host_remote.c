@@ -21,6 +21,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/channel.h"
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/host.h"
@@ -724,13 +725,14 @@ const struct saas__lv_host saas__lv_host_remote = {
 	.template_lost = remote_template_lost,
 	.template_find = remote_template_find,
 	.template_list = saas__lv_template_list_remote,
-	.control_port = false,
+	.control_open = saas__lv_channel_open,
+	.control_port = true,
 	.local_memory = false,
 	.snapshots = false,
 	.spares = false,
 	.shared_templates = true,
 	.may_vanish = true,
 	.limits_learned = true,
-	.said = " (remote: guests' SSH on its address, volumes in its pool)",
+	.said = " (remote: guests' SSH on its address, their control ports through libvirt, volumes in its pool)",
 	.uids_said = "the host's",
 };

@@ -469,6 +469,9 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	l.vol = stem;                    /* its overlay is the template's disk, STEM.qcow2 */
 	if ((rc = saas__lv_boot_cold(&l)) < 0 || (rc = saas__lv_template_code_wait(d, l.ssh, im, job->key)) < 0)
 		goto out;
+	/* As on one machine (template.c): the clones' first command, over the port, finds its way warm. */
+	if (l.control && d->control_port && d->control_exec)
+		saas__lv_template_warm_port(d, &l, job->key);
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;
 	for (int waited = 0; waited < TEMPLATE_SETTLE_MS && !closing(d); waited += 50)

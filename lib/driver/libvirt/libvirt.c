@@ -20,6 +20,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "driver/libvirt/channel.h"
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/console.h"
 #include "driver/libvirt/domain.h"
@@ -254,6 +255,9 @@ static void drv_free(struct drv *d)
 		d->imgs = im->next;
 		saas__lv_image_free(im);
 	}
+	/* The VMs' control channels on a remote host, closed above, let their streams go first. */
+	if (d->host && d->host->control_open)
+		saas__lv_channels_drain();
 	if (d->spool)
 		virStoragePoolFree(d->spool);
 	if (d->conn)

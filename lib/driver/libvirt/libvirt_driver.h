@@ -26,6 +26,8 @@
  *   host_remote.c   a VM host reached by a remote URI: the bounded
  *                   connection, its storage pool (the spool) and volumes,
  *                   host_info, templates kept on the host (host_remote.h)
+ *   channel.c     the way to a VM's control port: its socket here, or on a
+ *                 remote host its channel through libvirt (channel.h)
  *   conf.c        driver_config, the engine's key pair, the embedded root
  *                 and its qemu.conf (conf.h)
  *   guard.c       the network policy at open and the nftables guard (guard.h)
@@ -59,7 +61,7 @@
  * The guest transports the driver calls are lib/transport's: SSH, and the
  * control port (control.c, control_files.c, control_exec.c: a clone's
  * fix-ups, files and commands without SSH) with the VM's directory as the
- * engine trusts it (vmdir.c).
+ * engine trusts it (vmdir.c), or on a remote host through libvirt (channel.c).
  *
  * The pure parts (config parsing, the qemu.conf text, the guard ruleset, the
  * domain XML, the metadata parser) take their inputs as arguments and touch

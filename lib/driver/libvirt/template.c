@@ -24,6 +24,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/channel.h"
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/host_remote.h"
@@ -126,9 +127,14 @@ void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct
 
 	if (im->min_memory_mib && mem < im->min_memory_mib)
 		mem = im->min_memory_mib;
-	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s|%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name,
+	/*
+	 * A remote host's domains gained the control channel (a device: clones
+	 * must match their template's): the engines that share its templates
+	 * tell the two kinds apart by the key. Local keys are as they were.
+	 */
+	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s|%s%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name,
 	             im->recipe, im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub,
-	             d->mapped ? "mapped" : "loaded") < 0) {
+	             d->mapped ? "mapped" : "loaded", d->host->control_open && im->control ? "|channel" : "") < 0) {
 		key[0] = '\0';
 		return;
 	}
@@ -286,8 +292,9 @@ static int discard_output(void *ud, int stream, const void *data, size_t len)
  * start-up files in memory. The connection is closed before the state is
  * taken. A failure costs only that.
  */
-static void template_warm_port(struct drv *d, struct launch *l, const char *key)
+void saas__lv_template_warm_port(struct drv *d, struct launch *l, const char *key)
 {
+	struct saas__lv_way w;
 	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	int serves = 0, execs = 0, status = -1;
@@ -299,7 +306,7 @@ static void template_warm_port(struct drv *d, struct launch *l, const char *key)
 	req.output = discard_output;
 	req.cancel = d->stopping;
 	/* Worded without "failed": that word after "template" is the log's news of a template that did. */
-	if (saas__ctl_exec(&ctl, l->dir, &serves, &execs, &req, &status) < 0)
+	if (saas__ctl_exec(&ctl, saas__lv_ctl_way(&w, d, l->spec->name, l->dir), &serves, &execs, &req, &status) < 0)
 		saas__lv_log(d, SAAS_LOG_DEBUG, "template %s: no warming command over the control port (%s); saved anyway",
 		             key, saas_error_last()->message);
 	else if (status != 0)
@@ -398,7 +405,7 @@ static int template_build(struct tmpl_job *job)
 	if ((rc = saas__lv_template_code_wait(d, l.ssh, im, job->s.key)) < 0 || (rc = abandoned(d)) < 0)
 		goto out;
 	if (l.control && d->control_port && d->control_exec)
-		template_warm_port(d, &l, job->s.key);
+		saas__lv_template_warm_port(d, &l, job->s.key);
 	/* The engine's session must not live on in every clone, half open. */
 	saas__ssh_close(l.ssh);
 	l.ssh = NULL;

@@ -30,6 +30,12 @@ void saas__lv_template_break(struct drv *d, const char *key);
  * does, so that no template with a cold kernel is saved.
  */
 int saas__lv_template_code_wait(struct drv *d, saas__ssh *ssh, const struct image *im, const char *key);
+/*
+ * `true` over the template VM's control port (l->control), so that its
+ * clones' first commands find the helper's way to the shell warm; the
+ * connection closed before the state is taken. A failure costs only that.
+ */
+void saas__lv_template_warm_port(struct drv *d, struct launch *l, const char *key);
 /* Remote: the template of key found complete on the host, at stem (NULL: not there after all, look again). */
 void saas__lv_template_vmhost_ready(struct drv *d, const char *key, const char *stem);
 /*
