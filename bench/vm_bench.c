@@ -89,7 +89,7 @@
  * vm_bench --burst STATE_DIR IMAGES_DIR [image]: BENCH_AT_ONCE creates at
  * once (default 20) of one image (`tiny` unless named), ms until every one
  * ran `true`, three ways on the same template, each in an engine of its own:
- * the defaults (one QEMU started ahead, spares=1), the most QEMUs started
+ * the defaults (spares=auto: one QEMU started ahead before any burst), the most QEMUs started
  * ahead the driver allows (spares=16, every one started before the burst),
  * and a warm pool as large as the burst; BENCH_ROUNDS rounds (default 2),
  * alternating. Each burst's creates are checked to be what the row says.
@@ -1263,7 +1263,7 @@ static int control_main(const char *dir)
 /* ---- --burst: creates at once, with what the driver can have ready for them ---- */
 
 /* The ways of a --burst run: [0] the defaults, [1] spares=16, [2] a warm pool as large as the burst. */
-static const char *const burst_ways[3] = { "the defaults (`spares=1`)", "`spares=16`, all started before",
+static const char *const burst_ways[3] = { "the defaults (`spares=auto`)", "`spares=16`, all started before",
 	                                   "a warm pool of the burst's size" };
 
 static uint64_t pool_claims(void)
@@ -1286,7 +1286,7 @@ static void phase_burst(char **images, int way, const char *dir)
 	double ms, median;
 
 	snprintf(spec, sizeof(spec), "small:%s=%d", images[0], at_once);
-	spares_opt = way == 1 ? "16" : "1";
+	spares_opt = way == 1 ? "16" : NULL; /* NULL: the driver's default */
 	/* The pool's full count and the burst's sandboxes together, against a budget that would refuse some. */
 	disk_budget_gb = (unsigned int)(2 * at_once + 8) * 160;
 	engine_open(b, "burst", dir, true, way == 2 ? spec : NULL);
