@@ -201,6 +201,11 @@ static void test_same_instant(void **state)
 	assert_true(p.now);
 	assert_int_equal(p.rate_need, 5); /* no more than came: the time counted is at least a make's */
 	assert_int_equal(p.target, 5);
+	/* A make measured at 0 ms, at that same instant: no division by zero either. */
+	b.make_ms = 0;
+	p = plan_of(&b, asks, 5, 7);
+	assert_int_equal(p.rate_need, 0);
+	assert_int_equal(p.target, 5);
 }
 
 static void test_makers_and_budget(void **state)

@@ -56,7 +56,9 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 		 */
 		uint64_t k = n - rate_first, span = (uint64_t)(now - asks[rate_first]);
 		if (span < b->make_ms)
-			span = b->make_ms ? b->make_ms : 1;
+			span = b->make_ms;
+		if (!span)
+			span = 1; /* a make of 0 ms and asks at this very instant */
 		out->rate_need = (unsigned int)((k * b->make_ms + span - 1) / span);
 		out->now = asks[n - 1] - asks[n - 2] < (int64_t)b->hold_ms + (int64_t)b->make_ms;
 	}
