@@ -150,7 +150,10 @@ static void test_burst(void **state)
 	assert_int_equal(p.target, 10);
 }
 
-/* Never over the ceiling, the budget's count or the host's room, whatever the demand; the floor gives way to them too. */
+/*
+ * Never over the ceiling, the budget's count or the host's room, whatever the
+ * demand; the floor gives way to them too.
+ */
 static void test_bounds(void **state)
 {
 	struct saas__lv_spare_bounds b = auto_bounds();

@@ -206,7 +206,8 @@ static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
 /*
  * The plan for now (spare_policy.c), from the creates asked lately and the
  * bounds; room_mib: the host's available memory over what it keeps, read by
- * the caller without the lock (UINT64_MAX: not known). Logs the target when it changes. Under d->mu.
+ * the caller without the lock (UINT64_MAX: not known). Logs the target when
+ * it changes. Under d->mu.
  */
 static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_spare_plan *plan)
 {

@@ -45,7 +45,7 @@ struct saas__lv_spares {
  */
 int saas__lv_spares_start(struct drv *d);
 void saas__lv_spares_stop(struct drv *d);
-/* A VM being made (begin true) or made: no spare is started meanwhile nor for SPARE_HOLD_MS after (unless creates stream). */
+/* A VM being made (begin true) or made: no spare started meanwhile nor SPARE_HOLD_MS after (unless creates stream). */
 void saas__lv_spares_busy(struct drv *d, bool begin);
 int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
 int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec);
