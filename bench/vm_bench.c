@@ -89,10 +89,20 @@
  * vm_bench --burst STATE_DIR IMAGES_DIR [image]: BENCH_AT_ONCE creates at
  * once (default 20) of one image (`tiny` unless named), ms until every one
  * ran `true`, three ways on the same template, each in an engine of its own:
- * the defaults (one QEMU started ahead, spares=1), the most QEMUs started
+ * the defaults (spares=auto: one QEMU started ahead before any burst), the most QEMUs started
  * ahead the driver allows (spares=16, every one started before the burst),
  * and a warm pool as large as the burst; BENCH_ROUNDS rounds (default 2),
  * alternating. Each burst's creates are checked to be what the row says.
+ *
+ * vm_bench --adapt STATE_DIR IMAGES_DIR LABEL [image]: creates as they come,
+ * against the driver's defaults (BENCH_SPARES sets spares= instead), one
+ * image (`tiny` unless named): BENCH_SPACED creates (default 4), each after
+ * a VM was started ahead for it and 3.5 s after the last; BENCH_RUNS
+ * (default 20) back to back, each as soon as the last ran `true`; then two
+ * bursts of BENCH_AT_ONCE (default 20), each once the VMs started ahead
+ * stopped coming. One Markdown row, LABEL first, so that runs of the same
+ * program linked against two builds of the library (bench/run --adapt)
+ * compare in one table.
  *
  * BENCH_VERBOSE=1: every engine log line to stderr, not only warnings.
  *
@@ -161,6 +171,9 @@ struct results {
 	/* --burst: per way, per round: ms until all ran `true`, the median create's, the creates served ahead */
 	double bu_all[3][SPARE_SAMPLES], bu_p50[3][SPARE_SAMPLES];
 	int bu_ahead[3][SPARE_SAMPLES], bu_n[3];
+	/* --adapt: create -> `true` ms spaced and back to back, those served ahead; two bursts: all, median, ahead */
+	double ad_spaced[SPARE_SAMPLES], ad_b2b[SPARE_SAMPLES], ad_burst[2][2];
+	int ad_nspaced, ad_nb2b, ad_b2b_ahead, ad_burst_ahead[2], ad_ready_before[2];
 	/* --metrics: the engine's CPU (CPU-seconds per second) per interval mode, sandboxes, a read of them all */
 	double metrics_cpu[3], metrics_read_ms;
 	int metrics_vms[3], metrics_samples;
@@ -184,7 +197,7 @@ static const char *uids = "auto";  /* the driver option uids of the engines open
 static unsigned int metrics_interval; /* the engines' metrics_interval_ms opened next; 0: the default */
 static const char *template_memory = "mapped"; /* the driver option template_memory of the engines opened next */
 static const char *control_port = "on"; /* the driver option control_port of the engines opened next */
-static const char *spares_opt = "1";      /* the driver option spares of the engines opened next */
+static const char *spares_opt = "1";      /* the driver option spares of the engines opened next; NULL: its default */
 static const char *control_exec = "on";   /* the driver option control_exec of the engines opened next */
 static int max_sandboxes = MAX_AT_ONCE + 8;
 static unsigned int disk_budget_gb; /* the engines opened next; 0: the engine's default */
@@ -262,9 +275,10 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	b->name = name;
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
 	snprintf(config, sizeof(config),
-	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s spares=%s "
+	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s%s%s "
 	         "control_exec=%s",
-	         images, templates ? "on" : "off", uids, template_memory, control_port, spares_opt, control_exec);
+	         images, templates ? "on" : "off", uids, template_memory, control_port, spares_opt ? " spares=" : "",
+	         spares_opt ? spares_opt : "", control_exec);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -1249,7 +1263,7 @@ static int control_main(const char *dir)
 /* ---- --burst: creates at once, with what the driver can have ready for them ---- */
 
 /* The ways of a --burst run: [0] the defaults, [1] spares=16, [2] a warm pool as large as the burst. */
-static const char *const burst_ways[3] = { "the defaults (`spares=1`)", "`spares=16`, all started before",
+static const char *const burst_ways[3] = { "the defaults (`spares=auto`)", "`spares=16`, all started before",
 	                                   "a warm pool of the burst's size" };
 
 static uint64_t pool_claims(void)
@@ -1272,7 +1286,7 @@ static void phase_burst(char **images, int way, const char *dir)
 	double ms, median;
 
 	snprintf(spec, sizeof(spec), "small:%s=%d", images[0], at_once);
-	spares_opt = way == 1 ? "16" : "1";
+	spares_opt = way == 1 ? "16" : NULL; /* NULL: the driver's default */
 	/* The pool's full count and the burst's sandboxes together, against a budget that would refuse some. */
 	disk_budget_gb = (unsigned int)(2 * at_once + 8) * 160;
 	engine_open(b, "burst", dir, true, way == 2 ? spec : NULL);
@@ -1339,6 +1353,115 @@ static int burst_main(const char *dir, const char *image)
 		}
 		printf("| %s | %s | %s | %s of %d |\n", burst_ways[way], all, mid, ahead, at_once);
 	}
+	return 0;
+}
+
+/* ---- --adapt: the driver's defaults against spaced, back-to-back and burst creates ---- */
+
+/* VMs started ahead and not taken, as the log tells (destroyed ones aside: this run destroys none but by taking). */
+static int spares_unused(void)
+{
+	int n;
+
+	pthread_mutex_lock(&log_mu);
+	n = spares_started - clones_ahead;
+	pthread_mutex_unlock(&log_mu);
+	return n;
+}
+
+/* Until the count of VMs started ahead has not grown for settle_s seconds, max_s at most. */
+static void spares_settle(int settle_s, int max_s)
+{
+	int last = -1, same = 0;
+
+	for (int i = 0; i < max_s * 10 && same < settle_s * 10; i++) {
+		int n = spares_unused();
+		same = n == last ? same + 1 : 0;
+		last = n;
+		usleep(100 * 1000);
+	}
+}
+
+static void phase_adapt(char **images, int n, const char *dir)
+{
+	const char *image = images[0];
+	int spaced = env_int("BENCH_SPACED", 4), made, ahead;
+
+	(void)n;
+	spares_opt = getenv("BENCH_SPARES"); /* unset: the driver's default, what the run compares */
+	disk_budget_gb = (unsigned int)(at_once + 8) * 160;
+	engine_open(&cloned, "adapt", dir, true, NULL);
+	client = cloned.client;
+	template_warm(image);
+	spares_settle(5, 120);
+	/* Spaced: each create after the VM started ahead for it, SPARE_GAP_MS after the last. */
+	for (int i = 0; i < spaced && i < SPARE_SAMPLES; i++) {
+		double t0;
+		saas_sandbox *sb;
+		usleep(SPARE_GAP_MS * 1000);
+		for (int w = 0; w < 600 && spares_unused() < 1; w++)
+			usleep(100 * 1000);
+		t0 = now_ms();
+		sb = create_on(cloned.client, image);
+		exec_on(cloned.client, sb->id, "true");
+		res->ad_spaced[res->ad_nspaced++] = now_ms() - t0;
+		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
+		saas_sandbox_free(sb);
+	}
+	/* Back to back: each create as soon as the last ran `true` and was destroyed, as vm_bench's default run. */
+	spares_settle(3, 60);
+	pthread_mutex_lock(&log_mu);
+	made = clones_made;
+	ahead = clones_ahead;
+	pthread_mutex_unlock(&log_mu);
+	for (int i = 0; i < runs && i < SPARE_SAMPLES; i++) {
+		double t0 = now_ms();
+		saas_sandbox *sb = create_on(cloned.client, image);
+		exec_on(cloned.client, sb->id, "true");
+		res->ad_b2b[res->ad_nb2b++] = now_ms() - t0;
+		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
+		saas_sandbox_free(sb);
+	}
+	pthread_mutex_lock(&log_mu);
+	made = clones_made - made;
+	res->ad_b2b_ahead = clones_ahead - ahead;
+	pthread_mutex_unlock(&log_mu);
+	if (made != res->ad_nb2b) {
+		fprintf(stderr, "vm_bench: --adapt: %d of %d creates back to back were clones (see the engine's log)\n", made,
+		        res->ad_nb2b);
+		exit(1);
+	}
+	/* Two bursts, each once the VMs started ahead stopped coming: the first unforeseen, the second after one. */
+	for (int b = 0; b < 2; b++) {
+		spares_settle(10, 180);
+		res->ad_ready_before[b] = spares_unused();
+		pthread_mutex_lock(&log_mu);
+		ahead = clones_ahead;
+		pthread_mutex_unlock(&log_mu);
+		res->ad_burst[b][0] = at_once_ms(&cloned, image, at_once, &res->ad_burst[b][1]);
+		pthread_mutex_lock(&log_mu);
+		res->ad_burst_ahead[b] = clones_ahead - ahead;
+		pthread_mutex_unlock(&log_mu);
+	}
+	engine_close(&cloned);
+}
+
+static int adapt_main(const char *dir, const char *image, const char *label)
+{
+	char *images[1] = { (char *)image };
+
+	load_now(res->load[0], sizeof(res->load[0]));
+	run_child("adapt", phase_adapt, images, 1, dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	printf("| %s | %s | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms (%.2fx spaced); %d of %d started ahead | "
+	       "%.1f s (median %.1f s), %d of %d started ahead (%d ready before) | %.1f s (median %.1f s), %d of %d started "
+	       "ahead (%d ready before) | %s -> %s |\n",
+	       label, image, pct(res->ad_spaced, res->ad_nspaced, 0.5), pct(res->ad_spaced, res->ad_nspaced, 0.95),
+	       pct(res->ad_b2b, res->ad_nb2b, 0.5), pct(res->ad_b2b, res->ad_nb2b, 0.95),
+	       pct(res->ad_b2b, res->ad_nb2b, 0.5) / pct(res->ad_spaced, res->ad_nspaced, 0.5), res->ad_b2b_ahead,
+	       res->ad_nb2b, res->ad_burst[0][0] / 1000, res->ad_burst[0][1] / 1000, res->ad_burst_ahead[0], at_once,
+	       res->ad_ready_before[0], res->ad_burst[1][0] / 1000, res->ad_burst[1][1] / 1000, res->ad_burst_ahead[1],
+	       at_once, res->ad_ready_before[1], res->load[0], res->load[1]);
 	return 0;
 }
 
@@ -1882,6 +2005,7 @@ int main(int argc, char **argv)
 	bool spares = argc > 1 && strcmp(argv[1], "--spares") == 0;
 	bool first = argc > 1 && strcmp(argv[1], "--first") == 0;
 	bool burst = argc > 1 && strcmp(argv[1], "--burst") == 0;
+	bool adapt = argc > 1 && strcmp(argv[1], "--adapt") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -1942,6 +2066,19 @@ int main(int argc, char **argv)
 		if (!results_map())
 			return 1;
 		return burst_main(argv[3], argc == 5 ? argv[4] : "tiny");
+	}
+	if (adapt) {
+		if (argc != 5 && argc != 6) {
+			fprintf(stderr, "usage: vm_bench --adapt STATE_DIR IMAGES_DIR LABEL [image]\n");
+			return 2;
+		}
+		runs = env_runs(20);
+		if (getenv("BENCH_AT_ONCE") && atoi(getenv("BENCH_AT_ONCE")) > 0)
+			at_once = atoi(getenv("BENCH_AT_ONCE")) > MAX_AT_ONCE ? MAX_AT_ONCE : atoi(getenv("BENCH_AT_ONCE"));
+		state_dir = argv[2];
+		if (!results_map())
+			return 1;
+		return adapt_main(argv[3], argc == 6 ? argv[5] : "tiny", argv[4]);
 	}
 	if (snapshot) {
 		if (argc != 4 && argc != 5) {

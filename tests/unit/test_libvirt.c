@@ -97,7 +97,9 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	assert_int_equal(cfg->uid_count, 1000);
 	assert_int_equal(cfg->cpu_milli, 1000);
 	assert_int_equal(cfg->min_free_memory_mb, 1024);
-	assert_int_equal(cfg->spares, 1);
+	/* Spares adapt to the creates asked for, within a memory budget worked out from the host's. */
+	assert_true(cfg->spares_auto);
+	assert_int_equal(cfg->spare_memory_mb, 0);
 }
 
 static void test_config_defaults(void **state)
@@ -179,8 +181,16 @@ static void test_config_every_option(void **state)
 	assert_int_equal(saas__lv_config_parse(&cfg, "spares=0"), SAAS_OK);
 	assert_int_equal(cfg.spares, 0);
 	saas__lv_config_clear(&cfg);
-	assert_int_equal(saas__lv_config_parse(&cfg, "spares=16"), SAAS_OK);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spares=32"), SAAS_OK);
 	assert_int_equal(cfg.spares, SPARES_MAX);
+	assert_false(cfg.spares_auto);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spares=4 spares=auto spare_memory_mb=512"), SAAS_OK);
+	assert_true(cfg.spares_auto);
+	assert_int_equal(cfg.spare_memory_mb, 512);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spare_memory_mb=65536 spare_memory_mb=auto"), SAAS_OK);
+	assert_int_equal(cfg.spare_memory_mb, 0);
 	saas__lv_config_clear(&cfg);
 }
 
@@ -415,11 +425,16 @@ static void test_config_bad_values(void **state)
 		{ "min_free_memory_mb=", "min_free_memory_mb must be 0 to 16777216 MiB, not ''" },
 		{ "min_free_memory_mb=1g", "min_free_memory_mb must be 0 to 16777216 MiB, not '1g'" },
 		{ "min_free_memory_mb=99999999999999999999", "min_free_memory_mb must be 0 to 16777216 MiB, not '99999999999999999999'" },
-		{ "spares=17", "spares must be 0 to 16, not '17'" },
-		{ "spares=-1", "spares must be 0 to 16, not '-1'" },
-		{ "spares=+1", "spares must be 0 to 16, not '+1'" },
-		{ "spares=", "spares must be 0 to 16, not ''" },
-		{ "spares=one", "spares must be 0 to 16, not 'one'" },
+		{ "spares=33", "spares must be auto or 0 to 32, not '33'" },
+		{ "spares=-1", "spares must be auto or 0 to 32, not '-1'" },
+		{ "spares=+1", "spares must be auto or 0 to 32, not '+1'" },
+		{ "spares=", "spares must be auto or 0 to 32, not ''" },
+		{ "spares=one", "spares must be auto or 0 to 32, not 'one'" },
+		{ "spares=AUTO", "spares must be auto or 0 to 32, not 'AUTO'" },
+		{ "spare_memory_mb=0", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '0'" },
+		{ "spare_memory_mb=65537", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '65537'" },
+		{ "spare_memory_mb=1g", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '1g'" },
+		{ "spare_memory_mb=", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not ''" },
 		{ "boot_timeout=3601", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=-5", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=60s", "boot_timeout must be 1 to 3600 seconds" },

@@ -192,7 +192,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->uid_count = UIDS_COUNT_DEFAULT;
 	cfg->cpu_milli = CPU_MILLI_DEFAULT;
 	cfg->min_free_memory_mb = MIN_FREE_MEMORY_MB_DEFAULT;
-	cfg->spares = SPARES_DEFAULT;
+	cfg->spares_auto = true;
 	if (!text || !*text)
 		return SAAS_OK;
 	if (!strchr(text, '='))
@@ -248,7 +248,15 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 		} else if (strcmp(tok, "min_free_memory_mb") == 0) {
 			rc = parse_count(tok, val, MIN_FREE_MEMORY_MB_MAX, "MiB", &cfg->min_free_memory_mb);
 		} else if (strcmp(tok, "spares") == 0) {
-			rc = parse_count(tok, val, SPARES_MAX, "", &cfg->spares);
+			cfg->spares_auto = strcmp(val, "auto") == 0;
+			if (!cfg->spares_auto && parse_count(tok, val, SPARES_MAX, "", &cfg->spares) < 0)
+				rc = saas__inval("spares must be auto or 0 to %d, not '%s'", SPARES_MAX, val);
+		} else if (strcmp(tok, "spare_memory_mb") == 0) {
+			cfg->spare_memory_mb = 0;
+			if (strcmp(val, "auto") != 0 &&
+			    (parse_count(tok, val, SPARE_MEMORY_MB_MAX, "", &cfg->spare_memory_mb) < 0 || !cfg->spare_memory_mb))
+				rc = saas__inval("spare_memory_mb must be auto or 1 to %d MiB (spares=0 starts none), not '%s'",
+				                 SPARE_MEMORY_MB_MAX, val);
 		} else if (strcmp(tok, "uids") == 0) {
 			rc = parse_uids(cfg, val);
 		} else if (strcmp(tok, "dns_upstream") == 0) {

@@ -45,7 +45,9 @@ struct saas__lv_config {
 	char *pool;                      /* remote: the storage pool's name; NULL: POOL_DEFAULT */
 	char *pool_dir;                  /* remote: its directory on the VM host; NULL: POOL_DIR_DEFAULT */
 	unsigned int min_free_memory_mb; /* a local VM starts only with this and its memory available */
-	unsigned int spares;             /* clones' QEMUs started ahead (spare.c) */
+	unsigned int spares;             /* clones' QEMUs started ahead (spare.c), when not spares_auto */
+	bool spares_auto;                /* spares=auto (the default): as many as lately asked for */
+	unsigned int spare_memory_mb;    /* what spares may hold together; 0: auto (spare_policy.c) */
 };
 
 /*
@@ -54,7 +56,8 @@ struct saas__lv_config {
  * templates=on|off control_port=on|off control_files=on|off control_exec=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
- * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=N. NULL or "" gives the defaults. On
+ * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB. NULL or ""
+ * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */
 int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text);

@@ -308,7 +308,9 @@ static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 	d->nft_helper = cfg->nft_helper;
 	d->cpu_milli = cfg->cpu_milli;
 	d->min_free_memory_mb = cfg->min_free_memory_mb;
-	d->spare.max = cfg->spares;
+	d->spare.floor = cfg->spares_auto ? SPARES_AUTO_FLOOR : cfg->spares;
+	d->spare.ceiling = cfg->spares_auto ? SPARES_AUTO_MAX : cfg->spares;
+	d->spare.budget_mib = cfg->spare_memory_mb;
 	d->mapped = cfg->template_memory == TMPL_MEM_MAPPED;
 	d->host = cfg->remote == REMOTE_ON || (cfg->remote == REMOTE_AUTO && saas__lv_uri_vmhost(d->uri))
 	                  ? &saas__lv_host_remote

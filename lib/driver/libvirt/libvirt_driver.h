@@ -53,6 +53,8 @@
  *                 the holder (memfile.h)
  *   template.c    templates: keys, the background builder, pruning (template.h)
  *   spare.c       clones' QEMUs started ahead for vm_take (launch.h)
+ *   spare_policy.c  how many: a pure function of the creates lately asked
+ *                 for and the memory budget (spare_policy.h)
  *   snapshot.c    snapshots of running VMs (fork, pause) and VMs restored
  *                 from them (snapshot.h)
  *   console.c     the console log's bounds (console.h)
@@ -133,9 +135,13 @@ struct stat;
 #define TEMPLATE_SETTLE_MS 1000            /* the template VM's idle time between ready and save */
 #define TEMPLATE_WARM_TIMEOUT_MS 30000     /* its one command as the sandbox user, before the save */
 #define TEMPLATE_CODE_TIMEOUT_MS 300000    /* an image's code server warm (GET /health 200), before the save */
-#define SPARES_DEFAULT 1                   /* spares=N: clones' QEMUs started ahead (spare.c) */
-#define SPARES_MAX 16
-#define SPARE_HOLD_MS 2000                 /* no spare made this soon after a create */
+#define SPARES_AUTO_FLOOR 1                /* spares=auto (the default): at least this many started ahead (spare.c) */
+#define SPARES_AUTO_MAX 32                 /* and at most this many, within spare_memory_mb */
+#define SPARES_MAX 32                      /* spares=N: at most this */
+#define SPARE_COST_MIB 64                  /* what one spare is reckoned to hold: a paused QEMU, ~42 MiB measured */
+#define SPARE_MEMORY_MB_MAX 65536          /* spare_memory_mb=MIB: at most this; auto: spare_policy.c */
+#define SPARE_MAKE_MS_FIRST 1500           /* a spare's make time until one was measured */
+#define SPARE_HOLD_MS 2000                 /* after a lone create, no spare made this soon (spare_policy.c) */
 #define SPARE_CHECK_MS 1000                /* the spare thread looks again at least this often */
 #define SPARE_BACKOFF_FIRST_MS 1000
 #define SPARE_BACKOFF_MAX_MS 60000

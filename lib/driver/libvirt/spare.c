@@ -12,16 +12,27 @@
  * id) and finishes it (saas__lv_spare_create: the state in, the fix-ups, the
  * session).
  *
- * Bounds: at most d->spare.max at once (driver option spares=N, default 1, 0:
- * none), spread over the templates creates asked for (none for a template
- * nobody asked for since the driver opened): each has one before any has a
- * second, the one asked for last first (spare_wanted_locked); one made at
- * a time, never while a create runs nor within SPARE_HOLD_MS after one (the
- * creates' first commands need the CPUs), never while the host is short of
- * memory for its size nor with the last free uid, and after a failure not
- * again for a while that doubles up to SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory
- * (its guest's RAM is the template's, mapped, and untouched until it runs), a
- * uid and a port; no CPU.
+ * How many (spare_policy.c): spares=auto, the default, keeps as many as the
+ * creates lately asked for want (the largest burst of the last ten minutes,
+ * what a stream of creates uses up while one is made), at least one, at most
+ * SPARES_AUTO_MAX; spares=N keeps N (0: none). Either way never more than the
+ * memory budget holds (spare_memory_mb, auto: a sixteenth of the host's
+ * memory within [256 MiB, 4 GiB], at SPARE_COST_MIB a spare) nor what the
+ * host's available memory over min_free_memory_mb holds; spares over the
+ * count (a burst forgotten, the host short) are destroyed. They go to the
+ * templates creates asked for since the driver opened: each has one before
+ * any has a second, the one asked for last first (spare_wanted_locked).
+ *
+ * When: one per core at once (at most SPARE_MAKERS_MAX threads, each making
+ * one at a time), woken at once by a take. After a lone create none is made
+ * while it runs nor within SPARE_HOLD_MS after (its first commands need the
+ * CPUs); when creates come faster than that hold and a make, the hold would
+ * only make the next create wait, and spares are made at once. Never while
+ * the host is short of memory for the guest's size nor with the last free
+ * uid, and after a failure not again for a while that doubles up to
+ * SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory (its guest's RAM
+ * is the template's, mapped, and untouched until it runs), a uid and a port;
+ * no CPU.
  *
  * A spare has no row: vm_list leaves spares out (the core's orphan sweep would
  * destroy them) until a create has taken one and makes it. A spare taken
@@ -34,6 +45,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libvirt/libvirt.h>
 
@@ -163,18 +175,19 @@ static int spare_make(struct drv *d, struct spare *s)
 /*
  * The template to make a spare for: of those ready, local and asked for since
  * the driver opened, the one with the fewest spares not taken yet, and of
- * those the one asked for last. Every such template has one before any has
- * two, so spares=1 keeps one for the template asked for last, and a larger
- * count covers a burst of creates of one template. Under d->mu.
+ * those the one asked for last; none once target are listed (taken ones
+ * count). Every such template has one before any has two, so a target of 1
+ * keeps one for the template asked for last, and a larger one covers a
+ * burst of creates of one template. Under d->mu.
  */
-static struct tmpl *spare_wanted_locked(struct drv *d)
+static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
 {
 	struct tmpl *best = NULL;
 	unsigned int live = 0, best_has = 0;
 
 	for (struct spare *s = d->spare.list; s; s = s->next)
 		live++;
-	if (live >= d->spare.max)
+	if (live >= target)
 		return NULL;
 	for (struct tmpl *t = d->tmpls; t; t = t->next) {
 		unsigned int has = 0;
@@ -190,17 +203,88 @@ static struct tmpl *spare_wanted_locked(struct drv *d)
 	return best;
 }
 
+/*
+ * The plan for now (spare_policy.c), from the creates asked lately and the
+ * bounds; room_mib: the host's available memory over what it keeps, read by
+ * the caller without the lock (UINT64_MAX: not known). Logs the target when
+ * it changes. Under d->mu.
+ */
+static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_spare_plan *plan)
+{
+	unsigned int live = 0;
+	struct saas__lv_spare_bounds b = {
+		.floor = d->spare.floor,
+		.ceiling = d->spare.ceiling,
+		.budget_mib = d->spare.budget_mib,
+		.spare_mib = SPARE_COST_MIB,
+		.room_mib = room_mib,
+		.make_ms = d->spare.make_ms,
+		.hold_ms = SPARE_HOLD_MS,
+	};
+
+	/* What the spares listed hold is theirs to keep: the room is what is available and that. */
+	for (struct spare *s = d->spare.list; s; s = s->next)
+		live++;
+	if (room_mib != UINT64_MAX)
+		b.room_mib = room_mib + (uint64_t)live * SPARE_COST_MIB;
+	saas__lv_spare_plan(plan, &b, d->spare.asks, d->spare.nasks, saas__now_ms());
+	if (plan->target != d->spare.target) {
+		saas__lv_log(d, SAAS_LOG_INFO, "VMs started ahead: %u wanted (was %u; the last ten minutes' largest burst %u, "
+		             "%u for the last minute's rate, at least %u, at most %u, %llu MiB budget at %u MiB each)",
+		             plan->target, d->spare.target, plan->burst, plan->rate_need, d->spare.floor, d->spare.ceiling,
+		             (unsigned long long)d->spare.budget_mib, SPARE_COST_MIB);
+		d->spare.target = plan->target;
+	}
+}
+
+/* A spare over the target, ready and no create's: the one of the template with the most. Under d->mu. */
+static struct spare *spare_extra_locked(struct drv *d, unsigned int target)
+{
+	struct spare *extra = NULL;
+	unsigned int live = 0, extra_has = 0;
+
+	for (struct spare *s = d->spare.list; s; s = s->next)
+		live++;
+	if (live <= target)
+		return NULL;
+	for (struct spare *s = d->spare.list; s; s = s->next) {
+		unsigned int has = 0;
+		if (s->state != SPARE_READY)
+			continue;
+		for (struct spare *o = d->spare.list; o; o = o->next)
+			has += o->state != SPARE_TAKEN && strcmp(o->key, s->key) == 0;
+		if (!extra || has > extra_has) {
+			extra = s;
+			extra_has = has;
+		}
+	}
+	return extra;
+}
+
 static void *spare_main(void *arg)
 {
 	struct drv *d = arg;
-	unsigned int backoff_ms = SPARE_BACKOFF_FIRST_MS;
+	bool local = d->host->local_memory;
 
 	pthread_mutex_lock(&d->mu);
 	while (!closing(d)) {
 		struct spare *stale = NULL, *s, *next;
-		struct tmpl *t;
+		struct saas__lv_spare_plan plan;
+		struct tmpl *t = NULL;
 		struct timespec ts;
-		int64_t now = saas__now_ms();
+		uint64_t avail, room = UINT64_MAX;
+		int64_t now, wait_ms = SPARE_CHECK_MS;
+		bool freed;
+
+		pthread_mutex_unlock(&d->mu);
+		/* 0: /proc/meminfo unreadable, said nothing (saas__lv_memory_room takes it so too). */
+		if (local && (avail = saas__lv_mem_available_mib()) != 0)
+			room = avail > d->min_free_memory_mb ? avail - d->min_free_memory_mb : 0;
+		pthread_mutex_lock(&d->mu);
+		if (closing(d))
+			break;
+		now = saas__now_ms();
+		spare_plan_locked(d, room, &plan);
 
 		/* Spares no create may have any more: out of the list here, destroyed below without the lock. */
 		for (s = d->spare.list; s; s = next) {
@@ -212,9 +296,18 @@ static void *spare_main(void *arg)
 				stale = s;
 			}
 		}
-		t = !stale && !d->spare.creating && now >= d->spare.hold_until_ms && now >= d->spare.retry_at_ms
-		            ? spare_wanted_locked(d)
-		            : NULL;
+		/* Over the plan's count: one goes per turn (the lock is let go for its destroy). */
+		if (!stale && (s = spare_extra_locked(d, plan.target)) != NULL) {
+			saas__lv_log(d, SAAS_LOG_INFO, "VM %s, started ahead, is one more than the %u wanted; destroying it",
+			             s->name, plan.target);
+			stale = spare_unlink_locked(d, s);
+		}
+		if (!stale && now >= d->spare.retry_at_ms) {
+			if (plan.now || (!d->spare.creating && now >= d->spare.hold_until_ms))
+				t = spare_wanted_locked(d, plan.target);
+			else if (!d->spare.creating && d->spare.hold_until_ms - now < wait_ms)
+				wait_ms = d->spare.hold_until_ms - now; /* not a second late after the hold */
+		}
 		s = t ? calloc(1, sizeof(*s)) : NULL;
 		if (s && saas__id_new(s->name, "sbx-", 20) < 0) {
 			free(s);
@@ -233,6 +326,7 @@ static void *spare_main(void *arg)
 			d->spare.list = s;
 		}
 		pthread_mutex_unlock(&d->mu);
+		freed = stale != NULL;
 		while (stale) {
 			next = stale->next;
 			spare_free(d, stale);
@@ -247,7 +341,9 @@ static void *spare_main(void *arg)
 			if (rc == SAAS_OK && !s->cancelled && !closing(d)) {
 				/* Said once it can be taken: whoever reads the line may create at once. */
 				s->state = SPARE_READY;
-				backoff_ms = SPARE_BACKOFF_FIRST_MS;
+				d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
+				/* The rate's need is counted in makes: a moving mean of the last few. */
+				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[1]) / 4);
 				saas__lv_log(d, SAAS_LOG_INFO, "VM %s started ahead for template %s (%s, %u vCPU, %u MiB) in %lld ms "
 				             "(disk %lld ms, domain %lld ms)", s->name, s->key, s->image, s->spec.vcpus,
 				             s->spec.memory_mb, (long long)s->at[1], (long long)s->at[0],
@@ -255,10 +351,11 @@ static void *spare_main(void *arg)
 				s = NULL;
 			} else {
 				if (rc < 0 && rc != SAAS_EBUSY && !closing(d)) {
+					unsigned int backoff_ms = d->spare.backoff_ms;
 					saas__lv_log(d, SAAS_LOG_WARN, "starting a VM ahead for template %s failed (%s); next try in %u s",
 					             s->key, saas_error_last()->message, backoff_ms / 1000);
 					d->spare.retry_at_ms = saas__now_ms() + backoff_ms;
-					backoff_ms = backoff_ms * 2 > SPARE_BACKOFF_MAX_MS ? SPARE_BACKOFF_MAX_MS : backoff_ms * 2;
+					d->spare.backoff_ms = backoff_ms * 2 > SPARE_BACKOFF_MAX_MS ? SPARE_BACKOFF_MAX_MS : backoff_ms * 2;
 				} else if (rc == SAAS_EBUSY) {
 					d->spare.retry_at_ms = saas__now_ms() + SPARE_BACKOFF_FIRST_MS;
 				}
@@ -273,7 +370,9 @@ static void *spare_main(void *arg)
 		pthread_mutex_lock(&d->mu);
 		if (closing(d))
 			break;
-		saas__deadline(&ts, CLOCK_MONOTONIC, SPARE_CHECK_MS);
+		if (freed)
+			continue; /* the next turn at once: more may be over the count, or one wanted */
+		saas__deadline(&ts, CLOCK_MONOTONIC, wait_ms > 0 ? wait_ms : 1);
 		pthread_cond_timedwait(&d->spare.cond, &d->mu, &ts);
 	}
 	pthread_mutex_unlock(&d->mu);
@@ -288,19 +387,32 @@ void saas__lv_spares_busy(struct drv *d, bool begin)
 	} else {
 		d->spare.creating--;
 		d->spare.hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
+		pthread_cond_broadcast(&d->spare.cond); /* the makers wait for the hold's end, not a turn more */
 	}
 	pthread_mutex_unlock(&d->mu);
 }
 
 int saas__lv_spares_start(struct drv *d)
 {
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	unsigned int makers = saas__lv_spare_makers(sysconf(_SC_NPROCESSORS_ONLN));
 	int rc;
 
-	if (!d->spare.max || !d->templates || !d->host->spares)
+	if (!d->spare.ceiling || !d->templates || !d->host->spares)
 		return SAAS_OK;
-	if ((rc = pthread_create(&d->spare.thread, NULL, spare_main, d)) != 0)
-		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the thread that starts VMs ahead");
-	d->spare.started = true;
+	if (!d->spare.budget_mib)
+		d->spare.budget_mib = saas__lv_spare_budget_auto(pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page >> 20 : 0);
+	d->spare.make_ms = SPARE_MAKE_MS_FIRST;
+	d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
+	for (unsigned int i = 0; i < makers; i++) {
+		if ((rc = pthread_create(&d->spare.threads[i], NULL, spare_main, d)) != 0) {
+			/* Those started are joined at close (spares_stop), which the failed open runs too. */
+			if (d->spare.nthreads)
+				break;
+			return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_OS, rc, "cannot start the thread that starts VMs ahead");
+		}
+		d->spare.nthreads++;
+	}
 	return SAAS_OK;
 }
 
@@ -310,9 +422,9 @@ void saas__lv_spares_stop(struct drv *d)
 	pthread_mutex_lock(&d->mu);
 	pthread_cond_broadcast(&d->spare.cond);
 	pthread_mutex_unlock(&d->mu);
-	if (d->spare.started)
-		pthread_join(d->spare.thread, NULL);
-	d->spare.started = false;
+	for (unsigned int i = 0; i < d->spare.nthreads; i++)
+		pthread_join(d->spare.threads[i], NULL);
+	d->spare.nthreads = 0;
 	while (d->spare.list) {
 		struct spare *s = d->spare.list;
 		d->spare.list = s->next;
@@ -328,6 +440,11 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 	if (spec->network || size <= strlen("sbx-") + 20)
 		return 0;
 	pthread_mutex_lock(&d->mu);
+	/* Every create that could take one is a demand the plan counts, whether one is ready or not. */
+	if (d->spare.nasks == SPARE_ASKS_MAX)
+		memmove(d->spare.asks, d->spare.asks + 1, sizeof(d->spare.asks[0]) * --d->spare.nasks);
+	d->spare.asks[d->spare.nasks++] = saas__now_ms();
+	pthread_cond_broadcast(&d->spare.cond); /* a replacement, or more for a burst, now if the plan says so */
 	for (s = d->spare.list; s; s = s->next)
 		if (s->state == SPARE_READY && strcmp(s->image, spec->image) == 0 && s->spec.vcpus == spec->vcpus &&
 		    s->spec.memory_mb == spec->memory_mb && s->spec.disk_gb == spec->disk_gb && spare_current_locked(d, s))
@@ -335,7 +452,7 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 	if (s) {
 		s->state = SPARE_TAKEN;
 		saas__strlcpy(name, s->name, size);
-		/* Its replacement waits: the create's own start is due now (lv_create holds it from there). */
+		/* Its replacement waits, unless creates stream: the create's own start is due now (lv_create holds it from there). */
 		d->spare.hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
 	}
 	pthread_mutex_unlock(&d->mu);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "saas/sys/driver.h"
+#include "driver/libvirt/spare_policy.h"
 
 struct drv;
 struct spare;
@@ -19,13 +20,19 @@ struct spare;
 /* The spares' state in struct drv, under d->mu. */
 struct saas__lv_spares {
 	struct spare *list;
-	unsigned int max;                /* driver option spares=N */
-	unsigned int creating;           /* creates and restores running: no spare is made meanwhile */
-	int64_t hold_until_ms;           /* nor before this (after one) */
+	unsigned int floor, ceiling;     /* spares=auto: SPARES_AUTO_FLOOR, SPARES_AUTO_MAX; spares=N: N, N */
+	uint64_t budget_mib;             /* spare_memory_mb; 0 until spares_start works out auto */
+	unsigned int creating;           /* creates and restores running: no spare is made meanwhile, */
+	int64_t hold_until_ms;           /* nor before this (after one), unless creates come faster (plan.now) */
 	int64_t retry_at_ms;             /* nor before this (after a failure) */
-	pthread_t thread;
-	bool started;
-	pthread_cond_t cond;             /* with mu: signalled at close */
+	unsigned int backoff_ms;         /* the next failure's wait */
+	unsigned int make_ms;            /* how long a spare took to make, lately */
+	unsigned int target;             /* the plan's last target (logged when it changes) */
+	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first */
+	size_t nasks;
+	pthread_t threads[SPARE_MAKERS_MAX]; /* makers: one spare each at a time */
+	unsigned int nthreads;
+	pthread_cond_t cond;             /* with mu: signalled at a take, a create's end and close */
 };
 
 /*
@@ -38,7 +45,7 @@ struct saas__lv_spares {
  */
 int saas__lv_spares_start(struct drv *d);
 void saas__lv_spares_stop(struct drv *d);
-/* A VM being made (begin true) or made: no spare is started meanwhile nor for SPARE_HOLD_MS after. */
+/* A VM being made (begin true) or made: no spare started meanwhile nor SPARE_HOLD_MS after (unless creates stream). */
 void saas__lv_spares_busy(struct drv *d, bool begin);
 int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
 int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec);

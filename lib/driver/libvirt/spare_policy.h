@@ -1,0 +1,57 @@
+/*
+ * Internal: how many spares to keep (spare_policy.c), a pure function of the
+ * creates lately asked for, the bounds and the memory they may hold, so that
+ * it is tested on its own (tests/unit/test_spares.c) with no clock and no VM.
+ */
+#ifndef SAAS_DRIVER_LIBVIRT_SPARE_POLICY_H
+#define SAAS_DRIVER_LIBVIRT_SPARE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The window in which creates count (older ones are forgotten), the span
+ * within which creates count as one burst, and the most create times
+ * remembered (a burst larger than this is seen as this large).
+ */
+#define SPARE_WINDOW_MS (10 * 60 * 1000)
+#define SPARE_BURST_MS 2000
+#define SPARE_RATE_MS 60000 /* the creates of the last minute give the rate */
+#define SPARE_ASKS_MAX 64  /* at least SPARES_MAX: a burst is counted up to this */
+
+/* What bounds the spares; every field a count or MiB, none read from the host here. */
+struct saas__lv_spare_bounds {
+	unsigned int floor;     /* kept however quiet it is (spares=auto: 1; spares=N: N) */
+	unsigned int ceiling;   /* never more (spares=auto: SPARES_AUTO_MAX; spares=N: N) */
+	uint64_t budget_mib;    /* spare_memory_mb: what all spares together may hold */
+	uint64_t spare_mib;     /* what one spare is reckoned to hold */
+	uint64_t room_mib;      /* the host's memory available over what it keeps (UINT64_MAX: not known) */
+	unsigned int make_ms;   /* how long one spare takes to make, lately */
+	unsigned int hold_ms;   /* the pause after a lone create before its replacement is made */
+};
+
+/* What the spare threads do next. */
+struct saas__lv_spare_plan {
+	unsigned int target;    /* spares to have, ready, being made or taken and not yet made */
+	unsigned int burst;     /* the largest burst in the window (for the log) */
+	unsigned int rate_need; /* spares that creates at the recent rate use up while one is made */
+	bool now;               /* creates come faster than a spare is made after the hold: no hold */
+};
+
+/*
+ * The plan for creates asked at asks[0..n) (ms, oldest first, any clock),
+ * seen at now on the same clock: target = the largest of the floor, the
+ * largest burst in the window and the rate's need, then no more than the
+ * ceiling, the budget's and the host's room's count of spares.
+ */
+void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_spare_bounds *b, const int64_t *asks,
+                         size_t n, int64_t now);
+
+/* How many spares are made at once: one per core, at least 1, at most SPARE_MAKERS_MAX. */
+#define SPARE_MAKERS_MAX 4
+unsigned int saas__lv_spare_makers(long cores);
+
+/* spare_memory_mb=auto: a sixteenth of the host's memory, within [256 MiB, 4 GiB]. */
+uint64_t saas__lv_spare_budget_auto(uint64_t total_mib);
+#endif
