@@ -132,6 +132,8 @@ int saas__lv_vmhost_connect(const char *uri, virConnectPtr *out)
 		rc = saas__lv_virt_error("turning libvirt's keepalive on");
 		saas__error_wrap(rc, "%s", uri);
 		virConnectClose(o->conn);
+	} else if ((rc = saas__lv_rpc_serialise(o->conn)) < 0) {
+		virConnectClose(o->conn);
 	} else {
 		*out = o->conn;
 	}
