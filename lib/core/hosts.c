@@ -61,9 +61,10 @@ static bool valid_name(const char *s)
 
 /*
  * The libvirt transports an engine may reach a host by. ssh and tls
- * authenticate both ends; unix and plain qemu reach a libvirtd on the
- * engine's own machine (the socket's permissions guard it). tcp is neither
- * encrypted nor authenticated: only when the caller says so (tests).
+ * authenticate both ends; unix reaches a libvirtd on the engine's own
+ * machine (the socket's permissions guard it), by its socket's path only
+ * (local_socket). tcp is neither encrypted nor authenticated: only when the
+ * caller says so (tests).
  */
 
 static int hexdigit(char c)
@@ -139,6 +140,33 @@ static int unverified_param(const char *uri, char *field, size_t size)
 	return 0;
 }
 
+/*
+ * Does a local URI name its daemon's socket (socket=/PATH)? A server's
+ * process holds libvirt's embedded QEMU driver (its own sandboxes), which
+ * libvirt then takes for every qemu:// URI ("Missing URI parameter
+ * 'root'"), and its remote driver declines a qemu+unix:// one without a
+ * socket as a URI for a driver inside the process ("no connection driver
+ * available"). Only qemu+unix:///...?socket=PATH reaches the daemon whatever
+ * else the process opened (libvirt 9.0's remote driver, remoteConnectOpen).
+ * A socket field this cannot read is no socket.
+ */
+static bool local_socket(const char *uri)
+{
+	const char *q = strchr(uri, '?');
+
+	for (q = q ? q + 1 : ""; *q; q += *q != '\0') {
+		size_t len = strcspn(q, "&;");
+		const char *eq = memchr(q, '=', len);
+		size_t nlen = eq ? (size_t)(eq - q) : len;
+		char name[16], value[SAAS_STORE_URI_MAX + 1];
+
+		if (query_decode(name, sizeof(name), q, nlen) && strcmp(name, "socket") == 0)
+			return eq && query_decode(value, sizeof(value), eq + 1, len - nlen - 1) && value[0] == '/';
+		q += len;
+	}
+	return false;
+}
+
 static int check_uri(const char *uri, unsigned int flags)
 {
 	static const char *const schemes[] = { "qemu+ssh", "qemu+tls", "qemu+unix", "qemu", "qemu+tcp" };
@@ -163,6 +191,13 @@ static int check_uri(const char *uri, unsigned int flags)
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(schemes); i++) {
 		if (strlen(schemes[i]) != n || strncmp(uri, schemes[i], n) != 0)
 			continue;
+		if (strcmp(schemes[i], "qemu") == 0 ||
+		    (strcmp(schemes[i], "qemu+unix") == 0 && !local_socket(uri)))
+			return saas__inval("uri '%.*s' cannot reach a libvirtd from a server: the server's own embedded "
+			                   "libvirt driver answers qemu:// in its process. Name the daemon by its socket: "
+			                   "qemu+unix:///system?socket=/run/libvirt/libvirt-sock (libvirtd), or "
+			                   ".../virtqemud-sock (the modular daemons)",
+			                   64, uri);
 		if (strcmp(schemes[i], "qemu+tcp") == 0 && !(flags & SAAS_HOST_ALLOW_TCP))
 			return saas__inval("qemu+tcp:// is neither encrypted nor authenticated: anyone who reaches the port "
 			                   "owns the host; use qemu+ssh:// or qemu+tls:// (qemu+tcp only for a test network, "
@@ -179,7 +214,7 @@ static int check_uri(const char *uri, unsigned int flags)
 			                   "explicitly", field);
 		return SAAS_OK;
 	}
-	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+tls, qemu+unix, qemu (qemu+tcp only for tests)",
+	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+tls, qemu+unix (qemu+tcp only for tests)",
 	                   (int)(n > 32 ? 32 : n), uri);
 }
 
