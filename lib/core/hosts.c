@@ -97,8 +97,9 @@ static bool query_decode(char *out, size_t size, const char *s, size_t len)
 /*
  * Does the URI's query turn off the check of who answers? libvirt's
  * no_verify=N (N not 0: the TLS server's certificate is not checked) and
- * known_hosts_verify=ignore (the libssh/libssh2 transports: any host key is
- * taken) let whoever sits on the path be the host, and be handed every VM.
+ * known_hosts_verify=ignore or auto (the libssh/libssh2 transports: any host
+ * key is taken, or any key not seen before) let whoever sits on the path be
+ * the host, and be handed every VM.
  * libvirt splits the query at '&' and ';', decodes %XX and matches names
  * without regard to case: so does this. 1 with the field in `field`, 0 when
  * none does, -1 (`field` set) for a field this cannot read, which is refused
@@ -125,7 +126,8 @@ static int unverified_param(const char *uri, char *field, size_t size)
 			if (!query_decode(value, sizeof(value), eq ? eq + 1 : "", eq ? len - nlen - 1 : 0))
 				return -1;
 			if (strcasecmp(name, "known_hosts_verify") == 0) {
-				if (strcasecmp(value, "ignore") == 0)
+				/* auto takes a key it has never seen (and writes it down): whoever answers first. */
+				if (strcasecmp(value, "ignore") == 0 || strcasecmp(value, "auto") == 0)
 					return 1;
 			} else {
 				/* A decimal int to libvirt: anything but a zero turns the check off (or fails there). */
@@ -169,7 +171,7 @@ static bool local_socket(const char *uri)
 
 static int check_uri(const char *uri, unsigned int flags)
 {
-	static const char *const schemes[] = { "qemu+ssh", "qemu+tls", "qemu+unix", "qemu", "qemu+tcp" };
+	static const char *const schemes[] = { "qemu+ssh", "qemu+libssh", "qemu+tls", "qemu+unix", "qemu", "qemu+tcp" };
 	const char *sep;
 	char field[160];
 	size_t n;
@@ -214,7 +216,8 @@ static int check_uri(const char *uri, unsigned int flags)
 			                   "explicitly", field);
 		return SAAS_OK;
 	}
-	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+tls, qemu+unix (qemu+tcp only for tests)",
+	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+libssh, qemu+tls, qemu+unix (qemu+tcp only for "
+	                   "tests)",
 	                   (int)(n > 32 ? 32 : n), uri);
 }
 

@@ -42,7 +42,10 @@
  * libvirt's TLS to host 1 (its harness makes a CA and certificates where
  * gnutls's certtool is): the servers' certificate reaches it; one of
  * another CA, and one of its CA under a name not in tls_allowed_dn_list,
- * are refused with errors that say so.
+ * are refused with errors that say so. libvirt's SSH transport (libssh,
+ * the known_hosts file in the URI) to host 1's sshd: the servers' key
+ * connects; a host key other than the known one, and an unknown one, are
+ * refused.
  *
  * Root only (namespaces, a system libvirtd); skipped otherwise.
  * Usage: test_vm_hosts VM-HOSTS-SCRIPT. Environment: SAAS_TEST_IMAGES, SAAS_TEST_STATE.
@@ -378,14 +381,14 @@ static void *open_on(const char *name, const char *uri, const char *listen)
 	return ctx;
 }
 
-/* Host 1's TLS URI with client certificates dir (vm-hosts tlsuri) into uri; false when the host has no TLS. */
-static bool tls_uri(const char *dir, char *uri, size_t size)
+/* Host 1's URI of a transport (vm-hosts tlsuri or sshuri, with its argument) into uri; false when it has none. */
+static bool transport_uri(const char *how, const char *arg, char *uri, size_t size)
 {
 	char cmd[4400];
 	FILE *p;
 	bool ok;
 
-	snprintf(cmd, sizeof(cmd), "'%s' tlsuri '%s' 1 %s 2>/dev/null", script, top, dir);
+	snprintf(cmd, sizeof(cmd), "'%s' %s '%s' 1 %s 2>/dev/null", script, how, top, arg);
 	if (!(p = popen(cmd, "r")))
 		return false;
 	ok = fgets(uri, (int)size, p) != NULL;
@@ -512,7 +515,7 @@ static void test_tls(void **state)
 	void *ctx;
 
 	(void)state;
-	if (!tls_uri("good", uri, sizeof(uri))) {
+	if (!transport_uri("tlsuri", "good", uri, sizeof(uri))) {
 		printf("host 1 has no TLS (gnutls's certtool is missing): not tried\n");
 		skip();
 	}
@@ -523,12 +526,43 @@ static void test_tls(void **state)
 	check(drv->vm_list(ctx, add_name, &ns), "vm_list over TLS");
 	drv->close(ctx);
 
-	assert_true(tls_uri("otherca", uri, sizeof(uri)));
+	assert_true(transport_uri("tlsuri", "otherca", uri, sizeof(uri)));
 	assert_null(open_on("tls-otherca", uri, addr[1]));
 	assert_non_null(strstr(saas_error_last()->message, "certificate"));
-	assert_true(tls_uri("otherdn", uri, sizeof(uri)));
+	assert_true(transport_uri("tlsuri", "otherdn", uri, sizeof(uri)));
 	assert_null(open_on("tls-otherdn", uri, addr[1]));
 	assert_non_null(strstr(saas_error_last()->message, "tls_allowed_dn_list"));
+}
+
+/*
+ * libvirt's SSH transport (libssh: its known_hosts named in the URI) to
+ * host 1's sshd, which runs beside its libvirtd: the servers' key and the
+ * host's known key connect; a host key other than the one known, and one
+ * not known at all, are refused, saying so.
+ */
+static void test_ssh(void **state)
+{
+	char uri[2600];
+	saas_driver_host h;
+	void *ctx;
+
+	(void)state;
+	if (!transport_uri("sshuri", "known", uri, sizeof(uri))) {
+		printf("host 1 has no sshd (openssh-server is missing): not tried\n");
+		skip();
+	}
+	ctx = open_on("ssh", uri, addr[1]);
+	assert_non_null(ctx);
+	check(drv->host_info(ctx, &h), "host_info over SSH");
+	assert_true(h.cpus > 0 && h.memory_mb > 0);
+	drv->close(ctx);
+
+	assert_true(transport_uri("sshuri", "other", uri, sizeof(uri)));
+	assert_null(open_on("ssh-other", uri, addr[1]));
+	assert_non_null(strstr(saas_error_last()->message, "HOST KEY VERIFICATION FAILED"));
+	assert_true(transport_uri("sshuri", "unknown", uri, sizeof(uri)));
+	assert_null(open_on("ssh-unknown", uri, addr[1]));
+	assert_non_null(strstr(saas_error_last()->message, "not in the known_hosts file"));
 }
 
 struct hammer {
@@ -803,6 +837,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_local_socket),
 		cmocka_unit_test(test_tls),
+		cmocka_unit_test(test_ssh),
 		cmocka_unit_test(test_shared),
 		cmocka_unit_test(test_dead_host),
 		cmocka_unit_test(test_destroy),

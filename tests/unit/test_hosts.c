@@ -551,6 +551,7 @@ static void test_registry(void **state)
 			"qemu+ssh://h/system?known_hosts_verify=ignore",
 			"qemu+ssh://h/system?sshauth=privkey&known_hosts_verify=IGNORE",
 			"qemu+ssh://h/system?known_hosts_verify=%69gnore",
+			"qemu+libssh://root@h/system?known_hosts_verify=auto",
 			"qemu+ssh://h/system?no_verify=%1",
 		};
 		static const char *const verified[] = {
@@ -558,6 +559,7 @@ static void test_registry(void **state)
 			"qemu+tls://h/system?no_verify=00",
 			"qemu+ssh://h/system?known_hosts_verify=normal",
 			"qemu+ssh://h/system?keyfile=/k&no_tty=1",
+			"qemu+libssh://root@h/system?keyfile=/k&known_hosts=/kh&sshauth=privkey",
 			"qemu+ssh://h/system?",
 		};
 

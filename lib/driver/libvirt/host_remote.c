@@ -98,13 +98,18 @@ static void *opening_main(void *arg)
  * What libvirt's words for a refusal leave out. A libvirtd that refuses
  * the client's certificate after the handshake (a name not in its
  * tls_allowed_dn_list) just closes: libvirt says it cannot read the
- * confirmation.
+ * confirmation. libssh, meeting a host key its known_hosts file lacks,
+ * says it has no callback to ask (the engine never asks: no key is taken
+ * on first sight).
  */
 static const char *connect_hint(const char *uri, const char *msg)
 {
 	if (strncmp(uri, "qemu+tls:", 9) == 0 && strstr(msg, "TLS confirmation"))
 		return " (the host refused this server's certificate: its subject must be in the host's "
 		       "tls_allowed_dn_list, and it must be signed by the host's CA)";
+	if (strstr(msg, "verify the session host key"))
+		return " (the host's key is not in the known_hosts file: add the host's own public key there, "
+		       "as 'ADDRESS KEYTYPE KEY')";
 	return "";
 }
 
