@@ -34,8 +34,9 @@
  * driver's (refused), qemu+unix:///system?socket=... reaches the daemon
  * (host 1's, by the unix socket its namespace keeps in the harness's
  * directory), and a driver context on it reports the host. While host 1
- * dies and comes back (before any VM is made), four threads share one
- * context's connection (a keepalive closing a connection other threads
+ * dies and comes back (once its VMs are gone: a context whose connection
+ * died keeps its storage pool's handle on the dead one), four threads share
+ * one context's connection (a keepalive closing a connection other threads
  * wait on is libvirt's CVE-2024-4418, which the driver's rpc.c keeps them
  * out of): the process lives, and their calls succeed again once the host
  * is back.
@@ -860,10 +861,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_local_socket),
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_ssh),
-		cmocka_unit_test(test_shared_connection),
 		cmocka_unit_test(test_shared),
 		cmocka_unit_test(test_dead_host),
 		cmocka_unit_test(test_destroy),
+		cmocka_unit_test(test_shared_connection),
 		cmocka_unit_test(test_templates),
 		cmocka_unit_test(test_template_rebuilt),
 	};
