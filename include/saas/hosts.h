@@ -138,12 +138,14 @@ typedef struct saas_host_list {
  * @param out     [out, optional] the host; free with saas_host_free().
  * @param engine  the engine (a store-only one will do).
  * @param name    one DNS label: 1 to 63 of [a-z0-9-], not starting or ending with '-'.
- * @param uri     a libvirt URI of scheme qemu+ssh, qemu+tls, qemu+unix or qemu (the
- *                last two reach a libvirtd on the engine's own machine), or qemu+tcp
- *                with SAAS_HOST_ALLOW_TCP; at most 1023 bytes, no spaces, commas, quotes
+ * @param uri     a libvirt URI of scheme qemu+ssh, qemu+libssh, qemu+tls, or qemu+unix
+ *                with socket=/PATH (a libvirtd on the engine's own machine: qemu:// and
+ *                qemu+unix without the socket are refused, since a process holding the
+ *                embedded driver cannot reach a daemon by them), or qemu+tcp with
+ *                SAAS_HOST_ALLOW_TCP; at most 1023 bytes, no spaces, commas, quotes
  *                or backslashes (percent-encode them). A query that turns off the check of
- *                the host's identity (no_verify not 0, known_hosts_verify=ignore) only with
- *                SAAS_HOST_ALLOW_UNVERIFIED.
+ *                the host's identity (no_verify not 0, known_hosts_verify=ignore or auto)
+ *                only with SAAS_HOST_ALLOW_UNVERIFIED.
  * @param address an IPv4 literal: where the engines reach the host's guests (an IPv6
  *                one is refused with a message saying so: the forwards are IPv4).
  * @param options overcommit ratios, or NULL for the defaults.

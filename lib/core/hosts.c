@@ -61,9 +61,10 @@ static bool valid_name(const char *s)
 
 /*
  * The libvirt transports an engine may reach a host by. ssh and tls
- * authenticate both ends; unix and plain qemu reach a libvirtd on the
- * engine's own machine (the socket's permissions guard it). tcp is neither
- * encrypted nor authenticated: only when the caller says so (tests).
+ * authenticate both ends; unix reaches a libvirtd on the engine's own
+ * machine (the socket's permissions guard it), by its socket's path only
+ * (local_socket). tcp is neither encrypted nor authenticated: only when the
+ * caller says so (tests).
  */
 
 static int hexdigit(char c)
@@ -96,8 +97,9 @@ static bool query_decode(char *out, size_t size, const char *s, size_t len)
 /*
  * Does the URI's query turn off the check of who answers? libvirt's
  * no_verify=N (N not 0: the TLS server's certificate is not checked) and
- * known_hosts_verify=ignore (the libssh/libssh2 transports: any host key is
- * taken) let whoever sits on the path be the host, and be handed every VM.
+ * known_hosts_verify=ignore or auto (the libssh/libssh2 transports: any host
+ * key is taken, or any key not seen before) let whoever sits on the path be
+ * the host, and be handed every VM.
  * libvirt splits the query at '&' and ';', decodes %XX and matches names
  * without regard to case: so does this. 1 with the field in `field`, 0 when
  * none does, -1 (`field` set) for a field this cannot read, which is refused
@@ -124,7 +126,8 @@ static int unverified_param(const char *uri, char *field, size_t size)
 			if (!query_decode(value, sizeof(value), eq ? eq + 1 : "", eq ? len - nlen - 1 : 0))
 				return -1;
 			if (strcasecmp(name, "known_hosts_verify") == 0) {
-				if (strcasecmp(value, "ignore") == 0)
+				/* auto takes a key it has never seen (and writes it down): whoever answers first. */
+				if (strcasecmp(value, "ignore") == 0 || strcasecmp(value, "auto") == 0)
 					return 1;
 			} else {
 				/* A decimal int to libvirt: anything but a zero turns the check off (or fails there). */
@@ -139,9 +142,36 @@ static int unverified_param(const char *uri, char *field, size_t size)
 	return 0;
 }
 
+/*
+ * Does a local URI name its daemon's socket (socket=/PATH)? A server's
+ * process holds libvirt's embedded QEMU driver (its own sandboxes), which
+ * libvirt then takes for every qemu:// URI ("Missing URI parameter
+ * 'root'"), and its remote driver declines a qemu+unix:// one without a
+ * socket as a URI for a driver inside the process ("no connection driver
+ * available"). Only qemu+unix:///...?socket=PATH reaches the daemon whatever
+ * else the process opened (libvirt 9.0's remote driver, remoteConnectOpen).
+ * A socket field this cannot read is no socket.
+ */
+static bool local_socket(const char *uri)
+{
+	const char *q = strchr(uri, '?');
+
+	for (q = q ? q + 1 : ""; *q; q += *q != '\0') {
+		size_t len = strcspn(q, "&;");
+		const char *eq = memchr(q, '=', len);
+		size_t nlen = eq ? (size_t)(eq - q) : len;
+		char name[16], value[SAAS_STORE_URI_MAX + 1];
+
+		if (query_decode(name, sizeof(name), q, nlen) && strcmp(name, "socket") == 0)
+			return eq && query_decode(value, sizeof(value), eq + 1, len - nlen - 1) && value[0] == '/';
+		q += len;
+	}
+	return false;
+}
+
 static int check_uri(const char *uri, unsigned int flags)
 {
-	static const char *const schemes[] = { "qemu+ssh", "qemu+tls", "qemu+unix", "qemu", "qemu+tcp" };
+	static const char *const schemes[] = { "qemu+ssh", "qemu+libssh", "qemu+tls", "qemu+unix", "qemu", "qemu+tcp" };
 	const char *sep;
 	char field[160];
 	size_t n;
@@ -163,6 +193,13 @@ static int check_uri(const char *uri, unsigned int flags)
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(schemes); i++) {
 		if (strlen(schemes[i]) != n || strncmp(uri, schemes[i], n) != 0)
 			continue;
+		if (strcmp(schemes[i], "qemu") == 0 ||
+		    (strcmp(schemes[i], "qemu+unix") == 0 && !local_socket(uri)))
+			return saas__inval("uri '%.*s' cannot reach a libvirtd from a server: the server's own embedded "
+			                   "libvirt driver answers qemu:// in its process. Name the daemon by its socket: "
+			                   "qemu+unix:///system?socket=/run/libvirt/libvirt-sock (libvirtd), or "
+			                   ".../virtqemud-sock (the modular daemons)",
+			                   64, uri);
 		if (strcmp(schemes[i], "qemu+tcp") == 0 && !(flags & SAAS_HOST_ALLOW_TCP))
 			return saas__inval("qemu+tcp:// is neither encrypted nor authenticated: anyone who reaches the port "
 			                   "owns the host; use qemu+ssh:// or qemu+tls:// (qemu+tcp only for a test network, "
@@ -179,7 +216,8 @@ static int check_uri(const char *uri, unsigned int flags)
 			                   "explicitly", field);
 		return SAAS_OK;
 	}
-	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+tls, qemu+unix, qemu (qemu+tcp only for tests)",
+	return saas__inval("uri scheme '%.*s' is not one of qemu+ssh, qemu+libssh, qemu+tls, qemu+unix (qemu+tcp only for "
+	                   "tests)",
 	                   (int)(n > 32 ? 32 : n), uri);
 }
 

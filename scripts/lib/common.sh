@@ -27,6 +27,7 @@ SAAS_VM_PACKAGES=(
 	openssh-client openssh-server openssh-sftp-server busybox-static cpio linux-image-amd64
 	mmdebstrap e2fsprogs util-linux nftables iproute2
 	curl debian-archive-keyring # the default image: Node.js from the npm registry, Debian 13's keys
+	gnutls-bin # certtool: libvirt's TLS for VM hosts (the CA and certificates vm.hosts makes)
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -521,6 +521,38 @@ static void test_registry(void **state)
 	/* Unauthenticated TCP only when asked for by name. */
 	assert_int_equal(saas_host_add(NULL, admin, "h", "qemu+tcp://h/system", "10.0.0.2", NULL, 0), SAAS_EINVAL);
 	assert_non_null(strstr(saas_error_last()->message, "qemu+tcp"));
+	/*
+	 * A libvirtd on the server's own machine: only by its socket's path (the server's embedded driver answers
+	 * qemu:// in its process), and the refusal names the URI that works.
+	 */
+	{
+		static const char *const local_bad[] = {
+			"qemu:///system",
+			"qemu:///system?socket=/run/libvirt/libvirt-sock",
+			"qemu+unix:///system",
+			"qemu+unix:///system?socket=",
+			"qemu+unix:///system?socket=run/libvirt-sock",
+			"qemu+unix:///system?sockets=/run/libvirt/libvirt-sock",
+			"qemu+unix:///system?socket=%2",
+		};
+		static const char *const local_good[] = {
+			"qemu+unix:///system?socket=/run/libvirt/libvirt-sock",
+			"qemu+unix:///system?mode=direct&socket=/run/libvirt/virtqemud-sock",
+			"qemu+unix:///system?socket=%2Frun%2Flibvirt%2Flibvirt-sock",
+		};
+
+		for (size_t i = 0; i < sizeof(local_bad) / sizeof(local_bad[0]); i++) {
+			assert_int_equal(saas_host_add(NULL, admin, "h", local_bad[i], "127.0.0.1", NULL, 0), SAAS_EINVAL);
+			assert_non_null(strstr(saas_error_last()->message, "qemu+unix:///system?socket=/run/libvirt/libvirt-sock"));
+		}
+		for (size_t i = 0; i < sizeof(local_good) / sizeof(local_good[0]); i++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "l%zu", i);
+			assert_int_equal(saas_host_add(NULL, admin, name, local_good[i], "127.0.0.1", NULL, 0), SAAS_OK);
+			assert_int_equal(saas_host_remove(admin, name), SAAS_OK);
+		}
+	}
 	/* A query that turns off the check of the host's identity, however it is spelled, only when allowed by name. */
 	{
 		static const char *const unverified[] = {
@@ -534,6 +566,7 @@ static void test_registry(void **state)
 			"qemu+ssh://h/system?known_hosts_verify=ignore",
 			"qemu+ssh://h/system?sshauth=privkey&known_hosts_verify=IGNORE",
 			"qemu+ssh://h/system?known_hosts_verify=%69gnore",
+			"qemu+libssh://root@h/system?known_hosts_verify=auto",
 			"qemu+ssh://h/system?no_verify=%1",
 		};
 		static const char *const verified[] = {
@@ -541,6 +574,7 @@ static void test_registry(void **state)
 			"qemu+tls://h/system?no_verify=00",
 			"qemu+ssh://h/system?known_hosts_verify=normal",
 			"qemu+ssh://h/system?keyfile=/k&no_tty=1",
+			"qemu+libssh://root@h/system?keyfile=/k&known_hosts=/kh&sshauth=privkey",
 			"qemu+ssh://h/system?",
 		};
 

@@ -21,7 +21,10 @@
  * A pump lives in the event loop's thread. Its end is said at once (the
  * engine's socket shut down), and its parts are let go by a zero-length
  * timeout of its own: never inside the stream's callback, whose dispatch
- * still holds the stream.
+ * still holds the stream. The stream is opened under the connection's lock
+ * (rpc.h); the pump's sends and receives are non-blocking and run in the
+ * event loop's thread outside it: taking the lock there would stall every
+ * host's keepalive behind one host's slow call.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -215,9 +218,10 @@ static int stream_open(struct drv *d, virDomainPtr dom, const char *name, virStr
 	int rc;
 
 	for (;;) {
-		virStreamPtr st = virStreamNew(virDomainGetConnect(dom), VIR_STREAM_NONBLOCK);
+		virStreamPtr st = NULL;
 		virErrorPtr e;
-		if (st && virDomainOpenChannel(dom, CONTROL_PORT_NAME, st, 0) == 0) {
+		/* Not virStreamNew here: rpc.h's would remember the stream in this thread, which does not free it. */
+		if (saas__lv_rpc_channel_open(dom, CONTROL_PORT_NAME, &st) == 0) {
 			*out = st;
 			return SAAS_OK;
 		}

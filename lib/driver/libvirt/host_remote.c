@@ -95,6 +95,25 @@ static void *opening_main(void *arg)
 	return NULL;
 }
 
+/*
+ * What libvirt's words for a refusal leave out. A libvirtd that refuses
+ * the client's certificate after the handshake (a name not in its
+ * tls_allowed_dn_list) just closes: libvirt says it cannot read the
+ * confirmation. libssh, meeting a host key its known_hosts file lacks,
+ * says it has no callback to ask (the engine never asks: no key is taken
+ * on first sight).
+ */
+static const char *connect_hint(const char *uri, const char *msg)
+{
+	if (strncmp(uri, "qemu+tls:", 9) == 0 && strstr(msg, "TLS confirmation"))
+		return " (the host refused this server's certificate: its subject must be in the host's "
+		       "tls_allowed_dn_list, and it must be signed by the host's CA)";
+	if (strstr(msg, "verify the session host key"))
+		return " (the host's key is not in the known_hosts file: add the host's own public key there, "
+		       "as 'ADDRESS KEYTYPE KEY')";
+	return "";
+}
+
 int saas__lv_vmhost_connect(const char *uri, virConnectPtr *out)
 {
 	struct opening *o = calloc(1, sizeof(*o));
@@ -127,11 +146,14 @@ int saas__lv_vmhost_connect(const char *uri, virConnectPtr *out)
 		                   "VM host %s does not answer (no connection within %d s)", uri,
 		                   REMOTE_CONNECT_TIMEOUT_MS / 1000);
 	if (!o->conn) {
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot connect to VM host %s: %s", uri, o->msg);
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "cannot connect to VM host %s: %s%s", uri, o->msg,
+		                 connect_hint(uri, o->msg));
 	} else if (virConnectSetKeepAlive(o->conn, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT) < 0) {
 		/* Without keepalive a dead host hangs every call: no connection rather than that. */
 		rc = saas__lv_virt_error("turning libvirt's keepalive on");
 		saas__error_wrap(rc, "%s", uri);
+		virConnectClose(o->conn);
+	} else if ((rc = saas__lv_rpc_serialise(o->conn)) < 0) {
 		virConnectClose(o->conn);
 	} else {
 		*out = o->conn;

@@ -60,6 +60,9 @@
  *   console.c     the console log's bounds (console.h)
  *   stats.c       vm_sample: a VM's CPU, memory and disk for the engine's
  *                 metrics, as the host sees them
+ *   rpc.c         one libvirt call at a time on a VM host's connection (a
+ *                 libvirt bug, rpc.h): the driver's libvirt names stand for
+ *                 its wrappers
  * The guest transports the driver calls are lib/transport's: SSH, and the
  * control port (control.c, control_files.c, control_exec.c: a clone's
  * fix-ups, files and commands without SSH) with the VM's directory as the
@@ -105,6 +108,7 @@
 #include "saas/sys/driver.h"
 #include "driver/libvirt/cgroup.h"
 #include "driver/libvirt/host.h"
+#include "driver/libvirt/rpc.h"
 #include "driver/libvirt/spare.h"
 #include "driver/libvirt/uid.h"
 #include "transport/ssh.h"

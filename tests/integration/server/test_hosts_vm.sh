@@ -119,6 +119,12 @@ for n in 1 2; do
 		--address "$("$VMHOSTS" addr "$TOP" "$n")" --insecure-tcp
 done
 check "the servers reach both hosts" until_true 60 seen
+# A libvirtd on the servers' machine only by its socket: the servers' embedded driver answers qemu://.
+for u in qemu:///system qemu+unix:///system; do
+	admin host add --name local --uri "$u" --address 127.0.0.1 >"${WORK}/local.out" 2>&1
+	check "host add ${u} is refused" test $? -ne 0
+	check "host add ${u}: the refusal names the URI that works" grep -q 'qemu+unix:///system?socket=' "${WORK}/local.out"
+done
 KEY=$(admin account create --name alice 2>"${WORK}/admin.err")
 check "account create prints a key" grep -q '^aas_sk_' <<<"$KEY"
 
