@@ -27,6 +27,8 @@
 
 #include <saas.h>
 
+#include "bench.h"
+
 #define CHART_CODE                                                                                                    \
 	"import matplotlib.pyplot as plt\n"                                                                           \
 	"plt.figure()\n"                                                                                               \
@@ -36,27 +38,6 @@
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int templates_ready, templates_failed, clones_made;
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int env_int(const char *name, int def)
-{
-	const char *v = getenv(name);
-
-	return v && atoi(v) > 0 ? atoi(v) : def;
-}
-
-static void die(const char *what, int rc)
-{
-	fprintf(stderr, "code_bench: %s: %s (%s)\n", what, saas_strerror(rc), saas_error_last()->message);
-	exit(1);
-}
 
 /* Counts the driver's template and clone lines; warnings go to stderr. */
 static void on_log(void *ud, int level, const char *msg)
@@ -72,43 +53,6 @@ static void on_log(void *ud, int level, const char *msg)
 	pthread_mutex_unlock(&log_mu);
 	if (level <= SAAS_LOG_WARN || getenv("BENCH_VERBOSE"))
 		fprintf(stderr, "code_bench: [engine] %s\n", msg);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[(int)(p * (n - 1) + 0.5)];
-}
-
-static void load_now(char *out, size_t size)
-{
-	FILE *f = fopen("/proc/loadavg", "r");
-	double a = 0, b = 0, c = 0;
-
-	if (!f || fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
-		a = b = c = -1;
-	if (f)
-		fclose(f);
-	snprintf(out, size, "%.2f, %.2f, %.2f", a, b, c);
-}
-
-static saas_sandbox *create(saas_client *c, const char *image)
-{
-	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
-	saas_sandbox *sb = NULL;
-	int rc;
-
-	o.image = image;
-	o.timeout_s = 3600;
-	if ((rc = saas_sandbox_create(&sb, c, &o, 0)) < 0)
-		die("create", rc);
-	return sb;
 }
 
 static void destroy(saas_client *c, saas_sandbox *sb)
@@ -164,7 +108,7 @@ static void run_code(saas_client *c, const char *id, const char *code, const cha
 /* The template of image: the first create starts its build; wait until it is ready. */
 static void template_warm(saas_client *c, const char *image)
 {
-	saas_sandbox *sb = create(c, image);
+	saas_sandbox *sb = bench_create(c, image);
 
 	destroy(c, sb);
 	for (int i = 0; i < 2400; i++) {
@@ -232,19 +176,19 @@ int main(int argc, char **argv)
 	/* create -> first `true` and create -> first `1+1`, alternating, so that a load that changes weighs on both. */
 	for (int i = 0; i < runs; i++) {
 		t0 = now_ms();
-		sb = create(client, image);
+		sb = bench_create(client, image);
 		exec_true(client, sb->id);
 		first_exec[i] = now_ms() - t0;
 		destroy(client, sb);
 		t0 = now_ms();
-		sb = create(client, image);
+		sb = bench_create(client, image);
 		run_code(client, sb->id, "1+1", "2");
 		first_code[i] = now_ms() - t0;
 		destroy(client, sb);
 	}
 
 	/* One sandbox: the next runs of `1+1` against `true` round trips; the chart against `1+1`, interleaved. */
-	sb = create(client, image);
+	sb = bench_create(client, image);
 	run_code(client, sb->id, "1+1", "2");
 	run_code(client, sb->id, CHART_CODE, NULL);
 	for (int i = 0; i < code_runs; i++) {

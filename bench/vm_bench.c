@@ -128,6 +128,8 @@
 
 #include <saas.h>
 
+#include "bench.h"
+
 #define ROUNDS 200
 #define MAX_AT_ONCE 64
 #define MAX_IMAGES 8
@@ -212,28 +214,6 @@ static bool confined;               /* the engine said its QEMUs run under uids 
 static bool mapped;                 /* the engine built a template whose memory clones map */
 static long long paused_bytes;      /* what the engine's last pause saved, from its log line */
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* A positive count from the environment, else def. */
-static int env_int(const char *name, int def)
-{
-	const char *v = getenv(name);
-
-	return v && atoi(v) > 0 ? atoi(v) : def;
-}
-
-static void die(const char *what, int rc)
-{
-	fprintf(stderr, "vm_bench: %s: %s (%s)\n", what, saas_strerror(rc), saas_error_last()->message);
-	exit(1);
-}
-
 /* Counts the driver's template lines; warnings go to stderr. */
 static void on_log(void *ud, int level, const char *msg)
 {
@@ -310,31 +290,6 @@ static void engine_close(struct bench_engine *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[(int)(p * (n - 1) + 0.5)];
-}
-
-static saas_sandbox *create_on(saas_client *c, const char *image)
-{
-	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
-	saas_sandbox *sb = NULL;
-	int rc;
-
-	o.image = image;
-	o.timeout_s = 3600;
-	if ((rc = saas_sandbox_create(&sb, c, &o, 0)) < 0)
-		die("create", rc);
-	return sb;
-}
-
 static void exec_on(saas_client *c, const char *id, const char *cmd)
 {
 	saas_execution *x = NULL;
@@ -392,7 +347,7 @@ static int qemu_of(const char *id, unsigned int *port)
 /* The clone engine's template for an image: the first create starts it; wait until it is ready. */
 static void template_warm(const char *image)
 {
-	saas_sandbox *sb = create_on(cloned.client, image);
+	saas_sandbox *sb = bench_create(cloned.client, image);
 	int want;
 
 	pthread_mutex_lock(&log_mu);
@@ -460,7 +415,7 @@ static void time_creates(struct bench_engine *b, const char *image, bool from_po
 		if (from_pool)
 			wait_until(pool_holds, 1, "the pool refilling");
 		t0 = now_ms();
-		sb = create_on(b->client, image);
+		sb = bench_create(b->client, image);
 		exec_on(b->client, sb->id, "true");
 		t[i] = now_ms() - t0;
 		saas_sandbox_destroy(NULL, b->client, sb->id, 0);
@@ -633,7 +588,7 @@ static void idle_fresh(struct bench_engine *b, bool want_clone, long *rss, doubl
 	pthread_mutex_lock(&log_mu);
 	before = want_clone ? clones_made : cold_boots;
 	pthread_mutex_unlock(&log_mu);
-	sb = create_on(b->client, "tiny");
+	sb = bench_create(b->client, "tiny");
 	pthread_mutex_lock(&log_mu);
 	if ((want_clone ? clones_made : cold_boots) != before + 1) {
 		fprintf(stderr, "vm_bench: the idle %s sandbox was not made that way\n", want_clone ? "cloned" : "cold");
@@ -659,7 +614,7 @@ static double race_t0;
 static void *race(void *arg)
 {
 	struct racer *r = arg;
-	saas_sandbox *sb = create_on(r->client, r->image);
+	saas_sandbox *sb = bench_create(r->client, r->image);
 
 	exec_on(r->client, sb->id, "true");
 	r->ready_ms = now_ms() - race_t0;
@@ -725,7 +680,7 @@ static void phase_clone(char **images, int nimages, const char *dir)
 	/* The transport figures, on a clone. */
 	state_dir = cloned.dir;
 	snprintf(key, sizeof(key), "%s/libvirt/id_ed25519", cloned.dir);
-	sb = create_on(cloned.client, "tiny");
+	sb = bench_create(cloned.client, "tiny");
 	qemu_of(sb->id, &port);
 	bench_exec(sb->id, port, key);
 	bench_files(sb->id, port, key);
@@ -806,7 +761,7 @@ static void phase_confine_clone(char **images, int mode, const char *dir)
 		fprintf(stderr, "vm_bench: uids=%s: %d of %d creates were clones (see the engine's log)\n", uids, made, runs);
 		exit(1);
 	}
-	sb = create_on(cloned.client, "tiny");
+	sb = bench_create(cloned.client, "tiny");
 	exec_ok(sb->id, "true");
 	for (int i = 0; i < ROUNDS; i++) {
 		double t0 = now_ms();
@@ -865,18 +820,6 @@ static long meminfo_kib(const char *field)
 }
 
 /* The load, as uptime says it: the 1, 5 and 15 minute averages. */
-static void load_now(char *out, size_t size)
-{
-	FILE *f = fopen("/proc/loadavg", "r");
-	double a = 0, b = 0, c = 0;
-
-	if (!f || fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3)
-		a = b = c = -1;
-	if (f)
-		fclose(f);
-	snprintf(out, size, "%.2f, %.2f, %.2f", a, b, c);
-}
-
 /* Rss, Pss and private memory (clean + dirty) of a sandbox's QEMU, KiB. */
 static void smaps_of(const char *id, long *rss, long *pss, long *priv)
 {
@@ -960,7 +903,7 @@ static void phase_cow(char **images, int mode, const char *dir)
 	res->cow_state[mode] = template_state_bytes(cloned.dir);
 	time_creates(&cloned, "tiny", false, res->cow_clone[mode]);
 	for (int i = 0; i < COW_IDLE; i++) {
-		sb[i] = create_on(cloned.client, "tiny");
+		sb[i] = bench_create(cloned.client, "tiny");
 		exec_ok(sb[i]->id, "true");
 	}
 	idle_clones(sb, COW_IDLE, &res->cow_rss[mode], &res->cow_pss[mode], &res->cow_priv[mode]);
@@ -1100,7 +1043,7 @@ static void phase_control(char **images, int n, const char *dir)
 	pthread_mutex_unlock(&log_mu);
 	for (int i = 0; i < count && res->ctl_n[mode] < CONTROL_SAMPLES; i++) {
 		double t0 = now_ms();
-		saas_sandbox *sb = create_on(cloned.client, "tiny");
+		saas_sandbox *sb = bench_create(cloned.client, "tiny");
 		exec_on(cloned.client, sb->id, "true");
 		res->ctl_t[mode][res->ctl_n[mode]++] = now_ms() - t0;
 		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
@@ -1143,7 +1086,7 @@ static void phase_spares(char **images, int n, const char *dir)
 		template_warm(name);
 	} else {
 		/* A new engine starts VMs ahead only for templates a create asked for since it opened: one, untimed. */
-		saas_sandbox *sb = create_on(cloned.client, name);
+		saas_sandbox *sb = bench_create(cloned.client, name);
 		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
 		saas_sandbox_free(sb);
 	}
@@ -1166,7 +1109,7 @@ static void phase_spares(char **images, int n, const char *dir)
 			usleep(100 * 1000);
 		}
 		t0 = now_ms();
-		sb = create_on(cloned.client, name);
+		sb = bench_create(cloned.client, name);
 		exec_on(cloned.client, sb->id, "true");
 		res->sp_t[mode][image][res->sp_n[mode][image]] = now_ms() - t0;
 		t0 = now_ms();
@@ -1296,7 +1239,7 @@ static void phase_burst(char **images, int way, const char *dir)
 		claims = pool_claims();
 	} else {
 		/* The first create builds the template (or finds it) and asks for it: spares follow. */
-		saas_sandbox *sb = create_on(b->client, images[0]);
+		saas_sandbox *sb = bench_create(b->client, images[0]);
 		saas_sandbox_destroy(NULL, b->client, sb->id, 0);
 		saas_sandbox_free(sb);
 		wait_until(spares_at_least, way == 1 ? 16 : 1, "the QEMUs started ahead");
@@ -1402,7 +1345,7 @@ static void phase_adapt(char **images, int n, const char *dir)
 		for (int w = 0; w < 600 && spares_unused() < 1; w++)
 			usleep(100 * 1000);
 		t0 = now_ms();
-		sb = create_on(cloned.client, image);
+		sb = bench_create(cloned.client, image);
 		exec_on(cloned.client, sb->id, "true");
 		res->ad_spaced[res->ad_nspaced++] = now_ms() - t0;
 		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
@@ -1416,7 +1359,7 @@ static void phase_adapt(char **images, int n, const char *dir)
 	pthread_mutex_unlock(&log_mu);
 	for (int i = 0; i < runs && i < SPARE_SAMPLES; i++) {
 		double t0 = now_ms();
-		saas_sandbox *sb = create_on(cloned.client, image);
+		saas_sandbox *sb = bench_create(cloned.client, image);
 		exec_on(cloned.client, sb->id, "true");
 		res->ad_b2b[res->ad_nb2b++] = now_ms() - t0;
 		saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
@@ -1564,7 +1507,7 @@ static void phase_snapshot(char **images, int n, const char *dir)
 	engine_open(&cloned, "snapshot", dir, true, NULL);
 	client = cloned.client;
 	template_warm(images[0]);
-	sb = create_on(client, images[0]);
+	sb = bench_create(client, images[0]);
 	exec_ok(sb->id, SNAP_PREPARE);
 	{
 		saas_account_info *ai = NULL;
@@ -1583,7 +1526,7 @@ static void phase_snapshot(char **images, int n, const char *dir)
 	 */
 	for (int i = 0; i < runs; i++) {
 		double t0 = now_ms();
-		saas_sandbox *c = create_on(client, images[0]), *p = NULL;
+		saas_sandbox *c = bench_create(client, images[0]), *p = NULL;
 		int rc;
 		exec_ok(c->id, "true");
 		clone_t[i] = now_ms() - t0;
@@ -1697,7 +1640,7 @@ static void phase_pool_only(char **images, int i, const char *dir)
 		saas_sandbox *sb;
 		pool_full();
 		t0 = now_ms();
-		sb = create_on(pool.client, images[i]);
+		sb = bench_create(pool.client, images[i]);
 		t1 = now_ms();
 		exec_on(pool.client, sb->id, "true");
 		t2 = now_ms();
@@ -1819,7 +1762,7 @@ static void phase_stream(char **images, int n, const char *dir)
 	(void)images, (void)n;
 	engine_open(&cold, "stream", dir, false, NULL);
 	client = cold.client;
-	sb = create_on(client, "tiny");
+	sb = bench_create(client, "tiny");
 	exec_ok(sb->id, "echo warm");
 	/* Interleaved, so that a load that changes weighs on both alike. */
 	for (int i = 0; i < STREAM_ROUNDS; i++) {
@@ -1878,7 +1821,7 @@ static void phase_transport(char **images, int n, const char *dir)
 	client = cold.client;
 	state_dir = cold.dir;
 	snprintf(key, sizeof(key), "%s/libvirt/id_ed25519", cold.dir);
-	sb = create_on(cold.client, "tiny");
+	sb = bench_create(cold.client, "tiny");
 	qemu_of(sb->id, &port);
 	for (int i = 0; i < n; i++) {
 		bench_exec(sb->id, port, key);
@@ -1941,7 +1884,7 @@ static void phase_metrics(char **images, int mode, const char *dir)
 	if (mode == 0)
 		template_warm("tiny");
 	for (int i = 0; i < vms; i++) {
-		saas_sandbox *sb = create_on(client, "tiny");
+		saas_sandbox *sb = bench_create(client, "tiny");
 		exec_ok(sb->id, "true");
 		saas_sandbox_free(sb);
 	}
