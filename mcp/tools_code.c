@@ -64,6 +64,13 @@ oom:
 	return NULL;
 }
 
+/* Each event and each silent second's tick: a call the client cancelled (or left) interrupts the run. */
+static int code_event(void *userdata, const saas_code_event *ev)
+{
+	(void)ev;
+	return aas_mcp_cancelled(userdata) ? 1 : 0; /* the interpreter is interrupted; the context stays */
+}
+
 json_t *aas_mcp_tool_code(struct call *c)
 {
 	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
@@ -100,6 +107,8 @@ json_t *aas_mcp_tool_code(struct call *c)
 		o.env = (const char *const *)envv;
 	}
 	o.timeout_ms = timeout * 1000;
+	o.on_event = code_event;
+	o.userdata = c;
 	if ((rc = saas_code_run(&x, c->ctx->client, id, code, &o, 0)) < 0) {
 		res = aas_mcp_fail_saas(c, rc);
 		goto out;

@@ -347,6 +347,22 @@ test('run_code: a chart comes back as MCP image content the SDK client decodes',
   assert.match(textOf(res), /interrupted; its context and variables stay/);
   res = await client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'x', language: 'cobol' } });
   assert.equal(res.isError, true);
+  // A call the client cancels (notifications/cancelled, from an AbortSignal) interrupts a run gone silent
+  // at the engine's next tick, not at its 60 s timeout: the double counts the runs it was hung up on.
+  const interrupts = async () => Number((await client.callTool({ name: 'run_code',
+    arguments: { sandbox_id: id, code: 'interrupts' } })).structuredContent.stdout);
+  const before = await interrupts();
+  const ac = new AbortController();
+  const silent = client.callTool({ name: 'run_code', arguments: { sandbox_id: id, code: 'hang', timeout_seconds: 60 } },
+                                 undefined, { signal: ac.signal });
+  setTimeout(() => ac.abort(), 500);
+  await assert.rejects(silent);
+  let n = before;
+  for (let i = 0; i < 100 && n === before; i++) {
+    await new Promise(r => setTimeout(r, 100));
+    n = await interrupts();
+  }
+  assert.equal(n, before + 1, 'the cancelled call\'s run was interrupted');
   await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } });
   await client.close();
 });
