@@ -376,32 +376,35 @@ struct chunked {
 	void *opaque;
 };
 
+/* The lock taken back after a handler ran unlocked; errno, what libvirt reports a handler's failure with, kept. */
+static void reenter(pthread_mutex_t *mu)
+{
+	int err = errno;
+
+	if (mu)
+		pthread_mutex_lock(mu);
+	errno = err;
+}
+
 static int chunk_source(virStreamPtr st, char *data, size_t n, void *ud)
 {
 	struct chunked *c = ud;
-	int rc, err;
+	int rc;
 
 	leave(c->mu);
 	rc = c->fn.source(st, data, n, c->opaque);
-	/* errno is what libvirt reports a failure with: taking the lock must not change it. */
-	err = errno;
-	if (c->mu)
-		pthread_mutex_lock(c->mu);
-	errno = err;
+	reenter(c->mu);
 	return rc;
 }
 
 static int chunk_sink(virStreamPtr st, const char *data, size_t n, void *ud)
 {
 	struct chunked *c = ud;
-	int rc, err;
+	int rc;
 
 	leave(c->mu);
 	rc = c->fn.sink(st, data, n, c->opaque);
-	err = errno;
-	if (c->mu)
-		pthread_mutex_lock(c->mu);
-	errno = err;
+	reenter(c->mu);
 	return rc;
 }
 
