@@ -214,7 +214,8 @@ test('a session the server ended is opened again, and the call goes through', as
   assert.equal(res.status, 200, await res.text());
   const r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
   assert.ok(!r.isError, textOf(r));
-  assert.match(stderr(), /the server ended the MCP session; opening a new one/);
+  await waitFor('stderr to say the session is opened again',
+                () => /the server ended the MCP session; opening a new one/.test(stderr()), 10000);
 });
 
 test('a wrong key, or none: isError results that name AAS_API_KEY and /dashboard/keys', async () => {
@@ -225,7 +226,8 @@ test('a wrong key, or none: isError results that name AAS_API_KEY and /dashboard
   assert.equal(r.isError, true);
   assert.match(textOf(r), /AAS_API_KEY is unknown or revoked/);
   assert.ok(textOf(r).includes(`${base}/dashboard/keys`), textOf(r));
-  assert.match(stderr(), /does not know AAS_API_KEY/);
+  // Logged before the result is written, but stderr and stdout are two pipes: its bytes may come later.
+  await waitFor('stderr to say the key is unknown', () => /does not know AAS_API_KEY/.test(stderr()), 10000);
   await client.close();
 
   ({ client } = await connect({}));
