@@ -18,26 +18,26 @@
  * with a reason (internet, policies, snapshots).
  *
  * Templates on a remote host: two more contexts, D and E, on host 2 with
- * templates on and one lease table between them (the store's leases, as
- * the core gives them). The template is built once, by whichever took the
- * lease, the other booting cold meanwhile. Host 2's libvirtd then dies and
- * comes back (C's, D's and E's calls fail, then work again): sandboxes made
- * through D and E after that are clones restored on the host, found, made
- * and fed from its pool through the connections opened again (a handle of
- * the old one, the pool's, would fail them), each its own machine
- * (hostname, boot id), made so over their control channels (through
- * libvirt) and their first commands run there; a volume of the pool named
- * as each one's overlay (the tiny image's clones have none) goes at its
- * destroy. On one of them, over its
- * channel: a command whose output comes as it runs and whose stdin answers
- * it, MiBs of binary stdin, a file of MiBs written and read back; then a
- * terminal, which goes over SSH (the control port has none), after which
- * commands do too. template_list reports the template. A build that died
- * is then played: the template's ready mark gone, volumes of a build never
- * marked ready left beside it; a new context, F, takes the lease, deletes what
- * the dead build left and builds the template again. Once it is ready, an
- * older template of the same image and shape (another key: a rebuilt
- * image) is deleted, another cluster's is not.
+ * templates on and one lease table between them (the store's leases, as the
+ * core gives them). The template is built once, by whichever took the lease,
+ * the other booting cold meanwhile. Host 2's libvirtd then dies and comes
+ * back (C's, D's and E's calls fail, then work again): sandboxes made
+ * through D and E after that are clones restored on the host, the template
+ * found and its state read in its pool through the connections opened again
+ * (a handle of the old one, the pool's, would fail them: they would boot
+ * cold), each its own machine (hostname, boot id), made so over their
+ * control channels (through libvirt) and their first commands run there; a
+ * volume of the pool named as each one's overlay (the tiny image's clones
+ * have none) goes at its destroy. On one of them, over its channel: a
+ * command whose output comes as it runs and whose stdin answers it, MiBs of
+ * binary stdin, a file of MiBs written and read back; then a terminal, which
+ * goes over SSH (the control port has none), after which commands do too.
+ * template_list reports the template. A build that died is then played: the
+ * template's ready mark gone, volumes of a build never marked ready left
+ * beside it; a new context, F, takes the lease, deletes what the dead build
+ * left and builds the template again. Once it is ready, an older template of
+ * the same image and shape (another key: a rebuilt image) is deleted,
+ * another cluster's is not.
  *
  * A libvirtd on the engine's own machine, beside the embedded driver a
  * server holds in its process: qemu:///system?socket=... is the embedded
@@ -998,8 +998,8 @@ static void test_templates(void **state)
 
 	/*
 	 * Clones through E (which did not build it, or found it built) and D,
-	 * restored on the host: the template found, the clone's overlay made and
-	 * the state read, all in the pool, through the connections opened again.
+	 * restored on the host: the template found and its state read, both in
+	 * the pool, through the connections opened again.
 	 */
 	create(ctx_e, vms[2], 4);
 	assert_true(cloned(vms[2]));
