@@ -18,29 +18,36 @@
  * with a reason (internet, policies, snapshots).
  *
  * Templates on a remote host: two more contexts, D and E, on host 2 with
- * templates on and one lease table between them (the store's leases, as
- * the core gives them). The template is built once, by whichever took the
- * lease, the other booting cold meanwhile; then sandboxes made through
- * either are clones restored on the host, each its own machine (hostname,
- * boot id), made so over their control channels (through libvirt) and
- * their first commands run there; template_list reports the template. A build that died is then
- * played: the template's ready mark gone, volumes of a build never marked
- * ready left beside it; a new context, F, takes the lease, deletes what
- * the dead build left and builds the template again. Once it is ready, an
- * older template of the same image and shape (another key: a rebuilt
- * image) is deleted, another cluster's is not.
+ * templates on and one lease table between them (the store's leases, as the
+ * core gives them). The template is built once, by whichever took the lease,
+ * the other booting cold meanwhile. Host 2's libvirtd then dies and comes
+ * back (C's, D's and E's calls fail, then work again): sandboxes made
+ * through D and E after that are clones restored on the host, the template
+ * found and its state read in its pool through the connections opened again
+ * (a handle of the old one, the pool's, would fail them: they would boot
+ * cold), each its own machine (hostname, boot id), made so over their
+ * control channels (through libvirt) and their first commands run there; a
+ * volume of the pool named as each one's overlay (the tiny image's clones
+ * have none) goes at its destroy. On one of them, over its channel: a
+ * command whose output comes as it runs and whose stdin answers it, MiBs of
+ * binary stdin, a file of MiBs written and read back; then a terminal, which
+ * goes over SSH (the control port has none), after which commands do too.
+ * template_list reports the template. A build that died is then played: the
+ * template's ready mark gone, volumes of a build never marked ready left
+ * beside it; a new context, F, takes the lease, deletes what the dead build
+ * left and builds the template again. Once it is ready, an older template of
+ * the same image and shape (another key: a rebuilt image) is deleted,
+ * another cluster's is not.
  *
  * A libvirtd on the engine's own machine, beside the embedded driver a
  * server holds in its process: qemu:///system?socket=... is the embedded
  * driver's (refused), qemu+unix:///system?socket=... reaches the daemon
  * (host 1's, by the unix socket its namespace keeps in the harness's
  * directory), and a driver context on it reports the host. While host 1
- * dies and comes back (once its VMs are gone: a context whose connection
- * died keeps its storage pool's handle on the dead one), four threads share
- * one context's connection (a keepalive closing a connection other threads
- * wait on is libvirt's CVE-2024-4418, which the driver's rpc.c keeps them
- * out of): the process lives, and their calls succeed again once the host
- * is back.
+ * dies and comes back, four threads share one context's connection (a
+ * keepalive closing a connection other threads wait on is libvirt's
+ * CVE-2024-4418, which the driver's rpc.c keeps them out of): the process
+ * lives, and their calls succeed again once the host is back.
  *
  * libvirt's TLS to host 1 (its harness makes a CA and certificates where
  * gnutls's certtool is): the servers' certificate reaches it; one of
@@ -711,9 +718,256 @@ static bool cloned(const char *vm)
 	return logged(line, "(clone, fix-ups over");
 }
 
+/* Is there a volume called name in host 2's pool (the host's own word, not the driver's)? */
+static bool host2_volume(const char *name)
+{
+	return sh("virsh -q -c qemu+tcp://%s/system vol-info --pool aas '%s' >/dev/null 2>&1", addr[2], name) == 0;
+}
+
+struct dead_call {
+	void *ctx;
+	int rc;
+};
+
+static void *host_info_main(void *arg)
+{
+	struct dead_call *c = arg;
+	saas_driver_host h;
+
+	c->rc = drv->host_info(c->ctx, &h);
+	return NULL;
+}
+
 /*
- * Templates on host 2, built once between D and E (one lease table), then
- * cloned through both: each clone its own machine.
+ * Host 2's libvirtd dies and comes back while C, D and E hold connections
+ * to it: a call through each fails (its keepalive closes the connection;
+ * the three at once, each in a thread), then works again through the
+ * connection the driver opens again. What each had looked up on the old
+ * connection (the storage pool's handle) is of no use any more.
+ */
+static void host2_restarted(void)
+{
+	struct dead_call calls[3] = { { ctx_c, 0 }, { ctx_d, 0 }, { ctx_e, 0 } };
+	pthread_t threads[3];
+	saas_driver_host h;
+	char line[128];
+
+	assert_int_equal(harness("kill", 2), 0);
+	signal(SIGALRM, watchdog);
+	alarm(WATCHDOG_S);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(calls); i++)
+		assert_int_equal(pthread_create(&threads[i], NULL, host_info_main, &calls[i]), 0);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(calls); i++) {
+		pthread_join(threads[i], NULL);
+		assert_int_equal(calls[i].rc, SAAS_EBACKEND);
+	}
+	assert_int_equal(harness("revive", 2), 0);
+	alarm(WATCHDOG_S);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(calls); i++)
+		check(drv->host_info(calls[i].ctx, &h), "host_info after host 2 came back");
+	alarm(0);
+	snprintf(line, sizeof(line), "reconnected to VM host qemu+tcp://%s/", addr[2]);
+	assert_true(logged(line, NULL));
+}
+
+/* ---- a host clone's control channel: output as it comes, stdin, files; then a terminal ------ */
+
+/*
+ * A conversation with a command: each line of its stdin is given only once
+ * the output it answers came, and the command reads each before it says
+ * the next. It ends only if output comes while the command runs and input
+ * reaches it while it runs.
+ */
+struct talk {
+	char out[4096];
+	size_t len;
+	int said;                        /* lines of stdin given */
+};
+
+static int talk_output(void *ud, int stream, const void *data, size_t len)
+{
+	struct talk *t = ud;
+
+	if (stream == SAAS_STREAM_STDOUT && t->len + len < sizeof(t->out)) {
+		memcpy(t->out + t->len, data, len);
+		t->len += len;
+		t->out[t->len] = '\0';
+	}
+	return 0;
+}
+
+static long talk_input(void *ud, void *buf, size_t cap)
+{
+	static const char *const heard[] = { "ready zero [", "got one\n", "then two\n" };
+	static const char *const answer[] = { "one\n", "two\n" };
+	struct talk *t = ud;
+	size_t n;
+
+	if (!strstr(t->out, heard[t->said]))
+		return 0; /* not yet: asked again */
+	if (t->said == 2)
+		return -1;
+	n = strlen(answer[t->said]);
+	assert_true(n <= cap);
+	memcpy(buf, answer[t->said++], n);
+	return (long)n;
+}
+
+/* Bytes that no text step mangles: every value, in no pattern a short read would hide. */
+static unsigned char *binary(size_t len)
+{
+	unsigned char *b = malloc(len);
+	uint32_t x = 2463534242u;
+
+	assert_non_null(b);
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b[i] = (unsigned char)x;
+	}
+	return b;
+}
+
+static long blob_input(void *ud, void *buf, size_t cap)
+{
+	struct src *s = ud;
+
+	return s->off == s->len ? -1 : read_src(ud, buf, cap);
+}
+
+struct sink {
+	unsigned char *data;
+	size_t len, cap;
+};
+
+static int sink_write(void *ud, const void *data, size_t size)
+{
+	struct sink *k = ud;
+
+	if (k->len + size > k->cap)
+		return 1;
+	memcpy(k->data + k->len, data, size);
+	k->len += size;
+	return 0;
+}
+
+/* Read the terminal's fd into acc (NUL-terminated) until it holds want: false at its end. Fails after a minute of nothing. */
+static bool pty_until(int fd, saas__buf *acc, const char *want)
+{
+	char b[4096];
+
+	while (!(acc->data && strstr(acc->data, want))) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+		if (poll(&p, 1, 60000) <= 0)
+			fail_msg("the terminal said nothing for a minute; so far: %s", acc->data ? acc->data : "");
+		if ((r = read(fd, b, sizeof(b))) <= 0)
+			return false;
+		saas__buf_put(acc, b, (size_t)r); /* kept NUL-terminated */
+	}
+	return true;
+}
+
+#define BLOB_BYTES (3u * 1024 * 1024 + 12345)
+
+/*
+ * On a clone on a host, over its control channel (through libvirt): a
+ * command whose output comes as it runs and whose stdin is given in answer
+ * to it, a few MiB of binary stdin, and a few MiB written to a file and read
+ * back. `[$SSH_CONNECTION]` empty says a command went over the port (sshd
+ * sets it), the driver's line says the files did. Then a terminal, which
+ * the driver opens over SSH only (the control port has none: the guest's
+ * helper runs commands and files): the clone's SSH session starts at that
+ * first need, and commands go over it from then on.
+ */
+static void channel_battery(void *ctx, const char *vm)
+{
+	static const int cancel = 0;
+	static const char pty_cmd[] = "echo P\"\"TY $((6 * 7)) [$SSH_CONNECTION] E\"\"ND\r";
+	saas_driver_exec req;
+	saas_driver_pty preq = { "vt100", 80, 24, 1, NULL, NULL };
+	struct talk t;
+	unsigned char *blob = binary(BLOB_BYTES);
+	struct src s = { (const char *)blob, 0, BLOB_BYTES };
+	struct sink k = { NULL, 0, BLOB_BYTES + 1 };
+	saas__buf acc = SAAS__BUF_INIT;
+	char want[80], line[128], *text;
+	void *pty = NULL;
+	int code = -1, fd = -1, status = -1;
+	int64_t size = -1;
+
+	saas__sha256_hex(want, blob, BLOB_BYTES);
+	memcpy(want + 64, "  -", 4);
+
+	memset(&t, 0, sizeof(t));
+	memset(&req, 0, sizeof(req));
+	req.command = "read z; echo \"ready $z [$SSH_CONNECTION]\"; read a; echo \"got $a\"; read b; echo \"then $b\"; "
+	              "cat; echo end";
+	req.cwd = "/";
+	req.stdin_data = "zero\n";
+	req.stdin_len = 5;
+	req.timeout_ms = 60000;
+	req.output = talk_output;
+	req.output_userdata = &t;
+	req.input = talk_input;
+	req.control_userdata = &t;
+	req.cancel = &cancel;
+	check(drv->exec(ctx, vm, &req, &code), "exec, a conversation over the channel");
+	assert_int_equal(code, 0);
+	assert_string_equal(t.out, "ready zero []\ngot one\nthen two\nend\n");
+
+	/* A few MiB of binary stdin, whole. */
+	memset(&t, 0, sizeof(t));
+	req.command = "echo \"[$SSH_CONNECTION]\"; sha256sum";
+	req.stdin_data = NULL;
+	req.stdin_len = 0;
+	req.input = blob_input;
+	req.control_userdata = &s;
+	check(drv->exec(ctx, vm, &req, &code), "exec, MiBs of stdin over the channel");
+	assert_int_equal(code, 0);
+	snprintf(line, sizeof(line), "[]\n%s\n", want);
+	assert_string_equal(t.out, line);
+
+	/* The same bytes as a file, written and read back; the guest's own hash of it. */
+	s.off = 0;
+	check(drv->file_write(ctx, vm, "/tmp/blob.bin", 0600, read_src, &s, BLOB_BYTES), "file_write over the channel");
+	assert_non_null(k.data = malloc(k.cap));
+	check(drv->file_read(ctx, vm, "/tmp/blob.bin", (int64_t)k.cap, sink_write, &k, &size), "file_read over the channel");
+	assert_int_equal(size, BLOB_BYTES);
+	assert_int_equal(k.len, BLOB_BYTES);
+	assert_memory_equal(k.data, blob, BLOB_BYTES);
+	snprintf(line, sizeof(line), "VM %s: its files go over the control port", vm);
+	assert_true(logged(line, NULL));
+	want[64] = '\0';
+	snprintf(line, sizeof(line), "[] %s", want);
+	assert_string_equal(run(ctx, vm, "echo \"[$SSH_CONNECTION] $(sha256sum < /tmp/blob.bin | cut -c1-64)\""), line);
+
+	/* A terminal: over SSH, the clone's session started for it; its shell's status comes back. */
+	check(drv->pty_open(ctx, vm, &preq, &fd, &pty), "pty_open on a host clone");
+	/* What the shell prints, not the terminal's echo of what was typed (P""TY, E""ND). */
+	assert_int_equal(write(fd, pty_cmd, strlen(pty_cmd)), (ssize_t)strlen(pty_cmd));
+	assert_true(pty_until(fd, &acc, "] END"));
+	assert_non_null(strstr(acc.data, "PTY 42 ["));
+	assert_null(strstr(acc.data, "PTY 42 [] END"));
+	assert_int_equal(write(fd, "exit 3\r", 7), 7);
+	assert_false(pty_until(fd, &acc, "\x01never"));
+	drv->pty_close(ctx, pty, &status);
+	close(fd);
+	assert_int_equal(status, 3);
+	/* The session is up: commands go over it now. */
+	text = run(ctx, vm, "echo \"[$SSH_CONNECTION]\"");
+	assert_true(strlen(text) > 2);
+	saas__buf_free(&acc);
+	free(k.data);
+	free(blob);
+}
+
+/*
+ * Templates on host 2, built once between D and E (one lease table); the
+ * host's libvirtd then dies and comes back; clones through both: each its
+ * own machine, its overlay's volume deleted at its destroy, one of them
+ * used over its control channel (channel_battery).
  */
 static void test_templates(void **state)
 {
@@ -740,8 +994,13 @@ static void test_templates(void **state)
 	made[2] = NULL;
 	check(drv->vm_destroy(ctx_e, vms[1]), "vm_destroy t2");
 	made[3] = NULL;
+	host2_restarted();
 
-	/* Clones through E (which did not build it, or found it built) and D, restored on the host. */
+	/*
+	 * Clones through E (which did not build it, or found it built) and D,
+	 * restored on the host: the template found and its state read, both in
+	 * the pool, through the connections opened again.
+	 */
 	create(ctx_e, vms[2], 4);
 	assert_true(cloned(vms[2]));
 	create(ctx_d, vms[3], 5);
@@ -764,15 +1023,27 @@ static void test_templates(void **state)
 		assert_true(strlen(boot[i]) > 8);
 	}
 	assert_string_not_equal(boot[0], boot[1]);
+	channel_battery(ctx_e, vms[2]);
 	/* Each engine of the cluster sees it, and nothing else of the host's counts as one. */
 	check(drv->template_list(ctx_e, add_template, &ready), "template_list E");
 	assert_int_equal(ready, 1);
 	ready = 0;
 	check(drv->template_list(ctx_c, add_template, &ready), "template_list C");
 	assert_int_equal(ready, 1);
+	/*
+	 * A clone's overlay goes at its destroy, through the pool looked up
+	 * again. The tiny image has no disk, so its clones have no overlay: a
+	 * volume of the overlay's name stands for it (the same delete).
+	 */
 	for (int i = 0; i < 2; i++) {
+		char overlay[64];
+		snprintf(overlay, sizeof(overlay), "%s.qcow2", vms[2 + i]);
+		assert_int_equal(sh("virsh -q -c qemu+tcp://%s/system vol-create-as aas %s 1M --format raw >/dev/null", addr[2],
+		                    overlay), 0);
+		assert_true(host2_volume(overlay));
 		check(drv->vm_destroy(i ? ctx_d : ctx_e, vms[2 + i]), "vm_destroy a clone");
 		made[4 + i] = NULL;
+		assert_false(host2_volume(overlay));
 	}
 }
 

@@ -239,13 +239,22 @@ static int stream_open(struct drv *d, virDomainPtr dom, const char *name, virStr
 
 int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 {
-	virConnectPtr conn = __atomic_load_n(&d->conn, __ATOMIC_ACQUIRE);
+	virConnectPtr conn;
 	virDomainPtr dom = NULL;
 	virStreamPtr st = NULL;
 	struct pump *p = NULL;
 	int sv[2] = { -1, -1 }, rc;
 
 	*fd = -1;
+	/*
+	 * The connection checked first, as every guest call does: one the
+	 * keepalive closed (the host came back since) is opened again, not
+	 * taken for a VM without a channel, which the transport would then
+	 * remember for the VM's life.
+	 */
+	if ((rc = d->host->check(d)) < 0)
+		return rc;
+	conn = __atomic_load_n(&d->conn, __ATOMIC_ACQUIRE);
 	if (!(dom = virDomainLookupByName(conn, name))) {
 		rc = saas__lv_virt_error("looking the VM up for its control channel");
 		saas__error_wrap(rc, "%s on %s", name, d->uri);

@@ -162,9 +162,21 @@ int saas__lv_vmhost_connect(const char *uri, virConnectPtr *out)
 	return rc;
 }
 
+/* A handle of a dead connection's kept until close (another thread may be in a call with it). d->conn_mu held. */
+static int retire(struct drv *d, virConnectPtr conn, virStoragePoolPtr spool)
+{
+	struct saas__lv_retired *r = realloc(d->retired, (d->n_retired + 1) * sizeof(*r));
+
+	if (!r)
+		return saas__oom();
+	d->retired = r;
+	d->retired[d->n_retired++] = (struct saas__lv_retired){ conn, spool };
+	return SAAS_OK;
+}
+
 int saas__lv_vmhost_check(struct drv *d)
 {
-	virConnectPtr conn, *retired;
+	virConnectPtr conn;
 	int rc = SAAS_OK;
 
 	pthread_mutex_lock(&d->conn_mu);
@@ -173,14 +185,15 @@ int saas__lv_vmhost_check(struct drv *d)
 	/* The keepalive gave up on it (or the host closed it): a new one, if the host answers now. */
 	if ((rc = saas__lv_vmhost_connect(d->uri, &conn)) < 0)
 		goto out;
-	/* The old one may still be in another thread's hands: it is closed with the driver. */
-	if (!(retired = realloc(d->retired, (d->n_retired + 1) * sizeof(*retired)))) {
+	/*
+	 * The old one may still be in another thread's hands: it is closed with
+	 * the driver. So is the pool's handle on it, which saas__lv_vmhost_pool
+	 * looks up again on the new one when it is next wanted.
+	 */
+	if ((rc = retire(d, d->conn, NULL)) < 0) {
 		virConnectClose(conn);
-		rc = saas__oom();
 		goto out;
 	}
-	d->retired = retired;
-	d->retired[d->n_retired++] = d->conn;
 	__atomic_store_n(&d->conn, conn, __ATOMIC_RELEASE);
 	saas__lv_log(d, SAAS_LOG_INFO, "reconnected to VM host %s", d->uri);
 out:
@@ -227,15 +240,17 @@ int saas__lv_host_info(void *ctx, saas_driver_host *out)
 
 virStorageVolPtr saas__lv_vmhost_vol_lookup(struct drv *d, const char *name)
 {
-	virStorageVolPtr v = virStorageVolLookupByName(d->spool, name);
+	virStoragePoolPtr pool;
+	virStorageVolPtr v = NULL;
 
 	/* Not there is the answer, not an error worth keeping. */
-	if (!v)
+	if (saas__lv_vmhost_pool(d, &pool) < 0 || !(v = virStorageVolLookupByName(pool, name)))
 		saas__error_clear();
 	return v;
 }
 
-int saas__lv_spool_open(struct drv *d)
+/* The host's storage pool on d->conn (d->spool_name at d->spool_dir), made and started if missing. d->conn_mu held. */
+static int spool_open(struct drv *d)
 {
 	saas__buf b = SAAS__BUF_INIT;
 	char *xml = NULL;
@@ -284,6 +299,29 @@ out:
 	return rc;
 }
 
+/*
+ * A pool's handle is its connection's: once the keepalive closed that one,
+ * every call with it fails ("client socket is closed"). So the handle is
+ * taken here each time, looked up again on the connection in use now when
+ * it was another's. An old handle is retired (another thread may be in a
+ * call with it), never freed before the driver closes.
+ */
+int saas__lv_vmhost_pool(struct drv *d, virStoragePoolPtr *pool)
+{
+	int rc = SAAS_OK;
+
+	pthread_mutex_lock(&d->conn_mu);
+	if (d->spool && virStoragePoolGetConnect(d->spool) != d->conn && (rc = retire(d, NULL, d->spool)) == SAAS_OK)
+		d->spool = NULL;
+	if (rc == SAAS_OK && !d->spool)
+		rc = spool_open(d);
+	*pool = d->spool;
+	pthread_mutex_unlock(&d->conn_mu);
+	if (rc < 0)
+		saas__error_wrap(rc, "VM host %s", d->uri);
+	return rc;
+}
+
 static int send_file(virStreamPtr st, char *data, size_t n, void *ud)
 {
 	ssize_t got;
@@ -300,6 +338,7 @@ static int upload_one(struct drv *d, const char *name, const char *path, char **
 	saas__buf b = SAAS__BUF_INIT;
 	virStorageVolPtr vol = NULL;
 	virStreamPtr st = NULL;
+	virStoragePoolPtr pool;
 	struct stat sb;
 	char *xml = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = SAAS_OK;
@@ -316,7 +355,9 @@ static int upload_one(struct drv *d, const char *name, const char *path, char **
 		rc = saas__oom();
 		goto out;
 	}
-	if (!(vol = virStorageVolCreateXML(d->spool, xml, 0))) {
+	if ((rc = saas__lv_vmhost_pool(d, &pool)) < 0)
+		goto out;
+	if (!(vol = virStorageVolCreateXML(pool, xml, 0))) {
 		virErrorPtr e = virGetLastError();
 		/* Another engine's upload of the same build (build_upload's claim). */
 		if (e && e->code == VIR_ERR_STORAGE_VOL_EXIST)
@@ -325,7 +366,9 @@ static int upload_one(struct drv *d, const char *name, const char *path, char **
 			rc = saas__lv_virt_error("making a volume on the VM host");
 		goto out;
 	}
-	if (!(st = virStreamNew(d->conn, 0)) || virStorageVolUpload(vol, st, 0, (unsigned long long)sb.st_size, 0) < 0 ||
+	/* On the volume's connection, which d->conn may no longer be. */
+	if (!(st = virStreamNew(virStorageVolGetConnect(vol), 0)) ||
+	    virStorageVolUpload(vol, st, 0, (unsigned long long)sb.st_size, 0) < 0 ||
 	    virStreamSendAll(st, send_file, &fd) < 0 || virStreamFinish(st) < 0) {
 		rc = saas__lv_virt_error("uploading to the VM host");
 		if (st)
@@ -378,6 +421,7 @@ static int build_upload(struct drv *d, const struct image *im, const char *id, c
 {
 	const char *local[3] = { im->kernel, im->initrd, im->disk };
 	char name[96];
+	virStoragePoolPtr pool;
 	virStorageVolPtr done;
 	int rc = SAAS_OK;
 
@@ -391,10 +435,12 @@ static int build_upload(struct drv *d, const struct image *im, const char *id, c
 	if (rc == SAAS_OK) {
 		char xml[256];
 		snprintf(xml, sizeof(xml), "<volume><name>%s.done</name><capacity>0</capacity></volume>", id);
-		if (!(done = virStorageVolCreateXML(d->spool, xml, 0)))
-			rc = saas__lv_virt_error("marking an upload complete on the VM host");
-		else
-			virStorageVolFree(done);
+		if ((rc = saas__lv_vmhost_pool(d, &pool)) == SAAS_OK) {
+			if (!(done = virStorageVolCreateXML(pool, xml, 0)))
+				rc = saas__lv_virt_error("marking an upload complete on the VM host");
+			else
+				virStorageVolFree(done);
+		}
 	}
 	if (rc < 0) {
 		/* The cleanup's lookups clear the error: what failed is said again after it. */
@@ -520,6 +566,7 @@ int saas__lv_vmhost_overlay(struct drv *d, const char *vm, const char *base, uns
 {
 	saas__buf b = SAAS__BUF_INIT;
 	char name[SAAS_ID_MAX + 16], *xml;
+	virStoragePoolPtr pool;
 	virStorageVolPtr vol;
 	int rc = SAAS_OK;
 
@@ -530,29 +577,40 @@ int saas__lv_vmhost_overlay(struct drv *d, const char *vm, const char *base, uns
 	                 name, disk_gb, base);
 	if (!(xml = saas__buf_detach(&b, NULL)))
 		return saas__oom();
-	if (!(vol = virStorageVolCreateXML(d->spool, xml, 0))) {
-		rc = saas__lv_virt_error("creating the disk overlay on the VM host");
-	} else {
-		if (!(*path = virStorageVolGetPath(vol)))
-			rc = saas__lv_virt_error("reading the disk overlay's path on the VM host");
-		virStorageVolFree(vol);
+	if ((rc = saas__lv_vmhost_pool(d, &pool)) == SAAS_OK) {
+		if (!(vol = virStorageVolCreateXML(pool, xml, 0))) {
+			rc = saas__lv_virt_error("creating the disk overlay on the VM host");
+		} else {
+			if (!(*path = virStorageVolGetPath(vol)))
+				rc = saas__lv_virt_error("reading the disk overlay's path on the VM host");
+			virStorageVolFree(vol);
+		}
 	}
 	free(xml);
 	return rc;
 }
 
+/* An overlay that cannot be deleted (or looked for) is said: it stays in the pool, for the operator to delete. */
 void saas__lv_vmhost_overlay_delete(struct drv *d, const char *vm)
 {
-	char name[SAAS_ID_MAX + 16];
+	char name[SAAS_ID_MAX + 16], why[512] = "";
+	virStoragePoolPtr pool;
 	virStorageVolPtr vol;
+	virErrorPtr e;
 
 	overlay_name(vm, name);
-	if ((vol = saas__lv_vmhost_vol_lookup(d, name))) {
+	if (saas__lv_vmhost_pool(d, &pool) < 0) {
+		snprintf(why, sizeof(why), "%s", saas_error_last()->message);
+	} else if ((vol = virStorageVolLookupByName(pool, name))) {
 		if (virStorageVolDelete(vol, 0) < 0)
-			saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its disk overlay on VM host %s stays: %s", vm, d->uri,
-			             virGetLastErrorMessage());
+			snprintf(why, sizeof(why), "%s", virGetLastErrorMessage());
 		virStorageVolFree(vol);
+	} else if ((e = virGetLastError()) && e->code != VIR_ERR_NO_STORAGE_VOL) {
+		snprintf(why, sizeof(why), "%s", virGetLastErrorMessage());
 	}
+	if (why[0])
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its disk overlay on VM host %s stays: %s", vm, d->uri, why);
+	saas__error_clear();
 }
 
 /* ---- the host's table ---------------------------------------------------------------------------- */
@@ -617,11 +675,12 @@ static int remote_prepare(struct drv *d, const saas_driver_env *env)
 
 static int remote_connect(struct drv *d, const saas_driver_env *env)
 {
+	virStoragePoolPtr pool;
 	char hash[65];
 	int rc;
 
 	(void)env;
-	if ((rc = saas__lv_vmhost_connect(d->uri, &d->conn)) < 0 || (rc = saas__lv_spool_open(d)) < 0)
+	if ((rc = saas__lv_vmhost_connect(d->uri, &d->conn)) < 0 || (rc = saas__lv_vmhost_pool(d, &pool)) < 0)
 		return rc;
 	if (d->accel == ACCEL_AUTO)
 		d->kvm = remote_kvm(d);

@@ -34,8 +34,12 @@ virStorageVolPtr saas__lv_vmhost_vol_lookup(struct drv *d, const char *name);
 int saas__lv_vmhost_connect(const char *uri, virConnectPtr *out);
 /* The driver table's host_info slot. */
 int saas__lv_host_info(void *ctx, saas_driver_host *out);
-/* The host's storage pool (d->spool_name at d->spool_dir), made and started if missing. */
-int saas__lv_spool_open(struct drv *d);
+/*
+ * The host's storage pool (d->spool_name at d->spool_dir) on the connection
+ * in use now, made and started if missing: SAAS_OK and *pool, a handle valid
+ * until the driver closes; or an error naming the host.
+ */
+int saas__lv_vmhost_pool(struct drv *d, virStoragePoolPtr *pool);
 /* im's files on the host (im->host_*), uploaded once per build by one engine of all that share the pool. */
 int saas__lv_vmhost_image(struct drv *d, struct image *im);
 /* VM vm's overlay volume on base (a host path) of disk_gb GiB; *path (freed by the caller) on the host. */

@@ -94,12 +94,15 @@ bool saas__lv_tpl_lease_name(char *out, size_t len, const char *host, const char
 /* The names of the pool's volumes (*names freed with names_free). */
 static int spool_names(struct drv *d, char ***names, int *n)
 {
+	virStoragePoolPtr pool;
 	virStorageVolPtr *vols = NULL;
-	int count = virStoragePoolListAllVolumes(d->spool, &vols, 0), rc = SAAS_OK;
+	int count, rc;
 
 	*names = NULL;
 	*n = 0;
-	if (count < 0)
+	if ((rc = saas__lv_vmhost_pool(d, &pool)) < 0)
+		return rc;
+	if ((count = virStoragePoolListAllVolumes(pool, &vols, 0)) < 0)
 		return saas__error_wrap(saas__lv_virt_error("listing the storage pool's volumes"), "VM host %s", d->uri);
 	if (count && !(*names = calloc((size_t)count, sizeof(char *))))
 		rc = saas__oom();
@@ -159,17 +162,21 @@ static int send_mem(virStreamPtr st, char *data, size_t n, void *ud)
 static int vol_put(struct drv *d, const char *name, const char *data, size_t len)
 {
 	char xml[512];
+	virStoragePoolPtr pool;
 	virStorageVolPtr vol;
 	virStreamPtr st = NULL;
 	struct mem_src m = { data, len, 0 };
-	int rc = SAAS_OK;
+	int rc;
 
 	snprintf(xml, sizeof(xml), "<volume><name>%s</name><capacity unit='bytes'>%zu</capacity><allocation "
 	         "unit='bytes'>0</allocation><target><format type='raw'/><permissions><mode>0600</mode></permissions>"
 	         "</target></volume>", name, len);
-	if (!(vol = virStorageVolCreateXML(d->spool, xml, 0)))
+	if ((rc = saas__lv_vmhost_pool(d, &pool)) < 0)
+		return rc;
+	if (!(vol = virStorageVolCreateXML(pool, xml, 0)))
 		return saas__error_wrap(saas__lv_virt_error("making a volume on the VM host"), "%s", name);
-	if (len && (!(st = virStreamNew(d->conn, 0)) || virStorageVolUpload(vol, st, 0, len, 0) < 0 ||
+	/* Streams on the volume's connection, which d->conn may no longer be. */
+	if (len && (!(st = virStreamNew(virStorageVolGetConnect(vol), 0)) || virStorageVolUpload(vol, st, 0, len, 0) < 0 ||
 	            virStreamSendAll(st, send_mem, &m) < 0 || virStreamFinish(st) < 0)) {
 		rc = saas__error_wrap(saas__lv_virt_error("writing a volume on the VM host"), "%s", name);
 		if (st)
@@ -209,7 +216,7 @@ static int vol_get(struct drv *d, const char *name, uint64_t offset, unsigned ch
 	*got = 0;
 	if (!vol)
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no volume %s on VM host %s", name, d->uri);
-	if (!(st = virStreamNew(d->conn, 0)) || virStorageVolDownload(vol, st, offset, cap, 0) < 0 ||
+	if (!(st = virStreamNew(virStorageVolGetConnect(vol), 0)) || virStorageVolDownload(vol, st, offset, cap, 0) < 0 ||
 	    virStreamRecvAll(st, recv_mem, &m) < 0 || virStreamFinish(st) < 0) {
 		rc = saas__error_wrap(saas__lv_virt_error("reading a volume on the VM host"), "%s", name);
 		if (st)
@@ -259,8 +266,9 @@ int saas__lv_vmhost_tpl_find(struct drv *d, const char *key, char stem[TPL_STEM_
  */
 static bool tpl_disk_used(struct drv *d, const char *path)
 {
+	virStoragePoolPtr pool;
 	virStorageVolPtr *vols = NULL;
-	int count = virStoragePoolListAllVolumes(d->spool, &vols, 0);
+	int count = saas__lv_vmhost_pool(d, &pool) < 0 ? -1 : virStoragePoolListAllVolumes(pool, &vols, 0);
 	bool used = count < 0;
 
 	for (int i = 0; i < count; i++) {
@@ -700,7 +708,7 @@ int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int
 		goto out;
 	}
 	/* From the host through the engine to the host: QEMU there can open no file of ours (seccomp, AppArmor). */
-	if (!(st = virStreamNew(d->conn, 0)) || virStorageVolDownload(vol, st, offset, 0, 0) < 0 ||
+	if (!(st = virStreamNew(virStorageVolGetConnect(vol), 0)) || virStorageVolDownload(vol, st, offset, 0, 0) < 0 ||
 	    virStreamRecvAll(st, send_sock, &fd) < 0 || virStreamFinish(st) < 0) {
 		rc = saas__lv_virt_error("pouring the template's state into the clone");
 		if (st)

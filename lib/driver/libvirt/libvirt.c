@@ -262,8 +262,13 @@ static void drv_free(struct drv *d)
 		virStoragePoolFree(d->spool);
 	if (d->conn)
 		virConnectClose(d->conn);
+	/* A pool holds its connection: the pools go first, so that a connection's close is its last reference's. */
 	for (size_t i = 0; i < d->n_retired; i++)
-		virConnectClose(d->retired[i]);
+		if (d->retired[i].spool)
+			virStoragePoolFree(d->retired[i].spool);
+	for (size_t i = 0; i < d->n_retired; i++)
+		if (d->retired[i].conn)
+			virConnectClose(d->retired[i].conn);
 	free(d->retired);
 	free(d->listen);
 	free(d->spool_name);

@@ -329,10 +329,21 @@ struct drv {
 	const struct saas__lv_host *host;
 	char *listen;                    /* where guests' SSH forwards listen and the engine connects */
 	char *spool_name, *spool_dir;    /* remote: the host's storage pool (driver options pool, pool_dir) */
+	/*
+	 * Remote: the pool's handle on conn, under conn_mu; looked up again on a
+	 * new conn by saas__lv_vmhost_pool, the only way to it.
+	 */
 	virStoragePoolPtr spool;
 	pthread_mutex_t upload_mu;       /* one image upload at a time */
-	pthread_mutex_t conn_mu;         /* reconnecting */
-	virConnectPtr *retired;          /* dead connections other threads may still hold, closed at close */
+	pthread_mutex_t conn_mu;         /* reconnecting; spool */
+	/*
+	 * Handles on dead connections (a connection, or a pool of one) that other
+	 * threads may still hold: kept until close. One of the two in each.
+	 */
+	struct saas__lv_retired {
+		virConnectPtr conn;
+		virStoragePoolPtr spool;
+	} *retired;
 	char host_tag[17];               /* remote: the URI's hash, naming the host in template leases */
 	saas_driver_lease_fn lease;      /* the store's leases (NULL: this engine is alone) */
 	void *lease_userdata;
