@@ -73,32 +73,11 @@ bool saas__lv_egress_name_allowed(const char *const *allow, const char *const *d
 /* A CIDR in canonical form: the address with no bit set past its length. family out. */
 static bool cidr_ok(const char *rule, int *family)
 {
-	char addr[INET6_ADDRSTRLEN + 1], *end;
-	unsigned char bin[16], masked[16];
-	const char *slash = strchr(rule, '/');
-	unsigned long len;
-	size_t alen = slash ? (size_t)(slash - rule) : 0;
-	int f;
+	uint8_t addr[16];
+	unsigned int len;
+	bool canonical;
 
-	if (!slash || alen == 0 || alen >= sizeof(addr) || slash[1] < '0' || slash[1] > '9')
-		return false;
-	memcpy(addr, rule, alen);
-	addr[alen] = '\0';
-	f = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	if (inet_pton(f, addr, bin) != 1)
-		return false;
-	errno = 0;
-	len = strtoul(slash + 1, &end, 10);
-	if (*end || errno || len > (f == AF_INET ? 32u : 128u))
-		return false;
-	memcpy(masked, bin, sizeof(bin));
-	for (unsigned int i = 0; i < (f == AF_INET ? 4u : 16u); i++) {
-		unsigned int bits = len > i * 8 ? (unsigned int)len - i * 8 : 0;
-		if (bits < 8)
-			masked[i] &= (unsigned char)(0xff << (8 - bits));
-	}
-	*family = f;
-	return memcmp(masked, bin, f == AF_INET ? 4 : 16) == 0;
+	return saas__lv_cidr_parse(rule, family, addr, &len, &canonical) && canonical;
 }
 
 static bool name_ok(const char *rule)

@@ -179,6 +179,14 @@ unsigned int saas__lv_egress_share(const struct saas__lv_egress *e);
  */
 int saas__lv_egress_learn(struct drv *d, const struct evm *v, const struct saas__dns_addr *addrs, size_t n);
 
+/*
+ * Send a guest's query (len bytes at msg, its id in the first two bytes,
+ * left as it was) to upstream up under a fresh random id (*id), from a fresh
+ * UDP socket connected to up (only that address can answer it). The
+ * socket, or -1.
+ */
+int saas__lv_dns_ask(const struct sockaddr_storage *up, uint8_t *msg, size_t len, uint16_t *id);
+
 /* The resolver (resolver.c): its thread, and each policy VM's sockets. */
 int saas__lv_resolver_start(struct drv *d);
 void saas__lv_resolver_stop(struct drv *d);

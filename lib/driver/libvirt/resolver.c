@@ -231,32 +231,41 @@ static void pending_free(struct saas__lv_egress *e, struct resolver *r, struct p
 	free(p);
 }
 
+int saas__lv_dns_ask(const struct sockaddr_storage *up, uint8_t *msg, size_t len, uint16_t *id)
+{
+	uint8_t head[2] = { msg[0], msg[1] };
+	ssize_t sent;
+	int fd;
+
+	if (saas__random(id, sizeof(*id)) < 0)
+		return -1;
+	if ((fd = socket(up->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	if (connect(fd, (const struct sockaddr *)up,
+	            up->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0) {
+		close(fd);
+		return -1;
+	}
+	/* Our id on the wire; the guest's comes back in the answer. */
+	msg[0] = (uint8_t)(*id >> 8);
+	msg[1] = (uint8_t)*id;
+	sent = send(fd, msg, len, MSG_DONTWAIT);
+	msg[0] = head[0];
+	msg[1] = head[1];
+	if (sent != (ssize_t)len) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Ask upstream i for p (a fresh socket, connected: only that address can answer it). 0 or -1. */
 static int ask(struct saas__lv_egress *e, struct pending *p, unsigned int i)
 {
-	const struct sockaddr_storage *up = &e->upstream[i];
-	uint8_t *msg = p->query;
-
 	close_fd(&p->fd);
 	p->upstream = i;
 	p->deadline = now_ms() + EGRESS_UPSTREAM_MS;
-	if (saas__random(&p->id, sizeof(p->id)) < 0)
-		return -1;
-	if ((p->fd = socket(up->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0 ||
-	    connect(p->fd, (const struct sockaddr *)up,
-	            up->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0)
-		return -1;
-	/* Our id on the wire; the guest's comes back in the answer. */
-	{
-		uint8_t head[2] = { msg[0], msg[1] };
-		ssize_t sent;
-		msg[0] = (uint8_t)(p->id >> 8);
-		msg[1] = (uint8_t)p->id;
-		sent = send(p->fd, msg, p->query_len, MSG_DONTWAIT);
-		msg[0] = head[0];
-		msg[1] = head[1];
-		return sent == (ssize_t)p->query_len ? 0 : -1;
-	}
+	return (p->fd = saas__lv_dns_ask(&e->upstream[i], p->query, p->query_len, &p->id)) < 0 ? -1 : 0;
 }
 
 /* A query from VM v's guest (len bytes of msg). Under e->mu. */
