@@ -373,14 +373,14 @@ static void acct_leave(struct saas__lv_egress *e, struct evm *v)
 	saas__lv_egress_acct_drop(e, a);
 }
 
-static void rules_free(char **rules)
+void saas__lv_rules_free(char **rules)
 {
 	for (char **r = rules; r && *r; r++)
 		free(*r);
 	free(rules);
 }
 
-static char **rules_dup(const char *const *rules)
+char **saas__lv_rules_dup(const char *const *rules)
 {
 	size_t n = 0;
 	char **copy;
@@ -391,7 +391,7 @@ static char **rules_dup(const char *const *rules)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
 		if (!(copy[i] = strdup(rules[i]))) {
-			rules_free(copy);
+			saas__lv_rules_free(copy);
 			return NULL;
 		}
 	return copy;
@@ -400,8 +400,8 @@ static char **rules_dup(const char *const *rules)
 static void evm_free(struct evm *v)
 {
 	saas__lv_resolver_unbind(v);
-	rules_free(v->allow);
-	rules_free(v->deny);
+	saas__lv_rules_free(v->allow);
+	saas__lv_rules_free(v->deny);
 	free(v);
 }
 
@@ -639,8 +639,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 		return saas__lv_egress_refused("network policies");
 	if ((rc = saas__lv_egress_check(net)) < 0)
 		return rc;
-	if (mode == SAAS_NET_POLICY && (!(allow = rules_dup(net->allow)) || !(deny = rules_dup(net->deny)))) {
-		rules_free(allow);
+	if (mode == SAAS_NET_POLICY && (!(allow = saas__lv_rules_dup(net->allow)) || !(deny = saas__lv_rules_dup(net->deny)))) {
+		saas__lv_rules_free(allow);
 		return saas__oom();
 	}
 	pthread_mutex_lock(&e->mu);
@@ -690,8 +690,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 		v->deny = saved.deny;
 		goto out;
 	}
-	rules_free(saved.allow);
-	rules_free(saved.deny);
+	saas__lv_rules_free(saved.allow);
+	saas__lv_rules_free(saved.deny);
 	allow = deny = NULL;
 	if (mode != SAAS_NET_POLICY)
 		saas__lv_resolver_unbind(v);
@@ -720,8 +720,8 @@ out:
 	pthread_mutex_unlock(&e->mu);
 	if (made)
 		evm_free(v);
-	rules_free(allow);
-	rules_free(deny);
+	saas__lv_rules_free(allow);
+	saas__lv_rules_free(deny);
 	return rc;
 }
 

@@ -179,6 +179,19 @@ unsigned int saas__lv_egress_share(const struct saas__lv_egress *e);
  */
 int saas__lv_egress_learn(struct drv *d, const struct evm *v, const struct saas__dns_addr *addrs, size_t n);
 
+/* A policy's rule list copied (NULL-terminated; NULL when out of memory), and freed (NULL-safe). */
+char **saas__lv_rules_dup(const char *const *rules);
+void saas__lv_rules_free(char **rules);
+
+/* Addresses of one answer that a VM learns; an answer with more is refused (SERVFAIL). */
+#define EGRESS_ANSWER_ADDRS_MAX 64
+struct saas__lv_answer_addrs {
+	struct saas__dns_addr a[EGRESS_ANSWER_ADDRS_MAX];
+	size_t n;
+};
+/* saas__dns_answer_walk's callback gathering into a struct saas__lv_answer_addrs (ud). */
+int saas__lv_answer_collect(void *ud, const struct saas__dns_addr *a);
+
 /*
  * Send a guest's query (len bytes at msg, its id in the first two bytes,
  * left as it was) to upstream up under a fresh random id (*id), from a fresh

@@ -52,7 +52,6 @@ _Static_assert(MUX_DNS_PENDING == EGRESS_PENDING_VM, "one bound of a VM's lookup
 #define WINDOW_BATCH (16 * 1024)
 /* Addresses one VM's lookups learned at once (both families). */
 #define LEARNED_MAX (2 * EGRESS_LEARNED_MAX)
-#define ANSWER_ADDRS_MAX 64
 
 struct hconn {
 	uint32_t id;                     /* 0: slot free */
@@ -118,30 +117,6 @@ struct saas__lv_ehost {
 };
 
 /* ---- rules ----------------------------------------------------------------------------------- */
-
-static void rules_free(char **rules)
-{
-	for (char **r = rules; r && *r; r++)
-		free(*r);
-	free(rules);
-}
-
-static char **rules_dup(const char *const *rules)
-{
-	size_t n = 0;
-	char **copy;
-
-	while (rules && rules[n])
-		n++;
-	if (!(copy = calloc(n + 1, sizeof(*copy))))
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!(copy[i] = strdup(rules[i]))) {
-			rules_free(copy);
-			return NULL;
-		}
-	return copy;
-}
 
 static bool cidr_any(char **rules, int family, const uint8_t *addr)
 {
@@ -373,32 +348,17 @@ static void on_query(struct saas__lv_ehost *h, struct hvm *v, const struct saas_
 		dns_error(v, f->id, f->payload, &q, DNS_RCODE_SERVFAIL);
 }
 
-struct collected {
-	struct saas__dns_addr a[ANSWER_ADDRS_MAX];
-	size_t n;
-};
-
-static int collect(void *ud, const struct saas__dns_addr *a)
-{
-	struct collected *c = ud;
-
-	if (c->n >= ANSWER_ADDRS_MAX)
-		return -2;
-	c->a[c->n++] = *a;
-	return 0;
-}
-
 /* The upstream answered q (len bytes at msg), or gave up (len 0). */
 static void answered(struct hvm *v, struct hquery *q, uint8_t *msg, size_t len)
 {
-	struct collected c = { .n = 0 };
+	struct saas__lv_answer_addrs c = { .n = 0 };
 	int64_t now = saas__now_ms();
 
 	/* The policy may have changed while the upstream thought. */
 	if (!name_allowed(v, q->q.name)) {
 		v->denied_lookups++;
 		dns_error(v, q->tag, q->msg, &q->q, DNS_RCODE_REFUSED);
-	} else if (len && saas__dns_answer_walk(msg, len, &q->q, EGRESS_TTL_MAX, collect, &c) >= 0) {
+	} else if (len && saas__dns_answer_walk(msg, len, &q->q, EGRESS_TTL_MAX, saas__lv_answer_collect, &c) >= 0) {
 		for (size_t i = 0; i < c.n && v->mode == SAAS_NET_POLICY; i++)
 			learn(v, &c.a[i], now);
 		msg[0] = q->msg[0];
@@ -851,8 +811,8 @@ static struct hvm *vm_find(struct saas__lv_ehost *h, const char *name)
 static void vm_free(struct saas__lv_ehost *h, struct hvm *v)
 {
 	channel_close(h, v);
-	rules_free(v->allow);
-	rules_free(v->deny);
+	saas__lv_rules_free(v->allow);
+	saas__lv_rules_free(v->deny);
 	free(v->learned);
 	free(v);
 }
@@ -920,16 +880,17 @@ int saas__lv_ehost_set(struct saas__lv_ehost *h, const char *name, const saas_vm
 
 	if ((rc = saas__lv_egress_check(net)) < 0)
 		return rc;
-	if (mode == SAAS_NET_POLICY && (!(allow = rules_dup(net->allow)) || !(deny = rules_dup(net->deny)))) {
-		rules_free(allow);
+	if (mode == SAAS_NET_POLICY &&
+	    (!(allow = saas__lv_rules_dup(net->allow)) || !(deny = saas__lv_rules_dup(net->deny)))) {
+		saas__lv_rules_free(allow);
 		return saas__oom();
 	}
 	pthread_mutex_lock(&h->mu);
 	if (!(v = vm_find(h, name))) {
 		if (!(v = calloc(1, sizeof(*v)))) {
 			pthread_mutex_unlock(&h->mu);
-			rules_free(allow);
-			rules_free(deny);
+			saas__lv_rules_free(allow);
+			saas__lv_rules_free(deny);
 			return saas__oom();
 		}
 		saas__strlcpy(v->name, name, sizeof(v->name));
@@ -942,8 +903,8 @@ int saas__lv_ehost_set(struct saas__lv_ehost *h, const char *name, const saas_vm
 		v->next = h->vms;
 		h->vms = v;
 	}
-	rules_free(v->allow);
-	rules_free(v->deny);
+	saas__lv_rules_free(v->allow);
+	saas__lv_rules_free(v->deny);
 	v->mode = mode;
 	v->allow = allow;
 	v->deny = deny;

@@ -24,9 +24,6 @@
 #include "driver/libvirt/egress.h"
 #include "util/util.h"
 
-/* Addresses of one answer that go into the learned sets; an answer with more is refused (SERVFAIL). */
-#define ANSWER_ADDRS_MAX 64
-
 /* A query waiting for its upstream. */
 struct pending {
 	unsigned int uid;                /* the VM's: looked up again at the answer (it may be gone) */
@@ -329,16 +326,11 @@ static void query(struct drv *d, struct resolver *r, struct evm *v, const uint8_
 		c->busy = true;
 }
 
-struct learned {
-	struct saas__dns_addr a[ANSWER_ADDRS_MAX];
-	size_t n;
-};
-
-static int collect(void *ud, const struct saas__dns_addr *a)
+int saas__lv_answer_collect(void *ud, const struct saas__dns_addr *a)
 {
-	struct learned *l = ud;
+	struct saas__lv_answer_addrs *l = ud;
 
-	if (l->n >= ANSWER_ADDRS_MAX)
+	if (l->n >= EGRESS_ANSWER_ADDRS_MAX)
 		return -2;
 	l->a[l->n++] = *a;
 	return 0;
@@ -349,7 +341,7 @@ static void answered(struct drv *d, struct resolver *r, struct pending *p, uint8
 {
 	struct saas__lv_egress *e = d->egress;
 	struct evm *v = saas__lv_egress_find_uid(e, p->uid);
-	struct learned l;
+	struct saas__lv_answer_addrs l;
 	int rcode = DNS_RCODE_SERVFAIL;
 
 	if (v && v->pending)
@@ -363,7 +355,7 @@ static void answered(struct drv *d, struct resolver *r, struct pending *p, uint8
 		rcode = DNS_RCODE_REFUSED;
 	} else if (len) {
 		l.n = 0;
-		if (saas__dns_answer_walk(msg, len, &p->q, EGRESS_TTL_MAX, collect, &l) >= 0 &&
+		if (saas__dns_answer_walk(msg, len, &p->q, EGRESS_TTL_MAX, saas__lv_answer_collect, &l) >= 0 &&
 		    saas__lv_egress_learn(d, v, l.a, l.n) == SAAS_OK) {
 			msg[0] = p->query[0];
 			msg[1] = p->query[1];
