@@ -145,50 +145,60 @@ static void test_names(void **state)
 	assert_false(saas__mux_name_ok(name, MUX_NAME_MAX + 1));
 }
 
+/* A well-framed OPEN whose payload (len bytes at p) the reader refuses. */
+static void open_refused(uint8_t type, const char *p, uint32_t len)
+{
+	struct saas__mux_frame f;
+	struct saas__mux_open o;
+	size_t n = mk(type, 9, p, len);
+
+	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
+	assert_int_equal(saas__mux_open_read(&f, &o), -1);
+}
+
+/* o written as a frame of want bytes, read back into *back. */
+static void roundtrip(const struct saas__mux_open *o, size_t want, struct saas__mux_open *back)
+{
+	uint8_t out[MUX_HEADER + 2 + MUX_NAME_MAX];
+	struct saas__mux_frame f;
+	size_t n = saas__mux_open_write(out, sizeof(out), 9, o);
+
+	assert_int_equal(n, want);
+	assert_int_equal(saas__mux_frame_read(out, n, MUX_GUEST, &f), (long)n);
+	assert_int_equal(saas__mux_open_read(&f, back), 0);
+}
+
 static void test_open(void **state)
 {
 	struct saas__mux_open o = { 0 }, back;
-	struct saas__mux_frame f;
 	uint8_t out[MUX_HEADER + 2 + MUX_NAME_MAX];
-	size_t n;
 
 	(void)state;
 	o.family = 4;
 	o.port = 443;
 	memcpy(o.addr, "\xc0\x00\x02\x01", 4);
-	n = saas__mux_open_write(out, sizeof(out), 9, &o);
-	assert_int_equal(n, MUX_HEADER + 7);
-	assert_int_equal(saas__mux_frame_read(out, n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), 0);
+	roundtrip(&o, MUX_HEADER + 7, &back);
 	assert_int_equal(back.family, 4);
 	assert_int_equal(back.port, 443);
 	assert_memory_equal(back.addr, o.addr, 4);
 	o.family = 6;
 	memcpy(o.addr, "\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\0\0\0\x01", 16);
-	n = saas__mux_open_write(out, sizeof(out), 9, &o);
-	assert_int_equal(n, MUX_HEADER + 19);
-	assert_int_equal(saas__mux_frame_read(out, n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), 0);
+	roundtrip(&o, MUX_HEADER + 19, &back);
 	assert_int_equal(back.family, 6);
 	assert_memory_equal(back.addr, o.addr, 16);
-	/* A name, and the longest one. */
+	/* A name, and the longest one (one byte less room and it is not written). */
 	memset(&o, 0, sizeof(o));
 	o.port = 80;
 	strcpy(o.name, "www.example.com");
-	n = saas__mux_open_write(out, sizeof(out), 9, &o);
-	assert_int_equal(saas__mux_frame_read(out, n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), 0);
+	roundtrip(&o, MUX_HEADER + 2 + 15, &back);
 	assert_int_equal(back.family, 0);
 	assert_int_equal(back.port, 80);
 	assert_string_equal(back.name, "www.example.com");
 	for (size_t i = 0; i < MUX_NAME_MAX; i++)
 		o.name[i] = i % 50 == 49 ? '.' : 'c';
 	o.name[MUX_NAME_MAX] = '\0';
-	n = saas__mux_open_write(out, sizeof(out), 9, &o);
-	assert_int_equal(n, sizeof(out));
+	roundtrip(&o, sizeof(out), &back);
 	assert_int_equal(saas__mux_open_write(out, sizeof(out) - 1, 9, &o), 0);
-	assert_int_equal(saas__mux_frame_read(out, n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), 0);
 	assert_string_equal(back.name, o.name);
 	/* What the writer refuses: port 0, id 0, a bad name, an unknown family. */
 	o.port = 0;
@@ -200,50 +210,52 @@ static void test_open(void **state)
 	o.family = 5;
 	assert_int_equal(saas__mux_open_write(out, sizeof(out), 9, &o), 0);
 	/* What the reader refuses: the same, written by hand. */
-	n = mk(MUX_OPEN_ADDR, 9, "\x05\x00\x50\x01\x02\x03\x04", 7);
-	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), -1);
-	n = mk(MUX_OPEN_ADDR, 9, "\x04\x00\x00\x01\x02\x03\x04", 7);
-	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), -1);
-	n = mk(MUX_OPEN_ADDR, 9, "\x06\x00\x50\x01\x02\x03\x04", 7);
-	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), -1);
-	n = mk(MUX_OPEN_ADDR, 9, "\x04\x00\x50\x01\x02\x03\x04\x05", 8);
-	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), -1);
-	n = mk(MUX_OPEN_NAME, 9, "\x00\x50" "a\0b", 5);
-	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), -1);
-	n = mk(MUX_OPEN_NAME, 9, "\x00\x50" "A", 3);
-	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), -1);
-	n = mk(MUX_OPEN_NAME, 9, "\x00\x00" "a", 3);
-	assert_int_equal(rd(n, MUX_GUEST, &f), (long)n);
-	assert_int_equal(saas__mux_open_read(&f, &back), -1);
+	open_refused(MUX_OPEN_ADDR, "\x05\x00\x50\x01\x02\x03\x04", 7);
+	open_refused(MUX_OPEN_ADDR, "\x04\x00\x00\x01\x02\x03\x04", 7);
+	open_refused(MUX_OPEN_ADDR, "\x06\x00\x50\x01\x02\x03\x04", 7);
+	open_refused(MUX_OPEN_ADDR, "\x04\x00\x50\x01\x02\x03\x04\x05", 8);
+	open_refused(MUX_OPEN_NAME, "\x00\x50" "a\0b", 5);
+	open_refused(MUX_OPEN_NAME, "\x00\x50" "A", 3);
+	open_refused(MUX_OPEN_NAME, "\x00\x00" "a", 3);
 }
 
 /* ---- the rules ------------------------------------------------------------------------------- */
+
+/*
+ * A whole frame of type at frame[]: v is HELLO's, OPENED's or
+ * WINDOW_UPDATE's value, DATA's or a DNS message's length (zeros); an OPEN
+ * opens a.example or 192.0.2.1. Its length.
+ */
+static size_t build(uint8_t type, uint32_t id, uint32_t v)
+{
+	struct saas__mux_open o = { .family = 4, .port = 80, .addr = { 192, 0, 2, 1 } };
+
+	switch (type) {
+	case MUX_HELLO:
+		return saas__mux_u16_frame(frame, type, id, (uint16_t)v);
+	case MUX_OPENED:
+		return saas__mux_u8_frame(frame, type, id, (uint8_t)v);
+	case MUX_WINDOW_UPDATE:
+		return saas__mux_u32_frame(frame, type, id, v);
+	case MUX_OPEN_NAME:
+		return mk(type, id, "\x01\xbb" "a.example", 11);
+	case MUX_OPEN_ADDR:
+		return saas__mux_open_write(frame, sizeof(frame), id, &o);
+	case MUX_SHUT:
+	case MUX_CLOSE:
+		return mk(type, id, NULL, 0);
+	default:
+		return mk(type, id, NULL, v);
+	}
+}
 
 /* Frame (type, id, value or length) as received by t: its verdict. */
 static int recv_v(struct saas__mux_track *t, uint8_t type, uint32_t id, uint32_t v)
 {
 	struct saas__mux_frame f;
 	enum saas__mux_role from = t->self == MUX_GUEST ? MUX_SERVER : MUX_GUEST;
-	size_t n;
+	size_t n = build(type, id, v);
 
-	if (type == MUX_HELLO)
-		n = saas__mux_u16_frame(frame, type, id, (uint16_t)v);
-	else if (type == MUX_OPENED)
-		n = saas__mux_u8_frame(frame, type, id, (uint8_t)v);
-	else if (type == MUX_WINDOW_UPDATE)
-		n = saas__mux_u32_frame(frame, type, id, v);
-	else if (type == MUX_OPEN_NAME)
-		n = mk(type, id, "\x01\xbb" "a.example", 11);
-	else if (type == MUX_SHUT || type == MUX_CLOSE)
-		n = mk(type, id, NULL, 0);
-	else
-		n = mk(type, id, NULL, v);
 	assert_int_equal(saas__mux_frame_read(frame, n, from, &f), (long)n);
 	return saas__mux_track_received(t, &f);
 }
@@ -447,27 +459,11 @@ static void test_limit(void **state)
 static void exchange(struct saas__mux_track *from, struct saas__mux_track *to, uint8_t type, uint32_t id,
                      uint32_t v, int want)
 {
-	uint8_t buf[MUX_FRAME_MAX];
 	struct saas__mux_frame f;
-	size_t n;
+	size_t n = build(type, id, v);
 
-	if (type == MUX_HELLO)
-		n = saas__mux_u16_frame(buf, type, id, (uint16_t)v);
-	else if (type == MUX_OPENED)
-		n = saas__mux_u8_frame(buf, type, id, (uint8_t)v);
-	else if (type == MUX_WINDOW_UPDATE)
-		n = saas__mux_u32_frame(buf, type, id, v);
-	else if (type == MUX_OPEN_ADDR) {
-		struct saas__mux_open o = { .family = 4, .port = 80, .addr = { 192, 0, 2, 1 } };
-		n = saas__mux_open_write(buf, sizeof(buf), id, &o);
-	} else {
-		uint32_t len = type == MUX_DATA || type == MUX_DNS_QUERY || type == MUX_DNS_ANSWER ? v : 0;
-		saas__mux_header(buf, type, id, len);
-		memset(buf + MUX_HEADER, 'x', len);
-		n = MUX_HEADER + len;
-	}
 	assert_int_equal(saas__mux_track_sent(from, type, id, type == MUX_DATA ? v : (uint32_t)(n - MUX_HEADER), v), 0);
-	assert_int_equal(saas__mux_frame_read(buf, n, from->self, &f), (long)n);
+	assert_int_equal(saas__mux_frame_read(frame, n, from->self, &f), (long)n);
 	assert_int_equal(saas__mux_track_received(to, &f), want);
 }
 
