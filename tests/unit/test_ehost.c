@@ -17,10 +17,13 @@
  * isolation, a swap forgetting what lookups allowed; a megabyte each way
  * through one connection with its window, half-close and the CLOSE
  * handshake; the connection bound; a connect refused; a guest that breaks
- * the protocol losing its channel.
+ * the protocol losing its channel. Then the guest's own end
+ * (images/guest/aas-egress.c) in a third namespace with the guest's
+ * redirect as nftables rules: a lookup and a download by a plain client.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -38,6 +41,7 @@
 
 #include <cmocka.h>
 
+#include "aas-egress.h"
 #include "driver/libvirt/egress_host.h"
 #include "driver/libvirt/egress_mux.h"
 
@@ -554,11 +558,159 @@ static void test_limits(void **state)
 	saas__lv_ehost_remove(host, "limits");
 }
 
+/* ---- the guest's end (images/guest/aas-egress.c) --------------------------------------------- */
+
+#define GUEST_LISTEN 15001
+#define GUEST_DNS 15053
+
+struct guest_run {
+	int port, listener, dns;
+	volatile int stop;
+	int rc;
+};
+
+static void *guest_main(void *arg)
+{
+	struct guest_run *r = arg;
+
+	r->rc = aas_egress_serve(r->port, r->listener, r->dns, &r->stop);
+	return NULL;
+}
+
+static int bound(int type, uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int one = 1, fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	a.sin_addr.s_addr = htonl(type == SOCK_STREAM ? INADDR_ANY : INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	if (type == SOCK_STREAM)
+		assert_int_equal(listen(fd, 16), 0);
+	return fd;
+}
+
+/* A plain client's lookup of name (type A) at the guest's nameserver 10.0.2.3: rcode, first address in ip. */
+static int plain_lookup(const char *name, char *ip)
+{
+	struct sockaddr_in ns = { .sin_family = AF_INET, .sin_port = htons(53) };
+	uint8_t q[300] = { 0x77, 0x01, 0x01, 0, 0, 1 }, a[1024];
+	size_t n = 12;
+	ssize_t r;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	inet_pton(AF_INET, "10.0.2.3", &ns.sin_addr);
+	while (*name) {
+		size_t l = strcspn(name, ".");
+		q[n++] = (uint8_t)l;
+		memcpy(q + n, name, l);
+		n += l;
+		name += l + (name[l] == '.');
+	}
+	n += 5;
+	q[n - 3] = 1;
+	q[n - 1] = 1;
+	assert_int_equal(sendto(fd, q, n, 0, (struct sockaddr *)&ns, sizeof(ns)), (ssize_t)n);
+	assert_int_equal(poll(&p, 1, 15000), 1);
+	r = recv(fd, a, sizeof(a), 0);
+	close(fd);
+	assert_true(r >= 12);
+	assert_int_equal(a[0], 0x77);
+	if (ip && a[7])
+		inet_ntop(AF_INET, a + r - 4, ip, INET_ADDRSTRLEN);
+	return a[3] & 0xf;
+}
+
+static int plain_connect(const char *ip)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(80) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = { 15, 0 };
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+static void test_guest_end(void **state)
+{
+	const char *allow[] = { "allowed.test", NULL };
+	saas_vm_network net = { .mode = SAAS_NET_POLICY, .allow = allow };
+	struct guest_run run = { 0 };
+	char ip[INET_ADDRSTRLEN] = "", got[64] = "", req[] = "300000\n";
+	size_t have = 0;
+	pthread_t th;
+	int sv[2], fd, saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	uint8_t buf[65536];
+	ssize_t r;
+
+	(void)state;
+	/*
+	 * This thread becomes the guest (the servers' thread stays where it
+	 * is): an interface with a default route going nowhere, and the guest's
+	 * redirect of other users' TCP and of DNS to aas-egress.
+	 */
+	assert_true(saved >= 0);
+	assert_int_equal(unshare(CLONE_NEWNET), 0);
+	assert_int_equal(system("ip link set lo up && ip link add aasg0 type veth peer name aasg1 && ip link set aasg1 up && "
+	                        "ip addr add 10.0.2.15/24 dev aasg0 && "
+	                        "ip link set aasg0 up && ip route add default dev aasg0 && "
+	                        "nft 'add table ip aasg; add chain ip aasg o { type nat hook output priority -100; }; "
+	                        "add rule ip aasg o ip daddr != 127.0.0.0/8 tcp dport != 0 redirect to :15001; "
+	                        "add rule ip aasg o udp dport 53 redirect to :15053'"),
+	                 0);
+	run.listener = bound(SOCK_STREAM, GUEST_LISTEN);
+	run.dns = bound(SOCK_DGRAM, GUEST_DNS);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+	run.port = sv[0];
+	assert_int_equal(saas__lv_ehost_set(host, "guest", &net), SAAS_OK);
+	assert_int_equal(saas__lv_ehost_attach(host, "guest", sv[1]), SAAS_OK);
+	assert_int_equal(pthread_create(&th, NULL, guest_main, &run), 0);
+
+	/* A lookup through the stub, and a download from what it answered. */
+	assert_int_equal(plain_lookup("allowed.test", ip), 0);
+	assert_string_equal(ip, NET_A);
+	fd = plain_connect(NET_A);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	for (size_t down = 0; down < 300000; down += (size_t)r) {
+		assert_true((r = read(fd, buf, sizeof(buf))) > 0);
+		for (ssize_t i = 0; i < r; i++)
+			assert_int_equal(buf[i], pattern(down + (size_t)i));
+	}
+	assert_int_equal(write(fd, buf, 1000), 1000);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	while ((r = read(fd, got + have, sizeof(got) - 1 - have)) > 0)
+		have += (size_t)r;
+	assert_int_equal(r, 0);
+	assert_string_equal(got, "got 1000\n");
+	close(fd);
+	/* Refused by the policy (never looked up): reset, not a connection. */
+	assert_int_equal(plain_lookup("other.test", NULL), 5);
+	fd = plain_connect(NET_B);
+	assert_true(read(fd, buf, sizeof(buf)) < 0);
+	assert_int_equal(errno, ECONNRESET);
+	close(fd);
+	stats("guest", 1, 1);
+
+	run.stop = 1;
+	pthread_join(th, NULL);
+	assert_int_equal(run.rc, 0);
+	close(run.listener);
+	close(run.dns);
+	close(sv[0]);
+	saas__lv_ehost_remove(host, "guest");
+	assert_int_equal(setns(saved, CLONE_NEWNET), 0);
+	close(saved);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_policy), cmocka_unit_test(test_cidrs),  cmocka_unit_test(test_guard),
-		cmocka_unit_test(test_bulk),   cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_bulk),   cmocka_unit_test(test_limits), cmocka_unit_test(test_guest_end),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
