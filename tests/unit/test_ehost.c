@@ -111,6 +111,8 @@ static void serve_dns(int fd)
 		size_t len;
 		if (n < 17)
 			continue;
+		if (memmem(q, (size_t)n, "\x09" "blackhole\x04test", 15))
+			continue;            /* a zone whose nameserver never answers */
 		if (memmem(q, (size_t)n, "\x07" "allowed\x04test", 13))
 			ip = NET_A;
 		else if (memmem(q, (size_t)n, "\x05" "other\x04test", 11))
@@ -283,8 +285,8 @@ static void guest_open(struct guest *g, const char *name, const saas_vm_network 
 	assert_int_equal(g->f.type, MUX_HELLO);
 }
 
-/* Look name up (type A): the answer's rcode, and its first address in ip (when there is one). */
-static int lookup(struct guest *g, const char *name, uint32_t tag, char *ip)
+/* Ask for name (type A) under tag, without waiting for the answer. */
+static void ask(struct guest *g, const char *name, uint32_t tag)
 {
 	uint8_t b[MUX_HEADER + 300], *q = b + MUX_HEADER;
 	size_t n = 12;
@@ -309,14 +311,31 @@ static int lookup(struct guest *g, const char *name, uint32_t tag, char *ip)
 	saas__mux_header(b, MUX_DNS_QUERY, tag, (uint32_t)n);
 	assert_int_equal(saas__mux_track_sent(&g->t, MUX_DNS_QUERY, tag, (uint32_t)n, 0), 0);
 	gsend(g, b, MUX_HEADER + n);
+}
+
+/* The next answer: its rcode (its tag in *tag), its first address in ip (when there is one). */
+static int answer(struct guest *g, uint32_t *tag, char *ip)
+{
 	assert_int_equal(grecv(g), V(MUX_V_OK));
 	assert_int_equal(g->f.type, MUX_DNS_ANSWER);
-	assert_int_equal(g->f.id, tag);
+	*tag = g->f.id;
 	assert_int_equal(g->f.payload[0], 0x12); /* the guest's id back */
 	assert_int_equal(g->f.payload[1], 0x34);
 	if (ip && (g->f.payload[7] & 0xff))
 		inet_ntop(AF_INET, g->f.payload + g->f.len - 4, ip, INET_ADDRSTRLEN);
 	return g->f.payload[3] & 0xf;
+}
+
+/* Look name up (type A): the answer's rcode, and its first address in ip (when there is one). */
+static int lookup(struct guest *g, const char *name, uint32_t tag, char *ip)
+{
+	uint32_t got;
+	int rcode;
+
+	ask(g, name, tag);
+	rcode = answer(g, &got, ip);
+	assert_int_equal(got, tag);
+	return rcode;
 }
 
 /* Open id to ip:port: the OPENED's status. */
@@ -558,6 +577,56 @@ static void test_limits(void **state)
 	saas__lv_ehost_remove(host, "limits");
 }
 
+/*
+ * Lookups in flight are shared between accounts as on one machine: one
+ * account flooding a zone that never answers from many VMs holds only its
+ * share of the pool, and another account's lookups are still asked.
+ */
+static void test_accounts(void **state)
+{
+	const char *allow[] = { "*", NULL };
+	saas_vm_network flood = { .mode = SAAS_NET_POLICY, .allow = allow, .account = "acct-a" };
+	saas_vm_network other = { .mode = SAAS_NET_POLICY, .allow = allow, .account = "acct-b" };
+	unsigned int share = EGRESS_PENDING_MAX / 2, vms = share / MUX_DNS_PENDING;
+	struct guest a[8], last, b;
+	char name[32], ip[INET_ADDRSTRLEN] = "";
+	uint32_t tag;
+
+	(void)state;
+	assert_true(vms < sizeof(a) / sizeof(a[0]));
+	for (unsigned int i = 0; i < vms; i++) {
+		snprintf(name, sizeof(name), "flood%u", i);
+		guest_open(&a[i], name, &flood);
+	}
+	guest_open(&last, "flood-last", &flood);
+	guest_open(&b, "other", &other);
+	/* The account's share, exactly: each VM its own bound of lookups into the black hole. */
+	for (unsigned int i = 0; i < vms; i++)
+		for (uint32_t t = 0; t < MUX_DNS_PENDING; t++) {
+			snprintf(name, sizeof(name), "n%u-%u.blackhole.test", i, t);
+			ask(&a[i], name, t);
+		}
+	/* Another account is asked and answered (and, answered, the flood was read before it). */
+	assert_int_equal(lookup(&b, "allowed.test", 1, ip), 0);
+	assert_string_equal(ip, NET_A);
+	/* The flooding account's next lookup, from a VM with none in flight: its share is taken. */
+	assert_int_equal(lookup(&last, "allowed.test", 1, NULL), 2);
+	/* The black hole's lookups end at the upstream's deadline (SERVFAIL), and the share is free again. */
+	for (unsigned int i = 0; i < vms; i++)
+		for (uint32_t t = 0; t < MUX_DNS_PENDING; t++)
+			assert_int_equal(answer(&a[i], &tag, NULL), 2);
+	assert_int_equal(lookup(&last, "allowed.test", 2, NULL), 0);
+	for (unsigned int i = 0; i < vms; i++) {
+		snprintf(name, sizeof(name), "flood%u", i);
+		close(a[i].fd);
+		saas__lv_ehost_remove(host, name);
+	}
+	close(last.fd);
+	close(b.fd);
+	saas__lv_ehost_remove(host, "flood-last");
+	saas__lv_ehost_remove(host, "other");
+}
+
 /* ---- the guest's end (images/guest/aas-egress.c) --------------------------------------------- */
 
 #define GUEST_LISTEN 15001
@@ -710,7 +779,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_policy), cmocka_unit_test(test_cidrs),  cmocka_unit_test(test_guard),
-		cmocka_unit_test(test_bulk),   cmocka_unit_test(test_limits), cmocka_unit_test(test_guest_end),
+		cmocka_unit_test(test_bulk),   cmocka_unit_test(test_limits), cmocka_unit_test(test_accounts),
+		cmocka_unit_test(test_guest_end),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -319,28 +319,27 @@ int saas__lv_egress_refused(const char *what)
 	                   "%s are not available on this server (its operator's log says why)", what);
 }
 
-/* The entry of account id, made (unreferenced) when there is none. NULL: out of memory. Under e->mu. */
-static struct eacct *acct_get(struct saas__lv_egress *e, const char *id)
+struct eacct *saas__lv_acct_get(struct eacct **list, const char *id)
 {
 	struct eacct *a;
 	size_t len = strlen(id);
 
-	for (a = e->accts; a; a = a->next)
+	for (a = *list; a; a = a->next)
 		if (strcmp(a->id, id) == 0)
 			return a;
 	if (!(a = calloc(1, sizeof(*a) + len + 1)))
 		return NULL;
 	memcpy(a->id, id, len + 1);
-	a->next = e->accts;
-	e->accts = a;
+	a->next = *list;
+	*list = a;
 	return a;
 }
 
-void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a)
+void saas__lv_acct_drop(struct eacct **list, struct eacct *a)
 {
 	if (!a || a->vms || a->pending)
 		return;
-	for (struct eacct **pp = &e->accts; *pp; pp = &(*pp)->next)
+	for (struct eacct **pp = list; *pp; pp = &(*pp)->next)
 		if (*pp == a) {
 			*pp = a->next;
 			break;
@@ -348,15 +347,31 @@ void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a)
 	free(a);
 }
 
-unsigned int saas__lv_egress_share(const struct saas__lv_egress *e)
+unsigned int saas__lv_acct_share(const struct eacct *list)
 {
 	unsigned int n = 0, share;
 
-	for (const struct eacct *a = e->accts; a; a = a->next)
+	for (const struct eacct *a = list; a; a = a->next)
 		if (a->policy_vms)
 			n++;
 	share = EGRESS_PENDING_MAX / (n ? n : 1);
 	return share < EGRESS_PENDING_ACCOUNT_MIN ? EGRESS_PENDING_ACCOUNT_MIN : share;
+}
+
+/* The entry of account id, made (unreferenced) when there is none. NULL: out of memory. Under e->mu. */
+static struct eacct *acct_get(struct saas__lv_egress *e, const char *id)
+{
+	return saas__lv_acct_get(&e->accts, id);
+}
+
+void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a)
+{
+	saas__lv_acct_drop(&e->accts, a);
+}
+
+unsigned int saas__lv_egress_share(const struct saas__lv_egress *e)
+{
+	return saas__lv_acct_share(e->accts);
 }
 
 /* v leaves its account (it goes, or moves to another). Under e->mu. */
@@ -639,7 +654,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 		return saas__lv_egress_refused("network policies");
 	if ((rc = saas__lv_egress_check(net)) < 0)
 		return rc;
-	if (mode == SAAS_NET_POLICY && (!(allow = saas__lv_rules_dup(net->allow)) || !(deny = saas__lv_rules_dup(net->deny)))) {
+	if (mode == SAAS_NET_POLICY &&
+	    (!(allow = saas__lv_rules_dup(net->allow)) || !(deny = saas__lv_rules_dup(net->deny)))) {
 		saas__lv_rules_free(allow);
 		return saas__oom();
 	}

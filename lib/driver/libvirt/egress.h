@@ -122,7 +122,7 @@ int saas__lv_egress_ensure(struct drv *d);
  */
 struct eacct {
 	unsigned int vms;                /* its VMs in the list */
-	unsigned int policy_vms;         /* of which under a policy: it has a share of the pool */
+	unsigned int policy_vms;         /* of which resolve through us (a policy; on a VM host, internet too): a share */
 	unsigned int pending;            /* its queries in flight */
 	struct eacct *next;
 	char id[];
@@ -161,6 +161,15 @@ struct saas__lv_egress {
 
 /* Under e->mu. */
 struct evm *saas__lv_egress_find_uid(struct saas__lv_egress *e, unsigned int uid);
+
+/*
+ * The same on any list of accounts (the servers' end of VM hosts keeps its
+ * own, egress_host.c): the entry of id, made unreferenced when missing (NULL:
+ * out of memory); a dropped when nothing refers to it; the pool's share.
+ */
+struct eacct *saas__lv_acct_get(struct eacct **list, const char *id);
+void saas__lv_acct_drop(struct eacct **list, struct eacct *a);
+unsigned int saas__lv_acct_share(const struct eacct *list);
 
 /* Free a when nothing refers to it any more (no VM, no query in flight). Under e->mu. */
 void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a);

@@ -68,6 +68,7 @@ struct hconn {
 struct hquery {
 	uint32_t tag;
 	int fd;                          /* -1: slot free */
+	struct eacct *acct;              /* its VM's account, counted there while it waits */
 	uint16_t id;
 	unsigned int upstream;
 	int64_t deadline;
@@ -85,6 +86,7 @@ struct learned {
 struct hvm {
 	char name[SAAS_ID_MAX + 1];
 	int mode;
+	struct eacct *acct;              /* its account: a share of the lookups in flight (egress.h) */
 	char **allow, **deny;
 	int fd;                          /* the channel, -1: none */
 	bool live;                       /* its HELLO came */
@@ -105,6 +107,7 @@ struct saas__lv_ehost {
 	struct drv *d;
 	pthread_mutex_t mu;
 	struct hvm *vms;
+	struct eacct *accts;
 	unsigned int gen;                /* bumped when a VM or channel goes: what the poll saw is stale */
 	struct sockaddr_storage upstream[EGRESS_UPSTREAMS_MAX];
 	unsigned int n_upstream;
@@ -272,11 +275,16 @@ static void conn_drop(struct hconn *c)
 	c->fd = -1;
 }
 
-static void query_drop(struct hquery *q)
+static void query_drop(struct saas__lv_ehost *h, struct hquery *q)
 {
 	if (q->fd >= 0)
 		close(q->fd);
 	q->fd = -1;
+	if (q->acct) {
+		q->acct->pending--;
+		saas__lv_acct_drop(&h->accts, q->acct);
+		q->acct = NULL;
+	}
 }
 
 /* The channel ends: its connections and lookups with it; the policy and counters stay. */
@@ -289,7 +297,7 @@ static void channel_close(struct saas__lv_ehost *h, struct hvm *v)
 	for (unsigned int i = 0; i < MUX_CONNS_MAX; i++)
 		conn_drop(&v->c[i]);
 	for (unsigned int i = 0; i < MUX_DNS_PENDING; i++)
-		query_drop(&v->q[i]);
+		query_drop(h, &v->q[i]);
 	saas__buf_free(&v->out);
 	v->out_off = 0;
 	v->in_len = 0;
@@ -319,6 +327,7 @@ static void on_query(struct saas__lv_ehost *h, struct hvm *v, const struct saas_
 {
 	struct saas__dns_question q;
 	struct hquery *slot = NULL;
+	unsigned int share = saas__lv_acct_share(h->accts);
 
 	if (saas__dns_query_parse(f->payload, f->len, &q) < 0) {
 		if (q.end || !(f->payload[2] & 0x80))
@@ -334,7 +343,10 @@ static void on_query(struct saas__lv_ehost *h, struct hvm *v, const struct saas_
 	for (unsigned int i = 0; i < MUX_DNS_PENDING && !slot; i++)
 		if (v->q[i].fd < 0)
 			slot = &v->q[i];
-	if (!slot || !h->n_upstream) {
+	/* Its VM's bound, and its account's share of the pool: another account's flood leaves this one its own. */
+	if (!slot || !h->n_upstream || !v->acct || v->acct->pending >= share) {
+		saas__lv_log(h->d, SAAS_LOG_DEBUG, "VM %s: lookup of %s answered SERVFAIL: %s", v->name, q.name,
+		             !h->n_upstream ? "no upstream" : !slot ? "its own bound" : "its account's share in flight");
 		dns_error(v, f->id, f->payload, &q, DNS_RCODE_SERVFAIL);
 		return;
 	}
@@ -344,12 +356,16 @@ static void on_query(struct saas__lv_ehost *h, struct hvm *v, const struct saas_
 	memcpy(slot->msg, f->payload, f->len);
 	slot->upstream = 0;
 	slot->deadline = saas__now_ms() + EGRESS_UPSTREAM_MS;
-	if ((slot->fd = saas__lv_dns_ask(&h->upstream[0], slot->msg, slot->len, &slot->id)) < 0)
+	if ((slot->fd = saas__lv_dns_ask(&h->upstream[0], slot->msg, slot->len, &slot->id)) < 0) {
 		dns_error(v, f->id, f->payload, &q, DNS_RCODE_SERVFAIL);
+		return;
+	}
+	slot->acct = v->acct;
+	slot->acct->pending++;
 }
 
 /* The upstream answered q (len bytes at msg), or gave up (len 0). */
-static void answered(struct hvm *v, struct hquery *q, uint8_t *msg, size_t len)
+static void answered(struct saas__lv_ehost *h, struct hvm *v, struct hquery *q, uint8_t *msg, size_t len)
 {
 	struct saas__lv_answer_addrs c = { .n = 0 };
 	int64_t now = saas__now_ms();
@@ -367,7 +383,7 @@ static void answered(struct hvm *v, struct hquery *q, uint8_t *msg, size_t len)
 	} else {
 		dns_error(v, q->tag, q->msg, &q->q, DNS_RCODE_SERVFAIL);
 	}
-	query_drop(q);
+	query_drop(h, q);
 }
 
 static void on_upstream(struct saas__lv_ehost *h, struct hvm *v, struct hquery *q)
@@ -377,7 +393,7 @@ static void on_upstream(struct saas__lv_ehost *h, struct hvm *v, struct hquery *
 	/* Not ours (another id: late or forged) or an ICMP error: wait for the real one or the deadline. */
 	if (n < DNS_HEADER || (uint16_t)(h->msg[0] << 8 | h->msg[1]) != q->id)
 		return;
-	answered(v, q, h->msg, (size_t)n);
+	answered(h, v, q, h->msg, (size_t)n);
 }
 
 /* ---- connections ----------------------------------------------------------------------------- */
@@ -669,7 +685,7 @@ static void expire(struct saas__lv_ehost *h, int64_t now)
 				if ((q->fd = saas__lv_dns_ask(&h->upstream[q->upstream], q->msg, q->len, &q->id)) >= 0)
 					continue;
 			}
-			answered(v, q, NULL, 0);
+			answered(h, v, q, NULL, 0);
 		}
 	}
 }
@@ -808,9 +824,32 @@ static struct hvm *vm_find(struct saas__lv_ehost *h, const char *name)
 	return NULL;
 }
 
+/* v's account, as v now resolves through us or not; acct is its new one (may be v's own). */
+static void acct_join(struct saas__lv_ehost *h, struct hvm *v, struct eacct *acct, int mode)
+{
+	struct eacct *old = v->acct;
+
+	if (old) {
+		old->vms--;
+		if (v->mode != SAAS_NET_ISOLATED)
+			old->policy_vms--;
+	}
+	v->acct = acct;
+	acct->vms++;
+	if (mode != SAAS_NET_ISOLATED)
+		acct->policy_vms++;
+	saas__lv_acct_drop(&h->accts, old);
+}
+
 static void vm_free(struct saas__lv_ehost *h, struct hvm *v)
 {
 	channel_close(h, v);
+	if (v->acct) {
+		v->acct->vms--;
+		if (v->mode != SAAS_NET_ISOLATED)
+			v->acct->policy_vms--;
+		saas__lv_acct_drop(&h->accts, v->acct);
+	}
 	saas__lv_rules_free(v->allow);
 	saas__lv_rules_free(v->deny);
 	free(v->learned);
@@ -875,7 +914,8 @@ void saas__lv_ehost_stop(struct saas__lv_ehost *h)
 int saas__lv_ehost_set(struct saas__lv_ehost *h, const char *name, const saas_vm_network *net)
 {
 	int mode = net ? net->mode : SAAS_NET_ISOLATED, rc;
-	char **allow = NULL, **deny = NULL;
+	char **allow = NULL, **deny = NULL, own[SAAS_ID_MAX + 8];
+	struct eacct *acct;
 	struct hvm *v;
 
 	if ((rc = saas__lv_egress_check(net)) < 0)
@@ -903,6 +943,15 @@ int saas__lv_ehost_set(struct saas__lv_ehost *h, const char *name, const saas_vm
 		v->next = h->vms;
 		h->vms = v;
 	}
+	/* Its account, as egress.c takes it: a call without one keeps the one it has; a VM never told is its own. */
+	snprintf(own, sizeof(own), "vm %s", name);
+	if (!(acct = saas__lv_acct_get(&h->accts, net && net->account ? net->account : v->acct ? v->acct->id : own))) {
+		pthread_mutex_unlock(&h->mu);
+		saas__lv_rules_free(allow);
+		saas__lv_rules_free(deny);
+		return saas__oom();
+	}
+	acct_join(h, v, acct, mode);
 	saas__lv_rules_free(v->allow);
 	saas__lv_rules_free(v->deny);
 	v->mode = mode;
