@@ -413,6 +413,7 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 #ifndef AAS_EGRESS_NO_MAIN
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 
 #define PORTS_DIR "/sys/class/virtio-ports"
 /* Where the guest's nftables send its TCP and its lookups (root's own traffic is left alone). */
@@ -469,6 +470,8 @@ int main(void)
 	/* No port: a VM on this machine, whose egress is slirp's under the engine's nftables. */
 	if (port < 0)
 		return 0;
+	/* A client gone while its bytes are written is that connection's end, not ours. */
+	signal(SIGPIPE, SIG_IGN);
 	if (listener < 0 || dns < 0)
 		return 1;
 	/* The port is reopened by the engine after a broken channel: serve again. */
