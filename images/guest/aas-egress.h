@@ -1,12 +1,12 @@
 /*
  * aas-egress's loop (aas-egress.c), which tests/unit/test_ehost.c runs
  * against the servers' end with a socket pair for the port. The protocol is
- * lib/driver/libvirt/egress_mux.h, which both ends compile.
+ * lib/transport/egress_mux.h, which both ends compile.
  */
 #ifndef AAS_EGRESS_H
 #define AAS_EGRESS_H
 
-#include "driver/libvirt/egress_mux.h"
+#include "transport/egress_mux.h"
 
 /*
  * Serve until *stop is set or the port ends: port is the egress port (a

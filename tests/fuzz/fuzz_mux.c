@@ -1,5 +1,5 @@
 /*
- * The egress channel's protocol (lib/driver/libvirt/egress_mux.c) read from
+ * The egress channel's protocol (lib/transport/egress_mux.c) read from
  * hostile bytes: the input's first byte says which end reads (the server
  * reading a guest, or the guest reading a server), the rest is the stream,
  * fed in pieces whose sizes the input also picks (a reader must take a
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/libvirt/egress_mux.h"
+#include "transport/egress_mux.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

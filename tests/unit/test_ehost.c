@@ -43,7 +43,7 @@
 
 #include "aas-egress.h"
 #include "driver/libvirt/egress_host.h"
-#include "driver/libvirt/egress_mux.h"
+#include "transport/egress_mux.h"
 
 #define NET_SERVER "198.51.100.1"
 #define NET_A "198.51.100.2"     /* allowed.test */

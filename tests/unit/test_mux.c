@@ -1,5 +1,5 @@
 /*
- * The egress channel's protocol (lib/driver/libvirt/egress_mux.c): frames
+ * The egress channel's protocol (lib/transport/egress_mux.c): frames
  * written and read back, every bound at and past its edge, and each end's
  * rules (the connection table, windows, half-close, the CLOSE handshake and
  * its crossings), with a guest's and a server's table fed each other's
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "driver/libvirt/egress_mux.h"
+#include "transport/egress_mux.h"
 
 static uint8_t frame[MUX_FRAME_MAX + 16];
 

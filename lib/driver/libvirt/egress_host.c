@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "driver/libvirt/egress_host.h"
-#include "driver/libvirt/egress_mux.h"
+#include "transport/egress_mux.h"
 #include "util/util.h"
 
 _Static_assert(MUX_DNS_MAX == DNS_UDP_MAX, "a lookup's answer must fit one DNS_ANSWER frame");

@@ -46,8 +46,8 @@
  * frame for an id never opened, DATA past the window) ends the whole
  * channel: every connection closed, the port reset.
  */
-#ifndef SAAS_DRIVER_LIBVIRT_EGRESS_MUX_H
-#define SAAS_DRIVER_LIBVIRT_EGRESS_MUX_H
+#ifndef SAAS_TRANSPORT_EGRESS_MUX_H
+#define SAAS_TRANSPORT_EGRESS_MUX_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "driver/libvirt/egress_mux.h"
+#include "transport/egress_mux.h"
 
 static uint32_t get16(const uint8_t *p)
 {
