@@ -14,7 +14,9 @@
  *     its half-closes as SHUT;
  *   - a lookup on the DNS socket: sent as DNS_QUERY, its answer sent back to
  *     the asker (at most MUX_DNS_PENDING in flight; more are dropped, and the
- *     asker retries).
+ *     asker retries); a lookup over TCP (a connection to port 53, the retry
+ *     of a truncated answer) likewise, one query per connection, at most
+ *     DNS_TCP_MAX connections at once.
  *
  * One poll loop; plain C with libc only (images/build compiles it static
  * with egress_mux.c). tests/unit/test_ehost.c compiles it with
@@ -48,6 +50,7 @@
 #define OUT_SOFT (256 * 1024)
 #define OUT_CAP (OUT_SOFT + 2 * MUX_FRAME_MAX + MUX_CONNS_MAX * 64)
 #define WINDOW_BATCH (16 * 1024)
+#define DNS_TCP_MAX 4
 
 struct gconn {
 	uint32_t id;                     /* 0: free */
@@ -61,12 +64,22 @@ struct gconn {
 
 struct gquery {
 	bool used;
+	int tcp;                         /* the DNS_TCP connection that asked, -1: the UDP socket */
 	struct sockaddr_storage from;
 	socklen_t from_len;
 };
 
+/* A lookup over TCP: its 2-byte length and the query, read until whole. */
+struct gdns_tcp {
+	int fd;                          /* -1: free */
+	bool asked;                      /* its query is with the servers */
+	size_t have;
+	uint8_t buf[2 + MUX_DNS_MAX];
+};
+
 static struct {
 	int port, listener, dns;
+	struct gdns_tcp dt[DNS_TCP_MAX];
 	struct saas__mux_track t;
 	struct gconn c[MUX_CONNS_MAX];
 	struct gquery q[MUX_DNS_PENDING];
@@ -159,6 +172,18 @@ static void on_accept(void)
 		o.port = ntohs(s6->sin6_port);
 		memcpy(o.addr, &s6->sin6_addr, 16);
 	}
+	/* DNS over TCP is answered here, by the same lookups as over UDP. */
+	if (o.family && o.port == 53) {
+		for (unsigned int i = 0; i < DNS_TCP_MAX; i++)
+			if (g.dt[i].fd < 0) {
+				g.dt[i].fd = fd;
+				g.dt[i].asked = false;
+				g.dt[i].have = 0;
+				return;
+			}
+		close(fd);
+		return;
+	}
 	/* Never the id of one the servers still hold: the table says which are in use. */
 	do
 		g.next_id = g.next_id == UINT32_MAX ? 1 : g.next_id + 1;
@@ -230,6 +255,24 @@ static void conn_read(struct gconn *c)
 	}
 }
 
+/* Send a lookup (n bytes at msg) under a free slot: the slot, or -1 when all are in flight. */
+static int ask(const uint8_t *msg, size_t n, int tcp, const struct sockaddr_storage *from, socklen_t from_len)
+{
+	for (uint32_t i = 0; i < MUX_DNS_PENDING; i++)
+		if (!g.q[i].used) {
+			if (saas__mux_track_sent(&g.t, MUX_DNS_QUERY, i, (uint32_t)n, 0) < 0)
+				return -1;
+			g.q[i].used = true;
+			g.q[i].tcp = tcp;
+			if (from)
+				g.q[i].from = *from;
+			g.q[i].from_len = from_len;
+			out_frame(MUX_DNS_QUERY, i, msg, (uint32_t)n);
+			return (int)i;
+		}
+	return -1;
+}
+
 static void on_lookup(void)
 {
 	uint8_t msg[MUX_DNS_MAX];
@@ -237,18 +280,42 @@ static void on_lookup(void)
 	socklen_t from_len = sizeof(from);
 	ssize_t n = recvfrom(g.dns, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&from, &from_len);
 
-	if (n < MUX_DNS_MIN)
+	if (n >= MUX_DNS_MIN)
+		ask(msg, (size_t)n, -1, &from, from_len);
+}
+
+static void dns_tcp_close(struct gdns_tcp *d)
+{
+	close(d->fd);
+	d->fd = -1;
+}
+
+/* Read a TCP lookup until whole, then ask it; one that cannot be is closed (the asker sees the end). */
+static void on_dns_tcp(struct gdns_tcp *d)
+{
+	ssize_t n = recv(d->fd, d->buf + d->have, sizeof(d->buf) - d->have, MSG_DONTWAIT);
+	size_t want;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	for (uint32_t i = 0; i < MUX_DNS_PENDING; i++)
-		if (!g.q[i].used) {
-			if (saas__mux_track_sent(&g.t, MUX_DNS_QUERY, i, (uint32_t)n, 0) < 0)
-				return;
-			g.q[i].used = true;
-			g.q[i].from = from;
-			g.q[i].from_len = from_len;
-			out_frame(MUX_DNS_QUERY, i, msg, (uint32_t)n);
-			return;
-		}
+	if (n <= 0) {
+		dns_tcp_close(d);
+		return;
+	}
+	d->have += (size_t)n;
+	if (d->have < 2)
+		return;
+	want = (size_t)d->buf[0] << 8 | d->buf[1];
+	if (want < MUX_DNS_MIN || want > MUX_DNS_MAX || d->have > 2 + want) {
+		dns_tcp_close(d);
+		return;
+	}
+	if (d->have == 2 + want) {
+		if (ask(d->buf + 2, want, (int)(d - g.dt), NULL, 0) < 0)
+			dns_tcp_close(d);
+		else
+			d->asked = true;
+	}
 }
 
 static void on_frame(const struct saas__mux_frame *f)
@@ -297,9 +364,21 @@ static void on_frame(const struct saas__mux_frame *f)
 		break;
 	case MUX_DNS_ANSWER:
 		if (f->id < MUX_DNS_PENDING && g.q[f->id].used) {
-			sendto(g.dns, f->payload, f->len, MSG_DONTWAIT, (struct sockaddr *)&g.q[f->id].from,
-			       g.q[f->id].from_len);
-			g.q[f->id].used = false;
+			struct gquery *q = &g.q[f->id];
+			if (q->tcp < 0) {
+				sendto(g.dns, f->payload, f->len, MSG_DONTWAIT, (struct sockaddr *)&q->from, q->from_len);
+			} else if (g.dt[q->tcp].fd >= 0) {
+				/* Its length, then it: a few KiB a fresh connection's buffer takes whole. */
+				uint8_t b[2 + MUX_DNS_MAX];
+				b[0] = (uint8_t)(f->len >> 8);
+				b[1] = (uint8_t)f->len;
+				memcpy(b + 2, f->payload, f->len);
+				if (send(g.dt[q->tcp].fd, b, 2 + f->len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+					/* The asker is gone, or its buffer full: it retries. */
+				}
+				dns_tcp_close(&g.dt[q->tcp]);
+			}
+			q->used = false;
 		}
 		break;
 	default:
@@ -348,7 +427,7 @@ static void flush(void)
 
 int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 {
-	struct pollfd fds[3 + MUX_CONNS_MAX];
+	struct pollfd fds[3 + MUX_CONNS_MAX + DNS_TCP_MAX];
 	uint8_t b[MUX_HEADER + 2];
 
 	for (unsigned int i = 0; i < MUX_CONNS_MAX; i++) {
@@ -356,6 +435,8 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 		g.c[i].fd = -1;
 	}
 	memset(g.q, 0, sizeof(g.q));
+	for (unsigned int i = 0; i < DNS_TCP_MAX; i++)
+		g.dt[i].fd = -1;
 	g.next_id = 0;
 	g.port = port;
 	g.listener = listener;
@@ -384,6 +465,8 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 			}
 			fds[n++] = (struct pollfd){ .fd = ev ? c->fd : -1, .events = ev };
 		}
+		for (unsigned int i = 0; i < DNS_TCP_MAX; i++)
+			fds[n++] = (struct pollfd){ .fd = g.dt[i].asked ? -1 : g.dt[i].fd, .events = POLLIN };
 		if (poll(fds, n, 200) < 0 && errno != EINTR)
 			return -1;
 		if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
@@ -402,11 +485,17 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 			if (c->id && (re & (POLLIN | POLLHUP | POLLERR)))
 				conn_read(c);
 		}
+		for (unsigned int i = 0; i < DNS_TCP_MAX && !g.broken; i++)
+			if (fds[3 + MUX_CONNS_MAX + i].revents && g.dt[i].fd == fds[3 + MUX_CONNS_MAX + i].fd)
+				on_dns_tcp(&g.dt[i]);
 		flush();
 	}
 	for (unsigned int i = 0; i < MUX_CONNS_MAX; i++)
 		if (g.c[i].id)
 			conn_drop(&g.c[i], true);
+	for (unsigned int i = 0; i < DNS_TCP_MAX; i++)
+		if (g.dt[i].fd >= 0)
+			dns_tcp_close(&g.dt[i]);
 	return g.broken ? -1 : 0;
 }
 

@@ -19,7 +19,8 @@
  * handshake; the connection bound; a connect refused; a guest that breaks
  * the protocol losing its channel. Then the guest's own end
  * (images/guest/aas-egress.c) in a third namespace with the guest's
- * redirect as nftables rules: a lookup and a download by a plain client.
+ * redirect as nftables rules: lookups over UDP and TCP and a download by a
+ * plain client.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -660,17 +661,16 @@ static int bound(int type, uint16_t port)
 	return fd;
 }
 
-/* A plain client's lookup of name (type A) at the guest's nameserver 10.0.2.3: rcode, first address in ip. */
-static int plain_lookup(const char *name, char *ip)
+/* A query for name (type A), id 0x7701, at q: its length. */
+static size_t query_build(uint8_t *q, const char *name)
 {
-	struct sockaddr_in ns = { .sin_family = AF_INET, .sin_port = htons(53) };
-	uint8_t q[300] = { 0x77, 0x01, 0x01, 0, 0, 1 }, a[1024];
 	size_t n = 12;
-	ssize_t r;
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct pollfd p = { .fd = fd, .events = POLLIN };
 
-	inet_pton(AF_INET, "10.0.2.3", &ns.sin_addr);
+	memset(q, 0, 12);
+	q[0] = 0x77;
+	q[1] = 0x01;
+	q[2] = 0x01;
+	q[5] = 1;
 	while (*name) {
 		size_t l = strcspn(name, ".");
 		q[n++] = (uint8_t)l;
@@ -678,9 +678,24 @@ static int plain_lookup(const char *name, char *ip)
 		n += l;
 		name += l + (name[l] == '.');
 	}
+	memset(q + n, 0, 5);
 	n += 5;
 	q[n - 3] = 1;
 	q[n - 1] = 1;
+	return n;
+}
+
+/* A plain client's lookup of name (type A) at the guest's nameserver 10.0.2.3: rcode, first address in ip. */
+static int plain_lookup(const char *name, char *ip)
+{
+	struct sockaddr_in ns = { .sin_family = AF_INET, .sin_port = htons(53) };
+	uint8_t q[300], a[1024];
+	size_t n = query_build(q, name);
+	ssize_t r;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	inet_pton(AF_INET, "10.0.2.3", &ns.sin_addr);
 	assert_int_equal(sendto(fd, q, n, 0, (struct sockaddr *)&ns, sizeof(ns)), (ssize_t)n);
 	assert_int_equal(poll(&p, 1, 15000), 1);
 	r = recv(fd, a, sizeof(a), 0);
@@ -692,9 +707,9 @@ static int plain_lookup(const char *name, char *ip)
 	return a[3] & 0xf;
 }
 
-static int plain_connect(const char *ip)
+static int plain_connect(const char *ip, uint16_t port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(80) };
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct timeval tv = { 15, 0 };
 
@@ -702,6 +717,28 @@ static int plain_connect(const char *ip)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	return fd;
+}
+
+/* The same over TCP (a truncated answer's retry): its 2-byte length, then it, each way. */
+static int tcp_lookup(const char *name, char *ip)
+{
+	uint8_t q[302], a[1024];
+	size_t n = query_build(q + 2, name), have = 0;
+	ssize_t r;
+	int fd = plain_connect("10.0.2.3", 53);
+
+	q[0] = (uint8_t)(n >> 8);
+	q[1] = (uint8_t)n;
+	assert_int_equal(write(fd, q, n + 2), (ssize_t)(n + 2));
+	while ((r = read(fd, a + have, sizeof(a) - have)) > 0)
+		have += (size_t)r;
+	close(fd);
+	assert_true(have >= 14);
+	assert_int_equal((size_t)(a[0] << 8 | a[1]), have - 2);
+	assert_int_equal(a[2], 0x77);
+	if (ip && a[9])
+		inet_ntop(AF_INET, a + have - 4, ip, INET_ADDRSTRLEN);
+	return a[5] & 0xf;
 }
 
 static void test_guest_end(void **state)
@@ -742,7 +779,7 @@ static void test_guest_end(void **state)
 	/* A lookup through the stub, and a download from what it answered. */
 	assert_int_equal(plain_lookup("allowed.test", ip), 0);
 	assert_string_equal(ip, NET_A);
-	fd = plain_connect(NET_A);
+	fd = plain_connect(NET_A, 80);
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	for (size_t down = 0; down < 300000; down += (size_t)r) {
 		assert_true((r = read(fd, buf, sizeof(buf))) > 0);
@@ -756,13 +793,18 @@ static void test_guest_end(void **state)
 	assert_int_equal(r, 0);
 	assert_string_equal(got, "got 1000\n");
 	close(fd);
+	/* Over TCP, answered and refused alike. */
+	memset(ip, 0, sizeof(ip));
+	assert_int_equal(tcp_lookup("allowed.test", ip), 0);
+	assert_string_equal(ip, NET_A);
+	assert_int_equal(tcp_lookup("other.test", NULL), 5);
 	/* Refused by the policy (never looked up): reset, not a connection. */
 	assert_int_equal(plain_lookup("other.test", NULL), 5);
-	fd = plain_connect(NET_B);
+	fd = plain_connect(NET_B, 80);
 	assert_true(read(fd, buf, sizeof(buf)) < 0);
 	assert_int_equal(errno, ECONNRESET);
 	close(fd);
-	stats("guest", 1, 1);
+	stats("guest", 1, 2);
 
 	run.stop = 1;
 	pthread_join(th, NULL);
