@@ -196,20 +196,11 @@ static void learn(struct hvm *v, const struct saas__dns_addr *a, int64_t now)
 /* May v's guest connect to addr? */
 static bool addr_allowed(struct saas__lv_ehost *h, struct hvm *v, int family, const uint8_t *addr)
 {
-	struct in6_addr a6;
-
 	if (v->mode == SAAS_NET_ISOLATED || saas__lv_guard_refuses(family, addr) || local_addr(family, addr))
 		return false;
-	if (family == AF_INET6) {
-		memcpy(&a6, addr, 16);
-		for (size_t i = 0; i < h->n_host6; i++) {
-			char text[INET6_ADDRSTRLEN + 8];
-			inet_ntop(AF_INET6, &h->host6[i].addr, text, INET6_ADDRSTRLEN);
-			snprintf(text + strlen(text), 8, "/%u", h->host6[i].len);
-			if (saas__lv_cidr_contains(text, AF_INET6, addr))
-				return false;
-		}
-	}
+	for (size_t i = 0; family == AF_INET6 && i < h->n_host6; i++)
+		if (saas__lv_prefix_has(h->host6[i].addr.s6_addr, h->host6[i].len, addr))
+			return false;
 	if (v->mode == SAAS_NET_INTERNET)
 		return true;
 	if (cidr_any(v->deny, family, addr))

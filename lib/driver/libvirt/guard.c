@@ -121,8 +121,11 @@ bool saas__lv_cidr_contains(const char *rule, int family, const uint8_t *addr)
 	bool canonical;
 	int f;
 
-	if (!saas__lv_cidr_parse(rule, &f, net, &len, &canonical) || f != family)
-		return false;
+	return saas__lv_cidr_parse(rule, &f, net, &len, &canonical) && f == family && saas__lv_prefix_has(net, len, addr);
+}
+
+bool saas__lv_prefix_has(const uint8_t *net, unsigned int len, const uint8_t *addr)
+{
 	for (unsigned int i = 0; i < len / 8; i++)
 		if (net[i] != addr[i])
 			return false;

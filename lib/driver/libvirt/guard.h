@@ -56,6 +56,8 @@ int saas__lv_host_now(char **resolv_conf, struct saas__lv_prefix6 **host6, size_
 bool saas__lv_cidr_parse(const char *rule, int *family, uint8_t addr[16], unsigned int *len, bool *canonical);
 /* Is addr (family's bytes) inside the CIDR rule? false when rule is not a CIDR of that family. */
 bool saas__lv_cidr_contains(const char *rule, int family, const uint8_t *addr);
+/* Do addr's first len bits match net's (both of one family's bytes, len within them)? */
+bool saas__lv_prefix_has(const uint8_t *net, unsigned int len, const uint8_t *addr);
 
 /*
  * Does the guard refuse addr (AF_INET: 4 bytes, AF_INET6: 16) by range
