@@ -286,15 +286,14 @@ static void guest_open(struct guest *g, const char *name, const saas_vm_network 
 	assert_int_equal(g->f.type, MUX_HELLO);
 }
 
-/* Ask for name (type A) under tag, without waiting for the answer. */
-static void ask(struct guest *g, const char *name, uint32_t tag)
+/* A query for name (type A) with id, at q (room for 12 + 255 + 4 bytes): its length. */
+static size_t query_build(uint8_t *q, const char *name, uint16_t id)
 {
-	uint8_t b[MUX_HEADER + 300], *q = b + MUX_HEADER;
 	size_t n = 12;
 
-	memset(b, 0, sizeof(b));
-	q[0] = 0x12;
-	q[1] = 0x34;
+	memset(q, 0, 12);
+	q[0] = (uint8_t)(id >> 8);
+	q[1] = (uint8_t)id;
 	q[2] = 0x01;
 	q[5] = 1;
 	while (*name) {
@@ -304,11 +303,19 @@ static void ask(struct guest *g, const char *name, uint32_t tag)
 		n += l;
 		name += l + (name[l] == '.');
 	}
-	q[n++] = 0;
-	q[n++] = 0;
-	q[n++] = 1;
-	q[n++] = 0;
-	q[n++] = 1;
+	memset(q + n, 0, 5);
+	n += 5;
+	q[n - 3] = 1;
+	q[n - 1] = 1;
+	return n;
+}
+
+/* Ask for name (type A) under tag, without waiting for the answer. */
+static void ask(struct guest *g, const char *name, uint32_t tag)
+{
+	uint8_t b[MUX_HEADER + 300];
+	size_t n = query_build(b + MUX_HEADER, name, 0x1234);
+
 	saas__mux_header(b, MUX_DNS_QUERY, tag, (uint32_t)n);
 	assert_int_equal(saas__mux_track_sent(&g->t, MUX_DNS_QUERY, tag, (uint32_t)n, 0), 0);
 	gsend(g, b, MUX_HEADER + n);
@@ -661,36 +668,12 @@ static int bound(int type, uint16_t port)
 	return fd;
 }
 
-/* A query for name (type A), id 0x7701, at q: its length. */
-static size_t query_build(uint8_t *q, const char *name)
-{
-	size_t n = 12;
-
-	memset(q, 0, 12);
-	q[0] = 0x77;
-	q[1] = 0x01;
-	q[2] = 0x01;
-	q[5] = 1;
-	while (*name) {
-		size_t l = strcspn(name, ".");
-		q[n++] = (uint8_t)l;
-		memcpy(q + n, name, l);
-		n += l;
-		name += l + (name[l] == '.');
-	}
-	memset(q + n, 0, 5);
-	n += 5;
-	q[n - 3] = 1;
-	q[n - 1] = 1;
-	return n;
-}
-
 /* A plain client's lookup of name (type A) at the guest's nameserver 10.0.2.3: rcode, first address in ip. */
 static int plain_lookup(const char *name, char *ip)
 {
 	struct sockaddr_in ns = { .sin_family = AF_INET, .sin_port = htons(53) };
 	uint8_t q[300], a[1024];
-	size_t n = query_build(q, name);
+	size_t n = query_build(q, name, 0x7701);
 	ssize_t r;
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -723,7 +706,7 @@ static int plain_connect(const char *ip, uint16_t port)
 static int tcp_lookup(const char *name, char *ip)
 {
 	uint8_t q[302], a[1024];
-	size_t n = query_build(q + 2, name), have = 0;
+	size_t n = query_build(q + 2, name, 0x7701), have = 0;
 	ssize_t r;
 	int fd = plain_connect("10.0.2.3", 53);
 

@@ -395,6 +395,21 @@ void saas__lv_rules_free(char **rules)
 	free(rules);
 }
 
+int saas__lv_egress_take(const saas_vm_network *net, char ***allow, char ***deny)
+{
+	int rc;
+
+	*allow = *deny = NULL;
+	if ((rc = saas__lv_egress_check(net)) < 0 || !net || net->mode != SAAS_NET_POLICY)
+		return rc;
+	if (!(*allow = saas__lv_rules_dup(net->allow)) || !(*deny = saas__lv_rules_dup(net->deny))) {
+		saas__lv_rules_free(*allow);
+		*allow = NULL;
+		return saas__oom();
+	}
+	return SAAS_OK;
+}
+
 char **saas__lv_rules_dup(const char *const *rules)
 {
 	size_t n = 0;
@@ -652,13 +667,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 
 	if (!e)
 		return saas__lv_egress_refused("network policies");
-	if ((rc = saas__lv_egress_check(net)) < 0)
+	if ((rc = saas__lv_egress_take(net, &allow, &deny)) < 0)
 		return rc;
-	if (mode == SAAS_NET_POLICY &&
-	    (!(allow = saas__lv_rules_dup(net->allow)) || !(deny = saas__lv_rules_dup(net->deny)))) {
-		saas__lv_rules_free(allow);
-		return saas__oom();
-	}
 	pthread_mutex_lock(&e->mu);
 	if (!(v = find_name(e, name))) {
 		if (!(v = calloc(1, sizeof(*v)))) {

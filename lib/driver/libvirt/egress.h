@@ -188,6 +188,11 @@ unsigned int saas__lv_egress_share(const struct saas__lv_egress *e);
  */
 int saas__lv_egress_learn(struct drv *d, const struct evm *v, const struct saas__dns_addr *addrs, size_t n);
 
+/*
+ * net checked (saas__lv_egress_check) and, under a policy, its lists copied
+ * into *allow and *deny (else both NULL). SAAS_OK, SAAS_EINVAL, SAAS_ENOMEM.
+ */
+int saas__lv_egress_take(const saas_vm_network *net, char ***allow, char ***deny);
 /* A policy's rule list copied (NULL-terminated; NULL when out of memory), and freed (NULL-safe). */
 char **saas__lv_rules_dup(const char *const *rules);
 void saas__lv_rules_free(char **rules);

@@ -909,13 +909,8 @@ int saas__lv_ehost_set(struct saas__lv_ehost *h, const char *name, const saas_vm
 	struct eacct *acct;
 	struct hvm *v;
 
-	if ((rc = saas__lv_egress_check(net)) < 0)
+	if ((rc = saas__lv_egress_take(net, &allow, &deny)) < 0)
 		return rc;
-	if (mode == SAAS_NET_POLICY &&
-	    (!(allow = saas__lv_rules_dup(net->allow)) || !(deny = saas__lv_rules_dup(net->deny)))) {
-		saas__lv_rules_free(allow);
-		return saas__oom();
-	}
 	pthread_mutex_lock(&h->mu);
 	if (!(v = vm_find(h, name))) {
 		if (!(v = calloc(1, sizeof(*v)))) {
