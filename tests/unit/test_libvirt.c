@@ -2353,6 +2353,73 @@ static bool guest_sends_to(const char *addr)
  * everything (to nobody), with 2001:db8:5::1/64 as "the host's own global
  * prefix", found by the driver's getifaddrs().
  */
+/* An address in family's text, as bytes (16, the rest zero). */
+static const uint8_t *addr_of(int family, const char *text)
+{
+	static uint8_t b[16];
+
+	memset(b, 0, sizeof(b));
+	assert_int_equal(inet_pton(family, text, b), 1);
+	return b;
+}
+
+/*
+ * The guard's ranges read as the servers' end of VM hosts reads them
+ * (saas__lv_guard_refuses, egress_host.c): the same list as its nft sets,
+ * through one CIDR parser.
+ */
+static void test_guard_refuses(void **state)
+{
+	static const char *const refused4[] = { "0.0.0.0", "10.1.2.3", "100.64.0.1", "127.0.0.1", "168.63.129.16",
+		                                    "169.254.169.254", "172.31.255.255", "192.0.0.8", "192.168.0.1",
+		                                    "198.18.0.1", "224.0.0.1", "255.255.255.255" };
+	static const char *const passed4[] = { "8.8.8.8", "192.0.2.1", "198.51.100.2", "203.0.113.9", "172.32.0.1",
+		                                   "100.128.0.1", "168.63.129.17" };
+	static const char *const refused6[] = { "::", "::1", "::ffff:1.2.3.4", "64:ff9b::a00:1", "2001::1", "2002::1",
+		                                    "fd00:ec2::254", "fe80::1", "fec0::3", "ff02::1" };
+	static const char *const passed6[] = { "2001:db8::1", "2606:4700::1111", "3fff::1" };
+	uint8_t net[16];
+	unsigned int len;
+	bool canonical;
+	int family;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(refused4) / sizeof(refused4[0]); i++)
+		assert_true(saas__lv_guard_refuses(AF_INET, addr_of(AF_INET, refused4[i])));
+	for (size_t i = 0; i < sizeof(passed4) / sizeof(passed4[0]); i++)
+		assert_false(saas__lv_guard_refuses(AF_INET, addr_of(AF_INET, passed4[i])));
+	for (size_t i = 0; i < sizeof(refused6) / sizeof(refused6[0]); i++)
+		assert_true(saas__lv_guard_refuses(AF_INET6, addr_of(AF_INET6, refused6[i])));
+	for (size_t i = 0; i < sizeof(passed6) / sizeof(passed6[0]); i++)
+		assert_false(saas__lv_guard_refuses(AF_INET6, addr_of(AF_INET6, passed6[i])));
+	/* CIDRs at their edges; a family that is not the rule's never matches. */
+	assert_true(saas__lv_cidr_contains("192.0.2.0/25", AF_INET, addr_of(AF_INET, "192.0.2.127")));
+	assert_false(saas__lv_cidr_contains("192.0.2.0/25", AF_INET, addr_of(AF_INET, "192.0.2.128")));
+	assert_true(saas__lv_cidr_contains("0.0.0.0/0", AF_INET, addr_of(AF_INET, "203.0.113.1")));
+	assert_true(saas__lv_cidr_contains("2001:db8::/33", AF_INET6, addr_of(AF_INET6, "2001:db8:7fff::1")));
+	assert_false(saas__lv_cidr_contains("2001:db8::/33", AF_INET6, addr_of(AF_INET6, "2001:db8:8000::1")));
+	assert_false(saas__lv_cidr_contains("192.0.2.0/24", AF_INET6, addr_of(AF_INET6, "2001:db8::1")));
+	assert_false(saas__lv_cidr_contains("allowed.test", AF_INET, addr_of(AF_INET, "192.0.2.1")));
+	/* The parser: non-canonical read but said so; what is not a CIDR refused. */
+	assert_true(saas__lv_cidr_parse("192.0.2.1/24", &family, net, &len, &canonical));
+	assert_int_equal(family, AF_INET);
+	assert_int_equal(len, 24);
+	assert_false(canonical);
+	assert_true(saas__lv_cidr_parse("2001:db8::/32", &family, net, &len, &canonical));
+	assert_true(canonical);
+	assert_false(saas__lv_cidr_parse("192.0.2.0/33", &family, net, &len, &canonical));
+	assert_false(saas__lv_cidr_parse("192.0.2.0", &family, net, &len, &canonical));
+	assert_false(saas__lv_cidr_parse("192.0.2.0/", &family, net, &len, &canonical));
+	assert_false(saas__lv_cidr_parse("192.0.2.0/2x", &family, net, &len, &canonical));
+	/* A bare prefix, as the host's IPv6 prefixes are matched. */
+	memcpy(net, addr_of(AF_INET6, "2001:db8:1::"), 16);
+	assert_true(saas__lv_prefix_has(net, 48, addr_of(AF_INET6, "2001:db8:1::5")));
+	assert_false(saas__lv_prefix_has(net, 48, addr_of(AF_INET6, "2001:db8:2::5")));
+	assert_false(saas__lv_prefix_has(net, 47, addr_of(AF_INET6, "2001:db8:2::5")));
+	assert_true(saas__lv_prefix_has(net, 46, addr_of(AF_INET6, "2001:db8:2::5")));
+	assert_true(saas__lv_prefix_has(net, 0, addr_of(AF_INET6, "::1")));
+}
+
 static void test_guard_blocks(void **state)
 {
 	static const char *const blocked[] = {
@@ -3076,6 +3143,7 @@ int main(void)
 		cmocka_unit_test(test_guard_reinstalled),
 		cmocka_unit_test(test_guard_system),
 		cmocka_unit_test(test_guard_blocks),
+		cmocka_unit_test(test_guard_refuses),
 		cmocka_unit_test(test_egress_loaded),
 		cmocka_unit_test(test_egress_table_dropped),
 	};

@@ -73,32 +73,11 @@ bool saas__lv_egress_name_allowed(const char *const *allow, const char *const *d
 /* A CIDR in canonical form: the address with no bit set past its length. family out. */
 static bool cidr_ok(const char *rule, int *family)
 {
-	char addr[INET6_ADDRSTRLEN + 1], *end;
-	unsigned char bin[16], masked[16];
-	const char *slash = strchr(rule, '/');
-	unsigned long len;
-	size_t alen = slash ? (size_t)(slash - rule) : 0;
-	int f;
+	uint8_t addr[16];
+	unsigned int len;
+	bool canonical;
 
-	if (!slash || alen == 0 || alen >= sizeof(addr) || slash[1] < '0' || slash[1] > '9')
-		return false;
-	memcpy(addr, rule, alen);
-	addr[alen] = '\0';
-	f = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	if (inet_pton(f, addr, bin) != 1)
-		return false;
-	errno = 0;
-	len = strtoul(slash + 1, &end, 10);
-	if (*end || errno || len > (f == AF_INET ? 32u : 128u))
-		return false;
-	memcpy(masked, bin, sizeof(bin));
-	for (unsigned int i = 0; i < (f == AF_INET ? 4u : 16u); i++) {
-		unsigned int bits = len > i * 8 ? (unsigned int)len - i * 8 : 0;
-		if (bits < 8)
-			masked[i] &= (unsigned char)(0xff << (8 - bits));
-	}
-	*family = f;
-	return memcmp(masked, bin, f == AF_INET ? 4 : 16) == 0;
+	return saas__lv_cidr_parse(rule, family, addr, &len, &canonical) && canonical;
 }
 
 static bool name_ok(const char *rule)
@@ -340,28 +319,27 @@ int saas__lv_egress_refused(const char *what)
 	                   "%s are not available on this server (its operator's log says why)", what);
 }
 
-/* The entry of account id, made (unreferenced) when there is none. NULL: out of memory. Under e->mu. */
-static struct eacct *acct_get(struct saas__lv_egress *e, const char *id)
+struct eacct *saas__lv_acct_get(struct eacct **list, const char *id)
 {
 	struct eacct *a;
 	size_t len = strlen(id);
 
-	for (a = e->accts; a; a = a->next)
+	for (a = *list; a; a = a->next)
 		if (strcmp(a->id, id) == 0)
 			return a;
 	if (!(a = calloc(1, sizeof(*a) + len + 1)))
 		return NULL;
 	memcpy(a->id, id, len + 1);
-	a->next = e->accts;
-	e->accts = a;
+	a->next = *list;
+	*list = a;
 	return a;
 }
 
-void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a)
+void saas__lv_acct_drop(struct eacct **list, struct eacct *a)
 {
 	if (!a || a->vms || a->pending)
 		return;
-	for (struct eacct **pp = &e->accts; *pp; pp = &(*pp)->next)
+	for (struct eacct **pp = list; *pp; pp = &(*pp)->next)
 		if (*pp == a) {
 			*pp = a->next;
 			break;
@@ -369,15 +347,31 @@ void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a)
 	free(a);
 }
 
-unsigned int saas__lv_egress_share(const struct saas__lv_egress *e)
+unsigned int saas__lv_acct_share(const struct eacct *list)
 {
 	unsigned int n = 0, share;
 
-	for (const struct eacct *a = e->accts; a; a = a->next)
+	for (const struct eacct *a = list; a; a = a->next)
 		if (a->policy_vms)
 			n++;
 	share = EGRESS_PENDING_MAX / (n ? n : 1);
 	return share < EGRESS_PENDING_ACCOUNT_MIN ? EGRESS_PENDING_ACCOUNT_MIN : share;
+}
+
+/* The entry of account id, made (unreferenced) when there is none. NULL: out of memory. Under e->mu. */
+static struct eacct *acct_get(struct saas__lv_egress *e, const char *id)
+{
+	return saas__lv_acct_get(&e->accts, id);
+}
+
+void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a)
+{
+	saas__lv_acct_drop(&e->accts, a);
+}
+
+unsigned int saas__lv_egress_share(const struct saas__lv_egress *e)
+{
+	return saas__lv_acct_share(e->accts);
 }
 
 /* v leaves its account (it goes, or moves to another). Under e->mu. */
@@ -394,14 +388,29 @@ static void acct_leave(struct saas__lv_egress *e, struct evm *v)
 	saas__lv_egress_acct_drop(e, a);
 }
 
-static void rules_free(char **rules)
+void saas__lv_rules_free(char **rules)
 {
 	for (char **r = rules; r && *r; r++)
 		free(*r);
 	free(rules);
 }
 
-static char **rules_dup(const char *const *rules)
+int saas__lv_egress_take(const saas_vm_network *net, char ***allow, char ***deny)
+{
+	int rc;
+
+	*allow = *deny = NULL;
+	if ((rc = saas__lv_egress_check(net)) < 0 || !net || net->mode != SAAS_NET_POLICY)
+		return rc;
+	if (!(*allow = saas__lv_rules_dup(net->allow)) || !(*deny = saas__lv_rules_dup(net->deny))) {
+		saas__lv_rules_free(*allow);
+		*allow = NULL;
+		return saas__oom();
+	}
+	return SAAS_OK;
+}
+
+char **saas__lv_rules_dup(const char *const *rules)
 {
 	size_t n = 0;
 	char **copy;
@@ -412,7 +421,7 @@ static char **rules_dup(const char *const *rules)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
 		if (!(copy[i] = strdup(rules[i]))) {
-			rules_free(copy);
+			saas__lv_rules_free(copy);
 			return NULL;
 		}
 	return copy;
@@ -421,8 +430,8 @@ static char **rules_dup(const char *const *rules)
 static void evm_free(struct evm *v)
 {
 	saas__lv_resolver_unbind(v);
-	rules_free(v->allow);
-	rules_free(v->deny);
+	saas__lv_rules_free(v->allow);
+	saas__lv_rules_free(v->deny);
 	free(v);
 }
 
@@ -658,12 +667,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 
 	if (!e)
 		return saas__lv_egress_refused("network policies");
-	if ((rc = saas__lv_egress_check(net)) < 0)
+	if ((rc = saas__lv_egress_take(net, &allow, &deny)) < 0)
 		return rc;
-	if (mode == SAAS_NET_POLICY && (!(allow = rules_dup(net->allow)) || !(deny = rules_dup(net->deny)))) {
-		rules_free(allow);
-		return saas__oom();
-	}
 	pthread_mutex_lock(&e->mu);
 	if (!(v = find_name(e, name))) {
 		if (!(v = calloc(1, sizeof(*v)))) {
@@ -711,8 +716,8 @@ int saas__lv_egress_vm_set(struct drv *d, const char *name, unsigned int uid, co
 		v->deny = saved.deny;
 		goto out;
 	}
-	rules_free(saved.allow);
-	rules_free(saved.deny);
+	saas__lv_rules_free(saved.allow);
+	saas__lv_rules_free(saved.deny);
 	allow = deny = NULL;
 	if (mode != SAAS_NET_POLICY)
 		saas__lv_resolver_unbind(v);
@@ -741,8 +746,8 @@ out:
 	pthread_mutex_unlock(&e->mu);
 	if (made)
 		evm_free(v);
-	rules_free(allow);
-	rules_free(deny);
+	saas__lv_rules_free(allow);
+	saas__lv_rules_free(deny);
 	return rc;
 }
 

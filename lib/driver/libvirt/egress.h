@@ -122,7 +122,7 @@ int saas__lv_egress_ensure(struct drv *d);
  */
 struct eacct {
 	unsigned int vms;                /* its VMs in the list */
-	unsigned int policy_vms;         /* of which under a policy: it has a share of the pool */
+	unsigned int policy_vms;         /* of which resolve through us (a policy; on a VM host, internet too): a share */
 	unsigned int pending;            /* its queries in flight */
 	struct eacct *next;
 	char id[];
@@ -162,6 +162,15 @@ struct saas__lv_egress {
 /* Under e->mu. */
 struct evm *saas__lv_egress_find_uid(struct saas__lv_egress *e, unsigned int uid);
 
+/*
+ * The same on any list of accounts (the servers' end of VM hosts keeps its
+ * own, egress_host.c): the entry of id, made unreferenced when missing (NULL:
+ * out of memory); a dropped when nothing refers to it; the pool's share.
+ */
+struct eacct *saas__lv_acct_get(struct eacct **list, const char *id);
+void saas__lv_acct_drop(struct eacct **list, struct eacct *a);
+unsigned int saas__lv_acct_share(const struct eacct *list);
+
 /* Free a when nothing refers to it any more (no VM, no query in flight). Under e->mu. */
 void saas__lv_egress_acct_drop(struct saas__lv_egress *e, struct eacct *a);
 
@@ -178,6 +187,32 @@ unsigned int saas__lv_egress_share(const struct saas__lv_egress *e);
  * transaction. Caller holds e->mu (so no policy swap runs in between).
  */
 int saas__lv_egress_learn(struct drv *d, const struct evm *v, const struct saas__dns_addr *addrs, size_t n);
+
+/*
+ * net checked (saas__lv_egress_check) and, under a policy, its lists copied
+ * into *allow and *deny (else both NULL). SAAS_OK, SAAS_EINVAL, SAAS_ENOMEM.
+ */
+int saas__lv_egress_take(const saas_vm_network *net, char ***allow, char ***deny);
+/* A policy's rule list copied (NULL-terminated; NULL when out of memory), and freed (NULL-safe). */
+char **saas__lv_rules_dup(const char *const *rules);
+void saas__lv_rules_free(char **rules);
+
+/* Addresses of one answer that a VM learns; an answer with more is refused (SERVFAIL). */
+#define EGRESS_ANSWER_ADDRS_MAX 64
+struct saas__lv_answer_addrs {
+	struct saas__dns_addr a[EGRESS_ANSWER_ADDRS_MAX];
+	size_t n;
+};
+/* saas__dns_answer_walk's callback gathering into a struct saas__lv_answer_addrs (ud). */
+int saas__lv_answer_collect(void *ud, const struct saas__dns_addr *a);
+
+/*
+ * Send a guest's query (len bytes at msg, its id in the first two bytes,
+ * left as it was) to upstream up under a fresh random id (*id), from a fresh
+ * UDP socket connected to up (only that address can answer it). The
+ * socket, or -1.
+ */
+int saas__lv_dns_ask(const struct sockaddr_storage *up, uint8_t *msg, size_t len, uint16_t *id);
 
 /* The resolver (resolver.c): its thread, and each policy VM's sockets. */
 int saas__lv_resolver_start(struct drv *d);

@@ -81,6 +81,71 @@ static const char *const guard_blocked_v6[] = {
 	"ff00::/8",       /* multicast */
 };
 
+bool saas__lv_cidr_parse(const char *rule, int *family, uint8_t addr[16], unsigned int *len, bool *canonical)
+{
+	char text[INET6_ADDRSTRLEN + 1], *end;
+	const char *slash = strchr(rule, '/');
+	size_t alen = slash ? (size_t)(slash - rule) : 0;
+	unsigned long bits;
+	uint8_t masked[16];
+	int f;
+
+	if (!slash || alen == 0 || alen >= sizeof(text) || slash[1] < '0' || slash[1] > '9')
+		return false;
+	memcpy(text, rule, alen);
+	text[alen] = '\0';
+	f = strchr(text, ':') ? AF_INET6 : AF_INET;
+	memset(addr, 0, 16);
+	if (inet_pton(f, text, addr) != 1)
+		return false;
+	errno = 0;
+	bits = strtoul(slash + 1, &end, 10);
+	if (*end || errno || bits > (f == AF_INET ? 32u : 128u))
+		return false;
+	memcpy(masked, addr, 16);
+	for (unsigned int i = 0; i < 16; i++) {
+		unsigned int b = bits > i * 8 ? (unsigned int)bits - i * 8 : 0;
+		if (b < 8)
+			masked[i] &= (uint8_t)(0xff << (8 - b));
+	}
+	*family = f;
+	*len = (unsigned int)bits;
+	*canonical = memcmp(masked, addr, 16) == 0;
+	return true;
+}
+
+bool saas__lv_cidr_contains(const char *rule, int family, const uint8_t *addr)
+{
+	uint8_t net[16];
+	unsigned int len;
+	bool canonical;
+	int f;
+
+	return saas__lv_cidr_parse(rule, &f, net, &len, &canonical) && f == family && saas__lv_prefix_has(net, len, addr);
+}
+
+bool saas__lv_prefix_has(const uint8_t *net, unsigned int len, const uint8_t *addr)
+{
+	for (unsigned int i = 0; i < len / 8; i++)
+		if (net[i] != addr[i])
+			return false;
+	return len % 8 == 0 || ((net[len / 8] ^ addr[len / 8]) & (uint8_t)(0xff << (8 - len % 8))) == 0;
+}
+
+bool saas__lv_guard_refuses(int family, const uint8_t *addr)
+{
+	const char *const *list = family == AF_INET ? guard_blocked_v4 : guard_blocked_v6;
+	size_t n = family == AF_INET ? sizeof(guard_blocked_v4) / sizeof(guard_blocked_v4[0])
+	                             : sizeof(guard_blocked_v6) / sizeof(guard_blocked_v6[0]);
+
+	if (family != AF_INET && family != AF_INET6)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (saas__lv_cidr_contains(list[i], family, addr))
+			return true;
+	return false;
+}
+
 bool saas__lv_guest_gid(gid_t *gid)
 {
 	struct group gr, *res = NULL;

@@ -47,6 +47,27 @@ char *saas__lv_guard_ruleset(unsigned int gid, const char *resolv_conf, const st
 int saas__lv_host_now(char **resolv_conf, struct saas__lv_prefix6 **host6, size_t *n_host6, char *why,
                       size_t why_len);
 
+/*
+ * A CIDR ("192.0.2.0/24", "2001:db8::/32"): its family (AF_INET or AF_INET6),
+ * address (4 or 16 bytes of addr) and length. false when it is not one; a
+ * CIDR with bits set past its length is read, and *canonical says whether
+ * it was canonical.
+ */
+bool saas__lv_cidr_parse(const char *rule, int *family, uint8_t addr[16], unsigned int *len, bool *canonical);
+/* Is addr (family's bytes) inside the CIDR rule? false when rule is not a CIDR of that family. */
+bool saas__lv_cidr_contains(const char *rule, int family, const uint8_t *addr);
+/* Do addr's first len bits match net's (both of one family's bytes, len within them)? */
+bool saas__lv_prefix_has(const uint8_t *net, unsigned int len, const uint8_t *addr);
+
+/*
+ * Does the guard refuse addr (AF_INET: 4 bytes, AF_INET6: 16) by range
+ * alone? Its blocked4 and blocked6 sets, the same list: what a guest's
+ * connection through the servers (a VM host's, egress_host.c) may never
+ * reach, as the guard's table refuses it on one machine. The host's own
+ * addresses and prefixes are the caller's to check.
+ */
+bool saas__lv_guard_refuses(int family, const uint8_t *addr);
+
 /* The nameservers of a resolv.conf text (may be NULL), as nft set elements ("a, b"): only well-formed addresses. */
 void saas__lv_resolvers(const char *resolv_conf, saas__buf *v4, saas__buf *v6);
 

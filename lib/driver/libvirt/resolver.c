@@ -24,9 +24,6 @@
 #include "driver/libvirt/egress.h"
 #include "util/util.h"
 
-/* Addresses of one answer that go into the learned sets; an answer with more is refused (SERVFAIL). */
-#define ANSWER_ADDRS_MAX 64
-
 /* A query waiting for its upstream. */
 struct pending {
 	unsigned int uid;                /* the VM's: looked up again at the answer (it may be gone) */
@@ -231,32 +228,41 @@ static void pending_free(struct saas__lv_egress *e, struct resolver *r, struct p
 	free(p);
 }
 
+int saas__lv_dns_ask(const struct sockaddr_storage *up, uint8_t *msg, size_t len, uint16_t *id)
+{
+	uint8_t head[2] = { msg[0], msg[1] };
+	ssize_t sent;
+	int fd;
+
+	if (saas__random(id, sizeof(*id)) < 0)
+		return -1;
+	if ((fd = socket(up->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	if (connect(fd, (const struct sockaddr *)up,
+	            up->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0) {
+		close(fd);
+		return -1;
+	}
+	/* Our id on the wire; the guest's comes back in the answer. */
+	msg[0] = (uint8_t)(*id >> 8);
+	msg[1] = (uint8_t)*id;
+	sent = send(fd, msg, len, MSG_DONTWAIT);
+	msg[0] = head[0];
+	msg[1] = head[1];
+	if (sent != (ssize_t)len) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* Ask upstream i for p (a fresh socket, connected: only that address can answer it). 0 or -1. */
 static int ask(struct saas__lv_egress *e, struct pending *p, unsigned int i)
 {
-	const struct sockaddr_storage *up = &e->upstream[i];
-	uint8_t *msg = p->query;
-
 	close_fd(&p->fd);
 	p->upstream = i;
 	p->deadline = now_ms() + EGRESS_UPSTREAM_MS;
-	if (saas__random(&p->id, sizeof(p->id)) < 0)
-		return -1;
-	if ((p->fd = socket(up->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0 ||
-	    connect(p->fd, (const struct sockaddr *)up,
-	            up->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) < 0)
-		return -1;
-	/* Our id on the wire; the guest's comes back in the answer. */
-	{
-		uint8_t head[2] = { msg[0], msg[1] };
-		ssize_t sent;
-		msg[0] = (uint8_t)(p->id >> 8);
-		msg[1] = (uint8_t)p->id;
-		sent = send(p->fd, msg, p->query_len, MSG_DONTWAIT);
-		msg[0] = head[0];
-		msg[1] = head[1];
-		return sent == (ssize_t)p->query_len ? 0 : -1;
-	}
+	return (p->fd = saas__lv_dns_ask(&e->upstream[i], p->query, p->query_len, &p->id)) < 0 ? -1 : 0;
 }
 
 /* A query from VM v's guest (len bytes of msg). Under e->mu. */
@@ -320,16 +326,11 @@ static void query(struct drv *d, struct resolver *r, struct evm *v, const uint8_
 		c->busy = true;
 }
 
-struct learned {
-	struct saas__dns_addr a[ANSWER_ADDRS_MAX];
-	size_t n;
-};
-
-static int collect(void *ud, const struct saas__dns_addr *a)
+int saas__lv_answer_collect(void *ud, const struct saas__dns_addr *a)
 {
-	struct learned *l = ud;
+	struct saas__lv_answer_addrs *l = ud;
 
-	if (l->n >= ANSWER_ADDRS_MAX)
+	if (l->n >= EGRESS_ANSWER_ADDRS_MAX)
 		return -2;
 	l->a[l->n++] = *a;
 	return 0;
@@ -340,7 +341,7 @@ static void answered(struct drv *d, struct resolver *r, struct pending *p, uint8
 {
 	struct saas__lv_egress *e = d->egress;
 	struct evm *v = saas__lv_egress_find_uid(e, p->uid);
-	struct learned l;
+	struct saas__lv_answer_addrs l;
 	int rcode = DNS_RCODE_SERVFAIL;
 
 	if (v && v->pending)
@@ -354,7 +355,7 @@ static void answered(struct drv *d, struct resolver *r, struct pending *p, uint8
 		rcode = DNS_RCODE_REFUSED;
 	} else if (len) {
 		l.n = 0;
-		if (saas__dns_answer_walk(msg, len, &p->q, EGRESS_TTL_MAX, collect, &l) >= 0 &&
+		if (saas__dns_answer_walk(msg, len, &p->q, EGRESS_TTL_MAX, saas__lv_answer_collect, &l) >= 0 &&
 		    saas__lv_egress_learn(d, v, l.a, l.n) == SAAS_OK) {
 			msg[0] = p->query[0];
 			msg[1] = p->query[1];
