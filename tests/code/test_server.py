@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "..", "..", "images", "guest", "aas-code", "aas-code")
 MAX_OUTPUT = 200000
 MAX_RESULT = 300000
+MAX_ERROR = 100000
 MAX_CONTEXTS = 4
 
 
@@ -51,7 +52,7 @@ class CodeServer(unittest.TestCase):
         cls.proc = subprocess.Popen(
             [sys.executable, SERVER, "--listen", f"127.0.0.1:{cls.port}", "--cwd", cls.cwd,
              "--runtime-dir", os.path.join(cls.tmp, "run"), "--max-output", str(MAX_OUTPUT),
-             "--max-result", str(MAX_RESULT), "--max-contexts", str(MAX_CONTEXTS)],
+             "--max-result", str(MAX_RESULT), "--max-error", str(MAX_ERROR), "--max-contexts", str(MAX_CONTEXTS)],
             stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_test)
         deadline = time.monotonic() + 180
         while True:
@@ -222,6 +223,7 @@ class CodeServer(unittest.TestCase):
         plain = re.sub(r"\x1b\[[0-9;]*m", "", errs[0]["traceback"])  # IPython's colours are kept, as E2B's
         self.assertIn("----> 3 f()", plain)
         self.assertIsInstance(errs[0]["traceback"], str)
+        self.assertNotIn("truncated", errs[0], "nothing was cut")
 
     def test_env_vars_for_one_run(self):
         msgs = self.execute("import os\nos.environ.get('AAS_T')", env_vars={"AAS_T": "v1"})
@@ -352,6 +354,46 @@ class CodeServer(unittest.TestCase):
         msgs = self.execute("console.log('q'.repeat(20_000_000))", language="javascript")
         self.assertLessEqual(len("".join(m["text"] for m in msgs if m["type"] == "stdout")), MAX_OUTPUT)
         self.assertTrue([m for m in msgs if m.get("cut") == "output"], msgs[-1])
+        self.assertLess(self.peak_rss() - before, 20 << 20)
+        self.assertEqual(self.main_text(self.execute("'after'")), "after")
+
+    def error_of(self, code, **kw):
+        errs = [m for m in self.execute(code, **kw) if m["type"] == "error"]
+        self.assertEqual(len(errs), 1, errs)
+        return errs[0]
+
+    def test_huge_error_cut_in_the_kernel(self):
+        # A message of 30 MB (Python) and 20 MB (JavaScript), a class name of 5,000 characters, a
+        # traceback of 800 frames of long names: each is cut before it leaves its kernel, so that the
+        # server never holds it (its peak memory grows by far less); what comes is within the bounds,
+        # the value's start, the traceback's first and last lines (where the run began, where it
+        # raised), and "truncated" names the fields cut.
+        before = self.peak_rss()
+        err = self.error_of("raise ValueError('x' * 30_000_000)")
+        self.assertEqual((err["name"], err["value"]), ("ValueError", "x" * MAX_ERROR))
+        self.assertEqual(err["truncated"], ["value", "traceback"])
+        self.assertLessEqual(len(err["traceback"].encode()), MAX_ERROR)
+        head, cut, tail = re.sub(r"\x1b\[[0-9;]*m", "", err["traceback"]).partition(
+            "\n[... aas-code: the middle of this traceback is cut ...]\n")
+        self.assertTrue(cut, err["traceback"][:300])
+        self.assertIn("----> 1 raise ValueError('x' * 30_000_000)", head)
+        self.assertTrue(tail.endswith("x" * 1000), tail[-200:])
+        err = self.error_of("raise type('E' * 5000, (Exception,), {})('v')")
+        self.assertEqual((err["name"], err["value"], err["truncated"]), ("E" * 1024, "v", ["name"]))
+        err = self.error_of("ns = {}\n"
+                            "exec(''.join(f'def f{i}_{\"a\" * 300}():\\n    f{i + 1}_{\"a\" * 300}()\\n' for i in range(800))"
+                            " + f'def f800_{\"a\" * 300}():\\n    raise RuntimeError(\"deep\")\\n', ns)\n"
+                            "ns['f0_' + 'a' * 300]()")
+        self.assertEqual((err["name"], err["value"], err["truncated"]), ("RuntimeError", "deep", ["traceback"]))
+        head, cut, tail = re.sub(r"\x1b\[[0-9;]*m", "", err["traceback"]).partition("[... aas-code: the middle")
+        self.assertTrue(cut and "ns['f0_'" in head and "f1_" in head, head[-300:])
+        self.assertTrue(tail.rstrip().endswith("RuntimeError: deep"), tail[-300:])
+        self.assertLessEqual(len(err["traceback"].encode()), MAX_ERROR)
+        err = self.error_of("throw new Error('z'.repeat(20_000_000))", language="javascript")
+        self.assertEqual((err["name"], err["value"], err["truncated"]), ("Error", "z" * MAX_ERROR, ["value", "traceback"]))
+        self.assertRegex(err["traceback"], r"^Error: zzz")
+        self.assertRegex(err["traceback"], r"\n    at <cell \d+>:1:7$")
+        self.assertLessEqual(len(err["traceback"].encode()), MAX_ERROR)
         self.assertLess(self.peak_rss() - before, 20 << 20)
         self.assertEqual(self.main_text(self.execute("'after'")), "after")
 

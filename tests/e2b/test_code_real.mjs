@@ -131,6 +131,33 @@ test('an exception: its name, value and traceback', async () => {
   assert.equal(exe.text, undefined);
 });
 
+test('an exception of 30 MB: cut in the kernel, bounded through the engine and the face, flagged over REST',
+     async () => {
+  // The code server's bound (--max-error, 1 MiB) and the engine's (max_output, 1 MiB by default) hold; the
+  // traceback keeps where the run began and where it raised. (Before these bounds such a message did not
+  // fit the engine's bound on a line, and the run came with no error at all.)
+  const big = "raise ValueError('x' * 30_000_000)";
+  const exe = await sbx.runCode(big);
+  assert.equal(exe.error.name, 'ValueError');
+  assert.equal(exe.error.value, 'x'.repeat(1 << 20));
+  assert.ok(Buffer.byteLength(exe.error.traceback) <= 1 << 20, `${Buffer.byteLength(exe.error.traceback)}`);
+  const plain = exe.error.traceback.replace(/\x1b\[[0-9;]*m/g, '');
+  assert.match(plain, /----> 1 raise ValueError[^]*\n\[\.\.\. aas-code: the middle of this traceback is cut \.\.\.\]\nx{1000}/);
+  assert.equal((await sbx.runCode('1 + 1')).text, '2', 'the context runs on');
+  // REST (the libsaas id: sbx- and the E2B one) flags the cut; with a smaller max_output the engine cuts
+  // too, its own way.
+  const run = body => srv.rest('POST', `/v1/sandboxes/sbx-${sbx.sandboxId}/code/run`, body);
+  let res = await run({ code: big, max_output: 65536 });
+  assert.equal(res.status, 200, JSON.stringify(res.body).slice(0, 500));
+  assert.equal(res.body.error.truncated, true);
+  assert.equal(res.body.error.value, 'x'.repeat(65536));
+  assert.ok(Buffer.byteLength(res.body.error.traceback) <= 65536);
+  assert.match(res.body.error.traceback.replace(/\x1b\[[0-9;]*m/g, ''), /----> 1 raise ValueError[^]*\n\[\.\.\. cut \.\.\.\]\nx+$/);
+  res = await run({ code: '1 / 0' });
+  assert.equal(res.body.error.name, 'ZeroDivisionError');
+  assert.equal(res.body.error.truncated, false);
+});
+
 test('JavaScript and bash', async () => {
   let exe = await sbx.runCode('let a = 2; a * 21', { language: 'javascript' });
   assert.equal(exe.error, undefined, JSON.stringify(exe.error));
