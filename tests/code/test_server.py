@@ -185,6 +185,27 @@ class CodeServer(unittest.TestCase):
                                                                       {"label": "b", "angle": 270, "radius": 1}]})
         c = self.chart("fig.suptitle('S'); ax.plot([1, 2]); fig.add_subplot(2, 2, 4).scatter([1], [2])")
         self.assertEqual((c["type"], c["title"], [e["type"] for e in c["elements"]]), ("superchart", "S", ["line", "scatter"]))
+        # A box plot of patches (E2B's rule): each box's quartiles, median, whiskers' ends and outliers.
+        c = self.chart("ax.boxplot([[85, 90, 78, 92, 88, 40], [95, 89, 76, 91, 84, 87, 150, 160]], labels=['A', 'B'],"
+                       " patch_artist=True); ax.set_title('Scores'); ax.set_xlabel('class'); ax.set_ylabel('score (pts)')")
+        self.assertEqual(c, {"type": "box_and_whisker", "title": "Scores", "x_label": "class", "y_label": "score (pts)",
+                             "x_unit": None, "y_unit": "pts", "elements": [
+                                 {"label": "A", "min": 78, "first_quartile": 79.75, "median": 86.5, "third_quartile": 89.5,
+                                  "max": 92, "outliers": [40]},
+                                 {"label": "B", "min": 76, "first_quartile": 86.25, "median": 90, "third_quartile": 108.75,
+                                  "max": 108.75, "outliers": [150, 160]}]})
+        # Horizontal (x is its category axis, as a bar chart's), notched (its outline passes its quartiles),
+        # with a mean line (not its median).
+        c = self.chart("ax.boxplot([[85, 90, 78, 92, 88, 40], [95, 89, 76, 91, 84, 87, 150, 160]], labels=['A', 'B'],"
+                       " patch_artist=True, vert=False, notch=True, showmeans=True, meanline=True); ax.set_xlabel('score')")
+        self.assertEqual((c["type"], c["x_label"], c["y_label"]), ("box_and_whisker", None, "score"))
+        self.assertEqual([(e["label"], e["first_quartile"], e["median"], e["third_quartile"]) for e in c["elements"]],
+                         [("A", 79.75, 86.5, 89.5), ("B", 86.25, 90, 108.75)])
+        self.assertEqual(self.chart("fig.suptitle('S'); ax.boxplot([[1, 2, 3]], patch_artist=True); fig.add_subplot(2, 2, 4)"
+                                    ".plot([1, 2])")["elements"][0]["elements"][0]["median"], 2)
+        # Without patch_artist its boxes are lines: a line chart, as E2B has it.
+        self.assertEqual(self.chart("ax.boxplot([[1, 2, 3]])")["type"], "line")
+        self.assertEqual(self.chart("ax.stairs([1, 2, 3])")["type"], "unknown")
         self.assertEqual(self.chart("ax.imshow([[1, 2], [3, 4]])")["type"], "unknown")
         self.assertEqual(self.chart("pass"), {}, "a blank figure")
         # Dates as ISO 8601; NaN (not JSON) as null.

@@ -203,7 +203,7 @@ test('the SDK\'s timeout interrupts a silent run on a real kernel; the context a
   await sbx.removeCodeContext(ctx);
 });
 
-test('charts: a line, bar, scatter and pie chart as E2B\'s Result.chart', async () => {
+test('charts: a line, bar, scatter, pie and box-and-whisker chart as E2B\'s Result.chart', async () => {
   const chartOf = async code => {
     const exe = await sbx.runCode(`import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n${code}\nplt.show()`);
     assert.equal(exe.error, undefined, JSON.stringify(exe.error));
@@ -228,4 +228,10 @@ test('charts: a line, bar, scatter and pie chart as E2B\'s Result.chart', async 
   c = await chartOf("ax.pie([1, 3], labels=['a', 'b'])");
   assert.equal(c.type, 'pie');
   assert.deepEqual(c.elements, [{ label: 'a', angle: 90, radius: 1 }, { label: 'b', angle: 270, radius: 1 }]);
+  // The SDK's BoxAndWhiskerChart: Chart2D's labels and units, each box's five numbers and its outliers.
+  c = await chartOf("ax.boxplot([[85, 90, 78, 92, 88, 40]], labels=['A'], patch_artist=True); ax.set_ylabel('score (pts)')");
+  assert.equal(c.type, 'box_and_whisker');
+  assert.equal(c.y_unit, 'pts');
+  assert.deepEqual(c.elements, [{ label: 'A', min: 78, first_quartile: 79.75, median: 86.5, third_quartile: 89.5, max: 92,
+                                  outliers: [40] }]);
 });
