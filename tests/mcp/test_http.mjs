@@ -279,7 +279,7 @@ test('a whole agent session; every structuredContent validates against its outpu
 
 // Real VMs: the default image's own code server (the tiny image has none), in one cold-booted sandbox
 // (templates are off here): its Python is warm a while after the boot, and run_code says so until then.
-test('run_code on a real VM: a matplotlib chart as MCP image content the SDK client decodes',
+test('run_code on a real VM: a matplotlib chart as MCP image content the SDK client decodes; then the E2B SDK',
      { skip: IMAGES ? false : 'real VMs only (run_code against the double is the next test)' }, async () => {
   const { client } = await authed();
   await client.listTools(); // the SDK then checks each structuredContent against run_code's outputSchema
