@@ -33,6 +33,11 @@ SAAS_BEGIN_DECLS
 /** Most results one run keeps, and most bytes of results together. */
 #define SAAS_CODE_RESULTS_MAX 256
 #define SAAS_CODE_RESULTS_BYTES_MAX (64u << 20)
+/**
+ * Longest name of a run's error kept, in bytes (its value and traceback are
+ * bounded by max_output each).
+ */
+#define SAAS_CODE_ERROR_NAME_MAX 1024
 /** Most contexts a sandbox may hold (the default one of each language not counted). */
 #define SAAS_CODE_CONTEXTS_MAX 32
 /** Longest context id, language name and working directory. */
@@ -178,14 +183,19 @@ typedef struct saas_code_result {
 
 /**
  * A run's error: what the code raised, or what became of its interpreter
- * (name "KernelDied", "ExecutionAborted", ...). Library-allocated.
+ * (name "KernelDied", "ExecutionAborted", ...). Library-allocated; fields
+ * may be appended.
  *
  * Since: 0.2.0
  */
 typedef struct saas_code_error {
-	char *name;
-	char *value;
-	char *traceback;             /**< Lines joined, as the interpreter printed them (may hold ANSI colours). */
+	char *name;                  /**< At most SAAS_CODE_ERROR_NAME_MAX bytes. */
+	char *value;                 /**< At most max_output bytes: its start. */
+	/** Lines joined, as the interpreter printed them (may hold ANSI colours); at most max_output
+	 *  bytes: past it, its first and last lines around a "[... cut ...]" line. */
+	char *traceback;
+	/** Non-zero if the name, value or traceback was cut: by the code server's bounds or by these. */
+	int truncated;
 } saas_code_error;
 
 /**

@@ -566,9 +566,46 @@ static char *field_text(json_t *o, const char *key, bool *ok)
 	return saas__strdup(json_string_value(v));
 }
 
+static void error_free(saas_code_error *e)
+{
+	if (e)
+		free(e->name), free(e->value), free(e->traceback), free(e);
+}
+
+/* Where a traceback's middle was cut (the code server's own cut says so in its words). */
+#define TRACEBACK_CUT "\n[... cut ...]\n"
+
+/*
+ * Cut t (NUL-terminated, ours) to max bytes at UTF-8 boundaries, in place:
+ * its start, or (middle) its first and last halves around TRACEBACK_CUT, the
+ * outermost frames and the raise. Returns whether it was cut.
+ */
+static bool cut_text(char *t, size_t max, bool middle)
+{
+	const size_t mark = sizeof(TRACEBACK_CUT) - 1;
+	size_t len = strlen(t), head, tail, room;
+
+	if (len <= max)
+		return false;
+	if (!middle || max < mark) {
+		t[saas__utf8_cut(t, len, max)] = '\0';
+		return true;
+	}
+	room = max - mark;
+	head = saas__utf8_cut(t, len, room / 2);
+	/* len > max: the tail starts past head + mark, so the mark clobbers none of it. */
+	tail = len - (room - head);
+	while (tail < len && ((unsigned char)t[tail] & 0xC0) == 0x80)
+		tail++;
+	memcpy(t + head, TRACEBACK_CUT, mark);
+	memmove(t + head + mark, t + tail, len - tail + 1);
+	return true;
+}
+
 static int error_event(struct saas__code_run *s, json_t *o)
 {
 	saas_code_error *e = calloc(1, sizeof(*e));
+	json_t *cut = json_object_get(o, "truncated");
 	saas_code_event ev;
 	bool ok = true;
 
@@ -578,19 +615,28 @@ static int error_event(struct saas__code_run *s, json_t *o)
 	e->value = field_text(o, "value", &ok);
 	e->traceback = field_text(o, "traceback", &ok);
 	if (!ok || !json_is_string(json_object_get(o, "name"))) {
-		free(e->name), free(e->value), free(e->traceback), free(e);
+		error_free(e);
 		return proto(s, "the code server sent an %s event without its name, or with fields not strings", "error");
 	}
+	if (cut && !json_is_null(cut) && !json_is_array(cut)) {
+		error_free(e);
+		return proto(s, "the code server sent an error whose %s is not a list", "truncated");
+	}
 	if (!e->name || !e->value || !e->traceback) {
-		free(e->name), free(e->value), free(e->traceback), free(e);
+		error_free(e);
 		return saas__oom();
 	}
-	/* Bounded as output is: a hostile traceback is text like any other. */
-	e->traceback[saas__utf8_cut(e->traceback, strlen(e->traceback), s->max_output)] = '\0';
-	e->value[saas__utf8_cut(e->value, strlen(e->value), s->max_output)] = '\0';
+	/* The fields the code server cut for its own bounds, and ours: a hostile error is text like any other. */
+	e->truncated = json_array_size(cut) > 0;
+	if (cut_text(e->name, SAAS_CODE_ERROR_NAME_MAX, false))
+		e->truncated = 1;
+	if (cut_text(e->value, s->max_output, false))
+		e->truncated = 1;
+	if (cut_text(e->traceback, s->max_output, true))
+		e->truncated = 1;
 	if (s->x->error) {
 		/* The first error is the run's (a later one, e.g. UnexpectedEndOfExecution, is its consequence). */
-		free(e->name), free(e->value), free(e->traceback), free(e);
+		error_free(e);
 		return 0;
 	}
 	s->x->error = e;
@@ -783,12 +829,7 @@ SAAS_EXTERN(void) saas_code_execution_free(saas_code_execution *x)
 	for (size_t i = 0; i < x->result_count; i++)
 		result_free(x->results[i]);
 	free(x->results);
-	if (x->error) {
-		free(x->error->name);
-		free(x->error->value);
-		free(x->error->traceback);
-		free(x->error);
-	}
+	error_free(x->error);
 	free(x);
 }
 

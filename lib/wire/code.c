@@ -43,8 +43,8 @@ json_t *saas__wire_code_error(const saas_code_error *e)
 {
 	if (!e)
 		return json_null();
-	return json_pack("{s:s,s:s,s:s}", "name", e->name ? e->name : "", "value", e->value ? e->value : "",
-	                 "traceback", e->traceback ? e->traceback : "");
+	return json_pack("{s:s,s:s,s:s,s:b}", "name", e->name ? e->name : "", "value", e->value ? e->value : "",
+	                 "traceback", e->traceback ? e->traceback : "", "truncated", e->truncated);
 }
 
 json_t *saas__wire_code_result(const saas_code_result *r)
@@ -172,6 +172,7 @@ int saas__wire_code_error_decode(saas_code_error **out, const json_t *o, const c
 			free(e->name), free(e->value), free(e->traceback), free(e);
 		return SAAS_ENOMEM;
 	}
+	e->truncated = json_is_true(json_object_get(o, "truncated"));
 	*out = e;
 	return SAAS_OK;
 }

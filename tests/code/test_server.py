@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "..", "..", "images", "guest", "aas-code", "aas-code")
 MAX_OUTPUT = 200000
 MAX_RESULT = 300000
+MAX_ERROR = 100000
 MAX_CONTEXTS = 4
 
 
@@ -51,7 +52,7 @@ class CodeServer(unittest.TestCase):
         cls.proc = subprocess.Popen(
             [sys.executable, SERVER, "--listen", f"127.0.0.1:{cls.port}", "--cwd", cls.cwd,
              "--runtime-dir", os.path.join(cls.tmp, "run"), "--max-output", str(MAX_OUTPUT),
-             "--max-result", str(MAX_RESULT), "--max-contexts", str(MAX_CONTEXTS)],
+             "--max-result", str(MAX_RESULT), "--max-error", str(MAX_ERROR), "--max-contexts", str(MAX_CONTEXTS)],
             stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_test)
         deadline = time.monotonic() + 180
         while True:
@@ -184,6 +185,27 @@ class CodeServer(unittest.TestCase):
                                                                       {"label": "b", "angle": 270, "radius": 1}]})
         c = self.chart("fig.suptitle('S'); ax.plot([1, 2]); fig.add_subplot(2, 2, 4).scatter([1], [2])")
         self.assertEqual((c["type"], c["title"], [e["type"] for e in c["elements"]]), ("superchart", "S", ["line", "scatter"]))
+        # A box plot of patches (E2B's rule): each box's quartiles, median, whiskers' ends and outliers.
+        c = self.chart("ax.boxplot([[85, 90, 78, 92, 88, 40], [95, 89, 76, 91, 84, 87, 150, 160]], labels=['A', 'B'],"
+                       " patch_artist=True); ax.set_title('Scores'); ax.set_xlabel('class'); ax.set_ylabel('score (pts)')")
+        self.assertEqual(c, {"type": "box_and_whisker", "title": "Scores", "x_label": "class", "y_label": "score (pts)",
+                             "x_unit": None, "y_unit": "pts", "elements": [
+                                 {"label": "A", "min": 78, "first_quartile": 79.75, "median": 86.5, "third_quartile": 89.5,
+                                  "max": 92, "outliers": [40]},
+                                 {"label": "B", "min": 76, "first_quartile": 86.25, "median": 90, "third_quartile": 108.75,
+                                  "max": 108.75, "outliers": [150, 160]}]})
+        # Horizontal (x is its category axis, as a bar chart's), notched (its outline passes its quartiles),
+        # with a mean line (not its median).
+        c = self.chart("ax.boxplot([[85, 90, 78, 92, 88, 40], [95, 89, 76, 91, 84, 87, 150, 160]], labels=['A', 'B'],"
+                       " patch_artist=True, vert=False, notch=True, showmeans=True, meanline=True); ax.set_xlabel('score')")
+        self.assertEqual((c["type"], c["x_label"], c["y_label"]), ("box_and_whisker", None, "score"))
+        self.assertEqual([(e["label"], e["first_quartile"], e["median"], e["third_quartile"]) for e in c["elements"]],
+                         [("A", 79.75, 86.5, 89.5), ("B", 86.25, 90, 108.75)])
+        self.assertEqual(self.chart("fig.suptitle('S'); ax.boxplot([[1, 2, 3]], patch_artist=True); fig.add_subplot(2, 2, 4)"
+                                    ".plot([1, 2])")["elements"][0]["elements"][0]["median"], 2)
+        # Without patch_artist its boxes are lines: a line chart, as E2B has it.
+        self.assertEqual(self.chart("ax.boxplot([[1, 2, 3]])")["type"], "line")
+        self.assertEqual(self.chart("ax.stairs([1, 2, 3])")["type"], "unknown")
         self.assertEqual(self.chart("ax.imshow([[1, 2], [3, 4]])")["type"], "unknown")
         self.assertEqual(self.chart("pass"), {}, "a blank figure")
         # Dates as ISO 8601; NaN (not JSON) as null.
@@ -222,6 +244,7 @@ class CodeServer(unittest.TestCase):
         plain = re.sub(r"\x1b\[[0-9;]*m", "", errs[0]["traceback"])  # IPython's colours are kept, as E2B's
         self.assertIn("----> 3 f()", plain)
         self.assertIsInstance(errs[0]["traceback"], str)
+        self.assertNotIn("truncated", errs[0], "nothing was cut")
 
     def test_env_vars_for_one_run(self):
         msgs = self.execute("import os\nos.environ.get('AAS_T')", env_vars={"AAS_T": "v1"})
@@ -352,6 +375,46 @@ class CodeServer(unittest.TestCase):
         msgs = self.execute("console.log('q'.repeat(20_000_000))", language="javascript")
         self.assertLessEqual(len("".join(m["text"] for m in msgs if m["type"] == "stdout")), MAX_OUTPUT)
         self.assertTrue([m for m in msgs if m.get("cut") == "output"], msgs[-1])
+        self.assertLess(self.peak_rss() - before, 20 << 20)
+        self.assertEqual(self.main_text(self.execute("'after'")), "after")
+
+    def error_of(self, code, **kw):
+        errs = [m for m in self.execute(code, **kw) if m["type"] == "error"]
+        self.assertEqual(len(errs), 1, errs)
+        return errs[0]
+
+    def test_huge_error_cut_in_the_kernel(self):
+        # A message of 30 MB (Python) and 20 MB (JavaScript), a class name of 5,000 characters, a
+        # traceback of 800 frames of long names: each is cut before it leaves its kernel, so that the
+        # server never holds it (its peak memory grows by far less); what comes is within the bounds,
+        # the value's start, the traceback's first and last lines (where the run began, where it
+        # raised), and "truncated" names the fields cut.
+        before = self.peak_rss()
+        err = self.error_of("raise ValueError('x' * 30_000_000)")
+        self.assertEqual((err["name"], err["value"]), ("ValueError", "x" * MAX_ERROR))
+        self.assertEqual(err["truncated"], ["value", "traceback"])
+        self.assertLessEqual(len(err["traceback"].encode()), MAX_ERROR)
+        head, cut, tail = re.sub(r"\x1b\[[0-9;]*m", "", err["traceback"]).partition(
+            "\n[... aas-code: the middle of this traceback is cut ...]\n")
+        self.assertTrue(cut, err["traceback"][:300])
+        self.assertIn("----> 1 raise ValueError('x' * 30_000_000)", head)
+        self.assertTrue(tail.endswith("x" * 1000), tail[-200:])
+        err = self.error_of("raise type('E' * 5000, (Exception,), {})('v')")
+        self.assertEqual((err["name"], err["value"], err["truncated"]), ("E" * 1024, "v", ["name"]))
+        err = self.error_of("ns = {}\n"
+                            "exec(''.join(f'def f{i}_{\"a\" * 300}():\\n    f{i + 1}_{\"a\" * 300}()\\n' for i in range(800))"
+                            " + f'def f800_{\"a\" * 300}():\\n    raise RuntimeError(\"deep\")\\n', ns)\n"
+                            "ns['f0_' + 'a' * 300]()")
+        self.assertEqual((err["name"], err["value"], err["truncated"]), ("RuntimeError", "deep", ["traceback"]))
+        head, cut, tail = re.sub(r"\x1b\[[0-9;]*m", "", err["traceback"]).partition("[... aas-code: the middle")
+        self.assertTrue(cut and "ns['f0_'" in head and "f1_" in head, head[-300:])
+        self.assertTrue(tail.rstrip().endswith("RuntimeError: deep"), tail[-300:])
+        self.assertLessEqual(len(err["traceback"].encode()), MAX_ERROR)
+        err = self.error_of("throw new Error('z'.repeat(20_000_000))", language="javascript")
+        self.assertEqual((err["name"], err["value"], err["truncated"]), ("Error", "z" * MAX_ERROR, ["value", "traceback"]))
+        self.assertRegex(err["traceback"], r"^Error: zzz")
+        self.assertRegex(err["traceback"], r"\n    at <cell \d+>:1:7$")
+        self.assertLessEqual(len(err["traceback"].encode()), MAX_ERROR)
         self.assertLess(self.peak_rss() - before, 20 << 20)
         self.assertEqual(self.main_text(self.execute("'after'")), "after")
 

@@ -131,6 +131,33 @@ test('an exception: its name, value and traceback', async () => {
   assert.equal(exe.text, undefined);
 });
 
+test('an exception of 30 MB: cut in the kernel, bounded through the engine and the face, flagged over REST',
+     async () => {
+  // The code server's bound (--max-error, 1 MiB) and the engine's (max_output, 1 MiB by default) hold; the
+  // traceback keeps where the run began and where it raised. (Before these bounds such a message did not
+  // fit the engine's bound on a line, and the run came with no error at all.)
+  const big = "raise ValueError('x' * 30_000_000)";
+  const exe = await sbx.runCode(big);
+  assert.equal(exe.error.name, 'ValueError');
+  assert.equal(exe.error.value, 'x'.repeat(1 << 20));
+  assert.ok(Buffer.byteLength(exe.error.traceback) <= 1 << 20, `${Buffer.byteLength(exe.error.traceback)}`);
+  const plain = exe.error.traceback.replace(/\x1b\[[0-9;]*m/g, '');
+  assert.match(plain, /----> 1 raise ValueError[^]*\n\[\.\.\. aas-code: the middle of this traceback is cut \.\.\.\]\nx{1000}/);
+  assert.equal((await sbx.runCode('1 + 1')).text, '2', 'the context runs on');
+  // REST (the libsaas id: sbx- and the E2B one) flags the cut; with a smaller max_output the engine cuts
+  // too, its own way.
+  const run = body => srv.rest('POST', `/v1/sandboxes/sbx-${sbx.sandboxId}/code/run`, body);
+  let res = await run({ code: big, max_output: 65536 });
+  assert.equal(res.status, 200, JSON.stringify(res.body).slice(0, 500));
+  assert.equal(res.body.error.truncated, true);
+  assert.equal(res.body.error.value, 'x'.repeat(65536));
+  assert.ok(Buffer.byteLength(res.body.error.traceback) <= 65536);
+  assert.match(res.body.error.traceback.replace(/\x1b\[[0-9;]*m/g, ''), /----> 1 raise ValueError[^]*\n\[\.\.\. cut \.\.\.\]\nx+$/);
+  res = await run({ code: '1 / 0' });
+  assert.equal(res.body.error.name, 'ZeroDivisionError');
+  assert.equal(res.body.error.truncated, false);
+});
+
 test('JavaScript and bash', async () => {
   let exe = await sbx.runCode('let a = 2; a * 21', { language: 'javascript' });
   assert.equal(exe.error, undefined, JSON.stringify(exe.error));
@@ -176,7 +203,7 @@ test('the SDK\'s timeout interrupts a silent run on a real kernel; the context a
   await sbx.removeCodeContext(ctx);
 });
 
-test('charts: a line, bar, scatter and pie chart as E2B\'s Result.chart', async () => {
+test('charts: a line, bar, scatter, pie and box-and-whisker chart as E2B\'s Result.chart', async () => {
   const chartOf = async code => {
     const exe = await sbx.runCode(`import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n${code}\nplt.show()`);
     assert.equal(exe.error, undefined, JSON.stringify(exe.error));
@@ -201,4 +228,10 @@ test('charts: a line, bar, scatter and pie chart as E2B\'s Result.chart', async 
   c = await chartOf("ax.pie([1, 3], labels=['a', 'b'])");
   assert.equal(c.type, 'pie');
   assert.deepEqual(c.elements, [{ label: 'a', angle: 90, radius: 1 }, { label: 'b', angle: 270, radius: 1 }]);
+  // The SDK's BoxAndWhiskerChart: Chart2D's labels and units, each box's five numbers and its outliers.
+  c = await chartOf("ax.boxplot([[85, 90, 78, 92, 88, 40]], labels=['A'], patch_artist=True); ax.set_ylabel('score (pts)')");
+  assert.equal(c.type, 'box_and_whisker');
+  assert.equal(c.y_unit, 'pts');
+  assert.deepEqual(c.elements, [{ label: 'A', min: 78, first_quartile: 79.75, median: 86.5, third_quartile: 89.5, max: 92,
+                                  outliers: [40] }]);
 });

@@ -9,7 +9,8 @@
 // the given binary is the REAL aas-server, started with --images DIR --image
 // tiny --templates off (cold boots: see harness.mjs), and the agent session
 // also serves a preview page from inside the guest and fetches it through the
-// server's preview Host header; run_code runs on a sandbox of the default image (its code server).
+// server's preview Host header; run_code runs on a sandbox of the default image (its code server),
+// and the official @e2b/code-interpreter SDK then drives the same sandbox through the server's E2B face.
 // Every sandbox is destroyed and tests/integration/vm-cleanup runs on the state
 // directory afterwards, pass or fail.
 import { test, before, after } from 'node:test';
@@ -278,7 +279,7 @@ test('a whole agent session; every structuredContent validates against its outpu
 
 // Real VMs: the default image's own code server (the tiny image has none), in one cold-booted sandbox
 // (templates are off here): its Python is warm a while after the boot, and run_code says so until then.
-test('run_code on a real VM: a matplotlib chart as MCP image content the SDK client decodes',
+test('run_code on a real VM: a matplotlib chart as MCP image content the SDK client decodes; then the E2B SDK',
      { skip: IMAGES ? false : 'real VMs only (run_code against the double is the next test)' }, async () => {
   const { client } = await authed();
   await client.listTools(); // the SDK then checks each structuredContent against run_code's outputSchema
@@ -315,9 +316,88 @@ test('run_code on a real VM: a matplotlib chart as MCP image content the SDK cli
   assert.match(textOf(res), /interrupted; its context and variables stay/);
   res = await run('x + 1');
   assert.equal(res.structuredContent.results[0].formats['text/plain'], '7', 'interrupted, the context lives on');
+  await e2bCodeInterpreter(id);
   await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } });
   await client.close();
 });
+
+// The official @e2b/code-interpreter SDK (pinned as tests/e2b pins it) on that same sandbox, through
+// the server's E2B face (E2B_API_URL, E2B_SANDBOX_URL, the key in E2B's shape, as tests/e2b/harness.mjs
+// sets them): Sandbox.connect, runCode with its callbacks, language and envs, a chart's PNG and
+// chart, an error cut in the guest's kernel, the four context calls, and JavaScript's top-level
+// await on the guest's Node 22. e2b.code.real runs the SDK against the code server on the host;
+// this is the guest's, with the image's own Python and Node. No VM of its own.
+async function e2bCodeInterpreter(id) {
+  process.env.E2B_API_URL = `${base}/e2b`;
+  process.env.E2B_SANDBOX_URL = `${base}/e2b-sandbox`;
+  process.env.E2B_API_KEY = 'e2b_' + Buffer.from(key.slice('aas_sk_'.length), 'latin1').toString('hex');
+  delete process.env.E2B_DOMAIN;
+  delete process.env.E2B_DEBUG;
+  const { Sandbox } = await import('@e2b/code-interpreter');
+  const sbx = await Sandbox.connect(id.replace(/^sbx-/, ''), { timeoutMs: 600_000 });
+  const slow = { timeoutMs: 300_000 }; // a run under TCG, not the SDK's 60 s
+
+  // The default Python context is MCP's run_code's: its x is there.
+  const out = [], seen = [];
+  let exe = await sbx.runCode("print('from e2b', x)\nx * 7",
+                              { ...slow, onStdout: m => out.push(m.line), onResult: r => seen.push(r.text) });
+  assert.equal(exe.error, undefined, JSON.stringify(exe.error));
+  assert.deepEqual(out, ['from e2b 6\n']);
+  assert.deepEqual(seen, ['42']);
+  assert.equal(exe.text, '42');
+  exe = await sbx.runCode("import os\nos.environ.get('FROM_E2B', 'unset')", { ...slow, language: 'python', envs: { FROM_E2B: 'yes' } });
+  assert.equal(exe.text, 'yes', 'envs for this run');
+  assert.equal((await sbx.runCode("os.environ.get('FROM_E2B', 'unset')", slow)).text, 'unset', 'and for no other');
+
+  // A chart: its PNG decodes to a whole image of a chart's size; its chart is E2B's (matplotlib of the image).
+  exe = await sbx.runCode('import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n' +
+                          "ax.boxplot([[85, 90, 78, 92, 88, 40]], patch_artist=True)\nax.set_ylabel('score (pts)')\n" +
+                          'plt.show()', slow);
+  const r = exe.results.find(x => x.png);
+  assert.ok(r, `a PNG: ${JSON.stringify(exe.results.map(x => x.formats()))} ${JSON.stringify(exe.error)}`);
+  const png = Buffer.from(r.png, 'base64');
+  assert.deepEqual(png.subarray(0, 8), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  const [w, h] = [png.readUInt32BE(16), png.readUInt32BE(20)];
+  assert.ok(w >= 200 && w <= 4000 && h >= 150 && h <= 3000, `a chart's size: ${w}x${h}`);
+  assert.equal(png.subarray(-8, -4).toString('latin1'), 'IEND', 'the whole PNG');
+  assert.equal(r.chart.type, 'box_and_whisker');
+  assert.equal(r.chart.y_unit, 'pts');
+  assert.deepEqual(r.chart.elements, [{ label: '1', min: 78, first_quartile: 79.75, median: 86.5, third_quartile: 89.5,
+                                        max: 92, outliers: [40] }]);
+
+  // An exception of 10 MB: the guest's kernel cuts it (the code server, its parent, grows by far less
+  // than it: uncut, it held several copies), the SDK gets its start within the bounds.
+  const hwm = "int(next(l for l in open(f'/proc/{os.getppid()}/status') if l.startswith('VmHWM')).split()[1]) * 1024";
+  await sbx.runCode(`before = ${hwm}`, slow);
+  exe = await sbx.runCode("raise ValueError('x' * 10_000_000)", slow);
+  assert.equal(exe.error.name, 'ValueError');
+  assert.equal(exe.error.value, 'x'.repeat(1 << 20));
+  assert.match(exe.error.traceback, /the middle of this traceback is cut/);
+  exe = await sbx.runCode(`(${hwm}) - before`, slow);
+  assert.ok(Number(exe.text) < 20 << 20, `the code server grew by ${exe.text} bytes`);
+
+  // Contexts: created with a cwd, listed, apart from the default, restarted (its state gone), removed.
+  const ctx = await sbx.createCodeContext({ language: 'python', cwd: '/tmp', ...slow });
+  assert.equal(ctx.cwd, '/tmp');
+  await sbx.runCode('y = 5', { ...slow, context: ctx });
+  assert.equal((await sbx.runCode('import os\n(y, os.getcwd())', { ...slow, context: ctx })).text, "(5, '/tmp')");
+  assert.equal((await sbx.runCode('y', slow)).error?.name, 'NameError', 'the default context has no y');
+  assert.ok((await sbx.listCodeContexts()).some(c => c.id === ctx.id));
+  await sbx.restartCodeContext(ctx);
+  assert.equal((await sbx.runCode('y', { ...slow, context: ctx })).error?.name, 'NameError', 'a restart forgets');
+  await sbx.removeCodeContext(ctx);
+  assert.ok(!(await sbx.listCodeContexts()).some(c => c.id === ctx.id));
+
+  // JavaScript on the guest's Node (22: the image's): a top-level await, rewritten as Node's REPL does,
+  // its declarations kept for the next run.
+  const js = await sbx.createCodeContext({ language: 'javascript', ...slow });
+  exe = await sbx.runCode('const t = await Promise.resolve(20); let u = t + 1; u * 2', { ...slow, context: js });
+  assert.equal(exe.error, undefined, JSON.stringify(exe.error));
+  assert.equal(exe.text, '42');
+  exe = await sbx.runCode('[t + u, Number(process.versions.node.split(".")[0])]', { ...slow, context: js });
+  assert.equal(exe.text, '[ 41, 22 ]');
+  await sbx.removeCodeContext(js);
+}
 
 test('run_code: a chart comes back as MCP image content the SDK client decodes', async (t) => {
   if (IMAGES) return t.skip('the double\'s canned answers: the test above runs the real code server');

@@ -134,6 +134,7 @@ static void check_good(const saas_code_execution *x)
 	assert_string_equal(x->error->name, "ValueError");
 	assert_string_equal(x->error->value, "bad");
 	assert_string_equal(x->error->traceback, "Traceback...");
+	assert_false(x->error->truncated);
 	assert_false(x->stdout_truncated || x->stderr_truncated || x->results_truncated);
 	assert_string_equal(seen, "c3 o[hi\n] e[warn] r[text/plain,image/png,application/json,application/x-thing] "
 	                          "x[ValueError] ");
@@ -329,6 +330,59 @@ static void test_run_bounds(void **state)
 }
 
 /*
+ * An error's text past its bounds: its name at SAAS_CODE_ERROR_NAME_MAX, its
+ * value at max_output (its start), its traceback at max_output (its first and
+ * last bytes around a cut line), each at a UTF-8 boundary, and flagged; an
+ * error the code server cut for its own bounds is flagged the same.
+ */
+static void test_run_error_bounds(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_code_run_options o = SAAS_CODE_RUN_OPTIONS_INIT;
+	saas_code_execution *x = NULL;
+	char body[8192], name[1501], value[201];
+	size_t n;
+
+	memset(name, 'N', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	for (size_t i = 0; i + 1 < sizeof(value); i += 2)
+		memcpy(value + i, "\xc3\xa9", 2);
+	value[sizeof(value) - 1] = '\0';
+	n = (size_t)snprintf(body, sizeof(body),
+	                     "{\"type\":\"error\",\"name\":\"%s\",\"value\":\"%s\",\"traceback\":\"HEAD%0200d%s\"}\n"
+	                     "{\"type\":\"end_of_execution\"}\n",
+	                     name, value, 0, value + 200 - 14);
+	assert_true(n < sizeof(body));
+	code_guest_answer_ndjson(body, 100);
+	o.max_output = 40;
+	assert_int_equal(run(f->a, "x", &o, &x), SAAS_OK);
+	assert_int_equal(strlen(x->error->name), SAAS_CODE_ERROR_NAME_MAX);
+	assert_int_equal(strspn(x->error->name, "N"), SAAS_CODE_ERROR_NAME_MAX);
+	assert_int_equal(strlen(x->error->value), 40); /* 20 characters of 2 bytes */
+	assert_memory_equal(x->error->value, value, 40);
+	/* 39 bytes: 12 of its start, the 15 of the cut line, 12 of its end (its last 13 would cut an é in two). */
+	assert_string_equal(x->error->traceback, "HEAD00000000\n[... cut ...]\n\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+	assert_true(x->error->truncated);
+	assert_false(x->stdout_truncated || x->stderr_truncated || x->results_truncated);
+	saas_code_execution_free(x);
+	x = NULL;
+
+	/* Cut by the code server (its "truncated", the fields it cut): flagged, the text as it came. */
+	code_guest_answer_ndjson("{\"type\":\"error\",\"name\":\"E\",\"value\":\"v\",\"traceback\":\"t\",\"truncated\":[\"value\"]}\n"
+	                         "{\"type\":\"end_of_execution\"}\n",
+	                         0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_OK);
+	assert_string_equal(x->error->value, "v");
+	assert_true(x->error->truncated);
+	saas_code_execution_free(x);
+	x = NULL;
+	code_guest_answer_ndjson("{\"type\":\"error\",\"name\":\"E\",\"value\":\"v\",\"truncated\":\"value\"}\n", 0);
+	assert_int_equal(run(f->a, "x", NULL, &x), SAAS_EPROTOCOL);
+	assert_non_null(strstr(saas_error_last()->message, "truncated"));
+	assert_null(x);
+}
+
+/*
  * A run that prints "tick" and is then silent, its connection held open,
  * with timeout_ms: it ends with `status`, what it printed kept, and the
  * double sees the connection closed (what interrupts the run in the real
@@ -508,6 +562,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_run_hostile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_bad_http, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_error_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_run_timeout_and_cancel, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_contexts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_args, setup, teardown),

@@ -9,9 +9,13 @@
 # bar: the labels and units, elements [{"label", "group", "value"}] (a horizontal chart's x is its
 #   category axis, as E2B's);
 # pie: elements [{"label", "angle" (degrees), "radius"}];
+# box_and_whisker: a box plot drawn with patch_artist=True (its boxes PathPatches: E2B's rule; without
+#   it, its boxes are lines and it is a line chart, as E2B has it), the labels and units (a
+#   horizontal plot's x is its category axis), elements [{"label", "min", "first_quartile",
+#   "median", "third_quartile", "max", "outliers": [...]}], min and max the whiskers' ends;
 # superchart: a figure of several axes, elements one chart each, its title the figure's.
-# A figure with nothing drawn is {}. What is none of these (a box plot, an image, a mix) is
-# "unknown" with its title and no elements. A figure of more than MAX_POINTS points gets {}.
+# A figure with nothing drawn is {}. What is none of these (an image, a mix) is "unknown" with
+# its title and no elements. A figure of more than MAX_POINTS points gets {}.
 import datetime
 import math
 import re
@@ -19,7 +23,12 @@ import re
 import matplotlib.dates
 from matplotlib.collections import PathCollection
 from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle, Wedge
+from matplotlib.patches import PathPatch, Rectangle, Wedge
+
+try:
+    from matplotlib.patches import StepPatch  # ax.stairs' (matplotlib 3.4 on): a PathPatch that is no box
+except ImportError:
+    StepPatch = ()
 
 # More points than this in one figure, and it gets no chart (its PNG still comes): the chart
 # would be a copy of data the user has, as big as a DataFrame's that gets no "data" either.
@@ -79,6 +88,9 @@ def _kind(ax):
     drawn = list(ax.lines) + list(ax.collections) + list(ax.patches) + list(ax.images) + list(ax.tables)
     if drawn and all(isinstance(a, Line2D) for a in drawn):
         return "line"
+    # Boxes and the lines about them (E2B's rule).
+    if drawn and all(isinstance(a, Line2D) or (isinstance(a, PathPatch) and not isinstance(a, StepPatch)) for a in drawn):
+        return "box_and_whisker"
     drawn = [a for a in drawn if not (isinstance(a, Line2D) and _is_grid_line(a))]
     if not drawn:
         return "unknown"
@@ -148,7 +160,7 @@ def _laid_out(ax):
 def _axes_chart(ax, budget):
     kind = _kind(ax)
     title = ax.get_title() or None
-    if kind in ("line", "scatter", "bar"):
+    if kind in ("line", "scatter", "bar", "box_and_whisker"):
         _laid_out(ax)
     if kind in ("line", "scatter"):
         elements = []
@@ -187,4 +199,65 @@ def _axes_chart(ax, budget):
             angle = abs(float(w.theta2) - float(w.theta1))
             elements.append({"label": w.get_label(), "angle": float(f"{angle:.8g}"), "radius": _value(w.r)})
         return {"type": "pie", "title": title, "elements": elements}
+    if kind == "box_and_whisker":
+        for horizontal in (False, True):
+            elements = _boxes(ax, budget, horizontal)
+            if elements is not None:
+                return {"type": "box_and_whisker", "title": title, "elements": elements, **_labels(ax, horizontal)}
     return {"type": "unknown", "title": title, "elements": []}
+
+
+def _close(a, b):
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _between(x, a, b):
+    return a <= x <= b or _close(x, a) or _close(x, b)
+
+
+def _boxes(ax, budget, horizontal):
+    """
+    The boxes of a box plot standing on x (on y when horizontal), or None if
+    its lines are not those of one. Each box's quartiles are where its
+    whiskers start (a notched box's outline passes them), its min and max
+    where they end, its median the first level line across its middle
+    between them (matplotlib draws it before a mean line) that is not a cap
+    (at a whisker's end: a median there has the cap's value anyway), its
+    outliers the markers over it past the whiskers.
+    """
+    lines = []  # (category coordinates, value coordinates, markers only)
+    for line in ax.lines:
+        xs, ys = line.get_xdata(), line.get_ydata()
+        try:
+            c, v = [float(x) for x in (ys if horizontal else xs)], [float(y) for y in (xs if horizontal else ys)]
+        except (TypeError, ValueError):
+            return None
+        dots = line.get_linestyle() in ("None", "", " ") and line.get_marker() not in ("None", "", " ", None)
+        lines.append((c, v, dots))
+    names = _tick_names(ax.yaxis if horizontal else ax.xaxis)
+    elements = []
+    for box in ax.patches:
+        verts = box.get_path().vertices
+        c, v = (verts[:, 1], verts[:, 0]) if horizontal else (verts[:, 0], verts[:, 1])
+        left, right, low, high = float(min(c)), float(max(c)), float(min(v)), float(max(v))
+        mid = (left + right) / 2
+        # Whiskers: upright on the box's middle, from its outline outwards.
+        whiskers = [lv for lc, lv, dots in lines if not dots and len(lc) == 2 and _close(lc[0], mid)
+                    and _close(lc[1], mid) and _between(lv[0], low, high)]
+        q1 = min((w[0] for w in whiskers), default=low)
+        q3 = max((w[0] for w in whiskers), default=high)
+        lo = min((min(w) for w in whiskers), default=q1)
+        hi = max((max(w) for w in whiskers), default=q3)
+        across = [lv[0] for lc, lv, dots in lines if not dots and len(lc) == 2 and _close(lv[0], lv[1])
+                  and not _close(lc[0], lc[1]) and _between(lc[0], left, right) and _between(lc[1], left, right)
+                  and _close((lc[0] + lc[1]) / 2, mid) and _between(lv[0], q1, q3)]
+        if not across:
+            return None
+        median = next((y for y in across if not (_close(y, lo) or _close(y, hi))), across[0])
+        outliers = [y for lc, lv, dots in lines if dots and lc and all(_between(x, left, right) for x in lc)
+                    for y in lv if y < lo or y > hi]
+        _spend(budget, 1 + len(outliers))
+        label = next((n for t, n in names.items() if _close(t, mid)), f"{mid:g}")
+        elements.append({"label": label, "min": _value(lo), "first_quartile": _value(q1), "median": _value(median),
+                         "third_quartile": _value(q3), "max": _value(hi), "outliers": [_value(y) for y in outliers]})
+    return elements

@@ -24,7 +24,10 @@
 // What a run writes to stdout and stderr is cut at AAS_CODE_MAX_OUTPUT
 // characters (aas-code's --max-output and one more, so that it sees the bound
 // passed and says so): a gigabyte's console.log would otherwise be one reply
-// line, held whole on both sides of the pipe.
+// line, held whole on both sides of the pipe. An error's name, message and
+// stack are cut so too (AAS_CODE_MAX_ERROR_NAME, AAS_CODE_MAX_ERROR: the
+// stack's first and last halves kept), so that a gigabyte's message never
+// travels whole either.
 'use strict';
 
 const fs = require('fs');
@@ -38,6 +41,10 @@ const out = fs.createWriteStream(null, { fd: Number(process.env.AAS_CODE_REPLY_F
 delete process.env.AAS_CODE_REPLY_FD;
 const maxOutput = Number(process.env.AAS_CODE_MAX_OUTPUT) || Infinity;
 delete process.env.AAS_CODE_MAX_OUTPUT;
+const maxErrorName = Number(process.env.AAS_CODE_MAX_ERROR_NAME) || Infinity;
+const maxError = Number(process.env.AAS_CODE_MAX_ERROR) || Infinity;
+delete process.env.AAS_CODE_MAX_ERROR_NAME;
+delete process.env.AAS_CODE_MAX_ERROR;
 let current = null; // the id of the run in progress
 let outputLeft = maxOutput; // of the run in progress
 
@@ -86,14 +93,19 @@ process.on('unhandledRejection', (e) => {
   if (current !== null) process.stderr.write(`Unhandled rejection: ${e && e.stack ? e.stack : String(e)}\n`);
 });
 
+// An error's text within the bounds: its start, or (a stack) its first and last halves.
+const head = (text, n) => (text.length > n ? text.slice(0, n) : text);
+const ends = (text, n) => (text.length > n ? text.slice(0, Math.floor(n / 2)) + text.slice(text.length - (n - Math.floor(n / 2))) : text);
+
 function errorOf(e) {
   if (e instanceof Error || (e && typeof e === 'object' && 'message' in e)) {
     // The stack down to the user's cells: this kernel's own frames say nothing to them.
     const lines = String(e.stack || '').split('\n');
     const stack = lines.filter((l, i) => i === 0 || !/^\s+at /.test(l) || l.includes('<cell ')).join('\n');
-    return { name: String(e.name || 'Error'), value: String(e.message), traceback: stack };
+    return { name: head(String(e.name || 'Error'), maxErrorName), value: head(String(e.message), maxError),
+             traceback: ends(stack, maxError) };
   }
-  return { name: 'Error', value: util.inspect(e), traceback: '' };
+  return { name: 'Error', value: head(util.inspect(e), maxError), traceback: '' };
 }
 
 // The script of a cell, and how its value comes: 'value' (the completion value, maybe a promise),

@@ -13,7 +13,10 @@
 # characters (the server's --max-output and one more, so that the server
 # sees it passed and says so), and a result's formats over
 # AAS_CODE_MAX_RESULT are left out: a print or a display of a gigabyte would
-# otherwise travel whole, as one message, into the code server's memory.
+# otherwise travel whole, as one message, into the code server's memory. So
+# is an error's text (AAS_CODE_MAX_ERROR_NAME, AAS_CODE_MAX_ERROR: the name,
+# the value, the traceback's first and last halves), an exception's message of
+# a gigabyte or a deep traceback.
 import os as _aas_os
 
 
@@ -83,6 +86,8 @@ def _aas_setup():
 
     _aas_bound_output(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_OUTPUT", "0") or 0))
     _aas_bound_results(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_RESULT", "0") or 0))
+    _aas_bound_errors(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_ERROR_NAME", "0") or 0),
+                      int(_aas_os.environ.pop("AAS_CODE_MAX_ERROR", "0") or 0))
 
 
 def _aas_bound_results(ip, limit):
@@ -122,6 +127,64 @@ def _aas_bound_results(ip, limit):
     hook.write_format_data = bounded_write_format_data
 
 
+def _aas_bound_errors(ip, name_limit, limit):
+    """
+    Cut an error's name at name_limit characters, its value at limit and its
+    traceback (IPython's lines, as the server joins them) to its first and last
+    limit/2, in both messages that carry them: the "error" IPython publishes
+    (_showtraceback, which every traceback it shows goes through) and the
+    execute_reply. The server cuts them again to its bounds in bytes, one
+    under these, and says so.
+    """
+    if name_limit <= 0 or limit <= 0:
+        return
+    import functools
+    import inspect
+
+    def traceback(stb):
+        if not isinstance(stb, list) or sum(len(s) + 1 for s in stb if isinstance(s, str)) <= limit:
+            return stb
+        text = "\n".join(s for s in stb if isinstance(s, str))
+        if len(text) <= limit:
+            return stb
+        return [text[:limit // 2] + text[len(text) - (limit - limit // 2):]]
+
+    show = ip._showtraceback
+
+    def bounded_showtraceback(etype, evalue, stb):
+        try:
+            name = etype.__name__
+            if isinstance(name, str) and len(name) > name_limit:
+                etype = type("_aas_cut", (), {})  # ipykernel reads etype.__name__ only
+                etype.__name__ = name[:name_limit]
+            value = str(evalue)
+            if len(value) > limit:
+                evalue = value[:limit]  # str() of it is itself
+        except Exception:  # noqa: BLE001 (an odd exception: shown as it is, the server still bounds it)
+            pass
+        return show(etype, evalue, traceback(stb))
+
+    ip._showtraceback = bounded_showtraceback
+    kernel = getattr(ip, "kernel", None)
+    execute = getattr(kernel, "do_execute", None)
+    if execute is None:
+        return
+
+    @functools.wraps(execute)  # its signature: the kernel passes cell_id only if it takes it
+    async def bounded_do_execute(*args, **kwargs):
+        reply = execute(*args, **kwargs)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if isinstance(reply, dict) and reply.get("status") == "error":
+            for key, n in (("ename", name_limit), ("evalue", limit)):
+                if isinstance(reply.get(key), str) and len(reply[key]) > n:
+                    reply[key] = reply[key][:n]
+            reply["traceback"] = traceback(reply.get("traceback"))
+        return reply
+
+    kernel.do_execute = bounded_do_execute
+
+
 def _aas_bound_output(ip, limit):
     """Cut what a run writes to sys.stdout and sys.stderr (fd 1 and 2 too: ipykernel reads them into these) at limit."""
     if limit <= 0:
@@ -151,7 +214,7 @@ def _aas_bound_output(ip, limit):
 
 
 _aas_setup()
-del _aas_setup, _aas_bound_output, _aas_bound_results
+del _aas_setup, _aas_bound_output, _aas_bound_results, _aas_bound_errors
 
 if _aas_os.environ.pop("AAS_CODE_WARM", "") == "1":
     # The warm kernel: what most first runs need, in sys.modules before the template
