@@ -12,12 +12,10 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
