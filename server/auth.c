@@ -22,6 +22,7 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,18 @@ static struct negative {
 } negative[NEGATIVE_SLOTS];
 static uint64_t lookups, negative_hits;
 static uint64_t forgets; /* aas_auth_forget calls: an open that saw one change caches nothing */
+
+/*
+ * Accounts' request rates for requests that act for an account without a
+ * key (aas_auth_account_rate), kept `ttl` as a key's is; direct-mapped, so a
+ * new account may push out an old one, which is then read again.
+ */
+#define RATE_SLOTS 1024
+static struct account_rate {
+	char account[SAAS_ID_MAX + 1];
+	unsigned int rate;
+	int64_t until_ms;
+} rates[RATE_SLOTS];
 
 /* Where a fingerprint lives in the negative cache: its first hex digits (lowercase) are already uniform. */
 static struct negative *negative_slot(const char hash[65])
@@ -113,6 +126,7 @@ void aas_auth_shutdown(void)
 	while (clients)
 		unlist_locked(clients);
 	memset(negative, 0, sizeof(negative));
+	memset(rates, 0, sizeof(rates));
 	pthread_mutex_unlock(&mu);
 }
 
@@ -223,10 +237,52 @@ out:
 	return rc;
 }
 
+/* Where an account's rate lives: FNV-1a of its id. */
+static struct account_rate *rate_slot(const char *account_id)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = account_id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return &rates[h % RATE_SLOTS];
+}
+
+unsigned int aas_auth_account_rate(saas_client *client)
+{
+	const char *account = saas_client_account_id(client);
+	struct account_rate *slot;
+	unsigned int rate = 0;
+	uint64_t forgets_before;
+	bool hit;
+
+	if (!account || strlen(account) > SAAS_ID_MAX)
+		return 0;
+	slot = rate_slot(account);
+	pthread_mutex_lock(&mu);
+	if ((hit = slot->until_ms > aas_now_ms() && strcmp(slot->account, account) == 0))
+		rate = slot->rate;
+	forgets_before = forgets;
+	pthread_mutex_unlock(&mu);
+	if (hit || key_rate(client, &rate) < 0)
+		return rate;
+	pthread_mutex_lock(&mu);
+	/* Read while the account was forgotten (disabled, a key revoked): used for this request, not kept. */
+	if (forgets == forgets_before && ttl_ms > 0) {
+		snprintf(slot->account, sizeof(slot->account), "%s", account);
+		slot->rate = rate;
+		slot->until_ms = aas_now_ms() + ttl_ms;
+	}
+	pthread_mutex_unlock(&mu);
+	return rate;
+}
+
 void aas_auth_forget(const char *account_id, const char *key_prefix)
 {
 	pthread_mutex_lock(&mu);
 	forgets++;
+	/* Whatever changed about the account, its rate is read again. */
+	if (strcmp(rate_slot(account_id)->account, account_id) == 0)
+		rate_slot(account_id)->until_ms = 0;
 	for (struct aas_cached_client **p = &clients; *p;) {
 		struct aas_cached_client *c = *p;
 		/* The shorter of the two decides: a prefix of another length drops more, never fewer. */

@@ -274,6 +274,14 @@ void aas_auth_ref(struct aas_cached_client *handle);
  * theirs until their --key-cache-ttl runs out.
  */
 void aas_auth_forget(const char *account_id, const char *key_prefix);
+/*
+ * The request rate (requests_per_second) of client's account, for requests
+ * that act for an account without a key (the E2B data plane's sandbox
+ * tokens): read from the store once per --key-cache-ttl, as a key's rate is
+ * (a key's client holds its own), and read again after aas_auth_forget() of
+ * the account. 0 (no limit) when it cannot be read, as before it was cached.
+ */
+unsigned int aas_auth_account_rate(saas_client *client);
 
 /* ---- rates of the rooms' own (ratelimit.c) ---- */
 

@@ -308,21 +308,20 @@ static void target_free(void *p)
 /*
  * The data plane's request rate (the route is AAS_R_RATED): a request with
  * the sandbox's token takes from its account's bucket at the account's
- * requests_per_second, as a key's requests do; any other from its address's,
- * as a request without a valid key does. false after a 429.
+ * requests_per_second, as a key's requests do (the rate read once per
+ * --key-cache-ttl, as a key's is); any other from its address's, as a
+ * request without a valid key does. false after a 429.
  */
 static bool rate_ok(struct aas_req *r, struct aas_reply *out, const struct aas_e2b_target *t)
 {
-	saas_account_info *ai = NULL;
-	unsigned int rate = 0;
+	unsigned int rate;
 	char bucket[SAAS_ID_MAX + 8];
 	int64_t wait;
 
 	if (!t->client)
 		return aas_ratelimit_request(r, out, aas_e2b_state.cfg->address_rate);
-	if (saas_account_info_get(&ai, t->client) == SAAS_OK)
-		rate = ai->limits->requests_per_second;
-	saas_account_info_free(ai);
+	/* Cached, as a key's is: reading an account's info is several store queries (its live sandboxes too). */
+	rate = aas_auth_account_rate(t->client);
 	snprintf(bucket, sizeof(bucket), "e2b:%s", t->account);
 	if ((wait = aas_ratelimit_take(bucket, strlen(bucket), rate, aas_now_ms())) > 0) {
 		aas_e2b_error(out, 429, "this account's sandboxes may take %u requests a second (requests_per_second); "

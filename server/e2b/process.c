@@ -12,12 +12,10 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
@@ -42,6 +40,7 @@ struct proc {
 static pthread_mutex_t pids_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct proc pids[PIDS_MAX];
 static size_t pids_next;
+static size_t pids_ptys; /* slots holding a terminal: with none, a new pid looks for none to drop */
 static uint32_t pid_counter = 1000;
 
 /* Forget slot p. pids_mu held. */
@@ -54,6 +53,7 @@ static void pid_forget(struct proc *p)
 		aas_e2b_pty_kill(p->pty);
 		aas_e2b_pty_unref(p->pty);
 		p->pty = NULL;
+		pids_ptys--;
 	}
 	p->pid = 0;
 }
@@ -67,14 +67,16 @@ static uint32_t pid_add(const char *sandbox, const char *exe, json_t *config, st
 
 	pthread_mutex_lock(&pids_mu);
 	/* Terminals past their keeping go now, not when their slot comes round: each holds its output's log. */
-	for (size_t i = 0; i < PIDS_MAX; i++)
+	for (size_t i = 0; i < PIDS_MAX && pids_ptys; i++)
 		if (pids[i].pty && aas_e2b_pty_gone(pids[i].pty, now, PTY_KEEP_MS))
 			pid_forget(&pids[i]);
 	p = &pids[pids_next];
 	pids_next = (pids_next + 1) % PIDS_MAX;
 	pid_forget(p);
-	if (pty)
+	if (pty) {
 		aas_e2b_pty_ref(pty);
+		pids_ptys++;
+	}
 	p->pty = pty;
 	/* Never 0 (proto3's "unset"), and not reused while the counter does not wrap. */
 	if (++pid_counter == 0)

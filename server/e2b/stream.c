@@ -8,12 +8,10 @@
  *
  * Copyright the libsaas authors. MIT licensed.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "e2b/connect.h"
 #include "e2b/internal.h"
@@ -402,23 +400,6 @@ static void follow_more(struct stream *s)
 		put_end_stream(s, AAS_CONNECT_RESOURCE_EXHAUSTED, "out of memory");
 }
 
-/*
- * Has the client closed or reset its connection? Nothing else reads the
- * socket while its answer streams (a client does not send its next request
- * before this answer ends), so a FIN or a reset waits there (as http.c's
- * aas_client_gone sees it).
- */
-static bool client_gone(int fd)
-{
-	ssize_t n;
-	char c;
-
-	if (fd < 0)
-		return false;
-	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct stream *s = cls;
@@ -428,7 +409,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	while (s->off == s->len) {
 		if (s->ended)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (client_gone(s->fd))
+		/* Nothing else reads the socket while the answer streams: a FIN or a reset waits there. */
+		if (aas_fd_gone(s->fd))
 			return MHD_CONTENT_READER_END_WITH_ERROR; /* the command runs on; its slot is free at once */
 		follow_more(s);
 	}

@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Sandbox, CommandExitError, InvalidArgumentError, NotFoundError, RateLimitError } from 'e2b';
-import { testServer } from './harness.mjs';
+import { testServer, e2bKey } from './harness.mjs';
 
 const SERVER = process.argv[2];
 assert.ok(SERVER, 'usage: test_commands.mjs AAS_SERVER_FAKE');
@@ -171,4 +171,28 @@ test('the data plane\'s rate is the account\'s, not the address\'s', async () =>
   const t0 = Date.now();
   for (let i = 0; i < 60; i++) await sbx.commands.list();
   assert.ok(Date.now() - t0 < 20000);
+});
+
+test('the data plane takes from its own account\'s requests_per_second, each account its own', async () => {
+  // A second account held to 1 request a second (a bucket of 2 s' worth), set before its first data-plane
+  // request: its rate is read then (and kept for --key-cache-ttl, as a key's is).
+  const key = srv.admin('account', 'create', '--name', 'slow-agent');
+  const account = srv.admin('account', 'list').split('\n').find(l => /\sslow-agent\s/.test(l)).split(/\s+/)[0];
+  srv.admin('account', 'limits', '--id', account, '--requests-per-second', '1');
+  const slow = await Sandbox.create({ apiKey: e2bKey(key) });
+  try {
+    const got = await Promise.all(Array.from({ length: 6 }, () =>
+      envd('/envs', { id: slow.sandboxId, token: slow.envdAccessToken })));
+    const statuses = got.map(r => r.status).sort();
+    assert.ok(statuses.filter(s => s === 200).length >= 1 && statuses.filter(s => s === 200).length <= 3,
+              `a burst of 2 (and one refilled at most): ${statuses}`);
+    const refused = got.find(r => r.status === 429);
+    assert.ok(refused, `six at once, past the account's burst: ${statuses}`);
+    assert.match(refused.text, /1 requests a second \(requests_per_second\)/);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+    // The first account's sandbox is not held to the second's rate, nor the second to the first's.
+    for (let i = 0; i < 10; i++) assert.equal((await envd('/envs', { token: sbx.envdAccessToken })).status, 200);
+  } finally {
+    await slow.kill();
+  }
 });
