@@ -17,6 +17,8 @@
  * cluster made through another server) is not waited for longer.
  */
 #define CHANNEL_BUSY_WAIT_MS 1000
+/* How soon the pump tries again a send put off because a call had the host's connection (rpc.h). */
+#define CHANNEL_RETRY_MS 5
 /* What the pump holds each way between the engine's socket and libvirt's stream. */
 #define CHANNEL_BUF_BYTES (64 * 1024)
 

@@ -328,6 +328,28 @@ int saas__lv_rpc_channel_open(virDomainPtr dom, const char *name, virStreamPtr *
 	return rc;
 }
 
+int saas__lv_rpc_try_enter(virConnectPtr conn)
+{
+	pthread_mutex_t *mu = conn_mutex(conn);
+
+	return !mu || pthread_mutex_trylock(mu) == 0;
+}
+
+void saas__lv_rpc_leave(virConnectPtr conn)
+{
+	leave(conn_mutex(conn));
+}
+
+void saas__lv_rpc_channel_close(virConnectPtr conn, virStreamPtr st, bool finish)
+{
+	pthread_mutex_t *mu = enter(conn);
+
+	if (finish ? virStreamFinish(st) < 0 : virStreamAbort(st) < 0)
+		virResetLastError(); /* the host or the guest went first: nothing to tell anyone */
+	leave(mu);
+	virStreamFree(st);
+}
+
 int saas__lv_rpc_stream_free(virStreamPtr st)
 {
 	for (size_t i = 0; st && i < THREAD_STREAMS; i++)
