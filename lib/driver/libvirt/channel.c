@@ -370,9 +370,9 @@ out:
 
 static int way_open(void *ud, int *fd)
 {
-	const struct saas__lv_way *w = ud;
+	struct saas__lv_way *w = ud;
 
-	return w->d->host->control_open(w->d, w->name, fd);
+	return w->open_rc = w->d->host->control_open(w->d, w->name, fd);
 }
 
 const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name, const char *dir)
@@ -380,6 +380,7 @@ const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv 
 	memset(w, 0, sizeof(*w));
 	w->d = d;
 	w->name = name;
+	w->open_rc = 1;
 	w->way.vmdir = dir;
 	if (d->host->control_open) {
 		w->way.open = way_open;

@@ -27,6 +27,7 @@ struct saas__lv_way {
 	struct saas__ctl_way way;
 	struct drv *d;
 	const char *name;
+	int open_rc; /* the remote channel's last open: SAAS_OK, an error, or 1 (not asked) */
 };
 const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name, const char *dir);
 

@@ -255,6 +255,8 @@ struct vm {
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
+	int port_fails;                  /* remote: the channel's opens failed in a row (guest.c, port_opened) */
+	int64_t port_retry_at;           /* remote: not asked for again before (saas__now_ms) */
 	unsigned int refs;
 	struct vm *next;
 };
