@@ -155,12 +155,13 @@ static void pump_run(struct pump *p)
 			}
 		}
 		if (p->up_off < p->up_len && !put_off) {
-			if (!saas__lv_rpc_try_enter(p->conn)) {
+			pthread_mutex_t *held;
+			if (!saas__lv_rpc_try_enter(p->conn, &held)) {
 				put_off = true; /* a caller's call has the host: the retry timer's turn */
 				k = -2;
 			} else {
 				k = virStreamSend(p->st, p->up + p->up_off, p->up_len - p->up_off);
-				saas__lv_rpc_leave(p->conn);
+				saas__lv_rpc_leave(held);
 			}
 			if (k == -1) {
 				pump_end(p, false);

@@ -96,6 +96,9 @@ int saas__lv_rpc_close(virConnectPtr conn)
 	}
 	pthread_mutex_unlock(&conns_mu);
 	if (gone) {
+		/* A channel's pump or closer that took it before it was forgotten lets go first. */
+		pthread_mutex_lock(&gone->mu);
+		pthread_mutex_unlock(&gone->mu);
 		pthread_mutex_destroy(&gone->mu);
 		free(gone);
 	}
@@ -328,16 +331,15 @@ int saas__lv_rpc_channel_open(virDomainPtr dom, const char *name, virStreamPtr *
 	return rc;
 }
 
-int saas__lv_rpc_try_enter(virConnectPtr conn)
+bool saas__lv_rpc_try_enter(virConnectPtr conn, pthread_mutex_t **held)
 {
-	pthread_mutex_t *mu = conn_mutex(conn);
-
-	return !mu || pthread_mutex_trylock(mu) == 0;
+	*held = conn_mutex(conn);
+	return !*held || pthread_mutex_trylock(*held) == 0;
 }
 
-void saas__lv_rpc_leave(virConnectPtr conn)
+void saas__lv_rpc_leave(pthread_mutex_t *held)
 {
-	leave(conn_mutex(conn));
+	leave(held);
 }
 
 void saas__lv_rpc_channel_close(virConnectPtr conn, virStreamPtr st, bool finish)

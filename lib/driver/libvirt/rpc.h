@@ -36,6 +36,7 @@
 #ifndef SAAS_DRIVER_LIBVIRT_RPC_H
 #define SAAS_DRIVER_LIBVIRT_RPC_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -97,11 +98,11 @@ int saas__lv_rpc_channel_open(virDomainPtr dom, const char *name, virStreamPtr *
 /*
  * The channel pump's share (channel.c), which runs in the event loop's
  * thread and must never wait there behind a caller: conn's lock if it is
- * free now (1, and saas__lv_rpc_leave(conn) after the call), 0 when a call
- * holds it. A connection never serialised: 1, nothing held.
+ * free now (true, and saas__lv_rpc_leave(*held) after the call), false
+ * when a call holds it. A connection never serialised: true, *held NULL.
  */
-int saas__lv_rpc_try_enter(virConnectPtr conn);
-void saas__lv_rpc_leave(virConnectPtr conn);
+bool saas__lv_rpc_try_enter(virConnectPtr conn, pthread_mutex_t **held);
+void saas__lv_rpc_leave(pthread_mutex_t *held);
 /*
  * A channel's stream ended (virStreamFinish when finish, else
  * virStreamAbort; both a round trip) and freed, under conn's lock, which
