@@ -183,7 +183,8 @@ void saas__ctl_close(struct saas__ctl *c);
  * The connection's parts that commands share with files: the VM's connection,
  * opened (and asked whether the helper serves files, or brought back to the
  * start of a request when it was lost in a stream) when *ctl is NULL:
- * SAAS_ENOTSUP, with *serves -1, when the port cannot be used. Then all of
+ * SAAS_ENOTSUP, with *serves -1, when the port cannot be used (left as it
+ * is when a driver's way->open failed: its driver asks again or not). Then all of
  * iov sent, and one line of the guest's read and parsed (both waiting at
  * most CONTROL_FILES_IDLE_MS for the guest to move, and within the
  * operation's bounds: SAAS_ETIMEOUT past its deadline or the guest's budget,

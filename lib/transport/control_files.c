@@ -445,8 +445,14 @@ int saas__ctl_get(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *
 	/* The first exchange is a line or two: it has the hello's bound, whatever the guest trickles. */
 	saas__ctl_begin(c, saas__now_ms() + CTL_HELLO_MS, NULL);
 	if (saas__ctl_open(way, &c->fd) < 0) {
-		/* No socket (no channel): a domain without the port (it stays without one). */
-		*serves = -1;
+		/*
+		 * No socket (no channel): a domain without the port (it stays
+		 * without one). A driver's way may fail for a while (a host briefly
+		 * gone, a channel another engine holds): its driver says whether
+		 * and when it is asked again.
+		 */
+		if (!way->open)
+			*serves = -1;
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "%s", saas_error_last()->message);
 		saas__ctl_close(c);
 		return rc;

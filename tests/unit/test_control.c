@@ -312,11 +312,17 @@ static void test_fits(void **state)
 	assert_true(saas__ctl_fits("/var/lib/aas/libvirt/vms/sbx-abcdefghij0123456789"));
 }
 
-/* A driver's way that cannot open the port: the port is not used (SSH is), nothing sent, the driver's words kept. */
+/*
+ * A driver's way that cannot open the port: the port is not used (SSH is),
+ * nothing sent, the driver's words kept; and the VM not marked as without
+ * the port, since a remote channel's open may fail for a while (its host
+ * briefly gone, another engine holding it): its driver asks again.
+ */
 static int way_refuse(void *ud, int *fd);
 static void test_way_refused(void **state)
 {
-	const struct saas__ctl_way way = { NULL, way_refuse, NULL };
+	int opens = 0;
+	const struct saas__ctl_way way = { NULL, way_refuse, &opens };
 	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	int serves = 0, execs = 0, code = 0, cancel = 0;
@@ -328,10 +334,16 @@ static void test_way_refused(void **state)
 	req.cancel = &cancel;
 	assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_ENOTSUP);
 	assert_null(ctl);
-	assert_int_equal(serves, -1);
+	assert_int_equal(serves, 0);
+	assert_int_equal(execs, 0);
+	assert_int_equal(opens, 1);
 	assert_non_null(strstr(saas_error_last()->message, "no control channel on the host"));
-	/* Asked once: the next use goes straight to SSH. */
+	/* Asked again at the next use. */
 	assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_int_equal(opens, 2);
+	/* A VM's own socket that is not there: no port for good. */
+	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR("/nonexistent"), &serves, &execs, &req, &code), SAAS_ENOTSUP);
+	assert_int_equal(serves, -1);
 }
 
 /* The channel is in the domain exactly when asked for, the same in a template and its clone; the metadata says so. */
@@ -1153,7 +1165,7 @@ static int way_connect(void *ud, int *fd)
 
 static int way_refuse(void *ud, int *fd)
 {
-	(void)ud;
+	++*(int *)ud;
 	*fd = -1;
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no control channel on the host");
 }
@@ -1191,6 +1203,13 @@ static void test_exec_engine(void **state)
 	req.output = xout_output;
 	req.output_userdata = &o;
 	req.cancel = &cancel;
+	{
+		/* A remote channel refused a first time (another engine held it): the port is used once it opens. */
+		int opens = 0;
+		const struct saas__ctl_way refused = { NULL, way_refuse, &opens };
+		assert_int_equal(saas__ctl_exec(&ctl, &refused, &serves, &execs, &req, &code), SAAS_ENOTSUP);
+		assert_int_equal(opens, 1);
+	}
 	{
 		/* The way a driver gives (a remote host's channel): its connection made non-blocking, then the same bytes. */
 		const struct saas__ctl_way way = { NULL, way_connect, g.dir };

@@ -103,7 +103,7 @@ int saas__lv_launch_start(struct launch *l)
 		xml = saas__lv_domain_xml(&def);
 		if (!xml)
 			return saas__oom();
-		l->dom = virDomainCreateXML(d->conn, xml, incoming ? VIR_DOMAIN_START_PAUSED : 0);
+		l->dom = virDomainCreateXML(saas__lv_conn(d), xml, incoming ? VIR_DOMAIN_START_PAUSED : 0);
 		free(xml);
 		/* A clone gets its limits before its state comes in: it never runs unlimited. */
 		if (l->dom)

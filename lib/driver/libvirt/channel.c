@@ -22,9 +22,17 @@
  * engine's socket shut down), and its parts are let go by a zero-length
  * timeout of its own: never inside the stream's callback, whose dispatch
  * still holds the stream. The stream is opened under the connection's lock
- * (rpc.h); the pump's sends and receives are non-blocking and run in the
- * event loop's thread outside it: taking the lock there would stall every
- * host's keepalive behind one host's slow call.
+ * (rpc.h), and every call that goes to the host is made under it too:
+ * libvirt sends a stream's data with its blocking send (VIR_STREAM_NONBLOCK
+ * spares only receives the wait), so a send made beside a caller's call
+ * would wait inside libvirt behind it, the very thing rpc.h forbids, and
+ * stall the event loop, every host's pumps and keepalives, meanwhile. The
+ * pump never waits for the lock: it tries it, and when a caller has it the
+ * bytes wait in the pump's buffer and a timer of CHANNEL_RETRY_MS tries
+ * again. Receives (they only take what the stream has queued), the event
+ * callbacks and virStreamFree never go to the host and need no lock. The
+ * stream's finish or abort waits for the host's answer: a thread of its
+ * own makes it, under the lock (rpc.h's saas__lv_rpc_channel_close).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -47,8 +55,10 @@ static int pumps_live;
 struct pump {
 	pthread_mutex_t mu; /* the opener holds it while it registers; the callbacks take it */
 	virStreamPtr st;
+	virConnectPtr conn;        /* the stream's: whose lock its sends take */
 	int sock;                  /* the pump's end of the pair */
 	int watch;                 /* its handle in the event loop, -1: none */
+	int retry;                 /* its timer for a send the lock put off, -1: none */
 	bool st_cb;                /* the stream's callback is registered */
 	bool dead;                 /* ended: nothing more is moved, the reaper is due */
 	bool clean;                /* ended by the engine closing its end, everything sent */
@@ -58,24 +68,43 @@ struct pump {
 	char down[CHANNEL_BUF_BYTES];
 };
 
+/* The stream ended and freed, the pump with it: in a thread of its own, out of the event loop's (its call waits on the host). */
+static void *pump_close(void *opaque)
+{
+	struct pump *p = opaque;
+
+	saas__lv_rpc_channel_close(p->conn, p->st, p->clean);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	__atomic_sub_fetch(&pumps_live, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
 static void pump_reap(int timer, void *opaque)
 {
 	struct pump *p = opaque;
+	pthread_attr_t attr;
+	pthread_t tid;
+	int err;
 
 	virEventRemoveTimeout(timer);
 	pthread_mutex_lock(&p->mu); /* an opener still registering lets go first */
 	if (p->watch >= 0)
 		virEventRemoveHandle(p->watch);
+	if (p->retry >= 0)
+		virEventRemoveTimeout(p->retry);
 	if (p->st_cb)
 		virStreamEventRemoveCallback(p->st);
-	if (p->clean ? virStreamFinish(p->st) < 0 : virStreamAbort(p->st) < 0)
-		virResetLastError(); /* the host or the guest went first: nothing to tell anyone */
-	virStreamFree(p->st);
 	close(p->sock);
 	pthread_mutex_unlock(&p->mu);
-	pthread_mutex_destroy(&p->mu);
-	free(p);
-	__atomic_sub_fetch(&pumps_live, 1, __ATOMIC_RELEASE);
+	if ((err = pthread_attr_init(&attr)) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		err = pthread_create(&tid, &attr, pump_close, p);
+		pthread_attr_destroy(&attr);
+	}
+	/* No thread to be had: here, the event loop stalled for the call (under the lock all the same), rather than never. */
+	if (err)
+		pump_close(p);
 }
 
 /*
@@ -92,6 +121,8 @@ static void pump_end(struct pump *p, bool clean)
 	shutdown(p->sock, SHUT_RDWR);
 	if (p->watch >= 0)
 		virEventUpdateHandle(p->watch, 0);
+	if (p->retry >= 0)
+		virEventUpdateTimeout(p->retry, -1);
 	if (p->st_cb)
 		virStreamEventUpdateCallback(p->st, 0);
 	if (virEventAddTimeout(0, pump_reap, p, NULL) < 0)
@@ -101,7 +132,7 @@ static void pump_end(struct pump *p, bool clean)
 /* Move what can be moved each way without blocking; then ask for the events that let the rest move. p->mu held. */
 static void pump_run(struct pump *p)
 {
-	bool moved = true;
+	bool moved = true, put_off = false;
 
 	while (moved && !p->dead) {
 		ssize_t n;
@@ -123,8 +154,15 @@ static void pump_run(struct pump *p)
 				moved = true;
 			}
 		}
-		if (p->up_off < p->up_len) {
-			k = virStreamSend(p->st, p->up + p->up_off, p->up_len - p->up_off);
+		if (p->up_off < p->up_len && !put_off) {
+			pthread_mutex_t *held;
+			if (!saas__lv_rpc_try_enter(p->conn, &held)) {
+				put_off = true; /* a caller's call has the host: the retry timer's turn */
+				k = -2;
+			} else {
+				k = virStreamSend(p->st, p->up + p->up_off, p->up_len - p->up_off);
+				saas__lv_rpc_leave(held);
+			}
 			if (k == -1) {
 				pump_end(p, false);
 				return;
@@ -166,6 +204,8 @@ static void pump_run(struct pump *p)
 	if (p->dead)
 		return;
 	virResetLastError(); /* a stream that would block says so as an error too */
+	if (p->retry >= 0)
+		virEventUpdateTimeout(p->retry, put_off ? CHANNEL_RETRY_MS : -1);
 	if (p->watch >= 0)
 		virEventUpdateHandle(p->watch,
 		                     (p->up_len == 0 ? VIR_EVENT_HANDLE_READABLE : 0) |
@@ -176,7 +216,8 @@ static void pump_run(struct pump *p)
 	 * (the Recv that reads it waits for room).
 	 */
 	if (p->st_cb) {
-		int want = p->up_off < p->up_len ? VIR_STREAM_EVENT_WRITABLE : 0;
+		/* Not while a put-off send waits for the lock: a writable stream would call back without end. */
+		int want = p->up_off < p->up_len && !put_off ? VIR_STREAM_EVENT_WRITABLE : 0;
 		if (p->down_len == 0)
 			want |= VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP;
 		virStreamEventUpdateCallback(p->st, want);
@@ -189,6 +230,16 @@ static void on_stream(virStreamPtr st, int events, void *opaque)
 
 	(void)st;
 	(void)events;
+	pthread_mutex_lock(&p->mu);
+	pump_run(p);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void on_retry(int timer, void *opaque)
+{
+	struct pump *p = opaque;
+
+	(void)timer;
 	pthread_mutex_lock(&p->mu);
 	pump_run(p);
 	pthread_mutex_unlock(&p->mu);
@@ -254,7 +305,7 @@ int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 	 */
 	if ((rc = d->host->check(d)) < 0)
 		return rc;
-	conn = __atomic_load_n(&d->conn, __ATOMIC_ACQUIRE);
+	conn = saas__lv_conn(d);
 	if (!(dom = virDomainLookupByName(conn, name))) {
 		rc = saas__lv_virt_error("looking the VM up for its control channel");
 		saas__error_wrap(rc, "%s on %s", name, d->uri);
@@ -272,8 +323,10 @@ int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 	}
 	pthread_mutex_init(&p->mu, NULL);
 	p->st = st;
+	p->conn = virDomainGetConnect(dom);
 	p->sock = sv[1];
 	p->watch = -1;
+	p->retry = -1;
 	st = NULL;
 	sv[1] = -1;
 	__atomic_add_fetch(&pumps_live, 1, __ATOMIC_ACQUIRE);
@@ -290,6 +343,8 @@ int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 		p->st_cb = true;
 		if ((p->watch = virEventAddHandle(p->sock, VIR_EVENT_HANDLE_READABLE, on_sock, p, NULL)) < 0)
 			rc = saas__lv_virt_error("watching the control channel's socket");
+		else if ((p->retry = virEventAddTimeout(-1, on_retry, p, NULL)) < 0)
+			rc = saas__lv_virt_error("a timer for the control channel");
 		else
 			rc = SAAS_OK;
 	}
@@ -307,10 +362,8 @@ out:
 		close(sv[0]);
 	if (sv[1] >= 0)
 		close(sv[1]);
-	if (st) {
-		virStreamAbort(st);
-		virStreamFree(st);
-	}
+	if (st)
+		saas__lv_rpc_channel_close(virDomainGetConnect(dom), st, false);
 	if (dom)
 		virDomainFree(dom);
 	return rc;
@@ -318,9 +371,9 @@ out:
 
 static int way_open(void *ud, int *fd)
 {
-	const struct saas__lv_way *w = ud;
+	struct saas__lv_way *w = ud;
 
-	return w->d->host->control_open(w->d, w->name, fd);
+	return w->open_rc = w->d->host->control_open(w->d, w->name, fd);
 }
 
 const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name, const char *dir)
@@ -328,6 +381,7 @@ const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv 
 	memset(w, 0, sizeof(*w));
 	w->d = d;
 	w->name = name;
+	w->open_rc = 1;
 	w->way.vmdir = dir;
 	if (d->host->control_open) {
 		w->way.open = way_open;

@@ -17,6 +17,8 @@
  * cluster made through another server) is not waited for longer.
  */
 #define CHANNEL_BUSY_WAIT_MS 1000
+/* How soon the pump tries again a send put off because a call had the host's connection (rpc.h). */
+#define CHANNEL_RETRY_MS 5
 /* What the pump holds each way between the engine's socket and libvirt's stream. */
 #define CHANNEL_BUF_BYTES (64 * 1024)
 
@@ -25,6 +27,7 @@ struct saas__lv_way {
 	struct saas__ctl_way way;
 	struct drv *d;
 	const char *name;
+	int open_rc; /* the remote channel's last open: SAAS_OK, an error, or 1 (not asked) */
 };
 const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv *d, const char *name, const char *dir);
 

@@ -337,7 +337,7 @@ int saas__lv_domain_meta(virDomainPtr dom, unsigned int *port, char **host_key, 
 
 int saas__lv_own_domains(struct drv *d, const char *prefix, saas__lv_domain_fn fn, void *ud)
 {
-	virConnectPtr conn = __atomic_load_n(&d->conn, __ATOMIC_ACQUIRE);
+	virConnectPtr conn = saas__lv_conn(d);
 	virDomainPtr *doms = NULL;
 	int n = virConnectListAllDomains(conn, &doms, 0), stop = 0;
 

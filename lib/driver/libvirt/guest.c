@@ -67,6 +67,41 @@ static void port_files_said(struct drv *d, const char *name, int before, int now
 		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its files go over SFTP: %s", name, saas_error_last()->message);
 }
 
+/*
+ * A remote VM's channel that could not be opened (its host briefly gone, or
+ * another engine of the cluster holding it) is not asked for again before
+ * PORT_RETRY_MS, doubled at each failure in a row up to PORT_RETRY_MAX_MS;
+ * after PORT_RETRY_TRIES failures in a row the VM has no port for good, as
+ * one without the channel (its calls go over SSH meanwhile and then).
+ */
+#define PORT_RETRY_MS 2000
+#define PORT_RETRY_MAX_MS 60000
+#define PORT_RETRY_TRIES 8
+
+/* May the port be tried now? The port taken. */
+static bool port_due(struct vm *v)
+{
+	return v->port_fails == 0 || saas__now_ms() >= v->port_retry_at;
+}
+
+/* What the channel's open (if one was asked for, through w) tells: the port taken. */
+static void port_opened(struct vm *v, const struct saas__lv_way *w)
+{
+	int64_t wait = PORT_RETRY_MS;
+
+	if (w->open_rc == 0)
+		v->port_fails = 0;
+	if (w->open_rc >= 0)
+		return;
+	if (++v->port_fails >= PORT_RETRY_TRIES) {
+		v->files = -1; /* said by port_files_said, with the open's error */
+		return;
+	}
+	for (int i = 1; i < v->port_fails && wait < PORT_RETRY_MAX_MS; i++)
+		wait *= 2;
+	v->port_retry_at = saas__now_ms() + (wait < PORT_RETRY_MAX_MS ? wait : PORT_RETRY_MAX_MS);
+}
+
 /* Is the VM's SSH session up (not being connected, not dead)? */
 static bool session_up(struct vm *v)
 {
@@ -96,14 +131,15 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 		return SAAS_ENOTSUP;
 	if (session_up(v) || !port_take(v, PORT_EXEC))
 		goto out;
-	if (v->execs < 0) {
-		/* Its helper predates commands: asked once. */
+	if (v->execs < 0 || !port_due(v)) {
+		/* Its helper predates commands: asked once. Or its channel failed a moment ago. */
 	} else if (!(dir = saas__lv_drv_path(d, "vms", name))) {
 		rc = saas__oom();
 	} else {
 		execs = v->execs;
 		files = v->files;
 		rc = saas__ctl_exec(&v->ctl, saas__lv_ctl_way(&w, d, name, dir), &v->files, &v->execs, req, exit_code);
+		port_opened(v, &w);
 		if (d->control_files)
 			port_files_said(d, name, files, v->files);
 		if (execs == 0 && v->execs < 0)
@@ -171,6 +207,13 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 		free(dir);
 		return SAAS_ENOTSUP;
 	}
+	if (!port_due(v)) {
+		/* Its channel failed a moment ago: SFTP. */
+		port_give(v);
+		saas__lv_vm_put(d, v);
+		free(dir);
+		return SAAS_ENOTSUP;
+	}
 	files = v->files;
 	saas__lv_ctl_way(&w, d, name, dir);
 	if (fc->reader)
@@ -178,6 +221,7 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 	else
 		rc = saas__ctl_files_read(&v->ctl, &w.way, &v->files, fc->path, fc->max, fc->writer, fc->ud, fc->sizep,
 		                          &d->closing);
+	port_opened(v, &w);
 	port_files_said(d, name, files, v->files);
 	port_give(v);
 	saas__lv_vm_put(d, v);

@@ -180,7 +180,7 @@ int saas__lv_vmhost_check(struct drv *d)
 	int rc = SAAS_OK;
 
 	pthread_mutex_lock(&d->conn_mu);
-	if (virConnectIsAlive(d->conn) == 1)
+	if (virConnectIsAlive(saas__lv_conn(d)) == 1)
 		goto out;
 	/* The keepalive gave up on it (or the host closed it): a new one, if the host answers now. */
 	if ((rc = saas__lv_vmhost_connect(d->uri, &conn)) < 0)
@@ -190,7 +190,7 @@ int saas__lv_vmhost_check(struct drv *d)
 	 * the driver. So is the pool's handle on it, which saas__lv_vmhost_pool
 	 * looks up again on the new one when it is next wanted.
 	 */
-	if ((rc = retire(d, d->conn, NULL)) < 0) {
+	if ((rc = retire(d, saas__lv_conn(d), NULL)) < 0) {
 		virConnectClose(conn);
 		goto out;
 	}
@@ -223,7 +223,7 @@ int saas__lv_host_info(void *ctx, saas_driver_host *out)
 	if ((rc = saas__lv_vmhost_check(d)) < 0)
 		return rc;
 	/* A call in flight when the host stops answering fails at the keepalive's count: never a hang. */
-	if (virNodeGetInfo(d->conn, &info) < 0) {
+	if (virNodeGetInfo(saas__lv_conn(d), &info) < 0) {
 		rc = saas__lv_virt_error("reading the VM host's node info");
 		return saas__error_wrap(rc, "%s", d->uri);
 	}
@@ -256,7 +256,7 @@ static int spool_open(struct drv *d)
 	char *xml = NULL;
 	int active, rc = SAAS_OK;
 
-	if (!(d->spool = virStoragePoolLookupByName(d->conn, d->spool_name))) {
+	if (!(d->spool = virStoragePoolLookupByName(saas__lv_conn(d), d->spool_name))) {
 		/*
 		 * A directory pool of ours, persistent and autostarted, so that the
 		 * host's libvirtd keeps it across restarts. Two engines making it
@@ -267,14 +267,14 @@ static int spool_open(struct drv *d)
 		                 d->spool_name, d->spool_dir);
 		if (!(xml = saas__buf_detach(&b, NULL)))
 			return saas__oom();
-		d->spool = virStoragePoolDefineXML(d->conn, xml, 0);
+		d->spool = virStoragePoolDefineXML(saas__lv_conn(d), xml, 0);
 		if (d->spool && virStoragePoolBuild(d->spool, 0) < 0) {
 			rc = saas__lv_virt_error("making the storage pool's directory on the VM host");
 			goto out;
 		}
 		if (d->spool)
 			virStoragePoolSetAutostart(d->spool, 1);
-		else if (!(d->spool = virStoragePoolLookupByName(d->conn, d->spool_name))) {
+		else if (!(d->spool = virStoragePoolLookupByName(saas__lv_conn(d), d->spool_name))) {
 			rc = saas__lv_virt_error("defining the storage pool on the VM host");
 			goto out;
 		}
@@ -311,7 +311,7 @@ int saas__lv_vmhost_pool(struct drv *d, virStoragePoolPtr *pool)
 	int rc = SAAS_OK;
 
 	pthread_mutex_lock(&d->conn_mu);
-	if (d->spool && virStoragePoolGetConnect(d->spool) != d->conn && (rc = retire(d, NULL, d->spool)) == SAAS_OK)
+	if (d->spool && virStoragePoolGetConnect(d->spool) != saas__lv_conn(d) && (rc = retire(d, NULL, d->spool)) == SAAS_OK)
 		d->spool = NULL;
 	if (rc == SAAS_OK && !d->spool)
 		rc = spool_open(d);
@@ -638,7 +638,7 @@ static void remote_network(struct drv *d)
 /* accel=auto on a remote host: KVM when its libvirt offers a kvm domain for x86_64. */
 static bool remote_kvm(struct drv *d)
 {
-	char *caps = virConnectGetDomainCapabilities(d->conn, NULL, "x86_64", "q35", "kvm", 0);
+	char *caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", "kvm", 0);
 	bool kvm = caps != NULL;
 
 	free(caps);

@@ -335,7 +335,7 @@ static void tpl_sweep_key(struct drv *d, const char *key)
 	int n;
 
 	snprintf(vm, sizeof(vm), TPL_PREFIX "%.16s", key);
-	if ((dom = virDomainLookupByName(d->conn, vm))) {
+	if ((dom = virDomainLookupByName(saas__lv_conn(d), vm))) {
 		saas__lv_log(d, SAAS_LOG_INFO, "destroying template VM %s on VM host %s, left by a build that did not end",
 		             vm, d->uri);
 		virDomainDestroy(dom);

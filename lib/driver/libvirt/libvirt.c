@@ -260,8 +260,7 @@ static void drv_free(struct drv *d)
 		saas__lv_channels_drain();
 	if (d->spool)
 		virStoragePoolFree(d->spool);
-	if (d->conn)
-		virConnectClose(d->conn);
+	virConnectClose(saas__lv_conn(d)); /* NULL-safe (rpc.h) */
 	/* A pool holds its connection: the pools go first, so that a connection's close is its last reference's. */
 	for (size_t i = 0; i < d->n_retired; i++)
 		if (d->retired[i].spool)
@@ -461,7 +460,7 @@ static void lv_close(void *ctx)
  */
 static virDomainPtr domain_lookup(struct drv *d, const char *name, int *rc)
 {
-	virDomainPtr dom = virDomainLookupByName(d->conn, name);
+	virDomainPtr dom = virDomainLookupByName(saas__lv_conn(d), name);
 	virErrorPtr e;
 
 	*rc = SAAS_OK;
@@ -820,7 +819,7 @@ static int lv_network_set(void *ctx, const char *name, const saas_vm_network *ne
 		saas__lv_vm_put(d, v);
 	if (!d->egress)
 		return saas__lv_egress_refused("changes to a running sandbox's network");
-	if (!(dom = virDomainLookupByName(d->conn, name)))
+	if (!(dom = virDomainLookupByName(saas__lv_conn(d), name)))
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);
 	if (!uid)
 		uid = saas__lv_domain_uid(dom);

@@ -255,6 +255,8 @@ struct vm {
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
+	int port_fails;                  /* remote: the channel's opens failed in a row (guest.c, port_opened) */
+	int64_t port_retry_at;           /* remote: not asked for again before (saas__now_ms) */
 	unsigned int refs;
 	struct vm *next;
 };
@@ -320,7 +322,7 @@ struct drv {
 	bool control_exec;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
-	virConnectPtr conn;              /* remote: replaced when it died (host->check); read atomically */
+	virConnectPtr conn;              /* remote: replaced when it died (host->check); read with saas__lv_conn */
 	/*
 	 * Where QEMU runs (host.h): this machine, or a remote VM host
 	 * (host_remote.c), where nothing of the engine's filesystem is QEMU's and
@@ -388,6 +390,17 @@ char *saas__lv_read_file(const char *path, size_t max);
 static inline bool closing(struct drv *d)
 {
 	return __atomic_load_n(&d->closing, __ATOMIC_ACQUIRE) != 0;
+}
+
+/*
+ * The driver's connection, as every reader takes it: on a remote host the
+ * check (host->check) replaces one the keepalive closed while other threads
+ * read it. Which call is made on the one read stays theirs (a retired one is
+ * kept until close).
+ */
+static inline virConnectPtr saas__lv_conn(struct drv *d)
+{
+	return __atomic_load_n(&d->conn, __ATOMIC_ACQUIRE);
 }
 
 /* The engine is stopping, or the driver closing: the driver's own work (a template build) gives up. */

@@ -96,6 +96,9 @@ int saas__lv_rpc_close(virConnectPtr conn)
 	}
 	pthread_mutex_unlock(&conns_mu);
 	if (gone) {
+		/* A channel's pump or closer that took it before it was forgotten lets go first. */
+		pthread_mutex_lock(&gone->mu);
+		pthread_mutex_unlock(&gone->mu);
 		pthread_mutex_destroy(&gone->mu);
 		free(gone);
 	}
@@ -326,6 +329,27 @@ int saas__lv_rpc_channel_open(virDomainPtr dom, const char *name, virStreamPtr *
 		rc = virDomainOpenChannel(dom, name, *out, 0);
 	leave(mu);
 	return rc;
+}
+
+bool saas__lv_rpc_try_enter(virConnectPtr conn, pthread_mutex_t **held)
+{
+	*held = conn_mutex(conn);
+	return !*held || pthread_mutex_trylock(*held) == 0;
+}
+
+void saas__lv_rpc_leave(pthread_mutex_t *held)
+{
+	leave(held);
+}
+
+void saas__lv_rpc_channel_close(virConnectPtr conn, virStreamPtr st, bool finish)
+{
+	pthread_mutex_t *mu = enter(conn);
+
+	if (finish ? virStreamFinish(st) < 0 : virStreamAbort(st) < 0)
+		virResetLastError(); /* the host or the guest went first: nothing to tell anyone */
+	leave(mu);
+	virStreamFree(st);
 }
 
 int saas__lv_rpc_stream_free(virStreamPtr st)

@@ -36,6 +36,8 @@
 #ifndef SAAS_DRIVER_LIBVIRT_RPC_H
 #define SAAS_DRIVER_LIBVIRT_RPC_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <libvirt/libvirt.h>
@@ -93,6 +95,20 @@ int saas__lv_rpc_vol_download(virStorageVolPtr vol, virStreamPtr st, unsigned lo
  * 0 and *out, or -1 with libvirt's error set and *out to free if not NULL.
  */
 int saas__lv_rpc_channel_open(virDomainPtr dom, const char *name, virStreamPtr *out);
+/*
+ * The channel pump's share (channel.c), which runs in the event loop's
+ * thread and must never wait there behind a caller: conn's lock if it is
+ * free now (true, and saas__lv_rpc_leave(*held) after the call), false
+ * when a call holds it. A connection never serialised: true, *held NULL.
+ */
+bool saas__lv_rpc_try_enter(virConnectPtr conn, pthread_mutex_t **held);
+void saas__lv_rpc_leave(pthread_mutex_t *held);
+/*
+ * A channel's stream ended (virStreamFinish when finish, else
+ * virStreamAbort; both a round trip) and freed, under conn's lock, which
+ * this waits for: never in the event loop's thread. libvirt's error reset.
+ */
+void saas__lv_rpc_channel_close(virConnectPtr conn, virStreamPtr st, bool finish);
 /* libvirt's virStreamSendAll and virStreamRecvAll, one lock per chunk; the handler runs unlocked. */
 int saas__lv_stream_send_all(virStreamPtr st, virStreamSourceFunc handler, void *opaque);
 int saas__lv_stream_recv_all(virStreamPtr st, virStreamSinkFunc handler, void *opaque);

@@ -460,6 +460,7 @@ out:
 static void snapshot_recover(struct drv *d, const char *snap)
 {
 	char *tmp = snap_path(d, snap, NULL), *file = NULL, *vm = NULL, *next = NULL, *node = NULL, *top = NULL;
+	virConnectPtr conn;
 	virDomainPtr dom = NULL;
 	uint64_t size = 0;
 	bool on_overlay = false;
@@ -473,7 +474,7 @@ static void snapshot_recover(struct drv *d, const char *snap)
 		free(vm);
 		vm = NULL;
 	}
-	if (vm && d->conn && (dom = virDomainLookupByName(d->conn, vm))) {
+	if (vm && (conn = saas__lv_conn(d)) && (dom = virDomainLookupByName(conn, vm))) {
 		if (virDomainGetState(dom, &state, NULL, 0) == 0 && state == VIR_DOMAIN_PAUSED) {
 			if (virDomainResume(dom) < 0)
 				saas__lv_log(d, SAAS_LOG_WARN, "VM %s, left paused by snapshot %s cut short, does not run again: %s",
@@ -580,7 +581,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__inval("a snapshot's name is 1 to %d of a-z, 0-9 and '-'", SNAPSHOT_NAME_MAX);
-	if (!(dom = virDomainLookupByName(d->conn, name)) || saas__lv_domain_meta(dom, &port, &s.host_key, &owner) < 0 ||
+	if (!(dom = virDomainLookupByName(saas__lv_conn(d), name)) || saas__lv_domain_meta(dom, &port, &s.host_key, &owner) < 0 ||
 	    strcmp(owner, d->owner) != 0) {
 		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s", name);
 		goto out;

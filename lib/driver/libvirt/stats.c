@@ -38,7 +38,7 @@ int saas__lv_vm_sample(void *ctx, const char *name, saas_driver_sample *out)
 	memset(out, 0, sizeof(*out));
 	if ((rc = d->host->check(d)) < 0)
 		return rc;
-	if (!(dom = virDomainLookupByName(d->conn, name))) {
+	if (!(dom = virDomainLookupByName(saas__lv_conn(d), name))) {
 		err = virGetLastError();
 		if (err && err->code == VIR_ERR_NO_DOMAIN)
 			return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running", name);

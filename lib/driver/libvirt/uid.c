@@ -493,7 +493,7 @@ out:
  */
 int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 {
-	char why[PATH_MAX + 256] = "", *uri = virConnectGetURI(d->conn), *caps = NULL, *probe = NULL;
+	char why[PATH_MAX + 256] = "", *uri = virConnectGetURI(saas__lv_conn(d)), *caps = NULL, *probe = NULL;
 	const char *dac, *end;
 	int rc = SAAS_OK, fd;
 
@@ -501,7 +501,7 @@ int saas__lv_confine_system(struct drv *d, const char *state_dir, bool required)
 	if (!uri || !strstr(uri, ":///system"))
 		snprintf(why, sizeof(why), "%s is not the system libvirtd (qemu:///system): a session daemon runs QEMU "
 		         "as the engine's own user", uri ? uri : d->uri);
-	else if (!(caps = virConnectGetCapabilities(d->conn)) || !strstr(caps, "<model>dac</model>"))
+	else if (!(caps = virConnectGetCapabilities(saas__lv_conn(d))) || !strstr(caps, "<model>dac</model>"))
 		snprintf(why, sizeof(why), "libvirtd has no DAC security driver, which applies each VM's uid");
 	else if (traversable(state_dir, false, why, sizeof(why)))
 		why[0] = '\0';
