@@ -96,6 +96,12 @@ fi
 
 # Restart the server on the same state directory. With no API call first (no key, nobody
 # touching the sandbox), /metrics counts the sandbox and its preview answers.
+# The pool's VM below must be a clone (its first commands go over the control port): let the
+# template this server builds in the background be saved first, or the next server would find none
+# and boot its pooled VM cold (its commands then over SSH).
+template_saved() { grep -Eq 'template [0-9a-f]+ ready in' "${WORK}/server.log"; }
+for _ in $(seq 1 600); do template_saved && break; sleep 0.5; done
+check "the template is saved before the restart" template_saved
 check "SIGTERM exits 0" stop_server
 start_server "$SERVER" --images "$IMAGES" --image tiny --pool small:tiny=1
 req GET /metrics; expect_status 200 "metrics after restart"
