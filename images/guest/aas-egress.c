@@ -49,17 +49,15 @@
 /* What waits to be sent on the port: past OUT_SOFT no local socket is read, nor a connection accepted. */
 #define OUT_SOFT (256 * 1024)
 #define OUT_CAP (OUT_SOFT + 2 * MUX_FRAME_MAX + MUX_CONNS_MAX * 64)
-#define WINDOW_BATCH (16 * 1024)
 #define DNS_TCP_MAX 4
 
 struct gconn {
 	uint32_t id;                     /* 0: free */
 	int fd;
 	bool open;                       /* OPENED ok came */
-	size_t pend_off, pend_len;
-	uint32_t taken;
+	struct saas__mux_pending pend;   /* from the servers, not yet written here, in pend_buf */
 	bool shut_in, wr_shut, rd_eof;
-	uint8_t pend[MUX_WINDOW];        /* from the servers, not yet written here (last: not cleared per use) */
+	uint8_t pend_buf[MUX_WINDOW];    /* last: not cleared per use */
 };
 
 struct gquery {
@@ -196,7 +194,8 @@ static void on_accept(void)
 		return;
 	}
 	out_frame(MUX_OPEN_ADDR, g.next_id, b + MUX_HEADER, (uint32_t)(n - MUX_HEADER));
-	memset(c, 0, offsetof(struct gconn, pend));
+	memset(c, 0, offsetof(struct gconn, pend_buf));
+	c->pend.buf = c->pend_buf;
 	c->id = g.next_id;
 	c->fd = fd;
 }
@@ -204,24 +203,15 @@ static void on_accept(void)
 /* Write what the servers sent; give the window back; shut our write side after their SHUT. */
 static void conn_write(struct gconn *c)
 {
-	while (c->pend_off < c->pend_len) {
-		ssize_t n = send(c->fd, c->pend + c->pend_off, c->pend_len - c->pend_off, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				break;
-			conn_end(c, true);
-			return;
-		}
-		c->pend_off += (size_t)n;
-		c->taken += (uint32_t)n;
+	uint32_t credit;
+
+	if (saas__mux_pending_flush(&c->pend, c->fd, &credit) < 0) {
+		conn_end(c, true);
+		return;
 	}
-	if (c->pend_off == c->pend_len)
-		c->pend_off = c->pend_len = 0;
-	if (c->taken && (c->taken >= WINDOW_BATCH || !c->pend_len)) {
-		send_ctl(MUX_WINDOW_UPDATE, c->id, c->taken);
-		c->taken = 0;
-	}
-	if (c->shut_in && !c->pend_len && !c->wr_shut) {
+	if (credit)
+		send_ctl(MUX_WINDOW_UPDATE, c->id, credit);
+	if (c->shut_in && !saas__mux_pending_any(&c->pend) && !c->wr_shut) {
 		shutdown(c->fd, SHUT_WR);
 		c->wr_shut = true;
 	}
@@ -347,13 +337,7 @@ static void on_frame(const struct saas__mux_frame *f)
 	case MUX_DATA:
 		if (!c)
 			break;
-		if (c->pend_off) {
-			memmove(c->pend, c->pend + c->pend_off, c->pend_len - c->pend_off);
-			c->pend_len -= c->pend_off;
-			c->pend_off = 0;
-		}
-		memcpy(c->pend + c->pend_len, f->payload, f->len); /* within the window: the table checked */
-		c->pend_len += f->len;
+		saas__mux_pending_add(&c->pend, f->payload, f->len); /* within the window: the table checked */
 		conn_write(c);
 		break;
 	case MUX_SHUT:
@@ -458,7 +442,7 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 			struct saas__mux_conn *t = c->id ? saas__mux_conn_find(&g.t, c->id) : NULL;
 			short ev = 0;
 			if (c->id && c->open) {
-				if (c->pend_len > c->pend_off)
+				if (saas__mux_pending_any(&c->pend))
 					ev |= POLLOUT;
 				if (t && t->credit_out && !c->rd_eof && room)
 					ev |= POLLIN;

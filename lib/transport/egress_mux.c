@@ -4,7 +4,9 @@
  * frame's length, each payload by its type's bound, and the connection
  * table by MUX_CONNS_MAX.
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "transport/egress_mux.h"
 
@@ -366,4 +368,39 @@ int saas__mux_track_sent(struct saas__mux_track *t, uint8_t type, uint32_t id, u
 	default:
 		return -1;
 	}
+}
+
+/* ---- DATA received, on its way to the connection's socket ------------------------------------ */
+
+void saas__mux_pending_add(struct saas__mux_pending *p, const uint8_t *data, uint32_t len)
+{
+	if (p->off) {
+		memmove(p->buf, p->buf + p->off, p->len - p->off);
+		p->len -= p->off;
+		p->off = 0;
+	}
+	memcpy(p->buf + p->len, data, len);
+	p->len += len;
+}
+
+int saas__mux_pending_flush(struct saas__mux_pending *p, int fd, uint32_t *credit)
+{
+	*credit = 0;
+	while (p->off < p->len) {
+		ssize_t n = send(fd, p->buf + p->off, p->len - p->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			return -1;
+		}
+		p->off += (size_t)n;
+		p->taken += (uint32_t)n;
+	}
+	if (p->off == p->len)
+		p->off = p->len = 0;
+	if (p->taken && (p->taken >= MUX_WINDOW_BATCH || !p->len)) {
+		*credit = p->taken;
+		p->taken = 0;
+	}
+	return 0;
 }

@@ -4,7 +4,8 @@
  * a remote host) and the guest's (its redirector and DNS stub, which
  * images/build compiles with -I lib: this header and egress_mux.c are
  * inputs of the guest image). Plain C11 and libc only, for the guest's
- * static build; pure: no sockets, no allocation. tests/unit/test_mux.c and
+ * static build; no allocation, and no socket but the one a pending buffer
+ * is written to (saas__mux_pending_flush). tests/unit/test_mux.c and
  * tests/fuzz/fuzz_mux.c drive it.
  *
  * One virtio-serial port (MUX_PORT_NAME) per VM carries many TCP
@@ -199,5 +200,32 @@ int saas__mux_track_sent(struct saas__mux_track *t, uint8_t type, uint32_t id, u
 
 /* The connection of id, or NULL when it is free. */
 struct saas__mux_conn *saas__mux_conn_find(struct saas__mux_track *t, uint32_t id);
+
+/* ---- DATA received, on its way to the connection's socket: both ends alike ------------------ */
+
+/* The window is given back once this much was written, or when the pending bytes are all written. */
+#define MUX_WINDOW_BATCH (16 * 1024)
+
+struct saas__mux_pending {
+	uint8_t *buf;                     /* MUX_WINDOW bytes, the caller's */
+	size_t off, len;                  /* written up to off, received up to len */
+	uint32_t taken;                   /* written, not yet given back as window */
+};
+
+/* Bytes received and not yet written. */
+static inline bool saas__mux_pending_any(const struct saas__mux_pending *p)
+{
+	return p->len > p->off;
+}
+
+/* Keep a DATA frame's payload (the track checked it is within the window, which buf holds). */
+void saas__mux_pending_add(struct saas__mux_pending *p, const uint8_t *data, uint32_t len);
+
+/*
+ * Write what is pending to the socket fd without blocking (stops at EAGAIN).
+ * -1 when the socket failed (errno). Otherwise 0, and *credit is the window to
+ * give back now in a WINDOW_UPDATE (0: none yet).
+ */
+int saas__mux_pending_flush(struct saas__mux_pending *p, int fd, uint32_t *credit);
 
 #endif

@@ -48,8 +48,6 @@ _Static_assert(MUX_DNS_PENDING == EGRESS_PENDING_VM, "one bound of a VM's lookup
 #define OUT_HARD (512 * 1024)
 /* What the channel is read by at once. */
 #define IN_CHUNK (64 * 1024)
-/* Give the window back when this much was written to a socket, or when its buffer drained. */
-#define WINDOW_BATCH (16 * 1024)
 /* Addresses one VM's lookups learned at once (both families). */
 #define LEARNED_MAX (2 * EGRESS_LEARNED_MAX)
 
@@ -58,9 +56,7 @@ struct hconn {
 	int fd;
 	bool connecting;
 	int64_t deadline;                /* connecting: when it is given up */
-	uint8_t *pend;                   /* from the guest, not yet written (at most MUX_WINDOW) */
-	size_t pend_off, pend_len;
-	uint32_t taken;                  /* written, not yet given back as window */
+	struct saas__mux_pending pend;   /* from the guest, not yet written (buf: MUX_WINDOW, made at its first DATA) */
 	bool shut_in;                    /* the guest's SHUT: shut the socket's write side when pend is written */
 	bool wr_shut, rd_eof;
 };
@@ -261,7 +257,7 @@ static void conn_drop(struct hconn *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
-	free(c->pend);
+	free(c->pend.buf);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 }
@@ -461,24 +457,15 @@ static void conn_end(struct hvm *v, struct hconn *c)
 /* Write what the guest sent; give its window back; shut the write side after its SHUT. */
 static void conn_write(struct hvm *v, struct hconn *c)
 {
-	while (c->pend_off < c->pend_len) {
-		ssize_t n = send(c->fd, c->pend + c->pend_off, c->pend_len - c->pend_off, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				break;
-			conn_end(v, c);
-			return;
-		}
-		c->pend_off += (size_t)n;
-		c->taken += (uint32_t)n;
+	uint32_t credit;
+
+	if (saas__mux_pending_flush(&c->pend, c->fd, &credit) < 0) {
+		conn_end(v, c);
+		return;
 	}
-	if (c->pend_off == c->pend_len)
-		c->pend_off = c->pend_len = 0;
-	if (c->taken && (c->taken >= WINDOW_BATCH || !c->pend_len)) {
-		send_ctl(v, MUX_WINDOW_UPDATE, c->id, c->taken);
-		c->taken = 0;
-	}
-	if (c->shut_in && !c->pend_len && !c->wr_shut) {
+	if (credit)
+		send_ctl(v, MUX_WINDOW_UPDATE, c->id, credit);
+	if (c->shut_in && !saas__mux_pending_any(&c->pend) && !c->wr_shut) {
 		shutdown(c->fd, SHUT_WR);
 		c->wr_shut = true;
 	}
@@ -492,18 +479,12 @@ static void on_data(struct hvm *v, const struct saas__mux_frame *f)
 
 	if (!c)
 		return;
-	if (!c->pend && !(c->pend = malloc(MUX_WINDOW))) {
+	if (!c->pend.buf && !(c->pend.buf = malloc(MUX_WINDOW))) {
 		conn_end(v, c);
 		return;
 	}
-	if (c->pend_off) {
-		memmove(c->pend, c->pend + c->pend_off, c->pend_len - c->pend_off);
-		c->pend_len -= c->pend_off;
-		c->pend_off = 0;
-	}
 	/* The window the guest keeps to (saas__mux_track_received) is what pend holds. */
-	memcpy(c->pend + c->pend_len, f->payload, f->len);
-	c->pend_len += f->len;
+	saas__mux_pending_add(&c->pend, f->payload, f->len);
 	conn_write(v, c);
 }
 
@@ -731,7 +712,7 @@ static void *ehost_main(void *arg)
 						next = c->deadline;
 				} else {
 					t = saas__mux_conn_find(&v->t, c->id);
-					if (c->pend_len > c->pend_off)
+					if (saas__mux_pending_any(&c->pend))
 						ev |= POLLOUT;
 					if (t && t->credit_out && !c->rd_eof && backlog < OUT_SOFT)
 						ev |= POLLIN;
