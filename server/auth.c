@@ -278,11 +278,13 @@ unsigned int aas_auth_account_rate(saas_client *client)
 
 void aas_auth_forget(const char *account_id, const char *key_prefix)
 {
+	struct account_rate *rate = rate_slot(account_id);
+
 	pthread_mutex_lock(&mu);
 	forgets++;
 	/* Whatever changed about the account, its rate is read again. */
-	if (strcmp(rate_slot(account_id)->account, account_id) == 0)
-		rate_slot(account_id)->until_ms = 0;
+	if (strcmp(rate->account, account_id) == 0)
+		rate->until_ms = 0;
 	for (struct aas_cached_client **p = &clients; *p;) {
 		struct aas_cached_client *c = *p;
 		/* The shorter of the two decides: a prefix of another length drops more, never fewer. */
