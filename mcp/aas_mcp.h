@@ -167,6 +167,13 @@ json_t *aas_mcp_parse(const char *text, size_t len, json_t **error);
 bool aas_json_bounds(const char *text, size_t len, size_t values_max, size_t depth_max, char *buf, size_t size);
 
 /*
+ * A JSON number as an int64_t: an integer, or a real with an integral value
+ * in int64_t's range (5.0, 1e3: what JavaScript clients send). Returns false
+ * for anything else (a string, 1.5, 1e300), leaving *out alone.
+ */
+bool aas_json_int64(const json_t *v, int64_t *out);
+
+/*
  * Why jansson refused a text, in plain words for whoever sent it: "\u0000" is
  * valid JSON that these APIs refuse, and jansson's own text for it names a
  * flag of its API. Returns buf.

@@ -89,6 +89,25 @@ json_t *aas_mcp_parse(const char *text, size_t len, json_t **error)
 	return msg;
 }
 
+bool aas_json_int64(const json_t *v, int64_t *out)
+{
+	double d;
+
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return true;
+	}
+	if (!json_is_real(v))
+		return false;
+	d = json_real_value(v);
+	/* The range before the conversion: converting a double int64_t cannot hold is
+	 * undefined. Both bounds are powers of two, so exact as doubles. */
+	if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != (double)(int64_t)d)
+		return false;
+	*out = (int64_t)d;
+	return true;
+}
+
 bool aas_json_bounds(const char *text, size_t len, size_t values_max, size_t depth_max, char *buf, size_t size)
 {
 	size_t values = 0, depth = 0;

@@ -244,12 +244,7 @@ bool aas_mcp_arg_int(struct call *c, const char *name, int64_t min, int64_t max,
 
 	if (!v || json_is_null(v))
 		return true;
-	if (json_is_integer(v))
-		x = json_integer_value(v);
-	else if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v) &&
-	         json_real_value(v) > -9e18 && json_real_value(v) < 9e18)
-		x = (int64_t)json_real_value(v);
-	else
+	if (!aas_json_int64(v, &x))
 		return aas_mcp_bad_arg(c, "\"%s\" must be an integer.", name);
 	if (x < min || x > max)
 		return aas_mcp_bad_arg(c, "\"%s\" must be between %lld and %lld.", name, (long long)min, (long long)max);

@@ -213,17 +213,10 @@ bool aas_field_int(json_t *obj, const char *name, int64_t *val, bool *present, s
 	*present = false;
 	if (!v || json_is_null(v))
 		return true;
-	if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v) &&
-	    json_real_value(v) < 9.2e18 && json_real_value(v) > -9.2e18) {
-		*val = (int64_t)json_real_value(v);
-		*present = true;
-		return true;
-	}
-	if (!json_is_integer(v)) {
+	if (!aas_json_int64(v, val)) {
 		aas_reply_error(out, 400, "invalid_argument", "field \"%s\" must be an integer", name);
 		return false;
 	}
-	*val = json_integer_value(v);
 	*present = true;
 	return true;
 }

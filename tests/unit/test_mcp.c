@@ -234,6 +234,41 @@ static bool bounded(const char *text, size_t values_max, size_t depth_max)
 	return ok;
 }
 
+/* JSON numbers as integers: integral reals are taken, anything int64_t cannot hold is refused, never converted. */
+static void test_json_int64(void **state)
+{
+	static const struct {
+		const char *text;
+		bool ok;
+		int64_t want;
+	} cases[] = {
+		{"[5]", true, 5},
+		{"[5.0]", true, 5},
+		{"[1e3]", true, 1000},
+		{"[-4611686018427387904.0]", true, -4611686018427387904LL},
+		{"[-9223372036854775808.0]", true, INT64_MIN},
+		{"[9223372036854775807]", true, INT64_MAX},
+		{"[9223372036854775808.0]", false, 0}, /* 2^63: one past the top */
+		{"[80e81]", false, 0},                 /* the fuzzer's: undefined to convert */
+		{"[-1e300]", false, 0},
+		{"[1.5]", false, 0},
+		{"[\"5\"]", false, 0},
+		{"[true]", false, 0},
+		{"[null]", false, 0},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *a = json_loads(cases[i].text, JSON_DECODE_ANY, NULL);
+		int64_t x = 42;
+
+		assert_non_null(a);
+		assert_int_equal(aas_json_int64(json_array_get(a, 0), &x), cases[i].ok);
+		assert_int_equal(x, cases[i].ok ? cases[i].want : 42);
+		json_decref(a);
+	}
+}
+
 static void test_json_bounds(void **state)
 {
 	char why[200], *text;
@@ -652,6 +687,11 @@ static void test_tool_errors(void **state)
 	assert_tool_error(res, "at most 255", NULL);
 	json_decref(res);
 	ctx.flags &= ~AAS_MCP_TENANT;
+	/* A number no integer type holds is a bad argument, not a conversion. */
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"seconds\":80e81}", json_string_value(sb));
+	res = call_tool(&ctx, "extend_sandbox", args);
+	assert_tool_error(res, "Invalid arguments to extend_sandbox", "\"seconds\" must be an integer", NULL);
+	json_decref(res);
 	/* Past the maximum lifetime: a bad argument, which no retry fixes. */
 	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\",\"seconds\":31536000}", json_string_value(sb));
 	res = call_tool(&ctx, "extend_sandbox", args);
@@ -1343,6 +1383,7 @@ int main(void)
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_error_is_internal),
 		cmocka_unit_test(test_json_bounds),
+		cmocka_unit_test(test_json_int64),
 		cmocka_unit_test_setup_teardown(test_invalid_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_methods, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_negotiation, setup, teardown),
