@@ -203,7 +203,8 @@ static int domain_network(virDomainPtr dom)
 static int adopt_uid(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 {
 	unsigned int uid = saas__lv_domain_uid(dom);
-	saas_vm_network net = { domain_network(dom), NULL, NULL };
+	/* No account yet: the engine gives it back with the VM's policy (vm_network_set). */
+	saas_vm_network net = { .mode = domain_network(dom) };
 
 	(void)ud;
 	if (uid && !saas__lv_uids_mark(&d->cf.uids, uid))
