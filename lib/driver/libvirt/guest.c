@@ -338,7 +338,8 @@ int saas__lv_guest_file_rename(void *ctx, const char *name, const char *from, co
  * command /dev/null), its stdin and stdout those of the caller's end of a
  * socket pair, which a thread of ours
  * relays (exec_over_port: the port's framing, its window). RELAY_OPEN on
- * stderr says the connection is open; exit status 111 that it was refused, 112 that
+ * stdout says the connection is open (what came before it, a ~/.bashrc's
+ * words, is dropped); exit status 111 that it was refused, 112 that
  * the shell is not bash (the connection goes over SSH then). The caller's
  * end closed, or half-closed (a cat cannot half-close a socket), ends it
  * all: the command and what it started are killed, which closes the guest
@@ -347,14 +348,16 @@ int saas__lv_guest_file_rename(void *ctx, const char *name, const char *from, co
 #define RELAY_OPEN_MS 15000 /* what an SSH login to the same guest is given */
 #define RELAY_REFUSED 111
 #define RELAY_NO_BASH 112
-#define RELAY_OPEN "aas-relay-open" /* on stderr: the connection is open */
+#define RELAY_OPEN "\036aas-relay-open\036" /* on stdout: the connection is open, its bytes follow */
+#define RELAY_OPEN_PRINTF "\\036aas-relay-open\\036" /* what printf makes it of */
 
 struct relay {
 	struct drv *d;
 	char name[SAAS_ID_MAX + 1];
 	char cmd[256];
 	int fd;                  /* the relay's end of the socket pair */
-	int said;                /* the write end of the pipe the outcome goes through, -1 once told */
+	int said;                /* our end of the pair the outcome goes through, -1 once told */
+	size_t matched;          /* bytes of RELAY_OPEN seen so far on stdout */
 	bool ended;              /* the caller's end closed: the command is killed */
 };
 
@@ -400,10 +403,18 @@ static int relay_output(void *ud, int stream, const void *data, size_t len)
 	struct relay *r = ud;
 	const char *p = data;
 
-	if (stream == SAAS_STREAM_STDERR) {
-		if (memmem(data, len, RELAY_OPEN, strlen(RELAY_OPEN)))
-			relay_tell(r, SAAS_OK);
+	if (stream == SAAS_STREAM_STDERR)
 		return 0;
+	/* What the user's ~/.bashrc may print comes first: dropped up to the mark (its one border is its first byte). */
+	while (len && r->matched < strlen(RELAY_OPEN)) {
+		if (*p == RELAY_OPEN[r->matched])
+			r->matched++;
+		else
+			r->matched = *p == RELAY_OPEN[0];
+		p++;
+		len--;
+		if (r->matched == strlen(RELAY_OPEN))
+			relay_tell(r, SAAS_OK);
 	}
 	while (len && !r->ended) {
 		ssize_t w = send(r->fd, p, len, MSG_NOSIGNAL);
@@ -501,8 +512,8 @@ static int port_over_port(struct drv *d, const char *name, unsigned int port, in
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	snprintf(r->cmd, sizeof(r->cmd),
 	         "[ -n \"$BASH_VERSION\" ] || exit %d; exec 3<>/dev/tcp/127.0.0.1/%u 4<&0 || exit %d; "
-	         "printf '%s' >&2; cat <&4 >&3 4<&- 2>/dev/null & exec cat <&3 4<&-",
-	         RELAY_NO_BASH, port, RELAY_REFUSED, RELAY_OPEN);
+	         "printf '%s'; cat <&4 >&3 4<&- 2>/dev/null & exec cat <&3 4<&-",
+	         RELAY_NO_BASH, port, RELAY_REFUSED, RELAY_OPEN_PRINTF);
 	r->fd = sp[1];
 	r->said = said[1];
 	pthread_mutex_lock(&d->mu);
