@@ -333,6 +333,17 @@ static void expect_png(const char *stream)
 		fail_msg("the chart is %ux%u pixels", w, h);
 }
 
+/* 1+1 in sandbox id's code server is "2", the run's main result, and the run ends. */
+static void expect_one_plus_one(const char *id, const char *where)
+{
+	char *out = code_execute(id, "{\"code\": \"1+1\"}");
+
+	if (!strstr(out, "{\"type\": \"result\", \"text\": \"2\", \"is_main_result\": true}") ||
+	    !strstr(out, "{\"type\": \"end_of_execution\"}"))
+		fail_msg("1+1 %s: %.500s", where, out);
+	free(out);
+}
+
 /*
  * A clone's code server is warm: its template was saved only once the
  * server's default Python context had numpy, pandas and matplotlib imported
@@ -351,11 +362,7 @@ static void expect_code_warm(const char *id)
 	if (!strstr(out, "\"text\": \"True\"") || !strstr(out, "\"is_main_result\": true"))
 		fail_msg("the clone's kernel is not warm: %.500s", out);
 	free(out);
-	out = code_execute(id, "{\"code\": \"1+1\"}");
-	if (!strstr(out, "{\"type\": \"result\", \"text\": \"2\", \"is_main_result\": true}") ||
-	    !strstr(out, "{\"type\": \"end_of_execution\"}"))
-		fail_msg("1+1 in the clone's code server: %.500s", out);
-	free(out);
+	expect_one_plus_one(id, "in the clone's code server");
 	out = code_execute(id, "{\"code\": \"import matplotlib.pyplot as plt\\nplt.plot([1, 3, 2])\\nplt.show()\"}");
 	expect_png(out);
 	free(out);
@@ -379,11 +386,7 @@ static void expect_code_relayed(const char *id)
 
 	check(saas_port_expose(&url, client, id, 49999, 0), "expose the code server's port");
 	saas_free(url);
-	out = code_execute(id, "{\"code\": \"1+1\"}");
-	if (!strstr(out, "{\"type\": \"result\", \"text\": \"2\", \"is_main_result\": true}") ||
-	    !strstr(out, "{\"type\": \"end_of_execution\"}"))
-		fail_msg("1+1 over the control port: %.500s", out);
-	free(out);
+	expect_one_plus_one(id, "over the control port");
 	snprintf(line, sizeof(line), "VM %s: its port connections go over the control port", id);
 	assert_true(logged(line, "until its SSH session is up"));
 	/* A run cut off: closed once it printed, so it runs in the kernel. */
