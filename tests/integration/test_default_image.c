@@ -333,6 +333,17 @@ static void expect_png(const char *stream)
 		fail_msg("the chart is %ux%u pixels", w, h);
 }
 
+/* 1+1 in sandbox id's code server is "2", the run's main result, and the run ends. */
+static void expect_one_plus_one(const char *id, const char *where)
+{
+	char *out = code_execute(id, "{\"code\": \"1+1\"}");
+
+	if (!strstr(out, "{\"type\": \"result\", \"text\": \"2\", \"is_main_result\": true}") ||
+	    !strstr(out, "{\"type\": \"end_of_execution\"}"))
+		fail_msg("1+1 %s: %.500s", where, out);
+	free(out);
+}
+
 /*
  * A clone's code server is warm: its template was saved only once the
  * server's default Python context had numpy, pandas and matplotlib imported
@@ -351,13 +362,55 @@ static void expect_code_warm(const char *id)
 	if (!strstr(out, "\"text\": \"True\"") || !strstr(out, "\"is_main_result\": true"))
 		fail_msg("the clone's kernel is not warm: %.500s", out);
 	free(out);
-	out = code_execute(id, "{\"code\": \"1+1\"}");
-	if (!strstr(out, "{\"type\": \"result\", \"text\": \"2\", \"is_main_result\": true}") ||
-	    !strstr(out, "{\"type\": \"end_of_execution\"}"))
-		fail_msg("1+1 in the clone's code server: %.500s", out);
-	free(out);
+	expect_one_plus_one(id, "in the clone's code server");
 	out = code_execute(id, "{\"code\": \"import matplotlib.pyplot as plt\\nplt.plot([1, 3, 2])\\nplt.show()\"}");
 	expect_png(out);
+	free(out);
+}
+
+/*
+ * A clone's first port connections go over its control port while it has no
+ * SSH session (the driver relays them: no login before a clone's first run):
+ * a run comes back whole that way, and a connection the engine closes before
+ * the run's end interrupts the run (the guest side of the relay is closed
+ * with it), whose context then runs the next: the variable set after the
+ * sleep is not set. The run would sleep 300 s were it not interrupted.
+ */
+static void expect_code_relayed(const char *id)
+{
+	static const char cut[] = "{\"code\": \"import time\\nx_cut = 0\\nprint('asleep', flush=True)\\n"
+	                          "time.sleep(300)\\nx_cut = 1\"}";
+	char line[256], head[256], buf[4096], *out, *url = NULL;
+	size_t got = 0;
+	int fd = -1;
+
+	check(saas_port_expose(&url, client, id, 49999, 0), "expose the code server's port");
+	saas_free(url);
+	expect_one_plus_one(id, "over the control port");
+	snprintf(line, sizeof(line), "VM %s: its port connections go over the control port", id);
+	assert_true(logged(line, "until its SSH session is up"));
+	/* A run cut off: closed once it printed, so it runs in the kernel. */
+	check(saas_port_connect(&fd, client, id, 49999), "port connect to the code server");
+	snprintf(head, sizeof(head), "POST /execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+	         "Content-Length: %zu\r\n\r\n%s", strlen(cut), cut);
+	assert_int_equal(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+	while (got < sizeof(buf) - 1) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+		if (poll(&p, 1, 120000) <= 0 || (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) <= 0)
+			break;
+		got += (size_t)n;
+		buf[got] = '\0';
+		if (strstr(buf, "asleep"))
+			break;
+	}
+	buf[got] = '\0';
+	if (!strstr(buf, "asleep"))
+		fail_msg("the run to cut off did not start: %.500s", buf);
+	close(fd);
+	out = code_execute(id, "{\"code\": \"x_cut\"}");
+	if (!strstr(out, "{\"type\": \"result\", \"text\": \"0\", \"is_main_result\": true}"))
+		fail_msg("after a run cut off over the control port: %.500s", out);
 	free(out);
 }
 
@@ -410,6 +463,7 @@ static void test_clones(void **state)
 	expect_in(c[1]->id, "echo second > /workspace/mine && cat /workspace/mine", "second");
 	expect_in(c[0]->id, "cat /workspace/mine", "first");
 	expect_in(c[1]->id, "python3 -c 'import numpy, pandas; print(\"stack-ok\")'", "stack-ok");
+	expect_code_relayed(c[1]->id);
 	expect_code_warm(c[0]->id);
 	expect_in(c[1]->id, "df -BG --output=size / | tail -1 | tr -d ' G'", NULL);
 	for (int i = 0; i < 2; i++) {

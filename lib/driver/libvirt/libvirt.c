@@ -447,6 +447,11 @@ static void lv_close(void *ctx)
 		pthread_join(d->builder, NULL);
 	if (d->keeper_started)
 		pthread_join(d->keeper, NULL);
+	/* Port connections relayed over control ports end at closing (their cancel): waited for. */
+	pthread_mutex_lock(&d->mu);
+	while (d->relays > 0)
+		pthread_cond_wait(&d->keeper_cond, &d->mu);
+	pthread_mutex_unlock(&d->mu);
 	/* VMs started ahead are nobody's: they go, before their egress rules can. */
 	saas__lv_spares_stop(d);
 	drv_free(d);

@@ -255,6 +255,7 @@ struct vm {
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
+	bool relayed;                    /* atomic: a port connection went over the control port (said once) */
 	int port_fails;                  /* remote: the channel's opens failed in a row (guest.c, port_opened) */
 	int64_t port_retry_at;           /* remote: not asked for again before (saas__now_ms) */
 	unsigned int refs;
@@ -363,7 +364,8 @@ struct drv {
 	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
 	bool keeper_started;
 	struct saas__lv_spares spare;    /* clones' QEMUs started ahead (spare.h) */
-	pthread_cond_t keeper_cond;      /* with mu: signalled at close */
+	pthread_cond_t keeper_cond;      /* with mu: signalled at close, and when the last relay ends */
+	int relays;                      /* under mu: port connections relayed over control ports (guest.c) */
 	/*
 	 * Snapshots (snapshot.c): restores hold it shared while they read a
 	 * snapshot's files; deleting and collecting snapshots hold it exclusive.
