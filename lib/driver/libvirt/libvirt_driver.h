@@ -279,6 +279,13 @@ struct tmpl {
 	struct tmpl *next;
 };
 
+/* A fork's snapshot's sealed RAM, which its children map (snapshot.c): held from the fork to the snapshot's delete. */
+struct snapram {
+	char name[64];
+	int memfd;                       /* -1: not loaded (yet) */
+	struct snapram *next;
+};
+
 struct drv {
 	char *dir;                       /* STATE/libvirt */
 	char *uri;
@@ -369,6 +376,7 @@ struct drv {
 	 * snapshot's files; deleting and collecting snapshots hold it exclusive.
 	 */
 	pthread_rwlock_t snaps_lock;
+	struct snapram *snaprams;        /* under mu */
 	saas_log_fn log;
 	void *log_userdata;
 };
