@@ -49,8 +49,10 @@
  *                 (launch.h)
  *   clone.c       a VM restored from a template's saved state (launch.h)
  *   qmp.c         QEMU monitor commands (migration to and from a file; qmp.h)
- *   memfile.c     template memory mapped by clones: the memfd, its seals,
- *                 the holder (memfile.h)
+ *   memfile.c     memory mapped by clones and fork children: the memfd, its
+ *                 seals, the holder (memfile.h)
+ *   migstream.c   a fork's migration stream split: its RAM into the memfd
+ *                 (migstream.h)
  *   template.c    templates: keys, the background builder, pruning (template.h)
  *   spare.c       clones' QEMUs started ahead for vm_take (launch.h)
  *   spare_policy.c  how many: a pure function of the creates lately asked

@@ -78,23 +78,33 @@ static int io_fail(const char *what, int err)
 	return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "%s the VM's saved state: %s", what, strerror(err));
 }
 
+/* The next bytes of the stream into the read buffer (none at its end). */
+static int fill(struct io *io)
+{
+	ssize_t got;
+
+	while ((got = read(io->in, io->rbuf, BUF)) < 0 && errno == EINTR)
+		;
+	if (got < 0)
+		return io_fail("reading", errno);
+	io->rlen = (size_t)got;
+	io->rat = 0;
+	return SAAS_OK;
+}
+
 /* n bytes of the stream; a stream that ends first is not one QEMU finished. */
 static int get(struct io *io, void *p, size_t n)
 {
 	unsigned char *to = p;
+	int rc;
 
 	while (n) {
 		size_t take;
 		if (io->rat == io->rlen) {
-			ssize_t got = read(io->in, io->rbuf, BUF);
-			if (got < 0 && errno == EINTR)
-				continue;
-			if (got < 0)
-				return io_fail("reading", errno);
-			if (got == 0)
+			if ((rc = fill(io)) < 0)
+				return rc;
+			if (!io->rlen)
 				return unknown("an end before its last section");
-			io->rlen = (size_t)got;
-			io->rat = 0;
 		}
 		take = io->rlen - io->rat < n ? io->rlen - io->rat : n;
 		memcpy(to, io->rbuf + io->rat, take);
@@ -378,20 +388,11 @@ static int copy_rest(struct io *io)
 {
 	int rc;
 
-	if ((rc = put(io, io->rbuf + io->rat, io->rlen - io->rat)) < 0)
-		return rc;
-	io->rat = io->rlen;
-	for (;;) {
-		ssize_t got = read(io->in, io->rbuf, BUF);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return io_fail("reading", errno);
-		if (got == 0)
-			return SAAS_OK;
-		if ((rc = put(io, io->rbuf, (size_t)got)) < 0)
+	do {
+		if ((rc = put(io, io->rbuf + io->rat, io->rlen - io->rat)) < 0 || (rc = fill(io)) < 0)
 			return rc;
-	}
+	} while (io->rlen);
+	return SAAS_OK;
 }
 
 static int split(struct io *io, struct ram *r)
