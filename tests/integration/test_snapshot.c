@@ -8,10 +8,14 @@
  * background process and a web server on a port. A fork (keep=1) into two
  * restored VMs while the parent runs on: each has the file, the process and
  * the port, and each is a machine of its own (its hostname, its random
- * bytes, its disk writes). The fork's snapshot is deleted while both run:
+ * bytes, its disk writes), whose RAM maps the snapshot's sealed memory
+ * copy-on-write where the driver maps memory (as a template's clone maps
+ * its template's: it copied few of its pages). The fork's snapshot is
+ * deleted while both run:
  * they run on. Then a pause (keep=0) and a restore under the same name, as a
  * resume is: the file, the process and the port are back. Every VM and
- * snapshot destroyed leaves nothing in the state directory. As root, every
+ * snapshot destroyed leaves nothing in the state directory. A pause's RAM
+ * stays in its state, loaded by the resume. As root, every
  * VM's QEMU runs under a uid of its own.
  *
  * Prints what a fork, a pause and a resume took (ms) and what a pause wrote

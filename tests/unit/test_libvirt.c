@@ -1785,6 +1785,8 @@ static void test_snapshot_left(void **state)
 	assert_int_equal(saas__mkdir_p(tmp, 0700), 0);
 	write_text(tmp, "vm", "sbx-p", 0600);
 	write_text(tmp, "state", "half a stream", 0600);
+	write_text(tmp, "stream", "a fork's stream, not split yet", 0600);
+	write_text(tmp, "ram", "a fork's RAM", 0600);
 	qcow2_at(tmp, "disk.qcow2", NULL);
 	snprintf(base, sizeof(base), "%s/snap-b/disk.qcow2", snaps);
 	qcow2_at(vmdir, "disk-snap-b.qcow2", base);
@@ -1794,6 +1796,8 @@ static void test_snapshot_left(void **state)
 	assert_true(path_exists(final, "disk.qcow2"));
 	assert_true(path_exists(final, "deleted"));
 	assert_false(path_exists(final, "state"));
+	assert_false(path_exists(final, "stream"));
+	assert_false(path_exists(final, "ram"));
 	assert_false(path_exists(final, "vm"));
 	assert_true(path_exists(vmdir, "disk-snap-b.qcow2"));
 	assert_int_equal(saas__lv_snapshot_list(&d, count_name, &listed), SAAS_OK);

@@ -413,7 +413,7 @@ void saas__lv_snapshots_collect(struct drv *d)
 void saas__lv_snapshot_left(struct drv *d, const char *snap, const char *vm, bool on_overlay)
 {
 	char *tmp = NULL, *dir = snap_path(d, snap, NULL), *overlay = NULL, *gone = NULL;
-	static const char *const useless[] = { "state", "snapshot.json", SNAPSHOT_VM_FILE };
+	static const char *const useless[] = { "state", "stream", "ram", "snapshot.json", SNAPSHOT_VM_FILE };
 	int fd;
 
 	if (!dir || asprintf(&tmp, "%s.tmp", dir) < 0) {
