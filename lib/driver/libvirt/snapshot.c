@@ -723,6 +723,13 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	saas__lv_snapdisk_image(dom, s.image, sizeof(s.image), &s.control);
 	s.vcpus = info.nrVirtCpu;
 	s.memory_mib = (unsigned int)(info.maxMem >> 10);
+	/* Its RAM stays in memory until the children are made, up to all of it: as a mapped template's, only with room. */
+	if (mapped && saas__lv_mem_available_mib() < (uint64_t)s.memory_mib + MAPPED_RESERVE_MIB) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: the "
+		             "host has less than its %u MiB and %u MiB to spare available", snap, s.memory_mib,
+		             MAPPED_RESERVE_MIB);
+		mapped = false;
+	}
 	if ((rc = saas__lv_snapdisk_top(dom, &node, &top, &size)) < 0 && rc != SAAS_ENOTFOUND)
 		goto out;
 	/*
