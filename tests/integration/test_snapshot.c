@@ -8,10 +8,14 @@
  * background process and a web server on a port. A fork (keep=1) into two
  * restored VMs while the parent runs on: each has the file, the process and
  * the port, and each is a machine of its own (its hostname, its random
- * bytes, its disk writes). The fork's snapshot is deleted while both run:
+ * bytes, its disk writes), whose RAM maps the snapshot's sealed memory
+ * copy-on-write where the driver maps memory (as a template's clone maps
+ * its template's: it copied few of its pages). The fork's snapshot is
+ * deleted while both run:
  * they run on. Then a pause (keep=0) and a restore under the same name, as a
  * resume is: the file, the process and the port are back. Every VM and
- * snapshot destroyed leaves nothing in the state directory. As root, every
+ * snapshot destroyed leaves nothing in the state directory. A pause's RAM
+ * stays in its state, loaded by the resume. As root, every
  * VM's QEMU runs under a uid of its own.
  *
  * Prints what a fork, a pause and a resume took (ms) and what a pause wrote
@@ -743,6 +747,29 @@ static void test_fork(void **state)
 			snprintf(boot[i], sizeof(boot[i]), "%s", run(vms[i], "cat /proc/sys/kernel/random/boot_id"));
 		uids[i] = qemu_uid(vms[i]);
 	}
+	/*
+	 * Each child's RAM is the snapshot's sealed memory, mapped copy-on-write
+	 * as a template's clone maps its template's: of the guest RAM it has
+	 * touched, most is still the snapshot's pages, not copies of its own. (A
+	 * child that loaded the snapshot held its pages as its own.)
+	 */
+	if (logged("forks' memory is loaded by each child", NULL)) {
+		printf("forks' memory is not mapped on this host: the children's is not checked\n");
+	} else {
+		assert_true(logged("forked as snapshot t-fork", "(mapped by its children)"));
+		for (int i = 1; i < 3; i++) {
+			pid_t pid = qemu_pid(vms[i]);
+			unsigned long long map_rss, map_anon;
+			assert_true(pid > 0);
+			assert_true(vmtest_memfd_of(pid, "aas-snapshot-ram") >= 0);
+			assert_true(vmtest_memfd_of(pid, "aas-template-ram") < 0);
+			vmtest_memfd_mapping_kib(pid, "aas-snapshot-ram", &map_rss, &map_anon);
+			printf("child %d: guest RAM resident %llu KiB, of which copied %llu KiB; QEMU's Anonymous %llu KiB\n",
+			       i, map_rss, map_anon, vmtest_rollup_kib(pid, "Anonymous:"));
+			assert_true(map_rss > 0);
+			assert_true(map_anon * 2 < map_rss);
+		}
+	}
 	/* Every context and its variables are in each child, and a child's change is its own. */
 	if (with_disk) {
 		for (int i = 0; i < 3; i++)
@@ -878,6 +905,8 @@ static void test_pause_resume(void **state)
 	assert_int_equal(vm_state(PARENT), SAAS_VM_ABSENT);
 	assert_int_equal(qemu_pid(PARENT), 0);
 	assert_true(listed("t-pause"));
+	/* A pause's RAM stays in its state: mapped, it would stay in the host's memory while the sandbox is paused. */
+	assert_true(logged("paused as snapshot t-pause", "(loaded by its resume)"));
 	t0 = vmtest_now_ms();
 	restore(PARENT, "t-pause", 0);
 	resume_ms = vmtest_now_ms() - t0;

@@ -133,67 +133,6 @@ static char *run_in(const char *id, const char *cmd)
 	return vmtest_exec_line(client, id, cmd, NULL);
 }
 
-/* The fd of pid's QEMU that holds the template's memory (its memfd), or -1. */
-static int memfd_of(pid_t pid)
-{
-	char dir[64], path[PATH_MAX], target[PATH_MAX];
-	struct dirent *e;
-	DIR *d;
-	int fd = -1;
-
-	snprintf(dir, sizeof(dir), "/proc/%ld/fd", (long)pid);
-	assert_non_null(d = opendir(dir));
-	while (fd < 0 && (e = readdir(d))) {
-		ssize_t n;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if ((n = readlink(path, target, sizeof(target) - 1)) > 0) {
-			target[n] = '\0';
-			if (strstr(target, "memfd:aas-template-ram"))
-				fd = atoi(e->d_name);
-		}
-	}
-	closedir(d);
-	return fd;
-}
-
-/* A field of pid's /proc/PID/smaps_rollup, in KiB. */
-static unsigned long long rollup_kib(pid_t pid, const char *field)
-{
-	char path[64], line[256];
-	unsigned long long sum = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", (long)pid);
-	assert_non_null(f = fopen(path, "r"));
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, field, strlen(field)) == 0)
-			sum += strtoull(line + strlen(field), NULL, 10);
-	fclose(f);
-	return sum;
-}
-
-/* Rss and Anonymous (the pages it copied on write) of pid's mapping of the template's memory, in KiB. */
-static void memfd_mapping_kib(pid_t pid, unsigned long long *rss, unsigned long long *anon)
-{
-	char path[64], line[512];
-	bool in = false;
-	FILE *f;
-
-	*rss = *anon = 0;
-	snprintf(path, sizeof(path), "/proc/%ld/smaps", (long)pid);
-	assert_non_null(f = fopen(path, "r"));
-	while (fgets(line, sizeof(line), f)) {
-		/* A mapping's header: "start-end perms offset dev inode [path]"; its fields are "Name:  N kB". */
-		if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') && !strstr(line, " kB"))
-			in = strstr(line, "memfd:aas-template-ram") != NULL;
-		else if (in && strncmp(line, "Rss:", 4) == 0)
-			*rss += strtoull(line + 4, NULL, 10);
-		else if (in && strncmp(line, "Anonymous:", 10) == 0)
-			*anon += strtoull(line + 10, NULL, 10);
-	}
-	fclose(f);
-}
-
 /*
  * As the clone's QEMU uid, with no capability, the template's memory (opened
  * the way QEMU opened it) cannot be changed: not written, not mapped shared
@@ -312,7 +251,7 @@ static void test_mapped_clones(void **state)
 		unsigned long long rss, anon, priv, map_rss, map_anon;
 		assert_true(pid > 0);
 		/* Its RAM is the template's sealed memory, mapped... */
-		assert_true((fd = memfd_of(pid)) >= 0);
+		assert_true((fd = vmtest_memfd_of(pid, "aas-template-ram")) >= 0);
 		/* ...which its uid cannot change (as root without the uid's switch, neither: the seals bind root too). */
 		if (geteuid() == 0) {
 			uid_t uid = (uid_t)proc_status(pid, "Uid:", 10);
@@ -328,12 +267,12 @@ static void test_mapped_clones(void **state)
 		 * ...and shared: of the guest RAM it has touched, most is still the
 		 * template's pages, not copies of its own.
 		 */
-		rss = rollup_kib(pid, "Rss:");
-		anon = rollup_kib(pid, "Anonymous:");
-		priv = rollup_kib(pid, "Private_Clean:") + rollup_kib(pid, "Private_Dirty:");
-		memfd_mapping_kib(pid, &map_rss, &map_anon);
+		rss = vmtest_rollup_kib(pid, "Rss:");
+		anon = vmtest_rollup_kib(pid, "Anonymous:");
+		priv = vmtest_rollup_kib(pid, "Private_Clean:") + vmtest_rollup_kib(pid, "Private_Dirty:");
+		vmtest_memfd_mapping_kib(pid, "aas-template-ram", &map_rss, &map_anon);
 		print_message("clone %d: Rss %llu KiB, Pss %llu KiB, Private %llu KiB, Anonymous %llu KiB; guest RAM "
-		              "(%llu MiB) resident %llu KiB, of which copied %llu KiB\n", i, rss, rollup_kib(pid, "Pss:"),
+		              "(%llu MiB) resident %llu KiB, of which copied %llu KiB\n", i, rss, vmtest_rollup_kib(pid, "Pss:"),
 		              priv, anon, mib, map_rss, map_anon);
 		assert_true(map_rss > 0);
 		assert_true(map_anon * 2 < map_rss);

@@ -1,6 +1,7 @@
 /* What the real-VM test programs share: see vmtest.h. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -329,4 +330,64 @@ int64_t vmtest_clock(void *ud)
 {
 	(void)ud;
 	return vmtest_now_ms();
+}
+
+int vmtest_memfd_of(pid_t pid, const char *name)
+{
+	char dir[64], path[PATH_MAX], target[PATH_MAX], want[128];
+	struct dirent *e;
+	DIR *d;
+	int fd = -1;
+
+	snprintf(want, sizeof(want), "memfd:%s", name);
+	snprintf(dir, sizeof(dir), "/proc/%ld/fd", (long)pid);
+	assert_non_null(d = opendir(dir));
+	while (fd < 0 && (e = readdir(d))) {
+		ssize_t n;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if ((n = readlink(path, target, sizeof(target) - 1)) > 0) {
+			target[n] = '\0';
+			if (strstr(target, want))
+				fd = atoi(e->d_name);
+		}
+	}
+	closedir(d);
+	return fd;
+}
+
+unsigned long long vmtest_rollup_kib(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	unsigned long long sum = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", (long)pid);
+	assert_non_null(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			sum += strtoull(line + strlen(field), NULL, 10);
+	fclose(f);
+	return sum;
+}
+
+void vmtest_memfd_mapping_kib(pid_t pid, const char *name, unsigned long long *rss, unsigned long long *anon)
+{
+	char path[64], line[512], want[128];
+	bool in = false;
+	FILE *f;
+
+	*rss = *anon = 0;
+	snprintf(want, sizeof(want), "memfd:%s", name);
+	snprintf(path, sizeof(path), "/proc/%ld/smaps", (long)pid);
+	assert_non_null(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f)) {
+		/* A mapping's header: "start-end perms offset dev inode [path]"; its fields are "Name:  N kB". */
+		if (strchr(line, '-') && strchr(line, '-') < strchr(line, ' ') && !strstr(line, " kB"))
+			in = strstr(line, want) != NULL;
+		else if (in && strncmp(line, "Rss:", 4) == 0)
+			*rss += strtoull(line + 4, NULL, 10);
+		else if (in && strncmp(line, "Anonymous:", 10) == 0)
+			*anon += strtoull(line + 10, NULL, 10);
+	}
+	fclose(f);
 }

@@ -100,5 +100,11 @@ pid_t qemu_pid(const char *name);
 
 /* The first word of a /proc/PID/status field ("Uid:"), as a number in base; fails if absent. */
 unsigned long long proc_status(pid_t pid, const char *field, int base);
+/* The fd of pid's QEMU that holds the memfd named name (a template's or a fork's sealed RAM), or -1. */
+int vmtest_memfd_of(pid_t pid, const char *name);
+/* A field of pid's /proc/PID/smaps_rollup, in KiB. */
+unsigned long long vmtest_rollup_kib(pid_t pid, const char *field);
+/* Rss and Anonymous (the pages it copied on write) of pid's mappings of the memfd named name, in KiB. */
+void vmtest_memfd_mapping_kib(pid_t pid, const char *name, unsigned long long *rss, unsigned long long *anon);
 
 #endif

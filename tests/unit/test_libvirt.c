@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,6 +52,7 @@
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
+#include "driver/libvirt/migstream.h"
 #include "driver/libvirt/snapshot.h"
 #include "driver/libvirt/vmfs.h"
 #include "testutil.h"
@@ -1179,8 +1181,11 @@ static void test_snapshot_json(void **state)
 	in.state_bytes = 123456789;
 	in.disk_bytes = 4096;
 	in.chain = chain;
+	in.ignore_shared = true;
 	assert_non_null(text = saas__lv_snapshot_json(&in));
 	assert_int_equal(saas__lv_snapshot_parse(text, &out), SAAS_OK);
+	assert_true(out.ignore_shared);
+	assert_false(out.control);
 	assert_string_equal(out.source, in.source);
 	assert_string_equal(out.image, in.image);
 	assert_string_equal(out.host_key, in.host_key);
@@ -1200,6 +1205,205 @@ static void test_snapshot_json(void **state)
 		assert_int_equal(saas__lv_snapshot_parse(refused[i], &out), SAAS_EINVAL);
 		assert_null(out.host_key);
 		assert_null(out.chain);
+	}
+}
+
+/* ---- a migration stream's RAM split out (migstream.c) ---- */
+
+struct stream {
+	unsigned char b[65536];
+	size_t n;
+};
+
+static void s_bytes(struct stream *s, const void *p, size_t n)
+{
+	assert_true(s->n + n <= sizeof(s->b));
+	memcpy(s->b + s->n, p, n);
+	s->n += n;
+}
+
+static void s_u8(struct stream *s, unsigned v)
+{
+	unsigned char c = (unsigned char)v;
+	s_bytes(s, &c, 1);
+}
+
+static void s_u32(struct stream *s, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--)
+		s_u8(s, (v >> (8 * i)) & 0xff);
+}
+
+static void s_u64(struct stream *s, uint64_t v)
+{
+	s_u32(s, (uint32_t)(v >> 32));
+	s_u32(s, (uint32_t)v);
+}
+
+static void s_name(struct stream *s, const char *name)
+{
+	s_u8(s, (unsigned)strlen(name));
+	s_bytes(s, name, strlen(name));
+}
+
+/* A page record: offset | flags, the block's name unless CONTINUE (0x20), then 4096 bytes of fill (PAGE) or one (ZERO). */
+static void s_page(struct stream *s, uint64_t offset, unsigned flags, const char *block, int fill)
+{
+	unsigned char page[4096];
+
+	s_u64(s, offset | flags);
+	if (!(flags & 0x20))
+		s_name(s, block);
+	memset(page, fill, sizeof(page));
+	s_bytes(s, page, flags & 0x08 ? 4096 : 1);
+}
+
+/*
+ * The stream QEMU 7.2 writes for a VM of two RAM blocks (the guest's aas-mem,
+ * 4 pages (mem_pages), and a ROM, 2, its first page with rom_flags), saved
+ * with x-ignore-shared on; with `guest` false, the same without the guest's
+ * pages: what the split must leave.
+ */
+static void s_vm(struct stream *s, bool guest, uint64_t mem_pages, unsigned rom_flags)
+{
+	s->n = 0;
+	s_bytes(s, "QEVM", 4);
+	s_u32(s, 3);
+	s_u8(s, 0x07); /* configuration */
+	s_u32(s, 6);
+	s_bytes(s, "pc-q35", 6);
+	s_u8(s, 0x05);
+	s_name(s, "configuration/capabilities");
+	s_u32(s, 1);
+	s_u32(s, 1);
+	s_name(s, "x-ignore-shared");
+	s_u8(s, 0x01); /* START of "ram", section 2 */
+	s_u32(s, 2);
+	s_name(s, "ram");
+	s_u32(s, 0);
+	s_u32(s, 4);
+	s_u64(s, (mem_pages + 2) * 4096 | 0x04);
+	s_name(s, "aas-mem");
+	s_u64(s, mem_pages * 4096);
+	s_u64(s, 0);
+	s_name(s, "pc.rom");
+	s_u64(s, 2 * 4096);
+	s_u64(s, 0xfffc0000);
+	s_u64(s, 0x10);
+	s_u8(s, 0x7e);
+	s_u32(s, 2);
+	s_u8(s, 0x02); /* PART */
+	s_u32(s, 2);
+	if (guest) {
+		s_page(s, 0x1000, 0x08, "aas-mem", 'A');
+		s_page(s, 0x2000, 0x28, NULL, 'B');
+	}
+	s_page(s, 0x0000, rom_flags, "pc.rom", 'R');
+	s_page(s, 0x1000, 0x28, NULL, 'S');
+	if (guest)
+		s_page(s, 0x3000, 0x02, "aas-mem", 0);
+	s_page(s, 0x0000, 0x02, "pc.rom", 0);
+	s_u64(s, 0x10);
+	s_u8(s, 0x7e);
+	s_u32(s, 2);
+	s_u8(s, 0x03); /* END: the page written before is zero now */
+	s_u32(s, 2);
+	if (guest)
+		s_page(s, 0x2000, 0x02, "aas-mem", 0);
+	s_u64(s, 0x10);
+	s_u8(s, 0x7e);
+	s_u32(s, 2);
+	s_u8(s, 0x04); /* the devices, as they are */
+	s_u32(s, 3);
+	s_name(s, "timer");
+	s_u64(s, 1);
+	s_bytes(s, "device state", 12);
+	s_u8(s, 0x1f); /* EOF */
+}
+
+/* Split s; the kept stream in *kept (when SAAS_OK), the guest's RAM in ram (16 KiB). */
+static int split_of(const struct stream *s, struct stream *kept, unsigned char ram[4 * 4096], uint64_t *pages)
+{
+	int in = memfd_create("in", MFD_CLOEXEC), out = memfd_create("out", MFD_CLOEXEC),
+	    fd = memfd_create("ram", MFD_CLOEXEC), copy = memfd_create("copy", MFD_CLOEXEC), rc;
+	struct saas__lv_split_stats st;
+	unsigned char back[4 * 4096];
+
+	assert_true(in >= 0 && out >= 0 && fd >= 0 && copy >= 0);
+	assert_int_equal(write(in, s->b, s->n), (ssize_t)s->n);
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	assert_int_equal(ftruncate(fd, 4 * 4096), 0);
+	assert_int_equal(ftruncate(copy, 4 * 4096), 0);
+	rc = saas__lv_stream_split(in, out, fd, copy, "aas-mem", 4 * 4096, &st);
+	/* Nothing written past the block, whatever the stream said. */
+	{
+		struct stat sb;
+		assert_int_equal(fstat(fd, &sb), 0);
+		assert_int_equal(sb.st_size, 4 * 4096);
+		assert_int_equal(fstat(copy, &sb), 0);
+		assert_int_equal(sb.st_size, 4 * 4096);
+	}
+	if (rc == SAAS_OK) {
+		kept->n = (size_t)pread(out, kept->b, sizeof(kept->b), 0);
+		assert_int_equal(st.out_bytes, kept->n);
+		assert_int_equal(pread(fd, ram, 4 * 4096, 0), 4 * 4096);
+		assert_int_equal(pread(copy, back, sizeof(back), 0), 4 * 4096);
+		assert_memory_equal(ram, back, sizeof(back));
+		*pages = st.pages;
+	}
+	close(in);
+	close(out);
+	close(fd);
+	close(copy);
+	return rc;
+}
+
+/*
+ * A fork's stream split: the guest's pages go into its memory file at their
+ * offsets (a page zeroed after it was written is a hole again), everything
+ * else stays, byte for byte what QEMU would have written without them; a
+ * stream cut short, or holding what the split does not know, is refused with
+ * SAAS_ENOTSUP (the caller keeps it whole) and never read past its bounds.
+ */
+static void test_stream_split(void **state)
+{
+	static struct stream whole, want, kept, bad;
+	unsigned char ram[4 * 4096], zero[4096];
+	uint64_t pages = 0;
+
+	(void)state;
+	memset(zero, 0, sizeof(zero));
+	s_vm(&whole, true, 4, 0x08);
+	s_vm(&want, false, 4, 0x08);
+	assert_int_equal(split_of(&whole, &kept, ram, &pages), SAAS_OK);
+	assert_int_equal(kept.n, want.n);
+	assert_memory_equal(kept.b, want.b, want.n);
+	assert_memory_equal(ram, zero, 4096);
+	for (int i = 0; i < 4096; i++)
+		assert_int_equal(ram[4096 + i], 'A');
+	assert_memory_equal(ram + 2 * 4096, zero, 4096);
+	assert_memory_equal(ram + 3 * 4096, zero, 4096);
+	assert_int_equal(pages, 2);
+	/* Cut anywhere before the devices: refused. */
+	for (size_t cut = 0; cut + 30 < whole.n; cut += 97) {
+		bad = whole;
+		bad.n = cut;
+		assert_int_equal(split_of(&bad, &kept, ram, &pages), SAAS_ENOTSUP);
+	}
+	/* Another format, a guest block of another length than the VM's, a compressed page: refused. */
+	bad = whole;
+	bad.b[0] = 'X';
+	assert_int_equal(split_of(&bad, &kept, ram, &pages), SAAS_ENOTSUP);
+	s_vm(&bad, true, 8, 0x08);
+	assert_int_equal(split_of(&bad, &kept, ram, &pages), SAAS_ENOTSUP);
+	s_vm(&bad, true, 4, 0x108);
+	assert_int_equal(split_of(&bad, &kept, ram, &pages), SAAS_ENOTSUP);
+	/* Every byte changed in turn: refused or split, never a write past the block (the memfd would grow). */
+	for (size_t at = 0; at < whole.n; at += 7) {
+		bad = whole;
+		bad.b[at] ^= 0xa5;
+		if (split_of(&bad, &kept, ram, &pages) != SAAS_OK)
+			saas__error_clear();
 	}
 }
 
@@ -1581,6 +1785,8 @@ static void test_snapshot_left(void **state)
 	assert_int_equal(saas__mkdir_p(tmp, 0700), 0);
 	write_text(tmp, "vm", "sbx-p", 0600);
 	write_text(tmp, "state", "half a stream", 0600);
+	write_text(tmp, "stream", "a fork's stream, not split yet", 0600);
+	write_text(tmp, "ram", "a fork's RAM", 0600);
 	qcow2_at(tmp, "disk.qcow2", NULL);
 	snprintf(base, sizeof(base), "%s/snap-b/disk.qcow2", snaps);
 	qcow2_at(vmdir, "disk-snap-b.qcow2", base);
@@ -1590,6 +1796,8 @@ static void test_snapshot_left(void **state)
 	assert_true(path_exists(final, "disk.qcow2"));
 	assert_true(path_exists(final, "deleted"));
 	assert_false(path_exists(final, "state"));
+	assert_false(path_exists(final, "stream"));
+	assert_false(path_exists(final, "ram"));
 	assert_false(path_exists(final, "vm"));
 	assert_true(path_exists(vmdir, "disk-snap-b.qcow2"));
 	assert_int_equal(saas__lv_snapshot_list(&d, count_name, &listed), SAAS_OK);
@@ -3122,6 +3330,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_json),
 		cmocka_unit_test(test_snapshot_old_format),
 		cmocka_unit_test(test_snapshot_left),
+		cmocka_unit_test(test_stream_split),
 		cmocka_unit_test(test_meta_network_rewrite),
 		cmocka_unit_test(test_meta_uid),
 		cmocka_unit_test(test_uids_allocate_release),

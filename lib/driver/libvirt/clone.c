@@ -19,6 +19,7 @@
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
 #include "driver/libvirt/qmp.h"
+#include "driver/libvirt/snapshot.h"
 #include "driver/libvirt/template.h"
 #include "transport/control.h"
 
@@ -163,15 +164,15 @@ static void *fixup_main(void *arg)
 int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at[2])
 {
 	struct saas__lv_holder holder = { -1, -1, "" };
+	uint64_t bytes = (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20;
 	int rc, ram = -1;
 
 	if ((rc = saas__lv_launch_prepare(l)) < 0)
 		return rc;
-	/* A mapped template: the clone's QEMU maps its sealed RAM, opened through a holder of its own uid. */
-	rc = !l->d->host->local_memory
-	             ? SAAS_ENOTFOUND /* always loaded there */
-	             : saas__lv_template_ram(l->d, l->tdir, (uint64_t)saas__lv_domain_memory(l->spec, l->im) << 20, &ram,
-	                                     &l->template_bad);
+	/* A mapped template or fork: the clone's QEMU maps its sealed RAM, opened through a holder of its own uid. */
+	rc = !l->d->host->local_memory ? SAAS_ENOTFOUND /* always loaded there */
+	     : l->snapshot ? saas__lv_snapshot_ram(l->d, l->tdir, bytes, &ram, &l->template_bad)
+	                   : saas__lv_template_ram(l->d, l->tdir, bytes, &ram, &l->template_bad);
 	if (rc == SAAS_OK)
 		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->cf.guest_gid ? l->d->cf.guest_gid : l->uid);
 	if (rc == SAAS_OK) {

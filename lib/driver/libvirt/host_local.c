@@ -210,8 +210,9 @@ static int local_domain_place(struct launch *l, struct saas__lv_domain *def)
 
 /*
  * The saved state's file handed to the clone's QEMU and read as an incoming
- * migration; a private clone of a mapped template first told that its RAM
- * is not in the stream.
+ * migration; a private clone of a mapped template or fork first told that
+ * its RAM is not in the stream (and a fork's child whose RAM is, that its
+ * stream was saved so).
  */
 static int local_state_in(struct launch *l, const char *what, const char *state_path, const struct timespec *t0,
                           int64_t budget_ms)
@@ -222,7 +223,7 @@ static int local_state_in(struct launch *l, const char *what, const char *state_
 	(void)budget_ms;
 	if ((fd = open(state_path, O_RDONLY | O_CLOEXEC)) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
-	if (l->mem == LV_MEM_PRIVATE)
+	if (l->mem == LV_MEM_PRIVATE || l->ignore_shared)
 		rc = saas__lv_qmp(l->dom, IGNORE_SHARED_ON, -1, NULL);
 	if (rc == SAAS_OK)
 		rc = saas__lv_qmp_getfd(l->dom, "aas-restore", fd);

@@ -24,10 +24,12 @@ struct launch {
 	const char *tdir;                /* clone: the template's directory (or the snapshot's); remote: its volumes' stem */
 	const char *vol;                 /* remote: its overlay volume's stem (NULL: the VM's name) */
 	/*
-	 * A restore of the snapshot in tdir: its RAM comes whole in the stream
-	 * (memory-backend-ram, never a mapped file; x-ignore-shared off).
+	 * A restore of the snapshot in tdir: a fork's maps its RAM as a mapped
+	 * template's clone does (the snapshot's "ram", saas__lv_snapshot_ram); a
+	 * pause's comes whole in the stream (memory-backend-ram).
 	 */
 	bool snapshot;
+	bool ignore_shared;              /* a snapshot saved with x-ignore-shared on: set on the incoming side too */
 	bool template_bad;               /* clone: failed in a way that says the template is broken */
 	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */
 	unsigned int uid;                /* its QEMU's own uid (0: not confined), held by the caller */

@@ -237,6 +237,13 @@ static void drv_free(struct drv *d)
 			close(t->memfd);
 		free(t);
 	}
+	while (d->snaprams) {
+		struct snapram *m = d->snaprams;
+		d->snaprams = m->next;
+		if (m->memfd >= 0)
+			close(m->memfd);
+		free(m);
+	}
 	/*
 	 * The guard table stays: other engines on this host may share it, and it
 	 * touches nothing but QEMU's sockets (the next open replaces it).
@@ -394,10 +401,12 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	if ((rc = d->host->connect(d, env)) < 0)
 		goto fail;
 	saas__lv_templates_cleanup(d);
-	/* Said once: every template of this engine is then a loaded one. */
-	if (d->templates && d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {
+	/* Said once: every template and fork of this engine is then a loaded one. */
+	if (d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {
 		d->mapped = false;
-		saas__lv_log(d, SAAS_LOG_INFO, "templates' memory is loaded by each clone, not mapped: %s", d->mapped_why);
+		saas__lv_log(d, SAAS_LOG_INFO, "%s memory is loaded by each %s, not mapped: %s",
+		             d->templates ? "templates' and forks'" : "forks'", d->templates ? "clone and child" : "child",
+		             d->mapped_why);
 	}
 	saas__lv_snapshots_cleanup(d);
 	if (d->cf.confined) {

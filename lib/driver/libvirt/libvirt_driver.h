@@ -49,8 +49,10 @@
  *                 (launch.h)
  *   clone.c       a VM restored from a template's saved state (launch.h)
  *   qmp.c         QEMU monitor commands (migration to and from a file; qmp.h)
- *   memfile.c     template memory mapped by clones: the memfd, its seals,
- *                 the holder (memfile.h)
+ *   memfile.c     memory mapped by clones and fork children: the memfd, its
+ *                 seals, the holder (memfile.h)
+ *   migstream.c   a fork's migration stream split: its RAM into the memfd
+ *                 (migstream.h)
  *   template.c    templates: keys, the background builder, pruning (template.h)
  *   spare.c       clones' QEMUs started ahead for vm_take (launch.h)
  *   spare_policy.c  how many: a pure function of the creates lately asked
@@ -280,6 +282,13 @@ struct tmpl {
 	struct tmpl *next;
 };
 
+/* A fork's snapshot's sealed RAM, which its children map (snapshot.c): held from the fork to the snapshot's delete. */
+struct snapram {
+	char name[64];
+	int memfd;                       /* -1: not loaded (yet) */
+	struct snapram *next;
+};
+
 struct drv {
 	char *dir;                       /* STATE/libvirt */
 	char *uri;
@@ -371,6 +380,7 @@ struct drv {
 	 * snapshot's files; deleting and collecting snapshots hold it exclusive.
 	 */
 	pthread_rwlock_t snaps_lock;
+	struct snapram *snaprams;        /* under mu */
 	saas_log_fn log;
 	void *log_userdata;
 };

@@ -45,16 +45,16 @@
 
 #define COPY_CHUNK (1u << 20)
 
-int saas__lv_memfd_new(uint64_t bytes, int *out)
+int saas__lv_memfd_new(const char *name, uint64_t bytes, int *out)
 {
-	int fd = memfd_create("aas-template-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "memfd_create: %s", strerror(errno));
 	if (ftruncate(fd, (off_t)bytes) < 0) {
 		int err = errno;
 		close(fd);
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "sizing the template's memory: %s", strerror(err));
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "sizing the guest's memory: %s", strerror(err));
 	}
 	*out = fd;
 	return SAAS_OK;
@@ -122,7 +122,7 @@ int saas__lv_memfd_save(int fd, uint64_t bytes, const char *path)
 	return rc;
 }
 
-int saas__lv_memfd_load(const char *path, uint64_t bytes, int *out)
+int saas__lv_memfd_load(const char *name, const char *path, uint64_t bytes, int *out)
 {
 	int in = open(path, O_RDONLY | O_CLOEXEC), fd = -1, rc;
 	struct stat st;
@@ -135,7 +135,7 @@ int saas__lv_memfd_load(const char *path, uint64_t bytes, int *out)
 		                 path, (long long)st.st_size, (unsigned long long)bytes);
 		goto out;
 	}
-	if ((rc = saas__lv_memfd_new(bytes, &fd)) < 0 || (rc = copy_sparse(in, fd, bytes)) < 0 ||
+	if ((rc = saas__lv_memfd_new(name, bytes, &fd)) < 0 || (rc = copy_sparse(in, fd, bytes)) < 0 ||
 	    (rc = saas__lv_memfd_seal(fd)) < 0)
 		goto out;
 	*out = fd;
@@ -144,6 +144,57 @@ out:
 	if (fd >= 0)
 		close(fd);
 	close(in);
+	return rc;
+}
+
+int saas__lv_memfd_get(struct drv *d, const char *dir, const char *name, uint64_t bytes, saas__lv_memfd_slot_fn slot,
+                       const char *key, const char *what, int *fd, bool *broken)
+{
+	char *path = saas__lv_path_join(dir, "ram");
+	struct stat st;
+	int rc = SAAS_OK, loaded = -1, *held;
+
+	*fd = -1;
+	*broken = false;
+	if (!path)
+		return SAAS_ENOMEM;
+	if (stat(path, &st) < 0) {
+		free(path);
+		return SAAS_ENOTFOUND;
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		pthread_mutex_lock(&d->mu);
+		held = slot(d, key);
+		if (held && *held < 0 && loaded >= 0) {
+			*held = loaded;
+			loaded = -1;
+		}
+		/* A copy for this VM: the driver's may be let go of (pruned, deleted) while the VM starts. */
+		if (held && *held >= 0 && (*fd = fcntl(*held, F_DUPFD_CLOEXEC, 3)) < 0)
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
+		else
+			rc = SAAS_OK;
+		pthread_mutex_unlock(&d->mu);
+		if (rc < 0 || *fd >= 0 || !held)
+			break;
+		/* Not in memory yet (an engine that did not make it): loaded once, outside the lock (it takes a while). */
+		if ((rc = saas__lv_memfd_load(name, path, bytes, &loaded)) < 0) {
+			*broken = true;
+			break;
+		}
+	}
+	if (loaded >= 0)
+		close(loaded);
+	if (rc == SAAS_OK && *fd < 0)
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "%s %s is not known", what, key);
+	/* Whatever it came from, only a sealed memory may be handed to a VM. */
+	if (rc == SAAS_OK && !saas__lv_memfd_sealed(*fd)) {
+		close(*fd);
+		*fd = -1;
+		*broken = true;
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "%s %s's memory is not sealed", what, key);
+	}
+	free(path);
 	return rc;
 }
 

@@ -15,16 +15,33 @@ struct saas__lv_holder {
 	char path[48];                   /* /proc/PID/fd/3 */
 };
 
-/* A new memfd of bytes (holes), sealable, for a template VM's RAM. */
-int saas__lv_memfd_new(uint64_t bytes, int *out);
+/* Names of the memfds (/proc/PID/fd shows memfd:NAME): a template's RAM, a fork's snapshot's. */
+#define MEMFD_TEMPLATE "aas-template-ram"
+#define MEMFD_SNAPSHOT "aas-snapshot-ram"
+/* A new memfd named name of bytes (holes), sealable, for a template VM's RAM or a snapshot's. */
+int saas__lv_memfd_new(const char *name, uint64_t bytes, int *out);
 /* Seal it for good: no write, no shared writable mapping, no hole punched, no resize, no unsealing. */
 int saas__lv_memfd_seal(int fd);
 /* Does fd carry every one of those seals? */
 bool saas__lv_memfd_sealed(int fd);
 /* The memfd's bytes into a new file at path (0600, sparse where the memory is). */
 int saas__lv_memfd_save(int fd, uint64_t bytes, const char *path);
-/* A sealed memfd of the file at path, which must hold exactly bytes. */
-int saas__lv_memfd_load(const char *path, uint64_t bytes, int *out);
+/* A sealed memfd named name of the file at path, which must hold exactly bytes. */
+int saas__lv_memfd_load(const char *name, const char *path, uint64_t bytes, int *out);
+/*
+ * Where the driver holds one sealed memory, found under d->mu: the slot of
+ * key (*slot -1: not loaded yet), or NULL when the driver knows no such thing.
+ */
+typedef int *(*saas__lv_memfd_slot_fn)(struct drv *d, const char *key);
+/*
+ * The sealed RAM kept as the file "ram" in dir (a mapped template's, a fork's
+ * snapshot's), as a new descriptor the caller closes: the one the driver holds
+ * in its slot, loaded from the file (as a memfd named name) on first use.
+ * SAAS_ENOTFOUND when dir has no "ram" (its RAM is loaded from its state); an
+ * error otherwise (*broken: the file is bad). what names it in errors.
+ */
+int saas__lv_memfd_get(struct drv *d, const char *dir, const char *name, uint64_t bytes, saas__lv_memfd_slot_fn slot,
+                       const char *key, const char *what, int *fd, bool *broken);
 /*
  * Start a holder of memfd running as uid:gid (uid 0: the engine's own), with
  * nothing else of the engine's; h->path is where QEMU of that uid opens it.

@@ -43,6 +43,7 @@
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
+#include "driver/libvirt/migstream.h"
 #include "driver/libvirt/snapshot.h"
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
@@ -84,6 +85,8 @@ char *saas__lv_snapshot_json(const struct saas__lv_snapshot *s)
 	/* Only when there is one: a snapshot without the port reads the same to an older driver. */
 	if (j && s->control)
 		json_object_set_new(j, "control", json_true());
+	if (j && s->ignore_shared)
+		json_object_set_new(j, "ignore_shared", json_true());
 	if (j)
 		text = json_dumps(j, JSON_INDENT(2));
 	json_decref(j);
@@ -136,6 +139,7 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 	}
 	s->format = (unsigned int)format;
 	s->control = json_is_true(json_object_get(j, "control"));
+	s->ignore_shared = json_is_true(json_object_get(j, "ignore_shared"));
 	s->vcpus = (unsigned int)vcpus;
 	s->memory_mib = (unsigned int)memory;
 	s->disk_gb = (unsigned int)disk;
@@ -409,7 +413,7 @@ void saas__lv_snapshots_collect(struct drv *d)
 void saas__lv_snapshot_left(struct drv *d, const char *snap, const char *vm, bool on_overlay)
 {
 	char *tmp = NULL, *dir = snap_path(d, snap, NULL), *overlay = NULL, *gone = NULL;
-	static const char *const useless[] = { "state", "snapshot.json", SNAPSHOT_VM_FILE };
+	static const char *const useless[] = { "state", "stream", "ram", "snapshot.json", SNAPSHOT_VM_FILE };
 	int fd;
 
 	if (!dir || asprintf(&tmp, "%s.tmp", dir) < 0) {
@@ -525,6 +529,113 @@ void saas__lv_snapshots_cleanup(struct drv *d)
 	saas__lv_snapshots_collect(d);
 }
 
+/* ---- a fork's RAM, mapped by its children ---------------------------------------------------- */
+
+/* A snapshot's slot for its sealed RAM (d->mu held), made on first sight: one an earlier engine made is loaded from its file. */
+static int *snapshot_slot(struct drv *d, const char *snap)
+{
+	struct snapram *m;
+
+	for (m = d->snaprams; m; m = m->next)
+		if (strcmp(m->name, snap) == 0)
+			return &m->memfd;
+	if (!(m = calloc(1, sizeof(*m))))
+		return NULL;
+	saas__strlcpy(m->name, snap, sizeof(m->name));
+	m->memfd = -1;
+	m->next = d->snaprams;
+	d->snaprams = m;
+	return &m->memfd;
+}
+
+int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *fd, bool *broken)
+{
+	const char *snap = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+
+	return saas__lv_memfd_get(d, dir, MEMFD_SNAPSHOT, bytes, snapshot_slot, snap, "snapshot", fd, broken);
+}
+
+/* Hold memfd as snapshot snap's RAM (-1: let go of what is held); the VMs that map it keep theirs. */
+static void snapshot_ram_hold(struct drv *d, const char *snap, int memfd)
+{
+	struct snapram **at, *m;
+
+	pthread_mutex_lock(&d->mu);
+	for (at = &d->snaprams; *at && strcmp((*at)->name, snap) != 0; at = &(*at)->next)
+		;
+	if ((m = *at) && m->memfd >= 0)
+		close(m->memfd);
+	if (m && memfd < 0) {
+		*at = m->next;
+		free(m);
+	} else if (m) {
+		m->memfd = memfd;
+	} else if (memfd >= 0 && (m = calloc(1, sizeof(*m)))) {
+		saas__strlcpy(m->name, snap, sizeof(m->name));
+		m->memfd = memfd;
+		m->next = d->snaprams;
+		d->snaprams = m;
+	} else if (memfd >= 0) {
+		close(memfd); /* out of memory: children load it from its file */
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+/*
+ * A fork's saved stream (tmp/stream) split in two (migstream.c): its RAM
+ * into a sealed memfd (*memfd) that the children map copy-on-write, kept as
+ * tmp/ram too, and the rest as tmp/state. A stream the split does not know
+ * (another QEMU), or a write that fails, leaves the whole stream as the state,
+ * which each child loads as before: said in the log, never the fork's failure.
+ */
+static int fork_ram_split(struct drv *d, const char *tmp, const char *snap, uint64_t bytes, int *memfd)
+{
+	char *stream = saas__lv_path_join(tmp, "stream"), *state = saas__lv_path_join(tmp, "state"),
+	     *ram = saas__lv_path_join(tmp, "ram");
+	struct saas__lv_split_stats st;
+	int in = -1, out = -1, copy = -1, fd = -1, rc;
+
+	*memfd = -1;
+	if (!stream || !state || !ram)
+		rc = SAAS_ENOMEM;
+	else if ((in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
+	         (out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 ||
+	         (copy = open(ram, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 || ftruncate(copy, (off_t)bytes) < 0)
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the fork's files: %s", strerror(errno));
+	else if ((rc = saas__lv_memfd_new(MEMFD_SNAPSHOT, bytes, &fd)) == SAAS_OK &&
+	         (rc = saas__lv_stream_split(in, out, fd, copy, MEM_ID, bytes, &st)) == SAAS_OK)
+		rc = saas__lv_memfd_seal(fd);
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	if (copy >= 0)
+		close(copy);
+	if (rc == SAAS_OK) {
+		unlink(stream);
+		*memfd = fd;
+		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: %llu pages of RAM mapped by its children (%llu zero), %llu KiB "
+		             "of state left", snap, (unsigned long long)st.pages, (unsigned long long)st.zero_pages,
+		             (unsigned long long)(st.out_bytes >> 10));
+	} else if (stream && state) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: %s", snap,
+		             saas_error_last()->message);
+		saas__error_clear();
+		if (fd >= 0)
+			close(fd);
+		if (ram)
+			unlink(ram);
+		rc = rename(stream, state) == 0 ? SAAS_OK
+		                                : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state, strerror(errno));
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	free(ram);
+	free(state);
+	free(stream);
+	return rc;
+}
+
 /* ---- the slots ------------------------------------------------------------------------------- */
 
 /* A failure's error, kept across the calls that undo what came before it. */
@@ -574,7 +685,15 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	struct timespec t0;
 	int64_t paused_ms, ram = 0, at[2] = { 0, 0 };
 	bool paused = false, switched = false;
-	int state = 0, rc, topfd = -1;
+	/*
+	 * A fork's RAM is kept as a file its children map, as a template's
+	 * (migstream.c); a pause's stays in its state: a paused sandbox's
+	 * snapshot outlives its VM, and mapped its RAM would have to stay in the
+	 * host's memory all that time, or be loaded whole at the resume into a
+	 * file its one VM maps, with nothing to share.
+	 */
+	bool mapped = keep && d->mapped && d->host->local_memory, ram_mapped = false;
+	int state = 0, rc, topfd = -1, memfd = -1;
 
 	memset(&s, 0, sizeof(s));
 	if (!d->host->snapshots)
@@ -604,6 +723,13 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	saas__lv_snapdisk_image(dom, s.image, sizeof(s.image), &s.control);
 	s.vcpus = info.nrVirtCpu;
 	s.memory_mib = (unsigned int)(info.maxMem >> 10);
+	/* Its RAM stays in memory until the children are made, up to all of it: as a mapped template's, only with room. */
+	if (mapped && saas__lv_mem_available_mib() < (uint64_t)s.memory_mib + MAPPED_RESERVE_MIB) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: the "
+		             "host has less than its %u MiB and %u MiB to spare available", snap, s.memory_mib,
+		             MAPPED_RESERVE_MIB);
+		mapped = false;
+	}
 	if ((rc = saas__lv_snapdisk_top(dom, &node, &top, &size)) < 0 && rc != SAAS_ENOTFOUND)
 		goto out;
 	/*
@@ -672,16 +798,35 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 			switched = true;
 		}
 	}
-	if (!(path = saas__lv_path_join(tmp, "state"))) {
+	if (!(path = saas__lv_path_join(tmp, mapped ? "stream" : "state"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
 	at[0] = saas__ms_since(&t0);
-	/* Never x-ignore-shared: a VM's RAM is its own, and the whole of it goes into the stream. */
-	if ((rc = saas__lv_state_save(d, dom, path, false, &ram)) < 0)
+	/*
+	 * The whole of the VM's RAM goes into the stream: no block of it is
+	 * shared. A fork's is saved with x-ignore-shared on all the same, which
+	 * its children's QEMU sets to leave their mapped RAM as the file has it.
+	 */
+	if ((rc = saas__lv_state_save(d, dom, path, mapped, &ram)) < 0)
 		goto out;
+	s.ignore_shared = mapped;
+	if (mapped && (rc = fork_ram_split(d, tmp, snap, (uint64_t)s.memory_mib << 20, &memfd)) < 0)
+		goto out;
+	ram_mapped = memfd >= 0;
 	at[1] = saas__ms_since(&t0);
+	free(path);
+	if (!(path = saas__lv_path_join(tmp, "ram"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
 	s.state_bytes = stored_bytes(path);
+	free(path);
+	if (!(path = saas__lv_path_join(tmp, "state"))) {
+		rc = SAAS_ENOMEM;
+		goto out;
+	}
+	s.state_bytes += stored_bytes(path);
 	saas__lv_state_ram_block(path, s.ram_block, sizeof(s.ram_block));
 	if (frozen) {
 		s.disk_bytes = stored_bytes(frozen);
@@ -712,6 +857,10 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	}
 	paused = false;
+	if (memfd >= 0) {
+		snapshot_ram_hold(d, snap, memfd);
+		memfd = -1;
+	}
 	if (switched)
 		saas__lv_snapdisk_flatten(d, dom, name, 0);
 	if (!keep) {
@@ -731,9 +880,10 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	             (long long)(paused_ms - at[1]));
 	if (bytes)
 		*bytes = s.state_bytes + s.disk_bytes;
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s %s as snapshot %s in %lld ms, %lld MiB of RAM saved, "
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s %s as snapshot %s in %lld ms, %lld MiB of RAM saved (%s), "
 	             "%lld MiB state and %lld MiB disk on storage",
 	             name, keep ? "forked" : "paused", snap, (long long)paused_ms, (long long)(ram >> 20),
+	             !keep ? "loaded by its resume" : ram_mapped ? "mapped by its children" : "loaded by each child",
 	             (long long)(s.state_bytes >> 20), (long long)(s.disk_bytes >> 20));
 	rc = SAAS_OK;
 out:
@@ -761,6 +911,8 @@ out:
 		virDomainFree(dom);
 	if (topfd >= 0)
 		close(topfd);
+	if (memfd >= 0)
+		close(memfd);
 	saas__lv_snapshot_clear(&s);
 	free(vmdir);
 	free(text);
@@ -868,6 +1020,7 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	l.uid = uid;
 	l.tdir = dir;
 	l.snapshot = true;
+	l.ignore_shared = s.ignore_shared;
 	if ((rc = saas__lv_boot_clone(&l)) < 0) {
 		saas__error_wrap(rc, "snapshot %s (its RAM block: %s)", snap, s.ram_block[0] ? s.ram_block : "unknown");
 		goto out;
@@ -927,6 +1080,9 @@ int saas__lv_snapshot_delete(void *ctx, const char *snap)
 		close(fd);
 	else if (exists(dir))
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "deleting snapshot %s: %s", snap, strerror(errno));
+	/* No restore reads it any more: the children that map its RAM keep it until they end. */
+	if (rc == SAAS_OK)
+		snapshot_ram_hold(d, snap, -1);
 	pthread_rwlock_unlock(&d->snaps_lock);
 	if (rc == SAAS_OK)
 		saas__lv_snapshots_collect(d);

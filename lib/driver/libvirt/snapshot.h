@@ -33,6 +33,12 @@ struct saas__lv_snapshot {
 	int64_t state_bytes, disk_bytes; /* on storage */
 	char **chain;                    /* the frozen disk's backing files, nearest first (NULL-terminated; may be NULL) */
 	bool control;                    /* the VM had the control port: its restores have it too ("control", absent: no) */
+	/*
+	 * Its state was saved with x-ignore-shared on, which its restores must set
+	 * too ("ignore_shared", absent: no): a fork's, whose RAM is the file "ram"
+	 * its children map, or was kept in the state when the split failed.
+	 */
+	bool ignore_shared;
 };
 
 /* Is name one the core may choose (1 to SNAPSHOT_NAME_MAX of [a-z0-9-])? */
@@ -55,6 +61,13 @@ int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap)
  * STATE_HEAD_MAX bytes; "" when neither is there.
  */
 void saas__lv_state_ram_block(const char *path, char *out, size_t len);
+
+/*
+ * The sealed RAM of the fork's snapshot in dir, as a new descriptor the caller
+ * closes (saas__lv_memfd_get): SAAS_ENOTFOUND when its RAM is in its state
+ * (a pause's, or a fork's whose split failed).
+ */
+int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *fd, bool *broken);
 
 /* The driver table's version 4 slots. */
 int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes);

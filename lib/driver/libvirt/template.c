@@ -370,7 +370,7 @@ static int template_build(struct tmpl_job *job)
 		mapped = false;
 	}
 	if (mapped) {
-		if ((rc = saas__lv_memfd_new(ram_bytes, &memfd)) < 0 ||
+		if ((rc = saas__lv_memfd_new(MEMFD_TEMPLATE, ram_bytes, &memfd)) < 0 ||
 		    (rc = saas__lv_holder_start(&holder, memfd, l.uid, d->cf.guest_gid ? d->cf.guest_gid : l.uid)) < 0)
 			goto out;
 		l.mem = LV_MEM_SHARED;
@@ -668,57 +668,20 @@ void saas__lv_template_break_local(struct drv *d, const char *key)
 	free(dir);
 }
 
+/* A template's slot: its entry's memfd (d->mu held). */
+static int *template_slot(struct drv *d, const char *key)
+{
+	for (struct tmpl *t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0)
+			return &t->memfd;
+	return NULL;
+}
+
 int saas__lv_template_ram(struct drv *d, const char *tdir, uint64_t bytes, int *fd, bool *broken)
 {
 	const char *key = strrchr(tdir, '/') ? strrchr(tdir, '/') + 1 : tdir;
-	char *path = saas__lv_path_join(tdir, "ram");
-	struct stat st;
-	struct tmpl *t;
-	int rc, loaded = -1;
 
-	*fd = -1;
-	*broken = false;
-	if (!path)
-		return SAAS_ENOMEM;
-	if (stat(path, &st) < 0) {
-		free(path);
-		return SAAS_ENOTFOUND;
-	}
-	for (int attempt = 0; attempt < 2; attempt++) {
-		pthread_mutex_lock(&d->mu);
-		for (t = d->tmpls; t && strcmp(t->key, key) != 0; t = t->next)
-			;
-		if (t && t->memfd < 0 && loaded >= 0) {
-			t->memfd = loaded;
-			loaded = -1;
-		}
-		/* A copy for this clone: the template's may be let go of (pruned) while the clone starts. */
-		if (t && t->memfd >= 0 && (*fd = fcntl(t->memfd, F_DUPFD_CLOEXEC, 3)) < 0)
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
-		else
-			rc = SAAS_OK;
-		pthread_mutex_unlock(&d->mu);
-		if (rc < 0 || *fd >= 0 || !t)
-			break;
-		/* Not in memory yet (an engine that did not build it): loaded once, outside the lock (it takes a while). */
-		if ((rc = saas__lv_memfd_load(path, bytes, &loaded)) < 0) {
-			*broken = true;
-			break;
-		}
-	}
-	if (loaded >= 0)
-		close(loaded);
-	if (rc == SAAS_OK && *fd < 0)
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "template %s is not known", key);
-	/* Whatever it came from, only a sealed memory may be handed to a clone. */
-	if (rc == SAAS_OK && !saas__lv_memfd_sealed(*fd)) {
-		close(*fd);
-		*fd = -1;
-		*broken = true;
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "template %s's memory is not sealed", key);
-	}
-	free(path);
-	return rc;
+	return saas__lv_memfd_get(d, tdir, MEMFD_TEMPLATE, bytes, template_slot, key, "template", fd, broken);
 }
 
 /* The local host's ready templates, as their description on disk says (a previous engine's too). */
