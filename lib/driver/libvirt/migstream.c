@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "driver/libvirt/migstream.h"
-#include "saas/errors.h"
+#include "saas/sys/error.h"
 #include "util/error.h"
 #include "util/util.h"
 
