@@ -39,6 +39,11 @@ const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv 
  * SAAS_ENOMEM, SAAS_EIO. Closing *fd closes the channel.
  */
 int saas__lv_channel_open(struct drv *d, const char *name, int *fd);
+/*
+ * The same for VM name's channel port (CONTROL_PORT_NAME, or the egress
+ * channel's MUX_PORT_NAME), its errors saying what (e.g. "egress").
+ */
+int saas__lv_channel_open_port(struct drv *d, const char *name, const char *port, const char *what, int *fd);
 
 /* Wait (a second at most) until the pumps of closed channels have let their streams go: at the driver's close. */
 void saas__lv_channels_drain(void);
