@@ -604,7 +604,7 @@ static void test_egress(void **state)
 	assert_false(guest_reaches(ctx_c, VM2, VMTEST_NET_OTHER, port));
 
 	/* Another server on the host cannot take the channel C serves. */
-	assert_true(drv->vm_network_set(ctx_d, VM2, &net) < 0);
+	assert_int_equal(drv->vm_network_set(ctx_d, VM2, &net), SAAS_EBUSY);
 	printf("D setting VM2's network: %s\n", saas_error_last()->message);
 
 	/* Internet: the namespace, never the guard's ranges. */

@@ -282,8 +282,13 @@ static int stream_open(struct drv *d, virDomainPtr dom, const char *name, const 
 		if (st)
 			virStreamFree(st);
 		e = virGetLastError();
-		if (!e || e->code != VIR_ERR_OPERATION_FAILED || saas__now_ms() - t0 >= CHANNEL_BUSY_WAIT_MS ||
-		    closing(d))
+		if (e && e->code == VIR_ERR_OPERATION_FAILED && saas__now_ms() - t0 >= CHANNEL_BUSY_WAIT_MS) {
+			/* Held by another engine: said as such (egress: that engine serves the VM). */
+			char why[512];
+			snprintf(why, sizeof(why), "%s", saas_error_last()->message);
+			return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "%s", why);
+		}
+		if (!e || e->code != VIR_ERR_OPERATION_FAILED || closing(d))
 			return rc;
 		saas__sleep_ms(50);
 	}

@@ -34,9 +34,9 @@ const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv 
 /*
  * VM name's control channel on a remote host: *fd, the engine's end of a
  * socket pair whose other end libvirt's event loop pumps to and from the
- * channel's stream. SAAS_OK; SAAS_EBACKEND (no such VM, no channel, the
- * host refused it or holds it for another engine past CHANNEL_BUSY_WAIT_MS);
- * SAAS_ENOMEM, SAAS_EIO. Closing *fd closes the channel.
+ * channel's stream. SAAS_OK; SAAS_EBUSY (the host holds it for another
+ * engine past CHANNEL_BUSY_WAIT_MS); SAAS_EBACKEND (no such VM, no channel,
+ * the host refused it); SAAS_ENOMEM, SAAS_EIO. Closing *fd closes the channel.
  */
 int saas__lv_channel_open(struct drv *d, const char *name, int *fd);
 /*

@@ -168,7 +168,7 @@ static void consoles_trim(struct drv *d)
  * A VM host's guest: its egress channel opened through libvirt and given to
  * this server's end, which holds it for the VM's life (its domain running).
  * Held by another server of the cluster (the one serving the VM's egress),
- * it is not taken from it: SAAS_EBACKEND.
+ * it is not taken from it: SAAS_EBUSY.
  */
 static int ehost_attach(struct drv *d, const char *name)
 {
@@ -874,7 +874,9 @@ static int lv_network_default(void *ctx)
  * end, its channel opened when this server has none (the VM was made
  * through another, or adopted), and its metadata saying the mode for the
  * next server that adopts it. The guest always has the channel, so any
- * mode may follow any other.
+ * mode may follow any other. SAAS_EBUSY: another server holds the channel
+ * and serves the VM with the policy it was given (the engine's reconcile
+ * leaves such a VM to it; a change asked of this server is refused).
  */
 static int ehost_network_set(struct drv *d, const char *name, const saas_vm_network *network)
 {
