@@ -121,33 +121,17 @@ static void set(int mode, const char *const *allow, const char *const *deny)
 /* A listener on every host address (loopback included): the guest must reach none of them. */
 static void check_host_unreachable(void)
 {
-	struct sockaddr_in6 a6;
-	socklen_t len = sizeof(a6);
-	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0, on = 1, got = 0;
+	unsigned int port;
+	int fd = vmtest_listen_everywhere(&port);
 	char cmd[1024];
 
-	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-	memset(&a6, 0, sizeof(a6));
-	a6.sin6_family = AF_INET6;
-	assert_int_equal(bind(fd, (struct sockaddr *)&a6, sizeof(a6)), 0);
-	assert_int_equal(listen(fd, 16), 0);
-	getsockname(fd, (struct sockaddr *)&a6, &len);
 	/* The host's loopback (10.0.2.2, fec0::2), slirp's DNS alias, and the host's own address on the veth. */
 	snprintf(cmd, sizeof(cmd),
 	         "for a in 10.0.2.2 10.0.2.3 fec0::2 198.51.100.1; do "
 	         "if timeout 3 nc -w 2 $a %u </dev/null >/dev/null 2>&1; then echo reached $a; fi; done; echo checked",
-	         ntohs(a6.sin6_port));
+	         port);
 	assert_null(strstr(run(cmd), "reached"));
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		if (poll(&p, 1, 0) != 1)
-			break;
-		close(accept(fd, NULL, NULL));
-		got++;
-	}
-	close(fd);
-	assert_int_equal(got, 0);
+	assert_int_equal(vmtest_accepted(fd), 0);
 }
 
 /* ---- setup ----------------------------------------------------------------------------------- */

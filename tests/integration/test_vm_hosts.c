@@ -83,7 +83,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -576,9 +575,7 @@ static void test_egress(void **state)
 	static const char *const allow[] = { "*.test", VMTEST_NET_CIDR "/32", NULL };
 	static const char *const deny[] = { "unlisted.test", VMTEST_NET_WILD "/32", NULL };
 	unsigned int port = vmtest_world_port(), here_port;
-	struct sockaddr_in6 a6;
-	socklen_t len = sizeof(a6);
-	int here = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0, on = 1, got = 0;
+	int here;
 	saas_vm_network net = { SAAS_NET_INTERNET, NULL, NULL };
 	int64_t lookups;
 
@@ -612,27 +609,12 @@ static void test_egress(void **state)
 	assert_true(guest_reaches(ctx_c, VM2, VMTEST_NET_OTHER, port));
 	assert_true(guest_reaches(ctx_c, VM2, VMTEST_NET_WILD, port));
 	/* The host's own address, the guest's slirp host, the metadata address, and this machine (the server). */
-	setsockopt(here, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-	setsockopt(here, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-	memset(&a6, 0, sizeof(a6));
-	a6.sin6_family = AF_INET6;
-	assert_int_equal(bind(here, (struct sockaddr *)&a6, sizeof(a6)), 0);
-	assert_int_equal(listen(here, 16), 0);
-	getsockname(here, (struct sockaddr *)&a6, &len);
-	here_port = ntohs(a6.sin6_port);
+	here = vmtest_listen_everywhere(&here_port);
 	assert_false(guest_reaches(ctx_c, VM2, addr[2], 22));
 	assert_false(guest_reaches(ctx_c, VM2, "10.0.2.2", here_port));
 	assert_false(guest_reaches(ctx_c, VM2, "169.254.169.254", 80));
 	assert_false(guest_reaches(ctx_c, VM2, VMTEST_NET_SELF, here_port));
-	for (;;) {
-		struct pollfd p = { here, POLLIN, 0 };
-		if (poll(&p, 1, 0) != 1)
-			break;
-		close(accept(here, NULL, NULL));
-		got++;
-	}
-	close(here);
-	assert_int_equal(got, 0);
+	assert_int_equal(vmtest_accepted(here), 0);
 }
 
 /*

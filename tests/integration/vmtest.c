@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -504,4 +505,37 @@ bool vmtest_world_asked(const char *name)
 	if (f)
 		fclose(f);
 	return found;
+}
+
+int vmtest_listen_everywhere(unsigned int *port)
+{
+	struct sockaddr_in6 a6;
+	socklen_t len = sizeof(a6);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0, on = 1;
+
+	assert_true(fd >= 0);
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	memset(&a6, 0, sizeof(a6));
+	a6.sin6_family = AF_INET6;
+	assert_int_equal(bind(fd, (struct sockaddr *)&a6, sizeof(a6)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a6, &len), 0);
+	*port = ntohs(a6.sin6_port);
+	return fd;
+}
+
+int vmtest_accepted(int fd)
+{
+	int got = 0;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 0) != 1)
+			break;
+		close(accept(fd, NULL, NULL));
+		got++;
+	}
+	close(fd);
+	return got;
 }

@@ -116,6 +116,14 @@ unsigned int vmtest_world_port(void);
 int vmtest_world_reached(const char *addr);
 bool vmtest_world_asked(const char *name);
 
+/*
+ * A TCP listener on every address of this machine (IPv4 and IPv6, loopback
+ * included), its port in *port, for checks that a guest reaches none of
+ * them; then how many connections it took (the socket closed).
+ */
+int vmtest_listen_everywhere(unsigned int *port);
+int vmtest_accepted(int fd);
+
 /* The pid of the QEMU running the domain called name (an argument guest=NAME[,...]), or 0. */
 pid_t qemu_pid(const char *name);
 
