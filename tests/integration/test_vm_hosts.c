@@ -13,7 +13,8 @@
  * the keepalive's seconds rather than TCP's minutes (a watchdog fails the
  * test past WATCHDOG_S), while host 2 serves on. Revived, the host's new
  * libvirtd takes over the QEMU that ran on, and the driver reconnects by
- * itself: the VM is listed and used again, then destroyed through B, after
+ * itself: the VM is listed and used again (and A opens its egress channel,
+ * cut with the host's libvirtd, again), then destroyed through B, after
  * which A lists nothing. What a remote host does not give is refused with a
  * reason (snapshots).
  *
@@ -790,6 +791,10 @@ static void test_dead_host(void **state)
 	assert_true(listed(ctx_a, VM1));
 	assert_int_equal(vm_state(ctx_b, VM1), SAAS_VM_RUNNING);
 	assert_string_equal(run(ctx_b, VM1, "cat /workspace/shared.txt"), "written through B, read through A");
+	/* Its egress channel, cut with the host's libvirtd, is opened again by A (backoff: a minute at most). */
+	for (int i = 0; i < 900 && !logged("VM " VM1 ": its egress channel is open again", NULL); i++)
+		usleep(100000);
+	assert_true(logged("VM " VM1 ": its egress channel is open again", NULL));
 }
 
 /* Destroyed through B, the VM is gone for A too; host 2's VM destroyed by C. */
