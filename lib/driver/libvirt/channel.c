@@ -272,23 +272,26 @@ static int stream_open(struct drv *d, virDomainPtr dom, const char *name, const 
 	for (;;) {
 		virStreamPtr st = NULL;
 		virErrorPtr e;
+		bool busy;
 		/* Not virStreamNew here: rpc.h's would remember the stream in this thread, which does not free it. */
 		if (saas__lv_rpc_channel_open(dom, port, &st) == 0) {
 			*out = st;
 			return SAAS_OK;
 		}
+		/* Read before virStreamFree, which (as every libvirt call) resets the thread's last error. */
+		e = virGetLastError();
+		busy = e && e->code == VIR_ERR_OPERATION_FAILED;
 		rc = saas__lv_virt_error("opening the channel");
 		saas__error_wrap(rc, "VM %s's %s channel on VM host %s", name, what, d->uri);
 		if (st)
 			virStreamFree(st);
-		e = virGetLastError();
-		if (e && e->code == VIR_ERR_OPERATION_FAILED && saas__now_ms() - t0 >= CHANNEL_BUSY_WAIT_MS) {
+		if (busy && saas__now_ms() - t0 >= CHANNEL_BUSY_WAIT_MS) {
 			/* Held by another engine: said as such (egress: that engine serves the VM). */
 			char why[512];
 			snprintf(why, sizeof(why), "%s", saas_error_last()->message);
 			return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "%s", why);
 		}
-		if (!e || e->code != VIR_ERR_OPERATION_FAILED || closing(d))
+		if (!busy || closing(d))
 			return rc;
 		saas__sleep_ms(50);
 	}
