@@ -988,6 +988,20 @@ size_t saas__lv_ehost_lost(struct saas__lv_ehost *h, char (*names)[SAAS_ID_MAX +
 	return n;
 }
 
+void saas__lv_ehost_conn_lost(struct saas__lv_ehost *h, bool back)
+{
+	pthread_mutex_lock(&h->mu);
+	for (struct hvm *v = h->vms; v; v = v->next) {
+		channel_close(h, v);
+		if (back && v->lost) {
+			v->backoff_ms = EGRESS_HOST_RETRY_MS;
+			v->retry_ms = 0;
+		}
+	}
+	wake(h);
+	pthread_mutex_unlock(&h->mu);
+}
+
 int saas__lv_ehost_channel(struct saas__lv_ehost *h, const char *name)
 {
 	struct hvm *v;

@@ -58,6 +58,13 @@ int saas__lv_ehost_attach(struct saas__lv_ehost *h, const char *name, int fd);
 size_t saas__lv_ehost_lost(struct saas__lv_ehost *h, char (*names)[SAAS_ID_MAX + 1], size_t max);
 
 /*
+ * The host's connection died (back: and a new one is up): every channel,
+ * a stream of the dead connection that may never be told, is closed and
+ * lost; back, every lost one is due to be opened again at once.
+ */
+void saas__lv_ehost_conn_lost(struct saas__lv_ehost *h, bool back);
+
+/*
  * Has VM name a channel (attached, not closed since, whether or not the
  * guest spoke yet)? 1 yes, 0 no, -1: the VM was never set.
  */

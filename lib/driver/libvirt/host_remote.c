@@ -183,6 +183,9 @@ int saas__lv_vmhost_check(struct drv *d)
 	pthread_mutex_lock(&d->conn_mu);
 	if (virConnectIsAlive(saas__lv_conn(d)) == 1)
 		goto out;
+	/* Its guests' egress channels were streams of it, which libvirt may never say ended. */
+	if (d->ehost)
+		saas__lv_ehost_conn_lost(d->ehost, false);
 	/* The keepalive gave up on it (or the host closed it): a new one, if the host answers now. */
 	if ((rc = saas__lv_vmhost_connect(d->uri, &conn)) < 0)
 		goto out;
@@ -197,6 +200,9 @@ int saas__lv_vmhost_check(struct drv *d)
 	}
 	__atomic_store_n(&d->conn, conn, __ATOMIC_RELEASE);
 	saas__lv_log(d, SAAS_LOG_INFO, "reconnected to VM host %s", d->uri);
+	/* Opened again on the new connection by the keeper, at once. */
+	if (d->ehost)
+		saas__lv_ehost_conn_lost(d->ehost, true);
 out:
 	pthread_mutex_unlock(&d->conn_mu);
 	return rc;
