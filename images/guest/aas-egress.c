@@ -50,6 +50,8 @@
 #define OUT_SOFT (256 * 1024)
 #define OUT_CAP (OUT_SOFT + 2 * MUX_FRAME_MAX + MUX_CONNS_MAX * 64)
 #define DNS_TCP_MAX 4
+/* The poll set's fixed head: the port, the listeners, the DNS sockets. */
+#define FIXED 5
 
 struct gconn {
 	uint32_t id;                     /* 0: free */
@@ -76,7 +78,7 @@ struct gdns_tcp {
 };
 
 static struct {
-	int port, listener, dns;
+	int port, listener[2], dns[2]; /* [0] IPv4, [1] IPv6 (-1: none) */
 	struct gdns_tcp dt[DNS_TCP_MAX];
 	struct saas__mux_track t;
 	struct gconn c[MUX_CONNS_MAX];
@@ -142,7 +144,7 @@ static void conn_end(struct gconn *c, bool reset)
 	conn_drop(c, reset);
 }
 
-static void on_accept(void)
+static void on_accept(int listener)
 {
 	struct sockaddr_storage dst;
 	socklen_t len = sizeof(dst);
@@ -150,7 +152,7 @@ static void on_accept(void)
 	struct gconn *c = NULL;
 	uint8_t b[MUX_HEADER + 19];
 	size_t n;
-	int fd = accept4(g.listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	if (fd < 0)
 		return;
@@ -263,12 +265,12 @@ static int ask(const uint8_t *msg, size_t n, int tcp, const struct sockaddr_stor
 	return -1;
 }
 
-static void on_lookup(void)
+static void on_lookup(int dns)
 {
 	uint8_t msg[MUX_DNS_MAX];
 	struct sockaddr_storage from;
 	socklen_t from_len = sizeof(from);
-	ssize_t n = recvfrom(g.dns, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&from, &from_len);
+	ssize_t n = recvfrom(dns, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&from, &from_len);
 
 	if (n >= MUX_DNS_MIN)
 		ask(msg, (size_t)n, -1, &from, from_len);
@@ -350,7 +352,7 @@ static void on_frame(const struct saas__mux_frame *f)
 		if (f->id < MUX_DNS_PENDING && g.q[f->id].used) {
 			struct gquery *q = &g.q[f->id];
 			if (q->tcp < 0) {
-				sendto(g.dns, f->payload, f->len, MSG_DONTWAIT, (struct sockaddr *)&q->from, q->from_len);
+				sendto(g.dns[q->from.ss_family == AF_INET6], f->payload, f->len, MSG_DONTWAIT, (struct sockaddr *)&q->from, q->from_len);
 			} else if (g.dt[q->tcp].fd >= 0) {
 				/* Its length, then it: a few KiB a fresh connection's buffer takes whole. */
 				uint8_t b[2 + MUX_DNS_MAX];
@@ -409,9 +411,9 @@ static void flush(void)
 	g.out_len -= (size_t)n;
 }
 
-int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
+int aas_egress_serve(int port, const int listener[2], const int dns[2], volatile int *stop)
 {
-	struct pollfd fds[3 + MUX_CONNS_MAX + DNS_TCP_MAX];
+	struct pollfd fds[FIXED + MUX_CONNS_MAX + DNS_TCP_MAX];
 	uint8_t b[MUX_HEADER + 2];
 
 	for (unsigned int i = 0; i < MUX_CONNS_MAX; i++) {
@@ -423,8 +425,10 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 		g.dt[i].fd = -1;
 	g.next_id = 0;
 	g.port = port;
-	g.listener = listener;
-	g.dns = dns;
+	for (unsigned int i = 0; i < 2; i++) {
+		g.listener[i] = listener[i];
+		g.dns[i] = dns[i];
+	}
 	g.in_len = g.out_len = 0;
 	g.broken = false;
 	saas__mux_track_init(&g.t, MUX_GUEST);
@@ -433,10 +437,12 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 	out_frame(MUX_HELLO, 0, b + MUX_HEADER, 2);
 	while (!*stop && !g.broken) {
 		bool room = g.out_len < OUT_SOFT && g.t.hello_in;
-		nfds_t n = 3;
+		nfds_t n = FIXED;
 		fds[0] = (struct pollfd){ .fd = port, .events = (short)(POLLIN | (g.out_len ? POLLOUT : 0)) };
-		fds[1] = (struct pollfd){ .fd = room && g.t.n < MUX_CONNS_MAX ? listener : -1, .events = POLLIN };
-		fds[2] = (struct pollfd){ .fd = room ? dns : -1, .events = POLLIN };
+		for (unsigned int i = 0; i < 2; i++) {
+			fds[1 + i] = (struct pollfd){ .fd = room && g.t.n < MUX_CONNS_MAX ? listener[i] : -1, .events = POLLIN };
+			fds[3 + i] = (struct pollfd){ .fd = room ? dns[i] : -1, .events = POLLIN };
+		}
 		for (unsigned int i = 0; i < MUX_CONNS_MAX; i++) {
 			struct gconn *c = &g.c[i];
 			struct saas__mux_conn *t = c->id ? saas__mux_conn_find(&g.t, c->id) : NULL;
@@ -455,14 +461,16 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 			return -1;
 		if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
 			on_port();
-		if (fds[1].revents & POLLIN)
-			on_accept();
-		if (fds[2].revents & POLLIN)
-			on_lookup();
+		for (unsigned int i = 0; i < 2; i++) {
+			if (fds[1 + i].revents & POLLIN)
+				on_accept(listener[i]);
+			if (fds[3 + i].revents & POLLIN)
+				on_lookup(dns[i]);
+		}
 		for (unsigned int i = 0; i < MUX_CONNS_MAX && !g.broken; i++) {
 			struct gconn *c = &g.c[i];
-			short re = fds[3 + i].revents;
-			if (!re || !c->id || c->fd != fds[3 + i].fd)
+			short re = fds[FIXED + i].revents;
+			if (!re || !c->id || c->fd != fds[FIXED + i].fd)
 				continue;
 			if (re & (POLLOUT | POLLERR))
 				conn_write(c);
@@ -470,7 +478,7 @@ int aas_egress_serve(int port, int listener, int dns, volatile int *stop)
 				conn_read(c);
 		}
 		for (unsigned int i = 0; i < DNS_TCP_MAX && !g.broken; i++)
-			if (fds[3 + MUX_CONNS_MAX + i].revents && g.dt[i].fd == fds[3 + MUX_CONNS_MAX + i].fd)
+			if (fds[FIXED + MUX_CONNS_MAX + i].revents && g.dt[i].fd == fds[FIXED + MUX_CONNS_MAX + i].fd)
 				on_dns_tcp(&g.dt[i]);
 		flush();
 	}
@@ -523,29 +531,53 @@ static int port_open(void)
 	return fd;
 }
 
-static int bound(int type, uint16_t port)
+/*
+ * A socket of family (AF_INET or AF_INET6) where the guest's nftables send
+ * what they redirect: TCP on every address (a redirect goes to the primary
+ * address of the interface it came by: loopback, for the guest's own
+ * connections), DNS on loopback only.
+ */
+static int bound(int family, int type, uint16_t port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int one = 1, fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	int one = 1, fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
-	a.sin_addr.s_addr = htonl(type == SOCK_STREAM ? INADDR_ANY : INADDR_LOOPBACK);
+	if (family == AF_INET) {
+		a->sin_family = AF_INET;
+		a->sin_port = htons(port);
+		a->sin_addr.s_addr = htonl(type == SOCK_STREAM ? INADDR_ANY : INADDR_LOOPBACK);
+	} else {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		a6->sin6_addr = type == SOCK_STREAM ? in6addr_any : in6addr_loopback;
+	}
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || (type == SOCK_STREAM && listen(fd, 128) < 0))
+	    (family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
+	    bind(fd, (struct sockaddr *)&ss, family == AF_INET ? sizeof(*a) : sizeof(*a6)) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, 128) < 0)) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
+	}
 	return fd;
 }
 
 int main(void)
 {
 	static volatile int stop;
-	int port = port_open(), listener = bound(SOCK_STREAM, LISTEN_PORT), dns = bound(SOCK_DGRAM, DNS_PORT);
+	int port = port_open();
+	int listener[2] = { bound(AF_INET, SOCK_STREAM, LISTEN_PORT), bound(AF_INET6, SOCK_STREAM, LISTEN_PORT) };
+	int dns[2] = { bound(AF_INET, SOCK_DGRAM, DNS_PORT), bound(AF_INET6, SOCK_DGRAM, DNS_PORT) };
 
 	/* No port: a VM on this machine, whose egress is slirp's under the engine's nftables. */
 	if (port < 0)
 		return 0;
 	/* A client gone while its bytes are written is that connection's end, not ours. */
 	signal(SIGPIPE, SIG_IGN);
-	if (listener < 0 || dns < 0)
+	/* IPv4 is needed; IPv6 only where the guest's kernel has it. */
+	if (listener[0] < 0 || dns[0] < 0)
 		return 1;
 	/* The port is reopened by the engine after a broken channel: serve again. */
 	for (;;) {

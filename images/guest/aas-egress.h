@@ -15,6 +15,6 @@
  * a UDP socket the guest's lookups are redirected to. 0 when stopped, -1
  * when the port ended or broke the protocol.
  */
-int aas_egress_serve(int port, int listener, int dns, volatile int *stop);
+int aas_egress_serve(int port, const int listener[2], const int dns[2], volatile int *stop);
 
 #endif

@@ -245,6 +245,18 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 	if (rc == SAAS_OK)
 		return;
 	/*
+	 * Another server of the cluster serves the VM's egress (a VM host's
+	 * guest, whose egress channel that server holds): with the policy it was
+	 * given, which is the store's, since a change through any other server
+	 * is refused.
+	 */
+	if (rc == SAAS_EBUSY) {
+		saas__log(e, SAAS_LOG_DEBUG, "sandbox %s: its network is another server's to enforce: %s", sb->id,
+		          saas_error_last()->message);
+		saas__error_clear();
+		return;
+	}
+	/*
 	 * A driver that cannot set isolated or internet at runtime never changed a
 	 * VM to it either: the VM still has the mode it was made with, which is
 	 * this one. Failing to give internet back only ever gives less.

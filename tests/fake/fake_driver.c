@@ -1296,7 +1296,9 @@ static int fake_network_set(void *ctx, const char *name, const saas_vm_network *
 		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no VM %s", name);
 	else if (fail_network_sets > 0) {
 		fail_network_sets--;
-		rc = network_set_enotsup
+		rc = network_set_enotsup == 2 ? saas_sys_error_set(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		                                                   "fake: another engine serves this VM's egress")
+		     : network_set_enotsup
 		             ? saas_sys_error_set(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "fake: cannot enforce this policy")
 		             : saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this change fails as the test asked");
 	} else

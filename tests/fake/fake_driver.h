@@ -59,7 +59,10 @@ void saas_fake_vm_add(const char *name);
 void saas_fake_refuse_internet(int on);
 /* The mode network_default answers (SAAS_NET_ISOLATED after a reset). */
 void saas_fake_network_default(int mode);
-/* Make the next n vm_network_set calls fail: SAAS_ENOTSUP if enotsup, else SAAS_EBACKEND. */
+/*
+ * Make the next n vm_network_set calls fail: SAAS_ENOTSUP if enotsup is 1,
+ * SAAS_EBUSY if 2 (another engine serves the VM's egress), else SAAS_EBACKEND.
+ */
 void saas_fake_fail_network_sets(unsigned int n, int enotsup);
 /*
  * A VM's egress as the driver holds it: its mode (-1 once a new driver opened

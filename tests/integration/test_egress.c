@@ -46,184 +46,15 @@
 extern const saas_driver saas__driver_libvirt;
 
 #define VM "sbx-egress1"
-#define NS_DNS "198.51.100.2"      /* dnsmasq; allowed.test */
-#define NS_WILD "198.51.100.3"     /* www.wild.test, later.test */
-#define NS_CIDR "198.51.100.4"     /* reached by a CIDR rule only */
-#define NS_OTHER "198.51.100.5"    /* unlisted.test; in no rule */
+#define NS_DNS VMTEST_NET_DNS
+#define NS_WILD VMTEST_NET_WILD
+#define NS_CIDR VMTEST_NET_CIDR
+#define NS_OTHER VMTEST_NET_OTHER
 
 static const saas_driver *drv = &saas__driver_libvirt;
 static void *ctx;
-static char state_dir[4096], ns[32], veth[16], dns_log[4200], skip_why[256];
-static pid_t dnsmasq = -1;
+static char state_dir[4096], skip_why[256];
 static bool vm_made;
-
-/* ---- the world ------------------------------------------------------------------------------- */
-
-/* One listener on every address of the namespace: counts connections per local address. */
-struct listener {
-	int fd;
-	unsigned int port;
-	pthread_t thread;
-	volatile int stop;
-	pthread_mutex_t mu;
-	char reached[64][INET6_ADDRSTRLEN];
-	int n;
-};
-
-static struct listener world;
-
-static void *listener_main(void *arg)
-{
-	struct listener *l = arg;
-
-	while (!l->stop) {
-		struct pollfd p = { l->fd, POLLIN, 0 };
-		if (poll(&p, 1, 100) > 0) {
-			struct sockaddr_storage a;
-			socklen_t len = sizeof(a);
-			int c = accept(l->fd, NULL, NULL);
-			if (c < 0)
-				continue;
-			if (getsockname(c, (struct sockaddr *)&a, &len) == 0) {
-				pthread_mutex_lock(&l->mu);
-				if (l->n < 64)
-					inet_ntop(AF_INET, &((struct sockaddr_in *)&a)->sin_addr, l->reached[l->n++],
-					          sizeof(l->reached[0]));
-				pthread_mutex_unlock(&l->mu);
-			}
-			close(c);
-		}
-	}
-	return NULL;
-}
-
-/* How many connections reached addr so far. */
-static int reached(struct listener *l, const char *addr)
-{
-	int count = 0;
-
-	pthread_mutex_lock(&l->mu);
-	for (int i = 0; i < l->n; i++)
-		count += strcmp(l->reached[i], addr) == 0;
-	pthread_mutex_unlock(&l->mu);
-	return count;
-}
-
-/* A listening socket made in the namespace (this thread comes back to its own). */
-static int listen_in_namespace(unsigned int *port)
-{
-	char path[64];
-	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), nsfd, fd, on = 1;
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-
-	snprintf(path, sizeof(path), "/run/netns/%s", ns);
-	nsfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (self < 0 || nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0)
-		return -1;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (setns(self, CLONE_NEWNET) < 0)
-		abort(); /* this thread would stay in the namespace */
-	close(nsfd);
-	close(self);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-		return -1;
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
-static int start_dnsmasq(void)
-{
-	char pidfile[4200], cmd[12288];
-
-	/* In the state directory, which vm-cleanup removes whatever happens. */
-	snprintf(dns_log, sizeof(dns_log), "%s/dnsmasq.log", state_dir);
-	snprintf(pidfile, sizeof(pidfile), "%s/dnsmasq.pid", state_dir);
-	unlink(dns_log);
-	/* No upstream of its own (--no-resolv), .test answered locally: a name it does not know goes nowhere. */
-	snprintf(cmd, sizeof(cmd),
-	         "ip netns exec %s dnsmasq --conf-file=/dev/null --no-resolv --no-hosts --bind-interfaces "
-	         "--listen-address=" NS_DNS " --user=root --group=root --pid-file='%s' --log-queries "
-	         "--log-facility='%s' --local=/test/ --host-record=allowed.test," NS_DNS
-	         " --host-record=www.wild.test," NS_WILD " --host-record=later.test," NS_WILD
-	         " --host-record=unlisted.test," NS_OTHER,
-	         ns, pidfile, dns_log);
-	if (sh("%s", cmd) != 0)
-		return -1;
-	{
-		FILE *f = fopen(pidfile, "re");
-		int pid = 0;
-		if (!f || fscanf(f, "%d", &pid) != 1)
-			pid = 0;
-		if (f)
-			fclose(f);
-		unlink(pidfile);
-		dnsmasq = pid > 0 ? pid : -1;
-	}
-	return dnsmasq > 0 ? 0 : -1;
-}
-
-static void world_down(void)
-{
-	if (world.fd > 0) {
-		world.stop = 1;
-		pthread_join(world.thread, NULL);
-		close(world.fd);
-		world.fd = 0;
-	}
-	if (dnsmasq > 0)
-		kill(dnsmasq, SIGTERM);
-	dnsmasq = -1;
-	if (veth[0])
-		sh("ip link del %s 2>/dev/null", veth);
-	if (ns[0])
-		sh("ip netns del %s 2>/dev/null", ns);
-	ns[0] = veth[0] = '\0';
-}
-
-static int world_up(void)
-{
-	snprintf(ns, sizeof(ns), "aas-egress-%d", (int)getpid());
-	snprintf(veth, sizeof(veth), "aase%d", (int)getpid() % 1000000);
-	if (sh("ip netns add %s", ns) != 0) {
-		ns[0] = '\0';
-		return -1;
-	}
-	if (sh("ip link add %s type veth peer name aasi0 netns %s && ip addr add 198.51.100.1/24 dev %s && "
-	       "ip link set %s up && ip -n %s link set aasi0 up && ip -n %s link set lo up && "
-	       "for a in " NS_DNS " " NS_WILD " " NS_CIDR " " NS_OTHER "; do ip -n %s addr add $a/24 dev aasi0; done",
-	       veth, ns, veth, veth, ns, ns, ns) != 0)
-		return -1;
-	if (start_dnsmasq() < 0)
-		return -1;
-	memset(&world, 0, sizeof(world));
-	pthread_mutex_init(&world.mu, NULL);
-	if ((world.fd = listen_in_namespace(&world.port)) < 0 ||
-	    pthread_create(&world.thread, NULL, listener_main, &world) != 0) {
-		world.fd = 0;
-		return -1;
-	}
-	return 0;
-}
-
-/* Did dnsmasq log a query for name? */
-static bool upstream_asked(const char *name)
-{
-	char needle[300], line[1024];
-	bool found = false;
-	FILE *f = fopen(dns_log, "re");
-
-	snprintf(needle, sizeof(needle), " %s from ", name);
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, "query[") && strstr(line, needle);
-	if (f)
-		fclose(f);
-	return found;
-}
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
@@ -268,7 +99,7 @@ static bool connects(const char *addr)
 	char cmd[512];
 
 	snprintf(cmd, sizeof(cmd), "if timeout 10 nc -w 5 %s %u </dev/null >/dev/null 2>&1; then echo reached; fi; "
-	         "echo checked", addr, world.port);
+	         "echo checked", addr, vmtest_world_port());
 	return strstr(run(cmd), "reached") != NULL;
 }
 
@@ -290,33 +121,17 @@ static void set(int mode, const char *const *allow, const char *const *deny)
 /* A listener on every host address (loopback included): the guest must reach none of them. */
 static void check_host_unreachable(void)
 {
-	struct sockaddr_in6 a6;
-	socklen_t len = sizeof(a6);
-	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0, on = 1, got = 0;
+	unsigned int port;
+	int fd = vmtest_listen_everywhere(&port);
 	char cmd[1024];
 
-	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-	memset(&a6, 0, sizeof(a6));
-	a6.sin6_family = AF_INET6;
-	assert_int_equal(bind(fd, (struct sockaddr *)&a6, sizeof(a6)), 0);
-	assert_int_equal(listen(fd, 16), 0);
-	getsockname(fd, (struct sockaddr *)&a6, &len);
 	/* The host's loopback (10.0.2.2, fec0::2), slirp's DNS alias, and the host's own address on the veth. */
 	snprintf(cmd, sizeof(cmd),
 	         "for a in 10.0.2.2 10.0.2.3 fec0::2 198.51.100.1; do "
 	         "if timeout 3 nc -w 2 $a %u </dev/null >/dev/null 2>&1; then echo reached $a; fi; done; echo checked",
-	         ntohs(a6.sin6_port));
+	         port);
 	assert_null(strstr(run(cmd), "reached"));
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		if (poll(&p, 1, 0) != 1)
-			break;
-		close(accept(fd, NULL, NULL));
-		got++;
-	}
-	close(fd);
-	assert_int_equal(got, 0);
+	assert_int_equal(vmtest_accepted(fd), 0);
 }
 
 /* ---- setup ----------------------------------------------------------------------------------- */
@@ -348,8 +163,8 @@ static int group_setup(void **state)
 		return 0;
 	}
 	vmtest_state_parent_traversable(state_dir);
-	if (sh("mkdir -p '%s'", state_dir) != 0 || world_up() < 0) {
-		world_down();
+	if (sh("mkdir -p '%s'", state_dir) != 0 || vmtest_world_up(state_dir) < 0) {
+		vmtest_world_down();
 		fprintf(stderr, "cannot make the test's network namespace\n");
 		return -1;
 	}
@@ -397,7 +212,7 @@ static int group_teardown(void **state)
 		saas__sha256_hex(hash, state_dir, strlen(state_dir));
 		sh("nft delete table inet aas_egress_%.16s 2>/dev/null", hash);
 	}
-	world_down();
+	vmtest_world_down();
 	return 0;
 }
 
@@ -419,11 +234,11 @@ static void test_allowed_names(void **state)
 	need_vm();
 	assert_string_equal(lookup("allowed.test"), NS_DNS);
 	assert_true(connects(NS_DNS));
-	assert_true(reached(&world, NS_DNS) > 0);
+	assert_true(vmtest_world_reached(NS_DNS) > 0);
 	assert_string_equal(lookup("www.wild.test"), NS_WILD);
 	assert_true(connects(NS_WILD));
-	assert_true(upstream_asked("allowed.test"));
-	assert_true(upstream_asked("www.wild.test"));
+	assert_true(vmtest_world_asked("allowed.test"));
+	assert_true(vmtest_world_asked("www.wild.test"));
 }
 
 /* Other names do not resolve, and no query for them reaches the upstream: nothing leaks by lookups. */
@@ -437,14 +252,14 @@ static void test_unlisted_names(void **state)
 	assert_string_equal(lookup("unlisted.test"), "");
 	assert_string_equal(lookup("c2VjcmV0.wild.test.exfil.example"), "");
 	assert_string_equal(lookup("wild.test"), ""); /* a wildcard is strictly below */
-	assert_false(upstream_asked("unlisted.test"));
-	assert_false(upstream_asked("c2VjcmV0.wild.test.exfil.example"));
-	assert_false(upstream_asked("wild.test"));
+	assert_false(vmtest_world_asked("unlisted.test"));
+	assert_false(vmtest_world_asked("c2VjcmV0.wild.test.exfil.example"));
+	assert_false(vmtest_world_asked("wild.test"));
 	assert_true(denied(true) >= before + 3);
 	/* Nor does its address connect (it was never answered). */
 	before = denied(false);
 	assert_false(connects(NS_OTHER));
-	assert_int_equal(reached(&world, NS_OTHER), 0);
+	assert_int_equal(vmtest_world_reached(NS_OTHER), 0);
 	assert_true(denied(false) > before);
 }
 
@@ -454,7 +269,7 @@ static void test_cidr_rule(void **state)
 	(void)state;
 	need_vm();
 	assert_true(connects(NS_CIDR));
-	assert_true(reached(&world, NS_CIDR) > 0);
+	assert_true(vmtest_world_reached(NS_CIDR) > 0);
 }
 
 /* The host's own services and addresses, under the policy. */

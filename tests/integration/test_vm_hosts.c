@@ -13,9 +13,23 @@
  * the keepalive's seconds rather than TCP's minutes (a watchdog fails the
  * test past WATCHDOG_S), while host 2 serves on. Revived, the host's new
  * libvirtd takes over the QEMU that ran on, and the driver reconnects by
- * itself: the VM is listed and used again, then destroyed through B, after
- * which A lists nothing. What a remote host cannot give safely is refused
- * with a reason (internet, policies, snapshots).
+ * itself: the VM is listed and used again (and A opens its egress channel,
+ * cut with the host's libvirtd, again), then destroyed through B, after
+ * which A lists nothing. What a remote host does not give is refused with a
+ * reason (snapshots).
+ *
+ * Egress on a host, through the servers (docs/vm-hosts.md, "Egress on a
+ * host"): C's VM on host 2, made isolated, its egress channel C's, and
+ * vmtest.h's test internet (a namespace on TEST-NET-2) C's dns_upstream.
+ * Isolated, nothing leaves; under a policy, an allowed name is answered by
+ * C's resolver (the namespace's nameserver asked from this machine) and its
+ * address reached, a denied name refused without being asked, a denied
+ * CIDR refused though its name was answered, an allowed CIDR reached;
+ * under internet the namespace is reached, but never the guard's ranges:
+ * the host's own address, the guest's slirp host, the metadata address,
+ * this server's own address. Refusals are counted; D, on the same host,
+ * cannot change the VM's network while C serves its egress. A clone of the
+ * template (below) is given the internet and reaches the namespace too.
  *
  * Templates on a remote host: two more contexts, D and E, on host 2 with
  * templates on and one lease table between them (the store's leases, as the
@@ -274,7 +288,8 @@ static void *open_ctx(const char *name, int host, const char *images, const char
 		return NULL;
 	snprintf(configs[i], sizeof(configs[i]),
 	         /* The test's daemons run in the test's cgroup: without cpu or memory there, VMs go unlimited. */
-	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s templates=%s",
+	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s templates=%s "
+	         "dns_upstream=" VMTEST_NET_DNS,
 	         images, key, addr[host], addr[host], templates ? "on" : "off");
 	memset(&env, 0, sizeof(env));
 	env.state_dir = dirs[i];
@@ -310,6 +325,10 @@ static int group_setup(void **state)
 	vmtest_state_parent_traversable(state_dir);
 	if (sh("rm -rf '%s' && mkdir -p '%s'", state_dir, state_dir) != 0)
 		return -1;
+	if (vmtest_world_up(state_dir) < 0) {
+		fprintf(stderr, "the test internet did not come up (dnsmasq, ip netns)\n");
+		return -1;
+	}
 	for (int n = 1; n <= 2; n++) {
 		FILE *p;
 		char cmd[4400];
@@ -360,6 +379,7 @@ static int group_teardown(void **state)
 		drv->close(ctx_f);
 	/* Whatever is left (a VM of a failed test), its host's namespace takes with it. */
 	sh("'%s' stopall '%s'", script, top);
+	vmtest_world_down();
 	return 0;
 }
 
@@ -440,21 +460,14 @@ static void test_local_socket(void **state)
 	virConnectClose(embedded);
 }
 
-/* What a remote host cannot give safely is refused, saying why, before any VM is made. */
+/* What a remote host does not give is refused, saying why. */
 static void test_refused(void **state)
 {
-	static const saas_vm_network internet = { SAAS_NET_INTERNET, NULL, NULL };
-	saas_vm_spec spec = shape;
 	int64_t bytes;
 
 	(void)state;
-	spec.name = "sbx-hosts-internet";
-	spec.network = &internet;
-	assert_int_equal(drv->vm_create(ctx_a, &spec), SAAS_ENOTSUP);
-	assert_non_null(strstr(saas_error_last()->message, "remote"));
 	assert_int_equal(drv->vm_snapshot(ctx_a, "sbx-hosts-none", "s1", 1, &bytes), SAAS_ENOTSUP);
 	assert_non_null(strstr(saas_error_last()->message, "remote"));
-	assert_false(listed(ctx_a, "sbx-hosts-internet"));
 }
 
 /* A VM made through A is B's too: exec, files and a port through B, listed by both, counted by host_info. */
@@ -504,6 +517,105 @@ static void test_shared(void **state)
 	assert_true(h1.cpus > 0 && h1.memory_mb > 0 && h2.cpus > 0 && h2.memory_mb > 0);
 	assert_int_equal(h1.vms, 1);
 	assert_int_equal(h2.vms, 1);
+}
+
+/* ---- egress on a host ------------------------------------------------------------------------ */
+
+/* The address vm's lookup of name gave ("" when none), asked as a plain client asks (10.0.2.3, redirected). */
+static char *guest_lookup(void *ctx, const char *vm, const char *name)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "nslookup -type=a %s 2>/dev/null | awk '/^Address/ && $NF !~ /:/ {a=$NF} END {print a}'",
+	         name);
+	return run(ctx, vm, cmd);
+}
+
+static int64_t denied(void *ctx, const char *vm, bool lookups)
+{
+	saas_vm_network_stats st;
+
+	check(drv->vm_network_stats(ctx, vm, &st), "vm_network_stats");
+	return lookups ? st.denied_lookups : st.denied_connections;
+}
+
+/*
+ * Does vm's connection to addr:port reach the test internet's listener? A
+ * connection the guest makes is accepted by its own aas-egress at once and
+ * reset when the servers refuse it, so the guest's nc cannot tell: the
+ * listener's count and the VM's refusals do. Exactly one of them grows.
+ */
+static bool guest_reaches(void *ctx, const char *vm, const char *where, unsigned int port)
+{
+	char cmd[512];
+	int before = vmtest_world_reached(where);
+	int64_t refused = denied(ctx, vm, false);
+
+	snprintf(cmd, sizeof(cmd), "timeout 10 nc -w 5 %s %u </dev/null >/dev/null 2>&1; echo done", where, port);
+	assert_string_equal(run(ctx, vm, cmd), "done");
+	/* The listener's thread counts what it accepted within its poll's 100 ms. */
+	for (int i = 0; i < 50 && vmtest_world_reached(where) == before && denied(ctx, vm, false) == refused; i++)
+		usleep(100000);
+	if (vmtest_world_reached(where) > before) {
+		assert_int_equal(denied(ctx, vm, false), refused);
+		return true;
+	}
+	assert_int_equal(denied(ctx, vm, false), refused + 1);
+	return false;
+}
+
+static void set_network(void *ctx, const char *vm, int mode, const char *const *allow, const char *const *deny)
+{
+	saas_vm_network net = { mode, allow, deny };
+
+	check(drv->vm_network_set(ctx, vm, &net), "vm_network_set");
+}
+
+static void test_egress(void **state)
+{
+	static const char *const allow[] = { "*.test", VMTEST_NET_CIDR "/32", NULL };
+	static const char *const deny[] = { "unlisted.test", VMTEST_NET_WILD "/32", NULL };
+	unsigned int port = vmtest_world_port(), here_port;
+	int here;
+	saas_vm_network net = { SAAS_NET_INTERNET, NULL, NULL };
+	int64_t lookups;
+
+	(void)state;
+	/* Isolated (as it was made): no lookup answered, no connection. */
+	assert_string_equal(guest_lookup(ctx_c, VM2, "allowed.test"), "");
+	assert_false(vmtest_world_asked("allowed.test"));
+	assert_false(guest_reaches(ctx_c, VM2, VMTEST_NET_DNS, port));
+
+	/* A policy: names by C's resolver, CIDRs and what lookups learned by C's end. */
+	set_network(ctx_c, VM2, SAAS_NET_POLICY, allow, deny);
+	assert_string_equal(guest_lookup(ctx_c, VM2, "allowed.test"), VMTEST_NET_DNS);
+	assert_true(vmtest_world_asked("allowed.test"));
+	assert_true(guest_reaches(ctx_c, VM2, VMTEST_NET_DNS, port));
+	lookups = denied(ctx_c, VM2, true);
+	assert_string_equal(guest_lookup(ctx_c, VM2, "unlisted.test"), "");
+	assert_false(vmtest_world_asked("unlisted.test"));
+	assert_true(denied(ctx_c, VM2, true) > lookups);
+	/* Answered (its name is allowed), refused all the same (its address is denied). */
+	assert_string_equal(guest_lookup(ctx_c, VM2, "later.test"), VMTEST_NET_WILD);
+	assert_false(guest_reaches(ctx_c, VM2, VMTEST_NET_WILD, port));
+	assert_true(guest_reaches(ctx_c, VM2, VMTEST_NET_CIDR, port));
+	assert_false(guest_reaches(ctx_c, VM2, VMTEST_NET_OTHER, port));
+
+	/* Another server on the host cannot take the channel C serves. */
+	assert_int_equal(drv->vm_network_set(ctx_d, VM2, &net), SAAS_EBUSY);
+	printf("D setting VM2's network: %s\n", saas_error_last()->message);
+
+	/* Internet: the namespace, never the guard's ranges. */
+	check(drv->vm_network_set(ctx_c, VM2, &net), "vm_network_set internet");
+	assert_true(guest_reaches(ctx_c, VM2, VMTEST_NET_OTHER, port));
+	assert_true(guest_reaches(ctx_c, VM2, VMTEST_NET_WILD, port));
+	/* The host's own address, the guest's slirp host, the metadata address, and this machine (the server). */
+	here = vmtest_listen_everywhere(&here_port);
+	assert_false(guest_reaches(ctx_c, VM2, addr[2], 22));
+	assert_false(guest_reaches(ctx_c, VM2, "10.0.2.2", here_port));
+	assert_false(guest_reaches(ctx_c, VM2, "169.254.169.254", 80));
+	assert_false(guest_reaches(ctx_c, VM2, VMTEST_NET_SELF, here_port));
+	assert_int_equal(vmtest_accepted(here), 0);
 }
 
 /*
@@ -679,6 +791,10 @@ static void test_dead_host(void **state)
 	assert_true(listed(ctx_a, VM1));
 	assert_int_equal(vm_state(ctx_b, VM1), SAAS_VM_RUNNING);
 	assert_string_equal(run(ctx_b, VM1, "cat /workspace/shared.txt"), "written through B, read through A");
+	/* Its egress channel, cut with the host's libvirtd, is opened again by A (backoff: a minute at most). */
+	for (int i = 0; i < 900 && !logged("VM " VM1 ": its egress channel is open again", NULL); i++)
+		usleep(100000);
+	assert_true(logged("VM " VM1 ": its egress channel is open again", NULL));
 }
 
 /* Destroyed through B, the VM is gone for A too; host 2's VM destroyed by C. */
@@ -1024,6 +1140,13 @@ static void test_templates(void **state)
 	}
 	assert_string_not_equal(boot[0], boot[1]);
 	channel_battery(ctx_e, vms[2]);
+	/* A clone's egress: its template's aas-egress, restored with it, on the channel D opens. */
+	{
+		saas_vm_network net = { SAAS_NET_INTERNET, NULL, NULL };
+		check(drv->vm_network_set(ctx_d, vms[3], &net), "vm_network_set internet on a clone");
+		assert_string_equal(guest_lookup(ctx_d, vms[3], "www.wild.test"), VMTEST_NET_WILD);
+		assert_true(guest_reaches(ctx_d, vms[3], VMTEST_NET_WILD, vmtest_world_port()));
+	}
 	/* Each engine of the cluster sees it, and nothing else of the host's counts as one. */
 	check(drv->template_list(ctx_e, add_template, &ready), "template_list E");
 	assert_int_equal(ready, 1);
@@ -1143,6 +1266,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_ssh),
 		cmocka_unit_test(test_shared),
+		cmocka_unit_test(test_egress),
 		cmocka_unit_test(test_dead_host),
 		cmocka_unit_test(test_destroy),
 		cmocka_unit_test(test_shared_connection),

@@ -1,10 +1,15 @@
 /* What the real-VM test programs share: see vmtest.h. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -390,4 +395,208 @@ void vmtest_memfd_mapping_kib(pid_t pid, const char *name, unsigned long long *r
 			*anon += strtoull(line + 10, NULL, 10);
 	}
 	fclose(f);
+}
+
+/* ---- a test internet ------------------------------------------------------------------------- */
+
+/* One listener on every address of the namespace: counts connections per local address. */
+static struct {
+	int fd;
+	unsigned int port;
+	pthread_t thread;
+	volatile int stop;
+	pthread_mutex_t mu;
+	char reached[64][INET6_ADDRSTRLEN];
+	int n;
+} world;
+static char world_ns[32], world_veth[16], world_dns_log[4200];
+static pid_t world_dnsmasq = -1;
+
+static void *world_listener(void *arg)
+{
+	(void)arg;
+	while (!world.stop) {
+		struct pollfd p = { world.fd, POLLIN, 0 };
+		if (poll(&p, 1, 100) > 0) {
+			struct sockaddr_storage a;
+			socklen_t len = sizeof(a);
+			int c = accept(world.fd, NULL, NULL);
+			if (c < 0)
+				continue;
+			if (getsockname(c, (struct sockaddr *)&a, &len) == 0) {
+				pthread_mutex_lock(&world.mu);
+				if (world.n < 64)
+					inet_ntop(AF_INET, &((struct sockaddr_in *)&a)->sin_addr, world.reached[world.n++],
+					          sizeof(world.reached[0]));
+				pthread_mutex_unlock(&world.mu);
+			}
+			close(c);
+		}
+	}
+	return NULL;
+}
+
+int vmtest_world_reached(const char *addr)
+{
+	int count = 0;
+
+	pthread_mutex_lock(&world.mu);
+	for (int i = 0; i < world.n; i++)
+		count += strcmp(world.reached[i], addr) == 0;
+	pthread_mutex_unlock(&world.mu);
+	return count;
+}
+
+unsigned int vmtest_world_port(void)
+{
+	return world.port;
+}
+
+/* A listening socket made in the namespace (this thread comes back to its own). */
+static int listen_in_namespace(unsigned int *port)
+{
+	char path[64];
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), nsfd, fd, on = 1;
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	snprintf(path, sizeof(path), "/run/netns/%s", world_ns);
+	nsfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (self < 0 || nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0)
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (setns(self, CLONE_NEWNET) < 0)
+		abort(); /* this thread would stay in the namespace */
+	close(nsfd);
+	close(self);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		return -1;
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+static int start_dnsmasq(const char *state_dir)
+{
+	char pidfile[4200], cmd[12288];
+
+	/* In the state directory, which vm-cleanup removes whatever happens. */
+	snprintf(world_dns_log, sizeof(world_dns_log), "%s/dnsmasq.log", state_dir);
+	snprintf(pidfile, sizeof(pidfile), "%s/dnsmasq.pid", state_dir);
+	unlink(world_dns_log);
+	/* No upstream of its own (--no-resolv), .test answered locally: a name it does not know goes nowhere. */
+	snprintf(cmd, sizeof(cmd),
+	         "ip netns exec %s dnsmasq --conf-file=/dev/null --no-resolv --no-hosts --bind-interfaces "
+	         "--listen-address=" VMTEST_NET_DNS " --user=root --group=root --pid-file='%s' --log-queries "
+	         "--log-facility='%s' --local=/test/ --host-record=allowed.test," VMTEST_NET_DNS
+	         " --host-record=www.wild.test," VMTEST_NET_WILD " --host-record=later.test," VMTEST_NET_WILD
+	         " --host-record=unlisted.test," VMTEST_NET_OTHER,
+	         world_ns, pidfile, world_dns_log);
+	if (sh("%s", cmd) != 0)
+		return -1;
+	{
+		FILE *f = fopen(pidfile, "re");
+		int pid = 0;
+		if (!f || fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		if (f)
+			fclose(f);
+		unlink(pidfile);
+		world_dnsmasq = pid > 0 ? pid : -1;
+	}
+	return world_dnsmasq > 0 ? 0 : -1;
+}
+
+void vmtest_world_down(void)
+{
+	if (world.fd > 0) {
+		world.stop = 1;
+		pthread_join(world.thread, NULL);
+		close(world.fd);
+		world.fd = 0;
+	}
+	if (world_dnsmasq > 0)
+		kill(world_dnsmasq, SIGTERM);
+	world_dnsmasq = -1;
+	if (world_veth[0])
+		sh("ip link del %s 2>/dev/null", world_veth);
+	if (world_ns[0])
+		sh("ip netns del %s 2>/dev/null", world_ns);
+	world_ns[0] = world_veth[0] = '\0';
+}
+
+int vmtest_world_up(const char *state_dir)
+{
+	snprintf(world_ns, sizeof(world_ns), "aas-egress-%d", (int)getpid());
+	snprintf(world_veth, sizeof(world_veth), "aase%d", (int)getpid() % 1000000);
+	if (sh("ip netns add %s", world_ns) != 0) {
+		world_ns[0] = '\0';
+		return -1;
+	}
+	if (sh("ip link add %s type veth peer name aasi0 netns %s && ip addr add " VMTEST_NET_SELF "/24 dev %s && "
+	       "ip link set %s up && ip -n %s link set aasi0 up && ip -n %s link set lo up && "
+	       "for a in " VMTEST_NET_DNS " " VMTEST_NET_WILD " " VMTEST_NET_CIDR " " VMTEST_NET_OTHER
+	       "; do ip -n %s addr add $a/24 dev aasi0; done",
+	       world_veth, world_ns, world_veth, world_veth, world_ns, world_ns, world_ns) != 0)
+		return -1;
+	if (start_dnsmasq(state_dir) < 0)
+		return -1;
+	memset(&world, 0, sizeof(world));
+	pthread_mutex_init(&world.mu, NULL);
+	if ((world.fd = listen_in_namespace(&world.port)) < 0 ||
+	    pthread_create(&world.thread, NULL, world_listener, NULL) != 0) {
+		world.fd = 0;
+		return -1;
+	}
+	return 0;
+}
+
+bool vmtest_world_asked(const char *name)
+{
+	char needle[300], line[1024];
+	bool found = false;
+	FILE *f = fopen(world_dns_log, "re");
+
+	snprintf(needle, sizeof(needle), " %s from ", name);
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "query[") && strstr(line, needle);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+int vmtest_listen_everywhere(unsigned int *port)
+{
+	struct sockaddr_in6 a6;
+	socklen_t len = sizeof(a6);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), off = 0, on = 1;
+
+	assert_true(fd >= 0);
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	memset(&a6, 0, sizeof(a6));
+	a6.sin6_family = AF_INET6;
+	assert_int_equal(bind(fd, (struct sockaddr *)&a6, sizeof(a6)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a6, &len), 0);
+	*port = ntohs(a6.sin6_port);
+	return fd;
+}
+
+int vmtest_accepted(int fd)
+{
+	int got = 0;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 0) != 1)
+			break;
+		close(accept(fd, NULL, NULL));
+		got++;
+	}
+	close(fd);
+	return got;
 }

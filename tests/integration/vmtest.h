@@ -95,6 +95,35 @@ char *vmtest_chomp(char *s);
 /* Runs a shell command made from fmt: its exit status, or -1 when it did not exit. */
 int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * A test internet (vm.egress, vm.hosts): a network namespace of the test's
+ * own joined to this machine by a veth pair (VMTEST_NET_SELF on this side;
+ * TEST-NET-2, routed by nothing else), a dnsmasq in it answering a few names
+ * of .test (a driver's dns_upstream) and logging every query it gets, and
+ * one TCP listener on every address of the namespace that counts who
+ * connects where. Nothing is sent to any other address.
+ */
+#define VMTEST_NET_SELF "198.51.100.1"  /* this machine's side */
+#define VMTEST_NET_DNS "198.51.100.2"   /* dnsmasq; allowed.test */
+#define VMTEST_NET_WILD "198.51.100.3"  /* www.wild.test, later.test */
+#define VMTEST_NET_CIDR "198.51.100.4"  /* reached by a CIDR rule only */
+#define VMTEST_NET_OTHER "198.51.100.5" /* unlisted.test */
+/* Up (its dnsmasq's files in state_dir): 0, or -1; down, whatever of it is up. */
+int vmtest_world_up(const char *state_dir);
+void vmtest_world_down(void);
+/* The listener's port; how many connections reached addr so far; did dnsmasq get a query for name? */
+unsigned int vmtest_world_port(void);
+int vmtest_world_reached(const char *addr);
+bool vmtest_world_asked(const char *name);
+
+/*
+ * A TCP listener on every address of this machine (IPv4 and IPv6, loopback
+ * included), its port in *port, for checks that a guest reaches none of
+ * them; then how many connections it took (the socket closed).
+ */
+int vmtest_listen_everywhere(unsigned int *port);
+int vmtest_accepted(int fd);
+
 /* The pid of the QEMU running the domain called name (an argument guest=NAME[,...]), or 0. */
 pid_t qemu_pid(const char *name);
 

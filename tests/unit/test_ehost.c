@@ -650,7 +650,9 @@ static void *guest_main(void *arg)
 {
 	struct guest_run *r = arg;
 
-	r->rc = aas_egress_serve(r->port, r->listener, r->dns, &r->stop);
+	int listener[2] = { r->listener, -1 }, dns[2] = { r->dns, -1 };
+
+	r->rc = aas_egress_serve(r->port, listener, dns, &r->stop);
 	return NULL;
 }
 

@@ -41,6 +41,7 @@
 #include <cmocka.h>
 
 #include "transport/control.h"
+#include "transport/egress_mux.h"
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/dns.h"
 #include "driver/libvirt/domain.h"
@@ -693,6 +694,18 @@ static void test_domain_remote(void **state)
 	assert_non_null(strstr(xml, "<aas:owner>prod-1</aas:owner>"));
 	assert_null(strstr(xml, "console.log"));
 	assert_null(strstr(xml, im.kernel));
+	assert_null(strstr(xml, MUX_PORT_NAME));
+	free(xml);
+	/*
+	 * Its egress through the servers: the channel, before the control
+	 * channel (the guest learns the ports' names in that order), and slirp
+	 * restricted even for a guest with internet.
+	 */
+	def.egress = def.control = def.internet = true;
+	assert_non_null(xml = saas__lv_domain_xml(&def));
+	assert_non_null(strstr(xml, "<target type='virtio' name='" MUX_PORT_NAME "'/>"));
+	assert_true(strstr(xml, MUX_PORT_NAME) < strstr(xml, "<target type='virtio' name='" CONTROL_PORT_NAME "'/>"));
+	assert_non_null(strstr(xml, "restrict=on,hostfwd=tcp:10.231.1.2:20022-:22'"));
 	free(xml);
 }
 

@@ -507,6 +507,17 @@ static void test_restart_reapplies(void **state)
 		assert_false(saas_fake_vm_exists(lost->id));
 		assert_int_equal(kept->status, SAAS_SANDBOX_READY);
 		assert_int_equal(saas_fake_vm_network(kept->id, rules, sizeof(rules)), SAAS_NET_POLICY);
+		/*
+		 * Another engine serves the VM's egress (a VM host's guest whose
+		 * channel another server holds): left to it, not ended.
+		 */
+		saas_test_fixture_close(f);
+		saas_fake_fail_network_sets(1, 2);
+		saas_test_fixture_open(f);
+		assert_int_equal(saas_sandbox_get(&got, f->a, kept->id), SAAS_OK);
+		assert_int_equal(got->status, SAAS_SANDBOX_READY);
+		assert_true(saas_fake_vm_exists(kept->id));
+		saas_sandbox_free(got);
 		saas_sandbox_free(ga);
 		saas_sandbox_free(gb);
 	}

@@ -297,7 +297,9 @@ typedef struct saas_driver {
 	 * Replace a running VM's egress policy. New connections and lookups follow
 	 * it at once; connections already open may live on. The engine also calls
 	 * it for every live VM with a POLICY after it opens the driver (a driver
-	 * keeps no policy across restarts). NULL: SAAS_ENOTSUP.
+	 * keeps no policy across restarts). SAAS_EBUSY: another engine enforces
+	 * this VM's egress (with the policy it was given) and only it may change
+	 * it; the engine's reconcile leaves the VM as it is. NULL: SAAS_ENOTSUP.
 	 */
 	int (*vm_network_set)(void *ctx, const char *name, const saas_vm_network *network);
 	/** A VM's egress counters. NULL: the core reports zeros. */

@@ -263,7 +263,8 @@ static void on_sock(int watch, int fd, int events, void *opaque)
  * engine's own last connection being torn down), never taken from its
  * holder by force: another engine may be in a command on it.
  */
-static int stream_open(struct drv *d, virDomainPtr dom, const char *name, virStreamPtr *out)
+static int stream_open(struct drv *d, virDomainPtr dom, const char *name, const char *port, const char *what,
+                       virStreamPtr *out)
 {
 	int64_t t0 = saas__now_ms();
 	int rc;
@@ -271,24 +272,37 @@ static int stream_open(struct drv *d, virDomainPtr dom, const char *name, virStr
 	for (;;) {
 		virStreamPtr st = NULL;
 		virErrorPtr e;
+		bool busy;
 		/* Not virStreamNew here: rpc.h's would remember the stream in this thread, which does not free it. */
-		if (saas__lv_rpc_channel_open(dom, CONTROL_PORT_NAME, &st) == 0) {
+		if (saas__lv_rpc_channel_open(dom, port, &st) == 0) {
 			*out = st;
 			return SAAS_OK;
 		}
-		rc = saas__lv_virt_error("opening the control channel");
-		saas__error_wrap(rc, "VM %s on VM host %s", name, d->uri);
+		/* Read before virStreamFree, which (as every libvirt call) resets the thread's last error. */
+		e = virGetLastError();
+		busy = e && e->code == VIR_ERR_OPERATION_FAILED;
+		rc = saas__lv_virt_error("opening the channel");
+		saas__error_wrap(rc, "VM %s's %s channel on VM host %s", name, what, d->uri);
 		if (st)
 			virStreamFree(st);
-		e = virGetLastError();
-		if (!e || e->code != VIR_ERR_OPERATION_FAILED || saas__now_ms() - t0 >= CHANNEL_BUSY_WAIT_MS ||
-		    closing(d))
+		if (busy && saas__now_ms() - t0 >= CHANNEL_BUSY_WAIT_MS) {
+			/* Held by another engine: said as such (egress: that engine serves the VM). */
+			char why[512];
+			snprintf(why, sizeof(why), "%s", saas_error_last()->message);
+			return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "%s", why);
+		}
+		if (!busy || closing(d))
 			return rc;
 		saas__sleep_ms(50);
 	}
 }
 
 int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
+{
+	return saas__lv_channel_open_port(d, name, CONTROL_PORT_NAME, "control", fd);
+}
+
+int saas__lv_channel_open_port(struct drv *d, const char *name, const char *port, const char *what, int *fd)
 {
 	virConnectPtr conn;
 	virDomainPtr dom = NULL;
@@ -307,11 +321,11 @@ int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 		return rc;
 	conn = saas__lv_conn(d);
 	if (!(dom = virDomainLookupByName(conn, name))) {
-		rc = saas__lv_virt_error("looking the VM up for its control channel");
-		saas__error_wrap(rc, "%s on %s", name, d->uri);
+		rc = saas__lv_virt_error("looking the VM up for its channel");
+		saas__error_wrap(rc, "%s's %s channel on %s", name, what, d->uri);
 		goto out;
 	}
-	if ((rc = stream_open(d, dom, name, &st)) < 0)
+	if ((rc = stream_open(d, dom, name, port, what, &st)) < 0)
 		goto out;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socketpair: %s", strerror(errno));
@@ -338,13 +352,13 @@ int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 	if (virStreamEventAddCallback(p->st,
 	                              VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP,
 	                              on_stream, p, NULL) < 0) {
-		rc = saas__lv_virt_error("watching the control channel");
+		rc = saas__lv_virt_error("watching the channel");
 	} else {
 		p->st_cb = true;
 		if ((p->watch = virEventAddHandle(p->sock, VIR_EVENT_HANDLE_READABLE, on_sock, p, NULL)) < 0)
-			rc = saas__lv_virt_error("watching the control channel's socket");
+			rc = saas__lv_virt_error("watching the channel's socket");
 		else if ((p->retry = virEventAddTimeout(-1, on_retry, p, NULL)) < 0)
-			rc = saas__lv_virt_error("a timer for the control channel");
+			rc = saas__lv_virt_error("a timer for the channel");
 		else
 			rc = SAAS_OK;
 	}
@@ -355,7 +369,7 @@ int saas__lv_channel_open(struct drv *d, const char *name, int *fd)
 		*fd = sv[0];
 		sv[0] = -1;
 	} else {
-		saas__error_wrap(rc, "VM %s on VM host %s", name, d->uri);
+		saas__error_wrap(rc, "VM %s's %s channel on VM host %s", name, what, d->uri);
 	}
 out:
 	if (sv[0] >= 0)

@@ -34,11 +34,16 @@ const struct saas__ctl_way *saas__lv_ctl_way(struct saas__lv_way *w, struct drv 
 /*
  * VM name's control channel on a remote host: *fd, the engine's end of a
  * socket pair whose other end libvirt's event loop pumps to and from the
- * channel's stream. SAAS_OK; SAAS_EBACKEND (no such VM, no channel, the
- * host refused it or holds it for another engine past CHANNEL_BUSY_WAIT_MS);
- * SAAS_ENOMEM, SAAS_EIO. Closing *fd closes the channel.
+ * channel's stream. SAAS_OK; SAAS_EBUSY (the host holds it for another
+ * engine past CHANNEL_BUSY_WAIT_MS); SAAS_EBACKEND (no such VM, no channel,
+ * the host refused it); SAAS_ENOMEM, SAAS_EIO. Closing *fd closes the channel.
  */
 int saas__lv_channel_open(struct drv *d, const char *name, int *fd);
+/*
+ * The same for VM name's channel port (CONTROL_PORT_NAME, or the egress
+ * channel's MUX_PORT_NAME), its errors saying what (e.g. "egress").
+ */
+int saas__lv_channel_open_port(struct drv *d, const char *name, const char *port, const char *what, int *fd);
 
 /* Wait (a second at most) until the pumps of closed channels have let their streams go: at the driver's close. */
 void saas__lv_channels_drain(void);

@@ -11,6 +11,7 @@
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "transport/control.h"
+#include "transport/egress_mux.h"
 
 static void xml_escape_n(saas__buf *b, const char *s, size_t n)
 {
@@ -159,6 +160,9 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	 * names the socket in the domain's channel directory there, and the
 	 * engine opens it through libvirt (channel.c).
 	 */
+	if (def->egress)
+		saas__buf_puts(&b, "    <channel type='unix'>\n      <source mode='bind'/>\n      <target type='virtio' "
+		                   "name='" MUX_PORT_NAME "'/>\n    </channel>\n");
 	if (def->control) {
 		saas__buf_puts(&b, "    <channel type='unix'>\n      <source mode='bind'");
 		if (def->vmdir) {
@@ -188,6 +192,8 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	 * policy: slirp opens what the guest asks for; the guard (lv_create
 	 * checked it is installed) keeps it off the host, and the egress table
 	 * (egress.c) decides the rest by QEMU's uid, changeably while it runs.
+	 * On a VM host, restrict=on always: the guest's egress is the servers'
+	 * (def->egress), never a connection the host's slirp opens.
 	 */
 	saas__buf_printf(&b,
 	                 "  <qemu:commandline>\n"
@@ -196,7 +202,7 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	                 "    <qemu:arg value='-device'/>\n"
 	                 "    <qemu:arg value='virtio-net-pci,netdev=aasnet,bus=pcie.0,addr=0x1e'/>\n"
 	                 "%s",
-	                 def->internet ? "" : "restrict=on,", def->listen ? def->listen : "127.0.0.1", def->port,
+	                 def->internet && !def->egress ? "" : "restrict=on,", def->listen ? def->listen : "127.0.0.1", def->port,
 	                 def->incoming ? "    <qemu:arg value='-incoming'/>\n    <qemu:arg value='defer'/>\n" : "");
 	saas__lv_domain_memory_args(&b, def->mem, def->mem_path, mem);
 	saas__buf_puts(&b, "  </qemu:commandline>\n</domain>\n");

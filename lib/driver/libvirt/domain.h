@@ -53,6 +53,14 @@ struct saas__lv_domain {
 	 * has it exactly when its template (or snapshot) has it.
 	 */
 	bool control;
+	/*
+	 * A VM host's domain: its guest's egress goes through the servers over
+	 * the virtio-serial channel MUX_PORT_NAME (egress_host.h), before the
+	 * control channel (the guest learns the ports' names in that order), and
+	 * its slirp is restrict=on whatever its network: the host opens nothing
+	 * for it. Like control, a device a clone has exactly when its template has it.
+	 */
+	bool egress;
 	const char *listen;              /* the SSH forward's address; NULL: 127.0.0.1 */
 	const char *kernel, *initrd;     /* as the host's QEMU sees them; NULL: the image's own */
 };

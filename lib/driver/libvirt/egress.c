@@ -499,18 +499,19 @@ int saas__lv_egress_ensure(struct drv *d)
 	return rc;
 }
 
-/* The upstreams: the driver option, else resolv.conf's nameservers. */
-static int upstreams(struct drv *d, struct saas__lv_egress *e)
+int saas__lv_egress_upstreams(struct drv *d, struct sockaddr_storage *up, unsigned int *n)
 {
 	saas__buf v4 = SAAS__BUF_INIT, v6 = SAAS__BUF_INIT;
 	char *resolv_conf = NULL, *list[2];
 	int rc = SAAS_OK;
 
+	*n = 0;
+
 	if (d->dns_upstream) {
 		char addr[INET6_ADDRSTRLEN + 1], *hash;
 		unsigned long port = 53;
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&e->upstream[0];
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&e->upstream[0];
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&up[0];
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&up[0];
 		snprintf(addr, sizeof(addr), "%s", d->dns_upstream);
 		if ((hash = strchr(addr, '#'))) {
 			char *end;
@@ -519,7 +520,7 @@ static int upstreams(struct drv *d, struct saas__lv_egress *e)
 			if (*end || port == 0 || port > 65535)
 				return saas__inval("dns_upstream must be ADDR or ADDR#PORT, not '%s'", d->dns_upstream);
 		}
-		memset(&e->upstream[0], 0, sizeof(e->upstream[0]));
+		memset(&up[0], 0, sizeof(up[0]));
 		if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
 			s4->sin_family = AF_INET;
 			s4->sin_port = htons((uint16_t)port);
@@ -529,7 +530,7 @@ static int upstreams(struct drv *d, struct saas__lv_egress *e)
 		} else {
 			return saas__inval("dns_upstream must be ADDR or ADDR#PORT, not '%s'", d->dns_upstream);
 		}
-		e->n_upstream = 1;
+		*n = 1;
 		return SAAS_OK;
 	}
 	resolv_conf = saas__lv_read_file("/etc/resolv.conf", 64 << 10);
@@ -538,22 +539,22 @@ static int upstreams(struct drv *d, struct saas__lv_egress *e)
 	list[1] = v6.data;
 	for (int f = 0; f < 2; f++) {
 		char *save = NULL;
-		for (char *a = list[f] ? strtok_r(list[f], ", ", &save) : NULL; a && e->n_upstream < EGRESS_UPSTREAMS_MAX;
+		for (char *a = list[f] ? strtok_r(list[f], ", ", &save) : NULL; a && *n < EGRESS_UPSTREAMS_MAX;
 		     a = strtok_r(NULL, ", ", &save)) {
-			struct sockaddr_storage *ss = &e->upstream[e->n_upstream];
+			struct sockaddr_storage *ss = &up[*n];
 			memset(ss, 0, sizeof(*ss));
 			if (f == 0 && inet_pton(AF_INET, a, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
 				ss->ss_family = AF_INET;
 				((struct sockaddr_in *)ss)->sin_port = htons(53);
-				e->n_upstream++;
+				(*n)++;
 			} else if (f == 1 && inet_pton(AF_INET6, a, &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
 				ss->ss_family = AF_INET6;
 				((struct sockaddr_in6 *)ss)->sin6_port = htons(53);
-				e->n_upstream++;
+				(*n)++;
 			}
 		}
 	}
-	if (!e->n_upstream)
+	if (!*n)
 		saas__lv_log(d, SAAS_LOG_WARN, "egress: no nameserver in /etc/resolv.conf and no dns_upstream: policy "
 		             "VMs resolve nothing");
 	saas__buf_free(&v4);
@@ -582,7 +583,7 @@ int saas__lv_egress_open(struct drv *d, const char *state_dir)
 	saas__sha256_hex(hash, state_dir, strlen(state_dir));
 	snprintf(e->table, sizeof(e->table), "aas_egress_%.16s", hash);
 	d->egress = e;
-	if ((rc = upstreams(d, e)) < 0)
+	if ((rc = saas__lv_egress_upstreams(d, e->upstream, &e->n_upstream)) < 0)
 		goto fail;
 	pthread_mutex_lock(&e->mu);
 	rc = table_load(d, d->egress_why, sizeof(d->egress_why));

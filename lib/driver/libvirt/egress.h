@@ -97,6 +97,13 @@ int saas__lv_egress_ensure(struct drv *d);
 /* Upstream resolvers the resolver asks: the driver option dns_upstream, else resolv.conf's first ones. */
 #define EGRESS_UPSTREAMS_MAX 3
 /*
+ * Those upstreams, into up (room for EGRESS_UPSTREAMS_MAX) and *n: for this
+ * machine's resolver and for the servers' end of a VM host's egress
+ * (egress_host.h). SAAS_EINVAL when dns_upstream is bad; none found is
+ * logged, and every lookup is then answered SERVFAIL.
+ */
+int saas__lv_egress_upstreams(struct drv *d, struct sockaddr_storage *up, unsigned int *n);
+/*
  * Queries waiting for an upstream, per VM and in all: more are answered
  * SERVFAIL. The pool is shared evenly by the accounts that have policy VMs
  * here, whatever their number of VMs, so that one account asking a

@@ -86,6 +86,9 @@ struct hvm {
 	char **allow, **deny;
 	int fd;                          /* the channel, -1: none */
 	bool live;                       /* its HELLO came */
+	/* Its channel ended (the host's libvirtd, or the guest's end): opened again from retry_ms, 2 s doubling to 1 min. */
+	bool lost;
+	int64_t retry_ms, backoff_ms;
 	struct saas__mux_track t;
 	struct hconn c[MUX_CONNS_MAX];
 	struct hquery q[MUX_DNS_PENDING];
@@ -277,8 +280,12 @@ static void query_drop(struct saas__lv_ehost *h, struct hquery *q)
 /* The channel ends: its connections and lookups with it; the policy and counters stay. */
 static void channel_close(struct saas__lv_ehost *h, struct hvm *v)
 {
-	if (v->fd >= 0)
+	if (v->fd >= 0) {
 		close(v->fd);
+		v->lost = true;
+		v->backoff_ms = v->backoff_ms ? v->backoff_ms : EGRESS_HOST_RETRY_MS;
+		v->retry_ms = saas__now_ms() + v->backoff_ms;
+	}
 	v->fd = -1;
 	v->live = false;
 	for (unsigned int i = 0; i < MUX_CONNS_MAX; i++)
@@ -942,6 +949,7 @@ int saas__lv_ehost_attach(struct saas__lv_ehost *h, const char *name, int fd)
 	}
 	channel_close(h, v);
 	v->fd = fd;
+	v->lost = false;
 	/* Our HELLO first; the guest's is the first frame the table takes. */
 	if (saas__mux_track_sent(&v->t, MUX_HELLO, 0, 2, MUX_VERSION) == 0)
 		out_value(v, MUX_HELLO, 0, MUX_VERSION);
@@ -962,6 +970,47 @@ void saas__lv_ehost_remove(struct saas__lv_ehost *h, const char *name)
 		}
 	wake(h);
 	pthread_mutex_unlock(&h->mu);
+}
+
+size_t saas__lv_ehost_lost(struct saas__lv_ehost *h, char (*names)[SAAS_ID_MAX + 1], size_t max)
+{
+	int64_t now = saas__now_ms();
+	size_t n = 0;
+
+	pthread_mutex_lock(&h->mu);
+	for (struct hvm *v = h->vms; v && n < max; v = v->next)
+		if (v->lost && v->fd < 0 && v->retry_ms <= now) {
+			saas__strlcpy(names[n++], v->name, sizeof(names[0]));
+			v->retry_ms = now + v->backoff_ms;
+			v->backoff_ms = v->backoff_ms * 2 > EGRESS_HOST_RETRY_MAX_MS ? EGRESS_HOST_RETRY_MAX_MS : v->backoff_ms * 2;
+		}
+	pthread_mutex_unlock(&h->mu);
+	return n;
+}
+
+void saas__lv_ehost_conn_lost(struct saas__lv_ehost *h, bool back)
+{
+	pthread_mutex_lock(&h->mu);
+	for (struct hvm *v = h->vms; v; v = v->next) {
+		channel_close(h, v);
+		if (back && v->lost) {
+			v->backoff_ms = EGRESS_HOST_RETRY_MS;
+			v->retry_ms = 0;
+		}
+	}
+	wake(h);
+	pthread_mutex_unlock(&h->mu);
+}
+
+int saas__lv_ehost_channel(struct saas__lv_ehost *h, const char *name)
+{
+	struct hvm *v;
+	int has;
+
+	pthread_mutex_lock(&h->mu);
+	has = !(v = vm_find(h, name)) ? -1 : v->fd >= 0;
+	pthread_mutex_unlock(&h->mu);
+	return has;
 }
 
 int saas__lv_ehost_stats(struct saas__lv_ehost *h, const char *name, saas_vm_network_stats *out, bool *live)

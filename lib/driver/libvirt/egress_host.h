@@ -16,6 +16,9 @@
 
 /* How long a connect from the server may take before the guest is told UNREACHABLE. */
 #define EGRESS_HOST_CONNECT_MS 10000
+/* A channel that ended is opened again after 2 s, then 4, 8 ... up to a minute between tries. */
+#define EGRESS_HOST_RETRY_MS 2000
+#define EGRESS_HOST_RETRY_MAX_MS 60000
 
 struct saas__lv_ehost;
 
@@ -45,6 +48,27 @@ int saas__lv_ehost_set(struct saas__lv_ehost *h, const char *name, const saas_vm
  * connections. SAAS_OK, or SAAS_ENOTFOUND when the VM was never set.
  */
 int saas__lv_ehost_attach(struct saas__lv_ehost *h, const char *name, int fd);
+
+/*
+ * The VMs whose channel ended and is due to be opened again (at most max,
+ * into names): the host's libvirtd restarted, the engine's pump broke, the
+ * guest's end broke the protocol. Each is due again later, by the backoff
+ * above, until an attach (or its removal).
+ */
+size_t saas__lv_ehost_lost(struct saas__lv_ehost *h, char (*names)[SAAS_ID_MAX + 1], size_t max);
+
+/*
+ * The host's connection died (back: and a new one is up): every channel,
+ * a stream of the dead connection that may never be told, is closed and
+ * lost; back, every lost one is due to be opened again at once.
+ */
+void saas__lv_ehost_conn_lost(struct saas__lv_ehost *h, bool back);
+
+/*
+ * Has VM name a channel (attached, not closed since, whether or not the
+ * guest spoke yet)? 1 yes, 0 no, -1: the VM was never set.
+ */
+int saas__lv_ehost_channel(struct saas__lv_ehost *h, const char *name);
 
 /* Forget VM name: its channel and connections closed. */
 void saas__lv_ehost_remove(struct saas__lv_ehost *h, const char *name);

@@ -77,6 +77,11 @@ struct saas__lv_host {
 	 * host's cgroup controllers are learned from its refusals.
 	 */
 	bool control_port;
+	/*
+	 * Guests' egress goes through the servers over a channel of each domain
+	 * (egress_host.h): a VM host's, where the engine installs nothing.
+	 */
+	bool egress_port;
 	bool local_memory;
 	bool snapshots;
 	bool spares;

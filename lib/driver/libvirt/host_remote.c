@@ -24,6 +24,7 @@
 #include "driver/libvirt/channel.h"
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/domain.h"
+#include "driver/libvirt/egress_host.h"
 #include "driver/libvirt/host.h"
 #include "driver/libvirt/host_remote.h"
 #include "driver/libvirt/launch.h"
@@ -182,6 +183,9 @@ int saas__lv_vmhost_check(struct drv *d)
 	pthread_mutex_lock(&d->conn_mu);
 	if (virConnectIsAlive(saas__lv_conn(d)) == 1)
 		goto out;
+	/* Its guests' egress channels were streams of it, which libvirt may never say ended. */
+	if (d->ehost)
+		saas__lv_ehost_conn_lost(d->ehost, false);
 	/* The keepalive gave up on it (or the host closed it): a new one, if the host answers now. */
 	if ((rc = saas__lv_vmhost_connect(d->uri, &conn)) < 0)
 		goto out;
@@ -196,6 +200,9 @@ int saas__lv_vmhost_check(struct drv *d)
 	}
 	__atomic_store_n(&d->conn, conn, __ATOMIC_RELEASE);
 	saas__lv_log(d, SAAS_LOG_INFO, "reconnected to VM host %s", d->uri);
+	/* Opened again on the new connection by the keeper, at once. */
+	if (d->ehost)
+		saas__lv_ehost_conn_lost(d->ehost, true);
 out:
 	pthread_mutex_unlock(&d->conn_mu);
 	return rc;
@@ -616,23 +623,18 @@ void saas__lv_vmhost_overlay_delete(struct drv *d, const char *vm)
 /* ---- the host's table ---------------------------------------------------------------------------- */
 
 /*
- * A remote host's network: the guard and per-VM egress are nftables of this
- * machine's, which a remote host's QEMU sockets never meet. Its guests are
- * isolated (restrict=on: slirp opens no connection for them), the one
- * egress that needs nothing of the host's.
+ * A remote host's network: the guard and per-VM egress of this machine are
+ * nftables its QEMU sockets never meet, and the engine installs nothing on
+ * the host. Its guests' slirp is restrict=on (it opens no connection for
+ * them); their egress comes to the servers over a channel of each domain,
+ * decided here by the same policy code (egress_host.h). Isolated unless
+ * network=internet says otherwise (or a sandbox's own network does).
  */
 static void remote_network(struct drv *d)
 {
-	snprintf(d->guard_why, sizeof(d->guard_why),
-	         "VM host %s is remote: the guard that keeps guests off a host's own services and private networks "
-	         "is this machine's nftables (only isolated guests run on a remote host)", d->uri);
-	snprintf(d->egress_why, sizeof(d->egress_why),
-	         "VM host %s is remote: per-VM egress is this machine's nftables (only isolated guests run on a "
-	         "remote host)", d->uri);
-	d->internet = false;
-	if (d->network != NET_INTERNET)
-		saas__lv_log(d, SAAS_LOG_INFO, "network: guests are isolated; internet and policies are refused: %s",
-		             d->guard_why);
+	d->internet = d->network == NET_INTERNET;
+	saas__lv_log(d, SAAS_LOG_INFO, "network: guests on VM host %s are %s by default; internet and policies go "
+	             "through this server (the egress channel)", d->uri, d->internet ? "given the internet" : "isolated");
 }
 
 /* accel=auto on a remote host: KVM when its libvirt offers a kvm domain for x86_64. */
@@ -668,8 +670,6 @@ static int remote_prepare(struct drv *d, const saas_driver_env *env)
 	/* A remote host's KVM is its own: accel=auto asks libvirt there (remote_connect). */
 	d->kvm = d->accel == ACCEL_KVM;
 	remote_network(d);
-	if (d->network == NET_INTERNET)
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "network=internet, but %s", d->guard_why);
 	return SAAS_OK;
 }
 
@@ -682,6 +682,12 @@ static int remote_connect(struct drv *d, const saas_driver_env *env)
 	(void)env;
 	if ((rc = saas__lv_vmhost_connect(d->uri, &d->conn)) < 0 || (rc = saas__lv_vmhost_pool(d, &pool)) < 0)
 		return rc;
+	if (!d->ehost) {
+		struct sockaddr_storage up[EGRESS_UPSTREAMS_MAX];
+		unsigned int n_up = 0;
+		if ((rc = saas__lv_egress_upstreams(d, up, &n_up)) < 0 || (rc = saas__lv_ehost_start(&d->ehost, d, up, n_up)) < 0)
+			return rc;
+	}
 	if (d->accel == ACCEL_AUTO)
 		d->kvm = remote_kvm(d);
 	remote_limits(d);
@@ -743,6 +749,7 @@ static int remote_domain_place(struct launch *l, struct saas__lv_domain *def)
 	def->listen = l->d->listen;
 	def->kernel = l->im->host_kernel;
 	def->initrd = l->im->host_initrd;
+	def->egress = true;
 	return SAAS_OK;
 }
 
@@ -808,6 +815,7 @@ const struct saas__lv_host saas__lv_host_remote = {
 	.template_list = saas__lv_template_list_remote,
 	.control_open = saas__lv_channel_open,
 	.control_port = true,
+	.egress_port = true,
 	.local_memory = false,
 	.snapshots = false,
 	.spares = false,

@@ -25,6 +25,7 @@
 #include "driver/libvirt/console.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
+#include "driver/libvirt/egress_host.h"
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/guest.h"
 #include "driver/libvirt/host.h"
@@ -36,6 +37,7 @@
 #include "driver/libvirt/snapshot.h"
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
+#include "transport/egress_mux.h"
 
 /* ---- the event loop and shared helpers ------------------------------------------------------- */
 
@@ -162,6 +164,49 @@ static void consoles_trim(struct drv *d)
 	free(vms);
 }
 
+/*
+ * A VM host's guest: its egress channel opened through libvirt and given to
+ * this server's end, which holds it for the VM's life (its domain running).
+ * Held by another server of the cluster (the one serving the VM's egress),
+ * it is not taken from it: SAAS_EBUSY.
+ */
+static int ehost_attach(struct drv *d, const char *name)
+{
+	int fd, rc;
+
+	if ((rc = saas__lv_channel_open_port(d, name, MUX_PORT_NAME, "egress", &fd)) < 0)
+		return rc;
+	return saas__lv_ehost_attach(d->ehost, name, fd);
+}
+
+/*
+ * A VM host's guests whose egress channel ended (the host's libvirtd
+ * restarted, or the guest's end broke): opened again, with backoff, while
+ * the domain runs; a VM whose domain is gone (destroyed through another
+ * server) is forgotten.
+ */
+static void egress_reattach(struct drv *d)
+{
+	char names[16][SAAS_ID_MAX + 1];
+	size_t n = d->ehost ? saas__lv_ehost_lost(d->ehost, names, SAAS_ARRAY_SIZE(names)) : 0;
+
+	for (size_t i = 0; i < n && d->host->check(d) == SAAS_OK; i++) {
+		virDomainPtr dom = virDomainLookupByName(saas__lv_conn(d), names[i]);
+		virErrorPtr e = dom ? NULL : virGetLastError();
+		if (dom)
+			virDomainFree(dom);
+		if (!dom && e && e->code == VIR_ERR_NO_DOMAIN)
+			saas__lv_ehost_remove(d->ehost, names[i]);
+		else if (dom && ehost_attach(d, names[i]) == SAAS_OK)
+			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its egress channel is open again", names[i]);
+		else
+			saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s: its egress channel cannot be opened again yet: %s", names[i],
+			             dom ? saas_error_last()->message : virGetLastErrorMessage());
+		saas__error_clear();
+		virResetLastError();
+	}
+}
+
 /* The keeper: a guest writes to its serial console as fast as it likes, and QEMU keeps it all. */
 static void *keeper_main(void *arg)
 {
@@ -176,6 +221,7 @@ static void *keeper_main(void *arg)
 			break;
 		pthread_mutex_unlock(&d->mu);
 		consoles_trim(d);
+		egress_reattach(d);
 		pthread_mutex_lock(&d->mu);
 	}
 	pthread_mutex_unlock(&d->mu);
@@ -263,6 +309,9 @@ static void drv_free(struct drv *d)
 		d->imgs = im->next;
 		saas__lv_image_free(im);
 	}
+	/* Its guests' egress channels closed with it. */
+	saas__lv_ehost_stop(d->ehost);
+	d->ehost = NULL;
 	/* The VMs' control channels on a remote host, closed above, let their streams go first. */
 	if (d->host && d->host->control_open)
 		saas__lv_channels_drain();
@@ -530,6 +579,8 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 	saas__lv_snapshots_collect(d);
 	/* Before its uid can serve another VM: that one starts from its own rules. */
 	saas__lv_egress_vm_remove(d, name);
+	if (d->ehost)
+		saas__lv_ehost_remove(d->ehost, name);
 	/* Its QEMU is gone (virDomainDestroy waits for it): the uid may serve another VM. */
 	if (d->cf.confined && uid) {
 		pthread_mutex_lock(&d->mu);
@@ -550,6 +601,9 @@ int saas__lv_net_admit(struct drv *d, const saas_vm_spec *spec, saas_vm_network 
 	*net = spec->network ? spec->network : fallback;
 	if ((rc = saas__lv_egress_check(*net)) < 0)
 		return rc;
+	/* A VM host's guests: every mode is this server's end of their egress channel to decide. */
+	if (d->ehost)
+		return SAAS_OK;
 	if ((*net)->mode == SAAS_NET_POLICY && !d->egress)
 		return saas__lv_egress_refused("network policies");
 	/* Never an internet guest without the guard, nor after something flushed it. */
@@ -664,6 +718,12 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 			goto out;
 		egress = true;
 	}
+	/* On a VM host, its policy here before its channel is (the guest's first lookup may come at once). */
+	if (d->ehost) {
+		if ((rc = saas__lv_ehost_set(d->ehost, spec->name, net)) < 0)
+			goto out;
+		egress = true;
+	}
 	memset(&l, 0, sizeof(l));
 	l.d = d;
 	l.spec = spec;
@@ -691,7 +751,8 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 	}
 	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;
-	if ((rc = saas__lv_vm_add(d, spec->name, im, l.port, uid, host_key, l.ssh)) < 0) {
+	if ((d->ehost && (rc = ehost_attach(d, spec->name)) < 0) ||
+	    (rc = saas__lv_vm_add(d, spec->name, im, l.port, uid, host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
@@ -705,8 +766,10 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 	uid = 0; /* the VM's now: let go at destroy */
 	egress = false;
 out:
-	if (egress)
+	if (egress && d->egress)
 		saas__lv_egress_vm_remove(d, spec->name);
+	if (egress && d->ehost)
+		saas__lv_ehost_remove(d->ehost, spec->name);
 	if (uid) {
 		pthread_mutex_lock(&d->mu);
 		saas__lv_uids_put(&d->cf.uids, uid);
@@ -821,15 +884,55 @@ static int lv_network_default(void *ctx)
 	return d->internet ? SAAS_NET_INTERNET : SAAS_NET_ISOLATED;
 }
 
+/*
+ * A running VM host guest's network: its policy swapped in this server's
+ * end, its channel opened when this server has none (the VM was made
+ * through another, or adopted), and its metadata saying the mode for the
+ * next server that adopts it. The guest always has the channel, so any
+ * mode may follow any other. SAAS_EBUSY: another server holds the channel
+ * and serves the VM with the policy it was given (the engine's reconcile
+ * leaves such a VM to it; a change asked of this server is refused).
+ */
+static int ehost_network_set(struct drv *d, const char *name, const saas_vm_network *network)
+{
+	virDomainPtr dom;
+	int had, rc;
+
+	if ((rc = d->host->check(d)) < 0)
+		return rc;
+	if (!(dom = virDomainLookupByName(saas__lv_conn(d), name)))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running on VM host %s", name,
+		                   d->uri);
+	had = saas__lv_ehost_channel(d->ehost, name);
+	if ((rc = saas__lv_ehost_set(d->ehost, name, network)) == SAAS_OK && had < 1 && (rc = ehost_attach(d, name)) < 0) {
+		saas__error_wrap(rc, "its network cannot change through this server while another serves its egress");
+		/* Never served here: not kept (a VM this server served keeps its policy for the channel's return). */
+		if (had < 0)
+			saas__lv_ehost_remove(d->ehost, name);
+	}
+	if (rc == SAAS_OK &&
+	    saas__lv_domain_meta_network_set(dom, network ? network->mode : SAAS_NET_ISOLATED) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: %s; a server that adopts it takes it as isolated", name,
+		             saas_error_last()->message);
+		saas__error_clear();
+	}
+	virDomainFree(dom);
+	return rc;
+}
+
 static int lv_network_set(void *ctx, const char *name, const saas_vm_network *network)
 {
 	struct drv *d = ctx;
-	struct vm *v = saas__lv_vm_get(d, name);
+	struct vm *v;
 	virDomainPtr dom;
-	unsigned int uid = v ? v->uid : 0;
+	unsigned int uid;
 	bool restricted;
 	int rc;
 
+	if (d->ehost)
+		return ehost_network_set(d, name, network);
+	v = saas__lv_vm_get(d, name);
+	uid = v ? v->uid : 0;
 	if (v)
 		saas__lv_vm_put(d, v);
 	if (!d->egress)
@@ -870,7 +973,11 @@ out:
 
 static int lv_network_stats(void *ctx, const char *name, saas_vm_network_stats *out)
 {
-	return saas__lv_egress_vm_stats(ctx, name, out);
+	struct drv *d = ctx;
+
+	if (d->ehost)
+		return saas__lv_ehost_stats(d->ehost, name, out, NULL);
+	return saas__lv_egress_vm_stats(d, name, out);
 }
 
 /*

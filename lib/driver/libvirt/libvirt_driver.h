@@ -309,6 +309,7 @@ struct drv {
 	char guard_why[512];             /* why not, when !guard */
 	struct saas__lv_egress *egress;  /* per-VM egress by uid (egress.c); NULL: only the guard, by group */
 	char egress_why[512];            /* why not, when !egress */
+	struct saas__lv_ehost *ehost;    /* a VM host's: its guests' egress through this server (egress_host.h) */
 	char *dns_upstream;              /* driver option dns_upstream, or NULL */
 	char *nft_helper;                /* driver option nft_helper, or NULL */
 	const char *nft;                 /* the aas-nft helper when it loads our tables; NULL: nft (saas__lv_nft) */

@@ -130,11 +130,14 @@ void saas__lv_template_key(struct drv *d, const saas_vm_spec *spec, const struct
 	/*
 	 * A remote host's domains gained the control channel (a device: clones
 	 * must match their template's): the engines that share its templates
-	 * tell the two kinds apart by the key. Local keys are as they were.
+	 * tell the two kinds apart by the key. So they do for the egress channel,
+	 * which came later: a template made before it is never cloned into a
+	 * domain that has it. Local keys are as they were.
 	 */
-	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s|%s%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name,
+	if (asprintf(&text, "%d|%s|%s|%s|%s|%u|%u|%u|%s|%s%s%s", TEMPLATE_FORMAT, d->kvm ? "kvm" : "tcg", im->name,
 	             im->recipe, im->boot_args, spec->vcpus, mem, im->disk ? spec->disk_gb : 0, d->pub,
-	             d->mapped ? "mapped" : "loaded", d->host->control_open && im->control ? "|channel" : "") < 0) {
+	             d->mapped ? "mapped" : "loaded", d->host->control_open && im->control ? "|channel" : "",
+	             d->host->egress_port ? "|egress" : "") < 0) {
 		key[0] = '\0';
 		return;
 	}
