@@ -81,6 +81,18 @@ after(async () => {
   await srv.stop();
 });
 
+// For an assertion's message: what the code server and aas-server logged last.
+function logTails() {
+  const tail = name => {
+    try {
+      return readFileSync(join(srv.work, name), 'utf8').slice(-4000);
+    } catch (e) {
+      return `(${e.message})`;
+    }
+  };
+  return `code.log ends:\n${tail('code.log')}\nserver.log ends:\n${tail('server.log')}`;
+}
+
 test('a variable kept across runs; stdout streamed as it comes', async () => {
   await sbx.runCode('x = 41');
   let exe = await sbx.runCode('x + 1');
@@ -138,6 +150,7 @@ test('an exception of 30 MB: cut in the kernel, bounded through the engine and t
   // fit the engine's bound on a line, and the run came with no error at all.)
   const big = "raise ValueError('x' * 30_000_000)";
   const exe = await sbx.runCode(big);
+  assert.ok(exe.error, `the run's error: ${JSON.stringify(exe).slice(0, 2000)}\n${logTails()}`);
   assert.equal(exe.error.name, 'ValueError');
   assert.equal(exe.error.value, 'x'.repeat(1 << 20));
   assert.ok(Buffer.byteLength(exe.error.traceback) <= 1 << 20, `${Buffer.byteLength(exe.error.traceback)}`);
