@@ -68,6 +68,12 @@ struct saas__lv_host {
 	 */
 	int (*control_open)(struct drv *d, const char *name, int *fd);
 	/*
+	 * The memory the host has available for more VMs, in MiB (0: it cannot
+	 * say): this machine's MemAvailable, or a remote host's free, buffers
+	 * and cache as its libvirtd reports them.
+	 */
+	uint64_t (*mem_available_mib)(struct drv *d);
+	/*
 	 * What the host offers, as facts: the VM's control port (fix-ups,
 	 * files and commands over it: its socket here, or control_open); QEMU shares this
 	 * machine's memory (mapped templates, the free memory check); snapshots

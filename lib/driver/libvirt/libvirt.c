@@ -164,13 +164,8 @@ static void consoles_trim(struct drv *d)
 	free(vms);
 }
 
-/*
- * A VM host's guest: its egress channel opened through libvirt and given to
- * this server's end, which holds it for the VM's life (its domain running).
- * Held by another server of the cluster (the one serving the VM's egress),
- * it is not taken from it: SAAS_EBUSY.
- */
-static int ehost_attach(struct drv *d, const char *name)
+/* The guest's egress channel: held by another server of the cluster (the one serving its egress), not taken. */
+int saas__lv_ehost_attach_vm(struct drv *d, const char *name)
 {
 	int fd, rc;
 
@@ -197,7 +192,7 @@ static void egress_reattach(struct drv *d)
 			virDomainFree(dom);
 		if (!dom && e && e->code == VIR_ERR_NO_DOMAIN)
 			saas__lv_ehost_remove(d->ehost, names[i]);
-		else if (dom && ehost_attach(d, names[i]) == SAAS_OK)
+		else if (dom && saas__lv_ehost_attach_vm(d, names[i]) == SAAS_OK)
 			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its egress channel is open again", names[i]);
 		else
 			saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s: its egress channel cannot be opened again yet: %s", names[i],
@@ -751,7 +746,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 	}
 	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;
-	if ((d->ehost && (rc = ehost_attach(d, spec->name)) < 0) ||
+	if ((d->ehost && (rc = saas__lv_ehost_attach_vm(d, spec->name)) < 0) ||
 	    (rc = saas__lv_vm_add(d, spec->name, im, l.port, uid, host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
@@ -856,9 +851,8 @@ static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 {
 	struct list_call *lc = ud;
 
-	(void)dom;
-	/* VMs started ahead have no sandbox until a create takes one (spare.c). */
-	if (saas__lv_spare_listed(d, name))
+	/* VMs started ahead have no sandbox until a create takes one (spare.c), this engine's or another's. */
+	if (saas__lv_spare_domain(d, dom, name))
 		return 0;
 	return lc->fn(lc->ud, name);
 }
@@ -904,7 +898,8 @@ static int ehost_network_set(struct drv *d, const char *name, const saas_vm_netw
 		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s is running on VM host %s", name,
 		                   d->uri);
 	had = saas__lv_ehost_channel(d->ehost, name);
-	if ((rc = saas__lv_ehost_set(d->ehost, name, network)) == SAAS_OK && had < 1 && (rc = ehost_attach(d, name)) < 0) {
+	if ((rc = saas__lv_ehost_set(d->ehost, name, network)) == SAAS_OK && had < 1 &&
+	    (rc = saas__lv_ehost_attach_vm(d, name)) < 0) {
 		saas__error_wrap(rc, "its network cannot change through this server while another serves its egress");
 		/* Never served here: not kept (a VM this server served keeps its policy for the channel's return). */
 		if (had < 0)
