@@ -174,12 +174,11 @@ static int spare_make(struct drv *d, struct spare *s)
 			return rc;
 		s->egress = true;
 	}
-	/* A VM host's: its policy in this server's end; its channel is opened once it runs (spare_create). */
-	if (d->ehost) {
-		if ((rc = saas__lv_ehost_set(d->ehost, s->name, net)) < 0)
-			return rc;
-		s->ehost = true;
-	}
+	/*
+	 * A VM host's guest gets its policy in this server's end when taken
+	 * (spare_create), before it runs: until then its egress is nobody's,
+	 * and the keeper that reopens lost channels does not know it.
+	 */
 	/* Other engines list a shared host's VMs too: marked, theirs leave it out while it stands. */
 	if (d->host->shared_templates)
 		s->l.spare_until_ms = s->until_ms = saas__now_ms() + SPARE_LEASE_MS;
@@ -570,6 +569,14 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	s->l.spec = spec;
 	/* A sandbox's VM from now: every engine's listing sees it (its row is in the store already). */
 	rc = s->until_ms ? saas__lv_domain_meta_spare_clear(s->l.dom) : SAAS_OK;
+	/* A VM host's guest: its policy here before it runs (its first lookup may come at once). */
+	if (rc == SAAS_OK && d->ehost) {
+		saas_vm_network fallback;
+		const saas_vm_network *net;
+		if ((rc = saas__lv_net_admit(d, spec, &fallback, &net)) == SAAS_OK &&
+		    (rc = saas__lv_ehost_set(d->ehost, spec->name, net)) == SAAS_OK)
+			s->ehost = true;
+	}
 	if (rc == SAAS_OK)
 		rc = saas__lv_clone_finish(&s->l, &t0, d->boot_timeout_ms, at);
 	/* A VM host's guest: its egress channel to this server's end, once it runs. */
