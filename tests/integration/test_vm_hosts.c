@@ -1194,7 +1194,8 @@ static void test_spares(void **state)
 	int took = 0;
 
 	(void)state;
-	for (int i = 0; i < 600 && took == 0; i++) {
+	spec.network = NULL; /* a spare is for a create of the default network (isolated on a host) */
+	for (int i = 0; i < 240 && took == 0; i++) {
 		took = drv->vm_take(ctx_d, &spec, name, sizeof(name));
 		if (took == 0)
 			usleep(500 * 1000);
