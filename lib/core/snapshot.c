@@ -6,6 +6,7 @@
  *   resume: paused -> resuming -> ready     a new VM of the same name from the snapshot
  *   fork:   ready -> pausing -> ready       the parent runs on; N children from a
  *                                           one-off snapshot, deleted once they are made
+ *                                           (side by side: fork_children)
  *
  * Each step is a conditional store transition (sandbox_set_state), so two
  * calls racing on one sandbox, or a destroy or the reaper racing with either,

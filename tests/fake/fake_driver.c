@@ -1628,6 +1628,17 @@ void saas_fake_fail_restores(unsigned int n)
 	pthread_mutex_unlock(&mu);
 }
 
+/* A counter of the fake's, read under its lock. */
+static unsigned int counter(const unsigned int *c)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mu);
+	n = *c;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
 void saas_fake_fail_restore_nth(unsigned int k)
 {
 	pthread_mutex_lock(&mu);
@@ -1646,12 +1657,7 @@ void saas_fake_restore_gate(unsigned int n, int wait_ms)
 
 unsigned int saas_fake_restores_peak(void)
 {
-	unsigned int n;
-
-	pthread_mutex_lock(&mu);
-	n = restores_peak;
-	pthread_mutex_unlock(&mu);
-	return n;
+	return counter(&restores_peak);
 }
 
 /* mu held: one more restore under way; held at the gate until gate_n are, or its wait ran out. */
@@ -1729,22 +1735,12 @@ void saas_fake_snapshot_lose(const char *name)
 
 unsigned int saas_fake_snapshot_calls(void)
 {
-	unsigned int n;
-
-	pthread_mutex_lock(&mu);
-	n = snapshot_calls;
-	pthread_mutex_unlock(&mu);
-	return n;
+	return counter(&snapshot_calls);
 }
 
 unsigned int saas_fake_restore_calls(void)
 {
-	unsigned int n;
-
-	pthread_mutex_lock(&mu);
-	n = restore_calls;
-	pthread_mutex_unlock(&mu);
-	return n;
+	return counter(&restore_calls);
 }
 
 static int fake_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
