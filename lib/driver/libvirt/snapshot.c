@@ -683,7 +683,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	unsigned int port = 0, uid = 0;
 	uint64_t size = 0;
 	struct timespec t0;
-	int64_t paused_ms, ram = 0, at[2] = { 0, 0 };
+	int64_t paused_ms, ram = 0, at[3] = { 0, 0, 0 };
 	bool paused = false, switched = false;
 	/*
 	 * A fork's RAM is kept as a file its children map, as a template's
@@ -811,10 +811,11 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	if ((rc = saas__lv_state_save(d, dom, path, mapped, &ram)) < 0)
 		goto out;
 	s.ignore_shared = mapped;
+	at[1] = saas__ms_since(&t0);
 	if (mapped && (rc = fork_ram_split(d, tmp, snap, (uint64_t)s.memory_mib << 20, &memfd)) < 0)
 		goto out;
 	ram_mapped = memfd >= 0;
-	at[1] = saas__ms_since(&t0);
+	at[2] = saas__ms_since(&t0);
 	free(path);
 	if (!(path = saas__lv_path_join(tmp, "ram"))) {
 		rc = SAAS_ENOMEM;
@@ -875,9 +876,9 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	}
 	paused_ms = saas__ms_since(&t0);
 	/* Where a snapshot's time goes, for whoever tunes it. */
-	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, files and %s %lld ms",
-	             name, snap, (long long)at[0], (long long)(at[1] - at[0]), keep ? "resume" : "destroy",
-	             (long long)(paused_ms - at[1]));
+	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, its RAM split off "
+	             "%lld ms, files and %s %lld ms", name, snap, (long long)at[0], (long long)(at[1] - at[0]),
+	             (long long)(at[2] - at[1]), keep ? "resume" : "destroy", (long long)(paused_ms - at[2]));
 	if (bytes)
 		*bytes = s.state_bytes + s.disk_bytes;
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s %s as snapshot %s in %lld ms, %lld MiB of RAM saved (%s), "
