@@ -245,11 +245,7 @@ static int stopped_early(const saas_driver_exec *req, int64_t deadline)
 	return 0;
 }
 
-/*
- * Ask once per VM whether its helper runs commands: SAAS_OK (yes), SAAS_ENOTSUP (no), or the connection lost.
- * Within the command's bounds (saas__ctl_begin): its timeout and cancel end the wait for the answer.
- */
-static int probe(struct saas__ctl *c, int *execs)
+int saas__ctl_probe(struct saas__ctl *c, const char *verb, int *known, const char *what)
 {
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
 	struct iovec v;
@@ -259,16 +255,16 @@ static int probe(struct saas__ctl *c, int *execs)
 	if ((rc = saas__ctl_nonce(nonce)) < 0)
 		return rc;
 	v.iov_base = line;
-	v.iov_len = (size_t)snprintf(line, sizeof(line), "exec %s 0\n", nonce);
+	v.iov_len = (size_t)snprintf(line, sizeof(line), "%s %s 0\n", verb, nonce);
 	if ((rc = saas__ctl_send(c, &v, 1)) < 0 || (rc = saas__ctl_line(c, nonce, &r)) < 0)
 		return rc;
 	if (r.kind == FILES_SAID_OK) {
-		*execs = 1;
+		*known = 1;
 		return SAAS_OK;
 	}
 	if (r.kind == FILES_SAID_ERROR && r.err == 0 && strstr(r.what, "not a request")) {
-		*execs = -1;
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "the guest's helper predates commands over the port");
+		*known = -1;
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "the guest's helper predates %s over the port", what);
 	}
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's helper answered the probe out of turn");
 }
@@ -301,7 +297,7 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		goto out_free;
 	/* The waits for the guest's lines (the probe's, "ready") end at the command's timeout and cancel. */
 	saas__ctl_begin(*ctl, deadline, req->cancel);
-	if (*execs == 0 && (rc = probe(*ctl, execs)) < 0) {
+	if (*execs == 0 && (rc = saas__ctl_probe(*ctl, "exec", execs, "commands")) < 0) {
 		if (rc != SAAS_ENOTSUP) {
 			int why = stopped_early(req, deadline);
 			saas__ctl_close(*ctl); /* the next use brings the stream back */
