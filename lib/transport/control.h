@@ -268,6 +268,8 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
  * connection's error (*known left as it is: asked again next time).
  */
 int saas__ctl_probe(struct saas__ctl *c, const char *verb, int *known, const char *what);
+/* Send buf[*off, len) as far as the non-blocking fd takes it now, *off moved on: SAAS_OK, or SAAS_EIO. */
+int saas__ctl_send_now(int fd, const void *buf, size_t *off, size_t len);
 
 /*
  * Port connections over the control port (control_conn.c): a clone's first

@@ -252,17 +252,8 @@ int saas__ctl_conn_pump(struct saas__ctl **ctl, int fd, const int *cancel)
 		/* The port's bytes wait in it while the caller has not taken the last; its loss does not. */
 		if (((f[1].revents & (POLLHUP | POLLERR)) || ((f[1].revents & POLLIN) && !p->dlen)) && (rc = from_guest(p)) < 0)
 			goto out;
-		while (p->ooff < p->olen) {
-			ssize_t w = send(p->c->fd, p->obuf + p->ooff, p->olen - p->ooff, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (w > 0) {
-				p->ooff += (size_t)w;
-			} else if (w < 0 && errno == EAGAIN) {
-				break;
-			} else if (!(w < 0 && errno == EINTR)) {
-				rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "writing to the control port: %s", strerror(errno));
-				goto out;
-			}
-		}
+		if ((rc = saas__ctl_send_now(p->c->fd, p->obuf, &p->ooff, p->olen)) < 0)
+			goto out;
 	}
 	rc = SAAS_OK;
 out:

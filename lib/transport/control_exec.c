@@ -99,13 +99,12 @@ static void queue_stdin(struct xrun *x)
 	}
 }
 
-/* Send what the socket takes now. */
-static int send_some(struct xrun *x)
+int saas__ctl_send_now(int fd, const void *buf, size_t *off, size_t len)
 {
-	while (x->ooff < x->olen) {
-		ssize_t w = send(x->c->fd, x->obuf + x->ooff, x->olen - x->ooff, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (*off < len) {
+		ssize_t w = send(fd, (const char *)buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
-			x->ooff += (size_t)w;
+			*off += (size_t)w;
 		} else if (w < 0 && errno == EINTR) {
 			continue;
 		} else if (w < 0 && errno == EAGAIN) {
@@ -115,6 +114,12 @@ static int send_some(struct xrun *x)
 		}
 	}
 	return SAAS_OK;
+}
+
+/* Send what the socket takes now. */
+static int send_some(struct xrun *x)
+{
+	return saas__ctl_send_now(x->c->fd, x->obuf, &x->ooff, x->olen);
 }
 
 static int lost(const char *what)
