@@ -247,8 +247,8 @@ struct vm {
 	saas__ssh *ssh;
 	pthread_mutex_t mu;              /* serialises (re)connecting */
 	/*
-	 * Its control port takes one user at a time: a file transfer or a
-	 * command (guest.c, port_take). The fields after ctl_user belong to the
+	 * Its control port takes one user at a time: a file transfer, a
+	 * command or a port connection (guest.c, port_take). The fields after ctl_user belong to the
 	 * user that has it.
 	 */
 	pthread_mutex_t ctl_mu;
@@ -256,6 +256,7 @@ struct vm {
 	int ctl_user;                    /* under ctl_mu: enum port_user */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
+	int conns;                       /* its helper opens port connections (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
 	bool relayed;                    /* atomic: a port connection went over the control port (said once) */
 	int port_fails;                  /* remote: the channel's opens failed in a row (guest.c, port_opened) */
