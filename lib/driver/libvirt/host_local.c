@@ -269,7 +269,6 @@ const struct saas__lv_host saas__lv_host_local = {
 	.template_list = saas__lv_template_list_local,
 	.control_port = true,
 	.local_memory = true,
-	.snapshots = true,
 	.spares = true,
 	.shared_templates = false,
 	.may_vanish = false,

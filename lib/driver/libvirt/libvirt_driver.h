@@ -171,6 +171,9 @@ struct stat;
 #define TEMPLATE_ELSEWHERE_MS 5000
 /* A remote template's volumes: TPL_PREFIX KEY "-" GEN, then ".qcow2", ".state", ".json", ".ready". */
 #define TPL_STEM_MAX 64
+#define SNAPSHOT_GONE_NAME 64              /* a snapshot's name (SNAPSHOT_NAME_MAX) and its NUL */
+#define SNAPSHOTS_GONE_MAX 4096            /* a VM host's snapshots kept to delete once it answers, at most */
+#define SNAPSHOTS_GONE_RETRY_MS 15000      /* and tried again this often */
 /* Both ends of a mapped template's save and clone: RAM in a shared backend is neither sent nor read. */
 #define IGNORE_SHARED_ON                                                                                      \
 	"{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":[{\"capability\":" \
@@ -383,6 +386,10 @@ struct drv {
 	 */
 	pthread_rwlock_t snaps_lock;
 	struct snapram *snaprams;        /* under mu */
+	/* Under mu: a VM host's snapshots whose delete it did not answer, tried again by the keeper. */
+	char (*snaps_gone)[SNAPSHOT_GONE_NAME];
+	size_t n_snaps_gone;
+	int64_t snaps_gone_next_ms;      /* under mu: not tried again before this (a dead host's connect takes seconds) */
 	saas_log_fn log;
 	void *log_userdata;
 };
@@ -426,6 +433,12 @@ static inline bool stopping(struct drv *d)
 /* ---- the driver table's calls other rooms make (libvirt.c) ------------------------------------ */
 
 int saas__lv_vm_destroy(void *ctx, const char *name);
+/*
+ * A VM host's guest: its egress channel opened through libvirt and given to
+ * this server's end (d->ehost), which holds it for the VM's life. SAAS_EBUSY
+ * when another server of the cluster holds it.
+ */
+int saas__lv_egress_attach(struct drv *d, const char *name);
 /*
  * The state of VM name (SAAS_VM_*); a running one of this owner that the
  * registry lacks (made by another engine of the cluster, or before a
