@@ -104,7 +104,8 @@
  * program linked against two builds of the library (bench/run --adapt)
  * compare in one table.
  *
- * BENCH_VERBOSE=1: every engine log line to stderr, not only warnings.
+ * BENCH_VERBOSE=1: every engine log line to stderr, not only warnings; 2: the
+ * driver's debug lines too (where a clone's or a snapshot's time goes).
  *
  * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
  * figures alone, on one cold-booted `tiny` sandbox, BENCH_RUNS times (default
@@ -270,7 +271,7 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	o.sizes = bench_sizes;
 	o.nsizes = bench_nsizes;
 	o.log = on_log;
-	o.log_level = SAAS_LOG_INFO;
+	o.log_level = getenv("BENCH_VERBOSE") && atoi(getenv("BENCH_VERBOSE")) > 1 ? SAAS_LOG_DEBUG : SAAS_LOG_INFO;
 	o.pool = pool_spec;
 	o.metrics_interval_ms = metrics_interval;
 	if ((rc = saas_engine_open(&b->engine, &o)) < 0)

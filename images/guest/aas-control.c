@@ -17,6 +17,8 @@
  *   guest:  ok NONCE            or: error NONCE WHAT
  * NONCE is 16 hex digits the engine chose for this request.
  *
+ * Then files, commands and port connections (control_proto.h says how).
+ *
  *   aas-control              serve the port (aas-init starts it in the background)
  *   aas-control --restored   the same fix-ups for an SSH forced command: reads
  *                            "HOSTNAME SECONDS HEX_SEED" from SSH_ORIGINAL_COMMAND,
@@ -45,7 +47,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/fsuid.h>
+#include <sys/socket.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -168,7 +173,7 @@ int aas_request_kind(const char *line, size_t n)
 		const char *verb;
 		int kind;
 	} verbs[] = { { "fixup", AAS_REQ_FIXUP }, { "files", AAS_REQ_FILES }, { "put", AAS_REQ_PUT }, { "get", AAS_REQ_GET },
-	              { "exec", AAS_REQ_EXEC } };
+	              { "exec", AAS_REQ_EXEC }, { "connect", AAS_REQ_CONNECT } };
 	const char *p = line;
 	size_t len;
 	const char *w = next_word(&p, line + n, &len);
@@ -208,7 +213,12 @@ int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const 
 		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 18, &out->max))
 			return -1;
 	}
-	if (out->kind == AAS_REQ_EXEC) {
+	if (out->kind == AAS_REQ_CONNECT) {
+		*why = "bad port";
+		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 5, &v) || v > 65535)
+			return -1;
+		out->port = (unsigned int)v;
+	} else if (out->kind == AAS_REQ_EXEC) {
 		*why = "bad script length";
 		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 0 || v > CONTROL_EXEC_SCRIPT_MAX)
 			return -1;
@@ -899,6 +909,7 @@ struct xrun {
 	size_t r_off, r_len;
 	struct timespec gone;          /* when the port last read 0 (no host end), or 0 */
 	bool exited, ended, broken;    /* the shell's status is known; END came; the stream is lost */
+	bool conn;                     /* a port connection (conn_serve): in and out are its socket, no process */
 	int status;
 	struct user u;
 };
@@ -929,6 +940,14 @@ static void fd_close(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
+}
+
+/* The end of stdin: a connection's socket half-closed (out is the same socket, still read). */
+static void in_close(struct xrun *x)
+{
+	if (x->conn && x->in >= 0)
+		shutdown(x->in, SHUT_WR);
+	fd_close(&x->in);
 }
 
 /* The child's side: the user's identity, its fds, its environment, the shell. Never returns. */
@@ -1194,7 +1213,7 @@ static void exec_feed(struct xrun *x)
 	if (x->in_off == x->in_len) {
 		x->in_off = x->in_len = 0;
 		if (x->in_eof)
-			fd_close(&x->in);
+			in_close(x);
 	}
 	if (took && !x->exited && !frame_send_u32(x, CTL_X_TOOK, (uint32_t)took))
 		x->broken = true;
@@ -1241,15 +1260,20 @@ static bool exec_frames(struct xrun *x)
 		case CTL_X_EOF:
 			x->in_eof = true;
 			if (x->in_off == x->in_len)
-				fd_close(&x->in);
+				in_close(x);
 			break;
 		case CTL_X_SIGNAL:
-			if (len == 2 && data[0] >= 1 && data[0] <= 64 && !x->exited)
+			/* A connection has no process to signal (and pid -1 must never reach kill). */
+			if (len == 2 && data[0] >= 1 && data[0] <= 64 && !x->exited && !x->conn)
 				exec_signal(x, data[0], data[1] != 0);
 			break;
 		case CTL_X_KILL:
-			if (!x->exited)
+			if (x->conn) {
+				fd_close(&x->in);
+				fd_close(&x->out); /* conn_run says EXIT */
+			} else if (!x->exited) {
 				exec_signal(x, 0, false);
+			}
 			break;
 		}
 	}
@@ -1340,6 +1364,22 @@ static void exec_stop(struct xrun *x)
 	fd_close(&x->pidfd);
 }
 
+/* The port in the poll set, unless its host end went away a moment ago (then the wait is EXEC_GONE_MS): its index, or -1. */
+static int port_poll(struct xrun *x, struct pollfd *p, int *n, int *wait)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (x->gone.tv_sec && ms_between(&x->gone, &now) >= EXEC_GONE_MS)
+		x->gone.tv_sec = 0;
+	if (x->gone.tv_sec) {
+		*wait = EXEC_GONE_MS;
+		return -1;
+	}
+	p[*n] = (struct pollfd){ x->port, POLLIN, 0 };
+	return (*n)++;
+}
+
 static void exec_run(struct xrun *x)
 {
 	unsigned char *buf = malloc(CONTROL_EXEC_FRAME_MAX);
@@ -1351,18 +1391,9 @@ static void exec_run(struct xrun *x)
 	}
 	while (!x->ended && !x->broken) {
 		struct pollfd p[5];
-		struct timespec now;
-		int n = 0, ip = -1, io = -1, ie = -1, ix = -1, ii = -1, wait = -1;
+		int n = 0, ip, io = -1, ie = -1, ix = -1, ii = -1, wait = -1;
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (x->gone.tv_sec && ms_between(&x->gone, &now) >= EXEC_GONE_MS)
-			x->gone.tv_sec = 0;
-		if (!x->gone.tv_sec) {
-			ip = n;
-			p[n++] = (struct pollfd){ x->port, POLLIN, 0 };
-		} else {
-			wait = EXEC_GONE_MS;
-		}
+		ip = port_poll(x, p, &n, &wait);
 		if (!x->exited) {
 			if (x->out >= 0) {
 				io = n;
@@ -1463,6 +1494,146 @@ out:
 	free(x.rbuf);
 }
 
+/* ---- port connections ------------------------------------------------------------------------ */
+
+/*
+ * A connection to 127.0.0.1:PORT, carried by the exec's frames: the socket is
+ * both the command's stdin (the engine's bytes, written as the port takes
+ * them, within the window) and its stdout (the port's bytes, read only once
+ * the port took what came before). Loopback only: the request holds a port,
+ * never an address. The socket is made with the sandbox user's filesystem
+ * identity, so the kernel records it as the user's (its owner uid in
+ * /proc/net/tcp, nftables' skuid): the same connection sshd's forward would
+ * make for that user, with no shell run for it. EXIT (status 0) once the
+ * port's side ended its bytes (its close or half-close: the rest of the
+ * engine's are not wanted then), DONE after END.
+ */
+static int conn_open(unsigned int port)
+{
+	struct sockaddr_in a;
+	struct pollfd p;
+	int fd, e = 0, n;
+	socklen_t len = sizeof(e);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (user_enter() < 0) {
+		e = errno;
+		user_leave();
+		errno = e;
+		return -1;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	e = errno;
+	user_leave();
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+		return fd;
+	if (errno != EINPROGRESS)
+		goto fail;
+	p = (struct pollfd){ fd, POLLOUT, 0 };
+	while ((n = poll(&p, 1, CONTROL_CONNECT_MS)) < 0 && errno == EINTR)
+		;
+	if (n <= 0) {
+		errno = n == 0 ? ETIMEDOUT : errno;
+		goto fail;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
+		goto fail;
+	if (e == 0)
+		return fd;
+	errno = e;
+fail:
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+static void conn_run(struct xrun *x)
+{
+	unsigned char *buf = malloc(CONTROL_EXEC_FRAME_MAX);
+
+	if (!buf) {
+		x->broken = true;
+		return;
+	}
+	while (!x->ended && !x->broken) {
+		struct pollfd p[3];
+		int n = 0, ip, io = -1, ii = -1, wait = -1;
+
+		ip = port_poll(x, p, &n, &wait);
+		if (x->out >= 0) {
+			io = n;
+			p[n++] = (struct pollfd){ x->out, POLLIN, 0 };
+		}
+		if (x->in >= 0 && x->in_off < x->in_len) {
+			ii = n;
+			p[n++] = (struct pollfd){ x->in, POLLOUT, 0 };
+		}
+		if (poll(p, (nfds_t)n, wait) < 0 && errno != EINTR) {
+			x->broken = true;
+			break;
+		}
+		if (ip >= 0 && (p[ip].revents & (POLLIN | POLLHUP | POLLERR)) && !exec_port_read(x))
+			break;
+		if ((ii >= 0 && p[ii].revents) || (x->in >= 0 && x->in_off < x->in_len && !x->exited))
+			exec_feed(x);
+		if (io >= 0 && p[io].revents && x->out >= 0)
+			exec_forward(x, &x->out, CTL_X_OUT, buf);
+		if (x->out < 0 && !x->exited) {
+			x->exited = true;
+			fd_close(&x->in);
+			if (!frame_send_u32(x, CTL_X_EXIT, 0))
+				x->broken = true;
+		}
+	}
+	free(buf);
+	fd_close(&x->in);
+	fd_close(&x->out);
+	if (x->ended)
+		frame_send(x, CTL_X_DONE, NULL, 0);
+	else
+		LOG("control: a connection's stream broke the protocol: it was closed");
+}
+
+/* connect: the port opened (or the error), "ready", then the connection's frames until the engine's END. */
+static void conn_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len)
+{
+	struct xrun x = { .port = port, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1, .conn = true };
+	int e;
+
+	x.inbuf = malloc(CONTROL_EXEC_WINDOW);
+	x.rbuf = malloc(CONTROL_EXEC_FRAME_MAX + 4);
+	if (!x.inbuf || !x.rbuf) {
+		port_say(port, "error %s %d out of memory", q->nonce, ENOMEM);
+		goto out;
+	}
+	if ((x.in = conn_open(q->port)) < 0 || (x.out = fcntl(x.in, F_DUPFD_CLOEXEC, 0)) < 0) {
+		e = errno;
+		fd_close(&x.in);
+		port_say(port, "error %s %d connecting to port %u: %s", q->nonce, e, q->port, strerror(e));
+		goto out;
+	}
+	if (!port_say(port, "ready %s", q->nonce))
+		goto out;
+	/* What the line reader read past the line is the first frames'. */
+	memcpy(x.rbuf, pre, pre_len);
+	x.r_len = pre_len;
+	if (exec_frames(&x))
+		conn_run(&x);
+out:
+	fd_close(&x.in);
+	fd_close(&x.out);
+	free(x.inbuf);
+	free(x.rbuf);
+}
+
 struct serve {
 	int fd;
 	struct timespec window;        /* the second the last requests were counted in */
@@ -1484,8 +1655,9 @@ static int serve_line(const char *line, size_t len, bool overlong, void *ud)
 		if (aas_files_parse(line, len, &s->q, &why) < 0) {
 			snprintf(out, sizeof(out), "error %s %d %s\n", s->q.nonce[0] ? s->q.nonce : "-", EINVAL, why);
 			LOG("control: refused a request: %s", why);
-		} else if (s->q.kind == AAS_REQ_FILES || (s->q.kind == AAS_REQ_EXEC && s->q.path_len == 0)) {
-			/* The probes: this helper serves files, and commands. */
+		} else if (s->q.kind == AAS_REQ_FILES || (s->q.kind == AAS_REQ_EXEC && s->q.path_len == 0) ||
+		           (s->q.kind == AAS_REQ_CONNECT && s->q.port == 0)) {
+			/* The probes: this helper serves files, commands, and connections. */
 			snprintf(out, sizeof(out), "ok %s\n", s->q.nonce);
 		} else {
 			s->pending = true;
@@ -1570,6 +1742,8 @@ static int serve_main(void)
 				/* The transfer (or the command) reads the rest itself. */
 				if (s.q.kind == AAS_REQ_EXEC)
 					exec_serve(s.fd, &s.q, buf + used, (size_t)n - used);
+				else if (s.q.kind == AAS_REQ_CONNECT)
+					conn_serve(s.fd, &s.q, buf + used, (size_t)n - used);
 				else
 					files_serve(s.fd, &s.q, buf + used, (size_t)n - used);
 				s.pending = false;

@@ -36,21 +36,22 @@ int aas_control_parse(const char *line, size_t n, struct aas_fixup *out, const c
 /* sshd's PATH for a user's command (Debian's OpenSSH), which a command over the port gets too. */
 #define AAS_EXEC_PATH "/usr/local/bin:/usr/bin:/bin:/usr/games"
 
-enum aas_request { AAS_REQ_FIXUP, AAS_REQ_FILES, AAS_REQ_PUT, AAS_REQ_GET, AAS_REQ_EXEC };
+enum aas_request { AAS_REQ_FIXUP, AAS_REQ_FILES, AAS_REQ_PUT, AAS_REQ_GET, AAS_REQ_EXEC, AAS_REQ_CONNECT };
 
 struct aas_file_req {
-	int kind;                      /* AAS_REQ_FILES, _PUT, _GET or _EXEC */
+	int kind;                      /* AAS_REQ_FILES, _PUT, _GET, _EXEC or _CONNECT */
 	char nonce[CONTROL_NONCE_LEN + 1];
 	unsigned int mode;             /* put */
 	long long max;                 /* get: the most bytes the engine takes (0: any) */
 	size_t path_len;               /* put, get: the path's length; exec: the script's */
+	unsigned int port;             /* connect: 127.0.0.1's port (0: the probe) */
 };
 
 /* Which request a line is (by its first word): enum aas_request, or -1. */
 int aas_request_kind(const char *line, size_t n);
 
 /*
- * A files, put, get or exec line (without its '\n'): 0, or -1 with *why saying what
+ * A files, put, get, exec or connect line (without its '\n'): 0, or -1 with *why saying what
  * is wrong (out->nonce set when the nonce itself was well formed).
  */
 int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const char **why);

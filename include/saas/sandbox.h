@@ -497,15 +497,16 @@ typedef struct saas_fork_options {
  * (its own id, hostname, kernel RNG seed and expiry), of the parent's size and
  * image, owned and billed by the same account from when it is ready. The
  * parent pauses only while its state is taken (it shows "pausing"), then runs
- * on; executions running in it go on. The snapshot is deleted once the
- * children are made. All or nothing: if one child cannot be made, those made
- * are destroyed unbilled and the call fails.
+ * on; executions running in it go on. The children are made side by side, a
+ * few at once. The snapshot is deleted once the children are made. All or
+ * nothing: if one child cannot be made, those made are destroyed unbilled and
+ * the call fails.
  *
  * Each child counts as a create: against max_sandboxes, creates_per_minute,
  * and the balance, which must pay each child's minimum (min_balance_s of the
  * size), all of them together.
  *
- * @param out     [out, optional] the children, in the order made; free with saas_sandbox_list_free().
+ * @param out     [out, optional] the children; free with saas_sandbox_list_free().
  * @param count   1 to SAAS_FORK_MAX.
  * @param options options, or NULL for the defaults.
  * @param flags   0.

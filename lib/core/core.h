@@ -25,6 +25,14 @@
 #define SAAS_CREATE_GRACE_S 900
 
 /*
+ * Most children of one fork made at once (snapshot.c): each is a VM started
+ * from the snapshot, whose domain start and restore are mostly CPU on the
+ * host, so more at once than this only share the same cores; the rest wait
+ * for a turn. A fork of SAAS_FORK_MAX is two turns.
+ */
+#define SAAS_FORK_AT_ONCE 5
+
+/*
  * A sandbox whose VM is gone but whose close the store could not record yet
  * (closes.c): recorded by a later sweep, or by the next start's reconcile.
  */

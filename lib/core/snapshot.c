@@ -6,6 +6,7 @@
  *   resume: paused -> resuming -> ready     a new VM of the same name from the snapshot
  *   fork:   ready -> pausing -> ready       the parent runs on; N children from a
  *                                           one-off snapshot, deleted once they are made
+ *                                           (side by side: fork_children)
  *
  * Each step is a conditional store transition (sandbox_set_state), so two
  * calls racing on one sandbox, or a destroy or the reaper racing with either,
@@ -394,21 +395,94 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
                            int64_t timeout, unsigned int max_live, const struct saas__network *net,
                            const saas_vm_network *vmnet, const char *id, saas_store_sandbox *row);
 
+/*
+ * One fork's children, made side by side (fork_children): what every child
+ * is made of, read-only while workers run, and what they share under mu.
+ */
+struct fork_run {
+	saas_client *c;
+	const saas_store_sandbox *parent;
+	const saas_size *size;
+	const char *snap;
+	int64_t timeout;
+	unsigned int max_live, count;
+	const struct saas__network *net;
+	const saas_vm_network *vmnet;
+	saas_store_sandbox *rows;        /* rows[i]: child i, READY once made */
+	pthread_mutex_t mu;
+	unsigned int next;               /* under mu: the next child to make */
+	bool made[SAAS_FORK_MAX];        /* under mu: child i is made, and is undone if the fork fails */
+	int rc;                          /* under mu: the first failure; no child is begun after it */
+	struct kept_error k;             /* under mu: its error, as its thread had it */
+};
+
 /* Make one child from the snapshot: a create whose VM is a restore, its lease held as a create's (sandbox.c). */
-static int fork_child(saas_client *c, const saas_store_sandbox *parent, const saas_size *size, const char *snap,
-                      int64_t timeout, unsigned int max_live, const struct saas__network *net,
-                      const saas_vm_network *vmnet, saas_store_sandbox *row)
+static int fork_child(struct fork_run *r, saas_store_sandbox *row)
 {
 	char id[SAAS_ID_MAX + 1];
 	int rc;
 
 	if ((rc = saas__id_new(id, "sbx-", 20)) < 0)
 		return rc;
-	if ((rc = saas__claim_kind(c->engine, "create", id)) <= 0)
+	if ((rc = saas__claim_kind(r->c->engine, "create", id)) <= 0)
 		return rc < 0 ? rc : saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_ARGS, 0, "sandbox id %s is taken", id);
-	rc = fork_child_made(c, parent, size, snap, timeout, max_live, net, vmnet, id, row);
-	saas__claim_drop_kind(c->engine, "create", id);
+	rc = fork_child_made(r->c, r->parent, r->size, r->snap, r->timeout, r->max_live, r->net, r->vmnet, id, row);
+	saas__claim_drop_kind(r->c->engine, "create", id);
 	return rc;
+}
+
+/* A worker: the next child not yet begun, until none is left or one failed. */
+static void *fork_worker(void *arg)
+{
+	struct fork_run *r = arg;
+
+	for (;;) {
+		unsigned int i;
+		int rc;
+
+		pthread_mutex_lock(&r->mu);
+		if (r->rc < 0 || r->next >= r->count) {
+			pthread_mutex_unlock(&r->mu);
+			break;
+		}
+		i = r->next++;
+		pthread_mutex_unlock(&r->mu);
+		rc = fork_child(r, &r->rows[i]);
+		pthread_mutex_lock(&r->mu);
+		if (rc == SAAS_OK)
+			r->made[i] = true;
+		else if (r->rc == SAAS_OK) {
+			r->rc = rc;
+			keep_error(&r->k, rc);
+		}
+		pthread_mutex_unlock(&r->mu);
+	}
+	return NULL;
+}
+
+/*
+ * Make the fork's children, up to SAAS_FORK_AT_ONCE at once: each is a
+ * create of its own (its row placed and counted against max_live by the
+ * store, its VM admitted by the driver's memory check), as concurrent creates
+ * are. This thread is one of the workers; a thread that cannot be started
+ * leaves its children to the others. On failure, the first error stands, no
+ * child is begun after it, and those made are left in r->made for the caller
+ * to undo once all workers are done.
+ */
+static int fork_children(struct fork_run *r)
+{
+	pthread_t threads[SAAS_FORK_AT_ONCE];
+	unsigned int want = r->count < SAAS_FORK_AT_ONCE ? r->count : SAAS_FORK_AT_ONCE, started = 0;
+
+	while (started + 1 < want && pthread_create(&threads[started], NULL, fork_worker, r) == 0)
+		started++;
+	fork_worker(r);
+	for (unsigned int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	if (r->rc < 0)
+		return saas__error(r->k.code, r->k.klass, r->k.backend_code, "%s", r->k.message);
+	saas__error_clear();
+	return SAAS_OK;
 }
 
 static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, const saas_size *size, const char *snap,
@@ -477,11 +551,13 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	saas_limits lim;
 	saas_sandbox_list *list = NULL;
 	char snap[SAAS_STORE_SNAPSHOT_MAX + 1] = "", **metadata = NULL, **envs = NULL;
+	struct fork_run run;
 	unsigned int made = 0, live;
 	int64_t timeout = timeout_s ? timeout_s : e->limits.default_timeout_s, started;
 	int rc;
 
 	memset(&pol, 0, sizeof(pol));
+	memset(&run, 0, sizeof(run));
 	if ((rc = need_snapshots(e)) < 0)
 		return rc;
 	if ((rc = saas__sandbox_ready(c, id, &parent)) < 0)
@@ -530,18 +606,30 @@ int saas__local_sandbox_fork(saas_client *c, const char *id, unsigned int count,
 	/* The parent's policy copied to each child: as a create's, stored with its row. */
 	{
 		struct saas__network copied = { 0 };
-		const struct saas__network *child_net = net;
 
+		run.net = net;
 		if (!net && vmnet && vmnet->mode == SAAS_NETWORK_POLICY) {
 			copied.mode = vmnet->mode;
 			copied.allow = pol.allow;
 			copied.deny = pol.deny;
-			child_net = &copied;
+			run.net = &copied;
 		}
-		for (made = 0; made < count; made++)
-			if ((rc = fork_child(c, &parent, size, snap, timeout, lim.max_sandboxes, child_net, vmnet,
-			                     &rows[made])) < 0)
-				goto out;
+		run.c = c;
+		run.parent = &parent;
+		run.size = size;
+		run.snap = snap;
+		run.timeout = timeout;
+		run.max_live = lim.max_sandboxes;
+		run.count = count;
+		run.vmnet = vmnet;
+		run.rows = rows;
+		pthread_mutex_init(&run.mu, NULL);
+		rc = fork_children(&run);
+		pthread_mutex_destroy(&run.mu);
+		for (unsigned int i = 0; i < count; i++)
+			made += run.made[i];
+		if (rc < 0)
+			goto out;
 	}
 	for (unsigned int i = 0; i < count; i++)
 		saas__metrics_track(e, rows[i].id);
@@ -562,9 +650,10 @@ out:
 		struct kept_error k;
 
 		keep_error(&k, rc);
-		/* All or nothing: the children made so far go, unbilled. */
-		for (unsigned int i = 0; i < made && i < count; i++)
-			saas__sandbox_end(e, &rows[i], SAAS_END_FAILED, saas__engine_now(e), 0, 0);
+		/* All or nothing: the children made go, unbilled (each one that failed undid itself). */
+		for (unsigned int i = 0; made && i < count; i++)
+			if (run.made[i])
+				saas__sandbox_end(e, &rows[i], SAAS_END_FAILED, saas__engine_now(e), 0, 0);
 		saas_sandbox_list_free(list);
 		list = NULL;
 		rc = saas__error(k.code, k.klass, k.backend_code, "%s", k.message);

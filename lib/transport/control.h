@@ -2,7 +2,8 @@
  * Internal: the control port, a guest transport beside SSH: the engine's end
  * of the protocol (control_proto.h) that images/guest/aas-control.c serves
  * in the guest. The fix-ups of a restored clone (control.c), files
- * (control_files.c) and commands (control_exec.c). No libvirt here: the
+ * (control_files.c), commands (control_exec.c) and port connections
+ * (control_conn.c). No libvirt here: the
  * port is a socket in the VM's directory (vmdir.h), or a connection the
  * driver opens (a remote host's, struct saas__ctl_way). Every byte the guest
  * sends is read as hostile input (tests/unit/test_control.c,
@@ -258,5 +259,45 @@ long saas__ctl_exec_take(struct saas__ctl_xread *r, const char *buf, size_t len,
  */
 int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, int *execs,
                    const saas_driver_exec *req, int *exit_code);
+
+/*
+ * Ask once per VM whether its helper serves `verb` ("exec", "connect": the
+ * request with 0, control_proto.h), within the operation's bounds
+ * (saas__ctl_begin): SAAS_OK and *known 1 (yes), SAAS_ENOTSUP and *known -1
+ * (a helper that predates them; `what` names them in the error), or the
+ * connection's error (*known left as it is: asked again next time).
+ */
+int saas__ctl_probe(struct saas__ctl *c, const char *verb, int *known, const char *what);
+/* Send buf[*off, len) as far as the non-blocking fd takes it now, *off moved on: SAAS_OK, or SAAS_EIO. */
+int saas__ctl_send_now(int fd, const void *buf, size_t *off, size_t len);
+
+/*
+ * Port connections over the control port (control_conn.c): a clone's first
+ * connections to a guest port, before the engine's SSH session is up.
+ *
+ * saas__ctl_conn_open asks the guest of the VM reached by way to connect to
+ * its 127.0.0.1:port, over *ctl (opened when NULL; closed and NULL again
+ * when the stream was lost), *serves as for files, *conns the VM's answer
+ * to "does your helper open connections" (0 not asked: asked, and set; 1
+ * yes; -1 no). SAAS_OK: the connection is open and *ctl carries it; call
+ * saas__ctl_conn_pump next. SAAS_ENOTSUP when the port cannot (no socket, a
+ * helper that predates connections): the caller goes over SSH. Otherwise
+ * SAAS_EBACKEND (nothing listens there: "nothing listens on port N in the
+ * sandbox", as over SSH; the guest's errno in the error), SAAS_ETIMEOUT (no
+ * answer within CONTROL_CONNECT_MS and CONTROL_TIMEOUT_MS), SAAS_EIO (the
+ * port lost, *cancel set).
+ *
+ * saas__ctl_conn_pump then carries the connection between fd (the caller's
+ * socket pair's other end, which it neither shuts nor closes) and the guest
+ * until one side ends it: fd's close (POLLHUP) closes the guest's
+ * connection, its half-close half-closes it, the guest's side ending its
+ * bytes ends it all once fd took what came before, and so does *cancel
+ * (atomic, may be NULL). SAAS_OK, with *ctl ready for the next request; or
+ * an error with *ctl closed and NULL. The caller serialises the port's users
+ * per VM: a connection holds the port until it ends.
+ */
+int saas__ctl_conn_open(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, int *conns,
+                        unsigned int port, const int *cancel);
+int saas__ctl_conn_pump(struct saas__ctl **ctl, int fd, const int *cancel);
 
 #endif

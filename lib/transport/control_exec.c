@@ -99,13 +99,12 @@ static void queue_stdin(struct xrun *x)
 	}
 }
 
-/* Send what the socket takes now. */
-static int send_some(struct xrun *x)
+int saas__ctl_send_now(int fd, const void *buf, size_t *off, size_t len)
 {
-	while (x->ooff < x->olen) {
-		ssize_t w = send(x->c->fd, x->obuf + x->ooff, x->olen - x->ooff, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (*off < len) {
+		ssize_t w = send(fd, (const char *)buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
-			x->ooff += (size_t)w;
+			*off += (size_t)w;
 		} else if (w < 0 && errno == EINTR) {
 			continue;
 		} else if (w < 0 && errno == EAGAIN) {
@@ -115,6 +114,12 @@ static int send_some(struct xrun *x)
 		}
 	}
 	return SAAS_OK;
+}
+
+/* Send what the socket takes now. */
+static int send_some(struct xrun *x)
+{
+	return saas__ctl_send_now(x->c->fd, x->obuf, &x->ooff, x->olen);
 }
 
 static int lost(const char *what)
@@ -245,11 +250,7 @@ static int stopped_early(const saas_driver_exec *req, int64_t deadline)
 	return 0;
 }
 
-/*
- * Ask once per VM whether its helper runs commands: SAAS_OK (yes), SAAS_ENOTSUP (no), or the connection lost.
- * Within the command's bounds (saas__ctl_begin): its timeout and cancel end the wait for the answer.
- */
-static int probe(struct saas__ctl *c, int *execs)
+int saas__ctl_probe(struct saas__ctl *c, const char *verb, int *known, const char *what)
 {
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
 	struct iovec v;
@@ -259,16 +260,16 @@ static int probe(struct saas__ctl *c, int *execs)
 	if ((rc = saas__ctl_nonce(nonce)) < 0)
 		return rc;
 	v.iov_base = line;
-	v.iov_len = (size_t)snprintf(line, sizeof(line), "exec %s 0\n", nonce);
+	v.iov_len = (size_t)snprintf(line, sizeof(line), "%s %s 0\n", verb, nonce);
 	if ((rc = saas__ctl_send(c, &v, 1)) < 0 || (rc = saas__ctl_line(c, nonce, &r)) < 0)
 		return rc;
 	if (r.kind == FILES_SAID_OK) {
-		*execs = 1;
+		*known = 1;
 		return SAAS_OK;
 	}
 	if (r.kind == FILES_SAID_ERROR && r.err == 0 && strstr(r.what, "not a request")) {
-		*execs = -1;
-		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "the guest's helper predates commands over the port");
+		*known = -1;
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_GUEST, 0, "the guest's helper predates %s over the port", what);
 	}
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's helper answered the probe out of turn");
 }
@@ -301,7 +302,7 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		goto out_free;
 	/* The waits for the guest's lines (the probe's, "ready") end at the command's timeout and cancel. */
 	saas__ctl_begin(*ctl, deadline, req->cancel);
-	if (*execs == 0 && (rc = probe(*ctl, execs)) < 0) {
+	if (*execs == 0 && (rc = saas__ctl_probe(*ctl, "exec", execs, "commands")) < 0) {
 		if (rc != SAAS_ENOTSUP) {
 			int why = stopped_early(req, deadline);
 			saas__ctl_close(*ctl); /* the next use brings the stream back */

@@ -58,6 +58,21 @@
  * A header of an unknown type or an overlong frame ends the exec as END
  * does: a stream of zeros (the engine's resynchronisation, control_files.c)
  * ends one wherever it is.
+ *
+ * Port connections (a clone's first connections to a guest port, before the
+ * engine's SSH session is up: its code server's, a preview's):
+ *   engine: connect NONCE 0               guest: ok NONCE      (the helper opens connections)
+ *   engine: connect NONCE PORT            guest: ready NONCE   or error NONCE ERRNO WHAT
+ * (a helper that predates connections answers the probe "error - not a
+ * request"). PORT is 1 to 65535; the helper connects to 127.0.0.1:PORT and
+ * nowhere else (the request has no address), with a socket the sandbox user
+ * owns, and says "ready" once the connection is open, ERRNO 111
+ * (ECONNREFUSED) when nothing listens there. Then the exec's frames carry
+ * the connection, the engine's IN its bytes to the port (within the same
+ * window, given back by TOOK), EOF a half-close (the helper shuts its
+ * socket's writing side), END its close; the guest's OUT the port's bytes,
+ * EXIT (status 0) once the port's side ended them, DONE after END. ERR,
+ * SIGNAL and KILL have no use there (a KILL closes the connection).
  */
 #ifndef SAAS_TRANSPORT_CONTROL_PROTO_H
 #define SAAS_TRANSPORT_CONTROL_PROTO_H
@@ -77,6 +92,7 @@
 #define CONTROL_EXEC_SCRIPT_MAX (1024 * 1024)
 #define CONTROL_EXEC_FRAME_MAX (64 * 1024)
 #define CONTROL_EXEC_WINDOW (256 * 1024)
+#define CONTROL_CONNECT_MS 10000     /* the guest's wait for a port to accept, at most */
 /* A command's frame types, the top byte of a frame's header. */
 enum control_exec_to_guest { CTL_X_END = 0, CTL_X_IN = 1, CTL_X_EOF = 2, CTL_X_SIGNAL = 3, CTL_X_KILL = 4 };
 enum control_exec_to_engine { CTL_X_OUT = 1, CTL_X_ERR = 2, CTL_X_TOOK = 3, CTL_X_EXIT = 4, CTL_X_DONE = 5 };

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake/fake_driver.h"
@@ -71,6 +72,11 @@ struct snap {
 };
 static struct snap snaps[MAX_SNAPS];
 static unsigned int fail_snapshots, fail_restores, snapshot_calls, restore_calls;
+/* Restores under way at once (saas_fake_restore_gate): the most seen, and the hold. */
+static unsigned int fail_restore_nth, restores_now, restores_peak, gate_n;
+static unsigned long gate_opened;      /* how many times gate_n were under way: those held then go */
+static int gate_wait_ms;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 
 /*
  * Shared mode (saas_fake_shared): a VM exists while a file of its name does
@@ -178,6 +184,8 @@ void saas_fake_reset(void)
 	on_create_ud = NULL;
 	memset(snaps, 0, sizeof(snaps));
 	fail_snapshots = fail_restores = snapshot_calls = restore_calls = 0;
+	fail_restore_nth = restores_now = restores_peak = gate_n = 0;
+	gate_wait_ms = 0;
 	memset(templates, 0, sizeof(templates));
 	ntemplates = 0;
 	ahead[0] = '\0';
@@ -1620,6 +1628,64 @@ void saas_fake_fail_restores(unsigned int n)
 	pthread_mutex_unlock(&mu);
 }
 
+/* A counter of the fake's, read under its lock. */
+static unsigned int counter(const unsigned int *c)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&mu);
+	n = *c;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+void saas_fake_fail_restore_nth(unsigned int k)
+{
+	pthread_mutex_lock(&mu);
+	fail_restore_nth = k;
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_restore_gate(unsigned int n, int wait_ms)
+{
+	pthread_mutex_lock(&mu);
+	gate_n = n;
+	gate_wait_ms = wait_ms;
+	restores_peak = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+unsigned int saas_fake_restores_peak(void)
+{
+	return counter(&restores_peak);
+}
+
+/* mu held: one more restore under way; held at the gate until gate_n are, or its wait ran out. */
+static void restore_gate_locked(void)
+{
+	unsigned long round = gate_opened;
+	struct timespec until;
+
+	if (++restores_now > restores_peak)
+		restores_peak = restores_now;
+	if (!gate_n)
+		return;
+	if (restores_now >= gate_n) {
+		gate_opened++;
+		pthread_cond_broadcast(&gate_cv);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += gate_wait_ms / 1000;
+	until.tv_nsec += (long)(gate_wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (gate_opened == round && pthread_cond_timedwait(&gate_cv, &mu, &until) == 0)
+		;
+}
+
 unsigned int saas_fake_snapshot_count(void)
 {
 	unsigned int n = 0;
@@ -1669,22 +1735,12 @@ void saas_fake_snapshot_lose(const char *name)
 
 unsigned int saas_fake_snapshot_calls(void)
 {
-	unsigned int n;
-
-	pthread_mutex_lock(&mu);
-	n = snapshot_calls;
-	pthread_mutex_unlock(&mu);
-	return n;
+	return counter(&snapshot_calls);
 }
 
 unsigned int saas_fake_restore_calls(void)
 {
-	unsigned int n;
-
-	pthread_mutex_lock(&mu);
-	n = restore_calls;
-	pthread_mutex_unlock(&mu);
-	return n;
+	return counter(&restore_calls);
 }
 
 static int fake_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
@@ -1748,6 +1804,11 @@ static int fake_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	(void)ctx;
 	pthread_mutex_lock(&mu);
 	restore_calls++;
+	restore_gate_locked();
+	if (fail_restore_nth && --fail_restore_nth == 0) {
+		rc = saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this restore fails as the test asked");
+		goto out;
+	}
 	if (!find_snap(snap)) {
 		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no snapshot '%s'", snap);
 		goto out;
@@ -1772,6 +1833,7 @@ static int fake_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 		drop_files(spec->name);
 	}
 out:
+	restores_now--;
 	pthread_mutex_unlock(&mu);
 	return rc;
 }

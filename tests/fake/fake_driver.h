@@ -103,6 +103,15 @@ void saas_fake_on_create(saas_fake_create_fn fn, void *userdata);
  */
 void saas_fake_fail_snapshots(unsigned int n);
 void saas_fake_fail_restores(unsigned int n);
+/* Make the k-th vm_restore call from now fail as above (0: none), whichever thread makes it. */
+void saas_fake_fail_restore_nth(unsigned int k);
+/*
+ * Hold every vm_restore, in whatever thread, until n are under way at once
+ * or it waited wait_ms (n 0: no hold, as after a reset); and count again the
+ * most under way at once, which saas_fake_restores_peak says.
+ */
+void saas_fake_restore_gate(unsigned int n, int wait_ms);
+unsigned int saas_fake_restores_peak(void);
 unsigned int saas_fake_snapshot_count(void);
 int saas_fake_snapshot_exists(const char *name);
 /* Add a snapshot nobody made (what a crashed engine might leave), or lose one (a disk lost it). */

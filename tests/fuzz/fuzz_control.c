@@ -60,10 +60,11 @@ static int on_line(const char *line, size_t len, bool overlong, void *ud)
 		why = NULL;
 		if (aas_files_parse(line, len, &q, &why) == 0) {
 			if (overlong || strlen(q.nonce) != CONTROL_NONCE_LEN || q.kind < AAS_REQ_FILES ||
-			    q.kind > AAS_REQ_EXEC || q.mode > 07777 || q.max < 0 || q.max > 999999999999999999LL ||
+			    q.kind > AAS_REQ_CONNECT || q.mode > 07777 || q.max < 0 || q.max > 999999999999999999LL ||
 			    ((q.kind == AAS_REQ_PUT || q.kind == AAS_REQ_GET) &&
 			     (q.path_len < 1 || q.path_len > CONTROL_FILES_PATH_MAX)) ||
-			    (q.kind == AAS_REQ_EXEC && q.path_len > CONTROL_EXEC_SCRIPT_MAX))
+			    (q.kind == AAS_REQ_EXEC && q.path_len > CONTROL_EXEC_SCRIPT_MAX) ||
+			    q.port > 65535 || (q.kind != AAS_REQ_CONNECT && q.port != 0))
 				abort();
 		} else if (!why) {
 			abort();

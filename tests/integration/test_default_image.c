@@ -370,11 +370,15 @@ static void expect_code_warm(const char *id)
 
 /*
  * A clone's first port connections go over its control port while it has no
- * SSH session (the driver relays them: no login before a clone's first run):
- * a run comes back whole that way, and a connection the engine closes before
- * the run's end interrupts the run (the guest side of the relay is closed
- * with it), whose context then runs the next: the variable set after the
- * sleep is not set. The run would sleep 300 s were it not interrupted.
+ * SSH session (the guest's helper opens them itself: no login, no shell
+ * before a clone's first run). A port nothing listens on is an error at
+ * once; a connection the engine closes before the run's end interrupts the
+ * run (the helper closes its socket to the code server with it), whose
+ * context then runs the next: the variable set after the sleep is not set.
+ * The run would sleep 300 s were it not interrupted. That run is the clone's
+ * first connection, so it went over the port (the log says so); after it the
+ * session comes up, and the runs after it come back whole whichever way
+ * they go.
  */
 static void expect_code_relayed(const char *id)
 {
@@ -382,15 +386,19 @@ static void expect_code_relayed(const char *id)
 	                          "time.sleep(300)\\nx_cut = 1\"}";
 	char line[256], head[256], buf[4096], *out, *url = NULL;
 	size_t got = 0;
-	int fd = -1;
+	int fd = -1, rc;
 
 	check(saas_port_expose(&url, client, id, 49999, 0), "expose the code server's port");
 	saas_free(url);
-	expect_one_plus_one(id, "over the control port");
-	snprintf(line, sizeof(line), "VM %s: its port connections go over the control port", id);
-	assert_true(logged(line, "until its SSH session is up"));
+	check(saas_port_expose(&url, client, id, 49998, 0), "expose a port nothing listens on");
+	saas_free(url);
+	rc = saas_port_connect(&fd, client, id, 49998);
+	if (rc != SAAS_EBACKEND || !strstr(saas_error_last()->message, "nothing listens on port 49998 in the sandbox"))
+		fail_msg("a port nothing listens on: %s (%s)", saas_strerror(rc), saas_error_last()->message);
 	/* A run cut off: closed once it printed, so it runs in the kernel. */
 	check(saas_port_connect(&fd, client, id, 49999), "port connect to the code server");
+	snprintf(line, sizeof(line), "VM %s: its port connections go over the control port", id);
+	assert_true(logged(line, "until its SSH session is up"));
 	snprintf(head, sizeof(head), "POST /execute HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
 	         "Content-Length: %zu\r\n\r\n%s", strlen(cut), cut);
 	assert_int_equal(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
@@ -412,6 +420,7 @@ static void expect_code_relayed(const char *id)
 	if (!strstr(out, "{\"type\": \"result\", \"text\": \"0\", \"is_main_result\": true}"))
 		fail_msg("after a run cut off over the control port: %.500s", out);
 	free(out);
+	expect_one_plus_one(id, "after a run cut off");
 }
 
 /*

@@ -549,6 +549,67 @@ static void test_parity(void **state)
 		}
 }
 
+/*
+ * Port mode: a fresh clone's port connections go over its control port,
+ * opened by the guest's helper itself (no shell: the tiny image's /bin/sh is
+ * no bash, which once made its clones log in for them). A port nothing
+ * listens on is an error at once, with no SSH session made for it; the
+ * connection is the sandbox user's in the guest's socket table; while it
+ * holds the port (one connection relayed at once per VM), a second one at
+ * once goes over the SSH session it makes, and works; and a request
+ * half-closed after it was sent still gets its whole answer (a half-close
+ * passes as one, as over SSH).
+ */
+static void test_port_relay(void **state)
+{
+	static const char get[] = "GET / HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	char line[256], buf[4096], *url = NULL, *out;
+	saas_execution *x;
+	size_t got = 0;
+	ssize_t n;
+	int fd = -1, rc;
+
+	(void)state;
+	for (unsigned int port = 8080; port <= 8081; port++) {
+		check(saas_port_expose(&url, client, sb->id, port, 0), "expose a port");
+		saas_free(url);
+	}
+	rc = saas_port_connect(&fd, client, sb->id, 8081);
+	if (rc != SAAS_EBACKEND || !strstr(saas_error_last()->message, "nothing listens on port 8081 in the sandbox"))
+		fail_msg("a port nothing listens on: %s (%s)", saas_strerror(rc), saas_error_last()->message);
+	expect_over_ssh(false);
+	x = run_timeout("mkdir -p /tmp/www && echo relayed > /tmp/www/index.html && httpd -p 8080 -h /tmp/www && "
+	                "echo serving", 60);
+	assert_int_equal(x->exit_code, 0);
+	saas_execution_free(x);
+	check(saas_port_connect(&fd, client, sb->id, 8080), "port connect over the control port");
+	snprintf(line, sizeof(line), "VM %s: its port connections go over the control port", sb->id);
+	assert_true(logged(line, "until its SSH session is up"));
+	/* A second connection at once: over SSH, the port being held by the first. */
+	{
+		char *page = http_get(8080, "/");
+		if (!strstr(page, " 200 ") || !strstr(page, "relayed"))
+			fail_msg("a second connection at once: %.200s", page);
+		free(page);
+	}
+	/* The first one's socket in the guest: the sandbox user's (uid in /proc/net/tcp), established to 8080. */
+	out = run_ok("awk '$3 ~ /:1F90$/ && $4 == \"01\" { print $8 }' /proc/net/tcp");
+	assert_string_equal(out, "1000\n");
+	free(out);
+	assert_int_equal(send(fd, get, strlen(get), MSG_NOSIGNAL), (ssize_t)strlen(get));
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 60000) <= 0 || (n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) <= 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	close(fd);
+	if (!strstr(buf, " 200 ") || !strstr(buf, "relayed"))
+		fail_msg("a request half-closed over the control port: %.200s", buf);
+}
+
 #define EXEC_TESTS                                                                       \
 	cmocka_unit_test_setup_teardown(test_round_trip, test_setup, test_teardown),         \
 	cmocka_unit_test_setup_teardown(test_background_lives, test_setup, test_teardown),   \
@@ -560,7 +621,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest over_ssh[] = { EXEC_TESTS };
 	/* test_parity is the port's alone: over SSH it would compare SSH with itself. */
 	const struct CMUnitTest over_port[] = { EXEC_TESTS,
-		                                cmocka_unit_test_setup_teardown(test_parity, test_setup, test_teardown) };
+		                                cmocka_unit_test_setup_teardown(test_parity, test_setup, test_teardown),
+		                                cmocka_unit_test_setup_teardown(test_port_relay, test_setup, test_teardown) };
 
 	port_mode = argc > 1 && strcmp(argv[1], "port") == 0;
 	return port_mode ? cmocka_run_group_tests(over_port, group_setup, group_teardown)

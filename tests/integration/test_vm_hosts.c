@@ -15,8 +15,21 @@
  * libvirtd takes over the QEMU that ran on, and the driver reconnects by
  * itself: the VM is listed and used again (and A opens its egress channel,
  * cut with the host's libvirtd, again), then destroyed through B, after
- * which A lists nothing. What a remote host does not give is refused with a
- * reason (snapshots).
+ * which A lists nothing.
+ *
+ * Snapshots on a host (docs/vm-hosts.md, "Fork and pause on a host"), of
+ * A's VM on host 1, which a process counting in memory and a file outlive:
+ * paused, its state is volumes of host 1's pool and the VM is gone; host 1
+ * dies while it is paused, and its resume fails saying so (the snapshot is
+ * not taken for gone); revived, the resume brings back the same machine
+ * (its boot id, the process, the file), and the snapshot's delete leaves
+ * nothing of it in the pool's directory. Forked, the VM runs on, and two
+ * children (one through B, another server of the cluster) run on host 1,
+ * each its own machine with the parent's file and process; the snapshot
+ * is deleted under them and they run on; destroyed, nothing of theirs is
+ * left. A fork and a pause while host 1 is dead fail, naming the host, and
+ * its VM runs on once the host is back; a snapshot's delete fails too, and
+ * the driver deletes it by itself once the host answers.
  *
  * Egress on a host, through the servers (docs/vm-hosts.md, "Egress on a
  * host"): C's VM on host 2, made isolated, its egress channel C's, and
@@ -100,6 +113,8 @@ extern const saas_driver saas__driver_libvirt;
 
 #define VM1 "sbx-hosts-one"
 #define VM2 "sbx-hosts-two"
+#define KID1 "sbx-hosts-kid1"
+#define KID2 "sbx-hosts-kid2"
 #define OWNER "test-cluster"
 /* A call on a dead host fails in seconds (the keepalive's); past this it hung. */
 #define WATCHDOG_S 60
@@ -109,8 +124,8 @@ static const char *script;
 static char state_dir[2048], top[2200], addr[3][32];
 static void *ctx_a, *ctx_b, *ctx_c, *ctx_d, *ctx_e, *ctx_f;
 static char images_dir[2048], key_path[2400];
-static const char *made[8]; /* VMs to destroy at teardown, with the context that reaches them */
-static void *made_ctx[8];
+static const char *made[10]; /* VMs to destroy at teardown, with the context that reaches them */
+static void *made_ctx[10];
 static saas_vm_spec shape;
 static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 
@@ -460,14 +475,18 @@ static void test_local_socket(void **state)
 	virConnectClose(embedded);
 }
 
-/* What a remote host does not give is refused, saying why. */
+/* No VM, no snapshot: said as not found on the host, never taken for another's. */
 static void test_refused(void **state)
 {
+	saas_vm_spec spec = shape;
 	int64_t bytes;
 
 	(void)state;
-	assert_int_equal(drv->vm_snapshot(ctx_a, "sbx-hosts-none", "s1", 1, &bytes), SAAS_ENOTSUP);
-	assert_non_null(strstr(saas_error_last()->message, "remote"));
+	assert_int_equal(drv->vm_snapshot(ctx_a, "sbx-hosts-none", "s1", 1, &bytes), SAAS_ENOTFOUND);
+	spec.name = "sbx-hosts-none";
+	assert_int_equal(drv->vm_restore(ctx_a, &spec, "s1"), SAAS_ENOTFOUND);
+	assert_non_null(strstr(saas_error_last()->message, "no snapshot s1"));
+	check(drv->snapshot_delete(ctx_a, "s1"), "snapshot_delete of none");
 }
 
 /* A VM made through A is B's too: exec, files and a port through B, listed by both, counted by host_info. */
@@ -753,6 +772,138 @@ static void test_shared_connection(void **state)
 	drv->close(hm.ctx);
 }
 
+/* ---- snapshots on a host ------------------------------------------------------------------ */
+
+/* How many volumes of host's pool start with prefix, once the pool is read again (a file there is a volume). */
+static int host_volumes(int host, const char *prefix)
+{
+	char cmd[512], line[256];
+	FILE *p;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd),
+	         "virsh -q -c qemu+tcp://%s/system pool-refresh aas >/dev/null && "
+	         "virsh -q -c qemu+tcp://%s/system vol-list aas | awk '{print $1}'", addr[host], addr[host]);
+	if (!(p = popen(cmd, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		n += strncmp(line, prefix, strlen(prefix)) == 0;
+	assert_int_equal(pclose(p), 0);
+	return n;
+}
+
+/* Is domain name running on host (the host's own word)? */
+static bool host_runs(int host, const char *name)
+{
+	return sh("virsh -q -c qemu+tcp://%s/system domstate '%s' 2>/dev/null | grep -qx running", addr[host], name) == 0;
+}
+
+/* The counter vm's process writes (a number ten times a second), read twice a second apart: it counts on. */
+static void counts_on(void *ctx, const char *vm, const char *pid)
+{
+	char cmd[128];
+	long a, b;
+
+	snprintf(cmd, sizeof(cmd), "kill -0 %s && echo alive", pid);
+	assert_string_equal(run(ctx, vm, cmd), "alive");
+	a = atol(run(ctx, vm, "cat /tmp/count"));
+	b = atol(run(ctx, vm, "sleep 1; cat /tmp/count"));
+	printf("VM %s: its counter %ld, then %ld\n", vm, a, b);
+	assert_true(a > 0 && b > a);
+}
+
+static void test_snapshots(void **state)
+{
+	saas_vm_spec spec = shape;
+	struct names ns = { .n = 0 };
+	char pid[32], boot[64];
+	int64_t bytes = 0;
+	int rc;
+
+	(void)state;
+	run(ctx_a, VM1, "echo kept > /workspace/pause.txt");
+	run(ctx_a, VM1, "sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.1; done' "
+	                "</dev/null >/dev/null 2>&1 & echo $! > /tmp/counter.pid");
+	snprintf(pid, sizeof(pid), "%s", run(ctx_a, VM1, "cat /tmp/counter.pid"));
+	snprintf(boot, sizeof(boot), "%s", run(ctx_a, VM1, "cat /proc/sys/kernel/random/boot_id"));
+	counts_on(ctx_a, VM1, pid);
+
+	/* Paused: the VM is gone, its state in host 1's pool, listed by every server of the cluster. */
+	check(drv->vm_snapshot(ctx_a, VM1, "hsnap-pause", 0, &bytes), "vm_snapshot (pause) on host 1");
+	printf("paused on host 1: %lld bytes saved\n", (long long)bytes);
+	assert_true(bytes > 0);
+	assert_int_equal(vm_state(ctx_a, VM1), SAAS_VM_ABSENT);
+	assert_false(host_runs(1, VM1));
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-pause."), 3); /* .state, .json, .ready */
+	check(drv->snapshot_list(ctx_b, add_name, &ns), "snapshot_list B");
+	assert_int_equal(ns.n, 1);
+	assert_string_equal(ns.list[0], "hsnap-pause");
+
+	/* Its host dies while it is paused: the resume fails, naming the host, and the snapshot is not lost. */
+	assert_int_equal(harness("kill", 1), 0);
+	signal(SIGALRM, watchdog);
+	alarm(WATCHDOG_S);
+	spec.name = VM1;
+	rc = drv->vm_restore(ctx_a, &spec, "hsnap-pause");
+	printf("resume on the dead host: %s (%s)\n", saas_strerror(rc), saas_error_last()->message);
+	assert_int_equal(rc, SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, addr[1]));
+	ns.n = 0;
+	assert_int_equal(drv->snapshot_list(ctx_a, add_name, &ns), SAAS_EBACKEND);
+	assert_int_equal(harness("revive", 1), 0);
+	alarm(0);
+
+	/* Back: the same machine, its file and its process, on host 1; the snapshot then leaves nothing. */
+	check(drv->vm_restore(ctx_a, &spec, "hsnap-pause"), "vm_restore (resume) on host 1");
+	assert_true(host_runs(1, VM1));
+	assert_string_equal(run(ctx_a, VM1, "cat /workspace/pause.txt"), "kept");
+	assert_string_equal(run(ctx_a, VM1, "cat /proc/sys/kernel/random/boot_id"), boot);
+	assert_string_equal(run(ctx_a, VM1, "hostname"), VM1);
+	counts_on(ctx_a, VM1, pid);
+	/* B, which knew the VM before its pause, finds it made anew (its SSH forward on another port). */
+	assert_string_equal(run(ctx_b, VM1, "cat /workspace/pause.txt"), "kept");
+	check(drv->snapshot_delete(ctx_a, "hsnap-pause"), "snapshot_delete (pause)");
+	assert_int_equal(host_volumes(1, "aas-snap-"), 0);
+
+	/* Forked: the parent runs on; two children on its host, one through B, each its own machine. */
+	check(drv->vm_snapshot(ctx_a, VM1, "hsnap-fork", 1, &bytes), "vm_snapshot (fork) on host 1");
+	assert_int_equal(vm_state(ctx_a, VM1), SAAS_VM_RUNNING);
+	counts_on(ctx_a, VM1, pid);
+	spec.name = KID1;
+	check(drv->vm_restore(ctx_a, &spec, "hsnap-fork"), "vm_restore (child 1) through A");
+	made[7] = KID1;
+	made_ctx[7] = ctx_a;
+	spec.name = KID2;
+	check(drv->vm_restore(ctx_b, &spec, "hsnap-fork"), "vm_restore (child 2) through B");
+	made[8] = KID2;
+	made_ctx[8] = ctx_b;
+	assert_true(host_runs(1, KID1) && host_runs(1, KID2));
+	assert_string_equal(run(ctx_a, KID1, "hostname"), KID1);
+	assert_string_equal(run(ctx_b, KID2, "hostname"), KID2);
+	run(ctx_a, KID1, "echo one > /workspace/child.txt");
+	run(ctx_b, KID2, "echo two > /workspace/child.txt");
+	assert_string_equal(run(ctx_a, KID1, "cat /workspace/child.txt /workspace/pause.txt"), "one\nkept");
+	assert_string_equal(run(ctx_b, KID2, "cat /workspace/child.txt /workspace/pause.txt"), "two\nkept");
+	assert_string_equal(run(ctx_a, VM1, "test -e /workspace/child.txt || echo none"), "none");
+	counts_on(ctx_a, KID1, pid);
+	counts_on(ctx_b, KID2, pid);
+	/* Deleted under its children (they hold all of it in memory), which run on. */
+	check(drv->snapshot_delete(ctx_a, "hsnap-fork"), "snapshot_delete (fork)");
+	assert_int_equal(host_volumes(1, "aas-snap-"), 0);
+	assert_string_equal(run(ctx_b, KID2, "cat /workspace/child.txt"), "two");
+	check(drv->vm_destroy(ctx_a, KID1), "vm_destroy child 1");
+	made[7] = NULL;
+	check(drv->vm_destroy(ctx_b, KID2), "vm_destroy child 2");
+	made[8] = NULL;
+	assert_false(host_runs(1, KID1) || host_runs(1, KID2));
+	assert_int_equal(host_volumes(1, "aas-snap-"), 0);
+	assert_int_equal(host_volumes(1, "sbx-hosts-kid"), 0);
+	assert_string_equal(run(ctx_b, VM1, "cat /workspace/shared.txt"), "written through B, read through A");
+	/* One more, left for test_dead_host to delete while host 1 is dead. */
+	check(drv->vm_snapshot(ctx_a, VM1, "hsnap-left", 1, &bytes), "vm_snapshot (fork, left) on host 1");
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-left."), 3);
+}
+
 static void test_dead_host(void **state)
 {
 	saas_driver_host h;
@@ -778,6 +929,21 @@ static void test_dead_host(void **state)
 	alarm(WATCHDOG_S);
 	/* Not known is not absent: a dead host's VM is never reported gone. */
 	assert_true(drv->vm_state(ctx_a, VM1, &s) < 0);
+	/* A fork and a pause fail naming the host; the VM is as it was (below, once the host is back). */
+	for (int keep = 1; keep >= 0; keep--) {
+		int64_t bytes = 0;
+		alarm(WATCHDOG_S);
+		rc = drv->vm_snapshot(ctx_a, VM1, "hsnap-dead", keep, &bytes);
+		printf("%s on the dead host: %s (%s)\n", keep ? "fork" : "pause", saas_strerror(rc),
+		       saas_error_last()->message);
+		assert_int_equal(rc, SAAS_EBACKEND);
+		assert_non_null(strstr(saas_error_last()->message, addr[1]));
+	}
+	/* A snapshot's delete fails too, and is done by the driver once the host answers (below). */
+	alarm(WATCHDOG_S);
+	rc = drv->snapshot_delete(ctx_a, "hsnap-left");
+	printf("snapshot delete on the dead host: %s (%s)\n", saas_strerror(rc), saas_error_last()->message);
+	assert_int_equal(rc, SAAS_EBACKEND);
 	alarm(0);
 	/* Host 2 is not host 1. */
 	check(drv->host_info(ctx_c, &h), "host_info C while host 1 is dead");
@@ -791,6 +957,11 @@ static void test_dead_host(void **state)
 	assert_true(listed(ctx_a, VM1));
 	assert_int_equal(vm_state(ctx_b, VM1), SAAS_VM_RUNNING);
 	assert_string_equal(run(ctx_b, VM1, "cat /workspace/shared.txt"), "written through B, read through A");
+	/* Nothing of the fork and pause that failed; the snapshot deleted meanwhile goes now (retried every 15 s). */
+	for (int i = 0; i < 600 && host_volumes(1, "aas-snap-") != 0; i++)
+		usleep(100000);
+	assert_int_equal(host_volumes(1, "aas-snap-"), 0);
+	assert_true(logged("snapshot hsnap-left on VM host", "deleted, now that the host answers"));
 	/* Its egress channel, cut with the host's libvirtd, is opened again by A (backoff: a minute at most). */
 	for (int i = 0; i < 900 && !logged("VM " VM1 ": its egress channel is open again", NULL); i++)
 		usleep(100000);
@@ -1211,8 +1382,8 @@ static void test_spares(void **state)
 
 	spec.name = name;
 	check(drv->vm_create(ctx_d, &spec), "vm_create from a spare");
-	made[7] = name;
-	made_ctx[7] = ctx_d;
+	made[9] = name;
+	made_ctx[9] = ctx_d;
 	snprintf(line, sizeof(line), "VM %s up in", name);
 	assert_true(logged(line, "started ahead"));
 	assert_false(host2_marked(name));
@@ -1226,7 +1397,7 @@ static void test_spares(void **state)
 		assert_true(guest_reaches(ctx_d, name, VMTEST_NET_WILD, vmtest_world_port()));
 	}
 	check(drv->vm_destroy(ctx_e, name), "vm_destroy a spare's clone");
-	made[7] = NULL;
+	made[9] = NULL;
 	assert_int_equal(vm_state(ctx_d, name), SAAS_VM_ABSENT);
 }
 
@@ -1327,6 +1498,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ssh),
 		cmocka_unit_test(test_shared),
 		cmocka_unit_test(test_egress),
+		cmocka_unit_test(test_snapshots),
 		cmocka_unit_test(test_dead_host),
 		cmocka_unit_test(test_destroy),
 		cmocka_unit_test(test_shared_connection),

@@ -706,6 +706,42 @@ static void fake_probe(int fd, const char *format)
 	fake_say(fd, out, strlen(out));
 }
 
+/* A helper that predates `verb`: its files probe answered, then the verb's line refused as no request. */
+static void fake_predates(int fd, const char *verb)
+{
+	char line[128];
+
+	fake_probe(fd, "files %16s");
+	assert_true(fake_line(fd, line, sizeof(line)));
+	assert_int_equal(strncmp(line, verb, strlen(verb)), 0);
+	assert_int_equal(line[strlen(verb)], ' ');
+	fake_say(fd, "error - not a request\n", 22);
+	assert_false(fake_line(fd, line, sizeof(line)));
+}
+
+/* The scripted guest's socket in a directory of its own (from template), served by main in a thread. */
+static void fake_start(struct fake_guest *g, struct sockaddr_un *sa, const char *template, void *(*main)(void *))
+{
+	snprintf(g->dir, sizeof(g->dir), "%s", template);
+	assert_non_null(mkdtemp(g->dir));
+	sa->sun_family = AF_UNIX;
+	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/" CONTROL_SOCKET, g->dir);
+	assert_true((g->lfd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0);
+	assert_int_equal(bind(g->lfd, (struct sockaddr *)sa, sizeof(*sa)), 0);
+	assert_int_equal(listen(g->lfd, 4), 0);
+	assert_int_equal(pthread_create(&g->tid, NULL, main, g), 0);
+}
+
+/* Its script played to the end, and its socket and directory gone. */
+static void fake_stop(struct fake_guest *g, const struct sockaddr_un *sa)
+{
+	assert_int_equal(pthread_join(g->tid, NULL), 0);
+	assert_int_equal(g->ok, 1);
+	close(g->lfd);
+	unlink(sa->sun_path);
+	rmdir(g->dir);
+}
+
 /* Serve a get of `content` for the request line in `line` (its path read and checked), with `digest` to claim. */
 static void fake_get(int fd, const char *line, const char *content, const char *digest)
 {
@@ -877,13 +913,7 @@ static void test_files_engine(void **state)
 	int64_t size = 0;
 
 	(void)state;
-	snprintf(g.dir, sizeof(g.dir), "/tmp/aas-test-files-XXXXXX");
-	assert_non_null(mkdtemp(g.dir));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" CONTROL_SOCKET, g.dir);
-	assert_true((g.lfd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0);
-	assert_int_equal(bind(g.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(g.lfd, 4), 0);
-	assert_int_equal(pthread_create(&g.tid, NULL, fake_main, &g), 0);
+	fake_start(&g, &sa, "/tmp/aas-test-files-XXXXXX", fake_main);
 
 	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/a", 0, sink_write, &k, &size, NULL), SAAS_OK);
 	assert_int_equal(serves, 1);
@@ -914,11 +944,7 @@ static void test_files_engine(void **state)
 	assert_int_equal(saas__ctl_files_read(&ctl, SAAS__CTL_DIR(g.dir), &serves, "/w/e", 0, sink_write, &k, &size, NULL), SAAS_ENOTSUP);
 	assert_int_equal(serves, -1);
 	assert_null(ctl);
-	assert_int_equal(pthread_join(g.tid, NULL), 0);
-	assert_int_equal(g.ok, 1);
-	close(g.lfd);
-	unlink(sa.sun_path);
-	rmdir(g.dir);
+	fake_stop(&g, &sa);
 }
 
 /* ---- commands over the port ---- */
@@ -1097,11 +1123,7 @@ static void *fake_exec_main(void *arg)
 			assert_false(fake_line(fd, line, sizeof(line)));
 		} else {
 			/* A helper that predates commands: never sent a script. */
-			fake_probe(fd, "files %16s");
-			assert_true(fake_line(fd, line, sizeof(line)));
-			assert_int_equal(strncmp(line, "exec ", 5), 0);
-			fake_say(fd, "error - not a request\n", 22);
-			assert_false(fake_line(fd, line, sizeof(line)));
+			fake_predates(fd, "exec");
 		}
 		close(fd);
 		if (step == 2) {
@@ -1182,13 +1204,7 @@ static void test_exec_engine(void **state)
 	int serves = 0, execs = 0, code = 0, cancel = 0;
 
 	(void)state;
-	snprintf(g.dir, sizeof(g.dir), "/tmp/aas-test-exec-XXXXXX");
-	assert_non_null(mkdtemp(g.dir));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" CONTROL_SOCKET, g.dir);
-	assert_true((g.lfd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0);
-	assert_int_equal(bind(g.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(g.lfd, 4), 0);
-	assert_int_equal(pthread_create(&g.tid, NULL, fake_exec_main, &g), 0);
+	fake_start(&g, &sa, "/tmp/aas-test-exec-XXXXXX", fake_exec_main);
 	assert_non_null(in = malloc(BIG_STDIN));
 	for (size_t i = 0; i < BIG_STDIN; i++)
 		in[i] = (unsigned char)(i % 251);
@@ -1285,12 +1301,179 @@ static void test_exec_engine(void **state)
 	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_ENOTSUP);
 	assert_null(ctl);
 
-	assert_int_equal(pthread_join(g.tid, NULL), 0);
-	assert_int_equal(g.ok, 1);
+	fake_stop(&g, &sa);
 	free(in);
-	close(g.lfd);
-	unlink(sa.sun_path);
-	rmdir(g.dir);
+}
+
+/* ---- port connections over the port ---- */
+
+/* The connect lines the engine writes (control_conn.c's), as the guest reads them, and their bounds. */
+static void test_conn_request(void **state)
+{
+	struct aas_file_req q;
+	const char *why = NULL;
+
+	(void)state;
+	assert_int_equal(aas_request_kind("connect " NONCE " 0", 26), AAS_REQ_CONNECT);
+	assert_int_equal(aas_request_kind("connects", 8), -1);
+	/* The probe: port 0. */
+	assert_int_equal(files_parse("connect " NONCE " 0", &q, &why), 0);
+	assert_int_equal(q.kind, AAS_REQ_CONNECT);
+	assert_int_equal(q.port, 0);
+	assert_string_equal(q.nonce, NONCE);
+	assert_int_equal(files_parse("connect " NONCE " 49999", &q, &why), 0);
+	assert_int_equal(q.port, 49999);
+	assert_int_equal(files_parse("connect " NONCE " 65535", &q, &why), 0);
+	assert_int_equal(q.port, 65535);
+	/* One past the bound, malformed, an address (there is none to give), missing, trailing. */
+	assert_int_equal(files_parse("connect " NONCE " 65536", &q, &why), -1);
+	assert_string_equal(why, "bad port");
+	assert_string_equal(q.nonce, NONCE);
+	assert_int_equal(files_parse("connect " NONCE " 100000", &q, &why), -1);
+	assert_int_equal(files_parse("connect " NONCE " 080", &q, &why), -1);
+	assert_int_equal(files_parse("connect " NONCE " -1", &q, &why), -1);
+	assert_int_equal(files_parse("connect " NONCE " 10.0.2.2:80", &q, &why), -1);
+	assert_string_equal(why, "bad port");
+	assert_int_equal(files_parse("connect " NONCE, &q, &why), -1);
+	assert_int_equal(files_parse("connect " NONCE " 80 10.0.2.2", &q, &why), -1);
+	assert_string_equal(why, "trailing words");
+	assert_int_equal(files_parse("connect 0123 80", &q, &why), -1);
+	assert_string_equal(why, "bad nonce");
+}
+
+/* A connect line: its nonce out, its port returned. */
+static unsigned int fake_connect_line(int fd, char nonce[17])
+{
+	char line[128];
+	unsigned int port;
+
+	assert_true(fake_line(fd, line, sizeof(line)));
+	assert_int_equal(sscanf(line, "connect %16s %u", nonce, &port), 2);
+	return port;
+}
+
+static void *fake_conn_main(void *arg)
+{
+	struct fake_guest *g = arg;
+	static unsigned char buf[CONTROL_EXEC_FRAME_MAX];
+	char nonce[17], out[160];
+	size_t len;
+	int fd;
+
+	while ((fd = accept(g->lfd, NULL, NULL)) >= 0) {
+		int step = g->step++;
+		if (step == 0) {
+			fake_probe(fd, "files %16s");
+			fake_probe(fd, "connect %16s 0");
+			/* Nothing listens there. */
+			assert_int_equal(fake_connect_line(fd, nonce), 8080);
+			snprintf(out, sizeof(out), "error %s 111 connecting to port 8080: Connection refused\n", nonce);
+			fake_say(fd, out, strlen(out));
+			/* A request, its half-close, the answer and the port's end. */
+			assert_int_equal(fake_connect_line(fd, nonce), 8080);
+			snprintf(out, sizeof(out), "ready %s\n", nonce);
+			fake_say(fd, out, strlen(out));
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_IN);
+			assert_int_equal(len, 4);
+			assert_memory_equal(buf, "GET\n", 4);
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_EOF);
+			fake_xword(fd, CTL_X_TOOK, 4);
+			fake_xframe(fd, CTL_X_OUT, "hello", 5);
+			fake_xframe(fd, CTL_X_OUT, " world", 6);
+			fake_xword(fd, CTL_X_EXIT, 0);
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_END);
+			fake_xframe(fd, CTL_X_DONE, NULL, 0);
+			/* The caller's close: END at once, whatever the port still sends. */
+			assert_int_equal(fake_connect_line(fd, nonce), 49999);
+			snprintf(out, sizeof(out), "ready %s\n", nonce);
+			fake_say(fd, out, strlen(out));
+			assert_int_equal(fake_xread(fd, buf, sizeof(buf), &len), CTL_X_END);
+			fake_xframe(fd, CTL_X_OUT, "late", 4);
+			fake_xframe(fd, CTL_X_DONE, NULL, 0);
+			/* A guest that lies: more than a frame. The engine hangs up. */
+			assert_int_equal(fake_connect_line(fd, nonce), 49999);
+			snprintf(out, sizeof(out), "ready %s\n", nonce);
+			fake_say(fd, out, strlen(out));
+			fake_xframe(fd, CTL_X_OUT, NULL, CONTROL_EXEC_FRAME_MAX + 1);
+			while (read(fd, buf, sizeof(buf)) > 0)
+				;
+		} else {
+			/* A helper that predates connections: asked once, never sent a port. */
+			fake_predates(fd, "connect");
+		}
+		close(fd);
+		if (step == 1) {
+			g->ok = 1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The engine's end of port connections against a scripted guest: a refused
+ * port (SSH's words for it), a connection whose caller half-closes (EOF, then
+ * the answer and the port's end reach the caller, and EOF), one whose caller
+ * closes (END at once), a lying guest (the connection dropped), and a helper
+ * that predates connections (SSH's turn, remembered). What a real guest does
+ * is vm.exec.port's and vm.default_image's.
+ */
+static void test_conn_engine(void **state)
+{
+	struct fake_guest g = { .lfd = -1 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct saas__ctl *ctl = NULL;
+	int serves = 0, conns = 0, cancel = 0, sp[2];
+	char got[64];
+	ssize_t n;
+
+	(void)state;
+	fake_start(&g, &sa, "/tmp/aas-test-conn-XXXXXX", fake_conn_main);
+
+	assert_int_equal(saas__ctl_conn_open(&ctl, SAAS__CTL_DIR(g.dir), &serves, &conns, 0, &cancel), SAAS_EINVAL);
+	assert_int_equal(saas__ctl_conn_open(&ctl, SAAS__CTL_DIR(g.dir), &serves, &conns, 8080, &cancel), SAAS_EBACKEND);
+	assert_string_equal(saas_error_last()->message, "nothing listens on port 8080 in the sandbox");
+	assert_int_equal(conns, 1);
+	assert_non_null(ctl); /* refused before anything flowed: the port takes the next request */
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	assert_int_equal(send(sp[0], "GET\n", 4, 0), 4);
+	assert_int_equal(shutdown(sp[0], SHUT_WR), 0);
+	assert_int_equal(saas__ctl_conn_open(&ctl, SAAS__CTL_DIR(g.dir), &serves, &conns, 8080, &cancel), SAAS_OK);
+	assert_int_equal(saas__ctl_conn_pump(&ctl, sp[1], &cancel), SAAS_OK);
+	assert_non_null(ctl);
+	close(sp[1]);
+	for (size_t off = 0; (n = recv(sp[0], got + off, sizeof(got) - 1 - off, 0)) > 0;)
+		got[off += (size_t)n] = '\0';
+	assert_int_equal(n, 0);
+	assert_string_equal(got, "hello world");
+	close(sp[0]);
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	assert_int_equal(saas__ctl_conn_open(&ctl, SAAS__CTL_DIR(g.dir), &serves, &conns, 49999, &cancel), SAAS_OK);
+	close(sp[0]);
+	assert_int_equal(saas__ctl_conn_pump(&ctl, sp[1], &cancel), SAAS_OK);
+	assert_non_null(ctl);
+	close(sp[1]);
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	assert_int_equal(saas__ctl_conn_open(&ctl, SAAS__CTL_DIR(g.dir), &serves, &conns, 49999, &cancel), SAAS_OK);
+	assert_int_equal(saas__ctl_conn_pump(&ctl, sp[1], &cancel), SAAS_EIO);
+	assert_non_null(strstr(saas_error_last()->message, "an output frame out of bounds"));
+	assert_null(ctl);
+	close(sp[0]);
+	close(sp[1]);
+
+	serves = conns = 0;
+	assert_int_equal(saas__ctl_conn_open(&ctl, SAAS__CTL_DIR(g.dir), &serves, &conns, 8080, &cancel), SAAS_ENOTSUP);
+	assert_int_equal(conns, -1);
+	assert_non_null(strstr(saas_error_last()->message, "predates port connections"));
+	saas__ctl_close(ctl);
+	ctl = NULL;
+	assert_int_equal(saas__ctl_conn_open(&ctl, SAAS__CTL_DIR(g.dir), &serves, &conns, 8080, &cancel), SAAS_ENOTSUP);
+	assert_null(ctl);
+
+	fake_stop(&g, &sa);
 }
 
 /*
@@ -1481,6 +1664,8 @@ int main(void)
 		cmocka_unit_test(test_files_engine),
 		cmocka_unit_test(test_exec_request),
 		cmocka_unit_test(test_exec_engine),
+		cmocka_unit_test(test_conn_request),
+		cmocka_unit_test(test_conn_engine),
 		cmocka_unit_test(test_guest_bounds),
 		cmocka_unit_test(test_config),
 	};

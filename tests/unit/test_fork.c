@@ -477,6 +477,153 @@ static void test_fork_limits(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* ---- a fork's children made side by side (SAAS_FORK_AT_ONCE) ---- */
+
+/* Reopen with room for a fork of SAAS_FORK_MAX beside its parent. */
+static void reopen_roomy(struct saas_test_fixture *f)
+{
+	saas_test_fixture_close(f);
+	f->opts.max_sandboxes = SAAS_FORK_MAX + 2;
+	saas_test_fixture_open(f);
+}
+
+/*
+ * After a fork that failed: no VM but the parent's, no snapshot, no child
+ * live, and every child begun (each restore called) recorded as failed and
+ * billed nothing, though the clock ran on. Returns how many were recorded.
+ */
+static size_t expect_fork_undone(struct saas_test_fixture *f, const char *parent, unsigned int vms_before)
+{
+	saas_sandbox_list *all = NULL;
+	size_t children = 0;
+
+	assert_int_equal(saas_fake_vm_count(), vms_before);
+	assert_int_equal(saas_fake_snapshot_count(), 0);
+	assert_int_equal(saas_sandbox_list_get(&all, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+	assert_int_equal(all->count, 1);
+	assert_string_equal(all->items[0]->id, parent);
+	saas_sandbox_list_free(all);
+	saas_test_advance(60 * 1000);
+	all = NULL;
+	assert_int_equal(saas_sandbox_list_get(&all, f->a, NULL, 100, SAAS_LIST_DESTROYED), SAAS_OK);
+	for (size_t i = 0; i < all->count; i++) {
+		saas_sandbox *k = all->items[i];
+		if (!k->parent_id || strcmp(k->parent_id, parent) != 0)
+			continue;
+		children++;
+		assert_int_equal(k->end_reason, SAAS_END_FAILED);
+		assert_int_equal(k->cost_usd_micro, 0);
+	}
+	saas_sandbox_list_free(all);
+	assert_int_equal(children, saas_fake_restore_calls());
+	assert_int_equal(status_of(f->a, parent), SAAS_SANDBOX_READY);
+	return children;
+}
+
+static void test_fork_side_by_side(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600);
+	saas_sandbox_list *kids = NULL;
+
+	write_file(f->a, sb->id, "/workspace/state.txt", "prepared");
+	/* Each restore waits until all three are under way: made one after another, they never would be. */
+	saas_fake_restore_gate(3, 60 * 1000);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 3, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_fake_restores_peak(), 3);
+	assert_int_equal(kids->count, 3);
+	for (size_t i = 0; i < kids->count; i++) {
+		assert_int_equal(kids->items[i]->status, SAAS_SANDBOX_READY);
+		assert_int_equal(status_of(f->a, kids->items[i]->id), SAAS_SANDBOX_READY);
+		assert_true(saas_fake_vm_exists(kids->items[i]->id));
+		expect_file(f->a, kids->items[i]->id, "/workspace/state.txt", "prepared");
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(kids->items[i]->id, kids->items[j]->id);
+	}
+	assert_int_equal(saas_fake_restore_calls(), 3);
+	assert_int_equal(saas_fake_snapshot_count(), 0);
+	/* Each billed from its own ready, as a create is. */
+	saas_test_advance(60 * 1000);
+	for (size_t i = 0; i < kids->count; i++) {
+		saas_sandbox *k = get(f->a, kids->items[i]->id);
+		assert_int_equal(k->cost_usd_micro, SMALL_RATE * 60 / 3600);
+		saas_sandbox_free(k);
+	}
+	saas_sandbox_list_free(kids);
+	saas_sandbox_free(sb);
+}
+
+static void test_fork_at_once_cap(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb;
+	saas_sandbox_list *kids = NULL;
+
+	reopen_roomy(f);
+	sb = create(f->a, 3600);
+	/*
+	 * Each restore waits for one more than the cap to be under way, or a
+	 * while: within the cap, no turn ever gets there, and each waits its
+	 * while out; past it, the gate would see more.
+	 */
+	saas_fake_restore_gate(SAAS_FORK_AT_ONCE + 1, 1500);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, SAAS_FORK_MAX, NULL, 0), SAAS_OK);
+	assert_int_equal(saas_fake_restores_peak(), SAAS_FORK_AT_ONCE);
+	assert_int_equal(kids->count, SAAS_FORK_MAX);
+	assert_int_equal(saas_fake_restore_calls(), SAAS_FORK_MAX);
+	for (size_t i = 0; i < kids->count; i++)
+		assert_int_equal(status_of(f->a, kids->items[i]->id), SAAS_SANDBOX_READY);
+	assert_int_equal(saas_fake_vm_count(), SAAS_FORK_MAX + 1);
+	saas_sandbox_list_free(kids);
+	saas_sandbox_free(sb);
+}
+
+static void test_fork_fails_half_way(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, 3600);
+	saas_sandbox_list *kids = NULL;
+	unsigned int before = saas_fake_vm_count();
+
+	/* Four children under way together (the parent and four fill max_sandboxes); the third restore fails. */
+	saas_fake_restore_gate(4, 60 * 1000);
+	saas_fake_fail_restore_nth(3);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 4, NULL, 0), SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "fails as the test asked"));
+	assert_null(kids);
+	assert_int_equal(saas_fake_restores_peak(), 4);
+	/* All four were begun: three made and undone, one failed. */
+	assert_int_equal(expect_fork_undone(f, sb->id, before), 4);
+	/* The account's room is back: a fork of four again is made whole. */
+	saas_fake_restore_gate(0, 0);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 4, NULL, 0), SAAS_OK);
+	assert_int_equal(kids->count, 4);
+	saas_sandbox_list_free(kids);
+	saas_sandbox_free(sb);
+}
+
+static void test_fork_fails_second_turn(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb;
+	saas_sandbox_list *kids = NULL;
+	unsigned int before;
+	int64_t balance;
+
+	reopen_roomy(f);
+	sb = create(f->a, 3600);
+	before = saas_fake_vm_count();
+	balance = saas_test_balance(f->a);
+	/* The first restore of the second turn fails: the first turn's children are made by then, and undone. */
+	saas_fake_fail_restore_nth(SAAS_FORK_AT_ONCE + 1);
+	assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, SAAS_FORK_MAX, NULL, 0), SAAS_EBACKEND);
+	assert_null(kids);
+	assert_true(expect_fork_undone(f, sb->id, before) > SAAS_FORK_AT_ONCE);
+	/* Only the parent was billed meanwhile: its minute. */
+	assert_int_equal(balance - saas_test_balance(f->a), SMALL_RATE * 60 / 3600);
+	saas_sandbox_free(sb);
+}
+
 /* ---- what a timeout does (saas_create_options.on_timeout) ---- */
 
 static saas_sandbox *create_pausing(saas_client *c, int64_t timeout_s, const char *const *metadata,
@@ -684,6 +831,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pause_on_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pause_on_timeout_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_copies_values, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_side_by_side, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_at_once_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_fails_half_way, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_fails_second_turn, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

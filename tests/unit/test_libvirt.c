@@ -342,6 +342,43 @@ static void test_tpl_volume_names(void **state)
 	assert_false(saas__lv_tpl_lease_name(lease, 20, "0011223344556677", key));
 }
 
+/* A snapshot's volumes on a host: named by the core's snapshot name only, read back exactly. */
+static void test_snap_volume_names(void **state)
+{
+	char snap[64];
+
+	(void)state;
+	assert_true(saas__lv_snap_volume(SNAP_PREFIX "snap-0123456789abcdefghij.ready", "ready", snap));
+	assert_string_equal(snap, "snap-0123456789abcdefghij");
+	assert_true(saas__lv_snap_volume(SNAP_PREFIX "a.state", "state", snap));
+	assert_string_equal(snap, "a");
+	/* Another suffix, one that only starts alike, no name, a name no snapshot has, a template's, an overlay. */
+	assert_false(saas__lv_snap_volume(SNAP_PREFIX "snap-1.state", "ready", snap));
+	assert_false(saas__lv_snap_volume(SNAP_PREFIX "snap-1.readyx", "ready", snap));
+	assert_false(saas__lv_snap_volume(SNAP_PREFIX ".ready", "ready", snap));
+	assert_false(saas__lv_snap_volume(SNAP_PREFIX "Snap_1.ready", "ready", snap));
+	assert_false(saas__lv_snap_volume(SNAP_PREFIX "a.b.ready", "ready", snap));
+	assert_false(saas__lv_snap_volume(SNAP_PREFIX "0123456789012345678901234567890123456789012345678901234567890123.ready",
+	                                  "ready", snap));
+	assert_false(saas__lv_snap_volume(TPL_PREFIX "0123456789abcdef0123456789abcdef-a1b2c3d4.ready", "ready", snap));
+	assert_false(saas__lv_snap_volume("sbx-abc.qcow2", "qcow2", snap));
+}
+
+/* A RAM block's name in a stream's head, as a remote host's state is read (through libvirt, into memory). */
+static void test_ram_block_in(void **state)
+{
+	static const char aas[] = "QEVM\0\0\0\3\3ram\0\0\0\0\0\0\0\4\7aas-mem\0\0\0\0\40\0\0\0";
+	char block[64];
+
+	(void)state;
+	saas__lv_ram_block_in(aas, sizeof(aas) - 1, block, sizeof(block));
+	assert_string_equal(block, "aas-mem");
+	saas__lv_ram_block_in("QEVM pc.ram aas-mem", 19, block, sizeof(block));
+	assert_string_equal(block, "");
+	saas__lv_ram_block_in(aas, 0, block, sizeof(block));
+	assert_string_equal(block, "");
+}
+
 static void test_uri_remote(void **state)
 {
 	(void)state;
@@ -3364,6 +3401,8 @@ int main(void)
 		cmocka_unit_test(test_uri_remote),
 		cmocka_unit_test(test_save_stream_offset),
 		cmocka_unit_test(test_tpl_volume_names),
+		cmocka_unit_test(test_snap_volume_names),
+		cmocka_unit_test(test_ram_block_in),
 		cmocka_unit_test(test_config_uids),
 		cmocka_unit_test(test_default_images_dir),
 		cmocka_unit_test(test_qemu_conf),

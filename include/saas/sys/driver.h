@@ -342,8 +342,10 @@ typedef struct saas_driver {
 	 * is its hostname, its kernel RNG is reseeded, its clock set to now. The
 	 * spec's shape (vcpus, memory_mb, disk_gb, image) is its source's; network
 	 * is the new VM's own. Returns once commands can run; the snapshot stays
-	 * and may be restored again (a fork restores it N times). On failure
-	 * nothing is left behind. SAAS_ENOTFOUND: no such snapshot.
+	 * and may be restored again (a fork restores it N times, several at once
+	 * from threads of its own, as vm_create is called for concurrent
+	 * creates). On failure nothing is left behind. SAAS_ENOTFOUND: no such
+	 * snapshot.
 	 */
 	int (*vm_restore)(void *ctx, const saas_vm_spec *spec, const char *snap);
 	/**

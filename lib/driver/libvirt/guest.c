@@ -331,102 +331,21 @@ int saas__lv_guest_file_rename(void *ctx, const char *name, const char *from, co
 /*
  * A port connection over the control port, while the VM has no SSH session:
  * a clone's first connection to a guest port (its code server's, above all)
- * needs no login then, which under TCG is most of a second or two. The port
- * runs commands only, so the connection is one: the guest's bash opens
- * 127.0.0.1:PORT (its /dev/tcp) and two cats carry the bytes (the one in the
- * background given the command's stdin as fd 4: bash gives an asynchronous
- * command /dev/null), its stdin and stdout those of the caller's end of a
- * socket pair, which a thread of ours
- * relays (exec_over_port: the port's framing, its window). RELAY_OPEN on
- * stdout says the connection is open (what came before it, a ~/.bashrc's
- * words, is dropped); exit status 111 that it was refused, 112 that
- * the shell is not bash (the connection goes over SSH then). The caller's
- * end closed, or half-closed (a cat cannot half-close a socket), ends it
- * all: the command and what it started are killed, which closes the guest
- * side. The guest side closed ends the command, and the caller reads EOF.
+ * needs no login then, which under TCG is most of a second or two. The
+ * guest's helper opens 127.0.0.1:PORT itself (lib/transport/control_conn.c,
+ * no shell), and a thread of ours carries the bytes between the caller's
+ * end of a socket pair and the port's frames. The connection holds the port
+ * until it ends, as a command does: one connection is relayed at once per
+ * VM, and the next ones, while it lasts, take the SSH session (which their
+ * first makes). A helper that predates connections (an image built before
+ * them) is asked once; its VM's connections go over SSH.
  */
-#define RELAY_OPEN_MS 15000 /* what an SSH login to the same guest is given */
-#define RELAY_REFUSED 111
-#define RELAY_NO_BASH 112
-#define RELAY_OPEN "\036aas-relay-open\036" /* on stdout: the connection is open, its bytes follow */
-#define RELAY_OPEN_PRINTF "\\036aas-relay-open\\036" /* what printf makes it of */
-
 struct relay {
 	struct drv *d;
+	struct vm *v;                    /* its reference, and the port, are the thread's */
 	char name[SAAS_ID_MAX + 1];
-	char cmd[256];
-	int fd;                  /* the relay's end of the socket pair */
-	int said;                /* our end of the pair the outcome goes through, -1 once told */
-	size_t matched;          /* bytes of RELAY_OPEN seen so far on stdout */
-	bool ended;              /* the caller's end closed: the command is killed */
+	int fd;                          /* the relay's end of the socket pair */
 };
-
-/* Tell the caller the outcome once: SAAS_OK (open), SAAS_ENOTSUP (go over SSH), or an error. */
-static void relay_tell(struct relay *r, int rc)
-{
-	if (r->said < 0)
-		return;
-	if (send(r->said, &rc, sizeof(rc), MSG_NOSIGNAL) < 0) {
-		/* the caller gave up (RELAY_OPEN_MS) and closed its end: nobody to tell */
-	}
-	close(r->said);
-	r->said = -1;
-}
-
-static long relay_input(void *ud, void *buf, size_t cap)
-{
-	struct relay *r = ud;
-	ssize_t n;
-
-	if (r->ended)
-		return -1;
-	while ((n = recv(r->fd, buf, cap, MSG_DONTWAIT)) < 0 && errno == EINTR)
-		;
-	if (n > 0)
-		return (long)n;
-	if (n < 0 && errno == EAGAIN)
-		return 0;
-	r->ended = true;
-	return -1;
-}
-
-static int relay_control(void *ud, int *group)
-{
-	struct relay *r = ud;
-
-	*group = 1;
-	return r->ended ? -1 : 0;
-}
-
-static int relay_output(void *ud, int stream, const void *data, size_t len)
-{
-	struct relay *r = ud;
-	const char *p = data;
-
-	if (stream == SAAS_STREAM_STDERR)
-		return 0;
-	/* What the user's ~/.bashrc may print comes first: dropped up to the mark (its one border is its first byte). */
-	while (len && r->matched < strlen(RELAY_OPEN)) {
-		if (*p == RELAY_OPEN[r->matched])
-			r->matched++;
-		else
-			r->matched = *p == RELAY_OPEN[0];
-		p++;
-		len--;
-		if (r->matched == strlen(RELAY_OPEN))
-			relay_tell(r, SAAS_OK);
-	}
-	while (len && !r->ended) {
-		ssize_t w = send(r->fd, p, len, MSG_NOSIGNAL);
-		if (w > 0) {
-			p += w;
-			len -= (size_t)w;
-		} else if (w < 0 && errno != EINTR) {
-			r->ended = true; /* the caller is gone: what comes is dropped, the command killed */
-		}
-	}
-	return 0;
-}
 
 static void relay_done(struct drv *d)
 {
@@ -436,41 +355,31 @@ static void relay_done(struct drv *d)
 	pthread_mutex_unlock(&d->mu);
 }
 
+static void relay_end(struct relay *r)
+{
+	if (saas__ctl_conn_pump(&r->v->ctl, r->fd, &r->d->closing) < 0)
+		saas__lv_log(r->d, SAAS_LOG_INFO, "VM %s: a port connection over the control port ended: %s", r->name,
+		             saas_error_last()->message);
+	saas__error_clear();
+	shutdown(r->fd, SHUT_RDWR);
+	close(r->fd);
+	port_give(r->v);
+	saas__lv_vm_put(r->d, r->v);
+}
+
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
 	struct drv *d = r->d;
-	saas_driver_exec req;
-	int rc, status = -1;
-	bool opened;
 
-	memset(&req, 0, sizeof(req));
-	req.command = r->cmd;
-	req.cwd = "/";
-	req.output = relay_output;
-	req.output_userdata = r;
-	req.cancel = &d->closing;
-	req.input = relay_input;
-	req.control = relay_control;
-	req.control_userdata = r;
-	rc = exec_over_port(d, r->name, &req, &status);
-	opened = r->said < 0; /* it said RELAY_OPEN */
-	if (rc == SAAS_ENOTSUP || (rc == SAAS_OK && status == RELAY_NO_BASH))
-		relay_tell(r, SAAS_ENOTSUP);
-	else if (rc == SAAS_OK && status == RELAY_REFUSED)
-		relay_tell(r, saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest refused the connection"));
-	else
-		relay_tell(r, rc < 0 ? rc : saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status,
-		                                        "the guest's relay ended at once (status %d)", status));
-	shutdown(r->fd, SHUT_RDWR);
-	close(r->fd);
+	relay_end(r);
 	/*
 	 * A sandbox that reached a port once will again: its session comes up
 	 * now, once the connection is over (not beside it: the login would take
-	 * the guest's time from it), and the next connections take it, cheaper
-	 * than a relay's shell and cats each. Those before it is up are relayed.
+	 * the guest's time from it), and the next connections take it, as many
+	 * at once as they like. Those before it is up are relayed.
 	 */
-	if (opened && !closing(d)) {
+	if (!closing(d)) {
 		saas__ssh *ssh = NULL;
 		if (saas__lv_vm_session(d, r->name, &ssh) == SAAS_OK)
 			saas__ssh_close(ssh);
@@ -484,38 +393,49 @@ static void *relay_main(void *arg)
 /* Over the control port: SAAS_OK and *fd, SAAS_ENOTSUP where it goes over SSH, or an error. */
 static int port_over_port(struct drv *d, const char *name, unsigned int port, int *fd)
 {
+	struct saas__lv_way w;
+	struct relay *r = NULL;
 	struct vm *v;
-	struct relay *r;
-	struct pollfd p;
 	pthread_attr_t attr;
 	pthread_t thread;
-	int sp[2], said[2] = { -1, -1 }, rc = SAAS_ENOTSUP, n;
-	bool up;
+	char *dir = NULL;
+	int sp[2] = { -1, -1 }, rc = SAAS_ENOTSUP, conns, files, n;
 
 	if (!d->host->control_port || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
 		return SAAS_ENOTSUP;
-	up = session_up(v) || v->execs < 0;
-	saas__lv_vm_put(d, v);
-	if (up || closing(d))
+	if (closing(d) || session_up(v) || !port_take(v, PORT_EXEC)) {
+		saas__lv_vm_put(d, v);
 		return SAAS_ENOTSUP;
-	if (!(r = calloc(1, sizeof(*r))))
-		return saas__oom();
+	}
+	if (v->conns < 0 || !port_due(v))
+		goto give; /* its helper predates connections, or its channel failed a moment ago */
+	if (!(dir = saas__lv_drv_path(d, "vms", name)) || !(r = calloc(1, sizeof(*r)))) {
+		rc = saas__oom();
+		goto give;
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-		free(r);
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socketpair: %s", strerror(errno));
-	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, said) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socketpair: %s", strerror(errno));
-		goto fail;
+		goto give;
 	}
+	conns = v->conns;
+	files = v->files;
+	rc = saas__ctl_conn_open(&v->ctl, saas__lv_ctl_way(&w, d, name, dir), &v->files, &v->conns, port, &d->closing);
+	port_opened(v, &w);
+	if (d->control_files)
+		port_files_said(d, name, files, v->files);
+	if (conns == 0 && v->conns < 0)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its port connections go over SSH: %s", name,
+		             saas_error_last()->message);
+	if (rc < 0)
+		goto give;
+	/* Said once per VM, as its commands' way is: for whoever checks where a clone's first connections went. */
+	if (!__atomic_exchange_n(&v->relayed, true, __ATOMIC_ACQ_REL))
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its port connections go over the control port until its "
+		             "SSH session is up", name);
 	r->d = d;
+	r->v = v;
 	snprintf(r->name, sizeof(r->name), "%s", name);
-	snprintf(r->cmd, sizeof(r->cmd),
-	         "[ -n \"$BASH_VERSION\" ] || exit %d; exec 3<>/dev/tcp/127.0.0.1/%u 4<&0 || exit %d; "
-	         "printf '%s'; cat <&4 >&3 4<&- 2>/dev/null & exec cat <&3 4<&-",
-	         RELAY_NO_BASH, port, RELAY_REFUSED, RELAY_OPEN_PRINTF);
 	r->fd = sp[1];
-	r->said = said[1];
 	pthread_mutex_lock(&d->mu);
 	d->relays++;
 	pthread_mutex_unlock(&d->mu);
@@ -524,37 +444,26 @@ static int port_over_port(struct drv *d, const char *name, unsigned int port, in
 	n = pthread_create(&thread, &attr, relay_main, r);
 	pthread_attr_destroy(&attr);
 	if (n != 0) {
+		/* The guest's connection is open: closed at once (the pump sees the caller's end gone). */
+		close(sp[0]);
+		relay_end(r);
+		free(r);
 		relay_done(d);
-		close(said[0]);
-		close(said[1]);
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, n, "starting the port's relay: %s", strerror(n));
-		goto fail;
+		free(dir);
+		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, n, "starting the port's relay: %s", strerror(n));
 	}
-	/* From here the thread owns r and sp[1]; it tells once, whatever happens. */
-	p = (struct pollfd){ said[0], POLLIN, 0 };
-	while ((n = poll(&p, 1, RELAY_OPEN_MS)) < 0 && errno == EINTR)
-		;
-	if (n <= 0 || read(said[0], &rc, sizeof(rc)) != (ssize_t)sizeof(rc))
-		rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the guest did not open port %u within %d s", port,
-		                 RELAY_OPEN_MS / 1000);
-	close(said[0]);
-	if (rc == SAAS_OK) {
-		/* Said once per VM, as its commands' way is: for whoever checks where a clone's first connections went. */
-		if ((v = saas__lv_vm_get(d, name))) {
-			if (!__atomic_exchange_n(&v->relayed, true, __ATOMIC_ACQ_REL))
-				saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its port connections go over the control port until its "
-				             "SSH session is up", name);
-			saas__lv_vm_put(d, v);
-		}
-		*fd = sp[0];
-		return SAAS_OK;
+	free(dir);
+	*fd = sp[0];
+	return SAAS_OK;
+give:
+	if (sp[0] >= 0) {
+		close(sp[0]);
+		close(sp[1]);
 	}
-	close(sp[0]); /* the relay, if it still runs, sees the end and stops */
-	return rc;
-fail:
-	close(sp[0]);
-	close(sp[1]);
 	free(r);
+	free(dir);
+	port_give(v);
+	saas__lv_vm_put(d, v);
 	return rc;
 }
 

@@ -20,6 +20,7 @@ struct launch;
 struct tmpl;
 struct tmpl_job;
 struct saas__lv_domain;
+struct saas__lv_snapshot;
 
 struct saas__lv_host {
 	/*
@@ -74,10 +75,21 @@ struct saas__lv_host {
 	 */
 	uint64_t (*mem_available_mib)(struct drv *d);
 	/*
+	 * Snapshots (fork, pause) kept on the host, as volumes of its pool
+	 * (host_remote_snap.c): one taken of VM name (keep: it runs on, a fork);
+	 * one's description read for a restore, with its place (what a clone's
+	 * l->tdir is); one deleted; this owner's listed. NULL: files of the state
+	 * directory, as snapshot.c keeps them on this machine.
+	 */
+	int (*snap_take)(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes);
+	int (*snap_read)(struct drv *d, const char *snap, struct saas__lv_snapshot *s, char **place);
+	int (*snap_delete)(struct drv *d, const char *snap);
+	int (*snap_list)(struct drv *d, saas_name_fn fn, void *userdata);
+	/*
 	 * What the host offers, as facts: the VM's control port (fix-ups,
 	 * files and commands over it: its socket here, or control_open); QEMU shares this
-	 * machine's memory (mapped templates, the free memory check); snapshots
-	 * (fork, pause) and spares are made there; other engines share the host's templates
+	 * machine's memory (mapped templates, mapped forks, the free memory
+	 * check); spares are made there; other engines share the host's templates
 	 * (a missing one is looked for there before it is built); the host
 	 * may stop answering mid-call (a listing cut short is an error); the
 	 * host's cgroup controllers are learned from its refusals.
@@ -89,7 +101,6 @@ struct saas__lv_host {
 	 */
 	bool egress_port;
 	bool local_memory;
-	bool snapshots;
 	bool spares;
 	bool shared_templates;
 	bool may_vanish;

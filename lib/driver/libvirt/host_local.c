@@ -277,7 +277,6 @@ const struct saas__lv_host saas__lv_host_local = {
 	.mem_available_mib = local_mem_available_mib,
 	.control_port = true,
 	.local_memory = true,
-	.snapshots = true,
 	.spares = true,
 	.shared_templates = false,
 	.may_vanish = false,

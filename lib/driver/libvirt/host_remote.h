@@ -6,6 +6,8 @@
 
 #include "driver/libvirt/libvirt_driver.h"
 
+struct saas__lv_snapshot;
+
 /* ---- a remote VM host (host_remote.c, host_remote_tpl.c) ------------------------------------ */
 
 /*
@@ -46,6 +48,16 @@ int saas__lv_vmhost_image(struct drv *d, struct image *im);
 int saas__lv_vmhost_overlay(struct drv *d, const char *vm, const char *base, unsigned int disk_gb, char **path);
 /* VM vm's overlay volume deleted, if there is one. */
 void saas__lv_vmhost_overlay_delete(struct drv *d, const char *vm);
+/* The names of the pool's volumes (*names freed with saas__lv_vmhost_names_free). */
+int saas__lv_vmhost_vol_names(struct drv *d, char ***names, int *n);
+void saas__lv_vmhost_names_free(char **names, int n);
+/* A new volume of the pool holding len bytes of data (len 0: an empty mark), readable by root only. */
+int saas__lv_vmhost_vol_put(struct drv *d, const char *name, const char *data, size_t len);
+/* Up to cap bytes of volume name from offset into buf (*got of them); SAAS_ENOTFOUND when there is none. */
+int saas__lv_vmhost_vol_get(struct drv *d, const char *name, uint64_t offset, unsigned char *buf, size_t cap,
+                            size_t *got);
+/* Volume name deleted if it is there; one that stays is logged. */
+void saas__lv_vmhost_vol_delete(struct drv *d, const char *name);
 
 /*
  * Templates on a remote host. A template's saved state (libvirt's save
@@ -94,5 +106,27 @@ int saas__lv_vmhost_tpl_disk(struct drv *d, const char *stem, char **path);
 int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms);
 /* template_list's part of a remote host: its complete templates of this owner. */
 int saas__lv_vmhost_tpl_list(struct drv *d, saas_template_fn fn, void *userdata, int *stop);
+
+/*
+ * Snapshots on a remote host (host_remote_snap.c): the host table's snap_*
+ * slots. A snapshot's volumes are SNAP_PREFIX SNAP ".state" (libvirt's save
+ * image of its memory and devices, written by the host's libvirtd),
+ * ".json" (its description, with the cluster's owner) and ".ready" (made
+ * last: it is complete exactly when this is there); SNAP is the core's name
+ * for it, never the guest's or a client's.
+ */
+#define SNAP_PREFIX "aas-snap-"
+/* Is name snapshot volume ".suffix" (SNAP_PREFIX SNAP "." suffix, SNAP a snapshot's name)? SNAP in snap. Pure. */
+bool saas__lv_snap_volume(const char *name, const char *suffix, char snap[64]);
+int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes);
+int saas__lv_vmhost_snap_read(struct drv *d, const char *snap, struct saas__lv_snapshot *s, char **place);
+int saas__lv_vmhost_snap_delete(struct drv *d, const char *snap);
+int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata);
+/*
+ * The snapshots whose delete the host did not answer (d->snaps_gone),
+ * deleted once it answers; none kept (any other host): nothing done. The
+ * keeper's, every second.
+ */
+void saas__lv_vmhost_snaps_retry(struct drv *d);
 
 #endif

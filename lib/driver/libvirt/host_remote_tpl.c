@@ -91,8 +91,8 @@ bool saas__lv_tpl_lease_name(char *out, size_t len, const char *host, const char
 	return n > 0 && (size_t)n < len && n <= 127;
 }
 
-/* The names of the pool's volumes (*names freed with names_free). */
-static int spool_names(struct drv *d, char ***names, int *n)
+/* The names of the pool's volumes (*names freed with saas__lv_vmhost_names_free). */
+int saas__lv_vmhost_vol_names(struct drv *d, char ***names, int *n)
 {
 	virStoragePoolPtr pool;
 	virStorageVolPtr *vols = NULL;
@@ -123,14 +123,14 @@ static int spool_names(struct drv *d, char ***names, int *n)
 	return rc;
 }
 
-static void names_free(char **names, int n)
+void saas__lv_vmhost_names_free(char **names, int n)
 {
 	for (int i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
 }
 
-static void vol_delete_name(struct drv *d, const char *name)
+void saas__lv_vmhost_vol_delete(struct drv *d, const char *name)
 {
 	virStorageVolPtr v = saas__lv_vmhost_vol_lookup(d, name);
 
@@ -159,7 +159,7 @@ static int send_mem(virStreamPtr st, char *data, size_t n, void *ud)
 }
 
 /* A new volume of the pool holding len bytes of data (len 0: an empty mark), readable by root only. */
-static int vol_put(struct drv *d, const char *name, const char *data, size_t len)
+int saas__lv_vmhost_vol_put(struct drv *d, const char *name, const char *data, size_t len)
 {
 	char xml[512];
 	virStoragePoolPtr pool;
@@ -206,7 +206,8 @@ static int recv_mem(virStreamPtr st, const char *data, size_t n, void *ud)
 }
 
 /* Up to cap bytes of volume name from offset into buf (*got of them). */
-static int vol_get(struct drv *d, const char *name, uint64_t offset, unsigned char *buf, size_t cap, size_t *got)
+int saas__lv_vmhost_vol_get(struct drv *d, const char *name, uint64_t offset, unsigned char *buf, size_t cap,
+                            size_t *got)
 {
 	virStorageVolPtr vol = saas__lv_vmhost_vol_lookup(d, name);
 	virStreamPtr st = NULL;
@@ -238,7 +239,7 @@ static json_t *tpl_json(struct drv *d, const char *stem)
 	json_t *j = NULL;
 
 	snprintf(name, sizeof(name), "%s.json", stem);
-	if (buf && vol_get(d, name, 0, buf, 65535, &got) == SAAS_OK)
+	if (buf && saas__lv_vmhost_vol_get(d, name, 0, buf, 65535, &got) == SAAS_OK)
 		j = json_loadb((const char *)buf, got, JSON_DISABLE_EOF_CHECK, NULL); /* a volume may be longer than its text */
 	free(buf);
 	saas__error_clear();
@@ -250,11 +251,11 @@ int saas__lv_vmhost_tpl_find(struct drv *d, const char *key, char stem[TPL_STEM_
 	char **names;
 	int n, rc, found = 0;
 
-	if ((rc = spool_names(d, &names, &n)) < 0)
+	if ((rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0)
 		return rc;
 	for (int i = 0; i < n && !found; i++)
 		found = saas__lv_tpl_volume(names[i], key, "ready", stem);
-	names_free(names, n);
+	saas__lv_vmhost_names_free(names, n);
 	return found;
 }
 
@@ -292,7 +293,7 @@ static bool tpl_delete(struct drv *d, const char *stem)
 	virStorageVolPtr v;
 
 	snprintf(name, sizeof(name), "%s.ready", stem);
-	vol_delete_name(d, name);
+	saas__lv_vmhost_vol_delete(d, name);
 	snprintf(name, sizeof(name), "%s.qcow2", stem);
 	if ((v = saas__lv_vmhost_vol_lookup(d, name))) {
 		path = virStorageVolGetPath(v);
@@ -305,7 +306,7 @@ static bool tpl_delete(struct drv *d, const char *stem)
 	}
 	for (size_t i = 0; i < SAAS_ARRAY_SIZE(suffixes); i++) {
 		snprintf(name, sizeof(name), "%s.%s", stem, suffixes[i]);
-		vol_delete_name(d, name);
+		saas__lv_vmhost_vol_delete(d, name);
 	}
 	return true;
 }
@@ -316,7 +317,7 @@ void saas__lv_vmhost_tpl_break(struct drv *d, const char *key)
 
 	if (saas__lv_vmhost_check(d) == SAAS_OK && saas__lv_vmhost_tpl_find(d, key, stem) == 1) {
 		snprintf(name, sizeof(name), "%s.ready", stem);
-		vol_delete_name(d, name);
+		saas__lv_vmhost_vol_delete(d, name);
 	}
 	saas__error_clear();
 }
@@ -342,7 +343,7 @@ static void tpl_sweep_key(struct drv *d, const char *key)
 		virDomainFree(dom);
 	}
 	saas__error_clear();
-	if (spool_names(d, &names, &n) < 0) {
+	if (saas__lv_vmhost_vol_names(d, &names, &n) < 0) {
 		saas__error_clear();
 		return;
 	}
@@ -361,7 +362,7 @@ static void tpl_sweep_key(struct drv *d, const char *key)
 			saas__lv_log(d, SAAS_LOG_INFO, "template build %s on VM host %s did not complete: deleted", stem,
 			             d->uri);
 	}
-	names_free(names, n);
+	saas__lv_vmhost_names_free(names, n);
 }
 
 /* Delete this owner's other templates of the same image and shape: the new one replaced them. */
@@ -370,7 +371,7 @@ static void tpl_prune(struct drv *d, const struct saas__lv_tpl_job *job, const c
 	char **names, stem[TPL_STEM_MAX];
 	int n;
 
-	if (spool_names(d, &names, &n) < 0) {
+	if (saas__lv_vmhost_vol_names(d, &names, &n) < 0) {
 		saas__error_clear();
 		return;
 	}
@@ -394,7 +395,7 @@ static void tpl_prune(struct drv *d, const struct saas__lv_tpl_job *job, const c
 		}
 		json_decref(j);
 	}
-	names_free(names, n);
+	saas__lv_vmhost_names_free(names, n);
 }
 
 /* Renews a template build's lease every third of its ttl; lost: another engine has it now. */
@@ -492,7 +493,8 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	}
 	/* The state's volume first, so that it is one of the pool's; libvirt's save writes into it (as root). */
 	snprintf(vname, sizeof(vname), "%s.state", stem);
-	if ((rc = vol_put(d, vname, NULL, 0)) < 0 || !(vol = saas__lv_vmhost_vol_lookup(d, vname)) || !(path = virStorageVolGetPath(vol))) {
+	if ((rc = saas__lv_vmhost_vol_put(d, vname, NULL, 0)) < 0 || !(vol = saas__lv_vmhost_vol_lookup(d, vname)) ||
+	    !(path = virStorageVolGetPath(vol))) {
 		rc = rc < 0 ? rc : saas__lv_virt_error("reading the state volume's path on the VM host");
 		goto out;
 	}
@@ -503,9 +505,9 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 	virDomainFree(l.dom);            /* saved: its domain is gone */
 	l.dom = NULL;
 	/* Checked now rather than by each clone: what clones will read is a complete, raw stream. */
-	if ((rc = vol_get(d, vname, 0, head, sizeof(head), &got)) < 0 ||
+	if ((rc = saas__lv_vmhost_vol_get(d, vname, 0, head, sizeof(head), &got)) < 0 ||
 	    (rc = saas__lv_save_stream_offset(head, got, &offset)) < 0 ||
-	    (rc = vol_get(d, vname, offset, magic, sizeof(magic), &got)) < 0)
+	    (rc = saas__lv_vmhost_vol_get(d, vname, offset, magic, sizeof(magic), &got)) < 0)
 		goto out;
 	if (got != 4 || memcmp(magic, "QEVM", 4) != 0) {
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the template's saved state holds no QEMU stream");
@@ -525,11 +527,11 @@ static int tpl_build_one(struct drv *d, const struct saas__lv_tpl_job *job, stru
 		goto out;
 	}
 	snprintf(vname, sizeof(vname), "%s.json", stem);
-	if ((rc = vol_put(d, vname, text, strlen(text))) < 0)
+	if ((rc = saas__lv_vmhost_vol_put(d, vname, text, strlen(text))) < 0)
 		goto out;
 	/* Last: its existence is what says the template is complete. */
 	snprintf(vname, sizeof(vname), "%s.ready", stem);
-	if ((rc = vol_put(d, vname, NULL, 0)) < 0)
+	if ((rc = saas__lv_vmhost_vol_put(d, vname, NULL, 0)) < 0)
 		goto out;
 	free(l.overlay);                 /* the template's disk now, not the VM's to delete */
 	l.overlay = NULL;
@@ -683,7 +685,7 @@ int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int
 	(void)t0;
 	(void)budget_ms;
 	snprintf(name, sizeof(name), "%s.state", l->tdir);
-	if ((rc = vol_get(d, name, 0, head, sizeof(head), &got)) < 0 ||
+	if ((rc = saas__lv_vmhost_vol_get(d, name, 0, head, sizeof(head), &got)) < 0 ||
 	    (rc = saas__lv_save_stream_offset(head, got, &offset)) < 0)
 		goto out;
 	/*
@@ -729,7 +731,7 @@ int saas__lv_vmhost_tpl_list(struct drv *d, saas_template_fn fn, void *userdata,
 	char **names, stem[TPL_STEM_MAX];
 	int n, rc;
 
-	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = spool_names(d, &names, &n)) < 0)
+	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0)
 		return rc;
 	for (int i = 0; i < n && !*stop; i++) {
 		saas_driver_template t;
@@ -744,6 +746,6 @@ int saas__lv_vmhost_tpl_list(struct drv *d, saas_template_fn fn, void *userdata,
 		}
 		json_decref(j);
 	}
-	names_free(names, n);
+	saas__lv_vmhost_names_free(names, n);
 	return SAAS_OK;
 }

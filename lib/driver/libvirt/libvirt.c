@@ -164,8 +164,13 @@ static void consoles_trim(struct drv *d)
 	free(vms);
 }
 
-/* The guest's egress channel: held by another server of the cluster (the one serving its egress), not taken. */
-int saas__lv_ehost_attach_vm(struct drv *d, const char *name)
+/*
+ * A VM host's guest: its egress channel opened through libvirt and given to
+ * this server's end, which holds it for the VM's life (its domain running).
+ * Held by another server of the cluster (the one serving the VM's egress),
+ * it is not taken from it: SAAS_EBUSY.
+ */
+int saas__lv_egress_attach(struct drv *d, const char *name)
 {
 	int fd, rc;
 
@@ -192,7 +197,7 @@ static void egress_reattach(struct drv *d)
 			virDomainFree(dom);
 		if (!dom && e && e->code == VIR_ERR_NO_DOMAIN)
 			saas__lv_ehost_remove(d->ehost, names[i]);
-		else if (dom && saas__lv_ehost_attach_vm(d, names[i]) == SAAS_OK)
+		else if (dom && saas__lv_egress_attach(d, names[i]) == SAAS_OK)
 			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its egress channel is open again", names[i]);
 		else
 			saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s: its egress channel cannot be opened again yet: %s", names[i],
@@ -217,6 +222,7 @@ static void *keeper_main(void *arg)
 		pthread_mutex_unlock(&d->mu);
 		consoles_trim(d);
 		egress_reattach(d);
+		saas__lv_vmhost_snaps_retry(d);
 		pthread_mutex_lock(&d->mu);
 	}
 	pthread_mutex_unlock(&d->mu);
@@ -278,6 +284,7 @@ static void drv_free(struct drv *d)
 			close(t->memfd);
 		free(t);
 	}
+	free(d->snaps_gone);
 	while (d->snaprams) {
 		struct snapram *m = d->snaprams;
 		d->snaprams = m->next;
@@ -746,7 +753,7 @@ static int create(struct drv *d, const saas_vm_spec *spec)
 	}
 	if (!cloned && (rc = saas__lv_boot_cold(&l)) < 0)
 		goto out;
-	if ((d->ehost && (rc = saas__lv_ehost_attach_vm(d, spec->name)) < 0) ||
+	if ((d->ehost && (rc = saas__lv_egress_attach(d, spec->name)) < 0) ||
 	    (rc = saas__lv_vm_add(d, spec->name, im, l.port, uid, host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
@@ -899,7 +906,7 @@ static int ehost_network_set(struct drv *d, const char *name, const saas_vm_netw
 		                   d->uri);
 	had = saas__lv_ehost_channel(d->ehost, name);
 	if ((rc = saas__lv_ehost_set(d->ehost, name, network)) == SAAS_OK && had < 1 &&
-	    (rc = saas__lv_ehost_attach_vm(d, name)) < 0) {
+	    (rc = saas__lv_egress_attach(d, name)) < 0) {
 		saas__error_wrap(rc, "its network cannot change through this server while another serves its egress");
 		/* Never served here: not kept (a VM this server served keeps its policy for the channel's return). */
 		if (had < 0)

@@ -180,6 +180,9 @@ struct stat;
 #define TEMPLATE_ELSEWHERE_MS 5000
 /* A remote template's volumes: TPL_PREFIX KEY "-" GEN, then ".qcow2", ".state", ".json", ".ready". */
 #define TPL_STEM_MAX 64
+#define SNAPSHOT_GONE_NAME 64              /* a snapshot's name (SNAPSHOT_NAME_MAX) and its NUL */
+#define SNAPSHOTS_GONE_MAX 4096            /* a VM host's snapshots kept to delete once it answers, at most */
+#define SNAPSHOTS_GONE_RETRY_MS 15000      /* and tried again this often */
 /* Both ends of a mapped template's save and clone: RAM in a shared backend is neither sent nor read. */
 #define IGNORE_SHARED_ON                                                                                      \
 	"{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":[{\"capability\":" \
@@ -256,8 +259,8 @@ struct vm {
 	saas__ssh *ssh;
 	pthread_mutex_t mu;              /* serialises (re)connecting */
 	/*
-	 * Its control port takes one user at a time: a file transfer or a
-	 * command (guest.c, port_take). The fields after ctl_user belong to the
+	 * Its control port takes one user at a time: a file transfer, a
+	 * command or a port connection (guest.c, port_take). The fields after ctl_user belong to the
 	 * user that has it.
 	 */
 	pthread_mutex_t ctl_mu;
@@ -265,6 +268,7 @@ struct vm {
 	int ctl_user;                    /* under ctl_mu: enum port_user */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
+	int conns;                       /* its helper opens port connections (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
 	bool relayed;                    /* atomic: a port connection went over the control port (said once) */
 	int port_fails;                  /* remote: the channel's opens failed in a row (guest.c, port_opened) */
@@ -391,6 +395,10 @@ struct drv {
 	 */
 	pthread_rwlock_t snaps_lock;
 	struct snapram *snaprams;        /* under mu */
+	/* Under mu: a VM host's snapshots whose delete it did not answer, tried again by the keeper. */
+	char (*snaps_gone)[SNAPSHOT_GONE_NAME];
+	size_t n_snaps_gone;
+	int64_t snaps_gone_next_ms;      /* under mu: not tried again before this (a dead host's connect takes seconds) */
 	saas_log_fn log;
 	void *log_userdata;
 };
@@ -435,6 +443,12 @@ static inline bool stopping(struct drv *d)
 
 int saas__lv_vm_destroy(void *ctx, const char *name);
 /*
+ * A VM host's guest: its egress channel opened through libvirt and given to
+ * this server's end (d->ehost), which holds it for the VM's life. SAAS_EBUSY
+ * when another server of the cluster holds it.
+ */
+int saas__lv_egress_attach(struct drv *d, const char *name);
+/*
  * The state of VM name (SAAS_VM_*); a running one of this owner that the
  * registry lacks (made by another engine of the cluster, or before a
  * restart) is added to it. An error when the host cannot tell.
@@ -449,11 +463,5 @@ int saas__lv_vm_sample(void *ctx, const char *name, saas_driver_sample *out);
  */
 int saas__lv_net_admit(struct drv *d, const saas_vm_spec *spec, saas_vm_network *fallback,
                        const saas_vm_network **net);
-/*
- * A VM host's guest, running: its egress channel opened through libvirt and
- * given to this server's end (d->ehost), which holds it for the VM's life.
- * SAAS_EBUSY: another server of the cluster holds it.
- */
-int saas__lv_ehost_attach_vm(struct drv *d, const char *name);
 
 #endif

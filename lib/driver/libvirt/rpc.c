@@ -179,6 +179,11 @@ int saas__lv_rpc_domain_save_flags(virDomainPtr dom, const char *to, const char 
 	DOM_CALL(int, dom, virDomainSaveFlags(dom, to, dxml, flags));
 }
 
+virDomainSnapshotPtr saas__lv_rpc_domain_snapshot_create_xml(virDomainPtr dom, const char *xml, unsigned int flags)
+{
+	DOM_CALL(virDomainSnapshotPtr, dom, virDomainSnapshotCreateXML(dom, xml, flags));
+}
+
 int saas__lv_rpc_domain_memory_stats(virDomainPtr dom, virDomainMemoryStatPtr stats, unsigned int nr,
                                      unsigned int flags)
 {
@@ -251,6 +256,16 @@ int saas__lv_rpc_pool_create(virStoragePoolPtr pool, unsigned int flags)
 int saas__lv_rpc_pool_build(virStoragePoolPtr pool, unsigned int flags)
 {
 	CONN_CALL(int, virStoragePoolGetConnect(pool), virStoragePoolBuild(pool, flags));
+}
+
+int saas__lv_rpc_pool_refresh(virStoragePoolPtr pool, unsigned int flags)
+{
+	CONN_CALL(int, virStoragePoolGetConnect(pool), virStoragePoolRefresh(pool, flags));
+}
+
+char *saas__lv_rpc_pool_get_xml_desc(virStoragePoolPtr pool, unsigned int flags)
+{
+	CONN_CALL(char *, virStoragePoolGetConnect(pool), virStoragePoolGetXMLDesc(pool, flags));
 }
 
 virStorageVolPtr saas__lv_rpc_vol_lookup_by_name(virStoragePoolPtr pool, const char *name)

@@ -60,6 +60,7 @@ int saas__lv_rpc_domain_suspend(virDomainPtr dom);
 int saas__lv_rpc_domain_set_memory_parameters(virDomainPtr dom, virTypedParameterPtr params, int nparams,
                                               unsigned int flags);
 int saas__lv_rpc_domain_save_flags(virDomainPtr dom, const char *to, const char *dxml, unsigned int flags);
+virDomainSnapshotPtr saas__lv_rpc_domain_snapshot_create_xml(virDomainPtr dom, const char *xml, unsigned int flags);
 int saas__lv_rpc_domain_memory_stats(virDomainPtr dom, virDomainMemoryStatPtr stats, unsigned int nr,
                                      unsigned int flags);
 int saas__lv_rpc_domain_get_block_info(virDomainPtr dom, const char *disk, virDomainBlockInfoPtr info,
@@ -78,6 +79,8 @@ int saas__lv_rpc_pool_is_active(virStoragePoolPtr pool);
 int saas__lv_rpc_pool_set_autostart(virStoragePoolPtr pool, int autostart);
 int saas__lv_rpc_pool_create(virStoragePoolPtr pool, unsigned int flags);
 int saas__lv_rpc_pool_build(virStoragePoolPtr pool, unsigned int flags);
+int saas__lv_rpc_pool_refresh(virStoragePoolPtr pool, unsigned int flags);
+char *saas__lv_rpc_pool_get_xml_desc(virStoragePoolPtr pool, unsigned int flags);
 virStorageVolPtr saas__lv_rpc_vol_lookup_by_name(virStoragePoolPtr pool, const char *name);
 virStorageVolPtr saas__lv_rpc_vol_create_xml(virStoragePoolPtr pool, const char *xml, unsigned int flags);
 char *saas__lv_rpc_vol_get_path(virStorageVolPtr vol);
@@ -131,6 +134,7 @@ int saas__lv_rpc_stream_free(virStreamPtr st);
 #define virDomainSuspend saas__lv_rpc_domain_suspend
 #define virDomainSetMemoryParameters saas__lv_rpc_domain_set_memory_parameters
 #define virDomainSaveFlags saas__lv_rpc_domain_save_flags
+#define virDomainSnapshotCreateXML saas__lv_rpc_domain_snapshot_create_xml
 #define virDomainMemoryStats saas__lv_rpc_domain_memory_stats
 #define virDomainGetBlockInfo saas__lv_rpc_domain_get_block_info
 #define virConnectListAllDomains saas__lv_rpc_list_all_domains
@@ -145,6 +149,8 @@ int saas__lv_rpc_stream_free(virStreamPtr st);
 #define virStoragePoolSetAutostart saas__lv_rpc_pool_set_autostart
 #define virStoragePoolCreate saas__lv_rpc_pool_create
 #define virStoragePoolBuild saas__lv_rpc_pool_build
+#define virStoragePoolRefresh saas__lv_rpc_pool_refresh
+#define virStoragePoolGetXMLDesc saas__lv_rpc_pool_get_xml_desc
 #define virStorageVolLookupByName saas__lv_rpc_vol_lookup_by_name
 #define virStorageVolCreateXML saas__lv_rpc_vol_create_xml
 #define virStorageVolGetPath saas__lv_rpc_vol_get_path

@@ -39,6 +39,7 @@
 
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
+#include "driver/libvirt/egress_host.h"
 #include "driver/libvirt/image.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -152,7 +153,7 @@ out:
 	return rc;
 }
 
-void saas__lv_state_ram_block(const char *path, char *out, size_t len)
+void saas__lv_ram_block_in(const char *head, size_t n, char *out, size_t len)
 {
 	/*
 	 * The RAM section's setup comes first after the configuration: the
@@ -161,24 +162,31 @@ void saas__lv_state_ram_block(const char *path, char *out, size_t len)
 	 * they are framed: a block of this driver's VMs, or QEMU's own.
 	 */
 	static const char *const names[] = { MEM_ID, "pc.ram" };
-	char head[STATE_HEAD_MAX], want[64];
-	ssize_t n = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char want[64];
 
 	out[0] = '\0';
-	if (fd >= 0) {
-		n = read(fd, head, sizeof(head));
-		close(fd);
-	}
 	for (size_t i = 0; n > 0 && i < SAAS_ARRAY_SIZE(names); i++) {
 		size_t w = strlen(names[i]);
 		want[0] = (char)w;
 		memcpy(want + 1, names[i], w);
-		if (memmem(head, (size_t)n, want, w + 1)) {
+		if (memmem(head, n, want, w + 1)) {
 			saas__strlcpy(out, names[i], len);
 			return;
 		}
 	}
+}
+
+void saas__lv_state_ram_block(const char *path, char *out, size_t len)
+{
+	char head[STATE_HEAD_MAX];
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		n = read(fd, head, sizeof(head));
+		close(fd);
+	}
+	saas__lv_ram_block_in(head, n > 0 ? (size_t)n : 0, out, len);
 }
 
 int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap)
@@ -660,17 +668,6 @@ static int error_restore(const struct kept_error *k)
 	return saas__error(k->rc, k->klass, k->code, "%s", k->message);
 }
 
-/*
- * A snapshot's state and frozen disk are files QEMU writes and a restore
- * reads on one machine, kept in the engine's state directory: not on a
- * remote host yet.
- */
-static int no_remote_snapshots(struct drv *d)
-{
-	return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0,
-	                   "snapshots (fork, pause) are not available on remote VM host %s yet", d->uri);
-}
-
 int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes)
 {
 	struct drv *d = ctx;
@@ -683,7 +680,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	unsigned int port = 0, uid = 0;
 	uint64_t size = 0;
 	struct timespec t0;
-	int64_t paused_ms, ram = 0, at[2] = { 0, 0 };
+	int64_t paused_ms, ram = 0, at[3] = { 0, 0, 0 };
 	bool paused = false, switched = false;
 	/*
 	 * A fork's RAM is kept as a file its children map, as a template's
@@ -695,9 +692,10 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	bool mapped = keep && d->mapped && d->host->local_memory, ram_mapped = false;
 	int state = 0, rc, topfd = -1, memfd = -1;
 
+	/* A VM host keeps its snapshots in its pool (host_remote_snap.c). */
+	if (d->host->snap_take)
+		return d->host->snap_take(d, name, snap, keep, bytes);
 	memset(&s, 0, sizeof(s));
-	if (!d->host->snapshots)
-		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__inval("a snapshot's name is 1 to %d of a-z, 0-9 and '-'", SNAPSHOT_NAME_MAX);
 	if (!(dom = virDomainLookupByName(saas__lv_conn(d), name)) || saas__lv_domain_meta(dom, &port, &s.host_key, &owner) < 0 ||
@@ -811,10 +809,11 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	if ((rc = saas__lv_state_save(d, dom, path, mapped, &ram)) < 0)
 		goto out;
 	s.ignore_shared = mapped;
+	at[1] = saas__ms_since(&t0);
 	if (mapped && (rc = fork_ram_split(d, tmp, snap, (uint64_t)s.memory_mib << 20, &memfd)) < 0)
 		goto out;
 	ram_mapped = memfd >= 0;
-	at[1] = saas__ms_since(&t0);
+	at[2] = saas__ms_since(&t0);
 	free(path);
 	if (!(path = saas__lv_path_join(tmp, "ram"))) {
 		rc = SAAS_ENOMEM;
@@ -875,9 +874,9 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	}
 	paused_ms = saas__ms_since(&t0);
 	/* Where a snapshot's time goes, for whoever tunes it. */
-	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, files and %s %lld ms",
-	             name, snap, (long long)at[0], (long long)(at[1] - at[0]), keep ? "resume" : "destroy",
-	             (long long)(paused_ms - at[1]));
+	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, its RAM split off "
+	             "%lld ms, files and %s %lld ms", name, snap, (long long)at[0], (long long)(at[1] - at[0]),
+	             (long long)(at[2] - at[1]), keep ? "resume" : "destroy", (long long)(paused_ms - at[2]));
 	if (bytes)
 		*bytes = s.state_bytes + s.disk_bytes;
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s %s as snapshot %s in %lld ms, %lld MiB of RAM saved (%s), "
@@ -957,8 +956,6 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 
 	memset(&s, 0, sizeof(s));
 	memset(&l, 0, sizeof(l));
-	if (!d->host->snapshots)
-		return no_remote_snapshots(d);
 	if (!saas__lv_snapshot_name_ok(snap))
 		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
 	if ((rc = saas__lv_memory_check(d, spec)) < 0 || (rc = saas__lv_net_admit(d, spec, &fallback, &net)) < 0)
@@ -967,7 +964,8 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	/* Held while the snapshot's files are read: a delete waits, and then the new VM's disk holds it. */
 	pthread_rwlock_rdlock(&d->snaps_lock);
 	locked = true;
-	if ((rc = snapshot_read(d, snap, &s)) < 0)
+	/* A VM host's: its place there (dir) is where a clone of it reads its state from. */
+	if ((rc = d->host->snap_read ? d->host->snap_read(d, snap, &s, &dir) : snapshot_read(d, snap, &s)) < 0)
 		goto out;
 	/* Format 1 recorded a wrong name (an HMP column): its stream says which block it holds. */
 	if (s.format < 2) {
@@ -984,7 +982,7 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 		                 snap, s.vcpus, s.memory_mib, s.disk_gb);
 		goto out;
 	}
-	if (!(dir = snap_path(d, snap, NULL)) || (s.disk_gb && !(disk = snap_path(d, snap, "disk.qcow2")))) {
+	if ((!dir && !(dir = snap_path(d, snap, NULL))) || (s.disk_gb && !(disk = snap_path(d, snap, "disk.qcow2")))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
@@ -1011,6 +1009,12 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 			goto out;
 		egress = true;
 	}
+	/* On a VM host, its policy here before its channel is, as a create's (libvirt.c). */
+	if (d->ehost) {
+		if ((rc = saas__lv_ehost_set(d->ehost, spec->name, net)) < 0)
+			goto out;
+		egress = true;
+	}
 	l.d = d;
 	l.spec = spec;
 	l.im = &im;
@@ -1034,7 +1038,8 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	 */
 	if (s.disk_gb)
 		saas__lv_snapdisk_flatten(d, l.dom, spec->name, 1);
-	if ((rc = saas__lv_vm_add(d, spec->name, NULL, l.port, uid, s.host_key, l.ssh)) < 0) {
+	if ((d->ehost && (rc = saas__lv_egress_attach(d, spec->name)) < 0) ||
+	    (rc = saas__lv_vm_add(d, spec->name, NULL, l.port, uid, s.host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
 		goto out;
 	}
@@ -1049,7 +1054,9 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 out:
 	if (locked)
 		pthread_rwlock_unlock(&d->snaps_lock);
-	if (egress)
+	if (egress && d->ehost)
+		saas__lv_ehost_remove(d->ehost, spec->name);
+	else if (egress)
 		saas__lv_egress_vm_remove(d, spec->name);
 	if (uid) {
 		pthread_mutex_lock(&d->mu);
@@ -1070,6 +1077,8 @@ int saas__lv_snapshot_delete(void *ctx, const char *snap)
 
 	if (!saas__lv_snapshot_name_ok(snap))
 		return SAAS_OK; /* no snapshot has such a name */
+	if (d->host->snap_delete)
+		return d->host->snap_delete(d, snap);
 	if (!(dir = snap_path(d, snap, NULL)) || !(gone = snap_path(d, snap, "deleted"))) {
 		free(dir);
 		return SAAS_ENOMEM;
@@ -1094,12 +1103,14 @@ int saas__lv_snapshot_delete(void *ctx, const char *snap)
 int saas__lv_snapshot_list(void *ctx, saas_name_fn fn, void *userdata)
 {
 	struct drv *d = ctx;
-	char *root = saas__lv_path_join(d->dir, "snapshots");
+	char *root;
 	DIR *dh;
 	struct dirent *e;
 	int stop = 0;
 
-	if (!root)
+	if (d->host->snap_list)
+		return d->host->snap_list(d, fn, userdata);
+	if (!(root = saas__lv_path_join(d->dir, "snapshots")))
 		return SAAS_ENOMEM;
 	pthread_rwlock_rdlock(&d->snaps_lock);
 	for (dh = opendir(root); !stop && dh && (e = readdir(dh));) {

@@ -61,6 +61,8 @@ int saas__lv_snapshot_check(const struct saas__lv_snapshot *s, const char *snap)
  * STATE_HEAD_MAX bytes; "" when neither is there.
  */
 void saas__lv_state_ram_block(const char *path, char *out, size_t len);
+/* The same in the n bytes of a stream's head at head (a remote host's state, read through libvirt). Pure. */
+void saas__lv_ram_block_in(const char *head, size_t n, char *out, size_t len);
 
 /*
  * The sealed RAM of the fork's snapshot in dir, as a new descriptor the caller

@@ -581,7 +581,7 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 		rc = saas__lv_clone_finish(&s->l, &t0, d->boot_timeout_ms, at);
 	/* A VM host's guest: its egress channel to this server's end, once it runs. */
 	if (rc == SAAS_OK && s->ehost)
-		rc = saas__lv_ehost_attach_vm(d, spec->name);
+		rc = saas__lv_egress_attach(d, spec->name);
 	if (rc == SAAS_OK)
 		rc = saas__lv_vm_add(d, spec->name, s->l.im, s->l.port, s->l.uid, s->host_key, s->l.ssh);
 	if (rc < 0) {

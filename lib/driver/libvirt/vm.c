@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/libvirt/domain.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/vm.h"
 #include "transport/control.h"
@@ -121,6 +122,31 @@ int saas__lv_ssh_connect(struct drv *d, bool background, unsigned int port, cons
 }
 
 /*
+ * The VM's SSH forward as its domain's metadata has it now, when that is not
+ * the one the registry knows (v->mu held): another server of the cluster made
+ * the domain anew under the same name (a paused sandbox resumed there), on
+ * another port. The host key is the same (the snapshot's).
+ */
+static void vm_moved(struct drv *d, struct vm *v)
+{
+	virDomainPtr dom = virDomainLookupByName(saas__lv_conn(d), v->name);
+	char *key = NULL, *owner = NULL;
+	unsigned int port = 0;
+
+	if (dom && saas__lv_domain_meta(dom, &port, &key, &owner) == 0 && strcmp(owner, d->owner) == 0 && port &&
+	    port != v->port) {
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s was made again (its SSH forward moved from port %u to %u)", v->name,
+		             v->port, port);
+		v->port = port;
+	}
+	if (dom)
+		virDomainFree(dom);
+	free(key);
+	free(owner);
+	saas__error_clear();
+}
+
+/*
  * The VM's SSH connection, reopened if it died, with a reference the caller
  * lets go with saas__ssh_close. A dead connection is only replaced here:
  * threads still in an operation on it hold their own references, and it is
@@ -147,6 +173,7 @@ int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out)
 	if (!v->ssh || !saas__ssh_alive(v->ssh)) {
 		saas__ssh_close(v->ssh);
 		v->ssh = NULL;
+		vm_moved(d, v);
 		if ((rc = saas__lv_ssh_connect(d, false, v->port, v->host_key, 15000, &v->ssh)) < 0)
 			saas__error_wrap(rc, "reconnecting to %s", name);
 	}

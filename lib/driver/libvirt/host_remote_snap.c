@@ -1,0 +1,536 @@
+/*
+ * Snapshots on a remote VM host (host_remote.h): a fork's or a pause's saved
+ * state is a volume of the host's storage pool, written there by the host's
+ * libvirtd, and VMs are restored from it on that host as a template's clones
+ * are (host_remote_tpl.c). Split from snapshot.c, which keeps snapshots as
+ * files of the state directory when QEMU runs on this machine, and shares
+ * with this its description and its restore.
+ *
+ * Why libvirt writes the state. On one machine the engine hands QEMU a file
+ * descriptor to migrate into; a remote host's QEMU can be given none (file
+ * descriptors do not cross libvirt's network RPC), can open no path of its
+ * own for a migration (QEMU 7.2 has no file: URI, and exec: is what the
+ * host's seccomp sandbox forbids), and a migration to a TCP port of the
+ * servers would need the hosts to reach them. libvirt's external memory
+ * snapshot (virDomainSnapshotCreateXML, no metadata kept) does it on the
+ * host: it pauses the VM, has QEMU migrate into a file of the pool through
+ * its own helper, and resumes the VM (a fork). A pause pauses the VM first,
+ * so that it stays paused, and then destroys it (libvirt ends no transient
+ * domain for a snapshot). The file is libvirt's save image, as a remote
+ * template's state is.
+ *
+ * Not here (yet): VMs with a disk. Their disk would have to be frozen on the
+ * host as snapshot.c freezes it (a hard link, which libvirt's storage API
+ * cannot make): refused, saying so, before anything is done.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "driver/libvirt/domain.h"
+#include "driver/libvirt/host_remote.h"
+#include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/snapshot.h"
+
+#define SNAP_JSON_MAX 65536
+#define SNAP_STEM_MAX (sizeof(SNAP_PREFIX) + SNAPSHOT_NAME_MAX)
+
+bool saas__lv_snap_volume(const char *name, const char *suffix, char snap[64])
+{
+	size_t pre = strlen(SNAP_PREFIX), n;
+	const char *dot;
+
+	if (strncmp(name, SNAP_PREFIX, pre) != 0 || !(dot = strrchr(name + pre, '.')) || strcmp(dot + 1, suffix) != 0)
+		return false;
+	n = (size_t)(dot - (name + pre));
+	if (n < 1 || n > SNAPSHOT_NAME_MAX)
+		return false;
+	memcpy(snap, name + pre, n);
+	snap[n] = '\0';
+	return saas__lv_snapshot_name_ok(snap);
+}
+
+static void vol_name(char out[SNAP_STEM_MAX + 8], const char *snap, const char *suffix)
+{
+	snprintf(out, SNAP_STEM_MAX + 8, SNAP_PREFIX "%s%s%s", snap, suffix ? "." : "", suffix ? suffix : "");
+}
+
+/* rc, its error naming the host (a call that fails once the keepalive gave up says only what it was). */
+static int on_host(struct drv *d, int rc)
+{
+	if (rc < 0 && !strstr(saas_error_last()->message, d->uri))
+		saas__error_wrap(rc, "VM host %s", d->uri);
+	return rc;
+}
+
+/* Every volume of snapshot snap deleted, its ready mark first: no restore starts from it any more. */
+static void snap_volumes_delete(struct drv *d, const char *snap)
+{
+	static const char *const suffixes[] = { "ready", "state", "json" };
+	char name[SNAP_STEM_MAX + 8];
+
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(suffixes); i++) {
+		vol_name(name, snap, suffixes[i]);
+		saas__lv_vmhost_vol_delete(d, name);
+	}
+}
+
+/* The pool's directory on the host, as its libvirtd has it (freed by the caller). */
+static int pool_dir(struct drv *d, char **dir)
+{
+	virStoragePoolPtr pool;
+	char *xml = NULL;
+	const char *t, *p, *end;
+	int rc;
+
+	*dir = NULL;
+	if ((rc = saas__lv_vmhost_pool(d, &pool)) < 0)
+		return rc;
+	if (!(xml = virStoragePoolGetXMLDesc(pool, 0)))
+		return saas__lv_virt_error("reading the storage pool's description on the VM host");
+	/* libvirt writes the target's path plain: a pool directory has no character XML escapes. */
+	if (!(t = strstr(xml, "<target>")) || !(p = strstr(t, "<path>")) || !(end = strstr(p += 6, "</path>")) ||
+	    p[0] != '/' || memchr(p, '&', (size_t)(end - p)))
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the storage pool %s on VM host %s has no "
+		                 "directory this driver can use", d->spool_name, d->uri);
+	else if (!(*dir = strndup(p, (size_t)(end - p))))
+		rc = saas__oom();
+	free(xml);
+	return rc;
+}
+
+/*
+ * The pool read again, so that a file libvirt wrote in its directory is a
+ * volume. libvirt refuses while a volume of the pool is being made (another
+ * server's overlay, a second or so): tried again for a while.
+ */
+static int pool_refresh(struct drv *d)
+{
+	virStoragePoolPtr pool;
+	int rc;
+
+	for (int waited = 0;; waited += 100) {
+		if ((rc = saas__lv_vmhost_pool(d, &pool)) < 0)
+			return rc;
+		if (virStoragePoolRefresh(pool, 0) == 0)
+			return SAAS_OK;
+		if (waited >= 10000 || closing(d) || saas__lv_vmhost_check(d) < 0)
+			return saas__lv_virt_error("reading the storage pool again on the VM host");
+		saas__sleep_ms(100);
+	}
+}
+
+/* A volume's existence (the host's word); an error when the pool cannot be read. */
+static int vol_exists(struct drv *d, const char *name, bool *yes)
+{
+	virStoragePoolPtr pool;
+	virStorageVolPtr v;
+	virErrorPtr e;
+	int rc;
+
+	*yes = false;
+	if ((rc = saas__lv_vmhost_pool(d, &pool)) < 0)
+		return rc;
+	if ((v = virStorageVolLookupByName(pool, name))) {
+		virStorageVolFree(v);
+		*yes = true;
+	} else if ((e = virGetLastError()) && e->code != VIR_ERR_NO_STORAGE_VOL) {
+		return saas__lv_virt_error("looking for a volume on the VM host");
+	}
+	saas__error_clear();
+	return SAAS_OK;
+}
+
+/*
+ * The state file libvirt wrote, made a volume of the pool (a refresh: libvirt
+ * learns of files in a directory pool by reading it), checked a complete,
+ * raw save image with a QEMU stream, its size on storage and the RAM block
+ * its stream holds into s.
+ */
+static int state_found(struct drv *d, const char *name, struct saas__lv_snapshot *s)
+{
+	unsigned char head[LV_SAVE_HEADER_BYTES];
+	char *stream = NULL;
+	virStorageVolPtr vol = NULL;
+	virStorageVolInfo info;
+	uint64_t offset;
+	size_t got;
+	int rc;
+
+	if ((rc = pool_refresh(d)) < 0)
+		return rc;
+	if (!(vol = saas__lv_vmhost_vol_lookup(d, name)))
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the VM's saved state %s is not in pool %s on "
+		                   "VM host %s", name, d->spool_name, d->uri);
+	if ((rc = saas__lv_vmhost_vol_get(d, name, 0, head, sizeof(head), &got)) < 0 ||
+	    (rc = saas__lv_save_stream_offset(head, got, &offset)) < 0)
+		goto out;
+	if (!(stream = malloc(STATE_HEAD_MAX))) {
+		rc = saas__oom();
+		goto out;
+	}
+	if ((rc = saas__lv_vmhost_vol_get(d, name, offset, (unsigned char *)stream, STATE_HEAD_MAX, &got)) < 0)
+		goto out;
+	if (got < 4 || memcmp(stream, "QEVM", 4) != 0) {
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the VM's saved state holds no QEMU stream");
+		goto out;
+	}
+	saas__lv_ram_block_in(stream, got, s->ram_block, sizeof(s->ram_block));
+	s->state_bytes = virStorageVolGetInfo(vol, &info) == 0 ? (int64_t)info.allocation : 0;
+out:
+	if (rc < 0)
+		saas__error_wrap(rc, "%s on VM host %s", name, d->uri);
+	free(stream);
+	virStorageVolFree(vol);
+	return rc;
+}
+
+/* The description with the cluster's owner, so that no other cluster sharing the pool takes it for its own. */
+static int describe(struct drv *d, const char *snap, const struct saas__lv_snapshot *s)
+{
+	char name[SNAP_STEM_MAX + 8], *text = saas__lv_snapshot_json(s), *out = NULL;
+	json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+	int rc;
+
+	if (!j || json_object_set_new(j, "owner", json_string(d->owner)) < 0 || !(out = json_dumps(j, JSON_COMPACT))) {
+		rc = saas__oom();
+		goto out;
+	}
+	vol_name(name, snap, "json");
+	if ((rc = saas__lv_vmhost_vol_put(d, name, out, strlen(out))) < 0)
+		goto out;
+	/* Last: its existence is what says the snapshot is complete. */
+	vol_name(name, snap, "ready");
+	rc = saas__lv_vmhost_vol_put(d, name, NULL, 0);
+out:
+	json_decref(j);
+	free(out);
+	free(text);
+	return rc;
+}
+
+/*
+ * The VM's memory and devices into path on the host, by libvirt there. A
+ * running VM is paused for it and runs again; one paused already (a pause:
+ * libvirt refuses to end a transient domain for its snapshot, so the caller
+ * pauses it first and destroys it after) stays paused.
+ */
+static int state_save(struct drv *d, virDomainPtr dom, const char *path, const char *snap)
+{
+	saas__buf b = SAAS__BUF_INIT;
+	virDomainSnapshotPtr sp;
+	char *xml;
+	unsigned int flags = VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA;
+
+	/* The name and the path are ours (a snapshot's name is [a-z0-9-], the pool's directory checked). */
+	saas__buf_printf(&b, "<domainsnapshot><name>" SNAP_PREFIX "%s</name><memory snapshot='external' file='%s'/>"
+	                     "</domainsnapshot>", snap, path);
+	if (!(xml = saas__buf_detach(&b, NULL)))
+		return saas__oom();
+	sp = virDomainSnapshotCreateXML(dom, xml, flags);
+	free(xml);
+	if (!sp)
+		return saas__error_wrap(saas__lv_virt_error("saving the VM's state on the VM host"), "%s", d->uri);
+	virDomainSnapshotFree(sp);
+	return SAAS_OK;
+}
+
+int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes)
+{
+	struct saas__lv_snapshot s;
+	struct timespec t0;
+	virDomainPtr dom = NULL;
+	virDomainInfo info;
+	virDomainBlockInfo disk;
+	char vname[SNAP_STEM_MAX + 8], *dir = NULL, *path = NULL, *owner = NULL;
+	const char *doing = keep ? "forked" : "paused";
+	unsigned int port = 0;
+	bool exists = false, written = false;
+	int state = 0, rc;
+
+	memset(&s, 0, sizeof(s));
+	if (!saas__lv_snapshot_name_ok(snap))
+		return saas__inval("a snapshot's name is 1 to %d of a-z, 0-9 and '-'", SNAPSHOT_NAME_MAX);
+	/* A host that does not answer: nothing is done, the VM (if it runs there) is as it was. */
+	if ((rc = saas__lv_vmhost_check(d)) < 0)
+		return saas__error_wrap(rc, "VM %s cannot be %s", name, doing);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!(dom = virDomainLookupByName(saas__lv_conn(d), name)) && virGetLastError() &&
+	    virGetLastError()->code != VIR_ERR_NO_DOMAIN) {
+		rc = saas__lv_virt_error("looking the VM up");
+		goto out;
+	}
+	if (!dom || saas__lv_domain_meta(dom, &port, &s.host_key, &owner) < 0 || strcmp(owner, d->owner) != 0) {
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no VM %s on VM host %s", name, d->uri);
+		goto out;
+	}
+	if (virDomainGetState(dom, &state, NULL, 0) < 0 || state != VIR_DOMAIN_RUNNING || virDomainGetInfo(dom, &info) < 0) {
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, state, "VM %s is not running", name);
+		goto out;
+	}
+	/* Every disk of the driver's VMs is vda (domain.c). */
+	if (virDomainGetBlockInfo(dom, "vda", &disk, 0) == 0) {
+		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s has a disk, and a VM host cannot freeze one "
+		                 "for a snapshot yet: on a VM host only VMs of disk-less images (initramfs) can be %s", name,
+		                 doing);
+		goto out;
+	}
+	saas__error_clear();
+	vol_name(vname, snap, "ready");
+	if ((rc = vol_exists(d, vname, &exists)) < 0)
+		goto out;
+	if (exists) {
+		rc = saas__inval("snapshot %s exists", snap);
+		goto out;
+	}
+	saas__strlcpy(s.source, name, sizeof(s.source));
+	saas__lv_snapdisk_image(dom, s.image, sizeof(s.image), &s.control);
+	s.vcpus = info.nrVirtCpu;
+	s.memory_mib = (unsigned int)(info.maxMem >> 10);
+	vol_name(vname, snap, "state");
+	if ((rc = pool_dir(d, &dir)) < 0 || !(path = saas__lv_path_join(dir, vname))) {
+		rc = rc < 0 ? rc : SAAS_ENOMEM;
+		goto out;
+	}
+	/* A leftover of an attempt cut short (libvirt writes only a file that is not there). */
+	snap_volumes_delete(d, snap);
+	written = true;
+	if (!keep && virDomainSuspend(dom) < 0) {
+		rc = saas__error_wrap(saas__lv_virt_error("pausing the VM"), "%s", d->uri);
+		goto out;
+	}
+	if ((rc = state_save(d, dom, path, snap)) < 0 || (rc = state_found(d, vname, &s)) < 0 ||
+	    (rc = describe(d, snap, &s)) < 0)
+		goto out;
+	if (!keep) {
+		virDomainFree(dom);
+		dom = NULL;
+		/* Its domain ended with the save: what the driver keeps of the VM goes as at a destroy. */
+		if (saas__lv_vm_destroy(d, name) < 0) {
+			saas__lv_log(d, SAAS_LOG_WARN, "VM %s saved as snapshot %s on VM host %s, but not forgotten: %s", name,
+			             snap, d->uri, saas_error_last()->message);
+			saas__error_clear();
+		}
+	}
+	if (bytes)
+		*bytes = s.state_bytes;
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s %s as snapshot %s on VM host %s in %lld ms (%lld MiB of state in its "
+	             "pool, loaded by %s)", name, doing, snap, d->uri, (long long)saas__ms_since(&t0),
+	             (long long)(s.state_bytes >> 20), keep ? "each child" : "its resume");
+	rc = SAAS_OK;
+out:
+	if (rc < 0 && written) {
+		char msg[512];
+		int st = 0;
+		/* The cleanup's calls clear the error: what failed is said again after it. */
+		snprintf(msg, sizeof(msg), "%s", saas_error_last()->message);
+		/* A VM paused for its snapshot (by libvirt, or for a pause) runs on, as the contract says. */
+		if (dom && virDomainGetState(dom, &st, NULL, 0) == 0 && st == VIR_DOMAIN_PAUSED && virDomainResume(dom) < 0)
+			saas__lv_log(d, SAAS_LOG_WARN, "VM %s stays paused after its failed snapshot: %s", name,
+			             virGetLastErrorMessage());
+		/* The state libvirt may have begun: a volume once the pool is read again. */
+		pool_refresh(d);
+		snap_volumes_delete(d, snap);
+		rc = saas__error(rc, SAAS_ERRCLASS_DRIVER, 0, "%s", msg);
+	}
+	on_host(d, rc < 0 ? saas__error_wrap(rc, "VM %s cannot be %s", name, doing) : rc);
+	if (dom)
+		virDomainFree(dom);
+	saas__lv_snapshot_clear(&s);
+	free(owner);
+	free(path);
+	free(dir);
+	return rc;
+}
+
+/*
+ * Snapshot snap's description volume, read: its text in *text (freed by the
+ * caller) and whether it is this cluster's; SAAS_ENOTFOUND when there is none.
+ */
+static int snap_json(struct drv *d, const char *snap, char **text, bool *ours)
+{
+	char name[SNAP_STEM_MAX + 8];
+	const char *owner;
+	json_t *j;
+	size_t got = 0;
+	int rc;
+
+	*ours = false;
+	vol_name(name, snap, "json");
+	if (!(*text = malloc(SNAP_JSON_MAX + 1)))
+		return saas__oom();
+	if ((rc = saas__lv_vmhost_vol_get(d, name, 0, (unsigned char *)*text, SNAP_JSON_MAX, &got)) < 0) {
+		free(*text);
+		*text = NULL;
+		return rc;
+	}
+	(*text)[got] = '\0';
+	j = json_loads(*text, JSON_DISABLE_EOF_CHECK, NULL);
+	owner = json_string_value(json_object_get(j, "owner"));
+	*ours = owner && strcmp(owner, d->owner) == 0;
+	json_decref(j);
+	return SAAS_OK;
+}
+
+/* Snapshot snap's description, when it is complete and this cluster's; SAAS_ENOTFOUND otherwise. */
+static int snap_describe(struct drv *d, const char *snap, struct saas__lv_snapshot *s)
+{
+	char name[SNAP_STEM_MAX + 8], *text = NULL;
+	bool ready = false, ours = false;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	vol_name(name, snap, "ready");
+	if ((rc = vol_exists(d, name, &ready)) < 0)
+		return saas__error_wrap(on_host(d, rc), "snapshot %s", snap);
+	if (!ready || (rc = snap_json(d, snap, &text, &ours)) == SAAS_ENOTFOUND || (rc == SAAS_OK && !ours)) {
+		free(text);
+		return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s of this cluster on VM host %s",
+		                   snap, d->uri);
+	}
+	if (rc < 0)
+		return saas__error_wrap(on_host(d, rc), "snapshot %s", snap);
+	if ((rc = saas__lv_snapshot_parse(text, s)) < 0)
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s on VM host %s: %s", snap, d->uri,
+		                 saas_error_last()->message);
+	free(text);
+	return rc;
+}
+
+int saas__lv_vmhost_snap_read(struct drv *d, const char *snap, struct saas__lv_snapshot *s, char **place)
+{
+	char stem[SNAP_STEM_MAX + 8];
+	int rc;
+
+	*place = NULL;
+	/* A paused sandbox whose host does not answer stays paused: said as the host's failure, never as "no snapshot". */
+	if ((rc = saas__lv_vmhost_check(d)) < 0)
+		return saas__error_wrap(rc, "snapshot %s", snap);
+	if ((rc = snap_describe(d, snap, s)) < 0)
+		return rc;
+	/* Restored as a template's clone: its state is the volume STEM.state (saas__lv_vmhost_tpl_restore). */
+	vol_name(stem, snap, NULL);
+	if (!(*place = saas__strdup(stem))) {
+		saas__lv_snapshot_clear(s);
+		return SAAS_ENOMEM;
+	}
+	return SAAS_OK;
+}
+
+/* Snapshot snap kept to delete once its host answers (d->mu taken here); said when the list is full. */
+static void gone_later(struct drv *d, const char *snap)
+{
+	bool kept = false;
+
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < d->n_snaps_gone && !kept; i++)
+		kept = strcmp(d->snaps_gone[i], snap) == 0;
+	if (!kept && d->n_snaps_gone < SNAPSHOTS_GONE_MAX) {
+		void *grown = realloc(d->snaps_gone, (d->n_snaps_gone + 1) * sizeof(*d->snaps_gone));
+		if (grown) {
+			d->snaps_gone = grown;
+			saas__strlcpy(d->snaps_gone[d->n_snaps_gone++], snap, sizeof(d->snaps_gone[0]));
+			kept = true;
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (!kept)
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s on VM host %s is not kept to delete later: its volumes "
+		             "stay (virsh vol-delete)", snap, d->uri);
+}
+
+/* Delete snapshot snap's volumes, if they are this cluster's (or no description says whose). */
+static int snap_delete(struct drv *d, const char *snap)
+{
+	char *text = NULL;
+	bool ours = false;
+	int rc;
+
+	/* Under the lock a restore here holds while it reads it: it read it whole before, or finds it gone. */
+	pthread_rwlock_wrlock(&d->snaps_lock);
+	/*
+	 * This cluster's, or what a take cut short left before its description
+	 * (never another cluster's). No disk: the VMs restored from it hold all
+	 * of it in their memory, so all of it goes now.
+	 */
+	if ((rc = snap_json(d, snap, &text, &ours)) == SAAS_ENOTFOUND || (rc == SAAS_OK && ours)) {
+		saas__error_clear();
+		snap_volumes_delete(d, snap);
+		rc = SAAS_OK;
+	} else if (rc == SAAS_OK) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s on VM host %s is another cluster's: not deleted", snap, d->uri);
+	}
+	pthread_rwlock_unlock(&d->snaps_lock);
+	free(text);
+	return rc;
+}
+
+int saas__lv_vmhost_snap_delete(struct drv *d, const char *snap)
+{
+	int rc;
+
+	/* A host that does not answer: deleted once it does (by this server; forgotten if it stops). */
+	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = snap_delete(d, snap)) < 0) {
+		rc = saas__error_wrap(on_host(d, rc), "deleting snapshot %s (done once the host answers)", snap);
+		gone_later(d, snap);
+	}
+	return rc;
+}
+
+void saas__lv_vmhost_snaps_retry(struct drv *d)
+{
+	char (*gone)[SNAPSHOT_GONE_NAME];
+	size_t n;
+
+	pthread_mutex_lock(&d->mu);
+	if (saas__now_ms() < d->snaps_gone_next_ms) {
+		pthread_mutex_unlock(&d->mu);
+		return;
+	}
+	gone = d->snaps_gone;
+	n = d->n_snaps_gone;
+	d->snaps_gone = NULL;
+	d->n_snaps_gone = 0;
+	d->snaps_gone_next_ms = saas__now_ms() + SNAPSHOTS_GONE_RETRY_MS;
+	pthread_mutex_unlock(&d->mu);
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (d->host->check(d) == SAAS_OK && snap_delete(d, gone[i]) == SAAS_OK) {
+			saas__lv_log(d, SAAS_LOG_INFO, "snapshot %s on VM host %s deleted, now that the host answers",
+			             gone[i], d->uri);
+			continue;
+		}
+		saas__error_clear();
+		gone_later(d, gone[i]);
+	}
+	free(gone);
+}
+
+int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata)
+{
+	char **names, snap[64];
+	int n, rc, stop = 0;
+
+	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0)
+		return rc;
+	for (int i = 0; i < n && !stop; i++) {
+		struct saas__lv_snapshot s;
+		if (!saas__lv_snap_volume(names[i], "ready", snap))
+			continue;
+		/* A host that stops answering cuts the listing short: an error, never a shorter list. */
+		if ((rc = snap_describe(d, snap, &s)) == SAAS_OK)
+			stop = fn(userdata, snap);
+		saas__lv_snapshot_clear(&s);
+		if (rc < 0 && rc != SAAS_ENOTFOUND)
+			break;
+		saas__error_clear();
+		rc = SAAS_OK;
+	}
+	saas__lv_vmhost_names_free(names, n);
+	return rc;
+}
