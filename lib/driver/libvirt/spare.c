@@ -89,11 +89,35 @@ static struct spare *spare_unlink_locked(struct drv *d, struct spare *s)
 	return s;
 }
 
+/*
+ * A VM host's connection opened again since the spare was made (its
+ * libvirtd restarted, or stopped answering for a while: host_remote.c) left
+ * the spare's domain handle on the dead one: it is looked up again on the
+ * current one, so that a take can use it and a destroy reaches it. NULL when
+ * the domain is gone (or the host does not answer: the caller's next call
+ * fails and says so).
+ */
+static void spare_dom_refresh(struct drv *d, struct spare *s)
+{
+	virDomainPtr dom;
+
+	if (!s->l.dom || !d->host->may_vanish || d->host->check(d) < 0 ||
+	    virDomainGetConnect(s->l.dom) == saas__lv_conn(d)) {
+		saas__error_clear();
+		return;
+	}
+	dom = virDomainLookupByName(saas__lv_conn(d), s->name);
+	saas__error_clear();
+	virDomainFree(s->l.dom);
+	s->l.dom = dom;
+}
+
 /* Everything of a spare goes: its domain, directory, egress rules and uid. */
 static void spare_free(struct drv *d, struct spare *s)
 {
 	if (!s)
 		return;
+	spare_dom_refresh(d, s);
 	if (s->l.dom || s->l.dir)
 		saas__lv_launch_undo(&s->l);
 	if (s->egress)
@@ -566,6 +590,12 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	spare_dom_refresh(d, s);
+	if (!s->l.dom) {
+		spare_free(d, s);
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "VM %s, started ahead, is gone from VM host %s",
+		                   spec->name, d->uri);
+	}
 	s->l.spec = spec;
 	/* A sandbox's VM from now: every engine's listing sees it (its row is in the store already). */
 	rc = s->until_ms ? saas__lv_domain_meta_spare_clear(s->l.dom) : SAAS_OK;
