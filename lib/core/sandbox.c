@@ -391,19 +391,30 @@ static int create_from_pool(saas_client *c, const saas_create_options *o, const 
 }
 
 /*
- * A VM the engine's own driver started ahead for a create of this size and
- * image (driver.h, vm_take): its name, written to id, becomes the sandbox's,
- * and vm_create then makes it sooner. Not with VM hosts: new sandboxes run
- * on those. A driver that fails to say is a create made the ordinary way.
+ * A VM the driver started ahead for a create of this size and image
+ * (driver.h, vm_take): its name, written to id, becomes the sandbox's, and
+ * vm_create then makes it sooner. With VM hosts, one on the host placement
+ * would choose now (its id in host; "" for the engine's own driver), and the
+ * create is placed there. A driver that fails to say is a create made the
+ * ordinary way.
  */
-static bool take_started(saas_engine *e, const saas_size *size, const char *image, char id[SAAS_ID_MAX + 1])
+static bool take_started(saas_engine *e, const saas_size *size, const char *image, char id[SAAS_ID_MAX + 1],
+                         char host[SAAS_ID_MAX + 1])
 {
 	saas_vm_spec spec = { NULL, image, size->vcpus, size->memory_mb, size->disk_gb, NULL };
+	void *ctx = e->driver_ctx;
 	int rc;
 
-	if (e->driver->version < 8 || !e->driver->vm_take || saas__hosts_any(e))
+	host[0] = '\0';
+	if (e->driver->version < 8 || !e->driver->vm_take)
 		return false;
-	if ((rc = e->driver->vm_take(e->driver_ctx, &spec, id, SAAS_ID_MAX + 1)) < 0) {
+	if (saas__hosts_any(e) &&
+	    (saas__host_pick(e, size->vcpus, size->memory_mb, host) != 1 || saas__vm_driver(e, host, &ctx) < 0)) {
+		saas__error_clear(); /* no host has room, or it cannot be reached: placement says so, as for any create */
+		host[0] = '\0';
+		return false;
+	}
+	if ((rc = e->driver->vm_take(ctx, &spec, id, SAAS_ID_MAX + 1)) < 0) {
 		saas__log(e, SAAS_LOG_WARN, "taking a VM started ahead: %s", saas_error_last()->message);
 		saas__error_clear();
 		return false;
@@ -412,7 +423,7 @@ static bool take_started(saas_engine *e, const saas_size *size, const char *imag
 		/* Not a name a sandbox may have: the VM is let go, and the create made the ordinary way. */
 		saas__log(e, SAAS_LOG_WARN, "driver '%s' started a VM ahead under a name no sandbox may have; destroying it",
 		          e->driver->name);
-		e->driver->vm_destroy(e->driver_ctx, id);
+		e->driver->vm_destroy(ctx, id);
 		saas__error_clear();
 		return false;
 	}
@@ -440,7 +451,7 @@ int saas__store_rules(saas_engine *e, const saas_store_sandbox *row, const struc
 }
 
 static int create_vm(saas_client *c, const saas_store_sandbox *init, const struct saas__network *net, int64_t timeout,
-                     unsigned int max_live, saas_sandbox **out);
+                     unsigned int max_live, const char *on_host, saas_sandbox **out);
 
 int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, const struct saas__network *net,
                                saas_sandbox **out)
@@ -503,9 +514,9 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 	                                   lim.max_sandboxes, out)) <= 0)
 		return rc;
 
-	{
-		char id[SAAS_ID_MAX + 1];
-		bool taken = !net && take_started(e, size, o->image ? o->image : e->default_image, id);
+	for (int attempt = 0;; attempt++) {
+		char id[SAAS_ID_MAX + 1], host[SAAS_ID_MAX + 1] = "";
+		bool taken = !net && !attempt && take_started(e, size, o->image ? o->image : e->default_image, id, host);
 		if (!taken && (rc = saas__id_new(id, "sbx-", 20)) < 0)
 			return rc;
 		saas__row_init(&row, id, c->account_id, size, o->image ? o->image : e->default_image, SAAS_SANDBOX_CREATING,
@@ -519,19 +530,32 @@ int saas__local_sandbox_create(saas_client *c, const saas_create_options *o, con
 		if ((rc = saas__claim_kind(e, "create", row.id)) <= 0) {
 			rc = rc < 0 ? rc : saas__error(SAAS_EEXISTS, SAAS_ERRCLASS_ARGS, 0, "sandbox id %s is taken", row.id);
 		} else {
-			rc = create_vm(c, &row, net, timeout, lim.max_sandboxes, out);
+			rc = create_vm(c, &row, net, timeout, lim.max_sandboxes, taken && host[0] ? host : NULL, out);
 			saas__claim_drop_kind(e, "create", row.id);
 		}
 		/* A VM started ahead that the create did not make (refused before its turn) goes. */
-		if (rc < 0 && taken)
-			e->driver->vm_destroy(e->driver_ctx, id);
+		if (rc < 0 && taken) {
+			saas_error saved = *saas_error_last();
+			char msg[1024];
+			void *ctx;
+			snprintf(msg, sizeof(msg), "%s", saved.message); /* the calls below overwrite this thread's error */
+			if (saas__vm_driver(e, host, &ctx) == SAAS_OK)
+				e->driver->vm_destroy(ctx, id);
+			saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
+		}
+		/*
+		 * Its host filled up since it was chosen (placement held to it
+		 * refused with no row made): the create is placed as any other.
+		 */
+		if (rc == SAAS_EBUSY && taken && host[0] && !attempt)
+			continue;
 		return rc;
 	}
 }
 
 /* The ordinary create, row.id's lease held: its row, then its VM. */
 static int create_vm(saas_client *c, const saas_store_sandbox *init, const struct saas__network *net, int64_t timeout,
-                     unsigned int max_live, saas_sandbox **out)
+                     unsigned int max_live, const char *on_host, saas_sandbox **out)
 {
 	saas_engine *e = c->engine;
 	saas_store_sandbox row = *init;
@@ -547,7 +571,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 	 * died) is still swept, while a slow boot is not cut short.
 	 */
 	row.expires_at_ms = now + (timeout + SAAS_CREATE_GRACE_S) * 1000;
-	if ((rc = saas__sandbox_insert_placed(e, &row, max_live, NULL)) < 0)
+	if ((rc = saas__sandbox_insert_placed(e, &row, max_live, on_host)) < 0)
 		return rc;
 	/* A host placed on a moment ago that cannot be reached now: the row goes, nothing was made. */
 	if ((rc = saas__vm_driver(e, row.host_id, &ctx)) < 0) {

@@ -124,8 +124,8 @@ static const char *script;
 static char state_dir[2048], top[2200], addr[3][32];
 static void *ctx_a, *ctx_b, *ctx_c, *ctx_d, *ctx_e, *ctx_f;
 static char images_dir[2048], key_path[2400];
-static const char *made[9]; /* VMs to destroy at teardown, with the context that reaches them */
-static void *made_ctx[9];
+static const char *made[10]; /* VMs to destroy at teardown, with the context that reaches them */
+static void *made_ctx[10];
 static saas_vm_spec shape;
 static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 
@@ -1341,6 +1341,66 @@ static void test_templates(void **state)
 	}
 }
 
+/* Does host 2's domain name carry a spare's mark in its metadata (the host's own word)? */
+static bool host2_marked(const char *name)
+{
+	return sh("virsh -q -c qemu+tcp://%s/system metadata '%s' https://libsaas.org/xmlns/vm/1 | grep -q spare-until",
+	          addr[2], name) == 0;
+}
+
+/*
+ * Spares on a VM host: D, whose clones ran there, starts one ahead on the
+ * host (its QEMU paused, marked in its metadata); E, another engine of the
+ * cluster on the same host, neither lists it (its orphan sweep would
+ * destroy it) nor counts it as a VM. A create through D takes it: made
+ * from it (the clone's second half only), the mark gone, E lists it, its
+ * commands and its egress channel work as any clone's.
+ */
+static void test_spares(void **state)
+{
+	static char name[SAAS_ID_MAX + 1];
+	saas_vm_spec spec = shape;
+	saas_driver_host h;
+	char line[160];
+	int took = 0;
+
+	(void)state;
+	spec.network = NULL; /* a spare is for a create of the default network (isolated on a host) */
+	for (int i = 0; i < 240 && took == 0; i++) {
+		took = drv->vm_take(ctx_d, &spec, name, sizeof(name));
+		if (took == 0)
+			usleep(500 * 1000);
+	}
+	assert_int_equal(took, 1);
+	snprintf(line, sizeof(line), "VM %s started ahead for template", name);
+	assert_true(logged(line, NULL));
+	assert_true(host2_marked(name));
+	assert_false(listed(ctx_e, name));
+	assert_false(listed(ctx_d, name));
+	check(drv->host_info(ctx_e, &h), "host_info E");
+	assert_int_equal(h.vms, 0);
+
+	spec.name = name;
+	check(drv->vm_create(ctx_d, &spec), "vm_create from a spare");
+	made[9] = name;
+	made_ctx[9] = ctx_d;
+	snprintf(line, sizeof(line), "VM %s up in", name);
+	assert_true(logged(line, "started ahead"));
+	assert_false(host2_marked(name));
+	assert_true(listed(ctx_e, name));
+	check(drv->host_info(ctx_e, &h), "host_info E");
+	assert_int_equal(h.vms, 1);
+	assert_string_equal(run(ctx_e, name, "hostname"), name);
+	{
+		saas_vm_network net = { SAAS_NET_INTERNET, NULL, NULL };
+		check(drv->vm_network_set(ctx_d, name, &net), "vm_network_set internet on a spare's clone");
+		assert_true(guest_reaches(ctx_d, name, VMTEST_NET_WILD, vmtest_world_port()));
+	}
+	check(drv->vm_destroy(ctx_e, name), "vm_destroy a spare's clone");
+	made[9] = NULL;
+	assert_int_equal(vm_state(ctx_d, name), SAAS_VM_ABSENT);
+}
+
 /* The stems (aas-tpl-KEY-GEN) of host 2's template volumes with this suffix, one a line, in out. */
 static int host2_volumes(const char *suffix, char *out, size_t len)
 {
@@ -1443,6 +1503,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_destroy),
 		cmocka_unit_test(test_shared_connection),
 		cmocka_unit_test(test_templates),
+		cmocka_unit_test(test_spares),
 		cmocka_unit_test(test_template_rebuilt),
 	};
 

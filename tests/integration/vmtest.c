@@ -528,8 +528,39 @@ void vmtest_world_down(void)
 	world_ns[0] = world_veth[0] = '\0';
 }
 
+/*
+ * A test internet left by a run of these tests that died without its
+ * teardown (a watchdog's exit, a crash): its namespace aas-egress-PID, PID a
+ * process no more, with its dnsmasq inside and its veth here holding the same
+ * address as ours, which the kernel's route would prefer. Removed before a
+ * new one is made, so that one dead run does not answer the next one's
+ * queries.
+ */
+static void world_leftovers_remove(void)
+{
+	DIR *dir = opendir("/run/netns");
+	struct dirent *e;
+
+	while (dir && (e = readdir(dir))) {
+		char proc[64], *end;
+		long pid;
+		if (strncmp(e->d_name, "aas-egress-", 11) != 0)
+			continue;
+		pid = strtol(e->d_name + 11, &end, 10);
+		snprintf(proc, sizeof(proc), "/proc/%ld", pid);
+		if (*end || pid <= 0 || access(proc, F_OK) == 0)
+			continue;
+		fprintf(stderr, "removing the test internet %s, left by a run that died\n", e->d_name);
+		sh("for p in $(ip netns pids %s); do kill $p; done; ip link del aase%ld 2>/dev/null; ip netns del %s",
+		   e->d_name, pid % 1000000, e->d_name);
+	}
+	if (dir)
+		closedir(dir);
+}
+
 int vmtest_world_up(const char *state_dir)
 {
+	world_leftovers_remove();
 	snprintf(world_ns, sizeof(world_ns), "aas-egress-%d", (int)getpid());
 	snprintf(world_veth, sizeof(world_veth), "aase%d", (int)getpid() % 1000000);
 	if (sh("ip netns add %s", world_ns) != 0) {

@@ -40,6 +40,8 @@ struct sim_host {
 	int stuck;                     /* host_info waits until it is cleared (sim_unstick), for real */
 	unsigned int stuck_calls;      /* host_info calls that waited */
 	unsigned int execs;            /* commands run on it */
+	char ahead[SAAS_ID_MAX + 1];   /* a VM started ahead on it (vm_take), "" none */
+	int ahead_taken;               /* taken by a create, not yet made */
 };
 
 static struct sim_host sims[SIM_HOSTS];
@@ -164,6 +166,20 @@ static void sim_close(void *ctx)
 	(void)ctx;
 }
 
+/* The host's VM started ahead, to the create that asks for one of the default network. */
+static int sim_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
+{
+	struct sim_host *h = ctx;
+
+	if (h->down)
+		return sim_down(h);
+	if (!h->ahead[0] || h->ahead_taken || spec->network)
+		return 0;
+	snprintf(name, size, "%s", h->ahead);
+	h->ahead_taken = 1;
+	return 1;
+}
+
 static int sim_create(void *ctx, const saas_vm_spec *spec)
 {
 	struct sim_host *h = ctx;
@@ -171,6 +187,9 @@ static int sim_create(void *ctx, const saas_vm_spec *spec)
 
 	if (h->down)
 		return sim_down(h);
+	/* Made from the VM started ahead when it is the one taken; made anew either way here. */
+	if (h->ahead_taken && strcmp(spec->name, h->ahead) == 0)
+		h->ahead[0] = '\0', h->ahead_taken = 0;
 	if ((rc = saas_fake_driver.vm_create(NULL, spec)) == SAAS_OK)
 		own(spec->name, h);
 	return rc;
@@ -363,6 +382,7 @@ static const saas_driver sim_driver = {
 	.open = sim_open,
 	.close = sim_close,
 	.vm_create = sim_create,
+	.vm_take = sim_take,
 	.vm_destroy = sim_destroy,
 	.vm_state = sim_state,
 	.vm_list = sim_list,
@@ -702,6 +722,55 @@ static void test_placement(void **state)
 }
 
 /*
+ * A VM started ahead on a host is taken by a create placed on that host:
+ * the one placement would choose now (the most memory left), never another
+ * host's; a create with a network of its own takes none. When the chosen
+ * host fills up before the row is placed there, the VM started ahead is let
+ * go and the create is placed as any other.
+ */
+static void test_started_ahead_on_hosts(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], b[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb, *isolated = NULL, *other;
+	struct sim_host *ha, *hb;
+
+	host_add("a", 4, 8192, a);
+	host_add("b", 4, 14336, b);
+	sweep(f);
+	ha = sim_find("a");
+	hb = sim_find("b");
+	if (!ha || !hb) {
+		fail_msg("the hosts' simulations are missing");
+		return;
+	}
+	/* b has the more memory left: a's VM started ahead is not what placement would choose. */
+	snprintf(ha->ahead, sizeof(ha->ahead), "sbx-aheadonhostaaaaaaaaa");
+	snprintf(hb->ahead, sizeof(hb->ahead), "sbx-aheadonhostbbbbbbbbb");
+	o.network = "isolated";
+	assert_int_equal(saas_sandbox_create(&isolated, f->a, &o, 0), SAAS_OK);
+	assert_string_not_equal(isolated->id, hb->ahead);
+	assert_int_equal(hb->ahead_taken, 0);
+	sb = create(f);
+	assert_string_equal(sb->id, "sbx-aheadonhostbbbbbbbbb");
+	host_of(f, sb->id, where);
+	assert_string_equal(where, b);
+	assert_ptr_equal(owner_of(sb->id), hb);
+	assert_int_equal(ha->ahead_taken, 0);
+	assert_string_equal(ha->ahead, "sbx-aheadonhostaaaaaaaaa");
+	/* Now a has the more memory left (b holds two smalls): its own is taken. */
+	other = create(f);
+	assert_string_equal(other->id, "sbx-aheadonhostaaaaaaaaa");
+	host_of(f, other->id, where);
+	assert_string_equal(where, a);
+	assert_ptr_equal(owner_of(other->id), ha);
+	saas_sandbox_free(sb);
+	saas_sandbox_free(other);
+	saas_sandbox_free(isolated);
+}
+
+/*
  * What an operator sees of each host: its sandboxes (every account's, and
  * only its own), its templates as its own context reports them, and none
  * from an engine that opened no host or from a host that does not answer.
@@ -716,7 +785,7 @@ static void test_host_views(void **state)
 	unsigned int on_a = 0;
 
 	host_add("a", 4, 16384, a);
-	host_add("b", 4, 16384, b);
+	host_add("b", 4, 14336, b);
 	sweep(f);
 	for (int i = 0; i < 3; i++) {
 		sb[i] = create(f);
@@ -803,7 +872,7 @@ static void test_routing(void **state)
 	struct sim_host *ha, *hb;
 
 	host_add("a", 4, 8192, a);
-	host_add("b", 4, 16384, b);
+	host_add("b", 4, 14336, b);
 	sweep(f);
 	/* b has the most memory left, then a. */
 	x = create(f);
@@ -1054,7 +1123,7 @@ static void test_stuck_host(void **state)
 	unsigned int calls;
 
 	host_add("a", 4, 16384, a);
-	host_add("b", 4, 16384, b);
+	host_add("b", 4, 14336, b);
 	sweep(f);
 	pthread_mutex_lock(&stuck_mu);
 	sim_find("a")->stuck = 1;
@@ -1514,7 +1583,7 @@ static void test_pool_two_engines(void **state)
 		fail_msg("second engine open: %s", saas_error_last()->message);
 	assert_int_equal(saas_client_open_local(&c2, e2, f->key_a, 0), SAAS_OK);
 	host_add("a", 4, 16384, a);
-	host_add("b", 4, 16384, b);
+	host_add("b", 4, 14336, b);
 	/* Each one's heartbeat, then its refill (the sweep's, or ours). */
 	sweep(f);
 	assert_int_equal(saas_engine_sweep(NULL, e2), SAAS_OK);
@@ -1550,6 +1619,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_single_machine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_registry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_started_ahead_on_hosts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_placement, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_routing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_views, setup, teardown),

@@ -1483,6 +1483,49 @@ static void test_meta_network_rewrite(void **state)
 	assert_null(saas__lv_meta_with_network("<aas:vm><aas:network>intern", SAAS_NET_POLICY));
 }
 
+/*
+ * A spare's mark (domain.h): written into a spare's domain on a shared host,
+ * read back as its time, and taken out whole by the create that takes the
+ * spare, everything else of the element as it was. Anything but digits up
+ * to the closing tag reads as no mark.
+ */
+static void test_meta_spare_mark(void **state)
+{
+	static const char plain[] = "<aas:vm xmlns:aas='https://libsaas.org/xmlns/vm/1'>\n"
+	                            "  <aas:ssh-port>40022</aas:ssh-port>\n  <aas:network>isolated</aas:network>\n</aas:vm>";
+	static const char marked[] = "<aas:vm xmlns:aas='https://libsaas.org/xmlns/vm/1'>\n"
+	                             "  <aas:ssh-port>40022</aas:ssh-port>\n  <aas:network>isolated</aas:network>\n"
+	                             "  <aas:spare-until>1796000000000</aas:spare-until>\n</aas:vm>";
+	struct image im = test_image(true);
+	saas_vm_spec spec = test_spec();
+	struct saas__lv_domain def = { &spec, &im, "/var/lib/aas", "a2V5", VMDIR, NULL, 40022, false, false, true };
+	char *xml, *out;
+
+	(void)state;
+	assert_int_equal(saas__lv_meta_spare_until(marked), 1796000000000LL);
+	assert_int_equal(saas__lv_meta_spare_until(plain), 0);
+	assert_int_equal(saas__lv_meta_spare_until("<aas:spare-until>12x</aas:spare-until>"), 0);
+	assert_int_equal(saas__lv_meta_spare_until("<aas:spare-until>-5</aas:spare-until>"), 0);
+	assert_int_equal(saas__lv_meta_spare_until("<aas:spare-until>99999999999999999999999</aas:spare-until>"), 0);
+	assert_int_equal(saas__lv_meta_spare_until("<aas:spare-until>123"), 0);
+	assert_non_null(out = saas__lv_meta_without_spare(marked));
+	assert_string_equal(out, plain);
+	free(out);
+	assert_non_null(out = saas__lv_meta_without_spare(plain));
+	assert_string_equal(out, plain);
+	free(out);
+	/* The domain of a spare carries it; any other domain none. */
+	def.spare_until_ms = 1796000000000LL;
+	assert_non_null(xml = saas__lv_domain_xml(&def));
+	assert_non_null(strstr(xml, "<" META_PREFIX ":spare-until>1796000000000</" META_PREFIX ":spare-until>"));
+	assert_int_equal(saas__lv_meta_spare_until(xml), 1796000000000LL);
+	free(xml);
+	def.spare_until_ms = 0;
+	assert_non_null(xml = saas__lv_domain_xml(&def));
+	assert_null(strstr(xml, "spare-until"));
+	free(xml);
+}
+
 /* The uid goes into the metadata and comes back out; no uid, or a malformed one, reads as 0. */
 static void test_meta_uid(void **state)
 {
@@ -3384,6 +3427,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_left),
 		cmocka_unit_test(test_stream_split),
 		cmocka_unit_test(test_meta_network_rewrite),
+		cmocka_unit_test(test_meta_spare_mark),
 		cmocka_unit_test(test_meta_uid),
 		cmocka_unit_test(test_uids_allocate_release),
 		cmocka_unit_test(test_uids_exhausted),

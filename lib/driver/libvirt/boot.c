@@ -97,6 +97,7 @@ int saas__lv_launch_start(struct launch *l)
 		def.mem = l->mem;
 		def.mem_path = l->mem_path;
 		def.control = l->control;
+		def.spare_until_ms = l->spare_until_ms;
 		pthread_mutex_lock(&d->mu); /* d->kvm changes when KVM turns out not to work */
 		def.kvm = d->kvm;
 		pthread_mutex_unlock(&d->mu);

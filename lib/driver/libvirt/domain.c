@@ -3,6 +3,8 @@
  * reads back from running domains (which engine owns a domain, its SSH port
  * and pinned host key) to list and adopt them.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +88,9 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	/* A snapshot of it restores into a domain with the same devices: it reads this back. */
 	if (def->control)
 		saas__buf_puts(&b, "      <" META_PREFIX ":control>" CONTROL_PORT_NAME "</" META_PREFIX ":control>\n");
+	if (def->spare_until_ms > 0)
+		saas__buf_printf(&b, "      <" META_PREFIX ":spare-until>%lld</" META_PREFIX ":spare-until>\n",
+		                 (long long)def->spare_until_ms);
 	saas__buf_puts(&b, "    </" META_PREFIX ":vm>\n  </metadata>\n");
 	/* A VM generation id: guest kernels with vmgenid reseed their RNG when it changes (clones). */
 	saas__buf_puts(&b, "  <genid/>\n");
@@ -275,6 +280,61 @@ unsigned int saas__lv_meta_uid(const char *xml)
 		return 0;
 	uid = strtoul(p + 4, &end, 10);
 	return *end == '<' && uid <= UIDS_LAST_MAX ? (unsigned int)uid : 0;
+}
+
+int64_t saas__lv_meta_spare_until(const char *xml)
+{
+	const char *p = strstr(xml, "spare-until>");
+	char *end;
+	long long ms;
+
+	if (!p || p[12] < '0' || p[12] > '9')
+		return 0;
+	errno = 0;
+	ms = strtoll(p + 12, &end, 10);
+	return *end == '<' && errno == 0 ? (int64_t)ms : 0;
+}
+
+char *saas__lv_meta_without_spare(const char *xml)
+{
+	const char *open = strstr(xml, "spare-until>"), *close, *from, *to;
+	char *out;
+
+	if (!open || !(close = strstr(open + 12, "spare-until>")))
+		return saas__strdup(xml);
+	/* From the '<' of the opening tag (and the indent before it) to the closing tag's '>' and its line's end. */
+	for (from = open; from > xml && from[-1] != '<'; from--)
+		;
+	if (from > xml)
+		from--;
+	while (from > xml && (from[-1] == ' ' || from[-1] == '\t'))
+		from--;
+	to = close + 12;
+	if (*to == '\n')
+		to++;
+	if (asprintf(&out, "%.*s%s", (int)(from - xml), xml, to) < 0)
+		return NULL;
+	return out;
+}
+
+int saas__lv_domain_meta_spare_clear(virDomainPtr dom)
+{
+	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0), *next;
+	int rc = SAAS_OK;
+
+	if (!xml)
+		return saas__lv_virt_error("cannot read the VM's metadata");
+	if (!saas__lv_meta_spare_until(xml) && !strstr(xml, "spare-until>"))
+		goto out;
+	if (!(next = saas__lv_meta_without_spare(xml)))
+		rc = saas__oom();
+	else if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, next, META_PREFIX, META_NS,
+	                              VIR_DOMAIN_AFFECT_LIVE) < 0)
+		rc = saas__lv_virt_error("cannot take the spare's mark out of the VM's metadata");
+	free(next);
+out:
+	free(xml);
+	return rc;
 }
 
 int saas__lv_meta_network(const char *xml)

@@ -61,6 +61,11 @@ struct saas__lv_domain {
 	 * for it. Like control, a device a clone has exactly when its template has it.
 	 */
 	bool egress;
+	/*
+	 * A spare on a host other engines share (spare.c): until this time
+	 * (Unix ms) their listings leave it out, as they do a pooled VM; 0: not one.
+	 */
+	int64_t spare_until_ms;
 	const char *listen;              /* the SSH forward's address; NULL: 127.0.0.1 */
 	const char *kernel, *initrd;     /* as the host's QEMU sees them; NULL: the image's own */
 };
@@ -100,6 +105,19 @@ char *saas__lv_meta_with_network(const char *xml, int mode);
  * of the mode it runs under now, not the one it was made with.
  */
 int saas__lv_domain_meta_network_set(virDomainPtr dom, int mode);
+
+/*
+ * A spare's mark in its metadata (domain.h's spare_until_ms): the time it
+ * stands until, or 0 (none, or not a number).
+ */
+int64_t saas__lv_meta_spare_until(const char *xml);
+/* xml without the spare's mark: a copy, or NULL out of memory. */
+char *saas__lv_meta_without_spare(const char *xml);
+/*
+ * Take a running domain's spare mark out of its live metadata: a create has
+ * taken it, and every engine's listing must see it from now on.
+ */
+int saas__lv_domain_meta_spare_clear(virDomainPtr dom);
 
 typedef int (*saas__lv_domain_fn)(struct drv *d, virDomainPtr dom, const char *name, void *ud);
 /*

@@ -69,6 +69,12 @@ struct saas__lv_host {
 	 */
 	int (*control_open)(struct drv *d, const char *name, int *fd);
 	/*
+	 * The memory the host has available for more VMs, in MiB (0: it cannot
+	 * say): this machine's MemAvailable, or a remote host's free, buffers
+	 * and cache as its libvirtd reports them.
+	 */
+	uint64_t (*mem_available_mib)(struct drv *d);
+	/*
 	 * Snapshots (fork, pause) kept on the host, as volumes of its pool
 	 * (host_remote_snap.c): one taken of VM name (keep: it runs on, a fork);
 	 * one's description read for a restore, with its place (what a clone's

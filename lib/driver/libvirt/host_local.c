@@ -27,6 +27,7 @@
 #include "driver/libvirt/host.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/memfile.h"
 #include "driver/libvirt/qmp.h"
 #include "driver/libvirt/template.h"
 #include "util/spawn.h"
@@ -241,6 +242,12 @@ static void local_template_lost(struct drv *d, const char *key)
 	(void)key;
 }
 
+static uint64_t local_mem_available_mib(struct drv *d)
+{
+	(void)d;
+	return saas__lv_mem_available_mib();
+}
+
 /* No other engine builds this host's templates. */
 static int local_template_find(struct drv *d, const char *key, char **place)
 {
@@ -267,6 +274,7 @@ const struct saas__lv_host saas__lv_host_local = {
 	.template_lost = local_template_lost,
 	.template_find = local_template_find,
 	.template_list = saas__lv_template_list_local,
+	.mem_available_mib = local_mem_available_mib,
 	.control_port = true,
 	.local_memory = true,
 	.spares = true,

@@ -210,12 +210,11 @@ out:
 
 /* ---- host_info ------------------------------------------------------------------------------- */
 
+/* Spares are not counted: placement would take each (a paused QEMU) for another engine's pooled VM of full size. */
 static int count_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 {
-	(void)d;
-	(void)dom;
-	(void)name;
-	(*(unsigned int *)ud)++;
+	if (!saas__lv_spare_domain(d, dom, name))
+		(*(unsigned int *)ud)++;
 	return 0;
 }
 
@@ -241,6 +240,35 @@ int saas__lv_host_info(void *ctx, saas_driver_host *out)
 	out->memory_mb = info.memory / 1024; /* libvirt gives KiB */
 	out->vms = vms;
 	return SAAS_OK;
+}
+
+/*
+ * What the host's kernel could give more VMs: free, buffers and cache as its
+ * libvirtd reads them (libvirt has no MemAvailable), or 0 when it cannot say
+ * (the connection down: whoever next needs the host opens it again).
+ */
+static uint64_t remote_mem_available_mib(struct drv *d)
+{
+	virNodeMemoryStatsPtr st = NULL;
+	int n = 0;
+	uint64_t kib = 0;
+
+	/* Not a reason to open the connection again: the spares' threads ask every second. */
+	if (virConnectIsAlive(saas__lv_conn(d)) != 1 ||
+	    virNodeGetMemoryStats(saas__lv_conn(d), VIR_NODE_MEMORY_STATS_ALL_CELLS, NULL, &n, 0) < 0 || n <= 0 ||
+	    n > 64 || !(st = calloc((size_t)n, sizeof(*st))) ||
+	    virNodeGetMemoryStats(saas__lv_conn(d), VIR_NODE_MEMORY_STATS_ALL_CELLS, st, &n, 0) < 0) {
+		saas__error_clear();
+		free(st);
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+		if (strcmp(st[i].field, VIR_NODE_MEMORY_STATS_FREE) == 0 ||
+		    strcmp(st[i].field, VIR_NODE_MEMORY_STATS_BUFFERS) == 0 ||
+		    strcmp(st[i].field, VIR_NODE_MEMORY_STATS_CACHED) == 0)
+			kib += st[i].value;
+	free(st);
+	return kib >> 10;
 }
 
 /* ---- the storage pool and its volumes -------------------------------------------------------- */
@@ -814,6 +842,7 @@ const struct saas__lv_host saas__lv_host_remote = {
 	.template_find = remote_template_find,
 	.template_list = saas__lv_template_list_remote,
 	.control_open = saas__lv_channel_open,
+	.mem_available_mib = remote_mem_available_mib,
 	.snap_take = saas__lv_vmhost_snap_take,
 	.snap_read = saas__lv_vmhost_snap_read,
 	.snap_delete = saas__lv_vmhost_snap_delete,
@@ -821,7 +850,7 @@ const struct saas__lv_host saas__lv_host_remote = {
 	.control_port = true,
 	.egress_port = true,
 	.local_memory = false,
-	.spares = false,
+	.spares = true,
 	.shared_templates = true,
 	.may_vanish = true,
 	.limits_learned = true,

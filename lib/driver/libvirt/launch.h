@@ -43,6 +43,7 @@ struct launch {
 	const char *fixups;              /* a clone: which way its fix-ups went, for the log ("the control port", "SSH") */
 	bool session_later;              /* a clone made without the engine's SSH session: ssh is NULL, connected on first need */
 	bool background;                 /* a template's VM: its waits give up once the engine stops, not at close */
+	int64_t spare_until_ms;          /* a spare on a shared host: its mark (domain.h), 0: none */
 };
 
 /* Should l's launch give up now? The driver closing, or (a template's) the engine stopping. */

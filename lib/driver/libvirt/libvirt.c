@@ -858,9 +858,8 @@ static int list_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 {
 	struct list_call *lc = ud;
 
-	(void)dom;
-	/* VMs started ahead have no sandbox until a create takes one (spare.c). */
-	if (saas__lv_spare_listed(d, name))
+	/* VMs started ahead have no sandbox until a create takes one (spare.c), this engine's or another's. */
+	if (saas__lv_spare_domain(d, dom, name))
 		return 0;
 	return lc->fn(lc->ud, name);
 }

@@ -149,6 +149,15 @@ struct stat;
 #define SPARE_MAKE_MS_FIRST 1500           /* a spare's make time until one was measured */
 #define SPARE_HOLD_MS 2000                 /* after a lone create, no spare made this soon (spare_policy.c) */
 #define SPARE_CHECK_MS 1000                /* the spare thread looks again at least this often */
+/*
+ * A spare on a host other engines share stands for this long (its mark,
+ * domain.h): their listings leave it out until then, so that their orphan
+ * sweeps do not take it for a VM no sandbox owns. Its maker replaces it
+ * SPARE_LEASE_MARGIN_MS before the end; an engine that died leaves its
+ * spares to the others' sweeps once the time has passed.
+ */
+#define SPARE_LEASE_MS (30 * 60 * 1000)
+#define SPARE_LEASE_MARGIN_MS (2 * 60 * 1000)
 #define SPARE_BACKOFF_FIRST_MS 1000
 #define SPARE_BACKOFF_MAX_MS 60000
 #define TEMPLATE_SAVE_STALL_MS 120000      /* a state save (template, pause, fork) with no progress this long fails */

@@ -217,6 +217,12 @@ int saas__lv_rpc_node_get_info(virConnectPtr conn, virNodeInfoPtr info)
 	CONN_CALL(int, conn, virNodeGetInfo(conn, info));
 }
 
+int saas__lv_rpc_node_get_memory_stats(virConnectPtr conn, int cell, virNodeMemoryStatsPtr params, int *nparams,
+                                       unsigned int flags)
+{
+	CONN_CALL(int, conn, virNodeGetMemoryStats(conn, cell, params, nparams, flags));
+}
+
 virStoragePoolPtr saas__lv_rpc_pool_lookup_by_name(virConnectPtr conn, const char *name)
 {
 	CONN_CALL(virStoragePoolPtr, conn, virStoragePoolLookupByName(conn, name));

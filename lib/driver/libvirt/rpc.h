@@ -70,6 +70,8 @@ char *saas__lv_rpc_get_domain_capabilities(virConnectPtr conn, const char *emula
                                            const char *machine, const char *virttype, unsigned int flags);
 char *saas__lv_rpc_get_capabilities(virConnectPtr conn);
 int saas__lv_rpc_node_get_info(virConnectPtr conn, virNodeInfoPtr info);
+int saas__lv_rpc_node_get_memory_stats(virConnectPtr conn, int cell, virNodeMemoryStatsPtr params, int *nparams,
+                                       unsigned int flags);
 virStoragePoolPtr saas__lv_rpc_pool_lookup_by_name(virConnectPtr conn, const char *name);
 virStoragePoolPtr saas__lv_rpc_pool_define_xml(virConnectPtr conn, const char *xml, unsigned int flags);
 int saas__lv_rpc_pool_list_all_volumes(virStoragePoolPtr pool, virStorageVolPtr **vols, unsigned int flags);
@@ -139,6 +141,7 @@ int saas__lv_rpc_stream_free(virStreamPtr st);
 #define virConnectGetDomainCapabilities saas__lv_rpc_get_domain_capabilities
 #define virConnectGetCapabilities saas__lv_rpc_get_capabilities
 #define virNodeGetInfo saas__lv_rpc_node_get_info
+#define virNodeGetMemoryStats saas__lv_rpc_node_get_memory_stats
 #define virStoragePoolLookupByName saas__lv_rpc_pool_lookup_by_name
 #define virStoragePoolDefineXML saas__lv_rpc_pool_define_xml
 #define virStoragePoolListAllVolumes saas__lv_rpc_pool_list_all_volumes

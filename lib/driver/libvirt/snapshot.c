@@ -1044,8 +1044,8 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 		goto out;
 	}
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (restored from snapshot %s of %s, fix-ups over %s, %s, %u vCPU, "
-	             "%u MiB, %s, ssh 127.0.0.1:%u)", spec->name, (long long)saas__ms_since(&t0), snap, s.source, l.fixups, s.image, s.vcpus,
-	             s.memory_mib, l.policy ? "policy" : l.internet ? "internet" : "isolated", l.port);
+	             "%u MiB, %s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), snap, s.source, l.fixups, s.image,
+	             s.vcpus, s.memory_mib, l.policy ? "policy" : l.internet ? "internet" : "isolated", d->listen, l.port);
 	virDomainFree(l.dom);
 	free(l.dir);
 	free(l.overlay);

@@ -49,7 +49,10 @@
 
 #include <libvirt/libvirt.h>
 
+#include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
+#include "driver/libvirt/egress_host.h"
+#include "driver/libvirt/host_remote.h"
 #include "driver/libvirt/image.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -66,6 +69,8 @@ struct spare {
 	int state;
 	bool cancelled;                  /* SPARE_MAKING: destroyed meanwhile; its maker undoes it */
 	bool egress;                     /* its egress rules are set */
+	bool ehost;                      /* a VM host's: its policy is set in this server's egress end */
+	int64_t until_ms;                /* a shared host's: its mark's end (SPARE_LEASE_MS), 0: unmarked */
 	int64_t at[2];                   /* ms to its disk, to its domain (for the log) */
 	saas_vm_spec spec;               /* its shape; network NULL: the driver's default */
 	struct launch l;                 /* its half-made clone: l.dom paused, l.uid, l.port, l.dir, l.tdir */
@@ -84,15 +89,41 @@ static struct spare *spare_unlink_locked(struct drv *d, struct spare *s)
 	return s;
 }
 
+/*
+ * A VM host's connection opened again since the spare was made (its
+ * libvirtd restarted, or stopped answering for a while: host_remote.c) left
+ * the spare's domain handle on the dead one: it is looked up again on the
+ * current one, so that a take can use it and a destroy reaches it. NULL when
+ * the domain is gone (or the host does not answer: the caller's next call
+ * fails and says so).
+ */
+static void spare_dom_refresh(struct drv *d, struct spare *s)
+{
+	virDomainPtr dom;
+
+	if (!s->l.dom || !d->host->may_vanish || d->host->check(d) < 0 ||
+	    virDomainGetConnect(s->l.dom) == saas__lv_conn(d)) {
+		saas__error_clear();
+		return;
+	}
+	dom = virDomainLookupByName(saas__lv_conn(d), s->name);
+	saas__error_clear();
+	virDomainFree(s->l.dom);
+	s->l.dom = dom;
+}
+
 /* Everything of a spare goes: its domain, directory, egress rules and uid. */
 static void spare_free(struct drv *d, struct spare *s)
 {
 	if (!s)
 		return;
+	spare_dom_refresh(d, s);
 	if (s->l.dom || s->l.dir)
 		saas__lv_launch_undo(&s->l);
 	if (s->egress)
 		saas__lv_egress_vm_remove(d, s->name);
+	if (s->ehost)
+		saas__lv_ehost_remove(d->ehost, s->name);
 	if (s->l.uid) {
 		pthread_mutex_lock(&d->mu);
 		saas__lv_uids_put(&d->cf.uids, s->l.uid);
@@ -143,8 +174,16 @@ static int spare_make(struct drv *d, struct spare *s)
 	rc = saas__lv_image_get(d, s->image, &im);
 	if (rc == SAAS_OK && !(s->host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
-	if (rc == SAAS_OK && !(s->tdir = saas__lv_drv_path(d, "templates", s->key)))
-		rc = SAAS_ENOMEM;
+	if (rc == SAAS_OK) {
+		struct tmpl *t = d->tmpls;
+		while (t && strcmp(t->key, s->key) != 0)
+			t = t->next;
+		/* Its directory here, or its volumes' stem on a VM host. */
+		if (!t || t->state != TMPL_READY)
+			rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "template %s is not ready", s->key);
+		else if (!(s->tdir = d->host->template_place(d, t)))
+			rc = SAAS_ENOMEM;
+	}
 	/* A spare never takes the last free uid: a create with a network of its own needs one. */
 	if (rc == SAAS_OK && d->cf.confined)
 		rc = saas__lv_uids_free(&d->cf.uids) < 2
@@ -159,6 +198,14 @@ static int spare_make(struct drv *d, struct spare *s)
 			return rc;
 		s->egress = true;
 	}
+	/*
+	 * A VM host's guest gets its policy in this server's end when taken
+	 * (spare_create), before it runs: until then its egress is nobody's,
+	 * and the keeper that reopens lost channels does not know it.
+	 */
+	/* Other engines list a shared host's VMs too: marked, theirs leave it out while it stands. */
+	if (d->host->shared_templates)
+		s->l.spare_until_ms = s->until_ms = saas__now_ms() + SPARE_LEASE_MS;
 	s->l.d = d;
 	s->l.spec = &s->spec;
 	s->l.im = im;
@@ -264,7 +311,6 @@ static struct spare *spare_extra_locked(struct drv *d, unsigned int target)
 static void *spare_main(void *arg)
 {
 	struct drv *d = arg;
-	bool local = d->host->local_memory;
 
 	pthread_mutex_lock(&d->mu);
 	while (!closing(d)) {
@@ -277,8 +323,8 @@ static void *spare_main(void *arg)
 		bool freed;
 
 		pthread_mutex_unlock(&d->mu);
-		/* 0: /proc/meminfo unreadable, said nothing (saas__lv_memory_room takes it so too). */
-		if (local && (avail = saas__lv_mem_available_mib()) != 0)
+		/* 0: the host could not say (saas__lv_memory_room takes it so too). */
+		if ((avail = d->host->mem_available_mib(d)) != 0)
 			room = avail > d->min_free_memory_mb ? avail - d->min_free_memory_mb : 0;
 		pthread_mutex_lock(&d->mu);
 		if (closing(d))
@@ -292,6 +338,12 @@ static void *spare_main(void *arg)
 			if (s->state == SPARE_READY && !spare_current_locked(d, s)) {
 				saas__lv_log(d, SAAS_LOG_INFO, "VM %s, started ahead, is of an outdated template; destroying it",
 				             s->name);
+				spare_unlink_locked(d, s)->next = stale;
+				stale = s;
+			} else if (s->state == SPARE_READY && s->until_ms && now > s->until_ms - SPARE_LEASE_MARGIN_MS) {
+				/* Its mark ends soon: another engine's sweep would then take it for an orphan. */
+				saas__lv_log(d, SAAS_LOG_INFO, "VM %s, started ahead, has stood its %d minutes; replacing it",
+				             s->name, SPARE_LEASE_MS / 60000);
 				spare_unlink_locked(d, s)->next = stale;
 				stale = s;
 			}
@@ -400,8 +452,17 @@ int saas__lv_spares_start(struct drv *d)
 
 	if (!d->spare.ceiling || !d->templates || !d->host->spares)
 		return SAAS_OK;
-	if (!d->spare.budget_mib)
-		d->spare.budget_mib = saas__lv_spare_budget_auto(pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page >> 20 : 0);
+	if (!d->spare.budget_mib) {
+		/* A sixteenth of the memory of the host they run on: a VM host's as its libvirtd says, if it answers. */
+		uint64_t mib = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page >> 20 : 0;
+		saas_driver_host info;
+		if (!d->host->local_memory) {
+			if (saas__lv_host_info(d, &info) == SAAS_OK && info.memory_mb)
+				mib = info.memory_mb;
+			saas__error_clear();
+		}
+		d->spare.budget_mib = saas__lv_spare_budget_auto(mib);
+	}
 	d->spare.make_ms = SPARE_MAKE_MS_FIRST;
 	d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
 	for (unsigned int i = 0; i < makers; i++) {
@@ -470,6 +531,22 @@ bool saas__lv_spare_listed(struct drv *d, const char *name)
 	return found;
 }
 
+bool saas__lv_spare_domain(struct drv *d, virDomainPtr dom, const char *name)
+{
+	char *xml;
+	bool marked;
+
+	if (saas__lv_spare_listed(d, name))
+		return true;
+	if (!d->host->shared_templates)
+		return false;
+	xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0);
+	marked = xml && saas__lv_meta_spare_until(xml) > saas__now_ms();
+	free(xml);
+	saas__error_clear();
+	return marked;
+}
+
 bool saas__lv_spare_destroy(struct drv *d, const char *name)
 {
 	struct spare *s;
@@ -513,8 +590,28 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	spare_dom_refresh(d, s);
+	if (!s->l.dom) {
+		spare_free(d, s);
+		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "VM %s, started ahead, is gone from VM host %s",
+		                   spec->name, d->uri);
+	}
 	s->l.spec = spec;
-	rc = saas__lv_clone_finish(&s->l, &t0, d->boot_timeout_ms, at);
+	/* A sandbox's VM from now: every engine's listing sees it (its row is in the store already). */
+	rc = s->until_ms ? saas__lv_domain_meta_spare_clear(s->l.dom) : SAAS_OK;
+	/* A VM host's guest: its policy here before it runs (its first lookup may come at once). */
+	if (rc == SAAS_OK && d->ehost) {
+		saas_vm_network fallback;
+		const saas_vm_network *net;
+		if ((rc = saas__lv_net_admit(d, spec, &fallback, &net)) == SAAS_OK &&
+		    (rc = saas__lv_ehost_set(d->ehost, spec->name, net)) == SAAS_OK)
+			s->ehost = true;
+	}
+	if (rc == SAAS_OK)
+		rc = saas__lv_clone_finish(&s->l, &t0, d->boot_timeout_ms, at);
+	/* A VM host's guest: its egress channel to this server's end, once it runs. */
+	if (rc == SAAS_OK && s->ehost)
+		rc = saas__lv_egress_attach(d, spec->name);
 	if (rc == SAAS_OK)
 		rc = saas__lv_vm_add(d, spec->name, s->l.im, s->l.port, s->l.uid, s->host_key, s->l.ssh);
 	if (rc < 0) {

@@ -50,5 +50,11 @@ void saas__lv_spares_busy(struct drv *d, bool begin);
 int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size);
 int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec);
 bool saas__lv_spare_listed(struct drv *d, const char *name);
+/*
+ * Is domain dom (named name) a spare, this driver's or, on a host other
+ * engines share, another's whose mark stands (domain.h)? Listings and counts
+ * leave spares out: no sandbox owns one yet, and it holds next to no memory.
+ */
+bool saas__lv_spare_domain(struct drv *d, virDomainPtr dom, const char *name);
 bool saas__lv_spare_destroy(struct drv *d, const char *name);
 #endif
