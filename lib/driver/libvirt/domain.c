@@ -324,7 +324,7 @@ int saas__lv_domain_meta_spare_clear(virDomainPtr dom)
 
 	if (!xml)
 		return saas__lv_virt_error("cannot read the VM's metadata");
-	if (!saas__lv_meta_spare_until(xml) && !strstr(xml, "spare-until>"))
+	if (!strstr(xml, "spare-until>"))
 		goto out;
 	if (!(next = saas__lv_meta_without_spare(xml)))
 		rc = saas__oom();

@@ -52,7 +52,6 @@
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
 #include "driver/libvirt/egress_host.h"
-#include "driver/libvirt/host_remote.h"
 #include "driver/libvirt/image.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -134,11 +133,19 @@ static void spare_free(struct drv *d, struct spare *s)
 	free(s);
 }
 
+/* The template of key, ready, or NULL. Under d->mu. */
+static struct tmpl *spare_template_locked(struct drv *d, const char *key)
+{
+	for (struct tmpl *t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0)
+			return t->state == TMPL_READY ? t : NULL;
+	return NULL;
+}
+
 /* Is s still what a create of its shape would clone: its template ready, of its image's current build? */
 static bool spare_current_locked(struct drv *d, const struct spare *s)
 {
 	struct image *im = NULL;
-	struct tmpl *t;
 	char key[33] = "";
 
 	if (saas__lv_image_get(d, s->image, &im) < 0) {
@@ -146,12 +153,7 @@ static bool spare_current_locked(struct drv *d, const struct spare *s)
 		return false;
 	}
 	saas__lv_template_key(d, &s->spec, im, key);
-	if (strcmp(key, s->key) != 0)
-		return false;
-	for (t = d->tmpls; t; t = t->next)
-		if (strcmp(t->key, s->key) == 0)
-			return t->state == TMPL_READY;
-	return false;
+	return strcmp(key, s->key) == 0 && spare_template_locked(d, s->key);
 }
 
 /*
@@ -175,11 +177,9 @@ static int spare_make(struct drv *d, struct spare *s)
 	if (rc == SAAS_OK && !(s->host_key = saas__strdup(im->host_key)))
 		rc = SAAS_ENOMEM;
 	if (rc == SAAS_OK) {
-		struct tmpl *t = d->tmpls;
-		while (t && strcmp(t->key, s->key) != 0)
-			t = t->next;
+		struct tmpl *t = spare_template_locked(d, s->key);
 		/* Its directory here, or its volumes' stem on a VM host. */
-		if (!t || t->state != TMPL_READY)
+		if (!t)
 			rc = saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "template %s is not ready", s->key);
 		else if (!(s->tdir = d->host->template_place(d, t)))
 			rc = SAAS_ENOMEM;
@@ -455,12 +455,11 @@ int saas__lv_spares_start(struct drv *d)
 	if (!d->spare.budget_mib) {
 		/* A sixteenth of the memory of the host they run on: a VM host's as its libvirtd says, if it answers. */
 		uint64_t mib = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page >> 20 : 0;
-		saas_driver_host info;
-		if (!d->host->local_memory) {
-			if (saas__lv_host_info(d, &info) == SAAS_OK && info.memory_mb)
-				mib = info.memory_mb;
-			saas__error_clear();
-		}
+		virNodeInfo info;
+		if (!d->host->local_memory && d->host->check(d) == SAAS_OK &&
+		    virNodeGetInfo(saas__lv_conn(d), &info) == 0 && info.memory)
+			mib = info.memory >> 10; /* libvirt gives KiB */
+		saas__error_clear();
 		d->spare.budget_mib = saas__lv_spare_budget_auto(mib);
 	}
 	d->spare.make_ms = SPARE_MAKE_MS_FIRST;
