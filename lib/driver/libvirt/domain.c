@@ -317,24 +317,47 @@ char *saas__lv_meta_without_spare(const char *xml)
 	return out;
 }
 
-int saas__lv_domain_meta_spare_clear(virDomainPtr dom)
+/*
+ * Read dom's metadata, make its next version with edit (NULL: nothing to do when *none is set, out of
+ * memory otherwise), and set it live. SAAS_OK, or an error naming what (what_set: the write's failure).
+ */
+static int domain_meta_rewrite(virDomainPtr dom, char *(*edit)(const char *xml, int arg, bool *none), int arg,
+                               const char *what_none, const char *what_set)
 {
 	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0), *next;
+	bool none = false;
 	int rc = SAAS_OK;
 
 	if (!xml)
 		return saas__lv_virt_error("cannot read the VM's metadata");
-	if (!strstr(xml, "spare-until>"))
-		goto out;
-	if (!(next = saas__lv_meta_without_spare(xml)))
-		rc = saas__oom();
-	else if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, next, META_PREFIX, META_NS,
-	                              VIR_DOMAIN_AFFECT_LIVE) < 0)
-		rc = saas__lv_virt_error("cannot take the spare's mark out of the VM's metadata");
+	if (!(next = edit(xml, arg, &none))) {
+		if (none && what_none)
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "%s", what_none);
+		else if (!none)
+			rc = saas__oom();
+	} else if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, next, META_PREFIX, META_NS,
+	                                VIR_DOMAIN_AFFECT_LIVE) < 0) {
+		rc = saas__lv_virt_error(what_set);
+	}
 	free(next);
-out:
 	free(xml);
 	return rc;
+}
+
+static char *edit_spare_clear(const char *xml, int arg, bool *none)
+{
+	(void)arg;
+	if (!strstr(xml, "spare-until>")) {
+		*none = true;
+		return NULL;
+	}
+	return saas__lv_meta_without_spare(xml);
+}
+
+int saas__lv_domain_meta_spare_clear(virDomainPtr dom)
+{
+	return domain_meta_rewrite(dom, edit_spare_clear, 0, NULL,
+	                           "cannot take the spare's mark out of the VM's metadata");
 }
 
 int saas__lv_meta_network(const char *xml)
@@ -361,21 +384,19 @@ char *saas__lv_meta_with_network(const char *xml, int mode)
 	return out;
 }
 
+static char *edit_network(const char *xml, int mode, bool *none)
+{
+	const char *p = strstr(xml, "network>");
+
+	/* No network element (a VM made by no engine of ours): nothing to rewrite, said as such. */
+	*none = !p || !strchr(p, '<');
+	return *none ? NULL : saas__lv_meta_with_network(xml, mode);
+}
+
 int saas__lv_domain_meta_network_set(virDomainPtr dom, int mode)
 {
-	char *xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, META_NS, 0), *next;
-	int rc = SAAS_OK;
-
-	if (!xml)
-		return saas__lv_virt_error("cannot read the VM's metadata");
-	if (!(next = saas__lv_meta_with_network(xml, mode)))
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the VM's metadata records no network");
-	else if (virDomainSetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, next, META_PREFIX, META_NS,
-	                              VIR_DOMAIN_AFFECT_LIVE) < 0)
-		rc = saas__lv_virt_error("cannot record the VM's network in its metadata");
-	free(next);
-	free(xml);
-	return rc;
+	return domain_meta_rewrite(dom, edit_network, mode, "the VM's metadata records no network",
+	                           "cannot record the VM's network in its metadata");
 }
 
 unsigned int saas__lv_domain_uid(virDomainPtr dom)
