@@ -441,7 +441,7 @@ static saas_execution *run_on(const char *id, const char *cmd, const char *cwd, 
 
 /*
  * Did a plain command run with no shell? Its parent is the guest's helper
- * then (bash's otherwise, gone by the next command).
+ * then, /usr/lib/aas/control (bash otherwise, gone by the next command).
  */
 static bool runs_without_shell(const char *id)
 {
@@ -454,9 +454,9 @@ static bool runs_without_shell(const char *id)
 	assert_non_null(p);
 	assert_int_equal(sscanf(p + 1, " %*c %ld", &ppid), 1);
 	saas_execution_free(x);
-	snprintf(cmd, sizeof(cmd), "cat /proc/%ld/comm", ppid);
+	snprintf(cmd, sizeof(cmd), "cat /proc/%ld/cmdline", ppid);
 	y = run_on(id, cmd, NULL, NULL);
-	helper = y->exit_code == 0 && strcmp(y->stdout_data, "aas-control\n") == 0;
+	helper = y->exit_code == 0 && strcmp(y->stdout_data, "/usr/lib/aas/control") == 0;
 	saas_execution_free(y);
 	return helper;
 }
