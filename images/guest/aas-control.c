@@ -371,6 +371,30 @@ void aas_bashrc_path(char *out, size_t len, const char *home, const char *path)
 		snprintf(out, len, "%s/.local/bin:%s", home, path);
 }
 
+size_t aas_bash_signal_note(char *out, size_t len, int sig, bool core, long pid, const char *const *argv)
+{
+	const char *name = strsignal(sig);
+	int n;
+
+	out[0] = '\0';
+	if (sig == SIGINT || sig == SIGPIPE)
+		return 0;
+	if (sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGALRM || sig == SIGTERM) {
+		n = snprintf(out, len, "%s%s\n", name, core ? " (core dumped)" : "");
+	} else {
+		/* jobs.c's print_pipeline: the pid in 5, the status padded to LONGEST_SIGNAL_DESC (24), the command. */
+		n = snprintf(out, len, "bash: line 1: %5ld %s%*s%s", pid, name, (int)(strlen(name) < 24 ? 24 - strlen(name) : 0), "",
+		             core ? "(core dumped) " : "");
+		for (size_t i = 0; argv[i] && n >= 0 && (size_t)n < len; i++)
+			n += snprintf(out + n, len - (size_t)n, "%s%s", i ? " " : "", argv[i]);
+		if (n >= 0 && (size_t)n < len)
+			n += snprintf(out + n, len - (size_t)n, "\n");
+	}
+	if (n < 0)
+		return 0;
+	return (size_t)n < len ? (size_t)n : len - 1;
+}
+
 /* bash 5's hash_string (FNV-1, 32 bits) of a variable's name. */
 static uint32_t bash_hash(const char *s, size_t n)
 {
@@ -1072,6 +1096,8 @@ struct xrun {
 	int bashrc;                    /* aas_bashrc_kind of the user's ~/.bashrc, for a run */
 	bool plain;                    /* a run's command started with no shell */
 	int trapped;                   /* 128+N once a signal the script traps came, on a run with no shell; or 0 */
+	bool shell_hit;                /* a signal or kill the shell would have died of came (it would have said nothing) */
+	char note[512];                /* what bash would have said of the command's death by a signal */
 };
 
 static long ms_between(const struct timespec *a, const struct timespec *b)
@@ -1463,6 +1489,8 @@ static void exec_signal_plain(struct xrun *x, int sig, bool group)
 		traps = traps || trapped[i] == sig;
 	if (traps && !x->trapped)
 		x->trapped = 128 + sig;
+	if (!traps)
+		x->shell_hit = true;
 	if (!traps || group)
 		exec_signal(x, sig, group);
 }
@@ -1484,6 +1512,9 @@ static bool exec_reap(struct xrun *x, bool block)
 	/* A trapped signal came (exec_signal_plain): the shell's trap would have said so, unless it was killed too. */
 	if (x->trapped && !(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
 		x->status = x->trapped;
+	/* Killed by a signal with no shell: what the shell would have said of it, unless it died with it. */
+	if (x->plain && WIFSIGNALED(st) && !x->shell_hit)
+		aas_bash_signal_note(x->note, sizeof(x->note), WTERMSIG(st), WCOREDUMP(st), (long)x->pid, x->run->argv);
 	fd_close(&x->pidfd);
 	return true;
 }
@@ -1587,6 +1618,7 @@ static bool exec_frames(struct xrun *x)
 				fd_close(&x->in);
 				fd_close(&x->out); /* conn_run says EXIT */
 			} else if (!x->exited) {
+				x->shell_hit = true;
 				exec_signal(x, 0, false);
 			}
 			break;
@@ -1746,6 +1778,8 @@ static void exec_run(struct xrun *x)
 		if (!x->exited && ((ix >= 0 && p[ix].revents) || x->pidfd < 0) && exec_reap(x, ix >= 0)) {
 			exec_drain(x, buf);
 			fd_close(&x->in);
+			if (x->note[0] && !frame_send(x, CTL_X_ERR, x->note, strlen(x->note)))
+				x->broken = true;
 			if (!frame_send_u32(x, CTL_X_EXIT, (uint32_t)x->status))
 				x->broken = true;
 			said_exit = true;

@@ -102,6 +102,15 @@ void aas_bashrc_path(char *out, size_t len, const char *home, const char *path);
 size_t aas_bash_env(const char **vars, size_t n, const char *prog, char *underscore, size_t ulen, const char **out);
 
 /*
+ * What bash says on stderr when the command it waits for was killed by sig
+ * (core: it dumped core), as the script runs it: for a signal the script
+ * traps (HUP QUIT USR1 USR2 ALRM TERM) its name, as `Terminated`; for INT
+ * and PIPE nothing; for any other, `bash: line 1:  PID Killed ... WORDS`
+ * (bash's job line). Into out (len bytes); its length, 0 for nothing.
+ */
+size_t aas_bash_signal_note(char *out, size_t len, int sig, bool core, long pid, const char *const *argv);
+
+/*
  * The line reader: bytes in, whole lines out. A line longer than
  * CONTROL_LINE_MAX - 1 bytes is dropped whole (reported once, as
  * overlong), never cut into requests.

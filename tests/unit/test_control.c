@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -1207,6 +1208,29 @@ static void test_bashrc(void **state)
 	free(b);
 }
 
+/* What bash says of a command killed by a signal, as the helper says it for one run with no shell. */
+static void test_signal_note(void **state)
+{
+	static const char *const argv[] = { "sleep", "100", NULL };
+	char out[512];
+
+	(void)state;
+	assert_int_equal(aas_bash_signal_note(out, sizeof(out), SIGTERM, false, 42, argv), 11);
+	assert_string_equal(out, "Terminated\n");
+	aas_bash_signal_note(out, sizeof(out), SIGQUIT, true, 42, argv);
+	assert_string_equal(out, "Quit (core dumped)\n");
+	assert_int_equal(aas_bash_signal_note(out, sizeof(out), SIGINT, false, 42, argv), 0);
+	assert_int_equal(aas_bash_signal_note(out, sizeof(out), SIGPIPE, false, 42, argv), 0);
+	assert_string_equal(out, "");
+	aas_bash_signal_note(out, sizeof(out), SIGKILL, false, 1234, argv);
+	assert_string_equal(out, "bash: line 1:  1234 Killed                  sleep 100\n");
+	aas_bash_signal_note(out, sizeof(out), SIGSEGV, true, 123456, argv);
+	assert_string_equal(out, "bash: line 1: 123456 Segmentation fault      (core dumped) sleep 100\n");
+	/* Cut, never past the buffer. */
+	assert_int_equal(aas_bash_signal_note(out, 20, SIGKILL, false, 1, argv), 19);
+	assert_int_equal(strlen(out), 19);
+}
+
 /*
  * The environment against bash's own: the helper's six variables, a cd,
  * variables exported (some sharing a bucket of bash's table, some replacing
@@ -1934,6 +1958,7 @@ int main(void)
 		cmocka_unit_test(test_run_request),
 		cmocka_unit_test(test_bashrc),
 		cmocka_unit_test(test_bash_env),
+		cmocka_unit_test(test_signal_note),
 		cmocka_unit_test(test_conn_request),
 		cmocka_unit_test(test_conn_engine),
 		cmocka_unit_test(test_guest_bounds),
