@@ -173,7 +173,7 @@ int aas_request_kind(const char *line, size_t n)
 		const char *verb;
 		int kind;
 	} verbs[] = { { "fixup", AAS_REQ_FIXUP }, { "files", AAS_REQ_FILES }, { "put", AAS_REQ_PUT }, { "get", AAS_REQ_GET },
-	              { "exec", AAS_REQ_EXEC }, { "connect", AAS_REQ_CONNECT } };
+	              { "exec", AAS_REQ_EXEC }, { "connect", AAS_REQ_CONNECT }, { "run", AAS_REQ_RUN } };
 	const char *p = line;
 	size_t len;
 	const char *w = next_word(&p, line + n, &len);
@@ -218,7 +218,7 @@ int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const 
 		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 5, &v) || v > 65535)
 			return -1;
 		out->port = (unsigned int)v;
-	} else if (out->kind == AAS_REQ_EXEC) {
+	} else if (out->kind == AAS_REQ_EXEC || out->kind == AAS_REQ_RUN) {
 		*why = "bad script length";
 		if (!(w = next_word(&p, end, &len)) || !decimal_parse(w, len, 9, &v) || v < 0 || v > CONTROL_EXEC_SCRIPT_MAX)
 			return -1;
@@ -291,6 +291,159 @@ void aas_lines_reset(struct aas_lines *r)
 	r->overlong = false;
 }
 
+int aas_run_parse(char *b, size_t n, struct aas_run *out, const char **why)
+{
+	char *p = b, *end = b + n;
+	bool words = false;
+
+	memset(out, 0, sizeof(*out));
+	b[n] = '\0';
+	*why = "a run must end with a NUL";
+	if (n == 0 || b[n - 1] != '\0')
+		return -1;
+	*why = "an empty script";
+	if (!*(out->script = p))
+		return -1;
+	p += strlen(p) + 1;
+	*why = "no directory";
+	if (p >= end)
+		return -1;
+	out->cwd = *p ? p : NULL;
+	*why = "the directory must be absolute";
+	if (out->cwd && out->cwd[0] != '/')
+		return -1;
+	p += strlen(p) + 1;
+	for (; p < end; p += strlen(p) + 1) {
+		if (!words && !*p) {
+			words = true;
+		} else if (!words) {
+			*why = "too many variables, or one with no =";
+			if (out->nenv == CONTROL_RUN_ENV_MAX || !strchr(p, '=') || *p == '=')
+				return -1;
+			out->env[out->nenv++] = p;
+		} else {
+			*why = "too many words, or an empty one";
+			if (out->argc == CONTROL_RUN_ARGS_MAX || !*p)
+				return -1;
+			out->argv[out->argc++] = p;
+		}
+	}
+	*why = "no command";
+	if (out->argc == 0)
+		return -1;
+	out->argv[out->argc] = NULL;
+	return 0;
+}
+
+int aas_bashrc_kind(const char *rc, size_t n, const char *skel, size_t sn)
+{
+	static const char header[] = AAS_BASHRC_HEADER;
+	static const char stanza[] = "case $- in\n    *i*) ;;\n      *) return;;\nesac\n";
+	size_t h = sizeof(header) - 1, i = 0;
+
+	if (!rc)
+		return 0;
+	/* The skeleton returns at once when not interactive: nothing but comments and blank lines before it says so. */
+	while (i < sn && (skel[i] == '#' || skel[i] == '\n')) {
+		const char *nl = memchr(skel + i, '\n', sn - i);
+		if (!nl)
+			return -1;
+		i = (size_t)(nl - skel) + 1;
+	}
+	if (sn - i < sizeof(stanza) - 1 || memcmp(skel + i, stanza, sizeof(stanza) - 1) != 0)
+		return -1;
+	if (n == sn && memcmp(rc, skel, n) == 0)
+		return 0;
+	if (n == h + sn && memcmp(rc, header, h) == 0 && memcmp(rc + h, skel, sn) == 0)
+		return 1;
+	return -1;
+}
+
+void aas_bashrc_path(char *out, size_t len, const char *home, const char *path)
+{
+	char want[600], have[4200];
+
+	snprintf(want, sizeof(want), ":%s/.local/bin:", home);
+	snprintf(have, sizeof(have), ":%s:", path);
+	if (strstr(have, want))
+		snprintf(out, len, "%s", path);
+	else
+		snprintf(out, len, "%s/.local/bin:%s", home, path);
+}
+
+size_t aas_bash_signal_note(char *out, size_t len, int sig, bool core, long pid, const char *const *argv)
+{
+	const char *name = strsignal(sig);
+	int n;
+
+	out[0] = '\0';
+	if (sig == SIGINT || sig == SIGPIPE)
+		return 0;
+	if (sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGALRM || sig == SIGTERM) {
+		n = snprintf(out, len, "%s%s\n", name, core ? " (core dumped)" : "");
+	} else {
+		/* jobs.c's print_pipeline: the pid in 5, the status padded to LONGEST_SIGNAL_DESC (24), the command. */
+		n = snprintf(out, len, "bash: line 1: %5ld %s%*s%s", pid, name, (int)(strlen(name) < 24 ? 24 - strlen(name) : 0), "",
+		             core ? "(core dumped) " : "");
+		for (size_t i = 0; argv[i] && n >= 0 && (size_t)n < len; i++)
+			n += snprintf(out + n, len - (size_t)n, "%s%s", i ? " " : "", argv[i]);
+		if (n >= 0 && (size_t)n < len)
+			n += snprintf(out + n, len - (size_t)n, "\n");
+	}
+	if (n < 0)
+		return 0;
+	return (size_t)n < len ? (size_t)n : len - 1;
+}
+
+/* bash 5's hash_string (FNV-1, 32 bits) of a variable's name. */
+static uint32_t bash_hash(const char *s, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++) {
+		h *= 16777619u;
+		h ^= (unsigned char)s[i];
+	}
+	return h;
+}
+
+static size_t name_len(const char *v)
+{
+	const char *eq = strchr(v, '=');
+	return eq ? (size_t)(eq - v) : strlen(v);
+}
+
+size_t aas_bash_env(const char **vars, size_t n, const char *prog, char *underscore, size_t ulen, const char **out)
+{
+	size_t m = 0;
+
+	/* Each name once, in the order it was first met, with its last value. */
+	for (size_t i = 0; i < n; i++) {
+		size_t ln = name_len(vars[i]), j;
+		for (j = 0; j < m; j++)
+			if (name_len(out[j]) == ln && memcmp(out[j], vars[i], ln) == 0)
+				break;
+		out[j] = vars[i];
+		if (j == m)
+			m++;
+	}
+	/* By bucket; within one, the newest first (a stable insertion sort: m is small). */
+	for (size_t i = 1; i < m; i++) {
+		const char *v = out[i];
+		uint32_t b = bash_hash(v, name_len(v)) & 1023;
+		size_t j = i;
+		while (j > 0 && (bash_hash(out[j - 1], name_len(out[j - 1])) & 1023) >= b) {
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = v;
+	}
+	snprintf(underscore, ulen, "_=%s", prog);
+	out[m++] = underscore;
+	out[m] = NULL;
+	return m;
+}
+
 #ifndef AAS_CONTROL_NO_MAIN
 
 #define LOG(...) console_log(__VA_ARGS__)
@@ -329,6 +482,33 @@ static int write_file(const char *path, const char *text)
 	if (close(fd) < 0)
 		rc = -1;
 	return rc;
+}
+
+/* A small file's bytes (malloc'd, at most 64 KiB), or NULL. */
+static char *file_slurp(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	char *b = fd >= 0 ? malloc(65536) : NULL;
+	ssize_t r;
+
+	*len = 0;
+	while (b && *len < 65536 && (r = read(fd, b + *len, 65536 - *len)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			free(b);
+			b = NULL;
+			break;
+		}
+		*len += (size_t)r;
+	}
+	if (b && *len == 65536) {
+		free(b);
+		b = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	return b;
 }
 
 /* The fix-ups themselves (the same whichever way they came): NULL, or what failed. */
@@ -912,6 +1092,12 @@ struct xrun {
 	bool conn;                     /* a port connection (conn_serve): in and out are its socket, no process */
 	int status;
 	struct user u;
+	const struct aas_run *run;     /* a run the helper may start with no shell: its words */
+	int bashrc;                    /* aas_bashrc_kind of the user's ~/.bashrc, for a run */
+	bool plain;                    /* a run's command started with no shell */
+	int trapped;                   /* 128+N once a signal the script traps came, on a run with no shell; or 0 */
+	bool shell_hit;                /* a signal or kill the shell would have died of came (it would have said nothing) */
+	char note[512];                /* what bash would have said of the command's death by a signal */
 };
 
 static long ms_between(const struct timespec *a, const struct timespec *b)
@@ -948,6 +1134,82 @@ static void in_close(struct xrun *x)
 	if (x->conn && x->in >= 0)
 		shutdown(x->in, SHUT_WR);
 	fd_close(&x->in);
+}
+
+/*
+ * A run's command with no shell, in the child that has the user's identity
+ * and its home for cwd: what bash would do for the script's one simple
+ * command. Returns (then the shell runs the script) wherever bash would have
+ * more to say: a directory it cannot enter, a command it does not find or
+ * cannot run (its message is bash's own that way), a file it would read
+ * as a script itself (ENOEXEC).
+ */
+static void run_plain(struct xrun *x, char *const *helper_env)
+{
+	const struct aas_run *r = x->run;
+	char start[4096], pwd[4200], oldpwd[4200], path[4200], prog[4200], under[4300];
+	const char *vars[16 + CONTROL_RUN_ENV_MAX], *envp[18 + CONTROL_RUN_ENV_MAX], *search = NULL;
+	const char *name = r->argv[0];
+	size_t n = 0;
+
+	if (!getcwd(start, sizeof(start)))
+		return;
+	if (r->cwd && chdir(r->cwd) < 0) {
+		if (chdir(start) < 0)
+			_exit(126);
+		return;
+	}
+	/* As bash met them: its environment (PATH as ~/.bashrc left it), PWD, OLDPWD after a cd, SHLVL, the exports. */
+	for (int i = 0; helper_env[i]; i++) {
+		if (strncmp(helper_env[i], "PATH=", 5) == 0 && x->bashrc == 1) {
+			aas_bashrc_path(path, sizeof(path), x->u.home, helper_env[i] + 5);
+			memmove(path + 5, path, strlen(path) + 1);
+			memcpy(path, "PATH=", 5);
+			vars[n++] = path;
+		} else {
+			vars[n++] = helper_env[i];
+		}
+	}
+	snprintf(pwd, sizeof(pwd), "PWD=%s", r->cwd ? r->cwd : start);
+	vars[n++] = pwd;
+	if (r->cwd) {
+		snprintf(oldpwd, sizeof(oldpwd), "OLDPWD=%s", start);
+		vars[n++] = oldpwd;
+	}
+	vars[n++] = "SHLVL=1";
+	for (size_t i = 0; i < r->nenv; i++)
+		vars[n++] = r->env[i];
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(vars[i], "PATH=", 5) == 0)
+			search = vars[i] + 5;
+	if (r->argc == 1 && (strcmp(name, "true") == 0 || strcmp(name, ":") == 0))
+		_exit(0);
+	if (r->argc == 1 && strcmp(name, "false") == 0)
+		_exit(1);
+	if (strchr(name, '/')) {
+		snprintf(prog, sizeof(prog), "%s", name);
+	} else {
+		/* bash's search: the first executable file (not a directory) on PATH; the rest is bash's to say. */
+		const char *p = search;
+		bool found = false;
+		while (p && !found) {
+			const char *colon = strchr(p, ':');
+			size_t len = colon ? (size_t)(colon - p) : strlen(p);
+			struct stat st;
+			if (len == 0 || p[0] != '/' || p[len - 1] == '/')
+				return; /* "." and the like: bash's own way of naming what it finds */
+			snprintf(prog, sizeof(prog), "%.*s/%s", (int)len, p, name);
+			found = stat(prog, &st) == 0 && !S_ISDIR(st.st_mode) && access(prog, X_OK) == 0;
+			p = colon ? colon + 1 : NULL;
+		}
+		if (!found)
+			return;
+	}
+	aas_bash_env(vars, n, prog, under, sizeof(under), envp);
+	execve(prog, (char *const *)r->argv, (char *const *)envp);
+	/* Not run (ENOEXEC: bash reads it as a script; anything else: bash says so): the shell, from the start. */
+	if (chdir(start) < 0)
+		_exit(126);
 }
 
 /* The child's side: the user's identity, its fds, its environment, the shell. Never returns. */
@@ -989,6 +1251,13 @@ static void exec_child(struct xrun *x, const char *script, int in, int out, int 
 	envp[4] = mail;
 	envp[5] = shell;
 	envp[6] = NULL;
+	if (x->run && x->bashrc >= 0) {
+		int shell = -1;
+		run_plain(x, envp);
+		/* Back here: the shell runs the script after all, and the helper is told (its traps are the shell's then). */
+		if (write(status, &shell, sizeof(shell)) < 0)
+			goto fail;
+	}
 	argv0 = strrchr(x->u.shell, '/');
 	argv[0] = argv0 ? argv0 + 1 : x->u.shell;
 	argv[1] = (char *)"-c";
@@ -1011,6 +1280,48 @@ fail:
 	_exit(127);
 }
 
+/*
+ * aas_bashrc_kind of the user's ~/.bashrc now, read with the user's identity
+ * (one bash could not read is bash's to report), -1 unless the user's shell
+ * is bash. Remembered by the file's identity and times: a command does not
+ * read it again unless it changed.
+ */
+static int bashrc_now(const struct user *u)
+{
+	static struct stat seen;
+	static int kind = -1;
+	static bool known;
+	char path[300], *rc = NULL, *skel = NULL;
+	size_t n = 0, sn = 0;
+	struct stat st;
+	int k = -1;
+
+	if (strcmp(u->shell, "/bin/bash") != 0 && strcmp(u->shell, "/usr/bin/bash") != 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/.bashrc", u->home);
+	if (user_enter() < 0) {
+		user_leave();
+		return -1;
+	}
+	if (stat(path, &st) < 0) {
+		k = errno == ENOENT ? 0 : -1;
+	} else if (known && st.st_dev == seen.st_dev && st.st_ino == seen.st_ino && st.st_size == seen.st_size &&
+	           st.st_mode == seen.st_mode && st.st_mtim.tv_sec == seen.st_mtim.tv_sec &&
+	           st.st_mtim.tv_nsec == seen.st_mtim.tv_nsec && st.st_ctim.tv_sec == seen.st_ctim.tv_sec &&
+	           st.st_ctim.tv_nsec == seen.st_ctim.tv_nsec) {
+		k = kind;
+	} else if (S_ISREG(st.st_mode) && st.st_size < 65536 && (rc = file_slurp(path, &n)) &&
+	           (skel = file_slurp("/etc/skel/.bashrc", &sn))) {
+		k = kind = aas_bashrc_kind(rc, n, skel, sn);
+		seen = st;
+		known = true;
+	}
+	user_leave();
+	free(rc);
+	free(skel);
+	return k;
+}
+
 /* Start the shell; 0, or -1 with errno (nothing left running). */
 static int exec_start(struct xrun *x, const char *script)
 {
@@ -1021,6 +1332,7 @@ static int exec_start(struct xrun *x, const char *script)
 		errno = ENOENT;
 		return -1;
 	}
+	x->bashrc = x->run ? bashrc_now(&x->u) : -1;
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
 	    pipe2(st, O_CLOEXEC) < 0)
 		goto fail;
@@ -1033,9 +1345,15 @@ static int exec_start(struct xrun *x, const char *script)
 	close(err[1]);
 	close(st[1]);
 	in[0] = out[1] = err[1] = st[1] = -1;
-	/* EOF: the shell runs (close-on-exec); an errno: it could not. */
+	/* EOF: the shell (or a run's command) runs (close-on-exec); an errno: it could not; -1 first: a run went to the shell. */
+	x->plain = x->run && x->bashrc >= 0;
 	while ((n = read(st[0], &e, sizeof(e))) < 0 && errno == EINTR)
 		;
+	if (n == (ssize_t)sizeof(e) && e == -1) {
+		x->plain = false;
+		while ((n = read(st[0], &e, sizeof(e))) < 0 && errno == EINTR)
+			;
+	}
 	close(st[0]);
 	if (n == (ssize_t)sizeof(e)) {
 		while (waitpid(x->pid, NULL, 0) < 0 && errno == EINTR)
@@ -1155,6 +1473,28 @@ static void exec_signal(struct xrun *x, int sig, bool group)
 			;
 }
 
+/*
+ * A signal for a run's command with no shell, as the script's shell would
+ * have taken it: one of the signals it traps (`exit 128+N`, ssh_exec.c)
+ * makes the status 128+N once the command ends (the shell runs a trap only
+ * then); sent to the shell alone, the command never saw it. Others go where
+ * they were sent: to the shell alone, that is the command here.
+ */
+static void exec_signal_plain(struct xrun *x, int sig, bool group)
+{
+	static const int trapped[] = { SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM };
+	bool traps = false;
+
+	for (size_t i = 0; x->plain && i < sizeof(trapped) / sizeof(trapped[0]); i++)
+		traps = traps || trapped[i] == sig;
+	if (traps && !x->trapped)
+		x->trapped = 128 + sig;
+	if (!traps)
+		x->shell_hit = true;
+	if (!traps || group)
+		exec_signal(x, sig, group);
+}
+
 /* Has the shell exited? Its status, reaped, into x. */
 static bool exec_reap(struct xrun *x, bool block)
 {
@@ -1169,6 +1509,12 @@ static bool exec_reap(struct xrun *x, bool block)
 		return false;
 	x->exited = true;
 	x->status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
+	/* A trapped signal came (exec_signal_plain): the shell's trap would have said so, unless it was killed too. */
+	if (x->trapped && !(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
+		x->status = x->trapped;
+	/* Killed by a signal with no shell: what the shell would have said of it, unless it died with it. */
+	if (x->plain && WIFSIGNALED(st) && !x->shell_hit)
+		aas_bash_signal_note(x->note, sizeof(x->note), WTERMSIG(st), WCOREDUMP(st), (long)x->pid, x->run->argv);
 	fd_close(&x->pidfd);
 	return true;
 }
@@ -1265,13 +1611,14 @@ static bool exec_frames(struct xrun *x)
 		case CTL_X_SIGNAL:
 			/* A connection has no process to signal (and pid -1 must never reach kill). */
 			if (len == 2 && data[0] >= 1 && data[0] <= 64 && !x->exited && !x->conn)
-				exec_signal(x, data[0], data[1] != 0);
+				exec_signal_plain(x, data[0], data[1] != 0);
 			break;
 		case CTL_X_KILL:
 			if (x->conn) {
 				fd_close(&x->in);
 				fd_close(&x->out); /* conn_run says EXIT */
 			} else if (!x->exited) {
+				x->shell_hit = true;
 				exec_signal(x, 0, false);
 			}
 			break;
@@ -1431,6 +1778,8 @@ static void exec_run(struct xrun *x)
 		if (!x->exited && ((ix >= 0 && p[ix].revents) || x->pidfd < 0) && exec_reap(x, ix >= 0)) {
 			exec_drain(x, buf);
 			fd_close(&x->in);
+			if (x->note[0] && !frame_send(x, CTL_X_ERR, x->note, strlen(x->note)))
+				x->broken = true;
 			if (!frame_send_u32(x, CTL_X_EXIT, (uint32_t)x->status))
 				x->broken = true;
 			said_exit = true;
@@ -1445,11 +1794,12 @@ static void exec_run(struct xrun *x)
 		LOG("control: a command's stream broke the protocol: it was killed");
 }
 
-/* exec: the script, the shell started, "ready", then the command's frames until the engine's END. */
+/* exec (or run): the script, the shell (or the command) started, "ready", then the command's frames until the engine's END. */
 static void exec_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len)
 {
 	struct xfer xf = { port, pre, pre_len, q };
-	struct xrun x = { .port = port, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1 };
+	struct xrun x = { .port = port, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1, .bashrc = -1 };
+	struct aas_run run;
 	char *script = malloc(q->path_len + 1);
 
 	x.inbuf = malloc(CONTROL_EXEC_WINDOW);
@@ -1469,11 +1819,18 @@ static void exec_serve(int port, const struct aas_file_req *q, const char *pre, 
 	if (!port_read(&xf, script, q->path_len))
 		goto out;
 	script[q->path_len] = '\0';
-	if (memchr(script, '\0', q->path_len)) {
+	if (q->kind == AAS_REQ_RUN) {
+		const char *why;
+		if (aas_run_parse(script, q->path_len, &run, &why) < 0) {
+			port_say(port, "error %s %d %s", q->nonce, EINVAL, why);
+			goto out;
+		}
+		x.run = &run;
+	} else if (memchr(script, '\0', q->path_len)) {
 		port_say(port, "error %s %d the script holds a NUL", q->nonce, EINVAL);
 		goto out;
 	}
-	if (exec_start(&x, script) < 0) {
+	if (exec_start(&x, x.run ? x.run->script : script) < 0) {
 		port_say(port, "error %s %d starting the shell: %s", q->nonce, errno, strerror(errno));
 		goto out;
 	}
@@ -1655,9 +2012,9 @@ static int serve_line(const char *line, size_t len, bool overlong, void *ud)
 		if (aas_files_parse(line, len, &s->q, &why) < 0) {
 			snprintf(out, sizeof(out), "error %s %d %s\n", s->q.nonce[0] ? s->q.nonce : "-", EINVAL, why);
 			LOG("control: refused a request: %s", why);
-		} else if (s->q.kind == AAS_REQ_FILES || (s->q.kind == AAS_REQ_EXEC && s->q.path_len == 0) ||
+		} else if (s->q.kind == AAS_REQ_FILES || ((s->q.kind == AAS_REQ_EXEC || s->q.kind == AAS_REQ_RUN) && s->q.path_len == 0) ||
 		           (s->q.kind == AAS_REQ_CONNECT && s->q.port == 0)) {
-			/* The probes: this helper serves files, commands, and connections. */
+			/* The probes: this helper serves files, commands (with no shell too), and connections. */
 			snprintf(out, sizeof(out), "ok %s\n", s->q.nonce);
 		} else {
 			s->pending = true;
@@ -1740,7 +2097,7 @@ static int serve_main(void)
 			size_t used = aas_lines_feed(&lines, buf, (size_t)n, serve_line, &s);
 			if (s.pending) {
 				/* The transfer (or the command) reads the rest itself. */
-				if (s.q.kind == AAS_REQ_EXEC)
+				if (s.q.kind == AAS_REQ_EXEC || s.q.kind == AAS_REQ_RUN)
 					exec_serve(s.fd, &s.q, buf + used, (size_t)n - used);
 				else if (s.q.kind == AAS_REQ_CONNECT)
 					conn_serve(s.fd, &s.q, buf + used, (size_t)n - used);

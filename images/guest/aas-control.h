@@ -36,14 +36,14 @@ int aas_control_parse(const char *line, size_t n, struct aas_fixup *out, const c
 /* sshd's PATH for a user's command (Debian's OpenSSH), which a command over the port gets too. */
 #define AAS_EXEC_PATH "/usr/local/bin:/usr/bin:/bin:/usr/games"
 
-enum aas_request { AAS_REQ_FIXUP, AAS_REQ_FILES, AAS_REQ_PUT, AAS_REQ_GET, AAS_REQ_EXEC, AAS_REQ_CONNECT };
+enum aas_request { AAS_REQ_FIXUP, AAS_REQ_FILES, AAS_REQ_PUT, AAS_REQ_GET, AAS_REQ_EXEC, AAS_REQ_CONNECT, AAS_REQ_RUN };
 
 struct aas_file_req {
 	int kind;                      /* AAS_REQ_FILES, _PUT, _GET, _EXEC or _CONNECT */
 	char nonce[CONTROL_NONCE_LEN + 1];
 	unsigned int mode;             /* put */
 	long long max;                 /* get: the most bytes the engine takes (0: any) */
-	size_t path_len;               /* put, get: the path's length; exec: the script's */
+	size_t path_len;               /* put, get: the path's length; exec: the script's; run: its request's */
 	unsigned int port;             /* connect: 127.0.0.1's port (0: the probe) */
 };
 
@@ -55,6 +55,60 @@ int aas_request_kind(const char *line, size_t n);
  * is wrong (out->nonce set when the nonce itself was well formed).
  */
 int aas_files_parse(const char *line, size_t n, struct aas_file_req *out, const char **why);
+
+/* A run's request (control_proto.h), its fields pointing into the bytes it was parsed from. */
+struct aas_run {
+	const char *script;            /* what runs when the shell must */
+	const char *cwd;               /* NULL: the user's home */
+	const char *env[CONTROL_RUN_ENV_MAX];
+	size_t nenv;
+	const char *argv[CONTROL_RUN_ARGS_MAX + 1]; /* NULL-terminated */
+	size_t argc;
+};
+
+/* A run's n bytes at b (b[n] must be readable and is set to NUL): 0, or -1 with *why. */
+int aas_run_parse(char *b, size_t n, struct aas_run *out, const char **why);
+
+/*
+ * What the default image's ~/.bashrc starts with (images/build writes it
+ * before Debian's /etc/skel/.bashrc): ~/.local/bin first on PATH.
+ */
+#define AAS_BASHRC_HEADER                                                                                    \
+	"# libsaas: user-installed tools first (pip --user, npm prefix)\n"                                         \
+	"case \":$PATH:\" in *\":$HOME/.local/bin:\"*) ;; *) PATH=\"$HOME/.local/bin:$PATH\" ;; esac\n"             \
+	"export PATH\n"
+
+/*
+ * What sourcing ~/.bashrc (n bytes at rc; NULL: there is none) does to a
+ * non-interactive bash, given /etc/skel/.bashrc (sn bytes at skel): 0
+ * nothing (none, or Debian's skeleton, which returns at once when not
+ * interactive), 1 AAS_BASHRC_HEADER's PATH and nothing else, -1 something
+ * only bash can tell.
+ */
+int aas_bashrc_kind(const char *rc, size_t n, const char *skel, size_t sn);
+
+/* AAS_BASHRC_HEADER's PATH: HOME/.local/bin before path unless it is in it (into out, len bytes). */
+void aas_bashrc_path(char *out, size_t len, const char *home, const char *path);
+
+/*
+ * The environment bash gives a program it runs (the helper's, then what the
+ * script exports): vars (NAME=VALUE, n of them, in the order bash met them:
+ * its imported environment first, then PWD, OLDPWD and SHLVL, then the
+ * exported ones; a later NAME replaces an earlier one in its place) in the
+ * order of bash 5's variable table (FNV-1 over 1024 buckets, the newest
+ * first in a bucket), then "_=" prog. Into out (n + 2 pointers, NULL at the
+ * end; the "_=" string into underscore, ulen bytes); the count.
+ */
+size_t aas_bash_env(const char **vars, size_t n, const char *prog, char *underscore, size_t ulen, const char **out);
+
+/*
+ * What bash says on stderr when the command it waits for was killed by sig
+ * (core: it dumped core), as the script runs it: for a signal the script
+ * traps (HUP QUIT USR1 USR2 ALRM TERM) its name, as `Terminated`; for INT
+ * and PIPE nothing; for any other, `bash: line 1:  PID Killed ... WORDS`
+ * (bash's job line). Into out (len bytes); its length, 0 for nothing.
+ */
+size_t aas_bash_signal_note(char *out, size_t len, int sig, bool core, long pid, const char *const *argv);
 
 /*
  * The line reader: bytes in, whole lines out. A line longer than

@@ -266,30 +266,36 @@ static int warm_output(void *ud, int stream, const void *data, size_t len)
 }
 
 /*
- * A pooled VM runs one command, as the sandbox's user, before it is offered:
- * the first command of whoever claims it then costs what any later one does
- * (the transport's first channel, the guest's shell and, under TCG, QEMU's
- * translation of their code are warm), and a VM that cannot run a command is
- * never handed out. The command is `true`: it leaves nothing in the guest.
+ * A pooled VM runs its first commands, as the sandbox's user, before it is
+ * offered: the first command of whoever claims it then costs what any later
+ * one does (the transport's first channel, the guest's helper and shell and,
+ * under TCG, QEMU's translation of their code are warm), and a VM that
+ * cannot run a command is never handed out. Two, each leaving nothing in the
+ * guest: `true`, which a guest's helper may run with no shell at all
+ * (lib/transport/exec_plain.c: the helper asked once whether it can), and
+ * `: warm`, which always goes through the shell.
  */
 static int pool_warm(saas_engine *e, void *ctx, const char *name)
 {
+	static const char *const commands[] = { "true", ": warm" };
 	saas_driver_exec req;
 	int exit_code = -1, rc;
 
 	if (!e->driver->exec)
 		return SAAS_OK;
-	memset(&req, 0, sizeof(req));
-	req.command = "true";
-	req.cwd = SAAS_WORKSPACE;
-	req.timeout_ms = POOL_WARM_TIMEOUT_MS;
-	req.output = warm_output;
-	req.cancel = &e->cancel;
-	if ((rc = e->driver->exec(ctx, name, &req, &exit_code)) < 0)
-		return saas__error_wrap(rc, "its first command");
-	if (exit_code != 0)
-		return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "its first command, `true`, exited %d",
-		                   exit_code);
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(commands); i++) {
+		memset(&req, 0, sizeof(req));
+		req.command = commands[i];
+		req.cwd = SAAS_WORKSPACE;
+		req.timeout_ms = POOL_WARM_TIMEOUT_MS;
+		req.output = warm_output;
+		req.cancel = &e->cancel;
+		if ((rc = e->driver->exec(ctx, name, &req, &exit_code)) < 0)
+			return saas__error_wrap(rc, "its first commands");
+		if (exit_code != 0)
+			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "its first commands: `%s` exited %d",
+			                   commands[i], exit_code);
+	}
 	return SAAS_OK;
 }
 

@@ -251,7 +251,8 @@ long saas__ctl_exec_take(struct saas__ctl_xread *r, const char *buf, size_t len,
  * timeout, cancel, input and signals), over *ctl (opened when NULL; closed
  * and NULL again when the stream was lost). *serves is as for files;
  * *execs the VM's answer to "does your helper run commands": 0 not asked
- * (asked, and set), 1 yes, -1 no. SAAS_ENOTSUP, before anything of the
+ * (asked, and set), 1 yes, -1 no; and once a plain command came
+ * (saas__exec_plain), to "and with no shell": 2 yes, 3 no. SAAS_ENOTSUP, before anything of the
  * command happened in the guest, when the port cannot run it (no socket, a
  * helper that predates commands, a script longer than the protocol
  * allows): the caller runs it over SSH. The caller serialises the port's

@@ -274,15 +274,55 @@ int saas__ctl_probe(struct saas__ctl *c, const char *verb, int *known, const cha
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's helper answered the probe out of turn");
 }
 
+/* Does the helper run plain commands with no shell? *execs 2 if so, 3 if not (it predates run): SAAS_OK either way. */
+static int probe_run(struct saas__ctl *c, int *execs)
+{
+	int known = 0, rc = saas__ctl_probe(c, "run", &known, "commands with no shell");
+
+	if (rc == SAAS_ENOTSUP && known < 0) {
+		saas__error_clear();
+		rc = SAAS_OK;
+	}
+	if (rc == SAAS_OK)
+		*execs = known > 0 ? 2 : 3;
+	return rc;
+}
+
+/*
+ * The run's request (control_proto.h) in place of the script: the script,
+ * NUL, the directory, the exports, the words. One too long for the port is
+ * left the script alone (*plain 0).
+ */
+static int run_request(saas__buf *script, const saas__buf *words, const saas_driver_exec *req, int *plain)
+{
+	size_t had = script->len;
+	int rc = saas__buf_put(script, "", 1);
+
+	if (rc == SAAS_OK)
+		rc = saas__buf_put(script, req->cwd ? req->cwd : "", (req->cwd ? strlen(req->cwd) : 0) + 1);
+	for (const char *const *e = req->env; rc == SAAS_OK && e && *e; e++)
+		rc = saas__buf_put(script, *e, strlen(*e) + 1);
+	if (rc == SAAS_OK)
+		rc = saas__buf_put(script, "", 1);
+	if (rc == SAAS_OK)
+		rc = saas__buf_put(script, words->data, words->len);
+	if (rc == SAAS_OK && script->len > CONTROL_EXEC_SCRIPT_MAX) {
+		script->len = had; /* too long with its fields: the script alone, run by the shell */
+		*plain = 0;
+	}
+	return rc;
+}
+
 int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int *serves, int *execs,
                    const saas_driver_exec *req, int *exit_code)
 {
 	const char *stop_why = NULL;
 	struct xrun *x = NULL;
-	saas__buf script = SAAS__BUF_INIT;
+	saas__buf script = SAAS__BUF_INIT, words = SAAS__BUF_INIT;
 	char nonce[CONTROL_NONCE_LEN + 1], line[64];
 	struct files_reply r;
 	struct iovec v[2];
+	int plain = 0;
 	int64_t deadline = req->timeout_ms > 0 ? saas__now_ms() + req->timeout_ms : 0, end_at = 0;
 	int rc, stop = 0; /* SAAS_ETIMEOUT or SAAS_EIO once the command is being killed */
 	bool broken = true;
@@ -292,7 +332,7 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		return SAAS_ENOTSUP;
 	if (__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST))
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "cancelled: the engine is shutting down");
-	if ((rc = saas__exec_script(&script, req)) < 0)
+	if ((rc = saas__exec_script(&script, req)) < 0 || (rc = plain = saas__exec_plain(&words, req)) < 0)
 		goto out_free;
 	if (script.len > CONTROL_EXEC_SCRIPT_MAX) {
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "the command is longer than the control port takes");
@@ -302,7 +342,8 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		goto out_free;
 	/* The waits for the guest's lines (the probe's, "ready") end at the command's timeout and cancel. */
 	saas__ctl_begin(*ctl, deadline, req->cancel);
-	if (*execs == 0 && (rc = saas__ctl_probe(*ctl, "exec", execs, "commands")) < 0) {
+	if ((*execs == 0 && (rc = saas__ctl_probe(*ctl, "exec", execs, "commands")) < 0) ||
+	    (plain > 0 && *execs == 1 && (rc = probe_run(*ctl, execs)) < 0)) {
 		if (rc != SAAS_ENOTSUP) {
 			int why = stopped_early(req, deadline);
 			saas__ctl_close(*ctl); /* the next use brings the stream back */
@@ -312,6 +353,9 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		}
 		goto out_free;
 	}
+	/* A plain command the helper can run with no shell: the script, then the fields it runs without it. */
+	if (plain > 0 && *execs == 2 && (rc = run_request(&script, &words, req, &plain)) < 0)
+		goto out_free;
 	if (!(x = calloc(1, sizeof(*x)))) {
 		rc = saas__oom();
 		goto out_free;
@@ -325,7 +369,8 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		goto out;
 	}
 	v[0].iov_base = line;
-	v[0].iov_len = (size_t)snprintf(line, sizeof(line), "exec %s %zu\n", nonce, script.len);
+	v[0].iov_len = (size_t)snprintf(line, sizeof(line), "%s %s %zu\n", plain > 0 && *execs == 2 ? "run" : "exec", nonce,
+	                                script.len);
 	v[1].iov_base = script.data;
 	v[1].iov_len = script.len;
 	if ((rc = saas__ctl_send(x->c, v, 2)) < 0) {
@@ -416,5 +461,6 @@ out:
 out_free:
 	free(x);
 	saas__buf_free(&script);
+	saas__buf_free(&words);
 	return rc;
 }

@@ -59,6 +59,19 @@
  * does: a stream of zeros (the engine's resynchronisation, control_files.c)
  * ends one wherever it is.
  *
+ * Commands with no shell (a plain command: exec_plain.c says which):
+ *   engine: run NONCE 0                   guest: ok NONCE      (the helper knows run)
+ *   engine: run NONCE LEN\n REQUEST       guest: ready NONCE   or error NONCE ERRNO WHAT
+ * REQUEST (LEN bytes, at most CONTROL_EXEC_SCRIPT_MAX) is NUL-terminated
+ * fields: the exec's SCRIPT, the directory (empty: none), each NAME=VALUE
+ * the script exports (at most CONTROL_RUN_ENV_MAX), an empty field, then
+ * the command's words (1 to CONTROL_RUN_ARGS_MAX, none empty). The helper
+ * runs the words itself where the shell would only have split and run them
+ * (the user's shell is bash, its ~/.bashrc one the helper knows the effect
+ * of), with the environment and status bash would give; anywhere else, and
+ * wherever the shell would say something (a missing command, a directory
+ * it cannot enter), the SCRIPT as exec does. Then the exec's frames.
+ *
  * Port connections (a clone's first connections to a guest port, before the
  * engine's SSH session is up: its code server's, a preview's):
  *   engine: connect NONCE 0               guest: ok NONCE      (the helper opens connections)
@@ -92,6 +105,8 @@
 #define CONTROL_EXEC_SCRIPT_MAX (1024 * 1024)
 #define CONTROL_EXEC_FRAME_MAX (64 * 1024)
 #define CONTROL_EXEC_WINDOW (256 * 1024)
+#define CONTROL_RUN_ENV_MAX 64       /* a run's variables, at most */
+#define CONTROL_RUN_ARGS_MAX 256     /* and its words */
 #define CONTROL_CONNECT_MS 10000     /* the guest's wait for a port to accept, at most */
 /* A command's frame types, the top byte of a frame's header. */
 enum control_exec_to_guest { CTL_X_END = 0, CTL_X_IN = 1, CTL_X_EOF = 2, CTL_X_SIGNAL = 3, CTL_X_KILL = 4 };

@@ -88,6 +88,17 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code);
  */
 int saas__exec_script(saas__buf *out, const saas_driver_exec *req);
 
+#define SAAS_EXEC_PLAIN_MAX 4096       /* a plain command's length, at most */
+#define SAAS_EXEC_PLAIN_ARGS_MAX 256   /* its words */
+#define SAAS_EXEC_PLAIN_ENV_MAX 64     /* its variables */
+
+/*
+ * Is req a plain command, one the guest can run with no shell (exec_plain.c
+ * says which): its words, each with its NUL, appended to words, and their
+ * count; 0 (words as it was) when the shell must run it; SAAS_ENOMEM.
+ */
+int saas__exec_plain(saas__buf *words, const saas_driver_exec *req);
+
 /*
  * Into cwd (if not NULL; or exit 126, as a shell that cannot enter it), each
  * of env (NAME=VALUE, names checked by the core) exported, each quoted for a

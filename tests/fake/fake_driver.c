@@ -765,8 +765,8 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 	*exit_code = 0;
 	if (strncmp(cmd, watcher, sizeof(watcher) - 1) == 0 && strstr(cmd, "\n' '")) {
 		return fake_watch(name, strstr(cmd, "\n' '") + 4, req, exit_code);
-	} else if (strcmp(cmd, "true") == 0) {
-		/* Nothing, as the shell's builtin. */
+	} else if (strcmp(cmd, "true") == 0 || strcmp(cmd, ":") == 0 || strncmp(cmd, ": ", 2) == 0) {
+		/* Nothing, as the shell's builtins. */
 	} else if (strncmp(cmd, "echo ", 5) == 0) {
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, cmd + 5, strlen(cmd + 5));
 		req->output(req->output_userdata, SAAS_STREAM_STDOUT, "\n", 1);

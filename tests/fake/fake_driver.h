@@ -2,6 +2,7 @@
  * A fake VM driver for fast unit tests. Its "VMs" are records in memory that
  * outlive any one engine (as real VMs outlive their engine process), and its
  * guest understands a handful of commands:
+ *   true, : [WORDS]     nothing (exit 0)
  *   echo WORDS          prints WORDS and a newline
  *   exit N              exits with N
  *   sleep N             takes N seconds (of the timeout; it does not really sleep)

@@ -18,6 +18,12 @@
  * longer than the protocol's, never a status past 255. A disk path as QEMU
  * reports it (query-block: a VM's QEMU may lie) is taken only as one of the
  * VM's own names in its directory: disk.qcow2 or disk-SNAP.qcow2, no '/'.
+ * A run's request (the guest's aas_run_parse) is taken only with a script,
+ * an absolute directory or none, variables with '=' and 1 to
+ * CONTROL_RUN_ARGS_MAX non-empty words, all within the input; the engine's
+ * plain-command classifier (exec_plain.c) takes the bytes as a command only
+ * as words of its set, never a shell's special character, and gives them
+ * back as they were.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
@@ -28,6 +34,7 @@
 
 #include "aas-control.h"
 #include "transport/control.h"
+#include "transport/ssh.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/vmfs.h"
 #include "util/error.h"
@@ -60,10 +67,10 @@ static int on_line(const char *line, size_t len, bool overlong, void *ud)
 		why = NULL;
 		if (aas_files_parse(line, len, &q, &why) == 0) {
 			if (overlong || strlen(q.nonce) != CONTROL_NONCE_LEN || q.kind < AAS_REQ_FILES ||
-			    q.kind > AAS_REQ_CONNECT || q.mode > 07777 || q.max < 0 || q.max > 999999999999999999LL ||
+			    q.kind > AAS_REQ_RUN || q.mode > 07777 || q.max < 0 || q.max > 999999999999999999LL ||
 			    ((q.kind == AAS_REQ_PUT || q.kind == AAS_REQ_GET) &&
 			     (q.path_len < 1 || q.path_len > CONTROL_FILES_PATH_MAX)) ||
-			    (q.kind == AAS_REQ_EXEC && q.path_len > CONTROL_EXEC_SCRIPT_MAX) ||
+			    ((q.kind == AAS_REQ_EXEC || q.kind == AAS_REQ_RUN) && q.path_len > CONTROL_EXEC_SCRIPT_MAX) ||
 			    q.port > 65535 || (q.kind != AAS_REQ_CONNECT && q.port != 0))
 				abort();
 		} else if (!why) {
@@ -183,6 +190,65 @@ static void disk_name(const char *in, size_t size)
 	free(path);
 }
 
+/* The guest's reading of a run's request: every field inside the input, within its bounds. */
+static void run_request(const char *in, size_t size)
+{
+	char *b = malloc(size + 1);
+	struct aas_run r;
+	const char *why;
+
+	if (!b)
+		return;
+	memcpy(b, in, size);
+	if (aas_run_parse(b, size, &r, &why) == 0) {
+		if (!*r.script || (r.cwd && r.cwd[0] != '/') || r.argc < 1 || r.argc > CONTROL_RUN_ARGS_MAX ||
+		    r.nenv > CONTROL_RUN_ENV_MAX || r.argv[r.argc])
+			abort();
+		for (size_t i = 0; i < r.nenv; i++)
+			if (r.env[i] < b || r.env[i] >= b + size || !strchr(r.env[i], '='))
+				abort();
+		for (size_t i = 0; i < r.argc; i++)
+			if (r.argv[i] < b || r.argv[i] >= b + size || !*r.argv[i])
+				abort();
+	}
+	free(b);
+}
+
+/* The engine's plain-command classifier: the words it takes are the command's, none with a special character. */
+static void plain_command(const char *in, size_t size)
+{
+	char *cmd = strndup(in, size);
+	saas_driver_exec req;
+	saas__buf w = SAAS__BUF_INIT;
+	int n;
+
+	if (!cmd)
+		return;
+	memset(&req, 0, sizeof(req));
+	req.command = cmd;
+	req.cwd = "/workspace";
+	if ((n = saas__exec_plain(&w, &req)) > 0) {
+		size_t off = 0;
+		const char *p = cmd;
+		for (int i = 0; i < n; i++) {
+			size_t len = strlen(w.data + off);
+			if (off + len >= w.len || len == 0 || strcspn(w.data + off, " \t\n$`'\"\\*?[]~{}()<>|&;#!^") != len)
+				abort();
+			p += strspn(p, " \t");
+			if (strncmp(p, w.data + off, len) != 0)
+				abort();
+			p += len;
+			off += len + 1;
+		}
+		if (off != w.len || p[strspn(p, " \t")] != '\0')
+			abort();
+	} else if (n < 0 || w.len != 0) {
+		abort();
+	}
+	saas__buf_free(&w);
+	free(cmd);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *in = (const char *)data;
@@ -205,6 +271,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	files_line(in, size);
 	exec_frames(in, size);
 	disk_name(in, size);
+	run_request(in, size);
+	plain_command(in, size);
 	/* The guest: the bytes in two reads, split anywhere, then a host gone and back. */
 	aas_lines_feed(&lines, in, half, on_line, NULL);
 	aas_lines_feed(&lines, in + half, size - half, on_line, NULL);

@@ -423,6 +423,149 @@ static void expect_code_relayed(const char *id)
 	expect_one_plus_one(id, "after a run cut off");
 }
 
+
+/* ---- commands with no shell (issue #36) --------------------------------------------------------- */
+
+/* cmd on id (cwd, env: the exec's options); the record. */
+static saas_execution *run_on(const char *id, const char *cmd, const char *cwd, const char *const *env)
+{
+	saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+	saas_execution *x = NULL;
+
+	o.timeout_s = 300;
+	o.cwd = cwd;
+	o.env = env;
+	check(saas_exec(&x, client, id, cmd, &o, 0), cmd);
+	return x;
+}
+
+/*
+ * Did a plain command run with no shell? Its parent is the guest's helper
+ * then, /usr/lib/aas/control (bash otherwise, gone by the next command).
+ */
+static bool runs_without_shell(const char *id)
+{
+	saas_execution *x = run_on(id, "cat /proc/self/stat", NULL, NULL), *y;
+	char cmd[64];
+	const char *p = strrchr(x->stdout_data, ')');
+	long ppid = 0;
+	bool helper;
+
+	assert_non_null(p);
+	assert_int_equal(sscanf(p + 1, " %*c %ld", &ppid), 1);
+	saas_execution_free(x);
+	snprintf(cmd, sizeof(cmd), "cat /proc/%ld/cmdline", ppid);
+	y = run_on(id, cmd, NULL, NULL);
+	helper = y->exit_code == 0 && strcmp(y->stdout_data, "/usr/lib/aas/control") == 0;
+	saas_execution_free(y);
+	return helper;
+}
+
+/*
+ * A plain command and the same through the shell (its first word quoted,
+ * which makes it no plain command): the same stdout, stderr, status and
+ * exit code.
+ */
+static void same_both_ways(const char *id, const char *plain, const char *quoted, const char *cwd,
+                           const char *const *env)
+{
+	saas_execution *a = run_on(id, plain, cwd, env), *b = run_on(id, quoted, cwd, env);
+
+	if (a->status != b->status || a->exit_code != b->exit_code || a->stdout_len != b->stdout_len ||
+	    memcmp(a->stdout_data, b->stdout_data, a->stdout_len) != 0 || a->stderr_len != b->stderr_len ||
+	    memcmp(a->stderr_data, b->stderr_data, a->stderr_len) != 0)
+		fail_msg("'%s' and '%s' differ:\n%s exit %d\n[%s]\n[%s]\nagainst %s exit %d\n[%s]\n[%s]", plain, quoted,
+		         saas_exec_status_name(a->status), a->exit_code, a->stdout_data, a->stderr_data,
+		         saas_exec_status_name(b->status), b->exit_code, b->stdout_data, b->stderr_data);
+	saas_execution_free(a);
+	saas_execution_free(b);
+}
+
+/* cmd in the background, sig (to its shell, or its group) once it runs: its end, status and code. */
+static void signalled(const char *id, const char *cmd, const char *sig, unsigned int flags, int *status, int *code)
+{
+	saas_execution *x = NULL, *y = NULL;
+
+	check(saas_exec(&x, client, id, cmd, NULL, SAAS_EXEC_BACKGROUND), cmd);
+	usleep(1500 * 1000);
+	check(saas_execution_signal(client, x->id, sig, flags), sig);
+	for (int i = 0; i < 600; i++) {
+		saas_execution_free(y);
+		y = NULL;
+		check(saas_execution_get(&y, client, x->id), "the execution");
+		if (y->status != SAAS_EXEC_RUNNING)
+			break;
+		usleep(100 * 1000);
+	}
+	*status = y->status;
+	*code = y->exit_code;
+	saas_execution_free(x);
+	saas_execution_free(y);
+}
+
+/*
+ * A clone's plain commands, over the control port, run with no shell and
+ * say exactly what bash would have: the environment, the directory, a
+ * missing command, a file that cannot run, a directory that is not there,
+ * the variables given, signals. A ~/.bashrc of the user's own sends them
+ * through bash again (what it exports is seen).
+ */
+static void expect_plain_as_bash(const char *id)
+{
+	static const char *const env[] = { "FOO=a b $c", "HOME=/tmp", "PATH=/usr/bin:/bin", "SHLVL=4", NULL };
+	int s1, c1, s2, c2;
+
+	assert_true(runs_without_shell(id));
+	same_both_ways(id, "env", "'env'", NULL, NULL);
+	same_both_ways(id, "env", "'env'", "/tmp", env);
+	same_both_ways(id, "/bin/pwd", "'/bin/pwd'", "/usr/share", NULL);
+	same_both_ways(id, "true", "'true'", NULL, NULL);
+	same_both_ways(id, "false", "'false'", NULL, NULL);
+	same_both_ways(id, "true", "'true'", "/no/such/dir", NULL);
+	same_both_ways(id, "ls /no/such/file", "'ls' /no/such/file", NULL, NULL);
+	same_both_ways(id, "no-such-command-x", "'no-such-command-x'", NULL, NULL);
+	expect_in(id, "printf 'echo from a script\\n' > /workspace/noexec && cp /workspace/noexec /workspace/script && "
+	              "chmod +x /workspace/script",
+	          NULL);
+	same_both_ways(id, "./noexec", "'./noexec'", NULL, NULL);
+	same_both_ways(id, "./script", "'./script'", NULL, NULL); /* ENOEXEC: bash reads it itself */
+	same_both_ways(id, "/workspace", "'/workspace'", NULL, NULL);
+	same_both_ways(id, "/bin/kill -s TERM 0", "'/bin/kill' -s TERM 0", NULL, NULL);
+	same_both_ways(id, "python3 -c pass", "'python3' -c pass", NULL, NULL);
+	/* Signals from the engine: to the group, and to the shell alone (the shell's trap, once the command ends). */
+	signalled(id, "sleep 5", "TERM", SAAS_SIGNAL_GROUP, &s1, &c1);
+	signalled(id, "'sleep' 5", "TERM", SAAS_SIGNAL_GROUP, &s2, &c2);
+	assert_int_equal(s1, s2);
+	assert_int_equal(c1, c2);
+	signalled(id, "sleep 3", "TERM", 0, &s1, &c1);
+	signalled(id, "'sleep' 3", "TERM", 0, &s2, &c2);
+	assert_int_equal(s1, s2);
+	assert_int_equal(c1, c2);
+	signalled(id, "sleep 5", "KILL", 0, &s1, &c1);
+	signalled(id, "'sleep' 5", "KILL", 0, &s2, &c2);
+	assert_int_equal(s1, s2);
+	assert_int_equal(c1, c2);
+	{
+		saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
+		saas_execution *a = NULL, *b = NULL;
+		o.timeout_s = 2;
+		check(saas_exec(&a, client, id, "sleep 30", &o, 0), "past its timeout");
+		check(saas_exec(&b, client, id, "'sleep' 30", &o, 0), "past its timeout");
+		assert_int_equal(a->status, SAAS_EXEC_TIMEDOUT);
+		assert_int_equal(a->status, b->status);
+		assert_int_equal(a->exit_code, b->exit_code);
+		saas_execution_free(a);
+		saas_execution_free(b);
+	}
+	/* The user's own ~/.bashrc: bash again, and what it exports is there (first: the skeleton returns at once). */
+	expect_in(id, "cp ~/.bashrc /tmp/bashrc && { echo 'export AAS_RC=mine'; cat /tmp/bashrc; } > ~/.bashrc", NULL);
+	assert_false(runs_without_shell(id));
+	expect_in(id, "env", "AAS_RC=mine");
+	same_both_ways(id, "env", "'env'", NULL, NULL);
+	expect_in(id, "cp /tmp/bashrc ~/.bashrc", NULL);
+	assert_true(runs_without_shell(id));
+}
+
 /*
  * Clones of the default image (a disk image): the template's frozen disk is
  * each clone's base, so what one clone writes must never show in another,
@@ -450,6 +593,8 @@ static void test_clones(void **state)
 		assert_true(logged(line, "(clone,"));
 		expect_in(c[i]->id, "hostname", c[i]->id);
 	}
+	/* Before anything makes c[1]'s SSH session: its commands go over the control port. */
+	expect_plain_as_bash(c[1]->id);
 	/*
 	 * A clone's first commands go over the control port, with no SSH login;
 	 * bash reads ~/.bashrc there as under sshd (~/.local/bin on PATH), and

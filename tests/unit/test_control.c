@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -986,6 +987,295 @@ static void test_exec_request(void **state)
 	}
 }
 
+
+/* ---- commands with no shell: the engine's classifier, the guest's request, ~/.bashrc and bash's environment ---- */
+
+/* saas__exec_plain on command (cwd /workspace, env as given): its count, and its words joined by '|' into out. */
+static int plain(const char *command, const char *const *env, char *out, size_t len)
+{
+	saas_driver_exec req;
+	saas__buf w = SAAS__BUF_INIT;
+	int n;
+
+	memset(&req, 0, sizeof(req));
+	req.command = command;
+	req.cwd = "/workspace";
+	req.env = env;
+	n = saas__exec_plain(&w, &req);
+	if (out) {
+		out[0] = '\0';
+		for (size_t i = 0; i < w.len; i += strlen(w.data + i) + 1)
+			snprintf(out + strlen(out), len - strlen(out), "%s%s", i ? "|" : "", w.data + i);
+	}
+	if (n == 0)
+		assert_int_equal(w.len, 0);
+	saas__buf_free(&w);
+	return n;
+}
+
+static void test_plain_commands(void **state)
+{
+	static const char *const refused[] = {
+		"", " ", "\t", "echo hi", "ls $HOME", "ls ${HOME}", "ls `pwd`", "ls $(pwd)", "ls 'a b'", "ls \"a\"",
+		"ls a\\ b", "ls *", "ls ?", "ls [ab]", "ls ~", "ls ~/x", "ls a=~", "A=1 ls", "ls > x", "ls < x", "ls >> x",
+		"ls 2>&1", "ls | cat", "ls & ", "ls; ls", "ls && ls", "ls || ls", "(ls)", "{ ls; }", "ls # c", "ls\nls",
+		"ls\r", "!ls", "ls !x", "ls ^x", "cd /", "export A=1", "exit 3", "pwd", "printf x", "test -e x", "[ -e x ]",
+		"[[ x ]]", "source x", ". x", "eval ls", "exec ls", "kill 1", "read x", "time ls", "if", "for", "while",
+		"function", "coproc", "true x", "false x", ": x", "%1", "%ls", "ls\x80", "caf\xc3\xa9", "ls é", "ls {a,b}",
+		"ls a}", "ls (", "ls )", "ls ,\x01", "ls a\x7f",
+	};
+	static const char *const env_refused[][2] = {
+		{ "BASH_FUNC_ls%%=() { echo no; }", NULL }, { "BASH_ENV=/x", NULL }, { "IFS=x", NULL }, { "LC_ALL=xx", NULL },
+		{ "LANG=C", NULL }, { "POSIXLY_CORRECT=1", NULL }, { "_=x", NULL }, { "SHELLOPTS=x", NULL }, { "1A=x", NULL },
+		{ "A-B=x", NULL }, { "=x", NULL }, { "A", NULL }, { "CDPATH=/", NULL }, { "PS4=x", NULL },
+	};
+	saas_driver_exec req;
+	saas__buf w = SAAS__BUF_INIT;
+	char out[512], big[SAAS_EXEC_PLAIN_MAX + 8];
+	const char *many[SAAS_EXEC_PLAIN_ENV_MAX + 2];
+
+	(void)state;
+	assert_int_equal(plain("true", NULL, out, sizeof(out)), 1);
+	assert_string_equal(out, "true");
+	assert_int_equal(plain("  ls\t-la   /tmp ", NULL, out, sizeof(out)), 3);
+	assert_string_equal(out, "ls|-la|/tmp");
+	assert_int_equal(plain("false", NULL, out, sizeof(out)), 1);
+	assert_int_equal(plain(":", NULL, out, sizeof(out)), 1);
+	assert_int_equal(plain("python3 -c pass", NULL, out, sizeof(out)), 3);
+	assert_int_equal(plain("/bin/echo a=b c,d e:f g@h 1%2 +x", NULL, out, sizeof(out)), 7);
+	assert_int_equal(plain("./x.sh --flag=1", NULL, out, sizeof(out)), 2);
+	assert_int_equal(plain("date +%s", NULL, out, sizeof(out)), 2);
+	/* A builtin's name with a path is no builtin. */
+	assert_int_equal(plain("/usr/bin/echo hi", NULL, out, sizeof(out)), 2);
+	assert_int_equal(plain("/usr/bin/true x", NULL, out, sizeof(out)), 2);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		if (plain(refused[i], NULL, NULL, 0) != 0)
+			fail_msg("plain: %s", refused[i]);
+	for (size_t i = 0; i < sizeof(env_refused) / sizeof(env_refused[0]); i++)
+		if (plain("ls", env_refused[i], NULL, 0) != 0)
+			fail_msg("plain env: %s", env_refused[i][0]);
+	{
+		static const char *const ok[] = { "A=it's $x `y`", "PATH=/bin", "HOME=/h", "X_1=", NULL };
+		assert_int_equal(plain("ls", ok, NULL, 0), 1);
+	}
+	for (int i = 0; i <= SAAS_EXEC_PLAIN_ENV_MAX; i++)
+		many[i] = "A=1";
+	many[SAAS_EXEC_PLAIN_ENV_MAX + 1] = NULL;
+	assert_int_equal(plain("ls", many, NULL, 0), 0);
+	many[SAAS_EXEC_PLAIN_ENV_MAX] = NULL;
+	assert_int_equal(plain("ls", many, NULL, 0), 1);
+	/* Every byte outside the words' set, anywhere in a word. */
+	for (int c = 1; c < 256; c++) {
+		char cmd[16];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-_./,:+@%=", c) ||
+		          c == ' ' || c == '\t';
+		snprintf(cmd, sizeof(cmd), "ls a%cb", c);
+		if ((plain(cmd, NULL, NULL, 0) > 0) != ok)
+			fail_msg("byte %d", c);
+	}
+	/* Long: at the bound, past it; too many words. */
+	memset(big, 'a', sizeof(big));
+	big[SAAS_EXEC_PLAIN_MAX] = '\0';
+	assert_int_equal(plain(big, NULL, NULL, 0), 1);
+	big[SAAS_EXEC_PLAIN_MAX] = 'a';
+	big[SAAS_EXEC_PLAIN_MAX + 1] = '\0';
+	assert_int_equal(plain(big, NULL, NULL, 0), 0);
+	for (int i = 0; i < SAAS_EXEC_PLAIN_ARGS_MAX + 1; i++)
+		memcpy(big + 2 * i, "a ", 2);
+	big[2 * (SAAS_EXEC_PLAIN_ARGS_MAX + 1)] = '\0';
+	assert_int_equal(plain(big, NULL, NULL, 0), 0);
+	big[2 * SAAS_EXEC_PLAIN_ARGS_MAX] = '\0';
+	assert_int_equal(plain(big, NULL, NULL, 0), SAAS_EXEC_PLAIN_ARGS_MAX);
+	/* The directory: absolute and as cd names it, or the shell's. */
+	memset(&req, 0, sizeof(req));
+	req.command = "ls";
+	{
+		static const char *const dirs_ok[] = { "/", "/workspace", "/a b/c'd", "/.x/..y/x." };
+		static const char *const dirs_no[] = { "", "w", "/w/", "/w//x", "//w", "/w/.", "/w/./x", "/w/..", "/../x" };
+		req.cwd = NULL;
+		assert_int_equal(saas__exec_plain(&w, &req), 1);
+		for (size_t i = 0; i < sizeof(dirs_ok) / sizeof(*dirs_ok); i++) {
+			req.cwd = dirs_ok[i];
+			w.len = 0;
+			assert_int_equal(saas__exec_plain(&w, &req), 1);
+		}
+		for (size_t i = 0; i < sizeof(dirs_no) / sizeof(*dirs_no); i++) {
+			req.cwd = dirs_no[i];
+			w.len = 0;
+			if (saas__exec_plain(&w, &req) != 0)
+				fail_msg("cwd %s", dirs_no[i]);
+		}
+	}
+	saas__buf_free(&w);
+}
+
+static void test_run_request(void **state)
+{
+	struct aas_run r;
+	struct aas_file_req q;
+	const char *why = NULL;
+	char b[256];
+
+	(void)state;
+	assert_int_equal(aas_request_kind("run " NONCE " 0", 22), AAS_REQ_RUN);
+	assert_int_equal(files_parse("run " NONCE " 0", &q, &why), 0);
+	assert_int_equal(q.kind, AAS_REQ_RUN);
+	assert_int_equal(q.path_len, 0);
+	assert_int_equal(files_parse("run " NONCE " 17", &q, &why), 0);
+	assert_int_equal(q.path_len, 17);
+	memcpy(b, "S\0/w\0A=1\0B=\0\0ls\0-l\0", 19);
+	assert_int_equal(aas_run_parse(b, 19, &r, &why), 0);
+	assert_string_equal(r.script, "S");
+	assert_string_equal(r.cwd, "/w");
+	assert_int_equal(r.nenv, 2);
+	assert_string_equal(r.env[1], "B=");
+	assert_int_equal(r.argc, 2);
+	assert_string_equal(r.argv[1], "-l");
+	assert_null(r.argv[2]);
+	memcpy(b, "S\0\0\0true\0", 9);
+	assert_int_equal(aas_run_parse(b, 9, &r, &why), 0);
+	assert_null(r.cwd);
+	assert_int_equal(r.nenv, 0);
+	assert_int_equal(r.argc, 1);
+	/* Malformed: no final NUL, no script, a relative directory, no words, an empty word, a variable with no =. */
+	assert_int_equal(aas_run_parse(memcpy(b, "S\0/w\0\0ls", 8), 8, &r, &why), -1);
+	assert_int_equal(aas_run_parse(memcpy(b, "\0/w\0\0ls\0", 8), 8, &r, &why), -1);
+	assert_int_equal(aas_run_parse(memcpy(b, "S\0w\0\0ls\0", 8), 8, &r, &why), -1);
+	assert_int_equal(aas_run_parse(memcpy(b, "S\0/w\0\0", 6), 6, &r, &why), -1);
+	assert_int_equal(aas_run_parse(memcpy(b, "S\0/w\0", 5), 5, &r, &why), -1);
+	assert_int_equal(aas_run_parse(memcpy(b, "S\0/w\0\0ls\0\0", 10), 10, &r, &why), -1);
+	assert_int_equal(aas_run_parse(memcpy(b, "S\0/w\0A\0\0ls\0", 11), 11, &r, &why), -1);
+	assert_int_equal(aas_run_parse(memcpy(b, "S\0/w\0=A\0\0ls\0", 12), 12, &r, &why), -1);
+	assert_int_equal(aas_run_parse(b, 0, &r, &why), -1);
+}
+
+/* Debian's skeleton, as far as the helper looks at it. */
+#define SKEL "# ~/.bashrc: executed by bash(1) for non-login shells.\n# c\n\n# If not\ncase $- in\n    *i*) ;;\n      *) return;;\nesac\n\nHISTSIZE=1\n"
+
+static void test_bashrc(void **state)
+{
+	static const char skel[] = SKEL, with[] = AAS_BASHRC_HEADER SKEL;
+	char path[300], buildpath[4096], *b;
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(aas_bashrc_kind(NULL, 0, skel, strlen(skel)), 0);
+	assert_int_equal(aas_bashrc_kind(skel, strlen(skel), skel, strlen(skel)), 0);
+	assert_int_equal(aas_bashrc_kind(with, strlen(with), skel, strlen(skel)), 1);
+	/* One byte more, less or other; a skeleton that does something first. */
+	assert_int_equal(aas_bashrc_kind(skel, strlen(skel) - 1, skel, strlen(skel)), -1);
+	assert_int_equal(aas_bashrc_kind(with, strlen(with) - 1, skel, strlen(skel)), -1);
+	assert_int_equal(aas_bashrc_kind("export A=1\n", 11, skel, strlen(skel)), -1);
+	assert_int_equal(aas_bashrc_kind(AAS_BASHRC_HEADER "export A=1\n" SKEL, strlen(with) + 11, skel, strlen(skel)), -1);
+	assert_int_equal(aas_bashrc_kind("", 0, skel, strlen(skel)), -1);
+	{
+		static const char bad[] = "# c\nexport A=1\ncase $- in\n    *i*) ;;\n      *) return;;\nesac\n";
+		assert_int_equal(aas_bashrc_kind(bad, strlen(bad), bad, strlen(bad)), -1);
+		assert_int_equal(aas_bashrc_kind("", 0, "", 0), -1);
+	}
+	aas_bashrc_path(path, sizeof(path), "/home/s", "/usr/bin:/bin");
+	assert_string_equal(path, "/home/s/.local/bin:/usr/bin:/bin");
+	aas_bashrc_path(path, sizeof(path), "/home/s", "/bin:/home/s/.local/bin");
+	assert_string_equal(path, "/bin:/home/s/.local/bin");
+	/* This host's skeleton, where it has Debian's. */
+	if ((f = fopen("/etc/skel/.bashrc", "r"))) {
+		static char host[65536], rc[70000];
+		n = fread(host, 1, sizeof(host), f);
+		fclose(f);
+		if (strstr(host, "*) return;;")) {
+			assert_int_equal(aas_bashrc_kind(host, n, host, n), 0);
+			memcpy(rc, AAS_BASHRC_HEADER, strlen(AAS_BASHRC_HEADER));
+			memcpy(rc + strlen(AAS_BASHRC_HEADER), host, n);
+			assert_int_equal(aas_bashrc_kind(rc, n + strlen(AAS_BASHRC_HEADER), host, n), 1);
+		}
+	}
+	/* images/build writes the header the helper knows, line for line. */
+	snprintf(buildpath, sizeof(buildpath), "%s/build", SAAS_IMAGES_DIR);
+	assert_non_null(f = fopen(buildpath, "r"));
+	assert_non_null(b = malloc(1 << 20));
+	n = fread(b, 1, (1 << 20) - 1, f);
+	b[n] = '\0';
+	fclose(f);
+	for (const char *l = AAS_BASHRC_HEADER; *l;) {
+		const char *nl = strchr(l, '\n');
+		char want[300];
+		snprintf(want, sizeof(want), "echo '%.*s'", (int)(nl - l), l);
+		if (!strstr(b, want))
+			fail_msg("images/build does not write: %s", want);
+		l = nl + 1;
+	}
+	free(b);
+}
+
+/* What bash says of a command killed by a signal, as the helper says it for one run with no shell. */
+static void test_signal_note(void **state)
+{
+	static const char *const argv[] = { "sleep", "100", NULL };
+	char out[512];
+
+	(void)state;
+	assert_int_equal(aas_bash_signal_note(out, sizeof(out), SIGTERM, false, 42, argv), 11);
+	assert_string_equal(out, "Terminated\n");
+	aas_bash_signal_note(out, sizeof(out), SIGQUIT, true, 42, argv);
+	assert_string_equal(out, "Quit (core dumped)\n");
+	assert_int_equal(aas_bash_signal_note(out, sizeof(out), SIGINT, false, 42, argv), 0);
+	assert_int_equal(aas_bash_signal_note(out, sizeof(out), SIGPIPE, false, 42, argv), 0);
+	assert_string_equal(out, "");
+	aas_bash_signal_note(out, sizeof(out), SIGKILL, false, 1234, argv);
+	assert_string_equal(out, "bash: line 1:  1234 Killed                  sleep 100\n");
+	aas_bash_signal_note(out, sizeof(out), SIGSEGV, true, 123456, argv);
+	assert_string_equal(out, "bash: line 1: 123456 Segmentation fault      (core dumped) sleep 100\n");
+	/* Cut, never past the buffer. */
+	assert_int_equal(aas_bash_signal_note(out, 20, SIGKILL, false, 1, argv), 19);
+	assert_int_equal(strlen(out), 19);
+}
+
+/*
+ * The environment against bash's own: the helper's six variables, a cd,
+ * variables exported (some sharing a bucket of bash's table, some replacing
+ * the helper's), then `env`, run by this host's bash where it has one.
+ */
+static void test_bash_env(void **state)
+{
+	static const char *const base[] = { "USER=sandbox", "LOGNAME=sandbox", "HOME=/", "PATH=/usr/bin:/bin",
+		                            "MAIL=/var/mail/sandbox", "SHELL=/bin/bash" };
+	/* SZ and IFR share a bucket, as do the two P... names below and HOME with nothing: the order within one counts. */
+	static const char *const user[] = { "SZ=1", "IFR=2", "A=3", "ZZTOP=4", "HOME=/tmp", "K_1=5", "PWD=/x", "ab=6",
+		                            "SHLVL=7", "Q=8", "SZ=9" };
+	const char *vars[32], *out[34];
+	char under[64], cmd[2048], got[4096], want[4096] = "";
+	size_t n = 0, m;
+	FILE *p;
+
+	(void)state;
+	if (access("/bin/bash", X_OK) != 0 || access("/usr/bin/env", X_OK) != 0)
+		skip();
+	for (size_t i = 0; i < 6; i++)
+		vars[n++] = base[i];
+	vars[n++] = "PWD=/usr";
+	vars[n++] = "OLDPWD=/";
+	vars[n++] = "SHLVL=1";
+	for (size_t i = 0; i < sizeof(user) / sizeof(*user); i++)
+		vars[n++] = user[i];
+	m = aas_bash_env(vars, n, "/usr/bin/env", under, sizeof(under), out);
+	assert_null(out[m]);
+	for (size_t i = 0; i < m; i++)
+		snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s\n", out[i]);
+	snprintf(cmd, sizeof(cmd), "cd / && env -i");
+	for (size_t i = 0; i < 6; i++)
+		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " '%s'", base[i]);
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " /bin/bash -c \"cd -- '/usr' || exit 126; ");
+	for (size_t i = 0; i < sizeof(user) / sizeof(*user); i++)
+		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "export '%s'; ", user[i]);
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "eval 'env'\"");
+	assert_non_null(p = popen(cmd, "r"));
+	n = fread(got, 1, sizeof(got) - 1, p);
+	got[n] = '\0';
+	pclose(p);
+	assert_string_equal(got, want);
+}
+
 /* A frame from the scripted guest: a header of type and length, then the bytes. */
 static void fake_xframe(int fd, unsigned int type, const void *data, uint32_t len)
 {
@@ -1664,6 +1954,11 @@ int main(void)
 		cmocka_unit_test(test_files_engine),
 		cmocka_unit_test(test_exec_request),
 		cmocka_unit_test(test_exec_engine),
+		cmocka_unit_test(test_plain_commands),
+		cmocka_unit_test(test_run_request),
+		cmocka_unit_test(test_bashrc),
+		cmocka_unit_test(test_bash_env),
+		cmocka_unit_test(test_signal_note),
 		cmocka_unit_test(test_conn_request),
 		cmocka_unit_test(test_conn_engine),
 		cmocka_unit_test(test_guest_bounds),

@@ -222,8 +222,8 @@ static void test_pool_fills(void **state)
 		assert_int_equal(strlen(made[i].name), 24);
 		assert_int_equal(made[i].internet, -1);
 		assert_true(saas__pool_owns(f->engine, made[i].name));
-		/* Each ran its first command before it was offered (pool_warm), and only that. */
-		assert_int_equal(saas_fake_vm_execs(made[i].name), 1);
+		/* Each ran its first commands before it was offered (pool_warm: `true`, `: warm`), and only those. */
+		assert_int_equal(saas_fake_vm_execs(made[i].name), 2);
 	}
 	assert_true(logged("pool small (image default): VM "));
 
@@ -627,18 +627,18 @@ static void test_pool_warm_fails(void **state)
 	assert_int_equal(saas_fake_create_calls(), 1);
 	assert_false(saas_fake_vm_exists(made[0].name));
 	assert_false(saas__pool_owns(f->engine, made[0].name));
-	assert_true(logged("its first command: fake: an exec made to fail"));
+	assert_true(logged("its first commands: fake: an exec made to fail"));
 	assert_true(logged("next try in 1 s"));
 	st = stats(f);
 	assert_int_equal(st->pool_ready, 0);
 	assert_int_equal(st->pools[0]->failures, 1);
 	saas_engine_stats_free(st);
-	/* The backoff passes: the pools fill with VMs that each ran one command, and a claim gets one of them. */
+	/* The backoff passes: the pools fill with VMs that each ran their two commands, and a claim gets one of them. */
 	saas_test_advance(1000);
 	assert_int_equal(fill(f), 3);
 	assert_int_equal(saas_fake_create_calls(), 4);
 	for (unsigned int i = 1; i < nmade; i++)
-		assert_int_equal(saas_fake_vm_execs(made[i].name), 1);
+		assert_int_equal(saas_fake_vm_execs(made[i].name), 2);
 	sb = create(f->a, "small");
 	assert_string_not_equal(sb->id, made[0].name);
 	assert_true(saas__pool_owns(f->engine, sb->id) == false);

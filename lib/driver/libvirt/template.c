@@ -290,7 +290,7 @@ static int discard_output(void *ud, int stream, const void *data, size_t len)
 }
 
 /*
- * `true` over the template's control port (lib/transport/control_exec.c), so that a
+ * `: warm` over the template's control port (lib/transport/control_exec.c), so that a
  * clone's first command finds the helper's fork, the user's shell and its
  * start-up files in memory. The connection is closed before the state is
  * taken. A failure costs only that.
@@ -303,7 +303,8 @@ void saas__lv_template_warm_port(struct drv *d, struct launch *l, const char *ke
 	int serves = 0, execs = 0, status = -1;
 
 	memset(&req, 0, sizeof(req));
-	req.command = "true";
+	/* Not `true`, which the helper answers with no shell (exec_plain.c): the shell is what is warmed. */
+	req.command = ": warm";
 	req.cwd = "/";
 	req.timeout_ms = TEMPLATE_WARM_TIMEOUT_MS;
 	req.output = discard_output;
