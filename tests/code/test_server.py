@@ -151,6 +151,22 @@ class CodeServer(unittest.TestCase):
             w, h = struct.unpack(">II", png[16:24])
             self.assertTrue(100 <= w <= 5000 and 100 <= h <= 5000, (w, h))
 
+    def test_figure_png_is_ipythons(self):
+        # The kernel's print_figure is aas_figure.py's (pystartup.py), and its PNG is IPython's own,
+        # byte for byte: the one printed here, of a twin figure, by the print_figure it wraps.
+        code = ("import matplotlib.pyplot as plt\nfrom IPython.core import pylabtools\n"
+                "def draw():\n    fig, ax = plt.subplots()\n    ax.bar(['alpha', 'beta'], [3, 5], label='b')\n"
+                "    ax.legend(loc='center left', bbox_to_anchor=(1, 0.5))\n    plt.setp(ax.get_xticklabels(), rotation=60)\n"
+                "    return fig\n"
+                "twin = draw()\nprint(pylabtools.print_figure.__wrapped__(twin, 'png', base64=True), end='')\n"
+                "print(hasattr(pylabtools.print_figure, '__wrapped__'))\nplt.close(twin)\ndraw()\nplt.show()")
+        msgs = self.execute(code)
+        out = "".join(m["text"] for m in msgs if m["type"] == "stdout").split("\n")
+        pngs = [m["png"] for m in msgs if m["type"] == "result" and "png" in m]
+        self.assertEqual(out[1], "True", "IPython's print_figure is not wrapped")
+        self.assertEqual(len(pngs), 1, msgs)
+        self.assertEqual(pngs[0].strip(), out[0].strip())
+
     def chart(self, code):
         """The chart (E2B's "chart") of the figure that code draws on `ax`, beside its PNG."""
         msgs = self.execute(f"import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n{code}\nplt.show()")

@@ -104,12 +104,22 @@ def _converter(axis):
     return axis.get_converter() if hasattr(axis, "get_converter") else axis.converter
 
 
-def _axis_info(ax, axis, name):
+def _ticks(axis, seen):
+    """
+    The axis' tick locations and label texts, read once per chart (seen): each
+    read of its labels has matplotlib work its ticks out again.
+    """
+    got = seen.get(axis)
+    if got is None:
+        got = seen[axis] = (list(axis.get_ticklocs()), [t.get_text() for t in axis.get_ticklabels()])
+    return got
+
+
+def _axis_info(axis, name, seen):
     """x_ticks, x_tick_labels and x_scale (or y_'s) of one axis."""
     conv = _converter(axis)
     dates = type(conv).__module__ == matplotlib.dates.__name__
-    ticks = list(axis.get_ticklocs())
-    labels = [t.get_text() for t in axis.get_ticklabels()]
+    ticks, labels = _ticks(axis, seen)
     if dates:
         scale = "datetime"
         ticks = [matplotlib.dates.num2date(t).isoformat() for t in ticks]
@@ -146,22 +156,24 @@ def _points(budget, xs, ys):
     return [[_value(x), _value(y)] for x, y in zip(xs, ys)]
 
 
-def _tick_names(axis):
+def _tick_names(axis, seen):
     """Tick position -> its label's text, for naming bars by where they stand."""
-    return {float(t): lab.get_text() for t, lab in zip(axis.get_ticklocs(), axis.get_ticklabels())}
+    return {float(t): text for t, text in zip(*_ticks(axis, seen))}
 
 
-def _laid_out(ax):
+def _laid_out(ax, seen):
     """Tick labels are made at a draw: a figure not drawn yet (no PNG made before this) is drawn once."""
-    if ax.figure is not None and not any(t.get_text() for t in ax.xaxis.get_ticklabels() + ax.yaxis.get_ticklabels()):
+    if ax.figure is not None and not any(_ticks(ax.xaxis, seen)[1] + _ticks(ax.yaxis, seen)[1]):
         ax.figure.canvas.draw()
+        seen.clear()
 
 
 def _axes_chart(ax, budget):
     kind = _kind(ax)
     title = ax.get_title() or None
+    seen = {}
     if kind in ("line", "scatter", "bar", "box_and_whisker"):
-        _laid_out(ax)
+        _laid_out(ax, seen)
     if kind in ("line", "scatter"):
         elements = []
         if kind == "line":
@@ -175,7 +187,7 @@ def _axes_chart(ax, budget):
                 elements.append({"label": c.get_label(),
                                  "points": _points(budget, [p[0] for p in offsets], [p[1] for p in offsets])})
         return {"type": kind, "title": title, "elements": elements, **_labels(ax),
-                **_axis_info(ax, ax.xaxis, "x"), **_axis_info(ax, ax.yaxis, "y")}
+                **_axis_info(ax.xaxis, "x", seen), **_axis_info(ax.yaxis, "y", seen)}
     if kind == "bar":
         elements, horizontal = [], False
         for container in ax.containers:
@@ -184,7 +196,7 @@ def _axes_chart(ax, budget):
             horizontal = getattr(container, "orientation", None) == "horizontal" or (
                 getattr(container, "orientation", None) is None and len({r.get_height() for r in bars}) == 1
                 and len(bars) > 1)
-            names = _tick_names(ax.yaxis if horizontal else ax.xaxis)
+            names = _tick_names(ax.yaxis if horizontal else ax.xaxis, seen)
             _spend(budget, len(bars))
             for r in bars:
                 where = r.get_y() + r.get_height() / 2 if horizontal else r.get_x() + r.get_width() / 2
@@ -201,7 +213,7 @@ def _axes_chart(ax, budget):
         return {"type": "pie", "title": title, "elements": elements}
     if kind == "box_and_whisker":
         for horizontal in (False, True):
-            elements = _boxes(ax, budget, horizontal)
+            elements = _boxes(ax, budget, horizontal, seen)
             if elements is not None:
                 return {"type": "box_and_whisker", "title": title, "elements": elements, **_labels(ax, horizontal)}
     return {"type": "unknown", "title": title, "elements": []}
@@ -215,7 +227,7 @@ def _between(x, a, b):
     return a <= x <= b or _close(x, a) or _close(x, b)
 
 
-def _boxes(ax, budget, horizontal):
+def _boxes(ax, budget, horizontal, seen):
     """
     The boxes of a box plot standing on x (on y when horizontal), or None if
     its lines are not those of one. Each box's quartiles are where its
@@ -234,7 +246,7 @@ def _boxes(ax, budget, horizontal):
             return None
         dots = line.get_linestyle() in ("None", "", " ") and line.get_marker() not in ("None", "", " ", None)
         lines.append((c, v, dots))
-    names = _tick_names(ax.yaxis if horizontal else ax.xaxis)
+    names = _tick_names(ax.yaxis if horizontal else ax.xaxis, seen)
     elements = []
     for box in ax.patches:
         verts = box.get_path().vertices
