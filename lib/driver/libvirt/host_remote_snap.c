@@ -537,6 +537,8 @@ int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata)
 
 /* ---- the core's sweep: every snapshot of this cluster in the pool, complete or not ---- */
 
+static const char *const scan_suffixes[] = { "ready", "json", "state" };
+
 /* A volume's time in a volume's description: "<TAG>SECONDS.NANOSECONDS</TAG>" as Unix ms, 0 when absent. */
 static int64_t xml_time_ms(const char *xml, const char *tag)
 {
@@ -644,7 +646,6 @@ static int state_owner_ours(struct drv *d, const char *snap, bool *ours)
 /* The snapshots' names (each once) that the pool's volume names hold; *n of them, freed by the caller. */
 static int snap_stems(char **names, int n, char (**stems)[64], size_t *count)
 {
-	static const char *const suffixes[] = { "ready", "json", "state" };
 	size_t cap = 0;
 
 	*stems = NULL;
@@ -653,8 +654,8 @@ static int snap_stems(char **names, int n, char (**stems)[64], size_t *count)
 		char snap[64];
 		bool is = false, seen = false;
 
-		for (size_t k = 0; k < SAAS_ARRAY_SIZE(suffixes) && !is; k++)
-			is = saas__lv_snap_volume(names[i], suffixes[k], snap);
+		for (size_t k = 0; k < SAAS_ARRAY_SIZE(scan_suffixes) && !is; k++)
+			is = saas__lv_snap_volume(names[i], scan_suffixes[k], snap);
 		for (size_t j = 0; is && j < *count && !seen; j++)
 			seen = strcmp((*stems)[j], snap) == 0;
 		if (!is || seen)
@@ -668,7 +669,6 @@ static int snap_stems(char **names, int n, char (**stems)[64], size_t *count)
 
 int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata)
 {
-	static const char *const suffixes[] = { "ready", "json", "state" };
 	char **names = NULL, (*stems)[64] = NULL;
 	size_t count = 0;
 	int n = 0, rc, stop = 0;
@@ -685,8 +685,8 @@ int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata
 		vol_name(vname, stems[i], "ready");
 		if ((rc = vol_exists(d, vname, &ready)) < 0)
 			break;
-		for (size_t k = 0; k < SAAS_ARRAY_SIZE(suffixes) && rc == SAAS_OK; k++) {
-			vol_name(vname, stems[i], suffixes[k]);
+		for (size_t k = 0; k < SAAS_ARRAY_SIZE(scan_suffixes) && rc == SAAS_OK; k++) {
+			vol_name(vname, stems[i], scan_suffixes[k]);
 			rc = vol_written(d, vname, &s.written_ms);
 		}
 		if (rc < 0)
