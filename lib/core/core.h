@@ -33,6 +33,19 @@
 #define SAAS_FORK_AT_ONCE 5
 
 /*
+ * How old a snapshot on a VM host must be before the sweep deletes it when
+ * no live sandbox names it. A fork's snapshot is named by no row while its
+ * children are made from it (the parent is ready again by then), by any
+ * server of the cluster: at most SAAS_FORK_MAX children in turns of
+ * SAAS_FORK_AT_ONCE, each a create that counts as failed past
+ * SAAS_CREATE_GRACE_S, so two turns of that, doubled for the hosts' and the
+ * servers' clocks, which must agree within minutes (NTP). A pause's and a
+ * resume's snapshot is named by its row from before it is taken until after
+ * it is no longer read.
+ */
+#define SAAS_HOST_SNAPSHOT_GRACE_MS (4 * SAAS_CREATE_GRACE_S * 1000LL)
+
+/*
  * A sandbox whose VM is gone but whose close the store could not record yet
  * (closes.c): recorded by a later sweep, or by the next start's reconcile.
  */

@@ -139,10 +139,73 @@ int saas__orphans_destroy(saas_engine *e, void *ctx, const saas_store_sandbox *l
 	return rc;
 }
 
+struct host_snaps {
+	struct host_snap {
+		char name[SAAS_STORE_SNAPSHOT_MAX + 1];
+		int64_t written_ms;
+	} *items;
+	size_t count, cap;
+	const struct saas__rows *live;
+	int64_t now;
+	int rc;
+};
+
+static int host_snap_seen(void *ud, const saas_driver_snapshot *snap)
+{
+	struct host_snaps *s = ud;
+
+	for (size_t i = 0; i < s->live->count; i++)
+		if (strcmp(s->live->items[i].snapshot, snap->name) == 0)
+			return 0; /* a paused sandbox's, or a pause or resume under way */
+	/* Young, or of an age nobody can tell: perhaps a fork's that some server is making children of. */
+	if (snap->written_ms <= 0 || s->now - snap->written_ms < SAAS_HOST_SNAPSHOT_GRACE_MS ||
+	    strlen(snap->name) > SAAS_STORE_SNAPSHOT_MAX)
+		return 0;
+	if ((s->rc = SAAS__ARRAY_RESERVE(s->items, s->cap, s->count + 1)) < 0)
+		return 1;
+	saas__strlcpy(s->items[s->count].name, snap->name, sizeof(s->items[0].name));
+	s->items[s->count++].written_ms = snap->written_ms;
+	return 0;
+}
+
+/*
+ * Delete the snapshots on VM host `host` (its name, for the log) that no live sandbox names and
+ * that were last written more than SAAS_HOST_SNAPSHOT_GRACE_MS ago: a delete
+ * whose server stopped before the host answered it, a fork or a pause cut
+ * short. The driver reports only this cluster's (its owner's).
+ */
+static int host_snapshots_sweep(saas_engine *e, void *ctx, const char *host, const struct saas__rows *live)
+{
+	struct host_snaps s = { NULL, 0, 0, live, saas__engine_now(e), SAAS_OK };
+	int rc;
+
+	if (!saas__can_snapshot(e) || e->driver->version < 13 || !e->driver->snapshot_scan)
+		return SAAS_OK;
+	if ((rc = e->driver->snapshot_scan(ctx, host_snap_seen, &s)) < 0 || (rc = s.rc) < 0) {
+		free(s.items);
+		if (rc != SAAS_ENOTSUP)
+			return rc;
+		saas__error_clear();
+		return SAAS_OK;
+	}
+	for (size_t i = 0; i < s.count; i++) {
+		saas__log(e, SAAS_LOG_WARN, "snapshot %s on VM host %s belongs to no sandbox (last written %lld s ago); "
+		          "deleting it", s.items[i].name, host, (long long)((s.now - s.items[i].written_ms) / 1000));
+		if (e->driver->snapshot_delete(ctx, s.items[i].name) < 0) {
+			saas__log(e, SAAS_LOG_WARN, "deleting snapshot %s on VM host %s failed (%s); the next sweep tries again",
+			          s.items[i].name, host, saas_error_last()->message);
+			saas__error_clear();
+		}
+	}
+	free(s.items);
+	return SAAS_OK;
+}
+
 /*
  * Destroy what the engine's own driver runs that no live sandbox owns, then
- * what each VM host runs. A host out of reach is skipped (logged): the lost
- * host's return sweeps it, and so does the next pass.
+ * what each VM host runs, and delete the snapshots there that no live
+ * sandbox names. A host out of reach is skipped (logged): the lost host's
+ * return sweeps it, and so does the next pass.
  */
 static int sweep_orphans(saas_engine *e, const struct saas__rows *live)
 {
@@ -165,6 +228,9 @@ static int sweep_orphans(saas_engine *e, const struct saas__rows *live)
 		    saas__orphans_destroy(e, ctx, live->items, live->count, NULL) < 0)
 			saas__log(e, SAAS_LOG_WARN, "orphan sweep of VM host %s: %s", hosts[i].id,
 			          saas_error_last()->message);
+		else if (host_snapshots_sweep(e, ctx, hosts[i].name, live) < 0)
+			saas__log(e, SAAS_LOG_WARN, "snapshot sweep of VM host %s: %s; the next sweep tries again",
+			          hosts[i].name, saas_error_last()->message);
 		saas__error_clear();
 	}
 	free(hosts);

@@ -812,13 +812,78 @@ static void counts_on(void *ctx, const char *vm, const char *pid)
 	assert_true(a > 0 && b > a);
 }
 
+/* Unix ms: a volume's times are the host's wall clock (here this machine's). */
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What snapshot_scan reports: each snapshot's name, when it was written and whether it is complete. */
+struct scanned {
+	char name[8][64];
+	int64_t written_ms[8];
+	int complete[8];
+	int n;
+};
+
+static int add_scanned(void *ud, const saas_driver_snapshot *snap)
+{
+	struct scanned *s = ud;
+
+	assert_true(s->n < 8);
+	snprintf(s->name[s->n], sizeof(s->name[0]), "%s", snap->name);
+	s->written_ms[s->n] = snap->written_ms;
+	s->complete[s->n++] = snap->complete;
+	return 0;
+}
+
+static int scanned_at(const struct scanned *s, const char *name)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->name[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * A state volume on host 1 as a take cut short before its description
+ * leaves it: libvirt's save image header, still marked partial, and a
+ * domain description whose metadata names owner (no stream yet).
+ */
+static void cut_short_state(const char *snap, const char *owner)
+{
+	char path[2600], xml[512];
+	unsigned char head[92] = "LibvirtQemudPart";
+	uint32_t words[5] = { 2, 0, 1, 0, 0 };
+	FILE *f;
+
+	snprintf(xml, sizeof(xml), "<domain type='qemu'><name>sbx-hosts-cut</name><metadata><aas:vm xmlns:aas='x'>"
+	         "<aas:ssh-port>20001</aas:ssh-port><aas:host-key>a2V5</aas:host-key><aas:owner>%s</aas:owner>"
+	         "</aas:vm></metadata></domain>", owner);
+	words[1] = (uint32_t)strlen(xml) + 1;
+	for (size_t i = 0; i < 5; i++)
+		memcpy(head + 16 + 4 * i, &words[i], 4);
+	snprintf(path, sizeof(path), "%s/%s.state", state_dir, snap);
+	assert_non_null(f = fopen(path, "w"));
+	assert_int_equal(fwrite(head, 1, sizeof(head), f), sizeof(head));
+	assert_int_equal(fwrite(xml, 1, strlen(xml) + 1, f), strlen(xml) + 1);
+	fclose(f);
+	assert_int_equal(sh("c=qemu+tcp://%s/system; virsh -q -c $c vol-create-as aas aas-snap-%s.state 4K --format raw "
+	                    ">/dev/null && virsh -q -c $c vol-upload --pool aas aas-snap-%s.state '%s'",
+	                    addr[1], snap, snap, path), 0);
+}
+
 static void test_snapshots(void **state)
 {
 	saas_vm_spec spec = shape;
 	struct names ns = { .n = 0 };
+	struct scanned sc = { .n = 0 };
 	char pid[32], boot[64];
-	int64_t bytes = 0;
-	int rc;
+	int64_t bytes = 0, forked_at;
+	int rc, i;
 
 	(void)state;
 	run(ctx_a, VM1, "echo kept > /workspace/pause.txt");
@@ -866,7 +931,36 @@ static void test_snapshots(void **state)
 	assert_int_equal(host_volumes(1, "aas-snap-"), 0);
 
 	/* Forked: the parent runs on; two children on its host, one through B, each its own machine. */
+	forked_at = wall_ms();
 	check(drv->vm_snapshot(ctx_a, VM1, "hsnap-fork", 1, &bytes), "vm_snapshot (fork) on host 1");
+	/*
+	 * The core's sweep sees it through any server, complete, written as it
+	 * was taken (the host's clock is this machine's); and what a take cut
+	 * short left, this cluster's by the owner in its state's domain
+	 * description; another cluster's, by that or by its description, never.
+	 */
+	cut_short_state("hsnap-cut", OWNER);
+	cut_short_state("hsnap-alien", "another-cluster");
+	assert_int_equal(sh("c=qemu+tcp://%s/system; printf '{\"owner\":\"another-cluster\"}' > '%s/alien.json' && "
+	                    "virsh -q -c $c vol-create-as aas aas-snap-hsnap-alien2.json 1K --format raw >/dev/null && "
+	                    "virsh -q -c $c vol-upload --pool aas aas-snap-hsnap-alien2.json '%s/alien.json' && "
+	                    "virsh -q -c $c vol-create-as aas aas-snap-hsnap-alien2.ready 0 --format raw >/dev/null",
+	                    addr[1], state_dir, state_dir), 0);
+	check(drv->snapshot_scan(ctx_b, add_scanned, &sc), "snapshot_scan B");
+	assert_int_equal(sc.n, 2);
+	assert_true((i = scanned_at(&sc, "hsnap-fork")) >= 0);
+	printf("scanned: hsnap-fork written %lld ms after the fork began\n", (long long)(sc.written_ms[i] - forked_at));
+	assert_int_equal(sc.complete[i], 1);
+	assert_true(sc.written_ms[i] >= forked_at - 2000 && sc.written_ms[i] <= wall_ms() + 2000);
+	assert_true((i = scanned_at(&sc, "hsnap-cut")) >= 0);
+	assert_int_equal(sc.complete[i], 0);
+	assert_true(sc.written_ms[i] > forked_at - 2000);
+	/* Deleted as the sweep does; another cluster's are left (removed here by hand). */
+	check(drv->snapshot_delete(ctx_b, "hsnap-cut"), "snapshot_delete (cut short)");
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-cut."), 0);
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-alien"), 3);
+	assert_int_equal(sh("c=qemu+tcp://%s/system; for v in hsnap-alien.state hsnap-alien2.json hsnap-alien2.ready; do "
+	                    "virsh -q -c $c vol-delete --pool aas aas-snap-$v >/dev/null || exit 1; done", addr[1]), 0);
 	assert_int_equal(vm_state(ctx_a, VM1), SAAS_VM_RUNNING);
 	counts_on(ctx_a, VM1, pid);
 	spec.name = KID1;

@@ -40,6 +40,7 @@ struct sim_host {
 	int stuck;                     /* host_info waits until it is cleared (sim_unstick), for real */
 	unsigned int stuck_calls;      /* host_info calls that waited */
 	unsigned int execs;            /* commands run on it */
+	unsigned int snap_deletes;     /* snapshot deletes asked of it */
 	char ahead[SAAS_ID_MAX + 1];   /* a VM started ahead on it (vm_take), "" none */
 	int ahead_taken;               /* taken by a create, not yet made */
 };
@@ -52,11 +53,50 @@ static struct {
 	struct sim_host *host;
 } owned[SIM_OWNED];
 
+/*
+ * What each host's storage holds of snapshots, as snapshot_scan reports it:
+ * those made through a host (complete, written when they were made) and
+ * those the test leaves there (pieces of one cut short, another cluster's).
+ */
+#define SIM_SNAPS 32
+static struct sim_snap {
+	char name[64];
+	struct sim_host *host;         /* NULL: a free entry */
+	int64_t written_ms;
+	int complete;
+	int theirs;                    /* another cluster's: never reported */
+} snaps[SIM_SNAPS];
+
 static void sim_reset(void)
 {
 	memset(sims, 0, sizeof(sims));
 	nsims = 0;
 	memset(owned, 0, sizeof(owned));
+	memset(snaps, 0, sizeof(snaps));
+}
+
+/* Snapshot name in h's storage, last written at written_ms. */
+static void sim_snap_put(struct sim_host *h, const char *name, int64_t written_ms, int complete, int theirs)
+{
+	for (int i = 0; i < SIM_SNAPS; i++)
+		if (!snaps[i].host) {
+			snprintf(snaps[i].name, sizeof(snaps[i].name), "%s", name);
+			snaps[i].host = h;
+			snaps[i].written_ms = written_ms;
+			snaps[i].complete = complete;
+			snaps[i].theirs = theirs;
+			return;
+		}
+	fail_msg("sim: too many snapshots");
+}
+
+/* Is snapshot name in h's storage? */
+static int sim_snap_there(const struct sim_host *h, const char *name)
+{
+	for (int i = 0; i < SIM_SNAPS; i++)
+		if (snaps[i].host == h && strcmp(snaps[i].name, name) == 0)
+			return 1;
+	return 0;
 }
 
 static struct sim_host *sim_find(const char *name)
@@ -298,6 +338,7 @@ static int sim_snapshot(void *ctx, const char *name, const char *snap, int keep,
 		if (!keep)
 			disown(name);
 		own(snap, ctx);
+		sim_snap_put(ctx, snap, saas_test_now(), 1, 0);
 	}
 	return rc;
 }
@@ -317,10 +358,29 @@ static int sim_snapshot_delete(void *ctx, const char *snap)
 
 	if (h->down)
 		return sim_down(h);
+	h->snap_deletes++;
+	for (int i = 0; i < SIM_SNAPS; i++)
+		if (snaps[i].host == h && strcmp(snaps[i].name, snap) == 0 && !snaps[i].theirs)
+			snaps[i].host = NULL;
 	if (owner_of(snap) != h)
 		return SAAS_OK;
 	disown(snap);
 	return saas_fake_driver.snapshot_delete(NULL, snap);
+}
+
+static int sim_snapshot_scan(void *ctx, saas_snapshot_fn fn, void *userdata)
+{
+	struct sim_host *h = ctx;
+	int stop = 0;
+
+	if (h->down)
+		return sim_down(h);
+	for (int i = 0; i < SIM_SNAPS && !stop; i++)
+		if (snaps[i].host == h && !snaps[i].theirs) {
+			saas_driver_snapshot s = { snaps[i].name, snaps[i].written_ms, snaps[i].complete };
+			stop = fn(userdata, &s);
+		}
+	return SAAS_OK;
 }
 
 static int sim_snapshot_list(void *ctx, saas_name_fn fn, void *userdata)
@@ -396,6 +456,7 @@ static const saas_driver sim_driver = {
 	.vm_restore = sim_restore,
 	.snapshot_delete = sim_snapshot_delete,
 	.snapshot_list = sim_snapshot_list,
+	.snapshot_scan = sim_snapshot_scan,
 	.host_info = sim_host_info,
 	.template_list = sim_template_list,
 };
@@ -920,6 +981,86 @@ static void test_routing(void **state)
 	hb->down = 0;
 	assert_int_equal(saas_sandbox_destroy(NULL, f->a, x->id, 0), SAAS_OK);
 	assert_null(owner_of(x->id));
+	saas_sandbox_free(x);
+}
+
+/*
+ * Snapshots on a host that no sandbox names: what a delete whose server
+ * stopped before the host answered left (that server kept it in memory only),
+ * a fork or a pause cut short. The sweep deletes this cluster's once they are
+ * older than the grace: a young one may be a fork's that a server is making
+ * children from, named by no row meanwhile. A paused sandbox's stays, another
+ * cluster's too; a host that does not answer is swept when it does.
+ */
+static void test_host_snapshot_sweep(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_store_sandbox row;
+	saas_sandbox *x;
+	struct sim_host *ha, *hb, *hx;
+	int64_t t0;
+
+	host_add("a", 4, 16384, NULL);
+	host_add("b", 4, 16384, NULL);
+	sweep(f);
+	ha = sim_find("a");
+	hb = sim_find("b");
+	{
+		saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+		/* Paused past two graces, and still to be resumed. */
+		o.timeout_s = 4 * SAAS_HOST_SNAPSHOT_GRACE_MS / 1000;
+		x = NULL;
+		if (saas_sandbox_create(&x, f->a, &o, 0) != SAAS_OK)
+			fail_msg("create: %s", saas_error_last()->message);
+	}
+	hx = owner_of(x->id);
+	assert_non_null(hx);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, x->id, 0), SAAS_OK);
+	assert_int_equal(f->engine->store->sandbox_get(f->engine->store_ctx, x->id, &row), SAAS_OK);
+	assert_true(sim_snap_there(hx, row.snapshot));
+	t0 = saas_test_now();
+	/* Left on a: a fork's whose delete was missed, a take cut short, another cluster's, one of no known age. */
+	sim_snap_put(ha, "snap-missed", t0, 1, 0);
+	sim_snap_put(ha, "snap-cut-short", t0, 0, 0);
+	sim_snap_put(ha, "snap-theirs", t0, 1, 1);
+	sim_snap_put(ha, "snap-no-age", 0, 1, 0);
+	sim_snap_put(hb, "snap-on-b", t0, 1, 0);
+	/* Within the grace: nothing is deleted. */
+	saas_test_advance(SAAS_HOST_SNAPSHOT_GRACE_MS - 1000);
+	assert_int_equal(saas__orphan_sweep(f->engine), SAAS_OK);
+	assert_int_equal(ha->snap_deletes + hb->snap_deletes, 0);
+	assert_true(sim_snap_there(ha, "snap-missed"));
+	assert_true(sim_snap_there(ha, "snap-cut-short"));
+	/* One written just now, as a fork's being made into children by another server. */
+	sim_snap_put(ha, "snap-young", saas_test_now(), 1, 0);
+	saas_test_advance(2000);
+	/* Past the grace, b not answering: a's old ones go; the rest stay, b's until it answers. */
+	hb->down = 1;
+	assert_int_equal(saas__orphan_sweep(f->engine), SAAS_OK);
+	assert_false(sim_snap_there(ha, "snap-missed"));
+	assert_false(sim_snap_there(ha, "snap-cut-short"));
+	assert_true(sim_snap_there(ha, "snap-theirs"));
+	assert_true(sim_snap_there(ha, "snap-no-age"));
+	assert_true(sim_snap_there(ha, "snap-young"));
+	assert_true(sim_snap_there(hb, "snap-on-b"));
+	assert_true(sim_snap_there(hx, row.snapshot));
+	/* b answers: a restarted server's reconcile sweeps it. */
+	hb->down = 0;
+	assert_int_equal(saas__reconcile(f->engine), SAAS_OK);
+	assert_false(sim_snap_there(hb, "snap-on-b"));
+	assert_true(sim_snap_there(ha, "snap-young"));
+	assert_true(sim_snap_there(hx, row.snapshot));
+	/* The young one, once old, goes too; the paused sandbox's never while it is paused. */
+	saas_test_advance(SAAS_HOST_SNAPSHOT_GRACE_MS);
+	assert_int_equal(saas__orphan_sweep(f->engine), SAAS_OK);
+	assert_false(sim_snap_there(ha, "snap-young"));
+	assert_true(sim_snap_there(ha, "snap-theirs"));
+	assert_true(sim_snap_there(hx, row.snapshot));
+	/* It resumes from it, on its host, and then its snapshot goes. */
+	if (saas_sandbox_resume(NULL, f->a, x->id, 0) != SAAS_OK)
+		fail_msg("resume: %s", saas_error_last()->message);
+	assert_ptr_equal(owner_of(x->id), hx);
+	assert_false(sim_snap_there(hx, row.snapshot));
 	saas_sandbox_free(x);
 }
 
@@ -1622,6 +1763,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_started_ahead_on_hosts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_placement, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_routing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_snapshot_sweep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_views, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),

@@ -317,6 +317,30 @@ static void test_save_stream_offset(void **state)
 	assert_int_equal(saas__lv_save_stream_offset(buf, LV_SAVE_HEADER_BYTES - 1, &off), SAAS_EINVAL);
 }
 
+/* The domain description's length (whose a state is, for the snapshot sweep): complete or still being written. */
+static void test_save_xml_len(void **state)
+{
+	unsigned char buf[4096];
+	uint32_t len = 0;
+	size_t n;
+
+	(void)state;
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 2, 1000, 0, false, "QEVM");
+	assert_int_equal(saas__lv_save_xml_len(buf, n, &len), SAAS_OK);
+	assert_int_equal(len, 1000);
+	n = save_head(buf, sizeof(buf), "LibvirtQemudPart", 2, 700, 0, true, "");
+	assert_int_equal(saas__lv_save_xml_len(buf, LV_SAVE_HEADER_BYTES, &len), SAAS_OK);
+	assert_int_equal(len, 700);
+	/* Another file, another version, none, or too little of it. */
+	n = save_head(buf, sizeof(buf), "QEVMQEVMQEVMQEVM", 2, 1000, 0, false, "QEVM");
+	assert_int_equal(saas__lv_save_xml_len(buf, n, &len), SAAS_EINVAL);
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 3, 1000, 0, false, "QEVM");
+	assert_int_equal(saas__lv_save_xml_len(buf, n, &len), SAAS_EINVAL);
+	n = save_head(buf, sizeof(buf), "LibvirtQemudSave", 2, 0, 0, false, "");
+	assert_int_equal(saas__lv_save_xml_len(buf, n, &len), SAAS_EINVAL);
+	assert_int_equal(saas__lv_save_xml_len(buf, LV_SAVE_HEADER_BYTES - 1, &len), SAAS_EINVAL);
+}
+
 static void test_tpl_volume_names(void **state)
 {
 	const char *key = "0123456789abcdef0123456789abcdef";
@@ -3400,6 +3424,7 @@ int main(void)
 		cmocka_unit_test(test_config_remote),
 		cmocka_unit_test(test_uri_remote),
 		cmocka_unit_test(test_save_stream_offset),
+		cmocka_unit_test(test_save_xml_len),
 		cmocka_unit_test(test_tpl_volume_names),
 		cmocka_unit_test(test_snap_volume_names),
 		cmocka_unit_test(test_ram_block_in),

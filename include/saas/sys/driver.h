@@ -31,9 +31,10 @@ SAAS_BEGIN_DECLS
  * saas_vm_network.account (whose VM a policy is for) and
  * saas_driver_env.stopping; 10 vm_sample (a VM's CPU, memory and disk); 11 file_mkdir,
  * file_remove, file_rename; 12 saas_driver_pty.cwd and .env (a terminal's directory and
- * environment).
+ * environment); 13 snapshot_scan (the snapshots a VM host's storage holds, for
+ * the core's sweep of those no sandbox names).
  */
-#define SAAS_DRIVER_VERSION 12
+#define SAAS_DRIVER_VERSION 13
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -210,6 +211,24 @@ typedef struct {
 
 /** Receives a template from template_list. Return non-zero to stop. */
 typedef int (*saas_template_fn)(void *userdata, const saas_driver_template *tmpl);
+
+/**
+ * A snapshot as snapshot_scan reports it (version 13). Valid during the
+ * callback only.
+ */
+typedef struct {
+	const char *name;          /**< Its name, as vm_snapshot was given it. */
+	/**
+	 * When its newest piece was last written, in Unix ms by the clock of
+	 * the storage that holds it; 0: the driver cannot tell.
+	 */
+	int64_t written_ms;
+	/** 1: complete (restorable); 0: pieces of one being written, cut short or half deleted. */
+	int complete;
+} saas_driver_snapshot;
+
+/** Receives a snapshot from snapshot_scan. Return non-zero to stop. */
+typedef int (*saas_snapshot_fn)(void *userdata, const saas_driver_snapshot *snap);
 
 /** The machine a driver runs its VMs on, as host_info reports it (version 6). */
 typedef struct {
@@ -434,6 +453,19 @@ typedef struct saas_driver {
 	 * replaced.
 	 */
 	int (*file_rename)(void *ctx, const char *name, const char *from, const char *to, unsigned int flags);
+
+	/* Version 13. */
+
+	/**
+	 * Every snapshot of this driver's owner that a storage shared by several
+	 * engines holds (a VM host's pool), complete or not: what a fork, a
+	 * pause or a delete of any engine left there, for the core's sweep of
+	 * those no sandbox names (a delete whose engine stopped before the host
+	 * answered). Another owner's are never reported. A storage that cannot
+	 * be read whole fails (never a shorter list). NULL, or SAAS_ENOTSUP: the
+	 * driver's snapshots are its engine's alone (snapshot_list covers them).
+	 */
+	int (*snapshot_scan)(void *ctx, saas_snapshot_fn fn, void *userdata);
 } saas_driver;
 
 SAAS_END_DECLS

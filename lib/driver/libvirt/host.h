@@ -78,13 +78,16 @@ struct saas__lv_host {
 	 * Snapshots (fork, pause) kept on the host, as volumes of its pool
 	 * (host_remote_snap.c): one taken of VM name (keep: it runs on, a fork);
 	 * one's description read for a restore, with its place (what a clone's
-	 * l->tdir is); one deleted; this owner's listed. NULL: files of the state
-	 * directory, as snapshot.c keeps them on this machine.
+	 * l->tdir is); one deleted; this owner's listed (complete ones); this
+	 * owner's scanned, complete or not, with when each was last written (the
+	 * core's sweep). NULL: files of the state directory, as snapshot.c keeps
+	 * them on this machine.
 	 */
 	int (*snap_take)(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes);
 	int (*snap_read)(struct drv *d, const char *snap, struct saas__lv_snapshot *s, char **place);
 	int (*snap_delete)(struct drv *d, const char *snap);
 	int (*snap_list)(struct drv *d, saas_name_fn fn, void *userdata);
+	int (*snap_scan)(struct drv *d, saas_snapshot_fn fn, void *userdata);
 	/*
 	 * What the host offers, as facts: the VM's control port (fix-ups,
 	 * files and commands over it: its socket here, or control_open); QEMU shares this

@@ -847,6 +847,7 @@ const struct saas__lv_host saas__lv_host_remote = {
 	.snap_read = saas__lv_vmhost_snap_read,
 	.snap_delete = saas__lv_vmhost_snap_delete,
 	.snap_list = saas__lv_vmhost_snap_list,
+	.snap_scan = saas__lv_vmhost_snap_scan,
 	.control_port = true,
 	.egress_port = true,
 	.local_memory = false,

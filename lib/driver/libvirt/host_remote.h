@@ -79,6 +79,12 @@ void saas__lv_vmhost_vol_delete(struct drv *d, const char *name);
  * a version this code reads. Pure.
  */
 int saas__lv_save_stream_offset(const unsigned char *head, size_t n, uint64_t *offset);
+/*
+ * The length of the domain description that follows a save image's header
+ * (head: n bytes, at least LV_SAVE_HEADER_BYTES), of a complete image or one
+ * libvirt is still writing: SAAS_OK and *len, or SAAS_EINVAL. Pure.
+ */
+int saas__lv_save_xml_len(const unsigned char *head, size_t n, uint32_t *len);
 /* Is name one of a remote template's volumes of key (TPL_PREFIX KEY "-" GEN ".suffix")? Its stem in stem. Pure. */
 bool saas__lv_tpl_volume(const char *name, const char *key, const char *suffix, char stem[TPL_STEM_MAX]);
 /* The lease name of the template of key on the host tagged host ("template:HOST:KEY"); false if too long. Pure. */
@@ -122,6 +128,15 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 int saas__lv_vmhost_snap_read(struct drv *d, const char *snap, struct saas__lv_snapshot *s, char **place);
 int saas__lv_vmhost_snap_delete(struct drv *d, const char *snap);
 int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata);
+/*
+ * This cluster's snapshots in the pool, complete or not (the pool read again
+ * first, so that a state file a take cut short left is seen): whose a
+ * snapshot is, its description says, or, when a take was cut short before
+ * it, the domain description in its state's save image; one of no known
+ * owner is not reported. When each was last written: the newest modification
+ * or change time of its volumes, by the host's clock.
+ */
+int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata);
 /*
  * The snapshots whose delete the host did not answer (d->snaps_gone),
  * deleted once it answers; none kept (any other host): nothing done. The

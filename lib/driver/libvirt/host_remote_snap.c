@@ -534,3 +534,177 @@ int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata)
 	saas__lv_vmhost_names_free(names, n);
 	return rc;
 }
+
+/* ---- the core's sweep: every snapshot of this cluster in the pool, complete or not ---- */
+
+static const char *const scan_suffixes[] = { "ready", "json", "state" };
+
+/* A volume's time in a volume's description: "<TAG>SECONDS.NANOSECONDS</TAG>" as Unix ms, 0 when absent. */
+static int64_t xml_time_ms(const char *xml, const char *tag)
+{
+	char open_tag[16];
+	const char *p;
+	char *end;
+	long long s, ns = 0;
+
+	snprintf(open_tag, sizeof(open_tag), "<%s>", tag);
+	if (!(p = strstr(xml, open_tag)))
+		return 0;
+	s = strtoll(p + strlen(open_tag), &end, 10);
+	if (*end == '.') {
+		char digits[10] = "000000000";
+		for (int i = 0; i < 9 && end[1 + i] >= '0' && end[1 + i] <= '9'; i++)
+			digits[i] = end[1 + i];
+		ns = strtoll(digits, NULL, 10);
+	}
+	return s > 0 ? (int64_t)s * 1000 + ns / 1000000 : 0;
+}
+
+/*
+ * When volume name was last written or changed (its file's mtime or ctime,
+ * the newer, as the host's libvirtd stats it for the description): Unix ms
+ * into *ms, never lowered; a volume not there leaves it as it was.
+ */
+static int vol_written(struct drv *d, const char *name, int64_t *ms)
+{
+	virStoragePoolPtr pool;
+	virStorageVolPtr v;
+	virErrorPtr e;
+	char *xml;
+	int64_t m, c;
+	int rc;
+
+	if ((rc = saas__lv_vmhost_pool(d, &pool)) < 0)
+		return rc;
+	if (!(v = virStorageVolLookupByName(pool, name))) {
+		if ((e = virGetLastError()) && e->code != VIR_ERR_NO_STORAGE_VOL)
+			return saas__lv_virt_error("looking for a volume on the VM host");
+		saas__error_clear();
+		return SAAS_OK;
+	}
+	xml = virStorageVolGetXMLDesc(v, 0);
+	virStorageVolFree(v);
+	if (!xml) {
+		/* Deleted between the lookup and its description: as if not there. */
+		if ((e = virGetLastError()) && e->code == VIR_ERR_NO_STORAGE_VOL) {
+			saas__error_clear();
+			return SAAS_OK;
+		}
+		return saas__lv_virt_error("reading a volume's description on the VM host");
+	}
+	m = xml_time_ms(xml, "mtime");
+	c = xml_time_ms(xml, "ctime");
+	free(xml);
+	if (m > *ms)
+		*ms = m;
+	if (c > *ms)
+		*ms = c;
+	return SAAS_OK;
+}
+
+/*
+ * Whose a snapshot without a description is: the owner in the domain
+ * description libvirt wrote at the head of its state (a take cut short after
+ * the state was begun). *ours false when it cannot tell (no state, or too
+ * little of it written yet).
+ */
+static int state_owner_ours(struct drv *d, const char *snap, bool *ours)
+{
+	unsigned char head[LV_SAVE_HEADER_BYTES];
+	char name[SNAP_STEM_MAX + 8], *xml = NULL, *owner = NULL, *key = NULL;
+	uint32_t len;
+	unsigned int port;
+	size_t got = 0;
+	int rc;
+
+	*ours = false;
+	vol_name(name, snap, "state");
+	if ((rc = saas__lv_vmhost_vol_get(d, name, 0, head, sizeof(head), &got)) < 0) {
+		if (rc == SAAS_ENOTFOUND)
+			saas__error_clear();
+		return rc == SAAS_ENOTFOUND ? SAAS_OK : rc;
+	}
+	if (saas__lv_save_xml_len(head, got, &len) < 0) {
+		saas__error_clear();
+		return SAAS_OK;
+	}
+	if (!(xml = malloc((size_t)len + 1)))
+		return saas__oom();
+	if ((rc = saas__lv_vmhost_vol_get(d, name, LV_SAVE_HEADER_BYTES, (unsigned char *)xml, len, &got)) == SAAS_OK) {
+		xml[got] = '\0';
+		/* Our metadata's owner: the domain description is libvirt's, from the domain XML this driver made. */
+		if (saas__lv_meta_parse(xml, &port, &key, &owner) == SAAS_OK)
+			*ours = strcmp(owner, d->owner) == 0;
+	}
+	saas__error_clear();
+	free(key);
+	free(owner);
+	free(xml);
+	return rc == SAAS_ENOTFOUND ? SAAS_OK : rc;
+}
+
+/* The snapshots' names (each once) that the pool's volume names hold; *n of them, freed by the caller. */
+static int snap_stems(char **names, int n, char (**stems)[64], size_t *count)
+{
+	size_t cap = 0;
+
+	*stems = NULL;
+	*count = 0;
+	for (int i = 0; i < n; i++) {
+		char snap[64];
+		bool is = false, seen = false;
+
+		for (size_t k = 0; k < SAAS_ARRAY_SIZE(scan_suffixes) && !is; k++)
+			is = saas__lv_snap_volume(names[i], scan_suffixes[k], snap);
+		for (size_t j = 0; is && j < *count && !seen; j++)
+			seen = strcmp((*stems)[j], snap) == 0;
+		if (!is || seen)
+			continue;
+		if (SAAS__ARRAY_RESERVE(*stems, cap, *count + 1) < 0)
+			return SAAS_ENOMEM;
+		saas__strlcpy((*stems)[(*count)++], snap, sizeof((*stems)[0]));
+	}
+	return SAAS_OK;
+}
+
+int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata)
+{
+	char **names = NULL, (*stems)[64] = NULL;
+	size_t count = 0;
+	int n = 0, rc, stop = 0;
+
+	/* A state file libvirt wrote for a take cut short is a volume once the pool is read again. */
+	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = pool_refresh(d)) < 0 ||
+	    (rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0 || (rc = snap_stems(names, n, &stems, &count)) < 0)
+		goto out;
+	for (size_t i = 0; i < count && !stop; i++) {
+		saas_driver_snapshot s = { stems[i], 0, 0 };
+		char vname[SNAP_STEM_MAX + 8], *text = NULL;
+		bool ours = false, ready = false;
+
+		vol_name(vname, stems[i], "ready");
+		if ((rc = vol_exists(d, vname, &ready)) < 0)
+			break;
+		for (size_t k = 0; k < SAAS_ARRAY_SIZE(scan_suffixes) && rc == SAAS_OK; k++) {
+			vol_name(vname, stems[i], scan_suffixes[k]);
+			rc = vol_written(d, vname, &s.written_ms);
+		}
+		if (rc < 0)
+			break;
+		/* A host that stops answering cuts the scan short: an error, never a shorter list. */
+		if ((rc = snap_json(d, stems[i], &text, &ours)) == SAAS_ENOTFOUND) {
+			saas__error_clear();
+			rc = state_owner_ours(d, stems[i], &ours);
+		}
+		free(text);
+		if (rc < 0)
+			break;
+		s.complete = ready;
+		if (ours)
+			stop = fn(userdata, &s);
+	}
+out:
+	free(stems);
+	saas__lv_vmhost_names_free(names, n);
+	return rc < 0 ? on_host(d, saas__error_wrap(rc, "listing the snapshots in the pool")) : SAAS_OK;
+}

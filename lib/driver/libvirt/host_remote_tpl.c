@@ -35,23 +35,43 @@ static uint32_t rd32(const unsigned char *p, bool swap)
 	return swap ? __builtin_bswap32(v) : v;
 }
 
+/* The header's version, data length and format; false when head is no save image's header. */
+static bool save_header(const unsigned char *head, size_t n, bool partial_too, uint32_t *version, uint32_t *data_len,
+                        uint32_t *format)
+{
+	bool swap;
+
+	if (n < LV_SAVE_HEADER_BYTES ||
+	    (memcmp(head, "LibvirtQemudSave", 16) != 0 && (!partial_too || memcmp(head, "LibvirtQemudPart", 16) != 0)))
+		return false;
+	/* libvirt writes the header in its own byte order and reads a swapped one back. */
+	*version = rd32(head + 16, false);
+	swap = *version > 0xffffu;
+	*version = rd32(head + 16, swap);
+	*data_len = rd32(head + 20, swap);
+	*format = rd32(head + 28, swap);
+	return true;
+}
+
+int saas__lv_save_xml_len(const unsigned char *head, size_t n, uint32_t *len)
+{
+	uint32_t version, format;
+
+	if (!save_header(head, n, true, &version, len, &format) || version != 2 || *len == 0 || *len > (16u << 20))
+		return saas__inval("not a libvirt save image of a version this code reads");
+	return SAAS_OK;
+}
+
 int saas__lv_save_stream_offset(const unsigned char *head, size_t n, uint64_t *offset)
 {
 	uint32_t version, data_len, format;
-	bool swap;
 
 	if (n < LV_SAVE_HEADER_BYTES)
 		return saas__inval("a save image of %zu bytes is too short for its header", n);
 	if (memcmp(head, "LibvirtQemudPart", 16) == 0)
 		return saas__inval("the save image is partial: libvirt did not finish writing it");
-	if (memcmp(head, "LibvirtQemudSave", 16) != 0)
+	if (!save_header(head, n, false, &version, &data_len, &format))
 		return saas__inval("not a libvirt save image");
-	/* libvirt writes the header in its own byte order and reads a swapped one back. */
-	version = rd32(head + 16, false);
-	swap = version > 0xffffu;
-	version = rd32(head + 16, swap);
-	data_len = rd32(head + 20, swap);
-	format = rd32(head + 28, swap);
 	if (version != 2)
 		return saas__inval("save image version %u (only 2 is read)", version);
 	if (format != 0)

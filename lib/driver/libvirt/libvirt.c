@@ -1038,4 +1038,5 @@ const saas_driver saas__driver_libvirt = {
 	.file_mkdir = saas__lv_guest_file_mkdir,
 	.file_remove = saas__lv_guest_file_remove,
 	.file_rename = saas__lv_guest_file_rename,
+	.snapshot_scan = saas__lv_snapshot_scan,
 };

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
@@ -194,6 +195,14 @@ int saas__lv_rpc_domain_get_block_info(virDomainPtr dom, const char *disk, virDo
                                        unsigned int flags)
 {
 	DOM_CALL(int, dom, virDomainGetBlockInfo(dom, disk, info, flags));
+}
+
+int saas__lv_rpc_qemu_monitor_command_with_files(virDomainPtr dom, const char *cmd, unsigned int ninfiles,
+                                                 int *infiles, unsigned int *noutfiles, int **outfiles,
+                                                 char **result, unsigned int flags)
+{
+	DOM_CALL(int, dom,
+	         virDomainQemuMonitorCommandWithFiles(dom, cmd, ninfiles, infiles, noutfiles, outfiles, result, flags));
 }
 
 int saas__lv_rpc_list_all_domains(virConnectPtr conn, virDomainPtr **doms, unsigned int flags)

@@ -1129,3 +1129,13 @@ int saas__lv_snapshot_list(void *ctx, saas_name_fn fn, void *userdata)
 	free(root);
 	return SAAS_OK;
 }
+
+int saas__lv_snapshot_scan(void *ctx, saas_snapshot_fn fn, void *userdata)
+{
+	struct drv *d = ctx;
+
+	/* This machine's snapshots are files of the engine's own state directory: snapshot_list covers them. */
+	if (!d->host->snap_scan)
+		return saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "this driver's snapshots are its engine's alone");
+	return d->host->snap_scan(d, fn, userdata);
+}

@@ -76,6 +76,8 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap);
 int saas__lv_snapshot_delete(void *ctx, const char *snap);
 int saas__lv_snapshot_list(void *ctx, saas_name_fn fn, void *userdata);
+/* The driver's snapshot_scan: a VM host's (host table's snap_scan); SAAS_ENOTSUP on this machine. */
+int saas__lv_snapshot_scan(void *ctx, saas_snapshot_fn fn, void *userdata);
 /*
  * What a fork or a pause cut short left of snapshot snap (its directory
  * snap.tmp), of VM vm (NULL: not known): with on_overlay (the VM runs on the

@@ -17,7 +17,11 @@
 #   - a warm pool of 1 on the hosts: its VM is made on a host, a create is
 #     served by it (on that host, billed from the claim), and a host that
 #     drains loses its pooled VM to the other;
-#   - the ledger against the rows, to the micro-dollar.
+#   - a sandbox paused through one server and resumed through the other, on
+#     its host, the same machine; then forked through one, its child on the
+#     same host; each snapshot's volumes gone from the host's pool once used;
+#   - the ledger against the rows, to the micro-dollar (the paused sandbox's
+#     paused time at the paused price).
 # Every wait polls for an outcome with a generous deadline: no timing is asserted.
 #
 # usage: test_hosts_vm.sh AAS_SERVER IMAGES PGDIR VM_HOSTS STATE
@@ -148,6 +152,44 @@ expect_status 200 "file written through 2"
 on 1; auth GET "/v1/sandboxes/${A}/files?path=/workspace/a.bin"; expect_status 200 "file read through 1"
 check "the file's bytes through the other server" test "$BODY" = "$(cat "${WORK}/cluster_key.pub")"
 
+# ---- B paused through 1, resumed through 2, forked through 2: on B's host, its snapshot in its pool ----
+N_B=${H_B#h}
+# The snapshots' volumes in host N's pool (three each: .state, .json, .ready).
+snaps_on() { virsh -q -c "$("$VMHOSTS" uri "$TOP" "$1")" pool-refresh aas >/dev/null 2>&1;
+	virsh -q -c "$("$VMHOSTS" uri "$TOP" "$1")" vol-list aas 2>/dev/null | awk '{print $1}' | grep -c '^aas-snap-'; }
+no_snaps_b() { [ "$(snaps_on "$N_B")" = 0 ]; }
+b_off() { ! runs_on "$N_B" "$B"; }
+on 1
+auth POST "/v1/sandboxes/${B}/exec" -d '{"command":"echo before > /workspace/b.txt; cat /proc/sys/kernel/random/boot_id"}'
+expect_status 200 "a file in B, and its boot id"
+B_BOOT=$(jqr '.stdout | rtrimstr("\n")')
+auth POST "/v1/sandboxes/${B}/pause"; expect_status 200 "pause B through 1"
+expect_json .status paused "B is paused"
+check "B's VM is gone from its host" b_off
+check "B's snapshot is three volumes of its host's pool" test "$(snaps_on "$N_B")" = 3
+sleep 2 # paused for a while, so that its bill has paused seconds in it (checked with the ledger below)
+on 2
+auth POST "/v1/sandboxes/${B}/resume"; expect_status 200 "resume B through 2"
+expect_json .status ready "B runs again"
+check "B runs on its own host again" runs_on "$N_B" "$B"
+auth POST "/v1/sandboxes/${B}/exec" -d '{"command":"cat /workspace/b.txt /proc/sys/kernel/random/boot_id"}'
+expect_status 200 "exec in B through 2 after its resume"
+expect_json '.stdout | rtrimstr("\n")' "before"$'\n'"${B_BOOT}" "the same machine: its file and its boot id"
+check "B's snapshot is deleted once it resumed" until_true 30 no_snaps_b
+check "B's paused time is recorded" test "$(sql "SELECT paused_ms >= 1000 FROM sandboxes WHERE id = '$B'")" = t
+auth POST "/v1/sandboxes/${B}/fork" -d '{"count":1,"timeout":600}'; expect_status 201 "fork B through 2"
+K=$(jqr '.sandboxes[0].id')
+check "the child is on B's host" test "$(host_of "$K")" = "$H_B"
+check "the child's VM runs there" runs_on "$N_B" "$K"
+check "B runs on" runs_on "$N_B" "$B"
+on 1
+auth POST "/v1/sandboxes/${K}/exec" -d '{"command":"hostname; cat /workspace/b.txt"}'; expect_status 200 "exec in the child through 1"
+expect_json '.stdout | rtrimstr("\n")' "${K}"$'\n'"before" "the child is a machine of its own, with B's file"
+check "the fork's snapshot is deleted once its child is made" until_true 30 no_snaps_b
+auth DELETE "/v1/sandboxes/${K}"; expect_status 200 "destroy the child through 1"
+k_off() { ! runs_on "$N_B" "$K"; }
+check "the child's VM is gone from its host" until_true 60 k_off
+
 # ---- drain the host of B: a new sandbox goes to A's host, B runs on ----
 check "drain ${H_B}" admin host drain --id "$H_B"
 on 2; auth POST /v1/sandboxes -d '{"size":"small","timeout":1800}'; expect_status 201 "create with one host draining"
@@ -236,6 +278,11 @@ on 2; auth DELETE "/v1/sandboxes/${B}"; expect_status 200 "destroy B through 2"
 gone_b() { ! runs_on "${H_B#h}" "$B"; }
 check "B's VM is gone from its host" until_true 60 gone_b
 check "ledger charges equal the rows' costs" test "$(sql "SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE kind = 'charge'")" = "$(sql "SELECT COALESCE(SUM(cost), 0) FROM sandboxes")"
+# B ran, was paused a while and ran again: its paused seconds at the paused price, the rest at its own.
+check "B billed at the paused price while it was paused" test "$(sql "SELECT paused_ms >= 1000
+	AND paused_usd_micro_per_hour < usd_micro_per_hour
+	AND cost = usd_micro_per_hour * ((destroyed_at - ready_at - paused_ms) / 1000) / 3600
+	         + paused_usd_micro_per_hour * (paused_ms / 1000) / 3600 FROM sandboxes WHERE id = '$B'")" = t
 check "no sandbox charged twice" test "$(sql "SELECT count(*) FROM (SELECT sandbox_id FROM ledger WHERE kind = 'charge' GROUP BY sandbox_id HAVING count(*) > 1) t")" = 0
 
 finish
