@@ -1362,7 +1362,7 @@ static void test_templates(void **state)
 	assert_false(cloned(vms[0]));
 	create(ctx_e, vms[1], 3);
 	for (int i = 0; i < 1200 && !__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST); i++) {
-		assert_false(logged("template ", "failed"));
+		assert_false(logged("^template ", "failed"));
 		usleep(500 * 1000);
 	}
 	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 1);
@@ -1557,7 +1557,7 @@ static void test_template_rebuilt(void **state)
 	create(ctx_f, "sbx-hosts-t5", 6);
 	assert_false(cloned("sbx-hosts-t5"));
 	for (int i = 0; i < 1200 && __atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST) < 2; i++) {
-		assert_false(logged("template ", "failed"));
+		assert_false(logged("^template ", "failed"));
 		usleep(500 * 1000);
 	}
 	assert_int_equal(__atomic_load_n(&templates_ready, __ATOMIC_SEQ_CST), 2);
