@@ -2,9 +2,13 @@
 #define _GNU_SOURCE
 #endif
 #include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -115,4 +119,44 @@ char *saas_test_store_url(const char *dir)
 	if (asprintf(&url, "sqlite:%s/test.db", dir) < 0)
 		return NULL;
 	return url;
+}
+
+static void *watchdog_main(void *arg)
+{
+	unsigned int left = (unsigned int)(uintptr_t)arg;
+	char pid[32];
+	pid_t child;
+
+	while ((left = sleep(left)) > 0)
+		;
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	fprintf(stderr, "\n*** watchdog: still running after %u s: every thread's stack follows, then abort ***\n",
+	        (unsigned int)(uintptr_t)arg);
+	fflush(NULL);
+	if ((child = fork()) == 0) {
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+		execlp("gdb", "gdb", "-p", pid, "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt",
+		       (char *)NULL);
+		fprintf(stderr, "watchdog: gdb is not installed: no stacks\n");
+		_exit(127);
+	}
+	if (child > 0)
+		waitpid(child, NULL, 0);
+	abort();
+	return NULL;
+}
+
+void saas_test_watchdog(unsigned int seconds)
+{
+	const char *env = getenv("SAAS_TEST_WATCHDOG");
+	pthread_t t;
+
+	if (env)
+		seconds = (unsigned int)strtoul(env, NULL, 10);
+	if (seconds == 0)
+		return;
+	/* Yama's ptrace_scope 1 lets only ancestors attach: let the watchdog's gdb, our child, in. */
+	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	if (pthread_create(&t, NULL, watchdog_main, (void *)(uintptr_t)seconds) == 0)
+		pthread_detach(t);
 }

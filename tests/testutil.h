@@ -49,6 +49,14 @@ char *saas_test_account_key(saas_engine *engine, const char *name, int64_t credi
  */
 char *saas_test_slurp(const char *path, size_t *len);
 
+/*
+ * A hang made a report: if this process still runs `seconds` from now, every
+ * thread's stack is printed to stderr (by gdb, when it is installed) and the
+ * process aborts. Give it less than ctest's TIMEOUT for the test, which kills
+ * without a word. SAAS_TEST_WATCHDOG (seconds, 0 = off) overrides `seconds`.
+ */
+void saas_test_watchdog(unsigned int seconds);
+
 /* Implemented in testutil_pg.c: a new empty database on the test server. */
 char *saas_test_pg_fresh_url(const char *pgdir);
 

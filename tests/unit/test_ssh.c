@@ -1763,6 +1763,8 @@ int main(void)
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	/* ctest's TIMEOUT (600 s) kills silently: a hang prints its threads' stacks first. */
+	saas_test_watchdog(540);
 	/* SAAS_TEST_FILTER=test_exec_* runs a subset. */
 	if (getenv("SAAS_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("SAAS_TEST_FILTER"));
