@@ -133,6 +133,22 @@ void vmtest_egress_table(const char *state_dir, char *out, size_t size)
 	pclose(p);
 }
 
+/* Process pid's arguments, NUL-separated, into args (NUL-terminated); their length (0: none, or gone). */
+static size_t proc_cmdline(const char *pid, char *args, size_t size)
+{
+	char path[300];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(args, 1, size - 1, f);
+	fclose(f);
+	args[n] = '\0';
+	return n;
+}
+
 /* The egress tables on the host (names only), up to max; how many. */
 static size_t egress_tables(char (*names)[32], size_t max)
 {
@@ -160,19 +176,12 @@ static bool qemu_of(const char *dir, const char *table)
 	snprintf(mine, sizeof(mine), "%s/", dir);
 	snprintf(root, sizeof(root), "/%s/", table + 11);
 	while (d && !found && (e = readdir(d))) {
-		char path[300], cmd[65536];
+		char cmd[65536];
 		size_t len;
-		FILE *f;
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || !(len = proc_cmdline(e->d_name, cmd, sizeof(cmd))))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		len = fread(cmd, 1, sizeof(cmd) - 1, f);
-		fclose(f);
 		for (size_t i = 0; i < len; i++)
 			cmd[i] = cmd[i] ? cmd[i] : ' ';
-		cmd[len] = '\0';
 		found = strstr(cmd, "qemu-system") &&
 		        (strstr(cmd, mine) || (strstr(cmd, root) && strstr(cmd, "aas-libvirt")));
 	}
@@ -364,17 +373,10 @@ pid_t qemu_pid(const char *name)
 	pid_t found = 0;
 
 	while (proc && !found && (e = readdir(proc))) {
-		char path[300], args[8192];
+		char args[8192];
 		size_t n;
-		FILE *f;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || !(n = proc_cmdline(e->d_name, args, sizeof(args))))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		n = fread(args, 1, sizeof(args) - 1, f);
-		fclose(f);
-		args[n] = '\0';
 		/* The arguments are NUL-separated; QEMU's -name takes "guest=NAME,debug-threads=on". */
 		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
 			const char *a = args + i;
