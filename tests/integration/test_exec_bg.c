@@ -2,8 +2,9 @@
  * Processes that outlive their exec, in a real sandbox (the libvirt driver, a
  * real QEMU VM, the `tiny` image): a background job keeps running and writing
  * after the call that started it returned, a background web server keeps
- * answering (and logging each request to the output it inherited) a minute
- * later, and a timeout kills everything the command started. And output as
+ * answering (and logging each request to the output it inherited) once the
+ * job has written four pipes' worth, and a timeout kills everything the
+ * command started. And output as
  * it comes: a command's first line reaches the
  * caller while it runs, stdin reaches a running command, a signal ends a
  * sleep, and a reader that reconnects from its cursor gets what it missed and
@@ -178,11 +179,17 @@ static int group_teardown(void **state)
 }
 
 /*
- * A loop printing every 100 ms and a web server logging every request, both
- * started with `&` and both keeping the call's stdout and stderr: each call
- * returns, and both still run, print and answer a minute later. Checked by
- * their own pid and counter file and by asking the server, not by the clock.
+ * A loop printing 4 KiB to each stream every 100 ms and a web server logging
+ * every request, both started with `&` and both keeping the call's stdout and
+ * stderr: each call returns, and both still run, print and answer once the
+ * loop has written four pipes' worth (64 KiB each) to each stream after its
+ * call returned, which only a drainer of the pipes lets it do (undrained, its
+ * writes block at the first 64 KiB; with the pipes' readers gone, its first
+ * write kills it). Checked by their own pid and counter file and by asking
+ * the server, not by the clock. (A fixed minute until 2026-12, in which the
+ * loop's 100 bytes a second never filled a pipe.)
  */
+#define LOOP_TICKS_PAST_PIPES 64 /* 64 ticks of 4 KiB: 256 KiB a stream */
 static void test_background_lives(void **state)
 {
 	saas_execution *x;
@@ -190,8 +197,9 @@ static void test_background_lives(void **state)
 	long c0, c1, c2;
 
 	(void)state;
-	x = run_timeout("(i=0; while :; do i=$((i + 1)); echo tick $i; echo tock $i >&2; echo $i > /tmp/loop.count; "
-	                "sleep 0.1; done) & echo $! > /tmp/loop.pid; echo started",
+	x = run_timeout("(p=$(printf '%4090s' '') i=0; while :; do i=$((i + 1)); echo \"tick $i $p\"; "
+	                "echo \"tock $i $p\" >&2; echo $i > /tmp/loop.count; sleep 0.1; done) & "
+	                "echo $! > /tmp/loop.pid; echo started",
 	                60);
 	assert_int_equal(x->status, SAAS_EXEC_EXITED);
 	assert_int_equal(x->exit_code, 0);
@@ -207,11 +215,12 @@ static void test_background_lives(void **state)
 	saas_execution_free(x);
 
 	c0 = run_number("cat /tmp/loop.count");
-	/* A minute of the loop writing to pipes whose channel is long closed. */
-	sleep(60);
+	/* The loop writing four pipes' worth to pipes whose channel is long closed. */
+	for (int i = 0; i < 600 && (c1 = run_number("cat /tmp/loop.count")) < c0 + LOOP_TICKS_PAST_PIPES; i++)
+		usleep(500 * 1000);
+	assert_true(c1 >= c0 + LOOP_TICKS_PAST_PIPES);
 	assert_int_equal(run_number("kill -0 $(cat /tmp/loop.pid) && kill -0 $(cat /tmp/httpd.pid) && echo 1"), 1);
 	c1 = run_number("cat /tmp/loop.count");
-	assert_true(c1 > c0);
 
 	/* Each request makes httpd log to the stderr it inherited: it answers them all. */
 	check(saas_port_expose(&url, client, sb->id, 8080, 0), "expose 8080");

@@ -14,8 +14,8 @@
  * systemd unit gives it: its clone is made under a network policy, and the
  * host's nftables refuse what the policy does not allow, counted.
  *
- * Under the embedded driver the second clone is made, used, paused and
- * destroyed with an escaped QEMU at work beside it: a process under that
+ * Under the embedded driver the second clone is made, used and destroyed
+ * with an escaped QEMU at work beside it: a process under that
  * VM's uid that keeps trying to swap the names in the VM's directory for
  * symlinks (the control socket to the first clone's, the console and a new
  * name to a file of root's). The names cannot change, no file outside
@@ -150,7 +150,7 @@ static void destroy_gone(saas_sandbox *sb)
 static void test_private_images_confined(void **state)
 {
 	saas_sandbox *sb = NULL;
-	char staged[4400];
+	char staged[4400], table[32];
 	unsigned int uid;
 
 	(void)state;
@@ -161,6 +161,11 @@ static void test_private_images_confined(void **state)
 		assert_false(logged("internet is refused", NULL));
 		assert_true(logged("egress: per-VM policies in table inet aas_egress_", NULL));
 	}
+	/* Its table has the name the VM tests' sweep of dead engines' tables gives this directory (vmtest.c). */
+	vmtest_egress_table(getenv("SAAS_TEST_STATE"), table, sizeof(table));
+	assert_true(table[0]);
+	if (logged("egress: per-VM policies in table inet aas_egress_", NULL))
+		assert_true(logged("egress: per-VM policies in table inet ", table));
 	check(saas_sandbox_create(&sb, client, NULL, 0), "create");
 	assert_true(logged("image tiny staged in ", images));
 	/* The cold boot of a template's first create says why it is not a clone. */
@@ -352,14 +357,14 @@ static char *exec_out(const char *id, const char *cmd)
 }
 
 /*
- * The second clone made, used, paused and destroyed with an escaped QEMU of
+ * The second clone made, used and destroyed with an escaped QEMU of
  * its uid at work (escaped_qemu): nothing it tries works, the victim (the
  * first clone, still running) never hears the attacked one's requests, the
  * canary (a root file outside) is as it was, and both sandboxes serve.
  */
 static void attacked_clone(saas_sandbox *victim)
 {
-	saas_sandbox *sb = NULL, *paused = NULL;
+	saas_sandbox *sb = NULL;
 	char canary[4200], before[512], after[512], *out;
 	int won[2], fd;
 	pid_t watcher;
@@ -390,12 +395,18 @@ static void attacked_clone(saas_sandbox *victim)
 	assert_non_null(strstr(out, sb->id));
 	free(out);
 	check(saas_file_write(client, sb->id, "/tmp/from-attacked", "attacked's\n", 11, NULL), "file write");
-	/* Its pause (its state saved, its VM and directory destroyed), then its end. */
-	check(saas_sandbox_pause(&paused, client, sb->id, 0), "pause the attacked clone");
-	saas_sandbox_free(paused);
+	/*
+	 * Its end, its VM and directory destroyed with the player still at work.
+	 * Not a pause (until 2026-12): a pause saves the state through an fd of
+	 * root's into the snapshots' directory, links the disk from an fd, and
+	 * then destroys the VM and its directory with this same destroy; of a
+	 * clone whose RAM maps its template's it scans all 4 GiB of that RAM,
+	 * 80 s and more of this test under TCG for nothing the player can reach.
+	 * Pause and resume are vm.snapshot's and server.fork.vm's.
+	 */
+	check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy the attacked clone");
 	swaps = escape_stop(watcher, won[0], &players);
 	close(won[0]);
-	check(saas_sandbox_destroy(NULL, client, sb->id, 0), "destroy the attacked clone");
 
 	/* It ran (beside the attacked clone at least), nothing it tried worked, nothing outside changed. */
 	assert_true(players >= 1);
@@ -462,12 +473,18 @@ static void test_clones_confined(void **state)
 		destroy_gone(sb[i]);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_private_images_confined),
 		cmocka_unit_test(test_clones_confined),
 	};
+
+	/* `sweep STATE`: vm-system's, as root, before its engine runs as aas-test (vmtest.h). */
+	if (argc == 3 && strcmp(argv[1], "sweep") == 0) {
+		vmtest_egress_leftovers_near(argv[2]);
+		return 0;
+	}
 
 	/* SAAS_TEST_FILTER=test_clones_* runs a subset. */
 	if (getenv("SAAS_TEST_FILTER"))

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <glob.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -112,6 +115,157 @@ void vmtest_log_reset(void)
 	pthread_mutex_unlock(&log_mu);
 }
 
+/* ---- egress tables of engines that are gone --------------------------------------------------- */
+
+void vmtest_egress_table(const char *state_dir, char *out, size_t size)
+{
+	char cmd[4400], hex[65] = "";
+	FILE *p;
+
+	out[0] = '\0';
+	/* Quoted for the shell: a name with a quote in it is no test's. */
+	if (strchr(state_dir, '\'') || snprintf(cmd, sizeof(cmd), "printf %%s '%s' | sha256sum", state_dir) >= (int)sizeof(cmd))
+		return;
+	if (!(p = popen(cmd, "re")))
+		return;
+	if (fscanf(p, "%64[0-9a-f]", hex) == 1 && strlen(hex) == 64)
+		snprintf(out, size, "aas_egress_%.16s", hex);
+	pclose(p);
+}
+
+/* Process pid's arguments, NUL-separated, into args (NUL-terminated); their length (0: none, or gone). */
+static size_t proc_cmdline(const char *pid, char *args, size_t size)
+{
+	char path[300];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(args, 1, size - 1, f);
+	fclose(f);
+	args[n] = '\0';
+	return n;
+}
+
+/* The egress tables on the host (names only), up to max; how many. */
+static size_t egress_tables(char (*names)[32], size_t max)
+{
+	FILE *p = popen("nft list tables inet 2>/dev/null", "re");
+	char line[256], name[64];
+	size_t n = 0;
+
+	while (p && fgets(line, sizeof(line), p))
+		if (sscanf(line, "table inet %63s", name) == 1 && strncmp(name, "aas_egress_", 11) == 0 &&
+		    strlen(name) == 27 && n < max)
+			snprintf(names[n++], 32, "%s", name);
+	if (p)
+		pclose(p);
+	return n;
+}
+
+/* Does a QEMU run whose command line names dir/ or its embedded root (.../aas-libvirt[-UID]/HASH/)? */
+static bool qemu_of(const char *dir, const char *table)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char mine[4200], root[64];
+	bool found = false;
+
+	snprintf(mine, sizeof(mine), "%s/", dir);
+	snprintf(root, sizeof(root), "/%s/", table + 11);
+	while (d && !found && (e = readdir(d))) {
+		char cmd[65536];
+		size_t len;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || !(len = proc_cmdline(e->d_name, cmd, sizeof(cmd))))
+			continue;
+		for (size_t i = 0; i < len; i++)
+			cmd[i] = cmd[i] ? cmd[i] : ' ';
+		found = strstr(cmd, "qemu-system") &&
+		        (strstr(cmd, mine) || (strstr(cmd, root) && strstr(cmd, "aas-libvirt")));
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* What nftw's callback compares the directories it walks with. */
+static struct {
+	char (*tables)[32];
+	size_t n;
+	int removed;
+	int depth;
+} sweep;
+
+static int sweep_dir(const char *dir, const struct stat *st, int type, struct FTW *ftw)
+{
+	char lock[4200], table[32];
+	int fd;
+
+	(void)st;
+	if (type != FTW_D)
+		return FTW_CONTINUE;
+	if (ftw->level > sweep.depth || strcmp(dir + ftw->base, "libvirt") == 0)
+		return FTW_SKIP_SUBTREE;
+	snprintf(lock, sizeof(lock), "%s/engine.lock", dir);
+	if (access(lock, F_OK) != 0)
+		return FTW_CONTINUE;
+	vmtest_egress_table(dir, table, sizeof(table));
+	for (size_t i = 0; i < sweep.n && table[0]; i++) {
+		if (strcmp(sweep.tables[i], table) != 0)
+			continue;
+		/* The engine's own lock, held while its table goes: none can open there meanwhile. */
+		if ((fd = open(lock, O_RDWR | O_CLOEXEC)) < 0)
+			break;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && !qemu_of(dir, table)) {
+			fprintf(stderr, "removing the egress table inet %s, left by an engine on %s that is gone\n", table, dir);
+			if (sh("nft delete table inet %s", table) == 0)
+				sweep.removed++;
+		}
+		close(fd);
+		break;
+	}
+	return FTW_CONTINUE;
+}
+
+int vmtest_egress_leftovers_remove(const char *roots)
+{
+	char tables[64][32];
+	glob_t g;
+
+	if ((sweep.n = egress_tables(tables, 64)) == 0 || glob(roots, GLOB_ONLYDIR, NULL, &g) != 0)
+		return 0;
+	sweep.tables = tables;
+	sweep.removed = 0;
+	sweep.depth = 3;
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		nftw(g.gl_pathv[i], sweep_dir, 16, FTW_PHYS | FTW_ACTIONRETVAL);
+	globfree(&g);
+	return sweep.removed;
+}
+
+/*
+ * As root, before an engine opens: the egress tables that engines of these
+ * tests left, whichever build tree's (every state directory of a build tree
+ * is under its /var/tmp/aas-test-KEY, beside the other trees'; an engine of
+ * the gcc stage killed hard, say, would otherwise bend the DNS of the
+ * sanitizer stage's guests).
+ */
+void vmtest_egress_leftovers_near(const char *state_dir)
+{
+	char roots[4200], *slash;
+
+	if (geteuid() != 0 || snprintf(roots, sizeof(roots), "%s", state_dir) >= (int)sizeof(roots) - 16 ||
+	    !(slash = strrchr(roots, '/')) || slash == roots)
+		return;
+	*slash = '\0'; /* the tree's parent of state directories */
+	slash = strrchr(roots, '/');
+	if (slash && strncmp(slash + 1, "aas-test-", 9) == 0)
+		strcpy(slash + 1, "aas-test-*");
+	vmtest_egress_leftovers_remove(roots);
+}
+
 /* ---- the engine -------------------------------------------------------------------------------- */
 
 /*
@@ -140,6 +294,7 @@ saas_engine_options vmtest_engine_options(const char *state_dir, const char *dri
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 
 	vmtest_state_parent_traversable(state_dir);
+	vmtest_egress_leftovers_near(state_dir);
 
 	o.state_dir = state_dir;
 	o.driver_config = driver_config;
@@ -218,17 +373,10 @@ pid_t qemu_pid(const char *name)
 	pid_t found = 0;
 
 	while (proc && !found && (e = readdir(proc))) {
-		char path[300], args[8192];
+		char args[8192];
 		size_t n;
-		FILE *f;
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || !(n = proc_cmdline(e->d_name, args, sizeof(args))))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		n = fread(args, 1, sizeof(args) - 1, f);
-		fclose(f);
-		args[n] = '\0';
 		/* The arguments are NUL-separated; QEMU's -name takes "guest=NAME,debug-threads=on". */
 		for (size_t i = 0; i < n; i += strlen(args + i) + 1) {
 			const char *a = args + i;
@@ -631,3 +779,4 @@ int vmtest_accepted(int fd)
 	close(fd);
 	return got;
 }
+

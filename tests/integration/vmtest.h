@@ -117,6 +117,33 @@ int vmtest_world_reached(const char *addr);
 bool vmtest_world_asked(const char *name);
 
 /*
+ * The libvirt driver's egress table of an engine on state_dir: "aas_egress_" and the first
+ * 16 hex digits of the SHA-256 of the directory's name, as egress.c makes it (out: 28 bytes
+ * at least; empty if the name cannot be hashed).
+ */
+void vmtest_egress_table(const char *state_dir, char *out, size_t size);
+
+/*
+ * Removes the egress tables (inet aas_egress_*) of engines that are gone, as
+ * root: an engine killed hard leaves its table, whose NAT chain still sends
+ * the DNS of the per-VM uids it used (uids that every engine shares) to its
+ * dead resolver. Only a table named after an engine state directory (one
+ * holding an engine.lock) under a directory that roots (a glob) matches, at
+ * most three levels down, is ours; it is provably dead, and removed, when no
+ * process holds that engine.lock (an engine keeps its flock until it exits;
+ * it is held here while the table goes, so no engine can open there
+ * meanwhile) and no QEMU's command line names the directory or its embedded
+ * libvirt root (a table outlives its engine on purpose while its VMs run).
+ * How many tables it removed, each said on stderr.
+ */
+int vmtest_egress_leftovers_remove(const char *roots);
+/*
+ * The same as root over every build tree's state directories (/var/tmp/aas-test-*, beside
+ * state_dir's own): vmtest_engine_options runs it before each engine opens.
+ */
+void vmtest_egress_leftovers_near(const char *state_dir);
+
+/*
  * A TCP listener on every address of this machine (IPv4 and IPv6, loopback
  * included), its port in *port, for checks that a guest reaches none of
  * them; then how many connections it took (the socket closed).
