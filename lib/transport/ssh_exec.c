@@ -329,11 +329,21 @@ static void exec_kill(saas__ssh *ssh, long pid)
  */
 static void exec_go(saas__ssh *ssh, long pid, const char *token)
 {
-	char cmd[160];
+	char cmd[192];
+	int code = -1;
 
-	snprintf(cmd, sizeof(cmd), "grep -qF 'aas-%s:' /proc/%ld/cmdline 2>/dev/null && kill -USR1 %ld; exit 0", token,
-	         pid, pid);
-	saas__ssh_run_quick(ssh, cmd, 10000, NULL, 0, NULL);
+	/*
+	 * The command line's words are NUL-separated: busybox's grep (the tiny
+	 * image's) would stop at the first NUL and never see the token, so the
+	 * shell matches it with the NULs made blanks.
+	 */
+	snprintf(cmd, sizeof(cmd),
+	         "case \"$(tr '\\0' ' ' </proc/%ld/cmdline 2>/dev/null)\" in *'aas-%s:'*) kill -USR1 %ld && exit 0 ;; "
+	         "esac; exit 1",
+	         pid, token, pid);
+	ssh->gos++;
+	if (saas__ssh_run_quick(ssh, cmd, 10000, NULL, 0, &code) < 0 || code != 0)
+		ssh->gos_missed++;
 }
 
 /* A signal the engine was asked to send (mu held): to the wrapper shell, or to its process group. */

@@ -73,6 +73,8 @@ struct saas__ssh {
 	struct parked *parked;
 	unsigned int nparked;
 	unsigned long parks;      /* channels ever parked (for tests and debugging) */
+	unsigned long gos;        /* gos sent to wrappers that said "held" (ssh_exec.c), and of them */
+	unsigned long gos_missed; /* those that found no such wrapper waiting: it drained on its own clock */
 };
 
 /* One thread's use of the session; its address identifies the owner of a pending packet. */

@@ -14,11 +14,12 @@ SAAS_BUILD_PACKAGES=(
 # threaded process. Under clang 14's, a child forked while another thread was
 # in malloc could hang forever in its own malloc, and the create with it.
 SAAS_TEST_PACKAGES=(postgresql valgrind curl jq python3-jsonschema openssh-server openssh-client clang-19 libclang-rt-19-dev llvm-19
-	dnsmasq-base chromium tmux libnss-myhostname gdb
+	dnsmasq-base chromium tmux libnss-myhostname gdb busybox-static
 	python3-ipykernel python3-jupyter-client python3-matplotlib python3-pandas) # llvm-19: its llvm-symbolizer names the functions in a sanitizer's reports;
 	# dnsmasq: vm.egress's upstream resolver, inside a network namespace of the test's;
 	# chromium: the browser tests; tmux: the real terminal server.pty and vm.pty drive `aas shell` in;
 	# libnss-myhostname: scripts.quickstart resolves a preview's NAME.localhost as the quick start makes it;
+	# busybox-static: unit.ssh's sshd gives its sessions busybox's grep and tr, as the tiny image has them;
 	# gdb: a test's watchdog (tests/testutil.c) prints a hung test's threads before ctest's timeout kills it;
 	# python3-ipykernel ... python3-pandas: code.server runs the guest's code server and its kernels here
 # The benchmarks' load generator and helpers (bench/server-bench, bench/soak).

@@ -500,6 +500,7 @@ static void test_exec_background(void **state)
 {
 	saas__ssh *ssh = connect_ok();
 	struct out x = { 0 };
+	unsigned long gos;
 	int code;
 	int64_t t0;
 	char cmd[2048], pidfile[1200];
@@ -518,9 +519,15 @@ static void test_exec_background(void **state)
 	kill_pid_file(pidfile);
 	out_free(&x);
 
-	/* Background child still holding stdout and stderr. */
+	/*
+	 * Background child still holding stdout and stderr: the wrapper says
+	 * "held", and the engine's go finds it waiting (under busybox's grep and
+	 * tr, the sshd's: sshd-server), so that it drains the pipes at once
+	 * rather than after EXEC_GO_WAIT_S.
+	 */
 	snprintf(pidfile, sizeof(pidfile), "%s/bg2.pid", tmpdir);
 	snprintf(cmd, sizeof(cmd), "sleep 600.3141 & echo $! > '%s'; echo started", pidfile);
+	gos = ssh->gos;
 	t0 = saas__now_ms();
 	assert_int_equal(run(ssh, cmd, &x, &code), SAAS_OK);
 	assert_true(saas__now_ms() - t0 < 10000);
@@ -528,6 +535,8 @@ static void test_exec_background(void **state)
 	assert_int_equal(x.o.len, 8);
 	assert_memory_equal(x.o.data, "started\n", 8);
 	assert_true(process_running("sleep 600.3141"));
+	assert_int_equal(ssh->gos, gos + 1);
+	assert_int_equal(ssh->gos_missed, 0);
 	kill_pid_file(pidfile);
 	out_free(&x);
 
