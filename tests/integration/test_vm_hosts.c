@@ -1443,12 +1443,27 @@ static bool host2_marked(const char *name)
 }
 
 /*
+ * The VM's QEMU on host 2 has its whole state in (its incoming migration
+ * done) and is paused: QMP's query-status says neither "inmigrate" nor
+ * running.
+ */
+static bool host2_state_in_paused(const char *name)
+{
+	return sh("s=$(virsh -q -c qemu+tcp://%s/system qemu-monitor-command '%s' '{\"execute\":\"query-status\"}') && "
+	          "echo \"$s\" | grep -q '\"running\":false' && ! echo \"$s\" | grep -q inmigrate",
+	          addr[2], name) == 0;
+}
+
+/*
  * Spares on a VM host: D, whose clones ran there, starts one ahead on the
- * host (its QEMU paused, marked in its metadata); E, another engine of the
- * cluster on the same host, neither lists it (its orphan sweep would
- * destroy it) nor counts it as a VM. A create through D takes it: made
- * from it (the clone's second half only), the mark gone, E lists it, its
- * commands and its egress channel work as any clone's.
+ * host (its QEMU paused, marked in its metadata), its template's state
+ * already poured in (the long part of a host's clone: its memory is loaded);
+ * E, another engine of the cluster on the same host, neither lists it (its
+ * orphan sweep would destroy it) nor counts it as a VM. A create through D
+ * takes it: made from it (let run and fixed up only), the mark gone, E lists
+ * it, its clock is now's (not its template's, saved minutes ago, nor the
+ * moment its state came in), its commands and its egress channel work as
+ * any clone's.
  */
 static void test_spares(void **state)
 {
@@ -1467,7 +1482,8 @@ static void test_spares(void **state)
 	}
 	assert_int_equal(took, 1);
 	snprintf(line, sizeof(line), "VM %s started ahead for template", name);
-	assert_true(logged(line, NULL));
+	assert_true(logged(line, "MiB loaded ahead"));
+	assert_true(host2_state_in_paused(name));
 	assert_true(host2_marked(name));
 	assert_false(listed(ctx_e, name));
 	assert_false(listed(ctx_d, name));
@@ -1479,12 +1495,17 @@ static void test_spares(void **state)
 	made[9] = name;
 	made_ctx[9] = ctx_d;
 	snprintf(line, sizeof(line), "VM %s up in", name);
-	assert_true(logged(line, "started ahead"));
+	assert_true(logged(line, "started ahead, its memory loaded ahead,"));
 	assert_false(host2_marked(name));
 	assert_true(listed(ctx_e, name));
 	check(drv->host_info(ctx_e, &h), "host_info E");
 	assert_int_equal(h.vms, 1);
 	assert_string_equal(run(ctx_e, name, "hostname"), name);
+	{
+		/* The fix-ups set the clock: the guest's is this machine's (the host's) within a few seconds. */
+		long long guest = atoll(run(ctx_e, name, "date +%s"));
+		assert_true(llabs(guest - (long long)time(NULL)) <= 5);
+	}
 	{
 		saas_vm_network net = { SAAS_NET_INTERNET, NULL, NULL };
 		check(drv->vm_network_set(ctx_d, name, &net), "vm_network_set internet on a spare's clone");

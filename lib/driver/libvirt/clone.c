@@ -25,10 +25,10 @@
 
 /*
  * Restore a template's or a snapshot's saved state into a clone's paused
- * domain, then let it run. A mapped template's state holds no RAM: the
+ * domain; it stays paused. A mapped template's state holds no RAM: the
  * clone's backend maps it.
  */
-static int clone_restore(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
+static int clone_state_in(struct launch *l, const char *state_path, const struct timespec *t0, int64_t budget_ms)
 {
 	const char *what = l->snapshot ? "restoring the snapshot" : "restoring the template";
 	int rc;
@@ -53,8 +53,23 @@ static int clone_restore(struct launch *l, const char *state_path, const struct 
 	}
 	if ((rc = saas__lv_qmp_migration_wait(l->d, l->dom, 1000, NULL)) < 0)
 		return saas__error_wrap(rc, "%s", what);
-	if (virDomainResume(l->dom) < 0)
-		return saas__lv_virt_error("resuming the restored VM");
+	return SAAS_OK;
+}
+
+int saas__lv_clone_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms)
+{
+	char *state;
+	int rc;
+
+	if (!(state = saas__lv_path_join(l->tdir, "state")))
+		return SAAS_ENOMEM;
+	rc = clone_state_in(l, state, t0, budget_ms);
+	free(state);
+	if (rc < 0) {
+		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
+		return rc;
+	}
+	l->restored = true;
 	return SAAS_OK;
 }
 
@@ -208,16 +223,14 @@ int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t b
 	struct fixup_run fix = { l, budget, false, "SSH", SAAS_OK, 0, 0, "" };
 	pthread_t thread;
 	bool threaded;
-	char *state;
 	int rc;
 
-	if (!(state = saas__lv_path_join(l->tdir, "state")))
-		return SAAS_ENOMEM;
-	rc = clone_restore(l, state, t0, budget);
-	free(state);
-	if (rc < 0) {
-		l->template_bad = !closing(l->d); /* QEMU could not load the saved state */
+	/* A spare's state may be in already (spare.c): then this only lets it run. */
+	if (!l->restored && (rc = saas__lv_clone_restore(l, t0, budget)) < 0)
 		return rc;
+	if (virDomainResume(l->dom) < 0) {
+		l->template_bad = !closing(l->d); /* as a state QEMU could not load */
+		return saas__lv_virt_error("resuming the restored VM");
 	}
 	at[0] = saas__ms_since(t0);
 	if (l->control && l->d->control_port && l->d->control_exec && l->d->host->control_port) {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <libvirt/libvirt.h>
@@ -218,12 +219,15 @@ static int local_domain_place(struct launch *l, struct saas__lv_domain *def)
 static int local_state_in(struct launch *l, const char *what, const char *state_path, const struct timespec *t0,
                           int64_t budget_ms)
 {
+	struct stat st;
 	int fd, rc = SAAS_OK;
 
 	(void)t0;
 	(void)budget_ms;
 	if ((fd = open(state_path, O_RDONLY | O_CLOEXEC)) < 0)
 		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state_path, strerror(errno));
+	if (fstat(fd, &st) == 0)
+		l->state_bytes = (int64_t)st.st_size;
 	if (l->mem == LV_MEM_PRIVATE || l->ignore_shared)
 		rc = saas__lv_qmp(l->dom, IGNORE_SHARED_ON, -1, NULL);
 	if (rc == SAAS_OK)

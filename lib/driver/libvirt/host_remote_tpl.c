@@ -646,20 +646,26 @@ int saas__lv_vmhost_tpl_disk(struct drv *d, const char *stem, char **path)
 	return SAAS_OK;
 }
 
+struct sock_sink {
+	int fd;
+	int64_t bytes;                   /* sent so far */
+};
+
 static int send_sock(virStreamPtr st, const char *data, size_t n, void *ud)
 {
-	int fd = *(int *)ud;
+	struct sock_sink *k = ud;
 	size_t done = 0;
 
 	(void)st;
 	while (done < n) {
-		ssize_t k = send(fd, data + done, n - done, MSG_NOSIGNAL);
-		if (k < 0 && errno == EINTR)
+		ssize_t w = send(k->fd, data + done, n - done, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
 			continue;
-		if (k <= 0)
+		if (w <= 0)
 			return -1;
-		done += (size_t)k;
+		done += (size_t)w;
 	}
+	k->bytes += (int64_t)n;
 	return (int)n;
 }
 
@@ -697,10 +703,11 @@ int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int
 	char name[TPL_STEM_MAX + 8], cmd[256];
 	virStorageVolPtr vol = NULL;
 	virStreamPtr st = NULL;
+	struct sock_sink sink = { -1, 0 };
 	uint64_t offset;
 	unsigned int port = 0;
 	size_t got;
-	int fd = -1, rc;
+	int rc;
 
 	(void)t0;
 	(void)budget_ms;
@@ -723,7 +730,7 @@ int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int
 		if ((rc = saas__lv_qmp(l->dom, cmd, -1, NULL)) == SAAS_OK)
 			break;
 	}
-	if (rc < 0 || (rc = tcp_connect(d->listen, port, 5000, &fd)) < 0)
+	if (rc < 0 || (rc = tcp_connect(d->listen, port, 5000, &sink.fd)) < 0)
 		goto out;
 	if (!(vol = saas__lv_vmhost_vol_lookup(d, name))) {
 		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no volume %s on VM host %s", name, d->uri);
@@ -731,14 +738,15 @@ int saas__lv_vmhost_tpl_restore(struct launch *l, const struct timespec *t0, int
 	}
 	/* From the host through the engine to the host: QEMU there can open no file of ours (seccomp, AppArmor). */
 	if (!(st = virStreamNew(virStorageVolGetConnect(vol), 0)) || virStorageVolDownload(vol, st, offset, 0, 0) < 0 ||
-	    virStreamRecvAll(st, send_sock, &fd) < 0 || virStreamFinish(st) < 0) {
+	    virStreamRecvAll(st, send_sock, &sink) < 0 || virStreamFinish(st) < 0) {
 		rc = saas__lv_virt_error("pouring the template's state into the clone");
 		if (st)
 			virStreamAbort(st);
 	}
+	l->state_bytes = sink.bytes;
 out:
-	if (fd >= 0)
-		close(fd);
+	if (sink.fd >= 0)
+		close(sink.fd);
 	if (st)
 		virStreamFree(st);
 	if (vol)

@@ -31,6 +31,8 @@ struct launch {
 	bool snapshot;
 	bool ignore_shared;              /* a snapshot saved with x-ignore-shared on: set on the incoming side too */
 	bool template_bad;               /* clone: failed in a way that says the template is broken */
+	bool restored;                   /* clone: its state is in (saas__lv_clone_restore), its domain still paused */
+	int64_t state_bytes;             /* clone: the bytes of saved state its domain read (state_in), 0: not said */
 	bool died;                       /* the VM stopped before it answered (a guest dead in early boot) */
 	unsigned int uid;                /* its QEMU's own uid (0: not confined), held by the caller */
 	char *dir, *overlay;
@@ -61,8 +63,14 @@ void saas__lv_launch_undo(struct launch *l);
 int saas__lv_boot_cold(struct launch *l);
 /* A clone of the template in l->tdir; on failure l->template_bad says whether to rebuild it. */
 int saas__lv_boot_clone(struct launch *l);
-/* Its two halves (clone.c): disk and paused domain; then state, fix-ups and session. at[]: ms since t0. */
+/*
+ * Its two halves (clone.c): disk and paused domain; then state, fix-ups and
+ * session. at[]: ms since t0. Between them, saas__lv_clone_restore may pour
+ * the state in ahead (a spare whose memory is loaded, spare.c): the domain
+ * stays paused, and clone_finish only lets it run.
+ */
 int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at[2]);
+int saas__lv_clone_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms);
 int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2]);
 /* Undo a clone that failed in either half (its console's last words added to the error). */
 void saas__lv_clone_undo(struct launch *l, int rc);

@@ -7,10 +7,13 @@
  * its input one byte per main-loop turn, ~0.85 s in all of a 1.3-2 s clone. A
  * spare is that half done ahead (saas__lv_clone_start): its disk made, its
  * domain started paused with its template's RAM mapped, its uid, port and
- * egress rules taken, nothing of a guest running in it. A create without a
- * network of its own takes one (lv_take: the spare's name becomes the sandbox
- * id) and finishes it (saas__lv_spare_create: the state in, the fix-ups, the
- * session).
+ * egress rules taken, nothing of a guest running in it. A clone that loads
+ * its memory instead (every clone on a VM host: a mapping needs the memory on
+ * the machine that runs QEMU) gets its state poured in ahead too, the
+ * longest part of it there (saas__lv_clone_restore; still paused). A create
+ * without a network of its own takes one (lv_take: the spare's name becomes
+ * the sandbox id) and finishes it (saas__lv_spare_create: the state in unless
+ * it is, the guest let run, the fix-ups, the session).
  *
  * How many (spare_policy.c): spares=auto, the default, keeps as many as the
  * creates lately asked for want (the largest burst of the last ten minutes,
@@ -32,7 +35,9 @@
  * uid, and after a failure not again for a while that doubles up to
  * SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory (its guest's RAM
  * is the template's, mapped, and untouched until it runs), a uid and a port;
- * no CPU.
+ * no CPU. One loaded ahead holds its template's state as well: the budget
+ * and the host's room reckon each at SPARE_COST_MIB and the state the last
+ * one loaded.
  *
  * A spare has no row: vm_list leaves spares out (the core's orphan sweep would
  * destroy them) until a create has taken one and makes it. A spare taken
@@ -43,6 +48,7 @@
  * out; all go at close. After a crash the next engine's orphan sweep destroys
  * them as VMs no sandbox owns.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -70,7 +76,8 @@ struct spare {
 	bool egress;                     /* its egress rules are set */
 	bool ehost;                      /* a VM host's: its policy is set in this server's egress end */
 	int64_t until_ms;                /* a shared host's: its mark's end (SPARE_LEASE_MS), 0: unmarked */
-	int64_t at[2];                   /* ms to its disk, to its domain (for the log) */
+	int64_t at[3];                   /* ms to its disk, to its domain, to its state in (for the log) */
+	uint64_t hold_mib;               /* what it is reckoned to hold: SPARE_COST_MIB, and its state when loaded ahead */
 	saas_vm_spec spec;               /* its shape; network NULL: the driver's default */
 	struct launch l;                 /* its half-made clone: l.dom paused, l.uid, l.port, l.dir, l.tdir */
 	char *tdir, *host_key;
@@ -214,7 +221,18 @@ static int spare_make(struct drv *d, struct spare *s)
 	s->l.policy = false;
 	s->l.tdir = s->tdir;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((rc = saas__lv_clone_start(&s->l, &t0, s->at)) < 0)
+	rc = saas__lv_clone_start(&s->l, &t0, s->at);
+	/*
+	 * A clone that loads its memory (a VM host's, or one machine's without
+	 * mapped templates) gets its state now, while no create waits: that
+	 * is the longest part of such a clone (a host's template state crosses
+	 * the network twice, saas__lv_vmhost_tpl_restore). It then holds that
+	 * memory until taken, which its reckoning counts.
+	 */
+	if (rc == SAAS_OK && s->l.mem != LV_MEM_PRIVATE && (rc = saas__lv_clone_restore(&s->l, &t0, d->boot_timeout_ms)) == SAAS_OK)
+		s->hold_mib = SPARE_COST_MIB + (((uint64_t)s->l.state_bytes + (1u << 20) - 1) >> 20);
+	s->at[2] = saas__ms_since(&t0);
+	if (rc < 0)
 		saas__lv_clone_undo(&s->l, rc);
 	return rc;
 }
@@ -250,6 +268,12 @@ static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
 	return best;
 }
 
+/* What the next spare is reckoned to hold: its QEMU, and the state the last one loaded ahead (if so). Under d->mu. */
+static uint64_t spare_cost_locked(struct drv *d)
+{
+	return SPARE_COST_MIB + d->spare.loaded_mib;
+}
+
 /*
  * The plan for now (spare_policy.c), from the creates asked lately and the
  * bounds; room_mib: the host's available memory over what it keeps, read by
@@ -258,12 +282,12 @@ static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
  */
 static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_spare_plan *plan)
 {
-	unsigned int live = 0;
+	uint64_t held = 0;
 	struct saas__lv_spare_bounds b = {
 		.floor = d->spare.floor,
 		.ceiling = d->spare.ceiling,
 		.budget_mib = d->spare.budget_mib,
-		.spare_mib = SPARE_COST_MIB,
+		.spare_mib = spare_cost_locked(d),
 		.room_mib = room_mib,
 		.make_ms = d->spare.make_ms,
 		.hold_ms = SPARE_HOLD_MS,
@@ -271,15 +295,15 @@ static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_
 
 	/* What the spares listed hold is theirs to keep: the room is what is available and that. */
 	for (struct spare *s = d->spare.list; s; s = s->next)
-		live++;
+		held += s->hold_mib;
 	if (room_mib != UINT64_MAX)
-		b.room_mib = room_mib + (uint64_t)live * SPARE_COST_MIB;
+		b.room_mib = room_mib + held;
 	saas__lv_spare_plan(plan, &b, d->spare.asks, d->spare.nasks, saas__now_ms());
 	if (plan->target != d->spare.target) {
 		saas__lv_log(d, SAAS_LOG_INFO, "VMs started ahead: %u wanted (was %u; the last ten minutes' largest burst %u, "
 		             "%u for the last minute's rate, at least %u, at most %u, %llu MiB budget at %u MiB each)",
 		             plan->target, d->spare.target, plan->burst, plan->rate_need, d->spare.floor, d->spare.ceiling,
-		             (unsigned long long)d->spare.budget_mib, SPARE_COST_MIB);
+		             (unsigned long long)d->spare.budget_mib, (unsigned int)b.spare_mib);
 		d->spare.target = plan->target;
 	}
 }
@@ -374,6 +398,7 @@ static void *spare_main(void *arg)
 			s->spec.memory_mb = t->memory_mb;
 			s->spec.disk_gb = t->disk_gb;
 			s->state = SPARE_MAKING;
+			s->hold_mib = spare_cost_locked(d);
 			s->next = d->spare.list;
 			d->spare.list = s;
 		}
@@ -386,6 +411,7 @@ static void *spare_main(void *arg)
 		}
 		if (s) {
 			/* The host short of memory for it is no failure: the next turn looks again. */
+			char loaded[96] = "";
 			int rc = saas__lv_memory_check(d, &s->spec);
 			if (rc == SAAS_OK)
 				rc = spare_make(d, s);
@@ -395,11 +421,16 @@ static void *spare_main(void *arg)
 				s->state = SPARE_READY;
 				d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
 				/* The rate's need is counted in makes: a moving mean of the last few. */
-				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[1]) / 4);
+				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[2]) / 4);
+				if (s->l.restored) {
+					d->spare.loaded_mib = s->hold_mib - SPARE_COST_MIB;
+					snprintf(loaded, sizeof(loaded), ", state %lld ms: %llu MiB loaded ahead",
+					         (long long)(s->at[2] - s->at[1]), (unsigned long long)d->spare.loaded_mib);
+				}
 				saas__lv_log(d, SAAS_LOG_INFO, "VM %s started ahead for template %s (%s, %u vCPU, %u MiB) in %lld ms "
-				             "(disk %lld ms, domain %lld ms)", s->name, s->key, s->image, s->spec.vcpus,
-				             s->spec.memory_mb, (long long)s->at[1], (long long)s->at[0],
-				             (long long)(s->at[1] - s->at[0]));
+				             "(disk %lld ms, domain %lld ms%s)", s->name, s->key, s->image, s->spec.vcpus,
+				             s->spec.memory_mb, (long long)s->at[2], (long long)s->at[0],
+				             (long long)(s->at[1] - s->at[0]), loaded);
 				s = NULL;
 			} else {
 				if (rc < 0 && rc != SAAS_EBUSY && !closing(d)) {
@@ -572,6 +603,7 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	struct spare *s;
 	struct timespec t0;
 	int64_t at[2];
+	bool ahead;
 	int rc;
 
 	pthread_mutex_lock(&d->mu);
@@ -606,6 +638,7 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 		    (rc = saas__lv_ehost_set(d->ehost, spec->name, net)) == SAAS_OK)
 			s->ehost = true;
 	}
+	ahead = s->l.restored;
 	if (rc == SAAS_OK)
 		rc = saas__lv_clone_finish(&s->l, &t0, d->boot_timeout_ms, at);
 	/* A VM host's guest: its egress channel to this server's end, once it runs. */
@@ -621,13 +654,14 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 		spare_free(d, s);
 		return rc;
 	}
-	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s cloned from its start ahead (fix-ups over %s): restore %lld ms, "
-	             "%s %lld ms", spec->name, s->l.fixups, (long long)at[0],
-	             s->l.session_later ? "fix-ups (the session on first need)" : "SSH and fix-ups",
+	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s cloned from its start ahead (fix-ups over %s): %s %lld ms, "
+	             "%s %lld ms", spec->name, s->l.fixups, ahead ? "resume (its state in ahead)" : "restore",
+	             (long long)at[0], s->l.session_later ? "fix-ups (the session on first need)" : "SSH and fix-ups",
 	             (long long)(at[1] - at[0]));
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead, %s, %u vCPU, %u MiB, "
-	             "%s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), s->l.fixups, spec->image, spec->vcpus,
-	             spec->memory_mb, s->l.internet ? "internet" : "isolated", d->listen, s->l.port);
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead%s, %s, %u vCPU, "
+	             "%u MiB, %s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), s->l.fixups,
+	             ahead ? ", its memory loaded ahead" : "", spec->image, spec->vcpus, spec->memory_mb,
+	             s->l.internet ? "internet" : "isolated", d->listen, s->l.port);
 	/* The VM's now: its uid, rules and session go with it at destroy. */
 	virDomainFree(s->l.dom);
 	free(s->l.dir);

@@ -27,6 +27,7 @@ struct saas__lv_spares {
 	int64_t retry_at_ms;             /* nor before this (after a failure) */
 	unsigned int backoff_ms;         /* the next failure's wait */
 	unsigned int make_ms;            /* how long a spare took to make, lately */
+	uint64_t loaded_mib;             /* the state the last spare loaded ahead held (spare.c), 0: none loaded */
 	unsigned int target;             /* the plan's last target (logged when it changes) */
 	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first */
 	size_t nasks;
@@ -53,7 +54,8 @@ bool saas__lv_spare_listed(struct drv *d, const char *name);
 /*
  * Is domain dom (named name) a spare, this driver's or, on a host other
  * engines share, another's whose mark stands (domain.h)? Listings and counts
- * leave spares out: no sandbox owns one yet, and it holds next to no memory.
+ * leave spares out: no sandbox owns one yet, and it holds little memory (its
+ * QEMU, and on a VM host its template's loaded state, within spare_memory_mb).
  */
 bool saas__lv_spare_domain(struct drv *d, virDomainPtr dom, const char *name);
 bool saas__lv_spare_destroy(struct drv *d, const char *name);
