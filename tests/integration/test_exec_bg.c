@@ -391,8 +391,16 @@ static void test_streaming(void **state)
 	saas_execution_free(x);
 	x = NULL;
 
-	/* A signal ends a sleep: TERM to its process group, reported as a shell reports it. */
-	check(saas_exec(&x, client, sb->id, "echo sleeping; sleep 1000", NULL, SAAS_EXEC_BACKGROUND), "sleep");
+	/*
+	 * A signal ends a sleep: TERM to its process group, reported as a shell
+	 * reports it. The line comes once the sleep is forked (and, by the time
+	 * the engine has read it and sent the signal, long exec'd): a TERM that
+	 * lands between a shell's fork and its child's exec is lost for the
+	 * child (its handler then is the shell's), and the shell, waiting on a
+	 * foreground child, runs its trap only when that ends: until 2026-12 the
+	 * line came first, and twice under load the sleep ran to the timeout.
+	 */
+	check(saas_exec(&x, client, sb->id, "sleep 1000 & echo sleeping; wait", NULL, SAAS_EXEC_BACKGROUND), "sleep");
 	memset(&s, 0, sizeof(s));
 	s.until = "sleeping\n";
 	cur.stdout_offset = cur.stderr_offset = 0;
