@@ -779,4 +779,3 @@ int vmtest_accepted(int fd)
 	close(fd);
 	return got;
 }
-
