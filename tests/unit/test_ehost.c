@@ -6,15 +6,19 @@
  * a test internet in network namespaces of the test's own. The test's
  * process moves into a namespace (the "server"), and a child into another
  * (the "internet", 198.51.100.2 and .3 on a veth pair, TEST-NET-2, routed
- * nowhere else; the server's side is 198.51.100.1), where a nameserver
- * answers allowed.test and other.test and a TCP server on port 80 sends
+ * nowhere else; the server's side is 198.51.100.1; in IPv6, documentation
+ * addresses: the veth's /64 is 2001:db8:a::/64, and 2001:db8:b::2 and ::3
+ * are routed through it), where a nameserver answers allowed.test and
+ * other.test (A and AAAA) and a TCP server on port 80 (both families) sends
  * what it is asked for and counts what it receives. Root only (77: skip).
  *
  * What it checks, by one machine's rules: a policy's lookups (allowed
  * answered and learned, others refused and counted), connections to
  * learned addresses and allow CIDRs, deny CIDRs, the guard (private,
  * link-local, loopback, this server's own address) whatever the mode,
- * isolation, a swap forgetting what lookups allowed; a megabyte each way
+ * isolation, a swap forgetting what lookups allowed; the same in IPv6 (and
+ * the server's on-link neighbours, addresses that embed a refused IPv4 one,
+ * the guest's end over IPv6); a megabyte each way
  * through one connection with its window, half-close and the CLOSE
  * handshake; the connection bound; a connect refused; a guest that breaks
  * the protocol losing its channel. Then the guest's own end
@@ -49,6 +53,12 @@
 #define NET_SERVER "198.51.100.1"
 #define NET_A "198.51.100.2"     /* allowed.test */
 #define NET_B "198.51.100.3"     /* other.test */
+#define NET_SERVER6 "2001:db8:a::1" /* the server's side: its /64 is on-link, so its neighbours are refused */
+#define NET_LINK6 "2001:db8:a::2"   /* the internet's side of that /64 */
+#define NET_A6 "2001:db8:b::2"      /* allowed.test, routed through NET_LINK6 */
+#define NET_B6 "2001:db8:b::3"      /* other.test */
+#define QTYPE_A 1
+#define QTYPE_AAAA 28
 #define BULK (1024 * 1024)
 
 static pid_t internet = -1;
@@ -99,7 +109,10 @@ static void serve_tcp(int c)
 	_exit(0);
 }
 
-/* allowed.test A 198.51.100.2, other.test A 198.51.100.3 (TTL 300), else NXDOMAIN. */
+/*
+ * allowed.test A 198.51.100.2 and AAAA 2001:db8:b::2, other.test A
+ * 198.51.100.3 and AAAA 2001:db8:b::3 (TTL 300), else NXDOMAIN.
+ */
 static void serve_dns(int fd)
 {
 	uint8_t q[512], a[600];
@@ -109,26 +122,36 @@ static void serve_dns(int fd)
 		socklen_t fl = sizeof(from);
 		ssize_t n = recvfrom(fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
 		const char *ip = NULL;
-		size_t len;
+		size_t len, end = 12;
+		bool v6;
 		if (n < 17)
 			continue;
+		while (end < (size_t)n && q[end])
+			end += (size_t)q[end] + 1;
+		if (end + 5 > (size_t)n)
+			continue;
+		v6 = q[end + 1] == 0 && q[end + 2] == QTYPE_AAAA;
 		if (memmem(q, (size_t)n, "\x09" "blackhole\x04test", 15))
 			continue;            /* a zone whose nameserver never answers */
 		if (memmem(q, (size_t)n, "\x07" "allowed\x04test", 13))
-			ip = NET_A;
+			ip = v6 ? NET_A6 : NET_A;
 		else if (memmem(q, (size_t)n, "\x05" "other\x04test", 11))
-			ip = NET_B;
+			ip = v6 ? NET_B6 : NET_B;
 		memcpy(a, q, (size_t)n);
 		len = (size_t)n;
 		a[2] = 0x81;
 		a[3] = ip ? 0x80 : 0x83;
 		if (ip) {
-			static const uint8_t rr[] = { 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0x01, 0x2c, 0, 4 };
+			uint8_t rr[] = { 0xc0, 0x0c, 0, QTYPE_A, 0, 1, 0, 0, 0x01, 0x2c, 0, 4 };
+			if (v6) {
+				rr[3] = QTYPE_AAAA;
+				rr[11] = 16;
+			}
 			a[7] = 1;
 			memcpy(a + len, rr, sizeof(rr));
 			len += sizeof(rr);
-			inet_pton(AF_INET, ip, a + len);
-			len += 4;
+			inet_pton(v6 ? AF_INET6 : AF_INET, ip, a + len);
+			len += rr[11];
 		}
 		sendto(fd, a, len, 0, (struct sockaddr *)&from, fl);
 	}
@@ -136,21 +159,24 @@ static void serve_dns(int fd)
 
 static void internet_main(int ready, int go)
 {
-	int tcp, udp, one = 1;
+	int tcp, udp, one = 1, zero = 0;
 	struct sockaddr_in any = { .sin_family = AF_INET };
+	struct sockaddr_in6 any6 = { .sin6_family = AF_INET6, .sin6_port = htons(80) };
 	char c;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (unshare(CLONE_NEWNET) < 0 || write(ready, "r", 1) != 1 || read(go, &c, 1) != 1)
 		_exit(1);
 	if (system("ip link set lo up && ip addr add " NET_A "/24 dev aasx1 && ip addr add " NET_B
-	           "/24 dev aasx1 && ip link set aasx1 up") != 0)
+	           "/24 dev aasx1 && ip -6 addr add " NET_LINK6 "/64 dev aasx1 nodad && ip -6 addr add " NET_A6
+	           "/128 dev lo && ip -6 addr add " NET_B6 "/128 dev lo && ip link set aasx1 up") != 0)
 		_exit(1);
-	tcp = socket(AF_INET, SOCK_STREAM, 0);
+	/* Port 80 in both families: one socket, IPv4 as mapped addresses. */
+	tcp = socket(AF_INET6, SOCK_STREAM, 0);
 	udp = socket(AF_INET, SOCK_DGRAM, 0);
 	setsockopt(tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	any.sin_port = htons(80);
-	if (bind(tcp, (struct sockaddr *)&any, sizeof(any)) < 0 || listen(tcp, 128) < 0)
+	setsockopt(tcp, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	if (bind(tcp, (struct sockaddr *)&any6, sizeof(any6)) < 0 || listen(tcp, 128) < 0)
 		_exit(1);
 	any.sin_port = htons(53);
 	if (bind(udp, (struct sockaddr *)&any, sizeof(any)) < 0)
@@ -190,7 +216,8 @@ static int setup(void **state)
 	assert_int_equal(read(ready[0], &c, 1), 1);
 	snprintf(cmd, sizeof(cmd),
 	         "ip link add aasx0 type veth peer name aasx1 netns %d && ip addr add " NET_SERVER
-	         "/24 dev aasx0 && ip link set aasx0 up",
+	         "/24 dev aasx0 && ip -6 addr add " NET_SERVER6 "/64 dev aasx0 nodad && ip link set aasx0 up && "
+	         "ip -6 route add 2001:db8:b::/64 via " NET_LINK6,
 	         (int)internet);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(write(go[1], "g", 1), 1);
@@ -286,8 +313,8 @@ static void guest_open(struct guest *g, const char *name, const saas_vm_network 
 	assert_int_equal(g->f.type, MUX_HELLO);
 }
 
-/* A query for name (type A) with id, at q (room for 12 + 255 + 4 bytes): its length. */
-static size_t query_build(uint8_t *q, const char *name, uint16_t id)
+/* A query for name (of qtype) with id, at q (room for 12 + 255 + 4 bytes): its length. */
+static size_t query_build(uint8_t *q, const char *name, uint16_t qtype, uint16_t id)
 {
 	size_t n = 12;
 
@@ -305,24 +332,39 @@ static size_t query_build(uint8_t *q, const char *name, uint16_t id)
 	}
 	memset(q + n, 0, 5);
 	n += 5;
-	q[n - 3] = 1;
+	q[n - 4] = (uint8_t)(qtype >> 8);
+	q[n - 3] = (uint8_t)qtype;
 	q[n - 1] = 1;
 	return n;
 }
 
-/* Ask for name (type A) under tag, without waiting for the answer. */
-static void ask(struct guest *g, const char *name, uint32_t tag)
+/* Ask for name (of qtype) under tag, without waiting for the answer. */
+static void ask_as(struct guest *g, const char *name, uint16_t qtype, uint32_t tag)
 {
 	uint8_t b[MUX_HEADER + 300];
-	size_t n = query_build(b + MUX_HEADER, name, 0x1234);
+	size_t n = query_build(b + MUX_HEADER, name, qtype, 0x1234);
 
 	saas__mux_header(b, MUX_DNS_QUERY, tag, (uint32_t)n);
 	assert_int_equal(saas__mux_track_sent(&g->t, MUX_DNS_QUERY, tag, (uint32_t)n, 0), 0);
 	gsend(g, b, MUX_HEADER + n);
 }
 
-/* The next answer: its rcode (its tag in *tag), its first address in ip (when there is one). */
-static int answer(struct guest *g, uint32_t *tag, char *ip)
+static void ask(struct guest *g, const char *name, uint32_t tag)
+{
+	ask_as(g, name, QTYPE_A, tag);
+}
+
+/* The address an answer ends with, as text in ip (INET6_ADDRSTRLEN), for a question of qtype. */
+static void answer_addr(const uint8_t *a, size_t len, uint16_t qtype, char *ip)
+{
+	size_t size = qtype == QTYPE_AAAA ? 16 : 4;
+
+	assert_true(len >= 12 + size);
+	inet_ntop(qtype == QTYPE_AAAA ? AF_INET6 : AF_INET, a + len - size, ip, INET6_ADDRSTRLEN);
+}
+
+/* The next answer to a question of qtype: its rcode (its tag in *tag), its first address in ip (when there is one). */
+static int answer_as(struct guest *g, uint16_t qtype, uint32_t *tag, char *ip)
 {
 	assert_int_equal(grecv(g), V(MUX_V_OK));
 	assert_int_equal(g->f.type, MUX_DNS_ANSWER);
@@ -330,30 +372,41 @@ static int answer(struct guest *g, uint32_t *tag, char *ip)
 	assert_int_equal(g->f.payload[0], 0x12); /* the guest's id back */
 	assert_int_equal(g->f.payload[1], 0x34);
 	if (ip && (g->f.payload[7] & 0xff))
-		inet_ntop(AF_INET, g->f.payload + g->f.len - 4, ip, INET_ADDRSTRLEN);
+		answer_addr(g->f.payload, g->f.len, qtype, ip);
 	return g->f.payload[3] & 0xf;
 }
 
-/* Look name up (type A): the answer's rcode, and its first address in ip (when there is one). */
-static int lookup(struct guest *g, const char *name, uint32_t tag, char *ip)
+static int answer(struct guest *g, uint32_t *tag, char *ip)
+{
+	return answer_as(g, QTYPE_A, tag, ip);
+}
+
+/* Look name up (of qtype): the answer's rcode, and its first address in ip (when there is one). */
+static int lookup_as(struct guest *g, const char *name, uint16_t qtype, uint32_t tag, char *ip)
 {
 	uint32_t got;
 	int rcode;
 
-	ask(g, name, tag);
-	rcode = answer(g, &got, ip);
+	ask_as(g, name, qtype, tag);
+	rcode = answer_as(g, qtype, &got, ip);
 	assert_int_equal(got, tag);
 	return rcode;
 }
 
-/* Open id to ip:port: the OPENED's status. */
+static int lookup(struct guest *g, const char *name, uint32_t tag, char *ip)
+{
+	return lookup_as(g, name, QTYPE_A, tag, ip);
+}
+
+/* Open id to ip:port (IPv4 or IPv6, by its text): the OPENED's status. */
 static int gopen(struct guest *g, uint32_t id, const char *ip, uint16_t port)
 {
-	struct saas__mux_open o = { .family = 4, .port = port };
+	bool v6 = strchr(ip, ':') != NULL;
+	struct saas__mux_open o = { .family = v6 ? 6 : 4, .port = port };
 	uint8_t b[64];
 	size_t n;
 
-	assert_int_equal(inet_pton(AF_INET, ip, o.addr), 1);
+	assert_int_equal(inet_pton(v6 ? AF_INET6 : AF_INET, ip, o.addr), 1);
 	n = saas__mux_open_write(b, sizeof(b), id, &o);
 	assert_int_equal(saas__mux_track_sent(&g->t, MUX_OPEN_ADDR, id, (uint32_t)(n - MUX_HEADER), 0), 0);
 	gsend(g, b, n);
@@ -474,6 +527,84 @@ static void test_guard(void **state)
 	assert_int_equal(lookup(&g, "other.test", 10, NULL), 5);
 	close(g.fd);
 	saas__lv_ehost_remove(host, "guard");
+}
+
+/* On an opened id: ask the server there for n bytes and check they are the pattern. */
+static void gfetch(struct guest *g, uint32_t id, size_t n)
+{
+	char req[32];
+	size_t down = 0;
+
+	gdata(g, id, req, (size_t)snprintf(req, sizeof(req), "%zu\n", n));
+	while (down < n) {
+		assert_int_equal(grecv(g), V(MUX_V_OK));
+		if (g->f.type == MUX_WINDOW_UPDATE)
+			continue;
+		assert_int_equal(g->f.type, MUX_DATA);
+		assert_int_equal(g->f.id, id);
+		for (size_t i = 0; i < g->f.len; i++)
+			assert_int_equal(g->f.payload[i], pattern(down + i));
+		down += g->f.len;
+	}
+	assert_int_equal(down, n);
+}
+
+/*
+ * IPv6, by the same rules: AAAA lookups learned, deny and allow CIDRs, the
+ * guard's ranges (with the prefixes that embed a refused IPv4 address), the
+ * server's own address, and its on-link neighbours (its /64 is not the
+ * internet), whatever the mode.
+ */
+static void test_ipv6(void **state)
+{
+	static const char *const refused[] = { "::1", "::", "fe80::1", "fc00::1", "fd00:ec2::254", "::ffff:10.0.0.1",
+		                                   "64:ff9b::a00:1", "2002:a00:1::1", "ff02::1", NET_SERVER6, NET_LINK6 };
+	const char *names[] = { "allowed.test", NULL }, *all[] = { "*", NULL }, *deny[] = { NET_A6 "/128", NULL };
+	const char *cidr[] = { "2001:db8:b::3/128", NULL };
+	saas_vm_network policy = { .mode = SAAS_NET_POLICY, .allow = names };
+	saas_vm_network internet_net = { .mode = SAAS_NET_INTERNET };
+	struct guest g;
+	char ip[INET6_ADDRSTRLEN] = "";
+	uint32_t id = 1;
+
+	(void)state;
+	guest_open(&g, "v6", &policy);
+	/* A name's AAAA: its address allowed once looked up, not before; another name's refused and not learned. */
+	assert_int_equal(gopen(&g, id++, NET_A6, 80), MUX_ST_REFUSED);
+	assert_int_equal(lookup_as(&g, "allowed.test", QTYPE_AAAA, 1, ip), 0);
+	assert_string_equal(ip, NET_A6);
+	assert_int_equal(gopen(&g, id, NET_A6, 80), MUX_ST_OK);
+	gfetch(&g, id++, 5000);
+	assert_int_equal(lookup_as(&g, "other.test", QTYPE_AAAA, 2, NULL), 5);
+	assert_int_equal(gopen(&g, id++, NET_B6, 80), MUX_ST_REFUSED);
+	stats("v6", 2, 1);
+	/* Every name but a deny CIDR: the lookup answers, the address stays refused. */
+	policy.allow = all;
+	policy.deny = deny;
+	assert_int_equal(saas__lv_ehost_set(host, "v6", &policy), SAAS_OK);
+	assert_int_equal(lookup_as(&g, "allowed.test", QTYPE_AAAA, 3, ip), 0);
+	assert_int_equal(gopen(&g, id++, NET_A6, 80), MUX_ST_REFUSED);
+	assert_int_equal(lookup_as(&g, "other.test", QTYPE_AAAA, 4, ip), 0);
+	assert_string_equal(ip, NET_B6);
+	assert_int_equal(gopen(&g, id++, NET_B6, 80), MUX_ST_OK);
+	/* An allow CIDR alone: no lookup needed, and no other address. */
+	policy.allow = cidr;
+	policy.deny = NULL;
+	assert_int_equal(saas__lv_ehost_set(host, "v6", &policy), SAAS_OK);
+	assert_int_equal(gopen(&g, id, NET_B6, 80), MUX_ST_OK);
+	gfetch(&g, id++, 100);
+	assert_int_equal(gopen(&g, id++, NET_A6, 80), MUX_ST_REFUSED);
+	/* The guard, and the server's own /64, in internet mode as in a policy allowing everything. */
+	assert_int_equal(saas__lv_ehost_set(host, "v6", &internet_net), SAAS_OK);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		assert_int_equal(gopen(&g, id++, refused[i], 80), MUX_ST_REFUSED);
+	assert_int_equal(gopen(&g, id++, NET_A6, 80), MUX_ST_OK);
+	policy.allow = all;
+	assert_int_equal(saas__lv_ehost_set(host, "v6", &policy), SAAS_OK);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		assert_int_equal(gopen(&g, id++, refused[i], 80), MUX_ST_REFUSED);
+	close(g.fd);
+	saas__lv_ehost_remove(host, "v6");
 }
 
 /* A megabyte down and up through one connection: the window, half-close each way, the CLOSE handshake. */
@@ -641,7 +772,7 @@ static void test_accounts(void **state)
 #define GUEST_DNS 15053
 
 struct guest_run {
-	int port, listener, dns;
+	int port, listener, listener6, dns;
 	volatile int stop;
 	int rc;
 };
@@ -650,32 +781,39 @@ static void *guest_main(void *arg)
 {
 	struct guest_run *r = arg;
 
-	int listener[2] = { r->listener, -1 }, dns[2] = { r->dns, -1 };
+	int listener[2] = { r->listener, r->listener6 }, dns[2] = { r->dns, -1 };
 
 	r->rc = aas_egress_serve(r->port, listener, dns, &r->stop);
 	return NULL;
 }
 
-static int bound(int type, uint16_t port)
+/* A socket of family and type bound to port as aas-egress's (IPv4 DNS on loopback; IPv6 only IPv6). */
+static int bound(int family, int type, uint16_t port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int one = 1, fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+	int one = 1, fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
 	a.sin_addr.s_addr = htonl(type == SOCK_STREAM ? INADDR_ANY : INADDR_LOOPBACK);
 	assert_true(fd >= 0);
 	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	if (family == AF_INET6) {
+		assert_int_equal(setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)), 0);
+		assert_int_equal(bind(fd, (struct sockaddr *)&a6, sizeof(a6)), 0);
+	} else {
+		assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	}
 	if (type == SOCK_STREAM)
 		assert_int_equal(listen(fd, 16), 0);
 	return fd;
 }
 
-/* A plain client's lookup of name (type A) at the guest's nameserver 10.0.2.3: rcode, first address in ip. */
-static int plain_lookup(const char *name, char *ip)
+/* A plain client's lookup of name (of qtype) at the guest's nameserver 10.0.2.3: rcode, first address in ip. */
+static int plain_lookup_as(const char *name, uint16_t qtype, char *ip)
 {
 	struct sockaddr_in ns = { .sin_family = AF_INET, .sin_port = htons(53) };
 	uint8_t q[300], a[1024];
-	size_t n = query_build(q, name, 0x7701);
+	size_t n = query_build(q, name, qtype, 0x7701);
 	ssize_t r;
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -688,27 +826,72 @@ static int plain_lookup(const char *name, char *ip)
 	assert_true(r >= 12);
 	assert_int_equal(a[0], 0x77);
 	if (ip && a[7])
-		inet_ntop(AF_INET, a + r - 4, ip, INET_ADDRSTRLEN);
+		answer_addr(a, (size_t)r, qtype, ip);
 	return a[3] & 0xf;
 }
 
+static int plain_lookup(const char *name, char *ip)
+{
+	return plain_lookup_as(name, QTYPE_A, ip);
+}
+
+/* A plain client's connection to ip (IPv4 or IPv6, by its text) and port. */
 static int plain_connect(const char *ip, uint16_t port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	bool v6 = strchr(ip, ':') != NULL;
+	int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct timeval tv = { 15, 0 };
 
-	inet_pton(AF_INET, ip, &a.sin_addr);
+	if (v6) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		assert_int_equal(inet_pton(AF_INET6, ip, &a6->sin6_addr), 1);
+	} else {
+		a->sin_family = AF_INET;
+		a->sin_port = htons(port);
+		assert_int_equal(inet_pton(AF_INET, ip, &a->sin_addr), 1);
+	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&ss, v6 ? sizeof(*a6) : sizeof(*a)), 0);
 	return fd;
+}
+
+/*
+ * A plain client's download from the test internet's ip: size bytes of the
+ * pattern down, then 1000 up and its half closed, counted by the far end.
+ */
+static void plain_download(const char *ip, size_t size)
+{
+	char req[32], got[64] = "";
+	uint8_t buf[65536];
+	size_t have = 0;
+	ssize_t r;
+	int fd = plain_connect(ip, 80);
+	int n = snprintf(req, sizeof(req), "%zu\n", size);
+
+	assert_int_equal(write(fd, req, (size_t)n), n);
+	for (size_t down = 0; down < size; down += (size_t)r) {
+		assert_true((r = read(fd, buf, sizeof(buf))) > 0);
+		for (ssize_t i = 0; i < r; i++)
+			assert_int_equal(buf[i], pattern(down + (size_t)i));
+	}
+	assert_int_equal(write(fd, buf, 1000), 1000);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	while ((r = read(fd, got + have, sizeof(got) - 1 - have)) > 0)
+		have += (size_t)r;
+	assert_int_equal(r, 0);
+	assert_string_equal(got, "got 1000\n");
+	close(fd);
 }
 
 /* The same over TCP (a truncated answer's retry): its 2-byte length, then it, each way. */
 static int tcp_lookup(const char *name, char *ip)
 {
 	uint8_t q[302], a[1024];
-	size_t n = query_build(q + 2, name, 0x7701), have = 0;
+	size_t n = query_build(q + 2, name, QTYPE_A, 0x7701), have = 0;
 	ssize_t r;
 	int fd = plain_connect("10.0.2.3", 53);
 
@@ -731,30 +914,31 @@ static void test_guest_end(void **state)
 	const char *allow[] = { "allowed.test", NULL };
 	saas_vm_network net = { .mode = SAAS_NET_POLICY, .allow = allow };
 	struct guest_run run = { 0 };
-	char ip[INET_ADDRSTRLEN] = "", got[64] = "", req[] = "300000\n";
-	size_t have = 0;
+	char ip[INET6_ADDRSTRLEN] = "";
 	pthread_t th;
 	int sv[2], fd, saved = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	uint8_t buf[65536];
-	ssize_t r;
+	uint8_t buf[64];
 
 	(void)state;
 	/*
 	 * This thread becomes the guest (the servers' thread stays where it
-	 * is): an interface with a default route going nowhere, and the guest's
-	 * redirect of other users' TCP and of DNS to aas-egress.
+	 * is): an interface with default routes going nowhere (IPv4 and IPv6, as
+	 * slirp's), and the guest's redirect of other users' TCP and of DNS to
+	 * aas-egress, in both families (one inet table, as aas-init's).
 	 */
 	assert_true(saved >= 0);
 	assert_int_equal(unshare(CLONE_NEWNET), 0);
 	assert_int_equal(system("ip link set lo up && ip link add aasg0 type veth peer name aasg1 && ip link set aasg1 up && "
-	                        "ip addr add 10.0.2.15/24 dev aasg0 && "
-	                        "ip link set aasg0 up && ip route add default dev aasg0 && "
-	                        "nft 'add table ip aasg; add chain ip aasg o { type nat hook output priority -100; }; "
-	                        "add rule ip aasg o ip daddr != 127.0.0.0/8 tcp dport != 0 redirect to :15001; "
-	                        "add rule ip aasg o udp dport 53 redirect to :15053'"),
+	                        "ip addr add 10.0.2.15/24 dev aasg0 && ip -6 addr add fec0::15/64 dev aasg0 nodad && "
+	                        "ip link set aasg0 up && ip route add default dev aasg0 && ip -6 route add default dev aasg0 && "
+	                        "nft 'add table inet aasg; add chain inet aasg o { type nat hook output priority -100; }; "
+	                        "add rule inet aasg o ip daddr != 127.0.0.0/8 tcp dport != 0 redirect to :15001; "
+	                        "add rule inet aasg o ip6 daddr != ::1 tcp dport != 0 redirect to :15001; "
+	                        "add rule inet aasg o udp dport 53 redirect to :15053'"),
 	                 0);
-	run.listener = bound(SOCK_STREAM, GUEST_LISTEN);
-	run.dns = bound(SOCK_DGRAM, GUEST_DNS);
+	run.listener = bound(AF_INET, SOCK_STREAM, GUEST_LISTEN);
+	run.listener6 = bound(AF_INET6, SOCK_STREAM, GUEST_LISTEN);
+	run.dns = bound(AF_INET, SOCK_DGRAM, GUEST_DNS);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
 	run.port = sv[0];
 	assert_int_equal(saas__lv_ehost_set(host, "guest", &net), SAAS_OK);
@@ -764,20 +948,11 @@ static void test_guest_end(void **state)
 	/* A lookup through the stub, and a download from what it answered. */
 	assert_int_equal(plain_lookup("allowed.test", ip), 0);
 	assert_string_equal(ip, NET_A);
-	fd = plain_connect(NET_A, 80);
-	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	for (size_t down = 0; down < 300000; down += (size_t)r) {
-		assert_true((r = read(fd, buf, sizeof(buf))) > 0);
-		for (ssize_t i = 0; i < r; i++)
-			assert_int_equal(buf[i], pattern(down + (size_t)i));
-	}
-	assert_int_equal(write(fd, buf, 1000), 1000);
-	assert_int_equal(shutdown(fd, SHUT_WR), 0);
-	while ((r = read(fd, got + have, sizeof(got) - 1 - have)) > 0)
-		have += (size_t)r;
-	assert_int_equal(r, 0);
-	assert_string_equal(got, "got 1000\n");
-	close(fd);
+	plain_download(NET_A, 300000);
+	/* The same over IPv6: its AAAA through the stub, the connection's IPv6 destination carried. */
+	assert_int_equal(plain_lookup_as("allowed.test", QTYPE_AAAA, ip), 0);
+	assert_string_equal(ip, NET_A6);
+	plain_download(NET_A6, 300000);
 	/* Over TCP, answered and refused alike. */
 	memset(ip, 0, sizeof(ip));
 	assert_int_equal(tcp_lookup("allowed.test", ip), 0);
@@ -789,12 +964,17 @@ static void test_guest_end(void **state)
 	assert_true(read(fd, buf, sizeof(buf)) < 0);
 	assert_int_equal(errno, ECONNRESET);
 	close(fd);
-	stats("guest", 1, 2);
+	fd = plain_connect(NET_B6, 80);
+	assert_true(read(fd, buf, sizeof(buf)) < 0);
+	assert_int_equal(errno, ECONNRESET);
+	close(fd);
+	stats("guest", 2, 2);
 
 	run.stop = 1;
 	pthread_join(th, NULL);
 	assert_int_equal(run.rc, 0);
 	close(run.listener);
+	close(run.listener6);
 	close(run.dns);
 	close(sv[0]);
 	saas__lv_ehost_remove(host, "guest");
@@ -806,6 +986,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_policy), cmocka_unit_test(test_cidrs),  cmocka_unit_test(test_guard),
+		cmocka_unit_test(test_ipv6),
 		cmocka_unit_test(test_bulk),   cmocka_unit_test(test_limits), cmocka_unit_test(test_accounts),
 		cmocka_unit_test(test_guest_end),
 	};
