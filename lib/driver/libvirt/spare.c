@@ -682,7 +682,8 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	             (long long)(at[1] - at[0]));
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead%s%s, %s, %u vCPU, "
 	             "%u MiB, %s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), s->l.fixups,
-	             loaded ? ", its memory loaded ahead" : "", s->warm_ms ? ", its code server warmed ahead" : "", spec->image, spec->vcpus, spec->memory_mb,
+	             loaded ? ", its memory loaded ahead" : "", s->warm_ms ? ", its code server warmed ahead" : "",
+	             spec->image, spec->vcpus, spec->memory_mb,
 	             s->l.internet ? "internet" : "isolated", d->listen, s->l.port);
 	/* The VM's now: its uid, rules and session go with it at destroy. */
 	virDomainFree(s->l.dom);
