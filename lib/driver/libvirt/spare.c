@@ -248,7 +248,7 @@ static int spare_make(struct drv *d, struct spare *s)
 	if (rc == SAAS_OK && (rc = saas__lv_spare_code_warm(&s->l, &t0, d->boot_timeout_ms)) > 0) {
 		s->warm_ms = saas__ms_since(&t0) - s->at[2];
 		s->at[2] += s->warm_ms;
-		s->hold_mib += SPARE_WARM_MIB;
+		s->hold_mib = (s->loaded ? s->hold_mib : SPARE_COST_MIB) + SPARE_WARM_MIB;
 		rc = SAAS_OK;
 	}
 	if (rc < 0)
@@ -287,10 +287,13 @@ static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
 	return best;
 }
 
-/* What the next spare is reckoned to hold: its QEMU, and the state the last one loaded ahead (if so). Under d->mu. */
+/*
+ * What the next spare is reckoned to hold: its QEMU, the state the last one
+ * loaded ahead (if so), and what a warm-up adds (if the last was warmed). Under d->mu.
+ */
 static uint64_t spare_cost_locked(struct drv *d)
 {
-	return SPARE_COST_MIB + d->spare.loaded_mib;
+	return SPARE_COST_MIB + d->spare.loaded_mib + d->spare.warm_mib;
 }
 
 /*
@@ -441,6 +444,7 @@ static void *spare_main(void *arg)
 				d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
 				/* The rate's need is counted in makes: a moving mean of the last few. */
 				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[2]) / 4);
+				d->spare.warm_mib = s->warm_ms ? SPARE_WARM_MIB : 0;
 				if (s->warm_ms)
 					snprintf(warmed, sizeof(warmed), ", its code server warmed in %lld ms", (long long)s->warm_ms);
 				if (s->loaded) {
