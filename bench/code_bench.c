@@ -11,7 +11,10 @@
  *     p50 under 1 s), against `1+1` in the same runs
  * One engine (the library's local provider on the libvirt driver, templates
  * on) in this process; every run's result is checked (the value "2", a PNG),
- * so that a failure is never timed as a success. Prints a Markdown table.
+ * so that a failure is never timed as a success. Each create of the first
+ * figure waits (untimed, at most 30 s) until a spare is ready. Prints a Markdown table, and
+ * how many of the first figure's creates took a spare (a clone started
+ * ahead) and how many of those had their code server warmed ahead.
  *
  * usage: code_bench STATE_DIR IMAGES_DIR [image]   (image: default unless named)
  * BENCH_RUNS (default 5): creates of each kind; BENCH_CODE_RUNS (default 20): runs of each warm figure.
@@ -41,7 +44,7 @@
 	"plt.show()\n"
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static int templates_ready, templates_failed, clones_made;
+static int templates_ready, templates_failed, clones_made, clones_ahead, clones_warmed, spares_made, spares_gone;
 
 /* Counts the driver's template and clone lines; warnings go to stderr. */
 static void on_log(void *ud, int level, const char *msg)
@@ -52,8 +55,16 @@ static void on_log(void *ud, int level, const char *msg)
 		templates_ready++;
 	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
 		templates_failed++;
-	if (strstr(msg, " up in ") && strstr(msg, "(clone,"))
+	if (strncmp(msg, "VM ", 3) == 0 && strstr(msg, " started ahead for template "))
+		spares_made++;
+	/* Destroyed: outdated, one too many, stood too long. */
+	if (strncmp(msg, "VM ", 3) == 0 && (strstr(msg, ", started ahead, is ") || strstr(msg, ", started ahead, has stood ")))
+		spares_gone++;
+	if (strstr(msg, " up in ") && strstr(msg, "(clone,")) {
 		clones_made++;
+		clones_ahead += strstr(msg, ", started ahead") != NULL;
+		clones_warmed += strstr(msg, ", its code server warmed ahead") != NULL;
+	}
 	pthread_mutex_unlock(&log_mu);
 	if (level <= SAAS_LOG_WARN || getenv("BENCH_VERBOSE"))
 		fprintf(stderr, "code_bench: [engine] %s\n", msg);
@@ -115,6 +126,37 @@ static void run_code(saas_client *c, const char *id, const char *code, const cha
 	saas_code_execution_free(x);
 }
 
+/* Adds to *ahead and *warmed the clones started ahead and warmed logged since *a0, *w0, which it moves on. */
+static void took(int *ahead, int *warmed, int *a0, int *w0)
+{
+	pthread_mutex_lock(&log_mu);
+	if (ahead)
+		*ahead += clones_ahead - *a0;
+	if (warmed)
+		*warmed += clones_warmed - *w0;
+	*a0 = clones_ahead;
+	*w0 = clones_warmed;
+	pthread_mutex_unlock(&log_mu);
+}
+
+/*
+ * Until a spare is ready (made, not taken nor destroyed), at most 30 s: each
+ * create of the first figure, either kind, then takes one, as creates that
+ * do not come back to back do, instead of whichever the makers had done.
+ */
+static void spare_wait(void)
+{
+	for (int i = 0; i < 300; i++) {
+		int ready;
+		pthread_mutex_lock(&log_mu);
+		ready = spares_made - spares_gone - clones_ahead;
+		pthread_mutex_unlock(&log_mu);
+		if (ready > 0)
+			return;
+		usleep(100 * 1000);
+	}
+}
+
 /* The template of image: the first create starts its build; wait until it is ready. */
 static void template_warm(saas_client *c, const char *image)
 {
@@ -151,6 +193,7 @@ int main(int argc, char **argv)
 	int runs = env_int("BENCH_RUNS", 5), code_runs = env_int("BENCH_CODE_RUNS", 20), clones0, rc;
 	double *first_exec, *first_code, *next_code, *next_exec, *chart, *plain, t0;
 	double split[6][64]; /* 1+1 after true: first, second; python3 -c pass: first, second; 1+1 after them; true */
+	int ahead[2] = { 0, 0 }, warmed[2] = { 0, 0 }; /* of the creates -> first `true`, -> first `1+1` */
 	bool want_split = getenv("BENCH_CODE_SPLIT") && runs <= 64;
 
 	if (argc != 3 && argc != 4) {
@@ -187,16 +230,22 @@ int main(int argc, char **argv)
 
 	/* create -> first `true` and create -> first `1+1`, alternating, so that a load that changes weighs on both. */
 	for (int i = 0; i < runs; i++) {
+		int a0, w0;
+		took(NULL, NULL, &a0, &w0);
+		spare_wait();
 		t0 = now_ms();
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
 		first_exec[i] = now_ms() - t0;
 		destroy(client, sb);
+		took(&ahead[0], &warmed[0], &a0, &w0);
+		spare_wait();
 		t0 = now_ms();
 		sb = bench_create(client, image);
 		run_code(client, sb->id, "1+1", "2");
 		first_code[i] = now_ms() - t0;
 		destroy(client, sb);
+		took(&ahead[1], &warmed[1], &a0, &w0);
 	}
 
 	/* Where the first `1+1` goes: one kind of clone after the other, in turn. */
@@ -277,6 +326,8 @@ int main(int argc, char **argv)
 		       "the same runs: p50 %.0f ms | p50 under 1 s: %s |\n",
 		       code_runs, c50, pct(chart, code_runs, 0.95), pct(plain, code_runs, 0.5), c50 < 1000 ? "met" : "not met");
 	}
+	printf("\nOf the %d creates -> first `true`, %d took a clone started ahead (%d with its code server warmed "
+	       "ahead); of the %d -> first `1+1`, %d (%d warmed).\n", runs, ahead[0], warmed[0], runs, ahead[1], warmed[1]);
 	if (want_split) {
 		printf("\nWhere a clone's first `1+1` goes (%d clones of each kind, p50 / p95 ms; each clone's first `true` "
 		       "came first: p50 %.0f ms from create):\n\n| in a clone, after its first `true` | first | second |\n"

@@ -41,7 +41,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-class CodeServer(unittest.TestCase):
+class ServerCase(unittest.TestCase):
+    """A code server of the class's own, warm (its tests share it)."""
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="aas-code-test-")
@@ -121,6 +122,32 @@ class CodeServer(unittest.TestCase):
         self.assertEqual(set(ctx), {"id", "language", "cwd"})
         return ctx
 
+
+
+class FreshContextWarm(ServerCase):
+    """POST /warm, as the engine sends it to a spare: a fresh default context runs 1+1 and shows nothing of it."""
+
+    def warm(self):
+        status, body = self.request("POST", "/warm")
+        self.assertEqual(status, 200, body)
+        msgs = [json.loads(line) for line in body.splitlines()]
+        self.assertEqual(msgs[-1], {"type": "end_of_execution"})
+        self.assertEqual(self.main_text(msgs), "2")
+
+    def test_warm_leaves_nothing(self):
+        self.warm()
+        self.warm()
+        msgs = self.execute("(_, __, ___, dict(Out), sorted(k for k in dir() if k.startswith('_') and "
+                            "k[1:].isdigit() or 'aas' in k), get_ipython().execution_count)")
+        self.assertEqual(msgs[0], {"type": "number_of_executions", "execution_count": 1})
+        self.assertEqual(self.main_text(msgs), "('', '', '', {}, [], 1)")
+        # The context has run a client's code: a warm-up would now show, so there is none.
+        status, body = self.request("POST", "/warm")
+        self.assertEqual(status, 409, body)
+        self.assertEqual(self.main_text(self.execute("_")), "('', '', '', {}, [], 1)")
+
+
+class CodeServer(ServerCase):
     # ---- Python ----
 
     def test_state_and_main_result(self):

@@ -147,6 +147,8 @@ struct stat;
 #define SPARE_COST_MIB 64                  /* what one spare is reckoned to hold: a paused QEMU, ~42 MiB measured */
 #define SPARE_MEMORY_MB_MAX 65536          /* spare_memory_mb=MIB: at most this; auto: spare_policy.c */
 #define SPARE_MAKE_MS_FIRST 1500           /* a spare's make time until one was measured */
+#define SPARE_WARM_TIMEOUT_MS 60000        /* a spare's code server warm-up (template_code.c), at most */
+#define SPARE_WARM_MIB 64                  /* a warmed spare holds more: its TCG code, the pages it wrote (~63 MiB) */
 #define SPARE_HOLD_MS 2000                 /* after a lone create, no spare made this soon (spare_policy.c) */
 #define SPARE_CHECK_MS 1000                /* the spare thread looks again at least this often */
 /*

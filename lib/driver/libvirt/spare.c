@@ -10,7 +10,11 @@
  * egress rules taken, nothing of a guest running in it. A clone that loads
  * its memory instead (every clone on a VM host: a mapping needs the memory on
  * the machine that runs QEMU) gets its state poured in ahead too, the
- * longest part of it there (saas__lv_clone_restore; still paused). A create
+ * longest part of it there (saas__lv_clone_restore; still paused). One of an
+ * image with a code server also runs that server's run path once, its state
+ * in, then is paused again (saas__lv_spare_code_warm): under TCG a clone's
+ * QEMU translates each guest code path the first time it runs, which a
+ * template cannot carry, and a first `1+1` paid for it. A create
  * without a network of its own takes one (lv_take: the spare's name becomes
  * the sandbox id) and finishes it (saas__lv_spare_create: the state in unless
  * it is, the guest let run, the fix-ups, the session).
@@ -75,8 +79,10 @@ struct spare {
 	bool cancelled;                  /* SPARE_MAKING: destroyed meanwhile; its maker undoes it */
 	bool egress;                     /* its egress rules are set */
 	bool ehost;                      /* a VM host's: its policy is set in this server's egress end */
+	bool loaded;                     /* its template's state loaded ahead (a clone that loads its memory) */
+	int64_t warm_ms;                 /* its code server warmed ahead in that many ms (template_code.c); 0: not */
 	int64_t until_ms;                /* a shared host's: its mark's end (SPARE_LEASE_MS), 0: unmarked */
-	int64_t at[3];                   /* ms to its disk, to its domain, to its state in (for the log) */
+	int64_t at[3];                   /* ms to its disk, to its domain, to its state in and warm-up (for the log) */
 	uint64_t hold_mib;               /* what it is reckoned to hold: SPARE_COST_MIB, and its state when loaded ahead */
 	saas_vm_spec spec;               /* its shape; network NULL: the driver's default */
 	struct launch l;                 /* its half-made clone: l.dom paused, l.uid, l.port, l.dir, l.tdir */
@@ -229,9 +235,22 @@ static int spare_make(struct drv *d, struct spare *s)
 	 * the network twice, saas__lv_vmhost_tpl_restore). It then holds that
 	 * memory until taken, which its reckoning counts.
 	 */
-	if (rc == SAAS_OK && s->l.mem != LV_MEM_PRIVATE && (rc = saas__lv_clone_restore(&s->l, &t0, d->boot_timeout_ms)) == SAAS_OK)
+	if (rc == SAAS_OK && s->l.mem != LV_MEM_PRIVATE && (rc = saas__lv_clone_restore(&s->l, &t0, d->boot_timeout_ms)) == SAAS_OK) {
 		s->hold_mib = SPARE_COST_MIB + (((uint64_t)s->l.state_bytes + (1u << 20) - 1) >> 20);
+		s->loaded = true;
+	}
 	s->at[2] = saas__ms_since(&t0);
+	/*
+	 * An image with a code server: its run path once in this QEMU, which
+	 * under TCG translates each guest code path the first time it runs
+	 * (a clone's first `1+1` pays for it otherwise), then paused again.
+	 */
+	if (rc == SAAS_OK && (rc = saas__lv_spare_code_warm(&s->l, &t0, d->boot_timeout_ms)) > 0) {
+		s->warm_ms = saas__ms_since(&t0) - s->at[2];
+		s->at[2] += s->warm_ms;
+		s->hold_mib = (s->loaded ? s->hold_mib : SPARE_COST_MIB) + SPARE_WARM_MIB;
+		rc = SAAS_OK;
+	}
 	if (rc < 0)
 		saas__lv_clone_undo(&s->l, rc);
 	return rc;
@@ -268,10 +287,13 @@ static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
 	return best;
 }
 
-/* What the next spare is reckoned to hold: its QEMU, and the state the last one loaded ahead (if so). Under d->mu. */
+/*
+ * What the next spare is reckoned to hold: its QEMU, the state the last one
+ * loaded ahead (if so), and what a warm-up adds (if the last was warmed). Under d->mu.
+ */
 static uint64_t spare_cost_locked(struct drv *d)
 {
-	return SPARE_COST_MIB + d->spare.loaded_mib;
+	return SPARE_COST_MIB + d->spare.loaded_mib + d->spare.warm_mib;
 }
 
 /*
@@ -411,7 +433,7 @@ static void *spare_main(void *arg)
 		}
 		if (s) {
 			/* The host short of memory for it is no failure: the next turn looks again. */
-			char loaded[96] = "";
+			char loaded[96] = "", warmed[64] = "";
 			int rc = saas__lv_memory_check(d, &s->spec);
 			if (rc == SAAS_OK)
 				rc = spare_make(d, s);
@@ -422,15 +444,18 @@ static void *spare_main(void *arg)
 				d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
 				/* The rate's need is counted in makes: a moving mean of the last few. */
 				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[2]) / 4);
-				if (s->l.restored) {
-					d->spare.loaded_mib = s->hold_mib - SPARE_COST_MIB;
+				d->spare.warm_mib = s->warm_ms ? SPARE_WARM_MIB : 0;
+				if (s->warm_ms)
+					snprintf(warmed, sizeof(warmed), ", its code server warmed in %lld ms", (long long)s->warm_ms);
+				if (s->loaded) {
+					d->spare.loaded_mib = s->hold_mib - SPARE_COST_MIB - (s->warm_ms ? SPARE_WARM_MIB : 0);
 					snprintf(loaded, sizeof(loaded), ", state %lld ms: %llu MiB loaded ahead",
-					         (long long)(s->at[2] - s->at[1]), (unsigned long long)d->spare.loaded_mib);
+					         (long long)(s->at[2] - s->at[1] - s->warm_ms), (unsigned long long)d->spare.loaded_mib);
 				}
 				saas__lv_log(d, SAAS_LOG_INFO, "VM %s started ahead for template %s (%s, %u vCPU, %u MiB) in %lld ms "
-				             "(disk %lld ms, domain %lld ms%s)", s->name, s->key, s->image, s->spec.vcpus,
+				             "(disk %lld ms, domain %lld ms%s%s)", s->name, s->key, s->image, s->spec.vcpus,
 				             s->spec.memory_mb, (long long)s->at[2], (long long)s->at[0],
-				             (long long)(s->at[1] - s->at[0]), loaded);
+				             (long long)(s->at[1] - s->at[0]), loaded, warmed);
 				s = NULL;
 			} else {
 				if (rc < 0 && rc != SAAS_EBUSY && !closing(d)) {
@@ -603,7 +628,7 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	struct spare *s;
 	struct timespec t0;
 	int64_t at[2];
-	bool ahead;
+	bool ahead, loaded;
 	int rc;
 
 	pthread_mutex_lock(&d->mu);
@@ -639,6 +664,7 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 			s->ehost = true;
 	}
 	ahead = s->l.restored;
+	loaded = s->loaded;
 	if (rc == SAAS_OK)
 		rc = saas__lv_clone_finish(&s->l, &t0, d->boot_timeout_ms, at);
 	/* A VM host's guest: its egress channel to this server's end, once it runs. */
@@ -658,9 +684,10 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	             "%s %lld ms", spec->name, s->l.fixups, ahead ? "resume (its state in ahead)" : "restore",
 	             (long long)at[0], s->l.session_later ? "fix-ups (the session on first need)" : "SSH and fix-ups",
 	             (long long)(at[1] - at[0]));
-	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead%s, %s, %u vCPU, "
+	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead%s%s, %s, %u vCPU, "
 	             "%u MiB, %s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), s->l.fixups,
-	             ahead ? ", its memory loaded ahead" : "", spec->image, spec->vcpus, spec->memory_mb,
+	             loaded ? ", its memory loaded ahead" : "", s->warm_ms ? ", its code server warmed ahead" : "",
+	             spec->image, spec->vcpus, spec->memory_mb,
 	             s->l.internet ? "internet" : "isolated", d->listen, s->l.port);
 	/* The VM's now: its uid, rules and session go with it at destroy. */
 	virDomainFree(s->l.dom);

@@ -28,6 +28,7 @@ struct saas__lv_spares {
 	unsigned int backoff_ms;         /* the next failure's wait */
 	unsigned int make_ms;            /* how long a spare took to make, lately */
 	uint64_t loaded_mib;             /* the state the last spare loaded ahead held (spare.c), 0: none loaded */
+	uint64_t warm_mib;               /* SPARE_WARM_MIB when the last spare made was warmed, 0: not */
 	unsigned int target;             /* the plan's last target (logged when it changes) */
 	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first */
 	size_t nasks;

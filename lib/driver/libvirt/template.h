@@ -31,6 +31,16 @@ void saas__lv_template_break(struct drv *d, const char *key);
  */
 int saas__lv_template_code_wait(struct drv *d, saas__ssh *ssh, const struct image *im, const char *key);
 /*
+ * A spare of an image with a code server (template_code.c), its domain made
+ * and paused: its state in (unless it is), the guest let run, `POST /warm`
+ * sent to the code server over the control port, as a client's first run
+ * comes, and the domain paused again, l->restored set. 1: warmed; 0: not
+ * (no code server, no control port or connections, or a server that ran
+ * nothing: the spare is as without); an error, when the warm-up was cut off
+ * or the VM failed (the caller gives the spare up).
+ */
+int saas__lv_spare_code_warm(struct launch *l, const struct timespec *t0, int64_t budget_ms);
+/*
  * `true` over the template VM's control port (l->control), so that its
  * clones' first commands find the helper's way to the shell warm; the
  * connection closed before the state is taken. A failure costs only that.
