@@ -687,8 +687,10 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 			count++;
 		}
 	}
-	if (++e->sweeps % EXEC_CHECK_EVERY == 0 || fresh)
+	if (++e->sweeps % EXEC_CHECK_EVERY == 0 || fresh) {
 		executions_orphaned(e, &live, now);
+		saas__egress_adopt(e, live.items, live.count);
+	}
 	/* A reaper that just took over looks for what the last one's engine may have left at once. */
 	if (e->sweeps % ORPHAN_SWEEP_EVERY == 0 || fresh) {
 		size_t k = 0;

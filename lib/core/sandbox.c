@@ -249,6 +249,7 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
 	rc = e->store->sandbox_close(e->store_ctx, sb->id, reason, destroyed_at_ms, cost, if_expires_at_ms, &closed);
 	if (rc < 0)
 		return rc;
+	saas__egress_let_go(e, sb->id);
 	if (closed) {
 		char usd[32];
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s destroyed (%s), charged %s USD", sb->id,
@@ -380,6 +381,7 @@ static int create_from_pool(saas_client *c, const saas_create_options *o, const 
 			return saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
 		}
 		saas__pool_release(e, name, SAAS_POOL_CLAIMED);
+		saas__egress_hold(e, &row, row.network_mode);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s claimed from the pool (%s, image %s) for %s%s%s", row.id, row.size,
 		          row.image, row.account_id, row.host_id[0] ? " on VM host " : "", row.host_id);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms (from the pool)", row.id,
@@ -639,6 +641,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		                   rc == SAAS_ESTATE ? "the sandbox was destroyed while it was being created" : msg);
 	}
 	row.status = SAAS_SANDBOX_READY;
+	saas__egress_hold(e, &row, row.network_mode);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms", row.id, (long long)(now - row.created_at_ms));
 	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;

@@ -199,6 +199,7 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 		goto out;
 	}
 	row.network_mode = net->mode;
+	saas__egress_hold(e, &row, net->mode);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s network set to %s (%zu allow, %zu deny rules)", id,
 	          saas_network_mode_name(net->mode), net->nallow, net->ndeny);
 	pthread_mutex_unlock(&e->network_mu);
@@ -212,6 +213,80 @@ out:
 	free(allow);
 	free(deny);
 	return rc;
+}
+
+/* ---- who serves a VM host's guest's egress ---------------------------------------------------- */
+
+/*
+ * On a VM host a guest's connections leave through the one server that holds
+ * its egress channel (the libvirt driver's egress_host.c): the server that
+ * made it, or gave it its network last. When that server dies, its
+ * connection to the host goes, the channel is free, and nobody serves the
+ * guest until some server opens it again. So the server serving it holds
+ * lease "egress:<id>", renewed with its own; once it runs out, the reaper's
+ * engine takes the lease and the channel over, with the policy in the store.
+ * Isolated guests need no server (nothing leaves), and a store of one engine
+ * has nobody to take over from: neither holds a lease.
+ */
+static bool egress_shared(const saas_engine *e, const saas_store_sandbox *sb, int mode)
+{
+	return e->claims.shared && sb->host_id[0] && (mode == SAAS_NETWORK_INTERNET || mode == SAAS_NETWORK_POLICY);
+}
+
+void saas__egress_hold(saas_engine *e, const saas_store_sandbox *sb, int mode)
+{
+	char name[SAAS_STORE_LEASE_NAME_MAX + 1];
+
+	if (!e->claims.shared || saas__claim_name(name, "egress", sb->id) < 0)
+		return;
+	if (!egress_shared(e, sb, mode)) {
+		saas__egress_let_go(e, sb->id);
+		return;
+	}
+	/* Not taken (the store failing): another engine may take the VM's egress over after a ttl, and be refused. */
+	if (!saas__claim_mine(e, name) && saas__claim(e, name) < 0)
+		saas__log(e, SAAS_LOG_WARN, "sandbox %s: lease %s not taken: %s", sb->id, name, saas_error_last()->message);
+}
+
+void saas__egress_let_go(saas_engine *e, const char *id)
+{
+	char name[SAAS_STORE_LEASE_NAME_MAX + 1];
+
+	if (e->claims.shared && saas__claim_name(name, "egress", id) == SAAS_OK && saas__claim_mine(e, name))
+		saas__claim_drop(e, name);
+}
+
+void saas__egress_adopt(saas_engine *e, const saas_store_sandbox *live, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const saas_store_sandbox *sb = &live[i];
+		char name[SAAS_STORE_LEASE_NAME_MAX + 1], **allow = NULL, **deny = NULL;
+		int rc;
+
+		if (sb->status != SAAS_SANDBOX_READY || !egress_shared(e, sb, sb->network_mode) ||
+		    saas__claim_name(name, "egress", sb->id) < 0 || saas__claim_mine(e, name) ||
+		    saas__claim_once(e, name) != 1)
+			continue;
+		/* Its lease is this engine's now: its last server is gone, and with it that server's channel. */
+		if ((rc = saas__sandbox_rules_get(e, sb, &allow, &deny)) == SAAS_OK)
+			rc = driver_set(e, sb, sb->network_mode, allow, deny);
+		saas__rules_free(allow);
+		saas__rules_free(deny);
+		if (rc == SAAS_OK && saas__claim(e, name) == 1) {
+			saas__log(e, SAAS_LOG_INFO, "sandbox %s: its egress (%s) is served by this server now: the server "
+			          "that served it is gone", sb->id, saas_network_mode_name(sb->network_mode));
+			continue;
+		}
+		/*
+		 * Refused (SAAS_EBUSY: a server that holds no lease for it holds its
+		 * channel, such as one of an older version), or the host not
+		 * answering: let go, and asked again at the next look.
+		 */
+		saas__log(e, rc == SAAS_EBUSY ? SAAS_LOG_DEBUG : SAAS_LOG_WARN, "sandbox %s: its egress not taken over: %s",
+		          sb->id, rc < 0 ? saas_error_last()->message : "its lease was lost");
+		saas__error_clear();
+		saas__claim_drop(e, name);
+	}
 }
 
 void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
@@ -242,8 +317,10 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 		rc = driver_set(e, sb, sb->network_mode, allow, deny);
 	saas__rules_free(allow);
 	saas__rules_free(deny);
-	if (rc == SAAS_OK)
+	if (rc == SAAS_OK) {
+		saas__egress_hold(e, sb, sb->network_mode);
 		return;
+	}
 	/*
 	 * Another server of the cluster serves the VM's egress (a VM host's
 	 * guest, whose egress channel that server holds): with the policy it was

@@ -263,6 +263,7 @@ int saas__sandbox_pause_row(saas_engine *e, saas_store_sandbox *rowp, saas_sandb
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s: paused, but its paused lifetime could not be recorded (%s)",
 			          row.id, saas_error_last()->message);
 	}
+	saas__egress_let_go(e, row.id);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s paused in %lld ms (%lld bytes saved as %s)", row.id,
 	          (long long)(now - started), (long long)bytes, snap);
 	*rowp = row;
@@ -361,6 +362,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s: resumed, but its new lifetime could not be recorded (%s)",
 			          row.id, saas_error_last()->message);
 	}
+	saas__egress_hold(e, &row, row.network_mode);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s resumed in %lld ms", row.id, (long long)(now - started));
 	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
@@ -536,6 +538,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 		                         : saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
 	}
 	row->status = SAAS_SANDBOX_READY;
+	saas__egress_hold(e, row, row->network_mode);
 	return SAAS_OK;
 }
 

@@ -11,7 +11,10 @@
 #     while the other host's keep working; with no host left to take one, a
 #     create is 503;
 #   - kill -9 of the server making a sandbox: the other undoes it (no charge,
-#     no VM left on the host);
+#     no VM left on the host); a sandbox made with the internet through the
+#     dead server (which served its egress) reaches a test internet (a
+#     namespace of the test's on TEST-NET-3) again once the other takes its
+#     egress over;
 #   - the lost host answers again: every VM still on it is destroyed and it
 #     takes sandboxes again;
 #   - a warm pool of 1 on the hosts: its VM is made on a host, a create is
@@ -48,6 +51,29 @@ export AAS_HOSTS_NET=10.232
 mkdir -p "$STATE"
 CLUSTER="e2e-$$"
 ssh-keygen -q -t ed25519 -N '' -f "${WORK}/cluster_key" -C "$CLUSTER" || { echo "ssh-keygen failed"; exit 1; }
+
+# The test internet: a namespace joined to this machine by a veth pair, TEST-NET-3 (routed by nothing
+# else; the guard leaves documentation ranges reachable), an HTTP server there with one file.
+WORLD="aasw-$$"
+WORLD_IP=203.0.113.2
+world_up() {
+	ip netns add "$WORLD" && ip link add "aw$$" type veth peer name "aw$$w" netns "$WORLD" &&
+		ip addr add 203.0.113.1/24 dev "aw$$" && ip link set "aw$$" up &&
+		ip -n "$WORLD" link set lo up && ip -n "$WORLD" addr add "${WORLD_IP}/24" dev "aw$$w" &&
+		ip -n "$WORLD" link set "aw$$w" up || return 1
+	mkdir -p "${WORK}/world" && echo "hello from the test internet" >"${WORK}/world/hello"
+	ip netns exec "$WORLD" python3 -m http.server 8080 --bind "$WORLD_IP" --directory "${WORK}/world" \
+		>"${WORK}/world.log" 2>&1 &
+	PIDS+=("$!")
+}
+# fetch ID: the guest of sandbox ID downloads the file from the test internet (its stdout, empty if not).
+fetch() {
+	auth POST "/v1/sandboxes/$1/exec" -d "{\"command\":\"wget -T 5 -O- http://${WORLD_IP}:8080/hello\",\"timeout\":30}"
+	[ "$STATUS" = 200 ] && jqr '.stdout | rtrimstr("\n")'
+}
+reaches() { [ "$(fetch "$1")" = "hello from the test internet" ]; }
+# check_reaches WHAT ID: the check, saying the guest's last answer when it fails.
+check_reaches() { if until_true 60 reaches "$2"; then pass; else fail "$1"; echo "the last fetch: ${BODY}"; fi; }
 
 declare -A SPID SBASE
 sql() { psql -qAtX "$URL" -c "$1"; }
@@ -94,6 +120,7 @@ after_stop() {
 	fi
 	"$VMHOSTS" stopall "$TOP"
 	psql -qX "$ADMIN_URL" -c "DROP DATABASE IF EXISTS ${DB} WITH (FORCE)" >/dev/null 2>&1
+	ip netns del "$WORLD" 2>/dev/null
 }
 
 until_true() { # until_true SECONDS COMMAND...: false past the deadline
@@ -217,6 +244,11 @@ auth POST /v1/sandboxes -d '{"size":"small"}'; expect_status 503 "no host takes 
 # ---- kill -9 of the server making a sandbox: the other undoes it ----
 check "activate ${H_B}" admin host activate --id "$H_B"
 on 1
+# Before: E made with the internet through 1, which serves its egress (its channel, its lease).
+check "the test internet is up" world_up
+auth POST /v1/sandboxes -d '{"size":"small","timeout":1800,"network":"internet"}'; expect_status 201 "E made with the internet through 1"
+E=$(jqr .id)
+check_reaches "E reaches the test internet through 1" "$E"
 curl -s -o /dev/null -X POST -H "Authorization: Bearer ${KEY}" "${BASE}/v1/sandboxes" -d '{"size":"small"}' &
 CURL=$!
 creating() { [ -n "$(sql "SELECT id FROM sandboxes WHERE status = 1")" ]; }
@@ -228,6 +260,12 @@ undone() { [ "$(status_of "$D")" = 3 ] && ! runs_on "${H_B#h}" "$D"; }
 check "server 2 undoes the create of the dead server (row closed, no VM)" until_true 240 undone
 check "the undone create is closed failed, nothing charged" test "$(sql "SELECT end_reason || '/' || cost FROM sandboxes WHERE id = '$D'")" = "4/0"
 check "and has no charge in the ledger" test "$(sql "SELECT count(*) FROM ledger WHERE sandbox_id = '$D'")" = 0
+# E's egress died with server 1 (its channel was 1's): server 2 takes it over once 1's lease runs out.
+on 2
+check "server 2 serves E's egress once 1 is gone (server log)" until_true 120 \
+	grep -q "sandbox ${E}: its egress (internet) is served by this server now" "${WORK}/server2.log"
+check_reaches "E reaches the test internet again, through 2" "$E"
+auth DELETE "/v1/sandboxes/${E}"; expect_status 200 "destroy E through 2"
 
 # ---- the lost host answers again: what still runs on it goes, and it takes sandboxes again ----
 check "host ${H_A} revived" "$VMHOSTS" revive "$TOP" "$N_A"
