@@ -43,6 +43,7 @@ struct sim_host {
 	unsigned int snap_deletes;     /* snapshot deletes asked of it */
 	char ahead[SAAS_ID_MAX + 1];   /* a VM started ahead on it (vm_take), "" none */
 	int ahead_taken;               /* taken by a create, not yet made */
+	uint64_t spare_mb;             /* what host_info says VMs started ahead there hold */
 };
 
 static struct sim_host sims[SIM_HOSTS];
@@ -419,6 +420,7 @@ static int sim_host_info(void *ctx, saas_driver_host *out)
 	out->cpus = h->cpus;
 	out->memory_mb = h->memory_mb;
 	out->vms = sim_vms(h);
+	out->spare_mb = h->spare_mb;
 	return SAAS_OK;
 }
 
@@ -1649,6 +1651,39 @@ static void test_pool_limit(void **state)
 }
 
 /*
+ * What the VMs started ahead on a host hold (every engine's, as the driver
+ * says at the heartbeat) is theirs: placement leaves it to them, and has it
+ * back at the heartbeat after they go.
+ */
+static void test_spares_memory_counted(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb, *none = NULL;
+
+	/* Room for two smalls, less 1 MiB the spares there hold: one fits, not two. */
+	host_add("a", 4, 8192, a);
+	sim_find("a")->spare_mb = 1;
+	sweep(f);
+	sb = create(f);
+	host_of(f, sb->id, where);
+	assert_string_equal(where, a);
+	co.timeout_s = 60;
+	assert_int_equal(saas_sandbox_create(&none, f->a, &co, 0), SAAS_EBUSY);
+	assert_null(none);
+	/* They went: the next heartbeat gives the room back. */
+	sim_find("a")->spare_mb = 0;
+	saas_test_advance(5000);
+	sweep(f);
+	none = create(f);
+	host_of(f, none->id, where);
+	assert_string_equal(where, a);
+	saas_sandbox_free(none);
+	saas_sandbox_free(sb);
+}
+
+/*
  * Another engine's pooled VMs have no row and are not this engine's: the
  * heartbeat estimates them from what the host runs, and placement leaves
  * them their room.
@@ -1780,6 +1815,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_two_engines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_other_engine_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spares_memory_counted, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -561,6 +561,20 @@ bool saas__lv_spare_listed(struct drv *d, const char *name)
 	return found;
 }
 
+uint64_t saas__lv_spare_held_mib(struct drv *d, const char *name)
+{
+	uint64_t mib;
+	struct spare *s;
+
+	pthread_mutex_lock(&d->mu);
+	for (s = d->spare.list; s; s = s->next)
+		if (strcmp(s->name, name) == 0)
+			break;
+	mib = s ? s->hold_mib : spare_cost_locked(d);
+	pthread_mutex_unlock(&d->mu);
+	return mib;
+}
+
 bool saas__lv_spare_domain(struct drv *d, virDomainPtr dom, const char *name)
 {
 	char *xml;
