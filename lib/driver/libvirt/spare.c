@@ -78,6 +78,7 @@ struct spare {
 	int64_t until_ms;                /* a shared host's: its mark's end (SPARE_LEASE_MS), 0: unmarked */
 	int64_t at[3];                   /* ms to its disk, to its domain, to its state in (for the log) */
 	uint64_t hold_mib;               /* what it is reckoned to hold: SPARE_COST_MIB, and its state when loaded ahead */
+	int64_t begun_ms;                /* when its make began (saas__now_ms) */
 	saas_vm_spec spec;               /* its shape; network NULL: the driver's default */
 	struct launch l;                 /* its half-made clone: l.dom paused, l.uid, l.port, l.dir, l.tdir */
 	char *tdir, *host_key;
@@ -398,6 +399,7 @@ static void *spare_main(void *arg)
 			s->spec.memory_mb = t->memory_mb;
 			s->spec.disk_gb = t->disk_gb;
 			s->state = SPARE_MAKING;
+			s->begun_ms = now;
 			s->hold_mib = spare_cost_locked(d);
 			s->next = d->spare.list;
 			d->spare.list = s;
@@ -523,10 +525,17 @@ void saas__lv_spares_stop(struct drv *d)
 	}
 }
 
+/* Is s of the shape spec asks for (image, vCPUs, memory, disk)? */
+static bool spare_fits(const struct spare *s, const saas_vm_spec *spec)
+{
+	return strcmp(s->image, spec->image) == 0 && s->spec.vcpus == spec->vcpus &&
+	       s->spec.memory_mb == spec->memory_mb && s->spec.disk_gb == spec->disk_gb;
+}
+
 int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 {
 	struct drv *d = ctx;
-	struct spare *s;
+	struct spare *s, *making = NULL;
 
 	if (spec->network || size <= strlen("sbx-") + 20)
 		return 0;
@@ -536,10 +545,21 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 		memmove(d->spare.asks, d->spare.asks + 1, sizeof(d->spare.asks[0]) * --d->spare.nasks);
 	d->spare.asks[d->spare.nasks++] = saas__now_ms();
 	pthread_cond_broadcast(&d->spare.cond); /* a replacement, or more for a burst, now if the plan says so */
-	for (s = d->spare.list; s; s = s->next)
-		if (s->state == SPARE_READY && strcmp(s->image, spec->image) == 0 && s->spec.vcpus == spec->vcpus &&
-		    s->spec.memory_mb == spec->memory_mb && s->spec.disk_gb == spec->disk_gb && spare_current_locked(d, s))
+	for (s = d->spare.list; s; s = s->next) {
+		if (s->state == SPARE_READY && spare_fits(s, spec) && spare_current_locked(d, s))
 			break;
+		if (s->state == SPARE_MAKING && !s->cancelled && spare_fits(s, spec) &&
+		    (!making || s->begun_ms < making->begun_ms))
+			making = s;
+	}
+	/*
+	 * Said so that whether such a create had better wait for it (it is
+	 * further on than the create's own make would be) can be measured:
+	 * the spare's own line says when it was ready.
+	 */
+	if (!s && making)
+		saas__lv_log(d, SAAS_LOG_INFO, "a create of %s finds no VM started ahead ready: %s is being made, %lld ms in",
+		             spec->image, making->name, (long long)(saas__now_ms() - making->begun_ms));
 	if (s) {
 		s->state = SPARE_TAKEN;
 		saas__strlcpy(name, s->name, size);
