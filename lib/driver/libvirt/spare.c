@@ -35,9 +35,9 @@
  * uid, and after a failure not again for a while that doubles up to
  * SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory (its guest's RAM
  * is the template's, mapped, and untouched until it runs), a uid and a port;
- * no CPU. One loaded ahead holds its template's state as well: the budget
- * and the host's room reckon each at SPARE_COST_MIB and the state the last
- * one loaded.
+ * no CPU. One loaded ahead holds its template's state as well (or its whole
+ * RAM: spare_resident_mib): the budget and the host's room reckon each at
+ * what the last one loaded held.
  *
  * A spare has no row: vm_list leaves spares out (the core's orphan sweep would
  * destroy them) until a create has taken one and makes it. A spare taken
@@ -165,6 +165,27 @@ static bool spare_current_locked(struct drv *d, const struct spare *s)
 }
 
 /*
+ * What a spare's QEMU holds now (its resident memory as the host reads it,
+ * MiB), 0 if it cannot say. A spare loaded ahead holds its state and what
+ * QEMU's load touched: on a kernel that maps no shared zero page for a read
+ * of fresh memory, that is the guest's whole RAM (QEMU 7.2 reads each zero
+ * page it is sent to see whether to write it), not the few hundred MiB the
+ * state holds.
+ */
+static uint64_t spare_resident_mib(virDomainPtr dom)
+{
+	virDomainMemoryStatStruct st[VIR_DOMAIN_MEMORY_STAT_NR];
+	uint64_t kib = 0;
+	int n = virDomainMemoryStats(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+
+	for (int i = 0; i < n; i++)
+		if (st[i].tag == VIR_DOMAIN_MEMORY_STAT_RSS)
+			kib = st[i].val;
+	saas__error_clear();
+	return kib >> 10;
+}
+
+/*
  * Make one spare of template t's shape. Called without d->mu; s is already
  * listed as SPARE_MAKING, so a destroy of its name meanwhile marks it
  * cancelled instead of touching it. Returns SAAS_OK with s ready, or an error
@@ -230,8 +251,12 @@ static int spare_make(struct drv *d, struct spare *s)
 	 * the network twice, saas__lv_vmhost_tpl_restore). It then holds that
 	 * memory until taken, which its reckoning counts.
 	 */
-	if (rc == SAAS_OK && s->l.mem != LV_MEM_PRIVATE && (rc = saas__lv_clone_restore(&s->l, &t0, d->boot_timeout_ms)) == SAAS_OK)
+	if (rc == SAAS_OK && s->l.mem != LV_MEM_PRIVATE && (rc = saas__lv_clone_restore(&s->l, &t0, d->boot_timeout_ms)) == SAAS_OK) {
+		uint64_t rss = spare_resident_mib(s->l.dom);
 		s->hold_mib = SPARE_COST_MIB + (((uint64_t)s->l.state_bytes + (1u << 20) - 1) >> 20);
+		if (rss > s->hold_mib)
+			s->hold_mib = rss; /* what it holds, not what its state would need */
+	}
 	s->at[2] = saas__ms_since(&t0);
 	if (rc < 0)
 		saas__lv_clone_undo(&s->l, rc);
@@ -426,8 +451,9 @@ static void *spare_main(void *arg)
 				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[2]) / 4);
 				if (s->l.restored) {
 					d->spare.loaded_mib = s->hold_mib - SPARE_COST_MIB;
-					snprintf(loaded, sizeof(loaded), ", state %lld ms: %llu MiB loaded ahead",
-					         (long long)(s->at[2] - s->at[1]), (unsigned long long)d->spare.loaded_mib);
+					snprintf(loaded, sizeof(loaded), ", state %lld ms: %llu MiB loaded ahead, %llu MiB held",
+					         (long long)(s->at[2] - s->at[1]), (unsigned long long)(s->l.state_bytes >> 20),
+					         (unsigned long long)s->hold_mib);
 				}
 				saas__lv_log(d, SAAS_LOG_INFO, "VM %s started ahead for template %s (%s, %u vCPU, %u MiB) in %lld ms "
 				             "(disk %lld ms, domain %lld ms%s)", s->name, s->key, s->image, s->spec.vcpus,
