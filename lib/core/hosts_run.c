@@ -19,6 +19,7 @@ struct saas__vmhost {
 	bool down;                 /* its last heartbeat failed: logged once per outage */
 	int64_t open_failed_ms;    /* engine clock of the last failed open: not tried again for a heartbeat */
 	unsigned int foreign;      /* VMs there at the last heartbeat that are neither sandboxes nor our pool's */
+	uint64_t spare_mb;         /* what VMs started ahead there held at the last heartbeat (every engine's) */
 };
 
 /* What a driver without host_info is taken to have: room for anything (driver.h says the core assumes so). */
@@ -247,7 +248,7 @@ static int count_with_vm(void *ud, const saas_store_sandbox *sb)
 	return 0;
 }
 
-static void foreign_update(saas_engine *e, const saas_store_host *row, unsigned int vms)
+static void foreign_update(saas_engine *e, const saas_store_host *row, const saas_driver_host *info)
 {
 	struct saas__pool_use u;
 	struct saas__vmhost *vh;
@@ -265,12 +266,20 @@ static void foreign_update(saas_engine *e, const saas_store_host *row, unsigned 
 		own += strcmp(u.ids[i], row->id) == 0;
 	saas__pool_use_free(&u);
 	pthread_mutex_lock(&e->hosts.mu);
-	if ((vh = find_locked(&e->hosts, row->id)))
-		vh->foreign = vms > rows + own ? vms - rows - own : 0;
+	if ((vh = find_locked(&e->hosts, row->id))) {
+		vh->foreign = info->vms > rows + own ? info->vms - rows - own : 0;
+		vh->spare_mb = info->spare_mb;
+	}
 	pthread_mutex_unlock(&e->hosts.mu);
 }
 
-/* This engine's pooled VMs (but `except`), and the estimate of other engines' on each host: what placement adds. */
+/*
+ * This engine's pooled VMs (but `except`), the estimate of other engines' on
+ * each host, and what the VMs started ahead there hold (every engine's, as the
+ * last heartbeat found them: a few hundred MiB each, never a size's whole
+ * memory until a create takes one, which then counts as its sandbox): what
+ * placement adds.
+ */
 static int room_use(saas_engine *e, const char *except, struct saas__pool_use *u)
 {
 	const saas_size *z = foreign_size(e);
@@ -280,8 +289,8 @@ static int room_use(saas_engine *e, const char *except, struct saas__pool_use *u
 	if ((rc = saas__pool_use(e, except, u)) < 0)
 		return rc;
 	pthread_mutex_lock(&e->hosts.mu);
-	for (size_t i = 0; z && i < e->hosts.count; i++)
-		extra += e->hosts.items[i]->foreign > 0;
+	for (size_t i = 0; i < e->hosts.count; i++)
+		extra += (z && e->hosts.items[i]->foreign > 0) + (e->hosts.items[i]->spare_mb > 0);
 	if (extra) {
 		saas_store_host_use *items = realloc(u->items, (u->count + extra) * sizeof(*items));
 		char (*ids)[SAAS_ID_MAX + 1] = items ? realloc(u->ids, (u->count + extra) * sizeof(*ids)) : NULL;
@@ -296,12 +305,19 @@ static int room_use(saas_engine *e, const char *except, struct saas__pool_use *u
 		}
 		for (size_t i = 0; i < e->hosts.count; i++) {
 			const struct saas__vmhost *vh = e->hosts.items[i];
-			if (!vh->foreign)
-				continue;
-			saas__strlcpy(u->ids[u->count], vh->id, sizeof(u->ids[0]));
-			u->items[u->count].vcpus = vh->foreign * z->vcpus;
-			u->items[u->count].memory_mb = (uint64_t)vh->foreign * z->memory_mb;
-			u->count++;
+			if (z && vh->foreign) {
+				saas__strlcpy(u->ids[u->count], vh->id, sizeof(u->ids[0]));
+				u->items[u->count].vcpus = vh->foreign * z->vcpus;
+				u->items[u->count].memory_mb = (uint64_t)vh->foreign * z->memory_mb;
+				u->count++;
+			}
+			if (vh->spare_mb) {
+				/* No vCPU: a spare is paused until taken. */
+				saas__strlcpy(u->ids[u->count], vh->id, sizeof(u->ids[0]));
+				u->items[u->count].vcpus = 0;
+				u->items[u->count].memory_mb = vh->spare_mb;
+				u->count++;
+			}
 		}
 	}
 	pthread_mutex_unlock(&e->hosts.mu);
@@ -568,7 +584,7 @@ static void host_beat(saas_engine *e, saas_store_host *row)
 			if (e->store->host_seen(e->store_ctx, row->id, now, info.cpus, info.memory_mb) < 0)
 				saas__log(e, SAAS_LOG_WARN, "cannot record VM host %s as seen: %s", row->name,
 				          saas_error_last()->message);
-			foreign_update(e, row, info.vms);
+			foreign_update(e, row, &info);
 			return;
 		}
 		if (unseen_ms(row, now) <= (int64_t)e->hosts.grace_ms)

@@ -1435,6 +1435,9 @@ static void test_templates(void **state)
 	}
 }
 
+/* What the driver reckons a spare's QEMU alone holds (SPARE_COST_MIB): its loaded state comes on top. */
+#define SPARE_QEMU_MIB 64
+
 /* Does host 2's domain name carry a spare's mark in its metadata (the host's own word)? */
 static bool host2_marked(const char *name)
 {
@@ -1463,7 +1466,9 @@ static bool host2_state_in_paused(const char *name)
  * takes it: made from it (let run and fixed up only), the mark gone, E lists
  * it, its clock is now's (not its template's, saved minutes ago, nor the
  * moment its state came in), its commands and its egress channel work as
- * any clone's.
+ * any clone's. Until taken it is no VM but memory placement leaves to it:
+ * D's host_info counts what D reckons it holds (its QEMU and its loaded
+ * state), E's at least a spare's QEMU.
  */
 static void test_spares(void **state)
 {
@@ -1489,6 +1494,9 @@ static void test_spares(void **state)
 	assert_false(listed(ctx_d, name));
 	check(drv->host_info(ctx_e, &h), "host_info E");
 	assert_int_equal(h.vms, 0);
+	assert_true(h.spare_mb >= SPARE_QEMU_MIB);
+	check(drv->host_info(ctx_d, &h), "host_info D");
+	assert_true(h.spare_mb > SPARE_QEMU_MIB); /* and its state, loaded */
 
 	spec.name = name;
 	check(drv->vm_create(ctx_d, &spec), "vm_create from a spare");

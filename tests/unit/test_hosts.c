@@ -43,6 +43,7 @@ struct sim_host {
 	unsigned int snap_deletes;     /* snapshot deletes asked of it */
 	char ahead[SAAS_ID_MAX + 1];   /* a VM started ahead on it (vm_take), "" none */
 	int ahead_taken;               /* taken by a create, not yet made */
+	uint64_t spare_mb;             /* what host_info says VMs started ahead there hold */
 };
 
 static struct sim_host sims[SIM_HOSTS];
@@ -419,6 +420,7 @@ static int sim_host_info(void *ctx, saas_driver_host *out)
 	out->cpus = h->cpus;
 	out->memory_mb = h->memory_mb;
 	out->vms = sim_vms(h);
+	out->spare_mb = h->spare_mb;
 	return SAAS_OK;
 }
 
@@ -1648,6 +1650,49 @@ static void test_pool_limit(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* After a heartbeat, one sandbox fits on host id and a second is refused (busy): the one made. */
+static saas_sandbox *one_fits(struct saas_test_fixture *f, const char *id)
+{
+	char where[SAAS_ID_MAX + 1];
+	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *sb, *none = NULL;
+
+	sweep(f);
+	sb = create(f);
+	host_of(f, sb->id, where);
+	assert_string_equal(where, id);
+	co.timeout_s = 60;
+	assert_int_equal(saas_sandbox_create(&none, f->a, &co, 0), SAAS_EBUSY);
+	assert_null(none);
+	return sb;
+}
+
+/*
+ * What the VMs started ahead on a host hold (every engine's, as the driver
+ * says at the heartbeat) is theirs: placement leaves it to them, and has it
+ * back at the heartbeat after they go.
+ */
+static void test_spares_memory_counted(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
+	saas_sandbox *sb, *none;
+
+	/* Room for two smalls, less 1 MiB the spares there hold: one fits, not two. */
+	host_add("a", 4, 8192, a);
+	sim_find("a")->spare_mb = 1;
+	sb = one_fits(f, a);
+	/* They went: the next heartbeat gives the room back. */
+	sim_find("a")->spare_mb = 0;
+	saas_test_advance(5000);
+	sweep(f);
+	none = create(f);
+	host_of(f, none->id, where);
+	assert_string_equal(where, a);
+	saas_sandbox_free(none);
+	saas_sandbox_free(sb);
+}
+
 /*
  * Another engine's pooled VMs have no row and are not this engine's: the
  * heartbeat estimates them from what the host runs, and placement leaves
@@ -1659,9 +1704,8 @@ static void test_pool_other_engine_counted(void **state)
 	saas_engine_options o;
 	saas_engine *e2 = NULL;
 	char *dir2 = saas_test_tmpdir();
-	char a[SAAS_ID_MAX + 1], where[SAAS_ID_MAX + 1];
-	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
-	saas_sandbox *sb, *none = NULL;
+	char a[SAAS_ID_MAX + 1];
+	saas_sandbox *sb, *none;
 
 	assert_non_null(dir2);
 	saas_test_shared_store(&f->opts);
@@ -1677,13 +1721,7 @@ static void test_pool_other_engine_counted(void **state)
 	refill(e2);
 	assert_int_equal(sim_vms(sim_find("a")), 1);
 	/* This engine's heartbeat sees a VM that is neither a sandbox nor its own: one sandbox fits, not two. */
-	sweep(f);
-	sb = create(f);
-	host_of(f, sb->id, where);
-	assert_string_equal(where, a);
-	co.timeout_s = 60;
-	assert_int_equal(saas_sandbox_create(&none, f->a, &co, 0), SAAS_EBUSY);
-	assert_null(none);
+	sb = one_fits(f, a);
 	assert_int_equal(sim_vms(sim_find("a")), 2);
 	/* The other engine goes, its pooled VM with it: at the next heartbeat the room is free again. */
 	saas_engine_free(e2);
@@ -1780,6 +1818,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_two_engines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_other_engine_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spares_memory_counted, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -235,6 +235,11 @@ typedef struct {
 	unsigned int cpus;         /**< Host CPUs (libvirt's node info: active CPUs). */
 	uint64_t memory_mb;        /**< Host memory in MiB. */
 	unsigned int vms;          /**< VMs of this driver's owner running there now (sandboxes, pooled, templates). */
+	/**
+	 * MiB that VMs started ahead there (vm_take's, every engine's, not in vms) hold
+	 * now: placement leaves it to them. 0: none, or a driver that does not say.
+	 */
+	uint64_t spare_mb;
 } saas_driver_host;
 
 /**

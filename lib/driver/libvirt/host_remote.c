@@ -211,10 +211,15 @@ out:
 /* ---- host_info ------------------------------------------------------------------------------- */
 
 /* Spares are not counted: placement would take each (a paused QEMU) for another engine's pooled VM of full size. */
+/* A VM counts as one, a spare (every engine's) as what it holds: placement leaves that to it. */
 static int count_one(struct drv *d, virDomainPtr dom, const char *name, void *ud)
 {
+	saas_driver_host *out = ud;
+
 	if (!saas__lv_spare_domain(d, dom, name))
-		(*(unsigned int *)ud)++;
+		out->vms++;
+	else
+		out->spare_mb += saas__lv_spare_held_mib(d, name);
 	return 0;
 }
 
@@ -222,7 +227,6 @@ int saas__lv_host_info(void *ctx, saas_driver_host *out)
 {
 	struct drv *d = ctx;
 	virNodeInfo info;
-	unsigned int vms = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -233,12 +237,13 @@ int saas__lv_host_info(void *ctx, saas_driver_host *out)
 		rc = saas__lv_virt_error("reading the VM host's node info");
 		return saas__error_wrap(rc, "%s", d->uri);
 	}
-	if ((rc = saas__lv_own_domains(d, VM_PREFIX, count_one, &vms)) < 0 ||
-	    (rc = saas__lv_own_domains(d, TPL_PREFIX, count_one, &vms)) < 0)
+	if ((rc = saas__lv_own_domains(d, VM_PREFIX, count_one, out)) < 0 ||
+	    (rc = saas__lv_own_domains(d, TPL_PREFIX, count_one, out)) < 0) {
+		memset(out, 0, sizeof(*out));
 		return rc;
+	}
 	out->cpus = info.cpus;
 	out->memory_mb = info.memory / 1024; /* libvirt gives KiB */
-	out->vms = vms;
 	return SAAS_OK;
 }
 

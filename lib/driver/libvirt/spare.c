@@ -39,9 +39,9 @@
  * uid, and after a failure not again for a while that doubles up to
  * SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory (its guest's RAM
  * is the template's, mapped, and untouched until it runs), a uid and a port;
- * no CPU. One loaded ahead holds its template's state as well: the budget
- * and the host's room reckon each at SPARE_COST_MIB and the state the last
- * one loaded.
+ * no CPU. One loaded ahead holds its template's state as well (or its whole
+ * RAM: spare_resident_mib): the budget and the host's room reckon each at
+ * what the last one loaded held.
  *
  * A spare has no row: vm_list leaves spares out (the core's orphan sweep would
  * destroy them) until a create has taken one and makes it. A spare taken
@@ -84,6 +84,7 @@ struct spare {
 	int64_t until_ms;                /* a shared host's: its mark's end (SPARE_LEASE_MS), 0: unmarked */
 	int64_t at[3];                   /* ms to its disk, to its domain, to its state in and warm-up (for the log) */
 	uint64_t hold_mib;               /* what it is reckoned to hold: SPARE_COST_MIB, and its state when loaded ahead */
+	int64_t begun_ms;                /* when its make began (saas__now_ms) */
 	saas_vm_spec spec;               /* its shape; network NULL: the driver's default */
 	struct launch l;                 /* its half-made clone: l.dom paused, l.uid, l.port, l.dir, l.tdir */
 	char *tdir, *host_key;
@@ -170,6 +171,27 @@ static bool spare_current_locked(struct drv *d, const struct spare *s)
 }
 
 /*
+ * What a spare's QEMU holds now (its resident memory as the host reads it,
+ * MiB), 0 if it cannot say. A spare loaded ahead holds its state and what
+ * QEMU's load touched: on a kernel that maps no shared zero page for a read
+ * of fresh memory, that is the guest's whole RAM (QEMU 7.2 reads each zero
+ * page it is sent to see whether to write it), not the few hundred MiB the
+ * state holds.
+ */
+static uint64_t spare_resident_mib(virDomainPtr dom)
+{
+	virDomainMemoryStatStruct st[VIR_DOMAIN_MEMORY_STAT_NR];
+	uint64_t kib = 0;
+	int n = virDomainMemoryStats(dom, st, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+
+	for (int i = 0; i < n; i++)
+		if (st[i].tag == VIR_DOMAIN_MEMORY_STAT_RSS)
+			kib = st[i].val;
+	saas__error_clear();
+	return kib >> 10;
+}
+
+/*
  * Make one spare of template t's shape. Called without d->mu; s is already
  * listed as SPARE_MAKING, so a destroy of its name meanwhile marks it
  * cancelled instead of touching it. Returns SAAS_OK with s ready, or an error
@@ -236,7 +258,10 @@ static int spare_make(struct drv *d, struct spare *s)
 	 * memory until taken, which its reckoning counts.
 	 */
 	if (rc == SAAS_OK && s->l.mem != LV_MEM_PRIVATE && (rc = saas__lv_clone_restore(&s->l, &t0, d->boot_timeout_ms)) == SAAS_OK) {
+		uint64_t rss = spare_resident_mib(s->l.dom);
 		s->hold_mib = SPARE_COST_MIB + (((uint64_t)s->l.state_bytes + (1u << 20) - 1) >> 20);
+		if (rss > s->hold_mib)
+			s->hold_mib = rss; /* what it holds, not what its state would need */
 		s->loaded = true;
 	}
 	s->at[2] = saas__ms_since(&t0);
@@ -420,6 +445,7 @@ static void *spare_main(void *arg)
 			s->spec.memory_mb = t->memory_mb;
 			s->spec.disk_gb = t->disk_gb;
 			s->state = SPARE_MAKING;
+			s->begun_ms = now;
 			s->hold_mib = spare_cost_locked(d);
 			s->next = d->spare.list;
 			d->spare.list = s;
@@ -449,8 +475,9 @@ static void *spare_main(void *arg)
 					snprintf(warmed, sizeof(warmed), ", its code server warmed in %lld ms", (long long)s->warm_ms);
 				if (s->loaded) {
 					d->spare.loaded_mib = s->hold_mib - SPARE_COST_MIB - (s->warm_ms ? SPARE_WARM_MIB : 0);
-					snprintf(loaded, sizeof(loaded), ", state %lld ms: %llu MiB loaded ahead",
-					         (long long)(s->at[2] - s->at[1] - s->warm_ms), (unsigned long long)d->spare.loaded_mib);
+					snprintf(loaded, sizeof(loaded), ", state %lld ms: %llu MiB loaded ahead, %llu MiB held",
+					         (long long)(s->at[2] - s->at[1] - s->warm_ms),
+					         (unsigned long long)(s->l.state_bytes >> 20), (unsigned long long)s->hold_mib);
 				}
 				saas__lv_log(d, SAAS_LOG_INFO, "VM %s started ahead for template %s (%s, %u vCPU, %u MiB) in %lld ms "
 				             "(disk %lld ms, domain %lld ms%s%s)", s->name, s->key, s->image, s->spec.vcpus,
@@ -548,10 +575,17 @@ void saas__lv_spares_stop(struct drv *d)
 	}
 }
 
+/* Is s of the shape spec asks for (image, vCPUs, memory, disk)? */
+static bool spare_fits(const struct spare *s, const saas_vm_spec *spec)
+{
+	return strcmp(s->image, spec->image) == 0 && s->spec.vcpus == spec->vcpus &&
+	       s->spec.memory_mb == spec->memory_mb && s->spec.disk_gb == spec->disk_gb;
+}
+
 int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 {
 	struct drv *d = ctx;
-	struct spare *s;
+	struct spare *s, *making = NULL;
 
 	if (spec->network || size <= strlen("sbx-") + 20)
 		return 0;
@@ -561,10 +595,21 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 		memmove(d->spare.asks, d->spare.asks + 1, sizeof(d->spare.asks[0]) * --d->spare.nasks);
 	d->spare.asks[d->spare.nasks++] = saas__now_ms();
 	pthread_cond_broadcast(&d->spare.cond); /* a replacement, or more for a burst, now if the plan says so */
-	for (s = d->spare.list; s; s = s->next)
-		if (s->state == SPARE_READY && strcmp(s->image, spec->image) == 0 && s->spec.vcpus == spec->vcpus &&
-		    s->spec.memory_mb == spec->memory_mb && s->spec.disk_gb == spec->disk_gb && spare_current_locked(d, s))
+	for (s = d->spare.list; s; s = s->next) {
+		if (s->state == SPARE_READY && spare_fits(s, spec) && spare_current_locked(d, s))
 			break;
+		if (s->state == SPARE_MAKING && !s->cancelled && spare_fits(s, spec) &&
+		    (!making || s->begun_ms < making->begun_ms))
+			making = s;
+	}
+	/*
+	 * Said so that whether such a create had better wait for it (it is
+	 * further on than the create's own make would be) can be measured:
+	 * the spare's own line says when it was ready.
+	 */
+	if (!s && making)
+		saas__lv_log(d, SAAS_LOG_INFO, "a create of %s finds no VM started ahead ready: %s is being made, %lld ms in",
+		             spec->image, making->name, (long long)(saas__now_ms() - making->begun_ms));
 	if (s) {
 		s->state = SPARE_TAKEN;
 		saas__strlcpy(name, s->name, size);
@@ -584,6 +629,20 @@ bool saas__lv_spare_listed(struct drv *d, const char *name)
 		found = strcmp(s->name, name) == 0;
 	pthread_mutex_unlock(&d->mu);
 	return found;
+}
+
+uint64_t saas__lv_spare_held_mib(struct drv *d, const char *name)
+{
+	uint64_t mib;
+	struct spare *s;
+
+	pthread_mutex_lock(&d->mu);
+	for (s = d->spare.list; s; s = s->next)
+		if (strcmp(s->name, name) == 0)
+			break;
+	mib = s ? s->hold_mib : spare_cost_locked(d);
+	pthread_mutex_unlock(&d->mu);
+	return mib;
 }
 
 bool saas__lv_spare_domain(struct drv *d, virDomainPtr dom, const char *name)

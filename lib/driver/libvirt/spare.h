@@ -59,5 +59,11 @@ bool saas__lv_spare_listed(struct drv *d, const char *name);
  * QEMU, and on a VM host its template's loaded state, within spare_memory_mb).
  */
 bool saas__lv_spare_domain(struct drv *d, virDomainPtr dom, const char *name);
+/*
+ * What the spare named name is reckoned to hold (MiB): this driver's own as
+ * its reckoning has it (its QEMU, and its loaded state), another engine's
+ * (marked on a shared host) as this driver's next one would be.
+ */
+uint64_t saas__lv_spare_held_mib(struct drv *d, const char *name);
 bool saas__lv_spare_destroy(struct drv *d, const char *name);
 #endif
