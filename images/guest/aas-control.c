@@ -291,6 +291,13 @@ void aas_lines_reset(struct aas_lines *r)
 	r->overlong = false;
 }
 
+void aas_signals_default(void)
+{
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+}
+
 int aas_run_parse(char *b, size_t n, struct aas_run *out, const char **why)
 {
 	char *p = b, *end = b + n;
@@ -1223,7 +1230,7 @@ static void exec_child(struct xrun *x, const char *script, int in, int out, int 
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
+	aas_signals_default();
 	if (setsid() < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		goto fail;
 	/* Nothing of the helper's but the three: the port above all. */
