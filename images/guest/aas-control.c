@@ -52,6 +52,7 @@
 #include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -289,6 +290,13 @@ void aas_lines_reset(struct aas_lines *r)
 {
 	r->len = 0;
 	r->overlong = false;
+}
+
+void aas_signals_default(void)
+{
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 }
 
 int aas_run_parse(char *b, size_t n, struct aas_run *out, const char **why)
@@ -1071,6 +1079,25 @@ static void files_serve(int port, const struct aas_file_req *q, const char *pre,
  * Signals and kills are sent from a child that took the user's identity:
  * they reach exactly what the command could have signalled itself, never
  * another process that happens to get a pid the scan saw.
+ *
+ * Only the engine kills a command (KILL, or a signal it forwards): a stream
+ * that ends otherwise leaves it running, as a command whose SSH connection
+ * went away runs on. That is the engine's connection lost with the command
+ * under way: the VM paused or saved (its QEMU gone, the command's process
+ * saved with the guest and running again at the resume), the engine
+ * restarted, or its read of the stream failed. The next connection's first
+ * bytes say so: a request line where a frame should be (a restored VM's
+ * fix-ups, a new engine's probe) or the resynchronisation's zeros (an END
+ * with no KILL before it, while the command runs: the engine's own END comes
+ * only after EXIT, or after the KILL of a stop). The helper then detaches the
+ * command: its stdin closed (end of input, as sshd gives), its output read
+ * and dropped by a drainer of the user's until it closes its pipes, the
+ * shell reaped by the serve loop whenever it ends; and what it read past the
+ * frames goes back to the line reader, so that the request that came is
+ * served. It keeps nothing of a detached command but its zombie until it is
+ * reaped (at once: SIGCHLD wakes the serve loop), and the drainer is the
+ * user's process, counted against the user's limits as the command's own
+ * processes are.
  */
 #define EXEC_SCAN_ROUNDS 16        /* the kill's search for what left the process group */
 #define EXEC_SCAN_MAX 4096         /* and the most processes it collects */
@@ -1088,7 +1115,9 @@ struct xrun {
 	unsigned char *rbuf;           /* the port's bytes: [r_off, r_len) */
 	size_t r_off, r_len;
 	struct timespec gone;          /* when the port last read 0 (no host end), or 0 */
-	bool exited, ended, broken;    /* the shell's status is known; END came; the stream is lost */
+	bool exited, ended, broken;    /* the shell's status is known; END came; the port failed */
+	bool killed;                   /* the engine's KILL came */
+	bool lost;                     /* a request line (or bytes of no frame) where a frame should be: rbuf[r_off, r_len) */
 	bool conn;                     /* a port connection (conn_serve): in and out are its socket, no process */
 	int status;
 	struct user u;
@@ -1223,7 +1252,7 @@ static void exec_child(struct xrun *x, const char *script, int in, int out, int 
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
+	aas_signals_default();
 	if (setsid() < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		goto fail;
 	/* Nothing of the helper's but the three: the port above all. */
@@ -1573,8 +1602,10 @@ static bool exec_frames(struct xrun *x)
 		unsigned int type = h[0];
 		size_t len = (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3];
 		const unsigned char *data = h + 4;
-		if (type > CTL_X_KILL || len > CONTROL_EXEC_FRAME_MAX)
+		if (type > CTL_X_KILL || len > CONTROL_EXEC_FRAME_MAX) {
+			x->lost = true; /* another connection's request, most likely: given back to the line reader */
 			return false;
+		}
 		if (x->r_len - x->r_off < 4 + len)
 			break;
 		x->r_off += 4 + len;
@@ -1597,8 +1628,10 @@ static bool exec_frames(struct xrun *x)
 					x->in_len -= x->in_off;
 					x->in_off = 0;
 				}
-				if (x->in_len + len > CONTROL_EXEC_WINDOW)
-					return false; /* more than the window: not our engine's */
+				if (x->in_len + len > CONTROL_EXEC_WINDOW) {
+					x->lost = true; /* more than the window: not our engine's */
+					return false;
+				}
 			}
 			memcpy(x->inbuf + x->in_len, data, len);
 			x->in_len += len;
@@ -1619,6 +1652,7 @@ static bool exec_frames(struct xrun *x)
 				fd_close(&x->out); /* conn_run says EXIT */
 			} else if (!x->exited) {
 				x->shell_hit = true;
+				x->killed = true;
 				exec_signal(x, 0, false);
 			}
 			break;
@@ -1652,18 +1686,14 @@ static bool exec_port_read(struct xrun *x)
 }
 
 /*
- * The pipes after the shell's exit: what they hold now is the command's; if
- * something it left behind still holds them, a drainer (a grandchild, so
- * that init reaps it) reads and drops what comes until they close.
+ * The pipes left to whatever still holds them (a command detached, what an
+ * exited one left behind): a drainer (a grandchild, so that init reaps it)
+ * reads and drops what comes until they close, and the helper's ends close.
  */
-static void exec_drain(struct xrun *x, unsigned char *buf)
+static void drain_away(struct xrun *x, unsigned char *buf)
 {
 	pid_t k;
 
-	while (x->out >= 0 && exec_forward(x, &x->out, CTL_X_OUT, buf) > 0)
-		;
-	while (x->err >= 0 && exec_forward(x, &x->err, CTL_X_ERR, buf) > 0)
-		;
 	if (x->out < 0 && x->err < 0)
 		return;
 	if ((k = fork()) == 0) {
@@ -1696,7 +1726,26 @@ static void exec_drain(struct xrun *x, unsigned char *buf)
 	fd_close(&x->err);
 }
 
-/* Kill what still runs (END, or a broken stream) and reap the shell if it goes within EXEC_END_WAIT_MS. */
+/* The pipes after the shell's exit: what they hold now is the command's, forwarded; then the drainer for the rest. */
+static void exec_drain(struct xrun *x, unsigned char *buf)
+{
+	while (x->out >= 0 && exec_forward(x, &x->out, CTL_X_OUT, buf) > 0)
+		;
+	while (x->err >= 0 && exec_forward(x, &x->err, CTL_X_ERR, buf) > 0)
+		;
+	drain_away(x, buf);
+}
+
+/* The engine lost the command's stream: it runs on without it (see "Only the engine kills a command" above). */
+static void exec_detach(struct xrun *x, unsigned char *buf)
+{
+	fd_close(&x->in);
+	drain_away(x, buf);
+	fd_close(&x->pidfd);
+	LOG("control: a command's stream was lost (its connection went away): it runs on, its output dropped");
+}
+
+/* Kill what still runs (the engine's KILL came) and reap the shell if it goes within EXEC_END_WAIT_MS. */
 static void exec_stop(struct xrun *x)
 {
 	if (!x->exited) {
@@ -1733,10 +1782,10 @@ static void exec_run(struct xrun *x)
 	bool said_exit = false;
 
 	if (!buf) {
-		x->broken = true;
+		exec_stop(x);
 		return;
 	}
-	while (!x->ended && !x->broken) {
+	while (!x->ended && !x->broken && !x->lost) {
 		struct pollfd p[5];
 		int n = 0, ip, io = -1, ie = -1, ix = -1, ii = -1, wait = -1;
 
@@ -1785,18 +1834,37 @@ static void exec_run(struct xrun *x)
 			said_exit = true;
 		}
 	}
+	if (said_exit || x->killed)
+		exec_stop(x); /* nothing more (what it left behind has the drainer), or the engine's kill made sure of */
+	else
+		exec_detach(x, buf);
 	free(buf);
-	if (!x->ended || !said_exit)
-		exec_stop(x);
 	if (x->ended)
 		frame_send(x, CTL_X_DONE, NULL, 0);
-	if (!x->ended)
-		LOG("control: a command's stream broke the protocol: it was killed");
 }
 
-/* exec (or run): the script, the shell (or the command) started, "ready", then the command's frames until the engine's END. */
-static void exec_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len)
+/*
+ * What a lost stream read past its frames (a request line, most likely),
+ * into left (CONTROL_EXEC_FRAME_MAX + 4 bytes): its length, for the line
+ * reader; 0 when the stream was not lost.
+ */
+static size_t give_back(const struct xrun *x, char *left)
 {
+	size_t n = x->lost && x->rbuf ? x->r_len - x->r_off : 0;
+
+	if (n)
+		memmove(left, x->rbuf + x->r_off, n);
+	return n;
+}
+
+/*
+ * exec (or run): the script, the shell (or the command) started, "ready",
+ * then the command's frames until the engine's END, or until the stream is
+ * lost (what it read past its frames into left: its length returned).
+ */
+static size_t exec_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len, char *left)
+{
+	size_t kept = 0;
 	struct xfer xf = { port, pre, pre_len, q };
 	struct xrun x = { .port = port, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1, .bashrc = -1 };
 	struct aas_run run;
@@ -1841,14 +1909,14 @@ static void exec_serve(int port, const struct aas_file_req *q, const char *pre, 
 	/* What the line reader read past the script is the first frames'. */
 	memcpy(x.rbuf, xf.pre, xf.pre_len);
 	x.r_len = xf.pre_len;
-	if (exec_frames(&x))
-		exec_run(&x);
-	else
-		exec_stop(&x);
+	exec_frames(&x);
+	exec_run(&x);
+	kept = give_back(&x, left);
 out:
 	free(script);
 	free(x.inbuf);
 	free(x.rbuf);
+	return kept;
 }
 
 /* ---- port connections ------------------------------------------------------------------------ */
@@ -1920,7 +1988,7 @@ static void conn_run(struct xrun *x)
 		x->broken = true;
 		return;
 	}
-	while (!x->ended && !x->broken) {
+	while (!x->ended && !x->broken && !x->lost) {
 		struct pollfd p[3];
 		int n = 0, ip, io = -1, ii = -1, wait = -1;
 
@@ -1956,12 +2024,13 @@ static void conn_run(struct xrun *x)
 	if (x->ended)
 		frame_send(x, CTL_X_DONE, NULL, 0);
 	else
-		LOG("control: a connection's stream broke the protocol: it was closed");
+		LOG("control: a connection's stream was lost (its connection went away): it was closed");
 }
 
-/* connect: the port opened (or the error), "ready", then the connection's frames until the engine's END. */
-static void conn_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len)
+/* connect: the port opened (or the error), "ready", then the connection's frames until the engine's END (as exec_serve). */
+static size_t conn_serve(int port, const struct aas_file_req *q, const char *pre, size_t pre_len, char *left)
 {
+	size_t kept = 0;
 	struct xrun x = { .port = port, .pid = -1, .pidfd = -1, .in = -1, .out = -1, .err = -1, .conn = true };
 	int e;
 
@@ -1984,11 +2053,13 @@ static void conn_serve(int port, const struct aas_file_req *q, const char *pre, 
 	x.r_len = pre_len;
 	if (exec_frames(&x))
 		conn_run(&x);
+	kept = give_back(&x, left);
 out:
 	fd_close(&x.in);
 	fd_close(&x.out);
 	free(x.inbuf);
 	free(x.rbuf);
+	return kept;
 }
 
 struct serve {
@@ -2064,12 +2135,21 @@ static int serve_main(void)
 {
 	struct serve s = { .fd = -1 };
 	struct aas_lines lines = { .len = 0 };
-	char dev[300], buf[512];
-	sigset_t io;
+	/* A read's 512 bytes, or what a lost command's stream read past its frames (exec_serve's left). */
+	static char buf[CONTROL_EXEC_FRAME_MAX + 4];
+	char dev[300];
+	size_t carried = 0;
+	sigset_t io, child;
+	int chld;
 
+	/* SIGCHLD too (and a signalfd of it while the port is idle): a detached command's shell is reaped as it ends. */
+	sigemptyset(&child);
+	sigaddset(&child, SIGCHLD);
 	sigemptyset(&io);
 	sigaddset(&io, SIGIO);
+	sigaddset(&io, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &io, NULL);
+	chld = signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC);
 	/* A command that closed its stdin is no reason for the helper to die. */
 	signal(SIGPIPE, SIG_IGN);
 	/*
@@ -2092,30 +2172,34 @@ static int serve_main(void)
 		return 1;
 	}
 	for (;;) {
-		ssize_t n = read(s.fd, buf, sizeof(buf));
+		ssize_t n = carried ? (ssize_t)carried : read(s.fd, buf, 512);
+		/* A command's shell that outlived its kill, or a detached one, is reaped once it goes. */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		carried = 0;
 		if (n > 0) {
 			size_t used = aas_lines_feed(&lines, buf, (size_t)n, serve_line, &s);
 			if (s.pending) {
 				/* The transfer (or the command) reads the rest itself. */
 				if (s.q.kind == AAS_REQ_EXEC || s.q.kind == AAS_REQ_RUN)
-					exec_serve(s.fd, &s.q, buf + used, (size_t)n - used);
+					carried = exec_serve(s.fd, &s.q, buf + used, (size_t)n - used, buf);
 				else if (s.q.kind == AAS_REQ_CONNECT)
-					conn_serve(s.fd, &s.q, buf + used, (size_t)n - used);
+					carried = conn_serve(s.fd, &s.q, buf + used, (size_t)n - used, buf);
 				else
 					files_serve(s.fd, &s.q, buf + used, (size_t)n - used);
 				s.pending = false;
 				aas_lines_reset(&lines);
-				/* A command's shell that outlived its kill is reaped once it goes. */
-				while (waitpid(-1, NULL, WNOHANG) > 0)
-					;
 			}
 		} else if (n == 0) {
 			struct timespec wait = { IDLE_RECHECK_S, 0 };
 			aas_lines_reset(&lines);
 			sigtimedwait(&io, NULL, &wait);
 		} else if (errno == EAGAIN) {
-			struct pollfd p = { s.fd, POLLIN, 0 };
-			poll(&p, 1, IDLE_RECHECK_S * 1000);
+			struct pollfd p[2] = { { s.fd, POLLIN, 0 }, { chld, POLLIN, 0 } };
+			struct signalfd_siginfo si;
+			poll(p, chld >= 0 ? 2 : 1, IDLE_RECHECK_S * 1000);
+			while (chld >= 0 && read(chld, &si, sizeof(si)) > 0)
+				;
 		} else if (errno != EINTR) {
 			LOG("control: reading %s: %s", dev, strerror(errno));
 			sleep(1);

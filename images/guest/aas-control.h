@@ -70,6 +70,15 @@ struct aas_run {
 int aas_run_parse(char *b, size_t n, struct aas_run *out, const char **why);
 
 /*
+ * Every signal's disposition back to the default, as sshd's session has
+ * them: a command's child calls it before its exec. aas-init starts the
+ * helper with `&`, which leaves SIGINT and SIGQUIT ignored, and an ignored
+ * signal stays ignored across exec (a shell cannot even trap one it got
+ * so): a Ctrl-C would never reach the command.
+ */
+void aas_signals_default(void);
+
+/*
  * What the default image's ~/.bashrc starts with (images/build writes it
  * before Debian's /etc/skel/.bashrc): ~/.local/bin first on PATH.
  */

@@ -49,15 +49,20 @@
  *   engine: IN (stdin bytes; never more outstanding than CONTROL_EXEC_WINDOW),
  *           EOF (end of stdin), SIGNAL (2 bytes: the number, 1 for the
  *           process group or 0 for the shell), KILL (the command and all it
- *           started), END (a 0 header: the engine is done with it; anything
- *           still running is killed)
+ *           started), END (a 0 header: the engine is done with it, after
+ *           EXIT or after a KILL)
  *   guest:  OUT, ERR (output), TOOK (4 bytes: stdin bytes the command took,
  *           given back to the window), EXIT (4 bytes: the shell's status,
  *           128+N for signal N, once it and its output are done), DONE
  *           (after END: the port takes requests again)
- * A header of an unknown type or an overlong frame ends the exec as END
- * does: a stream of zeros (the engine's resynchronisation, control_files.c)
- * ends one wherever it is.
+ * Only KILL (and SIGNAL) kill: a stream that ends otherwise leaves the
+ * command running, detached (its stdin closed, its output dropped), as a
+ * command whose SSH connection went away runs on: the engine lost its
+ * connection (a pause or save of the VM, the engine restarted) and the next
+ * one says so with an END while the command runs (the resynchronisation's
+ * zeros, control_files.c, end an exec wherever it is) or with a request line
+ * where a header should be (a header of an unknown type or an overlong
+ * frame): the helper then reads that line and what follows as requests.
  *
  * Commands with no shell (a plain command: exec_plain.c says which):
  *   engine: run NONCE 0                   guest: ok NONCE      (the helper knows run)

@@ -551,6 +551,13 @@ static void expect_plain_as_bash(const char *id)
 	signalled(id, "'sleep' 5", "KILL", 0, &s2, &c2);
 	assert_int_equal(s1, s2);
 	assert_int_equal(c1, c2);
+	/* Ctrl-C's signal reaches the command both ways (the helper, started with `&`, has it ignored). */
+	signalled(id, "sleep 5", "INT", SAAS_SIGNAL_GROUP, &s1, &c1);
+	signalled(id, "'sleep' 5", "INT", SAAS_SIGNAL_GROUP, &s2, &c2);
+	assert_int_equal(s1, SAAS_EXEC_EXITED);
+	assert_int_equal(c1, 130);
+	assert_int_equal(s2, s1);
+	assert_int_equal(c2, c1);
 	{
 		saas_exec_options o = SAAS_EXEC_OPTIONS_INIT;
 		saas_execution *a = NULL, *b = NULL;

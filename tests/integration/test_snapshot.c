@@ -15,7 +15,9 @@
  * they run on. Then a pause (keep=0) and a restore under the same name, as a
  * resume is: the file, the process and the port are back. Every VM and
  * snapshot destroyed leaves nothing in the state directory. A pause's RAM
- * stays in its state, loaded by the resume. As root, every
+ * stays in its state, loaded by the resume. Once resumed, the VM is paused
+ * again with a command running on its control port: it runs on after the
+ * second resume. As root, every
  * VM's QEMU runs under a uid of its own.
  *
  * Prints what a fork, a pause and a resume took (ms) and what a pause wrote
@@ -716,6 +718,7 @@ static int group_teardown(void **state)
 				drv->vm_destroy(ctx, made[i]);
 		drv->snapshot_delete(ctx, "t-fork");
 		drv->snapshot_delete(ctx, "t-pause");
+		drv->snapshot_delete(ctx, "t-pause-held");
 		for (int i = 1; i <= CHAIN_FORKS; i++) {
 			char snap[32];
 			snprintf(snap, sizeof(snap), "t-chain-%d", i);
@@ -940,6 +943,66 @@ static void test_fork_chain(void **state)
 	       chain_depth(parent_top(snap)), CHAIN_FORKS + 1, depth0, qcow2_fds(PARENT));
 }
 
+/* A command held by a thread (as the server's background executions are) until it ends or its connection does. */
+struct held {
+	const char *vm, *cmd;
+	int rc;
+};
+
+static void *held_main(void *arg)
+{
+	struct held *h = arg;
+	char out[256];
+	int code = -1;
+
+	h->rc = vmtest_driver_exec(drv, ctx, h->vm, h->cmd, 600000, &code, out, sizeof(out));
+	return NULL;
+}
+
+/*
+ * A command on the control port outlives a pause, as one over SSH does. The
+ * VM just resumed has no SSH session yet: a sleep started now goes over the port
+ * (the helper is its parent), held by a thread; the pause ends its
+ * connection (the thread's call fails), and after the resume the sleep runs
+ * on, and the port serves again at once: the fix-ups and the next command
+ * went over it, which the helper, still carrying the lost command, would
+ * not have read as requests (until 2026-12 their first bytes broke its
+ * stream and it killed the command: the fix-ups fell back to SSH).
+ */
+static void pause_with_port_command(void)
+{
+	/* Static: a failed assertion leaves the thread running (until teardown destroys the VM), writing here. */
+	static struct held h = { PARENT, "echo $$ >/workspace/held.pid && exec sleep 100000", 0 };
+	char pid[32], cmd[200];
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, held_main, &h), 0);
+	/*
+	 * Its head start: it takes the port before it reaches the guest, and the
+	 * polls below go over SSH then (which brings the session up: no second
+	 * try would find the port again, so a starved thread fails here).
+	 */
+	usleep(500000);
+	for (int i = 0; i < 300 && !run(PARENT, "cat /workspace/held.pid 2>/dev/null || true")[0]; i++)
+		usleep(100000);
+	snprintf(pid, sizeof(pid), "%s", run(PARENT, "cat /workspace/held.pid"));
+	assert_true(pid[0] >= '1' && pid[0] <= '9');
+	/* The sleep, and its parent the helper (`control`): it is on the port. */
+	snprintf(cmd, sizeof(cmd), "cat /proc/%s/comm /proc/$(cut -d' ' -f4 /proc/%s/stat)/comm | tr '\\n' ' '", pid, pid);
+	assert_string_equal(run(PARENT, cmd), "sleep control ");
+	check(drv->vm_snapshot(ctx, PARENT, "t-pause-held", 0, NULL), "vm_snapshot keep=0 with a command on the port");
+	made[0] = NULL;
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(h.rc < 0);
+	vmtest_log_reset();
+	restore(PARENT, "t-pause-held", 0);
+	snprintf(cmd, sizeof(cmd), "kill -0 %s && cat /proc/%s/comm", pid, pid);
+	assert_string_equal(run(PARENT, cmd), "sleep");
+	assert_true(logged(PARENT, "its commands go over the control port"));
+	assert_false(logged(PARENT, "fix-ups over SSH instead"));
+	check(drv->snapshot_delete(ctx, "t-pause-held"), "snapshot_delete");
+}
+
 /* Pause and resume: the VM gone into its snapshot, then restored under its own name. */
 static void test_pause_resume(void **state)
 {
@@ -958,6 +1021,8 @@ static void test_pause_resume(void **state)
 	t0 = vmtest_now_ms();
 	restore(PARENT, "t-pause", 0);
 	resume_ms = vmtest_now_ms() - t0;
+	/* First, while it has no SSH session (the end of assert_survived's port connection makes one). */
+	pause_with_port_command();
 	assert_survived(PARENT);
 	assert_string_equal(run(PARENT, "cat /workspace/after"), "parent");
 	assert_string_equal(run(PARENT, "hostname"), PARENT);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1236,6 +1237,33 @@ static void test_signal_note(void **state)
  * variables exported (some sharing a bucket of bash's table, some replacing
  * the helper's), then `env`, run by this host's bash where it has one.
  */
+/* A command's child starts with no signal ignored, whatever the helper got from aas-init's `&`. */
+static void test_signals_default(void **state)
+{
+	pid_t pid;
+	int st;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* The ones a shell's `&` ignores, and others a helper might (not the sanitizers' own: they keep theirs). */
+		static const int sigs[] = { SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGHUP, SIGUSR1 };
+		struct sigaction sa;
+		int bad = 0;
+		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			signal(sigs[i], SIG_IGN);
+		aas_signals_default();
+		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			if (sigaction(sigs[i], NULL, &sa) != 0 || sa.sa_handler != SIG_DFL)
+				bad = sigs[i];
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static void test_bash_env(void **state)
 {
 	static const char *const base[] = { "USER=sandbox", "LOGNAME=sandbox", "HOME=/", "PATH=/usr/bin:/bin",
@@ -1958,6 +1986,7 @@ int main(void)
 		cmocka_unit_test(test_run_request),
 		cmocka_unit_test(test_bashrc),
 		cmocka_unit_test(test_bash_env),
+		cmocka_unit_test(test_signals_default),
 		cmocka_unit_test(test_signal_note),
 		cmocka_unit_test(test_conn_request),
 		cmocka_unit_test(test_conn_engine),
