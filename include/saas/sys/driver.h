@@ -32,9 +32,10 @@ SAAS_BEGIN_DECLS
  * saas_driver_env.stopping; 10 vm_sample (a VM's CPU, memory and disk); 11 file_mkdir,
  * file_remove, file_rename; 12 saas_driver_pty.cwd and .env (a terminal's directory and
  * environment); 13 snapshot_scan (the snapshots a VM host's storage holds, for
- * the core's sweep of those no sandbox names).
+ * the core's sweep of those no sandbox names); 14 saas_driver_host.spare_mb (what
+ * VMs started ahead on a VM host hold, which placement leaves to them).
  */
-#define SAAS_DRIVER_VERSION 13
+#define SAAS_DRIVER_VERSION 14
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -236,8 +237,11 @@ typedef struct {
 	uint64_t memory_mb;        /**< Host memory in MiB. */
 	unsigned int vms;          /**< VMs of this driver's owner running there now (sandboxes, pooled, templates). */
 	/**
-	 * MiB that VMs started ahead there (vm_take's, every engine's, not in vms) hold
-	 * now: placement leaves it to them. 0: none, or a driver that does not say.
+	 * Version 14: MiB that VMs started ahead there (vm_take's, every engine's, not
+	 * in vms) hold now: placement leaves it to them. 0: none, or a driver that does
+	 * not say (the engine zeroes the struct before host_info, so an older table's
+	 * reads 0). A field at the end: an engine of version 13 refuses a table of 14,
+	 * which would write past its struct.
 	 */
 	uint64_t spare_mb;
 } saas_driver_host;
