@@ -13,8 +13,8 @@
 #   - kill -9 of the server making a sandbox: the other undoes it (no charge,
 #     no VM left on the host); a sandbox made with the internet through the
 #     dead server (which served its egress) reaches a test internet (a
-#     namespace of the test's on TEST-NET-3) again once the other takes its
-#     egress over;
+#     namespace of the test's, one TEST-NET-2 address) again once the other
+#     takes its egress over;
 #   - the lost host answers again: every VM still on it is destroyed and it
 #     takes sandboxes again;
 #   - a warm pool of 1 on the hosts: its VM is made on a host, a create is
@@ -52,14 +52,17 @@ mkdir -p "$STATE"
 CLUSTER="e2e-$$"
 ssh-keygen -q -t ed25519 -N '' -f "${WORK}/cluster_key" -C "$CLUSTER" || { echo "ssh-keygen failed"; exit 1; }
 
-# The test internet: a namespace joined to this machine by a veth pair, TEST-NET-3 (routed by nothing
-# else; the guard leaves documentation ranges reachable), an HTTP server there with one file.
+# The test internet: a namespace joined to this machine by a veth pair, an HTTP server there with one
+# file. One address each side, a route to that one address only (documentation addresses, which the
+# guard leaves reachable): a whole range routed here would take this machine's traffic to any real
+# address in it (a package registry's, on a machine whose network uses documentation ranges) for as
+# long as the test runs, and other tests' downloads with it.
 WORLD="aasw-$$"
-WORLD_IP=203.0.113.2
+WORLD_IP=198.51.100.66
 world_up() {
 	ip netns add "$WORLD" && ip link add "aw$$" type veth peer name "aw$$w" netns "$WORLD" &&
-		ip addr add 203.0.113.1/24 dev "aw$$" && ip link set "aw$$" up &&
-		ip -n "$WORLD" link set lo up && ip -n "$WORLD" addr add "${WORLD_IP}/24" dev "aw$$w" &&
+		ip addr add 198.51.100.65 peer "${WORLD_IP}" dev "aw$$" && ip link set "aw$$" up &&
+		ip -n "$WORLD" link set lo up && ip -n "$WORLD" addr add "${WORLD_IP}" peer 198.51.100.65 dev "aw$$w" &&
 		ip -n "$WORLD" link set "aw$$w" up || return 1
 	mkdir -p "${WORK}/world" && echo "hello from the test internet" >"${WORK}/world/hello"
 	ip netns exec "$WORLD" python3 -m http.server 8080 --bind "$WORLD_IP" --directory "${WORK}/world" \
