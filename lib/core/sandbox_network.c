@@ -150,6 +150,19 @@ static int driver_set(saas_engine *e, const saas_store_sandbox *row, int mode, c
 	return e->driver->vm_network_set(ctx, row->id, &vm);
 }
 
+/* Hand the driver the policy the store holds for the sandbox (its mode and rules). */
+static int driver_set_stored(saas_engine *e, const saas_store_sandbox *sb)
+{
+	char **allow = NULL, **deny = NULL;
+	int rc;
+
+	if ((rc = saas__sandbox_rules_get(e, sb, &allow, &deny)) == SAAS_OK)
+		rc = driver_set(e, sb, sb->network_mode, allow, deny);
+	saas__rules_free(allow);
+	saas__rules_free(deny);
+	return rc;
+}
+
 int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
                                     saas_sandbox **out)
 {
@@ -260,7 +273,7 @@ void saas__egress_adopt(saas_engine *e, const saas_store_sandbox *live, size_t n
 {
 	for (size_t i = 0; i < n; i++) {
 		const saas_store_sandbox *sb = &live[i];
-		char name[SAAS_STORE_LEASE_NAME_MAX + 1], **allow = NULL, **deny = NULL;
+		char name[SAAS_STORE_LEASE_NAME_MAX + 1];
 		int rc;
 
 		if (sb->status != SAAS_SANDBOX_READY || !egress_shared(e, sb, sb->network_mode) ||
@@ -268,11 +281,7 @@ void saas__egress_adopt(saas_engine *e, const saas_store_sandbox *live, size_t n
 		    saas__claim_once(e, name) != 1)
 			continue;
 		/* Its lease is this engine's now: its last server is gone, and with it that server's channel. */
-		if ((rc = saas__sandbox_rules_get(e, sb, &allow, &deny)) == SAAS_OK)
-			rc = driver_set(e, sb, sb->network_mode, allow, deny);
-		saas__rules_free(allow);
-		saas__rules_free(deny);
-		if (rc == SAAS_OK && saas__claim(e, name) == 1) {
+		if ((rc = driver_set_stored(e, sb)) == SAAS_OK && saas__claim(e, name) == 1) {
 			saas__log(e, SAAS_LOG_INFO, "sandbox %s: its egress (%s) is served by this server now: the server "
 			          "that served it is gone", sb->id, saas_network_mode_name(sb->network_mode));
 			continue;
@@ -291,7 +300,6 @@ void saas__egress_adopt(saas_engine *e, const saas_store_sandbox *live, size_t n
 
 void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 {
-	char **allow = NULL, **deny = NULL;
 	int64_t now;
 	int rc;
 
@@ -313,11 +321,7 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 	 */
 	if (sb->network_mode == SAAS_STORE_NETWORK_UNKNOWN)
 		return;
-	if ((rc = saas__sandbox_rules_get(e, sb, &allow, &deny)) == SAAS_OK)
-		rc = driver_set(e, sb, sb->network_mode, allow, deny);
-	saas__rules_free(allow);
-	saas__rules_free(deny);
-	if (rc == SAAS_OK) {
+	if ((rc = driver_set_stored(e, sb)) == SAAS_OK) {
 		saas__egress_hold(e, sb, sb->network_mode);
 		return;
 	}
