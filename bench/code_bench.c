@@ -22,6 +22,7 @@
  * `true` (its control channel up), its first and second `1+1`; and, in other clones, after `true` and
  * two `python3 -c pass` (the guest's Python code translated by TCG once, shared by every process that
  * maps it), the first `1+1`.
+ * BENCH_VERBOSE=1 prints the engine's log, its debug lines too (which way each port connection went).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -217,7 +218,7 @@ int main(int argc, char **argv)
 	o.creates_per_minute = SAAS_LIMIT_MAX;
 	o.max_executions = SAAS_LIMIT_MAX;
 	o.log = on_log;
-	o.log_level = SAAS_LOG_INFO;
+	o.log_level = getenv("BENCH_VERBOSE") ? SAAS_LOG_DEBUG : SAAS_LOG_INFO;
 	if ((rc = saas_engine_open(&engine, &o)) < 0)
 		die("engine", rc);
 	if ((rc = saas_account_create(&account, engine, "bench", SAAS_USD(1000), 0)) < 0 ||

@@ -382,9 +382,9 @@ static void expect_code_warm(const char *id)
  * run (the helper closes its socket to the code server with it), whose
  * context then runs the next: the variable set after the sleep is not set.
  * The run would sleep 300 s were it not interrupted. That run is the clone's
- * first connection, so it went over the port (the log says so); after it the
- * session comes up, and the runs after it come back whole whichever way
- * they go.
+ * first connection, so it went over the port (the log says so); the runs
+ * after it come back whole whichever way they go, and the session comes up
+ * once the port has stayed unused a moment.
  */
 static void expect_code_relayed(const char *id)
 {
@@ -427,6 +427,17 @@ static void expect_code_relayed(const char *id)
 		fail_msg("after a run cut off over the control port: %.500s", out);
 	free(out);
 	expect_one_plus_one(id, "after a run cut off");
+	/*
+	 * Those runs came one right after the other, relayed in turn: the
+	 * session comes up in the background only once the port has stayed
+	 * unused a moment (the login would share the guest with the next run),
+	 * unless a connection found the port held so long that it made it.
+	 */
+	snprintf(line, sizeof(line), "VM %s: its SSH session comes up in the background", id);
+	snprintf(head, sizeof(head), "VM %s: a port connection goes over SSH", id);
+	for (int i = 0; i < 600 && !logged(line, "its control port unused for") && !logged(head, NULL); i++)
+		usleep(100 * 1000);
+	assert_true(logged(line, "its control port unused for") || logged(head, NULL));
 }
 
 

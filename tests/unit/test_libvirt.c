@@ -55,9 +55,118 @@
 #include "driver/libvirt/memfile.h"
 #include "driver/libvirt/migstream.h"
 #include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/vm.h"
 #include "driver/libvirt/vmfs.h"
 #include "testutil.h"
 #include "util/spawn.h"
+
+/* ---- the control port's one user (vm.c) ------------------------------------------------------- */
+
+struct port_holder {
+	struct vm *v;
+	int hold_ms;
+	int64_t given_at;                /* saas__now_ms once given back */
+};
+
+/* Takes the port (free), holds it hold_ms, gives it back. */
+static void *port_hold_main(void *arg)
+{
+	struct port_holder *h = arg;
+
+	saas__sleep_ms(h->hold_ms);
+	h->given_at = saas__now_ms();
+	saas__lv_port_give(h->v);
+	return NULL;
+}
+
+/* The port, held, is given back by another thread while this one waits wait_ms to take it for user: it has it. */
+static void take_when_given(struct port_holder *h, int user, int wait_ms)
+{
+	pthread_t t;
+
+	h->given_at = 0;
+	assert_int_equal(pthread_create(&t, NULL, port_hold_main, h), 0);
+	assert_true(saas__lv_port_take(h->v, user, wait_ms));
+	assert_int_not_equal(h->given_at, 0);
+	pthread_join(t, NULL);
+}
+
+static struct vm *port_vm(struct drv *d)
+{
+	memset(d, 0, sizeof(*d));
+	pthread_mutex_init(&d->mu, NULL);
+	assert_int_equal(saas__lv_vm_add(d, "sb-port", NULL, 2222, 0, "ssh-ed25519 AAAA", NULL), SAAS_OK);
+	return saas__lv_vm_get(d, "sb-port");
+}
+
+static void port_vm_free(struct drv *d, struct vm *v)
+{
+	saas__lv_vm_put(d, v);
+	saas__lv_vm_put(d, saas__lv_vm_unlink(d, "sb-port"));
+	pthread_mutex_destroy(&d->mu);
+}
+
+/*
+ * A command or a connection that finds the port held waits for it a bounded
+ * while (a relay winding down gives it back soon), then goes without it; a
+ * transfer waits for a transfer as long as it takes.
+ */
+static void test_port_take_waits(void **state)
+{
+	struct drv d;
+	struct vm *v = port_vm(&d);
+	struct port_holder h = { v, 100, 0 };
+
+	(void)state;
+	assert_true(saas__lv_port_take(v, PORT_EXEC, 0));
+	assert_false(saas__lv_port_take(v, PORT_EXEC, 0));
+	assert_false(saas__lv_port_take(v, PORT_EXEC, 50));
+	assert_false(saas__lv_port_take(v, PORT_FILES, 0));
+	/* Given back while a command waits: the command has it. */
+	take_when_given(&h, PORT_EXEC, 60000);
+	/* A transfer's turn after a command's, given back while it waits. */
+	take_when_given(&h, PORT_FILES, 60000);
+	/* A transfer waits for a transfer however long it is asked to wait: wait_ms 0. */
+	take_when_given(&h, PORT_FILES, 0);
+	saas__lv_port_give(v);
+	port_vm_free(&d, v);
+}
+
+/*
+ * The port's quiet (when a relay's end brings the SSH session up): only
+ * once it has been free for the whole span since its last user gave it
+ * back, a user that takes it meanwhile starting the span again; never
+ * while it is held; the driver closing ends the wait.
+ */
+static void test_port_quiet(void **state)
+{
+	struct drv d;
+	struct vm *v = port_vm(&d);
+	struct port_holder h = { v, 300, 0 };
+	pthread_t t;
+
+	(void)state;
+	assert_true(saas__lv_port_quiet(&d, v, 0));
+	assert_true(saas__lv_port_take(v, PORT_EXEC, 0));
+	assert_int_equal(pthread_create(&t, NULL, port_hold_main, &h), 0);
+	assert_true(saas__lv_port_quiet(&d, v, 200));
+	/* (Counted on another clock than given_at's: a millisecond's rounding either way.) */
+	assert_int_not_equal(h.given_at, 0);
+	assert_true(saas__now_ms() - h.given_at >= 190);
+	pthread_join(t, NULL);
+	/* Given back just now: the span starts there. */
+	assert_true(saas__lv_port_take(v, PORT_EXEC, 0));
+	h.given_at = saas__now_ms();
+	saas__lv_port_give(v);
+	assert_true(saas__lv_port_quiet(&d, v, 200));
+	assert_true(saas__now_ms() - h.given_at >= 190);
+	/* Held, and the driver closes: no quiet. */
+	assert_true(saas__lv_port_take(v, PORT_EXEC, 0));
+	d.closing = 1;
+	assert_false(saas__lv_port_quiet(&d, v, 0));
+	saas__lv_port_give(v);
+	port_vm_free(&d, v);
+}
 
 /* ---- golden files ---------------------------------------------------------------------------- */
 
@@ -3437,6 +3546,8 @@ int main(void)
 		cmocka_unit_test(test_domain_initramfs_kvm),
 		cmocka_unit_test(test_domain_confined),
 		cmocka_unit_test(test_domain_limits),
+		cmocka_unit_test(test_port_take_waits),
+		cmocka_unit_test(test_port_quiet),
 		cmocka_unit_test(test_domain_memory),
 		cmocka_unit_test(test_limits_per_size),
 		cmocka_unit_test(test_cgroup_v1_ours),

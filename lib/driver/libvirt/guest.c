@@ -31,31 +31,19 @@
 /* ---- the guest ------------------------------------------------------------------------------- */
 
 /*
- * The VM's control port for one user (true), or false: a file transfer
- * waits for another transfer to end, but nothing waits for a command (which
- * may run for an hour), and a command takes the port only when it is free;
- * what does not get it goes over SFTP or SSH.
+ * How long a command, a transfer or a port connection waits for the port
+ * held by another user while the VM has no SSH session, before it goes
+ * over SSH: the fallback would start a login, 0.4-3 s of the guest's CPU
+ * under TCG, and what holds the port is most often a code run's
+ * connection whose caller already has the run's end and whose relay is
+ * winding down (the guest's helper telling it the code server closed).
  */
-static bool port_take(struct vm *v, int user)
-{
-	bool got;
-
-	pthread_mutex_lock(&v->ctl_mu);
-	while (user == PORT_FILES && v->ctl_user == PORT_FILES)
-		pthread_cond_wait(&v->ctl_cv, &v->ctl_mu);
-	if ((got = v->ctl_user == PORT_FREE))
-		v->ctl_user = user;
-	pthread_mutex_unlock(&v->ctl_mu);
-	return got;
-}
-
-static void port_give(struct vm *v)
-{
-	pthread_mutex_lock(&v->ctl_mu);
-	v->ctl_user = PORT_FREE;
-	pthread_cond_broadcast(&v->ctl_cv);
-	pthread_mutex_unlock(&v->ctl_mu);
-}
+#define PORT_WAIT_MS 500
+/*
+ * How long the port stays unused after a relayed connection before the
+ * engine brings the VM's SSH session up in the background (relay_main).
+ */
+#define SESSION_QUIET_MS 1000
 
 /*
  * Whether its helper serves files was asked for the first time (by a
@@ -131,7 +119,7 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 
 	if (!d->host->control_port || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
 		return SAAS_ENOTSUP;
-	if (session_up(v) || !port_take(v, PORT_EXEC))
+	if (session_up(v) || !saas__lv_port_take(v, PORT_EXEC, PORT_WAIT_MS))
 		goto out;
 	if (v->execs < 0 || !port_due(v)) {
 		/* Its helper predates commands: asked once. Or its channel failed a moment ago. */
@@ -152,7 +140,7 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over the control port until its SSH session is up",
 			             name);
 	}
-	port_give(v);
+	saas__lv_port_give(v);
 out:
 	saas__lv_vm_put(d, v);
 	free(dir);
@@ -203,15 +191,15 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 		saas__lv_vm_put(d, v);
 		return saas__oom();
 	}
-	if (!port_take(v, PORT_FILES)) {
-		/* A command has the port: SFTP, not a wait of unknown length. */
+	if (!saas__lv_port_take(v, PORT_FILES, session_up(v) ? 0 : PORT_WAIT_MS)) {
+		/* Another user has the port (past PORT_WAIT_MS without a session): SFTP, not a wait of unknown length. */
 		saas__lv_vm_put(d, v);
 		free(dir);
 		return SAAS_ENOTSUP;
 	}
 	if (!port_due(v)) {
 		/* Its channel failed a moment ago: SFTP. */
-		port_give(v);
+		saas__lv_port_give(v);
 		saas__lv_vm_put(d, v);
 		free(dir);
 		return SAAS_ENOTSUP;
@@ -225,7 +213,7 @@ static int file_over_port(struct drv *d, const char *name, struct file_call *fc)
 		                          &d->closing);
 	port_opened(v, &w);
 	port_files_said(d, name, files, v->files);
-	port_give(v);
+	saas__lv_port_give(v);
 	saas__lv_vm_put(d, v);
 	free(dir);
 	return rc;
@@ -363,27 +351,54 @@ static void relay_end(struct relay *r)
 	saas__error_clear();
 	shutdown(r->fd, SHUT_RDWR);
 	close(r->fd);
-	port_give(r->v);
+	saas__lv_port_give(r->v);
 	saas__lv_vm_put(r->d, r->v);
+}
+
+/*
+ * The thread that waits for the port's quiet and then brings the session up
+ * (one per VM at once: the relays that end meanwhile leave it to that one).
+ */
+static void session_when_quiet(struct drv *d, struct vm *v)
+{
+	struct vm *now = NULL;
+	bool due = saas__lv_port_quiet(d, v, SESSION_QUIET_MS) && !session_up(v);
+
+	__atomic_store_n(&v->quiet_wait, false, __ATOMIC_RELEASE);
+	/* Still the registry's VM of that name (not destroyed meanwhile, nor made again)? */
+	if (due && (now = saas__lv_vm_get(d, v->name)) == v) {
+		saas__ssh *ssh = NULL;
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its SSH session comes up in the background, its control port "
+		             "unused for %d ms", v->name, SESSION_QUIET_MS);
+		if (saas__lv_vm_session(d, v->name, &ssh) == SAAS_OK)
+			saas__ssh_close(ssh);
+		saas__error_clear();
+	}
+	if (now)
+		saas__lv_vm_put(d, now);
 }
 
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
 	struct drv *d = r->d;
+	struct vm *v;
 
 	relay_end(r);
 	/*
-	 * A sandbox that reached a port once will again: its session comes up
-	 * now, once the connection is over (not beside it: the login would take
-	 * the guest's time from it), and the next connections take it, as many
-	 * at once as they like. Those before it is up are relayed.
+	 * A sandbox that reached a port once will again, and a later need of
+	 * its SSH session (a terminal, a listing, a second connection at once)
+	 * should find it up: it comes up in the background, but only once the
+	 * port has stayed unused for SESSION_QUIET_MS. Not at once: the login
+	 * takes the guest's CPU for a second or more under TCG, and the next run,
+	 * which most often comes right after (a notebook's next cell, a script's
+	 * next call), would share the guest with it; runs meanwhile are relayed,
+	 * one after the other, each one's end starting the wait again.
 	 */
-	if (!closing(d)) {
-		saas__ssh *ssh = NULL;
-		if (saas__lv_vm_session(d, r->name, &ssh) == SAAS_OK)
-			saas__ssh_close(ssh);
-		saas__error_clear();
+	if (!closing(d) && (v = saas__lv_vm_get(d, r->name))) {
+		if (!__atomic_exchange_n(&v->quiet_wait, true, __ATOMIC_ACQ_REL))
+			session_when_quiet(d, v);
+		saas__lv_vm_put(d, v);
 	}
 	free(r);
 	relay_done(d);
@@ -399,14 +414,26 @@ static int port_over_port(struct drv *d, const char *name, unsigned int port, in
 	pthread_attr_t attr;
 	pthread_t thread;
 	char *dir = NULL;
+	int64_t t0, waited;
 	int sp[2] = { -1, -1 }, rc = SAAS_ENOTSUP, conns, files, n;
 
 	if (!d->host->control_port || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
 		return SAAS_ENOTSUP;
-	if (closing(d) || session_up(v) || !port_take(v, PORT_EXEC)) {
+	if (closing(d) || session_up(v)) {
 		saas__lv_vm_put(d, v);
 		return SAAS_ENOTSUP;
 	}
+	t0 = saas__now_ms();
+	if (!saas__lv_port_take(v, PORT_EXEC, PORT_WAIT_MS)) {
+		/* Rare (a long connection holds the port): said, as the login it starts is most of a second under TCG. */
+		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: a port connection goes over SSH, the control port held for %d ms",
+		             name, PORT_WAIT_MS);
+		saas__lv_vm_put(d, v);
+		return SAAS_ENOTSUP;
+	}
+	if ((waited = saas__now_ms() - t0) > 0)
+		saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s: a port connection waited %lld ms for the control port", name,
+		             (long long)waited);
 	if (v->conns < 0 || !port_due(v))
 		goto give; /* its helper predates connections, or its channel failed a moment ago */
 	if (!(dir = saas__lv_drv_path(d, "vms", name)) || !(r = calloc(1, sizeof(*r)))) {
@@ -462,7 +489,7 @@ give:
 	}
 	free(r);
 	free(dir);
-	port_give(v);
+	saas__lv_port_give(v);
 	saas__lv_vm_put(d, v);
 	return rc;
 }

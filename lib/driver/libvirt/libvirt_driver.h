@@ -262,17 +262,19 @@ struct vm {
 	pthread_mutex_t mu;              /* serialises (re)connecting */
 	/*
 	 * Its control port takes one user at a time: a file transfer, a
-	 * command or a port connection (guest.c, port_take). The fields after ctl_user belong to the
-	 * user that has it.
+	 * command or a port connection (vm.c, saas__lv_port_take). The fields after ctl_free_at belong
+	 * to the user that has it.
 	 */
 	pthread_mutex_t ctl_mu;
-	pthread_cond_t ctl_cv;           /* signalled when ctl_user goes back to PORT_FREE */
+	pthread_cond_t ctl_cv;           /* signalled when ctl_user goes back to PORT_FREE (CLOCK_MONOTONIC) */
 	int ctl_user;                    /* under ctl_mu: enum port_user */
+	int64_t ctl_free_at;             /* under ctl_mu: when it last went back to PORT_FREE (ms, CLOCK_MONOTONIC) */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
 	int conns;                       /* its helper opens port connections (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
 	bool relayed;                    /* atomic: a port connection went over the control port (said once) */
+	bool quiet_wait;                 /* atomic: a relay's thread waits for the port's quiet to log in (guest.c) */
 	int port_fails;                  /* remote: the channel's opens failed in a row (guest.c, port_opened) */
 	int64_t port_retry_at;           /* remote: not asked for again before (saas__now_ms) */
 	unsigned int refs;

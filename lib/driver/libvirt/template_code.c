@@ -152,34 +152,36 @@ int saas__lv_spare_code_warm(struct launch *l, const struct timespec *t0, int64_
 	}
 	rc = saas__ctl_conn_open(&p.ctl, saas__lv_ctl_way(&w, d, l->spec->name, l->dir), &serves, &conns, l->im->code_port,
 	                         &d->closing);
-	if (rc == SAAS_OK && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+	if (rc != SAAS_OK)
+		goto out;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "socketpair: %s", strerror(errno));
-	if (rc == SAAS_OK) {
-		p.fd = sp[1];
-		if ((n = pthread_create(&thread, NULL, warm_pump_main, &p)) != 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, n, "starting a warm-up's relay: %s", strerror(n));
-		} else {
-			got = exchange(sp[0], req, buf, sizeof(buf), sizeof(buf), deadline);
-			/* Closed: a pump still at it (the deadline) ends the guest's connection, and the run with it. */
-			close(sp[0]);
-			sp[0] = -1;
-			pthread_join(thread, NULL);
-			/*
-			 * 200 and the run's end: warm, and nothing of it kept. Any other
-			 * status: the server ran nothing (an image's server without
-			 * /warm, a context not fresh): the spare is as it would be
-			 * without. Cut off: the run may have left its value in the
-			 * kernel, so the spare is given up.
-			 */
-			if (got > 0 && status_200(buf) && strstr(buf, "\"text\": \"2\"") && strstr(buf, "\"end_of_execution\""))
-				rc = 1;
-			else if (got >= 13 && strncmp(buf, "HTTP/1.", 7) == 0 && !status_200(buf))
-				rc = 0;
-			else
-				rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the code server's warm-up did not end "
-				                 "within %d s%s", SPARE_WARM_TIMEOUT_MS / 1000, p.rc < 0 ? " (its connection was lost)" : "");
-		}
+		goto out;
 	}
+	p.fd = sp[1];
+	if ((n = pthread_create(&thread, NULL, warm_pump_main, &p)) != 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, n, "starting a warm-up's relay: %s", strerror(n));
+		goto out;
+	}
+	got = exchange(sp[0], req, buf, sizeof(buf), sizeof(buf), deadline);
+	/* Closed: a pump still at it (the deadline) ends the guest's connection, and the run with it. */
+	close(sp[0]);
+	sp[0] = -1;
+	pthread_join(thread, NULL);
+	/*
+	 * 200 and the run's end: warm, and nothing of it kept. Any other
+	 * status: the server ran nothing (an image's server without /warm, a
+	 * context not fresh): the spare is as it would be without. Cut off: the
+	 * run may have left its value in the kernel, so the spare is given up.
+	 */
+	if (got > 0 && status_200(buf) && strstr(buf, "\"text\": \"2\"") && strstr(buf, "\"end_of_execution\""))
+		rc = 1;
+	else if (got >= 13 && strncmp(buf, "HTTP/1.", 7) == 0 && !status_200(buf))
+		rc = 0;
+	else
+		rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the code server's warm-up did not end within %d s%s",
+		                 SPARE_WARM_TIMEOUT_MS / 1000, p.rc < 0 ? " (its connection was lost)" : "");
+out:
 	if (sp[0] >= 0)
 		close(sp[0]);
 	if (sp[1] >= 0)

@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -83,12 +84,89 @@ int saas__lv_vm_add(struct drv *d, const char *name, const struct image *im, uns
 	v->refs = 1;
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_mutex_init(&v->ctl_mu, NULL);
-	pthread_cond_init(&v->ctl_cv, NULL);
+	if (saas__cond_init_monotonic(&v->ctl_cv) != 0) {
+		pthread_mutex_destroy(&v->mu);
+		pthread_mutex_destroy(&v->ctl_mu);
+		free(v->host_key);
+		free(v);
+		return saas__oom();
+	}
 	pthread_mutex_lock(&d->mu);
 	v->next = d->vms;
 	d->vms = v;
 	pthread_mutex_unlock(&d->mu);
 	return SAAS_OK;
+}
+
+/* ---- the control port's one user ------------------------------------------------------------ */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait on the port's condition until it is signalled or until (mono_ms); ctl_mu held. */
+static void port_wait_until(struct vm *v, int64_t until)
+{
+	struct timespec ts;
+	int64_t left = until - mono_ms();
+
+	saas__deadline(&ts, CLOCK_MONOTONIC, left > 0 ? left : 0);
+	pthread_cond_timedwait(&v->ctl_cv, &v->ctl_mu, &ts);
+}
+
+bool saas__lv_port_take(struct vm *v, int user, int wait_ms)
+{
+	int64_t until = mono_ms() + (wait_ms > 0 ? wait_ms : 0);
+	bool got;
+
+	pthread_mutex_lock(&v->ctl_mu);
+	for (;;) {
+		if ((got = v->ctl_user == PORT_FREE))
+			break;
+		if (user == PORT_FILES && v->ctl_user == PORT_FILES)
+			pthread_cond_wait(&v->ctl_cv, &v->ctl_mu);
+		else if (mono_ms() < until)
+			port_wait_until(v, until);
+		else
+			break;
+	}
+	if (got)
+		v->ctl_user = user;
+	pthread_mutex_unlock(&v->ctl_mu);
+	return got;
+}
+
+void saas__lv_port_give(struct vm *v)
+{
+	pthread_mutex_lock(&v->ctl_mu);
+	v->ctl_user = PORT_FREE;
+	v->ctl_free_at = mono_ms();
+	pthread_cond_broadcast(&v->ctl_cv);
+	pthread_mutex_unlock(&v->ctl_mu);
+}
+
+bool saas__lv_port_quiet(struct drv *d, struct vm *v, int quiet_ms)
+{
+	bool quiet = false;
+
+	pthread_mutex_lock(&v->ctl_mu);
+	while (!closing(d)) {
+		int64_t until = v->ctl_free_at + quiet_ms;
+		if (v->ctl_user == PORT_FREE && mono_ms() >= until) {
+			quiet = true;
+			break;
+		}
+		/* Looked at again at least every PORT_QUIET_POLL_MS: the driver's closing signals no port. */
+		if (v->ctl_user != PORT_FREE || until - mono_ms() > PORT_QUIET_POLL_MS)
+			until = mono_ms() + PORT_QUIET_POLL_MS;
+		port_wait_until(v, until);
+	}
+	pthread_mutex_unlock(&v->ctl_mu);
+	return quiet;
 }
 
 /* A booting guest's knock can last many seconds under TCG: the driver closing does not wait for it... */

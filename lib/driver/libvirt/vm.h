@@ -19,6 +19,23 @@ struct vm *saas__lv_vm_get(struct drv *d, const char *name);
 void saas__lv_vm_put(struct drv *d, struct vm *v);
 /* Take a VM out of the registry; the registry's reference is dropped by the caller. */
 struct vm *saas__lv_vm_unlink(struct drv *d, const char *name);
+/*
+ * The VM's control port for one user (enum port_user): true once it has it.
+ * A file transfer waits for another transfer to end, however long; any
+ * other holder is waited for at most wait_ms (0: not at all), since a
+ * command may run for an hour and what does not get the port goes over
+ * SSH instead. Given back with saas__lv_port_give.
+ */
+bool saas__lv_port_take(struct vm *v, int user, int wait_ms);
+void saas__lv_port_give(struct vm *v);
+/*
+ * Wait until the port has been free for quiet_ms in a row (true), or the
+ * driver closes (false). A user that takes it meanwhile starts the count
+ * again once it gives it back.
+ */
+#define PORT_QUIET_POLL_MS 100
+bool saas__lv_port_quiet(struct drv *d, struct vm *v, int quiet_ms);
+
 /* The VM's SSH session, reopened if it died, with a reference the caller lets go with saas__ssh_close. */
 int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out);
 /*
