@@ -159,6 +159,9 @@ static int toy_exec(void *ctx, const char *name, const saas_driver_exec *req, in
 	pthread_mutex_unlock(&t->mu);
 	if (!running)
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "toy: VM %s is not running", name);
+	/* The command runs now (a real guest says when): the engine's followers learn it here. */
+	if (req->started)
+		req->started(req->control_userdata);
 	if (strncmp(req->command, "echo ", 5) == 0) {
 		const char *words = req->command + 5;
 

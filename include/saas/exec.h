@@ -79,6 +79,12 @@ typedef struct saas_execution {
 	int stdin_open;                    /**< Non-zero while saas_execution_stdin() is taken. */
 	/** The command line as given; NULL where it is not known (a running one, an older server). */
 	char *command;
+	/**
+	 * While it runs: non-zero once the guest runs the command (its driver
+	 * says when), 0 while it is still being handed over. Once it ended:
+	 * non-zero if it exited or timed out. Since 0.2.0.
+	 */
+	int started;
 } saas_execution;
 
 /** Return at once with a running execution; poll it with saas_execution_get(). */
@@ -188,6 +194,15 @@ SAAS_EXTERN(int) saas_exec_stream(saas_execution **out, saas_client *client, con
 
 /** saas_execution_follow(): wait for new output (and for the end) rather than return at once. */
 #define SAAS_FOLLOW_WAIT (1u << 0)
+/**
+ * saas_execution_follow() with SAAS_FOLLOW_WAIT: return as well once the
+ * guest runs the command (saas_execution.started), which comes before its
+ * output: for a caller that tells of the start (the E2B face's start event)
+ * when the command runs, not when it was handed over. A client that cannot
+ * tell (a remote one) returns what there is at once, the execution counted
+ * as started. Since 0.2.0.
+ */
+#define SAAS_FOLLOW_STARTED (1u << 1)
 
 /**
  * Read an execution's output from a cursor: what is there now, or (with
@@ -202,7 +217,7 @@ SAAS_EXTERN(int) saas_exec_stream(saas_execution **out, saas_client *client, con
  * @param out        [out] the execution as it stands when the call returns (running or ended), or NULL.
  * @param cursor     [in,out] where to start; updated to where the call stopped.
  * @param wait_ms    with SAAS_FOLLOW_WAIT: at most this long (at most SAAS_EXEC_FOLLOW_WAIT_MAX); 0: the most.
- * @param flags      0 or SAAS_FOLLOW_WAIT.
+ * @param flags      0, SAAS_FOLLOW_WAIT, or SAAS_FOLLOW_WAIT | SAAS_FOLLOW_STARTED.
  * @return SAAS_OK, SAAS_EINVAL, SAAS_ENOTFOUND, SAAS_ESTORE, SAAS_ENOMEM.
  *
  * Since: 0.2.0

@@ -498,8 +498,10 @@ SAAS_EXTERN(int) saas_execution_follow(saas_execution **out, saas_client *c, con
 		return rc;
 	if (!cursor)
 		return saas__inval("cursor is NULL");
-	if (flags & ~SAAS_FOLLOW_WAIT)
+	if (flags & ~(SAAS_FOLLOW_WAIT | SAAS_FOLLOW_STARTED))
 		return saas__inval("unknown flags 0x%x", flags);
+	if ((flags & SAAS_FOLLOW_STARTED) && !(flags & SAAS_FOLLOW_WAIT))
+		return saas__inval("SAAS_FOLLOW_STARTED is a way to wait: it needs SAAS_FOLLOW_WAIT");
 	if (wait_ms > SAAS_EXEC_FOLLOW_WAIT_MAX)
 		return saas__inval("wait_ms is over %u", SAAS_EXEC_FOLLOW_WAIT_MAX);
 	if (!c->ops->execution_follow)

@@ -486,6 +486,7 @@ struct saas__live {
 	} sig[8];                      /* signals to send, oldest first */
 	size_t nsig;
 	bool cancel;                   /* the caller cancelled: kill all it started */
+	bool running;                  /* the guest runs it (the driver's started, or handed to an older driver) */
 	bool done;
 	int status, exit_code;
 };
@@ -498,6 +499,8 @@ void saas__live_unref(saas_engine *e, struct saas__live *l);
 void saas__live_output(saas_engine *e, struct saas__live *l, int stream, const void *data, size_t len);
 /* The record is written: followers read the rest and the end. */
 void saas__live_end(saas_engine *e, struct saas__live *l, const saas_store_execution *rec);
+/* saas_driver_exec.started: the guest runs it; followers waiting for that wake (userdata: the live). */
+void saas__live_started(void *userdata);
 void saas__live_cancel(saas_engine *e, struct saas__live *l);
 bool saas__live_cancelled(saas_engine *e, struct saas__live *l);
 /* The driver's input and control callbacks (saas_driver_exec), userdata a saas__live. */

@@ -88,6 +88,8 @@ static int execution_public(const saas_store_execution *x, saas_execution **out)
 	p->stdout_truncated = x->stdout_truncated;
 	p->stderr_truncated = x->stderr_truncated;
 	p->started_at_ms = x->started_at_ms;
+	/* One that runs on another engine: when its guest took it is not recorded, so it counts as started. */
+	p->started = x->status != SAAS_EXEC_FAILED;
 	p->finished_at_ms = x->finished_at_ms;
 	p->duration_ms = x->finished_at_ms ? x->finished_at_ms - x->started_at_ms : 0;
 	p->stdout_len = x->stdout_len;
@@ -178,14 +180,20 @@ static int job_run(struct job *j)
 	req.input = j->stdin_open ? saas__live_input : NULL;
 	req.control = saas__live_control;
 	req.control_userdata = l;
+	/* A driver that cannot say when the guest runs it: from the moment it has it. */
+	if (e->driver->version >= 15)
+		req.started = saas__live_started;
 
 	if (!e->driver->exec)
 		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "driver '%s' cannot run commands",
 		                 e->driver->name);
 	else if (saas__live_cancelled(e, l))
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "cancelled before it started");
-	else
+	else {
+		if (!req.started)
+			saas__live_started(l);
 		rc = e->driver->exec(j->ctx, j->sandbox_id, &req, &exit_code);
+	}
 
 	/* The driver is done with the live streams: what they kept is read without the lock from here on. */
 	j->rec.finished_at_ms = saas__engine_now(e);

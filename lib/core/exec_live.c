@@ -145,6 +145,7 @@ void saas__live_output(saas_engine *e, struct saas__live *l, int stream, const v
 {
 	pthread_mutex_lock(&e->live_mu);
 	stream_keep(l, &l->s[stream == SAAS_STREAM_STDERR], data, len);
+	l->running = true; /* its output says so, whether or not its driver did */
 	pthread_cond_broadcast(&l->cond);
 	pthread_mutex_unlock(&e->live_mu);
 }
@@ -156,6 +157,17 @@ void saas__live_end(saas_engine *e, struct saas__live *l, const saas_store_execu
 	l->stdin_open = false;
 	l->status = rec->status;
 	l->exit_code = rec->exit_code;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&e->live_mu);
+}
+
+void saas__live_started(void *userdata)
+{
+	struct saas__live *l = userdata;
+	saas_engine *e = l->engine;
+
+	pthread_mutex_lock(&e->live_mu);
+	l->running = true;
 	pthread_cond_broadcast(&l->cond);
 	pthread_mutex_unlock(&e->live_mu);
 }
@@ -343,6 +355,7 @@ static int live_public(const struct saas__live *l, bool with_output, saas_execut
 		return saas__oom();
 	p->status = SAAS_EXEC_RUNNING;
 	p->exit_code = -1;
+	p->started = l->running;
 	p->started_at_ms = l->started_at_ms;
 	p->stdout_len = lo;
 	p->stderr_len = le;
@@ -537,7 +550,8 @@ int saas__local_execution_follow(saas_client *c, const char *id, saas_exec_curso
 			pthread_mutex_lock(&e->live_mu);
 			/* Nothing new since the step: done now means all was delivered. */
 			done = l->done && cur->stdout_offset >= l->s[0].total && cur->stderr_offset >= l->s[1].total;
-			if (done || !(flags & SAAS_FOLLOW_WAIT) || saas__now_ms() >= deadline) {
+			if (done || !(flags & SAAS_FOLLOW_WAIT) || saas__now_ms() >= deadline ||
+			    ((flags & SAAS_FOLLOW_STARTED) && l->running)) {
 				pthread_mutex_unlock(&e->live_mu);
 				break;
 			}

@@ -91,6 +91,9 @@ int saas__remote_execution_follow(saas_client *c, const char *id, saas_exec_curs
 	char *path = NULL;
 	int rc;
 
+	/* When the server's guest took it is not said here: what there is, at once (the wire counts it started). */
+	if (flags & SAAS_FOLLOW_STARTED)
+		flags = 0;
 	if (flags & SAAS_FOLLOW_WAIT) {
 		struct saas__sse s;
 		memset(&s, 0, sizeof(s));

@@ -391,6 +391,9 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		rc = lost("the guest answered out of turn");
 		goto out;
 	}
+	/* "ready": the shell (or the plain command) runs, and none of its output has come yet. */
+	if (req->started)
+		req->started(req->control_userdata);
 	if ((rc = take_frames(x)) < 0)
 		goto out;
 

@@ -368,6 +368,7 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 	int rc, lrc, stop = 0; /* stop: SAAS_ETIMEOUT or SAAS_EIO once we decided to kill */
 	int cancelled = 0;     /* the engine's caller, not the engine, stopped it */
 	int have_slot = 0;
+	bool told = false;     /* req->started was called */
 
 	*exit_code = -1;
 	if (__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST))
@@ -423,18 +424,21 @@ int saas__ssh_exec(saas__ssh *ssh, const saas_driver_exec *req, int *exit_code)
 			ssize_t nout = x->nout, nerr = x->nerr;
 			/* Deliver without the lock: the consumer must not stall the connection. */
 			pthread_mutex_unlock(&ssh->mu);
-			if (nout) {
-				outbuf.len = 0;
+			outbuf.len = errbuf.len = 0;
+			if (nout)
 				saas__marker_feed(&mo, x->out, (size_t)nout, &outbuf);
-				if (outbuf.len)
-					req->output(req->output_userdata, SAAS_STREAM_STDOUT, outbuf.data, outbuf.len);
-			}
-			if (nerr) {
-				errbuf.len = 0;
+			if (nerr)
 				saas__marker_feed(&mf, x->err, (size_t)nerr, &errbuf);
-				if (errbuf.len)
-					req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
+			/* The wrapper's pid marker comes as the command starts; its output, if that is read first, says so too. */
+			if (!told && (mf.pid || outbuf.len || errbuf.len)) {
+				told = true;
+				if (req->started)
+					req->started(req->control_userdata);
 			}
+			if (outbuf.len)
+				req->output(req->output_userdata, SAAS_STREAM_STDOUT, outbuf.data, outbuf.len);
+			if (errbuf.len)
+				req->output(req->output_userdata, SAAS_STREAM_STDERR, errbuf.data, errbuf.len);
 			pthread_mutex_lock(&ssh->mu);
 			last_data = saas__now_ms();
 		}

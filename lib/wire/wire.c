@@ -656,6 +656,8 @@ int saas__wire_execution_decode(saas_execution **out, const json_t *o, const cha
 	x->stdout_truncated = json_is_true(json_object_get(o, "stdout_truncated"));
 	x->stderr_truncated = json_is_true(json_object_get(o, "stderr_truncated"));
 	x->started_at_ms = jtime(o, "started_at");
+	/* The wire does not say when the guest took a running one: it counts as started. */
+	x->started = x->status != SAAS_EXEC_FAILED;
 	x->finished_at_ms = jtime(o, "finished_at");
 	x->duration_ms = jint(o, "duration_ms");
 	/* A server before 0.2.0 sends no totals: what it sent is all there is. */

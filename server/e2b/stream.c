@@ -27,6 +27,12 @@
  * this, not at the next keepalive.
  */
 #define GONE_POLL_MS 1000
+/*
+ * A command's start event waits for its guest to run it (envd's comes after
+ * the spawn), but no longer than this: past it the start goes out anyway
+ * (the SDK gives up on a start after 60 s), the command still handed over.
+ */
+#define START_HOLD_MAX_MS 10000
 /* A follower's buffer stops filling past this; the client's reading drains it. */
 #define STREAM_BUF_MAX ((size_t)256 << 10)
 
@@ -114,6 +120,8 @@ struct stream {
 	struct aas_e2b_pty *pty;        /* a terminal's stream (a reference), else a command's */
 	uint64_t pty_offset;
 	bool watch, started;            /* a WatchDir stream (exe is its watcher), and its start sent */
+	uint32_t pid;                   /* a command's, for its start event */
+	int64_t start_by_ms;            /* a command's start event not sent yet: sent by then at the latest */
 	struct aas_e2b_watch_parser parser;
 	char failed[16];                /* the watcher's failure word, before its start */
 	unsigned long events;
@@ -342,6 +350,39 @@ static void follow_pty(struct stream *s)
 }
 
 /*
+ * A command's start event, once its guest runs it (or it ended, or the
+ * hold ran out): true when it is sent. Else it waited up to `wait` ms and
+ * nothing is to send yet (the reader looks again, after checking the client
+ * is still there). Neither the client's work on the event nor the writing
+ * of it then shares the machine with a command that has not begun.
+ */
+static bool start_when_run(struct stream *s, int64_t wait)
+{
+	saas_execution *x = NULL;
+	saas_exec_cursor peek = s->cur; /* what comes meanwhile is read again by the follow proper */
+	int64_t now = aas_now_ms();
+	bool run = false;
+
+	if (s->start_by_ms - now < wait)
+		wait = s->start_by_ms - now;
+	if (s->deadline_ms && s->deadline_ms - now < wait)
+		wait = s->deadline_ms - now;
+	if (wait > 0 && saas_execution_follow(&x, s->client, s->exe, &peek, NULL, (unsigned int)wait,
+	                                      SAAS_FOLLOW_WAIT | SAAS_FOLLOW_STARTED) == SAAS_OK)
+		run = x->started || x->status != SAAS_EXEC_RUNNING;
+	else
+		run = true; /* out of time, or following fails: the start, then the follow proper says why */
+	saas_execution_free(x);
+	now = aas_now_ms();
+	if (!run && now < s->start_by_ms && !(s->deadline_ms && now >= s->deadline_ms))
+		return false;
+	put_event(s, "start", json_pack("{s:I}", "pid", (json_int_t)s->pid));
+	s->started = true;
+	s->quiet_since_ms = now;
+	return true;
+}
+
+/*
  * Fill the buffer, as /v1's follower does (api/exec.c): what the
  * execution has now; else the first chunk to come, waiting up to the
  * keepalive or the deadline; else a keepalive, or the deadline's end.
@@ -364,6 +405,8 @@ static void follow_more(struct stream *s)
 	cb.exit = on_exit_;
 	cb.userdata = s;
 	s->len = s->off = 0;
+	if (!s->watch && !s->started && !start_when_run(s, wait))
+		return;
 	s->first = false;
 	rc = saas_execution_follow(NULL, s->client, s->exe, &cur, &cb, 0, 0);
 	if (rc == SAAS_OK && !s->len && !s->ending) {
@@ -466,13 +509,18 @@ void aas_e2b_reply_stream(struct aas_req *r, struct aas_reply *out, saas_client 
 	s->deadline_ms = timeout_ms ? aas_now_ms() + (int64_t)timeout_ms : 0;
 	s->quiet_since_ms = aas_now_ms();
 	/*
-	 * The start event at once: the SDK waits for it before anything else (60
-	 * s at most). A watch's comes when its watcher says it watches, so that
-	 * no change after the SDK's start is missed and a missing directory is
-	 * the start's error.
+	 * The SDK waits for the start event before anything else (60 s at
+	 * most). A command's comes once its guest runs it (start_when_run), a
+	 * terminal's at once (its shell runs), a watch's when its watcher says it
+	 * watches, so that no change after the SDK's start is missed and a
+	 * missing directory is the start's error.
 	 */
-	if (!s->watch)
+	s->pid = f->pid;
+	s->start_by_ms = aas_now_ms() + START_HOLD_MAX_MS;
+	if (s->pty) {
 		put_event(s, "start", json_pack("{s:I}", "pid", (json_int_t)f->pid));
+		s->started = true;
+	}
 	if (!(out->response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, s,
 	                                                        stream_free))) {
 		stream_free(s);

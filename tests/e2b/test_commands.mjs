@@ -8,6 +8,9 @@
 // usage: node test_commands.mjs AAS_SERVER_FAKE   (run by tests/e2b/run)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Sandbox, CommandExitError, InvalidArgumentError, NotFoundError, RateLimitError } from 'e2b';
 import { testServer, e2bKey } from './harness.mjs';
 
@@ -59,6 +62,27 @@ test('commands.run: streaming callbacks, envs, cwd', async () => {
   assert.equal((await sbx.commands.run('pwd')).stdout, '/workspace\n', 'E2B\'s home is /workspace');
   assert.equal((await sbx.commands.run('pwd', { cwd: 'sub' })).stdout, '/workspace/sub\n');
   assert.equal((await sbx.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n');
+});
+
+// envd's start event comes once the process runs: a guest slow to start a command holds it back
+// (the fake's `startafter PATH` starts once the host file PATH exists), and the SDK's run() with it.
+test('the start event comes when the guest runs the command, not before', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'aas-e2b-start-'));
+  const gate = join(dir, 'go');
+  try {
+    let got = null;
+    const run = sbx.commands.run(`startafter ${gate}`, { background: true, timeoutMs: 60000 }).then(h => (got = h));
+    // Long enough for a start sent at once to arrive many times over; the gate is still shut.
+    await new Promise(r => setTimeout(r, 500));
+    assert.equal(got, null, 'no start event while the guest has not run the command');
+    writeFileSync(gate, '');
+    const h = await run;
+    assert.ok(h.pid > 0);
+    assert.equal((await h.wait()).exitCode, 0);
+    assert.ok(existsSync(gate));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('background commands: list, stdin, connect, kill', async () => {

@@ -744,6 +744,26 @@ static int fake_watch(const char *name, const char *args, const saas_driver_exec
 	return rc;
 }
 
+/* `startafter PATH`: held before it runs (the guest's "ready" late) until PATH exists on the host. */
+static int fake_start_after(const char *name, const char *path, const saas_driver_exec *req)
+{
+	int64_t waited = 0;
+
+	while (access(path, F_OK) != 0) {
+		int group;
+		if ((req->control && req->control(req->control_userdata, &group) < 0) ||
+		    __atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) || !running(name))
+			return saas_sys_error_set(SAAS_EIO, SAAS_ERRCLASS_GUEST, 0, "fake: cancelled before it started");
+		if (req->timeout_ms > 0 && waited >= req->timeout_ms)
+			return saas_sys_error_set(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "fake: never started");
+		usleep(5000);
+		waited += 5;
+	}
+	if (req->started)
+		req->started(req->control_userdata);
+	return SAAS_OK;
+}
+
 static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, int *exit_code)
 {
 	static const char watcher[] = "exec python3 -c 'import ctypes"; /* server/e2b/watch.c's */
@@ -763,6 +783,10 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 	if (fail)
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: an exec made to fail");
 	*exit_code = 0;
+	if (strncmp(cmd, "startafter ", 11) == 0)
+		return fake_start_after(name, cmd + 11, req);
+	if (req->started)
+		req->started(req->control_userdata);
 	if (strncmp(cmd, watcher, sizeof(watcher) - 1) == 0 && strstr(cmd, "\n' '")) {
 		return fake_watch(name, strstr(cmd, "\n' '") + 4, req, exit_code);
 	} else if (strcmp(cmd, "true") == 0 || strcmp(cmd, ":") == 0 || strncmp(cmd, ": ", 2) == 0) {

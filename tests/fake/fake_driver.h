@@ -11,6 +11,9 @@
  *   env                 prints the extra environment, one per line
  *   spew N              prints N bytes of 'x' to stdout and N of 'y' to stderr
  *   block               waits until the engine cancels it
+ *   startafter PATH     starts (says so through the exec's `started`) only once the host file
+ *                       PATH exists, then exits 0; a cancel or its timeout first: it never ran
+ * Every other command starts at once.
  * anything else exits 127 with "not found" on stderr. Files live in a map.
  * Its terminal echoes, reports resizes, and ends at "exit N" (fake_driver.c).
  * Never part of the library.

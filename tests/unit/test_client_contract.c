@@ -1115,6 +1115,62 @@ static void test_exec_live(void **state)
 	saas_sandbox_free(sb);
 }
 
+/*
+ * SAAS_FOLLOW_STARTED: a follow that returns once the guest runs the command
+ * (the fake's `startafter PATH` runs once PATH exists). A local client waits
+ * for it; a remote one cannot tell and answers at once, counted started.
+ */
+static void test_follow_started(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 0);
+	saas_execution *held = NULL, *x = NULL;
+	saas_exec_cursor cur = { 0, 0 };
+	char dir[] = "/tmp/aas-started-XXXXXX", gate[64];
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(gate, sizeof(gate), "%s/go", dir);
+	{
+		char cmd[96];
+		snprintf(cmd, sizeof(cmd), "startafter %s", gate);
+		EXPECT(saas_exec(&held, f->a, sb->id, cmd, NULL, SAAS_EXEC_BACKGROUND), SAAS_OK);
+	}
+	EXPECT(saas_execution_follow(&x, f->a, held->id, &cur, NULL, 200, SAAS_FOLLOW_WAIT | SAAS_FOLLOW_STARTED),
+	       SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_RUNNING);
+	/* Locally the gate is shut, whatever the time: the guest has not run it. */
+	assert_int_equal(x->started, P.remote ? 1 : 0);
+	saas_execution_free(x);
+	x = NULL;
+	assert_true((fd = open(gate, O_CREAT | O_WRONLY, 0600)) >= 0);
+	close(fd);
+	/* Now it starts, and a follow for that returns (without a bound, a test that hangs says the wake is lost). */
+	EXPECT(saas_execution_follow(&x, f->a, held->id, &cur, NULL, 0, SAAS_FOLLOW_WAIT | SAAS_FOLLOW_STARTED),
+	       SAAS_OK);
+	assert_true(x->started);
+	saas_execution_free(x);
+	x = NULL;
+	EXPECT(saas_execution_follow(&x, f->a, held->id, &cur, NULL, 0, SAAS_FOLLOW_WAIT), SAAS_OK);
+	assert_int_equal(x->status, SAAS_EXEC_EXITED);
+	assert_int_equal(x->exit_code, 0);
+	assert_true(x->started);
+	saas_execution_free(x);
+	x = NULL;
+	/* Output is a start too, for a driver that does not say it: every other fake command starts at once. */
+	EXPECT(saas_exec(&x, f->a, sb->id, "echo hi", NULL, 0), SAAS_OK);
+	assert_true(x->started);
+	saas_execution_free(x);
+	x = NULL;
+	/* A way to wait only. */
+	EXPECT(saas_execution_follow(NULL, f->a, held->id, &cur, NULL, 0, SAAS_FOLLOW_STARTED), SAAS_EINVAL);
+	EXPECT(saas_execution_follow(NULL, f->a, held->id, &cur, NULL, 0, 1u << 2), SAAS_EINVAL);
+	unlink(gate);
+	rmdir(dir);
+	saas_execution_free(held);
+	saas_sandbox_free(sb);
+}
+
 struct chunks {
 	const unsigned char *data;
 	size_t len, off, chunk;
@@ -1976,6 +2032,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_background, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_stream, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_live, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follow_started, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_ops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ports, setup, teardown),

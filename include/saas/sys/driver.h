@@ -33,9 +33,10 @@ SAAS_BEGIN_DECLS
  * file_remove, file_rename; 12 saas_driver_pty.cwd and .env (a terminal's directory and
  * environment); 13 snapshot_scan (the snapshots a VM host's storage holds, for
  * the core's sweep of those no sandbox names); 14 saas_driver_host.spare_mb (what
- * VMs started ahead on a VM host hold, which placement leaves to them).
+ * VMs started ahead on a VM host hold, which placement leaves to them); 15
+ * saas_driver_exec.started (the moment the guest runs a command).
  */
-#define SAAS_DRIVER_VERSION 14
+#define SAAS_DRIVER_VERSION 15
 
 /**
  * A lease in the store the engines share, for work a driver must do once
@@ -175,7 +176,19 @@ typedef struct {
 	 * a timeout, and return SAAS_EIO. NULL: never.
 	 */
 	int (*control)(void *userdata, int *group);
-	void *control_userdata;    /**< For input and control. */
+	void *control_userdata;    /**< For input, control and started. */
+	/*
+	 * Version 15. The core sets it only for a table of version 15 or later;
+	 * for an older one it counts a command running from the moment exec is
+	 * called.
+	 */
+	/**
+	 * Called once, when the guest runs the command (its shell or program has
+	 * started), before any of its output; not at all when it never ran. A
+	 * driver that cannot tell calls it when it hands the command over. May
+	 * be NULL.
+	 */
+	void (*started)(void *userdata);
 } saas_driver_exec;
 
 /** A terminal session to start (version 3); every field is validated by the core. */
