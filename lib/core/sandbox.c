@@ -381,7 +381,7 @@ static int create_from_pool(saas_client *c, const saas_create_options *o, const 
 			return saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
 		}
 		saas__pool_release(e, name, SAAS_POOL_CLAIMED);
-		saas__egress_hold(e, &row, row.network_mode);
+		saas__egress_hold(e, &row);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s claimed from the pool (%s, image %s) for %s%s%s", row.id, row.size,
 		          row.image, row.account_id, row.host_id[0] ? " on VM host " : "", row.host_id);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms (from the pool)", row.id,
@@ -641,7 +641,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		                   rc == SAAS_ESTATE ? "the sandbox was destroyed while it was being created" : msg);
 	}
 	row.status = SAAS_SANDBOX_READY;
-	saas__egress_hold(e, &row, row.network_mode);
+	saas__egress_hold(e, &row);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms", row.id, (long long)(now - row.created_at_ms));
 	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
