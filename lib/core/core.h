@@ -44,6 +44,13 @@
  * it is no longer read.
  */
 #define SAAS_HOST_SNAPSHOT_GRACE_MS (4 * SAAS_CREATE_GRACE_S * 1000LL)
+/*
+ * A create refused for want of room (a host's memory, no VM host with room):
+ * when to try again, as saas_error.retry_after_ms and REST's Retry-After.
+ * About two hosts' heartbeats (5 s each by default), by which room freed by
+ * a sandbox that ended is seen by every server.
+ */
+#define SAAS__ROOM_RETRY_MS 10000
 
 /*
  * A sandbox whose VM is gone but whose close the store could not record yet

@@ -623,8 +623,12 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		if (code == SAAS_EBACKEND || !e->store->sandbox_delete ||
 		    e->store->sandbox_delete(e->store_ctx, row.id) < 0)
 			saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
-		return saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
-		                   "sandbox could not be created: %s", msg);
+		saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
+		            "sandbox could not be created: %s", msg);
+		/* No room now is no room for a while: when to try again (a REST answer's Retry-After). */
+		if (code == SAAS_EBUSY)
+			saas__error_set_limit(NULL, SAAS__ROOM_RETRY_MS);
+		return code;
 	}
 	now = saas__engine_now(e);
 	row.ready_at_ms = now;
