@@ -150,6 +150,12 @@ void aas_reply_saas(struct aas_reply *out, int rc)
 		aas_reply_failure(out, rc, e->klass, e->message);
 	else
 		aas_reply_failure(out, rc, SAAS_ERRCLASS_NONE, NULL);
+	/* A refusal for want of room (503) says when to come back, in whole seconds rounded up. */
+	if (rc == SAAS_EBUSY && e->code == rc && e->retry_after_ms > 0 && out->response) {
+		char value[24];
+		snprintf(value, sizeof(value), "%lld", (long long)((e->retry_after_ms + 999) / 1000));
+		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+	}
 }
 
 /* ---- request bodies ---- */

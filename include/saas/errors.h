@@ -77,8 +77,9 @@ typedef struct saas_error {
 	 */
 	const char *limit;
 	/**
-	 * For SAAS_ELIMIT: how long to wait before a retry can succeed, in
-	 * milliseconds (the REST API's Retry-After); 0 when unknown.
+	 * For SAAS_ELIMIT, and SAAS_EBUSY when a create is refused for want of
+	 * room (a host short of memory): how long to wait before a retry can
+	 * succeed, in milliseconds (the REST API's Retry-After); 0 when unknown.
 	 */
 	int64_t retry_after_ms;
 } saas_error;

@@ -460,7 +460,12 @@ SAAS_EXTERN(int) saas_sandbox_destroy(saas_sandbox **out, saas_client *client, c
  *         rules outside POLICY; too many rules; bad version or flag),
  *         SAAS_ENOTFOUND, SAAS_ESTATE (destroyed or still creating),
  *         SAAS_ENOTSUP (the driver cannot change or enforce this policy; the
- *         sandbox keeps the one it had), SAAS_EBACKEND, SAAS_ESTORE, SAAS_ENOMEM.
+ *         sandbox keeps the one it had), SAAS_EBACKEND, SAAS_ESTORE, SAAS_ENOMEM,
+ *         SAAS_EBUSY (a VM host's guest whose egress another server of the
+ *         cluster serves: the policy is stored, and that server, asked to apply
+ *         it, did not confirm it within two thirds of the lease ttl; it applies
+ *         it when it can). Through a server that does not serve the guest's
+ *         egress the call returns once the server that does has applied it.
  *
  * Since: 0.1.0
  */

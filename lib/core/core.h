@@ -44,6 +44,13 @@
  * it is no longer read.
  */
 #define SAAS_HOST_SNAPSHOT_GRACE_MS (4 * SAAS_CREATE_GRACE_S * 1000LL)
+/*
+ * A create refused for want of room (a host's memory, no VM host with room):
+ * when to try again, as saas_error.retry_after_ms and REST's Retry-After.
+ * About two hosts' heartbeats (5 s each by default), by which room freed by
+ * a sandbox that ended is seen by every server.
+ */
+#define SAAS__ROOM_RETRY_MS 10000
 
 /*
  * A sandbox whose VM is gone but whose close the store could not record yet
@@ -312,14 +319,17 @@ int saas__network_default(saas_engine *e);
  */
 void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb);
 /*
- * A VM host's guest with egress (internet or a policy) on a store engines
- * share: its egress is this engine's to serve once the driver holds its
- * channel, and lease "egress:<id>" says so (taken, or let go when mode is
- * isolated). saas__egress_let_go: the VM is gone (ended, paused).
- * saas__egress_adopt (the reaper's engine): the ready ones whose lease ran
- * out, their server gone, served by this engine from now.
+ * A VM host's guest on a store engines share: its egress is this engine's
+ * to serve once the driver holds its channel, and lease "egress:<id>" says
+ * so (whatever its mode: its network changes here). saas__egress_let_go:
+ * the VM is gone (ended, paused). saas__egress_adopt (the reaper's engine):
+ * the ready ones with egress (internet or a policy) whose lease ran out,
+ * their server gone, served by this engine from now.
+ * saas__egress_requests (every engine's sweep): the changes other servers
+ * stored for the guests this engine serves, applied (sandbox_network.c).
  */
-void saas__egress_hold(saas_engine *e, const saas_store_sandbox *sb, int mode);
+void saas__egress_hold(saas_engine *e, const saas_store_sandbox *sb);
+void saas__egress_requests(saas_engine *e);
 void saas__egress_let_go(saas_engine *e, const char *id);
 void saas__egress_adopt(saas_engine *e, const saas_store_sandbox *live, size_t n);
 /* Record a sandbox's egress counts as the driver has them now (before its VM goes). */

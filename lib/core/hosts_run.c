@@ -441,12 +441,15 @@ int saas__sandbox_insert_placed(saas_engine *e, saas_store_sandbox *row, unsigne
 	 * facts): of no class, as the driver's "busy" (which names the host's
 	 * memory or uids) is kept from tenants.
 	 */
-	if (rc == SAAS_EBUSY)
-		return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
-		                   on_host ? "the VM host of this sandbox's snapshot has no room for a %s sandbox "
-		                             "(%u vCPUs, %u MiB) now; try again later"
-		                           : "no VM host has room for a %s sandbox (%u vCPUs, %u MiB) now; try again later",
-		                   row->size, row->vcpus, row->memory_mb);
+	if (rc == SAAS_EBUSY) {
+		saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
+		            on_host ? "the VM host of this sandbox's snapshot has no room for a %s sandbox "
+		                      "(%u vCPUs, %u MiB) now; try again later"
+		                    : "no VM host has room for a %s sandbox (%u vCPUs, %u MiB) now; try again later",
+		            row->size, row->vcpus, row->memory_mb);
+		saas__error_set_limit(NULL, SAAS__ROOM_RETRY_MS);
+		return SAAS_EBUSY;
+	}
 	if (rc < 0)
 		return saas__live_limit(rc, max_live);
 	/* A store that cannot keep to one host would put the VM where its snapshot is not: undo, and say busy. */

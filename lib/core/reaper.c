@@ -604,6 +604,8 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 	/* Without background threads the sweep renews this engine's leases too. */
 	if (e->flags & SAAS_ENGINE_NO_REAPER)
 		saas__claims_renew(e);
+	/* Every engine, reaper or not: the network changes other servers stored for the guests it serves. */
+	saas__egress_requests(e);
 	/*
 	 * The lease spares the engines duplicate work; it is not what makes the
 	 * work safe. Every close the sweep makes is conditional in the store and

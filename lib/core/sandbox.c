@@ -381,7 +381,7 @@ static int create_from_pool(saas_client *c, const saas_create_options *o, const 
 			return saas__error(rc, saved.klass, saved.backend_code, "%s", msg);
 		}
 		saas__pool_release(e, name, SAAS_POOL_CLAIMED);
-		saas__egress_hold(e, &row, row.network_mode);
+		saas__egress_hold(e, &row);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s claimed from the pool (%s, image %s) for %s%s%s", row.id, row.size,
 		          row.image, row.account_id, row.host_id[0] ? " on VM host " : "", row.host_id);
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms (from the pool)", row.id,
@@ -623,8 +623,12 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		if (code == SAAS_EBACKEND || !e->store->sandbox_delete ||
 		    e->store->sandbox_delete(e->store_ctx, row.id) < 0)
 			saas__sandbox_close(e, &row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
-		return saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
-		                   "sandbox could not be created: %s", msg);
+		saas__error(code, saved.klass ? saved.klass : SAAS_ERRCLASS_DRIVER, saved.backend_code,
+		            "sandbox could not be created: %s", msg);
+		/* No room now is no room for a while: when to try again (a REST answer's Retry-After). */
+		if (code == SAAS_EBUSY)
+			saas__error_set_limit(NULL, SAAS__ROOM_RETRY_MS);
+		return code;
 	}
 	now = saas__engine_now(e);
 	row.ready_at_ms = now;
@@ -641,7 +645,7 @@ static int create_vm(saas_client *c, const saas_store_sandbox *init, const struc
 		                   rc == SAAS_ESTATE ? "the sandbox was destroyed while it was being created" : msg);
 	}
 	row.status = SAAS_SANDBOX_READY;
-	saas__egress_hold(e, &row, row.network_mode);
+	saas__egress_hold(e, &row);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s ready in %lld ms", row.id, (long long)(now - row.created_at_ms));
 	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;

@@ -163,6 +163,139 @@ static int driver_set_stored(saas_engine *e, const saas_store_sandbox *sb)
 	return rc;
 }
 
+/* ---- a change asked of a server that does not serve the guest's egress --------------------------- */
+
+/*
+ * A VM host's guest has its policy where its egress channel is: in the one
+ * server that holds it (see egress_held below). Another server asked to
+ * change it cannot, so it asks that one through the store: it stores the
+ * new policy, then takes lease "netset:<id>", which is the request, and
+ * waits for it to go. The server holding lease "egress:<id>" looks for a
+ * request at each of its sweeps (saas__egress_requests), gives its driver
+ * the store's policy, and releases the request: the asker's answer. Many
+ * askers take turns on the lease; each one's store write comes before its
+ * request, so the holder always applies the last policy written, and no
+ * asker is answered before the policy it wrote, or a later one, is in place.
+ * Not applied in time (the holder stalled or died, its host not answering):
+ * SAAS_EBUSY saying so; the request stays, and the stored policy is applied
+ * by the holder when it can, or by the server that takes the egress over
+ * (saas__egress_adopt, then its own sweep's look at the request).
+ */
+#define NETSET_POLL_MS 100
+
+static int64_t netset_wait_ms(const saas_engine *e)
+{
+	/* Within the request's ttl, so that the request is still this asker's when it is answered. */
+	return e->claims.ttl_ms * 2 / 3;
+}
+
+/* Called with e->network_mu held, which it lets go (the wait must not keep this engine's own changes waiting). */
+static int network_ask(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net,
+                       const char *allow, const char *deny)
+{
+	char name[SAAS_STORE_LEASE_NAME_MAX + 1], holder[SAAS_STORE_HOLDER_MAX + 1];
+	int64_t until, waited = 0, wait_ms = netset_wait_ms(e);
+	bool asked = false;
+	int rc, held;
+
+	rc = saas__claim_name(name, "netset", row->id);
+	if (rc == SAAS_OK && (rc = e->store->sandbox_network_set(e->store_ctx, row->id, net->mode, allow, deny)) < 0 &&
+	    rc == SAAS_ESTATE)
+		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' was destroyed", row->id);
+	pthread_mutex_unlock(&e->network_mu);
+	if (rc < 0)
+		return rc;
+	saas__log(e, SAAS_LOG_INFO, "sandbox %s network set to %s (%zu allow, %zu deny rules) in the store; asking "
+	          "the server that serves its egress to apply it", row->id, saas_network_mode_name(net->mode),
+	          net->nallow, net->ndeny);
+	for (;;) {
+		if (!asked) {
+			/* Another asker's request first: this one's is taken once that one is answered. */
+			held = 0;
+			if ((rc = e->store->lease_take(e->store_ctx, name, e->claims.holder, saas__engine_now(e),
+			                               e->claims.ttl_ms, &held)) < 0)
+				return rc;
+			asked = held;
+		} else if ((rc = e->store->lease_get(e->store_ctx, name, holder, &until)) == SAAS_ENOTFOUND ||
+		           (rc == SAAS_OK && strcmp(holder, e->claims.holder) != 0)) {
+			/* Released by the server serving its egress (and maybe taken by the next asker since). */
+			saas__error_clear();
+			return SAAS_OK;
+		} else if (rc < 0) {
+			return rc;
+		}
+		if (waited >= wait_ms)
+			break;
+		saas__sleep_ms(NETSET_POLL_MS);
+		waited += NETSET_POLL_MS;
+	}
+	/* The request stays (a run-out one is a request still): the holder answers it when it can. */
+	return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
+	                   "sandbox '%s': its new network is stored, but the server that serves its egress (the one "
+	                   "that made or resumed it) did not confirm it within %lld s; that server applies it when it "
+	                   "can, or the server taking its egress over does; GET its network for the stored policy, "
+	                   "and send the change again to wait for it",
+	                   row->id, (long long)(wait_ms / 1000));
+}
+
+/* One sandbox's request answered: 1 applied (or nothing to apply), 0 not now, or an error. */
+static int request_answer(saas_engine *e, const char *id)
+{
+	saas_store_sandbox row;
+	int rc;
+
+	pthread_mutex_lock(&e->network_mu);
+	if ((rc = e->store->sandbox_get(e->store_ctx, id, &row)) == SAAS_ENOTFOUND) {
+		rc = 1;
+	} else if (rc == SAAS_OK && row.status == SAAS_SANDBOX_READY && row.network_mode != SAAS_STORE_NETWORK_UNKNOWN) {
+		if ((rc = driver_set_stored(e, &row)) == SAAS_OK) {
+			saas__log(e, SAAS_LOG_INFO, "sandbox %s network set to %s, as another server stored it", id,
+			          saas_network_mode_name(row.network_mode));
+			rc = 1;
+		}
+	} else if (rc == SAAS_OK) {
+		/* Not running (paused, ending): the store's policy is what it is given when it runs again. */
+		rc = 1;
+	}
+	pthread_mutex_unlock(&e->network_mu);
+	return rc;
+}
+
+void saas__egress_requests(saas_engine *e)
+{
+	struct saas__claims *cl = &e->claims;
+	char (*ids)[SAAS_ID_MAX + 1] = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!cl->shared || !e->driver)
+		return;
+	pthread_mutex_lock(&cl->mu);
+	for (size_t i = 0; i < cl->count; i++)
+		if (strncmp(cl->names[i], "egress:", 7) == 0 && SAAS__ARRAY_RESERVE(ids, cap, n + 1) == SAAS_OK)
+			saas__strlcpy(ids[n++], cl->names[i] + 7, sizeof(ids[0]));
+	pthread_mutex_unlock(&cl->mu);
+	for (size_t i = 0; i < n; i++) {
+		char name[SAAS_STORE_LEASE_NAME_MAX + 1], holder[SAAS_STORE_HOLDER_MAX + 1];
+		int64_t until;
+		int rc;
+
+		if (saas__claim_name(name, "netset", ids[i]) < 0 ||
+		    e->store->lease_get(e->store_ctx, name, holder, &until) != SAAS_OK) {
+			saas__error_clear();
+			continue;
+		}
+		if ((rc = request_answer(e, ids[i])) == 1) {
+			e->store->lease_release(e->store_ctx, name, holder);
+			continue;
+		}
+		/* Left for the next sweep; its asker is told so when it stops waiting. */
+		saas__log(e, SAAS_LOG_WARN, "sandbox %s: the network change another server stored is not applied yet: %s",
+		          ids[i], saas_error_last()->message);
+		saas__error_clear();
+	}
+	free(ids);
+}
+
 int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct saas__network *net,
                                     saas_sandbox **out)
 {
@@ -183,7 +316,19 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 		goto out;
 	old_mode = row.network_mode == SAAS_STORE_NETWORK_UNKNOWN ? saas__network_default(e) : row.network_mode;
 
-	if ((rc = driver_set(e, &row, net->mode, net->allow, net->deny)) < 0) {
+	if ((rc = driver_set(e, &row, net->mode, net->allow, net->deny)) == SAAS_EBUSY && e->claims.shared &&
+	    row.host_id[0]) {
+		/* Another server serves its egress: the change is stored here and applied there (see below). */
+		saas__error_clear();
+		locked = false;
+		rc = network_ask(e, &row, net, allow, deny);
+		if (rc == SAAS_OK) {
+			row.network_mode = net->mode;
+			rc = out ? saas__sandbox_public(e, &row, out) : SAAS_OK;
+		}
+		goto out;
+	}
+	if (rc < 0) {
 		saas_error saved = *saas_error_last();
 		/* What the driver cannot give is said as such; a refusal of the rules is the caller's to fix. */
 		int code = rc == SAAS_ENOTSUP || rc == SAAS_EINVAL ? rc : SAAS_EBACKEND;
@@ -212,7 +357,7 @@ int saas__local_sandbox_network_set(saas_client *c, const char *id, const struct
 		goto out;
 	}
 	row.network_mode = net->mode;
-	saas__egress_hold(e, &row, net->mode);
+	saas__egress_hold(e, &row);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s network set to %s (%zu allow, %zu deny rules)", id,
 	          saas_network_mode_name(net->mode), net->nallow, net->ndeny);
 	pthread_mutex_unlock(&e->network_mu);
@@ -238,21 +383,29 @@ out:
  * guest until some server opens it again. So the server serving it holds
  * lease "egress:<id>", renewed with its own; once it runs out, the reaper's
  * engine takes the lease and the channel over, with the policy in the store.
- * Isolated guests need no server (nothing leaves), and a store of one engine
- * has nobody to take over from: neither holds a lease.
+ * Isolated guests need no server (nothing leaves), so none is taken over;
+ * but the server holding an isolated guest's channel holds its lease all the
+ * same, as it is the one that can change its network (the others ask it:
+ * saas__egress_requests). A store of one engine has nobody to take over from
+ * nor to ask: no lease.
  */
-static bool egress_shared(const saas_engine *e, const saas_store_sandbox *sb, int mode)
+static bool egress_held(const saas_engine *e, const saas_store_sandbox *sb)
 {
-	return e->claims.shared && sb->host_id[0] && (mode == SAAS_NETWORK_INTERNET || mode == SAAS_NETWORK_POLICY);
+	return e->claims.shared && sb->host_id[0];
 }
 
-void saas__egress_hold(saas_engine *e, const saas_store_sandbox *sb, int mode)
+static bool egress_shared(const saas_engine *e, const saas_store_sandbox *sb, int mode)
+{
+	return egress_held(e, sb) && (mode == SAAS_NETWORK_INTERNET || mode == SAAS_NETWORK_POLICY);
+}
+
+void saas__egress_hold(saas_engine *e, const saas_store_sandbox *sb)
 {
 	char name[SAAS_STORE_LEASE_NAME_MAX + 1];
 
 	if (!e->claims.shared || saas__claim_name(name, "egress", sb->id) < 0)
 		return;
-	if (!egress_shared(e, sb, mode)) {
+	if (!egress_held(e, sb)) {
 		saas__egress_let_go(e, sb->id);
 		return;
 	}
@@ -322,7 +475,7 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb)
 	if (sb->network_mode == SAAS_STORE_NETWORK_UNKNOWN)
 		return;
 	if ((rc = driver_set_stored(e, sb)) == SAAS_OK) {
-		saas__egress_hold(e, sb, sb->network_mode);
+		saas__egress_hold(e, sb);
 		return;
 	}
 	/*

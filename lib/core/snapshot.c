@@ -362,7 +362,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s: resumed, but its new lifetime could not be recorded (%s)",
 			          row.id, saas_error_last()->message);
 	}
-	saas__egress_hold(e, &row, row.network_mode);
+	saas__egress_hold(e, &row);
 	saas__log(e, SAAS_LOG_INFO, "sandbox %s resumed in %lld ms", row.id, (long long)(now - started));
 	saas__metrics_track(e, row.id);
 	return out ? saas__sandbox_public_new(e, &row, out) : SAAS_OK;
@@ -538,7 +538,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 		                         : saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
 	}
 	row->status = SAAS_SANDBOX_READY;
-	saas__egress_hold(e, row, row->network_mode);
+	saas__egress_hold(e, row);
 	return SAAS_OK;
 }
 

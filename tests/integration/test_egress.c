@@ -5,9 +5,9 @@
  * surfaces that carry a policy to it.
  *
  * The world is a network namespace of the test's own, joined to the host by
- * a veth pair (198.51.100.1/24 on the host's side; TEST-NET-2, routed by
- * nothing else): in it a dnsmasq answers a few names (the driver's
- * dns_upstream) and logs every query it gets, and one TCP listener on every
+ * a veth pair (198.51.100.1 on the host's side, a /32 route to each world
+ * address; TEST-NET-2, routed by nothing else): in it a dnsmasq answers a
+ * few names (the driver's dns_upstream) and logs every query it gets, and one TCP listener on every
  * address of the namespace counts who connects where. Nothing is sent to
  * any other address: the guest looks names up only under policies (whose
  * lookups go to that dnsmasq or nowhere), never under internet (whose

@@ -377,9 +377,11 @@ static void test_host_isolation(void **state)
 
 /*
  * "The internet": a network namespace of this test's own, joined to the host
- * by a veth pair, 198.51.100.1/24 on the host's side and 198.51.100.2/24 in
- * the namespace (TEST-NET-2: neither local nor private, routed by nothing
- * else). Traffic goes to that address only. Made by net_setup and removed by
+ * by a veth pair, 198.51.100.1 on the host's side and 198.51.100.2 in the
+ * namespace, each the other's peer (TEST-NET-2: neither local nor private,
+ * routed by nothing else; a /32 route each way, never the whole range, whose
+ * route would take this machine's traffic to any real address in it).
+ * Traffic goes to that address only. Made by net_setup and removed by
  * net_teardown whether the test passes or not.
  */
 #define NET_ADDR "198.51.100.2"
@@ -412,8 +414,9 @@ static int net_setup(void **state)
 		snprintf(net_skip, sizeof(net_skip), "ip netns add failed: cannot make a network namespace here");
 		return 0;
 	}
-	if (sh("ip link add %s type veth peer name aasi0 netns %s && ip addr add 198.51.100.1/24 dev %s && "
-	       "ip link set %s up && ip -n %s addr add " NET_ADDR "/24 dev aasi0 && ip -n %s link set aasi0 up && "
+	if (sh("ip link add %s type veth peer name aasi0 netns %s && ip addr add 198.51.100.1 peer " NET_ADDR " dev %s && "
+	       "ip link set %s up && ip -n %s addr add " NET_ADDR " peer 198.51.100.1 dev aasi0 && "
+	       "ip -n %s link set aasi0 up && "
 	       "ip -n %s link set lo up",
 	       net_veth, net_ns, net_veth, net_veth, net_ns, net_ns, net_ns) != 0) {
 		snprintf(net_skip, sizeof(net_skip), "cannot make a veth pair into %s", net_ns);

@@ -715,11 +715,19 @@ int vmtest_world_up(const char *state_dir)
 		world_ns[0] = '\0';
 		return -1;
 	}
-	if (sh("ip link add %s type veth peer name aasi0 netns %s && ip addr add " VMTEST_NET_SELF "/24 dev %s && "
+	/*
+	 * One address each side with a peer route, and a /32 route to each other
+	 * address of the world: never a whole range here, whose route would take
+	 * this machine's traffic to any real address in it (a package registry's,
+	 * on a machine whose network uses documentation ranges) while the test runs.
+	 */
+	if (sh("ip link add %s type veth peer name aasi0 netns %s && "
+	       "ip addr add " VMTEST_NET_SELF " peer " VMTEST_NET_DNS " dev %s && "
+	       "ip -n %s addr add " VMTEST_NET_DNS " peer " VMTEST_NET_SELF " dev aasi0 && "
 	       "ip link set %s up && ip -n %s link set aasi0 up && ip -n %s link set lo up && "
-	       "for a in " VMTEST_NET_DNS " " VMTEST_NET_WILD " " VMTEST_NET_CIDR " " VMTEST_NET_OTHER
-	       "; do ip -n %s addr add $a/24 dev aasi0; done",
-	       world_veth, world_ns, world_veth, world_veth, world_ns, world_ns, world_ns) != 0)
+	       "for a in " VMTEST_NET_WILD " " VMTEST_NET_CIDR " " VMTEST_NET_OTHER "; do "
+	       "ip -n %s addr add $a/32 dev aasi0 && ip route add $a/32 dev %s src " VMTEST_NET_SELF " || exit 1; done",
+	       world_veth, world_ns, world_veth, world_ns, world_veth, world_ns, world_ns, world_ns, world_veth) != 0)
 		return -1;
 	if (start_dnsmasq(state_dir) < 0)
 		return -1;

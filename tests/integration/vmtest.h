@@ -98,7 +98,8 @@ int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * A test internet (vm.egress, vm.hosts): a network namespace of the test's
  * own joined to this machine by a veth pair (VMTEST_NET_SELF on this side;
- * TEST-NET-2, routed by nothing else), a dnsmasq in it answering a few names
+ * TEST-NET-2 addresses, each routed here by a /32 of its own, never the
+ * range), a dnsmasq in it answering a few names
  * of .test (a driver's dns_upstream) and logging every query it gets, and
  * one TCP listener on every address of the namespace that counts who
  * connects where. Nothing is sent to any other address.

@@ -1793,6 +1793,109 @@ static void test_pool_two_engines(void **state)
 	saas_test_rmdir(dir2);
 }
 
+/* A server's sweeps, in a thread of their own, until told to stop. */
+struct sweeper {
+	saas_engine *e;
+	pthread_t thread;
+	int stop;
+};
+
+static void *sweeper_main(void *arg)
+{
+	struct sweeper *w = arg;
+
+	while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+		saas_engine_sweep(NULL, w->e);
+		saas__sleep_ms(20);
+	}
+	return NULL;
+}
+
+/*
+ * Two servers on one store, a VM host's guest made through the first, which
+ * holds its egress channel (and lease "egress:<id>", isolated as it is). A
+ * change of its network asked of the second, whose driver cannot make it
+ * (SAAS_EBUSY: the channel is the first's), is stored and applied by the
+ * first at its sweep; the second answers once it is. Not answered in time
+ * (the first not sweeping), the second says so, the policy stored, and the
+ * first applies it at its next sweep. Bad rules are refused as ever.
+ */
+static void test_network_through_other_server(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	static const char *const allow[] = { "example.com", NULL };
+	static const char *const bad[] = { "not a rule", NULL };
+	saas_network_spec spec = SAAS_NETWORK_SPEC_INIT;
+	struct sweeper w = { 0 };
+	saas_engine_options o;
+	saas_engine *e2 = NULL;
+	saas_client *c2 = NULL;
+	char *dir2 = saas_test_tmpdir(), lease[SAAS_STORE_LEASE_NAME_MAX + 1], rules[256];
+	saas_sandbox *sb, *got = NULL;
+
+	assert_non_null(dir2);
+	saas_test_shared_store(&f->opts);
+	f->opts.lease_ttl_ms = 900; /* the second's wait: 600 ms */
+	reopen_pooled(f, NULL);
+	assert_true(f->engine->claims.shared);
+	host_add("a", 4, 16384, NULL);
+	sweep(f);
+	sb = create(f);
+	assert_int_equal(saas__claim_name(lease, "egress", sb->id), SAAS_OK);
+	assert_true(saas__claim_mine(f->engine, lease));
+	o = f->opts;
+	o.state_dir = dir2;
+	if (saas_engine_open(&e2, &o) != SAAS_OK)
+		fail_msg("second engine open: %s", saas_error_last()->message);
+	assert_int_equal(saas_client_open_local(&c2, e2, f->key_a, 0), SAAS_OK);
+
+	/* Answered once the first applied it. */
+	spec.allow = allow;
+	saas_fake_fail_network_sets(1, 2);
+	w.e = f->engine;
+	assert_int_equal(pthread_create(&w.thread, NULL, sweeper_main, &w), 0);
+	if (saas_sandbox_network_set(&got, c2, sb->id, &spec, 0) != SAAS_OK)
+		fail_msg("network set through the second server: %s", saas_error_last()->message);
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(w.thread, NULL);
+	assert_int_equal(got->network->mode, SAAS_NETWORK_POLICY);
+	assert_string_equal(got->network->allow[0], "example.com");
+	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_POLICY);
+	assert_non_null(strstr(rules, "allow example.com"));
+	saas_sandbox_free(got);
+	got = NULL;
+
+	/* Bad rules: refused before anything is stored or asked. */
+	spec.allow = bad;
+	assert_int_equal(saas_sandbox_network_set(&got, c2, sb->id, &spec, 0), SAAS_EINVAL);
+	assert_null(got);
+
+	/* Not answered in time: said so, stored; applied at the first's next sweep. */
+	spec.mode = SAAS_NETWORK_INTERNET;
+	spec.allow = NULL;
+	saas_fake_fail_network_sets(1, 2);
+	assert_int_equal(saas_sandbox_network_set(&got, c2, sb->id, &spec, 0), SAAS_EBUSY);
+	assert_null(got);
+	assert_non_null(strstr(saas_error_last()->message, "its new network is stored"));
+	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_POLICY);
+	assert_int_equal(saas_sandbox_get(&got, c2, sb->id), SAAS_OK);
+	assert_int_equal(got->network->mode, SAAS_NETWORK_INTERNET);
+	saas_sandbox_free(got);
+	sweep(f);
+	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_INTERNET);
+
+	/* A change through the server holding its channel is made there at once, as ever. */
+	spec.mode = SAAS_NETWORK_ISOLATED;
+	assert_int_equal(saas_sandbox_network_set(NULL, f->a, sb->id, &spec, 0), SAAS_OK);
+	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_ISOLATED);
+	assert_true(saas__claim_mine(f->engine, lease));
+
+	saas_sandbox_free(sb);
+	saas_client_free(c2);
+	saas_engine_free(e2);
+	saas_test_rmdir(dir2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1819,6 +1922,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_other_engine_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_spares_memory_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_network_through_other_server, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

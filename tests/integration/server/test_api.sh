@@ -387,6 +387,8 @@ expect_json .error.code busy "a busy create: code"
 check "the host's facts are not the tenant's" bash -c "! grep -Eq 'fake:|uid|MiB' <<<'$(jqr .error.message)'"
 check "a busy create says so in plain words" grep -q "resource busy" <<<"$(jqr .error.message)"
 check "and tells the tenant to come back, not that the server broke" grep -q "no room for it right now" <<<"$(jqr .error.message)"
+check "and when: Retry-After, in seconds" grep -qi '^Retry-After: 10' <<<"$HEADERS"
+auth GET /v1/sandboxes; check "no Retry-After on an answer that is not busy" bash -c "! grep -qi '^Retry-After' <<<'$HEADERS'"
 check "the host's facts are in the operator's log" grep -q "answering 503 busy for: .*QEMU uid of the range 70000" \
 	"${WORK}/server.log"
 check "SIGTERM after a busy create exits 0" stop_server
