@@ -1110,6 +1110,45 @@ static void test_plain_commands(void **state)
 	saas__buf_free(&w);
 }
 
+/*
+ * Which way a command goes (saas__exec_port_first): the port while the SSH
+ * session is down, whatever the command; with it up, a plain command whose
+ * helper runs it with no shell or was not asked yet (a cold boot's, a pooled
+ * VM's whose session its boot made), never one for the shell, nor on a
+ * helper that predates commands or runs every one through the shell.
+ */
+static void test_port_first(void **state)
+{
+	static const int execs_all[] = { -1, 0, 1, 2, 3 };
+	saas_driver_exec req;
+
+	(void)state;
+	memset(&req, 0, sizeof(req));
+	req.cwd = "/workspace";
+	for (size_t i = 0; i < sizeof(execs_all) / sizeof(*execs_all); i++) {
+		req.command = "echo $HOME";
+		assert_true(saas__exec_port_first(&req, execs_all[i], false));
+		req.command = "true";
+		assert_true(saas__exec_port_first(&req, execs_all[i], false));
+	}
+	req.command = "true";
+	assert_true(saas__exec_port_first(&req, 0, true));
+	assert_true(saas__exec_port_first(&req, 1, true));
+	assert_true(saas__exec_port_first(&req, 2, true));
+	assert_false(saas__exec_port_first(&req, 3, true));
+	assert_false(saas__exec_port_first(&req, -1, true));
+	req.command = "ls -l /";
+	assert_true(saas__exec_port_first(&req, 2, true));
+	req.command = "echo $HOME";
+	assert_false(saas__exec_port_first(&req, 2, true));
+	req.command = "true | cat";
+	assert_false(saas__exec_port_first(&req, 0, true));
+	/* Plain words, but a directory the shell must name: the shell's, so SSH's. */
+	req.command = "true";
+	req.cwd = "/w/../x";
+	assert_false(saas__exec_port_first(&req, 2, true));
+}
+
 static void test_run_request(void **state)
 {
 	struct aas_run r;
@@ -1983,6 +2022,7 @@ int main(void)
 		cmocka_unit_test(test_exec_request),
 		cmocka_unit_test(test_exec_engine),
 		cmocka_unit_test(test_plain_commands),
+		cmocka_unit_test(test_port_first),
 		cmocka_unit_test(test_run_request),
 		cmocka_unit_test(test_bashrc),
 		cmocka_unit_test(test_bash_env),

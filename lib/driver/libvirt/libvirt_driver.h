@@ -269,7 +269,8 @@ struct vm {
 	pthread_cond_t ctl_cv;           /* signalled when ctl_user goes back to PORT_FREE */
 	int ctl_user;                    /* under ctl_mu: enum port_user */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
-	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
+	/* its helper runs commands (1; plain ones with no shell 2, or not 3), does not (-1), not asked (0) */
+	int execs;
 	int conns;                       /* its helper opens port connections (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
 	bool relayed;                    /* atomic: a port connection went over the control port (said once) */
