@@ -104,14 +104,19 @@ int saas__ctl_connect(const char *vmdir, int *fd);
  * is set, the connection open(ud, &fd) makes: a non-blocking stream socket
  * carrying the same bytes (a remote host's port, through libvirt), SAAS_OK
  * or an error saying why not. Either way what comes back is the guest's.
+ * ready, if set, is told (ready(ready_ud)) once a command saas__ctl_exec
+ * sent runs in the guest (its "ready"), before any of its frames: a driver
+ * starts its other commands after it (guest.c).
  */
 struct saas__ctl_way {
 	const char *vmdir;
 	int (*open)(void *ud, int *fd);
 	void *ud;
+	void (*ready)(void *ready_ud);
+	void *ready_ud;
 };
 /* The way to the socket in dir. */
-#define SAAS__CTL_DIR(dir) (&(const struct saas__ctl_way){ (dir), NULL, NULL })
+#define SAAS__CTL_DIR(dir) (&(const struct saas__ctl_way){ .vmdir = (dir) })
 /* A connection by way, in *fd (non-blocking): SAAS_OK, or saas__ctl_connect's errors (open's, for a driver's). */
 int saas__ctl_open(const struct saas__ctl_way *way, int *fd);
 

@@ -391,6 +391,8 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		rc = lost("the guest answered out of turn");
 		goto out;
 	}
+	if (way->ready)
+		way->ready(way->ready_ud);
 	if ((rc = take_frames(x)) < 0)
 		goto out;
 

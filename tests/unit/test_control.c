@@ -379,7 +379,7 @@ static int way_refuse(void *ud, int *fd);
 static void test_way_refused(void **state)
 {
 	int opens = 0;
-	const struct saas__ctl_way way = { NULL, way_refuse, &opens };
+	const struct saas__ctl_way way = { .open = way_refuse, .ud = &opens };
 	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	int serves = 0, execs = 0, code = 0, cancel = 0;
@@ -1659,6 +1659,12 @@ static int way_connect(void *ud, int *fd)
 	return SAAS_OK;
 }
 
+/* A driver's ready: counted. */
+static void way_ready(void *ud)
+{
+	++*(int *)ud;
+}
+
 static int way_refuse(void *ud, int *fd)
 {
 	++*(int *)ud;
@@ -1675,7 +1681,7 @@ static void test_exec_engine(void **state)
 	saas_driver_exec req;
 	struct xout o;
 	unsigned char *in;
-	int serves = 0, execs = 0, code = 0, cancel = 0;
+	int serves = 0, execs = 0, code = 0, cancel = 0, readies = 0;
 
 	(void)state;
 	fake_start(&g, &sa, "/tmp/aas-test-exec-XXXXXX", fake_exec_main);
@@ -1696,15 +1702,20 @@ static void test_exec_engine(void **state)
 	{
 		/* A remote channel refused a first time (another engine held it): the port is used once it opens. */
 		int opens = 0;
-		const struct saas__ctl_way refused = { NULL, way_refuse, &opens };
+		const struct saas__ctl_way refused = { .open = way_refuse, .ud = &opens };
 		assert_int_equal(saas__ctl_exec(&ctl, &refused, &serves, &execs, &req, &code), SAAS_ENOTSUP);
 		assert_int_equal(opens, 1);
 	}
 	{
-		/* The way a driver gives (a remote host's channel): its connection made non-blocking, then the same bytes. */
-		const struct saas__ctl_way way = { NULL, way_connect, g.dir };
+		/*
+		 * The way a driver gives (a remote host's channel): its connection
+		 * made non-blocking, then the same bytes; its ready told once, when
+		 * the guest said the command runs.
+		 */
+		const struct saas__ctl_way way = { .open = way_connect, .ud = g.dir, .ready = way_ready, .ready_ud = &readies };
 		assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_OK);
 		assert_true(fcntl(ctl->fd, F_GETFL) & O_NONBLOCK);
+		assert_int_equal(readies, 1);
 	}
 	assert_int_equal(serves, 1);
 	assert_int_equal(execs, 1);
@@ -1731,8 +1742,12 @@ static void test_exec_engine(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "an output frame out of bounds"));
 	assert_null(ctl);
 
-	/* Resynchronised; the guest could not start the shell. */
-	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_EIO);
+	/* Resynchronised; the guest could not start the shell: no ready told. */
+	{
+		const struct saas__ctl_way way = { .vmdir = g.dir, .ready = way_ready, .ready_ud = &readies };
+		assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_EIO);
+		assert_int_equal(readies, 1);
+	}
 	assert_string_equal(saas_error_last()->message,
 	                    "the command could not start in the guest: starting the shell: Cannot allocate memory");
 	assert_non_null(ctl);

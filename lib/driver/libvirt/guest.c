@@ -53,6 +53,7 @@ static void port_give(struct vm *v)
 {
 	pthread_mutex_lock(&v->ctl_mu);
 	v->ctl_user = PORT_FREE;
+	v->ctl_starting = false;
 	pthread_cond_broadcast(&v->ctl_cv);
 	pthread_mutex_unlock(&v->ctl_mu);
 }
@@ -104,6 +105,42 @@ static void port_opened(struct vm *v, const struct saas__lv_way *w)
 	v->port_retry_at = saas__now_ms() + (wait < PORT_RETRY_MAX_MS ? wait : PORT_RETRY_MAX_MS);
 }
 
+/* The command sent over the port runs in the guest (its "ready"): commands held for it go. */
+static void port_started(void *ud)
+{
+	struct vm *v = ud;
+
+	pthread_mutex_lock(&v->ctl_mu);
+	v->ctl_starting = false;
+	pthread_cond_broadcast(&v->ctl_cv);
+	pthread_mutex_unlock(&v->ctl_mu);
+}
+
+/*
+ * Before a command goes over SSH: one sent over the port before it (which
+ * holds the port, so this one could not take it) starts first, as two sent
+ * one after the other on one SSH connection do. A background `sleep` on the
+ * port and a `pgrep sleep` sent right after over the VM's up SSH session
+ * would race otherwise (the API says a command was started before the guest
+ * runs it), and the pgrep could win. Waited for up to CONTROL_TIMEOUT_MS: a
+ * guest that never starts it holds no one for longer.
+ */
+static void port_started_wait(struct drv *d, const char *name)
+{
+	struct timespec until;
+	struct vm *v;
+
+	if (!(v = saas__lv_vm_get(d, name)))
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += CONTROL_TIMEOUT_MS / 1000;
+	pthread_mutex_lock(&v->ctl_mu);
+	while (v->ctl_starting && pthread_cond_timedwait(&v->ctl_cv, &v->ctl_mu, &until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&v->ctl_mu);
+	saas__lv_vm_put(d, v);
+}
+
 /* Is the VM's SSH session up (not being connected, not dead)? */
 static bool session_up(struct vm *v)
 {
@@ -146,9 +183,16 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 	} else if (!(dir = saas__lv_drv_path(d, "vms", name))) {
 		rc = saas__oom();
 	} else {
+		const struct saas__ctl_way *way = saas__lv_ctl_way(&w, d, name, dir);
 		execs = v->execs;
 		files = v->files;
-		rc = saas__ctl_exec(&v->ctl, saas__lv_ctl_way(&w, d, name, dir), &v->files, &v->execs, req, exit_code);
+		/* Until it runs in the guest, commands that find the port taken wait before they go over SSH. */
+		w.way.ready = port_started;
+		w.way.ready_ud = v;
+		pthread_mutex_lock(&v->ctl_mu);
+		v->ctl_starting = true;
+		pthread_mutex_unlock(&v->ctl_mu);
+		rc = saas__ctl_exec(&v->ctl, way, &v->files, &v->execs, req, exit_code);
 		port_opened(v, &w);
 		if (d->control_files)
 			port_files_said(d, name, files, v->files);
@@ -179,6 +223,7 @@ int saas__lv_guest_exec(void *ctx, const char *name, const saas_driver_exec *req
 	if ((rc = exec_over_port(d, name, req, exit_code)) != SAAS_ENOTSUP)
 		return rc;
 	saas__error_clear();
+	port_started_wait(d, name);
 	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	rc = saas__ssh_exec(ssh, req, exit_code);

@@ -268,6 +268,7 @@ struct vm {
 	pthread_mutex_t ctl_mu;
 	pthread_cond_t ctl_cv;           /* signalled when ctl_user goes back to PORT_FREE */
 	int ctl_user;                    /* under ctl_mu: enum port_user */
+	bool ctl_starting;               /* under ctl_mu: a command sent over the port has not started yet */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
 	/* its helper runs commands (1; plain ones with no shell 2, or not 3), does not (-1), not asked (0) */
 	int execs;
