@@ -799,6 +799,15 @@ static void fake_stop(struct fake_guest *g, const struct sockaddr_un *sa)
 	rmdir(g->dir);
 }
 
+/* A connection's script played: its socket closed; true after the last (the guest's checks passed). */
+static bool fake_hang_up(struct fake_guest *g, int fd, bool last)
+{
+	close(fd);
+	if (last)
+		g->ok = 1;
+	return last;
+}
+
 /*
  * saas__ctl_fixup against a guest whose port still carries a paused
  * command's output: its answer after 70 KiB of an output frame's rest (more
@@ -835,11 +844,8 @@ static void *fake_fixup_main(void *arg)
 			snprintf(out, sizeof(out), "y\n");
 		fake_say(fd, out, strlen(out));
 		assert_false(fake_line(fd, line, sizeof(line))); /* until the engine hangs up */
-		close(fd);
-		if (step == 3) {
-			g->ok = 1;
+		if (fake_hang_up(g, fd, step == 3))
 			break;
-		}
 	}
 	return NULL;
 }
