@@ -81,6 +81,34 @@ int saas__ctl_reply(const char *buf, size_t len, const char *nonce)
 	return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, 0, "the guest's control port answered '%s'", said);
 }
 
+int saas__ctl_fixup_answer(const char *buf, size_t len, const char *nonce, bool at_start, int *rc)
+{
+	char want[8 + CONTROL_NONCE_LEN];
+	const char *at = NULL, *nl;
+	size_t n, rest;
+
+	n = (size_t)snprintf(want, sizeof(want), "ok %s\n", nonce);
+	if (memmem(buf, len, want, n)) {
+		*rc = SAAS_OK;
+		return 1;
+	}
+	n = (size_t)snprintf(want, sizeof(want), "error %s", nonce);
+	for (const char *p = buf; !at && (p = memmem(p, len - (size_t)(p - buf), want, n)); p++)
+		if ((size_t)(p - buf) + n < len && (p[n] == ' ' || p[n] == '\n'))
+			at = p;
+	if (!at && at_start && len >= 8 && memcmp(buf, "error - ", 8) == 0)
+		at = buf;
+	if (!at)
+		return 0;
+	rest = len - (size_t)(at - buf);
+	if ((nl = memchr(at, '\n', rest)))
+		rest = (size_t)(nl + 1 - at);
+	else if (rest < CONTROL_REPLY_MAX)
+		return 0;
+	*rc = saas__ctl_reply(at, rest, nonce);
+	return 1;
+}
+
 static int remaining(const struct timespec *t0, int timeout_ms)
 {
 	int64_t left = timeout_ms - saas__ms_since(t0);
@@ -196,8 +224,9 @@ int saas__ctl_open(const struct saas__ctl_way *way, int *fd)
 int saas__ctl_fixup(const struct saas__ctl_way *way, const char *hostname, const char *seed_hex, int timeout_ms)
 {
 	struct timespec t0, now;
-	char nonce[CONTROL_NONCE_LEN + 1], req[CONTROL_LINE_MAX + 1], buf[CONTROL_REPLY_MAX];
+	char nonce[CONTROL_NONCE_LEN + 1], req[CONTROL_LINE_MAX + 1], buf[2 * CONTROL_REPLY_MAX];
 	size_t got = 0, sent = 0;
+	bool at_start = true;
 	int fd = -1, rc, n;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -226,14 +255,24 @@ int saas__ctl_fixup(const struct saas__ctl_way *way, const char *hostname, const
 			goto out;
 		}
 	}
-	/* One line back, read to CONTROL_REPLY_MAX bytes at most: what follows its '\n' is ignored. */
+	/*
+	 * The answer, after whatever stale bytes come first (saas__ctl_fixup_answer),
+	 * read within the deadline: the last CONTROL_REPLY_MAX bytes are kept,
+	 * which hold any answer that began before them whole.
+	 */
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t r = recv(fd, buf + got, sizeof(buf) - got, 0);
+		ssize_t r;
+		if (got == sizeof(buf)) {
+			memmove(buf, buf + got - CONTROL_REPLY_MAX, CONTROL_REPLY_MAX);
+			got = CONTROL_REPLY_MAX;
+			at_start = false;
+		}
+		r = recv(fd, buf + got, sizeof(buf) - got, 0);
 		if (r > 0) {
 			got += (size_t)r;
-			if (memchr(buf + got - (size_t)r, '\n', (size_t)r) || got == sizeof(buf))
-				break;
+			if (saas__ctl_fixup_answer(buf, got, nonce, at_start, &rc))
+				goto out;
 			continue;
 		}
 		if (r == 0) {
@@ -249,10 +288,6 @@ int saas__ctl_fixup(const struct saas__ctl_way *way, const char *hostname, const
 			                 "the guest did not answer on the control port in %d ms (no aas-control?)", timeout_ms);
 			goto out;
 		}
-	}
-	{
-		const char *end = memchr(buf, '\n', got);
-		rc = saas__ctl_reply(buf, end ? (size_t)(end - buf) + 1 : got, nonce);
 	}
 out:
 	if (fd >= 0)

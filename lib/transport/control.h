@@ -52,6 +52,20 @@ int saas__ctl_request(char *out, size_t cap, const char *nonce, const char *host
  */
 int saas__ctl_reply(const char *buf, size_t len, const char *nonce);
 
+/*
+ * The answer to the fix-ups of nonce in what the guest sent so far, len bytes
+ * at buf: 1 with *rc saas__ctl_reply's verdict once it is there, 0 while it
+ * may still come. Stale bytes may come first: a command's output frame that
+ * the helper had under way when the VM was paused reaches the next
+ * connection (the resume's fix-ups) before the helper reads the request
+ * line (which then detaches the command). So the answer is a line that
+ * names this nonce ("ok NONCE", "error NONCE ..."), wherever it is (output
+ * cannot hold a nonce chosen now), or the helper's refusal of a line it
+ * could not read ("error - ...") where nothing came before it (at_start:
+ * buf holds the stream from its first byte). Pure; reads nothing past len.
+ */
+int saas__ctl_fixup_answer(const char *buf, size_t len, const char *nonce, bool at_start, int *rc);
+
 /* The guest's words, n bytes at s, for an error message: printable ASCII only, at most cap - 1 bytes. */
 void saas__ctl_printable(char *out, size_t cap, const char *s, size_t n);
 
@@ -90,14 +104,19 @@ int saas__ctl_connect(const char *vmdir, int *fd);
  * is set, the connection open(ud, &fd) makes: a non-blocking stream socket
  * carrying the same bytes (a remote host's port, through libvirt), SAAS_OK
  * or an error saying why not. Either way what comes back is the guest's.
+ * ready, if set, is told (ready(ready_ud)) once a command saas__ctl_exec
+ * sent runs in the guest (its "ready"), before any of its frames: a driver
+ * starts its other commands after it (guest.c).
  */
 struct saas__ctl_way {
 	const char *vmdir;
 	int (*open)(void *ud, int *fd);
 	void *ud;
+	void (*ready)(void *ready_ud);
+	void *ready_ud;
 };
 /* The way to the socket in dir. */
-#define SAAS__CTL_DIR(dir) (&(const struct saas__ctl_way){ (dir), NULL, NULL })
+#define SAAS__CTL_DIR(dir) (&(const struct saas__ctl_way){ .vmdir = (dir) })
 /* A connection by way, in *fd (non-blocking): SAAS_OK, or saas__ctl_connect's errors (open's, for a driver's). */
 int saas__ctl_open(const struct saas__ctl_way *way, int *fd);
 
@@ -105,8 +124,9 @@ int saas__ctl_open(const struct saas__ctl_way *way, int *fd);
  * The fix-ups of the restored VM reached by way, over its control
  * port: connect, send the request, read the answer, all within timeout_ms.
  * SAAS_OK once the guest said it applied them; SAAS_EIO (no connection, the
- * port closed), SAAS_ETIMEOUT (no answer), SAAS_EBACKEND (refused, or a
- * wrong answer) otherwise, and the caller does them over SSH instead.
+ * port closed), SAAS_ETIMEOUT (no answer: stale bytes and anything that is
+ * not an answer are passed over, saas__ctl_fixup_answer), SAAS_EBACKEND
+ * (refused) otherwise, and the caller does them over SSH instead.
  */
 int saas__ctl_fixup(const struct saas__ctl_way *way, const char *hostname, const char *seed_hex, int timeout_ms);
 

@@ -392,6 +392,8 @@ int saas__ctl_exec(struct saas__ctl **ctl, const struct saas__ctl_way *way, int 
 		goto out;
 	}
 	/* "ready": the shell (or the plain command) runs, and none of its output has come yet. */
+	if (way->ready)
+		way->ready(way->ready_ud);
 	if (req->started)
 		req->started(req->control_userdata);
 	if ((rc = take_frames(x)) < 0)

@@ -138,3 +138,17 @@ refuse:
 	words->len = had;
 	return 0;
 }
+
+bool saas__exec_port_first(const saas_driver_exec *req, int execs, bool session_up)
+{
+	saas__buf words = SAAS__BUF_INIT;
+	bool plain;
+
+	if (!session_up)
+		return true;
+	if (execs < 0 || execs > 2)
+		return false;
+	plain = saas__exec_plain(&words, req) > 0;
+	saas__buf_free(&words);
+	return plain;
+}

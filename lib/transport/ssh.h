@@ -100,6 +100,17 @@ int saas__exec_script(saas__buf *out, const saas_driver_exec *req);
 int saas__exec_plain(saas__buf *words, const saas_driver_exec *req);
 
 /*
+ * Should req go over the VM's control port (when free) rather than its SSH
+ * session? Always while the session is down (session_up false); with it up,
+ * only a plain command whose VM's helper runs such commands with no shell or
+ * was not asked yet (execs as saas__ctl_exec keeps it: 0, 1 or 2): there it
+ * costs no SSH channel and no bash start, as a file costs no SFTP session.
+ * A VM that booted cold (its session waited for) or whose session came up
+ * later keeps its `true`-class commands fast that way. SAAS_ENOMEM as false.
+ */
+bool saas__exec_port_first(const saas_driver_exec *req, int execs, bool session_up);
+
+/*
  * Into cwd (if not NULL; or exit 126, as a shell that cannot enter it), each
  * of env (NAME=VALUE, names checked by the core) exported, each quoted for a
  * POSIX shell: what a command's script and a terminal's start with. Appended

@@ -268,6 +268,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (msg[i] < 0x20 || msg[i] > 0x7e)
 				abort();
 	}
+	/* The fix-ups' answer behind stale bytes: OK only where the stream holds "ok NONCE\n". */
+	{
+		int rc = 1;
+		if (saas__ctl_fixup_answer(in, size, NONCE, (size & 1) != 0, &rc) == 1 && rc == 0 &&
+		    !memmem(in, size, "ok " NONCE "\n", 4 + strlen(NONCE)))
+			abort();
+	}
 	files_line(in, size);
 	exec_frames(in, size);
 	disk_name(in, size);

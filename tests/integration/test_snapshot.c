@@ -16,9 +16,9 @@
  * resume is: the file, the process and the port are back. Every VM and
  * snapshot destroyed leaves nothing in the state directory. A pause's RAM
  * stays in its state, loaded by the resume. Once resumed, the VM is paused
- * again with a command running on its control port: it runs on after the
- * second resume. As root, every
- * VM's QEMU runs under a uid of its own.
+ * again with a command running (and writing) on its control port: it runs
+ * on after the second resume, and the resume's fix-ups go over the port.
+ * As root, every VM's QEMU runs under a uid of its own.
  *
  * Prints what a fork, a pause and a resume took (ms) and what a pause wrote
  * per GiB of guest RAM: these are TCG figures on a shared host, not asserted.
@@ -961,18 +961,22 @@ static void *held_main(void *arg)
 
 /*
  * A command on the control port outlives a pause, as one over SSH does. The
- * VM just resumed has no SSH session yet: a sleep started now goes over the port
- * (the helper is its parent), held by a thread; the pause ends its
- * connection (the thread's call fails), and after the resume the sleep runs
- * on, and the port serves again at once: the fix-ups and the next command
- * went over it, which the helper, still carrying the lost command, would
- * not have read as requests (until 2026-12 their first bytes broke its
- * stream and it killed the command: the fix-ups fell back to SSH).
+ * VM just resumed has no SSH session yet: a `yes` started now goes over the
+ * port (the helper is its parent), held by a thread; the pause ends its
+ * connection (the thread's call fails), and after the resume it runs on,
+ * and the port serves again at once: the fix-ups and the next command went
+ * over it, which the helper, still carrying the lost command, would not
+ * have read as requests (until 2026-12 their first bytes broke its stream
+ * and it killed the command: the fix-ups fell back to SSH). It writes all
+ * the while: the helper has its output under way at the pause, and sends
+ * the rest to the resume's fix-ups before it reads their request, which the
+ * engine must pass over to find its answer (until 2026-12 it read that
+ * output as the answer, and the fix-ups went over SSH).
  */
 static void pause_with_port_command(void)
 {
 	/* Static: a failed assertion leaves the thread running (until teardown destroys the VM), writing here. */
-	static struct held h = { PARENT, "echo $$ >/workspace/held.pid && exec sleep 100000", 0 };
+	static struct held h = { PARENT, "echo $$ >/workspace/held.pid && exec yes held", 0 };
 	char pid[32], cmd[200];
 	pthread_t t;
 
@@ -987,9 +991,9 @@ static void pause_with_port_command(void)
 		usleep(100000);
 	snprintf(pid, sizeof(pid), "%s", run(PARENT, "cat /workspace/held.pid"));
 	assert_true(pid[0] >= '1' && pid[0] <= '9');
-	/* The sleep, and its parent the helper (`control`): it is on the port. */
+	/* The command, and its parent the helper (`control`): it is on the port. */
 	snprintf(cmd, sizeof(cmd), "cat /proc/%s/comm /proc/$(cut -d' ' -f4 /proc/%s/stat)/comm | tr '\\n' ' '", pid, pid);
-	assert_string_equal(run(PARENT, cmd), "sleep control ");
+	assert_string_equal(run(PARENT, cmd), "yes control ");
 	check(drv->vm_snapshot(ctx, PARENT, "t-pause-held", 0, NULL), "vm_snapshot keep=0 with a command on the port");
 	made[0] = NULL;
 	assert_int_equal(pthread_join(t, NULL), 0);
@@ -997,9 +1001,12 @@ static void pause_with_port_command(void)
 	vmtest_log_reset();
 	restore(PARENT, "t-pause-held", 0);
 	snprintf(cmd, sizeof(cmd), "kill -0 %s && cat /proc/%s/comm", pid, pid);
-	assert_string_equal(run(PARENT, cmd), "sleep");
+	assert_string_equal(run(PARENT, cmd), "yes");
 	assert_true(logged(PARENT, "its commands go over the control port"));
 	assert_false(logged(PARENT, "fix-ups over SSH instead"));
+	/* It writes until killed (its output dropped by the helper's drainer): its CPU is the tests' after. */
+	snprintf(cmd, sizeof(cmd), "kill %s", pid);
+	run(PARENT, cmd);
 	check(drv->snapshot_delete(ctx, "t-pause-held"), "snapshot_delete");
 }
 

@@ -296,6 +296,61 @@ static void test_reply(void **state)
 	assert_string_equal(saas_error_last()->message, "the guest's control port answered no line");
 }
 
+static int answer(const char *text, bool at_start, int *rc)
+{
+	return saas__ctl_fixup_answer(text, strlen(text), NONCE, at_start, rc);
+}
+
+/*
+ * The fix-ups' answer after stale bytes: the rest of a paused command's
+ * output frame comes first on the resume's connection. Only a line naming
+ * this nonce is the answer, wherever it is; a nonce-less refusal only where
+ * nothing came before it; anything else is waited past.
+ */
+static void test_fixup_answer(void **state)
+{
+	char big[3 * CONTROL_REPLY_MAX];
+	int rc = 1;
+
+	(void)state;
+	assert_int_equal(answer("ok " NONCE "\n", true, &rc), 1);
+	assert_int_equal(rc, SAAS_OK);
+	/* After an output frame's rest with lines and no line end, and other answers' words. */
+	{
+		static const char stale[] = "y\ny\nok fedcba9876543210\nerror - x\ny\x01\x00\x00\x02yok " NONCE "\n";
+		rc = 1;
+		assert_int_equal(saas__ctl_fixup_answer(stale, sizeof(stale) - 1, NONCE, true, &rc), 1);
+		assert_int_equal(rc, SAAS_OK);
+	}
+	/* Not yet: the answer cut short, another nonce, a nonce grown, output alone. */
+	assert_int_equal(answer("y\nok " NONCE, true, &rc), 0);
+	assert_int_equal(answer("ok fedcba9876543210\n", true, &rc), 0);
+	assert_int_equal(answer("ok " NONCE "0\n", true, &rc), 0);
+	assert_int_equal(answer("\xff\xfe garbage\n", true, &rc), 0);
+	assert_int_equal(answer("", true, &rc), 0);
+	/* A refusal naming the nonce, after stale bytes too, says why; once its line is whole. */
+	assert_int_equal(answer("y\nerror " NONCE " bad hostn", true, &rc), 0);
+	assert_int_equal(answer("y\nerror " NONCE "0 x\n", true, &rc), 0);
+	assert_int_equal(answer("y\nerror " NONCE " bad hostname\n", false, &rc), 1);
+	assert_int_equal(rc, SAAS_EBACKEND);
+	assert_string_equal(saas_error_last()->message, "the guest's control port refused the fix-ups: bad hostname");
+	assert_int_equal(answer("error " NONCE "\n", true, &rc), 1);
+	assert_int_equal(rc, SAAS_EBACKEND);
+	/* The helper's refusal of a line it could not read: only at the stream's start. */
+	assert_int_equal(answer("error - line too long\n", true, &rc), 1);
+	assert_int_equal(rc, SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "line too long"));
+	assert_int_equal(answer("error - line too long\n", false, &rc), 0);
+	assert_int_equal(answer("y\nerror - line too long\n", true, &rc), 0);
+	/* A refusal with no line end within CONTROL_REPLY_MAX is no answer's line: refused as such. */
+	memset(big, 'w', sizeof(big));
+	memcpy(big, "error " NONCE " ", 7 + strlen(NONCE));
+	assert_int_equal(saas__ctl_fixup_answer(big, CONTROL_REPLY_MAX - 1, NONCE, true, &rc), 0);
+	assert_int_equal(saas__ctl_fixup_answer(big, CONTROL_REPLY_MAX, NONCE, true, &rc), 1);
+	assert_int_equal(rc, SAAS_EBACKEND);
+	assert_string_equal(saas_error_last()->message, "the guest's control port answered no line");
+}
+
 /* The socket's path must fit a sockaddr_un: a VM directory too long has no port. */
 static void test_fits(void **state)
 {
@@ -324,7 +379,7 @@ static int way_refuse(void *ud, int *fd);
 static void test_way_refused(void **state)
 {
 	int opens = 0;
-	const struct saas__ctl_way way = { NULL, way_refuse, &opens };
+	const struct saas__ctl_way way = { .open = way_refuse, .ud = &opens };
 	struct saas__ctl *ctl = NULL;
 	saas_driver_exec req;
 	int serves = 0, execs = 0, code = 0, cancel = 0;
@@ -744,6 +799,74 @@ static void fake_stop(struct fake_guest *g, const struct sockaddr_un *sa)
 	rmdir(g->dir);
 }
 
+/* A connection's script played: its socket closed; true after the last (the guest's checks passed). */
+static bool fake_hang_up(struct fake_guest *g, int fd, bool last)
+{
+	close(fd);
+	if (last)
+		g->ok = 1;
+	return last;
+}
+
+/*
+ * saas__ctl_fixup against a guest whose port still carries a paused
+ * command's output: its answer after 70 KiB of an output frame's rest (more
+ * than the engine keeps), a refusal after stale bytes, the helper's refusal
+ * of a line at once, and a guest that never answers (at the deadline).
+ * Until 2026-12 the first line read was the answer: the stale bytes made the
+ * resume's fix-ups go over SSH.
+ */
+static void *fake_fixup_main(void *arg)
+{
+	struct fake_guest *g = arg;
+	char line[CONTROL_LINE_MAX + 1], nonce[17], out[80];
+	static char stale[70 * 1024];
+	int fd;
+
+	for (size_t i = 0; i + 1 < sizeof(stale); i += 2)
+		memcpy(stale + i, "y\n", 2);
+	while ((fd = accept(g->lfd, NULL, NULL)) >= 0) {
+		int step = g->step++;
+		if (step < 2)
+			fake_say(fd, stale, sizeof(stale));
+		assert_true(fake_line(fd, line, sizeof(line)));
+		assert_int_equal(sscanf(line, "fixup %16s", nonce), 1);
+		/* An output frame's header first where there is one: its zeros too. */
+		if (step == 0 || step == 3)
+			fake_say(fd, "\x01\x00\x00\x05yyyyy", 9);
+		if (step == 0)
+			snprintf(out, sizeof(out), "ok %s\n", nonce);
+		else if (step == 1)
+			snprintf(out, sizeof(out), "y\nerror %s bad hostname\n", nonce);
+		else if (step == 2)
+			snprintf(out, sizeof(out), "error - line too long\n");
+		else
+			snprintf(out, sizeof(out), "y\n");
+		fake_say(fd, out, strlen(out));
+		assert_false(fake_line(fd, line, sizeof(line))); /* until the engine hangs up */
+		if (fake_hang_up(g, fd, step == 3))
+			break;
+	}
+	return NULL;
+}
+
+static void test_fixup_stale(void **state)
+{
+	struct fake_guest g = { .lfd = -1 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *seed = "00112233445566778899aabbccddeeff";
+
+	(void)state;
+	fake_start(&g, &sa, "/tmp/aas-test-fixup-XXXXXX", fake_fixup_main);
+	assert_int_equal(saas__ctl_fixup(SAAS__CTL_DIR(g.dir), "sbx-a", seed, 10000), SAAS_OK);
+	assert_int_equal(saas__ctl_fixup(SAAS__CTL_DIR(g.dir), "sbx-a", seed, 10000), SAAS_EBACKEND);
+	assert_string_equal(saas_error_last()->message, "the guest's control port refused the fix-ups: bad hostname");
+	assert_int_equal(saas__ctl_fixup(SAAS__CTL_DIR(g.dir), "sbx-a", seed, 10000), SAAS_EBACKEND);
+	assert_non_null(strstr(saas_error_last()->message, "line too long"));
+	assert_int_equal(saas__ctl_fixup(SAAS__CTL_DIR(g.dir), "sbx-a", seed, 300), SAAS_ETIMEOUT);
+	fake_stop(&g, &sa);
+}
+
 /* Serve a get of `content` for the request line in `line` (its path read and checked), with `digest` to claim. */
 static void fake_get(int fd, const char *line, const char *content, const char *digest)
 {
@@ -1108,6 +1231,45 @@ static void test_plain_commands(void **state)
 		}
 	}
 	saas__buf_free(&w);
+}
+
+/*
+ * Which way a command goes (saas__exec_port_first): the port while the SSH
+ * session is down, whatever the command; with it up, a plain command whose
+ * helper runs it with no shell or was not asked yet (a cold boot's, a pooled
+ * VM's whose session its boot made), never one for the shell, nor on a
+ * helper that predates commands or runs every one through the shell.
+ */
+static void test_port_first(void **state)
+{
+	static const int execs_all[] = { -1, 0, 1, 2, 3 };
+	saas_driver_exec req;
+
+	(void)state;
+	memset(&req, 0, sizeof(req));
+	req.cwd = "/workspace";
+	for (size_t i = 0; i < sizeof(execs_all) / sizeof(*execs_all); i++) {
+		req.command = "echo $HOME";
+		assert_true(saas__exec_port_first(&req, execs_all[i], false));
+		req.command = "true";
+		assert_true(saas__exec_port_first(&req, execs_all[i], false));
+	}
+	req.command = "true";
+	assert_true(saas__exec_port_first(&req, 0, true));
+	assert_true(saas__exec_port_first(&req, 1, true));
+	assert_true(saas__exec_port_first(&req, 2, true));
+	assert_false(saas__exec_port_first(&req, 3, true));
+	assert_false(saas__exec_port_first(&req, -1, true));
+	req.command = "ls -l /";
+	assert_true(saas__exec_port_first(&req, 2, true));
+	req.command = "echo $HOME";
+	assert_false(saas__exec_port_first(&req, 2, true));
+	req.command = "true | cat";
+	assert_false(saas__exec_port_first(&req, 0, true));
+	/* Plain words, but a directory the shell must name: the shell's, so SSH's. */
+	req.command = "true";
+	req.cwd = "/w/../x";
+	assert_false(saas__exec_port_first(&req, 2, true));
 }
 
 static void test_run_request(void **state)
@@ -1503,6 +1665,12 @@ static int way_connect(void *ud, int *fd)
 	return SAAS_OK;
 }
 
+/* A driver's ready: counted. */
+static void way_ready(void *ud)
+{
+	++*(int *)ud;
+}
+
 static int way_refuse(void *ud, int *fd)
 {
 	++*(int *)ud;
@@ -1519,7 +1687,7 @@ static void test_exec_engine(void **state)
 	saas_driver_exec req;
 	struct xout o;
 	unsigned char *in;
-	int serves = 0, execs = 0, code = 0, cancel = 0;
+	int serves = 0, execs = 0, code = 0, cancel = 0, readies = 0;
 
 	(void)state;
 	fake_start(&g, &sa, "/tmp/aas-test-exec-XXXXXX", fake_exec_main);
@@ -1540,15 +1708,20 @@ static void test_exec_engine(void **state)
 	{
 		/* A remote channel refused a first time (another engine held it): the port is used once it opens. */
 		int opens = 0;
-		const struct saas__ctl_way refused = { NULL, way_refuse, &opens };
+		const struct saas__ctl_way refused = { .open = way_refuse, .ud = &opens };
 		assert_int_equal(saas__ctl_exec(&ctl, &refused, &serves, &execs, &req, &code), SAAS_ENOTSUP);
 		assert_int_equal(opens, 1);
 	}
 	{
-		/* The way a driver gives (a remote host's channel): its connection made non-blocking, then the same bytes. */
-		const struct saas__ctl_way way = { NULL, way_connect, g.dir };
+		/*
+		 * The way a driver gives (a remote host's channel): its connection
+		 * made non-blocking, then the same bytes; its ready told once, when
+		 * the guest said the command runs.
+		 */
+		const struct saas__ctl_way way = { .open = way_connect, .ud = g.dir, .ready = way_ready, .ready_ud = &readies };
 		assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_OK);
 		assert_true(fcntl(ctl->fd, F_GETFL) & O_NONBLOCK);
+		assert_int_equal(readies, 1);
 	}
 	assert_int_equal(serves, 1);
 	assert_int_equal(execs, 1);
@@ -1575,8 +1748,12 @@ static void test_exec_engine(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "an output frame out of bounds"));
 	assert_null(ctl);
 
-	/* Resynchronised; the guest could not start the shell. */
-	assert_int_equal(saas__ctl_exec(&ctl, SAAS__CTL_DIR(g.dir), &serves, &execs, &req, &code), SAAS_EIO);
+	/* Resynchronised; the guest could not start the shell: no ready told. */
+	{
+		const struct saas__ctl_way way = { .vmdir = g.dir, .ready = way_ready, .ready_ud = &readies };
+		assert_int_equal(saas__ctl_exec(&ctl, &way, &serves, &execs, &req, &code), SAAS_EIO);
+		assert_int_equal(readies, 1);
+	}
 	assert_string_equal(saas_error_last()->message,
 	                    "the command could not start in the guest: starting the shell: Cannot allocate memory");
 	assert_non_null(ctl);
@@ -1971,6 +2148,8 @@ int main(void)
 		cmocka_unit_test(test_request_garbage),
 		cmocka_unit_test(test_lines),
 		cmocka_unit_test(test_reply),
+		cmocka_unit_test(test_fixup_answer),
+		cmocka_unit_test(test_fixup_stale),
 		cmocka_unit_test(test_fits),
 		cmocka_unit_test(test_domain_channel),
 		cmocka_unit_test(test_way_refused),
@@ -1983,6 +2162,7 @@ int main(void)
 		cmocka_unit_test(test_exec_request),
 		cmocka_unit_test(test_exec_engine),
 		cmocka_unit_test(test_plain_commands),
+		cmocka_unit_test(test_port_first),
 		cmocka_unit_test(test_run_request),
 		cmocka_unit_test(test_bashrc),
 		cmocka_unit_test(test_bash_env),

@@ -30,7 +30,7 @@ struct saas__lv_config {
 	bool templates;                  /* make sandboxes as clones of templates */
 	bool control_port;               /* clones' fix-ups over the control port where the image serves it */
 	bool control_files;              /* files over the control port where the guest's helper serves them */
-	bool control_exec;               /* a clone's commands over the control port until its SSH session is up */
+	bool control_exec;               /* commands over the control port until the SSH session is up, plain ones after */
 	int boot_timeout_ms;
 	int uids;                        /* enum uidcfg */
 	unsigned int uid_first, uid_count;

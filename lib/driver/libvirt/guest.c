@@ -92,6 +92,42 @@ static void port_opened(struct vm *v, const struct saas__lv_way *w)
 	v->port_retry_at = saas__now_ms() + (wait < PORT_RETRY_MAX_MS ? wait : PORT_RETRY_MAX_MS);
 }
 
+/* The command sent over the port runs in the guest (its "ready"): commands held for it go. */
+static void port_started(void *ud)
+{
+	struct vm *v = ud;
+
+	pthread_mutex_lock(&v->ctl_mu);
+	v->ctl_starting = false;
+	pthread_cond_broadcast(&v->ctl_cv);
+	pthread_mutex_unlock(&v->ctl_mu);
+}
+
+/*
+ * Before a command goes over SSH: one sent over the port before it (which
+ * holds the port, so this one could not take it) starts first, as two sent
+ * one after the other on one SSH connection do. A background `sleep` on the
+ * port and a `pgrep sleep` sent right after over the VM's up SSH session
+ * would race otherwise (the API says a command was started before the guest
+ * runs it), and the pgrep could win. Waited for up to CONTROL_TIMEOUT_MS: a
+ * guest that never starts it holds no one for longer.
+ */
+static void port_started_wait(struct drv *d, const char *name)
+{
+	struct timespec until;
+	struct vm *v;
+
+	if (!(v = saas__lv_vm_get(d, name)))
+		return;
+	/* ctl_cv waits on the monotonic clock (vm.c). */
+	saas__deadline(&until, CLOCK_MONOTONIC, CONTROL_TIMEOUT_MS);
+	pthread_mutex_lock(&v->ctl_mu);
+	while (v->ctl_starting && pthread_cond_timedwait(&v->ctl_cv, &v->ctl_mu, &until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&v->ctl_mu);
+	saas__lv_vm_put(d, v);
+}
+
 /* Is the VM's SSH session up (not being connected, not dead)? */
 static bool session_up(struct vm *v)
 {
@@ -106,9 +142,12 @@ static bool session_up(struct vm *v)
 
 /*
  * A command over the control port (lib/transport/control_exec.c) while the VM has no SSH
- * session: a clone's first commands need no login. SAAS_ENOTSUP, with
- * nothing run, where it goes over SSH: a session is up, the port is in use
- * or cannot run it.
+ * session: a clone's first commands need no login. With the session up, a
+ * plain command still goes over the port when it is free
+ * (saas__exec_port_first): no SSH channel, no bash start; so a VM that booted
+ * cold, or one whose session came up since, runs `true` as fast as a clone.
+ * SAAS_ENOTSUP, with nothing run, where it goes over SSH: a session is up
+ * and the command needs the shell, the port is in use or cannot run it.
  */
 static int exec_over_port(struct drv *d, const char *name, const saas_driver_exec *req, int *exit_code)
 {
@@ -116,19 +155,32 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 	struct saas__lv_way w;
 	char *dir = NULL;
 	int rc = SAAS_ENOTSUP, execs, files;
+	bool up;
 
 	if (!d->host->control_port || !d->control_exec || !(v = saas__lv_vm_get(d, name)))
 		return SAAS_ENOTSUP;
-	if (session_up(v) || !saas__lv_port_take(v, PORT_EXEC, PORT_WAIT_MS))
+	/* Waited for only while a fallback would mean a login. */
+	if (!saas__lv_port_take(v, PORT_EXEC, session_up(v) ? 0 : PORT_WAIT_MS))
 		goto out;
-	if (v->execs < 0 || !port_due(v)) {
-		/* Its helper predates commands: asked once. Or its channel failed a moment ago. */
+	up = session_up(v);
+	if (!saas__exec_port_first(req, v->execs, up) || v->execs < 0 || !port_due(v)) {
+		/*
+		 * A command for the shell, the session up. Or its helper predates
+		 * commands: asked once. Or its channel failed a moment ago.
+		 */
 	} else if (!(dir = saas__lv_drv_path(d, "vms", name))) {
 		rc = saas__oom();
 	} else {
+		const struct saas__ctl_way *way = saas__lv_ctl_way(&w, d, name, dir);
 		execs = v->execs;
 		files = v->files;
-		rc = saas__ctl_exec(&v->ctl, saas__lv_ctl_way(&w, d, name, dir), &v->files, &v->execs, req, exit_code);
+		/* Until it runs in the guest, commands that find the port taken wait before they go over SSH. */
+		w.way.ready = port_started;
+		w.way.ready_ud = v;
+		pthread_mutex_lock(&v->ctl_mu);
+		v->ctl_starting = true;
+		pthread_mutex_unlock(&v->ctl_mu);
+		rc = saas__ctl_exec(&v->ctl, way, &v->files, &v->execs, req, exit_code);
 		port_opened(v, &w);
 		if (d->control_files)
 			port_files_said(d, name, files, v->files);
@@ -136,8 +188,11 @@ static int exec_over_port(struct drv *d, const char *name, const saas_driver_exe
 			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over SSH: %s", name,
 			             saas_error_last()->message);
 		/* Said once per VM, as the other way is: which way a clone's first commands went, for whoever checks. */
-		else if (execs == 0 && v->execs > 0)
+		else if (execs == 0 && v->execs > 0 && !up)
 			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its commands go over the control port until its SSH session is up",
+			             name);
+		else if (execs == 0 && v->execs > 0)
+			saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its plain commands go over the control port beside its SSH session",
 			             name);
 	}
 	saas__lv_port_give(v);
@@ -156,6 +211,7 @@ int saas__lv_guest_exec(void *ctx, const char *name, const saas_driver_exec *req
 	if ((rc = exec_over_port(d, name, req, exit_code)) != SAAS_ENOTSUP)
 		return rc;
 	saas__error_clear();
+	port_started_wait(d, name);
 	if ((rc = saas__lv_vm_session(d, name, &ssh)) < 0)
 		return rc;
 	rc = saas__ssh_exec(ssh, req, exit_code);

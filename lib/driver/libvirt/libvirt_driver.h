@@ -269,8 +269,10 @@ struct vm {
 	pthread_cond_t ctl_cv;           /* signalled when ctl_user goes back to PORT_FREE (CLOCK_MONOTONIC) */
 	int ctl_user;                    /* under ctl_mu: enum port_user */
 	int64_t ctl_free_at;             /* under ctl_mu: when it last went back to PORT_FREE (ms, CLOCK_MONOTONIC) */
+	bool ctl_starting;               /* under ctl_mu: a command sent over the port has not started yet */
 	int files;                       /* its helper serves files (1), does not (-1), not asked (0) */
-	int execs;                       /* its helper runs commands (1), does not (-1), not asked (0) */
+	/* its helper runs commands (1; plain ones with no shell 2, or not 3), does not (-1), not asked (0) */
+	int execs;
 	int conns;                       /* its helper opens port connections (1), does not (-1), not asked (0) */
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
 	bool relayed;                    /* atomic: a port connection went over the control port (said once) */

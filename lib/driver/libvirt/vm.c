@@ -144,6 +144,7 @@ void saas__lv_port_give(struct vm *v)
 {
 	pthread_mutex_lock(&v->ctl_mu);
 	v->ctl_user = PORT_FREE;
+	v->ctl_starting = false;
 	v->ctl_free_at = mono_ms();
 	pthread_cond_broadcast(&v->ctl_cv);
 	pthread_mutex_unlock(&v->ctl_mu);
