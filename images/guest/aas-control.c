@@ -299,6 +299,14 @@ void aas_signals_default(void)
 			signal(sig, SIG_DFL);
 }
 
+ssize_t aas_serve_read(int fd, char *buf, size_t cap, size_t carried)
+{
+	/* Before the read, never after it: with no child left, waitpid's ECHILD would take the place of the read's EAGAIN. */
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	return carried ? (ssize_t)carried : read(fd, buf, cap);
+}
+
 int aas_run_parse(char *b, size_t n, struct aas_run *out, const char **why)
 {
 	char *p = b, *end = b + n;
@@ -2172,10 +2180,8 @@ static int serve_main(void)
 		return 1;
 	}
 	for (;;) {
-		ssize_t n = carried ? (ssize_t)carried : read(s.fd, buf, 512);
-		/* A command's shell that outlived its kill, or a detached one, is reaped once it goes. */
-		while (waitpid(-1, NULL, WNOHANG) > 0)
-			;
+		/* A command's shell that outlived its kill, or a detached one, is reaped once it goes (SIGCHLD wakes the poll). */
+		ssize_t n = aas_serve_read(s.fd, buf, 512, carried);
 		carried = 0;
 		if (n > 0) {
 			size_t used = aas_lines_feed(&lines, buf, (size_t)n, serve_line, &s);

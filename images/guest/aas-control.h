@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "transport/control_proto.h"
 
@@ -77,6 +78,19 @@ int aas_run_parse(char *b, size_t n, struct aas_run *out, const char **why);
  * so): a Ctrl-C would never reach the command.
  */
 void aas_signals_default(void);
+
+/*
+ * The serve loop's next bytes: carried, when a lost command's stream left
+ * that many in buf (nothing read then), or a read of the port into buf; and
+ * first, every child of the helper's that ended reaped (a command's shell
+ * that outlived its kill, a detached one). errno is the read's: the loop
+ * polls on EAGAIN, and takes anything else for a failed port (a second's
+ * sleep). A reaping after the read left waitpid's ECHILD there whenever no
+ * child was left, which is after every command: the helper slept a second
+ * before it read the next request, and every command over the port took a
+ * second more.
+ */
+ssize_t aas_serve_read(int fd, char *buf, size_t cap, size_t carried);
 
 /*
  * What the default image's ~/.bashrc starts with (images/build writes it

@@ -1394,38 +1394,97 @@ static void test_signal_note(void **state)
 	assert_int_equal(strlen(out), 19);
 }
 
-/*
- * The environment against bash's own: the helper's six variables, a cd,
- * variables exported (some sharing a bucket of bash's table, some replacing
- * the helper's), then `env`, run by this host's bash where it has one.
- */
-/* A command's child starts with no signal ignored, whatever the helper got from aas-init's `&`. */
-static void test_signals_default(void **state)
+/* fn run in a child of this test's (its changes to the process stay there): what it returns, 0 when all held. */
+static void in_child(int (*fn)(void))
 {
 	pid_t pid;
 	int st;
 
-	(void)state;
 	pid = fork();
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		/* The ones a shell's `&` ignores, and others a helper might (not the sanitizers' own: they keep theirs). */
-		static const int sigs[] = { SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGHUP, SIGUSR1 };
-		struct sigaction sa;
-		int bad = 0;
-		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-			signal(sigs[i], SIG_IGN);
-		aas_signals_default();
-		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-			if (sigaction(sigs[i], NULL, &sa) != 0 || sa.sa_handler != SIG_DFL)
-				bad = sigs[i];
-		_exit(bad);
-	}
+	if (pid == 0)
+		_exit(fn());
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+static int signals_default_child(void)
+{
+	/* The ones a shell's `&` ignores, and others a helper might (not the sanitizers' own: they keep theirs). */
+	static const int sigs[] = { SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGHUP, SIGUSR1 };
+	struct sigaction sa;
+	int bad = 0;
+
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_IGN);
+	aas_signals_default();
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], NULL, &sa) != 0 || sa.sa_handler != SIG_DFL)
+			bad = sigs[i];
+	return bad;
+}
+
+/* A command's child starts with no signal ignored, whatever the helper got from aas-init's `&`. */
+static void test_signals_default(void **state)
+{
+	(void)state;
+	in_child(signals_default_child);
+}
+
+/*
+ * The serve loop's read between requests (aas_serve_read): an idle port
+ * says EAGAIN, whatever the reaping before it found. After a command the
+ * helper has no child left, and a waitpid after the read put its ECHILD in
+ * place of the EAGAIN: the loop took the idle port for a failed one and
+ * slept a second, so the next request (every command's) waited for it.
+ * In a child, so that it has no children but those made here.
+ */
+static int serve_read_child(void)
+{
+	char buf[512];
+	siginfo_t si;
+	pid_t k;
+	int sp[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0 || fcntl(sp[0], F_SETFL, O_NONBLOCK) < 0)
+		return 10;
+	/* No child at all, the port idle: the read's EAGAIN, which the loop polls on. */
+	errno = 0;
+	if (aas_serve_read(sp[0], buf, sizeof(buf), 0) != -1 || errno != EAGAIN)
+		return 1;
+	/* A child that ended: reaped, and still the read's EAGAIN. */
+	if ((k = fork()) == 0)
+		_exit(0);
+	if (k < 0 || waitid(P_PID, (id_t)k, &si, WEXITED | WNOWAIT) < 0)
+		return 11;
+	errno = 0;
+	if (aas_serve_read(sp[0], buf, sizeof(buf), 0) != -1 || errno != EAGAIN)
+		return 2;
+	if (waitpid(k, NULL, WNOHANG) != -1 || errno != ECHILD)
+		return 3;
+	/* A request: its bytes. */
+	if (write(sp[1], "exec x 1\n", 9) != 9 || aas_serve_read(sp[0], buf, sizeof(buf), 0) != 9 ||
+	    memcmp(buf, "exec x 1\n", 9) != 0)
+		return 4;
+	/* What a lost stream left in buf: its length, and the port is not read. */
+	if (write(sp[1], "abc", 3) != 3 || aas_serve_read(sp[0], buf, sizeof(buf), 5) != 5 ||
+	    read(sp[0], buf, sizeof(buf)) != 3)
+		return 5;
+	return 0;
+}
+
+static void test_serve_read(void **state)
+{
+	(void)state;
+	in_child(serve_read_child);
+}
+
+/*
+ * The environment against bash's own: the helper's six variables, a cd,
+ * variables exported (some sharing a bucket of bash's table, some replacing
+ * the helper's), then `env`, run by this host's bash where it has one.
+ */
 static void test_bash_env(void **state)
 {
 	static const char *const base[] = { "USER=sandbox", "LOGNAME=sandbox", "HOME=/", "PATH=/usr/bin:/bin",
@@ -2167,6 +2226,7 @@ int main(void)
 		cmocka_unit_test(test_bashrc),
 		cmocka_unit_test(test_bash_env),
 		cmocka_unit_test(test_signals_default),
+		cmocka_unit_test(test_serve_read),
 		cmocka_unit_test(test_signal_note),
 		cmocka_unit_test(test_conn_request),
 		cmocka_unit_test(test_conn_engine),
