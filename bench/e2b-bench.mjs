@@ -9,9 +9,11 @@
 //   64 MiB write, and read               files.write / files.read (the SDK's /files)
 //                                        against PUT / GET /v1/sandboxes/{id}/files, on one sandbox;
 //                                        the write also with the SDK's useOctetStream (a raw body, not
-//                                        FormData), against the same PUTs;
+//                                        FormData) and from a ReadableStream, against the same PUTs;
 //                                        a write the gateway bounds lower (413) is measured at the
 //                                        largest power of two of MiB under its bound, and says so
+//   watchDir, a write's first event      files.watchDir against the same inotify watcher as a /v1 exec
+//                                        stream, on one sandbox of BENCH_WATCH_IMAGE (needs python3)
 // Every create is a clone of the template (built first, untimed), as a user's
 // server makes them; the sandboxes are destroyed as the rounds go. With the
 // server's log (SERVER_LOG), each timed create first waits for the clone the
@@ -20,7 +22,8 @@
 // that finds none clones whole, several times slower, whichever way it came.
 //
 // usage: node e2b-bench.mjs BASE_URL API_KEY [SERVER_LOG]   (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY set)
-//        BENCH_CREATES (5), BENCH_RUNS (30), BENCH_FILES (3): rounds of each way
+//        BENCH_CREATES (5), BENCH_RUNS (30), BENCH_FILES (3), BENCH_WATCHES (10): rounds of each way;
+//        BENCH_WATCH_IMAGE: the watchDir row's image (none: no row)
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -32,6 +35,24 @@ const CREATES = Number(process.env.BENCH_CREATES || 5);
 const RUNS = Number(process.env.BENCH_RUNS || 30);
 const FILES = Number(process.env.BENCH_FILES || 3);
 const MIB = 64;
+// The watchDir row's sandbox image ('' skips the row: the face's watcher needs python3, not in `tiny`).
+const WATCH = process.env.BENCH_WATCH_IMAGE ?? '';
+const WATCHES = Number(process.env.BENCH_WATCHES || 10);
+// Our REST's side of the watchDir row: inotify on a directory (the face's watcher's mask), a line once
+// the watch is set, then each event's name in hex (a write may make a temporary name first), out at
+// the name it was given. Written without a single quote.
+const OUR_WATCHER = [
+  'import ctypes,os,struct,sys',
+  'c=ctypes.CDLL(None,use_errno=True);fd=c.inotify_init1(0)',
+  'assert fd>=0 and c.inotify_add_watch(fd,os.fsencode(sys.argv[1]),0x2|0x4|0x40|0x80|0x100|0x200|0x400|0x800|0x2000000)>=0',
+  'print("ready",flush=True)',
+  'while True:',
+  ' b=os.read(fd,65536);i=0',
+  ' while i+16<=len(b):',
+  '  w,m,k,n=struct.unpack_from("iIII",b,i);nm=b[i+16:i+16+n].rstrip(b"\\0");i+=16+n',
+  '  print(nm.hex(),flush=True)',
+  '  if nm==os.fsencode(sys.argv[2]):sys.exit(0)',
+].join('\n');
 const auth = { Authorization: `Bearer ${KEY}` };
 // The SDK's file calls without its 60 s request timeout, as the plain requests to /v1 have none: on a
 // loaded machine a 64 MiB transfer to a TCG guest may take longer, and the figure is the time it takes.
@@ -148,7 +169,15 @@ try {
     const wdata = data.subarray(0, wmib << 20), wbytes = bytesOf(wdata);
     // The read: the same 64 MiB file both ways, written once by our REST.
     await rest('PUT', `/v1/sandboxes/${id}/files?path=big-ours`, data, { 'Content-Type': 'application/octet-stream' });
-    const w = { sdk: [], ours: [] }, r = { sdk: [], ours: [] }, oct = { sdk: [], ours: [] };
+    const w = { sdk: [], ours: [] }, r = { sdk: [], ours: [] }, oct = { sdk: [], ours: [] }, str = { sdk: [], ours: [] };
+    const sliced = b => {
+      let at = 0;
+      return new ReadableStream({ pull(c) {
+        if (at >= b.length) return c.close();
+        c.enqueue(b.subarray(at, at + (1 << 20)));
+        at += 1 << 20;
+      } });
+    };
     for (let i = 0; i < FILES; i++) {
       let t0 = ms();
       await sbx.files.write('/workspace/big-sdk', wbytes, NO_TIMEOUT);
@@ -157,10 +186,15 @@ try {
       t0 = ms();
       await sbx.files.write('/workspace/big-oct', wbytes, { ...NO_TIMEOUT, useOctetStream: true });
       oct.sdk.push(ms() - t0);
+      // And from a stream (1 MiB slices of the same bytes): the SDK sends it as it reads it, no Blob.
+      t0 = ms();
+      await sbx.files.write('/workspace/big-str', sliced(wdata), NO_TIMEOUT);
+      str.sdk.push(ms() - t0);
       t0 = ms();
       await rest('PUT', `/v1/sandboxes/${id}/files?path=big-w`, wdata, { 'Content-Type': 'application/octet-stream' });
       w.ours.push(ms() - t0);
       oct.ours.push(w.ours[w.ours.length - 1]);
+      str.ours.push(w.ours[w.ours.length - 1]);
       t0 = ms();
       const got = Buffer.from(await sbx.files.read('/workspace/big-ours', { ...NO_TIMEOUT, format: 'bytes' }));
       r.sdk.push(ms() - t0);
@@ -170,10 +204,12 @@ try {
       r.ours.push(ms() - t0);
       assert.ok(back.equals(data), 'our REST read back the 64 MiB');
     }
-    assert.ok((await rest('GET', `/v1/sandboxes/${id}/files?path=big-sdk`, undefined, {})).equals(wdata),
-              'what the SDK wrote arrived whole');
+    for (const f of ['big-sdk', 'big-oct', 'big-str'])
+      assert.ok((await rest('GET', `/v1/sandboxes/${id}/files?path=${f}`, undefined, {})).equals(wdata),
+                `what the SDK wrote (${f}) arrived whole`);
     for (const [what, m, mib] of [[`${wmib} MiB write`, w, wmib],
                                   [`${wmib} MiB write, the SDK's \`useOctetStream: true\` (not FormData)`, oct, wmib],
+                                  [`${wmib} MiB write from a \`ReadableStream\` (1 MiB slices: no Blob, a raw body)`, str, wmib],
                                   [`${MIB} MiB read`, r, MIB]]) {
       const sr = rate(mib, median(m.sdk)), or = rate(mib, median(m.ours));
       row([`${what} (${FILES} each way, one sandbox${what.includes('write') ? note : ''})`,
@@ -183,6 +219,63 @@ try {
   }
 } finally {
   await sbx.kill();
+}
+
+// watchDir: a change's first event, the SDK's watchDir (the face's watcher, inotify in the guest) against
+// the same kind of watcher run through our REST's exec stream, each waiting for the event of a file that
+// our REST then writes (the same write both ways, timed from its start). The watcher needs python3: a
+// sandbox of WATCH_IMAGE (bench/run maps the template `watch` to it). A fresh watch each round, set
+// before the write (watchDir returns once the guest's watches are set; ours prints a line then).
+if (WATCH) {
+  const wsbx = await Sandbox.create('watch', { timeoutMs: 3_600_000, requestTimeoutMs: 0 });
+  const wid = `sbx-${wsbx.sandboxId}`;
+  try {
+    await json('POST', `/v1/sandboxes/${wid}/exec`, { command: 'mkdir -p /workspace/ws /workspace/wo' });
+    const sdk = [], ours = [];
+    const put = (dir, name) => rest('PUT', `/v1/sandboxes/${wid}/files?path=/workspace/${dir}/${name}`, 'x',
+                                    { 'Content-Type': 'application/octet-stream' });
+    for (let i = 0; i < WATCHES; i++) {
+      for (const way of i % 2 ? ['ours', 'sdk'] : ['sdk', 'ours']) {
+        const name = `f${i}-${way}`;
+        if (way === 'sdk') {
+          let seen;
+          const got = new Promise(r => { seen = r; });
+          const h = await wsbx.files.watchDir('/workspace/ws', e => { if (e.name === name) seen(); });
+          const t0 = ms();
+          await Promise.all([put('ws', name), got]);
+          sdk.push(ms() - t0);
+          await h.stop();
+        } else {
+          const ac = new AbortController();
+          const res = await fetch(`${BASE}/v1/sandboxes/${wid}/exec`, {
+            method: 'POST', signal: ac.signal,
+            headers: { ...auth, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+            body: JSON.stringify({ command: `python3 -c '${OUR_WATCHER}' /workspace/wo ${name}` }) });
+          assert.equal(res.status, 200, 'our watcher started');
+          const reader = res.body.getReader(), dec = new TextDecoder();
+          let text = '';
+          const until = async what => {
+            while (!text.includes(what)) {
+              const { done, value } = await reader.read();
+              assert.ok(!done, `our watcher's stream ended before "${what}": ${text.slice(-300)}`);
+              text += dec.decode(value, { stream: true });
+            }
+          };
+          await until('"data":"ready'); // not the started event's copy of the command
+          const t0 = ms();
+          await Promise.all([put('wo', name), until(Buffer.from(name).toString('hex'))]);
+          ours.push(ms() - t0);
+          await until('event: exit'); // it exits at the name's event
+          ac.abort();
+        }
+      }
+    }
+    row([`\`watchDir\`: a write's first event (${WATCHES} each way, one \`${WATCH}\` sandbox; ours: the same inotify watcher as an exec stream)`,
+         `median ${f1(median(sdk))} ms, p95 ${f1(p95(sdk))} ms`,
+         `median ${f1(median(ours))} ms, p95 ${f1(p95(ours))} ms`, median(sdk) / median(ours), '≤ 1.2x']);
+  } finally {
+    await wsbx.kill();
+  }
 }
 
 console.log('| what | through the SDK (E2B face) | our REST (same run) | ratio | goal |');
