@@ -527,6 +527,25 @@ static void test_uri_remote(void **state)
 	assert_false(saas__lv_uri_vmhost("qemu"));
 }
 
+static void test_caps_cpu_virt(void **state)
+{
+	(void)state;
+	assert_true(saas__lv_caps_cpu_virt("<capabilities><host><uuid>u</uuid><cpu><arch>x86_64</arch>"
+	                                   "<feature name='vme'/><feature name='vmx'/></cpu></host></capabilities>"));
+	assert_true(saas__lv_caps_cpu_virt("<capabilities><host><cpu><feature name=\"svm\"/></cpu></host>"));
+	/* A CPU without the flag (what a nested host with a usable /dev/kvm can show). */
+	assert_false(saas__lv_caps_cpu_virt("<capabilities><host><cpu><model>kvm64</model><feature name='vme'/>"
+	                                    "<feature name='hypervisor'/></cpu></host></capabilities>"));
+	/* Only the host's CPU counts, and only a whole name. */
+	assert_false(saas__lv_caps_cpu_virt("<capabilities><host><cpu><feature name='vmxx'/></cpu>"
+	                                    "<feature name='vmx'/></host></capabilities>"));
+	assert_false(saas__lv_caps_cpu_virt("<capabilities><guest><cpu><feature name='svm'/></cpu></guest>"));
+	assert_false(saas__lv_caps_cpu_virt("<capabilities><host><cpu><feature name='svm'/></host>"));
+	assert_false(saas__lv_caps_cpu_virt("<capabilities><host><cpu><feature name=svm/></cpu></host>"));
+	assert_false(saas__lv_caps_cpu_virt(""));
+	assert_false(saas__lv_caps_cpu_virt(NULL));
+}
+
 static void test_config_uids(void **state)
 {
 	struct saas__lv_config cfg;
@@ -3532,6 +3551,7 @@ int main(void)
 		cmocka_unit_test(test_config_cpu_limit),
 		cmocka_unit_test(test_config_remote),
 		cmocka_unit_test(test_uri_remote),
+		cmocka_unit_test(test_caps_cpu_virt),
 		cmocka_unit_test(test_save_stream_offset),
 		cmocka_unit_test(test_save_xml_len),
 		cmocka_unit_test(test_tpl_volume_names),

@@ -671,12 +671,41 @@ static void remote_network(struct drv *d)
 }
 
 /* accel=auto on a remote host: KVM when its libvirt offers a kvm domain for x86_64. */
+bool saas__lv_caps_cpu_virt(const char *caps)
+{
+	const char *host = caps ? strstr(caps, "<host>") : NULL;
+	const char *cpu = host ? strstr(host, "<cpu>") : NULL;
+	const char *end = cpu ? strstr(cpu, "</cpu>") : NULL;
+
+	for (const char *f = cpu; end && (f = strstr(f, "<feature name=")) && f < end; f++) {
+		const char *v = f + strlen("<feature name=");
+		if (*v != '\'' && *v != '"')
+			continue;
+		if ((strncmp(v + 1, "vmx", 3) == 0 || strncmp(v + 1, "svm", 3) == 0) && v[4] == *v)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * KVM on a host, by the rule this machine's is chosen by (host_local.c):
+ * its libvirtd can run KVM guests (domain capabilities for kvm) and its CPU
+ * says it has hardware virtualisation. A host with /dev/kvm but no vmx/svm
+ * flag (some nested setups) would otherwise cost each engine failed starts,
+ * and a clone or resume of a snapshot saved under KVM there cannot fall
+ * back to TCG.
+ */
 static bool remote_kvm(struct drv *d)
 {
-	char *caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", "kvm", 0);
-	bool kvm = caps != NULL;
+	char *dcaps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", "kvm", 0);
+	char *caps = dcaps ? virConnectGetCapabilities(saas__lv_conn(d)) : NULL;
+	bool kvm = dcaps && saas__lv_caps_cpu_virt(caps);
 
+	if (dcaps && !kvm)
+		saas__lv_log(d, SAAS_LOG_INFO, "VM host %s has /dev/kvm but its CPU shows no vmx or svm flag: TCG there "
+		             "(accel=kvm forces KVM)", d->uri);
 	free(caps);
+	free(dcaps);
 	saas__error_clear();
 	return kvm;
 }

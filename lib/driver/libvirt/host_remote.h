@@ -23,6 +23,8 @@ struct saas__lv_snapshot;
 #define REMOTE_PORT_FIRST 20000u
 #define REMOTE_PORT_COUNT 12000u
 
+/* Does a libvirt capabilities XML's host CPU have a vmx or svm feature (hardware virtualisation)? Pure. */
+bool saas__lv_caps_cpu_virt(const char *caps);
 /* Does uri name a host (qemu+tcp://HOST/system), i.e. a VM host that may not be this machine? Pure. */
 bool saas__lv_uri_vmhost(const char *uri);
 /*
