@@ -107,6 +107,8 @@ void saas_fake_on_create(saas_fake_create_fn fn, void *userdata);
  */
 void saas_fake_fail_snapshots(unsigned int n);
 void saas_fake_fail_restores(unsigned int n);
+/* Make the next n vm_restore calls refuse for room (SAAS_EBUSY, the host's memory named, as a real driver's). */
+void saas_fake_busy_restores(unsigned int n);
 /* Make the k-th vm_restore call from now fail as above (0: none), whichever thread makes it. */
 void saas_fake_fail_restore_nth(unsigned int k);
 /*
