@@ -221,15 +221,17 @@ int saas__http_error_from(long status, const saas__buf *body, int64_t retry_afte
 	/*
 	 * A limit names itself; a limit and a refusal for want of room (503
 	 * busy) say when to retry: Retry-After, in seconds, which the body
-	 * repeats (the body's is read first: a proxy between may drop headers).
+	 * repeats (read when the header is missing, as a proxy between may drop it).
 	 */
 	{
 		json_t *after = json_object_get(e, "retry_after");
 		const char *limit = code == SAAS_ELIMIT ? json_string_value(json_object_get(e, "limit")) : NULL;
-		json_int_t secs = json_is_integer(after) ? json_integer_value(after) : 0;
+		json_int_t secs = retry_after_s;
 
 		if (secs <= 0 || secs > RETRY_AFTER_MAX_S)
-			secs = retry_after_s > 0 && retry_after_s <= RETRY_AFTER_MAX_S ? retry_after_s : 0;
+			secs = json_is_integer(after) ? json_integer_value(after) : 0;
+		if (secs <= 0 || secs > RETRY_AFTER_MAX_S)
+			secs = 0;
 		if (limit || secs > 0)
 			saas__error_set_limit(limit && strlen(limit) < 32 ? limit : "", (int64_t)secs * 1000);
 	}
@@ -380,7 +382,8 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 			                 *errbuf ? errbuf : curl_easy_strerror(cc));
 			goto out;
 		}
-		if (status == 503 && can_retry)
+		/* A 503 that says when to come back (Retry-After: no room now) is the caller's to wait out. */
+		if (status == 503 && can_retry && !x.retry_after_s)
 			goto again;
 		if (status < 200 || status >= 300) {
 			rc = saas__http_error_from(status, &x.out, x.retry_after_s);

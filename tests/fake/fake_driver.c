@@ -841,6 +841,9 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 				req->output(req->output_userdata, s, chunk,
 				            left < (long long)sizeof(chunk) ? (size_t)left : sizeof(chunk));
 		}
+	} else if (strncmp(cmd, "busy-restores ", 14) == 0) {
+		/* Through any client, as saas_fake_busy_restores: the next N restores refused for room. */
+		saas_fake_busy_restores((unsigned int)strtoul(cmd + 14, NULL, 10));
 	} else if (strcmp(cmd, "block") == 0) {
 		while (!__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) && running(name))
 			usleep(1000);

@@ -11,6 +11,8 @@
  *   env                 prints the extra environment, one per line
  *   spew N              prints N bytes of 'x' to stdout and N of 'y' to stderr
  *   block               waits until the engine cancels it
+ *   busy-restores N     the next N restores (a resume, a fork's child) are refused for room, as
+ *                       saas_fake_busy_restores (through any client: a remote one's server's fake)
  *   startafter PATH     starts (says so through the exec's `started`) only once the host file
  *                       PATH exists, then exits 0; a cancel or its timeout first: it never ran
  * Every other command starts at once.
