@@ -122,16 +122,6 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
 	reply_error_with(out, status, code, NULL, 0, msg);
 }
 
-void aas_reply_busy(struct aas_reply *out, long long retry_after_s, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	reply_error_with(out, 503, saas_error_name(SAAS_EBUSY), NULL, retry_after_s > 0 ? retry_after_s : 1, msg);
-}
 
 unsigned int aas_status_for(int rc)
 {
@@ -780,9 +770,11 @@ static void take_body(struct aas_req *r, const char *data, size_t len)
 static enum MHD_Result preview_busy(struct aas_req *r)
 {
 	struct aas_reply rep = { 0, NULL };
+	char msg[128];
 
-	aas_reply_busy(&rep, 1, "too many preview requests at once (--preview-connections %u); try again",
-	               config->preview_connections);
+	snprintf(msg, sizeof(msg), "too many preview requests at once (--preview-connections %u); try again",
+	         config->preview_connections);
+	reply_error_with(&rep, 503, saas_error_name(SAAS_EBUSY), NULL, 1, msg);
 	if (rep.response)
 		MHD_add_response_header(rep.response, MHD_HTTP_HEADER_CONNECTION, "close");
 	return aas_queue(r, &rep);

@@ -155,9 +155,6 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
  */
 void aas_reply_limit(struct aas_reply *out, const char *limit, int64_t retry_after_ms, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* 503 busy: Retry-After (whole seconds, at least 1), which the body's "retry_after" repeats. */
-void aas_reply_busy(struct aas_reply *out, long long retry_after_s, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 /*
  * From a saas_status and the thread's saas_error_last() (SAAS_ELIMIT:
  * aas_reply_limit; SAAS_EBUSY with a retry_after_ms: its Retry-After).

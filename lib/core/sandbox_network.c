@@ -245,8 +245,10 @@ static int network_ask(saas_engine *e, const saas_store_sandbox *row, const stru
 			 * Released by the server serving its egress (and maybe taken by the
 			 * next asker since), or by the sandbox's end (saas__netset_forget).
 			 */
-			saas__error_clear();
-			return asked_of_ended(e, row->id);
+			if (asked_of_ended(e, row->id) == SAAS_ESTATE)
+				return SAAS_ESTATE;
+			saas__error_clear(); /* applied; a store not answering now is the next call's to meet */
+			return SAAS_OK;
 		} else if (rc < 0) {
 			return rc;
 		}
