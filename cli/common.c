@@ -155,7 +155,7 @@ int aas_fail(int rc, const char *what)
 	const saas_error *e = saas_error_last();
 	const char *msg = (e->code == rc && e->message && e->message[0]) ? e->message : saas_strerror(rc);
 	const char *hint = aas_hint(rc);
-	char line[1024];
+	char line[1024], when[64];
 	size_t k;
 
 	/* One line, whatever the message holds. */
@@ -165,6 +165,11 @@ int aas_fail(int rc, const char *what)
 			line[k] = ' ';
 	if (rc == SAAS_EAUTH)
 		return aas_error(AAS_EXIT_AUTH, "%s: invalid API key (%s): %s", what, line, hint);
+	/* Busy (no room now, a change not confirmed yet): the server said when to come back (Retry-After). */
+	if (rc == SAAS_EBUSY && e->code == rc && e->retry_after_ms > 0) {
+		snprintf(when, sizeof(when), "try again in %lld s", (long long)((e->retry_after_ms + 999) / 1000));
+		hint = when;
+	}
 	if (hint)
 		return aas_error(aas_exit_code(rc), "%s: %s: %s", what, line, hint);
 	return aas_error(aas_exit_code(rc), "%s: %s", what, line);

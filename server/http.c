@@ -80,15 +80,15 @@ void aas_reply_json(struct aas_reply *out, unsigned int status, json_t *body)
 	}
 }
 
-void aas_reply_error(struct aas_reply *out, unsigned int status, const char *code, const char *fmt, ...)
+/*
+ * The error body, {"error":{"code","message"}}, with the limit it names and
+ * the seconds of its Retry-After (both when given), which it sends too.
+ */
+static void reply_error_with(struct aas_reply *out, unsigned int status, const char *code, const char *limit,
+                             long long retry_after_s, char *msg)
 {
-	char msg[1024];
-	va_list ap;
-	json_t *body;
+	json_t *body, *err;
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (!(body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg))) {
 		/* A client's bytes echoed in msg (a path, a header) that are not UTF-8, which JSON cannot carry. */
 		for (char *p = msg; *p; p++)
@@ -96,46 +96,72 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
 				*p = '?';
 		body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
 	}
+	err = json_object_get(body, "error");
+	if (err && limit)
+		json_object_set_new(err, "limit", json_string(limit));
+	if (err && retry_after_s > 0)
+		json_object_set_new(err, "retry_after", json_integer((json_int_t)retry_after_s));
 	aas_reply_json(out, status, body);
 	if (out->response && status == 401)
 		MHD_add_response_header(out->response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"aas\"");
+	if (out->response && retry_after_s > 0) {
+		char value[24];
+		snprintf(value, sizeof(value), "%lld", retry_after_s);
+		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+	}
 }
+
+void aas_reply_error(struct aas_reply *out, unsigned int status, const char *code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	reply_error_with(out, status, code, NULL, 0, msg);
+}
+
 
 unsigned int aas_status_for(int rc)
 {
 	return (unsigned int)saas_error_http_status(rc);
 }
 
-void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg)
+/* A failure's answer, with a Retry-After (and the body's retry_after) when retry_after_s > 0. */
+static void reply_failure(struct aas_reply *out, int rc, int klass, const char *msg, long long retry_after_s)
 {
 	unsigned int status = aas_status_for(rc);
+	char text[1024];
 
 	if (!msg || !*msg)
 		msg = saas_strerror(rc);
 	/* The operator's log gets a server-side failure's detail, the tenant its fixed text. */
 	if (aas_error_is_internal(rc, klass)) {
 		aas_log(SAAS_LOG_WARN, "answering %u %s for: %s", status, saas_error_name(rc), msg);
-		aas_reply_error(out, status, saas_error_name(rc), "%s: %s", saas_strerror(rc), aas_error_tenant_text(rc));
-		return;
+		snprintf(text, sizeof(text), "%s: %s", saas_strerror(rc), aas_error_tenant_text(rc));
+	} else {
+		snprintf(text, sizeof(text), "%s", msg);
 	}
-	aas_reply_error(out, status, saas_error_name(rc), "%s", msg);
+	reply_error_with(out, status, saas_error_name(rc), NULL, retry_after_s, text);
+}
+
+void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg)
+{
+	reply_failure(out, rc, klass, msg, 0);
 }
 
 void aas_reply_limit(struct aas_reply *out, const char *limit, int64_t retry_after_ms, const char *fmt, ...)
 {
 	/* Whole seconds, rounded up, and never 0: "retry at once" would be a busy loop. */
 	long long secs = retry_after_ms > 0 ? (retry_after_ms + 999) / 1000 : 1;
-	char msg[1024], value[24];
+	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	aas_reply_json(out, 429, json_pack("{s:{s:s,s:s,s:s,s:I}}", "error", "code", saas_error_name(SAAS_ELIMIT),
-	                                   "message", msg, "limit", limit, "retry_after", (json_int_t)secs));
-	snprintf(value, sizeof(value), "%lld", secs);
-	if (out->response)
-		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+	reply_error_with(out, 429, saas_error_name(SAAS_ELIMIT), limit ? limit : "", secs, msg);
 }
 
 void aas_reply_saas(struct aas_reply *out, int rc)
@@ -146,16 +172,16 @@ void aas_reply_saas(struct aas_reply *out, int rc)
 		aas_reply_limit(out, e->limit, e->retry_after_ms, "%s", e->message);
 		return;
 	}
+	/*
+	 * A refusal for want of room, or a network change not confirmed in time
+	 * (503), says when to come back: whole seconds rounded up, in
+	 * Retry-After and the body's retry_after.
+	 */
 	if (e->code == rc)
-		aas_reply_failure(out, rc, e->klass, e->message);
+		reply_failure(out, rc, e->klass, e->message,
+		              rc == SAAS_EBUSY && e->retry_after_ms > 0 ? (e->retry_after_ms + 999) / 1000 : 0);
 	else
-		aas_reply_failure(out, rc, SAAS_ERRCLASS_NONE, NULL);
-	/* A refusal for want of room (503) says when to come back, in whole seconds rounded up. */
-	if (rc == SAAS_EBUSY && e->code == rc && e->retry_after_ms > 0 && out->response) {
-		char value[24];
-		snprintf(value, sizeof(value), "%lld", (long long)((e->retry_after_ms + 999) / 1000));
-		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
-	}
+		reply_failure(out, rc, SAAS_ERRCLASS_NONE, NULL, 0);
 }
 
 /* ---- request bodies ---- */
@@ -744,13 +770,13 @@ static void take_body(struct aas_req *r, const char *data, size_t len)
 static enum MHD_Result preview_busy(struct aas_req *r)
 {
 	struct aas_reply rep = { 0, NULL };
+	char msg[128];
 
-	aas_reply_error(&rep, 503, "busy", "too many preview requests at once (--preview-connections %u); try again",
-	                config->preview_connections);
-	if (rep.response) {
-		MHD_add_response_header(rep.response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	snprintf(msg, sizeof(msg), "too many preview requests at once (--preview-connections %u); try again",
+	         config->preview_connections);
+	reply_error_with(&rep, 503, saas_error_name(SAAS_EBUSY), NULL, 1, msg);
+	if (rep.response)
 		MHD_add_response_header(rep.response, MHD_HTTP_HEADER_CONNECTION, "close");
-	}
 	return aas_queue(r, &rep);
 }
 

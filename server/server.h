@@ -155,7 +155,10 @@ void aas_reply_error(struct aas_reply *out, unsigned int status, const char *cod
  */
 void aas_reply_limit(struct aas_reply *out, const char *limit, int64_t retry_after_ms, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* From a saas_status and the thread's saas_error_last() (SAAS_ELIMIT: aas_reply_limit). */
+/*
+ * From a saas_status and the thread's saas_error_last() (SAAS_ELIMIT:
+ * aas_reply_limit; SAAS_EBUSY with a retry_after_ms: its Retry-After).
+ */
 void aas_reply_saas(struct aas_reply *out, int rc);
 /* The same from a status, its error class and message taken earlier (on another thread). */
 void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg);

@@ -52,9 +52,10 @@ typedef struct saas_remote_options {
 	/**
 	 * How many times an idempotent request (GET, DELETE, PUT of a file) is sent
 	 * again after a network failure or a 503, waiting 100 ms, 200 ms, 400 ms ...
-	 * in between; at most 10. A file transfer is retried only if no byte of it
-	 * had moved yet. Non-idempotent requests (create, exec, extend) are never
-	 * repeated.
+	 * in between; at most 10. A 503 with a Retry-After is not sent again: it
+	 * fails SAAS_EBUSY with saas_error_last()->retry_after_ms, for the caller
+	 * to wait. A file transfer is retried only if no byte of it had moved yet.
+	 * Non-idempotent requests (create, exec, extend) are never repeated.
 	 */
 	unsigned int retries;
 	/** The User-Agent header; NULL: "libsaas/VERSION". Copied during the call. */

@@ -77,9 +77,11 @@ typedef struct saas_error {
 	 */
 	const char *limit;
 	/**
-	 * For SAAS_ELIMIT, and SAAS_EBUSY when a create is refused for want of
-	 * room (a host short of memory): how long to wait before a retry can
-	 * succeed, in milliseconds (the REST API's Retry-After); 0 when unknown.
+	 * For SAAS_ELIMIT, and SAAS_EBUSY when a create, a resume or a fork is
+	 * refused for want of room (a host short of memory, no VM host with
+	 * room) or a VM host's guest's network change was not confirmed in time:
+	 * how long to wait before a retry can succeed, in milliseconds (the REST
+	 * API's Retry-After, which a remote client reads); 0 when unknown.
 	 */
 	int64_t retry_after_ms;
 } saas_error;

@@ -45,7 +45,7 @@
  */
 #define SAAS_HOST_SNAPSHOT_GRACE_MS (4 * SAAS_CREATE_GRACE_S * 1000LL)
 /*
- * A create refused for want of room (a host's memory, no VM host with room):
+ * A create, resume or fork refused for want of room (a host's memory, no VM host with room):
  * when to try again, as saas_error.retry_after_ms and REST's Retry-After.
  * About two hosts' heartbeats (5 s each by default), by which room freed by
  * a sandbox that ended is seen by every server.
@@ -331,6 +331,11 @@ void saas__network_reapply(saas_engine *e, saas_store_sandbox *sb);
 void saas__egress_hold(saas_engine *e, const saas_store_sandbox *sb);
 void saas__egress_requests(saas_engine *e);
 void saas__egress_let_go(saas_engine *e, const char *id);
+/*
+ * Sandbox id has ended: its request to the server serving its egress
+ * ("netset:<id>", another server's change waiting), if one is left, goes.
+ */
+void saas__netset_forget(saas_engine *e, const char *id);
 void saas__egress_adopt(saas_engine *e, const saas_store_sandbox *live, size_t n);
 /* Record a sandbox's egress counts as the driver has them now (before its VM goes). */
 void saas__network_counts_save(saas_engine *e, const saas_store_sandbox *row);

@@ -251,6 +251,7 @@ int saas__sandbox_close(saas_engine *e, const saas_store_sandbox *sb, int reason
 		return rc;
 	saas__egress_let_go(e, sb->id);
 	if (closed) {
+		saas__netset_forget(e, sb->id);
 		char usd[32];
 		saas__log(e, SAAS_LOG_INFO, "sandbox %s destroyed (%s), charged %s USD", sb->id,
 		          saas_end_reason_name(reason), saas_usd_format(usd, sizeof(usd), cost));

@@ -189,6 +189,19 @@ static int64_t netset_wait_ms(const saas_engine *e)
 	return e->claims.ttl_ms * 2 / 3;
 }
 
+/* SAAS_OK while sandbox id has not ended; SAAS_ESTATE once it has, or an error. */
+static int asked_of_ended(saas_engine *e, const char *id)
+{
+	saas_store_sandbox row;
+	int rc = e->store->sandbox_get(e->store_ctx, id, &row);
+
+	if (rc == SAAS_OK && row.status != SAAS_SANDBOX_DESTROYED)
+		return SAAS_OK;
+	if (rc < 0 && rc != SAAS_ENOTFOUND)
+		return rc;
+	return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' was destroyed", id);
+}
+
 /* Called with e->network_mu held, which it lets go (the wait must not keep this engine's own changes waiting). */
 static int network_ask(saas_engine *e, const saas_store_sandbox *row, const struct saas__network *net,
                        const char *allow, const char *deny)
@@ -216,10 +229,25 @@ static int network_ask(saas_engine *e, const saas_store_sandbox *row, const stru
 			                               e->claims.ttl_ms, &held)) < 0)
 				return rc;
 			asked = held;
+			/*
+			 * Ended meanwhile (between its policy's write and this request):
+			 * its end may have looked for a request before this one was
+			 * made, so this asker takes its own back (saas__netset_forget).
+			 */
+			if (asked && asked_of_ended(e, row->id) == SAAS_ESTATE) {
+				e->store->lease_release(e->store_ctx, name, e->claims.holder);
+				return saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0, "sandbox '%s' was destroyed", row->id);
+			}
+			saas__error_clear(); /* the store not answering now: its next look asks again */
 		} else if ((rc = e->store->lease_get(e->store_ctx, name, holder, &until)) == SAAS_ENOTFOUND ||
 		           (rc == SAAS_OK && strcmp(holder, e->claims.holder) != 0)) {
-			/* Released by the server serving its egress (and maybe taken by the next asker since). */
-			saas__error_clear();
+			/*
+			 * Released by the server serving its egress (and maybe taken by the
+			 * next asker since), or by the sandbox's end (saas__netset_forget).
+			 */
+			if (asked_of_ended(e, row->id) == SAAS_ESTATE)
+				return SAAS_ESTATE;
+			saas__error_clear(); /* applied; a store not answering now is the next call's to meet */
 			return SAAS_OK;
 		} else if (rc < 0) {
 			return rc;
@@ -229,13 +257,20 @@ static int network_ask(saas_engine *e, const saas_store_sandbox *row, const stru
 		saas__sleep_ms(NETSET_POLL_MS);
 		waited += NETSET_POLL_MS;
 	}
-	/* The request stays (a run-out one is a request still): the holder answers it when it can. */
-	return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
-	                   "sandbox '%s': its new network is stored, but the server that serves its egress (the one "
-	                   "that made or resumed it) did not confirm it within %lld s; that server applies it when it "
-	                   "can, or the server taking its egress over does; GET its network for the stored policy, "
-	                   "and send the change again to wait for it",
-	                   row->id, (long long)(wait_ms / 1000));
+	/*
+	 * The request stays (a run-out one is a request still): the holder
+	 * answers it when it can. When to send it again (REST's Retry-After): once
+	 * a whole ttl has passed since the request, by when a holder that is gone
+	 * has lost its lease "egress:<id>", for the next server to take it over.
+	 */
+	saas__error(SAAS_EBUSY, SAAS_ERRCLASS_NONE, 0,
+	            "sandbox '%s': its new network is stored, but the server that serves its egress (the one "
+	            "that made or resumed it) did not confirm it within %lld s; that server applies it when it "
+	            "can, or the server taking its egress over does; GET its network for the stored policy, "
+	            "and send the change again to wait for it",
+	            row->id, (long long)(wait_ms / 1000));
+	saas__error_set_limit(NULL, e->claims.ttl_ms - wait_ms);
+	return SAAS_EBUSY;
 }
 
 /* One sandbox's request answered: 1 applied (or nothing to apply), 0 not now, or an error. */
@@ -420,6 +455,23 @@ void saas__egress_let_go(saas_engine *e, const char *id)
 
 	if (e->claims.shared && saas__claim_name(name, "egress", id) == SAAS_OK && saas__claim_mine(e, name))
 		saas__claim_drop(e, name);
+}
+
+void saas__netset_forget(saas_engine *e, const char *id)
+{
+	char name[SAAS_STORE_LEASE_NAME_MAX + 1], holder[SAAS_STORE_HOLDER_MAX + 1];
+	int64_t until;
+
+	/*
+	 * Whoever asked (this server or another, alive or not): an ended
+	 * sandbox's request has nothing left to apply, and nobody would answer
+	 * it, since its egress is nobody's now. Not done (the store failing):
+	 * the row stays, read by nobody (ids are never used again).
+	 */
+	if (!e->claims.shared || saas__claim_name(name, "netset", id) < 0 ||
+	    e->store->lease_get(e->store_ctx, name, holder, &until) != SAAS_OK ||
+	    e->store->lease_release(e->store_ctx, name, holder) < 0)
+		saas__error_clear();
 }
 
 void saas__egress_adopt(saas_engine *e, const saas_store_sandbox *live, size_t n)

@@ -63,6 +63,8 @@ struct kept_error {
 	int klass;
 	long backend_code;
 	char message[1024];
+	char limit[32];          /* a limit's name, and when to try again (saas_error's) */
+	int64_t retry_after_ms;
 };
 
 static void keep_error(struct kept_error *k, int code)
@@ -73,6 +75,17 @@ static void keep_error(struct kept_error *k, int code)
 	k->klass = err->klass ? err->klass : SAAS_ERRCLASS_DRIVER;
 	k->backend_code = err->backend_code;
 	snprintf(k->message, sizeof(k->message), "%s", err->message);
+	saas__strlcpy(k->limit, err->code == code ? err->limit : "", sizeof(k->limit));
+	k->retry_after_ms = err->code == code ? err->retry_after_ms : 0;
+}
+
+/* The kept error, this thread's again; returns its code. */
+static int kept_raise(const struct kept_error *k)
+{
+	saas__error(k->code, k->klass, k->backend_code, "%s", k->message);
+	if (k->limit[0] || k->retry_after_ms > 0)
+		saas__error_set_limit(k->limit, k->retry_after_ms);
+	return k->code;
 }
 
 /*
@@ -85,6 +98,20 @@ static int driver_failed(const struct kept_error *k, const char *what)
 	int code = k->code == SAAS_ENOTSUP || k->code == SAAS_ENOMEM || k->code == SAAS_EBUSY ? k->code : SAAS_EBACKEND;
 
 	return saas__error(code, k->klass, k->backend_code, "%s: %s", what, k->message);
+}
+
+/*
+ * A restore's failure (a resume, a fork's child): a host with no room for
+ * the VM (the driver's memory refusal) says when to try again, as a
+ * create's refusal does (REST's Retry-After).
+ */
+static int restore_failed(const struct kept_error *k, const char *what)
+{
+	int rc = driver_failed(k, what);
+
+	if (rc == SAAS_EBUSY)
+		saas__error_set_limit(NULL, SAAS__ROOM_RETRY_MS);
+	return rc;
 }
 
 /* Move *row from `from` to `to` with these pause fields; *row follows on success. */
@@ -333,7 +360,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 		              snap) < 0)
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s: cannot mark it paused again after a failed resume (%s)", id,
 			          saas_error_last()->message);
-		return driver_failed(&k, "the sandbox could not be resumed; it stays paused");
+		return restore_failed(&k, "the sandbox could not be resumed; it stays paused");
 	}
 	now = saas__engine_now(e);
 	/* The pause ends now: its time joins the total billed at the paused price. */
@@ -346,7 +373,7 @@ int saas__local_sandbox_resume(saas_client *c, const char *id, saas_sandbox **ou
 		    set_state(e, &row, SAAS_SANDBOX_RESUMING, SAAS_SANDBOX_PAUSED, row.paused_at_ms, row.paused_ms, snap) < 0)
 			saas__log(e, SAAS_LOG_WARN, "sandbox %s: left resuming; the next start decides", id);
 		return rc == SAAS_ESTATE || rc == SAAS_ENOTFOUND ? moved_meanwhile(rc, id, "resumed")
-		                                                 : saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
+		                                                 : kept_raise(&k);
 	}
 	saas__snapshot_drop(e, row.host_id, snap);
 	/*
@@ -482,7 +509,7 @@ static int fork_children(struct fork_run *r)
 	for (unsigned int i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	if (r->rc < 0)
-		return saas__error(r->k.code, r->k.klass, r->k.backend_code, "%s", r->k.message);
+		return kept_raise(&r->k);
 	saas__error_clear();
 	return SAAS_OK;
 }
@@ -522,7 +549,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 		e->driver->vm_destroy(ctx, row->id);
 		saas__sandbox_close(e, row, SAAS_END_FAILED, saas__engine_now(e), 0, 0);
 		row->status = SAAS_SANDBOX_DESTROYED;
-		return driver_failed(&k, "a fork's child could not be made");
+		return restore_failed(&k, "a fork's child could not be made");
 	}
 	now = saas__engine_now(e);
 	row->ready_at_ms = now;
@@ -535,7 +562,7 @@ static int fork_child_made(saas_client *c, const saas_store_sandbox *parent, con
 		row->status = SAAS_SANDBOX_DESTROYED;
 		return rc == SAAS_ESTATE ? saas__error(SAAS_ESTATE, SAAS_ERRCLASS_ARGS, 0,
 		                                       "a fork's child was destroyed while it was being made")
-		                         : saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
+		                         : kept_raise(&k);
 	}
 	row->status = SAAS_SANDBOX_READY;
 	saas__egress_hold(e, row);
@@ -659,7 +686,7 @@ out:
 				saas__sandbox_end(e, &rows[i], SAAS_END_FAILED, saas__engine_now(e), 0, 0);
 		saas_sandbox_list_free(list);
 		list = NULL;
-		rc = saas__error(k.code, k.klass, k.backend_code, "%s", k.message);
+		rc = kept_raise(&k);
 	}
 	saas__snapshot_drop(e, parent.host_id, snap);
 	row_policy_free(&pol);

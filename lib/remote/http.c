@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "remote/http.h"
 
@@ -85,7 +86,34 @@ struct xfer {
 	int64_t delivered;       /* bytes given to the writer */
 	int64_t uploaded;        /* bytes taken from the reader */
 	int fail;                /* why a callback stopped the transfer (a saas_status), or 0 */
+	int64_t retry_after_s;   /* the answer's Retry-After in seconds, or 0 */
 };
+
+/* Whole seconds of a Retry-After the client believes: a day at most (an HTTP date is not read). */
+#define RETRY_AFTER_MAX_S 86400
+
+/* A header of the answer: its Retry-After (delta-seconds) kept, the rest passed over. */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb, i = 12;
+	int64_t secs = 0;
+
+	/* A new head (a 100 Continue's, then the answer's) starts over. */
+	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0)
+		x->retry_after_s = 0;
+	if (n < 12 || strncasecmp(data, "Retry-After:", 12) != 0)
+		return n;
+	while (i < n && (data[i] == ' ' || data[i] == '\t'))
+		i++;
+	if (i >= n || data[i] < '0' || data[i] > '9')
+		return n;
+	for (; i < n && data[i] >= '0' && data[i] <= '9'; i++)
+		if ((secs = secs * 10 + (data[i] - '0')) > RETRY_AFTER_MAX_S)
+			return n;
+	x->retry_after_s = secs;
+	return n;
+}
 
 static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
 {
@@ -171,6 +199,11 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 
 int saas__http_error_from_body(long status, const saas__buf *body)
 {
+	return saas__http_error_from(status, body, 0);
+}
+
+int saas__http_error_from(long status, const saas__buf *body, int64_t retry_after_s)
+{
 	json_t *j = body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
 	json_t *e = j ? json_object_get(j, "error") : NULL;
 	const char *name = json_string_value(json_object_get(e, "code"));
@@ -185,14 +218,22 @@ int saas__http_error_from_body(long status, const saas__buf *body)
 	else
 		rc = saas__error(code, SAAS_ERRCLASS_HTTP, status, "the server answered HTTP %ld%s", status,
 		                 e ? "" : " without an error body");
-	/* A limit names itself and says when to retry (the body repeats Retry-After, in seconds). */
-	if (code == SAAS_ELIMIT) {
+	/*
+	 * A limit names itself; a limit and a refusal for want of room (503
+	 * busy) say when to retry: Retry-After, in seconds, which the body
+	 * repeats (read when the header is missing, as a proxy between may drop it).
+	 */
+	{
 		json_t *after = json_object_get(e, "retry_after");
-		const char *limit = json_string_value(json_object_get(e, "limit"));
-		json_int_t secs = json_is_integer(after) ? json_integer_value(after) : 0;
+		const char *limit = code == SAAS_ELIMIT ? json_string_value(json_object_get(e, "limit")) : NULL;
+		json_int_t secs = retry_after_s;
 
-		saas__error_set_limit(limit && strlen(limit) < 32 ? limit : "",
-		                      secs > 0 && secs < 86400 ? (int64_t)secs * 1000 : 0);
+		if (secs <= 0 || secs > RETRY_AFTER_MAX_S)
+			secs = json_is_integer(after) ? json_integer_value(after) : 0;
+		if (secs <= 0 || secs > RETRY_AFTER_MAX_S)
+			secs = 0;
+		if (limit || secs > 0)
+			saas__error_set_limit(limit && strlen(limit) < 32 ? limit : "", (int64_t)secs * 1000);
 	}
 	json_decref(j);
 	return rc;
@@ -266,6 +307,8 @@ static int configure(struct saas_remote *r, struct xfer *x, struct curl_slist **
 		curl_easy_setopt(h, CURLOPT_CAINFO, r->ca_file);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
 	if (req->writer && req->idle) {
 		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -318,6 +361,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		x.out.len = 0;
 		x.decided = x.streaming = false;
 		x.fail = 0;
+		x.retry_after_s = 0;
 		if ((rc = configure(r, &x, &headers, errbuf)) < 0) {
 			curl_slist_free_all(headers);
 			goto out;
@@ -338,10 +382,11 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 			                 *errbuf ? errbuf : curl_easy_strerror(cc));
 			goto out;
 		}
-		if (status == 503 && can_retry)
+		/* A 503 that says when to come back (Retry-After: no room now) is the caller's to wait out. */
+		if (status == 503 && can_retry && !x.retry_after_s)
 			goto again;
 		if (status < 200 || status >= 300) {
-			rc = saas__http_error_from_body(status, &x.out);
+			rc = saas__http_error_from(status, &x.out, x.retry_after_s);
 			goto out;
 		}
 		if (req->writer) {

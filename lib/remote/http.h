@@ -57,8 +57,13 @@ struct saas_http_req {
  */
 int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **json);
 
-/* The error a non-2xx answer says (its JSON error body, else its status), set and returned. */
+/*
+ * The error a non-2xx answer says (its JSON error body, else its status), set
+ * and returned; with its Retry-After in seconds (0: none), which fills
+ * saas_error.retry_after_ms when the body does not say it.
+ */
 int saas__http_error_from_body(long status, const saas__buf *body);
+int saas__http_error_from(long status, const saas__buf *body, int64_t retry_after_s);
 
 /* The terminal (pty.c). */
 int saas__remote_pty_open(saas_client *c, const char *id, const struct saas__pty_req *req, saas_pty **out);

@@ -71,7 +71,7 @@ struct snap {
 	bool used;
 };
 static struct snap snaps[MAX_SNAPS];
-static unsigned int fail_snapshots, fail_restores, snapshot_calls, restore_calls;
+static unsigned int fail_snapshots, fail_restores, busy_restores, snapshot_calls, restore_calls;
 /* Restores under way at once (saas_fake_restore_gate): the most seen, and the hold. */
 static unsigned int fail_restore_nth, restores_now, restores_peak, gate_n;
 static unsigned long gate_opened;      /* how many times gate_n were under way: those held then go */
@@ -183,7 +183,7 @@ void saas_fake_reset(void)
 	on_create = NULL;
 	on_create_ud = NULL;
 	memset(snaps, 0, sizeof(snaps));
-	fail_snapshots = fail_restores = snapshot_calls = restore_calls = 0;
+	fail_snapshots = fail_restores = busy_restores = snapshot_calls = restore_calls = 0;
 	fail_restore_nth = restores_now = restores_peak = gate_n = 0;
 	gate_wait_ms = 0;
 	memset(templates, 0, sizeof(templates));
@@ -841,6 +841,9 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 				req->output(req->output_userdata, s, chunk,
 				            left < (long long)sizeof(chunk) ? (size_t)left : sizeof(chunk));
 		}
+	} else if (strncmp(cmd, "busy-restores ", 14) == 0) {
+		/* Through any client, as saas_fake_busy_restores: the next N restores refused for room. */
+		saas_fake_busy_restores((unsigned int)strtoul(cmd + 14, NULL, 10));
 	} else if (strcmp(cmd, "block") == 0) {
 		while (!__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) && running(name))
 			usleep(1000);
@@ -1652,6 +1655,13 @@ void saas_fake_fail_restores(unsigned int n)
 	pthread_mutex_unlock(&mu);
 }
 
+void saas_fake_busy_restores(unsigned int n)
+{
+	pthread_mutex_lock(&mu);
+	busy_restores = n;
+	pthread_mutex_unlock(&mu);
+}
+
 /* A counter of the fake's, read under its lock. */
 static unsigned int counter(const unsigned int *c)
 {
@@ -1835,6 +1845,14 @@ static int fake_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	}
 	if (!find_snap(snap)) {
 		rc = saas_sys_error_set(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "fake: no snapshot '%s'", snap);
+		goto out;
+	}
+	if (busy_restores > 0) {
+		/* As a real driver's refusal for memory: the host's facts, which a tenant must not read. */
+		busy_restores--;
+		rc = saas_sys_error_set(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		                        "fake: the host is short of memory for a VM of %u MiB (312 MiB available)",
+		                        spec->memory_mb);
 		goto out;
 	}
 	if (fail_restores > 0) {

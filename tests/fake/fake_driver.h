@@ -11,6 +11,8 @@
  *   env                 prints the extra environment, one per line
  *   spew N              prints N bytes of 'x' to stdout and N of 'y' to stderr
  *   block               waits until the engine cancels it
+ *   busy-restores N     the next N restores (a resume, a fork's child) are refused for room, as
+ *                       saas_fake_busy_restores (through any client: a remote one's server's fake)
  *   startafter PATH     starts (says so through the exec's `started`) only once the host file
  *                       PATH exists, then exits 0; a cancel or its timeout first: it never ran
  * Every other command starts at once.
@@ -107,6 +109,8 @@ void saas_fake_on_create(saas_fake_create_fn fn, void *userdata);
  */
 void saas_fake_fail_snapshots(unsigned int n);
 void saas_fake_fail_restores(unsigned int n);
+/* Make the next n vm_restore calls refuse for room (SAAS_EBUSY, the host's memory named, as a real driver's). */
+void saas_fake_busy_restores(unsigned int n);
 /* Make the k-th vm_restore call from now fail as above (0: none), whichever thread makes it. */
 void saas_fake_fail_restore_nth(unsigned int k);
 /*

@@ -1906,6 +1906,37 @@ static void test_usage(void **state)
 	saas_sandbox_free(sb);
 }
 
+/*
+ * A resume and a fork's child refused for room (the driver's memory refusal):
+ * busy, and when to try again, on both providers (REST's Retry-After, which
+ * the remote client reads back into retry_after_ms).
+ */
+static void test_busy_retry_after(void **state)
+{
+	struct saas_test_fixture *f = *state;
+	saas_sandbox *sb = create(f->a, NULL, 600), *r = NULL;
+	saas_sandbox_list *kids = NULL;
+	saas_execution *x = run(f->a, sb->id, "busy-restores 2", NULL);
+
+	saas_execution_free(x);
+	EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, 1, NULL, 0), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->retry_after_ms, 10000);
+	assert_string_equal(saas_error_last()->limit, "");
+	assert_null(kids);
+	EXPECT(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_OK);
+	EXPECT(saas_sandbox_resume(&r, f->a, sb->id, 0), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->retry_after_ms, 10000);
+	assert_null(r);
+	/* Anything else says no retry time. */
+	EXPECT(saas_sandbox_fork(&kids, f->a, sb->id, 1, NULL, 0), SAAS_ESTATE);
+	assert_int_equal(saas_error_last()->retry_after_ms, 0);
+	EXPECT(saas_sandbox_resume(&r, f->a, sb->id, 0), SAAS_OK);
+	assert_int_equal(r->status, SAAS_SANDBOX_READY);
+	EXPECT(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_sandbox_free(r);
+	saas_sandbox_free(sb);
+}
+
 /* Tenant limits: shown alike, and a refusal names its limit and a retry time on both providers. */
 static void test_limits_contract(void **state)
 {
@@ -2018,6 +2049,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_remote, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_busy_retry_after, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits_contract, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_network_policy, setup, teardown),

@@ -99,6 +99,42 @@ static void test_remote_round_trip(void **state)
 	assert_int_equal(saas__error_from_status(599), SAAS_ERROR);
 }
 
+#ifdef SAAS_WITH_REMOTE
+/* When to retry, as an answer says it: its Retry-After header, else its body's retry_after (seconds). */
+static void test_remote_retry_after(void **state)
+{
+	static const char busy[] = "{\"error\":{\"code\":\"busy\",\"message\":\"no room\"}}";
+	static const char busy_body[] = "{\"error\":{\"code\":\"busy\",\"message\":\"no room\",\"retry_after\":10}}";
+	static const char limit[] = "{\"error\":{\"code\":\"limit_exceeded\",\"message\":\"m\",\"limit\":"
+	                            "\"max_executions\",\"retry_after\":2}}";
+	saas__buf b = { 0 };
+
+	(void)state;
+	b.data = (char *)busy_body;
+	b.len = sizeof(busy_body) - 1;
+	assert_int_equal(saas__http_error_from(503, &b, 0), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->retry_after_ms, 10000);
+	assert_string_equal(saas_error_last()->message, "no room");
+	assert_int_equal(saas__http_error_from(503, &b, 7), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->retry_after_ms, 7000);
+	b.data = (char *)busy;
+	b.len = sizeof(busy) - 1;
+	assert_int_equal(saas__http_error_from(503, &b, 7), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->retry_after_ms, 7000);
+	/* None said, or past a day: none. */
+	assert_int_equal(saas__http_error_from_body(503, &b), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->retry_after_ms, 0);
+	assert_int_equal(saas__http_error_from(503, &b, 86401), SAAS_EBUSY);
+	assert_int_equal(saas_error_last()->retry_after_ms, 0);
+	/* A limit names itself as well. */
+	b.data = (char *)limit;
+	b.len = sizeof(limit) - 1;
+	assert_int_equal(saas__http_error_from_body(429, &b), SAAS_ELIMIT);
+	assert_string_equal(saas_error_last()->limit, "max_executions");
+	assert_int_equal(saas_error_last()->retry_after_ms, 2000);
+}
+#endif
+
 #ifdef AAS_TEST_CLI
 static void test_cli_columns(void **state)
 {
@@ -145,6 +181,9 @@ int main(void)
 		cmocka_unit_test(test_list_is_dense),
 		cmocka_unit_test(test_library_columns),
 		cmocka_unit_test(test_remote_round_trip),
+#ifdef SAAS_WITH_REMOTE
+		cmocka_unit_test(test_remote_retry_after),
+#endif
 #ifdef AAS_TEST_CLI
 		cmocka_unit_test(test_cli_columns),
 #endif

@@ -366,6 +366,19 @@ static void test_pause_failures(void **state)
 	assert_int_equal(saas_fake_snapshot_count(), 1);
 	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_OK);
 
+	/* No room on the host (the driver's memory refusal): busy, and when to try again, as a create's. */
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_OK);
+	saas_fake_busy_restores(1);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_EBUSY);
+	assert_non_null(strstr(saas_error_last()->message, "stays paused"));
+	assert_int_equal(saas_error_last()->retry_after_ms, 10000);
+	assert_int_equal(status_of(f->a, sb->id), SAAS_SANDBOX_PAUSED);
+	assert_int_equal(saas_sandbox_resume(NULL, f->a, sb->id, 0), SAAS_OK);
+	/* Another failure says no such thing. */
+	saas_fake_fail_snapshots(1);
+	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 0), SAAS_EBACKEND);
+	assert_int_equal(saas_error_last()->retry_after_ms, 0);
+
 	/* Bad arguments. */
 	assert_int_equal(saas_sandbox_pause(NULL, f->a, "sbx-nope", 0), SAAS_ENOTFOUND);
 	assert_int_equal(saas_sandbox_pause(NULL, f->a, sb->id, 1), SAAS_EINVAL);
@@ -471,6 +484,19 @@ static void test_fork_limits(void **state)
 		assert_int_equal(saas_fake_snapshot_count(), 0);
 		assert_int_equal(saas_sandbox_list_get(&all, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
 		assert_int_equal(all->count, 2); /* the parent and the first fork's child */
+		saas_sandbox_list_free(all);
+		all = NULL;
+
+		/* No room on the host for a child (the driver's memory refusal): busy, and when to try again. */
+		saas_fake_busy_restores(1);
+		assert_int_equal(saas_sandbox_fork(&kids, f->a, sb->id, 2, NULL, 0), SAAS_EBUSY);
+		assert_non_null(strstr(saas_error_last()->message, "could not be made"));
+		assert_int_equal(saas_error_last()->retry_after_ms, 10000);
+		assert_null(kids);
+		assert_int_equal(saas_fake_vm_count(), before);
+		assert_int_equal(saas_fake_snapshot_count(), 0);
+		assert_int_equal(saas_sandbox_list_get(&all, f->a, NULL, 0, SAAS_LIST_ACTIVE), SAAS_OK);
+		assert_int_equal(all->count, 2);
 		saas_sandbox_list_free(all);
 	}
 	saas_sandbox_free(p);

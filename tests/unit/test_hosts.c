@@ -1877,6 +1877,8 @@ static void test_network_through_other_server(void **state)
 	assert_int_equal(saas_sandbox_network_set(&got, c2, sb->id, &spec, 0), SAAS_EBUSY);
 	assert_null(got);
 	assert_non_null(strstr(saas_error_last()->message, "its new network is stored"));
+	/* When to send it again: the rest of the request's ttl (REST's Retry-After). */
+	assert_int_equal(saas_error_last()->retry_after_ms, 900 - 600);
 	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_POLICY);
 	assert_int_equal(saas_sandbox_get(&got, c2, sb->id), SAAS_OK);
 	assert_int_equal(got->network->mode, SAAS_NETWORK_INTERNET);
@@ -1889,6 +1891,31 @@ static void test_network_through_other_server(void **state)
 	assert_int_equal(saas_sandbox_network_set(NULL, f->a, sb->id, &spec, 0), SAAS_OK);
 	assert_int_equal(saas_fake_vm_network(sb->id, rules, sizeof(rules)), SAAS_NET_ISOLATED);
 	assert_true(saas__claim_mine(f->engine, lease));
+
+	/*
+	 * Destroyed while a request waits and nobody answers it: the request goes
+	 * with the sandbox (it was a lease row left for good: nobody serves the
+	 * egress of a sandbox that ended, so nobody would release it).
+	 */
+	{
+		char netset[SAAS_STORE_LEASE_NAME_MAX + 1], holder[SAAS_STORE_HOLDER_MAX + 1];
+		int64_t until;
+
+		assert_int_equal(saas__claim_name(netset, "netset", sb->id), SAAS_OK);
+		spec.mode = SAAS_NETWORK_INTERNET;
+		saas_fake_fail_network_sets(1, 2);
+		assert_int_equal(saas_sandbox_network_set(NULL, c2, sb->id, &spec, 0), SAAS_EBUSY);
+		assert_int_equal(f->engine->store->lease_get(f->engine->store_ctx, netset, holder, &until), SAAS_OK);
+		assert_string_equal(holder, e2->claims.holder);
+		assert_int_equal(saas_sandbox_destroy(NULL, f->a, sb->id, 0), SAAS_OK);
+		assert_int_equal(f->engine->store->lease_get(f->engine->store_ctx, netset, holder, &until),
+		                 SAAS_ENOTFOUND);
+		assert_false(saas__claim_mine(f->engine, lease));
+		/* A change asked of it now is refused, and asks nobody. */
+		assert_int_equal(saas_sandbox_network_set(NULL, c2, sb->id, &spec, 0), SAAS_ESTATE);
+		assert_int_equal(f->engine->store->lease_get(f->engine->store_ctx, netset, holder, &until),
+		                 SAAS_ENOTFOUND);
+	}
 
 	saas_sandbox_free(sb);
 	saas_client_free(c2);

@@ -390,6 +390,13 @@ if [ -z "$IMAGES" ]; then
 	run fork "$KID"; expect_rc 1 "fork a paused sandbox"; one_line_err "fork paused"
 	run resume "$KID" --json; expect_rc 0 "resume --json"; expect_jq .status ready "resumed: ready"
 	run resume "$KID"; expect_rc 1 "resume a running sandbox"; one_line_err "resume running"
+	# No room for it on the host (the fake's next restore refused for memory): busy, and when to try again.
+	run exec "$KID" -- busy-restores 1; expect_rc 0 "the fake's next restore refused for room"
+	run pause "$KID"; expect_rc 0 "pause for a busy resume"
+	run resume "$KID"; expect_rc 5 "a busy resume"; one_line_err "busy resume"
+	check "a busy resume says when to try again" grep -q "try again in 10 s" <<<"$ERR"
+	check "and not that the server failed" bash -c "! grep -q 'server failed; try again later' <<<'$ERR'"
+	run resume "$KID"; expect_rc 0 "resumed once there is room"
 	run pause sbx-doesnotexist; expect_rc 4 "pause: unknown sandbox"
 	# shellcheck disable=SC2086 # the ids, one word each
 	run rm "$FSB" $KIDS; expect_rc 0 "rm the parent and its children"

@@ -20,6 +20,8 @@
  * AAS_FAKE_BUSY_CREATES=N makes the first N creates fail busy in the driver,
  * with the host's facts in the message as a real driver's (free memory, the
  * QEMU uid range), which a tenant must not read.
+ * AAS_FAKE_BUSY_RESTORES=N makes the first N restores (a resume, a fork's
+ * child) refuse for room the same way (the host's memory).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -137,6 +139,8 @@ int main(int argc, char **argv)
 		driver.vm_create = booting_vm_create;
 	if ((v = getenv("AAS_FAKE_DESTROY_DELAY_MS")) && (destroy_delay_ms = strtol(v, NULL, 10)) > 0)
 		driver.vm_destroy = slow_vm_destroy;
+	if ((v = getenv("AAS_FAKE_BUSY_RESTORES")))
+		saas_fake_busy_restores((unsigned int)strtoul(v, NULL, 10));
 	if ((v = getenv("AAS_FAKE_BUSY_CREATES")) && (busy_creates = (unsigned int)strtoul(v, NULL, 10)) > 0) {
 		busy_next_create = driver.vm_create;
 		driver.vm_create = busy_vm_create;

@@ -381,15 +381,33 @@ req GET /metrics; check "metrics: a failed create is an error" grep -Eq '^aas_sa
 check "SIGTERM after a failed create exits 0" stop_server
 
 # ---- the driver's "busy" names host facts (free memory, the QEMU uid range): plain words for the tenant ----
-AAS_FAKE_BUSY_CREATES=1 start_server "$SERVER"
+AAS_FAKE_BUSY_CREATES=1 AAS_FAKE_BUSY_RESTORES=2 start_server "$SERVER"
 auth POST /v1/sandboxes -d '{}'; expect_status 503 "a create the driver finds no room for"
 expect_json .error.code busy "a busy create: code"
 check "the host's facts are not the tenant's" bash -c "! grep -Eq 'fake:|uid|MiB' <<<'$(jqr .error.message)'"
 check "a busy create says so in plain words" grep -q "resource busy" <<<"$(jqr .error.message)"
 check "and tells the tenant to come back, not that the server broke" grep -q "no room for it right now" <<<"$(jqr .error.message)"
 check "and when: Retry-After, in seconds" grep -qi '^Retry-After: 10' <<<"$HEADERS"
+expect_json .error.retry_after 10 "the body repeats Retry-After's seconds"
 auth GET /v1/sandboxes; check "no Retry-After on an answer that is not busy" bash -c "! grep -qi '^Retry-After' <<<'$HEADERS'"
 check "the host's facts are in the operator's log" grep -q "answering 503 busy for: .*QEMU uid of the range 70000" \
+	"${WORK}/server.log"
+# A fork's child and a resume refused for room (the driver's memory refusal on a restore): the same answer.
+busy_restore() { # busy_restore WHAT
+	expect_status 503 "$1 the driver finds no room for"
+	expect_json .error.code busy "a busy $1: code"
+	check "a busy $1: the host's facts are not the tenant's" bash -c "! grep -Eq 'fake:|MiB' <<<'$(jqr .error.message)'"
+	check "a busy $1: Retry-After, in seconds" grep -qi $'^Retry-After: 10\r\\?$' <<<"$HEADERS"
+	expect_json .error.retry_after 10 "a busy $1: the body repeats it"
+}
+auth POST /v1/sandboxes -d '{}'; expect_status 201 "the next create has room"; BSB=$(jqr .id)
+auth POST "/v1/sandboxes/${BSB}/fork" -d '{"count":1}'; busy_restore "fork"
+auth POST "/v1/sandboxes/${BSB}/pause"; expect_status 200 "pause for the busy resume"
+auth POST "/v1/sandboxes/${BSB}/resume"; busy_restore "resume"
+check "a busy resume says so in plain words" grep -q "no room for it right now" <<<"$(jqr .error.message)"
+auth GET "/v1/sandboxes/${BSB}"; expect_json .status paused "a busy resume: still paused"
+auth POST "/v1/sandboxes/${BSB}/resume"; expect_status 200 "resumed once there is room"
+check "the restores' refusals are in the operator's log" grep -q "answering 503 busy for: .*short of memory" \
 	"${WORK}/server.log"
 check "SIGTERM after a busy create exits 0" stop_server
 

@@ -91,6 +91,7 @@ req GET / -H "Host: ${PHOST}" --max-time 20
 expect_status 503 "a third preview is refused"; expect_json .error.code busy "preview refusal code"
 check "the refusal names the option" grep -q -- "--preview-connections 2" <<<"$BODY"
 check "the refusal says when to retry" grep -qi '^Retry-After: 1' <<<"$HEADERS"
+expect_json .error.retry_after 1 "the refusal's body repeats it"
 auth GET "/v1/sandboxes/${SB}"; expect_status 200 "the API is answered while previews are full"
 
 finish

@@ -116,6 +116,8 @@ check "drain" admin host drain --id vm1
 auth POST /v1/sandboxes -d '{}'; expect_status 503 "no host takes sandboxes"
 expect_json .error.code busy "503's code"
 check "503 says why" grep -q "no VM host has room for a small sandbox" <<<"$(jqr .error.message)"
+check "503 says when: Retry-After" grep -qi $'^Retry-After: 10\r\\?$' <<<"$HEADERS"
+expect_json .error.retry_after 10 "503's body repeats it"
 check "drained host listed so" bash -c "'$SERVER' host list --state-dir '${WORK}/state' | awk '\$2 == \"vm1\" {print \$3}' | grep -qx draining"
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"echo still"}'; expect_status 200 "its sandbox lives on"
 errs "remove refused while it has a sandbox" "still has 1 sandboxes" host remove --id vm1
