@@ -528,8 +528,14 @@ static void json_disk_volume(const char *text, char out[SNAPSHOT_VOLUME_MAX + 1]
 /* Snapshot snap's kept disk volume name deleted, unless a volume of the pool backs onto it (then said). */
 static void kept_disk_delete(struct drv *d, const char *snap, const char *name)
 {
-	virStorageVolPtr v = saas__lv_vmhost_vol_lookup(d, name);
-	char *path = v ? virStorageVolGetPath(v) : NULL;
+	virStorageVolPtr v;
+	char *path;
+
+	/* Every volume's header read again: a merge rewrote the backing file a resume's overlay names. */
+	if (pool_refresh(d) < 0)
+		saas__error_clear();
+	v = saas__lv_vmhost_vol_lookup(d, name);
+	path = v ? virStorageVolGetPath(v) : NULL;
 
 	if (v)
 		virStorageVolFree(v);
