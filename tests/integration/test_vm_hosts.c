@@ -30,6 +30,11 @@
  * left. A fork and a pause while host 1 is dead fail, naming the host, and
  * its VM runs on once the host is back; a snapshot's delete fails too, and
  * the driver deletes it by itself once the host answers.
+ * A VM of the default image (a disk) on host 1 is paused: its disk volume
+ * stays in the pool as the snapshot's (a stray destroy of the domain-less
+ * VM leaves it); resumed, a file written on its disk before is there, the
+ * snapshot's delete takes the kept volume, and its destroy leaves no volume
+ * of it. Its fork is refused, saying so.
  *
  * Egress on a host, through the servers (docs/vm-hosts.md, "Egress on a
  * host"): C's VM on host 2, made isolated, its egress channel C's, and
@@ -115,6 +120,7 @@ extern const saas_driver saas__driver_libvirt;
 #define VM2 "sbx-hosts-two"
 #define KID1 "sbx-hosts-kid1"
 #define KID2 "sbx-hosts-kid2"
+#define VM3 "sbx-hosts-disk"
 #define OWNER "test-cluster"
 /* A call on a dead host fails in seconds (the keepalive's); past this it hung. */
 #define WATCHDOG_S 60
@@ -124,8 +130,8 @@ static const char *script;
 static char state_dir[2048], top[2200], addr[3][32];
 static void *ctx_a, *ctx_b, *ctx_c, *ctx_d, *ctx_e, *ctx_f;
 static char images_dir[2048], key_path[2400];
-static const char *made[10]; /* VMs to destroy at teardown, with the context that reaches them */
-static void *made_ctx[10];
+static const char *made[11]; /* VMs to destroy at teardown, with the context that reaches them */
+static void *made_ctx[11];
 static saas_vm_spec shape;
 static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 
@@ -998,6 +1004,65 @@ static void test_snapshots(void **state)
 	assert_int_equal(host_volumes(1, "aas-snap-hsnap-left."), 3);
 }
 
+/*
+ * A VM of a disk image (the default image) paused on host 1 and resumed:
+ * its disk volume is the snapshot's while it is paused (a stray destroy of
+ * the domain-less VM leaves it), the resume runs on a new overlay into
+ * which it is merged, so that the snapshot's delete takes it; a file the
+ * guest wrote on its disk before the pause is there after; destroyed,
+ * nothing of it is left in the pool. A fork of it is refused, saying why.
+ */
+static void test_disk_pause(void **state)
+{
+	saas_vm_spec spec = shape;
+	char manifest[2200];
+	int64_t bytes = 0;
+
+	(void)state;
+	snprintf(manifest, sizeof(manifest), "%s/default/manifest.json", images_dir);
+	if (access(manifest, R_OK) != 0) {
+		printf("the default image is not in %s: a disk VM's pause on a host is not tried\n", images_dir);
+		return;
+	}
+	spec.image = "default";
+	spec.disk_gb = 4;
+	spec.name = VM3;
+	check(drv->vm_create(ctx_a, &spec), "vm_create (default) on host 1");
+	made[10] = VM3;
+	made_ctx[10] = ctx_a;
+	run(ctx_a, VM3, "echo on-disk > /workspace/disk.txt && sync");
+	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
+	assert_int_equal(drv->vm_snapshot(ctx_a, VM3, "hsnap-dfork", 1, &bytes), SAAS_ENOTSUP);
+	assert_non_null(strstr(saas_error_last()->message, "can be paused"));
+
+	check(drv->vm_snapshot(ctx_a, VM3, "hsnap-disk", 0, &bytes), "vm_snapshot (pause of a disk VM) on host 1");
+	printf("disk VM paused on host 1: %lld bytes\n", (long long)bytes);
+	assert_int_equal(vm_state(ctx_a, VM3), SAAS_VM_ABSENT);
+	assert_false(host_runs(1, VM3));
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-disk."), 3);
+	/* Its disk is the snapshot's now: a destroy of the VM that is not there (another server's) leaves it. */
+	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
+	check(drv->vm_destroy(ctx_b, VM3), "vm_destroy of the paused VM");
+	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
+
+	check(drv->vm_restore(ctx_a, &spec, "hsnap-disk"), "vm_restore (resume of a disk VM) on host 1");
+	assert_true(host_runs(1, VM3));
+	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk");
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-disk-"), 1);
+	/* Merged into the new overlay: the snapshot's delete takes the kept disk too. */
+	check(drv->snapshot_delete(ctx_a, "hsnap-disk"), "snapshot_delete (disk pause)");
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-disk."), 0);
+	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 0);
+	run(ctx_a, VM3, "echo more >> /workspace/disk.txt && sync");
+	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk\nmore");
+
+	check(drv->vm_destroy(ctx_a, VM3), "vm_destroy (disk VM)");
+	made[10] = NULL;
+	assert_false(host_runs(1, VM3));
+	assert_int_equal(host_volumes(1, "aas-disk-"), 0);
+	assert_int_equal(host_volumes(1, VM3), 0);
+}
+
 static void test_dead_host(void **state)
 {
 	saas_driver_host h;
@@ -1622,6 +1687,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_shared),
 		cmocka_unit_test(test_egress),
 		cmocka_unit_test(test_snapshots),
+		cmocka_unit_test(test_disk_pause),
 		cmocka_unit_test(test_dead_host),
 		cmocka_unit_test(test_destroy),
 		cmocka_unit_test(test_shared_connection),

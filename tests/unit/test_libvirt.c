@@ -1342,6 +1342,27 @@ static void test_snapshot_names(void **state)
 	assert_false(saas__lv_snapshot_name_ok(NULL));
 }
 
+/* The names of disk volumes a snapshot on a VM host may keep: the pool's own, never a path. */
+static void test_disk_volume_name(void **state)
+{
+	static const char *const good[] = { "sbx-abc.qcow2", "aas-disk-s1-0a1b2c3d.qcow2", "a.b.qcow2" };
+	static const char *const bad[] = { "", ".qcow2", "x.qcow", "../x.qcow2", "/p/x.qcow2", "X.qcow2", "x y.qcow2",
+		                           ".hidden.qcow2" };
+	char longest[SNAPSHOT_VOLUME_MAX + 2];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_true(saas__lv_disk_volume_ok(good[i]));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(saas__lv_disk_volume_ok(bad[i]));
+	assert_false(saas__lv_disk_volume_ok(NULL));
+	memset(longest, 'a', sizeof(longest) - 1);
+	longest[sizeof(longest) - 1] = '\0';
+	memcpy(longest + sizeof(longest) - 7, ".qcow2", 6);
+	assert_false(saas__lv_disk_volume_ok(longest)); /* one byte over */
+	assert_true(saas__lv_disk_volume_ok(longest + 1));
+}
+
 /* A snapshot's description reads back as it was written; one this driver did not write is refused. */
 static void test_snapshot_json(void **state)
 {
@@ -1365,6 +1386,10 @@ static void test_snapshot_json(void **state)
 		"{\"format\": 1, \"source\": \"sbx-a\", \"image\": \"iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii\", "
 		"\"host_key\": \"k\", \"vcpus\": 1, \"memory_mib\": 512, \"disk_gb\": 0, \"ram_block\": \"pc.ram\", "
 		"\"state_bytes\": 1, \"disk_bytes\": 0, \"chain\": []}",
+		/* a kept disk volume that is a path, not a volume's name */
+		"{\"format\": 2, \"source\": \"sbx-a\", \"image\": \"default\", \"host_key\": \"k\", \"vcpus\": 1, "
+		"\"memory_mib\": 512, \"disk_gb\": 1, \"ram_block\": \"aas-mem\", \"state_bytes\": 1, \"disk_bytes\": 0, "
+		"\"chain\": [], \"disk_volume\": \"../etc/x.qcow2\"}",
 	};
 	char *chain[] = { (char *)"/s/libvirt/snapshots/a/disk.qcow2", (char *)"/s/libvirt/images/default-1/disk.qcow2",
 		          NULL };
@@ -1401,6 +1426,15 @@ static void test_snapshot_json(void **state)
 	assert_string_equal(out.chain[1], chain[1]);
 	assert_null(out.chain[2]);
 	assert_int_equal(out.format, SNAPSHOT_FORMAT);
+	assert_string_equal(out.disk_volume, "");
+	saas__lv_snapshot_clear(&out);
+	free(text);
+	/* A VM host's pause keeps the VM's disk volume, named in its description. */
+	strcpy(in.disk_volume, "sbx-parent.qcow2");
+	in.chain = NULL;
+	assert_non_null(text = saas__lv_snapshot_json(&in));
+	assert_int_equal(saas__lv_snapshot_parse(text, &out), SAAS_OK);
+	assert_string_equal(out.disk_volume, "sbx-parent.qcow2");
 	saas__lv_snapshot_clear(&out);
 	free(text);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
@@ -3578,6 +3612,7 @@ int main(void)
 		cmocka_unit_test(test_meta_round_trip),
 		cmocka_unit_test(test_meta_incomplete),
 		cmocka_unit_test(test_snapshot_names),
+		cmocka_unit_test(test_disk_volume_name),
 		cmocka_unit_test(test_snapshot_json),
 		cmocka_unit_test(test_snapshot_old_format),
 		cmocka_unit_test(test_snapshot_left),

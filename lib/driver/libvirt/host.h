@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <libvirt/libvirt.h>
+
 #include "saas/sys/driver.h"
 
 struct drv;
@@ -39,6 +41,13 @@ struct saas__lv_host {
 	int (*overlay_make)(struct launch *l);
 	/* The overlay of vol (a VM's name, or a clone's volume stem) removed where the VM's directory is not. */
 	void (*overlay_drop)(struct drv *d, const char *vol);
+	/*
+	 * A remote host's VM disks need not be named as the VM (a resume's
+	 * overlay is the snapshot's): the domain's disk read before a destroy,
+	 * and deleted after it. NULL: the overlay is the VM's directory's.
+	 */
+	char *(*domain_disk)(virDomainPtr dom);
+	void (*disk_drop)(struct drv *d, const char *path);
 	/* The domain's SSH forward port and the paths its QEMU sees, into *def. */
 	int (*domain_place)(struct launch *l, struct saas__lv_domain *def);
 	/*

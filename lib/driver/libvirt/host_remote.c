@@ -642,7 +642,15 @@ void saas__lv_vmhost_overlay_delete(struct drv *d, const char *vm)
 	if (saas__lv_vmhost_pool(d, &pool) < 0) {
 		snprintf(why, sizeof(why), "%s", saas_error_last()->message);
 	} else if ((vol = virStorageVolLookupByName(pool, name))) {
-		if (virStorageVolDelete(vol, 0) < 0)
+		/*
+		 * Once the VM was paused its overlay is the snapshot's disk, which
+		 * no destroy of a domain-less VM of that name, nor a launch's undo,
+		 * takes away: it goes with the snapshot (host_remote_snap.c).
+		 */
+		if (saas__lv_vmhost_disk_kept(d, name))
+			saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s: its disk volume %s on VM host %s is a paused VM's, kept with "
+			             "its snapshot", vm, name, d->uri);
+		else if (virStorageVolDelete(vol, 0) < 0)
 			snprintf(why, sizeof(why), "%s", virGetLastErrorMessage());
 		virStorageVolFree(vol);
 	} else if ((e = virGetLastError()) && e->code != VIR_ERR_NO_STORAGE_VOL) {
@@ -650,6 +658,44 @@ void saas__lv_vmhost_overlay_delete(struct drv *d, const char *vm)
 	}
 	if (why[0])
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its disk overlay on VM host %s stays: %s", vm, d->uri, why);
+	saas__error_clear();
+}
+
+char *saas__lv_vmhost_domain_disk(virDomainPtr dom)
+{
+	char *xml = virDomainGetXMLDesc(dom, 0), *out = NULL;
+	const char *disk = xml ? strstr(xml, "<disk type='file' device='disk'>") : NULL;
+	const char *end = disk ? strstr(disk, "</disk>") : NULL, *src = disk ? strstr(disk, "<source file='") : NULL;
+	size_t n;
+
+	/* The first source of the disk is its top (backing files follow, nested); the pool's paths have no escapes. */
+	if (src && end && src < end) {
+		src += strlen("<source file='");
+		n = strcspn(src, "'&");
+		if (src[n] == '\'' && src[0] == '/')
+			out = strndup(src, n);
+	}
+	free(xml);
+	saas__error_clear();
+	return out;
+}
+
+void saas__lv_vmhost_disk_drop(struct drv *d, const char *path)
+{
+	const char *name = strrchr(path, '/') + 1;
+	virStorageVolPtr vol = saas__lv_vmhost_vol_lookup(d, name);
+	char *at = vol ? virStorageVolGetPath(vol) : NULL;
+
+	/*
+	 * A domain's own top overlay (the pool's volume at that very path), never
+	 * a complete snapshot's disk: a pause ends the domain whose disk it
+	 * keeps, and a resume runs on a new one.
+	 */
+	if (at && strcmp(at, path) == 0 && virStorageVolDelete(vol, 0) < 0)
+		saas__lv_log(d, SAAS_LOG_WARN, "the disk %s on VM host %s stays: %s", path, d->uri, virGetLastErrorMessage());
+	if (vol)
+		virStorageVolFree(vol);
+	free(at);
 	saas__error_clear();
 }
 
@@ -786,8 +832,19 @@ static int remote_overlay_make(struct launch *l)
 
 	if (!l->im->disk)
 		return SAAS_OK;
-	if (l->tdir && (rc = saas__lv_vmhost_tpl_disk(l->d, l->tdir, &tbase)) < 0)
+	/* A paused VM's resume: on the disk its snapshot kept. */
+	if (l->base_vol) {
+		virStorageVolPtr v = saas__lv_vmhost_vol_lookup(l->d, l->base_vol);
+		if (!v)
+			return saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "the paused VM's disk %s is not in pool "
+			                   "%s on VM host %s", l->base_vol, l->d->spool_name, l->d->uri);
+		tbase = virStorageVolGetPath(v);
+		virStorageVolFree(v);
+		if (!tbase)
+			return saas__lv_virt_error("reading the paused VM's disk's path on the VM host");
+	} else if (l->tdir && (rc = saas__lv_vmhost_tpl_disk(l->d, l->tdir, &tbase)) < 0) {
 		return rc;
+	}
 	rc = saas__lv_vmhost_overlay(l->d, l->vol ? l->vol : l->spec->name, tbase ? tbase : l->im->host_disk,
 	                             l->spec->disk_gb, &l->overlay);
 	free(tbase);
@@ -865,6 +922,8 @@ const struct saas__lv_host saas__lv_host_remote = {
 	.image_place = remote_image_place,
 	.overlay_make = remote_overlay_make,
 	.overlay_drop = saas__lv_vmhost_overlay_delete,
+	.domain_disk = saas__lv_vmhost_domain_disk,
+	.disk_drop = saas__lv_vmhost_disk_drop,
 	.domain_place = remote_domain_place,
 	.state_in = remote_state_in,
 	.templates_cleanup = remote_templates_cleanup,

@@ -127,6 +127,25 @@ int saas__lv_vmhost_tpl_list(struct drv *d, saas_template_fn fn, void *userdata,
 /* Is name snapshot volume ".suffix" (SNAP_PREFIX SNAP "." suffix, SNAP a snapshot's name)? SNAP in snap. Pure. */
 bool saas__lv_snap_volume(const char *name, const char *suffix, char snap[64]);
 int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes);
+/*
+ * Is volume name the disk a complete snapshot (of any cluster sharing the
+ * pool) keeps, a paused VM's? Each such snapshot's description is read;
+ * true when the pool cannot be read.
+ */
+bool saas__lv_vmhost_disk_kept(struct drv *d, const char *name);
+/* Does a volume of the pool back onto the disk at path? True when the pool cannot be read. */
+bool saas__lv_vmhost_vol_backs(struct drv *d, const char *path);
+/* The path of domain dom's disk (its top file), or NULL; freed by the caller. */
+char *saas__lv_vmhost_domain_disk(virDomainPtr dom);
+/* A destroyed VM's own disk volume at path deleted: one of the pool's, and no complete snapshot's. */
+void saas__lv_vmhost_disk_drop(struct drv *d, const char *path);
+/*
+ * A paused VM's resume runs on a new overlay volume DISK_PREFIX SNAP "-" GEN
+ * ".qcow2" (GEN: random) of the snapshot's kept disk, into which that disk is
+ * then merged (saas__lv_snapdisk_pull).
+ */
+#define DISK_PREFIX "aas-disk-"
+
 int saas__lv_vmhost_snap_read(struct drv *d, const char *snap, struct saas__lv_snapshot *s, char **place);
 int saas__lv_vmhost_snap_delete(struct drv *d, const char *snap);
 int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata);

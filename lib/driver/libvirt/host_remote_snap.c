@@ -19,9 +19,16 @@
  * domain for a snapshot). The file is libvirt's save image, as a remote
  * template's state is.
  *
- * Not here (yet): VMs with a disk. Their disk would have to be frozen on the
- * host as snapshot.c freezes it (a hard link, which libvirt's storage API
- * cannot make): refused, saying so, before anything is done.
+ * A VM with a disk is paused by libvirt's save instead (virDomainSaveFlags:
+ * the domain ends, its disk flushed and left as it is), and its disk volume
+ * becomes the snapshot's, named in its description (disk_volume): libvirt's
+ * storage API can neither rename nor link a volume, so the volume stays
+ * where it is, and no delete of the driver's takes a volume a complete
+ * snapshot names (saas__lv_vmhost_disk_kept). Its resume (snapshot.c) runs
+ * on a new overlay of it, into which it is merged at once; the snapshot's
+ * delete then takes it, once nothing backs onto it. Not here (yet): the fork
+ * of a VM with a disk (its disk would have to be frozen while the parent
+ * runs on): refused, saying so, before anything is done.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -239,6 +246,42 @@ static int state_save(struct drv *d, virDomainPtr dom, const char *path, const c
 	return SAAS_OK;
 }
 
+/*
+ * The VM's disk as a volume of the pool, into s: its top overlay as QEMU
+ * has it (the VM's NAME.qcow2, or the overlay a resume made), which must be
+ * a volume of this driver's pool; its size (the restores' shape).
+ */
+static int disk_volume(struct drv *d, virDomainPtr dom, struct saas__lv_snapshot *s)
+{
+	virStorageVolPtr vol = NULL;
+	virStorageVolInfo info;
+	char *node = NULL, *top = NULL, *path = NULL;
+	const char *vname;
+	uint64_t size = 0;
+	int rc;
+
+	if ((rc = saas__lv_snapdisk_top(dom, &node, &top, &size)) < 0)
+		goto out;
+	/* The pool's volume of that file's name, at that very path. */
+	vname = strrchr(top, '/') + 1;
+	if (!saas__lv_disk_volume_ok(vname) || !(vol = saas__lv_vmhost_vol_lookup(d, vname)) ||
+	    !(path = virStorageVolGetPath(vol)) || strcmp(path, top) != 0) {
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the VM's disk %s is not a volume of pool %s on VM "
+		                 "host %s that a snapshot can keep", top, d->spool_name, d->uri);
+		goto out;
+	}
+	saas__strlcpy(s->disk_volume, vname, sizeof(s->disk_volume));
+	s->disk_gb = (unsigned int)(size >> 30);
+	s->disk_bytes = virStorageVolGetInfo(vol, &info) == 0 ? (int64_t)info.allocation : 0;
+out:
+	if (vol)
+		virStorageVolFree(vol);
+	free(path);
+	free(top);
+	free(node);
+	return rc;
+}
+
 int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes)
 {
 	struct saas__lv_snapshot s;
@@ -249,7 +292,7 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 	char vname[SNAP_STEM_MAX + 8], *dir = NULL, *path = NULL, *owner = NULL;
 	const char *doing = keep ? "forked" : "paused";
 	unsigned int port = 0;
-	bool exists = false, written = false;
+	bool exists = false, written = false, saved = false;
 	int state = 0, rc;
 
 	memset(&s, 0, sizeof(s));
@@ -274,10 +317,14 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 	}
 	/* Every disk of the driver's VMs is vda (domain.c). */
 	if (virDomainGetBlockInfo(dom, "vda", &disk, 0) == 0) {
-		rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s has a disk, and a VM host cannot freeze one "
-		                 "for a snapshot yet: on a VM host only VMs of disk-less images (initramfs) can be %s", name,
-		                 doing);
-		goto out;
+		if (keep) {
+			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s has a disk, and a VM host cannot fork "
+			                 "one yet: on a VM host only VMs of disk-less images (initramfs) can be forked; VMs "
+			                 "with a disk can be paused", name);
+			goto out;
+		}
+		if ((rc = disk_volume(d, dom, &s)) < 0)
+			goto out;
 	}
 	saas__error_clear();
 	vol_name(vname, snap, "ready");
@@ -303,11 +350,29 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 		rc = saas__error_wrap(saas__lv_virt_error("pausing the VM"), "%s", d->uri);
 		goto out;
 	}
-	if ((rc = state_save(d, dom, path, snap)) < 0 || (rc = state_found(d, vname, &s)) < 0 ||
-	    (rc = describe(d, snap, &s)) < 0)
+	/*
+	 * A VM with a disk is saved (libvirt's save ends its domain, QEMU's
+	 * writes flushed, the disk left as it is): its disk volume is then the
+	 * snapshot's, which the VM's forget below keeps (its description names
+	 * it). A memory snapshot would move it onto a new overlay of libvirt's
+	 * naming first.
+	 */
+	if (s.disk_volume[0]) {
+		if (virDomainSaveFlags(dom, path, NULL, 0) < 0) {
+			rc = saas__error_wrap(saas__lv_virt_error("saving the VM on the VM host"), "%s", d->uri);
+			goto out;
+		}
+		virDomainFree(dom);
+		dom = NULL;
+		saved = true;
+	} else if ((rc = state_save(d, dom, path, snap)) < 0) {
+		goto out;
+	}
+	if ((rc = state_found(d, vname, &s)) < 0 || (rc = describe(d, snap, &s)) < 0)
 		goto out;
 	if (!keep) {
-		virDomainFree(dom);
+		if (dom)
+			virDomainFree(dom);
 		dom = NULL;
 		/* Its domain ended with the save: what the driver keeps of the VM goes as at a destroy. */
 		if (saas__lv_vm_destroy(d, name) < 0) {
@@ -317,10 +382,11 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 		}
 	}
 	if (bytes)
-		*bytes = s.state_bytes;
+		*bytes = s.state_bytes + s.disk_bytes;
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s %s as snapshot %s on VM host %s in %lld ms (%lld MiB of state in its "
-	             "pool, loaded by %s)", name, doing, snap, d->uri, (long long)saas__ms_since(&t0),
-	             (long long)(s.state_bytes >> 20), keep ? "each child" : "its resume");
+	             "pool, loaded by %s%s%s)", name, doing, snap, d->uri, (long long)saas__ms_since(&t0),
+	             (long long)(s.state_bytes >> 20), keep ? "each child" : "its resume",
+	             s.disk_volume[0] ? "; its disk kept: volume " : "", s.disk_volume);
 	rc = SAAS_OK;
 out:
 	if (rc < 0 && written) {
@@ -332,6 +398,10 @@ out:
 		if (dom && virDomainGetState(dom, &st, NULL, 0) == 0 && st == VIR_DOMAIN_PAUSED && virDomainResume(dom) < 0)
 			saas__lv_log(d, SAAS_LOG_WARN, "VM %s stays paused after its failed snapshot: %s", name,
 			             virGetLastErrorMessage());
+		/* Saved, and then the snapshot failed: the VM is brought back from what libvirt wrote, on its disk. */
+		if (saved && virDomainRestore(saas__lv_conn(d), path) < 0)
+			saas__lv_log(d, SAAS_LOG_WARN, "VM %s was saved for its pause, which then failed, and cannot be "
+			             "restored: %s", name, virGetLastErrorMessage());
 		/* The state libvirt may have begun: a volume once the pool is read again. */
 		pool_refresh(d);
 		snap_volumes_delete(d, snap);
@@ -443,6 +513,73 @@ static void gone_later(struct drv *d, const char *snap)
 		             "stay (virsh vol-delete)", snap, d->uri);
 }
 
+/* The disk volume a snapshot's description (text, may be NULL) names, or "" into out. */
+static void json_disk_volume(const char *text, char out[SNAPSHOT_VOLUME_MAX + 1])
+{
+	json_t *j = text ? json_loads(text, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+	const char *v = json_string_value(json_object_get(j, "disk_volume"));
+
+	out[0] = '\0';
+	if (v && saas__lv_disk_volume_ok(v))
+		saas__strlcpy(out, v, SNAPSHOT_VOLUME_MAX + 1);
+	json_decref(j);
+}
+
+/* Snapshot snap's kept disk volume name deleted, unless a volume of the pool backs onto it (then said). */
+static void kept_disk_delete(struct drv *d, const char *snap, const char *name)
+{
+	virStorageVolPtr v;
+	char *path;
+
+	/* Every volume's header read again: a merge rewrote the backing file a resume's overlay names. */
+	if (pool_refresh(d) < 0)
+		saas__error_clear();
+	v = saas__lv_vmhost_vol_lookup(d, name);
+	path = v ? virStorageVolGetPath(v) : NULL;
+
+	if (v)
+		virStorageVolFree(v);
+	if (!v)
+		return;
+	if (!path || saas__lv_vmhost_vol_backs(d, path))
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s deleted, but its disk volume %s on VM host %s stays: a volume "
+		             "backs onto it", snap, name, d->uri);
+	else
+		saas__lv_vmhost_vol_delete(d, name);
+	saas__error_clear();
+	free(path);
+}
+
+bool saas__lv_vmhost_disk_kept(struct drv *d, const char *name)
+{
+	char **names, snap[64], *text = NULL, disk[SNAPSHOT_VOLUME_MAX + 1];
+	bool kept = false, ours = false;
+	int n;
+
+	/* A pool that cannot be read keeps everything. */
+	if (saas__lv_vmhost_vol_names(d, &names, &n) < 0) {
+		saas__error_clear();
+		return true;
+	}
+	for (int i = 0; i < n && !kept; i++) {
+		if (!saas__lv_snap_volume(names[i], "ready", snap))
+			continue;
+		/* Any cluster's: another's pause keeps its disk from this one's deletes too. */
+		int rc = snap_json(d, snap, &text, &ours);
+		if (rc == SAAS_OK) {
+			json_disk_volume(text, disk);
+			kept = strcmp(disk, name) == 0;
+		} else {
+			kept = rc != SAAS_ENOTFOUND; /* unreadable: kept */
+		}
+		free(text);
+		text = NULL;
+	}
+	saas__lv_vmhost_names_free(names, n);
+	saas__error_clear();
+	return kept;
+}
+
 /* Delete snapshot snap's volumes, if they are this cluster's (or no description says whose). */
 static int snap_delete(struct drv *d, const char *snap)
 {
@@ -458,8 +595,13 @@ static int snap_delete(struct drv *d, const char *snap)
 	 * of it in their memory, so all of it goes now.
 	 */
 	if ((rc = snap_json(d, snap, &text, &ours)) == SAAS_ENOTFOUND || (rc == SAAS_OK && ours)) {
+		char disk[SNAPSHOT_VOLUME_MAX + 1];
 		saas__error_clear();
+		json_disk_volume(text, disk);
 		snap_volumes_delete(d, snap);
+		/* A pause's disk: once nothing backs onto it any more (a resume's overlay merges it in at once). */
+		if (disk[0])
+			kept_disk_delete(d, snap, disk);
 		rc = SAAS_OK;
 	} else if (rc == SAAS_OK) {
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s on VM host %s is another cluster's: not deleted", snap, d->uri);

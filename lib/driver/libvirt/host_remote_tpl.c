@@ -285,7 +285,7 @@ int saas__lv_vmhost_tpl_find(struct drv *d, const char *key, char stem[TPL_STEM_
  * domain starts and deleted after it ends, an overlay covers its clone's
  * whole life. When the pool cannot be read, the answer is yes.
  */
-static bool tpl_disk_used(struct drv *d, const char *path)
+bool saas__lv_vmhost_vol_backs(struct drv *d, const char *path)
 {
 	virStoragePoolPtr pool;
 	virStorageVolPtr *vols = NULL;
@@ -318,7 +318,7 @@ static bool tpl_delete(struct drv *d, const char *stem)
 	if ((v = saas__lv_vmhost_vol_lookup(d, name))) {
 		path = virStorageVolGetPath(v);
 		virStorageVolFree(v);
-		if (!path || tpl_disk_used(d, path)) {
+		if (!path || saas__lv_vmhost_vol_backs(d, path)) {
 			free(path);
 			return false;
 		}

@@ -23,6 +23,7 @@ struct launch {
 	bool policy;
 	const char *tdir;                /* clone: the template's directory (or the snapshot's); remote: its volumes' stem */
 	const char *vol;                 /* remote: its overlay volume's stem (NULL: the VM's name) */
+	const char *base_vol;            /* remote: the volume its overlay backs onto (a paused VM's kept disk), or NULL */
 	/*
 	 * A restore of the snapshot in tdir: a fork's maps its RAM as a mapped
 	 * template's clone does (the snapshot's "ram", saas__lv_snapshot_ram); a

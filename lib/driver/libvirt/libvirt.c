@@ -542,7 +542,7 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 	struct drv *d = ctx;
 	virDomainPtr dom;
 	struct vm *v;
-	char *dir;
+	char *dir, *disk = NULL;
 	unsigned int uid = 0;
 	int rc;
 
@@ -556,6 +556,7 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 		return rc;
 	if (dom) {
 		uid = saas__lv_domain_uid(dom);
+		disk = d->host->domain_disk ? d->host->domain_disk(dom) : NULL;
 		if (virDomainDestroy(dom) < 0) {
 			int state = 0;
 			/* Already gone between lookup and destroy is success. */
@@ -564,14 +565,20 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 		}
 		virDomainFree(dom);
 	}
-	if (rc < 0)
+	if (rc < 0) {
+		free(disk);
 		return rc;
+	}
 	if ((v = saas__lv_vm_unlink(d, name))) {
 		if (!uid)
 			uid = v->uid; /* its domain went away by itself (the guest powered off) */
 		saas__lv_vm_put(d, v);
 	}
 	saas__lv_limits_release(d, name);
+	/* Its own disk, whatever its name; then one of the VM's name, unless a paused VM's snapshot keeps it. */
+	if (disk)
+		d->host->disk_drop(d, disk);
+	free(disk);
 	d->host->overlay_drop(d, name);
 	if ((dir = saas__lv_drv_path(d, "vms", name))) {
 		saas__lv_rm_tree(dir);

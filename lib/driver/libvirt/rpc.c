@@ -180,6 +180,16 @@ int saas__lv_rpc_domain_save_flags(virDomainPtr dom, const char *to, const char 
 	DOM_CALL(int, dom, virDomainSaveFlags(dom, to, dxml, flags));
 }
 
+int saas__lv_rpc_domain_restore(virConnectPtr conn, const char *from)
+{
+	CONN_CALL(int, conn, virDomainRestore(conn, from));
+}
+
+char *saas__lv_rpc_domain_get_xml_desc(virDomainPtr dom, unsigned int flags)
+{
+	DOM_CALL(char *, dom, virDomainGetXMLDesc(dom, flags));
+}
+
 virDomainSnapshotPtr saas__lv_rpc_domain_snapshot_create_xml(virDomainPtr dom, const char *xml, unsigned int flags)
 {
 	DOM_CALL(virDomainSnapshotPtr, dom, virDomainSnapshotCreateXML(dom, xml, flags));

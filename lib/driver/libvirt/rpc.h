@@ -62,6 +62,8 @@ int saas__lv_rpc_domain_suspend(virDomainPtr dom);
 int saas__lv_rpc_domain_set_memory_parameters(virDomainPtr dom, virTypedParameterPtr params, int nparams,
                                               unsigned int flags);
 int saas__lv_rpc_domain_save_flags(virDomainPtr dom, const char *to, const char *dxml, unsigned int flags);
+int saas__lv_rpc_domain_restore(virConnectPtr conn, const char *from);
+char *saas__lv_rpc_domain_get_xml_desc(virDomainPtr dom, unsigned int flags);
 virDomainSnapshotPtr saas__lv_rpc_domain_snapshot_create_xml(virDomainPtr dom, const char *xml, unsigned int flags);
 int saas__lv_rpc_domain_memory_stats(virDomainPtr dom, virDomainMemoryStatPtr stats, unsigned int nr,
                                      unsigned int flags);
@@ -140,6 +142,8 @@ int saas__lv_rpc_stream_free(virStreamPtr st);
 #define virDomainSuspend saas__lv_rpc_domain_suspend
 #define virDomainSetMemoryParameters saas__lv_rpc_domain_set_memory_parameters
 #define virDomainSaveFlags saas__lv_rpc_domain_save_flags
+#define virDomainRestore saas__lv_rpc_domain_restore
+#define virDomainGetXMLDesc saas__lv_rpc_domain_get_xml_desc
 #define virDomainSnapshotCreateXML saas__lv_rpc_domain_snapshot_create_xml
 #define virDomainMemoryStats saas__lv_rpc_domain_memory_stats
 #define virDomainGetBlockInfo saas__lv_rpc_domain_get_block_info

@@ -40,6 +40,7 @@
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
 #include "driver/libvirt/egress_host.h"
+#include "driver/libvirt/host_remote.h"
 #include "driver/libvirt/image.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -60,6 +61,13 @@ bool saas__lv_snapshot_name_ok(const char *name)
 	size_t n = name ? strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") : 0;
 
 	return n >= 1 && n <= SNAPSHOT_NAME_MAX && name[n] == '\0';
+}
+
+bool saas__lv_disk_volume_ok(const char *name)
+{
+	size_t n = name ? strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") : 0;
+
+	return n > 6 && n <= SNAPSHOT_VOLUME_MAX && name[n] == '\0' && name[0] != '.' && strcmp(name + n - 6, ".qcow2") == 0;
 }
 
 void saas__lv_snapshot_clear(struct saas__lv_snapshot *s)
@@ -88,6 +96,8 @@ char *saas__lv_snapshot_json(const struct saas__lv_snapshot *s)
 		json_object_set_new(j, "control", json_true());
 	if (j && s->ignore_shared)
 		json_object_set_new(j, "ignore_shared", json_true());
+	if (j && s->disk_volume[0])
+		json_object_set_new(j, "disk_volume", json_string(s->disk_volume));
 	if (j)
 		text = json_dumps(j, JSON_INDENT(2));
 	json_decref(j);
@@ -96,7 +106,7 @@ char *saas__lv_snapshot_json(const struct saas__lv_snapshot *s)
 
 int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 {
-	json_t *j = json_loads(text, 0, NULL), *chain = NULL;
+	json_t *j = json_loads(text, 0, NULL), *chain = NULL, *dv;
 	const char *source, *image, *host_key, *ram_block;
 	json_int_t format, vcpus, memory, disk, state_bytes, disk_bytes;
 	size_t n;
@@ -138,6 +148,13 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 			goto out;
 		}
 	}
+	if ((dv = json_object_get(j, "disk_volume")) &&
+	    (!json_is_string(dv) || !saas__lv_disk_volume_ok(json_string_value(dv)))) {
+		rc = saas__inval("the snapshot's disk volume is not a name this driver gives");
+		goto out;
+	}
+	if (dv)
+		saas__strlcpy(s->disk_volume, json_string_value(dv), sizeof(s->disk_volume));
 	s->format = (unsigned int)format;
 	s->control = json_is_true(json_object_get(j, "control"));
 	s->ignore_shared = json_is_true(json_object_get(j, "ignore_shared"));
@@ -941,6 +958,30 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	return rc;
 }
 
+/* What the kept disk volume name backs onto (the image's or a template's disk): the path the resume merges down to. */
+static int kept_base(struct drv *d, const char *name, char **path)
+{
+	virStorageVolPtr v = saas__lv_vmhost_vol_lookup(d, name);
+	char *xml = v ? virStorageVolGetXMLDesc(v, 0) : NULL;
+	const char *bs = xml ? strstr(xml, "<backingStore>") : NULL, *p = bs ? strstr(bs, "<path>") : NULL;
+	size_t n = p ? strcspn(p += 6, "<&") : 0;
+	int rc = SAAS_OK;
+
+	*path = NULL;
+	if (!v)
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "the paused VM's disk %s is not on VM host %s",
+		                 name, d->uri);
+	else if (!p || p[n] != '<' || p[0] != '/')
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the paused VM's disk %s on VM host %s backs onto "
+		                 "no disk this driver made", name, d->uri);
+	else if (!(*path = strndup(p, n)))
+		rc = saas__oom();
+	free(xml);
+	if (v)
+		virStorageVolFree(v);
+	return rc;
+}
+
 static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 {
 	struct saas__lv_snapshot s;
@@ -949,7 +990,7 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	struct timespec t0;
 	saas_vm_network fallback;
 	const saas_vm_network *net;
-	char *dir = NULL, *disk = NULL;
+	char *dir = NULL, *disk = NULL, *kept_base_path = NULL, vol[sizeof(DISK_PREFIX) + SNAPSHOT_NAME_MAX + 16];
 	unsigned int uid = 0;
 	bool locked = false, egress = false;
 	int rc;
@@ -1025,6 +1066,21 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	l.tdir = dir;
 	l.snapshot = true;
 	l.ignore_shared = s.ignore_shared;
+	/*
+	 * A paused VM's disk on a VM host: a new overlay of the volume its
+	 * snapshot kept, named for this resume (libvirt's pool renames nothing,
+	 * and the kept volume may bear the VM's name).
+	 */
+	if (s.disk_volume[0]) {
+		uint32_t gen;
+		if ((rc = saas__random(&gen, sizeof(gen))) < 0)
+			goto out;
+		snprintf(vol, sizeof(vol), DISK_PREFIX "%s-%08x", snap, gen);
+		l.vol = vol;
+		l.base_vol = s.disk_volume;
+		if ((rc = kept_base(d, s.disk_volume, &kept_base_path)) < 0)
+			goto out;
+	}
 	if ((rc = saas__lv_boot_clone(&l)) < 0) {
 		saas__error_wrap(rc, "snapshot %s (its RAM block: %s)", snap, s.ram_block[0] ? s.ram_block : "unknown");
 		goto out;
@@ -1036,8 +1092,18 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	 * backs onto the one before: one snapshot's disk under this VM's is
 	 * what a restore needs, more are merged away.
 	 */
-	if (s.disk_gb)
+	if (s.disk_gb && !s.disk_volume[0])
 		saas__lv_snapdisk_flatten(d, l.dom, spec->name, 1);
+	/*
+	 * On a VM host the kept disk is merged into the new overlay before the
+	 * resume returns, so that nothing backs onto it once it did: the
+	 * snapshot's delete then takes it, and a later pause keeps the new
+	 * overlay alone. A merge that fails fails the resume (the VM stays paused).
+	 */
+	if (s.disk_volume[0] && (rc = saas__lv_snapdisk_pull(d, l.dom, spec->name, kept_base_path)) < 0) {
+		saas__lv_launch_undo(&l);
+		goto out;
+	}
 	if ((d->ehost && (rc = saas__lv_egress_attach(d, spec->name)) < 0) ||
 	    (rc = saas__lv_vm_add(d, spec->name, NULL, l.port, uid, s.host_key, l.ssh)) < 0) {
 		saas__lv_launch_undo(&l);
@@ -1064,6 +1130,7 @@ out:
 		pthread_mutex_unlock(&d->mu);
 	}
 	saas__lv_snapshot_clear(&s);
+	free(kept_base_path);
 	free(disk);
 	free(dir);
 	return rc;

@@ -20,6 +20,7 @@
 #define SNAPSHOT_FORMAT_MIN 1
 #define SNAPSHOT_NAME_MAX 63
 #define SNAPSHOT_CHAIN_MAX 64            /* backing files followed from one disk, at most */
+#define SNAPSHOT_VOLUME_MAX 127          /* a kept disk volume's name, at most (bytes) */
 
 /* A snapshot's description (its snapshot.json). */
 struct saas__lv_snapshot {
@@ -39,7 +40,16 @@ struct saas__lv_snapshot {
 	 * its children map, or was kept in the state when the split failed.
 	 */
 	bool ignore_shared;
+	/*
+	 * On a VM host: the pool's volume that is the paused VM's disk, kept as
+	 * it was when its domain was saved ("disk_volume", absent: none; a name
+	 * saas__lv_disk_volume_ok takes). Its resume runs on a new overlay of it.
+	 */
+	char disk_volume[SNAPSHOT_VOLUME_MAX + 1];
 };
+
+/* Is name a disk volume a snapshot may keep (1 to SNAPSHOT_VOLUME_MAX of [a-z0-9._-], ending ".qcow2")? Pure. */
+bool saas__lv_disk_volume_ok(const char *name);
 
 /* Is name one the core may choose (1 to SNAPSHOT_NAME_MAX of [a-z0-9-])? */
 bool saas__lv_snapshot_name_ok(const char *name);
@@ -127,5 +137,11 @@ void saas__lv_snapdisk_flatten(struct drv *d, virDomainPtr dom, const char *name
  * merge that failed is logged: the chain it leaves is whole.
  */
 int saas__lv_snapdisk_settle(struct drv *d, virDomainPtr dom, const char *name);
+/*
+ * Merge into VM name's top overlay every file of its chain above base (a
+ * path of its chain), and wait for it: after it, the top backs onto base
+ * and nothing between is read. A failure is an error (the chain stays whole).
+ */
+int saas__lv_snapdisk_pull(struct drv *d, virDomainPtr dom, const char *name, const char *base);
 
 #endif

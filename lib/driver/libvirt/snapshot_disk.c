@@ -225,6 +225,26 @@ static char *format_node(virDomainPtr dom, const char *path)
 	return out;
 }
 
+/* Start STREAM_JOB: the data of every file between the top node and base (a path of its chain) into the top. */
+static int stream_start(virDomainPtr dom, const char *node, const char *base)
+{
+	char *base_node = format_node(dom, base), *cmd = NULL;
+	json_t *args;
+	int rc;
+
+	args = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:b}}", "execute", "block-stream", "arguments", "job-id", STREAM_JOB,
+	                 "device", node, base_node ? "base-node" : "base", base_node ? base_node : base, "backing-file",
+	                 base, "auto-dismiss", 0);
+	if (!args || !(cmd = json_dumps(args, JSON_COMPACT)))
+		rc = saas__oom();
+	else
+		rc = saas__lv_qmp(dom, cmd, -1, NULL);
+	json_decref(args);
+	free(cmd);
+	free(base_node);
+	return rc;
+}
+
 /*
  * Start merging into VM name's top overlay the snapshots' disks its chain
  * goes through, when there are more than `allowed` of them. Never fails the
@@ -233,11 +253,10 @@ static char *format_node(virDomainPtr dom, const char *path)
 void saas__lv_snapdisk_flatten(struct drv *d, virDomainPtr dom, const char *name, size_t allowed)
 {
 	struct saas__lv_snapshot c;
-	char *node = NULL, *top = NULL, *base_node = NULL, *cmd = NULL, *vmdir = NULL, disk[NAME_MAX + 1];
+	char *node = NULL, *top = NULL, *vmdir = NULL, disk[NAME_MAX + 1];
 	const char *base = NULL;
 	uint64_t size = 0;
 	size_t snaps = 0, depth = 0;
-	json_t *args;
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -264,17 +283,7 @@ void saas__lv_snapdisk_flatten(struct drv *d, virDomainPtr dom, const char *name
 	/* A chain of snapshots only (none is made so): merging would copy the whole disk. */
 	if (snaps <= allowed || !base)
 		goto out;
-	base_node = format_node(dom, base);
-	args = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:b}}", "execute", "block-stream", "arguments", "job-id", STREAM_JOB,
-	                 "device", node, base_node ? "base-node" : "base", base_node ? base_node : base, "backing-file",
-	                 base, "auto-dismiss", 0);
-	if (!args || !(cmd = json_dumps(args, JSON_COMPACT))) {
-		json_decref(args);
-		rc = saas__oom();
-		goto out;
-	}
-	json_decref(args);
-	if ((rc = saas__lv_qmp(dom, cmd, -1, NULL)) < 0)
+	if ((rc = stream_start(dom, node, base)) < 0)
 		goto out;
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s: merging %zu snapshot disks back into its own (its chain was %zu deep)", name,
 	             snaps, depth + 1);
@@ -285,8 +294,6 @@ out:
 	saas__error_clear();
 	saas__lv_snapshot_clear(&c);
 	free(vmdir);
-	free(cmd);
-	free(base_node);
 	free(top);
 	free(node);
 }
@@ -295,9 +302,12 @@ out:
  * Wait for the VM's merge (disk_flatten) to end, and dismiss its job. A
  * merge that failed is logged: the chain it leaves is whole.
  */
-int saas__lv_snapdisk_settle(struct drv *d, virDomainPtr dom, const char *name)
+/* Wait for STREAM_JOB to end and dismiss it; its error (none: "") into err. */
+static int stream_wait(struct drv *d, virDomainPtr dom, const char *name, char *err, size_t len)
 {
 	int64_t deadline = saas__now_ms() + STREAM_WAIT_MS;
+
+	err[0] = '\0';
 
 	for (;;) {
 		json_t *r = NULL, *job, *found = NULL;
@@ -314,10 +324,9 @@ int saas__lv_snapdisk_settle(struct drv *d, virDomainPtr dom, const char *name)
 		}
 		status = json_string_value(json_object_get(found, "status"));
 		if (!found || (status && strcmp(status, "concluded") == 0)) {
-			const char *err = json_string_value(json_object_get(found, "error"));
-			if (err)
-				saas__lv_log(d, SAAS_LOG_WARN, "VM %s: merging its disk chain failed, which stays as it was: %s",
-				             name, err);
+			const char *e = json_string_value(json_object_get(found, "error"));
+			if (e)
+				snprintf(err, len, "%s", e);
 			json_decref(r);
 			if (found && (rc = saas__lv_qmp(dom, "{\"execute\":\"job-dismiss\",\"arguments\":{\"id\":\"" STREAM_JOB
 			                                     "\"}}", -1, NULL)) < 0)
@@ -330,4 +339,31 @@ int saas__lv_snapdisk_settle(struct drv *d, virDomainPtr dom, const char *name)
 			                   "VM %s's disk is still being merged after a fork; try again later", name);
 		usleep(50 * 1000);
 	}
+}
+
+int saas__lv_snapdisk_settle(struct drv *d, virDomainPtr dom, const char *name)
+{
+	char err[512];
+	int rc = stream_wait(d, dom, name, err, sizeof(err));
+
+	if (rc == SAAS_OK && err[0])
+		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: merging its disk chain failed, which stays as it was: %s", name, err);
+	return rc;
+}
+
+int saas__lv_snapdisk_pull(struct drv *d, virDomainPtr dom, const char *name, const char *base)
+{
+	char *node = NULL, *top = NULL, err[512];
+	uint64_t size = 0;
+	int rc;
+
+	if ((rc = saas__lv_snapdisk_top(dom, &node, &top, &size)) < 0 || (rc = stream_start(dom, node, base)) < 0 ||
+	    (rc = stream_wait(d, dom, name, err, sizeof(err))) < 0)
+		saas__error_wrap(rc, "merging the paused VM's disk into its new overlay");
+	else if (err[0])
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "merging the paused VM's disk into its new overlay "
+		                 "failed: %s", err);
+	free(top);
+	free(node);
+	return rc;
 }
