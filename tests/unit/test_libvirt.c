@@ -1962,6 +1962,21 @@ static bool path_exists(const char *dir, const char *name)
 	return lstat(path, &st) == 0;
 }
 
+/* A driver of a state directory of its own (returned; snaps: its snapshots' directory), with no libvirt. */
+static char *snap_drv(struct drv *d, char *snaps, size_t len)
+{
+	char *top;
+
+	assert_non_null(top = saas_test_tmpdir());
+	memset(d, 0, sizeof(*d));
+	d->host = &saas__lv_host_local;
+	d->dir = top;
+	d->log = quiet_log;
+	pthread_rwlock_init(&d->snaps_lock, NULL);
+	snprintf(snaps, len, "%s/snapshots", top);
+	return top;
+}
+
 /*
  * What an engine that died during a fork leaves (snapshots/NAME.tmp, the
  * VM named in its "vm" file), as the next open makes of it. Cut short before
@@ -1978,13 +1993,7 @@ static void test_snapshot_left(void **state)
 	int listed = 0;
 
 	(void)state;
-	assert_non_null(top = saas_test_tmpdir());
-	memset(&d, 0, sizeof(d));
-	d.host = &saas__lv_host_local;
-	d.dir = top;
-	d.log = quiet_log;
-	pthread_rwlock_init(&d.snaps_lock, NULL);
-	snprintf(snaps, sizeof(snaps), "%s/snapshots", top);
+	top = snap_drv(&d, snaps, sizeof(snaps));
 	snprintf(vmdir, sizeof(vmdir), "%s/vms/sbx-p", top);
 	assert_int_equal(saas__mkdir_p(vmdir, 0700), 0);
 
@@ -2053,31 +2062,24 @@ static void test_snapshot_unsplit(void **state)
 	char *top, snaps[4200], a[4300], b[4300], c[4300], *text;
 
 	(void)state;
-	assert_non_null(top = saas_test_tmpdir());
-	memset(&d, 0, sizeof(d));
-	d.host = &saas__lv_host_local;
-	d.dir = top;
-	d.log = quiet_log;
-	pthread_rwlock_init(&d.snaps_lock, NULL);
-	snprintf(snaps, sizeof(snaps), "%s/snapshots", top);
-	snprintf(a, sizeof(a), "%s/snap-a", snaps);
-	snprintf(b, sizeof(b), "%s/snap-b", snaps);
-	snprintf(c, sizeof(c), "%s/snap-c", snaps);
-	assert_int_equal(saas__mkdir_p(a, 0700), 0);
-	assert_int_equal(saas__mkdir_p(b, 0700), 0);
-	assert_int_equal(saas__mkdir_p(c, 0700), 0);
-	write_text(a, "snapshot.json", "{}", 0600);
-	write_text(a, "stream", "the whole stream", 0600);
-	write_text(a, "state", "half", 0600);
-	write_text(a, "ram", "half", 0600);
-	write_text(a, "splitting", "", 0600);
-	write_text(b, "snapshot.json", "{}", 0600);
-	write_text(b, "state", "devices", 0600);
-	write_text(b, "ram", "pages", 0600);
-	write_text(b, "splitting", "", 0600);
-	write_text(c, "snapshot.json", "{}", 0600);
-	write_text(c, "state", "devices", 0600);
-	write_text(c, "ram", "pages", 0600);
+	top = snap_drv(&d, snaps, sizeof(snaps));
+	for (int i = 0; i < 3; i++) {
+		char *at = i == 0 ? a : i == 1 ? b : c;
+		snprintf(at, 4300, "%s/snap-%c", snaps, 'a' + i);
+		assert_int_equal(saas__mkdir_p(at, 0700), 0);
+	}
+	/* snap-a cut short with its stream there, snap-b after the stream went, snap-c whole. */
+	static const struct {
+		int at;
+		const char *name, *text;
+	} files[] = {
+		{ 0, "snapshot.json", "{}" }, { 0, "stream", "the whole stream" }, { 0, "state", "half" },
+		{ 0, "ram", "half" },         { 0, "splitting", "" },               { 1, "snapshot.json", "{}" },
+		{ 1, "state", "devices" },    { 1, "ram", "pages" },                { 1, "splitting", "" },
+		{ 2, "snapshot.json", "{}" }, { 2, "state", "devices" },            { 2, "ram", "pages" },
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		write_text(files[i].at == 0 ? a : files[i].at == 1 ? b : c, files[i].name, files[i].text, 0600);
 	saas__lv_snapshots_cleanup(&d);
 	assert_false(path_exists(a, "splitting"));
 	assert_false(path_exists(a, "stream"));
