@@ -2015,6 +2015,21 @@ static bool path_exists(const char *dir, const char *name)
 	return lstat(path, &st) == 0;
 }
 
+/* A driver of a state directory of its own (returned; snaps: its snapshots' directory), with no libvirt. */
+static char *snap_drv(struct drv *d, char *snaps, size_t len)
+{
+	char *top;
+
+	assert_non_null(top = saas_test_tmpdir());
+	memset(d, 0, sizeof(*d));
+	d->host = &saas__lv_host_local;
+	d->dir = top;
+	d->log = quiet_log;
+	pthread_rwlock_init(&d->snaps_lock, NULL);
+	snprintf(snaps, len, "%s/snapshots", top);
+	return top;
+}
+
 /*
  * What an engine that died during a fork leaves (snapshots/NAME.tmp, the
  * VM named in its "vm" file), as the next open makes of it. Cut short before
@@ -2031,13 +2046,7 @@ static void test_snapshot_left(void **state)
 	int listed = 0;
 
 	(void)state;
-	assert_non_null(top = saas_test_tmpdir());
-	memset(&d, 0, sizeof(d));
-	d.host = &saas__lv_host_local;
-	d.dir = top;
-	d.log = quiet_log;
-	pthread_rwlock_init(&d.snaps_lock, NULL);
-	snprintf(snaps, sizeof(snaps), "%s/snapshots", top);
+	top = snap_drv(&d, snaps, sizeof(snaps));
 	snprintf(vmdir, sizeof(vmdir), "%s/vms/sbx-p", top);
 	assert_int_equal(saas__mkdir_p(vmdir, 0700), 0);
 
@@ -2091,6 +2100,166 @@ static void test_snapshot_left(void **state)
 
 	pthread_rwlock_destroy(&d.snaps_lock);
 	saas_test_rmdir(top);
+}
+
+/*
+ * A fork's RAM split cut short after its snapshot was renamed into place
+ * (the split runs once the parent runs on; its "splitting" file marks it):
+ * while the stream is there it is whole and becomes the state, the RAM's
+ * half-written file goes, and the children load it; once the split removed
+ * the stream, RAM and state are whole and stay. A whole snapshot is not touched.
+ */
+static void test_snapshot_unsplit(void **state)
+{
+	struct drv d;
+	char *top, snaps[4200], a[4300], b[4300], c[4300], *text;
+
+	(void)state;
+	top = snap_drv(&d, snaps, sizeof(snaps));
+	for (int i = 0; i < 3; i++) {
+		char *at = i == 0 ? a : i == 1 ? b : c;
+		snprintf(at, 4300, "%s/snap-%c", snaps, 'a' + i);
+		assert_int_equal(saas__mkdir_p(at, 0700), 0);
+	}
+	/* snap-a cut short with its stream there, snap-b after the stream went, snap-c whole. */
+	static const struct {
+		int at;
+		const char *name, *text;
+	} files[] = {
+		{ 0, "snapshot.json", "{}" }, { 0, "stream", "the whole stream" }, { 0, "state", "half" },
+		{ 0, "ram", "half" },         { 0, "splitting", "" },               { 1, "snapshot.json", "{}" },
+		{ 1, "state", "devices" },    { 1, "ram", "pages" },                { 1, "splitting", "" },
+		{ 2, "snapshot.json", "{}" }, { 2, "state", "devices" },            { 2, "ram", "pages" },
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		write_text(files[i].at == 0 ? a : files[i].at == 1 ? b : c, files[i].name, files[i].text, 0600);
+	saas__lv_snapshots_cleanup(&d);
+	assert_false(path_exists(a, "splitting"));
+	assert_false(path_exists(a, "stream"));
+	assert_false(path_exists(a, "ram"));
+	snprintf(a + strlen(a), sizeof(a) - strlen(a), "/state");
+	assert_non_null(text = saas__lv_read_file(a, 4096));
+	assert_string_equal(text, "the whole stream");
+	free(text);
+	assert_false(path_exists(b, "splitting"));
+	assert_true(path_exists(b, "state") && path_exists(b, "ram"));
+	assert_true(path_exists(c, "state") && path_exists(c, "ram") && path_exists(c, "snapshot.json"));
+	pthread_rwlock_destroy(&d.snaps_lock);
+	saas_test_rmdir(top);
+}
+
+struct split_end {
+	struct drv *d;
+	int memfd;                       /* -1: the split failed */
+};
+
+/* The end of a split as split_main makes it, a little later: sealed (or let go of), then said to the waiters. */
+static void *split_end_main(void *arg)
+{
+	struct split_end *e = arg;
+
+	usleep(50 * 1000);
+	if (e->memfd >= 0)
+		assert_int_equal(saas__lv_memfd_seal(e->memfd), SAAS_OK);
+	pthread_mutex_lock(&e->d->mu);
+	if (e->memfd < 0) {
+		close(e->d->snaprams->memfd);
+		e->d->snaprams->memfd = -1;
+	}
+	e->d->snaprams->splitting = false;
+	pthread_cond_broadcast(&e->d->snaps_cond);
+	pthread_mutex_unlock(&e->d->mu);
+	return NULL;
+}
+
+/*
+ * A child's QEMU starts on a fork's memory while the RAM is still split into
+ * it: what it maps privately before the memory is filled shows each page as
+ * the split writes it later (unless the child wrote that page itself), the
+ * seal goes on with the mapping there, and the child's state waits for the
+ * split's end: in (0) once the memory is sealed, started again (1) when the
+ * split failed.
+ */
+static void test_snapshot_ram_pending(void **state)
+{
+	struct drv d;
+	struct snapram slot;
+	struct split_end end;
+	pthread_t thread;
+	char path[64], page[4096], dir[4200], *top;
+	unsigned char *map;
+	int fd = -1, qemu;
+	bool broken, pending;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	memset(&slot, 0, sizeof(slot));
+	d.host = &saas__lv_host_local;
+	d.log = quiet_log;
+	pthread_mutex_init(&d.mu, NULL);
+	pthread_cond_init(&d.snaps_cond, NULL);
+	snprintf(slot.name, sizeof(slot.name), "snap-a");
+	assert_int_equal(saas__lv_memfd_new(MEMFD_SNAPSHOT, 4 * 4096, &slot.memfd), SAAS_OK);
+	slot.splitting = true;
+	d.snaprams = &slot;
+
+	assert_int_equal(saas__lv_snapshot_ram(&d, "/nowhere/snapshots/snap-a", 4 * 4096, &fd, &broken, &pending), SAAS_OK);
+	assert_true(pending);
+	assert_false(broken);
+	assert_true(fd >= 0 && fd != slot.memfd);
+	/* As QEMU maps it: opened again by path, share=off. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	assert_true((qemu = open(path, O_RDWR | O_CLOEXEC)) >= 0);
+	map = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, qemu, 0);
+	assert_true(map != MAP_FAILED);
+	assert_int_equal(map[0], 0);       /* read before it is filled */
+	map[4096] = 'q';                   /* written by the child itself */
+	memset(page, 'r', sizeof(page));
+	assert_int_equal(pwrite(slot.memfd, page, sizeof(page), 0), (ssize_t)sizeof(page));
+	assert_int_equal(pwrite(slot.memfd, page, sizeof(page), 4096), (ssize_t)sizeof(page));
+	assert_int_equal(pwrite(slot.memfd, page, sizeof(page), 3 * 4096), (ssize_t)sizeof(page));
+
+	end.d = &d;
+	end.memfd = slot.memfd;
+	assert_int_equal(pthread_create(&thread, NULL, split_end_main, &end), 0);
+	assert_int_equal(saas__lv_snapshot_split_wait(&d, "/nowhere/snapshots/snap-a"), SAAS_OK);
+	pthread_join(thread, NULL);
+	assert_true(saas__lv_memfd_sealed(slot.memfd));
+	assert_int_equal(map[0], 'r');
+	assert_int_equal(map[4095], 'r');
+	assert_int_equal(map[4096], 'q');
+	assert_int_equal(map[4097], 0);
+	assert_int_equal(map[2 * 4096], 0);
+	assert_int_equal(map[3 * 4096], 'r');
+	/* Sealed: no one writes it any more, the child's QEMU neither. */
+	assert_true(pwrite(qemu, page, 1, 0) < 0);
+	munmap(map, 4 * 4096);
+	close(qemu);
+	close(fd);
+
+	/* Taken once it is split: the sealed memory the driver holds, not pending (its file is there, not read). */
+	assert_non_null(top = saas_test_tmpdir());
+	snprintf(dir, sizeof(dir), "%s/snap-a", top);
+	assert_int_equal(saas__mkdir_p(dir, 0700), 0);
+	write_text(dir, "ram", "", 0600);
+	assert_int_equal(saas__lv_snapshot_ram(&d, dir, 4 * 4096, &fd, &broken, &pending), SAAS_OK);
+	assert_false(pending);
+	assert_true(fd >= 0 && saas__lv_memfd_sealed(fd));
+	close(fd);
+	saas_test_rmdir(top);
+
+	/* A split that fails: the child started on it starts again, loading. */
+	slot.splitting = true;
+	end.memfd = -1;
+	assert_int_equal(pthread_create(&thread, NULL, split_end_main, &end), 0);
+	assert_int_equal(saas__lv_snapshot_split_wait(&d, "/nowhere/snapshots/snap-a"), 1);
+	pthread_join(thread, NULL);
+	assert_int_equal(slot.memfd, -1);
+	/* No such split known: nothing to wait for, and nothing mapped. */
+	assert_int_equal(saas__lv_snapshot_split_wait(&d, "/nowhere/snapshots/snap-b"), 1);
+
+	pthread_cond_destroy(&d.snaps_cond);
+	pthread_mutex_destroy(&d.mu);
 }
 
 /*
@@ -3616,6 +3785,8 @@ int main(void)
 		cmocka_unit_test(test_snapshot_json),
 		cmocka_unit_test(test_snapshot_old_format),
 		cmocka_unit_test(test_snapshot_left),
+		cmocka_unit_test(test_snapshot_unsplit),
+		cmocka_unit_test(test_snapshot_ram_pending),
 		cmocka_unit_test(test_stream_split),
 		cmocka_unit_test(test_meta_network_rewrite),
 		cmocka_unit_test(test_meta_spare_mark),

@@ -186,7 +186,7 @@ int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at
 		return rc;
 	/* A mapped template or fork: the clone's QEMU maps its sealed RAM, opened through a holder of its own uid. */
 	rc = !l->d->host->local_memory ? SAAS_ENOTFOUND /* always loaded there */
-	     : l->snapshot ? saas__lv_snapshot_ram(l->d, l->tdir, bytes, &ram, &l->template_bad)
+	     : l->snapshot ? saas__lv_snapshot_ram(l->d, l->tdir, bytes, &ram, &l->template_bad, &l->ram_pending)
 	                   : saas__lv_template_ram(l->d, l->tdir, bytes, &ram, &l->template_bad);
 	if (rc == SAAS_OK)
 		rc = saas__lv_holder_start(&holder, ram, l->uid, l->d->cf.guest_gid ? l->d->cf.guest_gid : l->uid);
@@ -274,7 +274,20 @@ int saas__lv_boot_clone(struct launch *l)
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if ((rc = saas__lv_clone_start(l, &t0, at)) == SAAS_OK)
+	rc = saas__lv_clone_start(l, &t0, at);
+	/*
+	 * A fork's child whose QEMU started while the snapshot's RAM was split
+	 * off its stream (snapshot.c): its state goes in once the memory is
+	 * whole and sealed. Should the split fail, the RAM is in the state, and
+	 * this QEMU maps a memory that is no one's: it starts again, loading.
+	 */
+	if (rc == SAAS_OK && l->ram_pending && (rc = saas__lv_snapshot_split_wait(l->d, l->tdir)) > 0) {
+		saas__lv_launch_undo(l);
+		l->mem = LV_MEM_RAM;
+		l->ram_pending = false;
+		rc = saas__lv_clone_start(l, &t0, at);
+	}
+	if (rc == SAAS_OK)
 		rc = saas__lv_clone_finish(l, &t0, budget, at + 2);
 	/* Where a clone's time goes, for whoever tunes it. */
 	if (rc == SAAS_OK)

@@ -31,6 +31,7 @@ struct launch {
 	 */
 	bool snapshot;
 	bool ignore_shared;              /* a snapshot saved with x-ignore-shared on: set on the incoming side too */
+	bool ram_pending;                /* its snapshot's RAM mapped while still being split: wait before the state */
 	bool template_bad;               /* clone: failed in a way that says the template is broken */
 	bool restored;                   /* clone: its state is in (saas__lv_clone_restore), its domain still paused */
 	int64_t state_bytes;             /* clone: the bytes of saved state its domain read (state_in), 0: not said */

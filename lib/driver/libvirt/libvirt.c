@@ -285,6 +285,7 @@ static void drv_free(struct drv *d)
 		free(t);
 	}
 	free(d->snaps_gone);
+	saas__lv_snapshot_splits_join(d, NULL);
 	while (d->snaprams) {
 		struct snapram *m = d->snaprams;
 		d->snaprams = m->next;
@@ -348,6 +349,7 @@ static void drv_free(struct drv *d)
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_cond_destroy(&d->spare.cond);
 	pthread_rwlock_destroy(&d->snaps_lock);
+	pthread_cond_destroy(&d->snaps_cond);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
 }
@@ -399,6 +401,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	/* The spare thread waits on the monotonic clock: a clock step must not stall it, nor make it spin. */
 	saas__cond_init_monotonic(&d->spare.cond);
 	pthread_rwlock_init(&d->snaps_lock, NULL);
+	pthread_cond_init(&d->snaps_cond, NULL);
 	pthread_mutex_init(&d->upload_mu, NULL);
 	pthread_mutex_init(&d->conn_mu, NULL);
 	d->log = env->log;

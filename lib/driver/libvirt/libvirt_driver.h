@@ -305,6 +305,14 @@ struct tmpl {
 struct snapram {
 	char name[64];
 	int memfd;                       /* -1: not loaded (yet) */
+	/*
+	 * Its RAM is being split off its stream into memfd, not sealed yet, after
+	 * the parent runs on (snapshot.c): a child starts its QEMU on it meanwhile
+	 * and waits for the end (snaps_cond) before its state goes in.
+	 */
+	bool splitting;
+	bool joinable;                   /* thread, the split's, is to be joined (snapshot delete, close) */
+	pthread_t thread;
 	struct snapram *next;
 };
 
@@ -401,6 +409,7 @@ struct drv {
 	 */
 	pthread_rwlock_t snaps_lock;
 	struct snapram *snaprams;        /* under mu */
+	pthread_cond_t snaps_cond;       /* with mu: a split of a fork's RAM ended */
 	/* Under mu: a VM host's snapshots whose delete it did not answer, tried again by the keeper. */
 	char (*snaps_gone)[SNAPSHOT_GONE_NAME];
 	size_t n_snaps_gone;

@@ -53,6 +53,13 @@
 #include "util/spawn.h"
 
 #define SNAPSHOT_JSON_MAX 65536
+/*
+ * A fork's snapshot whose RAM is split off its stream after the parent runs
+ * on holds this file until the split ends: its files are not whole yet. One
+ * left behind (the engine died meanwhile) is undone at the next open
+ * (snapshot_unsplit).
+ */
+#define SNAPSHOT_SPLITTING "splitting"
 
 /* ---- names and descriptions (pure) ----------------------------------------------------------- */
 
@@ -438,7 +445,8 @@ void saas__lv_snapshots_collect(struct drv *d)
 void saas__lv_snapshot_left(struct drv *d, const char *snap, const char *vm, bool on_overlay)
 {
 	char *tmp = NULL, *dir = snap_path(d, snap, NULL), *overlay = NULL, *gone = NULL;
-	static const char *const useless[] = { "state", "stream", "ram", "snapshot.json", SNAPSHOT_VM_FILE };
+	static const char *const useless[] = { "state", "stream", "ram", "snapshot.json", SNAPSHOT_VM_FILE,
+		                               SNAPSHOT_SPLITTING };
 	int fd;
 
 	if (!dir || asprintf(&tmp, "%s.tmp", dir) < 0) {
@@ -532,6 +540,35 @@ out:
 	free(tmp);
 }
 
+/*
+ * A fork's snapshot whose RAM split was cut short (the engine ended
+ * meanwhile): its stream, while there, is whole, and becomes its state,
+ * which each child loads; once the split removed it, the RAM and the state
+ * are whole as they are.
+ */
+static void snapshot_unsplit(struct drv *d, const char *snap)
+{
+	char *marker = snap_path(d, snap, SNAPSHOT_SPLITTING), *stream = snap_path(d, snap, "stream"),
+	     *state = snap_path(d, snap, "state"), *ram = snap_path(d, snap, "ram");
+
+	if (marker && stream && state && ram && exists(marker)) {
+		if (exists(stream)) {
+			unlink(ram);
+			if (rename(stream, state) < 0)
+				saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s, its RAM's split cut short, cannot be kept whole: %s",
+				             snap, strerror(errno));
+			else
+				saas__lv_log(d, SAAS_LOG_INFO, "snapshot %s: its RAM's split was cut short; its children load "
+				             "its RAM", snap);
+		}
+		unlink(marker);
+	}
+	free(ram);
+	free(state);
+	free(stream);
+	free(marker);
+}
+
 void saas__lv_snapshots_cleanup(struct drv *d)
 {
 	char *root = saas__lv_path_join(d->dir, "snapshots");
@@ -546,6 +583,8 @@ void saas__lv_snapshots_cleanup(struct drv *d)
 				snprintf(snap, sizeof(snap), "%.*s", (int)(len - 4), e->d_name);
 				if (saas__lv_snapshot_name_ok(snap))
 					snapshot_recover(d, snap);
+			} else if (saas__lv_snapshot_name_ok(e->d_name)) {
+				snapshot_unsplit(d, e->d_name);
 			}
 		}
 		closedir(dir);
@@ -556,14 +595,23 @@ void saas__lv_snapshots_cleanup(struct drv *d)
 
 /* ---- a fork's RAM, mapped by its children ---------------------------------------------------- */
 
-/* A snapshot's slot for its sealed RAM (d->mu held), made on first sight: one an earlier engine made is loaded from its file. */
-static int *snapshot_slot(struct drv *d, const char *snap)
+/* The slot of snapshot snap's RAM, or NULL (d->mu held). */
+static struct snapram *snapshot_find(struct drv *d, const char *snap)
 {
 	struct snapram *m;
 
-	for (m = d->snaprams; m; m = m->next)
-		if (strcmp(m->name, snap) == 0)
-			return &m->memfd;
+	for (m = d->snaprams; m && strcmp(m->name, snap) != 0; m = m->next)
+		;
+	return m;
+}
+
+/* A snapshot's slot for its sealed RAM (d->mu held), made on first sight: one an earlier engine made is loaded from its file. */
+static int *snapshot_slot(struct drv *d, const char *snap)
+{
+	struct snapram *m = snapshot_find(d, snap);
+
+	if (m)
+		return &m->memfd;
 	if (!(m = calloc(1, sizeof(*m))))
 		return NULL;
 	saas__strlcpy(m->name, snap, sizeof(m->name));
@@ -573,11 +621,70 @@ static int *snapshot_slot(struct drv *d, const char *snap)
 	return &m->memfd;
 }
 
-int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *fd, bool *broken)
+int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *fd, bool *broken, bool *pending)
 {
 	const char *snap = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+	char *marker;
+	struct snapram *m;
+	int rc = SAAS_OK;
 
-	return saas__lv_memfd_get(d, dir, MEMFD_SNAPSHOT, bytes, snapshot_slot, snap, "snapshot", fd, broken);
+	*fd = -1;
+	*broken = *pending = false;
+	pthread_mutex_lock(&d->mu);
+	if ((m = snapshot_find(d, snap)) && m->splitting) {
+		/* Mapped privately: the pages it has not written follow the memory as the split fills it. */
+		if ((*fd = fcntl(m->memfd, F_DUPFD_CLOEXEC, 3)) < 0)
+			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
+		*pending = rc == SAAS_OK;
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (rc < 0 || *pending)
+		return rc;
+	/* Being split by no thread of this driver's: another engine's, whose memory this one cannot have. */
+	if (!(marker = saas__lv_path_join(dir, SNAPSHOT_SPLITTING)))
+		return SAAS_ENOMEM;
+	rc = exists(marker) ? saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s is still being written", snap)
+	                    : SAAS_OK;
+	free(marker);
+	return rc < 0 ? rc : saas__lv_memfd_get(d, dir, MEMFD_SNAPSHOT, bytes, snapshot_slot, snap, "snapshot", fd, broken);
+}
+
+int saas__lv_snapshot_split_wait(struct drv *d, const char *dir)
+{
+	const char *snap = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+	struct snapram *m;
+	int rc;
+
+	pthread_mutex_lock(&d->mu);
+	while ((m = snapshot_find(d, snap)) && m->splitting && !closing(d))
+		pthread_cond_wait(&d->snaps_cond, &d->mu);
+	if (m && m->splitting)
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the driver is closing");
+	else
+		rc = m && m->memfd >= 0 && saas__lv_memfd_sealed(m->memfd) ? SAAS_OK : 1;
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+void saas__lv_snapshot_splits_join(struct drv *d, const char *snap)
+{
+	for (;;) {
+		struct snapram *m;
+		pthread_t thread;
+		bool found = false;
+
+		pthread_mutex_lock(&d->mu);
+		for (m = d->snaprams; m && !found; m = m->next)
+			if (m->joinable && (!snap || strcmp(m->name, snap) == 0)) {
+				thread = m->thread;
+				m->joinable = false;
+				found = true;
+			}
+		pthread_mutex_unlock(&d->mu);
+		if (!found)
+			break;
+		pthread_join(thread, NULL);
+	}
 }
 
 /* Hold memfd as snapshot snap's RAM (-1: let go of what is held); the VMs that map it keep theirs. */
@@ -607,28 +714,27 @@ static void snapshot_ram_hold(struct drv *d, const char *snap, int memfd)
 }
 
 /*
- * A fork's saved stream (tmp/stream) split in two (migstream.c): its RAM
- * into a sealed memfd (*memfd) that the children map copy-on-write, kept as
- * tmp/ram too, and the rest as tmp/state. A stream the split does not know
- * (another QEMU), or a write that fails, leaves the whole stream as the state,
- * which each child loads as before: said in the log, never the fork's failure.
+ * A fork's saved stream (dir/stream) split in two (migstream.c): its RAM
+ * into memfd fd, then sealed, which the children map copy-on-write, kept as
+ * dir/ram too, and the rest as dir/state. SAAS_OK when so. A stream the split
+ * does not know (another QEMU), or a write that fails, leaves the whole
+ * stream as the state, which each child loads as before: 1, said in the log,
+ * never the fork's failure. An error only when even that could not be done.
  */
-static int fork_ram_split(struct drv *d, const char *tmp, const char *snap, uint64_t bytes, int *memfd)
+static int fork_ram_split(struct drv *d, const char *dir, const char *snap, uint64_t bytes, int fd)
 {
-	char *stream = saas__lv_path_join(tmp, "stream"), *state = saas__lv_path_join(tmp, "state"),
-	     *ram = saas__lv_path_join(tmp, "ram");
+	char *stream = saas__lv_path_join(dir, "stream"), *state = saas__lv_path_join(dir, "state"),
+	     *ram = saas__lv_path_join(dir, "ram");
 	struct saas__lv_split_stats st;
-	int in = -1, out = -1, copy = -1, fd = -1, rc;
+	int in = -1, out = -1, copy = -1, rc;
 
-	*memfd = -1;
 	if (!stream || !state || !ram)
 		rc = SAAS_ENOMEM;
 	else if ((in = open(stream, O_RDONLY | O_CLOEXEC)) < 0 ||
 	         (out = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 ||
 	         (copy = open(ram, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0 || ftruncate(copy, (off_t)bytes) < 0)
 		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "the fork's files: %s", strerror(errno));
-	else if ((rc = saas__lv_memfd_new(MEMFD_SNAPSHOT, bytes, &fd)) == SAAS_OK &&
-	         (rc = saas__lv_stream_split(in, out, fd, copy, MEM_ID, bytes, &st)) == SAAS_OK)
+	else if ((rc = saas__lv_stream_split(in, out, fd, copy, MEM_ID, bytes, &st)) == SAAS_OK)
 		rc = saas__lv_memfd_seal(fd);
 	if (in >= 0)
 		close(in);
@@ -638,7 +744,6 @@ static int fork_ram_split(struct drv *d, const char *tmp, const char *snap, uint
 		close(copy);
 	if (rc == SAAS_OK) {
 		unlink(stream);
-		*memfd = fd;
 		saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: %llu pages of RAM mapped by its children (%llu zero), %llu KiB "
 		             "of state left", snap, (unsigned long long)st.pages, (unsigned long long)st.zero_pages,
 		             (unsigned long long)(st.out_bytes >> 10));
@@ -646,18 +751,149 @@ static int fork_ram_split(struct drv *d, const char *tmp, const char *snap, uint
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: %s", snap,
 		             saas_error_last()->message);
 		saas__error_clear();
-		if (fd >= 0)
-			close(fd);
 		if (ram)
 			unlink(ram);
-		rc = rename(stream, state) == 0 ? SAAS_OK
+		rc = rename(stream, state) == 0 ? 1
 		                                : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state, strerror(errno));
-	} else if (fd >= 0) {
-		close(fd);
 	}
 	free(ram);
 	free(state);
 	free(stream);
+	return rc;
+}
+
+/* A split of a fork's RAM that runs once the parent runs on (saas__lv_vm_snapshot). */
+struct split_job {
+	struct drv *d;
+	char *dir;                       /* the snapshot's, whole but for its RAM */
+	char snap[SNAPSHOT_NAME_MAX + 1];
+	uint64_t bytes;
+	int memfd;                       /* the job's own descriptor of the memory it fills */
+};
+
+static void *split_main(void *arg)
+{
+	struct split_job *j = arg;
+	struct drv *d = j->d;
+	struct snapram *m;
+	struct timespec t0;
+	char *marker = saas__lv_path_join(j->dir, SNAPSHOT_SPLITTING);
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = fork_ram_split(d, j->dir, j->snap, j->bytes, j->memfd);
+	if (rc < 0) {
+		/* Neither form: its children fail to load it, and the fork with them. */
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: %s", j->snap, saas_error_last()->message);
+		saas__error_clear();
+	}
+	/* Whole now, in one form or the other. */
+	if (marker)
+		unlink(marker);
+	pthread_mutex_lock(&d->mu);
+	if ((m = snapshot_find(d, j->snap))) {
+		if (rc != SAAS_OK && m->memfd >= 0) {
+			close(m->memfd);
+			m->memfd = -1;
+		}
+		m->splitting = false;
+	}
+	pthread_cond_broadcast(&d->snaps_cond);
+	pthread_mutex_unlock(&d->mu);
+	saas__lv_log(d, SAAS_LOG_DEBUG, "snapshot %s: its RAM split off %lld ms after the parent ran on", j->snap,
+	             (long long)saas__ms_since(&t0));
+	close(j->memfd);
+	free(marker);
+	free(j->dir);
+	free(j);
+	return NULL;
+}
+
+/*
+ * Split job j's RAM into memfd, which this takes, held as the snapshot's RAM
+ * from now: in a thread of its own, which children that map the memory
+ * meanwhile wait for (saas__lv_snapshot_split_wait), and the snapshot's
+ * delete and the driver's close join; here when no thread can be started.
+ * With no slot for it (out of memory) the split runs here too, and children
+ * load the sealed memory from its file.
+ */
+static void split_start(struct drv *d, struct split_job *j, int memfd)
+{
+	struct snapram *m = NULL;
+
+	pthread_mutex_lock(&d->mu);
+	if (snapshot_slot(d, j->snap) && (m = snapshot_find(d, j->snap))) {
+		if (m->memfd >= 0)
+			close(m->memfd);
+		m->memfd = memfd;
+		memfd = -1;
+		m->splitting = true;
+		if (pthread_create(&m->thread, NULL, split_main, j) == 0) {
+			m->joinable = true;
+			j = NULL;
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (memfd >= 0)
+		close(memfd);
+	if (j)
+		split_main(j);
+}
+
+/*
+ * The memory a fork's RAM will be split into (*memfd) and the job that will
+ * do it (*job), once the snapshot in tmp is renamed to dir, its marker
+ * written. Where no memory can be made, the stream becomes the state now
+ * (*job NULL): each child loads it. An error only when out of memory or
+ * when the stream cannot be kept.
+ */
+static int split_prepare(struct drv *d, const char *tmp, const char *dir, const char *snap, uint64_t bytes,
+                         struct split_job **job, int *memfd)
+{
+	char *path = NULL, *state = NULL;
+	int rc;
+
+	*job = NULL;
+	if ((rc = saas__lv_memfd_new(MEMFD_SNAPSHOT, bytes, memfd)) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s: its RAM is loaded by each child of the fork, not mapped: %s", snap,
+		             saas_error_last()->message);
+		saas__error_clear();
+		if (!(path = saas__lv_path_join(tmp, "stream")) || !(state = saas__lv_path_join(tmp, "state")))
+			rc = SAAS_ENOMEM;
+		else
+			rc = rename(path, state) == 0 ? SAAS_OK
+			                              : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", state,
+			                                            strerror(errno));
+		goto out;
+	}
+	if (!(*job = calloc(1, sizeof(**job))) || !((*job)->dir = saas__strdup(dir)) ||
+	    !(path = saas__lv_path_join(tmp, SNAPSHOT_SPLITTING))) {
+		rc = saas__oom();
+		goto out;
+	}
+	(*job)->memfd = -1;
+	if (((*job)->memfd = fcntl(*memfd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "dup: %s", strerror(errno));
+		goto out;
+	}
+	(*job)->d = d;
+	saas__strlcpy((*job)->snap, snap, sizeof((*job)->snap));
+	(*job)->bytes = bytes;
+	rc = write_file(path, "");
+out:
+	if (rc < 0 && *job) {
+		if ((*job)->memfd >= 0)
+			close((*job)->memfd);
+		free((*job)->dir);
+		free(*job);
+		*job = NULL;
+	}
+	if (rc < 0 && *memfd >= 0) {
+		close(*memfd);
+		*memfd = -1;
+	}
+	free(state);
+	free(path);
 	return rc;
 }
 
@@ -707,6 +943,7 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	 * file its one VM maps, with nothing to share.
 	 */
 	bool mapped = keep && d->mapped && d->host->local_memory, ram_mapped = false;
+	struct split_job *job = NULL;
 	int state = 0, rc, topfd = -1, memfd = -1;
 
 	/* A VM host keeps its snapshots in its pool (host_remote_snap.c). */
@@ -827,9 +1064,15 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	s.ignore_shared = mapped;
 	at[1] = saas__ms_since(&t0);
-	if (mapped && (rc = fork_ram_split(d, tmp, snap, (uint64_t)s.memory_mib << 20, &memfd)) < 0)
+	/*
+	 * A fork's RAM is split off the stream once the parent runs on
+	 * (split_start), into a memory made now: the first children start their
+	 * QEMU on it meanwhile (saas__lv_snapshot_ram). Without one, the stream
+	 * is the state, which each child loads.
+	 */
+	if (mapped && (rc = split_prepare(d, tmp, dir, snap, (uint64_t)s.memory_mib << 20, &job, &memfd)) < 0)
 		goto out;
-	ram_mapped = memfd >= 0;
+	ram_mapped = job != NULL;
 	at[2] = saas__ms_since(&t0);
 	free(path);
 	if (!(path = saas__lv_path_join(tmp, "ram"))) {
@@ -838,7 +1081,8 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	}
 	s.state_bytes = stored_bytes(path);
 	free(path);
-	if (!(path = saas__lv_path_join(tmp, "state"))) {
+	/* The stream until the split: its head is the state's (the split takes out RAM pages only). */
+	if (!(path = saas__lv_path_join(tmp, job ? "stream" : "state"))) {
 		rc = SAAS_ENOMEM;
 		goto out;
 	}
@@ -873,8 +1117,9 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 		goto out;
 	}
 	paused = false;
-	if (memfd >= 0) {
-		snapshot_ram_hold(d, snap, memfd);
+	if (job) {
+		split_start(d, job, memfd);
+		job = NULL;
 		memfd = -1;
 	}
 	if (switched)
@@ -891,8 +1136,9 @@ int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep
 	}
 	paused_ms = saas__ms_since(&t0);
 	/* Where a snapshot's time goes, for whoever tunes it. */
-	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, its RAM split off "
-	             "%lld ms, files and %s %lld ms", name, snap, (long long)at[0], (long long)(at[1] - at[0]),
+	saas__lv_log(d, SAAS_LOG_DEBUG, "VM %s snapshot %s: pause and disk %lld ms, state %lld ms, %s %lld ms, files "
+	             "and %s %lld ms", name, snap, (long long)at[0], (long long)(at[1] - at[0]),
+	             ram_mapped ? "its RAM's memory made (split off once it runs on)" : "nothing split",
 	             (long long)(at[2] - at[1]), keep ? "resume" : "destroy", (long long)(paused_ms - at[2]));
 	if (bytes)
 		*bytes = s.state_bytes + s.disk_bytes;
@@ -929,6 +1175,11 @@ out:
 		close(topfd);
 	if (memfd >= 0)
 		close(memfd);
+	if (job) {
+		close(job->memfd);
+		free(job->dir);
+		free(job);
+	}
 	saas__lv_snapshot_clear(&s);
 	free(vmdir);
 	free(text);
@@ -1150,6 +1401,8 @@ int saas__lv_snapshot_delete(void *ctx, const char *snap)
 		free(dir);
 		return SAAS_ENOMEM;
 	}
+	/* A split of its RAM still running (a fork that failed before its children waited for it) ends first. */
+	saas__lv_snapshot_splits_join(d, snap);
 	/* Marked under the lock: a restore either read it whole before, or finds it gone. */
 	pthread_rwlock_wrlock(&d->snaps_lock);
 	if (exists(dir) && (fd = open(gone, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)

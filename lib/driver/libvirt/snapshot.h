@@ -77,9 +77,21 @@ void saas__lv_ram_block_in(const char *head, size_t n, char *out, size_t len);
 /*
  * The sealed RAM of the fork's snapshot in dir, as a new descriptor the caller
  * closes (saas__lv_memfd_get): SAAS_ENOTFOUND when its RAM is in its state
- * (a pause's, or a fork's whose split failed).
+ * (a pause's, or a fork's whose split failed). *pending: it is still being
+ * split off the stream (the fork has just returned), and the descriptor is
+ * of the memory being filled, not sealed yet: a VM may map it (privately)
+ * and start, but its state goes in only after saas__lv_snapshot_split_wait.
  */
-int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *fd, bool *broken);
+int saas__lv_snapshot_ram(struct drv *d, const char *dir, uint64_t bytes, int *fd, bool *broken, bool *pending);
+/*
+ * Wait until the split of the RAM of the fork's snapshot in dir has ended:
+ * SAAS_OK when its memory is whole and sealed (what a VM that mapped it while
+ * pending has now), 1 when the split failed and the RAM is in the state (such
+ * a VM must be started again, loading it), an error when the driver closes.
+ */
+int saas__lv_snapshot_split_wait(struct drv *d, const char *dir);
+/* Wait for the splits of a fork's RAM still running to end: snapshot snap's, or every one (snap NULL, at close). */
+void saas__lv_snapshot_splits_join(struct drv *d, const char *snap);
 
 /* The driver table's version 4 slots. */
 int saas__lv_vm_snapshot(void *ctx, const char *name, const char *snap, int keep, int64_t *bytes);
