@@ -23,7 +23,7 @@
 //
 // usage: node e2b-bench.mjs BASE_URL API_KEY [SERVER_LOG]   (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY set)
 //        BENCH_CREATES (5), BENCH_RUNS (30), BENCH_FILES (3), BENCH_WATCHES (10): rounds of each way;
-//        BENCH_WATCH_IMAGE: the watchDir row's image (none: no row)
+//        BENCH_WATCH_IMAGE: the watchDir row's image (none: no row); BENCH_WATCH_ONLY=1: that row alone
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -38,6 +38,7 @@ const MIB = 64;
 // The watchDir row's sandbox image ('' skips the row: the face's watcher needs python3, not in `tiny`).
 const WATCH = process.env.BENCH_WATCH_IMAGE ?? '';
 const WATCHES = Number(process.env.BENCH_WATCHES || 10);
+const WATCH_ONLY = WATCH && process.env.BENCH_WATCH_ONLY === '1'; // the watchDir row alone
 // Our REST's side of the watchDir row: inotify on a directory (the face's watcher's mask), a line once
 // the watch is set, then each event's name in hex (a write may make a temporary name first), out at
 // the name it was given. Written without a single quote.
@@ -100,7 +101,7 @@ async function spareReady() {
 const rows = [];
 const row = r => { rows.push(r); console.error(r.join(' | ')); }; // as they come: a run cut short says what it had
 // create, then the first run('true'), alternating which way goes first in each round.
-{
+if (!WATCH_ONLY) {
   const sdk = [], ours = [];
   for (let i = 0; i < CREATES; i++) {
     for (const way of i % 2 ? ['ours', 'sdk'] : ['sdk', 'ours']) {
@@ -127,98 +128,100 @@ const row = r => { rows.push(r); console.error(r.join(' | ')); }; // as they com
 }
 
 // The rest on one sandbox: made through the SDK, reached by both ways (the same VM).
-const sbx = await Sandbox.create({ timeoutMs: 3_600_000 });
-const id = `sbx-${sbx.sandboxId}`;
-try {
-  {
-    const sdk = [], ours = [];
-    for (let i = 0; i < RUNS; i++) {
-      let t0 = ms();
-      assert.equal((await sbx.commands.run('true')).exitCode, 0);
-      sdk.push(ms() - t0);
-      t0 = ms();
-      await restExec(id);
-      ours.push(ms() - t0);
+if (!WATCH_ONLY) {
+  const sbx = await Sandbox.create({ timeoutMs: 3_600_000 });
+  const id = `sbx-${sbx.sandboxId}`;
+  try {
+    {
+      const sdk = [], ours = [];
+      for (let i = 0; i < RUNS; i++) {
+        let t0 = ms();
+        assert.equal((await sbx.commands.run('true')).exitCode, 0);
+        sdk.push(ms() - t0);
+        t0 = ms();
+        await restExec(id);
+        ours.push(ms() - t0);
+      }
+      row([`\`run('true')\` round trip (${RUNS} each way, one sandbox)`,
+                 `median ${f1(median(sdk))} ms, p95 ${f1(p95(sdk))} ms`,
+                 `median ${f1(median(ours))} ms, p95 ${f1(p95(ours))} ms`, median(sdk) / median(ours), '≤ 1.2x']);
     }
-    row([`\`run('true')\` round trip (${RUNS} each way, one sandbox)`,
-               `median ${f1(median(sdk))} ms, p95 ${f1(p95(sdk))} ms`,
-               `median ${f1(median(ours))} ms, p95 ${f1(p95(ours))} ms`, median(sdk) / median(ours), '≤ 1.2x']);
-  }
-  {
-    const data = randomBytes(MIB << 20);
-    const bytesOf = b => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength); // what the SDK takes
-    const rate = (mib, t) => (mib * 1.048576) / (t / 1000); // MB/s
-    // The write: 64 MiB unless the gateway bounds an upload lower (a 413 naming its bound); then the
-    // largest power of two of MiB under it, and the row says so.
-    // A server that refuses before reading the body may cut the upload before its 413 is read (EPIPE):
-    // asked again until the 413 comes.
-    let wmib = MIB, note = '';
-    for (let tries = 0; ; tries++) {
-      try {
-        await sbx.files.write('/workspace/big-sdk', bytesOf(data), NO_TIMEOUT);
-        break;
-      } catch (e) {
-        const m = /^413: .*at most (\d+) bytes/.exec(e.message);
-        if (!m && tries < 10 && /fetch failed/.test(e.message)) continue;
-        if (!m) throw e;
-        wmib = 2 ** Math.floor(Math.log2(Number(m[1]) / 1048576));
-        note = `; 64 MiB through the SDK: 413, the gateway's bound (${m[1]} bytes)`;
-        break;
+    {
+      const data = randomBytes(MIB << 20);
+      const bytesOf = b => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength); // what the SDK takes
+      const rate = (mib, t) => (mib * 1.048576) / (t / 1000); // MB/s
+      // The write: 64 MiB unless the gateway bounds an upload lower (a 413 naming its bound); then the
+      // largest power of two of MiB under it, and the row says so.
+      // A server that refuses before reading the body may cut the upload before its 413 is read (EPIPE):
+      // asked again until the 413 comes.
+      let wmib = MIB, note = '';
+      for (let tries = 0; ; tries++) {
+        try {
+          await sbx.files.write('/workspace/big-sdk', bytesOf(data), NO_TIMEOUT);
+          break;
+        } catch (e) {
+          const m = /^413: .*at most (\d+) bytes/.exec(e.message);
+          if (!m && tries < 10 && /fetch failed/.test(e.message)) continue;
+          if (!m) throw e;
+          wmib = 2 ** Math.floor(Math.log2(Number(m[1]) / 1048576));
+          note = `; 64 MiB through the SDK: 413, the gateway's bound (${m[1]} bytes)`;
+          break;
+        }
+      }
+      const wdata = data.subarray(0, wmib << 20), wbytes = bytesOf(wdata);
+      // The read: the same 64 MiB file both ways, written once by our REST.
+      await rest('PUT', `/v1/sandboxes/${id}/files?path=big-ours`, data, { 'Content-Type': 'application/octet-stream' });
+      const w = { sdk: [], ours: [] }, r = { sdk: [], ours: [] }, oct = { sdk: [], ours: [] }, str = { sdk: [], ours: [] };
+      const sliced = b => {
+        let at = 0;
+        return new ReadableStream({ pull(c) {
+          if (at >= b.length) return c.close();
+          c.enqueue(b.subarray(at, at + (1 << 20)));
+          at += 1 << 20;
+        } });
+      };
+      for (let i = 0; i < FILES; i++) {
+        let t0 = ms();
+        await sbx.files.write('/workspace/big-sdk', wbytes, NO_TIMEOUT);
+        w.sdk.push(ms() - t0);
+        // The same write with the SDK's own option for a raw body (no FormData): where the write's gap is.
+        t0 = ms();
+        await sbx.files.write('/workspace/big-oct', wbytes, { ...NO_TIMEOUT, useOctetStream: true });
+        oct.sdk.push(ms() - t0);
+        // And from a stream (1 MiB slices of the same bytes): the SDK sends it as it reads it, no Blob.
+        t0 = ms();
+        await sbx.files.write('/workspace/big-str', sliced(wdata), NO_TIMEOUT);
+        str.sdk.push(ms() - t0);
+        t0 = ms();
+        await rest('PUT', `/v1/sandboxes/${id}/files?path=big-w`, wdata, { 'Content-Type': 'application/octet-stream' });
+        w.ours.push(ms() - t0);
+        oct.ours.push(w.ours[w.ours.length - 1]);
+        str.ours.push(w.ours[w.ours.length - 1]);
+        t0 = ms();
+        const got = Buffer.from(await sbx.files.read('/workspace/big-ours', { ...NO_TIMEOUT, format: 'bytes' }));
+        r.sdk.push(ms() - t0);
+        assert.ok(got.equals(data), 'the SDK read back the 64 MiB');
+        t0 = ms();
+        const back = await rest('GET', `/v1/sandboxes/${id}/files?path=big-ours`, undefined, {});
+        r.ours.push(ms() - t0);
+        assert.ok(back.equals(data), 'our REST read back the 64 MiB');
+      }
+      for (const f of ['big-sdk', 'big-oct', 'big-str'])
+        assert.ok((await rest('GET', `/v1/sandboxes/${id}/files?path=${f}`, undefined, {})).equals(wdata),
+                  `what the SDK wrote (${f}) arrived whole`);
+      for (const [what, m, mib] of [[`${wmib} MiB write`, w, wmib],
+                                    [`${wmib} MiB write, the SDK's \`useOctetStream: true\` (not FormData)`, oct, wmib],
+                                    [`${wmib} MiB write from a \`ReadableStream\` (1 MiB slices: no Blob, a raw body)`, str, wmib],
+                                    [`${MIB} MiB read`, r, MIB]]) {
+        const sr = rate(mib, median(m.sdk)), or = rate(mib, median(m.ours));
+        row([`${what} (${FILES} each way, one sandbox${what.includes('write') ? note : ''})`,
+                   `median ${f1(median(m.sdk))} ms (${f1(sr)} MB/s)`, `median ${f1(median(m.ours))} ms (${f1(or)} MB/s)`,
+                   sr / or, '≥ 0.9x']);
       }
     }
-    const wdata = data.subarray(0, wmib << 20), wbytes = bytesOf(wdata);
-    // The read: the same 64 MiB file both ways, written once by our REST.
-    await rest('PUT', `/v1/sandboxes/${id}/files?path=big-ours`, data, { 'Content-Type': 'application/octet-stream' });
-    const w = { sdk: [], ours: [] }, r = { sdk: [], ours: [] }, oct = { sdk: [], ours: [] }, str = { sdk: [], ours: [] };
-    const sliced = b => {
-      let at = 0;
-      return new ReadableStream({ pull(c) {
-        if (at >= b.length) return c.close();
-        c.enqueue(b.subarray(at, at + (1 << 20)));
-        at += 1 << 20;
-      } });
-    };
-    for (let i = 0; i < FILES; i++) {
-      let t0 = ms();
-      await sbx.files.write('/workspace/big-sdk', wbytes, NO_TIMEOUT);
-      w.sdk.push(ms() - t0);
-      // The same write with the SDK's own option for a raw body (no FormData): where the write's gap is.
-      t0 = ms();
-      await sbx.files.write('/workspace/big-oct', wbytes, { ...NO_TIMEOUT, useOctetStream: true });
-      oct.sdk.push(ms() - t0);
-      // And from a stream (1 MiB slices of the same bytes): the SDK sends it as it reads it, no Blob.
-      t0 = ms();
-      await sbx.files.write('/workspace/big-str', sliced(wdata), NO_TIMEOUT);
-      str.sdk.push(ms() - t0);
-      t0 = ms();
-      await rest('PUT', `/v1/sandboxes/${id}/files?path=big-w`, wdata, { 'Content-Type': 'application/octet-stream' });
-      w.ours.push(ms() - t0);
-      oct.ours.push(w.ours[w.ours.length - 1]);
-      str.ours.push(w.ours[w.ours.length - 1]);
-      t0 = ms();
-      const got = Buffer.from(await sbx.files.read('/workspace/big-ours', { ...NO_TIMEOUT, format: 'bytes' }));
-      r.sdk.push(ms() - t0);
-      assert.ok(got.equals(data), 'the SDK read back the 64 MiB');
-      t0 = ms();
-      const back = await rest('GET', `/v1/sandboxes/${id}/files?path=big-ours`, undefined, {});
-      r.ours.push(ms() - t0);
-      assert.ok(back.equals(data), 'our REST read back the 64 MiB');
-    }
-    for (const f of ['big-sdk', 'big-oct', 'big-str'])
-      assert.ok((await rest('GET', `/v1/sandboxes/${id}/files?path=${f}`, undefined, {})).equals(wdata),
-                `what the SDK wrote (${f}) arrived whole`);
-    for (const [what, m, mib] of [[`${wmib} MiB write`, w, wmib],
-                                  [`${wmib} MiB write, the SDK's \`useOctetStream: true\` (not FormData)`, oct, wmib],
-                                  [`${wmib} MiB write from a \`ReadableStream\` (1 MiB slices: no Blob, a raw body)`, str, wmib],
-                                  [`${MIB} MiB read`, r, MIB]]) {
-      const sr = rate(mib, median(m.sdk)), or = rate(mib, median(m.ours));
-      row([`${what} (${FILES} each way, one sandbox${what.includes('write') ? note : ''})`,
-                 `median ${f1(median(m.sdk))} ms (${f1(sr)} MB/s)`, `median ${f1(median(m.ours))} ms (${f1(or)} MB/s)`,
-                 sr / or, '≥ 0.9x']);
-    }
+  } finally {
+    await sbx.kill();
   }
-} finally {
-  await sbx.kill();
 }
 
 // watchDir: a change's first event, the SDK's watchDir (the face's watcher, inotify in the guest) against
