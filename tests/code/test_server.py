@@ -27,6 +27,10 @@ MAX_OUTPUT = 200000
 MAX_RESULT = 300000
 MAX_ERROR = 100000
 MAX_CONTEXTS = 4
+# Seconds for a request's whole answer (a run streams keepalive lines while it lasts, so a read timeout
+# alone never ends a hung one): a hang fails in this time, naming its request, not at ctest's 600 s.
+# Generous: the longest run here takes a few seconds on a quiet machine.
+REQUEST_TIMEOUT = 120
 
 
 def die_with_test():
@@ -89,15 +93,55 @@ class ServerCase(unittest.TestCase):
         return cls.log.read()[-3000:]
 
     @classmethod
+    def hung(cls, what):
+        """The failure of a request that got no whole answer within REQUEST_TIMEOUT: which, and the server's log."""
+        return AssertionError(f"{what[:300]}: no whole answer in {REQUEST_TIMEOUT} s; the server's log:\n"
+                              + cls.server_log())
+
+    @classmethod
     def request(cls, method, path, body=None, raw=None):
-        conn = http.client.HTTPConnection("127.0.0.1", cls.port, timeout=120)
+        """One request, its whole answer within REQUEST_TIMEOUT (a run's keepalive lines do not extend it)."""
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        conn = http.client.HTTPConnection("127.0.0.1", cls.port, timeout=REQUEST_TIMEOUT)
         try:
-            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+            conn.connect()
+            sock = conn.sock  # the answer's reads go on on it after getresponse() hands it to the response
             conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
             r = conn.getresponse()
-            return r.status, r.read().decode()
+            got = []
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)
+                chunk = r.read1(65536)
+                if not chunk:
+                    return r.status, b"".join(got).decode()
+                got.append(chunk)
+        except TimeoutError:
+            raise cls.hung(f"{method} {path} {data or ''}") from None
         finally:
             conn.close()
+
+    def run_then_close(self, body, marker):
+        """POST /execute on a connection of its own, closed once marker shows in the answer (a client gone mid-run)."""
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        data = json.dumps(body)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=REQUEST_TIMEOUT) as s:
+            s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n{data}".encode())
+            got = b""
+            try:
+                while marker not in got:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError
+                    s.settimeout(left)
+                    chunk = s.recv(4096)
+                    self.assertTrue(chunk, got)
+                    got += chunk
+            except TimeoutError:
+                raise self.hung(f"POST /execute {data} (until {marker!r})") from None
 
     def execute(self, code, **kw):
         """The run's lines, checked for E2B's framing: JSON lines, no blank one, end_of_execution last."""
@@ -367,15 +411,9 @@ class CodeServer(ServerCase):
     def test_interrupt_on_close(self):
         ctx = self.new_context()
         self.execute("kept = 'still here'", context_id=ctx["id"])
-        s = socket.create_connection(("127.0.0.1", self.port))
-        body = json.dumps({"code": "print('spinning', flush=True)\nwhile True: pass", "context_id": ctx["id"]})
-        s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
-        got = b""
-        while b"spinning" not in got:
-            chunk = s.recv(4096)
-            self.assertTrue(chunk, got)
-            got += chunk
-        s.close()  # the run is interrupted; the context lives on with its state
+        # The run is interrupted once its connection closes; the context lives on with its state.
+        self.run_then_close({"code": "print('spinning', flush=True)\nwhile True: pass", "context_id": ctx["id"]},
+                            b"spinning")
         self.assertEqual(self.main_text(self.execute("kept", context_id=ctx["id"])), "still here")
         self.request("DELETE", f"/contexts/{ctx['id']}")
 
@@ -486,7 +524,7 @@ class CodeServer(ServerCase):
 
     def test_body_cap(self):
         # Refused from its Content-Length, before any of it is read.
-        with socket.create_connection(("127.0.0.1", self.port)) as s:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=REQUEST_TIMEOUT) as s:
             s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {9 << 20}\r\n\r\n".encode())
             self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 413 "))
 
@@ -514,15 +552,7 @@ class CodeServer(ServerCase):
         self.assertEqual(errs[0]["name"], "TypeError")
         self.assertIn("<cell", errs[0]["traceback"])
         # Interrupted by a closed connection; the context lives on.
-        s = socket.create_connection(("127.0.0.1", self.port))
-        body = json.dumps({"code": "console.log('spin'); while (true) {}", "context_id": ctx["id"]})
-        s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
-        got = b""
-        while b"spin" not in got:
-            chunk = s.recv(4096)
-            self.assertTrue(chunk, got)
-            got += chunk
-        s.close()
+        self.run_then_close({"code": "console.log('spin'); while (true) {}", "context_id": ctx["id"]}, b"spin")
         self.assertEqual(self.main_text(self.execute("n", context_id=ctx["id"])), "40")
         self.request("DELETE", f"/contexts/{ctx['id']}")
 
@@ -539,15 +569,7 @@ class CodeServer(ServerCase):
         msgs = self.execute("echo ${E-unset}", context_id=ctx["id"])
         self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "unset\n")
         # A closed connection interrupts a foreground command; the shell and its variables live on.
-        s = socket.create_connection(("127.0.0.1", self.port))
-        body = json.dumps({"code": "echo go; sleep 600", "context_id": ctx["id"]})
-        s.sendall(f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
-        got = b""
-        while b"go" not in got:
-            chunk = s.recv(4096)
-            self.assertTrue(chunk, got)
-            got += chunk
-        s.close()
+        self.run_then_close({"code": "echo go; sleep 600", "context_id": ctx["id"]}, b"go")
         msgs = self.execute("echo $X", context_id=ctx["id"])
         self.assertEqual("".join(m["text"] for m in msgs if m["type"] == "stdout"), "5\n")
         self.request("DELETE", f"/contexts/{ctx['id']}")

@@ -126,6 +126,7 @@ function raw(method, path, headers, body) {
       res.on('end', () => resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString() }));
     });
     req.on('error', reject);
+    req.setTimeout(60000, () => req.destroy(new Error(`${method} ${path}: no answer in 60 s`)));
     req.end(body);
   });
 }

@@ -44,6 +44,7 @@ function viaHost(method, url, { headers = {}, body } = {}) {
                                     text: Buffer.concat(chunks).toString() }));
     });
     req.on('error', reject);
+    req.setTimeout(60000, () => req.destroy(new Error(`${method} ${url}: no answer in 60 s`)));
     if (body !== undefined) req.end(body); else req.end();
   });
 }
@@ -268,12 +269,19 @@ test("domain mode: a guest's port needs the sandbox's trafficAccessToken, then i
       const req = http.request({ host: '127.0.0.1', port: new URL(srv.base).port, path: '/ws',
                                  headers: { Host: host, Connection: 'Upgrade', Upgrade: 'echo',
                                             'e2b-traffic-access-token': t.trafficAccessToken } });
+      let bridged = null;
+      const late = setTimeout(() => {
+        reject(new Error('the upgrade to /ws or its echo: nothing in 60 s'));
+        req.destroy();
+        bridged?.destroy();
+      }, 60000);
       req.on('upgrade', (r, socket) => {
-        socket.once('data', d => { resolve(d.toString()); socket.destroy(); });
+        bridged = socket;
+        socket.once('data', d => { clearTimeout(late); resolve(d.toString()); socket.destroy(); });
         socket.write('ping over the bridge');
       });
-      req.on('response', r => reject(new Error(`no upgrade: ${r.statusCode}`)));
-      req.on('error', reject);
+      req.on('response', r => { clearTimeout(late); reject(new Error(`no upgrade: ${r.statusCode}`)); });
+      req.on('error', e => { clearTimeout(late); reject(e); });
       req.end();
     });
     assert.equal(echoed, 'ping over the bridge');

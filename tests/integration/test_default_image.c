@@ -485,13 +485,31 @@ static void same_both_ways(const char *id, const char *plain, const char *quoted
 	saas_execution_free(b);
 }
 
-/* cmd in the background, sig (to its shell, or its group) once it runs: its end, status and code. */
+/*
+ * cmd in the background, sig (to its shell, or its group) once it runs: its
+ * end, status and code. A plain command (no quote) runs once the execution
+ * says it started (the program itself then: its helper's exec of it was
+ * done). A shell is given 1.5 s more to set its traps: a command in the
+ * guest to look would take the control port the running one holds, and go
+ * over an SSH login, which changes where the shell's commands go after.
+ */
 static void signalled(const char *id, const char *cmd, const char *sig, unsigned int flags, int *status, int *code)
 {
 	saas_execution *x = NULL, *y = NULL;
 
 	check(saas_exec(&x, client, id, cmd, NULL, SAAS_EXEC_BACKGROUND), cmd);
-	usleep(1500 * 1000);
+	for (int i = 0; i < 600 && !x->started && x->status == SAAS_EXEC_RUNNING; i++) {
+		usleep(50 * 1000);
+		saas_execution_free(y);
+		y = NULL;
+		check(saas_execution_get(&y, client, x->id), "the execution");
+		x->started = y->started;
+		x->status = y->status;
+	}
+	if (!x->started || x->status != SAAS_EXEC_RUNNING)
+		fail_msg("'%s' not running in the guest after 30 s: %s", cmd, saas_exec_status_name(x->status));
+	if (strchr(cmd, '\''))
+		usleep(1500 * 1000);
 	check(saas_execution_signal(client, x->id, sig, flags), sig);
 	for (int i = 0; i < 600; i++) {
 		saas_execution_free(y);

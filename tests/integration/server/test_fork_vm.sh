@@ -43,7 +43,7 @@ auth POST /v1/sandboxes -d '{"timeout":900}'; expect_status 201 create; SB=$(jqr
 auth PUT "/v1/sandboxes/${SB}/files?path=kept.txt" --data-binary 'written before'; expect_status 200 "write a file"
 # A process that counts while it lives: its pid file and counter show it survived.
 # (No nohup: the tiny image's busybox has none, and a background process outlives its call anyway.)
-sh_exec "$SB" 'sh -c "echo \$\$ > /tmp/counter.pid; i=0; while :; do i=\$((i+1)); echo \$i > /tmp/counter; sleep 1; done" >/dev/null 2>&1 & sleep 2; cat /tmp/counter.pid'
+sh_exec "$SB" 'sh -c "echo \$\$ > /tmp/counter.pid; i=0; while :; do i=\$((i+1)); echo \$i > /tmp/counter; sleep 1; done" >/dev/null 2>&1 & for i in $(seq 100); do [ -s /tmp/counter ] && break; sleep 0.1; done; cat /tmp/counter.pid'
 PID=$OUT
 check "the counter runs (pid $PID)" test -n "$PID"
 
@@ -52,7 +52,8 @@ expect_status 200 pause; expect_json .status paused "paused"
 auth POST "/v1/sandboxes/${SB}/exec" -d '{"command":"true"}'; expect_status 409 "no exec while paused"
 auth POST "/v1/sandboxes/${SB}/resume"; expect_status 200 resume; expect_json .status ready "resumed"
 auth GET "/v1/sandboxes/${SB}/files?path=kept.txt"; check "the file survived pause and resume" test "$BODY" = 'written before'
-sh_exec "$SB" "kill -0 $PID && echo alive; a=\$(cat /tmp/counter); sleep 2; b=\$(cat /tmp/counter); [ \"\$b\" -gt \"\$a\" ] 2>/dev/null && echo counting"
+# (It counts once a second: its next count, waited for up to 10 s.)
+sh_exec "$SB" "kill -0 $PID && echo alive; a=\$(cat /tmp/counter); for i in \$(seq 100); do sleep 0.1; b=\$(cat /tmp/counter); [ \"\$b\" -gt \"\$a\" ] 2>/dev/null && break; done; [ \"\$b\" -gt \"\$a\" ] 2>/dev/null && echo counting"
 check "the process survived pause and resume: $OUT" test "$OUT" = $'alive\ncounting'
 
 sh_exec "$SB" 'cat /proc/sys/kernel/random/boot_id; hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d " \n"'
