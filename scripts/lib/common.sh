@@ -100,6 +100,13 @@ ensure_vm_accounts() {
 	getent passwd libvirt-qemu >/dev/null ||
 		"${sudo[@]}" useradd --system --no-create-home --home-dir /var/lib/libvirt -g libvirt-qemu \
 			-s /usr/sbin/nologin libvirt-qemu
+	# In the kvm group where there is one, as Debian's libvirt-daemon-system makes it: the test VM hosts'
+	# libvirtds run QEMU as libvirt-qemu, and where /dev/kvm is there but that user cannot open it,
+	# libvirt 9.0 finds its QEMU capabilities stale at every domain start and probes QEMU again
+	# (~50 s a start on a 2-core machine with such a device; docs/operations.md).
+	if getent group kvm >/dev/null && ! id -nG libvirt-qemu | grep -qw kvm; then
+		"${sudo[@]}" usermod -a -G kvm libvirt-qemu
+	fi
 	getent group aas-guest >/dev/null || "${sudo[@]}" groupadd --system aas-guest
 	local groups=aas-guest
 	getent group kvm >/dev/null && groups=aas-guest,kvm
