@@ -553,16 +553,23 @@ static void snapshot_unsplit(struct drv *d, const char *snap)
 
 	if (marker && stream && state && ram && exists(marker)) {
 		if (exists(stream)) {
-			unlink(ram);
-			if (rename(stream, state) < 0)
+			/*
+			 * The stream becomes the state first: a rename that fails leaves
+			 * the snapshot as it was, marker included (no child maps a RAM
+			 * half split; the next open tries again).
+			 */
+			if (rename(stream, state) < 0) {
 				saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s, its RAM's split cut short, cannot be kept whole: %s",
 				             snap, strerror(errno));
-			else
-				saas__lv_log(d, SAAS_LOG_INFO, "snapshot %s: its RAM's split was cut short; its children load "
-				             "its RAM", snap);
+				goto out;
+			}
+			unlink(ram);
+			saas__lv_log(d, SAAS_LOG_INFO, "snapshot %s: its RAM's split was cut short; its children load its RAM",
+			             snap);
 		}
 		unlink(marker);
 	}
+out:
 	free(ram);
 	free(state);
 	free(stream);
