@@ -214,8 +214,9 @@ class CodeServer(ServerCase):
     def test_figure_png(self):
         for code in ("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()",
                      "import matplotlib.pyplot as plt\nfig = plt.figure(figsize=(4, 3))\nfig.gca().bar([1, 2], [3, 4])\nfig"):
-            pngs = [m["png"] for m in self.execute(code) if m["type"] == "result" and "png" in m]
-            self.assertGreaterEqual(len(pngs), 1, code)
+            msgs = self.execute(code)
+            pngs = [m["png"] for m in msgs if m["type"] == "result" and "png" in m]
+            self.assertGreaterEqual(len(pngs), 1, (code, msgs))
             png = base64.b64decode(pngs[0])
             self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
             self.assertEqual(png[12:16], b"IHDR")
@@ -332,6 +333,17 @@ class CodeServer(ServerCase):
         self.assertIn("----> 3 f()", plain)
         self.assertIsInstance(errs[0]["traceback"], str)
         self.assertNotIn("truncated", errs[0], "nothing was cut")
+
+    def test_run_after_an_error(self):
+        # A run that raised does not take the next one with it: the kernel is asked not to abort what comes
+        # after an error (ipykernel's stop_on_error, on by default, aborted a run sent at once after an
+        # error's idle when the machine was busy: an "aborted" reply, no result).
+        self.assertEqual(self.main_text(self.execute(
+            "str(get_ipython().kernel.get_parent('shell')['content'].get('stop_on_error'))")), "False")
+        for i in range(5):
+            errs = [m for m in self.execute("1/0") if m["type"] == "error"]
+            self.assertEqual(errs[0]["name"], "ZeroDivisionError")
+            self.assertEqual(self.main_text(self.execute(f"{i} + 1")), str(i + 1))
 
     def test_env_vars_for_one_run(self):
         msgs = self.execute("import os\nos.environ.get('AAS_T')", env_vars={"AAS_T": "v1"})
