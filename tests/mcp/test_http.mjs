@@ -24,7 +24,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IMAGES, checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
-         progressRecorder, checkProgress } from './harness.mjs';
+         progressRecorder, checkProgress, busyForkResume } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 assert.ok(SERVER, 'usage: test_http.mjs AAS_SERVER_FAKE');
@@ -708,27 +708,12 @@ test('create_sandbox with metadata and envs: shown on the sandbox, the envs in e
   await client.close();
 });
 
-// A fork and a resume refused for room (the fake's next restores, asked through a command), as the REST API's
-// 503 busy with Retry-After: the result says when to call again and not the host's facts; nothing changed.
+// A fork and a resume refused for room, as the REST API's 503 busy with Retry-After (harness.mjs).
 test('a fork or resume refused for room says when to try again', { skip: IMAGES ? 'the fake driver only' : false },
      async () => {
   const { client } = await authed();
   const { tools } = await client.listTools();
-  const { call } = checkedCaller(client, tools, { strict: true, allowUnionTypes: false });
-  const sb = await call('create_sandbox', {});
-  // Two: the fork's one child, then the resume.
-  await call('run_command', { sandbox_id: sb.id, command: 'busy-restores 2' });
-  let r = await client.callTool({ name: 'fork_sandbox', arguments: { sandbox_id: sb.id } });
-  assert.equal(r.isError, true);
-  assert.match(textOf(r), /fork_sandbox failed: .*no room for it right now.*\(busy: try again in 10 s\)\. .*make the same call again/);
-  assert.doesNotMatch(textOf(r), /MiB|fake:/, 'the host\'s facts are not the tenant\'s');
-  await call('pause_sandbox', { sandbox_id: sb.id });
-  r = await client.callTool({ name: 'resume_sandbox', arguments: { sandbox_id: sb.id } });
-  assert.equal(r.isError, true);
-  assert.match(textOf(r), /resume_sandbox failed: .*\(busy: try again in 10 s\)/);
-  assert.equal((await call('get_sandbox', { sandbox_id: sb.id })).status, 'paused');
-  assert.equal((await call('resume_sandbox', { sandbox_id: sb.id })).status, 'ready');
-  await call('destroy_sandbox', { sandbox_id: sb.id });
+  await busyForkResume(client, checkedCaller(client, tools, { strict: true, allowUnionTypes: false }).call);
   await waitNoneActive(srv);
   await client.close();
 });

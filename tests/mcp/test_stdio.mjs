@@ -16,7 +16,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { IMAGES, checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep, destroyAll,
-         progressRecorder, checkProgress } from './harness.mjs';
+         progressRecorder, checkProgress, busyForkResume } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 const AAS_MCP = process.argv[3] || process.env.AAS_MCP;
@@ -400,26 +400,12 @@ test('create_sandbox with metadata and envs over stdio', { skip: IMAGES ? 'the f
   }
 });
 
-// A resume and a fork refused for room (the server's fake's next restores, asked through a command): the REST
-// 503's Retry-After, read by aas-mcp's remote client, said to the agent; nothing changed, the same call then works.
+// A fork and a resume refused for room (harness.mjs): the REST 503's Retry-After, read by aas-mcp's remote
+// client, said to the agent.
 test('a resume or fork refused for room says when to try again', { skip: IMAGES ? 'the fake driver only' : false },
      async () => {
   const { client } = await connect(envWith({ AAS_API_KEY: key }));
   const { tools } = await client.listTools();
-  const { call } = checkedCaller(client, tools, { strict: false });
-  const sb = await call('create_sandbox', {});
-  // Two: the fork's one child, then the resume.
-  await call('run_command', { sandbox_id: sb.id, command: 'busy-restores 2' });
-  let r = await client.callTool({ name: 'fork_sandbox', arguments: { sandbox_id: sb.id } });
-  assert.equal(r.isError, true);
-  assert.match(textOf(r), /fork_sandbox failed: .*\(busy: try again in 10 s\)\. .*make the same call again/);
-  assert.doesNotMatch(textOf(r), /MiB|fake:/, 'the host\'s facts are not the tenant\'s');
-  await call('pause_sandbox', { sandbox_id: sb.id });
-  r = await client.callTool({ name: 'resume_sandbox', arguments: { sandbox_id: sb.id } });
-  assert.equal(r.isError, true);
-  assert.match(textOf(r), /resume_sandbox failed: .*\(busy: try again in 10 s\)/);
-  assert.equal((await call('get_sandbox', { sandbox_id: sb.id })).status, 'paused');
-  assert.equal((await call('resume_sandbox', { sandbox_id: sb.id })).status, 'ready');
-  await call('destroy_sandbox', { sandbox_id: sb.id });
+  await busyForkResume(client, checkedCaller(client, tools, { strict: false }).call);
   await client.close();
 });
