@@ -43,11 +43,26 @@ json_t *aas_mcp_text_item(const char *text);
 json_t *aas_mcp_ok(json_t *data);
 /* A failure the agent can fix: isError and the text. */
 json_t *aas_mcp_failf(struct call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The detail of the failure rc of the last libsaas call on this thread, or its fixed text. */
-void aas_mcp_saas_detail(char *buf, size_t size, int rc);
-/* A libsaas failure rc with its detail msg, and what to do about it. */
-json_t *aas_mcp_fail_saas_msg(struct call *c, int rc, const char *msg);
-/* The same, with the detail of this thread's last libsaas call. */
+/*
+ * A libsaas call's failure as its thread's saas_error_last() told it (the
+ * error state is per thread): taken there, answered on another.
+ */
+struct aas_mcp_failure {
+	int rc;
+	int klass;                  /* as saas_error.klass; SAAS_ERRCLASS_NONE when the detail was not rc's */
+	char msg[512];              /* the detail, or rc's fixed text */
+	char limit[64];             /* SAAS_ELIMIT: the limit's name, or "" */
+	int64_t retry_after_ms;     /* SAAS_ELIMIT, SAAS_EBUSY: when a retry can succeed; 0: unknown */
+};
+/* The failure rc of the last libsaas call on this thread into f. */
+void aas_mcp_failure_take(struct aas_mcp_failure *f, int rc);
+/*
+ * A libsaas failure, and what to do about it: a limit's name, and when to
+ * call again for a limit or a busy refusal that says (" busy: try again in
+ * N s", as the REST API's Retry-After).
+ */
+json_t *aas_mcp_fail_taken(struct call *c, const struct aas_mcp_failure *f);
+/* The same, for the failure rc of this thread's last libsaas call. */
 json_t *aas_mcp_fail_saas(struct call *c, int rc);
 /* Has the client cancelled this call? */
 bool aas_mcp_cancelled(struct call *c);

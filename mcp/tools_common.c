@@ -59,12 +59,19 @@ json_t *aas_mcp_failf(struct call *c, const char *fmt, ...)
 	return fail(c->err);
 }
 
-/* The detail of the failure rc of the last libsaas call on this thread, or its fixed text. */
-void aas_mcp_saas_detail(char *buf, size_t size, int rc)
+void aas_mcp_failure_take(struct aas_mcp_failure *f, int rc)
 {
 	const saas_error *e = saas_error_last();
+	bool ours = e->code == rc;
 
-	snprintf(buf, size, "%s", e->code == rc && e->message[0] ? e->message : saas_strerror(rc));
+	memset(f, 0, sizeof(*f));
+	f->rc = rc;
+	f->klass = ours ? e->klass : SAAS_ERRCLASS_NONE;
+	snprintf(f->msg, sizeof(f->msg), "%s", ours && e->message[0] ? e->message : saas_strerror(rc));
+	if (ours) {
+		snprintf(f->limit, sizeof(f->limit), "%s", e->limit);
+		f->retry_after_ms = e->retry_after_ms > 0 ? e->retry_after_ms : 0;
+	}
 }
 
 /*
@@ -113,7 +120,9 @@ static const struct {
 	[-SAAS_EISDIR] = { SAAS_EISDIR, "The path is a directory; list_files shows what is inside it." },
 	[-SAAS_ENETWORK] = { SAAS_ENETWORK, service_failed },
 	[-SAAS_EPROTOCOL] = { SAAS_EPROTOCOL, service_failed },
-	[-SAAS_EBUSY] = { SAAS_EBUSY, service_failed },
+	[-SAAS_EBUSY] = { SAAS_EBUSY,
+	                  "The service has no room for it right now, and nothing was changed (a paused sandbox stays "
+	                  "paused). Wait, then make the same call again." },
 	[-SAAS_EPERM] = { SAAS_EPERM,
 	                  "Permission denied: code runs as an unprivileged user without sudo. Write under /workspace, "
 	                  "the home directory or /tmp, and read files that user may read." },
@@ -146,17 +155,17 @@ static const char *limit_hint(const char *limit)
 	return aas_mcp_error_hint(SAAS_ELIMIT);
 }
 
-/* The failure of a libsaas call, with what the agent can do about it; `msg` is its detail. */
-json_t *aas_mcp_fail_saas_msg(struct call *c, int rc, const char *msg)
+json_t *aas_mcp_fail_taken(struct call *c, const struct aas_mcp_failure *f)
 {
-	const saas_error *e = saas_error_last();
+	/* Whole seconds, rounded up, as the REST API's Retry-After. */
+	long long secs = (f->retry_after_ms + 999) / 1000;
+	const char *msg = f->msg;
+	int rc = f->rc;
 
 	if (rc == SAAS_EAUTH)
 		return aas_mcp_failf(c, "%s: the API key is unknown or revoked. Send a valid key with %s.", c->tool,
 		                     c->ctx->key_hint ? c->ctx->key_hint : "the request");
-	/* A create's detail was taken on its own thread: this one's class is not its. */
-	if ((c->ctx->flags & AAS_MCP_TENANT) &&
-	    aas_error_is_internal(rc, e->code == rc ? e->klass : SAAS_ERRCLASS_NONE)) {
+	if ((c->ctx->flags & AAS_MCP_TENANT) && aas_error_is_internal(rc, f->klass)) {
 		if (c->ctx->log) {
 			char line[700];
 			snprintf(line, sizeof(line), "MCP %s answered %s for: %s", c->tool, saas_error_name(rc), msg);
@@ -165,20 +174,22 @@ json_t *aas_mcp_fail_saas_msg(struct call *c, int rc, const char *msg)
 		msg = aas_error_tenant_text(rc);
 	}
 	/* A limit that names itself: which one, when to retry, and what to do meanwhile. */
-	if (rc == SAAS_ELIMIT && e->code == rc && e->limit[0])
+	if (rc == SAAS_ELIMIT && f->limit[0])
 		return aas_mcp_failf(c, "%s failed: %s (%s, limit %s; retry after %lld s). %s", c->tool, msg,
-		                     saas_error_name(rc), e->limit, (long long)((e->retry_after_ms + 999) / 1000),
-		                     limit_hint(e->limit));
+		                     saas_error_name(rc), f->limit, secs, limit_hint(f->limit));
+	/* No room now (a create, fork or resume; a network change not confirmed yet): when to call again. */
+	if (rc == SAAS_EBUSY && secs > 0)
+		return aas_mcp_failf(c, "%s failed: %s (%s: try again in %lld s). %s", c->tool, msg, saas_error_name(rc),
+		                     secs, aas_mcp_error_hint(rc));
 	return aas_mcp_failf(c, "%s failed: %s (%s). %s", c->tool, msg, saas_error_name(rc), aas_mcp_error_hint(rc));
 }
 
-/* The same, right after the failing call on this thread. */
 json_t *aas_mcp_fail_saas(struct call *c, int rc)
 {
-	char msg[512];
+	struct aas_mcp_failure f;
 
-	aas_mcp_saas_detail(msg, sizeof(msg), rc);
-	return aas_mcp_fail_saas_msg(c, rc, msg);
+	aas_mcp_failure_take(&f, rc);
+	return aas_mcp_fail_taken(c, &f);
 }
 
 /* ---- progress and cancellation ---- */

@@ -24,8 +24,7 @@ struct create_job {
 	saas_client *client;
 	const saas_create_options *options;
 	saas_sandbox *sb;
-	int rc;
-	char msg[512];           /* the error detail, taken on the worker's thread (it is per thread) */
+	struct aas_mcp_failure failure; /* taken on the worker's thread (the error state is per thread) */
 };
 
 static void *create_main(void *arg)
@@ -36,9 +35,8 @@ static void *create_main(void *arg)
 
 	pthread_mutex_lock(&j->mu);
 	j->sb = sb;
-	j->rc = rc;
 	if (rc < 0)
-		aas_mcp_saas_detail(j->msg, sizeof(j->msg), rc);
+		aas_mcp_failure_take(&j->failure, rc);
 	j->done = true;
 	pthread_cond_signal(&j->cv);
 	pthread_mutex_unlock(&j->mu);
@@ -52,14 +50,13 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Create with a progress notification every interval until it returns; 0 or the create's saas_status. */
-static int create_reporting(struct call *c, const saas_create_options *o, saas_sandbox **sb, char *msg, size_t size)
+/* Create with a progress notification every interval until it returns; 0, or its failure into *f. */
+static int create_reporting(struct call *c, const saas_create_options *o, saas_sandbox **sb, struct aas_mcp_failure *f)
 {
 	int64_t interval = c->ctx->progress_interval_ms ? c->ctx->progress_interval_ms : 1000, start = mono_ms(), next;
 	struct create_job j;
 	pthread_condattr_t ca;
 	pthread_t thread;
-	int rc;
 
 	memset(&j, 0, sizeof(j));
 	j.client = c->ctx->client;
@@ -90,9 +87,8 @@ static int create_reporting(struct call *c, const saas_create_options *o, saas_s
 	pthread_cond_destroy(&j.cv);
 	pthread_mutex_destroy(&j.mu);
 	*sb = j.sb;
-	rc = j.rc;
-	snprintf(msg, size, "%s", j.msg);
-	return rc;
+	*f = j.failure;
+	return f->rc;
 }
 
 /*
@@ -134,7 +130,7 @@ json_t *aas_mcp_tool_create(struct call *c)
 	json_t *res = NULL;
 	char **metadata = NULL, **envs = NULL;
 	int64_t timeout = 0;
-	char msg[512] = "";
+	struct aas_mcp_failure failure;
 	bool net_given;
 	int rc;
 
@@ -156,12 +152,12 @@ json_t *aas_mcp_tool_create(struct call *c)
 	}
 	if (c->progress && c->ctx->notify) {
 		aas_mcp_progress(c, "creating sandbox");
-		rc = create_reporting(c, &o, &sb, msg, sizeof(msg));
+		rc = create_reporting(c, &o, &sb, &failure);
 	} else if ((rc = saas_sandbox_create(&sb, c->ctx->client, &o, 0)) < 0) {
-		aas_mcp_saas_detail(msg, sizeof(msg), rc);
+		aas_mcp_failure_take(&failure, rc);
 	}
 	if (rc < 0) {
-		res = aas_mcp_fail_saas_msg(c, rc, msg);
+		res = aas_mcp_fail_taken(c, &failure);
 		goto out;
 	}
 	/*

@@ -106,7 +106,32 @@ static bool auto_resume(struct aas_reply *out, struct aas_e2b_target *t, const s
 	saas_sandbox *resumed = NULL;
 	int rc;
 
-	if ((rc = saas_sandbox_resume(&resumed, t->client, t->id, 0)) < 0) {
+	if ((rc = saas_sandbox_resume(&resumed, t->client, t->id, 0)) < 0 && rc == SAAS_EBUSY) {
+		/*
+		 * No room to resume it now (it stays paused): not "not running",
+		 * which the SDKs read as a sandbox timed out, but the data plane's
+		 * one error that says to retry later, 429 / resource_exhausted (the
+		 * SDKs' RateLimitError), with when in Retry-After and in words.
+		 */
+		long long secs = aas_e2b_retry_after_s(rc);
+		char when[48] = "";
+
+		if (secs > 0)
+			snprintf(when, sizeof(when), "; try again in %lld s", secs);
+		/* A stream's in its end-stream frame: connect-es reads a stream's HTTP 429 as unavailable. */
+		if (t->streaming)
+			aas_e2b_reply_stream_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "The sandbox is paused: %s%s",
+			                           aas_tenant_message(rc, "e2b: resuming a sandbox on use"), when);
+		else if (t->rpc)
+			aas_e2b_reply_unary_error(out, AAS_CONNECT_RESOURCE_EXHAUSTED, "The sandbox is paused: %s%s",
+			                          aas_tenant_message(rc, "e2b: resuming a sandbox on use"), when);
+		else
+			aas_e2b_error(out, 429, "The sandbox is paused: %s%s",
+			              aas_tenant_message(rc, "e2b: resuming a sandbox on use"), when);
+		aas_e2b_retry_after(out, secs);
+		return false;
+	}
+	if (rc < 0) {
 		reply_gone(out, t->e2b_id, rc == SAAS_ESTATE ? "The sandbox is being resumed: try again in a moment"
 		                                              : aas_tenant_message(rc, "e2b: resuming a sandbox on use"));
 		return false;
@@ -232,14 +257,10 @@ static bool content_type(struct aas_req *r, const char *want)
 
 static void rpc(struct aas_req *r, struct aas_reply *out, struct aas_e2b_target *t, const char *method)
 {
-	static const char *const streaming[] = { "process.Process/Start", "process.Process/Connect",
-		                                 "filesystem.Filesystem/WatchDir" };
 	char why[512];
 	json_t *msg = NULL;
 	int code;
 
-	for (size_t i = 0; i < sizeof(streaming) / sizeof(streaming[0]); i++)
-		t->streaming = t->streaming || strcmp(method, streaming[i]) == 0;
 	if (strcmp(r->method, "POST") != 0) {
 		aas_e2b_reply_unary_error(out, AAS_CONNECT_UNIMPLEMENTED, "Connect calls are POSTs");
 		return;
@@ -291,6 +312,18 @@ static bool is_rpc(const char *path)
 {
 	/* "/pkg.Service/Method" */
 	return *path == '/' && strchr(path + 1, '/') && strchr(path + 1, '.') < strchr(path + 1, '/');
+}
+
+/* Is the call at path ("/pkg.Service/Method") a server stream, whose errors are its end-stream frame's? */
+static bool is_streaming(const char *path)
+{
+	static const char *const streaming[] = { "/process.Process/Start", "/process.Process/Connect",
+		                                 "/filesystem.Filesystem/WatchDir" };
+
+	for (size_t i = 0; i < sizeof(streaming) / sizeof(streaming[0]); i++)
+		if (strcmp(path, streaming[i]) == 0)
+			return true;
+	return false;
 }
 
 static void target_free(void *p)
@@ -355,6 +388,7 @@ int aas_e2b_data_start(struct aas_req *r, struct aas_reply *out, const char *pat
 	r->stream_free = target_free;
 	r->body_max = 0;
 	t->rpc = is_rpc(path);
+	t->streaming = t->rpc && is_streaming(path);
 	if (host_id) {
 		snprintf(t->e2b_id, sizeof(t->e2b_id), "%s", host_id);
 		t->from_host = true;

@@ -119,22 +119,44 @@ void aas_e2b_error(struct aas_reply *out, unsigned int status, const char *fmt, 
 	error_text(out, status, msg);
 }
 
-void aas_e2b_error_saas(struct aas_reply *out, int rc, const char *where)
+long long aas_e2b_retry_after_s(int rc)
 {
 	const saas_error *e = saas_error_last();
-	int64_t retry_ms = rc == SAAS_ELIMIT && e->code == rc ? e->retry_after_ms : 0;
-	char msg[1024], value[24];
+	int64_t ms = e->code == rc ? e->retry_after_ms : 0;
+
+	/* Whole seconds, rounded up: the JS SDK reads integer seconds only. A limit always says (at least 1). */
+	if (rc == SAAS_ELIMIT)
+		return ms > 0 ? (long long)((ms + 999) / 1000) : 1LL;
+	return rc == SAAS_EBUSY && ms > 0 ? (long long)((ms + 999) / 1000) : 0;
+}
+
+void aas_e2b_retry_after(struct aas_reply *out, long long secs)
+{
+	char value[24];
+
+	if (!out->response || secs <= 0)
+		return;
+	snprintf(value, sizeof(value), "%lld", secs);
+	MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+}
+
+void aas_e2b_error_saas(struct aas_reply *out, int rc, const char *where)
+{
+	long long secs = aas_e2b_retry_after_s(rc);
+	char msg[1024];
 	unsigned int status;
 
-	/* A wrong state is E2B's 409 (pause of a paused sandbox: the SDK's pause() then says false). */
+	/*
+	 * A wrong state is E2B's 409 (pause of a paused sandbox: the SDK's pause() then says false).
+	 * Busy stays 503, E2B's own for no room now: the JS SDK's ServiceBusyError (docs/e2b.md).
+	 */
 	status = rc == SAAS_ESTATE ? 409 : (unsigned int)saas_error_http_status(rc);
 	snprintf(msg, sizeof(msg), "%s", aas_tenant_message(rc, where));
+	/* The SDK's error shows the message, not the header: a busy one says when there too. */
+	if (rc == SAAS_EBUSY && secs > 0)
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; try again in %lld s", secs);
 	error_text(out, status, msg);
-	if (out->response && rc == SAAS_ELIMIT) {
-		/* Whole seconds, at least 1: the JS SDK retries after it (integer seconds only). */
-		snprintf(value, sizeof(value), "%lld", retry_ms > 0 ? (long long)((retry_ms + 999) / 1000) : 1LL);
-		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
-	}
+	aas_e2b_retry_after(out, secs);
 }
 
 bool aas_e2b_body(struct aas_req *r, struct aas_reply *out, json_t **obj)

@@ -139,8 +139,20 @@ bool aas_e2b_traffic_token_check(const char *token, const char *sandbox_id, char
 /* An error as E2B sends one: HTTP status and {"code":status,"message":...}. */
 void aas_e2b_error(struct aas_reply *out, unsigned int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* The same for a libsaas status and this thread's last error (its message, or the tenant's text of an internal one). */
+/*
+ * The same for a libsaas status and this thread's last error (its message,
+ * or the tenant's text of an internal one), with Retry-After when it says
+ * when to come back (aas_e2b_retry_after_s): a limit's 429, a busy 503.
+ */
 void aas_e2b_error_saas(struct aas_reply *out, int rc, const char *where);
+/*
+ * When a retry of the failure rc (this thread's last error) can succeed, in
+ * whole seconds rounded up: SAAS_ELIMIT at least 1, SAAS_EBUSY when it
+ * says (a create, fork or resume refused for room), else 0.
+ */
+long long aas_e2b_retry_after_s(int rc);
+/* Retry-After: secs on out's response, when secs > 0. */
+void aas_e2b_retry_after(struct aas_reply *out, long long secs);
 /* A JSON reply (steals body); 204 for NULL. */
 void aas_e2b_json(struct aas_reply *out, unsigned int status, json_t *body);
 /* The request's JSON body as an object (empty: {}): false after a 400 saying why. */

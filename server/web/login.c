@@ -124,18 +124,13 @@ static bool signup_admit(struct aas_req *r, struct aas_reply *out)
 	static const char name[] = "signups";
 	int64_t wait = aas_ratelimit_take_hourly(name, sizeof(name) - 1, aas_people_config()->signups_per_hour,
 	                                         aas_now_ms());
-	char secs[24];
 
 	if (wait <= 0)
 		return true;
 	aas_log(SAAS_LOG_WARN, "sign-up refused: this server's %u sign-ups an hour are taken (--signups-per-hour)",
 	        aas_people_config()->signups_per_hour);
-	aas_reply_page_error(r, out, 503, "Sign-up is busy",
-	                     "This server takes only so many sign-ups an hour, and they are taken. Try again later.");
-	if (out->response) {
-		snprintf(secs, sizeof(secs), "%lld", (long long)((wait + 999) / 1000));
-		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, secs);
-	}
+	aas_reply_page_retry(r, out, 503, "Sign-up is busy",
+	                     "This server takes only so many sign-ups an hour, and they are taken.", wait);
 	return false;
 }
 

@@ -130,10 +130,7 @@ void aas_reply_hash_busy(struct aas_req *r, struct aas_reply *out)
 	if (n)
 		aas_log(SAAS_LOG_WARN, "%u log-ins or sign-ups refused (503, latest %s): %u password hashes running, as "
 		        "many waiting (--max-password-hashes)", n, r->path, hash_max);
-	aas_reply_page_error(r, out, 503, "Busy", "Too many people are logging in or signing up right now. "
-	                                          "Try again in a moment.");
-	if (out->response)
-		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	aas_reply_page_retry(r, out, 503, "Busy", "Too many people are logging in or signing up right now.", 1000);
 }
 
 int aas_people_init(saas_engine *e, const struct aas_config *cfg)
@@ -539,15 +536,26 @@ bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email
 	if (wait <= 0)
 		return true;
 	aas_log(SAAS_LOG_WARN, "log-in attempts limited for %s", email ? "an address or an address and e-mail" : "an address");
-	aas_reply_page_error(r, out, 429, "Too many attempts",
-	                     "Too many log-in or sign-up attempts from here. Wait a while and try again.");
-	if (out->response) {
-		char secs[24];
-
-		snprintf(secs, sizeof(secs), "%lld", (long long)((wait + 999) / 1000));
-		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, secs);
-	}
+	aas_reply_page_retry(r, out, 429, "Too many attempts", "Too many log-in or sign-up attempts from here.", wait);
 	return false;
+}
+
+void aas_reply_page_retry(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,
+                          const char *message, int64_t wait_ms)
+{
+	/* Whole seconds, rounded up and never 0 ("now" would be a busy loop); past two minutes said in minutes. */
+	long long secs = wait_ms > 0 ? (wait_ms + 999) / 1000 : 1, mins = (secs + 59) / 60;
+	char text[512], value[24];
+
+	if (secs < 120)
+		snprintf(text, sizeof(text), "%s Try again in %lld second%s.", message, secs, secs == 1 ? "" : "s");
+	else
+		snprintf(text, sizeof(text), "%s Try again in %lld minutes.", message, mins);
+	aas_reply_page_error(r, out, status, title, text);
+	if (out->response) {
+		snprintf(value, sizeof(value), "%lld", secs);
+		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
+	}
 }
 
 void aas_reply_page_error(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,

@@ -47,6 +47,14 @@ int aas_password_hash(char out[SAAS_PASSWORD_HASH_MAX + 1], const char *password
 /* An error page (or a form shown again) with the message in a role="alert" paragraph. */
 void aas_reply_page_error(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,
                           const char *message);
+/*
+ * The same for a refusal that says when to come back (a 429, a busy 503):
+ * the message, then "Try again in N seconds." (minutes past two) in words,
+ * and as many seconds in Retry-After; wait_ms rounded up to whole seconds,
+ * at least 1.
+ */
+void aas_reply_page_retry(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,
+                          const char *message, int64_t wait_ms);
 
 /* ---- the routes' handlers ---- */
 

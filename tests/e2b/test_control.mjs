@@ -9,7 +9,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import net from 'node:net';
-import { Sandbox, SandboxNotFoundError, NotFoundError, AuthenticationError, SandboxError } from 'e2b';
+import { Sandbox, SandboxNotFoundError, NotFoundError, AuthenticationError, SandboxError, ServiceBusyError,
+         RateLimitError } from 'e2b';
 import { testServer, e2bKey, sleep } from './harness.mjs';
 
 const SERVER = process.argv[2];
@@ -358,6 +359,47 @@ test('onTimeout pause: paused at its timeout and listed so, connect resumes, aut
     assert.equal(resumed.state, 'running');
     assert.ok(resumed.endAt.getTime() > Date.now() + 30_000, 'resumed on use, it keeps a while');
     assert.equal(await auto.isRunning(), true);
+  } finally {
+    await sbx.kill();
+    await auto.kill();
+  }
+});
+
+// No room for a fork's child or a resume (the fake's next restores refused for memory, asked through a command):
+// E2B's own 503 for no room now, the SDK's ServiceBusyError, with Retry-After and when in its message; nothing
+// changed. A resume on use (autoResume) is the data plane's 429 / resource_exhausted, the SDK's RateLimitError.
+test('no room now: ServiceBusyError with Retry-After for fork and resume, RateLimitError for autoResume on use',
+     async () => {
+  const sbx = await Sandbox.create('base');
+  const auto = await Sandbox.create('base', { lifecycle: { onTimeout: 'pause', autoResume: true } });
+  const busy = (e, cls) => {
+    assert.ok(e instanceof cls, `${e?.name}: ${e?.message}`);
+    assert.match(e.message, /no room for it right now.*try again in 10 s/);
+    assert.doesNotMatch(e.message, /MiB|fake:/, 'the host\'s facts are not the tenant\'s');
+    return true;
+  };
+  const raw = (r, what) => {
+    assert.deepEqual([r.status, r.body.code], [503, 503], what);
+    assert.equal(r.headers.get('retry-after'), '10', what);
+    assert.match(r.body.message, /try again in 10 s/, what);
+  };
+  try {
+    await sbx.commands.run('busy-restores 4');
+    await assert.rejects(sbx.fork(), e => busy(e, ServiceBusyError));
+    raw(await e2b('POST', `/sandboxes/${sbx.sandboxId}/fork`, {}), 'a raw fork');
+    assert.equal(await sbx.pause(), true);
+    await assert.rejects(Sandbox.connect(sbx.sandboxId), e => busy(e, ServiceBusyError));
+    raw(await e2b('POST', `/sandboxes/${sbx.sandboxId}/resume`, {}), 'the Python SDK\'s resume');
+    assert.equal((await sbx.getInfo()).state, 'paused', 'a busy resume leaves it paused');
+    const back = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await back.getInfo()).state, 'running', 'connect resumes it once there is room');
+    // autoResume: a command (Connect RPC) and a file read (envd's REST) on it while there is no room.
+    await auto.commands.run('busy-restores 2');
+    assert.equal(await auto.pause(), true);
+    await assert.rejects(auto.commands.run('echo hi'), e => busy(e, RateLimitError));
+    await assert.rejects(auto.files.read('/etc/hostname'), e => busy(e, RateLimitError));
+    assert.equal((await auto.getInfo()).state, 'paused');
+    assert.equal((await auto.commands.run('echo on use')).stdout, 'on use\n');
   } finally {
     await sbx.kill();
     await auto.kill();

@@ -42,6 +42,26 @@ export function checkedCaller(client, tools, ajvOptions) {
 }
 export const sleep = ms => new Promise(r => setTimeout(r, ms));
 
+// With the fake driver: a fork and a resume refused for room (its next two restores, asked through the fake's
+// `busy-restores` command), as the REST API's 503 busy with Retry-After. Each result says when to call again
+// and not the host's facts; the sandbox stays paused, and the same resume then works. `call` is checkedCaller's.
+export async function busyForkResume(client, call) {
+  const sb = await call('create_sandbox', {});
+  await call('run_command', { sandbox_id: sb.id, command: 'busy-restores 2' }); // the fork's child, the resume
+  let r = await client.callTool({ name: 'fork_sandbox', arguments: { sandbox_id: sb.id } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /fork_sandbox failed: .*no room for it right now.*\(busy: try again in 10 s\)\. .*make the same call again/);
+  assert.doesNotMatch(textOf(r), /MiB|fake:/, 'the host\'s facts are not the tenant\'s');
+  await call('pause_sandbox', { sandbox_id: sb.id });
+  r = await client.callTool({ name: 'resume_sandbox', arguments: { sandbox_id: sb.id } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /resume_sandbox failed: .*\(busy: try again in 10 s\)/);
+  assert.equal((await call('get_sandbox', { sandbox_id: sb.id })).status, 'paused');
+  assert.equal((await call('resume_sandbox', { sandbox_id: sb.id })).status, 'ready');
+  await call('destroy_sandbox', { sandbox_id: sb.id });
+}
+
+
 // An aas-server for the run: `bin` is aas-server or aas-server-fake; `env` is
 // added to its environment, `args` to its command line. Call start() in before() and stop() in after():
 // stop() cleans up whatever start() got to, even when it failed halfway.

@@ -24,7 +24,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IMAGES, checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep,
-         progressRecorder, checkProgress } from './harness.mjs';
+         progressRecorder, checkProgress, busyForkResume } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 assert.ok(SERVER, 'usage: test_http.mjs AAS_SERVER_FAKE');
@@ -704,6 +704,16 @@ test('create_sandbox with metadata and envs: shown on the sandbox, the envs in e
     assert.equal(r.isError, true, JSON.stringify(args).slice(0, 80));
     assert.match(textOf(r), re);
   }
+  await waitNoneActive(srv);
+  await client.close();
+});
+
+// A fork and a resume refused for room, as the REST API's 503 busy with Retry-After (harness.mjs).
+test('a fork or resume refused for room says when to try again', { skip: IMAGES ? 'the fake driver only' : false },
+     async () => {
+  const { client } = await authed();
+  const { tools } = await client.listTools();
+  await busyForkResume(client, checkedCaller(client, tools, { strict: true, allowUnionTypes: false }).call);
   await waitNoneActive(srv);
   await client.close();
 });

@@ -16,7 +16,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { IMAGES, checkedCaller, testServer, textOf, sandboxes, waitFor, waitNoneActive, sleep, destroyAll,
-         progressRecorder, checkProgress } from './harness.mjs';
+         progressRecorder, checkProgress, busyForkResume } from './harness.mjs';
 
 const SERVER = process.argv[2] || process.env.AAS_SERVER_FAKE;
 const AAS_MCP = process.argv[3] || process.env.AAS_MCP;
@@ -398,4 +398,14 @@ test('create_sandbox with metadata and envs over stdio', { skip: IMAGES ? 'the f
     assert.equal(r.isError, true);
     assert.match(textOf(r), re);
   }
+});
+
+// A fork and a resume refused for room (harness.mjs): the REST 503's Retry-After, read by aas-mcp's remote
+// client, said to the agent.
+test('a resume or fork refused for room says when to try again', { skip: IMAGES ? 'the fake driver only' : false },
+     async () => {
+  const { client } = await connect(envWith({ AAS_API_KEY: key }));
+  const { tools } = await client.listTools();
+  await busyForkResume(client, checkedCaller(client, tools, { strict: false }).call);
+  await client.close();
 });

@@ -1391,10 +1391,12 @@ static void test_snapshot_json(void **state)
 		"\"memory_mib\": 512, \"disk_gb\": 1, \"ram_block\": \"aas-mem\", \"state_bytes\": 1, \"disk_bytes\": 0, "
 		"\"chain\": [], \"disk_volume\": \"../etc/x.qcow2\"}",
 	};
+	static const char later[] =
+		"{\"format\": 99, \"owner\": \"another\", \"disk_volume\": \"aas-disk-s1-0a1b2c3d.qcow2\"}";
 	char *chain[] = { (char *)"/s/libvirt/snapshots/a/disk.qcow2", (char *)"/s/libvirt/images/default-1/disk.qcow2",
 		          NULL };
 	struct saas__lv_snapshot in, out;
-	char *text;
+	char *text, disk[SNAPSHOT_VOLUME_MAX + 1];
 
 	(void)state;
 	memset(&in, 0, sizeof(in));
@@ -1436,12 +1438,29 @@ static void test_snapshot_json(void **state)
 	assert_int_equal(saas__lv_snapshot_parse(text, &out), SAAS_OK);
 	assert_string_equal(out.disk_volume, "sbx-parent.qcow2");
 	saas__lv_snapshot_clear(&out);
+	/* Its disk alone, as a VM host's deletes read it: the same name. */
+	assert_int_equal(saas__lv_snapshot_disk_volume(text, disk), SAAS_OK);
+	assert_string_equal(disk, "sbx-parent.qcow2");
 	free(text);
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		assert_int_equal(saas__lv_snapshot_parse(refused[i], &out), SAAS_EINVAL);
 		assert_null(out.host_key);
 		assert_null(out.chain);
 	}
+	/* A description parse refuses (a format to come) still names the disk it keeps. */
+	assert_int_equal(saas__lv_snapshot_parse(later, &out), SAAS_EINVAL);
+	assert_int_equal(saas__lv_snapshot_disk_volume(later, disk), SAAS_OK);
+	assert_string_equal(disk, "aas-disk-s1-0a1b2c3d.qcow2");
+	/* None named, no description, or a path instead of a volume's name: none ("" and EINVAL for the path). */
+	memset(disk, 'x', sizeof(disk));
+	assert_int_equal(saas__lv_snapshot_disk_volume("{\"format\": 2}", disk), SAAS_OK);
+	assert_string_equal(disk, "");
+	memset(disk, 'x', sizeof(disk));
+	assert_int_equal(saas__lv_snapshot_disk_volume(NULL, disk), SAAS_OK);
+	assert_string_equal(disk, "");
+	memset(disk, 'x', sizeof(disk));
+	assert_int_equal(saas__lv_snapshot_disk_volume(refused[sizeof(refused) / sizeof(refused[0]) - 1], disk), SAAS_EINVAL);
+	assert_string_equal(disk, "");
 }
 
 /* ---- a migration stream's RAM split out (migstream.c) ---- */

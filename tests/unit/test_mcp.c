@@ -29,11 +29,22 @@
 
 static saas_driver slow_driver;
 
+/* Creates the driver refuses for room, as a real one's (the host's facts in its message), before their wait. */
+static unsigned int busy_creates;
+
 static int slow_create(void *ctx, const saas_vm_spec *spec)
 {
 	struct timespec ts = { 0, CREATE_MS * 1000000L };
 
+	unsigned int busy = __atomic_load_n(&busy_creates, __ATOMIC_SEQ_CST);
+
 	nanosleep(&ts, NULL);
+	while (busy > 0 && !__atomic_compare_exchange_n(&busy_creates, &busy, busy - 1, false, __ATOMIC_SEQ_CST,
+	                                                 __ATOMIC_SEQ_CST))
+		;
+	if (busy > 0)
+		return saas_sys_error_set(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		                          "fake: 312 MiB of memory free, too little for a VM of %u MiB", spec->memory_mb);
 	return saas_fake_driver.vm_create(ctx, spec);
 }
 
@@ -1023,6 +1034,66 @@ static void test_progress(void **state)
 		assert_string_not_equal(json_string_value(json_object_get(json_object_get(n, "params"), "message")), "ready");
 }
 
+/*
+ * A call refused for want of room (a resume, a fork's child, a create: the
+ * REST API's 503 busy with Retry-After) says when to call again, and that
+ * nothing changed; a tenant's, without the host's facts.
+ */
+static void test_tool_busy(void **state)
+{
+	struct fixture *f = *state;
+	aas_mcp_ctx ctx = f->ctx;
+	json_t *res, *sb;
+	char args[256];
+
+	ctx.flags |= AAS_MCP_TENANT;
+	res = call_tool(&ctx, "create_sandbox", "{}");
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	sb = json_incref(json_object_get(json_object_get(res, "structuredContent"), "id"));
+	json_decref(res);
+	snprintf(args, sizeof(args), "{\"sandbox_id\":\"%s\"}", json_string_value(sb));
+
+	saas_fake_busy_restores(1);
+	res = call_tool(&ctx, "fork_sandbox", args);
+	assert_tool_error(res, "fork_sandbox failed", "no room for it right now", "busy: try again in 10 s",
+	                  "Wait, then make the same call again", NULL);
+	assert_null(strstr(text_of(res), "MiB"));
+	json_decref(res);
+
+	json_decref(call_tool(&ctx, "pause_sandbox", args));
+	saas_fake_busy_restores(1);
+	res = call_tool(&ctx, "resume_sandbox", args);
+	assert_tool_error(res, "resume_sandbox failed", "busy: try again in 10 s", "stays paused", NULL);
+	assert_null(strstr(text_of(res), "fake:"));
+	/* The text is the whole of it: an error result carries no structuredContent (the SDK checks it against outputSchema). */
+	assert_null(json_object_get(res, "structuredContent"));
+	json_decref(res);
+	res = call_tool(&ctx, "get_sandbox", args);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(res, "structuredContent"), "status")),
+	                    "paused");
+	json_decref(res);
+	res = call_tool(&ctx, "resume_sandbox", args);
+	assert_false(json_is_true(json_object_get(res, "isError")));
+	json_decref(res);
+
+	/* A create, on the thread that reports its progress too: the wait read there is said here. */
+	__atomic_store_n(&busy_creates, 1, __ATOMIC_SEQ_CST);
+	res = call_tool(&ctx, "create_sandbox", "{}");
+	assert_tool_error(res, "create_sandbox failed", "busy: try again in 10 s", NULL);
+	assert_null(strstr(text_of(res), "MiB"));
+	json_decref(res);
+	ctx.notify = notify;
+	__atomic_store_n(&busy_creates, 1, __ATOMIC_SEQ_CST);
+	res = handle(&ctx, create_with_token);
+	assert_tool_error(result_of(res), "create_sandbox failed", "no room for it right now", "busy: try again in 10 s",
+	                  NULL);
+	assert_null(strstr(text_of(result_of(res)), "MiB"));
+	json_decref(res);
+
+	json_decref(call_tool(&ctx, "destroy_sandbox", args));
+	json_decref(sb);
+}
+
 /* run_command with a progress token: each chunk of output as a notification while it runs; the result whole. */
 static void test_run_progress(void **state)
 {
@@ -1390,6 +1461,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tools_list_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tool_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tool_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tool_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_pause_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unexpose_port, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage_period, setup, teardown),

@@ -513,18 +513,6 @@ static void gone_later(struct drv *d, const char *snap)
 		             "stay (virsh vol-delete)", snap, d->uri);
 }
 
-/* The disk volume a snapshot's description (text, may be NULL) names, or "" into out. */
-static void json_disk_volume(const char *text, char out[SNAPSHOT_VOLUME_MAX + 1])
-{
-	json_t *j = text ? json_loads(text, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
-	const char *v = json_string_value(json_object_get(j, "disk_volume"));
-
-	out[0] = '\0';
-	if (v && saas__lv_disk_volume_ok(v))
-		saas__strlcpy(out, v, SNAPSHOT_VOLUME_MAX + 1);
-	json_decref(j);
-}
-
 /* Snapshot snap's kept disk volume name deleted, unless a volume of the pool backs onto it (then said). */
 static void kept_disk_delete(struct drv *d, const char *snap, const char *name)
 {
@@ -567,7 +555,8 @@ bool saas__lv_vmhost_disk_kept(struct drv *d, const char *name)
 		/* Any cluster's: another's pause keeps its disk from this one's deletes too. */
 		int rc = snap_json(d, snap, &text, &ours);
 		if (rc == SAAS_OK) {
-			json_disk_volume(text, disk);
+			/* One naming no volume of ours keeps none (its error cleared below). */
+			saas__lv_snapshot_disk_volume(text, disk);
 			kept = strcmp(disk, name) == 0;
 		} else {
 			kept = rc != SAAS_ENOTFOUND; /* unreadable: kept */
@@ -596,8 +585,8 @@ static int snap_delete(struct drv *d, const char *snap)
 	 */
 	if ((rc = snap_json(d, snap, &text, &ours)) == SAAS_ENOTFOUND || (rc == SAAS_OK && ours)) {
 		char disk[SNAPSHOT_VOLUME_MAX + 1];
+		saas__lv_snapshot_disk_volume(text, disk);
 		saas__error_clear();
-		json_disk_volume(text, disk);
 		snap_volumes_delete(d, snap);
 		/* A pause's disk: once nothing backs onto it any more (a resume's overlay merges it in at once). */
 		if (disk[0])

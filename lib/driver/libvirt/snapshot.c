@@ -111,9 +111,31 @@ char *saas__lv_snapshot_json(const struct saas__lv_snapshot *s)
 	return text;
 }
 
+/* The disk volume description j names into out ("" for none); SAAS_EINVAL when it names something else. */
+static int disk_volume_of(const json_t *j, char out[SNAPSHOT_VOLUME_MAX + 1])
+{
+	const json_t *dv = json_object_get(j, "disk_volume");
+
+	out[0] = '\0';
+	if (dv && (!json_is_string(dv) || !saas__lv_disk_volume_ok(json_string_value(dv))))
+		return saas__inval("the snapshot's disk volume is not a name this driver gives");
+	if (dv)
+		saas__strlcpy(out, json_string_value(dv), SNAPSHOT_VOLUME_MAX + 1);
+	return SAAS_OK;
+}
+
+int saas__lv_snapshot_disk_volume(const char *text, char out[SNAPSHOT_VOLUME_MAX + 1])
+{
+	json_t *j = text ? json_loads(text, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+	int rc = disk_volume_of(j, out);
+
+	json_decref(j);
+	return rc;
+}
+
 int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 {
-	json_t *j = json_loads(text, 0, NULL), *chain = NULL, *dv;
+	json_t *j = json_loads(text, 0, NULL), *chain = NULL;
 	const char *source, *image, *host_key, *ram_block;
 	json_int_t format, vcpus, memory, disk, state_bytes, disk_bytes;
 	size_t n;
@@ -155,13 +177,8 @@ int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s)
 			goto out;
 		}
 	}
-	if ((dv = json_object_get(j, "disk_volume")) &&
-	    (!json_is_string(dv) || !saas__lv_disk_volume_ok(json_string_value(dv)))) {
-		rc = saas__inval("the snapshot's disk volume is not a name this driver gives");
+	if ((rc = disk_volume_of(j, s->disk_volume)) < 0)
 		goto out;
-	}
-	if (dv)
-		saas__strlcpy(s->disk_volume, json_string_value(dv), sizeof(s->disk_volume));
 	s->format = (unsigned int)format;
 	s->control = json_is_true(json_object_get(j, "control"));
 	s->ignore_shared = json_is_true(json_object_get(j, "ignore_shared"));

@@ -56,6 +56,14 @@ bool saas__lv_snapshot_name_ok(const char *name);
 /* The description as JSON text (free with free()), and read back (SAAS_EINVAL saying what is wrong). Pure. */
 char *saas__lv_snapshot_json(const struct saas__lv_snapshot *s);
 int saas__lv_snapshot_parse(const char *text, struct saas__lv_snapshot *s);
+/*
+ * The disk volume a description (text; NULL: none) names, read as
+ * saas__lv_snapshot_parse reads it but alone, into out: "" for none, and
+ * SAAS_EINVAL ("" too) for something other than a volume's name. A
+ * description parse refuses (another cluster's of a format to come) still
+ * says which disk it keeps. Pure.
+ */
+int saas__lv_snapshot_disk_volume(const char *text, char out[SNAPSHOT_VOLUME_MAX + 1]);
 void saas__lv_snapshot_clear(struct saas__lv_snapshot *s);
 /*
  * Can a VM of this driver load snapshot snap (described by s)? SAAS_OK, or

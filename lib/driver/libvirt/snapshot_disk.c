@@ -299,11 +299,10 @@ out:
 }
 
 /*
- * Wait for the VM's merge (disk_flatten) to end, and dismiss its job. A
- * merge that failed is logged: the chain it leaves is whole.
+ * Wait for STREAM_JOB to end and dismiss it; its error (none: "") into err.
+ * `waiting` says who waits for which merge, for the error of a wait too long.
  */
-/* Wait for STREAM_JOB to end and dismiss it; its error (none: "") into err. */
-static int stream_wait(struct drv *d, virDomainPtr dom, const char *name, char *err, size_t len)
+static int stream_wait(struct drv *d, virDomainPtr dom, const char *name, const char *waiting, char *err, size_t len)
 {
 	int64_t deadline = saas__now_ms() + STREAM_WAIT_MS;
 
@@ -336,7 +335,8 @@ static int stream_wait(struct drv *d, virDomainPtr dom, const char *name, char *
 		json_decref(r);
 		if (closing(d) || saas__now_ms() > deadline)
 			return saas__error(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
-			                   "VM %s's disk is still being merged after a fork; try again later", name);
+			                   "VM %s: %s, which is still running after %d min; try again later", name, waiting,
+			                   STREAM_WAIT_MS / 60000);
 		usleep(50 * 1000);
 	}
 }
@@ -344,7 +344,9 @@ static int stream_wait(struct drv *d, virDomainPtr dom, const char *name, char *
 int saas__lv_snapdisk_settle(struct drv *d, virDomainPtr dom, const char *name)
 {
 	char err[512];
-	int rc = stream_wait(d, dom, name, err, sizeof(err));
+	/* A fork or a pause that keeps the VM running, or a resume, began it (disk_flatten). */
+	int rc = stream_wait(d, dom, name, "its snapshot waits for the merge of its disk that its last fork or resume began",
+	                     err, sizeof(err));
 
 	if (rc == SAAS_OK && err[0])
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: merging its disk chain failed, which stays as it was: %s", name, err);
@@ -358,7 +360,8 @@ int saas__lv_snapdisk_pull(struct drv *d, virDomainPtr dom, const char *name, co
 	int rc;
 
 	if ((rc = saas__lv_snapdisk_top(dom, &node, &top, &size)) < 0 || (rc = stream_start(dom, node, base)) < 0 ||
-	    (rc = stream_wait(d, dom, name, err, sizeof(err))) < 0)
+	    (rc = stream_wait(d, dom, name, "its resume waits for the merge of the kept disk into its new one", err,
+	                      sizeof(err))) < 0)
 		saas__error_wrap(rc, "merging the paused VM's disk into its new overlay");
 	else if (err[0])
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "merging the paused VM's disk into its new overlay "

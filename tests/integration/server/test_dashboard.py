@@ -454,6 +454,8 @@ def test_open():
     check("log-in: attempts for one e-mail are limited", statuses[-1] == 429, statuses)
     r = Browser(s).login("d@example.org")
     check("log-in: even with the right password while limited", r.status == 429, r.status)
+    check("log-in: the limited page says when to try again, as its Retry-After",
+          says_when(r.headers.get("Retry-After"), r.text), (r.headers.get("Retry-After"), r.text[-600:]))
     # A stranger spending an e-mail's attempts from their address does not lock its owner out from theirs.
     stranger = Browser(s, "127.0.0.7")
     statuses = [stranger.login("d@example.org", "wrong password!").status for _ in range(5)]
@@ -600,9 +602,22 @@ def test_approval():
     r = Browser(s, "127.0.0.13").signup("i@example.org")
     check("signups-per-hour: the third is refused (503, Retry-After)", r.status == 503 and
           int(r.headers.get("Retry-After", "0")) > 0, (r.status, r.headers.get("Retry-After")))
+    check("signups-per-hour: the page says in words when to try again (minutes: half an hour for the next)",
+          says_when(r.headers.get("Retry-After"), r.text) and "minutes." in r.text,
+          (r.headers.get("Retry-After"), r.text[-600:]))
     r = Browser(s, "127.0.0.13").login("i@example.org")
     check("signups-per-hour: and made no account", r.status == 401, r.status)
     s.stop()
+
+
+def says_when(retry_after, text):
+    """The page says in words when to come back, as many seconds as its Retry-After (minutes past two)."""
+    secs = int(retry_after or "0")
+    if secs <= 0:
+        return False
+    words = (f"Try again in {secs} second{'' if secs == 1 else 's'}." if secs < 120 else
+             f"Try again in {(secs + 59) // 60} minutes.")
+    return words in text
 
 
 def vm_kib(pid, field):
@@ -642,12 +657,12 @@ def test_hash_flood():
                     "Content-Type": "application/x-www-form-urlencoded", "Origin": s.origin,
                     "Cookie": f"aas_form={form_cookie}"})
                 r = c.getresponse()
-                r.read()
+                text = r.read().decode("utf-8", "replace")
                 c.close()
                 st = r.status
                 if st == 503:
                     with lock:
-                        retry_after.append(r.headers.get("Retry-After"))
+                        retry_after.append((r.headers.get("Retry-After"), text))
             except OSError as e:
                 st = type(e).__name__
             with lock:
@@ -678,7 +693,10 @@ def test_hash_flood():
           f"peak {peak // 1024} MiB, bound {bound // 1024} MiB; /healthz {len(health)} polls", flush=True)
     check("flood: the server's peak memory stays within its hashes", peak <= bound, (base, peak, bound))
     check("flood: past the bound, 503 with Retry-After", statuses.get(503, 0) > 0 and
-          all(x and int(x) > 0 for x in retry_after), statuses)
+          all(x and int(x) > 0 for x, _ in retry_after), statuses)
+    check("flood: and each 503 page says in words when to try again (in 1 second)",
+          all(says_when(x, text) and "Try again in 1 second." in text for x, text in retry_after),
+          [x for x in retry_after if not says_when(*x)][:1])
     check("flood: the hashes still ran (401)", statuses.get(401, 0) > 0, statuses)
     check("flood: /healthz answered throughout", health and all(h == 200 for h in health), health)
     r = Browser(s, "127.0.0.251").login("flood@example.org")
