@@ -30,11 +30,15 @@
  * left. A fork and a pause while host 1 is dead fail, naming the host, and
  * its VM runs on once the host is back; a snapshot's delete fails too, and
  * the driver deletes it by itself once the host answers.
- * A VM of the default image (a disk) on host 1 is paused: its disk volume
- * stays in the pool as the snapshot's (a stray destroy of the domain-less
- * VM leaves it); resumed, a file written on its disk before is there, the
- * snapshot's delete takes the kept volume, and its destroy leaves no volume
- * of it. Its fork is refused, saying so.
+ * A VM of the default image (a disk) on host 1 is forked: its child (made
+ * through B) has the parent's file, neither sees what the other writes
+ * after, and the snapshot's delete takes the frozen disk volume. The parent
+ * is then paused: its disk volume stays in the pool as the snapshot's (a
+ * stray destroy of the domain-less VM, and the sweep's scan, leave it);
+ * resumed, a file written on its disk before is there, the snapshot's
+ * delete takes the kept volume; a disk volume nothing uses is deleted by
+ * the sweep's scan, the running VM's is not; its destroy leaves no volume
+ * of it.
  *
  * Egress on a host, through the servers (docs/vm-hosts.md, "Egress on a
  * host"): C's VM on host 2, made isolated, its egress channel C's, and
@@ -308,11 +312,15 @@ static void *open_ctx(const char *name, int host, const char *images, const char
 	snprintf(dirs[i], sizeof(dirs[i]), "%s/%s", state_dir, name);
 	if (sh("mkdir -p '%s'", dirs[i]) != 0)
 		return NULL;
+	/*
+	 * The test's daemons run in the test's cgroup: without cpu or memory
+	 * there, VMs go unlimited. B's scans sweep a disk volume nothing uses
+	 * after 1 s (test_disk_pause), not an hour: the test calls them itself.
+	 */
 	snprintf(configs[i], sizeof(configs[i]),
-	         /* The test's daemons run in the test's cgroup: without cpu or memory there, VMs go unlimited. */
 	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s templates=%s "
-	         "dns_upstream=" VMTEST_NET_DNS,
-	         images, key, addr[host], addr[host], templates ? "on" : "off");
+	         "dns_upstream=" VMTEST_NET_DNS "%s",
+	         images, key, addr[host], addr[host], templates ? "on" : "off", i == 1 ? " disk_sweep_grace=1" : "");
 	memset(&env, 0, sizeof(env));
 	env.state_dir = dirs[i];
 	env.config = configs[i];
@@ -805,6 +813,16 @@ static bool host_runs(int host, const char *name)
 	return sh("virsh -q -c qemu+tcp://%s/system domstate '%s' 2>/dev/null | grep -qx running", addr[host], name) == 0;
 }
 
+/* VM made[slot] destroyed through the context that made it, gone from host 1. */
+static void destroy_made(size_t slot)
+{
+	const char *name = made[slot];
+
+	check(drv->vm_destroy(made_ctx[slot], name), "vm_destroy");
+	made[slot] = NULL;
+	assert_false(host_runs(1, name));
+}
+
 /* The counter vm's process writes (a number ten times a second), read twice a second apart: it counts on. */
 static void counts_on(void *ctx, const char *vm, const char *pid)
 {
@@ -1021,6 +1039,7 @@ static void test_snapshots(void **state)
 static void test_disk_pause(void **state)
 {
 	saas_vm_spec spec = shape, kid;
+	struct scanned sc = { .n = 0 };
 	char manifest[2200];
 	int64_t bytes = 0;
 
@@ -1063,9 +1082,7 @@ static void test_disk_pause(void **state)
 	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 0);
 	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 2);
 	assert_string_equal(run(ctx_b, DKID, "cat /workspace/disk.txt /workspace/child.txt"), "on-disk\nchild");
-	check(drv->vm_destroy(ctx_b, DKID), "vm_destroy (child of the disk VM)");
-	made[11] = NULL;
-	assert_false(host_runs(1, DKID));
+	destroy_made(11);
 	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
 	assert_int_equal(host_volumes(1, DKID), 0);
 
@@ -1077,6 +1094,10 @@ static void test_disk_pause(void **state)
 	/* Its disk (the fork's overlay) is the snapshot's now: a destroy of the VM that is not there leaves it. */
 	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
 	check(drv->vm_destroy(ctx_b, VM3), "vm_destroy of the paused VM");
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
+	/* Nor does the sweep's scan (B's: 1 s of grace) take it: its snapshot names it. */
+	sleep(2);
+	check(drv->snapshot_scan(ctx_b, add_scanned, &sc), "snapshot_scan B (a paused disk VM)");
 	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
 
 	check(drv->vm_restore(ctx_a, &spec, "hsnap-disk"), "vm_restore (resume of a disk VM) on host 1");
@@ -1090,9 +1111,22 @@ static void test_disk_pause(void **state)
 	run(ctx_a, VM3, "echo more >> /workspace/disk.txt && sync");
 	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk\nmore");
 
-	check(drv->vm_destroy(ctx_a, VM3), "vm_destroy (disk VM)");
-	made[10] = NULL;
-	assert_false(host_runs(1, VM3));
+	/*
+	 * What a resume or a fork cut short leaves, a disk volume nothing uses,
+	 * goes with the sweep's scan once older than the grace; the running VM's
+	 * own (older too) stays.
+	 */
+	assert_int_equal(sh("virsh -q -c qemu+tcp://%s/system vol-create-as aas aas-disk-hsweep-00000001.qcow2 1M "
+	                    "--format qcow2 >/dev/null", addr[1]), 0);
+	sleep(2);
+	sc.n = 0;
+	check(drv->snapshot_scan(ctx_b, add_scanned, &sc), "snapshot_scan B (disk sweep)");
+	assert_int_equal(host_volumes(1, "aas-disk-hsweep-"), 0);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-disk-"), 1);
+	run(ctx_a, VM3, "echo after-sweep >> /workspace/disk.txt && sync");
+	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk\nmore\nafter-sweep");
+
+	destroy_made(10);
 	assert_int_equal(host_volumes(1, "aas-disk-"), 0);
 	assert_int_equal(host_volumes(1, VM3), 0);
 }

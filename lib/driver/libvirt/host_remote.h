@@ -162,7 +162,10 @@ int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata);
  * snapshot is, its description says, or, when a take was cut short before
  * it, the domain description in its state's save image; one of no known
  * owner is not reported. When each was last written: the newest modification
- * or change time of its volumes, by the host's clock.
+ * or change time of its volumes, by the host's clock. Then, the whole pool
+ * scanned, the DISK_PREFIX volumes nothing uses are deleted (host_remote_snap.c
+ * says when): this is the core's sweep's one call on each host, once a
+ * minute by one server, and the driver table has no slot of its own for it.
  */
 int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata);
 /*

@@ -925,15 +925,119 @@ static int snap_stems(char **names, int n, char (**stems)[64], size_t *count)
 	return SAAS_OK;
 }
 
+/* ---- the same sweep: the disk volumes a resume, a fork or a fork's child cut short left ---- */
+
+/*
+ * Every domain's description on the host (any cluster's), one after the
+ * other in *all (freed by the caller): the paths of their disks and of the
+ * backing files libvirt knows of are in it.
+ */
+static int domains_text(struct drv *d, char **all)
+{
+	saas__buf b = SAAS__BUF_INIT;
+	virDomainPtr *doms = NULL;
+	virErrorPtr e;
+	int n = virConnectListAllDomains(saas__lv_conn(d), &doms, 0), rc = SAAS_OK;
+
+	*all = NULL;
+	if (n < 0)
+		return saas__lv_virt_error("listing the VM host's domains");
+	for (int i = 0; i < n; i++) {
+		char *xml = rc == SAAS_OK ? virDomainGetXMLDesc(doms[i], 0) : NULL;
+		if (xml)
+			saas__buf_puts(&b, xml);
+		/* One gone between the listing and its description uses nothing any more. */
+		else if (rc == SAAS_OK && (!(e = virGetLastError()) || e->code != VIR_ERR_NO_DOMAIN))
+			rc = saas__lv_virt_error("reading a domain's description on the VM host");
+		free(xml);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	if (!(*all = saas__buf_detach(&b, NULL)) && rc == SAAS_OK)
+		rc = saas__oom();
+	if (rc < 0) {
+		free(*all);
+		*all = NULL;
+	}
+	return rc;
+}
+
+/*
+ * Delete the pool's DISK_PREFIX volumes nothing uses: what a resume, a fork
+ * or a fork's child cut short by a server's end left (made, and no domain
+ * ever ran on it), or a failed fork's frozen disk the parent no longer backs
+ * onto. One goes only when all of these hold:
+ *   - it was last written (mtime or ctime, the host's clock) more than
+ *     the grace ago (driver option disk_sweep_grace, an hour: the grace a
+ *     snapshot cut short has, SAAS_HOST_SNAPSHOT_GRACE_MS, for the same
+ *     reasons): a restore or a fork under way made its own just now;
+ *   - no domain of the host names its path (doms: read before the pool's
+ *     volumes were listed, so that a VM whose domain a pause ends after that
+ *     was seen using it, and one ended before has its snapshot's state in the
+ *     listing);
+ *   - no snapshot of the pool is incomplete and young (busy: a pause between
+ *     its save and its description, whose disk is no domain's and no
+ *     complete snapshot's for those seconds);
+ *   - no complete snapshot names it (a paused VM's disk, a fork's frozen one:
+ *     any cluster's), and no volume backs onto it.
+ * Any cluster's: a volume no domain, snapshot or volume of the host uses is
+ * of use to nobody. Failures are logged, never the scan's.
+ */
+static void disks_sweep(struct drv *d, char **names, int n, const char *doms, bool busy)
+{
+	size_t pre = strlen(DISK_PREFIX);
+	int64_t now = saas__now_ms();
+
+	if (busy) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "VM host %s: a snapshot is being taken; its unused disk volumes are swept "
+		             "later", d->uri);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(names[i]);
+		virStorageVolPtr v;
+		int64_t written = 0;
+		char *path;
+
+		if (strncmp(names[i], DISK_PREFIX, pre) != 0 || !saas__lv_disk_volume_ok(names[i]) ||
+		    len <= pre + strlen(".qcow2") || vol_written(d, names[i], &written) < 0 || written <= 0 ||
+		    now - written < d->disk_sweep_grace_ms) {
+			saas__error_clear();
+			continue;
+		}
+		if (!(v = saas__lv_vmhost_vol_lookup(d, names[i])))
+			continue;
+		path = virStorageVolGetPath(v);
+		virStorageVolFree(v);
+		if (path && !strstr(doms, path) && !saas__lv_vmhost_disk_kept(d, names[i]) &&
+		    !saas__lv_vmhost_vol_backs(d, path)) {
+			saas__lv_log(d, SAAS_LOG_WARN, "disk volume %s on VM host %s is used by no VM, snapshot or volume (last "
+			             "written %lld s ago): deleting it", names[i], d->uri, (long long)((now - written) / 1000));
+			saas__lv_vmhost_vol_delete(d, names[i]);
+		}
+		saas__error_clear();
+		free(path);
+	}
+}
+
 int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata)
 {
-	char **names = NULL, (*stems)[64] = NULL;
+	char **names = NULL, (*stems)[64] = NULL, *doms = NULL;
 	size_t count = 0;
+	bool busy = false;
 	int n = 0, rc, stop = 0;
 
+	if ((rc = saas__lv_vmhost_check(d)) < 0)
+		goto out;
+	/* Before the pool is read (disks_sweep): a host whose domains cannot be read has no disk swept. */
+	if (domains_text(d, &doms) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "VM host %s: its unused disk volumes are not swept: %s", d->uri,
+		             saas_error_last()->message);
+		saas__error_clear();
+	}
 	/* A state file libvirt wrote for a take cut short is a volume once the pool is read again. */
-	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = pool_refresh(d)) < 0 ||
-	    (rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0 || (rc = snap_stems(names, n, &stems, &count)) < 0)
+	if ((rc = pool_refresh(d)) < 0 || (rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0 ||
+	    (rc = snap_stems(names, n, &stems, &count)) < 0)
 		goto out;
 	for (size_t i = 0; i < count && !stop; i++) {
 		saas_driver_snapshot s = { stems[i], 0, 0 };
@@ -958,10 +1062,16 @@ int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata
 		if (rc < 0)
 			break;
 		s.complete = ready;
+		/* Any cluster's take under way (or cut short within the grace) holds the disk sweep back. */
+		busy = busy || (!ready && saas__now_ms() - s.written_ms < d->disk_sweep_grace_ms);
 		if (ours)
 			stop = fn(userdata, &s);
 	}
+	/* Only after a whole scan (a listing cut short is the caller's error). */
+	if (rc == SAAS_OK && doms)
+		disks_sweep(d, names, n, doms, busy);
 out:
+	free(doms);
 	free(stems);
 	saas__lv_vmhost_names_free(names, n);
 	return rc < 0 ? on_host(d, saas__error_wrap(rc, "listing the snapshots in the pool")) : SAAS_OK;
