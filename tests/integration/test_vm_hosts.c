@@ -30,11 +30,15 @@
  * left. A fork and a pause while host 1 is dead fail, naming the host, and
  * its VM runs on once the host is back; a snapshot's delete fails too, and
  * the driver deletes it by itself once the host answers.
- * A VM of the default image (a disk) on host 1 is paused: its disk volume
- * stays in the pool as the snapshot's (a stray destroy of the domain-less
- * VM leaves it); resumed, a file written on its disk before is there, the
- * snapshot's delete takes the kept volume, and its destroy leaves no volume
- * of it. Its fork is refused, saying so.
+ * A VM of the default image (a disk) on host 1 is forked: its child (made
+ * through B) has the parent's file, neither sees what the other writes
+ * after, and the snapshot's delete takes the frozen disk volume. The parent
+ * is then paused: its disk volume stays in the pool as the snapshot's (a
+ * stray destroy of the domain-less VM, and the sweep's scan, leave it);
+ * resumed, a file written on its disk before is there, the snapshot's
+ * delete takes the kept volume; a disk volume nothing uses is deleted by
+ * the sweep's scan, the running VM's is not; its destroy leaves no volume
+ * of it.
  *
  * Egress on a host, through the servers (docs/vm-hosts.md, "Egress on a
  * host"): C's VM on host 2, made isolated, its egress channel C's, and
@@ -121,6 +125,7 @@ extern const saas_driver saas__driver_libvirt;
 #define KID1 "sbx-hosts-kid1"
 #define KID2 "sbx-hosts-kid2"
 #define VM3 "sbx-hosts-disk"
+#define DKID "sbx-hosts-dkid"
 #define OWNER "test-cluster"
 /* A call on a dead host fails in seconds (the keepalive's); past this it hung. */
 #define WATCHDOG_S 60
@@ -130,8 +135,8 @@ static const char *script;
 static char state_dir[2048], top[2200], addr[3][32];
 static void *ctx_a, *ctx_b, *ctx_c, *ctx_d, *ctx_e, *ctx_f;
 static char images_dir[2048], key_path[2400];
-static const char *made[11]; /* VMs to destroy at teardown, with the context that reaches them */
-static void *made_ctx[11];
+static const char *made[12]; /* VMs to destroy at teardown, with the context that reaches them */
+static void *made_ctx[12];
 static saas_vm_spec shape;
 static const saas_vm_network isolated = { SAAS_NET_ISOLATED, NULL, NULL };
 
@@ -307,11 +312,15 @@ static void *open_ctx(const char *name, int host, const char *images, const char
 	snprintf(dirs[i], sizeof(dirs[i]), "%s/%s", state_dir, name);
 	if (sh("mkdir -p '%s'", dirs[i]) != 0)
 		return NULL;
+	/*
+	 * The test's daemons run in the test's cgroup: without cpu or memory
+	 * there, VMs go unlimited. B's scans sweep a disk volume nothing uses
+	 * after 1 s (test_disk_pause), not an hour: the test calls them itself.
+	 */
 	snprintf(configs[i], sizeof(configs[i]),
-	         /* The test's daemons run in the test's cgroup: without cpu or memory there, VMs go unlimited. */
 	         "images=%s boot_timeout=600 owner=" OWNER " ssh_key=%s uri=qemu+tcp://%s/system listen=%s templates=%s "
-	         "dns_upstream=" VMTEST_NET_DNS,
-	         images, key, addr[host], addr[host], templates ? "on" : "off");
+	         "dns_upstream=" VMTEST_NET_DNS "%s",
+	         images, key, addr[host], addr[host], templates ? "on" : "off", i == 1 ? " disk_sweep_grace=1" : "");
 	memset(&env, 0, sizeof(env));
 	env.state_dir = dirs[i];
 	env.config = configs[i];
@@ -804,6 +813,16 @@ static bool host_runs(int host, const char *name)
 	return sh("virsh -q -c qemu+tcp://%s/system domstate '%s' 2>/dev/null | grep -qx running", addr[host], name) == 0;
 }
 
+/* VM made[slot] destroyed through the context that made it, gone from host 1. */
+static void destroy_made(size_t slot)
+{
+	const char *name = made[slot];
+
+	check(drv->vm_destroy(made_ctx[slot], name), "vm_destroy");
+	made[slot] = NULL;
+	assert_false(host_runs(1, name));
+}
+
 /* The counter vm's process writes (a number ten times a second), read twice a second apart: it counts on. */
 static void counts_on(void *ctx, const char *vm, const char *pid)
 {
@@ -1005,16 +1024,22 @@ static void test_snapshots(void **state)
 }
 
 /*
- * A VM of a disk image (the default image) paused on host 1 and resumed:
- * its disk volume is the snapshot's while it is paused (a stray destroy of
- * the domain-less VM leaves it), the resume runs on a new overlay into
- * which it is merged, so that the snapshot's delete takes it; a file the
+ * A VM of a disk image (the default image) on host 1, forked and then
+ * paused and resumed. The fork: its disk volume is frozen as the snapshot's
+ * while the parent runs on over a new overlay; the child (made through
+ * another server) sees the parent's file, and neither sees what the other
+ * writes after; once the child is made the snapshot's delete takes the
+ * frozen volume (both merged it into their own). The pause: its disk volume
+ * (the fork's overlay now) is the snapshot's while it is paused (a stray
+ * destroy of the domain-less VM leaves it), the resume runs on a new overlay
+ * into which it is merged, so that the snapshot's delete takes it; a file the
  * guest wrote on its disk before the pause is there after; destroyed,
- * nothing of it is left in the pool. A fork of it is refused, saying why.
+ * nothing of either VM is left in the pool.
  */
 static void test_disk_pause(void **state)
 {
-	saas_vm_spec spec = shape;
+	saas_vm_spec spec = shape, kid;
+	struct scanned sc = { .n = 0 };
 	char manifest[2200];
 	int64_t bytes = 0;
 
@@ -1032,18 +1057,48 @@ static void test_disk_pause(void **state)
 	made_ctx[10] = ctx_a;
 	run(ctx_a, VM3, "echo on-disk > /workspace/disk.txt && sync");
 	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
-	assert_int_equal(drv->vm_snapshot(ctx_a, VM3, "hsnap-dfork", 1, &bytes), SAAS_ENOTSUP);
-	assert_non_null(strstr(saas_error_last()->message, "can be paused"));
+
+	check(drv->vm_snapshot(ctx_a, VM3, "hsnap-dfork", 1, &bytes), "vm_snapshot (fork of a disk VM) on host 1");
+	printf("disk VM forked on host 1: %lld bytes\n", (long long)bytes);
+	assert_int_equal(vm_state(ctx_a, VM3), SAAS_VM_RUNNING);
+	/* Its old disk frozen (the snapshot's), the parent on a new overlay of it. */
+	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
+	kid = spec;
+	kid.name = DKID;
+	check(drv->vm_restore(ctx_b, &kid, "hsnap-dfork"), "vm_restore (child of a disk VM) through B");
+	made[11] = DKID;
+	made_ctx[11] = ctx_b;
+	assert_string_equal(run(ctx_b, DKID, "hostname; cat /workspace/disk.txt"), DKID "\non-disk");
+	run(ctx_b, DKID, "echo child > /workspace/child.txt && sync");
+	run(ctx_a, VM3, "echo parent > /workspace/parent.txt && sync");
+	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt /workspace/parent.txt; "
+	                                    "test -e /workspace/child.txt || echo none"), "on-disk\nparent\nnone");
+	assert_string_equal(run(ctx_b, DKID, "cat /workspace/child.txt; test -e /workspace/parent.txt || echo none"),
+	                    "child\nnone");
+	/* Both merged the frozen disk into their own: the snapshot's delete takes it. */
+	check(drv->snapshot_delete(ctx_a, "hsnap-dfork"), "snapshot_delete (disk fork)");
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-dfork."), 0);
+	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 0);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 2);
+	assert_string_equal(run(ctx_b, DKID, "cat /workspace/disk.txt /workspace/child.txt"), "on-disk\nchild");
+	destroy_made(11);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
+	assert_int_equal(host_volumes(1, DKID), 0);
 
 	check(drv->vm_snapshot(ctx_a, VM3, "hsnap-disk", 0, &bytes), "vm_snapshot (pause of a disk VM) on host 1");
 	printf("disk VM paused on host 1: %lld bytes\n", (long long)bytes);
 	assert_int_equal(vm_state(ctx_a, VM3), SAAS_VM_ABSENT);
 	assert_false(host_runs(1, VM3));
 	assert_int_equal(host_volumes(1, "aas-snap-hsnap-disk."), 3);
-	/* Its disk is the snapshot's now: a destroy of the VM that is not there (another server's) leaves it. */
-	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
+	/* Its disk (the fork's overlay) is the snapshot's now: a destroy of the VM that is not there leaves it. */
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
 	check(drv->vm_destroy(ctx_b, VM3), "vm_destroy of the paused VM");
-	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
+	/* Nor does the sweep's scan (B's: 1 s of grace) take it: its snapshot names it. */
+	sleep(2);
+	check(drv->snapshot_scan(ctx_b, add_scanned, &sc), "snapshot_scan B (a paused disk VM)");
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 1);
 
 	check(drv->vm_restore(ctx_a, &spec, "hsnap-disk"), "vm_restore (resume of a disk VM) on host 1");
 	assert_true(host_runs(1, VM3));
@@ -1052,13 +1107,26 @@ static void test_disk_pause(void **state)
 	/* Merged into the new overlay: the snapshot's delete takes the kept disk too. */
 	check(drv->snapshot_delete(ctx_a, "hsnap-disk"), "snapshot_delete (disk pause)");
 	assert_int_equal(host_volumes(1, "aas-snap-hsnap-disk."), 0);
-	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 0);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 0);
 	run(ctx_a, VM3, "echo more >> /workspace/disk.txt && sync");
 	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk\nmore");
 
-	check(drv->vm_destroy(ctx_a, VM3), "vm_destroy (disk VM)");
-	made[10] = NULL;
-	assert_false(host_runs(1, VM3));
+	/*
+	 * What a resume or a fork cut short leaves, a disk volume nothing uses,
+	 * goes with the sweep's scan once older than the grace; the running VM's
+	 * own (older too) stays.
+	 */
+	assert_int_equal(sh("virsh -q -c qemu+tcp://%s/system vol-create-as aas aas-disk-hsweep-00000001.qcow2 1M "
+	                    "--format qcow2 >/dev/null", addr[1]), 0);
+	sleep(2);
+	sc.n = 0;
+	check(drv->snapshot_scan(ctx_b, add_scanned, &sc), "snapshot_scan B (disk sweep)");
+	assert_int_equal(host_volumes(1, "aas-disk-hsweep-"), 0);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-disk-"), 1);
+	run(ctx_a, VM3, "echo after-sweep >> /workspace/disk.txt && sync");
+	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk\nmore\nafter-sweep");
+
+	destroy_made(10);
 	assert_int_equal(host_volumes(1, "aas-disk-"), 0);
 	assert_int_equal(host_volumes(1, VM3), 0);
 }

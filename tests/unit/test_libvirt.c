@@ -204,6 +204,7 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	assert_int_equal(cfg->network, NET_AUTO);
 	assert_true(cfg->templates);
 	assert_int_equal(cfg->boot_timeout_ms, DEFAULT_BOOT_TIMEOUT_MS);
+	assert_int_equal(cfg->disk_sweep_grace_ms, 3600 * 1000);
 	assert_int_equal(cfg->uids, UIDS_AUTO);
 	assert_int_equal(cfg->uid_first, 200000);
 	assert_int_equal(cfg->uid_count, 1000);
@@ -267,10 +268,11 @@ static void test_config_every_option(void **state)
 	assert_int_equal(cfg.boot_timeout_ms, 3600 * 1000);
 	saas__lv_config_clear(&cfg);
 
-	assert_int_equal(saas__lv_config_parse(&cfg, "accel=auto network=auto boot_timeout=1"), SAAS_OK);
+	assert_int_equal(saas__lv_config_parse(&cfg, "accel=auto network=auto boot_timeout=1 disk_sweep_grace=1"), SAAS_OK);
 	assert_int_equal(cfg.accel, ACCEL_AUTO);
 	assert_int_equal(cfg.network, NET_AUTO);
 	assert_int_equal(cfg.boot_timeout_ms, 1000);
+	assert_int_equal(cfg.disk_sweep_grace_ms, 1000);
 	assert_null(cfg.nft_helper);
 	saas__lv_config_clear(&cfg);
 
@@ -628,6 +630,9 @@ static void test_config_bad_values(void **state)
 		{ "spare_memory_mb=1g", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '1g'" },
 		{ "spare_memory_mb=", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not ''" },
 		{ "boot_timeout=3601", "boot_timeout must be 1 to 3600 seconds" },
+		{ "disk_sweep_grace=0", "disk_sweep_grace must be 1 to 86400 seconds" },
+		{ "disk_sweep_grace=86401", "disk_sweep_grace must be 1 to 86400 seconds" },
+		{ "disk_sweep_grace=1h", "disk_sweep_grace must be 1 to 86400 seconds" },
 		{ "boot_timeout=-5", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=60s", "boot_timeout must be 1 to 3600 seconds" },
 		{ "boot_timeout=", "boot_timeout must be 1 to 3600 seconds" },

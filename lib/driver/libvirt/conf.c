@@ -72,6 +72,18 @@ static int parse_count(const char *key, const char *val, unsigned int max, const
 	return SAAS_OK;
 }
 
+/* KEY=SECONDS, 1 to max: in ms into *ms. */
+static int parse_seconds(const char *key, const char *val, int max, int *ms)
+{
+	char *end;
+	long v = strtol(val, &end, 10);
+
+	if (*end || v <= 0 || v > max)
+		return saas__inval("%s must be 1 to %d seconds", key, max);
+	*ms = (int)v * 1000;
+	return SAAS_OK;
+}
+
 /* uids=auto|off|FIRST-LAST: a range of at most UIDS_COUNT_MAX uids, clear of the host's own users. */
 static int parse_uids(struct saas__lv_config *cfg, const char *val)
 {
@@ -183,6 +195,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->accel = ACCEL_AUTO;
 	cfg->network = NET_AUTO;
 	cfg->boot_timeout_ms = DEFAULT_BOOT_TIMEOUT_MS;
+	cfg->disk_sweep_grace_ms = DISK_SWEEP_GRACE_S * 1000;
 	cfg->templates = true;
 	cfg->control_port = true;
 	cfg->control_files = true;
@@ -239,12 +252,9 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 		} else if (strcmp(tok, "control_exec") == 0) {
 			rc = parse_onoff(tok, val, &cfg->control_exec);
 		} else if (strcmp(tok, "boot_timeout") == 0) {
-			char *end;
-			long v = strtol(val, &end, 10);
-			if (*end || v <= 0 || v > BOOT_TIMEOUT_MAX_S)
-				rc = saas__inval("boot_timeout must be 1 to %d seconds", BOOT_TIMEOUT_MAX_S);
-			else
-				cfg->boot_timeout_ms = (int)v * 1000;
+			rc = parse_seconds(tok, val, BOOT_TIMEOUT_MAX_S, &cfg->boot_timeout_ms);
+		} else if (strcmp(tok, "disk_sweep_grace") == 0) {
+			rc = parse_seconds(tok, val, DISK_SWEEP_GRACE_MAX_S, &cfg->disk_sweep_grace_ms);
 		} else if (strcmp(tok, "min_free_memory_mb") == 0) {
 			rc = parse_count(tok, val, MIN_FREE_MEMORY_MB_MAX, "MiB", &cfg->min_free_memory_mb);
 		} else if (strcmp(tok, "spares") == 0) {

@@ -32,6 +32,7 @@ struct saas__lv_config {
 	bool control_files;              /* files over the control port where the guest's helper serves them */
 	bool control_exec;               /* commands over the control port until the SSH session is up, plain ones after */
 	int boot_timeout_ms;
+	int disk_sweep_grace_ms;         /* remote: an unused aas-disk volume's age before the sweep deletes it */
 	int uids;                        /* enum uidcfg */
 	unsigned int uid_first, uid_count;
 	char *dns_upstream;              /* the policy resolver's upstream "ADDR" or "ADDR#PORT"; NULL: resolv.conf's */

@@ -135,14 +135,21 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 bool saas__lv_vmhost_disk_kept(struct drv *d, const char *name);
 /* Does a volume of the pool back onto the disk at path? True when the pool cannot be read. */
 bool saas__lv_vmhost_vol_backs(struct drv *d, const char *path);
+/*
+ * What a snapshot's disk volume name backs onto (the image's disk, or a
+ * template's): the path a resume or a fork merges it down to, into *path
+ * (freed by the caller), as the pool last read its header.
+ */
+int saas__lv_vmhost_disk_base(struct drv *d, const char *name, char **path);
 /* The path of domain dom's disk (its top file), or NULL; freed by the caller. */
 char *saas__lv_vmhost_domain_disk(virDomainPtr dom);
 /* A destroyed VM's own disk volume at path deleted: one of the pool's, and no complete snapshot's. */
 void saas__lv_vmhost_disk_drop(struct drv *d, const char *path);
 /*
- * A paused VM's resume runs on a new overlay volume DISK_PREFIX SNAP "-" GEN
- * ".qcow2" (GEN: random) of the snapshot's kept disk, into which that disk is
- * then merged (saas__lv_snapdisk_pull).
+ * A paused VM's resume and a fork's child run on a new overlay volume
+ * DISK_PREFIX SNAP "-" GEN ".qcow2" (GEN: random) of the snapshot's kept
+ * disk, into which that disk is then merged (saas__lv_snapdisk_pull); so
+ * does a forked VM, its overlay made by the fork.
  */
 #define DISK_PREFIX "aas-disk-"
 
@@ -155,7 +162,10 @@ int saas__lv_vmhost_snap_list(struct drv *d, saas_name_fn fn, void *userdata);
  * snapshot is, its description says, or, when a take was cut short before
  * it, the domain description in its state's save image; one of no known
  * owner is not reported. When each was last written: the newest modification
- * or change time of its volumes, by the host's clock.
+ * or change time of its volumes, by the host's clock. Then, the whole pool
+ * scanned, the DISK_PREFIX volumes nothing uses are deleted (host_remote_snap.c
+ * says when): this is the core's sweep's one call on each host, once a
+ * minute by one server, and the driver table has no slot of its own for it.
  */
 int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata);
 /*

@@ -26,9 +26,30 @@
  * where it is, and no delete of the driver's takes a volume a complete
  * snapshot names (saas__lv_vmhost_disk_kept). Its resume (snapshot.c) runs
  * on a new overlay of it, into which it is merged at once; the snapshot's
- * delete then takes it, once nothing backs onto it. Not here (yet): the fork
- * of a VM with a disk (its disk would have to be frozen while the parent
- * runs on): refused, saying so, before anything is done.
+ * delete then takes it, once nothing backs onto it.
+ *
+ * A fork of a VM with a disk freezes the VM's top disk volume the same way,
+ * and the parent runs on over a new overlay volume DISK_PREFIX SNAP-GEN of
+ * it: one machine hard-links the frozen overlay into the snapshot and
+ * switches the VM onto a new one over QMP, but a pool can link nothing, and
+ * the switch must happen while the VM is paused for its memory, so that the
+ * disk the snapshot keeps is the one that memory saw. libvirt does both in
+ * one call: the memory snapshot above with an external disk snapshot of vda
+ * onto the overlay this driver made first (a volume of the pool, named as a
+ * resume's; VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT), while the VM is paused
+ * once. The alternative, the pause's save and a resume of the parent on a
+ * new overlay, would end the parent's domain, take it off its SSH forward and
+ * load its whole memory back over the network. Then the frozen volume goes
+ * as a pause's does: the parent merges it into its new overlay at once
+ * (block-stream, waited for, as a resume does: a fork whose merge fails
+ * fails), and each child, restored exactly as a resume on an overlay of its
+ * own, merges it into that; so once the children are made nothing backs onto
+ * it, and the snapshot's delete takes it. Until then every delete of the
+ * driver's leaves it (a complete snapshot names it), and the delete leaves it
+ * for as long as a volume backs onto it. The cost is a copy of what the guest
+ * wrote on its disk into the parent and into each child, on the host, in
+ * exchange for chains never deeper than a new VM's and no volume outliving
+ * its snapshot.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -226,16 +247,23 @@ out:
  * libvirt refuses to end a transient domain for its snapshot, so the caller
  * pauses it first and destroys it after) stays paused.
  */
-static int state_save(struct drv *d, virDomainPtr dom, const char *path, const char *snap)
+static int state_save(struct drv *d, virDomainPtr dom, const char *path, const char *snap, const char *overlay)
 {
 	saas__buf b = SAAS__BUF_INIT;
 	virDomainSnapshotPtr sp;
 	char *xml;
 	unsigned int flags = VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA;
 
-	/* The name and the path are ours (a snapshot's name is [a-z0-9-], the pool's directory checked). */
-	saas__buf_printf(&b, "<domainsnapshot><name>" SNAP_PREFIX "%s</name><memory snapshot='external' file='%s'/>"
-	                     "</domainsnapshot>", snap, path);
+	/* The name and the paths are ours (a snapshot's name is [a-z0-9-], the pool's directory checked). */
+	saas__buf_printf(&b, "<domainsnapshot><name>" SNAP_PREFIX "%s</name><memory snapshot='external' file='%s'/>",
+	                 snap, path);
+	/* A fork's disk: the VM onto overlay (made by the caller, backed by its top), in the same pause. */
+	if (overlay) {
+		saas__buf_printf(&b, "<disks><disk name='vda' snapshot='external' type='file'><driver type='qcow2'/>"
+		                     "<source file='%s'/></disk></disks>", overlay);
+		flags |= VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT;
+	}
+	saas__buf_puts(&b, "</domainsnapshot>");
 	if (!(xml = saas__buf_detach(&b, NULL)))
 		return saas__oom();
 	sp = virDomainSnapshotCreateXML(dom, xml, flags);
@@ -248,10 +276,11 @@ static int state_save(struct drv *d, virDomainPtr dom, const char *path, const c
 
 /*
  * The VM's disk as a volume of the pool, into s: its top overlay as QEMU
- * has it (the VM's NAME.qcow2, or the overlay a resume made), which must be
- * a volume of this driver's pool; its size (the restores' shape).
+ * has it (the VM's NAME.qcow2, or the overlay a resume or a fork made),
+ * which must be a volume of this driver's pool; its size (the restores'
+ * shape). Its path into *at (freed by the caller).
  */
-static int disk_volume(struct drv *d, virDomainPtr dom, struct saas__lv_snapshot *s)
+static int disk_volume(struct drv *d, virDomainPtr dom, struct saas__lv_snapshot *s, char **at)
 {
 	virStorageVolPtr vol = NULL;
 	virStorageVolInfo info;
@@ -273,6 +302,8 @@ static int disk_volume(struct drv *d, virDomainPtr dom, struct saas__lv_snapshot
 	saas__strlcpy(s->disk_volume, vname, sizeof(s->disk_volume));
 	s->disk_gb = (unsigned int)(size >> 30);
 	s->disk_bytes = virStorageVolGetInfo(vol, &info) == 0 ? (int64_t)info.allocation : 0;
+	*at = path;
+	path = NULL;
 out:
 	if (vol)
 		virStorageVolFree(vol);
@@ -282,6 +313,63 @@ out:
 	return rc;
 }
 
+int saas__lv_vmhost_disk_base(struct drv *d, const char *name, char **path)
+{
+	virStorageVolPtr v = saas__lv_vmhost_vol_lookup(d, name);
+	char *xml = v ? virStorageVolGetXMLDesc(v, 0) : NULL;
+	const char *bs = xml ? strstr(xml, "<backingStore>") : NULL, *p = bs ? strstr(bs, "<path>") : NULL;
+	size_t n = p ? strcspn(p += 6, "<&") : 0;
+	int rc = SAAS_OK;
+
+	*path = NULL;
+	if (!v)
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "the snapshot's disk %s is not on VM host %s",
+		                 name, d->uri);
+	else if (!p || p[n] != '<' || p[0] != '/')
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the snapshot's disk %s on VM host %s backs onto "
+		                 "no disk this driver made", name, d->uri);
+	else if (!(*path = strndup(p, n)))
+		rc = saas__oom();
+	free(xml);
+	if (v)
+		virStorageVolFree(v);
+	return rc;
+}
+
+/*
+ * A fork's new overlay for the parent: volume DISK_PREFIX SNAP-GEN.qcow2
+ * (its name into vol) backed by the frozen disk at frozen, its path into *at.
+ */
+static int fork_overlay(struct drv *d, const char *snap, const char *frozen, unsigned int disk_gb,
+                        char vol[SNAP_STEM_MAX + 24], char **at)
+{
+	char stem[SNAP_STEM_MAX + 16];
+	uint32_t gen;
+	int rc;
+
+	if ((rc = saas__random(&gen, sizeof(gen))) < 0)
+		return rc;
+	snprintf(stem, sizeof(stem), DISK_PREFIX "%s-%08x", snap, gen);
+	snprintf(vol, SNAP_STEM_MAX + 24, "%s.qcow2", stem);
+	if ((rc = saas__lv_vmhost_overlay(d, stem, frozen, disk_gb, at)) < 0)
+		saas__error_wrap(rc, "the VM's new disk overlay %s", vol);
+	return rc;
+}
+
+/* The frozen disk volume (name) merged into the forked VM's new overlay, down to what that disk backs onto. */
+static int fork_merge(struct drv *d, virDomainPtr dom, const char *vm, const char *name)
+{
+	char *base = NULL;
+	int rc;
+
+	if ((rc = saas__lv_vmhost_disk_base(d, name, &base)) == SAAS_OK)
+		rc = saas__lv_snapdisk_pull(d, dom, vm, base);
+	free(base);
+	return rc;
+}
+
+static void kept_disk_delete(struct drv *d, const char *snap, const char *name);
+
 int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap, int keep, int64_t *bytes)
 {
 	struct saas__lv_snapshot s;
@@ -289,10 +377,11 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 	virDomainPtr dom = NULL;
 	virDomainInfo info;
 	virDomainBlockInfo disk;
-	char vname[SNAP_STEM_MAX + 8], *dir = NULL, *path = NULL, *owner = NULL;
+	char vname[SNAP_STEM_MAX + 8], nvol[SNAP_STEM_MAX + 24] = "", *dir = NULL, *path = NULL, *owner = NULL;
+	char *frozen = NULL, *next = NULL;
 	const char *doing = keep ? "forked" : "paused";
 	unsigned int port = 0;
-	bool exists = false, written = false, saved = false;
+	bool exists = false, written = false, saved = false, switched = false, merge_tried = false, merged = false;
 	int state = 0, rc;
 
 	memset(&s, 0, sizeof(s));
@@ -316,16 +405,8 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 		goto out;
 	}
 	/* Every disk of the driver's VMs is vda (domain.c). */
-	if (virDomainGetBlockInfo(dom, "vda", &disk, 0) == 0) {
-		if (keep) {
-			rc = saas__error(SAAS_ENOTSUP, SAAS_ERRCLASS_DRIVER, 0, "VM %s has a disk, and a VM host cannot fork "
-			                 "one yet: on a VM host only VMs of disk-less images (initramfs) can be forked; VMs "
-			                 "with a disk can be paused", name);
-			goto out;
-		}
-		if ((rc = disk_volume(d, dom, &s)) < 0)
-			goto out;
-	}
+	if (virDomainGetBlockInfo(dom, "vda", &disk, 0) == 0 && (rc = disk_volume(d, dom, &s, &frozen)) < 0)
+		goto out;
 	saas__error_clear();
 	vol_name(vname, snap, "ready");
 	if ((rc = vol_exists(d, vname, &exists)) < 0)
@@ -351,13 +432,13 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 		goto out;
 	}
 	/*
-	 * A VM with a disk is saved (libvirt's save ends its domain, QEMU's
-	 * writes flushed, the disk left as it is): its disk volume is then the
-	 * snapshot's, which the VM's forget below keeps (its description names
-	 * it). A memory snapshot would move it onto a new overlay of libvirt's
-	 * naming first.
+	 * A paused VM with a disk is saved (libvirt's save ends its domain,
+	 * QEMU's writes flushed, the disk left as it is): its disk volume is then
+	 * the snapshot's, which the VM's forget below keeps (its description
+	 * names it). A memory snapshot alone would move it onto a new overlay of
+	 * libvirt's naming first: a fork names that overlay itself.
 	 */
-	if (s.disk_volume[0]) {
+	if (s.disk_volume[0] && !keep) {
 		if (virDomainSaveFlags(dom, path, NULL, 0) < 0) {
 			rc = saas__error_wrap(saas__lv_virt_error("saving the VM on the VM host"), "%s", d->uri);
 			goto out;
@@ -365,11 +446,31 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 		virDomainFree(dom);
 		dom = NULL;
 		saved = true;
-	} else if ((rc = state_save(d, dom, path, snap)) < 0) {
+	} else if (s.disk_volume[0]) {
+		/* A fork of a VM with a disk (the head of this file): the parent onto a new overlay as its memory is saved. */
+		if ((rc = fork_overlay(d, snap, frozen, s.disk_gb, nvol, &next)) < 0)
+			goto out;
+		rc = state_save(d, dom, path, snap, next);
+		/* libvirt undoes the switch of a snapshot that failed; the domain's word is what counts all the same. */
+		if (!(switched = rc == SAAS_OK)) {
+			char *now = saas__lv_vmhost_domain_disk(dom);
+			switched = now && strcmp(now, next) == 0;
+			free(now);
+		}
+		if (rc < 0)
+			goto out;
+	} else if ((rc = state_save(d, dom, path, snap, NULL)) < 0) {
 		goto out;
 	}
 	if ((rc = state_found(d, vname, &s)) < 0 || (rc = describe(d, snap, &s)) < 0)
 		goto out;
+	/* The parent's chain as short as before, and the frozen disk backed onto by the children alone (waited for). */
+	if (switched) {
+		merge_tried = true;
+		if ((rc = fork_merge(d, dom, name, s.disk_volume)) < 0)
+			goto out;
+		merged = true;
+	}
 	if (!keep) {
 		if (dom)
 			virDomainFree(dom);
@@ -384,9 +485,10 @@ int saas__lv_vmhost_snap_take(struct drv *d, const char *name, const char *snap,
 	if (bytes)
 		*bytes = s.state_bytes + s.disk_bytes;
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s %s as snapshot %s on VM host %s in %lld ms (%lld MiB of state in its "
-	             "pool, loaded by %s%s%s)", name, doing, snap, d->uri, (long long)saas__ms_since(&t0),
+	             "pool, loaded by %s%s%s%s%s)", name, doing, snap, d->uri, (long long)saas__ms_since(&t0),
 	             (long long)(s.state_bytes >> 20), keep ? "each child" : "its resume",
-	             s.disk_volume[0] ? "; its disk kept: volume " : "", s.disk_volume);
+	             s.disk_volume[0] ? "; its disk kept: volume " : "", s.disk_volume,
+	             nvol[0] ? "; the VM runs on over volume " : "", nvol);
 	rc = SAAS_OK;
 out:
 	if (rc < 0 && written) {
@@ -405,12 +507,26 @@ out:
 		/* The state libvirt may have begun: a volume once the pool is read again. */
 		pool_refresh(d);
 		snap_volumes_delete(d, snap);
+		/* A fork's new overlay the VM never ran on goes; once it does, the frozen disk goes when merged into it. */
+		if (nvol[0] && !switched)
+			saas__lv_vmhost_vol_delete(d, nvol);
+		if (switched && !merge_tried)
+			merged = fork_merge(d, dom, name, s.disk_volume) == SAAS_OK;
+		if (switched && merged)
+			kept_disk_delete(d, snap, s.disk_volume);
+		else if (switched)
+			saas__lv_log(d, SAAS_LOG_WARN, "VM %s runs on over its disk %s, frozen by its failed fork and not merged "
+			             "back: the volume stays under it (deleted with the VM if it bears its name)", name,
+			             s.disk_volume);
+		saas__error_clear();
 		rc = saas__error(rc, SAAS_ERRCLASS_DRIVER, 0, "%s", msg);
 	}
 	on_host(d, rc < 0 ? saas__error_wrap(rc, "VM %s cannot be %s", name, doing) : rc);
 	if (dom)
 		virDomainFree(dom);
 	saas__lv_snapshot_clear(&s);
+	free(frozen);
+	free(next);
 	free(owner);
 	free(path);
 	free(dir);
@@ -798,15 +914,119 @@ static int snap_stems(char **names, int n, char (**stems)[64], size_t *count)
 	return SAAS_OK;
 }
 
+/* ---- the same sweep: the disk volumes a resume, a fork or a fork's child cut short left ---- */
+
+/*
+ * Every domain's description on the host (any cluster's), one after the
+ * other in *all (freed by the caller): the paths of their disks and of the
+ * backing files libvirt knows of are in it.
+ */
+static int domains_text(struct drv *d, char **all)
+{
+	saas__buf b = SAAS__BUF_INIT;
+	virDomainPtr *doms = NULL;
+	virErrorPtr e;
+	int n = virConnectListAllDomains(saas__lv_conn(d), &doms, 0), rc = SAAS_OK;
+
+	*all = NULL;
+	if (n < 0)
+		return saas__lv_virt_error("listing the VM host's domains");
+	for (int i = 0; i < n; i++) {
+		char *xml = rc == SAAS_OK ? virDomainGetXMLDesc(doms[i], 0) : NULL;
+		if (xml)
+			saas__buf_puts(&b, xml);
+		/* One gone between the listing and its description uses nothing any more. */
+		else if (rc == SAAS_OK && (!(e = virGetLastError()) || e->code != VIR_ERR_NO_DOMAIN))
+			rc = saas__lv_virt_error("reading a domain's description on the VM host");
+		free(xml);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	if (!(*all = saas__buf_detach(&b, NULL)) && rc == SAAS_OK)
+		rc = saas__oom();
+	if (rc < 0) {
+		free(*all);
+		*all = NULL;
+	}
+	return rc;
+}
+
+/*
+ * Delete the pool's DISK_PREFIX volumes nothing uses: what a resume, a fork
+ * or a fork's child cut short by a server's end left (made, and no domain
+ * ever ran on it), or a failed fork's frozen disk the parent no longer backs
+ * onto. One goes only when all of these hold:
+ *   - it was last written (mtime or ctime, the host's clock) more than
+ *     the grace ago (driver option disk_sweep_grace, an hour: the grace a
+ *     snapshot cut short has, SAAS_HOST_SNAPSHOT_GRACE_MS, for the same
+ *     reasons): a restore or a fork under way made its own just now;
+ *   - no domain of the host names its path (doms: read before the pool's
+ *     volumes were listed, so that a VM whose domain a pause ends after that
+ *     was seen using it, and one ended before has its snapshot's state in the
+ *     listing);
+ *   - no snapshot of the pool is incomplete and young (busy: a pause between
+ *     its save and its description, whose disk is no domain's and no
+ *     complete snapshot's for those seconds);
+ *   - no complete snapshot names it (a paused VM's disk, a fork's frozen one:
+ *     any cluster's), and no volume backs onto it.
+ * Any cluster's: a volume no domain, snapshot or volume of the host uses is
+ * of use to nobody. Failures are logged, never the scan's.
+ */
+static void disks_sweep(struct drv *d, char **names, int n, const char *doms, bool busy)
+{
+	size_t pre = strlen(DISK_PREFIX);
+	int64_t now = saas__now_ms();
+
+	if (busy) {
+		saas__lv_log(d, SAAS_LOG_DEBUG, "VM host %s: a snapshot is being taken; its unused disk volumes are swept "
+		             "later", d->uri);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(names[i]);
+		virStorageVolPtr v;
+		int64_t written = 0;
+		char *path;
+
+		if (strncmp(names[i], DISK_PREFIX, pre) != 0 || !saas__lv_disk_volume_ok(names[i]) ||
+		    len <= pre + strlen(".qcow2") || vol_written(d, names[i], &written) < 0 || written <= 0 ||
+		    now - written < d->disk_sweep_grace_ms) {
+			saas__error_clear();
+			continue;
+		}
+		if (!(v = saas__lv_vmhost_vol_lookup(d, names[i])))
+			continue;
+		path = virStorageVolGetPath(v);
+		virStorageVolFree(v);
+		if (path && !strstr(doms, path) && !saas__lv_vmhost_disk_kept(d, names[i]) &&
+		    !saas__lv_vmhost_vol_backs(d, path)) {
+			saas__lv_log(d, SAAS_LOG_WARN, "disk volume %s on VM host %s is used by no VM, snapshot or volume (last "
+			             "written %lld s ago): deleting it", names[i], d->uri, (long long)((now - written) / 1000));
+			saas__lv_vmhost_vol_delete(d, names[i]);
+		}
+		saas__error_clear();
+		free(path);
+	}
+}
+
 int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata)
 {
-	char **names = NULL, (*stems)[64] = NULL;
+	char **names = NULL, (*stems)[64] = NULL, *doms = NULL;
 	size_t count = 0;
+	bool busy = false;
 	int n = 0, rc, stop = 0;
 
+	if ((rc = saas__lv_vmhost_check(d)) < 0)
+		goto out;
+	/* Before the pool is read (disks_sweep): a host whose domains cannot be read has no disk swept. */
+	if (domains_text(d, &doms) < 0) {
+		saas__lv_log(d, SAAS_LOG_WARN, "VM host %s: its unused disk volumes are not swept: %s", d->uri,
+		             saas_error_last()->message);
+		saas__error_clear();
+	}
 	/* A state file libvirt wrote for a take cut short is a volume once the pool is read again. */
-	if ((rc = saas__lv_vmhost_check(d)) < 0 || (rc = pool_refresh(d)) < 0 ||
-	    (rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0 || (rc = snap_stems(names, n, &stems, &count)) < 0)
+	if ((rc = pool_refresh(d)) < 0 || (rc = saas__lv_vmhost_vol_names(d, &names, &n)) < 0 ||
+	    (rc = snap_stems(names, n, &stems, &count)) < 0)
 		goto out;
 	for (size_t i = 0; i < count && !stop; i++) {
 		saas_driver_snapshot s = { stems[i], 0, 0 };
@@ -831,10 +1051,16 @@ int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata
 		if (rc < 0)
 			break;
 		s.complete = ready;
+		/* Any cluster's take under way (or cut short within the grace) holds the disk sweep back. */
+		busy = busy || (!ready && saas__now_ms() - s.written_ms < d->disk_sweep_grace_ms);
 		if (ours)
 			stop = fn(userdata, &s);
 	}
+	/* Only after a whole scan (a listing cut short is the caller's error). */
+	if (rc == SAAS_OK && doms)
+		disks_sweep(d, names, n, doms, busy);
 out:
+	free(doms);
 	free(stems);
 	saas__lv_vmhost_names_free(names, n);
 	return rc < 0 ? on_host(d, saas__error_wrap(rc, "listing the snapshots in the pool")) : SAAS_OK;

@@ -126,6 +126,9 @@ struct stat;
 #define META_PREFIX "aas"
 #define DEFAULT_BOOT_TIMEOUT_MS 180000
 #define BOOT_TIMEOUT_MAX_S 3600
+/* disk_sweep_grace: how old an unused disk volume on a VM host is before the sweep deletes it (host_remote_snap.c). */
+#define DISK_SWEEP_GRACE_S 3600
+#define DISK_SWEEP_GRACE_MAX_S 86400
 #define SSH_USER "sandbox"
 /* The guest's root may run one thing over SSH: the fix-ups of a restored clone (aas-control --restored). */
 #define FIXUP_USER "root"
@@ -342,6 +345,7 @@ struct drv {
 	const char *nft;                 /* the aas-nft helper when it loads our tables; NULL: nft (saas__lv_nft) */
 	bool internet;                   /* the policy of a spec that leaves it to the driver */
 	int boot_timeout_ms;
+	int disk_sweep_grace_ms;         /* driver option disk_sweep_grace (a VM host's) */
 	bool templates;                  /* make sandboxes as clones of templates (driver option templates=on) */
 	/*
 	 * control_port=off: clones' fix-ups go over SSH even where the port is

@@ -1233,30 +1233,6 @@ int saas__lv_vm_restore(void *ctx, const saas_vm_spec *spec, const char *snap)
 	return rc;
 }
 
-/* What the kept disk volume name backs onto (the image's or a template's disk): the path the resume merges down to. */
-static int kept_base(struct drv *d, const char *name, char **path)
-{
-	virStorageVolPtr v = saas__lv_vmhost_vol_lookup(d, name);
-	char *xml = v ? virStorageVolGetXMLDesc(v, 0) : NULL;
-	const char *bs = xml ? strstr(xml, "<backingStore>") : NULL, *p = bs ? strstr(bs, "<path>") : NULL;
-	size_t n = p ? strcspn(p += 6, "<&") : 0;
-	int rc = SAAS_OK;
-
-	*path = NULL;
-	if (!v)
-		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "the paused VM's disk %s is not on VM host %s",
-		                 name, d->uri);
-	else if (!p || p[n] != '<' || p[0] != '/')
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "the paused VM's disk %s on VM host %s backs onto "
-		                 "no disk this driver made", name, d->uri);
-	else if (!(*path = strndup(p, n)))
-		rc = saas__oom();
-	free(xml);
-	if (v)
-		virStorageVolFree(v);
-	return rc;
-}
-
 static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 {
 	struct saas__lv_snapshot s;
@@ -1342,9 +1318,9 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 	l.snapshot = true;
 	l.ignore_shared = s.ignore_shared;
 	/*
-	 * A paused VM's disk on a VM host: a new overlay of the volume its
-	 * snapshot kept, named for this resume (libvirt's pool renames nothing,
-	 * and the kept volume may bear the VM's name).
+	 * A paused or forked VM's disk on a VM host: a new overlay of the volume
+	 * its snapshot kept, named for this resume or child (libvirt's pool
+	 * renames nothing, and the kept volume may bear the VM's name).
 	 */
 	if (s.disk_volume[0]) {
 		uint32_t gen;
@@ -1353,7 +1329,7 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 		snprintf(vol, sizeof(vol), DISK_PREFIX "%s-%08x", snap, gen);
 		l.vol = vol;
 		l.base_vol = s.disk_volume;
-		if ((rc = kept_base(d, s.disk_volume, &kept_base_path)) < 0)
+		if ((rc = saas__lv_vmhost_disk_base(d, s.disk_volume, &kept_base_path)) < 0)
 			goto out;
 	}
 	if ((rc = saas__lv_boot_clone(&l)) < 0) {
@@ -1371,9 +1347,10 @@ static int restore(struct drv *d, const saas_vm_spec *spec, const char *snap)
 		saas__lv_snapdisk_flatten(d, l.dom, spec->name, 1);
 	/*
 	 * On a VM host the kept disk is merged into the new overlay before the
-	 * resume returns, so that nothing backs onto it once it did: the
-	 * snapshot's delete then takes it, and a later pause keeps the new
-	 * overlay alone. A merge that fails fails the resume (the VM stays paused).
+	 * resume (or the fork's child) returns, so that nothing backs onto it
+	 * once it did: the snapshot's delete then takes it, and a later pause
+	 * keeps the new overlay alone. A merge that fails fails the restore (a
+	 * paused VM stays paused).
 	 */
 	if (s.disk_volume[0] && (rc = saas__lv_snapdisk_pull(d, l.dom, spec->name, kept_base_path)) < 0) {
 		saas__lv_launch_undo(&l);

@@ -41,9 +41,10 @@ struct saas__lv_snapshot {
 	 */
 	bool ignore_shared;
 	/*
-	 * On a VM host: the pool's volume that is the paused VM's disk, kept as
-	 * it was when its domain was saved ("disk_volume", absent: none; a name
-	 * saas__lv_disk_volume_ok takes). Its resume runs on a new overlay of it.
+	 * On a VM host: the pool's volume that is the paused or forked VM's
+	 * disk, kept as it was when its memory was saved ("disk_volume", absent:
+	 * none; a name saas__lv_disk_volume_ok takes). Its resume and a fork's
+	 * children run on new overlays of it.
 	 */
 	char disk_volume[SNAPSHOT_VOLUME_MAX + 1];
 };

@@ -360,12 +360,12 @@ int saas__lv_snapdisk_pull(struct drv *d, virDomainPtr dom, const char *name, co
 	int rc;
 
 	if ((rc = saas__lv_snapdisk_top(dom, &node, &top, &size)) < 0 || (rc = stream_start(dom, node, base)) < 0 ||
-	    (rc = stream_wait(d, dom, name, "its resume waits for the merge of the kept disk into its new one", err,
-	                      sizeof(err))) < 0)
-		saas__error_wrap(rc, "merging the paused VM's disk into its new overlay");
+	    (rc = stream_wait(d, dom, name, "it waits for the merge of its snapshot's disk into its new overlay (a fork "
+	                      "or a resume)", err, sizeof(err))) < 0)
+		saas__error_wrap(rc, "merging the snapshot's disk into the VM's new overlay");
 	else if (err[0])
-		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "merging the paused VM's disk into its new overlay "
-		                 "failed: %s", err);
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "merging the snapshot's disk into the VM's new "
+		                 "overlay failed: %s", err);
 	free(top);
 	free(node);
 	return rc;
