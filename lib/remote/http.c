@@ -145,15 +145,22 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
 			return 0;
 		}
 		x->delivered += (int64_t)n;
+		if (x->req->writer_says)
+			saas__error_clear();
 		if (n && x->req->writer(x->req->writer_ud, data, n)) {
-			x->fail = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "the writer stopped the read");
+			/* The library's own readers (event streams) say what was wrong with the stream. */
+			if (x->req->writer_says && saas_error_last()->code < 0)
+				x->fail = saas_error_last()->code;
+			else
+				x->fail = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "the writer stopped the read");
 			return 0;
 		}
 		return n;
 	}
 	/* Error bodies and JSON answers are small; anything huge is not the API talking. */
-	if (x->out.len + n > ((size_t)64 << 20)) {
-		x->fail = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 0, "the server's answer is over 64 MiB");
+	if (x->out.len + n > SAAS_REMOTE_ANSWER_MAX) {
+		x->fail = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 0, "the server's answer is over %zu MiB",
+		                      SAAS_REMOTE_ANSWER_MAX >> 20);
 		return 0;
 	}
 	if (saas__buf_put(&x->out, data, n) < 0) {
@@ -396,7 +403,15 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 				curl_easy_getinfo(x.h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
 				*req->size = cl >= 0 ? cl : 0;
 			}
+			/* An answer without a Content-Length (chunked, as a proxy may send it): its size is what came. */
+			if (req->size && *req->size < 0)
+				*req->size = x.delivered;
 			rc = SAAS_OK;
+			goto out;
+		}
+		/* 204 No Content (a code context's restart and delete): nothing said, an empty object. */
+		if (json && status == 204) {
+			rc = (*json = json_object()) ? SAAS_OK : saas__oom();
 			goto out;
 		}
 		if (json) {
