@@ -326,79 +326,67 @@ static saas_client *open_client(void)
 
 #define CALL(name, expr) (more() && verdict(name, (expr)))
 
-static void script(saas_client *c, const char *sb)
+/* The account, usage and the sandbox calls but the last ones. */
+static void script_sandboxes(saas_client *c, const char *sb)
 {
-	char exe[SAAS_ID_MAX + 1] = "exe-fuzz0000000000000000";
 	const char *const meta[] = { "team=fuzz", NULL };
 	saas_create_options co = SAAS_CREATE_OPTIONS_INIT;
-	saas_exec_options eo = SAAS_EXEC_OPTIONS_INIT;
-	saas_exec_callbacks cb = SAAS_EXEC_CALLBACKS_INIT;
-	saas_code_run_options ro = SAAS_CODE_RUN_OPTIONS_INIT;
-	saas_code_context_options cco = SAAS_CODE_CONTEXT_OPTIONS_INIT;
-	saas_pty_options po = SAAS_PTY_OPTIONS_INIT;
-	saas_exec_cursor cur = { 0, 0 };
-	struct tally t = { 0 };
 	saas_account_info *ai = NULL;
 	saas_usage *us = NULL;
 	saas_sandbox *s = NULL;
 	saas_sandbox_list *sl = NULL;
-	saas_execution *x = NULL;
-	saas_execution_list *xl = NULL;
-	saas_file_list *fl = NULL;
-	saas_metric_list *ml = NULL;
-	saas_code_context *cc = NULL;
-	saas_code_context_list *ccl = NULL;
-	saas_code_execution *cx = NULL;
-	saas_pty *pty = NULL;
-	char *url = NULL, ctx[SAAS_CODE_CONTEXT_ID_MAX + 1] = "ctx-fuzz";
-	void *data = NULL;
-	size_t len = 0, left = 100;
-	int64_t size = 0;
-	int created = 0;
+	char *next = NULL;
 
-	cb.started = on_started;
-	cb.output = on_output;
-	cb.lost = on_lost;
-	cb.exit = on_exit_cb;
-	cb.userdata = &t;
 	co.metadata = meta;
-
 	if (CALL("saas_account_info_get", saas_account_info_get(&ai, c)))
 		need("saas_account_info_get", ai && ai->id && *ai->id, "an account without its id");
 	saas_account_info_free(ai);
 	if (CALL("saas_usage_get", saas_usage_get(&us, c, 1700000000000LL, 1700086400000LL, 0)))
 		need("saas_usage_get", us != NULL, "no usage");
 	saas_usage_free(us);
-
 	if (CALL("saas_sandbox_create", saas_sandbox_create(&s, c, &co, 0)))
 		sandbox_ok("saas_sandbox_create", s);
 	saas_sandbox_free(s), s = NULL;
 	if (CALL("saas_sandbox_get", saas_sandbox_get(&s, c, sb)))
 		sandbox_ok("saas_sandbox_get", s);
 	saas_sandbox_free(s), s = NULL;
-	/* A list, then its next page by the cursor it gave, while there is one (a few pages at most). */
-	for (int page = 0; page < 3; page++) {
-		char *next = NULL;
-		if (!CALL("saas_sandbox_list_get", saas_sandbox_list_get(&sl, c, page ? "" : NULL, 2, 0)))
-			break;
+	/* A list, then its next page by the cursor it gave. */
+	if (CALL("saas_sandbox_list_get", saas_sandbox_list_get(&sl, c, NULL, 2, 0))) {
 		need("saas_sandbox_list_get", sl && (!sl->count || sl->items), "a list without its items");
 		for (size_t i = 0; i < sl->count; i++)
 			sandbox_ok("saas_sandbox_list_get", sl->items[i]);
-		if (sl->next_cursor && *sl->next_cursor)
-			next = strdup(sl->next_cursor);
-		saas_sandbox_list_free(sl), sl = NULL;
-		if (!next)
-			break;
-		if (CALL("saas_sandbox_list_get (cursor)", saas_sandbox_list_get(&sl, c, next, 2, 0)))
-			for (size_t i = 0; i < sl->count; i++)
-				sandbox_ok("saas_sandbox_list_get", sl->items[i]);
-		saas_sandbox_list_free(sl), sl = NULL;
-		free(next);
-		break;
+		if (sl->next_cursor && *sl->next_cursor && !(next = strdup(sl->next_cursor)))
+			abort();
 	}
+	saas_sandbox_list_free(sl), sl = NULL;
+	if (next && CALL("saas_sandbox_list_get (cursor)", saas_sandbox_list_get(&sl, c, next, 2, 0)))
+		for (size_t i = 0; i < sl->count; i++)
+			sandbox_ok("saas_sandbox_list_get (cursor)", sl->items[i]);
+	saas_sandbox_list_free(sl);
+	free(next);
 	if (CALL("saas_sandbox_extend", saas_sandbox_extend(&s, c, sb, 60, 0)))
 		sandbox_ok("saas_sandbox_extend", s);
-	saas_sandbox_free(s), s = NULL;
+	saas_sandbox_free(s);
+}
+
+/* A list of executions: each whole. */
+static void executions_ok(const char *call, const saas_execution_list *xl)
+{
+	need(call, xl && (!xl->count || xl->items), "a list without its items");
+	for (size_t i = 0; i < xl->count; i++)
+		execution_ok(call, xl->items[i]);
+}
+
+/* Commands: run, read back, listed, streamed, followed, fed, signalled, cancelled. */
+static void script_exec(saas_client *c, const char *sb, struct tally *t)
+{
+	char exe[SAAS_ID_MAX + 1] = "exe-fuzz0000000000000000", *next = NULL;
+	saas_exec_options eo = SAAS_EXEC_OPTIONS_INIT;
+	saas_exec_callbacks cb = { .version = SAAS_EXEC_CALLBACKS_VERSION, .started = on_started, .output = on_output,
+		                   .lost = on_lost, .exit = on_exit_cb, .userdata = t };
+	saas_exec_cursor cur = { 0, 0 };
+	saas_execution *x = NULL;
+	saas_execution_list *xl = NULL;
 
 	eo.timeout_s = 30;
 	if (CALL("saas_exec", saas_exec(&x, c, sb, "echo hello; echo oops >&2", &eo, 0))) {
@@ -410,82 +398,101 @@ static void script(saas_client *c, const char *sb)
 		execution_ok("saas_execution_get", x);
 	saas_execution_free(x), x = NULL;
 	if (CALL("saas_execution_list_get", saas_execution_list_get(&xl, c, sb, NULL, 2, 0))) {
-		char *next = xl->next_cursor ? strdup(xl->next_cursor) : NULL;
-		need("saas_execution_list_get", !xl->count || xl->items, "a list without its items");
-		for (size_t i = 0; i < xl->count; i++)
-			execution_ok("saas_execution_list_get", xl->items[i]);
-		saas_execution_list_free(xl), xl = NULL;
-		if (next && *next && CALL("saas_execution_list_get (cursor)", saas_execution_list_get(&xl, c, sb, next, 2, 0)))
-			for (size_t i = 0; i < xl->count; i++)
-				execution_ok("saas_execution_list_get", xl->items[i]);
-		free(next);
+		executions_ok("saas_execution_list_get", xl);
+		if (xl->next_cursor && *xl->next_cursor && !(next = strdup(xl->next_cursor)))
+			abort();
 	}
 	saas_execution_list_free(xl), xl = NULL;
-	if (CALL("saas_execution_list_running", saas_execution_list_running(&xl, c, sb, 0)))
-		for (size_t i = 0; i < xl->count; i++)
-			execution_ok("saas_execution_list_running", xl->items[i]);
+	if (next && CALL("saas_execution_list_get (cursor)", saas_execution_list_get(&xl, c, sb, next, 2, 0)))
+		executions_ok("saas_execution_list_get (cursor)", xl);
 	saas_execution_list_free(xl), xl = NULL;
-
+	free(next);
+	if (CALL("saas_execution_list_running", saas_execution_list_running(&xl, c, sb, 0)))
+		executions_ok("saas_execution_list_running", xl);
+	saas_execution_list_free(xl);
 	if (CALL("saas_exec_stream", saas_exec_stream(&x, c, sb, "echo one; echo two >&2", &eo, &cb, 0)))
 		execution_ok("saas_exec_stream", x);
 	saas_execution_free(x), x = NULL;
 	if (CALL("saas_execution_follow", saas_execution_follow(&x, c, exe, &cur, &cb, 0, 0)))
-		need("saas_execution_follow", x != NULL, "no execution"), execution_ok("saas_execution_follow", x);
+		execution_ok("saas_execution_follow", x);
 	saas_execution_free(x), x = NULL;
-	if (CALL("saas_execution_follow (wait)", saas_execution_follow(&x, c, exe, &cur, &cb, 2000, SAAS_FOLLOW_WAIT)))
-		if (x)
-			execution_ok("saas_execution_follow (wait)", x);
-	saas_execution_free(x), x = NULL;
+	if (CALL("saas_execution_follow (wait)", saas_execution_follow(&x, c, exe, &cur, &cb, 2000, SAAS_FOLLOW_WAIT)) &&
+	    x)
+		execution_ok("saas_execution_follow (wait)", x);
+	saas_execution_free(x);
 	CALL("saas_execution_stdin", saas_execution_stdin(c, exe, "in\n", 3, SAAS_STDIN_CLOSE));
 	CALL("saas_execution_signal", saas_execution_signal(c, exe, "TERM", 0));
 	CALL("saas_execution_cancel", saas_execution_cancel(c, exe, 0));
+}
+
+/* Files both ways, ports, metrics. */
+static void script_files(saas_client *c, const char *sb, struct tally *t)
+{
+	saas_file_list *fl = NULL;
+	saas_metric_list *ml = NULL;
+	char *url = NULL;
+	void *data = NULL;
+	size_t len = 0, left = 100;
+	int64_t size = 0;
+	int created = 0;
 
 	if (CALL("saas_file_write", saas_file_write(c, sb, "note.txt", "hello\n", 6, NULL)) &&
 	    CALL("saas_file_read", saas_file_read(&data, &len, c, sb, "note.txt", 4096))) {
 		need("saas_file_read", data && len <= 4096, "more than asked for");
 		touch(data, len);
 	}
-	saas_free(data), data = NULL;
-	if (CALL("saas_file_read_stream", saas_file_read_stream(&size, c, sb, "note.txt", write_sink, &t)))
+	saas_free(data);
+	if (CALL("saas_file_read_stream", saas_file_read_stream(&size, c, sb, "note.txt", write_sink, t)))
 		need("saas_file_read_stream", size >= 0, "a negative size");
 	CALL("saas_file_write_stream", saas_file_write_stream(c, sb, "big.bin", read_src, &left, 100, NULL));
 	if (CALL("saas_file_list_get", saas_file_list_get(&fl, c, sb, "/workspace", 2, 100, 0)))
 		need("saas_file_list_get", fl && (!fl->count || fl->entries), "a list without its entries");
-	saas_file_list_free(fl), fl = NULL;
+	saas_file_list_free(fl);
 	CALL("saas_file_mkdir", saas_file_mkdir(&created, c, sb, "dir", 0));
 	CALL("saas_file_rename", saas_file_rename(c, sb, "note.txt", "dir/note.txt", 0));
 	CALL("saas_file_remove", saas_file_remove(c, sb, "dir", 0));
-
 	if (CALL("saas_port_expose", saas_port_expose(&url, c, sb, 8000, 0)))
 		str_ok("saas_port_expose", url, false);
-	saas_free(url), url = NULL;
+	saas_free(url);
 	CALL("saas_port_unexpose", saas_port_unexpose(c, sb, 8000));
 	if (CALL("saas_sandbox_metrics_get", saas_sandbox_metrics_get(&ml, c, sb, 0, 0, 0)))
 		need("saas_sandbox_metrics_get", ml && (!ml->count || ml->items), "metrics without their points");
-	saas_metric_list_free(ml), ml = NULL;
+	saas_metric_list_free(ml);
+}
+
+/* Code contexts and runs, plain and streamed; the terminal's handshake. */
+static void script_code(saas_client *c, const char *sb, struct tally *t)
+{
+	saas_code_run_options ro = SAAS_CODE_RUN_OPTIONS_INIT;
+	saas_code_context_options cco = SAAS_CODE_CONTEXT_OPTIONS_INIT;
+	saas_pty_options po = SAAS_PTY_OPTIONS_INIT;
+	char ctx[SAAS_CODE_CONTEXT_ID_MAX + 1] = "ctx-fuzz";
+	saas_code_context *cc = NULL;
+	saas_code_context_list *ccl = NULL;
+	saas_code_execution *cx = NULL;
+	saas_pty *pty = NULL;
 
 	cco.language = "python";
 	if (CALL("saas_code_context_create", saas_code_context_create(&cc, c, sb, &cco, 0))) {
 		need("saas_code_context_create", cc && cc->id && *cc->id, "a context without its id");
 		snprintf(ctx, sizeof(ctx), "%s", cc->id);
 	}
-	saas_code_context_free(cc), cc = NULL;
+	saas_code_context_free(cc);
 	if (CALL("saas_code_context_list_get", saas_code_context_list_get(&ccl, c, sb, 0)))
 		need("saas_code_context_list_get", ccl && (!ccl->count || ccl->items), "a list without its items");
-	saas_code_context_list_free(ccl), ccl = NULL;
+	saas_code_context_list_free(ccl);
 	CALL("saas_code_context_restart", saas_code_context_restart(c, sb, ctx, 0));
 	if (CALL("saas_code_run", saas_code_run(&cx, c, sb, "print(1)", &ro, 0)))
 		code_execution_ok("saas_code_run", cx);
 	saas_code_execution_free(cx), cx = NULL;
 	ro.on_event = on_event;
-	ro.userdata = &t;
+	ro.userdata = t;
 	ro.max_output = 4096;
 	ro.max_result = 4096;
 	if (CALL("saas_code_run (events)", saas_code_run(&cx, c, sb, "print(2)", &ro, 0)))
 		code_execution_ok("saas_code_run (events)", cx);
-	saas_code_execution_free(cx), cx = NULL;
+	saas_code_execution_free(cx);
 	CALL("saas_code_context_delete", saas_code_context_delete(c, sb, ctx, 0));
-
 	if (CALL("saas_pty_open", saas_pty_open(&pty, c, sb, &po, 0))) {
 		char buf[256];
 		size_t got = 0;
@@ -494,10 +501,18 @@ static void script(saas_client *c, const char *sb)
 		touch(buf, got);
 		saas_pty_close(pty, &status);
 	}
+}
+
+/* The sandbox's last calls: fork, pause, resume, destroy. */
+static void script_end(saas_client *c, const char *sb)
+{
+	saas_sandbox_list *sl = NULL;
+	saas_sandbox *s = NULL;
+
 	if (CALL("saas_sandbox_fork", saas_sandbox_fork(&sl, c, sb, 2, NULL, 0)))
 		for (size_t i = 0; i < sl->count; i++)
 			sandbox_ok("saas_sandbox_fork", sl->items[i]);
-	saas_sandbox_list_free(sl), sl = NULL;
+	saas_sandbox_list_free(sl);
 	if (CALL("saas_sandbox_pause", saas_sandbox_pause(&s, c, sb, 0)))
 		sandbox_ok("saas_sandbox_pause", s);
 	saas_sandbox_free(s), s = NULL;
@@ -506,7 +521,18 @@ static void script(saas_client *c, const char *sb)
 	saas_sandbox_free(s), s = NULL;
 	if (CALL("saas_sandbox_destroy", saas_sandbox_destroy(&s, c, sb, 0)))
 		sandbox_ok("saas_sandbox_destroy", s);
-	saas_sandbox_free(s), s = NULL;
+	saas_sandbox_free(s);
+}
+
+static void script(saas_client *c, const char *sb)
+{
+	struct tally t = { 0 };
+
+	script_sandboxes(c, sb);
+	script_exec(c, sb, &t);
+	script_files(c, sb, &t);
+	script_code(c, sb, &t);
+	script_end(c, sb);
 }
 
 /* Record: the script once against the real server, its answers as an input in FILE. */
