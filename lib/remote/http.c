@@ -1,5 +1,5 @@
 /*
- * The remote provider's HTTP layer: one request over a pooled libcurl easy
+ * The remote provider's HTTP layer: one request over a pooled libcurl multi
  * handle, with the REST API's error bodies turned back into saas_status codes.
  */
 #include <stdio.h>
@@ -48,31 +48,51 @@ char *saas__url_escape(const char *s)
 	return out;
 }
 
-static CURL *handle_take(struct saas_remote *r)
+static CURLM *multi_take(struct saas_remote *r)
 {
-	CURL *h = NULL;
+	CURLM *m = NULL;
 
 	pthread_mutex_lock(&r->mu);
 	if (r->npool)
-		h = r->pool[--r->npool];
+		m = r->pool[--r->npool];
 	pthread_mutex_unlock(&r->mu);
-	if (h)
-		curl_easy_reset(h); /* options go; the connection cache stays */
-	else
-		h = curl_easy_init();
-	return h;
+	return m ? m : curl_multi_init();
 }
 
-static void handle_give(struct saas_remote *r, CURL *h)
+static void multi_give(struct saas_remote *r, CURLM *m)
 {
 	pthread_mutex_lock(&r->mu);
 	if (r->npool < SAAS_REMOTE_POOL) {
-		r->pool[r->npool++] = h;
-		h = NULL;
+		r->pool[r->npool++] = m;
+		m = NULL;
 	}
 	pthread_mutex_unlock(&r->mu);
-	if (h)
-		curl_easy_cleanup(h);
+	if (m)
+		curl_multi_cleanup(m);
+}
+
+/* One transfer of h on m, as curl_easy_perform() runs it (its own multi handle, polled a second at most). */
+static CURLcode perform(CURLM *m, CURL *h)
+{
+	CURLcode cc = CURLE_GOT_NOTHING;
+	CURLMcode mc;
+	CURLMsg *msg;
+	int running = 1, left;
+
+	if ((mc = curl_multi_add_handle(m, h)) != CURLM_OK)
+		return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+	do {
+		mc = curl_multi_perform(m, &running);
+		if (mc == CURLM_OK && running)
+			mc = curl_multi_poll(m, NULL, 0, 1000, NULL);
+	} while (mc == CURLM_OK && running);
+	if (mc != CURLM_OK)
+		cc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_RECV_ERROR;
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+			cc = msg->data.result;
+	curl_multi_remove_handle(m, h);
+	return cc;
 }
 
 struct xfer {
@@ -340,6 +360,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 	struct xfer x;
 	char *dumped = NULL;
 	unsigned int attempt = 0;
+	CURLM *m;
 	int rc;
 
 	if (json)
@@ -354,7 +375,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		x.in.data = dumped;
 		x.in.len = strlen(dumped);
 	}
-	if (!(x.h = handle_take(r))) {
+	if (!(m = multi_take(r))) {
 		free(dumped);
 		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_HTTP, 0, "cannot make a curl handle");
 	}
@@ -364,6 +385,12 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		long status = 0;
 		CURLcode cc;
 
+		/* Each attempt a new easy handle: nothing of an earlier answer carries over. */
+		curl_easy_cleanup(x.h);
+		if (!(x.h = curl_easy_init())) {
+			rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_HTTP, 0, "cannot make a curl handle");
+			goto out;
+		}
 		x.in_off = 0;
 		x.out.len = 0;
 		x.decided = x.streaming = false;
@@ -373,7 +400,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 			curl_slist_free_all(headers);
 			goto out;
 		}
-		cc = curl_easy_perform(x.h);
+		cc = perform(m, x.h);
 		curl_slist_free_all(headers);
 		curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &status);
 		if (x.fail) {
@@ -431,7 +458,8 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		attempt++;
 	}
 out:
-	handle_give(r, x.h);
+	curl_easy_cleanup(x.h);
+	multi_give(r, m);
 	saas__buf_free(&x.out);
 	free(dumped);
 	return rc;

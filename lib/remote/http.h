@@ -35,9 +35,15 @@ struct saas_remote {
 	int verify_tls;
 	unsigned int retries;
 
-	/* Idle easy handles; each keeps its own connection cache, so reusing them keeps connections alive. */
+	/*
+	 * Idle multi handles, one taken per request: each keeps its connection
+	 * cache, so connections stay alive, while every request gets an easy
+	 * handle of its own (a reused one keeps state from the answer before:
+	 * libcurl before 8.1.0 unfolds a header into the previous transfer's
+	 * freed one, curl/curl#11101).
+	 */
 	pthread_mutex_t mu;
-	CURL *pool[SAAS_REMOTE_POOL];
+	CURLM *pool[SAAS_REMOTE_POOL];
 	size_t npool;
 };
 

@@ -55,6 +55,8 @@ static void die(const char *what)
 
 /* ---- the server's answers ---- */
 
+static bool show; /* FUZZ_SHOW=1: each request and call's verdict on stderr */
+
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t idle;
@@ -103,6 +105,9 @@ static void respond(void *ud, int fd, const char *req, size_t len)
 	}
 	rs.next++;
 	pthread_mutex_unlock(&rs.mu);
+	if (show)
+		fprintf(stderr, "fuzz_remote: %.*s -> answer %zu (%zu bytes)\n", (int)strcspn(req, "\r\n"), req,
+		        rs.next - 1, alen);
 	if (!a)
 		return;
 	answer_send_ws(fd, req, a, alen);
@@ -124,8 +129,6 @@ static bool more(void)
 	pthread_mutex_unlock(&rs.mu);
 	return m;
 }
-
-static bool show; /* FUZZ_SHOW=1: each call's verdict on stderr */
 
 static void fail(const char *call, int rc, const char *why)
 {
