@@ -84,7 +84,11 @@ static CURLcode perform(CURLM *m, CURL *h)
 	do {
 		mc = curl_multi_perform(m, &running);
 		if (mc == CURLM_OK && running)
+#if LIBCURL_VERSION_NUM >= 0x074200
 			mc = curl_multi_poll(m, NULL, 0, 1000, NULL);
+#else
+			mc = curl_multi_wait(m, NULL, 0, 1000, NULL); /* before 7.66.0: returns at once with no socket yet */
+#endif
 	} while (mc == CURLM_OK && running);
 	if (mc != CURLM_OK)
 		cc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_RECV_ERROR;
