@@ -106,7 +106,9 @@ SAAS_EXTERN(int) saas_file_read(void **data, size_t *len, saas_client *client, c
 /**
  * Read a file into a stream, without holding it whole in memory.
  *
- * @param size [out, optional] the file's size, known before the first byte is delivered.
+ * @param size [out, optional] the file's size, known before the first byte is delivered; from a
+ *             remote server's answer without a Content-Length (chunked through a proxy), set when
+ *             the read ends, to the bytes delivered.
  * @return as saas_file_read().
  *
  * Since: 0.1.0

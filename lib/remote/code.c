@@ -268,6 +268,9 @@ static int ev_line(struct events *s, const char *l, size_t n)
 		l += 5, n -= 5;
 		if (n && *l == ' ')
 			l++, n--;
+		/* An event's data lines together: within the same bound as one line (an endless event is not the API). */
+		if (s->data.len + n > s->max)
+			return ev_fail(s, "sent an event over its bound");
 		if (saas__buf_put(&s->data, l, n) < 0) {
 			s->fail = saas__oom();
 			return 1;
@@ -371,6 +374,7 @@ int saas__remote_code_run(saas_client *c, const char *id, const char *code, cons
 	req.writer = ev_write;
 	req.idle = ev_idle;
 	req.writer_ud = &s;
+	req.writer_says = true;
 	s.told_ms = saas__now_ms();
 	req.max = INT64_MAX;
 	rc = saas__http(R(c), &req, NULL);

@@ -1,5 +1,5 @@
 /*
- * The remote provider's HTTP layer: one request over a pooled libcurl easy
+ * The remote provider's HTTP layer: one request over a pooled libcurl multi
  * handle, with the REST API's error bodies turned back into saas_status codes.
  */
 #include <stdio.h>
@@ -48,31 +48,55 @@ char *saas__url_escape(const char *s)
 	return out;
 }
 
-static CURL *handle_take(struct saas_remote *r)
+static CURLM *multi_take(struct saas_remote *r)
 {
-	CURL *h = NULL;
+	CURLM *m = NULL;
 
 	pthread_mutex_lock(&r->mu);
 	if (r->npool)
-		h = r->pool[--r->npool];
+		m = r->pool[--r->npool];
 	pthread_mutex_unlock(&r->mu);
-	if (h)
-		curl_easy_reset(h); /* options go; the connection cache stays */
-	else
-		h = curl_easy_init();
-	return h;
+	return m ? m : curl_multi_init();
 }
 
-static void handle_give(struct saas_remote *r, CURL *h)
+static void multi_give(struct saas_remote *r, CURLM *m)
 {
 	pthread_mutex_lock(&r->mu);
 	if (r->npool < SAAS_REMOTE_POOL) {
-		r->pool[r->npool++] = h;
-		h = NULL;
+		r->pool[r->npool++] = m;
+		m = NULL;
 	}
 	pthread_mutex_unlock(&r->mu);
-	if (h)
-		curl_easy_cleanup(h);
+	if (m)
+		curl_multi_cleanup(m);
+}
+
+/* One transfer of h on m, as curl_easy_perform() runs it (its own multi handle, polled a second at most). */
+static CURLcode perform(CURLM *m, CURL *h)
+{
+	CURLcode cc = CURLE_GOT_NOTHING;
+	CURLMcode mc;
+	CURLMsg *msg;
+	int running = 1, left;
+
+	if ((mc = curl_multi_add_handle(m, h)) != CURLM_OK)
+		return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+	do {
+		mc = curl_multi_perform(m, &running);
+		if (mc == CURLM_OK && running)
+#if LIBCURL_VERSION_NUM >= 0x074200
+			mc = curl_multi_poll(m, NULL, 0, 1000, NULL);
+#else
+			mc = curl_multi_wait(m, NULL, 0, 1000, NULL); /* before 7.66.0: returns at once with no socket yet */
+#endif
+	} while (mc == CURLM_OK && running);
+	if (mc != CURLM_OK)
+		cc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_RECV_ERROR;
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+			cc = msg->data.result;
+	curl_multi_remove_handle(m, h);
+	return cc;
 }
 
 struct xfer {
@@ -145,15 +169,22 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
 			return 0;
 		}
 		x->delivered += (int64_t)n;
+		if (x->req->writer_says)
+			saas__error_clear();
 		if (n && x->req->writer(x->req->writer_ud, data, n)) {
-			x->fail = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "the writer stopped the read");
+			/* The library's own readers (event streams) say what was wrong with the stream. */
+			if (x->req->writer_says && saas_error_last()->code < 0)
+				x->fail = saas_error_last()->code;
+			else
+				x->fail = saas__error(SAAS_EIO, SAAS_ERRCLASS_ARGS, 0, "the writer stopped the read");
 			return 0;
 		}
 		return n;
 	}
 	/* Error bodies and JSON answers are small; anything huge is not the API talking. */
-	if (x->out.len + n > ((size_t)64 << 20)) {
-		x->fail = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 0, "the server's answer is over 64 MiB");
+	if (x->out.len + n > SAAS_REMOTE_ANSWER_MAX) {
+		x->fail = saas__error(SAAS_EPROTOCOL, SAAS_ERRCLASS_HTTP, 0, "the server's answer is over %zu MiB",
+		                      SAAS_REMOTE_ANSWER_MAX >> 20);
 		return 0;
 	}
 	if (saas__buf_put(&x->out, data, n) < 0) {
@@ -333,6 +364,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 	struct xfer x;
 	char *dumped = NULL;
 	unsigned int attempt = 0;
+	CURLM *m;
 	int rc;
 
 	if (json)
@@ -347,7 +379,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		x.in.data = dumped;
 		x.in.len = strlen(dumped);
 	}
-	if (!(x.h = handle_take(r))) {
+	if (!(m = multi_take(r))) {
 		free(dumped);
 		return saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_HTTP, 0, "cannot make a curl handle");
 	}
@@ -357,6 +389,12 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		long status = 0;
 		CURLcode cc;
 
+		/* Each attempt a new easy handle: nothing of an earlier answer carries over. */
+		curl_easy_cleanup(x.h);
+		if (!(x.h = curl_easy_init())) {
+			rc = saas__error(SAAS_ENOMEM, SAAS_ERRCLASS_HTTP, 0, "cannot make a curl handle");
+			goto out;
+		}
 		x.in_off = 0;
 		x.out.len = 0;
 		x.decided = x.streaming = false;
@@ -366,7 +404,7 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 			curl_slist_free_all(headers);
 			goto out;
 		}
-		cc = curl_easy_perform(x.h);
+		cc = perform(m, x.h);
 		curl_slist_free_all(headers);
 		curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &status);
 		if (x.fail) {
@@ -396,7 +434,15 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 				curl_easy_getinfo(x.h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
 				*req->size = cl >= 0 ? cl : 0;
 			}
+			/* An answer without a Content-Length (chunked, as a proxy may send it): its size is what came. */
+			if (req->size && *req->size < 0)
+				*req->size = x.delivered;
 			rc = SAAS_OK;
+			goto out;
+		}
+		/* 204 No Content (a code context's restart and delete): nothing said, an empty object. */
+		if (json && status == 204) {
+			rc = (*json = json_object()) ? SAAS_OK : saas__oom();
 			goto out;
 		}
 		if (json) {
@@ -416,7 +462,8 @@ int saas__http(struct saas_remote *r, const struct saas_http_req *req, json_t **
 		attempt++;
 	}
 out:
-	handle_give(r, x.h);
+	curl_easy_cleanup(x.h);
+	multi_give(r, m);
 	saas__buf_free(&x.out);
 	free(dumped);
 	return rc;

@@ -14,6 +14,17 @@
 
 #define SAAS_REMOTE_POOL 8
 
+/*
+ * The largest answer read whole (a JSON body, an error's body): an execution
+ * with both streams at SAAS_EXEC_OUTPUT_MAX fits even when every byte is
+ * escaped as \u00XX (control characters: 6 bytes a byte; CJK text, 2), which
+ * the 64 MiB this was did not; more is not the API talking, and the read stops
+ * there with SAAS_EPROTOCOL (docs/api.md). Streamed bodies have their own
+ * bounds: a file its max, an event stream its events' (SAAS_SSE_EVENT_MAX)
+ * and its time.
+ */
+#define SAAS_REMOTE_ANSWER_MAX ((size_t)256 << 20)
+
 struct saas_remote {
 	char *base;            /* "http://host:port", no trailing slash */
 	char *auth_header;     /* "Authorization: Bearer ..." */
@@ -24,9 +35,15 @@ struct saas_remote {
 	int verify_tls;
 	unsigned int retries;
 
-	/* Idle easy handles; each keeps its own connection cache, so reusing them keeps connections alive. */
+	/*
+	 * Idle multi handles, one taken per request: each keeps its connection
+	 * cache, so connections stay alive, while every request gets an easy
+	 * handle of its own (a reused one keeps state from the answer before:
+	 * libcurl before 8.1.0 unfolds a header into the previous transfer's
+	 * freed one, curl/curl#11101).
+	 */
 	pthread_mutex_t mu;
-	CURL *pool[SAAS_REMOTE_POOL];
+	CURLM *pool[SAAS_REMOTE_POOL];
 	size_t npool;
 };
 
@@ -42,6 +59,7 @@ struct saas_http_req {
 	void *writer_ud;
 	int (*idle)(void *writer_ud); /* while the writer streams: about once a second, and
 	                               * on each read; non-zero stops the read as the writer's would */
+	bool writer_says;        /* the writer records why it stopped (saas__error): that error stands */
 	int64_t max;             /* largest body the writer accepts */
 	int64_t *size;           /* [out] the body's length, before the first byte */
 	bool idempotent;

@@ -588,7 +588,7 @@ static void remote_free(saas_client *c)
 	if (!r)
 		return;
 	for (size_t i = 0; i < r->npool; i++)
-		curl_easy_cleanup(r->pool[i]);
+		curl_multi_cleanup(r->pool[i]);
 	pthread_mutex_destroy(&r->mu);
 	free(r->base);
 	if (r->auth_header) {

@@ -25,6 +25,7 @@ static int sse_read(struct saas__sse *s, struct saas_http_req *req, bool timeout
 	req->accept = "text/event-stream";
 	req->writer = saas__sse_write;
 	req->writer_ud = s;
+	req->writer_says = true;
 	req->max = INT64_MAX;
 	rc = saas__http(R(s->client), req, NULL);
 	if (s->fail)
