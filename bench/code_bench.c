@@ -46,6 +46,8 @@
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int templates_ready, templates_failed, clones_made, clones_ahead, clones_warmed, spares_made, spares_gone;
+static unsigned int spares_wanted = 1; /* the driver's last "VMs started ahead: N wanted" */
+static int make_ms_max;                /* the longest spare make logged ("started ahead ... in N ms") */
 
 /* Counts the driver's template and clone lines; warnings go to stderr. */
 static void on_log(void *ud, int level, const char *msg)
@@ -56,11 +58,18 @@ static void on_log(void *ud, int level, const char *msg)
 		templates_ready++;
 	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
 		templates_failed++;
-	if (strncmp(msg, "VM ", 3) == 0 && strstr(msg, " started ahead for template "))
+	if (strncmp(msg, "VM ", 3) == 0 && strstr(msg, " started ahead for template ")) {
+		const char *in = strstr(msg, ") in ");
+		int ms;
 		spares_made++;
+		if (in && sscanf(in + 5, "%d", &ms) == 1 && ms > make_ms_max)
+			make_ms_max = ms;
+	}
 	/* Destroyed: outdated, one too many, stood too long. */
 	if (strncmp(msg, "VM ", 3) == 0 && (strstr(msg, ", started ahead, is ") || strstr(msg, ", started ahead, has stood ")))
 		spares_gone++;
+	if (strncmp(msg, "VMs started ahead: ", 19) == 0)
+		sscanf(msg + 19, "%u", &spares_wanted);
 	if (strstr(msg, " up in ") && strstr(msg, "(clone,")) {
 		clones_made++;
 		clones_ahead += strstr(msg, ", started ahead") != NULL;
@@ -158,12 +167,50 @@ static void spare_wait(void)
 	}
 }
 
-/* The template of image: the first create starts its build; wait until it is ready. */
+/*
+ * Until the engine makes no spare (as many ready as it wants), at most 30 s, and then until the driver's hold
+ * (2 s), the longest make seen and a second more have passed since the last create began: the next create is
+ * a lone one, whose spare's replacement waits for the hold (creates closer than the hold and a make are a
+ * stream, whose spares are made at once).
+ */
+static void quiet_wait(double last_create)
+{
+	int gap;
+
+	for (int i = 0; i < 300; i++) {
+		int ready;
+		unsigned int wanted;
+		pthread_mutex_lock(&log_mu);
+		ready = spares_made - spares_gone - clones_ahead;
+		wanted = spares_wanted;
+		pthread_mutex_unlock(&log_mu);
+		if (ready > 0 && (unsigned int)ready >= wanted)
+			break;
+		usleep(100 * 1000);
+	}
+	pthread_mutex_lock(&log_mu);
+	gap = 2000 + make_ms_max + 1000;
+	pthread_mutex_unlock(&log_mu);
+	while (now_ms() - last_create < gap)
+		usleep(100 * 1000);
+}
+
+/* The template of image: the first create starts its build, or is a clone of it (a state dir used before). */
 static void template_warm(saas_client *c, const char *image)
 {
-	saas_sandbox *sb = bench_create(c, image);
+	saas_sandbox *sb;
+	int clones;
 
+	pthread_mutex_lock(&log_mu);
+	clones = clones_made;
+	pthread_mutex_unlock(&log_mu);
+	sb = bench_create(c, image);
 	destroy(c, sb);
+	pthread_mutex_lock(&log_mu);
+	clones = clones_made - clones;
+	pthread_mutex_unlock(&log_mu);
+	if (clones)
+		return;
 	for (int i = 0; i < 2400; i++) {
 		int ready, failed;
 		pthread_mutex_lock(&log_mu);
@@ -182,6 +229,155 @@ static void template_warm(saas_client *c, const char *image)
 	exit(1);
 }
 
+/* One engine of the A/B below: the library's local provider on the libvirt driver, templates on. */
+struct eng {
+	saas_engine *engine;
+	saas_account *account;
+	saas_client *client;
+	char *key;
+};
+
+static void eng_open(struct eng *e, const char *state, const char *images, const char *image, const char *extra)
+{
+	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
+	char config[4400];
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on%s%s", images, *extra ? " " : "", extra);
+	o.state_dir = state;
+	o.driver_config = config;
+	o.default_image = image;
+	o.creates_per_minute = SAAS_LIMIT_MAX;
+	o.max_executions = SAAS_LIMIT_MAX;
+	o.log = on_log;
+	o.log_level = getenv("BENCH_VERBOSE") ? SAAS_LOG_DEBUG : SAAS_LOG_INFO;
+	if ((rc = saas_engine_open(&e->engine, &o)) < 0)
+		die("engine", rc);
+	if ((rc = saas_account_create(&e->account, e->engine, "bench", SAAS_USD(1000), 0)) < 0 ||
+	    (rc = saas_key_create(&e->key, NULL, e->engine, e->account->id, NULL, 0)) < 0 ||
+	    (rc = saas_client_open_local(&e->client, e->engine, e->key, 0)) < 0)
+		die("account", rc);
+}
+
+static void eng_close(struct eng *e)
+{
+	saas_client_free(e->client);
+	saas_account_free(e->account);
+	saas_free(e->key);
+	saas_engine_free(e->engine);
+	/* A new engine's log starts with none of its spares: what the last one counted is gone with it. */
+	pthread_mutex_lock(&log_mu);
+	spares_made = spares_gone = clones_ahead = 0;
+	spares_wanted = 1;
+	pthread_mutex_unlock(&log_mu);
+}
+
+/*
+ * BENCH_CODE_RUNS_HOLD=MS: the driver's spare_runs_ms=0 (a make due starts at once) against =MS (it waits up
+ * to MS for a new clone's first runs, while a spare is left), each in an engine of its own on the same state
+ * dir and template, BENCH_ROUNDS rounds (default 2) alternating: BENCH_B2B creates back to back (default 10,
+ * each as soon as the last ran `true` and was destroyed, as vm_bench's), then BENCH_RUNS pairs of clones back
+ * to back as BENCH_CODE_SPLIT's (true, 1+1, 1+1; true, python3 -c pass twice, 1+1).
+ */
+static void runs_hold_ab(const char *state, const char *images, const char *image)
+{
+	int hold = env_int("BENCH_CODE_RUNS_HOLD", 1000), rounds = env_int("BENCH_ROUNDS", 2);
+	int runs = env_int("BENCH_RUNS", 5), b2b_n = env_int("BENCH_B2B", 10);
+	double first[2][64], second[2][64], b2b[2][64], lone[2][2][64];
+	int nf[2] = { 0, 0 }, nb[2] = { 0, 0 }, ahead[2] = { 0, 0 };
+	char load[2][64];
+
+	if (runs > 16 || b2b_n > 32 || rounds > 4) {
+		fprintf(stderr, "code_bench: BENCH_RUNS at most 16, BENCH_B2B 32, BENCH_ROUNDS 4 here\n");
+		exit(2);
+	}
+	load_now(load[0], sizeof(load[0]));
+	for (int r = 0; r < 2 * rounds; r++) {
+		int way = r % 2, a0, w0;
+		char extra[64];
+		struct eng e;
+		snprintf(extra, sizeof(extra), "spare_runs_ms=%d", way ? hold : 0);
+		eng_open(&e, state, images, image, extra);
+		template_warm(e.client, image);
+		spare_wait();
+		took(NULL, NULL, &a0, &w0);
+		for (int i = 0; i < b2b_n; i++) {
+			double t0 = now_ms();
+			saas_sandbox *sb = bench_create(e.client, image);
+			exec_true(e.client, sb->id);
+			b2b[way][nb[way]++] = now_ms() - t0;
+			destroy(e.client, sb);
+		}
+		took(&ahead[way], NULL, &a0, &w0);
+		quiet_wait(0);
+		for (int i = 0; i < runs; i++) {
+			double t[3], t0 = now_ms();
+			saas_sandbox *sb = bench_create(e.client, image);
+			exec_true(e.client, sb->id);
+			t[0] = now_ms();
+			run_code(e.client, sb->id, "1+1", "2");
+			t[1] = now_ms();
+			run_code(e.client, sb->id, "1+1", "2");
+			t[2] = now_ms();
+			first[way][nf[way]] = t[1] - t[0];
+			second[way][nf[way]] = t[2] - t[1];
+			nf[way]++;
+			destroy(e.client, sb);
+			sb = bench_create(e.client, image);
+			exec_true(e.client, sb->id);
+			exec_ok(e.client, sb->id, "python3 -c pass");
+			exec_ok(e.client, sb->id, "python3 -c pass");
+			run_code(e.client, sb->id, "1+1", "2");
+			destroy(e.client, sb);
+			/* A lone clone's, for reference: no spare made meanwhile. */
+			quiet_wait(t0);
+			sb = bench_create(e.client, image);
+			exec_true(e.client, sb->id);
+			t[0] = now_ms();
+			run_code(e.client, sb->id, "1+1", "2");
+			t[1] = now_ms();
+			run_code(e.client, sb->id, "1+1", "2");
+			t[2] = now_ms();
+			lone[way][0][nf[way] - 1] = t[1] - t[0];
+			lone[way][1][nf[way] - 1] = t[2] - t[1];
+			destroy(e.client, sb);
+		}
+		eng_close(&e);
+	}
+	load_now(load[1], sizeof(load[1]));
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", load[0], load[1]);
+	printf("| `spare_runs_ms` | a clone's second `1+1` right after its first, clones back to back (%d) | its first | "
+	       "a lone clone's second `1+1` / first (no spare made meanwhile) | create -> first `true`, back to back (%d) "
+	       "| of those, from a spare |\n|---|---|---|---|---|---|\n",
+	       nf[0], nb[0]);
+	for (int way = 0; way < 2; way++)
+		printf("| %d | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms | p50 %.0f / %.0f ms | p50 %.0f ms, p95 %.0f ms | %d of %d |\n",
+		       way ? hold : 0, pct(second[way], nf[way], 0.5), pct(second[way], nf[way], 0.95),
+		       pct(first[way], nf[way], 0.5), pct(lone[way][1], nf[way], 0.5), pct(lone[way][0], nf[way], 0.5),
+		       pct(b2b[way], nb[way], 0.5), pct(b2b[way], nb[way], 0.95), ahead[way], nb[way]);
+	printf("\nRatios (%d against 0, p50): second `1+1` %.2fx; back to back %.2fx.\n", hold,
+	       pct(second[1], nf[1], 0.5) / pct(second[0], nf[0], 0.5), pct(b2b[1], nb[1], 0.5) / pct(b2b[0], nb[0], 0.5));
+}
+
+/* The table of where a clone's first `1+1` goes (BENCH_CODE_SPLIT). */
+static void split_print(double split[][64], int runs)
+{
+	printf("\nWhere a clone's first `1+1` goes (%d clones of each kind, p50 / p95 ms; each clone's first `true` "
+		   "came first: p50 %.0f ms from create):\n\n| in a clone, after its first `true` | first | second |\n"
+		   "|---|---|---|\n",
+		   runs, pct(split[5], runs, 0.5));
+	printf("| `1+1` | %.0f / %.0f | %.0f / %.0f |\n", pct(split[0], runs, 0.5), pct(split[0], runs, 0.95),
+		   pct(split[1], runs, 0.5), pct(split[1], runs, 0.95));
+	printf("| `python3 -c pass` (exec) | %.0f / %.0f | %.0f / %.0f |\n", pct(split[2], runs, 0.5),
+		   pct(split[2], runs, 0.95), pct(split[3], runs, 0.5), pct(split[3], runs, 0.95));
+	printf("| `1+1` after the two `python3 -c pass` | %.0f / %.0f | |\n", pct(split[4], runs, 0.5),
+		   pct(split[4], runs, 0.95));
+	printf("| `1+1`, a lone clone (no spare made meanwhile; its `true` p50 %.0f ms from create) | %.0f / %.0f | "
+		   "%.0f / %.0f |\n", pct(split[8], runs, 0.5), pct(split[6], runs, 0.5), pct(split[6], runs, 0.95),
+		   pct(split[7], runs, 0.5), pct(split[7], runs, 0.95));
+}
+
 int main(int argc, char **argv)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
@@ -193,15 +389,21 @@ int main(int argc, char **argv)
 	const char *image;
 	int runs = env_int("BENCH_RUNS", 5), code_runs = env_int("BENCH_CODE_RUNS", 20), clones0, rc;
 	double *first_exec, *first_code, *next_code, *next_exec, *chart, *plain, t0;
-	double split[6][64]; /* 1+1 after true: first, second; python3 -c pass: first, second; 1+1 after them; true */
+	double split[9][64]; /* 1+1 after true: first, second; python3 -c pass: first, second; 1+1 after them; true;
+	                     * a lone clone's 1+1 after true: first, second; its true */
 	int ahead[2] = { 0, 0 }, warmed[2] = { 0, 0 }; /* of the creates -> first `true`, -> first `1+1` */
-	bool want_split = getenv("BENCH_CODE_SPLIT") && runs <= 64;
+	bool want_split = (getenv("BENCH_CODE_SPLIT") || getenv("BENCH_CODE_SPLIT_ONLY")) && runs <= 64;
+	bool split_only = want_split && getenv("BENCH_CODE_SPLIT_ONLY");
 
 	if (argc != 3 && argc != 4) {
 		fprintf(stderr, "usage: code_bench STATE_DIR IMAGES_DIR [image]\n");
 		return 2;
 	}
 	image = argc == 4 ? argv[3] : "default";
+	if (getenv("BENCH_CODE_RUNS_HOLD")) {
+		runs_hold_ab(argv[1], argv[2], image);
+		return 0;
+	}
 	first_exec = calloc((size_t)runs, sizeof(double));
 	first_code = calloc((size_t)runs, sizeof(double));
 	next_code = calloc((size_t)code_runs, sizeof(double));
@@ -230,7 +432,7 @@ int main(int argc, char **argv)
 	clones0 = clones_made;
 
 	/* create -> first `true` and create -> first `1+1`, alternating, so that a load that changes weighs on both. */
-	for (int i = 0; i < runs; i++) {
+	for (int i = 0; !split_only && i < runs; i++) {
 		int a0, w0;
 		took(NULL, NULL, &a0, &w0);
 		spare_wait();
@@ -249,7 +451,11 @@ int main(int argc, char **argv)
 		took(&ahead[1], &warmed[1], &a0, &w0);
 	}
 
-	/* Where the first `1+1` goes: one kind of clone after the other, in turn. */
+	/*
+	 * Where the first `1+1` goes: one kind of clone after the other, in turn, back to back (a stream of
+	 * creates: the driver makes their spares beside them); then a lone clone (quiet_wait: no spare being
+	 * made, its replacement held) with the same first runs as the first kind.
+	 */
 	for (int i = 0; want_split && i < runs; i++) {
 		double t[4];
 		t0 = now_ms();
@@ -277,8 +483,27 @@ int main(int argc, char **argv)
 		split[3][i] = t[2] - t[1];
 		split[4][i] = t[3] - t[2];
 		destroy(client, sb);
+		quiet_wait(t0);
+		t0 = now_ms();
+		sb = bench_create(client, image);
+		exec_true(client, sb->id);
+		t[0] = now_ms();
+		split[8][i] = t[0] - t0;
+		run_code(client, sb->id, "1+1", "2");
+		t[1] = now_ms();
+		run_code(client, sb->id, "1+1", "2");
+		t[2] = now_ms();
+		split[6][i] = t[1] - t[0];
+		split[7][i] = t[2] - t[1];
+		destroy(client, sb);
 	}
 
+	if (split_only) {
+		load_now(load[1], sizeof(load[1]));
+		printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
+		split_print(split, runs);
+		return 0;
+	}
 	/* One sandbox: the next runs of `1+1` against `true` round trips; the chart against `1+1`, interleaved. */
 	sb = bench_create(client, image);
 	run_code(client, sb->id, "1+1", "2");
@@ -329,18 +554,8 @@ int main(int argc, char **argv)
 	}
 	printf("\nOf the %d creates -> first `true`, %d took a clone started ahead (%d with its code server warmed "
 	       "ahead); of the %d -> first `1+1`, %d (%d warmed).\n", runs, ahead[0], warmed[0], runs, ahead[1], warmed[1]);
-	if (want_split) {
-		printf("\nWhere a clone's first `1+1` goes (%d clones of each kind, p50 / p95 ms; each clone's first `true` "
-		       "came first: p50 %.0f ms from create):\n\n| in a clone, after its first `true` | first | second |\n"
-		       "|---|---|---|\n",
-		       runs, pct(split[5], runs, 0.5));
-		printf("| `1+1` | %.0f / %.0f | %.0f / %.0f |\n", pct(split[0], runs, 0.5), pct(split[0], runs, 0.95),
-		       pct(split[1], runs, 0.5), pct(split[1], runs, 0.95));
-		printf("| `python3 -c pass` (exec) | %.0f / %.0f | %.0f / %.0f |\n", pct(split[2], runs, 0.5),
-		       pct(split[2], runs, 0.95), pct(split[3], runs, 0.5), pct(split[3], runs, 0.95));
-		printf("| `1+1` after the two `python3 -c pass` | %.0f / %.0f | |\n", pct(split[4], runs, 0.5),
-		       pct(split[4], runs, 0.95));
-	}
+	if (want_split)
+		split_print(split, runs);
 	saas_client_free(client);
 	saas_account_free(account);
 	saas_free(key);
