@@ -24,6 +24,7 @@
  * maps it), the first `1+1`.
  * BENCH_VERBOSE=1 prints the engine's log, its debug lines too (which way each port connection went).
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -229,6 +230,89 @@ static void template_warm(saas_client *c, const char *image)
 	exit(1);
 }
 
+/*
+ * Where a run's time goes on the host: the sandbox's QEMU's threads' time on a CPU and waiting for one
+ * (/proc/PID/task/TID/schedstat, ns), and every CPU's busy time (/proc/stat, the host's: other QEMUs, the
+ * engine, other users). Zero where the files cannot be read (a kernel without schedstat).
+ */
+struct cpu {
+	double run_ms, wait_ms, host_busy_ms;
+};
+
+/* The QEMU of sandbox id: its command line names the domain (guest=ID); 0 if none is found. */
+static int qemu_pid(const char *id)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+	char path[300], buf[8192], want[128];
+	int pid = 0;
+
+	snprintf(want, sizeof(want), "guest=%s", id);
+	while (dir && !pid && (de = readdir(dir)) != NULL) {
+		FILE *f;
+		size_t n;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < n; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = 0;
+		if (strstr(buf, "qemu-system") && strstr(buf, want))
+			pid = atoi(de->d_name);
+	}
+	if (dir)
+		closedir(dir);
+	return pid;
+}
+
+static void cpu_now(int pid, struct cpu *c)
+{
+	char path[300];
+	DIR *dir;
+	struct dirent *de;
+	FILE *f;
+	unsigned long long v[10] = { 0 };
+
+	memset(c, 0, sizeof(*c));
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = pid ? opendir(path) : NULL;
+	while (dir && (de = readdir(dir)) != NULL) {
+		unsigned long long run, wait;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", pid, de->d_name);
+		if ((f = fopen(path, "r")) != NULL) {
+			if (fscanf(f, "%llu %llu", &run, &wait) == 2) {
+				c->run_ms += run / 1e6;
+				c->wait_ms += wait / 1e6;
+			}
+			fclose(f);
+		}
+	}
+	if (dir)
+		closedir(dir);
+	/* cpu user nice system idle iowait irq softirq steal: busy = all but idle and iowait (USER_HZ ticks) */
+	if ((f = fopen("/proc/stat", "r")) != NULL) {
+		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+		           &v[7]) == 8)
+			c->host_busy_ms = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1000.0 / sysconf(_SC_CLK_TCK);
+		fclose(f);
+	}
+}
+
+/* b - a into out[0..2] at index i. */
+static void cpu_delta(double out[3][64], int i, const struct cpu *a, const struct cpu *b)
+{
+	out[0][i] = b->run_ms - a->run_ms;
+	out[1][i] = b->wait_ms - a->wait_ms;
+	out[2][i] = b->host_busy_ms - a->host_busy_ms;
+}
+
 /* One engine of the A/B below: the library's local provider on the libvirt driver, templates on. */
 struct eng {
 	saas_engine *engine;
@@ -285,6 +369,7 @@ static void runs_hold_ab(const char *state, const char *images, const char *imag
 	int hold = env_int("BENCH_CODE_RUNS_HOLD", 1000), rounds = env_int("BENCH_ROUNDS", 2);
 	int runs = env_int("BENCH_RUNS", 5), b2b_n = env_int("BENCH_B2B", 10);
 	double first[2][64], second[2][64], b2b[2][64], lone[2][2][64];
+	static double scpu[2][2][3][64]; /* way, stream/lone clone, its second run's QEMU on-CPU, run-queue wait, host busy */
 	int nf[2] = { 0, 0 }, nb[2] = { 0, 0 }, ahead[2] = { 0, 0 };
 	char load[2][64];
 
@@ -313,13 +398,18 @@ static void runs_hold_ab(const char *state, const char *images, const char *imag
 		quiet_wait(0);
 		for (int i = 0; i < runs; i++) {
 			double t[3], t0 = now_ms();
+			struct cpu c[2];
 			saas_sandbox *sb = bench_create(e.client, image);
+			int pid = qemu_pid(sb->id);
 			exec_true(e.client, sb->id);
 			t[0] = now_ms();
 			run_code(e.client, sb->id, "1+1", "2");
+			cpu_now(pid, &c[0]);
 			t[1] = now_ms();
 			run_code(e.client, sb->id, "1+1", "2");
 			t[2] = now_ms();
+			cpu_now(pid, &c[1]);
+			cpu_delta(scpu[way][0], nf[way], &c[0], &c[1]);
 			first[way][nf[way]] = t[1] - t[0];
 			second[way][nf[way]] = t[2] - t[1];
 			nf[way]++;
@@ -333,12 +423,16 @@ static void runs_hold_ab(const char *state, const char *images, const char *imag
 			/* A lone clone's, for reference: no spare made meanwhile. */
 			quiet_wait(t0);
 			sb = bench_create(e.client, image);
+			pid = qemu_pid(sb->id);
 			exec_true(e.client, sb->id);
 			t[0] = now_ms();
 			run_code(e.client, sb->id, "1+1", "2");
+			cpu_now(pid, &c[0]);
 			t[1] = now_ms();
 			run_code(e.client, sb->id, "1+1", "2");
 			t[2] = now_ms();
+			cpu_now(pid, &c[1]);
+			cpu_delta(scpu[way][1], nf[way] - 1, &c[0], &c[1]);
 			lone[way][0][nf[way] - 1] = t[1] - t[0];
 			lone[way][1][nf[way] - 1] = t[2] - t[1];
 			destroy(e.client, sb);
@@ -356,6 +450,13 @@ static void runs_hold_ab(const char *state, const char *images, const char *imag
 		       way ? hold : 0, pct(second[way], nf[way], 0.5), pct(second[way], nf[way], 0.95),
 		       pct(first[way], nf[way], 0.5), pct(lone[way][1], nf[way], 0.5), pct(lone[way][0], nf[way], 0.5),
 		       pct(b2b[way], nb[way], 0.5), pct(b2b[way], nb[way], 0.95), ahead[way], nb[way]);
+	printf("\nThe second `1+1`'s host side (p50 ms): its QEMU's threads on a CPU / waiting for one; every CPU's busy "
+	       "time (2 cores: 2 ms a ms):\n\n| `spare_runs_ms` | clones back to back | a lone clone |\n|---|---|---|\n");
+	for (int way = 0; way < 2; way++)
+		printf("| %d | %.0f / %.0f; host %.0f | %.0f / %.0f; host %.0f |\n", way ? hold : 0,
+		       pct(scpu[way][0][0], nf[way], 0.5), pct(scpu[way][0][1], nf[way], 0.5),
+		       pct(scpu[way][0][2], nf[way], 0.5), pct(scpu[way][1][0], nf[way], 0.5),
+		       pct(scpu[way][1][1], nf[way], 0.5), pct(scpu[way][1][2], nf[way], 0.5));
 	printf("\nRatios (%d against 0, p50): second `1+1` %.2fx; back to back %.2fx.\n", hold,
 	       pct(second[1], nf[1], 0.5) / pct(second[0], nf[0], 0.5), pct(b2b[1], nb[1], 0.5) / pct(b2b[0], nb[0], 0.5));
 }
