@@ -313,6 +313,29 @@ static void cpu_delta(double out[3][64], int i, const struct cpu *a, const struc
 	out[2][i] = b->host_busy_ms - a->host_busy_ms;
 }
 
+/*
+ * After a clone's first `true`: two runs of `1+1`, the second right after the first; ms of each into
+ * first[i], second[i]; with a cpu table, the second's host side (cpu_now) of the clone's QEMU pid.
+ */
+static void two_runs(saas_client *c, const char *id, int pid, double *first, double *second, double cpu[3][64],
+                     int i)
+{
+	struct cpu u[2];
+	double t[3];
+
+	t[0] = now_ms();
+	run_code(c, id, "1+1", "2");
+	cpu_now(pid, &u[0]);
+	t[1] = now_ms();
+	run_code(c, id, "1+1", "2");
+	t[2] = now_ms();
+	cpu_now(pid, &u[1]);
+	first[i] = t[1] - t[0];
+	second[i] = t[2] - t[1];
+	if (cpu)
+		cpu_delta(cpu, i, &u[0], &u[1]);
+}
+
 /* One engine of the A/B below: the library's local provider on the libvirt driver, templates on. */
 struct eng {
 	saas_engine *engine;
@@ -332,6 +355,7 @@ static void eng_open(struct eng *e, const char *state, const char *images, const
 	o.state_dir = state;
 	o.driver_config = config;
 	o.default_image = image;
+	/* The figures are the VMs', not the account limits': no create or execution waits for one. */
 	o.creates_per_minute = SAAS_LIMIT_MAX;
 	o.max_executions = SAAS_LIMIT_MAX;
 	o.log = on_log;
@@ -397,21 +421,11 @@ static void runs_hold_ab(const char *state, const char *images, const char *imag
 		took(&ahead[way], NULL, &a0, &w0);
 		quiet_wait(0);
 		for (int i = 0; i < runs; i++) {
-			double t[3], t0 = now_ms();
-			struct cpu c[2];
+			double t0 = now_ms();
 			saas_sandbox *sb = bench_create(e.client, image);
 			int pid = qemu_pid(sb->id);
 			exec_true(e.client, sb->id);
-			t[0] = now_ms();
-			run_code(e.client, sb->id, "1+1", "2");
-			cpu_now(pid, &c[0]);
-			t[1] = now_ms();
-			run_code(e.client, sb->id, "1+1", "2");
-			t[2] = now_ms();
-			cpu_now(pid, &c[1]);
-			cpu_delta(scpu[way][0], nf[way], &c[0], &c[1]);
-			first[way][nf[way]] = t[1] - t[0];
-			second[way][nf[way]] = t[2] - t[1];
+			two_runs(e.client, sb->id, pid, first[way], second[way], scpu[way][0], nf[way]);
 			nf[way]++;
 			destroy(e.client, sb);
 			sb = bench_create(e.client, image);
@@ -425,16 +439,7 @@ static void runs_hold_ab(const char *state, const char *images, const char *imag
 			sb = bench_create(e.client, image);
 			pid = qemu_pid(sb->id);
 			exec_true(e.client, sb->id);
-			t[0] = now_ms();
-			run_code(e.client, sb->id, "1+1", "2");
-			cpu_now(pid, &c[0]);
-			t[1] = now_ms();
-			run_code(e.client, sb->id, "1+1", "2");
-			t[2] = now_ms();
-			cpu_now(pid, &c[1]);
-			cpu_delta(scpu[way][1], nf[way] - 1, &c[0], &c[1]);
-			lone[way][0][nf[way] - 1] = t[1] - t[0];
-			lone[way][1][nf[way] - 1] = t[2] - t[1];
+			two_runs(e.client, sb->id, pid, lone[way][0], lone[way][1], scpu[way][1], nf[way] - 1);
 			destroy(e.client, sb);
 		}
 		eng_close(&e);
@@ -465,30 +470,28 @@ static void runs_hold_ab(const char *state, const char *images, const char *imag
 static void split_print(double split[][64], int runs)
 {
 	printf("\nWhere a clone's first `1+1` goes (%d clones of each kind, p50 / p95 ms; each clone's first `true` "
-		   "came first: p50 %.0f ms from create):\n\n| in a clone, after its first `true` | first | second |\n"
-		   "|---|---|---|\n",
-		   runs, pct(split[5], runs, 0.5));
+	       "came first: p50 %.0f ms from create):\n\n| in a clone, after its first `true` | first | second |\n"
+	       "|---|---|---|\n",
+	       runs, pct(split[5], runs, 0.5));
 	printf("| `1+1` | %.0f / %.0f | %.0f / %.0f |\n", pct(split[0], runs, 0.5), pct(split[0], runs, 0.95),
-		   pct(split[1], runs, 0.5), pct(split[1], runs, 0.95));
+	       pct(split[1], runs, 0.5), pct(split[1], runs, 0.95));
 	printf("| `python3 -c pass` (exec) | %.0f / %.0f | %.0f / %.0f |\n", pct(split[2], runs, 0.5),
-		   pct(split[2], runs, 0.95), pct(split[3], runs, 0.5), pct(split[3], runs, 0.95));
+	       pct(split[2], runs, 0.95), pct(split[3], runs, 0.5), pct(split[3], runs, 0.95));
 	printf("| `1+1` after the two `python3 -c pass` | %.0f / %.0f | |\n", pct(split[4], runs, 0.5),
-		   pct(split[4], runs, 0.95));
+	       pct(split[4], runs, 0.95));
 	printf("| `1+1`, a lone clone (no spare made meanwhile; its `true` p50 %.0f ms from create) | %.0f / %.0f | "
-		   "%.0f / %.0f |\n", pct(split[8], runs, 0.5), pct(split[6], runs, 0.5), pct(split[6], runs, 0.95),
-		   pct(split[7], runs, 0.5), pct(split[7], runs, 0.95));
+	       "%.0f / %.0f |\n", pct(split[8], runs, 0.5), pct(split[6], runs, 0.5), pct(split[6], runs, 0.95),
+	       pct(split[7], runs, 0.5), pct(split[7], runs, 0.95));
 }
 
 int main(int argc, char **argv)
 {
-	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
-	saas_engine *engine = NULL;
-	saas_account *account = NULL;
-	saas_client *client = NULL;
+	struct eng e;
+	saas_client *client;
 	saas_sandbox *sb;
-	char *key = NULL, config[4300], load[2][64];
+	char load[2][64];
 	const char *image;
-	int runs = env_int("BENCH_RUNS", 5), code_runs = env_int("BENCH_CODE_RUNS", 20), clones0, rc;
+	int runs = env_int("BENCH_RUNS", 5), code_runs = env_int("BENCH_CODE_RUNS", 20), clones0;
 	double *first_exec, *first_code, *next_code, *next_exec, *chart, *plain, t0;
 	double split[9][64]; /* 1+1 after true: first, second; python3 -c pass: first, second; 1+1 after them; true;
 	                     * a lone clone's 1+1 after true: first, second; its true */
@@ -513,21 +516,8 @@ int main(int argc, char **argv)
 	plain = calloc((size_t)code_runs, sizeof(double));
 	if (!first_exec || !first_code || !next_code || !next_exec || !chart || !plain)
 		return 1;
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on", argv[2]);
-	o.state_dir = argv[1];
-	o.driver_config = config;
-	o.default_image = image;
-	/* The figures are the VMs', not the account limits': no create or execution waits for one. */
-	o.creates_per_minute = SAAS_LIMIT_MAX;
-	o.max_executions = SAAS_LIMIT_MAX;
-	o.log = on_log;
-	o.log_level = getenv("BENCH_VERBOSE") ? SAAS_LOG_DEBUG : SAAS_LOG_INFO;
-	if ((rc = saas_engine_open(&engine, &o)) < 0)
-		die("engine", rc);
-	if ((rc = saas_account_create(&account, engine, "bench", SAAS_USD(1000), 0)) < 0 ||
-	    (rc = saas_key_create(&key, NULL, engine, account->id, NULL, 0)) < 0 ||
-	    (rc = saas_client_open_local(&client, engine, key, 0)) < 0)
-		die("account", rc);
+	eng_open(&e, argv[1], argv[2], image, "");
+	client = e.client;
 	template_warm(client, image);
 	load_now(load[0], sizeof(load[0]));
 	clones0 = clones_made;
@@ -562,14 +552,8 @@ int main(int argc, char **argv)
 		t0 = now_ms();
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
-		t[0] = now_ms();
-		split[5][i] = t[0] - t0;
-		run_code(client, sb->id, "1+1", "2");
-		t[1] = now_ms();
-		run_code(client, sb->id, "1+1", "2");
-		t[2] = now_ms();
-		split[0][i] = t[1] - t[0];
-		split[1][i] = t[2] - t[1];
+		split[5][i] = now_ms() - t0;
+		two_runs(client, sb->id, 0, split[0], split[1], NULL, i);
 		destroy(client, sb);
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
@@ -588,14 +572,8 @@ int main(int argc, char **argv)
 		t0 = now_ms();
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
-		t[0] = now_ms();
-		split[8][i] = t[0] - t0;
-		run_code(client, sb->id, "1+1", "2");
-		t[1] = now_ms();
-		run_code(client, sb->id, "1+1", "2");
-		t[2] = now_ms();
-		split[6][i] = t[1] - t[0];
-		split[7][i] = t[2] - t[1];
+		split[8][i] = now_ms() - t0;
+		two_runs(client, sb->id, 0, split[6], split[7], NULL, i);
 		destroy(client, sb);
 	}
 
@@ -657,10 +635,7 @@ int main(int argc, char **argv)
 	       "ahead); of the %d -> first `1+1`, %d (%d warmed).\n", runs, ahead[0], warmed[0], runs, ahead[1], warmed[1]);
 	if (want_split)
 		split_print(split, runs);
-	saas_client_free(client);
-	saas_account_free(account);
-	saas_free(key);
-	saas_engine_free(engine);
+	eng_close(&e);
 	free(first_exec);
 	free(first_code);
 	free(next_code);
