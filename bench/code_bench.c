@@ -237,6 +237,7 @@ static void template_warm(saas_client *c, const char *image)
  */
 struct cpu {
 	double run_ms, wait_ms, host_busy_ms;
+	double minflt, majflt, user_ms, sys_ms; /* the QEMU's, from /proc/PID/stat (times in USER_HZ ticks) */
 };
 
 /* The QEMU of sandbox id: its command line names the domain (guest=ID); 0 if none is found. */
@@ -296,6 +297,20 @@ static void cpu_now(int pid, struct cpu *c)
 	}
 	if (dir)
 		closedir(dir);
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (pid && (f = fopen(path, "r")) != NULL) {
+		char line[1024], *p;
+		unsigned long long minflt, majflt, ut, st;
+		/* After the command's ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+		if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) &&
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %llu %llu", &minflt, &majflt, &ut, &st) == 4) {
+			c->minflt = (double)minflt;
+			c->majflt = (double)majflt;
+			c->user_ms = (double)ut * 1000.0 / sysconf(_SC_CLK_TCK);
+			c->sys_ms = (double)st * 1000.0 / sysconf(_SC_CLK_TCK);
+		}
+		fclose(f);
+	}
 	/* cpu user nice system idle iowait irq softirq steal: busy = all but idle and iowait (USER_HZ ticks) */
 	if ((f = fopen("/proc/stat", "r")) != NULL) {
 		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
@@ -334,6 +349,67 @@ static void two_runs(saas_client *c, const char *id, int pid, double *first, dou
 	second[i] = t[2] - t[1];
 	if (cpu)
 		cpu_delta(cpu, i, &u[0], &u[1]);
+}
+
+/*
+ * BENCH_CODE_WHY=N: N lone clones (no spare made meanwhile: quiet_wait), each its first `true`, then
+ * WHY_RUNS runs of `1+1` one right after the other; per run index, the wall time and its QEMU's side
+ * (cpu_now): where a second run's time goes that a later one's does not.
+ */
+#define WHY_RUNS 8
+static void why(saas_client *c, const char *image, int n)
+{
+	static double v[WHY_RUNS][8][64]; /* run, figure (wall, on-CPU, run-queue, host busy, minflt, majflt, user, sys), clone */
+	static const char *const names[8] = { "wall", "QEMU on a CPU", "QEMU waiting for a CPU", "host busy (2 cores)",
+		                              "QEMU minor faults", "major faults", "QEMU user", "QEMU sys" };
+	double last = 0;
+
+	if (n > 64)
+		n = 64;
+	for (int i = 0; i < n; i++) {
+		saas_sandbox *sb;
+		int pid;
+		quiet_wait(last);
+		last = now_ms();
+		sb = bench_create(c, image);
+		pid = qemu_pid(sb->id);
+		exec_true(c, sb->id);
+		for (int r = 0; r < WHY_RUNS; r++) {
+			struct cpu a, b;
+			double t0;
+			cpu_now(pid, &a);
+			t0 = now_ms();
+			run_code(c, sb->id, "1+1", "2");
+			v[r][0][i] = now_ms() - t0;
+			cpu_now(pid, &b);
+			v[r][1][i] = b.run_ms - a.run_ms;
+			v[r][2][i] = b.wait_ms - a.wait_ms;
+			v[r][3][i] = b.host_busy_ms - a.host_busy_ms;
+			v[r][4][i] = b.minflt - a.minflt;
+			v[r][5][i] = b.majflt - a.majflt;
+			v[r][6][i] = b.user_ms - a.user_ms;
+			v[r][7][i] = b.sys_ms - a.sys_ms;
+		}
+		destroy(c, sb);
+	}
+	printf("\nA lone clone's runs of `1+1` one after the other, after its first `true` (%d clones; p50, and the mean "
+	       "for the tick-counted user and sys; ms but faults):\n\n| figure |", n);
+	for (int r = 0; r < WHY_RUNS; r++)
+		printf(" run %d |", r + 1);
+	printf("\n|---|");
+	for (int r = 0; r < WHY_RUNS; r++)
+		printf("---|");
+	printf("\n");
+	for (int f = 0; f < 8; f++) {
+		printf("| %s |", names[f]);
+		for (int r = 0; r < WHY_RUNS; r++) {
+			double sum = 0;
+			for (int i = 0; i < n; i++)
+				sum += v[r][f][i];
+			printf(" %.0f |", f >= 6 ? sum / n : pct(v[r][f], n, 0.5));
+		}
+		printf("\n");
+	}
 }
 
 /* One engine of the A/B below: the library's local provider on the libvirt driver, templates on. */
@@ -506,6 +582,16 @@ int main(int argc, char **argv)
 	image = argc == 4 ? argv[3] : "default";
 	if (getenv("BENCH_CODE_RUNS_HOLD")) {
 		runs_hold_ab(argv[1], argv[2], image);
+		return 0;
+	}
+	if (getenv("BENCH_CODE_WHY")) {
+		eng_open(&e, argv[1], argv[2], image, "");
+		template_warm(e.client, image);
+		load_now(load[0], sizeof(load[0]));
+		why(e.client, image, env_int("BENCH_CODE_WHY", 8));
+		load_now(load[1], sizeof(load[1]));
+		printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
+		eng_close(&e);
 		return 0;
 	}
 	first_exec = calloc((size_t)runs, sizeof(double));
