@@ -21,17 +21,25 @@
  * BENCH_CODE_SPLIT=1 adds where a clone's first `1+1` goes (2 x BENCH_RUNS more clones): after a first
  * `true` (its control channel up), its first and second `1+1`; and, in other clones, after `true` and
  * two `python3 -c pass` (the guest's Python code translated by TCG once, shared by every process that
- * maps it), the first `1+1`.
+ * maps it), the first `1+1`; both kinds back to back (a stream of creates, whose spares the driver makes
+ * beside them), then (3 x BENCH_RUNS clones in all) a lone clone's first and second `1+1`, made once no
+ * spare is being made and long enough after the last create that its replacement waits for the driver's
+ * hold. BENCH_CODE_SPLIT_ONLY=1: that table alone.
+ * BENCH_CODE_WHY=N: N lone clones' runs of `1+1` one after the other, each with its QEMU's time on a CPU
+ * and waiting for one, its faults and the host's busy time (why(); BENCH_CODE_PERF=DIR: perf samples too).
+ * A state dir used before keeps its template: the first create is then a clone, and nothing is built.
  * BENCH_VERBOSE=1 prints the engine's log, its debug lines too (which way each port connection went).
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <saas.h>
@@ -352,17 +360,58 @@ static void two_runs(saas_client *c, const char *id, int pid, double *first, dou
 }
 
 /*
- * BENCH_CODE_WHY=N: N lone clones (no spare made meanwhile: quiet_wait), each its first `true`, then
- * WHY_RUNS runs of `1+1` one right after the other; per run index, the wall time and its QEMU's side
- * (cpu_now): where a second run's time goes that a later one's does not.
+ * BENCH_CODE_WHY=N: N lone clones (no spare made meanwhile: quiet_wait), each its first `true`, then 36 runs
+ * of `1+1`, one right after the other but for two: the 33rd after 1.5 s idle (the engine's SSH session for
+ * the clone comes up once its control port stayed unused 1 s: later connections go over it), the 36th after
+ * a chart. For the runs in why_at, the wall time and its QEMU's side (cpu_now): where a fresh clone's runs'
+ * time goes that a long-lived context's does not. BENCH_CODE_PERF=DIR: each clone's QEMU sampled by `perf
+ * record` (DIR/perf-N.data, on the monotonic clock) from before its first `true`, and DIR/perf-N.runs the
+ * measured runs' start and end (ms, the same clock), for a reading of where each run's samples fall.
  */
-#define WHY_RUNS 8
+#define WHY_RUNS 10
+#define WHY_LAST 36
+static const int why_at[WHY_RUNS] = { 1, 2, 3, 4, 6, 16, 32, 33, 34, 36 };
+
+/* perf record of pid into BENCH_CODE_PERF/perf-i.data, and its runs file; 0 (and *runs NULL) without. */
+static pid_t perf_start(int pid, int i, FILE **runs)
+{
+	const char *dir = getenv("BENCH_CODE_PERF");
+	char data[4200], spid[16];
+	pid_t p;
+
+	*runs = NULL;
+	if (!dir || !pid)
+		return 0;
+	snprintf(data, sizeof(data), "%s/perf-%d.runs", dir, i);
+	*runs = fopen(data, "w");
+	snprintf(data, sizeof(data), "%s/perf-%d.data", dir, i);
+	snprintf(spid, sizeof(spid), "%d", pid);
+	if ((p = fork()) == 0) {
+		execlp("perf", "perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-F", "1999", "-p", spid, "-o", data,
+		       (char *)NULL);
+		_exit(127);
+	}
+	usleep(1000 * 1000); /* attached before the first `true` */
+	return p > 0 ? p : 0;
+}
+
+static void perf_stop(pid_t p, FILE *runs)
+{
+	if (runs)
+		fclose(runs);
+	if (p > 0) {
+		kill(p, SIGINT);
+		waitpid(p, NULL, 0);
+	}
+}
 static void why(saas_client *c, const char *image, int n)
 {
 	static double v[WHY_RUNS][8][64]; /* run, figure (wall, on-CPU, run-queue, host busy, minflt, majflt, user, sys), clone */
 	static const char *const names[8] = { "wall", "QEMU on a CPU", "QEMU waiting for a CPU", "host busy (2 cores)",
 		                              "QEMU minor faults", "major faults", "QEMU user", "QEMU sys" };
 	double last = 0;
+	FILE *runs = NULL;
+	pid_t perf;
 
 	if (n > 64)
 		n = 64;
@@ -373,14 +422,25 @@ static void why(saas_client *c, const char *image, int n)
 		last = now_ms();
 		sb = bench_create(c, image);
 		pid = qemu_pid(sb->id);
+		perf = perf_start(pid, i, &runs);
 		exec_true(c, sb->id);
-		for (int r = 0; r < WHY_RUNS; r++) {
+		for (int k = 1, r = 0; k <= WHY_LAST; k++) {
 			struct cpu a, b;
 			double t0;
+			if (k == 33)
+				usleep(1500 * 1000);
+			if (k == 36)
+				run_code(c, sb->id, CHART_CODE, NULL);
+			if (r == WHY_RUNS || why_at[r] != k) {
+				run_code(c, sb->id, "1+1", "2");
+				continue;
+			}
 			cpu_now(pid, &a);
 			t0 = now_ms();
 			run_code(c, sb->id, "1+1", "2");
 			v[r][0][i] = now_ms() - t0;
+			if (runs)
+				fprintf(runs, "%d %.3f %.3f\n", k, t0, t0 + v[r][0][i]);
 			cpu_now(pid, &b);
 			v[r][1][i] = b.run_ms - a.run_ms;
 			v[r][2][i] = b.wait_ms - a.wait_ms;
@@ -389,13 +449,16 @@ static void why(saas_client *c, const char *image, int n)
 			v[r][5][i] = b.majflt - a.majflt;
 			v[r][6][i] = b.user_ms - a.user_ms;
 			v[r][7][i] = b.sys_ms - a.sys_ms;
+			r++;
 		}
+		perf_stop(perf, runs);
 		destroy(c, sb);
 	}
 	printf("\nA lone clone's runs of `1+1` one after the other, after its first `true` (%d clones; p50, and the mean "
-	       "for the tick-counted user and sys; ms but faults):\n\n| figure |", n);
+	       "for the tick-counted user and sys; ms but faults; run 33 after 1.5 s idle, 36 after a chart):\n\n"
+	       "| figure |", n);
 	for (int r = 0; r < WHY_RUNS; r++)
-		printf(" run %d |", r + 1);
+		printf(" run %d |", why_at[r]);
 	printf("\n|---|");
 	for (int r = 0; r < WHY_RUNS; r++)
 		printf("---|");
