@@ -328,35 +328,18 @@ static void cpu_now(int pid, struct cpu *c)
 	}
 }
 
-/* b - a into out[0..2] at index i. */
-static void cpu_delta(double out[3][64], int i, const struct cpu *a, const struct cpu *b)
+/* After a clone's first `true`: two runs of `1+1`, the second right after the first; ms of each into first[i], second[i]. */
+static void two_runs(saas_client *c, const char *id, double *first, double *second, int i)
 {
-	out[0][i] = b->run_ms - a->run_ms;
-	out[1][i] = b->wait_ms - a->wait_ms;
-	out[2][i] = b->host_busy_ms - a->host_busy_ms;
-}
-
-/*
- * After a clone's first `true`: two runs of `1+1`, the second right after the first; ms of each into
- * first[i], second[i]; with a cpu table, the second's host side (cpu_now) of the clone's QEMU pid.
- */
-static void two_runs(saas_client *c, const char *id, int pid, double *first, double *second, double cpu[3][64],
-                     int i)
-{
-	struct cpu u[2];
 	double t[3];
 
 	t[0] = now_ms();
 	run_code(c, id, "1+1", "2");
-	cpu_now(pid, &u[0]);
 	t[1] = now_ms();
 	run_code(c, id, "1+1", "2");
 	t[2] = now_ms();
-	cpu_now(pid, &u[1]);
 	first[i] = t[1] - t[0];
 	second[i] = t[2] - t[1];
-	if (cpu)
-		cpu_delta(cpu, i, &u[0], &u[1]);
 }
 
 /*
@@ -475,7 +458,7 @@ static void why(saas_client *c, const char *image, int n)
 	}
 }
 
-/* One engine of the A/B below: the library's local provider on the libvirt driver, templates on. */
+/* One engine: the library's local provider on the libvirt driver, templates on. */
 struct eng {
 	saas_engine *engine;
 	saas_account *account;
@@ -483,14 +466,14 @@ struct eng {
 	char *key;
 };
 
-static void eng_open(struct eng *e, const char *state, const char *images, const char *image, const char *extra)
+static void eng_open(struct eng *e, const char *state, const char *images, const char *image)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 	char config[4400];
 	int rc;
 
 	memset(e, 0, sizeof(*e));
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on%s%s", images, *extra ? " " : "", extra);
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on", images);
 	o.state_dir = state;
 	o.driver_config = config;
 	o.default_image = image;
@@ -513,96 +496,6 @@ static void eng_close(struct eng *e)
 	saas_account_free(e->account);
 	saas_free(e->key);
 	saas_engine_free(e->engine);
-	/* A new engine's log starts with none of its spares: what the last one counted is gone with it. */
-	pthread_mutex_lock(&log_mu);
-	spares_made = spares_gone = clones_ahead = 0;
-	spares_wanted = 1;
-	pthread_mutex_unlock(&log_mu);
-}
-
-/*
- * BENCH_CODE_RUNS_HOLD=MS: the driver's spare_runs_ms=0 (a make due starts at once) against =MS (it waits up
- * to MS for a new clone's first runs, while a spare is left), each in an engine of its own on the same state
- * dir and template, BENCH_ROUNDS rounds (default 2) alternating: BENCH_B2B creates back to back (default 10,
- * each as soon as the last ran `true` and was destroyed, as vm_bench's), then BENCH_RUNS pairs of clones back
- * to back as BENCH_CODE_SPLIT's (true, 1+1, 1+1; true, python3 -c pass twice, 1+1).
- */
-static void runs_hold_ab(const char *state, const char *images, const char *image)
-{
-	int hold = env_int("BENCH_CODE_RUNS_HOLD", 1000), rounds = env_int("BENCH_ROUNDS", 2);
-	int runs = env_int("BENCH_RUNS", 5), b2b_n = env_int("BENCH_B2B", 10);
-	double first[2][64], second[2][64], b2b[2][64], lone[2][2][64];
-	static double scpu[2][2][3][64]; /* way, stream/lone clone, its second run's QEMU on-CPU, run-queue wait, host busy */
-	int nf[2] = { 0, 0 }, nb[2] = { 0, 0 }, ahead[2] = { 0, 0 };
-	char load[2][64];
-
-	if (runs > 16 || b2b_n > 32 || rounds > 4) {
-		fprintf(stderr, "code_bench: BENCH_RUNS at most 16, BENCH_B2B 32, BENCH_ROUNDS 4 here\n");
-		exit(2);
-	}
-	load_now(load[0], sizeof(load[0]));
-	for (int r = 0; r < 2 * rounds; r++) {
-		int way = r % 2, a0, w0;
-		char extra[64];
-		struct eng e;
-		snprintf(extra, sizeof(extra), "spare_runs_ms=%d", way ? hold : 0);
-		eng_open(&e, state, images, image, extra);
-		template_warm(e.client, image);
-		spare_wait();
-		took(NULL, NULL, &a0, &w0);
-		for (int i = 0; i < b2b_n; i++) {
-			double t0 = now_ms();
-			saas_sandbox *sb = bench_create(e.client, image);
-			exec_true(e.client, sb->id);
-			b2b[way][nb[way]++] = now_ms() - t0;
-			destroy(e.client, sb);
-		}
-		took(&ahead[way], NULL, &a0, &w0);
-		quiet_wait(0);
-		for (int i = 0; i < runs; i++) {
-			double t0 = now_ms();
-			saas_sandbox *sb = bench_create(e.client, image);
-			int pid = qemu_pid(sb->id);
-			exec_true(e.client, sb->id);
-			two_runs(e.client, sb->id, pid, first[way], second[way], scpu[way][0], nf[way]);
-			nf[way]++;
-			destroy(e.client, sb);
-			sb = bench_create(e.client, image);
-			exec_true(e.client, sb->id);
-			exec_ok(e.client, sb->id, "python3 -c pass");
-			exec_ok(e.client, sb->id, "python3 -c pass");
-			run_code(e.client, sb->id, "1+1", "2");
-			destroy(e.client, sb);
-			/* A lone clone's, for reference: no spare made meanwhile. */
-			quiet_wait(t0);
-			sb = bench_create(e.client, image);
-			pid = qemu_pid(sb->id);
-			exec_true(e.client, sb->id);
-			two_runs(e.client, sb->id, pid, lone[way][0], lone[way][1], scpu[way][1], nf[way] - 1);
-			destroy(e.client, sb);
-		}
-		eng_close(&e);
-	}
-	load_now(load[1], sizeof(load[1]));
-	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", load[0], load[1]);
-	printf("| `spare_runs_ms` | a clone's second `1+1` right after its first, clones back to back (%d) | its first | "
-	       "a lone clone's second `1+1` / first (no spare made meanwhile) | create -> first `true`, back to back (%d) "
-	       "| of those, from a spare |\n|---|---|---|---|---|---|\n",
-	       nf[0], nb[0]);
-	for (int way = 0; way < 2; way++)
-		printf("| %d | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms | p50 %.0f / %.0f ms | p50 %.0f ms, p95 %.0f ms | %d of %d |\n",
-		       way ? hold : 0, pct(second[way], nf[way], 0.5), pct(second[way], nf[way], 0.95),
-		       pct(first[way], nf[way], 0.5), pct(lone[way][1], nf[way], 0.5), pct(lone[way][0], nf[way], 0.5),
-		       pct(b2b[way], nb[way], 0.5), pct(b2b[way], nb[way], 0.95), ahead[way], nb[way]);
-	printf("\nThe second `1+1`'s host side (p50 ms): its QEMU's threads on a CPU / waiting for one; every CPU's busy "
-	       "time (2 cores: 2 ms a ms):\n\n| `spare_runs_ms` | clones back to back | a lone clone |\n|---|---|---|\n");
-	for (int way = 0; way < 2; way++)
-		printf("| %d | %.0f / %.0f; host %.0f | %.0f / %.0f; host %.0f |\n", way ? hold : 0,
-		       pct(scpu[way][0][0], nf[way], 0.5), pct(scpu[way][0][1], nf[way], 0.5),
-		       pct(scpu[way][0][2], nf[way], 0.5), pct(scpu[way][1][0], nf[way], 0.5),
-		       pct(scpu[way][1][1], nf[way], 0.5), pct(scpu[way][1][2], nf[way], 0.5));
-	printf("\nRatios (%d against 0, p50): second `1+1` %.2fx; back to back %.2fx.\n", hold,
-	       pct(second[1], nf[1], 0.5) / pct(second[0], nf[0], 0.5), pct(b2b[1], nb[1], 0.5) / pct(b2b[0], nb[0], 0.5));
 }
 
 /* The table of where a clone's first `1+1` goes (BENCH_CODE_SPLIT). */
@@ -643,12 +536,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	image = argc == 4 ? argv[3] : "default";
-	if (getenv("BENCH_CODE_RUNS_HOLD")) {
-		runs_hold_ab(argv[1], argv[2], image);
-		return 0;
-	}
 	if (getenv("BENCH_CODE_WHY")) {
-		eng_open(&e, argv[1], argv[2], image, "");
+		eng_open(&e, argv[1], argv[2], image);
 		template_warm(e.client, image);
 		load_now(load[0], sizeof(load[0]));
 		why(e.client, image, env_int("BENCH_CODE_WHY", 8));
@@ -665,7 +554,7 @@ int main(int argc, char **argv)
 	plain = calloc((size_t)code_runs, sizeof(double));
 	if (!first_exec || !first_code || !next_code || !next_exec || !chart || !plain)
 		return 1;
-	eng_open(&e, argv[1], argv[2], image, "");
+	eng_open(&e, argv[1], argv[2], image);
 	client = e.client;
 	template_warm(client, image);
 	load_now(load[0], sizeof(load[0]));
@@ -702,7 +591,7 @@ int main(int argc, char **argv)
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
 		split[5][i] = now_ms() - t0;
-		two_runs(client, sb->id, 0, split[0], split[1], NULL, i);
+		two_runs(client, sb->id, split[0], split[1], i);
 		destroy(client, sb);
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
@@ -722,7 +611,7 @@ int main(int argc, char **argv)
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
 		split[8][i] = now_ms() - t0;
-		two_runs(client, sb->id, 0, split[6], split[7], NULL, i);
+		two_runs(client, sb->id, split[6], split[7], i);
 		destroy(client, sb);
 	}
 

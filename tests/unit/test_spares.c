@@ -211,47 +211,6 @@ static void test_same_instant(void **state)
 	assert_int_equal(p.target, 5);
 }
 
-/*
- * A make due waits for a new clone's first runs (spare_runs_ms) only while
- * something runs or ran a moment ago, a spare is left for the next create,
- * no create went without one since the hold began, and not past its bound.
- */
-static void test_run_hold(void **state)
-{
-	/* A clone just taken runs its second `1+1`; one spare is left ready. */
-	struct saas__lv_spare_runs r = { .running = 1, .idle_ms = -1, .held_ms = 0, .ready = 1, .missed = false };
-
-	(void)state;
-	assert_true(saas__lv_spare_run_hold(&r, 250, 1000));
-	/* Between two runs, the last ended 100 ms ago: still held; 250 ms ago: made. */
-	r.running = 0;
-	r.idle_ms = 100;
-	assert_true(saas__lv_spare_run_hold(&r, 250, 1000));
-	r.idle_ms = 250;
-	assert_false(saas__lv_spare_run_hold(&r, 250, 1000));
-	/* Nothing ran since the clone was taken (and no create ended lately): made. */
-	r.idle_ms = -1;
-	assert_false(saas__lv_spare_run_hold(&r, 250, 1000));
-	/* Runs that go on: held up to the bound, not a moment after. */
-	r.running = 2;
-	r.held_ms = 999;
-	assert_true(saas__lv_spare_run_hold(&r, 250, 1000));
-	r.held_ms = 1000;
-	assert_false(saas__lv_spare_run_hold(&r, 250, 1000));
-	/* No spare left: the next create would be made whole; made at once. */
-	r.held_ms = 0;
-	r.ready = 0;
-	assert_false(saas__lv_spare_run_hold(&r, 250, 1000));
-	/* A create found none since the hold began (creates come faster than spares): made at once. */
-	r.ready = 2;
-	r.missed = true;
-	assert_false(saas__lv_spare_run_hold(&r, 250, 1000));
-	/* spare_runs_ms=0: never held. */
-	r.missed = false;
-	assert_true(saas__lv_spare_run_hold(&r, 250, 1000));
-	assert_false(saas__lv_spare_run_hold(&r, 250, 0));
-}
-
 static void test_makers_and_budget(void **state)
 {
 	(void)state;
@@ -274,7 +233,6 @@ int main(void)
 		cmocka_unit_test(test_burst),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_same_instant),
-		cmocka_unit_test(test_run_hold),
 		cmocka_unit_test(test_makers_and_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,7 +48,6 @@ struct saas__lv_config {
 	unsigned int spares;             /* clones' QEMUs started ahead (spare.c), when not spares_auto */
 	bool spares_auto;                /* spares=auto (the default): as many as lately asked for */
 	unsigned int spare_memory_mb;    /* what spares may hold together; 0: auto (spare_policy.c) */
-	unsigned int spare_runs_ms;      /* a make held at most this for a new clone's first runs (spare.c); 0: not */
 };
 
 /*
@@ -57,8 +56,7 @@ struct saas__lv_config {
  * templates=on|off control_port=on|off control_files=on|off control_exec=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
- * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB
- * spare_runs_ms=MS. NULL or ""
+ * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB. NULL or ""
  * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */

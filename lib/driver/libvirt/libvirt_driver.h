@@ -152,18 +152,6 @@ struct stat;
 #define SPARE_HOLD_MS 2000                 /* after a lone create, no spare made this soon (spare_policy.c) */
 #define SPARE_CHECK_MS 1000                /* the spare thread looks again at least this often */
 /*
- * spare_runs_ms: a make due waits at most this for a new clone's first runs
- * (spare.c, saas__lv_spare_run_hold), while a spare is left for the next
- * create; runs count while they hold a clone's control port or ended less
- * than SPARE_RUNS_QUIET_MS ago, of clones taken within SPARE_FRESH_MS (the
- * last SPARE_FRESH_MAX: spare.h); looked at every SPARE_RUNS_POLL_MS meanwhile.
- */
-#define SPARE_RUNS_MS_DEFAULT 0
-#define SPARE_RUNS_MS_MAX 10000
-#define SPARE_RUNS_QUIET_MS 250
-#define SPARE_RUNS_POLL_MS 20
-#define SPARE_FRESH_MS 10000
-/*
  * A spare on a host other engines share stands for this long (its mark,
  * domain.h): their listings leave it out until then, so that their orphan
  * sweeps do not take it for a VM no sandbox owns. Its maker replaces it

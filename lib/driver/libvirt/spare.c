@@ -355,43 +355,6 @@ static void spare_plan_locked(struct drv *d, uint64_t room_mib, struct saas__lv_
 	}
 }
 
-/*
- * Hold a make due for a new clone's first runs (spare_runs_ms: the policy is
- * saas__lv_spare_run_hold)? What runs: creates under way, and commands or
- * connections on the control port of a clone taken lately (a new clone's
- * first commands and code runs go over it until its SSH session is up).
- * Under d->mu; the ports' locks nest inside it.
- */
-static bool spare_runs_hold_locked(struct drv *d, const struct tmpl *t, int64_t now)
-{
-	struct saas__lv_spare_runs r = { .running = d->spare.creating, .idle_ms = -1 };
-	bool hold;
-
-	if (!d->spare.runs_ms)
-		return false;
-	if (!d->spare.runs_held_ms)
-		d->spare.runs_held_ms = now;
-	r.held_ms = now - d->spare.runs_held_ms;
-	r.missed = d->spare.missed_ms >= d->spare.runs_held_ms;
-	for (struct spare *s = d->spare.list; s; s = s->next)
-		r.ready += s->state == SPARE_READY && strcmp(s->key, t->key) == 0;
-	if (d->spare.made_ms)
-		r.idle_ms = now - d->spare.made_ms;
-	for (unsigned int i = 0; i < SPARE_FRESH_MAX; i++) {
-		int64_t idle;
-		int use;
-		if (!d->spare.fresh[i][0] || now - d->spare.fresh_ms[i] > SPARE_FRESH_MS)
-			continue;
-		if ((use = saas__lv_port_use_locked(d, d->spare.fresh[i], &idle)) > 0)
-			r.running++;
-		else if (use == 0 && idle >= 0 && (r.idle_ms < 0 || idle < r.idle_ms))
-			r.idle_ms = idle;
-	}
-	if (!(hold = saas__lv_spare_run_hold(&r, SPARE_RUNS_QUIET_MS, d->spare.runs_ms)))
-		d->spare.runs_held_ms = 0;
-	return hold;
-}
-
 /* A spare over the target, ready and no create's: the one of the template with the most. Under d->mu. */
 static struct spare *spare_extra_locked(struct drv *d, unsigned int target)
 {
@@ -463,13 +426,9 @@ static void *spare_main(void *arg)
 			stale = spare_unlink_locked(d, s);
 		}
 		if (!stale && now >= d->spare.retry_at_ms) {
-			if (plan.now || (!d->spare.creating && now >= d->spare.hold_until_ms)) {
+			if (plan.now || (!d->spare.creating && now >= d->spare.hold_until_ms))
 				t = spare_wanted_locked(d, plan.target);
-				if (t && spare_runs_hold_locked(d, t, now)) {
-					t = NULL;
-					wait_ms = SPARE_RUNS_POLL_MS;
-				}
-			} else if (!d->spare.creating && d->spare.hold_until_ms - now < wait_ms)
+			else if (!d->spare.creating && d->spare.hold_until_ms - now < wait_ms)
 				wait_ms = d->spare.hold_until_ms - now; /* not a second late after the hold */
 		}
 		s = t ? calloc(1, sizeof(*s)) : NULL;
@@ -487,7 +446,6 @@ static void *spare_main(void *arg)
 			s->spec.disk_gb = t->disk_gb;
 			s->state = SPARE_MAKING;
 			s->begun_ms = now;
-			d->spare.runs_held_ms = 0;
 			s->hold_mib = spare_cost_locked(d);
 			s->next = d->spare.list;
 			d->spare.list = s;
@@ -563,8 +521,7 @@ void saas__lv_spares_busy(struct drv *d, bool begin)
 		d->spare.creating++;
 	} else {
 		d->spare.creating--;
-		d->spare.made_ms = saas__now_ms();
-		d->spare.hold_until_ms = d->spare.made_ms + SPARE_HOLD_MS;
+		d->spare.hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
 		pthread_cond_broadcast(&d->spare.cond); /* the makers wait for the hold's end, not a turn more */
 	}
 	pthread_mutex_unlock(&d->mu);
@@ -650,8 +607,6 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 	 * further on than the create's own make would be) can be measured:
 	 * the spare's own line says when it was ready.
 	 */
-	if (!s)
-		d->spare.missed_ms = saas__now_ms();
 	if (!s && making)
 		saas__lv_log(d, SAAS_LOG_INFO, "a create of %s finds no VM started ahead ready: %s is being made, %lld ms in",
 		             spec->image, making->name, (long long)(saas__now_ms() - making->begun_ms));
@@ -660,11 +615,6 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 		saas__strlcpy(name, s->name, size);
 		/* Its replacement waits, unless creates stream: the create's own start is due now (lv_create holds it from there). */
 		d->spare.hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
-		/* Its first runs, which a make due may wait for (spare_runs_hold_locked). */
-		memmove(d->spare.fresh[1], d->spare.fresh[0], sizeof(d->spare.fresh[0]) * (SPARE_FRESH_MAX - 1));
-		memmove(d->spare.fresh_ms + 1, d->spare.fresh_ms, sizeof(d->spare.fresh_ms[0]) * (SPARE_FRESH_MAX - 1));
-		saas__strlcpy(d->spare.fresh[0], s->name, sizeof(d->spare.fresh[0]));
-		d->spare.fresh_ms[0] = saas__now_ms();
 	}
 	pthread_mutex_unlock(&d->mu);
 	return s != NULL;

@@ -17,8 +17,6 @@
 struct drv;
 struct spare;
 
-#define SPARE_FRESH_MAX 4 /* clones taken lately whose first runs a make may wait for (spare.c) */
-
 /* The spares' state in struct drv, under d->mu. */
 struct saas__lv_spares {
 	struct spare *list;
@@ -32,12 +30,6 @@ struct saas__lv_spares {
 	uint64_t loaded_mib;             /* the state the last spare loaded ahead held (spare.c), 0: none loaded */
 	uint64_t warm_mib;               /* SPARE_WARM_MIB when the last spare made was warmed, 0: not */
 	unsigned int target;             /* the plan's last target (logged when it changes) */
-	unsigned int runs_ms;            /* spare_runs_ms: a make held at most this for a new clone's first runs */
-	int64_t runs_held_ms;            /* when the make now due was first held for them (saas__now_ms), 0: none */
-	int64_t missed_ms;               /* when a create last found no spare ready, 0: none */
-	int64_t made_ms;                 /* when the last create ended, 0: none */
-	char fresh[SPARE_FRESH_MAX][SAAS_ID_MAX + 1]; /* the clones taken from spares lately, newest first */
-	int64_t fresh_ms[SPARE_FRESH_MAX];            /* when each was taken */
 	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first */
 	size_t nasks;
 	pthread_t threads[SPARE_MAKERS_MAX]; /* makers: one spare each at a time */

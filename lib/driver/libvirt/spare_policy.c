@@ -13,10 +13,6 @@
  * worth nothing when the next create needs the spare sooner). Quiet, the
  * floor. Never more than the ceiling, the memory budget's count nor what the
  * host's available memory holds.
- *
- * A make due may still wait a little for a clone just taken (spare_runs_ms,
- * saas__lv_spare_run_hold): while a spare is left for the next create, the
- * new clone's first runs go first, up to a bound.
  */
 #include "driver/libvirt/spare_policy.h"
 
@@ -77,13 +73,6 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 	if (div_or_max(b->room_mib, b->spare_mib) < cap)
 		cap = div_or_max(b->room_mib, b->spare_mib);
 	out->target = (unsigned int)(want < cap ? want : cap);
-}
-
-bool saas__lv_spare_run_hold(const struct saas__lv_spare_runs *r, unsigned int quiet_ms, unsigned int max_ms)
-{
-	if (!max_ms || r->missed || !r->ready || r->held_ms >= (int64_t)max_ms)
-		return false;
-	return r->running > 0 || (r->idle_ms >= 0 && r->idle_ms < (int64_t)quiet_ms);
 }
 
 unsigned int saas__lv_spare_makers(long cores)

@@ -48,28 +48,6 @@ struct saas__lv_spare_plan {
 void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_spare_bounds *b, const int64_t *asks,
                          size_t n, int64_t now);
 
-/*
- * A make the plan wants, held for a new clone's first runs (spare_runs_ms):
- * under TCG a spare's make (its state in, its code server's warm-up) takes
- * the CPUs the clone just taken runs its first commands and code with. What
- * the spare threads know when they look (spare.c), no clock read here.
- */
-struct saas__lv_spare_runs {
-	unsigned int running;   /* creates under way, and commands or connections on a fresh clone's control port */
-	int64_t idle_ms;        /* since the last of those ended; -1: none lately */
-	int64_t held_ms;        /* how long this make has been held already */
-	unsigned int ready;     /* spares ready and not taken: the next create takes one whatever this says */
-	bool missed;            /* a create found no spare ready since the hold began */
-};
-
-/*
- * Hold the make (true)? Only while a spare is still ready for the next create
- * and none went without since the hold began (so creates back to back are
- * served as before), for at most max_ms in all, and only while something runs
- * or ran less than quiet_ms ago. max_ms 0: never.
- */
-bool saas__lv_spare_run_hold(const struct saas__lv_spare_runs *r, unsigned int quiet_ms, unsigned int max_ms);
-
 /* How many spares are made at once: one per core, at least 1, at most SPARE_MAKERS_MAX. */
 #define SPARE_MAKERS_MAX 4
 unsigned int saas__lv_spare_makers(long cores);

@@ -170,20 +170,6 @@ bool saas__lv_port_quiet(struct drv *d, struct vm *v, int quiet_ms)
 	return quiet;
 }
 
-int saas__lv_port_use_locked(struct drv *d, const char *name, int64_t *idle_ms)
-{
-	struct vm *v = vm_find_locked(d, name);
-	int used;
-
-	if (!v)
-		return -1;
-	pthread_mutex_lock(&v->ctl_mu);
-	used = v->ctl_user != PORT_FREE;
-	*idle_ms = v->ctl_free_at ? mono_ms() - v->ctl_free_at : -1;
-	pthread_mutex_unlock(&v->ctl_mu);
-	return used;
-}
-
 /* A booting guest's knock can last many seconds under TCG: the driver closing does not wait for it... */
 static int ssh_cancelled(void *ud)
 {

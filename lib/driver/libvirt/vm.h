@@ -35,11 +35,6 @@ void saas__lv_port_give(struct vm *v);
  */
 #define PORT_QUIET_POLL_MS 100
 bool saas__lv_port_quiet(struct drv *d, struct vm *v, int quiet_ms);
-/*
- * Under d->mu: is VM name's control port in use (1), or free (0, and *idle_ms
- * the ms since it went free, -1 when it never was used)? -1: no such VM.
- */
-int saas__lv_port_use_locked(struct drv *d, const char *name, int64_t *idle_ms);
 
 /* The VM's SSH session, reopened if it died, with a reference the caller lets go with saas__ssh_close. */
 int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out);
