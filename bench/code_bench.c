@@ -26,7 +26,8 @@
  * spare is being made and long enough after the last create that its replacement waits for the driver's
  * hold. BENCH_CODE_SPLIT_ONLY=1: that table alone.
  * BENCH_CODE_WHY=N: N lone clones' runs of `1+1` one after the other, each with its QEMU's time on a CPU
- * and waiting for one, its faults and the host's busy time (why(); BENCH_CODE_PERF=DIR: perf samples too).
+ * and waiting for one, its faults and the host's busy time (why(); BENCH_CODE_PERF=DIR: perf samples too);
+ * that table alone, so run code_bench itself for it (bench/run would write it over the code section).
  * A state dir used before keeps its template: the first create is then a clone, and nothing is built.
  * BENCH_VERBOSE=1 prints the engine's log, its debug lines too (which way each port connection went).
  */
