@@ -388,18 +388,17 @@ static void perf_stop(pid_t p, FILE *runs)
 		waitpid(p, NULL, 0);
 	}
 }
-static void why(saas_client *c, const char *image, int n)
+static double why_v[2][WHY_RUNS][8][64]; /* way, run, figure (wall, on-CPU, run-queue, host busy, faults, user, sys), clone */
+
+/* Clones from..from+n of the figures' way (0, or 1: BENCH_CODE_DRIVER_B's engine). */
+static void why(saas_client *c, const char *image, int from, int n, int way)
 {
-	static double v[WHY_RUNS][8][64]; /* run, figure (wall, on-CPU, run-queue, host busy, minflt, majflt, user, sys), clone */
-	static const char *const names[8] = { "wall", "QEMU on a CPU", "QEMU waiting for a CPU", "host busy (2 cores)",
-		                              "QEMU minor faults", "major faults", "QEMU user", "QEMU sys" };
-	double last = 0;
+	double (*v)[8][64] = why_v[way];
+	double last = now_ms(); /* template_warm's create was just before: the first clone a lone one too */
 	FILE *runs = NULL;
 	pid_t perf;
 
-	if (n > 64)
-		n = 64;
-	for (int i = 0; i < n; i++) {
+	for (int i = from; i < from + n && i < 64; i++) {
 		saas_sandbox *sb;
 		int pid;
 		quiet_wait(last);
@@ -438,7 +437,18 @@ static void why(saas_client *c, const char *image, int n)
 		perf_stop(perf, runs);
 		destroy(c, sb);
 	}
-	printf("\nA lone clone's runs of `1+1` one after the other, after its first `true` (%d clones; p50, and the mean "
+}
+
+static void why_print(int way, int n, const char *label)
+{
+	static const char *const names[8] = { "wall", "QEMU on a CPU", "QEMU waiting for a CPU", "host busy (2 cores)",
+		                              "QEMU minor faults", "major faults", "QEMU user", "QEMU sys" };
+	double (*v)[8][64] = why_v[way];
+
+	if (n > 64)
+		n = 64;
+	printf("\n%s", label);
+	printf("A lone clone's runs of `1+1` one after the other, after its first `true` (%d clones; p50, and the mean "
 	       "for the tick-counted user and sys; ms but faults; run 33 after 1.5 s idle, 36 after a chart):\n\n"
 	       "| figure |", n);
 	for (int r = 0; r < WHY_RUNS; r++)
@@ -467,14 +477,14 @@ struct eng {
 	char *key;
 };
 
-static void eng_open(struct eng *e, const char *state, const char *images, const char *image)
+static void eng_open(struct eng *e, const char *state, const char *images, const char *image, const char *extra)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
 	char config[4400];
 	int rc;
 
 	memset(e, 0, sizeof(*e));
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on", images);
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on%s%s", images, *extra ? " " : "", extra);
 	o.state_dir = state;
 	o.driver_config = config;
 	o.default_image = image;
@@ -497,6 +507,11 @@ static void eng_close(struct eng *e)
 	saas_account_free(e->account);
 	saas_free(e->key);
 	saas_engine_free(e->engine);
+	/* The next engine's log starts with none of its spares: what this one counted went with it. */
+	pthread_mutex_lock(&log_mu);
+	spares_made = spares_gone = clones_ahead = 0;
+	spares_wanted = 1;
+	pthread_mutex_unlock(&log_mu);
 }
 
 /* The table of where a clone's first `1+1` goes (BENCH_CODE_SPLIT). */
@@ -538,13 +553,26 @@ int main(int argc, char **argv)
 	}
 	image = argc == 4 ? argv[3] : "default";
 	if (getenv("BENCH_CODE_WHY")) {
-		eng_open(&e, argv[1], argv[2], image);
-		template_warm(e.client, image);
+		/* BENCH_CODE_DRIVER_B: a second engine with those driver options, the clones alternating between the two. */
+		const char *b = getenv("BENCH_CODE_DRIVER_B");
+		int n = env_int("BENCH_CODE_WHY", 8);
+		char label[2][256];
 		load_now(load[0], sizeof(load[0]));
-		why(e.client, image, env_int("BENCH_CODE_WHY", 8));
+		for (int i = 0; i < n; i++)
+			for (int way = 0; way < (b ? 2 : 1); way++) {
+				eng_open(&e, argv[1], argv[2], image, way ? b : "");
+				template_warm(e.client, image);
+				why(e.client, image, i, b ? 1 : n, way);
+				eng_close(&e);
+				if (!b)
+					i = n;
+			}
 		load_now(load[1], sizeof(load[1]));
+		snprintf(label[0], sizeof(label[0]), "The driver's defaults. ");
+		snprintf(label[1], sizeof(label[1]), "With `%s`, the clones alternating with the defaults'. ", b ? b : "");
+		for (int way = 0; way < (b ? 2 : 1); way++)
+			why_print(way, n, b ? label[way] : "");
 		printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
-		eng_close(&e);
 		return 0;
 	}
 	first_exec = calloc((size_t)runs, sizeof(double));
@@ -555,7 +583,7 @@ int main(int argc, char **argv)
 	plain = calloc((size_t)code_runs, sizeof(double));
 	if (!first_exec || !first_code || !next_code || !next_exec || !chart || !plain)
 		return 1;
-	eng_open(&e, argv[1], argv[2], image);
+	eng_open(&e, argv[1], argv[2], image, "");
 	client = e.client;
 	template_warm(client, image);
 	load_now(load[0], sizeof(load[0]));
