@@ -212,7 +212,6 @@ static void assert_defaults(const struct saas__lv_config *cfg)
 	/* Spares adapt to the creates asked for, within a memory budget worked out from the host's. */
 	assert_true(cfg->spares_auto);
 	assert_int_equal(cfg->spare_memory_mb, 0);
-	assert_int_equal(cfg->spare_warm_runs, 1);
 }
 
 static void test_config_defaults(void **state)
@@ -304,9 +303,6 @@ static void test_config_every_option(void **state)
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "spare_memory_mb=65536 spare_memory_mb=auto"), SAAS_OK);
 	assert_int_equal(cfg.spare_memory_mb, 0);
-	saas__lv_config_clear(&cfg);
-	assert_int_equal(saas__lv_config_parse(&cfg, "spare_warm_runs=16"), SAAS_OK);
-	assert_int_equal(cfg.spare_warm_runs, SPARE_WARM_RUNS_MAX);
 	saas__lv_config_clear(&cfg);
 }
 
@@ -628,8 +624,6 @@ static void test_config_bad_values(void **state)
 		{ "spares=one", "spares must be auto or 0 to 32, not 'one'" },
 		{ "spares=AUTO", "spares must be auto or 0 to 32, not 'AUTO'" },
 		{ "spare_memory_mb=0", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '0'" },
-		{ "spare_warm_runs=0", "spare_warm_runs must be 1 to 16, not '0'" },
-		{ "spare_warm_runs=17", "spare_warm_runs must be 1 to 16, not '17'" },
 		{ "spare_memory_mb=65537", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '65537'" },
 		{ "spare_memory_mb=1g", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not '1g'" },
 		{ "spare_memory_mb=", "spare_memory_mb must be auto or 1 to 65536 MiB (spares=0 starts none), not ''" },

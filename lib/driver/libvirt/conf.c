@@ -193,7 +193,6 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->cpu_milli = CPU_MILLI_DEFAULT;
 	cfg->min_free_memory_mb = MIN_FREE_MEMORY_MB_DEFAULT;
 	cfg->spares_auto = true;
-	cfg->spare_warm_runs = 1;
 	if (!text || !*text)
 		return SAAS_OK;
 	if (!strchr(text, '='))
@@ -258,9 +257,6 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			    (parse_count(tok, val, SPARE_MEMORY_MB_MAX, "", &cfg->spare_memory_mb) < 0 || !cfg->spare_memory_mb))
 				rc = saas__inval("spare_memory_mb must be auto or 1 to %d MiB (spares=0 starts none), not '%s'",
 				                 SPARE_MEMORY_MB_MAX, val);
-		} else if (strcmp(tok, "spare_warm_runs") == 0) {
-			if (parse_count(tok, val, SPARE_WARM_RUNS_MAX, "", &cfg->spare_warm_runs) < 0 || !cfg->spare_warm_runs)
-				rc = saas__inval("spare_warm_runs must be 1 to %d, not '%s'", SPARE_WARM_RUNS_MAX, val);
 		} else if (strcmp(tok, "uids") == 0) {
 			rc = parse_uids(cfg, val);
 		} else if (strcmp(tok, "dns_upstream") == 0) {

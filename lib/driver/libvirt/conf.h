@@ -48,7 +48,6 @@ struct saas__lv_config {
 	unsigned int spares;             /* clones' QEMUs started ahead (spare.c), when not spares_auto */
 	bool spares_auto;                /* spares=auto (the default): as many as lately asked for */
 	unsigned int spare_memory_mb;    /* what spares may hold together; 0: auto (spare_policy.c) */
-	unsigned int spare_warm_runs;    /* POST /warm runs in a spare's warm-up (template_code.c), 1 to SPARE_WARM_RUNS_MAX */
 };
 
 /*

@@ -376,7 +376,6 @@ static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 	d->spare.floor = cfg->spares_auto ? SPARES_AUTO_FLOOR : cfg->spares;
 	d->spare.ceiling = cfg->spares_auto ? SPARES_AUTO_MAX : cfg->spares;
 	d->spare.budget_mib = cfg->spare_memory_mb;
-	d->spare_warm_runs = cfg->spare_warm_runs;
 	d->mapped = cfg->template_memory == TMPL_MEM_MAPPED;
 	d->host = cfg->remote == REMOTE_ON || (cfg->remote == REMOTE_AUTO && saas__lv_uri_vmhost(d->uri))
 	                  ? &saas__lv_host_remote

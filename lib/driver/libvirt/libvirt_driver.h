@@ -148,7 +148,6 @@ struct stat;
 #define SPARE_MEMORY_MB_MAX 65536          /* spare_memory_mb=MIB: at most this; auto: spare_policy.c */
 #define SPARE_MAKE_MS_FIRST 1500           /* a spare's make time until one was measured */
 #define SPARE_WARM_TIMEOUT_MS 60000        /* a spare's code server warm-up (template_code.c), at most */
-#define SPARE_WARM_RUNS_MAX 16             /* spare_warm_runs: at most this many warm-up runs */
 #define SPARE_WARM_MIB 64                  /* a warmed spare holds more: its TCG code, the pages it wrote (~63 MiB) */
 #define SPARE_HOLD_MS 2000                 /* after a lone create, no spare made this soon (spare_policy.c) */
 #define SPARE_CHECK_MS 1000                /* the spare thread looks again at least this often */
@@ -402,7 +401,6 @@ struct drv {
 	pthread_t keeper;                /* cuts the VMs' console logs back (console.h) */
 	bool keeper_started;
 	struct saas__lv_spares spare;    /* clones' QEMUs started ahead (spare.h) */
-	unsigned int spare_warm_runs;    /* spare_warm_runs: POST /warm runs in a spare's warm-up (template_code.c) */
 	pthread_cond_t keeper_cond;      /* with mu: signalled at close, and when the last relay ends */
 	int relays;                      /* under mu: port connections relayed over control ports (guest.c) */
 	/*

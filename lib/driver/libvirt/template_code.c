@@ -150,14 +150,6 @@ int saas__lv_spare_code_warm(struct launch *l, const struct timespec *t0, int64_
 		l->template_bad = !closing(d); /* as a state QEMU could not load */
 		return saas__lv_virt_error("resuming a VM started ahead to warm its code server");
 	}
-	/* spare_warm_runs runs, each its own connection; the first that does not run ends them. */
-	rc = 0;
-	for (unsigned int run = 0; run < d->spare_warm_runs; run++) {
-	if (sp[0] >= 0)
-		close(sp[0]);
-	if (sp[1] >= 0)
-		close(sp[1]);
-	sp[0] = sp[1] = -1;
 	rc = saas__ctl_conn_open(&p.ctl, saas__lv_ctl_way(&w, d, l->spec->name, l->dir), &serves, &conns, l->im->code_port,
 	                         &d->closing);
 	if (rc != SAAS_OK)
@@ -189,12 +181,6 @@ int saas__lv_spare_code_warm(struct launch *l, const struct timespec *t0, int64_
 	else
 		rc = saas__error(SAAS_ETIMEOUT, SAAS_ERRCLASS_GUEST, 0, "the code server's warm-up did not end within %d s%s",
 		                 SPARE_WARM_TIMEOUT_MS / 1000, p.rc < 0 ? " (its connection was lost)" : "");
-	if (rc != 1) {
-		if (rc == 0 && run > 0)
-			rc = 1; /* a later run refused: warmed by the ones before */
-		break;
-	}
-	}
 out:
 	if (sp[0] >= 0)
 		close(sp[0]);
