@@ -28,6 +28,8 @@
  * BENCH_CODE_WHY=N: N lone clones' runs of `1+1` one after the other, each with its QEMU's time on a CPU
  * and waiting for one, its faults and the host's busy time (why(); BENCH_CODE_PERF=DIR: perf samples too);
  * that table alone, so run code_bench itself for it (bench/run would write it over the code section).
+ * BENCH_CODE_DRIVER_B=OPTIONS: the same against an engine with those driver options, the lone clones
+ * alternating between the two engines (each opened anew on the state dir's template), a table for each.
  * A state dir used before keeps its template: the first create is then a clone, and nothing is built.
  * BENCH_VERBOSE=1 prints the engine's log, its debug lines too (which way each port connection went).
  */
