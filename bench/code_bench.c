@@ -21,16 +21,28 @@
  * BENCH_CODE_SPLIT=1 adds where a clone's first `1+1` goes (2 x BENCH_RUNS more clones): after a first
  * `true` (its control channel up), its first and second `1+1`; and, in other clones, after `true` and
  * two `python3 -c pass` (the guest's Python code translated by TCG once, shared by every process that
- * maps it), the first `1+1`.
+ * maps it), the first `1+1`; both kinds back to back (a stream of creates, whose spares the driver makes
+ * beside them), then (3 x BENCH_RUNS clones in all) a lone clone's first and second `1+1`, made once no
+ * spare is being made and long enough after the last create that its replacement waits for the driver's
+ * hold. BENCH_CODE_SPLIT_ONLY=1: that table alone.
+ * BENCH_CODE_WHY=N: N lone clones' runs of `1+1` one after the other, each with its QEMU's time on a CPU
+ * and waiting for one, its faults and the host's busy time (why(); BENCH_CODE_PERF=DIR: perf samples too);
+ * that table alone, so run code_bench itself for it (bench/run would write it over the code section).
+ * BENCH_CODE_DRIVER_B=OPTIONS: the same against an engine with those driver options, the lone clones
+ * alternating between the two engines (each opened anew on the state dir's template), a table for each.
+ * A state dir used before keeps its template: the first create is then a clone, and nothing is built.
  * BENCH_VERBOSE=1 prints the engine's log, its debug lines too (which way each port connection went).
  */
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <saas.h>
@@ -46,6 +58,8 @@
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int templates_ready, templates_failed, clones_made, clones_ahead, clones_warmed, spares_made, spares_gone;
+static unsigned int spares_wanted = 1; /* the driver's last "VMs started ahead: N wanted" */
+static int make_ms_max;                /* the longest spare make logged ("started ahead ... in N ms") */
 
 /* Counts the driver's template and clone lines; warnings go to stderr. */
 static void on_log(void *ud, int level, const char *msg)
@@ -56,11 +70,18 @@ static void on_log(void *ud, int level, const char *msg)
 		templates_ready++;
 	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
 		templates_failed++;
-	if (strncmp(msg, "VM ", 3) == 0 && strstr(msg, " started ahead for template "))
+	if (strncmp(msg, "VM ", 3) == 0 && strstr(msg, " started ahead for template ")) {
+		const char *in = strstr(msg, ") in ");
+		int ms;
 		spares_made++;
+		if (in && sscanf(in + 5, "%d", &ms) == 1 && ms > make_ms_max)
+			make_ms_max = ms;
+	}
 	/* Destroyed: outdated, one too many, stood too long. */
 	if (strncmp(msg, "VM ", 3) == 0 && (strstr(msg, ", started ahead, is ") || strstr(msg, ", started ahead, has stood ")))
 		spares_gone++;
+	if (strncmp(msg, "VMs started ahead: ", 19) == 0)
+		sscanf(msg + 19, "%u", &spares_wanted);
 	if (strstr(msg, " up in ") && strstr(msg, "(clone,")) {
 		clones_made++;
 		clones_ahead += strstr(msg, ", started ahead") != NULL;
@@ -158,12 +179,50 @@ static void spare_wait(void)
 	}
 }
 
-/* The template of image: the first create starts its build; wait until it is ready. */
+/*
+ * Until the engine makes no spare (as many ready as it wants), at most 30 s, and then until the driver's hold
+ * (2 s), the longest make seen and a second more have passed since the last create began: the next create is
+ * a lone one, whose spare's replacement waits for the hold (creates closer than the hold and a make are a
+ * stream, whose spares are made at once).
+ */
+static void quiet_wait(double last_create)
+{
+	int gap;
+
+	for (int i = 0; i < 300; i++) {
+		int ready;
+		unsigned int wanted;
+		pthread_mutex_lock(&log_mu);
+		ready = spares_made - spares_gone - clones_ahead;
+		wanted = spares_wanted;
+		pthread_mutex_unlock(&log_mu);
+		if (ready > 0 && (unsigned int)ready >= wanted)
+			break;
+		usleep(100 * 1000);
+	}
+	pthread_mutex_lock(&log_mu);
+	gap = 2000 + make_ms_max + 1000;
+	pthread_mutex_unlock(&log_mu);
+	while (now_ms() - last_create < gap)
+		usleep(100 * 1000);
+}
+
+/* The template of image: the first create starts its build, or is a clone of it (a state dir used before). */
 static void template_warm(saas_client *c, const char *image)
 {
-	saas_sandbox *sb = bench_create(c, image);
+	saas_sandbox *sb;
+	int clones;
 
+	pthread_mutex_lock(&log_mu);
+	clones = clones_made;
+	pthread_mutex_unlock(&log_mu);
+	sb = bench_create(c, image);
 	destroy(c, sb);
+	pthread_mutex_lock(&log_mu);
+	clones = clones_made - clones;
+	pthread_mutex_unlock(&log_mu);
+	if (clones)
+		return;
 	for (int i = 0; i < 2400; i++) {
 		int ready, failed;
 		pthread_mutex_lock(&log_mu);
@@ -182,26 +241,342 @@ static void template_warm(saas_client *c, const char *image)
 	exit(1);
 }
 
-int main(int argc, char **argv)
+/*
+ * Where a run's time goes on the host: the sandbox's QEMU's threads' time on a CPU and waiting for one
+ * (/proc/PID/task/TID/schedstat, ns), and every CPU's busy time (/proc/stat, the host's: other QEMUs, the
+ * engine, other users). Zero where the files cannot be read (a kernel without schedstat).
+ */
+struct cpu {
+	double run_ms, wait_ms, host_busy_ms;
+	double minflt, majflt, user_ms, sys_ms; /* the QEMU's, from /proc/PID/stat (times in USER_HZ ticks) */
+};
+
+/* The QEMU of sandbox id: its command line names the domain (guest=ID); 0 if none is found. */
+static int qemu_pid(const char *id)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+	char path[300], buf[8192], want[128];
+	int pid = 0;
+
+	snprintf(want, sizeof(want), "guest=%s", id);
+	while (dir && !pid && (de = readdir(dir)) != NULL) {
+		FILE *f;
+		size_t n;
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < n; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = 0;
+		if (strstr(buf, "qemu-system") && strstr(buf, want))
+			pid = atoi(de->d_name);
+	}
+	if (dir)
+		closedir(dir);
+	return pid;
+}
+
+static void cpu_now(int pid, struct cpu *c)
+{
+	char path[300];
+	DIR *dir;
+	struct dirent *de;
+	FILE *f;
+	unsigned long long v[10] = { 0 };
+
+	memset(c, 0, sizeof(*c));
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = pid ? opendir(path) : NULL;
+	while (dir && (de = readdir(dir)) != NULL) {
+		unsigned long long run, wait;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", pid, de->d_name);
+		if ((f = fopen(path, "r")) != NULL) {
+			if (fscanf(f, "%llu %llu", &run, &wait) == 2) {
+				c->run_ms += run / 1e6;
+				c->wait_ms += wait / 1e6;
+			}
+			fclose(f);
+		}
+	}
+	if (dir)
+		closedir(dir);
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (pid && (f = fopen(path, "r")) != NULL) {
+		char line[1024], *p;
+		unsigned long long minflt, majflt, ut, st;
+		/* After the command's ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+		if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) &&
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %llu %llu", &minflt, &majflt, &ut, &st) == 4) {
+			c->minflt = (double)minflt;
+			c->majflt = (double)majflt;
+			c->user_ms = (double)ut * 1000.0 / sysconf(_SC_CLK_TCK);
+			c->sys_ms = (double)st * 1000.0 / sysconf(_SC_CLK_TCK);
+		}
+		fclose(f);
+	}
+	/* cpu user nice system idle iowait irq softirq steal: busy = all but idle and iowait (USER_HZ ticks) */
+	if ((f = fopen("/proc/stat", "r")) != NULL) {
+		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+		           &v[7]) == 8)
+			c->host_busy_ms = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1000.0 / sysconf(_SC_CLK_TCK);
+		fclose(f);
+	}
+}
+
+/* After a clone's first `true`: two runs of `1+1`, the second right after the first; ms of each into first[i], second[i]. */
+static void two_runs(saas_client *c, const char *id, double *first, double *second, int i)
+{
+	double t[3];
+
+	t[0] = now_ms();
+	run_code(c, id, "1+1", "2");
+	t[1] = now_ms();
+	run_code(c, id, "1+1", "2");
+	t[2] = now_ms();
+	first[i] = t[1] - t[0];
+	second[i] = t[2] - t[1];
+}
+
+/*
+ * BENCH_CODE_WHY=N: N lone clones (no spare made meanwhile: quiet_wait), each its first `true`, then 36 runs
+ * of `1+1`, one right after the other but for two: the 33rd after 1.5 s idle (the engine's SSH session for
+ * the clone comes up once its control port stayed unused 1 s: later connections go over it), the 36th after
+ * a chart. For the runs in why_at, the wall time and its QEMU's side (cpu_now): where a fresh clone's runs'
+ * time goes that a long-lived context's does not. BENCH_CODE_PERF=DIR: each clone's QEMU sampled by `perf
+ * record` (DIR/perf-N.data, on the monotonic clock) from before its first `true`, and DIR/perf-N.runs the
+ * measured runs' start and end (ms, the same clock), for a reading of where each run's samples fall.
+ */
+#define WHY_RUNS 10
+#define WHY_LAST 36
+static const int why_at[WHY_RUNS] = { 1, 2, 3, 4, 6, 16, 32, 33, 34, 36 };
+
+/* perf record of pid into BENCH_CODE_PERF/perf-i.data, and its runs file; 0 (and *runs NULL) without. */
+static pid_t perf_start(int pid, int i, FILE **runs)
+{
+	const char *dir = getenv("BENCH_CODE_PERF");
+	char data[4200], spid[16];
+	pid_t p;
+
+	*runs = NULL;
+	if (!dir || !pid)
+		return 0;
+	snprintf(data, sizeof(data), "%s/perf-%d.runs", dir, i);
+	*runs = fopen(data, "w");
+	snprintf(data, sizeof(data), "%s/perf-%d.data", dir, i);
+	snprintf(spid, sizeof(spid), "%d", pid);
+	if ((p = fork()) == 0) {
+		execlp("perf", "perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-F", "1999", "-p", spid, "-o", data,
+		       (char *)NULL);
+		_exit(127);
+	}
+	usleep(1000 * 1000); /* attached before the first `true` */
+	return p > 0 ? p : 0;
+}
+
+static void perf_stop(pid_t p, FILE *runs)
+{
+	if (runs)
+		fclose(runs);
+	if (p > 0) {
+		kill(p, SIGINT);
+		waitpid(p, NULL, 0);
+	}
+}
+static double why_v[2][WHY_RUNS][8][64]; /* way, run, figure (wall, on-CPU, run-queue, host busy, faults, user, sys), clone */
+
+/* Clones from..from+n of the figures' way (0, or 1: BENCH_CODE_DRIVER_B's engine). */
+static void why(saas_client *c, const char *image, int from, int n, int way)
+{
+	double (*v)[8][64] = why_v[way];
+	double last = now_ms(); /* template_warm's create was just before: the first clone a lone one too */
+	FILE *runs = NULL;
+	pid_t perf;
+
+	for (int i = from; i < from + n && i < 64; i++) {
+		saas_sandbox *sb;
+		int pid;
+		quiet_wait(last);
+		last = now_ms();
+		sb = bench_create(c, image);
+		pid = qemu_pid(sb->id);
+		perf = perf_start(pid, i, &runs);
+		exec_true(c, sb->id);
+		for (int k = 1, r = 0; k <= WHY_LAST; k++) {
+			struct cpu a, b;
+			double t0;
+			if (k == 33)
+				usleep(1500 * 1000);
+			if (k == 36)
+				run_code(c, sb->id, CHART_CODE, NULL);
+			if (r == WHY_RUNS || why_at[r] != k) {
+				run_code(c, sb->id, "1+1", "2");
+				continue;
+			}
+			cpu_now(pid, &a);
+			t0 = now_ms();
+			run_code(c, sb->id, "1+1", "2");
+			v[r][0][i] = now_ms() - t0;
+			if (runs)
+				fprintf(runs, "%d %.3f %.3f\n", k, t0, t0 + v[r][0][i]);
+			cpu_now(pid, &b);
+			v[r][1][i] = b.run_ms - a.run_ms;
+			v[r][2][i] = b.wait_ms - a.wait_ms;
+			v[r][3][i] = b.host_busy_ms - a.host_busy_ms;
+			v[r][4][i] = b.minflt - a.minflt;
+			v[r][5][i] = b.majflt - a.majflt;
+			v[r][6][i] = b.user_ms - a.user_ms;
+			v[r][7][i] = b.sys_ms - a.sys_ms;
+			r++;
+		}
+		perf_stop(perf, runs);
+		destroy(c, sb);
+	}
+}
+
+static void why_print(int way, int n, const char *label)
+{
+	static const char *const names[8] = { "wall", "QEMU on a CPU", "QEMU waiting for a CPU", "host busy (2 cores)",
+		                              "QEMU minor faults", "major faults", "QEMU user", "QEMU sys" };
+	double (*v)[8][64] = why_v[way];
+
+	if (n > 64)
+		n = 64;
+	printf("\n%s", label);
+	printf("A lone clone's runs of `1+1` one after the other, after its first `true` (%d clones; p50, and the mean "
+	       "for the tick-counted user and sys; ms but faults; run 33 after 1.5 s idle, 36 after a chart):\n\n"
+	       "| figure |", n);
+	for (int r = 0; r < WHY_RUNS; r++)
+		printf(" run %d |", why_at[r]);
+	printf("\n|---|");
+	for (int r = 0; r < WHY_RUNS; r++)
+		printf("---|");
+	printf("\n");
+	for (int f = 0; f < 8; f++) {
+		printf("| %s |", names[f]);
+		for (int r = 0; r < WHY_RUNS; r++) {
+			double sum = 0;
+			for (int i = 0; i < n; i++)
+				sum += v[r][f][i];
+			printf(" %.0f |", f >= 6 ? sum / n : pct(v[r][f], n, 0.5));
+		}
+		printf("\n");
+	}
+}
+
+/* One engine: the library's local provider on the libvirt driver, templates on. */
+struct eng {
+	saas_engine *engine;
+	saas_account *account;
+	saas_client *client;
+	char *key;
+};
+
+static void eng_open(struct eng *e, const char *state, const char *images, const char *image, const char *extra)
 {
 	saas_engine_options o = SAAS_ENGINE_OPTIONS_INIT;
-	saas_engine *engine = NULL;
-	saas_account *account = NULL;
-	saas_client *client = NULL;
+	char config[4400];
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on%s%s", images, *extra ? " " : "", extra);
+	o.state_dir = state;
+	o.driver_config = config;
+	o.default_image = image;
+	/* The figures are the VMs', not the account limits': no create or execution waits for one. */
+	o.creates_per_minute = SAAS_LIMIT_MAX;
+	o.max_executions = SAAS_LIMIT_MAX;
+	o.log = on_log;
+	o.log_level = getenv("BENCH_VERBOSE") ? SAAS_LOG_DEBUG : SAAS_LOG_INFO;
+	if ((rc = saas_engine_open(&e->engine, &o)) < 0)
+		die("engine", rc);
+	if ((rc = saas_account_create(&e->account, e->engine, "bench", SAAS_USD(1000), 0)) < 0 ||
+	    (rc = saas_key_create(&e->key, NULL, e->engine, e->account->id, NULL, 0)) < 0 ||
+	    (rc = saas_client_open_local(&e->client, e->engine, e->key, 0)) < 0)
+		die("account", rc);
+}
+
+static void eng_close(struct eng *e)
+{
+	saas_client_free(e->client);
+	saas_account_free(e->account);
+	saas_free(e->key);
+	saas_engine_free(e->engine);
+	/* The next engine's log starts with none of its spares: what this one counted went with it. */
+	pthread_mutex_lock(&log_mu);
+	spares_made = spares_gone = clones_ahead = 0;
+	spares_wanted = 1;
+	pthread_mutex_unlock(&log_mu);
+}
+
+/* The table of where a clone's first `1+1` goes (BENCH_CODE_SPLIT). */
+static void split_print(double split[][64], int runs)
+{
+	printf("\nWhere a clone's first `1+1` goes (%d clones of each kind, p50 / p95 ms; each clone's first `true` "
+	       "came first: p50 %.0f ms from create):\n\n| in a clone, after its first `true` | first | second |\n"
+	       "|---|---|---|\n",
+	       runs, pct(split[5], runs, 0.5));
+	printf("| `1+1` | %.0f / %.0f | %.0f / %.0f |\n", pct(split[0], runs, 0.5), pct(split[0], runs, 0.95),
+	       pct(split[1], runs, 0.5), pct(split[1], runs, 0.95));
+	printf("| `python3 -c pass` (exec) | %.0f / %.0f | %.0f / %.0f |\n", pct(split[2], runs, 0.5),
+	       pct(split[2], runs, 0.95), pct(split[3], runs, 0.5), pct(split[3], runs, 0.95));
+	printf("| `1+1` after the two `python3 -c pass` | %.0f / %.0f | |\n", pct(split[4], runs, 0.5),
+	       pct(split[4], runs, 0.95));
+	printf("| `1+1`, a lone clone (no spare made meanwhile; its `true` p50 %.0f ms from create) | %.0f / %.0f | "
+	       "%.0f / %.0f |\n", pct(split[8], runs, 0.5), pct(split[6], runs, 0.5), pct(split[6], runs, 0.95),
+	       pct(split[7], runs, 0.5), pct(split[7], runs, 0.95));
+}
+
+int main(int argc, char **argv)
+{
+	struct eng e;
+	saas_client *client;
 	saas_sandbox *sb;
-	char *key = NULL, config[4300], load[2][64];
+	char load[2][64];
 	const char *image;
-	int runs = env_int("BENCH_RUNS", 5), code_runs = env_int("BENCH_CODE_RUNS", 20), clones0, rc;
+	int runs = env_int("BENCH_RUNS", 5), code_runs = env_int("BENCH_CODE_RUNS", 20), clones0;
 	double *first_exec, *first_code, *next_code, *next_exec, *chart, *plain, t0;
-	double split[6][64]; /* 1+1 after true: first, second; python3 -c pass: first, second; 1+1 after them; true */
+	double split[9][64]; /* 1+1 after true: first, second; python3 -c pass: first, second; 1+1 after them; true;
+	                     * a lone clone's 1+1 after true: first, second; its true */
 	int ahead[2] = { 0, 0 }, warmed[2] = { 0, 0 }; /* of the creates -> first `true`, -> first `1+1` */
-	bool want_split = getenv("BENCH_CODE_SPLIT") && runs <= 64;
+	bool want_split = (getenv("BENCH_CODE_SPLIT") || getenv("BENCH_CODE_SPLIT_ONLY")) && runs <= 64;
+	bool split_only = want_split && getenv("BENCH_CODE_SPLIT_ONLY");
 
 	if (argc != 3 && argc != 4) {
 		fprintf(stderr, "usage: code_bench STATE_DIR IMAGES_DIR [image]\n");
 		return 2;
 	}
 	image = argc == 4 ? argv[3] : "default";
+	if (getenv("BENCH_CODE_WHY")) {
+		/* BENCH_CODE_DRIVER_B: a second engine with those driver options, the clones alternating between the two. */
+		const char *b = getenv("BENCH_CODE_DRIVER_B");
+		int n = env_int("BENCH_CODE_WHY", 8);
+		char label[2][256];
+		load_now(load[0], sizeof(load[0]));
+		for (int i = 0; i < n; i++)
+			for (int way = 0; way < (b ? 2 : 1); way++) {
+				eng_open(&e, argv[1], argv[2], image, way ? b : "");
+				template_warm(e.client, image);
+				why(e.client, image, i, b ? 1 : n, way);
+				eng_close(&e);
+				if (!b)
+					i = n;
+			}
+		load_now(load[1], sizeof(load[1]));
+		snprintf(label[0], sizeof(label[0]), "The driver's defaults. ");
+		snprintf(label[1], sizeof(label[1]), "With `%s`, the clones alternating with the defaults'. ", b ? b : "");
+		for (int way = 0; way < (b ? 2 : 1); way++)
+			why_print(way, n, b ? label[way] : "");
+		printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
+		return 0;
+	}
 	first_exec = calloc((size_t)runs, sizeof(double));
 	first_code = calloc((size_t)runs, sizeof(double));
 	next_code = calloc((size_t)code_runs, sizeof(double));
@@ -210,27 +585,14 @@ int main(int argc, char **argv)
 	plain = calloc((size_t)code_runs, sizeof(double));
 	if (!first_exec || !first_code || !next_code || !next_exec || !chart || !plain)
 		return 1;
-	snprintf(config, sizeof(config), "images=%s boot_timeout=600 templates=on", argv[2]);
-	o.state_dir = argv[1];
-	o.driver_config = config;
-	o.default_image = image;
-	/* The figures are the VMs', not the account limits': no create or execution waits for one. */
-	o.creates_per_minute = SAAS_LIMIT_MAX;
-	o.max_executions = SAAS_LIMIT_MAX;
-	o.log = on_log;
-	o.log_level = getenv("BENCH_VERBOSE") ? SAAS_LOG_DEBUG : SAAS_LOG_INFO;
-	if ((rc = saas_engine_open(&engine, &o)) < 0)
-		die("engine", rc);
-	if ((rc = saas_account_create(&account, engine, "bench", SAAS_USD(1000), 0)) < 0 ||
-	    (rc = saas_key_create(&key, NULL, engine, account->id, NULL, 0)) < 0 ||
-	    (rc = saas_client_open_local(&client, engine, key, 0)) < 0)
-		die("account", rc);
+	eng_open(&e, argv[1], argv[2], image, "");
+	client = e.client;
 	template_warm(client, image);
 	load_now(load[0], sizeof(load[0]));
 	clones0 = clones_made;
 
 	/* create -> first `true` and create -> first `1+1`, alternating, so that a load that changes weighs on both. */
-	for (int i = 0; i < runs; i++) {
+	for (int i = 0; !split_only && i < runs; i++) {
 		int a0, w0;
 		took(NULL, NULL, &a0, &w0);
 		spare_wait();
@@ -249,20 +611,18 @@ int main(int argc, char **argv)
 		took(&ahead[1], &warmed[1], &a0, &w0);
 	}
 
-	/* Where the first `1+1` goes: one kind of clone after the other, in turn. */
+	/*
+	 * Where the first `1+1` goes: one kind of clone after the other, in turn, back to back (a stream of
+	 * creates: the driver makes their spares beside them); then a lone clone (quiet_wait: no spare being
+	 * made, its replacement held) with the same first runs as the first kind.
+	 */
 	for (int i = 0; want_split && i < runs; i++) {
 		double t[4];
 		t0 = now_ms();
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
-		t[0] = now_ms();
-		split[5][i] = t[0] - t0;
-		run_code(client, sb->id, "1+1", "2");
-		t[1] = now_ms();
-		run_code(client, sb->id, "1+1", "2");
-		t[2] = now_ms();
-		split[0][i] = t[1] - t[0];
-		split[1][i] = t[2] - t[1];
+		split[5][i] = now_ms() - t0;
+		two_runs(client, sb->id, split[0], split[1], i);
 		destroy(client, sb);
 		sb = bench_create(client, image);
 		exec_true(client, sb->id);
@@ -277,8 +637,21 @@ int main(int argc, char **argv)
 		split[3][i] = t[2] - t[1];
 		split[4][i] = t[3] - t[2];
 		destroy(client, sb);
+		quiet_wait(t0);
+		t0 = now_ms();
+		sb = bench_create(client, image);
+		exec_true(client, sb->id);
+		split[8][i] = now_ms() - t0;
+		two_runs(client, sb->id, split[6], split[7], i);
+		destroy(client, sb);
 	}
 
+	if (split_only) {
+		load_now(load[1], sizeof(load[1]));
+		printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
+		split_print(split, runs);
+		return 0;
+	}
 	/* One sandbox: the next runs of `1+1` against `true` round trips; the chart against `1+1`, interleaved. */
 	sb = bench_create(client, image);
 	run_code(client, sb->id, "1+1", "2");
@@ -329,22 +702,9 @@ int main(int argc, char **argv)
 	}
 	printf("\nOf the %d creates -> first `true`, %d took a clone started ahead (%d with its code server warmed "
 	       "ahead); of the %d -> first `1+1`, %d (%d warmed).\n", runs, ahead[0], warmed[0], runs, ahead[1], warmed[1]);
-	if (want_split) {
-		printf("\nWhere a clone's first `1+1` goes (%d clones of each kind, p50 / p95 ms; each clone's first `true` "
-		       "came first: p50 %.0f ms from create):\n\n| in a clone, after its first `true` | first | second |\n"
-		       "|---|---|---|\n",
-		       runs, pct(split[5], runs, 0.5));
-		printf("| `1+1` | %.0f / %.0f | %.0f / %.0f |\n", pct(split[0], runs, 0.5), pct(split[0], runs, 0.95),
-		       pct(split[1], runs, 0.5), pct(split[1], runs, 0.95));
-		printf("| `python3 -c pass` (exec) | %.0f / %.0f | %.0f / %.0f |\n", pct(split[2], runs, 0.5),
-		       pct(split[2], runs, 0.95), pct(split[3], runs, 0.5), pct(split[3], runs, 0.95));
-		printf("| `1+1` after the two `python3 -c pass` | %.0f / %.0f | |\n", pct(split[4], runs, 0.5),
-		       pct(split[4], runs, 0.95));
-	}
-	saas_client_free(client);
-	saas_account_free(account);
-	saas_free(key);
-	saas_engine_free(engine);
+	if (want_split)
+		split_print(split, runs);
+	eng_close(&e);
 	free(first_exec);
 	free(first_code);
 	free(next_code);
