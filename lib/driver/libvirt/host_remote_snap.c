@@ -1056,8 +1056,11 @@ int saas__lv_vmhost_snap_scan(struct drv *d, saas_snapshot_fn fn, void *userdata
 		if (ours)
 			stop = fn(userdata, &s);
 	}
-	/* Only after a whole scan (a listing cut short is the caller's error). */
-	if (rc == SAAS_OK && doms)
+	/*
+	 * Only after a whole scan: a listing cut short is the caller's error,
+	 * and one its caller stopped has not seen every take under way (busy).
+	 */
+	if (rc == SAAS_OK && !stop && doms)
 		disks_sweep(d, names, n, doms, busy);
 out:
 	free(doms);
