@@ -102,17 +102,7 @@ int saas__st_lease_get(void *ctx, const char *name, char *holder, int64_t *expir
 
 int saas__st_lease_purge(void *ctx, int64_t expired_before_ms, unsigned int max, unsigned int *purged)
 {
-	const saas__param p[] = { SAAS__I64(expired_before_ms), SAAS__I64(max) };
-	int64_t changed = 0;
-	int rc;
-
-	if (!purged)
-		return saas__inval("purged is NULL");
-	*purged = 0;
-	rc = run1(ctx, &q_lease_purge, p, 2, &changed);
-	if (rc == SAAS_OK)
-		*purged = (unsigned int)changed;
-	return rc;
+	return prune1(ctx, &q_lease_purge, expired_before_ms, max, purged);
 }
 
 /* ---- VM hosts ---- */
