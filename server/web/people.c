@@ -547,11 +547,13 @@ long long aas_retry_words(char *buf, size_t size, const char *message, int64_t w
 	size_t len = strlen(message);
 	/* The library's sentences end bare ("...; wait for one to finish"): one full stop before ours. */
 	const char *stop = len && !strchr(".!?", message[len - 1]) ? "." : "";
+	/* A long message is cut, never the words that say when. */
+	int room = size > 64 ? (int)(size - 64) : 0;
 
 	if (secs < 120)
-		snprintf(buf, size, "%s%s Try again in %lld second%s.", message, stop, secs, secs == 1 ? "" : "s");
+		snprintf(buf, size, "%.*s%s Try again in %lld second%s.", room, message, stop, secs, secs == 1 ? "" : "s");
 	else
-		snprintf(buf, size, "%s%s Try again in %lld minutes.", message, stop, mins);
+		snprintf(buf, size, "%.*s%s Try again in %lld minutes.", room, message, stop, mins);
 	return secs;
 }
 
