@@ -128,6 +128,18 @@ unsigned int aas_status_for(int rc)
 	return (unsigned int)saas_error_http_status(rc);
 }
 
+int64_t aas_retry_after_ms(int rc)
+{
+	const saas_error *e = saas_error_last();
+
+	if (rc >= 0 || e->code != rc)
+		return 0;
+	/* A limit that names itself always says when ("at once" would be a busy loop). */
+	if (rc == SAAS_ELIMIT && e->limit[0])
+		return e->retry_after_ms > 0 ? e->retry_after_ms : 1;
+	return rc == SAAS_EBUSY && e->retry_after_ms > 0 ? e->retry_after_ms : 0;
+}
+
 /* A failure's answer, with a Retry-After (and the body's retry_after) when retry_after_s > 0. */
 static void reply_failure(struct aas_reply *out, int rc, int klass, const char *msg, long long retry_after_s)
 {
@@ -167,9 +179,10 @@ void aas_reply_limit(struct aas_reply *out, const char *limit, int64_t retry_aft
 void aas_reply_saas(struct aas_reply *out, int rc)
 {
 	const saas_error *e = saas_error_last();
+	int64_t wait = aas_retry_after_ms(rc);
 
-	if (rc == SAAS_ELIMIT && e->code == rc && e->limit[0]) {
-		aas_reply_limit(out, e->limit, e->retry_after_ms, "%s", e->message);
+	if (rc == SAAS_ELIMIT && wait > 0) {
+		aas_reply_limit(out, e->limit, wait, "%s", e->message);
 		return;
 	}
 	/*
@@ -178,8 +191,7 @@ void aas_reply_saas(struct aas_reply *out, int rc)
 	 * Retry-After and the body's retry_after.
 	 */
 	if (e->code == rc)
-		reply_failure(out, rc, e->klass, e->message,
-		              rc == SAAS_EBUSY && e->retry_after_ms > 0 ? (e->retry_after_ms + 999) / 1000 : 0);
+		reply_failure(out, rc, e->klass, e->message, wait > 0 ? (wait + 999) / 1000 : 0);
 	else
 		reply_failure(out, rc, SAAS_ERRCLASS_NONE, NULL, 0);
 }

@@ -244,6 +244,7 @@ struct aas_upload {
 	void *ud;
 	int rc;
 	char message[512];
+	int64_t retry_ms;              /* aas_retry_after_ms(rc), taken on the writing thread */
 	struct aas_reply reply;        /* on_error's */
 };
 
@@ -265,6 +266,7 @@ static void *upload_main(void *arg)
 	e = saas_error_last();
 	snprintf(u->message, sizeof(u->message), "%s",
 	         u->rc < 0 && e->code == u->rc && *e->message ? e->message : saas_strerror(u->rc));
+	u->retry_ms = aas_retry_after_ms(u->rc);
 	if (u->rc < 0 && u->on_error)
 		u->on_error(&u->reply, u->rc, u->ud);
 	/* Whatever happened, the connection's thread must not wait on us any more. */
@@ -343,6 +345,11 @@ void aas_upload_reply(struct aas_upload *u, struct aas_reply *out)
 	*out = u->reply;
 	u->reply.status = 0;
 	u->reply.response = NULL;
+}
+
+int64_t aas_upload_retry_ms(const struct aas_upload *u)
+{
+	return u->retry_ms;
 }
 
 int64_t aas_upload_received(const struct aas_upload *u)

@@ -84,6 +84,8 @@ int aas_upload_data(struct aas_upload *u, const void *data, size_t len);
 int aas_upload_end(struct aas_upload *u, const char **message);
 /* After aas_upload_end() failed: on_error's reply, moved into *out (a 500 when there is none). */
 void aas_upload_reply(struct aas_upload *u, struct aas_reply *out);
+/* After aas_upload_end() failed: when to try again (aas_retry_after_ms of its failure), 0 when it says not. */
+int64_t aas_upload_retry_ms(const struct aas_upload *u);
 /* The bytes given to aas_upload_data() so far. */
 int64_t aas_upload_received(const struct aas_upload *u);
 /* Stop (the write fails, its partial copy removed, if it had not ended) and free; NULL is ignored. */

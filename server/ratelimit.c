@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "front.h"
+#include "web/web.h"
 
 #define SLOTS 16384          /* buckets held at once: 16384 x 32 bytes */
 #define PROBES 8             /* slots a name may occupy, from its hash on */
@@ -246,9 +247,13 @@ bool aas_ratelimit_request(struct aas_req *r, struct aas_reply *out, unsigned in
 		goto address_limited;
 	return true;
 address_limited:
-	aas_reply_limit(out, "requests_per_address", wait,
-	                "this address may make %u requests a second without a valid API key "
-	                "(requests_per_address); slow down",
-	                address_rate);
+	/* A person's browser on a page gets a page, saying when (the same seconds in Retry-After). */
+	if (r->route && (r->route->flags & AAS_R_PAGE))
+		aas_reply_page_retry(r, out, 429, "Too many requests", "Too many requests from this address.", wait);
+	else
+		aas_reply_limit(out, "requests_per_address", wait,
+		                "this address may make %u requests a second without a valid API key "
+		                "(requests_per_address); slow down",
+		                address_rate);
 	return false;
 }

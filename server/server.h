@@ -163,6 +163,13 @@ void aas_reply_saas(struct aas_reply *out, int rc);
 /* The same from a status, its error class and message taken earlier (on another thread). */
 void aas_reply_failure(struct aas_reply *out, int rc, int klass, const char *msg);
 unsigned int aas_status_for(int rc);
+/*
+ * How long the calling thread's last libsaas failure rc (saas_error_last())
+ * asks its caller to wait before a retry, in ms, as every face's Retry-After
+ * says it: a limit that names itself (at least 1), or no room now (busy,
+ * when it said a time); 0 for any other failure.
+ */
+int64_t aas_retry_after_ms(int rc);
 
 /*
  * Has the client closed its connection (or its sending half, or reset it)?

@@ -51,6 +51,14 @@
  * a sandbox that ended is seen by every server.
  */
 #define SAAS__ROOM_RETRY_MS 10000
+/*
+ * A lease run out this long ago is purged by the sweep (reaper.c's
+ * prune_leases, docs/operations.md): nobody holds it, and a taker would
+ * find it free all the same; the hour keeps engines' clocks a little apart
+ * (and a stalled engine waking up) from mattering. Never a pending
+ * "netset:" request, whose row is the request until it is answered.
+ */
+#define SAAS__LEASE_PURGE_AFTER_MS (3600 * 1000LL)
 
 /*
  * A sandbox whose VM is gone but whose close the store could not record yet

@@ -559,6 +559,26 @@ static void prune_executions(saas_engine *e, int64_t now)
 }
 
 /*
+ * Leases nobody can hold any more go (saas_store.lease_purge): those run out
+ * over SAAS__LEASE_PURGE_AFTER_MS ago (a dead engine's "server:", the
+ * "create:", "exec:" or "egress:" of work long taken over or ended, a
+ * driver's), which a taker would find free all the same; and the requests
+ * "netset:<id>" of sandboxes that ended, which nobody is left to answer. A
+ * request of a live sandbox stays, run out or not: it is one until answered
+ * (sandbox_network.c). The grace keeps clocks a little apart from mattering.
+ * A bounded batch per sweep, as for executions; a failure is logged.
+ */
+static void prune_leases(saas_engine *e, int64_t now)
+{
+	unsigned int purged = 0;
+
+	if (e->store->lease_purge(e->store_ctx, now - SAAS__LEASE_PURGE_AFTER_MS, PRUNE_BATCH, &purged) < 0)
+		saas__log(e, SAAS_LOG_WARN, "purging dead leases failed: %s", saas_error_last()->message);
+	else if (purged)
+		saas__log(e, SAAS_LOG_DEBUG, "purged %u dead leases", purged);
+}
+
+/*
  * The reaper's lease: one engine of those sharing a store sweeps at a time.
  * Taken at each sweep (which renews it), and again during a long pass, so a
  * pass stops where it is once another engine took over. 1 held, 0 not, or an
@@ -706,6 +726,7 @@ int saas__sweep(saas_engine *e, unsigned int *destroyed)
 	}
 	heartbeat_write(e, now);
 	prune_executions(e, now);
+	prune_leases(e, now);
 	/* Without background threads the sweep is the pools' refill too (a failure is logged and backs off). */
 	if (e->flags & SAAS_ENGINE_NO_REAPER)
 		saas__pool_refill(e);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "remote/http.h"
+#include "remote/sse.h"
 #include "wire/wire.h"
 
 /* How much longer than the run's own timeout the client waits for the server's answer. */
@@ -109,8 +110,7 @@ struct events {
 	saas_code_execution *x;
 	size_t results_cap;
 	size_t max;                 /* the longest event */
-	saas__buf line, data;
-	char event[24];
+	struct saas__sse_frame frame;
 	bool ended, cancelled;
 	int fail;
 	int64_t told_ms;            /* when the caller was last told something */
@@ -176,16 +176,18 @@ static int ev_dispatch(struct events *s)
 	json_t *d;
 	const char *bad = NULL;
 	saas_code_event ev;
+	const char *ev_name = s->frame.name;
 	int rc = 0;
 
-	if (!s->event[0])
+	/* An unnamed event is none of the API's (its frame forgets it, data and all). */
+	if (!ev_name[0])
 		return 0;
-	if (!(d = json_loadb(s->data.data ? s->data.data : "", s->data.len, 0, &jerr)))
+	if (!(d = json_loadb(s->frame.data.data ? s->frame.data.data : "", s->frame.data.len, 0, &jerr)))
 		return ev_fail(s, "sent an event whose data is not JSON");
 	memset(&ev, 0, sizeof(ev));
-	if (strcmp(s->event, "stdout") == 0 || strcmp(s->event, "stderr") == 0) {
-		rc = ev_output(s, s->event[3] == 'o' ? SAAS_CODE_EVENT_STDOUT : SAAS_CODE_EVENT_STDERR, d);
-	} else if (strcmp(s->event, "result") == 0) {
+	if (strcmp(ev_name, "stdout") == 0 || strcmp(ev_name, "stderr") == 0) {
+		rc = ev_output(s, ev_name[3] == 'o' ? SAAS_CODE_EVENT_STDOUT : SAAS_CODE_EVENT_STDERR, d);
+	} else if (strcmp(ev_name, "result") == 0) {
 		saas_code_result *r = NULL;
 		if (s->x->result_count >= SAAS_CODE_RESULTS_MAX) {
 			s->x->results_truncated = 1;
@@ -200,7 +202,7 @@ static int ev_dispatch(struct events *s)
 			ev.result = r;
 			rc = tell(s, &ev);
 		}
-	} else if (strcmp(s->event, "error") == 0) {
+	} else if (strcmp(ev_name, "error") == 0) {
 		saas_code_error *e = NULL;
 		if (saas__wire_code_error_decode(&e, d, &bad) < 0) {
 			rc = ev_fail(s, "sent an error that is not one");
@@ -212,7 +214,7 @@ static int ev_dispatch(struct events *s)
 			ev.error = e;
 			rc = tell(s, &ev);
 		}
-	} else if (strcmp(s->event, "execution_count") == 0) {
+	} else if (strcmp(ev_name, "execution_count") == 0) {
 		json_t *n = json_object_get(d, "execution_count");
 		if (!json_is_integer(n)) {
 			rc = ev_fail(s, "sent a count that is not a number");
@@ -222,12 +224,12 @@ static int ev_dispatch(struct events *s)
 			ev.execution_count = s->x->execution_count;
 			rc = tell(s, &ev);
 		}
-	} else if (strcmp(s->event, "end") == 0) {
+	} else if (strcmp(ev_name, "end") == 0) {
 		if (saas__wire_code_brief_decode(s->x, d, &bad) < 0)
 			rc = ev_fail(s, "ended without a valid status");
 		s->ended = true;
 		rc = 1; /* nothing comes after */
-	} else if (strcmp(s->event, "failed") == 0) {
+	} else if (strcmp(ev_name, "failed") == 0) {
 		json_t *e = json_object_get(d, "error");
 		const char *name = json_string_value(json_object_get(e, "code"));
 		const char *msg = json_string_value(json_object_get(e, "message"));
@@ -238,46 +240,20 @@ static int ev_dispatch(struct events *s)
 	}
 	/* Other events are a newer server's: ignored. */
 	json_decref(d);
-	s->event[0] = '\0';
-	s->data.len = 0;
 	return rc;
 }
 
-static int ev_line(struct events *s, const char *l, size_t n)
+/* A comment (": keepalive", after a silence) is the engine's tick, told as it; an event is read. */
+static int ev_on(void *ud, int what)
 {
-	if (n && l[n - 1] == '\r')
-		n--;
-	if (n == 0)
+	struct events *s = ud;
+	saas_code_event ev;
+
+	if (what == SAAS__SSE_EVENT)
 		return ev_dispatch(s);
-	if (*l == ':') {
-		/* A comment (": keepalive", after a silence): the engine's tick, told as it. */
-		saas_code_event ev;
-		memset(&ev, 0, sizeof(ev));
-		ev.type = SAAS_CODE_EVENT_TICK;
-		return tell(s, &ev);
-	}
-	if (n >= 6 && strncmp(l, "event:", 6) == 0) {
-		l += 6, n -= 6;
-		if (n && *l == ' ')
-			l++, n--;
-		if (n >= sizeof(s->event))
-			n = sizeof(s->event) - 1; /* an unknown name, ignored */
-		memcpy(s->event, l, n);
-		s->event[n] = '\0';
-	} else if (n >= 5 && strncmp(l, "data:", 5) == 0) {
-		l += 5, n -= 5;
-		if (n && *l == ' ')
-			l++, n--;
-		/* An event's data lines together: within the same bound as one line (an endless event is not the API). */
-		if (s->data.len + n > s->max)
-			return ev_fail(s, "sent an event over its bound");
-		if (saas__buf_put(&s->data, l, n) < 0) {
-			s->fail = saas__oom();
-			return 1;
-		}
-	}
-	/* Other fields say nothing here. */
-	return 0;
+	memset(&ev, 0, sizeof(ev));
+	ev.type = SAAS_CODE_EVENT_TICK;
+	return tell(s, &ev);
 }
 
 /*
@@ -299,29 +275,16 @@ static int ev_idle(void *ud)
 static int ev_write(void *ud, const void *data, size_t len)
 {
 	struct events *s = ud;
-	const char *p = data;
+	/* An event's data lines together within the same bound as one line: an endless event is not the API. */
+	int rc = saas__sse_frame_write(&s->frame, data, len, s->max, ev_on, s);
 
-	while (len) {
-		const char *nl = memchr(p, '\n', len);
-		size_t k = nl ? (size_t)(nl - p) : len;
-		int rc;
-
-		if (s->line.len + k > s->max)
-			return ev_fail(s, "sent an event over its bound");
-		if (saas__buf_put(&s->line, p, k) < 0) {
-			s->fail = saas__oom();
-			return 1;
-		}
-		p += k, len -= k;
-		if (!nl)
-			break;
-		p++, len--;
-		rc = ev_line(s, s->line.data, s->line.len);
-		s->line.len = 0;
-		if (rc)
-			return rc;
+	if (rc == SAAS_ETOOBIG)
+		return ev_fail(s, "sent an event over its bound");
+	if (rc == SAAS_ENOMEM) {
+		s->fail = saas__oom();
+		return 1;
 	}
-	return 0;
+	return rc;
 }
 
 static json_t *run_body(const char *code, const saas_code_run_options *o)
@@ -394,8 +357,7 @@ int saas__remote_code_run(saas_client *c, const char *id, const char *code, cons
 	}
 out:
 	saas_code_execution_free(s.x);
-	saas__buf_free(&s.line);
-	saas__buf_free(&s.data);
+	saas__sse_frame_free(&s.frame);
 	json_decref(ans);
 	json_decref(body);
 	free(path);

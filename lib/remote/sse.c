@@ -20,14 +20,16 @@ static int sse_event(struct saas__sse *s)
 {
 	const char *bad = NULL;
 	json_error_t jerr;
-	json_t *o = json_loadb(s->data.data ? s->data.data : "", s->data.len, 0, &jerr);
+	const saas__buf *d = &s->frame.data;
+	const char *event = s->frame.name;
+	json_t *o = json_loadb(d->data ? d->data : "", d->len, 0, &jerr);
 	int rc = 0;
 
 	if (!o || !json_is_object(o)) {
 		json_decref(o);
 		return sse_protocol(s, "event");
 	}
-	if (!strcmp(s->event, "started")) {
+	if (!strcmp(event, "started")) {
 		const char *id = json_string_value(json_object_get(o, "execution_id"));
 		if (!id || strlen(id) > SAAS_ID_MAX) {
 			rc = sse_protocol(s, "started event");
@@ -36,7 +38,7 @@ static int sse_event(struct saas__sse *s)
 			if (s->cb->started && s->cb->started(s->cb->userdata, s->id))
 				s->stopped = true;
 		}
-	} else if (!strcmp(s->event, "stdout") || !strcmp(s->event, "stderr")) {
+	} else if (!strcmp(event, "stdout") || !strcmp(event, "stderr")) {
 		int stream;
 		uint64_t offset;
 		char *data = NULL;
@@ -55,7 +57,7 @@ static int sse_event(struct saas__sse *s)
 				s->stopped = true;
 		}
 		free(data);
-	} else if (!strcmp(s->event, "lost")) {
+	} else if (!strcmp(event, "lost")) {
 		const char *name = json_string_value(json_object_get(o, "stream"));
 		json_int_t off = json_integer_value(json_object_get(o, "offset"));
 		json_int_t len = json_integer_value(json_object_get(o, "length"));
@@ -64,9 +66,9 @@ static int sse_event(struct saas__sse *s)
 			rc = sse_protocol(s, "lost event");
 		else if (s->cb->lost && !s->stopped)
 			s->cb->lost(s->cb->userdata, stream, (uint64_t)off, (uint64_t)len);
-	} else if (!strcmp(s->event, "exit")) {
+	} else if (!strcmp(event, "exit")) {
 		s->ended = true;
-	} else if (!strcmp(s->event, "error")) {
+	} else if (!strcmp(event, "error")) {
 		json_t *e = json_object_get(o, "error");
 		const char *code = json_string_value(json_object_get(e, "code"));
 		const char *msg = json_string_value(json_object_get(e, "message"));
@@ -85,73 +87,104 @@ static int sse_event(struct saas__sse *s)
 	return rc ? rc : s->stopped && s->follow ? -1 : 0;
 }
 
-/* A line of the stream (without its end); non-zero stops the read. */
-static int sse_line(struct saas__sse *s, const char *l, size_t n)
+/* The line just read (f->line), as the standard's "process the field" and "dispatch the event" say. */
+static int frame_line(struct saas__sse_frame *f, size_t max, int (*on)(void *ud, int what), void *ud)
 {
+	const char *l = f->line.data ? f->line.data : "", *colon, *v;
+	size_t n = f->line.len, k, vn;
+	int rc;
+
 	if (n == 0) {
-		int rc = 0;
-		if (s->data.len || s->event[0])
-			rc = sse_event(s);
-		s->data.len = 0;
-		s->event[0] = '\0';
-		return rc;
+		/* No data line, no event; else its data without the last LF. */
+		rc = f->data.len ? (f->data.len--, on(ud, SAAS__SSE_EVENT)) : 0;
+		f->data.len = 0;
+		f->name[0] = '\0';
+		return rc ? 1 : 0;
 	}
-	if (l[0] == ':')
-		return 0; /* a comment: the keepalive */
-	if (n > 6 && !memcmp(l, "event:", 6)) {
-		l += 6, n -= 6;
-		if (*l == ' ')
-			l++, n--;
-		if (n >= sizeof(s->event))
-			n = sizeof(s->event) - 1; /* a name this long is none of ours: it is skipped */
-		memcpy(s->event, l, n);
-		s->event[n] = '\0';
-	} else if (n >= 5 && !memcmp(l, "data:", 5)) {
-		l += 5, n -= 5;
-		if (n && *l == ' ')
-			l++, n--;
-		if (s->data.len + n + 1 > SAAS_SSE_EVENT_MAX)
-			return sse_protocol(s, "event (too long)");
-		if ((s->data.len && saas__buf_put(&s->data, "\n", 1) < 0) || saas__buf_put(&s->data, l, n) < 0) {
-			s->fail = saas__oom();
-			return -1;
-		}
+	if (*l == ':')
+		return on(ud, SAAS__SSE_COMMENT) ? 1 : 0;
+	colon = memchr(l, ':', n);
+	k = colon ? (size_t)(colon - l) : n;
+	v = colon ? colon + 1 : l + n;
+	vn = colon ? n - k - 1 : 0;
+	if (vn && *v == ' ')
+		v++, vn--;
+	if (k == 5 && !memcmp(l, "event", 5)) {
+		if (vn >= sizeof(f->name))
+			vn = sizeof(f->name) - 1; /* a name this long is none of ours: its event is skipped */
+		memcpy(f->name, v, vn);
+		f->name[vn] = '\0';
+	} else if (k == 4 && !memcmp(l, "data", 4)) {
+		if (f->data.len + vn + 1 > max)
+			return SAAS_ETOOBIG;
+		if ((vn && saas__buf_put(&f->data, v, vn) < 0) || saas__buf_put(&f->data, "\n", 1) < 0)
+			return SAAS_ENOMEM;
 	}
-	/* "id:" needs no reading: the chunks carry their offsets. */
+	/* "id" and "retry" need no reading here (the chunks carry their offsets), nor does any other field. */
 	return 0;
+}
+
+int saas__sse_frame_write(struct saas__sse_frame *f, const void *data, size_t len, size_t max,
+                          int (*on)(void *ud, int what), void *ud)
+{
+	const char *p = data;
+
+	while (len) {
+		size_t k = 0;
+		int rc;
+
+		/* A CR LF cut between two writes is one line end. */
+		if (f->after_cr) {
+			f->after_cr = false;
+			if (*p == '\n') {
+				p++, len--;
+				continue;
+			}
+		}
+		while (k < len && p[k] != '\n' && p[k] != '\r')
+			k++;
+		if (f->line.len + k > max)
+			return SAAS_ETOOBIG;
+		if (k && saas__buf_put(&f->line, p, k) < 0)
+			return SAAS_ENOMEM;
+		if (k == len)
+			break;
+		f->after_cr = p[k] == '\r';
+		p += k + 1, len -= k + 1;
+		rc = frame_line(f, max, on, ud);
+		f->line.len = 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void saas__sse_frame_free(struct saas__sse_frame *f)
+{
+	saas__buf_free(&f->line);
+	saas__buf_free(&f->data);
+}
+
+static int sse_on(void *ud, int what)
+{
+	return what == SAAS__SSE_EVENT ? sse_event(ud) : 0; /* a comment is the keepalive */
 }
 
 int saas__sse_write(void *ud, const void *data, size_t len)
 {
 	struct saas__sse *s = ud;
-	const char *d = data;
+	int rc = saas__sse_frame_write(&s->frame, data, len, SAAS_SSE_EVENT_MAX, sse_on, s);
 
-	while (len) {
-		const char *nl = memchr(d, '\n', len);
-		size_t k = nl ? (size_t)(nl - d) : len;
-		if (s->line.len + k > SAAS_SSE_EVENT_MAX)
-			return sse_protocol(s, "line (too long)");
-		if (k && saas__buf_put(&s->line, d, k) < 0) {
-			s->fail = saas__oom();
-			return -1;
-		}
-		if (!nl)
-			break;
-		size_t n = s->line.len;
-		if (n && s->line.data[n - 1] == '\r')
-			n--;
-		if (sse_line(s, s->line.data ? s->line.data : "", n))
-			return -1;
-		s->line.len = 0;
-		d += k + 1;
-		len -= k + 1;
+	if (rc == SAAS_ETOOBIG)
+		return sse_protocol(s, "event (too long)");
+	if (rc == SAAS_ENOMEM) {
+		s->fail = saas__oom();
+		return -1;
 	}
-	return 0;
+	return rc ? -1 : 0;
 }
-
 
 void saas__sse_free(struct saas__sse *s)
 {
-	saas__buf_free(&s->line);
-	saas__buf_free(&s->data);
+	saas__sse_frame_free(&s->frame);
 }

@@ -175,6 +175,7 @@ int saas__st_invite_insert(void *ctx, const char *hash, int64_t at_ms);
 int saas__st_lease_take(void *ctx, const char *name, const char *holder, int64_t now_ms, int64_t ttl_ms, int *held);
 int saas__st_lease_release(void *ctx, const char *name, const char *holder);
 int saas__st_lease_get(void *ctx, const char *name, char *holder, int64_t *expires_at_ms);
+int saas__st_lease_purge(void *ctx, int64_t expired_before_ms, unsigned int max, unsigned int *purged);
 int saas__st_host_insert(void *ctx, const saas_store_host *host);
 int saas__st_host_get(void *ctx, const char *id_or_name, saas_store_host *out);
 int saas__st_host_list(void *ctx, saas_store_host_fn fn, void *userdata);
@@ -252,6 +253,7 @@ int saas__st_sandbox_values(void *ctx, const char *id, saas_store_value_fn fn, v
 	.mcp_session_touch = saas__st_mcp_session_touch, \
 	.mcp_session_delete = saas__st_mcp_session_delete, \
 	.mcp_session_prune = saas__st_mcp_session_prune, \
-	.sandbox_values = saas__st_sandbox_values
+	.sandbox_values = saas__st_sandbox_values, \
+	.lease_purge = saas__st_lease_purge
 
 #endif

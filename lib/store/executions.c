@@ -235,15 +235,5 @@ int saas__st_execution_fail_running(void *ctx, const char *sandbox_id, const cha
 
 int saas__st_execution_prune(void *ctx, int64_t finished_before_ms, unsigned int max, unsigned int *pruned)
 {
-	const saas__param p[] = { SAAS__I64(finished_before_ms), SAAS__I64(max) };
-	int64_t changed = 0;
-	int rc;
-
-	if (!pruned)
-		return saas__inval("pruned is NULL");
-	*pruned = 0;
-	rc = run1(ctx, &q_execution_prune, p, 2, &changed);
-	if (rc == SAAS_OK)
-		*pruned = (unsigned int)changed;
-	return rc;
+	return prune1(ctx, &q_execution_prune, finished_before_ms, max, pruned);
 }

@@ -30,6 +30,19 @@ static const saas__sql q_lease_get = {
 	Q_LEASE_GET, "SELECT holder, expires_at FROM leases WHERE name = $1", NULL, "reading a lease", 1
 };
 
+/*
+ * The dead ones (saas_store.lease_purge): "netset:" is 7 bytes, its sandbox
+ * id from the 8th on; a destroyed sandbox's status is 3 (slots.h).
+ */
+static const saas__sql q_lease_purge = {
+	Q_LEASE_PURGE,
+	"DELETE FROM leases WHERE name IN (SELECT name FROM leases WHERE"
+	" (substr(name, 1, 7) <> 'netset:' AND expires_at < $1) OR"
+	" (substr(name, 1, 7) = 'netset:' AND NOT EXISTS (SELECT 1 FROM sandboxes"
+	" WHERE sandboxes.id = substr(leases.name, 8) AND sandboxes.status <> 3)) LIMIT $2)",
+	NULL, "purging leases", 0
+};
+
 struct lease {
 	char holder[SAAS_STORE_HOLDER_MAX + 1];
 	int64_t expires_at_ms;
@@ -85,6 +98,11 @@ int saas__st_lease_get(void *ctx, const char *name, char *holder, int64_t *expir
 	memcpy(holder, l.holder, sizeof(l.holder));
 	*expires_at_ms = l.expires_at_ms;
 	return SAAS_OK;
+}
+
+int saas__st_lease_purge(void *ctx, int64_t expired_before_ms, unsigned int max, unsigned int *purged)
+{
+	return prune1(ctx, &q_lease_purge, expired_before_ms, max, purged);
 }
 
 /* ---- VM hosts ---- */

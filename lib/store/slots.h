@@ -98,6 +98,7 @@ enum {
 	Q_LEASE_TAKE,
 	Q_LEASE_RELEASE,
 	Q_LEASE_GET,
+	Q_LEASE_PURGE,
 	Q_HOST_INSERT,
 	Q_HOST_GET,
 	Q_HOST_LIST,
@@ -179,6 +180,22 @@ static inline int run1(void *ctx, const saas__sql *q, const saas__param *p, int 
 		return rc;
 	rc = run(&c, q, p, n, changed);
 	leave(&c);
+	return rc;
+}
+
+/* A bounded prune: q deletes at most $2 rows older than $1; *pruned, how many went. */
+static inline int prune1(void *ctx, const saas__sql *q, int64_t before_ms, unsigned int max, unsigned int *pruned)
+{
+	const saas__param p[] = { SAAS__I64(before_ms), SAAS__I64(max) };
+	int64_t changed = 0;
+	int rc;
+
+	if (!pruned)
+		return saas__inval("pruned is NULL");
+	*pruned = 0;
+	rc = run1(ctx, q, p, 2, &changed);
+	if (rc == SAAS_OK)
+		*pruned = (unsigned int)changed;
 	return rc;
 }
 

@@ -64,11 +64,11 @@ static const struct {
 	SLOT(host_insert), SLOT(host_get), SLOT(host_list), SLOT(host_set_state), SLOT(host_seen), SLOT(host_delete),
 	SLOT(sandbox_place),
 	SLOT(mcp_session_insert), SLOT(mcp_session_touch), SLOT(mcp_session_delete), SLOT(mcp_session_prune),
-	SLOT(sandbox_values),
+	SLOT(sandbox_values), SLOT(lease_purge),
 };
 #undef SLOT
 /* A slot appended to struct saas_store and not here would go unchecked. */
-_Static_assert(offsetof(saas_store, sandbox_values) + sizeof(void (*)(void)) == sizeof(saas_store),
+_Static_assert(offsetof(saas_store, lease_purge) + sizeof(void (*)(void)) == sizeof(saas_store),
                "store_slots must name every slot of struct saas_store");
 
 int saas__store_check(const saas_store *store)

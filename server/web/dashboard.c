@@ -281,11 +281,11 @@ static void stats(struct aas_html *h, const saas_account_info *ai, long live)
 }
 
 /* Reply with the page, or with the failure that cut it short. */
-static void page_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status)
+static void page_end(struct aas_req *r, struct aas_reply *out, struct aas_html *h, int rc, unsigned int status)
 {
 	if (rc < 0) {
 		aas_html_free(h);
-		aas_reply_saas(out, rc);
+		aas_reply_page_saas(r, out, rc, "Cannot show this page");
 		return;
 	}
 	aas_html_end(h);
@@ -314,7 +314,7 @@ void aas_h_dashboard(struct aas_req *r, struct aas_reply *out)
 	sandbox_table(&h, &v, live, ended);
 	aas_html_raw(&h, "</section>");
 out:
-	page_end(out, &h, rc, 200);
+	page_end(r, out, &h, rc, 200);
 	saas_sandbox_list_free(live);
 	saas_sandbox_list_free(ended);
 	saas_account_info_free(ai);
@@ -388,7 +388,7 @@ void aas_h_dash_sandbox_destroy_page(struct aas_req *r, struct aas_reply *out)
 	                    "</div></form></section>",
 	                cancel_to(where, back, sb->id));
 end:
-	page_end(out, &h, rc, 200);
+	page_end(r, out, &h, rc, 200);
 out:
 	saas_sandbox_free(sb);
 	aas_viewer_free(&v);
@@ -405,7 +405,7 @@ void aas_h_dash_sandbox_destroy(struct aas_req *r, struct aas_reply *out)
 	if (!form_ok(r, out, &v, &f))
 		goto out;
 	if ((rc = saas_sandbox_destroy(NULL, v.client, r->route_id, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot destroy", aas_tenant_message(rc, r->path));
+		aas_reply_page_saas(r, out, rc, "Cannot destroy");
 		goto out;
 	}
 	aas_preview_revoke(r->route_id, 0);
@@ -439,7 +439,7 @@ void aas_h_dash_sandbox_extend(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if ((rc = saas_sandbox_extend(NULL, v.client, r->route_id, (int64_t)minutes * 60, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot extend", aas_tenant_message(rc, r->path));
+		aas_reply_page_saas(r, out, rc, "Cannot extend");
 		goto out;
 	}
 	back_to(out, &f, r->route_id);
@@ -593,7 +593,7 @@ void aas_h_dash_usage(struct aas_req *r, struct aas_reply *out)
 	aas_html_raw(&h, "<p>Every limit of this server, and what happens past it: <a href=\"/docs/limits\">Limits, "
 	                 "prices and startup times</a>.</p>");
 out:
-	page_end(out, &h, rc, 200);
+	page_end(r, out, &h, rc, 200);
 	saas_account_info_free(ai);
 	aas_viewer_free(&v);
 }
@@ -605,9 +605,9 @@ void aas_dash_begin(struct aas_html *h, const struct aas_viewer *v, const char *
 	page_begin(h, v, title, tab);
 }
 
-void aas_dash_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status)
+void aas_dash_end(struct aas_req *r, struct aas_reply *out, struct aas_html *h, int rc, unsigned int status)
 {
-	page_end(out, h, rc, status);
+	page_end(r, out, h, rc, status);
 }
 
 void aas_dash_form(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action)

@@ -175,9 +175,16 @@ void aas_dash_files_section(struct aas_html *h, const struct aas_viewer *v, cons
 		return;
 	}
 	if ((rc = saas_file_list_get(&l, v->client, sb->id, dir && *dir ? dir : NULL, 1, FILES_SHOWN, 0)) < 0) {
-		aas_html_printf(h, "<p class=\"error\" role=\"alert\">%s cannot be listed: %s.</p>"
+		int64_t wait = aas_retry_after_ms(rc); /* a transfer slot: the page comes again in a moment */
+		char why[768];
+
+		if (wait > 0)
+			aas_retry_words(why, sizeof(why), aas_tenant_message(rc, "the files of a sandbox page"), wait);
+		else
+			snprintf(why, sizeof(why), "%s.", aas_tenant_message(rc, "the files of a sandbox page"));
+		aas_html_printf(h, "<p class=\"error\" role=\"alert\">%s cannot be listed: %s</p>"
 		                   "<p><a href=\"/dashboard/sandboxes/%s#files\">Back to /workspace</a></p></section>",
-		                dir && *dir ? dir : "/workspace", aas_tenant_message(rc, "the files of a sandbox page"), sb->id);
+		                dir && *dir ? dir : "/workspace", why, sb->id);
 		return;
 	}
 	breadcrumbs(h, sb, l->root);
@@ -231,11 +238,6 @@ static bool files_form(struct aas_req *r, struct aas_reply *out, struct aas_view
 	return true;
 }
 
-static void file_error(struct aas_req *r, struct aas_reply *out, const char *title, int rc)
-{
-	aas_reply_page_error(r, out, aas_status_for(rc), title, aas_tenant_message(rc, r->path));
-}
-
 void aas_h_dash_file_mkdir(struct aas_req *r, struct aas_reply *out)
 {
 	struct aas_viewer v;
@@ -257,7 +259,7 @@ void aas_h_dash_file_mkdir(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if ((rc = saas_file_mkdir(NULL, v.client, r->route_id, path, 0)) < 0) {
-		file_error(r, out, "Cannot make the directory", rc);
+		aas_reply_page_saas(r, out, rc, "Cannot make the directory");
 		goto out;
 	}
 	redirect_to_dir(out, r->route_id, dir);
@@ -282,7 +284,7 @@ void aas_h_dash_file_delete(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if ((rc = saas_file_remove(v.client, r->route_id, path, 0)) < 0) {
-		file_error(r, out, "Cannot delete", rc);
+		aas_reply_page_saas(r, out, rc, "Cannot delete");
 		goto out;
 	}
 	redirect_to_dir(out, r->route_id, dir);
@@ -296,6 +298,12 @@ static void viewer_release(void *hold)
 {
 	aas_viewer_free(hold);
 	free(hold);
+}
+
+/* A download that failed before its first byte, on the transfer's thread (its error state): a page, saying when. */
+static void download_failed(struct aas_reply *out, int rc, void *ud)
+{
+	aas_reply_page_saas(ud, out, rc, "Cannot download");
 }
 
 void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out)
@@ -322,7 +330,7 @@ void aas_h_dash_file_download(struct aas_req *r, struct aas_reply *out)
 	/* RFC 6266's filename*: the name percent-encoded, whatever bytes it holds. */
 	aas_html_raw(&cd, "attachment; filename*=UTF-8''");
 	url_value(&cd, *name ? name : "download");
-	aas_file_send(r, out, v->client, path, v, viewer_release);
+	aas_file_stream(out, v->client, r->route_id, path, v, viewer_release, download_failed, r);
 	if (out->status == 200 && out->response && !cd.failed)
 		MHD_add_response_header(out->response, "Content-Disposition", cd.buf);
 	aas_html_free(&cd);
@@ -519,6 +527,20 @@ int aas_dash_upload_data(struct aas_req *r, const char *data, size_t len)
 	}
 }
 
+/* The write into the sandbox failed: why, and when to try again if it said (a transfer slot, no room now). */
+static void upload_failed(struct aas_req *r, struct aas_reply *out, struct dash_upload *u)
+{
+	unsigned int status = aas_status_for(u->sink_rc);
+	/* The host's detail of a failure of ours is the operator's, as the API keeps it. */
+	const char *why = u->sink_why && *u->sink_why && status < 500 ? u->sink_why : saas_strerror(u->sink_rc);
+	int64_t wait = aas_upload_retry_ms(u->sink);
+
+	if (wait > 0)
+		aas_reply_page_retry(r, out, status, "Cannot upload", why, wait);
+	else
+		aas_reply_page_error(r, out, status, "Cannot upload", why);
+}
+
 void aas_h_dash_file_upload(struct aas_req *r, struct aas_reply *out)
 {
 	struct dash_upload *u = r->stream;
@@ -532,10 +554,7 @@ void aas_h_dash_file_upload(struct aas_req *r, struct aas_reply *out)
 	if (u->refused && u->why)
 		aas_reply_page_error(r, out, u->status, "Cannot upload", u->why);
 	else if (u->sink_done && u->sink_rc < 0)
-		aas_reply_page_error(r, out, aas_status_for(u->sink_rc), "Cannot upload",
-		                     /* The host's detail of a failure of ours is the operator's, as the API keeps it. */
-		                     u->sink_why && *u->sink_why && aas_status_for(u->sink_rc) < 500 ? u->sink_why
-		                                                                                   : saas_strerror(u->sink_rc));
+		upload_failed(r, out, u);
 	else if (!u->file_seen)
 		aas_reply_page_error(r, out, 400, "Cannot upload", "Choose a file to upload.");
 	else if (!whole)

@@ -339,7 +339,7 @@ void aas_h_dash_sandbox(struct aas_req *r, struct aas_reply *out)
 	executions_running(&h, &v, sb);
 	executions_recent(&h, &v, sb);
 end:
-	aas_dash_end(out, &h, rc, 200);
+	aas_dash_end(r, out, &h, rc, 200);
 out:
 	saas_sandbox_free(sb);
 	aas_viewer_free(&v);
@@ -362,7 +362,7 @@ bool aas_dash_viewer_sandbox(struct aas_req *r, struct aas_reply *out, struct aa
 	if (rc == SAAS_ENOTFOUND || rc == SAAS_EINVAL)
 		aas_reply_page_error(r, out, 404, "No such sandbox", "This account has no sandbox with that id.");
 	else
-		aas_reply_saas(out, rc);
+		aas_reply_page_saas(r, out, rc, "Cannot show the sandbox");
 	aas_viewer_free(v);
 	return false;
 }
@@ -473,7 +473,7 @@ void aas_h_dash_execution(struct aas_req *r, struct aas_reply *out)
 		aas_html_raw(&h, "<p id=\"execution-follow\" class=\"note\" role=\"status\"></p>"
 		                 "<script src=\"/static/execution.js\" defer></script>");
 end:
-	aas_dash_end(out, &h, rc, 200);
+	aas_dash_end(r, out, &h, rc, 200);
 out:
 	saas_execution_free(e);
 	saas_sandbox_free(sb);

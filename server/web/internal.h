@@ -125,8 +125,12 @@ saas_engine *aas_people_engine(void);
 struct aas_html;
 /* The shell with the dashboard's tabs, `tab` current ("sandboxes", "keys", "usage", "operator"). */
 void aas_dash_begin(struct aas_html *h, const struct aas_viewer *v, const char *title, const char *tab);
-/* Reply with the page, or with the failure rc < 0 that cut it short (the page is dropped). */
-void aas_dash_end(struct aas_reply *out, struct aas_html *h, int rc, unsigned int status);
+/*
+ * Reply with the page, or with the failure rc < 0 that cut it short as an
+ * error page (aas_reply_page_saas: when to come back, if it says; the page
+ * is dropped).
+ */
+void aas_dash_end(struct aas_req *r, struct aas_reply *out, struct aas_html *h, int rc, unsigned int status);
 /* <form method="post" class="cls" action="action"> with the session's CSRF token; the caller ends it. */
 void aas_dash_form(struct aas_html *h, const struct aas_viewer *v, const char *cls, const char *action);
 /* Parse a posted form and check it comes from a page of ours (aas_form_allowed); false after replying. */

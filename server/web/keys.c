@@ -18,7 +18,7 @@
 /* The longest key name saas_key_create takes, for the words that name a key. */
 #define KEY_NAME_MAX 200
 
-static void keys_page(struct aas_reply *out, const struct aas_viewer *v, const char *new_key, const char *new_name)
+static void keys_page(struct aas_req *r, struct aas_reply *out, const struct aas_viewer *v, const char *new_key, const char *new_name)
 {
 	struct aas_html h = { 0 };
 	saas_key_list *l = NULL;
@@ -93,7 +93,7 @@ static void keys_page(struct aas_reply *out, const struct aas_viewer *v, const c
 	aas_html_raw(&h, "</tbody></table></div></section>");
 end:
 	saas_key_list_free(l);
-	aas_dash_end(out, &h, rc, new_key ? 201 : 200);
+	aas_dash_end(r, out, &h, rc, new_key ? 201 : 200);
 }
 
 void aas_h_dash_keys(struct aas_req *r, struct aas_reply *out)
@@ -102,7 +102,7 @@ void aas_h_dash_keys(struct aas_req *r, struct aas_reply *out)
 
 	if (!aas_viewer_get(r, out, &v, true))
 		return;
-	keys_page(out, &v, NULL, NULL);
+	keys_page(r, out, &v, NULL, NULL);
 	aas_viewer_free(&v);
 }
 
@@ -120,10 +120,10 @@ void aas_h_dash_key_create(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	name = aas_form_get(&f, "name");
 	if ((rc = saas_key_create(&key, NULL, aas_people_engine(), v.user->account_id, name, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot create the key", aas_tenant_message(rc, r->path));
+		aas_reply_page_saas(r, out, rc, "Cannot create the key");
 		goto out;
 	}
-	keys_page(out, &v, key, name ? name : "");
+	keys_page(r, out, &v, key, name ? name : "");
 	memset(key, 0, strlen(key));
 	saas_free(key);
 out:
@@ -185,7 +185,7 @@ void aas_h_dash_key_revoke_page(struct aas_req *r, struct aas_reply *out)
 	                 "</button> <a class=\"button secondary\" id=\"cancel\" href=\"/dashboard/keys\">Cancel</a></div>"
 	                 "</form></section>");
 end:
-	aas_dash_end(out, &h, rc, 200);
+	aas_dash_end(r, out, &h, rc, 200);
 out:
 	saas_key_list_free(l);
 	aas_viewer_free(&v);
@@ -208,11 +208,11 @@ void aas_h_dash_key_revoke(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if (rc < 0) {
-		aas_reply_saas(out, rc);
+		aas_reply_page_saas(r, out, rc, "Cannot revoke the key");
 		goto out;
 	}
 	if ((rc = saas_key_revoke(aas_people_engine(), k->id)) < 0) {
-		aas_reply_saas(out, rc);
+		aas_reply_page_saas(r, out, rc, "Cannot revoke the key");
 		goto out;
 	}
 	/* Refused from its next request on, not after this server's key cache has run out. */

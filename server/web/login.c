@@ -72,14 +72,14 @@ end:
 }
 
 /* Start a session for `email` and go to `next`, with the cookie. */
-static void log_in(struct aas_reply *out, const char *email, const char *next)
+static void log_in(struct aas_req *r, struct aas_reply *out, const char *email, const char *next)
 {
 	const struct aas_config *cfg = aas_people_config();
 	char *token = NULL;
 	int rc;
 
 	if ((rc = saas_session_create(&token, aas_people_engine(), email, 0)) < 0) {
-		aas_reply_saas(out, rc);
+		aas_reply_page_saas(r, out, rc, "Cannot log in");
 		return;
 	}
 	/* A log-in is a good moment to sweep the sessions that ended by time; it is one statement. */
@@ -188,7 +188,7 @@ void aas_h_signup(struct aas_req *r, struct aas_reply *out)
 	else if (rc == SAAS_EINVAL)
 		credentials_page(r, out, 400, true, NULL, saas_error_last()->message, NULL);
 	else if (rc < 0 && rc != SAAS_EEXISTS)
-		aas_reply_saas(out, rc);
+		aas_reply_page_saas(r, out, rc, "Cannot sign up");
 	else
 		/*
 		 * Made, or the e-mail had an account (then nothing changed): the same
@@ -227,7 +227,7 @@ void aas_h_login(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	rc = saas_user_get(&u, aas_people_engine(), email);
 	if (rc < 0 && rc != SAAS_ENOTFOUND && rc != SAAS_EINVAL) {
-		aas_reply_saas(out, rc);
+		aas_reply_page_saas(r, out, rc, "Cannot log in");
 		goto out;
 	}
 	if (!aas_hash_enter()) {
@@ -245,7 +245,7 @@ void aas_h_login(struct aas_req *r, struct aas_reply *out)
 		credentials_page(r, out, 403, false, email, "This account is disabled: ask the server's operator.", NULL);
 		goto out;
 	}
-	log_in(out, u->email, "/dashboard");
+	log_in(r, out, u->email, "/dashboard");
 out:
 	saas_user_free(u);
 	aas_form_free(&f);
@@ -263,7 +263,7 @@ void aas_h_logout(struct aas_req *r, struct aas_reply *out)
 		int rc = saas_session_end(aas_people_engine(), token);
 
 		if (rc < 0) {
-			aas_reply_saas(out, rc);
+			aas_reply_page_saas(r, out, rc, "Cannot log out");
 		} else {
 			aas_reply_redirect(out, "/");
 			aas_session_cookie(out, NULL, 0);

@@ -169,7 +169,7 @@ void aas_h_dash_operator(struct aas_req *r, struct aas_reply *out)
 	}
 	aas_html_raw(&h, "</tbody></table>");
 out:
-	aas_dash_end(out, &h, rc, 200);
+	aas_dash_end(r, out, &h, rc, 200);
 	saas_account_list_free(l);
 	aas_viewer_free(&v);
 }
@@ -194,7 +194,7 @@ void aas_h_dash_op_credit(struct aas_req *r, struct aas_reply *out)
 	}
 	snprintf(note, sizeof(note), "by %s", v.user->email);
 	if ((rc = saas_account_add_credit(aas_people_engine(), r->route_id, micro, note, 0)) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot add credit", aas_tenant_message(rc, r->path));
+		aas_reply_page_saas(r, out, rc, "Cannot add credit");
 		goto out;
 	}
 	aas_reply_redirect(out, "/dashboard/operator");
@@ -220,7 +220,7 @@ void aas_h_dash_op_disable(struct aas_req *r, struct aas_reply *out)
 		goto out;
 	}
 	if ((rc = saas_account_disable(aas_people_engine(), r->route_id, d[0] == '1')) < 0) {
-		aas_reply_page_error(r, out, aas_status_for(rc), "Cannot change the account", aas_tenant_message(rc, r->path));
+		aas_reply_page_saas(r, out, rc, "Cannot change the account");
 		goto out;
 	}
 	/* A disabled account's keys are refused from their next request on, here (keys.c's revoke does the same). */
@@ -258,7 +258,7 @@ void aas_h_dash_op_host(struct aas_req *r, struct aas_reply *out)
 			aas_reply_page_error(r, out, 404, "No such VM host", "No VM host has this name; the operator page "
 			                     "lists them.");
 		else
-			aas_reply_saas(out, rc);
+			aas_reply_page_saas(r, out, rc, "Cannot show the VM host");
 		goto out;
 	}
 	snprintf(title, sizeof(title), "VM host %s", x->name);
@@ -299,7 +299,7 @@ void aas_h_dash_op_host(struct aas_req *r, struct aas_reply *out)
 		aas_html_printf(&h, "<p id=\"more-sandboxes\">The newest %d are shown; the count above is of them all.</p>",
 		                HOST_SANDBOXES_MAX);
 done:
-	aas_dash_end(out, &h, SAAS_OK, 200);
+	aas_dash_end(r, out, &h, SAAS_OK, 200);
 out:
 	saas_sandbox_list_free(l);
 	saas_host_free(x);

@@ -365,7 +365,7 @@ bool aas_viewer_get(struct aas_req *r, struct aas_reply *out, struct aas_viewer 
 		}
 		if (rc != SAAS_EAUTH) {
 			if (required)
-				aas_reply_saas(out, rc);
+				aas_reply_page_saas(r, out, rc, "Cannot open the session");
 			return false;
 		}
 	}
@@ -540,22 +540,45 @@ bool aas_login_admit(struct aas_req *r, struct aas_reply *out, const char *email
 	return false;
 }
 
-void aas_reply_page_retry(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,
-                          const char *message, int64_t wait_ms)
+long long aas_retry_words(char *buf, size_t size, const char *message, int64_t wait_ms)
 {
 	/* Whole seconds, rounded up and never 0 ("now" would be a busy loop); past two minutes said in minutes. */
 	long long secs = wait_ms > 0 ? (wait_ms + 999) / 1000 : 1, mins = (secs + 59) / 60;
-	char text[512], value[24];
+	size_t len = strlen(message);
+	/* The library's sentences end bare ("...; wait for one to finish"): one full stop before ours. */
+	const char *stop = len && !strchr(".!?", message[len - 1]) ? "." : "";
+	/* A long message is cut, never the words that say when. */
+	int room = size > 64 ? (int)(size - 64) : 0;
 
 	if (secs < 120)
-		snprintf(text, sizeof(text), "%s Try again in %lld second%s.", message, secs, secs == 1 ? "" : "s");
+		snprintf(buf, size, "%.*s%s Try again in %lld second%s.", room, message, stop, secs, secs == 1 ? "" : "s");
 	else
-		snprintf(text, sizeof(text), "%s Try again in %lld minutes.", message, mins);
+		snprintf(buf, size, "%.*s%s Try again in %lld minutes.", room, message, stop, mins);
+	return secs;
+}
+
+void aas_reply_page_retry(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,
+                          const char *message, int64_t wait_ms)
+{
+	char text[768], value[24];
+	long long secs = aas_retry_words(text, sizeof(text), message, wait_ms);
+
 	aas_reply_page_error(r, out, status, title, text);
 	if (out->response) {
 		snprintf(value, sizeof(value), "%lld", secs);
 		MHD_add_response_header(out->response, MHD_HTTP_HEADER_RETRY_AFTER, value);
 	}
+}
+
+void aas_reply_page_saas(struct aas_req *r, struct aas_reply *out, int rc, const char *title)
+{
+	int64_t wait = aas_retry_after_ms(rc); /* the REST API's Retry-After, from the thread's last failure */
+	const char *msg = aas_tenant_message(rc, r->path);
+
+	if (wait > 0)
+		aas_reply_page_retry(r, out, aas_status_for(rc), title, msg, wait);
+	else
+		aas_reply_page_error(r, out, aas_status_for(rc), title, msg);
 }
 
 void aas_reply_page_error(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,

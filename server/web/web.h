@@ -55,6 +55,15 @@ void aas_reply_page_error(struct aas_req *r, struct aas_reply *out, unsigned int
  */
 void aas_reply_page_retry(struct aas_req *r, struct aas_reply *out, unsigned int status, const char *title,
                           const char *message, int64_t wait_ms);
+/* Its words: the message, then "Try again in ..." into buf; the whole seconds said (Retry-After's). */
+long long aas_retry_words(char *buf, size_t size, const char *message, int64_t wait_ms);
+/*
+ * A libsaas failure of a page's action (rc < 0) as an error page: its
+ * status and the tenant's words (aas_tenant_message), and, when the
+ * failure says when to come back (aas_retry_after_ms), that too, in words
+ * and in Retry-After, as aas_reply_page_retry.
+ */
+void aas_reply_page_saas(struct aas_req *r, struct aas_reply *out, int rc, const char *title);
 
 /* ---- the routes' handlers ---- */
 

@@ -15,8 +15,9 @@ import { testServer, e2bKey, sleep } from './harness.mjs';
 
 const SERVER = process.argv[2];
 assert.ok(SERVER, 'usage: test_control.mjs AAS_SERVER_FAKE');
-// No key cache: a revoked key is refused at its next request.
-const srv = testServer(SERVER, { args: ['--key-cache-ttl', '0'] });
+// No key cache: a revoked key is refused at its next request. The file makes more sandboxes in a minute than
+// the default creates_per_minute (20) allows, and tests no limit of it: forks and creates here must not meet it.
+const srv = testServer(SERVER, { args: ['--key-cache-ttl', '0', '--creates-per-minute', '100'] });
 
 before(() => srv.start());
 after(() => srv.stop());
@@ -362,6 +363,36 @@ test('onTimeout pause: paused at its timeout and listed so, connect resumes, aut
   } finally {
     await sbx.kill();
     await auto.kill();
+  }
+});
+
+// No room for a new sandbox (the fake's next creates refused for room, as a host short of memory or QEMU uids,
+// asked through a command): E2B's 503 with Retry-After, the SDK's ServiceBusyError saying when; no sandbox was
+// made, and once the busy spell is over a create works.
+test('no room now: a create is ServiceBusyError with Retry-After, and the next create after it works', async () => {
+  const sbx = await Sandbox.create('base');
+  const before = (await Sandbox.list().nextItems()).length;
+  try {
+    await sbx.commands.run('busy-creates 2');
+    await assert.rejects(Sandbox.create('base'), e => {
+      assert.ok(e instanceof ServiceBusyError, `${e?.name}: ${e?.message}`);
+      assert.match(e.message, /no room for it right now.*try again in 10 s/);
+      assert.doesNotMatch(e.message, /MiB|QEMU|fake:/, 'the host\'s facts are not the tenant\'s');
+      return true;
+    });
+    const r = await e2b('POST', '/sandboxes', { templateID: 'base' });
+    assert.deepEqual([r.status, r.body.code], [503, 503], 'the Python SDK\'s raw create');
+    assert.equal(r.headers.get('retry-after'), '10');
+    assert.match(r.body.message, /try again in 10 s/);
+    assert.equal((await Sandbox.list().nextItems()).length, before, 'a busy create made no sandbox');
+    const after = await Sandbox.create('base');
+    try {
+      assert.equal((await after.commands.run('echo made')).stdout, 'made\n', 'after the busy spell, a create works');
+    } finally {
+      await after.kill();
+    }
+  } finally {
+    await sbx.kill();
   }
 });
 

@@ -47,7 +47,7 @@ struct vm {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vm vms[MAX_VMS];
 static struct file files[MAX_FILES];
-static unsigned int fail_creates, create_calls, fail_execs;
+static unsigned int fail_creates, busy_creates, create_calls, fail_execs;
 static unsigned long file_gen;
 /* A VM "started ahead" (vm_take): its name, whether a create took it, and whether it is gone. */
 static char ahead[SAAS_ID_MAX + 1];
@@ -175,7 +175,7 @@ void saas_fake_reset(void)
 	pthread_mutex_lock(&mu);
 	forget_files();
 	memset(vms, 0, sizeof(vms));
-	fail_creates = create_calls = fail_execs = 0;
+	fail_creates = busy_creates = create_calls = fail_execs = 0;
 	refuse_internet = 0;
 	default_mode = SAAS_NET_ISOLATED;
 	fail_network_sets = 0;
@@ -283,6 +283,13 @@ void saas_fake_fail_creates(unsigned int n)
 {
 	pthread_mutex_lock(&mu);
 	fail_creates = n;
+	pthread_mutex_unlock(&mu);
+}
+
+void saas_fake_busy_creates(unsigned int n)
+{
+	pthread_mutex_lock(&mu);
+	busy_creates = n;
 	pthread_mutex_unlock(&mu);
 }
 
@@ -493,6 +500,12 @@ static int fake_create(void *ctx, const saas_vm_spec *spec)
 		fail_creates--;
 		pthread_mutex_unlock(&mu);
 		return saas_sys_error_set(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "fake: this create fails as the test asked");
+	}
+	if (busy_creates > 0) {
+		busy_creates--;
+		pthread_mutex_unlock(&mu);
+		return saas_sys_error_set(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
+		                          "fake: every QEMU uid of the range 70000-70063 is in use; 312 MiB of memory free");
 	}
 	if (refuse_internet && spec->network && spec->network->mode != SAAS_NET_ISOLATED) {
 		pthread_mutex_unlock(&mu);
@@ -844,6 +857,8 @@ static int fake_exec(void *ctx, const char *name, const saas_driver_exec *req, i
 	} else if (strncmp(cmd, "busy-restores ", 14) == 0) {
 		/* Through any client, as saas_fake_busy_restores: the next N restores refused for room. */
 		saas_fake_busy_restores((unsigned int)strtoul(cmd + 14, NULL, 10));
+	} else if (strncmp(cmd, "busy-creates ", 13) == 0) {
+		saas_fake_busy_creates((unsigned int)strtoul(cmd + 13, NULL, 10));
 	} else if (strcmp(cmd, "block") == 0) {
 		while (!__atomic_load_n(req->cancel, __ATOMIC_SEQ_CST) && running(name))
 			usleep(1000);

@@ -13,6 +13,7 @@
  *   block               waits until the engine cancels it
  *   busy-restores N     the next N restores (a resume, a fork's child) are refused for room, as
  *                       saas_fake_busy_restores (through any client: a remote one's server's fake)
+ *   busy-creates N      the next N creates are refused for room, as saas_fake_busy_creates
  *   startafter PATH     starts (says so through the exec's `started`) only once the host file
  *                       PATH exists, then exits 0; a cancel or its timeout first: it never ran
  * Every other command starts at once.
@@ -51,6 +52,11 @@ unsigned int saas_fake_vm_count(void);
 int saas_fake_vm_exists(const char *name);
 /* Make the next n vm_create calls fail. */
 void saas_fake_fail_creates(unsigned int n);
+/*
+ * Make the next n vm_create calls refuse for room (SAAS_EBUSY, naming the
+ * host's QEMU uids and memory, as a real driver's: facts a tenant must not read).
+ */
+void saas_fake_busy_creates(unsigned int n);
 /* Make the next n exec calls fail (SAAS_EBACKEND), in whatever VM. */
 void saas_fake_fail_execs(unsigned int n);
 /* How many commands ran (or were tried) in a VM: 0 for one that does not exist. */

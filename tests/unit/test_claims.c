@@ -324,6 +324,72 @@ static void test_dead_execution_failed(void **state)
 	saas_sandbox_free(sb);
 }
 
+/* A lease taken by a holder that is gone ("srv-gone"), now, for one ttl: it runs out and nobody renews it. */
+static void lease_left(struct fixture *f, const char *name)
+{
+	int held = 0;
+
+	assert_int_equal(f->b->store->lease_take(f->b->store_ctx, name, "srv-gone", saas_test_clock(NULL), TTL_MS, &held),
+	                 SAAS_OK);
+	assert_int_equal(held, 1);
+}
+
+/*
+ * The sweep purges what nobody can hold: a dead engine's leases once run
+ * out SAAS__LEASE_PURGE_AFTER_MS ago, and at once the request ("netset:") of
+ * a sandbox that ended; never the pending request of a live sandbox, however
+ * long it ran out, nor a lease that ran out lately, nor a live engine's.
+ */
+static void test_dead_leases_purged(void **state)
+{
+	struct fixture *f = *state;
+	saas_create_options o = SAAS_CREATE_OPTIONS_INIT;
+	saas_sandbox *live = NULL, *ended = NULL;
+	char holder[SAAS_STORE_HOLDER_MAX + 1], a_server[SAAS_STORE_LEASE_NAME_MAX + 1],
+		b_server[SAAS_STORE_LEASE_NAME_MAX + 1], ask_live[SAAS_STORE_LEASE_NAME_MAX + 1],
+		ask_ended[SAAS_STORE_LEASE_NAME_MAX + 1];
+
+	o.size = "small";
+	o.timeout_s = 3 * 3600;
+	assert_int_equal(saas_sandbox_create(&live, f->cb, &o, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_create(&ended, f->cb, &o, 0), SAAS_OK);
+	assert_int_equal(saas_sandbox_destroy(NULL, f->cb, ended->id, 0), SAAS_OK);
+	assert_int_equal(saas__claim_name(a_server, "server", saas__engine_holder(f->a)), SAAS_OK);
+	assert_int_equal(saas__claim_name(b_server, "server", saas__engine_holder(f->b)), SAAS_OK);
+	assert_int_equal(saas__claim_name(ask_live, "netset", live->id), SAAS_OK);
+	assert_int_equal(saas__claim_name(ask_ended, "netset", ended->id), SAAS_OK);
+	/* Requests of a server that died while asking; the ended sandbox's came after its end looked for one. */
+	lease_left(f, ask_live);
+	lease_left(f, ask_ended);
+	lease_left(f, "exec:exe-early");
+	assert_int_equal(saas_engine_sweep(NULL, f->b), SAAS_OK);
+	assert_int_equal(lease_of(f->b, ask_ended, holder), SAAS_ENOTFOUND);
+	assert_int_equal(lease_of(f->b, ask_live, holder), SAAS_OK);
+	assert_int_equal(lease_of(f->b, "exec:exe-early", holder), SAAS_OK);
+	assert_int_equal(lease_of(f->b, a_server, holder), SAAS_OK);
+
+	/* a is dead (it renews nothing). Forty minutes on, another lease is left; forty more, the sweep. */
+	saas_test_advance(40 * 60 * 1000);
+	lease_left(f, "exec:exe-late");
+	saas_test_advance(40 * 60 * 1000);
+	assert_int_equal(saas_engine_sweep(NULL, f->b), SAAS_OK);
+	assert_int_equal(lease_of(f->b, a_server, holder), SAAS_ENOTFOUND);
+	assert_int_equal(lease_of(f->b, "exec:exe-early", holder), SAAS_ENOTFOUND);
+	assert_int_equal(lease_of(f->b, "exec:exe-late", holder), SAAS_OK);   /* run out 40 minutes ago */
+	assert_int_equal(lease_of(f->b, ask_live, holder), SAAS_OK);          /* a request until it is answered */
+	assert_string_equal(holder, "srv-gone");
+	assert_int_equal(lease_of(f->b, b_server, holder), SAAS_OK);          /* b lives */
+	assert_int_equal(lease_of(f->b, "reaper", holder), SAAS_OK);
+
+	/* The live sandbox ends: its request goes at the next sweep (its end found none of its own server's). */
+	assert_int_equal(saas_sandbox_destroy(NULL, f->cb, live->id, 0), SAAS_OK);
+	lease_left(f, ask_live);
+	assert_int_equal(saas_engine_sweep(NULL, f->b), SAAS_OK);
+	assert_int_equal(lease_of(f->b, ask_live, holder), SAAS_ENOTFOUND);
+	saas_sandbox_free(live);
+	saas_sandbox_free(ended);
+}
+
 /* An MCP session made through one engine is used and ended through the other; only its hash is stored. */
 static void test_mcp_sessions(void **state)
 {
@@ -434,6 +500,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reaper_taken_over, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dead_execution_failed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mcp_sessions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dead_leases_purged, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

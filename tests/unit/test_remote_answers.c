@@ -144,6 +144,44 @@ static void test_stream_says_why(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "event stream"));
 }
 
+/*
+ * A code run's events framed as the SSE standard frames them: lines ended by
+ * CR LF, LF or a lone CR; one space after "data:" dropped (a second kept), none
+ * needed; "data" alone an empty data line; an event's data lines joined with
+ * LF; an unnamed event forgotten, data and all; a comment between events.
+ */
+static void test_code_event_lines(void **state)
+{
+	saas_client *c = *state;
+	saas_code_run_options ro = SAAS_CODE_RUN_OPTIONS_INIT;
+	saas_code_execution *cx = NULL;
+
+	next.mode = FIXED;
+	next.answer = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+	              "event: stdout\rdata:{\"text\":\"a\"}\r\r"
+	              "data: {\"never\"\n\n"
+	              "event: stdout\r\ndata: {\"text\":\r\ndata:  \"b\"}\r\n\r\n"
+	              ": keepalive\n"
+	              "event: stderr\ndata\ndata: {\"text\":\"c\"}\n\n"
+	              "event: end\ndata: {\"status\":\"done\"}\n\n";
+	ro.on_event = on_event;
+	assert_int_equal(saas_code_run(&cx, c, SB, "1", &ro, 0), SAAS_OK);
+	assert_non_null(cx);
+	assert_string_equal(cx->stdout_data, "ab");
+	assert_string_equal(cx->stderr_data, "c");
+	assert_int_equal(cx->status, SAAS_CODE_DONE);
+	saas_code_execution_free(cx);
+	cx = NULL;
+
+	/* Two data lines are two lines (joined with LF), not one glued: "1" and "2" are not the number 12. */
+	next.answer = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+	              "event: execution_count\ndata: {\"execution_count\":1\ndata: 2}\n\n"
+	              "event: end\ndata: {\"status\":\"done\"}\n\n";
+	assert_int_equal(saas_code_run(&cx, c, SB, "1", &ro, 0), SAAS_EPROTOCOL);
+	assert_null(cx);
+	assert_non_null(strstr(saas_error_last()->message, "not JSON"));
+}
+
 static int count(void *ud, const void *data, size_t len)
 {
 	(void)data;
@@ -225,6 +263,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_no_content, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stream_says_why, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_code_event_lines, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_without_length, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_folded_header_after_reuse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_endless_event, setup, teardown),

@@ -2100,6 +2100,74 @@ static void test_leases(void **state)
 	assert_fails(f->st->lease_take(f->ctx, NULL, "srv-a", 1, 1, &held), SAAS_EINVAL);
 }
 
+/*
+ * The dead leases go: run out before the time given, but never a "netset:"
+ * request of a sandbox that lives (a request until answered, run out or
+ * not); and a request of a sandbox destroyed, or of none, whatever its time.
+ */
+static void test_lease_purge(void **state)
+{
+	struct fx *f = *state;
+	saas_store_sandbox paused;
+	char holder[SAAS_STORE_HOLDER_MAX + 1];
+	int64_t until;
+	unsigned int purged = 99;
+	int held = 0;
+	static const char *const kept[] = { "server:srv-live", "exec:exe-recent", "netset:sbx-live", "netset:sbx-paused",
+		                            "netset:sbx-creating", "netset:sbx-live-fresh", "netsetx:sbx-none-fresh" };
+	static const char *const gone[] = { "server:srv-dead", "exec:exe-old", "egress:sbx-gone", "netsetx:sbx-none",
+		                            "netset:sbx-ended", "netset:sbx-ended-fresh", "netset:sbx-none",
+		                            "netset:", "netset:sbx-live-but-longer" };
+
+	add_account(f, "acc-l", 1, SAAS_USD(10));
+	assert_int_equal(add_sandbox(f, "sbx-live", "acc-l", 10, 10), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-live", 20, 999999), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-live-fresh", "acc-l", 10, 10), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-live-fresh", 20, 999999), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-creating", "acc-l", 10, 10), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-paused", "acc-l", 10, 10), SAAS_OK);
+	assert_int_equal(f->st->sandbox_set_ready(f->ctx, "sbx-paused", 20, 999999), SAAS_OK);
+	memset(&paused, 0, sizeof(paused));
+	paused.status = SAAS_SANDBOX_PAUSED;
+	paused.paused_at_ms = 30;
+	assert_int_equal(f->st->sandbox_set_state(f->ctx, "sbx-paused", SAAS_SANDBOX_READY, &paused), SAAS_OK);
+	assert_int_equal(add_sandbox(f, "sbx-ended", "acc-l", 10, 10), SAAS_OK);
+	close_sandbox(f, "sbx-ended", 40, 0);
+	assert_int_equal(add_sandbox(f, "sbx-ended-fresh", "acc-l", 10, 10), SAAS_OK);
+	close_sandbox(f, "sbx-ended-fresh", 40, 0);
+
+	/* Run out long ago (until 1100), or lately (until 5000); the purge takes those before 2000. */
+	for (size_t i = 0; i < (sizeof(kept) / sizeof(kept[0])); i++) {
+		int64_t t = strstr(kept[i], "recent") || strstr(kept[i], "fresh") || strstr(kept[i], "srv-live") ? 4500 : 1000;
+		assert_int_equal(f->st->lease_take(f->ctx, kept[i], "srv-x", t, 500, &held), SAAS_OK);
+		assert_int_equal(held, 1);
+	}
+	for (size_t i = 0; i < (sizeof(gone) / sizeof(gone[0])); i++) {
+		int64_t t = strstr(gone[i], "fresh") ? 4500 : 1000;
+		assert_int_equal(f->st->lease_take(f->ctx, gone[i], "srv-x", t, 500, &held), SAAS_OK);
+		assert_int_equal(held, 1);
+	}
+	assert_fails(f->st->lease_purge(f->ctx, 2000, 100, NULL), SAAS_EINVAL);
+	/* A batch at a time: 2, then the rest. */
+	assert_int_equal(f->st->lease_purge(f->ctx, 2000, 2, &purged), SAAS_OK);
+	assert_int_equal(purged, 2);
+	assert_int_equal(f->st->lease_purge(f->ctx, 2000, 100, &purged), SAAS_OK);
+	assert_int_equal(purged, (sizeof(gone) / sizeof(gone[0])) - 2);
+	for (size_t i = 0; i < (sizeof(gone) / sizeof(gone[0])); i++)
+		if (lease_holder(f, gone[i], holder, &until) != SAAS_ENOTFOUND)
+			fail_msg("lease %s was not purged", gone[i]);
+	for (size_t i = 0; i < (sizeof(kept) / sizeof(kept[0])); i++)
+		if (lease_holder(f, kept[i], holder, &until) != SAAS_OK)
+			fail_msg("lease %s was purged: %s", kept[i], saas_error_last()->message);
+	assert_int_equal(f->st->lease_purge(f->ctx, 2000, 100, &purged), SAAS_OK);
+	assert_int_equal(purged, 0);
+	/* The live sandbox's request goes with the sandbox. */
+	close_sandbox(f, "sbx-live", 50, 0);
+	assert_int_equal(f->st->lease_purge(f->ctx, 2000, 100, &purged), SAAS_OK);
+	assert_int_equal(purged, 1);
+	assert_fails(lease_holder(f, "netset:sbx-live", holder, &until), SAAS_ENOTFOUND);
+}
+
 static saas_store_host host_rec(const char *id, unsigned int cpus, uint64_t memory_mb, int64_t seen)
 {
 	saas_store_host h;
@@ -3105,6 +3173,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_two_handles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_host_id, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lease_purge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hosts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sandbox_place, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_place_concurrent, setup, teardown),

@@ -41,9 +41,9 @@ SAAS_BEGIN_DECLS
  * and default environment (saas_store_sandbox's metadata and envs, written
  * by sandbox_insert and sandbox_place; sandbox_values reads them), what its
  * timeout does (on_timeout, auto_resume) and the lifetime it asked
- * (timeout_s); the filter may name metadata.
+ * (timeout_s); the filter may name metadata. Version 8: lease_purge.
  */
-#define SAAS_STORE_VERSION 7
+#define SAAS_STORE_VERSION 8
 
 /** Current schema version; stores migrate older schemas up to it on open. */
 #define SAAS_STORE_SCHEMA 9
@@ -570,6 +570,16 @@ typedef struct saas_store {
 	 * key, ascending (bytewise). None is success: fn is not called.
 	 */
 	int (*sandbox_values)(void *ctx, const char *id, saas_store_value_fn fn, void *userdata);
+
+	/* ---- version 8 ---- */
+	/**
+	 * Delete at most `max` leases that nobody can hold any more: one that ran
+	 * out before `expired_before_ms`, but not a "netset:<sandbox id>" one,
+	 * which is another engine's request until it is answered, run out or not;
+	 * and a "netset:<sandbox id>" one whose sandbox is destroyed or has no
+	 * row, which nobody is left to answer. *purged: how many went.
+	 */
+	int (*lease_purge)(void *ctx, int64_t expired_before_ms, unsigned int max, unsigned int *purged);
 } saas_store;
 
 SAAS_END_DECLS

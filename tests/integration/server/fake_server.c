@@ -93,24 +93,6 @@ static int booting_vm_create(void *ctx, const saas_vm_spec *spec)
 	return rc;
 }
 
-static unsigned int busy_creates;
-static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER;
-static int (*busy_next_create)(void *ctx, const saas_vm_spec *spec);
-
-static int busy_vm_create(void *ctx, const saas_vm_spec *spec)
-{
-	bool busy;
-
-	pthread_mutex_lock(&busy_mu);
-	if ((busy = busy_creates > 0))
-		busy_creates--;
-	pthread_mutex_unlock(&busy_mu);
-	if (busy)
-		return saas_sys_error_set(SAAS_EBUSY, SAAS_ERRCLASS_DRIVER, 0,
-		                          "fake: every QEMU uid of the range 70000-70063 is in use; 312 MiB of memory free");
-	return busy_next_create(ctx, spec);
-}
-
 static int slow_vm_destroy(void *ctx, const char *name)
 {
 	sleep_ms(destroy_delay_ms);
@@ -141,9 +123,7 @@ int main(int argc, char **argv)
 		driver.vm_destroy = slow_vm_destroy;
 	if ((v = getenv("AAS_FAKE_BUSY_RESTORES")))
 		saas_fake_busy_restores((unsigned int)strtoul(v, NULL, 10));
-	if ((v = getenv("AAS_FAKE_BUSY_CREATES")) && (busy_creates = (unsigned int)strtoul(v, NULL, 10)) > 0) {
-		busy_next_create = driver.vm_create;
-		driver.vm_create = busy_vm_create;
-	}
+	if ((v = getenv("AAS_FAKE_BUSY_CREATES")))
+		saas_fake_busy_creates((unsigned int)strtoul(v, NULL, 10));
 	return aas_main(argc, argv, &driver);
 }

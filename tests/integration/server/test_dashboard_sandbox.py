@@ -40,12 +40,12 @@ def check(what, ok, detail=""):
 
 
 class Server:
-    def __init__(self, *args):
-        self.state = os.path.join(WORK, "state")
-        portfile = os.path.join(WORK, "port")
-        self.log = open(os.path.join(WORK, "server.log"), "w")
+    def __init__(self, *args, name="server", rate="10000"):
+        self.state = os.path.join(WORK, name + ".state")
+        portfile = os.path.join(WORK, name + ".port")
+        self.log = open(os.path.join(WORK, name + ".log"), "w")
         self.proc = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--port-file", portfile,
-                                      "--state-dir", self.state, "--address-requests-per-second", "10000", *args],
+                                      "--state-dir", self.state, "--address-requests-per-second", rate, *args],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(600):
             if os.path.exists(portfile) and open(portfile).read().strip():
@@ -439,13 +439,87 @@ def main():
     s.stop()
 
 
+def says_when(r):
+    """A refusal for now: Retry-After, and the page says in words as many seconds (test_dashboard.py's rule)."""
+    secs = int(r.headers.get("Retry-After") or "0")
+    if secs <= 0:
+        return False
+    words = (f"Try again in {secs} second{'' if secs == 1 else 's'}." if secs < 120 else
+             f"Try again in {(secs + 59) // 60} minutes.")
+    return words in r.text and 'role="alert"' in r.text
+
+
+def hold_transfer(s, key, sid):
+    """A REST upload that sent part of its body and waits: it holds one of the account's transfer slots."""
+    c = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+    c.sendall((f"PUT /v1/sandboxes/{sid}/files?path=/workspace/slow.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               f"Authorization: Bearer {key}\r\nContent-Type: application/octet-stream\r\n"
+               f"Content-Length: 100000\r\n\r\n").encode() + b"x" * 1000)
+    return c
+
+
+def busy_actions():
+    """The sandbox's actions refused for now (its account's one transfer slot held) say when to try again."""
+    s = Server("--signup", "open", "--max-transfers", "1", name="busy")
+    a = Browser(s)
+    key = a.join("busy@example.org")
+    r = api(s, "POST", "/v1/sandboxes", key, {})
+    sid = json.loads(r.raw_body).get("id", "")
+    check("busy: a sandbox", r.status == 201 and sid, r.raw_body[:300])
+    page = f"/dashboard/sandboxes/{sid}"
+    csrf = a.csrf(page)
+    held = hold_transfer(s, key, sid)
+    try:
+        # The slot is taken once the upload's thread starts: wait for the first refusal, not a time.
+        for _ in range(100):
+            r = a.post(f"{page}/files/mkdir", {"csrf": csrf, "dir": "/workspace", "name": "later"})
+            if r.status != 303:
+                break
+            time.sleep(0.05)
+        check("busy: mkdir refused for now is 429 with Retry-After", r.status == 429 and r.headers.get("Retry-After"),
+              (r.status, r.headers.get("Retry-After")))
+        check("busy: ... and its page says when to try again, in words", says_when(r), r.text[-600:])
+        check("busy: ... naming the limit", "max_transfers" in r.text, r.text[-600:])
+        r = a.post(f"{page}/files/delete", {"csrf": csrf, "path": "/workspace/later"})
+        check("busy: delete too (429, when in words)", r.status == 429 and says_when(r), (r.status, r.text[-400:]))
+        r = upload(a, sid, [("csrf", csrf.encode(), None), ("dir", b"/workspace", None), ("file", b"y", "u.bin")])
+        check("busy: upload too (429, when in words)", r.status == 429 and says_when(r), (r.status, r.text[-400:]))
+        r = a.req("GET", f"{page}/files/download?path=/workspace/u.bin")
+        check("busy: download too, as a page (429, when in words)",
+              r.status == 429 and says_when(r) and r.headers.get("Content-Type", "").startswith("text/html"),
+              (r.status, r.headers.get("Content-Type"), r.text[-400:]))
+    finally:
+        held.close()
+    # The slot comes back once the held upload's connection is gone; then the same action is taken.
+    for _ in range(100):
+        r = a.post(f"{page}/files/mkdir", {"csrf": csrf, "dir": "/workspace", "name": "later"})
+        if r.status != 429:
+            break
+        time.sleep(0.05)
+    check("busy: after the transfer ended, mkdir is taken", r.status == 303, (r.status, r.text[-400:]))
+    s.stop()
+
+    # Past the address's rate, a page (not the API's JSON) says when to come back.
+    s = Server("--signup", "open", name="rate", rate="1")
+    b = Browser(s)
+    codes = [b.req("GET", "/login") for _ in range(6)]
+    refused = [r for r in codes if r.status == 429]
+    check("rate: pages past the address's rate are refused (429)", refused, [r.status for r in codes])
+    check("rate: ... as a page saying when, in words and Retry-After",
+          refused and all(says_when(r) and r.headers.get("Content-Type", "").startswith("text/html") for r in refused),
+          refused and (refused[0].headers.get("Content-Type"), refused[0].text[-400:]))
+    s.stop()
+
+
 try:
     main()
+    busy_actions()
 finally:
-    log = os.path.join(WORK, "server.log")
-    if FAILS and os.path.exists(log):
-        print("---- server log (tail) ----")
-        print("".join(open(log).readlines()[-40:]))
+    for name in ("server", "busy", "rate"):
+        log = os.path.join(WORK, name + ".log")
+        if FAILS and os.path.exists(log):
+            print(f"---- {name} log (tail) ----")
+            print("".join(open(log).readlines()[-40:]))
     shutil.rmtree(WORK, ignore_errors=True)
 
 print(f"{CHECKS[0]} checks, {len(FAILS)} failed")
