@@ -599,6 +599,41 @@ static void eng_close(struct eng *e)
 	pthread_mutex_unlock(&log_mu);
 }
 
+/*
+ * BENCH_CODE_WHY (hop false) and BENCH_CODE_HOPS (true): n lone clones, alternating with BENCH_CODE_DRIVER_B's
+ * engine if it is set (each engine opened anew on the state dir's template), then a table for each engine.
+ */
+static int alternating(const char *state, const char *images, const char *image, int n, bool hop)
+{
+	const char *b = getenv("BENCH_CODE_DRIVER_B");
+	char load[2][64], label[2][256];
+	struct eng e;
+
+	load_now(load[0], sizeof(load[0]));
+	for (int i = 0; i < n; i++)
+		for (int way = 0; way < (b ? 2 : 1); way++) {
+			eng_open(&e, state, images, image, way ? b : "");
+			template_warm(e.client, image);
+			if (hop)
+				hops(e.client, image, i, way);
+			else
+				why(e.client, image, i, b ? 1 : n, way);
+			eng_close(&e);
+			if (!b && !hop)
+				i = n;
+		}
+	load_now(load[1], sizeof(load[1]));
+	snprintf(label[0], sizeof(label[0]), "The driver's defaults. ");
+	snprintf(label[1], sizeof(label[1]), "With `%s`, the clones alternating with the defaults'. ", b ? b : "");
+	for (int way = 0; way < (b ? 2 : 1); way++)
+		if (hop)
+			hops_print(way, n, b ? label[way] : "");
+		else
+			why_print(way, n, b ? label[way] : "");
+	printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
+	return 0;
+}
+
 /* The table of where a clone's first `1+1` goes (BENCH_CODE_SPLIT). */
 static void split_print(double split[][64], int runs)
 {
@@ -637,49 +672,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	image = argc == 4 ? argv[3] : "default";
-	if (getenv("BENCH_CODE_HOPS")) {
-		const char *b = getenv("BENCH_CODE_DRIVER_B");
-		int n = env_int("BENCH_CODE_HOPS", 4);
-		char label[2][256];
-		load_now(load[0], sizeof(load[0]));
-		for (int i = 0; i < n; i++)
-			for (int way = 0; way < (b ? 2 : 1); way++) {
-				eng_open(&e, argv[1], argv[2], image, way ? b : "");
-				template_warm(e.client, image);
-				hops(e.client, image, i, way);
-				eng_close(&e);
-			}
-		load_now(load[1], sizeof(load[1]));
-		snprintf(label[0], sizeof(label[0]), "The driver's defaults. ");
-		snprintf(label[1], sizeof(label[1]), "With `%s`, the clones alternating with the defaults'. ", b ? b : "");
-		for (int way = 0; way < (b ? 2 : 1); way++)
-			hops_print(way, n, b ? label[way] : "");
-		printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
-		return 0;
-	}
-	if (getenv("BENCH_CODE_WHY")) {
-		/* BENCH_CODE_DRIVER_B: a second engine with those driver options, the clones alternating between the two. */
-		const char *b = getenv("BENCH_CODE_DRIVER_B");
-		int n = env_int("BENCH_CODE_WHY", 8);
-		char label[2][256];
-		load_now(load[0], sizeof(load[0]));
-		for (int i = 0; i < n; i++)
-			for (int way = 0; way < (b ? 2 : 1); way++) {
-				eng_open(&e, argv[1], argv[2], image, way ? b : "");
-				template_warm(e.client, image);
-				why(e.client, image, i, b ? 1 : n, way);
-				eng_close(&e);
-				if (!b)
-					i = n;
-			}
-		load_now(load[1], sizeof(load[1]));
-		snprintf(label[0], sizeof(label[0]), "The driver's defaults. ");
-		snprintf(label[1], sizeof(label[1]), "With `%s`, the clones alternating with the defaults'. ", b ? b : "");
-		for (int way = 0; way < (b ? 2 : 1); way++)
-			why_print(way, n, b ? label[way] : "");
-		printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
-		return 0;
-	}
+	if (getenv("BENCH_CODE_HOPS"))
+		return alternating(argv[1], argv[2], image, env_int("BENCH_CODE_HOPS", 4), true);
+	if (getenv("BENCH_CODE_WHY"))
+		return alternating(argv[1], argv[2], image, env_int("BENCH_CODE_WHY", 8), false);
 	first_exec = calloc((size_t)runs, sizeof(double));
 	first_code = calloc((size_t)runs, sizeof(double));
 	next_code = calloc((size_t)code_runs, sizeof(double));
