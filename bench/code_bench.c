@@ -592,9 +592,13 @@ static void eng_close(struct eng *e)
 	saas_account_free(e->account);
 	saas_free(e->key);
 	saas_engine_free(e->engine);
-	/* The next engine's log starts with none of its spares: what this one counted went with it. */
+	/*
+	 * The next engine's log starts with none of its spares: what this one counted went with it. Nor with its
+	 * template's build (BENCH_CODE_DRIVER_B's images= may be another image: its template is its own).
+	 */
 	pthread_mutex_lock(&log_mu);
 	spares_made = spares_gone = clones_ahead = 0;
+	templates_ready = templates_failed = 0;
 	spares_wanted = 1;
 	pthread_mutex_unlock(&log_mu);
 }
