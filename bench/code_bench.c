@@ -31,6 +31,10 @@
  * BENCH_CODE_DRIVER_B=OPTIONS: the same against an engine with those driver options, the lone clones
  * alternating between the two engines (each opened anew on the state dir's template), a table for each.
  * A state dir used before keeps its template: the first create is then a clone, and nothing is built.
+ * BENCH_CODE_HOPS=N: N lone clones (alternating with BENCH_CODE_DRIVER_B's engine, as above), each after its
+ * first `true` and 8 runs: 10 runs of `1+1` from here, then bench/code_hops.py in the guest (BENCH_CODE_HOPS_PY
+ * names another copy): the same `1+1` over the guest's loopback to the code server, and straight to its
+ * kernel over ZeroMQ, split by its messages' dates. That table alone (p50 of the clones' p50s).
  * BENCH_VERBOSE=1 prints the engine's log, its debug lines too (which way each port connection went).
  */
 #include <dirent.h>
@@ -471,6 +475,85 @@ static void why_print(int way, int n, const char *label)
 	}
 }
 
+/*
+ * BENCH_CODE_HOPS: where a warm `1+1` goes, hop by hop (bench/code_hops.py says how each is measured):
+ * from here (the engine, the relay, the guest), over the guest's loopback (the code server and the
+ * kernel), straight to the kernel, and the kernel's parts. Per way, clone, figure.
+ */
+#define HOPS 7
+static double hops_v[2][HOPS][64];
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+	    !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		fprintf(stderr, "code_bench: cannot read %s\n", path);
+		exit(1);
+	}
+	fclose(f);
+	buf[n] = '\0';
+	*len = (size_t)n;
+	return buf;
+}
+
+static void hops(saas_client *c, const char *image, int i, int way)
+{
+	const char *py = getenv("BENCH_CODE_HOPS_PY") ? getenv("BENCH_CODE_HOPS_PY") : "bench/code_hops.py";
+	double engine[10], last = now_ms();
+	saas_execution *x = NULL;
+	saas_sandbox *sb;
+	size_t len;
+	char *script = slurp(py, &len);
+	int rc;
+
+	if (i >= 64)
+		return;
+	quiet_wait(last);
+	sb = bench_create(c, image);
+	exec_true(c, sb->id);
+	for (int k = 0; k < 8; k++)
+		run_code(c, sb->id, "1+1", "2");
+	for (int k = 0; k < 10; k++) {
+		double t0 = now_ms();
+		run_code(c, sb->id, "1+1", "2");
+		engine[k] = now_ms() - t0;
+	}
+	hops_v[way][0][i] = pct(engine, 10, 0.5);
+	if ((rc = saas_file_write(c, sb->id, "/tmp/code_hops.py", script, len, NULL)) < 0)
+		die("writing code_hops.py", rc);
+	if ((rc = saas_exec(&x, c, sb->id, "python3 /tmp/code_hops.py 10", NULL, 0)) < 0)
+		die("code_hops.py", rc);
+	if (x->exit_code != 0 || sscanf(x->stdout_data, "hops %lf %lf %lf %lf %lf %lf", &hops_v[way][1][i],
+	                                &hops_v[way][2][i], &hops_v[way][3][i], &hops_v[way][4][i],
+	                                &hops_v[way][5][i], &hops_v[way][6][i]) != 6) {
+		fprintf(stderr, "code_bench: code_hops.py exited %d: %s%s\n", x->exit_code, x->stdout_data,
+		        x->stderr_data);
+		exit(1);
+	}
+	saas_execution_free(x);
+	free(script);
+	destroy(c, sb);
+}
+
+static void hops_print(int way, int n, const char *label)
+{
+	static const char *const names[HOPS] = { "from here (engine, relay, guest)", "guest loopback HTTP (code server + kernel)",
+		                                  "straight to the kernel (ZeroMQ)", "... to the kernel (request -> execute_input)",
+		                                  "... execution (execute_input -> execute_result)",
+		                                  "... after it (execute_result -> idle)", "... back (idle -> the client has it)" };
+
+	if (n > 64)
+		n = 64;
+	printf("\n%sA warm `1+1` hop by hop (%d clones, each after 9 runs; p50 of the clones' p50s of 10 runs, ms; "
+	       "the guest's parts by the guest's clock):\n\n| hop | ms |\n|---|---|\n", label, n);
+	for (int f = 0; f < HOPS; f++)
+		printf("| %s | %.1f |\n", names[f], pct(hops_v[way][f], n, 0.5));
+}
+
 /* One engine: the library's local provider on the libvirt driver, templates on. */
 struct eng {
 	saas_engine *engine;
@@ -509,11 +592,50 @@ static void eng_close(struct eng *e)
 	saas_account_free(e->account);
 	saas_free(e->key);
 	saas_engine_free(e->engine);
-	/* The next engine's log starts with none of its spares: what this one counted went with it. */
+	/*
+	 * The next engine's log starts with none of its spares: what this one counted went with it. Nor with its
+	 * template's build (BENCH_CODE_DRIVER_B's images= may be another image: its template is its own).
+	 */
 	pthread_mutex_lock(&log_mu);
 	spares_made = spares_gone = clones_ahead = 0;
+	templates_ready = templates_failed = 0;
 	spares_wanted = 1;
 	pthread_mutex_unlock(&log_mu);
+}
+
+/*
+ * BENCH_CODE_WHY (hop false) and BENCH_CODE_HOPS (true): n lone clones, alternating with BENCH_CODE_DRIVER_B's
+ * engine if it is set (each engine opened anew on the state dir's template), then a table for each engine.
+ */
+static int alternating(const char *state, const char *images, const char *image, int n, bool hop)
+{
+	const char *b = getenv("BENCH_CODE_DRIVER_B");
+	char load[2][64], label[2][256];
+	struct eng e;
+
+	load_now(load[0], sizeof(load[0]));
+	for (int i = 0; i < n; i++)
+		for (int way = 0; way < (b ? 2 : 1); way++) {
+			eng_open(&e, state, images, image, way ? b : "");
+			template_warm(e.client, image);
+			if (hop)
+				hops(e.client, image, i, way);
+			else
+				why(e.client, image, i, b ? 1 : n, way);
+			eng_close(&e);
+			if (!b && !hop)
+				i = n;
+		}
+	load_now(load[1], sizeof(load[1]));
+	snprintf(label[0], sizeof(label[0]), "The driver's defaults. ");
+	snprintf(label[1], sizeof(label[1]), "With `%s`, the clones alternating with the defaults'. ", b ? b : "");
+	for (int way = 0; way < (b ? 2 : 1); way++)
+		if (hop)
+			hops_print(way, n, b ? label[way] : "");
+		else
+			why_print(way, n, b ? label[way] : "");
+	printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
+	return 0;
 }
 
 /* The table of where a clone's first `1+1` goes (BENCH_CODE_SPLIT). */
@@ -554,29 +676,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	image = argc == 4 ? argv[3] : "default";
-	if (getenv("BENCH_CODE_WHY")) {
-		/* BENCH_CODE_DRIVER_B: a second engine with those driver options, the clones alternating between the two. */
-		const char *b = getenv("BENCH_CODE_DRIVER_B");
-		int n = env_int("BENCH_CODE_WHY", 8);
-		char label[2][256];
-		load_now(load[0], sizeof(load[0]));
-		for (int i = 0; i < n; i++)
-			for (int way = 0; way < (b ? 2 : 1); way++) {
-				eng_open(&e, argv[1], argv[2], image, way ? b : "");
-				template_warm(e.client, image);
-				why(e.client, image, i, b ? 1 : n, way);
-				eng_close(&e);
-				if (!b)
-					i = n;
-			}
-		load_now(load[1], sizeof(load[1]));
-		snprintf(label[0], sizeof(label[0]), "The driver's defaults. ");
-		snprintf(label[1], sizeof(label[1]), "With `%s`, the clones alternating with the defaults'. ", b ? b : "");
-		for (int way = 0; way < (b ? 2 : 1); way++)
-			why_print(way, n, b ? label[way] : "");
-		printf("\nLoad (1, 5, 15 min) at the start: %s; at the end: %s.\n", load[0], load[1]);
-		return 0;
-	}
+	if (getenv("BENCH_CODE_HOPS"))
+		return alternating(argv[1], argv[2], image, env_int("BENCH_CODE_HOPS", 4), true);
+	if (getenv("BENCH_CODE_WHY"))
+		return alternating(argv[1], argv[2], image, env_int("BENCH_CODE_WHY", 8), false);
 	first_exec = calloc((size_t)runs, sizeof(double));
 	first_code = calloc((size_t)runs, sizeof(double));
 	next_code = calloc((size_t)code_runs, sizeof(double));

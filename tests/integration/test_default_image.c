@@ -370,8 +370,8 @@ static void expect_code_warm(const char *id)
  * context then runs the next: the variable set after the sleep is not set.
  * The run would sleep 300 s were it not interrupted. That run is the clone's
  * first connection, so it went over the port (the log says so); the runs
- * after it come back whole whichever way they go, and the session comes up
- * once the port has stayed unused a moment.
+ * after it come back whole whichever way they go (expect_session_quiet: the
+ * session comes up once the port has stayed unused a while).
  */
 static void expect_code_relayed(const char *id)
 {
@@ -414,15 +414,21 @@ static void expect_code_relayed(const char *id)
 		fail_msg("after a run cut off over the control port: %.500s", out);
 	free(out);
 	expect_one_plus_one(id, "after a run cut off");
-	/*
-	 * Those runs came one right after the other, relayed in turn: the
-	 * session comes up in the background only once the port has stayed
-	 * unused a moment (the login would share the guest with the next run),
-	 * unless a connection found the port held so long that it made it.
-	 */
+}
+
+/*
+ * A clone whose runs and commands came one right after the other, relayed in
+ * turn: its SSH session comes up in the background only once the port has
+ * stayed unused a while (30 s: the login would share the guest with the
+ * next run), unless a connection found the port held so long that it made it.
+ */
+static void expect_session_quiet(const char *id)
+{
+	char line[256], head[256];
+
 	snprintf(line, sizeof(line), "VM %s: its SSH session comes up in the background", id);
 	snprintf(head, sizeof(head), "VM %s: a port connection goes over SSH", id);
-	for (int i = 0; i < 600 && !logged(line, "its control port unused for") && !logged(head, NULL); i++)
+	for (int i = 0; i < 1200 && !logged(line, "its control port unused for") && !logged(head, NULL); i++)
 		usleep(100 * 1000);
 	assert_true(logged(line, "its control port unused for") || logged(head, NULL));
 }
@@ -653,6 +659,7 @@ static void test_clones(void **state)
 	expect_code_relayed(c[1]->id);
 	expect_code_warm(c[0]->id);
 	expect_in(c[1]->id, "df -BG --output=size / | tail -1 | tr -d ' G'", NULL);
+	expect_session_quiet(c[1]->id);
 	for (int i = 0; i < 2; i++) {
 		check(saas_sandbox_destroy(NULL, client, c[i]->id, 0), "destroy a clone");
 		saas_sandbox_free(c[i]);

@@ -93,6 +93,7 @@ def _aas_setup():
         _aas_print_figure(module)
 
     _aas_bound_output(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_OUTPUT", "0") or 0))
+    _aas_lighter_runs(ip)
     _aas_bound_results(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_RESULT", "0") or 0))
     _aas_bound_errors(ip, int(_aas_os.environ.pop("AAS_CODE_MAX_ERROR_NAME", "0") or 0),
                       int(_aas_os.environ.pop("AAS_CODE_MAX_ERROR", "0") or 0))
@@ -240,8 +241,142 @@ def _aas_bound_output(ip, limit):
     ip.events.register("pre_run_cell", reset)
 
 
+def _aas_lighter_runs(ip):
+    """
+    Two of ipykernel's costs of every run that buy nothing here (a `1+1` is
+    ~130 ms of the guest's CPU under TCG, the thread hops below a good part
+    of it):
+
+    - sys.stdout.flush() and sys.stderr.flush(), six a run (the displayhook's
+      start and end, the execute request's end, ...), each hand a flush to
+      the kernel's IO thread and wait for it there, two thread wake-ups, even
+      when nothing was written. With nothing in its buffer a flush has nothing
+      to send: it returns at once. (What was written before is still sent
+      before what the kernel publishes after: both go through the IO thread
+      in the order they were handed to it.)
+    - The 0.5 ms sleep after every execution before its reply ("the flush
+      doesn't seem to make it", ipykernel's FIXME): the code server reads a
+      run's output up to its idle, which comes on the same socket after it,
+      whatever the reply does.
+    """
+    from ipykernel.iostream import OutStream
+
+    flush = OutStream.flush
+
+    def empty(stream):
+        lock = getattr(stream, "_buffer_lock", None)
+        if lock is None or getattr(stream, "echo", None) is not None:
+            return False
+        with lock:
+            buffers = getattr(stream, "_buffers", None)   # ipykernel 6.29: one buffer per parent
+            if buffers is not None:
+                return not buffers
+            buffer = getattr(stream, "_buffer", None)     # older: one buffer
+            try:
+                return buffer is not None and buffer.tell() == 0
+            except ValueError:                           # closed while rotated
+                return False
+
+    def quick_flush(self):
+        if empty(self):
+            return None
+        return flush(self)
+
+    OutStream.flush = quick_flush
+    kernel = getattr(ip, "kernel", None)
+    if kernel is not None and hasattr(kernel, "_execute_sleep"):
+        kernel._execute_sleep = 0
+    _aas_plain_format_calls()
+    _aas_direct_iopub(kernel)
+
+
+def _aas_direct_iopub(kernel):
+    """
+    ipykernel hands every message it publishes (a run's busy, execute_input,
+    result, idle) to its IO thread, which sends it: a wake-up of that thread
+    and a trip of the GIL each, the most of what a `1+1` costs between the
+    kernel's messages. Here a message is sent at once, by the thread that
+    publishes it, when nothing handed to the IO thread is still waiting there
+    (so the order on the socket is the order of publishing), under a lock that
+    every use of the socket takes (so that no two threads use it at once: a
+    ZeroMQ socket may change threads, with a memory barrier, not be shared).
+    Otherwise, and in a forked child, as before.
+    """
+    import threading
+
+    io = getattr(getattr(kernel, "iopub_socket", None), "io_thread", None)
+    if io is None or not all(hasattr(io, a) for a in ("schedule", "send_multipart", "socket", "_check_mp_mode")):
+        return
+    lock = threading.Lock()
+    waiting = [0]   # handed to the IO thread, not yet run
+    schedule = io.schedule
+    master = io._check_mp_mode()
+
+    def counted_schedule(f):
+        with lock:
+            waiting[0] += 1
+
+        def run():
+            try:
+                f()
+            finally:
+                with lock:
+                    waiting[0] -= 1
+        schedule(run)
+
+    def send_multipart(msg, *args, **kwargs):
+        thread = getattr(io, "thread", None)
+        if thread is not None and thread.is_alive() and io._check_mp_mode() == master:
+            with lock:
+                if waiting[0] == 0 and not io.closed:
+                    io.socket.send_multipart(msg, *args, **kwargs)
+                    return None
+        counted_schedule(lambda: io._really_send(msg, *args, **kwargs))
+        return None
+
+    io.schedule = counted_schedule
+    io.send_multipart = send_multipart
+
+
+def _aas_plain_format_calls():
+    """
+    A result or a display calls each of IPython's formatters (14 of them), each
+    through catch_format_error, a `decorator` wrapper that binds its arguments
+    to the method's signature at every call (inspect's Signature.bind: ~10% of
+    a `1+1`'s kernel CPU). The same caller, IPython's own, called directly for
+    the formatters whose __call__ takes one object (a mimebundle formatter's
+    takes more, and keeps its wrapper).
+    """
+    import functools
+    import inspect
+    from IPython.core import formatters
+
+    caller = getattr(formatters.catch_format_error, "__wrapped__", None)
+    if caller is None:
+        return
+
+    def direct(method):
+        @functools.wraps(method)
+        def __call__(self, obj):
+            return caller(method, self, obj)
+        return __call__
+
+    for cls in list(vars(formatters).values()):
+        call = vars(cls).get("__call__") if isinstance(cls, type) else None
+        method = getattr(call, "__wrapped__", None)
+        if method is None or getattr(call, "__module__", None) != formatters.__name__:
+            continue
+        try:
+            if list(inspect.signature(method).parameters) != ["self", "obj"]:
+                continue
+        except (TypeError, ValueError):
+            continue
+        cls.__call__ = direct(method)
+
+
 _aas_setup()
-del _aas_setup, _aas_print_figure, _aas_bound_output, _aas_bound_results, _aas_bound_errors
+del _aas_setup, _aas_print_figure, _aas_bound_output, _aas_bound_results, _aas_bound_errors, _aas_lighter_runs
+del _aas_plain_format_calls, _aas_direct_iopub
 
 if _aas_os.environ.pop("AAS_CODE_WARM", "") == "1":
     # The warm kernel: what most first runs need, in sys.modules before the template

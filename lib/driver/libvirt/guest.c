@@ -41,9 +41,13 @@
 #define PORT_WAIT_MS 500
 /*
  * How long the port stays unused after a relayed connection before the
- * engine brings the VM's SSH session up in the background (relay_main).
+ * engine brings the VM's SSH session up in the background (relay_main):
+ * longer than the pause between two runs of a notebook, a script or an
+ * agent (its thinking time: seconds, tens of seconds), as the login takes
+ * the guest's CPU from whatever run comes during it (a `1+1` 2.5x slower
+ * under TCG when it came 1.5 s after the last with a second's quiet).
  */
-#define SESSION_QUIET_MS 1000
+#define SESSION_QUIET_MS 30000
 
 /*
  * Whether its helper serves files was asked for the first time (by a
@@ -418,10 +422,11 @@ static void relay_end(struct relay *r)
 static void session_when_quiet(struct drv *d, struct vm *v)
 {
 	struct vm *now = NULL;
-	bool due = saas__lv_port_quiet(d, v, SESSION_QUIET_MS) && !session_up(v);
+	bool due = saas__lv_port_quiet(d, v, SESSION_QUIET_MS) && !session_up(v) &&
+	           !__atomic_load_n(&v->gone, __ATOMIC_ACQUIRE);
 
 	__atomic_store_n(&v->quiet_wait, false, __ATOMIC_RELEASE);
-	/* Still the registry's VM of that name (not destroyed meanwhile, nor made again)? */
+	/* Still the registry's VM of that name (not destroyed meanwhile, nor being destroyed, nor made again)? */
 	if (due && (now = saas__lv_vm_get(d, v->name)) == v) {
 		saas__ssh *ssh = NULL;
 		saas__lv_log(d, SAAS_LOG_INFO, "VM %s: its SSH session comes up in the background, its control port "

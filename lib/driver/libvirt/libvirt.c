@@ -558,6 +558,8 @@ int saas__lv_vm_destroy(void *ctx, const char *name)
 	/* Not known to be gone is not gone: nothing of it is forgotten here then. */
 	if (!(dom = domain_lookup(d, name, &rc)) && rc < 0)
 		return rc;
+	/* No background login starts for it from now on (one would wait for a guest going away). */
+	saas__lv_vm_going(d, name);
 	if (dom) {
 		uid = saas__lv_domain_uid(dom);
 		disk = d->host->domain_disk ? d->host->domain_disk(dom) : NULL;

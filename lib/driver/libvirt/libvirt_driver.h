@@ -280,6 +280,7 @@ struct vm {
 	struct saas__ctl *ctl;           /* the connection (lib/transport/control.h), or NULL */
 	bool relayed;                    /* atomic: a port connection went over the control port (said once) */
 	bool quiet_wait;                 /* atomic: a relay's thread waits for the port's quiet to log in (guest.c) */
+	bool gone;                       /* atomic: being destroyed: no login starts for it, no quiet is waited for */
 	int port_fails;                  /* remote: the channel's opens failed in a row (guest.c, port_opened) */
 	int64_t port_retry_at;           /* remote: not asked for again before (saas__now_ms) */
 	unsigned int refs;

@@ -155,19 +155,33 @@ bool saas__lv_port_quiet(struct drv *d, struct vm *v, int quiet_ms)
 	bool quiet = false;
 
 	pthread_mutex_lock(&v->ctl_mu);
-	while (!closing(d)) {
+	while (!closing(d) && !__atomic_load_n(&v->gone, __ATOMIC_ACQUIRE)) {
 		int64_t until = v->ctl_free_at + quiet_ms;
 		if (v->ctl_user == PORT_FREE && mono_ms() >= until) {
 			quiet = true;
 			break;
 		}
-		/* Looked at again at least every PORT_QUIET_POLL_MS: the driver's closing signals no port. */
+		/* Looked at again at least every PORT_QUIET_POLL_MS: the driver's closing signals no port (a destroy does). */
 		if (v->ctl_user != PORT_FREE || until - mono_ms() > PORT_QUIET_POLL_MS)
 			until = mono_ms() + PORT_QUIET_POLL_MS;
 		port_wait_until(v, until);
 	}
 	pthread_mutex_unlock(&v->ctl_mu);
 	return quiet;
+}
+
+void saas__lv_vm_going(struct drv *d, const char *name)
+{
+	struct vm *v = saas__lv_vm_get(d, name);
+
+	if (!v)
+		return;
+	__atomic_store_n(&v->gone, true, __ATOMIC_RELEASE);
+	/* A wait for the port's quiet ends now (saas__lv_port_quiet), not at its next look. */
+	pthread_mutex_lock(&v->ctl_mu);
+	pthread_cond_broadcast(&v->ctl_cv);
+	pthread_mutex_unlock(&v->ctl_mu);
+	saas__lv_vm_put(d, v);
 }
 
 /* A booting guest's knock can last many seconds under TCG: the driver closing does not wait for it... */

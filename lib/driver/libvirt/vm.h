@@ -30,11 +30,13 @@ bool saas__lv_port_take(struct vm *v, int user, int wait_ms);
 void saas__lv_port_give(struct vm *v);
 /*
  * Wait until the port has been free for quiet_ms in a row (true), or the
- * driver closes (false). A user that takes it meanwhile starts the count
+ * driver closes or the VM is being destroyed (false: saas__lv_vm_going). A user that takes it meanwhile starts the count
  * again once it gives it back.
  */
 #define PORT_QUIET_POLL_MS 100
 bool saas__lv_port_quiet(struct drv *d, struct vm *v, int quiet_ms);
+/* The VM of that name (if the registry has it) is being destroyed: no SSH login is started for it after this. */
+void saas__lv_vm_going(struct drv *d, const char *name);
 
 /* The VM's SSH session, reopened if it died, with a reference the caller lets go with saas__ssh_close. */
 int saas__lv_vm_session(struct drv *d, const char *name, saas__ssh **out);
