@@ -87,6 +87,14 @@
  * --spares runs (BENCH_ROUNDS, BENCH_RUNS), every create checked to be a
  * clone from a QEMU started ahead.
  *
+ * vm_bench --warm STATE_DIR IMAGES_DIR image...: a clone from a QEMU
+ * started ahead whose guest ran once before the create (driver option
+ * spare_warm=on: its fix-ups and a first `true`, paused again) against one
+ * whose guest first runs when the create takes it (spare_warm=off), both
+ * with spares=1 and commands over the port: create -> first `true` and the
+ * next, as --first runs, every create checked to be a clone from a QEMU
+ * started ahead.
+ *
  * vm_bench --burst STATE_DIR IMAGES_DIR [image]: BENCH_AT_ONCE creates at
  * once (default 20) of one image (`tiny` unless named), ms until every one
  * ran `true`, three ways on the same template, each in an engine of its own:
@@ -205,6 +213,7 @@ static const char *template_memory = "mapped"; /* the driver option template_mem
 static const char *control_port = "on"; /* the driver option control_port of the engines opened next */
 static const char *spares_opt = "1";      /* the driver option spares of the engines opened next; NULL: its default */
 static const char *control_exec = "on";   /* the driver option control_exec of the engines opened next */
+static const char *spare_warm = "on";     /* the driver option spare_warm of the engines opened next */
 static int max_sandboxes = MAX_AT_ONCE + 8;
 static unsigned int disk_budget_gb; /* the engines opened next; 0: the engine's default */
 static const saas_size *const *bench_sizes; /* the engines opened next; NULL: the engine's sizes */
@@ -266,9 +275,9 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
 	snprintf(config, sizeof(config),
 	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s%s%s "
-	         "control_exec=%s",
+	         "control_exec=%s spare_warm=%s",
 	         images, templates ? "on" : "off", uids, template_memory, control_port, spares_opt ? " spares=" : "",
-	         spares_opt ? spares_opt : "", control_exec);
+	         spares_opt ? spares_opt : "", control_exec, spare_warm);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -1078,18 +1087,22 @@ static void phase_control(char **images, int n, const char *dir)
 static const char *const spare_modes[2] = { "1", "0" };
 static const char *const exec_modes[2] = { "on", "off" };
 
+enum { KIND_SPARES, KIND_FIRST, KIND_WARM };
+
 /*
  * n: the image's index, the mode (--spares: 0 ahead, 1 none; --first: 0
- * control_exec=on, 1 off), the kind (0 --spares, 1 --first) and the count:
- * count << 5 | kind << 4 | mode << 3 | image.
+ * control_exec=on, 1 off; --warm: 0 spare_warm=on, 1 off), the kind and the
+ * count: count << 6 | kind << 4 | mode << 3 | image.
  */
 static void phase_spares(char **images, int n, const char *dir)
 {
-	int image = n & 7, mode = n >> 3 & 1, first = n >> 4 & 1, count = n >> 5, made, ahead;
+	int image = n & 7, mode = n >> 3 & 1, kind = n >> 4 & 3, count = n >> 6, made, ahead;
+	bool first = kind != KIND_SPARES; /* both other kinds compare clones from a QEMU started ahead */
 	const char *name = images[image];
 
 	spares_opt = first ? "1" : spare_modes[mode];
-	control_exec = first ? exec_modes[mode] : "on";
+	control_exec = kind == KIND_FIRST ? exec_modes[mode] : "on";
+	spare_warm = kind == KIND_WARM ? exec_modes[mode] : "on";
 	engine_open(&cloned, "spares", dir, true, NULL);
 	client = cloned.client;
 	if (res->sp_n[0][image] + res->sp_n[1][image] == 0) {
@@ -1134,26 +1147,50 @@ static void phase_spares(char **images, int n, const char *dir)
 	ahead = clones_ahead - ahead;
 	pthread_mutex_unlock(&log_mu);
 	if (made != count || ahead != (mode == 0 || first ? count : 0)) {
-		fprintf(stderr, "vm_bench: spares=%s control_exec=%s, %s: %d of %d creates were clones, %d of them from a QEMU "
-		        "started ahead (see the engine's log)\n", spares_opt, control_exec, name, made, count, ahead);
+		fprintf(stderr, "vm_bench: spares=%s control_exec=%s spare_warm=%s, %s: %d of %d creates were clones, %d of them "
+		        "from a QEMU started ahead (see the engine's log)\n", spares_opt, control_exec, spare_warm, name, made,
+		        count, ahead);
 		exit(1);
 	}
 	engine_close(&cloned);
 }
 
-static int spares_main(const char *dir, char **images, int n, bool first)
+static int spares_main(const char *dir, char **images, int n, int kind)
 {
+	static const char *const labels[3][2] = { { "spare", "no spare" }, { "over the port", "over SSH" },
+		                                      { "warmed", "not warmed" } };
 	int rounds = env_int("BENCH_ROUNDS", 2), per = env_int("BENCH_RUNS", 6);
 
 	load_now(res->load[0], sizeof(res->load[0]));
 	for (int i = 0; i < n; i++)
 		for (int r = 0; r < rounds; r++)
 			for (int mode = 0; mode < 2; mode++)
-				run_child(first ? (mode ? "over SSH" : "over the port") : mode ? "no spare" : "spare", phase_spares,
-				          images, per << 5 | (int)first << 4 | mode << 3 | i, dir);
+				run_child(labels[kind][mode], phase_spares, images, per << 6 | kind << 4 | mode << 3 | i, dir);
 	load_now(res->load[1], sizeof(res->load[1]));
 	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
-	if (first) {
+	if (kind == KIND_WARM) {
+		printf("| clone started ahead (%d rounds of %d each way, alternating, %.1f s apart) | its guest ran once "
+		       "before the create (`spare_warm=on`) | its guest first runs at the create (`spare_warm=off`) "
+		       "|\n|---|---|---|\n",
+		       rounds, per, SPARE_GAP_MS / 1000.0);
+		for (int i = 0; i < n; i++) {
+			double p[2][4];
+			for (int mode = 0; mode < 2; mode++) {
+				p[mode][0] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.5);
+				p[mode][1] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.95);
+				p[mode][2] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.5);
+				p[mode][3] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.95);
+			}
+			printf("| `%s`: create -> first `true` | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; warmed "
+			       "%.2fx at p50 |\n",
+			       images[i], p[0][0], p[0][1], p[1][0], p[1][1], p[0][0] / p[1][0]);
+			printf("| `%s`: the next `true` | p50 %.1f ms, p95 %.1f ms | p50 %.1f ms, p95 %.1f ms; warmed %.2fx at "
+			       "p50 |\n",
+			       images[i], p[0][2], p[0][3], p[1][2], p[1][3], p[0][2] / p[1][2]);
+		}
+		return 0;
+	}
+	if (kind == KIND_FIRST) {
 		printf("| clone started ahead (%d rounds of %d each way, alternating, %.1f s apart) | commands over the control "
 		       "port, no login (`control_exec=on`) | the create waits for the SSH login, commands over SSH "
 		       "(`control_exec=off`) |\n|---|---|---|\n",
@@ -1999,6 +2036,7 @@ int main(int argc, char **argv)
 	bool pool_only = argc > 1 && strcmp(argv[1], "--pool") == 0;
 	bool spares = argc > 1 && strcmp(argv[1], "--spares") == 0;
 	bool first = argc > 1 && strcmp(argv[1], "--first") == 0;
+	bool warm = argc > 1 && strcmp(argv[1], "--warm") == 0;
 	bool burst = argc > 1 && strcmp(argv[1], "--burst") == 0;
 	bool adapt = argc > 1 && strcmp(argv[1], "--adapt") == 0;
 
@@ -2040,7 +2078,7 @@ int main(int argc, char **argv)
 			return 1;
 		return pool_main(argv[3], argv + 4, argc - 4);
 	}
-	if (spares || first) {
+	if (spares || first || warm) {
 		if (argc < 5 || argc - 4 > MAX_IMAGES) {
 			fprintf(stderr, "usage: vm_bench %s STATE_DIR IMAGES_DIR image...\n", argv[1]);
 			return 2;
@@ -2048,7 +2086,7 @@ int main(int argc, char **argv)
 		state_dir = argv[2];
 		if (!results_map())
 			return 1;
-		return spares_main(argv[3], argv + 4, argc - 4, first);
+		return spares_main(argv[3], argv + 4, argc - 4, warm ? KIND_WARM : first ? KIND_FIRST : KIND_SPARES);
 	}
 	if (burst) {
 		if (argc != 4 && argc != 5) {

@@ -2197,6 +2197,16 @@ static void test_config(void **state)
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "control_exec=no"), SAAS_EINVAL);
 	assert_string_equal(saas_error_last()->message, "control_exec must be on or off, not 'no'");
+	/* A spare's guest warmed before a take: on unless said off. */
+	assert_int_equal(saas__lv_config_parse(&cfg, "control_exec=off"), SAAS_OK);
+	assert_true(cfg.spare_warm);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spare_warm=off"), SAAS_OK);
+	assert_false(cfg.spare_warm);
+	assert_true(cfg.control_exec);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "spare_warm=maybe"), SAAS_EINVAL);
+	assert_string_equal(saas_error_last()->message, "spare_warm must be on or off, not 'maybe'");
 }
 
 int main(void)

@@ -123,16 +123,25 @@ static int clone_fixup_ssh(struct launch *l, const char *seed_hex, int64_t time_
  * SSH login; over SSH as root when it has none, or when the port failed
  * (said in the log). *via says which way they went.
  */
-static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad, const char **via)
+static int seed_hex(char hex[65])
 {
 	unsigned char seed[32];
-	char hex[65];
 	int rc;
 
 	if ((rc = saas__random(seed, sizeof(seed))) < 0)
 		return rc;
 	for (size_t i = 0; i < sizeof(seed); i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	return SAAS_OK;
+}
+
+static int clone_fixup(struct launch *l, int64_t time_ms, bool *bad, const char **via)
+{
+	char hex[65];
+	int rc;
+
+	if ((rc = seed_hex(hex)) < 0)
+		return rc;
 	if (l->control && l->d->control_port) {
 		struct saas__lv_way w;
 		*via = "the control port";
@@ -218,6 +227,51 @@ out:
  * (fix-ups, and the session when waited for), from t0; budget counts from t0
  * too.
  */
+static int discard_output(void *ud, int stream, const void *data, size_t len)
+{
+	(void)ud;
+	(void)stream;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+int saas__lv_clone_warm(struct launch *l, const struct timespec *t0, int64_t budget_ms)
+{
+	struct drv *d = l->d;
+	struct saas__lv_way w;
+	struct saas__ctl *ctl = NULL;
+	saas_driver_exec req;
+	char hex[65];
+	int serves = 0, execs = 0, status = -1, rc;
+
+	if (!l->control || !d->control_port || !d->control_exec || !d->host->control_port)
+		return 0;
+	if (!l->restored && (rc = saas__lv_clone_restore(l, t0, budget_ms)) < 0)
+		return rc;
+	if (virDomainResume(l->dom) < 0) {
+		l->template_bad = !closing(d); /* as a state QEMU could not load */
+		return saas__lv_virt_error("resuming a VM started ahead to warm it");
+	}
+	if ((rc = seed_hex(hex)) == SAAS_OK)
+		rc = saas__ctl_fixup(saas__lv_ctl_way(&w, d, l->spec->name, l->dir), l->spec->name, hex, CONTROL_TIMEOUT_MS);
+	if (rc == SAAS_OK) {
+		memset(&req, 0, sizeof(req));
+		req.command = "true"; /* a plain command: the helper's `run`, no shell (exec_plain.c) */
+		req.cwd = "/";
+		req.timeout_ms = CONTROL_TIMEOUT_MS;
+		req.output = discard_output;
+		req.cancel = &d->closing;
+		rc = saas__ctl_exec(&ctl, saas__lv_ctl_way(&w, d, l->spec->name, l->dir), &serves, &execs, &req, &status);
+		saas__ctl_close(ctl);
+		if (rc == SAAS_OK && status != 0)
+			rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_GUEST, status, "its warming `true` exited %d", status);
+	}
+	if (virDomainSuspend(l->dom) < 0 && rc == SAAS_OK)
+		rc = saas__lv_virt_error("pausing a VM started ahead after its warm-up");
+	return rc < 0 ? saas__error_wrap(rc, "warming a VM started ahead") : 1;
+}
+
 int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2])
 {
 	struct fixup_run fix = { l, budget, false, "SSH", SAAS_OK, 0, 0, "" };

@@ -31,6 +31,7 @@ struct saas__lv_config {
 	bool control_port;               /* clones' fix-ups over the control port where the image serves it */
 	bool control_files;              /* files over the control port where the guest's helper serves them */
 	bool control_exec;               /* commands over the control port until the SSH session is up, plain ones after */
+	bool spare_warm;                 /* a spare's guest run once, fix-ups and a first command, before a take (spare.c) */
 	int boot_timeout_ms;
 	int disk_sweep_grace_ms;         /* remote: an unused aas-disk volume's age before the sweep deletes it */
 	int uids;                        /* enum uidcfg */
@@ -57,7 +58,8 @@ struct saas__lv_config {
  * templates=on|off control_port=on|off control_files=on|off control_exec=on|off boot_timeout=SECONDS uids=auto|off|FIRST-LAST
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
- * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB. NULL or ""
+ * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB
+ * spare_warm=on|off. NULL or ""
  * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */

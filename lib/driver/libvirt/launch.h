@@ -74,6 +74,19 @@ int saas__lv_boot_clone(struct launch *l);
 int saas__lv_clone_start(struct launch *l, const struct timespec *t0, int64_t at[2]);
 int saas__lv_clone_restore(struct launch *l, const struct timespec *t0, int64_t budget_ms);
 int saas__lv_clone_finish(struct launch *l, const struct timespec *t0, int64_t budget, int64_t at[2]);
+/*
+ * A spare's guest let run once before a create takes it (spare.c), its
+ * state poured in first if it is not: the fix-ups (the spare's name is the
+ * sandbox id a take gives) and a plain `true` over the control port, then
+ * paused again. Under TCG a clone's QEMU translates each guest code path the
+ * first time it runs, and a clone's clock, the template's until its
+ * fix-ups, jumps over all the time since the template was saved, so every
+ * guest timer due meanwhile runs at once: both would otherwise fall between
+ * a create and its first command. clone_finish does the fix-ups again (the
+ * clock). 1 when warmed, 0 without a control port to do it by (nothing
+ * done), or an error (the spare is given up).
+ */
+int saas__lv_clone_warm(struct launch *l, const struct timespec *t0, int64_t budget_ms);
 /* Undo a clone that failed in either half (its console's last words added to the error). */
 void saas__lv_clone_undo(struct launch *l, int rc);
 

@@ -365,6 +365,7 @@ static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 	d->control_port = cfg->control_port;
 	d->control_files = cfg->control_files;
 	d->control_exec = cfg->control_exec;
+	d->spare_warm = cfg->spare_warm;
 	d->boot_timeout_ms = cfg->boot_timeout_ms;
 	d->disk_sweep_grace_ms = cfg->disk_sweep_grace_ms;
 	d->cf.uids_mode = cfg->uids;

@@ -363,6 +363,8 @@ struct drv {
 	 * command goes over SSH (lib/transport/control_exec.c says what it changes).
 	 */
 	bool control_exec;
+	/* spare_warm=off: a spare's guest first runs when a create takes it (spare.c, saas__lv_clone_warm). */
+	bool spare_warm;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
 	virConnectPtr conn;              /* remote: replaced when it died (host->check); read with saas__lv_conn */

@@ -80,7 +80,8 @@ struct spare {
 	bool egress;                     /* its egress rules are set */
 	bool ehost;                      /* a VM host's: its policy is set in this server's egress end */
 	bool loaded;                     /* its template's state loaded ahead (a clone that loads its memory) */
-	int64_t warm_ms;                 /* its code server warmed ahead in that many ms (template_code.c); 0: not */
+	int64_t warm_ms;                 /* its guest warmed ahead in that many ms (saas__lv_clone_warm); 0: not */
+	bool code_warm;                  /* its code server among it (template_code.c) */
 	int64_t until_ms;                /* a shared host's: its mark's end (SPARE_LEASE_MS), 0: unmarked */
 	int64_t at[3];                   /* ms to its disk, to its domain, to its state in and warm-up (for the log) */
 	uint64_t hold_mib;               /* what it is reckoned to hold: SPARE_COST_MIB, and its state when loaded ahead */
@@ -266,15 +267,23 @@ static int spare_make(struct drv *d, struct spare *s)
 	}
 	s->at[2] = saas__ms_since(&t0);
 	/*
-	 * An image with a code server: its run path once in this QEMU, which
-	 * under TCG translates each guest code path the first time it runs
-	 * (a clone's first `1+1` pays for it otherwise), then paused again.
+	 * Its guest let run once, paused again (saas__lv_clone_warm): its
+	 * fix-ups and a first command, and an image with a code server its run
+	 * path too (a clone's first `1+1` pays for it otherwise), in this QEMU,
+	 * which under TCG translates each guest code path the first time it
+	 * runs.
 	 */
-	if (rc == SAAS_OK && (rc = saas__lv_spare_code_warm(&s->l, &t0, d->boot_timeout_ms)) > 0) {
-		s->warm_ms = saas__ms_since(&t0) - s->at[2];
-		s->at[2] += s->warm_ms;
-		s->hold_mib = (s->loaded ? s->hold_mib : SPARE_COST_MIB) + SPARE_WARM_MIB;
-		rc = SAAS_OK;
+	if (rc == SAAS_OK && (rc = d->spare_warm ? saas__lv_clone_warm(&s->l, &t0, d->boot_timeout_ms) : 0) >= 0) {
+		bool warm = rc > 0;
+		if ((rc = saas__lv_spare_code_warm(&s->l, &t0, d->boot_timeout_ms)) > 0)
+			warm = s->code_warm = true;
+		if (warm && rc >= 0) {
+			s->warm_ms = saas__ms_since(&t0) - s->at[2];
+			s->at[2] += s->warm_ms;
+			s->hold_mib = (s->loaded ? s->hold_mib : SPARE_COST_MIB) + SPARE_WARM_MIB;
+		}
+		if (rc > 0)
+			rc = SAAS_OK;
 	}
 	if (rc < 0)
 		saas__lv_clone_undo(&s->l, rc);
@@ -472,7 +481,8 @@ static void *spare_main(void *arg)
 				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[2]) / 4);
 				d->spare.warm_mib = s->warm_ms ? SPARE_WARM_MIB : 0;
 				if (s->warm_ms)
-					snprintf(warmed, sizeof(warmed), ", its code server warmed in %lld ms", (long long)s->warm_ms);
+					snprintf(warmed, sizeof(warmed), ", its %s warmed in %lld ms", s->code_warm ? "code server" : "guest",
+					         (long long)s->warm_ms);
 				if (s->loaded) {
 					d->spare.loaded_mib = s->hold_mib - SPARE_COST_MIB - (s->warm_ms ? SPARE_WARM_MIB : 0);
 					snprintf(loaded, sizeof(loaded), ", state %lld ms: %llu MiB loaded ahead, %llu MiB held",
@@ -745,7 +755,8 @@ int saas__lv_spare_create(struct drv *d, const saas_vm_spec *spec)
 	             (long long)(at[1] - at[0]));
 	saas__lv_log(d, SAAS_LOG_INFO, "VM %s up in %lld ms (clone, fix-ups over %s, started ahead%s%s, %s, %u vCPU, "
 	             "%u MiB, %s, ssh %s:%u)", spec->name, (long long)saas__ms_since(&t0), s->l.fixups,
-	             loaded ? ", its memory loaded ahead" : "", s->warm_ms ? ", its code server warmed ahead" : "",
+	             loaded ? ", its memory loaded ahead" : "",
+	             s->code_warm ? ", its code server warmed ahead" : s->warm_ms ? ", its guest warmed ahead" : "",
 	             spec->image, spec->vcpus, spec->memory_mb,
 	             s->l.internet ? "internet" : "isolated", d->listen, s->l.port);
 	/* The VM's now: its uid, rules and session go with it at destroy. */
