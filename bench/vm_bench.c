@@ -104,7 +104,8 @@
  * alternating. Each burst's creates are checked to be what the row says.
  *
  * vm_bench --adapt STATE_DIR IMAGES_DIR LABEL [image]: creates as they come,
- * against the driver's defaults (BENCH_SPARES sets spares= instead), one
+ * against the driver's defaults (BENCH_SPARES sets spares= instead,
+ * BENCH_SPARE_WARM spare_warm=), one
  * image (`tiny` unless named): BENCH_SPACED creates (default 4), each after
  * a VM was started ahead for it and 3.5 s after the last; BENCH_RUNS
  * (default 20) back to back, each as soon as the last ran `true`; then two
@@ -1379,6 +1380,8 @@ static void phase_adapt(char **images, int n, const char *dir)
 
 	(void)n;
 	spares_opt = getenv("BENCH_SPARES"); /* unset: the driver's default, what the run compares */
+	if (getenv("BENCH_SPARE_WARM"))
+		spare_warm = getenv("BENCH_SPARE_WARM"); /* on or off: the driver option spare_warm */
 	disk_budget_gb = (unsigned int)(at_once + 8) * 160;
 	engine_open(&cloned, "adapt", dir, true, NULL);
 	client = cloned.client;
