@@ -49,7 +49,9 @@
  * for as long as a volume backs onto it. The cost is a copy of what the guest
  * wrote on its disk into the parent and into each child, on the host, in
  * exchange for chains never deeper than a new VM's and no volume outliving
- * its snapshot.
+ * its snapshot. A fork whose merge failed leaves the frozen volume under the
+ * parent, which runs on over it: the parent's destroy (or the delete of a
+ * later pause's snapshot over it) takes it (saas__lv_vmhost_chain_drop).
  */
 #include <errno.h>
 #include <stdio.h>
