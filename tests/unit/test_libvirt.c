@@ -2146,6 +2146,19 @@ static void test_vol(virStoragePoolPtr pool, const char *name, const char *below
 	virStorageVolFree(v);
 }
 
+/* Volumes names[0..], each backed onto the one before it (the first onto below, a name or NULL); NULL ends. */
+static void test_chain(virStoragePoolPtr pool, const char *below, const char *const *names)
+{
+	char path[256];
+
+	for (size_t i = 0; names[i]; i++) {
+		if (below)
+			snprintf(path, sizeof(path), "/default-pool/%s", below);
+		test_vol(pool, names[i], below ? path : NULL);
+		below = names[i];
+	}
+}
+
 static bool test_vol_there(virStoragePoolPtr pool, const char *name)
 {
 	virStorageVolPtr v = virStorageVolLookupByName(pool, name);
@@ -2180,21 +2193,19 @@ static void test_vmhost_chain_drop(void **state)
 	assert_non_null(pool = d->spool = virStoragePoolLookupByName(d->conn, "default-pool"));
 
 	/* img <- a <- b <- top: top's destroy takes b and a, never the image's disk. */
-	test_vol(pool, "img-x-disk", NULL);
-	test_vol(pool, "aas-disk-snap-a-00000001.qcow2", "/default-pool/img-x-disk");
-	test_vol(pool, "aas-disk-snap-b-00000002.qcow2", "/default-pool/aas-disk-snap-a-00000001.qcow2");
-	test_vol(pool, "aas-disk-snap-c-00000003.qcow2", "/default-pool/aas-disk-snap-b-00000002.qcow2");
+	test_chain(pool, NULL, (const char *const[]){ "img-x-disk", "aas-disk-snap-a-00000001.qcow2",
+	                                              "aas-disk-snap-b-00000002.qcow2", "aas-disk-snap-c-00000003.qcow2",
+	                                              NULL });
 	saas__lv_vmhost_disk_drop(d, "/default-pool/aas-disk-snap-c-00000003.qcow2");
-	assert_false(test_vol_there(pool, "aas-disk-snap-c-00000003.qcow2"));
-	assert_false(test_vol_there(pool, "aas-disk-snap-b-00000002.qcow2"));
-	assert_false(test_vol_there(pool, "aas-disk-snap-a-00000001.qcow2"));
+	for (const char *const *n = (const char *const[]){ "aas-disk-snap-c-00000003.qcow2", "aas-disk-snap-b-00000002.qcow2",
+	                                                   "aas-disk-snap-a-00000001.qcow2", NULL }; *n; n++)
+		assert_false(test_vol_there(pool, *n));
 	assert_true(test_vol_there(pool, "img-x-disk"));
 
 	/* A frozen disk another VM's overlay backs onto stays; so does a VM's NAME.qcow2 under it. */
-	test_vol(pool, "sbx-p.qcow2", "/default-pool/img-x-disk");
-	test_vol(pool, "aas-disk-snap-d-00000004.qcow2", "/default-pool/sbx-p.qcow2");
-	test_vol(pool, "aas-disk-snap-e-00000005.qcow2", "/default-pool/aas-disk-snap-d-00000004.qcow2");
-	test_vol(pool, "aas-disk-snap-f-00000006.qcow2", "/default-pool/aas-disk-snap-d-00000004.qcow2");
+	test_chain(pool, "img-x-disk", (const char *const[]){ "sbx-p.qcow2", "aas-disk-snap-d-00000004.qcow2",
+	                                                      "aas-disk-snap-e-00000005.qcow2", NULL });
+	test_chain(pool, "aas-disk-snap-d-00000004.qcow2", (const char *const[]){ "aas-disk-snap-f-00000006.qcow2", NULL });
 	saas__lv_vmhost_disk_drop(d, "/default-pool/aas-disk-snap-e-00000005.qcow2");
 	assert_false(test_vol_there(pool, "aas-disk-snap-e-00000005.qcow2"));
 	assert_true(test_vol_there(pool, "aas-disk-snap-d-00000004.qcow2"));
@@ -2206,8 +2217,8 @@ static void test_vmhost_chain_drop(void **state)
 	/* A pool with a complete snapshot whose description cannot be read keeps every frozen disk. */
 	test_vol(pool, "aas-snap-snap-g.ready", NULL);
 	test_vol(pool, "aas-snap-snap-g.json", NULL);
-	test_vol(pool, "aas-disk-snap-h-00000008.qcow2", "/default-pool/img-x-disk");
-	test_vol(pool, "aas-disk-snap-i-00000009.qcow2", "/default-pool/aas-disk-snap-h-00000008.qcow2");
+	test_chain(pool, "img-x-disk", (const char *const[]){ "aas-disk-snap-h-00000008.qcow2",
+	                                                      "aas-disk-snap-i-00000009.qcow2", NULL });
 	saas__lv_vmhost_disk_drop(d, "/default-pool/aas-disk-snap-i-00000009.qcow2");
 	assert_false(test_vol_there(pool, "aas-disk-snap-i-00000009.qcow2"));
 	assert_true(test_vol_there(pool, "aas-disk-snap-h-00000008.qcow2"));
