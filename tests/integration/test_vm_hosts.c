@@ -36,7 +36,9 @@
  * is then paused: its disk volume stays in the pool as the snapshot's (a
  * stray destroy of the domain-less VM, and the sweep's scan, leave it);
  * resumed, a file written on its disk before is there, the snapshot's
- * delete takes the kept volume; a disk volume nothing uses is deleted by
+ * delete takes the kept volume; the resumed VM is forked, and its child
+ * has its disk (a file written since the resume) and its memory (a file in
+ * RAM, its boot id); a disk volume nothing uses is deleted by
  * the sweep's scan, the running VM's is not; its destroy leaves no volume
  * of it.
  *
@@ -1040,7 +1042,7 @@ static void test_disk_pause(void **state)
 {
 	saas_vm_spec spec = shape, kid;
 	struct scanned sc = { .n = 0 };
-	char manifest[2200];
+	char manifest[2200], boot[64], want[256];
 	int64_t bytes = 0;
 
 	(void)state;
@@ -1056,6 +1058,7 @@ static void test_disk_pause(void **state)
 	made[10] = VM3;
 	made_ctx[10] = ctx_a;
 	run(ctx_a, VM3, "echo on-disk > /workspace/disk.txt && sync");
+	snprintf(boot, sizeof(boot), "%s", run(ctx_a, VM3, "cat /proc/sys/kernel/random/boot_id"));
 	assert_int_equal(host_volumes(1, VM3 ".qcow2"), 1);
 
 	check(drv->vm_snapshot(ctx_a, VM3, "hsnap-dfork", 1, &bytes), "vm_snapshot (fork of a disk VM) on host 1");
@@ -1110,6 +1113,32 @@ static void test_disk_pause(void **state)
 	assert_int_equal(host_volumes(1, "aas-disk-hsnap-dfork-"), 0);
 	run(ctx_a, VM3, "echo more >> /workspace/disk.txt && sync");
 	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk\nmore");
+	assert_string_equal(run(ctx_a, VM3, "cat /proc/sys/kernel/random/boot_id"), boot);
+
+	/*
+	 * The resumed VM forked: its child (through B) is the same machine as
+	 * it was at the fork, its disk (the file written since the resume) and
+	 * its memory (a file in RAM, the kernel's boot id); the resume's overlay,
+	 * frozen by the fork, goes with the snapshot once both merged it.
+	 */
+	run(ctx_a, VM3, "echo in-ram > /dev/shm/ram.txt");
+	check(drv->vm_snapshot(ctx_a, VM3, "hsnap-rfork", 1, &bytes), "vm_snapshot (fork of a resumed disk VM) on host 1");
+	printf("resumed disk VM forked on host 1: %lld bytes\n", (long long)bytes);
+	assert_int_equal(vm_state(ctx_a, VM3), SAAS_VM_RUNNING);
+	check(drv->vm_restore(ctx_b, &kid, "hsnap-rfork"), "vm_restore (child of a resumed disk VM) through B");
+	made[11] = DKID;
+	made_ctx[11] = ctx_b;
+	snprintf(want, sizeof(want), "%s\non-disk\nmore\nin-ram\n%s", DKID, boot);
+	assert_string_equal(run(ctx_b, DKID, "hostname; cat /workspace/disk.txt /dev/shm/ram.txt "
+	                                     "/proc/sys/kernel/random/boot_id"), want);
+	run(ctx_b, DKID, "echo child > /workspace/rchild.txt && sync");
+	assert_string_equal(run(ctx_a, VM3, "test -e /workspace/rchild.txt || echo none"), "none");
+	check(drv->snapshot_delete(ctx_a, "hsnap-rfork"), "snapshot_delete (fork of a resumed disk VM)");
+	assert_int_equal(host_volumes(1, "aas-snap-hsnap-rfork."), 0);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-disk-"), 0);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-rfork-"), 2);
+	destroy_made(11);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-rfork-"), 1);
 
 	/*
 	 * What a resume or a fork cut short leaves, a disk volume nothing uses,
@@ -1122,7 +1151,7 @@ static void test_disk_pause(void **state)
 	sc.n = 0;
 	check(drv->snapshot_scan(ctx_b, add_scanned, &sc), "snapshot_scan B (disk sweep)");
 	assert_int_equal(host_volumes(1, "aas-disk-hsweep-"), 0);
-	assert_int_equal(host_volumes(1, "aas-disk-hsnap-disk-"), 1);
+	assert_int_equal(host_volumes(1, "aas-disk-hsnap-rfork-"), 1);
 	run(ctx_a, VM3, "echo after-sweep >> /workspace/disk.txt && sync");
 	assert_string_equal(run(ctx_a, VM3, "cat /workspace/disk.txt"), "on-disk\nmore\nafter-sweep");
 
@@ -1591,6 +1620,36 @@ static bool host2_state_in_paused(const char *name)
 }
 
 /*
+ * A create that finds D's spare being made on host 2 (its domain started,
+ * its state coming in: a make takes seconds there) waits for it rather than
+ * pouring its own beside it, and takes it once poured. Caught by asking D
+ * for a spare every 200 ms: one found ready (made before the first ask) is
+ * let go, so that D makes another, which the next asks find being made. A
+ * make later than D's usual time leaves that ask to say no (the create makes
+ * its own), so what is asserted is that a take found the spare it got while
+ * it was being made, and waited for it.
+ */
+static void spare_mid_pour(const saas_vm_spec *like)
+{
+	saas_vm_spec spec = *like;
+	char name[SAAS_ID_MAX + 1], line[160];
+	bool waited = false;
+
+	spec.name = NULL;
+	for (int i = 0; i < 900 && !waited; i++) {
+		if (drv->vm_take(ctx_d, &spec, name, sizeof(name)) == 1) {
+			snprintf(line, sizeof(line), "ready: %s is being made,", name);
+			waited = logged(line, "waiting for it up to");
+			printf("a take got %s, %s\n", name, waited ? "waited for while being made" : "ready already: let go");
+			check(drv->vm_destroy(ctx_d, name), "vm_destroy a spare taken and not made");
+		} else {
+			usleep(200 * 1000);
+		}
+	}
+	assert_true(waited);
+}
+
+/*
  * Spares on a VM host: D, whose clones ran there, starts one ahead on the
  * host (its QEMU paused, marked in its metadata), its template's state
  * already poured in (the long part of a host's clone: its memory is loaded);
@@ -1601,7 +1660,8 @@ static bool host2_state_in_paused(const char *name)
  * moment its state came in), its commands and its egress channel work as
  * any clone's. Until taken it is no VM but memory placement leaves to it:
  * D's host_info counts what D reckons it holds (its QEMU and its loaded
- * state), E's at least a spare's QEMU.
+ * state), E's at least a spare's QEMU. A take that finds D's next spare
+ * mid-pour waits for it (spare_mid_pour).
  */
 static void test_spares(void **state)
 {
@@ -1655,6 +1715,7 @@ static void test_spares(void **state)
 	check(drv->vm_destroy(ctx_e, name), "vm_destroy a spare's clone");
 	made[9] = NULL;
 	assert_int_equal(vm_state(ctx_d, name), SAAS_VM_ABSENT);
+	spare_mid_pour(&spec);
 }
 
 /* The stems (aas-tpl-KEY-GEN) of host 2's template volumes with this suffix, one a line, in out. */

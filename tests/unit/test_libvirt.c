@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <libvirt/virterror.h>
 
 #include "transport/control.h"
 #include "transport/egress_mux.h"
@@ -2126,6 +2127,110 @@ static void test_snapshot_left(void **state)
 	saas_test_rmdir(top);
 }
 
+static void no_virt_errors(void *userdata, virErrorPtr e)
+{
+	(void)userdata;
+	(void)e;
+}
+
+/* A volume of libvirt's test driver's pool, backed onto below (a path) or nothing. */
+static void test_vol(virStoragePoolPtr pool, const char *name, const char *below)
+{
+	char xml[1024];
+	virStorageVolPtr v;
+
+	snprintf(xml, sizeof(xml), "<volume><name>%s</name><capacity unit='MiB'>1</capacity><target><format "
+	         "type='qcow2'/></target>%s%s%s</volume>", name, below ? "<backingStore><path>" : "", below ? below : "",
+	         below ? "</path><format type='qcow2'/></backingStore>" : "");
+	assert_non_null(v = virStorageVolCreateXML(pool, xml, 0));
+	virStorageVolFree(v);
+}
+
+/* Volumes names[0..], each backed onto the one before it (the first onto below, a name or NULL); NULL ends. */
+static void test_chain(virStoragePoolPtr pool, const char *below, const char *const *names)
+{
+	char path[256];
+
+	for (size_t i = 0; names[i]; i++) {
+		if (below)
+			snprintf(path, sizeof(path), "/default-pool/%s", below);
+		test_vol(pool, names[i], below ? path : NULL);
+		below = names[i];
+	}
+}
+
+static bool test_vol_there(virStoragePoolPtr pool, const char *name)
+{
+	virStorageVolPtr v = virStorageVolLookupByName(pool, name);
+
+	if (v)
+		virStorageVolFree(v);
+	return v != NULL;
+}
+
+/*
+ * A VM host's destroyed VM whose disk backed onto a failed fork's frozen
+ * disks (aas-disk-…, not merged away): they go with it, down the chain, as
+ * long as nothing else uses them; the image's disk and a VM's NAME.qcow2
+ * never; one another volume backs onto, or one a snapshot of the pool may
+ * name (its description unreadable here: kept), stays. libvirt's test driver
+ * plays the host's pool (paths /default-pool/NAME).
+ */
+static void test_vmhost_chain_drop(void **state)
+{
+	static char uri[] = "test:///default", pool_name[] = "default-pool";
+	struct drv *d = calloc(1, sizeof(*d));
+	virStoragePoolPtr pool;
+
+	(void)state;
+	assert_non_null(d);
+	d->log = quiet_log;
+	d->uri = uri;
+	d->spool_name = pool_name;
+	pthread_mutex_init(&d->conn_mu, NULL);
+	virSetErrorFunc(NULL, no_virt_errors); /* "not found" is what the test looks for: not printed */
+	assert_non_null(d->conn = virConnectOpen("test:///default"));
+	assert_non_null(pool = d->spool = virStoragePoolLookupByName(d->conn, "default-pool"));
+
+	/* img <- a <- b <- top: top's destroy takes b and a, never the image's disk. */
+	test_chain(pool, NULL, (const char *const[]){ "img-x-disk", "aas-disk-snap-a-00000001.qcow2",
+	                                              "aas-disk-snap-b-00000002.qcow2", "aas-disk-snap-c-00000003.qcow2",
+	                                              NULL });
+	saas__lv_vmhost_disk_drop(d, "/default-pool/aas-disk-snap-c-00000003.qcow2");
+	for (const char *const *n = (const char *const[]){ "aas-disk-snap-c-00000003.qcow2", "aas-disk-snap-b-00000002.qcow2",
+	                                                   "aas-disk-snap-a-00000001.qcow2", NULL }; *n; n++)
+		assert_false(test_vol_there(pool, *n));
+	assert_true(test_vol_there(pool, "img-x-disk"));
+
+	/* A frozen disk another VM's overlay backs onto stays; so does a VM's NAME.qcow2 under it. */
+	test_chain(pool, "img-x-disk", (const char *const[]){ "sbx-p.qcow2", "aas-disk-snap-d-00000004.qcow2",
+	                                                      "aas-disk-snap-e-00000005.qcow2", NULL });
+	test_chain(pool, "aas-disk-snap-d-00000004.qcow2", (const char *const[]){ "aas-disk-snap-f-00000006.qcow2", NULL });
+	saas__lv_vmhost_disk_drop(d, "/default-pool/aas-disk-snap-e-00000005.qcow2");
+	assert_false(test_vol_there(pool, "aas-disk-snap-e-00000005.qcow2"));
+	assert_true(test_vol_there(pool, "aas-disk-snap-d-00000004.qcow2"));
+	/* The last user gone, d goes; sbx-p.qcow2 is the VM's own, which its destroy deletes by name. */
+	saas__lv_vmhost_disk_drop(d, "/default-pool/aas-disk-snap-f-00000006.qcow2");
+	assert_false(test_vol_there(pool, "aas-disk-snap-d-00000004.qcow2"));
+	assert_true(test_vol_there(pool, "sbx-p.qcow2"));
+
+	/* A pool with a complete snapshot whose description cannot be read keeps every frozen disk. */
+	test_vol(pool, "aas-snap-snap-g.ready", NULL);
+	test_vol(pool, "aas-snap-snap-g.json", NULL);
+	test_chain(pool, "img-x-disk", (const char *const[]){ "aas-disk-snap-h-00000008.qcow2",
+	                                                      "aas-disk-snap-i-00000009.qcow2", NULL });
+	saas__lv_vmhost_disk_drop(d, "/default-pool/aas-disk-snap-i-00000009.qcow2");
+	assert_false(test_vol_there(pool, "aas-disk-snap-i-00000009.qcow2"));
+	assert_true(test_vol_there(pool, "aas-disk-snap-h-00000008.qcow2"));
+	/* Nothing below: nothing more done. */
+	saas__lv_vmhost_chain_drop(d, NULL, "nothing");
+
+	virStoragePoolFree(pool);
+	virConnectClose(d->conn);
+	pthread_mutex_destroy(&d->conn_mu);
+	free(d);
+}
+
 /*
  * A fork's RAM split cut short after its snapshot was renamed into place
  * (the split runs once the parent runs on; its "splitting" file marks it):
@@ -3809,6 +3914,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_json),
 		cmocka_unit_test(test_snapshot_old_format),
 		cmocka_unit_test(test_snapshot_left),
+		cmocka_unit_test(test_vmhost_chain_drop),
 		cmocka_unit_test(test_snapshot_unsplit),
 		cmocka_unit_test(test_snapshot_ram_pending),
 		cmocka_unit_test(test_stream_split),

@@ -684,17 +684,30 @@ void saas__lv_vmhost_disk_drop(struct drv *d, const char *path)
 {
 	const char *name = strrchr(path, '/') + 1;
 	virStorageVolPtr vol = saas__lv_vmhost_vol_lookup(d, name);
-	char *at = vol ? virStorageVolGetPath(vol) : NULL;
+	char *at = vol ? virStorageVolGetPath(vol) : NULL, *below = NULL;
 
 	/*
 	 * A domain's own top overlay (the pool's volume at that very path), never
 	 * a complete snapshot's disk: a pause ends the domain whose disk it
-	 * keeps, and a resume runs on a new one.
+	 * keeps, and a resume runs on a new one. What it backed onto goes after
+	 * it when nothing else uses it (a failed fork's frozen disk: normally it
+	 * is the image's or a template's disk, which stays).
 	 */
-	if (at && strcmp(at, path) == 0 && virStorageVolDelete(vol, 0) < 0)
-		saas__lv_log(d, SAAS_LOG_WARN, "the disk %s on VM host %s stays: %s", path, d->uri, virGetLastErrorMessage());
+	if (at && strcmp(at, path) == 0) {
+		if (saas__lv_vmhost_disk_base(d, name, &below) < 0)
+			below = NULL;
+		if (virStorageVolDelete(vol, 0) < 0) {
+			saas__lv_log(d, SAAS_LOG_WARN, "the disk %s on VM host %s stays: %s", path, d->uri,
+			             virGetLastErrorMessage());
+		} else {
+			char whose[512];
+			snprintf(whose, sizeof(whose), "the destroyed VM's disk %s", name);
+			saas__lv_vmhost_chain_drop(d, below, whose);
+		}
+	}
 	if (vol)
 		virStorageVolFree(vol);
+	free(below);
 	free(at);
 	saas__error_clear();
 }

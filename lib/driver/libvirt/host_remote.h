@@ -152,6 +152,19 @@ void saas__lv_vmhost_disk_drop(struct drv *d, const char *path);
  * does a forked VM, its overlay made by the fork.
  */
 #define DISK_PREFIX "aas-disk-"
+/*
+ * Once a disk that backed onto below is deleted (a destroyed VM's, a deleted
+ * snapshot's kept one): below deleted too when it is a DISK_PREFIX volume
+ * that no domain of the host names, no volume backs onto and no complete
+ * snapshot keeps, and so on down its chain (at most CHAIN_DROP_MAX deep),
+ * stopping at the first disk of another kind (an image's, a template's, a
+ * VM's NAME.qcow2) or one in use. What it finds there is a fork's frozen disk
+ * whose merge into the parent's new overlay failed: left under the parent
+ * while it runs, it is of use to nobody once the parent's disk goes. whose
+ * names the deleted disk for the log. below may be NULL: nothing is done.
+ */
+#define CHAIN_DROP_MAX 16
+void saas__lv_vmhost_chain_drop(struct drv *d, const char *below, const char *whose);
 
 int saas__lv_vmhost_snap_read(struct drv *d, const char *snap, struct saas__lv_snapshot *s, char **place);
 int saas__lv_vmhost_snap_delete(struct drv *d, const char *snap);

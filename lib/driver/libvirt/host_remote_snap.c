@@ -49,7 +49,9 @@
  * for as long as a volume backs onto it. The cost is a copy of what the guest
  * wrote on its disk into the parent and into each child, on the host, in
  * exchange for chains never deeper than a new VM's and no volume outliving
- * its snapshot.
+ * its snapshot. A fork whose merge failed leaves the frozen volume under the
+ * parent, which runs on over it: the parent's destroy (or the delete of a
+ * later pause's snapshot over it) takes it (saas__lv_vmhost_chain_drop).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -629,11 +631,55 @@ static void gone_later(struct drv *d, const char *snap)
 		             "stay (virsh vol-delete)", snap, d->uri);
 }
 
+static int domains_text(struct drv *d, char **all);
+
+void saas__lv_vmhost_chain_drop(struct drv *d, const char *below, const char *whose)
+{
+	size_t pre = strlen(DISK_PREFIX);
+	char *at = below ? strdup(below) : NULL, *doms = NULL;
+
+	for (int depth = 0; at && depth < CHAIN_DROP_MAX; depth++) {
+		const char *name = strrchr(at, '/') ? strrchr(at, '/') + 1 : at;
+		virStorageVolPtr v = NULL;
+		char *vpath = NULL, *next = NULL;
+		bool used;
+
+		/* Only the driver's own disks of snapshots and forks: never an image's or a template's, never a VM's NAME.qcow2. */
+		if (strncmp(name, DISK_PREFIX, pre) != 0 || !saas__lv_disk_volume_ok(name) ||
+		    !(v = saas__lv_vmhost_vol_lookup(d, name)))
+			break;
+		vpath = virStorageVolGetPath(v);
+		virStorageVolFree(v);
+		/* Read once, and only here: a disk some VM of the host runs on (or over) is in its domain's description. */
+		if (!doms && domains_text(d, &doms) < 0)
+			break;
+		used = !vpath || strcmp(vpath, at) != 0 || strstr(doms, at) || saas__lv_vmhost_vol_backs(d, at) ||
+		       saas__lv_vmhost_disk_kept(d, name);
+		free(vpath);
+		if (used) {
+			saas__lv_log(d, SAAS_LOG_DEBUG, "disk volume %s on VM host %s (under %s) stays: a VM, a volume or a "
+			             "snapshot uses it", name, d->uri, whose);
+			break;
+		}
+		/* What it backs onto, read before it goes: the next to look at. */
+		if (saas__lv_vmhost_disk_base(d, name, &next) < 0)
+			next = NULL;
+		saas__lv_log(d, SAAS_LOG_INFO, "disk volume %s on VM host %s, left under %s by a fork whose merge failed and "
+		             "used by nothing else, deleted with it", name, d->uri, whose);
+		saas__lv_vmhost_vol_delete(d, name);
+		free(at);
+		at = next;
+	}
+	free(at);
+	free(doms);
+	saas__error_clear();
+}
+
 /* Snapshot snap's kept disk volume name deleted, unless a volume of the pool backs onto it (then said). */
 static void kept_disk_delete(struct drv *d, const char *snap, const char *name)
 {
 	virStorageVolPtr v;
-	char *path;
+	char *path, *below = NULL, whose[SNAP_STEM_MAX + 64];
 
 	/* Every volume's header read again: a merge rewrote the backing file a resume's overlay names. */
 	if (pool_refresh(d) < 0)
@@ -645,12 +691,19 @@ static void kept_disk_delete(struct drv *d, const char *snap, const char *name)
 		virStorageVolFree(v);
 	if (!v)
 		return;
-	if (!path || saas__lv_vmhost_vol_backs(d, path))
+	if (!path || saas__lv_vmhost_vol_backs(d, path)) {
 		saas__lv_log(d, SAAS_LOG_WARN, "snapshot %s deleted, but its disk volume %s on VM host %s stays: a volume "
 		             "backs onto it", snap, name, d->uri);
-	else
+	} else {
+		/* What it backs onto goes after it if nothing else uses it (a failed fork's frozen disk). */
+		if (saas__lv_vmhost_disk_base(d, name, &below) < 0)
+			below = NULL;
 		saas__lv_vmhost_vol_delete(d, name);
+		snprintf(whose, sizeof(whose), "snapshot %s's disk %s", snap, name);
+		saas__lv_vmhost_chain_drop(d, below, whose);
+	}
 	saas__error_clear();
+	free(below);
 	free(path);
 }
 

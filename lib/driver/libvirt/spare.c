@@ -17,7 +17,9 @@
  * template cannot carry, and a first `1+1` paid for it. A create
  * without a network of its own takes one (lv_take: the spare's name becomes
  * the sandbox id) and finishes it (saas__lv_spare_create: the state in unless
- * it is, the guest let run, the fix-ups, the session).
+ * it is, the guest let run, the fix-ups, the session). One that finds none
+ * ready but one being made waits for it while it is due (lv_take says how
+ * long), rather than making the same clone beside it.
  *
  * How many (spare_policy.c): spares=auto, the default, keeps as many as the
  * creates lately asked for want (the largest burst of the last ten minutes,
@@ -506,6 +508,7 @@ static void *spare_main(void *arg)
 				}
 				spare_unlink_locked(d, s);
 			}
+			pthread_cond_broadcast(&d->spare.cond); /* a create waiting for it (lv_take) looks again */
 			pthread_mutex_unlock(&d->mu);
 			saas__error_clear();
 			spare_free(d, s); /* NULL when it is ready */
@@ -592,10 +595,31 @@ static bool spare_fits(const struct spare *s, const saas_vm_spec *spec)
 	       s->spec.memory_mb == spec->memory_mb && s->spec.disk_gb == spec->disk_gb;
 }
 
+/*
+ * The spare a create of spec may take now (READY), or else the one of its
+ * shape furthest on in its make (*making). Under d->mu.
+ */
+static struct spare *spare_find_locked(struct drv *d, const saas_vm_spec *spec, struct spare **making)
+{
+	struct spare *s;
+
+	*making = NULL;
+	for (s = d->spare.list; s; s = s->next) {
+		if (s->state == SPARE_READY && spare_fits(s, spec) && spare_current_locked(d, s))
+			break;
+		if (s->state == SPARE_MAKING && !s->cancelled && spare_fits(s, spec) &&
+		    (!*making || s->begun_ms < (*making)->begun_ms))
+			*making = s;
+	}
+	return s;
+}
+
 int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 {
 	struct drv *d = ctx;
 	struct spare *s, *making = NULL;
+	int64_t t0 = saas__now_ms(), until = 0;
+	char waited[SAAS_ID_MAX + 1] = "";
 
 	if (spec->network || size <= strlen("sbx-") + 20)
 		return 0;
@@ -603,23 +627,37 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 	/* Every create that could take one is a demand the plan counts, whether one is ready or not. */
 	if (d->spare.nasks == SPARE_ASKS_MAX)
 		memmove(d->spare.asks, d->spare.asks + 1, sizeof(d->spare.asks[0]) * --d->spare.nasks);
-	d->spare.asks[d->spare.nasks++] = saas__now_ms();
+	d->spare.asks[d->spare.nasks++] = t0;
 	pthread_cond_broadcast(&d->spare.cond); /* a replacement, or more for a burst, now if the plan says so */
-	for (s = d->spare.list; s; s = s->next) {
-		if (s->state == SPARE_READY && spare_fits(s, spec) && spare_current_locked(d, s))
-			break;
-		if (s->state == SPARE_MAKING && !s->cancelled && spare_fits(s, spec) &&
-		    (!making || s->begun_ms < making->begun_ms))
-			making = s;
-	}
 	/*
-	 * Said so that whether such a create had better wait for it (it is
-	 * further on than the create's own make would be) can be measured:
-	 * the spare's own line says when it was ready.
+	 * None ready, one being made: it is further on than this create's own
+	 * clone would be, which does the same work from its start (the domain,
+	 * and a loaded clone's state: on a VM host the longest part, poured in
+	 * over the network), on the same CPUs beside it. So the create waits for
+	 * it, while it is due: until its make's usual time (d->spare.make_ms, a
+	 * moving mean) and a quarter more from its start, never longer than that
+	 * time from now (what the create's own clone would take). One late past
+	 * that, or undone meanwhile, leaves the create to make its own.
 	 */
-	if (!s && making)
-		saas__lv_log(d, SAAS_LOG_INFO, "a create of %s finds no VM started ahead ready: %s is being made, %lld ms in",
-		             spec->image, making->name, (long long)(saas__now_ms() - making->begun_ms));
+	while (!(s = spare_find_locked(d, spec, &making)) && making && !closing(d)) {
+		int64_t now = saas__now_ms();
+		struct timespec ts;
+
+		if (!until) {
+			until = making->begun_ms + d->spare.make_ms + d->spare.make_ms / 4;
+			if (until > now + d->spare.make_ms)
+				until = now + d->spare.make_ms;
+			saas__strlcpy(waited, making->name, sizeof(waited));
+			saas__lv_log(d, SAAS_LOG_INFO, "a create of %s finds no VM started ahead ready: %s is being made, %lld ms "
+			             "in; waiting for it up to %lld ms (a make takes ~%u ms)", spec->image, making->name,
+			             (long long)(now - making->begun_ms), (long long)(until > now ? until - now : 0),
+			             d->spare.make_ms);
+		}
+		if (now >= until)
+			break;
+		saas__deadline(&ts, CLOCK_MONOTONIC, until - now);
+		pthread_cond_timedwait(&d->spare.cond, &d->mu, &ts);
+	}
 	if (s) {
 		s->state = SPARE_TAKEN;
 		saas__strlcpy(name, s->name, size);
@@ -627,6 +665,10 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 		d->spare.hold_until_ms = saas__now_ms() + SPARE_HOLD_MS;
 	}
 	pthread_mutex_unlock(&d->mu);
+	if (waited[0])
+		saas__lv_log(d, SAAS_LOG_INFO, "a create of %s %s after %lld ms of waiting", spec->image,
+		             s ? (strcmp(name, waited) == 0 ? "takes the VM it waited for" : "takes another VM started ahead")
+		               : "makes its own VM: none started ahead was ready", (long long)(saas__now_ms() - t0));
 	return s != NULL;
 }
 
