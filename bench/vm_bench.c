@@ -1182,11 +1182,15 @@ static int spares_main(const char *dir, char **images, int n, int kind)
 				run_child(labels[kind][mode], phase_spares, images, per << 6 | kind << 4 | mode << 3 | i, dir);
 	load_now(res->load[1], sizeof(res->load[1]));
 	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
-	if (kind == KIND_WARM) {
-		printf("| clone started ahead (%d rounds of %d each way, alternating, %.1f s apart) | its guest ran once "
-		       "before the create (`spare_warm=on`) | its guest first runs at the create (`spare_warm=off`) "
-		       "|\n|---|---|---|\n",
-		       rounds, per, SPARE_GAP_MS / 1000.0);
+	if (kind != KIND_SPARES) {
+		bool warm = kind == KIND_WARM;
+		const char *better = warm ? "warmed" : "over the port";
+		printf("| clone started ahead (%d rounds of %d each way, alternating, %.1f s apart) | %s | %s |\n|---|---|---|\n",
+		       rounds, per, SPARE_GAP_MS / 1000.0,
+		       warm ? "its guest ran once before the create (`spare_warm=on`)"
+		            : "commands over the control port, no login (`control_exec=on`)",
+		       warm ? "its guest first runs at the create (`spare_warm=off`)"
+		            : "the create waits for the SSH login, commands over SSH (`control_exec=off`)");
 		for (int i = 0; i < n; i++) {
 			double p[2][4];
 			for (int mode = 0; mode < 2; mode++) {
@@ -1195,34 +1199,12 @@ static int spares_main(const char *dir, char **images, int n, int kind)
 				p[mode][2] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.5);
 				p[mode][3] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.95);
 			}
-			printf("| `%s`: create -> first `true` | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; warmed "
-			       "%.2fx at p50 |\n",
-			       images[i], p[0][0], p[0][1], p[1][0], p[1][1], p[0][0] / p[1][0]);
-			printf("| `%s`: the next `true` | p50 %.1f ms, p95 %.1f ms | p50 %.1f ms, p95 %.1f ms; warmed %.2fx at "
+			printf("| `%s`: create -> first `true` | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; %s %.2fx at "
 			       "p50 |\n",
-			       images[i], p[0][2], p[0][3], p[1][2], p[1][3], p[0][2] / p[1][2]);
-		}
-		return 0;
-	}
-	if (kind == KIND_FIRST) {
-		printf("| clone started ahead (%d rounds of %d each way, alternating, %.1f s apart) | commands over the control "
-		       "port, no login (`control_exec=on`) | the create waits for the SSH login, commands over SSH "
-		       "(`control_exec=off`) |\n|---|---|---|\n",
-		       rounds, per, SPARE_GAP_MS / 1000.0);
-		for (int i = 0; i < n; i++) {
-			double p[2][4];
-			for (int mode = 0; mode < 2; mode++) {
-				p[mode][0] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.5);
-				p[mode][1] = pct(res->sp_t[mode][i], res->sp_n[mode][i], 0.95);
-				p[mode][2] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.5);
-				p[mode][3] = pct(res->sp_next[mode][i], res->sp_n[mode][i], 0.95);
-			}
-			printf("| `%s`: create -> first `true` | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; over the "
-			       "port %.2fx at p50 |\n",
-			       images[i], p[0][0], p[0][1], p[1][0], p[1][1], p[0][0] / p[1][0]);
-			printf("| `%s`: the next `true` | p50 %.1f ms, p95 %.1f ms | p50 %.1f ms, p95 %.1f ms; over the port "
-			       "%.2fx at p50 |\n",
-			       images[i], p[0][2], p[0][3], p[1][2], p[1][3], p[0][2] / p[1][2]);
+			       images[i], p[0][0], p[0][1], p[1][0], p[1][1], better, p[0][0] / p[1][0]);
+			printf("| `%s`: the next `true` | p50 %.1f ms, p95 %.1f ms | p50 %.1f ms, p95 %.1f ms; %s %.2fx at p50 "
+			       "|\n",
+			       images[i], p[0][2], p[0][3], p[1][2], p[1][3], better, p[0][2] / p[1][2]);
 		}
 		return 0;
 	}

@@ -227,15 +227,6 @@ out:
  * (fix-ups, and the session when waited for), from t0; budget counts from t0
  * too.
  */
-static int discard_output(void *ud, int stream, const void *data, size_t len)
-{
-	(void)ud;
-	(void)stream;
-	(void)data;
-	(void)len;
-	return 0;
-}
-
 int saas__lv_clone_warm(struct launch *l, const struct timespec *t0, int64_t budget_ms)
 {
 	struct drv *d = l->d;
@@ -260,7 +251,7 @@ int saas__lv_clone_warm(struct launch *l, const struct timespec *t0, int64_t bud
 		req.command = "true"; /* a plain command: the helper's `run`, no shell (exec_plain.c) */
 		req.cwd = "/";
 		req.timeout_ms = CONTROL_TIMEOUT_MS;
-		req.output = discard_output;
+		req.output = saas__lv_discard_output;
 		req.cancel = &d->closing;
 		rc = saas__ctl_exec(&ctl, saas__lv_ctl_way(&w, d, l->spec->name, l->dir), &serves, &execs, &req, &status);
 		saas__ctl_close(ctl);
