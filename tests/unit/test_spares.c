@@ -220,7 +220,8 @@ static void test_makers_and_budget(void **state)
 	assert_int_equal(saas__lv_spare_makers(64), SPARE_MAKERS_MAX);
 	assert_int_equal(saas__lv_spare_budget_auto(0), 256); /* the host's size unknown */
 	assert_int_equal(saas__lv_spare_budget_auto(2048), 256);
-	assert_int_equal(saas__lv_spare_budget_auto(24 * 1024), 1536);
+	assert_int_equal(saas__lv_spare_budget_auto(4096), 512);
+	assert_int_equal(saas__lv_spare_budget_auto(24 * 1024), 3072);
 	assert_int_equal(saas__lv_spare_budget_auto(1024 * 1024), 4096);
 }
 

@@ -25,8 +25,9 @@
  * creates lately asked for want (the largest burst of the last ten minutes,
  * what a stream of creates uses up while one is made), at least one, at most
  * SPARES_AUTO_MAX; spares=N keeps N (0: none). Either way never more than the
- * memory budget holds (spare_memory_mb, auto: a sixteenth of the host's
- * memory within [256 MiB, 4 GiB], at SPARE_COST_MIB a spare) nor what the
+ * memory budget holds (spare_memory_mb, auto: an eighth of the host's
+ * memory within [256 MiB, 4 GiB], at SPARE_COST_MIB a spare and
+ * SPARE_WARM_MIB more a warmed one) nor what the
  * host's available memory over min_free_memory_mb holds; spares over the
  * count (a burst forgotten, the host short) are destroyed. They go to the
  * templates creates asked for since the driver opened: each has one before
@@ -195,6 +196,23 @@ static uint64_t spare_resident_mib(virDomainPtr dom)
 }
 
 /*
+ * Does a create wait for a spare being made (saas__lv_take)? Then it is a
+ * burst, or a stream faster than the makes, and the spare goes to that
+ * create at once: a warm-up (its guest's, its code server's) would hold the
+ * create for what its own first steps do anyway, on the same CPUs, and do
+ * the fix-ups twice. Running the guest ahead only pays when nobody waits.
+ */
+static bool spare_awaited(struct drv *d)
+{
+	bool awaited;
+
+	pthread_mutex_lock(&d->mu);
+	awaited = d->spare.waiting > 0;
+	pthread_mutex_unlock(&d->mu);
+	return awaited;
+}
+
+/*
  * Make one spare of template t's shape. Called without d->mu; s is already
  * listed as SPARE_MAKING, so a destroy of its name meanwhile marks it
  * cancelled instead of touching it. Returns SAAS_OK with s ready, or an error
@@ -275,9 +293,10 @@ static int spare_make(struct drv *d, struct spare *s)
 	 * which under TCG translates each guest code path the first time it
 	 * runs.
 	 */
-	if (rc == SAAS_OK && (rc = d->spare_warm ? saas__lv_clone_warm(&s->l, &t0, d->boot_timeout_ms) : 0) >= 0) {
+	if (rc == SAAS_OK && !spare_awaited(d) &&
+	    (rc = d->spare_warm ? saas__lv_clone_warm(&s->l, &t0, d->boot_timeout_ms) : 0) >= 0) {
 		bool warm = rc > 0;
-		if ((rc = saas__lv_spare_code_warm(&s->l, &t0, d->boot_timeout_ms)) > 0)
+		if ((rc = spare_awaited(d) ? 0 : saas__lv_spare_code_warm(&s->l, &t0, d->boot_timeout_ms)) > 0)
 			warm = s->code_warm = true;
 		if (warm && rc >= 0) {
 			s->warm_ms = saas__ms_since(&t0) - s->at[2];
@@ -549,7 +568,7 @@ int saas__lv_spares_start(struct drv *d)
 	if (!d->spare.ceiling || !d->templates || !d->host->spares)
 		return SAAS_OK;
 	if (!d->spare.budget_mib) {
-		/* A sixteenth of the memory of the host they run on: a VM host's as its libvirtd says, if it answers. */
+		/* An eighth of the memory of the host they run on: a VM host's as its libvirtd says, if it answers. */
 		uint64_t mib = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page >> 20 : 0;
 		virNodeInfo info;
 		if (!d->host->local_memory && d->host->check(d) == SAAS_OK &&
@@ -656,7 +675,9 @@ int saas__lv_take(void *ctx, const saas_vm_spec *spec, char *name, size_t size)
 		if (now >= until)
 			break;
 		saas__deadline(&ts, CLOCK_MONOTONIC, until - now);
+		d->spare.waiting++;
 		pthread_cond_timedwait(&d->spare.cond, &d->mu, &ts);
+		d->spare.waiting--;
 	}
 	if (s) {
 		s->state = SPARE_TAKEN;

@@ -30,6 +30,7 @@ struct saas__lv_spares {
 	uint64_t loaded_mib;             /* the state the last spare loaded ahead held (spare.c), 0: none loaded */
 	uint64_t warm_mib;               /* SPARE_WARM_MIB when the last spare made was warmed, 0: not */
 	unsigned int target;             /* the plan's last target (logged when it changes) */
+	unsigned int waiting;            /* creates waiting in vm_take for a spare being made: none is warmed meanwhile */
 	int64_t asks[SPARE_ASKS_MAX];    /* when creates asked for a spare (vm_take), oldest first */
 	size_t nasks;
 	pthread_t threads[SPARE_MAKERS_MAX]; /* makers: one spare each at a time */

@@ -84,7 +84,7 @@ unsigned int saas__lv_spare_makers(long cores)
 
 uint64_t saas__lv_spare_budget_auto(uint64_t total_mib)
 {
-	uint64_t b = total_mib / 16;
+	uint64_t b = total_mib / 8;
 
 	return b < 256 ? 256 : b > 4096 ? 4096 : b;
 }

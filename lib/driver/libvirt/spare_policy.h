@@ -52,6 +52,10 @@ void saas__lv_spare_plan(struct saas__lv_spare_plan *out, const struct saas__lv_
 #define SPARE_MAKERS_MAX 4
 unsigned int saas__lv_spare_makers(long cores);
 
-/* spare_memory_mb=auto: a sixteenth of the host's memory, within [256 MiB, 4 GiB]. */
+/*
+ * spare_memory_mb=auto: an eighth of the host's memory, within [256 MiB,
+ * 4 GiB]: on 24 GiB, 24 warmed spares (SPARE_COST_MIB + SPARE_WARM_MIB
+ * each), a burst of 20 and room for a stream's.
+ */
 uint64_t saas__lv_spare_budget_auto(uint64_t total_mib);
 #endif
