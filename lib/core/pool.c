@@ -256,15 +256,6 @@ static void creating_clear_locked(struct saas__pools *p, struct pool *pl)
 	pthread_cond_broadcast(&p->cond);
 }
 
-static int warm_output(void *ud, int stream, const void *data, size_t len)
-{
-	(void)ud;
-	(void)stream;
-	(void)data;
-	(void)len;
-	return 0;
-}
-
 /*
  * A pooled VM runs its first commands, as the sandbox's user, before it is
  * offered: the first command of whoever claims it then costs what any later
@@ -288,7 +279,7 @@ static int pool_warm(saas_engine *e, void *ctx, const char *name)
 		req.command = commands[i];
 		req.cwd = SAAS_WORKSPACE;
 		req.timeout_ms = POOL_WARM_TIMEOUT_MS;
-		req.output = warm_output;
+		req.output = saas__output_discard;
 		req.cancel = &e->cancel;
 		if ((rc = e->driver->exec(ctx, name, &req, &exit_code)) < 0)
 			return saas__error_wrap(rc, "its first commands");

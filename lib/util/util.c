@@ -128,6 +128,15 @@ char *saas__strdup(const char *s)
 	return p;
 }
 
+int saas__output_discard(void *ud, int stream, const void *data, size_t len)
+{
+	(void)ud;
+	(void)stream;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
 bool saas__valid_text(const char *s, size_t max)
 {
 	size_t n = 0;

@@ -64,6 +64,13 @@ bool saas__valid_text(const char *s, size_t max);
 /* Is `s` (len bytes) well-formed UTF-8 (no overlongs, no surrogates)? */
 bool saas__valid_utf8(const char *s, size_t len);
 
+/*
+ * A command's output sink (saas_output_fn's shape) that drops it: for a command
+ * run for its effect, whose output nobody reads (the pools' and the libvirt
+ * driver's warming commands). Always 0.
+ */
+int saas__output_discard(void *ud, int stream, const void *data, size_t len);
+
 /* A growable byte buffer, always NUL-terminated. */
 typedef struct {
 	char *data;

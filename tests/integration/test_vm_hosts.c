@@ -343,7 +343,7 @@ static void *open_ctx(const char *name, int host, const char *images, const char
 static int group_setup(void **state)
 {
 	const char *images, *dir;
-	char key[2400];
+	char key[2400], owner[16];
 
 	(void)state;
 	if (geteuid() != 0) {
@@ -355,12 +355,13 @@ static int group_setup(void **state)
 	snprintf(state_dir, sizeof(state_dir), "%s", dir);
 	snprintf(top, sizeof(top), "%s.d", dir);
 	vmtest_state_parent_traversable(state_dir);
-	if (sh("rm -rf '%s' && mkdir -p '%s'", state_dir, state_dir) != 0)
-		return -1;
-	if (vmtest_world_up(state_dir) < 0) {
-		fprintf(stderr, "the test internet did not come up (dnsmasq, ip netns)\n");
-		return -1;
-	}
+	/*
+	 * The hosts are this process's (vm-hosts records it): a run cut short
+	 * left hosts that the next clears; another run still going keeps its own,
+	 * and this one stops here, before its state directory (the same) goes.
+	 */
+	snprintf(owner, sizeof(owner), "%d", (int)getpid());
+	setenv("AAS_HOSTS_OWNER", owner, 1);
 	for (int n = 1; n <= 2; n++) {
 		FILE *p;
 		char cmd[4400];
@@ -371,6 +372,12 @@ static int group_setup(void **state)
 			return -1;
 		pclose(p);
 		addr[n][strcspn(addr[n], "\n")] = '\0';
+	}
+	if (sh("rm -rf '%s' && mkdir -p '%s'", state_dir, state_dir) != 0)
+		return -1;
+	if (vmtest_world_up(state_dir) < 0) {
+		fprintf(stderr, "the test internet did not come up (dnsmasq, ip netns)\n");
+		return -1;
 	}
 	/* The cluster's key pair, which every server of it is given. */
 	snprintf(key, sizeof(key), "%s/cluster_key", state_dir);

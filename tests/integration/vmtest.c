@@ -36,6 +36,16 @@ int vmtest_env(const char **images, const char **state)
 		fprintf(stderr, "SAAS_TEST_IMAGES and SAAS_TEST_STATE must be set (ctest sets them)\n");
 		return -1;
 	}
+	/*
+	 * What this test inherited beyond stdin, stdout and stderr goes to
+	 * nothing it starts: a daemon (a libvirtd of vm-hosts, the test
+	 * internet's dnsmasq) would hold it for as long as it lives, a lock its
+	 * caller holds (flock FILE ctest ...) long after the test.
+	 */
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+		fprintf(stderr, "close_range: %s\n", strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 

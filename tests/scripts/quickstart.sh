@@ -21,6 +21,8 @@
 #
 # usage: quickstart.sh SOURCE_DIR BUILD_DIR AAS_SERVER_FAKE
 set -euo pipefail
+# The servers get stdin, stdout and stderr only (tests/fds.sh).
+. "$(dirname "$0")/../fds.sh"
 src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
 fake=$3

@@ -56,6 +56,8 @@
 #include "driver/libvirt/memfile.h"
 #include "driver/libvirt/migstream.h"
 #include "driver/libvirt/snapshot.h"
+#include "driver/libvirt/spare_item.h"
+#include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
 #include "driver/libvirt/vmfs.h"
 #include "testutil.h"
@@ -2392,6 +2394,25 @@ static void test_snapshot_ram_pending(void **state)
 }
 
 /*
+ * An image "tiny" of manifest under a fresh directory (returned; images and
+ * img get TOP/images and TOP/images/tiny): its kernel, and its initrd of mode
+ * initrd_mode.
+ */
+static char *tiny_image(char *images, size_t ilen, char *img, size_t glen, mode_t initrd_mode, const char *manifest)
+{
+	char *top;
+
+	assert_non_null(top = saas_test_tmpdir());
+	snprintf(images, ilen, "%s/images", top);
+	snprintf(img, glen, "%s/tiny", images);
+	assert_int_equal(saas__mkdir_p(img, 0755), 0);
+	write_text(img, "vmlinuz", "kernel", 0644);
+	write_text(img, "initrd.img", "initrd", initrd_mode);
+	write_text(img, "manifest.json", manifest, 0644);
+	return top;
+}
+
+/*
  * Images confined QEMUs cannot reach are staged under STATE/libvirt/images,
  * 0644 files in 0711 directories: a file readable by all is linked, one that
  * is not is copied (its private mode left alone); a rebuild is staged anew;
@@ -2409,13 +2430,7 @@ static void test_images_staged(void **state)
 	                       "\"recipe_hash\": \"r1\"}";
 
 	(void)state;
-	assert_non_null(top = saas_test_tmpdir());
-	snprintf(images, sizeof(images), "%s/images", top);
-	snprintf(img, sizeof(img), "%s/tiny", images);
-	assert_int_equal(saas__mkdir_p(img, 0755), 0);
-	write_text(img, "vmlinuz", "kernel", 0644);
-	write_text(img, "initrd.img", "initrd", 0600);
-	write_text(img, "manifest.json", manifest, 0644);
+	top = tiny_image(images, sizeof(images), img, sizeof(img), 0600, manifest);
 	{
 		const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", path, "16M", NULL };
 		snprintf(path, sizeof(path), "%s/disk.qcow2", img);
@@ -2499,6 +2514,181 @@ static void test_images_staged(void **state)
 		saas__lv_image_free(d.old_imgs);
 		d.old_imgs = next;
 	}
+	saas_test_rmdir(top);
+}
+
+/* ---- a create and a spare being made (spare.c) ------------------------------------------------ */
+
+/* One create's take on its own thread, and what the test sees of it. */
+struct take_watch {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool waiting, done; /* its log said it waits for a spare being made; it came back */
+	int taken;
+	struct drv *d;
+	const saas_vm_spec *spec;
+	pthread_t thread;
+	char name[SAAS_ID_MAX + 1];
+};
+
+static void take_log(void *userdata, int level, const char *msg)
+{
+	struct take_watch *w = userdata;
+
+	(void)level;
+	print_message("  driver: %s\n", msg);
+	if (strstr(msg, " is being made, ")) {
+		pthread_mutex_lock(&w->mu);
+		w->waiting = true;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->mu);
+	}
+}
+
+static void *take_main(void *arg)
+{
+	struct take_watch *w = arg;
+	int taken = saas__lv_take(w->d, w->spec, w->name, sizeof(w->name));
+
+	pthread_mutex_lock(&w->mu);
+	w->taken = taken;
+	w->done = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* A take started on its thread; true once it waits for a spare being made, false if it came back first. */
+static bool take_waits(struct take_watch *w)
+{
+	bool waiting;
+
+	w->waiting = w->done = false;
+	w->taken = -1;
+	w->name[0] = '\0';
+	assert_int_equal(pthread_create(&w->thread, NULL, take_main, w), 0);
+	pthread_mutex_lock(&w->mu);
+	while (!w->waiting && !w->done)
+		pthread_cond_wait(&w->cond, &w->mu);
+	waiting = w->waiting;
+	pthread_mutex_unlock(&w->mu);
+	return waiting;
+}
+
+/* A spare of spec's shape (template key), being made since now, first in d's list. */
+static struct spare *spare_making(struct drv *d, const saas_vm_spec *spec, const char *key, const char *name)
+{
+	struct spare *s = calloc(1, sizeof(*s));
+
+	assert_non_null(s);
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	snprintf(s->key, sizeof(s->key), "%s", key);
+	snprintf(s->image, sizeof(s->image), "%s", spec->image);
+	s->spec = *spec;
+	s->state = SPARE_MAKING;
+	s->begun_ms = saas__now_ms();
+	s->next = d->spare.list;
+	d->spare.list = s;
+	return s;
+}
+
+/*
+ * A create that finds no spare ready, but one of its shape being made, waits
+ * for it rather than making its own beside it (saas__lv_take): made ready
+ * while the create waits, it is the one the create takes. The create is seen
+ * waiting (its log says so) before the spare is ready, so a take that did not
+ * wait would have come back with none: states, not times (the wait's bound,
+ * the make's usual time, is ten minutes here). One undone while a create
+ * waits for it (destroyed meanwhile) leaves the create to make its own, and
+ * is not waited for again; a create of another shape, or with a network of
+ * its own, waits for none.
+ */
+static void test_take_waits_for_spare_being_made(void **state)
+{
+	struct drv d;
+	struct image *im = NULL;
+	struct tmpl t;
+	struct spare *s, *undone;
+	struct take_watch w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .d = &d };
+	saas_vm_spec shape = { .image = "tiny", .vcpus = 1, .memory_mb = 512, .disk_gb = 1 }, other = shape;
+	saas_vm_network net = { SAAS_NET_ISOLATED, NULL, NULL };
+	char *top, images[4200], img[4300], name[SAAS_ID_MAX + 1];
+	static char pub[] = "ssh-ed25519 AAAA test";
+
+	(void)state;
+	top = tiny_image(images, sizeof(images), img, sizeof(img), 0644,
+	                 "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": \"ssh-ed25519 AAAA\", "
+	                 "\"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r1\"}");
+	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
+	d.dir = top;
+	d.images = images;
+	d.pub = pub;
+	d.log = take_log;
+	d.log_userdata = &w;
+	pthread_mutex_init(&d.mu, NULL);
+	assert_int_equal(saas__cond_init_monotonic(&d.spare.cond), 0);
+	d.spare.make_ms = 600000;
+	/* Its template, ready: a spare of it is current. */
+	memset(&t, 0, sizeof(t));
+	assert_int_equal(saas__lv_image_get(&d, "tiny", &im), SAAS_OK);
+	saas__lv_template_key(&d, &shape, im, t.key);
+	assert_int_not_equal(t.key[0], '\0');
+	t.state = TMPL_READY;
+	t.memfd = -1;
+	d.tmpls = &t;
+
+	/* Being made when the create comes, ready while it waits: taken by it. */
+	s = spare_making(&d, &shape, t.key, "sbx-spare000000000000001");
+	w.spec = &shape;
+	assert_true(take_waits(&w));
+	pthread_mutex_lock(&d.mu);
+	assert_int_equal(s->state, SPARE_MAKING); /* the create has not taken it: it waits */
+	s->state = SPARE_READY;
+	pthread_cond_broadcast(&d.spare.cond);
+	pthread_mutex_unlock(&d.mu);
+	assert_int_equal(pthread_join(w.thread, NULL), 0);
+	assert_int_equal(w.taken, 1);
+	assert_string_equal(w.name, s->name);
+	assert_int_equal(s->state, SPARE_TAKEN);
+
+	/* Undone while a create waits for it: the create makes its own. */
+	undone = spare_making(&d, &shape, t.key, "sbx-spare000000000000002");
+	assert_true(take_waits(&w));
+	pthread_mutex_lock(&d.mu);
+	undone->cancelled = true;
+	pthread_cond_broadcast(&d.spare.cond);
+	pthread_mutex_unlock(&d.mu);
+	assert_int_equal(pthread_join(w.thread, NULL), 0);
+	assert_int_equal(w.taken, 0);
+	assert_string_equal(w.name, "");
+	/* Nor is it waited for again, still listed as it is. */
+	assert_false(take_waits(&w));
+	assert_int_equal(pthread_join(w.thread, NULL), 0);
+	assert_int_equal(w.taken, 0);
+
+	/* One being made of another shape, or a create with a network of its own: no wait, none taken. */
+	undone->cancelled = false;
+	other.memory_mb = 1024;
+	w.spec = &other;
+	assert_false(take_waits(&w));
+	assert_int_equal(pthread_join(w.thread, NULL), 0);
+	assert_int_equal(w.taken, 0);
+	shape.network = &net;
+	assert_int_equal(saas__lv_take(&d, &shape, name, sizeof(name)), 0);
+	assert_int_equal(undone->state, SPARE_MAKING);
+
+	while ((s = d.spare.list)) {
+		d.spare.list = s->next;
+		free(s);
+	}
+	while (d.imgs) {
+		struct image *next = d.imgs->next;
+		saas__lv_image_free(d.imgs);
+		d.imgs = next;
+	}
+	pthread_cond_destroy(&d.spare.cond);
+	pthread_mutex_destroy(&d.mu);
 	saas_test_rmdir(top);
 }
 
@@ -3926,6 +4116,7 @@ int main(void)
 		cmocka_unit_test(test_uids_adoption),
 		cmocka_unit_test(test_uids_skip_running),
 		cmocka_unit_test(test_images_staged),
+		cmocka_unit_test(test_take_waits_for_spare_being_made),
 		cmocka_unit_test(test_vm_files_unprivileged),
 		cmocka_unit_test(test_guard_ruleset),
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),

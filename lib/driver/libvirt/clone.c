@@ -251,7 +251,7 @@ int saas__lv_clone_warm(struct launch *l, const struct timespec *t0, int64_t bud
 		req.command = "true"; /* a plain command: the helper's `run`, no shell (exec_plain.c) */
 		req.cwd = "/";
 		req.timeout_ms = CONTROL_TIMEOUT_MS;
-		req.output = saas__lv_discard_output;
+		req.output = saas__output_discard;
 		req.cancel = &d->closing;
 		rc = saas__ctl_exec(&ctl, saas__lv_ctl_way(&w, d, l->spec->name, l->dir), &serves, &execs, &req, &status);
 		saas__ctl_close(ctl);

@@ -54,7 +54,8 @@
  *   migstream.c   a fork's migration stream split: its RAM into the memfd
  *                 (migstream.h)
  *   template.c    templates: keys, the background builder, pruning (template.h)
- *   spare.c       clones' QEMUs started ahead for vm_take (launch.h)
+ *   spare.c       clones' QEMUs started ahead for vm_take (spare.h; one
+ *                 spare: spare_item.h)
  *   spare_policy.c  how many: a pure function of the creates lately asked
  *                 for and the memory budget (spare_policy.h)
  *   snapshot.c    snapshots of running VMs (fork, pause) and VMs restored

@@ -280,15 +280,6 @@ static int abandoned(struct drv *d)
 	return stopping(d) ? saas__error(SAAS_EIO, SAAS_ERRCLASS_DRIVER, 0, "the engine is stopping") : SAAS_OK;
 }
 
-int saas__lv_discard_output(void *ud, int stream, const void *data, size_t len)
-{
-	(void)ud;
-	(void)stream;
-	(void)data;
-	(void)len;
-	return 0;
-}
-
 /*
  * `: warm` over the template's control port (lib/transport/control_exec.c), so that a
  * clone's first command finds the helper's fork, the user's shell and its
@@ -307,7 +298,7 @@ void saas__lv_template_warm_port(struct drv *d, struct launch *l, const char *ke
 	req.command = ": warm";
 	req.cwd = "/";
 	req.timeout_ms = TEMPLATE_WARM_TIMEOUT_MS;
-	req.output = saas__lv_discard_output;
+	req.output = saas__output_discard;
 	req.cancel = d->stopping;
 	/* Worded without "failed": that word after "template" is the log's news of a template that did. */
 	if (saas__ctl_exec(&ctl, saas__lv_ctl_way(&w, d, l->spec->name, l->dir), &serves, &execs, &req, &status) < 0)

@@ -30,8 +30,6 @@ void saas__lv_template_break(struct drv *d, const char *key);
  * does, so that no template with a cold kernel is saved.
  */
 int saas__lv_template_code_wait(struct drv *d, saas__ssh *ssh, const struct image *im, const char *key);
-/* A warming command's output, which nobody reads (saas_driver_exec.output). */
-int saas__lv_discard_output(void *ud, int stream, const void *data, size_t len);
 /*
  * A spare of an image with a code server (template_code.c), its domain made
  * and paused: its state in (unless it is), the guest let run, `POST /warm`

@@ -2,6 +2,8 @@
 # free loopback port with its own state directory, talk to it with curl,
 # and clean up (the server, helpers we started, temp files) whatever happens.
 set -u
+# The servers and helpers a test starts get stdin, stdout and stderr only (tests/fds.sh).
+. "$(dirname "${BASH_SOURCE[0]}")/../../fds.sh"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/aas-server-test.XXXXXX")
 PIDS=()

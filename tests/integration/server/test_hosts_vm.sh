@@ -49,6 +49,8 @@ TOP="${STATE}/hosts"
 # Addresses of their own (vm-hosts names its namespaces after TOP, not its addresses): vm.hosts uses
 # 10.231, and a host address claimed twice on this machine would route one test's traffic to the other's.
 export AAS_HOSTS_NET=10.232
+# The hosts are this run's: a run cut short left hosts the next clears; one still going keeps its own.
+export AAS_HOSTS_OWNER=$$
 mkdir -p "$STATE"
 CLUSTER="e2e-$$"
 ssh-keygen -q -t ed25519 -N '' -f "${WORK}/cluster_key" -C "$CLUSTER" || { echo "ssh-keygen failed"; exit 1; }
