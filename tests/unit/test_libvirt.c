@@ -2598,7 +2598,9 @@ static struct spare *spare_making(struct drv *d, const saas_vm_spec *spec, const
  * while the create waits, it is the one the create takes. The create is seen
  * waiting (its log says so) before the spare is ready, so a take that did not
  * wait would have come back with none: states, not times (the wait's bound,
- * the make's usual time, is ten minutes here). One undone while a create
+ * the make's usual time, is ten minutes here). While it waits it is counted
+ * (d->spare.waiting), which keeps the makers from warming the spares they
+ * make meanwhile (spare_awaited). One undone while a create
  * waits for it (destroyed meanwhile) leaves the create to make its own, and
  * is not waited for again; a create of another shape, or with a network of
  * its own, waits for none.
@@ -2644,6 +2646,7 @@ static void test_take_waits_for_spare_being_made(void **state)
 	assert_true(take_waits(&w));
 	pthread_mutex_lock(&d.mu);
 	assert_int_equal(s->state, SPARE_MAKING); /* the create has not taken it: it waits */
+	assert_int_equal(d.spare.waiting, 1);     /* counted: its maker warms no spare meanwhile */
 	s->state = SPARE_READY;
 	pthread_cond_broadcast(&d.spare.cond);
 	pthread_mutex_unlock(&d.mu);
@@ -2651,6 +2654,7 @@ static void test_take_waits_for_spare_being_made(void **state)
 	assert_int_equal(w.taken, 1);
 	assert_string_equal(w.name, s->name);
 	assert_int_equal(s->state, SPARE_TAKEN);
+	assert_int_equal(d.spare.waiting, 0);
 
 	/* Undone while a create waits for it: the create makes its own. */
 	undone = spare_making(&d, &shape, t.key, "sbx-spare000000000000002");
