@@ -38,7 +38,10 @@
  * started one after another until MemAvailable falls under BENCH_KEEP_MIB
  * (default 3072: 2 GiB for the host and a margin), BENCH_DENSITY_MAX
  * (default 400) run, or one create -> `true` takes over BENCH_DENSITY_SLOW_S
- * (default 60: the CPUs ran out first); BENCH_DENSITY=0 leaves it out.
+ * (default 60: the CPUs ran out first); BENCH_DENSITY=0 leaves it out,
+ * BENCH_DENSITY=only runs it alone. Once the count stops, the idle clones'
+ * QEMUs' CPU time together and the host's busy time are taken over 60 s:
+ * what that many idle guests cost the cores.
  *
  * vm_bench --control STATE_DIR IMAGES_DIR: a clone's fix-ups over the
  * control port (control_port=on) against over SSH as root (control_port=off),
@@ -169,6 +172,7 @@ struct results {
 	bool cow_mapped[2];                      /* the engine built the template that way */
 	int dens_count;
 	long dens_rss, dens_pss, dens_avail0, dens_avail1; /* KiB */
+	double dens_qemu_cpu, dens_host_busy;              /* % of one core, all idle QEMUs; % of the host's cores */
 	char dens_stop[256], load[2][64];
 	/* --control: [0] control_port=on, [1] off; every create -> `true`, ms */
 	double ctl_t[2][CONTROL_SAMPLES];
@@ -371,15 +375,21 @@ static int qemu_of(const char *id, unsigned int *port)
 /* The clone engine's template for an image: the first create starts it; wait until it is ready. */
 static void template_warm(const char *image)
 {
-	saas_sandbox *sb = bench_create(cloned.client, image);
-	int want;
+	saas_sandbox *sb;
+	int want, clones;
 
 	pthread_mutex_lock(&log_mu);
+	clones = clones_made;
+	pthread_mutex_unlock(&log_mu);
+	sb = bench_create(cloned.client, image);
+	pthread_mutex_lock(&log_mu);
 	want = templates_ready + 1;
+	clones = clones_made - clones;
 	pthread_mutex_unlock(&log_mu);
 	saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
 	saas_sandbox_free(sb);
-	for (int i = 0; i < 1200; i++) {
+	/* A clone: the template was there already (an earlier engine's on the same state, as --adapt's rounds share). */
+	for (int i = 0; i < 1200 && !clones; i++) {
 		int ready, failed;
 		pthread_mutex_lock(&log_mu);
 		ready = templates_ready;
@@ -393,6 +403,8 @@ static void template_warm(const char *image)
 		}
 		usleep(500 * 1000);
 	}
+	if (clones)
+		return;
 	fprintf(stderr, "vm_bench: the %s template was not ready in 10 minutes\n", image);
 	exit(1);
 }
@@ -947,6 +959,64 @@ static void phase_cow(char **images, int mode, const char *dir)
 	engine_close(&cloned);
 }
 
+/* User + system clock ticks of a process so far; 0 when it is gone. */
+static unsigned long proc_ticks(int pid)
+{
+	char path[64];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	if (fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		ut = st = 0;
+	fclose(f);
+	return ut + st;
+}
+
+/* The host's busy and total clock ticks so far (/proc/stat's first line; iowait counts as idle). */
+static void host_ticks(unsigned long long *busy, unsigned long long *total)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+	                 &v[7]) != 8)
+		memset(v, 0, sizeof(v));
+	if (f)
+		fclose(f);
+	*total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+	*busy = *total - v[3] - v[4];
+}
+
+/*
+ * Over win_s seconds: the QEMUs of n idle sandboxes together (% of one
+ * core) and the whole host (% of all its cores busy, the engine included).
+ */
+static void idle_cpu_of(saas_sandbox **sb, int n, unsigned int win_s, double *qemu_cpu, double *host_busy)
+{
+	int *pid = calloc((size_t)n, sizeof(*pid));
+	unsigned long t0 = 0, t1 = 0;
+	unsigned long long b0, a0, b1, a1;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (!pid)
+		exit(1);
+	for (int i = 0; i < n; i++) {
+		pid[i] = qemu_of(sb[i]->id, NULL);
+		t0 += proc_ticks(pid[i]);
+	}
+	host_ticks(&b0, &a0);
+	sleep(win_s);
+	for (int i = 0; i < n; i++)
+		t1 += proc_ticks(pid[i]);
+	host_ticks(&b1, &a1);
+	*qemu_cpu = 100.0 * (double)(t1 - t0) / (double)hz / (double)win_s;
+	*host_busy = a1 > a0 ? 100.0 * (double)(b1 - b0) / (double)(a1 - a0) : 0;
+	free(pid);
+}
+
 /* Idle small clones, one after another, until the host has only keep_kib available (or max run). */
 static void phase_density(char **images, int max, const char *dir)
 {
@@ -1004,8 +1074,10 @@ static void phase_density(char **images, int max, const char *dir)
 		}
 	}
 	res->dens_count = n;
-	if (n > 0)
+	if (n > 0) {
 		idle_clones(sb, n, &res->dens_rss, &res->dens_pss, &(long){ 0 });
+		idle_cpu_of(sb, n, 60, &res->dens_qemu_cpu, &res->dens_host_busy);
+	}
 	res->dens_avail1 = meminfo_kib("MemAvailable:");
 	for (int i = 0; i < n; i++) {
 		saas_sandbox_destroy(NULL, cloned.client, sb[i]->id, 0);
@@ -1018,12 +1090,14 @@ static void phase_density(char **images, int max, const char *dir)
 static int cow_main(const char *dir)
 {
 	int max = getenv("BENCH_DENSITY_MAX") ? atoi(getenv("BENCH_DENSITY_MAX")) : 400;
-	bool density = !getenv("BENCH_DENSITY") || atoi(getenv("BENCH_DENSITY")) != 0;
+	const char *only = getenv("BENCH_DENSITY");
+	bool density = !only || strcmp(only, "only") == 0 || atoi(only) != 0;
+	bool cow = !only || strcmp(only, "only") != 0;
 
 	load_now(res->load[0], sizeof(res->load[0]));
-	for (int mode = 0; mode < 2; mode++)
+	for (int mode = 0; cow && mode < 2; mode++)
 		run_child(cow_modes[mode], phase_cow, NULL, mode, dir);
-	if (!res->cow_mapped[0] || res->cow_mapped[1]) {
+	if (cow && (!res->cow_mapped[0] || res->cow_mapped[1])) {
 		fprintf(stderr, "vm_bench: template_memory=mapped did not map here (see the engine's log)\n");
 		return 1;
 	}
@@ -1031,22 +1105,30 @@ static int cow_main(const char *dir)
 		run_child("density", phase_density, NULL, max, dir);
 	load_now(res->load[1], sizeof(res->load[1]));
 	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
-	printf("| what, `tiny` | memory mapped by clones | loaded by each clone (same run) |\n|---|---|---|\n");
-	printf("| the template's saved state | %.2f MB | %.1f MB |\n", res->cow_state[0] / 1e6, res->cow_state[1] / 1e6);
-	printf("| create -> first `true`, clone (%d runs) | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; mapped "
-	       "%.2fx at p50 |\n",
-	       runs, res->cow_clone[0][0], res->cow_clone[0][1], res->cow_clone[1][0], res->cow_clone[1][1],
-	       res->cow_clone[0][0] / res->cow_clone[1][0]);
-	printf("| an idle clone's QEMU (mean of %d, 10 s idle) | RSS %ld MiB, PSS %ld MiB, private %ld MiB | RSS %ld MiB, "
-	       "PSS %ld MiB, private %ld MiB |\n",
-	       COW_IDLE, res->cow_rss[0] >> 10, res->cow_pss[0] >> 10, res->cow_priv[0] >> 10, res->cow_rss[1] >> 10,
-	       res->cow_pss[1] >> 10, res->cow_priv[1] >> 10);
+	if (cow) {
+		printf("| what, `tiny` | memory mapped by clones | loaded by each clone (same run) |\n|---|---|---|\n");
+		printf("| the template's saved state | %.2f MB | %.1f MB |\n", res->cow_state[0] / 1e6,
+		       res->cow_state[1] / 1e6);
+		printf("| create -> first `true`, clone (%d runs) | p50 %.0f ms, p95 %.0f ms | p50 %.0f ms, p95 %.0f ms; "
+		       "mapped %.2fx at p50 |\n",
+		       runs, res->cow_clone[0][0], res->cow_clone[0][1], res->cow_clone[1][0], res->cow_clone[1][1],
+		       res->cow_clone[0][0] / res->cow_clone[1][0]);
+		printf("| an idle clone's QEMU (mean of %d, 10 s idle) | RSS %ld MiB, PSS %ld MiB, private %ld MiB | RSS %ld "
+		       "MiB, PSS %ld MiB, private %ld MiB |\n",
+		       COW_IDLE, res->cow_rss[0] >> 10, res->cow_pss[0] >> 10, res->cow_priv[0] >> 10, res->cow_rss[1] >> 10,
+		       res->cow_pss[1] >> 10, res->cow_priv[1] >> 10);
+	} else if (density && max > 0) {
+		printf("| what, `tiny` | measured | what it costs |\n|---|---|---|\n");
+	}
 	if (density && max > 0)
 		printf("| idle small sandboxes started (measured, mapped) | %d, stopped at: %s | MemAvailable %ld -> %ld MiB: "
-		       "%ld MiB per sandbox; RSS %ld MiB, PSS %ld MiB each (mean, 10 s idle) |\n",
+		       "%ld MiB per sandbox; RSS %ld MiB, PSS %ld MiB each (mean, 10 s idle); over the next 60 s their QEMUs "
+		       "took %.1f%% of one core together (%.3f%% each), the host's %ld cores were %.1f%% busy |\n",
 		       res->dens_count, res->dens_stop, res->dens_avail0 >> 10, res->dens_avail1 >> 10,
 		       res->dens_count ? ((res->dens_avail0 - res->dens_avail1) >> 10) / res->dens_count : 0,
-		       res->dens_rss >> 10, res->dens_pss >> 10);
+		       res->dens_rss >> 10, res->dens_pss >> 10, res->dens_qemu_cpu,
+		       res->dens_count ? res->dens_qemu_cpu / res->dens_count : 0, sysconf(_SC_NPROCESSORS_ONLN),
+		       res->dens_host_busy);
 	return 0;
 }
 
