@@ -121,6 +121,13 @@
  * BENCH_VERBOSE=1: every engine log line to stderr, not only warnings; 2: the
  * driver's debug lines too (where a clone's or a snapshot's time goes).
  *
+ * vm_bench --idle STATE_DIR IMAGES_DIR_A IMAGES_DIR_B [image]: an idle
+ * clone's QEMU CPU (60 s after 30 s idle), image (`default` unless named)
+ * from two image directories, A the baseline, one engine each in turn
+ * (spares=0), BENCH_ROUNDS rounds (default 3); each guest's busiest threads
+ * by context switches (/proc, counted by the guest around the window, not
+ * in it), from the last round (#36: what wakes an idle guest, and how often).
+ *
  * vm_bench --transport STATE_DIR IMAGES_DIR: the exec round trip and the file
  * figures alone, on one cold-booted `tiny` sandbox, BENCH_RUNS times (default
  * 3) in turn with their OpenSSH baselines: minutes instead of half an hour,
@@ -200,6 +207,11 @@ struct results {
 	/* --metrics: the engine's CPU (CPU-seconds per second) per interval mode, sandboxes, a read of them all */
 	double metrics_cpu[3], metrics_read_ms;
 	int metrics_vms[3], metrics_samples;
+	/* --idle: [0] the baseline images, [1] the others; per round an idle clone's QEMU CPU (% of a core), RSS */
+	double idle_cpu[2][SPARE_SAMPLES];
+	long idle_rss[2][SPARE_SAMPLES];
+	int idle_n[2];
+	char idle_wakes[2][4096]; /* the last round's busiest guest threads, as the guest counted them */
 };
 static struct results *res;
 
@@ -2101,6 +2113,133 @@ static int metrics_main(const char *dir)
 	return 0;
 }
 
+/* ---- --idle: an idle clone's QEMU CPU, two image directories alternating ---- */
+
+#define IDLE_GUEST_AT 25 /* the guest's first count of its threads' switches, s after the first command */
+#define IDLE_GUEST_S 70  /* and its second, this much later: around the host's window, not in it */
+#define IDLE_STR_(x) #x
+#define IDLE_STR(x) IDLE_STR_(x)
+
+/* Where the guest's counts go: a tmpfs if the sandbox user may write there (no journal write in the window). */
+#define IDLE_GUEST_DIR "d=/dev/shm; [ -d $d ] && [ -w $d ] || d=/tmp; "
+
+/*
+ * The guest's side, run as the sandbox user, detached from the command that
+ * starts it (whose end would otherwise be in the window): each guest task's
+ * voluntary and involuntary context switches (/proc/PID/task/TID/status,
+ * readable by anyone) and /proc/stat's ctxt and intr, at IDLE_GUEST_AT and
+ * IDLE_GUEST_S later; per second, the 20 busiest threads (process, thread,
+ * tid) under a line of the totals.
+ */
+static const char idle_guest_script[] =
+	IDLE_GUEST_DIR
+	"cat > $d/aas-wake.sh <<'EOF'\n"
+	"d=$1; W=$3\n"
+	"snap() { grep -s -H -E '^(Name|voluntary_ctxt_switches|nonvoluntary_ctxt_switches):' "
+	"/proc/[0-9]*/task/[0-9]*/status; grep -H -E '^(ctxt|intr) ' /proc/stat; }\n"
+	"sleep $2; snap > $d/aas-w0; sleep $W; snap > $d/aas-w1\n"
+	"awk -F: -v W=$W '\n"
+	"FNR == 1 { f++ }\n"
+	"$1 == \"/proc/stat\" { split($2, q, \" \"); if (f == 1) s0[q[1]] = q[2]; else s1[q[1]] = q[2]; next }\n"
+	"{ split($1, p, \"/\"); t = p[5]; k = $2; v = $3; for (i = 4; i <= NF; i++) v = v \":\" $i; sub(/^[ \\t]+/, \"\", v)\n"
+	"  own[t] = p[3]\n"
+	"  if (k == \"Name\") nm[t] = v\n"
+	"  if (k == \"voluntary_ctxt_switches\") { if (f == 1) a[t] = v; else b[t] = v }\n"
+	"  if (k == \"nonvoluntary_ctxt_switches\") { if (f == 1) an[t] = v; else bn[t] = v } }\n"
+	"END { printf \"all: ctxt %.2f/s, intr %.2f/s\\n\", (s1[\"ctxt\"] - s0[\"ctxt\"]) / W, (s1[\"intr\"] - s0[\"intr\"]) / W\n"
+	"  for (t in b) if (t in a) { x = b[t] - a[t]; y = bn[t] - an[t]\n"
+	"    if (x + y > 0) printf \"%.2f %.2f %s %s %s\\n\", x / W, y / W, nm[own[t]], nm[t], t } }\n"
+	"' $d/aas-w0 $d/aas-w1 > $d/aas-w2\n"
+	"{ grep '^all:' $d/aas-w2; grep -v '^all:' $d/aas-w2 | sort -rn | head -20; } > $d/aas-wakes.part\n"
+	"mv $d/aas-wakes.part $d/aas-wakes\n"
+	"EOF\n"
+	"rm -f $d/aas-wakes; setsid -f sh $d/aas-wake.sh $d " IDLE_STR(IDLE_GUEST_AT) " " IDLE_STR(IDLE_GUEST_S) " </dev/null >/dev/null 2>&1";
+
+/* n: which directory (0 the baseline, 1 the other) | the image's index << 1. */
+static void phase_idle(char **dirs, int n, const char *image)
+{
+	int which = n & 1, made;
+	const char *names[2] = { "idle-a", "idle-b" };
+	saas_execution *x = NULL;
+	saas_sandbox *sb;
+	int k = res->idle_n[which], rc;
+
+	spares_opt = "0"; /* no QEMU started ahead beside the one measured */
+	engine_open(&cloned, names[which], dirs[which], true, NULL);
+	client = cloned.client;
+	if (k == 0)
+		template_warm(image);
+	pthread_mutex_lock(&log_mu);
+	made = clones_made;
+	pthread_mutex_unlock(&log_mu);
+	sb = bench_create(client, image);
+	pthread_mutex_lock(&log_mu);
+	made = clones_made - made;
+	pthread_mutex_unlock(&log_mu);
+	if (made != 1) {
+		fprintf(stderr, "vm_bench: the idle %s sandbox of %s was not a clone\n", image, dirs[which]);
+		exit(1);
+	}
+	exec_ok(sb->id, idle_guest_script);
+	idle_of(sb->id, IDLE_SETTLE_S, IDLE_WINDOW_S, &res->idle_rss[which][k], &res->idle_cpu[which][k]);
+	/* The guest's second count, then its table (a minute more at most). */
+	sleep(IDLE_GUEST_AT + IDLE_GUEST_S - IDLE_SETTLE_S - IDLE_WINDOW_S + 3);
+	for (int i = 0; i < 60; i++) {
+		if ((rc = saas_exec(&x, client, sb->id, IDLE_GUEST_DIR "cat $d/aas-wakes", NULL, 0)) < 0)
+			die("exec", rc);
+		if (x->exit_code == 0)
+			break;
+		saas_execution_free(x);
+		x = NULL;
+		sleep(1);
+	}
+	snprintf(res->idle_wakes[which], sizeof(res->idle_wakes[which]), "%s", x ? x->stdout_data : "(no count)\n");
+	saas_execution_free(x);
+	res->idle_n[which]++;
+	saas_sandbox_destroy(NULL, client, sb->id, 0);
+	saas_sandbox_free(sb);
+	engine_close(&cloned);
+}
+
+static void phase_idle_of(char **dirs, int n, const char *state)
+{
+	(void)state;
+	phase_idle(dirs, n, dirs[2]);
+}
+
+static int idle_main(char *dir_a, char *dir_b, char *image)
+{
+	char *dirs[3] = { dir_a, dir_b, image };
+	int rounds = env_int("BENCH_ROUNDS", 3);
+	double mean[2] = { 0, 0 };
+
+	if (rounds > SPARE_SAMPLES)
+		rounds = SPARE_SAMPLES;
+	load_now(res->load[0], sizeof(res->load[0]));
+	for (int r = 0; r < rounds; r++)
+		for (int which = 0; which < 2; which++)
+			run_child(which ? "idle B" : "idle A", phase_idle_of, dirs, which, state_dir);
+	load_now(res->load[1], sizeof(res->load[1]));
+	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
+	printf("| idle `%s` clone's QEMU, CPU over %d s after %d s idle (%d rounds, alternating) | A: %s (the baseline) "
+	       "| B: %s |\n|---|---|---|\n",
+	       image, IDLE_WINDOW_S, IDLE_SETTLE_S, rounds, dir_a, dir_b);
+	for (int r = 0; r < rounds; r++) {
+		printf("| round %d | %.2f %% of a core, RSS %ld MiB | %.2f %% of a core, RSS %ld MiB |\n", r + 1,
+		       res->idle_cpu[0][r], res->idle_rss[0][r] >> 10, res->idle_cpu[1][r], res->idle_rss[1][r] >> 10);
+		mean[0] += res->idle_cpu[0][r] / rounds;
+		mean[1] += res->idle_cpu[1][r] / rounds;
+	}
+	printf("| mean | %.2f %% (%d idle clones: %.2f cores) | %.2f %% (%d idle clones: %.2f cores); %.2fx A |\n\n", mean[0],
+	       IDLE_DENSITY, mean[0] * IDLE_DENSITY / 100.0, mean[1], IDLE_DENSITY, mean[1] * IDLE_DENSITY / 100.0,
+	       mean[0] > 0 ? mean[1] / mean[0] : 0);
+	for (int which = 0; which < 2; which++)
+		printf("Guest threads' context switches per second, voluntary and not (process, thread, tid), over %d s around "
+		       "the last round's window, %s:\n\n```\n%s```\n\n",
+		       IDLE_GUEST_S, which ? "B" : "A", res->idle_wakes[which]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char **images = argv + 3;
@@ -2119,6 +2258,7 @@ int main(int argc, char **argv)
 	bool warm = argc > 1 && strcmp(argv[1], "--warm") == 0;
 	bool burst = argc > 1 && strcmp(argv[1], "--burst") == 0;
 	bool adapt = argc > 1 && strcmp(argv[1], "--adapt") == 0;
+	bool idle = argc > 1 && strcmp(argv[1], "--idle") == 0;
 
 	if (cow) {
 		if (argc != 4) {
@@ -2179,6 +2319,16 @@ int main(int argc, char **argv)
 		if (!results_map())
 			return 1;
 		return burst_main(argv[3], argc == 5 ? argv[4] : "tiny");
+	}
+	if (idle) {
+		if (argc != 5 && argc != 6) {
+			fprintf(stderr, "usage: vm_bench --idle STATE_DIR IMAGES_DIR_A IMAGES_DIR_B [image]\n");
+			return 2;
+		}
+		state_dir = argv[2];
+		if (!results_map())
+			return 1;
+		return idle_main(argv[3], argv[4], argc == 6 ? argv[5] : "default");
 	}
 	if (adapt) {
 		if (argc != 5 && argc != 6) {

@@ -191,6 +191,56 @@ class FreshContextWarm(ServerCase):
         self.assertEqual(self.main_text(self.execute("_")), "('', '', '', {}, [], 1)")
 
 
+def switches(pids):
+    """Context switches (voluntary and not) of every thread of these processes and of their children, so far."""
+    total = 0
+    seen = set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                            total += int(line.split()[1])
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/children") as f:
+                        todo += [int(c) for c in f.read().split()]
+                except FileNotFoundError:
+                    pass
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total, len(seen)
+
+
+class IdleServer(ServerCase):
+    """Nobody runs code: the server and its kernels sleep (#36: under TCG each wake-up is host CPU)."""
+
+    def test_idle_wakes_nothing(self):
+        # A context of each language, each having run once, beside the warm default Python one.
+        self.assertEqual(self.main_text(self.execute("1 + 1", language="javascript")), "2")
+        self.assertIn({"type": "stdout", "text": "1\n"},
+                      [{k: m[k] for k in ("type", "text")} for m in self.execute("echo 1", language="bash")
+                       if m["type"] == "stdout"])
+        # Some quiet window of 2 s comes once what the runs left (a kernel's output flush, V8's idle
+        # collections) is done: a heartbeat or a poll would wake a thread in every one. A count, not a time.
+        counts = []
+        for _ in range(30):
+            before, procs = switches([self.proc.pid])
+            time.sleep(2)
+            after, _ = switches([self.proc.pid])
+            counts.append(after - before)
+            if after - before < 3:
+                break
+        self.assertGreaterEqual(procs, 4, "the server and its three kernels")
+        self.assertLess(min(counts), 3, f"context switches per 2 s window: {counts}")
+        self.assertEqual(self.main_text(self.execute("6 * 7")), "42")
+
+
 class CodeServer(ServerCase):
     # ---- Python ----
 
