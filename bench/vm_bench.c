@@ -390,12 +390,13 @@ static void template_warm(const char *image)
 	saas_sandbox *sb;
 	int want, clones;
 
+	/* Counted before the create: the template may be ready before a cold boot's create returns. */
 	pthread_mutex_lock(&log_mu);
 	clones = clones_made;
+	want = templates_ready + 1;
 	pthread_mutex_unlock(&log_mu);
 	sb = bench_create(cloned.client, image);
 	pthread_mutex_lock(&log_mu);
-	want = templates_ready + 1;
 	clones = clones_made - clones;
 	pthread_mutex_unlock(&log_mu);
 	saas_sandbox_destroy(NULL, cloned.client, sb->id, 0);
