@@ -37,7 +37,7 @@
  * idle clones (RSS, PSS, private); then the measured density: idle clones
  * started one after another until MemAvailable falls under BENCH_KEEP_MIB
  * (default 3072: 2 GiB for the host and a margin), BENCH_DENSITY_MAX
- * (default 400) run, or one create -> `true` takes over BENCH_DENSITY_SLOW_S
+ * (default 1000) run, or one create -> `true` takes over BENCH_DENSITY_SLOW_S
  * (default 60: the CPUs ran out first); BENCH_DENSITY=0 leaves it out,
  * BENCH_DENSITY=only runs it alone. Once the count stops, the idle clones'
  * QEMUs' CPU time together and the host's busy time are taken over 60 s:
@@ -1102,7 +1102,7 @@ static void phase_density(char **images, int max, const char *dir)
 
 static int cow_main(const char *dir)
 {
-	int max = getenv("BENCH_DENSITY_MAX") ? atoi(getenv("BENCH_DENSITY_MAX")) : 400;
+	int max = getenv("BENCH_DENSITY_MAX") ? atoi(getenv("BENCH_DENSITY_MAX")) : 1000;
 	const char *only = getenv("BENCH_DENSITY");
 	bool density = !only || strcmp(only, "only") == 0 || atoi(only) != 0;
 	bool cow = !only || strcmp(only, "only") != 0;
