@@ -580,6 +580,22 @@ static void bench_files(const char *id, unsigned int port, const char *key)
 	free(data);
 }
 
+/* User + system clock ticks of a process so far; 0 when it is gone. */
+static unsigned long proc_ticks(int pid)
+{
+	char path[64];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	if (fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		ut = st = 0;
+	fclose(f);
+	return ut + st;
+}
+
 /*
  * RSS (KiB) and CPU share of one core of a sandbox's QEMU over win_s idle
  * seconds, after settle_s. The clock ticks are 10 ms: over 10 s a figure of
@@ -589,27 +605,17 @@ static void bench_files(const char *id, unsigned int port, const char *key)
 static void idle_of(const char *id, unsigned int settle_s, unsigned int win_s, long *rss, double *cpu)
 {
 	char path[64], line[256];
-	long ticks0 = 0, ticks1 = 0, hz = sysconf(_SC_CLK_TCK);
+	long hz = sysconf(_SC_CLK_TCK);
+	unsigned long ticks0, ticks1;
 	int pid = qemu_of(id, NULL);
 	FILE *f;
 
 	*rss = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	sleep(settle_s);
-	for (int pass = 0; pass < 2; pass++) {
-		unsigned long ut = 0, st = 0;
-		if ((f = fopen(path, "r"))) {
-			if (fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-				ut = st = 0;
-			fclose(f);
-		}
-		if (pass == 0) {
-			ticks0 = (long)(ut + st);
-			sleep(win_s);
-		} else {
-			ticks1 = (long)(ut + st);
-		}
-	}
+	ticks0 = proc_ticks(pid);
+	sleep(win_s);
+	ticks1 = proc_ticks(pid);
+	*cpu = ticks1 >= ticks0 ? 100.0 * (double)(ticks1 - ticks0) / (double)hz / (double)win_s : 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	if ((f = fopen(path, "r"))) {
 		while (fgets(line, sizeof(line), f))
@@ -617,7 +623,6 @@ static void idle_of(const char *id, unsigned int settle_s, unsigned int win_s, l
 				*rss = atol(line + 6);
 		fclose(f);
 	}
-	*cpu = 100.0 * (double)(ticks1 - ticks0) / (double)hz / (double)win_s;
 }
 
 static long mem_total_kib(void)
@@ -972,22 +977,6 @@ static void phase_cow(char **images, int mode, const char *dir)
 	engine_close(&cloned);
 }
 
-/* User + system clock ticks of a process so far; 0 when it is gone. */
-static unsigned long proc_ticks(int pid)
-{
-	char path[64];
-	unsigned long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!(f = fopen(path, "r")))
-		return 0;
-	if (fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-		ut = st = 0;
-	fclose(f);
-	return ut + st;
-}
-
 /* The host's busy and total clock ticks so far (/proc/stat's first line; iowait counts as idle). */
 static void host_ticks(unsigned long long *busy, unsigned long long *total)
 {
@@ -1025,7 +1014,7 @@ static void idle_cpu_of(saas_sandbox **sb, int n, unsigned int win_s, double *qe
 	for (int i = 0; i < n; i++)
 		t1 += proc_ticks(pid[i]);
 	host_ticks(&b1, &a1);
-	*qemu_cpu = 100.0 * (double)(t1 - t0) / (double)hz / (double)win_s;
+	*qemu_cpu = t1 >= t0 ? 100.0 * (double)(t1 - t0) / (double)hz / (double)win_s : 0;
 	*host_busy = a1 > a0 ? 100.0 * (double)(b1 - b0) / (double)(a1 - a0) : 0;
 	free(pid);
 }
