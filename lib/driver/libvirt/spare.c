@@ -269,7 +269,8 @@ static int spare_make(struct drv *d, struct spare *s)
 	 * fix-ups and a first command, and an image with a code server its run
 	 * path too (a clone's first `1+1` pays for it otherwise), in this QEMU,
 	 * which under TCG translates each guest code path the first time it
-	 * runs.
+	 * runs. Neither while a create waits for a spare (spare_awaited),
+	 * asked again before the code server's: one may come meanwhile.
 	 */
 	if (rc == SAAS_OK && !spare_awaited(d) &&
 	    (rc = d->spare_warm ? saas__lv_clone_warm(&s->l, &t0, d->boot_timeout_ms) : 0) >= 0) {
