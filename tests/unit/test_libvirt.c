@@ -3536,6 +3536,21 @@ static size_t make_query(uint8_t *buf, const char *name)
 	return n + 4;
 }
 
+/* How many sets of uid's the table holds (a policy VM's six; none for the other modes). */
+static int uid_sets(const char *table, unsigned int uid)
+{
+	const char *argv[] = { "nft", "list", "sets", "table", "inet", table, NULL };
+	char *out = NULL, suffix[24];
+	int n = 0;
+
+	assert_int_equal(saas__run(argv, &out), 0);
+	snprintf(suffix, sizeof(suffix), "_%u {", uid);
+	for (const char *p = out; (p = strstr(p, suffix)); p++)
+		n++;
+	free(out);
+	return n;
+}
+
 /*
  * The upstream answers the query it got (len bytes in q) with one A record,
  * addr4 (4 bytes), TTL 30.
@@ -3676,12 +3691,16 @@ static void test_egress_loaded(void **state)
 	close(fd);
 
 	/* Swapped at runtime: internet (never the guard's ranges), isolated, and the policy again. */
+	assert_int_equal(uid_sets(d.egress->table, EGRESS_UID), 6);
 	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &internet, false), SAAS_OK);
+	assert_int_equal(uid_sets(d.egress->table, EGRESS_UID), 0); /* a policy's sets go with it */
 	assert_true(uid_sends_to(EGRESS_UID, "203.0.113.9"));
 	assert_false(uid_sends_to(EGRESS_UID, "10.1.2.3"));
 	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, NULL, false), SAAS_OK);
+	assert_int_equal(uid_sets(d.egress->table, EGRESS_UID), 0);
 	assert_false(uid_sends_to(EGRESS_UID, "198.51.100.7"));
 	assert_int_equal(saas__lv_egress_vm_set(&d, "sbx-a", EGRESS_UID, &policy, false), SAAS_OK);
+	assert_int_equal(uid_sets(d.egress->table, EGRESS_UID), 6);
 	assert_true(uid_sends_to(EGRESS_UID, "198.51.100.7"));
 	assert_false(uid_sends_to(EGRESS_UID, "203.0.113.50")); /* learned under the old policy: forgotten */
 	assert_int_equal(denied(&d, "sbx-a", false), 7);        /* counted since the VM was made */

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "driver/libvirt/egress.h"
+#include "driver/libvirt/nftnl.h"
 #include "util/spawn.h"
 
 #define REJECT "reject with icmpx type admin-prohibited"
@@ -169,22 +170,49 @@ char *saas__lv_egress_table_text(const char *table, const char *resolv_conf, con
 	return saas__buf_detach(&b, NULL);
 }
 
-/* The declarations of uid's objects: made when missing, left as they are when there. */
-static void vm_objects(saas__buf *b, const char *table, unsigned int uid)
+static const char *const vm_sets[] = { "a4", "a6", "d4", "d6", "l4", "l6" };
+#define VM_SETS (sizeof(vm_sets) / sizeof(vm_sets[0]))
+
+/* uid's sets, declared inside a table block: made when missing, left as they are when there. */
+static void vm_sets_declare(saas__buf *b, unsigned int uid)
 {
-	saas__buf_printf(b,
-	                 "table inet %s {\n"
-	                 "\tcounter c_%u {\n\t}\n"
-	                 "\tset a4_%u {\n\t\ttype ipv4_addr; flags interval; auto-merge;\n\t}\n"
-	                 "\tset a6_%u {\n\t\ttype ipv6_addr; flags interval; auto-merge;\n\t}\n"
-	                 "\tset d4_%u {\n\t\ttype ipv4_addr; flags interval; auto-merge;\n\t}\n"
-	                 "\tset d6_%u {\n\t\ttype ipv6_addr; flags interval; auto-merge;\n\t}\n"
-	                 "\tset l4_%u {\n\t\ttype ipv4_addr; size %d; flags timeout;\n\t}\n"
-	                 "\tset l6_%u {\n\t\ttype ipv6_addr; size %d; flags timeout;\n\t}\n"
-	                 "\tchain f_%u {\n\t}\n"
-	                 "\tchain n_%u {\n\t}\n"
-	                 "}\n",
-	                 table, uid, uid, uid, uid, uid, uid, EGRESS_LEARNED_MAX, uid, EGRESS_LEARNED_MAX, uid, uid);
+	for (size_t i = 0; i < VM_SETS; i++) {
+		saas__buf_printf(b, "\tset %s_%u {\n\t\ttype %s; ", vm_sets[i], uid,
+		                 vm_sets[i][1] == '4' ? "ipv4_addr" : "ipv6_addr");
+		if (vm_sets[i][0] == 'l')
+			saas__buf_printf(b, "size %d; flags timeout;\n\t}\n", EGRESS_LEARNED_MAX);
+		else
+			saas__buf_puts(b, "flags interval; auto-merge;\n\t}\n");
+	}
+}
+
+/*
+ * The declarations of uid's objects: made when missing, left as they are
+ * when there. Its sets only when asked: a policy's (allowed, denied and
+ * learned addresses). VMs of the other modes have none, because every nft
+ * run reads the whole table before it acts, and six sets a VM were most of
+ * what it read (bench/RESULTS.md, "Measured density").
+ */
+static void vm_objects(saas__buf *b, const char *table, unsigned int uid, bool sets)
+{
+	saas__buf_printf(b, "table inet %s {\n\tcounter c_%u {\n\t}\n", table, uid);
+	if (sets)
+		vm_sets_declare(b, uid);
+	saas__buf_printf(b, "\tchain f_%u {\n\t}\n\tchain n_%u {\n\t}\n}\n", uid, uid);
+}
+
+/*
+ * uid's sets gone, whether they were there or not: declared first, so that
+ * the delete never fails. After the flush or delete of the chain whose rules
+ * name them, in the same transaction.
+ */
+static void vm_sets_delete(saas__buf *b, const char *table, unsigned int uid)
+{
+	saas__buf_printf(b, "table inet %s {\n", table);
+	vm_sets_declare(b, uid);
+	saas__buf_puts(b, "}\n");
+	for (size_t i = 0; i < VM_SETS; i++)
+		saas__buf_printf(b, "delete set inet %s %s_%u\n", table, vm_sets[i], uid);
 }
 
 /* "add element" of the CIDR rules of one family into set (nothing when there are none). */
@@ -213,16 +241,17 @@ static void cidr_elements(saas__buf *b, const char *table, const char *set, cons
 char *saas__lv_egress_vm_text(const char *table, unsigned int uid, const saas_vm_network *net,
                               unsigned int dns_port)
 {
-	static const char *const sets[] = { "a4", "a6", "d4", "d6", "l4", "l6" };
 	saas__buf b = SAAS__BUF_INIT;
 	char set[32];
 	int mode = net ? net->mode : SAAS_NET_ISOLATED;
 
-	vm_objects(&b, table, uid);
+	vm_objects(&b, table, uid, mode == SAAS_NET_POLICY);
 	saas__buf_printf(&b, "flush chain inet %s f_%u\nflush chain inet %s n_%u\n", table, uid, table, uid);
-	/* A swap forgets what lookups under the old policy allowed. */
-	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
-		saas__buf_printf(&b, "flush set inet %s %s_%u\n", table, sets[i], uid);
+	/* A swap forgets what lookups under the old policy allowed; a swap to another mode, the sets too. */
+	if (mode != SAAS_NET_POLICY)
+		vm_sets_delete(&b, table, uid);
+	for (size_t i = 0; mode == SAAS_NET_POLICY && i < VM_SETS; i++)
+		saas__buf_printf(&b, "flush set inet %s %s_%u\n", table, vm_sets[i], uid);
 	if (mode == SAAS_NET_POLICY) {
 		snprintf(set, sizeof(set), "a4_%u", uid);
 		cidr_elements(&b, table, set, net->allow, AF_INET);
@@ -279,18 +308,16 @@ char *saas__lv_egress_vm_text(const char *table, unsigned int uid, const saas_vm
 
 char *saas__lv_egress_remove_text(const char *table, unsigned int uid)
 {
-	static const char *const sets[] = { "a4", "a6", "d4", "d6", "l4", "l6" };
 	saas__buf b = SAAS__BUF_INIT;
 
-	vm_objects(&b, table, uid);
+	vm_objects(&b, table, uid, false);
 	saas__buf_printf(&b, "add element inet %s filter_uids { %u : jump f_%u }\n"
 	                     "add element inet %s nat_uids { %u : jump n_%u }\n"
 	                     "delete element inet %s filter_uids { %u }\n"
 	                     "delete element inet %s nat_uids { %u }\n"
 	                     "delete chain inet %s f_%u\ndelete chain inet %s n_%u\n",
 	                 table, uid, uid, table, uid, uid, table, uid, table, uid, table, uid, table, uid);
-	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
-		saas__buf_printf(&b, "delete set inet %s %s_%u\n", table, sets[i], uid);
+	vm_sets_delete(&b, table, uid);
 	saas__buf_printf(&b, "delete counter inet %s c_%u\n", table, uid);
 	return saas__buf_detach(&b, NULL);
 }
@@ -783,9 +810,10 @@ void saas__lv_egress_vm_remove(struct drv *d, const char *name)
 int saas__lv_egress_vm_stats(struct drv *d, const char *name, saas_vm_network_stats *out)
 {
 	struct saas__lv_egress *e = d->egress;
-	char uid[16], counter[32], *text = NULL, *p;
+	char counter[32], *text = NULL, *p;
 	const char *argv[] = { saas__lv_nft(d), "list", "counter", "inet", e ? e->table : "", counter, NULL };
 	struct evm *v;
+	int64_t packets;
 	int rc = SAAS_OK;
 
 	memset(out, 0, sizeof(*out));
@@ -794,12 +822,27 @@ int saas__lv_egress_vm_stats(struct drv *d, const char *name, saas_vm_network_st
 	pthread_mutex_lock(&e->mu);
 	if ((v = find_name(e, name))) {
 		out->denied_lookups = v->denied_lookups;
-		snprintf(uid, sizeof(uid), "%u", v->uid);
+		snprintf(counter, sizeof(counter), "c_%u", v->uid);
 	}
 	pthread_mutex_unlock(&e->mu);
 	if (!v)
 		return SAAS_OK;
-	snprintf(counter, sizeof(counter), "c_%s", uid);
+	/*
+	 * Straight from the kernel when this process may (nftnl.h: one object,
+	 * not the whole table); through nft or aas-nft otherwise, and from then
+	 * on once the kernel said this process may not.
+	 */
+	if (!d->nft && !__atomic_load_n(&e->netlink_refused, __ATOMIC_RELAXED)) {
+		if ((rc = saas__nftnl_counter(e->table, counter, &packets)) == 0) {
+			out->denied_connections = packets;
+			return SAAS_OK;
+		}
+		if (rc != -EPERM)
+			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, -rc, "VM %s: reading its egress counter: %s",
+			                   name, strerror(-rc));
+		__atomic_store_n(&e->netlink_refused, 1, __ATOMIC_RELAXED);
+		rc = SAAS_OK;
+	}
 	if (saas__run(argv, &text) < 0) {
 		rc = saas__error_wrap(SAAS_EBACKEND, "VM %s: reading its egress counter", name);
 	} else if ((p = strstr(text, "packets "))) {
