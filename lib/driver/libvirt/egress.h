@@ -164,6 +164,7 @@ struct saas__lv_egress {
 	pthread_t thread;
 	bool thread_started;
 	struct resolver *res;            /* the thread's own state */
+	int netlink_refused;             /* atomic: counters are not ours to read over netlink (no CAP_NET_ADMIN) */
 };
 
 /* Under e->mu. */

@@ -1,0 +1,200 @@
+/*
+ * A counter read over netfilter's netlink: one NFT_MSG_GETOBJ request, its
+ * answer (a NEWOBJ message, then the ack it asked for) read here. See
+ * nftnl.h for why this is not nft.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+
+#include "driver/libvirt/nftnl.h"
+
+#define NEWOBJ ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWOBJ)
+#define GETOBJ ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETOBJ)
+
+/* A netlink attribute read from untrusted bytes. */
+struct attr {
+	uint16_t type;
+	const uint8_t *data;
+	size_t len;  /* the payload's */
+	size_t step; /* to the next attribute: aligned, never past the end */
+};
+
+/* The attribute at the start of left bytes at p: false when it does not fit in them. */
+static bool attr_read(const uint8_t *p, size_t left, struct attr *a)
+{
+	struct nlattr h;
+
+	if (left < NLA_HDRLEN)
+		return false;
+	memcpy(&h, p, sizeof(h));
+	if (h.nla_len < NLA_HDRLEN || h.nla_len > left)
+		return false;
+	a->type = h.nla_type & NLA_TYPE_MASK;
+	a->data = p + NLA_HDRLEN;
+	a->len = h.nla_len - NLA_HDRLEN;
+	a->step = (size_t)NLA_ALIGN(h.nla_len) < left ? (size_t)NLA_ALIGN(h.nla_len) : left;
+	return true;
+}
+
+/* The attribute of type want among len bytes of attributes at p: false when absent or unreadable. */
+static bool attr_find(const uint8_t *p, size_t len, uint16_t want, struct attr *out)
+{
+	for (size_t off = 0; off < len; off += out->step) {
+		if (!attr_read(p + off, len - off, out))
+			return false;
+		if (out->type == want)
+			return true;
+	}
+	return false;
+}
+
+int saas__nftnl_counter_reply(const uint8_t *buf, size_t len, uint32_t seq, int64_t *packets, bool *found)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		struct nlmsghdr h;
+		const uint8_t *body;
+		size_t body_len, step;
+
+		if (len - off < NLMSG_HDRLEN)
+			return -EPROTO;
+		memcpy(&h, buf + off, sizeof(h));
+		if (h.nlmsg_len < NLMSG_HDRLEN || h.nlmsg_len > len - off)
+			return -EPROTO;
+		body = buf + off + NLMSG_HDRLEN;
+		body_len = h.nlmsg_len - NLMSG_HDRLEN;
+		step = (size_t)NLMSG_ALIGN(h.nlmsg_len) < len - off ? (size_t)NLMSG_ALIGN(h.nlmsg_len) : len - off;
+		off += step;
+		if (h.nlmsg_seq != seq)
+			continue;
+		if (h.nlmsg_type == NLMSG_DONE)
+			return 1;
+		if (h.nlmsg_type == NLMSG_ERROR) {
+			struct nlmsgerr e;
+			if (body_len < sizeof(e))
+				return -EPROTO;
+			memcpy(&e, body, sizeof(e));
+			if (e.error == 0)
+				return 1;
+			/* A kernel's errno is small and negative; anything else is no answer. */
+			return e.error < 0 && e.error > -4096 ? e.error : -EPROTO;
+		}
+		if (h.nlmsg_type == NEWOBJ) {
+			struct attr type, data, pk;
+			uint32_t be32;
+			uint64_t be64;
+			if (body_len < sizeof(struct nfgenmsg))
+				return -EPROTO;
+			body += sizeof(struct nfgenmsg);
+			body_len -= sizeof(struct nfgenmsg);
+			if (!attr_find(body, body_len, NFTA_OBJ_TYPE, &type) || type.len != sizeof(be32))
+				return -EPROTO;
+			memcpy(&be32, type.data, sizeof(be32));
+			if (be32toh(be32) != NFT_OBJECT_COUNTER || !attr_find(body, body_len, NFTA_OBJ_DATA, &data) ||
+			    !attr_find(data.data, data.len, NFTA_COUNTER_PACKETS, &pk) || pk.len != sizeof(be64))
+				return -EPROTO;
+			memcpy(&be64, pk.data, sizeof(be64));
+			*packets = (int64_t)(be64toh(be64) & INT64_MAX);
+			*found = true;
+		}
+	}
+	return 0;
+}
+
+/* Append attribute type with len bytes of data to the request in buf (used bytes *n of size). */
+static bool put_attr(uint8_t *buf, size_t size, size_t *n, uint16_t type, const void *data, size_t len)
+{
+	struct nlattr h;
+
+	if (len > UINT16_MAX - NLA_HDRLEN || *n + NLA_ALIGN(NLA_HDRLEN + len) > size)
+		return false;
+	h.nla_len = (uint16_t)(NLA_HDRLEN + len);
+	h.nla_type = type;
+	memcpy(buf + *n, &h, sizeof(h));
+	memcpy(buf + *n + NLA_HDRLEN, data, len);
+	memset(buf + *n + NLA_HDRLEN + len, 0, NLA_ALIGN(NLA_HDRLEN + len) - (NLA_HDRLEN + len));
+	*n += NLA_ALIGN(NLA_HDRLEN + len);
+	return true;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int saas__nftnl_counter(const char *table, const char *name, int64_t *packets)
+{
+	_Alignas(struct nlmsghdr) uint8_t req[NLMSG_HDRLEN + 2 * NLA_ALIGN(NLA_HDRLEN + NFTNL_NAME_MAX + 1) + 64];
+	_Alignas(struct nlmsghdr) uint8_t ans[8192];
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct nlmsghdr h;
+	struct nfgenmsg g = { .nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0, .res_id = 0 };
+	uint32_t type = htobe32(NFT_OBJECT_COUNTER), seq = (uint32_t)mono_ms();
+	size_t n = NLMSG_HDRLEN, tl = strlen(table), nl = strlen(name);
+	int64_t deadline = mono_ms() + NFTNL_TIMEOUT_MS;
+	bool found = false;
+	int fd, rc = 0;
+
+	if (tl > NFTNL_NAME_MAX || nl > NFTNL_NAME_MAX)
+		return -EINVAL;
+	memcpy(req + n, &g, sizeof(g));
+	n += NLMSG_ALIGN(sizeof(g));
+	if (!put_attr(req, sizeof(req), &n, NFTA_OBJ_TABLE, table, tl + 1) ||
+	    !put_attr(req, sizeof(req), &n, NFTA_OBJ_NAME, name, nl + 1) ||
+	    !put_attr(req, sizeof(req), &n, NFTA_OBJ_TYPE, &type, sizeof(type)))
+		return -EINVAL;
+	memset(&h, 0, sizeof(h));
+	h.nlmsg_len = (uint32_t)n;
+	h.nlmsg_type = GETOBJ;
+	h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	h.nlmsg_seq = seq;
+	memcpy(req, &h, sizeof(h));
+	if ((fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER)) < 0)
+		return -errno;
+	if (sendto(fd, req, n, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+		rc = -errno;
+	while (rc == 0) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct sockaddr_nl from;
+		socklen_t from_len = sizeof(from);
+		int64_t left = deadline - mono_ms();
+		ssize_t got;
+
+		if (left <= 0 || (rc = poll(&p, 1, (int)left)) == 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (rc < 0) {
+			rc = errno == EINTR ? 0 : -errno;
+			continue;
+		}
+		if ((got = recvfrom(fd, ans, sizeof(ans), 0, (struct sockaddr *)&from, &from_len)) < 0) {
+			rc = errno == EINTR ? 0 : -errno;
+			continue;
+		}
+		/* Only the kernel's own datagrams (port 0) are an answer. */
+		if (from_len < sizeof(from) || from.nl_family != AF_NETLINK || from.nl_pid != 0) {
+			rc = 0;
+			continue;
+		}
+		rc = saas__nftnl_counter_reply(ans, (size_t)got, seq, packets, &found);
+	}
+	close(fd);
+	if (rc < 0)
+		return rc;
+	return found ? 0 : -EPROTO;
+}

@@ -1,0 +1,45 @@
+/*
+ * Internal: one counter of this engine's egress table read straight from
+ * the kernel over netfilter's netlink (NFT_MSG_GETOBJ), not through nft.
+ * nft reads the whole ruleset into its cache before it answers anything, so
+ * `nft list counter` costs what the table holds (every VM's chains and
+ * rules: tens to hundreds of milliseconds at hundreds of VMs), and a list
+ * of sandboxes with their live counts paid that once a sandbox. This asks
+ * for the one object. The kernel answers it only to CAP_NET_ADMIN: an
+ * engine that loads its rules through the aas-nft helper reads through it.
+ *
+ * The reply's reader is pure (no sockets, no allocation) and reads its
+ * buffer as untrusted: every length is checked against what is left
+ * (tests/unit/test_nftnl.c, tests/fuzz/fuzz_nftnl.c).
+ */
+#ifndef SAAS_DRIVER_LIBVIRT_NFTNL_H
+#define SAAS_DRIVER_LIBVIRT_NFTNL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How long a read waits for the kernel's answer (it comes at once; a bound all the same). */
+#define NFTNL_TIMEOUT_MS 2000
+/* Longest table or counter name asked for (nft's own limit is 256 bytes with the NUL). */
+#define NFTNL_NAME_MAX 255
+
+/*
+ * Counter `name` of inet table `table`: its packets into *packets. 0, or
+ * -errno: -EPERM without CAP_NET_ADMIN, -ENOENT when there is no such
+ * table or counter, -ETIMEDOUT, -EPROTO for an answer that does not read
+ * as one, -EINVAL for a name too long. Sets no library error: the caller
+ * says what it was reading.
+ */
+int saas__nftnl_counter(const char *table, const char *name, int64_t *packets);
+
+/*
+ * One datagram of the kernel's answer to request seq (len bytes of buf):
+ * 1 when it ended the answer (its ack, an error, or a done), 0 when more is
+ * to come; -errno for an error the kernel sent or -EPROTO for bytes that do
+ * not read. Messages of other sequence numbers are skipped. A counter
+ * object's packets, when the datagram holds one, go to *packets and *found.
+ */
+int saas__nftnl_counter_reply(const uint8_t *buf, size_t len, uint32_t seq, int64_t *packets, bool *found);
+
+#endif

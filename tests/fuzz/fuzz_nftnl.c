@@ -1,0 +1,44 @@
+/*
+ * The reader of the kernel's answer to an egress counter read
+ * (lib/driver/libvirt/nftnl.c). The kernel is no tenant, but the reader
+ * takes its bytes as untrusted all the same: any datagram, for the request
+ * numbered by its first four bytes (so that a seed's messages can be the
+ * request's or another's).
+ *
+ * Oracle: nothing read outside the datagram (the sanitizers); the result is
+ * 1, 0, -EPROTO or a kernel's errno (-1 to -4095); a counter found is never
+ * negative, and none is found without the reader saying so.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/libvirt/nftnl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint32_t seq = 0;
+	int64_t packets = -1;
+	bool found = false;
+	uint8_t *copy;
+	int rc;
+
+	if (size >= sizeof(seq)) {
+		memcpy(&seq, data, sizeof(seq));
+		data += sizeof(seq);
+		size -= sizeof(seq);
+	}
+	/* Its own allocation of exactly size bytes: a read past it is the sanitizer's to see. */
+	if (!(copy = malloc(size ? size : 1)))
+		return 0;
+	memcpy(copy, data, size);
+	rc = saas__nftnl_counter_reply(copy, size, seq, &packets, &found);
+	free(copy);
+	if (rc > 1 || rc < -4095)
+		abort();
+	if (found != (packets != -1) || (found && packets < 0))
+		abort();
+	return 0;
+}
