@@ -40,8 +40,11 @@
  * (default 1000) run, or one create -> `true` takes over BENCH_DENSITY_SLOW_S
  * (default 60: the CPUs ran out first); BENCH_DENSITY=0 leaves it out,
  * BENCH_DENSITY=only runs it alone. Once the count stops, the idle clones'
- * QEMUs' CPU time together and the host's busy time are taken over 60 s:
- * what that many idle guests cost the cores.
+ * QEMUs' CPU time together, the engine's own (libvirt's embedded driver is
+ * in it) and the host's busy time are taken over 60 s: what that many idle
+ * guests cost the cores. Then they are destroyed one after another in the
+ * order made, the first DENS_DESTROYS (all the others still there) and the
+ * last timed: what a destroy costs at that count against nearly alone.
  *
  * vm_bench --control STATE_DIR IMAGES_DIR: a clone's fix-ups over the
  * control port (control_port=on) against over SSH as root (control_port=off),
@@ -180,6 +183,9 @@ struct results {
 	int dens_count;
 	long dens_rss, dens_pss, dens_avail0, dens_avail1; /* KiB */
 	double dens_qemu_cpu, dens_host_busy;              /* % of one core, all idle QEMUs; % of the host's cores */
+	double dens_engine_cpu;                            /* % of one core: the engine (libvirt embedded) meanwhile */
+	double dens_destroy[2];                            /* p50 ms: the first DENS_DESTROYS destroys, the last */
+	int dens_destroys;
 	char dens_stop[256], load[2][64];
 	/* --control: [0] control_port=on, [1] off; every create -> `true`, ms */
 	double ctl_t[2][CONTROL_SAMPLES];
@@ -866,6 +872,8 @@ static int confine_main(const char *dir)
 
 static const char *const cow_modes[2] = { "mapped", "loaded" };
 #define COW_IDLE 3
+/* The density's destroys timed at each end: with all the others still there, and with few left. */
+#define DENS_DESTROYS 20
 
 /* A field of /proc/meminfo (KiB). */
 static long meminfo_kib(const char *field)
@@ -996,10 +1004,11 @@ static void host_ticks(unsigned long long *busy, unsigned long long *total)
  * Over win_s seconds: the QEMUs of n idle sandboxes together (% of one
  * core) and the whole host (% of all its cores busy, the engine included).
  */
-static void idle_cpu_of(saas_sandbox **sb, int n, unsigned int win_s, double *qemu_cpu, double *host_busy)
+static void idle_cpu_of(saas_sandbox **sb, int n, unsigned int win_s, double *qemu_cpu, double *host_busy,
+                        double *engine_cpu)
 {
 	int *pid = calloc((size_t)n, sizeof(*pid));
-	unsigned long t0 = 0, t1 = 0;
+	unsigned long t0 = 0, t1 = 0, e0, e1;
 	unsigned long long b0, a0, b1, a1;
 	long hz = sysconf(_SC_CLK_TCK);
 
@@ -1010,11 +1019,14 @@ static void idle_cpu_of(saas_sandbox **sb, int n, unsigned int win_s, double *qe
 		t0 += proc_ticks(pid[i]);
 	}
 	host_ticks(&b0, &a0);
+	e0 = proc_ticks(getpid());
 	sleep(win_s);
+	e1 = proc_ticks(getpid());
 	for (int i = 0; i < n; i++)
 		t1 += proc_ticks(pid[i]);
 	host_ticks(&b1, &a1);
 	*qemu_cpu = t1 >= t0 ? 100.0 * (double)(t1 - t0) / (double)hz / (double)win_s : 0;
+	*engine_cpu = 100.0 * (double)(e1 - e0) / (double)hz / (double)win_s;
 	*host_busy = a1 > a0 ? 100.0 * (double)(b1 - b0) / (double)(a1 - a0) : 0;
 	free(pid);
 }
@@ -1078,13 +1090,24 @@ static void phase_density(char **images, int max, const char *dir)
 	res->dens_count = n;
 	if (n > 0) {
 		idle_clones(sb, n, &res->dens_rss, &res->dens_pss, &(long){ 0 });
-		idle_cpu_of(sb, n, 60, &res->dens_qemu_cpu, &res->dens_host_busy);
+		idle_cpu_of(sb, n, 60, &res->dens_qemu_cpu, &res->dens_host_busy, &res->dens_engine_cpu);
 	}
 	res->dens_avail1 = meminfo_kib("MemAvailable:");
+	/* Destroyed in the order made: the first with all the others still there, the last nearly alone. */
+	double *ms = calloc((size_t)n + 1, sizeof(*ms));
 	for (int i = 0; i < n; i++) {
+		t0 = now_ms();
 		saas_sandbox_destroy(NULL, cloned.client, sb[i]->id, 0);
+		ms[i] = now_ms() - t0;
 		saas_sandbox_free(sb[i]);
 	}
+	int k = n < 2 * DENS_DESTROYS ? n / 2 : DENS_DESTROYS;
+	if (k > 0) {
+		res->dens_destroy[0] = pct(ms, k, 0.5);
+		res->dens_destroy[1] = pct(ms + n - k, k, 0.5);
+	}
+	res->dens_destroys = k;
+	free(ms);
 	free(sb);
 	engine_close(&cloned);
 }
@@ -1125,12 +1148,15 @@ static int cow_main(const char *dir)
 	if (density && max > 0)
 		printf("| idle small sandboxes started (measured, mapped) | %d, stopped at: %s | MemAvailable %ld -> %ld MiB: "
 		       "%ld MiB per sandbox; RSS %ld MiB, PSS %ld MiB each (mean, 10 s idle); over the next 60 s their QEMUs "
-		       "took %.1f%% of one core together (%.3f%% each), the host's %ld cores were %.1f%% busy |\n",
+		       "took %.1f%% of one core together (%.3f%% each), the engine (libvirt in it) %.1f%%, the host's %ld "
+		       "cores were %.1f%% busy; destroyed one after another, the first %d p50 %.0f ms each, the last %d "
+		       "p50 %.0f ms |\n",
 		       res->dens_count, res->dens_stop, res->dens_avail0 >> 10, res->dens_avail1 >> 10,
 		       res->dens_count ? ((res->dens_avail0 - res->dens_avail1) >> 10) / res->dens_count : 0,
 		       res->dens_rss >> 10, res->dens_pss >> 10, res->dens_qemu_cpu,
-		       res->dens_count ? res->dens_qemu_cpu / res->dens_count : 0, sysconf(_SC_NPROCESSORS_ONLN),
-		       res->dens_host_busy);
+		       res->dens_count ? res->dens_qemu_cpu / res->dens_count : 0, res->dens_engine_cpu,
+		       sysconf(_SC_NPROCESSORS_ONLN), res->dens_host_busy, res->dens_destroys, res->dens_destroy[0],
+		       res->dens_destroys, res->dens_destroy[1]);
 	return 0;
 }
 
