@@ -1,6 +1,6 @@
 /*
- * The reader of the kernel's answer to an egress counter read
- * (lib/driver/libvirt/nftnl.c). The kernel is no tenant, but the reader
+ * The reader of the kernel's answer to an egress counter's or chain's
+ * request (lib/driver/libvirt/nftnl.c). The kernel is no tenant, but the reader
  * takes its bytes as untrusted all the same: any datagram, for the request
  * numbered by its first four bytes (so that a seed's messages can be the
  * request's or another's).
@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+
 #include "driver/libvirt/nftnl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,8 +23,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint32_t seq = 0;
-	int64_t packets = -1;
-	bool found = false;
 	uint8_t *copy;
 	int rc;
 
@@ -34,11 +35,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(copy = malloc(size ? size : 1)))
 		return 0;
 	memcpy(copy, data, size);
-	rc = saas__nftnl_counter_reply(copy, size, seq, &packets, &found);
+	/* Read as a counter's answer, then as a chain's. */
+	for (int i = 0; i < 2; i++) {
+		struct saas__nftnl_answer a = { .want = (uint16_t)((NFNL_SUBSYS_NFTABLES << 8) |
+		                                                   (i ? NFT_MSG_NEWCHAIN : NFT_MSG_NEWOBJ)),
+		                                .packets = -1 };
+		rc = saas__nftnl_reply(copy, size, seq, &a);
+		if (rc > 1 || rc < -4095)
+			abort();
+		if ((i == 0 && a.found != (a.packets != -1)) || (i == 1 && a.packets != -1) || (a.found && a.packets < -1))
+			abort();
+	}
 	free(copy);
-	if (rc > 1 || rc < -4095)
-		abort();
-	if (found != (packets != -1) || (found && packets < 0))
-		abort();
 	return 0;
 }

@@ -1,9 +1,9 @@
 /*
- * An egress counter read over netlink (lib/driver/libvirt/nftnl.c): the
- * reader of the kernel's answer against made datagrams (an object and its
- * ack, an error, other requests' messages, every length that lies), and, as
- * root in a network namespace of the test's own, a real counter read from
- * the kernel against what nft says.
+ * An egress counter and chain asked of the kernel over netlink
+ * (lib/driver/libvirt/nftnl.c): the reader of its answer against made
+ * datagrams (an object and its ack, a chain, an error, other requests'
+ * messages, every length that lies), and, as root in a network namespace
+ * of the test's own, real ones against what nft made.
  */
 #include <endian.h>
 #include <errno.h>
@@ -112,11 +112,18 @@ static void error_msg(struct dgram *d, uint32_t seq, int error)
 	msg_end(d, m);
 }
 
+#define NEWOBJ ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWOBJ)
+#define NEWCHAIN ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN)
+
+/* The datagram read as the answer to a counter's request. */
 static int reply(const struct dgram *d, int64_t *packets, bool *found)
 {
-	*packets = -1;
-	*found = false;
-	return saas__nftnl_counter_reply(d->b, d->n, SEQ, packets, found);
+	struct saas__nftnl_answer a = { .want = NEWOBJ, .packets = -1 };
+	int rc = saas__nftnl_reply(d->b, d->n, SEQ, &a);
+
+	*packets = a.packets;
+	*found = a.found;
+	return rc;
 }
 
 static void test_answer(void **state)
@@ -182,6 +189,36 @@ static void test_errors(void **state)
 	assert_int_equal(reply(&d, &packets, &found), 1);
 }
 
+/* A chain's answer: any NEWCHAIN of the request is one; a counter's NEWOBJ is not. */
+static void test_chain(void **state)
+{
+	struct nfgenmsg g = { .nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0 };
+	struct saas__nftnl_answer a = { .want = NEWCHAIN };
+	struct dgram d = { .n = 0 };
+	size_t m;
+
+	(void)state;
+	newobj(&d, SEQ, NFT_OBJECT_COUNTER, 1);
+	error_msg(&d, SEQ, 0);
+	assert_int_equal(saas__nftnl_reply(d.b, d.n, SEQ, &a), 1);
+	assert_false(a.found);
+	d.n = 0;
+	m = msg_begin(&d, NEWCHAIN, SEQ);
+	put(&d, &g, sizeof(g));
+	attr(&d, NFTA_CHAIN_TABLE, "aas_egress_x", 13);
+	attr(&d, NFTA_CHAIN_NAME, "output", 7);
+	msg_end(&d, m);
+	error_msg(&d, SEQ, 0);
+	assert_int_equal(saas__nftnl_reply(d.b, d.n, SEQ, &a), 1);
+	assert_true(a.found);
+	/* Shorter than its nfgenmsg: no answer. */
+	d.n = 0;
+	a.found = false;
+	msg_end(&d, msg_begin(&d, NEWCHAIN, SEQ));
+	assert_int_equal(saas__nftnl_reply(d.b, d.n, SEQ, &a), -EPROTO);
+	assert_false(a.found);
+}
+
 /* Every length that lies: each cut of a good datagram, and lengths past the end. */
 static void test_lengths(void **state)
 {
@@ -240,6 +277,12 @@ static void test_kernel(void **state)
 	memset(name, 'c', sizeof(name) - 1);
 	name[sizeof(name) - 1] = '\0';
 	assert_int_equal(saas__nftnl_counter("aas_egress_t", name, &packets), -EINVAL);
+	/* Chains: the table's own, one it has not, a table that is not. */
+	assert_int_equal(saas__nftnl_chain("aas_egress_t", "output"), -ENOENT);
+	assert_int_equal(system("nft add chain inet aas_egress_t output"), 0);
+	assert_int_equal(saas__nftnl_chain("aas_egress_t", "output"), 0);
+	assert_int_equal(saas__nftnl_chain("aas_egress_u", "output"), -ENOENT);
+	assert_int_equal(saas__nftnl_chain("aas_egress_t", name), -EINVAL);
 }
 
 int main(void)
@@ -247,6 +290,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_answer),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_chain),
 		cmocka_unit_test(test_lengths),
 		cmocka_unit_test(test_kernel),
 	};

@@ -504,6 +504,28 @@ out:
 	return rc;
 }
 
+/*
+ * Is the table there, its output chain with it (a flushed ruleset has
+ * neither)? 0 or an error. Asked of the kernel when this process may
+ * (nftnl.h: every create asks, and nft would read every VM's rules to
+ * answer), through nft (argv) otherwise. Under e->mu.
+ */
+static int table_there(struct drv *d, const char *const *argv)
+{
+	struct saas__lv_egress *e = d->egress;
+	int rc;
+
+	if (!d->nft && !__atomic_load_n(&e->netlink_refused, __ATOMIC_RELAXED)) {
+		if ((rc = saas__nftnl_chain(e->table, "output")) == 0)
+			return SAAS_OK;
+		if (rc != -EPERM)
+			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, -rc, "the egress table's output chain: %s",
+			                   strerror(-rc));
+		__atomic_store_n(&e->netlink_refused, 1, __ATOMIC_RELAXED);
+	}
+	return saas__run(argv, NULL) < 0 ? SAAS_EBACKEND : SAAS_OK;
+}
+
 int saas__lv_egress_ensure(struct drv *d)
 {
 	struct saas__lv_egress *e = d->egress;
@@ -514,7 +536,7 @@ int saas__lv_egress_ensure(struct drv *d)
 	if (!e)
 		return SAAS_OK;
 	pthread_mutex_lock(&e->mu);
-	if (saas__run(argv, NULL) < 0) {
+	if (table_there(d, argv) < 0) {
 		saas__error_clear();
 		saas__lv_log(d, SAAS_LOG_WARN, "the egress table (table inet %s) is gone (was the ruleset flushed?): "
 		             "loading it again with every VM's rules", e->table);

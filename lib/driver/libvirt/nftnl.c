@@ -19,7 +19,7 @@
 #include "driver/libvirt/nftnl.h"
 
 #define NEWOBJ ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWOBJ)
-#define GETOBJ ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETOBJ)
+#define NEWCHAIN ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN)
 
 /* A netlink attribute read from untrusted bytes. */
 struct attr {
@@ -58,7 +58,7 @@ static bool attr_find(const uint8_t *p, size_t len, uint16_t want, struct attr *
 	return false;
 }
 
-int saas__nftnl_counter_reply(const uint8_t *buf, size_t len, uint32_t seq, int64_t *packets, bool *found)
+int saas__nftnl_reply(const uint8_t *buf, size_t len, uint32_t seq, struct saas__nftnl_answer *a)
 {
 	size_t off = 0;
 
@@ -90,14 +90,16 @@ int saas__nftnl_counter_reply(const uint8_t *buf, size_t len, uint32_t seq, int6
 			/* A kernel's errno is small and negative; anything else is no answer. */
 			return e.error < 0 && e.error > -4096 ? e.error : -EPROTO;
 		}
-		if (h.nlmsg_type == NEWOBJ) {
+		if (h.nlmsg_type != a->want)
+			continue;
+		if (body_len < sizeof(struct nfgenmsg))
+			return -EPROTO;
+		body += sizeof(struct nfgenmsg);
+		body_len -= sizeof(struct nfgenmsg);
+		if (a->want == NEWOBJ) {
 			struct attr type, data, pk;
 			uint32_t be32;
 			uint64_t be64;
-			if (body_len < sizeof(struct nfgenmsg))
-				return -EPROTO;
-			body += sizeof(struct nfgenmsg);
-			body_len -= sizeof(struct nfgenmsg);
 			if (!attr_find(body, body_len, NFTA_OBJ_TYPE, &type) || type.len != sizeof(be32))
 				return -EPROTO;
 			memcpy(&be32, type.data, sizeof(be32));
@@ -105,9 +107,9 @@ int saas__nftnl_counter_reply(const uint8_t *buf, size_t len, uint32_t seq, int6
 			    !attr_find(data.data, data.len, NFTA_COUNTER_PACKETS, &pk) || pk.len != sizeof(be64))
 				return -EPROTO;
 			memcpy(&be64, pk.data, sizeof(be64));
-			*packets = (int64_t)(be64toh(be64) & INT64_MAX);
-			*found = true;
+			a->packets = (int64_t)(be64toh(be64) & INT64_MAX);
 		}
+		a->found = true;
 	}
 	return 0;
 }
@@ -136,36 +138,47 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int saas__nftnl_counter(const char *table, const char *name, int64_t *packets)
+/* A string attribute of a request: its type and text. */
+struct str_attr {
+	uint16_t type;
+	const char *text;
+};
+
+/*
+ * One get request of message msg for the strings given (and an object
+ * type, when not 0), its answer read into *a (a->want set by the caller):
+ * 0 with a->found, or -errno (nftnl.h).
+ */
+static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj_type, struct saas__nftnl_answer *a)
 {
-	_Alignas(struct nlmsghdr) uint8_t req[NLMSG_HDRLEN + 2 * NLA_ALIGN(NLA_HDRLEN + NFTNL_NAME_MAX + 1) + 64];
+	_Alignas(struct nlmsghdr) uint8_t req[NLMSG_HDRLEN + 3 * NLA_ALIGN(NLA_HDRLEN + NFTNL_NAME_MAX + 1) + 64];
 	_Alignas(struct nlmsghdr) uint8_t ans[8192];
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 	struct nlmsghdr h;
 	struct nfgenmsg g = { .nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0, .res_id = 0 };
-	uint32_t type = htobe32(NFT_OBJECT_COUNTER), seq = (uint32_t)mono_ms();
-	size_t n = NLMSG_HDRLEN, tl = strlen(table), nl = strlen(name);
+	uint32_t type = htobe32(obj_type), seq = (uint32_t)mono_ms();
+	size_t len = NLMSG_HDRLEN;
 	int64_t deadline = mono_ms() + NFTNL_TIMEOUT_MS;
-	bool found = false;
 	int fd, rc = 0;
 
-	if (tl > NFTNL_NAME_MAX || nl > NFTNL_NAME_MAX)
-		return -EINVAL;
-	memcpy(req + n, &g, sizeof(g));
-	n += NLMSG_ALIGN(sizeof(g));
-	if (!put_attr(req, sizeof(req), &n, NFTA_OBJ_TABLE, table, tl + 1) ||
-	    !put_attr(req, sizeof(req), &n, NFTA_OBJ_NAME, name, nl + 1) ||
-	    !put_attr(req, sizeof(req), &n, NFTA_OBJ_TYPE, &type, sizeof(type)))
+	memcpy(req + len, &g, sizeof(g));
+	len += NLMSG_ALIGN(sizeof(g));
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(strs[i].text);
+		if (l > NFTNL_NAME_MAX || !put_attr(req, sizeof(req), &len, strs[i].type, strs[i].text, l + 1))
+			return -EINVAL;
+	}
+	if (obj_type && !put_attr(req, sizeof(req), &len, NFTA_OBJ_TYPE, &type, sizeof(type)))
 		return -EINVAL;
 	memset(&h, 0, sizeof(h));
-	h.nlmsg_len = (uint32_t)n;
-	h.nlmsg_type = GETOBJ;
+	h.nlmsg_len = (uint32_t)len;
+	h.nlmsg_type = (uint16_t)((NFNL_SUBSYS_NFTABLES << 8) | msg);
 	h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
 	h.nlmsg_seq = seq;
 	memcpy(req, &h, sizeof(h));
 	if ((fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER)) < 0)
 		return -errno;
-	if (sendto(fd, req, n, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+	if (sendto(fd, req, len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
 		rc = -errno;
 	while (rc == 0) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -191,10 +204,29 @@ int saas__nftnl_counter(const char *table, const char *name, int64_t *packets)
 			rc = 0;
 			continue;
 		}
-		rc = saas__nftnl_counter_reply(ans, (size_t)got, seq, packets, &found);
+		rc = saas__nftnl_reply(ans, (size_t)got, seq, a);
 	}
 	close(fd);
 	if (rc < 0)
 		return rc;
-	return found ? 0 : -EPROTO;
+	return a->found ? 0 : -EPROTO;
+}
+
+int saas__nftnl_counter(const char *table, const char *name, int64_t *packets)
+{
+	const struct str_attr strs[] = { { NFTA_OBJ_TABLE, table }, { NFTA_OBJ_NAME, name } };
+	struct saas__nftnl_answer a = { .want = NEWOBJ };
+	int rc;
+
+	if ((rc = ask(NFT_MSG_GETOBJ, strs, 2, NFT_OBJECT_COUNTER, &a)) == 0)
+		*packets = a.packets;
+	return rc;
+}
+
+int saas__nftnl_chain(const char *table, const char *chain)
+{
+	const struct str_attr strs[] = { { NFTA_CHAIN_TABLE, table }, { NFTA_CHAIN_NAME, chain } };
+	struct saas__nftnl_answer a = { .want = NEWCHAIN };
+
+	return ask(NFT_MSG_GETCHAIN, strs, 2, 0, &a);
 }

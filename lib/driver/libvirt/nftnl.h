@@ -1,6 +1,7 @@
 /*
- * Internal: one counter of this engine's egress table read straight from
- * the kernel over netfilter's netlink (NFT_MSG_GETOBJ), not through nft.
+ * Internal: one counter of this engine's egress table, or whether one of its
+ * chains is there, asked of the kernel over netfilter's netlink
+ * (NFT_MSG_GETOBJ, NFT_MSG_GETCHAIN), not through nft.
  * nft reads the whole ruleset into its cache before it answers anything, so
  * `nft list counter` costs what the table holds (every VM's chains and
  * rules: tens to hundreds of milliseconds at hundreds of VMs), and a list
@@ -33,13 +34,23 @@
  */
 int saas__nftnl_counter(const char *table, const char *name, int64_t *packets);
 
+/* Whether inet table `table` has chain `chain`: 0 it has, -ENOENT it (or the table) has not, else as above. */
+int saas__nftnl_chain(const char *table, const char *chain);
+
+/* The kernel's answer to one request, as read so far. */
+struct saas__nftnl_answer {
+	uint16_t want;   /* the message type that answers (NFT_MSG_NEWOBJ or _NEWCHAIN, with the subsystem) */
+	bool found;      /* one came */
+	int64_t packets; /* a counter object's */
+};
+
 /*
  * One datagram of the kernel's answer to request seq (len bytes of buf):
  * 1 when it ended the answer (its ack, an error, or a done), 0 when more is
  * to come; -errno for an error the kernel sent or -EPROTO for bytes that do
- * not read. Messages of other sequence numbers are skipped. A counter
- * object's packets, when the datagram holds one, go to *packets and *found.
+ * not read. Messages of other sequence numbers or types are skipped. One of
+ * a->want's type sets a->found (and, a counter object, a->packets).
  */
-int saas__nftnl_counter_reply(const uint8_t *buf, size_t len, uint32_t seq, int64_t *packets, bool *found);
+int saas__nftnl_reply(const uint8_t *buf, size_t len, uint32_t seq, struct saas__nftnl_answer *a);
 
 #endif
