@@ -72,6 +72,8 @@ static int start_server(void)
 			dup2(fd, 2);
 			close(fd);
 		}
+		/* Only stdio: nothing the test (or ctest) holds open outlives it in the server (tests/fds.sh). */
+		close_range(3, ~0U, 0);
 		execl(P.server_bin, P.server_bin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--state-dir",
 		      P.state, (char *)NULL);
 		_exit(127);
@@ -118,6 +120,7 @@ static char *admin_account(const char *name, const char *credit)
 		if (null >= 0)
 			dup2(null, 2);
 		close(pfd[0]);
+		close_range(3, ~0U, 0);
 		if (credit)
 			execl(P.server_bin, P.server_bin, "account", "create", "--name", name, "--credit", credit,
 			      "--state-dir", P.state, (char *)NULL);
