@@ -42,9 +42,10 @@
  * BENCH_DENSITY=only runs it alone. Once the count stops, the idle clones'
  * QEMUs' CPU time together, the engine's own (libvirt's embedded driver is
  * in it) and the host's busy time are taken over 60 s: what that many idle
- * guests cost the cores. Then they are destroyed one after another in the
- * order made, the first DENS_DESTROYS (all the others still there) and the
- * last timed: what a destroy costs at that count against nearly alone.
+ * guests cost the cores. Then they are destroyed in the order made, the
+ * first DENS_DESTROYS one after another (all the others still there) and the
+ * last DENS_DESTROYS too, timed: what a destroy costs at that count against
+ * nearly alone; those between, DENS_DESTROY_THREADS at once, untimed.
  *
  * vm_bench --control STATE_DIR IMAGES_DIR: a clone's fix-ups over the
  * control port (control_port=on) against over SSH as root (control_port=off),
@@ -875,6 +876,8 @@ static const char *const cow_modes[2] = { "mapped", "loaded" };
 #define COW_IDLE 3
 /* The density's destroys timed at each end: with all the others still there, and with few left. */
 #define DENS_DESTROYS 20
+/* ... and those between them, this many at once. */
+#define DENS_DESTROY_THREADS 4
 
 /* A field of /proc/meminfo (KiB). */
 static long meminfo_kib(const char *field)
@@ -1032,6 +1035,23 @@ static void idle_cpu_of(saas_sandbox **sb, int n, unsigned int win_s, double *qe
 	free(pid);
 }
 
+/* The middle of the density's destroys: every step-th sandbox from first, before end. */
+struct dens_slice {
+	saas_sandbox **sb;
+	int first, end, step;
+};
+
+static void *dens_destroy_slice(void *arg)
+{
+	struct dens_slice *sl = arg;
+
+	for (int i = sl->first; i < sl->end; i += sl->step) {
+		saas_sandbox_destroy(NULL, cloned.client, sl->sb[i]->id, 0);
+		saas_sandbox_free(sl->sb[i]);
+	}
+	return NULL;
+}
+
 /* Idle small clones, one after another, until the host has only keep_kib available (or max run). */
 static void phase_density(char **images, int max, const char *dir)
 {
@@ -1094,15 +1114,31 @@ static void phase_density(char **images, int max, const char *dir)
 		idle_cpu_of(sb, n, 60, &res->dens_qemu_cpu, &res->dens_host_busy, &res->dens_engine_cpu);
 	}
 	res->dens_avail1 = meminfo_kib("MemAvailable:");
-	/* Destroyed in the order made: the first with all the others still there, the last nearly alone. */
+	/*
+	 * Destroyed in the order made: the first k one after another with all the
+	 * others still there, the middle ones by DENS_DESTROY_THREADS at once (the
+	 * bench's time, not a figure), the last k one after another nearly alone.
+	 */
 	double *ms = calloc((size_t)n + 1, sizeof(*ms));
+	int k = n < 2 * DENS_DESTROYS ? n / 2 : DENS_DESTROYS;
 	for (int i = 0; i < n; i++) {
+		if (i == k && n - k > k) {
+			struct dens_slice sl[DENS_DESTROY_THREADS];
+			pthread_t th[DENS_DESTROY_THREADS];
+			for (int t = 0; t < DENS_DESTROY_THREADS; t++) {
+				sl[t] = (struct dens_slice){ sb, k + t, n - k, DENS_DESTROY_THREADS };
+				if (pthread_create(&th[t], NULL, dens_destroy_slice, &sl[t]) != 0)
+					die("thread", SAAS_EIO);
+			}
+			for (int t = 0; t < DENS_DESTROY_THREADS; t++)
+				pthread_join(th[t], NULL);
+			i = n - k;
+		}
 		t0 = now_ms();
 		saas_sandbox_destroy(NULL, cloned.client, sb[i]->id, 0);
 		ms[i] = now_ms() - t0;
 		saas_sandbox_free(sb[i]);
 	}
-	int k = n < 2 * DENS_DESTROYS ? n / 2 : DENS_DESTROYS;
 	if (k > 0) {
 		res->dens_destroy[0] = pct(ms, k, 0.5);
 		res->dens_destroy[1] = pct(ms + n - k, k, 0.5);
