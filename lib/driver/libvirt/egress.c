@@ -250,9 +250,9 @@ char *saas__lv_egress_vm_text(const char *table, unsigned int uid, const saas_vm
 	/* A swap forgets what lookups under the old policy allowed; a swap to another mode, the sets too. */
 	if (mode != SAAS_NET_POLICY)
 		vm_sets_delete(&b, table, uid);
-	for (size_t i = 0; mode == SAAS_NET_POLICY && i < VM_SETS; i++)
-		saas__buf_printf(&b, "flush set inet %s %s_%u\n", table, vm_sets[i], uid);
 	if (mode == SAAS_NET_POLICY) {
+		for (size_t i = 0; i < VM_SETS; i++)
+			saas__buf_printf(&b, "flush set inet %s %s_%u\n", table, vm_sets[i], uid);
 		snprintf(set, sizeof(set), "a4_%u", uid);
 		cidr_elements(&b, table, set, net->allow, AF_INET);
 		snprintf(set, sizeof(set), "a6_%u", uid);
@@ -505,24 +505,33 @@ out:
 }
 
 /*
- * Is the table there, its output chain with it (a flushed ruleset has
- * neither)? 0 or an error. Asked of the kernel when this process may
- * (nftnl.h: every create asks, and nft would read every VM's rules to
- * answer), through nft (argv) otherwise. Under e->mu.
+ * Reads asked of the kernel over netlink (nftnl.h: one object, where nft
+ * reads the whole table first): only when this process runs nft itself
+ * (not aas-nft), and until the kernel refuses it (no CAP_NET_ADMIN).
  */
+static bool netlink_may(const struct drv *d)
+{
+	return !d->nft && !__atomic_load_n(&d->egress->netlink_refused, __ATOMIC_RELAXED);
+}
+
+/* A netlink read's rc as it is, but -EPERM: remembered (nft from then on) and 1, "ask nft". */
+static int netlink_rc(struct drv *d, int rc)
+{
+	if (rc != -EPERM)
+		return rc;
+	__atomic_store_n(&d->egress->netlink_refused, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* Is the table there, its output chain with it (a flushed ruleset has neither)? 0 or an error. Under e->mu. */
 static int table_there(struct drv *d, const char *const *argv)
 {
-	struct saas__lv_egress *e = d->egress;
 	int rc;
 
-	if (!d->nft && !__atomic_load_n(&e->netlink_refused, __ATOMIC_RELAXED)) {
-		if ((rc = saas__nftnl_chain(e->table, "output")) == 0)
-			return SAAS_OK;
-		if (rc != -EPERM)
-			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, -rc, "the egress table's output chain: %s",
-			                   strerror(-rc));
-		__atomic_store_n(&e->netlink_refused, 1, __ATOMIC_RELAXED);
-	}
+	if (netlink_may(d) && (rc = netlink_rc(d, saas__nftnl_chain(d->egress->table, "output"))) <= 0)
+		return rc == 0 ? SAAS_OK
+		               : saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, -rc, "the egress table's output chain: %s",
+		                             strerror(-rc));
 	return saas__run(argv, NULL) < 0 ? SAAS_EBACKEND : SAAS_OK;
 }
 
@@ -849,22 +858,14 @@ int saas__lv_egress_vm_stats(struct drv *d, const char *name, saas_vm_network_st
 	pthread_mutex_unlock(&e->mu);
 	if (!v)
 		return SAAS_OK;
-	/*
-	 * Straight from the kernel when this process may (nftnl.h: one object,
-	 * not the whole table); through nft or aas-nft otherwise, and from then
-	 * on once the kernel said this process may not.
-	 */
-	if (!d->nft && !__atomic_load_n(&e->netlink_refused, __ATOMIC_RELAXED)) {
-		if ((rc = saas__nftnl_counter(e->table, counter, &packets)) == 0) {
-			out->denied_connections = packets;
-			return SAAS_OK;
-		}
-		if (rc != -EPERM)
+	if (netlink_may(d) && (rc = netlink_rc(d, saas__nftnl_counter(e->table, counter, &packets))) <= 0) {
+		if (rc < 0)
 			return saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, -rc, "VM %s: reading its egress counter: %s",
 			                   name, strerror(-rc));
-		__atomic_store_n(&e->netlink_refused, 1, __ATOMIC_RELAXED);
-		rc = SAAS_OK;
+		out->denied_connections = packets;
+		return SAAS_OK;
 	}
+	rc = SAAS_OK;
 	if (saas__run(argv, &text) < 0) {
 		rc = saas__error_wrap(SAAS_EBACKEND, "VM %s: reading its egress counter", name);
 	} else if ((p = strstr(text, "packets "))) {

@@ -1,7 +1,7 @@
 /*
- * A counter read over netfilter's netlink: one NFT_MSG_GETOBJ request, its
- * answer (a NEWOBJ message, then the ack it asked for) read here. See
- * nftnl.h for why this is not nft.
+ * A counter or a chain asked of the kernel over netfilter's netlink: one
+ * get request (NFT_MSG_GETOBJ, NFT_MSG_GETCHAIN), its answer (the object,
+ * then the ack it asked for) read here. See nftnl.h for why this is not nft.
  */
 #include <endian.h>
 #include <errno.h>
@@ -17,6 +17,7 @@
 #include <linux/netlink.h>
 
 #include "driver/libvirt/nftnl.h"
+#include "util/util.h"
 
 #define NEWOBJ ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWOBJ)
 #define NEWCHAIN ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN)
@@ -130,14 +131,6 @@ static bool put_attr(uint8_t *buf, size_t size, size_t *n, uint16_t type, const 
 	return true;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A string attribute of a request: its type and text. */
 struct str_attr {
 	uint16_t type;
@@ -156,10 +149,13 @@ static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 	struct nlmsghdr h;
 	struct nfgenmsg g = { .nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0, .res_id = 0 };
-	uint32_t type = htobe32(obj_type), seq = (uint32_t)mono_ms();
+	struct timespec t0;
+	uint32_t type = htobe32(obj_type), seq;
 	size_t len = NLMSG_HDRLEN;
-	int64_t deadline = mono_ms() + NFTNL_TIMEOUT_MS;
 	int fd, rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	seq = (uint32_t)t0.tv_nsec;
 
 	memcpy(req + len, &g, sizeof(g));
 	len += NLMSG_ALIGN(sizeof(g));
@@ -184,7 +180,7 @@ static int ask(uint16_t msg, const struct str_attr *strs, size_t n, uint32_t obj
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		struct sockaddr_nl from;
 		socklen_t from_len = sizeof(from);
-		int64_t left = deadline - mono_ms();
+		int64_t left = NFTNL_TIMEOUT_MS - saas__ms_since(&t0);
 		ssize_t got;
 
 		if (left <= 0 || (rc = poll(&p, 1, (int)left)) == 0) {
