@@ -2207,6 +2207,18 @@ static void test_config(void **state)
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "spare_warm=maybe"), SAAS_EINVAL);
 	assert_string_equal(saas_error_last()->message, "spare_warm must be on or off, not 'maybe'");
+	/* libvirt reads a started guest's CPU by its feature words unless told otherwise (emulator.h). */
+	assert_int_equal(saas__lv_config_parse(&cfg, NULL), SAAS_OK);
+	assert_true(cfg.cpu_words);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "cpu_readback=properties"), SAAS_OK);
+	assert_false(cfg.cpu_words);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "cpu_readback=properties,cpu_readback=words"), SAAS_OK);
+	assert_true(cfg.cpu_words);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "cpu_readback=fast"), SAAS_EINVAL);
+	assert_string_equal(saas_error_last()->message, "cpu_readback must be words or properties, not 'fast'");
 }
 
 int main(void)

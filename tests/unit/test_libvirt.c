@@ -811,6 +811,9 @@ static char *xml_of_uid(const saas_vm_spec *spec, const struct image *im, bool k
 		VMDIR, im->disk ? VMDIR "/disk.qcow2" : NULL, 40022, kvm, internet, incoming, uid, uid ? 994 : 0,
 	};
 
+	/* Confined VMs are the embedded root's: they name its QEMU link (emulator.h). */
+	if (uid)
+		def.emulator = "/run/aas-libvirt/0123456789abcdef/bin/qemu-system-x86_64";
 	return saas__lv_domain_xml(&def);
 }
 

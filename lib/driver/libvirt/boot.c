@@ -98,6 +98,7 @@ int saas__lv_launch_start(struct launch *l)
 		def.mem_path = l->mem_path;
 		def.control = l->control;
 		def.spare_until_ms = l->spare_until_ms;
+		def.emulator = d->emulator;
 		pthread_mutex_lock(&d->mu); /* d->kvm changes when KVM turns out not to work */
 		def.kvm = d->kvm;
 		pthread_mutex_unlock(&d->mu);

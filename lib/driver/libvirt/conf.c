@@ -201,6 +201,7 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 	cfg->control_files = true;
 	cfg->control_exec = true;
 	cfg->spare_warm = true;
+	cfg->cpu_words = true;
 	cfg->uids = UIDS_AUTO;
 	cfg->uid_first = UIDS_FIRST_DEFAULT;
 	cfg->uid_count = UIDS_COUNT_DEFAULT;
@@ -254,6 +255,10 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 			rc = parse_onoff(tok, val, &cfg->control_exec);
 		} else if (strcmp(tok, "spare_warm") == 0) {
 			rc = parse_onoff(tok, val, &cfg->spare_warm);
+		} else if (strcmp(tok, "cpu_readback") == 0) {
+			if (strcmp(val, "words") != 0 && strcmp(val, "properties") != 0)
+				rc = saas__inval("cpu_readback must be words or properties, not '%s'", val);
+			cfg->cpu_words = strcmp(val, "properties") != 0;
 		} else if (strcmp(tok, "boot_timeout") == 0) {
 			rc = parse_seconds(tok, val, BOOT_TIMEOUT_MAX_S, &cfg->boot_timeout_ms);
 		} else if (strcmp(tok, "disk_sweep_grace") == 0) {

@@ -32,6 +32,7 @@ struct saas__lv_config {
 	bool control_files;              /* files over the control port where the guest's helper serves them */
 	bool control_exec;               /* commands over the control port until the SSH session is up, plain ones after */
 	bool spare_warm;                 /* a spare's guest run once, fix-ups and a first command, before a take (spare.c) */
+	bool cpu_words;                  /* cpu_readback=words: libvirt reads a started guest's CPU cheaply (emulator.h) */
 	int boot_timeout_ms;
 	int disk_sweep_grace_ms;         /* remote: an unused aas-disk volume's age before the sweep deletes it */
 	int uids;                        /* enum uidcfg */
@@ -59,7 +60,7 @@ struct saas__lv_config {
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
  * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB
- * spare_warm=on|off. NULL or ""
+ * spare_warm=on|off cpu_readback=words|properties. NULL or ""
  * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */

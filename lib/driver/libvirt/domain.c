@@ -138,6 +138,11 @@ char *saas__lv_domain_xml(const struct saas__lv_domain *def)
 	saas__buf_puts(&b, def->kvm ? "  <cpu mode='host-passthrough'/>\n" : "  <cpu mode='maximum'/>\n");
 	saas__buf_puts(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"
 	                   "  <on_reboot>destroy</on_reboot>\n  <on_crash>destroy</on_crash>\n  <devices>\n");
+	if (def->emulator) {
+		saas__buf_puts(&b, "    <emulator>");
+		xml_escape(&b, def->emulator);
+		saas__buf_puts(&b, "</emulator>\n");
+	}
 	if (def->overlay) {
 		saas__buf_puts(&b, "    <disk type='file' device='disk'>\n      <driver name='qemu' type='qcow2' "
 		                   "discard='unmap'/>\n      <source file='");

@@ -68,6 +68,7 @@ struct saas__lv_domain {
 	int64_t spare_until_ms;
 	const char *listen;              /* the SSH forward's address; NULL: 127.0.0.1 */
 	const char *kernel, *initrd;     /* as the host's QEMU sees them; NULL: the image's own */
+	const char *emulator;            /* the QEMU binary's path (emulator.h); NULL: libvirt's choice */
 };
 
 /*

@@ -343,6 +343,7 @@ static void drv_free(struct drv *d)
 	free(d->owner);
 	free(d->dns_upstream);
 	free(d->nft_helper);
+	free(d->emulator);
 	free(d->root);
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->cf.uids);
@@ -366,6 +367,7 @@ static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 	d->control_files = cfg->control_files;
 	d->control_exec = cfg->control_exec;
 	d->spare_warm = cfg->spare_warm;
+	d->cpu_words = cfg->cpu_words;
 	d->boot_timeout_ms = cfg->boot_timeout_ms;
 	d->disk_sweep_grace_ms = cfg->disk_sweep_grace_ms;
 	d->cf.uids_mode = cfg->uids;

@@ -366,6 +366,14 @@ struct drv {
 	bool control_exec;
 	/* spare_warm=off: a spare's guest first runs when a create takes it (spare.c, saas__lv_clone_warm). */
 	bool spare_warm;
+	/* cpu_readback=properties: domains name libvirt's QEMU, not emulator (emulator.h). */
+	bool cpu_words;
+	/*
+	 * Embedded: the QEMU binary as domains name it, a link in the root whose
+	 * capabilities make libvirt's read of a started guest's CPU cheap
+	 * (emulator.h); NULL: libvirt's own choice. Set at open, then read-only.
+	 */
+	char *emulator;
 	bool mapped;                     /* templates' RAM mapped by clones (template_memory=mapped, and possible) */
 	char mapped_why[256];            /* why not, when template_memory=mapped and !mapped */
 	virConnectPtr conn;              /* remote: replaced when it died (host->check); read with saas__lv_conn */
