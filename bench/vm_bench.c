@@ -161,6 +161,7 @@
 #define MAX_IMAGES 8
 #define CONTROL_SAMPLES 400
 #define SPARE_SAMPLES 64
+#define BURST_WAYS 4    /* --burst: the ways compared (burst_ways) */
 #define SPARE_GAP_MS 3500 /* between creates, both ways: past the driver's 2 s hold and one start */
 #define IDLE_SETTLE_S 30  /* an idle clone is measured this long after its restore and first command */
 #define IDLE_WINDOW_S 60  /* over this long: 1 tick of 10 ms is 0.017 % */
@@ -206,8 +207,8 @@ struct results {
 	double sp_next[2][MAX_IMAGES][SPARE_SAMPLES]; /* --first: the same sandbox's next `true` */
 	int sp_n[2][MAX_IMAGES];
 	/* --burst: per way, per round: ms until all ran `true`, the median create's, the creates served ahead */
-	double bu_all[3][SPARE_SAMPLES], bu_p50[3][SPARE_SAMPLES];
-	int bu_ahead[3][SPARE_SAMPLES], bu_n[3];
+	double bu_all[BURST_WAYS][SPARE_SAMPLES], bu_p50[BURST_WAYS][SPARE_SAMPLES];
+	int bu_ahead[BURST_WAYS][SPARE_SAMPLES], bu_n[BURST_WAYS];
 	/* --adapt: create -> `true` ms spaced and back to back, those served ahead; two bursts: all, median, ahead */
 	double ad_spaced[SPARE_SAMPLES], ad_b2b[SPARE_SAMPLES], ad_burst[2][2];
 	int ad_nspaced, ad_nb2b, ad_b2b_ahead, ad_burst_ahead[2], ad_ready_before[2];
@@ -243,6 +244,8 @@ static const char *control_port = "on"; /* the driver option control_port of the
 static const char *spares_opt = "1";      /* the driver option spares of the engines opened next; NULL: its default */
 static const char *control_exec = "on";   /* the driver option control_exec of the engines opened next */
 static const char *spare_warm = "on";     /* the driver option spare_warm of the engines opened next */
+/* The driver option cpu_readback of the engines opened next ($BENCH_CPU_READBACK, else the default). */
+static const char *cpu_readback = "words";
 static int max_sandboxes = MAX_AT_ONCE + 8;
 static unsigned int disk_budget_gb; /* the engines opened next; 0: the engine's default */
 static const saas_size *const *bench_sizes; /* the engines opened next; NULL: the engine's sizes */
@@ -304,9 +307,9 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
 	snprintf(config, sizeof(config),
 	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s%s%s "
-	         "control_exec=%s spare_warm=%s",
+	         "control_exec=%s spare_warm=%s cpu_readback=%s",
 	         images, templates ? "on" : "off", uids, template_memory, control_port, spares_opt ? " spares=" : "",
-	         spares_opt ? spares_opt : "", control_exec, spare_warm);
+	         spares_opt ? spares_opt : "", control_exec, spare_warm, cpu_readback);
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -1395,9 +1398,14 @@ static int control_main(const char *dir)
 
 /* ---- --burst: creates at once, with what the driver can have ready for them ---- */
 
-/* The ways of a --burst run: [0] the defaults, [1] spares=16, [2] a warm pool as large as the burst. */
-static const char *const burst_ways[3] = { "the defaults (`spares=auto`)", "`spares=16`, all started before",
-	                                   "a warm pool of the burst's size" };
+/*
+ * The ways of a --burst run: [0] the defaults, [1] the defaults but libvirt reading each started guest's CPU
+ * property by property (cpu_readback=properties, what every start cost before), [2] spares=16, [3] a warm
+ * pool as large as the burst.
+ */
+static const char *const burst_ways[BURST_WAYS] = { "the defaults (`spares=auto`)",
+	                                            "the defaults but `cpu_readback=properties`",
+	                                            "`spares=16`, all started before", "a warm pool of the burst's size" };
 
 static uint64_t pool_claims(void)
 {
@@ -1412,19 +1420,20 @@ static uint64_t pool_claims(void)
 
 static void phase_burst(char **images, int way, const char *dir)
 {
-	struct bench_engine *b = way == 2 ? &pool : &cloned;
+	struct bench_engine *b = way == 3 ? &pool : &cloned;
 	char spec[128];
 	int made, ahead, i = res->bu_n[way];
 	uint64_t claims = 0;
 	double ms, median;
 
 	snprintf(spec, sizeof(spec), "small:%s=%d", images[0], at_once);
-	spares_opt = way == 1 ? "16" : NULL; /* NULL: the driver's default */
+	spares_opt = way == 2 ? "16" : NULL; /* NULL: the driver's default */
+	cpu_readback = way == 1 ? "properties" : "words";
 	/* The pool's full count and the burst's sandboxes together, against a budget that would refuse some. */
 	disk_budget_gb = (unsigned int)(2 * at_once + 8) * 160;
-	engine_open(b, "burst", dir, true, way == 2 ? spec : NULL);
+	engine_open(b, "burst", dir, true, way == 3 ? spec : NULL);
 	client = b->client;
-	if (way == 2) {
+	if (way == 3) {
 		wait_until(pool_holds, at_once, "the pool filling up");
 		claims = pool_claims();
 	} else {
@@ -1432,7 +1441,7 @@ static void phase_burst(char **images, int way, const char *dir)
 		saas_sandbox *sb = bench_create(b->client, images[0]);
 		saas_sandbox_destroy(NULL, b->client, sb->id, 0);
 		saas_sandbox_free(sb);
-		wait_until(spares_at_least, way == 1 ? 16 : 1, "the QEMUs started ahead");
+		wait_until(spares_at_least, way == 2 ? 16 : 1, "the QEMUs started ahead");
 	}
 	sleep(3); /* past the driver's hold after a start */
 	pthread_mutex_lock(&log_mu);
@@ -1444,7 +1453,7 @@ static void phase_burst(char **images, int way, const char *dir)
 	made = clones_made - made;
 	ahead = clones_ahead - ahead;
 	pthread_mutex_unlock(&log_mu);
-	if (way == 2) {
+	if (way == 3) {
 		/* Every create a claim; the refill's clones, made meanwhile, are not the burst's. */
 		made = ahead = (int)(pool_claims() - claims);
 	}
@@ -1467,14 +1476,14 @@ static int burst_main(const char *dir, const char *image)
 
 	load_now(res->load[0], sizeof(res->load[0]));
 	for (int r = 0; r < rounds && r < SPARE_SAMPLES; r++)
-		for (int way = 0; way < 3; way++)
+		for (int way = 0; way < BURST_WAYS; way++)
 			run_child(burst_ways[way], phase_burst, images, way, dir);
 	load_now(res->load[1], sizeof(res->load[1]));
 	printf("Load (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", res->load[0], res->load[1]);
 	printf("| %d creates of `%s` at once (%d rounds, alternating) | all ran `true` (each round) | the median create "
 	       "(each round) | served by a VM made ahead (each round) |\n|---|---|---|---|\n",
 	       at_once, image, rounds);
-	for (int way = 0; way < 3; way++) {
+	for (int way = 0; way < BURST_WAYS; way++) {
 		char all[512] = "", mid[512] = "", ahead[256] = "";
 		for (int r = 0; r < res->bu_n[way]; r++) {
 			snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%.1f s", r ? ", " : "",
@@ -2328,6 +2337,9 @@ int main(int argc, char **argv)
 	bool burst = argc > 1 && strcmp(argv[1], "--burst") == 0;
 	bool adapt = argc > 1 && strcmp(argv[1], "--adapt") == 0;
 	bool idle = argc > 1 && strcmp(argv[1], "--idle") == 0;
+
+	if (getenv("BENCH_CPU_READBACK"))
+		cpu_readback = getenv("BENCH_CPU_READBACK"); /* words or properties: the driver option cpu_readback */
 
 	if (cow) {
 		if (argc != 4) {
