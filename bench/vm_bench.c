@@ -244,8 +244,11 @@ static const char *control_port = "on"; /* the driver option control_port of the
 static const char *spares_opt = "1";      /* the driver option spares of the engines opened next; NULL: its default */
 static const char *control_exec = "on";   /* the driver option control_exec of the engines opened next */
 static const char *spare_warm = "on";     /* the driver option spare_warm of the engines opened next */
-/* The driver option cpu_readback of the engines opened next ($BENCH_CPU_READBACK, else the default). */
-static const char *cpu_readback = "words";
+/*
+ * The driver option cpu_readback of the engines opened next ($BENCH_CPU_READBACK); NULL: not given (the
+ * default, and what a library from before the option takes: --adapt's baseline).
+ */
+static const char *cpu_readback;
 static int max_sandboxes = MAX_AT_ONCE + 8;
 static unsigned int disk_budget_gb; /* the engines opened next; 0: the engine's default */
 static const saas_size *const *bench_sizes; /* the engines opened next; NULL: the engine's sizes */
@@ -307,9 +310,10 @@ static void engine_open(struct bench_engine *b, const char *name, const char *im
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", state_dir, name);
 	snprintf(config, sizeof(config),
 	         "images=%s boot_timeout=600 templates=%s uids=%s template_memory=%s control_port=%s%s%s "
-	         "control_exec=%s spare_warm=%s cpu_readback=%s",
+	         "control_exec=%s spare_warm=%s%s%s",
 	         images, templates ? "on" : "off", uids, template_memory, control_port, spares_opt ? " spares=" : "",
-	         spares_opt ? spares_opt : "", control_exec, spare_warm, cpu_readback);
+	         spares_opt ? spares_opt : "", control_exec, spare_warm, cpu_readback ? " cpu_readback=" : "",
+	         cpu_readback ? cpu_readback : "");
 	o.state_dir = b->dir;
 	o.driver_config = config;
 	o.default_image = "tiny";
@@ -1428,7 +1432,7 @@ static void phase_burst(char **images, int way, const char *dir)
 
 	snprintf(spec, sizeof(spec), "small:%s=%d", images[0], at_once);
 	spares_opt = way == 2 ? "16" : NULL; /* NULL: the driver's default */
-	cpu_readback = way == 1 ? "properties" : "words";
+	cpu_readback = way == 1 ? "properties" : NULL;
 	/* The pool's full count and the burst's sandboxes together, against a budget that would refuse some. */
 	disk_budget_gb = (unsigned int)(2 * at_once + 8) * 160;
 	engine_open(b, "burst", dir, true, way == 3 ? spec : NULL);
