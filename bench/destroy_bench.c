@@ -35,12 +35,7 @@ static void on_log(void *ud, int level, const char *msg)
 {
 	(void)ud;
 	pthread_mutex_lock(&log_mu);
-	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " ready in "))
-		templates_ready++;
-	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
-		templates_failed++;
-	if (strstr(msg, " up in ") && strstr(msg, "(clone,"))
-		clones_made++;
+	bench_count_templates(msg, &templates_ready, &templates_failed, &clones_made);
 	pthread_mutex_unlock(&log_mu);
 	if (level <= SAAS_LOG_WARN || strstr(msg, "reaped") || getenv("BENCH_VERBOSE"))
 		fprintf(stderr, "destroy_bench: [engine] %s\n", msg);

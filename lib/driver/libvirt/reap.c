@@ -540,10 +540,14 @@ void saas__lv_reap_open(struct drv *d)
 	 * watch registers it before the start returns, a start that fails
 	 * included. launch_start registers again (a lost event).
 	 */
-	if (!(run = saas__lv_path_join(d->root, "run/qemu")) || saas__mkdir_p(run, 0700) < 0 ||
-	    saas__lv_reap_watch(run, &d->reap_wd) < 0)
+	if (!(run = saas__lv_path_join(d->root, "run/qemu")))
+		saas__lv_log(d, SAAS_LOG_WARN, "QEMUs whose start fails may not be reaped (their zombies stay): out of memory");
+	else if (saas__mkdir_p(run, 0700) < 0)
+		saas__lv_log(d, SAAS_LOG_WARN, "QEMUs whose start fails may not be reaped (their zombies stay): cannot create "
+		             "%s: %s", run, strerror(errno));
+	else if (saas__lv_reap_watch(run, &d->reap_wd) < 0)
 		saas__lv_log(d, SAAS_LOG_WARN, "QEMUs whose start fails may not be reaped (their zombies stay): %s",
-		             run ? saas_error_last()->message : "out of memory");
+		             saas_error_last()->message);
 	/* The QEMUs running now (libvirt keeps a pidfile per running domain): ours are reaped, others get ECHILD. */
 	if (run && (dir = opendir(run))) {
 		while ((de = readdir(dir))) {
