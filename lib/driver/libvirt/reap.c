@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <libvirt/virterror.h>
+
 #include "driver/libvirt/cgroup.h"
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/libvirt_driver.h"
@@ -517,7 +519,7 @@ void saas__lv_reap_vm(struct drv *d, const char *name)
 
 void saas__lv_reap_open(struct drv *d)
 {
-	char *run;
+	char *run, *caps;
 	DIR *dir;
 	struct dirent *de;
 
@@ -527,6 +529,17 @@ void saas__lv_reap_open(struct drv *d)
 		saas__lv_log(d, SAAS_LOG_INFO, "QEMUs are reaped by the host's init (reap=off): each destroy waits for it");
 		return;
 	}
+	/*
+	 * libvirt probes QEMU's capabilities with a QEMU that daemonizes itself
+	 * (-daemonize: two processes re-parented to the subreaper), killed and
+	 * never waited for, and it probes a new root at its first use, not at
+	 * the connection: asked for here, before the attribute is set, so that
+	 * the init reaps the probe, not nobody. Asked again only when the QEMU
+	 * binary or the host changes (reap.h).
+	 */
+	caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", d->kvm ? "kvm" : "qemu", 0);
+	free(caps);
+	virResetLastError();
 	if (saas__lv_reap_acquire() < 0) {
 		saas__lv_log(d, SAAS_LOG_WARN, "QEMUs are reaped by the host's init, not the engine (each destroy waits "
 		             "for it): %s", saas_error_last()->message);

@@ -13,6 +13,10 @@
  * pid). A pidfd whose process is not this process's child (a QEMU started
  * before the engine, parented elsewhere) gets ECHILD and is just closed.
  *
+ * libvirt's capability probe (a QEMU run with -daemonize, killed and never
+ * waited for) is nobody's to reap under the attribute: the driver asks for
+ * the capabilities at open, before setting it (saas__lv_reap_open).
+ *
  * The reaper is process-wide: engines share it through a count. The
  * subreaper attribute is set by the first engine that finds it unset, and
  * unset when the last engine closes, if it was ours to set. The set holds
