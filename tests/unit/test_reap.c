@@ -300,6 +300,53 @@ static void test_pidfile_watch(void **state)
 	assert_non_null(strstr(saas_error_last()->message, "/nonexistent/run/qemu"));
 }
 
+/*
+ * A capabilities probe as libvirt makes one under ROOT/lib/qemu: its
+ * qmp-XXXXXX directory made in the watched directory, then its qmp.pid
+ * written there, registers its process; the directory's removal drops its
+ * watch. Something else made there (not qmp-*, or a file) registers nothing.
+ */
+static void test_probe_watch(void **state)
+{
+	char dir[] = "/tmp/saas-reap-XXXXXX", sub[64], other[64], path[96], text[32];
+	pid_t g;
+	int wd = -1, fd, n;
+
+	(void)state;
+	NEED_PIDFD();
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(saas__lv_reap_watch_probes(dir, &wd), SAAS_OK);
+	assert_true(wd >= 0);
+	/* Not a probe's: a directory of another name with a pidfile in it is not watched. */
+	snprintf(other, sizeof(other), "%s/channel", dir);
+	assert_int_equal(mkdir(other, 0700), 0);
+	g = grandchild();
+	snprintf(path, sizeof(path), "%s/qmp.pid", other);
+	n = snprintf(text, sizeof(text), "%d", (int)g);
+	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(write(fd, text, (size_t)n), n);
+	assert_int_equal(close(fd), 0);
+	sleep_ms(200);
+	assert_int_equal(saas__lv_reap_count(), 0);
+	assert_int_equal(unlink(path), 0);
+	/* A probe's: registered, and reaped once killed. */
+	snprintf(sub, sizeof(sub), "%s/qmp-AbC123", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	snprintf(path, sizeof(path), "%s/qmp.pid", sub);
+	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
+	assert_int_equal(write(fd, text, (size_t)n), n);
+	assert_int_equal(close(fd), 0);
+	assert_true(count_within(1, BOUND_MS));
+	assert_int_equal(kill(g, SIGKILL), 0);
+	assert_true(gone_within(g, BOUND_MS));
+	assert_true(count_within(0, BOUND_MS));
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(sub), 0);
+	assert_int_equal(rmdir(other), 0);
+	saas__lv_reap_unwatch(wd);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +355,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unregistered_left, reaper_up, reaper_down),
 		cmocka_unit_test_setup_teardown(test_not_ours_echild, reaper_up, reaper_down),
 		cmocka_unit_test_setup_teardown(test_pidfile_watch, reaper_up, reaper_down),
+		cmocka_unit_test_setup_teardown(test_probe_watch, reaper_up, reaper_down),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,6 +413,7 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	pthread_mutex_init(&d->upload_mu, NULL);
 	pthread_mutex_init(&d->conn_mu, NULL);
 	d->reap_wd = -1;
+	d->reap_probe_wd = -1;
 	d->log = env->log;
 	d->log_userdata = env->log_userdata;
 	d->lease = env->lease;

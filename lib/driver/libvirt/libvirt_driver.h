@@ -338,6 +338,7 @@ struct drv {
 	int reap;                        /* enum reapcfg, from driver_config */
 	bool reaping;                    /* this engine holds the process's reaper (reap.h) */
 	int reap_wd;                     /* its watch of ROOT/run/qemu's pidfiles, or -1 */
+	int reap_probe_wd;               /* its watch of ROOT/lib/qemu for capability probes, or -1 */
 	unsigned int cpu_milli;          /* from cpu_limit */
 	unsigned int min_free_memory_mb; /* from driver_config: local VMs start only with it and their memory available */
 	struct saas__lv_cg cg;           /* the host's cgroup hierarchies */

@@ -55,6 +55,7 @@ static size_t n_set, cap_set;
 struct watched {
 	int wd;
 	char *dir;
+	bool probes;   /* a directory whose new qmp-* directories are watched in turn (saas__lv_reap_watch_probes) */
 	struct watched *next;
 };
 static int ifd = -1;            /* under mu while running */
@@ -171,6 +172,39 @@ static void pidfiles_changed(int fd)
 				pidfiles_scan(dirs[i]);
 				free(dirs[i]);
 			}
+			continue;
+		}
+		if (ev->mask & IN_IGNORED) {
+			/* Its directory went (a probe's, once libvirt removed it): the entry goes too. */
+			struct watched **p, *gone = NULL;
+			pthread_mutex_lock(&mu);
+			for (p = &watches; *p; p = &(*p)->next)
+				if ((*p)->wd == ev->wd) {
+					gone = *p;
+					*p = gone->next;
+					break;
+				}
+			pthread_mutex_unlock(&mu);
+			if (gone) {
+				free(gone->dir);
+				free(gone);
+			}
+			continue;
+		}
+		if (ev->len && (ev->mask & IN_ISDIR) && strncmp(ev->name, "qmp-", 4) == 0) {
+			/* A capabilities probe's directory: its QEMU's pidfile (qmp.pid) will be written there. */
+			char *dir = NULL, *sub = NULL;
+			int wd;
+			pthread_mutex_lock(&mu);
+			for (struct watched *w = watches; w && !dir; w = w->next)
+				if (w->wd == ev->wd && w->probes)
+					dir = saas__strdup(w->dir);
+			pthread_mutex_unlock(&mu);
+			if (dir && (sub = saas__lv_path_join(dir, ev->name)) && saas__lv_reap_watch(sub, &wd) == SAAS_OK)
+				pidfiles_scan(sub); /* written before the watch was there */
+			free(sub);
+			free(dir);
+			saas__error_clear();
 			continue;
 		}
 		if (ev->len && is_pidfile(ev->name)) {
@@ -453,6 +487,36 @@ int saas__lv_reap_watch(const char *dir, int *wd)
 	return rc;
 }
 
+int saas__lv_reap_watch_probes(const char *dir, int *wd)
+{
+	struct watched *w = calloc(1, sizeof(*w));
+	int rc = SAAS_OK;
+
+	*wd = -1;
+	if (!w || !(w->dir = saas__strdup(dir))) {
+		free(w);
+		return saas__oom();
+	}
+	w->probes = true;
+	pthread_mutex_lock(&mu);
+	if (!running) {
+		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_DRIVER, 0, "the reaper is not running");
+	} else if ((w->wd = inotify_add_watch(ifd, dir, IN_CREATE | IN_ONLYDIR)) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot watch %s: %s", dir, strerror(errno));
+	} else {
+		*wd = w->wd;
+		w->next = watches;
+		watches = w;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&mu);
+	if (w) {
+		free(w->dir);
+		free(w);
+	}
+	return rc;
+}
+
 void saas__lv_reap_unwatch(int wd)
 {
 	struct watched **p, *gone = NULL;
@@ -537,9 +601,11 @@ void saas__lv_reap_open(struct drv *d)
 	 * the init reaps the probe, not nobody. Asked again only when the QEMU
 	 * binary or the host changes (reap.h).
 	 */
-	caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", d->kvm ? "kvm" : "qemu", 0);
-	free(caps);
-	virResetLastError();
+	if (!saas__lv_reap_active()) {
+		caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", d->kvm ? "kvm" : "qemu", 0);
+		free(caps);
+		virResetLastError();
+	}
 	if (saas__lv_reap_acquire() < 0) {
 		saas__lv_log(d, SAAS_LOG_WARN, "QEMUs are reaped by the host's init, not the engine (each destroy waits "
 		             "for it): %s", saas_error_last()->message);
@@ -547,6 +613,21 @@ void saas__lv_reap_open(struct drv *d)
 		return;
 	}
 	d->reaping = true;
+	/*
+	 * Another engine of this process held the attribute already: the probe of
+	 * this root runs under it, so its QEMU is this process's to reap. Watched
+	 * first, then asked for, so that libvirt's wait for the killed probe ends
+	 * at once instead of after its 15 s. (The probe's intermediate process,
+	 * exited before its pid is written anywhere, stays a zombie: one a probe,
+	 * and a probe runs once a root and QEMU binary; reap.h.)
+	 */
+	if ((caps = saas__lv_path_join(d->root, "lib/qemu")) && saas__mkdir_p(caps, 0700) == 0 &&
+	    saas__lv_reap_watch_probes(caps, &d->reap_probe_wd) < 0)
+		saas__error_clear();
+	free(caps);
+	caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", d->kvm ? "kvm" : "qemu", 0);
+	free(caps);
+	virResetLastError();
 	/*
 	 * The common point of every start: libvirt writes ROOT/run/qemu/NAME.pid
 	 * for each QEMU it makes (a domain's, whatever call made it), so the
@@ -581,9 +662,11 @@ void saas__lv_reap_open(struct drv *d)
 void saas__lv_reap_close(struct drv *d)
 {
 	if (d->reaping) {
+		saas__lv_reap_unwatch(d->reap_probe_wd);
 		saas__lv_reap_unwatch(d->reap_wd);
 		saas__lv_reap_release();
 	}
 	d->reap_wd = -1;
+	d->reap_probe_wd = -1;
 	d->reaping = false;
 }

@@ -13,9 +13,12 @@
  * pid). A pidfd whose process is not this process's child (a QEMU started
  * before the engine, parented elsewhere) gets ECHILD and is just closed.
  *
- * libvirt's capability probe (a QEMU run with -daemonize, killed and never
- * waited for) is nobody's to reap under the attribute: the driver asks for
- * the capabilities at open, before setting it (saas__lv_reap_open).
+ * libvirt's capability probe (a QEMU run with -daemonize, killed, then
+ * waited for by the same kill(pid, 0) poll): the process's first engine
+ * asks for the capabilities at open, before setting the attribute; a later
+ * one (the attribute already set) watches ROOT/lib/qemu for the probe's
+ * qmp-XXXXXX directory first, whose qmp.pid registers the probe's QEMU
+ * (saas__lv_reap_open, saas__lv_reap_watch_probes).
  *
  * The reaper is process-wide: engines share it through a count. The
  * subreaper attribute is set by the first engine that finds it unset, and
@@ -55,6 +58,14 @@ int saas__lv_reap_add(pid_t pid);
  * when the reaper does not run, SAAS_EIO, SAAS_ENOMEM.
  */
 int saas__lv_reap_watch(const char *dir, int *wd);
+/*
+ * Watch dir (libvirt's ROOT/lib/qemu) for the directories its capabilities
+ * probes make (qmp-XXXXXX): each is watched as saas__lv_reap_watch does, so
+ * a probe's QEMU (a -daemonize'd process, killed, then waited for by
+ * libvirt with the same poll as a domain's) is reaped when it runs while
+ * another engine of the process holds the attribute. *wd as there.
+ */
+int saas__lv_reap_watch_probes(const char *dir, int *wd);
 /* The watch of saas__lv_reap_watch let go (-1: none); done by the last release too. */
 void saas__lv_reap_unwatch(int wd);
 /* Whether the reaper runs (some user holds it). */
