@@ -595,17 +595,15 @@ void saas__lv_reap_open(struct drv *d)
 	}
 	/*
 	 * libvirt probes QEMU's capabilities with a QEMU that daemonizes itself
-	 * (-daemonize: two processes re-parented to the subreaper), killed and
-	 * never waited for, and it probes a new root at its first use, not at
-	 * the connection: asked for here, before the attribute is set, so that
-	 * the init reaps the probe, not nobody. Asked again only when the QEMU
-	 * binary or the host changes (reap.h).
+	 * (-daemonize: two processes re-parented to the nearest subreaper), kills
+	 * it and then polls it as a domain's, and it probes a new root at its
+	 * first use. The attribute is set and ROOT/lib/qemu watched before the
+	 * capabilities are asked for below, so the probe's QEMU is this process's
+	 * and registered by its qmp.pid (its intermediate process stays a zombie:
+	 * reap.h). Probing first instead sent it to an ancestor that is a
+	 * subreaper (a test program holding an engine of its own), where nothing
+	 * reaped it and libvirt waited 15 s.
 	 */
-	if (!saas__lv_reap_active()) {
-		caps = virConnectGetDomainCapabilities(saas__lv_conn(d), NULL, "x86_64", "q35", d->kvm ? "kvm" : "qemu", 0);
-		free(caps);
-		virResetLastError();
-	}
 	if (saas__lv_reap_acquire() < 0) {
 		saas__lv_log(d, SAAS_LOG_WARN, "QEMUs are reaped by the host's init, not the engine (each destroy waits "
 		             "for it): %s", saas_error_last()->message);
@@ -613,14 +611,7 @@ void saas__lv_reap_open(struct drv *d)
 		return;
 	}
 	d->reaping = true;
-	/*
-	 * Another engine of this process held the attribute already: the probe of
-	 * this root runs under it, so its QEMU is this process's to reap. Watched
-	 * first, then asked for, so that libvirt's wait for the killed probe ends
-	 * at once instead of after its 15 s. (The probe's intermediate process,
-	 * exited before its pid is written anywhere, stays a zombie: one a probe,
-	 * and a probe runs once a root and QEMU binary; reap.h.)
-	 */
+	/* Watched, then asked for: libvirt's wait for the killed probe ends at once instead of after its 15 s. */
 	if ((caps = saas__lv_path_join(d->root, "lib/qemu")) && saas__mkdir_p(caps, 0700) == 0 &&
 	    saas__lv_reap_watch_probes(caps, &d->reap_probe_wd) < 0)
 		saas__error_clear();

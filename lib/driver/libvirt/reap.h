@@ -14,11 +14,10 @@
  * before the engine, parented elsewhere) gets ECHILD and is just closed.
  *
  * libvirt's capability probe (a QEMU run with -daemonize, killed, then
- * waited for by the same kill(pid, 0) poll): the process's first engine
- * asks for the capabilities at open, before setting the attribute; a later
- * one (the attribute already set) watches ROOT/lib/qemu for the probe's
- * qmp-XXXXXX directory first, whose qmp.pid registers the probe's QEMU
- * (saas__lv_reap_open, saas__lv_reap_watch_probes).
+ * waited for by the same kill(pid, 0) poll): each engine sets the
+ * attribute and watches ROOT/lib/qemu for the probe's qmp-XXXXXX directory
+ * before it asks for the capabilities at open, so the probe's qmp.pid
+ * registers its QEMU (saas__lv_reap_open, saas__lv_reap_watch_probes).
  *
  * The reaper is process-wide: engines share it through a count. The
  * subreaper attribute is set by the first engine that finds it unset, and
