@@ -5,7 +5,9 @@
  * once registered and killed; a child it did not register keeps its exit
  * status for its own waitpid; a registered process that is another's child
  * gets ECHILD and is let go; a pidfile written in a watched directory
- * registers its process. The waits are bounds (10 s) for the kernel and the
+ * registers its process, in another engine's root too (a child process's,
+ * whose QEMUs become ours when it dies), a stale one or libvirt's
+ * driver.pid never. The waits are bounds (10 s) for the kernel and the
  * reaper's thread to act, not timings.
  */
 #include <errno.h>
@@ -347,6 +349,120 @@ static void test_probe_watch(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* A pidfile at path naming pid (its time set to when, 0: now). */
+static void pidfile_write(const char *path, pid_t pid, time_t when)
+{
+	char text[32];
+	int fd, n = snprintf(text, sizeof(text), "%d\n", (int)pid);
+
+	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) >= 0);
+	assert_int_equal(write(fd, text, (size_t)n), n);
+	if (when) {
+		struct timespec t[2] = { { when, 0 }, { when, 0 } };
+		assert_int_equal(futimens(fd, t), 0);
+	}
+	assert_int_equal(close(fd), 0);
+}
+
+/*
+ * The roots beside an engine's (saas__lv_reap_watch_roots): an engine in a
+ * child process (itself a subreaper, as an engine makes it) with a QEMU of
+ * its own, in a root made after the watch. Its QEMU's pidfile registers it;
+ * the child's driver.pid (the child's own pid) does not, so its exit
+ * status stays this program's. The child killed, its QEMU is re-parented
+ * here and reaped once it exits. A stale pidfile (written before its pid's
+ * process started: the program's own child, given a reused pid) registers
+ * nothing either.
+ */
+static void test_roots_adopted(void **state)
+{
+	char base[] = "/tmp/saas-reap-XXXXXX", root[64], run[80], qemu[96], path[128], stale[128];
+	int p[2], status = 0;
+	pid_t engine, q = 0, own, ppid = 0;
+	size_t held;
+	bool registered;
+	char st;
+
+	(void)state;
+	NEED_PIDFD();
+	assert_non_null(mkdtemp(base));
+	/* A root there before the watch, with a stale pidfile to come. */
+	snprintf(root, sizeof(root), "%s/old", base);
+	snprintf(run, sizeof(run), "%s/run", root);
+	snprintf(qemu, sizeof(qemu), "%s/qemu", run);
+	assert_int_equal(mkdir(root, 0711), 0);
+	assert_int_equal(mkdir(run, 0755), 0);
+	assert_int_equal(mkdir(qemu, 0755), 0);
+	assert_int_equal(saas__lv_reap_watch_roots(base), SAAS_OK);
+	assert_int_equal(saas__lv_reap_watch_roots(base), SAAS_OK); /* once per base */
+	own = fork();
+	assert_true(own >= 0);
+	if (own == 0) {
+		for (;;)
+			pause();
+	}
+	/* Written aside and moved in, as an old file: its write's own event must not come first. */
+	snprintf(stale, sizeof(stale), "%s/old.pid", root);
+	pidfile_write(stale, own, time(NULL) - 3600);
+	snprintf(path, sizeof(path), "%s/old.pid", qemu);
+	assert_int_equal(rename(stale, path), 0);
+	/* The child engine's root, made after the watch: root, run/, run/qemu/ each awaited in turn. */
+	snprintf(root, sizeof(root), "%s/new", base);
+	snprintf(run, sizeof(run), "%s/run", root);
+	snprintf(qemu, sizeof(qemu), "%s/qemu", run);
+	assert_int_equal(pipe(p), 0);
+	engine = fork();
+	assert_true(engine >= 0);
+	if (engine == 0) {
+		char drv[128];
+		pid_t c;
+		close(p[0]);
+		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 || mkdir(root, 0711) < 0 || mkdir(run, 0755) < 0 ||
+		    mkdir(qemu, 0755) < 0)
+			_exit(2);
+		snprintf(drv, sizeof(drv), "%s/driver.pid", qemu);
+		pidfile_write(drv, getpid(), 0);
+		if ((c = fork()) == 0) {
+			for (;;)
+				pause();
+		}
+		snprintf(drv, sizeof(drv), "%s/vm.pid", qemu);
+		pidfile_write(drv, c, 0);
+		if (write(p[1], &c, sizeof(c)) != sizeof(c))
+			_exit(2);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &q, sizeof(q)), sizeof(q));
+	close(p[0]);
+	registered = count_within(1, BOUND_MS);
+	sleep_ms(200);
+	held = saas__lv_reap_count();
+	/* Every process killed before any check, so that a failing one leaves none behind. */
+	assert_int_equal(kill(engine, SIGKILL), 0);
+	assert_int_equal(waitpid(engine, &status, 0), engine);
+	st = proc_state(q, &ppid);
+	assert_int_equal(kill(q, SIGKILL), 0);
+	assert_int_equal(kill(own, SIGKILL), 0);
+	assert_true(registered);
+	assert_int_equal(held, 1);
+	assert_true(WIFSIGNALED(status));
+	/* Its QEMU is this process's child now, and reaped when it exits. */
+	assert_true(st == 'S' || st == 'R');
+	assert_int_equal(ppid, getpid());
+	assert_true(gone_within(q, BOUND_MS));
+	assert_true(count_within(0, BOUND_MS));
+	/* The stale pidfile's process: not registered, its status the program's own. */
+	assert_true(zombie_within(own, BOUND_MS));
+	sleep_ms(200);
+	assert_int_equal(proc_state(own, NULL), 'Z');
+	assert_int_equal(waitpid(own, &status, 0), own);
+	assert_true(WIFSIGNALED(status));
+	snprintf(path, sizeof(path), "rm -rf '%s'", base);
+	assert_int_equal(system(path), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +472,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_ours_echild, reaper_up, reaper_down),
 		cmocka_unit_test_setup_teardown(test_pidfile_watch, reaper_up, reaper_down),
 		cmocka_unit_test_setup_teardown(test_probe_watch, reaper_up, reaper_down),
+		cmocka_unit_test_setup_teardown(test_roots_adopted, reaper_up, reaper_down),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

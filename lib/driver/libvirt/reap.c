@@ -18,8 +18,10 @@
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libvirt/virterror.h>
@@ -51,11 +53,19 @@ static int efd = -1;            /* under mu while running */
 static pthread_t thread;
 static struct reapee *set;      /* under mu */
 static size_t n_set, cap_set;
-/* Directories of pidfiles watched (saas__lv_reap_watch): one inotify descriptor, a watch each. */
+/* Directories watched: one inotify descriptor, a watch each. */
+enum wkind {
+	W_PIDFILES, /* libvirt's pidfiles (saas__lv_reap_watch) */
+	W_PROBES,   /* ROOT/lib/qemu: its new qmp-* directories are watched in turn (saas__lv_reap_watch_probes) */
+	W_ROOTS,    /* the embedded roots' parent: each root's run/qemu is watched (saas__lv_reap_watch_roots) */
+	W_ASCEND,   /* a root, or its run/, until its run/qemu is made */
+};
 struct watched {
 	int wd;
+	enum wkind kind;
 	char *dir;
-	bool probes;   /* a directory whose new qmp-* directories are watched in turn (saas__lv_reap_watch_probes) */
+	char *root;    /* W_ASCEND: the root whose run/qemu is awaited */
+	bool strict;   /* W_PIDFILES: only this user's files in this user's directory count (pidfile_register) */
 	struct watched *next;
 };
 static int ifd = -1;            /* under mu while running */
@@ -102,56 +112,343 @@ static void reap_one(int fd)
 	forget(fd);
 }
 
-/* The pid in a pidfile, 0 when there is none (yet: libvirt's is written after it is made). */
-static pid_t pidfile_read(const char *dir, const char *name)
+static void watched_free(struct watched *w)
 {
-	char path[4096], text[32];
-	ssize_t n = -1;
-	long pid;
-	int fd;
+	if (w) {
+		free(w->dir);
+		free(w->root);
+		free(w);
+	}
+}
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
-	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-		return 0;
+/* A directory only this process's user can write (libvirt's run/qemu under a root it made), not a link. */
+static bool dir_trusted(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* pid's parent and start (clock ticks after boot), from /proc/PID/stat; false when it has none. */
+static bool proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
+{
+	char path[64], text[1024], *rp;
+	ssize_t n;
+	int fd, pp;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
 	n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return false;
 	text[n] = '\0';
-	pid = strtol(text, NULL, 10);
-	return pid > 0 && pid <= INT32_MAX ? (pid_t)pid : 0;
+	/* After the name (which may hold anything, ')' too): state (3), ppid (4), ..., starttime (22). */
+	if (!(rp = strrchr(text, ')')) ||
+	    sscanf(rp + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &pp,
+	           start) != 2)
+		return false;
+	*ppid = (pid_t)pp;
+	return true;
+}
+
+/*
+ * May the process pid, named by a pidfile written at *written, be waited
+ * for? Only a process below this one (a QEMU, ours or a child process's
+ * engine's, which are ours once that engine dies; a process elsewhere never
+ * becomes our child) that was running when the pidfile was written: a
+ * stale pidfile's pid, taken since by a later process (maybe the host
+ * program's own child, which it waits for by pid), started after it.
+ */
+static bool pidfile_names(pid_t pid, const struct timespec *written)
+{
+	pid_t ppid, self = getpid();
+	unsigned long long start, ignored;
+	struct timespec rt, bt;
+	bool below = false;
+	double started;
+
+	if (pid == self || !proc_stat(pid, &ppid, &start))
+		return false;
+	/* Its ancestors, up to init or 16 levels (a QEMU is 1 or 2 below its engine's process). */
+	for (int depth = 0; depth < 16 && ppid > 1 && !below; depth++)
+		if (!(below = ppid == self) && !proc_stat(ppid, &ppid, &ignored))
+			break;
+	if (!below)
+		return false;
+	/* Its start on the wall clock, to a tick; the file's time is as coarse: a tenth of a second of room. */
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_BOOTTIME, &bt);
+	started = (double)(rt.tv_sec - bt.tv_sec) + (double)(rt.tv_nsec - bt.tv_nsec) / 1e9 +
+	          (double)start / (double)sysconf(_SC_CLK_TCK);
+	return started <= (double)written->tv_sec + (double)written->tv_nsec / 1e9 + 0.1;
 }
 
 static bool is_pidfile(const char *name)
 {
 	size_t len = strlen(name);
 
-	return len > 4 && strcmp(name + len - 4, ".pid") == 0;
-}
-
-/* Every pidfile in dir registered (a start after the watch was lost: the queue overflowed). */
-static void pidfiles_scan(const char *dir)
-{
-	DIR *dp = opendir(dir);
-	struct dirent *de;
-	pid_t pid;
-
-	while (dp && (de = readdir(dp)))
-		if (is_pidfile(de->d_name) && (pid = pidfile_read(dir, de->d_name)))
-			saas__lv_reap_add(pid);
-	if (dp)
-		closedir(dp);
-	saas__error_clear();
+	/* libvirt's driver.pid there names the engine's process, not a QEMU. */
+	return len > 4 && strcmp(name + len - 4, ".pid") == 0 && strcmp(name, "driver.pid") != 0;
 }
 
 /*
- * A pidfile written in a watched directory: its process registered the
- * moment libvirt starts it, before virDomainCreateXML returns, so a QEMU
- * that dies during its start (libvirt then waits for it to go) is reaped
- * too. A pidfile is an authority here: libvirt writes it for the process it
- * has just made, a child of this process (or about to be).
+ * The process a pidfile in dir names, registered: a NAME.pid (not libvirt's
+ * driver.pid), a process pidfile_names allows. strict (libvirt's run/qemu,
+ * this root's or another's): the directory and the file are this process's
+ * user's and writable by no one else (a probe's qmp.pid is QEMU's own, made
+ * under the probe's uid in a directory libvirt made for it).
  */
-static void pidfiles_changed(int fd)
+static void pidfile_register(const char *dir, const char *name, bool strict)
+{
+	char path[4096], text[32], *end;
+	struct stat st;
+	ssize_t n = -1;
+	long pid;
+	int fd;
+
+	if (!is_pidfile(name) || (strict && !dir_trusted(dir)) ||
+	    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path) ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)) < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (!strict || (st.st_uid == geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH)))))
+		n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	/* None yet (libvirt writes it after making it): the write's own event comes. */
+	if (n <= 0)
+		return;
+	text[n] = '\0';
+	errno = 0;
+	pid = strtol(text, &end, 10);
+	if (errno || end == text || (*end && *end != '\n') || pid <= 1 || pid > INT32_MAX ||
+	    !pidfile_names((pid_t)pid, &st.st_mtim))
+		return;
+	saas__lv_reap_add((pid_t)pid);
+	saas__error_clear();
+}
+
+/* Every pidfile in dir registered (one written before the watch was there, or while events were lost). */
+static void pidfiles_scan(const char *dir, bool strict)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+
+	while (dp && (de = readdir(dp)))
+		pidfile_register(dir, de->d_name, strict);
+	if (dp)
+		closedir(dp);
+}
+
+enum {
+	WA_UNIQUE = 1, /* none added where one of that directory and kind is there: 1 then */
+	WA_LAX = 2,    /* W_PIDFILES: a probe's, whose pidfile QEMU writes itself (not strict) */
+};
+
+/* A watch of dir of its kind (flags WA_*): SAAS_OK, 1 (WA_UNIQUE: there already), or an error. */
+static int watch_add(const char *dir, enum wkind kind, const char *root, int flags, int *wd)
+{
+	static const uint32_t masks[] = {
+		[W_PIDFILES] = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR,
+		[W_PROBES] = IN_CREATE | IN_ONLYDIR,
+		[W_ROOTS] = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR,
+		[W_ASCEND] = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR,
+	};
+	struct watched *w = calloc(1, sizeof(*w));
+	int rc = SAAS_OK;
+
+	if (wd)
+		*wd = -1;
+	if (!w || !(w->dir = saas__strdup(dir)) || (root && !(w->root = saas__strdup(root)))) {
+		watched_free(w);
+		return saas__oom();
+	}
+	w->kind = kind;
+	w->strict = !(flags & WA_LAX);
+	pthread_mutex_lock(&mu);
+	for (struct watched *o = watches; (flags & WA_UNIQUE) && o && rc == SAAS_OK; o = o->next)
+		if (o->kind == kind && strcmp(o->dir, dir) == 0)
+			rc = 1;
+	if (rc == 1) {
+		/* already watched */
+	} else if (!running) {
+		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_DRIVER, 0, "the reaper is not running");
+	} else if ((w->wd = inotify_add_watch(ifd, dir, masks[kind])) < 0) {
+		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot watch %s: %s", dir, strerror(errno));
+	} else {
+		/* One directory watched twice (an engine's own root, also beside another's) shares its wd. */
+		if (wd)
+			*wd = w->wd;
+		w->next = watches;
+		watches = w;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&mu);
+	watched_free(w);
+	return rc;
+}
+
+/*
+ * An embedded root beside this engine's (another engine's: one in a child
+ * process whose QEMUs become ours if it dies): its run/qemu watched and
+ * read, or, not made yet, the directory on the way to it (the root, or its
+ * run/), whose watch brings us back here.
+ */
+static void root_adopt(const char *root)
+{
+	char *run = saas__lv_path_join(root, "run"), *qemu = run ? saas__lv_path_join(run, "qemu") : NULL;
+
+	/* At most three turns: each one a level deeper, as long as the next level was made meanwhile. */
+	while (qemu) {
+		const char *at, *next;
+		if (dir_trusted(qemu)) {
+			if (watch_add(qemu, W_PIDFILES, NULL, WA_UNIQUE, NULL) == SAAS_OK)
+				pidfiles_scan(qemu, true);
+			break;
+		}
+		at = dir_trusted(run) ? run : dir_trusted(root) ? root : NULL;
+		next = at == run ? qemu : run;
+		if (!at || watch_add(at, W_ASCEND, root, WA_UNIQUE, NULL) < 0 || !dir_trusted(next))
+			break;
+	}
+	saas__error_clear();
+	free(qemu);
+	free(run);
+}
+
+/* Every root in base (the embedded roots' parent directory) adopted. */
+static void roots_walk(const char *base)
+{
+	DIR *dp = opendir(base);
+	struct dirent *de;
+	char *root;
+
+	while (dp && (de = readdir(dp))) {
+		if (de->d_name[0] == '.' || !(root = saas__lv_path_join(base, de->d_name)))
+			continue;
+		root_adopt(root);
+		free(root);
+	}
+	if (dp)
+		closedir(dp);
+}
+
+/* What a watch is, copied out of the list (which may change while it is acted on). */
+struct wcopy {
+	enum wkind kind;
+	bool strict;
+	char *dir, *root;
+};
+
+static bool wcopy_of(int wd, struct wcopy *c)
+{
+	bool found = false;
+
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_lock(&mu);
+	for (struct watched *w = watches; w && !found; w = w->next) {
+		if (w->wd != wd)
+			continue;
+		c->kind = w->kind;
+		c->strict = w->strict;
+		c->dir = saas__strdup(w->dir);
+		c->root = w->root ? saas__strdup(w->root) : NULL;
+		found = c->dir && (!w->root || c->root);
+	}
+	pthread_mutex_unlock(&mu);
+	if (!found) {
+		free(c->dir);
+		free(c->root);
+	}
+	return found;
+}
+
+/* Events were lost: every watched directory read again. */
+static void watches_rescan(void)
+{
+	struct wcopy *all = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&mu);
+	for (struct watched *w = watches; w; w = w->next)
+		cap++;
+	if (cap && (all = calloc(cap, sizeof(*all)))) {
+		for (struct watched *w = watches; w && n < cap; w = w->next) {
+			all[n] = (struct wcopy){ .kind = w->kind, .strict = w->strict, .dir = saas__strdup(w->dir),
+			                         .root = w->root ? saas__strdup(w->root) : NULL };
+			if (all[n].dir && (!w->root || all[n].root))
+				n++;
+			else
+				free(all[n].dir);
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	for (size_t i = 0; i < n; i++) {
+		if (all[i].kind == W_PIDFILES)
+			pidfiles_scan(all[i].dir, all[i].strict);
+		else if (all[i].kind == W_ROOTS)
+			roots_walk(all[i].dir);
+		else if (all[i].kind == W_ASCEND)
+			root_adopt(all[i].root);
+		free(all[i].dir);
+		free(all[i].root);
+	}
+	free(all);
+}
+
+/*
+ * An event in a watched directory. A pidfile written in run/qemu: its
+ * process registered the moment libvirt starts it, before
+ * virDomainCreateXML returns, so a QEMU that dies during its start (libvirt
+ * then waits for it to go) is reaped too. A pidfile is an authority here:
+ * libvirt writes it for the process it has just made, below this process
+ * (pidfile_register says what is checked).
+ */
+static void watch_event(const struct inotify_event *ev)
+{
+	struct wcopy c;
+	char *sub = NULL;
+	int wd;
+
+	if (ev->mask & IN_IGNORED) {
+		/* Its directory went (a probe's, once libvirt removed it): the entry goes too. */
+		struct watched **p, *gone = NULL;
+		pthread_mutex_lock(&mu);
+		for (p = &watches; *p; p = &(*p)->next)
+			if ((*p)->wd == ev->wd) {
+				gone = *p;
+				*p = gone->next;
+				break;
+			}
+		pthread_mutex_unlock(&mu);
+		watched_free(gone);
+		return;
+	}
+	if (!ev->len || !wcopy_of(ev->wd, &c))
+		return;
+	if (c.kind == W_PIDFILES) {
+		pidfile_register(c.dir, ev->name, c.strict);
+	} else if (!(ev->mask & IN_ISDIR)) {
+		/* only directories are awaited elsewhere */
+	} else if (c.kind == W_PROBES && strncmp(ev->name, "qmp-", 4) == 0) {
+		/* A capabilities probe's directory: its QEMU's pidfile (qmp.pid) will be written there. */
+		if ((sub = saas__lv_path_join(c.dir, ev->name)) && watch_add(sub, W_PIDFILES, NULL, WA_LAX, &wd) == SAAS_OK)
+			pidfiles_scan(sub, false); /* written before the watch was there */
+	} else if (c.kind == W_ROOTS) {
+		if ((sub = saas__lv_path_join(c.dir, ev->name)))
+			root_adopt(sub);
+	} else if (c.kind == W_ASCEND) {
+		root_adopt(c.root);
+	}
+	free(sub);
+	free(c.dir);
+	free(c.root);
+	saas__error_clear();
+}
+
+static void watch_events(int fd)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	ssize_t len = read(fd, buf, sizeof(buf));
@@ -159,67 +456,10 @@ static void pidfiles_changed(int fd)
 	for (ssize_t off = 0; len > 0 && off < len;) {
 		const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
 		off += (ssize_t)(sizeof(*ev) + ev->len);
-		if (ev->mask & IN_Q_OVERFLOW) {
-			/* Events lost: every watched directory read again (copied: the list may change meanwhile). */
-			char *dirs[64];
-			size_t n = 0;
-			pthread_mutex_lock(&mu);
-			for (struct watched *w = watches; w && n < SAAS_ARRAY_SIZE(dirs); w = w->next)
-				if ((dirs[n] = saas__strdup(w->dir)))
-					n++;
-			pthread_mutex_unlock(&mu);
-			for (size_t i = 0; i < n; i++) {
-				pidfiles_scan(dirs[i]);
-				free(dirs[i]);
-			}
-			continue;
-		}
-		if (ev->mask & IN_IGNORED) {
-			/* Its directory went (a probe's, once libvirt removed it): the entry goes too. */
-			struct watched **p, *gone = NULL;
-			pthread_mutex_lock(&mu);
-			for (p = &watches; *p; p = &(*p)->next)
-				if ((*p)->wd == ev->wd) {
-					gone = *p;
-					*p = gone->next;
-					break;
-				}
-			pthread_mutex_unlock(&mu);
-			if (gone) {
-				free(gone->dir);
-				free(gone);
-			}
-			continue;
-		}
-		if (ev->len && (ev->mask & IN_ISDIR) && strncmp(ev->name, "qmp-", 4) == 0) {
-			/* A capabilities probe's directory: its QEMU's pidfile (qmp.pid) will be written there. */
-			char *dir = NULL, *sub = NULL;
-			int wd;
-			pthread_mutex_lock(&mu);
-			for (struct watched *w = watches; w && !dir; w = w->next)
-				if (w->wd == ev->wd && w->probes)
-					dir = saas__strdup(w->dir);
-			pthread_mutex_unlock(&mu);
-			if (dir && (sub = saas__lv_path_join(dir, ev->name)) && saas__lv_reap_watch(sub, &wd) == SAAS_OK)
-				pidfiles_scan(sub); /* written before the watch was there */
-			free(sub);
-			free(dir);
-			saas__error_clear();
-			continue;
-		}
-		if (ev->len && is_pidfile(ev->name)) {
-			char *dir = NULL;
-			pid_t pid;
-			pthread_mutex_lock(&mu);
-			for (struct watched *w = watches; w && !dir; w = w->next)
-				if (w->wd == ev->wd)
-					dir = saas__strdup(w->dir);
-			pthread_mutex_unlock(&mu);
-			if (dir && (pid = pidfile_read(dir, ev->name)))
-				saas__lv_reap_add(pid);
-			free(dir);
-			saas__error_clear();
-		}
+		if (ev->mask & IN_Q_OVERFLOW)
+			watches_rescan();
+		else
+			watch_event(ev);
 	}
 }
 
@@ -260,7 +500,7 @@ static void *reap_main(void *arg)
 				continue;
 		}
 		if (use[1].revents)
-			pidfiles_changed(use[1].fd);
+			watch_events(use[1].fd);
 		for (size_t i = 2; i < n + 2; i++)
 			if (use[i].revents)
 				reap_one(use[i].fd);
@@ -374,8 +614,7 @@ void saas__lv_reap_release(void)
 	while (watches) {
 		struct watched *w = watches;
 		watches = w->next;
-		free(w->dir);
-		free(w);
+		watched_free(w);
 	}
 	close(efd);
 	close(ifd);
@@ -459,62 +698,21 @@ size_t saas__lv_reap_count(void)
 
 int saas__lv_reap_watch(const char *dir, int *wd)
 {
-	struct watched *w = calloc(1, sizeof(*w));
-	int rc = SAAS_OK;
-
-	*wd = -1;
-	if (!w || !(w->dir = saas__strdup(dir))) {
-		free(w);
-		return saas__oom();
-	}
-	pthread_mutex_lock(&mu);
-	if (!running) {
-		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_DRIVER, 0, "the reaper is not running");
-	} else if ((w->wd = inotify_add_watch(ifd, dir, IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_ONLYDIR)) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot watch %s: %s", dir, strerror(errno));
-	} else {
-		/* One directory watched twice (two engines on one root: refused by libvirt) shares its wd. */
-		*wd = w->wd;
-		w->next = watches;
-		watches = w;
-		w = NULL;
-	}
-	pthread_mutex_unlock(&mu);
-	if (w) {
-		free(w->dir);
-		free(w);
-	}
-	return rc;
+	return watch_add(dir, W_PIDFILES, NULL, 0, wd);
 }
 
 int saas__lv_reap_watch_probes(const char *dir, int *wd)
 {
-	struct watched *w = calloc(1, sizeof(*w));
-	int rc = SAAS_OK;
+	return watch_add(dir, W_PROBES, NULL, 0, wd);
+}
 
-	*wd = -1;
-	if (!w || !(w->dir = saas__strdup(dir))) {
-		free(w);
-		return saas__oom();
-	}
-	w->probes = true;
-	pthread_mutex_lock(&mu);
-	if (!running) {
-		rc = saas__error(SAAS_ESTATE, SAAS_ERRCLASS_DRIVER, 0, "the reaper is not running");
-	} else if ((w->wd = inotify_add_watch(ifd, dir, IN_CREATE | IN_ONLYDIR)) < 0) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot watch %s: %s", dir, strerror(errno));
-	} else {
-		*wd = w->wd;
-		w->next = watches;
-		watches = w;
-		w = NULL;
-	}
-	pthread_mutex_unlock(&mu);
-	if (w) {
-		free(w->dir);
-		free(w);
-	}
-	return rc;
+int saas__lv_reap_watch_roots(const char *base)
+{
+	int rc = watch_add(base, W_ROOTS, NULL, WA_UNIQUE, NULL);
+
+	if (rc == SAAS_OK)
+		roots_walk(base);
+	return rc < 0 ? rc : SAAS_OK;
 }
 
 void saas__lv_reap_unwatch(int wd)
@@ -537,10 +735,7 @@ void saas__lv_reap_unwatch(int wd)
 	if (gone && gone->wd >= 0 && running)
 		inotify_rm_watch(ifd, wd);
 	pthread_mutex_unlock(&mu);
-	if (gone) {
-		free(gone->dir);
-		free(gone);
-	}
+	watched_free(gone);
 }
 
 /* ---- the driver's side ------------------------------------------------------------------------ */
@@ -583,7 +778,7 @@ void saas__lv_reap_vm(struct drv *d, const char *name)
 
 void saas__lv_reap_open(struct drv *d)
 {
-	char *run, *caps;
+	char *run, *caps, *base, *slash;
 	DIR *dir;
 	struct dirent *de;
 
@@ -633,6 +828,20 @@ void saas__lv_reap_open(struct drv *d)
 	else if (saas__lv_reap_watch(run, &d->reap_wd) < 0)
 		saas__lv_log(d, SAAS_LOG_WARN, "QEMUs whose start fails may not be reaped (their zombies stay): %s",
 		             saas_error_last()->message);
+	/*
+	 * The other roots beside this one (the engines of this process's child
+	 * processes): their QEMUs are registered too, and reaped if they become
+	 * ours, which they do when their engine's process dies (a child
+	 * subreaper's orphans go to the nearest subreaper above).
+	 */
+	if ((base = saas__strdup(d->root)) && (slash = strrchr(base, '/')) && slash != base) {
+		*slash = '\0';
+		if (saas__lv_reap_watch_roots(base) < 0)
+			saas__lv_log(d, SAAS_LOG_WARN, "the QEMUs of engines in child processes are not reaped by the engine "
+			             "if their process dies (their destroys then wait about 15 s): %s",
+			             saas_error_last()->message);
+	}
+	free(base);
 	/* The QEMUs running now (libvirt keeps a pidfile per running domain): ours are reaped, others get ECHILD. */
 	if (run && (dir = opendir(run))) {
 		while ((de = readdir(dir))) {

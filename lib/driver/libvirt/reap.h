@@ -65,6 +65,15 @@ int saas__lv_reap_watch(const char *dir, int *wd);
  * another engine of the process holds the attribute. *wd as there.
  */
 int saas__lv_reap_watch_probes(const char *dir, int *wd);
+/*
+ * Watch base, the embedded roots' parent directory, for good: every root in
+ * it, there now or made later, has its run/qemu watched as
+ * saas__lv_reap_watch does (once made), so the QEMUs of engines in child
+ * processes are registered and reaped when their engine's process dies and
+ * they are re-parented here. Once per base; until the last release.
+ * SAAS_ESTATE, SAAS_EIO, SAAS_ENOMEM as there.
+ */
+int saas__lv_reap_watch_roots(const char *base);
 /* The watch of saas__lv_reap_watch let go (-1: none); done by the last release too. */
 void saas__lv_reap_unwatch(int wd);
 /* Whether the reaper runs (some user holds it). */
