@@ -19,6 +19,13 @@
  * before it asks for the capabilities at open, so the probe's qmp.pid
  * registers its QEMU (saas__lv_reap_open, saas__lv_reap_watch_probes).
  *
+ * An engine in a child process (a test program's, a host program's
+ * workers') is a subreaper too: its QEMUs are its children, re-parented to
+ * this process when it dies. Every root beside this engine's is watched as
+ * this one's is (saas__lv_reap_watch_roots), so those QEMUs are registered
+ * and reaped here; while their engine lives they are not our children, and
+ * their exit gets ECHILD here.
+ *
  * The reaper is process-wide: engines share it through a count. The
  * subreaper attribute is set by the first engine that finds it unset, and
  * unset when the last engine closes, if it was ours to set. The set holds
