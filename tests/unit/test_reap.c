@@ -271,12 +271,27 @@ static void test_not_ours_echild(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* A pidfile at path naming pid (its time set to when, 0: now). */
+static void pidfile_write(const char *path, pid_t pid, time_t when)
+{
+	char text[32];
+	int fd, n = snprintf(text, sizeof(text), "%d\n", (int)pid);
+
+	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) >= 0);
+	assert_int_equal(write(fd, text, (size_t)n), n);
+	if (when) {
+		struct timespec t[2] = { { when, 0 }, { when, 0 } };
+		assert_int_equal(futimens(fd, t), 0);
+	}
+	assert_int_equal(close(fd), 0);
+}
+
 /* A pidfile written in a watched directory registers its process, as libvirt's does at a domain's start. */
 static void test_pidfile_watch(void **state)
 {
-	char dir[] = "/tmp/saas-reap-XXXXXX", path[64], text[32];
+	char dir[] = "/tmp/saas-reap-XXXXXX", path[64];
 	pid_t g;
-	int wd = -1, fd, n;
+	int wd = -1;
 
 	(void)state;
 	NEED_PIDFD();
@@ -285,10 +300,7 @@ static void test_pidfile_watch(void **state)
 	assert_true(wd >= 0);
 	g = grandchild();
 	snprintf(path, sizeof(path), "%s/vm.pid", dir);
-	n = snprintf(text, sizeof(text), "%d", (int)g);
-	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
-	assert_int_equal(write(fd, text, (size_t)n), n);
-	assert_int_equal(close(fd), 0);
+	pidfile_write(path, g, 0);
 	assert_true(count_within(1, BOUND_MS));
 	assert_int_equal(kill(g, SIGKILL), 0);
 	assert_true(gone_within(g, BOUND_MS));
@@ -310,9 +322,9 @@ static void test_pidfile_watch(void **state)
  */
 static void test_probe_watch(void **state)
 {
-	char dir[] = "/tmp/saas-reap-XXXXXX", sub[64], other[64], path[96], text[32];
+	char dir[] = "/tmp/saas-reap-XXXXXX", sub[64], other[64], path[96];
 	pid_t g;
-	int wd = -1, fd, n;
+	int wd = -1;
 
 	(void)state;
 	NEED_PIDFD();
@@ -324,10 +336,7 @@ static void test_probe_watch(void **state)
 	assert_int_equal(mkdir(other, 0700), 0);
 	g = grandchild();
 	snprintf(path, sizeof(path), "%s/qmp.pid", other);
-	n = snprintf(text, sizeof(text), "%d", (int)g);
-	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
-	assert_int_equal(write(fd, text, (size_t)n), n);
-	assert_int_equal(close(fd), 0);
+	pidfile_write(path, g, 0);
 	sleep_ms(200);
 	assert_int_equal(saas__lv_reap_count(), 0);
 	assert_int_equal(unlink(path), 0);
@@ -335,9 +344,7 @@ static void test_probe_watch(void **state)
 	snprintf(sub, sizeof(sub), "%s/qmp-AbC123", dir);
 	assert_int_equal(mkdir(sub, 0700), 0);
 	snprintf(path, sizeof(path), "%s/qmp.pid", sub);
-	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0);
-	assert_int_equal(write(fd, text, (size_t)n), n);
-	assert_int_equal(close(fd), 0);
+	pidfile_write(path, g, 0);
 	assert_true(count_within(1, BOUND_MS));
 	assert_int_equal(kill(g, SIGKILL), 0);
 	assert_true(gone_within(g, BOUND_MS));
@@ -347,21 +354,6 @@ static void test_probe_watch(void **state)
 	assert_int_equal(rmdir(other), 0);
 	saas__lv_reap_unwatch(wd);
 	assert_int_equal(rmdir(dir), 0);
-}
-
-/* A pidfile at path naming pid (its time set to when, 0: now). */
-static void pidfile_write(const char *path, pid_t pid, time_t when)
-{
-	char text[32];
-	int fd, n = snprintf(text, sizeof(text), "%d\n", (int)pid);
-
-	assert_true((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) >= 0);
-	assert_int_equal(write(fd, text, (size_t)n), n);
-	if (when) {
-		struct timespec t[2] = { { when, 0 }, { when, 0 } };
-		assert_int_equal(futimens(fd, t), 0);
-	}
-	assert_int_equal(close(fd), 0);
 }
 
 /*
