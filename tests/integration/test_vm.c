@@ -1079,6 +1079,12 @@ static void test_engine_killed(void **state)
 	fclose(p);
 	assert_int_equal(sscanf(line, "%127s %63s %63s", key, id1, id2), 3);
 	assert_true(qemu_pid(id1) && qemu_pid(id2));
+	/*
+	 * Both have run a whole second (billing counts whole seconds) before
+	 * their engine dies: each is billed something however fast the next
+	 * engine's destroys are (a QEMU it destroys is gone in milliseconds).
+	 */
+	sleep(1);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	assert_true(WIFSIGNALED(status));
