@@ -1041,8 +1041,14 @@ static int child_main(int argc, char **argv)
 		}
 		saas_execution_free(x);
 		saas_sandbox_free(got);
-		if (saas_sandbox_destroy(&got, ca, argv[i], 0) != SAAS_OK || got->cost_usd_micro <= 0)
+		if (saas_sandbox_destroy(&got, ca, argv[i], 0) != SAAS_OK) {
+			fprintf(stderr, "child: destroying %s: %s\n", argv[i], saas_error_last()->message);
 			return 1;
+		}
+		if (got->cost_usd_micro <= 0) {
+			fprintf(stderr, "child: %s destroyed, billed %lld micro-USD\n", argv[i], (long long)got->cost_usd_micro);
+			return 1;
+		}
 		printf("%s %lld\n", argv[i], (long long)got->cost_usd_micro);
 		saas_sandbox_free(got);
 	}
