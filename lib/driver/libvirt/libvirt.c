@@ -26,6 +26,7 @@
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
 #include "driver/libvirt/egress_host.h"
+#include "driver/libvirt/emulator.h"
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/guest.h"
 #include "driver/libvirt/host.h"
@@ -470,6 +471,13 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	 * and must not become a zombie of ours.
 	 */
 	saas__lv_reap_open(d);
+	/*
+	 * The embedded root's own QEMU path, before any domain names it
+	 * (emulator.h). After the reaper's open: the domain capabilities it
+	 * asks for may run libvirt's probe, whose QEMU must be ours to reap.
+	 */
+	if (d->root)
+		saas__lv_emulator_setup(d);
 	saas__lv_templates_cleanup(d);
 	/* Said once: every template and fork of this engine is then a loaded one. */
 	if (d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {
