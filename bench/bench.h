@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <saas.h>
@@ -77,6 +78,17 @@ static inline saas_sandbox *bench_create(saas_client *c, const char *image)
 	if ((rc = saas_sandbox_create(&sb, c, &o, 0)) < 0)
 		die("create", rc);
 	return sb;
+}
+
+/* The driver's lines about templates and clones a bench counts: a template ready, one failed, a clone made. */
+static inline void bench_count_templates(const char *msg, int *ready, int *failed, int *clones)
+{
+	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " ready in "))
+		(*ready)++;
+	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
+		(*failed)++;
+	if (strstr(msg, " up in ") && strstr(msg, "(clone,"))
+		(*clones)++;
 }
 
 #endif

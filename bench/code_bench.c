@@ -70,10 +70,7 @@ static void on_log(void *ud, int level, const char *msg)
 {
 	(void)ud;
 	pthread_mutex_lock(&log_mu);
-	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " ready in "))
-		templates_ready++;
-	if (strncmp(msg, "template ", 9) == 0 && strstr(msg, " failed"))
-		templates_failed++;
+	bench_count_templates(msg, &templates_ready, &templates_failed, &clones_made);
 	if (strncmp(msg, "VM ", 3) == 0 && strstr(msg, " started ahead for template ")) {
 		const char *in = strstr(msg, ") in ");
 		int ms;
@@ -87,7 +84,6 @@ static void on_log(void *ud, int level, const char *msg)
 	if (strncmp(msg, "VMs started ahead: ", 19) == 0)
 		sscanf(msg + 19, "%u", &spares_wanted);
 	if (strstr(msg, " up in ") && strstr(msg, "(clone,")) {
-		clones_made++;
 		clones_ahead += strstr(msg, ", started ahead") != NULL;
 		clones_warmed += strstr(msg, ", its code server warmed ahead") != NULL;
 	}

@@ -565,6 +565,14 @@ static void test_config_uids(void **state)
 	assert_int_equal(cfg.template_memory, TMPL_MEM_LOADED);
 	assert_int_equal(saas__lv_config_parse(&cfg, "template_memory=loaded template_memory=mapped"), SAAS_OK);
 	assert_int_equal(cfg.template_memory, TMPL_MEM_MAPPED);
+	/* The embedded driver reaps its QEMUs unless told not to. */
+	assert_int_equal(cfg.reap, REAP_AUTO);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "reap=off"), SAAS_OK);
+	assert_int_equal(cfg.reap, REAP_OFF);
+	saas__lv_config_clear(&cfg);
+	assert_int_equal(saas__lv_config_parse(&cfg, "reap=off reap=auto"), SAAS_OK);
+	assert_int_equal(cfg.reap, REAP_AUTO);
 	saas__lv_config_clear(&cfg);
 	assert_int_equal(saas__lv_config_parse(&cfg, "uids=off,uids=auto"), SAAS_OK);
 	assert_int_equal(cfg.uids, UIDS_AUTO);
@@ -616,6 +624,8 @@ static void test_config_bad_values(void **state)
 		{ "network=open", "network must be auto, isolated or internet, not 'open'" },
 		{ "templates=yes", "templates must be on or off, not 'yes'" },
 		{ "template_memory=shared", "template_memory must be mapped or loaded, not 'shared'" },
+		{ "reap=on", "reap must be auto or off, not 'on'" },
+		{ "reap=", "reap must be auto or off, not ''" },
 		{ "boot_timeout=0", "boot_timeout must be 1 to 3600 seconds" },
 		{ "min_free_memory_mb=-1", "min_free_memory_mb must be 0 to 16777216 MiB, not '-1'" },
 		{ "min_free_memory_mb=16777217", "min_free_memory_mb must be 0 to 16777216 MiB, not '16777217'" },

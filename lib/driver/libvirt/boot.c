@@ -20,6 +20,7 @@
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "driver/libvirt/reap.h"
 #include "driver/libvirt/vm.h"
 #include "transport/control.h"
 #include "util/spawn.h"
@@ -107,6 +108,16 @@ int saas__lv_launch_start(struct launch *l)
 			return saas__oom();
 		l->dom = virDomainCreateXML(saas__lv_conn(d), xml, incoming ? VIR_DOMAIN_START_PAUSED : 0);
 		free(xml);
+		/*
+		 * Every QEMU the driver starts starts here (virDomainCreateXML's only
+		 * call: cold boots, clones, spares, template builds, forks' children
+		 * and restores of snapshots all come through launch_start; the VM
+		 * host's virDomainRestore is a remote daemon's child). Under the
+		 * process's reaper it is our child: unregistered, its zombie would
+		 * stay and its destroy wait 15 s and fail.
+		 */
+		if (l->dom)
+			saas__lv_reap_vm(d, l->spec->name);
 		/* A clone gets its limits before its state comes in: it never runs unlimited. */
 		if (l->dom)
 			return saas__lv_limits_apply(d, l->dom, l->spec->name, l->spec->vcpus,

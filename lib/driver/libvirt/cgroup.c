@@ -360,8 +360,7 @@ void saas__lv_limits_setup(struct drv *d, bool embedded)
 		saas__lv_cg_pids_sweep(&d->cg, d->cg_group);
 }
 
-/* QEMU's pid, from the embedded driver's pidfile (ROOT/run/qemu/NAME.pid); 0 when unknown. */
-static long qemu_pid(struct drv *d, const char *name)
+long saas__lv_qemu_pid(struct drv *d, const char *name)
 {
 	char *path, *text;
 	long pid = 0;
@@ -377,7 +376,7 @@ static long qemu_pid(struct drv *d, const char *name)
 
 static int pids_apply(struct drv *d, const char *name, unsigned int vcpus)
 {
-	long pid = qemu_pid(d, name);
+	long pid = saas__lv_qemu_pid(d, name);
 	char *proc = NULL, *text = NULL, *dir = NULL;
 	bool own = false;
 	int rc;

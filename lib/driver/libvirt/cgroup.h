@@ -56,6 +56,8 @@ void saas__lv_limits_setup(struct drv *d, bool embedded);
 /* A running domain's limits that are not in its XML: memory (live) and pids. */
 int saas__lv_limits_apply(struct drv *d, virDomainPtr dom, const char *name, unsigned int vcpus, unsigned int memory_mib,
                           bool kvm);
+/* QEMU's pid, from the embedded driver's pidfile (ROOT/run/qemu/NAME.pid); 0 when unknown. */
+long saas__lv_qemu_pid(struct drv *d, const char *name);
 /* At destroy: the VM's pids cgroup goes (its QEMU is gone). */
 void saas__lv_limits_release(struct drv *d, const char *name);
 

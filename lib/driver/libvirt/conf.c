@@ -296,6 +296,10 @@ int saas__lv_config_parse(struct saas__lv_config *cfg, const char *text)
 		} else if (strcmp(tok, "remote") == 0) {
 			static const char *const remotes[] = { [REMOTE_AUTO] = "auto", [REMOTE_OFF] = "off", [REMOTE_ON] = "on" };
 			rc = parse_choice("remote", val, remotes, &cfg->remote);
+		} else if (strcmp(tok, "reap") == 0) {
+			if (strcmp(val, "auto") != 0 && strcmp(val, "off") != 0)
+				rc = saas__inval("reap must be auto or off, not '%s'", val);
+			cfg->reap = strcmp(val, "off") == 0 ? REAP_OFF : REAP_AUTO;
 		} else if (strcmp(tok, "listen") == 0) {
 			/* QEMU's hostfwd takes an IPv4 address (and the engine connects to it). */
 			struct in_addr a;

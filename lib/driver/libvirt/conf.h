@@ -16,6 +16,8 @@ enum tmplmem { TMPL_MEM_MAPPED, TMPL_MEM_LOADED };
 enum uidcfg { UIDS_AUTO, UIDS_OFF, UIDS_ON };
 /* remote=auto: the VM host is remote when the URI names a host; on/off: say so (host.h). */
 enum remotecfg { REMOTE_AUTO, REMOTE_OFF, REMOTE_ON };
+/* reap=auto: the embedded driver reaps its QEMUs (reap.h); off: the host's init does. */
+enum reapcfg { REAP_AUTO, REAP_OFF };
 
 #define OWNER_MAX 64                     /* owner=NAME: 1 to this many of [A-Za-z0-9._-] */
 #define POOL_DEFAULT "aas"
@@ -42,6 +44,7 @@ struct saas__lv_config {
 	int template_memory;             /* enum tmplmem */
 	char *nft_helper;                /* aas-nft to run when the engine cannot run nft; NULL: SAAS_NFT_HELPER */
 	int remote;                      /* enum remotecfg */
+	int reap;                        /* enum reapcfg */
 	char *listen;                    /* the VM host's address for guests' SSH forwards; NULL: 127.0.0.1 */
 	char *owner;                     /* the cluster's name in each domain; NULL: the state directory */
 	char *ssh_key;                   /* the cluster's private key (PATH.pub beside it); NULL: the engine's own */
@@ -60,7 +63,7 @@ struct saas__lv_config {
  * dns_upstream=ADDR[#PORT] cpu_limit=on|off|RATIO template_memory=mapped|loaded
  * nft_helper=PATH remote=auto|off|on listen=IPV4 owner=NAME ssh_key=PATH
  * pool=NAME pool_dir=PATH min_free_memory_mb=MIB spares=auto|N spare_memory_mb=auto|MIB
- * spare_warm=on|off cpu_readback=words|properties. NULL or ""
+ * spare_warm=on|off cpu_readback=words|properties reap=auto|off. NULL or ""
  * gives the defaults. On
  * failure *cfg holds nothing (SAAS_EINVAL says which option and why).
  */

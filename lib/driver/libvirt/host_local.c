@@ -24,7 +24,6 @@
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
-#include "driver/libvirt/emulator.h"
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/host.h"
 #include "driver/libvirt/launch.h"
@@ -122,9 +121,6 @@ static int local_connect(struct drv *d, const saas_driver_env *env)
 		rc = saas__lv_virt_error("cannot connect to libvirt");
 		return saas__error_wrap(rc, "%s", d->uri);
 	}
-	/* The embedded root's own QEMU path, before any domain names it (emulator.h). */
-	if (d->root)
-		saas__lv_emulator_setup(d);
 	/*
 	 * A system libvirtd: confined by its DAC driver, which the connection
 	 * shows. The guard and per-VM egress follow, as in the embedded mode:

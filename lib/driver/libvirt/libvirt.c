@@ -26,6 +26,7 @@
 #include "driver/libvirt/domain.h"
 #include "driver/libvirt/egress.h"
 #include "driver/libvirt/egress_host.h"
+#include "driver/libvirt/emulator.h"
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/guest.h"
 #include "driver/libvirt/host.h"
@@ -34,6 +35,7 @@
 #include "driver/libvirt/launch.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/memfile.h"
+#include "driver/libvirt/reap.h"
 #include "driver/libvirt/snapshot.h"
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
@@ -347,6 +349,8 @@ static void drv_free(struct drv *d)
 	free(d->root);
 	saas__lv_cg_clear(&d->cg);
 	saas__lv_uids_clear(&d->cf.uids);
+	/* Last: every destroy of this engine (spares, a template's VM, a failed open's) is over. */
+	saas__lv_reap_close(d);
 	pthread_cond_destroy(&d->keeper_cond);
 	pthread_cond_destroy(&d->spare.cond);
 	pthread_rwlock_destroy(&d->snaps_lock);
@@ -381,6 +385,7 @@ static void drv_config(struct drv *d, const struct saas__lv_config *cfg)
 	d->spare.ceiling = cfg->spares_auto ? SPARES_AUTO_MAX : cfg->spares;
 	d->spare.budget_mib = cfg->spare_memory_mb;
 	d->mapped = cfg->template_memory == TMPL_MEM_MAPPED;
+	d->reap = cfg->reap;
 	d->host = cfg->remote == REMOTE_ON || (cfg->remote == REMOTE_AUTO && saas__lv_uri_vmhost(d->uri))
 	                  ? &saas__lv_host_remote
 	                  : &saas__lv_host_local;
@@ -408,6 +413,8 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	pthread_cond_init(&d->snaps_cond, NULL);
 	pthread_mutex_init(&d->upload_mu, NULL);
 	pthread_mutex_init(&d->conn_mu, NULL);
+	d->reap_wd = -1;
+	d->reap_probe_wd = -1;
 	d->log = env->log;
 	d->log_userdata = env->log_userdata;
 	d->lease = env->lease;
@@ -458,6 +465,19 @@ static int lv_open(void **ctx, const saas_driver_env *env)
 	}
 	if ((rc = d->host->connect(d, env)) < 0)
 		goto fail;
+	/*
+	 * After the connection: libvirt's capability probe (a daemonized QEMU it
+	 * kills and never waits for) runs at the first connection to a root,
+	 * and must not become a zombie of ours.
+	 */
+	saas__lv_reap_open(d);
+	/*
+	 * The embedded root's own QEMU path, before any domain names it
+	 * (emulator.h). After the reaper's open: the domain capabilities it
+	 * asks for may run libvirt's probe, whose QEMU must be ours to reap.
+	 */
+	if (d->root)
+		saas__lv_emulator_setup(d);
 	saas__lv_templates_cleanup(d);
 	/* Said once: every template and fork of this engine is then a loaded one. */
 	if (d->mapped && !saas__lv_mapped_possible(d, d->mapped_why, sizeof(d->mapped_why))) {

@@ -43,6 +43,8 @@
  *                 can redirect (the rule below; vmfs.h)
  *   cgroup.c      each VM's host limits: memory and pids cgroups, what the
  *                 host has (cgroup.h)
+ *   reap.c        the embedded driver's QEMUs reaped the moment they exit
+ *                 (a child subreaper, a pidfd each; reap.h)
  *   domain.c      domain XML and the metadata read back from running
  *                 domains (domain.h)
  *   boot.c        making a VM: its directory, overlay, domain; cold boots
@@ -333,6 +335,10 @@ struct drv {
 	bool guard;                      /* the guard is installed and QEMU runs under GUEST_GROUP */
 	struct saas__lv_confine cf;      /* each VM's QEMU under its own uid (uid.h) */
 	char *root;                      /* the embedded driver's root, or NULL */
+	int reap;                        /* enum reapcfg, from driver_config */
+	bool reaping;                    /* this engine holds the process's reaper (reap.h) */
+	int reap_wd;                     /* its watch of ROOT/run/qemu's pidfiles, or -1 */
+	int reap_probe_wd;               /* its watch of ROOT/lib/qemu for capability probes, or -1 */
 	unsigned int cpu_milli;          /* from cpu_limit */
 	unsigned int min_free_memory_mb; /* from driver_config: local VMs start only with it and their memory available */
 	struct saas__lv_cg cg;           /* the host's cgroup hierarchies */
