@@ -616,6 +616,11 @@ class CodeServer(ServerCase):
         # Interrupted by a closed connection; the context lives on.
         self.run_then_close({"code": "console.log('spin'); while (true) {}", "context_id": ctx["id"]}, b"spin")
         self.assertEqual(self.main_text(self.execute("n", context_id=ctx["id"])), "40")
+        # What it printed leaves even while an earlier line is still on its way (more than the pipe holds)
+        # and the code then holds the event loop: replies are not queued behind a write's callback.
+        self.run_then_close({"code": "console.log('x'.repeat(150000)); console.log('spun'); while (true) {}",
+                             "context_id": ctx["id"]}, b"spun")
+        self.assertEqual(self.main_text(self.execute("n", context_id=ctx["id"])), "40")
         self.request("DELETE", f"/contexts/{ctx['id']}")
 
     def test_bash(self):

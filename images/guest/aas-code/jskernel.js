@@ -37,7 +37,7 @@ const path = require('path');
 const readline = require('readline');
 const { createRequire } = require('module');
 
-const out = fs.createWriteStream(null, { fd: Number(process.env.AAS_CODE_REPLY_FD) });
+const replyFd = Number(process.env.AAS_CODE_REPLY_FD);
 delete process.env.AAS_CODE_REPLY_FD;
 const maxOutput = Number(process.env.AAS_CODE_MAX_OUTPUT) || Infinity;
 delete process.env.AAS_CODE_MAX_OUTPUT;
@@ -55,8 +55,22 @@ try {
   // Not exposed (no --expose-internals) or gone in this Node: compile()'s fallback.
 }
 
+// Written whole before send returns: a run's code may hold the event loop
+// (a busy loop), and a write stream sends a line only once the last one's
+// callback ran there, so what the code printed before it spun would never
+// leave. The pipe is aas-code's, read as it comes; when it is gone there is
+// nobody to answer, and the kernel ends.
+const pause = new Int32Array(new SharedArrayBuffer(4));
 function send(msg) {
-  out.write(JSON.stringify(msg) + '\n');
+  const line = Buffer.from(JSON.stringify(msg) + '\n');
+  for (let at = 0; at < line.length;) {
+    try {
+      at += fs.writeSync(replyFd, line, at);
+    } catch (e) {
+      if (e.code !== 'EAGAIN') process.exit(1);
+      Atomics.wait(pause, 0, 0, 1); // a full pipe that does not block: aas-code reads it
+    }
+  }
 }
 
 // The user's console.log and process.stdout.write land in the run's output.
