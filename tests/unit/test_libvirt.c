@@ -2246,6 +2246,104 @@ static void test_vmhost_chain_drop(void **state)
 	free(d);
 }
 
+/* Every line the driver logs, kept (one after another, '\n' after each) for a test to look through. */
+static void keep_log(void *userdata, int level, const char *msg)
+{
+	char *kept = userdata;
+	size_t n = strlen(kept);
+
+	(void)level;
+	snprintf(kept + n, 8192 - n, "%s\n", msg);
+}
+
+/* A transient domain of libvirt's test driver, named name, with the engine's metadata naming owner. */
+static void tpl_domain(virConnectPtr conn, const char *name, const char *owner)
+{
+	char xml[2048];
+	virDomainPtr dom;
+
+	snprintf(xml, sizeof(xml),
+	         "<domain type='test'><name>%s</name><memory>65536</memory><os><type>hvm</type></os>"
+	         "<metadata><" META_PREFIX ":vm xmlns:" META_PREFIX "='" META_NS "'><" META_PREFIX ":ssh-port>40022</"
+	         META_PREFIX ":ssh-port><" META_PREFIX ":image>tiny</" META_PREFIX ":image><" META_PREFIX ":host-key>k</"
+	         META_PREFIX ":host-key><" META_PREFIX ":owner>%s</" META_PREFIX ":owner></" META_PREFIX ":vm></metadata>"
+	         "</domain>", name, owner);
+	assert_non_null(dom = virDomainCreateXML(conn, xml, 0));
+	virDomainFree(dom);
+}
+
+static bool domain_there(virConnectPtr conn, const char *name)
+{
+	virDomainPtr dom = virDomainLookupByName(conn, name);
+
+	if (dom)
+		virDomainFree(dom);
+	return dom != NULL;
+}
+
+/*
+ * What a killed engine's template builds leave, as the next open cleans it
+ * up: a template VM of ours still running is destroyed and its directory
+ * removed; a directory whose domain libvirt already stopped (it kills a
+ * domain it finds half started when it reconnects) is removed and said so;
+ * a running domain of that name that is not ours keeps its files; nothing
+ * but template VMs is touched.
+ */
+static void test_template_vms_left(void **state)
+{
+	static char uri[] = "test:///default", owner[] = "/srv/state-a";
+	struct drv *d = calloc(1, sizeof(*d));
+	char *top, path[4200], kept[8192] = "";
+	static const char *const dirs[] = { "aas-tpl-a", "aas-tpl-b", "aas-tpl-c", "sbx-d" };
+
+	(void)state;
+	assert_non_null(d);
+	assert_non_null(top = saas_test_tmpdir());
+	d->host = &saas__lv_host_local;
+	d->dir = top;
+	d->owner = owner;
+	d->uri = uri;
+	d->log = keep_log;
+	d->log_userdata = kept;
+	pthread_mutex_init(&d->conn_mu, NULL);
+	virSetErrorFunc(NULL, no_virt_errors);
+	assert_non_null(d->conn = virConnectOpen(uri));
+	for (size_t i = 0; i < SAAS_ARRAY_SIZE(dirs); i++) {
+		snprintf(path, sizeof(path), "%s/vms/%s", top, dirs[i]);
+		assert_int_equal(saas__mkdir_p(path, 0700), 0);
+		write_text(path, "disk.qcow2", "an overlay", 0600);
+	}
+	tpl_domain(d->conn, "aas-tpl-a", owner);        /* ours, still running */
+	tpl_domain(d->conn, "aas-tpl-c", "/srv/state-b"); /* not ours */
+	tpl_domain(d->conn, "aas-tpl-e", "/srv/state-b"); /* not ours, no directory here */
+
+	saas__lv_template_vms_destroy(d);
+	snprintf(path, sizeof(path), "%s/vms", top);
+	assert_false(domain_there(d->conn, "aas-tpl-a"));
+	assert_false(path_exists(path, "aas-tpl-a"));
+	assert_non_null(strstr(kept, "destroying template VM aas-tpl-a, left over from an interrupted build"));
+	assert_false(path_exists(path, "aas-tpl-b"));
+	assert_non_null(strstr(kept, "template VM aas-tpl-b, left over from an interrupted build, was stopped by libvirt"));
+	assert_true(domain_there(d->conn, "aas-tpl-c"));
+	assert_true(path_exists(path, "aas-tpl-c"));
+	assert_non_null(strstr(kept, "template VM aas-tpl-c, left over from an interrupted build: its domain runs"));
+	assert_true(domain_there(d->conn, "aas-tpl-e"));
+	assert_null(strstr(kept, "aas-tpl-e"));
+	assert_true(path_exists(path, "sbx-d"));
+	assert_null(strstr(kept, "sbx-d"));
+
+	/* Done once: the next open finds nothing more to say of a or b. */
+	kept[0] = '\0';
+	saas__lv_template_vms_destroy(d);
+	assert_null(strstr(kept, "aas-tpl-a"));
+	assert_null(strstr(kept, "aas-tpl-b"));
+
+	virConnectClose(d->conn);
+	pthread_mutex_destroy(&d->conn_mu);
+	saas_test_rmdir(top);
+	free(d);
+}
+
 /*
  * A fork's RAM split cut short after its snapshot was renamed into place
  * (the split runs once the parent runs on; its "splitting" file marks it):
@@ -4141,6 +4239,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_old_format),
 		cmocka_unit_test(test_snapshot_left),
 		cmocka_unit_test(test_vmhost_chain_drop),
+		cmocka_unit_test(test_template_vms_left),
 		cmocka_unit_test(test_snapshot_unsplit),
 		cmocka_unit_test(test_snapshot_ram_pending),
 		cmocka_unit_test(test_stream_split),

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
 
 #include "driver/libvirt/channel.h"
 #include "driver/libvirt/conf.h"
@@ -79,6 +80,58 @@ void saas__lv_templates_cleanup(struct drv *d)
 }
 
 /*
+ * A template VM's directory whose domain is gone: its build was cut short
+ * while libvirt was still starting the domain, and libvirt, reconnecting at
+ * this open, stopped that QEMU itself (a domain found half started is killed,
+ * in a thread of its own that may end before or after our listing).
+ * Its files are all that is left. A directory whose domain still exists
+ * (its metadata unreadable just now) is left for the next open.
+ */
+static void template_vm_dirs_drop(struct drv *d)
+{
+	virConnectPtr conn = saas__lv_conn(d);
+	char *vms = saas__lv_path_join(d->dir, "vms");
+	DIR *dir = vms ? opendir(vms) : NULL;
+	struct dirent *e;
+
+	while (dir && conn && (e = readdir(dir))) {
+		virDomainPtr dom;
+		virErrorPtr err;
+		char *vmdir;
+		bool found, busy;
+		if (strncmp(e->d_name, TPL_PREFIX, strlen(TPL_PREFIX)) != 0 || !e->d_name[strlen(TPL_PREFIX)])
+			continue;
+		/*
+		 * Only a domain libvirt says is not there, or no longer running (a
+		 * stopped transient one is being removed): any other answer may be
+		 * a QEMU still using the files.
+		 */
+		dom = virDomainLookupByName(conn, e->d_name);
+		found = dom != NULL;
+		busy = found ? virDomainIsActive(dom) != 0 : !(err = virGetLastError()) || err->code != VIR_ERR_NO_DOMAIN;
+		if (found)
+			virDomainFree(dom);
+		if (busy) {
+			saas__lv_log(d, SAAS_LOG_WARN, "template VM %s, left over from an interrupted build: %s; its files "
+			             "are left for the next start", e->d_name,
+			             found ? "its domain runs but was not found as this engine's" : "libvirt cannot say whether "
+			             "its domain is there");
+			continue;
+		}
+		saas__lv_log(d, SAAS_LOG_INFO, "template VM %s, left over from an interrupted build, was stopped by "
+		             "libvirt (found half started); removing its files", e->d_name);
+		saas__lv_limits_release(d, e->d_name);
+		if ((vmdir = saas__lv_path_join(vms, e->d_name)))
+			saas__lv_rm_tree(vmdir);
+		free(vmdir);
+	}
+	if (dir)
+		closedir(dir);
+	free(vms);
+	saas__error_clear();
+}
+
+/*
  * The template VMs an interrupted build of this engine's left. (A remote
  * host's may be other engines' builds, under their lease: one a dead engine
  * left is destroyed by the next build of its template, host_remote.c.)
@@ -86,6 +139,7 @@ void saas__lv_templates_cleanup(struct drv *d)
 void saas__lv_template_vms_destroy(struct drv *d)
 {
 	saas__lv_own_domains(d, TPL_PREFIX, destroy_template_vm, NULL);
+	template_vm_dirs_drop(d);
 }
 
 /* A new entry of the local host's: ready when its directory is complete. Caller holds d->mu. */
