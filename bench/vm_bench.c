@@ -78,8 +78,10 @@
  *
  * vm_bench --snapshot STATE_DIR IMAGES_DIR [image]: fork of 1 and of 10,
  * pause and resume of one prepared sandbox through the engine, between
- * clones of the same template (BENCH_RUNS, default 5; BENCH_FORK10, default
- * 1; BENCH_SNAPSHOT_MB, the guest's RAM, default 1024).
+ * clones of the same template started ahead (spares=1), after as many
+ * clones made whole (spares=0) in an engine of their own (BENCH_RUNS,
+ * default 5; BENCH_FORK10, default 1; BENCH_SNAPSHOT_MB, the guest's RAM,
+ * default 1024).
  *
  * vm_bench --spares STATE_DIR IMAGES_DIR image...: clone create -> first
  * `true` with the clone's QEMU started ahead (driver option spares=1, each
@@ -193,7 +195,7 @@ struct results {
 	double ctl_t[2][CONTROL_SAMPLES];
 	int ctl_n[2];
 	/* --snapshot: ms; p50 and p95 over the runs where there are several */
-	double snap_clone[2], snap_fork1[2], snap_fork10, snap_at_once10, snap_pause[2], snap_resume[2];
+	double snap_clone[2], snap_whole[2], snap_fork1[2], snap_fork10, snap_at_once10, snap_pause[2], snap_resume[2];
 	long long snap_pause_bytes;            /* what the last pause saved (state and disk), bytes */
 	unsigned int snap_memory_mb;           /* the paused sandbox's guest RAM */
 	int snap_runs, snap_fork10_runs;
@@ -1615,6 +1617,61 @@ static int adapt_main(const char *dir, const char *image, const char *label)
 
 /* ---- --snapshot: fork, pause and resume through the engine ---- */
 
+static bool was_clone(const char *name);
+
+/* The size --snapshot measures ("small" in name, 2 vCPUs, 40 GiB disk; BENCH_SNAPSHOT_MB of RAM). */
+static void snapshot_size(void)
+{
+	/*
+	 * A fork's children and a resumed sandbox load their RAM from the
+	 * snapshot: where the host's kernel backs every page QEMU reads at
+	 * restore (bench/RESULTS.md), each holds its whole memory, and ten
+	 * children of `small` (4 GiB) would not fit in 23 GiB: the engine refuses
+	 * the fork. BENCH_SNAPSHOT_MB (default 1024) sets the guest RAM of the
+	 * size measured here.
+	 */
+	static saas_size size = { "small", 2, 1024, 40, 90000 };
+	static const saas_size *sizes[] = { &size };
+
+	if (getenv("BENCH_SNAPSHOT_MB") && atoi(getenv("BENCH_SNAPSHOT_MB")) > 0)
+		size.memory_mb = (unsigned int)atoi(getenv("BENCH_SNAPSHOT_MB"));
+	bench_sizes = sizes;
+	bench_nsizes = 1;
+}
+
+/*
+ * The second baseline of a fork of one: clones made whole at their creates
+ * (spares=0: each QEMU started at the create, as a fork's child's is), in an
+ * engine of their own (a process may open one embedded libvirt root).
+ */
+static void phase_snapshot_whole(char **images, int n, const char *dir)
+{
+	double *whole_t = calloc((size_t)runs, sizeof(double));
+
+	(void)n;
+	snapshot_size();
+	spares_opt = "0";
+	engine_open(&cloned, "snapshot-whole", dir, true, NULL);
+	client = cloned.client;
+	template_warm(images[0]);
+	for (int i = 0; i < runs; i++) {
+		double t0 = now_ms();
+		saas_sandbox *c = bench_create(client, images[0]);
+		exec_ok(c->id, "true");
+		whole_t[i] = now_ms() - t0;
+		if (!was_clone(c->id)) {
+			fprintf(stderr, "vm_bench: %s was not a clone (see the engine's log)\n", c->id);
+			exit(1);
+		}
+		saas_sandbox_destroy(NULL, client, c->id, 0);
+		saas_sandbox_free(c);
+	}
+	res->snap_whole[0] = pct(whole_t, runs, 0.5);
+	res->snap_whole[1] = pct(whole_t, runs, 0.95);
+	free(whole_t);
+	engine_close(&cloned);
+}
+
 /*
  * The sandbox a snapshot is taken of is not a fresh one: it holds a 16 MiB
  * file, a background process and a warm page cache, as a prepared sandbox an
@@ -1693,21 +1750,7 @@ static void phase_snapshot(char **images, int n, const char *dir)
 	double t10 = 0;
 	saas_sandbox *sb;
 
-	/*
-	 * A fork's children and a resumed sandbox load their RAM from the
-	 * snapshot: where the host's kernel backs every page QEMU reads at
-	 * restore (bench/RESULTS.md), each holds its whole memory, and ten
-	 * children of `small` (4 GiB) would not fit in 23 GiB: the engine refuses
-	 * the fork. BENCH_SNAPSHOT_MB (default 1024) sets the guest RAM of the
-	 * size measured here ("small" in name, 2 vCPUs, 40 GiB disk).
-	 */
-	static saas_size size = { "small", 2, 1024, 40, 90000 };
-	static const saas_size *sizes[] = { &size };
-
-	if (getenv("BENCH_SNAPSHOT_MB") && atoi(getenv("BENCH_SNAPSHOT_MB")) > 0)
-		size.memory_mb = (unsigned int)atoi(getenv("BENCH_SNAPSHOT_MB"));
-	bench_sizes = sizes;
-	bench_nsizes = 1;
+	snapshot_size();
 	(void)n;
 	engine_open(&cloned, "snapshot", dir, true, NULL);
 	client = cloned.client;
@@ -1788,6 +1831,7 @@ static int snapshot_main(const char *dir, char *image)
 	double per_gib;
 
 	load_now(res->load[0], sizeof(res->load[0]));
+	run_child("snapshot-whole", phase_snapshot_whole, &image, 1, dir);
 	run_child("snapshot", phase_snapshot, &image, 1, dir);
 	load_now(res->load[1], sizeof(res->load[1]));
 	per_gib = res->snap_memory_mb ? res->snap_pause_bytes / (res->snap_memory_mb / 1024.0) : 0;
@@ -1795,9 +1839,12 @@ static int snapshot_main(const char *dir, char *image)
 	printf("| what, `%s`, 2 vCPUs, %u MiB of guest RAM | libsaas | baseline (same run) |\n|---|---|---|\n", image,
 	       res->snap_memory_mb);
 	printf("| fork of 1: the call until the child ran `true` (%d runs) | p50 %.0f ms, p95 %.0f ms | a clone of the "
-	       "template, create -> first `true`: p50 %.0f ms, p95 %.0f ms; fork %.2fx at p50 |\n",
+	       "template, create -> first `true`, its QEMU started ahead (`spares=1`): p50 %.0f ms, p95 %.0f ms; fork "
+	       "%.2fx at p50. A clone made whole at its create (`spares=0`, its QEMU started then, as a child's is; %d "
+	       "runs just before): p50 %.0f ms, p95 %.0f ms; fork %.2fx at p50 |\n",
 	       res->snap_runs, res->snap_fork1[0], res->snap_fork1[1], res->snap_clone[0], res->snap_clone[1],
-	       res->snap_fork1[0] / res->snap_clone[0]);
+	       res->snap_fork1[0] / res->snap_clone[0], res->snap_runs, res->snap_whole[0], res->snap_whole[1],
+	       res->snap_fork1[0] / res->snap_whole[0]);
 	printf("| fork of %d: the call until every child ran `true` (slowest of %d) | %.0f ms | %d clones of the template "
 	       "created at once, until all ran `true`: %.0f ms; fork %.2fx |\n",
 	       SAAS_FORK_MAX, res->snap_fork10_runs, res->snap_fork10, SAAS_FORK_MAX, res->snap_at_once10,
