@@ -2709,6 +2709,155 @@ static void test_take_waits_for_spare_being_made(void **state)
 	saas_test_rmdir(top);
 }
 
+/* ---- which template a spare is made for, and a failed one (spare.c) ---------------------------- */
+
+static char spare_said[8192]; /* what the driver logged, each line ended by '\n' */
+
+static void spare_log(void *userdata, int level, const char *msg)
+{
+	(void)userdata;
+	(void)level;
+	print_message("  driver: %s\n", msg);
+	if (strlen(spare_said) + strlen(msg) + 2 < sizeof(spare_said)) {
+		strcat(spare_said, msg);
+		strcat(spare_said, "\n");
+	}
+}
+
+/* A ready template of image tiny in shape's size, asked for at asked; its key computed (0: current) or given. */
+static void spare_tmpl(struct drv *d, struct tmpl *t, const saas_vm_spec *shape, const char *key, int64_t asked)
+{
+	struct image *im = NULL;
+
+	memset(t, 0, sizeof(*t));
+	if (key) {
+		snprintf(t->key, sizeof(t->key), "%s", key);
+	} else {
+		assert_int_equal(saas__lv_image_get(d, "tiny", &im), SAAS_OK);
+		saas__lv_template_key(d, shape, im, t->key);
+		assert_int_not_equal(t->key[0], '\0');
+	}
+	snprintf(t->image, sizeof(t->image), "%s", shape->image);
+	t->vcpus = shape->vcpus;
+	t->memory_mb = shape->memory_mb;
+	t->disk_gb = shape->disk_gb;
+	t->state = TMPL_READY;
+	t->memfd = -1;
+	t->asked_ms = asked;
+	t->next = d->tmpls;
+	d->tmpls = t;
+}
+
+/*
+ * Spares go to the templates a create would clone now. One its image's
+ * rebuild replaced (another key than the image's build gives), though asked
+ * for last and with no spare, gets none: each would be destroyed as soon as
+ * made, or, its files pruned, fail every minute. A failed make holds back
+ * its own template's spares, doubling, and no other's (nor the driver's
+ * global wait); a failure of a template no longer current forgets it. The
+ * image rebuilt, no template of the old build gets one; the new build's
+ * does. A template whose directory is gone is not ready any more
+ * (template_lost), one whose directory is whole stays ready. The driver is
+ * made by hand, with no VM: states and times given, not waited for.
+ */
+static void test_spares_follow_templates(void **state)
+{
+	struct drv d;
+	struct tmpl cur, old, other, rebuilt;
+	struct spare *s;
+	saas_vm_spec shape = { .image = "tiny", .vcpus = 1, .memory_mb = 512, .disk_gb = 1 }, big = shape;
+	char *top, images[4200], img[4300], dir[4400];
+	const int64_t now = 1000000;
+	struct timespec later[2] = { { 2000000000, 0 }, { 2000000000, 0 } };
+	static char pub[] = "ssh-ed25519 AAAA test";
+
+	(void)state;
+	top = tiny_image(images, sizeof(images), img, sizeof(img), 0644,
+	                 "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": \"ssh-ed25519 AAAA\", "
+	                 "\"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r1\"}");
+	memset(&d, 0, sizeof(d));
+	d.host = &saas__lv_host_local;
+	d.dir = top;
+	d.images = images;
+	d.pub = pub;
+	d.log = spare_log;
+	pthread_mutex_init(&d.mu, NULL);
+	spare_said[0] = '\0';
+	big.memory_mb = 1024;
+	/* A template of another size, asked first; the current one; one replaced, asked for last. */
+	spare_tmpl(&d, &other, &big, NULL, 100);
+	spare_tmpl(&d, &cur, &shape, NULL, 200);
+	spare_tmpl(&d, &old, &shape, "4a69000000000000000000000000beef", 300);
+
+	/* The replaced one is never wanted: the current one is, then (it has one) the other size. */
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &cur);
+	assert_non_null(s = calloc(1, sizeof(*s)));
+	snprintf(s->key, sizeof(s->key), "%s", cur.key);
+	s->state = SPARE_READY;
+	d.spare.list = s;
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &other);
+	assert_null(saas__lv_spare_wanted_locked(&d, 1, now)); /* as many as the target listed */
+	d.spare.list = NULL;
+	free(s);
+
+	/* A failure of the current one holds back its spares only, and longer each time. */
+	assert_false(saas__lv_spare_failed_locked(&d, cur.key, "a test's failure", now));
+	assert_int_equal(cur.spare_retry_at_ms, now + SPARE_BACKOFF_FIRST_MS);
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &other);
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now + SPARE_BACKOFF_FIRST_MS), &cur);
+	assert_false(saas__lv_spare_failed_locked(&d, cur.key, "a test's failure", now));
+	assert_int_equal(cur.spare_retry_at_ms, now + 2 * SPARE_BACKOFF_FIRST_MS);
+	for (int i = 0; i < 10; i++)
+		assert_false(saas__lv_spare_failed_locked(&d, cur.key, "a test's failure", now));
+	assert_int_equal(cur.spare_retry_at_ms, now + SPARE_BACKOFF_MAX_MS);
+	assert_int_equal(other.spare_retry_at_ms, 0);
+	assert_int_equal(d.spare.retry_at_ms, 0);
+	assert_non_null(strstr(spare_said, "failed (a test's failure); next try for it in 1 s\n"));
+
+	/* A failure of the replaced one (its files pruned) forgets it, and holds back no other. */
+	assert_true(saas__lv_spare_failed_locked(&d, old.key, "templates/4a69.../state: No such file or directory", now));
+	assert_int_equal(old.asked_ms, 0);
+	assert_int_equal(old.spare_retry_at_ms, 0);
+	assert_int_equal(other.spare_retry_at_ms, 0);
+	assert_non_null(strstr(spare_said, "no more VMs are started ahead for template 4a69000000000000000000000000beef: "
+	                                   "it is no longer current"));
+	assert_null(strstr(spare_said, "template 4a69000000000000000000000000beef failed"));
+
+	/* The image rebuilt: no template of its old build is wanted; the new build's is. */
+	write_text(img, "manifest.json", "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": "
+	           "\"ssh-ed25519 AAAA\", \"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r2\"}", 0644);
+	snprintf(dir, sizeof(dir), "%s/manifest.json", img);
+	assert_int_equal(utimensat(AT_FDCWD, dir, later, 0), 0); /* a new mtime, however coarse the clock */
+	cur.spare_retry_at_ms = other.spare_retry_at_ms = 0;
+	assert_null(saas__lv_spare_wanted_locked(&d, 4, now));
+	spare_tmpl(&d, &rebuilt, &shape, NULL, 400);
+	assert_string_not_equal(rebuilt.key, cur.key);
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &rebuilt);
+
+	/* Its directory whole, a template stays ready; gone, it is not (a create builds it again). */
+	snprintf(dir, sizeof(dir), "%s/templates/%s", top, rebuilt.key);
+	assert_int_equal(saas__mkdir_p(dir, 0700), 0);
+	write_text(dir, "template.json", "{}", 0600);
+	d.host->template_lost(&d, rebuilt.key);
+	assert_int_equal(rebuilt.state, TMPL_READY);
+	d.host->template_lost(&d, cur.key);
+	assert_int_equal(cur.state, TMPL_NONE);
+	assert_non_null(strstr(spare_said, "is gone from its directory"));
+
+	while (d.imgs) {
+		struct image *next = d.imgs->next;
+		saas__lv_image_free(d.imgs);
+		d.imgs = next;
+	}
+	while (d.old_imgs) {
+		struct image *next = d.old_imgs->next;
+		saas__lv_image_free(d.old_imgs);
+		d.old_imgs = next;
+	}
+	pthread_mutex_destroy(&d.mu);
+	saas_test_rmdir(top);
+}
+
 /* ---- a VM's files without root --------------------------------------------------------------- */
 
 #define ENGINE_UID 65534u  /* an unprivileged engine (nobody) */
@@ -4153,6 +4302,7 @@ int main(void)
 		cmocka_unit_test(test_uids_skip_running),
 		cmocka_unit_test(test_images_staged),
 		cmocka_unit_test(test_take_waits_for_spare_being_made),
+		cmocka_unit_test(test_spares_follow_templates),
 		cmocka_unit_test(test_vm_files_unprivileged),
 		cmocka_unit_test(test_guard_ruleset),
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),

@@ -305,6 +305,8 @@ struct tmpl {
 	unsigned int vcpus, memory_mb, disk_gb;
 	char stem[TPL_STEM_MAX];         /* remote, TMPL_READY: its volumes' common name on the host */
 	int64_t asked_ms;                /* when a create last asked for it (0: not since open): spares go to the latest */
+	int64_t spare_retry_at_ms;       /* a spare of it failed: none made for it before this (spare.c) */
+	unsigned int spare_backoff_ms;   /* the wait after its spares' next failure (0: SPARE_BACKOFF_FIRST_MS) */
 	struct tmpl *next;
 };
 
