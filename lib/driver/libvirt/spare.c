@@ -341,7 +341,11 @@ bool saas__lv_spare_failed_locked(struct drv *d, const char *key, const char *wh
 {
 	struct tmpl *t;
 	unsigned int backoff_ms;
+	char said[512];
 
+	/* A copy: why may be the thread's last error, which the image's look-up below may replace. */
+	saas__strlcpy(said, why, sizeof(said));
+	why = said;
 	for (t = d->tmpls; t; t = t->next)
 		if (strcmp(t->key, key) == 0)
 			break;
