@@ -2532,6 +2532,43 @@ static void test_images_staged(void **state)
 
 /* ---- a create and a spare being made (spare.c) ------------------------------------------------ */
 
+/* A driver made by hand (no connection, no VM) on a `tiny` image of its own, logging to log. */
+static char *hand_driver(struct drv *d, char *images, size_t ilen, char *img, size_t glen,
+                         void (*log)(void *, int, const char *), void *userdata)
+{
+	static char pub[] = "ssh-ed25519 AAAA test";
+	char *top = tiny_image(images, ilen, img, glen, 0644,
+	                       "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": \"ssh-ed25519 AAAA\", "
+	                       "\"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r1\"}");
+
+	memset(d, 0, sizeof(*d));
+	d->host = &saas__lv_host_local;
+	d->dir = top;
+	d->images = images;
+	d->pub = pub;
+	d->log = log;
+	d->log_userdata = userdata;
+	pthread_mutex_init(&d->mu, NULL);
+	return top;
+}
+
+static void images_free(struct image **list)
+{
+	while (*list) {
+		struct image *next = (*list)->next;
+		saas__lv_image_free(*list);
+		*list = next;
+	}
+}
+
+static void hand_driver_free(struct drv *d, char *top)
+{
+	images_free(&d->imgs);
+	images_free(&d->old_imgs);
+	pthread_mutex_destroy(&d->mu);
+	saas_test_rmdir(top);
+}
+
 /* One create's take on its own thread, and what the test sees of it. */
 struct take_watch {
 	pthread_mutex_t mu;
@@ -2628,20 +2665,9 @@ static void test_take_waits_for_spare_being_made(void **state)
 	saas_vm_spec shape = { .image = "tiny", .vcpus = 1, .memory_mb = 512, .disk_gb = 1 }, other = shape;
 	saas_vm_network net = { SAAS_NET_ISOLATED, NULL, NULL };
 	char *top, images[4200], img[4300], name[SAAS_ID_MAX + 1];
-	static char pub[] = "ssh-ed25519 AAAA test";
 
 	(void)state;
-	top = tiny_image(images, sizeof(images), img, sizeof(img), 0644,
-	                 "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": \"ssh-ed25519 AAAA\", "
-	                 "\"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r1\"}");
-	memset(&d, 0, sizeof(d));
-	d.host = &saas__lv_host_local;
-	d.dir = top;
-	d.images = images;
-	d.pub = pub;
-	d.log = take_log;
-	d.log_userdata = &w;
-	pthread_mutex_init(&d.mu, NULL);
+	top = hand_driver(&d, images, sizeof(images), img, sizeof(img), take_log, &w);
 	assert_int_equal(saas__cond_init_monotonic(&d.spare.cond), 0);
 	d.spare.make_ms = 600000;
 	/* Its template, ready: a spare of it is current. */
@@ -2699,14 +2725,8 @@ static void test_take_waits_for_spare_being_made(void **state)
 		d.spare.list = s->next;
 		free(s);
 	}
-	while (d.imgs) {
-		struct image *next = d.imgs->next;
-		saas__lv_image_free(d.imgs);
-		d.imgs = next;
-	}
 	pthread_cond_destroy(&d.spare.cond);
-	pthread_mutex_destroy(&d.mu);
-	saas_test_rmdir(top);
+	hand_driver_free(&d, top);
 }
 
 /* ---- which template a spare is made for, and a failed one (spare.c) ---------------------------- */
@@ -2769,19 +2789,9 @@ static void test_spares_follow_templates(void **state)
 	char *top, images[4200], img[4300], dir[4400];
 	const int64_t now = 1000000;
 	struct timespec later[2] = { { 2000000000, 0 }, { 2000000000, 0 } };
-	static char pub[] = "ssh-ed25519 AAAA test";
 
 	(void)state;
-	top = tiny_image(images, sizeof(images), img, sizeof(img), 0644,
-	                 "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": \"ssh-ed25519 AAAA\", "
-	                 "\"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r1\"}");
-	memset(&d, 0, sizeof(d));
-	d.host = &saas__lv_host_local;
-	d.dir = top;
-	d.images = images;
-	d.pub = pub;
-	d.log = spare_log;
-	pthread_mutex_init(&d.mu, NULL);
+	top = hand_driver(&d, images, sizeof(images), img, sizeof(img), spare_log, NULL);
 	spare_said[0] = '\0';
 	big.memory_mb = 1024;
 	/* A template of another size, asked first; the current one; one replaced, asked for last. */
@@ -2843,19 +2853,7 @@ static void test_spares_follow_templates(void **state)
 	d.host->template_lost(&d, cur.key);
 	assert_int_equal(cur.state, TMPL_NONE);
 	assert_non_null(strstr(spare_said, "is gone from its directory"));
-
-	while (d.imgs) {
-		struct image *next = d.imgs->next;
-		saas__lv_image_free(d.imgs);
-		d.imgs = next;
-	}
-	while (d.old_imgs) {
-		struct image *next = d.old_imgs->next;
-		saas__lv_image_free(d.old_imgs);
-		d.old_imgs = next;
-	}
-	pthread_mutex_destroy(&d.mu);
-	saas_test_rmdir(top);
+	hand_driver_free(&d, top);
 }
 
 /* ---- a domain start that failed for the moment (boot.c) --------------------------------------- */
@@ -2871,59 +2869,55 @@ static void test_spares_follow_templates(void **state)
  */
 static void test_start_transient(void **state)
 {
-	char bpf[] = "failed to load cgroup BPF prog: Resource temporarily unavailable",
-	     other_words[] = "failed to load cgroup BPF prog: Ressource temporairement non disponible",
-	     nomem[] = "failed to load cgroup BPF prog: Cannot allocate memory",
-	     perm[] = "failed to load cgroup BPF prog: Operation not permitted",
-	     fork[] = "cannot fork child process: Resource temporarily unavailable",
-	     qemu[] = "internal error: qemu unexpectedly closed the monitor: qemu-system-x86_64: failed to create "
-	              "thread: Resource temporarily unavailable",
-	     monitor[] = "internal error: process exited while connecting to monitor",
-	     config[] = "unsupported configuration: host doesn't support invariant TSC",
-	     exists[] = "operation failed: domain 'sbx-x' already exists with uuid 1",
-	     kvm[] = "internal error: qemu unexpectedly closed the monitor: kvm run failed Function not implemented";
+	static const struct {
+		int code, domain, int1;
+		const char *message;
+		bool transient;
+	} cases[] = {
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EAGAIN,
+		  "failed to load cgroup BPF prog: Resource temporarily unavailable", true },
+		/* The errno says it, whatever the language, or with no words at all. */
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EAGAIN,
+		  "failed to load cgroup BPF prog: Ressource temporairement non disponible", true },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EAGAIN, NULL, true },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_NONE, EAGAIN, "cannot fork child process: Resource temporarily unavailable",
+		  true },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, ENOMEM, "failed to load cgroup BPF prog: Cannot allocate memory",
+		  false },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EPERM, "failed to load cgroup BPF prog: Operation not permitted",
+		  false },
+		/* An error of another kind: its int1 is not an errno, only its words count. */
+		{ VIR_ERR_INTERNAL_ERROR, VIR_FROM_QEMU, -1,
+		  "internal error: qemu unexpectedly closed the monitor: qemu-system-x86_64: failed to create thread: "
+		  "Resource temporarily unavailable", true },
+		{ VIR_ERR_INTERNAL_ERROR, VIR_FROM_QEMU, EAGAIN, "internal error: process exited while connecting to monitor",
+		  false },
+		{ VIR_ERR_INTERNAL_ERROR, VIR_FROM_QEMU, EAGAIN,
+		  "internal error: qemu unexpectedly closed the monitor: kvm run failed Function not implemented", false },
+		{ VIR_ERR_CONFIG_UNSUPPORTED, VIR_FROM_QEMU, 0,
+		  "unsupported configuration: host doesn't support invariant TSC", false },
+		{ VIR_ERR_OPERATION_FAILED, VIR_FROM_DOMAIN, 0, "operation failed: domain 'sbx-x' already exists with uuid 1",
+		  false },
+	};
+	char message[256];
 	virError e;
 
 	(void)state;
 	assert_false(saas__lv_virt_transient(NULL));
-	memset(&e, 0, sizeof(e));
-	e.code = VIR_ERR_SYSTEM_ERROR;
-	e.domain = VIR_FROM_CGROUP;
-	e.level = VIR_ERR_ERROR;
-	e.int1 = EAGAIN;
-	e.message = bpf;
-	assert_true(saas__lv_virt_transient(&e));
-	e.message = other_words; /* the errno says it, whatever the language */
-	assert_true(saas__lv_virt_transient(&e));
-	e.message = NULL;
-	assert_true(saas__lv_virt_transient(&e));
-	e.int1 = ENOMEM;
-	e.message = nomem;
-	assert_false(saas__lv_virt_transient(&e));
-	e.int1 = EPERM;
-	e.message = perm;
-	assert_false(saas__lv_virt_transient(&e));
-	e.domain = VIR_FROM_NONE;
-	e.int1 = EAGAIN;
-	e.message = fork;
-	assert_true(saas__lv_virt_transient(&e));
-	/* An error of another kind: its int1 is not an errno, only its words count. */
-	e.code = VIR_ERR_INTERNAL_ERROR;
-	e.domain = VIR_FROM_QEMU;
-	e.message = qemu;
-	e.int1 = -1;
-	assert_true(saas__lv_virt_transient(&e));
-	e.int1 = EAGAIN;
-	e.message = monitor;
-	assert_false(saas__lv_virt_transient(&e));
-	e.message = kvm;
-	assert_false(saas__lv_virt_transient(&e));
-	e.code = VIR_ERR_CONFIG_UNSUPPORTED;
-	e.message = config;
-	assert_false(saas__lv_virt_transient(&e));
-	e.code = VIR_ERR_OPERATION_FAILED;
-	e.message = exists;
-	assert_false(saas__lv_virt_transient(&e));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		e.code = cases[i].code;
+		e.domain = cases[i].domain;
+		e.level = VIR_ERR_ERROR;
+		e.int1 = cases[i].int1;
+		if (cases[i].message) {
+			snprintf(message, sizeof(message), "%s", cases[i].message);
+			e.message = message;
+		}
+		print_message("  %s -> %s\n", cases[i].message ? cases[i].message : "(no words)",
+		              cases[i].transient ? "tried again" : "fails");
+		assert_int_equal(saas__lv_virt_transient(&e), cases[i].transient);
+	}
 }
 
 /* ---- a VM's files without root --------------------------------------------------------------- */
