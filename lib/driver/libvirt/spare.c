@@ -45,9 +45,9 @@
  * uid, and after a failure none of that template's again for a while that
  * doubles up to SPARE_BACKOFF_MAX_MS (other templates' go on). A spare costs
  * its QEMU's own memory (its guest's RAM is the template's, mapped, and
- * untouched until it runs), a uid and a port; no CPU. One loaded ahead holds its template's state as well (or its whole
- * RAM: spare_resident_mib): the budget and the host's room reckon each at
- * what the last one loaded held.
+ * untouched until it runs), a uid and a port; no CPU. One loaded ahead holds
+ * its template's state as well (or its whole RAM: spare_resident_mib): the
+ * budget and the host's room reckon each at what the last one loaded held.
  *
  * A spare has no row: vm_list leaves spares out (the core's orphan sweep would
  * destroy them) until a create has taken one and makes it. A spare taken
