@@ -861,11 +861,13 @@ static void template_names(char *out, size_t size)
 /*
  * A rebuilt image (here: its manifest's recipe hash changes) must never be
  * restored from the old template: the next create boots cold and builds a
- * new template, which then replaces the old one on disk.
+ * new template, which then replaces the old one on disk. VMs are then
+ * started ahead for the new template, and none is tried for the old one
+ * once it is gone (a try would fail on its deleted files, every minute).
  */
 static void test_template_follows_image(void **state)
 {
-	char manifest[4200], before[1024], after[1024], line[256], *text, *p;
+	char manifest[4200], before[1024], after[1024], line[256], *text, *p, *key;
 	saas_sandbox *sb = NULL;
 	FILE *f;
 	long len;
@@ -909,12 +911,23 @@ static void test_template_follows_image(void **state)
 	template_names(after, sizeof(after));
 	assert_int_equal(strchr(after, ' ') - after + 1, (long)strlen(after));
 	assert_null(strstr(before, after));
+	/* A VM started ahead for the new template (the cold create asked for it), which the next create takes. */
+	snprintf(line, sizeof(line), " started ahead for template %.32s ", after);
+	for (int i = 0; i < 600 && !logged(line, NULL); i++)
+		usleep(100 * 1000);
+	assert_true(logged(line, NULL));
 	sb = NULL;
 	check(saas_sandbox_create(&sb, ca, NULL, 0), "create from the new template");
 	snprintf(line, sizeof(line), "VM %s up in", sb->id);
 	assert_true(logged(line, "(clone,"));
+	assert_true(logged(line, ", started ahead,"));
 	check(saas_sandbox_destroy(NULL, ca, sb->id, 0), "destroy");
 	saas_sandbox_free(sb);
+	/* Never a start ahead for an old template that met its deleted files. */
+	for (key = strtok(before, " "); key; key = strtok(NULL, " ")) {
+		snprintf(line, sizeof(line), "starting a VM ahead for template %s failed", key);
+		assert_false(logged(line, "No such file"));
+	}
 }
 
 /* A template whose saved state is damaged: the create still succeeds, by a cold boot, and says so. */

@@ -2630,6 +2630,43 @@ static void test_images_staged(void **state)
 
 /* ---- a create and a spare being made (spare.c) ------------------------------------------------ */
 
+/* A driver made by hand (no connection, no VM) on a `tiny` image of its own, logging to log. */
+static char *hand_driver(struct drv *d, char *images, size_t ilen, char *img, size_t glen,
+                         void (*log)(void *, int, const char *), void *userdata)
+{
+	static char pub[] = "ssh-ed25519 AAAA test";
+	char *top = tiny_image(images, ilen, img, glen, 0644,
+	                       "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": \"ssh-ed25519 AAAA\", "
+	                       "\"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r1\"}");
+
+	memset(d, 0, sizeof(*d));
+	d->host = &saas__lv_host_local;
+	d->dir = top;
+	d->images = images;
+	d->pub = pub;
+	d->log = log;
+	d->log_userdata = userdata;
+	pthread_mutex_init(&d->mu, NULL);
+	return top;
+}
+
+static void images_free(struct image **list)
+{
+	while (*list) {
+		struct image *next = (*list)->next;
+		saas__lv_image_free(*list);
+		*list = next;
+	}
+}
+
+static void hand_driver_free(struct drv *d, char *top)
+{
+	images_free(&d->imgs);
+	images_free(&d->old_imgs);
+	pthread_mutex_destroy(&d->mu);
+	saas_test_rmdir(top);
+}
+
 /* One create's take on its own thread, and what the test sees of it. */
 struct take_watch {
 	pthread_mutex_t mu;
@@ -2726,20 +2763,9 @@ static void test_take_waits_for_spare_being_made(void **state)
 	saas_vm_spec shape = { .image = "tiny", .vcpus = 1, .memory_mb = 512, .disk_gb = 1 }, other = shape;
 	saas_vm_network net = { SAAS_NET_ISOLATED, NULL, NULL };
 	char *top, images[4200], img[4300], name[SAAS_ID_MAX + 1];
-	static char pub[] = "ssh-ed25519 AAAA test";
 
 	(void)state;
-	top = tiny_image(images, sizeof(images), img, sizeof(img), 0644,
-	                 "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": \"ssh-ed25519 AAAA\", "
-	                 "\"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r1\"}");
-	memset(&d, 0, sizeof(d));
-	d.host = &saas__lv_host_local;
-	d.dir = top;
-	d.images = images;
-	d.pub = pub;
-	d.log = take_log;
-	d.log_userdata = &w;
-	pthread_mutex_init(&d.mu, NULL);
+	top = hand_driver(&d, images, sizeof(images), img, sizeof(img), take_log, &w);
 	assert_int_equal(saas__cond_init_monotonic(&d.spare.cond), 0);
 	d.spare.make_ms = 600000;
 	/* Its template, ready: a spare of it is current. */
@@ -2797,14 +2823,199 @@ static void test_take_waits_for_spare_being_made(void **state)
 		d.spare.list = s->next;
 		free(s);
 	}
-	while (d.imgs) {
-		struct image *next = d.imgs->next;
-		saas__lv_image_free(d.imgs);
-		d.imgs = next;
-	}
 	pthread_cond_destroy(&d.spare.cond);
-	pthread_mutex_destroy(&d.mu);
-	saas_test_rmdir(top);
+	hand_driver_free(&d, top);
+}
+
+/* ---- which template a spare is made for, and a failed one (spare.c) ---------------------------- */
+
+static char spare_said[8192]; /* what the driver logged, each line ended by '\n' */
+
+static void spare_log(void *userdata, int level, const char *msg)
+{
+	(void)userdata;
+	(void)level;
+	print_message("  driver: %s\n", msg);
+	if (strlen(spare_said) + strlen(msg) + 2 < sizeof(spare_said)) {
+		strcat(spare_said, msg);
+		strcat(spare_said, "\n");
+	}
+}
+
+/* A ready template of image tiny in shape's size, asked for at asked; its key computed (0: current) or given. */
+static void spare_tmpl(struct drv *d, struct tmpl *t, const saas_vm_spec *shape, const char *key, int64_t asked)
+{
+	struct image *im = NULL;
+
+	memset(t, 0, sizeof(*t));
+	if (key) {
+		snprintf(t->key, sizeof(t->key), "%s", key);
+	} else {
+		assert_int_equal(saas__lv_image_get(d, "tiny", &im), SAAS_OK);
+		saas__lv_template_key(d, shape, im, t->key);
+		assert_int_not_equal(t->key[0], '\0');
+	}
+	snprintf(t->image, sizeof(t->image), "%s", shape->image);
+	t->vcpus = shape->vcpus;
+	t->memory_mb = shape->memory_mb;
+	t->disk_gb = shape->disk_gb;
+	t->state = TMPL_READY;
+	t->memfd = -1;
+	t->asked_ms = asked;
+	t->next = d->tmpls;
+	d->tmpls = t;
+}
+
+/*
+ * Spares go to the templates a create would clone now. One its image's
+ * rebuild replaced (another key than the image's build gives), though asked
+ * for last and with no spare, gets none: each would be destroyed as soon as
+ * made, or, its files pruned, fail every minute. A failed make holds back
+ * its own template's spares, doubling, and no other's (nor the driver's
+ * global wait); a failure of a template no longer current forgets it. The
+ * image rebuilt, no template of the old build gets one; the new build's
+ * does. A template whose directory is gone is not ready any more
+ * (template_lost), one whose directory is whole stays ready. The driver is
+ * made by hand, with no VM: states and times given, not waited for.
+ */
+static void test_spares_follow_templates(void **state)
+{
+	struct drv d;
+	struct tmpl cur, old, other, rebuilt;
+	struct spare *s;
+	saas_vm_spec shape = { .image = "tiny", .vcpus = 1, .memory_mb = 512, .disk_gb = 1 }, big = shape;
+	char *top, images[4200], img[4300], dir[4400];
+	const int64_t now = 1000000;
+	struct timespec later[2] = { { 2000000000, 0 }, { 2000000000, 0 } };
+
+	(void)state;
+	top = hand_driver(&d, images, sizeof(images), img, sizeof(img), spare_log, NULL);
+	spare_said[0] = '\0';
+	big.memory_mb = 1024;
+	/* A template of another size, asked first; the current one; one replaced, asked for last. */
+	spare_tmpl(&d, &other, &big, NULL, 100);
+	spare_tmpl(&d, &cur, &shape, NULL, 200);
+	spare_tmpl(&d, &old, &shape, "4a69000000000000000000000000beef", 300);
+
+	/* The replaced one is never wanted: the current one is, then (it has one) the other size. */
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &cur);
+	assert_non_null(s = calloc(1, sizeof(*s)));
+	snprintf(s->key, sizeof(s->key), "%s", cur.key);
+	s->state = SPARE_READY;
+	d.spare.list = s;
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &other);
+	assert_null(saas__lv_spare_wanted_locked(&d, 1, now)); /* as many as the target listed */
+	d.spare.list = NULL;
+	free(s);
+
+	/* A failure of the current one holds back its spares only, and longer each time. */
+	assert_false(saas__lv_spare_failed_locked(&d, cur.key, "a test's failure", now));
+	assert_int_equal(cur.spare_retry_at_ms, now + SPARE_BACKOFF_FIRST_MS);
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &other);
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now + SPARE_BACKOFF_FIRST_MS), &cur);
+	assert_false(saas__lv_spare_failed_locked(&d, cur.key, "a test's failure", now));
+	assert_int_equal(cur.spare_retry_at_ms, now + 2 * SPARE_BACKOFF_FIRST_MS);
+	for (int i = 0; i < 10; i++)
+		assert_false(saas__lv_spare_failed_locked(&d, cur.key, "a test's failure", now));
+	assert_int_equal(cur.spare_retry_at_ms, now + SPARE_BACKOFF_MAX_MS);
+	assert_int_equal(other.spare_retry_at_ms, 0);
+	assert_int_equal(d.spare.retry_at_ms, 0);
+	assert_non_null(strstr(spare_said, "failed (a test's failure); next try for it in 1 s\n"));
+
+	/* A failure of the replaced one (its files pruned) forgets it, and holds back no other. */
+	assert_true(saas__lv_spare_failed_locked(&d, old.key, "templates/4a69.../state: No such file or directory", now));
+	assert_int_equal(old.asked_ms, 0);
+	assert_int_equal(old.spare_retry_at_ms, 0);
+	assert_int_equal(other.spare_retry_at_ms, 0);
+	assert_non_null(strstr(spare_said, "no more VMs are started ahead for template 4a69000000000000000000000000beef: "
+	                                   "it is no longer current"));
+	assert_null(strstr(spare_said, "template 4a69000000000000000000000000beef failed"));
+
+	/* The image rebuilt: no template of its old build is wanted; the new build's is. */
+	write_text(img, "manifest.json", "{\"kernel\": \"vmlinuz\", \"initrd\": \"initrd.img\", \"ssh_host_key\": "
+	           "\"ssh-ed25519 AAAA\", \"boot_args\": \"console=ttyS0\", \"recipe_hash\": \"r2\"}", 0644);
+	snprintf(dir, sizeof(dir), "%s/manifest.json", img);
+	assert_int_equal(utimensat(AT_FDCWD, dir, later, 0), 0); /* a new mtime, however coarse the clock */
+	cur.spare_retry_at_ms = other.spare_retry_at_ms = 0;
+	assert_null(saas__lv_spare_wanted_locked(&d, 4, now));
+	spare_tmpl(&d, &rebuilt, &shape, NULL, 400);
+	assert_string_not_equal(rebuilt.key, cur.key);
+	assert_ptr_equal(saas__lv_spare_wanted_locked(&d, 4, now), &rebuilt);
+
+	/* Its directory whole, a template stays ready; gone, it is not (a create builds it again). */
+	snprintf(dir, sizeof(dir), "%s/templates/%s", top, rebuilt.key);
+	assert_int_equal(saas__mkdir_p(dir, 0700), 0);
+	write_text(dir, "template.json", "{}", 0600);
+	d.host->template_lost(&d, rebuilt.key);
+	assert_int_equal(rebuilt.state, TMPL_READY);
+	d.host->template_lost(&d, cur.key);
+	assert_int_equal(cur.state, TMPL_NONE);
+	assert_non_null(strstr(spare_said, "is gone from its directory"));
+	hand_driver_free(&d, top);
+}
+
+/* ---- a domain start that failed for the moment (boot.c) --------------------------------------- */
+
+/*
+ * Which failed domain starts are tried again (saas__lv_launch_start): libvirt's
+ * error for a system call's EAGAIN, as the cgroup v2 device filter's BPF
+ * program refused right after many VMs ended (seen once, and the clone
+ * booted cold), whatever its words; one that says so only in words (QEMU's
+ * own error, passed on as text). Not another errno of the same call, not an
+ * int1 of EAGAIN's value in an error that is no system call's (int1 is then
+ * something else), nor the usual lasting failures.
+ */
+static void test_start_transient(void **state)
+{
+	static const struct {
+		int code, domain, int1;
+		const char *message;
+		bool transient;
+	} cases[] = {
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EAGAIN,
+		  "failed to load cgroup BPF prog: Resource temporarily unavailable", true },
+		/* The errno says it, whatever the language, or with no words at all. */
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EAGAIN,
+		  "failed to load cgroup BPF prog: Ressource temporairement non disponible", true },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EAGAIN, NULL, true },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_NONE, EAGAIN, "cannot fork child process: Resource temporarily unavailable",
+		  true },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, ENOMEM, "failed to load cgroup BPF prog: Cannot allocate memory",
+		  false },
+		{ VIR_ERR_SYSTEM_ERROR, VIR_FROM_CGROUP, EPERM, "failed to load cgroup BPF prog: Operation not permitted",
+		  false },
+		/* An error of another kind: its int1 is not an errno, only its words count. */
+		{ VIR_ERR_INTERNAL_ERROR, VIR_FROM_QEMU, -1,
+		  "internal error: qemu unexpectedly closed the monitor: qemu-system-x86_64: failed to create thread: "
+		  "Resource temporarily unavailable", true },
+		{ VIR_ERR_INTERNAL_ERROR, VIR_FROM_QEMU, EAGAIN, "internal error: process exited while connecting to monitor",
+		  false },
+		{ VIR_ERR_INTERNAL_ERROR, VIR_FROM_QEMU, EAGAIN,
+		  "internal error: qemu unexpectedly closed the monitor: kvm run failed Function not implemented", false },
+		{ VIR_ERR_CONFIG_UNSUPPORTED, VIR_FROM_QEMU, 0,
+		  "unsupported configuration: host doesn't support invariant TSC", false },
+		{ VIR_ERR_OPERATION_FAILED, VIR_FROM_DOMAIN, 0, "operation failed: domain 'sbx-x' already exists with uuid 1",
+		  false },
+	};
+	char message[256];
+	virError e;
+
+	(void)state;
+	assert_false(saas__lv_virt_transient(NULL));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&e, 0, sizeof(e));
+		e.code = cases[i].code;
+		e.domain = cases[i].domain;
+		e.level = VIR_ERR_ERROR;
+		e.int1 = cases[i].int1;
+		if (cases[i].message) {
+			snprintf(message, sizeof(message), "%s", cases[i].message);
+			e.message = message;
+		}
+		print_message("  %s -> %s\n", cases[i].message ? cases[i].message : "(no words)",
+		              cases[i].transient ? "tried again" : "fails");
+		assert_int_equal(saas__lv_virt_transient(&e), cases[i].transient);
+	}
 }
 
 /* ---- a VM's files without root --------------------------------------------------------------- */
@@ -4252,6 +4463,8 @@ int main(void)
 		cmocka_unit_test(test_uids_skip_running),
 		cmocka_unit_test(test_images_staged),
 		cmocka_unit_test(test_take_waits_for_spare_being_made),
+		cmocka_unit_test(test_spares_follow_templates),
+		cmocka_unit_test(test_start_transient),
 		cmocka_unit_test(test_vm_files_unprivileged),
 		cmocka_unit_test(test_guard_ruleset),
 		cmocka_unit_test(test_guard_ruleset_no_resolvers),

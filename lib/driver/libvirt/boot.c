@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
 
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/console.h"
@@ -75,12 +76,29 @@ int saas__lv_launch_prepare(struct launch *l)
 	return l->d->host->overlay_make(l);
 }
 
-/* Define and start the domain (paused for a clone), on a free loopback port for its SSH forward. */
+bool saas__lv_virt_transient(const virError *err)
+{
+	if (!err)
+		return false;
+	/* A system call's errno is in int1 (virReportSystemError), over a remote connection too. */
+	if (err->code == VIR_ERR_SYSTEM_ERROR && err->int1 == EAGAIN) /* EWOULDBLOCK here */
+		return true;
+	return err->message && strstr(err->message, "Resource temporarily unavailable");
+}
+
+/*
+ * Define and start the domain (paused for a clone), on a free loopback port
+ * for its SSH forward. A start that fails for the moment
+ * (saas__lv_virt_transient) is tried again, LAUNCH_START_TRIES in all,
+ * LAUNCH_START_RETRY_MS apart and twice that each time: a clone or a spare
+ * that gave up at once would boot cold instead (ten times as long) or wait
+ * out its template's backoff.
+ */
 int saas__lv_launch_start(struct launch *l)
 {
 	struct drv *d = l->d;
 	bool incoming = l->tdir != NULL;
-	int rc = SAAS_EBACKEND;
+	int rc = SAAS_EBACKEND, tries = 1;
 
 	/* A port found free can be taken before QEMU binds it: try a few. */
 	for (int attempt = 0; attempt < 5; attempt++) {
@@ -123,6 +141,16 @@ int saas__lv_launch_start(struct launch *l)
 			return saas__lv_limits_apply(d, l->dom, l->spec->name, l->spec->vcpus,
 			                             saas__lv_domain_memory(l->spec, l->im), def.kvm);
 		rc = saas__lv_virt_error("starting the VM");
+		if (saas__lv_virt_transient(virGetLastError()) && tries < LAUNCH_START_TRIES && !saas__lv_launch_quit(l)) {
+			int64_t wait_ms = (int64_t)LAUNCH_START_RETRY_MS << (tries - 1);
+			saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its domain's start failed for the moment (%s); trying again in "
+			             "%lld ms (try %d of %d)", l->spec->name, saas_error_last()->message, (long long)wait_ms,
+			             tries + 1, LAUNCH_START_TRIES);
+			saas__sleep_ms(wait_ms);
+			tries++;
+			attempt--;
+			continue;
+		}
 		/*
 		 * A remote host whose libvirtd has no cpu controller: as on a host
 		 * without one here (cgroup.c), VMs run without the CPU limit, said

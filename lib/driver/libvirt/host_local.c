@@ -240,12 +240,6 @@ static int local_state_in(struct launch *l, const char *what, const char *state_
 }
 
 /* Nothing was lost: a local template is found by its directory, which a clone's failure would have broken. */
-static void local_template_lost(struct drv *d, const char *key)
-{
-	(void)d;
-	(void)key;
-}
-
 static uint64_t local_mem_available_mib(struct drv *d)
 {
 	(void)d;
@@ -275,7 +269,7 @@ const struct saas__lv_host saas__lv_host_local = {
 	.template_place = saas__lv_template_place_local,
 	.template_build = saas__lv_template_build_local,
 	.template_break = saas__lv_template_break_local,
-	.template_lost = local_template_lost,
+	.template_lost = saas__lv_template_lost_local,
 	.template_find = local_template_find,
 	.template_list = saas__lv_template_list_local,
 	.mem_available_mib = local_mem_available_mib,

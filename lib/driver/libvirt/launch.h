@@ -4,6 +4,8 @@
 #ifndef SAAS_DRIVER_LIBVIRT_LAUNCH_H
 #define SAAS_DRIVER_LIBVIRT_LAUNCH_H
 
+#include <libvirt/virterror.h>
+
 #include "driver/libvirt/libvirt_driver.h"
 
 /* ---- making VMs (boot.c, clone.c) ------------------------------------------------------------ */
@@ -58,6 +60,17 @@ static inline bool saas__lv_launch_quit(struct launch *l)
 
 int saas__lv_launch_prepare(struct launch *l);
 int saas__lv_launch_start(struct launch *l);
+/*
+ * Did a domain's start fail for a moment's want of something, so that the
+ * same start a little later may work (saas__lv_launch_start tries it again)?
+ * libvirt's error for a system call's EAGAIN (VIR_ERR_SYSTEM_ERROR, the errno
+ * in int1), as "failed to load cgroup BPF prog: Resource temporarily
+ * unavailable" from the device filter of the domain's cgroup v2 right after
+ * many VMs ended (the kernel frees their BPF programs later), or a fork at the
+ * process limit; or an error that says so in words only (QEMU's own, passed
+ * on as text). Any other error is not: the start fails as it did.
+ */
+bool saas__lv_virt_transient(const virError *err);
 int saas__lv_launch_wait_ssh(struct launch *l, const struct timespec *t0, int64_t budget_ms);
 void saas__lv_launch_blame_console(struct launch *l, int rc);
 void saas__lv_launch_undo(struct launch *l);

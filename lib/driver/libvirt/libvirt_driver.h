@@ -168,6 +168,8 @@ struct stat;
 #define SPARE_LEASE_MARGIN_MS (2 * 60 * 1000)
 #define SPARE_BACKOFF_FIRST_MS 1000
 #define SPARE_BACKOFF_MAX_MS 60000
+#define LAUNCH_START_TRIES 3                /* a domain start that fails for the moment: tried this often in all, */
+#define LAUNCH_START_RETRY_MS 100           /* this long apart, doubling (boot.c, saas__lv_virt_transient) */
 #define TEMPLATE_SAVE_STALL_MS 120000      /* a state save (template, pause, fork) with no progress this long fails */
 /*
  * A mapped template's RAM stays in memory for as long as the template does,
@@ -305,6 +307,8 @@ struct tmpl {
 	unsigned int vcpus, memory_mb, disk_gb;
 	char stem[TPL_STEM_MAX];         /* remote, TMPL_READY: its volumes' common name on the host */
 	int64_t asked_ms;                /* when a create last asked for it (0: not since open): spares go to the latest */
+	int64_t spare_retry_at_ms;       /* a spare of it failed: none made for it before this (spare.c) */
+	unsigned int spare_backoff_ms;   /* the wait after its spares' next failure (0: SPARE_BACKOFF_FIRST_MS) */
 	struct tmpl *next;
 };
 

@@ -30,8 +30,11 @@
  * SPARE_WARM_MIB more a warmed one) nor what the
  * host's available memory over min_free_memory_mb holds; spares over the
  * count (a burst forgotten, the host short) are destroyed. They go to the
- * templates creates asked for since the driver opened: each has one before
- * any has a second, the one asked for last first (spare_wanted_locked).
+ * templates creates asked for since the driver opened and still current (of
+ * their image's build as it is now): each has one before any has a second,
+ * the one asked for last first (saas__lv_spare_wanted_locked). A template
+ * replaced (its image rebuilt) or gone is forgotten: none is made for it
+ * again.
  *
  * When: one per core at once (at most SPARE_MAKERS_MAX threads, each making
  * one at a time), woken at once by a take. After a lone create none is made
@@ -39,12 +42,12 @@
  * CPUs); when creates come faster than that hold and a make, the hold would
  * only make the next create wait, and spares are made at once. Never while
  * the host is short of memory for the guest's size nor with the last free
- * uid, and after a failure not again for a while that doubles up to
- * SPARE_BACKOFF_MAX_MS. A spare costs its QEMU's own memory (its guest's RAM
- * is the template's, mapped, and untouched until it runs), a uid and a port;
- * no CPU. One loaded ahead holds its template's state as well (or its whole
- * RAM: spare_resident_mib): the budget and the host's room reckon each at
- * what the last one loaded held.
+ * uid, and after a failure none of that template's again for a while that
+ * doubles up to SPARE_BACKOFF_MAX_MS (other templates' go on). A spare costs
+ * its QEMU's own memory (its guest's RAM is the template's, mapped, and
+ * untouched until it runs), a uid and a port; no CPU. One loaded ahead holds
+ * its template's state as well (or its whole RAM: spare_resident_mib): the
+ * budget and the host's room reckon each at what the last one loaded held.
  *
  * A spare has no row: vm_list leaves spares out (the core's orphan sweep would
  * destroy them) until a create has taken one and makes it. A spare taken
@@ -138,18 +141,36 @@ static struct tmpl *spare_template_locked(struct drv *d, const char *key)
 	return NULL;
 }
 
-/* Is s still what a create of its shape would clone: its template ready, of its image's current build? */
-static bool spare_current_locked(struct drv *d, const struct spare *s)
+/*
+ * Is key the template a create of image in shape's size would clone now: of
+ * the image's current build (its manifest as it is now: a rebuilt image has
+ * another key), and ready? Under d->mu.
+ */
+static bool spare_key_current_locked(struct drv *d, const char *image, const saas_vm_spec *shape, const char *key)
 {
 	struct image *im = NULL;
-	char key[33] = "";
+	char now[33] = "";
 
-	if (saas__lv_image_get(d, s->image, &im) < 0) {
+	if (saas__lv_image_get(d, image, &im) < 0) {
 		saas__error_clear();
 		return false;
 	}
-	saas__lv_template_key(d, &s->spec, im, key);
-	return strcmp(key, s->key) == 0 && spare_template_locked(d, s->key);
+	saas__lv_template_key(d, shape, im, now);
+	return strcmp(now, key) == 0 && spare_template_locked(d, key);
+}
+
+/* Is s still what a create of its shape would clone? Under d->mu. */
+static bool spare_current_locked(struct drv *d, const struct spare *s)
+{
+	return spare_key_current_locked(d, s->image, &s->spec, s->key);
+}
+
+/* Is t what a create of its image and shape would clone now (its image not rebuilt since, t ready)? Under d->mu. */
+static bool spare_tmpl_current_locked(struct drv *d, const struct tmpl *t)
+{
+	saas_vm_spec shape = { .image = t->image, .vcpus = t->vcpus, .memory_mb = t->memory_mb, .disk_gb = t->disk_gb };
+
+	return t->image[0] && spare_key_current_locked(d, t->image, &shape, t->key);
 }
 
 /*
@@ -290,15 +311,7 @@ static int spare_make(struct drv *d, struct spare *s)
 	return rc;
 }
 
-/*
- * The template to make a spare for: of those ready, local and asked for since
- * the driver opened, the one with the fewest spares not taken yet, and of
- * those the one asked for last; none once target are listed (taken ones
- * count). Every such template has one before any has two, so a target of 1
- * keeps one for the template asked for last, and a larger one covers a
- * burst of creates of one template. Under d->mu.
- */
-static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
+struct tmpl *saas__lv_spare_wanted_locked(struct drv *d, unsigned int target, int64_t now)
 {
 	struct tmpl *best = NULL;
 	unsigned int live = 0, best_has = 0;
@@ -309,16 +322,47 @@ static struct tmpl *spare_wanted_locked(struct drv *d, unsigned int target)
 		return NULL;
 	for (struct tmpl *t = d->tmpls; t; t = t->next) {
 		unsigned int has = 0;
-		if (t->state != TMPL_READY || !t->asked_ms || !t->image[0])
+		if (t->state != TMPL_READY || !t->asked_ms || !t->image[0] || now < t->spare_retry_at_ms)
 			continue;
 		for (struct spare *s = d->spare.list; s; s = s->next)
 			has += s->state != SPARE_TAKEN && strcmp(s->key, t->key) == 0;
-		if (!best || has < best_has || (has == best_has && t->asked_ms > best->asked_ms)) {
-			best = t;
-			best_has = has;
-		}
+		if (best && (has > best_has || (has == best_has && t->asked_ms <= best->asked_ms)))
+			continue;
+		/* A template its image's rebuild replaced: every spare of it would be destroyed as soon as made. */
+		if (!spare_tmpl_current_locked(d, t))
+			continue;
+		best = t;
+		best_has = has;
 	}
 	return best;
+}
+
+bool saas__lv_spare_failed_locked(struct drv *d, const char *key, const char *why, int64_t now)
+{
+	struct tmpl *t;
+	unsigned int backoff_ms;
+	char said[512];
+
+	/* A copy: why may be the thread's last error, which the image's look-up below may replace. */
+	saas__strlcpy(said, why, sizeof(said));
+	why = said;
+	for (t = d->tmpls; t; t = t->next)
+		if (strcmp(t->key, key) == 0)
+			break;
+	if (!t || !spare_tmpl_current_locked(d, t)) {
+		/* Until a create asks for it again (one can only if it is current again, rebuilt or found). */
+		if (t)
+			t->asked_ms = 0;
+		saas__lv_log(d, SAAS_LOG_INFO, "no more VMs are started ahead for template %s: it is no longer current (its "
+		             "image rebuilt, or the template replaced, broken or gone; its last start ahead: %s)", key, why);
+		return true;
+	}
+	backoff_ms = t->spare_backoff_ms ? t->spare_backoff_ms : SPARE_BACKOFF_FIRST_MS;
+	saas__lv_log(d, SAAS_LOG_WARN, "starting a VM ahead for template %s failed (%s); next try for it in %u s", key, why,
+	             backoff_ms / 1000);
+	t->spare_retry_at_ms = now + backoff_ms;
+	t->spare_backoff_ms = backoff_ms * 2 > SPARE_BACKOFF_MAX_MS ? SPARE_BACKOFF_MAX_MS : backoff_ms * 2;
+	return false;
 }
 
 /*
@@ -436,7 +480,7 @@ static void *spare_main(void *arg)
 		}
 		if (!stale && now >= d->spare.retry_at_ms) {
 			if (plan.now || (!d->spare.creating && now >= d->spare.hold_until_ms))
-				t = spare_wanted_locked(d, plan.target);
+				t = saas__lv_spare_wanted_locked(d, plan.target, now);
 			else if (!d->spare.creating && d->spare.hold_until_ms - now < wait_ms)
 				wait_ms = d->spare.hold_until_ms - now; /* not a second late after the hold */
 		}
@@ -468,7 +512,7 @@ static void *spare_main(void *arg)
 		}
 		if (s) {
 			/* The host short of memory for it is no failure: the next turn looks again. */
-			char loaded[96] = "", warmed[64] = "";
+			char loaded[96] = "", warmed[64] = "", key[33] = "";
 			int rc = saas__lv_memory_check(d, &s->spec);
 			if (rc == SAAS_OK)
 				rc = spare_make(d, s);
@@ -476,7 +520,9 @@ static void *spare_main(void *arg)
 			if (rc == SAAS_OK && !s->cancelled && !closing(d)) {
 				/* Said once it can be taken: whoever reads the line may create at once. */
 				s->state = SPARE_READY;
-				d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
+				for (struct tmpl *o = d->tmpls; o; o = o->next)
+					if (strcmp(o->key, s->key) == 0)
+						o->spare_backoff_ms = 0;
 				/* The rate's need is counted in makes: a moving mean of the last few. */
 				d->spare.make_ms = (unsigned int)((3 * (int64_t)d->spare.make_ms + s->at[2]) / 4);
 				d->spare.warm_mib = s->warm_ms ? SPARE_WARM_MIB : 0;
@@ -495,12 +541,17 @@ static void *spare_main(void *arg)
 				             (long long)(s->at[1] - s->at[0]), loaded, warmed);
 				s = NULL;
 			} else {
+				/*
+				 * A failure holds back its own template's spares, not
+				 * another's; one of a template no longer current
+				 * forgets it. One that says the template is bad (its
+				 * state or RAM not loaded) has the host look whether
+				 * its files are still there (template_lost).
+				 */
 				if (rc < 0 && rc != SAAS_EBUSY && !closing(d)) {
-					unsigned int backoff_ms = d->spare.backoff_ms;
-					saas__lv_log(d, SAAS_LOG_WARN, "starting a VM ahead for template %s failed (%s); next try in %u s",
-					             s->key, saas_error_last()->message, backoff_ms / 1000);
-					d->spare.retry_at_ms = saas__now_ms() + backoff_ms;
-					d->spare.backoff_ms = backoff_ms * 2 > SPARE_BACKOFF_MAX_MS ? SPARE_BACKOFF_MAX_MS : backoff_ms * 2;
+					if (!saas__lv_spare_failed_locked(d, s->key, saas_error_last()->message, saas__now_ms()) &&
+					    s->l.template_bad)
+						saas__strlcpy(key, s->key, sizeof(key));
 				} else if (rc == SAAS_EBUSY) {
 					d->spare.retry_at_ms = saas__now_ms() + SPARE_BACKOFF_FIRST_MS;
 				}
@@ -510,6 +561,8 @@ static void *spare_main(void *arg)
 			pthread_mutex_unlock(&d->mu);
 			saas__error_clear();
 			spare_free(d, s); /* NULL when it is ready */
+			if (key[0])
+				d->host->template_lost(d, key);
 			pthread_mutex_lock(&d->mu);
 			continue;
 		}
@@ -557,7 +610,6 @@ int saas__lv_spares_start(struct drv *d)
 		d->spare.budget_mib = saas__lv_spare_budget_auto(mib);
 	}
 	d->spare.make_ms = SPARE_MAKE_MS_FIRST;
-	d->spare.backoff_ms = SPARE_BACKOFF_FIRST_MS;
 	for (unsigned int i = 0; i < makers; i++) {
 		if ((rc = pthread_create(&d->spare.threads[i], NULL, spare_main, d)) != 0) {
 			/* Those started are joined at close (spares_stop), which the failed open runs too. */

@@ -24,8 +24,7 @@ struct saas__lv_spares {
 	uint64_t budget_mib;             /* spare_memory_mb; 0 until spares_start works out auto */
 	unsigned int creating;           /* creates and restores running: no spare is made meanwhile, */
 	int64_t hold_until_ms;           /* nor before this (after one), unless creates come faster (plan.now) */
-	int64_t retry_at_ms;             /* nor before this (after a failure) */
-	unsigned int backoff_ms;         /* the next failure's wait */
+	int64_t retry_at_ms;             /* nor before this (after one found no uid or template for it: SAAS_EBUSY) */
 	unsigned int make_ms;            /* how long a spare took to make, lately */
 	uint64_t loaded_mib;             /* the state the last spare loaded ahead held (spare.c), 0: none loaded */
 	uint64_t warm_mib;               /* SPARE_WARM_MIB when the last spare made was warmed, 0: not */
@@ -67,4 +66,25 @@ bool saas__lv_spare_domain(struct drv *d, virDomainPtr dom, const char *name);
  */
 uint64_t saas__lv_spare_held_mib(struct drv *d, const char *name);
 bool saas__lv_spare_destroy(struct drv *d, const char *name);
+
+/* The maker's choices (spare.c's; unit.libvirt drives them on a driver made by hand). Under d->mu. */
+struct tmpl;
+/*
+ * The template to make a spare for: of those ready, local, current (of their
+ * image's build as it is now) and asked for since the driver opened, and not
+ * held back by a failure of their own (spare_retry_at_ms), the one with the
+ * fewest spares not taken yet, and of those the one asked for last; none
+ * once target are listed (taken ones count). Every such template has one
+ * before any has two, so a target of 1 keeps one for the template asked for
+ * last, and a larger one covers a burst of creates of one template.
+ */
+struct tmpl *saas__lv_spare_wanted_locked(struct drv *d, unsigned int target, int64_t now);
+/*
+ * A spare of template key failed (why: the error's message) at now: a
+ * template no longer current is forgotten (no spare is made for it until a
+ * create asks for it again) and true returned; a current one gets no spare
+ * before its own backoff has passed (SPARE_BACKOFF_FIRST_MS, doubling up to
+ * SPARE_BACKOFF_MAX_MS), which leaves the other templates' alone. Logged.
+ */
+bool saas__lv_spare_failed_locked(struct drv *d, const char *key, const char *why, int64_t now);
 #endif

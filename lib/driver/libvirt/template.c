@@ -155,6 +155,33 @@ void saas__lv_template_known_local(struct drv *d, struct tmpl *t)
 	free(dir);
 }
 
+/*
+ * A clone of the template of key failed (the local host's template_lost):
+ * its directory no longer complete (deleted by another engine on this state
+ * directory, or by hand), a ready entry is not ready any more, so that the
+ * next create builds it again rather than failing its clone, and no spare is
+ * made of it meanwhile (spare.c).
+ */
+void saas__lv_template_lost_local(struct drv *d, const char *key)
+{
+	char *dir = saas__lv_drv_path(d, "templates", key), *meta = dir ? saas__lv_path_join(dir, "template.json") : NULL;
+	struct stat st;
+
+	if (meta && stat(meta, &st) < 0 && errno == ENOENT) {
+		pthread_mutex_lock(&d->mu);
+		for (struct tmpl *t = d->tmpls; t; t = t->next)
+			if (strcmp(t->key, key) == 0 && t->state == TMPL_READY) {
+				saas__lv_log(d, SAAS_LOG_INFO, "template %s is gone from its directory; built again when a create "
+				             "asks for it", key);
+				t->state = TMPL_NONE;
+			}
+		pthread_mutex_unlock(&d->mu);
+	}
+	saas__error_clear();
+	free(meta);
+	free(dir);
+}
+
 /* Where a clone finds a ready template: its directory here, or its volumes' stem on a remote host. */
 char *saas__lv_template_place_local(struct drv *d, const struct tmpl *t)
 {
@@ -220,15 +247,26 @@ struct tmpl *saas__lv_template_get_locked(struct drv *d, const char *key)
 	return t;
 }
 
-/* Let go of the sealed RAM of the template of key (clones that map it keep it until they end). */
-static void template_ram_drop(struct drv *d, const char *key)
+/*
+ * Let go of the sealed RAM of the template of key (clones that map it keep
+ * it until they end); replaced (deleted for a newer build), forget it too:
+ * not ready, no spare made of it (spare.c) until a create asks for it again.
+ */
+static void template_ram_drop(struct drv *d, const char *key, bool replaced)
 {
 	pthread_mutex_lock(&d->mu);
-	for (struct tmpl *t = d->tmpls; t; t = t->next)
-		if (strcmp(t->key, key) == 0 && t->memfd >= 0) {
+	for (struct tmpl *t = d->tmpls; t; t = t->next) {
+		if (strcmp(t->key, key) != 0)
+			continue;
+		if (t->memfd >= 0) {
 			close(t->memfd);
 			t->memfd = -1;
 		}
+		if (replaced) {
+			t->state = TMPL_NONE;
+			t->asked_ms = 0;
+		}
+	}
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -254,7 +292,7 @@ static void template_prune(struct drv *d, const struct tmpl_job *job)
 			    json_integer_value(json_object_get(j, "disk_gb")) == job->s.disk_gb) {
 				saas__lv_log(d, SAAS_LOG_INFO, "template %s replaced by %s; deleting it", e->d_name, job->s.key);
 				saas__lv_rm_tree(sub);
-				template_ram_drop(d, e->d_name);
+				template_ram_drop(d, e->d_name, true);
 			}
 			json_decref(j);
 		}
@@ -711,7 +749,7 @@ void saas__lv_template_break_local(struct drv *d, const char *key)
 {
 	char *dir = saas__lv_drv_path(d, "templates", key);
 
-	template_ram_drop(d, key);
+	template_ram_drop(d, key, false);
 	if (dir)
 		saas__lv_rm_tree(dir);
 	free(dir);

@@ -64,11 +64,13 @@ void saas__lv_template_from_json(const json_t *j, saas_driver_template *t);
 /*
  * The templates' parts of each VM host's table (host.h), local and remote:
  * template VMs left by an interrupted build, whether a new entry is ready,
- * a ready one's place, the build said and marked, a broken one deleted, the
- * ready ones listed.
+ * a ready one's place, the build said and marked, a broken one deleted, one
+ * whose clone failed looked for (local: not ready once its directory is gone),
+ * the ready ones listed.
  */
 void saas__lv_template_vms_destroy(struct drv *d);
 void saas__lv_template_known_local(struct drv *d, struct tmpl *t);
+void saas__lv_template_lost_local(struct drv *d, const char *key);
 char *saas__lv_template_place_local(struct drv *d, const struct tmpl *t);
 char *saas__lv_template_place_remote(struct drv *d, const struct tmpl *t);
 void saas__lv_template_build_local(struct tmpl_job *job);
