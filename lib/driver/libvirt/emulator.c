@@ -15,6 +15,7 @@
 #include "driver/libvirt/emulator.h"
 #include "driver/libvirt/rpc.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/util.h"
 
 /* The flags taken out: the first selects the read per property, libvirt sets the second from it. */
@@ -158,48 +159,6 @@ static void entry_name(char out[70], const char *path)
 	snprintf(out, 70, "%s.xml", hex);
 }
 
-/* A regular file of dirfd's, read whole (at most EMULATOR_CAPS_MAX bytes), never through a link. */
-static int read_entry(int dirfd, const char *name, const char *what, char **text, size_t *len)
-{
-	struct stat st;
-	char *buf = NULL;
-	size_t got = 0;
-	int fd, rc = SAAS_OK;
-
-	*text = NULL;
-	if ((fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot open libvirt's capabilities of %s: %s", what,
-		                   strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > EMULATOR_CAPS_MAX) {
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, 0, "libvirt's capabilities of %s are not a file of at most %u bytes",
-		                 what, EMULATOR_CAPS_MAX);
-		goto out;
-	}
-	if (!(buf = malloc((size_t)st.st_size + 1))) {
-		rc = saas__oom();
-		goto out;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, n < 0 ? errno : 0,
-			                 "cannot read libvirt's capabilities of %s: %s", what, n < 0 ? strerror(errno) : "short");
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
-	*text = buf;
-	*len = got;
-	buf = NULL;
-out:
-	free(buf);
-	close(fd);
-	return rc;
-}
-
 /* data as dirfd's name, whole or not at all: a temporary beside it, then renamed over it. */
 static int write_entry(int dirfd, const char *name, const char *data, size_t len)
 {
@@ -287,8 +246,11 @@ int saas__lv_emulator_alias(const char *root, const char *binary, char **alias)
 		goto out;
 	}
 	entry_name(name, binary);
-	if ((rc = read_entry(dirfd, name, binary, &text, &len)) < 0)
+	/* libvirt's own entry, in the root: never read through a link (nor a FIFO) put there. */
+	if ((rc = saas__file_read(&text, &len, dirfd, name, EMULATOR_CAPS_MAX, SAAS__FILE_NOFOLLOW)) < 0) {
+		rc = saas__error_wrap(rc, "libvirt's capabilities of %s", binary);
 		goto out;
+	}
 	/* The link's path first: the entry names it. */
 	if ((rc = make_link(root, binary, &link)) < 0)
 		goto out;

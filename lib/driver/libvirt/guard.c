@@ -26,6 +26,7 @@
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/guard.h"
 #include "driver/libvirt/libvirt_driver.h"
+#include "util/file.h"
 #include "util/spawn.h"
 
 /* What the guard reads of /etc/resolv.conf at most: far more than any real one. */
@@ -375,7 +376,8 @@ int saas__lv_host_now(char **resolv_conf, struct saas__lv_prefix6 **host6, size_
 	rc = saas__lv_host_prefixes6(ifa, host6, n_host6);
 	freeifaddrs(ifa);
 	if (rc == SAAS_OK)
-		*resolv_conf = saas__lv_read_file("/etc/resolv.conf", RESOLV_CONF_MAX);
+		/* The system's, often a link (a resolver daemon's stub file): followed. None when it cannot be read. */
+		(void)saas__file_read(resolv_conf, NULL, AT_FDCWD, "/etc/resolv.conf", RESOLV_CONF_MAX, SAAS__FILE_QUIET);
 	return rc;
 }
 

@@ -115,21 +115,6 @@ char *saas__lv_path_join(const char *a, const char *b)
 	return p;
 }
 
-char *saas__lv_read_file(const char *path, size_t max)
-{
-	FILE *f = fopen(path, "re");
-	saas__buf b = SAAS__BUF_INIT;
-	char chunk[4096];
-	size_t n;
-
-	if (!f)
-		return NULL;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 && b.len < max)
-		saas__buf_put(&b, chunk, n);
-	fclose(f);
-	return saas__buf_detach(&b, NULL);
-}
-
 char *saas__lv_drv_path(struct drv *d, const char *kind, const char *name)
 {
 	char *p;

@@ -30,6 +30,7 @@
 #include "driver/libvirt/conf.h"
 #include "driver/libvirt/libvirt_driver.h"
 #include "driver/libvirt/reap.h"
+#include "util/file.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3 /* Linux 5.4; glibc's <sys/wait.h> names it from 2.36 on some targets only */
@@ -754,8 +755,9 @@ static void reap_qemu(struct drv *d, const char *name)
 	if (!pid)
 		return;
 	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-	comm = saas__lv_read_file(path, 64);
-	qemu = comm && strncmp(comm, "qemu", 4) == 0;
+	/* Gone, or not readable: not one to wait for. */
+	qemu = saas__file_read(&comm, NULL, AT_FDCWD, path, 64, SAAS__FILE_QUIET) == SAAS_OK &&
+	       strncmp(comm, "qemu", 4) == 0;
 	free(comm);
 	if (qemu && saas__lv_reap_add((pid_t)pid) < 0) {
 		saas__lv_log(d, SAAS_LOG_WARN, "VM %s: its QEMU is not reaped by the engine (a destroy then waits for "

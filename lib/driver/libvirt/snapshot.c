@@ -50,6 +50,7 @@
 #include "driver/libvirt/template.h"
 #include "driver/libvirt/vm.h"
 #include "driver/libvirt/vmfs.h"
+#include "util/file.h"
 #include "util/spawn.h"
 
 #define SNAPSHOT_JSON_MAX 65536
@@ -322,7 +323,14 @@ static int snapshot_read(struct drv *d, const char *snap, struct saas__lv_snapsh
 	memset(s, 0, sizeof(*s));
 	if (!meta || !gone)
 		rc = SAAS_ENOMEM;
-	else if (exists(gone) || !(text = saas__lv_read_file(meta, SNAPSHOT_JSON_MAX)))
+	else if (exists(gone))
+		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
+	/* The engine's own, under its state directory: never read through a link put there. */
+	else if ((rc = saas__file_read(&text, NULL, AT_FDCWD, meta, SNAPSHOT_JSON_MAX,
+	                               SAAS__FILE_NOFOLLOW | SAAS__FILE_QUIET)) == SAAS_ETOOBIG)
+		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s: its description is over %d bytes", snap,
+		                 SNAPSHOT_JSON_MAX);
+	else if (rc < 0)
 		rc = saas__error(SAAS_ENOTFOUND, SAAS_ERRCLASS_DRIVER, 0, "no snapshot %s", snap);
 	else if (saas__lv_snapshot_parse(text, s) < 0)
 		rc = saas__error(SAAS_EBACKEND, SAAS_ERRCLASS_DRIVER, 0, "snapshot %s: %s", snap, saas_error_last()->message);
@@ -524,7 +532,9 @@ static void snapshot_recover(struct drv *d, const char *snap)
 		file = NULL;
 		goto out;
 	}
-	if ((vm = saas__lv_read_file(file, SNAPSHOT_NAME_MAX + 1)) && !saas__lv_snapshot_name_ok(vm)) {
+	/* Written by the engine (snapshot_take); read as it was made, never through a link, and checked as a name. */
+	if (saas__file_read(&vm, NULL, AT_FDCWD, file, SNAPSHOT_NAME_MAX, SAAS__FILE_NOFOLLOW | SAAS__FILE_QUIET) == SAAS_OK &&
+	    !saas__lv_snapshot_name_ok(vm)) {
 		free(vm);
 		vm = NULL;
 	}
