@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -158,6 +161,182 @@ static void test_read_link(void **state)
 	free(fifo);
 }
 
+/* How many names in dir start with "."+base (the temporaries of base), links included. */
+static int temporaries(const char *base)
+{
+	char prefix[256];
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(dh);
+	snprintf(prefix, sizeof(prefix), ".%s.", base);
+	while ((e = readdir(dh)))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(dh);
+	return n;
+}
+
+/* The n-th name saas__file_write_atomic tries for base's temporary in dir, from this thread. */
+static char *tmp_name(const char *base, int n)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/.%s.%ld.%ld.%d", dir, base, (long)getpid(), (long)gettid(), n) > 0);
+	return p;
+}
+
+/* The file is replaced by a rename: a reader of the old one keeps it whole; no temporary stays. */
+static void test_write_replaces(void **state)
+{
+	char *p = at("entry"), *got, *target = at("kept"), *link = at("was-link");
+	struct stat st;
+	int old;
+
+	(void)state;
+	put("entry", "the old text", 12);
+	assert_true((old = open(p, O_RDONLY | O_CLOEXEC)) >= 0);
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, "new", 3, 0600, SAAS__FILE_FSYNC), SAAS_OK);
+	assert_non_null(got = saas_test_slurp(p, NULL));
+	assert_string_equal(got, "new");
+	free(got);
+	{
+		char buf[32] = { 0 };
+		assert_int_equal(read(old, buf, sizeof(buf) - 1), 12);
+		assert_string_equal(buf, "the old text");
+	}
+	close(old);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(temporaries("entry"), 0);
+	/* Relative to a directory fd, and a new file. */
+	{
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		assert_true(dfd >= 0);
+		assert_int_equal(saas__file_write_atomic(dfd, "fresh", "", 0, 0600, 0), SAAS_OK);
+		close(dfd);
+		char *fresh = at("fresh");
+		assert_non_null(got = saas_test_slurp(fresh, NULL));
+		assert_string_equal(got, "");
+		free(got);
+		free(fresh);
+	}
+	/* A link at the name itself is replaced, its target left alone. */
+	put("kept", "target", 6);
+	assert_int_equal(symlink(target, link), 0);
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, link, "mine", 4, 0600, 0), SAAS_OK);
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_non_null(got = saas_test_slurp(target, NULL));
+	assert_string_equal(got, "target");
+	free(got);
+	free(p);
+	free(target);
+	free(link);
+}
+
+/* A write or a rename that fails leaves the file as it was and no temporary. */
+static void test_write_fails_clean(void **state)
+{
+	char *p = at("limited"), *d = at("adir"), *inner, *got, big[4096];
+	struct rlimit was, small;
+
+	(void)state;
+	/* The rename fails: the name is a directory that is not empty. */
+	assert_int_equal(mkdir(d, 0700), 0);
+	assert_true(asprintf(&inner, "%s/x", d) > 0);
+	put("adir/x", "x", 1);
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, d, "data", 4, 0600, 0), SAAS_EIO);
+	says("cannot replace");
+	assert_int_equal(temporaries("adir"), 0);
+	assert_int_equal(access(inner, F_OK), 0);
+	/* The write fails: a file size limit under the data (EFBIG, its signal ignored). */
+	put("limited", "as it was", 9);
+	memset(big, 'b', sizeof(big));
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
+	small = was;
+	small.rlim_cur = 1024;
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, big, sizeof(big), 0600, SAAS__FILE_FSYNC), SAAS_EIO);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_int_equal(saas_error_last()->backend_code, EFBIG);
+	says("cannot write");
+	assert_int_equal(temporaries("limited"), 0);
+	assert_non_null(got = saas_test_slurp(p, NULL));
+	assert_string_equal(got, "as it was");
+	free(got);
+	/* Nothing to name, or unknown flags. */
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, "somewhere/", "x", 1, 0600, 0), SAAS_EINVAL);
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, "x", 1, 0600, 0x100), SAAS_EINVAL);
+	free(p);
+	free(d);
+	free(inner);
+}
+
+/* A link planted at the temporary's name is never written through nor removed: the next name is taken, and when all are planted the write is refused. */
+static void test_write_planted_link(void **state)
+{
+	char *p = at("target-file"), *victim = at("victim"), *got, *links[8];
+
+	(void)state;
+	put("victim", "untouched", 9);
+	for (int i = 0; i < 8; i++) {
+		links[i] = tmp_name("target-file", i);
+		assert_int_equal(symlink(victim, links[i]), 0);
+	}
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, "evil", 4, 0600, 0), SAAS_EIO);
+	assert_int_equal(saas_error_last()->backend_code, EEXIST);
+	says("are taken");
+	assert_int_equal(access(p, F_OK), -1);
+	/* One name free: it is used, and the links stay as they were. */
+	assert_int_equal(unlink(links[5]), 0);
+	assert_int_equal(saas__file_write_atomic(AT_FDCWD, p, "mine", 4, 0600, 0), SAAS_OK);
+	assert_non_null(got = saas_test_slurp(p, NULL));
+	assert_string_equal(got, "mine");
+	free(got);
+	assert_non_null(got = saas_test_slurp(victim, NULL));
+	assert_string_equal(got, "untouched");
+	free(got);
+	assert_int_equal(temporaries("target-file"), 7);
+	for (int i = 0; i < 8; i++) {
+		if (i != 5)
+			assert_int_equal(unlink(links[i]), 0);
+		free(links[i]);
+	}
+	free(p);
+	free(victim);
+}
+
+/* The two halves: the temporary is there to be used, then renamed over the name, or unlinked by its caller. */
+static void test_write_tmp_commit(void **state)
+{
+	char *p = at("rules"), *tmp, *got;
+
+	(void)state;
+	put("rules", "loaded before", 13);
+	assert_int_equal(saas__file_write_tmp(&tmp, AT_FDCWD, p, "next", 4, 0600, 0), SAAS_OK);
+	assert_non_null(got = saas_test_slurp(tmp, NULL));
+	assert_string_equal(got, "next");
+	free(got);
+	assert_non_null(got = saas_test_slurp(p, NULL));
+	assert_string_equal(got, "loaded before");
+	free(got);
+	assert_int_equal(saas__file_commit(AT_FDCWD, tmp, p), SAAS_OK);
+	free(tmp);
+	assert_non_null(got = saas_test_slurp(p, NULL));
+	assert_string_equal(got, "next");
+	free(got);
+	assert_int_equal(temporaries("rules"), 0);
+	/* A commit that fails unlinks the temporary. */
+	assert_int_equal(saas__file_write_tmp(&tmp, AT_FDCWD, p, "x", 1, 0600, 0), SAAS_OK);
+	assert_int_equal(saas__file_commit(AT_FDCWD, tmp, "/nonexistent/rules"), SAAS_EIO);
+	assert_int_equal(temporaries("rules"), 0);
+	free(tmp);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -165,6 +344,10 @@ int main(void)
 		cmocka_unit_test(test_read_sizeless),
 		cmocka_unit_test(test_read_empty),
 		cmocka_unit_test(test_read_link),
+		cmocka_unit_test(test_write_replaces),
+		cmocka_unit_test(test_write_fails_clean),
+		cmocka_unit_test(test_write_planted_link),
+		cmocka_unit_test(test_write_tmp_commit),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

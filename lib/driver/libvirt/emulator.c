@@ -159,36 +159,6 @@ static void entry_name(char out[70], const char *path)
 	snprintf(out, 70, "%s.xml", hex);
 }
 
-/* data as dirfd's name, whole or not at all: a temporary beside it, then renamed over it. */
-static int write_entry(int dirfd, const char *name, const char *data, size_t len)
-{
-	char tmp[96];
-	size_t put = 0;
-	int fd, rc = SAAS_OK;
-
-	snprintf(tmp, sizeof(tmp), ".%s.%ld", name, (long)getpid());
-	(void)unlinkat(dirfd, tmp, 0); /* a leftover of a crash, not followed */
-	if ((fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", tmp, strerror(errno));
-	while (put < len) {
-		ssize_t n = write(fd, data + put, len - put);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", tmp, strerror(errno));
-			break;
-		}
-		put += (size_t)n;
-	}
-	if (close(fd) < 0 && rc == SAAS_OK)
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot write %s: %s", tmp, strerror(errno));
-	if (rc == SAAS_OK && renameat(dirfd, tmp, dirfd, name) < 0)
-		rc = saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "cannot rename %s: %s", tmp, strerror(errno));
-	if (rc < 0)
-		(void)unlinkat(dirfd, tmp, 0);
-	return rc;
-}
-
 /* ROOT/bin/NAME, a link to binary: made, or remade when it is anything else. */
 static int make_link(const char *root, const char *binary, char **alias)
 {
@@ -257,7 +227,8 @@ int saas__lv_emulator_alias(const char *root, const char *binary, char **alias)
 	if ((rc = saas__lv_caps_for_alias(text, len, binary, link, &entry, &entry_len)) < 0 || !entry)
 		goto out;
 	entry_name(name, link);
-	if ((rc = write_entry(dirfd, name, entry, entry_len)) < 0)
+	/* libvirt reads the entry whole or finds none: never half of one. */
+	if ((rc = saas__file_write_atomic(dirfd, name, entry, entry_len, 0600, 0)) < 0)
 		goto out;
 	*alias = link;
 	link = NULL;

@@ -299,19 +299,14 @@ int saas__lv_snapshot_chain(const char *path, struct saas__lv_snapshot *s)
 	return rc;
 }
 
-/* Write text to path, whole, or fail saying why. */
+/*
+ * Write text to path, whole, or fail saying why. The files are the engine's,
+ * in a snapshot's temporary directory (renamed into place whole): made
+ * beside, synced, renamed, so nothing put at the name is written through.
+ */
 static int write_file(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "we");
-	size_t len = strlen(text);
-
-	if (!f || fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		int err = errno;
-		if (f)
-			fclose(f);
-		return saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, err, "%s: %s", path, strerror(err));
-	}
-	return fclose(f) == 0 ? SAAS_OK : saas__error(SAAS_EIO, SAAS_ERRCLASS_OS, errno, "%s: %s", path, strerror(errno));
+	return saas__file_write_atomic(AT_FDCWD, path, text, strlen(text), 0644, SAAS__FILE_FSYNC);
 }
 
 /* Read snapshot snap's description; SAAS_ENOTFOUND when it is missing, incomplete or deleted. */
