@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "driver/libvirt/emulator.h"
-#include "driver/libvirt/rpc.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/util.h"
@@ -256,19 +255,13 @@ static char *caps_path(const char *xml)
 	return p;
 }
 
-void saas__lv_emulator_setup(struct drv *d)
+void saas__lv_emulator_setup(struct drv *d, const char *xml)
 {
-	char *xml = NULL, *binary = NULL, *alias = NULL;
-	bool kvm;
+	char *binary = NULL, *alias = NULL;
 	int rc;
 
 	if (!d->root || !d->cpu_words)
 		return;
-	pthread_mutex_lock(&d->mu);
-	kvm = d->kvm;
-	pthread_mutex_unlock(&d->mu);
-	/* Asking for them makes libvirt probe the binary now, if it has not, and write its entry. */
-	xml = saas__lv_rpc_get_domain_capabilities(saas__lv_conn(d), NULL, "x86_64", "q35", kvm ? "kvm" : "qemu", 0);
 	if (!xml) {
 		rc = saas__lv_virt_error("asking libvirt for its QEMU");
 	} else if (!(binary = caps_path(xml))) {
@@ -285,6 +278,5 @@ void saas__lv_emulator_setup(struct drv *d)
 		saas__lv_log(d, SAAS_LOG_INFO, "domains name %s (%s), whose guest CPUs libvirt reads by their feature words",
 		             alias, binary);
 	d->emulator = alias;
-	free(xml);
 	free(binary);
 }
